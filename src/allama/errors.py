@@ -1,0 +1,534 @@
+"""One hierarchy of errors under `allama.Error`, each with a context and a redacted log view.
+
+A provider's own words (an error body, a message it wrote) may quote the caller's input, so
+they are kept for the caller but left out of `repr` and of the log view (`Error.as_log`).
+Messages allama wrote itself are marked *authored* and may be logged.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Any, ClassVar, Self, TypeVar
+
+from pydantic import JsonValue
+
+from allama.types import RequestField, UnsupportedStage
+
+__all__ = [
+    "AuthenticationError",
+    "ContextWindowExceededError",
+    "Error",
+    "ErrorContext",
+    "ErrorLog",
+    "ExtractionError",
+    "IncompleteStreamError",
+    "InvalidRequestError",
+    "MessageOrigin",
+    "NetworkError",
+    "NotFoundError",
+    "OverloadedError",
+    "PermissionDeniedError",
+    "QuotaExceededError",
+    "RateLimitedError",
+    "RequestTimeoutError",
+    "ServerError",
+    "StreamDecodeError",
+    "StreamError",
+    "UnsupportedError",
+]
+
+EXTRACTION_METADATA_KEY = "allama.extraction"
+"""The context metadata key under which an extraction attaches its record to a provider error."""
+
+_LOGGED_METADATA_PREFIX = "allama."
+
+
+class MessageOrigin(StrEnum):
+    """Who wrote an error's message: allama (`AUTHORED`), the provider (`UPSTREAM`), or unknown."""
+
+    AUTHORED = "authored"
+    UPSTREAM = "upstream"
+    UNKNOWN = "unknown"
+
+
+class ErrorContext:
+    """Where an error happened: provider, model, request id, HTTP status, and extra metadata.
+
+    `body` is the provider's error body, kept for the caller and never logged.
+    Metadata under `allama.*` keys is allama's own and appears in the log view; any other
+    key may quote upstream text and does not.
+    """
+
+    __slots__ = ("body", "metadata", "model", "provider", "request_id", "status")
+
+    def __init__(
+        self,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        request_id: str | None = None,
+        status: int | None = None,
+        body: str | None = None,
+        metadata: dict[str, JsonValue] | None = None,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.request_id = request_id
+        self.status = status
+        self.body = body
+        self.metadata: dict[str, JsonValue] = dict(metadata or {})
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = {}
+        for key in ("provider", "model", "request_id", "status", "body"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        if self.metadata:
+            out["metadata"] = dict(self.metadata)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ErrorContext:
+        return cls(
+            provider=data.get("provider"),
+            model=data.get("model"),
+            request_id=data.get("request_id"),
+            status=data.get("status"),
+            body=data.get("body"),
+            metadata=data.get("metadata"),
+        )
+
+    def __repr__(self) -> str:
+        shown = [
+            f"{key}={getattr(self, key)!r}"
+            for key in ("provider", "model", "request_id", "status")
+            if getattr(self, key) is not None
+        ]
+        if self.body is not None:
+            shown.append(f"body=<withheld {len(self.body)} chars>")
+        if self.metadata:
+            shown.append(f"metadata_keys={sorted(self.metadata)!r}")
+        return f"ErrorContext({', '.join(shown)})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ErrorContext) and self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_E = TypeVar("_E", bound="Error")
+_REGISTRY: dict[str, type[Error]] = {}
+
+
+class Error(Exception):
+    """The base of every error allama raises.
+
+    Catch a subclass to handle one kind (`RateLimitedError`), or this to handle them all.
+    `retryable` says whether the same request may succeed later; `fallback_from` holds the
+    error a failover fell back from (a chain).
+
+    Setters such as `with_provider` update the error in place and return it, so that an
+    adapter can build one in a single expression.
+    """
+
+    kind: ClassVar[str] = "error"
+    retryable_by_default: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        context: ErrorContext | None = None,
+        origin: MessageOrigin = MessageOrigin.UNKNOWN,
+        retryable: bool | None = None,
+        fallback_from: Error | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.context = context if context is not None else ErrorContext()
+        self.origin = origin
+        self._retryable = retryable
+        self.fallback_from = fallback_from
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__:
+            _REGISTRY[cls.kind] = cls
+
+    # Accessors
+
+    @property
+    def retryable(self) -> bool:
+        return self.retryable_by_default if self._retryable is None else self._retryable
+
+    @property
+    def retry_after(self) -> float | None:
+        """Seconds the provider asked to wait before retrying, when it said."""
+        return None
+
+    @property
+    def provider(self) -> str | None:
+        return self.context.provider
+
+    @property
+    def model(self) -> str | None:
+        return self.context.model
+
+    @property
+    def status(self) -> int | None:
+        return self.context.status
+
+    @property
+    def request_id(self) -> str | None:
+        return self.context.request_id
+
+    @property
+    def authored(self) -> bool:
+        """Whether allama wrote the message (so it may be logged)."""
+        return self.origin is MessageOrigin.AUTHORED
+
+    # Fluent setters (in place)
+
+    def mark_authored(self) -> Self:
+        self.origin = MessageOrigin.AUTHORED
+        return self
+
+    def mark_upstream(self) -> Self:
+        self.origin = MessageOrigin.UPSTREAM
+        return self
+
+    def with_provider(self, provider: str) -> Self:
+        self.context.provider = provider
+        return self
+
+    def with_model(self, model: str) -> Self:
+        self.context.model = model
+        return self
+
+    def with_status(self, status: int) -> Self:
+        self.context.status = status
+        return self
+
+    def with_request_id(self, request_id: str) -> Self:
+        self.context.request_id = request_id
+        return self
+
+    def with_body(self, body: str) -> Self:
+        self.context.body = body
+        return self
+
+    def with_metadata(self, key: str, value: JsonValue) -> Self:
+        self.context.metadata[key] = value
+        return self
+
+    def with_fallback_from(self, error: Error) -> Self:
+        self.fallback_from = error
+        return self
+
+    def with_retryable(self, retryable: bool) -> Self:
+        self._retryable = retryable
+        return self
+
+    # Serialisation
+
+    def _fields(self) -> dict[str, JsonValue]:
+        """Fields of a subclass beyond the common ones."""
+        return {}
+
+    @classmethod
+    def _restore(cls, message: str, fields: dict[str, Any]) -> Self:
+        return cls(message)
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        """The full form, upstream text included. `Error.from_dict` reads it back."""
+        out: dict[str, JsonValue] = {"kind": self.kind, "message": self.message}
+        fields = self._fields()
+        if fields:
+            out["fields"] = fields
+        context = self.context.to_dict()
+        if context:
+            out["context"] = context
+        if self.origin is not MessageOrigin.UNKNOWN:
+            out["origin"] = self.origin.value
+        if self._retryable is not None:
+            out["retryable"] = self._retryable
+        if self.fallback_from is not None:
+            out["fallback_from"] = self.fallback_from.to_dict()
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> Error:
+        cls = _REGISTRY.get(str(data.get("kind")), Error)
+        error = cls._restore(str(data.get("message", "")), dict(data.get("fields") or {}))
+        error.context = ErrorContext.from_dict(dict(data.get("context") or {}))
+        error.origin = MessageOrigin(data.get("origin", MessageOrigin.UNKNOWN.value))
+        error._retryable = data.get("retryable")
+        fallback = data.get("fallback_from")
+        error.fallback_from = Error.from_dict(fallback) if isinstance(fallback, dict) else None
+        return error
+
+    @staticmethod
+    def from_json(text: str | bytes) -> Error:
+        return Error.from_dict(json.loads(text))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Error.from_dict, (self.to_dict(),))
+
+    # Redacted views
+
+    def _log_message(self) -> str | None:
+        """The message for the log view: only what allama wrote."""
+        return self.message if self.authored else None
+
+    def _log_fields(self) -> dict[str, JsonValue]:
+        """Subclass fields safe for the log view."""
+        return {}
+
+    def as_log(self) -> ErrorLog:
+        """A view for logs: kinds, ids, counts and allama's own words, never upstream text."""
+        entries: dict[str, JsonValue] = {"kind": self.kind}
+        for key in ("provider", "model", "status", "request_id"):
+            value = getattr(self.context, key)
+            if value is not None:
+                entries[key] = value
+        entries.update(self._log_fields())
+        if self.context.body is not None:
+            entries["body_len"] = len(self.context.body)
+        for key, value in self.context.metadata.items():
+            if key.startswith(_LOGGED_METADATA_PREFIX):
+                entries[key] = value
+        message = self._log_message()
+        if message is not None:
+            entries["message"] = message
+        else:
+            entries["message_len"] = len(self.message)
+        if self.fallback_from is not None:
+            entries["fallback_from"] = self.fallback_from.as_log().to_dict()
+        return ErrorLog(entries)
+
+    def __repr__(self) -> str:
+        shown = (
+            f"message={self.message!r}"
+            if self.authored
+            else (f"message=<withheld {len(self.message)} chars>")
+        )
+        return f"{type(self).__name__}({shown}, context={self.context!r})"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ErrorLog:
+    """The redacted log view of an error: a dict (`to_dict`) or one `key=value` line (`str`)."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, entries: dict[str, JsonValue]) -> None:
+        self._entries = entries
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return dict(self._entries)
+
+    def __getitem__(self, key: str) -> JsonValue:
+        return self._entries[key]
+
+    def get(self, key: str) -> JsonValue | None:
+        return self._entries.get(key)
+
+    def __str__(self) -> str:
+        parts: list[str] = []
+        message: JsonValue = None
+        for key, value in self._entries.items():
+            if key == "message":
+                message = value
+            elif key == "fallback_from":
+                continue
+            elif isinstance(value, dict):
+                parts.extend(_flatten(key, value))
+            else:
+                parts.append(f"{key}={_scalar(value)}")
+        if message is not None:
+            parts.append(f"message={json.dumps(message)}")
+        return " ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"ErrorLog({self._entries!r})"
+
+
+def _flatten(prefix: str, value: dict[str, JsonValue]) -> list[str]:
+    parts: list[str] = []
+    for key, inner in value.items():
+        if isinstance(inner, dict):
+            parts.extend(_flatten(f"{prefix}.{key}", inner))
+        elif isinstance(inner, list):
+            parts.append(f"{prefix}.{key}_count={len(inner)}")
+        else:
+            parts.append(f"{prefix}.{key}={_scalar(inner)}")
+    return parts
+
+
+def _scalar(value: JsonValue) -> str:
+    if isinstance(value, str):
+        return (
+            value
+            if value and all(c.isalnum() or c in "._-:/" for c in value)
+            else json.dumps(value)
+        )
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value)
+
+
+class RateLimitedError(Error):
+    """Too many requests; `retry_after` says how long the provider asked to wait."""
+
+    kind = "rate_limited"
+    retryable_by_default = True
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self._retry_after = retry_after
+
+    @property
+    def retry_after(self) -> float | None:
+        return self._retry_after
+
+    def with_retry_after(self, seconds: float | None) -> Self:
+        self._retry_after = seconds
+        return self
+
+    def _fields(self) -> dict[str, JsonValue]:
+        return {} if self._retry_after is None else {"retry_after": self._retry_after}
+
+    @classmethod
+    def _restore(cls, message: str, fields: dict[str, Any]) -> Self:
+        return cls(message, retry_after=fields.get("retry_after"))
+
+
+class QuotaExceededError(Error):
+    """The account is out of credit or quota: waiting will not help."""
+
+    kind = "quota_exceeded"
+
+
+class RequestTimeoutError(Error):
+    kind = "timeout"
+    retryable_by_default = True
+
+
+class AuthenticationError(Error):
+    """The key is missing, wrong or revoked."""
+
+    kind = "authentication"
+
+
+class PermissionDeniedError(Error):
+    kind = "permission"
+
+
+class NotFoundError(Error):
+    """The model, deployment or endpoint does not exist."""
+
+    kind = "not_found"
+
+
+class InvalidRequestError(Error):
+    kind = "invalid_request"
+
+
+class ContextWindowExceededError(InvalidRequestError):
+    """The input does not fit the model's context window: shorten it."""
+
+    kind = "context_window"
+
+
+class UnsupportedError(Error):
+    """A request field the provider cannot honour, refused before sending or by the provider."""
+
+    kind = "unsupported"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: RequestField | str | None = None,
+        stage: UnsupportedStage | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(message, **kwargs)
+        self.field: RequestField | None = None if field is None else RequestField(field)
+        self.stage: UnsupportedStage = (
+            UnsupportedStage.BEFORE_SENDING if stage is None else UnsupportedStage(stage)
+        )
+
+    def _fields(self) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = {"stage": self.stage.value}
+        if self.field is not None:
+            out["field"] = self.field.value
+        return out
+
+    def _log_fields(self) -> dict[str, JsonValue]:
+        return self._fields()
+
+    @classmethod
+    def _restore(cls, message: str, fields: dict[str, Any]) -> Self:
+        return cls(message, field=fields.get("field"), stage=fields.get("stage"))
+
+
+class ServerError(Error):
+    kind = "server"
+    retryable_by_default = True
+
+
+class OverloadedError(ServerError):
+    kind = "overloaded"
+
+
+class NetworkError(Error):
+    """The connection failed or broke before a complete answer arrived."""
+
+    kind = "network"
+    retryable_by_default = True
+
+
+class StreamError(Error):
+    """A stream could not be read to its end."""
+
+    kind = "stream"
+
+
+class StreamDecodeError(StreamError):
+    """The stream held something that is not a valid event."""
+
+    kind = "stream_decode"
+
+
+class IncompleteStreamError(StreamError):
+    """The stream ended before the response finished."""
+
+    kind = "stream_incomplete"
+    retryable_by_default = True
+
+
+class ExtractionError(Error):
+    """The base of every extraction failure: the output could not be turned into the value.
+
+    Provider errors during an extraction are raised as themselves, not as this.
+    """
+
+    kind = "extraction"
+
+
+def errors_in_chain(error: Error) -> list[Error]:
+    """The error and every error it fell back from, newest first."""
+    chain: list[Error] = []
+    current: Error | None = error
+    while current is not None and len(chain) < 64:
+        chain.append(current)
+        current = current.fallback_from
+    return chain

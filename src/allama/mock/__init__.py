@@ -1,0 +1,26 @@
+"""Testing aids: scripted providers, a response builder, and a provider that answers anything.
+
+>>> from allama.mock import MockProvider
+>>> MockProvider.with_text("hi").chat(__import__("allama").ChatRequest("m").user("?")).text()
+'hi'
+"""
+
+from allama.mock._builder import ChatResponseBuilder
+from allama.mock._events import response_events
+from allama.mock._scripted import (
+    FunctionProvider,
+    MockProvider,
+    MockScriptExhausted,
+    MockStreamingProvider,
+    SetupError,
+)
+
+__all__ = [
+    "ChatResponseBuilder",
+    "FunctionProvider",
+    "MockProvider",
+    "MockScriptExhausted",
+    "MockStreamingProvider",
+    "SetupError",
+    "response_events",
+]

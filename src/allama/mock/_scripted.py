@@ -1,0 +1,297 @@
+"""Providers that answer from a script, for testing code that calls a provider."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from typing import Self
+
+from pydantic import JsonValue
+
+from allama.errors import Error
+from allama.mock._builder import ChatResponseBuilder
+from allama.mock._events import response_events
+from allama.provider import capabilities_only
+from allama.stream import AsyncChatStream, ChatStream
+from allama.types import (
+    CapabilitySupport,
+    ChatCapability,
+    ChatRequest,
+    ChatResponse,
+    ChatValidation,
+    StreamEvent,
+)
+
+__all__ = [
+    "FunctionProvider",
+    "MockProvider",
+    "MockScriptExhausted",
+    "MockStreamingProvider",
+    "SetupError",
+]
+
+
+class MockScriptExhausted(AssertionError):
+    """A scripted provider was called more often than its script has answers for."""
+
+
+class _Recorder:
+    """Capability answers and the record of requests, shared by the scripted providers."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._capabilities: dict[ChatCapability, CapabilitySupport] = {}
+        self._requests: list[ChatRequest] = []
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def with_provider_name(self, name: str) -> Self:
+        self._name = name
+        return self
+
+    def with_chat_capability(self, capability: ChatCapability, support: CapabilitySupport) -> Self:
+        """Answer `support` for `capability` (every answer is `UNKNOWN` until set)."""
+        self._capabilities[capability] = support
+        return self
+
+    def with_supported_chat_capabilities(self, capabilities: Iterable[ChatCapability]) -> Self:
+        for capability in capabilities:
+            self._capabilities[capability] = CapabilitySupport.SUPPORTED
+        return self
+
+    def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
+        return self._capabilities.get(capability, CapabilitySupport.UNKNOWN)
+
+    def validate_chat_request(self, request: ChatRequest) -> ChatValidation:
+        return capabilities_only()
+
+    def _record(self, request: ChatRequest) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+    @property
+    def requests(self) -> list[ChatRequest]:
+        """Every request received, in order."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def last_request(self) -> ChatRequest | None:
+        with self._lock:
+            return self._requests[-1] if self._requests else None
+
+    @property
+    def call_count(self) -> int:
+        """Calls made: `chat` and `chat_stream`, sync and async, including failed ones."""
+        with self._lock:
+            return len(self._requests)
+
+
+MockItem = ChatResponse | Error | str
+
+
+class MockProvider(_Recorder):
+    """Answers each call with the next item of its script: a response, text, or an error.
+
+    >>> provider = MockProvider(["Hello", ChatResponseBuilder().text("again").build()])
+    >>> provider.chat(ChatRequest("m").user("hi")).text()
+    'Hello'
+    >>> provider.call_count
+    1
+    """
+
+    def __init__(self, script: Iterable[MockItem] = (), *, name: str = "mock") -> None:
+        super().__init__(name)
+        self._script: deque[MockItem] = deque(script)
+
+    @classmethod
+    def with_text(cls, text: str) -> MockProvider:
+        return cls([text])
+
+    @classmethod
+    def with_response(cls, response: ChatResponse) -> MockProvider:
+        return cls([response])
+
+    @classmethod
+    def with_error(cls, error: Error) -> MockProvider:
+        return cls([error])
+
+    @classmethod
+    def with_tool_call(cls, id: str, name: str, arguments: JsonValue) -> MockProvider:
+        return cls([ChatResponseBuilder().tool_call(id, name, arguments).build()])
+
+    @classmethod
+    def empty(cls) -> MockProvider:
+        return cls()
+
+    def then(self, item: MockItem) -> Self:
+        """Add an answer at the end of the script."""
+        self._script.append(item)
+        return self
+
+    def _next(self, request: ChatRequest) -> ChatResponse:
+        self._record(request)
+        with self._lock:
+            if not self._script:
+                raise MockScriptExhausted(
+                    f"{self.name}: call {len(self._requests)} has no scripted answer"
+                )
+            item = self._script.popleft()
+        if isinstance(item, Error):
+            if item.provider is None:
+                item.with_provider(self.name)
+            raise item
+        response = ChatResponseBuilder().text(item).build() if isinstance(item, str) else item
+        if response.provider is None:
+            response = response.model_copy(update={"provider": self.name})
+        return response
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        return self._next(request)
+
+    async def achat(self, request: ChatRequest) -> ChatResponse:
+        return self._next(request)
+
+    def chat_stream(self, request: ChatRequest) -> ChatStream:
+        """The next answer as a stream of events (an error is raised as a setup error)."""
+        events = response_events(self._next(request))
+        return ChatStream(iter(events), provider=self.name)
+
+    async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
+        events = response_events(self._next(request))
+        return AsyncChatStream(_aiter(events), provider=self.name)
+
+    def __repr__(self) -> str:
+        return f"MockProvider(name={self.name!r}, remaining={len(self._script)})"
+
+
+class SetupError:
+    """A scripted stream that fails when it is opened, before any event."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Error) -> None:
+        self.error = error
+
+
+StreamItem = StreamEvent | Error
+StreamScript = Sequence[StreamItem] | SetupError
+
+
+def _events_then_error(items: Sequence[StreamItem]) -> Iterator[StreamEvent]:
+    for item in items:
+        if isinstance(item, Error):
+            raise item
+        yield item
+
+
+async def _aiter_items(items: Sequence[StreamItem]) -> AsyncIterator[StreamEvent]:
+    for item in items:
+        if isinstance(item, Error):
+            raise item
+        yield item
+
+
+async def _aiter(events: Iterable[StreamEvent]) -> AsyncIterator[StreamEvent]:
+    for event in events:
+        yield event
+
+
+class MockStreamingProvider(_Recorder):
+    """Answers each call with the next scripted stream: events, errors inside, setup errors.
+
+    A stream is a list of events and errors (an error ends it where it stands), or a
+    `SetupError` raised by `chat_stream` itself. `chat` collects the next stream.
+    """
+
+    def __init__(self, streams: Iterable[StreamScript] = (), *, name: str = "mock") -> None:
+        super().__init__(name)
+        self._streams: deque[StreamScript] = deque(streams)
+
+    @classmethod
+    def from_responses(cls, responses: Iterable[ChatResponse]) -> MockStreamingProvider:
+        return cls([response_events(response) for response in responses])
+
+    @classmethod
+    def with_text(cls, text: str) -> MockStreamingProvider:
+        return cls.from_responses([ChatResponseBuilder().text(text).build()])
+
+    @classmethod
+    def with_stream(cls, items: Sequence[StreamItem]) -> MockStreamingProvider:
+        return cls([items])
+
+    @classmethod
+    def with_tool_call(cls, id: str, name: str, arguments: JsonValue) -> MockStreamingProvider:
+        return cls.from_responses([ChatResponseBuilder().tool_call(id, name, arguments).build()])
+
+    def then_stream(self, items: Sequence[StreamItem]) -> Self:
+        self._streams.append(items)
+        return self
+
+    def then_response(self, response: ChatResponse) -> Self:
+        self._streams.append(response_events(response))
+        return self
+
+    def then_setup_error(self, error: Error) -> Self:
+        self._streams.append(SetupError(error))
+        return self
+
+    def _next(self, request: ChatRequest) -> Sequence[StreamItem]:
+        self._record(request)
+        with self._lock:
+            if not self._streams:
+                raise MockScriptExhausted(
+                    f"{self.name}: call {len(self._requests)} has no scripted stream"
+                )
+            item = self._streams.popleft()
+        if isinstance(item, SetupError):
+            if item.error.provider is None:
+                item.error.with_provider(self.name)
+            raise item.error
+        return item
+
+    def chat_stream(self, request: ChatRequest) -> ChatStream:
+        return ChatStream(_events_then_error(self._next(request)), provider=self.name)
+
+    async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
+        return AsyncChatStream(_aiter_items(self._next(request)), provider=self.name)
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        return self.chat_stream(request).response()
+
+    async def achat(self, request: ChatRequest) -> ChatResponse:
+        stream = await self.achat_stream(request)
+        return await stream.response()
+
+    def __repr__(self) -> str:
+        return f"MockStreamingProvider(name={self.name!r}, remaining={len(self._streams)})"
+
+
+class FunctionProvider(_Recorder):
+    """Answers with a function of the request (raise an `allama.Error` to fail)."""
+
+    def __init__(
+        self, answer: Callable[[ChatRequest], ChatResponse], *, name: str = "mock"
+    ) -> None:
+        super().__init__(name)
+        self._answer = answer
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        self._record(request)
+        response = self._answer(request)
+        if response.provider is None:
+            response = response.model_copy(update={"provider": self.name})
+        return response
+
+    async def achat(self, request: ChatRequest) -> ChatResponse:
+        return self.chat(request)
+
+    def chat_stream(self, request: ChatRequest) -> ChatStream:
+        return ChatStream(iter(response_events(self.chat(request))), provider=self.name)
+
+    async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
+        return AsyncChatStream(_aiter(response_events(self.chat(request))), provider=self.name)

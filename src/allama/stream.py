@@ -1,0 +1,398 @@
+"""Streams of response events: the rules every stream keeps, and the collector that folds them.
+
+The rules: a stream ends after its first error; a stream that stops before its `Finish`
+event is an incomplete stream (`IncompleteStreamError`); what it reported before failing
+(usage, warnings) stays readable. `ChatStream` and `AsyncChatStream` keep these rules for
+every provider, so an adapter's decoder only has to turn bytes into events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from types import TracebackType
+from typing import Self
+
+from pydantic import JsonValue
+
+from allama.errors import Error, IncompleteStreamError, StreamDecodeError
+from allama.types import (
+    BlockStart,
+    BlockStop,
+    ChatResponse,
+    ContentBlock,
+    Finish,
+    ProviderDataEvent,
+    Reasoning,
+    ReasoningDelta,
+    Refusal,
+    RefusalDelta,
+    ResponseStart,
+    StreamBlockType,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+    UsageEvent,
+    Warning,
+    WarningEvent,
+)
+
+__all__ = ["AsyncChatStream", "ChatStream", "StreamCollector"]
+
+
+class _Block:
+    __slots__ = ("block_type", "encrypted", "id", "name", "parts", "signature")
+
+    def __init__(self, block_type: StreamBlockType, id: str | None, name: str | None) -> None:
+        self.block_type = block_type
+        self.id = id
+        self.name = name
+        self.parts: list[str] = []
+        self.signature: str | None = None
+        self.encrypted: str | None = None
+
+    def build(self, index: int) -> ContentBlock:
+        text = "".join(self.parts)
+        if self.block_type is StreamBlockType.TOOL_CALL:
+            return ToolCall(id=self.id or f"call_{index}", name=self.name or "", arguments=text)
+        if self.block_type is StreamBlockType.REASONING:
+            return Reasoning(text=text, signature=self.signature, encrypted_content=self.encrypted)
+        if self.block_type is StreamBlockType.REFUSAL:
+            return Refusal(text=text)
+        return TextPart(text=text)
+
+
+def _merge_usage(old: Usage | None, new: Usage) -> Usage:
+    if old is None:
+        return new
+    reported = new.model_dump(exclude_none=True)
+    return old.model_copy(update=reported)
+
+
+_DELTA_TYPES: dict[type[object], StreamBlockType] = {
+    TextDelta: StreamBlockType.TEXT,
+    ToolCallDelta: StreamBlockType.TOOL_CALL,
+    ReasoningDelta: StreamBlockType.REASONING,
+    RefusalDelta: StreamBlockType.REFUSAL,
+}
+
+
+class StreamCollector:
+    """Folds stream events into a `ChatResponse`, checking that they make sense together.
+
+    Work is linear in the stream: deltas are kept as pieces and joined once.
+    """
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, _Block] = {}
+        self._finish: Finish | None = None
+        self._usage: Usage | None = None
+        self._warnings: list[Warning] = []
+        self._provider_data: dict[str, dict[str, JsonValue]] = {}
+        self._id: str | None = None
+        self._model: str | None = None
+        self._error: Error | None = None
+        self.provider: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the `Finish` event arrived."""
+        return self._finish is not None
+
+    @property
+    def error(self) -> Error | None:
+        """The error that ended the stream, if one did."""
+        return self._error
+
+    def push(self, event: StreamEvent) -> None:
+        """Take one event; raises `StreamDecodeError` for an event that breaks the rules."""
+        if self._error is not None:
+            raise StreamDecodeError(
+                f"stream event `{event.type}` after the stream failed"
+            ).mark_authored()
+        if isinstance(event, UsageEvent):
+            self._usage = _merge_usage(self._usage, event.usage)
+            return
+        if isinstance(event, WarningEvent):
+            if event.warning not in self._warnings:
+                self._warnings.append(event.warning)
+            return
+        if isinstance(event, ProviderDataEvent):
+            self._provider_data.setdefault(event.namespace, {})[event.key] = event.value
+            return
+        if self._finish is not None:
+            raise StreamDecodeError(
+                f"stream event `{event.type}` after the response finished"
+            ).mark_authored()
+        if isinstance(event, ResponseStart):
+            self._id = event.id or self._id
+            self._model = event.model or self._model
+        elif isinstance(event, BlockStart):
+            block = self._blocks.get(event.index)
+            if block is None:
+                self._blocks[event.index] = _Block(event.block_type, event.id, event.name)
+            elif block.block_type is not event.block_type:
+                raise self._mismatch(event.type, event.index, block.block_type)
+            else:
+                block.id = block.id or event.id
+                block.name = block.name or event.name
+        elif isinstance(event, BlockStop):
+            if event.index not in self._blocks:
+                raise StreamDecodeError(
+                    f"stream event `block_stop` for block {event.index}, which never started"
+                ).mark_authored()
+        elif isinstance(event, Finish):
+            self._finish = event
+        else:
+            block_type = _DELTA_TYPES[type(event)]
+            block = self._blocks.get(event.index)
+            if block is None:
+                block = self._blocks[event.index] = _Block(block_type, None, None)
+            elif block.block_type is not block_type:
+                raise self._mismatch(event.type, event.index, block.block_type)
+            if isinstance(event, ToolCallDelta):
+                block.parts.append(event.arguments)
+            elif isinstance(event, ReasoningDelta):
+                block.parts.append(event.text)
+                block.signature = event.signature or block.signature
+                block.encrypted = event.encrypted_content or block.encrypted
+            else:
+                block.parts.append(event.text)
+
+    @staticmethod
+    def _mismatch(event: str, index: int, block_type: StreamBlockType) -> StreamDecodeError:
+        return StreamDecodeError(
+            f"stream event `{event}` for block {index}, which is a `{block_type}` block"
+        ).mark_authored()
+
+    def set_terminal_error(self, error: Error) -> None:
+        """Record the error that ended the stream; `finish` raises it."""
+        if self._error is None:
+            self._error = error
+
+    def response_metadata(self) -> ChatResponse:
+        """What the stream reported so far besides content: usage, warnings, provider data."""
+        return ChatResponse(
+            usage=self._usage,
+            warnings=tuple(self._warnings),
+            provider_data=self._provider_data,
+            id=self._id,
+            model=self._model,
+            provider=self.provider,
+        )
+
+    def partial_response(self) -> ChatResponse:
+        """The response as far as it arrived, finished or not."""
+        return ChatResponse(
+            tuple(block.build(index) for index, block in self._blocks.items()),
+            finish_reason=self._finish.finish_reason if self._finish else None,
+            usage=self._usage,
+            warnings=tuple(self._warnings),
+            provider_data=self._provider_data,
+            id=self._id,
+            model=self._model,
+            provider=self.provider,
+        )
+
+    def finish(self) -> ChatResponse:
+        """The collected response; raises the stream's error, or `IncompleteStreamError`."""
+        if self._error is not None:
+            raise self._error
+        if self._finish is None:
+            raise (
+                IncompleteStreamError("the stream ended before the response finished")
+                .mark_authored()
+                .with_retryable(True)
+            )
+        return self.partial_response()
+
+    def __repr__(self) -> str:
+        return (
+            f"StreamCollector(blocks={len(self._blocks)}, finished={self.finished}, "
+            f"failed={self._error is not None})"
+        )
+
+
+class _Rules:
+    """The stream rules, shared by the sync and async streams."""
+
+    def __init__(self, provider: str | None) -> None:
+        self.collector = StreamCollector()
+        self.collector.provider = provider
+        self.done = False
+
+    def on_event(self, event: StreamEvent) -> None:
+        try:
+            self.collector.push(event)
+        except Error as error:
+            self.on_error(error)
+            raise
+
+    def on_error(self, error: Error) -> None:
+        self.done = True
+        if error.provider is None and self.collector.provider is not None:
+            error.with_provider(self.collector.provider)
+        self.collector.set_terminal_error(error)
+
+    def on_end(self) -> Error | None:
+        """The error to raise when the source ran dry, if it ended early."""
+        self.done = True
+        if self.collector.finished or self.collector.error is not None:
+            return None
+        try:
+            self.collector.finish()
+        except Error as error:
+            self.on_error(error)
+            return error
+        return None
+
+
+class ChatStream:
+    """A streamed response: iterate for events; `response()` collects it at the end.
+
+    Close it (or use it as a context manager) to stop early: that closes the connection.
+
+    >>> from allama.types import ResponseStart, Finish
+    >>> stream = ChatStream(iter([ResponseStart(), Finish(finish_reason="stop")]))
+    >>> [event.type for event in stream]
+    ['response_start', 'finish']
+    >>> stream.response().finish_reason
+    FinishReason('stop')
+    """
+
+    def __init__(
+        self,
+        events: Iterator[StreamEvent],
+        *,
+        close: Callable[[], None] | None = None,
+        provider: str | None = None,
+    ) -> None:
+        self._events = events
+        self._close = close
+        self._rules = _Rules(provider)
+
+    @property
+    def collector(self) -> StreamCollector:
+        return self._rules.collector
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> StreamEvent:
+        if self._rules.done:
+            raise StopIteration
+        try:
+            event = next(self._events)
+        except StopIteration:
+            self.close()
+            error = self._rules.on_end()
+            if error is not None:
+                raise error from None
+            raise
+        except Error as error:
+            self._rules.on_error(error)
+            self.close()
+            raise
+        try:
+            self._rules.on_event(event)
+        except Error:
+            self.close()
+            raise
+        return event
+
+    def response(self) -> ChatResponse:
+        """Read what is left, then return the collected response (or raise its error)."""
+        for _ in self:
+            pass
+        return self._rules.collector.finish()
+
+    def close(self) -> None:
+        self._rules.done = True
+        close, self._close = self._close, None
+        if close is not None:
+            close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"ChatStream({self._rules.collector!r})"
+
+
+class AsyncChatStream:
+    """The async twin of `ChatStream`: `async for` for events, `await response()` at the end."""
+
+    def __init__(
+        self,
+        events: AsyncIterator[StreamEvent],
+        *,
+        close: Callable[[], Awaitable[None]] | None = None,
+        provider: str | None = None,
+    ) -> None:
+        self._events = events
+        self._close = close
+        self._rules = _Rules(provider)
+
+    @property
+    def collector(self) -> StreamCollector:
+        return self._rules.collector
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        if self._rules.done:
+            raise StopAsyncIteration
+        try:
+            event = await anext(self._events)
+        except StopAsyncIteration:
+            await self.aclose()
+            error = self._rules.on_end()
+            if error is not None:
+                raise error from None
+            raise
+        except Error as error:
+            self._rules.on_error(error)
+            await self.aclose()
+            raise
+        try:
+            self._rules.on_event(event)
+        except Error:
+            await self.aclose()
+            raise
+        return event
+
+    async def response(self) -> ChatResponse:
+        async for _ in self:
+            pass
+        return self._rules.collector.finish()
+
+    async def aclose(self) -> None:
+        self._rules.done = True
+        close, self._close = self._close, None
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"AsyncChatStream({self._rules.collector!r})"

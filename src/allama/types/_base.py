@@ -1,0 +1,25 @@
+"""The base every vocabulary type shares: immutable, strict about its own keys, JSON round trip."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Data(BaseModel):
+    """Plain immutable data: changed by copying (`model_copy`), serialised as JSON."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        ser_json_bytes="base64",
+        val_json_bytes="base64",
+        use_enum_values=False,
+    )
+
+    def to_json(self) -> str:
+        """The JSON form; `type(self).from_json` reads it back."""
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Data:
+        return cls.model_validate_json(text)

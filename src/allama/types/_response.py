@@ -1,0 +1,88 @@
+"""A provider's answer, as one shape whatever the provider."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, JsonValue
+
+from allama.types._base import Data
+from allama.types._content import ContentBlock, Reasoning, Refusal, ToolCall, text_of
+from allama.types._fields import Warning
+from allama.types._finish import FinishReason
+from allama.types._messages import AssistantMessage
+from allama.types._usage import Usage
+
+ALLAMA_NAMESPACE = "allama"
+"""The provider-data namespace allama itself writes to."""
+
+DECLINE_EXPLANATION_KEY = "decline_explanation"
+"""Where an adapter stores the provider's own explanation of a refusal, in its namespace."""
+
+
+class ChatResponse(Data):
+    """The content blocks in order, why it finished, what it cost, and what fell short.
+
+    `provider_data` keeps what only one provider has, by namespace (`{"openai": {...}}`).
+    """
+
+    content: tuple[ContentBlock, ...] = ()
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
+    warnings: tuple[Warning, ...] = ()
+    provider_data: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
+    model: str | None = None
+    provider: str | None = None
+    id: str | None = None
+
+    def __init__(self, content: Any = None, /, **data: Any) -> None:
+        if content is not None:
+            data["content"] = content
+        super().__init__(**data)
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(block.type for block in self.content)
+        return (
+            f"ChatResponse(provider={self.provider!r}, model={self.model!r}, blocks=[{kinds}], "
+            f"finish_reason={self.finish_reason!r}, usage={self.usage!r}, "
+            f"warnings={len(self.warnings)})"
+        )
+
+    def text(self) -> str | None:
+        """The text blocks joined; `None` when there are none."""
+        return text_of(self.content)
+
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        return tuple(block for block in self.content if isinstance(block, ToolCall))
+
+    def first_refusal(self) -> str | None:
+        """The text of the first refusal block, when the model wrote one."""
+        for block in self.content:
+            if isinstance(block, Refusal):
+                return block.text
+        return None
+
+    def reasoning(self) -> str | None:
+        texts = [block.text for block in self.content if isinstance(block, Reasoning)]
+        return "".join(texts) if texts else None
+
+    def to_assistant_message(self) -> AssistantMessage:
+        """This response as the assistant turn of a follow-up request."""
+        return AssistantMessage(content=self.content)
+
+    def provider_value(self, namespace: str, key: str) -> JsonValue | None:
+        return self.provider_data.get(namespace, {}).get(key)
+
+    def with_provider_data(self, namespace: str, key: str, value: JsonValue) -> ChatResponse:
+        entries = {**self.provider_data.get(namespace, {}), key: value}
+        return self.model_copy(update={"provider_data": {**self.provider_data, namespace: entries}})
+
+    def decline_explanation(self) -> str | None:
+        """The provider's explanation of a refusal, from any namespace but allama's own."""
+        for namespace, entries in self.provider_data.items():
+            if namespace == ALLAMA_NAMESPACE:
+                continue
+            value = entries.get(DECLINE_EXPLANATION_KEY)
+            if isinstance(value, str) and value.strip():
+                return value
+        return None

@@ -1,0 +1,99 @@
+"""Tools the model may call, how it must choose among them, and the format of its answer."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, JsonValue, model_validator
+
+from allama.types._base import Data
+
+
+class ToolDefinition(Data):
+    """A tool offered to the model. `parameters` is the JSON Schema of its arguments.
+
+    `strict=True` asks the provider to constrain the arguments to the schema.
+    """
+
+    name: str
+    parameters: dict[str, JsonValue] = Field(default_factory=lambda: {"type": "object"})
+    description: str | None = None
+    strict: bool | None = None
+
+
+class ToolChoice(Data):
+    """How the model must use the tools: `auto`, `none`, `required`, or one named tool.
+
+    >>> ToolChoice.tool("lookup").name
+    'lookup'
+    """
+
+    mode: Literal["auto", "none", "required", "tool"]
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _name_with_tool(self) -> ToolChoice:
+        if (self.mode == "tool") != (self.name is not None):
+            raise ValueError("a tool choice names a tool exactly when its mode is `tool`")
+        return self
+
+    @classmethod
+    def auto(cls) -> ToolChoice:
+        return cls(mode="auto")
+
+    @classmethod
+    def none(cls) -> ToolChoice:
+        return cls(mode="none")
+
+    @classmethod
+    def required(cls) -> ToolChoice:
+        return cls(mode="required")
+
+    @classmethod
+    def tool(cls, name: str) -> ToolChoice:
+        return cls(mode="tool", name=name)
+
+
+class ResponseFormat(Data):
+    """The form of the answer: free `text`, any `json` object, or JSON matching `json_schema`.
+
+    >>> ResponseFormat.for_schema({"type": "object"}, name="person").strict
+    True
+    """
+
+    type: Literal["text", "json", "json_schema"]
+    json_schema: dict[str, JsonValue] | None = None
+    name: str | None = None
+    description: str | None = None
+    strict: bool | None = None
+
+    @model_validator(mode="after")
+    def _schema_with_json_schema(self) -> ResponseFormat:
+        if (self.type == "json_schema") != (self.json_schema is not None):
+            raise ValueError("a response format has a schema exactly when its type is json_schema")
+        return self
+
+    @classmethod
+    def text(cls) -> ResponseFormat:
+        return cls(type="text")
+
+    @classmethod
+    def json_object(cls) -> ResponseFormat:
+        return cls(type="json")
+
+    @classmethod
+    def for_schema(
+        cls,
+        schema: dict[str, JsonValue],
+        *,
+        name: str | None = None,
+        strict: bool | None = True,
+        description: str | None = None,
+    ) -> ResponseFormat:
+        return cls(
+            type="json_schema",
+            json_schema=schema,
+            name=name,
+            strict=strict,
+            description=description,
+        )
