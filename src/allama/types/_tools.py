@@ -9,6 +9,10 @@ from pydantic import Field, JsonValue, model_validator
 from allama.types._base import Data
 
 
+def _object_schema() -> dict[str, JsonValue]:
+    return {"type": "object"}
+
+
 class ToolDefinition(Data):
     """A tool offered to the model. `parameters` is the JSON Schema of its arguments.
 
@@ -16,7 +20,7 @@ class ToolDefinition(Data):
     """
 
     name: str
-    parameters: dict[str, JsonValue] = Field(default_factory=lambda: {"type": "object"})
+    parameters: dict[str, JsonValue] = Field(default_factory=_object_schema)
     description: str | None = None
     strict: bool | None = None
 
