@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from pydantic import JsonValue
 
-from allama.types import RequestField, UnsupportedStage
+from allama.types import ChatResponse, RequestField, UnsupportedStage
+
+if TYPE_CHECKING:
+    from allama.extract._metadata import ExtractionMetadata
 
 __all__ = [
     "AuthenticationError",
@@ -342,18 +345,20 @@ class ErrorLog:
 
     def __str__(self) -> str:
         parts: list[str] = []
-        message: JsonValue = None
         for key, value in self._entries.items():
-            if key == "message":
-                message = value
-            elif key == "fallback_from":
+            if key in ("message", "fallback_from"):
                 continue
-            elif isinstance(value, dict):
+            if isinstance(value, dict):
                 parts.extend(_flatten(key, value))
             else:
                 parts.append(f"{key}={_scalar(value)}")
+        message = self._entries.get("message")
         if message is not None:
             parts.append(f"message={json.dumps(message)}")
+        fallback = self._entries.get("fallback_from")
+        if isinstance(fallback, dict):
+            # The chain a failover fell back from, oldest last, each as `fallback_from.…`.
+            parts.extend(_flatten("fallback_from", fallback))
         return " ".join(parts)
 
     def __repr__(self) -> str:
@@ -404,6 +409,9 @@ class RateLimitedError(Error):
 
     def _fields(self) -> dict[str, JsonValue]:
         return {} if self._retry_after is None else {"retry_after": self._retry_after}
+
+    def _log_fields(self) -> dict[str, JsonValue]:
+        return self._fields()
 
     @classmethod
     def _restore(cls, message: str, fields: dict[str, Any]) -> Self:
@@ -516,12 +524,17 @@ class IncompleteStreamError(StreamError):
 
 
 class ExtractionError(Error):
-    """The base of every extraction failure: the output could not be turned into the value.
+    """The base of every extraction failure: no usable value came of the extraction.
 
-    Provider errors during an extraction are raised as themselves, not as this.
+    It carries the last provider response (`response`, `None` when nothing was sent) and
+    the record of every pass (`metadata`), so failed output and its cost stay inspectable.
+    Provider errors during an extraction are raised as themselves, not as this. Extraction
+    failures are never retryable: the same request would fail the same way.
     """
 
     kind = "extraction"
+    response: ChatResponse | None
+    metadata: ExtractionMetadata
 
 
 def errors_in_chain(error: Error) -> list[Error]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Self
+
 from pydantic import BaseModel, ConfigDict
 
 
@@ -16,10 +18,14 @@ class Data(BaseModel):
         use_enum_values=False,
     )
 
+    def __str__(self) -> str:
+        # pydantic's `str` lists every field and would bypass the reprs that withhold text.
+        return repr(self)
+
     def to_json(self) -> str:
         """The JSON form; `type(self).from_json` reads it back."""
         return self.model_dump_json()
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> Data:
+    def from_json(cls, text: str | bytes) -> Self:
         return cls.model_validate_json(text)

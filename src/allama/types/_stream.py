@@ -104,6 +104,10 @@ class ProviderDataEvent(Data):
     key: str
     value: JsonValue
 
+    def __repr__(self) -> str:
+        # Values such as a decline explanation are the model's words.
+        return f"ProviderDataEvent(namespace={self.namespace!r}, key={self.key!r})"
+
 
 class Finish(Data):
     """The response finished. Nothing but usage, warnings and provider data may follow."""

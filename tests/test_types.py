@@ -1,0 +1,536 @@
+"""The vocabulary: JSON round trips, fluent requests, finish reasons, usage, response helpers."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from allama import (
+    AssistantMessage,
+    BlockStart,
+    BlockStop,
+    CapabilitySupport,
+    ChatCapability,
+    ChatRequest,
+    ChatResponse,
+    ChatValidation,
+    DeveloperMessage,
+    FieldSubject,
+    Finish,
+    FinishReason,
+    ImagePart,
+    MessageSubject,
+    ProviderDataEvent,
+    Reasoning,
+    ReasoningDelta,
+    ReasoningEffort,
+    Refusal,
+    RefusalDelta,
+    RequestField,
+    ResponseFormat,
+    ResponseStart,
+    StreamBlockType,
+    SystemMessage,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallDelta,
+    ToolChoice,
+    ToolDefinition,
+    ToolMessage,
+    ToolSubject,
+    UnsupportedPolicy,
+    Usage,
+    UsageEvent,
+    UserMessage,
+    ValidationCoverage,
+    Warning,
+    WarningEvent,
+    WarningKind,
+)
+from allama.types import ALLAMA_NAMESPACE, DECLINE_EXPLANATION_KEY, Data
+
+SECRET = "SECRET-MODEL-TEXT"
+
+
+class Sampling(BaseModel):
+    """A typed option for the tests, in its own namespace."""
+
+    __option_namespace__: ClassVar[str] = "demo.sampling"
+    top_k: int
+    mirostat: bool = False
+
+
+def full_request() -> ChatRequest:
+    return (
+        ChatRequest("gpt-5-mini")
+        .system("Be brief.")
+        .developer("Answer in JSON.")
+        .user("Look at this", ImagePart(url="https://example.com/a.png"))
+        .user(None, ImagePart(data=b"\x89PNG\x00\xff", media_type="image/png"))
+        .assistant(
+            [
+                Reasoning(text="think", signature="sig==", encrypted_content="enc=="),
+                TextPart(text="calling"),
+                ToolCall(id="call_1", name="lookup", arguments='{"q": "x" }'),
+            ]
+        )
+        .tool_result("call_1", "found", is_error=True)
+        .with_tools(
+            [
+                ToolDefinition(
+                    name="lookup",
+                    description="Look something up",
+                    parameters={"type": "object", "properties": {"q": {"type": "string"}}},
+                    strict=True,
+                )
+            ]
+        )
+        .with_tool_choice(ToolChoice.tool("lookup"))
+        .with_response_format(ResponseFormat.for_schema({"type": "object"}, name="answer"))
+        .with_temperature(0.3)
+        .with_top_p(0.9)
+        .with_max_output_tokens(256)
+        .with_stop("END", "STOP")
+        .with_seed(7)
+        .with_reasoning_effort(ReasoningEffort.LOW)
+        .with_parallel_tool_calls(False)
+        .with_unsupported_policy(UnsupportedPolicy.ERROR)
+        .with_option(Sampling(top_k=40))
+        .with_option_json("vendor", {"beta": ["a", 1, None, True]})
+    )
+
+
+def full_response() -> ChatResponse:
+    return ChatResponse(
+        (
+            Reasoning(text="hmm", signature="s1"),
+            TextPart(text="Hello "),
+            TextPart(text="world"),
+            ToolCall(id="c1", name="f", arguments='{"a":1}'),
+            Refusal(text="no"),
+        ),
+        finish_reason=FinishReason("malformed_function_call"),
+        usage=Usage(input_tokens=10, output_tokens=5, reasoning_tokens=2, cache_read_tokens=3),
+        warnings=(
+            Warning.unsupported(RequestField.SEED, "no seed", code="seed_dropped").with_provider(
+                "p"
+            ),
+            Warning(kind=WarningKind.APPROXIMATED, subject=ToolSubject(name="f"), message="wide"),
+            Warning(kind=WarningKind.UNSUPPORTED, subject=MessageSubject(index=2), message="m"),
+        ),
+        provider_data={"openai": {"system_fingerprint": "fp_1", "nested": {"x": [1, 2]}}},
+        model="gpt-5-mini",
+        provider="openai",
+        id="resp_1",
+    )
+
+
+VALUES: list[Data] = [
+    full_request(),
+    ChatRequest("m"),
+    full_response(),
+    ChatResponse(),
+    SystemMessage(content="s"),
+    DeveloperMessage(content="d"),
+    UserMessage(content=(TextPart(text="t"), ImagePart(data=b"\x00\x01", media_type="image/gif"))),
+    AssistantMessage(content=(TextPart(text="a"), Refusal(text="r"))),
+    ToolMessage(tool_call_id="c", content="out", is_error=True),
+    TextPart(text="t"),
+    ImagePart(url="https://example.com/x.jpg"),
+    ImagePart(data=bytes(range(256)), media_type="image/png"),
+    ToolCall(id="c", name="n", arguments='{ "raw" :  true }'),
+    Refusal(text="r"),
+    Reasoning(text="r", signature="sig", encrypted_content="enc"),
+    ToolDefinition(name="t"),
+    ToolChoice.auto(),
+    ToolChoice.none(),
+    ToolChoice.required(),
+    ToolChoice.tool("t"),
+    ResponseFormat.text(),
+    ResponseFormat.json_object(),
+    ResponseFormat.for_schema({"type": "object"}, name="n", strict=False, description="d"),
+    Usage(),
+    Usage(input_tokens=1, output_tokens=2, reasoning_tokens=3, cache_read_tokens=4),
+    Warning.approximated(RequestField.RESPONSE_FORMAT, "widened"),
+    FieldSubject(field=RequestField.TOOLS),
+    MessageSubject(index=3),
+    ToolSubject(name="t"),
+    ChatValidation(
+        coverage=ValidationCoverage.ENCODING,
+        warnings=(Warning.unsupported(RequestField.STOP, "no stop"),),
+    ),
+    ResponseStart(id="r", model="m"),
+    BlockStart(index=0, block_type=StreamBlockType.TOOL_CALL, id="c", name="f"),
+    BlockStop(index=0),
+    TextDelta(index=0, text="t"),
+    ToolCallDelta(index=1, arguments='{"a'),
+    ReasoningDelta(index=2, text="r", signature="s", encrypted_content="e"),
+    RefusalDelta(index=3, text="no"),
+    UsageEvent(usage=Usage(output_tokens=3)),
+    WarningEvent(warning=Warning.unsupported(RequestField.SEED, "x")),
+    ProviderDataEvent(namespace="ns", key="k", value={"v": [1, "2"]}),
+    Finish(finish_reason=FinishReason.LENGTH),
+    Finish(),
+]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=lambda value: type(value).__name__)
+def test_every_vocabulary_type_survives_a_json_round_trip(value: Data) -> None:
+    cls = type(value)
+    back = cls.model_validate_json(value.model_dump_json())
+    assert back == value
+    assert type(back) is cls
+    again = cls.from_json(value.to_json())
+    assert again == value
+    assert again.to_json() == value.to_json()
+
+
+def test_round_trip_keeps_bytes_raw_arguments_and_other_finish_reasons() -> None:
+    response = ChatResponse.from_json(full_response().to_json())
+    assert response.content[3] == ToolCall(id="c1", name="f", arguments='{"a":1}')
+    assert isinstance(response.finish_reason, FinishReason)
+    assert response.finish_reason == "malformed_function_call"
+    assert response.finish_reason.is_other
+    request = ChatRequest.from_json(full_request().to_json())
+    image = request.messages[3].content[0]  # type: ignore[union-attr]
+    assert isinstance(image, ImagePart)
+    assert image.data == b"\x89PNG\x00\xff"
+    assert request.option(Sampling) == Sampling(top_k=40)
+
+
+def test_unknown_keys_are_rejected_by_the_vocabulary() -> None:
+    with pytest.raises(ValidationError):
+        Usage.model_validate_json('{"input_tokens": 1, "bogus": 2}')
+
+
+# ChatRequest
+
+
+def test_every_fluent_method_returns_a_copy_and_leaves_the_original_alone() -> None:
+    base = ChatRequest("m").user("hi")
+    snapshot = base.model_dump()
+    calls: list[tuple[str, Any]] = [
+        ("system", lambda r: r.system("s")),
+        ("developer", lambda r: r.developer("d")),
+        ("user", lambda r: r.user("u")),
+        ("assistant", lambda r: r.assistant("a")),
+        ("tool_result", lambda r: r.tool_result(ToolCall(id="c", name="n"), "out")),
+        ("with_tools", lambda r: r.with_tools([ToolDefinition(name="t")])),
+        ("add_tool", lambda r: r.add_tool(ToolDefinition(name="t"))),
+        ("with_tool_choice", lambda r: r.with_tool_choice(ToolChoice.required())),
+        ("with_response_format", lambda r: r.with_response_format(ResponseFormat.json_object())),
+        ("with_temperature", lambda r: r.with_temperature(1.0)),
+        ("with_top_p", lambda r: r.with_top_p(0.5)),
+        ("with_max_output_tokens", lambda r: r.with_max_output_tokens(10)),
+        ("with_stop", lambda r: r.with_stop("x")),
+        ("with_seed", lambda r: r.with_seed(1)),
+        ("with_reasoning_effort", lambda r: r.with_reasoning_effort(ReasoningEffort.HIGH)),
+        ("with_parallel_tool_calls", lambda r: r.with_parallel_tool_calls(True)),
+        ("with_unsupported_policy", lambda r: r.with_unsupported_policy(UnsupportedPolicy.ERROR)),
+        ("with_option", lambda r: r.with_option(Sampling(top_k=1))),
+        ("with_option_json", lambda r: r.with_option_json("ns", 1)),
+    ]
+    for name, call in calls:
+        updated = call(base)
+        assert updated is not base, name
+        assert updated != base, name
+        assert base.model_dump() == snapshot, name
+
+
+def test_fluent_methods_set_what_they_name() -> None:
+    request = full_request()
+    assert [m.role for m in request.messages] == [
+        "system",
+        "developer",
+        "user",
+        "user",
+        "assistant",
+        "tool",
+    ]
+    assert request.messages[5] == ToolMessage(tool_call_id="call_1", content="found", is_error=True)
+    assert request.tool_choice == ToolChoice(mode="tool", name="lookup")
+    assert request.response_format == ResponseFormat(
+        type="json_schema", json_schema={"type": "object"}, name="answer", strict=True
+    )
+    assert (request.temperature, request.top_p, request.max_output_tokens) == (0.3, 0.9, 256)
+    assert request.stop == ("END", "STOP")
+    assert (request.seed, request.reasoning_effort) == (7, ReasoningEffort.LOW)
+    assert request.parallel_tool_calls is False
+    assert request.unsupported_policy is UnsupportedPolicy.ERROR
+    assert request.without_tools().tools == ()
+    assert request.without_tools().tool_choice is None
+
+
+def test_a_tool_result_takes_the_call_or_its_id() -> None:
+    call = ToolCall(id="call_9", name="f")
+    assert ChatRequest("m").tool_result(call, "x").messages == (
+        ToolMessage(tool_call_id="call_9", content="x"),
+    )
+
+
+def test_assistant_turns_from_text_or_from_a_response() -> None:
+    response = full_response()
+    from_blocks = ChatRequest("m").assistant(response.content).messages[0]
+    assert from_blocks == response.to_assistant_message()
+    assert ChatRequest("m").assistant("hi").messages == (
+        AssistantMessage(content=(TextPart(text="hi"),)),
+    )
+
+
+def test_invalid_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="at least 1, not 0"):
+        ChatRequest("m").with_max_output_tokens(0)
+    with pytest.raises(ValueError, match="needs text or at least one image"):
+        ChatRequest("m").user()
+    with pytest.raises(ValidationError):
+        ImagePart()
+    with pytest.raises(ValidationError):
+        ImagePart(data=b"x")
+    with pytest.raises(ValidationError):
+        ToolChoice(mode="auto", name="t")
+    with pytest.raises(ValidationError):
+        ResponseFormat(type="json_schema")
+
+
+def test_options_are_stored_by_namespace() -> None:
+    request = ChatRequest("m").with_option(Sampling(top_k=40, mirostat=True))
+    assert request.options == {"demo.sampling": {"top_k": 40, "mirostat": True}}
+    assert request.option(Sampling) == Sampling(top_k=40, mirostat=True)
+    assert request.option_json("demo.sampling") == {"top_k": 40, "mirostat": True}
+
+    other = request.with_option(Sampling(top_k=1), namespace="demo.other")
+    assert other.option(Sampling, namespace="demo.other") == Sampling(top_k=1)
+    assert other.option(Sampling) == Sampling(top_k=40, mirostat=True)
+
+    replaced = request.with_option(Sampling(top_k=2))
+    assert replaced.options == {"demo.sampling": {"top_k": 2, "mirostat": False}}
+
+    removed = other.without_option(Sampling)
+    assert removed.options == {"demo.other": {"top_k": 1, "mirostat": False}}
+    assert removed.option(Sampling) is None
+    assert other.without_option("demo.other").options == {
+        "demo.sampling": {"top_k": 40, "mirostat": True}
+    }
+    assert request.without_option("absent") is request
+    assert request.options == {"demo.sampling": {"top_k": 40, "mirostat": True}}
+
+
+def test_raw_json_options_and_malformed_ones() -> None:
+    request = ChatRequest("m").with_option_json("demo.sampling", {"top_k": "many"})
+    assert request.option_json("demo.sampling") == {"top_k": "many"}
+    assert request.option_json("absent") is None
+    with pytest.raises(ValueError):
+        request.option(Sampling)
+
+
+def test_an_option_type_needs_a_namespace() -> None:
+    class Plain(BaseModel):
+        x: int
+
+    with pytest.raises(TypeError, match="Plain cannot be a request option"):
+        ChatRequest("m").with_option(Plain(x=1))
+
+
+# FinishReason
+
+
+@pytest.mark.parametrize(
+    ("reason", "normal", "other"),
+    [
+        (FinishReason.STOP, True, False),
+        (FinishReason.TOOL_CALLS, True, False),
+        (FinishReason.LENGTH, False, False),
+        (FinishReason.CONTENT_FILTER, False, False),
+        (FinishReason.REFUSAL, False, False),
+        (FinishReason.CONTEXT_WINDOW, False, False),
+        (FinishReason("pause_turn"), False, True),
+        (FinishReason("STOP"), False, True),
+    ],
+)
+def test_finish_reasons(reason: FinishReason, normal: bool, other: bool) -> None:
+    assert reason.finished_normally() is normal
+    assert reason.is_other is other
+
+
+def test_a_finish_reason_is_a_string() -> None:
+    assert FinishReason.STOP == "stop"
+    assert repr(FinishReason("x")) == "FinishReason('x')"
+    assert ChatResponse(finish_reason="length").model_dump_json() == (
+        '{"content":[],"finish_reason":"length","usage":null,"warnings":[],'
+        '"provider_data":{},"model":null,"provider":null,"id":null}'
+    )
+
+
+# Usage
+
+
+def test_usage_adds_what_was_reported_and_keeps_unknowns_unknown() -> None:
+    a = Usage(input_tokens=10, output_tokens=None, reasoning_tokens=4, cache_read_tokens=None)
+    b = Usage(input_tokens=5, output_tokens=2, reasoning_tokens=None, cache_read_tokens=None)
+    assert a + b == Usage(
+        input_tokens=15,
+        output_tokens=2,
+        reasoning_tokens=4,
+        cache_read_tokens=None,
+        cache_write_tokens=None,
+    )
+    assert (Usage() + Usage()) == Usage()
+    assert (Usage() + Usage()).input_tokens is None
+    assert (Usage(input_tokens=0) + Usage()).input_tokens == 0
+    assert sum([Usage(output_tokens=1)] * 3, Usage()) == Usage(output_tokens=3)
+
+
+def test_usage_totals() -> None:
+    assert Usage().total_tokens is None
+    assert Usage(input_tokens=3).total_tokens == 3
+    assert Usage(input_tokens=3, output_tokens=4).total_tokens == 7
+    assert Usage(output_tokens=400, reasoning_tokens=400).reasoning_share() == (
+        "400 of 400 output tokens went to reasoning"
+    )
+    assert Usage(output_tokens=400).reasoning_share() is None
+
+
+# Warning
+
+
+def test_warnings() -> None:
+    warning = Warning.unsupported(RequestField.SEED, "no seed", code="c")
+    assert warning.kind is WarningKind.UNSUPPORTED
+    assert warning.subject == FieldSubject(field=RequestField.SEED)
+    assert (warning.message, warning.code, warning.provider) == ("no seed", "c", None)
+    assert warning.is_about(RequestField.SEED)
+    assert not warning.is_about(RequestField.STOP)
+    named = warning.with_provider("openai")
+    assert named.provider == "openai"
+    assert warning.provider is None
+    approximated = Warning.approximated(RequestField.RESPONSE_FORMAT, "widened")
+    assert approximated.kind is WarningKind.APPROXIMATED
+    about_tool = Warning(kind=WarningKind.UNSUPPORTED, subject=ToolSubject(name="f"), message="x")
+    assert not about_tool.is_about(RequestField.TOOLS)
+
+
+def test_validation_results_collect_warnings() -> None:
+    validation = ChatValidation(coverage=ValidationCoverage.CAPABILITIES)
+    warning = Warning.unsupported(RequestField.SEED, "x")
+    assert validation.with_warning(warning).warnings == (warning,)
+    assert validation.warnings == ()
+    assert CapabilitySupport("unknown") is CapabilitySupport.UNKNOWN
+    assert ChatCapability.STRUCTURED_OUTPUT == "structured_output"
+
+
+# ChatResponse helpers
+
+
+def test_response_helpers() -> None:
+    response = full_response()
+    assert response.text() == "Hello world"
+    assert response.tool_calls() == (ToolCall(id="c1", name="f", arguments='{"a":1}'),)
+    assert response.tool_calls()[0].parsed_arguments() == {"a": 1}
+    assert response.first_refusal() == "no"
+    assert response.reasoning() == "hmm"
+    assert response.to_assistant_message() == AssistantMessage(content=response.content)
+    assert response.provider_value("openai", "system_fingerprint") == "fp_1"
+    assert response.provider_value("openai", "absent") is None
+    assert response.provider_value("absent", "x") is None
+
+    empty = ChatResponse()
+    assert (empty.text(), empty.tool_calls(), empty.first_refusal(), empty.reasoning()) == (
+        None,
+        (),
+        None,
+        None,
+    )
+    assert ChatResponse((TextPart(text=""),)).text() == ""
+
+
+def test_first_refusal_is_the_first_one() -> None:
+    response = ChatResponse((TextPart(text="x"), Refusal(text="one"), Refusal(text="two")))
+    assert response.first_refusal() == "one"
+
+
+def test_decline_explanation_skips_allama_and_blank_entries() -> None:
+    response = (
+        ChatResponse()
+        .with_provider_data(ALLAMA_NAMESPACE, DECLINE_EXPLANATION_KEY, "ours")
+        .with_provider_data("openai", DECLINE_EXPLANATION_KEY, "  ")
+        .with_provider_data("anthropic", DECLINE_EXPLANATION_KEY, "policy")
+    )
+    assert response.decline_explanation() == "policy"
+    assert ChatResponse().decline_explanation() is None
+    only_ours = ChatResponse().with_provider_data(ALLAMA_NAMESPACE, DECLINE_EXPLANATION_KEY, "x")
+    assert only_ours.decline_explanation() is None
+
+
+def test_with_provider_data_copies() -> None:
+    base = ChatResponse().with_provider_data("ns", "a", 1)
+    more = base.with_provider_data("ns", "b", 2)
+    assert base.provider_data == {"ns": {"a": 1}}
+    assert more.provider_data == {"ns": {"a": 1, "b": 2}}
+
+
+def test_tool_call_arguments_as_values() -> None:
+    call = ToolCall.of("c", "f", {"b": [1, 2], "a": None})
+    assert call.arguments == '{"b":[1,2],"a":null}'
+    with pytest.raises(ValueError):
+        ToolCall(id="c", name="f", arguments="{not json").parsed_arguments()
+
+
+# Redaction
+
+
+def test_reprs_withhold_text() -> None:
+    request = (
+        ChatRequest("m")
+        .system(SECRET)
+        .developer(SECRET)
+        .user(SECRET, ImagePart(url=f"https://x/{SECRET}"))
+        .assistant([TextPart(text=SECRET), ToolCall(id="c", name="f", arguments=SECRET)])
+        .tool_result("c", SECRET)
+        .with_option_json("ns", SECRET)
+    )
+    shown = [repr(request), *(repr(message) for message in request.messages)]
+    blocks = [
+        TextPart(text=SECRET),
+        ToolCall(id="c", name="f", arguments=SECRET),
+        Refusal(text=SECRET),
+        Reasoning(text=SECRET, signature=SECRET, encrypted_content=SECRET),
+        ImagePart(url=SECRET),
+        ImagePart(data=SECRET.encode(), media_type="image/png"),
+    ]
+    events = [
+        TextDelta(index=0, text=SECRET),
+        ToolCallDelta(index=0, arguments=SECRET),
+        ReasoningDelta(index=0, text=SECRET, signature=SECRET),
+        RefusalDelta(index=0, text=SECRET),
+        ProviderDataEvent(namespace="openai", key=DECLINE_EXPLANATION_KEY, value=SECRET),
+    ]
+    shown += [repr(item) for item in (*blocks, *events)]
+    shown += [str(item) for item in (request, *request.messages, *blocks, *events)]
+    shown += [f"{item}" for item in blocks]
+    for text in shown:
+        assert SECRET not in text, text
+    assert repr(TextPart(text=SECRET)) == "TextPart(text=<withheld 17 chars>)"
+    assert repr(request) == (
+        "ChatRequest(model='m', messages=[system, developer, user, assistant, tool])"
+    )
+
+
+def test_response_repr_withholds_text() -> None:
+    response = ChatResponse(
+        (TextPart(text=SECRET), Refusal(text=SECRET), Reasoning(text=SECRET)),
+        finish_reason=FinishReason.STOP,
+        usage=Usage(input_tokens=1),
+        provider_data={"openai": {DECLINE_EXPLANATION_KEY: SECRET}},
+        model="m",
+        provider="p",
+    )
+    assert SECRET not in repr(response)
+    assert SECRET not in str(response)
+    assert repr(response) == (
+        "ChatResponse(provider='p', model='m', blocks=[text, refusal, reasoning], "
+        "finish_reason=FinishReason('stop'), usage=Usage(input_tokens=1, output_tokens=None, "
+        "reasoning_tokens=None, cache_read_tokens=None, cache_write_tokens=None), warnings=0)"
+    )
