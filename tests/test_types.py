@@ -195,7 +195,7 @@ def test_round_trip_keeps_bytes_raw_arguments_and_other_finish_reasons() -> None
     assert response.finish_reason == "malformed_function_call"
     assert response.finish_reason.is_other
     request = ChatRequest.from_json(full_request().to_json())
-    image = request.messages[3].content[0]  # type: ignore[union-attr]
+    image = request.messages[3].content[0]
     assert isinstance(image, ImagePart)
     assert image.data == b"\x89PNG\x00\xff"
     assert request.option(Sampling) == Sampling(top_k=40)
@@ -418,7 +418,7 @@ def test_validation_results_collect_warnings() -> None:
     assert validation.with_warning(warning).warnings == (warning,)
     assert validation.warnings == ()
     assert CapabilitySupport("unknown") is CapabilitySupport.UNKNOWN
-    assert ChatCapability.STRUCTURED_OUTPUT == "structured_output"
+    assert ChatCapability("structured_output") is ChatCapability.STRUCTURED_OUTPUT
 
 
 # ChatResponse helpers

@@ -185,8 +185,9 @@ class StreamCollector:
 
     def partial_response(self) -> ChatResponse:
         """The response as far as it arrived, finished or not."""
+        # Blocks take the place their index gives them, whatever order they opened in.
         return ChatResponse(
-            tuple(block.build(index) for index, block in self._blocks.items()),
+            tuple(self._blocks[index].build(index) for index in sorted(self._blocks)),
             finish_reason=self._finish.finish_reason if self._finish else None,
             usage=self._usage,
             warnings=tuple(self._warnings),
@@ -271,6 +272,7 @@ class ChatStream:
     ) -> None:
         self._events = events
         self._close = close
+        self._closed = False
         self._rules = _Rules(provider)
 
     @property
@@ -295,6 +297,10 @@ class ChatStream:
             self._rules.on_error(error)
             self.close()
             raise
+        except BaseException:
+            # Not an allama error (a bug in a decoder, an interrupt): still end the stream.
+            self.close()
+            raise
         try:
             self._rules.on_event(event)
         except Error:
@@ -309,10 +315,18 @@ class ChatStream:
         return self._rules.collector.finish()
 
     def close(self) -> None:
+        """Stop the stream: close the connection (the `close` callback) and the event source."""
+        if self._closed:
+            return
+        self._closed = True
         self._rules.done = True
-        close, self._close = self._close, None
-        if close is not None:
-            close()
+        try:
+            if self._close is not None:
+                self._close()
+        finally:
+            source_close = getattr(self._events, "close", None)
+            if callable(source_close):
+                source_close()
 
     def __enter__(self) -> Self:
         return self
@@ -341,6 +355,7 @@ class AsyncChatStream:
     ) -> None:
         self._events = events
         self._close = close
+        self._closed = False
         self._rules = _Rules(provider)
 
     @property
@@ -365,6 +380,9 @@ class AsyncChatStream:
             self._rules.on_error(error)
             await self.aclose()
             raise
+        except BaseException:
+            await self.aclose()
+            raise
         try:
             self._rules.on_event(event)
         except Error:
@@ -378,10 +396,18 @@ class AsyncChatStream:
         return self._rules.collector.finish()
 
     async def aclose(self) -> None:
+        """Stop the stream: close the connection (the `close` callback) and the event source."""
+        if self._closed:
+            return
+        self._closed = True
         self._rules.done = True
-        close, self._close = self._close, None
-        if close is not None:
-            await close()
+        try:
+            if self._close is not None:
+                await self._close()
+        finally:
+            source_close = getattr(self._events, "aclose", None)
+            if callable(source_close):
+                await source_close()
 
     async def __aenter__(self) -> Self:
         return self

@@ -1,0 +1,559 @@
+"""The stream rules and the collector that folds events back into a response."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from allama import (
+    AsyncChatStream,
+    BlockStart,
+    BlockStop,
+    ChatResponse,
+    ChatStream,
+    Error,
+    Finish,
+    FinishReason,
+    IncompleteStreamError,
+    NetworkError,
+    ProviderDataEvent,
+    Reasoning,
+    ReasoningDelta,
+    Refusal,
+    RefusalDelta,
+    RequestField,
+    ResponseStart,
+    StreamBlockType,
+    StreamCollector,
+    StreamDecodeError,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+    UsageEvent,
+    Warning,
+    WarningEvent,
+)
+from allama.mock import response_events
+
+SECRET = "SECRET-MODEL-TEXT"
+T = TypeVar("T")
+
+# Responses and the events that carry them
+
+
+texts = st.text(max_size=40)
+ids = st.text(alphabet="abcdefghij_0123456789", min_size=1, max_size=8)
+blocks = st.one_of(
+    st.builds(TextPart, text=texts),
+    st.builds(ToolCall, id=ids, name=ids, arguments=texts),
+    st.builds(Refusal, text=texts),
+    st.builds(
+        Reasoning,
+        text=texts,
+        signature=st.none() | st.text(min_size=1, max_size=10),
+        encrypted_content=st.none() | st.text(min_size=1, max_size=10),
+    ),
+)
+counts = st.none() | st.integers(min_value=0, max_value=10**6)
+usages = st.none() | st.builds(
+    Usage,
+    input_tokens=counts,
+    output_tokens=counts,
+    reasoning_tokens=counts,
+    cache_read_tokens=counts,
+    cache_write_tokens=counts,
+)
+warning_lists = st.lists(
+    st.builds(Warning.unsupported, st.sampled_from(list(RequestField)), texts),
+    max_size=3,
+    unique=True,
+)
+json_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=10)
+provider_datas = st.dictionaries(
+    ids,
+    st.dictionaries(ids, json_scalars | st.lists(json_scalars, max_size=3), min_size=1, max_size=3),
+)
+finish_reasons = st.none() | st.sampled_from(["stop", "length", "tool_calls", "pause_turn"]).map(
+    FinishReason
+)
+
+
+@st.composite
+def responses(draw: st.DrawFn) -> ChatResponse:
+    return ChatResponse(
+        tuple(draw(st.lists(blocks, max_size=5))),
+        finish_reason=draw(finish_reasons),
+        usage=draw(usages),
+        warnings=tuple(draw(warning_lists)),
+        provider_data=draw(provider_datas),
+        model=draw(st.none() | ids),
+        provider=draw(st.none() | ids),
+        id=draw(st.none() | ids),
+    )
+
+
+def split(draw: st.DrawFn, text: str) -> list[str]:
+    """`text` cut at random points (possibly into empty pieces)."""
+    cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=6)))
+    bounds = [0, *cuts, len(text)]
+    return [text[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+@st.composite
+def event_sequences(draw: st.DrawFn) -> tuple[ChatResponse, list[StreamEvent]]:
+    """A response and one of the many event sequences a provider could send for it."""
+    response = draw(responses())
+    content: list[list[StreamEvent]] = []
+    for index, block in enumerate(response.content):
+        events: list[StreamEvent] = []
+        if isinstance(block, ToolCall):
+            events.append(
+                BlockStart(
+                    index=index, block_type=StreamBlockType.TOOL_CALL, id=block.id, name=block.name
+                )
+            )
+            events += [
+                ToolCallDelta(index=index, arguments=p) for p in split(draw, block.arguments)
+            ]
+        elif isinstance(block, TextPart):
+            if draw(st.booleans()):
+                events.append(BlockStart(index=index, block_type=StreamBlockType.TEXT))
+            events += [TextDelta(index=index, text=p) for p in split(draw, block.text)]
+        elif isinstance(block, Refusal):
+            events.append(BlockStart(index=index, block_type=StreamBlockType.REFUSAL))
+            events += [RefusalDelta(index=index, text=p) for p in split(draw, block.text)]
+        else:
+            events.append(BlockStart(index=index, block_type=StreamBlockType.REASONING))
+            events += [ReasoningDelta(index=index, text=p) for p in split(draw, block.text)]
+            seal = ReasoningDelta(
+                index=index, signature=block.signature, encrypted_content=block.encrypted_content
+            )
+            events.insert(draw(st.integers(1, len(events))), seal)
+        if draw(st.booleans()):
+            events.append(BlockStop(index=index))
+        content.append(events)
+    # Blocks may interleave (parallel tool calls), each keeping its own order.
+    ordered: list[StreamEvent] = []
+    queues = [list(events) for events in content]
+    while any(queues):
+        queue = draw(st.sampled_from([q for q in queues if q]))
+        ordered.append(queue.pop(0))
+    side: list[StreamEvent] = [WarningEvent(warning=w) for w in response.warnings]
+    side += [
+        ProviderDataEvent(namespace=ns, key=key, value=value)
+        for ns, entries in response.provider_data.items()
+        for key, value in entries.items()
+    ]
+    if response.usage is not None:
+        # Providers report running totals: an early partial report, then the final one.
+        early = response.usage.model_copy(update={"output_tokens": None})
+        side += [UsageEvent(usage=early), UsageEvent(usage=response.usage)]
+    events = [
+        ResponseStart(id=response.id, model=response.model),
+        *ordered,
+        Finish(finish_reason=response.finish_reason),
+    ]
+    # Side events go anywhere after the start, even after `Finish`, keeping their own order.
+    positions = sorted(
+        draw(st.lists(st.integers(1, len(events)), min_size=len(side), max_size=len(side)))
+    )
+    for shift, (position, item) in enumerate(zip(positions, side, strict=True)):
+        events.insert(position + shift, item)
+    return response, events
+
+
+def collect(events: Sequence[StreamEvent], provider: str | None = None) -> ChatResponse:
+    collector = StreamCollector()
+    collector.provider = provider
+    for event in events:
+        collector.push(event)
+    return collector.finish()
+
+
+@settings(max_examples=300, deadline=None)
+@given(event_sequences())
+def test_any_split_of_a_response_collects_back_to_it(
+    case: tuple[ChatResponse, list[StreamEvent]],
+) -> None:
+    response, events = case
+    assert collect(events, response.provider) == response
+
+
+@settings(max_examples=100, deadline=None)
+@given(responses(), st.integers(1, 20))
+def test_the_mock_event_stream_of_a_response_collects_back_to_it(
+    response: ChatResponse, chunk: int
+) -> None:
+    events = response_events(response, chunk=chunk)
+    assert collect(events, response.provider) == response
+    stream = ChatStream(iter(events), provider=response.provider)
+    assert list(stream) == events
+    assert stream.response() == response
+
+
+# The collector's rules
+
+
+def test_blocks_take_their_index_order() -> None:
+    events: list[StreamEvent] = [
+        BlockStart(index=1, block_type=StreamBlockType.TOOL_CALL, id="b", name="g"),
+        BlockStart(index=0, block_type=StreamBlockType.TOOL_CALL, id="a", name="f"),
+        ToolCallDelta(index=1, arguments="{}"),
+        ToolCallDelta(index=0, arguments="[]"),
+        Finish(finish_reason=FinishReason.TOOL_CALLS),
+    ]
+    assert collect(events).content == (
+        ToolCall(id="a", name="f", arguments="[]"),
+        ToolCall(id="b", name="g", arguments="{}"),
+    )
+
+
+def test_a_tool_call_without_an_id_gets_one_from_its_index() -> None:
+    events: list[StreamEvent] = [ToolCallDelta(index=2, arguments="{}"), Finish()]
+    assert collect(events).content == (ToolCall(id="call_2", name="", arguments="{}"),)
+
+
+def test_a_delta_for_a_block_of_another_type_is_a_decode_error() -> None:
+    collector = StreamCollector()
+    collector.push(BlockStart(index=0, block_type=StreamBlockType.TEXT))
+    with pytest.raises(StreamDecodeError) as caught:
+        collector.push(ToolCallDelta(index=0, arguments="{}"))
+    assert caught.value.message == (
+        "stream event `tool_call_delta` for block 0, which is a `text` block"
+    )
+    assert caught.value.authored
+    collector.push(TextDelta(index=1, text="x"))
+    with pytest.raises(StreamDecodeError, match="`block_start` for block 1, which is a `text`"):
+        collector.push(BlockStart(index=1, block_type=StreamBlockType.REFUSAL))
+
+
+def test_stopping_a_block_that_never_started_is_a_decode_error() -> None:
+    with pytest.raises(StreamDecodeError, match="`block_stop` for block 3, which never started"):
+        StreamCollector().push(BlockStop(index=3))
+
+
+def test_content_after_finish_is_an_error_but_usage_and_warnings_may_follow() -> None:
+    collector = StreamCollector()
+    collector.push(TextDelta(index=0, text="a"))
+    collector.push(Finish(finish_reason=FinishReason.STOP))
+    collector.push(UsageEvent(usage=Usage(input_tokens=3, output_tokens=1)))
+    warning = Warning.unsupported(RequestField.SEED, "x")
+    collector.push(WarningEvent(warning=warning))
+    collector.push(ProviderDataEvent(namespace="ns", key="k", value=1))
+    for event in (
+        TextDelta(index=0, text="b"),
+        BlockStart(index=1, block_type=StreamBlockType.TEXT),
+        ResponseStart(),
+        Finish(),
+    ):
+        with pytest.raises(StreamDecodeError, match=f"`{event.type}` after the response finished"):
+            collector.push(event)
+    assert collector.finish() == ChatResponse(
+        (TextPart(text="a"),),
+        finish_reason="stop",
+        usage=Usage(input_tokens=3, output_tokens=1),
+        warnings=(warning,),
+        provider_data={"ns": {"k": 1}},
+    )
+
+
+def test_a_stream_that_ends_before_finish_is_incomplete() -> None:
+    collector = StreamCollector()
+    collector.push(TextDelta(index=0, text="half"))
+    collector.push(UsageEvent(usage=Usage(input_tokens=9)))
+    assert not collector.finished
+    with pytest.raises(IncompleteStreamError) as caught:
+        collector.finish()
+    assert caught.value.retryable
+    assert caught.value.authored
+    assert caught.value.message == "the stream ended before the response finished"
+    assert collector.partial_response().text() == "half"
+    assert collector.response_metadata().usage == Usage(input_tokens=9)
+
+
+def test_usage_reports_replace_what_they_report_and_keep_the_rest() -> None:
+    collector = StreamCollector()
+    collector.push(UsageEvent(usage=Usage(input_tokens=10, cache_read_tokens=4)))
+    collector.push(UsageEvent(usage=Usage(output_tokens=3)))
+    collector.push(UsageEvent(usage=Usage(output_tokens=5)))
+    assert collector.response_metadata().usage == Usage(
+        input_tokens=10, output_tokens=5, cache_read_tokens=4
+    )
+
+
+def test_a_failed_collector_keeps_its_error_and_its_metadata() -> None:
+    collector = StreamCollector()
+    warning = Warning.unsupported(RequestField.TOP_P, "dropped")
+    collector.push(ResponseStart(id="r1", model="m"))
+    collector.push(WarningEvent(warning=warning))
+    collector.push(WarningEvent(warning=warning))
+    collector.push(UsageEvent(usage=Usage(input_tokens=7)))
+    error = NetworkError("reset")
+    collector.set_terminal_error(error)
+    collector.set_terminal_error(NetworkError("second"))
+    assert collector.error is error
+    with pytest.raises(StreamDecodeError, match="`text_delta` after the stream failed"):
+        collector.push(TextDelta(index=0, text="x"))
+    with pytest.raises(NetworkError) as caught:
+        collector.finish()
+    assert caught.value is error
+    assert collector.response_metadata() == ChatResponse(
+        usage=Usage(input_tokens=7), warnings=(warning,), id="r1", model="m"
+    )
+
+
+def test_collector_repr_withholds_text() -> None:
+    collector = StreamCollector()
+    collector.push(TextDelta(index=0, text=SECRET))
+    assert repr(collector) == "StreamCollector(blocks=1, finished=False, failed=False)"
+
+
+# ChatStream and AsyncChatStream
+
+
+class Source:
+    """An event source that records whether it was closed and how far it was read."""
+
+    def __init__(self, items: Sequence[StreamEvent | BaseException]) -> None:
+        self.items = items
+        self.closed = 0
+        self.read = 0
+        self.finalized = False
+
+    def close(self) -> None:
+        self.closed += 1
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+    def events(self) -> Iterator[StreamEvent]:
+        try:
+            for item in self.items:
+                self.read += 1
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            self.finalized = True
+
+    async def aevents(self) -> AsyncIterator[StreamEvent]:
+        try:
+            for item in self.items:
+                self.read += 1
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            self.finalized = True
+
+
+GOOD: list[StreamEvent] = [
+    ResponseStart(id="r", model="m"),
+    TextDelta(index=0, text="Hel"),
+    TextDelta(index=0, text="lo"),
+    UsageEvent(usage=Usage(input_tokens=2, output_tokens=1)),
+    Finish(finish_reason=FinishReason.STOP),
+]
+GOOD_RESPONSE = ChatResponse(
+    (TextPart(text="Hello"),),
+    finish_reason="stop",
+    usage=Usage(input_tokens=2, output_tokens=1),
+    id="r",
+    model="m",
+    provider="p",
+)
+
+
+def test_a_stream_yields_its_events_and_collects_them() -> None:
+    source = Source(GOOD)
+    stream = ChatStream(source.events(), close=source.close, provider="p")
+    assert list(stream) == GOOD
+    assert stream.response() == GOOD_RESPONSE
+    assert source.closed == 1
+    assert source.finalized
+    assert stream.collector.finished
+
+
+def test_response_reads_what_is_left() -> None:
+    source = Source(GOOD)
+    stream = ChatStream(source.events(), close=source.close, provider="p")
+    assert next(stream) == GOOD[0]
+    assert stream.response() == GOOD_RESPONSE
+
+
+def test_an_error_ends_the_stream_and_keeps_what_came_before() -> None:
+    warning = Warning.unsupported(RequestField.SEED, "dropped")
+    error = NetworkError("connection reset")
+    source = Source(
+        [
+            WarningEvent(warning=warning),
+            TextDelta(index=0, text="par"),
+            UsageEvent(usage=Usage(input_tokens=5)),
+            error,
+            TextDelta(index=0, text="never"),
+        ]
+    )
+    stream = ChatStream(source.events(), close=source.close, provider="p")
+    seen: list[StreamEvent] = []
+    with pytest.raises(NetworkError) as caught:
+        for event in stream:
+            seen.append(event)
+    assert caught.value is error
+    assert error.provider == "p"
+    assert len(seen) == 3
+    assert list(stream) == []
+    assert source.read == 4
+    assert source.closed == 1
+    with pytest.raises(NetworkError):
+        stream.response()
+    assert stream.collector.error is error
+    assert stream.collector.response_metadata() == ChatResponse(
+        usage=Usage(input_tokens=5), warnings=(warning,), provider="p"
+    )
+
+
+def test_a_stream_that_runs_dry_before_finish_raises_incomplete() -> None:
+    source = Source(GOOD[:3])
+    stream = ChatStream(source.events(), close=source.close, provider="p")
+    with pytest.raises(IncompleteStreamError) as caught:
+        list(stream)
+    assert caught.value.provider == "p"
+    assert source.closed == 1
+    assert list(stream) == []
+    with pytest.raises(IncompleteStreamError):
+        stream.response()
+    assert stream.collector.partial_response().text() == "Hello"
+
+
+def test_a_decode_error_ends_the_stream() -> None:
+    source = Source([TextDelta(index=0, text="a"), RefusalDelta(index=0, text="b"), *GOOD])
+    stream = ChatStream(source.events(), close=source.close)
+    with pytest.raises(StreamDecodeError):
+        list(stream)
+    assert source.closed == 1
+    assert source.finalized
+    assert list(stream) == []
+    assert isinstance(stream.collector.error, StreamDecodeError)
+
+
+def test_closing_early_closes_the_source_once() -> None:
+    source = Source(GOOD)
+    with ChatStream(source.events(), close=source.close) as stream:
+        assert next(stream) == GOOD[0]
+    assert source.closed == 1
+    assert source.finalized
+    stream.close()
+    assert source.closed == 1
+    assert list(stream) == []
+    with pytest.raises(IncompleteStreamError):
+        stream.response()
+
+
+def test_a_foreign_exception_from_the_source_still_closes_it() -> None:
+    source = Source([GOOD[0], ValueError("decoder bug")])
+    stream = ChatStream(source.events(), close=source.close)
+    with pytest.raises(ValueError, match="decoder bug"):
+        list(stream)
+    assert source.closed == 1
+    assert list(stream) == []
+
+
+def test_stream_repr_withholds_text() -> None:
+    stream = ChatStream(iter([TextDelta(index=0, text=SECRET)]))
+    next(stream)
+    assert repr(stream) == "ChatStream(StreamCollector(blocks=1, finished=False, failed=False))"
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coroutine)
+
+
+async def drain(stream: AsyncChatStream) -> list[StreamEvent]:
+    return [event async for event in stream]
+
+
+def test_async_stream_yields_and_collects() -> None:
+    source = Source(GOOD)
+
+    async def main() -> tuple[list[StreamEvent], ChatResponse]:
+        stream = AsyncChatStream(source.aevents(), close=source.aclose, provider="p")
+        events = await drain(stream)
+        return events, await stream.response()
+
+    events, response = run(main())
+    assert events == GOOD
+    assert response == GOOD_RESPONSE
+    assert source.closed == 1
+    assert source.finalized
+
+
+def test_async_stream_ends_after_an_error() -> None:
+    error = NetworkError("reset")
+    source = Source([GOOD[0], UsageEvent(usage=Usage(output_tokens=1)), error, GOOD[1]])
+
+    async def main() -> AsyncChatStream:
+        stream = AsyncChatStream(source.aevents(), close=source.aclose, provider="p")
+        with pytest.raises(NetworkError) as caught:
+            await drain(stream)
+        assert caught.value is error
+        assert await drain(stream) == []
+        with pytest.raises(NetworkError):
+            await stream.response()
+        return stream
+
+    stream = run(main())
+    assert source.read == 3
+    assert source.closed == 1
+    assert error.provider == "p"
+    assert stream.collector.response_metadata().usage == Usage(output_tokens=1)
+
+
+def test_async_stream_incomplete_and_early_close() -> None:
+    incomplete = Source(GOOD[:2])
+    early = Source(GOOD)
+
+    async def main() -> None:
+        stream = AsyncChatStream(incomplete.aevents(), close=incomplete.aclose)
+        with pytest.raises(IncompleteStreamError):
+            await drain(stream)
+        assert await drain(stream) == []
+        async with AsyncChatStream(early.aevents(), close=early.aclose) as other:
+            assert await anext(other) == GOOD[0]
+        await other.aclose()
+        assert await drain(other) == []
+        with pytest.raises(IncompleteStreamError):
+            await other.response()
+
+    run(main())
+    assert incomplete.closed == 1
+    assert early.closed == 1
+    assert early.finalized
+
+
+def test_async_stream_decode_error_and_foreign_exception() -> None:
+    bad = Source([TextDelta(index=0, text="a"), Finish(), TextDelta(index=0, text="b")])
+    foreign = Source([RuntimeError("bug")])
+
+    async def main() -> None:
+        stream = AsyncChatStream(bad.aevents(), close=bad.aclose)
+        with pytest.raises(StreamDecodeError, match="after the response finished"):
+            await drain(stream)
+        with pytest.raises(RuntimeError):
+            await drain(AsyncChatStream(foreign.aevents(), close=foreign.aclose))
+
+    run(main())
+    assert bad.closed == 1
+    assert foreign.closed == 1
+
+
+def test_errors_in_the_stream_are_allama_errors() -> None:
+    assert issubclass(StreamDecodeError, Error)
