@@ -1,0 +1,55 @@
+"""Structured extraction: a typed value, and the truth about how it was obtained."""
+
+from allama.extract._engine import Extracted, ExtractionPlan
+from allama.extract._errors import (
+    EXTRACTION_TOOL,
+    EnforcementBelowError,
+    MissingStructuredTextError,
+    MissingToolCallError,
+    ModeUnsupportedError,
+    ParseError,
+    RefusalSource,
+    RefusedError,
+    ToolConflictError,
+    TruncatedError,
+    UnexpectedToolCallCountError,
+)
+from allama.extract._extractor import (
+    Extractor,
+    aextract,
+    aextract_stream,
+    extract,
+    extract_stream,
+)
+from allama.extract._metadata import AutoFallback, ExtractionMetadata
+from allama.extract._mode import ExtractionMode, SchemaEnforcement
+from allama.extract._parse import repair_candidate
+from allama.extract._stream import AsyncExtractionStream, ExtractionStream
+
+__all__ = [
+    "EXTRACTION_TOOL",
+    "AsyncExtractionStream",
+    "AutoFallback",
+    "EnforcementBelowError",
+    "Extracted",
+    "ExtractionMetadata",
+    "ExtractionMode",
+    "ExtractionPlan",
+    "ExtractionStream",
+    "Extractor",
+    "MissingStructuredTextError",
+    "MissingToolCallError",
+    "ModeUnsupportedError",
+    "ParseError",
+    "RefusalSource",
+    "RefusedError",
+    "SchemaEnforcement",
+    "ToolConflictError",
+    "TruncatedError",
+    "UnexpectedToolCallCountError",
+    "aextract",
+    "aextract_stream",
+    "extract",
+    "extract_stream",
+    "repair_candidate",
+]

@@ -1,0 +1,404 @@
+"""The decisions of an extraction, written once as generators and driven by sync and async loops.
+
+Each generator yields the I/O it needs (send this request; open this stream; read its first
+event) and receives the outcome: a response, a stream, an event, or a provider error. The
+drivers at the bottom perform that I/O with `chat`/`chat_stream` or their async twins, so
+sync and async extraction cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from allama.errors import Error
+from allama.extract._errors import EnforcementBelowError, ModeUnsupportedError, _Failure
+from allama.extract._metadata import AutoFallback, ExtractionMetadata, counted_field
+from allama.extract._mode import ExtractionMode, SchemaEnforcement
+from allama.extract._parse import Rejection, ask_again, parse_value
+from allama.extract._target import Target, requested_mode
+from allama.provider import ChatProvider
+from allama.types import (
+    CapabilitySupport,
+    ChatCapability,
+    ChatRequest,
+    ChatResponse,
+    ValidationCoverage,
+    Warning,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted(Generic[T]):
+    """A typed value, the response it came from (the last one), and how it was obtained."""
+
+    value: T
+    response: ChatResponse
+    metadata: ExtractionMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionPlan:
+    """What an extraction would do, found without sending anything.
+
+    `mode` is the mode after any automatic fallback; `enforcement` and `degradations` are
+    what its first pass would report; `coverage` says how much of the call the provider's
+    validation checked (`ENCODING`: a dry run of the call, so the figures are the ones the
+    call would report; `CAPABILITIES`: only the capability table).
+    """
+
+    mode: ExtractionMode
+    enforcement: SchemaEnforcement
+    degradations: tuple[Warning, ...]
+    coverage: ValidationCoverage
+    auto_fallback: AutoFallback | None
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    repair: bool = False
+    retries: int = 0
+    allow_undeclared_keys: bool = False
+    min_enforcement: SchemaEnforcement | None = None
+
+    def rejects_undeclared(self, metadata: ExtractionMetadata) -> bool:
+        return (
+            not self.allow_undeclared_keys and metadata.enforcement is not SchemaEnforcement.EXACT
+        )
+
+    def below_floor(self, metadata: ExtractionMetadata) -> EnforcementBelowError | None:
+        floor = self.min_enforcement
+        if floor is None or metadata.enforcement.satisfies(floor):
+            return None
+        return EnforcementBelowError(
+            provider=metadata.degradations[0].provider or "" if metadata.degradations else "",
+            metadata=metadata,
+            required=floor,
+            achieved=metadata.enforcement,
+            reason=_reason(metadata.degradations),
+        )
+
+
+def _reason(degradations: list[Warning] | tuple[Warning, ...]) -> str:
+    if not degradations:
+        return "no pass reported the schema enforced"
+    return "; ".join(warning.message for warning in degradations)
+
+
+def select_mode(provider: ChatProvider, request: ChatRequest) -> tuple[ExtractionMode, bool]:
+    """Resolve `AUTO` from the capability answers; the flag says native is only a guess.
+
+    1. NATIVE when structured output is supported; 2. FORCED_TOOL when tool calls and forced
+    tool choice are both supported; 3. NATIVE when structured output is unknown (a guess);
+    4. FORCED_TOOL when neither tool answer is unsupported; 5. otherwise no mode (AUTO).
+    """
+    requested = requested_mode(request)
+    if requested is not ExtractionMode.AUTO:
+        return requested, False
+    supported, unknown = CapabilitySupport.SUPPORTED, CapabilitySupport.UNKNOWN
+    native = provider.chat_capability(request.model, ChatCapability.STRUCTURED_OUTPUT)
+    tools = provider.chat_capability(request.model, ChatCapability.TOOL_CALLS)
+    forced = provider.chat_capability(request.model, ChatCapability.FORCED_TOOL_CHOICE)
+    if native is supported:
+        return ExtractionMode.NATIVE, False
+    if tools is supported and forced is supported:
+        return ExtractionMode.FORCED_TOOL, False
+    if native is unknown:
+        return ExtractionMode.NATIVE, True
+    if tools in (supported, unknown) and forced in (supported, unknown):
+        return ExtractionMode.FORCED_TOOL, False
+    return ExtractionMode.AUTO, False
+
+
+def _unsupported(target: Target, mode: ExtractionMode) -> ModeUnsupportedError:
+    return ModeUnsupportedError(
+        provider=target.provider, metadata=ExtractionMetadata.new(mode), mode=mode
+    )
+
+
+def _plan_request(request: ChatRequest) -> ChatRequest:
+    """A schema-only copy: the model, the policy, the options and the caller's tools."""
+    return ChatRequest(
+        request.model,
+        tools=request.tools,
+        unsupported_policy=request.unsupported_policy,
+        options=request.options,
+        parallel_tool_calls=request.parallel_tool_calls,
+    ).user("plan")
+
+
+def plan(provider: ChatProvider, tp: Any, request: ChatRequest) -> ExtractionPlan:
+    target = Target.of(tp, provider.name, request.model)
+    requested = requested_mode(request)
+    mode, guessed = select_mode(provider, request)
+    if mode is ExtractionMode.AUTO:
+        raise _unsupported(target, mode)
+    metadata = ExtractionMetadata.new(mode)
+    schema_only = _plan_request(request)
+    while True:
+        derived = target.derive(schema_only, metadata.mode)
+        try:
+            validation = provider.validate_chat_request(derived)
+        except Error as error:
+            fallback = metadata.auto_fallback_for(requested, guessed, error)
+            if fallback is None:
+                raise target.pre_send_error(error, metadata) from None
+            metadata.fall_back(fallback)
+            continue
+        field = counted_field(metadata.mode)
+        counted: list[Warning] = []
+        for warning in validation.warnings:
+            if field is not None and warning.is_about(field):
+                reworded = target.reword(warning)
+                if reworded not in counted:
+                    counted.append(reworded)
+        return ExtractionPlan(
+            mode=metadata.mode,
+            enforcement=SchemaEnforcement.from_degradations(counted),
+            degradations=tuple(counted),
+            coverage=validation.coverage,
+            auto_fallback=metadata.auto_fallback,
+        )
+
+
+def check_floor_before_sending(
+    settings: Settings, provider: ChatProvider, tp: Any, request: ChatRequest
+) -> None:
+    floor = settings.min_enforcement
+    if floor is None:
+        return
+    planned = plan(provider, tp, request)
+    if planned.coverage is not ValidationCoverage.ENCODING or planned.enforcement.satisfies(floor):
+        return
+    metadata = ExtractionMetadata.new(planned.mode)
+    metadata.auto_fallback = planned.auto_fallback
+    raise EnforcementBelowError(
+        provider=provider.name,
+        metadata=metadata,
+        required=floor,
+        achieved=planned.enforcement,
+        reason=_reason(planned.degradations),
+    )
+
+
+def finish(
+    response: ChatResponse, metadata: ExtractionMetadata, target: Target, settings: Settings
+) -> Extracted[Any]:
+    """Parse a response the extraction is done with (one that will not be retried)."""
+    parsed = parse_value(
+        response, metadata.mode, target, settings.repair, settings.rejects_undeclared(metadata)
+    )
+    if isinstance(parsed, Rejection):
+        raise _failed(parsed, metadata, response)
+    value, repaired = parsed
+    metadata.repaired = repaired
+    return Extracted(value=value, response=response, metadata=metadata)
+
+
+def _failed(rejection: Rejection, metadata: ExtractionMetadata, response: ChatResponse) -> _Failure:
+    if rejection.undeclared:
+        metadata.undeclared_key_rejections += 1
+    error = rejection.error
+    error.metadata = metadata
+    return error.with_response(response)
+
+
+def _below_floor(
+    settings: Settings, metadata: ExtractionMetadata, target: Target
+) -> _Failure | None:
+    failure = settings.below_floor(metadata)
+    if failure is not None:
+        failure.provider_name = target.provider
+        failure.context.provider = target.provider
+    return failure
+
+
+Send = ChatRequest
+Outcome = ChatResponse | Error
+
+
+def extract_steps(
+    settings: Settings, provider: ChatProvider, tp: Any, request: ChatRequest
+) -> Generator[Send, Outcome, Extracted[Any]]:
+    """One extraction with its retries: yields each request, receives each outcome."""
+    target = Target.of(tp, provider.name, request.model)
+    requested = requested_mode(request)
+    check_floor_before_sending(settings, provider, tp, request)
+    mode, guessed = select_mode(provider, request)
+    metadata = ExtractionMetadata.new(mode)
+    if request.tools:
+        target.derive(request, mode)  # raises the tool conflict in every mode
+    if mode is ExtractionMode.AUTO:
+        raise _unsupported(target, mode)
+    derived = target.derive(request, mode)
+    retries_left = settings.retries
+    while True:
+        outcome = yield derived
+        if isinstance(outcome, Error):
+            fallback = metadata.auto_fallback_for(requested, guessed, outcome)
+            if fallback is None:
+                raise target.pre_send_error(outcome, metadata)
+            metadata.fall_back(fallback)
+            derived = target.derive(request, metadata.mode)
+            continue
+        response = outcome
+        metadata.record_pass(response, target.reword)
+        target.report_enforcement(metadata)
+        below = _below_floor(settings, metadata, target)
+        if below is not None:
+            raise below.with_response(response)
+        parsed = parse_value(
+            response, metadata.mode, target, settings.repair, settings.rejects_undeclared(metadata)
+        )
+        if not isinstance(parsed, Rejection):
+            value, repaired = parsed
+            metadata.repaired = repaired
+            return Extracted(value=value, response=response, metadata=metadata)
+        if retries_left > 0 and parsed.worth_asking_again():
+            retries_left -= 1
+            if parsed.undeclared:
+                metadata.undeclared_key_rejections += 1
+            derived = ask_again(derived, response, metadata.mode, parsed)
+            continue
+        raise _failed(parsed, metadata, response)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenStream:
+    request: ChatRequest
+
+
+@dataclass(frozen=True, slots=True)
+class ReadFirst:
+    stream: Any
+
+
+END = object()
+"""The outcome of `ReadFirst` on a stream that ended without an item."""
+
+
+@dataclass(slots=True)
+class Opened:
+    stream: Any
+    first: Any
+    """The first item read to check for a refusal: an event, an `Error`, `END`, or `None`."""
+    metadata: ExtractionMetadata
+    target: Target
+
+
+def open_steps(
+    settings: Settings, provider: ChatProvider, tp: Any, request: ChatRequest
+) -> Generator[OpenStream | ReadFirst, Any, Opened]:
+    """Open the stream of an extraction, falling back on a refusal at setup or as item one."""
+    target = Target.of(tp, provider.name, request.model)
+    requested = requested_mode(request)
+    check_floor_before_sending(settings, provider, tp, request)
+    mode, guessed = select_mode(provider, request)
+    metadata = ExtractionMetadata.new(mode)
+    if request.tools:
+        target.derive(request, mode)
+    if mode is ExtractionMode.AUTO:
+        raise _unsupported(target, mode)
+    while True:
+        derived = target.derive(request, metadata.mode)
+        outcome = yield OpenStream(derived)
+        if isinstance(outcome, Error):
+            fallback = metadata.auto_fallback_for(requested, guessed, outcome)
+            if fallback is None:
+                raise target.pre_send_error(outcome, metadata)
+            metadata.fall_back(fallback)
+            continue
+        stream = outcome
+        first: Any = None
+        if metadata.may_fall_back(requested):
+            first = yield ReadFirst(stream)
+            if isinstance(first, Error):
+                fallback = metadata.auto_fallback_for(requested, guessed, first)
+                if fallback is not None:
+                    metadata.fall_back(fallback)
+                    continue
+        return Opened(stream=stream, first=first, metadata=metadata, target=target)
+
+
+R = TypeVar("R")
+
+
+def drive(steps: Generator[Send, Outcome, R], provider: ChatProvider) -> R:
+    try:
+        request = next(steps)
+        while True:
+            try:
+                outcome: Outcome = provider.chat(request)
+            except Error as error:
+                outcome = error
+            request = steps.send(outcome)
+    except StopIteration as done:
+        result: R = done.value
+        return result
+
+
+async def adrive(steps: Generator[Send, Outcome, R], provider: ChatProvider) -> R:
+    try:
+        request = next(steps)
+        while True:
+            try:
+                outcome: Outcome = await provider.achat(request)
+            except Error as error:
+                outcome = error
+            request = steps.send(outcome)
+    except StopIteration as done:
+        result: R = done.value
+        return result
+
+
+def drive_open(
+    steps: Generator[OpenStream | ReadFirst, Any, Opened], provider: ChatProvider
+) -> Opened:
+    try:
+        step = next(steps)
+        while True:
+            outcome: Any
+            if isinstance(step, OpenStream):
+                try:
+                    outcome = provider.chat_stream(step.request)
+                except Error as error:
+                    outcome = error
+            else:
+                try:
+                    outcome = next(step.stream)
+                except StopIteration:
+                    outcome = END
+                except Error as error:
+                    outcome = error
+            step = steps.send(outcome)
+    except StopIteration as done:
+        opened: Opened = done.value
+        return opened
+
+
+async def adrive_open(
+    steps: Generator[OpenStream | ReadFirst, Any, Opened], provider: ChatProvider
+) -> Opened:
+    try:
+        step = next(steps)
+        while True:
+            outcome: Any
+            if isinstance(step, OpenStream):
+                try:
+                    outcome = await provider.achat_stream(step.request)
+                except Error as error:
+                    outcome = error
+            else:
+                try:
+                    outcome = await anext(step.stream)
+                except StopAsyncIteration:
+                    outcome = END
+                except Error as error:
+                    outcome = error
+            step = steps.send(outcome)
+    except StopIteration as done:
+        opened: Opened = done.value
+        return opened

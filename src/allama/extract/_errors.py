@@ -1,0 +1,315 @@
+"""Why an extraction failed after (or before) calling the provider: one class per reason.
+
+`str()` of a failure says what happened and never quotes the raw output; the log view
+(`as_log()`) also leaves out the refusal text and the parse detail, which come from the
+model. The full form (`to_dict`) keeps the response for the caller.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Self
+
+from pydantic import JsonValue
+
+from allama.errors import ExtractionError, MessageOrigin
+from allama.extract._metadata import ExtractionMetadata
+from allama.extract._mode import ExtractionMode, SchemaEnforcement
+from allama.types import ChatResponse, FinishReason
+from allama.types._redact import withheld
+
+EXTRACTION_TOOL = "submit_structured_output"
+
+__all__ = [
+    "EnforcementBelowError",
+    "MissingStructuredTextError",
+    "MissingToolCallError",
+    "ModeUnsupportedError",
+    "ParseError",
+    "RefusalSource",
+    "RefusedError",
+    "ToolConflictError",
+    "TruncatedError",
+    "UnexpectedToolCallCountError",
+]
+
+
+class _Failure(ExtractionError):
+    """Shared by every extraction failure: the response, the record, and serialisation."""
+
+    _field_names: ClassVar[tuple[str, ...]] = ()
+    _withheld_fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, *, provider: str, metadata: ExtractionMetadata, **fields: Any) -> None:
+        self.provider_name = provider
+        for name in self._field_names:
+            setattr(self, name, fields.get(name))
+        super().__init__(self._describe(), origin=MessageOrigin.AUTHORED)
+        self.context.provider = provider
+        self.response: ChatResponse | None = None
+        self.metadata = metadata
+
+    def _describe(self) -> str:
+        raise NotImplementedError
+
+    def with_response(self, response: ChatResponse) -> Self:
+        self.response = response
+        return self
+
+    @property
+    def retryable(self) -> bool:
+        return False
+
+    def _fields(self) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = {"provider": self.provider_name}
+        for name in self._field_names:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value.value if hasattr(value, "value") else value
+        out["metadata"] = self.metadata.to_json_dict()
+        if self.response is not None:
+            out["response"] = self.response.model_dump(mode="json")
+        return out
+
+    @classmethod
+    def _restore(cls, message: str, fields: dict[str, Any]) -> Self:
+        metadata = ExtractionMetadata.model_validate(fields.get("metadata") or {"mode": "auto"})
+        values = {name: fields.get(name) for name in cls._field_names}
+        failure = cls(provider=str(fields.get("provider", "")), metadata=metadata, **values)
+        response = fields.get("response")
+        if isinstance(response, dict):
+            failure.response = ChatResponse.model_validate(response)
+        return failure
+
+    def _log_fields(self) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = {"extraction.mode": self.metadata.mode.value}
+        out["extraction.passes"] = self.metadata.passes
+        return out
+
+    def __repr__(self) -> str:
+        shown = [f"provider={self.provider_name!r}"]
+        for name in self._field_names:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if name in self._withheld_fields and isinstance(value, str):
+                shown.append(f"{name}={withheld(value)}")
+            else:
+                shown.append(f"{name}={getattr(value, 'value', value)!r}")
+        if self.response is not None:
+            shown.append("response=<withheld>")
+        shown.append(f"metadata={self.metadata!r}")
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+
+def _mode(value: Any) -> ExtractionMode:
+    return ExtractionMode(value)
+
+
+class ModeUnsupportedError(_Failure):
+    """No mode could be selected: the capability answers rule out both, or `parse` got AUTO."""
+
+    kind = "extraction_unsupported"
+    _field_names = ("mode",)
+    mode: ExtractionMode
+
+    def _describe(self) -> str:
+        mode = _mode(self.mode)
+        if mode is ExtractionMode.AUTO:
+            return (
+                f"{self.provider_name}: the provider reports that the model supports neither "
+                "structured output nor forced tool calls, so extraction mode Auto has no mode "
+                "to pick; set ExtractionMode explicitly, or override the capability answers "
+                "with a capability resolver"
+            )
+        return (
+            f"{self.provider_name}: extraction mode {mode.display_name} is not supported; set "
+            "ExtractionMode explicitly or override the capability answers with a capability "
+            "resolver"
+        )
+
+
+class ToolConflictError(_Failure):
+    """The request carries tools of its own, which extraction refuses in every mode.
+
+    Clear them (`request.without_tools()`) or start a fresh request from the messages.
+    """
+
+    kind = "extraction_tool_conflict"
+
+    def _describe(self) -> str:
+        return (
+            f"{self.provider_name}: extraction cannot be combined with request tools; clear "
+            "`tools` and `tool_choice`, or start a fresh request from the messages"
+        )
+
+
+class MissingStructuredTextError(_Failure):
+    """The response had no text to parse (native mode), or only whitespace."""
+
+    kind = "extraction_missing_text"
+
+    def _describe(self) -> str:
+        return f"{self.provider_name}: the model did not return structured text"
+
+
+class MissingToolCallError(_Failure):
+    """The response did not call the extraction tool (forced-tool mode)."""
+
+    kind = "extraction_missing_tool_call"
+
+    def _describe(self) -> str:
+        return (
+            f"{self.provider_name}: the model did not call the extraction tool '{EXTRACTION_TOOL}'"
+        )
+
+
+class UnexpectedToolCallCountError(_Failure):
+    """The response called the extraction tool more than once."""
+
+    kind = "extraction_tool_call_count"
+    _field_names = ("count",)
+    count: int
+
+    def _describe(self) -> str:
+        return (
+            f"{self.provider_name}: the model returned {self.count} extraction tool calls, "
+            "expected one"
+        )
+
+
+class TruncatedError(_Failure):
+    """The output was cut off at the output token limit or by a full context window.
+
+    Never retried: the same limit would cut it off again. At the token limit, raise
+    `max_output_tokens` (on a reasoning model, or lower the reasoning effort); at the
+    context window (`finish_reason == "context_window"`), shorten the input.
+    """
+
+    kind = "extraction_truncated"
+    _field_names = ("mode", "finish_reason", "output_tokens", "reasoning_tokens")
+    mode: ExtractionMode
+    finish_reason: FinishReason
+    output_tokens: int | None
+    reasoning_tokens: int | None
+
+    def _describe(self) -> str:
+        mode = _mode(self.mode)
+        if self.finish_reason == FinishReason.CONTEXT_WINDOW:
+            return (
+                f"{self.provider_name}: the model filled its context window before finishing "
+                f"the structured output (mode {mode.display_name}): shorten the input, a higher output "
+                "token limit does not help"
+            )
+        text = (
+            f"{self.provider_name}: the model stopped at the output token limit before "
+            f"finishing the structured output (mode {mode.display_name})"
+        )
+        if self.output_tokens is not None and self.reasoning_tokens is not None:
+            text += (
+                f"; {self.reasoning_tokens} of {self.output_tokens} output tokens went to "
+                "reasoning: raise max_output_tokens or lower the reasoning effort"
+            )
+        return text
+
+    @classmethod
+    def _restore(cls, message: str, fields: dict[str, Any]) -> Self:
+        fields.setdefault("finish_reason", FinishReason.LENGTH)
+        if fields["finish_reason"] is not None:
+            fields["finish_reason"] = FinishReason(fields["finish_reason"])
+        return super()._restore(message, fields)
+
+
+class RefusalSource:
+    """Where a refusal's text came from: the model, the provider's explanation, or nowhere."""
+
+    MODEL = "model"
+    PROVIDER = "provider"
+    NONE = "none"
+
+
+def _refused_without_text(provider: str, finish_reason: str | None) -> str:
+    if finish_reason is not None:
+        return (
+            f"{provider}: the model refused to produce the structured output "
+            f"(finish reason `{finish_reason}`)"
+        )
+    return f"{provider}: the model refused to produce the structured output"
+
+
+class RefusedError(_Failure):
+    """The model or the provider declined to produce the output. Never retried.
+
+    `text` is the model's refusal or the provider's explanation (`source` says which).
+    """
+
+    kind = "extraction_refused"
+    _field_names = ("mode", "finish_reason", "text", "source")
+    _withheld_fields = ("text",)
+    mode: ExtractionMode
+    finish_reason: FinishReason | None
+    text: str | None
+    source: str
+
+    def _describe(self) -> str:
+        if self.text is not None:
+            return f"{self.provider_name}: the model refused: {self.text}"
+        return _refused_without_text(self.provider_name, self.finish_reason)
+
+    def _log_message(self) -> str | None:
+        return _refused_without_text(self.provider_name, self.finish_reason)
+
+    @classmethod
+    def _restore(cls, message: str, fields: dict[str, Any]) -> Self:
+        if fields.get("finish_reason") is not None:
+            fields["finish_reason"] = FinishReason(fields["finish_reason"])
+        fields.setdefault("source", RefusalSource.NONE)
+        return super()._restore(message, fields)
+
+
+class EnforcementBelowError(_Failure):
+    """The schema enforcement is below the floor the extractor requires. Never retried.
+
+    Raised before sending when the provider's validation is a dry run of the call; after a
+    pass otherwise, with its (paid) response attached.
+    """
+
+    kind = "extraction_enforcement_below"
+    _field_names = ("required", "achieved", "reason")
+    required: SchemaEnforcement
+    achieved: SchemaEnforcement
+    reason: str
+
+    def _describe(self) -> str:
+        achieved = SchemaEnforcement(self.achieved).value
+        required = SchemaEnforcement(self.required).value
+        return f"schema enforcement `{achieved}` is below the required `{required}`: {self.reason}"
+
+
+class ParseError(_Failure):
+    """The output was not valid JSON, did not match the type, or had an undeclared key.
+
+    `raw` is the text the model sent (before repair or null normalisation); `path` names the
+    value that does not fit (`items[2].price`), `None` for invalid JSON or the root.
+    """
+
+    kind = "extraction_parse"
+    _field_names = ("mode", "raw", "detail", "path")
+    _withheld_fields = ("raw", "detail", "path")
+    mode: ExtractionMode
+    raw: str
+    detail: str
+    path: str | None
+
+    def _describe(self) -> str:
+        mode = _mode(self.mode).display_name
+        text = f"{self.provider_name}: failed to parse the output using mode {mode}: "
+        if self.path is not None:
+            text += f"at `{self.path}`: "
+        return text + self.detail
+
+    def _log_message(self) -> str | None:
+        return f"{self.provider_name}: failed to parse the output using mode {_mode(self.mode).display_name}"
+
+    @property
+    def raw_output(self) -> str:
+        return self.raw

@@ -1,0 +1,163 @@
+"""The record of an extraction: its mode, its paid calls, their usage, and the enforcement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from allama.errors import EXTRACTION_METADATA_KEY, Error, MessageOrigin, UnsupportedError
+from allama.extract._mode import ExtractionMode, SchemaEnforcement
+from allama.types import ChatResponse, RequestField, UnsupportedStage, Usage, Warning
+
+
+class AutoFallback(BaseModel):
+    """Why an `AUTO` extraction switched from native output to forced-tool mode.
+
+    The refused attempt sent nothing billable and is not counted as a pass. `message` is
+    empty when the refusal's text was not written by allama (it reaches the log view).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    field: RequestField
+    message: str
+    stage: UnsupportedStage = UnsupportedStage.BEFORE_SENDING
+
+
+def counted_field(mode: ExtractionMode) -> RequestField | None:
+    """The request field whose warnings count for `mode`: the one that carries the schema."""
+    if mode is ExtractionMode.NATIVE:
+        return RequestField.RESPONSE_FORMAT
+    if mode is ExtractionMode.FORCED_TOOL:
+        return RequestField.TOOLS
+    return None
+
+
+class ExtractionMetadata(BaseModel):
+    """How an extraction ran. Returned on success and carried by every failure.
+
+    `passes` counts provider calls that returned a response (each one billed); `usage` sums
+    the usage of every pass, including failed ones and a stream that failed mid-way (which
+    is not a pass, so `passes` can be 0 while `usage` is not). `enforcement` is the least
+    enforced pass; `degradations` are the warnings that decided it, in the caller's terms.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+    mode: ExtractionMode
+    passes: int = 0
+    repaired: bool = False
+    enforcement: SchemaEnforcement = SchemaEnforcement.NOT_ENFORCED
+    degradations: list[Warning] = Field(default_factory=list)
+    usage: Usage | None = None
+    auto_fallback: AutoFallback | None = None
+    undeclared_key_rejections: int = 0
+
+    @classmethod
+    def new(cls, mode: ExtractionMode) -> ExtractionMetadata:
+        """The record of an extraction in `mode` that has made no provider call yet."""
+        return cls(mode=mode)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The JSON form, leaving out what is unset (as the error context stores it)."""
+        data = self.model_dump(mode="json")
+        for key, empty in (
+            ("degradations", []),
+            ("usage", None),
+            ("auto_fallback", None),
+            ("undeclared_key_rejections", 0),
+        ):
+            if data.get(key) == empty:
+                del data[key]
+        return data
+
+    @classmethod
+    def from_error(cls, error: BaseException) -> ExtractionMetadata | None:
+        """The record a provider error carries when it ended an extraction, else `None`.
+
+        Extraction raises provider errors as themselves (so their kind, `retryable` and
+        `retry_after` stay what the provider reported) and attaches the record of the
+        passes made before them to the error's context.
+        """
+        if not isinstance(error, Error):
+            return None
+        record = error.context.metadata.get(EXTRACTION_METADATA_KEY)
+        if not isinstance(record, dict):
+            return None
+        try:
+            return cls.model_validate(record)
+        except ValueError:
+            return None
+
+    def attach_to(self, error: Error) -> Error:
+        error.context.metadata[EXTRACTION_METADATA_KEY] = self.to_json_dict()
+        return error
+
+    # Decisions the engine takes on the record.
+
+    def may_fall_back(self, requested: ExtractionMode) -> bool:
+        return (
+            requested is ExtractionMode.AUTO
+            and self.mode is ExtractionMode.NATIVE
+            and self.passes == 0
+            and self.auto_fallback is None
+        )
+
+    def auto_fallback_for(
+        self, requested: ExtractionMode, guessed: bool, error: Error
+    ) -> AutoFallback | None:
+        """The fallback `error` calls for: a refused response format, while one is allowed.
+
+        Refused by the adapter before sending; or by the provider itself when native output
+        was only a guess from an `UNKNOWN` answer (a 4xx refusal bills nothing).
+        """
+        if (
+            not isinstance(error, UnsupportedError)
+            or error.field is not RequestField.RESPONSE_FORMAT
+        ):
+            return None
+        refused_here = error.stage is UnsupportedStage.BEFORE_SENDING or (
+            guessed and error.stage is UnsupportedStage.PROVIDER
+        )
+        if not refused_here or not self.may_fall_back(requested):
+            return None
+        message = error.message if error.origin is MessageOrigin.AUTHORED else ""
+        return AutoFallback(field=RequestField.RESPONSE_FORMAT, message=message, stage=error.stage)
+
+    def fall_back(self, fallback: AutoFallback) -> None:
+        self.mode = ExtractionMode.FORCED_TOOL
+        self.auto_fallback = fallback
+
+    def record_pass(self, response: ChatResponse, reword: Any) -> None:
+        """Count one paid call: its usage and the warnings on the field the mode relies on."""
+        self.passes += 1
+        self.record_usage_and_degradations(response, reword)
+        self.enforcement = SchemaEnforcement.from_degradations(self.degradations)
+
+    def record_usage_and_degradations(self, response: ChatResponse, reword: Any) -> None:
+        if response.usage is not None:
+            self.usage = response.usage if self.usage is None else self.usage + response.usage
+        field = counted_field(self.mode)
+        if field is None:
+            return
+        for warning in response.warnings:
+            if warning.is_about(field):
+                reworded = reword(warning)
+                if reworded not in self.degradations:
+                    self.degradations.append(reworded)
+
+    def __repr__(self) -> str:
+        shown = [f"mode={self.mode.value!r}", f"passes={self.passes}"]
+        shown.append(f"enforcement={self.enforcement.value!r}")
+        if self.repaired:
+            shown.append("repaired=True")
+        if self.degradations:
+            shown.append(f"degradations={len(self.degradations)}")
+        if self.usage is not None:
+            shown.append(f"usage={self.usage!r}")
+        if self.auto_fallback is not None:
+            shown.append(f"auto_fallback={self.auto_fallback.field.value!r}")
+        if self.undeclared_key_rejections:
+            shown.append(f"undeclared_key_rejections={self.undeclared_key_rejections}")
+        return f"ExtractionMetadata({', '.join(shown)})"

@@ -1,0 +1,231 @@
+"""Reading the value out of a response, and writing the retry turn when it cannot be used."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from allama.extract._errors import (
+    EXTRACTION_TOOL,
+    MissingStructuredTextError,
+    MissingToolCallError,
+    ParseError,
+    RefusalSource,
+    RefusedError,
+    TruncatedError,
+    UnexpectedToolCallCountError,
+    _Failure,
+)
+from allama.extract._metadata import ExtractionMetadata
+from allama.extract._mode import ExtractionMode
+from allama.extract._target import Target
+from allama.extract._validation import Failure, check
+from allama.types import ChatRequest, ChatResponse, FinishReason, ToolMessage, UserMessage
+from allama.types._content import TextPart
+
+
+@dataclass(slots=True)
+class Rejection:
+    """Output that could not be used, and whether it was JSON at all."""
+
+    error: _Failure
+    invalid_json: bool = False
+    undeclared: bool = False
+
+    def worth_asking_again(self) -> bool:
+        return isinstance(
+            self.error,
+            MissingStructuredTextError
+            | MissingToolCallError
+            | UnexpectedToolCallCountError
+            | ParseError,
+        )
+
+
+def refusal(response: ChatResponse, mode: ExtractionMode, provider: str) -> RefusedError | None:
+    written = response.first_refusal()
+    declined = response.finish_reason in (FinishReason.REFUSAL, FinishReason.CONTENT_FILTER)
+    if written is None and not declined:
+        return None
+    explanation = response.decline_explanation()
+    if written is not None:
+        text, source = written, RefusalSource.MODEL
+    elif explanation is not None:
+        text, source = explanation, RefusalSource.PROVIDER
+    else:
+        text, source = None, RefusalSource.NONE
+    return RefusedError(
+        provider=provider,
+        metadata=ExtractionMetadata.new(mode),
+        mode=mode,
+        finish_reason=response.finish_reason,
+        text=text,
+        source=source,
+    )
+
+
+def repair_candidate(raw: str) -> str | None:
+    """The JSON value inside `raw` without a markdown fence or prose around it.
+
+    `None` when there is nothing to strip.
+
+    >>> repair_candidate('Sure! Here it is: {"a": 1}. Anything else?')
+    '{"a": 1}'
+    """
+    trimmed = raw.strip()
+    if trimmed.startswith("```"):
+        fenced = trimmed[3:]
+        newline = fenced.find("\n")
+        if newline >= 0:
+            body = fenced[newline + 1 :]
+            end = body.find("```")
+            body = (body if end < 0 else body[:end]).strip()
+            if body:
+                return body
+    starts = [i for i in (trimmed.find("{"), trimmed.find("[")) if i >= 0]
+    ends = [i for i in (trimmed.rfind("}"), trimmed.rfind("]")) if i >= 0]
+    if not starts or not ends:
+        return None
+    start, end = min(starts), max(ends)
+    if end < start:
+        return None
+    candidate = trimmed[start : end + 1]
+    return candidate if len(candidate) < len(trimmed) else None
+
+
+def raw_output(response: ChatResponse, mode: ExtractionMode, provider: str) -> str | Rejection:
+    if mode is ExtractionMode.FORCED_TOOL:
+        calls = [call for call in response.tool_calls() if call.name == EXTRACTION_TOOL]
+        if not calls:
+            return Rejection(
+                MissingToolCallError(provider=provider, metadata=ExtractionMetadata.new(mode))
+            )
+        if len(calls) > 1:
+            return Rejection(
+                UnexpectedToolCallCountError(
+                    provider=provider, metadata=ExtractionMetadata.new(mode), count=len(calls)
+                )
+            )
+        return calls[0].arguments
+    text = response.text()
+    if text is None or not text.strip():
+        return Rejection(
+            MissingStructuredTextError(provider=provider, metadata=ExtractionMetadata.new(mode))
+        )
+    return text
+
+
+def parse_value(
+    response: ChatResponse,
+    mode: ExtractionMode,
+    target: Target,
+    repair: bool,
+    reject_undeclared: bool,
+) -> tuple[Any, bool] | Rejection:
+    """The value and whether repair was needed, or why the output cannot be used."""
+    provider = target.provider
+    refused = refusal(response, mode, provider)
+    if refused is not None:
+        return Rejection(refused)
+    if response.finish_reason in (FinishReason.LENGTH, FinishReason.CONTEXT_WINDOW):
+        usage = response.usage
+        return Rejection(
+            TruncatedError(
+                provider=provider,
+                metadata=ExtractionMetadata.new(mode),
+                mode=mode,
+                finish_reason=response.finish_reason,
+                output_tokens=None if usage is None else usage.output_tokens,
+                reasoning_tokens=None if usage is None else usage.reasoning_tokens,
+            )
+        )
+    raw = raw_output(response, mode, provider)
+    if isinstance(raw, Rejection):
+        return raw
+    adapter, schema = target.type.adapter, target.schema
+    result = check(raw, adapter, schema, reject_undeclared)
+    if not isinstance(result, Failure):
+        return result, False
+    failure = result
+    if repair:
+        candidate = repair_candidate(raw)
+        if candidate is not None:
+            repaired = check(candidate, adapter, schema, reject_undeclared)
+            if not isinstance(repaired, Failure):
+                return repaired, True
+            if not repaired.invalid_json:
+                failure = repaired
+    detail = failure.message
+    reason = response.finish_reason
+    if reason is not None and not reason.finished_normally():
+        detail += f" (finish reason `{reason}`)"
+    return Rejection(
+        ParseError(
+            provider=provider,
+            metadata=ExtractionMetadata.new(mode),
+            mode=mode,
+            raw=raw,
+            detail=detail,
+            path=failure.path,
+        ),
+        invalid_json=failure.invalid_json,
+        undeclared=failure.undeclared,
+    )
+
+
+def _problem(rejection: Rejection) -> str:
+    error = rejection.error
+    if isinstance(error, ParseError):
+        if rejection.invalid_json:
+            return f"it was not valid JSON: {error.detail}"
+        if error.path is not None:
+            return f"it did not match the schema at `{error.path}`: {error.detail}"
+        return f"it did not match the schema: {error.detail}"
+    if isinstance(error, MissingStructuredTextError):
+        return "it contained no text"
+    if isinstance(error, MissingToolCallError):
+        return f"it did not call the `{EXTRACTION_TOOL}` tool"
+    if isinstance(error, UnexpectedToolCallCountError):
+        return f"it called the `{EXTRACTION_TOOL}` tool {error.count} times instead of once"
+    return str(error)
+
+
+def ask_again(
+    request: ChatRequest, response: ChatResponse, mode: ExtractionMode, rejection: Rejection
+) -> ChatRequest:
+    """`request` with the failed reply and the feedback, for a retry.
+
+    Every replayed tool call is answered with an ordinary tool result (not a failed one),
+    so the retry turn is sendable on every endpoint, including one with no tool error flag
+    under the strict policy.
+    """
+    problem = _problem(rejection)
+    forced = mode is ExtractionMode.FORCED_TOOL
+    calls = response.tool_calls()
+    if not response.content:
+        return request.push(UserMessage(content=(TextPart(text=_final(forced, problem)),)))
+    request = request.push(response.to_assistant_message())
+    for call in calls:
+        if forced:
+            feedback = (
+                f"The previous call could not be used: {problem}. Call `{EXTRACTION_TOOL}` once "
+                "with arguments that match its schema."
+            )
+        else:
+            feedback = "This tool call was not run: a structured reply is required."
+        request = request.push(ToolMessage(tool_call_id=call.id, content=feedback))
+    if forced and calls:
+        return request
+    return request.push(UserMessage(content=(TextPart(text=_final(forced, problem)),)))
+
+
+def _final(forced: bool, problem: str) -> str:
+    if forced:
+        return (
+            f"The previous reply could not be used: {problem}. Call `{EXTRACTION_TOOL}` once "
+            "with the extracted data."
+        )
+    return (
+        f"The previous reply could not be used: {problem}. Reply again with only the JSON "
+        "value, matching the schema exactly."
+    )

@@ -1,0 +1,210 @@
+"""A streamed extraction: the provider's events as they come, the value so far, then the value."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
+
+from allama.errors import Error
+from allama.extract._engine import END, Extracted, Opened, Settings, finish
+from allama.extract._errors import EXTRACTION_TOOL
+from allama.extract._metadata import ExtractionMetadata
+from allama.extract._mode import ExtractionMode
+from allama.extract._partial import PartialValue
+from allama.stream import AsyncChatStream, ChatStream, StreamCollector
+from allama.types import BlockStart, StreamBlockType, StreamEvent, TextDelta, ToolCallDelta
+
+T = TypeVar("T")
+
+
+class _Observer(Generic[T]):
+    """What both stream flavours share: the partial output, the partial value, `finish`."""
+
+    def __init__(self, opened: Opened, settings: Settings, tp: Any) -> None:
+        self._opened = opened
+        self._settings = settings
+        self._pieces: list[str] = []
+        self._joined = ""
+        self._joined_count = 0
+        self._tool_index: int | None = None
+        self._partial: PartialValue[T] = PartialValue(tp)
+
+    @property
+    def mode(self) -> str:
+        return self._opened.metadata.mode
+
+    def observe(self, event: StreamEvent) -> None:
+        mode = self._opened.metadata.mode
+        if isinstance(event, TextDelta):
+            if mode is ExtractionMode.NATIVE:
+                self._take(event.text)
+        elif isinstance(event, BlockStart):
+            if (
+                event.block_type is StreamBlockType.TOOL_CALL
+                and event.name == EXTRACTION_TOOL
+                and self._tool_index is None
+                and mode is ExtractionMode.FORCED_TOOL
+            ):
+                self._tool_index = event.index
+        elif isinstance(event, ToolCallDelta) and event.index == self._tool_index:
+            self._take(event.arguments)
+
+    def _take(self, text: str) -> None:
+        self._pieces.append(text)
+        self._partial.feed(text)
+
+    @property
+    def partial_output(self) -> str:
+        """The raw structured output so far: the text, or the extraction tool's arguments."""
+        if self._joined_count != len(self._pieces):
+            self._joined = "".join(self._pieces)
+            self._pieces = [self._joined]
+            self._joined_count = 1
+        return self._joined
+
+    @property
+    def partial(self) -> T | None:
+        """The value so far: completed parts validated once, the open tail as far as it goes.
+
+        Models are built with `model_construct`, so fields that have not arrived are unset
+        (`model_fields_set` lists those that have). `None` before anything usable arrived.
+        """
+        return self._partial.value()
+
+    def finish_with(self, collector: StreamCollector) -> Extracted[T]:
+        opened = self._opened
+        target = opened.target
+        metadata = ExtractionMetadata.new(opened.metadata.mode)
+        metadata.auto_fallback = opened.metadata.auto_fallback
+        try:
+            response = collector.finish()
+        except Error as error:
+            failed = metadata.model_copy(deep=True)
+            failed.record_usage_and_degradations(collector.response_metadata(), target.reword)
+            raise failed.attach_to(error) from None
+        metadata.record_pass(response, target.reword)
+        target.report_enforcement(metadata)
+        below = self._settings.below_floor(metadata)
+        if below is not None:
+            below.provider_name = target.provider
+            raise below.with_response(response)
+        extracted: Extracted[T] = finish(response, metadata, target, self._settings)
+        return extracted
+
+
+class ExtractionStream(_Observer[T]):
+    """A streamed extraction (sync). Iterate for the provider's events; then `finish()`.
+
+    >>> import allama
+    >>> from allama.mock import MockStreamingProvider
+    >>> from pydantic import BaseModel
+    >>> class Person(BaseModel):
+    ...     name: str
+    >>> provider = MockStreamingProvider.with_text('{"name": "Ada"}')
+    >>> with allama.extract_stream(provider, Person, allama.ChatRequest("m").user("Ada")) as s:
+    ...     for event in s:
+    ...         pass
+    ...     s.finish().value.name
+    'Ada'
+    """
+
+    def __init__(self, opened: Opened, settings: Settings, tp: Any) -> None:
+        super().__init__(opened, settings, tp)
+        self._stream: ChatStream = opened.stream
+        self._first = opened.first
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> StreamEvent:
+        first, self._first = self._first, None
+        if first is END:
+            raise StopIteration
+        if isinstance(first, Error):
+            raise first
+        event: StreamEvent = first if first is not None else next(self._stream)
+        self.observe(event)
+        return event
+
+    def finish(self) -> Extracted[T]:
+        """Read what is left, then parse the value (with repair, the key check, the floor).
+
+        Raises the stream's error when it failed or ended early, with the record attached
+        (`ExtractionMetadata.from_error`): the usage it reported before failing is in it.
+        """
+        try:
+            for _ in self:
+                pass
+        except Error:
+            pass
+        return self.finish_with(self._stream.collector)
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"ExtractionStream(mode={self.mode!r}, partial_output_len="
+            f"{sum(len(p) for p in self._pieces)})"
+        )
+
+
+class AsyncExtractionStream(_Observer[T]):
+    """The async twin of `ExtractionStream`: `async for`, then `await finish()`."""
+
+    def __init__(self, opened: Opened, settings: Settings, tp: Any) -> None:
+        super().__init__(opened, settings, tp)
+        self._stream: AsyncChatStream = opened.stream
+        self._first = opened.first
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        first, self._first = self._first, None
+        if first is END:
+            raise StopAsyncIteration
+        if isinstance(first, Error):
+            raise first
+        event: StreamEvent = first if first is not None else await anext(self._stream)
+        self.observe(event)
+        return event
+
+    async def finish(self) -> Extracted[T]:
+        try:
+            async for _ in self:
+                pass
+        except Error:
+            pass
+        return self.finish_with(self._stream.collector)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return (
+            f"AsyncExtractionStream(mode={self.mode!r}, partial_output_len="
+            f"{sum(len(p) for p in self._pieces)})"
+        )

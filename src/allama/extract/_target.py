@@ -1,0 +1,175 @@
+"""The type being extracted: its schema, its names, the derived request, and the record's words."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from allama.errors import Error, ErrorContext, MessageOrigin, UnsupportedError
+from allama.extract._errors import EXTRACTION_TOOL, ModeUnsupportedError, ToolConflictError
+from allama.extract._metadata import ExtractionMetadata
+from allama.extract._mode import ExtractionMode, SchemaEnforcement
+from allama.schema._types import TypeSchema, type_schema
+from allama.types import (
+    ChatRequest,
+    RequestField,
+    ResponseFormat,
+    ToolChoice,
+    ToolDefinition,
+    UnsupportedStage,
+    Warning,
+)
+
+logger = logging.getLogger("allama.extraction")
+
+_POINTER = re.compile(r"`(/[^`]*)`")
+_SUBJECTS = re.compile(
+    rf"(tool `{EXTRACTION_TOOL}`|the response format `[^`]*`|`{EXTRACTION_TOOL}`)"
+)
+_REPORTED: set[tuple[str, str, str]] = set()
+_REPORTED_LOCK = threading.Lock()
+
+
+def requested_mode(request: ChatRequest) -> ExtractionMode:
+    mode = request.option(ExtractionMode)
+    return ExtractionMode.AUTO if mode is None else mode
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What is extracted, from which provider and model."""
+
+    type: TypeSchema
+    provider: str
+    model: str
+
+    @classmethod
+    def of(cls, tp: Any, provider: str, model: str) -> Target:
+        return cls(type_schema(tp), provider, model)
+
+    @property
+    def label(self) -> str:
+        return self.type.label
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return self.type.schema
+
+    def derive(self, request: ChatRequest, mode: ExtractionMode) -> ChatRequest:
+        """`request` with the mode's fields replaced; every other field is kept."""
+        if request.tools:
+            raise ToolConflictError(provider=self.provider, metadata=ExtractionMetadata.new(mode))
+        derived = request.without_option(ExtractionMode)
+        if mode is ExtractionMode.NATIVE:
+            return derived.with_response_format(
+                ResponseFormat.for_schema(self.schema, name=self.type.name, strict=True)
+            )
+        if mode is ExtractionMode.FORCED_TOOL:
+            tool = ToolDefinition(
+                name=EXTRACTION_TOOL,
+                parameters=self.schema,
+                description="Submit extracted structured data",
+                strict=True,
+            )
+            # `parallel_tool_calls` stays the caller's: the adapter knows its dialect's rule.
+            return derived.model_copy(
+                update={
+                    "tools": (tool,),
+                    "tool_choice": ToolChoice.tool(EXTRACTION_TOOL),
+                    "response_format": None,
+                }
+            )
+        raise ModeUnsupportedError(
+            provider=self.provider, metadata=ExtractionMetadata.new(mode), mode=mode
+        )
+
+    # The record in the caller's terms
+
+    def pointer_label(self, pointer: str) -> str:
+        """`/properties/contact` as `Customer.contact`; `/$defs/Item/properties/price` as
+        `Item.price`."""
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
+        label = self.label
+        index = 0
+        while index < len(parts):
+            part = parts[index]
+            following = parts[index + 1] if index + 1 < len(parts) else None
+            if part in ("$defs", "definitions") and following is not None:
+                label = following
+                index += 2
+            elif part == "properties" and following is not None:
+                label += f".{following}"
+                index += 2
+            elif part in ("items", "additionalProperties"):
+                label += "[]" if part == "items" else "[*]"
+                index += 1
+            elif part in ("anyOf", "oneOf", "allOf", "prefixItems") and following is not None:
+                index += 2
+            elif part == "":
+                index += 1
+            else:
+                label += f".{part}"
+                index += 1
+        return label
+
+    def in_caller_terms(self, text: str) -> str:
+        text = _SUBJECTS.sub(f"the schema of `{self.label}`", text)
+        return _POINTER.sub(lambda m: f"`{self.pointer_label(m.group(1))}`", text)
+
+    def reword(self, warning: Warning) -> Warning:
+        return warning.model_copy(update={"message": self.in_caller_terms(warning.message)})
+
+    def report_enforcement(self, metadata: ExtractionMetadata) -> None:
+        """Log an enforcement below exact: at WARNING once per provider, model and type."""
+        if metadata.enforcement is SchemaEnforcement.EXACT or not metadata.degradations:
+            return
+        key = (self.provider, self.model, self.label)
+        with _REPORTED_LOCK:
+            first = key not in _REPORTED
+            _REPORTED.add(key)
+        code = f"extraction.{metadata.enforcement.value}.{self.label}"
+        reason = "; ".join(w.message for w in metadata.degradations)
+        logger.log(
+            logging.WARNING if first else logging.DEBUG,
+            "%s; `%s` is extracted from `%s` %s (`%s` mode)",
+            reason,
+            self.label,
+            self.model,
+            metadata.enforcement.adverb,
+            metadata.mode.value,
+            extra={"code": code, "provider": self.provider, "model": self.model},
+        )
+
+    def pre_send_error(self, error: Error, metadata: ExtractionMetadata) -> Error:
+        """The error that ends the extraction, with its record attached.
+
+        After an automatic fallback whose forced-tool attempt was refused before sending
+        too, the native refusal is the primary cause, worded in terms of the caller's type.
+        """
+        fallback = metadata.auto_fallback
+        if (
+            fallback is not None
+            and metadata.passes == 0
+            and isinstance(error, UnsupportedError)
+            and error.stage is UnsupportedStage.BEFORE_SENDING
+        ):
+            native = self.in_caller_terms(fallback.message) or "no reason given"
+            forced = (
+                self.in_caller_terms(error.message)
+                if error.origin is MessageOrigin.AUTHORED
+                else "no reason given"
+            )
+            combined = UnsupportedError(
+                f"`{self.label}` cannot be extracted from `{self.model}` with its output "
+                f"constrained: native output was refused ({native}), and forced-tool mode was "
+                f"refused too ({forced})",
+                field=RequestField.RESPONSE_FORMAT,
+                stage=fallback.stage,
+                context=ErrorContext.from_dict(error.context.to_dict()),
+                fallback_from=error,
+            ).mark_authored()
+            return metadata.attach_to(combined)
+        return metadata.attach_to(error)

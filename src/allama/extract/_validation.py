@@ -1,0 +1,155 @@
+"""Turning the output into the value, with errors that name the field and say what is wrong.
+
+The model reads these messages on a retry, so they name the place (`items[1].price`) and the
+problem in plain words: a missing field, an unknown enum value, a wrong type, or the message
+of the caller's own validator.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
+
+from allama.schema._nulls import normalize_strict_nulls
+from allama.schema._undeclared import find_undeclared_key, format_path
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Why a text did not become the value."""
+
+    message: str
+    path: str | None
+    invalid_json: bool = False
+    undeclared: bool = False
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean `{'true' if value else 'false'}`"
+    if isinstance(value, int):
+        return f"integer `{value}`"
+    if isinstance(value, float):
+        return f"floating point `{value}`"
+    if isinstance(value, str):
+        return f"string {json.dumps(value)}"
+    if isinstance(value, list):
+        return "a sequence"
+    if isinstance(value, dict):
+        return "a map"
+    return type(value).__name__
+
+
+_EXPECTED = {
+    "int": "an integer",
+    "float": "a number",
+    "string": "a string",
+    "bool": "a boolean",
+    "list": "a list",
+    "tuple": "a list",
+    "set": "a list",
+    "frozen_set": "a list",
+    "dict": "an object",
+    "model": "an object",
+    "model_attributes": "an object",
+    "dataclass": "an object",
+    "typed_dict": "an object",
+}
+
+
+def _message(error: ErrorDetails) -> str:
+    kind = error["type"]
+    value = error.get("input")
+    ctx = error.get("ctx") or {}
+    if kind == "missing":
+        return f"missing field `{error['loc'][-1]}`" if error["loc"] else "missing value"
+    if kind in ("enum", "literal_error"):
+        expected = ctx.get("expected", "")
+        return f"unknown variant {_describe_variant(value)}, expected {expected}"
+    if kind == "value_error":
+        reason = ctx.get("error")
+        return str(reason) if reason is not None else error["msg"].removeprefix("Value error, ")
+    if kind == "assertion_error":
+        return error["msg"].removeprefix("Assertion failed, ")
+    if kind == "extra_forbidden":
+        return f"unknown field `{error['loc'][-1]}`"
+    if kind.endswith(("_type", "_parsing")):
+        base = kind.removesuffix("_type").removesuffix("_parsing")
+        expected = _EXPECTED.get(base, error["msg"].removeprefix("Input should be ").lower())
+        return f"invalid type: {_describe(value)}, expected {expected}"
+    if kind in (
+        "greater_than",
+        "greater_than_equal",
+        "less_than",
+        "less_than_equal",
+        "multiple_of",
+        "string_too_short",
+        "string_too_long",
+        "too_short",
+        "too_long",
+        "string_pattern_mismatch",
+        "finite_number",
+    ):
+        expected = error["msg"].removeprefix("Input should ").removeprefix("be ")
+        return f"invalid value: {_describe(value)}, expected {expected}"
+    return str(error["msg"])
+
+
+def _describe_variant(value: Any) -> str:
+    return f"`{value}`" if isinstance(value, str) else _describe(value)
+
+
+def _path(error: ErrorDetails) -> str | None:
+    loc = tuple(part for part in error["loc"] if isinstance(part, str | int))
+    if error["type"] == "missing":
+        loc = loc[:-1]
+    # Pydantic names union members and tagged branches in the location; they are not keys.
+    cleaned = tuple(
+        part
+        for part in loc
+        if not (isinstance(part, str) and ("[" in part or part.startswith("function-")))
+    )
+    return format_path(cleaned) or None
+
+
+def from_validation_error(error: ValidationError) -> Failure:
+    first = error.errors(include_url=False)[0]
+    return Failure(message=_message(first), path=_path(first))
+
+
+def check(
+    raw: str,
+    adapter: TypeAdapter[Any],
+    schema: dict[str, Any] | None,
+    reject_undeclared: bool,
+) -> Any | Failure:
+    """The value in `raw`, or why there is none.
+
+    Stand-in `null`s are removed first (against `schema`), then undeclared keys are looked
+    for (when asked), then the value is validated strictly, as JSON: `"31"` is not an int.
+    """
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as error:
+        return Failure(message=str(error), path=None, invalid_json=True)
+    except RecursionError:
+        return Failure(message="the JSON value nests too deep", path=None, invalid_json=True)
+    text = raw
+    if schema is not None:
+        normalized = normalize_strict_nulls(value, schema)
+        if reject_undeclared:
+            undeclared = find_undeclared_key(normalized, schema)
+            if undeclared is not None:
+                return Failure(undeclared.message, undeclared.path, undeclared=True)
+        if normalized != value:
+            text = json.dumps(normalized)
+    try:
+        return adapter.validate_json(text, strict=True)
+    except ValidationError as error:
+        return from_validation_error(error)

@@ -1,0 +1,68 @@
+"""The JSON Schema of a Python type, and the names messages and tool names use for it."""
+
+from __future__ import annotations
+
+import re
+import typing
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from pydantic import TypeAdapter
+
+__all__ = ["TypeSchema", "schema_name", "type_label", "type_schema"]
+
+
+def type_label(tp: Any) -> str:
+    """How messages name a type: `Person`, `list[Item]`, `Literal['a', 'b']`."""
+    origin = typing.get_origin(tp)
+    if origin is None:
+        name = getattr(tp, "__name__", None)
+        return name if isinstance(name, str) else repr(tp)
+    args = ", ".join(type_label(arg) for arg in typing.get_args(tp))
+    base = getattr(origin, "__name__", None) or repr(origin).replace("typing.", "")
+    if origin is typing.Literal:
+        base = "Literal"
+        args = ", ".join(repr(arg) for arg in typing.get_args(tp))
+    return f"{base}[{args}]"
+
+
+def schema_name(raw: str) -> str:
+    """A name providers accept for a schema or tool: lowercase ASCII, digits and `_`.
+
+    >>> schema_name("Person"), schema_name("list[Item]"), schema_name("???")
+    ('person', 'list_item', 'structured_output')
+    """
+    name = re.sub(r"[^a-z0-9]+", "_", raw.lower()).strip("_")
+    return name[:64].rstrip("_") or "structured_output"
+
+
+@dataclass(frozen=True, slots=True)
+class TypeSchema:
+    """A type with its validator, its JSON Schema, and its names."""
+
+    adapter: TypeAdapter[Any]
+    schema: dict[str, Any]
+    label: str
+    name: str
+
+
+@lru_cache(maxsize=512)
+def _cached(tp: Any) -> TypeSchema:
+    adapter: TypeAdapter[Any] = TypeAdapter(tp)
+    schema = adapter.json_schema(mode="validation")
+    label = type_label(tp)
+    title = schema.get("title")
+    name = schema_name(title if isinstance(title, str) and typing.get_origin(tp) is None else label)
+    return TypeSchema(adapter=adapter, schema=schema, label=label, name=name)
+
+
+def type_schema(tp: Any) -> TypeSchema:
+    """The schema of `tp` as pydantic writes it for validation (`$defs` for nested models).
+
+    Cached per type: building a validator is the expensive part of a first extraction.
+    """
+    try:
+        return _cached(tp)
+    except TypeError:  # an unhashable type expression
+        return _cached.__wrapped__(tp)
