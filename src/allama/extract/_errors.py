@@ -197,8 +197,8 @@ class TruncatedError(_Failure):
         if self.finish_reason == FinishReason.CONTEXT_WINDOW:
             return (
                 f"{self.provider_name}: the model filled its context window before finishing "
-                f"the structured output (mode {mode.display_name}): shorten the input, a higher output "
-                "token limit does not help"
+                f"the structured output (mode {mode.display_name}): shorten the input, a higher "
+                "output token limit does not help"
             )
         text = (
             f"{self.provider_name}: the model stopped at the output token limit before "
@@ -308,7 +308,8 @@ class ParseError(_Failure):
         return text + self.detail
 
     def _log_message(self) -> str | None:
-        return f"{self.provider_name}: failed to parse the output using mode {_mode(self.mode).display_name}"
+        mode = _mode(self.mode).display_name
+        return f"{self.provider_name}: failed to parse the output using mode {mode}"
 
     @property
     def raw_output(self) -> str:

@@ -67,12 +67,8 @@ def admits_null(schema: Any, root: dict[str, Any], _depth: int = 0) -> bool:
             admits_null(branch, root, _depth + 1) for branch in branches
         ):
             return False
-    branches = schema.get("allOf")
-    if isinstance(branches, list) and not all(
-        admits_null(branch, root, _depth + 1) for branch in branches
-    ):
-        return False
-    return True
+    parts = schema.get("allOf")
+    return not isinstance(parts, list) or all(admits_null(part, root, _depth + 1) for part in parts)
 
 
 def json_type(value: Any) -> str:
