@@ -1,0 +1,161 @@
+"""Failover across providers, keeping the chain of errors it fell back from."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+from pydantic import JsonValue
+
+from allama.errors import Error, UnsupportedError, errors_in_chain
+from allama.provider import ChatProvider
+from allama.stream import AsyncChatStream, ChatStream
+from allama.types import (
+    CapabilitySupport,
+    ChatCapability,
+    ChatRequest,
+    ChatResponse,
+    ChatValidation,
+    UnsupportedStage,
+)
+from allama.wrappers._record import record_async_stream, record_response, record_stream
+
+__all__ = ["FailoverProvider"]
+
+_FAILOVER_DATA_KEY = "failover"
+
+R = TypeVar("R")
+
+
+def chain_onto(error: Error, previous: Error | None) -> Error:
+    """Put `previous` at the end of `error`'s chain (after any chain `error` already has)."""
+    if previous is None:
+        return error
+    chain = errors_in_chain(error)
+    if any(link is previous for link in chain):
+        return error
+    chain[-1].with_fallback_from(previous)
+    return error
+
+
+class _Tries:
+    """The state of one failover call; the sync and async loops both ask it what to do."""
+
+    __slots__ = ("_owner", "names", "previous")
+
+    def __init__(self, owner: FailoverProvider) -> None:
+        self._owner = owner
+        self.previous: Error | None = None
+        self.names: list[str] = []
+
+    def begin(self, provider: ChatProvider) -> None:
+        self.names.append(provider.name)
+
+    def after_failure(self, error: Error, *, last: bool) -> bool:
+        """Whether to try the next provider; chains `error` onto the earlier failures."""
+        chain_onto(error, self.previous)
+        self.previous = error
+        return not last and self._owner.fails_over_on(error)
+
+    def record(self) -> JsonValue | None:
+        """What a success reports about the providers tried, when there was more than one."""
+        if len(self.names) == 1:
+            return None
+        return {"attempts": len(self.names), "providers": list(self.names)}
+
+
+class FailoverProvider:
+    """Tries providers in order, moving on when one fails with a retryable error.
+
+    The error finally raised keeps the chain: its `fallback_from` is the error of the
+    provider tried before, and so on (`allama.errors.errors_in_chain`). A non-retryable error
+    is raised at once, since another provider would refuse the same request. With
+    `failover_on_unsupported`, an `UnsupportedError` refused before sending (nothing paid)
+    also moves on. A response after a failover records the providers tried in
+    `provider_data["allama"]["failover"]`. Streams fail over only on errors raised while
+    opening them.
+
+    Capability questions and dry runs are answered by the first provider, the one a request
+    goes to first.
+
+    >>> from allama.mock import MockProvider
+    >>> from allama.errors import OverloadedError
+    >>> first = MockProvider([OverloadedError("busy")], name="a")
+    >>> both = FailoverProvider([first, MockProvider(["ok"], name="b")])
+    >>> both.chat(ChatRequest("m").user("hi")).provider
+    'b'
+    """
+
+    def __init__(
+        self,
+        providers: Sequence[ChatProvider],
+        *,
+        failover_on_unsupported: bool = False,
+        name: str | None = None,
+    ) -> None:
+        if not providers:
+            raise ValueError("a failover needs at least one provider")
+        self.providers = tuple(providers)
+        self.failover_on_unsupported = failover_on_unsupported
+        self._name = name or "failover(" + ", ".join(p.name for p in self.providers) + ")"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def fails_over_on(self, error: Error) -> bool:
+        """Whether `error` sends the request on to the next provider."""
+        if error.retryable:
+            return True
+        return (
+            self.failover_on_unsupported
+            and isinstance(error, UnsupportedError)
+            and error.stage is UnsupportedStage.BEFORE_SENDING
+        )
+
+    def _run(self, call: Callable[[ChatProvider], R]) -> tuple[R, _Tries]:
+        tries = _Tries(self)
+        for index, provider in enumerate(self.providers):
+            tries.begin(provider)
+            try:
+                return call(provider), tries
+            except Error as error:
+                if not tries.after_failure(error, last=index == len(self.providers) - 1):
+                    raise
+        raise AssertionError("unreachable: the last provider's error is raised")
+
+    async def _arun(self, call: Callable[[ChatProvider], Awaitable[R]]) -> tuple[R, _Tries]:
+        tries = _Tries(self)
+        for index, provider in enumerate(self.providers):
+            tries.begin(provider)
+            try:
+                return await call(provider), tries
+            except Error as error:
+                if not tries.after_failure(error, last=index == len(self.providers) - 1):
+                    raise
+        raise AssertionError("unreachable: the last provider's error is raised")
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        response, tries = self._run(lambda provider: provider.chat(request))
+        return record_response(response, _FAILOVER_DATA_KEY, tries.record())
+
+    async def achat(self, request: ChatRequest) -> ChatResponse:
+        response, tries = await self._arun(lambda provider: provider.achat(request))
+        return record_response(response, _FAILOVER_DATA_KEY, tries.record())
+
+    def chat_stream(self, request: ChatRequest) -> ChatStream:
+        stream, tries = self._run(lambda provider: provider.chat_stream(request))
+        return record_stream(stream, _FAILOVER_DATA_KEY, tries.record())
+
+    async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
+        stream, tries = await self._arun(lambda provider: provider.achat_stream(request))
+        return record_async_stream(stream, _FAILOVER_DATA_KEY, tries.record())
+
+    def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
+        return self.providers[0].chat_capability(model, capability)
+
+    def validate_chat_request(self, request: ChatRequest) -> ChatValidation:
+        return self.providers[0].validate_chat_request(request)
+
+    def __repr__(self) -> str:
+        return f"FailoverProvider({list(self.providers)!r})"

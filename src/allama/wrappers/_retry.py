@@ -1,0 +1,224 @@
+"""Retry with exponential backoff: the decision written once, driven by a sync and an async loop.
+
+Each attempt is a separate paid call, so the number of attempts is never hidden: it goes on
+the context metadata of the error that is finally raised (`allama.retry`), and on a response
+that needed more than one attempt (`provider_data["allama"]["retry"]`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pydantic import JsonValue
+
+from allama.errors import Error
+from allama.provider import ChatProvider
+from allama.stream import AsyncChatStream, ChatStream
+from allama.types import (
+    CapabilitySupport,
+    ChatCapability,
+    ChatRequest,
+    ChatResponse,
+    ChatValidation,
+)
+from allama.wrappers._record import record_async_stream, record_response, record_stream
+
+__all__ = ["RETRY_METADATA_KEY", "RetryPolicy", "RetryingProvider"]
+
+RETRY_METADATA_KEY = "allama.retry"
+"""The error-context metadata key holding `{"attempts": n}` for the error a retry gave up on."""
+
+_RETRY_DATA_KEY = "retry"
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """When to retry and how long to wait: a pure decision, with no clock and no sleeping.
+
+    Only errors that say they are `retryable` are retried. The wait before retry `n` is
+    `initial_backoff * multiplier ** (n - 1)`, capped at `max_backoff`, spread by `jitter`
+    (0.2 means ±20%), and never shorter than the error's `retry_after`. A provider that asks
+    for more than `max_retry_after` seconds is not retried: retrying sooner would be refused
+    again. `budget` bounds the whole call in seconds, from the first attempt: a retry whose
+    wait would end after it is not made. `None` means no time bound (attempts still are).
+
+    >>> policy = RetryPolicy(jitter=0.0)
+    >>> from allama.errors import RateLimitedError, InvalidRequestError
+    >>> policy.delay(1, RateLimitedError("slow down", retry_after=3.0), elapsed=0.0, unit=0.5)
+    3.0
+    >>> policy.delay(1, InvalidRequestError("bad"), elapsed=0.0, unit=0.5) is None
+    True
+    """
+
+    max_attempts: int = 3
+    initial_backoff: float = 0.5
+    max_backoff: float = 20.0
+    multiplier: float = 2.0
+    jitter: float = 0.2
+    budget: float | None = 60.0
+    max_retry_after: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, not {self.max_attempts}")
+        if self.initial_backoff < 0 or self.max_backoff < 0:
+            raise ValueError("backoff times cannot be negative")
+        if self.multiplier < 1:
+            raise ValueError(f"multiplier must be at least 1, not {self.multiplier}")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError(f"jitter must be between 0 and 1, not {self.jitter}")
+        if self.budget is not None and self.budget < 0:
+            raise ValueError(f"budget cannot be negative, not {self.budget}")
+
+    def backoff(self, retry: int, unit: float) -> float:
+        """The backoff before retry number `retry` (1 = first retry); `unit` is in [0, 1)."""
+        try:
+            base = self.initial_backoff * self.multiplier ** (retry - 1)
+        except OverflowError:
+            base = self.max_backoff
+        base = min(self.max_backoff, base)
+        spread = 1.0 + self.jitter * (2.0 * unit - 1.0)
+        return min(self.max_backoff, base * spread)
+
+    def delay(self, attempts: int, error: Error, *, elapsed: float, unit: float) -> float | None:
+        """Seconds to wait before the next attempt, or `None` to give up and raise `error`.
+
+        `attempts` is how many attempts were made so far, `elapsed` the seconds since the first
+        began, `unit` a random number in [0, 1) for the jitter.
+        """
+        if not error.retryable or attempts >= self.max_attempts:
+            return None
+        wait = self.backoff(attempts, unit)
+        retry_after = error.retry_after
+        if retry_after is not None:
+            if retry_after > self.max_retry_after:
+                return None
+            wait = max(wait, retry_after)
+        if self.budget is not None and elapsed + wait > self.budget:
+            return None
+        return wait
+
+
+class _Attempts:
+    """The state of one retried call; both loops ask it what to do after each failure."""
+
+    __slots__ = ("_clock", "_policy", "_random", "_start", "count")
+
+    def __init__(
+        self, policy: RetryPolicy, clock: Callable[[], float], random: Callable[[], float]
+    ) -> None:
+        self._policy = policy
+        self._clock = clock
+        self._random = random
+        self._start = clock()
+        self.count = 0
+
+    def begin(self) -> None:
+        self.count += 1
+
+    def after_failure(self, error: Error) -> float | None:
+        """The wait before trying again; `None` after recording the attempts on `error`."""
+        elapsed = self._clock() - self._start
+        wait = self._policy.delay(self.count, error, elapsed=elapsed, unit=self._random())
+        if wait is None:
+            error.with_metadata(RETRY_METADATA_KEY, {"attempts": self.count})
+        return wait
+
+    def record(self) -> JsonValue | None:
+        """What a success reports about its attempts, when there was more than one."""
+        return {"attempts": self.count} if self.count > 1 else None
+
+
+class RetryingProvider:
+    """A provider that retries the retryable errors of another, with backoff.
+
+    `chat_stream` retries only errors raised while opening the stream; once events have
+    been yielded, an error comes out of the iteration as it is. The sleep functions, the
+    random source and the clock can be replaced, so tests run instantly and repeatably.
+
+    >>> from allama.mock import MockProvider
+    >>> from allama.errors import ServerError
+    >>> retrying = RetryingProvider(MockProvider([ServerError("busy"), "ok"]), sleep=lambda s: None)
+    >>> retrying.chat(ChatRequest("m").user("hi")).text()
+    'ok'
+    """
+
+    def __init__(
+        self,
+        inner: ChatProvider,
+        policy: RetryPolicy | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        async_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        random: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.inner = inner
+        self.policy = policy if policy is not None else RetryPolicy()
+        self._sleep = sleep
+        self._async_sleep = async_sleep
+        self._random = random
+        self._clock = clock
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def _attempts(self) -> _Attempts:
+        return _Attempts(self.policy, self._clock, self._random)
+
+    def _run(self, call: Callable[[], R]) -> tuple[R, _Attempts]:
+        attempts = self._attempts()
+        while True:
+            attempts.begin()
+            try:
+                return call(), attempts
+            except Error as error:
+                wait = attempts.after_failure(error)
+                if wait is None:
+                    raise
+            self._sleep(wait)
+
+    async def _arun(self, call: Callable[[], Awaitable[R]]) -> tuple[R, _Attempts]:
+        attempts = self._attempts()
+        while True:
+            attempts.begin()
+            try:
+                return await call(), attempts
+            except Error as error:
+                wait = attempts.after_failure(error)
+                if wait is None:
+                    raise
+            await self._async_sleep(wait)
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        response, attempts = self._run(lambda: self.inner.chat(request))
+        return record_response(response, _RETRY_DATA_KEY, attempts.record())
+
+    async def achat(self, request: ChatRequest) -> ChatResponse:
+        response, attempts = await self._arun(lambda: self.inner.achat(request))
+        return record_response(response, _RETRY_DATA_KEY, attempts.record())
+
+    def chat_stream(self, request: ChatRequest) -> ChatStream:
+        stream, attempts = self._run(lambda: self.inner.chat_stream(request))
+        return record_stream(stream, _RETRY_DATA_KEY, attempts.record())
+
+    async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
+        stream, attempts = await self._arun(lambda: self.inner.achat_stream(request))
+        return record_async_stream(stream, _RETRY_DATA_KEY, attempts.record())
+
+    def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
+        return self.inner.chat_capability(model, capability)
+
+    def validate_chat_request(self, request: ChatRequest) -> ChatValidation:
+        return self.inner.validate_chat_request(request)
+
+    def __repr__(self) -> str:
+        return f"RetryingProvider({self.inner!r}, {self.policy!r})"

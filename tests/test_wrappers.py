@@ -1,0 +1,604 @@
+"""Retry, failover and capability overrides: each a provider, sync and async, deterministic."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+import pytest
+
+from allama import (
+    CapabilitySupport,
+    ChatCapability,
+    ChatProvider,
+    ChatRequest,
+    ChatResponse,
+    Error,
+    IncompleteStreamError,
+    InvalidRequestError,
+    NetworkError,
+    OverloadedError,
+    ProviderDataEvent,
+    RateLimitedError,
+    RequestField,
+    ServerError,
+    StreamEvent,
+    TextDelta,
+    UnsupportedError,
+    UnsupportedStage,
+    ValidationCoverage,
+)
+from allama.errors import errors_in_chain
+from allama.mock import ChatResponseBuilder, FunctionProvider, MockProvider, MockStreamingProvider
+from allama.wrappers import (
+    RETRY_METADATA_KEY,
+    CapabilityOverrideProvider,
+    FailoverProvider,
+    RetryingProvider,
+    RetryPolicy,
+)
+
+T = TypeVar("T")
+REQUEST = ChatRequest("m").user("hi")
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coroutine)
+
+
+class Clock:
+    """A fake clock: sleeping advances it instantly, and calls can be made to take time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    async def async_sleep(self, seconds: float) -> None:
+        self.sleep(seconds)
+
+
+def retrying(
+    inner: ChatProvider, clock: Clock, policy: RetryPolicy | None = None, unit: float = 0.5
+) -> RetryingProvider:
+    return RetryingProvider(
+        inner,
+        policy,
+        sleep=clock.sleep,
+        async_sleep=clock.async_sleep,
+        random=lambda: unit,
+        clock=clock,
+    )
+
+
+def attempts_of(error: Error) -> Any:
+    return error.context.metadata[RETRY_METADATA_KEY]
+
+
+# RetryPolicy
+
+
+def test_policy_backoff_grows_caps_and_spreads() -> None:
+    policy = RetryPolicy(initial_backoff=1.0, multiplier=3.0, max_backoff=10.0, jitter=0.25)
+    assert [policy.backoff(n, 0.5) for n in (1, 2, 3, 4)] == [1.0, 3.0, 9.0, 10.0]
+    assert policy.backoff(1, 0.0) == 0.75
+    assert policy.backoff(1, 0.75) == 1.125
+    assert policy.backoff(4, 0.75) == 10.0
+    assert policy.backoff(5000, 0.5) == 10.0
+
+
+def test_policy_decisions() -> None:
+    policy = RetryPolicy(jitter=0.0, max_attempts=3, budget=10.0, max_retry_after=30.0)
+    assert policy.delay(1, ServerError("x"), elapsed=0.0, unit=0.5) == 0.5
+    assert policy.delay(2, ServerError("x"), elapsed=0.0, unit=0.5) == 1.0
+    assert policy.delay(3, ServerError("x"), elapsed=0.0, unit=0.5) is None
+    assert policy.delay(1, InvalidRequestError("x"), elapsed=0.0, unit=0.5) is None
+    assert policy.delay(1, InvalidRequestError("x").with_retryable(True), elapsed=0, unit=0) == 0.5
+    assert policy.delay(1, ServerError("x").with_retryable(False), elapsed=0, unit=0) is None
+    assert policy.delay(1, RateLimitedError("x", retry_after=7.0), elapsed=0.0, unit=0.5) == 7.0
+    assert policy.delay(1, RateLimitedError("x", retry_after=0.1), elapsed=0.0, unit=0.5) == 0.5
+    assert policy.delay(1, RateLimitedError("x", retry_after=31.0), elapsed=0, unit=0.5) is None
+    assert policy.delay(1, RateLimitedError("x", retry_after=7.0), elapsed=3.0, unit=0.5) == 7.0
+    assert policy.delay(1, RateLimitedError("x", retry_after=7.0), elapsed=3.5, unit=0.5) is None
+    unbounded = RetryPolicy(jitter=0.0, budget=None)
+    assert unbounded.delay(1, ServerError("x"), elapsed=1e9, unit=0.5) == 0.5
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_attempts": 0}, "max_attempts must be at least 1, not 0"),
+        ({"initial_backoff": -1.0}, "backoff times cannot be negative"),
+        ({"multiplier": 0.5}, "multiplier must be at least 1, not 0.5"),
+        ({"jitter": 1.5}, "jitter must be between 0 and 1, not 1.5"),
+        ({"budget": -1.0}, "budget cannot be negative, not -1.0"),
+    ],
+)
+def test_policy_rejects_nonsense(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        RetryPolicy(**kwargs)
+
+
+# RetryingProvider
+
+
+def test_retries_retryable_errors_with_backoff_and_retry_after() -> None:
+    clock = Clock()
+    inner = MockProvider([ServerError("busy"), RateLimitedError("slow", retry_after=3.0), "ok"])
+    response = retrying(inner, clock).chat(REQUEST)
+    assert response.text() == "ok"
+    assert inner.call_count == 3
+    assert inner.requests == [REQUEST] * 3
+    assert clock.sleeps == [0.5, 3.0]
+    assert response.provider_data == {"allama": {"retry": {"attempts": 3}}}
+
+
+def test_jitter_comes_from_the_injected_random_source() -> None:
+    clock = Clock()
+    inner = MockProvider([ServerError("a"), ServerError("b"), "ok"])
+    policy = RetryPolicy(jitter=0.25)
+    retrying(inner, clock, policy, unit=0.75).chat(REQUEST)
+    assert clock.sleeps == [0.5625, 1.125]
+    clock = Clock()
+    inner = MockProvider([ServerError("a"), ServerError("b"), "ok"])
+    retrying(inner, clock, policy, unit=0.0).chat(REQUEST)
+    assert clock.sleeps == [0.375, 0.75]
+
+
+def test_a_first_time_success_is_not_marked() -> None:
+    clock = Clock()
+    response = retrying(MockProvider(["ok"]), clock).chat(REQUEST)
+    assert response.provider_data == {}
+    assert clock.sleeps == []
+
+
+def test_non_retryable_errors_are_raised_at_once() -> None:
+    clock = Clock()
+    error = InvalidRequestError("bad request")
+    inner = MockProvider([error, "ok"])
+    with pytest.raises(InvalidRequestError) as caught:
+        retrying(inner, clock).chat(REQUEST)
+    assert caught.value is error
+    assert inner.call_count == 1
+    assert clock.sleeps == []
+    assert attempts_of(error) == {"attempts": 1}
+
+
+def test_attempts_are_bounded_and_counted_on_the_last_error() -> None:
+    clock = Clock()
+    errors = [ServerError("1"), OverloadedError("2"), NetworkError("3")]
+    inner = MockProvider([*errors, "never"])
+    with pytest.raises(NetworkError) as caught:
+        retrying(inner, clock).chat(REQUEST)
+    assert caught.value is errors[2]
+    assert inner.call_count == 3
+    assert clock.sleeps == [0.5, 1.0]
+    assert attempts_of(caught.value) == {"attempts": 3}
+    assert caught.value.as_log()["allama.retry"] == {"attempts": 3}
+    assert RETRY_METADATA_KEY not in errors[0].context.metadata
+
+
+def test_max_backoff_caps_each_wait() -> None:
+    clock = Clock()
+    policy = RetryPolicy(max_attempts=4, initial_backoff=1.0, multiplier=10.0, max_backoff=5.0)
+    inner = MockProvider([ServerError("x")] * 3 + ["ok"])
+    retrying(inner, clock, policy).chat(REQUEST)
+    assert clock.sleeps == [1.0, 5.0, 5.0]
+
+
+def test_a_retry_after_beyond_the_cap_is_not_retried() -> None:
+    clock = Clock()
+    inner = MockProvider([RateLimitedError("later", retry_after=120.0), "ok"])
+    with pytest.raises(RateLimitedError) as caught:
+        retrying(inner, clock, RetryPolicy(max_retry_after=60.0)).chat(REQUEST)
+    assert inner.call_count == 1
+    assert clock.sleeps == []
+    assert attempts_of(caught.value) == {"attempts": 1}
+
+
+def test_the_time_budget_counts_the_calls_and_the_waits() -> None:
+    clock = Clock()
+
+    def slow_failure(request: ChatRequest) -> ChatResponse:
+        clock.now += 1.0
+        raise ServerError("slow and failing")
+
+    inner = FunctionProvider(slow_failure)
+    policy = RetryPolicy(max_attempts=10, jitter=0.0, budget=2.0)
+    with pytest.raises(ServerError) as caught:
+        retrying(inner, clock, policy).chat(REQUEST)
+    # Failed at t=1, waited 0.5 (1.5 <= 2); failed at t=2.5: a wait of 1.0 would pass 2.0.
+    assert clock.sleeps == [0.5]
+    assert inner.call_count == 2
+    assert attempts_of(caught.value) == {"attempts": 2}
+
+
+def test_async_retry_uses_the_async_sleep() -> None:
+    clock = Clock()
+    inner = MockProvider([RateLimitedError("slow", retry_after=2.0), OverloadedError("x"), "ok"])
+    provider = retrying(inner, clock)
+
+    async def main() -> ChatResponse:
+        return await provider.achat(REQUEST)
+
+    response = run(main())
+    assert response.text() == "ok"
+    assert clock.sleeps == [2.0, 1.0]
+    assert response.provider_data == {"allama": {"retry": {"attempts": 3}}}
+
+
+def test_async_retry_gives_up_like_the_sync_one() -> None:
+    clock = Clock()
+    inner = MockProvider([ServerError("1"), InvalidRequestError("2"), "never"])
+
+    async def main() -> None:
+        await retrying(inner, clock).achat(REQUEST)
+
+    with pytest.raises(InvalidRequestError) as caught:
+        run(main())
+    assert inner.call_count == 2
+    assert clock.sleeps == [0.5]
+    assert attempts_of(caught.value) == {"attempts": 2}
+
+
+def test_a_stream_is_retried_only_while_it_opens() -> None:
+    clock = Clock()
+    answer = ChatResponseBuilder().text("streamed").build()
+    inner = (
+        MockStreamingProvider()
+        .then_setup_error(ServerError("busy"))
+        .then_response(answer)
+        .then_response(answer)
+    )
+    stream = retrying(inner, clock).chat_stream(REQUEST)
+    events = list(stream)
+    assert events[0] == ProviderDataEvent(namespace="allama", key="retry", value={"attempts": 2})
+    response = stream.response()
+    assert response.text() == "streamed"
+    assert response.provider == "mock"
+    assert response.provider_data == {"allama": {"retry": {"attempts": 2}}}
+    assert clock.sleeps == [0.5]
+    assert inner.call_count == 2
+
+
+def test_an_error_inside_a_stream_is_not_retried() -> None:
+    clock = Clock()
+    error = NetworkError("reset")
+    inner = MockStreamingProvider([[TextDelta(index=0, text="par"), error]]).then_response(
+        ChatResponseBuilder().text("never").build()
+    )
+    stream = retrying(inner, clock).chat_stream(REQUEST)
+    seen: list[StreamEvent] = []
+    with pytest.raises(NetworkError) as caught:
+        seen.extend(stream)
+    assert caught.value is error
+    assert seen == [TextDelta(index=0, text="par")]
+    assert inner.call_count == 1
+    assert clock.sleeps == []
+
+
+def test_chat_over_a_stream_retries_an_incomplete_one() -> None:
+    clock = Clock()
+    inner = MockStreamingProvider([[TextDelta(index=0, text="cut off")]]).then_response(
+        ChatResponseBuilder().text("whole").build()
+    )
+    response = retrying(inner, clock).chat(REQUEST)
+    assert response.text() == "whole"
+    assert clock.sleeps == [0.5]
+
+
+def test_async_streams_are_retried_while_they_open() -> None:
+    clock = Clock()
+    inner = (
+        MockStreamingProvider()
+        .then_setup_error(RateLimitedError("slow", retry_after=4.0))
+        .then_response(ChatResponseBuilder().text("ok").build())
+    )
+    provider = retrying(inner, clock)
+
+    async def main() -> ChatResponse:
+        stream = await provider.achat_stream(REQUEST)
+        return await stream.response()
+
+    response = run(main())
+    assert response.text() == "ok"
+    assert response.provider_data == {"allama": {"retry": {"attempts": 2}}}
+    assert clock.sleeps == [4.0]
+
+    failing = MockStreamingProvider().then_setup_error(InvalidRequestError("no"))
+
+    async def fail() -> None:
+        await retrying(failing, clock).achat_stream(REQUEST)
+
+    with pytest.raises(InvalidRequestError):
+        run(fail())
+    assert clock.sleeps == [4.0]
+
+
+def test_retrying_delegates_the_rest() -> None:
+    inner = MockProvider(name="inner").with_chat_capability(
+        ChatCapability.STREAMING, CapabilitySupport.UNSUPPORTED
+    )
+    provider = RetryingProvider(inner)
+    assert isinstance(provider, ChatProvider)
+    assert provider.name == "inner"
+    assert provider.chat_capability("m", ChatCapability.STREAMING) is CapabilitySupport.UNSUPPORTED
+    assert provider.validate_chat_request(REQUEST).coverage is ValidationCoverage.CAPABILITIES
+    assert inner.call_count == 0
+
+
+# FailoverProvider
+
+
+def test_failover_moves_on_after_a_retryable_error() -> None:
+    first = MockProvider([OverloadedError("busy")], name="a")
+    second = MockProvider(["from b"], name="b")
+    response = FailoverProvider([first, second]).chat(REQUEST)
+    assert response.text() == "from b"
+    assert response.provider == "b"
+    assert response.provider_data == {
+        "allama": {"failover": {"attempts": 2, "providers": ["a", "b"]}}
+    }
+    assert (first.call_count, second.call_count) == (1, 1)
+
+
+def test_no_failover_when_the_first_answers() -> None:
+    first = MockProvider(["from a"], name="a")
+    second = MockProvider(["from b"], name="b")
+    response = FailoverProvider([first, second]).chat(REQUEST)
+    assert response.provider_data == {}
+    assert second.call_count == 0
+
+
+def test_when_all_fail_the_last_error_keeps_the_chain() -> None:
+    e1 = RateLimitedError("a", retry_after=1.0)
+    e2 = ServerError("b")
+    e3 = NetworkError("c")
+    providers = [
+        MockProvider([e1], name="a"),
+        MockProvider([e2], name="b"),
+        MockProvider([e3], name="c"),
+    ]
+    with pytest.raises(NetworkError) as caught:
+        FailoverProvider(providers).chat(REQUEST)
+    assert caught.value is e3
+    assert errors_in_chain(e3) == [e3, e2, e1]
+    assert [e.provider for e in errors_in_chain(e3)] == ["c", "b", "a"]
+    assert str(e3.as_log()) == (
+        "kind=network provider=c message_len=1 fallback_from.kind=server "
+        "fallback_from.provider=b fallback_from.message_len=1 "
+        "fallback_from.fallback_from.kind=rate_limited fallback_from.fallback_from.provider=a "
+        "fallback_from.fallback_from.retry_after=1.0 fallback_from.fallback_from.message_len=1"
+    )
+
+
+def test_a_non_retryable_error_is_raised_without_failover() -> None:
+    e1 = ServerError("busy")
+    e2 = InvalidRequestError("bad")
+    third = MockProvider(["never"], name="c")
+    with pytest.raises(InvalidRequestError) as caught:
+        FailoverProvider([MockProvider([e1], name="a"), MockProvider([e2], name="b"), third]).chat(
+            REQUEST
+        )
+    assert caught.value is e2
+    assert errors_in_chain(e2) == [e2, e1]
+    assert third.call_count == 0
+
+
+def test_unsupported_before_sending_fails_over_only_when_asked() -> None:
+    def refused() -> UnsupportedError:
+        return UnsupportedError(
+            "cannot send `response_format`: no", field=RequestField.RESPONSE_FORMAT
+        ).mark_authored()
+
+    second = MockProvider(["ok"], name="b")
+    with pytest.raises(UnsupportedError):
+        FailoverProvider([MockProvider([refused()], name="a"), second]).chat(REQUEST)
+    assert second.call_count == 0
+
+    failover = FailoverProvider(
+        [MockProvider([refused()], name="a"), second], failover_on_unsupported=True
+    )
+    assert failover.chat(REQUEST).provider == "b"
+
+    by_provider = UnsupportedError("no", stage=UnsupportedStage.PROVIDER)
+    third = MockProvider(["ok"], name="c")
+    with pytest.raises(UnsupportedError):
+        FailoverProvider(
+            [MockProvider([by_provider], name="a"), third], failover_on_unsupported=True
+        ).chat(REQUEST)
+    assert third.call_count == 0
+
+
+def test_a_nested_chain_is_kept_whole() -> None:
+    e1, e2, e3 = ServerError("1"), ServerError("2"), ServerError("3")
+    inner = FailoverProvider([MockProvider([e2], name="b"), MockProvider([e3], name="c")])
+    outer = FailoverProvider([MockProvider([e1], name="a"), inner])
+    with pytest.raises(ServerError) as caught:
+        outer.chat(REQUEST)
+    assert errors_in_chain(caught.value) == [e3, e2, e1]
+
+
+def test_the_same_error_twice_does_not_make_a_cycle() -> None:
+    shared = ServerError("same")
+    with pytest.raises(ServerError) as caught:
+        FailoverProvider([MockProvider([shared]), MockProvider([shared])]).chat(REQUEST)
+    assert errors_in_chain(caught.value) == [shared]
+
+
+def test_async_failover_keeps_the_chain() -> None:
+    e1 = ServerError("1")
+    e2 = OverloadedError("2")
+
+    async def main() -> tuple[ChatResponse, Error]:
+        ok = FailoverProvider([MockProvider([e1], name="a"), MockProvider(["fine"], name="b")])
+        response = await ok.achat(REQUEST)
+        failing = FailoverProvider([MockProvider([ServerError("x")]), MockProvider([e2])])
+        try:
+            await failing.achat(REQUEST)
+        except Error as error:
+            return response, error
+        raise AssertionError("the failover should have failed")
+
+    response, error = run(main())
+    assert response.text() == "fine"
+    assert response.provider_data == {
+        "allama": {"failover": {"attempts": 2, "providers": ["a", "b"]}}
+    }
+    assert error is e2
+    assert [e.message for e in errors_in_chain(error)] == ["2", "x"]
+
+
+def test_streams_fail_over_while_they_open() -> None:
+    first = MockStreamingProvider(name="a").then_setup_error(NetworkError("down"))
+    second = MockStreamingProvider.with_text("ok").with_provider_name("b")
+    stream = FailoverProvider([first, second]).chat_stream(REQUEST)
+    response = stream.response()
+    assert response.text() == "ok"
+    assert response.provider == "b"
+    assert response.provider_data == {
+        "allama": {"failover": {"attempts": 2, "providers": ["a", "b"]}}
+    }
+
+    error = NetworkError("mid-stream")
+    broken = MockStreamingProvider([[TextDelta(index=0, text="x"), error]], name="a")
+    spare = MockStreamingProvider.with_text("never")
+    stream = FailoverProvider([broken, spare]).chat_stream(REQUEST)
+    with pytest.raises(NetworkError):
+        stream.response()
+    assert spare.call_count == 0
+
+
+def test_async_streams_fail_over_while_they_open() -> None:
+    first = MockStreamingProvider(name="a").then_setup_error(OverloadedError("busy"))
+    second = MockStreamingProvider.with_text("ok").with_provider_name("b")
+
+    async def main() -> ChatResponse:
+        stream = await FailoverProvider([first, second]).achat_stream(REQUEST)
+        return await stream.response()
+
+    response = run(main())
+    assert response.text() == "ok"
+    assert response.provider == "b"
+
+
+def test_failover_answers_from_the_first_provider() -> None:
+    first = MockProvider(name="a").with_chat_capability(
+        ChatCapability.REASONING, CapabilitySupport.SUPPORTED
+    )
+    second = MockProvider(name="b")
+    failover = FailoverProvider([first, second])
+    assert isinstance(failover, ChatProvider)
+    assert failover.name == "failover(a, b)"
+    assert FailoverProvider([first], name="primary").name == "primary"
+    assert failover.chat_capability("m", ChatCapability.REASONING) is CapabilitySupport.SUPPORTED
+    assert failover.validate_chat_request(REQUEST).coverage is ValidationCoverage.CAPABILITIES
+    with pytest.raises(ValueError, match="at least one provider"):
+        FailoverProvider([])
+
+
+def test_retry_over_failover_counts_attempts_and_keeps_chains() -> None:
+    clock = Clock()
+    a = MockProvider([ServerError("a1"), ServerError("a2")], name="a")
+    b = MockProvider([ServerError("b1"), "ok"], name="b")
+    provider = retrying(FailoverProvider([a, b]), clock)
+    response = provider.chat(REQUEST)
+    assert response.text() == "ok"
+    assert response.provider_data == {
+        "allama": {
+            "failover": {"attempts": 2, "providers": ["a", "b"]},
+            "retry": {"attempts": 2},
+        }
+    }
+    assert clock.sleeps == [0.5]
+
+
+# CapabilityOverrideProvider
+
+
+def test_overrides_answer_and_the_rest_is_delegated() -> None:
+    inner = (
+        MockProvider(["ok"], name="inner")
+        .with_chat_capability(ChatCapability.STREAMING, CapabilitySupport.SUPPORTED)
+        .with_chat_capability(ChatCapability.STRUCTURED_OUTPUT, CapabilitySupport.UNSUPPORTED)
+    )
+    provider = CapabilityOverrideProvider(
+        inner,
+        {
+            ChatCapability.STRUCTURED_OUTPUT: CapabilitySupport.SUPPORTED,
+            ChatCapability.IMAGE_INPUT: CapabilitySupport.UNSUPPORTED,
+        },
+    )
+    assert isinstance(provider, ChatProvider)
+    assert provider.name == "inner"
+    answers = {
+        capability: provider.chat_capability("any-model", capability)
+        for capability in (
+            ChatCapability.STRUCTURED_OUTPUT,
+            ChatCapability.IMAGE_INPUT,
+            ChatCapability.STREAMING,
+            ChatCapability.REASONING,
+        )
+    }
+    assert answers == {
+        ChatCapability.STRUCTURED_OUTPUT: CapabilitySupport.SUPPORTED,
+        ChatCapability.IMAGE_INPUT: CapabilitySupport.UNSUPPORTED,
+        ChatCapability.STREAMING: CapabilitySupport.SUPPORTED,
+        ChatCapability.REASONING: CapabilitySupport.UNKNOWN,
+    }
+    assert provider.chat(REQUEST).text() == "ok"
+    assert inner.last_request == REQUEST
+    assert provider.validate_chat_request(REQUEST).coverage is ValidationCoverage.CAPABILITIES
+
+
+def test_overrides_limited_to_some_models() -> None:
+    inner = MockProvider().with_chat_capability(
+        ChatCapability.TOOL_CALLS, CapabilitySupport.UNSUPPORTED
+    )
+    provider = CapabilityOverrideProvider(
+        inner, {ChatCapability.TOOL_CALLS: CapabilitySupport.SUPPORTED}, models=["local-llama"]
+    )
+    assert provider.chat_capability("local-llama", ChatCapability.TOOL_CALLS) is (
+        CapabilitySupport.SUPPORTED
+    )
+    assert provider.chat_capability("other", ChatCapability.TOOL_CALLS) is (
+        CapabilitySupport.UNSUPPORTED
+    )
+
+
+def test_overrides_delegate_async_calls_and_streams() -> None:
+    inner = MockStreamingProvider.from_responses(
+        [ChatResponseBuilder().text(text).build() for text in ("one", "two", "three", "four")]
+    )
+    provider = CapabilityOverrideProvider(inner, {})
+
+    async def main() -> list[str | None]:
+        first = await provider.achat(REQUEST)
+        stream = await provider.achat_stream(REQUEST)
+        return [first.text(), (await stream.response()).text()]
+
+    assert run(main()) == ["one", "two"]
+    assert provider.chat(REQUEST).text() == "three"
+    assert provider.chat_stream(REQUEST).response().text() == "four"
+    assert inner.call_count == 4
+
+
+def wrappers_of(inner: ChatProvider) -> Sequence[ChatProvider]:
+    return [
+        RetryingProvider(inner),
+        FailoverProvider([inner]),
+        CapabilityOverrideProvider(inner, {}),
+    ]
+
+
+def test_wrappers_pass_incomplete_stream_errors_through_chat_streams() -> None:
+    for provider in wrappers_of(MockStreamingProvider([[TextDelta(index=0, text="x")]] * 3)):
+        with pytest.raises(IncompleteStreamError):
+            provider.chat_stream(REQUEST).response()
