@@ -100,10 +100,20 @@ from allama.types import (
     WarningEvent,
     WarningKind,
 )
+from allama.wrappers import (
+    CapabilityOverrideProvider,
+    FailoverProvider,
+    RetryingProvider,
+    RetryPolicy,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CapabilityOverrideProvider",
+    "FailoverProvider",
+    "RetryPolicy",
+    "RetryingProvider",
     "AsyncExtractionStream",
     "AutoFallback",
     "EnforcementBelowError",
