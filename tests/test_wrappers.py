@@ -259,7 +259,8 @@ def test_a_stream_is_retried_only_while_it_opens() -> None:
     )
     stream = retrying(inner, clock).chat_stream(REQUEST)
     events = list(stream)
-    assert events[0] == ProviderDataEvent(namespace="allama", key="retry", value={"attempts": 2})
+    assert events[0].type == "response_start"
+    assert events[-1] == ProviderDataEvent(namespace="allama", key="retry", value={"attempts": 2})
     response = stream.response()
     assert response.text() == "streamed"
     assert response.provider == "mock"

@@ -18,11 +18,16 @@ def record_response(response: ChatResponse, key: str, value: JsonValue | None) -
 
 
 def record_stream(stream: ChatStream, key: str, value: JsonValue | None) -> ChatStream:
-    """`stream` led by a provider-data event for `value`, so its response carries it too."""
+    """`stream` followed by a provider-data event for `value`, so its response carries it too.
+
+    The event comes last, after `Finish` (where provider data may still arrive), so that a
+    reader of the first event (the extraction engine looks there for a refusal) sees the
+    provider's own first event.
+    """
     if value is None:
         return stream
     event = ProviderDataEvent(namespace=ALLAMA_NAMESPACE, key=key, value=value)
-    return ChatStream(_lead(event, stream), close=stream.close, provider=stream.collector.provider)
+    return ChatStream(_then(stream, event), close=stream.close, provider=stream.collector.provider)
 
 
 def record_async_stream(
@@ -32,16 +37,16 @@ def record_async_stream(
         return stream
     event = ProviderDataEvent(namespace=ALLAMA_NAMESPACE, key=key, value=value)
     return AsyncChatStream(
-        _alead(event, stream), close=stream.aclose, provider=stream.collector.provider
+        _athen(stream, event), close=stream.aclose, provider=stream.collector.provider
     )
 
 
-def _lead(first: StreamEvent, rest: ChatStream) -> Iterator[StreamEvent]:
-    yield first
-    yield from rest
+def _then(stream: ChatStream, last: StreamEvent) -> Iterator[StreamEvent]:
+    yield from stream
+    yield last
 
 
-async def _alead(first: StreamEvent, rest: AsyncChatStream) -> AsyncIterator[StreamEvent]:
-    yield first
-    async for event in rest:
+async def _athen(stream: AsyncChatStream, last: StreamEvent) -> AsyncIterator[StreamEvent]:
+    async for event in stream:
         yield event
+    yield last
