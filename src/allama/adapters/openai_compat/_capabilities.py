@@ -1,0 +1,168 @@
+"""What each model family can do, per provider, as data: a new model is a one-line change.
+
+A table is a list of model families, matched in order by a glob on the model id (case
+insensitive), with a default for ids no row matches. `StructuredLevel` says how far the
+family's native JSON Schema output goes; the other answers are `CapabilitySupport`.
+`UNKNOWN` never blocks a request: the provider decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fnmatch import fnmatchcase
+
+from allama.types import CapabilitySupport, ChatCapability
+
+__all__ = ["CAPABILITY_TABLES", "CapabilityTable", "ModelFamily", "StructuredLevel"]
+
+S = CapabilitySupport.SUPPORTED
+N = CapabilitySupport.UNSUPPORTED
+U = CapabilitySupport.UNKNOWN
+
+
+class StructuredLevel(StrEnum):
+    """How a model family answers a `json_schema` response format.
+
+    `STRICT`: constrained decoding that honours `strict`. `BEST_EFFORT`: the schema is
+    accepted but `strict` is not enforced. `JSON_OBJECT`: only `json_object` exists.
+    `UNKNOWN`: nobody says; the schema is sent and the provider decides.
+    """
+
+    STRICT = "strict"
+    BEST_EFFORT = "best_effort"
+    JSON_OBJECT = "json_object"
+    UNKNOWN = "unknown"
+
+
+_STRUCTURED_SUPPORT = {
+    StructuredLevel.STRICT: S,
+    StructuredLevel.BEST_EFFORT: S,
+    StructuredLevel.JSON_OBJECT: N,
+    StructuredLevel.UNKNOWN: U,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFamily:
+    pattern: str
+    structured: StructuredLevel
+    tools: CapabilitySupport = S
+    forced_tool: CapabilitySupport = S
+    streaming: CapabilitySupport = S
+    reasoning: CapabilitySupport = U
+    images: CapabilitySupport = U
+    parallel_tools: CapabilitySupport = S
+
+    def support(self, capability: ChatCapability) -> CapabilitySupport:
+        if capability is ChatCapability.STRUCTURED_OUTPUT:
+            return _STRUCTURED_SUPPORT[self.structured]
+        return {
+            ChatCapability.TOOL_CALLS: self.tools,
+            ChatCapability.FORCED_TOOL_CHOICE: self.forced_tool,
+            ChatCapability.STREAMING: self.streaming,
+            ChatCapability.REASONING: self.reasoning,
+            ChatCapability.IMAGE_INPUT: self.images,
+            ChatCapability.PARALLEL_TOOL_CALLS: self.parallel_tools,
+        }[capability]
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilityTable:
+    families: tuple[ModelFamily, ...]
+    default: ModelFamily
+    _cache: dict[str, ModelFamily] = field(default_factory=dict, compare=False, repr=False)
+
+    def family(self, model: str) -> ModelFamily:
+        found = self._cache.get(model)
+        if found is None:
+            lowered = model.lower()
+            found = next(
+                (row for row in self.families if fnmatchcase(lowered, row.pattern)),
+                self.default,
+            )
+            if len(self._cache) < 4096:
+                self._cache[model] = found
+        return found
+
+    def support(self, model: str, capability: ChatCapability) -> CapabilitySupport:
+        return self.family(model).support(capability)
+
+
+_UNKNOWN = ModelFamily(
+    "*", StructuredLevel.UNKNOWN, tools=U, forced_tool=U, streaming=U, parallel_tools=U
+)
+
+_OPENAI_ROWS = (
+    # Structured outputs from gpt-4o-2024-08-06 and gpt-4o-mini on; reasoning models.
+    ModelFamily("gpt-5*", StructuredLevel.STRICT, reasoning=S, images=S),
+    ModelFamily("o1-mini*", StructuredLevel.JSON_OBJECT, tools=N, forced_tool=N, reasoning=S),
+    ModelFamily("o1-preview*", StructuredLevel.JSON_OBJECT, tools=N, forced_tool=N, reasoning=S),
+    ModelFamily("o[1-9]*", StructuredLevel.STRICT, reasoning=S, images=S),
+    ModelFamily("gpt-4.1*", StructuredLevel.STRICT, reasoning=N, images=S),
+    ModelFamily("gpt-4o-2024-05-13", StructuredLevel.JSON_OBJECT, reasoning=N, images=S),
+    ModelFamily("gpt-4o*", StructuredLevel.STRICT, reasoning=N, images=S),
+    ModelFamily("chatgpt-4o*", StructuredLevel.JSON_OBJECT, reasoning=N, images=S),
+    ModelFamily("gpt-4-turbo*", StructuredLevel.JSON_OBJECT, reasoning=N, images=S),
+    ModelFamily("gpt-4*", StructuredLevel.JSON_OBJECT, reasoning=N, images=N),
+    ModelFamily("gpt-3.5-turbo*", StructuredLevel.JSON_OBJECT, reasoning=N, images=N),
+    ModelFamily("ft:gpt-4o*", StructuredLevel.STRICT, reasoning=N),
+)
+
+_GROQ_ROWS = (
+    ModelFamily("openai/gpt-oss-20b", StructuredLevel.STRICT, reasoning=S),
+    ModelFamily("openai/gpt-oss-120b", StructuredLevel.STRICT, reasoning=S),
+    ModelFamily("openai/gpt-oss-safeguard-*", StructuredLevel.BEST_EFFORT, reasoning=S),
+    ModelFamily("moonshotai/kimi-k2-instruct-0905", StructuredLevel.BEST_EFFORT, reasoning=N),
+    ModelFamily("meta-llama/llama-4-scout-*", StructuredLevel.BEST_EFFORT, reasoning=N, images=S),
+    ModelFamily("qwen/qwen3-*", StructuredLevel.JSON_OBJECT, reasoning=S),
+    ModelFamily("*", StructuredLevel.JSON_OBJECT, reasoning=U),
+)
+
+_XAI_ROWS = (
+    ModelFamily("grok-3-mini*", StructuredLevel.STRICT, reasoning=S),
+    ModelFamily("grok-4.20-multi-agent*", StructuredLevel.STRICT, reasoning=S),
+    ModelFamily("grok-4.3*", StructuredLevel.STRICT, reasoning=S),
+    ModelFamily("grok-*", StructuredLevel.STRICT, reasoning=N),
+)
+
+_DEEPSEEK_ROWS = (
+    ModelFamily("deepseek-reasoner*", StructuredLevel.JSON_OBJECT, reasoning=S, forced_tool=U),
+    ModelFamily("deepseek-*", StructuredLevel.JSON_OBJECT, reasoning=S),
+)
+
+_OLLAMA_DEFAULT = ModelFamily(
+    "*",
+    StructuredLevel.STRICT,
+    tools=U,
+    forced_tool=N,
+    parallel_tools=N,
+)
+
+CAPABILITY_TABLES: dict[str, CapabilityTable] = {
+    "openai": CapabilityTable(_OPENAI_ROWS, _UNKNOWN),
+    # Azure's model ids are deployment names; they match only when named after the model.
+    "azure-openai": CapabilityTable(_OPENAI_ROWS, _UNKNOWN),
+    "groq": CapabilityTable(_GROQ_ROWS, _UNKNOWN),
+    "xai": CapabilityTable(_XAI_ROWS, ModelFamily("*", StructuredLevel.STRICT)),
+    "mistral": CapabilityTable((), ModelFamily("*", StructuredLevel.STRICT, reasoning=U)),
+    "openrouter": CapabilityTable((), _UNKNOWN),
+    "deepseek": CapabilityTable(_DEEPSEEK_ROWS, ModelFamily("*", StructuredLevel.JSON_OBJECT)),
+    "together": CapabilityTable(
+        (), ModelFamily("*", StructuredLevel.BEST_EFFORT, forced_tool=U, parallel_tools=U)
+    ),
+    "fireworks": CapabilityTable(
+        (), ModelFamily("*", StructuredLevel.BEST_EFFORT, forced_tool=U, parallel_tools=U)
+    ),
+    "deepinfra": CapabilityTable(
+        (),
+        ModelFamily("*", StructuredLevel.BEST_EFFORT, tools=U, forced_tool=U, parallel_tools=U),
+    ),
+    "vllm": CapabilityTable((), ModelFamily("*", StructuredLevel.STRICT, parallel_tools=U)),
+    "workers-ai": CapabilityTable(
+        (),
+        ModelFamily("*", StructuredLevel.BEST_EFFORT, tools=U, forced_tool=N, parallel_tools=U),
+    ),
+    "ollama-openai": CapabilityTable((), _OLLAMA_DEFAULT),
+    "openai-compatible": CapabilityTable((), _UNKNOWN),
+}

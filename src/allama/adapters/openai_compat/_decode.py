@@ -1,0 +1,213 @@
+"""An HTTP response to a `ChatResponse`, or to the `allama.Error` it stands for.
+
+Tool calls are read from the message, never inferred from `finish_reason` (OpenAI answers a
+named `tool_choice` with `stop`). A refusal (`message.refusal`) becomes a refusal block;
+reasoning text (`reasoning` or `reasoning_content`) a reasoning block; reasoning and cached
+token counts go into `Usage`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from allama.adapters.openai_compat._errors import error_from_payload, error_from_response
+from allama.adapters.openai_compat._wire import WireMessage, WireResponse, WireUsage
+from allama.errors import Error, ServerError
+from allama.types import (
+    ChatResponse,
+    ContentBlock,
+    FinishReason,
+    Reasoning,
+    Refusal,
+    TextPart,
+    ToolCall,
+    Usage,
+    Warning,
+)
+
+__all__ = [
+    "content_parts",
+    "decode_body",
+    "decode_response",
+    "finish_reason_of",
+    "usage_of",
+]
+
+_FINISH: dict[str, FinishReason] = {
+    "stop": FinishReason.STOP,
+    "eos": FinishReason.STOP,
+    "end_turn": FinishReason.STOP,
+    "length": FinishReason.LENGTH,
+    "max_tokens": FinishReason.LENGTH,
+    "tool_calls": FinishReason.TOOL_CALLS,
+    "function_call": FinishReason.TOOL_CALLS,
+    "content_filter": FinishReason.CONTENT_FILTER,
+    "model_length": FinishReason.CONTEXT_WINDOW,
+}
+
+
+def finish_reason_of(raw: str | None, *, has_tool_calls: bool) -> FinishReason | None:
+    """The finish reason by its allama name; unknown words are kept as the provider's own.
+
+    Together's `eos` is a normal stop and Mistral's `model_length` a full context window.
+    An empty string (xAI, with tool calls) says nothing, so it is read from the content.
+    """
+    if raw is None:
+        return None
+    if raw == "":
+        return FinishReason.TOOL_CALLS if has_tool_calls else None
+    return _FINISH.get(raw) or FinishReason(raw)
+
+
+def usage_of(usage: WireUsage, *, reasoning_outside_completion: bool = False) -> Usage:
+    """Token counts by allama's names.
+
+    `reasoning_outside_completion` is for servers (xAI) whose `completion_tokens` leave out
+    the reasoning tokens that `total_tokens` includes; allama's `output_tokens` always
+    include them.
+    """
+    prompt = usage.prompt_tokens_details
+    completion = usage.completion_tokens_details
+    reasoning = completion.reasoning_tokens if completion is not None else None
+    output = usage.completion_tokens
+    if reasoning_outside_completion and output is not None and reasoning:
+        output += reasoning
+    cached = prompt.cached_tokens if prompt is not None else None
+    if cached is None:
+        cached = usage.prompt_cache_hit_tokens
+    if cached is None:
+        cached = usage.cached_tokens if usage.cached_tokens is not None else usage.num_cached_tokens
+    return Usage(
+        input_tokens=usage.prompt_tokens,
+        output_tokens=output,
+        reasoning_tokens=reasoning,
+        cache_read_tokens=cached,
+        cache_write_tokens=prompt.cache_write_tokens if prompt is not None else None,
+    )
+
+
+def content_parts(content: str | list[Any] | None) -> tuple[str, str]:
+    """The text and the reasoning in a `content` field (a string, or a list of blocks)."""
+    if content is None:
+        return "", ""
+    if isinstance(content, str):
+        return content, ""
+    texts: list[str] = []
+    thinking: list[str] = []
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif kind == "thinking":
+            inner = part.get("thinking")
+            if isinstance(inner, str):
+                thinking.append(inner)
+            elif isinstance(inner, list):
+                thinking.extend(
+                    piece["text"]
+                    for piece in inner
+                    if isinstance(piece, dict) and isinstance(piece.get("text"), str)
+                )
+    return "".join(texts), "".join(thinking)
+
+
+def _blocks(message: WireMessage) -> list[ContentBlock]:
+    text, thinking = content_parts(message.content)
+    reasoning = (message.reasoning or "") + (message.reasoning_content or "") + thinking
+    blocks: list[ContentBlock] = []
+    if reasoning:
+        blocks.append(Reasoning(text=reasoning))
+    if text:
+        blocks.append(TextPart(text=text))
+    if message.refusal:
+        blocks.append(Refusal(text=message.refusal))
+    for position, call in enumerate(message.tool_calls or ()):
+        blocks.append(
+            ToolCall(
+                id=call.id or f"call_{position}",
+                name=call.function.name,
+                arguments=call.function.arguments,
+            )
+        )
+    return blocks
+
+
+def _not_a_completion(body: bytes | str, why: str) -> Error:
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    return (
+        ServerError(f"the provider answered with a body that is not a chat completion: {why}")
+        .mark_authored()
+        .with_body(text)
+    )
+
+
+def decode_body(
+    body: bytes | str,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    reasoning_outside_completion: bool = False,
+    warnings: Sequence[Warning] = (),
+) -> ChatResponse:
+    """A successful (2xx) body as a `ChatResponse`; an error object in it raises that error."""
+    try:
+        payload: Any = json.loads(body)
+    except ValueError:
+        raise _not_a_completion(body, "it is not JSON") from None
+    if not isinstance(payload, dict):
+        raise _not_a_completion(body, "it is not a JSON object")
+    if "choices" not in payload and ("error" in payload or payload.get("success") is False):
+        raise error_from_payload(payload, provider=provider, model=model)
+    try:
+        wire = WireResponse.model_validate(payload)
+    except ValidationError as invalid:
+        raise _not_a_completion(body, f"{invalid.error_count()} fields do not fit") from None
+    choice = next((c for c in wire.choices if c.index == 0), None)
+    if choice is None and wire.choices:
+        choice = wire.choices[0]
+    blocks = _blocks(choice.message) if choice is not None else []
+    has_calls = any(isinstance(block, ToolCall) for block in blocks)
+    usage = (
+        usage_of(wire.usage, reasoning_outside_completion=reasoning_outside_completion)
+        if wire.usage is not None
+        else None
+    )
+    return ChatResponse(
+        tuple(blocks),
+        finish_reason=finish_reason_of(
+            choice.finish_reason if choice is not None else None, has_tool_calls=has_calls
+        ),
+        usage=usage,
+        warnings=tuple(warnings),
+        model=wire.model or model,
+        provider=provider,
+        id=wire.id or None,
+    )
+
+
+def decode_response(
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes | str,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    reasoning_outside_completion: bool = False,
+    warnings: Sequence[Warning] = (),
+) -> ChatResponse:
+    """An HTTP response as a `ChatResponse`; raises the `allama.Error` of an error response."""
+    if status >= 400:
+        raise error_from_response(status, headers, body, provider=provider, model=model)
+    return decode_body(
+        body,
+        provider=provider,
+        model=model,
+        reasoning_outside_completion=reasoning_outside_completion,
+        warnings=warnings,
+    )

@@ -1,0 +1,360 @@
+"""A `ChatRequest` to the HTTP request of `POST /chat/completions`, plus warnings.
+
+Everything the endpoint cannot honour goes through `Degradations`: under
+`UnsupportedPolicy.WARN` it is dropped (or weakened) with a warning on the field, under
+`ERROR` the encoding raises before anything is sent. A schema goes through the endpoint's
+dialect rewrite and `apply_strict_policy`, so its warnings land on the field that carries
+it: `response_format` for a response format, `tools` for a strict tool.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from allama.adapters._http import HttpRequest
+from allama.adapters.openai_compat._capabilities import ModelFamily, StructuredLevel
+from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
+from allama.adapters.openai_compat._wire import (
+    Role,
+    WireFunctionCall,
+    WireMessage,
+    WireRequest,
+    WireTool,
+    WireToolCall,
+)
+from allama.provider import Degradations
+from allama.schema._dialects import grammar_engine, json_object_fallback, openai_strict, passthrough
+from allama.schema._rewrite import Rewrite, apply_strict_policy
+from allama.types import (
+    AssistantMessage,
+    CapabilitySupport,
+    ChatRequest,
+    DeveloperMessage,
+    ImagePart,
+    Message,
+    Refusal,
+    RequestField,
+    ResponseFormat,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+)
+
+__all__ = ["BODY_OPTION", "encode_request", "schema_name"]
+
+BODY_OPTION = "openai_compat"
+"""Request option namespace whose JSON object is merged into the body, for fields allama
+has no name for (`request.with_option_json("openai_compat", {"top_k": 40})`)."""
+
+_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def schema_name(name: str | None) -> str:
+    """A response-format name the wire accepts (`[a-zA-Z0-9_-]{1,64}`)."""
+    cleaned = _NAME.sub("_", name or "")[:64]
+    return cleaned or "response"
+
+
+class _Encoder:
+    def __init__(
+        self,
+        request: ChatRequest,
+        profile: WireProfile,
+        family: ModelFamily,
+        degradations: Degradations,
+        *,
+        stream: bool,
+    ) -> None:
+        self.request = request
+        self.profile = profile
+        self.family = family
+        self.degradations = degradations
+        self.stream = stream
+        self.schema_sent = False
+
+    # Messages
+
+    def messages(self) -> list[WireMessage]:
+        return [self.message(message) for message in self.request.messages]
+
+    def message(self, message: Message) -> WireMessage:
+        if isinstance(message, SystemMessage):
+            return WireMessage.system(message.content)
+        if isinstance(message, DeveloperMessage):
+            if self.profile.developer_role:
+                return WireMessage.developer(message.content)
+            return WireMessage.system(message.content)
+        if isinstance(message, UserMessage):
+            return self.user(message)
+        if isinstance(message, AssistantMessage):
+            return self.assistant(message)
+        return self.tool_result(message)
+
+    def user(self, message: UserMessage) -> WireMessage:
+        parts = message.content
+        if len(parts) == 1 and isinstance(parts[0], TextPart):
+            return WireMessage.user(parts[0].text)
+        content: list[Any] = []
+        for part in parts:
+            if isinstance(part, TextPart):
+                content.append({"type": "text", "text": part.text})
+            else:
+                content.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
+        return WireMessage.user(content)
+
+    def assistant(self, message: AssistantMessage) -> WireMessage:
+        texts = [block.text for block in message.content if isinstance(block, TextPart)]
+        if not texts:
+            texts = [block.text for block in message.content if isinstance(block, Refusal)]
+        calls = [
+            WireToolCall(
+                id=block.id,
+                function=WireFunctionCall(name=block.name, arguments=block.arguments),
+            )
+            for block in message.content
+            if isinstance(block, ToolCall)
+        ]
+        content = "".join(texts) if texts or not calls else None
+        return WireMessage(role=Role.ASSISTANT, content=content, tool_calls=calls or None)
+
+    def tool_result(self, message: ToolMessage) -> WireMessage:
+        if message.is_error and not self.profile.tool_result_error_flag:
+            self.degradations.refuse(
+                RequestField.TOOL_RESULT_ERROR,
+                f"{self.profile.display_name} has no error flag for tool results; "
+                "the result was sent as plain content",
+            )
+        return WireMessage.tool(message.tool_call_id, message.content)
+
+    # Tools
+
+    def tools(self) -> list[WireTool] | None:
+        if not self.request.tools:
+            return None
+        return [self.tool(tool) for tool in self.request.tools]
+
+    def tool(self, tool: ToolDefinition) -> WireTool:
+        parameters: dict[str, Any] = dict(tool.parameters)
+        strict = tool.strict
+        if strict:
+            subject = f"tool `{tool.name}`"
+            if self.profile.tool_dialect is SchemaDialect.NOT_HONOURED:
+                self.degradations.refuse(
+                    RequestField.TOOLS,
+                    f"{self.profile.display_name} does not enforce `strict` on tools; "
+                    f"{subject} was sent without it",
+                )
+                strict = None
+            else:
+                rewrite = self.rewrite(self.profile.tool_dialect, parameters)
+                strict = apply_strict_policy(
+                    rewrite,
+                    field=RequestField.TOOLS,
+                    subject=subject,
+                    degradations=self.degradations,
+                )
+                parameters = rewrite.schema
+            self.schema_sent = True
+        return WireTool.function_tool(tool.name, tool.description, parameters, strict=strict)
+
+    def tool_choice(self) -> str | dict[str, Any] | None:
+        choice = self.request.tool_choice
+        if choice is None:
+            return None
+        display = self.profile.display_name
+        if not self.profile.tool_choice:
+            if choice.mode != "auto":
+                self.degradations.refuse(
+                    RequestField.TOOL_CHOICE,
+                    f"{display} ignores `tool_choice`; the model chooses whether to call a tool",
+                )
+            return None
+        if choice.mode == "required":
+            return self.profile.required_tool_choice
+        if choice.mode == "tool":
+            if not self.profile.named_tool_choice:
+                self.degradations.refuse(
+                    RequestField.TOOL_CHOICE,
+                    f"{display} cannot force a named tool; "
+                    f"`{self.profile.required_tool_choice}` was sent instead",
+                )
+                return self.profile.required_tool_choice
+            return {"type": "function", "function": {"name": choice.name}}
+        return choice.mode
+
+    def parallel_tool_calls(self, tools: list[WireTool] | None) -> bool | None:
+        parallel = self.request.parallel_tool_calls
+        if parallel is not None:
+            if not self.profile.parallel_tool_calls:
+                self.degradations.refuse(
+                    RequestField.PARALLEL_TOOL_CALLS,
+                    f"{self.profile.display_name} ignores `parallel_tool_calls`",
+                )
+                return None
+            return parallel
+        if (
+            self.profile.serial_strict_tools
+            and tools
+            and any(tool.function.strict for tool in tools)
+        ):
+            # Strict tool calls do not hold under parallel calls on this endpoint.
+            return False
+        return None
+
+    # Response format
+
+    def rewrite(self, dialect: SchemaDialect, schema: dict[str, Any]) -> Rewrite:
+        if dialect is SchemaDialect.OPENAI_STRICT:
+            return openai_strict(schema, profile=self.profile.strict_profile)
+        if dialect is SchemaDialect.GRAMMAR:
+            return grammar_engine(schema)
+        return passthrough(schema)
+
+    def response_format(self) -> dict[str, Any] | None:
+        fmt = self.request.response_format
+        if fmt is None:
+            return None
+        field = RequestField.RESPONSE_FORMAT
+        display = self.profile.display_name
+        if fmt.type != "text" and self.stream and not self.profile.json_mode_streams:
+            self.degradations.refuse(field, f"{display} has no JSON mode on streamed responses")
+            return None
+        if fmt.type == "text":
+            return {"type": "text"}
+        if fmt.type == "json":
+            return {"type": "json_object"}
+        return self.json_schema(fmt)
+
+    def json_schema(self, fmt: ResponseFormat) -> dict[str, Any]:
+        field = RequestField.RESPONSE_FORMAT
+        display = self.profile.display_name
+        model = self.request.model
+        schema: dict[str, Any] = dict(fmt.json_schema or {})
+        name = schema_name(fmt.name)
+        subject = f"the response format `{name}`"
+        level = self.family.structured
+        if level is StructuredLevel.JSON_OBJECT:
+            rewrite = json_object_fallback(schema)
+            if fmt.strict:
+                apply_strict_policy(
+                    rewrite, field=field, subject=subject, degradations=self.degradations
+                )
+            if rewrite.strict_representable or not fmt.strict:
+                self.degradations.refuse(
+                    field,
+                    f"`{model}` on {display} has no JSON Schema output; "
+                    f"{subject} was sent as a plain JSON object",
+                )
+            return {"type": "json_object"}
+        strict: bool | None = fmt.strict
+        if fmt.strict:
+            self.schema_sent = True
+            if (
+                level is StructuredLevel.BEST_EFFORT
+                or self.profile.response_dialect is SchemaDialect.NOT_HONOURED
+            ):
+                self.degradations.refuse(
+                    field,
+                    f"{display} does not enforce `strict` for `{model}`; "
+                    f"{subject} was sent without it",
+                )
+                strict = False
+            else:
+                rewrite = self.rewrite(self.profile.response_dialect, schema)
+                strict = apply_strict_policy(
+                    rewrite, field=field, subject=subject, degradations=self.degradations
+                )
+                schema = rewrite.schema
+        if self.profile.json_schema_shape == "raw":
+            return {"type": "json_schema", "json_schema": schema}
+        body: dict[str, Any] = {"name": name, "schema": schema}
+        if fmt.description:
+            body["description"] = fmt.description
+        if strict is not None:
+            body["strict"] = strict
+        return {"type": "json_schema", "json_schema": body}
+
+    # Everything
+
+    def body(self) -> dict[str, Any]:
+        request = self.request
+        profile = self.profile
+        tools = self.tools()
+        extras: dict[str, Any] = {}
+        max_tokens = request.max_output_tokens
+        if max_tokens is not None:
+            extras[profile.token_field] = max_tokens
+        if request.seed is not None:
+            extras[profile.seed_field] = request.seed
+        effort: str | None = None
+        if request.reasoning_effort is not None:
+            if (
+                not profile.reasoning_effort
+                or self.family.reasoning is CapabilitySupport.UNSUPPORTED
+            ):
+                self.degradations.refuse(
+                    RequestField.REASONING_EFFORT,
+                    f"`{request.model}` on {profile.display_name} takes no reasoning effort",
+                )
+            else:
+                effort = request.reasoning_effort.value
+        stream_options = {"include_usage": True} if self.stream and profile.stream_usage else None
+        wire = WireRequest(
+            model=request.model,
+            messages=self.messages(),
+            temperature=request.temperature,
+            top_p=request.top_p,
+            stop=list(request.stop) or None,
+            stream=True if self.stream else None,
+            stream_options=stream_options,
+            tools=tools,
+            tool_choice=self.tool_choice(),
+            parallel_tool_calls=self.parallel_tool_calls(tools),
+            response_format=self.response_format(),
+            reasoning_effort=effort,
+            **extras,
+        )
+        body = wire.dump()
+        if profile.require_parameters and self.schema_sent:
+            routing = body.get("provider")
+            body["provider"] = {
+                **(routing if isinstance(routing, dict) else {}),
+                "require_parameters": True,
+            }
+        extra = request.option_json(BODY_OPTION)
+        if isinstance(extra, dict):
+            body.update(extra)
+        return body
+
+
+def _image_url(part: ImagePart) -> str:
+    if part.url is not None:
+        return part.url
+    data = base64.b64encode(part.data or b"").decode("ascii")
+    return f"data:{part.media_type};base64,{data}"
+
+
+def encode_request(
+    request: ChatRequest,
+    profile: WireProfile,
+    family: ModelFamily,
+    *,
+    url: str,
+    headers: Mapping[str, str],
+    params: Mapping[str, str] | None = None,
+    stream: bool,
+    degradations: Degradations,
+) -> HttpRequest:
+    """The HTTP request for `request`; warnings collect in `degradations`.
+
+    Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what the endpoint cannot honour
+    under `UnsupportedPolicy.ERROR`.
+    """
+    body = _Encoder(request, profile, family, degradations, stream=stream).body()
+    return HttpRequest("POST", url, headers, body, params or {})

@@ -1,0 +1,261 @@
+"""An error response (or a mid-stream error object) to the right `allama.Error`.
+
+Bodies come in several shapes across the family: `{"error": {message, type, param, code}}`
+(OpenAI and most), a numeric `code` (OpenRouter, vLLM), `{"error": "text", "code": ...}`
+(xAI), `{"detail": ...}` (Mistral), `{"object": "error", "message": ...}` (older vLLM), or
+plain text. The provider's words are kept as an upstream message and never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from allama.errors import (
+    AuthenticationError,
+    ContextWindowExceededError,
+    Error,
+    InvalidRequestError,
+    NotFoundError,
+    OverloadedError,
+    PermissionDeniedError,
+    QuotaExceededError,
+    RateLimitedError,
+    RequestTimeoutError,
+    ServerError,
+    UnsupportedError,
+)
+from allama.types import RequestField, UnsupportedStage
+
+__all__ = ["ErrorInfo", "error_from_payload", "error_from_response", "retry_after_seconds"]
+
+_CONTEXT_CODES = frozenset(
+    {"context_length_exceeded", "context_window_exceeded", "string_above_max_length"}
+)
+_CONTEXT_WORDS = re.compile(
+    r"maximum context length|context length|context window|prompt too long|"
+    r"prompt is too long|too many tokens|reduce the length",
+    re.IGNORECASE,
+)
+_QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "quota_exceeded"})
+_RESPONSE_FORMAT_SCHEMA = re.compile(
+    r"invalid schema for response_format|response format `?json_schema`?|"
+    r"does not support response format|json_schema.*not supported",
+    re.IGNORECASE,
+)
+_TOOL_SCHEMA = re.compile(r"invalid schema for function", re.IGNORECASE)
+_BAD_KEY = re.compile(r"incorrect api key|invalid api key|invalid x-api-key", re.IGNORECASE)
+_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+class ErrorInfo:
+    """The fields an error body carries, whatever its shape."""
+
+    __slots__ = ("code", "message", "param", "status", "type")
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        type: str | None = None,
+        code: str | None = None,
+        param: str | None = None,
+        status: int | None = None,
+    ) -> None:
+        self.message = message
+        self.type = type
+        self.code = code
+        self.param = param
+        self.status = status
+
+    @classmethod
+    def parse(cls, payload: Any) -> ErrorInfo | None:
+        if not isinstance(payload, dict):
+            return None
+        inner = payload.get("error")
+        if isinstance(inner, dict):
+            return cls._from_object(inner)
+        if isinstance(inner, str):
+            return cls(inner, code=_text(payload.get("code")), type=_text(payload.get("type")))
+        detail = payload.get("detail")
+        if detail is not None:
+            return cls(detail if isinstance(detail, str) else json.dumps(detail))
+        if "message" in payload:
+            return cls._from_object(payload)
+        return None
+
+    @classmethod
+    def _from_object(cls, obj: dict[str, Any]) -> ErrorInfo:
+        code = obj.get("code")
+        status = obj.get("status_code", obj.get("status"))
+        if isinstance(code, int) and not isinstance(code, bool):
+            status = status if isinstance(status, int) else code
+        message = obj.get("message")
+        return cls(
+            message if isinstance(message, str) else json.dumps(obj),
+            type=_text(obj.get("type")),
+            code=_text(code) if not isinstance(code, int) else None,
+            param=_text(obj.get("param")),
+            status=status if isinstance(status, int) and not isinstance(status, bool) else None,
+        )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _duration(value: str) -> float | None:
+    value = value.strip()
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    parts = _GO_DURATION.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        return None
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """How long the provider asked to wait, from its headers, in seconds.
+
+    `retry-after-ms` and `retry-after` (seconds or an HTTP date) are explicit; when both are
+    present the longer wait wins, since either alone may be rounded. Without them, the
+    `x-ratelimit-reset-*` durations are used: those of the exhausted limits (remaining `0`)
+    when the headers say which, else the longest.
+    """
+    lower = {key.lower(): value for key, value in headers.items()}
+    explicit: list[float] = []
+    if (ms := lower.get("retry-after-ms")) is not None and (millis := _duration(ms)) is not None:
+        explicit.append(millis / 1000.0)
+    if (after := lower.get("retry-after")) is not None:
+        seconds = _duration(after)
+        if seconds is None:
+            try:
+                moment = parsedate_to_datetime(after).timestamp()
+            except (TypeError, ValueError, IndexError):
+                moment = None
+            if moment is not None:
+                seconds = max(0.0, moment - (time.time() if now is None else now))
+        if seconds is not None:
+            explicit.append(seconds)
+    if explicit:
+        return max(max(explicit), 0.0)
+    resets: dict[str, float] = {}
+    for kind in ("requests", "tokens"):
+        raw = lower.get(f"x-ratelimit-reset-{kind}")
+        if raw is not None and (seconds := _duration(raw)) is not None:
+            resets[kind] = seconds
+    if not resets:
+        return None
+    exhausted = [
+        seconds
+        for kind, seconds in resets.items()
+        if lower.get(f"x-ratelimit-remaining-{kind}", "").strip() == "0"
+    ]
+    return max(exhausted or resets.values())
+
+
+def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -> Error:
+    message = info.message
+    code = (info.code or "").lower()
+    kind = (info.type or "").lower()
+    param = (info.param or "").lower()
+    if code in _QUOTA_CODES or kind in _QUOTA_CODES or status == 402:
+        return QuotaExceededError(message).with_retryable(False)
+    if code in _CONTEXT_CODES or (
+        status in (400, 413, 422, None) and _CONTEXT_WORDS.search(message)
+    ):
+        return ContextWindowExceededError(message)
+    if (
+        code == "invalid_json_schema"
+        or _RESPONSE_FORMAT_SCHEMA.search(message)
+        or (param.startswith(("response_format", "text.format")) and "schema" in message.lower())
+    ):
+        return UnsupportedError(
+            message, field=RequestField.RESPONSE_FORMAT, stage=UnsupportedStage.PROVIDER
+        )
+    if code == "invalid_function_parameters" or _TOOL_SCHEMA.search(message):
+        return UnsupportedError(message, field=RequestField.TOOLS, stage=UnsupportedStage.PROVIDER)
+    if status == 401 or (status in (400, 403) and _BAD_KEY.search(message)):
+        return AuthenticationError(message)
+    if status == 403:
+        return PermissionDeniedError(message)
+    if status == 404 or code in ("model_not_found", "deploymentnotfound"):
+        return NotFoundError(message)
+    if status == 408:
+        return RequestTimeoutError(message)
+    if status == 429 or code in ("rate_limit_exceeded", "ratelimitreached"):
+        return RateLimitedError(message, retry_after=retry_after_seconds(headers))
+    if status in (503, 529) or code == "overloaded" or kind == "overloaded_error":
+        return OverloadedError(message)
+    if (status is not None and status >= 500) or code == "server_error" or kind == "server_error":
+        return ServerError(message)
+    if status is None:
+        # An error object in a stream with no status and no known code: the server gave up.
+        return ServerError(message)
+    error = InvalidRequestError(message)
+    if status == 409 or code in ("tool_use_failed", "json_validate_failed"):
+        # A conflict, or a generation the server rejected: asking again may succeed.
+        error.with_retryable(True)
+    return error
+
+
+def _apply_should_retry(error: Error, headers: Mapping[str, str]) -> Error:
+    lower = {key.lower(): value for key, value in headers.items()}
+    flag = lower.get("x-should-retry", "").strip().lower()
+    if flag == "true" and not isinstance(error, QuotaExceededError):
+        error.with_retryable(True)
+    elif flag == "false":
+        error.with_retryable(False)
+    request_id = lower.get("x-request-id") or lower.get("apim-request-id")
+    if request_id:
+        error.with_request_id(request_id)
+    return error
+
+
+def error_from_response(
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes | str,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+) -> Error:
+    """The error for an HTTP response with status >= 400."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        payload: Any = json.loads(text) if text.strip() else None
+    except ValueError:
+        payload = None
+    info = ErrorInfo.parse(payload) or ErrorInfo(text.strip() or f"HTTP {status}")
+    error = _classify(status, info, headers).mark_upstream().with_status(status).with_body(text)
+    error = _apply_should_retry(error, headers)
+    if provider is not None:
+        error.with_provider(provider)
+    if model is not None:
+        error.with_model(model)
+    return error
+
+
+def error_from_payload(
+    payload: dict[str, Any],
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+) -> Error:
+    """The error for an error object inside a stream (HTTP status 200, the error in the data)."""
+    info = ErrorInfo.parse(payload) or ErrorInfo(json.dumps(payload))
+    error = _classify(info.status, info, {}).mark_upstream().with_body(json.dumps(payload))
+    if info.status is not None:
+        error.with_status(info.status)
+    if provider is not None:
+        error.with_provider(provider)
+    if model is not None:
+        error.with_model(model)
+    return error

@@ -1,0 +1,54 @@
+"""How one endpoint speaks the Chat Completions dialect: the quirks an encoder must know.
+
+Kept apart from where the endpoint lives (the preset) and from what its models can do (the
+capability table), so a new OpenAI-compatible server is a new profile, not new code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+__all__ = ["SchemaDialect", "WireProfile"]
+
+
+class SchemaDialect(StrEnum):
+    """How a strict schema is spoken to the endpoint.
+
+    `OPENAI_STRICT`: OpenAI's strict subset (rewritten, exact where the rewrite is).
+    `PASSTHROUGH`: sent as given to an engine that does not say what it enforces.
+    `GRAMMAR`: compiled to a grammar by the server (vLLM, Ollama), approximately.
+    `NOT_HONOURED`: the endpoint accepts the schema but does not enforce `strict`.
+    """
+
+    OPENAI_STRICT = "openai_strict"
+    PASSTHROUGH = "passthrough"
+    GRAMMAR = "grammar"
+    NOT_HONOURED = "not_honoured"
+
+
+@dataclass(frozen=True, slots=True)
+class WireProfile:
+    """The encoding and decoding quirks of one endpoint."""
+
+    name: str
+    display_name: str
+    response_dialect: SchemaDialect = SchemaDialect.OPENAI_STRICT
+    tool_dialect: SchemaDialect = SchemaDialect.OPENAI_STRICT
+    strict_profile: Literal["current", "azure_legacy"] = "current"
+    token_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    developer_role: bool = True
+    seed_field: str = "seed"
+    required_tool_choice: str = "required"
+    tool_choice: bool = True
+    named_tool_choice: bool = True
+    parallel_tool_calls: bool = True
+    serial_strict_tools: bool = False
+    stream_usage: bool = True
+    json_schema_shape: Literal["openai", "raw"] = "openai"
+    json_mode_streams: bool = True
+    reasoning_effort: bool = True
+    reasoning_outside_completion: bool = False
+    require_parameters: bool = False
+    tool_result_error_flag: bool = False

@@ -1,0 +1,285 @@
+"""An incremental decoder from the bytes of a Chat Completions stream to stream events.
+
+Bytes may arrive split anywhere (inside a line, inside a UTF-8 character); the decoder
+keeps the unfinished line and scans each byte once, so the work is linear in the stream.
+It reads `data:` and `event:` lines, skips comment lines (`: OPENROUTER PROCESSING`), stops
+at `data: [DONE]`, folds tool-call deltas by their `index`, takes usage from any chunk
+(the usage-only chunk with empty `choices`, Groq's `x_groq.usage`), and raises the error
+an error object in the stream stands for.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import ValidationError
+
+from allama.adapters.openai_compat._decode import content_parts, finish_reason_of, usage_of
+from allama.adapters.openai_compat._errors import error_from_payload
+from allama.adapters.openai_compat._wire import WireChunk, WireChunkChoice, WireUsage
+from allama.errors import IncompleteStreamError, StreamDecodeError
+from allama.types import (
+    BlockStart,
+    BlockStop,
+    Finish,
+    ReasoningDelta,
+    RefusalDelta,
+    ResponseStart,
+    StreamBlockType,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    UsageEvent,
+)
+
+__all__ = ["ChatStreamDecoder", "SseEvent", "SseParser", "decode_stream"]
+
+_DONE = "[DONE]"
+
+
+class SseEvent:
+    """One server-sent event: its `event:` name (if any) and its joined `data:` lines."""
+
+    __slots__ = ("data", "event")
+
+    def __init__(self, event: str | None, data: str) -> None:
+        self.event = event
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"SseEvent(event={self.event!r}, data=<{len(self.data)} chars>)"
+
+
+class SseParser:
+    """Bytes in any chunking to `SseEvent`s. Lines end with LF or CRLF."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._scanned = 0
+        self._data: list[str] = []
+        self._event: str | None = None
+
+    def feed(self, chunk: bytes) -> list[SseEvent]:
+        self._buffer += chunk
+        events: list[SseEvent] = []
+        buffer = self._buffer
+        start = 0
+        while True:
+            end = buffer.find(b"\n", max(start, self._scanned))
+            if end < 0:
+                break
+            line = buffer[start:end]
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            self._line(line.decode("utf-8", "replace"), events)
+            start = end + 1
+        if start:
+            del buffer[:start]
+        self._scanned = len(buffer)
+        return events
+
+    def close(self) -> tuple[list[SseEvent], bool]:
+        """The events left at the end of input, and whether a line was cut off."""
+        events: list[SseEvent] = []
+        cut = bool(self._buffer)
+        if cut:
+            line = self._buffer.rstrip(b"\r").decode("utf-8", "replace")
+            self._buffer.clear()
+            self._scanned = 0
+            self._line(line, events)
+        self._dispatch(events)
+        return events, cut
+
+    def _line(self, line: str, events: list[SseEvent]) -> None:
+        if not line:
+            self._dispatch(events)
+            return
+        if line.startswith(":"):
+            return
+        field, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if field == "data":
+            self._data.append(value)
+        elif field == "event":
+            self._event = value
+
+    def _dispatch(self, events: list[SseEvent]) -> None:
+        if self._data:
+            events.append(SseEvent(self._event, "\n".join(self._data)))
+        self._data = []
+        self._event = None
+
+
+class ChatStreamDecoder:
+    """Chat Completions stream bytes to `StreamEvent`s, incrementally.
+
+    `feed` and `close` are generators: an error object in the stream is raised after the
+    events before it were yielded. Only the first choice (`index` 0) is read.
+    """
+
+    def __init__(
+        self,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        reasoning_outside_completion: bool = False,
+    ) -> None:
+        self._parser = SseParser()
+        self._provider = provider
+        self._model = model
+        self._reasoning_outside = reasoning_outside_completion
+        self._blocks: dict[object, int] = {}
+        self._open: list[int] = []
+        self._tool_count = 0
+        self._last_tool: object | None = None
+        self._has_tool_calls = False
+        self._started = False
+        self._known_id = False
+        self.finished = False
+        self.done = False
+
+    def feed(self, chunk: bytes) -> Iterator[StreamEvent]:
+        for event in self._parser.feed(chunk):
+            yield from self._event(event, at_end=False)
+
+    def close(self) -> Iterator[StreamEvent]:
+        """The events at the end of input (a last event without its blank line)."""
+        events, cut = self._parser.close()
+        for event in events:
+            yield from self._event(event, at_end=cut)
+
+    def _event(self, event: SseEvent, *, at_end: bool) -> Iterator[StreamEvent]:
+        if self.done:
+            return
+        data = event.data.strip()
+        if data == _DONE:
+            self.done = True
+            if not self.finished:
+                yield from self._finish(None)
+            return
+        if not data:
+            return
+        try:
+            payload: Any = json.loads(data)
+        except ValueError:
+            if at_end:
+                raise IncompleteStreamError(
+                    "the stream ended in the middle of an event"
+                ).mark_authored() from None
+            raise StreamDecodeError("a stream event is not valid JSON").mark_authored() from None
+        if not isinstance(payload, dict):
+            raise StreamDecodeError("a stream event is not a JSON object").mark_authored()
+        if event.event == "error" or payload.get("error"):
+            raise error_from_payload(payload, provider=self._provider, model=self._model)
+        try:
+            chunk = WireChunk.model_validate(payload)
+        except ValidationError as invalid:
+            raise StreamDecodeError(
+                f"a stream chunk does not fit the chat completion chunk shape "
+                f"({invalid.error_count()} errors)"
+            ).mark_authored() from None
+        yield from self._chunk(chunk)
+
+    def _chunk(self, chunk: WireChunk) -> Iterator[StreamEvent]:
+        if not self.finished and (not self._started or (chunk.id and not self._known_id)):
+            self._started = True
+            self._known_id = bool(chunk.id)
+            yield ResponseStart(id=chunk.id or None, model=chunk.model or None)
+        for choice in chunk.choices:
+            if choice.index == 0:
+                yield from self._choice(choice)
+        usage = chunk.usage
+        extra = chunk.model_extra or {}
+        groq = extra.get("x_groq")
+        if usage is None and isinstance(groq, dict) and isinstance(groq.get("usage"), dict):
+            usage = WireUsage.model_validate(groq["usage"])
+        if usage is not None:
+            yield UsageEvent(
+                usage=usage_of(usage, reasoning_outside_completion=self._reasoning_outside)
+            )
+
+    def _block(self, key: object) -> tuple[int, bool]:
+        index = self._blocks.get(key)
+        if index is not None:
+            return index, False
+        index = self._blocks[key] = len(self._blocks)
+        self._open.append(index)
+        return index, True
+
+    def _choice(self, choice: WireChunkChoice) -> Iterator[StreamEvent]:
+        if self.finished:
+            if choice.delta.content or choice.delta.tool_calls or choice.delta.refusal:
+                raise StreamDecodeError(
+                    "the stream sent content after its finish reason"
+                ).mark_authored()
+            return
+        delta = choice.delta
+        text, thinking = content_parts(delta.content)
+        reasoning = (delta.reasoning or "") + (delta.reasoning_content or "") + thinking
+        if reasoning:
+            index, new = self._block("reasoning")
+            if new:
+                yield BlockStart(index=index, block_type=StreamBlockType.REASONING)
+            yield ReasoningDelta(index=index, text=reasoning)
+        if text:
+            index, new = self._block("text")
+            if new:
+                yield BlockStart(index=index, block_type=StreamBlockType.TEXT)
+            yield TextDelta(index=index, text=text)
+        if delta.refusal:
+            index, new = self._block("refusal")
+            if new:
+                yield BlockStart(index=index, block_type=StreamBlockType.REFUSAL)
+            yield RefusalDelta(index=index, text=delta.refusal)
+        for call in delta.tool_calls or ():
+            key: object
+            if call.index is not None:
+                key = ("tool", call.index)
+            elif call.id:
+                key = ("tool_id", call.id)
+            else:
+                key = self._last_tool if self._last_tool is not None else ("tool", 0)
+            self._last_tool = key
+            function = call.function
+            index, new = self._block(key)
+            if new:
+                self._has_tool_calls = True
+                yield BlockStart(
+                    index=index,
+                    block_type=StreamBlockType.TOOL_CALL,
+                    id=call.id or f"call_{self._tool_count}",
+                    name=function.name if function is not None else None,
+                )
+                self._tool_count += 1
+            if function is not None and function.arguments:
+                yield ToolCallDelta(index=index, arguments=function.arguments)
+        if choice.finish_reason is not None and choice.finish_reason != "":
+            yield from self._finish(choice.finish_reason)
+
+    def _finish(self, raw: str | None) -> Iterator[StreamEvent]:
+        self.finished = True
+        for index in self._open:
+            yield BlockStop(index=index)
+        self._open = []
+        yield Finish(finish_reason=finish_reason_of(raw, has_tool_calls=self._has_tool_calls))
+
+
+def decode_stream(
+    data: bytes,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    reasoning_outside_completion: bool = False,
+) -> list[StreamEvent]:
+    """Every event of a whole recorded stream (raises the stream's error, if it has one)."""
+    decoder = ChatStreamDecoder(
+        provider=provider,
+        model=model,
+        reasoning_outside_completion=reasoning_outside_completion,
+    )
+    events = list(decoder.feed(data))
+    events.extend(decoder.close())
+    return events

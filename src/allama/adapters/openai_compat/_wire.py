@@ -1,0 +1,234 @@
+"""The JSON shapes of OpenAI-compatible Chat Completions, as pydantic models.
+
+Rules the wire keeps: an absent optional field is omitted (never sent as `null`), an
+explicit `false` is kept, JSON keys are the wire's own (`type`, not `tool_type`), tool-call
+arguments stay the raw string the provider sent, and unknown fields a provider adds are
+tolerated (kept as extras), so a new field never breaks decoding.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "Role",
+    "WireChoice",
+    "WireChunk",
+    "WireChunkChoice",
+    "WireDelta",
+    "WireFunction",
+    "WireFunctionCall",
+    "WireFunctionCallDelta",
+    "WireMessage",
+    "WireRequest",
+    "WireResponse",
+    "WireTool",
+    "WireToolCall",
+    "WireToolCallDelta",
+    "WireUsage",
+]
+
+
+class _Wire(BaseModel):
+    """Omits `None` on the way out, tolerates unknown keys on the way in."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON object, without the fields that are absent."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+    def dump_json(self) -> str:
+        return self.model_dump_json(exclude_none=True)
+
+
+class Role(StrEnum):
+    SYSTEM = "system"
+    DEVELOPER = "developer"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+def _raw_arguments(value: Any) -> Any:
+    # A few servers send arguments as an object; keep a string, as the wire promises.
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"))
+
+
+class WireFunctionCall(_Wire):
+    name: str
+    arguments: str = ""
+
+    _raw = field_validator("arguments", mode="before")(_raw_arguments)
+
+
+class WireToolCall(_Wire):
+    id: str | None = None
+    type: str = "function"
+    function: WireFunctionCall
+
+
+class WireMessage(_Wire):
+    """A message in a request, or the assistant message of a response.
+
+    `content` is a string, a list of parts (images in requests, Mistral's thinking blocks
+    in responses), or absent. `reasoning` and `reasoning_content` are the two names servers
+    use for reasoning text.
+    """
+
+    role: Role = Role.ASSISTANT
+    content: str | list[Any] | None = None
+    refusal: str | None = None
+    tool_calls: list[WireToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    reasoning: str | None = None
+    reasoning_content: str | None = None
+
+    @classmethod
+    def system(cls, content: str) -> Self:
+        return cls(role=Role.SYSTEM, content=content)
+
+    @classmethod
+    def developer(cls, content: str) -> Self:
+        return cls(role=Role.DEVELOPER, content=content)
+
+    @classmethod
+    def user(cls, content: str | list[Any]) -> Self:
+        return cls(role=Role.USER, content=content)
+
+    @classmethod
+    def assistant(cls, content: str) -> Self:
+        return cls(role=Role.ASSISTANT, content=content)
+
+    @classmethod
+    def tool(cls, tool_call_id: str, content: str) -> Self:
+        return cls(role=Role.TOOL, tool_call_id=tool_call_id, content=content)
+
+
+class WireFunction(_Wire):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class WireTool(_Wire):
+    type: str = "function"
+    function: WireFunction
+
+    @classmethod
+    def function_tool(
+        cls,
+        name: str,
+        description: str | None,
+        parameters: dict[str, Any] | None,
+        *,
+        strict: bool | None = None,
+    ) -> Self:
+        return cls(
+            function=WireFunction(
+                name=name, description=description, parameters=parameters, strict=strict
+            )
+        )
+
+
+class WireRequest(_Wire):
+    """The body of `POST /chat/completions`. Provider-specific keys travel as extras."""
+
+    model: str
+    messages: list[WireMessage]
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    n: int | None = None
+    seed: int | None = None
+    stop: list[str] | None = None
+    stream: bool | None = None
+    stream_options: dict[str, Any] | None = None
+    tools: list[WireTool] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: dict[str, Any] | None = None
+    reasoning_effort: str | None = None
+
+
+class _Details(_Wire):
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+class WireUsage(_Wire):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    prompt_tokens_details: _Details | None = None
+    completion_tokens_details: _Details | None = None
+    prompt_cache_hit_tokens: int | None = None
+    cached_tokens: int | None = None
+    num_cached_tokens: int | None = None
+
+
+class WireChoice(_Wire):
+    index: int = 0
+    message: WireMessage
+    finish_reason: str | None = None
+
+
+class WireResponse(_Wire):
+    id: str | None = None
+    object: str | None = None
+    created: int | None = None
+    model: str | None = None
+    choices: list[WireChoice] = []
+    usage: WireUsage | None = None
+
+
+class WireFunctionCallDelta(_Wire):
+    name: str | None = None
+    arguments: str | None = None
+
+    _raw = field_validator("arguments", mode="before")(_raw_arguments)
+
+
+class WireToolCallDelta(_Wire):
+    index: int | None = None
+    id: str | None = None
+    type: str | None = None
+    function: WireFunctionCallDelta | None = None
+
+
+class WireDelta(_Wire):
+    role: Role | None = None
+    content: str | list[Any] | None = None
+    refusal: str | None = None
+    tool_calls: list[WireToolCallDelta] | None = None
+    reasoning: str | None = None
+    reasoning_content: str | None = None
+
+
+class WireChunkChoice(_Wire):
+    index: int = 0
+    delta: WireDelta = Field(default_factory=WireDelta)
+    finish_reason: str | None = None
+
+
+class WireChunk(_Wire):
+    """One `data:` payload of a stream. `choices` is empty on usage-only chunks."""
+
+    id: str | None = None
+    object: str | None = None
+    created: int | None = None
+    model: str | None = None
+    choices: list[WireChunkChoice] = []
+    usage: WireUsage | None = None

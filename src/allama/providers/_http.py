@@ -1,0 +1,354 @@
+"""An HTTP provider: a sans-I/O adapter plus a transport, in sync and async.
+
+Every decision (encoding, warnings, refusals, decoding, error mapping, secret scrubbing)
+lives in plain methods that both flavours call, so `chat` and `achat` cannot drift; only
+the lines that touch the network differ.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any
+
+import httpx2
+
+from allama.adapters._http import HttpRequest, HttpResponse
+from allama.adapters.openai_compat._capabilities import CAPABILITY_TABLES, CapabilityTable
+from allama.adapters.openai_compat._decode import decode_response
+from allama.adapters.openai_compat._encode import encode_request
+from allama.adapters.openai_compat._errors import error_from_response
+from allama.adapters.openai_compat._sse import ChatStreamDecoder
+from allama.errors import AuthenticationError, Error, InvalidRequestError
+from allama.provider import Degradations
+from allama.providers._presets import Preset
+from allama.stream import AsyncChatStream, ChatStream
+from allama.transport import Transport
+from allama.types import (
+    CapabilitySupport,
+    ChatCapability,
+    ChatRequest,
+    ChatResponse,
+    ChatValidation,
+    StreamEvent,
+    ValidationCoverage,
+    Warning,
+    WarningEvent,
+)
+
+__all__ = ["OpenAICompatibleProvider"]
+
+_AZURE_API_VERSION = "2024-10-21"
+_REDACTED = "<redacted>"
+
+
+class OpenAICompatibleProvider:
+    """A Chat Completions endpoint: OpenAI itself or any server that speaks its dialect.
+
+    Build one with `allama.provider(name, ...)`. The key comes from `api_key` or from the
+    preset's environment variable, and never appears in a repr, an error or a log view.
+
+    Options beyond the common ones: `endpoint` and `api_version` (Azure), `account_id`
+    (Workers AI), `headers` (extra request headers), `timeout`, `transport`.
+    """
+
+    def __init__(
+        self,
+        preset: Preset,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float | httpx2.Timeout | None = None,
+        headers: Mapping[str, str] | None = None,
+        transport: Transport | None = None,
+        capabilities: CapabilityTable | None = None,
+        endpoint: str | None = None,
+        api_version: str | None = None,
+        account_id: str | None = None,
+    ) -> None:
+        self._preset = preset
+        self._profile = preset.profile
+        self._table = capabilities or CAPABILITY_TABLES[preset.name]
+        env_key = os.environ.get(preset.api_key_env) if preset.api_key_env else None
+        self._api_key = api_key if api_key is not None else (env_key or None)
+        self._base_url, self._azure_deployments = self._resolve_base_url(
+            preset, base_url, endpoint, account_id
+        )
+        self._api_version = (
+            api_version or os.environ.get("OPENAI_API_VERSION") or (_AZURE_API_VERSION)
+        )
+        self._extra_headers = {**preset.headers, **(headers or {})}
+        self._transport = transport or Transport(timeout=timeout)
+        self._owns_transport = transport is None
+
+    @staticmethod
+    def _resolve_base_url(
+        preset: Preset, base_url: str | None, endpoint: str | None, account_id: str | None
+    ) -> tuple[str | None, bool]:
+        url = base_url or endpoint
+        if url is None and preset.base_url_env:
+            url = os.environ.get(preset.base_url_env) or None
+        if preset.name == "workers-ai" and url is None:
+            account = account_id or os.environ.get("CLOUDFLARE_ACCOUNT_ID")
+            if account:
+                url = f"https://api.cloudflare.com/client/v4/accounts/{account}/ai/v1"
+        url = url or preset.base_url
+        if url is None:
+            return None, False
+        url = url.rstrip("/")
+        # Azure: a resource endpoint gets deployment URLs; an `/openai/v1` base is the v1 API.
+        deployments = preset.name == "azure-openai" and not url.endswith("/openai/v1")
+        return url, deployments
+
+    # Identity
+
+    @property
+    def name(self) -> str:
+        return self._preset.name
+
+    @property
+    def preset(self) -> Preset:
+        return self._preset
+
+    @property
+    def base_url(self) -> str | None:
+        return self._base_url
+
+    def __repr__(self) -> str:
+        key = "<set>" if self._api_key else "<missing>"
+        return (
+            f"OpenAICompatibleProvider(name={self.name!r}, base_url={self._base_url!r}, "
+            f"api_key={key})"
+        )
+
+    # Capabilities and validation
+
+    def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
+        return self._table.support(model, capability)
+
+    def validate_chat_request(self, request: ChatRequest) -> ChatValidation:
+        """A dry run of the encoding: the warnings the call would report, nothing sent.
+
+        Under `UnsupportedPolicy.ERROR` it raises the `UnsupportedError` the call would.
+        """
+        degradations = Degradations.for_request(self.name, request)
+        self._encode(request, degradations, stream=False, url="", headers={}, params={})
+        return ChatValidation(
+            coverage=ValidationCoverage.ENCODING, warnings=tuple(degradations.warnings)
+        )
+
+    # Shared decisions
+
+    def _encode(
+        self,
+        request: ChatRequest,
+        degradations: Degradations,
+        *,
+        stream: bool,
+        url: str,
+        headers: Mapping[str, str],
+        params: Mapping[str, str],
+    ) -> HttpRequest:
+        return encode_request(
+            request,
+            self._profile,
+            self._table.family(request.model),
+            url=url,
+            headers=headers,
+            params=params,
+            stream=stream,
+            degradations=degradations,
+        )
+
+    def _endpoint(self, model: str) -> tuple[str, dict[str, str]]:
+        if self._base_url is None:
+            hint = {
+                "azure-openai": "pass endpoint= or set AZURE_OPENAI_ENDPOINT",
+                "workers-ai": "pass account_id= or set CLOUDFLARE_ACCOUNT_ID",
+            }.get(self.name, "pass base_url=")
+            raise (
+                InvalidRequestError(f"{self.name} has no base URL: {hint}")
+                .mark_authored()
+                .with_provider(self.name)
+            )
+        if self._azure_deployments:
+            url = f"{self._base_url}/openai/deployments/{model}/chat/completions"
+            return url, {"api-version": self._api_version}
+        return f"{self._base_url}/chat/completions", {}
+
+    def _headers(self, *, stream: bool) -> dict[str, str]:
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream" if stream else "application/json",
+        }
+        if self._api_key:
+            if self._preset.auth == "api-key":
+                headers["api-key"] = self._api_key
+            else:
+                headers["authorization"] = f"Bearer {self._api_key}"
+        elif self._preset.key_required:
+            env = self._preset.api_key_env
+            raise (
+                AuthenticationError(f"{self.name} needs an API key: pass api_key= or set {env}")
+                .mark_authored()
+                .with_provider(self.name)
+            )
+        headers.update(self._extra_headers)
+        return headers
+
+    def _prepare(self, request: ChatRequest, *, stream: bool) -> tuple[HttpRequest, list[Warning]]:
+        degradations = Degradations.for_request(self.name, request)
+        url, params = self._endpoint(request.model)
+        http = self._encode(
+            request,
+            degradations,
+            stream=stream,
+            url=url,
+            headers=self._headers(stream=stream),
+            params=params,
+        )
+        return http, degradations.warnings
+
+    def _scrub(self, error: Error) -> Error:
+        """Remove the key from anything the provider echoed back."""
+        key = self._api_key
+        if key:
+            if key in error.message:
+                error.message = error.message.replace(key, _REDACTED)
+                error.args = (error.message,)
+            body = error.context.body
+            if body is not None and key in body:
+                error.context.body = body.replace(key, _REDACTED)
+        return error
+
+    def _response(
+        self, request: ChatRequest, response: HttpResponse, warnings: list[Warning]
+    ) -> ChatResponse:
+        try:
+            return decode_response(
+                response.status,
+                response.headers,
+                response.content,
+                provider=self.name,
+                model=request.model,
+                reasoning_outside_completion=self._profile.reasoning_outside_completion,
+                warnings=warnings,
+            )
+        except Error as error:
+            raise self._scrub(error.with_model(request.model).with_provider(self.name)) from None
+
+    def _stream_error(
+        self, request: ChatRequest, status: int, headers: Mapping[str, str], body: bytes
+    ) -> Error:
+        error = error_from_response(status, headers, body, provider=self.name, model=request.model)
+        return self._scrub(error)
+
+    def _decoder(self, request: ChatRequest) -> ChatStreamDecoder:
+        return ChatStreamDecoder(
+            provider=self.name,
+            model=request.model,
+            reasoning_outside_completion=self._profile.reasoning_outside_completion,
+        )
+
+    def _scrubbed(self, events: Iterator[StreamEvent]) -> Iterator[StreamEvent]:
+        try:
+            yield from events
+        except Error as error:
+            raise self._scrub(error) from None
+
+    # Sync
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        http, warnings = self._prepare(request, stream=False)
+        try:
+            response = self._transport.send(http)
+        except Error as error:
+            raise self._scrub(error.with_provider(self.name).with_model(request.model)) from None
+        return self._response(request, response, warnings)
+
+    def chat_stream(self, request: ChatRequest) -> ChatStream:
+        http, warnings = self._prepare(request, stream=True)
+        try:
+            handle = self._transport.open_stream(http)
+            if handle.status >= 400:
+                try:
+                    body = handle.read()
+                finally:
+                    handle.close()
+                raise self._stream_error(request, handle.status, handle.headers, body)
+        except Error as error:
+            raise self._scrub(error.with_provider(self.name).with_model(request.model)) from None
+        decoder = self._decoder(request)
+
+        def events() -> Iterator[StreamEvent]:
+            for warning in warnings:
+                yield WarningEvent(warning=warning)
+            for chunk in handle.iter_bytes():
+                yield from decoder.feed(chunk)
+                if decoder.done:
+                    return
+            yield from decoder.close()
+
+        return ChatStream(self._scrubbed(events()), close=handle.close, provider=self.name)
+
+    # Async
+
+    async def achat(self, request: ChatRequest) -> ChatResponse:
+        http, warnings = self._prepare(request, stream=False)
+        try:
+            response = await self._transport.asend(http)
+        except Error as error:
+            raise self._scrub(error.with_provider(self.name).with_model(request.model)) from None
+        return self._response(request, response, warnings)
+
+    async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
+        http, warnings = self._prepare(request, stream=True)
+        try:
+            handle = await self._transport.aopen_stream(http)
+            if handle.status >= 400:
+                try:
+                    body = await handle.aread()
+                finally:
+                    await handle.aclose()
+                raise self._stream_error(request, handle.status, handle.headers, body)
+        except Error as error:
+            raise self._scrub(error.with_provider(self.name).with_model(request.model)) from None
+        decoder = self._decoder(request)
+
+        async def events() -> AsyncIterator[StreamEvent]:
+            try:
+                for warning in warnings:
+                    yield WarningEvent(warning=warning)
+                async for chunk in handle.aiter_bytes():
+                    for event in decoder.feed(chunk):
+                        yield event
+                    if decoder.done:
+                        return
+                for event in decoder.close():
+                    yield event
+            except Error as error:
+                raise self._scrub(error) from None
+
+        return AsyncChatStream(events(), close=handle.aclose, provider=self.name)
+
+    # Lifetime
+
+    def close(self) -> None:
+        if self._owns_transport:
+            self._transport.close()
+
+    async def aclose(self) -> None:
+        if self._owns_transport:
+            await self._transport.aclose()
+
+    def __enter__(self) -> OpenAICompatibleProvider:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> OpenAICompatibleProvider:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()

@@ -1,0 +1,235 @@
+"""Where each OpenAI-compatible endpoint lives, how it authenticates, and how it speaks.
+
+A preset names a base URL, an auth header, the environment variable for the key, the
+capability table of its models and the wire profile (schema dialect and quirks). The facts
+behind each are in the provider reference; the comments say which ones matter here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
+
+__all__ = ["PRESETS", "Preset"]
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    name: str
+    profile: WireProfile
+    base_url: str | None
+    api_key_env: str | None
+    key_required: bool = True
+    auth: Literal["bearer", "api-key"] = "bearer"
+    base_url_env: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+
+
+_PRESETS: tuple[Preset, ...] = (
+    Preset(
+        "openai",
+        WireProfile("openai", "OpenAI", serial_strict_tools=True),
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+        base_url_env="OPENAI_BASE_URL",
+        description="OpenAI Chat Completions",
+    ),
+    Preset(
+        # Deployment URLs with `api-version`, or the v1 API when base_url ends in /openai/v1.
+        # Azure documents the 2024 strict subset and needs serial calls for strict tools.
+        "azure-openai",
+        WireProfile(
+            "azure-openai",
+            "Azure OpenAI",
+            strict_profile="azure_legacy",
+            serial_strict_tools=True,
+        ),
+        None,
+        "AZURE_OPENAI_API_KEY",
+        auth="api-key",
+        base_url_env="AZURE_OPENAI_ENDPOINT",
+        description="Azure OpenAI deployments",
+    ),
+    Preset(
+        "groq",
+        WireProfile("groq", "Groq"),
+        "https://api.groq.com/openai/v1",
+        "GROQ_API_KEY",
+        description="Groq",
+    ),
+    Preset(
+        # Reasoning tokens are counted outside `completion_tokens` (inside `total_tokens`).
+        "xai",
+        WireProfile("xai", "xAI", token_field="max_tokens", reasoning_outside_completion=True),
+        "https://api.x.ai/v1",
+        "XAI_API_KEY",
+        description="xAI Grok",
+    ),
+    Preset(
+        # `random_seed`, `any` for a required tool, no developer role, 422 on unknown fields.
+        "mistral",
+        WireProfile(
+            "mistral",
+            "Mistral",
+            response_dialect=SchemaDialect.PASSTHROUGH,
+            tool_dialect=SchemaDialect.PASSTHROUGH,
+            token_field="max_tokens",
+            developer_role=False,
+            seed_field="random_seed",
+            required_tool_choice="any",
+            stream_usage=False,
+        ),
+        "https://api.mistral.ai/v1",
+        "MISTRAL_API_KEY",
+        description="Mistral La Plateforme",
+    ),
+    Preset(
+        # Routes to many upstreams; `provider.require_parameters` keeps a schema from being
+        # dropped silently by an upstream without structured outputs. Usage always arrives.
+        "openrouter",
+        WireProfile(
+            "openrouter",
+            "OpenRouter",
+            response_dialect=SchemaDialect.PASSTHROUGH,
+            tool_dialect=SchemaDialect.PASSTHROUGH,
+            token_field="max_tokens",
+            stream_usage=False,
+            require_parameters=True,
+        ),
+        "https://openrouter.ai/api/v1",
+        "OPENROUTER_API_KEY",
+        description="OpenRouter",
+    ),
+    Preset(
+        # Chat has json_object only; strict tools need the beta base URL.
+        "deepseek",
+        WireProfile(
+            "deepseek",
+            "DeepSeek",
+            tool_dialect=SchemaDialect.NOT_HONOURED,
+            token_field="max_tokens",
+            developer_role=False,
+        ),
+        "https://api.deepseek.com",
+        "DEEPSEEK_API_KEY",
+        description="DeepSeek",
+    ),
+    Preset(
+        "together",
+        WireProfile(
+            "together",
+            "Together",
+            response_dialect=SchemaDialect.NOT_HONOURED,
+            tool_dialect=SchemaDialect.NOT_HONOURED,
+            token_field="max_tokens",
+            developer_role=False,
+        ),
+        "https://api.together.xyz/v1",
+        "TOGETHER_API_KEY",
+        description="Together AI",
+    ),
+    Preset(
+        "fireworks",
+        WireProfile(
+            "fireworks",
+            "Fireworks",
+            response_dialect=SchemaDialect.NOT_HONOURED,
+            tool_dialect=SchemaDialect.NOT_HONOURED,
+            token_field="max_tokens",
+            developer_role=False,
+        ),
+        "https://api.fireworks.ai/inference/v1",
+        "FIREWORKS_API_KEY",
+        description="Fireworks AI",
+    ),
+    Preset(
+        "deepinfra",
+        WireProfile(
+            "deepinfra",
+            "DeepInfra",
+            response_dialect=SchemaDialect.NOT_HONOURED,
+            tool_dialect=SchemaDialect.NOT_HONOURED,
+            token_field="max_tokens",
+            developer_role=False,
+            stream_usage=False,
+        ),
+        "https://api.deepinfra.com/v1/openai",
+        "DEEPINFRA_API_KEY",
+        description="DeepInfra",
+    ),
+    Preset(
+        # `strict` is accepted and ignored; constrained decoding compiles the schema to a
+        # grammar, as far as the backend's keyword support goes.
+        "vllm",
+        WireProfile(
+            "vllm",
+            "vLLM",
+            response_dialect=SchemaDialect.GRAMMAR,
+            tool_dialect=SchemaDialect.GRAMMAR,
+        ),
+        "http://localhost:8000/v1",
+        "VLLM_API_KEY",
+        key_required=False,
+        base_url_env="VLLM_BASE_URL",
+        description="a vLLM server",
+    ),
+    Preset(
+        # The schema sits directly under `json_schema`; JSON mode does not stream.
+        "workers-ai",
+        WireProfile(
+            "workers-ai",
+            "Cloudflare Workers AI",
+            response_dialect=SchemaDialect.NOT_HONOURED,
+            tool_dialect=SchemaDialect.NOT_HONOURED,
+            token_field="max_tokens",
+            developer_role=False,
+            json_schema_shape="raw",
+            json_mode_streams=False,
+            stream_usage=False,
+        ),
+        None,
+        "CLOUDFLARE_API_TOKEN",
+        description="Cloudflare Workers AI (OpenAI-compatible endpoint)",
+    ),
+    Preset(
+        # Ollama's /v1 drops tool_choice, parallel_tool_calls and max_completion_tokens
+        # without a word; the schema becomes a grammar (`name` and `strict` ignored).
+        "ollama-openai",
+        WireProfile(
+            "ollama-openai",
+            "Ollama's OpenAI-compatible endpoint",
+            response_dialect=SchemaDialect.GRAMMAR,
+            tool_dialect=SchemaDialect.NOT_HONOURED,
+            token_field="max_tokens",
+            tool_choice=False,
+            named_tool_choice=False,
+            parallel_tool_calls=False,
+        ),
+        "http://localhost:11434/v1",
+        "OLLAMA_API_KEY",
+        key_required=False,
+        description="Ollama's OpenAI-compatible endpoint",
+    ),
+    Preset(
+        # Any other endpoint: what its models can do is unknown, the schema goes unchecked.
+        "openai-compatible",
+        WireProfile(
+            "openai-compatible",
+            "the OpenAI-compatible endpoint",
+            response_dialect=SchemaDialect.PASSTHROUGH,
+            tool_dialect=SchemaDialect.PASSTHROUGH,
+            token_field="max_tokens",
+            developer_role=False,
+            stream_usage=False,
+        ),
+        None,
+        "OPENAI_COMPATIBLE_API_KEY",
+        key_required=False,
+        description="any OpenAI-compatible endpoint, given base_url",
+    ),
+)
+
+PRESETS: dict[str, Preset] = {preset.name: preset for preset in _PRESETS}

@@ -1,0 +1,36 @@
+"""`allama.provider(name, ...)`: a provider from a preset name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from allama.providers._http import OpenAICompatibleProvider
+from allama.providers._presets import PRESETS
+
+__all__ = ["PRESET_NAMES", "provider"]
+
+PRESET_NAMES: tuple[str, ...] = tuple(PRESETS)
+"""Every preset name `provider` accepts, in a stable order."""
+
+_ALIASES = {"azure": "azure-openai", "ollama": "ollama-openai", "cloudflare": "workers-ai"}
+
+
+def provider(name: str, **options: Any) -> OpenAICompatibleProvider:
+    """The provider for a preset: `provider("groq")`, `provider("openai-compatible", base_url=...)`.
+
+    Options: `api_key` (else the preset's environment variable), `base_url`, `timeout`,
+    `headers`, `transport`, and per preset `endpoint` / `api_version` (Azure) or
+    `account_id` (Workers AI). A preset without its base URL (`openai-compatible` without
+    `base_url`, Azure without `endpoint`) can still plan and validate; it fails when it
+    sends. Underscores and hyphens in the name are interchangeable.
+
+    >>> provider("groq").name
+    'groq'
+    """
+    key = name.strip().lower().replace("_", "-")
+    key = _ALIASES.get(key, key)
+    preset = PRESETS.get(key)
+    if preset is None:
+        known = ", ".join(PRESET_NAMES)
+        raise ValueError(f"unknown provider {name!r}; known presets: {known}")
+    return OpenAICompatibleProvider(preset, **options)

@@ -1,0 +1,500 @@
+"""Replay of recorded traffic for the OpenAI-compatible family.
+
+Reads every case under `ALLAMA_CORPUS_DIR` (default `../shared/corpus/cases` next to the
+repository) whose provider speaks Chat Completions. Expectations are read from the
+recording itself, independently of the adapter: the text, tool calls, finish reason and
+usage a response holds; the error class (and `retry_after`) an error maps to; the same
+response from a stream however its bytes are split; and, where the request body was
+recorded, the same body from encoding the equivalent `ChatRequest`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import allama
+from allama.adapters.openai_compat._decode import decode_response
+from allama.adapters.openai_compat._sse import ChatStreamDecoder, decode_stream
+from allama.errors import (
+    AuthenticationError,
+    ContextWindowExceededError,
+    Error,
+    InvalidRequestError,
+    NotFoundError,
+    RateLimitedError,
+    UnsupportedError,
+)
+from allama.providers import provider
+from allama.stream import StreamCollector
+from allama.types import (
+    AssistantMessage,
+    ChatRequest,
+    ChatResponse,
+    ImagePart,
+    Message,
+    RequestField,
+    ResponseFormat,
+    StreamEvent,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolChoice,
+    ToolDefinition,
+    ToolMessage,
+    UnsupportedStage,
+    UserMessage,
+    WarningKind,
+)
+
+CORPUS = Path(
+    os.environ.get(
+        "ALLAMA_CORPUS_DIR", Path(__file__).resolve().parents[1].parent / "shared/corpus/cases"
+    )
+)
+
+PRESET_OF = {
+    "openai": "openai",
+    "azure_openai": "azure-openai",
+    "groq": "groq",
+    "xai": "xai",
+    "mistral": "mistral",
+    "openrouter": "openrouter",
+    "deepseek": "deepseek",
+    "together": "together",
+    "fireworks": "fireworks",
+    "deepinfra": "deepinfra",
+    "vllm": "vllm",
+    "ollama": "ollama-openai",
+    "workers_ai": "workers-ai",
+    "cerebras": "openai-compatible",
+    "huggingface_router": "openai-compatible",
+}
+REASONING_OUTSIDE_COMPLETION = {"xai"}
+
+# Errors whose class the recording alone cannot tell: the body says it in words.
+EXPECTED_ERRORS: dict[str, tuple[type[Error], float | None]] = {
+    "azure_openai/error_404_deployment_not_found": (NotFoundError, None),
+    "azure_openai/foundry_models_401": (AuthenticationError, None),
+    "azure_openai/foundry_models_429_retry_after": (RateLimitedError, 1.0),
+    "groq/error_400_tool_use_failed": (InvalidRequestError, None),
+    "groq/error_404_model_not_found": (NotFoundError, None),
+    "groq/error_in_stream_tool_choice_required_not_met": (InvalidRequestError, None),
+    "groq/error_in_stream_tool_use_failed": (InvalidRequestError, None),
+    "mistral/error_401_unauthorized": (AuthenticationError, None),
+    "ollama/cloud_v1_error_400_context_length": (ContextWindowExceededError, None),
+    "openai/error_400_invalid_image_url": (InvalidRequestError, None),
+    "openai/error_400_invalid_json_schema_from_issue": (UnsupportedError, None),
+    "openrouter/error_400_context_length": (ContextWindowExceededError, None),
+    "openrouter/error_401": (AuthenticationError, None),
+    "openrouter/error_429_upstream_rate_limited": (RateLimitedError, None),
+    "xai/error_400_invalid_api_key": (AuthenticationError, None),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    key: str
+    data: dict[str, Any]
+
+    @property
+    def provider(self) -> str:
+        return str(self.data["provider"])
+
+    @property
+    def stream(self) -> bytes | None:
+        raw = self.data.get("stream")
+        return raw.encode() if isinstance(raw, str) else None
+
+    @property
+    def body(self) -> str:
+        if self.data.get("response_body") is not None:
+            return json.dumps(self.data["response_body"])
+        return str(self.data.get("response_text") or "")
+
+    @property
+    def is_error(self) -> bool:
+        return int(self.data["status"]) >= 400 or "in_stream_error" in self.data.get("tags", [])
+
+
+def _load() -> list[Case]:
+    if not CORPUS.is_dir():
+        return []
+    cases = []
+    for path in sorted(CORPUS.glob("*/*.json")):
+        if path.parent.name not in PRESET_OF:
+            continue
+        data = json.loads(path.read_text())
+        if not str(data.get("endpoint", "")).endswith("chat/completions"):
+            continue
+        cases.append(Case(f"{path.parent.name}/{path.stem}", data))
+    return cases
+
+
+CASES = _load()
+pytestmark = pytest.mark.skipif(not CASES, reason=f"no corpus at {CORPUS}")
+
+
+def _ids(cases: list[Case]) -> list[str]:
+    return [case.key for case in cases]
+
+
+RESPONSES = [c for c in CASES if not c.is_error and c.stream is None]
+STREAMS = [c for c in CASES if not c.is_error and c.stream is not None]
+ERRORS = [c for c in CASES if c.is_error]
+WITH_REQUESTS = [c for c in CASES if c.data.get("request_body")]
+
+
+# Independent reading of the recordings
+
+_FINISH = {"stop": "stop", "eos": "stop", "length": "length", "tool_calls": "tool_calls"}
+
+
+@dataclass
+class Expected:
+    text: str | None
+    calls: list[tuple[str, str, str]]
+    finish: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if p.get("type") == "text")
+    return ""
+
+
+def _usage(case: Case, usage: dict[str, Any] | None) -> tuple[int | None, int | None]:
+    if not usage:
+        return None, None
+    output = usage.get("completion_tokens")
+    reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
+    if case.provider in REASONING_OUTSIDE_COMPLETION and output is not None:
+        output += reasoning
+    return usage.get("prompt_tokens"), output
+
+
+def expected_response(case: Case) -> Expected:
+    body = case.data["response_body"]
+    choice = body["choices"][0]
+    message = choice["message"]
+    calls = [
+        (call["id"], call["function"]["name"], call["function"]["arguments"])
+        for call in message.get("tool_calls") or []
+    ]
+    return Expected(
+        _text_of(message.get("content")) or None,
+        calls,
+        _FINISH.get(choice.get("finish_reason") or "", choice.get("finish_reason")),
+        *_usage(case, body.get("usage")),
+    )
+
+
+def expected_stream(case: Case) -> Expected:
+    assert case.stream is not None
+    text: list[str] = []
+    calls: dict[int, list[str]] = {}
+    finish = None
+    usage = None
+    for line in case.stream.decode().splitlines():
+        if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+            continue
+        chunk = json.loads(line[5:])
+        usage = chunk.get("usage") or usage
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            text.append(_text_of(delta.get("content")))
+            for call in delta.get("tool_calls") or []:
+                entry = calls.setdefault(call["index"], ["", "", ""])
+                function = call.get("function") or {}
+                entry[0] = entry[0] or call.get("id") or ""
+                entry[1] = entry[1] or function.get("name") or ""
+                entry[2] += function.get("arguments") or ""
+            finish = choice.get("finish_reason") or finish
+    return Expected(
+        "".join(text) or None,
+        [tuple(calls[index]) for index in sorted(calls)],  # type: ignore[misc]
+        _FINISH.get(finish or "", finish),
+        *_usage(case, usage),
+    )
+
+
+def check(response: ChatResponse, expected: Expected) -> None:
+    assert response.text() == expected.text
+    assert [(c.id, c.name, c.arguments) for c in response.tool_calls()] == expected.calls
+    assert response.finish_reason == expected.finish
+    usage = response.usage
+    assert (usage.input_tokens if usage else None) == expected.input_tokens
+    assert (usage.output_tokens if usage else None) == expected.output_tokens
+
+
+def collect(events: list[StreamEvent]) -> ChatResponse:
+    collector = StreamCollector()
+    for event in events:
+        collector.push(event)
+    return collector.finish()
+
+
+def _outside(case: Case) -> bool:
+    return case.provider in REASONING_OUTSIDE_COMPLETION
+
+
+# Responses
+
+
+@pytest.mark.parametrize("case", RESPONSES, ids=_ids(RESPONSES))
+def test_recorded_response_decodes(case: Case) -> None:
+    response = decode_response(
+        case.data["status"],
+        case.data.get("response_headers") or {},
+        case.body,
+        provider=case.provider,
+        reasoning_outside_completion=_outside(case),
+    )
+    check(response, expected_response(case))
+    assert response.id == (case.data["response_body"].get("id") or None)
+
+
+def test_refusal_is_a_refusal_block() -> None:
+    case = next(c for c in RESPONSES if c.key == "openai/refusal_strict_schema")
+    response = decode_response(200, {}, case.body)
+    refusal = case.data["response_body"]["choices"][0]["message"]["refusal"]
+    assert response.first_refusal() == refusal
+    assert response.text() is None
+
+
+def test_reasoning_and_cached_tokens_reach_usage() -> None:
+    case = next(c for c in RESPONSES if c.key == "xai/parallel_tool_calls_2")
+    response = decode_response(200, {}, case.body, reasoning_outside_completion=True)
+    assert response.usage is not None
+    assert (response.usage.reasoning_tokens, response.usage.cache_read_tokens) == (211, 128)
+    assert response.usage.total_tokens == case.data["response_body"]["usage"]["total_tokens"]
+
+
+# Streams
+
+
+def _decode_whole(case: Case) -> ChatResponse:
+    assert case.stream is not None
+    return collect(
+        decode_stream(
+            case.stream, provider=case.provider, reasoning_outside_completion=_outside(case)
+        )
+    )
+
+
+@pytest.mark.parametrize("case", STREAMS, ids=_ids(STREAMS))
+def test_recorded_stream_decodes(case: Case) -> None:
+    check(_decode_whole(case), expected_stream(case))
+
+
+@pytest.mark.parametrize("case", STREAMS, ids=_ids(STREAMS))
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_recorded_stream_any_chunking(case: Case, data: st.DataObject) -> None:
+    assert case.stream is not None
+    raw = case.stream
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=30), label="cuts"))
+    decoder = ChatStreamDecoder(provider=case.provider, reasoning_outside_completion=_outside(case))
+    events: list[StreamEvent] = []
+    last = 0
+    for cut in [*cuts, len(raw)]:
+        events.extend(decoder.feed(raw[last:cut]))
+        last = cut
+    events.extend(decoder.close())
+    assert collect(events) == _decode_whole(case)
+
+
+# Errors
+
+
+def _error_of(case: Case) -> Error:
+    with pytest.raises(Error) as caught:
+        if case.stream is not None and case.data["status"] < 400:
+            decode_stream(case.stream, provider=case.provider)
+        else:
+            decode_response(
+                case.data["status"],
+                case.data.get("response_headers") or {},
+                case.body,
+                provider=case.provider,
+            )
+    return caught.value
+
+
+def test_every_recorded_error_has_an_expectation() -> None:
+    assert sorted(c.key for c in ERRORS) == sorted(EXPECTED_ERRORS)
+
+
+@pytest.mark.parametrize("case", ERRORS, ids=_ids(ERRORS))
+def test_recorded_error_maps_to_its_class(case: Case) -> None:
+    cls, retry_after = EXPECTED_ERRORS[case.key]
+    error = _error_of(case)
+    assert type(error) is cls
+    assert error.retry_after == retry_after
+    assert error.provider == case.provider
+    if case.data["status"] >= 400:
+        assert error.status == case.data["status"]
+    # The provider's words stay out of the log view.
+    message = error.message
+    assert message not in str(error.as_log())
+
+
+def test_rejected_schema_is_unsupported_by_the_provider() -> None:
+    case = next(c for c in ERRORS if c.key == "openai/error_400_invalid_json_schema_from_issue")
+    error = _error_of(case)
+    assert isinstance(error, UnsupportedError)
+    assert (error.field, error.stage) == (RequestField.RESPONSE_FORMAT, UnsupportedStage.PROVIDER)
+
+
+# Requests
+
+
+def _message(raw: dict[str, Any]) -> Message:
+    role = raw["role"]
+    content = raw.get("content")
+    if role == "system":
+        return SystemMessage(content=_text_of(content))
+    if role == "user":
+        if isinstance(content, str):
+            return UserMessage(content=(TextPart(text=content),))
+        parts: list[TextPart | ImagePart] = []
+        for part in content:
+            if part["type"] == "text":
+                parts.append(TextPart(text=part["text"]))
+            else:
+                parts.append(ImagePart(url=part["image_url"]["url"]))
+        return UserMessage(content=tuple(parts))
+    if role == "tool":
+        return ToolMessage(tool_call_id=raw["tool_call_id"], content=_text_of(content))
+    blocks: list[TextPart | ToolCall] = []
+    if _text_of(content):
+        blocks.append(TextPart(text=_text_of(content)))
+    for call in raw.get("tool_calls") or []:
+        function = call["function"]
+        blocks.append(
+            ToolCall(id=call["id"], name=function["name"], arguments=function["arguments"])
+        )
+    return AssistantMessage(content=tuple(blocks))
+
+
+def _tool_choice(raw: Any) -> ToolChoice | None:
+    if raw is None:
+        return None
+    if isinstance(raw, dict):
+        return ToolChoice.tool(raw["function"]["name"])
+    return ToolChoice.required() if raw == "any" else ToolChoice(mode=raw)
+
+
+def request_from_body(body: dict[str, Any]) -> ChatRequest:
+    tools = [
+        ToolDefinition(
+            name=t["function"]["name"],
+            parameters=t["function"].get("parameters") or {"type": "object"},
+            description=t["function"].get("description"),
+            strict=t["function"].get("strict"),
+        )
+        for t in body.get("tools") or []
+    ]
+    fmt = body.get("response_format")
+    response_format = None
+    if fmt and fmt["type"] == "json_object":
+        response_format = ResponseFormat.json_object()
+    elif fmt and fmt["type"] == "json_schema":
+        spec = fmt["json_schema"]
+        response_format = ResponseFormat.for_schema(
+            spec["schema"], name=spec.get("name"), strict=spec.get("strict")
+        )
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    return ChatRequest(
+        body["model"],
+        messages=tuple(_message(m) for m in body["messages"]),
+        tools=tuple(tools),
+        tool_choice=_tool_choice(body.get("tool_choice")),
+        response_format=response_format,
+        temperature=body.get("temperature"),
+        top_p=body.get("top_p"),
+        max_output_tokens=limit,
+        reasoning_effort=body.get("reasoning_effort"),
+    )
+
+
+def _normal_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list) and all(p.get("type") == "text" for p in content):
+            content = _text_of(content)
+        calls = [
+            (c["id"], c["function"]["name"], c["function"]["arguments"])
+            for c in m.get("tool_calls") or []
+        ]
+        out.append(
+            {
+                "role": m["role"],
+                "content": content or None,
+                "calls": calls,
+                "id": m.get("tool_call_id"),
+            }
+        )
+    return out
+
+
+def _normal_tools(body: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [
+        (
+            t["function"]["name"],
+            None if t["function"].get("strict") else t["function"].get("parameters"),
+        )
+        for t in body.get("tools") or []
+    ]
+
+
+def _normal_format(body: dict[str, Any]) -> Any:
+    fmt = body.get("response_format")
+    if not fmt:
+        return None
+    spec = fmt.get("json_schema") or {}
+    strict = bool(spec.get("strict"))
+    return (fmt["type"], spec.get("name"), strict, None if strict else spec.get("schema"))
+
+
+@pytest.mark.parametrize("case", WITH_REQUESTS, ids=_ids(WITH_REQUESTS))
+def test_equivalent_request_encodes_to_an_equivalent_body(case: Case) -> None:
+    recorded = case.data["request_body"]
+    stream = bool(recorded.get("stream"))
+    target = provider(PRESET_OF[case.provider], api_key="sk-test", base_url="http://127.0.0.1:9")
+    degradations = allama.Degradations(target.name, allama.UnsupportedPolicy.WARN)
+    encoded = target._encode(
+        request_from_body(recorded),
+        degradations,
+        stream=stream,
+        url="http://127.0.0.1:9/chat/completions",
+        headers={},
+        params={},
+    ).body
+    assert encoded["model"] == recorded["model"]
+    assert _normal_messages(encoded["messages"]) == _normal_messages(recorded["messages"])
+    assert _normal_tools(encoded) == _normal_tools(recorded)
+    assert encoded.get("tool_choice") == recorded.get("tool_choice")
+    assert _normal_format(encoded) == _normal_format(recorded)
+    assert encoded.get("stream", False) == stream
+    limit = recorded.get("max_completion_tokens") or recorded.get("max_tokens")
+    token_field = target.preset.profile.token_field
+    assert encoded.get(token_field) == limit
+    for key in ("temperature", "top_p", "reasoning_effort"):
+        assert encoded.get(key) == recorded.get(key)
+    # Recorded requests were accepted as sent: nothing in them is refused.
+    assert [w for w in degradations.warnings if w.kind is WarningKind.UNSUPPORTED] == []
