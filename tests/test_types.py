@@ -381,6 +381,11 @@ def test_usage_adds_what_was_reported_and_keeps_unknowns_unknown() -> None:
     assert (Usage() + Usage()).input_tokens is None
     assert (Usage(input_tokens=0) + Usage()).input_tokens == 0
     assert sum([Usage(output_tokens=1)] * 3, Usage()) == Usage(output_tokens=3)
+    assert sum([Usage(output_tokens=1), Usage(input_tokens=2)]) == Usage(
+        input_tokens=2, output_tokens=1
+    )
+    with pytest.raises(TypeError):
+        _ = 1 + Usage()
 
 
 def test_usage_totals() -> None:

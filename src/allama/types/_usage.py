@@ -23,6 +23,8 @@ class Usage(Data):
     2
     >>> (Usage() + Usage()).output_tokens is None
     True
+    >>> sum([Usage(input_tokens=1), Usage(input_tokens=2)]).input_tokens
+    3
     """
 
     input_tokens: int | None = None
@@ -39,6 +41,12 @@ class Usage(Data):
             cache_read_tokens=_add(self.cache_read_tokens, other.cache_read_tokens),
             cache_write_tokens=_add(self.cache_write_tokens, other.cache_write_tokens),
         )
+
+    def __radd__(self, other: int) -> Usage:
+        """`0 + usage`, so that `sum(usages)` works without a start value."""
+        if other == 0:
+            return self
+        return NotImplemented
 
     @property
     def total_tokens(self) -> int | None:
