@@ -524,16 +524,29 @@ def test_reprs_withhold_text() -> None:
 
 
 def test_response_repr_withholds_text() -> None:
+    key = "sk-test-SECRET-KEY"
+    response = ChatResponse(
+        (
+            TextPart(text=f"{SECRET} {key}"),
+            Refusal(text=SECRET),
+            Reasoning(text=SECRET, signature=key),
+        ),
+        finish_reason=FinishReason.STOP,
+        usage=Usage(input_tokens=1),
+        provider_data={"openai": {DECLINE_EXPLANATION_KEY: SECRET, "echo": key}},
+        model="m",
+        provider="p",
+    )
+    for shown in (repr(response), str(response), f"{response}", repr(response.content)):
+        assert SECRET not in shown
+        assert key not in shown
     response = ChatResponse(
         (TextPart(text=SECRET), Refusal(text=SECRET), Reasoning(text=SECRET)),
         finish_reason=FinishReason.STOP,
         usage=Usage(input_tokens=1),
-        provider_data={"openai": {DECLINE_EXPLANATION_KEY: SECRET}},
         model="m",
         provider="p",
     )
-    assert SECRET not in repr(response)
-    assert SECRET not in str(response)
     assert repr(response) == (
         "ChatResponse(provider='p', model='m', blocks=[text, refusal, reasoning], "
         "finish_reason=FinishReason('stop'), usage=Usage(input_tokens=1, output_tokens=None, "
