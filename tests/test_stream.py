@@ -557,3 +557,23 @@ def test_async_stream_decode_error_and_foreign_exception() -> None:
 
 def test_errors_in_the_stream_are_allama_errors() -> None:
     assert issubclass(StreamDecodeError, Error)
+
+
+def test_a_surrogate_pair_split_across_deltas_is_made_whole() -> None:
+    collector = StreamCollector()
+    collector.push(TextDelta(index=0, text="smile \ud83d"))
+    collector.push(TextDelta(index=0, text="\ude00!"))
+    collector.push(ToolCallDelta(index=1, arguments='{"e": "\ud83d'))
+    collector.push(ToolCallDelta(index=1, arguments='\ude00"}'))
+    collector.push(Finish())
+    response = collector.finish()
+    assert response.text() == "smile \U0001f600!"
+    assert response.tool_calls()[0].parsed_arguments() == {"e": "\U0001f600"}
+    assert ChatResponse.from_json(response.to_json()) == response
+
+
+def test_a_lone_surrogate_is_kept_as_it_came() -> None:
+    collector = StreamCollector()
+    collector.push(TextDelta(index=0, text="a\udc00b"))
+    collector.push(Finish())
+    assert collector.finish().text() == "a\udc00b"

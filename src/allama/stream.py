@@ -8,6 +8,7 @@ every provider, so an adapter's decoder only has to turn bytes into events.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import TracebackType
 from typing import Self
@@ -54,7 +55,7 @@ class _Block:
         self.encrypted: str | None = None
 
     def build(self, index: int) -> ContentBlock:
-        text = "".join(self.parts)
+        text = _joined(self.parts)
         if self.block_type is StreamBlockType.TOOL_CALL:
             return ToolCall(id=self.id or f"call_{index}", name=self.name or "", arguments=text)
         if self.block_type is StreamBlockType.REASONING:
@@ -62,6 +63,22 @@ class _Block:
         if self.block_type is StreamBlockType.REFUSAL:
             return Refusal(text=text)
         return TextPart(text=text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _joined(parts: list[str]) -> str:
+    """The pieces joined, with surrogate pairs split across pieces made whole again.
+
+    A provider that escapes an emoji as `\\ud83d\\ude00` may send the halves in separate
+    chunks; each decodes to a lone surrogate, which no UTF-8 encoder accepts. Pairing them
+    is lossless; a truly lone surrogate is kept as it came.
+    """
+    text = "".join(parts)
+    if _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
 def _merge_usage(old: Usage | None, new: Usage) -> Usage:
