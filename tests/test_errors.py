@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import pickle
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import allama
 from allama import (
@@ -326,3 +329,57 @@ def test_repr_withholds_upstream_messages() -> None:
         "AuthenticationError(message=<withheld 26 chars>, "
         "context=ErrorContext(body=<withheld 18 chars>, metadata_keys=['x']))"
     )
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    kind=st.sampled_from(KINDS),
+    message=st.text(max_size=30),
+    body=st.none() | st.text(max_size=30),
+    status=st.none() | st.integers(100, 599),
+    provider=st.none() | st.text(max_size=8),
+    upstream_meta=st.dictionaries(st.text(max_size=6), st.text(max_size=10), max_size=3),
+    allama_meta=st.dictionaries(st.text(max_size=6), json_values, max_size=3),
+    retryable=st.none() | st.booleans(),
+)
+def test_any_error_round_trips_and_its_log_view_quotes_no_upstream_text(
+    kind: tuple[type[Error], str, bool],
+    message: str,
+    body: str | None,
+    status: int | None,
+    provider: str | None,
+    upstream_meta: dict[str, str],
+    allama_meta: dict[str, Any],
+    retryable: bool | None,
+) -> None:
+    cls = kind[0]
+    error = cls(f"UPSTREAM:{message}", retryable=retryable).mark_upstream()
+    error.context = ErrorContext(
+        provider=provider,
+        status=status,
+        body=None if body is None else f"BODY:{body}",
+        metadata={
+            **{f"vendor.{key}": f"META:{value}" for key, value in upstream_meta.items()},
+            **{f"allama.{key}": value for key, value in allama_meta.items()},
+        },
+    )
+    back = Error.from_json(error.to_json())
+    assert type(back) is cls
+    assert back.to_dict() == error.to_dict()
+    assert back.retryable is error.retryable
+    log = error.as_log()
+    for shown in (str(log), json.dumps(log.to_dict()), repr(error)):
+        assert "UPSTREAM:" not in shown
+        assert "BODY:" not in shown
+        assert "META:" not in shown
+    assert log["message_len"] == len(error.message)
+    assert {k for k in log.to_dict() if k.startswith("allama.")} == {
+        f"allama.{key}" for key in allama_meta
+    }
