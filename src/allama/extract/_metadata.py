@@ -62,6 +62,9 @@ class ExtractionMetadata(BaseModel):
     def to_json_dict(self) -> dict[str, Any]:
         """The JSON form, leaving out what is unset (as the error context stores it)."""
         data = self.model_dump(mode="json")
+        if self.usage is not None:
+            # An unreported count stays out, rather than reaching a log line as `null`.
+            data["usage"] = self.usage.model_dump(mode="json", exclude_none=True)
         for key, empty in (
             ("degradations", []),
             ("usage", None),
