@@ -1,0 +1,3 @@
+from allama.cli._main import main
+
+raise SystemExit(main())

@@ -1,0 +1,65 @@
+"""`allama plan TYPE`: what each provider preset and mode would enforce, without sending."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from allama.errors import Error
+from allama.extract import ExtractionMode, Extractor
+from allama.provider import ChatProvider
+from allama.types import ChatRequest
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRow:
+    provider: str
+    model: str
+    mode: str
+    enforcement: str
+    notes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "mode": self.mode,
+            "enforcement": self.enforcement,
+            "notes": list(self.notes),
+        }
+
+
+def plan_rows(tp: Any, providers: list[tuple[str, str, ChatProvider]]) -> list[PlanRow]:
+    """One row per provider and mode; a refusal before sending is reported as `refused`."""
+    rows: list[PlanRow] = []
+    extractor = Extractor()
+    for name, model, provider in providers:
+        for mode in (ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL):
+            request = ChatRequest(model).user("plan").with_option(mode)
+            try:
+                plan = extractor.plan(provider, tp, request)
+            except Error as error:
+                message = error.message if error.authored else error.kind
+                rows.append(PlanRow(name, model, mode.value, "refused", (message,)))
+                continue
+            notes = tuple(warning.message for warning in plan.degradations)
+            if plan.coverage.value != "encoding":
+                notes = (*notes, "capability table only: the schema is checked when sent")
+            rows.append(PlanRow(name, model, mode.value, plan.enforcement.value, notes))
+    return rows
+
+
+def render_table(label: str, rows: list[PlanRow]) -> str:
+    headers = ("provider", "model", "mode", "enforcement")
+    widths = [
+        max(len(h), *(len(getattr(row, h)) for row in rows)) if rows else len(h) for h in headers
+    ]
+    lines = [f"{label}: what each provider would enforce (nothing was sent)", ""]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + "  notes")
+    for row in rows:
+        cells = [getattr(row, h).ljust(w) for h, w in zip(headers, widths, strict=True)]
+        first, *rest = row.notes or ("",)
+        lines.append("  ".join(cells) + "  " + first)
+        indent = " " * (sum(widths) + 2 * len(widths))
+        lines.extend(indent + note for note in rest)
+    return "\n".join(lines)

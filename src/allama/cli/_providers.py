@@ -1,0 +1,40 @@
+"""The providers `allama plan` asks: every preset, built offline with a representative model.
+
+Planning only encodes requests (a dry run), so no key is needed and nothing is sent.
+"""
+
+from __future__ import annotations
+
+from allama.provider import ChatProvider
+
+PLAN_MODELS: dict[str, str] = {
+    "openai": "gpt-5-mini",
+    "azure-openai": "gpt-4o",
+    "groq": "openai/gpt-oss-120b",
+    "xai": "grok-4",
+    "mistral": "mistral-small-latest",
+    "openrouter": "openai/gpt-5-mini",
+    "deepseek": "deepseek-chat",
+    "together": "meta-llama/Llama-3.3-70B-Instruct-Turbo",
+    "fireworks": "accounts/fireworks/models/llama-v3p1-8b-instruct",
+    "deepinfra": "meta-llama/Meta-Llama-3.1-8B-Instruct",
+    "vllm": "served-model",
+    "workers-ai": "@cf/meta/llama-3.1-8b-instruct",
+    "ollama-openai": "llama3.1",
+    "openai-compatible": "model",
+}
+"""A model per preset whose capability answers are typical of the preset."""
+
+
+def planning_providers(names: list[str] | None) -> list[tuple[str, str, ChatProvider]]:
+    from allama.providers import PRESET_NAMES, provider
+
+    chosen = names or list(PRESET_NAMES)
+    out: list[tuple[str, str, ChatProvider]] = []
+    for name in chosen:
+        try:
+            built = provider(name)
+        except ValueError as error:
+            raise KeyError(str(error)) from None
+        out.append((built.name, PLAN_MODELS.get(built.name, "model"), built))
+    return out
