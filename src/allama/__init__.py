@@ -51,6 +51,9 @@ from allama.extract import (
     extract_stream,
 )
 from allama.provider import ChatProvider, Degradations
+
+# Last, so that the name is the function, not the `allama.provider` module.
+from allama.providers import PRESET_NAMES, provider
 from allama.stream import AsyncChatStream, ChatStream, StreamCollector
 from allama.types import (
     AssistantMessage,
@@ -110,6 +113,8 @@ from allama.wrappers import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "PRESET_NAMES",
+    "provider",
     "CapabilityOverrideProvider",
     "FailoverProvider",
     "RetryPolicy",
