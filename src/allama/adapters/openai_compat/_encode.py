@@ -27,7 +27,7 @@ from allama.adapters.openai_compat._wire import (
 )
 from allama.provider import Degradations
 from allama.schema._dialects import grammar_engine, json_object_fallback, openai_strict, passthrough
-from allama.schema._rewrite import Rewrite, apply_strict_policy
+from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
 from allama.types import (
     AssistantMessage,
     CapabilitySupport,
@@ -44,6 +44,7 @@ from allama.types import (
     ToolDefinition,
     ToolMessage,
     UserMessage,
+    WarningKind,
 )
 
 __all__ = ["BODY_OPTION", "encode_request", "schema_name"]
@@ -213,7 +214,16 @@ class _Encoder:
         if dialect is SchemaDialect.OPENAI_STRICT:
             return openai_strict(schema, profile=self.profile.strict_profile)
         if dialect is SchemaDialect.GRAMMAR:
-            return grammar_engine(schema)
+            # The server picks its grammar backend and does not say which keywords it
+            # enforces, so even a rewrite with no notes is only approximate there.
+            rewrite = grammar_engine(schema)
+            unreported = SchemaNote(
+                WarningKind.APPROXIMATED,
+                "/",
+                f"the schema at `/` is compiled by {self.profile.display_name}'s grammar "
+                "backend, which does not report which keywords it enforces",
+            )
+            return Rewrite(rewrite.schema, (*rewrite.notes, unreported))
         return passthrough(schema)
 
     def response_format(self) -> dict[str, Any] | None:
@@ -303,7 +313,7 @@ class _Encoder:
                     f"`{request.model}` on {profile.display_name} takes no reasoning effort",
                 )
             else:
-                effort = request.reasoning_effort.value
+                effort = str(request.reasoning_effort)
         stream_options = {"include_usage": True} if self.stream and profile.stream_usage else None
         wire = WireRequest(
             model=request.model,

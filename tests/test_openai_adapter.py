@@ -1,0 +1,668 @@
+"""The OpenAI-compatible adapter: encoding per preset, warnings and refusals, error mapping,
+secrets, and the provider's sync and async paths (over httpx2's mock transport)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from typing import Any
+
+import httpx2
+import pytest
+
+from allama.adapters.openai_compat._errors import error_from_response, retry_after_seconds
+from allama.errors import (
+    AuthenticationError,
+    ContextWindowExceededError,
+    InvalidRequestError,
+    OverloadedError,
+    QuotaExceededError,
+    RateLimitedError,
+    ServerError,
+    UnsupportedError,
+)
+from allama.provider import ChatProvider
+from allama.providers import PRESET_NAMES, OpenAICompatibleProvider, provider
+from allama.transport import Transport
+from allama.types import (
+    CapabilitySupport,
+    ChatCapability,
+    ChatRequest,
+    DeveloperMessage,
+    FinishReason,
+    ImagePart,
+    ReasoningEffort,
+    RequestField,
+    ResponseFormat,
+    ToolCall,
+    ToolChoice,
+    ToolDefinition,
+    UnsupportedPolicy,
+    UnsupportedStage,
+    ValidationCoverage,
+    Warning,
+    WarningKind,
+)
+
+STRINGS = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+UINT = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}, "required": ["n"]}
+MAP = {
+    "type": "object",
+    "properties": {"m": {"type": "object", "additionalProperties": {"type": "integer"}}},
+    "required": ["m"],
+}
+MODELS = {
+    "openai": "gpt-4o-2024-08-06",
+    "azure-openai": "gpt-4o",
+    "groq": "openai/gpt-oss-120b",
+    "xai": "grok-4",
+    "mistral": "mistral-small-latest",
+    "openrouter": "openai/gpt-4o",
+    "deepseek": "deepseek-chat",
+    "together": "meta-llama/Llama-3.3-70B-Instruct-Turbo",
+    "fireworks": "accounts/fireworks/models/llama-v3p1-8b-instruct",
+    "deepinfra": "meta-llama/Meta-Llama-3.1-8B-Instruct",
+    "vllm": "Qwen/Qwen3-0.6B",
+    "workers-ai": "@cf/meta/llama-3.1-8b-instruct",
+    "ollama-openai": "qwen3",
+    "openai-compatible": "any-model",
+}
+
+
+def body_of(
+    name: str, request: ChatRequest, *, stream: bool = False
+) -> tuple[dict[str, Any], list[Warning]]:
+    """The JSON body and the warnings the provider would send for `request`."""
+    sent: list[httpx2.Request] = []
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        sent.append(http)
+        return httpx2.Response(200, json=_completion("ok"))
+
+    target = provider(name, api_key="k", base_url="http://test", transport=_mock(handler))
+    if stream:
+        http, warnings = target._prepare(request, stream=True)
+        return http.body, warnings
+    response = target.chat(request)
+    return json.loads(sent[0].content), list(response.warnings)
+
+
+def _mock(handler: Any) -> Transport:
+    return Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+
+
+def _completion(text: str | None, **message: Any) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "model": "gpt-4o",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, **message},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+
+
+def native(model: str, schema: dict[str, Any], **kwargs: Any) -> ChatRequest:
+    return (
+        ChatRequest(model)
+        .user("Ada, 1843")
+        .with_response_format(ResponseFormat.for_schema(schema, name="person"))
+        .model_copy(update=kwargs)
+    )
+
+
+def forced(model: str, schema: dict[str, Any]) -> ChatRequest:
+    tool = ToolDefinition(name="submit_structured_output", parameters=schema, strict=True)
+    return (
+        ChatRequest(model)
+        .user("Ada, 1843")
+        .with_tools([tool])
+        .with_tool_choice(ToolChoice.tool("submit_structured_output"))
+    )
+
+
+def enforcement(warnings: list[Warning], field: RequestField) -> str:
+    mine = [w for w in warnings if w.is_about(field)]
+    if any(w.kind is WarningKind.UNSUPPORTED for w in mine):
+        return "not_enforced"
+    return "approximate" if mine else "exact"
+
+
+# The enforcement each preset reports for typical types (seed 000's table, with the
+# differences explained in the presets: Azure's 2024 subset drops `minimum`; passthrough
+# endpoints do not say what they enforce, so a map is approximate rather than refused).
+ENFORCEMENT = {
+    "openai": ("exact", "exact", "not_enforced"),
+    "azure-openai": ("exact", "approximate", "not_enforced"),
+    "groq": ("exact", "exact", "not_enforced"),
+    "xai": ("exact", "exact", "not_enforced"),
+    "mistral": ("approximate", "approximate", "approximate"),
+    "openrouter": ("approximate", "approximate", "approximate"),
+    "openai-compatible": ("approximate", "approximate", "approximate"),
+    "vllm": ("approximate", "approximate", "approximate"),
+    "deepseek": ("not_enforced", "not_enforced", "not_enforced"),
+    "together": ("not_enforced", "not_enforced", "not_enforced"),
+    "fireworks": ("not_enforced", "not_enforced", "not_enforced"),
+    "deepinfra": ("not_enforced", "not_enforced", "not_enforced"),
+    "workers-ai": ("not_enforced", "not_enforced", "not_enforced"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ENFORCEMENT))
+def test_enforcement_per_preset_for_typical_types(name: str) -> None:
+    target = provider(name, base_url="http://test")
+    for make, field in ((native, RequestField.RESPONSE_FORMAT), (forced, RequestField.TOOLS)):
+        if name == "workers-ai" and make is forced:
+            continue
+        reported = tuple(
+            enforcement(list(target.validate_chat_request(make(MODELS[name], s)).warnings), field)
+            for s in (STRINGS, UINT, MAP)
+        )
+        assert reported == ENFORCEMENT[name], make.__name__
+
+
+def test_ollama_native_is_approximate_and_forced_tools_are_unsupported() -> None:
+    target = provider("ollama-openai")
+    for schema in (STRINGS, UINT, MAP):
+        warnings = list(target.validate_chat_request(native("qwen3", schema)).warnings)
+        assert enforcement(warnings, RequestField.RESPONSE_FORMAT) == "approximate"
+    support = target.chat_capability("qwen3", ChatCapability.FORCED_TOOL_CHOICE)
+    assert support is CapabilitySupport.UNSUPPORTED
+    assert (
+        target.chat_capability("qwen3", ChatCapability.STRUCTURED_OUTPUT)
+        is CapabilitySupport.SUPPORTED
+    )
+
+
+def test_workers_ai_has_no_forced_tool() -> None:
+    support = provider("workers-ai").chat_capability("@cf/x", ChatCapability.FORCED_TOOL_CHOICE)
+    assert support is CapabilitySupport.UNSUPPORTED
+
+
+# OpenAI native structured output and forced tools
+
+
+def test_openai_native_schema_is_strict_and_named() -> None:
+    body, warnings = body_of("openai", native("gpt-4o-2024-08-06", STRINGS))
+    fmt = body["response_format"]
+    assert fmt["type"] == "json_schema"
+    assert fmt["json_schema"]["name"] == "person"
+    assert fmt["json_schema"]["strict"] is True
+    assert fmt["json_schema"]["schema"]["additionalProperties"] is False
+    assert warnings == []
+
+
+def test_map_is_sent_without_strict_and_warned_on_the_response_format() -> None:
+    body, warnings = body_of("openai", native("gpt-4o-2024-08-06", MAP))
+    assert body["response_format"]["json_schema"]["strict"] is False
+    assert len(warnings) == 1
+    warning = warnings[0]
+    assert warning.is_about(RequestField.RESPONSE_FORMAT)
+    assert warning.kind is WarningKind.UNSUPPORTED
+    assert warning.provider == "openai"
+    assert "the response format `person`" in warning.message
+
+
+def test_map_under_error_policy_is_refused_before_sending() -> None:
+    calls: list[httpx2.Request] = []
+    target = provider("openai", api_key="k", transport=_mock(lambda r: calls.append(r)))
+    request = native("gpt-4o-2024-08-06", MAP).with_unsupported_policy(UnsupportedPolicy.ERROR)
+    for attempt in (target.chat, target.validate_chat_request):
+        with pytest.raises(UnsupportedError) as caught:
+            attempt(request)
+        assert caught.value.field is RequestField.RESPONSE_FORMAT
+        assert caught.value.stage is UnsupportedStage.BEFORE_SENDING
+    assert calls == []
+
+
+def test_openai_forced_strict_tool_is_serial_and_named() -> None:
+    body, warnings = body_of("openai", forced("gpt-4o-2024-08-06", STRINGS))
+    assert body["tool_choice"] == {
+        "type": "function",
+        "function": {"name": "submit_structured_output"},
+    }
+    assert body["parallel_tool_calls"] is False
+    function = body["tools"][0]["function"]
+    assert function["strict"] is True
+    assert function["parameters"]["additionalProperties"] is False
+    assert warnings == []
+
+
+def test_map_in_a_strict_tool_warns_on_tools() -> None:
+    body, warnings = body_of("openai", forced("gpt-4o-2024-08-06", MAP))
+    assert body["tools"][0]["function"]["strict"] is False
+    assert [w.subject for w in warnings] == [
+        w.subject for w in warnings if w.is_about(RequestField.TOOLS)
+    ]
+    assert "tool `submit_structured_output`" in warnings[0].message
+
+
+def test_caller_parallel_choice_is_kept() -> None:
+    request = forced("gpt-4o-2024-08-06", STRINGS).with_parallel_tool_calls(True)
+    assert body_of("openai", request)[0]["parallel_tool_calls"] is True
+
+
+def test_json_object_only_model_falls_back_with_a_warning() -> None:
+    body, warnings = body_of("groq", native("llama-3.3-70b-versatile", STRINGS))
+    assert body["response_format"] == {"type": "json_object"}
+    assert enforcement(warnings, RequestField.RESPONSE_FORMAT) == "not_enforced"
+    with pytest.raises(UnsupportedError):
+        provider("groq").validate_chat_request(
+            native("llama-3.3-70b-versatile", STRINGS).with_unsupported_policy(
+                UnsupportedPolicy.ERROR
+            )
+        )
+
+
+def test_best_effort_endpoint_sends_the_schema_without_strict() -> None:
+    body, warnings = body_of("together", native(MODELS["together"], STRINGS))
+    spec = body["response_format"]["json_schema"]
+    assert (spec["schema"], spec["strict"]) == (STRINGS, False)
+    assert "does not enforce `strict`" in warnings[0].message
+
+
+def test_workers_ai_puts_the_schema_directly_under_json_schema() -> None:
+    body, _ = body_of("workers-ai", native(MODELS["workers-ai"], STRINGS))
+    assert body["response_format"] == {"type": "json_schema", "json_schema": STRINGS}
+
+
+def test_workers_ai_json_mode_does_not_stream() -> None:
+    body, warnings = body_of("workers-ai", native(MODELS["workers-ai"], STRINGS), stream=True)
+    assert "response_format" not in body
+    assert warnings[0].is_about(RequestField.RESPONSE_FORMAT)
+
+
+def test_openrouter_requires_parameters_only_with_a_schema() -> None:
+    with_schema, _ = body_of("openrouter", native("openai/gpt-4o", STRINGS))
+    assert with_schema["provider"] == {"require_parameters": True}
+    plain, _ = body_of("openrouter", ChatRequest("openai/gpt-4o").user("hi"))
+    assert "provider" not in plain
+
+
+def test_mistral_quirks() -> None:
+    request = (
+        forced("mistral-small-latest", STRINGS)
+        .with_tool_choice(ToolChoice.required())
+        .with_seed(7)
+        .with_max_output_tokens(100)
+        .push(DeveloperMessage(content="be brief"))
+    )
+    body, warnings = body_of("mistral", request)
+    assert body["tool_choice"] == "any"
+    assert body["random_seed"] == 7 and "seed" not in body
+    assert body["max_tokens"] == 100 and "max_completion_tokens" not in body
+    assert body["messages"][-1] == {"role": "system", "content": "be brief"}
+    assert enforcement(warnings, RequestField.TOOLS) == "approximate"
+
+
+def test_ollama_drops_what_it_would_ignore_with_warnings() -> None:
+    request = forced("qwen3", STRINGS).with_parallel_tool_calls(False).with_max_output_tokens(50)
+    body, warnings = body_of("ollama-openai", request)
+    assert "tool_choice" not in body and "parallel_tool_calls" not in body
+    assert body["max_tokens"] == 50
+    fields = {w.subject.field for w in warnings}  # type: ignore[union-attr]
+    assert {
+        RequestField.TOOL_CHOICE,
+        RequestField.PARALLEL_TOOL_CALLS,
+        RequestField.TOOLS,
+    } <= fields
+
+
+def test_reasoning_effort_refused_where_the_model_takes_none() -> None:
+    request = ChatRequest("grok-4").user("hi").with_reasoning_effort(ReasoningEffort.HIGH)
+    body, warnings = body_of("xai", request)
+    assert "reasoning_effort" not in body
+    assert warnings[0].is_about(RequestField.REASONING_EFFORT)
+    assert (
+        body_of("xai", request.model_copy(update={"model": "grok-3-mini"}))[0]["reasoning_effort"]
+        == "high"
+    )
+
+
+def test_messages_encode_every_role_and_images() -> None:
+    request = (
+        ChatRequest("gpt-4o")
+        .system("sys")
+        .developer("dev")
+        .user(
+            "look",
+            ImagePart(url="https://x/i.png"),
+            ImagePart(data=b"\x89PNG", media_type="image/png"),
+        )
+        .assistant([ToolCall(id="call_1", name="f", arguments='{"a": 1}')])
+        .tool_result("call_1", "42")
+    )
+    body, _ = body_of("openai", request)
+    assert body["messages"] == [
+        {"role": "system", "content": "sys"},
+        {"role": "developer", "content": "dev"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "look"},
+                {"type": "image_url", "image_url": {"url": "https://x/i.png"}},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": '{"a": 1}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "42"},
+    ]
+
+
+def test_errored_tool_result_warns() -> None:
+    request = ChatRequest("gpt-4o").user("x").tool_result("call_1", "boom", is_error=True)
+    _, warnings = body_of("openai", request)
+    assert warnings[0].is_about(RequestField.TOOL_RESULT_ERROR)
+
+
+def test_stream_asks_for_usage_where_the_endpoint_has_it() -> None:
+    request = ChatRequest("gpt-4o").user("hi")
+    assert body_of("openai", request, stream=True)[0]["stream_options"] == {"include_usage": True}
+    assert "stream_options" not in body_of("mistral", request, stream=True)[0]
+
+
+def test_body_option_merges_raw_fields() -> None:
+    request = ChatRequest("m").user("hi").with_option_json("openai_compat", {"top_k": 40})
+    assert body_of("vllm", request)[0]["top_k"] == 40
+
+
+def test_validation_is_a_dry_run_with_the_same_warnings() -> None:
+    request = native("gpt-4o-2024-08-06", MAP)
+    validation = provider("openai").validate_chat_request(request)
+    assert validation.coverage is ValidationCoverage.ENCODING
+    _, warnings = body_of("openai", request)
+    assert list(validation.warnings) == warnings
+
+
+# Decoding
+
+
+def test_tool_calls_come_from_the_message_even_when_finish_says_stop() -> None:
+    call = {"id": "call_9", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json=_completion(None, tool_calls=[call]))
+
+    response = provider("openai", api_key="k", transport=_mock(handler)).chat(
+        ChatRequest("gpt-4o").user("x")
+    )
+    assert response.finish_reason == FinishReason.STOP
+    assert response.tool_calls() == (ToolCall(id="call_9", name="f", arguments="{}"),)
+
+
+def test_sync_and_async_agree() -> None:
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json=_completion("same"))
+
+    target = provider("openai", api_key="k", transport=_mock(handler))
+    request = native("gpt-4o-2024-08-06", MAP)
+    assert target.chat(request) == asyncio.run(target.achat(request))
+
+
+# Errors
+
+
+def _error(status: int, body: Any, headers: dict[str, str] | None = None) -> Exception:
+    text = body if isinstance(body, str) else json.dumps(body)
+    return error_from_response(status, headers or {}, text.encode(), provider="openai", model="m")
+
+
+def test_insufficient_quota_is_not_retryable() -> None:
+    error = _error(
+        429,
+        {
+            "error": {
+                "message": "You exceeded your current quota",
+                "type": "insufficient_quota",
+                "param": None,
+                "code": "insufficient_quota",
+            }
+        },
+    )
+    assert type(error) is QuotaExceededError
+    assert not error.retryable
+
+
+def test_context_length_code() -> None:
+    error = _error(
+        400,
+        {
+            "error": {
+                "message": "too long",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        },
+    )
+    assert type(error) is ContextWindowExceededError
+
+
+def test_rejected_tool_schema_is_unsupported_on_tools() -> None:
+    error = _error(
+        400,
+        {
+            "error": {
+                "message": "Invalid schema for function 'f': ...",
+                "type": "invalid_request_error",
+                "param": "tools[0].function.parameters",
+                "code": "invalid_function_parameters",
+            }
+        },
+    )
+    assert isinstance(error, UnsupportedError)
+    assert (error.field, error.stage) == (RequestField.TOOLS, UnsupportedStage.PROVIDER)
+
+
+def test_groq_rejects_json_schema_for_the_model() -> None:
+    error = _error(
+        400,
+        {
+            "error": {
+                "message": "This model does not support response format `json_schema`",
+                "type": "invalid_request_error",
+            }
+        },
+    )
+    assert isinstance(error, UnsupportedError)
+    assert error.field is RequestField.RESPONSE_FORMAT
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [
+        (500, ServerError),
+        (502, ServerError),
+        (503, OverloadedError),
+        (422, InvalidRequestError),
+        (401, AuthenticationError),
+    ],
+)
+def test_status_classes(status: int, cls: type[Exception]) -> None:
+    assert type(_error(status, "<html>oops</html>")) is cls
+
+
+def test_should_retry_header_wins() -> None:
+    error = _error(500, {"error": {"message": "x"}}, {"x-should-retry": "false"})
+    assert not error.retryable  # type: ignore[attr-defined]
+
+
+def test_retry_after_headers() -> None:
+    assert retry_after_seconds({"retry-after-ms": "1500"}) == 1.5
+    assert retry_after_seconds({"Retry-After": "3"}) == 3.0
+    assert retry_after_seconds({"retry-after": "1", "retry-after-ms": "0"}) == 1.0
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    date = format_datetime(now + timedelta(seconds=30), usegmt=True)
+    assert retry_after_seconds({"retry-after": date}, now=now.timestamp()) == 30.0
+    resets = {
+        "x-ratelimit-reset-requests": "6m0s",
+        "x-ratelimit-reset-tokens": "20ms",
+        "x-ratelimit-remaining-requests": "12",
+        "x-ratelimit-remaining-tokens": "0",
+    }
+    assert retry_after_seconds(resets) == pytest.approx(0.02)
+    assert retry_after_seconds({"x-ratelimit-reset-requests": "1m30.5s"}) == 90.5
+    assert retry_after_seconds({"x-ratelimit-reset-tokens": "soon"}) is None
+    assert retry_after_seconds({}) is None
+
+
+def test_rate_limit_carries_retry_after() -> None:
+    error = _error(
+        429,
+        {"error": {"message": "slow down", "code": "rate_limit_exceeded"}},
+        {"retry-after-ms": "250"},
+    )
+    assert isinstance(error, RateLimitedError)
+    assert error.retry_after == 0.25
+
+
+# Secrets, presets, endpoints
+
+
+SECRET = "sk-SECRET-KEY"
+
+
+def test_key_never_shows_in_repr_or_errors() -> None:
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        assert http.headers["authorization"] == f"Bearer {SECRET}"
+        message = f"Incorrect API key provided: {SECRET}."
+        return httpx2.Response(
+            401,
+            json={
+                "error": {
+                    "message": message,
+                    "type": "invalid_request_error",
+                    "code": "invalid_api_key",
+                }
+            },
+        )
+
+    target = provider("openai", api_key=SECRET, transport=_mock(handler))
+    assert SECRET not in repr(target)
+    http, _ = target._prepare(ChatRequest("gpt-4o").user("hi"), stream=False)
+    assert SECRET not in repr(http)
+    for call in (
+        lambda: target.chat(ChatRequest("gpt-4o").user("hi")),
+        lambda: asyncio.run(target.achat(ChatRequest("gpt-4o").user("hi"))),
+        lambda: target.chat_stream(ChatRequest("gpt-4o").user("hi")),
+    ):
+        with pytest.raises(AuthenticationError) as caught:
+            call()
+        error = caught.value
+        for view in (
+            str(error),
+            repr(error),
+            str(error.as_log()),
+            json.dumps(error.as_log().to_dict()),
+            error.to_json(),
+        ):
+            assert SECRET not in view
+        assert error.status == 401 and error.provider == "openai"
+
+
+def test_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GROQ_API_KEY", "gsk-from-env")
+    seen: list[str] = []
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        seen.append(http.headers["authorization"])
+        return httpx2.Response(200, json=_completion("ok"))
+
+    provider("groq", transport=_mock(handler)).chat(
+        ChatRequest("llama-3.3-70b-versatile").user("x")
+    )
+    assert seen == ["Bearer gsk-from-env"]
+
+
+def test_missing_key_fails_before_sending(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    calls: list[httpx2.Request] = []
+    target = provider("openai", transport=_mock(lambda r: calls.append(r)))
+    with pytest.raises(AuthenticationError) as caught:
+        target.chat(ChatRequest("gpt-4o").user("x"))
+    assert caught.value.authored and "OPENAI_API_KEY" in str(caught.value)
+    assert calls == []
+    assert target.validate_chat_request(ChatRequest("gpt-4o").user("x")).warnings == ()
+
+
+def test_azure_deployment_url_version_and_key_header() -> None:
+    seen: list[httpx2.Request] = []
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        seen.append(http)
+        return httpx2.Response(200, json=_completion("ok"))
+
+    target = provider(
+        "azure-openai",
+        api_key=SECRET,
+        endpoint="https://res.openai.azure.com/",
+        api_version="2024-10-21",
+        transport=_mock(handler),
+    )
+    target.chat(ChatRequest("my-deployment").user("x"))
+    http = seen[0]
+    assert (
+        str(http.url)
+        == "https://res.openai.azure.com/openai/deployments/my-deployment/chat/completions?api-version=2024-10-21"
+    )
+    assert http.headers["api-key"] == SECRET and "authorization" not in http.headers
+
+    v1 = provider(
+        "azure-openai",
+        api_key="k",
+        base_url="https://res.openai.azure.com/openai/v1",
+        transport=_mock(handler),
+    )
+    v1.chat(ChatRequest("dep").user("x"))
+    assert str(seen[1].url) == "https://res.openai.azure.com/openai/v1/chat/completions"
+
+
+def test_endpoint_without_base_url_plans_but_does_not_send(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AZURE_OPENAI_ENDPOINT", raising=False)
+    target = provider("openai-compatible")
+    assert (
+        target.validate_chat_request(native("m", STRINGS)).coverage is ValidationCoverage.ENCODING
+    )
+    with pytest.raises(InvalidRequestError, match="base_url"):
+        target.chat(ChatRequest("m").user("x"))
+    with pytest.raises(InvalidRequestError, match="AZURE_OPENAI_ENDPOINT"):
+        provider("azure-openai", api_key="k").chat(ChatRequest("m").user("x"))
+
+
+def test_every_preset_builds_and_is_a_chat_provider() -> None:
+    assert set(PRESET_NAMES) == set(MODELS)
+    for name in PRESET_NAMES:
+        target = provider(name)
+        assert isinstance(target, ChatProvider) and isinstance(target, OpenAICompatibleProvider)
+        assert target.name == name
+    assert provider("azure_openai").name == "azure-openai"
+    with pytest.raises(ValueError, match="unknown provider"):
+        provider("nope")
+
+
+def test_capability_answers_per_model_family() -> None:
+    openai = provider("openai")
+    structured = ChatCapability.STRUCTURED_OUTPUT
+    assert openai.chat_capability("gpt-4o-2024-08-06", structured) is CapabilitySupport.SUPPORTED
+    assert openai.chat_capability("gpt-3.5-turbo", structured) is CapabilitySupport.UNSUPPORTED
+    assert openai.chat_capability("gpt-9-future", structured) is CapabilitySupport.UNKNOWN
+    custom = provider("openai-compatible", base_url="http://x")
+    assert all(custom.chat_capability("m", c) is CapabilitySupport.UNKNOWN for c in ChatCapability)

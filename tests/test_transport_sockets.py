@@ -1,0 +1,363 @@
+"""The provider over real sockets: a local HTTP server serves recorded bodies and streams.
+
+Sync and async calls, streams in small chunks, connection reuse, timeouts before and
+during a stream, a connection cut mid-stream, and a closed stream closing its connection,
+all through httpx2 for real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from allama.errors import (
+    AuthenticationError,
+    NetworkError,
+    RateLimitedError,
+    RequestTimeoutError,
+)
+from allama.providers import OpenAICompatibleProvider, provider
+from allama.types import ChatRequest, FinishReason, TextDelta
+
+CORPUS = Path(
+    os.environ.get(
+        "ALLAMA_CORPUS_DIR", Path(__file__).resolve().parents[1].parent / "shared/corpus/cases"
+    )
+)
+PLAIN_CASE = CORPUS / "openai/plain_text_system_prompt.json"
+STREAM_CASE = CORPUS / "openai/parallel_tool_calls_strict_stream.json"
+TEXT_STREAM_CASE = CORPUS / "openai/length_max_tokens_stream.json"
+
+pytestmark = pytest.mark.skipif(
+    not (PLAIN_CASE.exists() and STREAM_CASE.exists() and TEXT_STREAM_CASE.exists()),
+    reason=f"recorded cases missing under {CORPUS}",
+)
+
+SECRET = "sk-SECRET-KEY"
+
+
+def _case(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    routes: dict[str, Callable[[_Handler], None]]
+    seen: list[tuple[str, dict[str, str], dict[str, Any], int]]
+    abandoned: threading.Event
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        headers = {key.lower(): value for key, value in self.headers.items()}
+        self.server.seen.append((self.path, headers, body, self.client_address[1]))
+        scenario = self.path.strip("/").split("/")[0]
+        self.server.routes[scenario](self)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    # Helpers for routes
+
+    def send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def start_chunked(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+
+    def chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def end_chunked(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+def _pieces(data: bytes, size: int) -> Iterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+def _routes(server: _Server) -> dict[str, Callable[[_Handler], None]]:
+    plain = _case(PLAIN_CASE)["response_body"]
+    stream = _case(STREAM_CASE)["stream"].encode()
+    text_stream = _case(TEXT_STREAM_CASE)["stream"].encode()
+
+    def serve_plain(h: _Handler) -> None:
+        h.send_json(200, plain)
+
+    def serve_stream(h: _Handler) -> None:
+        h.start_chunked()
+        for piece in _pieces(stream, 7):
+            h.chunk(piece)
+        h.end_chunked()
+
+    def serve_slow(h: _Handler) -> None:
+        time.sleep(1.0)
+        h.send_json(200, plain)
+
+    def serve_cut(h: _Handler) -> None:
+        h.start_chunked()
+        h.chunk(text_stream[: len(text_stream) // 2])
+        h.wfile.write(b"400\r\npartial")  # a chunk announced and never finished
+        h.wfile.flush()
+        h.connection.shutdown(socket.SHUT_RDWR)
+        h.close_connection = True
+
+    def serve_stall(h: _Handler) -> None:
+        h.start_chunked()
+        h.chunk(b"\n\n".join(text_stream.split(b"\n\n")[:4]) + b"\n\n")
+        time.sleep(1.0)
+
+    def serve_endless(h: _Handler) -> None:
+        h.start_chunked()
+        first, _, _ = text_stream.partition(b"\n\n")
+        delta = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"."}}]}\n\n'
+        try:
+            h.chunk(first + b"\n\n")
+            for _ in range(500):
+                h.chunk(delta)
+                time.sleep(0.01)
+        except OSError:
+            server.abandoned.set()
+            h.close_connection = True
+
+    def serve_rate_limited(h: _Handler) -> None:
+        error = {
+            "error": {
+                "message": "Rate limit reached",
+                "type": "requests",
+                "code": "rate_limit_exceeded",
+            }
+        }
+        h.send_json(429, error, {"retry-after": "2"})
+
+    def serve_auth(h: _Handler) -> None:
+        key = h.headers.get("authorization", "").removeprefix("Bearer ")
+        error = {
+            "error": {"message": f"Incorrect API key provided: {key}", "code": "invalid_api_key"}
+        }
+        h.send_json(401, error)
+
+    return {
+        "plain": serve_plain,
+        "stream": serve_stream,
+        "slow": serve_slow,
+        "cut": serve_cut,
+        "stall": serve_stall,
+        "endless": serve_endless,
+        "ratelimit": serve_rate_limited,
+        "auth": serve_auth,
+    }
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[_Server]:
+    httpd = _Server(("127.0.0.1", 0), _Handler)
+    httpd.seen = []
+    httpd.abandoned = threading.Event()
+    httpd.routes = _routes(httpd)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _provider(server: _Server, scenario: str, **options: Any) -> OpenAICompatibleProvider:
+    host, port = server.server_address[:2]
+    base = f"http://{host!s}:{port}/{scenario}"
+    return provider("openai", api_key=SECRET, base_url=base, **options)
+
+
+REQUEST = ChatRequest("gpt-4o").system("Be brief.").user("Hello")
+
+
+def _expected_plain() -> tuple[str, int]:
+    body = _case(PLAIN_CASE)["response_body"]
+    return body["choices"][0]["message"]["content"], body["usage"]["prompt_tokens"]
+
+
+def test_sync_call_sends_the_body_and_reuses_the_connection(server: _Server) -> None:
+    server.seen.clear()
+    with _provider(server, "plain") as target:
+        responses = [target.chat(REQUEST) for _ in range(3)]
+    text, prompt_tokens = _expected_plain()
+    assert [r.text() for r in responses] == [text] * 3
+    assert responses[0].usage is not None and responses[0].usage.input_tokens == prompt_tokens
+    paths = {path for path, _, _, _ in server.seen}
+    assert paths == {"/plain/chat/completions"}
+    _, headers, body, _ = server.seen[0]
+    assert headers["authorization"] == f"Bearer {SECRET}"
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hello"},
+    ]
+    assert len({port for _, _, _, port in server.seen}) == 1
+
+
+def test_async_calls_share_one_client(server: _Server) -> None:
+    server.seen.clear()
+
+    async def run() -> list[str | None]:
+        async with _provider(server, "plain") as target:
+            first = await target.achat(REQUEST)
+            rest = await asyncio.gather(*(target.achat(REQUEST) for _ in range(4)))
+            return [r.text() for r in (first, *rest)]
+
+    text, _ = _expected_plain()
+    assert asyncio.run(run()) == [text] * 5
+    assert len(server.seen) == 5
+
+
+def _expected_calls() -> list[tuple[str, str]]:
+    calls: dict[int, list[str]] = {}
+    for line in _case(STREAM_CASE)["stream"].splitlines():
+        if line.startswith("data: {"):
+            for choice in json.loads(line[6:])["choices"]:
+                for call in choice["delta"].get("tool_calls") or []:
+                    entry = calls.setdefault(call["index"], ["", ""])
+                    entry[0] = entry[0] or call["function"].get("name") or ""
+                    entry[1] += call["function"].get("arguments") or ""
+    return [(name, args) for name, args in (calls[i] for i in sorted(calls))]
+
+
+def test_sync_stream_in_small_chunks(server: _Server) -> None:
+    with _provider(server, "stream") as target, target.chat_stream(REQUEST) as stream:
+        response = stream.response()
+    assert [(c.name, c.arguments) for c in response.tool_calls()] == _expected_calls()
+    assert response.finish_reason == FinishReason.TOOL_CALLS
+    assert response.usage is not None and response.usage.output_tokens == 53
+    _, _, body, _ = server.seen[-1]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+
+
+def test_async_stream_in_small_chunks(server: _Server) -> None:
+    async def run() -> Any:
+        async with _provider(server, "stream") as target:
+            stream = await target.achat_stream(REQUEST)
+            async with stream:
+                return await stream.response()
+
+    response = asyncio.run(run())
+    assert [(c.name, c.arguments) for c in response.tool_calls()] == _expected_calls()
+
+
+def test_timeout_before_the_answer(server: _Server) -> None:
+    slow = _provider(server, "slow", timeout=httpx2.Timeout(0.2))
+    with slow as target, pytest.raises(RequestTimeoutError) as caught:
+        target.chat(REQUEST)
+    assert caught.value.retryable and caught.value.provider == "openai"
+
+    async def run() -> None:
+        async with _provider(server, "slow", timeout=httpx2.Timeout(0.2)) as target:
+            await target.achat(REQUEST)
+
+    with pytest.raises(RequestTimeoutError):
+        asyncio.run(run())
+
+
+def test_timeout_in_the_middle_of_a_stream(server: _Server) -> None:
+    with _provider(server, "stall", timeout=httpx2.Timeout(0.3)) as target:
+        stream = target.chat_stream(REQUEST)
+        seen = []
+        with pytest.raises(RequestTimeoutError):
+            for event in stream:
+                seen.append(event)
+    assert any(isinstance(event, TextDelta) for event in seen)
+    assert stream.collector.error is not None
+
+
+def test_connection_cut_mid_stream(server: _Server) -> None:
+    with _provider(server, "cut") as target:
+        stream = target.chat_stream(REQUEST)
+        with pytest.raises(NetworkError) as caught:
+            stream.response()
+    assert caught.value.retryable
+    partial = stream.collector.partial_response()
+    assert partial.text() and partial.finish_reason is None
+
+    async def run() -> None:
+        async with _provider(server, "cut") as target:
+            astream = await target.achat_stream(REQUEST)
+            await astream.response()
+
+    with pytest.raises(NetworkError):
+        asyncio.run(run())
+
+
+def test_closing_a_stream_closes_its_connection(server: _Server) -> None:
+    server.abandoned.clear()
+    with _provider(server, "endless") as target:
+        stream = target.chat_stream(REQUEST)
+        next(stream)
+        stream.close()
+        assert server.abandoned.wait(5.0)
+
+
+def test_cancelling_an_async_stream_closes_its_connection(server: _Server) -> None:
+    server.abandoned.clear()
+
+    async def consume() -> None:
+        async with _provider(server, "endless") as target:
+            stream = await target.achat_stream(REQUEST)
+            async with stream:
+                async for _ in stream:
+                    await asyncio.sleep(0)
+
+    async def run() -> None:
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    assert server.abandoned.wait(5.0)
+
+
+def test_error_statuses_over_the_wire(server: _Server) -> None:
+    with _provider(server, "ratelimit") as target:
+        with pytest.raises(RateLimitedError) as caught:
+            target.chat(REQUEST)
+        assert caught.value.retry_after == 2.0
+        with pytest.raises(RateLimitedError):
+            target.chat_stream(REQUEST)
+
+
+def test_the_key_an_endpoint_echoes_is_scrubbed(server: _Server) -> None:
+    with _provider(server, "auth") as target:
+        assert SECRET not in repr(target)
+        with pytest.raises(AuthenticationError) as caught:
+            target.chat(REQUEST)
+    error = caught.value
+    for view in (str(error), repr(error), str(error.as_log()), error.to_json()):
+        assert SECRET not in view
