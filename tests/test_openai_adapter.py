@@ -666,3 +666,19 @@ def test_capability_answers_per_model_family() -> None:
     assert openai.chat_capability("gpt-9-future", structured) is CapabilitySupport.UNKNOWN
     custom = provider("openai-compatible", base_url="http://x")
     assert all(custom.chat_capability("m", c) is CapabilitySupport.UNKNOWN for c in ChatCapability)
+
+
+def test_rewrites_are_reused_but_key_order_is_kept() -> None:
+    first = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+        "required": ["a", "b"],
+    }
+    second = {**first, "properties": {"b": {"type": "string"}, "a": {"type": "string"}}}
+    bodies = [
+        body_of("openai", native("gpt-4o-2024-08-06", schema))[0]
+        for schema in (first, second, first)
+    ]
+    orders = [list(b["response_format"]["json_schema"]["schema"]["properties"]) for b in bodies]
+    assert orders == [["a", "b"], ["b", "a"], ["a", "b"]]
+    assert bodies[0] == bodies[2]

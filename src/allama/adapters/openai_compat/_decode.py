@@ -147,6 +147,19 @@ def _not_a_completion(body: bytes | str, why: str) -> Error:
     )
 
 
+def _invalid_body(body: bytes | str, *, provider: str | None, model: str | None) -> WireResponse:
+    """Why a 2xx body is not a completion: not JSON, not an object, or an error object."""
+    try:
+        payload: Any = json.loads(body)
+    except ValueError:
+        raise _not_a_completion(body, "it is not JSON") from None
+    if not isinstance(payload, dict):
+        raise _not_a_completion(body, "it is not a JSON object")
+    if payload.get("error") or payload.get("success") is False:
+        raise error_from_payload(payload, provider=provider, model=model)
+    raise _not_a_completion(body, "its fields do not fit the chat completion shape")
+
+
 def decode_body(
     body: bytes | str,
     *,
@@ -157,17 +170,13 @@ def decode_body(
 ) -> ChatResponse:
     """A successful (2xx) body as a `ChatResponse`; an error object in it raises that error."""
     try:
-        payload: Any = json.loads(body)
-    except ValueError:
-        raise _not_a_completion(body, "it is not JSON") from None
-    if not isinstance(payload, dict):
-        raise _not_a_completion(body, "it is not a JSON object")
-    if "choices" not in payload and ("error" in payload or payload.get("success") is False):
-        raise error_from_payload(payload, provider=provider, model=model)
-    try:
-        wire = WireResponse.model_validate(payload)
-    except ValidationError as invalid:
-        raise _not_a_completion(body, f"{invalid.error_count()} fields do not fit") from None
+        wire = WireResponse.model_validate_json(body)
+    except ValidationError:
+        wire = _invalid_body(body, provider=provider, model=model)
+    if not wire.choices and wire.model_extra:
+        extra = wire.model_extra
+        if extra.get("error") or extra.get("success") is False:
+            raise error_from_payload(dict(extra), provider=provider, model=model)
     choice = next((c for c in wire.choices if c.index == 0), None)
     if choice is None and wire.choices:
         choice = wire.choices[0]

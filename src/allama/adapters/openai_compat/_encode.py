@@ -10,7 +10,9 @@ it: `response_format` for a response format, `tools` for a strict tool.
 from __future__ import annotations
 
 import base64
+import json
 import re
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +29,7 @@ from allama.adapters.openai_compat._wire import (
 )
 from allama.provider import Degradations
 from allama.schema._dialects import grammar_engine, json_object_fallback, openai_strict, passthrough
+from allama.schema._dialects._llama_cpp import llama_cpp
 from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
 from allama.types import (
     AssistantMessage,
@@ -211,8 +214,22 @@ class _Encoder:
     # Response format
 
     def rewrite(self, dialect: SchemaDialect, schema: dict[str, Any]) -> Rewrite:
+        key = (dialect, self.profile.strict_profile, self.profile.display_name, _schema_key(schema))
+        cached = _REWRITES.get(key)
+        if cached is None:
+            cached = self._rewrite(dialect, schema)
+            with _REWRITES_LOCK:
+                if len(_REWRITES) >= _REWRITE_CACHE_SIZE:
+                    _REWRITES.pop(next(iter(_REWRITES)), None)
+                _REWRITES[key] = cached
+        return cached
+
+    def _rewrite(self, dialect: SchemaDialect, schema: dict[str, Any]) -> Rewrite:
         if dialect is SchemaDialect.OPENAI_STRICT:
             return openai_strict(schema, profile=self.profile.strict_profile)
+        if dialect is SchemaDialect.LLAMA_CPP:
+            # Measured against the real server: its notes are the whole story.
+            return llama_cpp(schema)
         if dialect is SchemaDialect.GRAMMAR:
             # The server picks its grammar backend and does not say which keywords it
             # enforces, so even a rewrite with no notes is only approximate there.
@@ -341,6 +358,17 @@ class _Encoder:
         if isinstance(extra, dict):
             body.update(extra)
         return body
+
+
+_REWRITE_CACHE_SIZE = 256
+_REWRITES: dict[tuple[SchemaDialect, str, str, str], Rewrite] = {}
+_REWRITES_LOCK = threading.Lock()
+"""Rewrites by dialect and schema text: extraction sends the same schema call after call.
+Key order is part of the key, since providers emit properties in schema order."""
+
+
+def _schema_key(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
 
 
 def _image_url(part: ImagePart) -> str:

@@ -20,12 +20,14 @@ class SchemaDialect(StrEnum):
     `PASSTHROUGH`: sent as given to an engine that does not say what it enforces.
     `GRAMMAR`: compiled to a grammar by the server (vLLM, Ollama), approximately.
     `NOT_HONOURED`: the endpoint accepts the schema but does not enforce `strict`.
+    `LLAMA_CPP`: llama.cpp's own converter, whose keyword support was measured (`local`).
     """
 
     OPENAI_STRICT = "openai_strict"
     PASSTHROUGH = "passthrough"
     GRAMMAR = "grammar"
     NOT_HONOURED = "not_honoured"
+    LLAMA_CPP = "llama_cpp"
 
 
 @dataclass(frozen=True, slots=True)
