@@ -12,10 +12,12 @@ from typing import Any
 import httpx2
 import pytest
 
+from allama.adapters.openai_compat._decode import decode_response
 from allama.adapters.openai_compat._errors import error_from_response, retry_after_seconds
 from allama.errors import (
     AuthenticationError,
     ContextWindowExceededError,
+    Error,
     InvalidRequestError,
     OverloadedError,
     QuotaExceededError,
@@ -682,3 +684,15 @@ def test_rewrites_are_reused_but_key_order_is_kept() -> None:
     orders = [list(b["response_format"]["json_schema"]["schema"]["properties"]) for b in bodies]
     assert orders == [["a", "b"], ["b", "a"], ["a", "b"]]
     assert bodies[0] == bodies[2]
+
+
+def test_a_success_status_with_an_unusable_body() -> None:
+    with pytest.raises(ServerError, match="not JSON") as caught:
+        decode_response(200, {}, b"<html>gateway</html>")
+    assert caught.value.authored and caught.value.context.body == "<html>gateway</html>"
+    envelope = {"success": False, "errors": [{"code": 3040}], "error": "JSON Mode couldn't be met"}
+    with pytest.raises(Error) as failed:
+        decode_response(200, {}, json.dumps(envelope).encode(), provider="workers-ai")
+    assert failed.value.provider == "workers-ai" and not failed.value.authored
+    with pytest.raises(ServerError, match="do not fit"):
+        decode_response(200, {}, b'{"choices": "nope"}')

@@ -139,6 +139,10 @@ _OLLAMA_DEFAULT = ModelFamily(
     parallel_tools=N,
 )
 
+_LLAMA_CPP_DEFAULT = ModelFamily(
+    "*", StructuredLevel.STRICT, tools=U, forced_tool=U, reasoning=U, images=U, parallel_tools=U
+)
+
 CAPABILITY_TABLES: dict[str, CapabilityTable] = {
     "openai": CapabilityTable(_OPENAI_ROWS, _UNKNOWN),
     # Azure's model ids are deployment names; they match only when named after the model.
@@ -165,4 +169,8 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
     ),
     "ollama-openai": CapabilityTable((), _OLLAMA_DEFAULT),
     "openai-compatible": CapabilityTable((), _UNKNOWN),
+    # llama.cpp: constrained decoding for any model; tools depend on the model's chat
+    # template (`allama.local` answers them from the running server's template).
+    "local": CapabilityTable((), _LLAMA_CPP_DEFAULT),
+    "llama-cpp": CapabilityTable((), _LLAMA_CPP_DEFAULT),
 }

@@ -147,17 +147,17 @@ def _not_a_completion(body: bytes | str, why: str) -> Error:
     )
 
 
-def _invalid_body(body: bytes | str, *, provider: str | None, model: str | None) -> WireResponse:
+def _invalid_body(body: bytes | str, *, provider: str | None, model: str | None) -> Error:
     """Why a 2xx body is not a completion: not JSON, not an object, or an error object."""
     try:
         payload: Any = json.loads(body)
     except ValueError:
-        raise _not_a_completion(body, "it is not JSON") from None
+        return _not_a_completion(body, "it is not JSON")
     if not isinstance(payload, dict):
-        raise _not_a_completion(body, "it is not a JSON object")
+        return _not_a_completion(body, "it is not a JSON object")
     if payload.get("error") or payload.get("success") is False:
-        raise error_from_payload(payload, provider=provider, model=model)
-    raise _not_a_completion(body, "its fields do not fit the chat completion shape")
+        return error_from_payload(payload, provider=provider, model=model)
+    return _not_a_completion(body, "its fields do not fit the chat completion shape")
 
 
 def decode_body(
@@ -172,7 +172,7 @@ def decode_body(
     try:
         wire = WireResponse.model_validate_json(body)
     except ValidationError:
-        wire = _invalid_body(body, provider=provider, model=model)
+        raise _invalid_body(body, provider=provider, model=model) from None
     if not wire.choices and wire.model_extra:
         extra = wire.model_extra
         if extra.get("error") or extra.get("success") is False:
