@@ -162,6 +162,19 @@ class ChatStreamDecoder:
             return
         if not data:
             return
+        if event.event != "error":
+            try:
+                chunk = WireChunk.model_validate_json(data)
+            except ValidationError:
+                chunk = None
+            if chunk is not None:
+                if (chunk.model_extra or {}).get("error"):
+                    raise error_from_payload(
+                        json.loads(data), provider=self._provider, model=self._model
+                    )
+                yield from self._chunk(chunk)
+                return
+        # An error event, or a payload that is not a chunk: find out which.
         try:
             payload: Any = json.loads(data)
         except ValueError:
@@ -170,18 +183,11 @@ class ChatStreamDecoder:
                     "the stream ended in the middle of an event"
                 ).mark_authored() from None
             raise StreamDecodeError("a stream event is not valid JSON").mark_authored() from None
-        if not isinstance(payload, dict):
-            raise StreamDecodeError("a stream event is not a JSON object").mark_authored()
-        if event.event == "error" or payload.get("error"):
+        if isinstance(payload, dict) and (event.event == "error" or payload.get("error")):
             raise error_from_payload(payload, provider=self._provider, model=self._model)
-        try:
-            chunk = WireChunk.model_validate(payload)
-        except ValidationError as invalid:
-            raise StreamDecodeError(
-                f"a stream chunk does not fit the chat completion chunk shape "
-                f"({invalid.error_count()} errors)"
-            ).mark_authored() from None
-        yield from self._chunk(chunk)
+        raise StreamDecodeError(
+            "a stream event does not fit the chat completion chunk shape"
+        ).mark_authored()
 
     def _chunk(self, chunk: WireChunk) -> Iterator[StreamEvent]:
         if not self.finished and (not self._started or (chunk.id and not self._known_id)):
