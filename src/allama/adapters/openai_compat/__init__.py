@@ -1,0 +1,42 @@
+"""The OpenAI Chat Completions dialect, which most endpoints speak: sans-I/O.
+
+`encode_request` turns a `ChatRequest` into an `HttpRequest` (warnings in `Degradations`),
+`decode_response` turns a response into a `ChatResponse` or raises its `allama.Error`, and
+`ChatStreamDecoder` turns stream bytes into stream events incrementally. A `WireProfile`
+says how one endpoint speaks the dialect; a `CapabilityTable` what its models can do.
+"""
+
+from allama.adapters.openai_compat._capabilities import (
+    CAPABILITY_TABLES,
+    CapabilityTable,
+    ModelFamily,
+    StructuredLevel,
+)
+from allama.adapters.openai_compat._decode import decode_body, decode_response
+from allama.adapters.openai_compat._encode import BODY_OPTION, encode_request
+from allama.adapters.openai_compat._errors import (
+    error_from_payload,
+    error_from_response,
+    retry_after_seconds,
+)
+from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
+from allama.adapters.openai_compat._sse import ChatStreamDecoder, SseParser, decode_stream
+
+__all__ = [
+    "BODY_OPTION",
+    "CAPABILITY_TABLES",
+    "CapabilityTable",
+    "ChatStreamDecoder",
+    "ModelFamily",
+    "SchemaDialect",
+    "SseParser",
+    "StructuredLevel",
+    "WireProfile",
+    "decode_body",
+    "decode_response",
+    "decode_stream",
+    "encode_request",
+    "error_from_payload",
+    "error_from_response",
+    "retry_after_seconds",
+]
