@@ -1,0 +1,170 @@
+"""A provider that answers any request without a script, for testing code built on allama."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncIterator, Iterable
+
+from pydantic import JsonValue
+
+from allama.errors import InvalidRequestError
+from allama.mock._events import response_events
+from allama.mock._scripted import _Recorder
+from allama.mock._values import value_for_schema
+from allama.stream import AsyncChatStream, ChatStream
+from allama.types import (
+    AssistantMessage,
+    ChatCapability,
+    ChatRequest,
+    ChatResponse,
+    FinishReason,
+    StreamEvent,
+    TextPart,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+)
+
+__all__ = ["TestProvider"]
+
+TEXT_ANSWER = "This is a test answer."
+"""What the provider says when nothing asks for structure."""
+
+CHARS_PER_TOKEN = 4
+"""The rough rule the made-up token counts follow."""
+
+
+class TestProvider(_Recorder):
+    """Answers every request with the least value its schema accepts, deterministically.
+
+    A forced tool call (`tool_choice` naming a tool, or `required`: the first tool) gets one
+    call whose arguments the tool's `parameters` accept; a `json_schema` response format
+    gets that schema's value as JSON text; a `json` format gets `{}`; anything else gets
+    `TEXT_ANSWER`. Usage is counted at one token per four characters, so that code reading
+    usage sees numbers. Structured output, tool calls, forced tool choice and streaming are
+    reported as supported.
+
+    >>> from allama.types import ResponseFormat
+    >>> schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 2}},
+    ...           "required": ["n"]}
+    >>> request = ChatRequest("m").user("?").with_response_format(ResponseFormat.for_schema(schema))
+    >>> TestProvider().chat(request).text()
+    '{"n":2}'
+    """
+
+    __test__ = False  # not a pytest test class, despite its name
+
+    def __init__(self, name: str = "test") -> None:
+        super().__init__(name)
+        self.with_supported_chat_capabilities(
+            (
+                ChatCapability.STRUCTURED_OUTPUT,
+                ChatCapability.TOOL_CALLS,
+                ChatCapability.FORCED_TOOL_CHOICE,
+                ChatCapability.STREAMING,
+            )
+        )
+
+    def _answer(self, request: ChatRequest) -> ChatResponse:
+        self._record(request)
+        number = self.call_count
+        tool = self._forced_tool(request)
+        content: TextPart | ToolCall
+        if tool is not None:
+            arguments = self._value(tool.parameters, f"the parameters of tool `{tool.name}`")
+            content = ToolCall(id=f"call_test_{number}", name=tool.name, arguments=arguments)
+            finish = FinishReason.TOOL_CALLS
+            written = content.arguments
+        else:
+            content = TextPart(text=self._text(request))
+            finish = FinishReason.STOP
+            written = content.text
+        usage = Usage(
+            input_tokens=_tokens(_request_chars(request)), output_tokens=_tokens(len(written))
+        )
+        return ChatResponse(
+            (content,),
+            finish_reason=finish,
+            usage=usage,
+            model=request.model,
+            provider=self.name,
+            id=f"test-{number}",
+        )
+
+    def _forced_tool(self, request: ChatRequest) -> ToolDefinition | None:
+        choice = request.tool_choice
+        if choice is None or not request.tools:
+            if choice is not None and choice.mode == "tool":
+                raise self._invalid(
+                    f"tool_choice names `{choice.name}` but the request has no tools"
+                )
+            return None
+        if choice.mode == "required":
+            return request.tools[0]
+        if choice.mode == "tool":
+            for tool in request.tools:
+                if tool.name == choice.name:
+                    return tool
+            raise self._invalid(f"tool_choice names `{choice.name}`, which is not among the tools")
+        return None
+
+    def _text(self, request: ChatRequest) -> str:
+        response_format = request.response_format
+        if response_format is None or response_format.type == "text":
+            return TEXT_ANSWER
+        if response_format.type == "json" or response_format.json_schema is None:
+            return "{}"
+        return self._value(response_format.json_schema, "the response format schema")
+
+    def _value(self, schema: dict[str, JsonValue], what: str) -> str:
+        try:
+            value = value_for_schema(schema)
+        except ValueError as error:
+            raise self._invalid(f"{what} has no value: {error}") from None
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+    def _invalid(self, message: str) -> InvalidRequestError:
+        return InvalidRequestError(message).mark_authored().with_provider(self.name)
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        return self._answer(request)
+
+    async def achat(self, request: ChatRequest) -> ChatResponse:
+        return self._answer(request)
+
+    def chat_stream(self, request: ChatRequest) -> ChatStream:
+        """The answer as events, values arriving in pieces (an invalid request raises here)."""
+        events = response_events(self._answer(request))
+        return ChatStream(iter(events), provider=self.name)
+
+    async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
+        events = response_events(self._answer(request))
+        return AsyncChatStream(_aiter(events), provider=self.name)
+
+    def __repr__(self) -> str:
+        return f"TestProvider(name={self.name!r}, calls={self.call_count})"
+
+
+async def _aiter(events: Iterable[StreamEvent]) -> AsyncIterator[StreamEvent]:
+    for event in events:
+        yield event
+
+
+def _tokens(chars: int) -> int:
+    return max(1, math.ceil(chars / CHARS_PER_TOKEN))
+
+
+def _request_chars(request: ChatRequest) -> int:
+    """Characters of the conversation: message text, tool call arguments, tool results."""
+    total = 0
+    for message in request.messages:
+        if isinstance(message, AssistantMessage):
+            for block in message.content:
+                if isinstance(block, ToolCall):
+                    total += len(block.arguments)
+                elif isinstance(block, TextPart):
+                    total += len(block.text)
+        else:
+            total += len(message.text() or "")
+    return total

@@ -1,0 +1,925 @@
+"""The least value a JSON Schema accepts, found deterministically, for the test provider.
+
+The generator takes what a careful person would write by hand: the first `enum` value,
+`const`, `true`, the lowest number in range (0 when 0 is allowed), the shortest string that
+fits its length, pattern and format, only the required properties, only the items
+`minItems` asks for. `allOf` is merged; `anyOf`, `oneOf` and `if` are tried branch by
+branch in order. Every candidate is checked against the schema before it is returned (see
+`_conform`), so an answer is valid or there is a `ValueError` naming the place that could
+not be met. Recursion ends at a fixed depth and the whole search has a step budget, so no
+schema can hang it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from itertools import islice
+from typing import Any
+
+from pydantic import JsonValue
+
+from allama.mock._conform import (
+    SchemaContext,
+    SchemaError,
+    is_multiple,
+    is_number,
+    json_equal,
+    pattern_matches,
+    pointer_join,
+)
+from allama.mock._pattern import sample_pattern
+
+__all__ = ["value_for_schema"]
+
+MAX_DEPTH = 40
+"""Nesting below which a required part is given up on: the schema recurses without end."""
+SOFT_DEPTH = 8
+"""Nesting from which branches without `$ref` are tried first, so recursion winds down."""
+BUDGET = 40_000
+"""Steps (generations and checks) one value may take before the search gives up."""
+VARIANTS = 8
+"""Candidates drawn per place when the first ones do not fit (unique items, `not`, `oneOf`)."""
+
+_DEFAULT_TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+_OBJECT_WORDS = (
+    "properties",
+    "required",
+    "additionalProperties",
+    "patternProperties",
+    "minProperties",
+    "maxProperties",
+    "propertyNames",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "unevaluatedProperties",
+)
+_ARRAY_WORDS = (
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "minItems",
+    "maxItems",
+    "contains",
+    "uniqueItems",
+)
+_STRING_WORDS = ("minLength", "maxLength", "pattern", "format")
+_NUMBER_WORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+
+_FORMATS: dict[str, tuple[str, ...]] = {
+    "date": ("2000-01-01",),
+    "date-time": ("2000-01-01T00:00:00Z",),
+    "datetime": ("2000-01-01T00:00:00Z",),
+    "time": ("00:00:00Z",),
+    "duration": ("P1D",),
+    "email": ("a@example.com", "a@a.co"),
+    "idn-email": ("a@example.com", "a@a.co"),
+    "hostname": ("example.com", "a.co"),
+    "idn-hostname": ("example.com", "a.co"),
+    "ipv4": ("127.0.0.1",),
+    "ipv6": ("::1",),
+    "uri": ("https://example.com", "a:b"),
+    "url": ("https://example.com",),
+    "iri": ("https://example.com", "a:b"),
+    "uri-reference": ("https://example.com", ""),
+    "iri-reference": ("https://example.com", ""),
+    "uri-template": ("https://example.com/{id}",),
+    "uuid": ("00000000-0000-0000-0000-000000000000",),
+    "json-pointer": ("", "/a"),
+    "relative-json-pointer": ("0",),
+    "regex": ("a",),
+    "byte": ("",),
+    "phone": ("+10000000000",),
+}
+
+
+class _Unsat(Exception):
+    """This combination of constraints has no value."""
+
+
+class _Exhausted(Exception):
+    """The step budget ran out."""
+
+
+@dataclass(frozen=True)
+class _Node:
+    """A subschema, the base URI its refs resolve against, and where it sits."""
+
+    schema: Any
+    base: str
+    pointer: str
+
+
+def value_for_schema(schema: Mapping[str, Any] | bool) -> JsonValue:
+    """A small, deterministic value `schema` accepts; `ValueError` when there is none.
+
+    >>> value_for_schema({"type": "object", "properties": {"n": {"type": "integer",
+    ...     "minimum": 3}}, "required": ["n"]})
+    {'n': 3}
+    """
+    generator = _Generator(schema)
+    value: JsonValue = generator.value()
+    return value
+
+
+class _Generator:
+    def __init__(self, schema: Any) -> None:
+        self.ctx = SchemaContext(schema)
+        self.steps = 0
+        self.failure: tuple[str, str] | None = None
+        self._ref_free: dict[int, bool] = {}
+
+    # Driving
+
+    def value(self) -> Any:
+        root = _Node(self.ctx.root, self.ctx.base, "")
+        try:
+            for candidate in self._gen([root], _Trail()):
+                return candidate
+        except _Exhausted:
+            where = (
+                f" (last trouble at #{self.failure[0]}: {self.failure[1]})" if self.failure else ""
+            )
+            raise ValueError(
+                f"gave up looking for a value after {BUDGET} steps: the schema is too "
+                f"entangled{where}"
+            ) from None
+        except RecursionError:
+            raise ValueError("the schema nests too deeply to generate a value") from None
+        except SchemaError as error:
+            raise ValueError(f"invalid schema: {error}") from None
+        pointer, reason = self.failure or ("", "no value found")
+        raise ValueError(f"no value satisfies the schema at #{pointer}: {reason}")
+
+    def _tick(self, weight: int = 1) -> None:
+        self.steps += weight
+        if self.steps > BUDGET:
+            raise _Exhausted
+
+    def _fail(self, pointer: str, reason: str) -> None:
+        if self.failure is None:
+            self.failure = (pointer, reason)
+
+    def _valid(self, nodes: list[_Node], value: Any) -> bool:
+        for node in nodes:
+            self._tick()
+            if not self.ctx.is_valid(value, node.schema, node.base):
+                return False
+        return True
+
+    def _gen(
+        self, nodes: list[_Node], trail: _Trail, decided: dict[str, int] | None = None
+    ) -> Iterator[Any]:
+        """Values valid against every node, best first (possibly none)."""
+        self._tick()
+        decided = decided or {}
+        if trail.depth > MAX_DEPTH:
+            self._fail(nodes[0].pointer if nodes else "", "the schema requires endless nesting")
+            return
+        try:
+            atoms, choices = self._flatten(nodes, decided)
+        except _Unsat as unsat:
+            self._fail(*unsat.args)
+            return
+        if choices:
+            key, options = choices[0]
+            order = list(range(len(options)))
+            order.sort(key=lambda i: self._recursive(options[i], trail))
+            for index in order:
+                yield from self._gen(nodes, trail, {**decided, key: index})
+            return
+        produced = 0
+        try:
+            for candidate in self._atoms(atoms, nodes, trail):
+                if self._valid(nodes, candidate):
+                    produced += 1
+                    yield candidate
+        except _Unsat as unsat:
+            self._fail(*unsat.args)
+        if not produced:
+            self._fail(nodes[0].pointer if nodes else "", "no candidate met every constraint")
+
+    def _recursive(self, option: list[_Node], trail: _Trail) -> bool:
+        """Whether a branch leads back into a schema being generated (tried last).
+
+        Past `SOFT_DEPTH` any branch holding a `$ref` counts, so that recursion winds down.
+        """
+        for node in option:
+            current: Any = node.schema
+            base, pointer = node.base, node.pointer
+            for _ in range(8):
+                if pointer in trail.ancestors:
+                    return True
+                if not isinstance(current, dict):
+                    break
+                ref = self.ctx.ref_of(current)
+                if ref is None:
+                    break
+                try:
+                    current, base, pointer = self.ctx.resolve(
+                        ref, self.ctx.rebase(current, base), pointer
+                    )
+                except SchemaError:
+                    break
+            if trail.depth > SOFT_DEPTH and not self._no_ref(node.schema):
+                return True
+        return False
+
+    def _no_ref(self, schema: Any) -> bool:
+        """Whether `schema` holds no `$ref` at all (a branch that cannot recurse)."""
+        key = id(schema)
+        if key not in self._ref_free:
+            self._ref_free[key] = "$ref" not in repr(schema)
+        return self._ref_free[key]
+
+    # Flattening: refs and allOf merge into one list; anyOf, oneOf and if become choices
+
+    def _flatten(
+        self, nodes: list[_Node], decided: dict[str, int]
+    ) -> tuple[list[_Node], list[tuple[str, list[list[_Node]]]]]:
+        atoms: list[_Node] = []
+        choices: list[tuple[str, list[list[_Node]]]] = []
+        seen: set[tuple[str, str]] = set()
+
+        def visit(node: _Node) -> None:
+            self._tick()
+            schema = node.schema
+            if schema is True:
+                return
+            if schema is False:
+                raise _Unsat(node.pointer, "the schema is `false`")
+            if not isinstance(schema, dict):
+                raise SchemaError(f"a schema is an object or a boolean at #{node.pointer}")
+            mark = (node.pointer, node.base)
+            if mark in seen:
+                return
+            seen.add(mark)
+            base = self.ctx.rebase(schema, node.base)
+            ref = self.ctx.ref_of(schema)
+            if ref is not None:
+                target, target_base, target_ptr = self.ctx.resolve(ref, base, node.pointer)
+                visit(_Node(target, target_base, target_ptr))
+                if self.ctx.ref_only(schema):
+                    return
+            here = _Node(schema, base, node.pointer)
+            atoms.append(here)
+            for index, sub in enumerate(_schema_list(schema, "allOf", node.pointer)):
+                visit(_Node(sub, base, pointer_join(node.pointer, "allOf", index)))
+            for key in ("anyOf", "oneOf"):
+                subs = _schema_list(schema, key, node.pointer)
+                if not subs:
+                    if key in schema:
+                        raise _Unsat(pointer_join(node.pointer, key), f"`{key}` is empty")
+                    continue
+                options = [
+                    [_Node(sub, base, pointer_join(node.pointer, key, i))]
+                    for i, sub in enumerate(subs)
+                ]
+                self._choose(pointer_join(node.pointer, key), options, decided, choices, visit)
+            if "if" in schema and self.ctx.draft >= 7 and ("then" in schema or "else" in schema):
+                cond = _Node(schema["if"], base, pointer_join(node.pointer, "if"))
+                yes = [cond]
+                if "then" in schema:
+                    yes.append(_Node(schema["then"], base, pointer_join(node.pointer, "then")))
+                no = []
+                if "else" in schema:
+                    no.append(_Node(schema["else"], base, pointer_join(node.pointer, "else")))
+                self._choose(pointer_join(node.pointer, "if"), [yes, no], decided, choices, visit)
+
+        for node in nodes:
+            visit(node)
+        return atoms, choices
+
+    @staticmethod
+    def _choose(
+        key: str,
+        options: list[list[_Node]],
+        decided: dict[str, int],
+        choices: list[tuple[str, list[list[_Node]]]],
+        visit: Any,
+    ) -> None:
+        if key in decided:
+            for chosen in options[decided[key]]:
+                visit(chosen)
+        else:
+            choices.append((key, options))
+
+    # Candidates by type
+
+    def _atoms(self, atoms: list[_Node], nodes: list[_Node], trail: _Trail) -> Iterator[Any]:
+        for atom in atoms:
+            schema = atom.schema
+            if "const" in schema and self.ctx.draft >= 6:
+                yield schema["const"]
+                return
+        for atom in atoms:
+            enum = atom.schema.get("enum")
+            if enum is not None:
+                if not isinstance(enum, list):
+                    raise SchemaError(f"`enum` is not an array at #{atom.pointer}")
+                if not enum:
+                    raise _Unsat(atom.pointer, "`enum` is empty")
+                yield from enum
+                return
+        for kind in self._types(atoms):
+            try:
+                yield from self._of_type(kind, atoms, nodes, trail)
+            except _Unsat as unsat:
+                self._fail(*unsat.args)
+
+    def _of_type(
+        self, kind: str, atoms: list[_Node], nodes: list[_Node], trail: _Trail
+    ) -> Iterator[Any]:
+        if kind == "null":
+            yield None
+        elif kind == "boolean":
+            yield True
+            yield False
+        elif kind in ("integer", "number"):
+            yield from self._numbers(atoms, integer=kind == "integer")
+        elif kind == "string":
+            yield from self._strings(atoms)
+        elif kind == "array":
+            yield from self._arrays(atoms, trail)
+        elif kind == "object":
+            yield from self._objects(atoms, nodes, trail)
+
+    def _types(self, atoms: list[_Node]) -> list[str]:
+        allowed: set[str] | None = None
+        written: list[str] = []
+        for atom in atoms:
+            kind = atom.schema.get("type")
+            if kind is None:
+                continue
+            names = [kind] if isinstance(kind, str) else kind
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise SchemaError(f"`type` is not a name or a list of names at #{atom.pointer}")
+            if "any" in names:
+                continue
+            these = set(names) | ({"integer"} if "number" in names else set())
+            allowed = these if allowed is None else allowed & these
+            if not written:
+                written = [n for n in names if n != "null"] + [n for n in names if n == "null"]
+        for atom in atoms:
+            negated = atom.schema.get("not")
+            if isinstance(negated, dict) and set(negated) <= {"type", "title", "description"}:
+                kind = negated.get("type")
+                names = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else []
+                removed = set(names) | ({"integer"} if "number" in names else set())
+                allowed = (set(_DEFAULT_TYPES) if allowed is None else allowed) - removed
+        inferred: list[str] = []
+        words = set().union(*(atom.schema.keys() for atom in atoms)) if atoms else set()
+        if words & set(_OBJECT_WORDS):
+            inferred.append("object")
+        if words & set(_ARRAY_WORDS):
+            inferred.append("array")
+        if words & set(_STRING_WORDS):
+            inferred.append("string")
+        if words & set(_NUMBER_WORDS):
+            inferred.extend(("integer", "number"))
+        order: list[str] = []
+        for name in (*written, *inferred, *_DEFAULT_TYPES):
+            if (
+                name in _DEFAULT_TYPES
+                and (allowed is None or name in allowed)
+                and name not in order
+            ):
+                order.append(name)
+        if not order and atoms:
+            raise _Unsat(atoms[0].pointer, "no type is allowed by every `type`")
+        return order
+
+    # Numbers
+
+    def _numbers(self, atoms: list[_Node], *, integer: bool) -> Iterator[Any]:
+        low: tuple[float, bool] | None = None
+        high: tuple[float, bool] | None = None
+        steps: list[float] = []
+        for atom in atoms:
+            schema = atom.schema
+            exclusive_low = schema.get("exclusiveMinimum")
+            exclusive_high = schema.get("exclusiveMaximum")
+            minimum = _number(schema, "minimum", atom.pointer)
+            maximum = _number(schema, "maximum", atom.pointer)
+            if minimum is not None:
+                low = _tighter(low, (minimum, exclusive_low is True), upper=False)
+            if maximum is not None:
+                high = _tighter(high, (maximum, exclusive_high is True), upper=True)
+            if is_number(exclusive_low):
+                low = _tighter(low, (exclusive_low, True), upper=False)
+            if is_number(exclusive_high):
+                high = _tighter(high, (exclusive_high, True), upper=True)
+            step = _number(schema, "multipleOf", atom.pointer)
+            if step is not None:
+                if step <= 0:
+                    raise SchemaError(f"`multipleOf` must be above 0 at #{atom.pointer}")
+                steps.append(step)
+        where = atoms[0].pointer if atoms else ""
+
+        def fits(value: float) -> bool:
+            if low is not None and (value < low[0] or (low[1] and value == low[0])):
+                return False
+            if high is not None and (value > high[0] or (high[1] and value == high[0])):
+                return False
+            return all(is_multiple(value, step) for step in steps)
+
+        produced = 0
+        for value in _number_candidates(low, high, steps, integer=integer):
+            if fits(value):
+                produced += 1
+                yield _tidy(value, integer=integer)
+                if produced >= VARIANTS:
+                    return
+        if not produced:
+            raise _Unsat(where, "no number meets the bounds and `multipleOf`")
+
+    # Strings
+
+    def _strings(self, atoms: list[_Node]) -> Iterator[str]:
+        shortest = 0
+        longest: int | None = None
+        patterns: list[str] = []
+        formats: list[str] = []
+        for atom in atoms:
+            schema = atom.schema
+            low = _number(schema, "minLength", atom.pointer)
+            high = _number(schema, "maxLength", atom.pointer)
+            if low is not None:
+                shortest = max(shortest, math.ceil(low))
+            if high is not None:
+                longest = math.floor(high) if longest is None else min(longest, math.floor(high))
+            pattern = schema.get("pattern")
+            if pattern is not None:
+                if not isinstance(pattern, str):
+                    raise SchemaError(f"`pattern` is not a string at #{atom.pointer}")
+                patterns.append(pattern)
+            fmt = schema.get("format")
+            if isinstance(fmt, str):
+                formats.append(fmt)
+        if longest is not None and longest < shortest:
+            raise _Unsat(atoms[0].pointer, f"`minLength` {shortest} exceeds `maxLength` {longest}")
+        seen: set[str] = set()
+
+        def fitting(text: str) -> bool:
+            size = len(text)
+            ok = size >= shortest and (longest is None or size <= longest) and text not in seen
+            seen.add(text)
+            return ok
+
+        for fmt in formats[:1]:
+            for text in _FORMATS.get(fmt.lower(), ()):
+                if fitting(text):
+                    yield text
+        if patterns:
+            for variant in range(VARIANTS):
+                for length in dict.fromkeys((shortest, 0)):
+                    sampled = sample_pattern(patterns[0], length=length, variant=variant)
+                    if sampled is None:
+                        continue
+                    if len(sampled) < shortest:
+                        sampled = _pad(patterns[0], sampled, shortest)
+                    if fitting(sampled):
+                        yield sampled
+            return
+        for variant in range(VARIANTS):
+            if variant == 0:
+                text = "a" * shortest
+            else:
+                size = max(shortest, 1)
+                text = "a" * (size - 1) + "abcdefghijklmnopqrstuvwxyz"[(variant - 1) % 26]
+            if fitting(text):
+                yield text
+
+    # Arrays
+
+    def _arrays(self, atoms: list[_Node], trail: _Trail) -> Iterator[list[Any]]:
+        least = 0
+        most: int | None = None
+        unique = False
+        contains: list[tuple[_Node, int]] = []
+        shapes: list[tuple[_Node, list[Any], Any]] = []
+        for atom in atoms:
+            schema = atom.schema
+            low = _number(schema, "minItems", atom.pointer)
+            high = _number(schema, "maxItems", atom.pointer)
+            if low is not None:
+                least = max(least, math.ceil(low))
+            if high is not None:
+                most = math.floor(high) if most is None else min(most, math.floor(high))
+            unique = unique or schema.get("uniqueItems") is True
+            prefix, rest = self.ctx.item_schemas(schema)
+            if rest is None and self.ctx.draft >= 2019 and "unevaluatedItems" in schema:
+                rest = schema["unevaluatedItems"]
+            if rest is False:
+                most = len(prefix) if most is None else min(most, len(prefix))
+            shapes.append((atom, prefix, rest))
+            if "contains" in schema and self.ctx.draft >= 6:
+                needed = 1
+                if self.ctx.draft >= 2019 and is_number(schema.get("minContains")):
+                    needed = math.ceil(schema["minContains"])
+                node = _Node(schema["contains"], atom.base, pointer_join(atom.pointer, "contains"))
+                if needed > 0:
+                    contains.append((node, needed))
+        where = atoms[0].pointer if atoms else ""
+        inner = trail.down(atoms)
+        if most is not None and most < least:
+            raise _Unsat(where, f"`minItems` {least} exceeds `maxItems` {most}")
+
+        def position(index: int) -> list[_Node]:
+            found: list[_Node] = []
+            for atom, prefix, rest in shapes:
+                if index < len(prefix):
+                    sub, key = (
+                        prefix[index],
+                        ("prefixItems" if "prefixItems" in atom.schema else "items"),
+                    )
+                    found.append(_Node(sub, atom.base, pointer_join(atom.pointer, key, index)))
+                elif rest is not None:
+                    key = _rest_key(atom.schema)
+                    found.append(_Node(rest, atom.base, pointer_join(atom.pointer, key)))
+            return found
+
+        items: list[Any] = []
+        wanted = {id(node): count for node, count in contains}
+        size = max([least, *(count for _, count in contains)])
+        if most is not None:
+            size = min(size, most)
+        index = 0
+        while index < size or (any(wanted.values()) and (most is None or index < most)):
+            if index > least + sum(count for _, count in contains) + 1:
+                break
+            needs = [node for node, _ in contains if wanted[id(node)] > 0]
+            item, satisfied = self._item(position(index), needs, inner, items if unique else [])
+            if item is _MISSING:
+                raise _Unsat(pointer_join(where, "items", index), "no item fits this position")
+            for node in satisfied:
+                wanted[id(node)] -= 1
+            items.append(item)
+            index += 1
+        yield items
+        if most is None or len(items) < most:
+            extra, _ = self._item(position(len(items)), [], inner, items if unique else [])
+            if extra is not _MISSING:
+                yield [*items, extra]
+
+    def _item(
+        self, nodes: list[_Node], needs: list[_Node], trail: _Trail, avoid: list[Any]
+    ) -> tuple[Any, list[_Node]]:
+        """An item for a position, meeting as many `contains` needs as it can."""
+        attempts = [needs, *([need] for need in needs)] if needs else []
+        attempts.append([])
+        for extra in attempts:
+            value = self._pick([*nodes, *extra], trail, avoid)
+            if value is not _MISSING:
+                satisfied = [n for n in needs if self.ctx.is_valid(value, n.schema, n.base)]
+                return value, satisfied
+        return _MISSING, []
+
+    def _pick(self, nodes: list[_Node], trail: _Trail, avoid: list[Any]) -> Any:
+        """The first value for `nodes` unlike every value in `avoid`."""
+        for value in islice(self._gen(nodes, trail), VARIANTS * 2):
+            if not any(json_equal(value, other) for other in avoid):
+                return value
+        return _MISSING
+
+    # Objects
+
+    def _objects(self, atoms: list[_Node], nodes: list[_Node], trail: _Trail) -> Iterator[Any]:
+        declared: dict[str, None] = {}
+        required: dict[str, None] = {}
+        least = 0
+        forbidden: set[str] = set()
+        for atom in atoms:
+            schema = atom.schema
+            props = schema.get("properties", {})
+            if not isinstance(props, dict):
+                raise SchemaError(f"`properties` is not an object at #{atom.pointer}")
+            declared.update(dict.fromkeys(props))
+            names = schema.get("required", [])
+            if isinstance(names, list):
+                required.update(dict.fromkeys(n for n in names if isinstance(n, str)))
+            elif not isinstance(names, bool):
+                raise SchemaError(f"`required` is not an array at #{atom.pointer}")
+            low = _number(schema, "minProperties", atom.pointer)
+            if low is not None:
+                least = max(least, math.ceil(low))
+            negated = schema.get("not")
+            if isinstance(negated, dict) and isinstance(negated.get("required"), list):
+                forbidden.update(n for n in negated["required"] if isinstance(n, str))
+        keys = self._closure(atoms, list(required))
+        inner = trail.down(atoms)
+        chosen: list[str] = []
+        built: dict[str, Any] = {}
+        for name in keys:
+            value = self._first(self._value_nodes(atoms, name), inner)
+            if value is _MISSING:
+                where = atoms[0].pointer if atoms else ""
+                raise _Unsat(pointer_join(where, "properties", name), "no value fits this property")
+            built[name] = value
+            chosen.append(name)
+        if len(built) < least:
+            for name in self._extra_names(atoms, declared, built, forbidden):
+                if len(built) >= least:
+                    break
+                value = self._first(self._value_nodes(atoms, name), inner)
+                if value is not _MISSING:
+                    for dependency in self._closure(atoms, [name]):
+                        if dependency not in built:
+                            extra = self._first(self._value_nodes(atoms, dependency), inner)
+                            if extra is _MISSING:
+                                break
+                            built[dependency] = extra
+                    else:
+                        built[name] = value
+        dependent = self._dependent(atoms, built, nodes)
+        if dependent:
+            yield from self._gen([*nodes, *dependent], trail)
+            return
+        ordered = {name: built[name] for name in [*declared, *built] if name in built}
+        yield ordered
+        for name in declared:
+            if name not in built and name not in forbidden and trail.depth <= SOFT_DEPTH:
+                if not self._allowed(atoms, name):
+                    continue
+                value = self._first(self._value_nodes(atoms, name), inner)
+                if value is not _MISSING:
+                    yield {**ordered, name: value}
+        if chosen:
+            first = chosen[0]
+            others = self._gen(self._value_nodes(atoms, first), inner)
+            for drawn, value in enumerate(others):
+                if drawn:
+                    yield {**ordered, first: value}
+                if drawn >= VARIANTS:
+                    break
+
+    def _first(self, nodes: list[_Node], trail: _Trail) -> Any:
+        for value in self._gen(nodes, trail):
+            return value
+        return _MISSING
+
+    def _closure(self, atoms: list[_Node], names: list[str]) -> list[str]:
+        """`names` with every property `dependentRequired` (or array `dependencies`) adds."""
+        result = dict.fromkeys(names)
+        changed = True
+        while changed:
+            changed = False
+            for atom in atoms:
+                for key in ("dependentRequired", "dependencies"):
+                    deps = atom.schema.get(key)
+                    if not isinstance(deps, dict):
+                        continue
+                    for name, need in deps.items():
+                        if name in result and isinstance(need, list):
+                            for other in need:
+                                if isinstance(other, str) and other not in result:
+                                    result[other] = None
+                                    changed = True
+        return list(result)
+
+    def _dependent(
+        self, atoms: list[_Node], built: dict[str, Any], nodes: list[_Node]
+    ) -> list[_Node]:
+        """Schemas that apply because a property is present and are not applied yet."""
+        present = {node.pointer for node in nodes}
+        found: list[_Node] = []
+        for atom in atoms:
+            for key in ("dependentSchemas", "dependencies"):
+                deps = atom.schema.get(key)
+                if not isinstance(deps, dict):
+                    continue
+                for name, sub in deps.items():
+                    if name in built and isinstance(sub, (dict, bool)):
+                        pointer = pointer_join(atom.pointer, key, name)
+                        if pointer not in present:
+                            found.append(_Node(sub, atom.base, pointer))
+        return found
+
+    def _allowed(self, atoms: list[_Node], name: str) -> bool:
+        """Whether every part lets a property called `name` exist at all."""
+        everywhere = set().union(*(_declared(atom.schema) for atom in atoms))
+        for atom in atoms:
+            schema = atom.schema
+            closed = schema.get("additionalProperties") is False
+            if closed and name not in _declared(schema) and not _pattern_hit(schema, name):
+                return False
+            if (
+                schema.get("unevaluatedProperties") is False
+                and self.ctx.draft >= 2019
+                and name not in everywhere
+                and not any(_pattern_hit(a.schema, name) for a in atoms)
+            ):
+                return False
+            names = schema.get("propertyNames")
+            if names is not None and not self.ctx.is_valid(name, names, atom.base):
+                return False
+        return True
+
+    def _extra_names(
+        self,
+        atoms: list[_Node],
+        declared: dict[str, None],
+        built: dict[str, Any],
+        forbidden: set[str],
+    ) -> Iterator[str]:
+        """Property names to add for `minProperties`: declared ones, then made-up ones."""
+        for name in declared:
+            if name not in built and name not in forbidden and self._allowed(atoms, name):
+                yield name
+        invented: list[str] = []
+        for atom in atoms:
+            patterns = atom.schema.get("patternProperties")
+            if isinstance(patterns, dict):
+                for pattern in patterns:
+                    for variant in range(VARIANTS):
+                        text = sample_pattern(pattern, variant=variant)
+                        if text is not None:
+                            invented.append(text)
+            names = atom.schema.get("propertyNames")
+            if isinstance(names, dict):
+                node = _Node(names, atom.base, pointer_join(atom.pointer, "propertyNames"))
+                for drawn, value in enumerate(self._gen([node], _Trail())):
+                    if isinstance(value, str):
+                        invented.append(value)
+                    if drawn >= VARIANTS * 2:
+                        break
+        invented.extend(f"key{index}" for index in range(1, VARIANTS * 4))
+        for name in dict.fromkeys(invented):
+            if name not in built and name not in declared and self._allowed(atoms, name):
+                yield name
+
+    def _value_nodes(self, atoms: list[_Node], name: str) -> list[_Node]:
+        """Every schema a property called `name` must meet."""
+        found: list[_Node] = []
+        for atom in atoms:
+            schema = atom.schema
+            matched = False
+            props = schema.get("properties")
+            if isinstance(props, dict) and name in props:
+                matched = True
+                found.append(
+                    _Node(props[name], atom.base, pointer_join(atom.pointer, "properties", name))
+                )
+            patterns = schema.get("patternProperties")
+            if isinstance(patterns, dict):
+                for pattern, sub in patterns.items():
+                    if pattern_matches(pattern, name):
+                        matched = True
+                        pointer = pointer_join(atom.pointer, "patternProperties", pattern)
+                        found.append(_Node(sub, atom.base, pointer))
+            if not matched:
+                for key in ("additionalProperties", "unevaluatedProperties"):
+                    if key in schema and (key == "additionalProperties" or self.ctx.draft >= 2019):
+                        pointer = pointer_join(atom.pointer, key)
+                        found.append(_Node(schema[key], atom.base, pointer))
+                        break
+        return found
+
+
+@dataclass(frozen=True)
+class _Trail:
+    """How deep the generation is, and which schemas enclose it (to spot recursion)."""
+
+    depth: int = 0
+    ancestors: frozenset[str] = frozenset()
+
+    def down(self, atoms: list[_Node]) -> _Trail:
+        return _Trail(self.depth + 1, self.ancestors | {atom.pointer for atom in atoms})
+
+
+class _Missing:
+    """No value could be made (distinct from a generated `null`)."""
+
+
+_MISSING: Any = _Missing()
+
+
+def _number(schema: dict[str, Any], key: str, pointer: str) -> float | None:
+    value = schema.get(key)
+    if value is None:
+        return None
+    if not is_number(value):
+        raise SchemaError(f"`{key}` is not a number at #{pointer}")
+    return float(value) if isinstance(value, float) else int(value)
+
+
+def _tighter(
+    current: tuple[float, bool] | None, new: tuple[float, bool], *, upper: bool
+) -> tuple[float, bool]:
+    if current is None:
+        return new
+    if new[0] == current[0]:
+        return (new[0], new[1] or current[1])
+    better = new[0] < current[0] if upper else new[0] > current[0]
+    return new if better else current
+
+
+def _times(multiple: int, step: float) -> float:
+    """`multiple * step` without the drift of binary floats (0.1 * 3 is 0.3)."""
+    if isinstance(step, int):
+        return multiple * step
+    return float(Decimal(repr(step)) * multiple)
+
+
+def _number_candidates(
+    low: tuple[float, bool] | None,
+    high: tuple[float, bool] | None,
+    steps: list[float],
+    *,
+    integer: bool,
+) -> Iterator[float]:
+    """Numbers to try, lowest acceptable first (0 when nothing bounds it from below)."""
+    step: float | None = max(steps) if steps else None
+    if integer:
+        if step is None:
+            step = 1
+        elif isinstance(step, float) and step.is_integer():
+            step = int(step)
+    if step is not None:
+        if low is not None:
+            start = math.ceil(low[0] / step)
+            multiples: Iterator[int] = iter(range(start - 1, start + VARIANTS * 8))
+        elif high is not None and high[0] < 0:
+            start = math.floor(high[0] / step)
+            multiples = iter(range(start + 1, start - VARIANTS * 8, -1))
+        else:
+            reach = VARIANTS * 4
+            multiples = iter((*range(reach), *range(-1, -reach, -1)))
+        for multiple in multiples:
+            yield _times(multiple, step)
+        return
+    if low is not None:
+        floor = low[0]
+        yield floor
+        whole = math.floor(floor) + 1 if float(floor).is_integer() else math.ceil(floor)
+        yield whole
+        if high is not None and high[0] > floor:
+            yield (floor + high[0]) / 2
+        yield floor + 0.5
+        yield math.nextafter(float(floor), math.inf)
+        for offset in range(1, VARIANTS):
+            yield whole + offset
+        return
+    if high is not None and high[0] <= 0:
+        top = high[0]
+        yield top
+        below = top - 1 if float(top).is_integer() else math.floor(top)
+        yield below
+        yield math.nextafter(float(top), -math.inf)
+        for offset in range(1, VARIANTS):
+            yield below - offset
+        return
+    yield 0
+    for offset in range(1, VARIANTS):
+        yield offset
+    if high is not None:
+        yield high[0] / 2
+
+
+def _tidy(value: float, *, integer: bool) -> float:
+    """Whole numbers as `int`, so that `0` and not `0.0` reaches the JSON."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if integer and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _pad(pattern: str, text: str, size: int) -> str:
+    """`text` lengthened to `size` where the pattern is open at an end."""
+    missing = size - len(text)
+    if not pattern.endswith("$") and not pattern.endswith(r"\Z"):
+        return text + "a" * missing
+    if not pattern.startswith("^"):
+        return "a" * missing + text
+    return text
+
+
+def _schema_list(schema: dict[str, Any], key: str, pointer: str) -> list[Any]:
+    value = schema.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise SchemaError(f"`{key}` is not an array at #{pointer}")
+    return value
+
+
+def _rest_key(schema: dict[str, Any]) -> str:
+    if isinstance(schema.get("items"), list):
+        return "additionalItems"
+    if "items" in schema:
+        return "items"
+    return "unevaluatedItems"
+
+
+def _declared(schema: dict[str, Any]) -> set[str]:
+    props = schema.get("properties")
+    return set(props) if isinstance(props, dict) else set()
+
+
+def _pattern_hit(schema: dict[str, Any], name: str) -> bool:
+    patterns = schema.get("patternProperties")
+    return isinstance(patterns, dict) and any(pattern_matches(p, name) for p in patterns)
