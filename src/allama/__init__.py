@@ -52,7 +52,7 @@ from allama.extract import (
 )
 from allama.provider import ChatProvider, Degradations
 
-# Last, so that the name is the function, not the `allama.provider` module.
+# The module `allama.provider` is loaded above, so this name stays the function.
 from allama.providers import PRESET_NAMES, provider
 from allama.stream import AsyncChatStream, ChatStream, StreamCollector
 from allama.types import (

@@ -6,6 +6,7 @@ import logging
 import re
 import threading
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from allama.errors import Error, ErrorContext, MessageOrigin, UnsupportedError
@@ -33,13 +34,40 @@ _REPORTED: set[tuple[str, str, str]] = set()
 _REPORTED_LOCK = threading.Lock()
 
 
+_FORCED_CHOICE = ToolChoice.tool(EXTRACTION_TOOL)
+
+
+@lru_cache(maxsize=512)
+def _native_format(schema: TypeSchema) -> ResponseFormat:
+    """The response format of a type, built once (the schema is already valid JSON data)."""
+    return ResponseFormat.model_construct(
+        type="json_schema", json_schema=schema.schema, name=schema.name, strict=True
+    )
+
+
+@lru_cache(maxsize=512)
+def _extraction_tool(schema: TypeSchema) -> ToolDefinition:
+    return ToolDefinition.model_construct(
+        name=EXTRACTION_TOOL,
+        parameters=schema.schema,
+        description="Submit extracted structured data",
+        strict=True,
+    )
+
+
+@lru_cache(maxsize=4096)
+def _in_caller_terms(target: Target, text: str) -> str:
+    text = _SUBJECTS.sub(f"the schema of `{target.label}`", text)
+    return _POINTER.sub(lambda m: f"`{target.pointer_label(m.group(1))}`", text)
+
+
 def requested_mode(request: ChatRequest) -> ExtractionMode:
     mode = request.option(ExtractionMode)
     return ExtractionMode.AUTO if mode is None else mode
 
 
 @dataclass(frozen=True, slots=True)
-class Target:
+class Target:  # hashable: type schemas compare by identity
     """What is extracted, from which provider and model."""
 
     type: TypeSchema
@@ -64,21 +92,13 @@ class Target:
             raise ToolConflictError(provider=self.provider, metadata=ExtractionMetadata.new(mode))
         derived = request.without_option(ExtractionMode)
         if mode is ExtractionMode.NATIVE:
-            return derived.with_response_format(
-                ResponseFormat.for_schema(self.schema, name=self.type.name, strict=True)
-            )
+            return derived.model_copy(update={"response_format": _native_format(self.type)})
         if mode is ExtractionMode.FORCED_TOOL:
-            tool = ToolDefinition(
-                name=EXTRACTION_TOOL,
-                parameters=self.schema,
-                description="Submit extracted structured data",
-                strict=True,
-            )
             # `parallel_tool_calls` stays the caller's: the adapter knows its dialect's rule.
             return derived.model_copy(
                 update={
-                    "tools": (tool,),
-                    "tool_choice": ToolChoice.tool(EXTRACTION_TOOL),
+                    "tools": (_extraction_tool(self.type),),
+                    "tool_choice": _FORCED_CHOICE,
                     "response_format": None,
                 }
             )
@@ -116,8 +136,7 @@ class Target:
         return label
 
     def in_caller_terms(self, text: str) -> str:
-        text = _SUBJECTS.sub(f"the schema of `{self.label}`", text)
-        return _POINTER.sub(lambda m: f"`{self.pointer_label(m.group(1))}`", text)
+        return _in_caller_terms(self, text)
 
     def reword(self, warning: Warning) -> Warning:
         return warning.model_copy(update={"message": self.in_caller_terms(warning.message)})
@@ -130,6 +149,8 @@ class Target:
         with _REPORTED_LOCK:
             first = key not in _REPORTED
             _REPORTED.add(key)
+        if not first and not logger.isEnabledFor(logging.DEBUG):
+            return
         code = f"extraction.{metadata.enforcement.value}.{self.label}"
         reason = "; ".join(w.message for w in metadata.degradations)
         logger.log(

@@ -37,7 +37,7 @@ def schema_name(raw: str) -> str:
     return name[:64].rstrip("_") or "structured_output"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class TypeSchema:
     """A type with its validator, its JSON Schema, and its names."""
 
