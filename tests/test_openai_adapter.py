@@ -696,3 +696,15 @@ def test_a_success_status_with_an_unusable_body() -> None:
     assert failed.value.provider == "workers-ai" and not failed.value.authored
     with pytest.raises(ServerError, match="do not fit"):
         decode_response(200, {}, b'{"choices": "nope"}')
+
+
+def test_codes_decide_before_words() -> None:
+    tpm = {
+        "error": {
+            "message": "Rate limit reached: too many tokens per min, reduce the length of prompts",
+            "code": "rate_limit_exceeded",
+        }
+    }
+    assert type(_error(400, tpm)) is RateLimitedError
+    words = {"error": {"message": "This model's maximum context length is 8192 tokens."}}
+    assert type(_error(400, words)) is ContextWindowExceededError

@@ -41,6 +41,7 @@ _CONTEXT_WORDS = re.compile(
     r"prompt is too long|too many tokens|reduce the length",
     re.IGNORECASE,
 )
+_RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "ratelimitreached", "rate_limited"})
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "quota_exceeded"})
 _RESPONSE_FORMAT_SCHEMA = re.compile(
     r"invalid schema for response_format|response format `?json_schema`?|"
@@ -168,9 +169,11 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
     param = (info.param or "").lower()
     if code in _QUOTA_CODES or kind in _QUOTA_CODES or status == 402:
         return QuotaExceededError(message).with_retryable(False)
-    if code in _CONTEXT_CODES or (
-        status in (400, 413, 422, None) and _CONTEXT_WORDS.search(message)
-    ):
+    if code in _CONTEXT_CODES:
+        return ContextWindowExceededError(message)
+    if status == 429 or code in _RATE_LIMIT_CODES:
+        return RateLimitedError(message, retry_after=retry_after_seconds(headers))
+    if status in (400, 413, 422, None) and _CONTEXT_WORDS.search(message):
         return ContextWindowExceededError(message)
     if (
         code == "invalid_json_schema"
@@ -190,8 +193,6 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         return NotFoundError(message)
     if status == 408:
         return RequestTimeoutError(message)
-    if status == 429 or code in ("rate_limit_exceeded", "ratelimitreached"):
-        return RateLimitedError(message, retry_after=retry_after_seconds(headers))
     if status in (503, 529) or code == "overloaded" or kind == "overloaded_error":
         return OverloadedError(message)
     if (status is not None and status >= 500) or code == "server_error" or kind == "server_error":
