@@ -7,6 +7,7 @@ import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -708,3 +709,42 @@ def test_codes_decide_before_words() -> None:
     assert type(_error(400, tpm)) is RateLimitedError
     words = {"error": {"message": "This model's maximum context length is 8192 tokens."}}
     assert type(_error(400, words)) is ContextWindowExceededError
+
+
+def test_an_unreadable_schema_is_an_invalid_request_before_sending() -> None:
+    broken = {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}
+    for name, request in (
+        ("openai", native("gpt-4o-2024-08-06", broken)),
+        ("openai", forced("gpt-4o-2024-08-06", broken)),
+        ("deepseek", native("deepseek-chat", broken)),
+    ):
+        with pytest.raises(InvalidRequestError, match="cannot read") as caught:
+            provider(name).validate_chat_request(request)
+        assert caught.value.authored
+
+
+CORPUS_SCHEMAS = Path(__file__).resolve().parents[1].parent / "shared/corpus/schemas"
+SCHEMAS = sorted(CORPUS_SCHEMAS.glob("*/*.json"))[::25]
+
+
+@pytest.mark.skipif(not SCHEMAS, reason=f"no schemas under {CORPUS_SCHEMAS}")
+@pytest.mark.parametrize("name", ["openai", "azure-openai", "mistral", "vllm", "together"])
+def test_real_world_schemas_encode_consistently(name: str) -> None:
+    """Under WARN a schema goes out strict exactly when nothing was refused; under ERROR the
+    same schemas are refused before sending; every warning is on the response format."""
+    target = provider(name, api_key="k", base_url="http://test")
+    for path in SCHEMAS:
+        schema = json.loads(path.read_text())
+        if not isinstance(schema, dict):
+            continue
+        request = native("gpt-4o-2024-08-06", schema)
+        http, warnings = target._prepare(request, stream=False)
+        assert all(w.is_about(RequestField.RESPONSE_FORMAT) for w in warnings), path.name
+        refused = any(w.kind is WarningKind.UNSUPPORTED for w in warnings)
+        assert http.body["response_format"]["json_schema"]["strict"] is not refused, path.name
+        strict = request.with_unsupported_policy(UnsupportedPolicy.ERROR)
+        if refused:
+            with pytest.raises(UnsupportedError):
+                target.validate_chat_request(strict)
+        else:
+            assert list(target.validate_chat_request(strict).warnings) == warnings

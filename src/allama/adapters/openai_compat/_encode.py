@@ -27,9 +27,11 @@ from allama.adapters.openai_compat._wire import (
     WireTool,
     WireToolCall,
 )
+from allama.errors import InvalidRequestError
 from allama.provider import Degradations
 from allama.schema._dialects import grammar_engine, json_object_fallback, openai_strict, passthrough
 from allama.schema._dialects._llama_cpp import llama_cpp
+from allama.schema._errors import SchemaError
 from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
 from allama.types import (
     AssistantMessage,
@@ -156,7 +158,7 @@ class _Encoder:
                 )
                 strict = None
             else:
-                rewrite = self.rewrite(self.profile.tool_dialect, parameters)
+                rewrite = self.rewrite(self.profile.tool_dialect, parameters, subject)
                 strict = apply_strict_policy(
                     rewrite,
                     field=RequestField.TOOLS,
@@ -213,11 +215,21 @@ class _Encoder:
 
     # Response format
 
-    def rewrite(self, dialect: SchemaDialect, schema: dict[str, Any]) -> Rewrite:
+    def unreadable(self, subject: str, error: SchemaError) -> InvalidRequestError:
+        return (
+            InvalidRequestError(f"{subject} has a schema allama cannot read: {error}")
+            .mark_authored()
+            .with_provider(self.profile.name)
+        )
+
+    def rewrite(self, dialect: SchemaDialect, schema: dict[str, Any], subject: str) -> Rewrite:
         key = (dialect, self.profile.strict_profile, self.profile.display_name, _schema_key(schema))
         cached = _REWRITES.get(key)
         if cached is None:
-            cached = self._rewrite(dialect, schema)
+            try:
+                cached = self._rewrite(dialect, schema)
+            except SchemaError as error:
+                raise self.unreadable(subject, error) from error
             with _REWRITES_LOCK:
                 if len(_REWRITES) >= _REWRITE_CACHE_SIZE:
                     _REWRITES.pop(next(iter(_REWRITES)), None)
@@ -267,7 +279,10 @@ class _Encoder:
         subject = f"the response format `{name}`"
         level = self.family.structured
         if level is StructuredLevel.JSON_OBJECT:
-            rewrite = json_object_fallback(schema)
+            try:
+                rewrite = json_object_fallback(schema)
+            except SchemaError as error:
+                raise self.unreadable(subject, error) from error
             if fmt.strict:
                 apply_strict_policy(
                     rewrite, field=field, subject=subject, degradations=self.degradations
@@ -293,7 +308,7 @@ class _Encoder:
                 )
                 strict = False
             else:
-                rewrite = self.rewrite(self.profile.response_dialect, schema)
+                rewrite = self.rewrite(self.profile.response_dialect, schema, subject)
                 strict = apply_strict_policy(
                     rewrite, field=field, subject=subject, degradations=self.degradations
                 )
