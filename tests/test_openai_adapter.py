@@ -12,9 +12,12 @@ from typing import Any
 
 import httpx2
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from allama.adapters.openai_compat._decode import decode_response
 from allama.adapters.openai_compat._errors import error_from_response, retry_after_seconds
+from allama.adapters.openai_compat._sse import decode_stream
 from allama.errors import (
     AuthenticationError,
     ContextWindowExceededError,
@@ -748,3 +751,40 @@ def test_real_world_schemas_encode_consistently(name: str) -> None:
                 target.validate_chat_request(strict)
         else:
             assert list(target.validate_chat_request(strict).warnings) == warnings
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(
+    st.integers(0, 48), st.integers(0, 59), st.integers(0, 59), st.integers(0, 999), st.booleans()
+)
+def test_reset_durations_parse_to_seconds(
+    hours: int, minutes: int, seconds: int, millis: int, as_ms: bool
+) -> None:
+    head = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "")
+    tail = f"{seconds}s{millis}ms" if as_ms else f"{seconds}.{millis:03d}s"
+    expected = hours * 3600 + minutes * 60 + seconds + millis / 1000
+    assert retry_after_seconds({"x-ratelimit-reset-tokens": head + tail}) == pytest.approx(expected)
+
+
+@given(st.integers(400, 599), st.binary(max_size=300) | _JSON.map(json.dumps).map(str.encode))
+def test_any_error_body_maps_to_an_error_with_its_status(status: int, body: bytes) -> None:
+    error = error_from_response(status, {}, body, provider="p", model="m")
+    assert isinstance(error, Error)
+    assert (error.status, error.provider, error.model) == (status, "p", "m")
+    assert not error.authored
+    assert "message" not in error.as_log().to_dict()
+
+
+@given(_JSON.filter(bool))
+def test_any_error_object_in_a_stream_raises_an_error(payload: Any) -> None:
+    with pytest.raises(Error) as caught:
+        decode_stream(b"data: " + json.dumps({"error": payload}).encode() + b"\n\n", provider="p")
+    assert caught.value.provider == "p"
