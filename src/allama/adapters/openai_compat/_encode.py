@@ -279,20 +279,22 @@ class _Encoder:
         subject = f"the response format `{name}`"
         level = self.family.structured
         if level is StructuredLevel.JSON_OBJECT:
+            # Only `json_object` exists: the fallback dialect reads the schema (a broken one
+            # fails here); the refusal says what is lost, on the field, under the policy.
             try:
                 rewrite = json_object_fallback(schema)
             except SchemaError as error:
                 raise self.unreadable(subject, error) from error
-            if fmt.strict:
-                apply_strict_policy(
-                    rewrite, field=field, subject=subject, degradations=self.degradations
-                )
-            if rewrite.strict_representable or not fmt.strict:
-                self.degradations.refuse(
-                    field,
-                    f"`{model}` on {display} has no JSON Schema output; "
-                    f"{subject} was sent as a plain JSON object",
-                )
+            for note in rewrite.notes:
+                if note.kind is WarningKind.APPROXIMATED:
+                    self.degradations.approximate(
+                        field, f"{subject} was approximated: {note.message}"
+                    )
+            self.degradations.refuse(
+                field,
+                f"`{model}` on {display} has no JSON Schema output; {subject} was sent as "
+                "`json_object`, which only constrains the output to a JSON object",
+            )
             return {"type": "json_object"}
         strict: bool | None = fmt.strict
         if fmt.strict:
