@@ -788,3 +788,20 @@ def test_any_error_object_in_a_stream_raises_an_error(payload: Any) -> None:
     with pytest.raises(Error) as caught:
         decode_stream(b"data: " + json.dumps({"error": payload}).encode() + b"\n\n", provider="p")
     assert caught.value.provider == "p"
+
+
+def test_groq_structured_output_does_not_stream() -> None:
+    body, warnings = body_of("groq", native("openai/gpt-oss-120b", STRINGS), stream=True)
+    assert "response_format" not in body
+    assert warnings[0].is_about(RequestField.RESPONSE_FORMAT)
+    assert "streamed" in warnings[0].message
+
+
+def test_deepseek_strict_tools_on_the_beta_base_url() -> None:
+    request = forced("deepseek-chat", UINT)
+    default = provider("deepseek").validate_chat_request(request)
+    assert enforcement(list(default.warnings), RequestField.TOOLS) == "not_enforced"
+    beta = provider("deepseek", base_url="https://api.deepseek.com/beta")
+    warnings = list(beta.validate_chat_request(request).warnings)
+    assert enforcement(warnings, RequestField.TOOLS) == "approximate"
+    assert "`minimum` was removed" in warnings[0].message

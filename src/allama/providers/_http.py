@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import httpx2
@@ -18,6 +19,7 @@ from allama.adapters.openai_compat._capabilities import CAPABILITY_TABLES, Capab
 from allama.adapters.openai_compat._decode import decode_response
 from allama.adapters.openai_compat._encode import encode_request
 from allama.adapters.openai_compat._errors import error_from_response
+from allama.adapters.openai_compat._profile import SchemaDialect
 from allama.adapters.openai_compat._sse import ChatStreamDecoder
 from allama.errors import AuthenticationError, Error, InvalidRequestError
 from allama.provider import Degradations
@@ -74,6 +76,14 @@ class OpenAICompatibleProvider:
         self._base_url, self._azure_deployments = self._resolve_base_url(
             preset, base_url, endpoint, account_id
         )
+        if preset.name == "deepseek" and (self._base_url or "").endswith("/beta"):
+            # DeepSeek enforces `strict` tools only on its beta base URL, over a subset
+            # without string formats, patterns or bounds (Azure's 2024 subset drops the same).
+            self._profile = replace(
+                self._profile,
+                tool_dialect=SchemaDialect.OPENAI_STRICT,
+                strict_profile="azure_legacy",
+            )
         self._api_version = (
             api_version or os.environ.get("OPENAI_API_VERSION") or (_AZURE_API_VERSION)
         )

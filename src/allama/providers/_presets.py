@@ -55,7 +55,8 @@ _PRESETS: tuple[Preset, ...] = (
     ),
     Preset(
         "groq",
-        WireProfile("groq", "Groq"),
+        # Structured outputs do not stream on Groq.
+        WireProfile("groq", "Groq", schema_streams=False),
         "https://api.groq.com/openai/v1",
         "GROQ_API_KEY",
         description="Groq",

@@ -264,6 +264,11 @@ class _Encoder:
         if fmt.type != "text" and self.stream and not self.profile.json_mode_streams:
             self.degradations.refuse(field, f"{display} has no JSON mode on streamed responses")
             return None
+        if fmt.type == "json_schema" and self.stream and not self.profile.schema_streams:
+            self.degradations.refuse(
+                field, f"{display} has no JSON Schema output on streamed responses"
+            )
+            return None
         if fmt.type == "text":
             return {"type": "text"}
         if fmt.type == "json":

@@ -50,6 +50,7 @@ class WireProfile:
     stream_usage: bool = True
     json_schema_shape: Literal["openai", "raw"] = "openai"
     json_mode_streams: bool = True
+    schema_streams: bool = True
     reasoning_effort: bool = True
     reasoning_outside_completion: bool = False
     require_parameters: bool = False
