@@ -1,0 +1,165 @@
+"""Gemini structured output: `responseJsonSchema` (a JSON Schema subset) and `responseSchema`
+(an OpenAPI 3.0 subset).
+
+`responseJsonSchema` keeps `$defs`/`$ref`, maps, tuples, numeric and array bounds, and
+enums of strings and numbers; Gemini unrolls recursion only to a limited depth, which would
+narrow the schema, so recursion is `UNSUPPORTED`. `responseSchema` has no references and no
+`additionalProperties`: `$ref`s are inlined (recursion cut, with a note), nullability is
+`nullable`, types are upper-case and enums list strings only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from allama.schema._dialects._engine import Engine
+from allama.schema._pointer import quoted
+from allama.schema._rewrite import Rewrite
+
+__all__ = ["gemini_json_schema", "gemini_response_schema"]
+
+
+class _GeminiBase(Engine):
+    keep: ClassVar[frozenset[str]] = frozenset(
+        {"type", "enum", "required", "minimum", "maximum", "minItems", "maxItems"}
+    )
+
+    def keyword(
+        self, key: str, value: Any, node: dict[str, Any], out: dict[str, Any], pointer: str
+    ) -> None:
+        if key in ("exclusiveMinimum", "exclusiveMaximum"):
+            self.exclusive(key, value, node, out, pointer)
+        elif key in ("minimum", "maximum"):
+            other = out.get(key)
+            if other is None:
+                out[key] = value
+            else:
+                out[key] = max(other, value) if key == "minimum" else min(other, value)
+        else:
+            super().keyword(key, value, node, out, pointer)
+
+    def exclusive(
+        self, key: str, value: Any, node: dict[str, Any], out: dict[str, Any], pointer: str
+    ) -> None:
+        """`exclusiveMinimum: n` as `minimum`: exact for integers, widened for numbers."""
+        lower = key == "exclusiveMinimum"
+        bound = "minimum" if lower else "maximum"
+        if node.get("type") == "integer":
+            edge = math.floor(value) + 1 if lower else math.ceil(value) - 1
+        else:
+            edge = value
+            self.approximated(
+                pointer, f"`{key}` became an inclusive `{bound}` at {quoted(pointer)}"
+            )
+        other = out.get(bound, node.get(bound))
+        if other is not None:
+            edge = max(edge, other) if lower else min(edge, other)
+        out[bound] = edge
+
+
+class _JsonSchema(_GeminiBase):
+    provider: ClassVar[str] = "Gemini responseJsonSchema"
+    formats: ClassVar[frozenset[str] | None] = frozenset({"date-time", "date", "time"})
+    enum_kinds: ClassVar[frozenset[str]] = frozenset({"string", "number"})
+    maps: ClassVar[bool] = True
+    prefix_items: ClassVar[bool] = True
+    recursion: ClassVar[bool] = False
+
+
+class _ResponseSchema(_GeminiBase):
+    provider: ClassVar[str] = "Gemini responseSchema"
+    formats: ClassVar[frozenset[str] | None] = frozenset({"date-time"})
+    enum_kinds: ClassVar[frozenset[str]] = frozenset({"string"})
+    inline_refs: ClassVar[bool] = True
+    close_objects: ClassVar[bool] = False
+
+    def additional_properties(
+        self, value: Any, node: dict[str, Any], out: dict[str, Any], pointer: str
+    ) -> None:
+        if value is False or "patternProperties" in node:
+            return
+        kind = "a map" if "properties" not in node else "an object open to other keys"
+        self.unsupported(
+            pointer,
+            f"the subschema at {quoted(pointer)} is {kind}, which {self.provider} cannot express",
+        )
+
+    def shape(self, out: dict[str, Any], node: dict[str, Any], pointer: str) -> None:
+        super().shape(out, node, pointer)
+        extra = node.get("additionalProperties", False)
+        if extra is not False or "patternProperties" in node:
+            # without `additionalProperties` an object with `properties` is closed: an open
+            # one goes without them, wider than the original rather than narrower
+            out.pop("properties", None)
+
+    def run(self) -> Rewrite:
+        rewrite = super().run()
+        return Rewrite(schema=_openapi(rewrite.schema), notes=rewrite.notes)
+
+
+def _openapi(node: Any) -> Any:
+    """A JSON Schema node of the subset above in OpenAPI form (upper-case types, `nullable`)."""
+    if not isinstance(node, Mapping):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "properties":
+            out[key] = {name: _openapi(sub) for name, sub in value.items()}
+        elif key == "items":
+            out[key] = _openapi(value)
+        elif key == "anyOf":
+            out[key] = [_openapi(sub) for sub in value]
+        else:
+            out[key] = value
+    branches = out.get("anyOf")
+    if isinstance(branches, list) and {"type": "NULL"} in branches:
+        rest = [b for b in branches if b != {"type": "NULL"}]
+        if len(rest) == 1 and not set(rest[0]) & (set(out) - {"anyOf"}):
+            del out["anyOf"]
+            out.update(rest[0])
+            out["nullable"] = True
+        elif rest:
+            out["anyOf"] = [{**b, "nullable": True} for b in rest]
+    kind = out.get("type")
+    if isinstance(kind, str):
+        out["type"] = kind.upper()
+    elif isinstance(kind, list):
+        kinds = [k.upper() for k in kind if k != "null"]
+        nullable = "null" in kind
+        if len(kinds) == 1:
+            out["type"] = kinds[0]
+        elif not kinds:
+            out["type"] = "NULL"
+        else:
+            rest_keys = {k: v for k, v in out.items() if k != "type"}
+            branch_list = [{**rest_keys, "type": k} for k in kinds]
+            if nullable:
+                branch_list = [{**b, "nullable": True} for b in branch_list]
+            return {"anyOf": branch_list}
+        if nullable and kinds:
+            out["nullable"] = True
+    props = out.get("properties")
+    if isinstance(props, dict) and len(props) > 1:
+        out["propertyOrdering"] = list(props)
+    return out
+
+
+def gemini_json_schema(schema: Mapping[str, Any]) -> Rewrite:
+    """`schema` for Gemini's `responseJsonSchema`, with notes on what it removed.
+
+    Raises `SchemaError` for a schema that is not valid JSON Schema.
+    """
+    return _JsonSchema(schema).run()
+
+
+def gemini_response_schema(schema: Mapping[str, Any]) -> Rewrite:
+    """`schema` for Gemini's `responseSchema` (OpenAPI subset), with notes on what it removed.
+
+    Raises `SchemaError` for a schema that is not valid JSON Schema.
+
+    >>> gemini_response_schema({"type": ["string", "null"], "maxLength": 3}).schema
+    {'type': 'STRING', 'nullable': True}
+    """
+    return _ResponseSchema(schema).run()

@@ -1,0 +1,132 @@
+"""OpenAI strict structured outputs (Chat Completions, Responses, Azure, strict tools).
+
+Every object closed, every property required. An optional property becomes required and
+nullable: extraction removes those stand-in `null`s before validating
+(`normalize_strict_nulls`), so the rewrite is exact and a defaulted field never becomes
+mandatory for the model. Maps, open objects and untyped values cannot be strict: those are
+`UNSUPPORTED` notes, and the schema is left as wide as the original so that it can still be
+sent without `strict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from allama.schema._dialects._engine import Engine, admits_null
+from allama.schema._limits import measure
+from allama.schema._pointer import quoted
+from allama.schema._rewrite import Rewrite
+
+__all__ = ["OpenAIProfile", "openai_strict"]
+
+OpenAIProfile = Literal["current", "azure_legacy"]
+
+_BASE = frozenset({"type", "enum", "required"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    properties: int
+    depth: int
+    string_length: int
+    enum_values: int
+    big_enum_length: int
+
+
+class _Current(Engine):
+    provider: ClassVar[str] = "OpenAI strict mode"
+    keep: ClassVar[frozenset[str]] = _BASE | {
+        "pattern",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minItems",
+        "maxItems",
+    }
+    formats: ClassVar[frozenset[str] | None] = frozenset(
+        {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+    )
+    strict_shapes: ClassVar[bool] = True
+    limits: ClassVar[_Limits] = _Limits(5000, 10, 120_000, 1000, 15_000)
+
+    def shape(self, out: dict[str, Any], node: dict[str, Any], pointer: str) -> None:
+        super().shape(out, node, pointer)
+        props = out.get("properties")
+        if not isinstance(props, dict):
+            return
+        required = list(node.get("required", ()))
+        for name in props:
+            if name not in required:
+                props[name] = _nullable(props[name])
+        undeclared = [name for name in required if name not in props]
+        for name in undeclared:
+            self.unsupported(
+                pointer,
+                f"the object at {quoted(pointer)} requires `{name}`, which it does not declare",
+            )
+        out["required"] = [*props, *undeclared]
+
+    def finish(self, out: dict[str, Any]) -> None:
+        root = out
+        ref = out.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            root = self.defs.get(ref[len("#/$defs/") :].replace("~1", "/").replace("~0", "~"), {})
+        if not isinstance(root, Mapping) or root.get("type") != "object":
+            self.unsupported(
+                "",
+                f"the root at {quoted('')} is not an object, which {self.provider} requires",
+            )
+        size, cap = measure(out), self.limits
+        checks = (
+            (size.properties, cap.properties, "object properties"),
+            (size.depth, cap.depth, "levels of object nesting"),
+            (size.string_length, cap.string_length, "characters of names and enum values"),
+            (size.enum_values, cap.enum_values, "enum values"),
+            (size.largest_string_enum, cap.big_enum_length, "characters in one large enum"),
+        )
+        for have, limit, what in checks:
+            if have > limit:
+                self.unsupported(
+                    "",
+                    f"the schema at {quoted('')} has {have} {what}, "
+                    f"more than the {limit} {self.provider} allows",
+                )
+
+
+class _AzureLegacy(_Current):
+    provider: ClassVar[str] = "Azure OpenAI strict mode"
+    keep: ClassVar[frozenset[str]] = _BASE
+    formats: ClassVar[frozenset[str] | None] = frozenset()
+    limits: ClassVar[_Limits] = _Limits(100, 5, 15_000, 500, 7_500)
+
+
+def _nullable(schema: Any) -> Any:
+    """`schema` widened by `null` (a stand-in for leaving an optional property out)."""
+    if admits_null(schema):
+        return schema
+    if isinstance(schema, dict):
+        if "type" in schema and not any(k in schema for k in ("enum", "anyOf", "$ref", "not")):
+            kinds = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+            return {**schema, "type": [*kinds, "null"]}
+        if set(schema) - {"title", "description"} == {"anyOf"}:
+            return {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def openai_strict(schema: Mapping[str, Any], *, profile: OpenAIProfile = "current") -> Rewrite:
+    """`schema` in OpenAI's strict subset, with notes on what it widened or cannot hold.
+
+    `profile="azure_legacy"` applies the older rules Azure OpenAI still documents: no
+    `pattern`, `format`, numeric or array bounds, and the smaller limits (100 properties,
+    5 levels). Raises `SchemaError` for a schema that is not valid JSON Schema.
+
+    >>> openai_strict({"type": "object", "properties": {"n": {"type": "integer"}}}).schema
+    {'type': 'object', 'properties': {'n': {'type': ['integer', 'null']}}, \
+'additionalProperties': False, 'required': ['n']}
+    """
+    engine = _AzureLegacy(schema) if profile == "azure_legacy" else _Current(schema)
+    return engine.run()

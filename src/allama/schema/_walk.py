@@ -1,0 +1,356 @@
+"""Reading a schema before any rewrite: shape checks, `$ref` resolution and recursion.
+
+Everything here iterates with explicit stacks, so a schema nested thousands deep or a
+Python object that contains itself gets a `SchemaError`, never a `RecursionError`. Once
+`preflight` has passed, a schema is at most `MAX_DEPTH` levels deep, which is what makes
+the (recursive) dialect rewrites safe.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from allama.schema._errors import SchemaError
+from allama.schema._pointer import child, lookup, parse_fragment, quoted
+
+__all__ = [
+    "ANNOTATIONS",
+    "MAX_DEPTH",
+    "SCHEMA_LISTS",
+    "SCHEMA_MAPS",
+    "SCHEMA_SINGLE",
+    "SchemaIndex",
+    "copy_json",
+    "preflight",
+]
+
+MAX_DEPTH = 128
+"""JSON nesting levels a schema may have (objects and arrays, data included)."""
+
+SCHEMA_MAPS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+SCHEMA_SINGLE = frozenset(
+    {
+        "additionalProperties",
+        "additionalItems",
+        "not",
+        "if",
+        "then",
+        "else",
+        "contains",
+        "propertyNames",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "contentSchema",
+    }
+)
+ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "example",
+        "$comment",
+        "readOnly",
+        "writeOnly",
+        "deprecated",
+        "$schema",
+        "$id",
+        "id",
+        "$anchor",
+        "$dynamicAnchor",
+        "$vocabulary",
+        "contentMediaType",
+        "contentEncoding",
+        "discriminator",
+    }
+)
+"""Keywords that never change what a schema accepts: removing them is exact."""
+
+_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
+_NUMBERS = ("minimum", "maximum", "multipleOf")
+_COUNTS = (
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+    "minContains",
+    "maxContains",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaIndex:
+    """What `preflight` learnt: the draft, where each `$ref` points, and which targets recurse."""
+
+    root: Mapping[str, Any]
+    draft: int
+    targets: Mapping[str, str]
+    """Each `$ref` string to the pointer of its target."""
+    recursive: frozenset[str]
+    """Target pointers that can reach themselves through `$ref`s."""
+
+    def target(self, ref: str) -> tuple[str, Any]:
+        """The pointer and the subschema a `$ref` names."""
+        pointer = self.targets[ref]
+        return pointer, lookup(self.root, pointer)
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON data as plain dicts and lists, without recursion."""
+    if not isinstance(value, Mapping | list | tuple):
+        return value
+    top: Any = {} if isinstance(value, Mapping) else []
+    stack: list[tuple[Any, Any]] = [(value, top)]
+    while stack:
+        source, target = stack.pop()
+        items = source.items() if isinstance(source, Mapping) else enumerate(source)
+        for key, item in items:
+            if isinstance(item, Mapping | list | tuple):
+                copy: Any = {} if isinstance(item, Mapping) else []
+                stack.append((item, copy))
+            else:
+                copy = item
+            if isinstance(target, dict):
+                target[key] = copy
+            else:
+                target.append(copy)
+    return top
+
+
+def _draft(root: Mapping[str, Any]) -> int:
+    uri = root.get("$schema")
+    if not isinstance(uri, str):
+        return 2020
+    for marker, draft in (
+        ("draft-03", 4),
+        ("draft-04", 4),
+        ("draft-06", 6),
+        ("draft-07", 7),
+        ("2019-09", 2019),
+    ):
+        if marker in uri:
+            return draft
+    return 2020
+
+
+def _check_json(schema: Mapping[str, Any]) -> None:
+    """Depth and JSON types of every value, iteratively (a self-containing dict stops at depth)."""
+    stack: list[tuple[Any, str, int]] = [(schema, "", 0)]
+    while stack:
+        value, pointer, depth = stack.pop()
+        if isinstance(value, Mapping):
+            if depth >= MAX_DEPTH:
+                raise SchemaError(
+                    pointer, f"the schema nests deeper than {MAX_DEPTH} levels at {quoted(pointer)}"
+                )
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise SchemaError(
+                        pointer, f"the object at {quoted(pointer)} has a key that is not a string"
+                    )
+                stack.append((item, child(pointer, key), depth + 1))
+        elif isinstance(value, list | tuple):
+            if depth >= MAX_DEPTH:
+                raise SchemaError(
+                    pointer, f"the schema nests deeper than {MAX_DEPTH} levels at {quoted(pointer)}"
+                )
+            stack.extend(
+                (item, child(pointer, index), depth + 1) for index, item in enumerate(value)
+            )
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise SchemaError(pointer, f"the number at {quoted(pointer)} is not finite")
+        elif value is not None and not isinstance(value, str | int):
+            raise SchemaError(pointer, f"the value at {quoted(pointer)} is not JSON")
+
+
+def _bad(pointer: str, keyword: str, what: str) -> SchemaError:
+    at = child(pointer, keyword)
+    return SchemaError(at, f"`{keyword}` at {quoted(at)} must be {what}")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_node(node: Mapping[str, Any], pointer: str, pending: list[tuple[Any, str]]) -> None:
+    """Checks one schema object's keywords and queues its subschemas."""
+    for keyword, value in node.items():
+        if keyword in SCHEMA_MAPS:
+            if not isinstance(value, Mapping):
+                raise _bad(pointer, keyword, "an object of schemas")
+            pending.extend((sub, child(pointer, keyword, name)) for name, sub in value.items())
+        elif keyword in SCHEMA_LISTS:
+            if not isinstance(value, list | tuple) or not value:
+                raise _bad(pointer, keyword, "a non-empty array of schemas")
+            pending.extend((sub, child(pointer, keyword, i)) for i, sub in enumerate(value))
+        elif keyword in SCHEMA_SINGLE:
+            pending.append((value, child(pointer, keyword)))
+        elif keyword == "items":
+            if isinstance(value, list | tuple):
+                pending.extend((sub, child(pointer, keyword, i)) for i, sub in enumerate(value))
+            else:
+                pending.append((value, child(pointer, keyword)))
+        elif keyword == "dependencies":
+            if not isinstance(value, Mapping):
+                raise _bad(pointer, keyword, "an object")
+            for name, sub in value.items():
+                if not isinstance(sub, list | tuple):
+                    pending.append((sub, child(pointer, keyword, name)))
+                elif not all(isinstance(item, str) for item in sub):
+                    raise _bad(pointer, keyword, "an object of schemas or arrays of names")
+        elif keyword == "type":
+            kinds = value if isinstance(value, list | tuple) else [value]
+            if not kinds or not all(isinstance(k, str) and k in _TYPES for k in kinds):
+                raise _bad(pointer, keyword, "a JSON type name or an array of them")
+        elif keyword in ("required", "dependentRequired"):
+            names = value if keyword == "required" else None
+            if keyword == "dependentRequired":
+                if not isinstance(value, Mapping) or not all(
+                    isinstance(v, list | tuple) and all(isinstance(n, str) for n in v)
+                    for v in value.values()
+                ):
+                    raise _bad(pointer, keyword, "an object of arrays of names")
+            elif not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
+                raise _bad(pointer, keyword, "an array of property names")
+        elif keyword == "enum":
+            if not isinstance(value, list | tuple):
+                raise _bad(pointer, keyword, "an array")
+        elif keyword in _NUMBERS:
+            if not _is_number(value):
+                raise _bad(pointer, keyword, "a number")
+            if keyword == "multipleOf" and value <= 0:
+                raise _bad(pointer, keyword, "greater than 0")
+        elif keyword in ("exclusiveMinimum", "exclusiveMaximum"):
+            if not _is_number(value) and not isinstance(value, bool):
+                raise _bad(pointer, keyword, "a number")
+        elif keyword in _COUNTS:
+            if not _is_number(value) or value < 0 or value != int(value):
+                raise _bad(pointer, keyword, "a non-negative integer")
+        elif keyword in ("pattern", "format", "$ref"):
+            if not isinstance(value, str):
+                raise _bad(pointer, keyword, "a string")
+        elif keyword == "uniqueItems" and not isinstance(value, bool):
+            raise _bad(pointer, keyword, "a boolean")
+
+
+def _resolve(ref: str, pointer: str, base: str | None, anchors: Mapping[str, str]) -> str:
+    at = child(pointer, "$ref")
+    address, hash_mark, fragment = ref.partition("#")
+    if address and (base is None or address.rstrip("/") != base.rstrip("/")):
+        raise SchemaError(
+            at,
+            f"the `$ref` `{ref}` at {quoted(at)} points outside this schema (not supported)",
+        )
+    if not hash_mark or fragment == "":
+        return ""
+    if not fragment.startswith("/"):
+        if fragment in anchors:
+            return anchors[fragment]
+        raise SchemaError(at, f"the `$ref` `{ref}` at {quoted(at)} names no anchor in this schema")
+    return parse_fragment(fragment)
+
+
+def _recursive(refs: list[tuple[str, str]]) -> frozenset[str]:
+    targets = {target for _, target in refs}
+    edges: dict[str, set[str]] = {
+        target: {
+            dest for origin, dest in refs if origin == target or origin.startswith(target + "/")
+        }
+        for target in targets
+    }
+    recursive: set[str] = set()
+    for start in targets:
+        seen: set[str] = set()
+        stack = list(edges[start])
+        while stack:
+            node = stack.pop()
+            if node == start:
+                recursive.add(start)
+                break
+            if node not in seen:
+                seen.add(node)
+                stack.extend(edges[node])
+    return frozenset(recursive)
+
+
+def preflight(schema: Any) -> SchemaIndex:
+    """Check that `schema` can be walked and index its references; `SchemaError` if not."""
+    if not isinstance(schema, Mapping):
+        raise SchemaError("", "the schema at `/` must be a JSON object")
+    _check_json(schema)
+    root_id = schema.get("$id", schema.get("id"))
+    base = (
+        root_id.partition("#")[0]
+        if isinstance(root_id, str) and root_id.partition("#")[0]
+        else None
+    )
+    pending: list[tuple[Any, str]] = [(schema, "")]
+    seen: set[str] = set()
+    refs: list[tuple[str, str]] = []
+    raw_refs: list[tuple[str, str]] = []
+    anchors: dict[str, str] = {}
+    while pending:
+        node, pointer = pending.pop()
+        if pointer in seen:
+            continue
+        seen.add(pointer)
+        if isinstance(node, bool):
+            continue
+        if not isinstance(node, Mapping):
+            raise SchemaError(
+                pointer, f"the schema at {quoted(pointer)} must be an object or a boolean"
+            )
+        _check_node(node, pointer, pending)
+        for key in ("$anchor", "$id", "id"):
+            name = node.get(key)
+            if isinstance(name, str):
+                anchor = name[1:] if key != "$anchor" and name.startswith("#") else name
+                if key == "$anchor" or name.startswith("#"):
+                    anchors.setdefault(anchor, pointer)
+        if isinstance(node.get("$ref"), str):
+            raw_refs.append((pointer, node["$ref"]))
+    targets: dict[str, str] = {}
+    queue = list(raw_refs)
+    while queue:
+        pointer, ref = queue.pop()
+        target = _resolve(ref, pointer, base, anchors)
+        at = child(pointer, "$ref")
+        try:
+            found = lookup(schema, target)
+        except KeyError:
+            raise SchemaError(
+                at, f"the `$ref` `{ref}` at {quoted(at)} does not resolve in this schema"
+            ) from None
+        if target not in seen:
+            pending = [(found, target)]
+            while pending:
+                node, sub_pointer = pending.pop()
+                if sub_pointer in seen:
+                    continue
+                seen.add(sub_pointer)
+                if isinstance(node, bool):
+                    continue
+                if not isinstance(node, Mapping):
+                    raise SchemaError(
+                        at, f"the `$ref` `{ref}` at {quoted(at)} does not point at a schema"
+                    )
+                _check_node(node, sub_pointer, pending)
+                if isinstance(node.get("$ref"), str):
+                    queue.append((sub_pointer, node["$ref"]))
+        elif not isinstance(found, Mapping | bool):
+            raise SchemaError(at, f"the `$ref` `{ref}` at {quoted(at)} does not point at a schema")
+        targets[ref] = target
+        refs.append((pointer, target))
+    return SchemaIndex(
+        root=schema, draft=_draft(schema), targets=targets, recursive=_recursive(refs)
+    )
