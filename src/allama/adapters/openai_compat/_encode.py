@@ -130,7 +130,7 @@ class _Encoder:
         return WireMessage(role=Role.ASSISTANT, content=content, tool_calls=calls or None)
 
     def tool_result(self, message: ToolMessage) -> WireMessage:
-        if message.is_error and not self.profile.tool_result_error_flag:
+        if message.is_error:
             self.degradations.refuse(
                 RequestField.TOOL_RESULT_ERROR,
                 f"{self.profile.display_name} has no error flag for tool results; "

@@ -54,4 +54,3 @@ class WireProfile:
     reasoning_effort: bool = True
     reasoning_outside_completion: bool = False
     require_parameters: bool = False
-    tool_result_error_flag: bool = False
