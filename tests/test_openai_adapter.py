@@ -805,3 +805,17 @@ def test_deepseek_strict_tools_on_the_beta_base_url() -> None:
     warnings = list(beta.validate_chat_request(request).warnings)
     assert enforcement(warnings, RequestField.TOOLS) == "approximate"
     assert "`minimum` was removed" in warnings[0].message
+
+
+def test_azure_content_filter_verdicts_explain_the_decline() -> None:
+    body = _completion("partial")
+    body["choices"][0]["finish_reason"] = "content_filter"
+    body["choices"][0]["content_filter_results"] = {
+        "hate": {"filtered": False, "severity": "safe"},
+        "violence": {"filtered": True, "severity": "high"},
+    }
+    response = decode_response(200, {}, json.dumps(body).encode(), provider="azure-openai")
+    assert response.finish_reason == FinishReason.CONTENT_FILTER
+    assert response.decline_explanation() == "the content filter flagged: violence (high)"
+    plain = decode_response(200, {}, json.dumps(_completion("x")).encode(), provider="azure-openai")
+    assert plain.provider_data == {}

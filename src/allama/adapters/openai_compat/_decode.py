@@ -18,6 +18,7 @@ from allama.adapters.openai_compat._errors import error_from_payload, error_from
 from allama.adapters.openai_compat._wire import WireMessage, WireResponse, WireUsage
 from allama.errors import Error, ServerError
 from allama.types import (
+    DECLINE_EXPLANATION_KEY,
     ChatResponse,
     ContentBlock,
     FinishReason,
@@ -138,6 +139,18 @@ def _blocks(message: WireMessage) -> list[ContentBlock]:
     return blocks
 
 
+def _filter_explanation(results: Any) -> str | None:
+    """Azure's content-filter verdicts as a phrase: the categories it filtered, by severity."""
+    if not isinstance(results, dict):
+        return None
+    flagged = [
+        f"{category} ({verdict.get('severity', 'flagged')})"
+        for category, verdict in results.items()
+        if isinstance(verdict, dict) and verdict.get("filtered") is True
+    ]
+    return f"the content filter flagged: {', '.join(flagged)}" if flagged else None
+
+
 def _not_a_completion(body: bytes | str, why: str) -> Error:
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     return (
@@ -187,11 +200,18 @@ def decode_body(
         if wire.usage is not None
         else None
     )
+    finish = finish_reason_of(
+        choice.finish_reason if choice is not None else None, has_tool_calls=has_calls
+    )
+    provider_data: dict[str, dict[str, Any]] = {}
+    if finish == FinishReason.CONTENT_FILTER and choice is not None:
+        explanation = _filter_explanation((choice.model_extra or {}).get("content_filter_results"))
+        if explanation:
+            provider_data[provider or "openai"] = {DECLINE_EXPLANATION_KEY: explanation}
     return ChatResponse(
         tuple(blocks),
-        finish_reason=finish_reason_of(
-            choice.finish_reason if choice is not None else None, has_tool_calls=has_calls
-        ),
+        finish_reason=finish,
+        provider_data=provider_data,
         usage=usage,
         warnings=tuple(warnings),
         model=wire.model or model,
