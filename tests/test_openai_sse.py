@@ -344,3 +344,13 @@ def test_mistral_thinking_blocks_in_delta_content() -> None:
     )
     response = collect(decode_stream(data))
     assert response.content == (Reasoning(text="hmm"), TextPart(text="144"))
+
+
+def test_content_filter_finish_carries_its_explanation() -> None:
+    verdicts = {"self_harm": {"filtered": True, "severity": "medium"}}
+    last = chunk({}, "content_filter")
+    last["choices"][0]["content_filter_results"] = verdicts
+    events = decode_stream(sse(chunk({"content": "par"}), last, "[DONE]"), provider="azure-openai")
+    response = collect(events)
+    assert response.finish_reason == FinishReason.CONTENT_FILTER
+    assert response.decline_explanation() == "the content filter flagged: self_harm (medium)"

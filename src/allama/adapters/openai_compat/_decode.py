@@ -32,6 +32,7 @@ from allama.types import (
 
 __all__ = [
     "content_parts",
+    "filter_explanation",
     "decode_body",
     "decode_response",
     "finish_reason_of",
@@ -139,7 +140,7 @@ def _blocks(message: WireMessage) -> list[ContentBlock]:
     return blocks
 
 
-def _filter_explanation(results: Any) -> str | None:
+def filter_explanation(results: Any) -> str | None:
     """Azure's content-filter verdicts as a phrase: the categories it filtered, by severity."""
     if not isinstance(results, dict):
         return None
@@ -205,7 +206,7 @@ def decode_body(
     )
     provider_data: dict[str, dict[str, Any]] = {}
     if finish == FinishReason.CONTENT_FILTER and choice is not None:
-        explanation = _filter_explanation((choice.model_extra or {}).get("content_filter_results"))
+        explanation = filter_explanation((choice.model_extra or {}).get("content_filter_results"))
         if explanation:
             provider_data[provider or "openai"] = {DECLINE_EXPLANATION_KEY: explanation}
     return ChatResponse(

@@ -16,14 +16,21 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from allama.adapters.openai_compat._decode import content_parts, finish_reason_of, usage_of
+from allama.adapters.openai_compat._decode import (
+    content_parts,
+    filter_explanation,
+    finish_reason_of,
+    usage_of,
+)
 from allama.adapters.openai_compat._errors import error_from_payload
 from allama.adapters.openai_compat._wire import WireChunk, WireChunkChoice, WireUsage
 from allama.errors import IncompleteStreamError, StreamDecodeError
 from allama.types import (
+    DECLINE_EXPLANATION_KEY,
     BlockStart,
     BlockStop,
     Finish,
+    ProviderDataEvent,
     ReasoningDelta,
     RefusalDelta,
     ResponseStart,
@@ -264,6 +271,15 @@ class ChatStreamDecoder:
                 yield ToolCallDelta(index=index, arguments=function.arguments)
         if choice.finish_reason is not None and choice.finish_reason != "":
             yield from self._finish(choice.finish_reason)
+            explanation = filter_explanation(
+                (choice.model_extra or {}).get("content_filter_results")
+            )
+            if choice.finish_reason == "content_filter" and explanation:
+                yield ProviderDataEvent(
+                    namespace=self._provider or "openai",
+                    key=DECLINE_EXPLANATION_KEY,
+                    value=explanation,
+                )
 
     def _finish(self, raw: str | None) -> Iterator[StreamEvent]:
         self.finished = True
