@@ -185,7 +185,7 @@ def server() -> Iterator[_Server]:
     httpd.seen = []
     httpd.abandoned = threading.Event()
     httpd.routes = _routes(httpd)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield httpd
     httpd.shutdown()
