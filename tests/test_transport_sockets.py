@@ -23,6 +23,7 @@ import pytest
 
 from allama.errors import (
     AuthenticationError,
+    InvalidRequestError,
     NetworkError,
     RateLimitedError,
     RequestTimeoutError,
@@ -361,3 +362,21 @@ def test_the_key_an_endpoint_echoes_is_scrubbed(server: _Server) -> None:
     error = caught.value
     for view in (str(error), repr(error), str(error.as_log()), error.to_json()):
         assert SECRET not in view
+
+
+def test_a_bad_endpoint_url_is_an_invalid_request() -> None:
+    for url in ("ftp://127.0.0.1/v1", "http://[::1"):
+        target = provider("openai", api_key=SECRET, base_url=url)
+        with pytest.raises(InvalidRequestError) as caught:
+            target.chat(REQUEST)
+        assert caught.value.authored and caught.value.provider == "openai"
+
+
+def test_nothing_listening_is_a_network_error() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    target = provider("openai", api_key=SECRET, base_url=f"http://127.0.0.1:{port}/v1")
+    with pytest.raises(NetworkError) as caught:
+        target.chat(REQUEST)
+    assert caught.value.retryable and SECRET not in repr(caught.value)

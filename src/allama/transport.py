@@ -16,7 +16,7 @@ from typing import Self
 import httpx2
 
 from allama.adapters._http import HttpRequest, HttpResponse
-from allama.errors import NetworkError, RequestTimeoutError
+from allama.errors import InvalidRequestError, NetworkError, RequestTimeoutError
 
 __all__ = ["AsyncStreamResponse", "DEFAULT_TIMEOUT", "StreamResponse", "Transport"]
 
@@ -32,6 +32,10 @@ def _mapped() -> Iterator[None]:
     except httpx2.TimeoutException as exc:
         raise RequestTimeoutError(
             f"the request timed out ({type(exc).__name__})"
+        ).mark_authored() from exc
+    except (httpx2.InvalidURL, httpx2.UnsupportedProtocol) as exc:
+        raise InvalidRequestError(
+            f"the endpoint URL cannot be used ({type(exc).__name__})"
         ).mark_authored() from exc
     except (httpx2.TransportError, httpx2.StreamError) as exc:
         raise NetworkError(f"the connection failed ({type(exc).__name__})").mark_authored() from exc
