@@ -233,4 +233,42 @@ _PRESETS: tuple[Preset, ...] = (
     ),
 )
 
-PRESETS: dict[str, Preset] = {preset.name: preset for preset in _PRESETS}
+
+# llama.cpp's server (`allama.local`): the schema goes through llama.cpp's own converter,
+# whose keyword support was measured against the real server. An object-form `tool_choice`
+# is ignored there, so a named tool is forced as `required` with that tool alone
+# (`allama.local.LlamaCppProvider`).
+def _llama_cpp_profile(name: str, display_name: str) -> WireProfile:
+    return WireProfile(
+        name,
+        display_name,
+        response_dialect=SchemaDialect.LLAMA_CPP,
+        tool_dialect=SchemaDialect.LLAMA_CPP,
+        token_field="max_tokens",
+        developer_role=False,
+        reasoning_effort=False,
+    )
+
+
+_LOCAL_PRESETS: tuple[Preset, ...] = (
+    Preset(
+        # Started in-process on 127.0.0.1 by `allama.provider("local")`; no key, no base URL.
+        "local",
+        _llama_cpp_profile("local", "the local llama.cpp engine"),
+        None,
+        None,
+        key_required=False,
+        description="llama.cpp started in-process (pip install 'allama[local]')",
+    ),
+    Preset(
+        "llama-cpp",
+        _llama_cpp_profile("llama-cpp", "llama.cpp's server"),
+        "http://127.0.0.1:8080/v1",
+        "LLAMA_API_KEY",
+        key_required=False,
+        base_url_env="LLAMA_CPP_BASE_URL",
+        description="a llama.cpp server you run (llama-server), given base_url",
+    ),
+)
+
+PRESETS: dict[str, Preset] = {preset.name: preset for preset in (*_PRESETS, *_LOCAL_PRESETS)}

@@ -19,10 +19,11 @@ def provider(name: str, **options: Any) -> OpenAICompatibleProvider:
     """The provider for a preset: `provider("groq")`, `provider("openai-compatible", base_url=...)`.
 
     Options: `api_key` (else the preset's environment variable), `base_url`, `timeout`,
-    `headers`, `transport`, and per preset `endpoint` / `api_version` (Azure) or
-    `account_id` (Workers AI). A preset without its base URL (`openai-compatible` without
-    `base_url`, Azure without `endpoint`) can still plan and validate; it fails when it
-    sends. Underscores and hyphens in the name are interchangeable.
+    `headers`, `transport`, and per preset `endpoint` / `api_version` (Azure),
+    `account_id` (Workers AI), or `model` / `threads` / `context` / `parallel` (`local`,
+    which starts llama.cpp on its first request). A preset without its base URL
+    (`openai-compatible` without `base_url`, Azure without `endpoint`) can still plan and
+    validate; it fails when it sends. Underscores and hyphens in the name are interchangeable.
 
     >>> provider("groq").name
     'groq'
@@ -33,4 +34,9 @@ def provider(name: str, **options: Any) -> OpenAICompatibleProvider:
     if preset is None:
         known = ", ".join(PRESET_NAMES)
         raise ValueError(f"unknown provider {name!r}; known presets: {known}")
+    if preset.name in ("local", "llama-cpp"):
+        # llama.cpp: its own error shapes and tool-choice handling; `local` starts the engine.
+        from allama.local._provider import LlamaCppProvider
+
+        return LlamaCppProvider(preset, **options)
     return OpenAICompatibleProvider(preset, **options)

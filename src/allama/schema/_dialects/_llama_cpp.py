@@ -13,6 +13,8 @@ handled here:
 - `format` `date`, `time` and `date-time` are enforced in shape only (`0000-02-31` passes);
 - an integer whose only bound is an upper bound below zero makes the server fail every
   generation (HTTP 500), so that bound is removed, widening the schema;
+- a length or item-count bound above 2000 exceeds the grammar's repetition limit (HTTP 400,
+  "failed to parse grammar"), so it is removed, widening the schema;
 - a boolean `items` (as in `prefixItems` + `items: false`) is rejected with HTTP 400, so it
   is removed, widening the schema.
 """
@@ -37,6 +39,8 @@ _HEX4 = re.compile(r"[0-9a-fA-F]{4}")
 
 _SHAPE_FORMATS = frozenset({"date", "time", "date-time"})
 _LOWER = ("minimum", "exclusiveMinimum")
+_COUNTS = ("minLength", "maxLength", "minItems", "maxItems")
+_MAX_REPETITIONS = 2000
 
 
 def llama_cpp_pattern(pattern: str) -> tuple[str | None, str]:
@@ -169,6 +173,18 @@ def llama_cpp(schema: Mapping[str, Any]) -> Rewrite:
                     "without a lower one",
                 )
             )
+        for key in _COUNTS:
+            count = node.get(key)
+            if isinstance(count, int) and not isinstance(count, bool) and count > _MAX_REPETITIONS:
+                del node[key]
+                notes.append(
+                    SchemaNote(
+                        WarningKind.APPROXIMATED,
+                        pointer or "/",
+                        f"`{key}` was removed at {at}: llama.cpp's grammar allows at most "
+                        f"{_MAX_REPETITIONS} repetitions",
+                    )
+                )
         if isinstance(node.get("items"), bool):
             del node["items"]
             notes.append(

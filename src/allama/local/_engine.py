@@ -1,0 +1,200 @@
+"""llama.cpp's HTTP server, run in this process from the `xllamacpp` wheel.
+
+The server listens on 127.0.0.1 only, on a port the OS picks, so nothing outside the
+machine can reach it and two engines never collide. It is stopped when the engine is
+stopped, when its provider is closed, and at interpreter exit (whatever is still running).
+One thread by default: on a small machine more threads compete with the caller's own work
+and were measured slower for a 135M model.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from allama.local._models import resolve_model
+
+__all__ = ["EngineNotInstalledError", "EngineStartError", "LocalEngine"]
+
+_INSTALL = "pip install 'allama[local]'"
+
+
+class EngineNotInstalledError(ImportError):
+    """The llama.cpp engine (`xllamacpp`) is not installed."""
+
+
+class EngineStartError(RuntimeError):
+    """The server did not start or did not become healthy in time."""
+
+
+_RUNNING: weakref.WeakSet[LocalEngine] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for engine in list(_RUNNING):
+        engine.stop()
+
+
+def _load_xllamacpp() -> Any:
+    try:
+        import xllamacpp  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError as error:
+        raise EngineNotInstalledError(
+            f"the local engine needs the llama.cpp server from xllamacpp: {_INSTALL}"
+        ) from error
+    return xllamacpp
+
+
+class LocalEngine:
+    """One llama.cpp server for one model file, started on demand.
+
+    >>> engine = LocalEngine("model.gguf", threads=1)
+    >>> engine.running
+    False
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        *,
+        threads: int = 1,
+        context: int = 4096,
+        parallel: int = 1,
+        chat_template: str | None = None,
+        start_timeout: float = 120.0,
+        http_threads: int = 32,
+    ) -> None:
+        if threads < 1 or parallel < 1 or context < 64:
+            raise ValueError("threads and parallel must be at least 1, context at least 64")
+        self._model = model
+        self.threads = threads
+        self.context = context
+        self.parallel = parallel
+        self.chat_template = chat_template
+        self.start_timeout = start_timeout
+        self.http_threads = http_threads
+        self._lock = threading.Lock()
+        self._server: Any = None
+        self._address: str | None = None
+        self.model_path: Path | None = None
+        self.startup_seconds: float | None = None
+        self.properties: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        state = f"running at {self._address}" if self.running else "stopped"
+        return f"LocalEngine(model={self.model_path or self._model!r}, {state})"
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    @property
+    def address(self) -> str:
+        """`http://127.0.0.1:PORT` of the running server."""
+        if self._address is None:
+            raise EngineStartError("the local engine is not running")
+        return self._address
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-compatible base URL of the running server."""
+        return f"{self.address}/v1"
+
+    @property
+    def template_capabilities(self) -> dict[str, bool]:
+        """What the model's chat template supports (tools, system role...), once running."""
+        caps = self.properties.get("chat_template_caps")
+        if not isinstance(caps, dict):
+            return {}
+        return {key: value for key, value in caps.items() if isinstance(value, bool)}
+
+    def start(self) -> str:
+        """Start the server (once) and wait until it is healthy; returns the base URL.
+
+        Raises `ModelNotFoundError` without a model, `EngineNotInstalledError` without the
+        engine, `EngineStartError` when the server fails to load or to become healthy.
+        """
+        with self._lock:
+            if self._server is None:
+                self._start()
+            return self.base_url
+
+    def _start(self) -> None:
+        path = resolve_model(self._model)
+        xllamacpp = _load_xllamacpp()
+        began = time.perf_counter()
+        params = xllamacpp.CommonParams()
+        params.model.path = str(path)
+        params.model_alias = path.stem
+        params.hostnames = ["127.0.0.1"]
+        params.port = 0
+        params.n_ctx = self.context
+        params.n_parallel = self.parallel
+        params.cpuparams.n_threads = self.threads
+        params.cpuparams_batch.n_threads = self.threads
+        # HTTP threads, not compute threads: a kept-alive connection holds one, so a few
+        # concurrent callers must not wait for another's idle connection to time out.
+        params.n_threads_http = max(self.http_threads, self.parallel)
+        params.use_jinja = True
+        params.offline = True
+        params.ui = False
+        params.warmup = False
+        params.verbosity = -1
+        if self.chat_template is not None:
+            params.chat_template = self.chat_template
+        try:
+            server = xllamacpp.Server(params)
+        except Exception as error:
+            raise EngineStartError(f"llama.cpp could not load {path}: {error}") from error
+        address = str(server.listening_address).rstrip("/")
+        try:
+            self.properties = self._wait_healthy(address)
+        except BaseException:
+            del server
+            raise
+        self._server = server
+        self._address = address
+        self.model_path = path
+        self.startup_seconds = time.perf_counter() - began
+        _RUNNING.add(self)
+
+    def _wait_healthy(self, address: str) -> dict[str, Any]:
+        deadline = time.monotonic() + self.start_timeout
+        with httpx2.Client(timeout=5.0) as client:
+            while True:
+                try:
+                    if client.get(f"{address}/health").status_code == 200:
+                        props = client.get(f"{address}/props")
+                        body = props.json() if props.status_code == 200 else {}
+                        return body if isinstance(body, dict) else {}
+                except httpx2.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise EngineStartError(
+                        f"llama.cpp did not become healthy within {self.start_timeout:g} s"
+                    )
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        """Stop the server; a no-op when it is not running."""
+        with self._lock:
+            server, self._server = self._server, None
+            self._address = None
+            _RUNNING.discard(self)
+            # Dropping the last reference shuts the server down and joins its threads.
+            del server
+
+    def __enter__(self) -> LocalEngine:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
