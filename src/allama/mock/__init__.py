@@ -14,6 +14,7 @@ from allama.mock._scripted import (
     MockStreamingProvider,
     SetupError,
 )
+from allama.mock._test_provider import TestProvider
 
 __all__ = [
     "ChatResponseBuilder",
@@ -22,5 +23,6 @@ __all__ = [
     "MockScriptExhausted",
     "MockStreamingProvider",
     "SetupError",
+    "TestProvider",
     "response_events",
 ]
