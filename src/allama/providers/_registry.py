@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from allama.providers._http import OpenAICompatibleProvider
 from allama.providers._presets import PRESETS
+
+if TYPE_CHECKING:
+    from allama.local._provider import LlamaCppProvider
 
 __all__ = ["PRESET_NAMES", "provider"]
 
@@ -15,6 +18,10 @@ PRESET_NAMES: tuple[str, ...] = tuple(PRESETS)
 _ALIASES = {"azure": "azure-openai", "ollama": "ollama-openai", "cloudflare": "workers-ai"}
 
 
+@overload
+def provider(name: Literal["local", "llama-cpp"], **options: Any) -> LlamaCppProvider: ...
+@overload
+def provider(name: str, **options: Any) -> OpenAICompatibleProvider: ...
 def provider(name: str, **options: Any) -> OpenAICompatibleProvider:
     """The provider for a preset: `provider("groq")`, `provider("openai-compatible", base_url=...)`.
 
