@@ -522,3 +522,27 @@ def test_the_local_demo_prints_typed_values_with_enforcement_and_usage() -> None
     assert out.count("  cost         input_tokens=") == 3
     assert "`minimum` is not enforced by the grammar at `/$defs/InvoiceLine" in out
     assert time.perf_counter() - began < 60
+
+
+def test_the_first_async_request_starts_the_engine_and_close_stops_it(
+    models: dict[str, Path],
+) -> None:
+    import httpx2
+
+    provider = allama.provider("local", model=models["plain"])
+    assert provider.engine is not None and not provider.engine.running
+
+    async def run() -> tuple[Record, str]:
+        async with provider:
+            extracted = await allama.aextract(provider, Record, _request())
+            assert provider.engine is not None and provider.engine.running
+            address = provider.engine.address
+            assert httpx2.get(f"{address}/health").status_code == 200
+        return extracted.value, address
+
+    value, address = asyncio.run(run())
+    assert value == EXPECTED
+    assert not provider.engine.running
+    with pytest.raises(httpx2.TransportError):
+        httpx2.get(f"{address}/health", timeout=2)
+    assert provider.engine.startup_seconds is not None and provider.engine.startup_seconds < 10

@@ -15,6 +15,7 @@ What differs from the rest of the family, as measured against the real server:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -27,6 +28,7 @@ from allama.local._engine import LocalEngine
 from allama.provider import Degradations
 from allama.providers._http import OpenAICompatibleProvider
 from allama.providers._presets import Preset
+from allama.stream import AsyncChatStream
 from allama.types import (
     CapabilitySupport,
     ChatCapability,
@@ -86,7 +88,8 @@ class _CutOffDecoder(ChatStreamDecoder):
 class LlamaCppProvider(OpenAICompatibleProvider):
     """llama.cpp's server: `allama.provider("local")` or `allama.provider("llama-cpp", ...)`.
 
-    `local` starts llama.cpp in this process on the first request (or on `start()`), on
+    `local` starts llama.cpp in this process on the first request (or on `start()`; an
+    async request loads the model in a worker thread, off the event loop), on
     127.0.0.1 with a port the OS picks, and stops it on `close()` or at exit. Options:
     `model` (a GGUF path; else `ALLAMA_LOCAL_MODEL`, else the packaged SmolLM2),
     `threads` (1), `context` (4096 tokens, shared by `parallel` slots), `parallel` (1),
@@ -185,6 +188,19 @@ class LlamaCppProvider(OpenAICompatibleProvider):
         return super()._encode(
             request, degradations, stream=stream, url=url, headers=headers, params=params
         )
+
+    async def achat(self, request: ChatRequest) -> ChatResponse:
+        await self._astart()
+        return await super().achat(request)
+
+    async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
+        await self._astart()
+        return await super().achat_stream(request)
+
+    async def _astart(self) -> None:
+        """Load the model off the event loop: it takes seconds for a real model."""
+        if self._engine is not None and not self._engine.running:
+            await asyncio.to_thread(self.start)
 
     def _endpoint(self, model: str) -> tuple[str, dict[str, str]]:
         if self._engine is not None:
