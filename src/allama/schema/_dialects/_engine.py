@@ -34,7 +34,15 @@ from allama.schema._walk import (
 )
 from allama.types import WarningKind
 
-__all__ = ["Engine", "admits_null", "follow", "json_kind", "kinds_disjoint", "values_disjoint"]
+__all__ = [
+    "Engine",
+    "admits_null",
+    "branches_disjoint",
+    "follow",
+    "json_kind",
+    "kinds_disjoint",
+    "values_disjoint",
+]
 
 ASSERTIONS = frozenset(
     {
@@ -511,50 +519,7 @@ class Engine:
         out["anyOf"] = branches
 
     def disjoint(self, branches: list[Any]) -> bool:
-        """Whether no value can match two `branches` (by types, enums or a discriminator)."""
-        shapes = [follow(self.index, b) for b in branches]
-        return all(
-            self._pair_disjoint(shapes[i], shapes[j])
-            for i in range(len(shapes))
-            for j in range(i + 1, len(shapes))
-        )
-
-    def _values(self, node: Any) -> list[Any] | None:
-        if not isinstance(node, Mapping):
-            return None
-        if "const" in node:
-            return [node["const"]]
-        if "enum" in node:
-            return list(node["enum"])
-        return None
-
-    def _kinds(self, node: Mapping[str, Any]) -> Any:
-        values = self._values(node)
-        if values is not None:
-            return sorted({json_kind(v) for v in values})
-        return node.get("type")
-
-    def _pair_disjoint(self, left: Any, right: Any) -> bool:
-        if not isinstance(left, Mapping) or not isinstance(right, Mapping):
-            return left is False or right is False
-        kinds_left, kinds_right = self._kinds(left), self._kinds(right)
-        if (
-            kinds_left is not None
-            and kinds_right is not None
-            and kinds_disjoint(kinds_left, kinds_right)
-        ):
-            return True
-        values_left, values_right = self._values(left), self._values(right)
-        if values_left is not None and values_right is not None:
-            return values_disjoint(values_left, values_right)
-        common = set(left.get("required", ())) & set(right.get("required", ()))
-        props_left, props_right = left.get("properties", {}), right.get("properties", {})
-        for name in common:
-            a = self._values(follow(self.index, props_left.get(name)))
-            b = self._values(follow(self.index, props_right.get(name)))
-            if a is not None and b is not None and values_disjoint(a, b):
-                return True
-        return False
+        return branches_disjoint(self.index, branches)
 
     def tuple_items(
         self,
@@ -694,3 +659,53 @@ def follow(index: SchemaIndex, node: Any) -> Any:
         node = index.target(node["$ref"])[1]
         hops += 1
     return node
+
+
+def _values(node: Any) -> list[Any] | None:
+    if not isinstance(node, Mapping):
+        return None
+    if "const" in node:
+        return [node["const"]]
+    if "enum" in node:
+        return list(node["enum"])
+    return None
+
+
+def _kinds(node: Mapping[str, Any]) -> Any:
+    values = _values(node)
+    if values is not None:
+        return sorted({json_kind(v) for v in values})
+    return node.get("type")
+
+
+def _pair_disjoint(index: SchemaIndex, left: Any, right: Any) -> bool:
+    if not isinstance(left, Mapping) or not isinstance(right, Mapping):
+        return left is False or right is False
+    kinds_left, kinds_right = _kinds(left), _kinds(right)
+    if (
+        kinds_left is not None
+        and kinds_right is not None
+        and kinds_disjoint(kinds_left, kinds_right)
+    ):
+        return True
+    values_left, values_right = _values(left), _values(right)
+    if values_left is not None and values_right is not None:
+        return values_disjoint(values_left, values_right)
+    common = set(left.get("required", ())) & set(right.get("required", ()))
+    props_left, props_right = left.get("properties", {}), right.get("properties", {})
+    for name in common:
+        a = _values(follow(index, props_left.get(name)))
+        b = _values(follow(index, props_right.get(name)))
+        if a is not None and b is not None and values_disjoint(a, b):
+            return True
+    return False
+
+
+def branches_disjoint(index: SchemaIndex, branches: list[Any]) -> bool:
+    """Whether no value can match two `branches` (by types, enums or a discriminator)."""
+    shapes = [follow(index, b) for b in branches]
+    return all(
+        _pair_disjoint(index, shapes[i], shapes[j])
+        for i in range(len(shapes))
+        for j in range(i + 1, len(shapes))
+    )

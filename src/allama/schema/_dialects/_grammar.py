@@ -11,14 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from allama.schema._dialects._engine import follow, json_kind, kinds_disjoint, values_disjoint
+from allama.schema._dialects._engine import branches_disjoint
 from allama.schema._pointer import child, lookup, quoted
 from allama.schema._rewrite import Rewrite, SchemaNote
 from allama.schema._walk import (
     SCHEMA_LISTS,
     SCHEMA_MAPS,
     SCHEMA_SINGLE,
-    SchemaIndex,
     copy_json,
     preflight,
 )
@@ -72,34 +71,6 @@ def _schema_children(node: Mapping[str, Any], pointer: str) -> list[tuple[Any, s
     return found
 
 
-def _values(node: Any) -> list[Any] | None:
-    if isinstance(node, Mapping):
-        if "const" in node:
-            return [node["const"]]
-        if "enum" in node:
-            return list(node["enum"])
-    return None
-
-
-def _disjoint(index: SchemaIndex, branches: list[Any]) -> bool:
-    shapes = [follow(index, b) for b in branches]
-    for i, left in enumerate(shapes):
-        for right in shapes[i + 1 :]:
-            if not isinstance(left, Mapping) or not isinstance(right, Mapping):
-                if left is False or right is False:
-                    continue
-                return False
-            a, b = _values(left), _values(right)
-            kinds_a = sorted({json_kind(v) for v in a}) if a is not None else left.get("type")
-            kinds_b = sorted({json_kind(v) for v in b}) if b is not None else right.get("type")
-            if kinds_a is not None and kinds_b is not None and kinds_disjoint(kinds_a, kinds_b):
-                continue
-            if a is not None and b is not None and values_disjoint(a, b):
-                continue
-            return False
-    return True
-
-
 def grammar_engine(schema: Mapping[str, Any]) -> Rewrite:
     """`schema` for a grammar engine, whole, with notes on the keywords the grammar ignores.
 
@@ -141,7 +112,7 @@ def grammar_engine(schema: Mapping[str, Any]) -> Rewrite:
             note(pointer, f"tuple `items` are not enforced by the grammar at {at}")
         if "allOf" in node:
             note(pointer, f"`allOf` is only partly enforced by the grammar at {at}")
-        if "oneOf" in node and not _disjoint(index, list(node["oneOf"])):
+        if "oneOf" in node and not branches_disjoint(index, list(node["oneOf"])):
             note(pointer, f"`oneOf` is enforced as `anyOf` by the grammar at {at}")
         if "properties" in node and ("anyOf" in node or "oneOf" in node):
             note(pointer, f"`properties` beside a union may be ignored by the grammar at {at}")
