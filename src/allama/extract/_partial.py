@@ -1,12 +1,18 @@
 """The typed value of a stream so far, in work linear in the output.
 
 An incremental JSON scanner keeps a stack of open containers. A value is validated once,
-when it completes (a list item, a field); reading the partial value rebuilds only the open
-path from the root to the value being written, so reading it after every chunk stays
-linear. Re-parsing the whole buffer on every chunk, as most libraries do, is quadratic.
+when it completes: a scalar by its field's validator, an object (a model, a dataclass, a
+`TypedDict`) by its type's validator over its already validated fields, so its validators
+run and its defaults apply. Reading the partial value rebuilds only the open path from the
+root to the value being written (a copy of each open container's completed entries, with
+the open child in place), so reading it after every chunk stays linear in the chunks.
+Re-parsing the whole buffer on every chunk, as most libraries do, is quadratic.
 
-The partial value is a preview: models are built with `model_construct` from fields
-validated one by one, so model-level validators run only in `finish()`.
+The preview follows the rules `finish()` applies: a `null` sent for a field whose type does
+not admit it (a strict-mode stand-in) is left out so the default applies. A union is
+validated as a whole (a leaf): its open value is shown as far as partial validation of it
+goes. Open objects are built with `model_construct`, so their model validators run only
+when they complete; `model_fields_set` lists the fields that have arrived.
 """
 
 from __future__ import annotations
@@ -23,72 +29,187 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 T = TypeVar("T")
 
-_WS = re.compile(r"[ \t\r\n]*")
+_TOKEN = re.compile(
+    r"""[ \t\r\n]*(?:
+        "((?:[^"\\]|\\.)*)"[ \t\r\n]*:                          # 1: a key and its colon
+      | "((?:[^"\\]|\\.)*)"                                     # 2: a whole string
+      | ([{}\[\],:])                                            # 3: punctuation
+      | (-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?   # 4: a number,
+         |true|false|null)(?=[ \t\r\n,:\]}])                    #    or a literal, ended
+    )""",
+    re.VERBOSE | re.DOTALL,
+)
+_LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None}
+_SPACE = re.compile(r"[ \t\r\n]*")
+_SCALAR_PREFIX = re.compile(r"[-+0-9.eE]+|t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|n(?:u(?:ll?)?)?")
 _STRING_BODY = re.compile(r'(?:[^"\\]|\\.)*', re.DOTALL)
-_SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null")
-_MISSING = object()
+_SCALAR = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
+_MISSING: Any = object()
+_DECODER = json.JSONDecoder()
 
 
 class _Leaf:
     """A value validated whole, by its own validator."""
 
-    __slots__ = ("adapter",)
+    __slots__ = ("adapter", "plain", "text")
 
-    def __init__(self, adapter: TypeAdapter[Any]) -> None:
-        self.adapter = adapter
+    def __init__(self, tp: Any) -> None:
+        self.adapter: TypeAdapter[Any] = TypeAdapter(tp)
+        self.plain: type | None = tp if tp in (str, int, float, bool) else None
+        self.text = _is_text(tp)
 
     def validate(self, raw: Any) -> Any:
+        plain = self.plain
+        # The common case without a call into the validator: a JSON scalar of the field's
+        # own plain type (an int for a float field is a float, as validation makes it).
+        if plain is not None and type(raw) is plain:
+            return raw
+        if plain is float and type(raw) is int:
+            return float(raw)
         try:
             return self.adapter.validate_python(raw)
         except ValidationError:
             return _MISSING
 
     def partial(self, raw: Any) -> Any:
+        """An open value as far as it goes: only text, whose every prefix is a prefix of the
+        final value. Anything else (a date half written, a union member half built) could
+        validate as something the final value is not, so it waits until it completes."""
+        if not self.text or not isinstance(raw, str):
+            return _MISSING
         try:
-            return self.adapter.validate_python(raw, experimental_allow_partial=True)
-        except (ValidationError, TypeError, ValueError):
+            return self.adapter.validate_python(raw)
+        except ValidationError:
             return _MISSING
 
 
+def _is_text(tp: Any) -> bool:
+    """Whether `tp` is `str`, maybe `Annotated` or `Optional`."""
+    base, _ = _strip(tp)
+    if typing.get_origin(base) in (typing.Union, types.UnionType):
+        options = [arg for arg in typing.get_args(base) if arg is not type(None)]
+        if len(options) != 1:
+            return False
+        base, _ = _strip(options[0])
+    return base is str
+
+
 class _Object:
-    """A model, dataclass or TypedDict: fields validated one by one."""
+    """A model, dataclass or TypedDict: fields validated one by one, then the whole once."""
 
-    __slots__ = ("build", "fields", "tp")
+    __slots__ = ("_adapter", "_fields", "_plain_defaults", "nullable", "tp")
 
-    def __init__(self, tp: Any) -> None:
+    def __init__(self, tp: Any, nullable: bool = False) -> None:
         self.tp = tp
-        self.fields: dict[str, tuple[str, Any]] | None = None
-        self.build: Any = None
+        self.nullable = nullable
+        self._fields: dict[str, tuple[str, Any]] | None = None
+        self._adapter: TypeAdapter[Any] | None = None
+        self._plain_defaults: tuple[dict[str, Any] | None] | None = None
 
     def field(self, key: str) -> tuple[str, Any] | None:
-        if self.fields is None:
-            self.fields = _fields_of(self.tp)
-        return self.fields.get(key)
+        """The attribute name and the shape of the field the JSON key `key` fills."""
+        if self._fields is None:
+            self._fields = _fields_of(self.tp)
+        return self._fields.get(key)
 
     def construct(self, values: dict[str, Any]) -> Any:
+        """The object as far as it goes, without validating it as a whole."""
         tp = self.tp
+        named: dict[str, Any] = {}
+        for key, value in values.items():
+            found = self.field(key)
+            if found is not None:
+                named[found[0]] = value
+            elif isinstance(tp, type) and issubclass(tp, BaseModel):
+                named[key] = value  # kept by `model_construct` when extra keys are allowed
         if isinstance(tp, type) and issubclass(tp, BaseModel):
-            return tp.model_construct(**values)
+            return self._construct_model(tp, named)
         if dataclasses.is_dataclass(tp) and isinstance(tp, type):
             instance = object.__new__(tp)
-            for name, value in values.items():
+            for name, value in named.items():
                 object.__setattr__(instance, name, value)
             return instance
-        return dict(values)
+        return named
+
+    def _construct_model(self, tp: type[BaseModel], named: dict[str, Any]) -> Any:
+        """`model_construct`, without its per-field work where defaults are plain values."""
+        if self._plain_defaults is None:
+            self._plain_defaults = (_plain_defaults(tp),)
+        plain = self._plain_defaults[0]
+        if plain is None:
+            return tp.model_construct(**named)
+        instance = tp.__new__(tp)
+        fields = dict(plain)
+        fields.update(named)
+        object.__setattr__(instance, "__dict__", fields)
+        object.__setattr__(instance, "__pydantic_fields_set__", set(named))
+        object.__setattr__(instance, "__pydantic_extra__", None)
+        object.__setattr__(instance, "__pydantic_private__", None)
+        return instance
+
+    def validate(self, values: dict[str, Any]) -> Any:
+        if self._adapter is None:
+            self._adapter = TypeAdapter(self.tp)
+        try:
+            return self._adapter.validate_python(values)
+        except ValidationError:
+            return _MISSING
+
+    def complete(self, values: dict[str, Any]) -> Any:
+        """The completed object, validated once over its fields; as far as it goes if not."""
+        checked = self.validate(values)
+        return self.construct(values) if checked is _MISSING else checked
 
 
 class _List:
-    __slots__ = ("item",)
+    __slots__ = ("item", "nullable", "whole")
 
-    def __init__(self, item: Any) -> None:
+    def __init__(self, item: Any, whole: _Leaf | None, nullable: bool = False) -> None:
         self.item = item
+        self.whole = whole
+        self.nullable = nullable
+
+    def complete(self, values: list[Any]) -> Any:
+        if self.whole is None:
+            return values
+        checked = self.whole.validate(values)
+        return values if checked is _MISSING else checked
 
 
 class _Map:
-    __slots__ = ("value",)
+    __slots__ = ("nullable", "value", "whole")
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: Any, whole: _Leaf | None, nullable: bool = False) -> None:
         self.value = value
+        self.whole = whole
+        self.nullable = nullable
+
+    def complete(self, values: dict[str, Any]) -> Any:
+        if self.whole is None:
+            return values
+        checked = self.whole.validate(values)
+        return values if checked is _MISSING else checked
+
+
+_Shape = _Leaf | _Object | _List | _Map
+
+
+def _plain_defaults(tp: type[BaseModel]) -> dict[str, Any] | None:
+    """The defaults of a model whose fields all have plain ones (or none), in field order;
+    `None` when `model_construct` is needed: a default factory, extra keys kept, private
+    attributes, or a mutable default (which each instance must get a copy of)."""
+    if tp.__private_attributes__ or tp.model_config.get("extra") == "allow":
+        return None
+    defaults: dict[str, Any] = {}
+    for name, info in tp.model_fields.items():
+        if info.default_factory is not None:
+            return None
+        if info.is_required():
+            continue
+        if not isinstance(info.default, str | int | float | bool | type(None) | tuple):
+            return None
+        defaults[name] = info.default
+    return defaults
 
 
 def _strip(tp: Any) -> tuple[Any, tuple[Any, ...]]:
@@ -99,28 +220,34 @@ def _strip(tp: Any) -> tuple[Any, tuple[Any, ...]]:
 
 
 @lru_cache(maxsize=1024)
-def _shape(tp: Any) -> Any:
+def _shape(tp: Any) -> _Shape:
     base, metadata = _strip(tp)
     origin = typing.get_origin(base)
-    if origin in (typing.Union, types.UnionType):
+    if origin in (typing.Union, types.UnionType) and not metadata:
         options = [arg for arg in typing.get_args(base) if arg is not type(None)]
-        if len(options) == 1 and not metadata:
-            return _shape(options[0])
-    elif not metadata:
-        if isinstance(base, type) and issubclass(base, BaseModel):
-            return _Object(base)
-        if isinstance(base, type) and dataclasses.is_dataclass(base):
+        if len(options) == 1:
+            inner = _shape(options[0])
+            if isinstance(inner, _Object):
+                return _Object(inner.tp, nullable=True)
+            if isinstance(inner, _List):
+                return _List(inner.item, inner.whole, nullable=True)
+            if isinstance(inner, _Map):
+                return _Map(inner.value, inner.whole, nullable=True)
+        return _Leaf(tp)
+    if not metadata and isinstance(base, type):
+        if issubclass(base, BaseModel) or dataclasses.is_dataclass(base):
             return _Object(base)
         if typing.is_typeddict(base):
             return _Object(base)
-        if origin is list:
-            (item,) = typing.get_args(base) or (Any,)
-            return _List(_shape(item))
-        if origin is dict:
-            key, value = typing.get_args(base) or (str, Any)
-            if key is str:
-                return _Map(_shape(value))
-    return _Leaf(TypeAdapter(tp))
+    whole = _Leaf(tp) if metadata else None
+    if origin is list:
+        (item,) = typing.get_args(base) or (Any,)
+        return _List(_shape(item), whole)
+    if origin is dict:
+        key, value = typing.get_args(base) or (str, Any)
+        if key is str:
+            return _Map(_shape(value), whole)
+    return _Leaf(tp)
 
 
 def _fields_of(tp: Any) -> dict[str, tuple[str, Any]]:
@@ -147,91 +274,158 @@ def _fields_of(tp: Any) -> dict[str, tuple[str, Any]]:
     return out
 
 
+def _finish_child(shape: _Shape | None, raw: Any) -> Any:
+    """A completed scalar, or a container of an untyped or leaf shape, validated."""
+    if shape is None:
+        return raw
+    if isinstance(shape, _Leaf):
+        return shape.validate(raw)
+    if raw is None:
+        # A stand-in `null` for a field whose type does not admit it: left out, as
+        # `finish()` leaves it out, so the field's default applies.
+        return None if shape.nullable else _MISSING
+    return _MISSING
+
+
+def _from_raw(shape: _Shape | None, raw: Any) -> Any:
+    """A whole JSON value, validated as the scanner would have validated it piece by piece."""
+    if shape is None or raw is None or isinstance(shape, _Leaf):
+        return _finish_child(shape, raw)
+    if isinstance(shape, _Object):
+        if not isinstance(raw, dict):
+            return _MISSING
+        checked = shape.validate(raw)
+        if checked is not _MISSING:
+            return checked
+        values: dict[str, Any] = {}
+        for key, item in raw.items():
+            found = shape.field(key)
+            value = _from_raw(found[1], item) if found is not None else item
+            if value is not _MISSING:
+                values[key] = value
+        return shape.complete(values)
+    if isinstance(shape, _List):
+        if not isinstance(raw, list):
+            return _MISSING
+        items = [_from_raw(shape.item, item) for item in raw]
+        return shape.complete([item for item in items if item is not _MISSING])
+    if not isinstance(raw, dict):
+        return _MISSING
+    entries = {key: _from_raw(shape.value, item) for key, item in raw.items()}
+    return shape.complete({k: v for k, v in entries.items() if v is not _MISSING})
+
+
+def _scalar(text: str) -> Any:
+    """A JSON number or literal, as `json.loads` reads it."""
+    if text in _LITERALS:
+        return _LITERALS[text]
+    if "." in text or "e" in text or "E" in text:
+        return float(text)
+    return int(text)
+
+
+def _decode(body: str) -> str:
+    """A JSON string body (without quotes), escapes resolved."""
+    if "\\" not in body:
+        return body
+    decoded: str = json.loads(f'"{body}"')
+    return decoded
+
+
+def _decode_open(body: str) -> str:
+    """The part of an unterminated string body that can be decoded so far."""
+    if "\\" not in body:
+        return body
+    cut = body.rfind("\\")
+    # An escape at the very end may be incomplete: `\`, `\u12`.
+    incomplete = len(body) - cut < 2 or (body[cut + 1] == "u" and len(body) - cut < 6)
+    if incomplete and not _escaped_backslash(body, cut):
+        body = body[:cut]
+    try:
+        text = _decode(body)
+    except ValueError:
+        return body
+    # The first half of a surrogate pair (`\ud83d`) waits for its second half.
+    if text and "\ud800" <= text[-1] <= "\udbff":
+        text = text[:-1]
+    return text
+
+
+def _escaped_backslash(body: str, index: int) -> bool:
+    """Whether the backslash at `index` is itself escaped (preceded by an odd run)."""
+    run = 0
+    while index - run - 1 >= 0 and body[index - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
+
+
 class _Frame:
     """An open container: its shape, what completed inside it, what is being written."""
 
     __slots__ = ("expect", "is_object", "key", "shape", "values")
 
-    def __init__(self, shape: Any, is_object: bool) -> None:
+    def __init__(self, shape: _Shape | None, is_object: bool) -> None:
         self.shape = shape
         self.is_object = is_object
         self.values: Any = {} if is_object else []
         self.key: str | None = None
         self.expect = "key" if is_object else "value"
 
-    def child_shape(self) -> Any:
+    def typed(self) -> bool:
+        """Whether the shape describes this container (an object for an object, ...)."""
         shape = self.shape
-        if isinstance(shape, _Object) and self.key is not None:
+        if isinstance(shape, _Object | _Map):
+            return self.is_object
+        return isinstance(shape, _List) and not self.is_object
+
+    def child_shape(self) -> _Shape | None:
+        shape = self.shape
+        if isinstance(shape, _Object) and self.is_object and self.key is not None:
             found = shape.field(self.key)
             return None if found is None else found[1]
         if isinstance(shape, _List) and not self.is_object:
-            return shape.item
+            return shape.item  # type: ignore[no-any-return]
         if isinstance(shape, _Map) and self.is_object:
-            return shape.value
+            return shape.value  # type: ignore[no-any-return]
         return None
-
-    def typed(self) -> bool:
-        shape = self.shape
-        return (isinstance(shape, _Object | _Map) and self.is_object) or (
-            isinstance(shape, _List) and not self.is_object
-        )
 
     def put(self, value: Any) -> None:
         if value is _MISSING:
             return
         if self.is_object:
-            if self.key is None:
-                return
-            name = self.key
-            if isinstance(self.shape, _Object):
-                found = self.shape.field(self.key)
-                if found is None:
-                    return
-                name = found[0]
-            self.values[name] = value
+            if self.key is not None:
+                self.values[self.key] = value
         else:
             self.values.append(value)
 
     def complete(self) -> Any:
-        if isinstance(self.shape, _Object) and self.is_object:
-            return self.shape.construct(self.values)
-        return self.values
+        """The closed container, validated as its shape says."""
+        shape = self.shape
+        if self.typed():
+            return shape.complete(self.values)  # type: ignore[union-attr]
+        return _finish_child(shape, self.values)
 
     def with_tail(self, tail: Any) -> Any:
         """This container as far as it goes, with the open child `tail` in place."""
+        shape = self.shape
         if self.is_object:
-            values = dict(self.values)
-            if tail is not _MISSING and self.key is not None and self.expect == "comma_or_end":
-                name = self.key
-                if isinstance(self.shape, _Object):
-                    found = self.shape.field(self.key)
-                    name = found[0] if found else ""
-                if name:
-                    values[name] = tail
-            if isinstance(self.shape, _Object):
-                return self.shape.construct(values)
-            return values
+            values = self.values
+            if tail is not _MISSING and self.key is not None:
+                values = {**values, self.key: tail}
+            if isinstance(shape, _Object):
+                return shape.construct(values)
+            return dict(values)
         items = list(self.values)
         if tail is not _MISSING:
             items.append(tail)
         return items
 
 
-def _finish_child(shape: Any, raw: Any, typed: bool) -> Any:
-    """A completed value, validated by the shape it belongs to."""
-    if typed:
-        return raw
-    if raw is None and shape is not None and not isinstance(shape, _Leaf):
-        return None
-    if isinstance(shape, _Leaf):
-        return shape.validate(raw)
-    if shape is None:
-        return raw
-    return _MISSING
-
-
 class PartialValue(Generic[T]):
-    """Feed it text as it arrives; `value()` is the typed value so far."""
+    """Feed it text as it arrives; `value()` is the typed value so far.
+
+    Text before the value (prose, a markdown fence) is skipped; text after it is ignored.
+    """
 
     def __init__(self, tp: Any) -> None:
         self._root_shape = _shape(tp)
@@ -241,8 +435,14 @@ class PartialValue(Generic[T]):
         self._done: Any = _MISSING
         self._broken = False
         self._started = False
+        self._completed_inside = False
         self._cache: Any = _MISSING
         self._dirty = False
+
+    @property
+    def complete(self) -> bool:
+        """Whether the value has ended (its closing bracket, or the end of the input)."""
+        return self._done is not _MISSING
 
     def feed(self, text: str) -> None:
         if self._broken or self._done is not _MISSING or not text:
@@ -250,70 +450,168 @@ class PartialValue(Generic[T]):
         self._dirty = True
         buf = self._rest + text if self._rest else text
         self._rest = ""
-        pos, end = 0, len(buf)
+        pos = self._scan(buf, 0)
+        if pos is not None:
+            self._rest = buf[pos:]
+
+    def end(self) -> None:
+        """The input ended: a number or literal left at its very end is complete."""
+        if self._done is not _MISSING or self._broken or self._string is not None:
+            return
+        rest = self._rest.strip()
+        self._rest = ""
+        if rest and _SCALAR.fullmatch(rest) and not self._stack:
+            self._dirty = True
+            self._token(_scalar(rest), is_string=False)
+
+    def _scan(self, buf: str, pos: int) -> int | None:
+        """Consume tokens from `pos`; the position of an incomplete token left, if any."""
+        end = len(buf)
+        token = _TOKEN.match
         while pos < end:
             if self._string is not None:
                 match = _STRING_BODY.match(buf, pos)
                 stop = match.end() if match else pos
-                self._string.append(buf[pos:stop])
                 if stop < end and buf[stop] == '"':
+                    self._string.append(buf[pos:stop])
                     body = "".join(self._string)
                     self._string = None
                     pos = stop + 1
+                    if not self._string_token(body):
+                        return None
+                    continue
+                if stop < end:  # a lone backslash at the end: keep it for the next chunk
+                    stop = end - 1
+                self._string.append(buf[pos:stop])
+                return stop if stop < end else None
+            match = token(buf, pos)
+            if match is None:
+                return self._odd(buf, pos)
+            pos = match.end()
+            group = match.lastindex
+            if group == 1:
+                frame = self._stack[-1] if self._stack else None
+                if frame is not None and frame.is_object and frame.expect == "key":
                     try:
-                        self._token(json.loads(f'"{body}"'), is_string=True)
+                        frame.key = _decode(match.group(1))
                     except ValueError:
                         self._broken = True
-                        return
+                        return None
+                    frame.expect = "value"
                     continue
-                self._rest = buf[stop:]
-                return
-            pos = _WS.match(buf, pos).end()  # type: ignore[union-attr]
-            if pos >= end:
-                return
-            char = buf[pos]
-            if char == '"':
-                self._string = []
-                pos += 1
-            elif char in "{[":
-                self._open(char == "{")
-                pos += 1
-            elif char in "}]":
-                if not self._close(char == "}"):
-                    self._broken = True
-                    return
-                pos += 1
-            elif char == ",":
-                if self._stack:
-                    frame = self._stack[-1]
-                    frame.expect = "key" if frame.is_object else "value"
-                    frame.key = None if frame.is_object else frame.key
-                pos += 1
-            elif char == ":":
-                if self._stack:
-                    self._stack[-1].expect = "value"
-                pos += 1
-            else:
-                match = _SCALAR.match(buf, pos)
-                if match is None:
-                    if not self._started or (not self._stack and self._done is _MISSING):
-                        # Prose before the value: look for where the JSON starts.
-                        start = min(
-                            (i for i in (buf.find("{", pos), buf.find("[", pos)) if i >= 0),
-                            default=-1,
-                        )
-                        if start < 0 or self._started:
-                            self._broken = self._started
-                            return
-                        pos = start
+                if not self._string_token(match.group(1)):
+                    return None
+                if not self._punctuation(":"):
+                    return self._restart(buf, pos)
+            elif group == 2:
+                if not self._string_token(match.group(2)):
+                    return None
+            elif group == 3:
+                char = match.group(3)
+                if (
+                    char in "{["
+                    and buf.find("}" if char == "{" else "]", pos) >= 0
+                    and self._accepts_value()
+                ):
+                    # A container that ends within this text is read whole by the C
+                    # decoder and validated in one call; only an open one is scanned.
+                    try:
+                        raw, stop = _DECODER.raw_decode(buf, pos - 1)
+                    except ValueError:
+                        pass
+                    else:
+                        self._whole(raw)
+                        pos = stop
+                        if self._done is not _MISSING or self._broken:
+                            return None
                         continue
-                    self._broken = True
-                    return
-                if match.end() == end:
-                    self._rest = buf[pos:]
-                    return
-                self._token(json.loads(match.group()), is_string=False)
-                pos = match.end()
+                if not self._punctuation(char):
+                    return self._restart(buf, pos)
+            else:
+                self._token(_scalar(match.group(4)), is_string=False)
+            if self._done is not _MISSING or self._broken:
+                return None
+        return None
+
+    def _odd(self, buf: str, pos: int) -> int | None:
+        """Not a whole token at `pos`: an open string, a cut-off scalar, or not JSON."""
+        pos = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        if pos >= len(buf):
+            return None
+        char = buf[pos]
+        if char == '"':
+            self._string = []
+            return self._scan(buf, pos + 1)
+        prefix = _SCALAR_PREFIX.match(buf, pos)
+        if prefix is not None and prefix.end() == len(buf):
+            return pos  # `tru`, `-1.`: the rest of it comes with the next chunk
+        return self._restart(buf, pos)
+
+    def _restart(self, buf: str, pos: int) -> int | None:
+        """Prose before the value, or a false start: look for where the JSON begins."""
+        if self._completed_inside or (self._started and not self._stack):
+            self._broken = True
+            return None
+        starts = [i for i in (buf.find("{", pos), buf.find("[", pos)) if i >= 0]
+        if self._started:
+            # A bracket in the prose (`see [1]: {...}`) opened a false start: drop it.
+            self._stack.clear()
+            self._started = False
+        if not starts:
+            return None
+        return self._scan(buf, min(starts))
+
+    def _string_token(self, body: str) -> bool:
+        try:
+            value = _decode(body)
+        except ValueError:
+            self._broken = True
+            return False
+        self._token(value, is_string=True)
+        return True
+
+    def _accepts_value(self) -> bool:
+        """Whether a value may start here (not a key, not after a completed value)."""
+        if not self._stack:
+            return True
+        frame = self._stack[-1]
+        return frame.expect == "value"
+
+    def _whole(self, raw: Any) -> None:
+        """A container read whole: validated as its shape says, then put in place."""
+        shape = self._root_shape if not self._stack else self._stack[-1].child_shape()
+        self._started = True
+        value = _from_raw(shape, raw)
+        if not self._stack:
+            if value is _MISSING:
+                self._started = False
+            else:
+                self._done = value
+            return
+        frame = self._stack[-1]
+        frame.put(value)
+        frame.expect = "comma_or_end"
+        self._mark_inside()
+
+    def _punctuation(self, char: str) -> bool:
+        if char in "{[":
+            self._open(char == "{")
+            return True
+        if char in "}]":
+            return self._close(char == "}")
+        if not self._stack:
+            return False
+        frame = self._stack[-1]
+        if char == ",":
+            if frame.is_object:
+                frame.expect, frame.key = "key", None
+            else:
+                frame.expect = "value"
+        elif frame.is_object and frame.expect == "colon":
+            frame.expect = "value"
+        else:
+            return False
+        return True
 
     def _open(self, is_object: bool) -> None:
         shape = self._root_shape if not self._stack else self._stack[-1].child_shape()
@@ -326,34 +624,48 @@ class PartialValue(Generic[T]):
         if not self._stack or self._stack[-1].is_object != is_object:
             return False
         frame = self._stack.pop()
-        value = _finish_child(frame.shape, frame.complete(), frame.typed())
+        value = frame.complete()
         if self._stack:
             self._stack[-1].put(value)
+            self._mark_inside()
+        elif value is _MISSING:
+            # Brackets in prose (`see [1]`) that are not the value: keep looking.
+            self._started = self._completed_inside = False
         else:
             self._done = value
         return True
 
+    def _mark_inside(self) -> None:
+        """Something completed inside the value: from now on, text that is not JSON breaks
+        it rather than being skipped as prose."""
+        root = self._stack[0]
+        if root.typed() or isinstance(root.shape, _Leaf):
+            self._completed_inside = True
+
     def _token(self, value: Any, *, is_string: bool) -> None:
-        self._started = True
         if not self._stack:
-            self._done = _finish_child(self._root_shape, value, False)
+            # A scalar outside any bracket is the value only when the type is validated
+            # whole; otherwise it is prose (`I found 3 items: {...}`).
+            if isinstance(self._root_shape, _Leaf):
+                done = _finish_child(self._root_shape, value)
+                if done is not _MISSING:
+                    self._started = True
+                    self._done = done
             return
         frame = self._stack[-1]
         if frame.is_object and frame.expect == "key" and is_string:
             frame.key = value
             frame.expect = "colon"
             return
-        frame.put(_finish_child(frame.child_shape(), value, False))
+        frame.put(_finish_child(frame.child_shape(), value))
         frame.expect = "comma_or_end"
+        self._mark_inside()
 
     def value(self) -> T | None:
         if not self._dirty and self._cache is not _MISSING:
             return typing.cast(T, self._cache)
         self._dirty = False
-        if self._done is not _MISSING:
-            self._cache = self._done
-        else:
-            self._cache = self._build()
+        self._cache = self._done if self._done is not _MISSING else self._build()
         return None if self._cache is _MISSING else typing.cast(T, self._cache)
 
     def _build(self) -> Any:
@@ -363,19 +675,20 @@ class PartialValue(Generic[T]):
         top = self._stack[-1]
         if self._string is not None and top.expect == "value":
             shape = top.child_shape()
-            text = "".join(self._string)
-            tail = shape.partial(text) if isinstance(shape, _Leaf) else text
-            if tail is not _MISSING:
-                top.expect = "comma_or_end"
-                result = self._assemble(tail)
-                top.expect = "value"
-                return result
-        return self._assemble(tail)
-
-    def _assemble(self, tail: Any) -> Any:
+            text = _decode_open("".join(self._string))
+            if isinstance(shape, _Leaf):
+                tail = shape.partial(text)
+            elif shape is None:
+                tail = text
         for frame in reversed(self._stack):
             partial = frame.with_tail(tail)
             if not frame.typed() and isinstance(frame.shape, _Leaf):
                 partial = frame.shape.partial(partial)
             tail = partial
         return tail
+
+    def settle(self, value: Any) -> None:
+        """Replace the completed value with `value` (the one `finish()` would return)."""
+        self._done = value
+        self._cache = value
+        self._dirty = False

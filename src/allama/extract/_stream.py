@@ -11,8 +11,16 @@ from allama.extract._errors import EXTRACTION_TOOL
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode
 from allama.extract._partial import PartialValue
+from allama.extract._validation import Failure, check
 from allama.stream import AsyncChatStream, ChatStream, StreamCollector
-from allama.types import BlockStart, StreamBlockType, StreamEvent, TextDelta, ToolCallDelta
+from allama.types import (
+    BlockStart,
+    Finish,
+    StreamBlockType,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+)
 
 T = TypeVar("T")
 
@@ -48,10 +56,30 @@ class _Observer(Generic[T]):
                 self._tool_index = event.index
         elif isinstance(event, ToolCallDelta) and event.index == self._tool_index:
             self._take(event.arguments)
+        elif isinstance(event, Finish):
+            self._end()
 
     def _take(self, text: str) -> None:
         self._pieces.append(text)
-        self._partial.feed(text)
+        partial = self._partial
+        if not partial.complete:
+            partial.feed(text)
+            if partial.complete:
+                self._settle()
+
+    def _settle(self) -> None:
+        """The value has ended: validate the output once as `finish()` will, so the last
+        partial value is the value `finish()` returns (when the output is that clean)."""
+        target = self._opened.target
+        checked = check(self.partial_output, target.type.adapter, target.schema, False)
+        if not isinstance(checked, Failure):
+            self._partial.settle(checked)
+
+    def _end(self) -> None:
+        if not self._partial.complete:
+            self._partial.end()
+            if self._partial.complete:
+                self._settle()
 
     @property
     def partial_output(self) -> str:
@@ -72,6 +100,7 @@ class _Observer(Generic[T]):
         return self._partial.value()
 
     def finish_with(self, collector: StreamCollector) -> Extracted[T]:
+        self._end()
         opened = self._opened
         target = opened.target
         metadata = ExtractionMetadata.new(opened.metadata.mode)

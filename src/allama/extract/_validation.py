@@ -142,7 +142,8 @@ def check(
         return Failure(message="the JSON value nests too deep", path=None, invalid_json=True)
     text = raw
     if schema is not None:
-        normalized = normalize_strict_nulls(value, schema)
+        # Without a `null` in the text there is nothing to normalise: skip the walk.
+        normalized = normalize_strict_nulls(value, schema) if "null" in raw else value
         if reject_undeclared:
             undeclared = find_undeclared_key(normalized, schema)
             if undeclared is not None:

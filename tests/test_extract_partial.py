@@ -1,0 +1,473 @@
+"""The typed partial value of a streamed extraction (`stream.partial`).
+
+After every chunk the partial value is consistent with the final one: every completed value
+in it (a list item, a field, a map entry) is validated and equal to its final counterpart,
+and the one value still being written, along the open path, is a prefix of it (a string
+prefix, a shorter list, an object with fewer fields). At the end it equals the value
+`finish()` returns. Snapshots taken along the way never change afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from typing import Annotated, Any, Literal
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, Field
+
+from allama import (
+    BlockStart,
+    BlockStop,
+    ChatRequest,
+    ExtractionMode,
+    Extractor,
+    Finish,
+    ResponseStart,
+    StreamBlockType,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+)
+from allama.extract import EXTRACTION_TOOL
+from allama.mock import MockStreamingProvider
+
+NATIVE = ExtractionMode.NATIVE
+FORCED = ExtractionMode.FORCED_TOOL
+
+
+def events(chunks: list[str], mode: ExtractionMode) -> list[StreamEvent]:
+    if mode is NATIVE:
+        opened: StreamEvent = BlockStart(index=0, block_type=StreamBlockType.TEXT)
+        deltas: list[StreamEvent] = [TextDelta(index=0, text=chunk) for chunk in chunks]
+        finish = "stop"
+    else:
+        opened = BlockStart(
+            index=0, block_type=StreamBlockType.TOOL_CALL, id="c", name=EXTRACTION_TOOL
+        )
+        deltas = [ToolCallDelta(index=0, arguments=chunk) for chunk in chunks]
+        finish = "tool_calls"
+    return [ResponseStart(), opened, *deltas, BlockStop(index=0), Finish(finish_reason=finish)]
+
+
+def chunked(text: str, count: int) -> list[str]:
+    size = max(1, -(-len(text) // count))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def split_at(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({0, len(text), *(cut % (len(text) + 1) for cut in cuts)})
+    return [text[a:b] for a, b in itertools.pairwise(points) if b > a]
+
+
+class Streamed:
+    """Every partial value read after a delta (with a JSON dump taken at that moment), and
+    the value `finish()` returned."""
+
+    def __init__(self, partials: list[Any], dumps: list[Any], value: Any) -> None:
+        self.partials = partials
+        self.dumps = dumps
+        self.value = value
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_unset=True)
+    if isinstance(value, list):
+        return [_dump(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _dump(item) for key, item in value.items()}
+    return value
+
+
+def stream(
+    tp: Any,
+    chunks: list[str],
+    mode: ExtractionMode,
+    extractor: Extractor | None = None,
+    *,
+    every: int = 1,
+) -> Streamed:
+    """Stream `chunks`, reading the partial value after each; a dump of every `every`th."""
+    provider = MockStreamingProvider.with_stream(events(chunks, mode))
+    request = ChatRequest("m").user("extract").with_option(mode)
+    partials: list[Any] = []
+    dumps: list[Any] = []
+    with (extractor or Extractor()).extract_stream(provider, tp, request) as opened:
+        for event in opened:
+            if isinstance(event, TextDelta | ToolCallDelta):
+                partial = opened.partial
+                if len(partials) % every == 0:
+                    dumps.append(_dump(partial))
+                partials.append(partial)
+        value = opened.finish().value
+        assert opened.partial == value
+    return Streamed(partials, dumps, value)
+
+
+async def astream(tp: Any, chunks: list[str], mode: ExtractionMode, every: int) -> Streamed:
+    provider = MockStreamingProvider.with_stream(events(chunks, mode))
+    request = ChatRequest("m").user("extract").with_option(mode)
+    partials: list[Any] = []
+    dumps: list[Any] = []
+    async with await Extractor().aextract_stream(provider, tp, request) as opened:
+        async for event in opened:
+            if isinstance(event, TextDelta | ToolCallDelta):
+                partial = opened.partial
+                if len(partials) % every == 0:
+                    dumps.append(_dump(partial))
+                partials.append(partial)
+        value = (await opened.finish()).value
+        assert opened.partial == value
+    return Streamed(partials, dumps, value)
+
+
+def assert_consistent(partial: Any, final: Any, where: str = "$") -> None:
+    """`partial` is `final` as far as it goes: at most one value along one open path differs,
+    and it is a prefix of its final counterpart."""
+    if partial is None:
+        assert where == "$" or final is None, where
+        return
+    if isinstance(final, BaseModel):
+        assert type(partial) is type(final), f"{where}: {type(partial)} is not {type(final)}"
+        open_fields = [
+            name
+            for name in partial.model_fields_set
+            if getattr(partial, name) != getattr(final, name)
+        ]
+        assert len(open_fields) <= 1, f"{where}: more than one open field {open_fields}"
+        for name in open_fields:
+            assert_consistent(getattr(partial, name), getattr(final, name), f"{where}.{name}")
+    elif isinstance(final, list):
+        assert isinstance(partial, list), f"{where}: {partial!r}"
+        assert len(partial) <= len(final), where
+        for index, item in enumerate(partial[:-1]):
+            assert item == final[index], f"{where}[{index}] completed but not final"
+            assert type(item) is type(final[index]), f"{where}[{index}] not validated"
+        if partial:
+            assert_consistent(partial[-1], final[len(partial) - 1], f"{where}[{len(partial) - 1}]")
+    elif isinstance(final, dict):
+        assert isinstance(partial, dict), f"{where}: {partial!r}"
+        assert set(partial) <= set(final), where
+        differing = [key for key in partial if partial[key] != final[key]]
+        assert len(differing) <= 1, f"{where}: more than one open entry {differing}"
+        for key in differing:
+            assert_consistent(partial[key], final[key], f"{where}[{key!r}]")
+    elif isinstance(final, str):
+        assert isinstance(partial, str) and final.startswith(partial), f"{where}: {partial!r}"
+    else:
+        assert partial == final, f"{where}: {partial!r} != {final!r}"
+
+
+def assert_stream_consistent(streamed: Streamed, every: int = 1) -> None:
+    """Every `every`th partial value is consistent with the final one, and unchanged since it
+    was read (a snapshot is a value, not a view); the last one is the final value."""
+    sampled = streamed.partials[::every]
+    for partial in sampled:
+        assert_consistent(partial, streamed.value)
+    assert [_dump(p) for p in sampled] == streamed.dumps
+    assert streamed.partials[-1] == streamed.value
+
+
+# A 2,000-item list
+
+
+class Item(BaseModel):
+    sku: str
+    name: str
+    price: float
+    quantity: Annotated[int, Field(ge=0)]
+    in_stock: bool
+    tags: list[str] = []
+
+
+class Catalog(BaseModel):
+    title: str
+    items: list[Item]
+
+
+def catalog_document() -> str:
+    items = [
+        {
+            "sku": f"SKU-{i:05d}",
+            "name": f'Item "{i}" \\ caf\u00e9',
+            "price": i * 1.25,
+            "quantity": i % 17,
+            "in_stock": i % 3 != 0,
+            "tags": ["a", "b"] if i % 2 else [],
+        }
+        for i in range(2_000)
+    ]
+    return json.dumps({"title": "Spring catalog", "items": items})
+
+
+@pytest.mark.parametrize("mode", [NATIVE, FORCED])
+@pytest.mark.parametrize("count", [500, 5_000])
+def test_a_2000_item_list_is_consistent_after_every_chunk(mode: ExtractionMode, count: int) -> None:
+    text = catalog_document()
+    every = count // 20
+    streamed = stream(Catalog, chunked(text, count), mode, every=every)
+    final = streamed.value
+    assert final == Catalog.model_validate_json(text)
+    assert len(final.items) == 2_000
+    assert len(streamed.partials) == len(chunked(text, count))
+    # A sample checked whole; after every chunk, the newest completed item.
+    assert_stream_consistent(streamed, every)
+    counts = []
+    for partial in streamed.partials:
+        items = partial.items if partial is not None and "items" in partial.model_fields_set else []
+        counts.append(len(items))
+        if len(items) >= 2:
+            assert type(items[-2]) is Item, "a completed item is a validated value"
+            assert items[-2] == final.items[len(items) - 2]
+    assert counts == sorted(counts), "items never disappear"
+    assert counts[len(counts) // 2] >= 900, "items arrive as the text does"
+
+
+def test_the_partial_value_is_the_same_in_async_streams() -> None:
+    text = catalog_document()
+    chunks = chunked(text, 500)
+    streamed = asyncio.run(astream(Catalog, chunks, FORCED, every=25))
+    assert_stream_consistent(streamed, every=25)
+    assert streamed.dumps == stream(Catalog, chunks, FORCED, every=25).dumps
+
+
+def test_a_long_string_grows_chunk_by_chunk() -> None:
+    class Summary(BaseModel):
+        title: str
+        body: str
+
+    body = "Ada Lovelace wrote the first program. " * 20
+    text = json.dumps({"title": "Notes", "body": body})
+    streamed = stream(Summary, chunked(text, 100), NATIVE)
+    assert_stream_consistent(streamed)
+    bodies = [p.body for p in streamed.partials if p is not None and "body" in p.model_fields_set]
+    assert len(set(bodies)) > 50
+    assert bodies == sorted(bodies, key=len)
+
+
+def test_prose_before_the_json_is_skipped() -> None:
+    document = json.dumps(
+        {
+            "title": "T",
+            "items": [{"sku": "a", "name": "b", "price": 1, "quantity": 2, "in_stock": True}],
+        }
+    )
+    expected = Catalog.model_validate_json(document)
+    for text in (
+        f'Sure! Here is what I found, "notes": 3 of them, true or false:\n{document}\nThanks',
+        f"```json\n{document}\n```\nHope this helps!",
+    ):
+        for count in (7, 40, len(text)):
+            streamed = stream(Catalog, chunked(text, count), NATIVE, Extractor(repair=True))
+            assert streamed.value == expected
+            assert_stream_consistent(streamed)
+
+
+def test_brackets_in_prose_are_a_false_start() -> None:
+    document = '{"title": "T", "items": []}'
+    text = f"Per [1] and [2, 3]:\n{document}"
+    provider = MockStreamingProvider.with_stream(events(list(text), NATIVE))
+    request = ChatRequest("m").user("extract").with_option(NATIVE)
+    with Extractor(repair=True).extract_stream(provider, Catalog, request) as opened:
+        for _ in opened:
+            pass
+        # Repair takes `[1] ... }` and fails; the preview found the value all the same.
+        assert opened.partial == Catalog(title="T", items=[])
+
+
+class Address(BaseModel):
+    street: str
+    city: str
+
+
+class Customer(BaseModel):
+    name: str
+    address: Address
+    previous: list[Address] = []
+
+
+class Product(BaseModel):
+    name: str
+    tags: list[str]
+
+
+class Line(BaseModel):
+    product: Product
+    quantity: int
+
+
+class Order(BaseModel):
+    customer: Customer
+    lines: list[Line]
+
+
+def test_nested_models_are_consistent() -> None:
+    order = {
+        "customer": {
+            "name": "Ada",
+            "address": {"street": "1 Main St", "city": "London"},
+            "previous": [{"street": "2 Side St", "city": "Leeds"}],
+        },
+        "lines": [
+            {"product": {"name": f"p{i}", "tags": ["x"] * (i % 3)}, "quantity": i}
+            for i in range(20)
+        ],
+    }
+    text = json.dumps(order, indent=2)
+    for mode in (NATIVE, FORCED):
+        streamed = stream(Order, chunked(text, len(text) // 3), mode)
+        assert streamed.value == Order.model_validate(order)
+        assert_stream_consistent(streamed)
+
+
+class Profile(BaseModel):
+    name: str
+    nickname: str | None = None
+    contact: Address | None = None
+    tags: list[str] = []
+    scores: list[int] | None = None
+
+
+def test_optional_fields_and_strict_nulls() -> None:
+    # `tags` has no `null`: a strict mode's stand-in, left out so the default applies (as
+    # `finish()` does); `nickname`, `contact` and `scores` admit `null`.
+    text = '{"name": "Ada", "nickname": null, "contact": null, "tags": null, "scores": null}'
+    streamed = stream(Profile, list(text), NATIVE)
+    assert streamed.value == Profile(name="Ada")
+    assert_stream_consistent(streamed)
+    assert all(p is None or p.tags == [] for p in streamed.partials)
+
+    text = '{"name": "Ada", "contact": {"street": "1 Main St", "city": "London"}, "scores": [3, 4]}'
+    streamed = stream(Profile, list(text), FORCED)
+    assert streamed.value.contact == Address(street="1 Main St", city="London")
+    assert_stream_consistent(streamed)
+
+
+class Labelled(BaseModel):
+    labels: dict[str, int]
+    places: dict[str, Address]
+
+
+def test_dict_fields_are_consistent() -> None:
+    value = {
+        "labels": {f"k{i}": i for i in range(30)},
+        "places": {
+            "home": {"street": "1 Main St", "city": "London"},
+            "work": {"street": "2 Side St", "city": "Leeds"},
+        },
+    }
+    text = json.dumps(value)
+    for count in (len(text), 50, 5):
+        streamed = stream(Labelled, chunked(text, count), FORCED)
+        assert streamed.value == Labelled.model_validate(value)
+        assert_stream_consistent(streamed)
+
+
+class Cat(BaseModel):
+    kind: Literal["cat"]
+    lives: int
+
+
+class Dog(BaseModel):
+    kind: Literal["dog"] = "dog"
+    good: bool | None = None
+
+
+class Pets(BaseModel):
+    first: Cat | Dog
+    rest: list[Cat | Dog]
+    code: int | str
+
+
+def test_unions_are_validated_when_they_complete() -> None:
+    value = {
+        "first": {"kind": "cat", "lives": 9},
+        "rest": [{"kind": "dog", "good": True}, {"kind": "cat", "lives": 3}, {"kind": "dog"}],
+        "code": "A7",
+    }
+    text = json.dumps(value)
+    for count in (len(text), 30, 3):
+        streamed = stream(Pets, chunked(text, count), NATIVE)
+        assert streamed.value == Pets.model_validate(value)
+        assert_stream_consistent(streamed)
+    # A union member half built is not shown: `{"kind": "cat"` would validate as neither,
+    # and a `Dog` with defaults would be a guess the final value contradicts.
+    streamed = stream(Pets, list(text), NATIVE)
+    firsts = [p.first for p in streamed.partials if p is not None and "first" in p.model_fields_set]
+    assert firsts and all(first == Cat(kind="cat", lives=9) for first in firsts)
+
+
+def test_values_other_than_objects() -> None:
+    for tp, value in ((list[Item], []), (list[int], [1, 22, 333]), (int, 12345), (str, "héllo\n")):
+        text = json.dumps(value)
+        streamed = stream(tp, list(text), NATIVE)  # the partial after `finish()` is checked
+        assert streamed.value == value
+        for partial in streamed.partials:
+            assert_consistent(partial, value)
+
+
+# Any chunking, any document
+
+
+class Leaf(BaseModel):
+    text: str
+    number: float
+    count: int
+    flag: bool | None = None
+
+
+class Tree(BaseModel):
+    name: str
+    leaves: list[Leaf]
+    index: dict[str, int] = {}
+    child: Tree | None = None
+
+
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+_leaves = st.builds(
+    Leaf,
+    text=_text,
+    number=st.floats(allow_nan=False, allow_infinity=False, width=32),
+    count=st.integers(-(10**12), 10**12),
+    flag=st.none() | st.booleans(),
+)
+_trees = st.recursive(
+    st.builds(
+        Tree,
+        name=_text,
+        leaves=st.lists(_leaves, max_size=4),
+        index=st.dictionaries(_text, st.integers(), max_size=3),
+        child=st.none(),
+    ),
+    lambda inner: st.builds(
+        Tree,
+        name=_text,
+        leaves=st.lists(_leaves, max_size=3),
+        index=st.dictionaries(_text, st.integers(), max_size=2),
+        child=inner,
+    ),
+    max_leaves=4,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    tree=_trees,
+    cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=40),
+    indent=st.sampled_from([None, 1]),
+    ascii_only=st.booleans(),
+    mode=st.sampled_from([NATIVE, FORCED]),
+)
+def test_any_chunking_ends_with_the_finished_value(
+    tree: Tree, cuts: list[int], indent: int | None, ascii_only: bool, mode: ExtractionMode
+) -> None:
+    text = json.dumps(tree.model_dump(mode="json"), indent=indent, ensure_ascii=ascii_only)
+    chunks = split_at(text, cuts)
+    streamed = stream(Tree, chunks, mode)
+    assert streamed.value == Tree.model_validate_json(text)
+    assert streamed.partials[-1] == streamed.value
+    assert_stream_consistent(streamed)
