@@ -312,6 +312,13 @@ class Engine:
         return {}
 
     def nothing(self, pointer: str) -> Any:
+        if not self.strict_shapes:
+            self.approximated(
+                pointer,
+                f"the subschema at {quoted(pointer)} accepts nothing; "
+                f"{self.provider} cannot say so, so it accepts anything",
+            )
+            return {}
         self.unsupported(
             pointer,
             f"the subschema at {quoted(pointer)} accepts nothing, "
