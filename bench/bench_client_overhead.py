@@ -1,5 +1,5 @@
 """Client overhead of `allama.extract` over a local server, against raw httpx2 plus one
-pydantic validation (the floor). Run by hand: `./run bench` or `python bench/bench_client_overhead.py`.
+pydantic validation (the floor). Run by hand: `./run bench`.
 
 The server runs in another process and always answers the same chat completion, so the
 figures are the client's own CPU time per call (`time.process_time` in this process).
