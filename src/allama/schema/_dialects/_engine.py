@@ -71,7 +71,7 @@ ASSERTIONS = frozenset(
         "items",
     }
     | SCHEMA_LISTS
-    | SCHEMA_SINGLE
+    | (SCHEMA_SINGLE - {"contentSchema"})
     | (SCHEMA_MAPS - {"$defs", "definitions"})
 )
 """Keywords that can reject an instance: removing one widens the schema."""

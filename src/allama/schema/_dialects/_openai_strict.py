@@ -50,6 +50,9 @@ class _Current(Engine):
     formats: ClassVar[frozenset[str] | None] = frozenset(
         {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
     )
+    enum_kinds: ClassVar[frozenset[str]] = frozenset(
+        {"string", "number", "integer", "boolean", "null"}
+    )
     strict_shapes: ClassVar[bool] = True
     limits: ClassVar[_Limits] = _Limits(5000, 10, 120_000, 1000, 15_000)
 
