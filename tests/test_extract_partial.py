@@ -10,14 +10,16 @@ prefix, a shorter list, an object with fewer fields). At the end it equals the v
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
+from typing_extensions import TypedDict
 
 from allama import (
     BlockStart,
@@ -408,6 +410,39 @@ def test_values_other_than_objects() -> None:
         assert streamed.value == value
         for partial in streamed.partials:
             assert_consistent(partial, value)
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+    label: str = "origin"
+
+
+class Span(TypedDict):
+    start: Point
+    end: Point
+    note: NotRequired[str]
+
+
+def test_dataclasses_and_typed_dicts_are_consistent() -> None:
+    value = {"start": {"x": 1, "y": 2, "label": "a"}, "end": {"x": 30, "y": 40}, "note": "n"}
+    text = json.dumps(value)
+    streamed = stream(Span, list(text), FORCED)
+    assert streamed.value == {"start": Point(1, 2, "a"), "end": Point(30, 40), "note": "n"}
+    assert streamed.partials[-1] == streamed.value
+    for partial in streamed.partials:
+        if partial is None:
+            continue
+        assert set(partial) <= {"start", "end", "note"}
+        for key in ("start", "end"):
+            point = partial.get(key)
+            assert point is None or isinstance(point, Point)
+        if "end" in partial:
+            assert partial["start"] == Point(1, 2, "a"), "a completed dataclass is final"
+    # An open dataclass shows its defaults until its own value arrives.
+    opened = [p["end"] for p in streamed.partials if p is not None and "end" in p]
+    assert opened[0].label == "origin"
 
 
 # Any chunking, any document

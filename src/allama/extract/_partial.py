@@ -3,16 +3,18 @@
 An incremental JSON scanner keeps a stack of open containers. A value is validated once,
 when it completes: a scalar by its field's validator, an object (a model, a dataclass, a
 `TypedDict`) by its type's validator over its already validated fields, so its validators
-run and its defaults apply. Reading the partial value rebuilds only the open path from the
-root to the value being written (a copy of each open container's completed entries, with
-the open child in place), so reading it after every chunk stays linear in the chunks.
+run and its defaults apply. A container that ends within the text at hand is read by the C
+JSON decoder and validated in one call; only containers still open are scanned token by
+token. Reading the partial value rebuilds only the open path from the root to the value
+being written (a shallow copy of each open container, with the open child in place), so a
+snapshot never changes afterwards and reading after every chunk stays linear in the chunks.
 Re-parsing the whole buffer on every chunk, as most libraries do, is quadratic.
 
 The preview follows the rules `finish()` applies: a `null` sent for a field whose type does
-not admit it (a strict-mode stand-in) is left out so the default applies. A union is
-validated as a whole (a leaf): its open value is shown as far as partial validation of it
-goes. Open objects are built with `model_construct`, so their model validators run only
-when they complete; `model_fields_set` lists the fields that have arrived.
+not admit it (a strict-mode stand-in) is left out so the default applies. Only text is shown
+while it is being written; any other value (a date, a union member) appears when complete.
+Open objects are built without validation (their model validators run when they complete);
+`model_fields_set` lists the fields that have arrived.
 """
 
 from __future__ import annotations
@@ -36,6 +38,14 @@ _TOKEN = re.compile(
       | ([{}\[\],:])                                            # 3: punctuation
       | (-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?   # 4: a number,
          |true|false|null)(?=[ \t\r\n,:\]}])                    #    or a literal, ended
+    )""",
+    re.VERBOSE | re.DOTALL,
+)
+_PAIR = re.compile(
+    r"""[ \t\r\n]*"((?:[^"\\]|\\.)*)"[ \t\r\n]*:[ \t\r\n]*(?:
+        "((?:[^"\\]|\\.)*)"                                     # 2: a string value
+      | (-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?   # 3: a number,
+         |true|false|null)(?=[ \t\r\n,\]}])                     #    or a literal, ended
     )""",
     re.VERBOSE | re.DOTALL,
 )
@@ -126,8 +136,16 @@ class _Object:
             return self._construct_model(tp, named)
         if dataclasses.is_dataclass(tp) and isinstance(tp, type):
             instance = object.__new__(tp)
-            for name, value in named.items():
-                object.__setattr__(instance, name, value)
+            for field in dataclasses.fields(tp):
+                if field.name in named:
+                    value = named[field.name]
+                elif field.default is not dataclasses.MISSING:
+                    value = field.default
+                elif field.default_factory is not dataclasses.MISSING:
+                    value = field.default_factory()
+                else:
+                    continue  # not arrived, and no default: the attribute is unset
+                object.__setattr__(instance, field.name, value)
             return instance
         return named
 
@@ -362,7 +380,7 @@ def _escaped_backslash(body: str, index: int) -> bool:
 class _Frame:
     """An open container: its shape, what completed inside it, what is being written."""
 
-    __slots__ = ("expect", "is_object", "key", "shape", "values")
+    __slots__ = ("child", "expect", "is_object", "key", "shape", "values")
 
     def __init__(self, shape: _Shape | None, is_object: bool) -> None:
         self.shape = shape
@@ -370,6 +388,19 @@ class _Frame:
         self.values: Any = {} if is_object else []
         self.key: str | None = None
         self.expect = "key" if is_object else "value"
+        # The shape of the value being written here (known once its key is).
+        self.child: _Shape | None = None
+        if isinstance(shape, _List) and not is_object:
+            self.child = shape.item
+        elif isinstance(shape, _Map) and is_object:
+            self.child = shape.value
+
+    def set_key(self, key: str) -> None:
+        self.key = key
+        self.expect = "colon"
+        if isinstance(self.shape, _Object):
+            found = self.shape.field(key)
+            self.child = None if found is None else found[1]
 
     def typed(self) -> bool:
         """Whether the shape describes this container (an object for an object, ...)."""
@@ -379,15 +410,7 @@ class _Frame:
         return isinstance(shape, _List) and not self.is_object
 
     def child_shape(self) -> _Shape | None:
-        shape = self.shape
-        if isinstance(shape, _Object) and self.is_object and self.key is not None:
-            found = shape.field(self.key)
-            return None if found is None else found[1]
-        if isinstance(shape, _List) and not self.is_object:
-            return shape.item  # type: ignore[no-any-return]
-        if isinstance(shape, _Map) and self.is_object:
-            return shape.value  # type: ignore[no-any-return]
-        return None
+        return self.child
 
     def put(self, value: Any) -> None:
         if value is _MISSING:
@@ -468,6 +491,7 @@ class PartialValue(Generic[T]):
         """Consume tokens from `pos`; the position of an incomplete token left, if any."""
         end = len(buf)
         token = _TOKEN.match
+        pair_token = _PAIR.match
         while pos < end:
             if self._string is not None:
                 match = _STRING_BODY.match(buf, pos)
@@ -484,6 +508,22 @@ class PartialValue(Generic[T]):
                     stop = end - 1
                 self._string.append(buf[pos:stop])
                 return stop if stop < end else None
+            stack = self._stack
+            if stack and stack[-1].expect == "key":
+                # The commonest shape of all, `"key": value,`, in one step.
+                pair = pair_token(buf, pos)
+                if pair is not None:
+                    holder = stack[-1]
+                    try:
+                        holder.set_key(_decode(pair.group(1)))
+                        text = pair.group(2)
+                        value = _decode(text) if text is not None else _scalar(pair.group(3))
+                    except ValueError:
+                        self._broken = True
+                        return None
+                    self._token(value, is_string=text is not None, in_place=holder)
+                    pos = pair.end()
+                    continue
             match = token(buf, pos)
             if match is None:
                 return self._odd(buf, pos)
@@ -493,7 +533,7 @@ class PartialValue(Generic[T]):
                 frame = self._stack[-1] if self._stack else None
                 if frame is not None and frame.is_object and frame.expect == "key":
                     try:
-                        frame.key = _decode(match.group(1))
+                        frame.set_key(_decode(match.group(1)))
                     except ValueError:
                         self._broken = True
                         return None
@@ -591,7 +631,8 @@ class PartialValue(Generic[T]):
         frame = self._stack[-1]
         frame.put(value)
         frame.expect = "comma_or_end"
-        self._mark_inside()
+        if not self._completed_inside:
+            self._mark_inside()
 
     def _punctuation(self, char: str) -> bool:
         if char in "{[":
@@ -627,7 +668,8 @@ class PartialValue(Generic[T]):
         value = frame.complete()
         if self._stack:
             self._stack[-1].put(value)
-            self._mark_inside()
+            if not self._completed_inside:
+                self._mark_inside()
         elif value is _MISSING:
             # Brackets in prose (`see [1]`) that are not the value: keep looking.
             self._started = self._completed_inside = False
@@ -642,8 +684,11 @@ class PartialValue(Generic[T]):
         if root.typed() or isinstance(root.shape, _Leaf):
             self._completed_inside = True
 
-    def _token(self, value: Any, *, is_string: bool) -> None:
-        if not self._stack:
+    def _token(self, value: Any, *, is_string: bool, in_place: _Frame | None = None) -> None:
+        """A scalar; `in_place` is the object frame whose key was just read with it."""
+        if in_place is not None:
+            frame = in_place
+        elif not self._stack:
             # A scalar outside any bracket is the value only when the type is validated
             # whole; otherwise it is prose (`I found 3 items: {...}`).
             if isinstance(self._root_shape, _Leaf):
@@ -652,14 +697,19 @@ class PartialValue(Generic[T]):
                     self._started = True
                     self._done = done
             return
-        frame = self._stack[-1]
-        if frame.is_object and frame.expect == "key" and is_string:
-            frame.key = value
-            frame.expect = "colon"
-            return
-        frame.put(_finish_child(frame.child_shape(), value))
+        else:
+            frame = self._stack[-1]
+            if frame.is_object and frame.expect == "key" and is_string:
+                frame.set_key(value)
+                return
+        shape = frame.child
+        if type(shape) is _Leaf and type(value) is shape.plain:
+            frame.put(value)  # a plain scalar of its field's type: nothing to validate
+        else:
+            frame.put(_finish_child(shape, value))
         frame.expect = "comma_or_end"
-        self._mark_inside()
+        if not self._completed_inside:
+            self._mark_inside()
 
     def value(self) -> T | None:
         if not self._dirty and self._cache is not _MISSING:
