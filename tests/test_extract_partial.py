@@ -496,13 +496,25 @@ _trees = st.recursive(
     indent=st.sampled_from([None, 1]),
     ascii_only=st.booleans(),
     mode=st.sampled_from([NATIVE, FORCED]),
+    around=st.sampled_from(
+        [("", ""), ("Here you go: ", " Done."), ("```json\n", "\n```"), ("\n\n", "\n")]
+    ),
 )
 def test_any_chunking_ends_with_the_finished_value(
-    tree: Tree, cuts: list[int], indent: int | None, ascii_only: bool, mode: ExtractionMode
+    tree: Tree,
+    cuts: list[int],
+    indent: int | None,
+    ascii_only: bool,
+    mode: ExtractionMode,
+    around: tuple[str, str],
 ) -> None:
-    text = json.dumps(tree.model_dump(mode="json"), indent=indent, ensure_ascii=ascii_only)
+    document = json.dumps(tree.model_dump(mode="json"), indent=indent, ensure_ascii=ascii_only)
+    # Native text may come wrapped in prose or a fence (repaired at `finish()`); tool
+    # arguments are the document alone.
+    before, after = around if mode is NATIVE else ("", "")
+    text = before + document + after
     chunks = split_at(text, cuts)
-    streamed = stream(Tree, chunks, mode)
-    assert streamed.value == Tree.model_validate_json(text)
+    streamed = stream(Tree, chunks, mode, Extractor(repair=True))
+    assert streamed.value == Tree.model_validate_json(document)
     assert streamed.partials[-1] == streamed.value
     assert_stream_consistent(streamed)
