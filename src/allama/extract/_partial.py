@@ -14,7 +14,9 @@ The preview follows the rules `finish()` applies: a `null` sent for a field whos
 not admit it (a strict-mode stand-in) is left out so the default applies. Only text is shown
 while it is being written; any other value (a date, a union member) appears when complete.
 Open objects are built without validation (their model validators run when they complete);
-`model_fields_set` lists the fields that have arrived.
+`model_fields_set` lists the fields that have arrived. Values are validated as Python values
+(lax), so the preview may show `31` for a `"31"` that `finish()`, which validates the JSON
+strictly, rejects: the preview is not the verdict.
 """
 
 from __future__ import annotations
