@@ -87,7 +87,7 @@ from allama import (
     WarningKind,
 )
 from allama.extract import EXTRACTION_TOOL, repair_candidate
-from allama.mock import ChatResponseBuilder, FunctionProvider, MockProvider
+from allama.mock import ChatResponseBuilder, FunctionProvider, MockProvider, TestProvider
 from allama.stream import AsyncChatStream, ChatStream
 from allama.types import DECLINE_EXPLANATION_KEY, TextPart
 from allama.wrappers import RetryingProvider, RetryPolicy
@@ -125,10 +125,7 @@ class Triage(BaseModel):
 
 def test_extract_works_against_the_test_provider_in_every_mode(run: Run) -> None:
     """The mock the docs recommend for handler tests answers an extraction in every mode."""
-    test_provider = getattr(allama.mock, "TestProvider", None)
-    if test_provider is None:
-        pytest.skip("allama.mock.TestProvider is not in this tree yet")
-    provider = test_provider()
+    provider = TestProvider()
     for mode in (ExtractionMode.AUTO, NATIVE, FORCED):
         req = ChatRequest("m").user("My invoice is wrong").with_option(mode)
         extracted = run.extract(provider, Triage, req)
