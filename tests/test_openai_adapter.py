@@ -819,3 +819,35 @@ def test_azure_content_filter_verdicts_explain_the_decline() -> None:
     assert response.decline_explanation() == "the content filter flagged: violence (high)"
     plain = decode_response(200, {}, json.dumps(_completion("x")).encode(), provider="azure-openai")
     assert plain.provider_data == {}
+
+
+def test_own_auth_headers_stand_in_for_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AZURE_OPENAI_API_KEY", raising=False)
+    seen: list[httpx2.Request] = []
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        seen.append(http)
+        return httpx2.Response(200, json=_completion("ok"))
+
+    target = provider(
+        "azure-openai",
+        endpoint="https://res.openai.azure.com",
+        headers={"Authorization": f"Bearer {SECRET}"},
+        transport=_mock(handler),
+    )
+    target.chat(ChatRequest("dep").user("x"))
+    assert seen[0].headers["authorization"] == f"Bearer {SECRET}"
+    echo = provider(
+        "openai",
+        headers={"Authorization": f"Bearer {SECRET}"},
+        transport=_mock(
+            lambda http: httpx2.Response(
+                401, json={"error": {"message": f"bad token {SECRET}", "code": "invalid_api_key"}}
+            )
+        ),
+    )
+    with pytest.raises(AuthenticationError) as caught:
+        echo.chat(ChatRequest("gpt-4o").user("x"))
+    assert SECRET not in str(caught.value) and SECRET not in (caught.value.context.body or "")
+    assert "api-key" not in seen[0].headers
+    assert SECRET not in repr(target)

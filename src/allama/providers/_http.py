@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx2
 
-from allama.adapters._http import HttpRequest, HttpResponse
+from allama.adapters._http import SECRET_HEADERS, HttpRequest, HttpResponse
 from allama.adapters.openai_compat._capabilities import CAPABILITY_TABLES, CapabilityTable
 from allama.adapters.openai_compat._decode import decode_response
 from allama.adapters.openai_compat._encode import encode_request
@@ -88,6 +88,9 @@ class OpenAICompatibleProvider:
             api_version or os.environ.get("OPENAI_API_VERSION") or (_AZURE_API_VERSION)
         )
         self._extra_headers = {**preset.headers, **(headers or {})}
+        # Credentials in the caller's own headers (an Entra ID bearer token for Azure, a
+        # gateway's key) stand in for the API key.
+        self._brings_own_auth = any(key.lower() in SECRET_HEADERS for key in self._extra_headers)
         self._transport = transport or Transport(timeout=timeout)
         self._owns_transport = transport is None
 
@@ -196,7 +199,7 @@ class OpenAICompatibleProvider:
                 headers["api-key"] = self._api_key
             else:
                 headers["authorization"] = f"Bearer {self._api_key}"
-        elif self._preset.key_required:
+        elif self._preset.key_required and not self._brings_own_auth:
             env = self._preset.api_key_env
             raise (
                 AuthenticationError(f"{self.name} needs an API key: pass api_key= or set {env}")
@@ -219,16 +222,26 @@ class OpenAICompatibleProvider:
         )
         return http, degradations.warnings
 
+    def _secrets(self) -> list[str]:
+        """The key and any credential in the caller's headers, longest first."""
+        found = {self._api_key} if self._api_key else set()
+        for name, value in self._extra_headers.items():
+            if name.lower() in SECRET_HEADERS and value:
+                found.add(value)
+                scheme, _, token = value.partition(" ")
+                if token and scheme.lower() in ("bearer", "basic"):
+                    found.add(token)
+        return sorted(found, key=len, reverse=True)
+
     def _scrub(self, error: Error) -> Error:
-        """Remove the key from anything the provider echoed back."""
-        key = self._api_key
-        if key:
-            if key in error.message:
-                error.message = error.message.replace(key, _REDACTED)
+        """Remove credentials from anything the provider echoed back."""
+        for secret in self._secrets():
+            if secret in error.message:
+                error.message = error.message.replace(secret, _REDACTED)
                 error.args = (error.message,)
             body = error.context.body
-            if body is not None and key in body:
-                error.context.body = body.replace(key, _REDACTED)
+            if body is not None and secret in body:
+                error.context.body = body.replace(secret, _REDACTED)
         return error
 
     def _response(
