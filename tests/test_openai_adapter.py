@@ -851,3 +851,17 @@ def test_own_auth_headers_stand_in_for_the_key(monkeypatch: pytest.MonkeyPatch) 
     assert SECRET not in str(caught.value) and SECRET not in (caught.value.context.body or "")
     assert "api-key" not in seen[0].headers
     assert SECRET not in repr(target)
+
+
+def test_stop_sequences_refused_where_the_model_rejects_them() -> None:
+    request = ChatRequest("o3-mini").user("x").with_stop("END")
+    body, warnings = body_of("openai", request)
+    assert "stop" not in body and warnings[0].is_about(RequestField.STOP)
+    assert body_of("openai", request.model_copy(update={"model": "gpt-4o"}))[0]["stop"] == ["END"]
+    with pytest.raises(UnsupportedError) as caught:
+        provider("xai").validate_chat_request(
+            request.model_copy(update={"model": "grok-4"}).with_unsupported_policy(
+                UnsupportedPolicy.ERROR
+            )
+        )
+    assert caught.value.field is RequestField.STOP

@@ -53,6 +53,8 @@ class ModelFamily:
     reasoning: CapabilitySupport = U
     images: CapabilitySupport = U
     parallel_tools: CapabilitySupport = S
+    stop: bool = True
+    """Whether the family takes `stop` sequences (some reasoning models answer 400)."""
 
     def support(self, capability: ChatCapability) -> CapabilitySupport:
         if capability is ChatCapability.STRUCTURED_OUTPUT:
@@ -98,6 +100,8 @@ _OPENAI_ROWS = (
     ModelFamily("gpt-5*", StructuredLevel.STRICT, reasoning=S, images=S),
     ModelFamily("o1-mini*", StructuredLevel.JSON_OBJECT, tools=N, forced_tool=N, reasoning=S),
     ModelFamily("o1-preview*", StructuredLevel.JSON_OBJECT, tools=N, forced_tool=N, reasoning=S),
+    ModelFamily("o3*", StructuredLevel.STRICT, reasoning=S, images=S, stop=False),
+    ModelFamily("o4-mini*", StructuredLevel.STRICT, reasoning=S, images=S, stop=False),
     ModelFamily("o[1-9]*", StructuredLevel.STRICT, reasoning=S, images=S),
     ModelFamily("gpt-4.1*", StructuredLevel.STRICT, reasoning=N, images=S),
     ModelFamily("gpt-4o-2024-05-13", StructuredLevel.JSON_OBJECT, reasoning=N, images=S),
@@ -120,9 +124,12 @@ _GROQ_ROWS = (
 )
 
 _XAI_ROWS = (
-    ModelFamily("grok-3-mini*", StructuredLevel.STRICT, reasoning=S),
-    ModelFamily("grok-4.20-multi-agent*", StructuredLevel.STRICT, reasoning=S),
-    ModelFamily("grok-4.3*", StructuredLevel.STRICT, reasoning=S),
+    # Grok's reasoning models reject `stop`; few of them take a reasoning effort.
+    ModelFamily("grok-3-mini*", StructuredLevel.STRICT, reasoning=S, stop=False),
+    ModelFamily("grok-4.20-multi-agent*", StructuredLevel.STRICT, reasoning=S, stop=False),
+    ModelFamily("grok-4.3*", StructuredLevel.STRICT, reasoning=S, stop=False),
+    ModelFamily("grok-4*", StructuredLevel.STRICT, reasoning=N, stop=False),
+    ModelFamily("grok-code-fast*", StructuredLevel.STRICT, reasoning=N, stop=False),
     ModelFamily("grok-*", StructuredLevel.STRICT, reasoning=N),
 )
 

@@ -329,6 +329,17 @@ class _Encoder:
             body["strict"] = strict
         return {"type": "json_schema", "json_schema": body}
 
+    def stop(self) -> list[str] | None:
+        if not self.request.stop:
+            return None
+        if not self.family.stop:
+            self.degradations.refuse(
+                RequestField.STOP,
+                f"`{self.request.model}` on {self.profile.display_name} takes no stop sequences",
+            )
+            return None
+        return list(self.request.stop)
+
     # Everything
 
     def body(self) -> dict[str, Any]:
@@ -359,7 +370,7 @@ class _Encoder:
             messages=self.messages(),
             temperature=request.temperature,
             top_p=request.top_p,
-            stop=list(request.stop) or None,
+            stop=self.stop(),
             stream=True if self.stream else None,
             stream_options=stream_options,
             tools=tools,
