@@ -3,6 +3,8 @@
 Users import from `allama` (and `allama.mock` for tests); every other module is private.
 """
 
+import logging
+
 from allama.errors import (
     AuthenticationError,
     ContextWindowExceededError,
@@ -109,6 +111,9 @@ from allama.wrappers import (
     RetryingProvider,
     RetryPolicy,
 )
+
+# A library does not print: records go where the application sends them.
+logging.getLogger("allama").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 

@@ -22,6 +22,8 @@ PLAN_MODELS: dict[str, str] = {
     "workers-ai": "@cf/meta/llama-3.1-8b-instruct",
     "ollama-openai": "llama3.1",
     "openai-compatible": "model",
+    "local": "smollm2",
+    "llama-cpp": "served-model",
 }
 """A model per preset whose capability answers are typical of the preset."""
 
