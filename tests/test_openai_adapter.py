@@ -865,3 +865,15 @@ def test_stop_sequences_refused_where_the_model_rejects_them() -> None:
             )
         )
     assert caught.value.field is RequestField.STOP
+
+
+def test_reasoning_effort_mapped_to_what_the_family_takes() -> None:
+    request = ChatRequest("deepseek-reasoner").user("x")
+    body, warnings = body_of("deepseek", request.with_reasoning_effort(ReasoningEffort.MEDIUM))
+    assert body["reasoning_effort"] == "high"
+    assert warnings[0].kind is WarningKind.APPROXIMATED
+    body, warnings = body_of("deepseek", request.with_reasoning_effort(ReasoningEffort.HIGH))
+    assert (body["reasoning_effort"], warnings) == ("high", [])
+    body, warnings = body_of("deepseek", request.with_reasoning_effort(ReasoningEffort.NONE))
+    assert "reasoning_effort" not in body
+    assert warnings[0].kind is WarningKind.UNSUPPORTED

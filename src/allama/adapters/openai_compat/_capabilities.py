@@ -55,6 +55,8 @@ class ModelFamily:
     parallel_tools: CapabilitySupport = S
     stop: bool = True
     """Whether the family takes `stop` sequences (some reasoning models answer 400)."""
+    efforts: tuple[tuple[str, str], ...] | None = None
+    """Reasoning efforts the family takes, as (allama's, the wire's); `None`: sent as is."""
 
     def support(self, capability: ChatCapability) -> CapabilitySupport:
         if capability is ChatCapability.STRUCTURED_OUTPUT:
@@ -95,6 +97,9 @@ _UNKNOWN = ModelFamily(
     "*", StructuredLevel.UNKNOWN, tools=U, forced_tool=U, streaming=U, parallel_tools=U
 )
 
+_LOW_HIGH = (("minimal", "low"), ("low", "low"), ("medium", "high"), ("high", "high"))
+"""Families that take only `low` and `high` (DeepSeek maps the others the same way)."""
+
 _OPENAI_ROWS = (
     # Structured outputs from gpt-4o-2024-08-06 and gpt-4o-mini on; reasoning models.
     ModelFamily("gpt-5*", StructuredLevel.STRICT, reasoning=S, images=S),
@@ -125,7 +130,7 @@ _GROQ_ROWS = (
 
 _XAI_ROWS = (
     # Grok's reasoning models reject `stop`; few of them take a reasoning effort.
-    ModelFamily("grok-3-mini*", StructuredLevel.STRICT, reasoning=S, stop=False),
+    ModelFamily("grok-3-mini*", StructuredLevel.STRICT, reasoning=S, stop=False, efforts=_LOW_HIGH),
     ModelFamily("grok-4.20-multi-agent*", StructuredLevel.STRICT, reasoning=S, stop=False),
     ModelFamily("grok-4.3*", StructuredLevel.STRICT, reasoning=S, stop=False),
     ModelFamily("grok-4*", StructuredLevel.STRICT, reasoning=N, stop=False),
@@ -134,8 +139,14 @@ _XAI_ROWS = (
 )
 
 _DEEPSEEK_ROWS = (
-    ModelFamily("deepseek-reasoner*", StructuredLevel.JSON_OBJECT, reasoning=S, forced_tool=U),
-    ModelFamily("deepseek-*", StructuredLevel.JSON_OBJECT, reasoning=S),
+    ModelFamily(
+        "deepseek-reasoner*",
+        StructuredLevel.JSON_OBJECT,
+        reasoning=S,
+        forced_tool=U,
+        efforts=_LOW_HIGH,
+    ),
+    ModelFamily("deepseek-*", StructuredLevel.JSON_OBJECT, reasoning=S, efforts=_LOW_HIGH),
 )
 
 _OLLAMA_DEFAULT = ModelFamily(

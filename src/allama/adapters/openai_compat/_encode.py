@@ -329,6 +329,23 @@ class _Encoder:
             body["strict"] = strict
         return {"type": "json_schema", "json_schema": body}
 
+    def effort(self, wanted: str) -> str | None:
+        allowed = self.family.efforts
+        if allowed is None:
+            return wanted
+        sent = dict(allowed).get(wanted)
+        where = f"`{self.request.model}` on {self.profile.display_name}"
+        if sent is None:
+            self.degradations.refuse(
+                RequestField.REASONING_EFFORT, f"{where} takes no reasoning effort `{wanted}`"
+            )
+        elif sent != wanted:
+            self.degradations.approximate(
+                RequestField.REASONING_EFFORT,
+                f"{where} takes no reasoning effort `{wanted}`; `{sent}` was sent",
+            )
+        return sent
+
     def stop(self) -> list[str] | None:
         if not self.request.stop:
             return None
@@ -363,7 +380,7 @@ class _Encoder:
                     f"`{request.model}` on {profile.display_name} takes no reasoning effort",
                 )
             else:
-                effort = str(request.reasoning_effort)
+                effort = self.effort(str(request.reasoning_effort))
         stream_options = {"include_usage": True} if self.stream and profile.stream_usage else None
         wire = WireRequest(
             model=request.model,
