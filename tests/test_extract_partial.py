@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, NotRequired
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from typing_extensions import TypedDict
 
 from allama import (
@@ -28,6 +28,8 @@ from allama import (
     ExtractionMode,
     Extractor,
     Finish,
+    MissingStructuredTextError,
+    ParseError,
     ResponseStart,
     StreamBlockType,
     StreamEvent,
@@ -518,3 +520,75 @@ def test_any_chunking_ends_with_the_finished_value(
     assert streamed.value == Tree.model_validate_json(document)
     assert streamed.partials[-1] == streamed.value
     assert_stream_consistent(streamed)
+
+
+# Output that is not (yet) the value never breaks the stream
+
+_pieces = st.sampled_from(
+    [*'{}[]",:\\ \n0123456789.-+eEtrufalsnx', "true", "null", '"a"', '"name"', "\\u12", "\\ud83d"]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.lists(_pieces, max_size=60).map("".join),
+    cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=10),
+    tp=st.sampled_from([Tree, Pets, Profile, Span, list[int], int, str, dict[str, int]]),
+)
+def test_any_text_in_any_chunks_is_read_without_raising(
+    text: str, cuts: list[int], tp: Any
+) -> None:
+    provider = MockStreamingProvider.with_stream(events(split_at(text, cuts) or [""], NATIVE))
+    request = ChatRequest("m").user("extract").with_option(NATIVE)
+    with Extractor(repair=True).extract_stream(provider, tp, request) as opened:
+        for _ in opened:
+            opened.partial  # noqa: B018 - reading it must not raise
+        try:
+            value = opened.finish().value
+        except (ParseError, MissingStructuredTextError):
+            return
+    assert opened.partial is None or opened.partial == value
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    tree=_trees,
+    edits=st.lists(
+        st.tuples(st.integers(0, 10_000), st.sampled_from(["", "{", "}", "]", '"', ",", "x"])),
+        min_size=1,
+        max_size=4,
+    ),
+    cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=10),
+)
+def test_a_damaged_document_is_read_without_raising(
+    tree: Tree, edits: list[tuple[int, str]], cuts: list[int]
+) -> None:
+    text = json.dumps(tree.model_dump(mode="json"))
+    for at, replacement in edits:
+        at %= len(text) + 1
+        text = text[:at] + replacement + text[at + 1 :]
+    provider = MockStreamingProvider.with_stream(events(split_at(text, cuts) or [""], FORCED))
+    request = ChatRequest("m").user("extract").with_option(FORCED)
+    with Extractor().extract_stream(provider, Tree, request) as opened:
+        partials = [opened.partial for _ in opened]
+        try:
+            value = opened.finish().value
+        except (ParseError, ValidationError):
+            return
+    # When the damage left a valid document, the preview ends with its value.
+    assert partials[-1] == value or opened.partial == value
+
+
+@pytest.mark.parametrize("count", [1, 40])
+def test_deep_nesting_is_read_without_raising(count: int) -> None:
+    text = "[" * 20_000 + "]" * 20_000
+    streamed_partials = []
+    provider = MockStreamingProvider.with_stream(events(chunked(text, count), NATIVE))
+    request = ChatRequest("m").user("extract").with_option(NATIVE)
+    with Extractor().extract_stream(provider, list[Any], request) as opened:
+        for event in opened:
+            if isinstance(event, TextDelta):
+                streamed_partials.append(opened.partial is not None)
+        with pytest.raises(ParseError, match="nests too deep"):
+            opened.finish()
+    assert all(streamed_partials)

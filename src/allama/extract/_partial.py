@@ -559,10 +559,11 @@ class PartialValue(Generic[T]):
                     # decoder and validated in one call; only an open one is scanned.
                     try:
                         raw, stop = _DECODER.raw_decode(buf, pos - 1)
-                    except ValueError:
-                        pass
+                        value = self._whole_value(raw)
+                    except (ValueError, RecursionError):
+                        pass  # not JSON, or nested too deep to read whole: scanned instead
                     else:
-                        self._whole(raw)
+                        self._whole(value)
                         pos = stop
                         if self._done is not _MISSING or self._broken:
                             return None
@@ -619,11 +620,14 @@ class PartialValue(Generic[T]):
         frame = self._stack[-1]
         return frame.expect == "value"
 
-    def _whole(self, raw: Any) -> None:
-        """A container read whole: validated as its shape says, then put in place."""
+    def _whole_value(self, raw: Any) -> Any:
+        """A container read whole, validated as its shape says."""
         shape = self._root_shape if not self._stack else self._stack[-1].child_shape()
+        return _from_raw(shape, raw)
+
+    def _whole(self, value: Any) -> None:
+        """A container read whole and validated, put in place."""
         self._started = True
-        value = _from_raw(shape, raw)
         if not self._stack:
             if value is _MISSING:
                 self._started = False
