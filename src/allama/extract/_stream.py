@@ -94,8 +94,12 @@ class _Observer(Generic[T]):
     def partial(self) -> T | None:
         """The value so far: completed parts validated once, the open tail as far as it goes.
 
-        Models are built with `model_construct`, so fields that have not arrived are unset
-        (`model_fields_set` lists those that have). `None` before anything usable arrived.
+        A completed list item, field or object is a validated value and never changes; the
+        object being written is built without validation, with the fields that have arrived
+        (`model_fields_set`) and defaults for the rest; text being written grows. Each read
+        is a new snapshot that later chunks leave alone. `None` before anything usable
+        arrived. Once the value ends, it is the value `finish()` returns, when the output
+        is clean JSON. A preview only: `finish()` decides.
         """
         return self._partial.value()
 
