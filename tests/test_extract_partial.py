@@ -239,6 +239,30 @@ def test_the_partial_value_is_the_same_in_async_streams() -> None:
     assert streamed.dumps == stream(Catalog, chunks, FORCED, every=25).dumps
 
 
+def test_the_partial_value_read_rarely_is_the_same() -> None:
+    """The work is done when `partial` is read, on the text since the last read: reading it
+    every 37th event, or only at the end, gives the values reading it every time gives."""
+    text = catalog_document()
+    chunks = chunked(text, 500)
+    every_time = stream(Catalog, chunks, NATIVE).partials
+    provider = MockStreamingProvider.with_stream(events(chunks, NATIVE))
+    request = ChatRequest("m").user("extract").with_option(NATIVE)
+    with Extractor().extract_stream(provider, Catalog, request) as opened:
+        deltas = 0
+        for event in opened:
+            if isinstance(event, TextDelta):
+                if deltas % 37 == 0:
+                    assert _dump(opened.partial) == _dump(every_time[deltas])
+                deltas += 1
+        value = opened.finish().value
+    assert opened.partial == value
+
+    provider = MockStreamingProvider.with_stream(events(chunks, NATIVE))
+    with Extractor().extract_stream(provider, Catalog, request) as opened:
+        value = opened.finish().value
+        assert opened.partial == value
+
+
 def test_a_long_string_grows_chunk_by_chunk() -> None:
     class Summary(BaseModel):
         title: str

@@ -36,6 +36,11 @@ class _Observer(Generic[T]):
         self._joined_count = 0
         self._tool_index: int | None = None
         self._partial: PartialValue[T] = PartialValue(tp)
+        # Text not yet given to the partial value: it is read when `partial` is, so a
+        # caller who never looks at it pays nothing for it.
+        self._unread: list[str] = []
+        self._ended = False
+        self._settled = False
 
     @property
     def mode(self) -> str:
@@ -57,15 +62,26 @@ class _Observer(Generic[T]):
         elif isinstance(event, ToolCallDelta) and event.index == self._tool_index:
             self._take(event.arguments)
         elif isinstance(event, Finish):
-            self._end()
+            self._ended = True
 
     def _take(self, text: str) -> None:
         self._pieces.append(text)
+        if not self._partial.complete:
+            self._unread.append(text)
+
+    def _catch_up(self) -> None:
+        """Give the partial value the text that arrived since it was last read."""
         partial = self._partial
-        if not partial.complete:
-            partial.feed(text)
-            if partial.complete:
-                self._settle()
+        if self._unread:
+            text = "".join(self._unread)
+            self._unread.clear()
+            if not partial.complete:
+                partial.feed(text)
+        if self._ended and not partial.complete:
+            partial.end()
+        if partial.complete and not self._settled:
+            self._settled = True
+            self._settle()
 
     def _settle(self) -> None:
         """The value has ended: validate the output once as `finish()` will, so the last
@@ -74,12 +90,6 @@ class _Observer(Generic[T]):
         checked = check(self.partial_output, target.type.adapter, target.schema, False)
         if not isinstance(checked, Failure):
             self._partial.settle(checked)
-
-    def _end(self) -> None:
-        if not self._partial.complete:
-            self._partial.end()
-            if self._partial.complete:
-                self._settle()
 
     @property
     def partial_output(self) -> str:
@@ -99,12 +109,14 @@ class _Observer(Generic[T]):
         (`model_fields_set`) and defaults for the rest; text being written grows. Each read
         is a new snapshot that later chunks leave alone. `None` before anything usable
         arrived. Once the value ends, it is the value `finish()` returns, when the output
-        is clean JSON. A preview only: `finish()` decides.
+        is clean JSON. A preview only: `finish()` decides. The work is done when it is
+        read, on the text that arrived since the last read.
         """
+        self._catch_up()
         return self._partial.value()
 
     def finish_with(self, collector: StreamCollector) -> Extracted[T]:
-        self._end()
+        self._ended = True
         opened = self._opened
         target = opened.target
         metadata = ExtractionMetadata.new(opened.metadata.mode)
