@@ -109,6 +109,7 @@ _OPENAI_ROWS = (
     ModelFamily("o4-mini*", StructuredLevel.STRICT, reasoning=S, images=S, stop=False),
     ModelFamily("o[1-9]*", StructuredLevel.STRICT, reasoning=S, images=S),
     ModelFamily("gpt-4.1*", StructuredLevel.STRICT, reasoning=N, images=S),
+    ModelFamily("gpt-4.5*", StructuredLevel.STRICT, reasoning=N, images=S),
     ModelFamily("gpt-4o-2024-05-13", StructuredLevel.JSON_OBJECT, reasoning=N, images=S),
     ModelFamily("gpt-4o*", StructuredLevel.STRICT, reasoning=N, images=S),
     ModelFamily("chatgpt-4o*", StructuredLevel.JSON_OBJECT, reasoning=N, images=S),
