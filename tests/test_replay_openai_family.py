@@ -208,7 +208,7 @@ def expected_stream(case: Case) -> Expected:
         if not line.startswith("data:") or line[5:].strip() == "[DONE]":
             continue
         chunk = json.loads(line[5:])
-        usage = chunk.get("usage") or usage
+        usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage") or usage
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             text.append(_text_of(delta.get("content")))
