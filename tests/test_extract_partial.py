@@ -295,6 +295,19 @@ def test_prose_before_the_json_is_skipped() -> None:
             assert_stream_consistent(streamed)
 
 
+@pytest.mark.parametrize("size", [1, 7, 100_000])
+def test_many_false_starts_are_skipped_without_recursion(size: int) -> None:
+    text = "[a] " * 3_000 + '{"title": "T", "items": []}'
+    provider = MockStreamingProvider.with_stream(
+        events(chunked(text, -(-len(text) // size)), NATIVE)
+    )
+    request = ChatRequest("m").user("extract").with_option(NATIVE)
+    with Extractor().extract_stream(provider, Catalog, request) as opened:
+        for _ in opened:
+            opened.partial  # noqa: B018 - reading it must not raise
+        assert opened.partial == Catalog(title="T", items=[])
+
+
 def test_brackets_in_prose_are_a_false_start() -> None:
     document = '{"title": "T", "items": []}'
     text = f"Per [1] and [2, 3]:\n{document}"

@@ -528,7 +528,11 @@ class PartialValue(Generic[T]):
                     continue
             match = token(buf, pos)
             if match is None:
-                return self._odd(buf, pos)
+                resume, at = self._odd(buf, pos)
+                if at is None or not resume:
+                    return at
+                pos = at
+                continue
             pos = match.end()
             group = match.lastindex
             if group == 1:
@@ -544,7 +548,11 @@ class PartialValue(Generic[T]):
                 if not self._string_token(match.group(1)):
                     return None
                 if not self._punctuation(":"):
-                    return self._restart(buf, pos)
+                    resume, at = self._restart(buf, pos)
+                    if at is None or not resume:
+                        return at
+                    pos = at
+                    continue
             elif group == 2:
                 if not self._string_token(match.group(2)):
                     return None
@@ -569,40 +577,48 @@ class PartialValue(Generic[T]):
                             return None
                         continue
                 if not self._punctuation(char):
-                    return self._restart(buf, pos)
+                    resume, at = self._restart(buf, pos)
+                    if at is None or not resume:
+                        return at
+                    pos = at
+                    continue
             else:
                 self._token(_scalar(match.group(4)), is_string=False)
             if self._done is not _MISSING or self._broken:
                 return None
         return None
 
-    def _odd(self, buf: str, pos: int) -> int | None:
+    # `_odd` and `_restart` say where scanning goes on: `(True, pos)` to resume at `pos`;
+    # `(False, pos)` to stop and keep `buf[pos:]` for the next chunk; `(False, None)` to
+    # stop. They never scan themselves, so the scanner's depth stays flat.
+
+    def _odd(self, buf: str, pos: int) -> tuple[bool, int | None]:
         """Not a whole token at `pos`: an open string, a cut-off scalar, or not JSON."""
         pos = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
         if pos >= len(buf):
-            return None
+            return False, None
         char = buf[pos]
         if char == '"':
             self._string = []
-            return self._scan(buf, pos + 1)
+            return True, pos + 1
         prefix = _SCALAR_PREFIX.match(buf, pos)
         if prefix is not None and prefix.end() == len(buf):
-            return pos  # `tru`, `-1.`: the rest of it comes with the next chunk
+            return False, pos  # `tru`, `-1.`: the rest of it comes with the next chunk
         return self._restart(buf, pos)
 
-    def _restart(self, buf: str, pos: int) -> int | None:
+    def _restart(self, buf: str, pos: int) -> tuple[bool, int | None]:
         """Prose before the value, or a false start: look for where the JSON begins."""
         if self._completed_inside or (self._started and not self._stack):
             self._broken = True
-            return None
+            return False, None
         starts = [i for i in (buf.find("{", pos), buf.find("[", pos)) if i >= 0]
         if self._started:
             # A bracket in the prose (`see [1]: {...}`) opened a false start: drop it.
             self._stack.clear()
             self._started = False
         if not starts:
-            return None
-        return self._scan(buf, min(starts))
+            return False, None
+        return True, min(starts)
 
     def _string_token(self, body: str) -> bool:
         try:
