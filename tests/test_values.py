@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
+import ipaddress
 import json
 import os
 import time
-from enum import StrEnum
+import uuid
+from enum import Enum, StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema.validators import validator_for
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, HttpUrl, IPvAnyAddress, Json
 
 from allama.mock._pattern import sample_pattern
 from allama.mock._values import value_for_schema
@@ -62,6 +66,68 @@ def test_triage_value(model: type[BaseModel]) -> None:
     assert json.dumps(value_for_schema(schema)) == (
         '{"category": "billing", "urgent": true, "age": 0}'
     )
+
+
+# Values pydantic itself accepts, for the types people extract
+
+
+class Cat(BaseModel):
+    kind: Literal["cat"]
+    lives: int = Field(ge=1, le=9)
+
+
+class Dog(BaseModel):
+    kind: Literal["dog"]
+    bark: str
+
+
+class Everything(BaseModel):
+    when: dt.datetime
+    day: dt.date
+    at: dt.time
+    span: dt.timedelta
+    id: uuid.UUID
+    price: decimal.Decimal
+    cost: decimal.Decimal = Field(gt=0, max_digits=5, decimal_places=2)
+    url: HttpUrl
+    ip: ipaddress.IPv4Address
+    ip6: ipaddress.IPv6Address
+    any_ip: IPvAnyAddress
+    color: Color
+    pet: Annotated[Cat | Dog, Field(discriminator="kind")]
+    pets: list[Cat] = Field(min_length=2)
+    tags: set[str] = Field(min_length=3)
+    pair: tuple[int, str]
+    counts: dict[str, int] = Field(min_length=1)
+    code: Annotated[str, Field(pattern=r"^[A-Z]{3}-\d{4}$")]
+    ratio: float = Field(gt=0, lt=1, multiple_of=0.25)
+    nick: str | None
+    blob: bytes
+    embedded: Json[list[int]]
+    maybe: int | str | None = None
+    choice: Literal[1, "a", True]
+
+
+class Color(Enum):
+    RED = 1
+    BLUE = 2
+
+
+Everything.model_rebuild()
+
+
+def test_pydantic_accepts_the_value_of_its_own_schema() -> None:
+    result = value(Everything.model_json_schema())
+    assert Everything.model_validate(result) == Everything.model_validate_json(json.dumps(result))
+    assert result["when"] == "2000-01-01T00:00:00Z"
+    assert result["pet"] == {"kind": "cat", "lives": 1}
+    assert result["tags"] == ["", "a", "b"]
+    assert result["pair"] == [0, ""]
+    assert result["counts"] == {"key1": 0}
+    assert result["code"] == "AAA-0000"
+    assert result["ratio"] == 0.25
+    assert result["embedded"] == "[]"
+    assert "maybe" not in result
 
 
 # Types, enum, const
@@ -507,6 +573,17 @@ def test_endless_recursion_raises_value_error(schema: Any) -> None:
 )
 def test_combinators(schema: Any, expected: Any) -> None:
     assert value(schema) == expected
+
+
+def test_overlapping_one_of_explains_itself() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"r": {"type": "number"}, "w": {"type": "number"}},
+        "required": ["r", "w"],
+        "oneOf": [{"required": ["r"]}, {"required": ["w"]}],
+    }
+    with pytest.raises(ValueError, match=r"at #: the first value tried matched 2 `oneOf` branches"):
+        value_for_schema(schema)
 
 
 @pytest.mark.parametrize(

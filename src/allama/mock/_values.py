@@ -12,6 +12,7 @@ schema can hang it.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -81,6 +82,13 @@ _FORMATS: dict[str, tuple[str, ...]] = {
     "idn-hostname": ("example.com", "a.co"),
     "ipv4": ("127.0.0.1",),
     "ipv6": ("::1",),
+    "ipvanyaddress": ("127.0.0.1",),
+    "ipv4network": ("127.0.0.0/8",),
+    "ipv6network": ("::1/128",),
+    "ipvanynetwork": ("127.0.0.0/8",),
+    "ipv4interface": ("127.0.0.1/8",),
+    "ipv6interface": ("::1/128",),
+    "ipvanyinterface": ("127.0.0.1/8",),
     "uri": ("https://example.com", "a:b"),
     "url": ("https://example.com",),
     "iri": ("https://example.com", "a:b"),
@@ -192,15 +200,37 @@ class _Generator:
                 yield from self._gen(nodes, trail, {**decided, key: index})
             return
         produced = 0
+        rejected: list[Any] = []
         try:
             for candidate in self._atoms(atoms, nodes, trail):
                 if self._valid(nodes, candidate):
                     produced += 1
                     yield candidate
+                elif not rejected:
+                    rejected.append(candidate)
         except _Unsat as unsat:
             self._fail(*unsat.args)
-        if not produced:
-            self._fail(nodes[0].pointer if nodes else "", "no candidate met every constraint")
+        if not produced and self.failure is None:
+            reason = self._diagnose(nodes, rejected[0]) if rejected else "no candidate"
+            self._fail(nodes[0].pointer if nodes else "", reason)
+
+    def _diagnose(self, nodes: list[_Node], rejected: Any) -> str:
+        """Why the first candidate failed: the first keyword it breaks, for the error."""
+        for node in nodes:
+            if not isinstance(node.schema, dict):
+                continue
+            for key, rule in node.schema.items():
+                probe = {key: rule}
+                if key in ("then", "else"):
+                    probe = {"if": node.schema.get("if", True), key: rule}
+                if not self.ctx.is_valid(rejected, probe, node.base):
+                    if key == "oneOf" and isinstance(rule, list):
+                        hits = sum(self.ctx.is_valid(rejected, b, node.base) for b in rule)
+                        return f"the first value tried matched {hits} `oneOf` branches, not one"
+                    return (
+                        f"the first value tried broke `{key}` at #{pointer_join(node.pointer, key)}"
+                    )
+        return "no value tried met every constraint"
 
     def _recursive(self, option: list[_Node], trail: _Trail) -> bool:
         """Whether a branch leads back into a schema being generated (tried last).
@@ -324,7 +354,8 @@ class _Generator:
                     raise _Unsat(atom.pointer, "`enum` is empty")
                 yield from enum
                 return
-        for kind in self._types(atoms):
+        recursing = any(atom.pointer in trail.ancestors for atom in atoms)
+        for kind in self._types(atoms, recursing=recursing):
             try:
                 yield from self._of_type(kind, atoms, nodes, trail)
             except _Unsat as unsat:
@@ -347,7 +378,12 @@ class _Generator:
         elif kind == "object":
             yield from self._objects(atoms, nodes, trail)
 
-    def _types(self, atoms: list[_Node]) -> list[str]:
+    def _types(self, atoms: list[_Node], *, recursing: bool = False) -> list[str]:
+        """Allowed types, best first: as written, then as the keywords suggest, then the rest.
+
+        Inside its own recursion an untyped schema tries the plain types first, so that a
+        tree ends at the first level it may.
+        """
         allowed: set[str] | None = None
         written: list[str] = []
         for atom in atoms:
@@ -381,7 +417,8 @@ class _Generator:
         if words & set(_NUMBER_WORDS):
             inferred.extend(("integer", "number"))
         order: list[str] = []
-        for name in (*written, *inferred, *_DEFAULT_TYPES):
+        preferred = (*written, *_DEFAULT_TYPES, *inferred) if recursing else (*written, *inferred)
+        for name in (*preferred, *_DEFAULT_TYPES):
             if (
                 name in _DEFAULT_TYPES
                 and (allowed is None or name in allowed)
@@ -473,6 +510,9 @@ class _Generator:
             for text in _FORMATS.get(fmt.lower(), ()):
                 if fitting(text):
                     yield text
+        for text in self._embedded_json(atoms):
+            if fitting(text):
+                yield text
         if patterns:
             for variant in range(VARIANTS):
                 for length in dict.fromkeys((shortest, 0)):
@@ -492,6 +532,20 @@ class _Generator:
                 text = "a" * (size - 1) + "abcdefghijklmnopqrstuvwxyz"[(variant - 1) % 26]
             if fitting(text):
                 yield text
+
+    def _embedded_json(self, atoms: list[_Node]) -> Iterator[str]:
+        """JSON text of a `contentSchema` value, for strings that carry JSON."""
+        for atom in atoms:
+            schema = atom.schema
+            if schema.get("contentMediaType") == "application/json" and "contentSchema" in schema:
+                node = _Node(
+                    schema["contentSchema"],
+                    atom.base,
+                    pointer_join(atom.pointer, "contentSchema"),
+                )
+                for inner in islice(self._gen([node], _Trail()), 1):
+                    yield json.dumps(inner, separators=(",", ":"))
+                return
 
     # Arrays
 
