@@ -26,6 +26,7 @@ from allama.errors import (
     StreamDecodeError,
     StreamError,
     UnsupportedError,
+    errors_in_chain,
 )
 from allama.extract import (
     AsyncExtractionStream,
@@ -52,11 +53,13 @@ from allama.extract import (
     extract,
     extract_stream,
 )
+from allama.local import LlamaCppProvider
 from allama.provider import ChatProvider, Degradations
 
 # The module `allama.provider` is loaded above, so this name stays the function.
-from allama.providers import PRESET_NAMES, provider
+from allama.providers import PRESET_NAMES, OpenAICompatibleProvider, provider
 from allama.stream import AsyncChatStream, ChatStream, StreamCollector
+from allama.transport import Transport
 from allama.types import (
     AssistantMessage,
     BlockStart,
@@ -106,6 +109,7 @@ from allama.types import (
     WarningKind,
 )
 from allama.wrappers import (
+    RETRY_METADATA_KEY,
     CapabilityOverrideProvider,
     FailoverProvider,
     RetryingProvider,
@@ -118,6 +122,11 @@ logging.getLogger("allama").addHandler(logging.NullHandler())
 __version__ = "0.1.0"
 
 __all__ = [
+    "OpenAICompatibleProvider",
+    "LlamaCppProvider",
+    "Transport",
+    "RETRY_METADATA_KEY",
+    "errors_in_chain",
     "PRESET_NAMES",
     "provider",
     "CapabilityOverrideProvider",
