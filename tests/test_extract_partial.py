@@ -37,7 +37,7 @@ from allama import (
     ToolCallDelta,
 )
 from allama.extract import EXTRACTION_TOOL
-from allama.mock import MockStreamingProvider
+from allama.mock import MockProvider, MockStreamingProvider
 
 NATIVE = ExtractionMode.NATIVE
 FORCED = ExtractionMode.FORCED_TOOL
@@ -629,3 +629,21 @@ def test_deep_nesting_is_read_without_raising(count: int) -> None:
         with pytest.raises(ParseError, match="nests too deep"):
             opened.finish()
     assert all(streamed_partials)
+
+
+def test_a_number_too_long_to_convert_is_a_parse_error() -> None:
+    class Count(BaseModel):
+        n: int
+
+    text = '{"n": ' + "1" * 5_000 + "}"
+    request = ChatRequest("m").user("extract").with_option(NATIVE)
+    with pytest.raises(ParseError, match="4300 digits"):
+        Extractor().extract(MockProvider.with_text(text), Count, request)
+    for count in (1, 100):
+        provider = MockStreamingProvider.with_stream(events(chunked(text, count), NATIVE))
+        with Extractor().extract_stream(provider, Count, request) as opened:
+            for _ in opened:
+                opened.partial  # noqa: B018 - reading it must not raise
+            with pytest.raises(ParseError, match="4300 digits"):
+                opened.finish()
+            assert opened.partial is None or "n" not in opened.partial.model_fields_set

@@ -57,6 +57,7 @@ _SCALAR_PREFIX = re.compile(r"[-+0-9.eE]+|t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|
 _STRING_BODY = re.compile(r'(?:[^"\\]|\\.)*', re.DOTALL)
 _SCALAR = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
 _MISSING: Any = object()
+_LONGEST_SCALAR = 5_000
 _DECODER = json.JSONDecoder()
 
 
@@ -341,7 +342,10 @@ def _scalar(text: str) -> Any:
         return _LITERALS[text]
     if "." in text or "e" in text or "E" in text:
         return float(text)
-    return int(text)
+    try:
+        return int(text)
+    except ValueError:  # more digits than Python converts: left out, `finish()` says why
+        return _MISSING
 
 
 def _decode(body: str) -> str:
@@ -603,6 +607,9 @@ class PartialValue(Generic[T]):
             return True, pos + 1
         prefix = _SCALAR_PREFIX.match(buf, pos)
         if prefix is not None and prefix.end() == len(buf):
+            if len(buf) - pos > _LONGEST_SCALAR:
+                self._broken = True  # no number is this long: do not keep collecting it
+                return False, None
             return False, pos  # `tru`, `-1.`: the rest of it comes with the next chunk
         return self._restart(buf, pos)
 

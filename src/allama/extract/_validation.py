@@ -136,7 +136,7 @@ def check(
     """
     try:
         value = json.loads(raw)
-    except json.JSONDecodeError as error:
+    except ValueError as error:  # a `JSONDecodeError`, or a number too long to convert
         return Failure(message=str(error), path=None, invalid_json=True)
     except RecursionError:
         return Failure(message="the JSON value nests too deep", path=None, invalid_json=True)
