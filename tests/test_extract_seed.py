@@ -1036,11 +1036,6 @@ def test_error_log_keeps_the_extraction_record(run: Run) -> None:
     assert line.endswith('message="HTTP 429"'), line
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="errors.ErrorLog.__str__ flattens the whole extraction record "
-    "(repaired, enforcement, usage.*); the seed's line shows mode, passes and the token counts",
-)
 def test_error_log_keeps_the_extraction_record_as_the_seeds_line() -> None:
     """The seed's whole line; ours adds `retry_after`, which our log view keeps by design."""
     err = _failed_retry_with_a_body(Run(False))

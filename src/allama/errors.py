@@ -348,7 +348,9 @@ class ErrorLog:
         for key, value in self._entries.items():
             if key in ("message", "fallback_from"):
                 continue
-            if isinstance(value, dict):
+            if key == EXTRACTION_METADATA_KEY and isinstance(value, dict):
+                parts.extend(_extraction_line(value))
+            elif isinstance(value, dict):
                 parts.extend(_flatten(key, value))
             else:
                 parts.append(f"{key}={_scalar(value)}")
@@ -363,6 +365,20 @@ class ErrorLog:
 
     def __repr__(self) -> str:
         return f"ErrorLog({self._entries!r})"
+
+
+def _extraction_line(record: dict[str, JsonValue]) -> list[str]:
+    """An extraction record in one line: its mode, passes and token counts (the dict has all)."""
+    prefix = EXTRACTION_METADATA_KEY
+    parts = [
+        f"{prefix}.{key}={_scalar(record[key])}" for key in ("mode", "passes") if key in record
+    ]
+    usage = record.get("usage")
+    if isinstance(usage, dict):
+        for key in ("input_tokens", "output_tokens"):
+            if usage.get(key) is not None:
+                parts.append(f"{prefix}.{key}={_scalar(usage[key])}")
+    return parts
 
 
 def _flatten(prefix: str, value: dict[str, JsonValue]) -> list[str]:
