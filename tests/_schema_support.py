@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import jsonschema
 from hypothesis import strategies as st
@@ -130,12 +131,18 @@ def close_objects(schema: Mapping[str, Any]) -> Any:
     """`schema` with the closed-object convention written out."""
     out = copy_json(schema)
     stack: list[Any] = [out]
+    seen: set[int] = set()
     while stack:
         node = stack.pop()
         if not isinstance(node, dict):
             continue
         if "properties" in node and not any(k in node for k in _OPEN_KEYS):
             node["additionalProperties"] = False
+        if isinstance(node.get("$ref"), str):  # targets outside the usual keywords too
+            target = resolve_ref(out, node["$ref"])
+            if isinstance(target, dict) and id(target) not in seen:
+                seen.add(id(target))
+                stack.append(target)
         for key in _SUB_MAPS:
             if isinstance(node.get(key), dict):
                 stack.extend(node[key].values())
@@ -148,6 +155,30 @@ def close_objects(schema: Mapping[str, Any]) -> Any:
         items = node.get("items")
         stack.extend(items if isinstance(items, list) else [items])
     return out
+
+
+def resolve_ref(root: Mapping[str, Any], ref: str) -> Any:
+    """The target of a local `$ref`: a pointer (`#/...`) or an anchor (`#name`); `True`
+    (anything) for what this test cannot resolve."""
+    if not ref.startswith("#"):
+        return True
+    fragment = unquote(ref[1:])
+    if fragment == "" or fragment.startswith("/"):
+        try:
+            return lookup(root, fragment)
+        except KeyError:
+            return True
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            names = (node.get("$anchor"), node.get("$id"), node.get("id"))
+            if fragment in names or f"#{fragment}" in names:
+                return node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return True
 
 
 class _Walk:
@@ -163,15 +194,20 @@ class _Walk:
     def deref(self, schema: Any) -> Any:
         hops = 0
         while isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str) and hops < 50:
-            ref = schema["$ref"]
-            if not ref.startswith("#"):
-                return True
-            schema = lookup(self.root, ref[1:])
+            schema = resolve_ref(self.root, schema["$ref"])
             hops += 1
         return schema
 
     def nulls(
-        self, schema: Any, value: Any, *, fill: bool, depth: int = 0, all_of: bool = True
+        self,
+        schema: Any,
+        value: Any,
+        *,
+        fill: bool,
+        depth: int = 0,
+        all_of: bool = True,
+        mixed: bool = True,
+        here: bool = True,
     ) -> Any:
         schema = self.deref(schema)
         if not isinstance(schema, Mapping) or depth > 60:
@@ -179,12 +215,20 @@ class _Walk:
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 for branch in schema[key]:
-                    attempt = self.nulls(branch, value, fill=fill, depth=depth + 1, all_of=all_of)
+                    attempt = self.nulls(
+                        branch,
+                        value,
+                        fill=fill,
+                        depth=depth + 1,
+                        all_of=all_of,
+                        mixed=mixed,
+                        here=mixed or "properties" not in schema,
+                    )
                     if self.valid(branch, value if fill else attempt):
                         value = attempt
                         break
         for part in schema.get("allOf", ()) if all_of else ():
-            value = self.nulls(part, value, fill=fill, depth=depth + 1, all_of=all_of)
+            value = self.nulls(part, value, fill=fill, depth=depth + 1, all_of=all_of, mixed=mixed)
         if isinstance(value, dict):
             props = schema.get("properties", {})
             required = schema.get("required", ())
@@ -200,13 +244,21 @@ class _Walk:
                     ):
                         continue
                     out[key] = self.nulls(
-                        props[key], item, fill=fill, depth=depth + 1, all_of=all_of
+                        props[key],
+                        item,
+                        fill=fill,
+                        depth=depth + 1,
+                        all_of=all_of,
+                        mixed=mixed,
                     )
                 elif isinstance(extra, Mapping):
-                    out[key] = self.nulls(extra, item, fill=fill, depth=depth + 1, all_of=all_of)
+                    out[key] = self.nulls(
+                        extra, item, fill=fill, depth=depth + 1, all_of=all_of, mixed=mixed
+                    )
                 else:
                     out[key] = item
-            if fill and isinstance(props, Mapping):
+            union = "anyOf" in schema or "oneOf" in schema
+            if fill and here and isinstance(props, Mapping) and (mixed or not union):
                 for key in props:
                     if key not in out and key not in required:
                         out[key] = None
@@ -220,7 +272,7 @@ class _Walk:
             for i, item in enumerate(value):
                 sub = prefix[i] if isinstance(prefix, list) and i < len(prefix) else items
                 out_list.append(
-                    self.nulls(sub, item, fill=fill, depth=depth + 1, all_of=all_of)
+                    self.nulls(sub, item, fill=fill, depth=depth + 1, all_of=all_of, mixed=mixed)
                     if sub is not None
                     else item
                 )
@@ -230,19 +282,33 @@ class _Walk:
 
 def fill_nulls(original: Mapping[str, Any], value: Any) -> list[Any]:
     """An instance of the original as OpenAI strict mode writes it: optional keys left out
-    are sent as `null`. Two candidates: with the optional keys of `allOf` parts, which a
-    rewrite keeps when it can merge the parts, and without them, for when it cannot."""
-    walk = _Walk(original)
+    are sent as `null`. Candidates, one of which the rewrite must accept: with the optional
+    keys of `allOf` parts (kept when the parts merge) or without; with those of objects that
+    also hold a union (which the rewrite leaves as written) or without."""
+    walk = _Walk(close_objects(original))
     return [
-        walk.nulls(original, copy_json(value), fill=True),
-        walk.nulls(original, copy_json(value), fill=True, all_of=False),
+        walk.nulls(walk.root, copy_json(value), fill=True, all_of=all_of, mixed=mixed)
+        for all_of in (True, False)
+        for mixed in (True, False)
     ]
 
 
 def strip_nulls(original: Mapping[str, Any], value: Any) -> Any:
     """An instance of an OpenAI strict rewrite with the stand-in `null`s removed: a `null`
     for an optional property whose schema in the original admits no `null`."""
-    return _Walk(original).nulls(original, copy_json(value), fill=False)
+    walk = _Walk(close_objects(original))
+    return walk.nulls(walk.root, copy_json(value), fill=False)
+
+
+def whole_floats_as_ints(value: Any) -> Any:
+    """`1.0` as `1`: only draft 4 tells them apart, and no provider does."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [whole_floats_as_ints(v) for v in value]
+    if isinstance(value, dict):
+        return {k: whole_floats_as_ints(v) for k, v in value.items()}
+    return value
 
 
 # ----- instances of a schema
@@ -292,10 +358,9 @@ class Instances:
             return st.nothing()
         raw = node
         if isinstance(node, Mapping) and isinstance(node.get("$ref"), str):
-            ref = node["$ref"]
-            if not ref.startswith("#"):
+            if not node["$ref"].startswith("#"):
                 return st.nothing()
-            node = lookup(self.root, ref[1:])
+            node = resolve_ref(self.root, node["$ref"])
         if node is True or node == {}:
             return _any_value(depth)
         if not isinstance(node, Mapping):

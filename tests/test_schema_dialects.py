@@ -668,3 +668,32 @@ def test_a_ref_chain_that_never_ends_is_refused_or_cut() -> None:
     for name, dialect in DIALECTS.items():
         rewrite = dialect(schema)
         assert isinstance(rewrite.schema, dict), name
+
+
+def test_openai_leaves_an_object_beside_a_union_as_written() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"kind": {"type": "string"}, "note": {"type": "string"}},
+        "oneOf": [
+            {"properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}},
+            {"properties": {"kind": {"const": "b"}}},
+        ],
+    }
+    rewrite = openai_strict(schema)
+    assert "required" not in rewrite.schema
+    assert rewrite.schema["anyOf"][0] == {
+        "properties": {"kind": {"enum": ["a"]}, "x": {"type": "integer"}},
+        "additionalProperties": False,
+    }
+    assert (
+        "unsupported",
+        "/",
+        "the object at `/` mixes `properties` with a union, "
+        "which OpenAI strict mode cannot make strict",
+    ) in notes(rewrite)
+
+
+def test_gemini_response_schema_null_outside_an_enum_stays_out() -> None:
+    rewrite = gemini_response_schema({"type": ["string", "null"], "enum": ["a", "b"]})
+    assert rewrite.exact
+    assert rewrite.schema == {"type": "STRING", "enum": ["a", "b"]}

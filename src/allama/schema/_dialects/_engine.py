@@ -234,6 +234,8 @@ class Engine:
         self._inlining: list[str] = []
         self._budget = _BUDGET
         self._depth = 0
+        self._as_written: set[str] = set()
+        """Pointers of nodes a dialect leaves as the caller wrote them (no strict rewrite)."""
 
     # ----- notes
 

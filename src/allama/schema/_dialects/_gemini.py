@@ -127,7 +127,8 @@ def _openapi(node: Any) -> Any:
         out["type"] = kind.upper()
     elif isinstance(kind, list):
         kinds = [k.upper() for k in kind if k != "null"]
-        nullable = "null" in kind
+        # an `enum` without `null` rejects it whatever the type says
+        nullable = "null" in kind and ("enum" not in out or None in out["enum"])
         if len(kinds) == 1:
             out["type"] = kinds[0]
         elif not kinds:

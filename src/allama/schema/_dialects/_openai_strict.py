@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 
 from allama.schema._dialects._engine import Engine, admits_null
 from allama.schema._limits import measure
-from allama.schema._pointer import quoted
+from allama.schema._pointer import child, quoted
 from allama.schema._rewrite import Rewrite
 
 __all__ = ["OpenAIProfile", "openai_strict"]
@@ -56,12 +56,29 @@ class _Current(Engine):
     strict_shapes: ClassVar[bool] = True
     limits: ClassVar[_Limits] = _Limits(5000, 10, 120_000, 1000, 15_000)
 
+    def rewrite(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
+        if "properties" in node:
+            for key in ("anyOf", "oneOf"):
+                for i in range(len(node.get(key, ()))):
+                    self._as_written.add(child(pointer, key, i))
+        return super().rewrite(node, pointer)
+
     def shape(self, out: dict[str, Any], node: dict[str, Any], pointer: str) -> None:
         super().shape(out, node, pointer)
         props = out.get("properties")
-        if not isinstance(props, dict):
+        if not isinstance(props, dict) or pointer in self._as_written:
             return
         required = list(node.get("required", ()))
+        if "anyOf" in node or "oneOf" in node:
+            # the union's objects are closed to these properties and these to theirs:
+            # stand-in nulls on either side would make the node accept nothing, so the
+            # node and the union's branches stay as the caller wrote them
+            self.unsupported(
+                pointer,
+                f"the object at {quoted(pointer)} mixes `properties` with a union, "
+                f"which {self.provider} cannot make strict",
+            )
+            return
         for name in props:
             if name not in required:
                 props[name] = _nullable(props[name])
