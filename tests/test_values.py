@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from jsonschema.validators import validator_for
 from pydantic import BaseModel, Field, HttpUrl, IPvAnyAddress, Json
 
+from allama.mock._conform import SchemaContext
 from allama.mock._pattern import sample_pattern
 from allama.mock._values import value_for_schema
 
@@ -414,6 +415,14 @@ def test_required_but_forbidden_property_is_unsatisfiable() -> None:
             [1, 1],
         ),
         ({"type": "array", "minItems": 1, "items": {"type": "array"}, "uniqueItems": True}, [[]]),
+        (
+            {"type": "array", "items": {"type": "string"}, "minItems": 30, "uniqueItems": True},
+            ["", *"abcdefghijklmnopqrstuvwxyz", "aa", "ab", "ac"],
+        ),
+        (
+            {"type": "array", "items": {"type": "integer"}, "minItems": 1000, "uniqueItems": True},
+            list(range(1000)),
+        ),
     ],
 )
 def test_arrays(schema: Any, expected: Any) -> None:
@@ -538,7 +547,7 @@ def test_endless_recursion_raises_value_error(schema: Any) -> None:
         ({"anyOf": [{"type": "integer", "minimum": 3, "maximum": 1}, {"const": "ok"}]}, "ok"),
         (
             {"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]},
-            0.5,
+            -1,
         ),
         (
             {
@@ -595,6 +604,13 @@ def test_overlapping_one_of_explains_itself() -> None:
         ({"anyOf": {}}, "anyOf"),
         ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "no value"),
         ({"enum": []}, "enum"),
+        ({"type": "string", "minLength": 10**9}, "`minLength` 1000000000 is above"),
+        ({"type": "array", "minItems": 10**9}, "`minItems` 1000000000 is above"),
+        ({"type": "object", "minProperties": 10**9}, "`minProperties` 1000000000 is above"),
+        ({"type": "number", "minimum": float("inf")}, "`minimum` is not a finite number"),
+        ({"type": "string", "pattern": "a{1000000}"}, "#/pattern: no string matching"),
+        ({"type": "number", "minimum": 1, "exclusiveMaximum": 1}, "no number lies between 1"),
+        ({"$ref": "https://example.com/other.json"}, "cannot resolve"),
         ([1, 2], "object or a boolean"),
     ],
 )
@@ -632,19 +648,18 @@ def _integers() -> st.SearchStrategy[dict[str, Any]]:
     @st.composite
     def build(draw: st.DrawFn) -> dict[str, Any]:
         low = draw(st.integers(-50, 50))
-        width = draw(st.integers(0, 60))
+        step = draw(st.integers(1, 6))
+        width = draw(st.integers(step, 60))
         schema: dict[str, Any] = {"type": "integer"}
-        if draw(st.booleans()):
+        lower = draw(st.sampled_from(["none", "minimum", "exclusiveMinimum"]))
+        if lower == "minimum":
             schema["minimum"] = low
+        elif lower == "exclusiveMinimum":
+            schema["exclusiveMinimum"] = low - 1
         if draw(st.booleans()):
             schema["maximum"] = low + width
-        if draw(st.booleans()):
-            step = draw(st.integers(1, 6))
+        if step > 1:
             schema["multipleOf"] = step
-            if "minimum" in schema and "maximum" in schema:
-                schema["maximum"] = low + max(width, step)
-        if draw(st.booleans()) and "minimum" not in schema:
-            schema["exclusiveMinimum"] = low - 1
         return schema
 
     return build()
@@ -855,3 +870,19 @@ def test_corpus_schemas_get_accepted_values() -> None:
         share = accepted / total
         assert share >= THRESHOLDS.get(subset.name, 0.99), f"{subset.name}: {accepted}/{total}"
         assert slowest < 10, f"{subset.name}: one schema took {slowest:.1f}s"
+
+
+# The checker the generator filters with must agree with jsonschema
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10, 10) | st.floats(-10, 10) | st.text(max_size=4),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(_names, children, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(any_schemas, _json_values)
+def test_own_checker_agrees_with_jsonschema(schema: Any, instance: Any) -> None:
+    expected = validator_for(schema)(schema).is_valid(instance)
+    assert SchemaContext(schema).is_valid(instance) == expected

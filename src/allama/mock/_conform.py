@@ -8,6 +8,7 @@ as they are in jsonschema by default.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 from urllib.parse import unquote, urldefrag, urljoin
 
-__all__ = ["SchemaContext", "SchemaError", "json_equal", "pointer_join"]
+__all__ = ["SchemaContext", "SchemaError", "canonical", "json_equal", "pointer_join"]
 
 
 class SchemaError(ValueError):
@@ -70,6 +71,21 @@ def json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     return False
+
+
+def canonical(value: Any) -> str:
+    """A text equal for two values exactly when `json_equal` holds, for sets and dicts."""
+    return json.dumps(_canon(value), sort_keys=True, separators=(",", ":"))
+
+
+def _canon(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_canon(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _canon(item) for key, item in value.items()}
+    return value
 
 
 def draft_of(root: Any) -> int:
@@ -444,10 +460,8 @@ class SchemaContext:
         low, high = schema.get("minItems"), schema.get("maxItems")
         if (is_number(low) and len(value) < low) or (is_number(high) and len(value) > high):
             return False
-        if schema.get("uniqueItems") is True:
-            for i, a in enumerate(value):
-                if any(json_equal(a, b) for b in value[i + 1 :]):
-                    return False
+        if schema.get("uniqueItems") is True and len({canonical(v) for v in value}) < len(value):
+            return False
         prefix, rest = self.item_schemas(schema)
         for index, item in enumerate(value):
             sub = prefix[index] if index < len(prefix) else rest

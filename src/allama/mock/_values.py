@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from itertools import islice
+from fractions import Fraction
+from itertools import count, islice, product
 from typing import Any
 
 from pydantic import JsonValue
@@ -25,9 +26,9 @@ from pydantic import JsonValue
 from allama.mock._conform import (
     SchemaContext,
     SchemaError,
+    canonical,
     is_multiple,
     is_number,
-    json_equal,
     pattern_matches,
     pointer_join,
 )
@@ -43,6 +44,10 @@ BUDGET = 40_000
 """Steps (generations and checks) one value may take before the search gives up."""
 VARIANTS = 8
 """Candidates drawn per place when the first ones do not fit (unique items, `not`, `oneOf`)."""
+MOST_ITEMS = 10_000
+"""The most items or properties a generated array or object may be asked for."""
+LONGEST = 1_000_000
+"""The longest string a schema may ask for."""
 
 _DEFAULT_TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 _OBJECT_WORDS = (
@@ -455,6 +460,12 @@ class _Generator:
                     raise SchemaError(f"`multipleOf` must be above 0 at #{atom.pointer}")
                 steps.append(step)
         where = atoms[0].pointer if atoms else ""
+        if (
+            low is not None
+            and high is not None
+            and (low[0] > high[0] or (low[0] == high[0] and (low[1] or high[1])))
+        ):
+            raise _Unsat(where, f"no number lies between {low[0]} and {high[0]}")
 
         def fits(value: float) -> bool:
             if low is not None and (value < low[0] or (low[1] and value == low[0])):
@@ -463,13 +474,12 @@ class _Generator:
                 return False
             return all(is_multiple(value, step) for step in steps)
 
-        produced = 0
+        produced: set[float] = set()
         for value in _number_candidates(low, high, steps, integer=integer):
-            if fits(value):
-                produced += 1
+            self._tick()
+            if value not in produced and fits(value):
+                produced.add(value)
                 yield _tidy(value, integer=integer)
-                if produced >= VARIANTS:
-                    return
         if not produced:
             raise _Unsat(where, "no number meets the bounds and `multipleOf`")
 
@@ -479,6 +489,7 @@ class _Generator:
         shortest = 0
         longest: int | None = None
         patterns: list[str] = []
+        pattern_at = ""
         formats: list[str] = []
         for atom in atoms:
             schema = atom.schema
@@ -492,10 +503,14 @@ class _Generator:
             if pattern is not None:
                 if not isinstance(pattern, str):
                     raise SchemaError(f"`pattern` is not a string at #{atom.pointer}")
+                if not patterns:
+                    pattern_at = atom.pointer
                 patterns.append(pattern)
             fmt = schema.get("format")
             if isinstance(fmt, str):
                 formats.append(fmt)
+        if shortest > LONGEST:
+            raise _Unsat(atoms[0].pointer, f"`minLength` {shortest} is above {LONGEST}")
         if longest is not None and longest < shortest:
             raise _Unsat(atoms[0].pointer, f"`minLength` {shortest} exceeds `maxLength` {longest}")
         seen: set[str] = set()
@@ -514,22 +529,22 @@ class _Generator:
             if fitting(text):
                 yield text
         if patterns:
-            for variant in range(VARIANTS):
+            sampled_any = False
+            for variant in range(VARIANTS * 8):
                 for length in dict.fromkeys((shortest, 0)):
                     sampled = sample_pattern(patterns[0], length=length, variant=variant)
                     if sampled is None:
                         continue
+                    sampled_any = True
                     if len(sampled) < shortest:
                         sampled = _pad(patterns[0], sampled, shortest)
                     if fitting(sampled):
                         yield sampled
+            if not sampled_any:
+                where = pointer_join(pattern_at, "pattern")
+                raise _Unsat(where, f"no string matching {patterns[0]!r} could be made")
             return
-        for variant in range(VARIANTS):
-            if variant == 0:
-                text = "a" * shortest
-            else:
-                size = max(shortest, 1)
-                text = "a" * (size - 1) + "abcdefghijklmnopqrstuvwxyz"[(variant - 1) % 26]
+        for text in islice(_plain_strings(shortest, longest), MOST_ITEMS * 2):
             if fitting(text):
                 yield text
 
@@ -581,6 +596,8 @@ class _Generator:
         inner = trail.down(atoms)
         if most is not None and most < least:
             raise _Unsat(where, f"`minItems` {least} exceeds `maxItems` {most}")
+        if least > MOST_ITEMS:
+            raise _Unsat(where, f"`minItems` {least} is above {MOST_ITEMS}")
 
         def position(index: int) -> list[_Node]:
             found: list[_Node] = []
@@ -597,6 +614,7 @@ class _Generator:
             return found
 
         items: list[Any] = []
+        draws = _Draws(unique)
         wanted = {id(node): count for node, count in contains}
         size = max([least, *(count for _, count in contains)])
         if most is not None:
@@ -606,7 +624,7 @@ class _Generator:
             if index > least + sum(count for _, count in contains) + 1:
                 break
             needs = [node for node, _ in contains if wanted[id(node)] > 0]
-            item, satisfied = self._item(position(index), needs, inner, items if unique else [])
+            item, satisfied = self._item(position(index), needs, inner, draws)
             if item is _MISSING:
                 raise _Unsat(pointer_join(where, "items", index), "no item fits this position")
             for node in satisfied:
@@ -615,29 +633,22 @@ class _Generator:
             index += 1
         yield items
         if most is None or len(items) < most:
-            extra, _ = self._item(position(len(items)), [], inner, items if unique else [])
+            extra, _ = self._item(position(len(items)), [], inner, draws)
             if extra is not _MISSING:
                 yield [*items, extra]
 
     def _item(
-        self, nodes: list[_Node], needs: list[_Node], trail: _Trail, avoid: list[Any]
+        self, nodes: list[_Node], needs: list[_Node], trail: _Trail, draws: _Draws
     ) -> tuple[Any, list[_Node]]:
         """An item for a position, meeting as many `contains` needs as it can."""
         attempts = [needs, *([need] for need in needs)] if needs else []
         attempts.append([])
         for extra in attempts:
-            value = self._pick([*nodes, *extra], trail, avoid)
+            value = draws.pick([*nodes, *extra], lambda group: self._gen(group, trail))
             if value is not _MISSING:
                 satisfied = [n for n in needs if self.ctx.is_valid(value, n.schema, n.base)]
                 return value, satisfied
         return _MISSING, []
-
-    def _pick(self, nodes: list[_Node], trail: _Trail, avoid: list[Any]) -> Any:
-        """The first value for `nodes` unlike every value in `avoid`."""
-        for value in islice(self._gen(nodes, trail), VARIANTS * 2):
-            if not any(json_equal(value, other) for other in avoid):
-                return value
-        return _MISSING
 
     # Objects
 
@@ -663,6 +674,9 @@ class _Generator:
             negated = schema.get("not")
             if isinstance(negated, dict) and isinstance(negated.get("required"), list):
                 forbidden.update(n for n in negated["required"] if isinstance(n, str))
+        if least > MOST_ITEMS:
+            where = atoms[0].pointer if atoms else ""
+            raise _Unsat(where, f"`minProperties` {least} is above {MOST_ITEMS}")
         keys = self._closure(atoms, list(required))
         inner = trail.down(atoms)
         chosen: list[str] = []
@@ -844,6 +858,36 @@ class _Trail:
         return _Trail(self.depth + 1, self.ancestors | {atom.pointer for atom in atoms})
 
 
+class _Draws:
+    """Items of one array: the same first value everywhere, or distinct ones in order.
+
+    For `uniqueItems` each group of schemas keeps one running generator, so that the
+    hundredth item costs what the second did instead of a new search from the start.
+    """
+
+    def __init__(self, unique: bool) -> None:
+        self.unique = unique
+        self.taken: set[str] = set()
+        self.firsts: dict[tuple[tuple[str, str], ...], Any] = {}
+        self.pools: dict[tuple[tuple[str, str], ...], Iterator[Any]] = {}
+
+    def pick(self, nodes: list[_Node], start: Callable[[list[_Node]], Iterator[Any]]) -> Any:
+        key = tuple((node.pointer, node.base) for node in nodes)
+        if not self.unique:
+            if key not in self.firsts:
+                self.firsts[key] = next(start(nodes), _MISSING)
+            return self.firsts[key]
+        pool = self.pools.get(key)
+        if pool is None:
+            pool = self.pools[key] = start(nodes)
+        for value in islice(pool, len(self.taken) + VARIANTS * 2):
+            mark = canonical(value)
+            if mark not in self.taken:
+                self.taken.add(mark)
+                return value
+        return _MISSING
+
+
 class _Missing:
     """No value could be made (distinct from a generated `null`)."""
 
@@ -857,6 +901,8 @@ def _number(schema: dict[str, Any], key: str, pointer: str) -> float | None:
         return None
     if not is_number(value):
         raise SchemaError(f"`{key}` is not a number at #{pointer}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SchemaError(f"`{key}` is not a finite number at #{pointer}")
     return float(value) if isinstance(value, float) else int(value)
 
 
@@ -885,52 +931,73 @@ def _number_candidates(
     *,
     integer: bool,
 ) -> Iterator[float]:
-    """Numbers to try, lowest acceptable first (0 when nothing bounds it from below)."""
+    """Numbers to try, lowest acceptable first (0 when nothing bounds it from below).
+
+    Each run is monotonic and stops at the far bound or after `_SCAN` numbers, so the
+    sequence is finite even when nothing in it fits.
+    """
     step: float | None = max(steps) if steps else None
     if integer:
         if step is None:
             step = 1
         elif isinstance(step, float) and step.is_integer():
             step = int(step)
+    floor = None if low is None else low[0]
+    top = None if high is None else high[0]
     if step is not None:
-        if low is not None:
-            start = math.ceil(low[0] / step)
-            multiples: Iterator[int] = iter(range(start - 1, start + VARIANTS * 8))
-        elif high is not None and high[0] < 0:
-            start = math.floor(high[0] / step)
-            multiples = iter(range(start + 1, start - VARIANTS * 8, -1))
+        unit = Fraction(repr(step)) if isinstance(step, float) else Fraction(step)
+        if floor is not None:
+            first = math.ceil(Fraction(floor) / unit)
+            yield from _run((_times(k, step) for k in count(first - 1)), top, up=True)
+        elif top is not None and top < 0:
+            last = math.floor(Fraction(top) / unit)
+            yield from _run((_times(k, step) for k in count(last + 1, -1)), None, up=False)
         else:
-            reach = VARIANTS * 4
-            multiples = iter((*range(reach), *range(-1, -reach, -1)))
-        for multiple in multiples:
-            yield _times(multiple, step)
+            yield from _run((_times(k, step) for k in count(0)), top, up=True)
+            yield from _run((_times(k, step) for k in count(-1, -1)), None, up=False)
         return
-    if low is not None:
-        floor = low[0]
-        yield floor
+    if floor is not None:
         whole = math.floor(floor) + 1 if float(floor).is_integer() else math.ceil(floor)
+        yield floor
         yield whole
-        if high is not None and high[0] > floor:
-            yield (floor + high[0]) / 2
+        if top is not None:
+            yield (floor + top) / 2
         yield floor + 0.5
         yield math.nextafter(float(floor), math.inf)
-        for offset in range(1, VARIANTS):
-            yield whole + offset
+        yield from _run(count(whole + 1), top, up=True)
+        if top is not None:
+            yield from _halves(floor, top)
         return
-    if high is not None and high[0] <= 0:
-        top = high[0]
-        yield top
+    if top is not None and top <= 0:
         below = top - 1 if float(top).is_integer() else math.floor(top)
+        yield top
         yield below
         yield math.nextafter(float(top), -math.inf)
-        for offset in range(1, VARIANTS):
-            yield below - offset
+        yield from _run(count(below - 1, -1), None, up=False)
         return
-    yield 0
-    for offset in range(1, VARIANTS):
-        yield offset
-    if high is not None:
-        yield high[0] / 2
+    yield from _run(count(0), top, up=True)
+    if top is not None:
+        yield from _halves(0, top)
+    yield from _run(count(-1, -1), None, up=False)
+
+
+_SCAN = 4096
+"""Numbers one monotonic run of candidates may try."""
+
+
+def _run(values: Iterator[float], bound: float | None, *, up: bool) -> Iterator[float]:
+    for value in islice(values, _SCAN):
+        if bound is not None and (value > bound if up else value < bound):
+            return
+        yield value
+
+
+def _halves(low: float, high: float) -> Iterator[float]:
+    """Points inside (low, high) at ever finer halves: the middle, the quarters, ..."""
+    for depth in range(1, 12):
+        parts = 2**depth
+        for index in range(1, parts, 2):
+            yield low + (high - low) * index / parts
 
 
 def _tidy(value: float, *, integer: bool) -> float:
@@ -940,6 +1007,21 @@ def _tidy(value: float, *, integer: bool) -> float:
     if integer and isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+def _plain_strings(shortest: int, longest: int | None) -> Iterator[str]:
+    """Strings of lowercase letters, shortest first, then in alphabetical order."""
+    size = shortest
+    while longest is None or size <= longest:
+        if size == 0:
+            yield ""
+        else:
+            for tail in product(_LETTERS, repeat=min(size, 4)):
+                yield "a" * (size - len(tail)) + "".join(tail)
+        size += 1
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 def _pad(pattern: str, text: str, size: int) -> str:
