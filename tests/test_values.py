@@ -547,7 +547,7 @@ def test_endless_recursion_raises_value_error(schema: Any) -> None:
         ({"anyOf": [{"type": "integer", "minimum": 3, "maximum": 1}, {"const": "ok"}]}, "ok"),
         (
             {"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]},
-            -1,
+            0.5,
         ),
         (
             {
@@ -582,6 +582,16 @@ def test_endless_recursion_raises_value_error(schema: Any) -> None:
 )
 def test_combinators(schema: Any, expected: Any) -> None:
     assert value(schema) == expected
+
+
+def test_one_of_branch_is_kept_apart_from_a_looser_one() -> None:
+    schema = {
+        "oneOf": [
+            {"properties": {"items": {"type": "array"}}},
+            {"description": "anything at all"},
+        ]
+    }
+    assert value(schema) == {"items": None}
 
 
 def test_overlapping_one_of_explains_itself() -> None:
@@ -837,8 +847,12 @@ def _corpus_dir() -> Path:
     return Path(configured) if configured else REPO.parent / "shared" / "corpus" / "schemas"
 
 
-THRESHOLDS = {"Glaiveai2K": 0.992, "Github_easy": 0.999}
-"""Shares of valid schemas that must get an accepted value (measured: 1694/1707, 1941/1942)."""
+THRESHOLDS = {"Glaiveai2K": 0.992, "Github_easy": 0.9995}
+"""Shares of valid schemas that must get an accepted value (measured: 1694/1707, 1942/1942).
+
+The 13 Glaive schemas without a value are unsatisfiable: they require every property that
+their `oneOf` branches each require, so a value always matches several branches.
+"""
 
 
 def test_corpus_schemas_get_accepted_values() -> None:
@@ -849,6 +863,7 @@ def test_corpus_schemas_get_accepted_values() -> None:
     for subset in subsets:
         total = accepted = 0
         slowest = 0.0
+        refusals: list[str] = []
         for path in sorted(subset.glob("*.json")):
             schema = json.loads(path.read_text())
             cls = validator_for(schema)
@@ -860,7 +875,8 @@ def test_corpus_schemas_get_accepted_values() -> None:
             started = time.perf_counter()
             try:
                 result = value_for_schema(schema)
-            except ValueError:
+            except ValueError as error:
+                refusals.append(str(error))
                 continue
             finally:
                 slowest = max(slowest, time.perf_counter() - started)
@@ -869,6 +885,7 @@ def test_corpus_schemas_get_accepted_values() -> None:
         assert total, f"no valid schema in {subset}"
         share = accepted / total
         assert share >= THRESHOLDS.get(subset.name, 0.99), f"{subset.name}: {accepted}/{total}"
+        assert all("`oneOf` branches, not one" in refusal for refusal in refusals), refusals
         assert slowest < 10, f"{subset.name}: one schema took {slowest:.1f}s"
 
 

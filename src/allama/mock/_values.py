@@ -48,6 +48,8 @@ MOST_ITEMS = 10_000
 """The most items or properties a generated array or object may be asked for."""
 LONGEST = 1_000_000
 """The longest string a schema may ask for."""
+REJECTS = 128
+"""Candidates of one type that may fail in a row before that type is given up."""
 
 _DEFAULT_TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 _OBJECT_WORDS = (
@@ -206,15 +208,22 @@ class _Generator:
             return
         produced = 0
         rejected: list[Any] = []
-        try:
-            for candidate in self._atoms(atoms, nodes, trail):
-                if self._valid(nodes, candidate):
-                    produced += 1
-                    yield candidate
-                elif not rejected:
-                    rejected.append(candidate)
-        except _Unsat as unsat:
-            self._fail(*unsat.args)
+        for source in self._atoms(atoms, nodes, trail):
+            misses = 0
+            try:
+                for candidate in source:
+                    if self._valid(nodes, candidate):
+                        produced += 1
+                        misses = 0
+                        yield candidate
+                        continue
+                    if not rejected:
+                        rejected.append(candidate)
+                    misses += 1
+                    if misses > REJECTS:
+                        break
+            except _Unsat as unsat:
+                self._fail(*unsat.args)
         if not produced and self.failure is None:
             reason = self._diagnose(nodes, rejected[0]) if rejected else "no candidate"
             self._fail(nodes[0].pointer if nodes else "", reason)
@@ -309,10 +318,16 @@ class _Generator:
                     if key in schema:
                         raise _Unsat(pointer_join(node.pointer, key), f"`{key}` is empty")
                     continue
-                options = [
-                    [_Node(sub, base, pointer_join(node.pointer, key, i))]
+                branches = [
+                    _Node(sub, base, pointer_join(node.pointer, key, i))
                     for i, sub in enumerate(subs)
                 ]
+                options = [[branch] for branch in branches]
+                if key == "oneOf" and len(branches) > 1:
+                    options.extend(
+                        [branch, *(_negated(other) for other in branches if other is not branch)]
+                        for branch in branches
+                    )
                 self._choose(pointer_join(node.pointer, key), options, decided, choices, visit)
             if "if" in schema and self.ctx.draft >= 7 and ("then" in schema or "else" in schema):
                 cond = _Node(schema["if"], base, pointer_join(node.pointer, "if"))
@@ -344,11 +359,14 @@ class _Generator:
 
     # Candidates by type
 
-    def _atoms(self, atoms: list[_Node], nodes: list[_Node], trail: _Trail) -> Iterator[Any]:
+    def _atoms(
+        self, atoms: list[_Node], nodes: list[_Node], trail: _Trail
+    ) -> Iterator[Iterator[Any]]:
+        """Sources of candidates, one per type (or the `const`/`enum` values alone)."""
         for atom in atoms:
             schema = atom.schema
             if "const" in schema and self.ctx.draft >= 6:
-                yield schema["const"]
+                yield iter([schema["const"]])
                 return
         for atom in atoms:
             enum = atom.schema.get("enum")
@@ -356,15 +374,17 @@ class _Generator:
                 if not isinstance(enum, list):
                     raise SchemaError(f"`enum` is not an array at #{atom.pointer}")
                 if not enum:
-                    raise _Unsat(atom.pointer, "`enum` is empty")
-                yield from enum
+                    self._fail(atom.pointer, "`enum` is empty")
+                yield iter(enum)
                 return
-        recursing = any(atom.pointer in trail.ancestors for atom in atoms)
-        for kind in self._types(atoms, recursing=recursing):
-            try:
-                yield from self._of_type(kind, atoms, nodes, trail)
-            except _Unsat as unsat:
-                self._fail(*unsat.args)
+        try:
+            recursing = any(atom.pointer in trail.ancestors for atom in atoms)
+            kinds = self._types(atoms, recursing=recursing)
+        except _Unsat as unsat:
+            self._fail(*unsat.args)
+            return
+        for kind in kinds:
+            yield self._of_type(kind, atoms, nodes, trail)
 
     def _of_type(
         self, kind: str, atoms: list[_Node], nodes: list[_Node], trail: _Trail
@@ -708,6 +728,10 @@ class _Generator:
             return
         ordered = {name: built[name] for name in [*declared, *built] if name in built}
         yield ordered
+        for name, nodes_against in self._breaking(atoms, built):
+            value = self._first([*self._value_nodes(atoms, name), *nodes_against], inner)
+            if value is not _MISSING:
+                yield {**ordered, name: value}
         for name in declared:
             if name not in built and name not in forbidden and trail.depth <= SOFT_DEPTH:
                 if not self._allowed(atoms, name):
@@ -721,8 +745,24 @@ class _Generator:
             for drawn, value in enumerate(others):
                 if drawn:
                     yield {**ordered, first: value}
-                if drawn >= VARIANTS:
+                if drawn >= MOST_ITEMS:
                     break
+
+    def _breaking(
+        self, atoms: list[_Node], built: dict[str, Any]
+    ) -> Iterator[tuple[str, list[_Node]]]:
+        """Properties that would break a `not` schema, with what their value must break."""
+        for atom in atoms:
+            negated = atom.schema.get("not")
+            if not isinstance(negated, dict):
+                continue
+            props = negated.get("properties")
+            if not isinstance(props, dict):
+                continue
+            for name, sub in props.items():
+                if name not in built and self._allowed(atoms, name):
+                    pointer = pointer_join(atom.pointer, "not", "properties", name)
+                    yield name, [_negated(_Node(sub, atom.base, pointer))]
 
     def _first(self, nodes: list[_Node], trail: _Trail) -> Any:
         for value in self._gen(nodes, trail):
@@ -886,6 +926,11 @@ class _Draws:
                 self.taken.add(mark)
                 return value
         return _MISSING
+
+
+def _negated(node: _Node) -> _Node:
+    """A schema a value meets exactly when it breaks `node` (for `oneOf` exclusivity)."""
+    return _Node({"not": node.schema}, node.base, node.pointer + "/~not")
 
 
 class _Missing:
