@@ -7,6 +7,7 @@ import decimal
 import ipaddress
 import json
 import os
+import re
 import time
 import uuid
 from enum import Enum, StrEnum
@@ -618,14 +619,21 @@ def test_overlapping_one_of_explains_itself() -> None:
         ({"type": "array", "minItems": 10**9}, "`minItems` 1000000000 is above"),
         ({"type": "object", "minProperties": 10**9}, "`minProperties` 1000000000 is above"),
         ({"type": "number", "minimum": float("inf")}, "`minimum` is not a finite number"),
-        ({"type": "string", "pattern": "a{1000000}"}, "#/pattern: no string matching"),
+        (
+            {"type": "string", "pattern": "a{1000000}"},
+            "#/pattern: no string matching 'a{1000000}' could",
+        ),
+        (
+            {"type": "string", "pattern": "^a+$", "maxLength": 0},
+            "'^a+$' fits the length limits",
+        ),
         ({"type": "number", "minimum": 1, "exclusiveMaximum": 1}, "no number lies between 1"),
         ({"$ref": "https://example.com/other.json"}, "cannot resolve"),
         ([1, 2], "object or a boolean"),
     ],
 )
 def test_invalid_or_unsatisfiable_schemas_raise_value_error(schema: Any, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=re.escape(message)):
         value_for_schema(schema)
 
 

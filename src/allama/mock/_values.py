@@ -225,7 +225,7 @@ class _Generator:
             except _Unsat as unsat:
                 self._fail(*unsat.args)
         if not produced and self.failure is None:
-            reason = self._diagnose(nodes, rejected[0]) if rejected else "no candidate"
+            reason = self._diagnose(nodes, rejected[0]) if rejected else "no value could be made"
             self._fail(nodes[0].pointer if nodes else "", reason)
 
     def _diagnose(self, nodes: list[_Node], rejected: Any) -> str:
@@ -550,6 +550,7 @@ class _Generator:
                 yield text
         if patterns:
             sampled_any = False
+            fitted = 0
             for variant in range(VARIANTS * 8):
                 for length in dict.fromkeys((shortest, 0)):
                     sampled = sample_pattern(patterns[0], length=length, variant=variant)
@@ -559,10 +560,12 @@ class _Generator:
                     if len(sampled) < shortest:
                         sampled = _pad(patterns[0], sampled, shortest)
                     if fitting(sampled):
+                        fitted += 1
                         yield sampled
-            if not sampled_any:
+            if not fitted:
                 where = pointer_join(pattern_at, "pattern")
-                raise _Unsat(where, f"no string matching {patterns[0]!r} could be made")
+                why = "fits the length limits" if sampled_any else "could be made"
+                raise _Unsat(where, f"no string matching {patterns[0]!r} {why}")
             return
         for text in islice(_plain_strings(shortest, longest), MOST_ITEMS * 2):
             if fitting(text):
