@@ -8,6 +8,8 @@ import ipaddress
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 import uuid
 from enum import Enum, StrEnum
@@ -640,6 +642,34 @@ def test_invalid_or_unsatisfiable_schemas_raise_value_error(schema: Any, message
 def test_same_schema_same_value() -> None:
     schema = Tree.model_json_schema()
     assert json.dumps(value_for_schema(schema)) == json.dumps(value_for_schema(schema))
+
+
+def test_same_value_whatever_the_hash_seed() -> None:
+    script = (
+        "import json, sys\n"
+        "from allama.mock._values import value_for_schema\n"
+        "print(json.dumps(value_for_schema(json.loads(sys.argv[1]))))\n"
+    )
+    schema = json.dumps(
+        {
+            "type": "object",
+            "minProperties": 4,
+            "properties": {"b": {}, "a": {"type": "array", "minItems": 2, "uniqueItems": True}},
+            "patternProperties": {"^x[0-9]$": {"enum": [{"k": 1}, "s"]}},
+            "propertyNames": {"maxLength": 2},
+        }
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script, schema],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert outputs == {'{"b": null, "a": [null, true], "x0": {"k": 1}, "x1": {"k": 1}}\n'}
 
 
 def test_deeply_nested_schema_does_not_overflow() -> None:
