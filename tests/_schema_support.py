@@ -257,7 +257,8 @@ class _Walk:
                     )
                 else:
                     out[key] = item
-            union = "anyOf" in schema or "oneOf" in schema
+            parts = [schema, *(self.deref(p) for p in schema.get("allOf", ()))]
+            union = any(isinstance(p, Mapping) and ("anyOf" in p or "oneOf" in p) for p in parts)
             if fill and here and isinstance(props, Mapping) and (mixed or not union):
                 for key in props:
                     if key not in out and key not in required:

@@ -494,6 +494,7 @@ class Engine:
             self.additional_properties(value, node, out, pointer)
         elif key == "patternProperties":
             self.removed(pointer, key)
+            out["additionalProperties"] = True  # open, or the closed convention would narrow
             self.unsupported(
                 pointer,
                 f"the subschema at {quoted(pointer)} is a map (`patternProperties`), "

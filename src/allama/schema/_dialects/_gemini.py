@@ -88,6 +88,7 @@ class _ResponseSchema(_GeminiBase):
 
     def shape(self, out: dict[str, Any], node: dict[str, Any], pointer: str) -> None:
         super().shape(out, node, pointer)
+        out.pop("additionalProperties", None)
         extra = node.get("additionalProperties", False)
         if extra is not False or "patternProperties" in node:
             # without `additionalProperties` an object with `properties` is closed: an open
