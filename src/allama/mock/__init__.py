@@ -15,6 +15,7 @@ from allama.mock._scripted import (
     SetupError,
 )
 from allama.mock._test_provider import TestProvider
+from allama.mock._values import value_for_schema
 
 __all__ = [
     "ChatResponseBuilder",
@@ -25,4 +26,5 @@ __all__ = [
     "SetupError",
     "TestProvider",
     "response_events",
+    "value_for_schema",
 ]
