@@ -391,15 +391,16 @@ class Engine:
         if failed:
             self.removed(pointer, "allOf", "its parts could not be merged into one schema")
         declared = [set(s.get("properties", {})) for s in shapes]
-        if any(
-            _closed(s) and not declared[j] <= declared[i]
-            for i, s in enumerate(shapes)
+        closed = [_closed(s) for s in shapes]
+        if (any(closed) and not _closed(merged)) or any(
+            closed[i] and not declared[j] <= declared[i]
+            for i in range(len(shapes))
             for j in range(len(shapes))
         ):
             self.approximated(
                 child(pointer, "allOf"),
-                f"the closed objects of `allOf` at {quoted(child(pointer, 'allOf'))} were "
-                "merged into one that accepts the properties of each",
+                f"the objects of `allOf` at {quoted(child(pointer, 'allOf'))} were merged "
+                "into one that accepts keys some of them reject",
             )
         return merged
 
