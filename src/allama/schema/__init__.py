@@ -5,6 +5,40 @@ notes on what it widened or could not keep; `apply_strict_policy` turns those in
 or a refusal.
 """
 
+from allama.schema._dialects import (
+    OpenAIProfile,
+    anthropic,
+    gemini_json_schema,
+    gemini_response_schema,
+    grammar_engine,
+    json_object_fallback,
+    openai_strict,
+    passthrough,
+)
+from allama.schema._errors import SchemaError
+from allama.schema._nulls import normalize_strict_nulls
 from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
+from allama.schema._types import TypeSchema, schema_name, type_label, type_schema
+from allama.schema._undeclared import UndeclaredKey, find_undeclared_key
 
-__all__ = ["Rewrite", "SchemaNote", "apply_strict_policy"]
+__all__ = [
+    "OpenAIProfile",
+    "Rewrite",
+    "SchemaError",
+    "SchemaNote",
+    "TypeSchema",
+    "UndeclaredKey",
+    "anthropic",
+    "apply_strict_policy",
+    "find_undeclared_key",
+    "gemini_json_schema",
+    "gemini_response_schema",
+    "grammar_engine",
+    "json_object_fallback",
+    "normalize_strict_nulls",
+    "openai_strict",
+    "passthrough",
+    "schema_name",
+    "type_label",
+    "type_schema",
+]
