@@ -69,12 +69,15 @@ class Settings:
             not self.allow_undeclared_keys and metadata.enforcement is not SchemaEnforcement.EXACT
         )
 
-    def below_floor(self, metadata: ExtractionMetadata) -> EnforcementBelowError | None:
+    def below_floor(
+        self, metadata: ExtractionMetadata, provider: str
+    ) -> EnforcementBelowError | None:
+        """The floor failure of a pass whose enforcement is below `min_enforcement`."""
         floor = self.min_enforcement
         if floor is None or metadata.enforcement.satisfies(floor):
             return None
         return EnforcementBelowError(
-            provider=metadata.degradations[0].provider or "" if metadata.degradations else "",
+            provider=provider,
             metadata=metadata,
             required=floor,
             achieved=metadata.enforcement,
@@ -206,16 +209,6 @@ def _failed(rejection: Rejection, metadata: ExtractionMetadata, response: ChatRe
     return error.with_response(response)
 
 
-def _below_floor(
-    settings: Settings, metadata: ExtractionMetadata, target: Target
-) -> _Failure | None:
-    failure = settings.below_floor(metadata)
-    if failure is not None:
-        failure.provider_name = target.provider
-        failure.context.provider = target.provider
-    return failure
-
-
 Send = ChatRequest
 Outcome = ChatResponse | Error
 
@@ -247,7 +240,7 @@ def extract_steps(
         response = outcome
         metadata.record_pass(response, target.reword)
         target.report_enforcement(metadata)
-        below = _below_floor(settings, metadata, target)
+        below = settings.below_floor(metadata, target.provider)
         if below is not None:
             raise below.with_response(response)
         parsed = parse_value(

@@ -6,7 +6,7 @@ from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
 from allama.errors import Error
-from allama.extract._engine import END, Extracted, Opened, Settings, _below_floor, finish
+from allama.extract._engine import END, Extracted, Opened, Settings, finish
 from allama.extract._errors import EXTRACTION_TOOL
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode
@@ -129,7 +129,7 @@ class _Observer(Generic[T]):
             raise failed.attach_to(error) from None
         metadata.record_pass(response, target.reword)
         target.report_enforcement(metadata)
-        below = _below_floor(self._settings, metadata, target)
+        below = self._settings.below_floor(metadata, target.provider)
         if below is not None:
             raise below.with_response(response)
         extracted: Extracted[T] = finish(response, metadata, target, self._settings)
