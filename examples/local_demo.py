@@ -101,7 +101,7 @@ def main() -> int:
                 f"  cost         input_tokens={usage.input_tokens} "
                 f"output_tokens={usage.output_tokens} seconds={seconds:.1f}"
             )
-            approximations.update(dict.fromkeys(w.message for w in extracted.response.warnings))
+            approximations.update(dict.fromkeys(w.message for w in meta.degradations))
     print(
         f"\ntotal: input_tokens={total.input_tokens} output_tokens={total.output_tokens} "
         "(local: no money, only time)"
