@@ -8,8 +8,10 @@ the next).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Annotated, Any
 
+import pytest
 from pydantic import BaseModel, Field
 
 import allama
@@ -21,6 +23,7 @@ from allama import (
     Degradations,
     Error,
     ExtractionError,
+    ExtractionMode,
     Extractor,
     RateLimitedError,
     RequestField,
@@ -256,3 +259,22 @@ class Run:
 
 async def _awaited(awaitable: Any) -> Any:
     return await awaitable
+
+
+@pytest.fixture(params=["sync", "async"])
+def run(request: pytest.FixtureRequest) -> Iterator[Run]:
+    runner = Run(request.param == "async")
+    yield runner
+    runner.close()
+
+
+NATIVE = ExtractionMode.NATIVE
+FORCED = ExtractionMode.FORCED_TOOL
+
+
+def native_request() -> ChatRequest:
+    return request().with_option(NATIVE)
+
+
+def forced_request() -> ChatRequest:
+    return request().with_option(FORCED)

@@ -11,6 +11,9 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+pytest_plugins = ["_seed_support"]
+"""The seed ports' `run` fixture (sync and async forms of each test)."""
+
 settings.register_profile(
     "deterministic",
     derandomize=True,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterator
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -30,6 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 import allama
 from _seed_support import (
+    FORCED,
+    NATIVE,
     NATIVE_AND_TOOLS,
     Person,
     Run,
@@ -37,6 +38,8 @@ from _seed_support import (
     alice_call,
     approximated,
     failure,
+    forced_request,
+    native_request,
     rate_limited,
     refusal_record,
     refused,
@@ -91,25 +94,6 @@ from allama.mock import ChatResponseBuilder, FunctionProvider, MockProvider, Tes
 from allama.stream import AsyncChatStream, ChatStream
 from allama.types import DECLINE_EXPLANATION_KEY, TextPart
 from allama.wrappers import RetryingProvider, RetryPolicy
-
-
-@pytest.fixture(params=["sync", "async"])
-def run(request: pytest.FixtureRequest) -> Iterator[Run]:
-    runner = Run(request.param == "async")
-    yield runner
-    runner.close()
-
-
-NATIVE = ExtractionMode.NATIVE
-FORCED = ExtractionMode.FORCED_TOOL
-
-
-def native_request() -> ChatRequest:
-    return request().with_option(NATIVE)
-
-
-def forced_request() -> ChatRequest:
-    return request().with_option(FORCED)
 
 
 class Category(StrEnum):

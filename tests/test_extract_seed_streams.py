@@ -12,16 +12,19 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Iterator
 
-import pytest
 from pydantic import BaseModel
 
 from _seed_support import (
+    FORCED,
+    NATIVE,
     Person,
     Run,
     alice,
     alice_call,
     approximated,
     failure,
+    forced_request,
+    native_request,
     rate_limited,
     refusal_record,
     refused,
@@ -40,7 +43,6 @@ from allama import (
     EnforcementBelowError,
     Error,
     ExtractionMetadata,
-    ExtractionMode,
     Extractor,
     FinishReason,
     IncompleteStreamError,
@@ -65,25 +67,6 @@ from allama.extract import EXTRACTION_TOOL
 from allama.mock import ChatResponseBuilder, MockStreamingProvider, SetupError, response_events
 from allama.provider import capabilities_only
 from allama.stream import AsyncChatStream, ChatStream
-
-
-@pytest.fixture(params=["sync", "async"])
-def run(request: pytest.FixtureRequest) -> Iterator[Run]:
-    runner = Run(request.param == "async")
-    yield runner
-    runner.close()
-
-
-NATIVE = ExtractionMode.NATIVE
-FORCED = ExtractionMode.FORCED_TOOL
-
-
-def native_request() -> ChatRequest:
-    return request().with_option(NATIVE)
-
-
-def forced_request() -> ChatRequest:
-    return request().with_option(FORCED)
 
 
 def alice_tool_response() -> ChatResponse:
