@@ -133,23 +133,47 @@ def _plan_request(request: ChatRequest) -> ChatRequest:
     ).user("plan")
 
 
+@dataclass(slots=True)
+class _Start:
+    """An extraction about to send: its target, the mode asked for and chosen, its record."""
+
+    target: Target
+    requested: ExtractionMode
+    guessed: bool
+    metadata: ExtractionMetadata
+
+    @classmethod
+    def of(cls, provider: ChatProvider, tp: Any, request: ChatRequest) -> _Start:
+        """Raises before anything is sent: tools of the request's own, or no mode to pick."""
+        target = Target.of(tp, provider.name, request.model)
+        mode, guessed = select_mode(provider, request)
+        if request.tools:
+            target.derive(request, mode)  # raises the tool conflict in every mode
+        if mode is ExtractionMode.AUTO:
+            raise _unsupported(target, mode)
+        return cls(target, requested_mode(request), guessed, ExtractionMetadata.new(mode))
+
+    def fallback_for(self, error: Error) -> AutoFallback | None:
+        return self.metadata.auto_fallback_for(self.requested, self.guessed, error)
+
+    def fall_back_or_raise(self, error: Error) -> None:
+        """Switch to forced-tool mode after `error`, or raise it with the record attached."""
+        fallback = self.fallback_for(error)
+        if fallback is None:
+            raise self.target.pre_send_error(error, self.metadata) from None
+        self.metadata.fall_back(fallback)
+
+
 def plan(provider: ChatProvider, tp: Any, request: ChatRequest) -> ExtractionPlan:
-    target = Target.of(tp, provider.name, request.model)
-    requested = requested_mode(request)
-    mode, guessed = select_mode(provider, request)
-    if mode is ExtractionMode.AUTO:
-        raise _unsupported(target, mode)
-    metadata = ExtractionMetadata.new(mode)
+    start = _Start.of(provider, tp, request)
+    target, metadata = start.target, start.metadata
     schema_only = _plan_request(request)
     while True:
         derived = target.derive(schema_only, metadata.mode)
         try:
             validation = provider.validate_chat_request(derived)
         except Error as error:
-            fallback = metadata.auto_fallback_for(requested, guessed, error)
-            if fallback is None:
-                raise target.pre_send_error(error, metadata) from None
-            metadata.fall_back(fallback)
+            start.fall_back_or_raise(error)
             continue
         field = counted_field(metadata.mode)
         counted: list[Warning] = []
@@ -217,24 +241,15 @@ def extract_steps(
     settings: Settings, provider: ChatProvider, tp: Any, request: ChatRequest
 ) -> Generator[Send, Outcome, Extracted[Any]]:
     """One extraction with its retries: yields each request, receives each outcome."""
-    target = Target.of(tp, provider.name, request.model)
-    requested = requested_mode(request)
     check_floor_before_sending(settings, provider, tp, request)
-    mode, guessed = select_mode(provider, request)
-    metadata = ExtractionMetadata.new(mode)
-    if request.tools:
-        target.derive(request, mode)  # raises the tool conflict in every mode
-    if mode is ExtractionMode.AUTO:
-        raise _unsupported(target, mode)
-    derived = target.derive(request, mode)
+    start = _Start.of(provider, tp, request)
+    target, metadata = start.target, start.metadata
+    derived = target.derive(request, metadata.mode)
     retries_left = settings.retries
     while True:
         outcome = yield derived
         if isinstance(outcome, Error):
-            fallback = metadata.auto_fallback_for(requested, guessed, outcome)
-            if fallback is None:
-                raise target.pre_send_error(outcome, metadata)
-            metadata.fall_back(fallback)
+            start.fall_back_or_raise(outcome)
             derived = target.derive(request, metadata.mode)
             continue
         response = outcome
@@ -286,30 +301,21 @@ def open_steps(
     settings: Settings, provider: ChatProvider, tp: Any, request: ChatRequest
 ) -> Generator[OpenStream | ReadFirst, Any, Opened]:
     """Open the stream of an extraction, falling back on a refusal at setup or as item one."""
-    target = Target.of(tp, provider.name, request.model)
-    requested = requested_mode(request)
     check_floor_before_sending(settings, provider, tp, request)
-    mode, guessed = select_mode(provider, request)
-    metadata = ExtractionMetadata.new(mode)
-    if request.tools:
-        target.derive(request, mode)
-    if mode is ExtractionMode.AUTO:
-        raise _unsupported(target, mode)
+    start = _Start.of(provider, tp, request)
+    target, metadata = start.target, start.metadata
     while True:
         derived = target.derive(request, metadata.mode)
         outcome = yield OpenStream(derived)
         if isinstance(outcome, Error):
-            fallback = metadata.auto_fallback_for(requested, guessed, outcome)
-            if fallback is None:
-                raise target.pre_send_error(outcome, metadata)
-            metadata.fall_back(fallback)
+            start.fall_back_or_raise(outcome)
             continue
         stream = outcome
         first: Any = None
-        if metadata.may_fall_back(requested):
+        if metadata.may_fall_back(start.requested):
             first = yield ReadFirst(stream)
             if isinstance(first, Error):
-                fallback = metadata.auto_fallback_for(requested, guessed, first)
+                fallback = start.fallback_for(first)
                 if fallback is not None:
                     metadata.fall_back(fallback)
                     continue
