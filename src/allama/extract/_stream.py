@@ -43,7 +43,8 @@ class _Observer(Generic[T]):
         self._settled = False
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> ExtractionMode:
+        """The mode in use: `FORCED_TOOL` after an automatic fallback."""
         return self._opened.metadata.mode
 
     def observe(self, event: StreamEvent) -> None:
