@@ -148,7 +148,7 @@ def check(
             undeclared = find_undeclared_key(normalized, schema)
             if undeclared is not None:
                 return Failure(undeclared.message, undeclared.path, undeclared=True)
-        if normalized != value:
+        if normalized is not value:
             text = json.dumps(normalized)
     try:
         return adapter.validate_json(text, strict=True)

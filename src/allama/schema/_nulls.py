@@ -16,7 +16,7 @@ __all__ = ["normalize_strict_nulls"]
 
 
 def normalize_strict_nulls(value: Any, schema: dict[str, Any]) -> Any:
-    """`value` without stand-in `null`s, as a new value; `value` itself is not changed.
+    """`value` without stand-in `null`s; `value` itself when there were none (never changed).
 
     >>> schema = {"type": "object", "properties": {"tags": {"type": "array"}}}
     >>> normalize_strict_nulls({"tags": None}, schema)
@@ -65,6 +65,7 @@ def _object(value: dict[str, Any], schema: dict[str, Any], root: dict[str, Any],
     properties = _properties(schema, root)
     required = _required(schema, root)
     out: dict[str, Any] = {}
+    changed = False
     for key, item in value.items():
         sub = properties.get(key)
         if sub is None:
@@ -72,9 +73,12 @@ def _object(value: dict[str, Any], schema: dict[str, Any], root: dict[str, Any],
         elif item is None:
             if key in required or admits_null(sub, root):
                 out[key] = item
+            else:
+                changed = True
         else:
-            out[key] = _normalize(item, sub, root, depth + 1)
-    return out
+            out[key] = normalized = _normalize(item, sub, root, depth + 1)
+            changed = changed or normalized is not item
+    return out if changed else value
 
 
 def _array(value: list[Any], schema: dict[str, Any], root: dict[str, Any], depth: int) -> Any:
@@ -91,7 +95,7 @@ def _array(value: list[Any], schema: dict[str, Any], root: dict[str, Any], depth
             out.append(_normalize(item, items, root, depth + 1))
         else:
             out.append(item)
-    return out
+    return out if any(new is not old for new, old in zip(out, value, strict=True)) else value
 
 
 def _properties(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
