@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -132,13 +133,15 @@ class ExtractionMetadata(BaseModel):
         self.mode = ExtractionMode.FORCED_TOOL
         self.auto_fallback = fallback
 
-    def record_pass(self, response: ChatResponse, reword: Any) -> None:
+    def record_pass(self, response: ChatResponse, reword: Callable[[Warning], Warning]) -> None:
         """Count one paid call: its usage and the warnings on the field the mode relies on."""
         self.passes += 1
         self.record_usage_and_degradations(response, reword)
         self.enforcement = SchemaEnforcement.from_degradations(self.degradations)
 
-    def record_usage_and_degradations(self, response: ChatResponse, reword: Any) -> None:
+    def record_usage_and_degradations(
+        self, response: ChatResponse, reword: Callable[[Warning], Warning]
+    ) -> None:
         if response.usage is not None:
             self.usage = response.usage if self.usage is None else self.usage + response.usage
         field = counted_field(self.mode)
