@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +30,7 @@ from allama.errors import (
     RequestTimeoutError,
 )
 from allama.providers import OpenAICompatibleProvider, provider
+from allama.transport import Transport
 from allama.types import ChatRequest, FinishReason, TextDelta
 
 CORPUS = Path(
@@ -58,6 +60,11 @@ class _Server(ThreadingHTTPServer):
     routes: dict[str, Callable[[_Handler], None]]
     seen: list[tuple[str, dict[str, str], dict[str, Any], int]]
     abandoned: threading.Event
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients that time out or hang up mid-answer are what several tests are about.
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -162,6 +169,9 @@ def _routes(server: _Server) -> dict[str, Callable[[_Handler], None]]:
         }
         h.send_json(429, error, {"retry-after": "2"})
 
+    def serve_cookie(h: _Handler) -> None:
+        h.send_json(200, plain, {"set-cookie": "affinity=node-7; Path=/"})
+
     def serve_auth(h: _Handler) -> None:
         key = h.headers.get("authorization", "").removeprefix("Bearer ")
         error = {
@@ -178,6 +188,7 @@ def _routes(server: _Server) -> dict[str, Callable[[_Handler], None]]:
         "endless": serve_endless,
         "ratelimit": serve_rate_limited,
         "auth": serve_auth,
+        "cookie": serve_cookie,
     }
 
 
@@ -238,6 +249,56 @@ def test_async_calls_share_one_client(server: _Server) -> None:
     text, _ = _expected_plain()
     assert asyncio.run(run()) == [text] * 5
     assert len(server.seen) == 5
+
+
+def test_each_request_carries_its_own_body_and_the_client_defaults(server: _Server) -> None:
+    server.seen.clear()
+    requests = [ChatRequest("gpt-4o").user("Hi"), ChatRequest("gpt-4o").user("Hello there " * 40)]
+    with _provider(server, "plain") as target:
+        for request in requests:
+            target.chat(request)
+
+    async def run() -> None:
+        async with _provider(server, "plain") as target:
+            for request in requests:
+                await target.achat(request)
+
+    asyncio.run(run())
+    assert [body["messages"][0]["content"] for _, _, body, _ in server.seen] == [
+        "Hi",
+        "Hello there " * 40,
+    ] * 2
+    host, port = server.server_address[:2]
+    for _, headers, body, _ in server.seen:
+        sent = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        assert headers["content-length"] == str(len(sent))
+        assert headers["host"] == f"{host!s}:{port}"
+        assert headers["content-type"] == "application/json"
+        assert headers["user-agent"].startswith("python-httpx2/")
+        assert headers["authorization"] == f"Bearer {SECRET}"
+
+
+def test_cookies_the_endpoint_sets_are_sent_back(server: _Server) -> None:
+    server.seen.clear()
+    with _provider(server, "cookie") as target:
+        target.chat(REQUEST)
+        target.chat(REQUEST)
+    assert "cookie" not in server.seen[0][1]
+    assert server.seen[1][1]["cookie"] == "affinity=node-7"
+
+
+def test_a_client_of_the_callers_keeps_its_headers_and_params(server: _Server) -> None:
+    server.seen.clear()
+    client = httpx2.Client(headers={"x-team": "billing"}, params={"trace": "1"})
+    try:
+        with _provider(server, "plain", transport=Transport(client=client)) as target:
+            target.chat(REQUEST)
+    finally:
+        client.close()
+    path, headers, _, _ = server.seen[0]
+    assert path == "/plain/chat/completions?trace=1"
+    assert headers["x-team"] == "billing"
+    assert headers["authorization"] == f"Bearer {SECRET}"
 
 
 def _expected_calls() -> list[tuple[str, str]]:

@@ -1,6 +1,9 @@
 """HTTP for providers: one `httpx2.Client` and one `httpx2.AsyncClient`, each made on first use.
 
-Connections are pooled and reused across calls. Timeouts become `RequestTimeoutError`,
+Connections are pooled and reused across calls. For a client the transport made itself,
+what httpx2 merges into every request (URL parsing, default headers, timeout) is worked out
+once per endpoint; a client of the caller's, or one holding cookies, goes through
+`build_request` on every call. Timeouts become `RequestTimeoutError`,
 connection failures `NetworkError` (both retryable), whether they happen while sending or
 in the middle of a stream. Closing a stream closes its HTTP response, so an abandoned
 stream gives its connection back.
@@ -11,7 +14,8 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from typing import Self
+from dataclasses import dataclass
+from typing import Any, Self
 
 import httpx2
 
@@ -86,6 +90,23 @@ class AsyncStreamResponse:
         await self._response.aclose()
 
 
+_TEMPLATES = 64
+"""Request templates kept per transport: one per endpoint and header set in practice."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """What `build_request` merges for one endpoint, headers and client, computed once."""
+
+    url: httpx2.URL
+    headers: tuple[tuple[bytes, bytes], ...]
+    extensions: dict[str, Any]
+
+
+def _template_key(request: HttpRequest) -> tuple[object, ...]:
+    return (request.method, request.url, *request.params.items(), *request.headers.items())
+
+
 class Transport:
     """Sends `HttpRequest`s, sync or async, over pooled connections.
 
@@ -114,6 +135,7 @@ class Transport:
         self._owns_client = client is None
         self._owns_async_client = async_client is None
         self._lock = threading.Lock()
+        self._templates: dict[tuple[object, ...], _Template] = {}
 
     @property
     def timeout(self) -> httpx2.Timeout:
@@ -141,15 +163,55 @@ class Transport:
                     )
         return client
 
-    @staticmethod
-    def _build(client: httpx2.Client | httpx2.AsyncClient, request: HttpRequest) -> httpx2.Request:
-        return client.build_request(
+    def _build(
+        self, client: httpx2.Client | httpx2.AsyncClient, request: HttpRequest
+    ) -> httpx2.Request:
+        content = request.content
+        owned = self._owns_client if client is self._client else self._owns_async_client
+        if not owned or client.cookies:
+            # A client of the caller's (or one holding cookies) merges its own settings.
+            return client.build_request(
+                request.method,
+                request.url,
+                content=content,
+                headers=dict(request.headers),
+                params=dict(request.params) if request.params else None,
+            )
+        # A client of our own never changes its settings, so what `build_request` merges
+        # (URL, default headers, timeout) is merged once per endpoint and reused.
+        template = self._templates.get(_template_key(request)) or self._template(client, request)
+        headers = httpx2.Headers([*template.headers, (b"Content-Length", b"%d" % len(content))])
+        return httpx2.Request(
+            request.method,
+            template.url,
+            headers=headers,
+            stream=httpx2.ByteStream(content),
+            extensions=template.extensions,
+        )
+
+    def _template(
+        self, client: httpx2.Client | httpx2.AsyncClient, request: HttpRequest
+    ) -> _Template:
+        built = client.build_request(
             request.method,
             request.url,
-            content=request.content,
             headers=dict(request.headers),
             params=dict(request.params) if request.params else None,
         )
+        template = _Template(
+            url=built.url,
+            headers=tuple(
+                (name, value)
+                for name, value in built.headers.raw
+                if name.lower() not in (b"content-length", b"transfer-encoding")
+            ),
+            extensions=built.extensions,
+        )
+        with self._lock:
+            if len(self._templates) >= _TEMPLATES:
+                self._templates.pop(next(iter(self._templates)), None)
+            self._templates[_template_key(request)] = template
+        return template
 
     def send(self, request: HttpRequest) -> HttpResponse:
         client = self._sync()
