@@ -10,13 +10,21 @@ undeclared only when no branch that may apply declares it.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 from allama.schema._nulls import _properties
 from allama.schema._resolve import branches, resolve
+from allama.schema._types import is_read_only
 
-__all__ = ["UndeclaredKey", "find_undeclared_key", "format_path"]
+__all__ = [
+    "UndeclaredKey",
+    "UndeclaredKeys",
+    "find_undeclared_key",
+    "format_path",
+    "undeclared_keys",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,47 +61,129 @@ def find_undeclared_key(value: Any, schema: dict[str, Any]) -> UndeclaredKey | N
     >>> find_undeclared_key({"e_mail": "x"}, schema).message
     'unknown field `e_mail`, expected one of `email`, `phone`'
     """
-    stack: list[tuple[Any, list[Any], tuple[str | int, ...]]] = [(value, [schema], ())]
-    root = schema
-    steps = 0
-    while stack:
-        steps += 1
-        if steps > 1_000_000:
+    return undeclared_keys(schema).find(value)
+
+
+def undeclared_keys(schema: dict[str, Any]) -> UndeclaredKeys:
+    """The walk for `schema`: kept for a type's schema (never changed), fresh otherwise."""
+    if not is_read_only(schema):
+        return UndeclaredKeys(schema)
+    walk = _WALKS.get(id(schema))
+    if walk is None or walk.root is not schema:
+        walk = UndeclaredKeys(schema)
+        with _WALKS_LOCK:
+            if len(_WALKS) >= _MEMO_SIZE:
+                _WALKS.pop(next(iter(_WALKS)), None)
+            _WALKS[id(schema)] = walk
+    return walk
+
+
+_MEMO_SIZE = 4096
+_WALKS: dict[int, UndeclaredKeys] = {}
+_WALKS_LOCK = threading.Lock()
+
+_Schemas = tuple[Any, ...]
+_Declared = tuple[dict[str, _Schemas], list[str]]
+_SKIP: Any = object()
+"""A node under an open schema (or no schema at all): any key goes, nothing to walk."""
+
+
+class UndeclaredKeys:
+    """The undeclared-key walk over one root schema.
+
+    What a set of schemas declares for an object (or allows for an array's items) depends
+    only on the schemas and on the node being an object or an array, so it is worked out
+    once per set and remembered; walking a value is then dictionary look-ups.
+    """
+
+    __slots__ = ("_arrays", "_objects", "root")
+
+    def __init__(self, root: dict[str, Any]) -> None:
+        self.root = root
+        self._objects: dict[tuple[int, ...], tuple[_Schemas, _Declared | Any]] = {}
+        self._arrays: dict[tuple[int, ...], tuple[_Schemas, list[Any] | Any]] = {}
+
+    def find(self, value: Any) -> UndeclaredKey | None:
+        if not isinstance(value, dict | list):
             return None
-        node, schemas, path = stack.pop()
-        candidates = _candidates(node, schemas, root)
-        if candidates is None:
-            continue
-        if isinstance(node, dict):
-            declared: dict[str, list[Any]] = {}
+        # Paths are linked pairs (parent, key), spelled out only for the key reported.
+        stack: list[tuple[Any, _Schemas, Any]] = [(value, (self.root,), None)]
+        steps = 0
+        while stack:
+            steps += 1
+            if steps > 1_000_000:
+                return None
+            node, schemas, path = stack.pop()
+            children: list[tuple[Any, _Schemas, Any]] = []
+            if isinstance(node, dict):
+                declared = self._declared(node, schemas)
+                if declared is _SKIP:
+                    continue
+                subs_by_key, names = declared
+                for key, item in node.items():
+                    subs = subs_by_key.get(key)
+                    if subs is None:
+                        return UndeclaredKey(
+                            path=format_path(_spelled((path, key))),
+                            message=f"unknown field `{key}`, {expected_fields(names)}",
+                        )
+                    if isinstance(item, dict | list):
+                        children.append((item, subs, (path, key)))
+            else:
+                candidates = self._items(node, schemas)
+                if candidates is _SKIP:
+                    continue
+                for index, item in enumerate(node):
+                    if isinstance(item, dict | list):
+                        subs = tuple(
+                            sub
+                            for candidate in candidates
+                            for sub in _item_schemas(candidate, index)
+                        )
+                        if subs:
+                            children.append((item, subs, (path, index)))
+            stack.extend(reversed(children))
+        return None
+
+    def _declared(self, node: dict[str, Any], schemas: _Schemas) -> _Declared | Any:
+        key = tuple(map(id, schemas))
+        seen = self._objects.get(key)
+        if seen is not None and _same(seen[0], schemas):
+            return seen[1]
+        candidates = _candidates(node, list(schemas), self.root)
+        result: _Declared | Any = _SKIP
+        if candidates is not None and not any(_is_open(c) for c in candidates):
+            merged: dict[str, list[Any]] = {}
             for candidate in candidates:
-                if _is_open(candidate):
-                    candidates = []
-                    declared = {}
-                    break
-                for key, sub in _properties(candidate, root).items():
-                    declared.setdefault(key, []).append(sub)
-            if not candidates:
-                continue
-            names = list(declared)
-            children = []
-            for key, item in node.items():
-                subs = declared.get(key)
-                if subs is None:
-                    return UndeclaredKey(
-                        path=format_path((*path, key)),
-                        message=f"unknown field `{key}`, {expected_fields(names)}",
-                    )
-                children.append((item, subs, (*path, key)))
-            stack.extend(reversed(children))
-        elif isinstance(node, list):
-            children = []
-            for index, item in enumerate(node):
-                subs = [sub for candidate in candidates for sub in _item_schemas(candidate, index)]
-                if subs:
-                    children.append((item, subs, (*path, index)))
-            stack.extend(reversed(children))
-    return None
+                for name, sub in _properties(candidate, self.root).items():
+                    merged.setdefault(name, []).append(sub)
+            result = ({name: tuple(subs) for name, subs in merged.items()}, list(merged))
+        if len(self._objects) < _MEMO_SIZE:
+            self._objects[key] = (schemas, result)
+        return result
+
+    def _items(self, node: list[Any], schemas: _Schemas) -> list[Any] | Any:
+        key = tuple(map(id, schemas))
+        seen = self._arrays.get(key)
+        if seen is not None and _same(seen[0], schemas):
+            return seen[1]
+        candidates = _candidates(node, list(schemas), self.root)
+        result = _SKIP if candidates is None else candidates
+        if len(self._arrays) < _MEMO_SIZE:
+            self._arrays[key] = (schemas, result)
+        return result
+
+
+def _spelled(path: Any) -> tuple[str | int, ...]:
+    parts: list[str | int] = []
+    while path is not None:
+        path, part = path
+        parts.append(part)
+    return tuple(reversed(parts))
+
+
+def _same(a: _Schemas, b: _Schemas) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def _candidates(node: Any, schemas: list[Any], root: dict[str, Any]) -> list[Any] | None:

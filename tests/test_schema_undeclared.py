@@ -1,0 +1,193 @@
+"""The undeclared-key walk: what it reports, and that remembering per schema set changes nothing."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from allama.schema._nulls import _properties
+from allama.schema._types import is_read_only, type_schema
+from allama.schema._undeclared import (
+    UndeclaredKey,
+    UndeclaredKeys,
+    _candidates,
+    _is_open,
+    _item_schemas,
+    find_undeclared_key,
+    format_path,
+    undeclared_keys,
+)
+
+
+class Line(BaseModel):
+    sku: str
+    price: float
+
+
+class Note(BaseModel):
+    kind: Literal["note"]
+    text: str
+
+
+class Order(BaseModel):
+    id: int
+    lines: list[Line]
+    extra: dict[str, Line]
+    tagged: Line | list[Line] | None = None
+    notes: list[Note | str] = []
+
+
+ORDER = type_schema(Order).schema
+
+HANDWRITTEN: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "pair": {
+            "type": "array",
+            "prefixItems": [
+                {"type": "object", "properties": {"a": {}}},
+                {"type": "object", "properties": {"b": {}}},
+            ],
+        },
+        "either": {
+            "oneOf": [
+                {"type": "object", "properties": {"a": {}}},
+                {"type": "object", "properties": {"b": {}}},
+                {"type": "array", "items": {"$ref": "#/$defs/leaf"}},
+            ]
+        },
+        "mixed": {
+            "allOf": [{"properties": {"a": {}}}, {"$ref": "#/$defs/leaf"}],
+        },
+        "open": {"type": "object"},
+        "map": {"type": "object", "additionalProperties": {"$ref": "#/$defs/leaf"}},
+    },
+    "$defs": {"leaf": {"type": "object", "properties": {"a": {}, "b": {"$ref": "#/$defs/leaf"}}}},
+}
+
+
+def test_an_undeclared_key_is_named_with_its_path_and_the_expected_fields() -> None:
+    value = {"id": 1, "lines": [{"sku": "a", "price": 1}, {"sku": "b", "prise": 2}], "extra": {}}
+    assert find_undeclared_key(value, ORDER) == UndeclaredKey(
+        path="lines[1].prise", message="unknown field `prise`, expected one of `sku`, `price`"
+    )
+
+
+def test_maps_take_any_key() -> None:
+    assert find_undeclared_key({"id": 1, "lines": [], "extra": {"any key": {}}}, ORDER) is None
+
+
+def test_a_union_takes_the_keys_of_every_branch_the_value_fits() -> None:
+    walk = UndeclaredKeys(HANDWRITTEN)
+    assert walk.find({"either": {"a": 1, "b": 2}}) is None
+    assert walk.find({"either": [{"b": {"a": 1}}]}) is None
+    found = walk.find({"either": [{"b": {"c": 1}}]})
+    assert found is not None and found.path == "either[0].b.c"
+
+
+def test_prefix_items_allof_and_open_objects() -> None:
+    walk = UndeclaredKeys(HANDWRITTEN)
+    assert walk.find({"pair": [{"a": 1}, {"b": 2}, {"z": 3}]}) is None
+    found = walk.find({"pair": [{"a": 1}, {"a": 2}]})
+    assert found is not None and found.path == "pair[1].a"
+    assert walk.find({"mixed": {"a": 1, "b": {"a": 1}}, "open": {"anything": 1}}) is None
+    assert walk.find({"mixed": {"c": 1}}) == UndeclaredKey(
+        path="mixed.c", message="unknown field `c`, expected one of `a`, `b`"
+    )
+
+
+def test_arrays_under_different_schemas_keep_their_own_item_schemas() -> None:
+    walk = UndeclaredKeys(ORDER)
+    lines = [{"sku": "a", "price": 1}]
+    assert walk.find({"lines": lines, "notes": [{"kind": "note", "text": "t"}]}) is None
+    found = walk.find({"lines": lines, "notes": [{"kind": "note", "sku": "t"}]})
+    assert found == UndeclaredKey(
+        path="notes[0].sku", message="unknown field `sku`, expected one of `kind`, `text`"
+    )
+
+
+def test_a_scalar_first_does_not_hide_keys_in_a_later_array() -> None:
+    schema = type_schema(list[Line] | str).schema
+    walk = undeclared_keys(schema)
+    assert walk.find("plain text") is None
+    found = walk.find([{"sku": "a", "price": 1, "qty": 2}])
+    assert found is not None and found.path == "[0].qty"
+
+
+def test_the_walk_of_a_types_schema_is_kept_and_others_are_not() -> None:
+    assert is_read_only(ORDER)
+    assert undeclared_keys(ORDER) is undeclared_keys(ORDER)
+    assert not is_read_only(dict(ORDER))
+    assert undeclared_keys(HANDWRITTEN) is not undeclared_keys(HANDWRITTEN)
+
+
+def _reference(value: Any, schemas: list[Any], root: dict[str, Any], path: tuple[Any, ...]) -> Any:
+    """The walk written as plain recursion, with nothing remembered."""
+    candidates = _candidates(value, schemas, root)
+    if candidates is None:
+        return None
+    if isinstance(value, dict):
+        if any(_is_open(candidate) for candidate in candidates):
+            return None
+        declared: dict[str, list[Any]] = {}
+        for candidate in candidates:
+            for key, sub in _properties(candidate, root).items():
+                declared.setdefault(key, []).append(sub)
+        for key in value:
+            if key not in declared:
+                return format_path((*path, key)), key
+        for key, item in value.items():
+            found = _reference(item, declared[key], root, (*path, key))
+            if found is not None:
+                return found
+        return None
+    for index, item in enumerate(value):
+        subs = [sub for candidate in candidates for sub in _item_schemas(candidate, index)]
+        if subs:
+            found = _reference(item, subs, root, (*path, index))
+            if found is not None:
+                return found
+    return None
+
+
+KEYS = st.sampled_from(
+    [
+        "id",
+        "lines",
+        "extra",
+        "tagged",
+        "notes",
+        "sku",
+        "price",
+        "kind",
+        "text",
+        "pair",
+        "either",
+        "mixed",
+        "open",
+        "map",
+        "a",
+        "b",
+        "c",
+    ]
+)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["x", "note"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4),
+    max_leaves=25,
+)
+
+
+@given(st.lists(JSON, min_size=1, max_size=6))
+def test_a_walk_kept_across_values_answers_as_a_fresh_walk_does(values: list[Any]) -> None:
+    for schema in (ORDER, HANDWRITTEN):
+        kept = UndeclaredKeys(schema)
+        for value in values:
+            found = kept.find(value)
+            expected = _reference(value, [schema], schema, ())
+            assert (found.path if found else None) == (expected[0] if expected else None)
+            if found is not None:
+                assert found.message.startswith(f"unknown field `{expected[1]}`")
