@@ -7,6 +7,7 @@ created on first use, and run the same sans-I/O adapter under both, so the two c
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 from allama.errors import UnsupportedError
@@ -22,6 +23,7 @@ from allama.types import (
     UnsupportedStage,
     ValidationCoverage,
     Warning,
+    WarningKind,
 )
 
 __all__ = ["ChatProvider", "Degradations"]
@@ -84,7 +86,7 @@ class Degradations:
             self.warnings.append(warning)
 
     def approximate(self, field: RequestField, message: str, *, code: str | None = None) -> None:
-        self.warn(Warning.approximated(field, message, code=code))
+        self.warn(_field_warning(WarningKind.APPROXIMATED, field, message, code, self.provider))
 
     def unsupported(self, field: RequestField, why: str) -> UnsupportedError:
         """The error for refusing `field` before sending (not raised here)."""
@@ -102,4 +104,13 @@ class Degradations:
         """Drop `field` with a warning, or raise under `UnsupportedPolicy.ERROR`."""
         if self.policy is UnsupportedPolicy.ERROR:
             raise self.unsupported(field, why)
-        self.warn(Warning.unsupported(field, why, code=code))
+        self.warn(_field_warning(WarningKind.UNSUPPORTED, field, why, code, self.provider))
+
+
+@lru_cache(maxsize=1024)
+def _field_warning(
+    kind: WarningKind, field: RequestField, message: str, code: str | None, provider: str
+) -> Warning:
+    """Warnings are immutable values and adapters repeat the same few call after call."""
+    make = Warning.approximated if kind is WarningKind.APPROXIMATED else Warning.unsupported
+    return make(field, message, code=code).with_provider(provider)

@@ -61,6 +61,11 @@ def _in_caller_terms(target: Target, text: str) -> str:
     return _POINTER.sub(lambda m: f"`{target.pointer_label(m.group(1))}`", text)
 
 
+@lru_cache(maxsize=4096)
+def _reworded(target: Target, warning: Warning) -> Warning:
+    return warning.model_copy(update={"message": target.in_caller_terms(warning.message)})
+
+
 def requested_mode(request: ChatRequest) -> ExtractionMode:
     mode = request.option(ExtractionMode)
     return ExtractionMode.AUTO if mode is None else mode
@@ -139,7 +144,7 @@ class Target:  # hashable: type schemas compare by identity
         return _in_caller_terms(self, text)
 
     def reword(self, warning: Warning) -> Warning:
-        return warning.model_copy(update={"message": self.in_caller_terms(warning.message)})
+        return _reworded(self, warning)
 
     def report_enforcement(self, metadata: ExtractionMetadata) -> None:
         """Log an enforcement below exact: at WARNING once per provider, model and type."""

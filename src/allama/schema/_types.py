@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-__all__ = ["TypeSchema", "schema_name", "type_label", "type_schema"]
+__all__ = ["TypeSchema", "is_read_only", "schema_name", "type_label", "type_schema"]
 
 
 def type_label(tp: Any) -> str:
@@ -54,7 +54,19 @@ def _cached(tp: Any) -> TypeSchema:
     label = type_label(tp)
     title = schema.get("title")
     name = schema_name(title if isinstance(title, str) and typing.get_origin(tp) is None else label)
+    _READ_ONLY[id(schema)] = schema
     return TypeSchema(adapter=adapter, schema=schema, label=label, name=name)
+
+
+_READ_ONLY: dict[int, dict[str, Any]] = {}
+"""The schemas of cached types, by identity. Nothing changes them after they are made, so
+work derived from one (a dialect rewrite, say) can be looked up by identity instead of by
+content. Entries hold their schema, so an identity is never reused while it is listed."""
+
+
+def is_read_only(schema: object) -> bool:
+    """Whether `schema` is the schema of a cached type, which nothing changes."""
+    return _READ_ONLY.get(id(schema)) is schema
 
 
 def type_schema(tp: Any) -> TypeSchema:
