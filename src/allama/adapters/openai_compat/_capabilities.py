@@ -61,14 +61,18 @@ class ModelFamily:
     def support(self, capability: ChatCapability) -> CapabilitySupport:
         if capability is ChatCapability.STRUCTURED_OUTPUT:
             return _STRUCTURED_SUPPORT[self.structured]
-        return {
-            ChatCapability.TOOL_CALLS: self.tools,
-            ChatCapability.FORCED_TOOL_CHOICE: self.forced_tool,
-            ChatCapability.STREAMING: self.streaming,
-            ChatCapability.REASONING: self.reasoning,
-            ChatCapability.IMAGE_INPUT: self.images,
-            ChatCapability.PARALLEL_TOOL_CALLS: self.parallel_tools,
-        }[capability]
+        answer: CapabilitySupport = getattr(self, _FAMILY_FIELDS[capability])
+        return answer
+
+
+_FAMILY_FIELDS = {
+    ChatCapability.TOOL_CALLS: "tools",
+    ChatCapability.FORCED_TOOL_CHOICE: "forced_tool",
+    ChatCapability.STREAMING: "streaming",
+    ChatCapability.REASONING: "reasoning",
+    ChatCapability.IMAGE_INPUT: "images",
+    ChatCapability.PARALLEL_TOOL_CALLS: "parallel_tools",
+}
 
 
 @dataclass(frozen=True, slots=True)
