@@ -82,96 +82,148 @@ _MEMO_SIZE = 4096
 _WALKS: dict[int, UndeclaredKeys] = {}
 _WALKS_LOCK = threading.Lock()
 
-_Schemas = tuple[Any, ...]
-_Declared = tuple[dict[str, _Schemas], list[str]]
 _SKIP: Any = object()
 """A node under an open schema (or no schema at all): any key goes, nothing to walk."""
+_UNSET: Any = object()
+
+
+class _Plan:
+    """What one set of schemas asks of the node under it, worked out on first use.
+
+    For an object: the plan of each declared key (and the names, for the message), or
+    `_SKIP`. For an array: the plan of each item position, or `_SKIP`. Which `anyOf`/`oneOf`
+    branches apply depends only on the node being an object or an array, so a plan never
+    depends on the value beyond that.
+    """
+
+    __slots__ = ("_fields", "_items", "schemas", "walk")
+
+    def __init__(self, walk: UndeclaredKeys, schemas: tuple[Any, ...]) -> None:
+        self.walk = walk
+        self.schemas = schemas
+        self._fields: Any = _UNSET
+        self._items: Any = _UNSET
+
+    def fields(self) -> tuple[dict[str, _Plan], list[str]] | Any:
+        fields = self._fields
+        if fields is _UNSET:
+            fields = self._fields = self.walk._fields_of(self.schemas)
+        return fields
+
+    def items(self) -> _Items | Any:
+        items = self._items
+        if items is _UNSET:
+            items = self._items = self.walk._items_of(self.schemas)
+        return items
+
+
+class _Items:
+    """The plans of an array's items: one per leading (`prefixItems`) position, then one."""
+
+    __slots__ = ("leading", "rest")
+
+    def __init__(self, leading: list[_Plan | None], rest: _Plan | None) -> None:
+        self.leading = leading
+        self.rest = rest
+
+    def at(self, index: int) -> _Plan | None:
+        leading = self.leading
+        return leading[index] if index < len(leading) else self.rest
 
 
 class UndeclaredKeys:
     """The undeclared-key walk over one root schema.
 
-    What a set of schemas declares for an object (or allows for an array's items) depends
-    only on the schemas and on the node being an object or an array, so it is worked out
-    once per set and remembered; walking a value is then dictionary look-ups.
+    The walk is compiled into plans as values reach new parts of the schema, and the plans
+    are kept, so walking the next value is dictionary look-ups.
     """
 
-    __slots__ = ("_arrays", "_objects", "root")
+    __slots__ = ("_plans", "_top", "root")
 
     def __init__(self, root: dict[str, Any]) -> None:
         self.root = root
-        self._objects: dict[tuple[int, ...], tuple[_Schemas, _Declared | Any]] = {}
-        self._arrays: dict[tuple[int, ...], tuple[_Schemas, list[Any] | Any]] = {}
+        self._plans: dict[tuple[int, ...], _Plan] = {}
+        self._top = self._plan((root,))
 
     def find(self, value: Any) -> UndeclaredKey | None:
         if not isinstance(value, dict | list):
             return None
         # Paths are linked pairs (parent, key), spelled out only for the key reported.
-        stack: list[tuple[Any, _Schemas, Any]] = [(value, (self.root,), None)]
+        stack: list[tuple[Any, _Plan, Any]] = [(value, self._top, None)]
         steps = 0
         while stack:
             steps += 1
             if steps > 1_000_000:
                 return None
-            node, schemas, path = stack.pop()
-            children: list[tuple[Any, _Schemas, Any]] = []
+            node, plan, path = stack.pop()
+            children: list[tuple[Any, _Plan, Any]] = []
             if isinstance(node, dict):
-                declared = self._declared(node, schemas)
-                if declared is _SKIP:
+                fields = plan.fields()
+                if fields is _SKIP:
                     continue
-                subs_by_key, names = declared
+                plans = fields[0]
                 for key, item in node.items():
-                    subs = subs_by_key.get(key)
-                    if subs is None:
+                    sub = plans.get(key)
+                    if sub is None:
                         return UndeclaredKey(
                             path=format_path(_spelled((path, key))),
-                            message=f"unknown field `{key}`, {expected_fields(names)}",
+                            message=f"unknown field `{key}`, {expected_fields(fields[1])}",
                         )
                     if isinstance(item, dict | list):
-                        children.append((item, subs, (path, key)))
+                        children.append((item, sub, (path, key)))
             else:
-                candidates = self._items(node, schemas)
-                if candidates is _SKIP:
+                items = plan.items()
+                if items is _SKIP:
                     continue
                 for index, item in enumerate(node):
                     if isinstance(item, dict | list):
-                        subs = tuple(
-                            sub
-                            for candidate in candidates
-                            for sub in _item_schemas(candidate, index)
-                        )
-                        if subs:
-                            children.append((item, subs, (path, index)))
-            stack.extend(reversed(children))
+                        sub = items.at(index)
+                        if sub is not None:
+                            children.append((item, sub, (path, index)))
+            if children:
+                stack.extend(reversed(children))
         return None
 
-    def _declared(self, node: dict[str, Any], schemas: _Schemas) -> _Declared | Any:
+    def _plan(self, schemas: tuple[Any, ...]) -> _Plan:
+        """One plan per set of schemas (a recursive schema reuses its plans)."""
         key = tuple(map(id, schemas))
-        seen = self._objects.get(key)
-        if seen is not None and _same(seen[0], schemas):
-            return seen[1]
-        candidates = _candidates(node, list(schemas), self.root)
-        result: _Declared | Any = _SKIP
-        if candidates is not None and not any(_is_open(c) for c in candidates):
-            merged: dict[str, list[Any]] = {}
-            for candidate in candidates:
-                for name, sub in _properties(candidate, self.root).items():
-                    merged.setdefault(name, []).append(sub)
-            result = ({name: tuple(subs) for name, subs in merged.items()}, list(merged))
-        if len(self._objects) < _MEMO_SIZE:
-            self._objects[key] = (schemas, result)
-        return result
+        plan = self._plans.get(key)
+        if plan is None or not _same(plan.schemas, schemas):
+            plan = _Plan(self, schemas)
+            if len(self._plans) < _MEMO_SIZE:
+                self._plans[key] = plan
+        return plan
 
-    def _items(self, node: list[Any], schemas: _Schemas) -> list[Any] | Any:
-        key = tuple(map(id, schemas))
-        seen = self._arrays.get(key)
-        if seen is not None and _same(seen[0], schemas):
-            return seen[1]
-        candidates = _candidates(node, list(schemas), self.root)
-        result = _SKIP if candidates is None else candidates
-        if len(self._arrays) < _MEMO_SIZE:
-            self._arrays[key] = (schemas, result)
-        return result
+    def _fields_of(self, schemas: tuple[Any, ...]) -> tuple[dict[str, _Plan], list[str]] | Any:
+        candidates = _candidates({}, list(schemas), self.root)
+        if candidates is None or any(_is_open(candidate) for candidate in candidates):
+            return _SKIP
+        declared: dict[str, list[Any]] = {}
+        for candidate in candidates:
+            for name, sub in _properties(candidate, self.root).items():
+                declared.setdefault(name, []).append(sub)
+        return {name: self._plan(tuple(subs)) for name, subs in declared.items()}, list(declared)
+
+    def _items_of(self, schemas: tuple[Any, ...]) -> _Items | Any:
+        candidates = _candidates([], list(schemas), self.root)
+        if candidates is None:
+            return _SKIP
+        positions = max(map(_leading_positions, candidates))
+        plans = [self._item_plan(candidates, index) for index in range(positions + 1)]
+        return _Items(plans[:-1], plans[-1])
+
+    def _item_plan(self, candidates: list[Any], index: int) -> _Plan | None:
+        subs = tuple(sub for candidate in candidates for sub in _item_schemas(candidate, index))
+        return self._plan(subs) if subs else None
+
+
+def _leading_positions(schema: dict[str, Any]) -> int:
+    """How many leading item positions have a schema of their own."""
+    prefix = schema.get("prefixItems")
+    items = schema.get("items")
+    return max(
+        len(prefix) if isinstance(prefix, list) else 0, len(items) if isinstance(items, list) else 0
+    )
 
 
 def _spelled(path: Any) -> tuple[str | int, ...]:
@@ -182,7 +234,7 @@ def _spelled(path: Any) -> tuple[str | int, ...]:
     return tuple(reversed(parts))
 
 
-def _same(a: _Schemas, b: _Schemas) -> bool:
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
