@@ -391,22 +391,36 @@ class _Encoder:
             else:
                 effort = self.effort(str(request.reasoning_effort))
         stream_options = {"include_usage": True} if self.stream and profile.stream_usage else None
+        messages, stop = self.messages(), self.stop()
+        tool_choice = self.tool_choice()
+        parallel = self.parallel_tool_calls(tools)
+        response_format = self.response_format()
+        # The schemas are JSON already (the dialect rewrite made them, and caches them): they
+        # join the dumped body as they are, rather than being copied through the wire model
+        # at a cost that grows with the schema.
+        schemas = [tool.function.parameters for tool in tools or ()]
+        for tool in tools or ():
+            tool.function.parameters = None
         wire = WireRequest(
             model=request.model,
-            messages=self.messages(),
+            messages=messages,
             temperature=request.temperature,
             top_p=request.top_p,
-            stop=self.stop(),
+            stop=stop,
             stream=True if self.stream else None,
             stream_options=stream_options,
             tools=tools,
-            tool_choice=self.tool_choice(),
-            parallel_tool_calls=self.parallel_tool_calls(tools),
-            response_format=self.response_format(),
+            tool_choice=tool_choice,
+            parallel_tool_calls=parallel,
             reasoning_effort=effort,
             **extras,
         )
         body = wire.dump()
+        for sent, parameters in zip(body.get("tools", ()), schemas, strict=True):
+            if parameters is not None:
+                sent["function"]["parameters"] = parameters
+        if response_format is not None:
+            body["response_format"] = response_format
         if profile.require_parameters and self.schema_sent:
             routing = body.get("provider")
             body["provider"] = {
