@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from allama.adapters.openai_compat._decode import decode_response
 from allama.adapters.openai_compat._errors import error_from_response, retry_after_seconds
 from allama.adapters.openai_compat._sse import decode_stream
+from allama.adapters.openai_compat._wire import WireRequest
 from allama.errors import (
     AuthenticationError,
     ContextWindowExceededError,
@@ -877,3 +878,73 @@ def test_reasoning_effort_mapped_to_what_the_family_takes() -> None:
     body, warnings = body_of("deepseek", request.with_reasoning_effort(ReasoningEffort.NONE))
     assert "reasoning_effort" not in body
     assert warnings[0].kind is WarningKind.UNSUPPORTED
+
+
+def _requests() -> st.SearchStrategy[ChatRequest]:
+    text = st.text(max_size=12)
+    schema = st.sampled_from([STRINGS, UINT, MAP])
+    tool = st.builds(
+        ToolDefinition,
+        name=st.sampled_from(["lookup", "submit"]),
+        description=st.none() | text,
+        parameters=schema,
+        strict=st.none() | st.booleans(),
+    )
+    response_format = st.none() | st.sampled_from(
+        [
+            ResponseFormat.text(),
+            ResponseFormat.json_object(),
+            ResponseFormat.for_schema(STRINGS, name="person"),
+            ResponseFormat.for_schema(MAP, name="tally", strict=None),
+        ]
+    )
+
+    def build(draw: Any) -> ChatRequest:
+        request = ChatRequest(draw(st.sampled_from(sorted(set(MODELS.values())))))
+        for kind in draw(st.lists(st.sampled_from("sdua t"), min_size=1, max_size=6)):
+            if kind == "s":
+                request = request.system(draw(text))
+            elif kind == "d":
+                request = request.developer(draw(text))
+            elif kind == "u":
+                images = [ImagePart(url="https://x/i.png")] if draw(st.booleans()) else []
+                request = request.user(draw(text), *images)
+            elif kind == "a":
+                request = request.assistant(draw(text))
+            elif kind == "t":
+                call = ToolCall(id="call_1", name="lookup", arguments="{}")
+                request = request.assistant([call]).tool_result("call_1", draw(text))
+            else:
+                request = request.assistant([ToolCall(id="c", name="f", arguments="")])
+        tools = draw(st.lists(tool, max_size=2, unique_by=lambda t: t.name))
+        if tools:
+            request = request.with_tools(tools).with_tool_choice(
+                draw(st.sampled_from([ToolChoice.auto(), ToolChoice.tool(tools[0].name)]))
+            )
+        return (
+            request.with_response_format(draw(response_format))
+            .with_temperature(draw(st.none() | st.floats(0, 2)))
+            .with_max_output_tokens(draw(st.none() | st.integers(1, 4096)))
+            .with_seed(draw(st.none() | st.integers(0, 2**31)))
+            .with_stop(*draw(st.lists(text, max_size=2)))
+            .with_parallel_tool_calls(draw(st.none() | st.booleans()))
+            .with_reasoning_effort(draw(st.none() | st.sampled_from(list(ReasoningEffort))))
+        )
+
+    return st.composite(lambda draw: build(draw))()
+
+
+@given(st.sampled_from(sorted(PRESET_NAMES)), _requests(), st.booleans())
+def test_every_encoded_body_keeps_the_wire_request_shape(
+    name: str, request: ChatRequest, stream: bool
+) -> None:
+    """The encoder writes plain JSON data: it must still be what `WireRequest` describes,
+    with absent fields left out rather than sent as `null`."""
+    target = provider(name, api_key="k", base_url="http://test")
+    http, _ = target._prepare(request, stream=stream)
+    body = json.loads(http.content)
+    assert body == http.body
+    assert WireRequest.model_validate(body).dump() == body
+    assert None not in body.values()
+    for message in body["messages"]:
+        assert None not in message.values()

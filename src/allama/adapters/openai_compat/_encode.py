@@ -19,14 +19,6 @@ from typing import Any, TypeVar
 from allama.adapters._http import HttpRequest
 from allama.adapters.openai_compat._capabilities import ModelFamily, StructuredLevel
 from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
-from allama.adapters.openai_compat._wire import (
-    Role,
-    WireFunctionCall,
-    WireMessage,
-    WireRequest,
-    WireTool,
-    WireToolCall,
-)
 from allama.errors import InvalidRequestError
 from allama.provider import Degradations
 from allama.schema._dialects import grammar_engine, json_object_fallback, openai_strict, passthrough
@@ -87,66 +79,70 @@ class _Encoder:
 
     # Messages
 
-    def messages(self) -> list[WireMessage]:
+    def messages(self) -> list[dict[str, Any]]:
         return [self.message(message) for message in self.request.messages]
 
-    def message(self, message: Message) -> WireMessage:
+    def message(self, message: Message) -> dict[str, Any]:
         if isinstance(message, SystemMessage):
-            return WireMessage.system(message.content)
+            return {"role": "system", "content": message.content}
         if isinstance(message, DeveloperMessage):
-            if self.profile.developer_role:
-                return WireMessage.developer(message.content)
-            return WireMessage.system(message.content)
+            role = "developer" if self.profile.developer_role else "system"
+            return {"role": role, "content": message.content}
         if isinstance(message, UserMessage):
             return self.user(message)
         if isinstance(message, AssistantMessage):
             return self.assistant(message)
         return self.tool_result(message)
 
-    def user(self, message: UserMessage) -> WireMessage:
+    def user(self, message: UserMessage) -> dict[str, Any]:
         parts = message.content
         if len(parts) == 1 and isinstance(parts[0], TextPart):
-            return WireMessage.user(parts[0].text)
+            return {"role": "user", "content": parts[0].text}
         content: list[Any] = []
         for part in parts:
             if isinstance(part, TextPart):
                 content.append({"type": "text", "text": part.text})
             else:
                 content.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
-        return WireMessage.user(content)
+        return {"role": "user", "content": content}
 
-    def assistant(self, message: AssistantMessage) -> WireMessage:
+    def assistant(self, message: AssistantMessage) -> dict[str, Any]:
         texts = [block.text for block in message.content if isinstance(block, TextPart)]
         if not texts:
             texts = [block.text for block in message.content if isinstance(block, Refusal)]
         calls = [
-            WireToolCall(
-                id=block.id,
-                function=WireFunctionCall(name=block.name, arguments=block.arguments),
-            )
+            {
+                "id": block.id,
+                "type": "function",
+                "function": {"name": block.name, "arguments": block.arguments},
+            }
             for block in message.content
             if isinstance(block, ToolCall)
         ]
-        content = "".join(texts) if texts or not calls else None
-        return WireMessage(role=Role.ASSISTANT, content=content, tool_calls=calls or None)
+        wire: dict[str, Any] = {"role": "assistant"}
+        if texts or not calls:
+            wire["content"] = "".join(texts)
+        if calls:
+            wire["tool_calls"] = calls
+        return wire
 
-    def tool_result(self, message: ToolMessage) -> WireMessage:
+    def tool_result(self, message: ToolMessage) -> dict[str, Any]:
         if message.is_error:
             self.degradations.refuse(
                 RequestField.TOOL_RESULT_ERROR,
                 f"{self.profile.display_name} has no error flag for tool results; "
                 "the result was sent as plain content",
             )
-        return WireMessage.tool(message.tool_call_id, message.content)
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
 
     # Tools
 
-    def tools(self) -> list[WireTool] | None:
+    def tools(self) -> list[dict[str, Any]] | None:
         if not self.request.tools:
             return None
         return [self.tool(tool) for tool in self.request.tools]
 
-    def tool(self, tool: ToolDefinition) -> WireTool:
+    def tool(self, tool: ToolDefinition) -> dict[str, Any]:
         parameters: dict[str, Any] = tool.parameters
         strict = tool.strict
         if strict:
@@ -168,7 +164,10 @@ class _Encoder:
                 )
                 parameters = rewrite.schema
             self.schema_sent = True
-        return WireTool.function_tool(tool.name, tool.description, parameters, strict=strict)
+        function = _present(
+            name=tool.name, description=tool.description, parameters=parameters, strict=strict
+        )
+        return {"type": "function", "function": function}
 
     def tool_choice(self) -> str | dict[str, Any] | None:
         choice = self.request.tool_choice
@@ -195,7 +194,7 @@ class _Encoder:
             return {"type": "function", "function": {"name": choice.name}}
         return choice.mode
 
-    def parallel_tool_calls(self, tools: list[WireTool] | None) -> bool | None:
+    def parallel_tool_calls(self, tools: list[dict[str, Any]] | None) -> bool | None:
         parallel = self.request.parallel_tool_calls
         if parallel is not None:
             if not self.profile.parallel_tool_calls:
@@ -208,7 +207,7 @@ class _Encoder:
         if (
             self.profile.serial_strict_tools
             and tools
-            and any(tool.function.strict for tool in tools)
+            and any(tool["function"].get("strict") for tool in tools)
         ):
             # Strict tool calls do not hold under parallel calls on this endpoint.
             return False
@@ -391,36 +390,24 @@ class _Encoder:
             else:
                 effort = self.effort(str(request.reasoning_effort))
         stream_options = {"include_usage": True} if self.stream and profile.stream_usage else None
-        messages, stop = self.messages(), self.stop()
-        tool_choice = self.tool_choice()
-        parallel = self.parallel_tool_calls(tools)
-        response_format = self.response_format()
-        # The schemas are JSON already (the dialect rewrite made them, and caches them): they
-        # join the dumped body as they are, rather than being copied through the wire model
-        # at a cost that grows with the schema.
-        schemas = [tool.function.parameters for tool in tools or ()]
-        for tool in tools or ():
-            tool.function.parameters = None
-        wire = WireRequest(
+        # The body is written as plain JSON data in `WireRequest`'s shape (absent fields
+        # left out, never `null`); the schemas in it are the dialect rewrite's own (cached)
+        # objects, put in as they are rather than copied.
+        body = _present(
             model=request.model,
-            messages=messages,
+            messages=self.messages(),
             temperature=request.temperature,
             top_p=request.top_p,
-            stop=stop,
+            stop=self.stop(),
             stream=True if self.stream else None,
             stream_options=stream_options,
             tools=tools,
-            tool_choice=tool_choice,
-            parallel_tool_calls=parallel,
+            tool_choice=self.tool_choice(),
+            parallel_tool_calls=self.parallel_tool_calls(tools),
+            response_format=self.response_format(),
             reasoning_effort=effort,
-            **extras,
         )
-        body = wire.dump()
-        for sent, parameters in zip(body.get("tools", ()), schemas, strict=True):
-            if parameters is not None:
-                sent["function"]["parameters"] = parameters
-        if response_format is not None:
-            body["response_format"] = response_format
+        body.update(extras)
         if profile.require_parameters and self.schema_sent:
             routing = body.get("provider")
             body["provider"] = {
@@ -452,6 +439,11 @@ def _remember(cache: dict[_K, _V], key: _K, value: _V) -> None:
         if len(cache) >= _REWRITE_CACHE_SIZE:
             cache.pop(next(iter(cache)), None)
         cache[key] = value
+
+
+def _present(**fields: Any) -> dict[str, Any]:
+    """The fields that are not `None`, in order."""
+    return {key: value for key, value in fields.items() if value is not None}
 
 
 def _schema_key(schema: dict[str, Any]) -> str:

@@ -1,5 +1,9 @@
 """The JSON shapes of OpenAI-compatible Chat Completions, as pydantic models.
 
+Responses and stream chunks are read through them. Request bodies are written by the
+encoder directly as plain JSON data (it is the hot path of every call); `WireRequest`
+describes the shape they keep, and the tests hold every encoded body to it.
+
 Rules the wire keeps: an absent optional field is omitted (never sent as `null`), an
 explicit `false` is kept, JSON keys are the wire's own (`type`, not `tool_type`), tool-call
 arguments stay the raw string the provider sent, and unknown fields a provider adds are
