@@ -91,14 +91,17 @@ def _reason(degradations: list[Warning] | tuple[Warning, ...]) -> str:
     return "; ".join(warning.message for warning in degradations)
 
 
-def select_mode(provider: ChatProvider, request: ChatRequest) -> tuple[ExtractionMode, bool]:
+def select_mode(
+    provider: ChatProvider, request: ChatRequest, requested: ExtractionMode | None = None
+) -> tuple[ExtractionMode, bool]:
     """Resolve `AUTO` from the capability answers; the flag says native is only a guess.
 
     1. NATIVE when structured output is supported; 2. FORCED_TOOL when tool calls and forced
     tool choice are both supported; 3. NATIVE when structured output is unknown (a guess);
     4. FORCED_TOOL when neither tool answer is unsupported; 5. otherwise no mode (AUTO).
     """
-    requested = requested_mode(request)
+    if requested is None:
+        requested = requested_mode(request)
     if requested is not ExtractionMode.AUTO:
         return requested, False
     supported, unknown = CapabilitySupport.SUPPORTED, CapabilitySupport.UNKNOWN
@@ -146,12 +149,13 @@ class _Start:
     def of(cls, provider: ChatProvider, tp: Any, request: ChatRequest) -> _Start:
         """Raises before anything is sent: tools of the request's own, or no mode to pick."""
         target = Target.of(tp, provider.name, request.model)
-        mode, guessed = select_mode(provider, request)
+        requested = requested_mode(request)
+        mode, guessed = select_mode(provider, request, requested)
         if request.tools:
             target.derive(request, mode)  # raises the tool conflict in every mode
         if mode is ExtractionMode.AUTO:
             raise _unsupported(target, mode)
-        return cls(target, requested_mode(request), guessed, ExtractionMetadata.new(mode))
+        return cls(target, requested, guessed, ExtractionMetadata.new(mode))
 
     def fallback_for(self, error: Error) -> AutoFallback | None:
         return self.metadata.auto_fallback_for(self.requested, self.guessed, error)

@@ -151,9 +151,11 @@ class Target:  # hashable: type schemas compare by identity
         if metadata.enforcement is SchemaEnforcement.EXACT or not metadata.degradations:
             return
         key = (self.provider, self.model, self.label)
-        with _REPORTED_LOCK:
-            first = key not in _REPORTED
-            _REPORTED.add(key)
+        first = False
+        if key not in _REPORTED:
+            with _REPORTED_LOCK:
+                first = key not in _REPORTED
+                _REPORTED.add(key)
         if not first and not logger.isEnabledFor(logging.DEBUG):
             return
         code = f"extraction.{metadata.enforcement.value}.{self.label}"
