@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -28,21 +27,32 @@ DEFAULT_TIMEOUT = httpx2.Timeout(600.0, connect=5.0)
 """Ten minutes to answer (reasoning models are slow), five seconds to connect."""
 
 
-@contextmanager
-def _mapped() -> Iterator[None]:
+class _Mapped:
     """httpx2 exceptions as allama errors. Messages name the failure kind only (no URL)."""
-    try:
-        yield
-    except httpx2.TimeoutException as exc:
-        raise RequestTimeoutError(
-            f"the request timed out ({type(exc).__name__})"
-        ).mark_authored() from exc
-    except (httpx2.InvalidURL, httpx2.UnsupportedProtocol) as exc:
-        raise InvalidRequestError(
-            f"the endpoint URL cannot be used ({type(exc).__name__})"
-        ).mark_authored() from exc
-    except (httpx2.TransportError, httpx2.StreamError) as exc:
-        raise NetworkError(f"the connection failed ({type(exc).__name__})").mark_authored() from exc
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            return
+        if isinstance(exc, httpx2.TimeoutException):
+            raise RequestTimeoutError(
+                f"the request timed out ({type(exc).__name__})"
+            ).mark_authored() from exc
+        if isinstance(exc, httpx2.InvalidURL | httpx2.UnsupportedProtocol):
+            raise InvalidRequestError(
+                f"the endpoint URL cannot be used ({type(exc).__name__})"
+            ).mark_authored() from exc
+        if isinstance(exc, httpx2.TransportError | httpx2.StreamError):
+            raise NetworkError(
+                f"the connection failed ({type(exc).__name__})"
+            ).mark_authored() from exc
+
+
+_mapped = _Mapped()
 
 
 def _headers(response: httpx2.Response) -> dict[str, str]:
@@ -58,11 +68,11 @@ class StreamResponse:
         self.headers = _headers(response)
 
     def iter_bytes(self) -> Iterator[bytes]:
-        with _mapped():
+        with _mapped:
             yield from self._response.iter_bytes()
 
     def read(self) -> bytes:
-        with _mapped():
+        with _mapped:
             return self._response.read()
 
     def close(self) -> None:
@@ -78,12 +88,12 @@ class AsyncStreamResponse:
         self.headers = _headers(response)
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        with _mapped():
+        with _mapped:
             async for chunk in self._response.aiter_bytes():
                 yield chunk
 
     async def aread(self) -> bytes:
-        with _mapped():
+        with _mapped:
             return await self._response.aread()
 
     async def aclose(self) -> None:
@@ -215,24 +225,24 @@ class Transport:
 
     def send(self, request: HttpRequest) -> HttpResponse:
         client = self._sync()
-        with _mapped():
+        with _mapped:
             response = client.send(self._build(client, request))
             return HttpResponse(response.status_code, _headers(response), response.content)
 
     async def asend(self, request: HttpRequest) -> HttpResponse:
         client = self._async()
-        with _mapped():
+        with _mapped:
             response = await client.send(self._build(client, request))
             return HttpResponse(response.status_code, _headers(response), response.content)
 
     def open_stream(self, request: HttpRequest) -> StreamResponse:
         client = self._sync()
-        with _mapped():
+        with _mapped:
             return StreamResponse(client.send(self._build(client, request), stream=True))
 
     async def aopen_stream(self, request: HttpRequest) -> AsyncStreamResponse:
         client = self._async()
-        with _mapped():
+        with _mapped:
             return AsyncStreamResponse(await client.send(self._build(client, request), stream=True))
 
     def close(self) -> None:
