@@ -278,6 +278,22 @@ def test_each_request_carries_its_own_body_and_the_client_defaults(server: _Serv
         assert headers["authorization"] == f"Bearer {SECRET}"
 
 
+def test_query_parameters_reach_the_server_on_every_call(server: _Server) -> None:
+    server.seen.clear()
+    host, port = server.server_address[:2]
+    endpoint = f"http://{host!s}:{port}/plain"
+    with provider(
+        "azure-openai", api_key=SECRET, endpoint=endpoint, api_version="2024-10-21"
+    ) as az:
+        az.chat(REQUEST)
+        az.chat(REQUEST.model_copy(update={"model": "gpt-4o-mini"}))
+    assert [path for path, _, _, _ in server.seen] == [
+        "/plain/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21",
+        "/plain/openai/deployments/gpt-4o-mini/chat/completions?api-version=2024-10-21",
+    ]
+    assert all(headers["api-key"] == SECRET for _, headers, _, _ in server.seen)
+
+
 def test_cookies_the_endpoint_sets_are_sent_back(server: _Server) -> None:
     server.seen.clear()
     with _provider(server, "cookie") as target:
