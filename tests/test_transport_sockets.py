@@ -303,18 +303,41 @@ def test_cookies_the_endpoint_sets_are_sent_back(server: _Server) -> None:
     assert server.seen[1][1]["cookie"] == "affinity=node-7"
 
 
-def test_a_client_of_the_callers_keeps_its_headers_and_params(server: _Server) -> None:
+@pytest.mark.parametrize("callers", ["sync", "async", "both"])
+def test_a_client_of_the_callers_keeps_its_headers_and_params(
+    server: _Server, callers: str
+) -> None:
     server.seen.clear()
-    client = httpx2.Client(headers={"x-team": "billing"}, params={"trace": "1"})
+    settings: dict[str, Any] = {"headers": {"x-team": "billing"}, "params": {"trace": "1"}}
+    client = httpx2.Client(**settings)
+
+    async def run() -> None:
+        async with httpx2.AsyncClient(**settings) as async_client:
+            transport = Transport(
+                client=client if callers != "async" else None,
+                async_client=async_client if callers != "sync" else None,
+            )
+            async with _provider(server, "plain", transport=transport) as target:
+                for team in ("billing", "ops"):
+                    # Settings the caller changes apply to the next call.
+                    async_client.headers["x-team"] = client.headers["x-team"] = team
+                    await target.achat(REQUEST)
+                    target.chat(REQUEST)
+
     try:
-        with _provider(server, "plain", transport=Transport(client=client)) as target:
-            target.chat(REQUEST)
+        asyncio.run(run())
     finally:
         client.close()
-    path, headers, _, _ = server.seen[0]
-    assert path == "/plain/chat/completions?trace=1"
-    assert headers["x-team"] == "billing"
-    assert headers["authorization"] == f"Bearer {SECRET}"
+    async_seen, sync_seen = server.seen[0::2], server.seen[1::2]
+    for seen, side in ((sync_seen, "sync"), (async_seen, "async")):
+        if callers in (side, "both"):
+            assert [headers["x-team"] for _, headers, _, _ in seen] == ["billing", "ops"]
+            assert {path for path, _, _, _ in seen} == {"/plain/chat/completions?trace=1"}
+        else:
+            assert all("x-team" not in headers for _, headers, _, _ in seen)
+            assert {path for path, _, _, _ in seen} == {"/plain/chat/completions"}
+    for _, headers, _, _ in server.seen:
+        assert headers["authorization"] == f"Bearer {SECRET}"
 
 
 def _expected_calls() -> list[tuple[str, str]]:

@@ -174,10 +174,9 @@ class Transport:
         return client
 
     def _build(
-        self, client: httpx2.Client | httpx2.AsyncClient, request: HttpRequest
+        self, client: httpx2.Client | httpx2.AsyncClient, owned: bool, request: HttpRequest
     ) -> httpx2.Request:
         content = request.content
-        owned = self._owns_client if client is self._client else self._owns_async_client
         if not owned or client.cookies:
             # A client of the caller's (or one holding cookies) merges its own settings.
             return client.build_request(
@@ -226,24 +225,30 @@ class Transport:
     def send(self, request: HttpRequest) -> HttpResponse:
         client = self._sync()
         with _mapped:
-            response = client.send(self._build(client, request))
+            response = client.send(self._build(client, self._owns_client, request))
             return HttpResponse(response.status_code, _headers(response), response.content)
 
     async def asend(self, request: HttpRequest) -> HttpResponse:
         client = self._async()
         with _mapped:
-            response = await client.send(self._build(client, request))
+            response = await client.send(self._build(client, self._owns_async_client, request))
             return HttpResponse(response.status_code, _headers(response), response.content)
 
     def open_stream(self, request: HttpRequest) -> StreamResponse:
         client = self._sync()
         with _mapped:
-            return StreamResponse(client.send(self._build(client, request), stream=True))
+            return StreamResponse(
+                client.send(self._build(client, self._owns_client, request), stream=True)
+            )
 
     async def aopen_stream(self, request: HttpRequest) -> AsyncStreamResponse:
         client = self._async()
         with _mapped:
-            return AsyncStreamResponse(await client.send(self._build(client, request), stream=True))
+            return AsyncStreamResponse(
+                await client.send(
+                    self._build(client, self._owns_async_client, request), stream=True
+                )
+            )
 
     def close(self) -> None:
         """Close the sync client (if this transport made it)."""
