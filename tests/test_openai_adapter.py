@@ -890,12 +890,14 @@ def _requests() -> st.SearchStrategy[ChatRequest]:
         parameters=schema,
         strict=st.none() | st.booleans(),
     )
+    strings: dict[str, Any] = STRINGS
+    tally: dict[str, Any] = MAP
     response_format = st.none() | st.sampled_from(
         [
             ResponseFormat.text(),
             ResponseFormat.json_object(),
-            ResponseFormat.for_schema(STRINGS, name="person"),
-            ResponseFormat.for_schema(MAP, name="tally", strict=None),
+            ResponseFormat.for_schema(strings, name="person"),
+            ResponseFormat.for_schema(tally, name="tally", strict=None),
         ]
     )
 
