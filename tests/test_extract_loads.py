@@ -67,6 +67,7 @@ def test_any_text_reads_or_fails_as_json_loads_does(text: str) -> None:
         "[" * 300 + "]" * 300,
         '{"a": 1, "a": 2}',
         '"\\ud800"',
+        '{"name": "x\ud83d"}',
         "NaN",
         "[1e400, -Infinity]",
         '{"a": 1} trailing',

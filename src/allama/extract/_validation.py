@@ -126,12 +126,13 @@ def from_validation_error(error: ValidationError) -> Failure:
 def _loads(raw: str) -> Any:
     """`json.loads`, by pydantic-core's faster parser whenever that one can read the text.
 
-    What pydantic-core refuses (broken JSON, nesting past its limit, very long numbers) goes
-    to `json.loads`, whose answer and message stand, so the result is `json.loads`'s.
+    What pydantic-core refuses (broken JSON, nesting past its limit, very long numbers, lone
+    surrogates) goes to `json.loads`, whose answer and message stand, so the result is
+    `json.loads`'s.
     """
     try:
         return from_json(raw)
-    except ValueError:
+    except (ValueError, TypeError):  # `TypeError`: a lone surrogate in the text
         return json.loads(raw)
 
 
