@@ -22,6 +22,7 @@ from typing import Any
 import httpx2
 import pytest
 
+from allama.adapters._http import HttpRequest
 from allama.errors import (
     AuthenticationError,
     InvalidRequestError,
@@ -292,6 +293,20 @@ def test_query_parameters_reach_the_server_on_every_call(server: _Server) -> Non
         "/plain/openai/deployments/gpt-4o-mini/chat/completions?api-version=2024-10-21",
     ]
     assert all(headers["api-key"] == SECRET for _, headers, _, _ in server.seen)
+
+
+def test_a_query_parameter_and_a_header_of_the_same_name_are_told_apart(
+    server: _Server,
+) -> None:
+    server.seen.clear()
+    host, port = server.server_address[:2]
+    url = f"http://{host!s}:{port}/plain/chat/completions"
+    with Transport() as transport:
+        transport.send(HttpRequest("POST", url, {}, {"model": "m"}, {"x-team": "a"}))
+        transport.send(HttpRequest("POST", url, {"x-team": "a"}, {"model": "m"}, {}))
+    (first_path, first, _, _), (second_path, second, _, _) = server.seen
+    assert (first_path, "x-team" in first) == ("/plain/chat/completions?x-team=a", False)
+    assert (second_path, second["x-team"]) == ("/plain/chat/completions", "a")
 
 
 def test_cookies_the_endpoint_sets_are_sent_back(server: _Server) -> None:

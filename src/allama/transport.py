@@ -114,7 +114,7 @@ class _Template:
 
 
 def _template_key(request: HttpRequest) -> tuple[object, ...]:
-    return (request.method, request.url, *request.params.items(), *request.headers.items())
+    return (request.method, request.url, tuple(request.params.items()), *request.headers.items())
 
 
 class Transport:
