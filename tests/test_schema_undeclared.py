@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, create_model
 
+from allama.schema import _types
 from allama.schema._nulls import _properties
 from allama.schema._types import is_read_only, type_schema
 from allama.schema._undeclared import (
@@ -122,6 +124,25 @@ def test_the_walk_of_a_types_schema_is_kept_and_others_are_not() -> None:
     assert undeclared_keys(ORDER) is undeclared_keys(ORDER)
     assert not is_read_only(dict(ORDER))
     assert undeclared_keys(HANDWRITTEN) is not undeclared_keys(HANDWRITTEN)
+
+
+def test_only_cached_types_are_listed_and_the_list_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    listed = len(_types._READ_ONLY)
+    for index in range(20):  # an unhashable type expression is built afresh, never listed
+        schema = type_schema(Annotated[Line, {"variant": index}]).schema
+        assert not is_read_only(schema)
+    assert len(_types._READ_ONLY) == listed
+    monkeypatch.setattr(_types, "_CACHED_TYPES", 2)
+    made = [create_model(f"Bounded{index}", a=(int, 0)) for index in range(6)]
+    schemas = [type_schema(model).schema for model in made]
+    assert len(_types._READ_ONLY) <= 4
+    assert is_read_only(schemas[-1]) and not is_read_only(schemas[0])
+    # A schema no longer listed is still walked correctly, just not kept.
+    assert find_undeclared_key({"b": 1}, schemas[0]) == UndeclaredKey(
+        path="b", message="unknown field `b`, expected `a`"
+    )
 
 
 def _reference(value: Any, schemas: list[Any], root: dict[str, Any], path: tuple[Any, ...]) -> Any:

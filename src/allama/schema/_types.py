@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import typing
 from dataclasses import dataclass
 from functools import lru_cache
@@ -47,21 +48,35 @@ class TypeSchema:
     name: str
 
 
-@lru_cache(maxsize=512)
-def _cached(tp: Any) -> TypeSchema:
+def _build(tp: Any) -> TypeSchema:
     adapter: TypeAdapter[Any] = TypeAdapter(tp)
     schema = adapter.json_schema(mode="validation")
     label = type_label(tp)
     title = schema.get("title")
     name = schema_name(title if isinstance(title, str) and typing.get_origin(tp) is None else label)
-    _READ_ONLY[id(schema)] = schema
     return TypeSchema(adapter=adapter, schema=schema, label=label, name=name)
+
+
+_CACHED_TYPES = 512
+
+
+@lru_cache(maxsize=_CACHED_TYPES)
+def _cached(tp: Any) -> TypeSchema:
+    built = _build(tp)
+    with _READ_ONLY_LOCK:
+        while len(_READ_ONLY) >= 2 * _CACHED_TYPES:
+            _READ_ONLY.pop(next(iter(_READ_ONLY)))
+        _READ_ONLY[id(built.schema)] = built.schema
+    return built
 
 
 _READ_ONLY: dict[int, dict[str, Any]] = {}
 """The schemas of cached types, by identity. Nothing changes them after they are made, so
 work derived from one (a dialect rewrite, say) can be looked up by identity instead of by
-content. Entries hold their schema, so an identity is never reused while it is listed."""
+content. Entries hold their schema, so an identity is never reused while it is listed; the
+oldest are dropped past twice the type cache, and a schema no longer listed is simply
+looked up by content again."""
+_READ_ONLY_LOCK = threading.Lock()
 
 
 def is_read_only(schema: object) -> bool:
@@ -77,4 +92,4 @@ def type_schema(tp: Any) -> TypeSchema:
     try:
         return _cached(tp)
     except TypeError:  # an unhashable type expression
-        return _cached.__wrapped__(tp)
+        return _build(tp)
