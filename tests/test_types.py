@@ -295,6 +295,24 @@ def test_invalid_settings_are_refused() -> None:
         ResponseFormat(type="json_schema")
 
 
+def test_settings_are_checked_as_the_constructor_checks_them() -> None:
+    request = ChatRequest("m")
+    assert request.with_temperature("0.5").temperature == 0.5  # type: ignore[arg-type]
+    assert type(request.with_temperature(1).temperature) is float
+    assert request.with_seed(3.0).seed == 3  # type: ignore[arg-type]
+    fluent = request.with_top_p("0.9").with_stop("END")  # type: ignore[arg-type]
+    assert fluent == ChatRequest("m", top_p="0.9", stop=("END",))
+    with pytest.raises(ValueError, match="invalid `seed`: Input should be a valid integer"):
+        request.with_seed("soon")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="invalid `stop`"):
+        request.with_stop(1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="invalid `tool_choice`"):
+        request.with_tool_choice("required")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="invalid `reasoning_effort`") as caught:
+        request.with_reasoning_effort("hush-hush")  # type: ignore[arg-type]
+    assert "hush-hush" not in str(caught.value)  # the caller's value is not repeated
+
+
 def test_options_are_stored_by_namespace() -> None:
     request = ChatRequest("m").with_option(Sampling(top_k=40, mirostat=True))
     assert request.options == {"demo.sampling": {"top_k": 40, "mirostat": True}}

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from functools import cache
+from typing import Annotated, Any, TypeVar
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, TypeAdapter, ValidationError
 
 from allama.types._base import Data
 from allama.types._content import ContentBlock, ImagePart, TextPart, ToolCall, UserPart
@@ -61,6 +62,10 @@ class ChatRequest(Data):
         return f"ChatRequest(model={self.model!r}, messages=[{roles}]{tail})"
 
     def _with(self, **update: Any) -> ChatRequest:
+        # `model_copy` does not validate, so settings are checked here, field by field, as
+        # the constructor would check them (`"0.5"` becomes `0.5`, a word for a seed fails).
+        for name in update.keys() & _CHECKED:
+            update[name] = _checked(name, update[name])
         return self.model_copy(update=update)
 
     # Messages
@@ -177,3 +182,38 @@ class ChatRequest(Data):
         if key not in self.options:
             return self
         return self._with(options={k: v for k, v in self.options.items() if k != key})
+
+
+_CHECKED = frozenset(
+    {
+        "tool_choice",
+        "response_format",
+        "temperature",
+        "top_p",
+        "max_output_tokens",
+        "stop",
+        "seed",
+        "reasoning_effort",
+        "parallel_tool_calls",
+        "unsupported_policy",
+    }
+)
+"""The settings the `with_…` methods take from the caller. Messages and tools are built by
+the request's own methods from validated parts, and are not checked again."""
+
+
+@cache
+def _field_adapter(name: str) -> TypeAdapter[Any]:
+    field = ChatRequest.model_fields[name]
+    annotation: Any = field.annotation
+    if field.metadata:
+        annotation = Annotated[annotation, *field.metadata]
+    return TypeAdapter(annotation)
+
+
+def _checked(name: str, value: Any) -> Any:
+    try:
+        return _field_adapter(name).validate_python(value)
+    except ValidationError as error:
+        reason = error.errors(include_url=False)[0]["msg"]
+        raise ValueError(f"invalid `{name}`: {reason}") from None
