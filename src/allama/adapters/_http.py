@@ -16,7 +16,10 @@ SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api
 
 @dataclass(frozen=True, slots=True)
 class HttpRequest:
-    """Method, URL, headers and JSON body. `content` is the body as compact UTF-8 JSON."""
+    """Method, URL, headers and JSON body. `content` is the body as compact UTF-8 JSON.
+
+    The body is read-only: it holds cached schemas (the dialect rewrite's) by reference.
+    """
 
     method: str
     url: str
@@ -26,8 +29,8 @@ class HttpRequest:
 
     @property
     def content(self) -> bytes:
-        # The same bytes as `json.dumps(body, separators=(",", ":"), ensure_ascii=False)`,
-        # written four times faster.
+        # The compact UTF-8 JSON `json.dumps(body, separators=(",", ":"), ensure_ascii=False)`
+        # writes (a float may be spelled differently: `1e-7` for `1e-07`), four times faster.
         return to_json(self.body)
 
     def __repr__(self) -> str:
