@@ -121,7 +121,9 @@ class Transport:
     """Sends `HttpRequest`s, sync or async, over pooled connections.
 
     Pass `client` / `async_client` to bring your own (proxies, custom TLS); the transport
-    then leaves closing them to you.
+    then leaves closing them to you, and merges their settings into every request. A
+    subclass may read the requests it is given but must not change them: their bodies hold
+    cached schemas.
     """
 
     def __init__(
