@@ -11,7 +11,7 @@ from pydantic import BaseModel, create_model
 
 from allama.schema import _types
 from allama.schema._nulls import _properties
-from allama.schema._types import is_read_only, type_schema
+from allama.schema._types import derived, type_schema
 from allama.schema._undeclared import (
     UndeclaredKey,
     UndeclaredKeys,
@@ -119,11 +119,17 @@ def test_a_scalar_first_does_not_hide_keys_in_a_later_array() -> None:
     assert found is not None and found.path == "[0].qty"
 
 
+def _kept(schema: dict[str, Any]) -> bool:
+    """Whether work derived from `schema` is kept with it (it is a cached type's)."""
+    return undeclared_keys(schema) is undeclared_keys(schema)
+
+
 def test_the_walk_of_a_types_schema_is_kept_and_others_are_not() -> None:
-    assert is_read_only(ORDER)
-    assert undeclared_keys(ORDER) is undeclared_keys(ORDER)
-    assert not is_read_only(dict(ORDER))
-    assert undeclared_keys(HANDWRITTEN) is not undeclared_keys(HANDWRITTEN)
+    assert _kept(ORDER)
+    assert not _kept(dict(ORDER))
+    assert not _kept(HANDWRITTEN)
+    assert derived(ORDER, "probe", object) is derived(ORDER, "probe", object)
+    assert derived(HANDWRITTEN, "probe", object) is not derived(HANDWRITTEN, "probe", object)
 
 
 def test_only_cached_types_are_listed_and_the_list_is_bounded(
@@ -132,13 +138,13 @@ def test_only_cached_types_are_listed_and_the_list_is_bounded(
     listed = len(_types._READ_ONLY)
     for index in range(20):  # an unhashable type expression is built afresh, never listed
         schema = type_schema(Annotated[Line, {"variant": index}]).schema
-        assert not is_read_only(schema)
+        assert not _kept(schema)
     assert len(_types._READ_ONLY) == listed
     monkeypatch.setattr(_types, "_CACHED_TYPES", 2)
     made = [create_model(f"Bounded{index}", a=(int, 0)) for index in range(6)]
     schemas = [type_schema(model).schema for model in made]
     assert len(_types._READ_ONLY) <= 4
-    assert is_read_only(schemas[-1]) and not is_read_only(schemas[0])
+    assert _kept(schemas[-1]) and not _kept(schemas[0])
     # A schema no longer listed is still walked correctly, just not kept.
     assert find_undeclared_key({"b": 1}, schemas[0]) == UndeclaredKey(
         path="b", message="unknown field `b`, expected `a`"

@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 import threading
 import typing
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
-__all__ = ["TypeSchema", "is_read_only", "schema_name", "type_label", "type_schema"]
+__all__ = ["TypeSchema", "derived", "schema_name", "type_label", "type_schema"]
 
 
 def type_label(tp: Any) -> str:
@@ -66,22 +67,40 @@ def _cached(tp: Any) -> TypeSchema:
     with _READ_ONLY_LOCK:
         while len(_READ_ONLY) >= 2 * _CACHED_TYPES:
             _READ_ONLY.pop(next(iter(_READ_ONLY)))
-        _READ_ONLY[id(built.schema)] = built.schema
+        _READ_ONLY[id(built.schema)] = _Listed(built.schema)
     return built
 
 
-_READ_ONLY: dict[int, dict[str, Any]] = {}
+@dataclass(slots=True)
+class _Listed:
+    """A read-only schema and what has been derived from it, by kind."""
+
+    schema: dict[str, Any]
+    derived: dict[Hashable, Any] = field(default_factory=dict)
+
+
+_READ_ONLY: dict[int, _Listed] = {}
 """The schemas of cached types, by identity. Nothing changes them after they are made, so
-work derived from one (a dialect rewrite, say) can be looked up by identity instead of by
-content. Entries hold their schema, so an identity is never reused while it is listed; the
-oldest are dropped past twice the type cache, and a schema no longer listed is simply
-looked up by content again."""
+work derived from one (a dialect rewrite, say) is kept with it and found by identity
+instead of by content. Entries hold their schema, so an identity is never reused while it
+is listed; the oldest are dropped past twice the type cache, with what was derived from
+them."""
 _READ_ONLY_LOCK = threading.Lock()
 
+V = TypeVar("V")
 
-def is_read_only(schema: object) -> bool:
-    """Whether `schema` is the schema of a cached type, which nothing changes."""
-    return _READ_ONLY.get(id(schema)) is schema
+
+def derived(schema: dict[str, Any], kind: Hashable, make: Callable[[], V]) -> V:
+    """What `make` derives from `schema`: kept with the schema of a cached type (which
+    nothing changes) under `kind`, made afresh for any other schema."""
+    listed = _READ_ONLY.get(id(schema))
+    if listed is None or listed.schema is not schema:
+        return make()
+    try:
+        value: V = listed.derived[kind]
+    except KeyError:
+        value = listed.derived[kind] = make()
+    return value
 
 
 def type_schema(tp: Any) -> TypeSchema:

@@ -10,13 +10,12 @@ undeclared only when no branch that may apply declares it.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 from allama.schema._nulls import _properties
 from allama.schema._resolve import branches, resolve
-from allama.schema._types import is_read_only
+from allama.schema._types import derived
 
 __all__ = [
     "UndeclaredKey",
@@ -65,22 +64,12 @@ def find_undeclared_key(value: Any, schema: dict[str, Any]) -> UndeclaredKey | N
 
 
 def undeclared_keys(schema: dict[str, Any]) -> UndeclaredKeys:
-    """The walk for `schema`: kept for a type's schema (never changed), fresh otherwise."""
-    if not is_read_only(schema):
-        return UndeclaredKeys(schema)
-    walk = _WALKS.get(id(schema))
-    if walk is None or walk.root is not schema:
-        walk = UndeclaredKeys(schema)
-        with _WALKS_LOCK:
-            if len(_WALKS) >= _MEMO_SIZE:
-                _WALKS.pop(next(iter(_WALKS)), None)
-            _WALKS[id(schema)] = walk
-    return walk
+    """The walk for `schema`: kept with a type's schema (never changed), fresh otherwise."""
+    return derived(schema, UndeclaredKeys, lambda: UndeclaredKeys(schema))
 
 
 _MEMO_SIZE = 4096
-_WALKS: dict[int, UndeclaredKeys] = {}
-_WALKS_LOCK = threading.Lock()
+"""Plans kept per walk."""
 
 _SKIP: Any = object()
 """A node under an open schema (or no schema at all): any key goes, nothing to walk."""

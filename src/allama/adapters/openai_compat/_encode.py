@@ -14,7 +14,7 @@ import json
 import re
 import threading
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from allama.adapters._http import HttpRequest
 from allama.adapters.openai_compat._capabilities import ModelFamily, StructuredLevel
@@ -25,7 +25,7 @@ from allama.schema._dialects import grammar_engine, json_object_fallback, openai
 from allama.schema._dialects._llama_cpp import llama_cpp
 from allama.schema._errors import SchemaError
 from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
-from allama.schema._types import is_read_only
+from allama.schema._types import derived
 from allama.types import (
     AssistantMessage,
     CapabilitySupport,
@@ -223,25 +223,28 @@ class _Encoder:
         )
 
     def rewrite(self, dialect: SchemaDialect, schema: dict[str, Any], subject: str) -> Rewrite:
-        """The rewrite of `schema`, cached by its text, or by identity for a type's schema."""
+        """The rewrite of `schema`: kept with a type's schema, else cached by its text."""
         profile = self.profile
-        fast = is_read_only(schema)
-        if fast:
-            seen = _REWRITES_BY_IDENTITY.get(
-                (dialect, profile.strict_profile, profile.display_name, id(schema))
-            )
-            if seen is not None and seen[0] is schema:
-                return seen[1]
-        key = (dialect, profile.strict_profile, profile.display_name, _schema_key(schema))
+        return derived(
+            schema,
+            (dialect, profile.strict_profile, profile.display_name),
+            lambda: self._rewrite_by_text(dialect, schema, subject),
+        )
+
+    def _rewrite_by_text(
+        self, dialect: SchemaDialect, schema: dict[str, Any], subject: str
+    ) -> Rewrite:
+        key = (dialect, self.profile.strict_profile, self.profile.display_name, _schema_key(schema))
         cached = _REWRITES.get(key)
         if cached is None:
             try:
                 cached = self._rewrite(dialect, schema)
             except SchemaError as error:
                 raise self.unreadable(subject, error) from error
-            _remember(_REWRITES, key, cached)
-        if fast:
-            _remember(_REWRITES_BY_IDENTITY, (*key[:3], id(schema)), (schema, cached))
+            with _REWRITES_LOCK:
+                if len(_REWRITES) >= _REWRITE_CACHE_SIZE:
+                    _REWRITES.pop(next(iter(_REWRITES)), None)
+                _REWRITES[key] = cached
         return cached
 
     def _rewrite(self, dialect: SchemaDialect, schema: dict[str, Any]) -> Rewrite:
@@ -424,21 +427,7 @@ _REWRITE_CACHE_SIZE = 256
 _REWRITES: dict[tuple[SchemaDialect, str, str, str], Rewrite] = {}
 """Rewrites by dialect and schema text: extraction sends the same schema call after call.
 Key order is part of the key, since providers emit properties in schema order."""
-_REWRITES_BY_IDENTITY: dict[
-    tuple[SchemaDialect, str, str, int], tuple[dict[str, Any], Rewrite]
-] = {}
-"""The same, for the schemas of extracted types, which are never changed: no text to make."""
 _REWRITES_LOCK = threading.Lock()
-
-_K = TypeVar("_K")
-_V = TypeVar("_V")
-
-
-def _remember(cache: dict[_K, _V], key: _K, value: _V) -> None:
-    with _REWRITES_LOCK:
-        if len(cache) >= _REWRITE_CACHE_SIZE:
-            cache.pop(next(iter(cache)), None)
-        cache[key] = value
 
 
 def _present(**fields: Any) -> dict[str, Any]:
