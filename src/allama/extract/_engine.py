@@ -92,7 +92,7 @@ def _reason(degradations: list[Warning] | tuple[Warning, ...]) -> str:
 
 
 def select_mode(
-    provider: ChatProvider, request: ChatRequest, requested: ExtractionMode | None = None
+    provider: ChatProvider, request: ChatRequest, requested: ExtractionMode
 ) -> tuple[ExtractionMode, bool]:
     """Resolve `AUTO` from the capability answers; the flag says native is only a guess.
 
@@ -100,8 +100,6 @@ def select_mode(
     tool choice are both supported; 3. NATIVE when structured output is unknown (a guess);
     4. FORCED_TOOL when neither tool answer is unsupported; 5. otherwise no mode (AUTO).
     """
-    if requested is None:
-        requested = requested_mode(request)
     if requested is not ExtractionMode.AUTO:
         return requested, False
     supported, unknown = CapabilitySupport.SUPPORTED, CapabilitySupport.UNKNOWN
