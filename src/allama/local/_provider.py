@@ -21,11 +21,11 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from allama._degradations import Degradations
 from allama.adapters._http import HttpRequest, HttpResponse
 from allama.adapters.openai_compat._sse import ChatStreamDecoder, SseEvent
 from allama.errors import ServerError
 from allama.local._engine import LocalEngine
-from allama.provider import Degradations
 from allama.providers._http import OpenAICompatibleProvider
 from allama.providers._presets import Preset
 from allama.stream import AsyncChatStream

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx2
 
+from allama._degradations import Degradations
 from allama.adapters._http import SECRET_HEADERS, HttpRequest, HttpResponse
 from allama.adapters.openai_compat._capabilities import CAPABILITY_TABLES, CapabilityTable
 from allama.adapters.openai_compat._decode import decode_response
@@ -22,7 +23,6 @@ from allama.adapters.openai_compat._errors import error_from_response
 from allama.adapters.openai_compat._profile import SchemaDialect
 from allama.adapters.openai_compat._sse import ChatStreamDecoder
 from allama.errors import AuthenticationError, Error, InvalidRequestError
-from allama.provider import Degradations
 from allama.providers._presets import Preset
 from allama.stream import AsyncChatStream, ChatStream
 from allama.transport import Transport

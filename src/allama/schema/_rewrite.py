@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from allama.provider import Degradations
+from allama._degradations import Degradations
 from allama.types import RequestField, UnsupportedPolicy, WarningKind
 
 __all__ = ["Rewrite", "SchemaNote", "apply_strict_policy"]

@@ -16,11 +16,11 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from allama._degradations import Degradations
 from allama.adapters._http import HttpRequest
 from allama.adapters.openai_compat._capabilities import ModelFamily, StructuredLevel
 from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
 from allama.errors import InvalidRequestError
-from allama.provider import Degradations
 from allama.schema._dialects import grammar_engine, json_object_fallback, openai_strict, passthrough
 from allama.schema._dialects._llama_cpp import llama_cpp
 from allama.schema._errors import SchemaError

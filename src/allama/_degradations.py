@@ -1,0 +1,78 @@
+"""The warnings an adapter collects for one request, and the policy that turns them into errors.
+
+Below the adapters and the schema toolkit, which both report through it, and above the
+vocabulary and errors it is made of.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from allama.errors import UnsupportedError
+from allama.types import (
+    ChatRequest,
+    RequestField,
+    UnsupportedPolicy,
+    UnsupportedStage,
+    Warning,
+    WarningKind,
+)
+
+__all__ = ["Degradations"]
+
+
+class Degradations:
+    """Collects an adapter's warnings for one request and applies its `UnsupportedPolicy`.
+
+    `refuse` is the one call for a field the provider cannot honour: under `WARN` it records
+    an unsupported warning and the adapter sends without it; under `ERROR` it raises, before
+    anything is sent. `approximate` records a widening, which never fails.
+
+    >>> d = Degradations("demo", UnsupportedPolicy.ERROR)
+    >>> d.unsupported(RequestField.SEED, "the endpoint has no seed").message
+    'cannot send `seed`: the endpoint has no seed'
+    """
+
+    def __init__(self, provider: str, policy: UnsupportedPolicy) -> None:
+        self.provider = provider
+        self.policy = policy
+        self.warnings: list[Warning] = []
+
+    @classmethod
+    def for_request(cls, provider: str, request: ChatRequest) -> Degradations:
+        return cls(provider, request.unsupported_policy)
+
+    def warn(self, warning: Warning) -> None:
+        warning = warning if warning.provider else warning.with_provider(self.provider)
+        if warning not in self.warnings:
+            self.warnings.append(warning)
+
+    def approximate(self, field: RequestField, message: str, *, code: str | None = None) -> None:
+        self.warn(_field_warning(WarningKind.APPROXIMATED, field, message, code, self.provider))
+
+    def unsupported(self, field: RequestField, why: str) -> UnsupportedError:
+        """The error for refusing `field` before sending (not raised here)."""
+        return (
+            UnsupportedError(
+                f"cannot send `{field}`: {why}",
+                field=field,
+                stage=UnsupportedStage.BEFORE_SENDING,
+            )
+            .mark_authored()
+            .with_provider(self.provider)
+        )
+
+    def refuse(self, field: RequestField, why: str, *, code: str | None = None) -> None:
+        """Drop `field` with a warning, or raise under `UnsupportedPolicy.ERROR`."""
+        if self.policy is UnsupportedPolicy.ERROR:
+            raise self.unsupported(field, why)
+        self.warn(_field_warning(WarningKind.UNSUPPORTED, field, why, code, self.provider))
+
+
+@lru_cache(maxsize=1024)
+def _field_warning(
+    kind: WarningKind, field: RequestField, message: str, code: str | None, provider: str
+) -> Warning:
+    """Warnings are immutable values and adapters repeat the same few call after call."""
+    make = Warning.approximated if kind is WarningKind.APPROXIMATED else Warning.unsupported
+    return make(field, message, code=code).with_provider(provider)
