@@ -672,7 +672,13 @@ def test_capability_answers_per_model_family() -> None:
     assert openai.chat_capability("gpt-3.5-turbo", structured) is CapabilitySupport.UNSUPPORTED
     assert openai.chat_capability("gpt-9-future", structured) is CapabilitySupport.UNKNOWN
     custom = provider("openai-compatible", base_url="http://x")
-    assert all(custom.chat_capability("m", c) is CapabilitySupport.UNKNOWN for c in ChatCapability)
+    answers = {c: custom.chat_capability("m", c) for c in ChatCapability}
+    # Function parameters are an object on every Chat Completions endpoint.
+    assert answers.pop(ChatCapability.TOOL_SCHEMA_ANY_ROOT) is CapabilitySupport.UNSUPPORTED
+    assert set(answers.values()) == {CapabilitySupport.UNKNOWN}
+    root = ChatCapability.RESPONSE_SCHEMA_ANY_ROOT
+    assert openai.chat_capability("gpt-4o", root) is CapabilitySupport.UNSUPPORTED
+    assert provider("vllm").chat_capability("m", root) is CapabilitySupport.SUPPORTED
 
 
 def test_rewrites_are_reused_but_key_order_is_kept() -> None:

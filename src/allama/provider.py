@@ -29,7 +29,8 @@ class ChatProvider(Protocol):
 
     `chat_stream` raises a setup error (rejected request, no connection) itself; errors
     after the stream opened come out of the iteration. `validate_chat_request` checks a
-    request without sending it and says how much it checked (`ValidationCoverage`).
+    request without sending it (as `chat_stream` would send it, with `stream=True`) and says
+    how much it checked (`ValidationCoverage`).
     """
 
     @property
@@ -45,7 +46,9 @@ class ChatProvider(Protocol):
 
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport: ...
 
-    def validate_chat_request(self, request: ChatRequest) -> ChatValidation: ...
+    def validate_chat_request(
+        self, request: ChatRequest, *, stream: bool = False
+    ) -> ChatValidation: ...
 
 
 def capabilities_only() -> ChatValidation:

@@ -41,7 +41,11 @@ class _Recorder:
 
     def __init__(self, name: str) -> None:
         self._name = name
-        self._capabilities: dict[ChatCapability, CapabilitySupport] = {}
+        # A script answers in whatever shape it was given, so any schema root is taken.
+        self._capabilities: dict[ChatCapability, CapabilitySupport] = {
+            ChatCapability.RESPONSE_SCHEMA_ANY_ROOT: CapabilitySupport.SUPPORTED,
+            ChatCapability.TOOL_SCHEMA_ANY_ROOT: CapabilitySupport.SUPPORTED,
+        }
         self._requests: list[ChatRequest] = []
         self._lock = threading.Lock()
 
@@ -54,7 +58,8 @@ class _Recorder:
         return self
 
     def with_chat_capability(self, capability: ChatCapability, support: CapabilitySupport) -> Self:
-        """Answer `support` for `capability` (every answer is `UNKNOWN` until set)."""
+        """Answer `support` for `capability` (`UNKNOWN` until set, but for the two schema
+        root questions, `SUPPORTED`: a script answers in whatever shape it was given)."""
         self._capabilities[capability] = support
         return self
 
@@ -66,7 +71,9 @@ class _Recorder:
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
         return self._capabilities.get(capability, CapabilitySupport.UNKNOWN)
 
-    def validate_chat_request(self, request: ChatRequest) -> ChatValidation:
+    def validate_chat_request(
+        self, request: ChatRequest, *, stream: bool = False
+    ) -> ChatValidation:
         return capabilities_only()
 
     def _record(self, request: ChatRequest) -> None:

@@ -137,15 +137,23 @@ class OpenAICompatibleProvider:
     # Capabilities and validation
 
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
+        if capability is ChatCapability.RESPONSE_SCHEMA_ANY_ROOT:
+            return self._profile.response_schema_any_root
+        if capability is ChatCapability.TOOL_SCHEMA_ANY_ROOT:
+            # Function parameters are a JSON object on every Chat Completions endpoint.
+            return CapabilitySupport.UNSUPPORTED
         return self._table.support(model, capability)
 
-    def validate_chat_request(self, request: ChatRequest) -> ChatValidation:
-        """A dry run of the encoding: the warnings the call would report, nothing sent.
+    def validate_chat_request(
+        self, request: ChatRequest, *, stream: bool = False
+    ) -> ChatValidation:
+        """A dry run of the encoding (of a streamed call with `stream=True`): the warnings
+        the call would report, nothing sent.
 
         Under `UnsupportedPolicy.ERROR` it raises the `UnsupportedError` the call would.
         """
         degradations = Degradations.for_request(self.name, request)
-        self._encode(request, degradations, stream=False, url="", headers={}, params={})
+        self._encode(request, degradations, stream=stream, url="", headers={}, params={})
         return ChatValidation(
             coverage=ValidationCoverage.ENCODING, warnings=tuple(degradations.warnings)
         )

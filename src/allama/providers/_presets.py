@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
+from allama.types import CapabilitySupport
 
 __all__ = ["PRESETS", "Preset"]
 
@@ -31,7 +32,12 @@ class Preset:
 _PRESETS: tuple[Preset, ...] = (
     Preset(
         "openai",
-        WireProfile("openai", "OpenAI", serial_strict_tools=True),
+        WireProfile(
+            "openai",
+            "OpenAI",
+            serial_strict_tools=True,
+            response_schema_any_root=CapabilitySupport.UNSUPPORTED,
+        ),
         "https://api.openai.com/v1",
         "OPENAI_API_KEY",
         base_url_env="OPENAI_BASE_URL",
@@ -45,6 +51,7 @@ _PRESETS: tuple[Preset, ...] = (
             "azure-openai",
             "Azure OpenAI",
             strict_profile="azure_legacy",
+            response_schema_any_root=CapabilitySupport.UNSUPPORTED,
             serial_strict_tools=True,
         ),
         None,
@@ -56,7 +63,12 @@ _PRESETS: tuple[Preset, ...] = (
     Preset(
         "groq",
         # Structured outputs do not stream on Groq.
-        WireProfile("groq", "Groq", schema_streams=False),
+        WireProfile(
+            "groq",
+            "Groq",
+            schema_streams=False,
+            response_schema_any_root=CapabilitySupport.UNSUPPORTED,
+        ),
         "https://api.groq.com/openai/v1",
         "GROQ_API_KEY",
         description="Groq",
@@ -64,7 +76,13 @@ _PRESETS: tuple[Preset, ...] = (
     Preset(
         # Reasoning tokens are counted outside `completion_tokens` (inside `total_tokens`).
         "xai",
-        WireProfile("xai", "xAI", token_field="max_tokens", reasoning_outside_completion=True),
+        WireProfile(
+            "xai",
+            "xAI",
+            token_field="max_tokens",
+            reasoning_outside_completion=True,
+            response_schema_any_root=CapabilitySupport.UNSUPPORTED,
+        ),
         "https://api.x.ai/v1",
         "XAI_API_KEY",
         description="xAI Grok",
@@ -113,6 +131,7 @@ _PRESETS: tuple[Preset, ...] = (
             tool_dialect=SchemaDialect.NOT_HONOURED,
             token_field="max_tokens",
             developer_role=False,
+            response_schema_any_root=CapabilitySupport.UNSUPPORTED,
         ),
         "https://api.deepseek.com",
         "DEEPSEEK_API_KEY",
@@ -170,6 +189,7 @@ _PRESETS: tuple[Preset, ...] = (
             "vLLM",
             response_dialect=SchemaDialect.GRAMMAR,
             tool_dialect=SchemaDialect.GRAMMAR,
+            response_schema_any_root=CapabilitySupport.SUPPORTED,
         ),
         "http://localhost:8000/v1",
         "VLLM_API_KEY",
@@ -208,6 +228,7 @@ _PRESETS: tuple[Preset, ...] = (
             tool_choice=False,
             named_tool_choice=False,
             parallel_tool_calls=False,
+            response_schema_any_root=CapabilitySupport.SUPPORTED,
         ),
         "http://localhost:11434/v1",
         "OLLAMA_API_KEY",
@@ -247,6 +268,7 @@ def _llama_cpp_profile(name: str, display_name: str) -> WireProfile:
         token_field="max_tokens",
         developer_role=False,
         reasoning_effort=False,
+        response_schema_any_root=CapabilitySupport.SUPPORTED,
     )
 
 

@@ -9,6 +9,14 @@ from allama.types._fields import Warning
 
 
 class ChatCapability(StrEnum):
+    """A question extraction and callers ask of a provider about one model.
+
+    `RESPONSE_SCHEMA_ANY_ROOT` and `TOOL_SCHEMA_ANY_ROOT`: whether a response format's
+    schema, and a tool's parameters, may have a root that is not an object (an array, an
+    enum, a union). Where the answer is not `SUPPORTED`, extraction wraps such a type in a
+    one-property object and unwraps the answer.
+    """
+
     STRUCTURED_OUTPUT = "structured_output"
     TOOL_CALLS = "tool_calls"
     FORCED_TOOL_CHOICE = "forced_tool_choice"
@@ -16,6 +24,8 @@ class ChatCapability(StrEnum):
     REASONING = "reasoning"
     IMAGE_INPUT = "image_input"
     PARALLEL_TOOL_CALLS = "parallel_tool_calls"
+    RESPONSE_SCHEMA_ANY_ROOT = "response_schema_any_root"
+    TOOL_SCHEMA_ANY_ROOT = "tool_schema_any_root"
 
 
 class CapabilitySupport(StrEnum):

@@ -58,8 +58,10 @@ class CapabilityOverrideProvider:
                 return support
         return self.inner.chat_capability(model, capability)
 
-    def validate_chat_request(self, request: ChatRequest) -> ChatValidation:
-        return self.inner.validate_chat_request(request)
+    def validate_chat_request(
+        self, request: ChatRequest, *, stream: bool = False
+    ) -> ChatValidation:
+        return self.inner.validate_chat_request(request, stream=stream)
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         return self.inner.chat(request)

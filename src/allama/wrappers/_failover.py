@@ -154,8 +154,10 @@ class FailoverProvider:
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
         return self.providers[0].chat_capability(model, capability)
 
-    def validate_chat_request(self, request: ChatRequest) -> ChatValidation:
-        return self.providers[0].validate_chat_request(request)
+    def validate_chat_request(
+        self, request: ChatRequest, *, stream: bool = False
+    ) -> ChatValidation:
+        return self.providers[0].validate_chat_request(request, stream=stream)
 
     def __repr__(self) -> str:
         return f"FailoverProvider({list(self.providers)!r})"

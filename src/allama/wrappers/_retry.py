@@ -217,8 +217,10 @@ class RetryingProvider:
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
         return self.inner.chat_capability(model, capability)
 
-    def validate_chat_request(self, request: ChatRequest) -> ChatValidation:
-        return self.inner.validate_chat_request(request)
+    def validate_chat_request(
+        self, request: ChatRequest, *, stream: bool = False
+    ) -> ChatValidation:
+        return self.inner.validate_chat_request(request, stream=stream)
 
     def __repr__(self) -> str:
         return f"RetryingProvider({self.inner!r}, {self.policy!r})"

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
+from allama.types import CapabilitySupport
+
 __all__ = ["SchemaDialect", "WireProfile"]
 
 
@@ -54,3 +56,6 @@ class WireProfile:
     reasoning_effort: bool = True
     reasoning_outside_completion: bool = False
     require_parameters: bool = False
+    response_schema_any_root: CapabilitySupport = CapabilitySupport.UNKNOWN
+    """Whether a response format's schema may have a root that is not an object (grammar
+    engines: yes; OpenAI's strict mode and JSON mode: no)."""
