@@ -25,6 +25,6 @@ def test_quickstart_extracts_every_document_and_reports_the_bookkeeping() -> Non
     assert "  finished: AA-000" in out
     assert (
         "mock: the model stopped at the output token limit before finishing the structured "
-        "output (mode Native)"
+        "output (`native` mode)"
     ) in out
     assert "passes=1 usage=Usage(input_tokens=812, output_tokens=1000" in out

@@ -658,7 +658,7 @@ def test_parse_failures_name_the_field_path(run: Run) -> None:
     assert found.detail == 'invalid type: string "2", expected an integer'
     shown = str(found)
     assert shown.endswith(
-        'using mode Native: at `items[1].price`: invalid type: string "2", expected an integer'
+        'in `native` mode: at `items[1].price`: invalid type: string "2", expected an integer'
     ), shown
 
     # A missing field names the object that lacks it.
@@ -1436,7 +1436,7 @@ class Validating:
     async def achat_stream(self, req: ChatRequest) -> AsyncChatStream:
         return await self.inner.achat_stream(req)
 
-    def validate_chat_request(self, req: ChatRequest) -> ChatValidation:
+    def validate_chat_request(self, req: ChatRequest, *, stream: bool = False) -> ChatValidation:
         return ChatValidation(coverage=self.coverage, warnings=tuple(self.warnings))
 
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:

@@ -138,7 +138,9 @@ class RawStream:
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
         return CapabilitySupport.SUPPORTED
 
-    def validate_chat_request(self, request: ChatRequest) -> ChatValidation:
+    def validate_chat_request(
+        self, request: ChatRequest, *, stream: bool = False
+    ) -> ChatValidation:
         return capabilities_only()
 
 

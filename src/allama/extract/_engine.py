@@ -9,7 +9,7 @@ sync and async extraction cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from allama.errors import Error
@@ -17,6 +17,7 @@ from allama.extract._errors import EnforcementBelowError, ModeUnsupportedError, 
 from allama.extract._metadata import AutoFallback, ExtractionMetadata, counted_field
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.extract._parse import Rejection, ask_again, parse_value
+from allama.extract._root import object_rooted
 from allama.extract._target import Target, requested_mode
 from allama.provider import ChatProvider
 from allama.types import (
@@ -55,6 +56,11 @@ class ExtractionPlan:
     degradations: tuple[Warning, ...]
     coverage: ValidationCoverage
     auto_fallback: AutoFallback | None
+    root_wrapped: bool = False
+    """Whether the type's schema would be sent wrapped in `{"value": ...}`: the provider
+    takes only an object at the root, and the answer is unwrapped before validation."""
+    stream: bool = False
+    """Whether this is the plan of a streamed call (some endpoints drop the schema there)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,26 +140,50 @@ def _plan_request(request: ChatRequest) -> ChatRequest:
     ).user("plan")
 
 
+_ROOT_QUESTION = {
+    ExtractionMode.NATIVE: ChatCapability.RESPONSE_SCHEMA_ANY_ROOT,
+    ExtractionMode.FORCED_TOOL: ChatCapability.TOOL_SCHEMA_ANY_ROOT,
+}
+
+
 @dataclass(slots=True)
 class _Start:
-    """An extraction about to send: its target, the mode asked for and chosen, its record."""
+    """An extraction about to send: its type, the mode asked for and chosen, its record."""
 
-    target: Target
+    tp: Any
+    base: Target
+    provider: ChatProvider
     requested: ExtractionMode
     guessed: bool
     metadata: ExtractionMetadata
+    _targets: dict[ExtractionMode, Target] = field(default_factory=dict)
 
     @classmethod
     def of(cls, provider: ChatProvider, tp: Any, request: ChatRequest) -> _Start:
         """Raises before anything is sent: tools of the request's own, or no mode to pick."""
-        target = Target.of(tp, provider.name, request.model)
-        requested = requested_mode(request)
+        base = Target.of(tp, provider.name, request.model)
+        requested = requested_mode(request, provider.name)
         mode, guessed = select_mode(provider, request, requested)
         if request.tools:
-            target.derive(request, mode)  # raises the tool conflict in every mode
+            base.derive(request, mode)  # raises the tool conflict in every mode
         if mode is ExtractionMode.AUTO:
-            raise _unsupported(target, mode)
-        return cls(target, requested, guessed, ExtractionMetadata.new(mode))
+            raise _unsupported(base, mode)
+        return cls(tp, base, provider, requested, guessed, ExtractionMetadata.new(mode))
+
+    def target(self) -> Target:
+        """The target of the mode in use: the type wrapped in an object where the mode's
+        schema must have an object root and the type's has not. Recorded in the record."""
+        mode = self.metadata.mode
+        target = self._targets.get(mode)
+        if target is None:
+            target = self.base
+            if not object_rooted(target.schema):
+                support = self.provider.chat_capability(target.model, _ROOT_QUESTION[mode])
+                if support is not CapabilitySupport.SUPPORTED:
+                    target = target.wrapping(self.tp)
+            self._targets[mode] = target
+        self.metadata.root_wrapped = target.wrapped
+        return target
 
     def fallback_for(self, error: Error) -> AutoFallback | None:
         return self.metadata.auto_fallback_for(self.requested, self.guessed, error)
@@ -162,18 +192,27 @@ class _Start:
         """Switch to forced-tool mode after `error`, or raise it with the record attached."""
         fallback = self.fallback_for(error)
         if fallback is None:
-            raise self.target.pre_send_error(error, self.metadata) from None
+            raise self.target().pre_send_error(error, self.metadata) from None
         self.metadata.fall_back(fallback)
 
 
-def plan(provider: ChatProvider, tp: Any, request: ChatRequest) -> ExtractionPlan:
+def plan(
+    provider: ChatProvider, tp: Any, request: ChatRequest, *, stream: bool = False
+) -> ExtractionPlan:
     start = _Start.of(provider, tp, request)
-    target, metadata = start.target, start.metadata
+    metadata = start.metadata
     schema_only = _plan_request(request)
     while True:
+        target = start.target()
         derived = target.derive(schema_only, metadata.mode)
         try:
-            validation = provider.validate_chat_request(derived)
+            # A provider of the caller's own written before `stream=` is still planned for
+            # calls that are not streamed.
+            validation = (
+                provider.validate_chat_request(derived, stream=True)
+                if stream
+                else provider.validate_chat_request(derived)
+            )
         except Error as error:
             start.fall_back_or_raise(error)
             continue
@@ -190,20 +229,25 @@ def plan(provider: ChatProvider, tp: Any, request: ChatRequest) -> ExtractionPla
             degradations=tuple(counted),
             coverage=validation.coverage,
             auto_fallback=metadata.auto_fallback,
+            root_wrapped=target.wrapped,
+            stream=stream,
         )
 
 
 def check_floor_before_sending(
-    settings: Settings, provider: ChatProvider, tp: Any, request: ChatRequest
+    settings: Settings, provider: ChatProvider, tp: Any, request: ChatRequest, *, stream: bool
 ) -> None:
+    """Fail before paying when a dry run of the call (streamed or not, as it will be sent)
+    shows the enforcement below the floor. A floor of `NOT_ENFORCED` holds for any call."""
     floor = settings.min_enforcement
-    if floor is None:
+    if floor is None or floor is SchemaEnforcement.NOT_ENFORCED:
         return
-    planned = plan(provider, tp, request)
+    planned = plan(provider, tp, request, stream=stream)
     if planned.coverage is not ValidationCoverage.ENCODING or planned.enforcement.satisfies(floor):
         return
     metadata = ExtractionMetadata.new(planned.mode)
     metadata.auto_fallback = planned.auto_fallback
+    metadata.root_wrapped = planned.root_wrapped
     raise EnforcementBelowError(
         provider=provider.name,
         metadata=metadata,
@@ -243,15 +287,17 @@ def extract_steps(
     settings: Settings, provider: ChatProvider, tp: Any, request: ChatRequest
 ) -> Generator[Send, Outcome, Extracted[Any]]:
     """One extraction with its retries: yields each request, receives each outcome."""
-    check_floor_before_sending(settings, provider, tp, request)
+    check_floor_before_sending(settings, provider, tp, request, stream=False)
     start = _Start.of(provider, tp, request)
-    target, metadata = start.target, start.metadata
+    metadata = start.metadata
+    target = start.target()
     derived = target.derive(request, metadata.mode)
     retries_left = settings.retries
     while True:
         outcome = yield derived
         if isinstance(outcome, Error):
             start.fall_back_or_raise(outcome)
+            target = start.target()
             derived = target.derive(request, metadata.mode)
             continue
         response = outcome
@@ -303,10 +349,11 @@ def open_steps(
     settings: Settings, provider: ChatProvider, tp: Any, request: ChatRequest
 ) -> Generator[OpenStream | ReadFirst, Any, Opened]:
     """Open the stream of an extraction, falling back on a refusal at setup or as item one."""
-    check_floor_before_sending(settings, provider, tp, request)
+    check_floor_before_sending(settings, provider, tp, request, stream=True)
     start = _Start.of(provider, tp, request)
-    target, metadata = start.target, start.metadata
+    metadata = start.metadata
     while True:
+        target = start.target()
         derived = target.derive(request, metadata.mode)
         outcome = yield OpenStream(derived)
         if isinstance(outcome, Error):

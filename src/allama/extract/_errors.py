@@ -72,7 +72,7 @@ class _Failure(ExtractionError):
 
     @classmethod
     def _restore(cls, message: str, fields: dict[str, Any]) -> Self:
-        metadata = ExtractionMetadata.model_validate(fields.get("metadata") or {"mode": "auto"})
+        metadata = ExtractionMetadata.from_json_dict(fields.get("metadata") or {"mode": "auto"})
         values = {name: fields.get(name) for name in cls._field_names}
         failure = cls(provider=str(fields.get("provider", "")), metadata=metadata, **values)
         response = fields.get("response")
@@ -117,12 +117,12 @@ class ModeUnsupportedError(_Failure):
         if mode is ExtractionMode.AUTO:
             return (
                 f"{self.provider_name}: the provider reports that the model supports neither "
-                "structured output nor forced tool calls, so extraction mode Auto has no mode "
-                "to pick; set ExtractionMode explicitly, or override the capability answers "
-                "with a capability resolver"
+                "structured output nor forced tool calls, so extraction mode `auto` has no "
+                "mode to pick; set ExtractionMode explicitly, or override the capability "
+                "answers with a capability resolver"
             )
         return (
-            f"{self.provider_name}: extraction mode {mode.display_name} is not supported; set "
+            f"{self.provider_name}: extraction mode `{mode.value}` is not supported; set "
             "ExtractionMode explicitly or override the capability answers with a capability "
             "resolver"
         )
@@ -197,14 +197,14 @@ class TruncatedError(_Failure):
         if self.finish_reason == FinishReason.CONTEXT_WINDOW:
             return (
                 f"{self.provider_name}: the model filled its context window before finishing "
-                f"the structured output (mode {mode.display_name}): shorten the input, a higher "
+                f"the structured output (`{mode.value}` mode): shorten the input, a higher "
                 "output token limit does not help"
             )
         text = (
             f"{self.provider_name}: the model stopped at the output token limit before "
-            f"finishing the structured output (mode {mode.display_name})"
+            f"finishing the structured output (`{mode.value}` mode)"
         )
-        if self.output_tokens is not None and self.reasoning_tokens is not None:
+        if self.output_tokens is not None and self.reasoning_tokens:
             text += (
                 f"; {self.reasoning_tokens} of {self.output_tokens} output tokens went to "
                 "reasoning: raise max_output_tokens or lower the reasoning effort"
@@ -251,8 +251,12 @@ class RefusedError(_Failure):
     source: str
 
     def _describe(self) -> str:
-        if self.text is not None:
+        if self.text is not None and self.text.strip():
             return f"{self.provider_name}: the model refused: {self.text}"
+        if self.text is not None:
+            return _refused_without_text(self.provider_name, self.finish_reason) + (
+                ", with an empty refusal"
+            )
         return _refused_without_text(self.provider_name, self.finish_reason)
 
     def _log_message(self) -> str | None:
@@ -301,15 +305,15 @@ class ParseError(_Failure):
     path: str | None
 
     def _describe(self) -> str:
-        mode = _mode(self.mode).display_name
-        text = f"{self.provider_name}: failed to parse the output using mode {mode}: "
+        mode = _mode(self.mode).value
+        text = f"{self.provider_name}: failed to parse the output in `{mode}` mode: "
         if self.path is not None:
             text += f"at `{self.path}`: "
         return text + self.detail
 
     def _log_message(self) -> str | None:
-        mode = _mode(self.mode).display_name
-        return f"{self.provider_name}: failed to parse the output using mode {mode}"
+        mode = _mode(self.mode).value
+        return f"{self.provider_name}: failed to parse the output in `{mode}` mode"
 
     @property
     def raw_output(self) -> str:

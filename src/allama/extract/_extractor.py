@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, TypeVar, overload
+from collections.abc import Coroutine, Generator
+from types import TracebackType
+from typing import Any, Generic, TypeVar, overload
 
 from allama.extract._engine import (
     Extracted,
@@ -27,6 +28,60 @@ from allama.provider import ChatProvider
 from allama.types import ChatRequest, ChatResponse
 
 T = TypeVar("T")
+
+
+def _setting(name: str, value: Any, kind: type, expected: str) -> None:
+    # `bool` is an `int`: a flag passed as a count (or the reverse) is a mistake too.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise TypeError(f"{name} must be {expected}, not {type(value).__name__} {value!r}")
+
+
+def _mode(value: Any) -> ExtractionMode:
+    if isinstance(value, ExtractionMode):
+        return value
+    if isinstance(value, str):
+        try:
+            return ExtractionMode(value)
+        except ValueError:
+            pass
+    names = ", ".join(f"`{mode.value}`" for mode in ExtractionMode)
+    raise ValueError(f"mode must be an ExtractionMode or one of {names}, not {value!r}")
+
+
+def _floor(value: Any) -> SchemaEnforcement | None:
+    if value is None or isinstance(value, SchemaEnforcement):
+        return value
+    if isinstance(value, str):
+        try:
+            return SchemaEnforcement(value)
+        except ValueError:
+            pass
+    names = ", ".join(f"`{level.value}`" for level in SchemaEnforcement)
+    raise ValueError(
+        f"min_enforcement must be a SchemaEnforcement or one of {names}, not {value!r}"
+    )
+
+
+def check_call(provider: Any, tp: Any, request: Any) -> None:
+    """Fail at the call, naming the argument, when the arguments are not a provider, a type
+    and a `ChatRequest` (in that order), rather than at the first use of one of them."""
+    if isinstance(request, ChatRequest) and hasattr(provider, "chat_capability"):
+        return
+    shown = f"{type(request).__name__}"
+    if not isinstance(request, ChatRequest):
+        hint = (
+            " (build one with `ChatRequest(model).user(text)`)" if isinstance(request, str) else ""
+        )
+        raise TypeError(f"request must be a ChatRequest, not {shown}{hint}")
+    if isinstance(provider, type) and hasattr(tp, "chat_capability"):
+        raise TypeError(
+            "the provider and the type are swapped: the arguments are (provider, type, "
+            f"request), and the provider came second ({type(tp).__name__})"
+        )
+    given = repr(provider) if isinstance(provider, type) else type(provider).__name__
+    raise TypeError(
+        f"provider must be a chat provider (such as `allama.provider('openai')`), not {given}"
+    )
 
 
 class Extractor:
@@ -59,11 +114,14 @@ class Extractor:
         repair: bool = False,
         retries: int = 0,
         allow_undeclared_keys: bool = False,
-        min_enforcement: SchemaEnforcement | None = None,
+        min_enforcement: SchemaEnforcement | str | None = None,
     ) -> None:
+        _setting("repair", repair, bool, "True or False")
+        _setting("retries", retries, int, "a whole number")
+        _setting("allow_undeclared_keys", allow_undeclared_keys, bool, "True or False")
         if retries < 0:
             raise ValueError(f"retries must be 0 or more, not {retries}")
-        self._settings = Settings(repair, retries, allow_undeclared_keys, min_enforcement)
+        self._settings = Settings(repair, retries, allow_undeclared_keys, _floor(min_enforcement))
 
     @property
     def repair(self) -> bool:
@@ -82,11 +140,18 @@ class Extractor:
         return self._settings.min_enforcement
 
     def with_options(self, **changes: Any) -> Extractor:
-        """A copy with some settings changed."""
-        settings = replace(self._settings, **changes)
-        copy = Extractor.__new__(Extractor)
-        copy._settings = settings
-        return copy
+        """A copy with some settings changed, checked as the constructor checks them."""
+        s = self._settings
+        current = {
+            "repair": s.repair,
+            "retries": s.retries,
+            "allow_undeclared_keys": s.allow_undeclared_keys,
+            "min_enforcement": s.min_enforcement,
+        }
+        unknown = sorted(set(changes) - set(current))
+        if unknown:
+            raise TypeError(f"Extractor has no setting {', '.join(map(repr, unknown))}")
+        return Extractor(**{**current, **changes})
 
     def __repr__(self) -> str:
         s = self._settings
@@ -109,6 +174,7 @@ class Extractor:
         (`ExtractionMetadata.from_error`); unusable output raises an `ExtractionError`
         carrying the last response and the record.
         """
+        check_call(provider, tp, request)
         return drive(extract_steps(self._settings, provider, tp, request), provider)
 
     @overload
@@ -123,6 +189,7 @@ class Extractor:
         self, provider: ChatProvider, tp: Any, request: ChatRequest
     ) -> Extracted[Any]:
         """The async twin of `extract`."""
+        check_call(provider, tp, request)
         return await adrive(extract_steps(self._settings, provider, tp, request), provider)
 
     @overload
@@ -140,45 +207,87 @@ class Extractor:
 
         Repair applies at `finish()`; retries do not (a retry would be a new stream).
         """
+        check_call(provider, tp, request)
         opened = drive_open(open_steps(self._settings, provider, tp, request), provider)
         return ExtractionStream(opened, self._settings, tp)
 
     @overload
-    async def aextract_stream(
+    def aextract_stream(
         self, provider: ChatProvider, tp: type[T], request: ChatRequest
-    ) -> AsyncExtractionStream[T]: ...
+    ) -> OpeningStream[T]: ...
     @overload
-    async def aextract_stream(
+    def aextract_stream(
         self, provider: ChatProvider, tp: Any, request: ChatRequest
-    ) -> AsyncExtractionStream[Any]: ...
-    async def aextract_stream(
+    ) -> OpeningStream[Any]: ...
+    def aextract_stream(
+        self, provider: ChatProvider, tp: Any, request: ChatRequest
+    ) -> OpeningStream[Any]:
+        """The async twin of `extract_stream`: `async with extractor.aextract_stream(...) as
+        stream:` opens it and closes it; `await` it for the stream alone."""
+        check_call(provider, tp, request)
+        return OpeningStream(self._aopen(provider, tp, request))
+
+    async def _aopen(
         self, provider: ChatProvider, tp: Any, request: ChatRequest
     ) -> AsyncExtractionStream[Any]:
         opened = await adrive_open(open_steps(self._settings, provider, tp, request), provider)
         return AsyncExtractionStream(opened, self._settings, tp)
 
-    def plan(self, provider: ChatProvider, tp: Any, request: ChatRequest) -> ExtractionPlan:
-        """What an extraction would do, without sending anything."""
-        return plan(provider, tp, request)
+    def plan(
+        self, provider: ChatProvider, tp: Any, request: ChatRequest, *, stream: bool = False
+    ) -> ExtractionPlan:
+        """What an extraction would do, without sending anything; with `stream=True`, what
+        a streamed extraction would (some endpoints drop the schema on streams)."""
+        check_call(provider, tp, request)
+        return plan(provider, tp, request, stream=stream)
 
     @overload
-    def parse(self, tp: type[T], response: ChatResponse, mode: ExtractionMode) -> Extracted[T]: ...
+    def parse(
+        self,
+        tp: type[T],
+        response: ChatResponse,
+        mode: ExtractionMode | str,
+        *,
+        root_wrapped: bool = False,
+    ) -> Extracted[T]: ...
     @overload
-    def parse(self, tp: Any, response: ChatResponse, mode: ExtractionMode) -> Extracted[Any]: ...
-    def parse(self, tp: Any, response: ChatResponse, mode: ExtractionMode) -> Extracted[Any]:
+    def parse(
+        self,
+        tp: Any,
+        response: ChatResponse,
+        mode: ExtractionMode | str,
+        *,
+        root_wrapped: bool = False,
+    ) -> Extracted[Any]: ...
+    def parse(
+        self,
+        tp: Any,
+        response: ChatResponse,
+        mode: ExtractionMode | str,
+        *,
+        root_wrapped: bool = False,
+    ) -> Extracted[Any]:
         """Parse a response you already have (no provider call), with this extractor's repair.
 
-        `mode` says where the output is: the text (`NATIVE`) or the arguments of the single
-        `submit_structured_output` call (`FORCED_TOOL`). The record shows no passes and
-        `NOT_ENFORCED`: whether the request asked for strict mode is unknown here.
+        `mode` says where the output is: the text (`native`) or the arguments of the single
+        `submit_structured_output` call (`forced_tool`). `root_wrapped=True` reads a response
+        to a request that sent the type wrapped in `{"value": ...}` (its record says
+        `root_wrapped`). The record shows no passes and `NOT_ENFORCED`: whether the request
+        asked for strict mode is unknown here.
         """
+        if not isinstance(response, ChatResponse):
+            raise TypeError(f"response must be a ChatResponse, not {type(response).__name__}")
+        mode = _mode(mode)
         provider = response.provider or "unknown"
         metadata = ExtractionMetadata.new(mode)
+        metadata.root_wrapped = root_wrapped
         if mode is ExtractionMode.AUTO:
             raise ModeUnsupportedError(
                 provider=provider, metadata=metadata, mode=mode
             ).with_response(response)
         target = Target.of(tp, provider, response.model or "")
+        if root_wrapped:
+            target = target.wrapping(tp)
         return finish(response, metadata, target, self._settings)
 
 
@@ -219,14 +328,47 @@ def extract_stream(provider: ChatProvider, tp: Any, request: ChatRequest) -> Ext
 
 
 @overload
-async def aextract_stream(
+def aextract_stream(
     provider: ChatProvider, tp: type[T], request: ChatRequest
-) -> AsyncExtractionStream[T]: ...
+) -> OpeningStream[T]: ...
 @overload
-async def aextract_stream(
+def aextract_stream(
     provider: ChatProvider, tp: Any, request: ChatRequest
-) -> AsyncExtractionStream[Any]: ...
-async def aextract_stream(
-    provider: ChatProvider, tp: Any, request: ChatRequest
-) -> AsyncExtractionStream[Any]:
-    return await _DEFAULT.aextract_stream(provider, tp, request)
+) -> OpeningStream[Any]: ...
+def aextract_stream(provider: ChatProvider, tp: Any, request: ChatRequest) -> OpeningStream[Any]:
+    """Stream an extraction, async: `async with allama.aextract_stream(...) as stream:`."""
+    return _DEFAULT.aextract_stream(provider, tp, request)
+
+
+class OpeningStream(Generic[T]):
+    """An async extraction stream being opened: use it in `async with` (which closes the
+    stream at the end), or `await` it for the stream."""
+
+    __slots__ = ("_opening", "_stream")
+
+    def __init__(self, opening: Coroutine[Any, Any, AsyncExtractionStream[T]]) -> None:
+        self._opening = opening
+        self._stream: AsyncExtractionStream[T] | None = None
+
+    def __await__(self) -> Generator[Any, None, AsyncExtractionStream[T]]:
+        return self._opening.__await__()
+
+    async def __aenter__(self) -> AsyncExtractionStream[T]:
+        self._stream = await self._opening
+        return self._stream
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._stream is not None:
+            await self._stream.aclose()
+
+    def __repr__(self) -> str:
+        return (
+            "OpeningStream(<opening>)"
+            if self._stream is None
+            else f"OpeningStream({self._stream!r})"
+        )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,11 +19,16 @@ class AutoFallback(BaseModel):
     empty when the refusal's text was not written by allama (it reaches the log view).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     field: RequestField
     message: str
     stage: UnsupportedStage = UnsupportedStage.BEFORE_SENDING
+
+
+def _only(data: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
+    fields = model.model_fields
+    return {key: value for key, value in data.items() if key in fields}
 
 
 def counted_field(mode: ExtractionMode) -> RequestField | None:
@@ -42,9 +47,15 @@ class ExtractionMetadata(BaseModel):
     the usage of every pass, including failed ones and a stream that failed mid-way (which
     is not a pass, so `passes` can be 0 while `usage` is not). `enforcement` is the least
     enforced pass; `degradations` are the warnings that decided it, in the caller's terms.
+    `root_wrapped` says the type's schema was sent wrapped in a one-property object
+    (`{"value": ...}`), because the provider takes only an object at the root; the value
+    returned is the unwrapped one.
+
+    A record written by a newer version reads back: fields this version does not know are
+    left out.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    model_config = ConfigDict(extra="ignore", validate_assignment=False)
 
     mode: ExtractionMode
     passes: int = 0
@@ -54,6 +65,7 @@ class ExtractionMetadata(BaseModel):
     usage: Usage | None = None
     auto_fallback: AutoFallback | None = None
     undeclared_key_rejections: int = 0
+    root_wrapped: bool = False
 
     @classmethod
     def new(cls, mode: ExtractionMode) -> ExtractionMetadata:
@@ -71,6 +83,7 @@ class ExtractionMetadata(BaseModel):
             ("usage", None),
             ("auto_fallback", None),
             ("undeclared_key_rejections", 0),
+            ("root_wrapped", False),
         ):
             if data.get(key) == empty:
                 del data[key]
@@ -90,9 +103,24 @@ class ExtractionMetadata(BaseModel):
         if not isinstance(record, dict):
             return None
         try:
-            return cls.model_validate(record)
+            return cls.from_json_dict(record)
         except ValueError:
             return None
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> ExtractionMetadata:
+        """Read a record's JSON form, leaving out fields this version does not know (in the
+        record, its usage and its warnings), so records from a newer version read back."""
+        known = dict(data)
+        usage = known.get("usage")
+        if isinstance(usage, dict):
+            known["usage"] = _only(usage, Usage)
+        warnings = known.get("degradations")
+        if isinstance(warnings, list):
+            known["degradations"] = [
+                _only(w, Warning) if isinstance(w, dict) else w for w in warnings
+            ]
+        return cls.model_validate(known)
 
     def attach_to(self, error: Error) -> Error:
         error.context.metadata[EXTRACTION_METADATA_KEY] = self.to_json_dict()
@@ -166,4 +194,6 @@ class ExtractionMetadata(BaseModel):
             shown.append(f"auto_fallback={self.auto_fallback.field.value!r}")
         if self.undeclared_key_rejections:
             shown.append(f"undeclared_key_rejections={self.undeclared_key_rejections}")
+        if self.root_wrapped:
+            shown.append("root_wrapped=True")
         return f"ExtractionMetadata({', '.join(shown)})"

@@ -22,11 +22,6 @@ class ExtractionMode(StrEnum):
     NATIVE = "native"
     FORCED_TOOL = "forced_tool"
 
-    @property
-    def display_name(self) -> str:
-        """The name messages use: `Auto`, `Native`, `ForcedTool`."""
-        return {"auto": "Auto", "native": "Native", "forced_tool": "ForcedTool"}[self.value]
-
 
 _RANK = {"not_enforced": 0, "approximate": 1, "exact": 2}
 

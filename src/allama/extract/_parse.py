@@ -31,6 +31,9 @@ class Rejection:
     error: _Failure
     invalid_json: bool = False
     undeclared: bool = False
+    output_path: str | None = None
+    """Where the output failed, as the model wrote it (`value[1].price` when the type was
+    sent wrapped); the error's `path` is in the caller's terms."""
 
     def worth_asking_again(self) -> bool:
         return isinstance(
@@ -145,14 +148,14 @@ def parse_value(
     adapter, schema = target.type.adapter, target.schema
     result = check(raw, adapter, schema, reject_undeclared)
     if not isinstance(result, Failure):
-        return result, False
+        return target.unwrap(result), False
     failure = result
     if repair:
         candidate = repair_candidate(raw)
         if candidate is not None:
             repaired = check(candidate, adapter, schema, reject_undeclared)
             if not isinstance(repaired, Failure):
-                return repaired, True
+                return target.unwrap(repaired), True
             if not repaired.invalid_json:
                 failure = repaired
     detail = failure.message
@@ -166,10 +169,11 @@ def parse_value(
             mode=mode,
             raw=raw,
             detail=detail,
-            path=failure.path,
+            path=target.caller_path(failure.path),
         ),
         invalid_json=failure.invalid_json,
         undeclared=failure.undeclared,
+        output_path=failure.path,
     )
 
 
@@ -178,8 +182,8 @@ def _problem(rejection: Rejection) -> str:
     if isinstance(error, ParseError):
         if rejection.invalid_json:
             return f"it was not valid JSON: {error.detail}"
-        if error.path is not None:
-            return f"it did not match the schema at `{error.path}`: {error.detail}"
+        if rejection.output_path is not None:
+            return f"it did not match the schema at `{rejection.output_path}`: {error.detail}"
         return f"it did not match the schema: {error.detail}"
     if isinstance(error, MissingStructuredTextError):
         return "it contained no text"

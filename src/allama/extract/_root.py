@@ -3,12 +3,21 @@
 OpenAI's strict mode (Chat Completions and Responses) takes only an object at the root of a
 response schema, and every tool API takes only an object as a tool's parameters. A list, an
 enum, a `Literal`, a union or a scalar is then sent as `{"value": <its schema>}`, strict, and
-the answer is unwrapped before it is validated as the caller's type.
+the answer is unwrapped before it reaches the caller. The wrapping object adds nothing the
+model may choose (one required key, no other), so it keeps whatever enforcement the type's
+own schema gets.
 """
 
 from __future__ import annotations
 
-__all__ = ["ROOT_KEY", "ROOT_OPTION"]
+from collections.abc import Mapping
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from allama.schema._types import TypeSchema, derived, type_schema
+
+__all__ = ["ROOT_KEY", "ROOT_OPTION", "object_rooted", "unwrap", "wrapped_schema", "wrapper_type"]
 
 ROOT_KEY = "value"
 """The one property of the wrapping object."""
@@ -17,3 +26,62 @@ ROOT_OPTION = "allama.extraction.root"
 """Request option set on a derived request whose schema wraps the type: its JSON value is
 the key the value is wrapped in (`ROOT_KEY`). Scripted providers read it to answer in the
 shape the request asks for; nothing sends it."""
+
+T = TypeVar("T")
+
+
+def _untitled(schema: dict[str, Any]) -> None:
+    schema.pop("title", None)
+
+
+class _Wrapped(BaseModel, Generic[T]):
+    """The wrapping object: `{"value": ...}` and no other key."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_untitled)
+
+    value: T
+
+
+_UNIONS = ("anyOf", "oneOf", "allOf")
+
+
+def object_rooted(schema: Mapping[str, Any]) -> bool:
+    """Whether the root of `schema` (through a root `$ref`) is a plain object: `"type":
+    "object"` and no union beside it, which is what object-root dialects take."""
+    if any(key in schema for key in _UNIONS):
+        return False
+    node: Any = schema
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        defs = schema.get("$defs")
+        name = ref.removeprefix("#/$defs/").replace("~1", "/").replace("~0", "~")
+        node = defs.get(name) if isinstance(defs, Mapping) and ref != name else None
+        if not isinstance(node, Mapping):
+            return False
+    return node.get("type") == "object" and not any(key in node for key in (*_UNIONS, "$ref"))
+
+
+def wrapper_type(tp: Any) -> Any:
+    """The wrapping object's type for `tp` (what a wrapped stream's partial value follows)."""
+    return _Wrapped[tp]
+
+
+def wrapped_schema(tp: Any, caller: TypeSchema) -> TypeSchema:
+    """The wrapping object's schema and validator, named as the caller's type (so the
+    response format, the record and messages keep the caller's names). Kept with the
+    caller's schema, so every extraction of the type shares one."""
+
+    def make() -> TypeSchema:
+        inner = type_schema(wrapper_type(tp))
+        return TypeSchema(
+            adapter=inner.adapter, schema=inner.schema, label=caller.label, name=caller.name
+        )
+
+    made: TypeSchema = derived(caller.schema, "allama.extract.wrapped_root", make)
+    return made
+
+
+def unwrap(value: Any) -> Any:
+    """The caller's value inside a validated (or partial) wrapping object; `None` before
+    its key arrived."""
+    return getattr(value, ROOT_KEY, None)

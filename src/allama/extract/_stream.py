@@ -8,9 +8,9 @@ from typing import Any, Generic, Self, TypeVar
 from allama.errors import Error
 from allama.extract._engine import END, Extracted, Opened, Settings, finish
 from allama.extract._errors import EXTRACTION_TOOL
-from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode
 from allama.extract._partial import PartialValue
+from allama.extract._root import wrapper_type
 from allama.extract._validation import Failure, check
 from allama.stream import AsyncChatStream, ChatStream, StreamCollector
 from allama.types import (
@@ -35,7 +35,10 @@ class _Observer(Generic[T]):
         self._joined = ""
         self._joined_count = 0
         self._tool_index: int | None = None
-        self._partial: PartialValue[T] = PartialValue(tp)
+        target = opened.target
+        # A wrapped type streams as `{"value": ...}`: the partial value follows the wrapping
+        # object and is shown unwrapped.
+        self._partial: PartialValue[Any] = PartialValue(wrapper_type(tp) if target.wrapped else tp)
         # Text not yet given to the partial value: it is read when `partial` is, so a
         # caller who never looks at it pays nothing for it.
         self._unread: list[str] = []
@@ -114,20 +117,26 @@ class _Observer(Generic[T]):
         read, on the text that arrived since the last read.
         """
         self._catch_up()
-        return self._partial.value()
+        value: T | None = self._opened.target.unwrap(self._partial.value())
+        return value
+
+    def _with_record(self, error: Error, collector: StreamCollector) -> Error:
+        """`error` with the extraction's record attached: the usage and degradations the
+        stream reported before it failed (a failed stream is not a pass)."""
+        opened = self._opened
+        failed = opened.metadata.model_copy(deep=True)
+        failed.record_usage_and_degradations(collector.response_metadata(), opened.target.reword)
+        return failed.attach_to(error)
 
     def finish_with(self, collector: StreamCollector) -> Extracted[T]:
         self._ended = True
         opened = self._opened
         target = opened.target
-        metadata = ExtractionMetadata.new(opened.metadata.mode)
-        metadata.auto_fallback = opened.metadata.auto_fallback
+        metadata = opened.metadata.model_copy(deep=True)
         try:
             response = collector.finish()
         except Error as error:
-            failed = metadata.model_copy(deep=True)
-            failed.record_usage_and_degradations(collector.response_metadata(), target.reword)
-            raise failed.attach_to(error) from None
+            raise self._with_record(error, collector) from None
         metadata.record_pass(response, target.reword)
         target.report_enforcement(metadata)
         below = self._settings.below_floor(metadata, target.provider)
@@ -165,9 +174,13 @@ class ExtractionStream(_Observer[T]):
         first, self._first = self._first, None
         if first is END:
             raise StopIteration
-        if isinstance(first, Error):
-            raise first
-        event: StreamEvent = first if first is not None else next(self._stream)
+        try:
+            if isinstance(first, Error):
+                raise first
+            event: StreamEvent = first if first is not None else next(self._stream)
+        except Error as error:
+            self._with_record(error, self._stream.collector)
+            raise
         self.observe(event)
         return event
 
@@ -220,9 +233,13 @@ class AsyncExtractionStream(_Observer[T]):
         first, self._first = self._first, None
         if first is END:
             raise StopAsyncIteration
-        if isinstance(first, Error):
-            raise first
-        event: StreamEvent = first if first is not None else await anext(self._stream)
+        try:
+            if isinstance(first, Error):
+                raise first
+            event: StreamEvent = first if first is not None else await anext(self._stream)
+        except Error as error:
+            self._with_record(error, self._stream.collector)
+            raise
         self.observe(event)
         return event
 

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from allama.errors import Error, ErrorContext, MessageOrigin, UnsupportedError
+from allama.errors import Error, ErrorContext, InvalidRequestError, MessageOrigin, UnsupportedError
 from allama.extract._errors import EXTRACTION_TOOL, ModeUnsupportedError, ToolConflictError
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
+from allama.extract._root import ROOT_KEY, ROOT_OPTION, unwrap, wrapped_schema
 from allama.schema._types import TypeSchema, type_schema
 from allama.types import (
     ChatRequest,
@@ -35,6 +36,7 @@ _REPORTED_LOCK = threading.Lock()
 
 
 _FORCED_CHOICE = ToolChoice.tool(EXTRACTION_TOOL)
+_WRAPPED_ROOT = f"/properties/{ROOT_KEY}"
 
 
 @lru_cache(maxsize=512)
@@ -66,9 +68,32 @@ def _reworded(target: Target, warning: Warning) -> Warning:
     return warning.model_copy(update={"message": target.in_caller_terms(warning.message)})
 
 
-def requested_mode(request: ChatRequest) -> ExtractionMode:
-    mode = request.option(ExtractionMode)
-    return ExtractionMode.AUTO if mode is None else mode
+_MODES = ", ".join(f"`{mode.value}`" for mode in ExtractionMode)
+_BY_VALUE = {mode.value: mode for mode in ExtractionMode}
+_JSON_KINDS = {bool: "boolean", int: "number", float: "number", list: "array", dict: "object"}
+
+
+def requested_mode(request: ChatRequest, provider: str) -> ExtractionMode:
+    """The mode the request asks for (`AUTO` when it names none).
+
+    A malformed mode option is the caller's mistake, raised before anything is sent as an
+    `InvalidRequestError` that names the option and the modes there are.
+    """
+    raw = request.options.get(ExtractionMode.__option_namespace__)
+    if raw is None:
+        return ExtractionMode.AUTO
+    if isinstance(raw, str) and raw in _BY_VALUE:
+        return _BY_VALUE[raw]
+    kind = "a string" if isinstance(raw, str) else f"a JSON {_JSON_KINDS.get(type(raw), 'value')}"
+    raise (
+        InvalidRequestError(
+            f"the request option `{ExtractionMode.__option_namespace__}` is {kind} that "
+            f"names no extraction mode; use one of {_MODES} "
+            "(`request.with_option(ExtractionMode.NATIVE)`)"
+        )
+        .mark_authored()
+        .with_provider(provider)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,12 +101,33 @@ class Target:  # hashable: type schemas compare by identity
     """What is extracted, from which provider and model."""
 
     type: TypeSchema
+    """The schema sent and validated: the type's own, or the object wrapping it."""
     provider: str
     model: str
+    wrapped: bool = False
+    """Whether the type is sent wrapped in `{"value": ...}` (a dialect needs an object root)."""
 
     @classmethod
     def of(cls, tp: Any, provider: str, model: str) -> Target:
         return cls(type_schema(tp), provider, model)
+
+    def wrapping(self, tp: Any) -> Target:
+        """This target with `tp` sent wrapped in a one-property object."""
+        return Target(wrapped_schema(tp, self.type), self.provider, self.model, wrapped=True)
+
+    def unwrap(self, value: Any) -> Any:
+        """The caller's value in a validated output of this target."""
+        return unwrap(value) if self.wrapped else value
+
+    def caller_path(self, path: str | None) -> str | None:
+        """A path in the output (`value[1].price`) in terms of the caller's type
+        (`[1].price`); `None` for the root."""
+        if not self.wrapped or path is None:
+            return path
+        if path == ROOT_KEY:
+            return None
+        rest = path.removeprefix(ROOT_KEY)
+        return rest.removeprefix(".") if rest != path else path
 
     @property
     def label(self) -> str:
@@ -96,6 +142,8 @@ class Target:  # hashable: type schemas compare by identity
         if request.tools:
             raise ToolConflictError(provider=self.provider, metadata=ExtractionMetadata.new(mode))
         derived = request.without_option(ExtractionMode)
+        if self.wrapped:
+            derived = derived.with_option_json(ROOT_OPTION, ROOT_KEY)
         if mode is ExtractionMode.NATIVE:
             return derived.model_copy(update={"response_format": _native_format(self.type)})
         if mode is ExtractionMode.FORCED_TOOL:
@@ -116,6 +164,8 @@ class Target:  # hashable: type schemas compare by identity
     def pointer_label(self, pointer: str) -> str:
         """`/properties/contact` as `Customer.contact`; `/$defs/Item/properties/price` as
         `Item.price`."""
+        if self.wrapped and (pointer == _WRAPPED_ROOT or pointer.startswith(_WRAPPED_ROOT + "/")):
+            pointer = pointer[len(_WRAPPED_ROOT) :]
         parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
         label = self.label
         index = 0
