@@ -197,3 +197,5 @@ class ExtractionMetadata(BaseModel):
         if self.root_wrapped:
             shown.append("root_wrapped=True")
         return f"ExtractionMetadata({', '.join(shown)})"
+
+    __str__ = __repr__

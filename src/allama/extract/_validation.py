@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
-from pydantic_core import ErrorDetails, from_json
+from pydantic_core import ErrorDetails
 
+from allama.extract._json import NotJsonError, loads
 from allama.schema._nulls import normalize_strict_nulls
 from allama.schema._undeclared import find_undeclared_key, format_path
 
@@ -124,16 +125,9 @@ def from_validation_error(error: ValidationError) -> Failure:
 
 
 def _loads(raw: str) -> Any:
-    """`json.loads`, by pydantic-core's faster parser whenever that one can read the text.
-
-    What pydantic-core refuses (broken JSON, nesting past its limit, very long numbers, lone
-    surrogates) goes to `json.loads`, whose answer and message stand, so the result is
-    `json.loads`'s.
-    """
-    try:
-        return from_json(raw)
-    except (ValueError, TypeError):  # `TypeError`: a lone surrogate in the text
-        return json.loads(raw)
+    """The output's JSON value, read strictly (`NaN`, `Infinity` and duplicate keys are
+    errors that name the place); otherwise `json.loads`'s answer and message."""
+    return loads(raw)
 
 
 def check(
@@ -149,6 +143,8 @@ def check(
     """
     try:
         value = _loads(raw)
+    except NotJsonError as error:
+        return Failure(message=str(error), path=error.path, invalid_json=True)
     except ValueError as error:  # a `JSONDecodeError`, or a number too long to convert
         return Failure(message=str(error), path=None, invalid_json=True)
     except RecursionError:

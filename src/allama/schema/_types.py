@@ -18,6 +18,8 @@ __all__ = ["TypeSchema", "derived", "schema_name", "type_label", "type_schema"]
 def type_label(tp: Any) -> str:
     """How messages name a type: `Person`, `list[Item]`, `Literal['a', 'b']`."""
     origin = typing.get_origin(tp)
+    if origin is typing.Annotated:  # constraints are in the schema, not the name
+        return type_label(typing.get_args(tp)[0])
     if origin is None:
         name = getattr(tp, "__name__", None)
         return name if isinstance(name, str) else repr(tp)

@@ -1,0 +1,216 @@
+"""Reading the model's output as strict JSON: `NaN`, `Infinity`, numbers too large for a
+float and duplicate keys are not values, and the error names the place.
+
+Python's parsers accept all four (a duplicate key silently keeps its last value), so the
+fast parser reads the text and two cheap checks look for what it lets through; only when a
+check cannot rule them out does a slow reader walk the text to find the first one and its
+path. What no parser accepts is reported as `json.loads` reports it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from json.decoder import scanstring  # type: ignore[attr-defined]
+from typing import Any
+
+from pydantic_core import from_json
+
+from allama.schema._undeclared import format_path
+
+__all__ = ["NotJsonError", "loads"]
+
+
+class NotJsonError(ValueError):
+    """The output is not strict JSON; `path` names where (`None` for the root)."""
+
+    def __init__(self, message: str, path: str | None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+_KEY_GAP = re.compile(r'"[ \t\r\n]+:')
+"""A key's closing quote with white space before its colon (or an escaped quote followed by
+white space and a colon inside a string): keys cannot then be counted by `":`."""
+_BIG_EXPONENT = re.compile(r"[0-9][eE]\+?[0-9]{3}|[0-9]{300}")
+"""A number that may be too large for a float (it would read as infinity)."""
+
+
+def loads(raw: str) -> Any:
+    """The JSON value of `raw`, read strictly.
+
+    Raises `NotJsonError` (a `ValueError`) for `NaN`, `Infinity`, an overflowing number or a
+    duplicate key, naming the place; `json.loads`'s own `ValueError` for text no parser
+    reads; `RecursionError` for a value nested past what the parsers take.
+    """
+    try:
+        value = from_json(raw, allow_inf_nan=False)
+    except (ValueError, TypeError):  # `TypeError`: a lone surrogate in the text
+        located = _first_non_json(raw)
+        if located is not None:
+            raise located from None
+        return json.loads(raw)
+    if _BIG_EXPONENT.search(raw) or not _keys_all_distinct(raw, value):
+        located = _first_non_json(raw)
+        if located is not None:
+            raise located
+    return value
+
+
+def _keys_all_distinct(raw: str, value: Any) -> bool:
+    """Whether every key the text writes is one the value kept: a duplicate key is
+    written twice and kept once. Keys are counted in the text by the `":` that ends them,
+    when that count is sure; otherwise this says no, and the slow reader decides."""
+    if '\\":' in raw or _KEY_GAP.search(raw):
+        return False
+    return raw.count('":') == _kept_keys(value)
+
+
+def _kept_keys(value: Any) -> int:
+    kind = type(value)
+    if kind is not dict and kind is not list:
+        return 0
+    count = 0
+    stack = [value]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node = pop()
+        if type(node) is dict:
+            count += len(node)
+            for child in node.values():
+                kind = type(child)
+                if kind is dict or kind is list:
+                    push(child)
+        else:  # a list
+            for child in node:
+                kind = type(child)
+                if kind is dict or kind is list:
+                    push(child)
+    return count
+
+
+# The slow reader: only for text the checks above could not clear.
+
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+_SPACE = re.compile(r"[ \t\n\r]*")
+_WORDS = {"true": True, "false": False, "null": None}
+_NOT_NUMBERS = ("NaN", "Infinity", "-Infinity")
+
+
+class _Stop(Exception):
+    """The reader met something no JSON parser reads: `json.loads` reports it."""
+
+
+def _first_non_json(raw: str) -> NotJsonError | None:
+    """The first `NaN`, `Infinity`, overflowing number or duplicate key in `raw`, with its
+    path; `None` when there is none (or the text is broken in a way `json.loads` reports)."""
+    try:
+        _Reader(raw).document()
+    except NotJsonError as found:
+        return found
+    except (_Stop, ValueError, IndexError, RecursionError):
+        return None
+    return None
+
+
+class _Reader:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.path: list[str | int] = []
+
+    def document(self) -> None:
+        self.space()
+        self.value()
+
+    def space(self) -> None:
+        match = _SPACE.match(self.text, self.pos)
+        self.pos = match.end() if match else self.pos
+
+    def fail(self, message: str, *, where: str = "at") -> NotJsonError:
+        place = format_path(tuple(self.path)) or None
+        return NotJsonError(f"{message} {where} `{place}`" if place else message, place)
+
+    def value(self) -> None:
+        text, pos = self.text, self.pos
+        if pos >= len(text):
+            raise _Stop
+        char = text[pos]
+        if char == "{":
+            self.object()
+        elif char == "[":
+            self.array()
+        elif char == '"':
+            _, self.pos = scanstring(text, pos + 1)
+        else:
+            for word in _NOT_NUMBERS:
+                if text.startswith(word, pos):
+                    raise self.fail(f"`{word}` is not a JSON number")
+            for word in _WORDS:
+                if text.startswith(word, pos):
+                    self.pos = pos + len(word)
+                    return
+            match = _NUMBER.match(text, pos)
+            if match is None:
+                raise _Stop
+            literal = match.group()
+            if any(mark in literal for mark in ".eE") and float(literal) in (
+                float("inf"),
+                float("-inf"),
+            ):
+                raise self.fail(f"the number `{literal}` is too large for a floating point value")
+            self.pos = match.end()
+
+    def object(self) -> None:
+        text = self.text
+        self.pos += 1
+        seen: set[str] = set()
+        self.space()
+        if text[self.pos] == "}":
+            self.pos += 1
+            return
+        while True:
+            self.space()
+            if text[self.pos] != '"':
+                raise _Stop
+            key, self.pos = scanstring(text, self.pos + 1)
+            if key in seen:
+                raise self.fail(f"the key `{key}` appears twice in the object", where="at")
+            seen.add(key)
+            self.space()
+            if text[self.pos] != ":":
+                raise _Stop
+            self.pos += 1
+            self.space()
+            self.path.append(key)
+            self.value()
+            self.path.pop()
+            self.space()
+            char = text[self.pos]
+            self.pos += 1
+            if char == "}":
+                return
+            if char != ",":
+                raise _Stop
+
+    def array(self) -> None:
+        text = self.text
+        self.pos += 1
+        self.space()
+        if text[self.pos] == "]":
+            self.pos += 1
+            return
+        index = 0
+        while True:
+            self.space()
+            self.path.append(index)
+            self.value()
+            self.path.pop()
+            self.space()
+            char = text[self.pos]
+            self.pos += 1
+            if char == "]":
+                return
+            if char != ",":
+                raise _Stop
+            index += 1

@@ -1,0 +1,392 @@
+"""Behaviour outside probes found missing: records on every stream failure, plans and floors
+for streamed calls, arguments checked at the call, and the record's and messages' words."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx2
+import pytest
+from pydantic import BaseModel
+
+import allama
+from allama import (
+    ChatRequest,
+    EnforcementBelowError,
+    Error,
+    ExtractionMetadata,
+    ExtractionMode,
+    Extractor,
+    IncompleteStreamError,
+    InvalidRequestError,
+    OverloadedError,
+    RefusedError,
+    RequestField,
+    SchemaEnforcement,
+    TruncatedError,
+    Usage,
+    Warning,
+)
+from allama.mock import ChatResponseBuilder, MockProvider, MockStreamingProvider
+from allama.providers import provider as make_provider
+from allama.transport import Transport
+from allama.types import (
+    ChatValidation,
+    FinishReason,
+    ResponseStart,
+    TextDelta,
+    UsageEvent,
+    ValidationCoverage,
+    WarningEvent,
+)
+
+
+class Person(BaseModel):
+    name: str
+    age: int
+
+
+def native() -> ChatRequest:
+    return ChatRequest("m").user("Alice is 31").with_option(ExtractionMode.NATIVE)
+
+
+DROPPED = Warning.unsupported(
+    RequestField.RESPONSE_FORMAT, "strict is not supported; sent without strict"
+).with_provider("mock")
+
+
+def failing_stream(error: Error | None) -> list[Any]:
+    items: list[Any] = [
+        ResponseStart(),
+        WarningEvent(warning=DROPPED),
+        TextDelta(index=0, text='{"name":'),
+        UsageEvent(usage=Usage(input_tokens=900, output_tokens=4)),
+    ]
+    return [*items, error] if error is not None else items
+
+
+def _assert_record(error: BaseException) -> None:
+    record = ExtractionMetadata.from_error(error)
+    assert record is not None, "the error carries no extraction record"
+    assert record.passes == 0
+    assert record.usage == Usage(input_tokens=900, output_tokens=4)
+    assert record.degradations == [DROPPED]
+
+
+@pytest.mark.parametrize("error", [OverloadedError("busy"), None], ids=["error", "runs-dry"])
+def test_iterating_a_failed_stream_raises_the_error_with_the_record(error: Error | None) -> None:
+    provider = MockStreamingProvider.with_stream(failing_stream(error))
+    with allama.extract_stream(provider, Person, native()) as stream:
+        with pytest.raises(Error) as raised:
+            for _ in stream:
+                pass
+    expected = OverloadedError if error is not None else IncompleteStreamError
+    assert isinstance(raised.value, expected)
+    _assert_record(raised.value)
+
+
+@pytest.mark.parametrize("error", [OverloadedError("busy"), None], ids=["error", "runs-dry"])
+def test_iterating_a_failed_stream_async_raises_the_error_with_the_record(
+    error: Error | None,
+) -> None:
+    async def run() -> BaseException:
+        provider = MockStreamingProvider.with_stream(failing_stream(error))
+        async with allama.aextract_stream(provider, Person, native()) as stream:
+            try:
+                async for _ in stream:
+                    pass
+            except Error as failure:
+                return failure
+        raise AssertionError("the stream did not fail")
+
+    _assert_record(asyncio.run(run()))
+
+
+def test_finish_after_a_failed_iteration_raises_the_same_record() -> None:
+    provider = MockStreamingProvider.with_stream(failing_stream(OverloadedError("busy")))
+    with allama.extract_stream(provider, Person, native()) as stream:
+        with pytest.raises(OverloadedError):
+            list(stream)
+        with pytest.raises(OverloadedError) as raised:
+            stream.finish()
+    _assert_record(raised.value)
+
+
+def test_reading_partial_of_a_failed_stream_does_not_raise() -> None:
+    provider = MockStreamingProvider.with_stream(failing_stream(OverloadedError("busy")))
+    with allama.extract_stream(provider, Person, native()) as stream:
+        with pytest.raises(OverloadedError):
+            for _ in stream:
+                assert stream.partial is None or isinstance(stream.partial, Person)
+        assert stream.partial is None or isinstance(stream.partial, Person)
+
+
+# Plans and floors for streams: what will be sent, streamed or not.
+
+
+def _groq(requests: list[httpx2.Request]) -> Any:
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        requests.append(http)
+        return httpx2.Response(500)
+
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    return make_provider("groq", api_key="k", base_url="http://test", transport=transport)
+
+
+GROQ = ChatRequest("openai/gpt-oss-120b").user("Alice is 31").with_option(ExtractionMode.NATIVE)
+
+
+def test_a_plan_for_a_stream_sees_the_schema_dropped_on_streams() -> None:
+    groq = _groq([])
+    assert Extractor().plan(groq, Person, GROQ).enforcement is SchemaEnforcement.EXACT
+    streamed = Extractor().plan(groq, Person, GROQ, stream=True)
+    assert streamed.stream is True
+    assert streamed.enforcement is SchemaEnforcement.NOT_ENFORCED
+    [warning] = streamed.degradations
+    assert "streamed" in warning.message
+
+
+def test_a_floor_on_a_stream_fails_before_paying() -> None:
+    sent: list[httpx2.Request] = []
+    groq = _groq(sent)
+    with pytest.raises(EnforcementBelowError) as raised:
+        Extractor(min_enforcement=SchemaEnforcement.EXACT).extract_stream(groq, Person, GROQ)
+    assert sent == []
+    assert raised.value.achieved is SchemaEnforcement.NOT_ENFORCED
+    assert raised.value.metadata.passes == 0
+
+
+def test_a_floor_on_an_async_stream_fails_before_paying() -> None:
+    sent: list[httpx2.Request] = []
+    groq = _groq(sent)
+
+    async def run() -> None:
+        extractor = Extractor(min_enforcement="exact")
+        async with extractor.aextract_stream(groq, Person, GROQ):
+            pass
+
+    with pytest.raises(EnforcementBelowError):
+        asyncio.run(run())
+    assert sent == []
+
+
+class CountingValidation(MockProvider):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.validations = 0
+
+    def validate_chat_request(
+        self, request: ChatRequest, *, stream: bool = False
+    ) -> ChatValidation:
+        self.validations += 1
+        return ChatValidation(coverage=ValidationCoverage.ENCODING)
+
+
+def test_a_not_enforced_floor_runs_no_dry_run() -> None:
+    answer = '{"name": "Alice", "age": 31}'
+    provider = CountingValidation([answer, answer])
+    Extractor(min_enforcement=SchemaEnforcement.NOT_ENFORCED).extract(provider, Person, native())
+    assert provider.validations == 0
+    Extractor(min_enforcement=SchemaEnforcement.APPROXIMATE).extract(provider, Person, native())
+    assert provider.validations == 1
+
+
+# The record and the mode option.
+
+
+def test_a_malformed_mode_option_is_an_allama_error() -> None:
+    provider = MockProvider.with_text("{}")
+    for raw in ("natve", 3, ["native"]):
+        request = ChatRequest("m").user("?").with_option_json("allama.extraction", raw)
+        with pytest.raises(InvalidRequestError) as raised:
+            allama.extract(provider, Person, request)
+        assert "`allama.extraction`" in str(raised.value)
+        assert "`auto`, `native`, `forced_tool`" in str(raised.value)
+    assert provider.call_count == 0
+
+
+def test_a_record_from_a_newer_version_reads_back() -> None:
+    data = {
+        "mode": "native",
+        "passes": 2,
+        "enforcement": "approximate",
+        "usage": {"input_tokens": 5, "output_tokens": 6, "future_tokens": 1},
+        "degradations": [
+            {**json.loads(DROPPED.to_json()), "severity": "high"},
+        ],
+        "auto_fallback": {"field": "response_format", "message": "m", "future": True},
+        "a_field_from_the_future": {"x": 1},
+    }
+    record = ExtractionMetadata.from_json_dict(data)
+    assert (record.passes, record.usage) == (2, Usage(input_tokens=5, output_tokens=6))
+    assert record.degradations == [DROPPED]
+    error = record.attach_to(OverloadedError("busy"))
+    error.context.metadata["allama.extraction"] = data
+    assert ExtractionMetadata.from_error(error) == record
+
+
+def test_str_of_a_record_is_as_compact_as_its_repr() -> None:
+    record = allama.extract(
+        MockProvider.with_text('{"name": "Alice", "age": 31}'), Person, native()
+    ).metadata
+    assert str(record) == repr(record)
+    assert str(record).startswith("ExtractionMetadata(mode='native', passes=1")
+
+
+def test_an_empty_refusal_says_so() -> None:
+    response = ChatResponseBuilder().refusal("").build()
+    with pytest.raises(RefusedError) as raised:
+        allama.extract(MockProvider([response]), Person, native())
+    assert str(raised.value) == (
+        "mock: the model refused to produce the structured output (finish reason `stop`), "
+        "with an empty refusal"
+    )
+
+
+@pytest.mark.parametrize(("reasoning", "said"), [(0, False), (None, False), (380, True)])
+def test_truncation_speaks_of_reasoning_only_when_tokens_went_to_it(
+    reasoning: int | None, said: bool
+) -> None:
+    usage = Usage(input_tokens=10, output_tokens=400, reasoning_tokens=reasoning)
+    response = (
+        ChatResponseBuilder()
+        .text('{"name": "Al')
+        .finish_reason(FinishReason.LENGTH)
+        .usage_value(usage)
+        .build()
+    )
+    with pytest.raises(TruncatedError) as raised:
+        allama.extract(MockProvider([response]), Person, native())
+    message = str(raised.value)
+    assert ("went to reasoning" in message) is said
+    assert "(`native` mode)" in message
+    if said:
+        assert "380 of 400 output tokens went to reasoning" in message
+
+
+# Arguments are checked at the call.
+
+
+def test_provider_and_type_swapped() -> None:
+    provider = MockProvider.with_text("{}")
+    with pytest.raises(TypeError, match="swapped"):
+        allama.extract(Person, provider, native())  # type: ignore[arg-type]
+
+
+def test_a_string_where_the_request_goes() -> None:
+    with pytest.raises(TypeError, match=r"request must be a ChatRequest, not str"):
+        allama.extract(MockProvider.with_text("{}"), Person, "Alice is 31")  # type: ignore[arg-type]
+
+
+def test_not_a_provider() -> None:
+    with pytest.raises(TypeError, match=r"provider must be a chat provider .* not str"):
+        allama.extract("openai", Person, native())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"retries": "2"}, TypeError, "retries must be a whole number, not str '2'"),
+        ({"retries": True}, TypeError, "retries must be a whole number, not bool"),
+        ({"retries": -1}, ValueError, "retries must be 0 or more"),
+        ({"repair": "yes"}, TypeError, "repair must be True or False"),
+        ({"min_enforcement": "strict"}, ValueError, "`exact`, `approximate`, `not_enforced`"),
+    ],
+)
+def test_extractor_settings_are_checked(
+    kwargs: dict[str, Any], error: type[Exception], words: str
+) -> None:
+    with pytest.raises(error) as raised:
+        Extractor(**kwargs)
+    assert words in str(raised.value)
+
+
+def test_enum_settings_take_their_string_values() -> None:
+    assert Extractor(min_enforcement="exact").min_enforcement is SchemaEnforcement.EXACT
+    assert Extractor().with_options(min_enforcement="approximate").min_enforcement is (
+        SchemaEnforcement.APPROXIMATE
+    )
+    response = ChatResponseBuilder().text('{"name": "Alice", "age": 31}').build()
+    assert Extractor().parse(Person, response, "native").value == Person(name="Alice", age=31)
+    with pytest.raises(ValueError, match="mode must be"):
+        Extractor().parse(Person, response, "text")
+    with pytest.raises(TypeError, match="no setting 'retry'"):
+        Extractor().with_options(retry=2)
+
+
+# `async with` on the async stream, as written.
+
+
+def test_async_with_opens_and_closes_the_stream() -> None:
+    async def run() -> tuple[Person, Person]:
+        provider = MockStreamingProvider.with_text('{"name": "Alice", "age": 31}')
+        async with allama.aextract_stream(provider, Person, native()) as stream:
+            first = (await stream.finish()).value
+        provider = MockStreamingProvider.with_text('{"name": "Alice", "age": 31}')
+        async with Extractor().aextract_stream(provider, Person, native()) as stream:
+            second = (await stream.finish()).value
+        return first, second
+
+    assert asyncio.run(run()) == (Person(name="Alice", age=31), Person(name="Alice", age=31))
+
+
+def test_awaiting_the_async_stream_still_works() -> None:
+    async def run() -> Person:
+        provider = MockStreamingProvider.with_text('{"name": "Alice", "age": 31}')
+        stream = await allama.aextract_stream(provider, Person, native())
+        async with stream:
+            return (await stream.finish()).value
+
+    assert asyncio.run(run()) == Person(name="Alice", age=31)
+
+
+# Output that is not strict JSON never becomes a value.
+
+
+class Line(BaseModel):
+    sku: str
+    price: float
+
+
+class Order(BaseModel):
+    lines: list[Line]
+
+
+@pytest.mark.parametrize(
+    ("text", "detail", "path"),
+    [
+        (
+            '{"lines": [{"sku": "a", "price": 1.5}, {"sku": "b", "sku": "c", "price": 2}]}',
+            "the key `sku` appears twice in the object at `lines[1]`",
+            "lines[1]",
+        ),
+        (
+            '{"lines": [{"sku": "a", "price": NaN}]}',
+            "`NaN` is not a JSON number at `lines[0].price`",
+            "lines[0].price",
+        ),
+        (
+            '{"lines": [{"sku": "a", "price": Infinity}]}',
+            "`Infinity` is not a JSON number at `lines[0].price`",
+            "lines[0].price",
+        ),
+        (
+            '{"lines": [{"sku": "a", "price": 1e999}]}',
+            "the number `1e999` is too large for a floating point value at `lines[0].price`",
+            "lines[0].price",
+        ),
+    ],
+)
+def test_output_that_is_not_strict_json_is_a_parse_error(text: str, detail: str, path: str) -> None:
+    from allama import ParseError
+
+    with pytest.raises(ParseError) as raised:
+        allama.extract(MockProvider.with_text(text), Order, native())
+    assert (raised.value.detail, raised.value.path) == (detail, path)
+    with pytest.raises(ParseError):
+        Extractor(repair=True).extract(MockProvider.with_text(f"Sure: {text}"), Order, native())

@@ -1,0 +1,350 @@
+"""Types whose schema root is not an object: sent wrapped in `{"value": ...}` where the
+mode's schema needs an object root (OpenAI strict, every tool API), strict, and unwrapped
+before they reach the caller; sent as they are where the provider takes any root."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+import httpx2
+import pytest
+from pydantic import BaseModel, Field
+
+import allama
+from allama import (
+    CapabilitySupport,
+    ChatCapability,
+    ChatRequest,
+    ExtractionMetadata,
+    ExtractionMode,
+    Extractor,
+    ParseError,
+    SchemaEnforcement,
+)
+from allama.mock import ChatResponseBuilder, MockProvider, MockStreamingProvider, TestProvider
+from allama.providers import provider as make_provider
+from allama.transport import Transport
+
+
+class Person(BaseModel):
+    name: str
+    age: int
+
+
+class Colour(Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+ROOTS: list[tuple[Any, Any, Any]] = [
+    # (type, the value the model writes inside the wrapper, the value the caller gets)
+    (list[Person], [{"name": "Ada", "age": 36}], [Person(name="Ada", age=36)]),
+    (Colour, "green", Colour.GREEN),
+    (Literal["yes", "no"], "no", "no"),
+    (Person | None, None, None),
+    (Person | None, {"name": "Ada", "age": 36}, Person(name="Ada", age=36)),
+    (int, 1843, 1843),
+    (str, "Ada", "Ada"),
+    (list[int], [1, 2, 3], [1, 2, 3]),
+]
+
+IDS = ["list", "enum", "literal", "union-null", "union-model", "int", "str", "list-int"]
+
+
+def _transport(handler: Any) -> Transport:
+    return Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+
+
+def _completion(message: dict[str, Any], finish: str = "stop") -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "model": "gpt-4o-2024-08-06",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+class OpenAIServer:
+    """An OpenAI endpoint that answers with `output` in the shape the request asks for."""
+
+    def __init__(self, output: Any) -> None:
+        self.output = json.dumps(output)
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, http: httpx2.Request) -> httpx2.Response:
+        body = json.loads(http.content)
+        self.bodies.append(body)
+        if "tools" in body:
+            call = {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "submit_structured_output", "arguments": self.output},
+            }
+            return httpx2.Response(200, json=_completion({"tool_calls": [call]}, "tool_calls"))
+        return httpx2.Response(200, json=_completion({"content": self.output}))
+
+    def provider(self, name: str = "openai") -> Any:
+        return make_provider(name, api_key="k", base_url="http://test", transport=_transport(self))
+
+
+def _request(mode: ExtractionMode = ExtractionMode.AUTO) -> ChatRequest:
+    request = ChatRequest("gpt-4o-2024-08-06").user("Ada Lovelace, 36, likes green.")
+    return request if mode is ExtractionMode.AUTO else request.with_option(mode)
+
+
+@pytest.mark.parametrize(("tp", "written", "expected"), ROOTS, ids=IDS)
+def test_openai_native_sends_a_wrapped_root_strict_and_unwraps_it(
+    tp: Any, written: Any, expected: Any
+) -> None:
+    server = OpenAIServer({"value": written})
+    extracted = allama.extract(server.provider(), tp, _request())
+
+    assert extracted.value == expected
+    assert extracted.metadata.mode is ExtractionMode.NATIVE
+    assert extracted.metadata.root_wrapped is True
+    assert extracted.metadata.enforcement is SchemaEnforcement.EXACT
+    assert extracted.metadata.degradations == []
+    fmt = server.bodies[0]["response_format"]
+    assert fmt["json_schema"]["strict"] is True
+    schema = fmt["json_schema"]["schema"]
+    assert schema["type"] == "object"
+    assert schema["required"] == ["value"]
+    assert schema["additionalProperties"] is False
+    assert list(schema["properties"]) == ["value"]
+
+
+@pytest.mark.parametrize(("tp", "written", "expected"), ROOTS, ids=IDS)
+def test_openai_forced_tool_sends_wrapped_parameters_strict(
+    tp: Any, written: Any, expected: Any
+) -> None:
+    server = OpenAIServer({"value": written})
+    request = _request(ExtractionMode.FORCED_TOOL)
+    extracted = allama.extract(server.provider(), tp, request)
+
+    assert extracted.value == expected
+    assert extracted.metadata.mode is ExtractionMode.FORCED_TOOL
+    assert extracted.metadata.root_wrapped is True
+    assert extracted.metadata.enforcement is SchemaEnforcement.EXACT
+    function = server.bodies[0]["tools"][0]["function"]
+    assert function["strict"] is True
+    assert function["parameters"]["required"] == ["value"]
+
+
+def test_an_object_root_is_never_wrapped() -> None:
+    server = OpenAIServer({"name": "Ada", "age": 36})
+    extracted = allama.extract(server.provider(), Person, _request())
+    assert extracted.value == Person(name="Ada", age=36)
+    assert extracted.metadata.root_wrapped is False
+    assert "value" not in server.bodies[0]["response_format"]["json_schema"]["schema"]["properties"]
+
+
+def test_the_wrapped_names_stay_the_callers() -> None:
+    server = OpenAIServer({"value": []})
+    allama.extract(server.provider(), list[Person], _request())
+    assert server.bodies[0]["response_format"]["json_schema"]["name"] == "list_person"
+
+
+def test_a_grammar_engine_takes_the_root_as_it_is_in_native_mode() -> None:
+    server = OpenAIServer([{"name": "Ada", "age": 36}])
+    vllm = server.provider("vllm")
+    request = ChatRequest("Qwen/Qwen3-0.6B").user("Ada, 36").with_option(ExtractionMode.NATIVE)
+    extracted = allama.extract(vllm, list[Person], request)
+    assert extracted.value == [Person(name="Ada", age=36)]
+    assert extracted.metadata.root_wrapped is False
+    assert server.bodies[0]["response_format"]["json_schema"]["schema"]["type"] == "array"
+
+
+def test_a_grammar_engine_wraps_tool_parameters() -> None:
+    server = OpenAIServer({"value": [{"name": "Ada", "age": 36}]})
+    vllm = server.provider("vllm")
+    request = ChatRequest("Qwen/Qwen3-0.6B").user("Ada").with_option(ExtractionMode.FORCED_TOOL)
+    extracted = allama.extract(vllm, list[Person], request)
+    assert extracted.value == [Person(name="Ada", age=36)]
+    assert extracted.metadata.root_wrapped is True
+
+
+def test_the_plan_says_the_root_is_wrapped() -> None:
+    openai = OpenAIServer(None).provider()
+    planned = Extractor().plan(openai, list[Person], _request())
+    assert (planned.mode, planned.enforcement, planned.root_wrapped) == (
+        ExtractionMode.NATIVE,
+        SchemaEnforcement.EXACT,
+        True,
+    )
+    assert Extractor().plan(openai, Person, _request()).root_wrapped is False
+
+
+def test_degradations_inside_a_wrapped_root_name_the_callers_type() -> None:
+    tp = list[Annotated[str, Field(min_length=2)]]
+    server = OpenAIServer({"value": ["Ada"]})
+    azure = make_provider(
+        "azure-openai",
+        api_key="k",
+        base_url="http://test.openai.azure.com",
+        transport=_transport(server),
+    )
+    extracted = allama.extract(azure, tp, ChatRequest("gpt-4o").user("Ada"))
+    assert extracted.value == ["Ada"]
+    assert extracted.metadata.enforcement is SchemaEnforcement.APPROXIMATE
+    [warning] = extracted.metadata.degradations
+    assert "`list[str][]`" in warning.message, warning.message
+    assert "/properties/value" not in warning.message
+
+
+def test_a_failure_inside_a_wrapped_root_names_the_callers_path() -> None:
+    server = OpenAIServer({"value": [{"name": "Ada", "age": "36"}]})
+    with pytest.raises(ParseError) as raised:
+        allama.extract(server.provider(), list[Person], _request())
+    assert raised.value.path == "[0].age"
+    record = raised.value.metadata
+    assert (record.passes, record.root_wrapped) == (1, True)
+
+
+def test_the_retry_feedback_names_the_place_the_model_wrote() -> None:
+    provider = MockProvider(
+        [
+            ChatResponseBuilder().text('{"value": [{"name": "Ada", "age": "36"}]}').build(),
+            ChatResponseBuilder().text('{"value": [{"name": "Ada", "age": 36}]}').build(),
+        ]
+    ).with_chat_capability(ChatCapability.RESPONSE_SCHEMA_ANY_ROOT, CapabilitySupport.UNSUPPORTED)
+    request = ChatRequest("m").user("Ada").with_option(ExtractionMode.NATIVE)
+    extracted = Extractor(retries=1).extract(provider, list[Person], request)
+    assert extracted.value == [Person(name="Ada", age=36)]
+    feedback = provider.last_request.messages[-1].text() if provider.last_request else None
+    assert feedback is not None
+    assert "at `value[0].age`" in feedback
+
+
+def test_a_bare_answer_to_a_wrapped_request_is_not_accepted() -> None:
+    server = OpenAIServer([{"name": "Ada", "age": 36}])
+    with pytest.raises(ParseError) as raised:
+        allama.extract(server.provider(), list[Person], _request())
+    assert raised.value.path is None
+
+
+def test_mocks_take_any_root_unless_told_otherwise() -> None:
+    provider = MockProvider.with_text('[{"name": "Ada", "age": 36}]')
+    request = ChatRequest("m").user("Ada").with_option(ExtractionMode.NATIVE)
+    extracted = allama.extract(provider, list[Person], request)
+    assert extracted.value == [Person(name="Ada", age=36)]
+    assert extracted.metadata.root_wrapped is False
+
+
+def test_the_derived_request_marks_the_wrapping() -> None:
+    provider = MockProvider.with_text('{"value": "green"}').with_chat_capability(
+        ChatCapability.RESPONSE_SCHEMA_ANY_ROOT, CapabilitySupport.UNKNOWN
+    )
+    request = ChatRequest("m").user("?").with_option(ExtractionMode.NATIVE)
+    assert allama.extract(provider, Colour, request).value is Colour.GREEN
+    sent = provider.last_request
+    assert sent is not None
+    assert sent.option_json("allama.extraction.root") == "value"
+
+
+def test_the_test_provider_answers_a_wrapped_request() -> None:
+    provider = TestProvider().with_chat_capability(
+        ChatCapability.TOOL_SCHEMA_ANY_ROOT, CapabilitySupport.UNSUPPORTED
+    )
+    request = ChatRequest("m").user("?").with_option(ExtractionMode.FORCED_TOOL)
+    extracted = allama.extract(provider, list[Person], request)
+    assert extracted.metadata.root_wrapped is True
+    assert isinstance(extracted.value, list)
+
+
+def test_parse_reads_a_wrapped_response() -> None:
+    response = ChatResponseBuilder().text('{"value": ["a", "b"]}').build()
+    extracted = Extractor().parse(list[str], response, "native", root_wrapped=True)
+    assert extracted.value == ["a", "b"]
+    assert extracted.metadata.root_wrapped is True
+
+
+def test_a_record_says_root_wrapped_and_reads_back() -> None:
+    server = OpenAIServer({"value": "green"})
+    record = allama.extract(server.provider(), Colour, _request()).metadata
+    data = record.to_json_dict()
+    assert data["root_wrapped"] is True
+    assert ExtractionMetadata.from_json_dict(data) == record
+    assert "root_wrapped=True" in repr(record)
+
+
+# Streams: the partial value is the unwrapped one.
+
+
+def _sse(*pieces: str) -> bytes:
+    chunks = [
+        {
+            "id": "c",
+            "model": "gpt-4o",
+            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+        }
+        for piece in pieces
+    ]
+    chunks.append(
+        {
+            "id": "c",
+            "model": "gpt-4o",
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        }
+    )
+    return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode() + b"data: [DONE]\n\n"
+
+
+def _streaming_openai(pieces: list[str]) -> Any:
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(
+            200, content=_sse(*pieces), headers={"content-type": "text/event-stream"}
+        )
+
+    return make_provider(
+        "openai", api_key="k", base_url="http://test", transport=_transport(handler)
+    )
+
+
+PIECES = ['{"value": [{"name": "Ada", ', '"age": 36}, {"name"', ': "Bob", "age": 7}]}']
+
+
+def test_a_wrapped_stream_shows_the_unwrapped_partial_value() -> None:
+    seen: list[Any] = []
+    with allama.extract_stream(_streaming_openai(PIECES), list[Person], _request()) as stream:
+        for _ in stream:
+            seen.append(stream.partial)
+        extracted = stream.finish()
+    assert extracted.value == [Person(name="Ada", age=36), Person(name="Bob", age=7)]
+    assert extracted.metadata.root_wrapped is True
+    assert all(value is None or isinstance(value, list) for value in seen)
+    assert seen[-1] == extracted.value
+    assert any(value and value[0] == Person(name="Ada", age=36) for value in seen[:-1])
+
+
+def test_a_wrapped_stream_async() -> None:
+    async def run() -> tuple[Any, Any]:
+        provider = _streaming_openai(PIECES)
+        async with allama.aextract_stream(provider, list[Person], _request()) as stream:
+            async for _ in stream:
+                pass
+            partial = stream.partial
+            extracted = await stream.finish()
+        return partial, extracted
+
+    partial, extracted = asyncio.run(run())
+    assert partial == extracted.value == [Person(name="Ada", age=36), Person(name="Bob", age=7)]
+
+
+def test_a_scripted_stream_with_a_wrapped_root() -> None:
+    provider = MockStreamingProvider.with_text('{"value": ["a", "b"]}').with_chat_capability(
+        ChatCapability.RESPONSE_SCHEMA_ANY_ROOT, CapabilitySupport.UNSUPPORTED
+    )
+    request = ChatRequest("m").user("?").with_option(ExtractionMode.NATIVE)
+    with allama.extract_stream(provider, list[str], request) as stream:
+        for _ in stream:
+            pass
+        assert stream.partial == ["a", "b"]
+        assert stream.finish().value == ["a", "b"]
