@@ -78,10 +78,12 @@ def _assert_record(error: BaseException) -> None:
 @pytest.mark.parametrize("error", [OverloadedError("busy"), None], ids=["error", "runs-dry"])
 def test_iterating_a_failed_stream_raises_the_error_with_the_record(error: Error | None) -> None:
     provider = MockStreamingProvider.with_stream(failing_stream(error))
-    with allama.extract_stream(provider, Person, native()) as stream:
-        with pytest.raises(Error) as raised:
-            for _ in stream:
-                pass
+    with (
+        allama.extract_stream(provider, Person, native()) as stream,
+        pytest.raises(Error) as raised,
+    ):
+        for _ in stream:
+            pass
     expected = OverloadedError if error is not None else IncompleteStreamError
     assert isinstance(raised.value, expected)
     _assert_record(raised.value)
