@@ -975,11 +975,13 @@ def test_a_failed_failover_carries_the_record_on_its_own_context(run: Run) -> No
     assert ExtractionMetadata.from_error(primary) is None
 
 
-def test_errors_without_a_record_report_none(run: Run) -> None:
+def test_errors_without_a_record_and_foreign_exceptions_report_none(run: Run) -> None:
+    """The seed's first case as it is. Its second (an error variant with no context) has no
+    counterpart here, since every `allama.Error` carries a context; what this checks
+    instead is the nearest case: an exception that is not an `allama.Error` (a decoder's)
+    passes through the extraction as itself, with no record."""
     assert ExtractionMetadata.from_error(rate_limited()) is None
 
-    # An exception that is not an `allama.Error` (here a decoder's) has no context to carry
-    # the record: it passes through as itself.
     def broken(req: ChatRequest) -> ChatResponse:
         return ChatResponse.model_validate(json.loads("{"))
 
@@ -1020,8 +1022,9 @@ def test_error_log_keeps_the_extraction_record(run: Run) -> None:
     assert line.endswith('message="HTTP 429"'), line
 
 
-def test_error_log_keeps_the_extraction_record_as_the_seeds_line() -> None:
-    """The seed's whole line; ours adds `retry_after`, which our log view keeps by design."""
+def test_error_log_line_keeps_the_extraction_record_and_retry_after() -> None:
+    """The seed's whole line plus `retry_after=7.0`: the log view keeps a rate limit's delay,
+    which the seed's line leaves out, because the log line is where an operator reads it."""
     err = _failed_retry_with_a_body(Run(False))
     assert str(err.as_log()) == (
         "kind=rate_limited provider=mock status=429 retry_after=7.0 body_len=11 "
