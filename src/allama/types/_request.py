@@ -286,15 +286,9 @@ class ChatRequest(Data):
     def with_option_json(self, namespace: str, value: JsonValue) -> ChatRequest:
         """Attach an option as raw JSON, for a provider feature allama has no type for."""
         _check_namespace("with_option_json()", namespace)
-        try:
-            value = _JSON.validate_python(value, strict=True)
-        except ValidationError:
-            _wrong(
-                "with_option_json()",
-                "`value`",
-                "JSON data (dicts with str keys, lists, str, int, float, bool, None)",
-                value,
-            )
+        if not _is_json(value):
+            expected = "JSON data (dicts with str keys, lists, str, int, float, bool, None)"
+            _wrong("with_option_json()", "`value`", expected, value)
         return self._with(options={**self.options, namespace: value})
 
     def option(self, cls: type[T], *, namespace: str | None = None) -> T | None:
@@ -344,7 +338,18 @@ _RENAMED = {
 
 _MESSAGE_TYPES = (SystemMessage, DeveloperMessage, UserMessage, AssistantMessage, ToolMessage)
 _BLOCK_TYPES = (TextPart, ToolCall, Refusal, Reasoning)
-_JSON: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _is_json(value: Any) -> bool:
+    """Whether `value` is JSON data as `JsonValue` takes it (a walk, cheaper than pydantic's)."""
+    if isinstance(value, _JSON_SCALARS):
+        return True
+    if isinstance(value, list):
+        return all(_is_json(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json(v) for k, v in value.items())
+    return False
 
 
 def _wrong(call: str, argument: str, expected: str, value: Any, hint: str = "") -> NoReturn:
