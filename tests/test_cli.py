@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import allama as allama_package
 from allama.cli import main
 from allama.cli._load import TypeNotFound, load_type
 from allama.providers import PRESET_NAMES
@@ -57,3 +63,124 @@ def test_bad_references_get_a_clear_error(capsys: pytest.CaptureFixture[str]) ->
     assert "unknown provider 'nope'" in capsys.readouterr().err
     with pytest.raises(TypeNotFound, match="has no `Nope`"):
         load_type(f"{ROOT / 'examples' / 'invoice.py'}:Nope")
+
+
+# Behaving as a Unix tool
+
+SRC = ROOT / "src"
+CONSOLE_SCRIPT = "import sys; from allama.cli import main; sys.exit(main())"
+"""What the installed `allama` script runs. Started with `python -P`, so that the current
+directory is not on the path, as it is not for a console script."""
+
+
+def allama(*args: str, cwd: Path | None = None, **options: Any) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    return subprocess.run(
+        [sys.executable, "-P", "-c", CONSOLE_SCRIPT, *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        timeout=120,
+        **options,
+    )
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"allama {allama_package.__version__}\n"
+    done = allama("--version", capture_output=True)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        f"allama {allama_package.__version__}\n",
+        "",
+    )
+
+
+def test_usage_errors_return_their_status(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "the following arguments are required: command" in capsys.readouterr().err
+    assert main(["--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: allama")
+
+
+def test_a_reader_that_goes_away_ends_the_output_quietly() -> None:
+    # `allama plan ... | head`: the reader has closed the pipe before the table is written.
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = allama("plan", INVOICE, "--provider", "openai", stdout=write, stderr=subprocess.PIPE)
+    finally:
+        os.close(write)
+    assert done.stderr == ""  # no BrokenPipeError traceback, no "Exception ignored" line
+    assert done.returncode == 128 + signal.SIGPIPE  # what a shell reports for `cat` killed so
+
+
+def test_a_function_is_not_a_type(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    module = tmp_path / "handlers.py"
+    module.write_text("import json\n\ndef make():\n    return 1\n\nLIMIT = 5\n")
+    assert main(["plan", f"{module}:make"]) == 2
+    assert capsys.readouterr().err == (
+        f"allama plan: `{module}:make` is not a type: it is a function; name a class (a pydantic "
+        "model, a dataclass, a TypedDict, an Enum) or a type alias such as `list[Invoice]`\n"
+    )
+    assert main(["plan", f"{module}:LIMIT"]) == 2
+    assert "is not a type: it is a value of type `int`;" in capsys.readouterr().err
+    assert main(["plan", f"{module}:json"]) == 2
+    assert "is not a type: it is a module;" in capsys.readouterr().err
+    assert main(["plan", f"{module}:json.loads"]) == 2
+    assert "is not a type: it is a function;" in capsys.readouterr().err
+
+
+def test_type_aliases_and_generic_types_are_types(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = tmp_path / "shapes.py"
+    module.write_text(
+        "from typing import Literal\nColours = list[Literal['red', 'green']]\nMaybe = int | None\n"
+    )
+    for name, label in (("Colours", "list[Literal"), ("Maybe", "")):
+        assert main(["plan", f"{module}:{name}", "--provider", "openai", "--json"]) == 0
+        document = json.loads(capsys.readouterr().out)
+        assert document["type"].startswith(label)
+        assert [row["mode"] for row in document["plans"]] == ["native", "forced_tool"]
+
+
+def test_a_package_in_the_current_directory_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "shop"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "models.py").write_text(
+        "from pydantic import BaseModel\n\nclass Item(BaseModel):\n    name: str\n"
+    )
+    done = allama(
+        "plan", "shop.models:Item", "--provider", "openai", cwd=tmp_path, capture_output=True
+    )
+    assert done.stderr == ""
+    assert done.returncode == 0
+    assert done.stdout.startswith("Item: what each provider would enforce (nothing was sent)\n")
+
+
+def test_the_current_directory_is_not_left_on_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "catalogue.py").write_text(
+        "from dataclasses import dataclass\n\n@dataclass\nclass Book:\n    title: str\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    before = list(sys.path)
+    assert main(["plan", "catalogue:Book", "--provider", "openai", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["type"] == "Book"
+    assert sys.path == before
+    monkeypatch.delitem(sys.modules, "catalogue")
+
+
+def test_an_import_that_fails_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "broken_models.py").write_text("raise RuntimeError('half-written')\n")
+    done = allama("plan", "broken_models:X", cwd=tmp_path, capture_output=True)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "allama plan: importing `broken_models` failed: RuntimeError('half-written')\n"
+    )

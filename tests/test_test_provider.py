@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import pytest
 from jsonschema.validators import validator_for
+from pydantic import Field
 
+import allama
+from allama import ExtractionMode
 from allama.errors import InvalidRequestError
+from allama.extract import EXTRACTION_TOOL
+from allama.extract._root import ROOT_KEY, ROOT_OPTION
 from allama.mock._test_provider import TEXT_ANSWER, TestProvider
 from allama.provider import ChatProvider
 from allama.types import (
@@ -262,3 +267,53 @@ def test_tool_without_parameters_gets_empty_arguments() -> None:
 
 def test_not_collected_by_pytest() -> None:
     assert TestProvider.__test__ is False
+
+
+# Non-object roots, wrapped for providers that take only objects
+
+COLOURS = {"type": "array", "items": {"enum": ["red", "green"]}, "minItems": 2}
+WRAPPED: dict[str, Any] = {
+    "type": "object",
+    "properties": {ROOT_KEY: COLOURS},
+    "required": [ROOT_KEY],
+    "additionalProperties": False,
+}
+"""A list type's schema as extraction sends it where the root must be an object."""
+
+
+def wrapped(request: ChatRequest) -> ChatRequest:
+    return request.with_option_json(ROOT_OPTION, ROOT_KEY)
+
+
+@pytest.mark.parametrize("how", WAYS)
+def test_a_wrapped_request_gets_the_value_under_the_key(how: str) -> None:
+    provider = TestProvider()
+    native = wrapped(BASE.with_response_format(ResponseFormat.for_schema(WRAPPED)))
+    assert answer(provider, native, how).text() == '{"value":["red","red"]}'
+    tool = ToolDefinition(name=EXTRACTION_TOOL, parameters=WRAPPED, strict=True)
+    forced = wrapped(BASE.add_tool(tool).with_tool_choice(ToolChoice.tool(EXTRACTION_TOOL)))
+    (call,) = answer(provider, forced, how).tool_calls()
+    assert (call.name, call.arguments) == (EXTRACTION_TOOL, '{"value":["red","red"]}')
+
+
+Colours = Annotated[list[Literal["red", "green"]], Field(min_length=2)]
+
+
+@pytest.mark.parametrize("mode", list(ExtractionMode))
+@pytest.mark.parametrize("roots", [CapabilitySupport.SUPPORTED, CapabilitySupport.UNSUPPORTED])
+def test_extracts_every_root_in_every_mode_whatever_the_roots_it_takes(
+    mode: ExtractionMode, roots: CapabilitySupport
+) -> None:
+    provider = (
+        TestProvider()
+        .with_chat_capability(ChatCapability.RESPONSE_SCHEMA_ANY_ROOT, roots)
+        .with_chat_capability(ChatCapability.TOOL_SCHEMA_ANY_ROOT, roots)
+    )
+    request = BASE.with_option(mode)
+    for tp, value in ((Colours, ["red", "red"]), (int, 0), (Literal["b", "a"], "b")):
+        assert allama.extract(provider, tp, request).value == value
+        assert asyncio.run(allama.aextract(provider, tp, request)).value == value
+        with allama.extract_stream(provider, tp, request) as stream:
+            for _ in stream:
+                pass
+            assert stream.finish().value == value

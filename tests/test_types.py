@@ -313,6 +313,180 @@ def test_settings_are_checked_as_the_constructor_checks_them() -> None:
     assert "hush-hush" not in str(caught.value)  # the caller's value is not repeated
 
 
+def test_a_request_needs_a_model_id() -> None:
+    with pytest.raises(ValueError, match=r"^ChatRequest: `model` must name a model, not be empty"):
+        ChatRequest("")
+    with pytest.raises(ValueError, match="must name a model"):
+        ChatRequest("  ")
+    with pytest.raises(ValueError, match="must name a model"):
+        ChatRequest(model="")
+    with pytest.raises(
+        TypeError, match=r"^ChatRequest: `model` must be a str \(the model's id\), not int$"
+    ):
+        ChatRequest(5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must be a str"):
+        ChatRequest(b"gpt")  # type: ignore[arg-type]
+    with pytest.raises(
+        ValueError, match=r"^ChatRequest needs a model, as in ChatRequest\('gpt-5-mini'\)$"
+    ):
+        ChatRequest()
+    with pytest.raises(TypeError, match="got the model twice"):
+        ChatRequest("a", model="b")
+    # The same checks hold for stored JSON, as pydantic's errors (which are `ValueError`s).
+    with pytest.raises(ValidationError, match="must name a model"):
+        ChatRequest.from_json('{"model": ""}')
+    with pytest.raises(ValidationError, match="needs a model"):
+        ChatRequest.from_json("{}")
+    with pytest.raises(ValidationError, match="Input should be a valid string"):
+        ChatRequest.from_json('{"model": 5}')
+
+
+class Model(str):
+    """A model id kept in a `str` subclass, as an application's enum of models would be."""
+
+
+def test_a_model_id_may_be_a_str_subclass() -> None:
+    assert ChatRequest(Model("gpt-5-mini")).model == "gpt-5-mini"
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda r: r.system(None), TypeError, "system(): `text` must be a str, not NoneType"),
+        (lambda r: r.developer(["x"]), TypeError, "developer(): `text` must be a str, not list"),
+        (lambda r: r.user(5), TypeError, "user(): `text` must be a str or None, not int"),
+        (
+            lambda r: r.user("look", "https://x/a.png"),
+            TypeError,
+            "user(): image 0 must be an ImagePart (text goes first), not str",
+        ),
+        (
+            lambda r: r.assistant(5),
+            TypeError,
+            "assistant(): `content` must be a str or an iterable of blocks, not int",
+        ),
+        (
+            lambda r: r.assistant({"type": "text", "text": "x"}),
+            TypeError,
+            "assistant(): `content` must be a str or an iterable of blocks, not dict",
+        ),
+        (
+            lambda r: r.assistant(TextPart(text="a")),
+            TypeError,
+            "assistant(): `content` must be a str or an iterable of blocks, not TextPart",
+        ),
+        (
+            lambda r: r.assistant([TextPart(text="a"), "b"]),
+            TypeError,
+            "assistant(): block 1 must be a TextPart, ToolCall, Refusal or Reasoning, not str",
+        ),
+        (
+            lambda r: r.tool_result(7, "x"),
+            TypeError,
+            "tool_result(): `call` must be a ToolCall or its id (a str), not int",
+        ),
+        (
+            lambda r: r.tool_result("c", {"temperature": 22}),
+            TypeError,
+            "tool_result(): `content` must be a str, not dict; write a value as JSON text first",
+        ),
+        (
+            lambda r: r.tool_result("c", "x", is_error="yes"),
+            TypeError,
+            "tool_result(): `is_error` must be a bool, not str",
+        ),
+        (
+            lambda r: r.push({"role": "user", "content": "hi"}),
+            TypeError,
+            "push(): message 0 must be a message (SystemMessage, ...), not dict; for OpenAI-style "
+            "dicts use ChatRequest.from_openai",
+        ),
+        (
+            lambda r: r.push(SystemMessage(content="s"), "hi"),
+            TypeError,
+            "push(): message 1 must be a message (SystemMessage, ...), not str",
+        ),
+        (
+            lambda r: r.extend_messages(SystemMessage(content="s")),
+            TypeError,
+            "extend_messages(): `messages` must be an iterable of messages, not SystemMessage",
+        ),
+        (
+            lambda r: r.with_tools([{"name": "lookup"}]),
+            TypeError,
+            "with_tools(): tool 0 must be a ToolDefinition, not dict",
+        ),
+        (
+            lambda r: r.with_tools(ToolDefinition(name="t")),
+            TypeError,
+            "with_tools(): `tools` must be an iterable of ToolDefinition, not ToolDefinition; "
+            "for one tool use add_tool()",
+        ),
+        (
+            lambda r: r.with_tools("lookup"),
+            TypeError,
+            "with_tools(): `tools` must be an iterable of ToolDefinition, not str",
+        ),
+        (
+            lambda r: r.add_tool("lookup"),
+            TypeError,
+            "add_tool(): `tool` must be a ToolDefinition, not str",
+        ),
+        (
+            lambda r: r.with_stop(["END", "STOP"]),
+            TypeError,
+            "with_stop(): pass each stop sequence as its own argument, `with_stop(*sequences)`, "
+            "not one list",
+        ),
+        (
+            lambda r: r.with_option_json(5, 1),
+            TypeError,
+            "with_option_json(): `namespace` must be a str, not int",
+        ),
+        (
+            lambda r: r.with_option_json("", 1),
+            ValueError,
+            "with_option_json(): `namespace` must not be empty",
+        ),
+        (
+            lambda r: r.with_option_json("ns", {1: "a"}),
+            TypeError,
+            "with_option_json(): `value` must be JSON data (dicts with str keys, lists, str, int, "
+            "float, bool, None), not dict",
+        ),
+        (
+            lambda r: r.with_option_json("ns", [object()]),
+            TypeError,
+            "with_option_json(): `value` must be JSON data",
+        ),
+        (
+            lambda r: r.with_option(Sampling(top_k=1), namespace=3),
+            TypeError,
+            "with_option(): `namespace` must be a str, not int",
+        ),
+    ],
+)
+def test_wrong_arguments_fail_at_the_call_naming_the_argument(
+    call: Any, error: type[Exception], message: str
+) -> None:
+    request = ChatRequest("m").user(SECRET)
+    with pytest.raises(error) as caught:
+        call(request)
+    assert str(caught.value).startswith(message), str(caught.value)
+    assert SECRET not in str(caught.value)
+
+
+def test_validation_errors_of_the_vocabulary_withhold_the_input() -> None:
+    stored = f'{{"model": "m", "messages": [{{"role": "system", "content": ["{SECRET}"]}}]}}'
+    with pytest.raises(ValidationError) as caught:
+        ChatRequest.from_json(stored)
+    assert "messages.0.system.content" in str(caught.value)
+    assert SECRET not in str(caught.value)
+    with pytest.raises(ValidationError) as refused:
+        TextPart.model_validate({"text": [SECRET]})
+    assert SECRET not in str(refused.value)
+
+
 def test_options_are_stored_by_namespace() -> None:
     request = ChatRequest("m").with_option(Sampling(top_k=40, mirostat=True))
     assert request.options == {"demo.sampling": {"top_k": 40, "mirostat": True}}

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
+import os
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -14,38 +17,84 @@ class TypeNotFound(Exception):
 
 
 def load_type(reference: str) -> Any:
-    """The object named by `reference`: `examples/invoice.py:Invoice` or `pkg.mod:Invoice`."""
+    """The type named by `reference`: `examples/invoice.py:Invoice` or `pkg.mod:Invoice`.
+
+    A module path is imported as `python -m` would, with the current directory first on
+    the path, so `allama plan mypackage.models:Invoice` works from a project's root.
+    """
     module_ref, sep, name = reference.rpartition(":")
     if not sep or not module_ref or not name:
         raise TypeNotFound(
             f"`{reference}` is not a type reference: write `path/to/file.py:Name` or "
             "`package.module:Name`"
         )
-    if module_ref.endswith(".py") or "/" in module_ref:
-        path = Path(module_ref)
-        if not path.is_file():
-            raise TypeNotFound(f"no such file: `{module_ref}`")
-        module_name = f"_allama_plan_{path.stem}"
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise TypeNotFound(f"`{module_ref}` cannot be imported as a Python module")
-        module = importlib.util.module_from_spec(spec)
-        sys.path.insert(0, str(path.resolve().parent))
-        sys.modules[module_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as error:
-            raise TypeNotFound(f"importing `{module_ref}` failed: {error!r}") from error
-        finally:
-            sys.path.pop(0)
+    if module_ref.endswith(".py") or "/" in module_ref or os.sep in module_ref:
+        module = _load_file(module_ref)
     else:
-        try:
-            module = importlib.import_module(module_ref)
-        except ImportError as error:
-            raise TypeNotFound(f"cannot import `{module_ref}`: {error}") from error
+        module = _import(module_ref)
     target: Any = module
     for part in name.split("."):
         if not hasattr(target, part):
             raise TypeNotFound(f"`{module_ref}` has no `{name}`")
         target = getattr(target, part)
+    what = _not_a_type(target)
+    if what is not None:
+        raise TypeNotFound(
+            f"`{reference}` is not a type: it is {what}; name a class (a pydantic model, a "
+            "dataclass, a TypedDict, an Enum) or a type alias such as `list[Invoice]`"
+        )
     return target
+
+
+def _load_file(module_ref: str) -> Any:
+    path = Path(module_ref)
+    if not path.is_file():
+        raise TypeNotFound(f"no such file: `{module_ref}`")
+    module_name = f"_allama_plan_{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise TypeNotFound(f"`{module_ref}` cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.resolve().parent))
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        raise TypeNotFound(f"importing `{module_ref}` failed: {error!r}") from error
+    finally:
+        sys.path.pop(0)
+    return module
+
+
+def _import(module_ref: str) -> Any:
+    # A console script's path starts with its own directory, not the current one as under
+    # `python -m`; the current directory is put first for the import, then taken away.
+    here = os.getcwd()
+    added = not any(entry in ("", here) for entry in sys.path)
+    if added:
+        sys.path.insert(0, here)
+    try:
+        return importlib.import_module(module_ref)
+    except ImportError as error:
+        raise TypeNotFound(f"cannot import `{module_ref}`: {error}") from error
+    except Exception as error:
+        raise TypeNotFound(f"importing `{module_ref}` failed: {error!r}") from error
+    finally:
+        if added:
+            sys.path.remove(here)
+
+
+def _not_a_type(target: Any) -> str | None:
+    """What `target` is instead of a type (`a function`), or `None` when it is one."""
+    if isinstance(target, type) or typing.get_origin(target) is not None:
+        return None  # a class, or `list[X]`, `Literal[...]`, `Annotated[...]`, `X | Y`
+    type_alias = getattr(typing, "TypeAliasType", None)  # `type X = ...`, Python 3.12+
+    if type_alias is not None and isinstance(target, type_alias):
+        return None
+    if isinstance(target, typing.NewType) or target is typing.Any:
+        return None
+    if inspect.ismodule(target):
+        return "a module"
+    if inspect.isroutine(target):
+        return "a function"
+    return f"a value of type `{type(target).__name__}`"

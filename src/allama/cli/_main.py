@@ -4,16 +4,37 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
 from allama.cli._load import TypeNotFound, load_type
 from allama.cli._plan import plan_rows, render_table
+from allama.cli._providers import planning_providers
 from allama.schema._types import type_label
+
+EXIT_USAGE = 2
+"""A bad argument or a reference that names no type (argparse's own status for usage)."""
+
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+"""Status when the reader went away (`allama plan ... | head`): what a shell reports for a
+tool killed by SIGPIPE, so that `set -o pipefail` scripts see `allama` as they see `cat`."""
+
+
+def _version() -> str:
+    from allama import __version__  # the package is loaded by now: this module is in it
+
+    return f"allama {__version__}"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="allama", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="allama",
+        description="One typed interface to every chat model provider, "
+        "with honest structured extraction.",
+    )
+    parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True)
     plan = commands.add_parser(
         "plan",
@@ -31,23 +52,54 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """Run `allama` with `argv` (default: the process's arguments); returns the exit status.
+
+    >>> main(["--version"])  # doctest: +ELLIPSIS
+    allama ...
+    0
+    """
+    try:
+        try:
+            args = _parser().parse_args(argv)
+        except SystemExit as done:  # --help, --version, or a usage error argparse reported
+            code = done.code
+            return code if isinstance(code, int) else 0 if code is None else EXIT_USAGE
+        return _plan(args)
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _plan(args: argparse.Namespace) -> int:
     try:
         tp = load_type(args.type)
     except TypeNotFound as error:
         print(f"allama plan: {error}", file=sys.stderr)
-        return 2
-    from allama.cli._providers import planning_providers
-
+        return EXIT_USAGE
     try:
         providers = planning_providers(args.provider)
     except KeyError as error:
         print(f"allama plan: {error.args[0]}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     rows = plan_rows(tp, providers)
     label = type_label(tp)
     if args.json:
         print(json.dumps({"type": label, "plans": [row.to_json() for row in rows]}, indent=2))
     else:
         print(render_table(label, rows))
+    # Flushed here, so that a reader that went away is noticed while it can be handled, not
+    # by the interpreter's last flush (which would print a traceback).
+    sys.stdout.flush()
     return 0
+
+
+def _reader_gone() -> int:
+    """The output's reader closed it: end quietly, as a Unix tool does on SIGPIPE."""
+    try:
+        # Whatever is still buffered cannot be written; point stdout at /dev/null so that
+        # the interpreter's final flush finds nothing to complain about.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a real file (a test's capture, say)
+        pass
+    return EXIT_BROKEN_PIPE

@@ -14,6 +14,7 @@ from allama.mock._scripted import (
     MockStreamingProvider,
     SetupError,
 )
+from allama.mock._structured import MockScriptError, Structured
 from allama.mock._test_provider import TestProvider
 from allama.mock._values import value_for_schema
 
@@ -21,9 +22,11 @@ __all__ = [
     "ChatResponseBuilder",
     "FunctionProvider",
     "MockProvider",
+    "MockScriptError",
     "MockScriptExhausted",
     "MockStreamingProvider",
     "SetupError",
+    "Structured",
     "TestProvider",
     "response_events",
     "value_for_schema",

@@ -5,13 +5,14 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from typing import Self
+from typing import Any, Self
 
 from pydantic import JsonValue
 
 from allama.errors import Error
 from allama.mock._builder import ChatResponseBuilder
 from allama.mock._events import response_events
+from allama.mock._structured import MockScriptError, Structured
 from allama.provider import capabilities_only
 from allama.stream import AsyncChatStream, ChatStream
 from allama.types import (
@@ -21,18 +22,21 @@ from allama.types import (
     ChatResponse,
     ChatValidation,
     StreamEvent,
+    Usage,
 )
 
 __all__ = [
     "FunctionProvider",
     "MockProvider",
+    "MockScriptError",
     "MockScriptExhausted",
     "MockStreamingProvider",
     "SetupError",
+    "Structured",
 ]
 
 
-class MockScriptExhausted(AssertionError):
+class MockScriptExhausted(MockScriptError):
     """A scripted provider was called more often than its script has answers for."""
 
 
@@ -98,11 +102,12 @@ class _Recorder:
             return len(self._requests)
 
 
-MockItem = ChatResponse | Error | str
+MockItem = ChatResponse | Error | str | Structured
 
 
 class MockProvider(_Recorder):
-    """Answers each call with the next item of its script: a response, text, or an error.
+    """Answers each call with the next item of its script: a response, text, an error, or
+    a `Structured` value (answered in the form the request asks for).
 
     >>> provider = MockProvider(["Hello", ChatResponseBuilder().text("again").build()])
     >>> provider.chat(ChatRequest("m").user("hi")).text()
@@ -126,6 +131,11 @@ class MockProvider(_Recorder):
     @classmethod
     def with_error(cls, error: Error) -> MockProvider:
         return cls([error])
+
+    @classmethod
+    def with_structured(cls, value: Any, *, usage: Usage | None = None) -> MockProvider:
+        """Answers with `value` in whichever form the extraction asks for (`Structured`)."""
+        return cls([Structured(value, usage=usage)])
 
     @classmethod
     def with_tool_call(cls, id: str, name: str, arguments: JsonValue) -> MockProvider:
@@ -152,7 +162,12 @@ class MockProvider(_Recorder):
             if item.provider is None:
                 item.with_provider(self.name)
             raise item
-        response = ChatResponseBuilder().text(item).build() if isinstance(item, str) else item
+        if isinstance(item, Structured):
+            response = item.response_for(request, call_id=f"call_mock_{self.call_count}")
+        elif isinstance(item, str):
+            response = ChatResponseBuilder().text(item).build()
+        else:
+            response = item
         if response.provider is None:
             response = response.model_copy(update={"provider": self.name})
         return response
@@ -186,7 +201,7 @@ class SetupError:
 
 
 StreamItem = StreamEvent | Error
-StreamScript = Sequence[StreamItem] | SetupError
+StreamScript = Sequence[StreamItem] | SetupError | Structured
 
 
 def _events_then_error(items: Sequence[StreamItem]) -> Iterator[StreamEvent]:
@@ -211,8 +226,9 @@ async def _aiter(events: Iterable[StreamEvent]) -> AsyncIterator[StreamEvent]:
 class MockStreamingProvider(_Recorder):
     """Answers each call with the next scripted stream: events, errors inside, setup errors.
 
-    A stream is a list of events and errors (an error ends it where it stands), or a
-    `SetupError` raised by `chat_stream` itself. `chat` collects the next stream.
+    A stream is a list of events and errors (an error ends it where it stands), a
+    `SetupError` raised by `chat_stream` itself, or a `Structured` value streamed in the form
+    the request asks for. `chat` collects the next stream.
     """
 
     def __init__(self, streams: Iterable[StreamScript] = (), *, name: str = "mock") -> None:
@@ -234,6 +250,15 @@ class MockStreamingProvider(_Recorder):
     @classmethod
     def with_tool_call(cls, id: str, name: str, arguments: JsonValue) -> MockStreamingProvider:
         return cls.from_responses([ChatResponseBuilder().tool_call(id, name, arguments).build()])
+
+    @classmethod
+    def with_structured(cls, value: Any, *, usage: Usage | None = None) -> MockStreamingProvider:
+        """Streams `value` in whichever form the extraction asks for (`Structured`)."""
+        return cls([Structured(value, usage=usage)])
+
+    def then_structured(self, value: Any, *, usage: Usage | None = None) -> Self:
+        self._streams.append(Structured(value, usage=usage))
+        return self
 
     def then_stream(self, items: Sequence[StreamItem]) -> Self:
         self._streams.append(items)
@@ -259,6 +284,10 @@ class MockStreamingProvider(_Recorder):
             if item.error.provider is None:
                 item.error.with_provider(self.name)
             raise item.error
+        if isinstance(item, Structured):
+            return response_events(
+                item.response_for(request, call_id=f"call_mock_{self.call_count}")
+            )
         return item
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:

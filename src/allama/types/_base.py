@@ -8,11 +8,16 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Data(BaseModel):
-    """Plain immutable data: changed by copying (`model_copy`), serialised as JSON."""
+    """Plain immutable data: changed by copying (`model_copy`), serialised as JSON.
+
+    Validation errors name the field and the problem but not the input, which may be the
+    caller's or the model's text.
+    """
 
     model_config = ConfigDict(
         frozen=True,
         extra="forbid",
+        hide_input_in_errors=True,
         ser_json_bytes="base64",
         val_json_bytes="base64",
         use_enum_values=False,

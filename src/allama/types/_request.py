@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cache
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
-from pydantic import Field, JsonValue, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, JsonValue, TypeAdapter, ValidationError
 
 from allama.types._base import Data
-from allama.types._content import ContentBlock, ImagePart, TextPart, ToolCall, UserPart
+from allama.types._content import (
+    ContentBlock,
+    ImagePart,
+    Reasoning,
+    Refusal,
+    TextPart,
+    ToolCall,
+    UserPart,
+)
 from allama.types._fields import ReasoningEffort, UnsupportedPolicy
 from allama.types._messages import (
     AssistantMessage,
@@ -19,6 +27,7 @@ from allama.types._messages import (
     ToolMessage,
     UserMessage,
 )
+from allama.types._openai import messages_from_openai, messages_to_openai
 from allama.types._options import dump_option, load_option, namespace_of
 from allama.types._tools import ResponseFormat, ToolChoice, ToolDefinition
 
@@ -49,9 +58,67 @@ class ChatRequest(Data):
     options: dict[str, JsonValue] = Field(default_factory=dict)
 
     def __init__(self, model: str | None = None, /, **data: Any) -> None:
+        # Checked before pydantic's own checks, so that the error names the argument plainly.
+        # Pydantic runs this `__init__` for `model_validate` and `from_json` too, where a
+        # `ValueError` becomes a `ValidationError` but a `TypeError` would escape: only the
+        # positional argument, which validation never passes, gets a `TypeError`.
         if model is not None:
+            if not isinstance(model, str):
+                _bad_model(model, argument=True)
+            if "model" in data:
+                raise TypeError("ChatRequest() got the model twice: as its argument and `model=`")
             data["model"] = model
+        named = data.get("model")
+        if named is None or (isinstance(named, str) and not named.strip()):
+            _bad_model(named)
         super().__init__(**data)
+
+    @classmethod
+    def from_openai(
+        cls, model: str, messages: Iterable[Mapping[str, Any]], **settings: Any
+    ) -> ChatRequest:
+        """A request from a conversation held in OpenAI's Chat Completions form.
+
+        Reads the `system`, `developer`, `user` (text and `image_url` parts, data URLs
+        decoded to bytes), `assistant` (content, `refusal`, `tool_calls`, the deprecated
+        `function_call`), `tool` and deprecated `function` roles; keys allama has no use
+        for, such as `name`, are left out. `settings` are `ChatRequest`'s own fields.
+        A malformed message raises `TypeError` or `ValueError` naming its place
+        (`messages[3].tool_calls[0].function.arguments`).
+
+        >>> request = ChatRequest.from_openai(
+        ...     "gpt-5-mini",
+        ...     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+        ...     temperature=0.2,
+        ... )
+        >>> [m.role for m in request.messages], request.temperature
+        (['system', 'user'], 0.2)
+        """
+        unknown = settings.keys() - _SETTINGS
+        if unknown:
+            name = min(unknown)
+            hint = _RENAMED.get(name)
+            also = f"; ChatRequest calls it `{hint}`" if hint else ""
+            raise TypeError(
+                f"from_openai() got an unknown setting `{name}`{also} "
+                f"(settings are ChatRequest's fields: {', '.join(sorted(_SETTINGS))})"
+            )
+        if not isinstance(model, str) or not model.strip():
+            _bad_model(model, argument=True)
+        return cls(model, messages=messages_from_openai(messages), **settings)
+
+    def to_openai_messages(self) -> list[dict[str, Any]]:
+        """The conversation as OpenAI Chat Completions message dicts.
+
+        The inverse of `from_openai` for what that form can hold: images as URLs or base64
+        data URLs; an assistant turn's text and refusals before its tool calls; reasoning
+        blocks and a tool result's `is_error` flag, which the form has no place for, are
+        left out (as the OpenAI adapter leaves them out).
+
+        >>> ChatRequest("m").system("Be brief.").user("Hi").to_openai_messages()
+        [{'role': 'system', 'content': 'Be brief.'}, {'role': 'user', 'content': 'Hi'}]
+        """
+        return messages_to_openai(self.messages)
 
     def __repr__(self) -> str:
         roles = ", ".join(message.role for message in self.messages)
@@ -72,45 +139,92 @@ class ChatRequest(Data):
 
     def push(self, *messages: Message) -> ChatRequest:
         """Append messages as they are."""
+        for index, message in enumerate(messages):
+            if not isinstance(message, _MESSAGE_TYPES):
+                hint = (
+                    "; for OpenAI-style dicts use ChatRequest.from_openai"
+                    if isinstance(message, Mapping)
+                    else ""
+                )
+                _wrong(
+                    "push()", f"message {index}", "a message (SystemMessage, ...)", message, hint
+                )
         return self._with(messages=(*self.messages, *messages))
 
     def extend_messages(self, messages: Iterable[Message]) -> ChatRequest:
+        if _not_many(messages):
+            _wrong("extend_messages()", "`messages`", "an iterable of messages", messages)
         return self.push(*messages)
 
     def system(self, text: str) -> ChatRequest:
+        if not isinstance(text, str):
+            _wrong("system()", "`text`", "a str", text)
         return self.push(SystemMessage(content=text))
 
     def developer(self, text: str) -> ChatRequest:
+        if not isinstance(text, str):
+            _wrong("developer()", "`text`", "a str", text)
         return self.push(DeveloperMessage(content=text))
 
     def user(self, text: str | None = None, *images: ImagePart) -> ChatRequest:
         """A user turn: its text, then any images."""
+        if text is not None and not isinstance(text, str):
+            _wrong("user()", "`text`", "a str or None", text)
         parts: list[UserPart] = [TextPart(text=text)] if text is not None else []
-        parts.extend(images)
+        for index, image in enumerate(images):
+            if not isinstance(image, ImagePart):
+                _wrong("user()", f"image {index}", "an ImagePart (text goes first)", image)
+            parts.append(image)
         if not parts:
             raise ValueError("a user message needs text or at least one image")
         return self.push(UserMessage(content=tuple(parts)))
 
     def assistant(self, content: str | Iterable[ContentBlock]) -> ChatRequest:
         """An assistant turn: its text, or the blocks of an earlier response."""
-        blocks: tuple[ContentBlock, ...] = (
-            (TextPart(text=content),) if isinstance(content, str) else tuple(content)
-        )
+        if isinstance(content, str):
+            blocks: tuple[ContentBlock, ...] = (TextPart(text=content),)
+        else:
+            if _not_many(content):
+                _wrong("assistant()", "`content`", "a str or an iterable of blocks", content)
+            blocks = tuple(content)
+            for index, block in enumerate(blocks):
+                if not isinstance(block, _BLOCK_TYPES):
+                    expected = "a TextPart, ToolCall, Refusal or Reasoning"
+                    _wrong("assistant()", f"block {index}", expected, block)
         return self.push(AssistantMessage(content=blocks))
 
     def tool_result(
         self, call: ToolCall | str, content: str, *, is_error: bool = False
     ) -> ChatRequest:
         """The result of a tool call (the call itself or its id)."""
-        call_id = call.id if isinstance(call, ToolCall) else call
+        if isinstance(call, ToolCall):
+            call_id = call.id
+        elif isinstance(call, str):
+            call_id = call
+        else:
+            _wrong("tool_result()", "`call`", "a ToolCall or its id (a str)", call)
+        if not isinstance(content, str):
+            hint = "; write a value as JSON text first" if content is not None else ""
+            _wrong("tool_result()", "`content`", "a str", content, hint)
+        if not isinstance(is_error, bool):
+            _wrong("tool_result()", "`is_error`", "a bool", is_error)
         return self.push(ToolMessage(tool_call_id=call_id, content=content, is_error=is_error))
 
     # Settings
 
     def with_tools(self, tools: Iterable[ToolDefinition]) -> ChatRequest:
-        return self._with(tools=tuple(tools))
+        if _not_many(tools):
+            hint = "; for one tool use add_tool()" if isinstance(tools, ToolDefinition) else ""
+            _wrong("with_tools()", "`tools`", "an iterable of ToolDefinition", tools, hint)
+        listed = tuple(tools)
+        for index, tool in enumerate(listed):
+            if not isinstance(tool, ToolDefinition):
+                _wrong("with_tools()", f"tool {index}", "a ToolDefinition", tool)
+        return self._with(tools=listed)
 
     def add_tool(self, tool: ToolDefinition) -> ChatRequest:
+        if not isinstance(tool, ToolDefinition):
+            _wrong("add_tool()", "`tool`", "a ToolDefinition", tool)
         return self._with(tools=(*self.tools, tool))
 
     def without_tools(self) -> ChatRequest:
@@ -135,6 +249,12 @@ class ChatRequest(Data):
         return self._with(max_output_tokens=tokens)
 
     def with_stop(self, *stop: str) -> ChatRequest:
+        """Stop sequences, each its own argument: `with_stop("END", "STOP")`."""
+        if len(stop) == 1 and isinstance(stop[0], list | tuple):
+            raise TypeError(
+                "with_stop(): pass each stop sequence as its own argument, "
+                "`with_stop(*sequences)`, not one list"
+            )
         return self._with(stop=stop)
 
     def with_seed(self, seed: int | None) -> ChatRequest:
@@ -158,11 +278,17 @@ class ChatRequest(Data):
         >>> ChatRequest("m").with_option(ExtractionMode.NATIVE).option(ExtractionMode)
         <ExtractionMode.NATIVE: 'native'>
         """
+        if namespace is not None:
+            _check_namespace("with_option()", namespace)
         key = namespace or namespace_of(type(value))
         return self._with(options={**self.options, key: dump_option(value)})
 
     def with_option_json(self, namespace: str, value: JsonValue) -> ChatRequest:
         """Attach an option as raw JSON, for a provider feature allama has no type for."""
+        _check_namespace("with_option_json()", namespace)
+        if not _is_json(value):
+            expected = "JSON data (dicts with str keys, lists, str, int, float, bool, None)"
+            _wrong("with_option_json()", "`value`", expected, value)
         return self._with(options={**self.options, namespace: value})
 
     def option(self, cls: type[T], *, namespace: str | None = None) -> T | None:
@@ -200,6 +326,59 @@ _CHECKED = frozenset(
 )
 """The settings the `with_…` methods take from the caller. Messages and tools are built by
 the request's own methods from validated parts, and are not checked again."""
+
+
+_SETTINGS = frozenset(ChatRequest.model_fields) - {"model", "messages"}
+_RENAMED = {
+    "max_tokens": "max_output_tokens",
+    "max_completion_tokens": "max_output_tokens",
+    "stop_sequences": "stop",
+}
+"""OpenAI's (or another SDK's) names for settings that `ChatRequest` names otherwise."""
+
+_MESSAGE_TYPES = (SystemMessage, DeveloperMessage, UserMessage, AssistantMessage, ToolMessage)
+_BLOCK_TYPES = (TextPart, ToolCall, Refusal, Reasoning)
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _is_json(value: Any) -> bool:
+    """Whether `value` is JSON data as `JsonValue` takes it (a walk, cheaper than pydantic's)."""
+    if isinstance(value, _JSON_SCALARS):
+        return True
+    if isinstance(value, list):
+        return all(_is_json(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json(v) for k, v in value.items())
+    return False
+
+
+def _wrong(call: str, argument: str, expected: str, value: Any, hint: str = "") -> NoReturn:
+    """A wrong argument, named, with what was expected (never the value itself)."""
+    raise TypeError(f"{call}: {argument} must be {expected}, not {type(value).__name__}{hint}")
+
+
+def _not_many(value: Any) -> bool:
+    """Whether `value` cannot be the iterable of items an argument takes. Strings, dicts and
+    pydantic models are iterable too, but never what the caller meant."""
+    return isinstance(value, str | bytes | Mapping | BaseModel) or not isinstance(value, Iterable)
+
+
+def _bad_model(model: Any, *, argument: bool = False) -> NoReturn:
+    """The error for a model that is not a model id (`argument`: given as an argument)."""
+    if not isinstance(model, str) and (argument or model is not None):
+        raise TypeError(
+            f"ChatRequest: `model` must be a str (the model's id), not {type(model).__name__}"
+        )
+    if model is None:
+        raise ValueError("ChatRequest needs a model, as in ChatRequest('gpt-5-mini')")
+    raise ValueError("ChatRequest: `model` must name a model, not be empty or blank")
+
+
+def _check_namespace(call: str, namespace: Any) -> None:
+    if not isinstance(namespace, str):
+        _wrong(call, "`namespace`", "a str", namespace)
+    if not namespace:
+        raise ValueError(f"{call}: `namespace` must not be empty")
 
 
 @cache

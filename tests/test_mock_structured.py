@@ -1,0 +1,279 @@
+"""`Structured`: a scripted value that answers in whichever form the extraction asks for.
+
+Seed 000: "To test code that extracts, script the value the model returns with
+`MockResponse::structured`: it answers in the form the extraction asks for, whichever mode
+it picks."
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Annotated, Any, Literal
+
+import pytest
+from pydantic import BaseModel, Field, JsonValue
+from typing_extensions import TypedDict
+
+import allama
+from _seed_support import Run, alice, request
+from allama import (
+    CapabilitySupport,
+    ChatCapability,
+    ChatRequest,
+    ExtractionMode,
+    Extractor,
+    FinishReason,
+    ResponseFormat,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallDelta,
+    ToolChoice,
+    ToolDefinition,
+    Usage,
+)
+from allama.extract import EXTRACTION_TOOL
+from allama.extract._root import ROOT_KEY, ROOT_OPTION
+from allama.mock import (
+    MockProvider,
+    MockScriptError,
+    MockScriptExhausted,
+    MockStreamingProvider,
+    Structured,
+)
+
+ALICE_JSON = '{"name":"Alice","age":31}'
+MODES = [ExtractionMode.AUTO, ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL]
+USAGE = Usage(input_tokens=12, output_tokens=7)
+
+
+def in_mode(mode: ExtractionMode) -> ChatRequest:
+    return request().with_option(mode)
+
+
+def chosen(mode: ExtractionMode) -> ExtractionMode:
+    """The mode a scripted provider ends up in: auto guesses native (capabilities unknown)."""
+    return ExtractionMode.NATIVE if mode is ExtractionMode.AUTO else mode
+
+
+# Through the extraction, in every mode, sync and async
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_extract_gets_the_scripted_value_in_every_mode(run: Run, mode: ExtractionMode) -> None:
+    provider = MockProvider.with_structured(alice(), usage=USAGE)
+    extracted = run.extract(provider, type(alice()), in_mode(mode))
+    assert extracted.value == alice()
+    assert extracted.metadata.mode is chosen(mode)
+    assert (extracted.metadata.passes, extracted.metadata.usage) == (1, USAGE)
+    if chosen(mode) is ExtractionMode.FORCED_TOOL:
+        assert extracted.response.content == (
+            ToolCall(id="call_mock_1", name=EXTRACTION_TOOL, arguments=ALICE_JSON),
+        )
+        assert extracted.response.finish_reason == FinishReason.TOOL_CALLS
+    else:
+        assert extracted.response.content == (TextPart(text=ALICE_JSON),)
+        assert extracted.response.finish_reason == FinishReason.STOP
+    assert extracted.response.provider == "mock"
+    assert provider.call_count == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_streamed_extraction_gets_the_scripted_value_in_pieces(
+    run: Run, mode: ExtractionMode
+) -> None:
+    provider = MockStreamingProvider.with_structured(alice(), usage=USAGE)
+    stream = run.stream(provider, type(alice()), in_mode(mode))
+    events = stream.read_all()
+    extracted = stream.finish()
+    assert extracted.value == alice()
+    assert extracted.metadata.mode is chosen(mode)
+    assert extracted.metadata.usage == USAGE
+    delta = ToolCallDelta if chosen(mode) is ExtractionMode.FORCED_TOOL else TextDelta
+    pieces = [event for event in events if isinstance(event, delta)]
+    assert len(pieces) == 4  # 25 characters, 8 to a delta
+    assert "".join(p.arguments if isinstance(p, ToolCallDelta) else p.text for p in pieces) == (
+        ALICE_JSON
+    )
+
+
+def test_a_streaming_mock_answers_whole_calls_too(run: Run) -> None:
+    provider = MockStreamingProvider([Structured(alice())]).then_structured(alice())
+    for mode in (ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL):
+        assert run.extract(provider, type(alice()), in_mode(mode)).value == alice()
+    with pytest.raises(MockScriptExhausted):
+        run.extract(provider, type(alice()), in_mode(ExtractionMode.NATIVE))
+
+
+def test_structured_answers_take_their_place_in_a_script(run: Run) -> None:
+    # The first answer is not JSON; the retry gets the scripted value, in the retry's form.
+    provider = MockProvider(["not json"]).then(Structured(alice()))
+    extractor = Extractor(retries=1)
+    extracted = run.extract(provider, type(alice()), in_mode(ExtractionMode.FORCED_TOOL), extractor)
+    assert extracted.value == alice()
+    assert extracted.metadata.passes == 2
+    assert extracted.response.content == (
+        ToolCall(id="call_mock_2", name=EXTRACTION_TOOL, arguments=ALICE_JSON),
+    )
+
+
+# Any value pydantic can write
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+@dataclasses.dataclass
+class Box:
+    colour: Colour
+    sizes: list[int]
+
+
+class Row(TypedDict):
+    id: int
+    label: str
+
+
+class Aliased(BaseModel):
+    first_name: Annotated[str, Field(alias="firstName")]
+
+
+VALUES: list[tuple[Any, Any]] = [
+    (Box, Box(Colour.GREEN, [1, 2])),
+    (Row, Row(id=1, label="x")),
+    (dict[str, int], {"a": 1, "b": 2}),
+    (list[Box], [Box(Colour.RED, []), Box(Colour.GREEN, [3])]),
+    (int, 42),
+    (Colour, Colour.RED),
+    (Literal["yes", "no"], "no"),
+    (str, "plain text, quoted as JSON"),
+    (Aliased, Aliased.model_validate({"firstName": "Ada"})),
+    (int | None, None),
+]
+
+
+@pytest.mark.parametrize(("tp", "value"), VALUES, ids=lambda x: repr(x)[:30])
+@pytest.mark.parametrize("mode", [ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL])
+def test_any_value_comes_back_as_itself(
+    run: Run, tp: Any, value: Any, mode: ExtractionMode
+) -> None:
+    provider = MockProvider.with_structured(value)
+    assert run.extract(provider, tp, in_mode(mode)).value == value
+
+
+def test_values_are_written_by_alias_as_compact_json() -> None:
+    assert (
+        Structured(Aliased.model_validate({"firstName": "Ada"})).json_text == '{"firstName":"Ada"}'
+    )
+    assert Structured(Box(Colour.RED, [1])).json_text == '{"colour":"red","sizes":[1]}'
+    assert Structured({"é": None}).json_text == '{"é":null}'
+
+
+def test_a_value_that_is_not_json_fails_at_once() -> None:
+    with pytest.raises(TypeError, match=r"^Structured: a object cannot be written as JSON"):
+        Structured(object())
+    with pytest.raises(TypeError, match="`usage` must be a Usage, not tuple"):
+        Structured(1, usage=(1, 2))  # type: ignore[arg-type]
+
+
+# The form, read from the request
+
+SCHEMA: dict[str, JsonValue] = {"type": "object"}
+
+
+def answer(req: ChatRequest, value: Any = None) -> Any:
+    return MockProvider.with_structured([1, 2] if value is None else value).chat(req)
+
+
+def test_a_json_schema_format_gets_json_text() -> None:
+    req = request().with_response_format(ResponseFormat.for_schema(SCHEMA))
+    assert answer(req).content == (TextPart(text="[1,2]"),)
+
+
+def test_no_format_or_a_json_object_format_gets_plain_json_text() -> None:
+    assert answer(request()).content == (TextPart(text="[1,2]"),)
+    assert answer(request().with_response_format(ResponseFormat.json_object())).text() == "[1,2]"
+    tools = request().with_tools([ToolDefinition(name="a")])
+    assert answer(tools.with_tool_choice(ToolChoice.auto())).text() == "[1,2]"
+    assert answer(tools.with_tool_choice(ToolChoice.none())).text() == "[1,2]"
+
+
+def test_a_forced_tool_gets_one_call() -> None:
+    tools = request().with_tools([ToolDefinition(name="a"), ToolDefinition(name="b")])
+    named = answer(tools.with_tool_choice(ToolChoice.tool("b")))
+    assert named.content == (ToolCall(id="call_mock_1", name="b", arguments="[1,2]"),)
+    assert named.finish_reason == FinishReason.TOOL_CALLS
+    only = request().add_tool(ToolDefinition(name="only"))
+    required = answer(only.with_tool_choice(ToolChoice.required()))
+    assert required.content == (ToolCall(id="call_mock_1", name="only", arguments="[1,2]"),)
+    with pytest.raises(MockScriptError, match="under tool choice `required` with 2 tools"):
+        answer(tools.with_tool_choice(ToolChoice.required()))
+
+
+def test_a_wrapped_root_gets_the_value_under_its_key() -> None:
+    wrapped = request().with_option_json(ROOT_OPTION, ROOT_KEY)
+    native = wrapped.with_response_format(ResponseFormat.for_schema(SCHEMA))
+    assert answer(native).content == (TextPart(text='{"value":[1,2]}'),)
+    forced = wrapped.add_tool(ToolDefinition(name=EXTRACTION_TOOL)).with_tool_choice(
+        ToolChoice.tool(EXTRACTION_TOOL)
+    )
+    assert answer(forced).content == (
+        ToolCall(id="call_mock_1", name=EXTRACTION_TOOL, arguments='{"value":[1,2]}'),
+    )
+    other_key = request().with_option_json(ROOT_OPTION, 'it"em')
+    assert answer(other_key, "x").text() == '{"it\\"em":"x"}'
+    with pytest.raises(MockScriptError, match="must be the key the value is wrapped in"):
+        answer(request().with_option_json(ROOT_OPTION, True))
+
+
+def test_a_wrapped_root_streams_wrapped(run: Run) -> None:
+    wrapped = request().with_option_json(ROOT_OPTION, ROOT_KEY)
+    provider = MockStreamingProvider.with_structured(["a"])
+    if run.is_async:
+        stream = run.wait(provider.achat_stream(wrapped))
+        response = run.wait(stream.response())
+    else:
+        response = provider.chat_stream(wrapped).response()
+    assert response.text() == '{"value":["a"]}'
+
+
+@pytest.mark.parametrize("mode", [ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL])
+def test_a_mock_that_needs_object_roots_still_answers_a_list(
+    run: Run, mode: ExtractionMode
+) -> None:
+    # Where the engine wraps non-object roots for such a provider, it marks the request and
+    # the answer is wrapped to match; where it does not, the list is answered as it is.
+    provider = (
+        MockProvider.with_structured(["red", "green"])
+        .with_chat_capability(
+            ChatCapability.RESPONSE_SCHEMA_ANY_ROOT, CapabilitySupport.UNSUPPORTED
+        )
+        .with_chat_capability(ChatCapability.TOOL_SCHEMA_ANY_ROOT, CapabilitySupport.UNSUPPORTED)
+    )
+    extracted = run.extract(provider, list[Literal["red", "green"]], in_mode(mode))
+    assert extracted.value == ["red", "green"]
+    sent = provider.last_request
+    assert sent is not None
+    key = sent.option_json(ROOT_OPTION)
+    written = '["red","green"]' if key is None else f'{{"{key}":["red","green"]}}'
+    block = extracted.response.content[0]
+    assert (block.arguments if isinstance(block, ToolCall) else block.text) == written
+
+
+def test_the_repr_withholds_the_value() -> None:
+    assert repr(Structured({"secret": "SECRET"})) == "Structured(json=<withheld 19 chars>)"
+
+
+def test_the_readme_example() -> None:
+    class Program(BaseModel):
+        author: str
+        year: int
+
+    provider = MockProvider.with_structured(Program(author="Ada", year=1843))
+    req = ChatRequest("gpt-5-mini").user("Ada published the first program in 1843.")
+    extracted = allama.extract(provider, Program, req.with_option(ExtractionMode.FORCED_TOOL))
+    assert extracted.value == Program(author="Ada", year=1843)
+    assert extracted.metadata.mode is ExtractionMode.FORCED_TOOL

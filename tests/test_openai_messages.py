@@ -1,0 +1,531 @@
+"""`ChatRequest.from_openai` and `to_openai_messages`: conversations in OpenAI's message form."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from allama import (
+    AssistantMessage,
+    ChatRequest,
+    DeveloperMessage,
+    ImagePart,
+    Message,
+    ReasoningEffort,
+    Refusal,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\xff"
+PNG_URL = "data:image/png;base64," + base64.b64encode(PNG).decode()
+
+CONVERSATION: list[dict[str, Any]] = [
+    {"role": "system", "content": "Be brief."},
+    {
+        "role": "developer",
+        "content": [{"type": "text", "text": "Answer "}, {"type": "text", "text": "in JSON."}],
+    },
+    {
+        "role": "user",
+        "name": "ada",
+        "content": [
+            {"type": "text", "text": "What is on these?"},
+            {
+                "type": "image_url",
+                "image_url": {"url": "https://example.com/a.png", "detail": "low"},
+            },
+            {"type": "image_url", "image_url": {"url": PNG_URL}},
+        ],
+    },
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "lookup", "arguments": '{"q": "a" }'},
+            },
+            {"id": "call_2", "type": "function", "function": {"name": "zoom", "arguments": ""}},
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "found"},
+    {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "zoomed"}]},
+    {"role": "assistant", "content": "A cat.", "audio": None, "refusal": None},
+    {"role": "user", "content": "Describe the people."},
+    {"role": "assistant", "content": None, "refusal": "I can't help with that."},
+]
+
+
+def test_a_whole_conversation_is_read_role_by_role() -> None:
+    request = ChatRequest.from_openai("gpt-5-mini", CONVERSATION, temperature=0.2, seed=7)
+    assert (request.model, request.temperature, request.seed) == ("gpt-5-mini", 0.2, 7)
+    assert request.messages == (
+        SystemMessage(content="Be brief."),
+        DeveloperMessage(content="Answer in JSON."),
+        UserMessage(
+            content=(
+                TextPart(text="What is on these?"),
+                ImagePart(url="https://example.com/a.png"),
+                ImagePart(data=PNG, media_type="image/png"),
+            )
+        ),
+        AssistantMessage(
+            content=(
+                ToolCall(id="call_1", name="lookup", arguments='{"q": "a" }'),
+                ToolCall(id="call_2", name="zoom", arguments=""),
+            )
+        ),
+        ToolMessage(tool_call_id="call_1", content="found"),
+        ToolMessage(tool_call_id="call_2", content="zoomed"),
+        AssistantMessage(content=(TextPart(text="A cat."),)),
+        UserMessage(content=(TextPart(text="Describe the people."),)),
+        AssistantMessage(content=(Refusal(text="I can't help with that."),)),
+    )
+
+
+def test_assistant_content_parts_and_text_before_refusal_before_calls() -> None:
+    request = ChatRequest.from_openai(
+        "m",
+        [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "one"},
+                    {"type": "refusal", "refusal": "no"},
+                    {"type": "text", "text": "two"},
+                ],
+                "refusal": "never",
+                "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}],
+            }
+        ],
+    )
+    assert request.messages == (
+        AssistantMessage(
+            content=(
+                TextPart(text="one"),
+                Refusal(text="no"),
+                TextPart(text="two"),
+                Refusal(text="never"),
+                ToolCall(id="c", name="f", arguments="{}"),
+            )
+        ),
+    )
+
+
+def test_deprecated_function_calls_pair_with_their_function_messages() -> None:
+    request = ChatRequest.from_openai(
+        "m",
+        [
+            {"role": "user", "content": "weather?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "function_call": {"name": "weather", "arguments": '{"city":"Oslo"}'},
+            },
+            {"role": "function", "name": "weather", "content": "cold"},
+            {"role": "assistant", "function_call": {"name": "weather", "arguments": "{}"}},
+            {"role": "function", "name": "weather", "content": None},
+        ],
+    )
+    first, second = request.messages[1], request.messages[3]
+    assert first == AssistantMessage(
+        content=(ToolCall(id="function_call_1", name="weather", arguments='{"city":"Oslo"}'),)
+    )
+    assert request.messages[2] == ToolMessage(tool_call_id="function_call_1", content="cold")
+    assert second == AssistantMessage(
+        content=(ToolCall(id="function_call_3", name="weather", arguments="{}"),)
+    )
+    assert request.messages[4] == ToolMessage(tool_call_id="function_call_3", content="")
+    # Written back in today's form: tool calls and tool results with matching ids.
+    assert request.to_openai_messages()[1:3] == [
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": "function_call_1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city":"Oslo"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "function_call_1", "content": "cold"},
+    ]
+
+
+def test_data_urls_decode_base64_and_percent_encoding() -> None:
+    def image(url: str) -> Message:
+        part = {"type": "image_url", "image_url": url}  # the bare-string form some clients send
+        return ChatRequest.from_openai("m", [{"role": "user", "content": [part]}]).messages[0]
+
+    assert image(PNG_URL) == UserMessage(content=(ImagePart(data=PNG, media_type="image/png"),))
+    wrapped = "data:image/gif;base64," + "\n".join(["R0lG", "ODlh"])  # line-wrapped base64
+    assert image(wrapped) == UserMessage(
+        content=(ImagePart(data=b"GIF89a", media_type="image/gif"),)
+    )
+    assert image("data:image/svg+xml;charset=utf-8,%3Csvg%2F%3E") == UserMessage(
+        content=(ImagePart(data=b"<svg/>", media_type="image/svg+xml"),)
+    )
+
+
+def test_settings_are_the_requests_own_and_openai_names_get_a_hint() -> None:
+    request = ChatRequest.from_openai(
+        "m", [], max_output_tokens=50, reasoning_effort="low", stop=("END",)
+    )
+    assert request.max_output_tokens == 50
+    assert request.reasoning_effort is ReasoningEffort.LOW
+    assert request.stop == ("END",)
+    with pytest.raises(
+        TypeError, match="unknown setting `max_tokens`; ChatRequest calls it `max_output_tokens`"
+    ):
+        ChatRequest.from_openai("m", [], max_tokens=50)
+    with pytest.raises(TypeError, match="unknown setting `frequency_penalty`"):
+        ChatRequest.from_openai("m", [], frequency_penalty=0.5)
+    with pytest.raises(ValueError, match="`model` must name a model"):
+        ChatRequest.from_openai("", [{"role": "user", "content": "hi"}])
+    with pytest.raises(TypeError, match="`model` must be a str"):
+        ChatRequest.from_openai(None, [])  # type: ignore[arg-type]
+
+
+SECRET = "SECRET-CONVERSATION-TEXT"
+ROLES = "`system`, `developer`, `user`, `assistant`, `tool`, `function`"
+
+
+def user(content: Any) -> list[Any]:
+    return [{"role": "user", "content": content}]
+
+
+def image(value: Any) -> list[Any]:
+    return user([{"type": "image_url", "image_url": value}])
+
+
+def assistant(**fields: Any) -> list[Any]:
+    return [{"role": "assistant", **fields}]
+
+
+def call(**fields: Any) -> list[Any]:
+    return assistant(tool_calls=[fields])
+
+
+MALFORMED: list[tuple[Any, type[Exception], str]] = [
+    (
+        [
+            *user("a"),
+            *assistant(content="b"),
+            *user("c"),
+            *call(id="c", type="function", function={"name": "f", "arguments": {"q": SECRET}}),
+        ],
+        TypeError,
+        "messages[3].tool_calls[0].function.arguments: expected a string of JSON text "
+        "(as the model wrote it), got dict",
+    ),
+    (user(SECRET)[0], TypeError, "messages: expected a list of message dicts, got dict"),
+    (SECRET, TypeError, "messages: expected a list of message dicts, got str"),
+    (None, TypeError, "messages: expected a list of message dicts, got null"),
+    (
+        [("user", SECRET)],
+        TypeError,
+        "messages[0]: expected a message dict with a `role`, got tuple",
+    ),
+    ([{"content": SECRET}], ValueError, f"messages[0].role: missing; expected one of {ROLES}"),
+    (
+        [{"role": "assistent", "content": SECRET}],
+        ValueError,
+        f"messages[0].role: expected one of {ROLES}, got `assistent`",
+    ),
+    (
+        [{"role": SECRET + " x", "content": "a"}],
+        ValueError,
+        f"messages[0].role: expected one of {ROLES}, got a str",
+    ),
+    (
+        [{"role": "system"}],
+        TypeError,
+        "messages[0].content: missing; expected a string or a list of `text` parts",
+    ),
+    (
+        [{"role": "system", "content": None}],
+        TypeError,
+        "messages[0].content: expected a string or a list of `text` parts, got null",
+    ),
+    (
+        [{"role": "developer", "content": [{"type": "image_url", "image_url": "x"}]}],
+        ValueError,
+        "messages[0].content[0].type: expected `text` here, got `image_url`",
+    ),
+    (
+        user(3),
+        TypeError,
+        "messages[0].content: expected a string or a list of `text` and `image_url` parts, got int",
+    ),
+    (user([]), ValueError, "messages[0].content: a user message needs at least one part"),
+    (
+        user([SECRET]),
+        TypeError,
+        "messages[0].content[0]: expected a content part (a dict with a `type`), got str",
+    ),
+    (
+        user([{"type": "input_audio", "input_audio": {}}]),
+        ValueError,
+        "messages[0].content[0].type: expected `text` or `image_url`, got `input_audio`",
+    ),
+    (
+        user([{"text": SECRET}]),
+        ValueError,
+        "messages[0].content[0].type: expected `text` or `image_url`, got nothing",
+    ),
+    (
+        user([{"type": "text", "text": None}]),
+        TypeError,
+        "messages[0].content[0].text: expected a string, got null",
+    ),
+    (
+        user([{"type": "image_url"}]),
+        TypeError,
+        "messages[0].content[0].image_url: missing; expected a dict with a `url`, or a URL string",
+    ),
+    (
+        image({"detail": "low"}),
+        TypeError,
+        "messages[0].content[0].image_url.url: missing; expected a string (an http(s) or data URL)",
+    ),
+    (
+        image({"url": "data:;base64,AAAA"}),
+        ValueError,
+        "messages[0].content[0].image_url.url: a data URL needs its media type",
+    ),
+    (
+        image({"url": "data:image/png;base64,%%%"}),
+        ValueError,
+        "messages[0].content[0].image_url.url: the data URL is marked base64 but its data is "
+        "not valid base64",
+    ),
+    (
+        assistant(content=7),
+        TypeError,
+        "messages[0].content: expected a string, null, or a list of `text` and `refusal` parts, "
+        "got int",
+    ),
+    (
+        assistant(content=[{"type": "image_url"}]),
+        ValueError,
+        "messages[0].content[0].type: expected `text` or `refusal`, got `image_url`",
+    ),
+    (assistant(refusal=1), TypeError, "messages[0].refusal: expected a string or null, got int"),
+    (
+        assistant(tool_calls={"id": "c"}),
+        TypeError,
+        "messages[0].tool_calls: expected a list of tool calls, or null, got dict",
+    ),
+    (
+        call(type="custom", id="c"),
+        ValueError,
+        "messages[0].tool_calls[0].type: expected `function`, got `custom`",
+    ),
+    (
+        call(function={"name": "f", "arguments": "{}"}),
+        TypeError,
+        "messages[0].tool_calls[0].id: missing; expected a string",
+    ),
+    (
+        call(id="c"),
+        TypeError,
+        "messages[0].tool_calls[0].function: missing; expected a dict with `name` and `arguments`",
+    ),
+    (
+        call(id="c", function={"arguments": "{}"}),
+        TypeError,
+        "messages[0].tool_calls[0].function.name: missing; expected a string",
+    ),
+    (
+        assistant(function_call={"name": "f"}),
+        TypeError,
+        "messages[0].function_call.arguments: missing; expected a string of JSON text",
+    ),
+    (
+        [{"role": "tool", "content": "x"}],
+        TypeError,
+        "messages[0].tool_call_id: missing; expected a string (the id of the call)",
+    ),
+    (
+        [{"role": "tool", "tool_call_id": "c", "content": {"ok": True}}],
+        TypeError,
+        "messages[0].content: expected a string or a list of `text` parts, got dict",
+    ),
+    (
+        [{"role": "function", "content": "x"}],
+        TypeError,
+        "messages[0].name: missing; expected a string (the function's name)",
+    ),
+    (
+        [{"role": "function", "name": "f", "content": "x"}],
+        ValueError,
+        "messages[0]: a `function` message answers an earlier assistant `function_call` by the "
+        "same name, and there is none still open",
+    ),
+    (
+        [{"role": "function", "name": "f", "content": 1}],
+        TypeError,
+        "messages[0].content: expected a string or null, got int",
+    ),
+]
+
+
+@pytest.mark.parametrize(("messages", "error", "message"), MALFORMED)
+def test_malformed_messages_are_refused_naming_the_place(
+    messages: Any, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error) as caught:
+        ChatRequest.from_openai("m", messages)
+    assert str(caught.value).startswith(message), str(caught.value)
+    assert SECRET not in str(caught.value)
+
+
+def test_to_openai_messages_writes_the_wire_form_leaving_absent_fields_out() -> None:
+    request = (
+        ChatRequest("m")
+        .system("s")
+        .developer("d")
+        .user("look", ImagePart(url="https://x/a.png"), ImagePart(data=PNG, media_type="image/png"))
+        .user(None, ImagePart(url="https://x/b.png"))
+        .assistant([TextPart(text="calling"), ToolCall(id="c1", name="f", arguments='{"a":1}')])
+        .assistant([ToolCall(id="c2", name="g")])
+        .assistant([Refusal(text="no")])
+        .assistant([TextPart(text="a"), Refusal(text="b")])
+        .assistant([])
+        .tool_result("c1", "out", is_error=True)
+    )
+    assert request.to_openai_messages() == [
+        {"role": "system", "content": "s"},
+        {"role": "developer", "content": "d"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "look"},
+                {"type": "image_url", "image_url": {"url": "https://x/a.png"}},
+                {"type": "image_url", "image_url": {"url": PNG_URL}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "image_url", "image_url": {"url": "https://x/b.png"}}],
+        },
+        {
+            "role": "assistant",
+            "content": "calling",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}
+            ],
+        },
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "{}"}}
+            ],
+        },
+        {"role": "assistant", "refusal": "no"},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "a"}, {"type": "refusal", "refusal": "b"}],
+        },
+        {"role": "assistant", "content": ""},
+        {"role": "tool", "tool_call_id": "c1", "content": "out"},
+    ]
+
+
+# Round trips
+
+_text = st.text(max_size=12)
+_ids = st.text(alphabet="abc_0123456789", min_size=1, max_size=8)
+_images = st.one_of(
+    st.builds(lambda path: ImagePart(url=f"https://example.com/{path}"), _ids),
+    st.builds(
+        lambda data, kind: ImagePart(data=data, media_type=kind),
+        st.binary(max_size=16),
+        st.sampled_from(["image/png", "image/jpeg", "image/svg+xml"]),
+    ),
+)
+_calls = st.builds(lambda i, n, a: ToolCall(id=i, name=n, arguments=a), _ids, _ids, _text)
+
+
+@st.composite
+def _assistant(draw: st.DrawFn) -> AssistantMessage:
+    """An assistant turn in the order OpenAI's form writes it: text and refusals, then calls."""
+    written = draw(
+        st.lists(
+            st.one_of(st.builds(TextPart, text=_text), st.builds(Refusal, text=_text)), max_size=3
+        )
+    )
+    calls = draw(st.lists(_calls, max_size=3))
+    if not written and not calls:
+        written = [TextPart(text=draw(_text))]
+    return AssistantMessage(content=(*written, *calls))
+
+
+_messages = st.one_of(
+    st.builds(SystemMessage, content=_text),
+    st.builds(DeveloperMessage, content=_text),
+    st.builds(
+        lambda parts: UserMessage(content=tuple(parts)),
+        st.lists(st.one_of(st.builds(TextPart, text=_text), _images), min_size=1, max_size=4),
+    ),
+    _assistant(),
+    st.builds(ToolMessage, tool_call_id=_ids, content=_text),
+)
+
+
+@given(st.lists(_messages, max_size=6))
+def test_every_conversation_the_form_can_hold_survives_a_round_trip(
+    messages: list[Message],
+) -> None:
+    request = ChatRequest("m").push(*messages)
+    written = request.to_openai_messages()
+    assert ChatRequest.from_openai("m", written) == request
+
+
+@given(st.lists(_messages, max_size=6))
+def test_reading_what_was_written_writes_it_again_unchanged(messages: list[Message]) -> None:
+    written = ChatRequest("m").push(*messages).to_openai_messages()
+    assert ChatRequest.from_openai("m", written).to_openai_messages() == written
+
+
+_KEYS = ["content", "type", "text", "tool_calls", "id", "function", "name", "arguments"]
+_KEYS += ["refusal", "image_url", "url", "tool_call_id", "function_call"]
+_junk = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.text(max_size=5),
+        st.sampled_from(["text", "image_url", "refusal", "function", PNG_URL, "data:x,"]),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(_KEYS), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_junk_messages = st.one_of(
+    _junk,
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["system", "developer", "user", "assistant", "tool", "function"])},
+        optional=dict.fromkeys(_KEYS, _junk),
+    ),
+)
+
+
+@given(st.lists(_junk_messages, max_size=4))
+def test_any_json_is_read_or_refused_with_a_type_or_value_error(messages: list[Any]) -> None:
+    try:
+        request = ChatRequest.from_openai("m", messages)
+    except (TypeError, ValueError) as error:
+        assert str(error).startswith("messages")
+    else:
+        assert len(request.messages) == len(messages)
