@@ -43,7 +43,7 @@ def test_plan_json_covers_every_preset_and_both_modes(capsys: pytest.CaptureFixt
 def test_plan_table_names_the_type_and_sends_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", INVOICE, "--provider", "groq"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("Invoice: what each provider would enforce (nothing was sent)\n")
+    assert out.startswith("Invoice: what each provider would enforce on calls (nothing was sent)\n")
     lines = [line for line in out.splitlines() if line.startswith("groq ")]
     assert [line.split()[2] for line in lines] == ["native", "forced_tool"]
 
@@ -157,7 +157,9 @@ def test_a_package_in_the_current_directory_is_found(tmp_path: Path) -> None:
     )
     assert done.stderr == ""
     assert done.returncode == 0
-    assert done.stdout.startswith("Item: what each provider would enforce (nothing was sent)\n")
+    assert done.stdout.startswith(
+        "Item: what each provider would enforce on calls (nothing was sent)\n"
+    )
 
 
 def test_the_current_directory_is_not_left_on_the_path(
@@ -184,3 +186,31 @@ def test_an_import_that_fails_is_reported(
     assert done.stderr == (
         "allama plan: importing `broken_models` failed: RuntimeError('half-written')\n"
     )
+
+
+def test_plan_says_where_a_root_is_wrapped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = tmp_path / "labels.py"
+    module.write_text(
+        "from typing import Literal\nLabels = list[Literal['spam', 'ham']]\n", encoding="utf-8"
+    )
+    assert main(["plan", f"{module}:Labels", "--provider", "openai", "--json"]) == 0
+    rows = {row["mode"]: row for row in json.loads(capsys.readouterr().out)["plans"]}
+    for mode in ("native", "forced_tool"):
+        assert rows[mode]["root_wrapped"] is True
+        assert rows[mode]["enforcement"] == "exact"
+        assert rows[mode]["notes"][0].startswith('sent wrapped in {"value": ...}')
+    assert main(["plan", f"{module}:Labels", "--provider", "vllm", "--json"]) == 0
+    rows = {row["mode"]: row for row in json.loads(capsys.readouterr().out)["plans"]}
+    assert (rows["native"]["root_wrapped"], rows["forced_tool"]["root_wrapped"]) == (False, True)
+
+
+def test_plan_of_streamed_calls(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", INVOICE, "--provider", "groq", "--stream", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["stream"] is True
+    native = next(row for row in document["plans"] if row["mode"] == "native")
+    assert native["enforcement"] == "not_enforced"
+    assert main(["plan", INVOICE, "--provider", "groq", "--stream"]) == 0
+    assert "on streamed calls" in capsys.readouterr().out.splitlines()[0]

@@ -43,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("type", help="path/to/file.py:Name or package.module:Name")
     plan.add_argument("--json", action="store_true", help="one JSON document for machines")
     plan.add_argument(
+        "--stream",
+        action="store_true",
+        help="plan streamed calls (some endpoints drop the schema on streams)",
+    )
+    plan.add_argument(
         "--provider",
         action="append",
         default=None,
@@ -80,12 +85,13 @@ def _plan(args: argparse.Namespace) -> int:
     except KeyError as error:
         print(f"allama plan: {error.args[0]}", file=sys.stderr)
         return EXIT_USAGE
-    rows = plan_rows(tp, providers)
+    rows = plan_rows(tp, providers, stream=args.stream)
     label = type_label(tp)
     if args.json:
-        print(json.dumps({"type": label, "plans": [row.to_json() for row in rows]}, indent=2))
+        plans = [row.to_json() for row in rows]
+        print(json.dumps({"type": label, "stream": args.stream, "plans": plans}, indent=2))
     else:
-        print(render_table(label, rows))
+        print(render_table(label, rows, stream=args.stream))
     # Flushed here, so that a reader that went away is noticed while it can be handled, not
     # by the interpreter's last flush (which would print a traceback).
     sys.stdout.flush()

@@ -18,6 +18,7 @@ class PlanRow:
     mode: str
     enforcement: str
     notes: tuple[str, ...]
+    root_wrapped: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -25,11 +26,20 @@ class PlanRow:
             "model": self.model,
             "mode": self.mode,
             "enforcement": self.enforcement,
+            "root_wrapped": self.root_wrapped,
             "notes": list(self.notes),
         }
 
 
-def plan_rows(tp: Any, providers: list[tuple[str, str, ChatProvider]]) -> list[PlanRow]:
+WRAPPED_NOTE = (
+    'sent wrapped in {"value": ...}: the provider takes only an object at the root; '
+    "the answer is unwrapped"
+)
+
+
+def plan_rows(
+    tp: Any, providers: list[tuple[str, str, ChatProvider]], *, stream: bool = False
+) -> list[PlanRow]:
     """One row per provider and mode; a refusal before sending is reported as `refused`."""
     rows: list[PlanRow] = []
     extractor = Extractor()
@@ -37,24 +47,29 @@ def plan_rows(tp: Any, providers: list[tuple[str, str, ChatProvider]]) -> list[P
         for mode in (ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL):
             request = ChatRequest(model).user("plan").with_option(mode)
             try:
-                plan = extractor.plan(provider, tp, request)
+                plan = extractor.plan(provider, tp, request, stream=stream)
             except Error as error:
                 message = error.message if error.authored else error.kind
                 rows.append(PlanRow(name, model, mode.value, "refused", (message,)))
                 continue
             notes = tuple(warning.message for warning in plan.degradations)
+            if plan.root_wrapped:
+                notes = (WRAPPED_NOTE, *notes)
             if plan.coverage.value != "encoding":
                 notes = (*notes, "capability table only: the schema is checked when sent")
-            rows.append(PlanRow(name, model, mode.value, plan.enforcement.value, notes))
+            rows.append(
+                PlanRow(name, model, mode.value, plan.enforcement.value, notes, plan.root_wrapped)
+            )
     return rows
 
 
-def render_table(label: str, rows: list[PlanRow]) -> str:
+def render_table(label: str, rows: list[PlanRow], *, stream: bool = False) -> str:
     headers = ("provider", "model", "mode", "enforcement")
     widths = [
         max(len(h), *(len(getattr(row, h)) for row in rows)) if rows else len(h) for h in headers
     ]
-    lines = [f"{label}: what each provider would enforce (nothing was sent)", ""]
+    calls = "streamed calls" if stream else "calls"
+    lines = [f"{label}: what each provider would enforce on {calls} (nothing was sent)", ""]
     lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + "  notes")
     for row in rows:
         cells = [getattr(row, h).ljust(w) for h, w in zip(headers, widths, strict=True)]
