@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import itertools
 import json
+import sys
 from typing import Annotated, Any, Literal, NotRequired
 
 import pytest
@@ -647,3 +648,33 @@ def test_a_number_too_long_to_convert_is_a_parse_error() -> None:
             with pytest.raises(ParseError, match="4300 digits"):
                 opened.finish()
             assert opened.partial is None or "n" not in opened.partial.model_fields_set
+
+
+# Reading after every chunk stays linear: a list nobody holds is updated in place.
+
+
+def test_a_snapshot_that_is_kept_never_changes_while_dropped_ones_are_reused() -> None:
+    from allama.extract._partial import PartialValue
+
+    text = catalog_document()
+    partial: PartialValue[Catalog] = PartialValue(Catalog)
+    kept: list[tuple[Catalog, str]] = []
+    reused = 0
+    last_id: int | None = None
+    for index, start in enumerate(range(0, len(text), 37)):
+        partial.feed(text[start : start + 37])
+        value = partial.value()
+        if value is None or not hasattr(value, "items"):
+            continue
+        if id(value.items) == last_id:
+            reused += 1
+        last_id = id(value.items)
+        if index % 7 == 0:
+            kept.append((value, value.model_dump_json()))
+        del value
+    partial.end()
+    final = partial.value()
+    assert final == Catalog.model_validate_json(text)
+    assert all(value.model_dump_json() == dump for value, dump in kept)
+    if sys.implementation.name == "cpython":
+        assert reused > len(text) // 37 // 2

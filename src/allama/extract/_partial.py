@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import sys
 import types
 import typing
 from functools import lru_cache
@@ -383,10 +384,17 @@ def _escaped_backslash(body: str, index: int) -> bool:
     return run % 2 == 1
 
 
+_UNSHARED_REFS = -1
+"""The reference count `_Frame.with_tail` sees for a list that only its frame holds; set by
+`_calibrate` at import (counts differ between interpreter versions), -1 where reference
+counts do not tell (no list is then taken as unshared)."""
+_OBSERVED: list[int] | None = None
+
+
 class _Frame:
     """An open container: its shape, what completed inside it, what is being written."""
 
-    __slots__ = ("child", "expect", "is_object", "key", "shape", "values")
+    __slots__ = ("child", "expect", "is_object", "key", "shape", "shown", "shown_count", "values")
 
     def __init__(self, shape: _Shape | None, is_object: bool) -> None:
         self.shape = shape
@@ -394,6 +402,9 @@ class _Frame:
         self.values: Any = {} if is_object else []
         self.key: str | None = None
         self.expect = "key" if is_object else "value"
+        # The list last shown for this array, and how many completed items it holds.
+        self.shown: list[Any] | None = None
+        self.shown_count = 0
         # The shape of the value being written here (known once its key is).
         self.child: _Shape | None = None
         if isinstance(shape, _List) and not is_object:
@@ -444,10 +455,48 @@ class _Frame:
             if isinstance(shape, _Object):
                 return shape.construct(values)
             return dict(values)
-        items = list(self.values)
+        values = self.values
+        items = self.shown
+        refs = -2 if items is None else sys.getrefcount(items)
+        if _OBSERVED is not None:
+            _OBSERVED.append(refs)
+        if items is not None and refs <= _UNSHARED_REFS:
+            # Nobody holds the list shown last (the caller let that snapshot go), so it is
+            # brought up to date in place: the cost is the items that arrived since, where a
+            # copy would cost every item so far, on every read.
+            del items[self.shown_count :]
+            items.extend(values[self.shown_count :])
+        else:
+            items = list(values)
+            self.shown = items
+        self.shown_count = len(values)
         if tail is not _MISSING:
             items.append(tail)
         return items
+
+
+def _calibrate() -> int:
+    """The count `with_tail` sees for a list nobody else holds, measured on the method itself;
+    -1 unless a list the caller holds shows a higher count (so holding is always seen)."""
+    global _OBSERVED
+    if sys.implementation.name != "cpython":
+        return -1
+    probe = _Frame(None, False)
+    probe.values.append(1)
+    _OBSERVED = []
+    try:
+        probe.with_tail(_MISSING)  # makes the first list; dropped at once
+        probe.with_tail(_MISSING)  # sees it unheld; makes the next one, kept below
+        held = probe.with_tail(_MISSING)
+        probe.with_tail(_MISSING)  # sees `held`
+        unheld_count, held_count = _OBSERVED[1], _OBSERVED[3]
+    finally:
+        _OBSERVED = None
+    del held
+    return unheld_count if held_count > unheld_count else -1
+
+
+_UNSHARED_REFS = _calibrate()
 
 
 class PartialValue(Generic[T]):
@@ -744,6 +793,9 @@ class PartialValue(Generic[T]):
         if not self._dirty and self._cache is not _MISSING:
             return typing.cast(T, self._cache)
         self._dirty = False
+        # Let the last snapshot go before building the next, so that lists nobody else
+        # holds can be updated in place.
+        self._cache = _MISSING
         self._cache = self._done if self._done is not _MISSING else self._build()
         return None if self._cache is _MISSING else typing.cast(T, self._cache)
 
