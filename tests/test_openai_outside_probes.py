@@ -22,16 +22,21 @@ import allama
 from allama import ChatRequest, ExtractionMetadata, ExtractionMode
 from allama.adapters.openai_compat._sse import ChatStreamDecoder
 from allama.errors import (
+    ContextWindowExceededError,
     InvalidRequestError,
+    RateLimitedError,
     ServerError,
+    UnsupportedError,
 )
 from allama.stream import StreamCollector
 from allama.transport import Transport
 from allama.types import (
     FinishReason,
+    RequestField,
     StreamEvent,
     TextPart,
     ToolCall,
+    UnsupportedStage,
     Usage,
 )
 
@@ -373,3 +378,180 @@ def test_a_forced_tool_extraction_reads_a_legacy_function_call() -> None:
     )
     request = ChatRequest("m").user("Ada").with_option(ExtractionMode.FORCED_TOOL)
     assert allama.extract(target, Person, request).value == Person(name="Ada")
+
+
+# 4. A router relaying its upstream's schema rejection
+
+
+def openrouter_error(raw: Any, provider_name: str | None = "OpenAI", code: int = 400) -> bytes:
+    metadata: dict[str, Any] = {"raw": raw if isinstance(raw, str) else json.dumps(raw)}
+    if provider_name is not None:
+        metadata["provider_name"] = provider_name
+    body = {
+        "error": {"message": "Provider returned error", "code": code, "metadata": metadata},
+        "user_id": "user_x",
+    }
+    return json.dumps(body).encode()
+
+
+OPENAI_SCHEMA_REJECTION = {
+    "error": {
+        "message": "Invalid schema for response_format 'Person': In context=(), 'required' is "
+        "required to be supplied and to be an array including every key in properties.",
+        "type": "invalid_request_error",
+        "param": "response_format",
+        "code": "invalid_json_schema",
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("raw", "upstream", "field"),
+    [
+        (OPENAI_SCHEMA_REJECTION, "OpenAI", RequestField.RESPONSE_FORMAT),
+        (
+            {
+                "error": {
+                    "message": "Invalid schema for function 'submit': 'minLength' is not "
+                    "permitted.",
+                    "type": "invalid_request_error",
+                    "code": "invalid_function_parameters",
+                }
+            },
+            "Azure",
+            RequestField.TOOLS,
+        ),
+        (
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "output_format.schema: For 'integer' type, property 'minimum' is "
+                    "not supported",
+                },
+            },
+            "Anthropic",
+            RequestField.RESPONSE_FORMAT,
+        ),
+        (
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "tools.0.custom.input_schema: JSON schema is invalid",
+                },
+            },
+            "Anthropic",
+            RequestField.TOOLS,
+        ),
+        (
+            {
+                "error": {
+                    "code": 400,
+                    "message": 'Invalid JSON payload received. Unknown name "additionalProperties"'
+                    " at 'generation_config.response_schema.properties[0].value': Cannot find "
+                    "field.",
+                    "status": "INVALID_ARGUMENT",
+                }
+            },
+            "Google",
+            RequestField.RESPONSE_FORMAT,
+        ),
+        (
+            # Plain text rather than a JSON body.
+            "Invalid schema for response_format 'Person': 'maxLength' is not permitted.",
+            None,
+            RequestField.RESPONSE_FORMAT,
+        ),
+    ],
+)
+def test_a_relayed_schema_rejection_is_unsupported_by_the_provider(
+    raw: Any, upstream: str | None, field: RequestField
+) -> None:
+    target = allama.provider(
+        "openrouter", api_key="k", transport=answering(400, openrouter_error(raw, upstream))
+    )
+    with pytest.raises(UnsupportedError) as caught:
+        target.chat(ChatRequest("openai/gpt-4o").user("x"))
+    error = caught.value
+    assert (error.field, error.stage, error.status) == (field, UnsupportedStage.PROVIDER, 400)
+    assert error.provider == "openrouter"
+    assert error.context.metadata.get("upstream_provider") == upstream
+    # The upstream's words are the caller's to read, and stay out of the log view.
+    assert error.message.startswith("Provider returned error")
+    assert "not permitted" in error.message or "schema" in error.message
+    log = str(error.as_log())
+    assert "Provider returned error" not in log and "upstream_provider" not in log
+    if upstream is not None:
+        assert upstream not in log
+
+
+def test_other_relayed_errors_keep_the_routers_class() -> None:
+    rate = openrouter_error("model is temporarily rate-limited upstream", "Google", code=429)
+    target = allama.provider("openrouter", api_key="k", transport=answering(429, rate))
+    with pytest.raises(RateLimitedError) as caught:
+        target.chat(ChatRequest("google/gemini-2.0-flash-exp:free").user("x"))
+    assert "rate-limited upstream" in caught.value.message
+
+    words = {"error": {"message": "Response input messages must contain the word 'json'"}}
+    target = allama.provider(
+        "openrouter", api_key="k", transport=answering(400, openrouter_error(words))
+    )
+    with pytest.raises(InvalidRequestError) as invalid:
+        target.chat(ChatRequest("openai/gpt-4o").user("x"))
+    assert type(invalid.value) is InvalidRequestError
+
+    full = {"error": {"message": "too long", "code": "context_length_exceeded"}}
+    target = allama.provider(
+        "openrouter", api_key="k", transport=answering(400, openrouter_error(full))
+    )
+    with pytest.raises(ContextWindowExceededError):
+        target.chat(ChatRequest("openai/gpt-4o").user("x"))
+
+
+def test_a_relayed_schema_rejection_in_a_stream_is_unsupported() -> None:
+    payload = json.loads(openrouter_error(OPENAI_SCHEMA_REJECTION))
+    data = sse(chunk({"role": "assistant", "content": ""}), payload)
+    target = allama.provider("openrouter", api_key="k", transport=answering(200, data, stream=True))
+    with pytest.raises(UnsupportedError) as caught:
+        target.chat_stream(ChatRequest("openai/gpt-4o").user("x")).response()
+    assert caught.value.field is RequestField.RESPONSE_FORMAT
+
+
+def test_auto_falls_back_to_a_forced_tool_when_the_upstream_rejects_the_schema() -> None:
+    bodies: list[dict[str, Any]] = []
+    tool_call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "submit_structured_output", "arguments": '{"name": "Ada"}'},
+    }
+    answer = {
+        "id": "gen-2",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"content": None, "tool_calls": [tool_call]},
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": USAGE,
+    }
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        body = json.loads(http.content)
+        bodies.append(body)
+        if "response_format" in body:
+            return httpx2.Response(400, content=openrouter_error(OPENAI_SCHEMA_REJECTION))
+        return httpx2.Response(200, json=answer)
+
+    target = allama.provider("openrouter", api_key="k", transport=_mock(handler))
+    extracted = allama.extract(target, Person, ChatRequest("openai/gpt-4o").user("Ada"))
+    assert extracted.value == Person(name="Ada")
+    assert extracted.metadata.mode is ExtractionMode.FORCED_TOOL
+    fallback = extracted.metadata.auto_fallback
+    assert fallback is not None
+    assert (fallback.field, fallback.stage) == (
+        RequestField.RESPONSE_FORMAT,
+        UnsupportedStage.PROVIDER,
+    )
+    assert ["response_format" in body for body in bodies] == [True, False]
