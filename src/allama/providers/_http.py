@@ -242,7 +242,11 @@ class OpenAICompatibleProvider:
         return sorted(found, key=len, reverse=True)
 
     def _scrub(self, error: Error) -> Error:
-        """Remove credentials from anything the provider echoed back."""
+        """Remove credentials from anything the provider echoed back, in place.
+
+        Callers re-raise the same error (bare `raise`), so the httpx2 exception behind a
+        network error or a timeout stays chained as its `__cause__`.
+        """
         for secret in self._secrets():
             if secret in error.message:
                 error.message = error.message.replace(secret, _REDACTED)
@@ -266,7 +270,8 @@ class OpenAICompatibleProvider:
                 warnings=warnings,
             )
         except Error as error:
-            raise self._scrub(error.with_model(request.model).with_provider(self.name)) from None
+            self._scrub(error.with_model(request.model).with_provider(self.name))
+            raise
 
     def _stream_error(
         self, request: ChatRequest, status: int, headers: Mapping[str, str], body: bytes
@@ -285,7 +290,8 @@ class OpenAICompatibleProvider:
         try:
             yield from events
         except Error as error:
-            raise self._scrub(error) from None
+            self._scrub(error)
+            raise
 
     # Sync
 
@@ -294,7 +300,8 @@ class OpenAICompatibleProvider:
         try:
             response = self._transport.send(http)
         except Error as error:
-            raise self._scrub(error.with_provider(self.name).with_model(request.model)) from None
+            self._scrub(error.with_provider(self.name).with_model(request.model))
+            raise
         return self._response(request, response, warnings)
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
@@ -308,7 +315,8 @@ class OpenAICompatibleProvider:
                     handle.close()
                 raise self._stream_error(request, handle.status, handle.headers, body)
         except Error as error:
-            raise self._scrub(error.with_provider(self.name).with_model(request.model)) from None
+            self._scrub(error.with_provider(self.name).with_model(request.model))
+            raise
         decoder = self._decoder(request)
 
         def events() -> Iterator[StreamEvent]:
@@ -329,7 +337,8 @@ class OpenAICompatibleProvider:
         try:
             response = await self._transport.asend(http)
         except Error as error:
-            raise self._scrub(error.with_provider(self.name).with_model(request.model)) from None
+            self._scrub(error.with_provider(self.name).with_model(request.model))
+            raise
         return self._response(request, response, warnings)
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
@@ -343,7 +352,8 @@ class OpenAICompatibleProvider:
                     await handle.aclose()
                 raise self._stream_error(request, handle.status, handle.headers, body)
         except Error as error:
-            raise self._scrub(error.with_provider(self.name).with_model(request.model)) from None
+            self._scrub(error.with_provider(self.name).with_model(request.model))
+            raise
         decoder = self._decoder(request)
 
         async def events() -> AsyncIterator[StreamEvent]:
@@ -358,7 +368,8 @@ class OpenAICompatibleProvider:
                 for event in decoder.close():
                     yield event
             except Error as error:
-                raise self._scrub(error) from None
+                self._scrub(error)
+                raise
 
         return AsyncChatStream(events(), close=handle.aclose, provider=self.name)
 
