@@ -551,12 +551,23 @@ def test_the_key_an_endpoint_echoes_is_scrubbed(server: _Server) -> None:
         assert SECRET not in view
 
 
-def test_a_bad_endpoint_url_is_an_invalid_request() -> None:
-    for url in ("ftp://127.0.0.1/v1", "http://[::1"):
-        target = provider("openai", api_key=SECRET, base_url=url)
-        with pytest.raises(InvalidRequestError) as caught:
-            target.chat(REQUEST)
-        assert caught.value.authored and caught.value.provider == "openai"
+def test_a_bad_endpoint_url_fails_when_the_provider_is_built() -> None:
+    # Built with a URL that cannot be used, a provider would only fail at its first call.
+    with pytest.raises(ValueError, match=r"^base_url must start with http:// or https://"):
+        provider("openai", api_key=SECRET, base_url="ftp://127.0.0.1/v1")
+    with pytest.raises(ValueError, match=r"^base_url is not a valid URL$"):
+        provider("openai", api_key=SECRET, base_url="http://[::1")
+
+
+def test_a_request_to_a_url_httpx2_cannot_use_is_an_invalid_request() -> None:
+    with Transport() as transport:
+        for url in ("ftp://127.0.0.1/v1", "http://[::1"):
+            with pytest.raises(InvalidRequestError) as caught:
+                transport.send(HttpRequest("POST", url, {}, {"model": "m"}, {}))
+            assert caught.value.authored
+            assert isinstance(
+                caught.value.__cause__, httpx2.InvalidURL | httpx2.UnsupportedProtocol
+            )
 
 
 def test_nothing_listening_is_a_network_error() -> None:

@@ -23,7 +23,13 @@ import httpx2
 from allama.adapters._http import HttpRequest, HttpResponse
 from allama.errors import Error, InvalidRequestError, NetworkError, RequestTimeoutError
 
-__all__ = ["AsyncStreamResponse", "DEFAULT_TIMEOUT", "StreamResponse", "Transport"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "AsyncStreamResponse",
+    "StreamResponse",
+    "Transport",
+    "check_timeout",
+]
 
 DEFAULT_TIMEOUT = httpx2.Timeout(600.0, connect=5.0)
 """Ten minutes to answer (reasoning models are slow), five seconds to connect."""
@@ -187,6 +193,26 @@ def _template_key(request: HttpRequest) -> tuple[object, ...]:
     return (request.method, request.url, tuple(request.params.items()), *request.headers.items())
 
 
+def check_timeout(value: Any) -> httpx2.Timeout:
+    """The `timeout=` argument as an `httpx2.Timeout`: `None` for the default, a positive
+    number of seconds for every limit, or an `httpx2.Timeout`."""
+    if value is None:
+        return DEFAULT_TIMEOUT
+    if isinstance(value, httpx2.Timeout):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            "timeout must be a number of seconds or an httpx2.Timeout, such as "
+            f"httpx2.Timeout(600.0, connect=5.0); got {type(value).__name__}"
+        )
+    if not 0 < value < float("inf"):
+        raise ValueError(
+            "timeout must be a positive, finite number of seconds "
+            "(httpx2.Timeout(None) waits without a limit)"
+        )
+    return httpx2.Timeout(value)
+
+
 class Transport:
     """Sends `HttpRequest`s, sync or async, over pooled connections.
 
@@ -204,13 +230,16 @@ class Transport:
         client: httpx2.Client | None = None,
         async_client: httpx2.AsyncClient | None = None,
     ) -> None:
-        self._timeout = (
-            DEFAULT_TIMEOUT
-            if timeout is None
-            else timeout
-            if isinstance(timeout, httpx2.Timeout)
-            else httpx2.Timeout(timeout)
-        )
+        self._timeout = check_timeout(timeout)
+        for name, value, kind in (
+            ("limits", limits, httpx2.Limits),
+            ("client", client, httpx2.Client),
+            ("async_client", async_client, httpx2.AsyncClient),
+        ):
+            if value is not None and not isinstance(value, kind):
+                raise TypeError(
+                    f"{name} must be an httpx2.{kind.__name__}, got {type(value).__name__}"
+                )
         self._limits = limits or httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
         self._client = client
         self._async_client = async_client

@@ -23,9 +23,10 @@ from allama.adapters.openai_compat._errors import error_from_response
 from allama.adapters.openai_compat._profile import SchemaDialect
 from allama.adapters.openai_compat._sse import ChatStreamDecoder
 from allama.errors import AuthenticationError, Error, InvalidRequestError
+from allama.providers._options import check_headers, check_key, check_text, check_url
 from allama.providers._presets import Preset
 from allama.stream import AsyncChatStream, ChatStream
-from allama.transport import Transport
+from allama.transport import Transport, check_timeout
 from allama.types import (
     CapabilitySupport,
     ChatCapability,
@@ -42,6 +43,42 @@ __all__ = ["OpenAICompatibleProvider"]
 
 _AZURE_API_VERSION = "2024-10-21"
 _REDACTED = "<redacted>"
+
+
+def _check_options(
+    *,
+    api_key: object,
+    base_url: object,
+    timeout: object,
+    headers: object,
+    transport: object,
+    capabilities: object,
+    endpoint: object,
+    api_version: object,
+    account_id: object,
+) -> None:
+    """Fail at `allama.provider(...)`, naming the argument, rather than at the first call."""
+    check_key(api_key)
+    check_url("base_url", base_url)
+    check_url("endpoint", endpoint)
+    check_headers(headers)
+    check_text("api_version", api_version)
+    check_text("account_id", account_id)
+    if transport is not None:
+        if not isinstance(transport, Transport):
+            raise TypeError(
+                f"transport must be an allama Transport, got {type(transport).__name__}"
+            )
+        if timeout is not None:
+            raise ValueError(
+                "timeout= has no effect with transport=: pass it to the Transport instead"
+            )
+    else:
+        check_timeout(timeout)
+    if capabilities is not None and not isinstance(capabilities, CapabilityTable):
+        raise TypeError(
+            f"capabilities must be a CapabilityTable, got {type(capabilities).__name__}"
+        )
 
 
 class OpenAICompatibleProvider:
@@ -68,6 +105,17 @@ class OpenAICompatibleProvider:
         api_version: str | None = None,
         account_id: str | None = None,
     ) -> None:
+        _check_options(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            headers=headers,
+            transport=transport,
+            capabilities=capabilities,
+            endpoint=endpoint,
+            api_version=api_version,
+            account_id=account_id,
+        )
         self._preset = preset
         self._profile = preset.profile
         self._table = capabilities or CAPABILITY_TABLES[preset.name]
