@@ -41,8 +41,16 @@ from allama.types import (
 
 __all__ = ["OpenAICompatibleProvider"]
 
-_AZURE_API_VERSION = "2024-10-21"
 _REDACTED = "<redacted>"
+
+
+def _is_foundry_resource(url: str) -> bool:
+    """Whether `url` is a Foundry resource's own URL, without the `/models` path."""
+    try:
+        parsed = httpx2.URL(url)
+    except httpx2.InvalidURL:
+        return False
+    return parsed.host.endswith(".services.ai.azure.com") and parsed.path in ("", "/")
 
 
 def _check_options(
@@ -87,8 +95,9 @@ class OpenAICompatibleProvider:
     Build one with `allama.provider(name, ...)`. The key comes from `api_key` or from the
     preset's environment variable, and never appears in a repr, an error or a log view.
 
-    Options beyond the common ones: `endpoint` and `api_version` (Azure), `account_id`
-    (Workers AI), `headers` (extra request headers), `timeout`, `transport`.
+    Options beyond the common ones: `endpoint` and `api_version` (Azure OpenAI, Azure AI
+    Foundry), `account_id` (Workers AI), `headers` (extra request headers), `timeout`,
+    `transport`.
     """
 
     def __init__(
@@ -132,8 +141,13 @@ class OpenAICompatibleProvider:
                 tool_dialect=SchemaDialect.OPENAI_STRICT,
                 strict_profile="azure_legacy",
             )
-        self._api_version = (
-            api_version or os.environ.get("OPENAI_API_VERSION") or (_AZURE_API_VERSION)
+        env_version = os.environ.get(preset.api_version_env) if preset.api_version_env else None
+        version = api_version or env_version or preset.api_version
+        # The `api-version` query parameter: Azure deployments and Foundry; not the v1 API.
+        self._query = (
+            {"api-version": version}
+            if version and (self._azure_deployments or preset.name != "azure-openai")
+            else {}
         )
         self._extra_headers = {**preset.headers, **(headers or {})}
         # Credentials in the caller's own headers (an Entra ID bearer token for Azure, a
@@ -157,6 +171,15 @@ class OpenAICompatibleProvider:
         if url is None:
             return None, False
         url = url.rstrip("/")
+        if preset.name == "azure-foundry" and _is_foundry_resource(url):
+            # The resource's bare URL: its model-inference API lives under /models.
+            url = f"{url}/models"
+        elif preset.name == "azure-openai" and url.endswith("/models"):
+            raise ValueError(
+                "an endpoint ending in /models is Azure AI Foundry's model-inference API, "
+                "which serves models of many families: use allama.provider('azure-foundry', "
+                "endpoint=...)"
+            )
         # Azure: a resource endpoint gets deployment URLs; an `/openai/v1` base is the v1 API.
         deployments = preset.name == "azure-openai" and not url.endswith("/openai/v1")
         return url, deployments
@@ -233,6 +256,7 @@ class OpenAICompatibleProvider:
         if self._base_url is None:
             hint = {
                 "azure-openai": "pass endpoint= or set AZURE_OPENAI_ENDPOINT",
+                "azure-foundry": "pass endpoint= or set AZURE_INFERENCE_ENDPOINT",
                 "workers-ai": "pass account_id= or set CLOUDFLARE_ACCOUNT_ID",
             }.get(self.name, "pass base_url=")
             raise (
@@ -242,8 +266,8 @@ class OpenAICompatibleProvider:
             )
         if self._azure_deployments:
             url = f"{self._base_url}/openai/deployments/{model}/chat/completions"
-            return url, {"api-version": self._api_version}
-        return f"{self._base_url}/chat/completions", {}
+            return url, self._query
+        return f"{self._base_url}/chat/completions", self._query
 
     def _headers(self, *, stream: bool) -> dict[str, str]:
         headers = {
