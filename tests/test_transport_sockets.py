@@ -467,7 +467,7 @@ def test_each_timeout_names_its_limit_and_value(
     target = provider(
         "openai",
         api_key=SECRET,
-        base_url="https://api.example.com/acct-1234/v1",
+        base_url="https://user:pw-1234@api.example.com/acct-1234/v1?key=k-1234",
         transport=Transport(client=client),
     )
     with target, pytest.raises(RequestTimeoutError) as caught:
@@ -479,7 +479,8 @@ def test_each_timeout_names_its_limit_and_value(
         message == f"{said}; change it with `timeout=` on the httpx2 client you gave the transport"
     )
     assert type(caught.value.__cause__) is raised
-    assert "acct-1234" not in message and SECRET not in message
+    # Host and port only: not the credentials, path or query of the URL.
+    assert "1234" not in message and SECRET not in message
 
 
 def test_connection_cut_mid_stream(server: _Server) -> None:
