@@ -14,7 +14,9 @@ import httpx2
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import BaseModel, Field
 
+from allama import ExtractionMode, Extractor
 from allama.adapters.openai_compat._decode import decode_response
 from allama.adapters.openai_compat._errors import error_from_response, retry_after_seconds
 from allama.adapters.openai_compat._sse import decode_stream
@@ -75,6 +77,7 @@ MODELS = {
     "workers-ai": "@cf/meta/llama-3.1-8b-instruct",
     "ollama-openai": "qwen3",
     "openai-compatible": "any-model",
+    "azure-foundry": "Mistral-large-2411",
 }
 
 
@@ -144,37 +147,105 @@ def enforcement(warnings: list[Warning], field: RequestField) -> str:
     return "approximate" if mine else "exact"
 
 
-# The enforcement each preset reports for typical types (seed 000's table, with the
-# differences explained in the presets: Azure's 2024 subset drops `minimum`; passthrough
-# endpoints do not say what they enforce, so a map is approximate rather than refused).
-ENFORCEMENT = {
-    "openai": ("exact", "exact", "not_enforced"),
-    "azure-openai": ("exact", "approximate", "not_enforced"),
-    "groq": ("exact", "exact", "not_enforced"),
-    "xai": ("exact", "exact", "not_enforced"),
-    "mistral": ("approximate", "approximate", "approximate"),
-    "openrouter": ("approximate", "approximate", "approximate"),
-    "openai-compatible": ("approximate", "approximate", "approximate"),
-    "vllm": ("approximate", "approximate", "approximate"),
-    "deepseek": ("not_enforced", "not_enforced", "not_enforced"),
-    "together": ("not_enforced", "not_enforced", "not_enforced"),
-    "fireworks": ("not_enforced", "not_enforced", "not_enforced"),
-    "deepinfra": ("not_enforced", "not_enforced", "not_enforced"),
-    "workers-ai": ("not_enforced", "not_enforced", "not_enforced"),
+# The enforcement each preset plans for seed 000's typical types ("What adapters report for
+# typical types"): strings, an unsigned integer (`minimum: 0`) and a map (`dict[str, int]`),
+# in native and forced-tool mode, under the default policy (WARN). Under ERROR, every
+# `not_enforced` is a refusal before sending and nothing else changes.
+#
+# Where the seed's table differs, a provider fact decides (providers-openai-family.md):
+# - azure-openai, unsigned integer: approximate (seed: exact). Azure's structured-outputs
+#   page lists `minimum`/`maximum` among the unsupported keywords [AZ-SO, section 4], so the
+#   2024 subset (`azure_legacy`) removes them and says so.
+# - ollama-openai, forced tool: not enforced under WARN (seed: refused). Ollama's /v1 drops
+#   `tool_choice` silently and ignores `strict` [OL, section 15]: the call can go out with
+#   the tool offered, reported `not_enforced` by the seed's own WARN rule; under ERROR it is
+#   refused as in the seed, and AUTO never picks it (FORCED_TOOL_CHOICE is unsupported).
+# - azure-foundry (not in the seed): passthrough like Mistral and OpenRouter, as Foundry
+#   serves many model families and publishes no per-model subset.
+E, A, N = "exact", "approximate", "not_enforced"
+NATIVE_AND_FORCED = {
+    "openai": ((E, E, N), (E, E, N)),
+    "azure-openai": ((E, A, N), (E, A, N)),
+    "groq": ((E, E, N), (E, E, N)),
+    "xai": ((E, E, N), (E, E, N)),
+    "mistral": ((A, A, N), (A, A, N)),
+    "openrouter": ((A, A, N), (A, A, N)),
+    "openai-compatible": ((A, A, N), (A, A, N)),
+    "azure-foundry": ((A, A, N), (A, A, N)),
+    "vllm": ((A, A, A), (A, A, A)),
+    "ollama-openai": ((A, A, A), (N, N, N)),
+    "llama-cpp": ((E, E, E), (E, E, E)),
+    "deepseek": ((N, N, N), (N, N, N)),
+    "together": ((N, N, N), (N, N, N)),
+    "fireworks": ((N, N, N), (N, N, N)),
+    "deepinfra": ((N, N, N), (N, N, N)),
+    "workers-ai": ((N, N, N), (N, N, N)),
 }
 
 
-@pytest.mark.parametrize("name", sorted(ENFORCEMENT))
-def test_enforcement_per_preset_for_typical_types(name: str) -> None:
+class _Strings(BaseModel):
+    name: str
+
+
+class _Unsigned(BaseModel):
+    count: int = Field(ge=0)
+
+
+class _Map(BaseModel):
+    counts: dict[str, int]
+
+
+def _planned(name: str, mode: ExtractionMode, policy: UnsupportedPolicy) -> tuple[str, ...]:
     target = provider(name, base_url="http://test")
-    for make, field in ((native, RequestField.RESPONSE_FORMAT), (forced, RequestField.TOOLS)):
-        if name == "workers-ai" and make is forced:
+    model = MODELS.get(name, "served-model")
+    out = []
+    for tp in (_Strings, _Unsigned, _Map):
+        request = ChatRequest(model).user("x").with_option(mode).with_unsupported_policy(policy)
+        try:
+            plan = Extractor().plan(target, tp, request)
+        except UnsupportedError as error:
+            assert error.stage is UnsupportedStage.BEFORE_SENDING
+            out.append("refused")
             continue
-        reported = tuple(
-            enforcement(list(target.validate_chat_request(make(MODELS[name], s)).warnings), field)
-            for s in (STRINGS, UINT, MAP)
-        )
-        assert reported == ENFORCEMENT[name], make.__name__
+        assert plan.mode is mode
+        assert plan.coverage is ValidationCoverage.ENCODING
+        out.append(plan.enforcement.value)
+    return tuple(out)
+
+
+@pytest.mark.parametrize("name", sorted(NATIVE_AND_FORCED))
+def test_enforcement_per_preset_and_mode_for_the_seed_types(name: str) -> None:
+    native, forced = NATIVE_AND_FORCED[name]
+    for mode, expected in ((ExtractionMode.NATIVE, native), (ExtractionMode.FORCED_TOOL, forced)):
+        assert _planned(name, mode, UnsupportedPolicy.WARN) == expected, mode
+        refused = tuple("refused" if cell == N else cell for cell in expected)
+        assert _planned(name, mode, UnsupportedPolicy.ERROR) == refused, mode
+
+
+def test_every_http_preset_has_a_row_in_the_enforcement_table() -> None:
+    assert set(NATIVE_AND_FORCED) == set(PRESET_NAMES) - {"local"}
+
+
+def test_a_map_on_an_endpoint_without_its_own_subset_goes_without_strict() -> None:
+    body, warnings = body_of("mistral", native("mistral-small-latest", MAP))
+    assert body["response_format"]["json_schema"]["strict"] is False
+    assert body["response_format"]["json_schema"]["schema"] == MAP
+    (warning,) = warnings
+    assert warning.kind is WarningKind.UNSUPPORTED and warning.is_about(
+        RequestField.RESPONSE_FORMAT
+    )
+    assert warning.message == (
+        "the response format `person` is not strict-representable: the subschema at "
+        "`/properties/m` is a map, which OpenAI strict mode cannot enforce; Mistral publishes "
+        "no strict subset of its own, so OpenAI's is assumed; it was sent without `strict`"
+    )
+    # A schema inside the subset is still sent as given, strict.
+    body, _ = body_of("mistral", native("mistral-small-latest", UINT))
+    assert body["response_format"]["json_schema"] == {
+        "name": "person",
+        "schema": UINT,
+        "strict": True,
+    }
 
 
 def test_ollama_native_is_approximate_and_forced_tools_are_unsupported() -> None:
@@ -642,6 +713,61 @@ def test_azure_deployment_url_version_and_key_header() -> None:
     assert str(seen[1].url) == "https://res.openai.azure.com/openai/v1/chat/completions"
 
 
+def test_azure_foundry_model_inference_url_version_key_and_model_in_body(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[httpx2.Request] = []
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        seen.append(http)
+        return httpx2.Response(200, json=_completion("ok"))
+
+    target = provider(
+        "azure-foundry",
+        api_key=SECRET,
+        endpoint="https://res.services.ai.azure.com/models",
+        transport=_mock(handler),
+    )
+    request = ChatRequest("grok-4-1-fast-non-reasoning").user("x").with_max_output_tokens(50)
+    target.chat(request)
+    http = seen[0]
+    assert str(http.url) == (
+        "https://res.services.ai.azure.com/models/chat/completions?api-version=2024-05-01-preview"
+    )
+    assert http.headers["api-key"] == SECRET and "authorization" not in http.headers
+    body = json.loads(http.content)
+    assert (body["model"], body["max_tokens"]) == ("grok-4-1-fast-non-reasoning", 50)
+    # The model-inference API rejects parameters outside its schema: no stream_options.
+    streamed, _ = target._prepare(request, stream=True)
+    assert streamed.body["stream"] is True and "stream_options" not in streamed.body
+
+    # The resource's bare URL, the environment, another api-version, an Entra ID token.
+    monkeypatch.setenv("AZURE_INFERENCE_ENDPOINT", "https://res.services.ai.azure.com/")
+    monkeypatch.delenv("AZURE_INFERENCE_CREDENTIAL", raising=False)
+    entra = provider(
+        "foundry",
+        api_version="2025-05-01",
+        headers={"Authorization": "Bearer entra-token"},
+        transport=_mock(handler),
+    )
+    assert entra.name == "azure-foundry"
+    entra.chat(ChatRequest("Mistral-large").user("x"))
+    assert str(seen[1].url) == (
+        "https://res.services.ai.azure.com/models/chat/completions?api-version=2025-05-01"
+    )
+    assert seen[1].headers["authorization"] == "Bearer entra-token"
+    assert "api-key" not in seen[1].headers
+
+    monkeypatch.setenv("AZURE_INFERENCE_CREDENTIAL", "env-key")
+    provider("azure-foundry", transport=_mock(handler)).chat(ChatRequest("m").user("x"))
+    assert seen[2].headers["api-key"] == "env-key"
+
+
+def test_azure_openai_points_a_models_endpoint_to_the_foundry_preset() -> None:
+    with pytest.raises(ValueError, match=r"use allama.provider\('azure-foundry'"):
+        provider("azure-openai", api_key="k", endpoint="https://res.services.ai.azure.com/models")
+
+
 def test_endpoint_without_base_url_plans_but_does_not_send(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AZURE_OPENAI_ENDPOINT", raising=False)
     target = provider("openai-compatible")
@@ -942,7 +1068,8 @@ def _requests() -> st.SearchStrategy[ChatRequest]:
     return st.composite(lambda draw: build(draw))()
 
 
-@given(st.sampled_from(sorted(PRESET_NAMES)), _requests(), st.booleans())
+# `local` starts its own server and takes no base URL; `llama-cpp` speaks for its profile.
+@given(st.sampled_from(sorted(set(PRESET_NAMES) - {"local"})), _requests(), st.booleans())
 def test_every_encoded_body_keeps_the_wire_request_shape(
     name: str, request: ChatRequest, stream: bool
 ) -> None:

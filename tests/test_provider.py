@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import httpx2
 import pytest
 
+import allama
 from allama import (
     ChatProvider,
     ChatRequest,
@@ -19,6 +23,7 @@ from allama import (
 )
 from allama.mock import FunctionProvider, MockProvider, MockStreamingProvider
 from allama.provider import capabilities_only
+from allama.transport import DEFAULT_TIMEOUT, Transport
 
 
 def test_the_mocks_are_providers() -> None:
@@ -101,3 +106,77 @@ def test_capabilities_only_validation() -> None:
     validation = capabilities_only()
     assert validation.coverage is ValidationCoverage.CAPABILITIES
     assert validation.warnings == ()
+
+
+# Arguments of allama.provider(...), checked when the provider is built
+
+_KEY = "sk-live-SECRET"
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "error", "message"),
+    [
+        (
+            "openai",
+            {"timeout": "fast"},
+            TypeError,
+            "timeout must be a number of seconds or an httpx2.Timeout, such as "
+            "httpx2.Timeout(600.0, connect=5.0); got str",
+        ),
+        ("openai", {"timeout": True}, TypeError, "timeout must be a number of seconds"),
+        ("openai", {"timeout": 0}, ValueError, "timeout must be a positive, finite number"),
+        ("openai", {"timeout": -3.0}, ValueError, "timeout must be a positive, finite number"),
+        ("openai", {"timeout": float("nan")}, ValueError, "timeout must be a positive"),
+        (
+            "openai",
+            {"api_key": 12345},
+            TypeError,
+            "api_key must be a string (the key itself), got int",
+        ),
+        ("openai", {"api_key": _KEY + "\n"}, ValueError, "api_key has a line break or whitespace"),
+        ("openai", {"api_key": " " + _KEY}, ValueError, "api_key has a line break or whitespace"),
+        (
+            "openai-compatible",
+            {"base_url": "api.example.com/v1"},
+            ValueError,
+            "base_url must start with http:// or https:// (its scheme is none)",
+        ),
+        ("openai-compatible", {"base_url": 8000}, TypeError, "base_url must be a string"),
+        ("azure-openai", {"endpoint": b"https://x"}, TypeError, "endpoint must be a string"),
+        ("azure-openai", {"api_version": 2024}, TypeError, "api_version must be a string"),
+        ("workers-ai", {"account_id": ""}, ValueError, "account_id is empty"),
+        ("openai", {"headers": ["x-team"]}, TypeError, "headers must be a mapping"),
+        ("openai", {"headers": {"x-team": 7}}, TypeError, "headers['x-team'] must be a string"),
+        (
+            "openai",
+            {"headers": {"authorization": f"Bearer {_KEY}\r\nx-evil: 1"}},
+            ValueError,
+            "headers['authorization'] has a line break in its value",
+        ),
+        ("openai", {"headers": {"bad name:": "v"}}, TypeError, "headers must have header names"),
+        ("openai", {"transport": "pooled"}, TypeError, "transport must be an allama Transport"),
+        (
+            "openai",
+            {"transport": Transport(), "timeout": 5.0},
+            ValueError,
+            "timeout= has no effect with transport=",
+        ),
+        ("local", {"threads": "4"}, TypeError, "threads must be a whole number, got str"),
+        ("local", {"model": 3}, TypeError, "model must be a path to a GGUF file"),
+    ],
+)
+def test_a_wrong_argument_fails_when_the_provider_is_built(
+    name: str, options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error) as caught:
+        allama.provider(name, **options)
+    assert str(caught.value).startswith(message)
+    # The message never quotes a key or a header value.
+    assert _KEY not in str(caught.value)
+
+
+def test_a_timeout_is_seconds_or_an_httpx2_timeout() -> None:
+    assert allama.provider("openai", timeout=30)._transport.timeout == httpx2.Timeout(30.0)
+    per_limit = httpx2.Timeout(120.0, connect=2.0)
+    assert allama.provider("openai", timeout=per_limit)._transport.timeout == per_limit
+    assert allama.provider("openai")._transport.timeout == DEFAULT_TIMEOUT

@@ -388,29 +388,99 @@ def test_async_stream_in_small_chunks(server: _Server) -> None:
     assert [(c.name, c.arguments) for c in response.tool_calls()] == _expected_calls()
 
 
+ADVICE = "change it with the `timeout=` argument of allama.provider(...)"
+
+
+def _where(server: _Server) -> str:
+    host, port = server.server_address[:2]
+    return f"{host!s}:{port}"
+
+
 def test_timeout_before_the_answer(server: _Server) -> None:
     slow = _provider(server, "slow", timeout=httpx2.Timeout(0.2))
     with slow as target, pytest.raises(RequestTimeoutError) as caught:
         target.chat(REQUEST)
-    assert caught.value.retryable and caught.value.provider == "openai"
+    error = caught.value
+    assert error.retryable and error.provider == "openai"
+    assert str(error).startswith(
+        f"{_where(server)} sent nothing for longer than the read timeout (0.2 s); {ADVICE}"
+    )
+    assert isinstance(error.__cause__, httpx2.ReadTimeout)
+    # allama wrote the message: it may be logged, and holds no secret.
+    assert str(error) in str(error.as_log()) and SECRET not in str(error.as_log())
 
     async def run() -> None:
-        async with _provider(server, "slow", timeout=httpx2.Timeout(0.2)) as target:
+        async with _provider(server, "slow", timeout=0.25) as target:
             await target.achat(REQUEST)
 
-    with pytest.raises(RequestTimeoutError):
+    with pytest.raises(RequestTimeoutError) as async_caught:
         asyncio.run(run())
+    assert "the read timeout (0.25 s)" in str(async_caught.value)
+    assert isinstance(async_caught.value.__cause__, httpx2.ReadTimeout)
 
 
 def test_timeout_in_the_middle_of_a_stream(server: _Server) -> None:
-    with _provider(server, "stall", timeout=httpx2.Timeout(0.3)) as target:
+    with _provider(server, "stall", timeout=httpx2.Timeout(60.0, read=0.3)) as target:
         stream = target.chat_stream(REQUEST)
         seen = []
-        with pytest.raises(RequestTimeoutError):
+        with pytest.raises(RequestTimeoutError) as caught:
             for event in stream:
                 seen.append(event)
     assert any(isinstance(event, TextDelta) for event in seen)
-    assert stream.collector.error is not None
+    assert stream.collector.error is caught.value
+    assert str(caught.value).startswith(
+        f"{_where(server)} sent nothing for longer than the read timeout (0.3 s)"
+    )
+    assert isinstance(caught.value.__cause__, httpx2.ReadTimeout)
+
+
+@pytest.mark.parametrize(
+    ("raised", "said"),
+    [
+        (
+            httpx2.ConnectTimeout,
+            "connecting to api.example.com:443 took longer than the connect timeout (1.5 s)",
+        ),
+        (
+            httpx2.ReadTimeout,
+            "api.example.com:443 sent nothing for longer than the read timeout (7 s)",
+        ),
+        (
+            httpx2.WriteTimeout,
+            "sending the request to api.example.com:443 took longer than the write timeout (2 s)",
+        ),
+        (
+            httpx2.PoolTimeout,
+            "waiting for a free connection to api.example.com:443 took longer "
+            "than the pool timeout (3 s)",
+        ),
+    ],
+)
+def test_each_timeout_names_its_limit_and_value(
+    raised: type[httpx2.TimeoutException], said: str
+) -> None:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        raise raised("timed out", request=request)
+
+    limits = httpx2.Timeout(7.0, connect=1.5, write=2.0, pool=3.0)
+    client = httpx2.Client(transport=httpx2.MockTransport(handler), timeout=limits)
+    target = provider(
+        "openai",
+        api_key=SECRET,
+        base_url="https://user:pw-1234@api.example.com/acct-1234/v1?key=k-1234",
+        transport=Transport(client=client),
+    )
+    with target, pytest.raises(RequestTimeoutError) as caught:
+        target.chat(REQUEST)
+    client.close()
+    message = str(caught.value)
+    # The client is the caller's: its own `timeout=` is the one to change.
+    assert (
+        message == f"{said}; change it with `timeout=` on the httpx2 client you gave the transport"
+    )
+    assert type(caught.value.__cause__) is raised
+    # Host and port only: not the credentials, path or query of the URL.
+    assert "1234" not in message and SECRET not in message
 
 
 def test_connection_cut_mid_stream(server: _Server) -> None:
@@ -419,6 +489,8 @@ def test_connection_cut_mid_stream(server: _Server) -> None:
         with pytest.raises(NetworkError) as caught:
             stream.response()
     assert caught.value.retryable
+    assert str(caught.value).startswith(f"the connection to {_where(server)} failed (")
+    assert isinstance(caught.value.__cause__, httpx2.TransportError)
     partial = stream.collector.partial_response()
     assert partial.text() and partial.finish_reason is None
 
@@ -480,12 +552,23 @@ def test_the_key_an_endpoint_echoes_is_scrubbed(server: _Server) -> None:
         assert SECRET not in view
 
 
-def test_a_bad_endpoint_url_is_an_invalid_request() -> None:
-    for url in ("ftp://127.0.0.1/v1", "http://[::1"):
-        target = provider("openai", api_key=SECRET, base_url=url)
-        with pytest.raises(InvalidRequestError) as caught:
-            target.chat(REQUEST)
-        assert caught.value.authored and caught.value.provider == "openai"
+def test_a_bad_endpoint_url_fails_when_the_provider_is_built() -> None:
+    # Built with a URL that cannot be used, a provider would only fail at its first call.
+    with pytest.raises(ValueError, match=r"^base_url must start with http:// or https://"):
+        provider("openai", api_key=SECRET, base_url="ftp://127.0.0.1/v1")
+    with pytest.raises(ValueError, match=r"^base_url is not a valid URL$"):
+        provider("openai", api_key=SECRET, base_url="http://[::1")
+
+
+def test_a_request_to_a_url_httpx2_cannot_use_is_an_invalid_request() -> None:
+    with Transport() as transport:
+        for url in ("ftp://127.0.0.1/v1", "http://[::1"):
+            with pytest.raises(InvalidRequestError) as caught:
+                transport.send(HttpRequest("POST", url, {}, {"model": "m"}, {}))
+            assert caught.value.authored
+            assert isinstance(
+                caught.value.__cause__, httpx2.InvalidURL | httpx2.UnsupportedProtocol
+            )
 
 
 def test_nothing_listening_is_a_network_error() -> None:
@@ -495,4 +578,17 @@ def test_nothing_listening_is_a_network_error() -> None:
     target = provider("openai", api_key=SECRET, base_url=f"http://127.0.0.1:{port}/v1")
     with pytest.raises(NetworkError) as caught:
         target.chat(REQUEST)
-    assert caught.value.retryable and SECRET not in repr(caught.value)
+    error = caught.value
+    assert error.retryable and SECRET not in repr(error)
+    assert str(error) == f"could not connect to 127.0.0.1:{port} (ConnectError)"
+    assert isinstance(error.__cause__, httpx2.ConnectError)
+    assert str(error) in str(error.as_log())
+
+    async def run() -> None:
+        async with provider("openai", api_key=SECRET, base_url=f"http://127.0.0.1:{port}") as t:
+            await t.achat_stream(REQUEST)
+
+    with pytest.raises(NetworkError) as async_caught:
+        asyncio.run(run())
+    assert str(async_caught.value) == f"could not connect to 127.0.0.1:{port} (ConnectError)"
+    assert isinstance(async_caught.value.__cause__, httpx2.ConnectError)

@@ -5,8 +5,10 @@ what httpx2 merges into every request (URL parsing, default headers, timeout) is
 once per endpoint; a client of the caller's, or one holding cookies, goes through
 `build_request` on every call. Timeouts become `RequestTimeoutError`,
 connection failures `NetworkError` (both retryable), whether they happen while sending or
-in the middle of a stream. Closing a stream closes its HTTP response, so an abandoned
-stream gives its connection back.
+in the middle of a stream; their messages name the host and port, and for a timeout the
+limit that ran out, its value and how to change it, and the httpx2 exception stays chained
+as the cause. Closing a stream closes its HTTP response, so an abandoned stream gives its
+connection back.
 """
 
 from __future__ import annotations
@@ -19,40 +21,98 @@ from typing import Any, Self
 import httpx2
 
 from allama.adapters._http import HttpRequest, HttpResponse
-from allama.errors import InvalidRequestError, NetworkError, RequestTimeoutError
+from allama.errors import Error, InvalidRequestError, NetworkError, RequestTimeoutError
 
-__all__ = ["AsyncStreamResponse", "DEFAULT_TIMEOUT", "StreamResponse", "Transport"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "AsyncStreamResponse",
+    "StreamResponse",
+    "Transport",
+    "check_timeout",
+]
 
 DEFAULT_TIMEOUT = httpx2.Timeout(600.0, connect=5.0)
 """Ten minutes to answer (reasoning models are slow), five seconds to connect."""
 
+_FAILURES = (httpx2.TransportError, httpx2.InvalidURL, httpx2.StreamError)
+"""What httpx2 raises for a request that could not be made or finished."""
 
-class _Mapped:
-    """httpx2 exceptions as allama errors. Messages name the failure kind only (no URL)."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if exc is None:
-            return
-        if isinstance(exc, httpx2.TimeoutException):
-            raise RequestTimeoutError(
-                f"the request timed out ({type(exc).__name__})"
-            ).mark_authored() from exc
-        if isinstance(exc, httpx2.InvalidURL | httpx2.UnsupportedProtocol):
-            raise InvalidRequestError(
-                f"the endpoint URL cannot be used ({type(exc).__name__})"
-            ).mark_authored() from exc
-        if isinstance(exc, httpx2.TransportError | httpx2.StreamError):
-            raise NetworkError(
-                f"the connection failed ({type(exc).__name__})"
-            ).mark_authored() from exc
+_LIMITS: tuple[tuple[type[httpx2.TimeoutException], str, str], ...] = (
+    (httpx2.ConnectTimeout, "connect", "connecting to {where} took longer than"),
+    (httpx2.ReadTimeout, "read", "{where} sent nothing for longer than"),
+    (httpx2.WriteTimeout, "write", "sending the request to {where} took longer than"),
+    (httpx2.PoolTimeout, "pool", "waiting for a free connection to {where} took longer than"),
+)
+_OWN_CLIENT_ADVICE = (
+    "change it with the `timeout=` argument of allama.provider(...) (or of the Transport you "
+    "pass): a number of seconds for every limit, or an httpx2.Timeout per limit, such as "
+    "httpx2.Timeout(600.0, connect=5.0)"
+)
+_CALLERS_CLIENT_ADVICE = "change it with `timeout=` on the httpx2 client you gave the transport"
 
 
-_mapped = _Mapped()
+def _where(request: httpx2.Request | None) -> str:
+    """`host:port` of the request, the port filled in from the scheme; nothing else of the
+    URL (its path and query may carry account ids or keys)."""
+    if request is None:
+        return "the endpoint"
+    url = request.url
+    host = url.host or "the endpoint"
+    if ":" in host:
+        host = f"[{host}]"
+    port = url.port or {"https": 443, "http": 80}.get(url.scheme)
+    return f"{host}:{port}" if port else host
+
+
+def _request_of(exc: Exception, fallback: httpx2.Request | None) -> httpx2.Request | None:
+    if isinstance(exc, httpx2.HTTPError):
+        try:
+            return exc.request
+        except RuntimeError:
+            pass
+    return fallback
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def _timeout_message(
+    exc: httpx2.TimeoutException, request: httpx2.Request | None, own_client: bool
+) -> str:
+    where = _where(request)
+    advice = _OWN_CLIENT_ADVICE if own_client else _CALLERS_CLIENT_ADVICE
+    for kind, limit, happened in _LIMITS:
+        if isinstance(exc, kind):
+            settings = request.extensions.get("timeout") if request is not None else None
+            value = settings.get(limit) if isinstance(settings, dict) else None
+            if isinstance(value, int | float):
+                what = f"the {limit} timeout ({_seconds(value)})"
+            else:
+                what = f"the {limit} timeout"
+            return f"{happened.format(where=where)} {what}; {advice}"
+    return f"the request to {where} timed out ({type(exc).__name__}); {advice}"
+
+
+def _failure(exc: Exception, request: httpx2.Request | None, *, own_client: bool) -> Error:
+    """The allama error for an httpx2 failure. Its message names what failed and where
+    (host and port only), never the key or the rest of the URL."""
+    request = _request_of(exc, request)
+    if isinstance(exc, httpx2.TimeoutException):
+        return RequestTimeoutError(_timeout_message(exc, request, own_client)).mark_authored()
+    if isinstance(exc, httpx2.InvalidURL | httpx2.UnsupportedProtocol):
+        return InvalidRequestError(
+            f"the endpoint URL cannot be used ({type(exc).__name__})"
+        ).mark_authored()
+    name = type(exc).__name__
+    where = _where(request)
+    if isinstance(exc, httpx2.ConnectError):
+        message = f"could not connect to {where} ({name})"
+    elif isinstance(exc, httpx2.ProxyError):
+        message = f"the proxy between here and {where} failed ({name})"
+    else:
+        message = f"the connection to {where} failed ({name})"
+    return NetworkError(message).mark_authored()
 
 
 def _headers(response: httpx2.Response) -> dict[str, str]:
@@ -62,18 +122,26 @@ def _headers(response: httpx2.Response) -> dict[str, str]:
 class StreamResponse:
     """An open streamed response: status and headers now, the body as it arrives."""
 
-    def __init__(self, response: httpx2.Response) -> None:
+    def __init__(self, response: httpx2.Response, *, own_client: bool = True) -> None:
         self._response = response
+        self._own_client = own_client
         self.status = response.status_code
         self.headers = _headers(response)
 
+    def _failure(self, exc: Exception) -> Error:
+        return _failure(exc, self._response.request, own_client=self._own_client)
+
     def iter_bytes(self) -> Iterator[bytes]:
-        with _mapped:
+        try:
             yield from self._response.iter_bytes()
+        except _FAILURES as exc:
+            raise self._failure(exc) from exc
 
     def read(self) -> bytes:
-        with _mapped:
+        try:
             return self._response.read()
+        except _FAILURES as exc:
+            raise self._failure(exc) from exc
 
     def close(self) -> None:
         self._response.close()
@@ -82,19 +150,27 @@ class StreamResponse:
 class AsyncStreamResponse:
     """The async twin of `StreamResponse`."""
 
-    def __init__(self, response: httpx2.Response) -> None:
+    def __init__(self, response: httpx2.Response, *, own_client: bool = True) -> None:
         self._response = response
+        self._own_client = own_client
         self.status = response.status_code
         self.headers = _headers(response)
 
+    def _failure(self, exc: Exception) -> Error:
+        return _failure(exc, self._response.request, own_client=self._own_client)
+
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        with _mapped:
+        try:
             async for chunk in self._response.aiter_bytes():
                 yield chunk
+        except _FAILURES as exc:
+            raise self._failure(exc) from exc
 
     async def aread(self) -> bytes:
-        with _mapped:
+        try:
             return await self._response.aread()
+        except _FAILURES as exc:
+            raise self._failure(exc) from exc
 
     async def aclose(self) -> None:
         await self._response.aclose()
@@ -117,6 +193,26 @@ def _template_key(request: HttpRequest) -> tuple[object, ...]:
     return (request.method, request.url, tuple(request.params.items()), *request.headers.items())
 
 
+def check_timeout(value: Any) -> httpx2.Timeout:
+    """The `timeout=` argument as an `httpx2.Timeout`: `None` for the default, a positive
+    number of seconds for every limit, or an `httpx2.Timeout`."""
+    if value is None:
+        return DEFAULT_TIMEOUT
+    if isinstance(value, httpx2.Timeout):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            "timeout must be a number of seconds or an httpx2.Timeout, such as "
+            f"httpx2.Timeout(600.0, connect=5.0); got {type(value).__name__}"
+        )
+    if not 0 < value < float("inf"):
+        raise ValueError(
+            "timeout must be a positive, finite number of seconds "
+            "(httpx2.Timeout(None) waits without a limit)"
+        )
+    return httpx2.Timeout(value)
+
+
 class Transport:
     """Sends `HttpRequest`s, sync or async, over pooled connections.
 
@@ -134,13 +230,16 @@ class Transport:
         client: httpx2.Client | None = None,
         async_client: httpx2.AsyncClient | None = None,
     ) -> None:
-        self._timeout = (
-            DEFAULT_TIMEOUT
-            if timeout is None
-            else timeout
-            if isinstance(timeout, httpx2.Timeout)
-            else httpx2.Timeout(timeout)
-        )
+        self._timeout = check_timeout(timeout)
+        for name, value, kind in (
+            ("limits", limits, httpx2.Limits),
+            ("client", client, httpx2.Client),
+            ("async_client", async_client, httpx2.AsyncClient),
+        ):
+            if value is not None and not isinstance(value, kind):
+                raise TypeError(
+                    f"{name} must be an httpx2.{kind.__name__}, got {type(value).__name__}"
+                )
         self._limits = limits or httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
         self._client = client
         self._async_client = async_client
@@ -225,32 +324,42 @@ class Transport:
         return template
 
     def send(self, request: HttpRequest) -> HttpResponse:
-        client = self._sync()
-        with _mapped:
-            response = client.send(self._build(client, self._owns_client, request))
+        client, own = self._sync(), self._owns_client
+        built = None
+        try:
+            built = self._build(client, own, request)
+            response = client.send(built)
             return HttpResponse(response.status_code, _headers(response), response.content)
+        except _FAILURES as exc:
+            raise _failure(exc, built, own_client=own) from exc
 
     async def asend(self, request: HttpRequest) -> HttpResponse:
-        client = self._async()
-        with _mapped:
-            response = await client.send(self._build(client, self._owns_async_client, request))
+        client, own = self._async(), self._owns_async_client
+        built = None
+        try:
+            built = self._build(client, own, request)
+            response = await client.send(built)
             return HttpResponse(response.status_code, _headers(response), response.content)
+        except _FAILURES as exc:
+            raise _failure(exc, built, own_client=own) from exc
 
     def open_stream(self, request: HttpRequest) -> StreamResponse:
-        client = self._sync()
-        with _mapped:
-            return StreamResponse(
-                client.send(self._build(client, self._owns_client, request), stream=True)
-            )
+        client, own = self._sync(), self._owns_client
+        built = None
+        try:
+            built = self._build(client, own, request)
+            return StreamResponse(client.send(built, stream=True), own_client=own)
+        except _FAILURES as exc:
+            raise _failure(exc, built, own_client=own) from exc
 
     async def aopen_stream(self, request: HttpRequest) -> AsyncStreamResponse:
-        client = self._async()
-        with _mapped:
-            return AsyncStreamResponse(
-                await client.send(
-                    self._build(client, self._owns_async_client, request), stream=True
-                )
-            )
+        client, own = self._async(), self._owns_async_client
+        built = None
+        try:
+            built = self._build(client, own, request)
+            return AsyncStreamResponse(await client.send(built, stream=True), own_client=own)
+        except _FAILURES as exc:
+            raise _failure(exc, built, own_client=own) from exc
 
     def close(self) -> None:
         """Close the sync client (if this transport made it)."""

@@ -85,6 +85,30 @@ class _CutOffDecoder(ChatStreamDecoder):
             yield Finish(finish_reason=FinishReason.LENGTH)
 
 
+def _check_engine_options(
+    *,
+    model: object,
+    threads: object,
+    context: object,
+    parallel: object,
+    chat_template: object,
+    engine: object,
+) -> None:
+    """Fail at `allama.provider("local", ...)`, naming the argument, not when the engine starts."""
+    for name, value in (("threads", threads), ("context", context), ("parallel", parallel)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"{name} must be a whole number, got {type(value).__name__}")
+    if model is not None and not isinstance(model, str | os.PathLike):
+        raise TypeError(f"model must be a path to a GGUF file, got {type(model).__name__}")
+    if chat_template is not None and not isinstance(chat_template, str):
+        raise TypeError(
+            "chat_template must be a Jinja template as a string, "
+            f"got {type(chat_template).__name__}"
+        )
+    if engine is not None and not isinstance(engine, LocalEngine):
+        raise TypeError(f"engine must be a LocalEngine, got {type(engine).__name__}")
+
+
 class LlamaCppProvider(OpenAICompatibleProvider):
     """llama.cpp's server: `allama.provider("local")` or `allama.provider("llama-cpp", ...)`.
 
@@ -113,6 +137,14 @@ class LlamaCppProvider(OpenAICompatibleProvider):
         **options: Any,
     ) -> None:
         local = preset.name == "local"
+        _check_engine_options(
+            model=model,
+            threads=threads,
+            context=context,
+            parallel=parallel,
+            chat_template=chat_template,
+            engine=engine,
+        )
         if not local:
             given = (threads, context, parallel, chat_template, model, engine)
             if any(value is not None for value in given):

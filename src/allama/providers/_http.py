@@ -23,9 +23,10 @@ from allama.adapters.openai_compat._errors import error_from_response
 from allama.adapters.openai_compat._profile import SchemaDialect
 from allama.adapters.openai_compat._sse import ChatStreamDecoder
 from allama.errors import AuthenticationError, Error, InvalidRequestError
+from allama.providers._options import check_headers, check_key, check_text, check_url
 from allama.providers._presets import Preset
 from allama.stream import AsyncChatStream, ChatStream
-from allama.transport import Transport
+from allama.transport import Transport, check_timeout
 from allama.types import (
     CapabilitySupport,
     ChatCapability,
@@ -40,8 +41,52 @@ from allama.types import (
 
 __all__ = ["OpenAICompatibleProvider"]
 
-_AZURE_API_VERSION = "2024-10-21"
 _REDACTED = "<redacted>"
+
+
+def _is_foundry_resource(url: str) -> bool:
+    """Whether `url` is a Foundry resource's own URL, without the `/models` path."""
+    try:
+        parsed = httpx2.URL(url)
+    except httpx2.InvalidURL:
+        return False
+    return parsed.host.endswith(".services.ai.azure.com") and parsed.path in ("", "/")
+
+
+def _check_options(
+    *,
+    api_key: object,
+    base_url: object,
+    timeout: object,
+    headers: object,
+    transport: object,
+    capabilities: object,
+    endpoint: object,
+    api_version: object,
+    account_id: object,
+) -> None:
+    """Fail at `allama.provider(...)`, naming the argument, rather than at the first call."""
+    check_key(api_key)
+    check_url("base_url", base_url)
+    check_url("endpoint", endpoint)
+    check_headers(headers)
+    check_text("api_version", api_version)
+    check_text("account_id", account_id)
+    if transport is not None:
+        if not isinstance(transport, Transport):
+            raise TypeError(
+                f"transport must be an allama Transport, got {type(transport).__name__}"
+            )
+        if timeout is not None:
+            raise ValueError(
+                "timeout= has no effect with transport=: pass it to the Transport instead"
+            )
+    else:
+        check_timeout(timeout)
+    if capabilities is not None and not isinstance(capabilities, CapabilityTable):
+        raise TypeError(
+            f"capabilities must be a CapabilityTable, got {type(capabilities).__name__}"
+        )
 
 
 class OpenAICompatibleProvider:
@@ -50,8 +95,9 @@ class OpenAICompatibleProvider:
     Build one with `allama.provider(name, ...)`. The key comes from `api_key` or from the
     preset's environment variable, and never appears in a repr, an error or a log view.
 
-    Options beyond the common ones: `endpoint` and `api_version` (Azure), `account_id`
-    (Workers AI), `headers` (extra request headers), `timeout`, `transport`.
+    Options beyond the common ones: `endpoint` and `api_version` (Azure OpenAI, Azure AI
+    Foundry), `account_id` (Workers AI), `headers` (extra request headers), `timeout`,
+    `transport`.
     """
 
     def __init__(
@@ -68,6 +114,17 @@ class OpenAICompatibleProvider:
         api_version: str | None = None,
         account_id: str | None = None,
     ) -> None:
+        _check_options(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            headers=headers,
+            transport=transport,
+            capabilities=capabilities,
+            endpoint=endpoint,
+            api_version=api_version,
+            account_id=account_id,
+        )
         self._preset = preset
         self._profile = preset.profile
         self._table = capabilities or CAPABILITY_TABLES[preset.name]
@@ -84,8 +141,13 @@ class OpenAICompatibleProvider:
                 tool_dialect=SchemaDialect.OPENAI_STRICT,
                 strict_profile="azure_legacy",
             )
-        self._api_version = (
-            api_version or os.environ.get("OPENAI_API_VERSION") or (_AZURE_API_VERSION)
+        env_version = os.environ.get(preset.api_version_env) if preset.api_version_env else None
+        version = api_version or env_version or preset.api_version
+        # The `api-version` query parameter: Azure deployments and Foundry; not the v1 API.
+        self._query = (
+            {"api-version": version}
+            if version and (self._azure_deployments or preset.name != "azure-openai")
+            else {}
         )
         self._extra_headers = {**preset.headers, **(headers or {})}
         # Credentials in the caller's own headers (an Entra ID bearer token for Azure, a
@@ -109,6 +171,15 @@ class OpenAICompatibleProvider:
         if url is None:
             return None, False
         url = url.rstrip("/")
+        if preset.name == "azure-foundry" and _is_foundry_resource(url):
+            # The resource's bare URL: its model-inference API lives under /models.
+            url = f"{url}/models"
+        elif preset.name == "azure-openai" and url.endswith("/models"):
+            raise ValueError(
+                "an endpoint ending in /models is Azure AI Foundry's model-inference API, "
+                "which serves models of many families: use allama.provider('azure-foundry', "
+                "endpoint=...)"
+            )
         # Azure: a resource endpoint gets deployment URLs; an `/openai/v1` base is the v1 API.
         deployments = preset.name == "azure-openai" and not url.endswith("/openai/v1")
         return url, deployments
@@ -185,6 +256,7 @@ class OpenAICompatibleProvider:
         if self._base_url is None:
             hint = {
                 "azure-openai": "pass endpoint= or set AZURE_OPENAI_ENDPOINT",
+                "azure-foundry": "pass endpoint= or set AZURE_INFERENCE_ENDPOINT",
                 "workers-ai": "pass account_id= or set CLOUDFLARE_ACCOUNT_ID",
             }.get(self.name, "pass base_url=")
             raise (
@@ -194,8 +266,8 @@ class OpenAICompatibleProvider:
             )
         if self._azure_deployments:
             url = f"{self._base_url}/openai/deployments/{model}/chat/completions"
-            return url, {"api-version": self._api_version}
-        return f"{self._base_url}/chat/completions", {}
+            return url, self._query
+        return f"{self._base_url}/chat/completions", self._query
 
     def _headers(self, *, stream: bool) -> dict[str, str]:
         headers = {
@@ -242,7 +314,11 @@ class OpenAICompatibleProvider:
         return sorted(found, key=len, reverse=True)
 
     def _scrub(self, error: Error) -> Error:
-        """Remove credentials from anything the provider echoed back."""
+        """Remove credentials from anything the provider echoed back, in place.
+
+        Callers re-raise the same error (bare `raise`), so the httpx2 exception behind a
+        network error or a timeout stays chained as its `__cause__`.
+        """
         for secret in self._secrets():
             if secret in error.message:
                 error.message = error.message.replace(secret, _REDACTED)
@@ -266,7 +342,8 @@ class OpenAICompatibleProvider:
                 warnings=warnings,
             )
         except Error as error:
-            raise self._scrub(error.with_model(request.model).with_provider(self.name)) from None
+            self._scrub(error.with_model(request.model).with_provider(self.name))
+            raise
 
     def _stream_error(
         self, request: ChatRequest, status: int, headers: Mapping[str, str], body: bytes
@@ -285,7 +362,8 @@ class OpenAICompatibleProvider:
         try:
             yield from events
         except Error as error:
-            raise self._scrub(error) from None
+            self._scrub(error)
+            raise
 
     # Sync
 
@@ -294,7 +372,8 @@ class OpenAICompatibleProvider:
         try:
             response = self._transport.send(http)
         except Error as error:
-            raise self._scrub(error.with_provider(self.name).with_model(request.model)) from None
+            self._scrub(error.with_provider(self.name).with_model(request.model))
+            raise
         return self._response(request, response, warnings)
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
@@ -308,7 +387,8 @@ class OpenAICompatibleProvider:
                     handle.close()
                 raise self._stream_error(request, handle.status, handle.headers, body)
         except Error as error:
-            raise self._scrub(error.with_provider(self.name).with_model(request.model)) from None
+            self._scrub(error.with_provider(self.name).with_model(request.model))
+            raise
         decoder = self._decoder(request)
 
         def events() -> Iterator[StreamEvent]:
@@ -329,7 +409,8 @@ class OpenAICompatibleProvider:
         try:
             response = await self._transport.asend(http)
         except Error as error:
-            raise self._scrub(error.with_provider(self.name).with_model(request.model)) from None
+            self._scrub(error.with_provider(self.name).with_model(request.model))
+            raise
         return self._response(request, response, warnings)
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
@@ -343,7 +424,8 @@ class OpenAICompatibleProvider:
                     await handle.aclose()
                 raise self._stream_error(request, handle.status, handle.headers, body)
         except Error as error:
-            raise self._scrub(error.with_provider(self.name).with_model(request.model)) from None
+            self._scrub(error.with_provider(self.name).with_model(request.model))
+            raise
         decoder = self._decoder(request)
 
         async def events() -> AsyncIterator[StreamEvent]:
@@ -358,7 +440,8 @@ class OpenAICompatibleProvider:
                 for event in decoder.close():
                     yield event
             except Error as error:
-                raise self._scrub(error) from None
+                self._scrub(error)
+                raise
 
         return AsyncChatStream(events(), close=handle.aclose, provider=self.name)
 

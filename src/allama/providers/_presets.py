@@ -27,6 +27,10 @@ class Preset:
     base_url_env: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     description: str = ""
+    api_version: str | None = None
+    """The `api-version` query parameter the endpoint needs (Azure); `api_version=` overrides."""
+    api_version_env: str | None = None
+    """The environment variable that overrides `api_version` when the argument is not given."""
 
 
 _PRESETS: tuple[Preset, ...] = (
@@ -59,6 +63,33 @@ _PRESETS: tuple[Preset, ...] = (
         auth="api-key",
         base_url_env="AZURE_OPENAI_ENDPOINT",
         description="Azure OpenAI deployments",
+        api_version="2024-10-21",
+        api_version_env="OPENAI_API_VERSION",
+    ),
+    Preset(
+        # Azure AI Foundry's model-inference endpoint, https://<resource>.services.ai.azure.com
+        # /models: one URL for every model deployed in the resource, picked by `model` in the
+        # body, `api-version=2024-05-01-preview` (the Azure AI Inference SDK's), the key in an
+        # `api-key` header (or an Entra ID bearer token in `headers=`). It serves many model
+        # families (OpenAI, Grok, Llama, Mistral, DeepSeek, Phi), whose schema support Azure
+        # does not publish per model, so schemas pass through unchecked. The API rejects
+        # parameters outside its request schema, such as `stream_options`.
+        "azure-foundry",
+        WireProfile(
+            "azure-foundry",
+            "Azure AI Foundry",
+            response_dialect=SchemaDialect.PASSTHROUGH,
+            tool_dialect=SchemaDialect.PASSTHROUGH,
+            token_field="max_tokens",
+            developer_role=False,
+            stream_usage=False,
+        ),
+        None,
+        "AZURE_INFERENCE_CREDENTIAL",
+        auth="api-key",
+        base_url_env="AZURE_INFERENCE_ENDPOINT",
+        description="Azure AI Foundry models (the model-inference endpoint, .../models)",
+        api_version="2024-05-01-preview",
     ),
     Preset(
         "groq",

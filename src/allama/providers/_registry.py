@@ -15,7 +15,13 @@ __all__ = ["PRESET_NAMES", "provider"]
 PRESET_NAMES: tuple[str, ...] = tuple(PRESETS)
 """Every preset name `provider` accepts, in a stable order."""
 
-_ALIASES = {"azure": "azure-openai", "ollama": "ollama-openai", "cloudflare": "workers-ai"}
+_ALIASES = {
+    "azure": "azure-openai",
+    "azure-ai-foundry": "azure-foundry",
+    "foundry": "azure-foundry",
+    "ollama": "ollama-openai",
+    "cloudflare": "workers-ai",
+}
 
 
 @overload
@@ -26,7 +32,8 @@ def provider(name: str, **options: Any) -> OpenAICompatibleProvider:
     """The provider for a preset: `provider("groq")`, `provider("openai-compatible", base_url=...)`.
 
     Options: `api_key` (else the preset's environment variable), `base_url`, `timeout`,
-    `headers`, `transport`, and per preset `endpoint` / `api_version` (Azure),
+    `headers`, `transport`, and per preset `endpoint` / `api_version` (Azure OpenAI and
+    Azure AI Foundry),
     `account_id` (Workers AI), or `model` / `threads` / `context` / `parallel` (`local`,
     which starts llama.cpp on its first request). A preset without its base URL
     (`openai-compatible` without `base_url`, Azure without `endpoint`) can still plan and

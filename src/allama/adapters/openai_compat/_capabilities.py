@@ -170,6 +170,8 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
     "openai": CapabilityTable(_OPENAI_ROWS, _UNKNOWN),
     # Azure's model ids are deployment names; they match only when named after the model.
     "azure-openai": CapabilityTable(_OPENAI_ROWS, _UNKNOWN),
+    # Foundry's model ids are deployment names too, of models from many families.
+    "azure-foundry": CapabilityTable((), _UNKNOWN),
     "groq": CapabilityTable(_GROQ_ROWS, _UNKNOWN),
     "xai": CapabilityTable(_XAI_ROWS, ModelFamily("*", StructuredLevel.STRICT)),
     "mistral": CapabilityTable((), ModelFamily("*", StructuredLevel.STRICT, reasoning=U)),

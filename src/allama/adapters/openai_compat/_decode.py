@@ -1,9 +1,11 @@
 """An HTTP response to a `ChatResponse`, or to the `allama.Error` it stands for.
 
 Tool calls are read from the message, never inferred from `finish_reason` (OpenAI answers a
-named `tool_choice` with `stop`). A refusal (`message.refusal`) becomes a refusal block;
-reasoning text (`reasoning` or `reasoning_content`) a reasoning block; reasoning and cached
-token counts go into `Usage`.
+named `tool_choice` with `stop`); the deprecated `function_call` counts as one. A refusal
+(`message.refusal`) becomes a refusal block; reasoning text (`reasoning` or
+`reasoning_content`) a reasoning block; reasoning and cached token counts go into `Usage`.
+A choice that Azure's content filter stopped may have no message at all: it is a response
+with no content and finish reason `content_filter`, its usage kept.
 """
 
 from __future__ import annotations
@@ -129,13 +131,20 @@ def _blocks(message: WireMessage) -> list[ContentBlock]:
         blocks.append(TextPart(text=text))
     if message.refusal:
         blocks.append(Refusal(text=message.refusal))
-    for position, call in enumerate(message.tool_calls or ()):
+    calls = message.tool_calls or ()
+    for position, call in enumerate(calls):
         blocks.append(
             ToolCall(
                 id=call.id or f"call_{position}",
                 name=call.function.name,
                 arguments=call.function.arguments,
             )
+        )
+    legacy = message.function_call
+    if legacy is not None:
+        # The deprecated single call has no id; it takes the place after any tool calls.
+        blocks.append(
+            ToolCall(id=f"call_{len(calls)}", name=legacy.name, arguments=legacy.arguments)
         )
     return blocks
 
@@ -194,7 +203,11 @@ def decode_body(
     choice = next((c for c in wire.choices if c.index == 0), None)
     if choice is None and wire.choices:
         choice = wire.choices[0]
-    blocks = _blocks(choice.message) if choice is not None else []
+    message = choice.message if choice is not None else None
+    if choice is not None and message is None and choice.finish_reason != "content_filter":
+        # Only a filtered choice may come without its message.
+        raise _not_a_completion(body, "its choice has no message")
+    blocks = _blocks(message) if message is not None else []
     has_calls = any(isinstance(block, ToolCall) for block in blocks)
     usage = (
         usage_of(wire.usage, reasoning_outside_completion=reasoning_outside_completion)

@@ -264,7 +264,31 @@ class _Encoder:
                 "backend, which does not report which keywords it enforces",
             )
             return Rewrite(rewrite.schema, (*rewrite.notes, unreported))
-        return passthrough(schema)
+        return self._unchecked(schema)
+
+    def _unchecked(self, schema: dict[str, Any]) -> Rewrite:
+        """An endpoint that publishes no subset of its own: the schema is sent as given.
+
+        Its `strict` flag is OpenAI's, and a schema outside OpenAI's strict subset (a map,
+        which needs an open object) cannot be sent under it: OpenRouter's OpenAI and Azure
+        upstreams reject it, others need not enforce it. Such a schema goes without
+        `strict` (not enforced); any other is approximate, as the endpoint does not report
+        which keywords it enforces.
+        """
+        sent = passthrough(schema)
+        strict = openai_strict(schema, profile=self.profile.strict_profile)
+        display = self.profile.display_name
+        refused = tuple(
+            SchemaNote(
+                WarningKind.UNSUPPORTED,
+                note.pointer,
+                f"{note.message}; {display} publishes no strict subset of its own, so "
+                "OpenAI's is assumed",
+            )
+            for note in strict.notes
+            if note.kind is WarningKind.UNSUPPORTED
+        )
+        return Rewrite(sent.schema, refused) if refused else sent
 
     def response_format(self) -> dict[str, Any] | None:
         fmt = self.request.response_format

@@ -3,7 +3,11 @@
 Bodies come in several shapes across the family: `{"error": {message, type, param, code}}`
 (OpenAI and most), a numeric `code` (OpenRouter, vLLM), `{"error": "text", "code": ...}`
 (xAI), `{"detail": ...}` (Mistral), `{"object": "error", "message": ...}` (older vLLM), or
-plain text. The provider's words are kept as an upstream message and never logged.
+plain text. A router relays its upstream's error inside its own: OpenRouter answers
+"Provider returned error" with the upstream body (JSON text or plain text) in
+`error.metadata.raw` and its name in `metadata.provider_name`; a schema rejection or a full
+context window found there is classified as the upstream's. The provider's words are kept as
+an upstream message and never logged.
 """
 
 from __future__ import annotations
@@ -31,7 +35,13 @@ from allama.errors import (
 )
 from allama.types import RequestField, UnsupportedStage
 
-__all__ = ["ErrorInfo", "error_from_payload", "error_from_response", "retry_after_seconds"]
+__all__ = [
+    "UPSTREAM_PROVIDER_KEY",
+    "ErrorInfo",
+    "error_from_payload",
+    "error_from_response",
+    "retry_after_seconds",
+]
 
 _CONTEXT_CODES = frozenset(
     {"context_length_exceeded", "context_window_exceeded", "string_above_max_length"}
@@ -49,15 +59,28 @@ _RESPONSE_FORMAT_SCHEMA = re.compile(
     re.IGNORECASE,
 )
 _TOOL_SCHEMA = re.compile(r"invalid schema for function", re.IGNORECASE)
+# How upstreams behind a router name the schema they rejected: Anthropic's
+# `output_format.schema` / `output_config.format` and `input_schema`, Gemini's
+# `generation_config.response_schema` and `function_declarations[i].parameters`.
+_UPSTREAM_RESPONSE_SCHEMA = re.compile(
+    r"output_format\.schema|output_config\.format|response_(?:json_)?schema", re.IGNORECASE
+)
+_UPSTREAM_TOOL_SCHEMA = re.compile(
+    r"input_schema|function_declarations\[\d+\]\.parameters", re.IGNORECASE
+)
 _BAD_KEY = re.compile(r"incorrect api key|invalid api key|invalid x-api-key", re.IGNORECASE)
 _GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 class ErrorInfo:
-    """The fields an error body carries, whatever its shape."""
+    """The fields an error body carries, whatever its shape.
 
-    __slots__ = ("code", "message", "param", "status", "type")
+    `relayed` is the upstream's error a router wrapped in its own, and `relayed_by` the
+    upstream's name as the router gave it.
+    """
+
+    __slots__ = ("code", "message", "param", "relayed", "relayed_by", "status", "type")
 
     def __init__(
         self,
@@ -67,12 +90,16 @@ class ErrorInfo:
         code: str | None = None,
         param: str | None = None,
         status: int | None = None,
+        relayed: ErrorInfo | None = None,
+        relayed_by: str | None = None,
     ) -> None:
         self.message = message
         self.type = type
         self.code = code
         self.param = param
         self.status = status
+        self.relayed = relayed
+        self.relayed_by = relayed_by
 
     @classmethod
     def parse(cls, payload: Any) -> ErrorInfo | None:
@@ -97,13 +124,38 @@ class ErrorInfo:
         if isinstance(code, int) and not isinstance(code, bool):
             status = status if isinstance(status, int) else code
         message = obj.get("message")
+        text = message if isinstance(message, str) else json.dumps(obj)
+        metadata = obj.get("metadata")
+        relayed = relayed_by = None
+        if isinstance(metadata, dict):
+            relayed = _relayed(metadata.get("raw"))
+            relayed_by = _text(metadata.get("provider_name"))
+        if relayed is not None:
+            upstream = f" ({relayed_by})" if relayed_by else ""
+            text = f"{text}{upstream}: {relayed.message}"
         return cls(
-            message if isinstance(message, str) else json.dumps(obj),
+            text,
             type=_text(obj.get("type")),
             code=_text(code) if not isinstance(code, int) else None,
             param=_text(obj.get("param")),
             status=status if isinstance(status, int) and not isinstance(status, bool) else None,
+            relayed=relayed,
+            relayed_by=relayed_by,
         )
+
+
+def _relayed(raw: Any) -> ErrorInfo | None:
+    """The upstream error in a router's `metadata.raw`: a body as JSON text, an object, or
+    plain text."""
+    if isinstance(raw, str):
+        try:
+            parsed: Any = json.loads(raw)
+        except ValueError:
+            return ErrorInfo(raw) if raw.strip() else None
+        return ErrorInfo.parse(parsed) or ErrorInfo(raw)
+    if isinstance(raw, dict):
+        return ErrorInfo.parse(raw) or ErrorInfo(json.dumps(raw))
+    return None
 
 
 def _text(value: Any) -> str | None:
@@ -162,11 +214,54 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
     return max(exhausted or resets.values())
 
 
+def _rejected_schema(info: ErrorInfo, *, upstream: bool = False) -> RequestField | None:
+    """The field whose schema the error rejects, if it is a schema rejection.
+
+    `upstream` also reads the words of the dialects a router translates to.
+    """
+    message = info.message
+    code = (info.code or "").lower()
+    param = (info.param or "").lower()
+    if (
+        code == "invalid_json_schema"
+        or _RESPONSE_FORMAT_SCHEMA.search(message)
+        or (param.startswith(("response_format", "text.format")) and "schema" in message.lower())
+        or (upstream and _UPSTREAM_RESPONSE_SCHEMA.search(message) is not None)
+    ):
+        return RequestField.RESPONSE_FORMAT
+    if (
+        code == "invalid_function_parameters"
+        or _TOOL_SCHEMA.search(message)
+        or (upstream and _UPSTREAM_TOOL_SCHEMA.search(message) is not None)
+    ):
+        return RequestField.TOOLS
+    return None
+
+
+def _relayed_error(status: int | None, info: ErrorInfo) -> Error | None:
+    """The error a router relayed, when the upstream's words say more than the router's:
+    a schema the upstream rejected (so that extraction can fall back) or a full context."""
+    relayed = info.relayed
+    if relayed is None:
+        return None
+    field = _rejected_schema(relayed, upstream=True)
+    if field is not None:
+        return UnsupportedError(info.message, field=field, stage=UnsupportedStage.PROVIDER)
+    code = (relayed.code or "").lower()
+    if code in _CONTEXT_CODES or (
+        status in (400, 413, 422, None) and _CONTEXT_WORDS.search(relayed.message)
+    ):
+        return ContextWindowExceededError(info.message)
+    return None
+
+
 def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -> Error:
     message = info.message
     code = (info.code or "").lower()
     kind = (info.type or "").lower()
-    param = (info.param or "").lower()
+    relayed = _relayed_error(status, info)
+    if relayed is not None:
+        return relayed
     if code in _QUOTA_CODES or kind in _QUOTA_CODES or status == 402:
         return QuotaExceededError(message).with_retryable(False)
     if code in _CONTEXT_CODES:
@@ -175,16 +270,9 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         return RateLimitedError(message, retry_after=retry_after_seconds(headers))
     if status in (400, 413, 422, None) and _CONTEXT_WORDS.search(message):
         return ContextWindowExceededError(message)
-    if (
-        code == "invalid_json_schema"
-        or _RESPONSE_FORMAT_SCHEMA.search(message)
-        or (param.startswith(("response_format", "text.format")) and "schema" in message.lower())
-    ):
-        return UnsupportedError(
-            message, field=RequestField.RESPONSE_FORMAT, stage=UnsupportedStage.PROVIDER
-        )
-    if code == "invalid_function_parameters" or _TOOL_SCHEMA.search(message):
-        return UnsupportedError(message, field=RequestField.TOOLS, stage=UnsupportedStage.PROVIDER)
+    field = _rejected_schema(info)
+    if field is not None:
+        return UnsupportedError(message, field=field, stage=UnsupportedStage.PROVIDER)
     if status == 401 or (status in (400, 403) and _BAD_KEY.search(message)):
         return AuthenticationError(message)
     if status == 403:
@@ -220,6 +308,16 @@ def _apply_should_retry(error: Error, headers: Mapping[str, str]) -> Error:
     return error
 
 
+UPSTREAM_PROVIDER_KEY = "upstream_provider"
+"""Context metadata key: the upstream a router named as the one that failed. Its name comes
+from the router's body, so it stays out of the log view like the rest of that body."""
+
+
+def _name_upstream(error: Error, info: ErrorInfo) -> None:
+    if info.relayed_by is not None:
+        error.with_metadata(UPSTREAM_PROVIDER_KEY, info.relayed_by)
+
+
 def error_from_response(
     status: int,
     headers: Mapping[str, str],
@@ -237,6 +335,7 @@ def error_from_response(
     info = ErrorInfo.parse(payload) or ErrorInfo(text.strip() or f"HTTP {status}")
     error = _classify(status, info, headers).mark_upstream().with_status(status).with_body(text)
     error = _apply_should_retry(error, headers)
+    _name_upstream(error, info)
     if provider is not None:
         error.with_provider(provider)
     if model is not None:
@@ -253,6 +352,7 @@ def error_from_payload(
     """The error for an error object inside a stream (HTTP status 200, the error in the data)."""
     info = ErrorInfo.parse(payload) or ErrorInfo(json.dumps(payload))
     error = _classify(info.status, info, {}).mark_upstream().with_body(json.dumps(payload))
+    _name_upstream(error, info)
     if info.status is not None:
         error.with_status(info.status)
     if provider is not None:

@@ -3,9 +3,11 @@
 Bytes may arrive split anywhere (inside a line, inside a UTF-8 character); the decoder
 keeps the unfinished line and scans each byte once, so the work is linear in the stream.
 It reads `data:` and `event:` lines, skips comment lines (`: OPENROUTER PROCESSING`), stops
-at `data: [DONE]`, folds tool-call deltas by their `index`, takes usage from any chunk
-(the usage-only chunk with empty `choices`, Groq's `x_groq.usage`), and raises the error
-an error object in the stream stands for.
+at `data: [DONE]`, folds tool-call deltas by their `index` (by `id`, or onto the call before,
+when a server leaves the index out), reads the deprecated `delta.function_call` as one tool
+call, takes usage from any chunk (the usage-only chunk with empty `choices`, Groq's
+`x_groq.usage`), and raises the error an error object in the stream stands for, after the
+content and usage that arrived with it (those were paid for).
 """
 
 from __future__ import annotations
@@ -124,7 +126,8 @@ class ChatStreamDecoder:
     """Chat Completions stream bytes to `StreamEvent`s, incrementally.
 
     `feed` and `close` are generators: an error object in the stream is raised after the
-    events before it were yielded. Only the first choice (`index` 0) is read.
+    events before it (and the content and usage in the same chunk) were yielded. Only the
+    first choice (`index` 0) is read.
     """
 
     def __init__(
@@ -176,6 +179,9 @@ class ChatStreamDecoder:
                 chunk = None
             if chunk is not None:
                 if (chunk.model_extra or {}).get("error"):
+                    # OpenRouter ends a failed stream with the error, an empty delta with
+                    # finish reason `error`, and sometimes the usage: keep what it reports.
+                    yield from self._chunk(chunk, failed=True)
                     raise error_from_payload(
                         json.loads(data), provider=self._provider, model=self._model
                     )
@@ -191,19 +197,39 @@ class ChatStreamDecoder:
                 ).mark_authored() from None
             raise StreamDecodeError("a stream event is not valid JSON").mark_authored() from None
         if isinstance(payload, dict) and (event.event == "error" or payload.get("error")):
+            usage = self._usage_of(payload)
+            if usage is not None:
+                yield usage
             raise error_from_payload(payload, provider=self._provider, model=self._model)
         raise StreamDecodeError(
             "a stream event does not fit the chat completion chunk shape"
         ).mark_authored()
 
-    def _chunk(self, chunk: WireChunk) -> Iterator[StreamEvent]:
+    def _usage_of(self, payload: dict[str, Any]) -> UsageEvent | None:
+        """The usage an error payload reports, if it reports one that can be read."""
+        raw = payload.get("usage")
+        groq = payload.get("x_groq")
+        if not isinstance(raw, dict) and isinstance(groq, dict):
+            raw = groq.get("usage")
+        if not isinstance(raw, dict):
+            return None
+        try:
+            usage = WireUsage.model_validate(raw)
+        except ValidationError:
+            return None
+        return UsageEvent(
+            usage=usage_of(usage, reasoning_outside_completion=self._reasoning_outside)
+        )
+
+    def _chunk(self, chunk: WireChunk, *, failed: bool = False) -> Iterator[StreamEvent]:
+        """The events of one chunk; a `failed` chunk (one carrying an error) never finishes."""
         if not self.finished and (not self._started or (chunk.id and not self._known_id)):
             self._started = True
             self._known_id = bool(chunk.id)
             yield ResponseStart(id=chunk.id or None, model=chunk.model or None)
         for choice in chunk.choices:
             if choice.index == 0:
-                yield from self._choice(choice)
+                yield from self._choice(choice, failed=failed)
         usage = chunk.usage
         extra = chunk.model_extra or {}
         groq = extra.get("x_groq")
@@ -222,14 +248,14 @@ class ChatStreamDecoder:
         self._open.append(index)
         return index, True
 
-    def _choice(self, choice: WireChunkChoice) -> Iterator[StreamEvent]:
+    def _choice(self, choice: WireChunkChoice, *, failed: bool = False) -> Iterator[StreamEvent]:
+        delta = choice.delta
         if self.finished:
-            if choice.delta.content or choice.delta.tool_calls or choice.delta.refusal:
+            if delta.content or delta.tool_calls or delta.refusal or delta.function_call:
                 raise StreamDecodeError(
                     "the stream sent content after its finish reason"
                 ).mark_authored()
             return
-        delta = choice.delta
         text, thinking = content_parts(delta.content)
         reasoning = (delta.reasoning or "") + (delta.reasoning_content or "") + thinking
         if reasoning:
@@ -269,6 +295,23 @@ class ChatStreamDecoder:
                 self._tool_count += 1
             if function is not None and function.arguments:
                 yield ToolCallDelta(index=index, arguments=function.arguments)
+        legacy = delta.function_call
+        if legacy is not None:
+            # The deprecated single call: one block, its arguments in pieces like a tool's.
+            index, new = self._block("function_call")
+            if new:
+                self._has_tool_calls = True
+                yield BlockStart(
+                    index=index,
+                    block_type=StreamBlockType.TOOL_CALL,
+                    id=f"call_{self._tool_count}",
+                    name=legacy.name,
+                )
+                self._tool_count += 1
+            if legacy.arguments:
+                yield ToolCallDelta(index=index, arguments=legacy.arguments)
+        if failed:
+            return
         if choice.finish_reason is not None and choice.finish_reason != "":
             yield from self._finish(choice.finish_reason)
             explanation = filter_explanation(

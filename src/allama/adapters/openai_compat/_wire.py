@@ -56,6 +56,8 @@ class Role(StrEnum):
     USER = "user"
     ASSISTANT = "assistant"
     TOOL = "tool"
+    FUNCTION = "function"
+    """The deprecated role of a function result; read, never written."""
 
 
 def _raw_arguments(value: Any) -> Any:
@@ -83,13 +85,15 @@ class WireMessage(_Wire):
 
     `content` is a string, a list of parts (images in requests, Mistral's thinking blocks
     in responses), or absent. `reasoning` and `reasoning_content` are the two names servers
-    use for reasoning text.
+    use for reasoning text. `function_call` is the deprecated single call that came before
+    `tool_calls`; some servers still answer with it.
     """
 
     role: Role = Role.ASSISTANT
     content: str | list[Any] | None = None
     refusal: str | None = None
     tool_calls: list[WireToolCall] | None = None
+    function_call: WireFunctionCall | None = None
     tool_call_id: str | None = None
     name: str | None = None
     reasoning: str | None = None
@@ -184,8 +188,11 @@ class WireUsage(_Wire):
 
 
 class WireChoice(_Wire):
+    """One choice of a response. Azure leaves out `message` on a choice its content filter
+    stopped (`finish_reason: "content_filter"`)."""
+
     index: int = 0
-    message: WireMessage
+    message: WireMessage | None = None
     finish_reason: str | None = None
 
 
@@ -217,14 +224,22 @@ class WireDelta(_Wire):
     content: str | list[Any] | None = None
     refusal: str | None = None
     tool_calls: list[WireToolCallDelta] | None = None
+    function_call: WireFunctionCallDelta | None = None
     reasoning: str | None = None
     reasoning_content: str | None = None
+
+
+def _no_delta(value: Any) -> Any:
+    # A choice the content filter stopped may carry `"delta": null`.
+    return {} if value is None else value
 
 
 class WireChunkChoice(_Wire):
     index: int = 0
     delta: WireDelta = Field(default_factory=WireDelta)
     finish_reason: str | None = None
+
+    _delta = field_validator("delta", mode="before")(_no_delta)
 
 
 class WireChunk(_Wire):

@@ -1,0 +1,79 @@
+"""Checks of the arguments of `allama.provider(...)`, made when the provider is built.
+
+A wrong argument fails there, naming the argument and what it takes, rather than at the
+first call. Messages never quote a key or a header value (they may be secrets), nor a URL
+(its path or query may carry an account id or a key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx2
+
+__all__ = ["check_headers", "check_key", "check_text", "check_url"]
+
+_UNSAFE = ("\r", "\n", "\x00")
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__
+
+
+def check_text(name: str, value: Any) -> None:
+    """`value` is `None` or a non-empty string."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, got {_kind(value)}")
+    if not value.strip():
+        raise ValueError(f"{name} is empty; leave it out to use the default")
+
+
+def check_key(value: Any) -> None:
+    """The API key: a string fit for a header, sent as given."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise TypeError(f"api_key must be a string (the key itself), got {_kind(value)}")
+    if any(char in value for char in _UNSAFE) or value != value.strip():
+        raise ValueError(
+            "api_key has a line break or whitespace around it; pass the key alone "
+            "(a key read from a file often ends with a newline)"
+        )
+
+
+def check_url(name: str, value: Any) -> None:
+    """An absolute http(s) URL with a host."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, an http:// or https:// URL, got {_kind(value)}")
+    try:
+        url = httpx2.URL(value.strip())
+    except httpx2.InvalidURL:
+        raise ValueError(f"{name} is not a valid URL") from None
+    if url.scheme not in ("http", "https"):
+        shown = f"`{url.scheme}`" if url.scheme else "none"
+        raise ValueError(
+            f"{name} must start with http:// or https:// (its scheme is {shown}), "
+            "such as https://api.example.com/v1"
+        )
+    if not url.host:
+        raise ValueError(f"{name} has no host, such as https://api.example.com/v1")
+
+
+def check_headers(value: Any) -> None:
+    """Extra headers: a mapping of names to string values, each fit for a header."""
+    if value is None:
+        return
+    if not isinstance(value, Mapping):
+        raise TypeError(f"headers must be a mapping of header names to strings, got {_kind(value)}")
+    for key, item in value.items():
+        if not isinstance(key, str) or not key or any(char in key for char in (*_UNSAFE, ":")):
+            raise TypeError(f"headers must have header names as keys, got {_kind(key)} {key!r}")
+        if not isinstance(item, str):
+            raise TypeError(f"headers[{key!r}] must be a string, got {_kind(item)}")
+        if any(char in item for char in _UNSAFE):
+            raise ValueError(f"headers[{key!r}] has a line break in its value")

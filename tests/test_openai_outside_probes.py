@@ -1,0 +1,557 @@
+"""Shapes outside probes sent through the OpenAI-compatible providers, end to end.
+
+Each test goes through `allama.provider(...)` over httpx2's mock transport: usage that
+arrives with an in-stream error, a choice Azure's content filter stopped without a message,
+the deprecated `function_call`, and a router relaying its upstream's schema rejection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx2
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+import allama
+from allama import ChatRequest, ExtractionMetadata, ExtractionMode
+from allama.adapters.openai_compat._sse import ChatStreamDecoder
+from allama.errors import (
+    ContextWindowExceededError,
+    InvalidRequestError,
+    RateLimitedError,
+    ServerError,
+    UnsupportedError,
+)
+from allama.stream import StreamCollector
+from allama.transport import Transport
+from allama.types import (
+    FinishReason,
+    RequestField,
+    StreamEvent,
+    TextPart,
+    ToolCall,
+    UnsupportedStage,
+    Usage,
+)
+
+Handler = Callable[[httpx2.Request], httpx2.Response]
+
+
+def _mock(handler: Handler) -> Transport:
+    return Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+
+
+def answering(status: int, body: Any, *, stream: bool = False) -> Transport:
+    """A transport whose endpoint answers every request with `body`."""
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    kind = "text/event-stream" if stream else "application/json"
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(status, content=content, headers={"content-type": kind})
+
+    return _mock(handler)
+
+
+def sse(*payloads: Any) -> bytes:
+    return "".join(
+        f"data: {p if isinstance(p, str) else json.dumps(p)}\n\n" for p in payloads
+    ).encode()
+
+
+def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+    return {"id": "chatcmpl-1", "model": "m", "choices": choices, **extra}
+
+
+USAGE = {"prompt_tokens": 11, "completion_tokens": 4, "total_tokens": 15}
+
+
+class Person(BaseModel):
+    name: str
+
+
+# 1. Usage in the same chunk as an in-stream error
+
+
+OPENROUTER_FAILED_STREAM = sse(
+    chunk({"role": "assistant", "content": '{"name": "Ad'}),
+    {
+        "id": "gen-1",
+        "model": "m",
+        "error": {"code": "server_error", "message": "Provider disconnected"},
+        "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+        "usage": USAGE,
+    },
+)
+
+
+def test_usage_in_the_error_chunk_is_kept_by_the_collector() -> None:
+    target = allama.provider(
+        "openrouter", api_key="k", transport=answering(200, OPENROUTER_FAILED_STREAM, stream=True)
+    )
+    stream = target.chat_stream(ChatRequest("m").user("x"))
+    with pytest.raises(ServerError):
+        for _ in stream:
+            pass
+    collector = stream.collector
+    expected = Usage(input_tokens=11, output_tokens=4)
+    assert collector.response_metadata().usage == expected
+    partial = collector.partial_response()
+    assert (partial.usage, partial.text(), partial.finish_reason) == (
+        expected,
+        '{"name": "Ad',
+        None,
+    )
+
+
+def test_usage_in_an_error_event_is_kept_async() -> None:
+    error_event = {
+        "error": {
+            "message": "Tool choice is required",
+            "code": "tool_use_failed",
+            "status_code": 400,
+        },
+        "x_groq": {"usage": USAGE},
+    }
+    data = sse(chunk({"content": "maybe"})) + (
+        b"event: error\ndata: " + json.dumps(error_event).encode() + b"\n\n"
+    )
+    target = allama.provider("groq", api_key="k", transport=answering(200, data, stream=True))
+
+    async def run() -> StreamCollector:
+        stream = await target.achat_stream(ChatRequest("openai/gpt-oss-120b").user("x"))
+        with pytest.raises(InvalidRequestError):
+            async for _ in stream:
+                pass
+        return stream.collector
+
+    collector = asyncio.run(run())
+    assert collector.response_metadata().usage == Usage(input_tokens=11, output_tokens=4)
+
+
+def test_a_failed_streamed_extraction_records_the_usage_of_the_error_chunk() -> None:
+    target = allama.provider(
+        "openrouter", api_key="k", transport=answering(200, OPENROUTER_FAILED_STREAM, stream=True)
+    )
+    request = ChatRequest("openai/gpt-4o").user("Ada").with_option(ExtractionMode.NATIVE)
+    with (
+        allama.extract_stream(target, Person, request) as stream,
+        pytest.raises(ServerError) as caught,
+    ):
+        stream.finish()
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None
+    assert record.usage == Usage(input_tokens=11, output_tokens=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, len(OPENROUTER_FAILED_STREAM)), max_size=20))
+def test_the_error_chunk_decodes_the_same_however_it_is_split(cuts: list[int]) -> None:
+    data = OPENROUTER_FAILED_STREAM
+    decoder = ChatStreamDecoder(provider="openrouter")
+    events: list[StreamEvent] = []
+    last = 0
+    with pytest.raises(ServerError):
+        for cut in [*sorted(cuts), len(data)]:
+            events.extend(decoder.feed(data[last:cut]))
+            last = cut
+        events.extend(decoder.close())
+    assert [event.type for event in events] == [
+        "response_start",
+        "block_start",
+        "text_delta",
+        "usage",
+    ]
+
+
+# 2. A content-filtered choice without a message
+
+
+FILTERED = {
+    "id": "chatcmpl-f",
+    "model": "gpt-4o",
+    "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}],
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "content_filter",
+            "content_filter_results": {
+                "hate": {"filtered": False, "severity": "safe"},
+                "sexual": {"filtered": True, "severity": "medium"},
+            },
+        }
+    ],
+    "usage": {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42},
+}
+
+
+def test_a_filtered_choice_without_a_message_is_a_content_filter_finish() -> None:
+    target = allama.provider(
+        "azure-openai",
+        api_key="k",
+        endpoint="https://res.openai.azure.com",
+        transport=answering(200, FILTERED),
+    )
+    response = target.chat(ChatRequest("gpt-4o").user("x"))
+    assert response.finish_reason == FinishReason.CONTENT_FILTER
+    assert response.content == ()
+    assert response.usage == Usage(input_tokens=30, output_tokens=12)
+    assert response.decline_explanation() == "the content filter flagged: sexual (medium)"
+
+
+def test_a_filtered_extraction_is_not_a_retryable_server_error() -> None:
+    target = allama.provider(
+        "azure-openai",
+        api_key="k",
+        endpoint="https://res.openai.azure.com",
+        transport=answering(200, FILTERED),
+    )
+    with pytest.raises(allama.ExtractionError) as caught:
+        allama.extract(target, Person, ChatRequest("gpt-4o").user("x"))
+    failure = caught.value
+    assert not isinstance(failure, ServerError)
+    assert failure.response is not None
+    assert failure.response.finish_reason == FinishReason.CONTENT_FILTER
+    assert failure.metadata is not None
+    assert failure.metadata.usage == Usage(input_tokens=30, output_tokens=12)
+
+
+def test_only_a_filtered_choice_may_come_without_a_message() -> None:
+    body = {**FILTERED, "choices": [{"index": 0, "finish_reason": "stop"}]}
+    target = allama.provider("openai", api_key="k", transport=answering(200, body))
+    with pytest.raises(ServerError, match="its choice has no message"):
+        target.chat(ChatRequest("gpt-4o").user("x"))
+
+
+@pytest.mark.parametrize("delta", [None, "absent", {}])
+def test_a_filtered_stream_choice_without_a_delta_finishes_with_its_usage(delta: Any) -> None:
+    last: dict[str, Any] = {"index": 0, "finish_reason": "content_filter"}
+    if delta != "absent":
+        last["delta"] = delta
+    last["content_filter_results"] = {"violence": {"filtered": True, "severity": "high"}}
+    data = sse(
+        {"id": "", "model": "", "choices": [], "prompt_filter_results": []},
+        chunk({"content": "Once"}),
+        {"id": "chatcmpl-1", "model": "m", "choices": [last]},
+        chunk(None, usage=USAGE),
+        "[DONE]",
+    )
+    target = allama.provider(
+        "azure-openai",
+        api_key="k",
+        endpoint="https://res.openai.azure.com",
+        transport=answering(200, data, stream=True),
+    )
+    response = target.chat_stream(ChatRequest("gpt-4o").user("x")).response()
+    assert response.finish_reason == FinishReason.CONTENT_FILTER
+    assert response.text() == "Once"
+    assert response.usage == Usage(input_tokens=11, output_tokens=4)
+    assert response.decline_explanation() == "the content filter flagged: violence (high)"
+
+
+# 3. The deprecated function_call
+
+
+def test_a_legacy_function_call_is_a_tool_call() -> None:
+    body = {
+        "id": "chatcmpl-2",
+        "model": "gpt-3.5-turbo-0613",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "function_call": {"name": "submit", "arguments": '{"name": "Ada"}'},
+                },
+                "finish_reason": "function_call",
+            }
+        ],
+        "usage": USAGE,
+    }
+    target = allama.provider(
+        "openai-compatible", base_url="http://x", transport=answering(200, body)
+    )
+    response = target.chat(ChatRequest("m").user("x"))
+    assert response.tool_calls() == (
+        ToolCall(id="call_0", name="submit", arguments='{"name": "Ada"}'),
+    )
+    assert response.finish_reason == FinishReason.TOOL_CALLS
+
+
+def test_a_legacy_function_call_follows_the_tool_calls_of_the_same_message() -> None:
+    call = {"id": "call_x", "type": "function", "function": {"name": "a", "arguments": "{}"}}
+    body = {
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "content": "Calling",
+                    "tool_calls": [call],
+                    "function_call": {"name": "b", "arguments": "[]"},
+                },
+                "finish_reason": "tool_calls",
+            }
+        ]
+    }
+    target = allama.provider(
+        "openai-compatible", base_url="http://x", transport=answering(200, body)
+    )
+    response = target.chat(ChatRequest("m").user("x"))
+    assert response.content == (
+        TextPart(text="Calling"),
+        ToolCall(id="call_x", name="a", arguments="{}"),
+        ToolCall(id="call_1", name="b", arguments="[]"),
+    )
+
+
+LEGACY_STREAM = sse(
+    chunk(
+        {"role": "assistant", "content": None, "function_call": {"name": "submit", "arguments": ""}}
+    ),
+    chunk({"function_call": {"arguments": '{"name":'}}),
+    chunk({"function_call": {"arguments": ' "Ada"}'}}),
+    chunk({}, "function_call"),
+    chunk(None, usage=USAGE),
+    "[DONE]",
+)
+
+
+def test_a_streamed_legacy_function_call_is_a_tool_call() -> None:
+    target = allama.provider(
+        "openai-compatible",
+        base_url="http://x",
+        transport=answering(200, LEGACY_STREAM, stream=True),
+    )
+    response = target.chat_stream(ChatRequest("m").user("x")).response()
+    assert response.content == (ToolCall(id="call_0", name="submit", arguments='{"name": "Ada"}'),)
+    assert response.finish_reason == FinishReason.TOOL_CALLS
+    assert response.usage == Usage(input_tokens=11, output_tokens=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, len(LEGACY_STREAM)), max_size=20))
+def test_a_legacy_function_call_stream_decodes_the_same_however_it_is_split(
+    cuts: list[int],
+) -> None:
+    decoder = ChatStreamDecoder()
+    collector = StreamCollector()
+    last = 0
+    for cut in [*sorted(cuts), len(LEGACY_STREAM)]:
+        for event in decoder.feed(LEGACY_STREAM[last:cut]):
+            collector.push(event)
+        last = cut
+    for event in decoder.close():
+        collector.push(event)
+    assert collector.finish().tool_calls() == (
+        ToolCall(id="call_0", name="submit", arguments='{"name": "Ada"}'),
+    )
+
+
+def test_a_forced_tool_extraction_reads_a_legacy_function_call() -> None:
+    body = {
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "content": None,
+                    "function_call": {
+                        "name": "submit_structured_output",
+                        "arguments": '{"name": "Ada"}',
+                    },
+                },
+                "finish_reason": "function_call",
+            }
+        ]
+    }
+    target = allama.provider(
+        "openai-compatible", base_url="http://x", transport=answering(200, body)
+    )
+    request = ChatRequest("m").user("Ada").with_option(ExtractionMode.FORCED_TOOL)
+    assert allama.extract(target, Person, request).value == Person(name="Ada")
+
+
+# 4. A router relaying its upstream's schema rejection
+
+
+def openrouter_error(raw: Any, provider_name: str | None = "OpenAI", code: int = 400) -> bytes:
+    metadata: dict[str, Any] = {"raw": raw if isinstance(raw, str) else json.dumps(raw)}
+    if provider_name is not None:
+        metadata["provider_name"] = provider_name
+    body = {
+        "error": {"message": "Provider returned error", "code": code, "metadata": metadata},
+        "user_id": "user_x",
+    }
+    return json.dumps(body).encode()
+
+
+OPENAI_SCHEMA_REJECTION = {
+    "error": {
+        "message": "Invalid schema for response_format 'Person': In context=(), 'required' is "
+        "required to be supplied and to be an array including every key in properties.",
+        "type": "invalid_request_error",
+        "param": "response_format",
+        "code": "invalid_json_schema",
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("raw", "upstream", "field"),
+    [
+        (OPENAI_SCHEMA_REJECTION, "OpenAI", RequestField.RESPONSE_FORMAT),
+        (
+            {
+                "error": {
+                    "message": "Invalid schema for function 'submit': 'minLength' is not "
+                    "permitted.",
+                    "type": "invalid_request_error",
+                    "code": "invalid_function_parameters",
+                }
+            },
+            "Azure",
+            RequestField.TOOLS,
+        ),
+        (
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "output_format.schema: For 'integer' type, property 'minimum' is "
+                    "not supported",
+                },
+            },
+            "Anthropic",
+            RequestField.RESPONSE_FORMAT,
+        ),
+        (
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "tools.0.custom.input_schema: JSON schema is invalid",
+                },
+            },
+            "Anthropic",
+            RequestField.TOOLS,
+        ),
+        (
+            {
+                "error": {
+                    "code": 400,
+                    "message": 'Invalid JSON payload received. Unknown name "additionalProperties"'
+                    " at 'generation_config.response_schema.properties[0].value': Cannot find "
+                    "field.",
+                    "status": "INVALID_ARGUMENT",
+                }
+            },
+            "Google",
+            RequestField.RESPONSE_FORMAT,
+        ),
+        (
+            # Plain text rather than a JSON body.
+            "Invalid schema for response_format 'Person': 'maxLength' is not permitted.",
+            None,
+            RequestField.RESPONSE_FORMAT,
+        ),
+    ],
+)
+def test_a_relayed_schema_rejection_is_unsupported_by_the_provider(
+    raw: Any, upstream: str | None, field: RequestField
+) -> None:
+    target = allama.provider(
+        "openrouter", api_key="k", transport=answering(400, openrouter_error(raw, upstream))
+    )
+    with pytest.raises(UnsupportedError) as caught:
+        target.chat(ChatRequest("openai/gpt-4o").user("x"))
+    error = caught.value
+    assert (error.field, error.stage, error.status) == (field, UnsupportedStage.PROVIDER, 400)
+    assert error.provider == "openrouter"
+    assert error.context.metadata.get("upstream_provider") == upstream
+    # The upstream's words are the caller's to read, and stay out of the log view.
+    assert error.message.startswith("Provider returned error")
+    assert "not permitted" in error.message or "schema" in error.message
+    log = str(error.as_log())
+    assert "Provider returned error" not in log and "upstream_provider" not in log
+    if upstream is not None:
+        assert upstream not in log
+
+
+def test_other_relayed_errors_keep_the_routers_class() -> None:
+    rate = openrouter_error("model is temporarily rate-limited upstream", "Google", code=429)
+    target = allama.provider("openrouter", api_key="k", transport=answering(429, rate))
+    with pytest.raises(RateLimitedError) as caught:
+        target.chat(ChatRequest("google/gemini-2.0-flash-exp:free").user("x"))
+    assert "rate-limited upstream" in caught.value.message
+
+    words = {"error": {"message": "Response input messages must contain the word 'json'"}}
+    target = allama.provider(
+        "openrouter", api_key="k", transport=answering(400, openrouter_error(words))
+    )
+    with pytest.raises(InvalidRequestError) as invalid:
+        target.chat(ChatRequest("openai/gpt-4o").user("x"))
+    assert type(invalid.value) is InvalidRequestError
+
+    full = {"error": {"message": "too long", "code": "context_length_exceeded"}}
+    target = allama.provider(
+        "openrouter", api_key="k", transport=answering(400, openrouter_error(full))
+    )
+    with pytest.raises(ContextWindowExceededError):
+        target.chat(ChatRequest("openai/gpt-4o").user("x"))
+
+
+def test_a_relayed_schema_rejection_in_a_stream_is_unsupported() -> None:
+    payload = json.loads(openrouter_error(OPENAI_SCHEMA_REJECTION))
+    data = sse(chunk({"role": "assistant", "content": ""}), payload)
+    target = allama.provider("openrouter", api_key="k", transport=answering(200, data, stream=True))
+    with pytest.raises(UnsupportedError) as caught:
+        target.chat_stream(ChatRequest("openai/gpt-4o").user("x")).response()
+    assert caught.value.field is RequestField.RESPONSE_FORMAT
+
+
+def test_auto_falls_back_to_a_forced_tool_when_the_upstream_rejects_the_schema() -> None:
+    bodies: list[dict[str, Any]] = []
+    tool_call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "submit_structured_output", "arguments": '{"name": "Ada"}'},
+    }
+    answer = {
+        "id": "gen-2",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"content": None, "tool_calls": [tool_call]},
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": USAGE,
+    }
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        body = json.loads(http.content)
+        bodies.append(body)
+        if "response_format" in body:
+            return httpx2.Response(400, content=openrouter_error(OPENAI_SCHEMA_REJECTION))
+        return httpx2.Response(200, json=answer)
+
+    target = allama.provider("openrouter", api_key="k", transport=_mock(handler))
+    extracted = allama.extract(target, Person, ChatRequest("openai/gpt-4o").user("Ada"))
+    assert extracted.value == Person(name="Ada")
+    assert extracted.metadata.mode is ExtractionMode.FORCED_TOOL
+    fallback = extracted.metadata.auto_fallback
+    assert fallback is not None
+    assert (fallback.field, fallback.stage) == (
+        RequestField.RESPONSE_FORMAT,
+        UnsupportedStage.PROVIDER,
+    )
+    assert ["response_format" in body for body in bodies] == [True, False]
