@@ -10,6 +10,7 @@ from allama.provider import ChatProvider
 PLAN_MODELS: dict[str, str] = {
     "openai": "gpt-5-mini",
     "azure-openai": "gpt-4o",
+    "azure-foundry": "Mistral-large-2411",
     "groq": "openai/gpt-oss-120b",
     "xai": "grok-4",
     "mistral": "mistral-small-latest",
