@@ -7,6 +7,7 @@ Swap in a real provider, such as `allama.provider("openai")`, and nothing else c
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -15,7 +16,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from invoice import Invoice
 
 import allama
-from allama import ChatRequest, ExtractionMode, Extractor, SchemaEnforcement
+from allama import (
+    CapabilitySupport,
+    ChatCapability,
+    ChatRequest,
+    ExtractionMode,
+    Extractor,
+    SchemaEnforcement,
+)
 from allama.mock import ChatResponseBuilder, MockProvider, TestProvider
 
 DOCUMENTS = Path(__file__).resolve().parent / "documents"
@@ -65,6 +73,16 @@ def main() -> None:
                 print(f"  fields so far: {sorted(partial.model_fields_set)}")
         print(f"  finished: {stream.finish().value.number}")
 
+    print("\n== The same, async ==")
+    asyncio.run(stream_async(provider, request))
+
+    print("\n== A list at the root: wrapped where the provider needs an object ==")
+    wants_objects = TestProvider().with_chat_capability(
+        ChatCapability.RESPONSE_SCHEMA_ANY_ROOT, CapabilitySupport.UNSUPPORTED
+    )
+    listed = allama.extract(wants_objects, list[Invoice], request)
+    print(f"  {len(listed.value)} invoices, root_wrapped={listed.metadata.root_wrapped}")
+
     print("\n== A failure keeps what was paid for ==")
     cut_off = (
         ChatResponseBuilder()
@@ -79,6 +97,13 @@ def main() -> None:
     except allama.TruncatedError as failure:
         print(f"  {failure}")
         print(f"  passes={failure.metadata.passes} usage={failure.metadata.usage!r}")
+
+
+async def stream_async(provider: TestProvider, request: ChatRequest) -> None:
+    async with allama.aextract_stream(provider, Invoice, request) as stream:
+        async for _ in stream:
+            pass
+        print(f"  finished: {(await stream.finish()).value.number}")
 
 
 if __name__ == "__main__":
