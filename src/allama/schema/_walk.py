@@ -9,8 +9,8 @@ the (recursive) dialect rewrites safe.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from allama.schema._errors import SchemaError
@@ -97,11 +97,17 @@ class SchemaIndex:
     """Each `$ref` string to the pointer of its target."""
     recursive: frozenset[str]
     """Target pointers that can reach themselves through `$ref`s."""
+    plain: bool = True
+    """Whether the schema is dicts and lists only (no other mappings or tuples)."""
+    _found: dict[str, tuple[str, Any]] = field(default_factory=dict, compare=False, repr=False)
 
     def target(self, ref: str) -> tuple[str, Any]:
         """The pointer and the subschema a `$ref` names."""
-        pointer = self.targets[ref]
-        return pointer, lookup(self.root, pointer)
+        found = self._found.get(ref)
+        if found is None:
+            pointer = self.targets[ref]
+            found = self._found[ref] = (pointer, lookup(self.root, pointer))
+        return found
 
 
 def copy_json(value: Any) -> Any:
@@ -142,35 +148,59 @@ def _draft(root: Mapping[str, Any]) -> int:
     return 2020
 
 
-def _check_json(schema: Mapping[str, Any]) -> None:
-    """Depth and JSON types of every value, iteratively (a self-containing dict stops at depth)."""
-    stack: list[tuple[Any, str, int]] = [(schema, "", 0)]
+def _spell(link: Any) -> str:
+    """The pointer of a `(parent link, key)` chain, spelled out only when an error needs it."""
+    tokens: list[str | int] = []
+    while link is not None:
+        link, token = link
+        tokens.append(token)
+    return child("", *reversed(tokens))
+
+
+def _check_json(schema: Mapping[str, Any]) -> bool:
+    """Depth and JSON types of every value, iteratively (a self-containing dict stops at depth).
+
+    Returns whether the schema is plain JSON data (dicts and lists only). Paths are kept as
+    linked pairs and spelled out only for the error, so the check costs one visit a value.
+    """
+    plain = True
+    stack: list[tuple[Any, int, Any]] = [(schema, 0, None)]
+    pop, push = stack.pop, stack.append
     while stack:
-        value, pointer, depth = stack.pop()
-        if isinstance(value, Mapping):
+        value, depth, link = pop()
+        kind = type(value)
+        if kind is str or kind is int or kind is bool or value is None:
+            continue
+        if kind is dict or kind is list or isinstance(value, Mapping | tuple):
             if depth >= MAX_DEPTH:
+                pointer = _spell(link)
                 raise SchemaError(
                     pointer, f"the schema nests deeper than {MAX_DEPTH} levels at {quoted(pointer)}"
                 )
-            for key, item in value.items():
-                if not isinstance(key, str):
-                    raise SchemaError(
-                        pointer, f"the object at {quoted(pointer)} has a key that is not a string"
-                    )
-                stack.append((item, child(pointer, key), depth + 1))
-        elif isinstance(value, list | tuple):
-            if depth >= MAX_DEPTH:
-                raise SchemaError(
-                    pointer, f"the schema nests deeper than {MAX_DEPTH} levels at {quoted(pointer)}"
-                )
-            stack.extend(
-                (item, child(pointer, index), depth + 1) for index, item in enumerate(value)
-            )
-        elif isinstance(value, float):
+            if kind is dict or (kind is not list and isinstance(value, Mapping)):
+                plain = plain and kind is dict
+                for key, item in value.items():
+                    if type(key) is not str:
+                        pointer = _spell(link)
+                        raise SchemaError(
+                            pointer,
+                            f"the object at {quoted(pointer)} has a key that is not a string",
+                        )
+                    if type(item) is not str:
+                        push((item, depth + 1, (link, key)))
+            else:
+                plain = plain and kind is list
+                for index, item in enumerate(value):
+                    if type(item) is not str:
+                        push((item, depth + 1, (link, index)))
+        elif kind is float:
             if not math.isfinite(value):
+                pointer = _spell(link)
                 raise SchemaError(pointer, f"the number at {quoted(pointer)} is not finite")
-        elif value is not None and not isinstance(value, str | int):
+        elif not isinstance(value, str | int):
+            pointer = _spell(link)
             raise SchemaError(pointer, f"the value at {quoted(pointer)} is not JSON")
+    return plain
 
 
 def _bad(pointer: str, keyword: str, what: str) -> SchemaError:
@@ -261,25 +291,60 @@ def _resolve(ref: str, pointer: str, base: str | None, anchors: Mapping[str, str
 
 
 def _recursive(refs: list[tuple[str, str]]) -> frozenset[str]:
-    targets = {target for _, target in refs}
-    edges: dict[str, set[str]] = {
-        target: {
-            dest for origin, dest in refs if origin == target or origin.startswith(target + "/")
-        }
-        for target in targets
-    }
-    recursive: set[str] = set()
-    for start in targets:
-        seen: set[str] = set()
-        stack = list(edges[start])
-        while stack:
-            node = stack.pop()
-            if node == start:
-                recursive.add(start)
+    """The targets that can reach themselves: a `$ref` inside a target (at it or below it)
+    is an edge to the target it names; a target recurses when it sits on a cycle.
+
+    Strongly connected components (Tarjan, iterative), so the cost is linear in the
+    references times the depth of their places, however many targets there are.
+    """
+    edges: dict[str, set[str]] = {target: set() for _, target in refs}
+    for origin, dest in refs:
+        place = origin
+        while True:
+            out = edges.get(place)
+            if out is not None:
+                out.add(dest)
+            if not place:
                 break
-            if node not in seen:
-                seen.add(node)
-                stack.extend(edges[node])
+            place = place.rpartition("/")[0]
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    recursive: set[str] = set()
+    for start in edges:
+        if start in order:
+            continue
+        order[start] = low[start] = len(order)
+        stack.append(start)
+        on_stack.add(start)
+        work: list[tuple[str, Iterator[str]]] = [(start, iter(edges[start]))]
+        while work:
+            node, pending = work[-1]
+            for dest in pending:
+                if dest not in order:
+                    order[dest] = low[dest] = len(order)
+                    stack.append(dest)
+                    on_stack.add(dest)
+                    work.append((dest, iter(edges[dest])))
+                    break
+                if dest in on_stack:
+                    low[node] = min(low[node], order[dest])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == order[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1 or node in edges[node]:
+                        recursive.update(component)
     return frozenset(recursive)
 
 
@@ -287,7 +352,7 @@ def preflight(schema: Any) -> SchemaIndex:
     """Check that `schema` can be walked and index its references; `SchemaError` if not."""
     if not isinstance(schema, Mapping):
         raise SchemaError("", "the schema at `/` must be a JSON object")
-    _check_json(schema)
+    plain = _check_json(schema)
     root_id = schema.get("$id", schema.get("id"))
     base = (
         root_id.partition("#")[0]
@@ -352,5 +417,9 @@ def preflight(schema: Any) -> SchemaIndex:
         targets[ref] = target
         refs.append((pointer, target))
     return SchemaIndex(
-        root=schema, draft=_draft(schema), targets=targets, recursive=_recursive(refs)
+        root=schema,
+        draft=_draft(schema),
+        targets=targets,
+        recursive=_recursive(refs),
+        plain=plain,
     )
