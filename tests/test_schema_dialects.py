@@ -325,14 +325,19 @@ def test_gemini_response_schema_speaks_openapi() -> None:
         "properties": {
             "name": {"title": "Name", "type": "STRING"},
             "age": {"minimum": 0, "title": "Age", "type": "INTEGER"},
-            "nickname": {"title": "Nickname", "type": "STRING", "nullable": True},
-            "score": {"title": "Score", "type": "INTEGER"},
+            "nickname": {"title": "Nickname", "type": "STRING", "nullable": True, "default": None},
+            "score": {"title": "Score", "type": "INTEGER", "default": 0},
             "contact": {
                 "type": "OBJECT",
                 "title": "Contact",
                 "properties": {
                     "email": {"title": "Email", "type": "STRING"},
-                    "phone": {"title": "Phone", "type": "STRING", "nullable": True},
+                    "phone": {
+                        "title": "Phone",
+                        "type": "STRING",
+                        "nullable": True,
+                        "default": None,
+                    },
                 },
                 "required": ["email"],
                 "propertyOrdering": ["email", "phone"],
@@ -349,6 +354,7 @@ def test_gemini_response_schema_cuts_recursion_with_a_note() -> None:
         "items": {},
         "title": "Children",
         "type": "ARRAY",
+        "default": [],
     }
     assert notes(rewrite) == [
         (
@@ -670,27 +676,59 @@ def test_a_ref_chain_that_never_ends_is_refused_or_cut() -> None:
         assert isinstance(rewrite.schema, dict), name
 
 
-def test_openai_leaves_an_object_beside_a_union_as_written() -> None:
+def test_the_object_beside_a_union_is_distributed_into_its_branches() -> None:
     schema = {
         "type": "object",
         "properties": {"kind": {"type": "string"}, "note": {"type": "string"}},
         "oneOf": [
             {"properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}},
-            {"properties": {"kind": {"const": "b"}}},
+            {"properties": {"kind": {"const": "b"}}, "required": ["kind"]},
         ],
     }
-    rewrite = openai_strict(schema)
-    assert "required" not in rewrite.schema
-    assert rewrite.schema["anyOf"][0] == {
-        "properties": {"kind": {"enum": ["a"]}, "x": {"type": "integer"}},
-        "additionalProperties": False,
+    rewrite = anthropic(schema)
+    # each branch is one object: the node's properties and the branch's, closed together
+    assert rewrite.schema == {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "kind": {"type": "string", "enum": ["a"]},
+                    "note": {"type": "string"},
+                    "x": {"type": "integer"},
+                },
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "properties": {
+                    "kind": {"type": "string", "enum": ["b"]},
+                    "note": {"type": "string"},
+                },
+                "required": ["kind"],
+                "additionalProperties": False,
+            },
+        ]
     }
-    assert (
-        "unsupported",
-        "/",
-        "the object at `/` mixes `properties` with a union, "
-        "which OpenAI strict mode cannot make strict",
-    ) in notes(rewrite)
+    # a value without `kind` could match both branches, so `oneOf` was widened
+    assert notes(rewrite) == [
+        (
+            "approximated",
+            "/oneOf",
+            "`oneOf` at `/oneOf` became `anyOf`: a value may match more than one branch",
+        ),
+        (
+            "unsupported",
+            "/",
+            "the root at `/` is not an object, which Anthropic strict mode requires",
+        ),
+    ]
+    openai = openai_strict(
+        {"type": "object", "properties": {"wrapped": schema}, "required": ["wrapped"]}
+    )
+    first = openai.schema["properties"]["wrapped"]["anyOf"][0]
+    assert first["required"] == ["kind", "note", "x"]
+    assert first["properties"]["note"] == {"type": ["string", "null"]}
+    assert outcome(openai) == "approximate"
 
 
 def test_gemini_response_schema_null_outside_an_enum_stays_out() -> None:
