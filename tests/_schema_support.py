@@ -198,8 +198,18 @@ class Convention:
             found = found or here
         return found
 
+    def keys_fit(self, view: list[Mapping[str, Any]], value: dict[str, Any]) -> bool:
+        """Whether every key of `value` is declared by the object `view` makes up."""
+        return self._object(view, value, "", 0, children=False) is None
+
     def _object(
-        self, view: list[Mapping[str, Any]], value: dict[str, Any], path: str, depth: int
+        self,
+        view: list[Mapping[str, Any]],
+        value: dict[str, Any],
+        path: str,
+        depth: int,
+        *,
+        children: bool = True,
     ) -> str | None:
         declared: set[str] = set()
         closable = False
@@ -217,6 +227,8 @@ class Convention:
             for key in value:
                 if key not in declared:
                     return f"{path}/{key}"
+        if not children:
+            return None
         for key, item in value.items():
             for node in view:
                 for sub in _value_schemas(node, key):
@@ -374,7 +386,10 @@ class _Nulls:
         if depth > 30 or not isinstance(value, dict | list):
             return [value]
         filled = []
-        for view in self.convention.views(schema, value, depth):
+        views = self.convention.views(schema, value, depth)
+        if isinstance(value, dict):  # the readings under which every key is declared
+            views = [v for v in views if self.convention.keys_fit(v, value)] or views
+        for view in views:
             if isinstance(value, list):
                 filled.append(self._items(view, value, depth, self.fill))
                 continue
@@ -680,3 +695,120 @@ def instances(schema: Mapping[str, Any], reading: Reading | None = None) -> st.S
     caller's schema)."""
     reading = reading or original_reading(schema)
     return Instances(schema, reading.validator).strategy().filter(reading.is_valid)
+
+
+# ----- the hard shapes: what real schemas do that pydantic never writes
+#
+# Objects whose union branches add properties of their own, unions of variants built with
+# `allOf` from a shared definition, enums without a type or of mixed types, nullable enums,
+# empty objects and arrays, and `$ref` beside other keywords.
+
+BASE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "kind": {"type": "string"},
+        "note": {"type": ["string", "null"]},
+    },
+    "required": ["id"],
+}
+_SHAPE_NAMES = st.sampled_from(["a", "b", "id", "kind", "x_y"])
+_PRIMITIVES = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.5, "", "a", "b", "zz"])
+)
+_SHAPE_LEAVES = st.one_of(
+    st.sampled_from(
+        [
+            {"type": "string"},
+            {"type": "integer", "minimum": 0},
+            {"type": ["string", "null"]},
+            {"type": "boolean"},
+            {"type": "object", "properties": {}},
+            {"type": "object"},
+            {"type": "array"},
+            {},
+            {"type": "object", "additionalProperties": {"type": "integer"}},
+            {"type": ["string", "null"], "enum": ["a", "b"]},
+            {"type": ["string", "null"], "enum": ["a", None]},
+            {"type": "string", "enum": ["a", "b", None]},
+            {"anyOf": [{"enum": ["a", "b"]}, {"type": "null"}]},
+            {"$ref": "#/$defs/Base"},
+            {"$ref": "#/$defs/Leaf", "description": "a leaf", "x-vendor": 1},
+            {"$ref": "#/$defs/Leaf", "maxLength": 3},
+            {"$ref": "#/$defs/Base", "properties": {"extra": {"type": "boolean"}}},
+        ]
+    ),
+    st.lists(_PRIMITIVES, min_size=1, max_size=4, unique_by=repr).map(lambda v: {"enum": v}),
+    _PRIMITIVES.map(lambda v: {"const": v}),
+)
+
+
+def _variant(kind: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """A union variant built from the shared definition, as hand-written schemas do."""
+    own = {"type": "object", "properties": {"kind": {"const": kind}, **extra}, "required": ["kind"]}
+    return {"allOf": [{"$ref": "#/$defs/Base"}, own]}
+
+
+@st.composite
+def _union_beside_properties(draw: st.DrawFn, children: st.SearchStrategy[Any]) -> dict[str, Any]:
+    props = draw(st.dictionaries(_SHAPE_NAMES, children, max_size=3))
+    node: dict[str, Any] = {"properties": props}
+    if draw(st.booleans()):
+        node["type"] = "object"
+    node["required"] = draw(st.lists(st.sampled_from(sorted(props)), unique=True)) if props else []
+    branch = st.one_of(
+        st.builds(
+            lambda p, r: {"properties": p, "required": sorted(set(r) & set(p))},
+            st.dictionaries(_SHAPE_NAMES, children, min_size=1, max_size=2),
+            st.lists(_SHAPE_NAMES, max_size=2),
+        ),
+        _SHAPE_NAMES.map(lambda name: {"required": [name]}),
+        st.just({"$ref": "#/$defs/Base"}),
+        st.sampled_from(["p", "q"]).map(
+            lambda k: {"properties": {"kind": {"const": k}}, "required": ["kind"]}
+        ),
+        st.builds(
+            _variant,
+            st.sampled_from(["p", "q"]),
+            st.dictionaries(_SHAPE_NAMES, children, max_size=1),
+        ),
+    )
+    node[draw(st.sampled_from(["anyOf", "oneOf"]))] = draw(st.lists(branch, min_size=1, max_size=3))
+    return node
+
+
+def _extend_shapes(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
+        _union_beside_properties(children),
+        st.builds(
+            lambda p: {"type": "object", "properties": p},
+            st.dictionaries(_SHAPE_NAMES, children, max_size=3),
+        ),
+        children.map(lambda c: {"type": "array", "items": c}),
+        st.lists(children, min_size=1, max_size=3).map(lambda b: {"anyOf": b}),
+        st.lists(
+            st.builds(
+                _variant,
+                st.sampled_from(["p", "q", "r"]),
+                st.dictionaries(_SHAPE_NAMES, children, max_size=1),
+            ),
+            min_size=1,
+            max_size=3,
+        ).map(lambda b: {"oneOf": b}),
+        st.tuples(children, children).map(lambda p: {"allOf": list(p)}),
+    )
+
+
+@st.composite
+def shapes(draw: st.DrawFn) -> dict[str, Any]:
+    """An object schema whose properties are hard shapes, with the shared definitions."""
+    parts = draw(
+        st.lists(st.recursive(_SHAPE_LEAVES, _extend_shapes, max_leaves=5), min_size=1, max_size=3)
+    )
+    props = {f"p{i}": part for i, part in enumerate(parts)}
+    return {
+        "type": "object",
+        "properties": props,
+        "required": draw(st.lists(st.sampled_from(sorted(props)), unique=True)),
+        "$defs": {"Base": BASE, "Leaf": {"type": "string"}},
+    }

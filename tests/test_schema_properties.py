@@ -28,6 +28,7 @@ from _schema_support import (
     instances,
     original_reading,
     rewritten_reading,
+    shapes,
     strip_nulls,
     whole_floats_as_ints,
 )
@@ -202,6 +203,29 @@ def test_every_rewrite_is_never_narrower(schema: dict[str, Any], data: st.DataOb
 @SETTINGS
 @given(schema=schemas(), data=st.data())
 def test_an_exact_rewrite_accepts_nothing_more(schema: dict[str, Any], data: st.DataObject) -> None:
+    for name, dialect in DIALECTS.items():
+        rewrite = dialect(schema)
+        if rewrite.exact:
+            check_exact(name, schema, rewrite, data)
+
+
+@SETTINGS
+@given(schema=shapes(), data=st.data())
+def test_every_rewrite_of_a_hard_shape_is_never_narrower(
+    schema: dict[str, Any], data: st.DataObject
+) -> None:
+    """Unions beside properties, allOf-built variants, untyped and nullable enums, empty
+    objects and arrays, `$ref` beside keywords (`_schema_support.shapes`)."""
+    instance = _draw(data, instances(schema))
+    for name, dialect in DIALECTS.items():
+        check_never_narrower(name, schema, dialect(schema), instance)
+
+
+@SETTINGS
+@given(schema=shapes(), data=st.data())
+def test_an_exact_rewrite_of_a_hard_shape_accepts_nothing_more(
+    schema: dict[str, Any], data: st.DataObject
+) -> None:
     for name, dialect in DIALECTS.items():
         rewrite = dialect(schema)
         if rewrite.exact:

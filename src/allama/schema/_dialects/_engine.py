@@ -42,8 +42,12 @@ from allama.schema._walk import (
 from allama.types import WarningKind
 
 __all__ = [
+    "ARRAY_KEYWORDS",
     "ASSERTIONS",
     "NOTED_ANNOTATIONS",
+    "NUMBER_KEYWORDS",
+    "OBJECT_KEYWORDS",
+    "STRING_KEYWORDS",
     "Engine",
     "admits_null",
     "branches_disjoint",
@@ -228,6 +232,55 @@ def _enum_within_type(node: dict[str, Any]) -> bool:
     if kept != list(names):
         node["type"] = kept[0] if len(kept) == 1 else kept
     return True
+
+
+OBJECT_KEYWORDS = frozenset(
+    {
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "minProperties",
+        "maxProperties",
+        "propertyNames",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+        "unevaluatedProperties",
+    }
+)
+ARRAY_KEYWORDS = frozenset(
+    {
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "unevaluatedItems",
+    }
+)
+STRING_KEYWORDS = frozenset({"minLength", "maxLength", "pattern", "format"})
+NUMBER_KEYWORDS = frozenset(
+    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+)
+
+
+def _vacuous(kinds: set[str]) -> frozenset[str]:
+    """The keywords that constrain none of `kinds` (`properties` on a string, say)."""
+    out: frozenset[str] = frozenset()
+    if "object" not in kinds:
+        out |= OBJECT_KEYWORDS
+    if "array" not in kinds:
+        out |= ARRAY_KEYWORDS
+    if "string" not in kinds:
+        out |= STRING_KEYWORDS - {"format"}  # `format` also names number formats
+    if "integer" not in kinds:
+        out |= NUMBER_KEYWORDS
+    return out
 
 
 def _declared(node: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -701,6 +754,11 @@ class Engine:
     # ----- one node
 
     def rewrite(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
+        kinds = node.get("type")
+        if kinds is not None:
+            vacuous = _vacuous(_type_set(kinds))
+            if any(key in vacuous for key in node):  # they apply to no type the node allows
+                node = {k: v for k, v in node.items() if k not in vacuous}
         out: dict[str, Any] = {}
         for key, value in node.items():
             if key != "enum":

@@ -20,46 +20,19 @@ import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from allama.schema._dialects._engine import Engine
+from allama.schema._dialects._engine import (
+    ARRAY_KEYWORDS,
+    NUMBER_KEYWORDS,
+    OBJECT_KEYWORDS,
+    STRING_KEYWORDS,
+    Engine,
+)
 from allama.schema._pointer import quoted
 from allama.schema._rewrite import Rewrite
 
 __all__ = ["gemini_json_schema", "gemini_response_schema"]
 
-_OBJECT_WORDS = frozenset(
-    {
-        "properties",
-        "required",
-        "additionalProperties",
-        "patternProperties",
-        "minProperties",
-        "maxProperties",
-        "propertyNames",
-        "dependentRequired",
-        "dependentSchemas",
-        "dependencies",
-        "unevaluatedProperties",
-    }
-)
-_ARRAY_WORDS = frozenset(
-    {
-        "items",
-        "prefixItems",
-        "additionalItems",
-        "minItems",
-        "maxItems",
-        "uniqueItems",
-        "contains",
-        "minContains",
-        "maxContains",
-        "unevaluatedItems",
-    }
-)
-_STRING_WORDS = frozenset({"minLength", "maxLength", "pattern", "format"})
-_NUMBER_WORDS = frozenset(
-    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
-)
-_TYPED_WORDS = _OBJECT_WORDS | _ARRAY_WORDS | _STRING_WORDS | _NUMBER_WORDS
+_TYPED_WORDS = OBJECT_KEYWORDS | ARRAY_KEYWORDS | STRING_KEYWORDS | NUMBER_KEYWORDS
 
 
 class _GeminiBase(Engine):
@@ -124,7 +97,7 @@ class _ResponseSchema(_GeminiBase):
 
     def rewrite(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
         if not any(k in node for k in ("type", "enum", "anyOf", "oneOf")) and any(
-            k in node for k in _OBJECT_WORDS | _ARRAY_WORDS
+            k in node for k in OBJECT_KEYWORDS | ARRAY_KEYWORDS
         ):
             node = _by_type(node)
         return super().rewrite(node, pointer)
@@ -198,10 +171,10 @@ def _by_type(node: dict[str, Any]) -> dict[str, Any]:
     outer = {k: v for k, v in node.items() if k not in _TYPED_WORDS}
     branches: list[dict[str, Any]] = []
     for kind, words in (
-        ("object", _OBJECT_WORDS),
-        ("array", _ARRAY_WORDS),
-        ("string", _STRING_WORDS),
-        ("number", _NUMBER_WORDS),
+        ("object", OBJECT_KEYWORDS),
+        ("array", ARRAY_KEYWORDS),
+        ("string", STRING_KEYWORDS),
+        ("number", NUMBER_KEYWORDS),
     ):
         branches.append({"type": kind, **{k: v for k, v in node.items() if k in words}})
     branches += [{"type": "boolean"}, {"type": "null"}]
