@@ -32,6 +32,7 @@ from _schema_support import (
     strip_nulls,
     whole_floats_as_ints,
 )
+from allama.schema import normalize_strict_nulls
 from allama.schema._dialects import openai_strict
 from allama.schema._rewrite import Rewrite
 
@@ -190,6 +191,12 @@ def check_exact(
         received = whole_floats_as_ints(received)
     errors = original_reading(schema).errors(received)
     assert not errors, (name, rewrite.schema, received, errors)
+    if name in STRICT_NULLS:  # the library's own normalisation finds the same stand-ins
+        ours = normalize_strict_nulls(instance, dict(schema))
+        if "draft-04" in str(schema.get("$schema", "")):
+            ours = whole_floats_as_ints(ours)
+        errors = original_reading(schema).errors(ours)
+        assert not errors, (name, rewrite.schema, instance, ours, errors)
 
 
 @SETTINGS
