@@ -110,22 +110,29 @@ class SchemaIndex:
         return found
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def copy_json(value: Any) -> Any:
     """A deep copy of JSON data as plain dicts and lists, without recursion."""
-    if not isinstance(value, Mapping | list | tuple):
+    if type(value) in _SCALARS or not isinstance(value, Mapping | list | tuple):
         return value
     top: Any = {} if isinstance(value, Mapping) else []
     stack: list[tuple[Any, Any]] = [(value, top)]
     while stack:
         source, target = stack.pop()
         items = source.items() if isinstance(source, Mapping) else enumerate(source)
+        into_dict = type(target) is dict
         for key, item in items:
-            if isinstance(item, Mapping | list | tuple):
-                copy: Any = {} if isinstance(item, Mapping) else []
+            kind = type(item)
+            if kind in _SCALARS:
+                copy: Any = item
+            elif kind is dict or kind is list or isinstance(item, Mapping | list | tuple):
+                copy = {} if kind is dict or isinstance(item, Mapping) else []
                 stack.append((item, copy))
             else:
                 copy = item
-            if isinstance(target, dict):
+            if into_dict:
                 target[key] = copy
             else:
                 target.append(copy)
@@ -148,8 +155,50 @@ def _draft(root: Mapping[str, Any]) -> int:
     return 2020
 
 
+def _check_json(schema: Mapping[str, Any]) -> bool:
+    """Depth and JSON types of every value, iteratively (a self-containing dict stops at depth).
+
+    Returns whether the schema is plain JSON data (dicts and lists only). Scalars are checked
+    where they sit, without a visit of their own; when something is wrong, a second walk
+    that keeps paths finds it and says where.
+    """
+    plain = True
+    stack: list[tuple[Any, int]] = [(schema, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        value, depth = pop()
+        kind = type(value)
+        if depth >= MAX_DEPTH:
+            return _check_json_slowly(schema)
+        keyed = kind is dict
+        if keyed:
+            items: Any = value.items()
+        elif kind is list:
+            items = enumerate(value)
+        elif isinstance(value, Mapping):
+            plain, keyed = False, True
+            items = value.items()
+        elif isinstance(value, tuple):
+            plain = False
+            items = enumerate(value)
+        else:
+            return _check_json_slowly(schema)
+        for key, item in items:
+            if keyed and type(key) is not str:
+                return _check_json_slowly(schema)
+            sort = type(item)
+            if sort is str or sort is int or sort is bool or item is None:
+                continue
+            if sort is float:
+                if not math.isfinite(item):
+                    return _check_json_slowly(schema)
+                continue
+            push((item, depth + 1))
+    return plain
+
+
 def _spell(link: Any) -> str:
-    """The pointer of a `(parent link, key)` chain, spelled out only when an error needs it."""
+    """The pointer of a `(parent link, key)` chain."""
     tokens: list[str | int] = []
     while link is not None:
         link, token = link
@@ -157,47 +206,36 @@ def _spell(link: Any) -> str:
     return child("", *reversed(tokens))
 
 
-def _check_json(schema: Mapping[str, Any]) -> bool:
-    """Depth and JSON types of every value, iteratively (a self-containing dict stops at depth).
-
-    Returns whether the schema is plain JSON data (dicts and lists only). Paths are kept as
-    linked pairs and spelled out only for the error, so the check costs one visit a value.
-    """
+def _check_json_slowly(schema: Mapping[str, Any]) -> bool:
+    """`_check_json` keeping the path to each value, to name the place of what is wrong."""
     plain = True
     stack: list[tuple[Any, int, Any]] = [(schema, 0, None)]
-    pop, push = stack.pop, stack.append
     while stack:
-        value, depth, link = pop()
-        kind = type(value)
-        if kind is str or kind is int or kind is bool or value is None:
-            continue
-        if kind is dict or kind is list or isinstance(value, Mapping | tuple):
+        value, depth, link = stack.pop()
+        if isinstance(value, Mapping | list | tuple):
             if depth >= MAX_DEPTH:
                 pointer = _spell(link)
                 raise SchemaError(
                     pointer, f"the schema nests deeper than {MAX_DEPTH} levels at {quoted(pointer)}"
                 )
-            if kind is dict or (kind is not list and isinstance(value, Mapping)):
-                plain = plain and kind is dict
+            if isinstance(value, Mapping):
+                plain = plain and type(value) is dict
                 for key, item in value.items():
-                    if type(key) is not str:
+                    if not isinstance(key, str):
                         pointer = _spell(link)
                         raise SchemaError(
                             pointer,
                             f"the object at {quoted(pointer)} has a key that is not a string",
                         )
-                    if type(item) is not str:
-                        push((item, depth + 1, (link, key)))
+                    stack.append((item, depth + 1, (link, key)))
             else:
-                plain = plain and kind is list
-                for index, item in enumerate(value):
-                    if type(item) is not str:
-                        push((item, depth + 1, (link, index)))
-        elif kind is float:
+                plain = plain and type(value) is list
+                stack.extend((item, depth + 1, (link, i)) for i, item in enumerate(value))
+        elif isinstance(value, float):
             if not math.isfinite(value):
                 pointer = _spell(link)
                 raise SchemaError(pointer, f"the number at {quoted(pointer)} is not finite")
-        elif not isinstance(value, str | int):
+        elif value is not None and not isinstance(value, str | int):
             pointer = _spell(link)
             raise SchemaError(pointer, f"the value at {quoted(pointer)} is not JSON")
     return plain
@@ -212,25 +250,95 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+_MAP, _LIST, _ONE, _ITEMS, _DEPENDENCIES, _TYPE, _REQUIRED, _DEPENDENT = range(8)
+_ENUM, _NUMBER, _EXCLUSIVE, _COUNT, _STRING, _UNIQUE = range(8, 14)
+_KIND = {
+    **dict.fromkeys(SCHEMA_MAPS, _MAP),
+    **dict.fromkeys(SCHEMA_LISTS, _LIST),
+    **dict.fromkeys(SCHEMA_SINGLE, _ONE),
+    "items": _ITEMS,
+    "dependencies": _DEPENDENCIES,
+    "type": _TYPE,
+    "required": _REQUIRED,
+    "dependentRequired": _DEPENDENT,
+    "enum": _ENUM,
+    **dict.fromkeys(_NUMBERS, _NUMBER),
+    "exclusiveMinimum": _EXCLUSIVE,
+    "exclusiveMaximum": _EXCLUSIVE,
+    **dict.fromkeys(_COUNTS, _COUNT),
+    "pattern": _STRING,
+    "format": _STRING,
+    "$ref": _STRING,
+    "uniqueItems": _UNIQUE,
+}
+"""What kind of check each keyword gets; other keywords (annotations, unknown) get none."""
+
+
+def _names(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(type(n) is str for n in value)
+
+
 def _check_node(node: Mapping[str, Any], pointer: str, pending: list[tuple[Any, str]]) -> None:
     """Checks one schema object's keywords and queues its subschemas."""
     for keyword, value in node.items():
-        if keyword in SCHEMA_MAPS:
+        kind = _KIND.get(keyword)
+        if kind is None:
+            continue
+        if kind == _MAP:
             if not isinstance(value, Mapping):
                 raise _bad(pointer, keyword, "an object of schemas")
-            pending.extend((sub, child(pointer, keyword, name)) for name, sub in value.items())
-        elif keyword in SCHEMA_LISTS:
-            if not isinstance(value, list | tuple) or not value:
-                raise _bad(pointer, keyword, "a non-empty array of schemas")
-            pending.extend((sub, child(pointer, keyword, i)) for i, sub in enumerate(value))
-        elif keyword in SCHEMA_SINGLE:
-            pending.append((value, child(pointer, keyword)))
-        elif keyword == "items":
+            at = child(pointer, keyword)
+            pending.extend((sub, child(at, name)) for name, sub in value.items())
+        elif kind == _TYPE:
+            if type(value) is str:
+                if value not in _TYPES:
+                    raise _bad(pointer, keyword, "a JSON type name or an array of them")
+            elif not (
+                isinstance(value, list | tuple)
+                and value
+                and all(isinstance(k, str) and k in _TYPES for k in value)
+            ):
+                raise _bad(pointer, keyword, "a JSON type name or an array of them")
+        elif kind == _REQUIRED:
+            if not _names(value):
+                raise _bad(pointer, keyword, "an array of property names")
+        elif kind == _ITEMS:
             if isinstance(value, list | tuple):
-                pending.extend((sub, child(pointer, keyword, i)) for i, sub in enumerate(value))
+                at = child(pointer, keyword)
+                pending.extend((sub, child(at, i)) for i, sub in enumerate(value))
             else:
                 pending.append((value, child(pointer, keyword)))
-        elif keyword == "dependencies":
+        elif kind == _STRING:
+            if type(value) is not str:
+                raise _bad(pointer, keyword, "a string")
+        elif kind == _ENUM:
+            if not isinstance(value, list | tuple):
+                raise _bad(pointer, keyword, "an array")
+        elif kind == _LIST:
+            if not isinstance(value, list | tuple) or not value:
+                raise _bad(pointer, keyword, "a non-empty array of schemas")
+            at = child(pointer, keyword)
+            pending.extend((sub, child(at, i)) for i, sub in enumerate(value))
+        elif kind == _ONE:
+            pending.append((value, child(pointer, keyword)))
+        elif kind == _NUMBER:
+            if not _is_number(value):
+                raise _bad(pointer, keyword, "a number")
+            if keyword == "multipleOf" and value <= 0:
+                raise _bad(pointer, keyword, "greater than 0")
+        elif kind == _EXCLUSIVE:
+            if not _is_number(value) and not isinstance(value, bool):
+                raise _bad(pointer, keyword, "a number")
+        elif kind == _COUNT:
+            if not _is_number(value) or value < 0 or value != int(value):
+                raise _bad(pointer, keyword, "a non-negative integer")
+        elif kind == _UNIQUE:
+            if not isinstance(value, bool):
+                raise _bad(pointer, keyword, "a boolean")
+        elif kind == _DEPENDENT:
+            if not isinstance(value, Mapping) or not all(_names(v) for v in value.values()):
+                raise _bad(pointer, keyword, "an object of arrays of names")
+        elif kind == _DEPENDENCIES:
             if not isinstance(value, Mapping):
                 raise _bad(pointer, keyword, "an object")
             for name, sub in value.items():
@@ -238,39 +346,6 @@ def _check_node(node: Mapping[str, Any], pointer: str, pending: list[tuple[Any, 
                     pending.append((sub, child(pointer, keyword, name)))
                 elif not all(isinstance(item, str) for item in sub):
                     raise _bad(pointer, keyword, "an object of schemas or arrays of names")
-        elif keyword == "type":
-            kinds = value if isinstance(value, list | tuple) else [value]
-            if not kinds or not all(isinstance(k, str) and k in _TYPES for k in kinds):
-                raise _bad(pointer, keyword, "a JSON type name or an array of them")
-        elif keyword in ("required", "dependentRequired"):
-            names = value if keyword == "required" else None
-            if keyword == "dependentRequired":
-                if not isinstance(value, Mapping) or not all(
-                    isinstance(v, list | tuple) and all(isinstance(n, str) for n in v)
-                    for v in value.values()
-                ):
-                    raise _bad(pointer, keyword, "an object of arrays of names")
-            elif not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
-                raise _bad(pointer, keyword, "an array of property names")
-        elif keyword == "enum":
-            if not isinstance(value, list | tuple):
-                raise _bad(pointer, keyword, "an array")
-        elif keyword in _NUMBERS:
-            if not _is_number(value):
-                raise _bad(pointer, keyword, "a number")
-            if keyword == "multipleOf" and value <= 0:
-                raise _bad(pointer, keyword, "greater than 0")
-        elif keyword in ("exclusiveMinimum", "exclusiveMaximum"):
-            if not _is_number(value) and not isinstance(value, bool):
-                raise _bad(pointer, keyword, "a number")
-        elif keyword in _COUNTS:
-            if not _is_number(value) or value < 0 or value != int(value):
-                raise _bad(pointer, keyword, "a non-negative integer")
-        elif keyword in ("pattern", "format", "$ref"):
-            if not isinstance(value, str):
-                raise _bad(pointer, keyword, "a string")
-        elif keyword == "uniqueItems" and not isinstance(value, bool):
-            raise _bad(pointer, keyword, "a boolean")
 
 
 def _resolve(ref: str, pointer: str, base: str | None, anchors: Mapping[str, str]) -> str:
@@ -369,21 +444,24 @@ def preflight(schema: Any) -> SchemaIndex:
         if pointer in seen:
             continue
         seen.add(pointer)
-        if isinstance(node, bool):
-            continue
-        if not isinstance(node, Mapping):
-            raise SchemaError(
-                pointer, f"the schema at {quoted(pointer)} must be an object or a boolean"
-            )
+        if type(node) is not dict:
+            if isinstance(node, bool):
+                continue
+            if not isinstance(node, Mapping):
+                raise SchemaError(
+                    pointer, f"the schema at {quoted(pointer)} must be an object or a boolean"
+                )
         _check_node(node, pointer, pending)
-        for key in ("$anchor", "$id", "id"):
-            name = node.get(key)
-            if isinstance(name, str):
-                anchor = name[1:] if key != "$anchor" and name.startswith("#") else name
-                if key == "$anchor" or name.startswith("#"):
-                    anchors.setdefault(anchor, pointer)
-        if isinstance(node.get("$ref"), str):
-            raw_refs.append((pointer, node["$ref"]))
+        if "$anchor" in node or "$id" in node or "id" in node:
+            for key in ("$anchor", "$id", "id"):
+                name = node.get(key)
+                if isinstance(name, str):
+                    anchor = name[1:] if key != "$anchor" and name.startswith("#") else name
+                    if key == "$anchor" or name.startswith("#"):
+                        anchors.setdefault(anchor, pointer)
+        ref = node.get("$ref")
+        if type(ref) is str:
+            raw_refs.append((pointer, ref))
     targets: dict[str, str] = {}
     queue = list(raw_refs)
     while queue:

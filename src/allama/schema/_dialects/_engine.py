@@ -184,7 +184,7 @@ def admits_null(schema: Any) -> bool:
     """Whether `null` is certainly valid under an output schema node (no `$ref` followed)."""
     if schema is True or schema == {}:
         return True
-    if not isinstance(schema, Mapping) or "$ref" in schema or "not" in schema:
+    if not isinstance(schema, dict) or "$ref" in schema or "not" in schema:
         return False
     kind = schema.get("type")
     if kind is not None and "null" not in _type_set(kind):
@@ -269,8 +269,18 @@ NUMBER_KEYWORDS = frozenset(
 )
 
 
-def _vacuous(kinds: set[str]) -> frozenset[str]:
+def _vacuous(kinds: frozenset[str]) -> frozenset[str]:
     """The keywords that constrain none of `kinds` (`properties` on a string, say)."""
+    found = _VACUOUS.get(kinds)
+    if found is None:
+        found = _VACUOUS[kinds] = _vacuous_for(kinds)
+    return found
+
+
+_VACUOUS: dict[frozenset[str], frozenset[str]] = {}
+
+
+def _vacuous_for(kinds: frozenset[str]) -> frozenset[str]:
     out: frozenset[str] = frozenset()
     if "object" not in kinds:
         out |= OBJECT_KEYWORDS
@@ -393,7 +403,7 @@ class Engine:
                 "the schema is too large to rewrite whole",
             )
             return {}
-        if node is True or (isinstance(node, Mapping) and not node):
+        if node is True or (isinstance(node, dict) and not node):
             return self.any_value(pointer)
         if node is False:
             return self.nothing(pointer)
@@ -499,14 +509,14 @@ class Engine:
         """`part` with `$ref` chains followed and normalized, and where it is; a `$ref` that
         leads back to a node being normalized stays as it is."""
         hops = 0
-        while isinstance(part, Mapping) and "$ref" in part and hops < 64:
+        while isinstance(part, dict) and "$ref" in part and hops < 64:
             if self.index.draft > 7 and any(k != "$ref" and k in ASSERTIONS for k in part):
                 break
             target_pointer, target = self.index.target(part["$ref"])
             if target_pointer in self._resolving:
                 return part, pointer
             part, pointer, hops = target, target_pointer, hops + 1
-        if isinstance(part, Mapping) and part:
+        if isinstance(part, dict) and part:
             if pointer in self._resolving:
                 return part, pointer
             self._resolving.add(pointer)
@@ -524,7 +534,7 @@ class Engine:
             part, part_at = self._resolve_part(raw, at)
             if part is False:
                 return False
-            if part is True or not isinstance(part, Mapping) or not part:
+            if part is True or not isinstance(part, dict) or not part:
                 continue
             if "$ref" in part:
                 self.removed(at, "$ref", "it leads back to the schema that holds it")
@@ -646,9 +656,7 @@ class Engine:
         resolved = [self._resolve_part(raw, child(at, i)) for i, raw in enumerate(node[key])]
         if set(asserting) == {"type"} and all(
             part is False
-            or (
-                isinstance(part, Mapping) and "type" in part and _within(part["type"], node["type"])
-            )
+            or (isinstance(part, dict) and "type" in part and _within(part["type"], node["type"]))
             for part, _ in resolved
         ):
             return node  # the type is implied by every branch: nothing to move
@@ -660,7 +668,7 @@ class Engine:
             if part is False:
                 continue  # a branch that accepts nothing: leaving it out changes nothing
             merged = dict(asserting)
-            if isinstance(part, Mapping) and not self.combine(merged, part, part_at):
+            if isinstance(part, dict) and not self.combine(merged, part, part_at):
                 continue
             branches.append(merged)
         if not branches:
@@ -677,7 +685,7 @@ class Engine:
         props = dict(_declared(asserting))
         added: dict[str, list[Any]] = {}
         for part, _ in resolved:
-            if isinstance(part, Mapping):
+            if isinstance(part, dict):
                 for name, sub in _declared(part).items():
                     if name not in props:
                         added.setdefault(name, []).append(sub)
@@ -756,7 +764,7 @@ class Engine:
     def rewrite(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
         kinds = node.get("type")
         if kinds is not None:
-            vacuous = _vacuous(_type_set(kinds))
+            vacuous = _vacuous(frozenset(_type_set(kinds)))
             if any(key in vacuous for key in node):  # they apply to no type the node allows
                 node = {k: v for k, v in node.items() if k not in vacuous}
         out: dict[str, Any] = {}
@@ -808,7 +816,7 @@ class Engine:
             else:
                 self.removed(pointer, key, f"{self.provider} does not enforce `{value}`")
         elif key in self.keep or key in self.annotations:
-            out[key] = copy_json(value)
+            out[key] = value if type(value) is str else copy_json(value)
         elif key in ASSERTIONS:
             self.removed(pointer, key)
         elif key in NOTED_ANNOTATIONS:
@@ -969,7 +977,7 @@ def _lookup(index: SchemaIndex, pointer: str) -> Any:
 
 def _only_ref(node: Any) -> bool:
     return (
-        isinstance(node, Mapping)
+        isinstance(node, dict)
         and "$ref" in node
         and all(key == "$ref" or key in ANNOTATIONS for key in node)
     )
@@ -986,7 +994,7 @@ def follow(index: SchemaIndex, node: Any) -> Any:
 
 def _values(node: Any, index: SchemaIndex | None = None) -> list[Any] | None:
     """The values `node` is limited to (`const`, `enum`, or those of an `allOf` part)."""
-    if not isinstance(node, Mapping):
+    if not isinstance(node, dict):
         return None
     if "const" in node:
         return [node["const"]]
