@@ -177,12 +177,16 @@ def _discriminators(fields: dict[str, _Field], root: dict[str, Any]) -> dict[str
 class _Plan:
     """What one set of schemas (all of which apply) asks of the value under it."""
 
-    __slots__ = ("_views", "schemas", "walk")
+    __slots__ = ("_array", "_object", "_views", "inert", "schemas", "walk")
 
     def __init__(self, walk: NullWalk, schemas: tuple[Any, ...]) -> None:
         self.walk = walk
         self.schemas = schemas
         self._views: list[_View] | None = None
+        self._object: Any = _MISSING
+        self._array: Any = _MISSING
+        self.inert: bool | None = None
+        """Whether no stand-in `null` can be removed below (`None`: not worked out yet)."""
 
     def views(self) -> list[_View]:
         views = self._views
@@ -191,15 +195,26 @@ class _Plan:
         return views
 
     def for_object(self, value: dict[str, Any]) -> _View | None:
-        views = self.views()
-        if len(views) == 1:
-            view = views[0]
-            return view if view.kinds is None or "object" in view.kinds else None
-        return _choose(views, value)
+        single = self._object
+        if single is _MISSING:
+            views = self.views()
+            single = None if len(views) > 1 else _fitting(views, "object")
+            if single is None and len(views) > 1:
+                return _choose(views, value)
+            self._object = single
+        return single  # type: ignore[no-any-return]
 
     def for_array(self) -> _View | None:
-        fitting = [v for v in self.views() if v.kinds is None or "array" in v.kinds]
-        return fitting[0] if len(fitting) == 1 else None
+        found = self._array
+        if found is _MISSING:
+            fitting = [v for v in self.views() if v.kinds is None or "array" in v.kinds]
+            found = self._array = fitting[0] if len(fitting) == 1 else None
+        return found  # type: ignore[no-any-return]
+
+
+def _fitting(views: list[_View], kind: str) -> _View | None:
+    view = views[0] if views else None
+    return view if view is not None and (view.kinds is None or kind in view.kinds) else None
 
 
 def _choose(views: list[_View], value: dict[str, Any]) -> _View | None:
@@ -254,7 +269,7 @@ class NullWalk:
         return self._normalize(value, self._top, 0)
 
     def _normalize(self, value: Any, plan: _Plan, depth: int) -> Any:
-        if depth > _MAX_DEPTH:
+        if depth > _MAX_DEPTH or (plan.inert if plan.inert is not None else self._inert(plan)):
             return value
         if isinstance(value, dict):
             view = plan.for_object(value)
@@ -267,27 +282,30 @@ class NullWalk:
     def _object(self, value: dict[str, Any], view: _View, depth: int) -> dict[str, Any]:
         out: dict[str, Any] | None = None
         fields = view.fields
-        for index, (key, item) in enumerate(value.items()):
-            field = fields.get(key)
-            drop = False
+        index = -1
+        for key, item in value.items():
+            index += 1
             new = item
             if item is None:
-                drop = field is not None and field.removable
-            elif isinstance(item, dict | list):
+                field = fields.get(key)
+                if field is not None and field.removable:
+                    if out is None:
+                        out = dict(islice(value.items(), index))
+                    continue
+            elif type(item) is dict or type(item) is list:
+                field = fields.get(key)
                 if field is not None:
                     sub = field.plan
                     if sub is None:
                         sub = field.plan = self._plan(field.schemas)
                     new = self._normalize(item, sub, depth + 1)
                 elif view.extra or view.patterns:
-                    sub = self._map_value(view, key)
-                    if sub is not None:
-                        new = self._normalize(item, sub, depth + 1)
-            if out is None:
-                if not drop and new is item:
-                    continue
-                out = dict(islice(value.items(), index))
-            if not drop:
+                    found = self._map_value(view, key)
+                    if found is not None:
+                        new = self._normalize(item, found, depth + 1)
+                if out is None and new is not item:
+                    out = dict(islice(value.items(), index))
+            if out is not None:
                 out[key] = new
         return value if out is None else out
 
@@ -348,25 +366,42 @@ class NullWalk:
 
     def any_removable(self) -> bool:
         """Whether a stand-in `null` can be removed anywhere below the root."""
-        pending = [self._top]
+        return not self._inert(self._top)
+
+    def _inert(self, start: _Plan) -> bool:
+        """Whether no stand-in `null` can be removed at or below `start` (kept on the plans:
+        when none is found, every plan visited is inert too)."""
+        pending = [start]
+        visited: list[_Plan] = []
         seen: set[tuple[int, ...]] = set()
         while pending:
             plan = pending.pop()
+            if plan.inert is not None:
+                if plan.inert:
+                    continue
+                start.inert = False
+                return False
             key = tuple(map(id, plan.schemas))
             if key in seen:
                 continue
             seen.add(key)
+            visited.append(plan)
             for view in plan.views():
                 for field in view.fields.values():
                     if field.removable:
-                        return True
-                    pending.append(self._plan(field.schemas))
+                        start.inert = False
+                        return False
+                    if field.plan is None:
+                        field.plan = self._plan(field.schemas)
+                    pending.append(field.plan)
                 pending.extend(self._plan((sub,)) for sub in view.extra)
                 pending.extend(self._plan((sub,)) for _, sub in view.patterns)
                 if view.items:
                     pending.append(self._plan(view.items))
                 pending.extend(self._plan(subs) for subs in view.prefix)
-        return False
+        for plan in visited:
+            plan.inert = True
+        return True
 
 
 def _properties(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:

@@ -150,13 +150,15 @@ class _Plan:
     object or an array, so a plan never depends on the value beyond that.
     """
 
-    __slots__ = ("_fields", "_items", "schemas", "walk")
+    __slots__ = ("_fields", "_items", "quiet", "schemas", "walk")
 
     def __init__(self, walk: UndeclaredKeys, schemas: tuple[Any, ...]) -> None:
         self.walk = walk
         self.schemas = schemas
         self._fields: Any = _UNSET
         self._items: Any = _UNSET
+        self.quiet: bool | None = None
+        """Whether no key at or below can be undeclared (`None`: not worked out yet)."""
 
     def fields(self) -> _Fields | Any:
         fields = self._fields
@@ -203,8 +205,11 @@ class UndeclaredKeys:
         if not isinstance(value, dict | list):
             return None
         # Paths are linked pairs (parent, key), spelled out only for the key reported.
+        if self._quiet(self._top):
+            return None
         stack: list[tuple[Any, _Plan, Any]] = [(value, self._top, None)]
         pop, push = stack.pop, stack.append
+        quiet = self._quiet
         steps = 0
         while stack:
             steps += 1
@@ -230,21 +235,63 @@ class UndeclaredKeys:
                         sub = fields.value_plan(key)
                         if sub is None:
                             continue
-                    if isinstance(item, dict | list):
+                    if (type(item) is dict or type(item) is list) and not (
+                        sub.quiet if sub.quiet is not None else quiet(sub)
+                    ):
                         push((item, sub, (path, key)))
             else:
                 items = plan.items()
                 if items is _SKIP:
                     continue
                 leading, rest = items.leading, items.rest
+                if not leading and (
+                    rest is None or (rest.quiet if rest.quiet is not None else quiet(rest))
+                ):
+                    continue
                 for index, item in enumerate(node):
-                    if isinstance(item, dict | list):
+                    if type(item) is dict or type(item) is list:
                         sub = leading[index] if index < len(leading) else rest
                         if sub is not None:
                             push((item, sub, (path, index)))
             if len(stack) - mark > 1:  # children are visited in order: the first found is first
                 stack[mark:] = stack[mark:][::-1]
         return None
+
+    def _quiet(self, start: _Plan) -> bool:
+        """Whether no object at or below `start` is closed, so no key there can be
+        undeclared (kept on the plans: when none is found, every plan visited is quiet)."""
+        pending = [start]
+        visited: list[_Plan] = []
+        seen: set[tuple[int, ...]] = set()
+        while pending:
+            plan = pending.pop()
+            if plan.quiet is not None:
+                if plan.quiet:
+                    continue
+                start.quiet = False
+                return False
+            key = tuple(map(id, plan.schemas))
+            if key in seen:
+                continue
+            seen.add(key)
+            visited.append(plan)
+            fields = plan.fields()
+            if fields is not _SKIP:
+                if not fields.open:
+                    start.quiet = False
+                    return False
+                pending.extend(fields.plans.values())
+                if fields.extra is not None:
+                    pending.append(fields.extra)
+                pending.extend(self._plan((sub,)) for _, sub in fields.patterns)
+            items = plan.items()
+            if items is not _SKIP:
+                pending.extend(sub for sub in items.leading if sub is not None)
+                if items.rest is not None:
+                    pending.append(items.rest)
+        for plan in visited:
+            plan.quiet = True
+        return True
 
     def any_ignored(self) -> bool:
         """Whether some reachable object is closed by convention only (see
