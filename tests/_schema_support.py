@@ -1,10 +1,15 @@
-"""What the schema dialect tests share: the dialects by name, validators, and the conventions.
+"""What the schema dialect tests share: the dialects by name, how a schema is read, and the
+conventions.
 
 Two library conventions make a rewrite "exact" where plain JSON Schema would disagree, and
-the checks apply them explicitly:
+the checks apply them explicitly, without the toolkit's own code:
 
-- an object that declares `properties` and says nothing about other keys is closed
-  (`close_objects`), because the undeclared-key walk rejects such keys;
+- an object that declares `properties` and says nothing about other keys is closed, because
+  the undeclared-key walk rejects such keys. One object is the node, its `allOf` parts (and
+  a `$ref` beside other keywords) and, when it holds a union, the branch the value matches:
+  `Convention` walks a value that way, and `original_reading` is plain JSON Schema validity
+  plus that walk. A rewrite is read as its provider reads it: each node with `properties` on
+  its own (`close_objects`);
 - under OpenAI strict mode an optional property is sent as required and nullable, and
   extraction removes those stand-in `null`s before validating (`fill_nulls` adds them to an
   instance of the original, `strip_nulls` removes them from an instance of the rewrite).
@@ -12,11 +17,13 @@ the checks apply them explicitly:
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -57,7 +64,10 @@ DIALECTS: dict[str, Dialect] = {
     "json_object_fallback": json_object_fallback,
 }
 STRICT_NULLS = frozenset({"openai_strict", "openai_strict_azure_legacy"})
-UNCHANGED = frozenset({"grammar_engine", "passthrough", "json_object_fallback"})
+UNCHANGED = frozenset({"passthrough", "json_object_fallback"})
+_ANNOTATION_KEYS = frozenset(
+    {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly"}
+)
 
 
 def corpus_dir() -> Path:
@@ -71,19 +81,199 @@ def corpus_files() -> list[Path]:
 
 
 def original_validator(schema: Mapping[str, Any]) -> Validator:
+    """Plain JSON Schema validity, in the schema's own draft (objects open)."""
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     return cls(schema)  # type: ignore[no-any-return]
 
 
-def rewritten_validator(name: str, original: Mapping[str, Any], schema: Any) -> Validator:
-    """Validates a dialect's output under the closed-object convention: the original's
-    draft when the schema went whole, draft 2020-12 (the form every rewrite writes)
-    otherwise."""
+def _draft_7_or_older(schema: Mapping[str, Any]) -> bool:
+    uri = str(schema.get("$schema", ""))
+    return any(f"draft-0{n}" in uri for n in (3, 4, 6, 7))
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How one party reads a schema: `validator` checks a node on its own (for generating
+    instances), `is_valid` and `errors` judge a whole value."""
+
+    schema: Any
+    validator: Validator
+    convention: Convention | None = None
+
+    def errors(self, value: Any) -> list[str]:
+        found = [error.message for error in self.validator.iter_errors(value)]
+        if not found and self.convention is not None:
+            key = self.convention.undeclared(value)
+            if key is not None:
+                found.append(f"undeclared key at {key}")
+        return found
+
+    def is_valid(self, value: Any) -> bool:
+        if not self.validator.is_valid(value):
+            return False
+        return self.convention is None or self.convention.undeclared(value) is None
+
+
+def original_reading(schema: Mapping[str, Any]) -> Reading:
+    """The caller's schema as the library reads it: valid, and no undeclared key."""
+    return Reading(schema, original_validator(schema), Convention(schema))
+
+
+def rewritten_reading(name: str, original: Mapping[str, Any], schema: Any) -> Reading:
+    """A dialect's output as its provider reads it: each object with `properties` closed on
+    its own, in draft 2020-12 (the form every rewrite writes); what goes unchanged is read
+    as the original."""
     if name in UNCHANGED:
-        return original_validator(close_objects(original))
+        return original_reading(original)
     if name == "gemini_response_schema":
         schema = openapi_to_json_schema(schema)
-    return jsonschema.Draft202012Validator(close_objects(schema))
+    closed = close_objects(schema)
+    return Reading(closed, jsonschema.Draft202012Validator(closed))
+
+
+class Convention:
+    """The closed-object convention, walked over a value (`undeclared`)."""
+
+    def __init__(self, root: Mapping[str, Any]) -> None:
+        self.root = root
+        self.validator = original_validator(root)
+        self.old_refs = _draft_7_or_older(root)
+
+    def valid(self, schema: Any, value: Any) -> bool:
+        return bool(self.validator.evolve(schema=schema).is_valid(value))
+
+    def views(
+        self, schema: Any, value: Any, depth: int = 0, *, every_branch: bool = False
+    ) -> list[list[Mapping[str, Any]]]:
+        """The ways `value` reads `schema` as one object or array: the nodes that make it
+        up (the node, its `allOf` parts, its `$ref`, the union branch it matches, or any
+        branch with `every_branch`)."""
+        if depth > 30 or not isinstance(schema, Mapping):
+            return [[]]
+        ref = schema.get("$ref")
+        if isinstance(ref, str):
+            target = resolve_ref(self.root, ref)
+            if self.old_refs or set(schema) <= {"$ref"} | _ANNOTATION_KEYS:
+                return self.views(target, value, depth + 1, every_branch=every_branch)
+        views: list[list[Mapping[str, Any]]] = [[schema]]
+        parts: list[list[list[Mapping[str, Any]]]] = []
+        if isinstance(ref, str):
+            parts.append(
+                self.views(resolve_ref(self.root, ref), value, depth + 1, every_branch=every_branch)
+            )
+        parts.extend(
+            self.views(part, value, depth + 1, every_branch=every_branch)
+            for part in schema.get("allOf", ())
+        )
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                options = [
+                    view
+                    for branch in schema[key]
+                    if every_branch or self.valid(branch, value)
+                    for view in self.views(branch, value, depth + 1, every_branch=every_branch)
+                ]
+                if options:
+                    parts.append(options)
+        for choices in parts:
+            views = [a + b for a, b in itertools.islice(itertools.product(views, choices), 32)]
+        return views
+
+    def undeclared(
+        self, value: Any, schema: Any = None, path: str = "", depth: int = 0
+    ) -> str | None:
+        """The place of the first key no object declares (`None` when there is none)."""
+        schema = self.root if schema is None else schema
+        if depth > 40 or not isinstance(value, dict | list):
+            return None
+        found: str | None = None
+        for view in self.views(schema, value, depth):
+            here = (
+                self._object(view, value, path, depth)
+                if isinstance(value, dict)
+                else self._array(view, value, path, depth)
+            )
+            if here is None:
+                return None
+            found = found or here
+        return found
+
+    def keys_fit(self, view: list[Mapping[str, Any]], value: dict[str, Any]) -> bool:
+        """Whether every key of `value` is declared by the object `view` makes up."""
+        return self._object(view, value, "", 0, children=False) is None
+
+    def _object(
+        self,
+        view: list[Mapping[str, Any]],
+        value: dict[str, Any],
+        path: str,
+        depth: int,
+        *,
+        children: bool = True,
+    ) -> str | None:
+        declared: set[str] = set()
+        closable = False
+        explicit = False
+        for node in view:
+            props = node.get("properties")
+            if isinstance(props, Mapping):
+                declared |= set(props)
+                closable = True
+            explicit = explicit or any(
+                k in node
+                for k in ("additionalProperties", "patternProperties", "unevaluatedProperties")
+            )
+        if closable and not explicit:
+            for key in value:
+                if key not in declared:
+                    return f"{path}/{key}"
+        if not children:
+            return None
+        for key, item in value.items():
+            for node in view:
+                for sub in _value_schemas(node, key):
+                    found = self.undeclared(item, sub, f"{path}/{key}", depth + 1)
+                    if found is not None:
+                        return found
+        return None
+
+    def _array(
+        self, view: list[Mapping[str, Any]], value: list[Any], path: str, depth: int
+    ) -> str | None:
+        for node in view:
+            prefix, rest = node.get("prefixItems"), node.get("items")
+            if isinstance(rest, list):
+                prefix, rest = rest, node.get("additionalItems")
+            for index, item in enumerate(value):
+                sub = prefix[index] if isinstance(prefix, list) and index < len(prefix) else rest
+                if isinstance(sub, Mapping):
+                    found = self.undeclared(item, sub, f"{path}/{index}", depth + 1)
+                    if found is not None:
+                        return found
+        return None
+
+
+def _value_schemas(node: Mapping[str, Any], key: str) -> list[Any]:
+    """The subschemas one object node applies to the value of `key`."""
+    found = []
+    props = node.get("properties")
+    declared = isinstance(props, Mapping) and key in props
+    if declared:
+        found.append(props[key])  # type: ignore[index]
+    matched = False
+    patterns = node.get("patternProperties")
+    if isinstance(patterns, Mapping):
+        for pattern, sub in patterns.items():
+            try:
+                if re.search(pattern, key):
+                    found.append(sub)
+                    matched = True
+            except re.error:
+                continue
+    extra = node.get("additionalProperties")
+    if not declared and not matched and isinstance(extra, Mapping):
+        found.append(extra)
+    return found
 
 
 def openapi_to_json_schema(node: Any) -> Any:
@@ -181,124 +371,106 @@ def resolve_ref(root: Mapping[str, Any], ref: str) -> Any:
     return True
 
 
-class _Walk:
-    """Follows an instance through a schema, for the strict-null helpers."""
+def _one(schemas: list[Any]) -> Any:
+    return schemas[0] if len(schemas) == 1 else {"allOf": schemas}
+
+
+class _Nulls:
+    """Stand-in `null`s for the optional properties of the objects `Convention` reads."""
 
     def __init__(self, root: Mapping[str, Any]) -> None:
-        self.root = root
-        self.validator = original_validator(root)
+        self.convention = Convention(root)
 
-    def valid(self, schema: Any, value: Any) -> bool:
-        return bool(self.validator.evolve(schema=schema).is_valid(value))
-
-    def deref(self, schema: Any) -> Any:
-        hops = 0
-        while isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str) and hops < 50:
-            schema = resolve_ref(self.root, schema["$ref"])
-            hops += 1
-        return schema
-
-    def nulls(
-        self,
-        schema: Any,
-        value: Any,
-        *,
-        fill: bool,
-        depth: int = 0,
-        all_of: bool = True,
-        mixed: bool = True,
-        here: bool = True,
-    ) -> Any:
-        schema = self.deref(schema)
-        if not isinstance(schema, Mapping) or depth > 60:
-            return value
-        for key in ("anyOf", "oneOf"):
-            if key in schema:
-                for branch in schema[key]:
-                    attempt = self.nulls(
-                        branch,
-                        value,
-                        fill=fill,
-                        depth=depth + 1,
-                        all_of=all_of,
-                        mixed=mixed,
-                        here=mixed or "properties" not in schema,
-                    )
-                    if self.valid(branch, value if fill else attempt):
-                        value = attempt
-                        break
-        for part in schema.get("allOf", ()) if all_of else ():
-            value = self.nulls(part, value, fill=fill, depth=depth + 1, all_of=all_of, mixed=mixed)
-        if isinstance(value, dict):
-            props = schema.get("properties", {})
-            required = schema.get("required", ())
-            extra = schema.get("additionalProperties")
-            out = {}
-            for key, item in value.items():
-                if key in props:
-                    if (
-                        not fill
-                        and item is None
-                        and key not in required
-                        and not self.valid(props[key], None)
-                    ):
-                        continue
-                    out[key] = self.nulls(
-                        props[key],
-                        item,
-                        fill=fill,
-                        depth=depth + 1,
-                        all_of=all_of,
-                        mixed=mixed,
-                    )
-                elif isinstance(extra, Mapping):
-                    out[key] = self.nulls(
-                        extra, item, fill=fill, depth=depth + 1, all_of=all_of, mixed=mixed
-                    )
-                else:
-                    out[key] = item
-            parts = [schema, *(self.deref(p) for p in schema.get("allOf", ()))]
-            union = any(isinstance(p, Mapping) and ("anyOf" in p or "oneOf" in p) for p in parts)
-            if fill and here and isinstance(props, Mapping) and (mixed or not union):
-                for key in props:
+    def fill(self, schema: Any, value: Any, depth: int = 0) -> list[Any]:
+        """`value` with a `null` for each optional property left out, one way per reading."""
+        if depth > 30 or not isinstance(value, dict | list):
+            return [value]
+        filled = []
+        views = self.convention.views(schema, value, depth)
+        if isinstance(value, dict):  # the readings under which every key is declared
+            views = [v for v in views if self.convention.keys_fit(v, value)] or views
+        for view in views:
+            if isinstance(value, list):
+                filled.append(self._items(view, value, depth, self.fill))
+                continue
+            required = {k for node in view for k in node.get("required", ()) if isinstance(k, str)}
+            out = {
+                key: self.fill(_one(subs), item, depth + 1)[0] if subs else item
+                for key, item in value.items()
+                for subs in [[s for node in view for s in _value_schemas(node, key)]]
+            }
+            for node in view:
+                for key in node.get("properties") or {}:
                     if key not in out and key not in required:
                         out[key] = None
-            return out
-        if isinstance(value, list):
-            items = schema.get("items")
-            prefix = schema.get("prefixItems")
-            if isinstance(items, list):
-                prefix, items = items, schema.get("additionalItems")
-            out_list = []
-            for i, item in enumerate(value):
-                sub = prefix[i] if isinstance(prefix, list) and i < len(prefix) else items
-                out_list.append(
-                    self.nulls(sub, item, fill=fill, depth=depth + 1, all_of=all_of, mixed=mixed)
-                    if sub is not None
-                    else item
-                )
-            return out_list
-        return value
+            filled.append(out)
+        return filled or [value]
+
+    def strip(self, schema: Any, value: Any, depth: int = 0) -> Any:
+        """`value` without the `null`s that stand in for optional properties."""
+        if depth > 30 or not isinstance(value, dict | list):
+            return value
+        stripped = []
+        for view in self.convention.views(schema, value, depth, every_branch=True):
+            if isinstance(value, list):
+                stripped.append(self._items(view, value, depth, self._strip_one))
+                continue
+            required = {k for node in view for k in node.get("required", ()) if isinstance(k, str)}
+            out = {}
+            for key, item in value.items():
+                subs = [s for node in view for s in _value_schemas(node, key)]
+                declared = any(key in (node.get("properties") or {}) for node in view)
+                if (
+                    item is None
+                    and declared
+                    and key not in required
+                    and not all(self.convention.valid(sub, None) for sub in subs)
+                ):
+                    continue
+                out[key] = self.strip(_one(subs), item, depth + 1) if subs else item
+            stripped.append(out)
+        for candidate in stripped:
+            if self.convention.valid(schema, candidate) and (
+                self.convention.undeclared(candidate, schema, depth=depth) is None
+            ):
+                return candidate
+        return stripped[0] if stripped else value
+
+    def _strip_one(self, schema: Any, value: Any, depth: int) -> list[Any]:
+        return [self.strip(schema, value, depth)]
+
+    @staticmethod
+    def _items(
+        view: list[Mapping[str, Any]],
+        value: list[Any],
+        depth: int,
+        each: Callable[[Any, Any, int], list[Any]],
+    ) -> list[Any]:
+        out = []
+        for index, item in enumerate(value):
+            subs = []
+            for node in view:
+                prefix, rest = node.get("prefixItems"), node.get("items")
+                if isinstance(rest, list):
+                    prefix, rest = rest, node.get("additionalItems")
+                sub = prefix[index] if isinstance(prefix, list) and index < len(prefix) else rest
+                if isinstance(sub, Mapping):
+                    subs.append(sub)
+            out.append(each(_one(subs), item, depth + 1)[0] if subs else item)
+        return out
 
 
 def fill_nulls(original: Mapping[str, Any], value: Any) -> list[Any]:
     """An instance of the original as OpenAI strict mode writes it: optional keys left out
-    are sent as `null`. Candidates, one of which the rewrite must accept: with the optional
-    keys of `allOf` parts (kept when the parts merge) or without; with those of objects that
-    also hold a union (which the rewrite leaves as written) or without."""
-    walk = _Walk(close_objects(original))
-    return [
-        walk.nulls(walk.root, copy_json(value), fill=True, all_of=all_of, mixed=mixed)
-        for all_of in (True, False)
-        for mixed in (True, False)
-    ]
+    are sent as `null`. Candidates, one per reading of the value (the union branch it
+    matches); the rewrite must accept one of them."""
+    return _Nulls(original).fill(original, copy_json(value))
 
 
 def strip_nulls(original: Mapping[str, Any], value: Any) -> Any:
     """An instance of an OpenAI strict rewrite with the stand-in `null`s removed: a `null`
     for an optional property whose schema in the original admits no `null`."""
-    walk = _Walk(close_objects(original))
-    return walk.nulls(walk.root, copy_json(value), fill=False)
+    return _Nulls(original).strip(original, copy_json(value))
 
 
 def whole_floats_as_ints(value: Any) -> Any:
@@ -375,14 +547,19 @@ class Instances:
             return st.just(node["const"])
         if "enum" in node:
             return st.sampled_from(list(node["enum"])) if node["enum"] else st.nothing()
-        for key in ("anyOf", "oneOf", "allOf"):
+        for key in ("anyOf", "oneOf"):
             if key in node:
-                parts = node[key] if key != "allOf" else node[key][:1]
                 base = {k: v for k, v in node.items() if k != key}
-                options = [self.strategy(part, depth + 1) for part in parts]
-                if key == "allOf" and set(base) & {"type", "properties"}:
-                    options.append(self.strategy(base, depth + 1))
-                return st.one_of(options)
+                if set(base) <= _ANNOTATION_KEYS:
+                    return st.one_of([self.strategy(part, depth + 1) for part in node[key]])
+                return st.one_of(
+                    [self.strategy(self._joined(base, part), depth + 1) for part in node[key]]
+                )
+        if "allOf" in node:
+            joined = {k: v for k, v in node.items() if k != "allOf"}
+            for part in node["allOf"]:
+                joined = self._joined(joined, part)
+            return self.strategy(joined, depth + 1)
         kinds = node.get("type")
         if kinds is None:
             if "properties" in node or "required" in node:
@@ -393,6 +570,26 @@ class Instances:
                 return _any_value(depth)
         kinds = kinds if isinstance(kinds, list) else [kinds]
         return st.one_of([self._typed(kind, node, depth) for kind in kinds])
+
+    def _joined(self, base: Mapping[str, Any], part: Any) -> dict[str, Any]:
+        """`base` and `part` as one node to generate from (the filters keep what is valid)."""
+        hops = 0
+        while isinstance(part, Mapping) and isinstance(part.get("$ref"), str) and hops < 20:
+            extra = {k: v for k, v in part.items() if k != "$ref"}
+            part, hops = resolve_ref(self.root, part["$ref"]), hops + 1
+            if extra and isinstance(part, Mapping):
+                part = {**part, **extra}
+        out = dict(base)
+        if not isinstance(part, Mapping):
+            return out
+        for key, value in part.items():
+            if key == "properties" and isinstance(out.get(key), Mapping):
+                out[key] = {**out[key], **value}
+            elif key == "required" and isinstance(out.get(key), list):
+                out[key] = list(dict.fromkeys([*out[key], *value]))
+            elif key not in out and key not in ("$defs", "definitions"):
+                out[key] = value
+        return out
 
     def _typed(self, kind: str, node: Mapping[str, Any], depth: int) -> st.SearchStrategy[Any]:
         if kind == "null":
@@ -485,16 +682,133 @@ class Instances:
         if depth > 5:
             optional = {}
         base = st.fixed_dictionaries(fixed, optional=optional)
-        extra = node.get("additionalProperties", True)
-        if extra is False or "patternProperties" in node or depth > 5:
+        extra = node.get("additionalProperties", None if props else True)
+        if extra is None or extra is False or "patternProperties" in node or depth > 5:
             return base
         names = [k for k in _KEYS if k not in props]
         more = st.dictionaries(st.sampled_from(names), self.strategy(extra, depth + 1), max_size=2)
         return st.builds(lambda b, m: {**m, **b}, base, more)
 
 
-def instances(
-    schema: Mapping[str, Any], validator: Validator | None = None
-) -> st.SearchStrategy[Any]:
-    """Instances valid under `schema` (by `validator`, the original's draft by default)."""
-    return Instances(schema, validator).strategy()
+def instances(schema: Mapping[str, Any], reading: Reading | None = None) -> st.SearchStrategy[Any]:
+    """Instances of `schema` as `reading` reads it (by default, as the library reads the
+    caller's schema)."""
+    reading = reading or original_reading(schema)
+    return Instances(schema, reading.validator).strategy().filter(reading.is_valid)
+
+
+# ----- the hard shapes: what real schemas do that pydantic never writes
+#
+# Objects whose union branches add properties of their own, unions of variants built with
+# `allOf` from a shared definition, enums without a type or of mixed types, nullable enums,
+# empty objects and arrays, and `$ref` beside other keywords.
+
+BASE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "kind": {"type": "string"},
+        "note": {"type": ["string", "null"]},
+    },
+    "required": ["id"],
+}
+_SHAPE_NAMES = st.sampled_from(["a", "b", "id", "kind", "x_y"])
+_PRIMITIVES = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.5, "", "a", "b", "zz"])
+)
+_SHAPE_LEAVES = st.one_of(
+    st.sampled_from(
+        [
+            {"type": "string"},
+            {"type": "integer", "minimum": 0},
+            {"type": ["string", "null"]},
+            {"type": "boolean"},
+            {"type": "object", "properties": {}},
+            {"type": "object"},
+            {"type": "array"},
+            {},
+            {"type": "object", "additionalProperties": {"type": "integer"}},
+            {"type": ["string", "null"], "enum": ["a", "b"]},
+            {"type": ["string", "null"], "enum": ["a", None]},
+            {"type": "string", "enum": ["a", "b", None]},
+            {"anyOf": [{"enum": ["a", "b"]}, {"type": "null"}]},
+            {"$ref": "#/$defs/Base"},
+            {"$ref": "#/$defs/Leaf", "description": "a leaf", "x-vendor": 1},
+            {"$ref": "#/$defs/Leaf", "maxLength": 3},
+            {"$ref": "#/$defs/Base", "properties": {"extra": {"type": "boolean"}}},
+        ]
+    ),
+    st.lists(_PRIMITIVES, min_size=1, max_size=4, unique_by=repr).map(lambda v: {"enum": v}),
+    _PRIMITIVES.map(lambda v: {"const": v}),
+)
+
+
+def _variant(kind: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """A union variant built from the shared definition, as hand-written schemas do."""
+    own = {"type": "object", "properties": {"kind": {"const": kind}, **extra}, "required": ["kind"]}
+    return {"allOf": [{"$ref": "#/$defs/Base"}, own]}
+
+
+@st.composite
+def _union_beside_properties(draw: st.DrawFn, children: st.SearchStrategy[Any]) -> dict[str, Any]:
+    props = draw(st.dictionaries(_SHAPE_NAMES, children, max_size=3))
+    node: dict[str, Any] = {"properties": props}
+    if draw(st.booleans()):
+        node["type"] = "object"
+    node["required"] = draw(st.lists(st.sampled_from(sorted(props)), unique=True)) if props else []
+    branch = st.one_of(
+        st.builds(
+            lambda p, r: {"properties": p, "required": sorted(set(r) & set(p))},
+            st.dictionaries(_SHAPE_NAMES, children, min_size=1, max_size=2),
+            st.lists(_SHAPE_NAMES, max_size=2),
+        ),
+        _SHAPE_NAMES.map(lambda name: {"required": [name]}),
+        st.just({"$ref": "#/$defs/Base"}),
+        st.sampled_from(["p", "q"]).map(
+            lambda k: {"properties": {"kind": {"const": k}}, "required": ["kind"]}
+        ),
+        st.builds(
+            _variant,
+            st.sampled_from(["p", "q"]),
+            st.dictionaries(_SHAPE_NAMES, children, max_size=1),
+        ),
+    )
+    node[draw(st.sampled_from(["anyOf", "oneOf"]))] = draw(st.lists(branch, min_size=1, max_size=3))
+    return node
+
+
+def _extend_shapes(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
+        _union_beside_properties(children),
+        st.builds(
+            lambda p: {"type": "object", "properties": p},
+            st.dictionaries(_SHAPE_NAMES, children, max_size=3),
+        ),
+        children.map(lambda c: {"type": "array", "items": c}),
+        st.lists(children, min_size=1, max_size=3).map(lambda b: {"anyOf": b}),
+        st.lists(
+            st.builds(
+                _variant,
+                st.sampled_from(["p", "q", "r"]),
+                st.dictionaries(_SHAPE_NAMES, children, max_size=1),
+            ),
+            min_size=1,
+            max_size=3,
+        ).map(lambda b: {"oneOf": b}),
+        st.tuples(children, children).map(lambda p: {"allOf": list(p)}),
+    )
+
+
+@st.composite
+def shapes(draw: st.DrawFn) -> dict[str, Any]:
+    """An object schema whose properties are hard shapes, with the shared definitions."""
+    parts = draw(
+        st.lists(st.recursive(_SHAPE_LEAVES, _extend_shapes, max_leaves=5), min_size=1, max_size=3)
+    )
+    props = {f"p{i}": part for i, part in enumerate(parts)}
+    return {
+        "type": "object",
+        "properties": props,
+        "required": draw(st.lists(st.sampled_from(sorted(props)), unique=True)),
+        "$defs": {"Base": BASE, "Leaf": {"type": "string"}},
+    }

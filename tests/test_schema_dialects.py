@@ -325,14 +325,19 @@ def test_gemini_response_schema_speaks_openapi() -> None:
         "properties": {
             "name": {"title": "Name", "type": "STRING"},
             "age": {"minimum": 0, "title": "Age", "type": "INTEGER"},
-            "nickname": {"title": "Nickname", "type": "STRING", "nullable": True},
-            "score": {"title": "Score", "type": "INTEGER"},
+            "nickname": {"title": "Nickname", "type": "STRING", "nullable": True, "default": None},
+            "score": {"title": "Score", "type": "INTEGER", "default": 0},
             "contact": {
                 "type": "OBJECT",
                 "title": "Contact",
                 "properties": {
                     "email": {"title": "Email", "type": "STRING"},
-                    "phone": {"title": "Phone", "type": "STRING", "nullable": True},
+                    "phone": {
+                        "title": "Phone",
+                        "type": "STRING",
+                        "nullable": True,
+                        "default": None,
+                    },
                 },
                 "required": ["email"],
                 "propertyOrdering": ["email", "phone"],
@@ -349,6 +354,7 @@ def test_gemini_response_schema_cuts_recursion_with_a_note() -> None:
         "items": {},
         "title": "Children",
         "type": "ARRAY",
+        "default": [],
     }
     assert notes(rewrite) == [
         (
@@ -670,30 +676,287 @@ def test_a_ref_chain_that_never_ends_is_refused_or_cut() -> None:
         assert isinstance(rewrite.schema, dict), name
 
 
-def test_openai_leaves_an_object_beside_a_union_as_written() -> None:
+def test_the_object_beside_a_union_is_distributed_into_its_branches() -> None:
     schema = {
         "type": "object",
         "properties": {"kind": {"type": "string"}, "note": {"type": "string"}},
         "oneOf": [
             {"properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}},
-            {"properties": {"kind": {"const": "b"}}},
+            {"properties": {"kind": {"const": "b"}}, "required": ["kind"]},
         ],
     }
-    rewrite = openai_strict(schema)
-    assert "required" not in rewrite.schema
-    assert rewrite.schema["anyOf"][0] == {
-        "properties": {"kind": {"enum": ["a"]}, "x": {"type": "integer"}},
-        "additionalProperties": False,
+    rewrite = anthropic(schema)
+    # each branch is one object: the node's properties and the branch's, closed together
+    assert rewrite.schema == {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "kind": {"type": "string", "enum": ["a"]},
+                    "note": {"type": "string"},
+                    "x": {"type": "integer"},
+                },
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "properties": {
+                    "kind": {"type": "string", "enum": ["b"]},
+                    "note": {"type": "string"},
+                },
+                "required": ["kind"],
+                "additionalProperties": False,
+            },
+        ]
     }
-    assert (
-        "unsupported",
-        "/",
-        "the object at `/` mixes `properties` with a union, "
-        "which OpenAI strict mode cannot make strict",
-    ) in notes(rewrite)
+    # a value without `kind` could match both branches, so `oneOf` was widened
+    assert notes(rewrite) == [
+        (
+            "approximated",
+            "/oneOf",
+            "`oneOf` at `/oneOf` became `anyOf`: a value may match more than one branch",
+        ),
+        (
+            "unsupported",
+            "/",
+            "the root at `/` is not an object, which Anthropic strict mode requires",
+        ),
+    ]
+    openai = openai_strict(
+        {"type": "object", "properties": {"wrapped": schema}, "required": ["wrapped"]}
+    )
+    first = openai.schema["properties"]["wrapped"]["anyOf"][0]
+    assert first["required"] == ["kind", "note", "x"]
+    assert first["properties"]["note"] == {"type": ["string", "null"]}
+    assert outcome(openai) == "approximate"
 
 
 def test_gemini_response_schema_null_outside_an_enum_stays_out() -> None:
     rewrite = gemini_response_schema({"type": ["string", "null"], "enum": ["a", "b"]})
     assert rewrite.exact
     assert rewrite.schema == {"type": "STRING", "enum": ["a", "b"]}
+
+
+# ----- the shapes real schemas have and pydantic never writes
+
+
+def test_an_enum_gets_the_type_of_its_values_and_a_mixed_one_a_branch_per_type() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"enum": ["x", "y"]},
+            "b": {"enum": ["x", 1, None]},
+            "c": {"const": True},
+        },
+        "required": ["a", "b", "c"],
+    }
+    rewrite = openai_strict(schema)
+    assert rewrite.exact
+    assert rewrite.schema["properties"] == {
+        "a": {"type": "string", "enum": ["x", "y"]},
+        "b": {
+            "anyOf": [
+                {"type": "string", "enum": ["x"]},
+                {"type": "integer", "enum": [1]},
+                {"type": "null"},
+            ]
+        },
+        "c": {"type": "boolean", "enum": [True]},
+    }
+
+
+def test_an_enum_loses_the_values_its_type_rejects() -> None:
+    schema = {"type": "string", "enum": ["a", "b", None]}
+    assert gemini_response_schema(schema).schema == {"type": "STRING", "enum": ["a", "b"]}
+    assert gemini_response_schema(schema).exact  # null was never valid: no `nullable`
+    assert openai_strict({"type": "integer", "enum": ["a"]}).notes[0].message == (
+        "the subschema at `/` accepts nothing, which OpenAI strict mode cannot express"
+    )
+
+
+def test_a_ref_beside_a_vendor_keyword_is_merged_without_a_note() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"d": {"$ref": "#/$defs/D", "x-order": 1}},
+        "required": ["d"],
+        "$defs": {"D": {"type": "string", "x-order": 2}},
+    }
+    for name in ("openai_strict", "anthropic", "gemini_json_schema", "grammar_engine"):
+        rewrite = DIALECTS[name](schema)
+        assert rewrite.exact, (name, rewrite.notes)
+        assert rewrite.schema["properties"]["d"] == {"type": "string"}
+
+
+def test_allof_parts_lose_only_the_keyword_they_disagree_on() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "code": {
+                "allOf": [{"type": "string", "pattern": "^a"}, {"pattern": "b$", "maxLength": 9}]
+            }
+        },
+        "required": ["code"],
+    }
+    rewrite = gemini_json_schema(schema)
+    assert rewrite.schema["properties"]["code"] == {"type": "string"}
+    rewrite = openai_strict(schema)
+    assert rewrite.schema["properties"]["code"] == {"type": "string", "pattern": "^a"}
+    assert notes(rewrite) == [
+        (
+            "approximated",
+            "/properties/code/allOf/1",
+            "`pattern` was removed at `/properties/code/allOf/1`: "
+            "it differs from the same keyword it is merged with",
+        ),
+        ("approximated", "/properties/code", "`maxLength` was removed at `/properties/code`"),
+    ]
+
+
+def test_allof_parts_make_one_object_with_the_keys_of_all() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "v": {
+                "allOf": [
+                    {"$ref": "#/$defs/Base"},
+                    {"properties": {"extra": {"type": "boolean"}}, "required": ["extra"]},
+                ]
+            }
+        },
+        "required": ["v"],
+        "$defs": {
+            "Base": {
+                "type": "object",
+                "properties": {"id": {"type": "integer"}},
+                "required": ["id"],
+            }
+        },
+    }
+    rewrite = anthropic(schema)
+    assert rewrite.exact
+    assert rewrite.schema["properties"]["v"] == {
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "extra": {"type": "boolean"}},
+        "required": ["id", "extra"],
+        "additionalProperties": False,
+    }
+
+
+def test_a_union_too_wide_to_repeat_its_object_is_widened_with_a_note() -> None:
+    props = {f"p{i}": {"type": "string"} for i in range(50)}
+    branches = [{"properties": {f"b{i}": {"type": "integer"}}} for i in range(100)]
+    schema = {"type": "object", "properties": props, "anyOf": branches}
+    rewrite = gemini_json_schema(schema)
+    assert set(rewrite.schema["properties"]) == set(props) | {f"b{i}" for i in range(100)}
+    assert "anyOf" not in rewrite.schema
+    assert notes(rewrite) == [
+        (
+            "approximated",
+            "/anyOf",
+            "the union at `/anyOf` is not enforced: it has too many branches to repeat "
+            "the object beside it in each, so their properties were added to that object",
+        )
+    ]
+
+
+def test_gemini_response_schema_what_it_cannot_express() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "open": {"type": "object"},
+            "empty": {"type": "object", "properties": {}},
+            "list": {"type": "array"},
+            "loose": {"properties": {"a": {"type": "string"}}, "required": ["a"]},
+            "count": {"type": "integer", "format": "date-time"},
+        },
+        "required": ["open", "empty", "list", "loose", "count"],
+    }
+    rewrite = gemini_response_schema(schema)
+    props = rewrite.schema["properties"]
+    assert props["open"] == {} and props["empty"] == {}
+    assert props["list"] == {"type": "ARRAY", "items": {}}
+    assert props["count"] == {"type": "INTEGER"}
+    assert [branch.get("type") for branch in props["loose"]["anyOf"]] == [
+        "OBJECT",
+        "ARRAY",
+        "STRING",
+        "NUMBER",
+        "BOOLEAN",
+    ]
+    assert props["loose"]["anyOf"][0] == {
+        "type": "OBJECT",
+        "properties": {"a": {"type": "STRING"}},
+        "required": ["a"],
+        "nullable": True,
+    }
+    assert notes(rewrite) == [
+        (
+            "unsupported",
+            "/properties/open",
+            "the subschema at `/properties/open` is an object open to any keys, "
+            "which Gemini responseSchema cannot express",
+        ),
+        (
+            "approximated",
+            "/properties/empty",
+            "the object at `/properties/empty` declares no properties, which Gemini "
+            "responseSchema cannot express, so it accepts any value",
+        ),
+        (
+            "approximated",
+            "/properties/count",
+            "`format` was removed at `/properties/count`: "
+            "Gemini responseSchema takes a `format` on strings only",
+        ),
+    ]
+
+
+# ----- annotations
+
+
+ANNOTATED: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "n": {"type": "integer", "default": 3, "examples": [1, 2]},
+        "u": {
+            "oneOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}],
+            "discriminator": {"propertyName": "k"},
+        },
+    },
+    "required": ["u"],
+    "$defs": {
+        "A": {"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},
+        "B": {"type": "object", "properties": {"k": {"const": "b"}}, "required": ["k"]},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "kept", "dropped"),
+    [
+        ("openai_strict", {}, ["default", "examples", "discriminator"]),
+        ("anthropic", {"default": 3}, ["examples", "discriminator"]),
+        ("gemini_json_schema", {"default": 3, "examples": [1, 2]}, ["discriminator"]),
+        ("gemini_response_schema", {"default": 3}, ["examples", "discriminator"]),
+        ("grammar_engine", {"default": 3, "examples": [1, 2]}, []),
+    ],
+)
+def test_annotations_are_kept_where_the_dialect_takes_them_and_listed_where_not(
+    name: str, kept: dict[str, Any], dropped: list[str]
+) -> None:
+    rewrite = DIALECTS[name](ANNOTATED)
+    assert rewrite.exact  # an annotation never changes what is accepted
+    n = rewrite.schema["properties"]["n"]
+    assert {k: v for k, v in n.items() if k in ("default", "examples")} == kept
+    provider = {
+        "openai_strict": "OpenAI strict mode",
+        "anthropic": "Anthropic strict mode",
+        "gemini_json_schema": "Gemini responseJsonSchema",
+        "gemini_response_schema": "Gemini responseSchema",
+    }.get(name, "")
+    expected = [
+        f"`{key}` was not sent at `{'/properties/u' if key == 'discriminator' else '/properties/n'}`"
+        f": {provider} does not take it"
+        for key in dropped
+    ]
+    assert [note.message for note in rewrite.dropped] == expected

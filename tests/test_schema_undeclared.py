@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import BaseModel, create_model
+from pydantic import BaseModel, ConfigDict, create_model
 
 from allama.schema import _types
 from allama.schema._nulls import _properties
@@ -20,6 +21,7 @@ from allama.schema._undeclared import (
     _item_schemas,
     find_undeclared_key,
     format_path,
+    may_ignore_undeclared_keys,
     undeclared_keys,
 )
 
@@ -66,6 +68,11 @@ HANDWRITTEN: dict[str, Any] = {
         },
         "open": {"type": "object"},
         "map": {"type": "object", "additionalProperties": {"$ref": "#/$defs/leaf"}},
+        "pattern": {
+            "type": "object",
+            "properties": {"a": {"$ref": "#/$defs/leaf"}},
+            "patternProperties": {"^b": {"$ref": "#/$defs/leaf"}},
+        },
     },
     "$defs": {"leaf": {"type": "object", "properties": {"a": {}, "b": {"$ref": "#/$defs/leaf"}}}},
 }
@@ -157,19 +164,35 @@ def _reference(value: Any, schemas: list[Any], root: dict[str, Any], path: tuple
     if candidates is None:
         return None
     if isinstance(value, dict):
-        if any(_is_open(candidate) for candidate in candidates):
-            return None
+        open_ = any(_is_open(candidate) for candidate in candidates)
         declared: dict[str, list[Any]] = {}
         for candidate in candidates:
             for key, sub in _properties(candidate, root).items():
                 declared.setdefault(key, []).append(sub)
-        for key in value:
-            if key not in declared:
-                return format_path((*path, key)), key
+        extra = [
+            c["additionalProperties"]
+            for c in candidates
+            if isinstance(c.get("additionalProperties"), dict)
+        ]
+        patterns = [
+            (re.compile(pattern), sub)
+            for c in candidates
+            for pattern, sub in (c.get("patternProperties") or {}).items()
+        ]
+        if not open_:
+            for key in value:
+                if key not in declared:
+                    return format_path((*path, key)), key
         for key, item in value.items():
-            found = _reference(item, declared[key], root, (*path, key))
-            if found is not None:
-                return found
+            subs = (
+                declared.get(key)
+                or [sub for pattern, sub in patterns if pattern.search(key)]
+                or extra
+            )
+            if subs:
+                found = _reference(item, subs, root, (*path, key))
+                if found is not None:
+                    return found
         return None
     for index, item in enumerate(value):
         subs = [sub for candidate in candidates for sub in _item_schemas(candidate, index)]
@@ -196,6 +219,8 @@ KEYS = st.sampled_from(
         "mixed",
         "open",
         "map",
+        "pattern",
+        "bee",
         "a",
         "b",
         "c",
@@ -218,3 +243,96 @@ def test_a_walk_kept_across_values_answers_as_a_fresh_walk_does(values: list[Any
             assert (found.path if found else None) == (expected[0] if expected else None)
             if found is not None:
                 assert found.message.startswith(f"unknown field `{expected[1]}`")
+
+
+# ----- maps and open objects are exempt at their own level only
+
+
+class Contact(BaseModel):
+    email: str | None = None
+
+
+class Book(BaseModel):
+    contacts: dict[str, Contact]
+
+
+class Shelves(BaseModel):
+    contacts: dict[str, list[Contact]]
+
+
+class Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    contact: Contact | None = None
+
+
+class Forbid(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+
+
+class ForbidAll(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    inner: Forbid
+    byname: dict[str, Forbid] = {}
+
+
+def test_the_values_of_a_map_are_walked() -> None:
+    schema = type_schema(Book).schema
+    assert find_undeclared_key({"contacts": {"ada": {"email": "a@b.c"}}}, schema) is None
+    assert find_undeclared_key({"contacts": {"ada": {"e_mail": "x"}}}, schema) == UndeclaredKey(
+        path="contacts.ada.e_mail", message="unknown field `e_mail`, expected `email`"
+    )
+    found = find_undeclared_key(
+        {"contacts": {"ada": [{}, {"e_mail": "x"}]}}, type_schema(Shelves).schema
+    )
+    assert found is not None and found.path == "contacts.ada[1].e_mail"
+
+
+def test_the_declared_children_of_an_open_object_are_walked() -> None:
+    schema = type_schema(Open).schema
+    assert find_undeclared_key({"anything": {"e_mail": 1}, "contact": {}}, schema) is None
+    found = find_undeclared_key({"anything": 1, "contact": {"e_mail": "x"}}, schema)
+    assert found == UndeclaredKey(
+        path="contact.e_mail", message="unknown field `e_mail`, expected `email`"
+    )
+
+
+def test_pattern_properties_walk_the_keys_they_match() -> None:
+    walk = UndeclaredKeys(HANDWRITTEN)
+    assert walk.find({"pattern": {"a": {"a": 1}, "bee": {"b": {}}, "zed": {"c": 1}}}) is None
+    found = walk.find({"pattern": {"bee": {"c": 1}}})
+    assert found is not None and found.path == "pattern.bee.c"
+
+
+def test_an_extraction_rejects_a_misnamed_key_inside_a_map() -> None:
+    from allama import ChatRequest, ExtractionMode, Extractor, ParseError, RequestField, Warning
+    from allama.mock import ChatResponseBuilder, MockProvider
+
+    warning = Warning.approximated(RequestField.RESPONSE_FORMAT, "`pattern` was removed at `/`")
+    response = ChatResponseBuilder().text('{"contacts": {"ada": {"e_mail": "x"}}}')
+    provider = MockProvider([response.warning(warning).build()])
+    request = ChatRequest("m").user("Ada").with_option(ExtractionMode.NATIVE)
+    with pytest.raises(ParseError) as caught:
+        Extractor().extract(provider, Book, request)
+    assert caught.value.path == "contacts.ada.e_mail"
+    assert caught.value.detail == "unknown field `e_mail`, expected `email`"
+
+
+# ----- whether the walk can find anything pydantic would not reject itself
+
+
+def test_a_key_pydantic_ignores_can_only_hide_under_an_object_closed_by_convention() -> None:
+    assert may_ignore_undeclared_keys(ORDER)
+    assert may_ignore_undeclared_keys(type_schema(Book).schema)  # Contact ignores extras
+    assert not may_ignore_undeclared_keys(type_schema(ForbidAll).schema)
+    assert not may_ignore_undeclared_keys(type_schema(dict[str, int]).schema)
+    assert not may_ignore_undeclared_keys(type_schema(list[Forbid | int]).schema)
+    assert may_ignore_undeclared_keys(type_schema(list[Forbid | Contact]).schema)
+    assert not may_ignore_undeclared_keys({"type": "object", "additionalProperties": True})
+
+
+def test_the_answer_is_kept_with_a_types_schema() -> None:
+    schema = type_schema(ForbidAll).schema
+    assert may_ignore_undeclared_keys(schema) is False
+    assert derived(schema, may_ignore_undeclared_keys, lambda: True) is False  # not made again
+    assert may_ignore_undeclared_keys(dict(schema)) is False  # a copy: worked out afresh

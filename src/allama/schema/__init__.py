@@ -16,10 +16,14 @@ from allama.schema._dialects import (
     passthrough,
 )
 from allama.schema._errors import SchemaError
-from allama.schema._nulls import normalize_strict_nulls
+from allama.schema._nulls import may_hold_stand_in_nulls, normalize_strict_nulls
 from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
 from allama.schema._types import TypeSchema, schema_name, type_label, type_schema
-from allama.schema._undeclared import UndeclaredKey, find_undeclared_key
+from allama.schema._undeclared import (
+    UndeclaredKey,
+    find_undeclared_key,
+    may_ignore_undeclared_keys,
+)
 
 __all__ = [
     "OpenAIProfile",
@@ -35,6 +39,8 @@ __all__ = [
     "gemini_response_schema",
     "grammar_engine",
     "json_object_fallback",
+    "may_hold_stand_in_nulls",
+    "may_ignore_undeclared_keys",
     "normalize_strict_nulls",
     "openai_strict",
     "passthrough",

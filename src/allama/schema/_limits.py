@@ -29,27 +29,37 @@ class Measure:
     """`anyOf`s and type arrays of more than one type."""
 
 
+_MAPS = ("properties", "patternProperties", "dependentSchemas")
+_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SINGLE = ("additionalProperties", "not", "if", "then", "else", "contains")
+
+
 def _children(node: Mapping[str, Any]) -> Iterator[Any]:
-    for key in ("properties", "patternProperties", "dependentSchemas"):
-        if isinstance(node.get(key), Mapping):
-            yield from node[key].values()
-    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
-        if isinstance(node.get(key), list):
-            yield from node[key]
+    for key in _MAPS:
+        value = node.get(key)
+        if isinstance(value, Mapping):
+            yield from value.values()
+    for key in _LISTS:
+        value = node.get(key)
+        if isinstance(value, list):
+            yield from value
     items = node.get("items")
     if isinstance(items, list):
         yield from items
     elif items is not None:
         yield items
-    for key in ("additionalProperties", "not", "if", "then", "else", "contains"):
+    for key in _SINGLE:
         if key in node:
             yield node[key]
 
 
 def _is_object(node: Mapping[str, Any]) -> bool:
+    if "properties" in node:
+        return True
     kind = node.get("type")
-    kinds = kind if isinstance(kind, list) else [kind]
-    return "object" in kinds or "OBJECT" in kinds or "properties" in node
+    if type(kind) is str:
+        return kind == "object" or kind == "OBJECT"
+    return isinstance(kind, list) and ("object" in kind or "OBJECT" in kind)
 
 
 def measure(schema: Mapping[str, Any]) -> Measure:
@@ -67,19 +77,24 @@ def measure(schema: Mapping[str, Any]) -> Measure:
     for name, body in bodies.items():
         local[name], refs[name] = 0, []
         stack: list[tuple[Any, int]] = [(body, 0)]
+        deepest = 0
+        own_refs = refs[name]
         while stack:
             node, depth = stack.pop()
-            if not isinstance(node, Mapping):
+            if type(node) is not dict and not isinstance(node, Mapping):
                 continue
-            depth += 1 if _is_object(node) else 0
-            local[name] = max(local[name], depth)
-            if isinstance(node.get("$ref"), str):
-                refs[name].append((node["$ref"], depth))
+            if _is_object(node):
+                depth += 1
+                if depth > deepest:
+                    deepest = depth
+            ref = node.get("$ref")
+            if type(ref) is str:
+                own_refs.append((ref, depth))
             props = node.get("properties")
             if isinstance(props, Mapping):
                 properties += len(props)
-                string_length += sum(len(p) for p in props)
-                required = node.get("required", [])
+                string_length += sum(map(len, props))
+                required = node.get("required") or ()
                 optional += sum(1 for p in props if p not in required)
             enum = node.get("enum")
             if isinstance(enum, list):
@@ -91,7 +106,9 @@ def measure(schema: Mapping[str, Any]) -> Measure:
             kind = node.get("type")
             if "anyOf" in node or (isinstance(kind, list) and len(kind) > 1):
                 unions += 1
-            stack.extend((sub, depth) for sub in _children(node))
+            for sub in _children(node):
+                stack.append((sub, depth))
+        local[name] = deepest
     return Measure(
         properties=properties,
         depth=_depth("#", local, refs),

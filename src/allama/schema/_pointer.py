@@ -10,9 +10,12 @@ __all__ = ["child", "display", "lookup", "parse_fragment", "quoted"]
 
 def child(pointer: str, *tokens: str | int) -> str:
     """`pointer` extended by `tokens`, escaped."""
-    return pointer + "".join(
-        "/" + str(token).replace("~", "~0").replace("/", "~1") for token in tokens
-    )
+    for token in tokens:
+        text = str(token)
+        if "~" in text or "/" in text:
+            text = text.replace("~", "~0").replace("/", "~1")
+        pointer = f"{pointer}/{text}"
+    return pointer
 
 
 def display(pointer: str) -> str:

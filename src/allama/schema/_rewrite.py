@@ -7,6 +7,10 @@ note), never stronger. When strict mode cannot hold at all, it says why with an
 
 Notes name the place in the schema by JSON pointer in backticks (`/properties/contact`), so
 that extraction can reword them in the caller's terms (`Customer.contact`).
+
+Annotations a dialect does not send (`default`, `examples`, `discriminator`...) change
+nothing the schema accepts, so they leave a rewrite exact; they are listed apart, in
+`Rewrite.dropped`, for whoever shows the caller what was sent.
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ class Rewrite:
 
     schema: dict[str, Any]
     notes: tuple[SchemaNote, ...] = field(default=())
+    dropped: tuple[SchemaNote, ...] = field(default=())
+    """Annotations left out of `schema` (`default`, `examples`...): they never change what
+    is accepted, so they are not `notes` and do not make the rewrite approximate."""
 
     @property
     def strict_representable(self) -> bool:

@@ -12,18 +12,26 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
+from allama.schema._errors import SchemaError
+
 __all__ = ["TypeSchema", "derived", "schema_name", "type_label", "type_schema"]
 
 
-def type_label(tp: Any) -> str:
+_LABEL_DEPTH = 12
+"""Type arguments spelled out in a label; deeper ones are `...`."""
+
+
+def type_label(tp: Any, _depth: int = 0) -> str:
     """How messages name a type: `Person`, `list[Item]`, `Literal['a', 'b']`."""
+    if _depth > _LABEL_DEPTH:
+        return "..."
     origin = typing.get_origin(tp)
     if origin is typing.Annotated:  # constraints are in the schema, not the name
         return type_label(typing.get_args(tp)[0])
     if origin is None:
         name = getattr(tp, "__name__", None)
         return name if isinstance(name, str) else repr(tp)
-    args = ", ".join(type_label(arg) for arg in typing.get_args(tp))
+    args = ", ".join(type_label(arg, _depth + 1) for arg in typing.get_args(tp))
     base = getattr(origin, "__name__", None) or repr(origin).replace("typing.", "")
     if origin is typing.Literal:
         base = "Literal"
@@ -108,9 +116,16 @@ def derived(schema: dict[str, Any], kind: Hashable, make: Callable[[], V]) -> V:
 def type_schema(tp: Any) -> TypeSchema:
     """The schema of `tp` as pydantic writes it for validation (`$defs` for nested models).
 
-    Cached per type: building a validator is the expensive part of a first extraction.
+    Cached per type: building a validator is the expensive part of a first extraction. A
+    type nested too deep for pydantic (or Python) to walk is a `SchemaError` naming it.
     """
     try:
-        return _cached(tp)
-    except TypeError:  # an unhashable type expression
-        return _build(tp)
+        try:
+            return _cached(tp)
+        except TypeError:  # an unhashable type expression
+            return _build(tp)
+    except RecursionError:
+        label = type_label(tp)
+        raise SchemaError(
+            "", f"the type `{label}` nests too deep to build its JSON Schema"
+        ) from None

@@ -6,10 +6,16 @@ extraction therefore rejects such keys. An object schema without `additionalProp
 counts as closed; maps (`additionalProperties`), `patternProperties` and open schemas
 (`{}`, `true`, an object without `properties`) take any key. Under a union, a key is
 undeclared only when no branch that may apply declares it.
+
+An open object is exempt at its own level only: the values of a map are walked with the
+map's value schema (`dict[str, Contact]`), those of `patternProperties` with the schemas
+whose patterns match, and the declared properties of an object open to other keys (a model
+with `extra="allow"`) with their own schemas.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +28,7 @@ __all__ = [
     "UndeclaredKeys",
     "find_undeclared_key",
     "format_path",
+    "may_ignore_undeclared_keys",
     "undeclared_keys",
 ]
 
@@ -68,6 +75,26 @@ def undeclared_keys(schema: dict[str, Any]) -> UndeclaredKeys:
     return derived(schema, UndeclaredKeys, lambda: UndeclaredKeys(schema))
 
 
+def may_ignore_undeclared_keys(schema: dict[str, Any]) -> bool:
+    """Whether an output of `schema` can hold a key the walk rejects and pydantic would
+    accept: some reachable object is closed by the library's convention (no
+    `additionalProperties`) rather than by its schema (`additionalProperties: false`, which
+    a model with `extra="forbid"` writes, and which pydantic enforces itself). When not,
+    `find_undeclared_key` finds nothing that validation would not reject anyway.
+
+    Kept with a type's schema, so asking again costs a look-up.
+
+    >>> may_ignore_undeclared_keys({"type": "object", "properties": {"a": {}}})
+    True
+    >>> may_ignore_undeclared_keys({"type": "object", "properties": {"a": {}},
+    ...     "additionalProperties": False})
+    False
+    """
+    return derived(
+        schema, may_ignore_undeclared_keys, lambda: undeclared_keys(schema).any_ignored()
+    )
+
+
 _MEMO_SIZE = 4096
 """Plans kept per walk."""
 
@@ -76,24 +103,64 @@ _SKIP: Any = object()
 _UNSET: Any = object()
 
 
+class _Fields:
+    """What an object's candidate schemas declare: the plan of each declared key, whether
+    other keys are allowed, and the plans of their values (a map's value schema, or the
+    schemas of the `patternProperties` their key matches)."""
+
+    __slots__ = ("_by_key", "extra", "ignoring", "names", "open", "patterns", "plans", "walk")
+
+    def __init__(
+        self,
+        walk: UndeclaredKeys,
+        plans: dict[str, _Plan],
+        *,
+        open_: bool,
+        ignoring: bool,
+        extra: tuple[Any, ...],
+        patterns: tuple[tuple[re.Pattern[str], Any], ...],
+    ) -> None:
+        self.walk = walk
+        self.plans = plans
+        self.names = list(plans)
+        self.open = open_
+        self.ignoring = ignoring
+        self.extra = walk._plan(extra) if extra else None
+        self.patterns = patterns
+        self._by_key: dict[str, _Plan | None] = {}
+
+    def value_plan(self, key: str) -> _Plan | None:
+        """The plan of the value of an undeclared key (`None`: anything goes)."""
+        if not self.patterns:
+            return self.extra
+        if key in self._by_key:
+            return self._by_key[key]
+        matched = tuple(sub for pattern, sub in self.patterns if pattern.search(key))
+        plan = self.walk._plan(matched) if matched else self.extra
+        if len(self._by_key) < _MEMO_SIZE:
+            self._by_key[key] = plan
+        return plan
+
+
 class _Plan:
     """What one set of schemas asks of the node under it, worked out on first use.
 
-    For an object: the plan of each declared key (and the names, for the message), or
-    `_SKIP`. For an array: the plan of each item position, or `_SKIP`. Which `anyOf`/`oneOf`
-    branches apply depends only on the node being an object or an array, so a plan never
-    depends on the value beyond that.
+    For an object: its `_Fields`, or `_SKIP`. For an array: the plan of each item position,
+    or `_SKIP`. Which `anyOf`/`oneOf` branches apply depends only on the node being an
+    object or an array, so a plan never depends on the value beyond that.
     """
 
-    __slots__ = ("_fields", "_items", "schemas", "walk")
+    __slots__ = ("_fields", "_items", "quiet", "schemas", "walk")
 
     def __init__(self, walk: UndeclaredKeys, schemas: tuple[Any, ...]) -> None:
         self.walk = walk
         self.schemas = schemas
         self._fields: Any = _UNSET
         self._items: Any = _UNSET
+        self.quiet: bool | None = None
+        """Whether no key at or below can be undeclared (`None`: not worked out yet)."""
 
-    def fields(self) -> tuple[dict[str, _Plan], list[str]] | Any:
+    def fields(self) -> _Fields | Any:
         fields = self._fields
         if fields is _UNSET:
             fields = self._fields = self.walk._fields_of(self.schemas)
@@ -138,40 +205,119 @@ class UndeclaredKeys:
         if not isinstance(value, dict | list):
             return None
         # Paths are linked pairs (parent, key), spelled out only for the key reported.
+        if self._quiet(self._top):
+            return None
         stack: list[tuple[Any, _Plan, Any]] = [(value, self._top, None)]
+        pop, push = stack.pop, stack.append
+        quiet = self._quiet
         steps = 0
         while stack:
             steps += 1
             if steps > 1_000_000:
                 return None
-            node, plan, path = stack.pop()
-            children: list[tuple[Any, _Plan, Any]] = []
+            node, plan, path = pop()
+            mark = len(stack)
             if isinstance(node, dict):
                 fields = plan.fields()
                 if fields is _SKIP:
                     continue
-                plans = fields[0]
+                plans = fields.plans
                 for key, item in node.items():
                     sub = plans.get(key)
                     if sub is None:
-                        return UndeclaredKey(
-                            path=format_path(_spelled((path, key))),
-                            message=f"unknown field `{key}`, {expected_fields(fields[1])}",
-                        )
-                    if isinstance(item, dict | list):
-                        children.append((item, sub, (path, key)))
+                        if not fields.open:
+                            return UndeclaredKey(
+                                path=format_path(_spelled((path, key))),
+                                message=f"unknown field `{key}`, {expected_fields(fields.names)}",
+                            )
+                        if not isinstance(item, dict | list):
+                            continue
+                        sub = fields.value_plan(key)
+                        if sub is None:
+                            continue
+                    if (type(item) is dict or type(item) is list) and not (
+                        sub.quiet if sub.quiet is not None else quiet(sub)
+                    ):
+                        push((item, sub, (path, key)))
             else:
                 items = plan.items()
                 if items is _SKIP:
                     continue
+                leading, rest = items.leading, items.rest
+                if not leading and (
+                    rest is None or (rest.quiet if rest.quiet is not None else quiet(rest))
+                ):
+                    continue
                 for index, item in enumerate(node):
-                    if isinstance(item, dict | list):
-                        sub = items.at(index)
+                    if type(item) is dict or type(item) is list:
+                        sub = leading[index] if index < len(leading) else rest
                         if sub is not None:
-                            children.append((item, sub, (path, index)))
-            if children:
-                stack.extend(reversed(children))
+                            push((item, sub, (path, index)))
+            if len(stack) - mark > 1:  # children are visited in order: the first found is first
+                stack[mark:] = stack[mark:][::-1]
         return None
+
+    def _quiet(self, start: _Plan) -> bool:
+        """Whether no object at or below `start` is closed, so no key there can be
+        undeclared (kept on the plans: when none is found, every plan visited is quiet)."""
+        pending = [start]
+        visited: list[_Plan] = []
+        seen: set[tuple[int, ...]] = set()
+        while pending:
+            plan = pending.pop()
+            if plan.quiet is not None:
+                if plan.quiet:
+                    continue
+                start.quiet = False
+                return False
+            key = tuple(map(id, plan.schemas))
+            if key in seen:
+                continue
+            seen.add(key)
+            visited.append(plan)
+            fields = plan.fields()
+            if fields is not _SKIP:
+                if not fields.open:
+                    start.quiet = False
+                    return False
+                pending.extend(fields.plans.values())
+                if fields.extra is not None:
+                    pending.append(fields.extra)
+                pending.extend(self._plan((sub,)) for _, sub in fields.patterns)
+            items = plan.items()
+            if items is not _SKIP:
+                pending.extend(sub for sub in items.leading if sub is not None)
+                if items.rest is not None:
+                    pending.append(items.rest)
+        for plan in visited:
+            plan.quiet = True
+        return True
+
+    def any_ignored(self) -> bool:
+        """Whether some reachable object is closed by convention only (see
+        `may_ignore_undeclared_keys`)."""
+        pending = [self._top]
+        seen: set[tuple[int, ...]] = set()
+        while pending:
+            plan = pending.pop()
+            key = tuple(map(id, plan.schemas))
+            if key in seen:
+                continue
+            seen.add(key)
+            fields = plan.fields()
+            if fields is not _SKIP:
+                if not fields.open and fields.ignoring:
+                    return True
+                pending.extend(fields.plans.values())
+                if fields.extra is not None:
+                    pending.append(fields.extra)
+                pending.extend(self._plan((sub,)) for _, sub in fields.patterns)
+            items = plan.items()
+            if items is not _SKIP:
+                pending.extend(sub for sub in items.leading if sub is not None)
+                if items.rest is not None:
+                    pending.append(items.rest)
+        return False
 
     def _plan(self, schemas: tuple[Any, ...]) -> _Plan:
         """One plan per set of schemas (a recursive schema reuses its plans)."""
@@ -183,15 +329,39 @@ class UndeclaredKeys:
                 self._plans[key] = plan
         return plan
 
-    def _fields_of(self, schemas: tuple[Any, ...]) -> tuple[dict[str, _Plan], list[str]] | Any:
+    def _fields_of(self, schemas: tuple[Any, ...]) -> _Fields | Any:
         candidates = _candidates({}, list(schemas), self.root)
-        if candidates is None or any(_is_open(candidate) for candidate in candidates):
+        if candidates is None:
             return _SKIP
         declared: dict[str, list[Any]] = {}
+        open_ = ignoring = False
+        extra: list[Any] = []
+        patterns: list[tuple[re.Pattern[str], Any]] = []
         for candidate in candidates:
             for name, sub in _properties(candidate, self.root).items():
                 declared.setdefault(name, []).append(sub)
-        return {name: self._plan(tuple(subs)) for name, subs in declared.items()}, list(declared)
+            open_ = open_ or _is_open(candidate)
+            ignoring = ignoring or candidate.get("additionalProperties") is not False
+            if isinstance(candidate.get("additionalProperties"), dict):
+                extra.append(candidate["additionalProperties"])
+            pattern_props = candidate.get("patternProperties")
+            if isinstance(pattern_props, dict):
+                for pattern, sub in pattern_props.items():
+                    try:
+                        patterns.append((re.compile(pattern), sub))
+                    except re.error:
+                        continue
+        if open_ and not declared and not extra and not patterns:
+            return _SKIP
+        plans = {name: self._plan(tuple(subs)) for name, subs in declared.items()}
+        return _Fields(
+            self,
+            plans,
+            open_=open_,
+            ignoring=ignoring,
+            extra=tuple(extra),
+            patterns=tuple(patterns),
+        )
 
     def _items_of(self, schemas: tuple[Any, ...]) -> _Items | Any:
         candidates = _candidates([], list(schemas), self.root)

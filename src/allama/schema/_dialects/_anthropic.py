@@ -1,9 +1,10 @@
 """Anthropic structured outputs (`output_config.format`) and strict tools.
 
 Anthropic's grammar keeps types, `enum`, `anyOf`, local `$ref`s, ten string formats,
-simple patterns and `minItems` of 0 or 1. It rejects numeric bounds, string lengths and
-other array bounds, so those are removed (`APPROXIMATED`); it cannot hold maps, open
-objects or recursion (`UNSUPPORTED`), and it caps optional properties and unions per request.
+simple patterns and `minItems` of 0 or 1 (`default` is documented as supported, and sent).
+It rejects numeric bounds, string lengths and other array bounds, so those are removed
+(`APPROXIMATED`); it cannot hold maps, open objects or recursion (`UNSUPPORTED`), and it
+caps optional properties and unions per request.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ _UNSAFE_PATTERN = re.compile(r"\\[1-9]|\\k<|\(\?[=!]|\(\?<[=!]|\\[bB]|\{(\d{4,}|
 class _Anthropic(Engine):
     provider: ClassVar[str] = "Anthropic strict mode"
     keep: ClassVar[frozenset[str]] = frozenset({"type", "enum", "required"})
+    annotations: ClassVar[frozenset[str]] = frozenset({"title", "description", "default"})
     formats: ClassVar[frozenset[str] | None] = frozenset(
         {
             "date-time",

@@ -4,19 +4,26 @@ A dialect subclass sets the keyword tables and overrides a few hooks. The engine
 
 - reads the schema with `preflight` (bad input is a `SchemaError` before anything else);
 - normalizes each node without changing what it accepts: `$defs` containers are rebuilt,
-  draft-4 boolean `exclusiveMinimum` becomes the numeric form, a `$ref` with siblings and
-  an `allOf` are merged when the merge is exact;
-- copies kept keywords, removes the rest (an `APPROXIMATED` note for assertions, silently
-  for annotations and unknown keywords, which never change what a schema accepts);
+  draft-4 boolean `exclusiveMinimum` becomes the numeric form, a `const` becomes a one-value
+  `enum` and an `enum` loses the values its `type` rejects, a `$ref` with assertions beside it
+  and an `allOf` are merged into one node (keyword by keyword: a keyword that cannot be merged
+  is removed, with a note), and the keywords beside a union are distributed into its branches;
+- copies kept keywords, removes the rest (an `APPROXIMATED` note for assertions; annotations
+  such as `default` are listed in `Rewrite.dropped`; unknown keywords go silently, since they
+  never change what a schema accepts);
+- gives every `enum` the `type` of its values;
 - either keeps `$ref`s, moving every target under `$defs`, or inlines them.
 
 Objects that declare `properties` and say nothing about other keys are treated as closed,
-the library's convention (the undeclared-key walk rejects such keys), so closing them with
+the library's convention (the undeclared-key walk rejects such keys). One object is the node,
+its `allOf` parts and, when it holds a union, the branch the value matches: merging the parts
+and distributing the node into the branches keeps that, so closing each resulting object with
 `additionalProperties: false` is exact.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -35,6 +42,12 @@ from allama.schema._walk import (
 from allama.types import WarningKind
 
 __all__ = [
+    "ARRAY_KEYWORDS",
+    "ASSERTIONS",
+    "NOTED_ANNOTATIONS",
+    "NUMBER_KEYWORDS",
+    "OBJECT_KEYWORDS",
+    "STRING_KEYWORDS",
     "Engine",
     "admits_null",
     "branches_disjoint",
@@ -69,6 +82,7 @@ ASSERTIONS = frozenset(
         "dependentRequired",
         "dependencies",
         "items",
+        "$ref",
     }
     | SCHEMA_LISTS
     | (SCHEMA_SINGLE - {"contentSchema"})
@@ -76,11 +90,36 @@ ASSERTIONS = frozenset(
 )
 """Keywords that can reject an instance: removing one widens the schema."""
 
+NOTED_ANNOTATIONS = frozenset(
+    {"default", "examples", "example", "discriminator", "deprecated", "readOnly", "writeOnly"}
+)
+"""Annotations worth telling the caller about when a dialect does not send them."""
+
 _LOWER_BOUNDS = frozenset({"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"})
 _UPPER_BOUNDS = frozenset({"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"})
+_SCHEMA_VALUED = frozenset(
+    {
+        "items",
+        "additionalProperties",
+        "additionalItems",
+        "propertyNames",
+        "contains",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+    }
+)
+_UNIONS = ("anyOf", "oneOf")
+_MISSING: Any = object()
 _INLINE_DEPTH = 32
 _BUDGET = 20_000
 _MAX_NESTING = 100
+_PRODUCT_LIMIT = 32
+"""Branches two unions in one node may multiply into before one of them is removed."""
+_DISTRIBUTE_LIMIT = 4_000
+"""Keywords (properties counted one by one) a union's branches may receive from the node
+beside it; past it, the branches' properties join the node and the union is not enforced."""
+_PAIRWISE = 24
+"""Up to this many branches, disjointness is checked pair by pair; above, by hashing."""
 
 
 def json_kind(value: Any) -> str:
@@ -107,9 +146,21 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def _value_key(value: Any) -> Any:
+    """A hashable key under which two JSON values are `_same` exactly when keys are equal."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int | float):
+        return ("number", value)
+    return ("json", json.dumps(value, sort_keys=True, default=str))
+
+
 def values_disjoint(left: list[Any], right: list[Any]) -> bool:
     """Whether no value of `left` equals one of `right`."""
-    return not any(_same(a, b) for a in left for b in right)
+    keys = {_value_key(v) for v in left}
+    return not any(_value_key(v) in keys for v in right)
 
 
 def _type_set(kinds: Any) -> set[str]:
@@ -124,11 +175,16 @@ def kinds_disjoint(left: Any, right: Any) -> bool:
     return not (_type_set(left) & _type_set(right))
 
 
+def _within(inner: Any, outer: Any) -> bool:
+    """Whether every JSON type `inner` allows is one `outer` allows."""
+    return _type_set(inner) <= _type_set(outer)
+
+
 def admits_null(schema: Any) -> bool:
     """Whether `null` is certainly valid under an output schema node (no `$ref` followed)."""
     if schema is True or schema == {}:
         return True
-    if not isinstance(schema, Mapping) or "$ref" in schema or "not" in schema:
+    if not isinstance(schema, dict) or "$ref" in schema or "not" in schema:
         return False
     kind = schema.get("type")
     if kind is not None and "null" not in _type_set(kind):
@@ -137,7 +193,7 @@ def admits_null(schema: Any) -> bool:
         return False
     if "const" in schema and schema["const"] is not None:
         return False
-    for key in ("anyOf", "oneOf"):
+    for key in _UNIONS:
         if key in schema and not any(admits_null(branch) for branch in schema[key]):
             return False
     return "allOf" not in schema or all(admits_null(branch) for branch in schema["allOf"])
@@ -158,46 +214,88 @@ def _intersect_types(left: Any, right: Any) -> Any:
     return order[0] if len(order) == 1 else order
 
 
-def _merge(base: dict[str, Any], part: Mapping[str, Any]) -> dict[str, Any] | None:
-    """`base` and `part` as one node accepting exactly both, or `None` when that is not simple."""
-    out = dict(base)
-    for key, value in part.items():
-        if key in ("$defs", "definitions"):
-            continue
-        if key not in out:
-            out[key] = value
-        elif key in ANNOTATIONS or _same(out[key], value):
-            continue
-        elif key == "properties" and isinstance(value, Mapping):
-            merged = dict(out[key])
-            for name, sub in value.items():
-                if name in merged and not _same(merged[name], sub):
-                    return None
-                merged[name] = sub
-            out[key] = merged
-        elif key == "required":
-            out[key] = list(dict.fromkeys([*out[key], *value]))
-        elif key == "type":
-            common = _intersect_types(out[key], value)
-            if common is None:
-                return None
-            out[key] = common
-        elif key in _LOWER_BOUNDS and not isinstance(value, bool):
-            out[key] = max(out[key], value)
-        elif key in _UPPER_BOUNDS and not isinstance(value, bool):
-            out[key] = min(out[key], value)
-        else:
-            return None
+def _enum_within_type(node: dict[str, Any]) -> bool:
+    """Drops the `enum` values `type` rejects and the types no value has (exact: both apply).
+
+    False when no value is left: the node accepts nothing.
+    """
+    kinds = node["type"]
+    allowed = _type_set(kinds)
+    values = [v for v in node["enum"] if json_kind(v) in allowed]
+    if not values:
+        return False
+    if len(values) != len(node["enum"]):
+        node["enum"] = values
+    used = {json_kind(v) for v in values}
+    names = kinds if isinstance(kinds, list | tuple) else [kinds]
+    kept = [k for k in names if k in used or (k == "number" and "integer" in used)]
+    if kept != list(names):
+        node["type"] = kept[0] if len(kept) == 1 else kept
+    return True
+
+
+OBJECT_KEYWORDS = frozenset(
+    {
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "minProperties",
+        "maxProperties",
+        "propertyNames",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+        "unevaluatedProperties",
+    }
+)
+ARRAY_KEYWORDS = frozenset(
+    {
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "unevaluatedItems",
+    }
+)
+STRING_KEYWORDS = frozenset({"minLength", "maxLength", "pattern", "format"})
+NUMBER_KEYWORDS = frozenset(
+    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+)
+
+
+def _vacuous(kinds: frozenset[str]) -> frozenset[str]:
+    """The keywords that constrain none of `kinds` (`properties` on a string, say)."""
+    found = _VACUOUS.get(kinds)
+    if found is None:
+        found = _VACUOUS[kinds] = _vacuous_for(kinds)
+    return found
+
+
+_VACUOUS: dict[frozenset[str], frozenset[str]] = {}
+
+
+def _vacuous_for(kinds: frozenset[str]) -> frozenset[str]:
+    out: frozenset[str] = frozenset()
+    if "object" not in kinds:
+        out |= OBJECT_KEYWORDS
+    if "array" not in kinds:
+        out |= ARRAY_KEYWORDS
+    if "string" not in kinds:
+        out |= STRING_KEYWORDS - {"format"}  # `format` also names number formats
+    if "integer" not in kinds:
+        out |= NUMBER_KEYWORDS
     return out
 
 
-def _closed(node: Mapping[str, Any]) -> bool:
-    if node.get("additionalProperties") is False:
-        return True
-    return "properties" in node and not any(
-        key in node
-        for key in ("additionalProperties", "patternProperties", "unevaluatedProperties")
-    )
+def _declared(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    props = node.get("properties")
+    return props if isinstance(props, Mapping) else {}
 
 
 class Engine:
@@ -208,6 +306,7 @@ class Engine:
     keep: ClassVar[frozenset[str]] = frozenset({"type", "enum", "required"})
     """Data keywords copied as they are."""
     annotations: ClassVar[frozenset[str]] = frozenset({"title", "description"})
+    """Annotations sent as they are; the others of `NOTED_ANNOTATIONS` go to `dropped`."""
     formats: ClassVar[frozenset[str] | None] = frozenset()
     """Formats kept; `None` keeps every format."""
     enum_kinds: ClassVar[frozenset[str]] = frozenset(
@@ -225,22 +324,28 @@ class Engine:
     """Whether recursive `$ref`s are enforced."""
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
-        self.index: SchemaIndex = preflight(schema)
+        index = preflight(schema)
+        if not index.plain:  # other mappings and tuples: read a plain copy
+            index = preflight(copy_json(schema))
+        self.index: SchemaIndex = index
         self.notes: list[SchemaNote] = []
+        self.dropped: list[SchemaNote] = []
         self._seen: set[tuple[WarningKind, str, str]] = set()
+        self._dropped_seen: set[tuple[str, str]] = set()
         self.defs: dict[str, Any] = {}
         self._def_names: dict[str, str] = {}
+        self._names_taken: set[str] = set()
         self._def_queue: list[tuple[str, str]] = []
         self._inlining: list[str] = []
+        self._inlining_set: set[str] = set()
+        self._resolving: set[str] = set()
         self._budget = _BUDGET
         self._depth = 0
-        self._as_written: set[str] = set()
-        """Pointers of nodes a dialect leaves as the caller wrote them (no strict rewrite)."""
 
     # ----- notes
 
     def note(self, kind: WarningKind, pointer: str, message: str) -> None:
-        key = (kind, display(pointer), message)
+        key = (kind, pointer, message)
         if key not in self._seen:
             self._seen.add(key)
             self.notes.append(SchemaNote(kind, display(pointer), message))
@@ -255,6 +360,18 @@ class Engine:
         reason = f": {why}" if why else ""
         self.approximated(pointer, f"`{keyword}` was removed at {quoted(pointer)}{reason}")
 
+    def dropped_annotation(self, pointer: str, keyword: str) -> None:
+        if (pointer, keyword) not in self._dropped_seen:
+            self._dropped_seen.add((pointer, keyword))
+            self.dropped.append(
+                SchemaNote(
+                    WarningKind.APPROXIMATED,
+                    display(pointer),
+                    f"`{keyword}` was not sent at {quoted(pointer)}: "
+                    f"{self.provider} does not take it",
+                )
+            )
+
     # ----- entry
 
     def run(self) -> Rewrite:
@@ -266,7 +383,11 @@ class Engine:
             out["$defs"] = {name: self.defs[name] for name in sorted(self.defs)}
         if isinstance(out, dict):
             self.finish(out)
-        return Rewrite(schema=out if isinstance(out, dict) else {}, notes=tuple(self.notes))
+        return Rewrite(
+            schema=out if isinstance(out, dict) else {},
+            notes=tuple(self.notes),
+            dropped=tuple(self.dropped),
+        )
 
     def finish(self, out: dict[str, Any]) -> None:
         """Whole-schema checks (limits, the root); the default has none."""
@@ -282,15 +403,10 @@ class Engine:
                 "the schema is too large to rewrite whole",
             )
             return {}
-        if node is True or (isinstance(node, Mapping) and not node):
+        if node is True or (isinstance(node, dict) and not node):
             return self.any_value(pointer)
         if node is False:
             return self.nothing(pointer)
-        work = self.normalize(dict(node), pointer)
-        if "$ref" in work:
-            return self.reference(work["$ref"], pointer, root=root)
-        if not work:
-            return self.any_value(pointer)
         if self._depth >= _MAX_NESTING:
             self.approximated(
                 pointer,
@@ -298,6 +414,23 @@ class Engine:
                 "it nests too deep to rewrite",
             )
             return {}
+        fresh = pointer not in self._resolving
+        if fresh:
+            self._resolving.add(pointer)
+        try:
+            work = self.normalize(dict(node), pointer)
+        finally:
+            if fresh:
+                self._resolving.discard(pointer)
+        if work is False:
+            return self.nothing(pointer)
+        if "$ref" in work:
+            for key in work:
+                if key in NOTED_ANNOTATIONS:
+                    self.dropped_annotation(pointer, key)
+            return self.reference(work["$ref"], pointer, root=root)
+        if not work:
+            return self.any_value(pointer)
         self._depth += 1
         try:
             return self.rewrite(work, pointer)
@@ -328,7 +461,11 @@ class Engine:
         )
         return {"not": {}}
 
-    def normalize(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
+    # ----- normalization (exact, or widened with a note)
+
+    def normalize(self, node: dict[str, Any], pointer: str) -> Any:
+        """`node` as one equivalent node without `allOf`, `const` or `$ref` siblings, its
+        union's branches holding the keywords beside it; `False` when it accepts nothing."""
         node.pop("$defs", None)
         node.pop("definitions", None)
         for exclusive, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
@@ -344,65 +481,225 @@ class Engine:
         if "$ref" in node and len(node) > 1:
             node = self._ref_siblings(node, pointer)
         if "allOf" in node:
-            node = self._merge_all_of(node, pointer)
+            merged = self._merge_all_of(node, pointer)
+            if merged is False:
+                return False
+            node = merged
+        if "enum" in node:
+            if not node["enum"]:
+                return False
+            if "type" in node and not _enum_within_type(node):
+                return False
+        if ("anyOf" in node) != ("oneOf" in node):
+            return self._distribute(node, pointer)
         return node
 
     def _ref_siblings(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
         ref = node.pop("$ref")
-        if self.index.draft <= 7:
+        if self.index.draft <= 7:  # siblings of `$ref` are ignored before 2019-09
             return {"$ref": ref}
-        siblings = {k: v for k, v in node.items() if k not in ANNOTATIONS}
-        target_pointer, _ = self.index.target(ref)
-        if target_pointer in self.index.recursive or target_pointer in self._inlining:
-            for key in siblings:
-                self.removed(pointer, key, "it sits beside a recursive `$ref`")
-            return {"$ref": ref}
+        if not any(key in ASSERTIONS for key in node):
+            target_pointer, _ = self.index.target(ref)
+            if target_pointer in self.index.recursive or target_pointer in self._inlining_set:
+                return {"$ref": ref, **{k: v for k, v in node.items() if k in ANNOTATIONS}}
         node["allOf"] = [{"$ref": ref}, *node.get("allOf", [])]
         return node
 
-    def _resolve_part(self, part: Any, pointer: str) -> Any:
+    def _resolve_part(self, part: Any, pointer: str) -> tuple[Any, str]:
+        """`part` with `$ref` chains followed and normalized, and where it is; a `$ref` that
+        leads back to a node being normalized stays as it is."""
         hops = 0
-        while isinstance(part, Mapping) and set(part) - ANNOTATIONS == {"$ref"} and hops < 64:
+        while isinstance(part, dict) and "$ref" in part and hops < 64:
+            if self.index.draft > 7 and any(k != "$ref" and k in ASSERTIONS for k in part):
+                break
             target_pointer, target = self.index.target(part["$ref"])
-            if target_pointer in self.index.recursive:
-                return part
+            if target_pointer in self._resolving:
+                return part, pointer
             part, pointer, hops = target, target_pointer, hops + 1
-        if isinstance(part, Mapping) and ("allOf" in part or "$ref" in part) and hops < 64:
-            return self.normalize(dict(part), pointer)
-        return part
+        if isinstance(part, dict) and part:
+            if pointer in self._resolving:
+                return part, pointer
+            self._resolving.add(pointer)
+            try:
+                return self.normalize(dict(part), pointer), pointer
+            finally:
+                self._resolving.discard(pointer)
+        return part, pointer
 
-    def _merge_all_of(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
+    def _merge_all_of(self, node: dict[str, Any], pointer: str) -> Any:
         parts = node.pop("allOf")
-        merged = node
-        shapes: list[Mapping[str, Any]] = [node]
-        failed = False
+        closures = [(node.get("additionalProperties"), set(_declared(node)))]
         for i, raw in enumerate(parts):
-            part = self._resolve_part(raw, child(pointer, "allOf", i))
-            if part is True or part == {}:
+            at = child(pointer, "allOf", i)
+            part, part_at = self._resolve_part(raw, at)
+            if part is False:
+                return False
+            if part is True or not isinstance(part, dict) or not part:
                 continue
-            result = None
-            if isinstance(part, Mapping) and "$ref" not in part and "allOf" not in part:
-                result = _merge(merged, part)
-            if result is None:
-                failed = True
+            if "$ref" in part:
+                self.removed(at, "$ref", "it leads back to the schema that holds it")
                 continue
-            merged = result
-            shapes.append(part)
-        if failed:
-            self.removed(pointer, "allOf", "its parts could not be merged into one schema")
-        declared = [set(s.get("properties", {})) for s in shapes]
-        closed = [_closed(s) for s in shapes]
-        if (any(closed) and not _closed(merged)) or any(
-            closed[i] and not declared[j] <= declared[i]
-            for i in range(len(shapes))
-            for j in range(len(shapes))
+            closures.append((part.get("additionalProperties"), set(_declared(part))))
+            if not self.combine(node, part, part_at):
+                return False
+        merged = set(_declared(node))
+        if len(closures) > 1 and any(
+            extra is not None and extra is not True and not merged <= names
+            for extra, names in closures
         ):
+            at = child(pointer, "allOf")
             self.approximated(
-                child(pointer, "allOf"),
-                f"the objects of `allOf` at {quoted(child(pointer, 'allOf'))} were merged "
+                at,
+                f"the objects of `allOf` at {quoted(at)} were merged "
                 "into one that accepts keys some of them reject",
             )
-        return merged
+        return node
+
+    def combine(self, out: dict[str, Any], part: Mapping[str, Any], at: str) -> bool:
+        """Adds `part`'s keywords to `out`, so that `out` requires both. A keyword that cannot
+        be written as one is removed (widening, with a note). False: nothing satisfies both."""
+        for key, value in part.items():
+            if key in ("$defs", "definitions"):
+                continue
+            have = out.get(key, _MISSING)
+            if have is not _MISSING and (
+                key in ANNOTATIONS or key not in ASSERTIONS or _same(have, value)
+            ):
+                continue
+            if key in _UNIONS and any(union in out for union in _UNIONS):
+                self._multiply(out, key, value, at)
+                continue
+            if have is _MISSING:
+                out[key] = value
+                continue
+            if key in ("properties", "patternProperties", "dependentSchemas"):
+                merged = dict(have)
+                for name, sub in value.items():
+                    other = merged.get(name)
+                    merged[name] = (
+                        sub if other is None or _same(other, sub) else {"allOf": [other, sub]}
+                    )
+                out[key] = merged
+            elif key == "required":
+                out[key] = list(dict.fromkeys([*have, *value]))
+            elif key == "dependentRequired":
+                joined = {name: list(names) for name, names in have.items()}
+                for name, names in value.items():
+                    joined[name] = list(dict.fromkeys([*joined.get(name, []), *names]))
+                out[key] = joined
+            elif key == "type":
+                common = _intersect_types(have, value)
+                if common is None:
+                    return False
+                out[key] = common
+            elif key == "enum":
+                keys = {_value_key(v) for v in value}
+                common_values = [v for v in have if _value_key(v) in keys]
+                if not common_values:
+                    return False
+                out[key] = common_values
+            elif key in _LOWER_BOUNDS and not isinstance(value, bool):
+                out[key] = max(have, value)
+            elif key in _UPPER_BOUNDS and not isinstance(value, bool):
+                out[key] = min(have, value)
+            elif key == "uniqueItems":
+                out[key] = bool(have) or bool(value)
+            elif key == "not":
+                out[key] = {"anyOf": [have, value]}
+            elif (
+                key in _SCHEMA_VALUED and not isinstance(have, list) and not isinstance(value, list)
+            ):
+                if value is True:
+                    continue
+                if have is True:
+                    out[key] = value
+                elif have is False or value is False:
+                    out[key] = False
+                else:
+                    out[key] = {"allOf": [have, value]}
+            else:
+                self.removed(at, key, "it differs from the same keyword it is merged with")
+        return True
+
+    def _multiply(self, out: dict[str, Any], key: str, value: list[Any], at: str) -> None:
+        """Two unions in one node: every pair of branches, or the second removed (noted)."""
+        have_key = "anyOf" if "anyOf" in out else "oneOf"
+        have = out[have_key]
+        if len(have) * len(value) > _PRODUCT_LIMIT:
+            self.removed(at, key, "it could not be combined with the union beside it")
+            return
+        del out[have_key]
+        kind = "oneOf" if have_key == key == "oneOf" else "anyOf"
+        if kind == "anyOf":
+            for name, branches in ((have_key, have), (key, value)):
+                if name == "oneOf" and not self.disjoint(list(branches)):
+                    here = child(at, key)
+                    self.approximated(
+                        here,
+                        f"`oneOf` at {quoted(here)} became `anyOf`: "
+                        "a value may match more than one branch",
+                    )
+        out[kind] = [{"allOf": [a, b]} for a in have for b in value]
+
+    def _distribute(self, node: dict[str, Any], pointer: str) -> Any:
+        """`{A, anyOf: [B, C]}` as `anyOf: [A and B, A and C]`: the same values, and every
+        branch one object with the node's properties (and its `type`, which providers need)."""
+        key = "anyOf" if "anyOf" in node else "oneOf"
+        keep: dict[str, Any] = {}
+        asserting: dict[str, Any] = {}
+        for name, value in node.items():
+            if name != key:
+                (asserting if name in ASSERTIONS else keep)[name] = value
+        if not asserting:
+            return node
+        at = child(pointer, key)
+        resolved = [self._resolve_part(raw, child(at, i)) for i, raw in enumerate(node[key])]
+        if set(asserting) == {"type"} and all(
+            part is False
+            or (isinstance(part, dict) and "type" in part and _within(part["type"], node["type"]))
+            for part, _ in resolved
+        ):
+            return node  # the type is implied by every branch: nothing to move
+        size = len(asserting) + len(_declared(asserting))
+        if len(resolved) * size > _DISTRIBUTE_LIMIT:
+            return self._flatten_union(keep, asserting, resolved, at)
+        branches: list[Any] = []
+        for part, part_at in resolved:
+            if part is False:
+                continue  # a branch that accepts nothing: leaving it out changes nothing
+            merged = dict(asserting)
+            if isinstance(part, dict) and not self.combine(merged, part, part_at):
+                continue
+            branches.append(merged)
+        if not branches:
+            return False
+        return {**keep, key: branches}
+
+    def _flatten_union(
+        self,
+        keep: dict[str, Any],
+        asserting: dict[str, Any],
+        resolved: list[tuple[Any, str]],
+        at: str,
+    ) -> dict[str, Any]:
+        props = dict(_declared(asserting))
+        added: dict[str, list[Any]] = {}
+        for part, _ in resolved:
+            if isinstance(part, dict):
+                for name, sub in _declared(part).items():
+                    if name not in props:
+                        added.setdefault(name, []).append(sub)
+        for name, subs in added.items():
+            props[name] = subs[0] if len(subs) == 1 else {"anyOf": subs}
+        self.approximated(
+            at,
+            f"the union at {quoted(at)} is not enforced: it has too many branches to repeat "
+            "the object beside it in each, so their properties were added to that object",
+        )
+        out = {**keep, **asserting}
+        if props:
+            out["properties"] = props
+        return out
 
     # ----- references
 
@@ -420,7 +717,7 @@ class Engine:
         return {"$ref": self.def_ref(target_pointer)}
 
     def inline(self, target: Any, target_pointer: str, pointer: str, *, root: bool = False) -> Any:
-        if target_pointer in self._inlining:
+        if target_pointer in self._inlining_set:
             return self.cut_cycle(pointer)
         if len(self._inlining) >= _INLINE_DEPTH:
             self.approximated(
@@ -430,10 +727,12 @@ class Engine:
             )
             return {}
         self._inlining.append(target_pointer)
+        self._inlining_set.add(target_pointer)
         try:
             return self.schema(target, target_pointer, root=root)
         finally:
             self._inlining.pop()
+            self._inlining_set.discard(target_pointer)
 
     def cut_cycle(self, pointer: str) -> Any:
         self.approximated(
@@ -453,37 +752,47 @@ class Engine:
             else:
                 base = re.sub(r"[^A-Za-z0-9_.-]+", "_", target_pointer.strip("/")) or "root"
             name, n = base, 2
-            taken = set(self._def_names.values())
-            while name in taken:
+            while name in self._names_taken:
                 name, n = f"{base}_{n}", n + 1
             self._def_names[target_pointer] = name
+            self._names_taken.add(name)
             self._def_queue.append((target_pointer, name))
         return "#/$defs/" + name.replace("~", "~0").replace("/", "~1")
 
     # ----- one node
 
     def rewrite(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
+        kinds = node.get("type")
+        if kinds is not None:
+            vacuous = _vacuous(frozenset(_type_set(kinds)))
+            if any(key in vacuous for key in node):  # they apply to no type the node allows
+                node = {k: v for k, v in node.items() if k not in vacuous}
         out: dict[str, Any] = {}
         for key, value in node.items():
-            self.keyword(key, value, node, out, pointer)
+            if key != "enum":
+                self.keyword(key, value, node, out, pointer)
+        if "enum" in node:
+            self.enum(list(node["enum"]), node, out, pointer)
         self.shape(out, node, pointer)
         return out
 
     def keyword(
         self, key: str, value: Any, node: dict[str, Any], out: dict[str, Any], pointer: str
     ) -> None:
-        at = child(pointer, key)
         if key == "properties":
-            out[key] = {name: self.schema(sub, child(at, name)) for name, sub in value.items()}
+            out[key] = {
+                name: self.schema(sub, child(pointer, key, name)) for name, sub in value.items()
+            }
         elif key == "anyOf":
-            out[key] = [self.schema(sub, child(at, i)) for i, sub in enumerate(value)]
+            out[key] = [self.schema(sub, child(pointer, key, i)) for i, sub in enumerate(value)]
         elif key == "oneOf":
             self.one_of(value, node, out, pointer)
         elif key == "items":
             if isinstance(value, list | tuple):
                 self.tuple_items(list(value), node, out, pointer)
-            else:
-                out[key] = self.schema(value, at)
+            elif "prefixItems" not in node or self.prefix_items:
+                out[key] = self.schema(value, child(pointer, key))
+            # else it only applies after the tuple, removed (and noted) with the tuple
         elif key == "prefixItems":
             self.tuple_items(value, node, out, pointer, prefix=True)
         elif key == "additionalItems":
@@ -501,18 +810,18 @@ class Engine:
                 f"the subschema at {quoted(pointer)} is a map (`patternProperties`), "
                 f"which {self.provider} cannot enforce",
             )
-        elif key == "enum":
-            self.enum(list(value), node, out, pointer)
         elif key == "format":
             if self.formats is None or value in self.formats:
                 out[key] = value
             else:
                 self.removed(pointer, key, f"{self.provider} does not enforce `{value}`")
         elif key in self.keep or key in self.annotations:
-            out[key] = copy_json(value)
+            out[key] = value if type(value) is str else copy_json(value)
         elif key in ASSERTIONS:
             self.removed(pointer, key)
-        # annotations and unknown keywords never reject anything: removing them is exact
+        elif key in NOTED_ANNOTATIONS:
+            self.dropped_annotation(pointer, key)
+        # other annotations and unknown keywords never reject anything: removing them is exact
 
     def one_of(
         self, value: list[Any], node: dict[str, Any], out: dict[str, Any], pointer: str
@@ -582,39 +891,42 @@ class Engine:
     def enum(
         self, values: list[Any], node: dict[str, Any], out: dict[str, Any], pointer: str
     ) -> None:
+        """The values with their `type` (providers want one), split by type when they mix;
+        types whose values the provider cannot list are widened to the whole type (noted)."""
         allowed = self.enum_kinds | ({"integer"} if "number" in self.enum_kinds else set())
-        kept = [v for v in values if json_kind(v) in allowed]
-        if len(kept) == len(values):
-            out["enum"] = copy_json(values)
-            return
-        at = child(pointer, "enum")
-        others: dict[str, list[Any]] = {}
+        groups: dict[str, list[Any]] = {}
         for v in values:
-            if json_kind(v) not in allowed:
-                others.setdefault(json_kind(v), []).append(v)
-        branches: list[dict[str, Any]] = [{"enum": copy_json(kept)}] if kept else []
-        exact = True
-        for kind, members in others.items():
+            kind = json_kind(v)
+            groups.setdefault("number" if kind == "integer" else kind, []).append(v)
+        branches: list[dict[str, Any]] = []
+        widened = False
+        for kind, members in groups.items():
+            if kind == "number":
+                kind = "integer" if all(json_kind(v) == "integer" for v in members) else "number"
             if kind == "null":
                 branches.append({"type": "null"})
-            elif kind == "boolean" and {True, False} <= set(members):
+            elif kind in allowed:
+                branches.append({"type": kind, "enum": copy_json(members)})
+            elif kind == "boolean" and len(members) == 2:
                 branches.append({"type": "boolean"})
             else:
                 branches.append({"type": kind})
-                exact = False
-        if "anyOf" in node or "oneOf" in node:
+                widened = True
+        if len(branches) > 1 and ("anyOf" in out or "anyOf" in node or "oneOf" in node):
             self.removed(pointer, "enum", f"{self.provider} cannot list these values")
             return
-        if not exact:
+        if widened:
+            at = child(pointer, "enum")
             self.approximated(
                 at,
                 f"`enum` at {quoted(at)} was widened to the types of values "
                 f"{self.provider} cannot list",
             )
-        if len(branches) > 1:
+        if len(branches) == 1:
+            out.update(branches[0])
+        else:
+            out.pop("type", None)
             out["anyOf"] = branches
-        elif "type" not in node:
-            out["type"] = branches[0]["type"]
 
     # ----- after the keywords
 
@@ -630,7 +942,7 @@ class Engine:
         if not self.strict_shapes:
             return
         kinds = out.get("type")
-        typed = kinds is not None or any(k in out for k in ("enum", "anyOf", "$ref"))
+        typed = kinds is not None or any(k in out for k in ("anyOf", "$ref"))
         if not typed:
             what = "has no `type`" if out else "accepts any value"
             self.unsupported(
@@ -663,22 +975,37 @@ def _lookup(index: SchemaIndex, pointer: str) -> Any:
     return lookup(index.root, pointer)
 
 
+def _only_ref(node: Any) -> bool:
+    return (
+        isinstance(node, dict)
+        and "$ref" in node
+        and all(key == "$ref" or key in ANNOTATIONS for key in node)
+    )
+
+
 def follow(index: SchemaIndex, node: Any) -> Any:
     """`node` with `$ref`-only chains followed (at most 64 hops), without rewriting anything."""
     hops = 0
-    while isinstance(node, Mapping) and set(node) - ANNOTATIONS == {"$ref"} and hops < 64:
+    while _only_ref(node) and hops < 64:
         node = index.target(node["$ref"])[1]
         hops += 1
     return node
 
 
-def _values(node: Any) -> list[Any] | None:
-    if not isinstance(node, Mapping):
+def _values(node: Any, index: SchemaIndex | None = None) -> list[Any] | None:
+    """The values `node` is limited to (`const`, `enum`, or those of an `allOf` part)."""
+    if not isinstance(node, dict):
         return None
     if "const" in node:
         return [node["const"]]
     if "enum" in node:
         return list(node["enum"])
+    parts = node.get("allOf")
+    if isinstance(parts, list) and index is not None:
+        for part in parts:
+            values = _values(follow(index, part), index)
+            if values is not None:
+                return values  # the node's values are among these
     return None
 
 
@@ -687,6 +1014,11 @@ def _kinds(node: Mapping[str, Any]) -> Any:
     if values is not None:
         return sorted({json_kind(v) for v in values})
     return node.get("type")
+
+
+def _objects_only(node: Mapping[str, Any]) -> bool:
+    kinds = _kinds(node)
+    return kinds is not None and _type_set(kinds) == {"object"}
 
 
 def _pair_disjoint(index: SchemaIndex, left: Any, right: Any) -> bool:
@@ -702,21 +1034,64 @@ def _pair_disjoint(index: SchemaIndex, left: Any, right: Any) -> bool:
     values_left, values_right = _values(left), _values(right)
     if values_left is not None and values_right is not None:
         return values_disjoint(values_left, values_right)
+    if not (_objects_only(left) and _objects_only(right)):
+        return False  # a discriminator tells objects apart, not other values
     common = set(left.get("required", ())) & set(right.get("required", ()))
-    props_left, props_right = left.get("properties", {}), right.get("properties", {})
+    props_left, props_right = _declared(left), _declared(right)
     for name in common:
-        a = _values(follow(index, props_left.get(name)))
-        b = _values(follow(index, props_right.get(name)))
+        a = _values(follow(index, props_left.get(name)), index)
+        b = _values(follow(index, props_right.get(name)), index)
         if a is not None and b is not None and values_disjoint(a, b):
             return True
     return False
 
 
 def branches_disjoint(index: SchemaIndex, branches: list[Any]) -> bool:
-    """Whether no value can match two `branches` (by types, enums or a discriminator)."""
+    """Whether no value can match two `branches` (by types, enums or a discriminator).
+
+    Pair by pair for a few branches; for many, by hashing: distinct types, distinct values,
+    or one discriminating property all branches require, so that the cost stays linear.
+    """
     shapes = [follow(index, b) for b in branches]
-    return all(
-        _pair_disjoint(index, shapes[i], shapes[j])
-        for i in range(len(shapes))
-        for j in range(i + 1, len(shapes))
-    )
+    if len(shapes) <= _PAIRWISE:
+        return all(
+            _pair_disjoint(index, shapes[i], shapes[j])
+            for i in range(len(shapes))
+            for j in range(i + 1, len(shapes))
+        )
+    live = [s for s in shapes if s is not False]
+    if not all(isinstance(s, Mapping) for s in live):
+        return False
+    seen: set[Any] = set()
+    if all(_values(s) is not None for s in live):
+        for s in live:
+            keys = {_value_key(v) for v in _values(s) or ()}
+            if keys & seen:
+                return False
+            seen |= keys
+        return True
+    kinds = [_kinds(s) for s in live]
+    if all(k is not None for k in kinds):
+        total = 0
+        for k in kinds:
+            names = _type_set(k)
+            total += len(names)
+            seen |= names
+        if total == len(seen):
+            return True
+    if not all(_objects_only(s) for s in live):
+        return False
+    common = set.intersection(*(set(s.get("required", ())) for s in live))
+    for name in sorted(common):
+        seen = set()
+        for s in live:
+            values = _values(follow(index, _declared(s).get(name)), index)
+            if values is None:
+                break
+            keys = {_value_key(v) for v in values}
+            if keys & seen:
+                break
+            seen |= keys
+        else:
+            return True
+    return False

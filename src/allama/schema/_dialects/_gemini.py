@@ -3,9 +3,15 @@
 
 `responseJsonSchema` keeps `$defs`/`$ref`, maps, tuples, numeric and array bounds, and
 enums of strings and numbers; Gemini unrolls recursion only to a limited depth, which would
-narrow the schema, so recursion is `UNSUPPORTED`. `responseSchema` has no references and no
-`additionalProperties`: `$ref`s are inlined (recursion cut, with a note), nullability is
-`nullable`, types are upper-case and enums list strings only.
+narrow the schema, so recursion is `UNSUPPORTED`. `default` and `examples` go as they are.
+
+`responseSchema` has no references and no `additionalProperties`: `$ref`s are inlined
+(recursion cut, with a note), nullability is `nullable`, types are upper-case, enums list
+strings only, `format` is `date-time` on strings only. Gemini refuses an `OBJECT` without
+`properties`, an `ARRAY` without `items`, and `properties` or `items` on a node whose type is
+not `OBJECT` or `ARRAY`: an array without `items` gets `items: {}` (any item, which is what it
+said), an object without properties becomes any value (noted), and a node without `type` that
+has object or array keywords becomes one branch per JSON type.
 """
 
 from __future__ import annotations
@@ -14,11 +20,19 @@ import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from allama.schema._dialects._engine import Engine
+from allama.schema._dialects._engine import (
+    ARRAY_KEYWORDS,
+    NUMBER_KEYWORDS,
+    OBJECT_KEYWORDS,
+    STRING_KEYWORDS,
+    Engine,
+)
 from allama.schema._pointer import quoted
 from allama.schema._rewrite import Rewrite
 
 __all__ = ["gemini_json_schema", "gemini_response_schema"]
+
+_TYPED_WORDS = OBJECT_KEYWORDS | ARRAY_KEYWORDS | STRING_KEYWORDS | NUMBER_KEYWORDS
 
 
 class _GeminiBase(Engine):
@@ -61,6 +75,9 @@ class _GeminiBase(Engine):
 
 class _JsonSchema(_GeminiBase):
     provider: ClassVar[str] = "Gemini responseJsonSchema"
+    annotations: ClassVar[frozenset[str]] = frozenset(
+        {"title", "description", "default", "examples"}
+    )
     formats: ClassVar[frozenset[str] | None] = frozenset({"date-time", "date", "time"})
     enum_kinds: ClassVar[frozenset[str]] = frozenset({"string", "number"})
     maps: ClassVar[bool] = True
@@ -70,10 +87,29 @@ class _JsonSchema(_GeminiBase):
 
 class _ResponseSchema(_GeminiBase):
     provider: ClassVar[str] = "Gemini responseSchema"
+    annotations: ClassVar[frozenset[str]] = frozenset(
+        {"title", "description", "default", "example"}
+    )
     formats: ClassVar[frozenset[str] | None] = frozenset({"date-time"})
     enum_kinds: ClassVar[frozenset[str]] = frozenset({"string"})
     inline_refs: ClassVar[bool] = True
     close_objects: ClassVar[bool] = False
+
+    def rewrite(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
+        if not any(k in node for k in ("type", "enum", "anyOf", "oneOf")) and any(
+            k in node for k in OBJECT_KEYWORDS | ARRAY_KEYWORDS
+        ):
+            node = _by_type(node)
+        return super().rewrite(node, pointer)
+
+    def keyword(
+        self, key: str, value: Any, node: dict[str, Any], out: dict[str, Any], pointer: str
+    ) -> None:
+        kinds = node.get("type")
+        if key == "format" and "string" not in (kinds if isinstance(kinds, list) else [kinds]):
+            self.removed(pointer, key, f"{self.provider} takes a `format` on strings only")
+        else:
+            super().keyword(key, value, node, out, pointer)
 
     def additional_properties(
         self, value: Any, node: dict[str, Any], out: dict[str, Any], pointer: str
@@ -94,10 +130,55 @@ class _ResponseSchema(_GeminiBase):
             # without `additionalProperties` an object with `properties` is closed: an open
             # one goes without them, wider than the original rather than narrower
             out.pop("properties", None)
+        kinds = out.get("type")
+        names = kinds if isinstance(kinds, list) else [kinds]
+        if "object" in names and not out.get("properties"):
+            if "additionalProperties" not in node and "patternProperties" not in node:
+                if "properties" in node:
+                    self.approximated(
+                        pointer,
+                        f"the object at {quoted(pointer)} declares no properties, which "
+                        f"{self.provider} cannot express, so it accepts any value",
+                    )
+                else:
+                    self.unsupported(
+                        pointer,
+                        f"the subschema at {quoted(pointer)} is an object open to any keys, "
+                        f"which {self.provider} cannot express",
+                    )
+            for key in ("type", "properties", "required"):
+                out.pop(key, None)  # any value: the widest thing Gemini accepts here
+        elif "array" in names and "items" not in out:
+            out["items"] = {}
+        props = out.get("properties")
+        required = out.get("required")
+        if isinstance(props, dict) and isinstance(required, list):
+            undeclared = [name for name in required if name not in props]
+            if undeclared:
+                out["required"] = [name for name in required if name in props]
+                self.removed(pointer, "required", "it names properties the object does not declare")
 
     def run(self) -> Rewrite:
         rewrite = super().run()
-        return Rewrite(schema=_openapi(rewrite.schema), notes=rewrite.notes)
+        return Rewrite(
+            schema=_openapi(rewrite.schema), notes=rewrite.notes, dropped=rewrite.dropped
+        )
+
+
+def _by_type(node: dict[str, Any]) -> dict[str, Any]:
+    """A node without `type` as one branch per JSON type, each with its own keywords: the
+    same values, in a form where every `properties` and `items` has its type."""
+    outer = {k: v for k, v in node.items() if k not in _TYPED_WORDS}
+    branches: list[dict[str, Any]] = []
+    for kind, words in (
+        ("object", OBJECT_KEYWORDS),
+        ("array", ARRAY_KEYWORDS),
+        ("string", STRING_KEYWORDS),
+        ("number", NUMBER_KEYWORDS),
+    ):
+        branches.append({"type": kind, **{k: v for k, v in node.items() if k in words}})
+    branches += [{"type": "boolean"}, {"type": "null"}]
+    return {**outer, "anyOf": branches}
 
 
 def _openapi(node: Any) -> Any:

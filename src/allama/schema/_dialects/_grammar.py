@@ -1,125 +1,152 @@
 """Grammar engines: Ollama `format` and llama.cpp-style JSON-Schema-to-grammar converters.
 
-The schema goes whole; the grammar enforces types, `properties`/`required`, `enum`,
-`const`, `anyOf`, local `$ref`s, `items` with `minItems`/`maxItems`, string lengths, a few
-formats, integer bounds and anchored patterns. The notes say what it ignores. An
-unanchored `pattern` makes the converter fail, so it is the one keyword removed.
+The grammar enforces types, `properties`/`required`, `enum`, `const`, `anyOf`, local
+`$ref`s, `items` with `minItems`/`maxItems`, string lengths, a few formats, integer bounds
+and anchored patterns; the notes say what it ignores. The schema goes as written, with
+three rewrites that change nothing it accepts, because the converters get them wrong:
+
+- `allOf` is merged into one node (converters make every property of a part required);
+- the keywords beside a union move into its branches (converters read only the union,
+  dropping the `properties` beside it);
+- a `$ref` with assertions beside it is merged with its target (converters ignore them).
+
+An unanchored `pattern` makes the converter fail, so it is removed; keywords the grammar
+ignores that hold schemas (`not`, `if`, `patternProperties`...) are removed too, so that no
+`$ref` inside them is left pointing at a definition that was not carried over.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
-from allama.schema._dialects._engine import branches_disjoint
-from allama.schema._pointer import child, lookup, quoted
-from allama.schema._rewrite import Rewrite, SchemaNote
-from allama.schema._walk import (
-    SCHEMA_LISTS,
-    SCHEMA_MAPS,
-    SCHEMA_SINGLE,
-    copy_json,
-    preflight,
-)
-from allama.types import WarningKind
+from allama.schema._dialects._engine import ASSERTIONS, Engine
+from allama.schema._pointer import child, quoted
+from allama.schema._rewrite import Rewrite
+from allama.schema._walk import ANNOTATIONS
 
 __all__ = ["grammar_engine"]
 
 _FORMATS = frozenset(
     {"date", "time", "date-time", "uuid", "uuid1", "uuid2", "uuid3", "uuid4", "uuid5"}
 )
-_IGNORED = (
-    "multipleOf",
-    "uniqueItems",
-    "contains",
-    "minContains",
-    "maxContains",
-    "not",
-    "if",
-    "then",
-    "else",
-    "dependentSchemas",
-    "dependentRequired",
-    "dependencies",
-    "patternProperties",
-    "propertyNames",
-    "minProperties",
-    "maxProperties",
-    "unevaluatedProperties",
-    "unevaluatedItems",
-    "prefixItems",
-    "additionalItems",
+_IGNORED = frozenset(
+    {
+        "multipleOf",
+        "uniqueItems",
+        "minContains",
+        "maxContains",
+        "dependentRequired",
+        "minProperties",
+        "maxProperties",
+    }
 )
-_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+"""Ignored by the grammar, sent as they are."""
+_IGNORED_SCHEMAS = frozenset(
+    {
+        "not",
+        "if",
+        "then",
+        "else",
+        "contains",
+        "dependentSchemas",
+        "propertyNames",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+    }
+)
+"""Ignored by the grammar and holding schemas: removed."""
+_BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+_STRUCTURE = frozenset(
+    {
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "$ref",
+        "dependencies",
+    }
+)
 
 
-def _schema_children(node: Mapping[str, Any], pointer: str) -> list[tuple[Any, str]]:
-    found: list[tuple[Any, str]] = []
-    for key, value in node.items():
-        if key in SCHEMA_MAPS:
-            found.extend((sub, child(pointer, key, name)) for name, sub in value.items())
-        elif key in SCHEMA_LISTS or (key == "items" and isinstance(value, list | tuple)):
-            found.extend((sub, child(pointer, key, i)) for i, sub in enumerate(value))
-        elif key in SCHEMA_SINGLE or key == "items":
-            found.append((value, child(pointer, key)))
-        elif key == "dependencies":
-            found.extend(
-                (sub, child(pointer, key, name))
-                for name, sub in value.items()
-                if not isinstance(sub, list | tuple)
+class _Grammar(Engine):
+    provider: ClassVar[str] = "the grammar"
+    keep: ClassVar[frozenset[str]] = ASSERTIONS - _STRUCTURE - _IGNORED_SCHEMAS
+    annotations: ClassVar[frozenset[str]] = ANNOTATIONS
+    formats: ClassVar[frozenset[str] | None] = None
+    maps: ClassVar[bool] = True
+    prefix_items: ClassVar[bool] = True
+    close_objects: ClassVar[bool] = False
+
+    def nothing(self, pointer: str) -> Any:
+        return False
+
+    def keyword(
+        self, key: str, value: Any, node: dict[str, Any], out: dict[str, Any], pointer: str
+    ) -> None:
+        at = quoted(pointer)
+        if key == "pattern":
+            if isinstance(value, str) and value.startswith("^") and value.endswith("$"):
+                out[key] = value
+            else:
+                self.approximated(
+                    pointer, f"`pattern` was removed at {at}: the grammar needs `^` and `$` anchors"
+                )
+            return
+        if key == "format" and value not in _FORMATS:
+            self.approximated(pointer, f"`format` `{value}` is not enforced by the grammar at {at}")
+        elif key in _BOUNDS and node.get("type") != "integer":
+            self.approximated(
+                pointer, f"`{key}` is not enforced by the grammar at {at} (only integers)"
             )
-    return found
+        elif key in _IGNORED or key in _IGNORED_SCHEMAS:
+            self.approximated(pointer, f"`{key}` is not enforced by the grammar at {at}")
+            if key in _IGNORED_SCHEMAS:
+                return
+        elif key == "dependencies":
+            self.approximated(pointer, f"`{key}` is not enforced by the grammar at {at}")
+            return
+        elif key == "patternProperties":
+            self.approximated(pointer, f"`{key}` is not enforced by the grammar at {at}")
+            out["additionalProperties"] = True  # the keys it allows stay allowed
+            return
+        elif key == "additionalProperties" and "patternProperties" in node:
+            return
+        elif key == "items" and isinstance(value, list | tuple):
+            self.approximated(pointer, f"tuple `items` are not enforced by the grammar at {at}")
+        elif key == "prefixItems":
+            self.approximated(pointer, f"`prefixItems` is not enforced by the grammar at {at}")
+        super().keyword(key, value, node, out, pointer)
+
+    def one_of(
+        self, value: list[Any], node: dict[str, Any], out: dict[str, Any], pointer: str
+    ) -> None:
+        if "anyOf" not in node and not self.disjoint(value):
+            self.approximated(
+                pointer, f"`oneOf` is enforced as `anyOf` by the grammar at {quoted(pointer)}"
+            )
+            at = child(pointer, "oneOf")
+            out["anyOf"] = [self.schema(sub, child(at, i)) for i, sub in enumerate(value)]
+            return
+        super().one_of(value, node, out, pointer)
+
+    def run(self) -> Rewrite:
+        rewrite = super().run()
+        notes = sorted(rewrite.notes, key=lambda n: n.pointer)
+        return Rewrite(rewrite.schema, tuple(notes), rewrite.dropped)
 
 
 def grammar_engine(schema: Mapping[str, Any]) -> Rewrite:
-    """`schema` for a grammar engine, whole, with notes on the keywords the grammar ignores.
+    """`schema` for a grammar engine, with notes on the keywords the grammar ignores.
 
     Raises `SchemaError` for a schema that is not valid JSON Schema.
 
     >>> [n.message for n in grammar_engine({"type": "string", "format": "email"}).notes]
     ['`format` `email` is not enforced by the grammar at `/`']
     """
-    index = preflight(schema)
-    notes: list[SchemaNote] = []
-    seen: set[str] = set()
-    removals: list[str] = []
-
-    def note(pointer: str, message: str) -> None:
-        notes.append(SchemaNote(WarningKind.APPROXIMATED, pointer or "/", message))
-
-    pending: list[tuple[Any, str]] = [(schema, "")]
-    while pending:
-        node, pointer = pending.pop()
-        if pointer in seen or not isinstance(node, Mapping):
-            continue
-        seen.add(pointer)
-        at = quoted(pointer)
-        pattern = node.get("pattern")
-        if isinstance(pattern, str) and not (pattern.startswith("^") and pattern.endswith("$")):
-            removals.append(child(pointer, "pattern"))
-            note(pointer, f"`pattern` was removed at {at}: the grammar needs `^` and `$` anchors")
-        fmt = node.get("format")
-        if isinstance(fmt, str) and fmt not in _FORMATS:
-            note(pointer, f"`format` `{fmt}` is not enforced by the grammar at {at}")
-        if node.get("type") != "integer":
-            for key in _BOUNDS:
-                if key in node:
-                    note(pointer, f"`{key}` is not enforced by the grammar at {at} (only integers)")
-        for key in _IGNORED:
-            if key in node:
-                note(pointer, f"`{key}` is not enforced by the grammar at {at}")
-        if isinstance(node.get("items"), list | tuple):
-            note(pointer, f"tuple `items` are not enforced by the grammar at {at}")
-        if "allOf" in node:
-            note(pointer, f"`allOf` is only partly enforced by the grammar at {at}")
-        if "oneOf" in node and not branches_disjoint(index, list(node["oneOf"])):
-            note(pointer, f"`oneOf` is enforced as `anyOf` by the grammar at {at}")
-        if "properties" in node and ("anyOf" in node or "oneOf" in node):
-            note(pointer, f"`properties` beside a union may be ignored by the grammar at {at}")
-        pending.extend(_schema_children(node, pointer))
-    out = copy_json(schema)
-    for pointer in removals:
-        parent = lookup(out, pointer.rsplit("/", 1)[0])
-        parent.pop("pattern", None)
-    notes.sort(key=lambda n: n.pointer)
-    return Rewrite(schema=out, notes=tuple(notes))
+    return _Grammar(schema).run()

@@ -1,11 +1,12 @@
 """OpenAI strict structured outputs (Chat Completions, Responses, Azure, strict tools).
 
-Every object closed, every property required. An optional property becomes required and
-nullable: extraction removes those stand-in `null`s before validating
-(`normalize_strict_nulls`), so the rewrite is exact and a defaulted field never becomes
-mandatory for the model. Maps, open objects and untyped values cannot be strict: those are
-`UNSUPPORTED` notes, and the schema is left as wide as the original so that it can still be
-sent without `strict`.
+Every object closed, every property required, every node typed (an `enum` gets the type of
+its values). An optional property becomes required and nullable: extraction removes those
+stand-in `null`s before validating (`normalize_strict_nulls`), so the rewrite is exact and a
+defaulted field never becomes mandatory for the model. `default` and `examples` are not sent
+(OpenAI's SDK strips them; listed in `Rewrite.dropped`). Maps, open objects and untyped values
+cannot be strict: those are `UNSUPPORTED` notes, and the schema is left as wide as the
+original so that it can still be sent without `strict`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, ClassVar, Literal
 
 from allama.schema._dialects._engine import Engine, admits_null
 from allama.schema._limits import measure
-from allama.schema._pointer import child, quoted
+from allama.schema._pointer import quoted
 from allama.schema._rewrite import Rewrite
 
 __all__ = ["OpenAIProfile", "openai_strict"]
@@ -56,23 +57,13 @@ class _Current(Engine):
     strict_shapes: ClassVar[bool] = True
     limits: ClassVar[_Limits] = _Limits(5000, 10, 120_000, 1000, 15_000)
 
-    def rewrite(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
-        if "properties" in node:
-            for key in ("anyOf", "oneOf"):
-                for i in range(len(node.get(key, ()))):
-                    self._as_written.add(child(pointer, key, i))
-        return super().rewrite(node, pointer)
-
     def shape(self, out: dict[str, Any], node: dict[str, Any], pointer: str) -> None:
         super().shape(out, node, pointer)
         props = out.get("properties")
-        if not isinstance(props, dict) or pointer in self._as_written:
+        if not isinstance(props, dict):
             return
         required = list(node.get("required", ()))
-        if "anyOf" in node or "oneOf" in node:
-            # the union's objects are closed to these properties and these to theirs:
-            # stand-in nulls on either side would make the node accept nothing, so the
-            # node and the union's branches stay as the caller wrote them
+        if "anyOf" in out:  # only when the union beside the properties could not be distributed
             self.unsupported(
                 pointer,
                 f"the object at {quoted(pointer)} mixes `properties` with a union, "
