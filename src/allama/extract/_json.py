@@ -14,11 +14,12 @@ import re
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic_core import from_json
 
 from allama.schema._undeclared import format_path
 
-__all__ = ["NotJsonError", "loads"]
+__all__ = ["NotJsonError", "kept_keys", "loads", "may_hold_non_numbers", "written_keys"]
 
 
 class NotJsonError(ValueError):
@@ -59,33 +60,62 @@ def loads(raw: str) -> Any:
 
 def _keys_all_distinct(raw: str, value: Any) -> bool:
     """Whether every key the text writes is one the value kept: a duplicate key is
-    written twice and kept once. Keys are counted in the text by the `":` that ends them,
-    when that count is sure; otherwise this says no, and the slow reader decides."""
+    written twice and kept once. When the count in the text is not sure, this says no, and
+    the slow reader decides."""
+    written = written_keys(raw)
+    return written is not None and written == kept_keys(value)
+
+
+def written_keys(raw: str) -> int | None:
+    """How many keys the JSON text writes, counted by the `":` that ends each; `None` when
+    that count is not sure (an escaped quote before a colon, or white space before one)."""
     if '\\":' in raw or _KEY_GAP.search(raw):
-        return False
-    return raw.count('":') == _kept_keys(value)
+        return None
+    return raw.count('":')
 
 
-def _kept_keys(value: Any) -> int:
-    kind = type(value)
-    if kind is not dict and kind is not list:
-        return 0
+def may_hold_non_numbers(raw: str) -> bool:
+    """Whether the text may write `NaN`, `Infinity` or a number too large for a float (a
+    scan that errs towards yes)."""
+    return "NaN" in raw or "Infinity" in raw or _BIG_EXPONENT.search(raw) is not None
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def kept_keys(value: Any) -> int:
+    """The keys a value kept: every dict's keys, every model's fields set and extras (for a
+    validated value, of a type whose validation keeps every key it reads and invents none)."""
     count = 0
     stack = [value]
-    pop, push = stack.pop, stack.append
+    pop, push, leaves = stack.pop, stack.append, _LEAVES
     while stack:
         node = pop()
-        if type(node) is dict:
+        kind = type(node)
+        if kind in leaves:
+            continue
+        if isinstance(node, BaseModel):
+            count += len(node.__pydantic_fields_set__)
+            extra = node.__pydantic_extra__
+            if extra:
+                count += len(extra)
+                for child in extra.values():
+                    if type(child) not in leaves:
+                        push(child)
+            for child in node.__dict__.values():
+                if type(child) not in leaves:
+                    push(child)
+        elif kind is dict:
             count += len(node)
             for child in node.values():
-                kind = type(child)
-                if kind is dict or kind is list:
+                if type(child) not in leaves:
                     push(child)
-        else:  # a list
+        elif kind is list or kind is tuple:
             for child in node:
-                kind = type(child)
-                if kind is dict or kind is list:
+                if type(child) not in leaves:
                     push(child)
+        elif isinstance(node, set | frozenset):
+            continue  # of hashable members: no objects inside
     return count
 
 

@@ -15,6 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
 from allama.extract._json import NotJsonError, loads
+from allama.extract._output import CAREFUL, output_plan
 from allama.schema._nulls import normalize_strict_nulls
 from allama.schema._undeclared import find_undeclared_key, format_path
 
@@ -140,7 +141,14 @@ def check(
 
     Stand-in `null`s are removed first (against `schema`), then undeclared keys are looked
     for (when asked), then the value is validated strictly, as JSON: `"31"` is not an int.
+    Where the type's plan can tell that none of that changes anything, the text is
+    validated once, directly (`OutputPlan.validate_once`).
     """
+    plan = None if schema is None else output_plan(adapter, schema)
+    if plan is not None:
+        once = plan.validate_once(raw, adapter, reject_undeclared)
+        if once is not CAREFUL:
+            return once
     try:
         value = _loads(raw)
     except NotJsonError as error:
@@ -151,8 +159,10 @@ def check(
         return Failure(message="the JSON value nests too deep", path=None, invalid_json=True)
     text = raw
     if schema is not None:
-        # Without a `null` in the text there is nothing to normalise: skip the walk.
-        normalized = normalize_strict_nulls(value, schema) if "null" in raw else value
+        # Without a `null` in the text, or a property a stand-in could fill, there is
+        # nothing to normalise: skip the walk.
+        nulls = plan is not None and plan.nulls and "null" in raw
+        normalized = normalize_strict_nulls(value, schema) if nulls else value
         if reject_undeclared:
             undeclared = find_undeclared_key(normalized, schema)
             if undeclared is not None:

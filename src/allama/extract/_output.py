@@ -1,0 +1,188 @@
+"""What reading a type's output takes, worked out once per type: so that the common answer
+is parsed once, by pydantic, and the walks run only where the schema gives them work.
+
+The output is validated straight from its text (`validate_json`, one parse) when that is
+sure to give what the careful reading would: the text is strict JSON, nothing in it needs
+the strict-null normalisation, and no key is one the type ignores. Each of those is checked
+cheaply, from the type and from the text:
+
+- `NaN`, `Infinity` and overflowing numbers can only become values where the type takes a
+  float or anything at all; a scan of the text rules them out.
+- A duplicate key is written twice and kept once: the keys the text writes (counted by the
+  `":` that ends each one, where that count is sure) must equal the keys the validated value
+  kept (a model's fields set, a dict's keys). The count is only trusted for types whose
+  validation keeps every key it reads and invents none: no validator functions, dataclasses,
+  root models or JSON-in-a-string fields.
+- Undeclared keys are rejected by validating with `extra="forbid"` (which the walk agrees
+  with wherever validation succeeds); any failure goes to the careful reading, which words
+  the answer.
+- A stand-in `null` that normalisation would remove is one the type rejects, so validation
+  fails on it and the careful reading normalises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from allama.extract._json import kept_keys, may_hold_non_numbers, written_keys
+from allama.schema._nulls import may_hold_stand_in_nulls
+from allama.schema._types import derived
+from allama.schema._undeclared import may_ignore_undeclared_keys
+
+__all__ = ["CAREFUL", "OutputPlan", "output_plan"]
+
+
+_NOT_PLAIN = frozenset(
+    {
+        "function-before",
+        "function-after",
+        "function-wrap",
+        "function-plain",
+        "dataclass",
+        "dataclass-args",
+        "json",
+        "call",
+        "custom-error",
+        "lax-or-strict",
+        "json-or-python",
+        "chain",
+        "is-instance",
+        "is-subclass",
+        "callable",
+        "arguments",
+        "arguments-v3",
+        "generator",
+        "complex",
+    }
+)
+"""Core schema kinds whose validation may read keys without keeping them as keys, or make
+values (and models with fields set) the text did not write."""
+_NUMBERS = frozenset({"float", "decimal", "any", "complex"})
+"""Core schema kinds that take a non-integer number: where `NaN` could become a value."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutputPlan:
+    """How a type's output is read: see the module's docstring."""
+
+    counted: bool
+    """The keys the validated value kept can be counted (no validator functions...)."""
+    numbers: bool
+    """The type takes a non-integer number somewhere (a float, a decimal, anything)."""
+    forbid: bool
+    """Rejecting undeclared keys is `extra="forbid"` at validation (no model allows extras)."""
+    undeclared: bool
+    """Some object of the schema is closed by convention only (`may_ignore_undeclared_keys`)."""
+    nulls: bool
+    """Normalisation could remove a stand-in `null` (`may_hold_stand_in_nulls`)."""
+
+    def validate_once(self, raw: str, adapter: TypeAdapter[Any], reject_undeclared: bool) -> Any:
+        """The value, read with one parse; `CAREFUL` when the careful reading must decide."""
+        extra: Any = None
+        if reject_undeclared and self.undeclared:
+            if not self.forbid:
+                return CAREFUL
+            extra = "forbid"
+        if not self.counted:
+            return CAREFUL
+        if self.numbers and may_hold_non_numbers(raw):
+            return CAREFUL
+        written = written_keys(raw)
+        if written is None:
+            return CAREFUL
+        try:
+            value = adapter.validate_json(raw, strict=True, extra=extra)
+        except ValueError:  # a `ValidationError`: the careful reading says why
+            return CAREFUL
+        if kept_keys(value) != written:
+            return CAREFUL
+        return value
+
+
+CAREFUL: Any = object()
+"""`validate_once` could not decide: the careful reading (parse, normalise, walk) does."""
+
+
+def output_plan(adapter: TypeAdapter[Any], schema: dict[str, Any]) -> OutputPlan:
+    """The plan of the type whose validator is `adapter` and JSON Schema `schema`: kept with
+    a type's schema (worked out once), made afresh for any other."""
+    return derived(schema, output_plan, lambda: _make(adapter, schema))
+
+
+def _make(adapter: TypeAdapter[Any], schema: dict[str, Any]) -> OutputPlan:
+    kinds = _core_kinds(adapter.core_schema)
+    counted = not (kinds.kinds & _NOT_PLAIN) and not kinds.special_models
+    return OutputPlan(
+        counted=counted,
+        numbers=bool(kinds.kinds & _NUMBERS),
+        forbid=counted and not kinds.open_models and not kinds.object_unions,
+        undeclared=may_ignore_undeclared_keys(schema),
+        nulls=may_hold_stand_in_nulls(schema),
+    )
+
+
+_SCALAR_KINDS = frozenset(
+    {"str", "int", "float", "bool", "none", "literal", "enum", "date", "datetime", "time"}
+    | {"timedelta", "uuid", "decimal", "bytes", "url"}
+)
+
+
+def _choices(union: dict[str, Any]) -> list[Any]:
+    """A union's choices (each a schema, or a schema and its label)."""
+    return [
+        choice[0] if isinstance(choice, tuple) else choice for choice in union.get("choices", ())
+    ]
+
+
+@dataclass(slots=True)
+class _Kinds:
+    kinds: set[str]
+    special_models: bool = False
+    """A model that is a root model, has a `model_post_init`, or a custom `__init__`."""
+    open_models: bool = False
+    """A model or `TypedDict` that allows extra keys."""
+    object_unions: bool = False
+    """A union (not a tagged one) with an object among its choices: forbidding extra keys
+    could change which choice validation picks, so the walk decides instead."""
+
+
+def _core_kinds(core: Any) -> _Kinds:
+    """Every kind of node in a core schema, and the models that make counting unsure."""
+    found = _Kinds(set())
+    seen: set[int] = set()
+    stack = [core]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list | tuple):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        kind = node.get("type")
+        if isinstance(kind, str):
+            found.kinds.add(kind)
+            if kind == "model" and (
+                node.get("root_model") or node.get("post_init") or node.get("custom_init")
+            ):
+                found.special_models = True
+            if kind == "model":
+                config = node.get("config") or {}
+                if config.get("extra_fields_behavior") == "allow":
+                    found.open_models = True
+            if kind in ("model-fields", "typed-dict") and node.get("extra_behavior") == "allow":
+                found.open_models = True
+            if kind == "union" and any(
+                not (isinstance(choice, dict) and choice.get("type") in _SCALAR_KINDS)
+                for choice in _choices(node)
+            ):
+                found.object_unions = True
+        for key, child in node.items():
+            if key in ("cls", "ref", "metadata", "serialization", "config", "default"):
+                continue
+            if isinstance(child, dict | list | tuple):
+                stack.append(child)
+    return found

@@ -1,0 +1,231 @@
+"""Reading an output with one parse gives what the careful reading gives, on every text.
+
+The careful reading parses the text, normalises stand-in nulls, walks for undeclared keys
+and validates; the one-parse reading validates the text directly where the type's plan
+says that changes nothing. For any output (valid ones and ones broken in the ways models
+break them) both must return the same value or the same failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
+from typing_extensions import TypedDict
+
+from allama.extract import _output
+from allama.extract._output import CAREFUL, output_plan
+from allama.extract._validation import Failure, check
+from allama.schema._types import type_schema
+
+
+class Colour(Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Row(BaseModel):
+    id: int
+    name: str
+    price: float
+    tags: list[str] = []
+    note: str | None = None
+    size: int = 5
+    colour: Colour = Colour.RED
+
+
+class Catalog(BaseModel):
+    title: str
+    rows: list[Row]
+    extra_info: dict[str, int] = {}
+
+
+class Email(BaseModel):
+    email: str | None = None
+
+
+class Phone(BaseModel):
+    phone: str | None = None
+
+
+class Lead(BaseModel):
+    reach: Email | Phone
+
+
+class Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    a: int
+
+
+class Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    a: int
+    b: list[int] = []
+
+
+class Shout(BaseModel):
+    word: str
+
+    @field_validator("word")
+    @classmethod
+    def upper(cls, value: str) -> str:
+        return value.upper()
+
+
+class Point(TypedDict):
+    x: int
+    y: float
+
+
+@dataclasses.dataclass
+class Pair:
+    left: int
+    right: int = 0
+
+
+class Labels(RootModel[list[str]]):
+    pass
+
+
+class Anything(BaseModel):
+    data: Any
+    weights: dict[str, float] = {}
+
+
+TYPES: list[tuple[Any, list[Any]]] = [
+    (
+        Catalog,
+        [
+            {
+                "title": "t",
+                "rows": [
+                    {"id": 1, "name": "a", "price": 1.5, "tags": ["x"], "note": None},
+                    {"id": 2, "name": 'b "q": c', "price": 2, "size": 3, "colour": "blue"},
+                ],
+                "extra_info": {"k": 1},
+            }
+        ],
+    ),
+    (Lead, [{"reach": {"email": "e"}}, {"reach": {"phone": "1"}}]),
+    (Open, [{"a": 1, "z": [1, 2]}]),
+    (Closed, [{"a": 1, "b": [2]}]),
+    (Shout, [{"word": "hi"}]),
+    (Point, [{"x": 1, "y": 2.5}]),
+    (Pair, [{"left": 1, "right": 2}, {"left": 1}]),
+    (Labels, [["a", "b"]]),
+    (Anything, [{"data": {"k": [1, {"n": None}]}, "weights": {"a": 0.5}}]),
+    (list[Row], [[{"id": 1, "name": "a", "price": 1.0}]]),
+    (Annotated[list[int], Field(min_length=1)], [[1, 2]]),
+    (Literal["a", "b"], ["a"]),
+]
+
+
+def _mutations(value: Any) -> st.SearchStrategy[str]:
+    text = json.dumps(value)
+    compact = json.dumps(value, separators=(",", ":"))
+    pretty = json.dumps(value, indent=2)
+    spaced = json.dumps(value, separators=(" , ", " : "))
+
+    def edit(original: str, at: int, insert: str) -> str:
+        at = at % (len(original) + 1)
+        return original[:at] + insert + original[at:]
+
+    inserts = st.sampled_from(
+        [
+            ', "name": "dup"',
+            ', "id": 7',
+            ', "e_mail": "x"',
+            ', "note": null',
+            ', "size": null',
+            ', "price": NaN',
+            ', "price": Infinity',
+            ', "price": 1e999',
+            ", null",
+            '"',
+            ' "k" : 1,',
+            '\\": ',
+        ]
+    )
+    edited = st.builds(edit, st.sampled_from([text, compact]), st.integers(0, 400), inserts)
+    return st.one_of(st.sampled_from([text, compact, pretty, spaced]), edited)
+
+
+def _outcome(result: Any) -> Any:
+    if isinstance(result, Failure):
+        return ("failure", result.message, result.path, result.invalid_json, result.undeclared)
+    if isinstance(result, BaseModel):
+        return ("value", type(result), result.model_dump(), result.model_fields_set)
+    return ("value", result)
+
+
+def _careful(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def never(self: Any, raw: str, adapter: Any, reject: bool) -> Any:
+        return CAREFUL
+
+    monkeypatch.setattr(_output.OutputPlan, "validate_once", never)
+
+
+@pytest.mark.parametrize(("tp", "values"), TYPES, ids=[str(i) for i in range(len(TYPES))])
+@given(data=st.data(), reject=st.booleans())
+def test_one_parse_reads_as_the_careful_reading_does(
+    tp: Any, values: list[Any], data: st.DataObject, reject: bool
+) -> None:
+    schema = type_schema(tp)
+    raw = data.draw(st.sampled_from(values).flatmap(_mutations))
+    fast = _outcome(check(raw, schema.adapter, schema.schema, reject))
+    with pytest.MonkeyPatch.context() as patch:
+        _careful(patch)
+        careful = _outcome(check(raw, schema.adapter, schema.schema, reject))
+    assert fast == careful, raw
+
+
+def test_a_plain_answer_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No parse but pydantic's own, on an approximate pass with the key check on."""
+    from allama.extract import _json as strict
+
+    def no_second_parse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the output was parsed a second time")
+
+    monkeypatch.setattr(strict, "from_json", no_second_parse)
+    monkeypatch.setattr(strict.json, "loads", no_second_parse)
+    schema = type_schema(Catalog)
+    value = {
+        "title": "t",
+        "rows": [
+            {"id": 1, "name": "a: b", "price": 1.5, "tags": ["x"], "note": None},
+            {"id": 2, "name": "c", "price": 2, "size": 3, "colour": "blue"},
+        ],
+        "extra_info": {"k": 1},
+    }
+    for raw in (json.dumps(value), json.dumps(value, indent=2)):
+        for reject in (False, True):
+            result = check(raw, schema.adapter, schema.schema, reject)
+            assert isinstance(result, Catalog), result
+
+
+@pytest.mark.parametrize(
+    ("tp", "counted", "numbers", "forbid"),
+    [
+        (Catalog, True, True, True),
+        (Lead, True, False, False),
+        (Open, True, False, False),
+        (Closed, True, False, True),
+        (Shout, False, False, False),
+        (Point, True, True, True),
+        (Pair, False, False, False),
+        (Labels, False, False, False),
+        (Anything, True, True, True),
+        (list[int], True, False, True),
+    ],
+)
+def test_the_plan_of_a_type(tp: Any, counted: bool, numbers: bool, forbid: bool) -> None:
+    schema = type_schema(tp)
+    plan = output_plan(schema.adapter, schema.schema)
+    assert (plan.counted, plan.numbers, plan.forbid) == (counted, numbers, forbid)
+    assert output_plan(schema.adapter, schema.schema) is plan
