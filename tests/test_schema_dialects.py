@@ -954,9 +954,9 @@ def test_annotations_are_kept_where_the_dialect_takes_them_and_listed_where_not(
         "gemini_json_schema": "Gemini responseJsonSchema",
         "gemini_response_schema": "Gemini responseSchema",
     }.get(name, "")
+    places = {"discriminator": "/properties/u"}
     expected = [
-        f"`{key}` was not sent at `{'/properties/u' if key == 'discriminator' else '/properties/n'}`"
-        f": {provider} does not take it"
+        f"`{key}` was not sent at `{places.get(key, '/properties/n')}`: {provider} does not take it"
         for key in dropped
     ]
     assert [note.message for note in rewrite.dropped] == expected
