@@ -736,6 +736,8 @@ _SHAPE_LEAVES = st.one_of(
             {"$ref": "#/$defs/Leaf", "description": "a leaf", "x-vendor": 1},
             {"$ref": "#/$defs/Leaf", "maxLength": 3},
             {"$ref": "#/$defs/Base", "properties": {"extra": {"type": "boolean"}}},
+            {"type": ["object", "string"], "properties": {"a": {"type": "string"}}, "maxLength": 3},
+            {"type": ["array", "integer", "null"], "items": {"type": "string"}, "minimum": 1},
         ]
     ),
     st.lists(_PRIMITIVES, min_size=1, max_size=4, unique_by=repr).map(lambda v: {"enum": v}),

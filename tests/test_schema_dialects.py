@@ -954,9 +954,40 @@ def test_annotations_are_kept_where_the_dialect_takes_them_and_listed_where_not(
         "gemini_json_schema": "Gemini responseJsonSchema",
         "gemini_response_schema": "Gemini responseSchema",
     }.get(name, "")
+    places = {"discriminator": "/properties/u"}
     expected = [
-        f"`{key}` was not sent at `{'/properties/u' if key == 'discriminator' else '/properties/n'}`"
-        f": {provider} does not take it"
+        f"`{key}` was not sent at `{places.get(key, '/properties/n')}`: {provider} does not take it"
         for key in dropped
     ]
     assert [note.message for note in rewrite.dropped] == expected
+
+
+def test_refs_beside_annotations_are_merged_to_keep_them_until_that_would_grow_the_schema() -> None:
+    item = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    props = {f"p{i:03}": {"$ref": "#/$defs/Item", "description": f"the {i}th"} for i in range(300)}
+    schema = {
+        "type": "object",
+        "properties": props,
+        "required": list(props),
+        "$defs": {"Item": item},
+    }
+    rewrite = openai_strict(schema)
+    assert rewrite.exact
+    out = rewrite.schema["properties"]
+    assert out["p000"] == {**item, "description": "the 0th", "additionalProperties": False}
+    assert out["p255"]["description"] == "the 255th"
+    assert out["p256"] == {"$ref": "#/$defs/Item"}  # 256 merges, then `$ref`s
+    assert rewrite.schema["$defs"] == {"Item": {**item, "additionalProperties": False}}
+    wrapped = {"allOf": [{"$ref": "#/$defs/Item"}], "description": "d", "default": {"n": 1}}
+    schema = {
+        "type": "object",
+        "properties": {"w": wrapped},
+        "required": ["w"],
+        "$defs": {"Item": item},
+    }
+    assert anthropic(schema).schema["properties"]["w"] == {
+        **item,
+        "description": "d",
+        "default": {"n": 1},
+        "additionalProperties": False,
+    }

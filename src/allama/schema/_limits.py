@@ -29,28 +29,9 @@ class Measure:
     """`anyOf`s and type arrays of more than one type."""
 
 
-_MAPS = ("properties", "patternProperties", "dependentSchemas")
-_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SINGLE = ("additionalProperties", "not", "if", "then", "else", "contains")
-
-
-def _children(node: Mapping[str, Any]) -> Iterator[Any]:
-    for key in _MAPS:
-        value = node.get(key)
-        if isinstance(value, Mapping):
-            yield from value.values()
-    for key in _LISTS:
-        value = node.get(key)
-        if isinstance(value, list):
-            yield from value
-    items = node.get("items")
-    if isinstance(items, list):
-        yield from items
-    elif items is not None:
-        yield items
-    for key in _SINGLE:
-        if key in node:
-            yield node[key]
+_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas"})
+_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
+_SINGLE = frozenset({"additionalProperties", "not", "if", "then", "else", "contains"})
 
 
 def _is_object(node: Mapping[str, Any]) -> bool:
@@ -79,6 +60,7 @@ def measure(schema: Mapping[str, Any]) -> Measure:
         stack: list[tuple[Any, int]] = [(body, 0)]
         deepest = 0
         own_refs = refs[name]
+        push = stack.append
         while stack:
             node, depth = stack.pop()
             if type(node) is not dict and not isinstance(node, Mapping):
@@ -106,8 +88,21 @@ def measure(schema: Mapping[str, Any]) -> Measure:
             kind = node.get("type")
             if "anyOf" in node or (isinstance(kind, list) and len(kind) > 1):
                 unions += 1
-            for sub in _children(node):
-                stack.append((sub, depth))
+            for key in node:
+                if key in _MAPS:
+                    value = node[key]
+                    if isinstance(value, Mapping):
+                        for sub in value.values():
+                            push((sub, depth))
+                elif key in _LISTS or key == "items":
+                    value = node[key]
+                    if isinstance(value, list):
+                        for sub in value:
+                            push((sub, depth))
+                    elif key == "items":
+                        push((value, depth))
+                elif key in _SINGLE:
+                    push((node[key], depth))
         local[name] = deepest
     return Measure(
         properties=properties,

@@ -54,6 +54,7 @@ __all__ = [
     "follow",
     "json_kind",
     "kinds_disjoint",
+    "vacuous_keywords",
     "values_disjoint",
 ]
 
@@ -118,6 +119,9 @@ _PRODUCT_LIMIT = 32
 _DISTRIBUTE_LIMIT = 4_000
 """Keywords (properties counted one by one) a union's branches may receive from the node
 beside it; past it, the branches' properties join the node and the union is not enforced."""
+_MERGED_REFS = 256
+"""`$ref`s beside annotations merged with their target (to keep the annotations) per rewrite;
+past it they stay `$ref`s, so that a large schema is not inlined into a tree."""
 _PAIRWISE = 24
 """Up to this many branches, disjointness is checked pair by pair; above, by hashing."""
 
@@ -269,7 +273,7 @@ NUMBER_KEYWORDS = frozenset(
 )
 
 
-def _vacuous(kinds: frozenset[str]) -> frozenset[str]:
+def vacuous_keywords(kinds: frozenset[str]) -> frozenset[str]:
     """The keywords that constrain none of `kinds` (`properties` on a string, say)."""
     found = _VACUOUS.get(kinds)
     if found is None:
@@ -341,6 +345,7 @@ class Engine:
         self._resolving: set[str] = set()
         self._budget = _BUDGET
         self._depth = 0
+        self._merged_refs = 0
 
     # ----- notes
 
@@ -480,6 +485,13 @@ class Engine:
             node["enum"] = [v for v in enum if _same(v, value)] if enum is not None else [value]
         if "$ref" in node and len(node) > 1:
             node = self._ref_siblings(node, pointer)
+        elif (
+            "allOf" in node
+            and len(node["allOf"]) == 1
+            and _only_ref(node["allOf"][0])
+            and not any(key in ASSERTIONS for key in node if key != "allOf")
+        ):  # `allOf: [{$ref}]` beside annotations, as a `$ref` beside annotations
+            node = self._annotated_ref(node.pop("allOf")[0]["$ref"], node)
         if "allOf" in node:
             merged = self._merge_all_of(node, pointer)
             if merged is False:
@@ -499,11 +511,22 @@ class Engine:
         if self.index.draft <= 7:  # siblings of `$ref` are ignored before 2019-09
             return {"$ref": ref}
         if not any(key in ASSERTIONS for key in node):
-            target_pointer, _ = self.index.target(ref)
-            if target_pointer in self.index.recursive or target_pointer in self._inlining_set:
-                return {"$ref": ref, **{k: v for k, v in node.items() if k in ANNOTATIONS}}
+            return self._annotated_ref(ref, node)
         node["allOf"] = [{"$ref": ref}, *node.get("allOf", [])]
         return node
+
+    def _annotated_ref(self, ref: str, node: dict[str, Any]) -> dict[str, Any]:
+        """A `$ref` with only annotations beside it: merged with its target to keep them, as
+        long as that stays small (each merge repeats the target's subtree in a new place)."""
+        target_pointer, _ = self.index.target(ref)
+        if (
+            target_pointer in self.index.recursive
+            or target_pointer in self._inlining_set
+            or self._merged_refs >= _MERGED_REFS
+        ):
+            return {"$ref": ref, **{k: v for k, v in node.items() if k in ANNOTATIONS}}
+        self._merged_refs += 1
+        return {**node, "allOf": [{"$ref": ref}]}
 
     def _resolve_part(self, part: Any, pointer: str) -> tuple[Any, str]:
         """`part` with `$ref` chains followed and normalized, and where it is; a `$ref` that
@@ -764,7 +787,7 @@ class Engine:
     def rewrite(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
         kinds = node.get("type")
         if kinds is not None:
-            vacuous = _vacuous(frozenset(_type_set(kinds)))
+            vacuous = vacuous_keywords(frozenset(_type_set(kinds)))
             if any(key in vacuous for key in node):  # they apply to no type the node allows
                 node = {k: v for k, v in node.items() if k not in vacuous}
         out: dict[str, Any] = {}

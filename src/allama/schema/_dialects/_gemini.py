@@ -26,6 +26,7 @@ from allama.schema._dialects._engine import (
     OBJECT_KEYWORDS,
     STRING_KEYWORDS,
     Engine,
+    vacuous_keywords,
 )
 from allama.schema._pointer import quoted
 from allama.schema._rewrite import Rewrite
@@ -216,8 +217,14 @@ def _openapi(node: Any) -> Any:
         elif not kinds:
             out["type"] = "NULL"
         else:
-            rest_keys = {k: v for k, v in out.items() if k != "type"}
-            branch_list = [{**rest_keys, "type": k} for k in kinds]
+            branch_list = []
+            for kind in kinds:
+                names = {kind.lower()} | ({"integer"} if kind == "NUMBER" else set())
+                vacuous = vacuous_keywords(frozenset(names)) | (
+                    {"propertyOrdering"} if kind != "OBJECT" else set()
+                )
+                kept = {k: v for k, v in out.items() if k != "type" and k not in vacuous}
+                branch_list.append({**kept, "type": kind})
             if nullable:
                 branch_list = [{**b, "nullable": True} for b in branch_list]
             return {"anyOf": branch_list}
