@@ -1,8 +1,13 @@
 """Client overhead of `allama.extract` over a local server, against raw httpx2 plus one
-pydantic validation (the floor). Run by hand: `./run bench`.
+pydantic validation (the floor). Run by hand: `./run bench` (or this script with `exact`,
+`approximate` or an answer's label to run part of it).
 
-The server runs in another process and always answers the same chat completion, so the
-figures are the client's own CPU time per call (`time.process_time` in this process).
+The server runs in another process and answers one chat completion per path: a 3-field
+answer, and a 20 KB one (200 objects of 6 fields). The figures are the client's CPU time per
+call (`time.process_time` in this process) and wall time per call, for one call at a time
+(sync and async) and 200 in flight, on an endpoint where enforcement is exact (OpenAI's
+preset) and one where it is approximate (any OpenAI-compatible endpoint, where the output
+is also checked for undeclared keys).
 """
 
 from __future__ import annotations
@@ -20,30 +25,8 @@ from pydantic import BaseModel
 
 import allama
 
-CALLS = 2_000
 CONCURRENT = 200
-
-BODY = json.dumps(
-    {
-        "id": "chatcmpl-bench",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "bench-model",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "stop",
-                "message": {
-                    "role": "assistant",
-                    "content": json.dumps(
-                        {"name": "Ada Lovelace", "year": 1843, "tags": ["math", "program"]}
-                    ),
-                },
-            }
-        ],
-        "usage": {"prompt_tokens": 41, "completion_tokens": 17, "total_tokens": 58},
-    }
-).encode()
+ROUNDS = 5
 
 
 class Program(BaseModel):
@@ -52,21 +35,81 @@ class Program(BaseModel):
     tags: list[str]
 
 
+class Row(BaseModel):
+    id: int
+    sku: str
+    name: str
+    price: float
+    quantity: int
+    in_stock: bool
+
+
+class Rows(BaseModel):
+    rows: list[Row]
+
+
+def _completion(content: str) -> bytes:
+    return json.dumps(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "bench-model",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": content},
+                }
+            ],
+            "usage": {"prompt_tokens": 41, "completion_tokens": 17, "total_tokens": 58},
+        }
+    ).encode()
+
+
+SMALL = json.dumps({"name": "Ada Lovelace", "year": 1843, "tags": ["math", "program"]})
+LARGE = json.dumps(
+    {
+        "rows": [
+            {
+                "id": i,
+                "sku": f"SKU-{i:05d}",
+                "name": f"Item number {i}",
+                "price": round(i * 1.25, 2),
+                "quantity": i % 17,
+                "in_stock": i % 3 != 0,
+            }
+            for i in range(200)
+        ]
+    }
+)
+PAYLOADS: dict[str, tuple[type[BaseModel], bytes, int]] = {
+    # name: (type, the server's body, calls per measurement)
+    "3-field answer": (Program, _completion(SMALL), 2_000),
+    f"{len(LARGE) // 1000} KB answer (200 objects of 6 fields)": (Rows, _completion(LARGE), 400),
+}
+BODIES = {
+    f"/{index}/v1/chat/completions": body for index, (_, body, _) in enumerate(PAYLOADS.values())
+}
+
+
 def _serve(port_queue: Any) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = 0
+                path = head.split(b" ", 2)[1].decode()
                 for line in head.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":", 1)[1])
                 if length:
                     await reader.readexactly(length)
+                body = BODIES[path]
                 writer.write(
                     b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                    + f"content-length: {len(BODY)}\r\n\r\n".encode()
-                    + BODY
+                    + f"content-length: {len(body)}\r\n\r\n".encode()
+                    + body
                 )
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -81,38 +124,44 @@ def _serve(port_queue: Any) -> None:
     asyncio.run(main())
 
 
-ROUNDS = 5
-
-
-def _cpu(fn: Any) -> float:
-    start = time.process_time()
+def _measure(fn: Any) -> tuple[float, float]:
+    """CPU and wall time of one run."""
+    cpu, wall = time.process_time(), time.perf_counter()
     fn()
-    return time.process_time() - start
+    return time.process_time() - cpu, time.perf_counter() - wall
 
 
-def _compare(floor: Any, ours: Any) -> tuple[float, float]:
-    """Best of `ROUNDS` for each, the two measured in turn so that drift hits both alike."""
+def _compare(floor: Any, ours: Any, calls: int) -> tuple[float, float, float, float]:
+    """Best of `ROUNDS` for each, the two measured in turn so that drift hits both alike:
+    CPU per call (floor, ours), wall per call (floor, ours)."""
     floor()  # warm up
     ours()
-    floor_cpu, ours_cpu = [], []
+    floor_runs, our_runs = [], []
     for _ in range(ROUNDS):
-        floor_cpu.append(_cpu(floor))
-        ours_cpu.append(_cpu(ours))
-    return min(floor_cpu) / CALLS, min(ours_cpu) / CALLS
+        floor_runs.append(_measure(floor))
+        our_runs.append(_measure(ours))
+    return (
+        min(run[0] for run in floor_runs) / calls,
+        min(run[0] for run in our_runs) / calls,
+        min(run[1] for run in floor_runs) / calls,
+        min(run[1] for run in our_runs) / calls,
+    )
 
 
 FLOOR_BODY = {"model": "bench-model", "messages": [{"role": "user", "content": "Ada published..."}]}
 
 
-def bench_sync(base: str, preset: str, model: str) -> tuple[float, float]:
-    adapter = Program.model_validate_json
+def bench_sync(
+    base: str, preset: str, model: str, tp: type[BaseModel], calls: int
+) -> tuple[float, float, float, float]:
+    adapter = tp.model_validate_json
     request = allama.ChatRequest(model).user("Ada published the first program in 1843.")
     provider = allama.provider(preset, base_url=base, api_key="k")
 
     with httpx2.Client() as client:
 
         def floor() -> None:
-            for _ in range(CALLS):
+            for _ in range(calls):
                 response = client.post(
                     f"{base}/chat/completions",
                     json=FLOOR_BODY,
@@ -121,17 +170,20 @@ def bench_sync(base: str, preset: str, model: str) -> tuple[float, float]:
                 adapter(response.json()["choices"][0]["message"]["content"])
 
         def ours() -> None:
-            for _ in range(CALLS):
-                allama.extract(provider, Program, request)
+            for _ in range(calls):
+                allama.extract(provider, tp, request)
 
-        result = _compare(floor, ours)
+        result = _compare(floor, ours, calls)
     provider.close()
     return result
 
 
-def bench_async(base: str, preset: str, model: str, concurrency: int) -> tuple[float, float]:
-    adapter = Program.model_validate_json
+def bench_async(
+    base: str, preset: str, model: str, tp: type[BaseModel], calls: int, concurrency: int
+) -> tuple[float, float, float, float]:
+    adapter = tp.model_validate_json
     request = allama.ChatRequest(model).user("Ada published the first program in 1843.")
+    calls -= calls % concurrency
 
     async def floor() -> None:
         async with httpx2.AsyncClient(limits=httpx2.Limits(max_connections=concurrency)) as client:
@@ -144,55 +196,74 @@ def bench_async(base: str, preset: str, model: str, concurrency: int) -> tuple[f
                 )
                 adapter(response.json()["choices"][0]["message"]["content"])
 
-            for _ in range(CALLS // concurrency):
+            for _ in range(calls // concurrency):
                 await asyncio.gather(*(one() for _ in range(concurrency)))
 
     async def ours() -> None:
         provider = allama.provider(preset, base_url=base, api_key="k")
-        for _ in range(CALLS // concurrency):
+        for _ in range(calls // concurrency):
             await asyncio.gather(
-                *(allama.aextract(provider, Program, request) for _ in range(concurrency))
+                *(allama.aextract(provider, tp, request) for _ in range(concurrency))
             )
         await provider.aclose()
 
-    return _compare(lambda: asyncio.run(floor()), lambda: asyncio.run(ours()))
+    return _compare(lambda: asyncio.run(floor()), lambda: asyncio.run(ours()), calls)
 
 
 ENDPOINTS = (
+    # OpenAI's own preset: strict structured output, enforcement exact, no key walk.
+    ("openai", "gpt-4o-2024-08-06", "exact"),
     # An endpoint whose enforcement allama cannot vouch for: the schema is sent as is, and
     # the output is checked for undeclared keys before validation.
     ("openai-compatible", "bench-model", "approximate"),
-    # OpenAI's own preset: strict structured output, enforcement exact, no key walk.
-    ("openai", "gpt-4o-2024-08-06", "exact"),
 )
 
 
 def main() -> None:
+    only = sys.argv[1:]
     queue: Any = multiprocessing.Queue()
     server = multiprocessing.Process(target=_serve, args=(queue,), daemon=True)
     server.start()
     port = queue.get(timeout=10)
-    base = f"http://127.0.0.1:{port}/v1"
     with socket.create_connection(("127.0.0.1", port), timeout=5):
         pass
     rows = []
     try:
-        for preset, model, enforcement in ENDPOINTS:
-            where = f"`{preset}` ({enforcement})"
-            rows.append((f"sync, one at a time, {where}", *bench_sync(base, preset, model)))
-            rows.append((f"async, one at a time, {where}", *bench_async(base, preset, model, 1)))
-            concurrent = bench_async(base, preset, model, CONCURRENT)
-            rows.append((f"async, {CONCURRENT} concurrent, {where}", *concurrent))
+        for index, (label, (tp, _, calls)) in enumerate(PAYLOADS.items()):
+            base = f"http://127.0.0.1:{port}/{index}/v1"
+            for preset, model, enforcement in ENDPOINTS:
+                if only and enforcement not in only and label not in only:
+                    continue
+                where = f"`{preset}` ({enforcement})"
+                cases = [
+                    ("sync, one at a time", bench_sync(base, preset, model, tp, calls)),
+                    ("async, one at a time", bench_async(base, preset, model, tp, calls, 1)),
+                    (
+                        f"async, {CONCURRENT} concurrent",
+                        bench_async(
+                            base, preset, model, tp, max(calls, CONCURRENT * 5), CONCURRENT
+                        ),
+                    ),
+                ]
+                for workload, figures in cases:
+                    rows.append((label, workload, where, *figures))
     finally:
         server.terminate()
     print(
-        f"client CPU per call over {CALLS} calls (best of {ROUNDS}, measured in turn), "
+        f"client time per call (best of {ROUNDS}, floor and allama measured in turn), "
         f"Python {sys.version.split()[0]}"
     )
-    print("| workload | httpx2 + validation (floor) | allama.extract | ratio |")
-    print("|---|---|---|---|")
-    for name, floor, ours in rows:
-        print(f"| {name} | {floor * 1e6:.0f} µs | {ours * 1e6:.0f} µs | {ours / floor:.2f} |")
+    print(
+        "| answer | workload | endpoint | floor CPU | allama CPU | CPU ratio | floor wall | "
+        "allama wall | wall ratio |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for label, workload, where, floor_cpu, cpu, floor_wall, wall in rows:
+        print(
+            f"| {label} | {workload} | {where} | {floor_cpu * 1e6:.0f} µs | {cpu * 1e6:.0f} µs | "
+            f"{cpu / floor_cpu:.2f} | {floor_wall * 1e6:.0f} µs | {wall * 1e6:.0f} µs | "
+            f"{wall / floor_wall:.2f} |"
+        )
 
 
 if __name__ == "__main__":

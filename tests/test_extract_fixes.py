@@ -382,6 +382,11 @@ class Order(BaseModel):
             "the number `1e999` is too large for a floating point value at `lines[0].price`",
             "lines[0].price",
         ),
+        (
+            '{"lines": [{"sku": "a", "price": 1' + "0" * 400 + "}]}",
+            "a number is too large for a floating point value at `lines[0].price`",
+            "lines[0].price",
+        ),
     ],
 )
 def test_output_that_is_not_strict_json_is_a_parse_error(text: str, detail: str, path: str) -> None:

@@ -14,12 +14,12 @@ import re
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
-from pydantic import BaseModel
 from pydantic_core import from_json
 
+from allama.extract._kept import kept_keys
 from allama.schema._undeclared import format_path
 
-__all__ = ["NotJsonError", "kept_keys", "loads", "may_hold_non_numbers", "written_keys"]
+__all__ = ["NotJsonError", "loads", "written_keys"]
 
 
 class NotJsonError(ValueError):
@@ -33,8 +33,6 @@ class NotJsonError(ValueError):
 _KEY_GAP = re.compile(r'"[ \t\r\n]+:')
 """A key's closing quote with white space before its colon (or an escaped quote followed by
 white space and a colon inside a string): keys cannot then be counted by `":`."""
-_BIG_EXPONENT = re.compile(r"[0-9][eE]\+?[0-9]{3}|[0-9]{300}")
-"""A number that may be too large for a float (it would read as infinity)."""
 
 
 def loads(raw: str) -> Any:
@@ -51,7 +49,7 @@ def loads(raw: str) -> Any:
         if located is not None:
             raise located from None
         return json.loads(raw)
-    if _BIG_EXPONENT.search(raw) or not _keys_all_distinct(raw, value):
+    if not _keys_all_distinct(raw, value):
         located = _first_non_json(raw)
         if located is not None:
             raise located
@@ -59,9 +57,10 @@ def loads(raw: str) -> Any:
 
 
 def _keys_all_distinct(raw: str, value: Any) -> bool:
-    """Whether every key the text writes is one the value kept: a duplicate key is
-    written twice and kept once. When the count in the text is not sure, this says no, and
-    the slow reader decides."""
+    """Whether every key the text writes is one the value kept (a duplicate key is written
+    twice and kept once) and every float is finite (a number too large for a float reads as
+    infinity). When the count in the text is not sure, this says no: the slow reader
+    decides."""
     written = written_keys(raw)
     return written is not None and written == kept_keys(value)
 
@@ -72,51 +71,6 @@ def written_keys(raw: str) -> int | None:
     if '\\":' in raw or _KEY_GAP.search(raw):
         return None
     return raw.count('":')
-
-
-def may_hold_non_numbers(raw: str) -> bool:
-    """Whether the text may write `NaN`, `Infinity` or a number too large for a float (a
-    scan that errs towards yes)."""
-    return "NaN" in raw or "Infinity" in raw or _BIG_EXPONENT.search(raw) is not None
-
-
-_LEAVES = frozenset({str, int, float, bool, type(None)})
-
-
-def kept_keys(value: Any) -> int:
-    """The keys a value kept: every dict's keys, every model's fields set and extras (for a
-    validated value, of a type whose validation keeps every key it reads and invents none)."""
-    count = 0
-    stack = [value]
-    pop, push, leaves = stack.pop, stack.append, _LEAVES
-    while stack:
-        node = pop()
-        kind = type(node)
-        if kind in leaves:
-            continue
-        if isinstance(node, BaseModel):
-            count += len(node.__pydantic_fields_set__)
-            extra = node.__pydantic_extra__
-            if extra:
-                count += len(extra)
-                for child in extra.values():
-                    if type(child) not in leaves:
-                        push(child)
-            for child in node.__dict__.values():
-                if type(child) not in leaves:
-                    push(child)
-        elif kind is dict:
-            count += len(node)
-            for child in node.values():
-                if type(child) not in leaves:
-                    push(child)
-        elif kind is list or kind is tuple:
-            for child in node:
-                if type(child) not in leaves:
-                    push(child)
-        elif isinstance(node, set | frozenset):
-            continue  # of hashable members: no objects inside
-    return count
 
 
 # The slow reader: only for text the checks above could not clear.

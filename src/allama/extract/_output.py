@@ -6,13 +6,12 @@ sure to give what the careful reading would: the text is strict JSON, nothing in
 the strict-null normalisation, and no key is one the type ignores. Each of those is checked
 cheaply, from the type and from the text:
 
-- `NaN`, `Infinity` and overflowing numbers can only become values where the type takes a
-  float or anything at all; a scan of the text rules them out.
 - A duplicate key is written twice and kept once: the keys the text writes (counted by the
   `":` that ends each one, where that count is sure) must equal the keys the validated value
-  kept (a model's fields set, a dict's keys). The count is only trusted for types whose
-  validation keeps every key it reads and invents none: no validator functions, dataclasses,
-  root models or JSON-in-a-string fields.
+  kept (a model's fields set, a dict's keys). The same walk of the value finds a `NaN` or an
+  infinity (what `NaN`, `Infinity` or an overflowing number reads as) in any float. The
+  count is only trusted for types whose validation keeps every key it reads and invents
+  none: no validator functions, dataclasses, root models or JSON-in-a-string fields.
 - Undeclared keys are rejected by validating with `extra="forbid"` (which the walk agrees
   with wherever validation succeeds); any failure goes to the careful reading, which words
   the answer.
@@ -27,7 +26,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from allama.extract._json import kept_keys, may_hold_non_numbers, written_keys
+from allama.extract._json import written_keys
+from allama.extract._kept import kept_keys
 from allama.schema._nulls import may_hold_stand_in_nulls
 from allama.schema._types import derived
 from allama.schema._undeclared import may_ignore_undeclared_keys
@@ -60,8 +60,6 @@ _NOT_PLAIN = frozenset(
 )
 """Core schema kinds whose validation may read keys without keeping them as keys, or make
 values (and models with fields set) the text did not write."""
-_NUMBERS = frozenset({"float", "decimal", "any", "complex"})
-"""Core schema kinds that take a non-integer number: where `NaN` could become a value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +68,6 @@ class OutputPlan:
 
     counted: bool
     """The keys the validated value kept can be counted (no validator functions...)."""
-    numbers: bool
-    """The type takes a non-integer number somewhere (a float, a decimal, anything)."""
     forbid: bool
     """Rejecting undeclared keys is `extra="forbid"` at validation (no model allows extras)."""
     undeclared: bool
@@ -87,8 +83,6 @@ class OutputPlan:
                 return CAREFUL
             extra = "forbid"
         if not self.counted:
-            return CAREFUL
-        if self.numbers and may_hold_non_numbers(raw):
             return CAREFUL
         written = written_keys(raw)
         if written is None:
@@ -117,7 +111,6 @@ def _make(adapter: TypeAdapter[Any], schema: dict[str, Any]) -> OutputPlan:
     counted = not (kinds.kinds & _NOT_PLAIN) and not kinds.special_models
     return OutputPlan(
         counted=counted,
-        numbers=bool(kinds.kinds & _NUMBERS),
         forbid=counted and not kinds.open_models and not kinds.object_unions,
         undeclared=may_ignore_undeclared_keys(schema),
         nulls=may_hold_stand_in_nulls(schema),

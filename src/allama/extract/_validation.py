@@ -15,6 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
 from allama.extract._json import NotJsonError, loads
+from allama.extract._kept import NOT_FINITE, kept_keys, non_finite_path
 from allama.extract._output import CAREFUL, output_plan
 from allama.schema._nulls import normalize_strict_nulls
 from allama.schema._undeclared import find_undeclared_key, format_path
@@ -170,6 +171,14 @@ def check(
         if normalized is not value:
             text = json.dumps(normalized)
     try:
-        return adapter.validate_json(text, strict=True)
+        validated = adapter.validate_json(text, strict=True)
     except ValidationError as error:
         return from_validation_error(error)
+    if kept_keys(validated) == NOT_FINITE:
+        # An integer too long for a float, in a float field, reads as infinity.
+        path = non_finite_path(validated)
+        where = f" at `{path}`" if path else ""
+        return Failure(
+            f"a number is too large for a floating point value{where}", path, invalid_json=True
+        )
+    return validated

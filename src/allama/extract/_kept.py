@@ -1,0 +1,214 @@
+"""What a validated value kept of its JSON text: how many keys, and whether every float in
+it is finite. Compared with the keys the text wrote, the count tells a duplicate key
+(written twice, kept once) without parsing the text a second time.
+
+Models are walked by what their fields can hold, worked out once per class: a field that
+holds only scalars is not visited, a float field is checked for `NaN` and infinity. A list
+of models of one class whose fields hold only scalars (the usual shape of a long answer) is
+counted by C loops: the sizes of their fields-set, and the sum of each float field (a sum
+is finite only when every term is, or it overflowed, which is then checked item by item).
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import enum
+import types
+import typing
+import uuid
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = ["NOT_FINITE", "kept_keys", "non_finite_path"]
+
+NOT_FINITE = -1
+"""What `kept_keys` returns for a value holding `NaN` or an infinite float."""
+
+_LEAVES = frozenset({str, int, bool, type(None)})
+_SCALAR_TYPES: tuple[type, ...] = (
+    str,
+    int,
+    bool,
+    type(None),
+    enum.Enum,
+    datetime.date,
+    datetime.time,
+    datetime.timedelta,
+    uuid.UUID,
+    bytes,
+)
+_FIELDS_SET = attrgetter("__pydantic_fields_set__")
+
+
+@dataclass(frozen=True, slots=True)
+class _Fields:
+    """What a model's fields can hold, worked out from their annotations."""
+
+    floats: tuple[str, ...]
+    """Fields that hold a float or a `Decimal` (maybe `None`)."""
+    plain_floats: tuple[attrgetter[Any], ...]
+    """Getters of the float fields that always hold a float (summed in C)."""
+    loose_floats: tuple[str, ...]
+    """The other float fields (a `Decimal`, or maybe `None`), checked one by one."""
+    inner: tuple[str, ...]
+    """Fields that may hold containers, models or anything: walked into."""
+    flat: bool
+    """No inner fields and no extra keys allowed: the model is a row of scalars."""
+
+
+_MODELS: dict[type, _Fields] = {}
+
+
+def _kind(annotation: Any) -> str:
+    """`leaf`, `float`, `plain_float` (always a float) or `inner` (anything else)."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _kind(typing.get_args(annotation)[0])
+    if origin is typing.Literal:
+        return "leaf"
+    if origin in (typing.Union, types.UnionType):
+        kinds = {_kind(arg) for arg in typing.get_args(annotation)}
+        if "inner" in kinds:
+            return "inner"
+        return "float" if kinds & {"float", "plain_float"} else "leaf"
+    if annotation is float:
+        return "plain_float"
+    if annotation is decimal.Decimal:
+        return "float"
+    if isinstance(annotation, type) and origin is None and issubclass(annotation, _SCALAR_TYPES):
+        return "leaf"
+    return "inner"
+
+
+def _fields(cls: type[BaseModel]) -> _Fields:
+    found = _MODELS.get(cls)
+    if found is None:
+        floats: list[str] = []
+        plain: list[str] = []
+        inner: list[str] = []
+        for name, info in cls.model_fields.items():
+            kind = _kind(info.annotation)
+            if kind in ("float", "plain_float"):
+                floats.append(name)
+                if kind == "plain_float":
+                    plain.append(name)
+            elif kind == "inner":
+                inner.append(name)
+        flat = not inner and cls.model_config.get("extra") != "allow"
+        found = _MODELS[cls] = _Fields(
+            floats=tuple(floats),
+            plain_floats=tuple(attrgetter(name) for name in plain),
+            loose_floats=tuple(name for name in floats if name not in plain),
+            inner=tuple(inner),
+            flat=flat,
+        )
+    return found
+
+
+def _finite(number: Any) -> bool:
+    """Whether a float field's value (a float, a `Decimal`, or `None`) is a finite number."""
+    kind = type(number)
+    if kind is float:
+        return not (number - number)  # `inf - inf` and `nan - nan` are `nan`, not zero
+    return not (kind is decimal.Decimal and not number.is_finite())
+
+
+def _rows(items: list[Any], shape: _Fields) -> int:
+    """Keys kept by a list of flat models of one class, or `NOT_FINITE`."""
+    count = sum(map(len, map(_FIELDS_SET, items)))
+    for getter in shape.plain_floats:
+        total = sum(map(getter, items))
+        # `total - total` is not zero when some term is not finite, or the sum overflowed
+        # (then each term is looked at).
+        if total - total and not all(map(_finite, map(getter, items))):
+            return NOT_FINITE
+    for name in shape.loose_floats:
+        for item in items:
+            if not _finite(item.__dict__[name]):
+                return NOT_FINITE
+    return count
+
+
+def kept_keys(value: Any) -> int:
+    """The keys `value` kept (every dict's keys, every model's fields set and extras), or
+    `NOT_FINITE` when a float in it is `NaN` or infinite."""
+    count = 0
+    stack = [value]
+    pop, push, leaves, models = stack.pop, stack.append, _LEAVES, _MODELS
+    while stack:
+        node = pop()
+        kind = type(node)
+        if kind in leaves:
+            continue
+        if kind is float or kind is decimal.Decimal:
+            if not _finite(node):
+                return NOT_FINITE
+            continue
+        if kind is list or kind is tuple:
+            if node:
+                first = type(node[0])
+                shape = models.get(first)
+                if shape is None and issubclass(first, BaseModel):
+                    shape = _fields(first)
+                if shape is not None and shape.flat and len(set(map(type, node))) == 1:
+                    rows = _rows(node if kind is list else list(node), shape)
+                    if rows == NOT_FINITE:
+                        return NOT_FINITE
+                    count += rows
+                    continue
+            for child in node:
+                if type(child) not in leaves:
+                    push(child)
+            continue
+        if kind is dict:
+            count += len(node)
+            for child in node.values():
+                if type(child) not in leaves:
+                    push(child)
+            continue
+        if isinstance(node, BaseModel):
+            shape = models.get(kind) or _fields(kind)
+            count += len(node.__pydantic_fields_set__)
+            held = node.__dict__
+            for name in shape.floats:
+                if not _finite(held[name]):
+                    return NOT_FINITE
+            for name in shape.inner:
+                child = held[name]
+                if type(child) not in leaves:
+                    push(child)
+            extra = node.__pydantic_extra__
+            if extra:
+                count += len(extra)
+                push(list(extra.values()))
+            continue
+        if isinstance(node, set | frozenset):
+            for child in node:
+                if not _finite(child):
+                    return NOT_FINITE
+    return count
+
+
+def non_finite_path(value: Any, path: tuple[str | int, ...] = ()) -> str | None:
+    """Where in `value` a float is `NaN` or infinite (`rows[3].price`), found slowly: only
+    for a value `kept_keys` found one in."""
+    from allama.schema._undeclared import format_path
+
+    if type(value) in (float, decimal.Decimal):
+        return None if _finite(value) else format_path(path)
+    children: Any = ()
+    if isinstance(value, BaseModel):
+        children = [*value.__dict__.items(), *(value.__pydantic_extra__ or {}).items()]
+    elif isinstance(value, dict):
+        children = value.items()
+    elif isinstance(value, list | tuple | set | frozenset):
+        children = enumerate(value)
+    for key, child in children:
+        found = non_finite_path(child, (*path, key))
+        if found is not None:
+            return found
+    return None
