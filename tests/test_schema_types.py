@@ -35,3 +35,14 @@ def test_an_ordinary_type_still_builds_after_one_that_did_not() -> None:
         x: int
 
     assert type_schema(Point).schema["required"] == ["x"]
+
+
+def test_type_expressions_equal_but_spelled_apart_keep_their_own_schemas() -> None:
+    from typing import Literal
+
+    from allama.schema._types import type_schema
+
+    first = type_schema(Literal["a", "b"]).schema
+    second = type_schema(Literal["b", "a"]).schema
+    assert (first["enum"], second["enum"]) == (["a", "b"], ["b", "a"])
+    assert type_schema(list[Literal["b", "a"]]).schema["items"]["enum"] == ["b", "a"]

@@ -72,7 +72,7 @@ _CACHED_TYPES = 512
 
 
 @lru_cache(maxsize=_CACHED_TYPES)
-def _cached(tp: Any) -> TypeSchema:
+def _cached(tp: Any, spelling: str | None) -> TypeSchema:
     built = _build(tp)
     with _READ_ONLY_LOCK:
         while len(_READ_ONLY) >= 2 * _CACHED_TYPES:
@@ -121,7 +121,10 @@ def type_schema(tp: Any) -> TypeSchema:
     """
     try:
         try:
-            return _cached(tp)
+            # Type expressions compare equal across orderings (`Literal["b", "a"] ==
+            # Literal["a", "b"]`), but their schemas list members in order: the spelling
+            # keeps them apart. A class is its own key.
+            return _cached(tp, None if isinstance(tp, type) else repr(tp))
         except TypeError:  # an unhashable type expression
             return _build(tp)
     except RecursionError:
