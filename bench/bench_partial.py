@@ -1,16 +1,19 @@
-"""What the typed partial value of a stream costs: reading it after every chunk stays linear.
+"""What the typed partial value of a stream costs, read after every event, on each endpoint kind.
 
-A 2,000-item list (items with a few fields) is streamed through `extract_stream` against
-`MockStreamingProvider` in 500 and in 5,000 chunks, reading `stream.partial` after every
-chunk, then `finish()`. For comparison, on the same chunks:
+A list of rows (objects of five fields) streams as Chat Completions SSE from an in-process
+`httpx2` transport, through `allama.provider(...)` and `extract_stream`: on OpenAI's preset
+(enforcement exact) and on any OpenAI-compatible endpoint (approximate). For each, in turn:
 
-- re-parse: what most libraries do, `pydantic_core.from_json(buffer, allow_partial=True)`
-  on the whole buffer plus a partial validation, after every chunk (quadratic);
-- once: join the chunks and validate once at the end (no partial value at all);
-- the same stream reading `partial` after every 10th event only, and never (the partial
-  value is computed when it is read, on the text since the last read).
+- `partial` read after every event, then `finish()`;
+- `partial` never read, then `finish()`: the same stream validated once at the end (the floor);
 
-CPU time (`time.process_time`), best of a few runs. Run by hand: `python bench/bench_partial.py`.
+for 200 rows in 500 chunks and 2,000 rows in 5,000 chunks (the same chunk size, ten times
+the output: linear means ten times the CPU), and 2,000 rows in 500 chunks. For comparison,
+what most libraries do: re-parse the whole buffer with `pydantic_core.from_json(...,
+allow_partial=True)` and validate it after every chunk (quadratic), on the text alone.
+
+CPU time (`time.process_time`), best of a few runs, the cases measured in turn. Run by
+hand: `python bench/bench_partial.py [repeat]`.
 """
 
 from __future__ import annotations
@@ -19,25 +22,15 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
+import httpx2
 import pydantic_core
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 import allama
-from allama import (
-    BlockStart,
-    BlockStop,
-    ChatRequest,
-    ExtractionMode,
-    Finish,
-    ResponseStart,
-    StreamBlockType,
-    StreamEvent,
-    TextDelta,
-)
-from allama.mock import MockStreamingProvider
-
-ITEMS = 2_000
+from allama import ChatRequest, ExtractionMode
+from allama.transport import Transport
 
 
 class Item(BaseModel):
@@ -52,7 +45,7 @@ class Catalog(BaseModel):
     items: list[Item]
 
 
-def document() -> str:
+def document(rows: int) -> str:
     items = [
         {
             "sku": f"SKU-{i:05d}",
@@ -61,7 +54,7 @@ def document() -> str:
             "quantity": i % 17,
             "in_stock": i % 3 != 0,
         }
-        for i in range(ITEMS)
+        for i in range(rows)
     ]
     return json.dumps({"items": items})
 
@@ -71,40 +64,49 @@ def chunked(text: str, count: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def events(chunks: list[str]) -> list[StreamEvent]:
-    out: list[StreamEvent] = [ResponseStart(), BlockStart(index=0, block_type=StreamBlockType.TEXT)]
-    out.extend(TextDelta(index=0, text=chunk) for chunk in chunks)
-    out.extend([BlockStop(index=0), Finish(finish_reason="stop")])
-    return out
+def sse(chunks: list[str]) -> list[bytes]:
+    """One SSE event per chunk, as Chat Completions streams them."""
+
+    def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        chunk = {
+            "id": "chatcmpl-bench",
+            "model": "bench-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+    events = [event({"role": "assistant", "content": ""})]
+    events.extend(event({"content": chunk}) for chunk in chunks)
+    events.append(event({}, "stop"))
+    events.append(b"data: [DONE]\n\n")
+    return events
 
 
-REQUEST = ChatRequest("m").user("list the catalog").with_option(ExtractionMode.NATIVE)
+def provider(preset: str, events: list[bytes]) -> Any:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(
+            200, content=iter(events), headers={"content-type": "text/event-stream"}
+        )
+
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    return allama.provider(preset, api_key="k", base_url="http://bench/v1", transport=transport)
 
 
-def stream_reading_partial(chunks: list[str], expected: Catalog) -> None:
-    provider = MockStreamingProvider.with_stream(events(chunks))
-    with allama.extract_stream(provider, Catalog, REQUEST) as stream:
+REQUEST = (
+    ChatRequest("gpt-4o-2024-08-06").user("list the catalog").with_option(ExtractionMode.NATIVE)
+)
+
+
+def streamed(chat: Any, expected: Catalog, read_partial: bool) -> None:
+    with allama.extract_stream(chat, Catalog, REQUEST) as stream:
         for _ in stream:
-            stream.partial  # noqa: B018 - reading it is what is measured
-        assert stream.partial == expected
-        assert stream.finish().value == expected
-
-
-def stream_reading_partial_sometimes(chunks: list[str], expected: Catalog) -> None:
-    provider = MockStreamingProvider.with_stream(events(chunks))
-    with allama.extract_stream(provider, Catalog, REQUEST) as stream:
-        for index, _ in enumerate(stream):
-            if index % 10 == 0:
+            if read_partial:
                 stream.partial  # noqa: B018 - reading it is what is measured
-        assert stream.partial == expected
-        assert stream.finish().value == expected
-
-
-def stream_without_partial(chunks: list[str], expected: Catalog) -> None:
-    provider = MockStreamingProvider.with_stream(events(chunks))
-    with allama.extract_stream(provider, Catalog, REQUEST) as stream:
-        for _ in stream:
-            pass
+        if read_partial:
+            assert stream.partial == expected
         assert stream.finish().value == expected
 
 
@@ -124,49 +126,61 @@ def reparse_every_chunk(chunks: list[str], expected: Catalog) -> None:
     assert value == expected
 
 
-def validate_once(chunks: list[str], expected: Catalog) -> None:
-    assert ADAPTER.validate_json("".join(chunks)) == expected
-
-
-def best_cpu(run: Callable[[], None], repeat: int) -> float:
-    best = float("inf")
+def best_cpu(runs: list[Callable[[], None]], repeat: int) -> list[float]:
+    """Best CPU time of each run, the runs measured in turn so drift hits them alike."""
+    for run in runs:
+        run()  # warm up
+    best = [float("inf")] * len(runs)
     for _ in range(repeat):
-        start = time.process_time()
-        run()
-        best = min(best, time.process_time() - start)
+        for index, run in enumerate(runs):
+            start = time.process_time()
+            run()
+            best[index] = min(best[index], time.process_time() - start)
     return best
 
 
+SIZES = ((200, 500), (2_000, 5_000), (2_000, 500))
+ENDPOINTS = (("openai", "exact"), ("openai-compatible", "approximate"))
+
+
 def main() -> None:
-    text = document()
-    expected = Catalog.model_validate_json(text)
-    repeat = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    print(f"{ITEMS} items, {len(text):,} characters of JSON; CPU ms, best of {repeat}")
-    figures: dict[tuple[str, int], float] = {}
-    cases: list[tuple[str, Callable[[list[str], Catalog], None]]] = [
-        ("extract_stream, partial every chunk", stream_reading_partial),
-        ("extract_stream, partial every 10th event", stream_reading_partial_sometimes),
-        ("extract_stream, partial never read", stream_without_partial),
-        ("re-parse buffer every chunk", reparse_every_chunk),
-        ("join and validate once", validate_once),
-    ]
-    print(f"{'':44} {'500 chunks':>12} {'5,000 chunks':>14} {'ratio':>7}")
-    for label, case in cases:
-        row = []
-        for count in (500, 5_000):
-            chunks = chunked(text, count)
-            figures[(label, count)] = best_cpu(
-                lambda c=chunks, f=case: f(c, expected),  # type: ignore[misc]
+    repeat = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    print(f"CPU ms, best of {repeat}, Python {sys.version.split()[0]}")
+    print(
+        "| endpoint | rows | chunks | `partial` every event | validated once at the end | ratio |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    figures: dict[tuple[str, int, int], float] = {}
+    for preset, kind in ENDPOINTS:
+        for rows, count in SIZES:
+            text = document(rows)
+            expected = Catalog.model_validate_json(text)
+            chat = provider(preset, sse(chunked(text, count)))
+            partial, once = best_cpu(
+                [
+                    lambda c=chat, e=expected: streamed(c, e, True),  # type: ignore[misc]
+                    lambda c=chat, e=expected: streamed(c, e, False),  # type: ignore[misc]
+                ],
                 repeat,
             )
-            row.append(figures[(label, count)])
-        print(f"{label:44} {row[0] * 1e3:12.1f} {row[1] * 1e3:14.1f} {row[1] / row[0]:7.1f}")
-    ours = figures[(cases[0][0], 5_000)]
-    reparse = figures[(cases[3][0], 5_000)]
-    once = figures[(cases[4][0], 5_000)]
+            figures[(preset, rows, count)] = partial
+            print(
+                f"| `{preset}` ({kind}) | {rows:,} | {count:,} | {partial * 1e3:.1f} | "
+                f"{once * 1e3:.1f} | {partial / once:.2f} |"
+            )
+    for preset, kind in ENDPOINTS:
+        growth = figures[(preset, 2_000, 5_000)] / figures[(preset, 200, 500)]
+        print(
+            f"`{preset}` ({kind}): ten times the output at the same chunk size costs "
+            f"{growth:.1f} times the CPU"
+        )
+    text = document(2_000)
+    expected = Catalog.model_validate_json(text)
+    chunks = chunked(text, 5_000)
+    (reparse,) = best_cpu([lambda: reparse_every_chunk(chunks, expected)], max(1, repeat // 2))
     print(
-        f"at 5,000 chunks: partial every chunk costs {ours / once:.1f}x validating once, "
-        f"re-parsing costs {reparse / once:.1f}x ({reparse / ours:.1f}x ours)"
+        f"re-parsing the buffer after every chunk (2,000 rows, 5,000 chunks, text alone): "
+        f"{reparse * 1e3:.1f} ms"
     )
 
 

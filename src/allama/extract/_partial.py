@@ -22,15 +22,20 @@ strictly, rejects: the preview is not the verdict.
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
+import enum
 import json
 import re
 import sys
 import types
 import typing
+import uuid
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import from_json
 
 T = TypeVar("T")
 
@@ -57,6 +62,11 @@ _SPACE = re.compile(r"[ \t\r\n]*")
 _SCALAR_PREFIX = re.compile(r"[-+0-9.eE]+|t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|n(?:u(?:ll?)?)?")
 _STRING_BODY = re.compile(r'(?:[^"\\]|\\.)*', re.DOTALL)
 _SCALAR = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
+_FLAT_OPEN = re.compile(r'\{(?:[^"{}\[\]]++|"(?:[^"\\]|\\.)*+")*+')
+"""An object so far without a bracket inside it: where it stops is an open string (`"`),
+the end of the text (still open), or a bracket (it closed, or nests a container)."""
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*+"')
+_DIGITS = frozenset("0123456789")
 _MISSING: Any = object()
 _LONGEST_SCALAR = 5_000
 _DECODER = json.JSONDecoder()
@@ -65,12 +75,13 @@ _DECODER = json.JSONDecoder()
 class _Leaf:
     """A value validated whole, by its own validator."""
 
-    __slots__ = ("adapter", "plain", "text")
+    __slots__ = ("adapter", "plain", "scalar", "text")
 
     def __init__(self, tp: Any) -> None:
         self.adapter: TypeAdapter[Any] = TypeAdapter(tp)
         self.plain: type | None = tp if tp in (str, int, float, bool) else None
         self.text = _is_text(tp)
+        self.scalar = _is_scalar(tp)
 
     def validate(self, raw: Any) -> Any:
         plain = self.plain
@@ -91,10 +102,28 @@ class _Leaf:
         validate as something the final value is not, so it waits until it completes."""
         if not self.text or not isinstance(raw, str):
             return _MISSING
+        if self.plain is str:
+            return raw
         try:
             return self.adapter.validate_python(raw)
         except ValidationError:
             return _MISSING
+
+
+_SCALARS: tuple[type, ...] = (str, int, float, bool, enum.Enum, decimal.Decimal, uuid.UUID)
+_SCALARS += (datetime.date, datetime.time, datetime.timedelta)
+
+
+def _is_scalar(tp: Any) -> bool:
+    """Whether every JSON value of `tp` is a scalar (no object or array): a plain type, an
+    enum, a `Literal` of scalars, or any of them optional or annotated."""
+    base, _ = _strip(tp)
+    origin = typing.get_origin(base)
+    if origin is typing.Literal:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return all(arg is type(None) or _is_scalar(arg) for arg in typing.get_args(base))
+    return isinstance(base, type) and origin is None and issubclass(base, _SCALARS)
 
 
 def _is_text(tp: Any) -> bool:
@@ -111,7 +140,7 @@ def _is_text(tp: Any) -> bool:
 class _Object:
     """A model, dataclass or TypedDict: fields validated one by one, then the whole once."""
 
-    __slots__ = ("_adapter", "_fields", "_plain_defaults", "nullable", "tp")
+    __slots__ = ("_adapter", "_fields", "_flat", "_plain_defaults", "nullable", "tp")
 
     def __init__(self, tp: Any, nullable: bool = False) -> None:
         self.tp = tp
@@ -119,6 +148,19 @@ class _Object:
         self._fields: dict[str, tuple[str, Any]] | None = None
         self._adapter: TypeAdapter[Any] | None = None
         self._plain_defaults: tuple[dict[str, Any] | None] | None = None
+        self._flat: bool | None = None
+
+    @property
+    def flat(self) -> bool:
+        """Whether every field holds a JSON scalar (a row of a table): such an object is
+        held as text while it is written and read by the C decoder (see `PartialValue`)."""
+        if self._flat is None:
+            if self._fields is None:
+                self._fields = _fields_of(self.tp)
+            self._flat = bool(self._fields) and all(
+                isinstance(shape, _Leaf) and shape.scalar for _, shape in self._fields.values()
+            )
+        return self._flat
 
     def field(self, key: str) -> tuple[str, Any] | None:
         """The attribute name and the shape of the field the JSON key `key` fills."""
@@ -126,17 +168,28 @@ class _Object:
             self._fields = _fields_of(self.tp)
         return self._fields.get(key)
 
+    @property
+    def fields(self) -> dict[str, tuple[str, Any]]:
+        """JSON key → (attribute name, shape)."""
+        if self._fields is None:
+            self._fields = _fields_of(self.tp)
+        return self._fields
+
     def construct(self, values: dict[str, Any]) -> Any:
         """The object as far as it goes, without validating it as a whole."""
         tp = self.tp
+        model = self._plain_defaults is not None or (
+            isinstance(tp, type) and issubclass(tp, BaseModel)
+        )
+        fields = self.fields
         named: dict[str, Any] = {}
         for key, value in values.items():
-            found = self.field(key)
+            found = fields.get(key)
             if found is not None:
                 named[found[0]] = value
-            elif isinstance(tp, type) and issubclass(tp, BaseModel):
+            elif model:
                 named[key] = value  # kept by `model_construct` when extra keys are allowed
-        if isinstance(tp, type) and issubclass(tp, BaseModel):
+        if model:
             return self._construct_model(tp, named)
         if dataclasses.is_dataclass(tp) and isinstance(tp, type):
             instance = object.__new__(tp)
@@ -516,6 +569,10 @@ class PartialValue(Generic[T]):
         self._completed_inside = False
         self._cache: Any = _MISSING
         self._dirty = False
+        # A row of a table (a flat object in a list) being written is held as text in
+        # `_rest`, not scanned token by token: read whole by the C decoder once it closes,
+        # and read partially by pydantic-core when the value is asked for.
+        self._row: _Object | None = None
 
     @property
     def complete(self) -> bool:
@@ -528,6 +585,7 @@ class PartialValue(Generic[T]):
         self._dirty = True
         buf = self._rest + text if self._rest else text
         self._rest = ""
+        self._row = None
         pos = self._scan(buf, 0)
         if pos is not None:
             self._rest = buf[pos:]
@@ -629,6 +687,11 @@ class PartialValue(Generic[T]):
                         if self._done is not _MISSING or self._broken:
                             return None
                         continue
+                if char == "{":
+                    row = self._open_row(buf, pos - 1)
+                    if row is not None:
+                        self._row = row
+                        return pos - 1  # held until it closes
                 if not self._punctuation(char):
                     resume, at = self._restart(buf, pos)
                     if at is None or not resume:
@@ -675,6 +738,70 @@ class PartialValue(Generic[T]):
         if not starts:
             return False, None
         return True, min(starts)
+
+    def _open_row(self, buf: str, start: int) -> _Object | None:
+        """The shape of the row that opens at `start` and is still open in `buf`: an item of
+        a list of flat objects with no bracket written inside it yet. `None` otherwise (a
+        row that closed in `buf` was not JSON, or a bracket nests in it: it is scanned)."""
+        stack = self._stack
+        if not stack:
+            return None
+        frame = stack[-1]
+        shape = frame.child
+        if frame.is_object or frame.expect != "value" or not isinstance(shape, _Object):
+            return None
+        if not shape.flat:
+            return None
+        stop = _FLAT_OPEN.match(buf, start).end()  # type: ignore[union-attr]
+        return shape if stop == len(buf) or buf[stop] == '"' else None
+
+    def _row_so_far(self, shape: _Object) -> Any:
+        """The row held in `_rest`, as far as it goes: its completed fields validated, and a
+        text field being written (only text is shown while it is written)."""
+        text = self._rest
+        stop = _FLAT_OPEN.match(text).end()  # type: ignore[union-attr]
+        open_string: str | None = None
+        if stop < len(text):  # a string is open: a key being written, or a value
+            head = text[:stop]
+            if head.rstrip().endswith(":"):
+                open_string = text[stop + 1 :]
+            text = head
+        try:
+            data = from_json(text, allow_partial=True)
+        except ValueError:
+            return _MISSING
+        if not isinstance(data, dict):
+            return _MISSING
+        if open_string is None and text.rstrip()[-1:] in _DIGITS and data:
+            # A number at the very end may go on in the next chunk: it waits.
+            last = next(reversed(data))
+            if type(data[last]) in (int, float):
+                del data[last]
+        values: dict[str, Any] = {}
+        fields = shape.fields
+        for key, raw in data.items():
+            found = fields.get(key)
+            if found is None:
+                values[key] = raw
+                continue
+            leaf = found[1]
+            if type(raw) is leaf.plain:
+                values[key] = raw  # a plain scalar of its field's type: nothing to validate
+                continue
+            value = _finish_child(leaf, raw)
+            if value is not _MISSING:
+                values[key] = value
+        if open_string is not None:
+            keys = _STRING.findall(text)
+            if keys:
+                key = _decode(keys[-1][1:-1])
+                found = shape.field(key)
+                leaf = None if found is None else found[1]
+                written = _decode_open(open_string)
+                value = written if leaf is None else leaf.partial(written)
+                if value is not _MISSING:
+                    values[key] = value
+        return shape.construct(values)
 
     def _string_token(self, body: str) -> bool:
         try:
@@ -804,7 +931,9 @@ class PartialValue(Generic[T]):
             return _MISSING
         tail: Any = _MISSING
         top = self._stack[-1]
-        if self._string is not None and top.expect == "value":
+        if self._row is not None and self._rest:
+            tail = self._row_so_far(self._row)
+        elif self._string is not None and top.expect == "value":
             shape = top.child_shape()
             text = _decode_open("".join(self._string))
             if isinstance(shape, _Leaf):
