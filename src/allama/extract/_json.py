@@ -68,9 +68,12 @@ def written_keys(raw: str) -> int | None:
     than there are only ever sends an output to the careful reading, while counting fewer
     could hide a duplicate.
     """
-    if " :" in raw or "\n:" in raw or "\t:" in raw or "\r:" in raw:
+    quoted = raw.count('":')
+    # Every colon right after a quote: no key has white space before its colon. Otherwise
+    # look closer (colons in text are common; white space before a colon is not).
+    if raw.count(":") != quoted and (" :" in raw or "\n:" in raw or "\t:" in raw or "\r:" in raw):
         return None
-    return raw.count('":')
+    return quoted
 
 
 # The slow reader: only for text the checks above could not clear.
