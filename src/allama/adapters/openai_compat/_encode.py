@@ -263,7 +263,7 @@ class _Encoder:
                 f"the schema at `/` is compiled by {self.profile.display_name}'s grammar "
                 "backend, which does not report which keywords it enforces",
             )
-            return Rewrite(rewrite.schema, (*rewrite.notes, unreported))
+            return Rewrite(rewrite.schema, (*rewrite.notes, unreported), rewrite.dropped)
         return self._unchecked(schema)
 
     def _unchecked(self, schema: dict[str, Any]) -> Rewrite:
