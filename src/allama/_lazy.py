@@ -1,0 +1,43 @@
+"""Public names of a package loaded on first access, so that importing the package is cheap.
+
+A package lists where each of its names is defined, imports them under `TYPE_CHECKING` (so
+type checkers and IDEs see every name), and installs the two hooks this module makes:
+
+    _getattr, __dir__ = lazy_names(__name__, {"allama.mock._builder": ("ChatResponseBuilder",)})
+    if not TYPE_CHECKING:
+        __getattr__ = _getattr
+
+The first access imports the defining module and stores the name in the package, so every
+later access is a plain attribute look-up: nothing of this runs on a hot path. The hook is
+hidden from type checkers so that a misspelt name stays an error for them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Iterable, Mapping
+
+__all__ = ["lazy_names"]
+
+
+def lazy_names(
+    package: str, sources: Mapping[str, Iterable[str]]
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+    """The `__getattr__` and `__dir__` of `package`, whose names are defined in `sources`
+    (module name to the names it defines)."""
+    module = sys.modules[package]
+    where = {name: source for source, names in sources.items() for name in names}
+
+    def getattr_(name: str) -> object:
+        source = where.get(name)
+        if source is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(source), name)
+        setattr(module, name, value)
+        return value
+
+    def dir_() -> list[str]:
+        return sorted({*vars(module), *where})
+
+    return getattr_, dir_
