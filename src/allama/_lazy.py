@@ -10,15 +10,24 @@ type checkers and IDEs see every name), and installs the two hooks this module m
 The first access imports the defining module and stores the name in the package, so every
 later access is a plain attribute look-up: nothing of this runs on a hot path. The hook is
 hidden from type checkers so that a misspelt name stays an error for them.
+
+A module that needs another only once it is called, not to be defined, binds it with
+`deferred_module` (the real import under `TYPE_CHECKING`):
+
+    if TYPE_CHECKING:
+        from allama import stream
+    else:
+        stream = deferred_module("allama.stream", globals(), "stream")
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from typing import Any
 
-__all__ = ["lazy_names"]
+__all__ = ["deferred_module", "lazy_names"]
 
 
 def lazy_names(
@@ -41,3 +50,29 @@ def lazy_names(
         return sorted({*vars(module), *where})
 
     return getattr_, dir_
+
+
+class _Deferred:
+    """Stands for a module until one of its attributes is read."""
+
+    __slots__ = ("_binding", "_name", "_namespace")
+
+    def __init__(self, name: str, namespace: MutableMapping[str, Any], binding: str) -> None:
+        self._name = name
+        self._namespace = namespace
+        self._binding = binding
+
+    def __getattr__(self, attr: str) -> Any:
+        module = importlib.import_module(self._name)
+        self._namespace[self._binding] = module
+        return getattr(module, attr)
+
+    def __repr__(self) -> str:
+        return f"<module {self._name!r}, not loaded yet>"
+
+
+def deferred_module(name: str, namespace: MutableMapping[str, Any], binding: str) -> Any:
+    """A stand-in for the module `name`, bound as `binding` in `namespace` (a module's
+    globals): the first attribute read imports the module and rebinds `binding` to it, so
+    every later read is a plain global and attribute look-up."""
+    return _Deferred(name, namespace, binding)
