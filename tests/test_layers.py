@@ -40,10 +40,11 @@ def layer_of(module: str) -> int | None:
 
 
 def _named_modules(call: ast.Call) -> list[str]:
-    """Modules a call loads by name: `deferred_module("m", ...)`, `import_module("m")`, and
-    the defining modules given to `lazy_names` (keys of its mapping)."""
+    """Modules a call loads by name: `deferred_module("m", ...)`, `load("m")`,
+    `import_module("m")`, and the defining modules given to `lazy_names` (keys of its
+    mapping)."""
     name = getattr(call.func, "id", None) or getattr(call.func, "attr", None)
-    if name in ("deferred_module", "import_module") and call.args:
+    if name in ("deferred_module", "import_module", "load") and call.args:
         first = call.args[0]
         if isinstance(first, ast.Constant) and isinstance(first.value, str):
             return [first.value]

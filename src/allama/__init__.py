@@ -6,11 +6,10 @@ Importing `allama` loads almost nothing: each public name is imported from its m
 first access (`allama._lazy`), so a program pays only for the parts it uses.
 """
 
-import importlib
 import logging
 from typing import TYPE_CHECKING
 
-from allama._lazy import lazy_names
+from allama._lazy import lazy_names, load
 
 if TYPE_CHECKING:
     from allama.errors import (
@@ -127,8 +126,8 @@ if TYPE_CHECKING:
 # `allama.extract`). Importing a module sets it as an attribute of its package, which would
 # hide the function if it happened after the function was looked up; both modules are light,
 # so they are loaded here, once, and their attributes cleared for the functions' look-up.
-importlib.import_module("allama.provider")
-importlib.import_module("allama.extract")
+load("allama.provider")
+load("allama.extract")
 del globals()["provider"], globals()["extract"]
 
 _getattr, __dir__ = lazy_names(

@@ -22,12 +22,22 @@ A module that needs another only once it is called, not to be defined, binds it 
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from types import ModuleType
 from typing import Any
 
-__all__ = ["deferred_module", "lazy_names"]
+__all__ = ["deferred_module", "lazy_names", "load"]
+
+
+def load(name: str) -> ModuleType:
+    """The module `name`, imported if need be.
+
+    Through `__import__`, the import statement's own path, rather than
+    `importlib.import_module`: `python -X importtime` then lists the module and its cost.
+    """
+    __import__(name)
+    return sys.modules[name]
 
 
 def lazy_names(
@@ -42,7 +52,7 @@ def lazy_names(
         source = where.get(name)
         if source is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(source), name)
+        value = getattr(load(source), name)
         setattr(module, name, value)
         return value
 
@@ -63,7 +73,7 @@ class _Deferred:
         self._binding = binding
 
     def __getattr__(self, attr: str) -> Any:
-        module = importlib.import_module(self._name)
+        module = load(self._name)
         self._namespace[self._binding] = module
         return getattr(module, attr)
 
