@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+import allama.types as vocabulary
 from allama._lazy import lazy_names
 
 if TYPE_CHECKING:
@@ -61,6 +62,4 @@ class ChatProvider(Protocol):
 
 def capabilities_only() -> ChatValidation:
     """The validation of a provider that can only consult its capability table."""
-    from allama.types import ChatValidation, ValidationCoverage
-
-    return ChatValidation(coverage=ValidationCoverage.CAPABILITIES)
+    return vocabulary.ChatValidation(coverage=vocabulary.ValidationCoverage.CAPABILITIES)
