@@ -44,11 +44,15 @@ def _named_modules(call: ast.Call) -> list[str]:
     `import_module("m")`, and the defining modules given to `lazy_names` (keys of its
     mapping)."""
     name = getattr(call.func, "id", None) or getattr(call.func, "attr", None)
-    if name in ("deferred_module", "import_module", "load") and call.args:
+    if name in ("deferred_module", "import_module", "load", "_load") and call.args:
         first = call.args[0]
         if isinstance(first, ast.Constant) and isinstance(first.value, str):
             return [first.value]
-    if name == "lazy_names" and len(call.args) > 1 and isinstance(call.args[1], ast.Dict):
+    if (
+        name in ("lazy_names", "_lazy_names")
+        and len(call.args) > 1
+        and isinstance(call.args[1], ast.Dict)
+    ):
         return [
             key.value
             for key in call.args[1].keys

@@ -9,7 +9,8 @@ first access (`allama._lazy`), so a program pays only for the parts it uses.
 import logging
 from typing import TYPE_CHECKING
 
-from allama._lazy import lazy_names, load
+from allama._lazy import lazy_names as _lazy_names
+from allama._lazy import load as _load
 
 if TYPE_CHECKING:
     from allama.errors import (
@@ -126,11 +127,11 @@ if TYPE_CHECKING:
 # `allama.extract`). Importing a module sets it as an attribute of its package, which would
 # hide the function if it happened after the function was looked up; both modules are light,
 # so they are loaded here, once, and their attributes cleared for the functions' look-up.
-load("allama.provider")
-load("allama.extract")
+_load("allama.provider")
+_load("allama.extract")
 del globals()["provider"], globals()["extract"]
 
-_getattr, __dir__ = lazy_names(
+_getattr, __dir__ = _lazy_names(
     __name__,
     {
         "allama.errors": (
