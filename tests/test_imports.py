@@ -175,7 +175,7 @@ def test_the_functions_named_like_modules_stay_functions(first: str) -> None:
     assert kinds == ["function", "function"]
 
 
-def test_models_built_on_first_use_are_built_once_across_threads() -> None:
+def test_models_built_on_first_use_work_when_first_used_by_many_threads() -> None:
     results = _run(
         "import json, threading\n"
         "import allama\n"
