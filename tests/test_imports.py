@@ -70,6 +70,22 @@ def _run(code: str) -> Any:
     return json.loads(done.stdout)
 
 
+OPENAI_ANSWER = json.dumps(
+    {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-5-mini",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": '{"value": [1, 2]}'},
+            }
+        ],
+    }
+)
+
 LOADED = "import json, sys; print(json.dumps(sorted(m for m in sys.modules if {prefix})))"
 
 
@@ -151,6 +167,33 @@ def test_an_extraction_loads_neither_streaming_nor_dialects_it_does_not_use() ->
     assert "allama.extract._engine" in loaded
     for module in ("allama.extract._partial", "allama.extract._stream", "allama.schema._dialects"):
         assert module not in loaded
+
+
+def test_an_http_extraction_loads_only_the_dialect_its_endpoint_speaks() -> None:
+    loaded = _run(
+        "import httpx2, allama\n"
+        f"ANSWER = {OPENAI_ANSWER!r}\n"
+        "def answer(request):\n"
+        "    return httpx2.Response(200, content=ANSWER.encode(),\n"
+        "                           headers={'content-type': 'application/json'})\n"
+        "client = httpx2.Client(transport=httpx2.MockTransport(answer))\n"
+        "provider = allama.provider('openai', api_key='k',\n"
+        "                           transport=allama.Transport(client=client))\n"
+        "allama.extract(provider, list[int], allama.ChatRequest('gpt-5-mini').user('?'))\n"
+        + LOADED.format(prefix="m.startswith('allama')")
+    )
+    assert "allama.schema._dialects._openai_strict" in loaded
+    for module in (
+        "allama.schema._dialects._anthropic",
+        "allama.schema._dialects._gemini",
+        "allama.schema._dialects._grammar",
+        "allama.schema._dialects._llama_cpp",
+        "allama.extract._partial",
+        "allama.local",
+        "allama.mock",
+        "allama.wrappers",
+    ):
+        assert not any(name == module or name.startswith(module + ".") for name in loaded), module
 
 
 @pytest.mark.parametrize(

@@ -246,18 +246,20 @@ class _Encoder:
         return cached
 
     def _rewrite(self, dialect: SchemaDialect, schema: dict[str, Any]) -> Rewrite:
-        # The dialects are loaded when a schema is first rewritten (rewrites are cached), so
-        # that a provider that never sends a schema never loads them.
-        from allama.schema._dialects._grammar import grammar_engine
-        from allama.schema._dialects._llama_cpp import llama_cpp
-        from allama.schema._dialects._openai_strict import openai_strict
-
+        # A dialect is loaded when a schema is first rewritten in it (rewrites are cached),
+        # so that a provider loads only the dialect it speaks, and only once it sends a schema.
         if dialect is SchemaDialect.OPENAI_STRICT:
+            from allama.schema._dialects._openai_strict import openai_strict
+
             return openai_strict(schema, profile=self.profile.strict_profile)
         if dialect is SchemaDialect.LLAMA_CPP:
+            from allama.schema._dialects._llama_cpp import llama_cpp
+
             # Measured against the real server: its notes are the whole story.
             return llama_cpp(schema)
         if dialect is SchemaDialect.GRAMMAR:
+            from allama.schema._dialects._grammar import grammar_engine
+
             # The server picks its grammar backend and does not say which keywords it
             # enforces, so even a rewrite with no notes is only approximate there.
             rewrite = grammar_engine(schema)
