@@ -1,5 +1,6 @@
 """The import graph follows the layer table of `docs/architecture.md`: each module imports
-only from its own layer and the layers above it (imports for type checking excepted)."""
+only from its own layer and the layers above it (imports for type checking excepted, imports
+deferred to first use included)."""
 
 from __future__ import annotations
 
@@ -38,8 +39,31 @@ def layer_of(module: str) -> int | None:
     return None if best is None else best[1]
 
 
+def _named_modules(call: ast.Call) -> list[str]:
+    """Modules a call loads by name: `deferred_module("m", ...)`, `load("m")`,
+    `import_module("m")`, and the defining modules given to `lazy_names` (keys of its
+    mapping)."""
+    name = getattr(call.func, "id", None) or getattr(call.func, "attr", None)
+    if name in ("deferred_module", "import_module", "load", "_load") and call.args:
+        first = call.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            return [first.value]
+    if (
+        name in ("lazy_names", "_lazy_names")
+        and len(call.args) > 1
+        and isinstance(call.args[1], ast.Dict)
+    ):
+        return [
+            key.value
+            for key in call.args[1].keys
+            if isinstance(key, ast.Constant) and isinstance(key.value, str)
+        ]
+    return []
+
+
 def _runtime_imports(tree: ast.Module) -> list[str]:
-    """Modules imported at run time: `if TYPE_CHECKING:` blocks left out."""
+    """Modules imported at run time: `if TYPE_CHECKING:` blocks left out, modules loaded on
+    first use (`allama._lazy`) counted."""
     found: list[str] = []
 
     def visit(node: ast.AST) -> None:
@@ -51,6 +75,8 @@ def _runtime_imports(tree: ast.Module) -> list[str]:
             found.append(node.module)
         elif isinstance(node, ast.Import):
             found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.Call):
+            found.extend(_named_modules(node))
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -78,3 +104,19 @@ def test_module_imports_only_layers_above_it(module: str, path: Path) -> None:
         if (layer := layer_of(imported)) is not None and layer > mine
     ]
     assert below == []
+
+
+def test_modules_loaded_on_first_use_are_counted() -> None:
+    source = """
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from allama import stream
+else:
+    stream = deferred_module("allama.stream", globals(), "stream")
+_getattr, __dir__ = lazy_names(__name__, {"allama.mock._builder": ("ChatResponseBuilder",)})
+"""
+    assert _runtime_imports(ast.parse(source)) == [
+        "typing",
+        "allama.stream",
+        "allama.mock._builder",
+    ]

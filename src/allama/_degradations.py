@@ -7,16 +7,14 @@ vocabulary and errors it is made of.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
+import allama.types as vocabulary
 from allama.errors import UnsupportedError
-from allama.types import (
-    ChatRequest,
-    RequestField,
-    UnsupportedPolicy,
-    UnsupportedStage,
-    Warning,
-    WarningKind,
-)
+from allama.types import RequestField, UnsupportedPolicy, UnsupportedStage, WarningKind
+
+if TYPE_CHECKING:
+    from allama.types import ChatRequest, Warning
 
 __all__ = ["Degradations"]
 
@@ -74,5 +72,7 @@ def _field_warning(
     kind: WarningKind, field: RequestField, message: str, code: str | None, provider: str
 ) -> Warning:
     """Warnings are immutable values and adapters repeat the same few call after call."""
-    make = Warning.approximated if kind is WarningKind.APPROXIMATED else Warning.unsupported
+    # `vocabulary.Warning`: a provider being built loads no pydantic model.
+    warning = vocabulary.Warning
+    make = warning.approximated if kind is WarningKind.APPROXIMATED else warning.unsupported
     return make(field, message, code=code).with_provider(provider)

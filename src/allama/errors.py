@@ -11,12 +11,13 @@ import json
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
-from pydantic import JsonValue
-
-from allama.types import ChatResponse, RequestField, UnsupportedStage
+from allama.types import RequestField, UnsupportedStage
 
 if TYPE_CHECKING:
+    from pydantic import JsonValue
+
     from allama.extract._metadata import ExtractionMetadata
+    from allama.types import ChatResponse
 
 __all__ = [
     "AuthenticationError",

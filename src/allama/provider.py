@@ -7,20 +7,29 @@ created on first use, and run the same sans-I/O adapter under both, so the two c
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from allama._degradations import Degradations
-from allama.stream import AsyncChatStream, ChatStream
-from allama.types import (
-    CapabilitySupport,
-    ChatCapability,
-    ChatRequest,
-    ChatResponse,
-    ChatValidation,
-    ValidationCoverage,
-)
+import allama.types as vocabulary
+from allama._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from allama._degradations import Degradations
+    from allama.stream import AsyncChatStream, ChatStream
+    from allama.types import (
+        CapabilitySupport,
+        ChatCapability,
+        ChatRequest,
+        ChatResponse,
+        ChatValidation,
+    )
 
 __all__ = ["ChatProvider", "Degradations"]
+
+# `import allama` loads this module (see `allama/__init__.py`), so it stays light: the
+# protocol needs its types only for annotations.
+_getattr, __dir__ = lazy_names(__name__, {"allama._degradations": ("Degradations",)})
+if not TYPE_CHECKING:
+    __getattr__ = _getattr
 
 
 @runtime_checkable
@@ -53,4 +62,4 @@ class ChatProvider(Protocol):
 
 def capabilities_only() -> ChatValidation:
     """The validation of a provider that can only consult its capability table."""
-    return ChatValidation(coverage=ValidationCoverage.CAPABILITIES)
+    return vocabulary.ChatValidation(coverage=vocabulary.ValidationCoverage.CAPABILITIES)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Coroutine, Generator
 from types import TracebackType
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from allama._lazy import deferred_module
 from allama.extract._engine import (
     Extracted,
     ExtractionPlan,
@@ -22,10 +23,17 @@ from allama.extract._engine import (
 from allama.extract._errors import ModeUnsupportedError
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
-from allama.extract._stream import AsyncExtractionStream, ExtractionStream
 from allama.extract._target import Target
 from allama.provider import ChatProvider
 from allama.types import ChatRequest, ChatResponse
+
+# Streamed extraction (and its partial values) is loaded by the first stream, so that a
+# program that never streams never loads it.
+if TYPE_CHECKING:
+    from allama.extract import _stream as streaming
+    from allama.extract._stream import AsyncExtractionStream, ExtractionStream
+else:
+    streaming = deferred_module("allama.extract._stream", globals(), "streaming")
 
 T = TypeVar("T")
 
@@ -209,7 +217,7 @@ class Extractor:
         """
         check_call(provider, tp, request)
         opened = drive_open(open_steps(self._settings, provider, tp, request), provider)
-        return ExtractionStream(opened, self._settings, tp)
+        return streaming.ExtractionStream(opened, self._settings, tp)
 
     @overload
     def aextract_stream(
@@ -231,7 +239,7 @@ class Extractor:
         self, provider: ChatProvider, tp: Any, request: ChatRequest
     ) -> AsyncExtractionStream[Any]:
         opened = await adrive_open(open_steps(self._settings, provider, tp, request), provider)
-        return AsyncExtractionStream(opened, self._settings, tp)
+        return streaming.AsyncExtractionStream(opened, self._settings, tp)
 
     def plan(
         self, provider: ChatProvider, tp: Any, request: ChatRequest, *, stream: bool = False

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from allama.errors import EXTRACTION_METADATA_KEY, Error, MessageOrigin, UnsupportedError
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.types import ChatResponse, RequestField, UnsupportedStage, Usage, Warning
+from allama.types._base import DEFER_BUILD
 
 
 class AutoFallback(BaseModel):
@@ -19,7 +20,7 @@ class AutoFallback(BaseModel):
     empty when the refusal's text was not written by allama (it reaches the log view).
     """
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=DEFER_BUILD)
 
     field: RequestField
     message: str
@@ -55,7 +56,7 @@ class ExtractionMetadata(BaseModel):
     left out.
     """
 
-    model_config = ConfigDict(extra="ignore", validate_assignment=False)
+    model_config = ConfigDict(extra="ignore", validate_assignment=False, defer_build=DEFER_BUILD)
 
     mode: ExtractionMode
     passes: int = 0

@@ -10,34 +10,33 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 
+import allama.types as vocabulary
 from allama._degradations import Degradations
+from allama._lazy import deferred_module
+from allama.adapters import openai_compat as wire
 from allama.adapters._http import SECRET_HEADERS, HttpRequest, HttpResponse
 from allama.adapters.openai_compat._capabilities import CAPABILITY_TABLES, CapabilityTable
-from allama.adapters.openai_compat._decode import decode_response
-from allama.adapters.openai_compat._encode import encode_request
-from allama.adapters.openai_compat._errors import error_from_response
 from allama.adapters.openai_compat._profile import SchemaDialect
-from allama.adapters.openai_compat._sse import ChatStreamDecoder
 from allama.errors import AuthenticationError, Error, InvalidRequestError
 from allama.providers._options import check_headers, check_key, check_text, check_url
 from allama.providers._presets import Preset
-from allama.stream import AsyncChatStream, ChatStream
 from allama.transport import Transport, check_timeout
-from allama.types import (
-    CapabilitySupport,
-    ChatCapability,
-    ChatRequest,
-    ChatResponse,
-    ChatValidation,
-    StreamEvent,
-    ValidationCoverage,
-    Warning,
-    WarningEvent,
-)
+from allama.types import CapabilitySupport, ChatCapability
+
+# Building a provider loads no pydantic model: what a call needs (the vocabulary's models,
+# the dialect's encoder and decoders through `wire`, the stream classes) is loaded by the
+# first call, and then read as module attributes.
+if TYPE_CHECKING:
+    from allama import stream as streams
+    from allama.adapters.openai_compat import ChatStreamDecoder
+    from allama.stream import AsyncChatStream, ChatStream
+    from allama.types import ChatRequest, ChatResponse, ChatValidation, StreamEvent, Warning
+else:
+    streams = deferred_module("allama.stream", globals(), "streams")
 
 __all__ = ["OpenAICompatibleProvider"]
 
@@ -225,8 +224,8 @@ class OpenAICompatibleProvider:
         """
         degradations = Degradations.for_request(self.name, request)
         self._encode(request, degradations, stream=stream, url="", headers={}, params={})
-        return ChatValidation(
-            coverage=ValidationCoverage.ENCODING, warnings=tuple(degradations.warnings)
+        return vocabulary.ChatValidation(
+            coverage=vocabulary.ValidationCoverage.ENCODING, warnings=tuple(degradations.warnings)
         )
 
     # Shared decisions
@@ -241,7 +240,7 @@ class OpenAICompatibleProvider:
         headers: Mapping[str, str],
         params: Mapping[str, str],
     ) -> HttpRequest:
-        return encode_request(
+        return wire.encode_request(
             request,
             self._profile,
             self._table.family(request.model),
@@ -332,7 +331,7 @@ class OpenAICompatibleProvider:
         self, request: ChatRequest, response: HttpResponse, warnings: list[Warning]
     ) -> ChatResponse:
         try:
-            return decode_response(
+            return wire.decode_response(
                 response.status,
                 response.headers,
                 response.content,
@@ -348,11 +347,13 @@ class OpenAICompatibleProvider:
     def _stream_error(
         self, request: ChatRequest, status: int, headers: Mapping[str, str], body: bytes
     ) -> Error:
-        error = error_from_response(status, headers, body, provider=self.name, model=request.model)
+        error = wire.error_from_response(
+            status, headers, body, provider=self.name, model=request.model
+        )
         return self._scrub(error)
 
     def _decoder(self, request: ChatRequest) -> ChatStreamDecoder:
-        return ChatStreamDecoder(
+        return wire.ChatStreamDecoder(
             provider=self.name,
             model=request.model,
             reasoning_outside_completion=self._profile.reasoning_outside_completion,
@@ -393,14 +394,14 @@ class OpenAICompatibleProvider:
 
         def events() -> Iterator[StreamEvent]:
             for warning in warnings:
-                yield WarningEvent(warning=warning)
+                yield vocabulary.WarningEvent(warning=warning)
             for chunk in handle.iter_bytes():
                 yield from decoder.feed(chunk)
                 if decoder.done:
                     return
             yield from decoder.close()
 
-        return ChatStream(self._scrubbed(events()), close=handle.close, provider=self.name)
+        return streams.ChatStream(self._scrubbed(events()), close=handle.close, provider=self.name)
 
     # Async
 
@@ -431,7 +432,7 @@ class OpenAICompatibleProvider:
         async def events() -> AsyncIterator[StreamEvent]:
             try:
                 for warning in warnings:
-                    yield WarningEvent(warning=warning)
+                    yield vocabulary.WarningEvent(warning=warning)
                 async for chunk in handle.aiter_bytes():
                     for event in decoder.feed(chunk):
                         yield event
@@ -443,7 +444,7 @@ class OpenAICompatibleProvider:
                 self._scrub(error)
                 raise
 
-        return AsyncChatStream(events(), close=handle.aclose, provider=self.name)
+        return streams.AsyncChatStream(events(), close=handle.aclose, provider=self.name)
 
     # Lifetime
 

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from typing import Self
 
+import pydantic.main
 from pydantic import BaseModel, ConfigDict
+
+__all__ = ["DEFER_BUILD", "Data"]
+
+DEFER_BUILD = hasattr(pydantic.main, "_rebuild_lock")
+"""Whether models build their validators on first use rather than when defined.
+
+Building a model's validator is most of what defining it costs, and a program uses a few of
+the vocabulary's models. A model built on first use is safe across threads only where
+pydantic serialises those builds (its rebuild lock, in the pydantic this was measured with,
+2.14); with an older pydantic, models are built when defined, as before.
+"""
 
 
 class Data(BaseModel):
@@ -21,6 +33,7 @@ class Data(BaseModel):
         ser_json_bytes="base64",
         val_json_bytes="base64",
         use_enum_values=False,
+        defer_build=DEFER_BUILD,
     )
 
     def __str__(self) -> str:

@@ -2,67 +2,31 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import Field
 
 from allama.types._base import Data
+from allama.types._names import (
+    ReasoningEffort,
+    RequestField,
+    UnsupportedPolicy,
+    UnsupportedStage,
+    WarningKind,
+)
 
-
-class RequestField(StrEnum):
-    """A field of a `ChatRequest`, as warnings and unsupported errors name it."""
-
-    MODEL = "model"
-    MESSAGES = "messages"
-    SYSTEM = "system"
-    IMAGES = "images"
-    TOOLS = "tools"
-    TOOL_CHOICE = "tool_choice"
-    TOOL_RESULT_ERROR = "tool_result_error"
-    RESPONSE_FORMAT = "response_format"
-    TEMPERATURE = "temperature"
-    TOP_P = "top_p"
-    MAX_OUTPUT_TOKENS = "max_output_tokens"
-    STOP = "stop"
-    SEED = "seed"
-    REASONING_EFFORT = "reasoning_effort"
-    PARALLEL_TOOL_CALLS = "parallel_tool_calls"
-    REASONING = "reasoning"
-    OPTIONS = "options"
-
-
-class UnsupportedPolicy(StrEnum):
-    """What an adapter does with a request field its provider cannot honour.
-
-    `WARN` sends the request without it and says so in a warning; `ERROR` refuses
-    before anything is sent.
-    """
-
-    WARN = "warn"
-    ERROR = "error"
-
-
-class UnsupportedStage(StrEnum):
-    """Where an unsupported field was refused: by the adapter before sending, or by the provider."""
-
-    BEFORE_SENDING = "before_sending"
-    PROVIDER = "provider"
-
-
-class ReasoningEffort(StrEnum):
-    NONE = "none"
-    MINIMAL = "minimal"
-    LOW = "low"
-    MEDIUM = "medium"
-    HIGH = "high"
-
-
-class WarningKind(StrEnum):
-    """`UNSUPPORTED`: the provider will not honour it. `APPROXIMATED`: honoured, but widened."""
-
-    UNSUPPORTED = "unsupported"
-    APPROXIMATED = "approximated"
+__all__ = [
+    "FieldSubject",
+    "MessageSubject",
+    "ReasoningEffort",
+    "RequestField",
+    "Subject",
+    "ToolSubject",
+    "UnsupportedPolicy",
+    "UnsupportedStage",
+    "Warning",
+    "WarningKind",
+]
 
 
 class FieldSubject(Data):

@@ -6,9 +6,14 @@ Nothing they do is hidden: attempts and failovers are recorded on the error rais
 (`provider_data["allama"]`).
 """
 
-from allama.wrappers._capabilities import CapabilityOverrideProvider
-from allama.wrappers._failover import FailoverProvider
-from allama.wrappers._retry import RETRY_METADATA_KEY, RetryingProvider, RetryPolicy
+from typing import TYPE_CHECKING
+
+from allama._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from allama.wrappers._capabilities import CapabilityOverrideProvider
+    from allama.wrappers._failover import FailoverProvider
+    from allama.wrappers._retry import RETRY_METADATA_KEY, RetryingProvider, RetryPolicy
 
 __all__ = [
     "RETRY_METADATA_KEY",
@@ -17,3 +22,14 @@ __all__ = [
     "RetryPolicy",
     "RetryingProvider",
 ]
+
+_getattr, __dir__ = lazy_names(
+    __name__,
+    {
+        "allama.wrappers._capabilities": ("CapabilityOverrideProvider",),
+        "allama.wrappers._failover": ("FailoverProvider",),
+        "allama.wrappers._retry": ("RETRY_METADATA_KEY", "RetryingProvider", "RetryPolicy"),
+    },
+)
+if not TYPE_CHECKING:
+    __getattr__ = _getattr

@@ -6,21 +6,26 @@
 says how one endpoint speaks the dialect; a `CapabilityTable` what its models can do.
 """
 
-from allama.adapters.openai_compat._capabilities import (
-    CAPABILITY_TABLES,
-    CapabilityTable,
-    ModelFamily,
-    StructuredLevel,
-)
-from allama.adapters.openai_compat._decode import decode_body, decode_response
-from allama.adapters.openai_compat._encode import BODY_OPTION, encode_request
-from allama.adapters.openai_compat._errors import (
-    error_from_payload,
-    error_from_response,
-    retry_after_seconds,
-)
-from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
-from allama.adapters.openai_compat._sse import ChatStreamDecoder, SseParser, decode_stream
+from typing import TYPE_CHECKING
+
+from allama._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from allama.adapters.openai_compat._capabilities import (
+        CAPABILITY_TABLES,
+        CapabilityTable,
+        ModelFamily,
+        StructuredLevel,
+    )
+    from allama.adapters.openai_compat._decode import decode_body, decode_response
+    from allama.adapters.openai_compat._encode import BODY_OPTION, encode_request
+    from allama.adapters.openai_compat._errors import (
+        error_from_payload,
+        error_from_response,
+        retry_after_seconds,
+    )
+    from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
+    from allama.adapters.openai_compat._sse import ChatStreamDecoder, SseParser, decode_stream
 
 __all__ = [
     "BODY_OPTION",
@@ -40,3 +45,26 @@ __all__ = [
     "error_from_response",
     "retry_after_seconds",
 ]
+
+_getattr, __dir__ = lazy_names(
+    __name__,
+    {
+        "allama.adapters.openai_compat._capabilities": (
+            "CAPABILITY_TABLES",
+            "CapabilityTable",
+            "ModelFamily",
+            "StructuredLevel",
+        ),
+        "allama.adapters.openai_compat._decode": ("decode_body", "decode_response"),
+        "allama.adapters.openai_compat._encode": ("BODY_OPTION", "encode_request"),
+        "allama.adapters.openai_compat._errors": (
+            "error_from_payload",
+            "error_from_response",
+            "retry_after_seconds",
+        ),
+        "allama.adapters.openai_compat._profile": ("SchemaDialect", "WireProfile"),
+        "allama.adapters.openai_compat._sse": ("ChatStreamDecoder", "SseParser", "decode_stream"),
+    },
+)
+if not TYPE_CHECKING:
+    __getattr__ = _getattr

@@ -21,8 +21,6 @@ from allama.adapters._http import HttpRequest
 from allama.adapters.openai_compat._capabilities import ModelFamily, StructuredLevel
 from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
 from allama.errors import InvalidRequestError
-from allama.schema._dialects import grammar_engine, json_object_fallback, openai_strict, passthrough
-from allama.schema._dialects._llama_cpp import llama_cpp
 from allama.schema._errors import SchemaError
 from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
 from allama.schema._types import derived
@@ -248,12 +246,20 @@ class _Encoder:
         return cached
 
     def _rewrite(self, dialect: SchemaDialect, schema: dict[str, Any]) -> Rewrite:
+        # A dialect is loaded when a schema is first rewritten in it (rewrites are cached),
+        # so that a provider loads only the dialect it speaks, and only once it sends a schema.
         if dialect is SchemaDialect.OPENAI_STRICT:
+            from allama.schema._dialects._openai_strict import openai_strict
+
             return openai_strict(schema, profile=self.profile.strict_profile)
         if dialect is SchemaDialect.LLAMA_CPP:
+            from allama.schema._dialects._llama_cpp import llama_cpp
+
             # Measured against the real server: its notes are the whole story.
             return llama_cpp(schema)
         if dialect is SchemaDialect.GRAMMAR:
+            from allama.schema._dialects._grammar import grammar_engine
+
             # The server picks its grammar backend and does not say which keywords it
             # enforces, so even a rewrite with no notes is only approximate there.
             rewrite = grammar_engine(schema)
@@ -275,6 +281,9 @@ class _Encoder:
         `strict` (not enforced); any other is approximate, as the endpoint does not report
         which keywords it enforces.
         """
+        from allama.schema._dialects._openai_strict import openai_strict
+        from allama.schema._dialects._passthrough import passthrough
+
         sent = passthrough(schema)
         strict = openai_strict(schema, profile=self.profile.strict_profile)
         display = self.profile.display_name
@@ -321,6 +330,8 @@ class _Encoder:
         if level is StructuredLevel.JSON_OBJECT:
             # Only `json_object` exists: the fallback dialect reads the schema (a broken one
             # fails here); the refusal says what is lost, on the field, under the policy.
+            from allama.schema._dialects._passthrough import json_object_fallback
+
             try:
                 rewrite = json_object_fallback(schema)
             except SchemaError as error:

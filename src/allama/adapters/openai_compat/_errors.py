@@ -46,30 +46,28 @@ __all__ = [
 _CONTEXT_CODES = frozenset(
     {"context_length_exceeded", "context_window_exceeded", "string_above_max_length"}
 )
-_CONTEXT_WORDS = re.compile(
-    r"maximum context length|context length|context window|prompt too long|"
-    r"prompt is too long|too many tokens|reduce the length",
-    re.IGNORECASE,
+# Patterns for error messages, compiled by `re` (and kept in its cache) when an error first
+# needs them: a call that succeeds never does.
+_CONTEXT_WORDS = (
+    r"(?i)maximum context length|context length|context window|prompt too long|"
+    r"prompt is too long|too many tokens|reduce the length"
 )
 _RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "ratelimitreached", "rate_limited"})
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "quota_exceeded"})
-_RESPONSE_FORMAT_SCHEMA = re.compile(
-    r"invalid schema for response_format|response format `?json_schema`?|"
-    r"does not support response format|json_schema.*not supported",
-    re.IGNORECASE,
+_RESPONSE_FORMAT_SCHEMA = (
+    r"(?i)invalid schema for response_format|response format `?json_schema`?|"
+    r"does not support response format|json_schema.*not supported"
 )
-_TOOL_SCHEMA = re.compile(r"invalid schema for function", re.IGNORECASE)
+_TOOL_SCHEMA = r"(?i)invalid schema for function"
 # How upstreams behind a router name the schema they rejected: Anthropic's
 # `output_format.schema` / `output_config.format` and `input_schema`, Gemini's
 # `generation_config.response_schema` and `function_declarations[i].parameters`.
-_UPSTREAM_RESPONSE_SCHEMA = re.compile(
-    r"output_format\.schema|output_config\.format|response_(?:json_)?schema", re.IGNORECASE
+_UPSTREAM_RESPONSE_SCHEMA = (
+    r"(?i)output_format\.schema|output_config\.format|response_(?:json_)?schema"
 )
-_UPSTREAM_TOOL_SCHEMA = re.compile(
-    r"input_schema|function_declarations\[\d+\]\.parameters", re.IGNORECASE
-)
-_BAD_KEY = re.compile(r"incorrect api key|invalid api key|invalid x-api-key", re.IGNORECASE)
-_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UPSTREAM_TOOL_SCHEMA = r"(?i)input_schema|function_declarations\[\d+\]\.parameters"
+_BAD_KEY = r"(?i)incorrect api key|invalid api key|invalid x-api-key"
+_GO_DURATION = r"(\d+(?:\.\d+)?)(ms|h|m|s)"
 _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
@@ -168,7 +166,7 @@ def _duration(value: str) -> float | None:
         return float(value)
     except ValueError:
         pass
-    parts = _GO_DURATION.findall(value)
+    parts = re.findall(_GO_DURATION, value)
     if not parts or "".join(n + u for n, u in parts) != value:
         return None
     return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
@@ -224,15 +222,15 @@ def _rejected_schema(info: ErrorInfo, *, upstream: bool = False) -> RequestField
     param = (info.param or "").lower()
     if (
         code == "invalid_json_schema"
-        or _RESPONSE_FORMAT_SCHEMA.search(message)
+        or re.search(_RESPONSE_FORMAT_SCHEMA, message)
         or (param.startswith(("response_format", "text.format")) and "schema" in message.lower())
-        or (upstream and _UPSTREAM_RESPONSE_SCHEMA.search(message) is not None)
+        or (upstream and re.search(_UPSTREAM_RESPONSE_SCHEMA, message) is not None)
     ):
         return RequestField.RESPONSE_FORMAT
     if (
         code == "invalid_function_parameters"
-        or _TOOL_SCHEMA.search(message)
-        or (upstream and _UPSTREAM_TOOL_SCHEMA.search(message) is not None)
+        or re.search(_TOOL_SCHEMA, message)
+        or (upstream and re.search(_UPSTREAM_TOOL_SCHEMA, message) is not None)
     ):
         return RequestField.TOOLS
     return None
@@ -249,7 +247,7 @@ def _relayed_error(status: int | None, info: ErrorInfo) -> Error | None:
         return UnsupportedError(info.message, field=field, stage=UnsupportedStage.PROVIDER)
     code = (relayed.code or "").lower()
     if code in _CONTEXT_CODES or (
-        status in (400, 413, 422, None) and _CONTEXT_WORDS.search(relayed.message)
+        status in (400, 413, 422, None) and re.search(_CONTEXT_WORDS, relayed.message)
     ):
         return ContextWindowExceededError(info.message)
     return None
@@ -268,12 +266,12 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         return ContextWindowExceededError(message)
     if status == 429 or code in _RATE_LIMIT_CODES:
         return RateLimitedError(message, retry_after=retry_after_seconds(headers))
-    if status in (400, 413, 422, None) and _CONTEXT_WORDS.search(message):
+    if status in (400, 413, 422, None) and re.search(_CONTEXT_WORDS, message):
         return ContextWindowExceededError(message)
     field = _rejected_schema(info)
     if field is not None:
         return UnsupportedError(message, field=field, stage=UnsupportedStage.PROVIDER)
-    if status == 401 or (status in (400, 403) and _BAD_KEY.search(message)):
+    if status == 401 or (status in (400, 403) and re.search(_BAD_KEY, message)):
         return AuthenticationError(message)
     if status == 403:
         return PermissionDeniedError(message)

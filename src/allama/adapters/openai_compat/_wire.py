@@ -18,6 +18,8 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from allama.types._base import DEFER_BUILD
+
 __all__ = [
     "Role",
     "WireChoice",
@@ -40,7 +42,7 @@ __all__ = [
 class _Wire(BaseModel):
     """Omits `None` on the way out, tolerates unknown keys on the way in."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=DEFER_BUILD)
 
     def dump(self) -> dict[str, Any]:
         """The JSON object, without the fields that are absent."""

@@ -1,10 +1,15 @@
 """One rewrite per provider dialect; each returns the schema to send and notes on what it lost."""
 
-from allama.schema._dialects._anthropic import anthropic
-from allama.schema._dialects._gemini import gemini_json_schema, gemini_response_schema
-from allama.schema._dialects._grammar import grammar_engine
-from allama.schema._dialects._openai_strict import OpenAIProfile, openai_strict
-from allama.schema._dialects._passthrough import json_object_fallback, passthrough
+from typing import TYPE_CHECKING
+
+from allama._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from allama.schema._dialects._anthropic import anthropic
+    from allama.schema._dialects._gemini import gemini_json_schema, gemini_response_schema
+    from allama.schema._dialects._grammar import grammar_engine
+    from allama.schema._dialects._openai_strict import OpenAIProfile, openai_strict
+    from allama.schema._dialects._passthrough import json_object_fallback, passthrough
 
 __all__ = [
     "OpenAIProfile",
@@ -16,3 +21,16 @@ __all__ = [
     "openai_strict",
     "passthrough",
 ]
+
+_getattr, __dir__ = lazy_names(
+    __name__,
+    {
+        "allama.schema._dialects._anthropic": ("anthropic",),
+        "allama.schema._dialects._gemini": ("gemini_json_schema", "gemini_response_schema"),
+        "allama.schema._dialects._grammar": ("grammar_engine",),
+        "allama.schema._dialects._openai_strict": ("OpenAIProfile", "openai_strict"),
+        "allama.schema._dialects._passthrough": ("json_object_fallback", "passthrough"),
+    },
+)
+if not TYPE_CHECKING:
+    __getattr__ = _getattr
