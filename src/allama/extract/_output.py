@@ -21,6 +21,7 @@ cheaply, from the type and from the text:
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +101,11 @@ CAREFUL: Any = object()
 """`validate_once` could not decide: the careful reading (parse, normalise, walk) does."""
 
 
+_RUNTIME_EXTRA = "extra" in inspect.signature(TypeAdapter.validate_json).parameters
+"""Whether the installed pydantic takes `extra=` at validation (newer releases); without
+it, rejecting undeclared keys is left to the walk."""
+
+
 def output_plan(adapter: TypeAdapter[Any], schema: dict[str, Any]) -> OutputPlan:
     """The plan of the type whose validator is `adapter` and JSON Schema `schema`: kept with
     a type's schema (worked out once), made afresh for any other."""
@@ -111,7 +117,7 @@ def _make(adapter: TypeAdapter[Any], schema: dict[str, Any]) -> OutputPlan:
     counted = not (kinds.kinds & _NOT_PLAIN) and not kinds.special_models
     return OutputPlan(
         counted=counted,
-        forbid=counted and not kinds.open_models and not kinds.object_unions,
+        forbid=_RUNTIME_EXTRA and counted and not kinds.open_models and not kinds.object_unions,
         undeclared=may_ignore_undeclared_keys(schema),
         nulls=may_hold_stand_in_nulls(schema),
     )
