@@ -33,6 +33,7 @@ from allama.mock._conform import (
     pointer_join,
 )
 from allama.mock._pattern import sample_pattern
+from allama.schema._walk import ARRAY_KEYWORDS, NUMBER_KEYWORDS, OBJECT_KEYWORDS, STRING_KEYWORDS
 
 __all__ = ["value_for_schema"]
 
@@ -52,31 +53,6 @@ REJECTS = 128
 """Candidates of one type that may fail in a row before that type is given up."""
 
 _DEFAULT_TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
-_OBJECT_WORDS = (
-    "properties",
-    "required",
-    "additionalProperties",
-    "patternProperties",
-    "minProperties",
-    "maxProperties",
-    "propertyNames",
-    "dependentRequired",
-    "dependentSchemas",
-    "dependencies",
-    "unevaluatedProperties",
-)
-_ARRAY_WORDS = (
-    "items",
-    "prefixItems",
-    "additionalItems",
-    "minItems",
-    "maxItems",
-    "contains",
-    "uniqueItems",
-)
-_STRING_WORDS = ("minLength", "maxLength", "pattern", "format")
-_NUMBER_WORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
-
 _FORMATS: dict[str, tuple[str, ...]] = {
     "date": ("2000-01-01",),
     "date-time": ("2000-01-01T00:00:00Z",),
@@ -433,13 +409,13 @@ class _Generator:
                 allowed = (set(_DEFAULT_TYPES) if allowed is None else allowed) - removed
         inferred: list[str] = []
         words = set().union(*(atom.schema.keys() for atom in atoms)) if atoms else set()
-        if words & set(_OBJECT_WORDS):
+        if words & OBJECT_KEYWORDS:
             inferred.append("object")
-        if words & set(_ARRAY_WORDS):
+        if words & ARRAY_KEYWORDS:
             inferred.append("array")
-        if words & set(_STRING_WORDS):
+        if words & STRING_KEYWORDS:
             inferred.append("string")
-        if words & set(_NUMBER_WORDS):
+        if words & NUMBER_KEYWORDS:
             inferred.extend(("integer", "number"))
         order: list[str] = []
         preferred = (*written, *_DEFAULT_TYPES, *inferred) if recursing else (*written, *inferred)

@@ -18,6 +18,10 @@ from allama.schema._pointer import child, lookup, parse_fragment, quoted
 
 __all__ = [
     "ANNOTATIONS",
+    "ARRAY_KEYWORDS",
+    "NUMBER_KEYWORDS",
+    "OBJECT_KEYWORDS",
+    "STRING_KEYWORDS",
     "MAX_DEPTH",
     "SCHEMA_LISTS",
     "SCHEMA_MAPS",
@@ -49,6 +53,42 @@ SCHEMA_SINGLE = frozenset(
         "contentSchema",
     }
 )
+# The keywords that constrain one JSON type each (a keyword of another type's is vacuous).
+OBJECT_KEYWORDS = frozenset(
+    {
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "minProperties",
+        "maxProperties",
+        "propertyNames",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+        "unevaluatedProperties",
+    }
+)
+ARRAY_KEYWORDS = frozenset(
+    {
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "unevaluatedItems",
+    }
+)
+STRING_KEYWORDS = frozenset({"minLength", "maxLength", "pattern", "format"})
+NUMBER_KEYWORDS = frozenset(
+    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+)
+
+
 ANNOTATIONS = frozenset(
     {
         "title",

@@ -32,9 +32,13 @@ from allama.schema._pointer import child, display, lookup, quoted
 from allama.schema._rewrite import Rewrite, SchemaNote
 from allama.schema._walk import (
     ANNOTATIONS,
+    ARRAY_KEYWORDS,
+    NUMBER_KEYWORDS,
+    OBJECT_KEYWORDS,
     SCHEMA_LISTS,
     SCHEMA_MAPS,
     SCHEMA_SINGLE,
+    STRING_KEYWORDS,
     SchemaIndex,
     copy_json,
     preflight,
@@ -236,41 +240,6 @@ def _enum_within_type(node: dict[str, Any]) -> bool:
     if kept != list(names):
         node["type"] = kept[0] if len(kept) == 1 else kept
     return True
-
-
-OBJECT_KEYWORDS = frozenset(
-    {
-        "properties",
-        "required",
-        "additionalProperties",
-        "patternProperties",
-        "minProperties",
-        "maxProperties",
-        "propertyNames",
-        "dependentRequired",
-        "dependentSchemas",
-        "dependencies",
-        "unevaluatedProperties",
-    }
-)
-ARRAY_KEYWORDS = frozenset(
-    {
-        "items",
-        "prefixItems",
-        "additionalItems",
-        "minItems",
-        "maxItems",
-        "uniqueItems",
-        "contains",
-        "minContains",
-        "maxContains",
-        "unevaluatedItems",
-    }
-)
-STRING_KEYWORDS = frozenset({"minLength", "maxLength", "pattern", "format"})
-NUMBER_KEYWORDS = frozenset(
-    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
-)
 
 
 def vacuous_keywords(kinds: frozenset[str]) -> frozenset[str]:
