@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     )
     from allama.extract._extractor import (
         Extractor,
+        OpeningStream,
         aextract,
         aextract_stream,
         extract,
@@ -45,6 +46,7 @@ __all__ = [
     "MissingStructuredTextError",
     "MissingToolCallError",
     "ModeUnsupportedError",
+    "OpeningStream",
     "ParseError",
     "RefusalSource",
     "RefusedError",
@@ -78,6 +80,7 @@ _getattr, __dir__ = lazy_names(
         ),
         "allama.extract._extractor": (
             "Extractor",
+            "OpeningStream",
             "aextract",
             "aextract_stream",
             "extract",
