@@ -1,0 +1,1 @@
+"""The Anthropic Messages dialect (`POST /v1/messages`): sans-I/O."""
