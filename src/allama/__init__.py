@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     )
     from allama.local import LlamaCppProvider
     from allama.provider import ChatProvider, Degradations
-    from allama.providers import PRESET_NAMES, OpenAICompatibleProvider, provider
+    from allama.providers import PRESET_NAMES, HttpProvider, OpenAICompatibleProvider, provider
     from allama.stream import AsyncChatStream, ChatStream, StreamCollector
     from allama.transport import Transport
     from allama.types import (
@@ -216,6 +216,7 @@ _getattr, __dir__ = _lazy_names(
         "allama.transport": ("Transport",),
         "allama.providers": (
             "PRESET_NAMES",
+            "HttpProvider",
             "OpenAICompatibleProvider",
             "provider",
         ),
@@ -264,6 +265,7 @@ logging.getLogger("allama").addHandler(logging.NullHandler())
 __version__ = "0.1.0"
 
 __all__ = [
+    "HttpProvider",
     "OpenAICompatibleProvider",
     "LlamaCppProvider",
     "Transport",

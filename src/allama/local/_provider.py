@@ -26,7 +26,7 @@ from allama.adapters._http import HttpRequest, HttpResponse
 from allama.adapters.openai_compat._sse import ChatStreamDecoder, SseEvent
 from allama.errors import ServerError
 from allama.local._engine import LocalEngine
-from allama.providers._http import OpenAICompatibleProvider
+from allama.providers._http import HttpProvider
 from allama.providers._presets import Preset
 from allama.stream import AsyncChatStream
 from allama.types import (
@@ -109,7 +109,7 @@ def _check_engine_options(
         raise TypeError(f"engine must be a LocalEngine, got {type(engine).__name__}")
 
 
-class LlamaCppProvider(OpenAICompatibleProvider):
+class LlamaCppProvider(HttpProvider):
     """llama.cpp's server: `allama.provider("local")` or `allama.provider("llama-cpp", ...)`.
 
     `local` starts llama.cpp in this process on the first request (or on `start()`; an
@@ -234,10 +234,10 @@ class LlamaCppProvider(OpenAICompatibleProvider):
         if self._engine is not None and not self._engine.running:
             await asyncio.to_thread(self.start)
 
-    def _endpoint(self, model: str) -> tuple[str, dict[str, str]]:
+    def _endpoint(self, model: str, *, stream: bool = False) -> tuple[str, Mapping[str, str]]:
         if self._engine is not None:
             self.start()
-        return super()._endpoint(model)
+        return super()._endpoint(model, stream=stream)
 
     # Decoding: output cut off under a grammar is a truncation, not a server failure.
 

@@ -1,7 +1,14 @@
-"""HTTP providers: presets for the OpenAI-compatible family, and `provider(name)`."""
+"""HTTP providers: one provider class for every dialect, the presets, and `provider(name)`."""
 
-from allama.providers._http import OpenAICompatibleProvider
+from allama.providers._http import HttpProvider, OpenAICompatibleProvider
 from allama.providers._presets import PRESETS, Preset
 from allama.providers._registry import PRESET_NAMES, provider
 
-__all__ = ["PRESETS", "PRESET_NAMES", "OpenAICompatibleProvider", "Preset", "provider"]
+__all__ = [
+    "PRESETS",
+    "PRESET_NAMES",
+    "HttpProvider",
+    "OpenAICompatibleProvider",
+    "Preset",
+    "provider",
+]

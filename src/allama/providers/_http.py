@@ -1,8 +1,10 @@
-"""An HTTP provider: a sans-I/O adapter plus a transport, in sync and async.
+"""One HTTP provider for every dialect: a preset, its dialect's adapter and a transport.
 
 Every decision (encoding, warnings, refusals, decoding, error mapping, secret scrubbing)
 lives in plain methods that both flavours call, so `chat` and `achat` cannot drift; only
-the lines that touch the network differ.
+the lines that touch the network differ. What sets one endpoint apart (its URL rules, auth
+header, query parameters, profile changes) is data on its preset; what sets one dialect
+apart is its adapter (`allama.adapters._adapter.Adapter`).
 """
 
 from __future__ import annotations
@@ -17,10 +19,8 @@ import httpx2
 import allama.types as vocabulary
 from allama._degradations import Degradations
 from allama._lazy import deferred_module
-from allama.adapters import openai_compat as wire
+from allama.adapters._adapter import Adapter, StreamDecoder, load_adapter
 from allama.adapters._http import SECRET_HEADERS, HttpRequest, HttpResponse
-from allama.adapters.openai_compat._capabilities import CAPABILITY_TABLES, CapabilityTable
-from allama.adapters.openai_compat._profile import SchemaDialect
 from allama.errors import AuthenticationError, Error, InvalidRequestError
 from allama.providers._options import check_headers, check_key, check_text, check_url
 from allama.providers._presets import Preset
@@ -32,24 +32,23 @@ from allama.types import CapabilitySupport, ChatCapability
 # first call, and then read as module attributes.
 if TYPE_CHECKING:
     from allama import stream as streams
-    from allama.adapters.openai_compat import ChatStreamDecoder
     from allama.stream import AsyncChatStream, ChatStream
     from allama.types import ChatRequest, ChatResponse, ChatValidation, StreamEvent, Warning
 else:
     streams = deferred_module("allama.stream", globals(), "streams")
 
-__all__ = ["OpenAICompatibleProvider"]
+__all__ = ["HttpProvider", "OpenAICompatibleProvider"]
 
 _REDACTED = "<redacted>"
 
 
-def _is_foundry_resource(url: str) -> bool:
-    """Whether `url` is a Foundry resource's own URL, without the `/models` path."""
+def _bare_host(url: str, host_suffix: str) -> bool:
+    """Whether `url` is a bare resource URL (no path) on a host ending with `host_suffix`."""
     try:
         parsed = httpx2.URL(url)
     except httpx2.InvalidURL:
         return False
-    return parsed.host.endswith(".services.ai.azure.com") and parsed.path in ("", "/")
+    return parsed.host.endswith(host_suffix) and parsed.path in ("", "/")
 
 
 def _check_options(
@@ -59,7 +58,6 @@ def _check_options(
     timeout: object,
     headers: object,
     transport: object,
-    capabilities: object,
     endpoint: object,
     api_version: object,
     account_id: object,
@@ -82,21 +80,18 @@ def _check_options(
             )
     else:
         check_timeout(timeout)
-    if capabilities is not None and not isinstance(capabilities, CapabilityTable):
-        raise TypeError(
-            f"capabilities must be a CapabilityTable, got {type(capabilities).__name__}"
-        )
 
 
-class OpenAICompatibleProvider:
-    """A Chat Completions endpoint: OpenAI itself or any server that speaks its dialect.
+class HttpProvider:
+    """A provider over HTTP: any preset, spoken through its dialect's adapter.
 
     Build one with `allama.provider(name, ...)`. The key comes from `api_key` or from the
     preset's environment variable, and never appears in a repr, an error or a log view.
 
     Options beyond the common ones: `endpoint` and `api_version` (Azure OpenAI, Azure AI
     Foundry), `account_id` (Workers AI), `headers` (extra request headers), `timeout`,
-    `transport`.
+    `transport`, `capabilities` (a capability table of the preset's dialect, replacing its
+    own).
     """
 
     def __init__(
@@ -108,7 +103,7 @@ class OpenAICompatibleProvider:
         timeout: float | httpx2.Timeout | None = None,
         headers: Mapping[str, str] | None = None,
         transport: Transport | None = None,
-        capabilities: CapabilityTable | None = None,
+        capabilities: object | None = None,
         endpoint: str | None = None,
         api_version: str | None = None,
         account_id: str | None = None,
@@ -119,33 +114,28 @@ class OpenAICompatibleProvider:
             timeout=timeout,
             headers=headers,
             transport=transport,
-            capabilities=capabilities,
             endpoint=endpoint,
             api_version=api_version,
             account_id=account_id,
         )
         self._preset = preset
-        self._profile = preset.profile
-        self._table = capabilities or CAPABILITY_TABLES[preset.name]
         env_key = os.environ.get(preset.api_key_env) if preset.api_key_env else None
         self._api_key = api_key if api_key is not None else (env_key or None)
-        self._base_url, self._azure_deployments = self._resolve_base_url(
+        self._base_url, self._deployments = self._resolve_base_url(
             preset, base_url, endpoint, account_id
         )
-        if preset.name == "deepseek" and (self._base_url or "").endswith("/beta"):
-            # DeepSeek enforces `strict` tools only on its beta base URL, over a subset
-            # without string formats, patterns or bounds (Azure's 2024 subset drops the same).
-            self._profile = replace(
-                self._profile,
-                tool_dialect=SchemaDialect.OPENAI_STRICT,
-                strict_profile="azure_legacy",
-            )
+        self._profile = preset.profile
+        for suffix, changes in preset.url_profiles:
+            if (self._base_url or "").endswith(suffix):
+                self._profile = replace(self._profile, **changes)
+        self._adapter: Adapter = load_adapter(preset.dialect)(
+            preset.name, self._profile, capabilities
+        )
         env_version = os.environ.get(preset.api_version_env) if preset.api_version_env else None
         version = api_version or env_version or preset.api_version
-        # The `api-version` query parameter: Azure deployments and Foundry; not the v1 API.
         self._query = (
             {"api-version": version}
-            if version and (self._azure_deployments or preset.name != "azure-openai")
+            if version and (self._deployments or not preset.version_on_deployments_only)
             else {}
         )
         self._extra_headers = {**preset.headers, **(headers or {})}
@@ -162,25 +152,28 @@ class OpenAICompatibleProvider:
         url = base_url or endpoint
         if url is None and preset.base_url_env:
             url = os.environ.get(preset.base_url_env) or None
-        if preset.name == "workers-ai" and url is None:
-            account = account_id or os.environ.get("CLOUDFLARE_ACCOUNT_ID")
+        if url is None and preset.account_url is not None:
+            account = account_id or (
+                os.environ.get(preset.account_env) if preset.account_env else None
+            )
             if account:
-                url = f"https://api.cloudflare.com/client/v4/accounts/{account}/ai/v1"
+                url = preset.account_url.format(account=account)
         url = url or preset.base_url
         if url is None:
             return None, False
         url = url.rstrip("/")
-        if preset.name == "azure-foundry" and _is_foundry_resource(url):
-            # The resource's bare URL: its model-inference API lives under /models.
-            url = f"{url}/models"
-        elif preset.name == "azure-openai" and url.endswith("/models"):
-            raise ValueError(
-                "an endpoint ending in /models is Azure AI Foundry's model-inference API, "
-                "which serves models of many families: use allama.provider('azure-foundry', "
-                "endpoint=...)"
-            )
-        # Azure: a resource endpoint gets deployment URLs; an `/openai/v1` base is the v1 API.
-        deployments = preset.name == "azure-openai" and not url.endswith("/openai/v1")
+        for suffix, instead in preset.refused_suffixes:
+            if url.endswith(suffix):
+                raise ValueError(instead)
+        if preset.resource_host is not None and _bare_host(url, preset.resource_host):
+            url = f"{url}{preset.resource_path}"
+        if preset.path_prefix and not url.endswith(preset.path_prefix):
+            url = f"{url}{preset.path_prefix}"
+        # A resource endpoint gets deployment URLs; a base URL ending with the direct suffix
+        # (Azure's `/openai/v1`) is the dialect's own API.
+        deployments = preset.deployment_path is not None and not (
+            preset.direct_suffix and url.endswith(preset.direct_suffix)
+        )
         return url, deployments
 
     # Identity
@@ -197,22 +190,21 @@ class OpenAICompatibleProvider:
     def base_url(self) -> str | None:
         return self._base_url
 
+    @property
+    def adapter(self) -> Adapter:
+        """The dialect's adapter: encoding, decoding and capability answers, sans I/O."""
+        return self._adapter
+
     def __repr__(self) -> str:
         key = "<set>" if self._api_key else "<missing>"
         return (
-            f"OpenAICompatibleProvider(name={self.name!r}, base_url={self._base_url!r}, "
-            f"api_key={key})"
+            f"{type(self).__name__}(name={self.name!r}, base_url={self._base_url!r}, api_key={key})"
         )
 
     # Capabilities and validation
 
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
-        if capability is ChatCapability.RESPONSE_SCHEMA_ANY_ROOT:
-            return self._profile.response_schema_any_root
-        if capability is ChatCapability.TOOL_SCHEMA_ANY_ROOT:
-            # Function parameters are a JSON object on every Chat Completions endpoint.
-            return CapabilitySupport.UNSUPPORTED
-        return self._table.support(model, capability)
+        return self._adapter.capability(model, capability)
 
     def validate_chat_request(
         self, request: ChatRequest, *, stream: bool = False
@@ -240,44 +232,37 @@ class OpenAICompatibleProvider:
         headers: Mapping[str, str],
         params: Mapping[str, str],
     ) -> HttpRequest:
-        return wire.encode_request(
-            request,
-            self._profile,
-            self._table.family(request.model),
-            url=url,
-            headers=headers,
-            params=params,
-            stream=stream,
-            degradations=degradations,
+        return self._adapter.encode(
+            request, degradations, stream=stream, url=url, headers=headers, params=params
         )
 
-    def _endpoint(self, model: str) -> tuple[str, dict[str, str]]:
+    def _endpoint(self, model: str, *, stream: bool = False) -> tuple[str, Mapping[str, str]]:
         if self._base_url is None:
-            hint = {
-                "azure-openai": "pass endpoint= or set AZURE_OPENAI_ENDPOINT",
-                "azure-foundry": "pass endpoint= or set AZURE_INFERENCE_ENDPOINT",
-                "workers-ai": "pass account_id= or set CLOUDFLARE_ACCOUNT_ID",
-            }.get(self.name, "pass base_url=")
             raise (
-                InvalidRequestError(f"{self.name} has no base URL: {hint}")
+                InvalidRequestError(f"{self.name} has no base URL: {self._preset.missing_url_hint}")
                 .mark_authored()
                 .with_provider(self.name)
             )
-        if self._azure_deployments:
-            url = f"{self._base_url}/openai/deployments/{model}/chat/completions"
-            return url, self._query
-        return f"{self._base_url}/chat/completions", self._query
+        if self._deployments and self._preset.deployment_path is not None:
+            return f"{self._base_url}{self._preset.deployment_path.format(model=model)}", (
+                self._query
+            )
+        path, params = self._adapter.path(model, stream=stream)
+        if params:
+            return f"{self._base_url}{path}", {**self._query, **params}
+        return f"{self._base_url}{path}", self._query
 
     def _headers(self, *, stream: bool) -> dict[str, str]:
         headers = {
             "content-type": "application/json",
-            "accept": "text/event-stream" if stream else "application/json",
+            "accept": self._adapter.stream_accept if stream else "application/json",
         }
         if self._api_key:
-            if self._preset.auth == "api-key":
-                headers["api-key"] = self._api_key
-            else:
+            auth = self._preset.auth
+            if auth == "bearer":
                 headers["authorization"] = f"Bearer {self._api_key}"
+            else:
+                headers[auth] = self._api_key
         elif self._preset.key_required and not self._brings_own_auth:
             env = self._preset.api_key_env
             raise (
@@ -290,7 +275,7 @@ class OpenAICompatibleProvider:
 
     def _prepare(self, request: ChatRequest, *, stream: bool) -> tuple[HttpRequest, list[Warning]]:
         degradations = Degradations.for_request(self.name, request)
-        url, params = self._endpoint(request.model)
+        url, params = self._endpoint(request.model, stream=stream)
         http = self._encode(
             request,
             degradations,
@@ -331,14 +316,8 @@ class OpenAICompatibleProvider:
         self, request: ChatRequest, response: HttpResponse, warnings: list[Warning]
     ) -> ChatResponse:
         try:
-            return wire.decode_response(
-                response.status,
-                response.headers,
-                response.content,
-                provider=self.name,
-                model=request.model,
-                reasoning_outside_completion=self._profile.reasoning_outside_completion,
-                warnings=warnings,
+            return self._adapter.decode(
+                response, provider=self.name, model=request.model, warnings=warnings
             )
         except Error as error:
             self._scrub(error.with_model(request.model).with_provider(self.name))
@@ -347,17 +326,11 @@ class OpenAICompatibleProvider:
     def _stream_error(
         self, request: ChatRequest, status: int, headers: Mapping[str, str], body: bytes
     ) -> Error:
-        error = wire.error_from_response(
-            status, headers, body, provider=self.name, model=request.model
-        )
+        error = self._adapter.error(status, headers, body, provider=self.name, model=request.model)
         return self._scrub(error)
 
-    def _decoder(self, request: ChatRequest) -> ChatStreamDecoder:
-        return wire.ChatStreamDecoder(
-            provider=self.name,
-            model=request.model,
-            reasoning_outside_completion=self._profile.reasoning_outside_completion,
-        )
+    def _decoder(self, request: ChatRequest) -> StreamDecoder:
+        return self._adapter.stream_decoder(provider=self.name, model=request.model)
 
     def _scrubbed(self, events: Iterator[StreamEvent]) -> Iterator[StreamEvent]:
         try:
@@ -456,14 +429,18 @@ class OpenAICompatibleProvider:
         if self._owns_transport:
             await self._transport.aclose()
 
-    def __enter__(self) -> OpenAICompatibleProvider:
+    def __enter__(self) -> HttpProvider:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    async def __aenter__(self) -> OpenAICompatibleProvider:
+    async def __aenter__(self) -> HttpProvider:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
+
+
+OpenAICompatibleProvider = HttpProvider
+"""The former name of `HttpProvider`, from when it spoke Chat Completions alone."""

@@ -7,8 +7,9 @@ behind each are in the provider reference; the comments say which ones matter he
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
 from allama.types import CapabilitySupport
@@ -18,12 +19,21 @@ __all__ = ["PRESETS", "Preset"]
 
 @dataclass(frozen=True, slots=True)
 class Preset:
+    """An endpoint: where it lives, how it authenticates, and which dialect it speaks.
+
+    Everything that sets one endpoint apart from another of its dialect is data here, read
+    by the one HTTP provider class: no provider decides anything by a preset's name.
+    """
+
     name: str
-    profile: WireProfile
+    profile: Any
+    """The dialect's profile: how this endpoint speaks it (a `WireProfile` for Chat
+    Completions, an `AnthropicProfile` for Messages)."""
     base_url: str | None
     api_key_env: str | None
     key_required: bool = True
-    auth: Literal["bearer", "api-key"] = "bearer"
+    auth: Literal["bearer", "api-key", "x-api-key"] = "bearer"
+    """The header that carries the key: `authorization: Bearer`, `api-key` or `x-api-key`."""
     base_url_env: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     description: str = ""
@@ -31,6 +41,31 @@ class Preset:
     """The `api-version` query parameter the endpoint needs (Azure); `api_version=` overrides."""
     api_version_env: str | None = None
     """The environment variable that overrides `api_version` when the argument is not given."""
+    dialect: str = "openai_compat"
+    """The adapter package under `allama.adapters` that speaks to this endpoint."""
+    path_prefix: str = ""
+    """Added to a base URL that does not already end with it (Anthropic's `/v1`: gateways are
+    configured without it, as the vendor SDK does)."""
+    deployment_path: str | None = None
+    """A path with `{model}` used instead of the dialect's, for a resource endpoint that
+    routes by deployment (Azure OpenAI)."""
+    direct_suffix: str | None = None
+    """A base URL ending with this is the dialect's own API, not a resource endpoint."""
+    version_on_deployments_only: bool = False
+    """Send `api-version` only on deployment URLs (Azure's v1 API takes none)."""
+    account_url: str | None = None
+    """The base URL built from an account id (`{account}`), from `account_id=` or `account_env`."""
+    account_env: str | None = None
+    resource_host: str | None = None
+    """A base URL on a host ending with this and with no path is a resource's bare URL..."""
+    resource_path: str = ""
+    """...whose API lives under this path."""
+    refused_suffixes: tuple[tuple[str, str], ...] = ()
+    """Base URLs ending with these belong to another preset: (suffix, what to do instead)."""
+    url_profiles: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    """Profile changes for a base URL ending with a suffix (DeepSeek's `/beta`)."""
+    missing_url_hint: str = "pass base_url="
+    """What the error says when no base URL is known."""
 
 
 _PRESETS: tuple[Preset, ...] = (
@@ -65,6 +100,18 @@ _PRESETS: tuple[Preset, ...] = (
         description="Azure OpenAI deployments",
         api_version="2024-10-21",
         api_version_env="OPENAI_API_VERSION",
+        deployment_path="/openai/deployments/{model}/chat/completions",
+        direct_suffix="/openai/v1",
+        version_on_deployments_only=True,
+        refused_suffixes=(
+            (
+                "/models",
+                "an endpoint ending in /models is Azure AI Foundry's model-inference API, "
+                "which serves models of many families: use allama.provider('azure-foundry', "
+                "endpoint=...)",
+            ),
+        ),
+        missing_url_hint="pass endpoint= or set AZURE_OPENAI_ENDPOINT",
     ),
     Preset(
         # Azure AI Foundry's model-inference endpoint, https://<resource>.services.ai.azure.com
@@ -90,6 +137,9 @@ _PRESETS: tuple[Preset, ...] = (
         base_url_env="AZURE_INFERENCE_ENDPOINT",
         description="Azure AI Foundry models (the model-inference endpoint, .../models)",
         api_version="2024-05-01-preview",
+        resource_host=".services.ai.azure.com",
+        resource_path="/models",
+        missing_url_hint="pass endpoint= or set AZURE_INFERENCE_ENDPOINT",
     ),
     Preset(
         "groq",
@@ -167,6 +217,14 @@ _PRESETS: tuple[Preset, ...] = (
         "https://api.deepseek.com",
         "DEEPSEEK_API_KEY",
         description="DeepSeek",
+        # Strict tools are enforced only on the beta base URL, over a subset without string
+        # formats, patterns or bounds (Azure's 2024 subset drops the same).
+        url_profiles=(
+            (
+                "/beta",
+                {"tool_dialect": SchemaDialect.OPENAI_STRICT, "strict_profile": "azure_legacy"},
+            ),
+        ),
     ),
     Preset(
         "together",
@@ -245,6 +303,9 @@ _PRESETS: tuple[Preset, ...] = (
         None,
         "CLOUDFLARE_API_TOKEN",
         description="Cloudflare Workers AI (OpenAI-compatible endpoint)",
+        account_url="https://api.cloudflare.com/client/v4/accounts/{account}/ai/v1",
+        account_env="CLOUDFLARE_ACCOUNT_ID",
+        missing_url_hint="pass account_id= or set CLOUDFLARE_ACCOUNT_ID",
     ),
     Preset(
         # Ollama's /v1 drops tool_choice, parallel_tool_calls and max_completion_tokens

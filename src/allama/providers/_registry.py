@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from allama.providers._http import OpenAICompatibleProvider
+from allama.providers._http import HttpProvider
 from allama.providers._presets import PRESETS
 
 if TYPE_CHECKING:
@@ -27,8 +27,8 @@ _ALIASES = {
 @overload
 def provider(name: Literal["local", "llama-cpp"], **options: Any) -> LlamaCppProvider: ...
 @overload
-def provider(name: str, **options: Any) -> OpenAICompatibleProvider: ...
-def provider(name: str, **options: Any) -> OpenAICompatibleProvider:
+def provider(name: str, **options: Any) -> HttpProvider: ...
+def provider(name: str, **options: Any) -> HttpProvider:
     """The provider for a preset: `provider("groq")`, `provider("openai-compatible", base_url=...)`.
 
     Options: `api_key` (else the preset's environment variable), `base_url`, `timeout`,
@@ -53,4 +53,4 @@ def provider(name: str, **options: Any) -> OpenAICompatibleProvider:
         from allama.local._provider import LlamaCppProvider
 
         return LlamaCppProvider(preset, **options)
-    return OpenAICompatibleProvider(preset, **options)
+    return HttpProvider(preset, **options)
