@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from allama.adapters.anthropic._profile import AnthropicProfile
 from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
 from allama.types import CapabilitySupport
 
@@ -66,6 +67,9 @@ class Preset:
     """Profile changes for a base URL ending with a suffix (DeepSeek's `/beta`)."""
     missing_url_hint: str = "pass base_url="
     """What the error says when no base URL is known."""
+    provider_class: str | None = None
+    """`module:Class` of a provider that adds to `HttpProvider` what is not HTTP (starting
+    the local engine); `None` for the HTTP provider itself."""
 
 
 _PRESETS: tuple[Preset, ...] = (
@@ -347,6 +351,63 @@ _PRESETS: tuple[Preset, ...] = (
 )
 
 
+_ANTHROPIC_VERSION = {"anthropic-version": "2023-06-01"}
+"""The API version every Messages request names (later versions refuse `temperature`)."""
+
+# The Messages dialect. Hosts are configured as the vendor SDK does, without `/v1`.
+_ANTHROPIC_PRESETS: tuple[Preset, ...] = (
+    Preset(
+        "anthropic",
+        AnthropicProfile("anthropic", "Anthropic"),
+        "https://api.anthropic.com",
+        "ANTHROPIC_API_KEY",
+        auth="x-api-key",
+        base_url_env="ANTHROPIC_BASE_URL",
+        headers=_ANTHROPIC_VERSION,
+        description="Anthropic Messages (also through a gateway in front of it, given base_url)",
+        dialect="anthropic",
+        path_prefix="/v1",
+    ),
+    Preset(
+        # Claude deployed in Microsoft Foundry: https://<resource>.services.ai.azure.com
+        # /anthropic, the key in `x-api-key` (or an Entra ID bearer token in `headers=`),
+        # the deployment name as the model.
+        "azure-anthropic",
+        AnthropicProfile("azure-anthropic", "Claude in Microsoft Foundry"),
+        None,
+        "ANTHROPIC_FOUNDRY_API_KEY",
+        auth="x-api-key",
+        base_url_env="ANTHROPIC_FOUNDRY_BASE_URL",
+        headers=_ANTHROPIC_VERSION,
+        description="Claude in Microsoft Foundry (https://<resource>.services.ai.azure.com/anthropic)",
+        dialect="anthropic",
+        path_prefix="/v1",
+        account_url="https://{account}.services.ai.azure.com/anthropic",
+        account_env="ANTHROPIC_FOUNDRY_RESOURCE",
+        resource_host=".services.ai.azure.com",
+        resource_path="/anthropic",
+        missing_url_hint="pass endpoint=, or account_id= with the resource name, or set "
+        "ANTHROPIC_FOUNDRY_BASE_URL",
+    ),
+    Preset(
+        # Any other host of the dialect, serving models of its own: what they enforce is
+        # not known, so schemas are at best approximate.
+        "anthropic-compatible",
+        AnthropicProfile(
+            "anthropic-compatible", "the Anthropic-compatible endpoint", verified=False
+        ),
+        None,
+        "ANTHROPIC_COMPATIBLE_API_KEY",
+        key_required=False,
+        auth="x-api-key",
+        headers=_ANTHROPIC_VERSION,
+        description="any endpoint that speaks Anthropic Messages, given base_url",
+        dialect="anthropic",
+        path_prefix="/v1",
+    ),
+)
+
+
 # llama.cpp's server (`allama.local`): the schema goes through llama.cpp's own converter,
 # whose keyword support was measured against the real server. An object-form `tool_choice`
 # is ignored there, so a named tool is forced as `required` with that tool alone
@@ -364,6 +425,9 @@ def _llama_cpp_profile(name: str, display_name: str) -> WireProfile:
     )
 
 
+# llama.cpp: its own error shapes and tool-choice handling; `local` starts the engine.
+_LLAMA_CPP_PROVIDER = "allama.local._provider:LlamaCppProvider"
+
 _LOCAL_PRESETS: tuple[Preset, ...] = (
     Preset(
         # Started in-process on 127.0.0.1 by `allama.provider("local")`; no key, no base URL.
@@ -373,6 +437,7 @@ _LOCAL_PRESETS: tuple[Preset, ...] = (
         None,
         key_required=False,
         description="llama.cpp started in-process (pip install 'allama[local]')",
+        provider_class=_LLAMA_CPP_PROVIDER,
     ),
     Preset(
         "llama-cpp",
@@ -382,7 +447,10 @@ _LOCAL_PRESETS: tuple[Preset, ...] = (
         key_required=False,
         base_url_env="LLAMA_CPP_BASE_URL",
         description="a llama.cpp server you run (llama-server), given base_url",
+        provider_class=_LLAMA_CPP_PROVIDER,
     ),
 )
 
-PRESETS: dict[str, Preset] = {preset.name: preset for preset in (*_PRESETS, *_LOCAL_PRESETS)}
+PRESETS: dict[str, Preset] = {
+    preset.name: preset for preset in (*_PRESETS, *_ANTHROPIC_PRESETS, *_LOCAL_PRESETS)
+}

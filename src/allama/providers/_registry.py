@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from allama.providers._http import HttpProvider
@@ -21,6 +22,8 @@ _ALIASES = {
     "foundry": "azure-foundry",
     "ollama": "ollama-openai",
     "cloudflare": "workers-ai",
+    "claude": "anthropic",
+    "foundry-anthropic": "azure-anthropic",
 }
 
 
@@ -48,9 +51,8 @@ def provider(name: str, **options: Any) -> HttpProvider:
     if preset is None:
         known = ", ".join(PRESET_NAMES)
         raise ValueError(f"unknown provider {name!r}; known presets: {known}")
-    if preset.name in ("local", "llama-cpp"):
-        # llama.cpp: its own error shapes and tool-choice handling; `local` starts the engine.
-        from allama.local._provider import LlamaCppProvider
-
-        return LlamaCppProvider(preset, **options)
+    if preset.provider_class is not None:
+        module, _, name = preset.provider_class.partition(":")
+        factory: type[HttpProvider] = getattr(importlib.import_module(module), name)
+        return factory(preset, **options)
     return HttpProvider(preset, **options)

@@ -10,20 +10,18 @@ it: `response_format` for a response format, `tools` for a strict tool.
 from __future__ import annotations
 
 import base64
-import json
 import re
-import threading
 from collections.abc import Mapping
 from typing import Any
 
 from allama._degradations import Degradations
 from allama.adapters._http import HttpRequest
+from allama.adapters._rewrites import cached_rewrite
 from allama.adapters.openai_compat._capabilities import ModelFamily, StructuredLevel
 from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
 from allama.errors import InvalidRequestError
 from allama.schema._errors import SchemaError
 from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
-from allama.schema._types import derived
 from allama.types import (
     AssistantMessage,
     CapabilitySupport,
@@ -221,29 +219,16 @@ class _Encoder:
         )
 
     def rewrite(self, dialect: SchemaDialect, schema: dict[str, Any], subject: str) -> Rewrite:
-        """The rewrite of `schema`: kept with a type's schema, else cached by its text."""
+        """The rewrite of `schema`, made once per dialect and endpoint."""
         profile = self.profile
-        return derived(
-            schema,
-            (dialect, profile.strict_profile, profile.display_name),
-            lambda: self._rewrite_by_text(dialect, schema, subject),
-        )
-
-    def _rewrite_by_text(
-        self, dialect: SchemaDialect, schema: dict[str, Any], subject: str
-    ) -> Rewrite:
-        key = (dialect, self.profile.strict_profile, self.profile.display_name, _schema_key(schema))
-        cached = _REWRITES.get(key)
-        if cached is None:
-            try:
-                cached = self._rewrite(dialect, schema)
-            except SchemaError as error:
-                raise self.unreadable(subject, error) from error
-            with _REWRITES_LOCK:
-                if len(_REWRITES) >= _REWRITE_CACHE_SIZE:
-                    _REWRITES.pop(next(iter(_REWRITES)), None)
-                _REWRITES[key] = cached
-        return cached
+        try:
+            return cached_rewrite(
+                schema,
+                (dialect, profile.strict_profile, profile.display_name),
+                lambda: self._rewrite(dialect, schema),
+            )
+        except SchemaError as error:
+            raise self.unreadable(subject, error) from error
 
     def _rewrite(self, dialect: SchemaDialect, schema: dict[str, Any]) -> Rewrite:
         # A dialect is loaded when a schema is first rewritten in it (rewrites are cached),
@@ -458,20 +443,9 @@ class _Encoder:
         return body
 
 
-_REWRITE_CACHE_SIZE = 256
-_REWRITES: dict[tuple[SchemaDialect, str, str, str], Rewrite] = {}
-"""Rewrites by dialect and schema text: extraction sends the same schema call after call.
-Key order is part of the key, since providers emit properties in schema order."""
-_REWRITES_LOCK = threading.Lock()
-
-
 def _present(**fields: Any) -> dict[str, Any]:
     """The fields that are not `None`, in order."""
     return {key: value for key, value in fields.items() if value is not None}
-
-
-def _schema_key(schema: dict[str, Any]) -> str:
-    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
 
 
 def _image_url(part: ImagePart) -> str:

@@ -1,0 +1,41 @@
+"""Dialect rewrites, cached: extraction sends the same schema call after call.
+
+A type's own schema keeps its rewrites with it (`derived`); any other schema is cached by
+its text, key order included, since providers emit properties in schema order.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from allama.schema._rewrite import Rewrite
+from allama.schema._types import derived
+
+__all__ = ["cached_rewrite"]
+
+_CACHE_SIZE = 256
+_BY_TEXT: dict[tuple[Hashable, str], Rewrite] = {}
+_LOCK = threading.Lock()
+
+
+def cached_rewrite(schema: dict[str, Any], kind: Hashable, make: Callable[[], Rewrite]) -> Rewrite:
+    """The rewrite `make` gives for `schema` in the dialect named by `kind`, made once.
+
+    `make` may raise `SchemaError` for a schema it cannot read; nothing is cached then.
+    """
+    return derived(schema, kind, lambda: _by_text(schema, kind, make))
+
+
+def _by_text(schema: dict[str, Any], kind: Hashable, make: Callable[[], Rewrite]) -> Rewrite:
+    key = (kind, json.dumps(schema, separators=(",", ":"), ensure_ascii=False))
+    cached = _BY_TEXT.get(key)
+    if cached is None:
+        cached = make()
+        with _LOCK:
+            if len(_BY_TEXT) >= _CACHE_SIZE:
+                _BY_TEXT.pop(next(iter(_BY_TEXT)), None)
+            _BY_TEXT[key] = cached
+    return cached

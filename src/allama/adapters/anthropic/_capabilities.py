@@ -1,0 +1,188 @@
+"""What each Claude model family can do, as data: a new model is a one-line change.
+
+Rows are matched in order by a glob on the model id (case insensitive); the first match
+wins, so a specific family comes before the broader one it would also match. The facts
+behind each column are in the provider reference (structured outputs, thinking modes,
+prefill, sampling parameters, output limits per family).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fnmatch import fnmatchcase
+
+from allama.types import CapabilitySupport, ChatCapability
+
+__all__ = ["CAPABILITY_TABLES", "ClaudeFamily", "ClaudeTable", "Thinking"]
+
+S = CapabilitySupport.SUPPORTED
+N = CapabilitySupport.UNSUPPORTED
+U = CapabilitySupport.UNKNOWN
+
+
+class Thinking(StrEnum):
+    """How a family thinks.
+
+    `NONE`: no extended thinking. `BUDGET`: `{type: "enabled", budget_tokens}`.
+    `ADAPTIVE`: `{type: "adaptive"}` with `output_config.effort` (`enabled` is refused or
+    deprecated there).
+    """
+
+    NONE = "none"
+    BUDGET = "budget"
+    ADAPTIVE = "adaptive"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaudeFamily:
+    pattern: str
+    structured: CapabilitySupport
+    """`output_config.format` and `strict` tools (one grammar engine serves both)."""
+    max_output: int
+    """The family's output limit, which caps the `max_tokens` allama sends by default."""
+    thinking: Thinking = Thinking.BUDGET
+    efforts: tuple[str, ...] = ()
+    """`output_config.effort` levels the family takes (adaptive thinking)."""
+    thinks_by_default: bool = False
+    """Adaptive thinking runs when `thinking` is left out."""
+    can_disable: bool = False
+    """`{type: "disabled"}` is accepted (needed to force a tool where thinking is on by
+    default)."""
+    forced_tool: CapabilitySupport = S
+    sampling: bool = True
+    """`temperature` and `top_p` are accepted (newer families answer 400)."""
+    prefill: bool = True
+    """A last assistant message is continued (newer families answer 400)."""
+
+    def support(self, capability: ChatCapability) -> CapabilitySupport:
+        if capability is ChatCapability.STRUCTURED_OUTPUT:
+            return self.structured
+        if capability is ChatCapability.FORCED_TOOL_CHOICE:
+            return self.forced_tool
+        if capability is ChatCapability.REASONING:
+            return N if self.thinking is Thinking.NONE else S
+        if capability in (
+            ChatCapability.RESPONSE_SCHEMA_ANY_ROOT,
+            ChatCapability.TOOL_SCHEMA_ANY_ROOT,
+        ):
+            # Both `output_config.format` and `input_schema` take an object root only.
+            return N
+        # Tool calls, parallel tool calls, streaming and images: every Claude 3+ family.
+        return S
+
+
+@dataclass(frozen=True, slots=True)
+class ClaudeTable:
+    families: tuple[ClaudeFamily, ...]
+    default: ClaudeFamily
+    _cache: dict[str, ClaudeFamily] = field(default_factory=dict, compare=False, repr=False)
+
+    def family(self, model: str) -> ClaudeFamily:
+        found = self._cache.get(model)
+        if found is None:
+            lowered = model.lower()
+            found = next(
+                (row for row in self.families if fnmatchcase(lowered, row.pattern)),
+                self.default,
+            )
+            if len(self._cache) < 4096:
+                self._cache[model] = found
+        return found
+
+    def support(self, model: str, capability: ChatCapability) -> CapabilitySupport:
+        return self.family(model).support(capability)
+
+
+_ALL_EFFORTS = ("low", "medium", "high", "xhigh", "max")
+
+
+def _thinking_always(
+    pattern: str, *, forced_tool: CapabilitySupport = S, can_disable: bool = False
+) -> ClaudeFamily:
+    """A family of the 5 generation: adaptive thinking on by default, no sampling, no prefill."""
+    return ClaudeFamily(
+        pattern,
+        S,
+        128_000,
+        thinking=Thinking.ADAPTIVE,
+        efforts=_ALL_EFFORTS,
+        thinks_by_default=True,
+        can_disable=can_disable,
+        forced_tool=forced_tool,
+        sampling=False,
+        prefill=False,
+    )
+
+
+_CLAUDE_ROWS = (
+    # The 5.5 generation and Fable/Mythos: adaptive thinking always on, and no forced tool
+    # choice at all ("tool_choice: type "tool" and "any" are not supported for this model").
+    _thinking_always("claude-opus-5-5*", forced_tool=N),
+    _thinking_always("claude-sonnet-5-5*", forced_tool=N),
+    _thinking_always("claude-haiku-5-5*", forced_tool=N),
+    _thinking_always("claude-fable-*", forced_tool=N),
+    _thinking_always("claude-mythos-*", forced_tool=N),
+    # Opus 5 and Sonnet 5: adaptive thinking by default, which can be turned off.
+    _thinking_always("claude-opus-5*", can_disable=True),
+    _thinking_always("claude-sonnet-5*", can_disable=True),
+    # Opus 4.7 and 4.8: adaptive only (`enabled` answers 400), off unless asked, no sampling.
+    ClaudeFamily(
+        "claude-opus-4-[78]*",
+        S,
+        128_000,
+        thinking=Thinking.ADAPTIVE,
+        efforts=_ALL_EFFORTS,
+        can_disable=True,
+        sampling=False,
+        prefill=False,
+    ),
+    # Opus 4.6 and Sonnet 4.6: adaptive (`enabled` deprecated), no prefill.
+    ClaudeFamily(
+        "claude-opus-4-6*",
+        S,
+        128_000,
+        thinking=Thinking.ADAPTIVE,
+        efforts=("low", "medium", "high", "max"),
+        prefill=False,
+    ),
+    ClaudeFamily(
+        "claude-sonnet-4-6*",
+        S,
+        128_000,
+        thinking=Thinking.ADAPTIVE,
+        efforts=("low", "medium", "high", "max"),
+        prefill=False,
+    ),
+    # The 4.5 generation: structured outputs, thinking with a budget.
+    ClaudeFamily("claude-opus-4-5*", S, 64_000),
+    ClaudeFamily("claude-sonnet-4-5*", S, 64_000),
+    ClaudeFamily("claude-haiku-4-5*", S, 64_000),
+    # Claude 4.0 and 4.1, and 3.7 Sonnet: thinking with a budget, no structured outputs.
+    ClaudeFamily("claude-opus-4-1*", N, 32_000),
+    ClaudeFamily("claude-opus-4-0*", N, 32_000),
+    ClaudeFamily("claude-opus-4-2025*", N, 32_000),
+    ClaudeFamily("claude-sonnet-4-0*", N, 64_000),
+    ClaudeFamily("claude-sonnet-4-2025*", N, 64_000),
+    ClaudeFamily("claude-3-7-sonnet*", N, 64_000),
+    # Claude 3 and 3.5: no thinking.
+    ClaudeFamily("claude-3-5-*", N, 8_192, thinking=Thinking.NONE),
+    ClaudeFamily("claude-3-*", N, 4_096, thinking=Thinking.NONE),
+)
+
+_CLAUDE_DEFAULT = ClaudeFamily(
+    # A Claude id no row knows, or a host's own model name: nobody says; the request is sent
+    # and the provider decides.
+    "*",
+    U,
+    64_000,
+    forced_tool=U,
+)
+
+CAPABILITY_TABLES: dict[str, ClaudeTable] = {
+    "anthropic": ClaudeTable(_CLAUDE_ROWS, _CLAUDE_DEFAULT),
+    # Microsoft Foundry's model ids are deployment names; they match when named after the model.
+    "azure-anthropic": ClaudeTable(_CLAUDE_ROWS, _CLAUDE_DEFAULT),
+    # Any other host of the dialect: its models are its own, so nothing is assumed.
+    "anthropic-compatible": ClaudeTable((), _CLAUDE_DEFAULT),
+}

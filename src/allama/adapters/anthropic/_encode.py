@@ -1,0 +1,538 @@
+"""A `ChatRequest` to the HTTP request of `POST /v1/messages`, plus warnings.
+
+What the model family cannot honour goes through `Degradations` (dropped with a warning
+under `UnsupportedPolicy.WARN`, refused before sending under `ERROR`). Two things are
+refused before sending whatever the policy, because Anthropic would only answer 400: a
+response format whose schema its grammar cannot hold (so that automatic extraction falls
+back to a forced tool, as the seed describes), and a tool call whose arguments are not a
+JSON object.
+
+Thinking and a forced tool do not go together on Anthropic ("Thinking may not be enabled
+when tool_choice forces tool use"): the forced tool wins, since it is what constrains the
+output, and thinking is left off with a warning on `reasoning_effort` (and turned off
+explicitly on the families that think unless told not to).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from allama._degradations import Degradations
+from allama.adapters._http import HttpRequest
+from allama.adapters._rewrites import cached_rewrite
+from allama.adapters.anthropic._capabilities import ClaudeFamily, Thinking
+from allama.adapters.anthropic._profile import AnthropicProfile
+from allama.errors import InvalidRequestError
+from allama.schema._errors import SchemaError
+from allama.schema._limits import measure
+from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
+from allama.types import (
+    AssistantMessage,
+    CapabilitySupport,
+    ChatRequest,
+    DeveloperMessage,
+    ImagePart,
+    Message,
+    Reasoning,
+    Refusal,
+    RequestField,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+    WarningKind,
+)
+
+__all__ = [
+    "BODY_OPTION",
+    "DEFAULT_MAX_TOKENS",
+    "THINKING_BUDGETS",
+    "encode_request",
+]
+
+BODY_OPTION = "anthropic"
+"""Request option namespace whose JSON object is merged into the body, for fields allama
+has no name for (`request.with_option_json("anthropic", {"top_k": 40})`)."""
+
+DEFAULT_MAX_TOKENS = 16_384
+"""`max_tokens` when the request sets none (Anthropic requires it): this, or the family's
+output limit if lower, plus the thinking budget when thinking is on."""
+
+THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24_576}
+"""`thinking.budget_tokens` per reasoning effort, on families that think with a budget."""
+
+MAX_STRICT_TOOLS = 20
+MAX_OPTIONAL = 24
+MAX_UNIONS = 16
+
+_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+
+
+class _Encoder:
+    def __init__(
+        self,
+        request: ChatRequest,
+        profile: AnthropicProfile,
+        family: ClaudeFamily,
+        degradations: Degradations,
+        *,
+        stream: bool,
+    ) -> None:
+        self.request = request
+        self.profile = profile
+        self.family = family
+        self.degradations = degradations
+        self.stream = stream
+        self.where = f"`{request.model}` on {profile.display_name}"
+        choice = request.tool_choice
+        self.forces_tool = choice is not None and choice.mode in ("required", "tool")
+        self.optional = 0
+        self.unions = 0
+
+    # Messages
+
+    def conversation(self) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]:
+        """The `system` blocks and the `messages`, consecutive turns of a role merged."""
+        system: list[dict[str, Any]] = []
+        turns: list[dict[str, Any]] = []
+        moved = False
+        for message in self.request.messages:
+            if isinstance(message, SystemMessage | DeveloperMessage):
+                if message.content:
+                    system.append({"type": "text", "text": message.content})
+                moved = moved or bool(turns)
+                continue
+            role, blocks = self.message(message)
+            if not blocks:
+                continue
+            if turns and turns[-1]["role"] == role:
+                turns[-1]["content"].extend(blocks)
+            else:
+                turns.append({"role": role, "content": blocks})
+        if moved:
+            self.degradations.approximate(
+                RequestField.SYSTEM,
+                f"{self.profile.display_name} takes system instructions only before the "
+                "conversation; those given later were moved there",
+            )
+        for turn in turns:
+            blocks = turn["content"]
+            if len(blocks) == 1 and blocks[0]["type"] == "text":
+                turn["content"] = blocks[0]["text"]
+        return system or None, turns
+
+    def message(self, message: Message) -> tuple[str, list[dict[str, Any]]]:
+        if isinstance(message, UserMessage):
+            return "user", [self.user_part(part) for part in message.content]
+        if isinstance(message, AssistantMessage):
+            return "assistant", self.assistant(message)
+        assert isinstance(message, ToolMessage)
+        result: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": message.tool_call_id,
+            "content": message.content,
+        }
+        if message.is_error:
+            result["is_error"] = True
+        return "user", [result]
+
+    def user_part(self, part: TextPart | ImagePart) -> dict[str, Any]:
+        if isinstance(part, TextPart):
+            return {"type": "text", "text": part.text}
+        return {"type": "image", "source": self.image_source(part)}
+
+    def image_source(self, part: ImagePart) -> dict[str, Any]:
+        if part.url is not None and not part.url.startswith("data:"):
+            return {"type": "url", "url": part.url}
+        if part.url is not None:
+            header, _, data = part.url.partition(",")
+            media_type = header[5:].split(";")[0] or "application/octet-stream"
+            if ";base64" not in header:
+                raise self.invalid("an image data URL must be base64-encoded")
+        else:
+            media_type = part.media_type or ""
+            data = base64.b64encode(part.data or b"").decode("ascii")
+        if media_type not in _IMAGE_TYPES:
+            raise self.invalid(
+                f"{self.profile.display_name} takes JPEG, PNG, GIF and WebP images, "
+                f"not {media_type}"
+            )
+        return {"type": "base64", "media_type": media_type, "data": data}
+
+    def assistant(self, message: AssistantMessage) -> list[dict[str, Any]]:
+        blocks: list[dict[str, Any]] = []
+        unsigned = False
+        for block in message.content:
+            if isinstance(block, Reasoning):
+                if block.signature:
+                    blocks.append(
+                        {"type": "thinking", "thinking": block.text, "signature": block.signature}
+                    )
+                elif block.encrypted_content and not block.text:
+                    blocks.append({"type": "redacted_thinking", "data": block.encrypted_content})
+                else:
+                    unsigned = True
+            elif isinstance(block, TextPart | Refusal):
+                if block.text:
+                    blocks.append({"type": "text", "text": block.text})
+            else:
+                assert isinstance(block, ToolCall)
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": block.id,
+                        "name": block.name,
+                        "input": self.input(block),
+                    }
+                )
+        if unsigned:
+            self.degradations.approximate(
+                RequestField.REASONING,
+                f"{self.profile.display_name} takes back only the reasoning it signed; "
+                "reasoning without a signature was left out of the conversation",
+            )
+        return blocks
+
+    def input(self, call: ToolCall) -> Any:
+        try:
+            value = json.loads(call.arguments)
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):
+            raise self.invalid(
+                f"the arguments of tool call `{call.id}` are not a JSON object, which "
+                f"{self.profile.display_name} needs for `tool_use.input`"
+            )
+        return value
+
+    def invalid(self, why: str) -> InvalidRequestError:
+        return InvalidRequestError(why).mark_authored().with_provider(self.profile.name)
+
+    def prefill(self, messages: list[dict[str, Any]], *, constrained: bool, thinking: bool) -> None:
+        """Drop a last assistant turn that the model or the request cannot continue."""
+        if not messages or messages[-1]["role"] != "assistant":
+            return
+        why = None
+        if not self.family.prefill:
+            why = f"{self.where} does not continue a last assistant message (prefill)"
+        elif constrained:
+            why = f"{self.profile.display_name} does not continue a last assistant message "
+            why += "under `output_config.format`"
+        elif thinking:
+            why = f"{self.profile.display_name} does not continue a last assistant message "
+            why += "with thinking on"
+        if why is not None:
+            self.degradations.refuse(RequestField.MESSAGES, f"{why}; it was left out")
+            messages.pop()
+
+    # Schemas
+
+    def rewrite(self, schema: dict[str, Any], subject: str) -> Rewrite:
+        profile = self.profile
+        try:
+            return cached_rewrite(
+                schema,
+                ("anthropic", profile.verified, profile.display_name),
+                lambda: self._rewrite(schema),
+            )
+        except SchemaError as error:
+            raise self.invalid(f"{subject} has a schema allama cannot read: {error}") from error
+
+    def _rewrite(self, schema: dict[str, Any]) -> Rewrite:
+        # The dialect is loaded when a schema is first rewritten (rewrites are cached).
+        from allama.schema._dialects._anthropic import anthropic
+
+        rewrite = anthropic(schema)
+        if self.profile.verified:
+            return rewrite
+        unverified = SchemaNote(
+            WarningKind.APPROXIMATED,
+            "/",
+            f"the schema at `/` is sent to {self.profile.display_name}, which does not say "
+            "whether it enforces it as Anthropic does",
+        )
+        return Rewrite(rewrite.schema, (*rewrite.notes, unverified), rewrite.dropped)
+
+    def count(self, schema: dict[str, Any]) -> None:
+        size = measure(schema)
+        self.optional += size.optional
+        self.unions += size.unions
+
+    def over_limits(self) -> str | None:
+        if self.optional > MAX_OPTIONAL:
+            return (
+                f"the strict schemas of the request have {self.optional} optional properties, "
+                f"more than the {MAX_OPTIONAL} {self.profile.display_name} allows per request"
+            )
+        if self.unions > MAX_UNIONS:
+            return (
+                f"the strict schemas of the request have {self.unions} unions, more than the "
+                f"{MAX_UNIONS} {self.profile.display_name} allows per request"
+            )
+        return None
+
+    # Response format
+
+    def output_format(self) -> dict[str, Any] | None:
+        fmt = self.request.response_format
+        if fmt is None or fmt.type == "text":
+            return None
+        field = RequestField.RESPONSE_FORMAT
+        display = self.profile.display_name
+        if fmt.type == "json":
+            self.degradations.refuse(
+                field, f"{display} has no JSON mode without a schema; the output is unconstrained"
+            )
+            return None
+        if self.family.structured is CapabilitySupport.UNSUPPORTED:
+            self.degradations.refuse(
+                field, f"{self.where} has no structured outputs (`output_config.format`)"
+            )
+            return None
+        schema: dict[str, Any] = fmt.json_schema or {}
+        subject = f"the response format `{fmt.name or 'response'}`"
+        rewrite = self.rewrite(schema, subject)
+        if not rewrite.strict_representable:
+            # `output_config.format` is always enforced: a schema the grammar cannot hold
+            # is answered with 400, so it is refused here, before anything is paid for.
+            reasons = "; ".join(
+                note.message for note in rewrite.notes if note.kind is WarningKind.UNSUPPORTED
+            )
+            raise self.degradations.unsupported(
+                field, f"{display} cannot enforce {subject} in `output_config.format`: {reasons}"
+            )
+        apply_strict_policy(rewrite, field=field, subject=subject, degradations=self.degradations)
+        self.count(rewrite.schema)
+        return {"type": "json_schema", "schema": rewrite.schema}
+
+    # Tools
+
+    def tools(self, *, strict: bool = True) -> list[dict[str, Any]] | None:
+        if not self.request.tools:
+            return None
+        strict_sent = 0
+        tools = []
+        for tool in self.request.tools:
+            if not strict:
+                tools.append(self.plain(tool))
+                continue
+            wire, sent = self.tool(tool, room=strict_sent < MAX_STRICT_TOOLS)
+            strict_sent += sent
+            tools.append(wire)
+        return tools
+
+    def plain(self, tool: ToolDefinition) -> dict[str, Any]:
+        wire: dict[str, Any] = {"name": tool.name}
+        if tool.description:
+            wire["description"] = tool.description
+        wire["input_schema"] = tool.parameters
+        return wire
+
+    def tool(self, tool: ToolDefinition, *, room: bool) -> tuple[dict[str, Any], bool]:
+        wire = self.plain(tool)
+        schema = tool.parameters
+        strict = False
+        if tool.strict:
+            subject = f"tool `{tool.name}`"
+            field = RequestField.TOOLS
+            if self.family.structured is CapabilitySupport.UNSUPPORTED:
+                self.degradations.refuse(
+                    field, f"{self.where} has no strict tools; {subject} was sent without `strict`"
+                )
+            elif not room:
+                self.degradations.refuse(
+                    field,
+                    f"{self.profile.display_name} takes at most {MAX_STRICT_TOOLS} strict tools "
+                    f"per request; {subject} was sent without `strict`",
+                )
+            else:
+                rewrite = self.rewrite(schema, subject)
+                strict = apply_strict_policy(
+                    rewrite, field=field, subject=subject, degradations=self.degradations
+                )
+                if strict:
+                    schema = rewrite.schema
+                    self.count(schema)
+        wire["input_schema"] = schema
+        if strict:
+            wire["strict"] = True
+        return wire, strict
+
+    def tool_choice(self) -> dict[str, Any] | None:
+        choice = self.request.tool_choice
+        parallel = self.request.parallel_tool_calls
+        if choice is None:
+            if parallel is False and self.request.tools:
+                return {"type": "auto", "disable_parallel_tool_use": True}
+            return None
+        wire: dict[str, Any]
+        if choice.mode in ("required", "tool") and self.family.forced_tool is (
+            CapabilitySupport.UNSUPPORTED
+        ):
+            self.degradations.refuse(
+                RequestField.TOOL_CHOICE,
+                f"{self.where} cannot be forced to call a tool; `auto` was sent instead",
+            )
+            wire = {"type": "auto"}
+        elif choice.mode == "required":
+            wire = {"type": "any"}
+        elif choice.mode == "tool":
+            wire = {"type": "tool", "name": choice.name}
+        else:
+            wire = {"type": choice.mode}
+        if parallel is False and wire["type"] != "none":
+            wire["disable_parallel_tool_use"] = True
+        return wire
+
+    # Thinking and sampling
+
+    def thinking(self, max_tokens: int | None) -> tuple[dict[str, Any] | None, str | None, int]:
+        """`thinking`, `output_config.effort`, and the budget `max_tokens` must exceed."""
+        family = self.family
+        effort = self.request.reasoning_effort
+        field = RequestField.REASONING_EFFORT
+        forced = self.forces_tool and family.forced_tool is not CapabilitySupport.UNSUPPORTED
+        off = {"type": "disabled"} if family.thinks_by_default and family.can_disable else None
+        if effort is None or effort == "none":
+            if effort == "none" and family.thinks_by_default and not family.can_disable:
+                self.degradations.refuse(field, f"{self.where} always thinks")
+            return (off if (effort == "none" or forced) else None), None, 0
+        if family.thinking is Thinking.NONE:
+            self.degradations.refuse(field, f"{self.where} has no extended thinking")
+            return None, None, 0
+        if forced:
+            self.degradations.refuse(
+                field,
+                f"{self.profile.display_name} does not think while a tool call is forced; "
+                "thinking was left off so that the forced tool holds",
+            )
+            return off, None, 0
+        if family.thinking is Thinking.ADAPTIVE:
+            wanted = "low" if effort == "minimal" else str(effort)
+            if wanted != effort:
+                self.degradations.approximate(
+                    field, f"{self.where} takes no reasoning effort `{effort}`; `low` was sent"
+                )
+            if wanted not in family.efforts:
+                self.degradations.refuse(
+                    field, f"{self.where} takes no reasoning effort `{wanted}`"
+                )
+                return {"type": "adaptive"}, None, 0
+            return {"type": "adaptive"}, wanted, 0
+        budget = THINKING_BUDGETS[str(effort)]
+        if max_tokens is not None and budget >= max_tokens:
+            budget = max_tokens - 1
+            if budget < THINKING_BUDGETS["minimal"]:
+                self.degradations.refuse(
+                    field,
+                    f"{self.profile.display_name} needs a thinking budget of at least 1024 "
+                    f"tokens below `max_tokens` ({max_tokens}); thinking was left off",
+                )
+                return None, None, 0
+            self.degradations.approximate(
+                field,
+                f"the thinking budget for `{effort}` was lowered to {budget} tokens, "
+                f"below `max_tokens` ({max_tokens})",
+            )
+        return {"type": "enabled", "budget_tokens": budget}, None, budget
+
+    def sampling(self, thinking: bool) -> tuple[float | None, float | None]:
+        request = self.request
+        temperature, top_p = request.temperature, request.top_p
+        if not self.family.sampling:
+            for field, value in (
+                (RequestField.TEMPERATURE, temperature),
+                (RequestField.TOP_P, top_p),
+            ):
+                if value is not None:
+                    self.degradations.refuse(field, f"{self.where} takes no `{field}`")
+            return None, None
+        if thinking and temperature is not None and temperature != 1:
+            self.degradations.refuse(
+                RequestField.TEMPERATURE,
+                f"{self.profile.display_name} takes `temperature` only at 1 with thinking on",
+            )
+            temperature = None
+        return temperature, top_p
+
+    # Everything
+
+    def body(self) -> dict[str, Any]:
+        request = self.request
+        family = self.family
+        system, messages = self.conversation()
+        output = self.output_format()
+        tools = self.tools()
+        if (why := self.over_limits()) is not None:
+            if output is not None:
+                raise self.degradations.unsupported(RequestField.RESPONSE_FORMAT, why)
+            self.degradations.refuse(
+                RequestField.TOOLS, f"{why}; the tools were sent without `strict`"
+            )
+            tools = self.tools(strict=False)
+        max_tokens = request.max_output_tokens
+        thinking, effort, budget = self.thinking(max_tokens)
+        thinks = thinking is not None and thinking["type"] != "disabled"
+        if max_tokens is None:
+            max_tokens = min(family.max_output, DEFAULT_MAX_TOKENS + budget)
+        self.prefill(messages, constrained=output is not None, thinking=thinks)
+        temperature, top_p = self.sampling(thinks)
+        if request.seed is not None:
+            self.degradations.refuse(RequestField.SEED, f"{self.profile.display_name} has no seed")
+        config: dict[str, Any] = {}
+        if output is not None:
+            config["format"] = output
+        if effort is not None:
+            config["effort"] = effort
+        body: dict[str, Any] = {"model": request.model, "max_tokens": max_tokens}
+        if system is not None:
+            body["system"] = system
+        body["messages"] = messages
+        if tools is not None:
+            body["tools"] = tools
+        choice = self.tool_choice()
+        if choice is not None:
+            body["tool_choice"] = choice
+        if thinking is not None:
+            body["thinking"] = thinking
+        if config:
+            body["output_config"] = config
+        if temperature is not None:
+            body["temperature"] = temperature
+        if top_p is not None:
+            body["top_p"] = top_p
+        if request.stop:
+            body["stop_sequences"] = list(request.stop)
+        if self.stream:
+            body["stream"] = True
+        extra = request.option_json(BODY_OPTION)
+        if isinstance(extra, dict):
+            body.update(extra)
+        return body
+
+
+def encode_request(
+    request: ChatRequest,
+    profile: AnthropicProfile,
+    family: ClaudeFamily,
+    *,
+    url: str,
+    headers: Mapping[str, str],
+    params: Mapping[str, str] | None = None,
+    stream: bool,
+    degradations: Degradations,
+) -> HttpRequest:
+    """The HTTP request for `request`; warnings collect in `degradations`.
+
+    Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Anthropic cannot honour
+    under `UnsupportedPolicy.ERROR`, and for a response format it cannot enforce under any
+    policy; `InvalidRequestError` for a conversation it cannot take (tool call arguments
+    that are not an object, an image of another type).
+    """
+    body = _Encoder(request, profile, family, degradations, stream=stream).body()
+    return HttpRequest("POST", url, headers, body, params or {})

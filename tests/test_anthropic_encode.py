@@ -1,0 +1,521 @@
+"""Encoding for Anthropic Messages: the body `POST /v1/messages` gets, and the warnings and
+refusals of what a Claude family cannot honour."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import allama
+from allama import ChatRequest
+from allama.errors import InvalidRequestError, UnsupportedError
+from allama.providers import HttpProvider
+from allama.types import (
+    AssistantMessage,
+    ImagePart,
+    Reasoning,
+    RequestField,
+    ResponseFormat,
+    TextPart,
+    ToolCall,
+    ToolChoice,
+    ToolDefinition,
+    UnsupportedPolicy,
+    UnsupportedStage,
+    Warning,
+)
+
+KEY = "sk-ant-test-1234"
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+MAP = {
+    "type": "object",
+    "properties": {"counts": {"type": "object", "additionalProperties": {"type": "integer"}}},
+    "required": ["counts"],
+}
+
+
+def anthropic(**options: Any) -> HttpProvider:
+    return allama.provider("anthropic", api_key=KEY, **options)
+
+
+def encode(
+    request: ChatRequest, *, stream: bool = False, name: str = "anthropic"
+) -> tuple[str, dict[str, str], dict[str, Any], list[Warning]]:
+    target = allama.provider(name, api_key=KEY, base_url="https://gw.example.com")
+    http, warnings = target._prepare(request, stream=stream)
+    # The body is what goes on the wire: compact JSON.
+    assert json.loads(http.content) == http.body
+    return http.url, dict(http.headers), http.body, warnings
+
+
+def fields(warnings: list[Warning]) -> list[tuple[str, str]]:
+    return [(str(getattr(w.subject, "field", "")), str(w.kind)) for w in warnings]
+
+
+def test_url_headers_and_the_required_max_tokens() -> None:
+    url, headers, body, warnings = encode(ChatRequest("claude-sonnet-4-5").user("Hi"))
+    assert url == "https://gw.example.com/v1/messages"
+    assert headers == {
+        "content-type": "application/json",
+        "accept": "application/json",
+        "x-api-key": KEY,
+        "anthropic-version": "2023-06-01",
+    }
+    assert body == {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 16384,
+        "messages": [{"role": "user", "content": "Hi"}],
+    }
+    assert warnings == []
+
+
+def test_the_default_max_tokens_stays_within_the_family_limit() -> None:
+    _, _, body, _ = encode(ChatRequest("claude-3-haiku-20240307").user("Hi"))
+    assert body["max_tokens"] == 4096
+    _, _, body, _ = encode(
+        ChatRequest("claude-3-haiku-20240307").user("Hi").with_max_output_tokens(50)
+    )
+    assert body["max_tokens"] == 50
+
+
+@pytest.mark.parametrize(
+    ("base_url", "url"),
+    [
+        (None, "https://api.anthropic.com/v1/messages"),
+        (
+            "https://gateway.ai.cloudflare.com/v1/acct/gw/anthropic",
+            "https://gateway.ai.cloudflare.com/v1/acct/gw/anthropic/v1/messages",
+        ),
+        ("https://proxy.example.com/v1/", "https://proxy.example.com/v1/messages"),
+    ],
+)
+def test_base_urls_are_taken_as_the_vendor_sdk_takes_them(base_url: str | None, url: str) -> None:
+    target = anthropic(base_url=base_url)
+    http, _ = target._prepare(ChatRequest("claude-sonnet-4-5").user("Hi"), stream=False)
+    assert http.url == url
+
+
+def test_foundry_resource_urls_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_FOUNDRY_API_KEY", KEY)
+    target = allama.provider("azure-anthropic", endpoint="https://res.services.ai.azure.com")
+    http, _ = target._prepare(ChatRequest("claude-sonnet-4-5").user("Hi"), stream=False)
+    assert http.url == "https://res.services.ai.azure.com/anthropic/v1/messages"
+    assert http.headers["x-api-key"] == KEY
+    by_name = allama.provider("azure-anthropic", account_id="res")
+    assert by_name.base_url == "https://res.services.ai.azure.com/anthropic/v1"
+
+
+def test_system_messages_go_to_the_top_and_later_ones_are_moved_with_a_warning() -> None:
+    request = ChatRequest("claude-sonnet-4-5").system("Be brief.").user("Hi").system("In French.")
+    _, _, body, warnings = encode(request)
+    assert body["system"] == [
+        {"type": "text", "text": "Be brief."},
+        {"type": "text", "text": "In French."},
+    ]
+    assert body["messages"] == [{"role": "user", "content": "Hi"}]
+    assert fields(warnings) == [("system", "approximated")]
+
+
+def test_images_by_url_bytes_and_data_url() -> None:
+    request = ChatRequest("claude-sonnet-4-5").user(
+        "What is this?",
+        ImagePart(url="https://example.com/cat.png"),
+        ImagePart(data=b"\x89PNG", media_type="image/png"),
+        ImagePart(url="data:image/jpeg;base64,/9j/"),
+    )
+    _, _, body, _ = encode(request)
+    assert body["messages"][0]["content"] == [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.png"}},
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw=="},
+        },
+        {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/"}},
+    ]
+
+
+def test_an_image_type_claude_does_not_read_is_refused_before_sending() -> None:
+    request = ChatRequest("claude-sonnet-4-5").user(
+        "x", ImagePart(data=b"BM", media_type="image/bmp")
+    )
+    with pytest.raises(InvalidRequestError, match="JPEG, PNG, GIF and WebP images, not image/bmp"):
+        encode(request)
+
+
+def test_tool_turns_thinking_and_results_merge_into_alternating_turns() -> None:
+    call = ToolCall.of("toolu_1", "lookup", {"city": "Paris", "n": 2})
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Weather?")
+        .assistant(
+            [Reasoning(text="Let me look.", signature="sig=="), TextPart(text="Looking."), call]
+        )
+        .tool_result(call, "18C")
+        .tool_result("toolu_2", "failed", is_error=True)
+        .user("Thanks")
+    )
+    _, _, body, warnings = encode(request)
+    assert body["messages"] == [
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "Let me look.", "signature": "sig=="},
+                {"type": "text", "text": "Looking."},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "lookup",
+                    "input": {"city": "Paris", "n": 2},
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "18C"},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_2",
+                    "content": "failed",
+                    "is_error": True,
+                },
+                {"type": "text", "text": "Thanks"},
+            ],
+        },
+    ]
+    assert warnings == []
+
+
+def test_redacted_thinking_goes_back_verbatim_and_unsigned_reasoning_is_left_out() -> None:
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Hi")
+        .push(
+            AssistantMessage(
+                content=(
+                    Reasoning(encrypted_content="EncRyPt"),
+                    Reasoning(text="mine"),
+                    TextPart(text="Hello"),
+                )
+            )
+        )
+        .user("Again")
+    )
+    _, _, body, warnings = encode(request)
+    assert body["messages"][1]["content"] == [
+        {"type": "redacted_thinking", "data": "EncRyPt"},
+        {"type": "text", "text": "Hello"},
+    ]
+    assert fields(warnings) == [("reasoning", "approximated")]
+
+
+def test_tool_call_arguments_that_are_not_an_object_are_refused() -> None:
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Hi")
+        .assistant([ToolCall(id="t1", name="f", arguments="[1]")])
+    )
+    with pytest.raises(
+        InvalidRequestError, match="arguments of tool call `t1` are not a JSON object"
+    ):
+        encode(request.user("next"))
+
+
+def test_tools_strict_and_tool_choice() -> None:
+    tools = [
+        ToolDefinition(name="person", parameters=PERSON, description="A person", strict=True),
+        ToolDefinition(name="free", parameters=MAP),
+    ]
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Hi")
+        .with_tools(tools)
+        .with_tool_choice(ToolChoice.tool("person"))
+        .with_parallel_tool_calls(False)
+    )
+    _, _, body, warnings = encode(request)
+    strict_schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    }
+    assert body["tools"] == [
+        {
+            "name": "person",
+            "description": "A person",
+            "input_schema": strict_schema,
+            "strict": True,
+        },
+        {"name": "free", "input_schema": MAP},
+    ]
+    assert body["tool_choice"] == {
+        "type": "tool",
+        "name": "person",
+        "disable_parallel_tool_use": True,
+    }
+    assert fields(warnings) == [("tools", "approximated")]
+    assert "`minimum` was removed at `/properties/age`" in warnings[0].message
+
+
+@pytest.mark.parametrize(
+    ("choice", "wire"),
+    [
+        (ToolChoice.auto(), {"type": "auto"}),
+        (ToolChoice.none(), {"type": "none"}),
+        (ToolChoice.required(), {"type": "any"}),
+    ],
+)
+def test_tool_choice_modes(choice: ToolChoice, wire: dict[str, Any]) -> None:
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Hi")
+        .with_tools([ToolDefinition(name="f")])
+        .with_tool_choice(choice)
+    )
+    _, _, body, _ = encode(request)
+    assert body["tool_choice"] == wire
+
+
+def test_strict_tools_on_a_family_without_structured_outputs_go_without_strict() -> None:
+    request = (
+        ChatRequest("claude-sonnet-4-0")
+        .user("Hi")
+        .with_tools([ToolDefinition(name="person", parameters=PERSON, strict=True)])
+    )
+    _, _, body, warnings = encode(request)
+    assert "strict" not in body["tools"][0] and body["tools"][0]["input_schema"] == PERSON
+    assert fields(warnings) == [("tools", "unsupported")]
+    with pytest.raises(UnsupportedError) as caught:
+        encode(request.with_unsupported_policy(UnsupportedPolicy.ERROR))
+    assert caught.value.field is RequestField.TOOLS
+    assert caught.value.stage is UnsupportedStage.BEFORE_SENDING
+
+
+def test_a_forced_tool_on_a_family_that_cannot_force_one_is_sent_as_auto() -> None:
+    request = (
+        ChatRequest("claude-opus-5-5")
+        .user("Hi")
+        .with_tools([ToolDefinition(name="f")])
+        .with_tool_choice(ToolChoice.tool("f"))
+    )
+    _, _, body, warnings = encode(request)
+    assert body["tool_choice"] == {"type": "auto"}
+    assert fields(warnings) == [("tool_choice", "unsupported")]
+
+
+def test_output_config_format_carries_the_rewritten_schema() -> None:
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Hi")
+        .with_response_format(ResponseFormat.for_schema(PERSON, name="person"))
+    )
+    _, _, body, warnings = encode(request)
+    assert body["output_config"] == {
+        "format": {
+            "type": "json_schema",
+            "schema": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+                "required": ["name", "age"],
+                "additionalProperties": False,
+            },
+        }
+    }
+    assert fields(warnings) == [("response_format", "approximated")]
+
+
+@pytest.mark.parametrize("policy", [UnsupportedPolicy.WARN, UnsupportedPolicy.ERROR])
+def test_a_schema_the_grammar_cannot_hold_is_refused_before_sending_under_any_policy(
+    policy: UnsupportedPolicy,
+) -> None:
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Hi")
+        .with_response_format(ResponseFormat.for_schema(MAP, name="counts"))
+        .with_unsupported_policy(policy)
+    )
+    with pytest.raises(UnsupportedError) as caught:
+        encode(request)
+    assert caught.value.field is RequestField.RESPONSE_FORMAT
+    assert caught.value.stage is UnsupportedStage.BEFORE_SENDING
+    assert "cannot enforce the response format `counts` in `output_config.format`" in str(
+        caught.value
+    )
+    assert "/properties/counts" in str(caught.value)
+
+
+def test_json_mode_and_old_families_have_no_native_output() -> None:
+    plain = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Hi")
+        .with_response_format(ResponseFormat.json_object())
+    )
+    _, _, body, warnings = encode(plain)
+    assert "output_config" not in body and fields(warnings) == [("response_format", "unsupported")]
+    old = (
+        ChatRequest("claude-3-5-haiku-latest")
+        .user("Hi")
+        .with_response_format(ResponseFormat.for_schema(PERSON))
+    )
+    _, _, body, warnings = encode(old)
+    assert "output_config" not in body and fields(warnings) == [("response_format", "unsupported")]
+
+
+def test_thinking_with_a_budget_below_max_tokens() -> None:
+    request = ChatRequest("claude-sonnet-4-5").user("Hi").with_reasoning_effort("medium")
+    _, _, body, _ = encode(request)
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+    assert body["max_tokens"] == 16384 + 8192
+    _, _, body, warnings = encode(request.with_max_output_tokens(4000))
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 3999}
+    assert body["max_tokens"] == 4000 and fields(warnings) == [("reasoning_effort", "approximated")]
+    _, _, body, warnings = encode(request.with_max_output_tokens(500))
+    assert "thinking" not in body and fields(warnings) == [("reasoning_effort", "unsupported")]
+
+
+def test_adaptive_thinking_takes_an_effort() -> None:
+    _, _, body, warnings = encode(
+        ChatRequest("claude-opus-4-7").user("Hi").with_reasoning_effort("high")
+    )
+    assert body["thinking"] == {"type": "adaptive"}
+    assert body["output_config"] == {"effort": "high"} and warnings == []
+    _, _, body, warnings = encode(
+        ChatRequest("claude-opus-4-7").user("Hi").with_reasoning_effort("minimal")
+    )
+    assert body["output_config"] == {"effort": "low"}
+    assert fields(warnings) == [("reasoning_effort", "approximated")]
+
+
+def test_families_without_thinking_refuse_an_effort() -> None:
+    _, _, body, warnings = encode(
+        ChatRequest("claude-3-5-haiku-20241022").user("Hi").with_reasoning_effort("low")
+    )
+    assert "thinking" not in body and fields(warnings) == [("reasoning_effort", "unsupported")]
+
+
+def test_a_forced_tool_leaves_thinking_off() -> None:
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Hi")
+        .with_tools([ToolDefinition(name="f")])
+        .with_tool_choice(ToolChoice.tool("f"))
+        .with_reasoning_effort("high")
+    )
+    _, _, body, warnings = encode(request)
+    assert "thinking" not in body and body["tool_choice"] == {"type": "tool", "name": "f"}
+    assert fields(warnings) == [("reasoning_effort", "unsupported")]
+    # Where thinking runs unless told not to, forcing a tool turns it off explicitly.
+    _, _, body, _ = encode(
+        request.model_copy(update={"model": "claude-sonnet-5", "reasoning_effort": None})
+    )
+    assert body["thinking"] == {"type": "disabled"}
+
+
+def test_sampling_parameters_by_family_and_with_thinking() -> None:
+    request = ChatRequest("claude-opus-4-7").user("Hi").with_temperature(0.2).with_top_p(0.9)
+    _, _, body, warnings = encode(request)
+    assert "temperature" not in body and "top_p" not in body
+    assert fields(warnings) == [("temperature", "unsupported"), ("top_p", "unsupported")]
+    thinking = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Hi")
+        .with_temperature(0.2)
+        .with_reasoning_effort("low")
+    )
+    _, _, body, warnings = encode(thinking)
+    assert "temperature" not in body and fields(warnings) == [("temperature", "unsupported")]
+    plain = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Hi")
+        .with_temperature(0.2)
+        .with_top_p(0.9)
+        .with_stop("END")
+    )
+    _, _, body, warnings = encode(plain)
+    assert (body["temperature"], body["top_p"], body["stop_sequences"]) == (0.2, 0.9, ["END"])
+    assert warnings == []
+
+
+def test_seed_is_refused_and_prefill_is_kept_where_the_family_continues_it() -> None:
+    request = ChatRequest("claude-sonnet-4-5").user("Hi").assistant("Hello,").with_seed(7)
+    _, _, body, warnings = encode(request)
+    assert body["messages"][-1] == {"role": "assistant", "content": "Hello,"}
+    assert "seed" not in body and fields(warnings) == [("seed", "unsupported")]
+    _, _, body, warnings = encode(
+        request.model_copy(update={"model": "claude-sonnet-4-6", "seed": None})
+    )
+    assert body["messages"] == [{"role": "user", "content": "Hi"}]
+    assert fields(warnings) == [("messages", "unsupported")]
+
+
+def test_streaming_and_extra_body_fields() -> None:
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Hi")
+        .with_option_json("anthropic", {"top_k": 5, "metadata": {"user_id": "u1"}})
+    )
+    _, headers, body, _ = encode(request, stream=True)
+    assert headers["accept"] == "text/event-stream"
+    assert body["stream"] is True and body["top_k"] == 5 and body["metadata"] == {"user_id": "u1"}
+
+
+def test_an_unverified_host_reports_its_schemas_approximate() -> None:
+    exact = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    request = (
+        ChatRequest("kimi-k2").user("Hi").with_response_format(ResponseFormat.for_schema(exact))
+    )
+    _, _, body, warnings = encode(request, name="anthropic-compatible")
+    assert body["output_config"]["format"]["schema"] == exact
+    assert fields(warnings) == [("response_format", "approximated")]
+    assert "does not say whether it enforces it as Anthropic does" in warnings[0].message
+
+
+def test_the_key_never_shows() -> None:
+    target = anthropic()
+    assert KEY not in repr(target)
+    http, _ = target._prepare(ChatRequest("claude-sonnet-4-5").user("Hi"), stream=False)
+    assert KEY not in repr(http)
+
+
+def test_capabilities_per_family() -> None:
+    from allama.types import CapabilitySupport as C
+    from allama.types import ChatCapability as Cap
+
+    target = anthropic()
+    answers = {
+        model: (
+            target.chat_capability(model, Cap.STRUCTURED_OUTPUT),
+            target.chat_capability(model, Cap.FORCED_TOOL_CHOICE),
+            target.chat_capability(model, Cap.REASONING),
+            target.chat_capability(model, Cap.RESPONSE_SCHEMA_ANY_ROOT),
+        )
+        for model in (
+            "claude-sonnet-4-5-20250929",
+            "claude-opus-4-1",
+            "claude-3-5-haiku-latest",
+            "claude-opus-5-5",
+            "my-claude",
+        )
+    }
+    assert answers == {
+        "claude-sonnet-4-5-20250929": (C.SUPPORTED, C.SUPPORTED, C.SUPPORTED, C.UNSUPPORTED),
+        "claude-opus-4-1": (C.UNSUPPORTED, C.SUPPORTED, C.SUPPORTED, C.UNSUPPORTED),
+        "claude-3-5-haiku-latest": (C.UNSUPPORTED, C.SUPPORTED, C.UNSUPPORTED, C.UNSUPPORTED),
+        "claude-opus-5-5": (C.SUPPORTED, C.UNSUPPORTED, C.SUPPORTED, C.UNSUPPORTED),
+        "my-claude": (C.UNKNOWN, C.UNKNOWN, C.SUPPORTED, C.UNSUPPORTED),
+    }
