@@ -7,9 +7,10 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, Field
 
 import allama
-from allama import ChatRequest
+from allama import ChatRequest, ExtractionMode, Extractor
 from allama.errors import InvalidRequestError, UnsupportedError
 from allama.providers import HttpProvider
 from allama.types import (
@@ -519,3 +520,42 @@ def test_capabilities_per_family() -> None:
         "claude-opus-5-5": (C.SUPPORTED, C.UNSUPPORTED, C.SUPPORTED, C.UNSUPPORTED),
         "my-claude": (C.UNKNOWN, C.UNKNOWN, C.SUPPORTED, C.UNSUPPORTED),
     }
+
+
+class _Strings(BaseModel):
+    name: str
+
+
+class _Unsigned(BaseModel):
+    count: int = Field(ge=0)
+
+
+class _Map(BaseModel):
+    counts: dict[str, int]
+
+
+def _planned(mode: ExtractionMode, policy: UnsupportedPolicy) -> tuple[str, ...]:
+    out = []
+    for tp in (_Strings, _Unsigned, _Map):
+        request = ChatRequest("claude-sonnet-4-5").user("x").with_option(mode)
+        try:
+            plan = Extractor().plan(anthropic(), tp, request.with_unsupported_policy(policy))
+        except UnsupportedError as error:
+            assert error.stage is UnsupportedStage.BEFORE_SENDING
+            out.append("refused")
+            continue
+        assert plan.mode is mode
+        out.append(plan.enforcement.value)
+    return tuple(out)
+
+
+def test_enforcement_per_mode_for_the_seed_types() -> None:
+    """Seed 000's table: native exact / approximate / refused (`Auto` falls back); forced
+    tool exact / approximate / not enforced."""
+    warn, error = UnsupportedPolicy.WARN, UnsupportedPolicy.ERROR
+    assert _planned(ExtractionMode.NATIVE, warn) == ("exact", "approximate", "refused")
+    assert _planned(ExtractionMode.NATIVE, error) == ("exact", "approximate", "refused")
+    assert _planned(ExtractionMode.FORCED_TOOL, warn) == ("exact", "approximate", "not_enforced")
+    assert _planned(ExtractionMode.FORCED_TOOL, error) == ("exact", "approximate", "refused")
+    auto = Extractor().plan(anthropic(), _Map, ChatRequest("claude-sonnet-4-5").user("x"))
+    assert auto.mode is ExtractionMode.FORCED_TOOL and auto.auto_fallback is not None

@@ -33,7 +33,7 @@ from allama.errors import (
     UnsupportedError,
 )
 from allama.provider import ChatProvider
-from allama.providers import PRESET_NAMES, OpenAICompatibleProvider, provider
+from allama.providers import PRESET_NAMES, PRESETS, OpenAICompatibleProvider, provider
 from allama.transport import Transport
 from allama.types import (
     CapabilitySupport,
@@ -79,6 +79,11 @@ MODELS = {
     "openai-compatible": "any-model",
     "azure-foundry": "Mistral-large-2411",
 }
+
+CHAT_COMPLETIONS_PRESETS = tuple(
+    name for name, preset in PRESETS.items() if preset.dialect == "openai_compat"
+)
+"""The presets that speak Chat Completions (the others have tests of their own dialect)."""
 
 
 def body_of(
@@ -223,7 +228,7 @@ def test_enforcement_per_preset_and_mode_for_the_seed_types(name: str) -> None:
 
 
 def test_every_http_preset_has_a_row_in_the_enforcement_table() -> None:
-    assert set(NATIVE_AND_FORCED) == set(PRESET_NAMES) - {"local"}
+    assert set(NATIVE_AND_FORCED) == set(CHAT_COMPLETIONS_PRESETS) - {"local"}
 
 
 def test_a_map_on_an_endpoint_without_its_own_subset_goes_without_strict() -> None:
@@ -1069,7 +1074,9 @@ def _requests() -> st.SearchStrategy[ChatRequest]:
 
 
 # `local` starts its own server and takes no base URL; `llama-cpp` speaks for its profile.
-@given(st.sampled_from(sorted(set(PRESET_NAMES) - {"local"})), _requests(), st.booleans())
+@given(
+    st.sampled_from(sorted(set(CHAT_COMPLETIONS_PRESETS) - {"local"})), _requests(), st.booleans()
+)
 def test_every_encoded_body_keeps_the_wire_request_shape(
     name: str, request: ChatRequest, stream: bool
 ) -> None:

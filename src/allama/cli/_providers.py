@@ -23,6 +23,9 @@ PLAN_MODELS: dict[str, str] = {
     "workers-ai": "@cf/meta/llama-3.1-8b-instruct",
     "ollama-openai": "llama3.1",
     "openai-compatible": "model",
+    "anthropic": "claude-sonnet-4-5",
+    "azure-anthropic": "claude-sonnet-4-5",
+    "anthropic-compatible": "model",
     "local": "smollm2",
     "llama-cpp": "served-model",
 }

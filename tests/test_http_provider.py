@@ -1,0 +1,187 @@
+"""One HTTP provider class for every dialect: what sets endpoints apart is preset data, what
+sets dialects apart is the adapter, and no provider code decides by a preset's name."""
+
+from __future__ import annotations
+
+import ast
+import sys
+import types
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+import allama
+from allama import ChatRequest
+from allama._degradations import Degradations
+from allama.adapters._http import HttpRequest, HttpResponse
+from allama.errors import Error, ServerError
+from allama.providers import PRESETS, HttpProvider, Preset
+from allama.transport import Transport
+from allama.types import (
+    BlockStop,
+    CapabilitySupport,
+    ChatCapability,
+    ChatResponse,
+    Finish,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    Warning,
+)
+
+PROVIDERS = Path(__file__).resolve().parents[1] / "src/allama/providers"
+
+
+def _compares_a_name(node: ast.AST) -> bool:
+    """`x.name == "..."`, `x.name in ("...", ...)` and their mirror images."""
+    if not isinstance(node, ast.Compare):
+        return False
+    sides = [node.left, *node.comparators]
+    named = any(isinstance(side, ast.Attribute) and side.attr == "name" for side in sides)
+    literal = any(
+        (isinstance(side, ast.Constant) and isinstance(side.value, str))
+        or isinstance(side, ast.Tuple | ast.List | ast.Set)
+        for side in sides
+    )
+    return named and literal
+
+
+@pytest.mark.parametrize("path", sorted(PROVIDERS.glob("*.py")), ids=lambda p: p.name)
+def test_no_provider_code_decides_by_a_preset_name(path: Path) -> None:
+    tree = ast.parse(path.read_text())
+    found = [node.lineno for node in ast.walk(tree) if _compares_a_name(node)]
+    assert found == [], f"{path.name} compares a preset name at lines {found}"
+
+
+@pytest.mark.parametrize("name", sorted(set(PRESETS) - {"local"}))
+def test_every_preset_is_the_one_http_provider_with_its_dialects_adapter(name: str) -> None:
+    target = allama.provider(name, api_key="k")
+    assert isinstance(target, HttpProvider)
+    assert type(target.adapter).__module__ == f"allama.adapters.{PRESETS[name].dialect}._adapter"
+
+
+# A dialect nobody wrote yet: one adapter module, and a preset that names it.
+
+
+class _EchoAdapter:
+    """Answers every request with its model name, as plain text over a made-up wire."""
+
+    display_name = "Echo"
+    stream_accept = "application/x-echo"
+
+    def __init__(self, profile: object) -> None:
+        self.profile = profile
+
+    def capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
+        return CapabilitySupport.UNSUPPORTED
+
+    def path(self, model: str, *, stream: bool) -> tuple[str, Mapping[str, str]]:
+        return (f"/echo/{model}", {"stream": "1"} if stream else {})
+
+    def encode(
+        self,
+        request: ChatRequest,
+        degradations: Degradations,
+        *,
+        stream: bool,
+        url: str,
+        headers: Mapping[str, str],
+        params: Mapping[str, str],
+    ) -> HttpRequest:
+        return HttpRequest("POST", url, headers, {"say": request.model}, params)
+
+    def decode(
+        self,
+        response: HttpResponse,
+        *,
+        provider: str,
+        model: str,
+        warnings: Sequence[Warning],
+    ) -> ChatResponse:
+        if response.status >= 400:
+            raise self.error(
+                response.status, response.headers, response.content, provider=provider, model=model
+            )
+        return ChatResponse(
+            (TextPart(text=response.content.decode()),), provider=provider, model=model
+        )
+
+    def error(
+        self, status: int, headers: Mapping[str, str], body: bytes, *, provider: str, model: str
+    ) -> Error:
+        return ServerError(f"echo failed with {status}").with_provider(provider)
+
+    def stream_decoder(self, *, provider: str, model: str) -> Any:
+        class Decoder:
+            done = False
+
+            def feed(self, chunk: bytes) -> Iterator[StreamEvent]:
+                yield TextDelta(index=0, text=chunk.decode())
+
+            def close(self) -> Iterator[StreamEvent]:
+                yield BlockStop(index=0)
+                yield Finish(finish_reason="stop")
+
+        return Decoder()
+
+
+@pytest.fixture
+def echo_dialect() -> Iterator[Preset]:
+    package = types.ModuleType("allama.adapters.echo")
+    module = types.ModuleType("allama.adapters.echo._adapter")
+    module.make_adapter = lambda name, profile, capabilities: _EchoAdapter(profile)  # type: ignore[attr-defined]
+    sys.modules["allama.adapters.echo"] = package
+    sys.modules["allama.adapters.echo._adapter"] = module
+    yield Preset(
+        "echo",
+        object(),
+        "https://echo.example.com/api",
+        "ECHO_KEY",
+        auth="x-api-key",
+        dialect="echo",
+        headers={"echo-version": "1"},
+    )
+    del sys.modules["allama.adapters.echo"], sys.modules["allama.adapters.echo._adapter"]
+
+
+def test_a_new_dialect_is_an_adapter_and_a_preset_not_a_provider_class(
+    echo_dialect: Preset,
+) -> None:
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        if request.url.params.get("stream") == "1":
+            return httpx2.Response(200, content=b"streamed")
+        return httpx2.Response(200, content=request.read())
+
+    client = httpx2.Client(transport=httpx2.MockTransport(handler))
+    target = HttpProvider(echo_dialect, api_key="secret-key", transport=Transport(client=client))
+    response = target.chat(ChatRequest("m1").user("Hi"))
+    assert response.text() == '{"say":"m1"}'
+    assert str(seen[0].url) == "https://echo.example.com/api/echo/m1"
+    assert seen[0].headers["x-api-key"] == "secret-key"
+    assert seen[0].headers["echo-version"] == "1"
+    with target.chat_stream(ChatRequest("m2").user("Hi")) as stream:
+        events = list(stream)
+    assert seen[1].headers["accept"] == "application/x-echo"
+    assert str(seen[1].url) == "https://echo.example.com/api/echo/m2?stream=1"
+    assert [type(event) for event in events] == [TextDelta, BlockStop, Finish]
+    assert target.chat_capability("m1", ChatCapability.STREAMING) is CapabilitySupport.UNSUPPORTED
+    client.close()
+
+
+def test_the_former_name_is_the_same_class() -> None:
+    assert allama.OpenAICompatibleProvider is allama.HttpProvider
+
+
+def test_a_capability_table_of_another_dialect_is_refused() -> None:
+    from allama.adapters.openai_compat import CAPABILITY_TABLES
+
+    with pytest.raises(
+        TypeError, match="capabilities must be a ClaudeTable of the Messages dialect"
+    ):
+        allama.provider("anthropic", capabilities=CAPABILITY_TABLES["openai"])
