@@ -1,0 +1,254 @@
+"""An Anthropic Messages response to a `ChatResponse`, or to the `allama.Error` it stands for.
+
+The body is read once by pydantic-core's JSON parser into plain data, so that blocks allama
+has no type for (server tools and their results, types added later) can be kept verbatim:
+they go, in order, under `provider_data["anthropic"]["server_blocks"]`, never into the text.
+`thinking` and `redacted_thinking` become reasoning blocks with their signature or data kept
+byte for byte (Anthropic checks them on the next turn). Token counts follow allama's
+meaning: `input_tokens` is all the input, cached or not, which Anthropic splits in three.
+Unknown fields are ignored everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import JsonValue
+from pydantic_core import from_json
+
+from allama.adapters.anthropic._errors import error_from_payload, error_from_response
+from allama.errors import Error, ServerError
+from allama.types import (
+    DECLINE_EXPLANATION_KEY,
+    ChatResponse,
+    ContentBlock,
+    FinishReason,
+    Reasoning,
+    TextPart,
+    ToolCall,
+    Usage,
+    Warning,
+)
+
+__all__ = [
+    "NAMESPACE",
+    "REFUSAL_CATEGORY_KEY",
+    "SERVER_BLOCKS_KEY",
+    "STOP_SEQUENCE_KEY",
+    "decode_body",
+    "decode_message",
+    "decode_response",
+    "finish_reason_of",
+    "json_text",
+    "stop_data",
+    "usage_of",
+]
+
+NAMESPACE = "anthropic"
+"""The `provider_data` namespace of what only Anthropic has."""
+SERVER_BLOCKS_KEY = "server_blocks"
+"""Content blocks allama has no type for (server tool calls and results), verbatim, in order."""
+STOP_SEQUENCE_KEY = "stop_sequence"
+"""The custom stop sequence that ended the response, when one did."""
+REFUSAL_CATEGORY_KEY = "refusal_category"
+"""The policy category Anthropic gave for a refusal (`cyber`, `bio`, ...)."""
+
+_FINISH: dict[str, FinishReason] = {
+    "end_turn": FinishReason.STOP,
+    "stop_sequence": FinishReason.STOP,
+    "tool_use": FinishReason.TOOL_CALLS,
+    "max_tokens": FinishReason.LENGTH,
+    "refusal": FinishReason.REFUSAL,
+    "model_context_window_exceeded": FinishReason.CONTEXT_WINDOW,
+}
+
+
+def finish_reason_of(raw: Any) -> FinishReason | None:
+    """The finish reason by its allama name; others (`pause_turn`, new ones) kept as sent."""
+    if not isinstance(raw, str) or not raw:
+        return None
+    return _FINISH.get(raw) or FinishReason(raw)
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def usage_of(usage: Mapping[str, Any]) -> Usage:
+    """Token counts by allama's names. Anthropic's `input_tokens` leaves out the cached input
+    (read or written), which allama's includes; a count not reported stays `None`."""
+    uncached = _count(usage.get("input_tokens"))
+    written = _count(usage.get("cache_creation_input_tokens"))
+    read = _count(usage.get("cache_read_input_tokens"))
+    details = usage.get("output_tokens_details")
+    thinking = _count(details.get("thinking_tokens")) if isinstance(details, dict) else None
+    return Usage(
+        input_tokens=None if uncached is None else uncached + (written or 0) + (read or 0),
+        output_tokens=_count(usage.get("output_tokens")),
+        reasoning_tokens=thinking,
+        cache_read_tokens=read,
+        cache_write_tokens=written,
+    )
+
+
+def json_text(value: Any) -> str:
+    """A value as compact JSON text, its key order and non-ASCII characters kept."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def stop_data(message: Mapping[str, Any]) -> dict[str, JsonValue]:
+    """What a message (or a stream's `message_delta.delta`) says about its stop beyond the
+    reason: the stop sequence that matched, and a refusal's explanation and category."""
+    out: dict[str, JsonValue] = {}
+    sequence = message.get("stop_sequence")
+    if isinstance(sequence, str) and sequence:
+        out[STOP_SEQUENCE_KEY] = sequence
+    details = message.get("stop_details")
+    if isinstance(details, dict) and details.get("type") == "refusal":
+        explanation = details.get("explanation")
+        if isinstance(explanation, str) and explanation.strip():
+            out[DECLINE_EXPLANATION_KEY] = explanation
+        category = details.get("category")
+        if isinstance(category, str) and category:
+            out[REFUSAL_CATEGORY_KEY] = category
+    return out
+
+
+class _Unreadable(ValueError):
+    """A part of the body does not fit the message shape; says which."""
+
+
+def _string(block: Mapping[str, Any], key: str, *, optional: bool = False) -> str:
+    value = block.get(key)
+    if isinstance(value, str):
+        return value
+    if optional and value is None:
+        return ""
+    raise _Unreadable(f"a `{block.get('type')}` block has no string `{key}`")
+
+
+def _blocks(content: list[Any]) -> tuple[list[ContentBlock], list[JsonValue]]:
+    """The content blocks allama has types for, and the others verbatim."""
+    blocks: list[ContentBlock] = []
+    server: list[JsonValue] = []
+    for block in content:
+        if not isinstance(block, dict):
+            raise _Unreadable("a content block is not an object")
+        kind = block.get("type")
+        if kind == "text":
+            blocks.append(TextPart(text=_string(block, "text")))
+        elif kind == "tool_use":
+            raw = block.get("input")
+            arguments = raw if isinstance(raw, str) else json_text({} if raw is None else raw)
+            blocks.append(
+                ToolCall(id=_string(block, "id"), name=_string(block, "name"), arguments=arguments)
+            )
+        elif kind == "thinking":
+            signature = _string(block, "signature", optional=True)
+            blocks.append(Reasoning(text=_string(block, "thinking"), signature=signature or None))
+        elif kind == "redacted_thinking":
+            blocks.append(Reasoning(text="", encrypted_content=_string(block, "data")))
+        else:
+            server.append(block)
+    return blocks, server
+
+
+def _not_a_message(
+    body: bytes | str, why: str, *, provider: str | None, model: str | None
+) -> Error:
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    error = (
+        ServerError(f"the provider answered with a body that is not a message: {why}")
+        .mark_authored()
+        .with_body(text)
+    )
+    if provider is not None:
+        error.with_provider(provider)
+    if model is not None:
+        error.with_model(model)
+    return error
+
+
+def decode_message(
+    message: Mapping[str, Any],
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    warnings: Sequence[Warning] = (),
+) -> ChatResponse:
+    """A message object, already parsed, as a `ChatResponse`. Raises `ValueError` (with the
+    reason) when it does not fit the message shape."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        raise _Unreadable("it has no `content` list")
+    blocks, server = _blocks(content)
+    provider_data = stop_data(message)
+    if server:
+        provider_data[SERVER_BLOCKS_KEY] = server
+    usage = message.get("usage")
+    body_model = message.get("model")
+    body_id = message.get("id")
+    return ChatResponse(
+        tuple(blocks),
+        finish_reason=finish_reason_of(message.get("stop_reason")),
+        usage=usage_of(usage) if isinstance(usage, dict) else None,
+        warnings=tuple(warnings),
+        provider_data={NAMESPACE: provider_data} if provider_data else {},
+        model=body_model if isinstance(body_model, str) and body_model else model,
+        provider=provider,
+        id=body_id if isinstance(body_id, str) and body_id else None,
+    )
+
+
+def _lenient_json(body: bytes | str) -> Any:
+    """The body by the standard library's reader, which takes what pydantic-core refuses
+    (an escaped lone surrogate); `None` when it is not JSON for either."""
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def decode_body(
+    body: bytes | str,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    warnings: Sequence[Warning] = (),
+) -> ChatResponse:
+    """A successful (2xx) body as a `ChatResponse`; an error object in it raises that error."""
+    try:
+        payload: Any = from_json(body)
+    except ValueError:
+        payload = _lenient_json(body)
+        if payload is None:
+            raise _not_a_message(body, "it is not JSON", provider=provider, model=model) from None
+    if not isinstance(payload, dict):
+        raise _not_a_message(body, "it is not a JSON object", provider=provider, model=model)
+    kind = payload.get("type")
+    if kind == "error" or (kind is None and isinstance(payload.get("error"), dict)):
+        raise error_from_payload(payload, provider=provider, model=model)
+    if kind is not None and kind != "message":
+        raise _not_a_message(body, "its `type` is not `message`", provider=provider, model=model)
+    try:
+        response = decode_message(payload, provider=provider, model=model, warnings=warnings)
+    except _Unreadable as why:
+        raise _not_a_message(body, str(why), provider=provider, model=model) from None
+    return response
+
+
+def decode_response(
+    status: int,
+    headers: Mapping[str, str],
+    content: bytes,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    warnings: Sequence[Warning] = (),
+) -> ChatResponse:
+    """An HTTP response as a `ChatResponse`; raises the `allama.Error` of an error response."""
+    if status >= 400:
+        raise error_from_response(status, headers, content, provider=provider, model=model)
+    return decode_body(content, provider=provider, model=model, warnings=warnings)

@@ -1,0 +1,303 @@
+"""An Anthropic error response (or an `event: error` inside a stream) to the right `allama.Error`.
+
+Anthropic's body is `{"type": "error", "error": {"type", "message", "details"?},
+"request_id"}`. The error type decides the class; the HTTP status decides only when the type
+is missing or new (or the body is not JSON at all, such as Cloudflare's HTML page for a 413).
+A 400 that rejects a schema (of `output_config.format` or of a tool's `input_schema`) is an
+`UnsupportedError` on that field, so that an extraction can fall back to another way of
+asking; a 400 saying the input does not fit is a `ContextWindowExceededError`. The provider's
+words are kept as an upstream message and never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from allama.adapters.openai_compat._errors import retry_after_seconds
+from allama.errors import (
+    AuthenticationError,
+    ContextWindowExceededError,
+    Error,
+    InvalidRequestError,
+    NotFoundError,
+    OverloadedError,
+    PermissionDeniedError,
+    QuotaExceededError,
+    RateLimitedError,
+    RequestTimeoutError,
+    ServerError,
+    UnsupportedError,
+)
+from allama.types import RequestField, UnsupportedStage
+
+__all__ = [
+    "error_from_payload",
+    "error_from_response",
+    "retry_after",
+]
+
+# Patterns for error messages, compiled by `re` (and kept in its cache) when an error first
+# needs them: a call that succeeds never does.
+_RESPONSE_SCHEMA = r"(?i)output_config\.format|output_format"
+_TOOL_SCHEMA = r"(?i)input_schema|tools\.\d+\.(?:custom\.)?strict|strict tools?\b|tool schemas?\b"
+# Limits on the grammar compiled from every strict schema of a request together: they name
+# no field, so the tools are blamed only when the message speaks of them.
+_TOO_COMPLEX = r"(?i)schema is too complex|compiled grammar is too large"
+_CONTEXT_WORDS = r"(?i)prompt is too long|exceeds? (?:the )?context limit|context window"
+_SPEND_LIMIT = "enforced_spend_limit_reached"
+_LIMITS = ("requests", "tokens", "input-tokens", "output-tokens")
+_EXPLICIT = ("retry-after", "retry-after-ms")
+
+
+class _Info:
+    """The fields of an error body; `None` where the body does not say."""
+
+    __slots__ = ("code", "message", "request_id", "type")
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        type: str | None = None,
+        code: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        self.message = message
+        self.type = type
+        self.code = code
+        self.request_id = request_id
+
+    @classmethod
+    def parse(cls, payload: Any) -> _Info | None:
+        if not isinstance(payload, dict):
+            return None
+        inner = payload.get("error")
+        request_id = _text(payload.get("request_id"))
+        if isinstance(inner, str) and inner:
+            return cls(inner, type=_text(payload.get("type")), request_id=request_id)
+        if not isinstance(inner, dict):
+            return None
+        message = inner.get("message")
+        details = inner.get("details")
+        return cls(
+            message if isinstance(message, str) and message else json.dumps(inner),
+            type=_text(inner.get("type")),
+            code=_text(details.get("error_code")) if isinstance(details, dict) else None,
+            request_id=request_id,
+        )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _rejected_schema(message: str) -> RequestField | None:
+    """The request field whose schema the provider rejected, if the message says it did."""
+    if re.search(_RESPONSE_SCHEMA, message):
+        return RequestField.RESPONSE_FORMAT
+    if re.search(_TOOL_SCHEMA, message):
+        return RequestField.TOOLS
+    if re.search(_TOO_COMPLEX, message):
+        return RequestField.TOOLS if "tool" in message.lower() else RequestField.RESPONSE_FORMAT
+    return None
+
+
+def _invalid_request(message: str) -> Error:
+    """A 400: a schema the provider cannot compile, a full context window, or a plain error."""
+    field = _rejected_schema(message)
+    if field is not None:
+        return UnsupportedError(message, field=field, stage=UnsupportedStage.PROVIDER)
+    if re.search(_CONTEXT_WORDS, message):
+        return ContextWindowExceededError(message)
+    return InvalidRequestError(message)
+
+
+def _too_large(info: _Info | None) -> Error:
+    """A 413. Cloudflare answers it before the API does, often with an HTML page: the message
+    is then allama's own, and the page stays in the body."""
+    if info is None:
+        return InvalidRequestError(
+            "the request is too large for the provider (HTTP 413); send less input"
+        ).mark_authored()
+    return InvalidRequestError(f"the request is too large: {info.message}").mark_upstream()
+
+
+def _rate_limited(message: str, code: str | None, wait: float | None) -> Error:
+    if code == _SPEND_LIMIT:
+        # The workspace's spend limit: waiting until a rate window resets does not help.
+        return QuotaExceededError(message).with_retryable(False)
+    return RateLimitedError(message, retry_after=wait)
+
+
+def _by_type(kind: str, info: _Info, wait: float | None) -> Error | None:
+    message = info.message
+    if kind == "invalid_request_error":
+        return _invalid_request(message)
+    if kind == "authentication_error":
+        return AuthenticationError(message)
+    if kind == "permission_error":
+        return PermissionDeniedError(message)
+    if kind == "not_found_error":
+        return NotFoundError(message)
+    if kind == "billing_error":
+        return QuotaExceededError(message).with_retryable(False)
+    if kind == "request_too_large":
+        return _too_large(info)
+    if kind == "rate_limit_error":
+        return _rate_limited(message, info.code, wait)
+    if kind in ("api_error", "timeout_error"):
+        # `timeout_error` (504) is the server running out of time, not the client's timeout
+        # (`RequestTimeoutError`): a longer client timeout would not help, a retry may.
+        return ServerError(message)
+    if kind == "overloaded_error":
+        return OverloadedError(message)
+    return None
+
+
+def _by_status(status: int | None, info: _Info | None, message: str, wait: float | None) -> Error:
+    """The error for a type allama does not know (or no body at all), by the HTTP status."""
+    if status is None:
+        # An error event in a stream of a type nobody knows: the server gave up.
+        return ServerError(message)
+    if status == 401:
+        return AuthenticationError(message)
+    if status == 402:
+        return QuotaExceededError(message).with_retryable(False)
+    if status == 403:
+        return PermissionDeniedError(message)
+    if status == 404:
+        return NotFoundError(message)
+    if status == 408:
+        return RequestTimeoutError(message)
+    if status == 413:
+        return _too_large(info)
+    if status == 429:
+        return _rate_limited(message, info.code if info else None, wait)
+    if status in (503, 529):
+        return OverloadedError(message)
+    if status >= 500:
+        return ServerError(message)
+    if status == 409:
+        # A conflict: asking again may succeed.
+        return InvalidRequestError(message).with_retryable(True)
+    return _invalid_request(message)
+
+
+def _classify(status: int | None, info: _Info | None, message: str, wait: float | None) -> Error:
+    if info is not None and info.type is not None:
+        error = _by_type(info.type, info, wait)
+        if error is not None:
+            return error
+    return _by_status(status, info, message, wait)
+
+
+def _rfc3339(value: str) -> float | None:
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """How long Anthropic asked to wait, in seconds, from its headers.
+
+    `retry-after-ms` and `retry-after` are explicit and win. Without them, the
+    `anthropic-ratelimit-*-reset` moments (RFC 3339) of the exhausted limits (remaining `0`)
+    say when asking again can succeed: the latest of those, or the latest of all resets when
+    none says which limit ran out. `now` (seconds since the epoch) is for tests.
+    """
+    lower = {key.lower(): value for key, value in headers.items()}
+    explicit = {key: lower[key] for key in _EXPLICIT if key in lower}
+    if explicit:
+        wait = retry_after_seconds(explicit, now=now)
+        if wait is not None:
+            return wait
+    resets: dict[str, float] = {}
+    for limit in _LIMITS:
+        raw = lower.get(f"anthropic-ratelimit-{limit}-reset")
+        if raw is not None and (moment := _rfc3339(raw)) is not None:
+            resets[limit] = moment
+    if not resets:
+        return None
+    exhausted = [
+        moment
+        for limit, moment in resets.items()
+        if lower.get(f"anthropic-ratelimit-{limit}-remaining", "").strip() == "0"
+    ]
+    latest = max(exhausted or resets.values())
+    return max(0.0, latest - (time.time() if now is None else now))
+
+
+def _finish(
+    error: Error,
+    *,
+    request_id: str | None,
+    provider: str | None,
+    model: str | None,
+) -> Error:
+    if request_id:
+        error.with_request_id(request_id)
+    if provider is not None:
+        error.with_provider(provider)
+    if model is not None:
+        error.with_model(model)
+    return error
+
+
+def error_from_response(
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes | str,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    now: float | None = None,
+) -> Error:
+    """The error for an HTTP response with status >= 400. `now` is for tests (`retry_after`)."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        payload: Any = json.loads(text) if text.strip() else None
+    except ValueError:
+        payload = None
+    info = _Info.parse(payload)
+    message = info.message if info is not None else (text.strip() or f"HTTP {status}")
+    lower = {key.lower(): value for key, value in headers.items()}
+    wait = retry_after(lower, now=now)
+    error = _classify(status, info, message, wait)
+    if not error.authored:
+        error.mark_upstream()
+    error.with_status(status).with_body(text)
+    flag = lower.get("x-should-retry", "").strip().lower()
+    if flag == "true" and not isinstance(error, QuotaExceededError):
+        error.with_retryable(True)
+    elif flag == "false":
+        error.with_retryable(False)
+    return _finish(
+        error,
+        request_id=lower.get("request-id") or (info.request_id if info else None),
+        provider=provider,
+        model=model,
+    )
+
+
+def error_from_payload(
+    payload: dict[str, Any],
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+) -> Error:
+    """The error for an `event: error` inside a stream (HTTP 200: there is no status)."""
+    info = _Info.parse(payload) or _Info(json.dumps(payload))
+    error = _classify(None, info, info.message, None)
+    if not error.authored:
+        error.mark_upstream()
+    error.with_body(json.dumps(payload))
+    return _finish(error, request_id=info.request_id, provider=provider, model=model)

@@ -1,0 +1,382 @@
+"""An incremental decoder from the bytes of an Anthropic Messages stream to stream events.
+
+Bytes may arrive split anywhere; the shared SSE framing keeps the unfinished line and scans
+each byte once, so the work is linear in the stream. Anthropic numbers its content blocks
+itself, server-tool blocks included; allama's block indices count only the blocks it
+surfaces (text, tool calls, reasoning), densely from 0. A block allama has no type for is
+assembled from its start and deltas and, at its stop, reported as provider data: the list
+of every such block so far, so that the collected response holds what `decode_response`
+gives for the same message. An `event: error` is raised after every event before it was
+yielded (those were paid for).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import JsonValue
+from pydantic_core import from_json
+
+from allama.adapters._sse import SseEvent, SseParser
+from allama.adapters.anthropic._decode import (
+    NAMESPACE,
+    SERVER_BLOCKS_KEY,
+    finish_reason_of,
+    json_text,
+    stop_data,
+    usage_of,
+)
+from allama.adapters.anthropic._errors import error_from_payload
+from allama.errors import IncompleteStreamError, StreamDecodeError
+from allama.types import (
+    BlockStart,
+    BlockStop,
+    Finish,
+    ProviderDataEvent,
+    ReasoningDelta,
+    ResponseStart,
+    StreamBlockType,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    UsageEvent,
+)
+
+__all__ = ["MessagesStreamDecoder", "decode_stream"]
+
+_OUTPUT_COUNTS = frozenset({"output_tokens", "output_tokens_details"})
+
+# Which delta types fit which surfaced block.
+_DELTA_BLOCK: dict[str, StreamBlockType] = {
+    "text_delta": StreamBlockType.TEXT,
+    "input_json_delta": StreamBlockType.TOOL_CALL,
+    "thinking_delta": StreamBlockType.REASONING,
+    "signature_delta": StreamBlockType.REASONING,
+}
+
+
+class _Surfaced:
+    """A block allama surfaces: its own index, its type, and whether arguments arrived."""
+
+    __slots__ = ("block_type", "has_arguments", "index")
+
+    def __init__(self, index: int, block_type: StreamBlockType) -> None:
+        self.index = index
+        self.block_type = block_type
+        self.has_arguments = False
+
+
+class _Server:
+    """A block allama keeps verbatim, put together from its start and its deltas.
+
+    Pieces are kept in lists and joined once at the stop, so many deltas cost linear time.
+    """
+
+    __slots__ = ("block", "citations", "json_parts", "strings")
+
+    def __init__(self, block: dict[str, Any]) -> None:
+        self.block = dict(block)
+        self.json_parts: list[str] = []
+        self.strings: dict[str, list[str]] = {}
+        self.citations: list[Any] = []
+
+    def add(self, delta: dict[str, Any]) -> None:
+        kind = delta.get("type")
+        if kind == "input_json_delta":
+            self.json_parts.append(_str(delta.get("partial_json")))
+        elif kind == "text_delta":
+            self._append("text", delta.get("text"))
+        elif kind == "thinking_delta":
+            self._append("thinking", delta.get("thinking"))
+        elif kind == "signature_delta":
+            self.block["signature"] = _str(delta.get("signature"))
+        elif kind == "citations_delta" and "citation" in delta:
+            self.citations.append(delta["citation"])
+
+    def _append(self, key: str, value: Any) -> None:
+        parts = self.strings.get(key)
+        if parts is None:
+            parts = self.strings[key] = [_str(self.block.get(key))]
+        parts.append(_str(value))
+
+    def build(self) -> JsonValue:
+        block = self.block
+        for key, parts in self.strings.items():
+            block[key] = "".join(parts)
+        if self.citations:
+            earlier = block.get("citations")
+            block["citations"] = [*(earlier if isinstance(earlier, list) else ()), *self.citations]
+        text = "".join(self.json_parts)
+        if text:
+            # The input as the non-streamed message has it: parsed, or (if the pieces do not
+            # make JSON) the text itself, so that nothing is lost.
+            try:
+                block["input"] = json.loads(text)
+            except ValueError:
+                block["input"] = text
+        return block
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _parse(data: str) -> Any:
+    """JSON by pydantic-core, or by the standard library for what pydantic-core refuses (an
+    escaped lone surrogate); raises `ValueError` when neither reads it."""
+    try:
+        return from_json(data)
+    except ValueError:
+        return json.loads(data)
+
+
+class MessagesStreamDecoder:
+    """Messages stream bytes to `StreamEvent`s, incrementally.
+
+    `feed` and `close` are generators: an error event is raised after the events before it
+    were yielded. `done` turns true at `message_stop`; anything after it is ignored.
+    """
+
+    def __init__(self, *, provider: str | None = None, model: str | None = None) -> None:
+        self._parser = SseParser()
+        self._provider = provider
+        self._model = model
+        self._surfaced: dict[int, _Surfaced] = {}
+        self._open: dict[int, _Surfaced] = {}
+        self._server: dict[int, _Server] = {}
+        self._server_done: list[tuple[int, JsonValue]] = []
+        self._usage: dict[str, Any] = {}
+        self.finished = False
+        self.done = False
+
+    def feed(self, chunk: bytes) -> Iterator[StreamEvent]:
+        for event in self._parser.feed(chunk):
+            yield from self._event(event, at_end=False)
+
+    def close(self) -> Iterator[StreamEvent]:
+        """The events at the end of input (a last event without its blank line)."""
+        events, cut = self._parser.close()
+        for event in events:
+            yield from self._event(event, at_end=cut)
+
+    def _event(self, event: SseEvent, *, at_end: bool) -> Iterator[StreamEvent]:
+        if self.done or not event.data.strip():
+            return
+        try:
+            payload: Any = _parse(event.data)
+        except ValueError:
+            if at_end:
+                raise IncompleteStreamError(
+                    "the stream ended in the middle of an event"
+                ).mark_authored() from None
+            raise StreamDecodeError("a stream event is not valid JSON").mark_authored() from None
+        if not isinstance(payload, dict):
+            raise StreamDecodeError("a stream event is not a JSON object").mark_authored()
+        kind = payload.get("type", event.event)
+        if kind == "error" or event.event == "error":
+            raise error_from_payload(payload, provider=self._provider, model=self._model)
+        if kind == "message_start":
+            yield from self._message_start(payload)
+        elif kind == "content_block_start":
+            yield from self._block_start(payload)
+        elif kind == "content_block_delta":
+            yield from self._block_delta(payload)
+        elif kind == "content_block_stop":
+            yield from self._block_stop(payload)
+        elif kind == "message_delta":
+            yield from self._message_delta(payload)
+        elif kind == "message_stop":
+            self.done = True
+            if not self.finished:
+                yield from self._finish(None)
+        # `ping` and event types added later say nothing allama reads.
+
+    def _message_start(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
+        message = payload.get("message")
+        if not isinstance(message, dict):
+            raise StreamDecodeError("`message_start` carries no message").mark_authored()
+        body_id = message.get("id")
+        body_model = message.get("model")
+        yield ResponseStart(
+            id=body_id if isinstance(body_id, str) and body_id else None,
+            model=body_model if isinstance(body_model, str) and body_model else self._model,
+        )
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            # The input counts; the output counts here only start a running total.
+            self._usage = {k: v for k, v in usage.items() if k not in _OUTPUT_COUNTS}
+            yield UsageEvent(usage=usage_of(self._usage))
+
+    def _index(self, payload: dict[str, Any]) -> int:
+        index = payload.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise StreamDecodeError(
+                f"a `{payload.get('type')}` event has no block index"
+            ).mark_authored()
+        return index
+
+    def _content_allowed(self, payload: dict[str, Any]) -> None:
+        if self.finished:
+            raise StreamDecodeError(
+                f"the stream sent `{payload.get('type')}` after its stop reason"
+            ).mark_authored()
+
+    def _block_start(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
+        self._content_allowed(payload)
+        index = self._index(payload)
+        block = payload.get("content_block")
+        if not isinstance(block, dict):
+            raise StreamDecodeError(
+                f"`content_block_start` for block {index} carries no block"
+            ).mark_authored()
+        if index in self._surfaced or index in self._server:
+            raise StreamDecodeError(f"block {index} started twice").mark_authored()
+        kind = block.get("type")
+        if kind == "text":
+            ours = self._surface(index, StreamBlockType.TEXT)
+            yield BlockStart(index=ours.index, block_type=StreamBlockType.TEXT)
+            text = _str(block.get("text"))
+            if text:
+                yield TextDelta(index=ours.index, text=text)
+        elif kind == "tool_use":
+            ours = self._surface(index, StreamBlockType.TOOL_CALL)
+            name = block.get("name")
+            call_id = block.get("id")
+            yield BlockStart(
+                index=ours.index,
+                block_type=StreamBlockType.TOOL_CALL,
+                id=call_id if isinstance(call_id, str) and call_id else None,
+                name=name if isinstance(name, str) else None,
+            )
+            # The start carries `input: {}` and the arguments follow as deltas; an input
+            # given whole at the start is its arguments.
+            initial = block.get("input")
+            if initial:
+                ours.has_arguments = True
+                arguments = initial if isinstance(initial, str) else json_text(initial)
+                yield ToolCallDelta(index=ours.index, arguments=arguments)
+        elif kind == "thinking":
+            ours = self._surface(index, StreamBlockType.REASONING)
+            yield BlockStart(index=ours.index, block_type=StreamBlockType.REASONING)
+            text = _str(block.get("thinking"))
+            if text:
+                yield ReasoningDelta(index=ours.index, text=text)
+            signature = _str(block.get("signature"))
+            if signature:
+                yield ReasoningDelta(index=ours.index, signature=signature)
+        elif kind == "redacted_thinking":
+            ours = self._surface(index, StreamBlockType.REASONING)
+            yield BlockStart(index=ours.index, block_type=StreamBlockType.REASONING)
+            yield ReasoningDelta(index=ours.index, encrypted_content=_str(block.get("data")))
+        else:
+            self._server[index] = _Server(block)
+
+    def _surface(self, index: int, block_type: StreamBlockType) -> _Surfaced:
+        ours = _Surfaced(len(self._surfaced), block_type)
+        self._surfaced[index] = ours
+        self._open[index] = ours
+        return ours
+
+    def _block_delta(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
+        self._content_allowed(payload)
+        index = self._index(payload)
+        delta = payload.get("delta")
+        if not isinstance(delta, dict):
+            return
+        server = self._server.get(index)
+        if server is not None:
+            server.add(delta)
+            return
+        ours = self._open.get(index)
+        if ours is None:
+            raise StreamDecodeError(f"a delta for block {index}, which is not open").mark_authored()
+        kind = delta.get("type")
+        fits = _DELTA_BLOCK.get(kind) if isinstance(kind, str) else None
+        if fits is None:
+            return  # `citations_delta`, and delta types added later
+        if fits is not ours.block_type:
+            raise StreamDecodeError(
+                f"a `{kind}` for block {index}, which is a `{ours.block_type}` block"
+            ).mark_authored()
+        if kind == "text_delta":
+            text = _str(delta.get("text"))
+            if text:
+                yield TextDelta(index=ours.index, text=text)
+        elif kind == "input_json_delta":
+            arguments = _str(delta.get("partial_json"))
+            if arguments:
+                ours.has_arguments = True
+                yield ToolCallDelta(index=ours.index, arguments=arguments)
+        elif kind == "thinking_delta":
+            text = _str(delta.get("thinking"))
+            if text:
+                yield ReasoningDelta(index=ours.index, text=text)
+        else:
+            signature = _str(delta.get("signature"))
+            if signature:
+                yield ReasoningDelta(index=ours.index, signature=signature)
+
+    def _block_stop(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
+        self._content_allowed(payload)
+        index = self._index(payload)
+        server = self._server.pop(index, None)
+        if server is not None:
+            bisect.insort(self._server_done, (index, server.build()), key=lambda pair: pair[0])
+            # Built without validation: the values are parsed JSON already, and checking the
+            # whole list again at every stop would make many server blocks cost quadratic time.
+            yield ProviderDataEvent.model_construct(
+                namespace=NAMESPACE,
+                key=SERVER_BLOCKS_KEY,
+                value=[block for _, block in self._server_done],
+            )
+            return
+        ours = self._open.pop(index, None)
+        if ours is None:
+            raise StreamDecodeError(
+                f"`content_block_stop` for block {index}, which is not open"
+            ).mark_authored()
+        yield from self._stop(ours)
+
+    @staticmethod
+    def _stop(ours: _Surfaced) -> Iterator[StreamEvent]:
+        if ours.block_type is StreamBlockType.TOOL_CALL and not ours.has_arguments:
+            # A call without arguments streams none; its arguments are the empty object,
+            # as in the non-streamed message.
+            yield ToolCallDelta(index=ours.index, arguments="{}")
+        yield BlockStop(index=ours.index)
+
+    def _message_delta(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
+        usage = payload.get("usage")
+        if isinstance(usage, dict):
+            # Running totals: each count reported replaces the one before.
+            self._usage.update((k, v) for k, v in usage.items() if v is not None)
+            yield UsageEvent(usage=usage_of(self._usage))
+        delta = payload.get("delta")
+        if not isinstance(delta, dict) or self.finished:
+            return
+        reason = delta.get("stop_reason")
+        if not reason:
+            return
+        for key, value in stop_data(delta).items():
+            yield ProviderDataEvent(namespace=NAMESPACE, key=key, value=value)
+        yield from self._finish(reason)
+
+    def _finish(self, raw: Any) -> Iterator[StreamEvent]:
+        self.finished = True
+        for ours in self._open.values():
+            yield from self._stop(ours)
+        self._open.clear()
+        yield Finish(finish_reason=finish_reason_of(raw))
+
+
+def decode_stream(
+    data: bytes, *, provider: str | None = None, model: str | None = None
+) -> list[StreamEvent]:
+    """Every event of a whole recorded stream (raises the stream's error, if it has one)."""
+    decoder = MessagesStreamDecoder(provider=provider, model=model)
+    events = list(decoder.feed(data))
+    events.extend(decoder.close())
+    return events
