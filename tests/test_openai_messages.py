@@ -264,7 +264,7 @@ MALFORMED: list[tuple[Any, type[Exception], str]] = [
     (
         user(3),
         TypeError,
-        "messages[0].content: expected a string or a list of `text` and `image_url` parts, got int",
+        "messages[0].content: expected a string or a list of `text`, `image_url` and `file` parts, got int",
     ),
     (user([]), ValueError, "messages[0].content: a user message needs at least one part"),
     (
@@ -275,12 +275,12 @@ MALFORMED: list[tuple[Any, type[Exception], str]] = [
     (
         user([{"type": "input_audio", "input_audio": {}}]),
         ValueError,
-        "messages[0].content[0].type: expected `text` or `image_url`, got `input_audio`",
+        "messages[0].content[0].type: expected `text`, `image_url` or `file`, got `input_audio`",
     ),
     (
         user([{"text": SECRET}]),
         ValueError,
-        "messages[0].content[0].type: expected `text` or `image_url`, got nothing",
+        "messages[0].content[0].type: expected `text`, `image_url` or `file`, got nothing",
     ),
     (
         user([{"type": "text", "text": None}]),

@@ -283,7 +283,7 @@ def test_assistant_turns_from_text_or_from_a_response() -> None:
 def test_invalid_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="at least 1, not 0"):
         ChatRequest("m").with_max_output_tokens(0)
-    with pytest.raises(ValueError, match="needs text or at least one image"):
+    with pytest.raises(ValueError, match="needs text or at least one image or document"):
         ChatRequest("m").user()
     with pytest.raises(ValidationError):
         ImagePart()
@@ -358,7 +358,7 @@ def test_a_model_id_may_be_a_str_subclass() -> None:
         (
             lambda r: r.user("look", "https://x/a.png"),
             TypeError,
-            "user(): image 0 must be an ImagePart (text goes first), not str",
+            "user(): attachment 0 must be an ImagePart or a DocumentPart (text goes first), not str",
         ),
         (
             lambda r: r.assistant(5),

@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from allama.types._capabilities import ChatValidation
     from allama.types._content import (
         ContentBlock,
+        DocumentPart,
         ImagePart,
         Reasoning,
         Refusal,
@@ -72,6 +73,7 @@ __all__ = [
     "Data",
     "DeveloperMessage",
     "FieldSubject",
+    "DocumentPart",
     "Finish",
     "FinishReason",
     "ImagePart",
@@ -118,6 +120,7 @@ _getattr, __dir__ = lazy_names(
         "allama.types._capabilities": ("ChatValidation",),
         "allama.types._content": (
             "ContentBlock",
+            "DocumentPart",
             "ImagePart",
             "Reasoning",
             "Refusal",

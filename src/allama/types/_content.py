@@ -43,6 +43,35 @@ class ImagePart(Data):
         return "ImagePart(url=<withheld>)"
 
 
+class DocumentPart(Data):
+    """A document in a user message: a PDF or plain text, as a URL or as bytes.
+
+    `media_type` is required with bytes (`application/pdf`, `text/plain`); `title` names the
+    document to the model where the provider takes one.
+    """
+
+    type: Literal["document"] = "document"
+    url: str | None = None
+    data: bytes | None = None
+    media_type: str | None = None
+    title: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DocumentPart:
+        if (self.url is None) == (self.data is None):
+            raise ValueError("a document needs exactly one of `url` and `data`")
+        if self.data is not None and not self.media_type:
+            raise ValueError(
+                "a document given as bytes needs its `media_type`, such as application/pdf"
+            )
+        return self
+
+    def __repr__(self) -> str:
+        if self.data is not None:
+            return f"DocumentPart(media_type={self.media_type!r}, data=<{len(self.data)} bytes>)"
+        return "DocumentPart(url=<withheld>)"
+
+
 class ToolCall(Data):
     """A call the model made. `arguments` is the raw JSON text, exactly as the provider sent it."""
 
@@ -92,7 +121,7 @@ class Reasoning(Data):
         return f"Reasoning(text={withheld(self.text)}{signed}{encrypted})"
 
 
-UserPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+UserPart = Annotated[TextPart | ImagePart | DocumentPart, Field(discriminator="type")]
 """A part of a user message."""
 
 ContentBlock = Annotated[TextPart | ToolCall | Refusal | Reasoning, Field(discriminator="type")]

@@ -9,6 +9,7 @@ from pydantic import Field
 from allama.types._base import Data
 from allama.types._content import (
     ContentBlock,
+    DocumentPart,
     ImagePart,
     Reasoning,
     Refusal,
@@ -55,6 +56,10 @@ class UserMessage(Data):
     @property
     def images(self) -> tuple[ImagePart, ...]:
         return tuple(part for part in self.content if isinstance(part, ImagePart))
+
+    @property
+    def documents(self) -> tuple[DocumentPart, ...]:
+        return tuple(part for part in self.content if isinstance(part, DocumentPart))
 
     def __repr__(self) -> str:
         return f"UserMessage(parts={len(self.content)})"

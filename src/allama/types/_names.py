@@ -66,6 +66,7 @@ class RequestField(StrEnum):
     MESSAGES = "messages"
     SYSTEM = "system"
     IMAGES = "images"
+    DOCUMENTS = "documents"
     TOOLS = "tools"
     TOOL_CHOICE = "tool_choice"
     TOOL_RESULT_ERROR = "tool_result_error"

@@ -17,7 +17,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NoReturn
 from urllib.parse import unquote_to_bytes
 
-from allama.types._content import ContentBlock, ImagePart, Refusal, TextPart, ToolCall, UserPart
+from allama.types._content import (
+    ContentBlock,
+    DocumentPart,
+    ImagePart,
+    Refusal,
+    TextPart,
+    ToolCall,
+    UserPart,
+)
 from allama.types._messages import (
     AssistantMessage,
     DeveloperMessage,
@@ -125,8 +133,25 @@ def _image(value: Any, place: str) -> ImagePart:
     return ImagePart(data=data, media_type=media_type)
 
 
+def _document(value: Any, place: str) -> DocumentPart:
+    """A `file` part's document: its `file_data` (a data URL) and `filename`."""
+    if not isinstance(value, Mapping):
+        _wrong_type(place, "a dict with `file_data`", value)
+    if "file_data" not in value and "file_id" in value:
+        _wrong_value(place, "a file uploaded by id cannot be read back; give its `file_data`")
+    url = _str(value, "file_data", place, "a string (a data URL)")
+    image = _image(url, f"{place}.file_data")
+    if image.data is None:
+        _wrong_value(
+            f"{place}.file_data", "expected a data URL, as in `data:application/pdf;base64,...`"
+        )
+    filename = value.get("filename")
+    title = filename if isinstance(filename, str) and filename else None
+    return DocumentPart(data=image.data, media_type=image.media_type, title=title)
+
+
 def _user(message: Mapping[str, Any], place: str) -> UserMessage:
-    expected = "a string or a list of `text` and `image_url` parts"
+    expected = "a string or a list of `text`, `image_url` and `file` parts"
     content = message.get("content", _MISSING)
     if isinstance(content, str):
         return UserMessage(content=(TextPart(text=content),))
@@ -139,8 +164,12 @@ def _user(message: Mapping[str, Any], place: str) -> UserMessage:
             parts.append(TextPart(text=_str(part, "text", at, "a string")))
         elif kind == "image_url":
             parts.append(_image(part.get("image_url", _MISSING), f"{at}.image_url"))
+        elif kind == "file":
+            parts.append(_document(part.get("file", _MISSING), f"{at}.file"))
         else:
-            _wrong_value(f"{at}.type", f"expected `text` or `image_url`, got {_shown(kind)}")
+            _wrong_value(
+                f"{at}.type", f"expected `text`, `image_url` or `file`, got {_shown(kind)}"
+            )
     if not parts:
         _wrong_value(where, "a user message needs at least one part")
     return UserMessage(content=tuple(parts))
@@ -260,17 +289,39 @@ def _image_url(part: ImagePart) -> str:
     return f"data:{part.media_type};base64,{data}"
 
 
+def user_part_to_openai(part: UserPart) -> dict[str, Any]:
+    """A user part as a Chat Completions content part.
+
+    Chat Completions takes a document only as PDF bytes (a `file` part) or, being text, as
+    a text part; anything else (a document URL, another media type) is a `ValueError`
+    saying so.
+    """
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ImagePart):
+        return {"type": "image_url", "image_url": {"url": _image_url(part)}}
+    if part.data is None:
+        raise ValueError("Chat Completions takes no document by URL, only its bytes")
+    if part.media_type == "application/pdf":
+        data = base64.b64encode(part.data).decode("ascii")
+        file = {"filename": part.title or "document.pdf", "file_data": f"data:{_PDF};base64,{data}"}
+        return {"type": "file", "file": file}
+    if part.media_type == "text/plain":
+        try:
+            return {"type": "text", "text": part.data.decode("utf-8")}
+        except UnicodeDecodeError:
+            raise ValueError("a text/plain document must be UTF-8 text") from None
+    raise ValueError(f"Chat Completions takes PDF and plain-text documents, not {part.media_type}")
+
+
+_PDF = "application/pdf"
+
+
 def _user_to_openai(message: UserMessage) -> dict[str, Any]:
     parts = message.content
     if len(parts) == 1 and isinstance(parts[0], TextPart):
         return {"role": "user", "content": parts[0].text}
-    content = [
-        {"type": "text", "text": part.text}
-        if isinstance(part, TextPart)
-        else {"type": "image_url", "image_url": {"url": _image_url(part)}}
-        for part in parts
-    ]
-    return {"role": "user", "content": content}
+    return {"role": "user", "content": [user_part_to_openai(part) for part in parts]}
 
 
 def _assistant_to_openai(message: AssistantMessage) -> dict[str, Any]:

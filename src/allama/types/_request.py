@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, JsonValue, TypeAdapter, ValidationError
 from allama.types._base import Data
 from allama.types._content import (
     ContentBlock,
+    DocumentPart,
     ImagePart,
     Reasoning,
     Refusal,
@@ -166,17 +167,22 @@ class ChatRequest(Data):
             _wrong("developer()", "`text`", "a str", text)
         return self.push(DeveloperMessage(content=text))
 
-    def user(self, text: str | None = None, *images: ImagePart) -> ChatRequest:
-        """A user turn: its text, then any images."""
+    def user(self, text: str | None = None, *attached: ImagePart | DocumentPart) -> ChatRequest:
+        """A user turn: its text, then any images and documents."""
         if text is not None and not isinstance(text, str):
             _wrong("user()", "`text`", "a str or None", text)
         parts: list[UserPart] = [TextPart(text=text)] if text is not None else []
-        for index, image in enumerate(images):
-            if not isinstance(image, ImagePart):
-                _wrong("user()", f"image {index}", "an ImagePart (text goes first)", image)
-            parts.append(image)
+        for index, part in enumerate(attached):
+            if not isinstance(part, ImagePart | DocumentPart):
+                _wrong(
+                    "user()",
+                    f"attachment {index}",
+                    "an ImagePart or a DocumentPart (text goes first)",
+                    part,
+                )
+            parts.append(part)
         if not parts:
-            raise ValueError("a user message needs text or at least one image")
+            raise ValueError("a user message needs text or at least one image or document")
         return self.push(UserMessage(content=tuple(parts)))
 
     def assistant(self, content: str | Iterable[ContentBlock]) -> ChatRequest:

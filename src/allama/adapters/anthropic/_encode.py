@@ -34,6 +34,7 @@ from allama.types import (
     CapabilitySupport,
     ChatRequest,
     DeveloperMessage,
+    DocumentPart,
     ImagePart,
     Message,
     Reasoning,
@@ -141,10 +142,31 @@ class _Encoder:
             result["is_error"] = True
         return "user", [result]
 
-    def user_part(self, part: TextPart | ImagePart) -> dict[str, Any]:
+    def user_part(self, part: TextPart | ImagePart | DocumentPart) -> dict[str, Any]:
         if isinstance(part, TextPart):
             return {"type": "text", "text": part.text}
-        return {"type": "image", "source": self.image_source(part)}
+        if isinstance(part, ImagePart):
+            return {"type": "image", "source": self.image_source(part)}
+        document: dict[str, Any] = {"type": "document", "source": self.document_source(part)}
+        if part.title:
+            document["title"] = part.title
+        return document
+
+    def document_source(self, part: DocumentPart) -> dict[str, Any]:
+        if part.url is not None:
+            return {"type": "url", "url": part.url}
+        data = part.data or b""
+        if part.media_type == "application/pdf":
+            encoded = base64.b64encode(data).decode("ascii")
+            return {"type": "base64", "media_type": "application/pdf", "data": encoded}
+        if part.media_type == "text/plain":
+            try:
+                return {"type": "text", "media_type": "text/plain", "data": data.decode("utf-8")}
+            except UnicodeDecodeError:
+                raise self.invalid("a text/plain document must be UTF-8 text") from None
+        raise self.invalid(
+            f"{self.profile.display_name} takes PDF and plain-text documents, not {part.media_type}"
+        )
 
     def image_source(self, part: ImagePart) -> dict[str, Any]:
         if part.url is not None and not part.url.startswith("data:"):

@@ -27,6 +27,7 @@ from allama.types import (
     CapabilitySupport,
     ChatRequest,
     DeveloperMessage,
+    DocumentPart,
     ImagePart,
     Message,
     Refusal,
@@ -40,6 +41,7 @@ from allama.types import (
     UserMessage,
     WarningKind,
 )
+from allama.types._openai import user_part_to_openai
 
 __all__ = ["BODY_OPTION", "encode_request", "schema_name"]
 
@@ -98,9 +100,25 @@ class _Encoder:
         for part in parts:
             if isinstance(part, TextPart):
                 content.append({"type": "text", "text": part.text})
-            else:
+            elif isinstance(part, ImagePart):
                 content.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
-        return {"role": "user", "content": content}
+            elif (document := self.document(part)) is not None:
+                content.append(document)
+        return {"role": "user", "content": content or ""}
+
+    def document(self, part: DocumentPart) -> dict[str, Any] | None:
+        display = self.profile.display_name
+        is_pdf = part.media_type == "application/pdf"
+        if is_pdf and part.data is not None and not self.profile.file_parts:
+            self.degradations.refuse(
+                RequestField.DOCUMENTS, f"{display} takes no PDF documents; it was left out"
+            )
+            return None
+        try:
+            return user_part_to_openai(part)
+        except ValueError as error:
+            self.degradations.refuse(RequestField.DOCUMENTS, f"{error}; it was left out")
+            return None
 
     def assistant(self, message: AssistantMessage) -> dict[str, Any]:
         texts = [block.text for block in message.content if isinstance(block, TextPart)]

@@ -56,6 +56,8 @@ class WireProfile:
     reasoning_effort: bool = True
     reasoning_outside_completion: bool = False
     require_parameters: bool = False
+    file_parts: bool = False
+    """Whether PDF documents go as `file` content parts (OpenAI, Azure OpenAI, OpenRouter)."""
     response_schema_any_root: CapabilitySupport = CapabilitySupport.UNKNOWN
     """Whether a response format's schema may have a root that is not an object (grammar
     engines: yes; OpenAI's strict mode and JSON mode: no)."""
