@@ -26,6 +26,8 @@ PLAN_MODELS: dict[str, str] = {
     "anthropic": "claude-sonnet-4-5",
     "azure-anthropic": "claude-sonnet-4-5",
     "anthropic-compatible": "model",
+    "gemini": "gemini-2.5-flash",
+    "vertex-gemini": "gemini-2.5-flash",
     "local": "smollm2",
     "llama-cpp": "served-model",
 }

@@ -9,6 +9,7 @@ apart is its adapter (`allama.adapters._adapter.Adapter`).
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import replace
@@ -22,6 +23,7 @@ from allama._lazy import deferred_module
 from allama.adapters._adapter import Adapter, StreamDecoder, load_adapter
 from allama.adapters._http import SECRET_HEADERS, HttpRequest, HttpResponse
 from allama.errors import AuthenticationError, Error, InvalidRequestError
+from allama.providers._credentials import RefreshingToken
 from allama.providers._options import check_headers, check_key, check_text, check_url
 from allama.providers._presets import Preset
 from allama.transport import Transport, check_timeout
@@ -51,6 +53,37 @@ def _bare_host(url: str, host_suffix: str) -> bool:
     return parsed.host.endswith(host_suffix) and parsed.path in ("", "/")
 
 
+def _first_env(names: tuple[str | None, ...]) -> str | None:
+    """The first of these environment variables that is set and not empty."""
+    for name in names:
+        if name and (value := os.environ.get(name)):
+            return value
+    return None
+
+
+def _fill(template: str, place: Mapping[str, str | None]) -> str | None:
+    """`template` with its `{account}`, `{project}` and `{location}` filled in; `None` when
+    one it names is unknown."""
+    location = place.get("location")
+    values = {
+        **{key: value or None for key, value in place.items()},
+        "location_prefix": None if not location else "" if location == "global" else f"{location}-",
+    }
+    try:
+        filled = template.format_map(_Strict(values))
+    except KeyError:
+        return None
+    return filled
+
+
+class _Strict(dict[str, str | None]):
+    def __getitem__(self, key: str) -> str:
+        value = super().get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+
 def _check_options(
     *,
     api_key: object,
@@ -61,9 +94,15 @@ def _check_options(
     endpoint: object,
     api_version: object,
     account_id: object,
+    project: object,
+    location: object,
+    access_token: object,
 ) -> None:
     """Fail at `allama.provider(...)`, naming the argument, rather than at the first call."""
     check_key(api_key)
+    check_key(access_token, name="access_token")
+    check_text("project", project)
+    check_text("location", location)
     check_url("base_url", base_url)
     check_url("endpoint", endpoint)
     check_headers(headers)
@@ -89,9 +128,11 @@ class HttpProvider:
     preset's environment variable, and never appears in a repr, an error or a log view.
 
     Options beyond the common ones: `endpoint` and `api_version` (Azure OpenAI, Azure AI
-    Foundry), `account_id` (Workers AI), `headers` (extra request headers), `timeout`,
-    `transport`, `capabilities` (a capability table of the preset's dialect, replacing its
-    own).
+    Foundry), `account_id` (Workers AI, Claude in Foundry), `project` and `location`
+    (Vertex AI), `access_token` (a bearer token instead of the key), `credentials`
+    (google-auth credentials for Vertex AI, refreshed as they expire), `headers` (extra
+    request headers), `timeout`, `transport`, `capabilities` (a capability table of the
+    preset's dialect, replacing its own).
     """
 
     def __init__(
@@ -107,6 +148,10 @@ class HttpProvider:
         endpoint: str | None = None,
         api_version: str | None = None,
         account_id: str | None = None,
+        project: str | None = None,
+        location: str | None = None,
+        access_token: str | None = None,
+        credentials: object | None = None,
     ) -> None:
         _check_options(
             api_key=api_key,
@@ -117,12 +162,27 @@ class HttpProvider:
             endpoint=endpoint,
             api_version=api_version,
             account_id=account_id,
+            project=project,
+            location=location,
+            access_token=access_token,
         )
         self._preset = preset
-        env_key = os.environ.get(preset.api_key_env) if preset.api_key_env else None
-        self._api_key = api_key if api_key is not None else (env_key or None)
+        self._api_key = api_key if api_key is not None else _first_env(preset.key_envs)
+        self._access_token = access_token
+        self._tokens: RefreshingToken | None = None
+        if credentials is not None or (
+            preset.application_credentials and not self._api_key and not access_token
+        ):
+            if not preset.application_credentials:
+                raise TypeError(f"{preset.name} takes no credentials=; pass api_key=")
+            self._tokens = RefreshingToken(preset.name, credentials)
+        place = {
+            "account": account_id or _first_env((preset.account_env,)),
+            "project": project or _first_env(preset.project_envs),
+            "location": location or _first_env(preset.location_envs) or preset.default_location,
+        }
         self._base_url, self._deployments = self._resolve_base_url(
-            preset, base_url, endpoint, account_id
+            preset, base_url, endpoint, place
         )
         self._profile = preset.profile
         for suffix, changes in preset.url_profiles:
@@ -147,17 +207,16 @@ class HttpProvider:
 
     @staticmethod
     def _resolve_base_url(
-        preset: Preset, base_url: str | None, endpoint: str | None, account_id: str | None
+        preset: Preset,
+        base_url: str | None,
+        endpoint: str | None,
+        place: Mapping[str, str | None],
     ) -> tuple[str | None, bool]:
         url = base_url or endpoint
         if url is None and preset.base_url_env:
             url = os.environ.get(preset.base_url_env) or None
         if url is None and preset.account_url is not None:
-            account = account_id or (
-                os.environ.get(preset.account_env) if preset.account_env else None
-            )
-            if account:
-                url = preset.account_url.format(account=account)
+            url = _fill(preset.account_url, place)
         url = url or preset.base_url
         if url is None:
             return None, False
@@ -196,7 +255,9 @@ class HttpProvider:
         return self._adapter
 
     def __repr__(self) -> str:
-        key = "<set>" if self._api_key else "<missing>"
+        key = "<set>" if self._api_key or self._access_token else "<missing>"
+        if key == "<missing>" and self._tokens is not None:
+            key = "<application default credentials>"
         return (
             f"{type(self).__name__}(name={self.name!r}, base_url={self._base_url!r}, api_key={key})"
         )
@@ -257,21 +318,33 @@ class HttpProvider:
             "content-type": "application/json",
             "accept": self._adapter.stream_accept if stream else "application/json",
         }
-        if self._api_key:
+        if self._access_token:
+            headers["authorization"] = f"Bearer {self._access_token}"
+        elif self._api_key:
             auth = self._preset.auth
             if auth == "bearer":
                 headers["authorization"] = f"Bearer {self._api_key}"
             else:
                 headers[auth] = self._api_key
+        elif self._tokens is not None and not self._brings_own_auth:
+            token = self._tokens.current() or self._tokens.refresh()
+            headers["authorization"] = f"Bearer {token}"
         elif self._preset.key_required and not self._brings_own_auth:
-            env = self._preset.api_key_env
+            envs = " or ".join(name for name in self._preset.key_envs if name)
             raise (
-                AuthenticationError(f"{self.name} needs an API key: pass api_key= or set {env}")
+                AuthenticationError(f"{self.name} needs an API key: pass api_key= or set {envs}")
                 .mark_authored()
                 .with_provider(self.name)
             )
         headers.update(self._extra_headers)
         return headers
+
+    async def _refresh_token(self) -> None:
+        """Refresh an expiring token off the event loop, before the shared `_prepare`."""
+        tokens = self._tokens
+        uses_tokens = not (self._access_token or self._api_key or self._brings_own_auth)
+        if tokens is not None and uses_tokens and tokens.current() is None:
+            await asyncio.to_thread(tokens.refresh)
 
     def _prepare(self, request: ChatRequest, *, stream: bool) -> tuple[HttpRequest, list[Warning]]:
         degradations = Degradations.for_request(self.name, request)
@@ -287,8 +360,12 @@ class HttpProvider:
         return http, degradations.warnings
 
     def _secrets(self) -> list[str]:
-        """The key and any credential in the caller's headers, longest first."""
+        """The key, the token and any credential in the caller's headers, longest first."""
         found = {self._api_key} if self._api_key else set()
+        if self._access_token:
+            found.add(self._access_token)
+        if self._tokens is not None and (token := self._tokens.current()):
+            found.add(token)
         for name, value in self._extra_headers.items():
             if name.lower() in SECRET_HEADERS and value:
                 found.add(value)
@@ -379,6 +456,7 @@ class HttpProvider:
     # Async
 
     async def achat(self, request: ChatRequest) -> ChatResponse:
+        await self._refresh_token()
         http, warnings = self._prepare(request, stream=False)
         try:
             response = await self._transport.asend(http)
@@ -388,6 +466,7 @@ class HttpProvider:
         return self._response(request, response, warnings)
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
+        await self._refresh_token()
         http, warnings = self._prepare(request, stream=True)
         try:
             handle = await self._transport.aopen_stream(http)

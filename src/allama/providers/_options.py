@@ -31,15 +31,15 @@ def check_text(name: str, value: Any) -> None:
         raise ValueError(f"{name} is empty; leave it out to use the default")
 
 
-def check_key(value: Any) -> None:
-    """The API key: a string fit for a header, sent as given."""
+def check_key(value: Any, *, name: str = "api_key") -> None:
+    """A key or token: a string fit for a header, sent as given."""
     if value is None:
         return
     if not isinstance(value, str):
-        raise TypeError(f"api_key must be a string (the key itself), got {_kind(value)}")
+        raise TypeError(f"{name} must be a string (the key itself), got {_kind(value)}")
     if any(char in value for char in _UNSAFE) or value != value.strip():
         raise ValueError(
-            "api_key has a line break or whitespace around it; pass the key alone "
+            f"{name} has a line break or whitespace around it; pass the key alone "
             "(a key read from a file often ends with a newline)"
         )
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from allama.adapters.anthropic._profile import AnthropicProfile
+from allama.adapters.gemini._profile import GeminiProfile
 from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
 from allama.types import CapabilitySupport
 
@@ -33,8 +34,15 @@ class Preset:
     base_url: str | None
     api_key_env: str | None
     key_required: bool = True
-    auth: Literal["bearer", "api-key", "x-api-key"] = "bearer"
-    """The header that carries the key: `authorization: Bearer`, `api-key` or `x-api-key`."""
+    auth: Literal["bearer", "api-key", "x-api-key", "x-goog-api-key"] = "bearer"
+    """The header that carries the key: `authorization: Bearer`, or a header of that name."""
+    more_key_envs: tuple[str, ...] = ()
+    """Further environment variables for the key, read in order after `api_key_env`."""
+
+    @property
+    def key_envs(self) -> tuple[str | None, ...]:
+        return (self.api_key_env, *self.more_key_envs)
+
     base_url_env: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     description: str = ""
@@ -55,8 +63,18 @@ class Preset:
     version_on_deployments_only: bool = False
     """Send `api-version` only on deployment URLs (Azure's v1 API takes none)."""
     account_url: str | None = None
-    """The base URL built from an account id (`{account}`), from `account_id=` or `account_env`."""
+    """The base URL built from an account id (`{account}`, from `account_id=` or
+    `account_env`), or from a project and location (`{project}`, `{location}`, and
+    `{location_prefix}`: `<location>-`, empty for `global`)."""
     account_env: str | None = None
+    project_envs: tuple[str, ...] = ()
+    """Environment variables for `project=`, read in order."""
+    location_envs: tuple[str, ...] = ()
+    """Environment variables for `location=`, read in order."""
+    default_location: str | None = None
+    application_credentials: bool = False
+    """Without a key or `access_token=`, a bearer token from Google's Application Default
+    Credentials (the optional `google-auth` package), refreshed as it expires."""
     resource_host: str | None = None
     """A base URL on a host ending with this and with no path is a resource's bare URL..."""
     resource_path: str = ""
@@ -411,6 +429,40 @@ _ANTHROPIC_PRESETS: tuple[Preset, ...] = (
 )
 
 
+# The Gemini dialect, on the Gemini API and on Vertex AI.
+_GEMINI_PRESETS: tuple[Preset, ...] = (
+    Preset(
+        "gemini",
+        GeminiProfile("gemini", "Gemini"),
+        "https://generativelanguage.googleapis.com/v1beta",
+        "GEMINI_API_KEY",
+        more_key_envs=("GOOGLE_API_KEY",),
+        auth="x-goog-api-key",
+        base_url_env="GOOGLE_GEMINI_BASE_URL",
+        description="the Gemini API (generateContent)",
+        dialect="gemini",
+    ),
+    Preset(
+        # https://{location}-aiplatform.googleapis.com/v1/projects/{project}/locations/
+        # {location}/publishers/google (`aiplatform.googleapis.com` for `global`); a bearer
+        # token from `access_token=` or Application Default Credentials.
+        "vertex-gemini",
+        GeminiProfile("vertex-gemini", "Gemini on Vertex AI"),
+        None,
+        None,
+        description="Gemini on Vertex AI (project and location, OAuth bearer token)",
+        dialect="gemini",
+        account_url="https://{location_prefix}aiplatform.googleapis.com/v1/projects/{project}"
+        "/locations/{location}/publishers/google",
+        project_envs=("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"),
+        location_envs=("GOOGLE_CLOUD_LOCATION", "GOOGLE_CLOUD_REGION", "CLOUD_ML_REGION"),
+        default_location="global",
+        application_credentials=True,
+        missing_url_hint="pass project= (and location=), or set GOOGLE_CLOUD_PROJECT",
+    ),
+)
+
+
 # llama.cpp's server (`allama.local`): the schema goes through llama.cpp's own converter,
 # whose keyword support was measured against the real server. An object-form `tool_choice`
 # is ignored there, so a named tool is forced as `required` with that tool alone
@@ -455,5 +507,6 @@ _LOCAL_PRESETS: tuple[Preset, ...] = (
 )
 
 PRESETS: dict[str, Preset] = {
-    preset.name: preset for preset in (*_PRESETS, *_ANTHROPIC_PRESETS, *_LOCAL_PRESETS)
+    preset.name: preset
+    for preset in (*_PRESETS, *_ANTHROPIC_PRESETS, *_GEMINI_PRESETS, *_LOCAL_PRESETS)
 }

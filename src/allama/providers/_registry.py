@@ -24,6 +24,9 @@ _ALIASES = {
     "cloudflare": "workers-ai",
     "claude": "anthropic",
     "foundry-anthropic": "azure-anthropic",
+    "google": "gemini",
+    "vertex": "vertex-gemini",
+    "vertex-ai": "vertex-gemini",
 }
 
 

@@ -1,0 +1,397 @@
+"""A `ChatRequest` to the HTTP request of `models/{model}:generateContent`, plus warnings.
+
+What the model family cannot honour goes through `Degradations` (dropped with a warning
+under `UnsupportedPolicy.WARN`, refused before sending under `ERROR`). A response schema
+is always enforced by Gemini, so one its surface cannot hold (recursion, a map on the
+OpenAPI surface), or JSON output beside function declarations on a family that answers 400
+to it, is refused before sending whatever the policy, and automatic extraction falls back
+to a forced tool.
+
+Thought signatures come back verbatim: a `Reasoning` block with a signature and no text
+(as the decoder writes it, just before the part that carried the signature) puts the
+signature on the next part; a thought with text goes back as a thought part.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import mimetypes
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from allama._degradations import Degradations
+from allama.adapters._http import HttpRequest
+from allama.adapters._rewrites import cached_rewrite
+from allama.adapters.gemini._capabilities import GeminiFamily, SchemaSurface, Thinking
+from allama.adapters.gemini._profile import GeminiProfile
+from allama.errors import InvalidRequestError
+from allama.schema._errors import SchemaError
+from allama.schema._rewrite import Rewrite, apply_strict_policy
+from allama.types import (
+    AssistantMessage,
+    ChatRequest,
+    DeveloperMessage,
+    DocumentPart,
+    ImagePart,
+    Message,
+    Reasoning,
+    Refusal,
+    RequestField,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+    WarningKind,
+)
+
+__all__ = ["BODY_OPTION", "MAX_STOP_SEQUENCES", "THINKING_BUDGETS", "encode_request"]
+
+BODY_OPTION = "gemini"
+"""Request option namespace whose JSON object is merged into the body; a `generationConfig`
+in it is merged into allama's (`request.with_option_json("gemini", {"generationConfig":
+{"topK": 40}})`)."""
+
+THINKING_BUDGETS = {"minimal": 512, "low": 2048, "medium": 8192, "high": 24_576}
+"""`thinkingBudget` per reasoning effort, within the family's range (Gemini 2.5)."""
+
+MAX_STOP_SEQUENCES = 5
+
+_SYNTHETIC_ID = re.compile(r"call_\d+")
+"""The ids the decoder gives calls Gemini sent without one: not Gemini's, so not sent back."""
+
+
+class _Encoder:
+    def __init__(
+        self,
+        request: ChatRequest,
+        profile: GeminiProfile,
+        family: GeminiFamily,
+        degradations: Degradations,
+    ) -> None:
+        self.request = request
+        self.profile = profile
+        self.family = family
+        self.degradations = degradations
+        self.where = f"`{request.model}` on {profile.display_name}"
+        self.call_names: dict[str, str] = {}
+
+    def invalid(self, why: str) -> InvalidRequestError:
+        return InvalidRequestError(why).mark_authored().with_provider(self.profile.name)
+
+    # Conversation
+
+    def conversation(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """`systemInstruction` and `contents`, consecutive turns of a role merged."""
+        system: list[dict[str, Any]] = []
+        contents: list[dict[str, Any]] = []
+        moved = False
+        for message in self.request.messages:
+            if isinstance(message, SystemMessage | DeveloperMessage):
+                if message.content:
+                    system.append({"text": message.content})
+                moved = moved or bool(contents)
+                continue
+            role, parts = self.message(message)
+            if not parts:
+                continue
+            if contents and contents[-1]["role"] == role:
+                contents[-1]["parts"].extend(parts)
+            else:
+                contents.append({"role": role, "parts": parts})
+        if moved:
+            self.degradations.approximate(
+                RequestField.SYSTEM,
+                f"{self.profile.display_name} takes system instructions only apart from the "
+                "conversation; those given later were moved there",
+            )
+        return ({"parts": system} if system else None), contents
+
+    def message(self, message: Message) -> tuple[str, list[dict[str, Any]]]:
+        if isinstance(message, UserMessage):
+            return "user", [self.user_part(part) for part in message.content]
+        if isinstance(message, AssistantMessage):
+            return "model", self.model_turn(message)
+        assert isinstance(message, ToolMessage)
+        return "user", [self.tool_result(message)]
+
+    def user_part(self, part: TextPart | ImagePart | DocumentPart) -> dict[str, Any]:
+        if isinstance(part, TextPart):
+            return {"text": part.text}
+        if part.url is not None and not part.url.startswith("data:"):
+            data: dict[str, Any] = {"fileUri": part.url}
+            media_type = part.media_type or mimetypes.guess_type(part.url)[0]
+            if media_type:
+                data["mimeType"] = media_type
+            return {"fileData": data}
+        if part.url is not None:
+            header, _, encoded = part.url.partition(",")
+            if ";base64" not in header:
+                raise self.invalid("a data URL must be base64-encoded")
+            return {"inlineData": {"mimeType": header[5:].split(";")[0], "data": encoded}}
+        encoded = base64.b64encode(part.data or b"").decode("ascii")
+        return {"inlineData": {"mimeType": part.media_type, "data": encoded}}
+
+    def model_turn(self, message: AssistantMessage) -> list[dict[str, Any]]:
+        parts: list[dict[str, Any]] = []
+        signature: str | None = None
+        for block in message.content:
+            if isinstance(block, Reasoning):
+                if block.text:
+                    thought: dict[str, Any] = {"text": block.text, "thought": True}
+                    if block.signature:
+                        thought["thoughtSignature"] = block.signature
+                    parts.append(thought)
+                elif block.signature:
+                    signature = block.signature
+                continue
+            if isinstance(block, TextPart | Refusal):
+                if not block.text:
+                    continue
+                part: dict[str, Any] = {"text": block.text}
+            else:
+                assert isinstance(block, ToolCall)
+                part = {"functionCall": self.call(block)}
+            if signature is not None:
+                part["thoughtSignature"] = signature
+                signature = None
+            parts.append(part)
+        return parts
+
+    def call(self, block: ToolCall) -> dict[str, Any]:
+        try:
+            args = json.loads(block.arguments)
+        except ValueError:
+            args = None
+        if not isinstance(args, dict):
+            raise self.invalid(
+                f"the arguments of tool call `{block.id}` are not a JSON object, which "
+                f"{self.profile.display_name} needs for `functionCall.args`"
+            )
+        self.call_names[block.id] = block.name
+        call: dict[str, Any] = {"name": block.name, "args": args}
+        if not _SYNTHETIC_ID.fullmatch(block.id):
+            call = {"id": block.id, **call}
+        return call
+
+    def tool_result(self, message: ToolMessage) -> dict[str, Any]:
+        name = self.call_names.get(message.tool_call_id)
+        if name is None:
+            raise self.invalid(
+                f"the tool result for `{message.tool_call_id}` answers no tool call of an "
+                f"earlier assistant turn, and {self.profile.display_name} needs the "
+                "function's name"
+            )
+        key = "error" if message.is_error else "output"
+        response: dict[str, Any] = {"name": name, "response": {key: message.content}}
+        if not _SYNTHETIC_ID.fullmatch(message.tool_call_id):
+            response = {"id": message.tool_call_id, **response}
+        return {"functionResponse": response}
+
+    # Schemas
+
+    def rewrite(self, schema: dict[str, Any], subject: str, surface: SchemaSurface) -> Rewrite:
+        try:
+            return cached_rewrite(schema, ("gemini", surface), lambda: _rewrite(schema, surface))
+        except SchemaError as error:
+            raise self.invalid(f"{subject} has a schema allama cannot read: {error}") from error
+
+    def generation(self) -> dict[str, Any]:
+        """`generationConfig`: sampling, limits, stop sequences, output and thinking."""
+        request = self.request
+        config: dict[str, Any] = {}
+        if request.temperature is not None:
+            config["temperature"] = request.temperature
+        if request.top_p is not None:
+            config["topP"] = request.top_p
+        if request.max_output_tokens is not None:
+            config["maxOutputTokens"] = request.max_output_tokens
+        if request.stop:
+            stops = list(request.stop)
+            if len(stops) > MAX_STOP_SEQUENCES:
+                self.degradations.refuse(
+                    RequestField.STOP,
+                    f"{self.profile.display_name} takes at most {MAX_STOP_SEQUENCES} stop "
+                    f"sequences; the first {MAX_STOP_SEQUENCES} were sent",
+                )
+                stops = stops[:MAX_STOP_SEQUENCES]
+            config["stopSequences"] = stops
+        if request.seed is not None:
+            config["seed"] = request.seed
+        config.update(self.output())
+        thinking = self.thinking()
+        if thinking is not None:
+            config["thinkingConfig"] = thinking
+        return config
+
+    def output(self) -> dict[str, Any]:
+        fmt = self.request.response_format
+        if fmt is None or fmt.type == "text":
+            return {}
+        field = RequestField.RESPONSE_FORMAT
+        display = self.profile.display_name
+        surface = self.family.schema
+        if surface is SchemaSurface.NONE:
+            self.degradations.refuse(field, f"{self.where} has no JSON output")
+            return {}
+        if self.request.tools and not self.family.json_with_tools:
+            raise self.degradations.unsupported(
+                field,
+                f"{self.where} answers 400 to JSON output beside function declarations",
+            )
+        if fmt.type == "json":
+            return {"responseMimeType": "application/json"}
+        schema: dict[str, Any] = fmt.json_schema or {}
+        subject = f"the response format `{fmt.name or 'response'}`"
+        rewrite = self.rewrite(schema, subject, surface)
+        if not rewrite.strict_representable:
+            # Gemini always constrains to the schema it is given: one it cannot hold would
+            # be narrower than the caller's, or refused, so it is refused here, unpaid.
+            reasons = "; ".join(
+                note.message for note in rewrite.notes if note.kind is WarningKind.UNSUPPORTED
+            )
+            raise self.degradations.unsupported(
+                field, f"{display} cannot enforce {subject}: {reasons}"
+            )
+        apply_strict_policy(rewrite, field=field, subject=subject, degradations=self.degradations)
+        key = "responseJsonSchema" if surface is SchemaSurface.JSON_SCHEMA else "responseSchema"
+        return {"responseMimeType": "application/json", key: rewrite.schema}
+
+    def thinking(self) -> dict[str, Any] | None:
+        family = self.family
+        effort = self.request.reasoning_effort
+        field = RequestField.REASONING_EFFORT
+        if effort is None:
+            return None
+        if family.thinking is Thinking.NONE:
+            self.degradations.refuse(field, f"{self.where} does not think")
+            return None
+        if effort == "none":
+            if family.can_disable:
+                return {"thinkingBudget": 0}
+            self.degradations.refuse(field, f"{self.where} cannot turn thinking off")
+            return None
+        if family.thinking is Thinking.LEVEL:
+            return {"thinkingLevel": self.level(str(effort))}
+        low, high = family.budget
+        wanted = THINKING_BUDGETS[str(effort)]
+        budget = min(max(wanted, low), high)
+        if budget != wanted:
+            self.degradations.approximate(
+                field,
+                f"{self.where} takes a thinking budget of {low} to {high} tokens; "
+                f"{budget} was sent for `{effort}`",
+            )
+        return {"thinkingBudget": budget}
+
+    def level(self, effort: str) -> str:
+        levels = self.family.levels
+        if effort in levels:
+            return effort.upper()
+        order = ("minimal", "low", "medium", "high")
+        above = [level for level in levels if order.index(level) > order.index(effort)]
+        sent = above[0] if above else levels[-1]
+        self.degradations.approximate(
+            RequestField.REASONING_EFFORT,
+            f"{self.where} takes no thinking level `{effort}`; `{sent}` was sent",
+        )
+        return sent.upper()
+
+    # Tools
+
+    def tools(self) -> list[dict[str, Any]] | None:
+        if not self.request.tools:
+            return None
+        return [{"functionDeclarations": [self.declaration(t) for t in self.request.tools]}]
+
+    def declaration(self, tool: ToolDefinition) -> dict[str, Any]:
+        declaration: dict[str, Any] = {"name": tool.name}
+        if tool.description:
+            declaration["description"] = tool.description
+        if tool.strict:
+            self.degradations.refuse(
+                RequestField.TOOLS,
+                f"{self.profile.display_name} has no strict function calling; tool "
+                f"`{tool.name}` was sent without it",
+            )
+        if self.family.schema is SchemaSurface.RESPONSE_SCHEMA:
+            subject = f"tool `{tool.name}`"
+            rewrite = self.rewrite(tool.parameters, subject, SchemaSurface.RESPONSE_SCHEMA)
+            declaration["parameters"] = rewrite.schema
+        else:
+            declaration["parametersJsonSchema"] = tool.parameters
+        return declaration
+
+    def tool_config(self) -> dict[str, Any] | None:
+        request = self.request
+        if request.parallel_tool_calls is not None:
+            self.degradations.refuse(
+                RequestField.PARALLEL_TOOL_CALLS,
+                f"{self.profile.display_name} has no setting for parallel function calls",
+            )
+        choice = request.tool_choice
+        if choice is None:
+            return None
+        config: dict[str, Any]
+        if choice.mode == "tool":
+            config = {"mode": "ANY", "allowedFunctionNames": [choice.name]}
+        else:
+            config = {"mode": {"auto": "AUTO", "none": "NONE", "required": "ANY"}[choice.mode]}
+        return {"functionCallingConfig": config}
+
+    # Everything
+
+    def body(self) -> dict[str, Any]:
+        system, contents = self.conversation()
+        body: dict[str, Any] = {"contents": contents}
+        if system is not None:
+            body["systemInstruction"] = system
+        tools = self.tools()
+        if tools is not None:
+            body["tools"] = tools
+        tool_config = self.tool_config()
+        if tool_config is not None:
+            body["toolConfig"] = tool_config
+        generation = self.generation()
+        extra = self.request.option_json(BODY_OPTION)
+        if isinstance(extra, dict):
+            more = extra.get("generationConfig")
+            if isinstance(more, dict):
+                generation = {**generation, **more}
+            body.update({key: value for key, value in extra.items() if key != "generationConfig"})
+        if generation:
+            body["generationConfig"] = generation
+        return body
+
+
+def _rewrite(schema: dict[str, Any], surface: SchemaSurface) -> Rewrite:
+    # A dialect is loaded when a schema is first rewritten in it (rewrites are cached).
+    from allama.schema._dialects._gemini import gemini_json_schema, gemini_response_schema
+
+    if surface is SchemaSurface.JSON_SCHEMA:
+        return gemini_json_schema(schema)
+    return gemini_response_schema(schema)
+
+
+def encode_request(
+    request: ChatRequest,
+    profile: GeminiProfile,
+    family: GeminiFamily,
+    *,
+    url: str,
+    headers: Mapping[str, str],
+    params: Mapping[str, str] | None = None,
+    degradations: Degradations,
+) -> HttpRequest:
+    """The HTTP request for `request` (streamed or not: the URL says which on Gemini).
+
+    Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Gemini cannot honour under
+    `UnsupportedPolicy.ERROR`, and for a response schema it cannot enforce under any
+    policy; `InvalidRequestError` for a conversation it cannot take (tool call arguments
+    that are not an object, a tool result answering no call).
+    """
+    body = _Encoder(request, profile, family, degradations).body()
+    return HttpRequest("POST", url, headers, body, params or {})

@@ -1,0 +1,75 @@
+"""Bearer tokens that expire: Google's Application Default Credentials, refreshed as needed.
+
+`google-auth` is an optional extra (`pip install 'allama[google]'`): it is imported only
+when a provider that takes these credentials (`vertex-gemini`) sends without a token of its
+own. Refreshing is blocking I/O, so async calls run it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from allama.errors import AuthenticationError
+
+__all__ = ["CLOUD_PLATFORM_SCOPE", "RefreshingToken"]
+
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+
+class RefreshingToken:
+    """A token from google-auth credentials (given, or found by `google.auth.default()`),
+    refreshed when it is missing or about to expire (google-auth's own `valid` check)."""
+
+    def __init__(self, provider: str, credentials: Any | None = None) -> None:
+        self._provider = provider
+        self._credentials = credentials
+        self._lock = threading.Lock()
+
+    def current(self) -> str | None:
+        """The token, when it is still good; `None` when it needs a refresh first."""
+        credentials = self._credentials
+        if credentials is None or not getattr(credentials, "valid", False):
+            return None
+        token = getattr(credentials, "token", None)
+        return token if isinstance(token, str) and token else None
+
+    def refresh(self) -> str:
+        """A good token, refreshing the credentials (and finding them, the first time)."""
+        with self._lock:
+            token = self.current()
+            if token is not None:
+                return token
+            try:
+                from google.auth import default, exceptions
+                from google.auth.transport.requests import Request
+            except ImportError as missing:
+                raise self._failure(
+                    "needs access_token=, or the google-auth package for Application Default "
+                    "Credentials: pip install 'allama[google]'"
+                ) from missing
+            try:
+                if self._credentials is None:
+                    self._credentials, _ = default(scopes=[CLOUD_PLATFORM_SCOPE])
+                self._credentials.refresh(Request())
+            except exceptions.GoogleAuthError as error:
+                raise self._failure(
+                    f"could not get a token from Application Default Credentials "
+                    f"({type(error).__name__}); run `gcloud auth application-default login` "
+                    "or pass access_token="
+                ) from error
+            token = self.current()
+            if token is None:
+                raise self._failure("got no token from Application Default Credentials")
+            return token
+
+    def _failure(self, why: str) -> AuthenticationError:
+        return (
+            AuthenticationError(f"{self._provider} {why}")
+            .mark_authored()
+            .with_provider(self._provider)
+        )
+
+    def __repr__(self) -> str:
+        state = "valid" if self.current() is not None else "to refresh"
+        return f"RefreshingToken({state})"

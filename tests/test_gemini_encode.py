@@ -1,0 +1,463 @@
+"""Encoding for Gemini (`generateContent`), on the Gemini API and Vertex AI: the URL, the
+body, the warnings and refusals of what a Gemini family cannot honour, and the credentials."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import json
+from typing import Any
+
+import httpx2
+import pytest
+from pydantic import BaseModel, Field
+
+import allama
+from allama import ChatRequest, ExtractionMode, Extractor
+from allama.errors import AuthenticationError, InvalidRequestError, UnsupportedError
+from allama.providers import HttpProvider
+from allama.transport import Transport
+from allama.types import (
+    DocumentPart,
+    ImagePart,
+    Reasoning,
+    RequestField,
+    ResponseFormat,
+    TextPart,
+    ToolCall,
+    ToolChoice,
+    ToolDefinition,
+    UnsupportedPolicy,
+    UnsupportedStage,
+    Warning,
+)
+
+KEY = "AIza-test-key-1234"
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+    "required": ["name", "age"],
+}
+
+
+def encode(
+    request: ChatRequest, *, stream: bool = False, name: str = "gemini", **options: Any
+) -> tuple[str, dict[str, str], dict[str, str], dict[str, Any], list[Warning]]:
+    target: HttpProvider = allama.provider(name, **{"api_key": KEY, **options})
+    http, warnings = target._prepare(request, stream=stream)
+    assert json.loads(http.content) == http.body
+    return http.url, dict(http.params), dict(http.headers), http.body, warnings
+
+
+def fields(warnings: list[Warning]) -> list[tuple[str, str]]:
+    return [(str(getattr(w.subject, "field", "")), str(w.kind)) for w in warnings]
+
+
+def test_url_key_header_and_a_plain_body() -> None:
+    url, params, headers, body, warnings = encode(ChatRequest("gemini-2.5-flash").user("Hi"))
+    assert url == (
+        "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent"
+    )
+    assert params == {}
+    assert headers == {
+        "content-type": "application/json",
+        "accept": "application/json",
+        "x-goog-api-key": KEY,
+    }
+    assert body == {"contents": [{"role": "user", "parts": [{"text": "Hi"}]}]}
+    assert warnings == []
+
+
+def test_streams_use_sse_and_model_names_keep_their_resource_form() -> None:
+    url, params, headers, _, _ = encode(
+        ChatRequest("models/gemini-2.5-pro").user("Hi"), stream=True
+    )
+    assert url.endswith("/v1beta/models/gemini-2.5-pro:streamGenerateContent")
+    assert params == {"alt": "sse"} and headers["accept"] == "text/event-stream"
+    url, _, _, _, _ = encode(ChatRequest("tunedModels/my-tune").user("Hi"))
+    assert url.endswith("/v1beta/tunedModels/my-tune:generateContent")
+
+
+def test_the_key_comes_from_either_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.setenv("GOOGLE_API_KEY", "from-google")
+    target = allama.provider("gemini")
+    http, _ = target._prepare(ChatRequest("gemini-2.5-flash").user("Hi"), stream=False)
+    assert http.headers["x-goog-api-key"] == "from-google"
+    monkeypatch.setenv("GEMINI_API_KEY", "from-gemini")
+    http, _ = allama.provider("gemini")._prepare(ChatRequest("m").user("Hi"), stream=False)
+    assert http.headers["x-goog-api-key"] == "from-gemini"
+    monkeypatch.delenv("GEMINI_API_KEY")
+    monkeypatch.delenv("GOOGLE_API_KEY")
+    with pytest.raises(AuthenticationError, match="set GEMINI_API_KEY or GOOGLE_API_KEY"):
+        allama.provider("gemini")._prepare(ChatRequest("m").user("Hi"), stream=False)
+
+
+def test_system_turns_roles_and_parts() -> None:
+    call = ToolCall.of("call_0", "lookup", {"city": "Paris"})
+    named = ToolCall.of("fc-7", "lookup", {"city": "Rome"})
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .system("Be brief.")
+        .user(
+            "Look",
+            ImagePart(data=b"\x89PNG", media_type="image/png"),
+            ImagePart(url="gs://bucket/cat.jpg"),
+            DocumentPart(data=b"%PDF", media_type="application/pdf"),
+        )
+        .assistant([Reasoning(text="", signature="c2ln"), call, named])
+        .tool_result(call, "18C")
+        .tool_result(named, "boom", is_error=True)
+    )
+    _, _, _, body, warnings = encode(request)
+    assert body["systemInstruction"] == {"parts": [{"text": "Be brief."}]}
+    assert body["contents"] == [
+        {
+            "role": "user",
+            "parts": [
+                {"text": "Look"},
+                {
+                    "inlineData": {
+                        "mimeType": "image/png",
+                        "data": base64.b64encode(b"\x89PNG").decode(),
+                    }
+                },
+                {"fileData": {"fileUri": "gs://bucket/cat.jpg", "mimeType": "image/jpeg"}},
+                {"inlineData": {"mimeType": "application/pdf", "data": "JVBERg=="}},
+            ],
+        },
+        {
+            "role": "model",
+            "parts": [
+                # The signature goes back on the part it came with, the decoder's convention.
+                {
+                    "functionCall": {"name": "lookup", "args": {"city": "Paris"}},
+                    "thoughtSignature": "c2ln",
+                },
+                {"functionCall": {"id": "fc-7", "name": "lookup", "args": {"city": "Rome"}}},
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "lookup", "response": {"output": "18C"}}},
+                {
+                    "functionResponse": {
+                        "id": "fc-7",
+                        "name": "lookup",
+                        "response": {"error": "boom"},
+                    }
+                },
+            ],
+        },
+    ]
+    assert warnings == []
+
+
+def test_thoughts_go_back_as_thought_parts() -> None:
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .user("Hi")
+        .assistant([Reasoning(text="hmm", signature="c2ln"), TextPart(text="Hello")])
+        .user("Again")
+    )
+    _, _, _, body, _ = encode(request)
+    assert body["contents"][1]["parts"] == [
+        {"text": "hmm", "thought": True, "thoughtSignature": "c2ln"},
+        {"text": "Hello"},
+    ]
+
+
+def test_a_tool_result_must_answer_an_earlier_call() -> None:
+    request = ChatRequest("gemini-2.5-flash").user("Hi").tool_result("nope", "x")
+    with pytest.raises(
+        InvalidRequestError, match="answers no tool call of an earlier assistant turn"
+    ):
+        encode(request)
+
+
+def test_generation_config_and_stop_sequences() -> None:
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .user("Hi")
+        .with_temperature(0.3)
+        .with_top_p(0.9)
+        .with_max_output_tokens(100)
+        .with_seed(7)
+        .with_stop("a", "b", "c", "d", "e", "f")
+        .with_option_json("gemini", {"generationConfig": {"topK": 40}, "safetySettings": []})
+    )
+    _, _, _, body, warnings = encode(request)
+    assert body["generationConfig"] == {
+        "temperature": 0.3,
+        "topP": 0.9,
+        "maxOutputTokens": 100,
+        "stopSequences": ["a", "b", "c", "d", "e"],
+        "seed": 7,
+        "topK": 40,
+    }
+    assert body["safetySettings"] == []
+    assert fields(warnings) == [("stop", "unsupported")]
+
+
+def test_tools_and_the_forced_tool() -> None:
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .user("Hi")
+        .with_tools(
+            [ToolDefinition(name="person", parameters=PERSON, description="A person", strict=True)]
+        )
+        .with_tool_choice(ToolChoice.tool("person"))
+    )
+    _, _, _, body, warnings = encode(request)
+    assert body["tools"] == [
+        {
+            "functionDeclarations": [
+                {"name": "person", "description": "A person", "parametersJsonSchema": PERSON}
+            ]
+        }
+    ]
+    assert body["toolConfig"] == {
+        "functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["person"]}
+    }
+    # Gemini has no strict function calling: the seed's "forced tool: not enforced".
+    assert fields(warnings) == [("tools", "unsupported")]
+    _, _, _, body, warnings = encode(
+        request.with_tool_choice(ToolChoice.none()).with_parallel_tool_calls(False)
+    )
+    assert body["toolConfig"] == {"functionCallingConfig": {"mode": "NONE"}}
+    assert ("parallel_tool_calls", "unsupported") in fields(warnings)
+
+
+def test_older_families_declare_tools_in_the_openapi_subset() -> None:
+    request = (
+        ChatRequest("gemini-2.0-flash")
+        .user("Hi")
+        .with_tools([ToolDefinition(name="person", parameters=PERSON)])
+    )
+    _, _, _, body, _ = encode(request)
+    (declaration,) = body["tools"][0]["functionDeclarations"]
+    assert declaration["parameters"]["type"] == "OBJECT"
+    assert "parametersJsonSchema" not in declaration
+
+
+def test_native_output_per_schema_surface() -> None:
+    fmt = ResponseFormat.for_schema(PERSON, name="person")
+    _, _, _, body, warnings = encode(
+        ChatRequest("gemini-2.5-flash").user("Hi").with_response_format(fmt)
+    )
+    assert body["generationConfig"]["responseMimeType"] == "application/json"
+    assert body["generationConfig"]["responseJsonSchema"]["properties"]["age"] == {
+        "type": "integer",
+        "minimum": 0,
+    }
+    assert warnings == []
+    _, _, _, body, warnings = encode(
+        ChatRequest("gemini-2.0-flash").user("Hi").with_response_format(fmt)
+    )
+    assert body["generationConfig"]["responseSchema"]["properties"]["age"] == {
+        "type": "INTEGER",
+        "minimum": 0,
+    }
+    assert "responseJsonSchema" not in body["generationConfig"]
+    _, _, _, body, warnings = encode(
+        ChatRequest("gemini-2.5-flash")
+        .user("Hi")
+        .with_response_format(ResponseFormat.json_object())
+    )
+    assert body["generationConfig"] == {"responseMimeType": "application/json"}
+
+
+@pytest.mark.parametrize("policy", [UnsupportedPolicy.WARN, UnsupportedPolicy.ERROR])
+def test_what_gemini_cannot_enforce_is_refused_before_sending(policy: UnsupportedPolicy) -> None:
+    recursive = {
+        "$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}},
+        "$ref": "#/$defs/Node",
+    }
+    request = ChatRequest("gemini-2.5-flash").user("Hi").with_unsupported_policy(policy)
+    with pytest.raises(UnsupportedError) as caught:
+        encode(request.with_response_format(ResponseFormat.for_schema(recursive)))
+    assert caught.value.field is RequestField.RESPONSE_FORMAT
+    assert caught.value.stage is UnsupportedStage.BEFORE_SENDING
+    # JSON output beside function declarations: 400 on Gemini 2.5 and older.
+    both = request.with_response_format(ResponseFormat.for_schema(PERSON)).with_tools(
+        [ToolDefinition(name="f")]
+    )
+    with pytest.raises(
+        UnsupportedError, match="answers 400 to JSON output beside function declarations"
+    ):
+        encode(both)
+    encode(both.model_copy(update={"model": "gemini-3-flash-preview"}))
+
+
+def test_thinking_budgets_and_levels() -> None:
+    def thinking(model: str, effort: str) -> tuple[Any, list[tuple[str, str]]]:
+        _, _, _, body, warnings = encode(
+            ChatRequest(model).user("Hi").with_reasoning_effort(effort)
+        )  # type: ignore[arg-type]
+        return body.get("generationConfig", {}).get("thinkingConfig"), fields(warnings)
+
+    assert thinking("gemini-2.5-flash", "medium") == ({"thinkingBudget": 8192}, [])
+    assert thinking("gemini-2.5-flash", "none") == ({"thinkingBudget": 0}, [])
+    assert thinking("gemini-2.5-pro", "none") == (None, [("reasoning_effort", "unsupported")])
+    assert thinking("gemini-2.5-pro", "minimal") == ({"thinkingBudget": 512}, [])
+    assert thinking("gemini-2.5-flash-lite", "high") == ({"thinkingBudget": 24576}, [])
+    assert thinking("gemini-3-flash-preview", "minimal") == ({"thinkingLevel": "MINIMAL"}, [])
+    assert thinking("gemini-3-pro-preview", "medium") == (
+        {"thinkingLevel": "HIGH"},
+        [("reasoning_effort", "approximated")],
+    )
+    assert thinking("gemini-2.0-flash", "low") == (None, [("reasoning_effort", "unsupported")])
+
+
+def test_vertex_urls_from_project_and_location(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (
+        "GOOGLE_CLOUD_PROJECT",
+        "GCLOUD_PROJECT",
+        "CLOUDSDK_CORE_PROJECT",
+        "GOOGLE_CLOUD_LOCATION",
+        "GOOGLE_CLOUD_REGION",
+        "CLOUD_ML_REGION",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    target = allama.provider(
+        "vertex-gemini", project="proj", location="us-east5", access_token="ya29.tok"
+    )
+    http, _ = target._prepare(ChatRequest("gemini-2.5-flash").user("Hi"), stream=False)
+    assert http.url == (
+        "https://us-east5-aiplatform.googleapis.com/v1/projects/proj/locations/us-east5"
+        "/publishers/google/models/gemini-2.5-flash:generateContent"
+    )
+    assert http.headers["authorization"] == "Bearer ya29.tok"
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "env-proj")
+    assert allama.provider("vertex-gemini", access_token="t").base_url == (
+        "https://aiplatform.googleapis.com/v1/projects/env-proj/locations/global/publishers/google"
+    )
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT")
+    with pytest.raises(InvalidRequestError, match="pass project="):
+        allama.provider("vertex-gemini", access_token="t").chat(ChatRequest("m").user("Hi"))
+    assert "ya29.tok" not in repr(target)
+
+
+class _Expiring:
+    """google-auth credentials that hand out a new token on each refresh, valid for an hour."""
+
+    def __init__(self) -> None:
+        from google.auth.credentials import Credentials
+
+        class Issued(Credentials):  # type: ignore[misc]
+            def __init__(self) -> None:
+                super().__init__()
+                self.refreshes = 0
+
+            def refresh(self, request: Any) -> None:
+                self.refreshes += 1
+                self.token = f"token-{self.refreshes}"
+                self.expiry = datetime.datetime.now(datetime.UTC).replace(
+                    tzinfo=None
+                ) + datetime.timedelta(hours=1)
+
+        self.credentials = Issued()
+
+
+def test_application_credentials_are_refreshed_as_they_expire() -> None:
+    issued = _Expiring().credentials
+    seen: list[str] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.headers["authorization"])
+        return httpx2.Response(200, json={"candidates": []})
+
+    client = httpx2.Client(transport=httpx2.MockTransport(handler))
+    target = allama.provider(
+        "vertex-gemini", project="p", credentials=issued, transport=Transport(client=client)
+    )
+    http, _ = target._prepare(ChatRequest("gemini-2.5-flash").user("Hi"), stream=False)
+    assert http.headers["authorization"] == "Bearer token-1"
+    target._prepare(ChatRequest("gemini-2.5-flash").user("Hi"), stream=False)
+    assert issued.refreshes == 1  # still valid: not refreshed again
+    issued.expiry = datetime.datetime(2000, 1, 1)
+    http, _ = target._prepare(ChatRequest("gemini-2.5-flash").user("Hi"), stream=False)
+    assert http.headers["authorization"] == "Bearer token-2"
+    assert "token-2" not in repr(target)
+
+
+def test_application_credentials_refresh_off_the_event_loop() -> None:
+    issued = _Expiring().credentials
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(
+            200,
+            json={
+                "candidates": [
+                    {
+                        "content": {"role": "model", "parts": [{"text": "ok"}]},
+                        "finishReason": "STOP",
+                    }
+                ]
+            },
+        )
+
+    client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+    target = allama.provider(
+        "vertex-gemini", project="p", credentials=issued, transport=Transport(async_client=client)
+    )
+    response = asyncio.run(target.achat(ChatRequest("gemini-2.5-flash").user("Hi")))
+    assert response.text() == "ok" and issued.refreshes == 1
+
+
+def test_without_google_auth_or_a_token_the_error_says_what_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "google.auth", None)
+    target = allama.provider("vertex-gemini", project="p")
+    with pytest.raises(
+        AuthenticationError, match=r"needs access_token=, or the google-auth package"
+    ):
+        target._prepare(ChatRequest("gemini-2.5-flash").user("Hi"), stream=False)
+
+
+class _Strings(BaseModel):
+    name: str
+
+
+class _Unsigned(BaseModel):
+    count: int = Field(ge=0)
+
+
+class _Map(BaseModel):
+    counts: dict[str, int]
+
+
+def _planned(model: str, mode: ExtractionMode, policy: UnsupportedPolicy) -> tuple[str, ...]:
+    out = []
+    for tp in (_Strings, _Unsigned, _Map):
+        request = ChatRequest(model).user("x").with_option(mode).with_unsupported_policy(policy)
+        try:
+            plan = Extractor().plan(allama.provider("gemini", api_key=KEY), tp, request)
+        except UnsupportedError as error:
+            assert error.stage is UnsupportedStage.BEFORE_SENDING
+            out.append("refused")
+            continue
+        assert plan.mode is mode
+        out.append(plan.enforcement.value)
+    return tuple(out)
+
+
+def test_enforcement_per_mode_for_the_seed_types() -> None:
+    """Seed 000's table: native exact / exact / exact; forced tool not enforced throughout
+    (refused under `UnsupportedPolicy.ERROR`)."""
+    warn, error = UnsupportedPolicy.WARN, UnsupportedPolicy.ERROR
+    model = "gemini-2.5-flash"
+    assert _planned(model, ExtractionMode.NATIVE, warn) == ("exact", "exact", "exact")
+    assert _planned(model, ExtractionMode.FORCED_TOOL, warn) == ("not_enforced",) * 3
+    assert _planned(model, ExtractionMode.FORCED_TOOL, error) == ("refused",) * 3
+    # The OpenAPI surface of Gemini 2.0 cannot hold a map: refused, and auto falls back.
+    assert _planned("gemini-2.0-flash", ExtractionMode.NATIVE, warn) == (
+        "exact",
+        "exact",
+        "refused",
+    )
