@@ -470,6 +470,24 @@ def test_streaming_and_extra_body_fields() -> None:
     assert body["stream"] is True and body["top_k"] == 5 and body["metadata"] == {"user_id": "u1"}
 
 
+def test_output_config_from_the_option_is_added_to_the_response_format() -> None:
+    request = (
+        ChatRequest("claude-opus-4-6")
+        .user("Hi")
+        .with_response_format(ResponseFormat.for_schema(PERSON))
+        .with_option_json("anthropic", {"output_config": {"effort": "max"}, "top_k": 5})
+    )
+    _, _, body, _ = encode(request)
+    # An effort allama has no name for does not drop the schema that constrains the output.
+    assert body["output_config"]["effort"] == "max"
+    assert body["output_config"]["format"]["schema"]["required"] == ["name", "age"]
+    assert body["top_k"] == 5
+    # Other fields of the option replace allama's.
+    replaced = request.with_option_json("anthropic", {"tool_choice": {"type": "none"}})
+    _, _, body, _ = encode(replaced.with_tool_choice(ToolChoice.required()))
+    assert body["tool_choice"] == {"type": "none"}
+
+
 def test_an_unverified_host_reports_its_schemas_approximate() -> None:
     exact = {
         "type": "object",

@@ -58,7 +58,8 @@ __all__ = [
 
 BODY_OPTION = "anthropic"
 """Request option namespace whose JSON object is merged into the body, for fields allama
-has no name for (`request.with_option_json("anthropic", {"top_k": 40})`)."""
+has no name for (`request.with_option_json("anthropic", {"top_k": 40})`). Its fields replace
+allama's, except `output_config`, whose keys are added to allama's (`format`, `effort`)."""
 
 DEFAULT_MAX_TOKENS = 16_384
 """`max_tokens` when the request sets none (Anthropic requires it): this, or the family's
@@ -534,7 +535,14 @@ class _Encoder:
             body["stream"] = True
         extra = request.option_json(BODY_OPTION)
         if isinstance(extra, dict):
-            body.update(extra)
+            for key, value in extra.items():
+                ours = body.get(key)
+                if key == "output_config" and isinstance(ours, dict) and isinstance(value, dict):
+                    # Independent settings (`format`, `effort`, ...): the option's are added
+                    # to allama's, rather than dropping the response format.
+                    body[key] = {**ours, **value}
+                else:
+                    body[key] = value
         return body
 
 
