@@ -264,7 +264,8 @@ MALFORMED: list[tuple[Any, type[Exception], str]] = [
     (
         user(3),
         TypeError,
-        "messages[0].content: expected a string or a list of `text`, `image_url` and `file` parts, got int",
+        "messages[0].content: expected a string or a list of `text`, `image_url` and `file` "
+        "parts, got int",
     ),
     (user([]), ValueError, "messages[0].content: a user message needs at least one part"),
     (

@@ -358,7 +358,8 @@ def test_a_model_id_may_be_a_str_subclass() -> None:
         (
             lambda r: r.user("look", "https://x/a.png"),
             TypeError,
-            "user(): attachment 0 must be an ImagePart or a DocumentPart (text goes first), not str",
+            "user(): attachment 0 must be an ImagePart or a DocumentPart (text goes first), "
+            "not str",
         ),
         (
             lambda r: r.assistant(5),

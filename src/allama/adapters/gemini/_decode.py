@@ -1,0 +1,562 @@
+"""A Gemini `GenerateContentResponse` to a `ChatResponse`, or to the `allama.Error` it stands for.
+
+The body is read once by pydantic-core's JSON parser into plain data, so that what allama
+has no type for can be kept verbatim. Unknown fields are ignored everywhere.
+
+Candidates. The candidate with `index` 0 (an absent index is 0) is the response; a body
+without one takes the first listed. Further candidates are kept verbatim, in order, under
+`provider_data["gemini"]["candidates"]`.
+
+Parts of the response candidate, in order:
+
+- `text` parts become text; consecutive ones join into one `TextPart`.
+- `thought: true` text parts become reasoning (never text); consecutive ones join into one
+  `Reasoning` until one carries a `thoughtSignature`, which seals that block.
+- `functionCall {id?, name, args}` becomes a `ToolCall`: its `id`, or `call_<n>` when Gemini
+  gave none (`n` counting the candidate's calls from 0); `args` as compact JSON text, key
+  order and non-ASCII characters kept.
+- Any other part (`inlineData`, `fileData`, `executableCode`, `codeExecutionResult`, kinds
+  added later) is kept verbatim, in order, under `provider_data["gemini"]["parts"]`, and
+  ends the text or reasoning block before it.
+
+Thought signatures. Gemini checks `thoughtSignature` (opaque base64 text) on the next turn,
+so it is kept byte for byte. On a thought part it is the signature of that `Reasoning`. On
+any other part it becomes a block of its own, `Reasoning(text="", signature=<sig>)`, placed
+immediately BEFORE the block made from that part (and the text after it starts a new text
+block): the encoder attaches such a text-less signed reasoning block to the part made from
+the block that follows it. A signature on a part kept verbatim stays inside that part. A
+part with nothing but a signature reads as an empty text (or thought) part that carries it.
+An empty text part without a signature makes no block.
+
+Finish. `STOP` is `tool_calls` when the candidate holds function calls, else `stop`;
+`MAX_TOKENS` is `length`; the safety, blocklist, recitation and image-safety reasons are
+`content_filter`, with the raw reason under `finish_reason` and `finishMessage` (when given)
+as the decline explanation; every other reason (`MALFORMED_FUNCTION_CALL`, `OTHER`, reasons
+added later) is kept as the lower-cased raw value, with `finishMessage` under
+`finish_message`. `FINISH_REASON_UNSPECIFIED` (or none) is `None`; the boilerplate
+`finishMessage` of a normal stop is not kept. A prompt Gemini blocked (no candidate,
+`promptFeedback.blockReason`) is an empty response finished by `content_filter`, the reason
+under `block_reason` and `blockReasonMessage` (Vertex), or a sentence naming the reason, as
+the decline explanation.
+
+Usage. Gemini omits a count that is zero, so within a reported `usageMetadata`:
+`input_tokens = promptTokenCount + toolUsePromptTokenCount` and `output_tokens =
+candidatesTokenCount + thoughtsTokenCount`, an absent addend counting 0 when the other one
+is reported. When neither addend of a sum is reported, that sum is worked out from
+`totalTokenCount` (which is the four counts added) when the other sum is known, and is
+`None` otherwise: allama never invents a count. `reasoning_tokens` is `thoughtsTokenCount`
+and `cache_read_tokens` is `cachedContentTokenCount`, each `None` when absent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from pydantic import JsonValue
+from pydantic_core import from_json
+
+from allama.adapters.gemini._errors import error_from_payload, error_from_response
+from allama.errors import Error, ServerError
+from allama.types import (
+    DECLINE_EXPLANATION_KEY,
+    ChatResponse,
+    ContentBlock,
+    FinishReason,
+    Reasoning,
+    StreamBlockType,
+    TextPart,
+    ToolCall,
+    Usage,
+    Warning,
+)
+
+__all__ = [
+    "BLOCK_REASON_KEY",
+    "CANDIDATES_KEY",
+    "FINISH_MESSAGE_KEY",
+    "FINISH_REASON_KEY",
+    "NAMESPACE",
+    "PARTS_KEY",
+    "BlockSink",
+    "Chunk",
+    "Layout",
+    "Unreadable",
+    "block_data",
+    "decode_body",
+    "decode_payload",
+    "decode_response",
+    "finish_data",
+    "finish_reason_of",
+    "is_error_object",
+    "json_text",
+    "read_chunk",
+    "usage_of",
+]
+
+NAMESPACE = "gemini"
+"""The `provider_data` namespace of what only Gemini has."""
+CANDIDATES_KEY = "candidates"
+"""Candidates beyond the response one (`candidateCount` > 1), verbatim, in order."""
+PARTS_KEY = "parts"
+"""Parts allama has no type for (`inlineData`, `executableCode`, ...), verbatim, in order."""
+FINISH_REASON_KEY = "finish_reason"
+"""The raw `finishReason` of a content filter (`SAFETY`, `RECITATION`, ...)."""
+FINISH_MESSAGE_KEY = "finish_message"
+"""The `finishMessage` of a finish reason allama has no name for."""
+BLOCK_REASON_KEY = "block_reason"
+"""The `promptFeedback.blockReason` of a blocked prompt (`SAFETY`, `MODEL_ARMOR`, ...)."""
+
+_CONTENT_FILTER = frozenset(
+    {
+        "SAFETY",
+        "PROHIBITED_CONTENT",
+        "BLOCKLIST",
+        "SPII",
+        "RECITATION",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+    }
+)
+_UNSPECIFIED = "FINISH_REASON_UNSPECIFIED"
+# Top-level fields of which a successful body has at least one.
+_RESPONSE_FIELDS = ("candidates", "promptFeedback", "usageMetadata", "modelVersion", "responseId")
+_SIGNATURE_ONLY = frozenset({"thought", "thoughtSignature"})
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def finish_reason_of(raw: Any, *, tool_calls: bool = False) -> FinishReason | None:
+    """The finish reason by its allama name; others kept as sent, lower-cased.
+    `tool_calls` says whether the candidate holds function calls (Gemini says `STOP`)."""
+    if not isinstance(raw, str) or not raw or raw == _UNSPECIFIED:
+        return None
+    if raw == "STOP":
+        return FinishReason.TOOL_CALLS if tool_calls else FinishReason.STOP
+    if raw == "MAX_TOKENS":
+        return FinishReason.LENGTH
+    if raw in _CONTENT_FILTER:
+        return FinishReason.CONTENT_FILTER
+    return FinishReason(raw.lower())
+
+
+def finish_data(raw: Any, message: Any) -> dict[str, JsonValue]:
+    """What a candidate says about its finish beyond the reason: for a content filter the
+    raw reason and the explanation, for a reason allama has no name for its message."""
+    if not isinstance(raw, str) or raw in ("", _UNSPECIFIED, "STOP", "MAX_TOKENS"):
+        return {}
+    explanation = message if isinstance(message, str) and message.strip() else None
+    if raw in _CONTENT_FILTER:
+        out: dict[str, JsonValue] = {FINISH_REASON_KEY: raw}
+        if explanation is not None:
+            out[DECLINE_EXPLANATION_KEY] = explanation
+        return out
+    return {} if explanation is None else {FINISH_MESSAGE_KEY: explanation}
+
+
+def block_data(feedback: Any) -> dict[str, JsonValue] | None:
+    """What `promptFeedback` says about a blocked prompt; `None` when it was not blocked."""
+    if not isinstance(feedback, dict):
+        return None
+    reason = _text(feedback.get("blockReason"))
+    if reason is None:
+        return None
+    message = feedback.get("blockReasonMessage")
+    explanation = (
+        message
+        if isinstance(message, str) and message.strip()
+        else f"Gemini blocked the prompt (block reason {reason})."
+    )
+    return {BLOCK_REASON_KEY: reason, DECLINE_EXPLANATION_KEY: explanation}
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _sum(a: int | None, b: int | None) -> int | None:
+    """Two counts added, an absent one (omitted because zero) as 0; `None` if both are."""
+    if a is None and b is None:
+        return None
+    return (a or 0) + (b or 0)
+
+
+def usage_of(usage: Mapping[str, Any]) -> Usage:
+    """Token counts by allama's names (see the module docstring for the omitted zeros)."""
+    thoughts = _count(usage.get("thoughtsTokenCount"))
+    prompt = _count(usage.get("promptTokenCount"))
+    inputs = _sum(prompt, _count(usage.get("toolUsePromptTokenCount")))
+    outputs = _sum(_count(usage.get("candidatesTokenCount")), thoughts)
+    total = _count(usage.get("totalTokenCount"))
+    if total is not None:
+        if inputs is None and outputs is not None and total >= outputs:
+            inputs = total - outputs
+        elif outputs is None and inputs is not None and total >= inputs:
+            outputs = total - inputs
+    return Usage(
+        input_tokens=inputs,
+        output_tokens=outputs,
+        reasoning_tokens=thoughts,
+        cache_read_tokens=_count(usage.get("cachedContentTokenCount")),
+    )
+
+
+def json_text(value: Any) -> str:
+    """A value as compact JSON text, its key order and non-ASCII characters kept."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class Unreadable(ValueError):
+    """A part of a response does not fit the `GenerateContentResponse` shape; says which."""
+
+
+class Chunk:
+    """One `GenerateContentResponse` (a whole body or one chunk of a stream), read into
+    plain data: the response candidate's parts and finish, the other candidates, the usage,
+    a blocked prompt."""
+
+    __slots__ = (
+        "blocked",
+        "finish",
+        "finish_message",
+        "has_candidate",
+        "id",
+        "model",
+        "others",
+        "parts",
+        "usage",
+    )
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.model: str | None = None
+        self.has_candidate = False
+        self.parts: list[Any] = []
+        self.finish: str | None = None
+        self.finish_message: Any = None
+        self.others: list[JsonValue] = []
+        self.usage: Usage | None = None
+        self.blocked: dict[str, JsonValue] | None = None
+
+
+def _index(candidate: Mapping[str, Any]) -> int:
+    index = _count(candidate.get("index"))
+    return 0 if index is None else index
+
+
+def read_chunk(payload: Mapping[str, Any], *, first_listed: bool = True) -> Chunk:
+    """A response object, already parsed, as a `Chunk`. The response candidate is the one
+    with index 0, or (with `first_listed`, for a whole body) the first listed when none has.
+    Raises `Unreadable` when it does not fit the response shape."""
+    chunk = Chunk()
+    chunk.id = _text(payload.get("responseId"))
+    chunk.model = _text(payload.get("modelVersion"))
+    candidates = payload.get("candidates")
+    if candidates is None:
+        candidates = []
+    elif not isinstance(candidates, list):
+        raise Unreadable("its `candidates` is not a list")
+    chosen: dict[str, Any] | None = None
+    rest: list[dict[str, Any]] = []
+    for candidate in candidates:
+        if not isinstance(candidate, dict):
+            raise Unreadable("a candidate is not an object")
+        if chosen is None and _index(candidate) == 0:
+            chosen = candidate
+        else:
+            rest.append(candidate)
+    if chosen is None and first_listed and rest:
+        chosen = rest.pop(0)
+    chunk.others.extend(rest)
+    if chosen is not None:
+        chunk.has_candidate = True
+        content = chosen.get("content")
+        if content is not None and not isinstance(content, dict):
+            raise Unreadable("a candidate's `content` is not an object")
+        parts = (content or {}).get("parts")
+        if parts is not None and not isinstance(parts, list):
+            raise Unreadable("a candidate's `parts` is not a list")
+        chunk.parts = parts or []
+        chunk.finish = _text(chosen.get("finishReason"))
+        chunk.finish_message = chosen.get("finishMessage")
+    else:
+        chunk.blocked = block_data(payload.get("promptFeedback"))
+    usage = payload.get("usageMetadata")
+    if isinstance(usage, dict):
+        chunk.usage = usage_of(usage)
+    return chunk
+
+
+class BlockSink(Protocol):
+    """What a `Layout` builds: blocks opened, filled and closed one at a time."""
+
+    def start(
+        self, block_type: StreamBlockType, *, id: str | None = None, name: str | None = None
+    ) -> None: ...
+
+    def text(self, text: str) -> None: ...
+
+    def signature(self, signature: str) -> None: ...
+
+    def arguments(self, arguments: str) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class Layout:
+    """Where each part of the response candidate goes, one part at a time: the rule the body
+    decoder and the stream decoder share, so that both give the same blocks.
+
+    `calls` counts the function calls placed; `others` holds the parts kept verbatim.
+    """
+
+    __slots__ = ("_open", "_sink", "calls", "others")
+
+    def __init__(self, sink: BlockSink) -> None:
+        self._sink = sink
+        self._open: StreamBlockType | None = None
+        self.calls = 0
+        self.others: list[JsonValue] = []
+
+    def place(self, part: Any) -> None:
+        """Place one part; raises `Unreadable` when it does not fit the part shape."""
+        if not isinstance(part, dict):
+            raise Unreadable("a part is not an object")
+        raw_signature = part.get("thoughtSignature")
+        signature = raw_signature if isinstance(raw_signature, str) and raw_signature else None
+        call = part.get("functionCall")
+        if call is not None:
+            self._call(call, signature)
+            return
+        text = part.get("text")
+        if text is None and signature is not None and part.keys() <= _SIGNATURE_ONLY:
+            text = ""
+        if text is None:
+            self.stop()
+            self.others.append(part)
+            return
+        if not isinstance(text, str):
+            raise Unreadable("a part's `text` is not a string")
+        if part.get("thought") is True:
+            self._thought(text, signature)
+        else:
+            self._text(text, signature)
+
+    def stop(self) -> None:
+        """Close the open block, if one is open."""
+        if self._open is not None:
+            self._sink.stop()
+            self._open = None
+
+    def _start(
+        self, block_type: StreamBlockType, *, id: str | None = None, name: str | None = None
+    ) -> None:
+        self.stop()
+        self._sink.start(block_type, id=id, name=name)
+        self._open = block_type
+
+    def _signed_before(self, signature: str) -> None:
+        """The signature of a non-thought part, as a text-less reasoning block of its own."""
+        self._start(StreamBlockType.REASONING)
+        self._sink.signature(signature)
+        self.stop()
+
+    def _call(self, call: Any, signature: str | None) -> None:
+        if not isinstance(call, dict):
+            raise Unreadable("a `functionCall` is not an object")
+        name = call.get("name")
+        if not isinstance(name, str):
+            raise Unreadable("a `functionCall` has no string `name`")
+        raw = call.get("args")
+        arguments = raw if isinstance(raw, str) else json_text({} if raw is None else raw)
+        call_id = _text(call.get("id")) or f"call_{self.calls}"
+        self.calls += 1
+        if signature is not None:
+            self._signed_before(signature)
+        self._start(StreamBlockType.TOOL_CALL, id=call_id, name=name)
+        self._sink.arguments(arguments)
+        self.stop()
+
+    def _text(self, text: str, signature: str | None) -> None:
+        if signature is not None:
+            self._signed_before(signature)
+            self._start(StreamBlockType.TEXT)
+        elif not text:
+            return
+        elif self._open is not StreamBlockType.TEXT:
+            self._start(StreamBlockType.TEXT)
+        if text:
+            self._sink.text(text)
+
+    def _thought(self, text: str, signature: str | None) -> None:
+        if not text and signature is None:
+            return
+        if self._open is not StreamBlockType.REASONING:
+            self._start(StreamBlockType.REASONING)
+        if text:
+            self._sink.text(text)
+        if signature is not None:
+            self._sink.signature(signature)
+            self.stop()
+
+
+class _Blocks:
+    """A `BlockSink` that builds content blocks."""
+
+    __slots__ = ("_id", "_name", "_pieces", "_signature", "_type", "blocks")
+
+    def __init__(self) -> None:
+        self.blocks: list[ContentBlock] = []
+        self._type: StreamBlockType | None = None
+        self._id: str | None = None
+        self._name: str | None = None
+        self._pieces: list[str] = []
+        self._signature: str | None = None
+
+    def start(
+        self, block_type: StreamBlockType, *, id: str | None = None, name: str | None = None
+    ) -> None:
+        self._type, self._id, self._name = block_type, id, name
+        self._pieces = []
+        self._signature = None
+
+    def text(self, text: str) -> None:
+        self._pieces.append(text)
+
+    def signature(self, signature: str) -> None:
+        self._signature = signature
+
+    def arguments(self, arguments: str) -> None:
+        self._pieces.append(arguments)
+
+    def stop(self) -> None:
+        text = "".join(self._pieces)
+        if self._type is StreamBlockType.TOOL_CALL:
+            self.blocks.append(ToolCall(id=self._id or "", name=self._name or "", arguments=text))
+        elif self._type is StreamBlockType.REASONING:
+            self.blocks.append(Reasoning(text=text, signature=self._signature))
+        else:
+            self.blocks.append(TextPart(text=text))
+        self._type = None
+
+
+def decode_payload(
+    payload: Mapping[str, Any],
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    warnings: Sequence[Warning] = (),
+) -> ChatResponse:
+    """A response object, already parsed, as a `ChatResponse`. Raises `Unreadable` (a
+    `ValueError`, with the reason) when it does not fit the response shape."""
+    chunk = read_chunk(payload, first_listed=True)
+    sink = _Blocks()
+    layout = Layout(sink)
+    for part in chunk.parts:
+        layout.place(part)
+    layout.stop()
+    provider_data: dict[str, JsonValue] = {}
+    if chunk.others:
+        provider_data[CANDIDATES_KEY] = chunk.others
+    if layout.others:
+        provider_data[PARTS_KEY] = layout.others
+    if chunk.blocked is not None:
+        finish: FinishReason | None = FinishReason.CONTENT_FILTER
+        provider_data.update(chunk.blocked)
+    else:
+        finish = finish_reason_of(chunk.finish, tool_calls=layout.calls > 0)
+        provider_data.update(finish_data(chunk.finish, chunk.finish_message))
+    return ChatResponse(
+        tuple(sink.blocks),
+        finish_reason=finish,
+        usage=chunk.usage,
+        warnings=tuple(warnings),
+        provider_data={NAMESPACE: provider_data} if provider_data else {},
+        model=chunk.model or model,
+        provider=provider,
+        id=chunk.id,
+    )
+
+
+def _not_a_response(
+    body: bytes | str, why: str, *, provider: str | None, model: str | None
+) -> Error:
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    error = (
+        ServerError(f"the provider answered with a body that is not a response: {why}")
+        .mark_authored()
+        .with_body(text)
+    )
+    if provider is not None:
+        error.with_provider(provider)
+    if model is not None:
+        error.with_model(model)
+    return error
+
+
+def _lenient_json(body: bytes | str) -> Any:
+    """The body by the standard library's reader, which takes what pydantic-core refuses
+    (an escaped lone surrogate); `None` when it is not JSON for either."""
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def is_error_object(payload: Mapping[str, Any]) -> bool:
+    """Whether a parsed object is an error (`{"error": {...}}`) rather than a response."""
+    return isinstance(payload.get("error"), dict | str) and "candidates" not in payload
+
+
+def decode_body(
+    body: bytes | str,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    warnings: Sequence[Warning] = (),
+) -> ChatResponse:
+    """A successful (2xx) body as a `ChatResponse`; an error object in it raises that error."""
+    try:
+        payload: Any = from_json(body)
+    except ValueError:
+        payload = _lenient_json(body)
+        if payload is None:
+            raise _not_a_response(body, "it is not JSON", provider=provider, model=model) from None
+    if (
+        isinstance(payload, list)
+        and len(payload) == 1
+        and isinstance(payload[0], dict)
+        and is_error_object(payload[0])
+    ):
+        raise error_from_payload(payload, provider=provider, model=model)
+    if not isinstance(payload, dict):
+        raise _not_a_response(body, "it is not a JSON object", provider=provider, model=model)
+    if is_error_object(payload):
+        raise error_from_payload(payload, provider=provider, model=model)
+    if not any(field in payload for field in _RESPONSE_FIELDS):
+        raise _not_a_response(
+            body, "it has none of the fields of a response", provider=provider, model=model
+        )
+    try:
+        return decode_payload(payload, provider=provider, model=model, warnings=warnings)
+    except Unreadable as why:
+        raise _not_a_response(body, str(why), provider=provider, model=model) from None
+
+
+def decode_response(
+    status: int,
+    headers: Mapping[str, str],
+    content: bytes,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    warnings: Sequence[Warning] = (),
+) -> ChatResponse:
+    """An HTTP response as a `ChatResponse`; raises the `allama.Error` of an error response."""
+    if status >= 400:
+        raise error_from_response(status, headers, content, provider=provider, model=model)
+    return decode_body(content, provider=provider, model=model, warnings=warnings)

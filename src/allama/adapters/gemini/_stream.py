@@ -1,0 +1,408 @@
+"""An incremental decoder from the bytes of a Gemini `streamGenerateContent` stream to events.
+
+Two framings, told apart by the first byte that is not whitespace:
+
+- server-sent events (`?alt=sse`): `data: <GenerateContentResponse JSON>` events. An error
+  may come in the middle as a raw JSON error object that is not on a `data:` line and is
+  spread over several lines; it is put together (brace and string aware) and raised.
+- a streamed JSON array (no `alt=sse`): `[{...},\\r\\n{...}]`, its elements read one by one
+  as they complete.
+
+Bytes may arrive split anywhere (inside a line, a string, a UTF-8 character); each byte is
+scanned once, so the work is linear in the stream. Each chunk holds only the new parts;
+they go through the same `Layout` as `decode_response`, so a stream collects to what the
+same response's body decodes to (text parts join into one text block, thought parts into
+one reasoning block, a thought signature on a non-thought part is a signed text-less
+reasoning block opened and closed right before that part's block). Function calls arrive
+whole: a tool-call block with its arguments in one delta. Only the candidate with index 0
+streams; other candidates (`candidateCount` > 1) are left out of the stream.
+
+Gemini sends no end marker: the last chunk carries the `finishReason`, and `done` stays
+false. `close()` (at the end of the bytes) stops the open block, reports the parts kept
+verbatim and the finish's provider data, and then `Finish` if a chunk carried a finish
+reason; a stream that ends without one is left unfinished, so that collecting it raises
+`IncompleteStreamError`. Usage comes from each chunk's `usageMetadata` (running totals: a
+count reported replaces the one before). An error object is raised after every event
+before it was yielded (those were paid for).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from collections.abc import Generator, Iterator
+from typing import Any
+
+from pydantic import JsonValue
+from pydantic_core import from_json
+
+from allama.adapters._sse import SseEvent, SseParser
+from allama.adapters.gemini._decode import (
+    NAMESPACE,
+    PARTS_KEY,
+    Layout,
+    Unreadable,
+    finish_data,
+    finish_reason_of,
+    is_error_object,
+    read_chunk,
+)
+from allama.adapters.gemini._errors import error_from_payload
+from allama.errors import IncompleteStreamError, StreamDecodeError
+from allama.types import (
+    BlockStart,
+    BlockStop,
+    Finish,
+    FinishReason,
+    ProviderDataEvent,
+    ReasoningDelta,
+    ResponseStart,
+    StreamBlockType,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    UsageEvent,
+)
+
+__all__ = ["GenerateStreamDecoder", "decode_stream"]
+
+_IN_STRING = re.compile(r'["\\]')
+_OUTSIDE_STRING = re.compile(r'[\[\]{}"]')
+_WHITESPACE = " \t\r\n"
+
+
+class _Depth:
+    """How deep in JSON nesting text read in pieces is: string and escape aware."""
+
+    __slots__ = ("depth", "escaped", "in_string")
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.in_string = False
+        self.escaped = False
+
+    def close_at(self, text: str, start: int) -> int:
+        """Scan `text` from `start` (an opening bracket when the depth is 0); the index just
+        after the bracket that brings the depth back to 0, or -1 if the text ends first."""
+        i, end = start, len(text)
+        if self.escaped and i < end:
+            self.escaped = False
+            i += 1
+        while i < end:
+            if self.in_string:
+                match = _IN_STRING.search(text, i)
+                if match is None:
+                    return -1
+                j = match.start()
+                if text[j] == '"':
+                    self.in_string = False
+                    i = j + 1
+                elif j + 1 < end:
+                    i = j + 2
+                else:
+                    self.escaped = True
+                    return -1
+            else:
+                match = _OUTSIDE_STRING.search(text, i)
+                if match is None:
+                    return -1
+                j = match.start()
+                char = text[j]
+                if char == '"':
+                    self.in_string = True
+                elif char in "[{":
+                    self.depth += 1
+                else:
+                    self.depth -= 1
+                    if self.depth <= 0:
+                        self.depth = 0
+                        return j + 1
+                i = j + 1
+        return -1
+
+
+class _ArrayReader:
+    """The elements of a streamed JSON array, as text, as each one completes."""
+
+    __slots__ = ("_closed", "_decoder", "_depth", "_opened", "_pieces")
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._depth = _Depth()
+        self._pieces: list[str] = []
+        self._opened = False
+        self._closed = False
+
+    @property
+    def inside(self) -> bool:
+        """Whether an element has started and not ended."""
+        return self._depth.depth > 0
+
+    def feed(self, data: bytes, *, final: bool = False) -> Iterator[str]:
+        text = self._decoder.decode(data, final)
+        i, end = 0, len(text)
+        while i < end:
+            if self._depth.depth > 0:
+                i = yield from self._element(text, i)
+                continue
+            char = text[i]
+            if char in _WHITESPACE:
+                i += 1
+            elif not self._opened and char == "[":
+                self._opened = True
+                i += 1
+            elif self._opened and not self._closed and char == ",":
+                i += 1
+            elif self._opened and not self._closed and char == "]":
+                self._closed = True
+                i += 1
+            elif self._opened and not self._closed and char == "{":
+                i = yield from self._element(text, i)
+            else:
+                raise StreamDecodeError(
+                    "the stream is not a JSON array of response objects"
+                ).mark_authored()
+
+    def _element(self, text: str, start: int) -> Generator[str, None, int]:
+        """Read on in the element that starts (or goes on) at `start`; yields it when it
+        ends, and returns where reading goes on."""
+        end = self._depth.close_at(text, start)
+        if end < 0:
+            self._pieces.append(text[start:])
+            return len(text)
+        self._pieces.append(text[start:end])
+        element = "".join(self._pieces)
+        self._pieces = []
+        yield element
+        return end
+
+
+class _RawJson(SseEvent):
+    """JSON text that came outside any `data:` line (Gemini's mid-stream error object)."""
+
+    __slots__ = ()
+
+
+class _SseReader(SseParser):
+    """The shared SSE framing, plus the raw JSON lines Gemini sends between events: a line
+    starting with `{` or `[` begins a JSON value that ends where its brackets close."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._raw: _Depth | None = None
+        self._raw_lines: list[str] = []
+
+    @property
+    def raw_pending(self) -> bool:
+        """Whether a raw JSON value has started and not ended."""
+        return self._raw is not None
+
+    def _line(self, line: str, events: list[SseEvent]) -> None:
+        if self._raw is None:
+            stripped = line.lstrip(_WHITESPACE)
+            if not stripped or stripped[0] not in "{[":
+                super()._line(line, events)
+                return
+            self._dispatch(events)
+            self._raw = _Depth()
+            start = len(line) - len(stripped)
+        else:
+            start = 0
+        self._raw_lines.append(line)
+        if self._raw.close_at(line, start) >= 0:
+            events.append(_RawJson(None, "\n".join(self._raw_lines)))
+            self._raw = None
+            self._raw_lines = []
+
+
+def _parse(data: str) -> Any:
+    """JSON by pydantic-core, or by the standard library for what pydantic-core refuses (an
+    escaped lone surrogate); raises `ValueError` when neither reads it."""
+    try:
+        return from_json(data)
+    except ValueError:
+        return json.loads(data)
+
+
+class _Events:
+    """A `BlockSink` that makes stream events, with allama's block indices from 0."""
+
+    __slots__ = ("_index", "_next", "_type", "events")
+
+    def __init__(self) -> None:
+        self.events: list[StreamEvent] = []
+        self._next = 0
+        self._index = 0
+        self._type = StreamBlockType.TEXT
+
+    def start(
+        self, block_type: StreamBlockType, *, id: str | None = None, name: str | None = None
+    ) -> None:
+        self._index = self._next
+        self._next += 1
+        self._type = block_type
+        self.events.append(BlockStart(index=self._index, block_type=block_type, id=id, name=name))
+
+    def text(self, text: str) -> None:
+        if self._type is StreamBlockType.REASONING:
+            self.events.append(ReasoningDelta(index=self._index, text=text))
+        else:
+            self.events.append(TextDelta(index=self._index, text=text))
+
+    def signature(self, signature: str) -> None:
+        self.events.append(ReasoningDelta(index=self._index, signature=signature))
+
+    def arguments(self, arguments: str) -> None:
+        self.events.append(ToolCallDelta(index=self._index, arguments=arguments))
+
+    def stop(self) -> None:
+        self.events.append(BlockStop(index=self._index))
+
+    def drain(self) -> list[StreamEvent]:
+        events, self.events = self.events, []
+        return events
+
+
+class GenerateStreamDecoder:
+    """`streamGenerateContent` bytes (SSE or a JSON array) to `StreamEvent`s, incrementally.
+
+    `feed` and `close` are generators: an error is raised after the events before it were
+    yielded. `done` stays false (Gemini sends no end marker); `finished` turns true when a
+    chunk carries a finish reason or a blocked prompt, and `close()` then ends the stream
+    with `Finish`.
+    """
+
+    def __init__(self, *, provider: str | None = None, model: str | None = None) -> None:
+        self._provider = provider
+        self._model = model
+        self._framing: _SseReader | _ArrayReader | None = None
+        self._head = bytearray()
+        self._sink = _Events()
+        self._layout = Layout(self._sink)
+        self._started = False
+        self._finish: str | None = None
+        self._finish_message: Any = None
+        self._blocked: dict[str, JsonValue] | None = None
+        self._closed = False
+        self.finished = False
+        self.done = False
+
+    def feed(self, chunk: bytes) -> Iterator[StreamEvent]:
+        if self._closed:
+            return
+        if self._framing is None:
+            stripped = chunk.lstrip()
+            if not stripped:
+                self._head += chunk
+                return
+            self._framing = _ArrayReader() if stripped[:1] == b"[" else _SseReader()
+            chunk = bytes(self._head) + chunk
+            self._head.clear()
+        if isinstance(self._framing, _ArrayReader):
+            for element in self._framing.feed(chunk):
+                yield from self._data(element, at_end=False)
+        else:
+            for event in self._framing.feed(chunk):
+                yield from self._event(event, at_end=False)
+
+    def close(self) -> Iterator[StreamEvent]:
+        """The events at the end of input: a last event without its blank line, the stop of
+        the open block, the provider data, and `Finish` if a finish reason came."""
+        if self._closed:
+            return
+        self._closed = True
+        framing = self._framing
+        if isinstance(framing, _ArrayReader):
+            for element in framing.feed(b"", final=True):
+                yield from self._data(element, at_end=False)
+            if framing.inside:
+                raise self._cut()
+        elif framing is not None:
+            events, cut = framing.close()
+            for event in events:
+                yield from self._event(event, at_end=cut)
+            if framing.raw_pending:
+                raise self._cut()
+        yield from self._end()
+
+    @staticmethod
+    def _cut() -> IncompleteStreamError:
+        return IncompleteStreamError("the stream ended in the middle of a chunk").mark_authored()
+
+    def _event(self, event: SseEvent, *, at_end: bool) -> Iterator[StreamEvent]:
+        if event.data.strip():
+            yield from self._data(event.data, at_end=at_end)
+
+    def _data(self, data: str, *, at_end: bool) -> Iterator[StreamEvent]:
+        try:
+            payload: Any = _parse(data)
+        except ValueError:
+            if at_end:
+                raise self._cut() from None
+            raise StreamDecodeError("a stream chunk is not valid JSON").mark_authored() from None
+        yield from self._payload(payload)
+
+    def _payload(self, payload: Any) -> Iterator[StreamEvent]:
+        if isinstance(payload, list):
+            # An error object wrapped in an array, or chunks sent as one.
+            for item in payload:
+                if isinstance(item, list):
+                    raise StreamDecodeError("a stream chunk is a nested array").mark_authored()
+                yield from self._payload(item)
+            return
+        if not isinstance(payload, dict):
+            raise StreamDecodeError("a stream chunk is not a JSON object").mark_authored()
+        if is_error_object(payload):
+            raise error_from_payload(payload, provider=self._provider, model=self._model)
+        try:
+            yield from self._chunk(payload)
+        except Unreadable as why:
+            raise StreamDecodeError(
+                f"a stream chunk does not fit the response shape: {why}"
+            ).mark_authored() from None
+
+    def _chunk(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
+        chunk = read_chunk(payload, first_listed=False)
+        if not self._started:
+            self._started = True
+            yield ResponseStart(id=chunk.id, model=chunk.model or self._model)
+        for part in chunk.parts:
+            self._layout.place(part)
+            yield from self._sink.drain()
+        if chunk.finish is not None:
+            # The last finish reason reported is the one (Gemini reports it once, last).
+            self._finish = chunk.finish
+            self._finish_message = chunk.finish_message
+            self.finished = True
+        elif chunk.blocked is not None and self._blocked is None:
+            # A blocked prompt (in the first chunk, which has no candidate).
+            self._blocked = chunk.blocked
+            self.finished = True
+        if chunk.usage is not None:
+            yield UsageEvent(usage=chunk.usage)
+
+    def _end(self) -> Iterator[StreamEvent]:
+        self._layout.stop()
+        yield from self._sink.drain()
+        if self._layout.others:
+            yield ProviderDataEvent(namespace=NAMESPACE, key=PARTS_KEY, value=self._layout.others)
+        if self._finish is not None:
+            for key, value in finish_data(self._finish, self._finish_message).items():
+                yield ProviderDataEvent(namespace=NAMESPACE, key=key, value=value)
+            reason = finish_reason_of(self._finish, tool_calls=self._layout.calls > 0)
+            yield Finish(finish_reason=reason)
+        elif self._blocked is not None:
+            for key, value in self._blocked.items():
+                yield ProviderDataEvent(namespace=NAMESPACE, key=key, value=value)
+            yield Finish(finish_reason=FinishReason.CONTENT_FILTER)
+
+
+def decode_stream(
+    data: bytes, *, provider: str | None = None, model: str | None = None
+) -> list[StreamEvent]:
+    """Every event of a whole recorded stream (raises the stream's error, if it has one)."""
+    decoder = GenerateStreamDecoder(provider=provider, model=model)
+    events = list(decoder.feed(data))
+    events.extend(decoder.close())
+    return events
