@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from allama.adapters._http import HttpRequest, HttpResponse
 
 if TYPE_CHECKING:
     from allama._degradations import Degradations
+    from allama.adapters._families import FamilyTable
     from allama.errors import Error
     from allama.types import (
         CapabilitySupport,
@@ -32,7 +33,14 @@ if TYPE_CHECKING:
         Warning,
     )
 
-__all__ = ["Adapter", "AdapterFactory", "StreamDecoder", "load_adapter"]
+__all__ = [
+    "Adapter",
+    "AdapterFactory",
+    "PackageAdapter",
+    "StreamDecoder",
+    "load_adapter",
+    "table_for",
+]
 
 
 class StreamDecoder(Protocol):
@@ -116,3 +124,116 @@ def load_adapter(dialect: str) -> AdapterFactory:
     module = importlib.import_module(f"allama.adapters.{dialect}._adapter")
     factory: AdapterFactory = module.make_adapter
     return factory
+
+
+class PackageAdapter:
+    """An adapter whose parts are the modules of its dialect package, imported on first use:
+    `_encode.encode_request`, `_decode.decode_response`, `_errors.error_from_response`, and
+    the stream decoder class `stream_decoder_class` names (`module:Class`).
+
+    A dialect subclasses it with its package, path and stream framing; building one loads
+    no pydantic model.
+    """
+
+    __slots__ = ("profile", "table")
+
+    package: ClassVar[str]
+    stream_decoder_class: ClassVar[str]
+    stream_accept: ClassVar[str] = "text/event-stream"
+
+    def __init__(self, profile: Any, table: FamilyTable[Any]) -> None:
+        self.profile = profile
+        self.table = table
+
+    @property
+    def display_name(self) -> str:
+        name: str = self.profile.display_name
+        return name
+
+    def capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
+        return self.table.support(model, capability)
+
+    def path(self, model: str, *, stream: bool) -> tuple[str, Mapping[str, str]]:
+        raise NotImplementedError
+
+    def _part(self, module: str, name: str) -> Any:
+        return getattr(importlib.import_module(f"{self.package}.{module}"), name)
+
+    def encode(
+        self,
+        request: ChatRequest,
+        degradations: Degradations,
+        *,
+        stream: bool,
+        url: str,
+        headers: Mapping[str, str],
+        params: Mapping[str, str],
+    ) -> HttpRequest:
+        encoded: HttpRequest = self._part("_encode", "encode_request")(
+            request,
+            self.profile,
+            self.table.family(request.model),
+            url=url,
+            headers=headers,
+            params=params,
+            stream=stream,
+            degradations=degradations,
+        )
+        return encoded
+
+    def decode(
+        self,
+        response: HttpResponse,
+        *,
+        provider: str,
+        model: str,
+        warnings: Sequence[Warning],
+    ) -> ChatResponse:
+        decoded: ChatResponse = self._part("_decode", "decode_response")(
+            response.status,
+            response.headers,
+            response.content,
+            provider=provider,
+            model=model,
+            warnings=warnings,
+        )
+        return decoded
+
+    def error(
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        body: bytes,
+        *,
+        provider: str,
+        model: str,
+    ) -> Error:
+        error: Error = self._part("_errors", "error_from_response")(
+            status, headers, body, provider=provider, model=model
+        )
+        return error
+
+    def stream_decoder(self, *, provider: str, model: str) -> StreamDecoder:
+        module, _, name = self.stream_decoder_class.partition(":")
+        decoder: StreamDecoder = self._part(module, name)(provider=provider, model=model)
+        return decoder
+
+
+def table_for(
+    tables: Mapping[str, FamilyTable[Any]],
+    table_type: type[FamilyTable[Any]],
+    preset_name: str,
+    fallback: str,
+    capabilities: object,
+    dialect: str,
+) -> FamilyTable[Any]:
+    """The capability table a preset gets: the caller's (of this dialect's kind), else the
+    preset's own, else the dialect's fallback."""
+    if capabilities is None:
+        return tables.get(preset_name) or tables[fallback]
+    if not isinstance(capabilities, table_type):
+        raise TypeError(
+            f"capabilities must be a {table_type.__name__} of the {dialect} dialect, "
+            f"got {type(capabilities).__name__}"
+        )
+    return capabilities

@@ -1,121 +1,38 @@
 """The Messages dialect as an `Adapter`: a profile and a Claude capability table joined to
-the encoder, the decoders and the error mapping of this package.
-
-Building one loads no pydantic model: the encoder and decoders are imported by the first
-call that needs them.
-"""
+the encoder, the decoders and the error mapping of this package (loaded on first use)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
-from allama.adapters._http import HttpRequest, HttpResponse
+from allama.adapters._adapter import PackageAdapter, table_for
 from allama.adapters.anthropic._capabilities import CAPABILITY_TABLES, ClaudeTable
 from allama.adapters.anthropic._profile import AnthropicProfile
-from allama.types import CapabilitySupport, ChatCapability
-
-if TYPE_CHECKING:
-    from allama._degradations import Degradations
-    from allama.adapters.anthropic._sse import MessagesStreamDecoder
-    from allama.errors import Error
-    from allama.types import ChatRequest, ChatResponse, Warning
 
 __all__ = ["MessagesAdapter", "make_adapter"]
 
 
-class MessagesAdapter:
+class MessagesAdapter(PackageAdapter):
     """`POST {base}/v1/messages`, spoken as `profile` says, answered from `table`."""
 
-    __slots__ = ("profile", "table")
+    __slots__ = ()
 
-    stream_accept = "text/event-stream"
-
-    def __init__(self, profile: AnthropicProfile, table: ClaudeTable) -> None:
-        self.profile = profile
-        self.table = table
-
-    @property
-    def display_name(self) -> str:
-        return self.profile.display_name
-
-    def capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
-        return self.table.support(model, capability)
+    package = "allama.adapters.anthropic"
+    stream_decoder_class = "_sse:MessagesStreamDecoder"
 
     def path(self, model: str, *, stream: bool) -> tuple[str, Mapping[str, str]]:
         return "/messages", {}
-
-    def encode(
-        self,
-        request: ChatRequest,
-        degradations: Degradations,
-        *,
-        stream: bool,
-        url: str,
-        headers: Mapping[str, str],
-        params: Mapping[str, str],
-    ) -> HttpRequest:
-        from allama.adapters.anthropic._encode import encode_request
-
-        return encode_request(
-            request,
-            self.profile,
-            self.table.family(request.model),
-            url=url,
-            headers=headers,
-            params=params,
-            stream=stream,
-            degradations=degradations,
-        )
-
-    def decode(
-        self,
-        response: HttpResponse,
-        *,
-        provider: str,
-        model: str,
-        warnings: Sequence[Warning],
-    ) -> ChatResponse:
-        from allama.adapters.anthropic._decode import decode_response
-
-        return decode_response(
-            response.status,
-            response.headers,
-            response.content,
-            provider=provider,
-            model=model,
-            warnings=warnings,
-        )
-
-    def error(
-        self,
-        status: int,
-        headers: Mapping[str, str],
-        body: bytes,
-        *,
-        provider: str,
-        model: str,
-    ) -> Error:
-        from allama.adapters.anthropic._errors import error_from_response
-
-        return error_from_response(status, headers, body, provider=provider, model=model)
-
-    def stream_decoder(self, *, provider: str, model: str) -> MessagesStreamDecoder:
-        from allama.adapters.anthropic._sse import MessagesStreamDecoder
-
-        return MessagesStreamDecoder(provider=provider, model=model)
 
 
 def make_adapter(preset_name: str, profile: object, capabilities: object) -> MessagesAdapter:
     if not isinstance(profile, AnthropicProfile):
         raise TypeError(f"a Messages preset needs an AnthropicProfile, got {profile!r}")
-    if capabilities is None:
-        table = CAPABILITY_TABLES.get(preset_name) or CAPABILITY_TABLES["anthropic-compatible"]
-    elif isinstance(capabilities, ClaudeTable):
-        table = capabilities
-    else:
-        raise TypeError(
-            "capabilities must be a ClaudeTable of the Messages dialect, "
-            f"got {type(capabilities).__name__}"
-        )
+    table = table_for(
+        CAPABILITY_TABLES,
+        ClaudeTable,
+        preset_name,
+        "anthropic-compatible",
+        capabilities,
+        "Messages",
+    )
     return MessagesAdapter(profile, table)

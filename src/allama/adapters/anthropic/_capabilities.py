@@ -8,10 +8,10 @@ prefill, sampling parameters, output limits per family).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from fnmatch import fnmatchcase
 
+from allama.adapters._families import FamilyTable
 from allama.types import CapabilitySupport, ChatCapability
 
 __all__ = ["CAPABILITY_TABLES", "ClaudeFamily", "ClaudeTable", "Thinking"]
@@ -72,26 +72,10 @@ class ClaudeFamily:
         return S
 
 
-@dataclass(frozen=True, slots=True)
-class ClaudeTable:
-    families: tuple[ClaudeFamily, ...]
-    default: ClaudeFamily
-    _cache: dict[str, ClaudeFamily] = field(default_factory=dict, compare=False, repr=False)
+class ClaudeTable(FamilyTable[ClaudeFamily]):
+    """Claude model families, per preset."""
 
-    def family(self, model: str) -> ClaudeFamily:
-        found = self._cache.get(model)
-        if found is None:
-            lowered = model.lower()
-            found = next(
-                (row for row in self.families if fnmatchcase(lowered, row.pattern)),
-                self.default,
-            )
-            if len(self._cache) < 4096:
-                self._cache[model] = found
-        return found
-
-    def support(self, model: str, capability: ChatCapability) -> CapabilitySupport:
-        return self.family(model).support(capability)
+    __slots__ = ()
 
 
 _ALL_EFFORTS = ("low", "medium", "high", "xhigh", "max")

@@ -8,10 +8,10 @@ declarations can go in one request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from fnmatch import fnmatchcase
 
+from allama.adapters._families import FamilyTable
 from allama.types import CapabilitySupport, ChatCapability
 
 __all__ = ["CAPABILITY_TABLES", "GeminiFamily", "GeminiTable", "SchemaSurface", "Thinking"]
@@ -75,26 +75,10 @@ class GeminiFamily:
         return S
 
 
-@dataclass(frozen=True, slots=True)
-class GeminiTable:
-    families: tuple[GeminiFamily, ...]
-    default: GeminiFamily
-    _cache: dict[str, GeminiFamily] = field(default_factory=dict, compare=False, repr=False)
+class GeminiTable(FamilyTable[GeminiFamily]):
+    """Gemini model families; ids may carry the `models/` prefix."""
 
-    def family(self, model: str) -> GeminiFamily:
-        found = self._cache.get(model)
-        if found is None:
-            lowered = model.lower().removeprefix("models/")
-            found = next(
-                (row for row in self.families if fnmatchcase(lowered, row.pattern)),
-                self.default,
-            )
-            if len(self._cache) < 4096:
-                self._cache[model] = found
-        return found
-
-    def support(self, model: str, capability: ChatCapability) -> CapabilitySupport:
-        return self.family(model).support(capability)
+    __slots__ = ()
 
 
 _JSON = SchemaSurface.JSON_SCHEMA
@@ -143,6 +127,6 @@ _GEMINI_DEFAULT = GeminiFamily(
 )
 
 CAPABILITY_TABLES: dict[str, GeminiTable] = {
-    "gemini": GeminiTable(_GEMINI_ROWS, _GEMINI_DEFAULT),
-    "vertex-gemini": GeminiTable(_GEMINI_ROWS, _GEMINI_DEFAULT),
+    "gemini": GeminiTable(_GEMINI_ROWS, _GEMINI_DEFAULT, strip_prefix="models/"),
+    "vertex-gemini": GeminiTable(_GEMINI_ROWS, _GEMINI_DEFAULT, strip_prefix="models/"),
 }

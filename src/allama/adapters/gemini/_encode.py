@@ -384,9 +384,11 @@ def encode_request(
     url: str,
     headers: Mapping[str, str],
     params: Mapping[str, str] | None = None,
+    stream: bool = False,
     degradations: Degradations,
 ) -> HttpRequest:
-    """The HTTP request for `request` (streamed or not: the URL says which on Gemini).
+    """The HTTP request for `request`. The body is the same streamed or not (`stream`): on
+    Gemini the URL says which.
 
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Gemini cannot honour under
     `UnsupportedPolicy.ERROR`, and for a response schema it cannot enforce under any

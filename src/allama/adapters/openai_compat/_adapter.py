@@ -11,8 +11,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from allama.adapters import openai_compat as wire
+from allama.adapters._adapter import table_for
+from allama.adapters._families import FamilyTable
 from allama.adapters._http import HttpRequest, HttpResponse
-from allama.adapters.openai_compat._capabilities import CAPABILITY_TABLES, CapabilityTable
+from allama.adapters.openai_compat._capabilities import (
+    CAPABILITY_TABLES,
+    CapabilityTable,
+    ModelFamily,
+)
 from allama.adapters.openai_compat._profile import WireProfile
 from allama.types import CapabilitySupport, ChatCapability
 
@@ -32,7 +38,7 @@ class ChatCompletionsAdapter:
 
     stream_accept = "text/event-stream"
 
-    def __init__(self, profile: WireProfile, table: CapabilityTable) -> None:
+    def __init__(self, profile: WireProfile, table: FamilyTable[ModelFamily]) -> None:
         self.profile = profile
         self.table = table
 
@@ -112,13 +118,12 @@ class ChatCompletionsAdapter:
 def make_adapter(preset_name: str, profile: object, capabilities: object) -> ChatCompletionsAdapter:
     if not isinstance(profile, WireProfile):
         raise TypeError(f"a Chat Completions preset needs a WireProfile, got {profile!r}")
-    if capabilities is None:
-        table = CAPABILITY_TABLES.get(preset_name) or CAPABILITY_TABLES["openai-compatible"]
-    elif isinstance(capabilities, CapabilityTable):
-        table = capabilities
-    else:
-        raise TypeError(
-            "capabilities must be a CapabilityTable of the Chat Completions dialect, "
-            f"got {type(capabilities).__name__}"
-        )
+    table = table_for(
+        CAPABILITY_TABLES,
+        CapabilityTable,
+        preset_name,
+        "openai-compatible",
+        capabilities,
+        "Chat Completions",
+    )
     return ChatCompletionsAdapter(profile, table)

@@ -8,10 +8,10 @@ family's native JSON Schema output goes; the other answers are `CapabilitySuppor
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from fnmatch import fnmatchcase
 
+from allama.adapters._families import FamilyTable
 from allama.types import CapabilitySupport, ChatCapability
 
 __all__ = ["CAPABILITY_TABLES", "CapabilityTable", "ModelFamily", "StructuredLevel"]
@@ -75,26 +75,10 @@ _FAMILY_FIELDS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class CapabilityTable:
-    families: tuple[ModelFamily, ...]
-    default: ModelFamily
-    _cache: dict[str, ModelFamily] = field(default_factory=dict, compare=False, repr=False)
+class CapabilityTable(FamilyTable[ModelFamily]):
+    """Chat Completions model families, per preset."""
 
-    def family(self, model: str) -> ModelFamily:
-        found = self._cache.get(model)
-        if found is None:
-            lowered = model.lower()
-            found = next(
-                (row for row in self.families if fnmatchcase(lowered, row.pattern)),
-                self.default,
-            )
-            if len(self._cache) < 4096:
-                self._cache[model] = found
-        return found
-
-    def support(self, model: str, capability: ChatCapability) -> CapabilitySupport:
-        return self.family(model).support(capability)
+    __slots__ = ()
 
 
 _UNKNOWN = ModelFamily(
