@@ -577,3 +577,15 @@ def test_enforcement_per_mode_for_the_seed_types() -> None:
     assert _planned(ExtractionMode.FORCED_TOOL, error) == ("exact", "approximate", "refused")
     auto = Extractor().plan(anthropic(), _Map, ChatRequest("claude-sonnet-4-5").user("x"))
     assert auto.mode is ExtractionMode.FORCED_TOOL and auto.auto_fallback is not None
+    # The refusal names the place in the caller's type, not by JSON pointer.
+    assert auto.auto_fallback.message == (
+        "cannot send `response_format`: Anthropic cannot enforce the schema of `_Map` in "
+        "`output_config.format`: the subschema at `_Map.counts` is a map, which Anthropic "
+        "strict mode cannot enforce"
+    )
+    with pytest.raises(UnsupportedError, match=r"the subschema at `_Map.counts` is a map"):
+        Extractor().plan(
+            anthropic(),
+            _Map,
+            ChatRequest("claude-sonnet-4-5").user("x").with_option(ExtractionMode.NATIVE),
+        )

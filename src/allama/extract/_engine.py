@@ -186,7 +186,12 @@ class _Start:
         return target
 
     def fallback_for(self, error: Error) -> AutoFallback | None:
-        return self.metadata.auto_fallback_for(self.requested, self.guessed, error)
+        fallback = self.metadata.auto_fallback_for(self.requested, self.guessed, error)
+        if fallback is None or not fallback.message:
+            return fallback
+        # The native target's schema was refused: its places are named in the caller's terms.
+        native = self._targets.get(ExtractionMode.NATIVE, self.base)
+        return fallback.model_copy(update={"message": native.in_caller_terms(fallback.message)})
 
     def fall_back_or_raise(self, error: Error) -> None:
         """Switch to forced-tool mode after `error`, or raise it with the record attached."""

@@ -250,4 +250,12 @@ class Target:  # hashable: type schemas compare by identity
                 fallback_from=error,
             ).mark_authored()
             return metadata.attach_to(combined)
+        if (
+            isinstance(error, UnsupportedError)
+            and error.stage is UnsupportedStage.BEFORE_SENDING
+            and error.origin is MessageOrigin.AUTHORED
+        ):
+            # allama's own refusal of the schema: its places named in the caller's terms.
+            error.message = self.in_caller_terms(error.message)
+            error.args = (error.message,)
         return metadata.attach_to(error)
