@@ -567,6 +567,11 @@ def test_reasoning_effort_summary_and_encrypted_content_where_the_family_reasons
     body, warnings = encode(ChatRequest("gpt-4o").user("Hi").with_reasoning_effort("high"))
     assert "reasoning" not in body and "include" not in body
     assert fields(warnings) == [("reasoning_effort", "unsupported")]
+    # Nor does the chat model of ChatGPT, a `gpt-5` by name.
+    for model in ("gpt-5-chat-latest", "gpt-5-chat"):
+        body, warnings = encode(ChatRequest(model).user("Hi").with_reasoning_effort("low"))
+        assert "reasoning" not in body and "include" not in body
+        assert fields(warnings) == [("reasoning_effort", "unsupported")]
     # A family nobody knows reasons when asked to.
     body, _ = encode(
         ChatRequest("m").user("Hi").with_reasoning_effort("high"), name="openai-compatible"
