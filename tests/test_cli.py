@@ -15,7 +15,7 @@ import pytest
 import allama as allama_package
 from allama.cli import main
 from allama.cli._load import TypeNotFound, load_type
-from allama.providers import PRESET_NAMES
+from allama.providers import PRESET_NAMES, PRESETS
 
 ROOT = Path(__file__).resolve().parent.parent
 INVOICE = f"{ROOT / 'examples' / 'invoice.py'}:Invoice"
@@ -26,7 +26,14 @@ def test_plan_json_covers_every_preset_and_both_modes(capsys: pytest.CaptureFixt
     document = json.loads(capsys.readouterr().out)
     assert document["type"] == "Invoice"
     seen = {(row["provider"], row["mode"]) for row in document["plans"]}
-    assert seen == {(name, mode) for name in PRESET_NAMES for mode in ("native", "forced_tool")}
+    # Each preset, and each of its other APIs as a row of its own.
+    names = [
+        label
+        for name in PRESET_NAMES
+        for label in (name, *(f"{name} ({api})" for api in PRESETS[name].apis))
+    ]
+    assert seen == {(name, mode) for name in names for mode in ("native", "forced_tool")}
+    assert "openai (responses)" in names
     by_key = {(row["provider"], row["mode"]): row for row in document["plans"]}
     # Endpoints that take a schema without saying what they enforce are approximate at best.
     assert by_key[("openai-compatible", "native")]["enforcement"] == "approximate"
@@ -46,6 +53,30 @@ def test_plan_table_names_the_type_and_sends_nothing(capsys: pytest.CaptureFixtu
     assert out.startswith("Invoice: what each provider would enforce on calls (nothing was sent)\n")
     lines = [line for line in out.splitlines() if line.startswith("groq ")]
     assert [line.split()[2] for line in lines] == ["native", "forced_tool"]
+
+
+def test_plan_rows_of_another_api(capsys: pytest.CaptureFixture[str]) -> None:
+    choices = ["--provider", "openai", "--provider", "openai:responses"]
+    assert main(["plan", INVOICE, "--json", *choices, "--provider", "xai (responses)"]) == 0
+    plans = json.loads(capsys.readouterr().out)["plans"]
+    assert [(row["provider"], row["model"], row["mode"]) for row in plans] == [
+        ("openai", "gpt-5-mini", "native"),
+        ("openai", "gpt-5-mini", "forced_tool"),
+        ("openai (responses)", "gpt-5-mini", "native"),
+        ("openai (responses)", "gpt-5-mini", "forced_tool"),
+        ("xai (responses)", "grok-4", "native"),
+        ("xai (responses)", "grok-4", "forced_tool"),
+    ]
+    # The Responses API enforces what Chat Completions enforces on the same endpoint.
+    by_row = {(row["provider"], row["mode"]): row for row in plans}
+    for mode in ("native", "forced_tool"):
+        chat, responses = by_row[("openai", mode)], by_row[("openai (responses)", mode)]
+        assert (chat["enforcement"], chat["notes"]) == (
+            responses["enforcement"],
+            responses["notes"],
+        )
+    assert main(["plan", INVOICE, "--provider", "groq:responses"]) == 2
+    assert "groq has no api='responses'" in capsys.readouterr().err
 
 
 def test_plan_loads_a_type_from_a_module_path(capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,6 +31,7 @@ LAZY_PACKAGES = (
     "allama.schema",
     "allama.schema._dialects",
     "allama.adapters.openai_compat",
+    "allama.adapters.openai_responses",
     "allama.extract",
     "allama.local",
     "allama.wrappers",
@@ -155,6 +156,70 @@ def test_building_a_provider_loads_no_model_and_no_other_subsystem() -> None:
         "allama.cli",
     ):
         assert not any(name == module or name.startswith(module + ".") for name in loaded), module
+
+
+def test_building_a_responses_provider_loads_no_model_and_no_encoder() -> None:
+    loaded = _run(
+        "import allama\n"
+        "allama.provider('openai', api='responses', api_key='k')\n"
+        + LOADED.format(prefix="m.startswith(('allama', 'pydantic'))")
+    )
+    assert "pydantic.main" not in loaded
+    assert "allama.adapters.openai_responses._adapter" in loaded
+    for module in (
+        "allama.types._request",
+        "allama.stream",
+        "allama.schema",
+        "allama.adapters.openai_responses._encode",
+        "allama.adapters.openai_responses._decode",
+        "allama.adapters.openai_responses._sse",
+        "allama.adapters.openai_compat._encode",
+        "allama.adapters.openai_compat._wire",
+    ):
+        assert not any(name == module or name.startswith(module + ".") for name in loaded), module
+
+
+RESPONSES_ANSWER = json.dumps(
+    {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "model": "gpt-5-mini",
+        "output": [
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": '{"value": [1, 2]}'}],
+            }
+        ],
+    }
+)
+
+
+def test_a_responses_extraction_loads_its_dialect_and_not_chat_completions_decoding() -> None:
+    loaded = _run(
+        "import httpx2, allama\n"
+        f"ANSWER = {RESPONSES_ANSWER!r}\n"
+        "def answer(request):\n"
+        "    return httpx2.Response(200, content=ANSWER.encode(),\n"
+        "                           headers={'content-type': 'application/json'})\n"
+        "client = httpx2.Client(transport=httpx2.MockTransport(answer))\n"
+        "provider = allama.provider('openai', api='responses', api_key='k',\n"
+        "                           transport=allama.Transport(client=client))\n"
+        "value = allama.extract(provider, list[int], allama.ChatRequest('gpt-5-mini').user('?'))\n"
+        "assert value.value == [1, 2], value\n" + LOADED.format(prefix="m.startswith('allama')")
+    )
+    assert "allama.adapters.openai_responses._decode" in loaded
+    assert "allama.schema._dialects._openai_strict" in loaded
+    for module in (
+        "allama.adapters.openai_compat._decode",
+        "allama.adapters.openai_compat._sse",
+        "allama.adapters.openai_compat._wire",
+        "allama.adapters.openai_responses._sse",
+        "allama.schema._dialects._anthropic",
+        "allama.extract._partial",
+    ):
+        assert module not in loaded, module
 
 
 def test_an_extraction_loads_neither_streaming_nor_dialects_it_does_not_use() -> None:

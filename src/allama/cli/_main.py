@@ -51,7 +51,8 @@ def _parser() -> argparse.ArgumentParser:
         "--provider",
         action="append",
         default=None,
-        help="only this preset (repeatable); default: every preset",
+        help="only this preset (repeatable), or PRESET:API for another API of it "
+        "(openai:responses); default: every preset and API",
     )
     return parser
 

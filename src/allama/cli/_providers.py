@@ -1,6 +1,8 @@
 """The providers `allama plan` asks: every preset, built offline with a representative model.
 
-Planning only encodes requests (a dry run), so no key is needed and nothing is sent.
+A preset's other APIs are rows of their own, named `openai (responses)`, with the preset's
+model; `--provider openai:responses` (or `"openai (responses)"`) picks one. Planning only
+encodes requests (a dry run), so no key is needed and nothing is sent.
 """
 
 from __future__ import annotations
@@ -35,14 +37,30 @@ PLAN_MODELS: dict[str, str] = {
 
 
 def planning_providers(names: list[str] | None) -> list[tuple[str, str, ChatProvider]]:
-    from allama.providers import PRESET_NAMES, provider
+    from allama.providers import PRESET_NAMES, PRESETS, provider
 
-    chosen = names or list(PRESET_NAMES)
+    chosen = names or [
+        choice
+        for name in PRESET_NAMES
+        for choice in (name, *(f"{name}:{api}" for api in PRESETS[name].apis))
+    ]
     out: list[tuple[str, str, ChatProvider]] = []
-    for name in chosen:
+    for choice in chosen:
+        name, api = _api_of(choice)
         try:
-            built = provider(name)
+            built = provider(name) if api is None else provider(name, api=api)
         except ValueError as error:
             raise KeyError(str(error)) from None
-        out.append((built.name, PLAN_MODELS.get(built.name, "model"), built))
+        label = built.name if api is None else f"{built.name} ({api})"
+        out.append((label, PLAN_MODELS.get(built.name, "model"), built))
     return out
+
+
+def _api_of(choice: str) -> tuple[str, str | None]:
+    """`openai:responses` or `openai (responses)` as the preset and the API; a bare name is
+    the preset's own API."""
+    if choice.endswith(")") and " (" in choice:
+        name, _, api = choice[:-1].partition(" (")
+        return name.strip(), api.strip()
+    name, colon, api = choice.partition(":")
+    return (name.strip(), api.strip()) if colon else (choice, None)

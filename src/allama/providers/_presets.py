@@ -16,7 +16,7 @@ from allama.adapters.gemini._profile import GeminiProfile
 from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
 from allama.types import CapabilitySupport
 
-__all__ = ["PRESETS", "Preset"]
+__all__ = ["API_NAMES", "PRESETS", "Preset"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,7 @@ class Preset:
     name: str
     profile: Any
     """The dialect's profile: how this endpoint speaks it (a `WireProfile` for Chat
-    Completions, an `AnthropicProfile` for Messages)."""
+    Completions and the Responses API, an `AnthropicProfile` for Messages)."""
     base_url: str | None
     api_key_env: str | None
     key_required: bool = True
@@ -88,6 +88,32 @@ class Preset:
     provider_class: str | None = None
     """`module:Class` of a provider that adds to `HttpProvider` what is not HTTP (starting
     the local engine); `None` for the HTTP provider itself."""
+    apis: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """The endpoint's other APIs, by the name `allama.provider(..., api=name)` gives them:
+    the changes to this preset that speak that API instead (its `dialect`, and where its
+    URL differs). The preset's own API is `api`."""
+
+    @property
+    def api(self) -> str:
+        """The name `api=` gives the API this preset speaks: `chat` for Chat Completions,
+        `responses` for the Responses API, else the dialect's own name."""
+        return API_NAMES.get(self.dialect, self.dialect)
+
+
+API_NAMES: dict[str, str] = {"openai_compat": "chat", "openai_responses": "responses"}
+"""The `api=` name of a dialect, where it is not the dialect's own name."""
+
+# The Responses API (`POST {base}/responses`), where the endpoint serves it beside Chat
+# Completions. Azure serves it on the v1 API only: `{endpoint}/openai/v1/responses`, with
+# no deployment path and no `api-version`.
+_RESPONSES: dict[str, Any] = {"dialect": "openai_responses"}
+_AZURE_RESPONSES: dict[str, Any] = {
+    **_RESPONSES,
+    "deployment_path": None,
+    "path_prefix": "/openai/v1",
+    "api_version": None,
+    "api_version_env": None,
+}
 
 
 _PRESETS: tuple[Preset, ...] = (
@@ -104,6 +130,7 @@ _PRESETS: tuple[Preset, ...] = (
         "OPENAI_API_KEY",
         base_url_env="OPENAI_BASE_URL",
         description="OpenAI Chat Completions",
+        apis={"responses": _RESPONSES},
     ),
     Preset(
         # Deployment URLs with `api-version`, or the v1 API when base_url ends in /openai/v1.
@@ -136,6 +163,7 @@ _PRESETS: tuple[Preset, ...] = (
             ),
         ),
         missing_url_hint="pass endpoint= or set AZURE_OPENAI_ENDPOINT",
+        apis={"responses": _AZURE_RESPONSES},
     ),
     Preset(
         # Azure AI Foundry's model-inference endpoint, https://<resource>.services.ai.azure.com
@@ -191,6 +219,7 @@ _PRESETS: tuple[Preset, ...] = (
         "https://api.x.ai/v1",
         "XAI_API_KEY",
         description="xAI Grok",
+        apis={"responses": _RESPONSES},
     ),
     Preset(
         # `random_seed`, `any` for a required tool, no developer role, 422 on unknown fields.
@@ -227,6 +256,7 @@ _PRESETS: tuple[Preset, ...] = (
         "https://openrouter.ai/api/v1",
         "OPENROUTER_API_KEY",
         description="OpenRouter",
+        apis={"responses": _RESPONSES},
     ),
     Preset(
         # Chat has json_object only; strict tools need the beta base URL.
@@ -368,6 +398,7 @@ _PRESETS: tuple[Preset, ...] = (
         "OPENAI_COMPATIBLE_API_KEY",
         key_required=False,
         description="any OpenAI-compatible endpoint, given base_url",
+        apis={"responses": _RESPONSES},
     ),
 )
 

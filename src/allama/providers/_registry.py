@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from allama.providers._http import HttpProvider
-from allama.providers._presets import PRESETS
+from allama.providers._presets import PRESETS, Preset
 
 if TYPE_CHECKING:
     from allama.local._provider import LlamaCppProvider
@@ -37,9 +38,11 @@ def provider(name: str, **options: Any) -> HttpProvider: ...
 def provider(name: str, **options: Any) -> HttpProvider:
     """The provider for a preset: `provider("groq")`, `provider("openai-compatible", base_url=...)`.
 
-    Options: `api_key` (else the preset's environment variable), `base_url`, `timeout`,
-    `headers`, `transport`, and per preset `endpoint` / `api_version` (Azure OpenAI and
-    Azure AI Foundry),
+    Options: `api` (which of the endpoint's APIs to speak: `"chat"`, Chat Completions, by
+    default; `"responses"`, the Responses API, on `openai`, `azure-openai`, `xai`,
+    `openrouter` and `openai-compatible`), `api_key` (else the preset's environment
+    variable), `base_url`, `timeout`, `headers`, `transport`, and per preset `endpoint` /
+    `api_version` (Azure OpenAI and Azure AI Foundry),
     `account_id` (Workers AI), or `model` / `threads` / `context` / `parallel` (`local`,
     which starts llama.cpp on its first request). A preset without its base URL
     (`openai-compatible` without `base_url`, Azure without `endpoint`) can still plan and
@@ -47,6 +50,8 @@ def provider(name: str, **options: Any) -> HttpProvider:
 
     >>> provider("groq").name
     'groq'
+    >>> provider("openai", api="responses").preset.api
+    'responses'
     """
     key = name.strip().lower().replace("_", "-")
     key = _ALIASES.get(key, key)
@@ -54,8 +59,28 @@ def provider(name: str, **options: Any) -> HttpProvider:
     if preset is None:
         known = ", ".join(PRESET_NAMES)
         raise ValueError(f"unknown provider {name!r}; known presets: {known}")
+    preset = _speaking(preset, options.pop("api", None))
     if preset.provider_class is not None:
         module, _, name = preset.provider_class.partition(":")
         factory: type[HttpProvider] = getattr(importlib.import_module(module), name)
         return factory(preset, **options)
     return HttpProvider(preset, **options)
+
+
+def _speaking(preset: Preset, api: object) -> Preset:
+    """The preset changed to speak `api` (`None`: its own API), as its `apis` data says."""
+    if api is None or api == preset.api:
+        return preset
+    if not isinstance(api, str):
+        raise TypeError(f"api must be a str such as 'responses', not {type(api).__name__}")
+    changes = preset.apis.get(api)
+    if changes is not None:
+        return replace(preset, **changes)
+    having = [other.name for other in PRESETS.values() if api == other.api or api in other.apis]
+    if not having:
+        known = sorted({api for other in PRESETS.values() for api in (other.api, *other.apis)})
+        raise ValueError(f"unknown api {api!r}; known APIs: {', '.join(known)}")
+    raise ValueError(
+        f"{preset.name} has no api={api!r} (it speaks {preset.api!r}); "
+        f"the presets that have it: {', '.join(having)}"
+    )

@@ -90,6 +90,9 @@ _LOW_HIGH = (("minimal", "low"), ("low", "low"), ("medium", "high"), ("high", "h
 
 _OPENAI_ROWS = (
     # Structured outputs from gpt-4o-2024-08-06 and gpt-4o-mini on; reasoning models.
+    # `gpt-5-chat-latest` is the chat model of ChatGPT: no reasoning effort, and the
+    # Responses API answers 400 to asking for its (non-existent) encrypted reasoning.
+    ModelFamily("gpt-5-chat*", StructuredLevel.STRICT, reasoning=N, images=S),
     ModelFamily("gpt-5*", StructuredLevel.STRICT, reasoning=S, images=S),
     ModelFamily("o1-mini*", StructuredLevel.JSON_OBJECT, tools=N, forced_tool=N, reasoning=S),
     ModelFamily("o1-preview*", StructuredLevel.JSON_OBJECT, tools=N, forced_tool=N, reasoning=S),

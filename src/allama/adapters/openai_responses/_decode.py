@@ -1,0 +1,286 @@
+"""A Responses API response object to a `ChatResponse`, or to the `allama.Error` it stands for.
+
+The body is read once by pydantic-core's JSON parser into plain data, so that output items
+allama has no type for (web search, file search, MCP, code interpreter, items added later)
+are kept verbatim, in order, under `provider_data["openai_responses"]["items"]`, never in
+the text. The items allama reads:
+
+- `message`: each `output_text` part a text block, each `refusal` part a refusal block.
+- `function_call`: a tool call whose id is the item's `call_id` (what a
+  `function_call_output` answers; the item's own `fc_...` id is not kept) and whose
+  arguments are the string as sent.
+- `reasoning`: one reasoning block. Its text is the item's summaries, joined by a blank
+  line; an item without a summary but with reasoning text (`content`, which open-weight
+  models behind some servers return) gives that text instead. Its `encrypted_content` is
+  kept verbatim, and the item's id (`rs_...`) is kept as the block's `signature`: with
+  `store: false` the next turn sends the item back by id and encrypted content.
+
+The finish reason comes from `status`: `completed` is a stop, or tool calls when the
+output has any; `incomplete` is a length or a content filter as `incomplete_details`
+says; `failed` raises the error the response holds; `cancelled` and reasons nobody knows
+are kept as the provider's own words; a response still `queued` or `in_progress` (a
+background one) has none. Token counts follow allama's meaning, which is the API's:
+cached input inside `input_tokens`, reasoning inside `output_tokens`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import JsonValue
+from pydantic_core import from_json
+
+from allama.adapters.openai_responses._errors import (
+    error_from_failed,
+    error_from_payload,
+    error_from_response,
+)
+from allama.errors import Error, ServerError
+from allama.types import (
+    ChatResponse,
+    ContentBlock,
+    FinishReason,
+    Reasoning,
+    Refusal,
+    TextPart,
+    ToolCall,
+    Usage,
+    Warning,
+)
+
+__all__ = [
+    "ITEMS_KEY",
+    "NAMESPACE",
+    "SURFACED_ITEMS",
+    "arguments_of",
+    "decode_body",
+    "decode_object",
+    "decode_response",
+    "finish_reason_of",
+    "reasoning_text",
+    "usage_of",
+]
+
+NAMESPACE = "openai_responses"
+"""The `provider_data` namespace of what only the Responses API has."""
+ITEMS_KEY = "items"
+"""Output items allama has no type for (web search, file search, MCP...), verbatim, in order."""
+SURFACED_ITEMS = frozenset({"message", "function_call", "reasoning"})
+"""The output item types allama reads into content blocks."""
+
+_INCOMPLETE: dict[str, FinishReason] = {
+    "max_output_tokens": FinishReason.LENGTH,
+    "content_filter": FinishReason.CONTENT_FILTER,
+}
+_UNFINISHED = frozenset({"queued", "in_progress"})
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def usage_of(usage: Mapping[str, Any]) -> Usage:
+    """Token counts by allama's names; a count not reported stays `None`."""
+    inputs = usage.get("input_tokens_details")
+    outputs = usage.get("output_tokens_details")
+    inputs = inputs if isinstance(inputs, dict) else {}
+    outputs = outputs if isinstance(outputs, dict) else {}
+    return Usage(
+        input_tokens=_count(usage.get("input_tokens")),
+        output_tokens=_count(usage.get("output_tokens")),
+        reasoning_tokens=_count(outputs.get("reasoning_tokens")),
+        cache_read_tokens=_count(inputs.get("cached_tokens")),
+        cache_write_tokens=_count(inputs.get("cache_write_tokens")),
+    )
+
+
+def finish_reason_of(response: Mapping[str, Any], *, has_tool_calls: bool) -> FinishReason | None:
+    """The finish reason of a response that did not fail, from its `status`."""
+    status = response.get("status")
+    if not isinstance(status, str) or not status or status in _UNFINISHED:
+        return None
+    if status == "completed":
+        return FinishReason.TOOL_CALLS if has_tool_calls else FinishReason.STOP
+    if status == "incomplete":
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        if isinstance(reason, str) and reason:
+            return _INCOMPLETE.get(reason) or FinishReason(reason)
+        return FinishReason("incomplete")
+    return FinishReason(status)
+
+
+def json_text(value: Any) -> str:
+    """A value as compact JSON text, its key order and non-ASCII characters kept."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def arguments_of(item: Mapping[str, Any]) -> str:
+    """A function call's arguments as sent: a string (or a server's object, as JSON text)."""
+    raw = item.get("arguments")
+    if isinstance(raw, str):
+        return raw
+    return "" if raw is None else json_text(raw)
+
+
+def _texts(parts: Any, kind: str) -> list[str]:
+    if not isinstance(parts, list):
+        return []
+    return [
+        part["text"]
+        for part in parts
+        if isinstance(part, dict)
+        and part.get("type", kind) == kind
+        and isinstance(part.get("text"), str)
+        and part["text"]
+    ]
+
+
+def reasoning_text(item: Mapping[str, Any]) -> str:
+    """A reasoning item's text: its summaries, or else its reasoning text, joined by a
+    blank line (empty parts left out)."""
+    texts = _texts(item.get("summary"), "summary_text") or _texts(
+        item.get("content"), "reasoning_text"
+    )
+    return "\n\n".join(texts)
+
+
+def _string(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+class _Unreadable(ValueError):
+    """A part of the body does not fit the response shape; says which."""
+
+
+def _blocks(output: list[Any]) -> tuple[list[ContentBlock], list[JsonValue]]:
+    """The content blocks allama has types for, and the other items verbatim."""
+    blocks: list[ContentBlock] = []
+    others: list[JsonValue] = []
+    for item in output:
+        if not isinstance(item, dict):
+            raise _Unreadable("an output item is not an object")
+        kind = item.get("type")
+        if kind == "message":
+            content = item.get("content")
+            for part in content if isinstance(content, list) else ():
+                if not isinstance(part, dict):
+                    raise _Unreadable("a message part is not an object")
+                if part.get("type") == "output_text":
+                    text = part.get("text")
+                    blocks.append(TextPart(text=text if isinstance(text, str) else ""))
+                elif part.get("type") == "refusal":
+                    refusal = part.get("refusal")
+                    blocks.append(Refusal(text=refusal if isinstance(refusal, str) else ""))
+        elif kind == "function_call":
+            call_id = _string(item.get("call_id")) or _string(item.get("id"))
+            name = item.get("name")
+            if call_id is None or not isinstance(name, str):
+                raise _Unreadable("a `function_call` item has no `call_id` or no `name`")
+            blocks.append(ToolCall(id=call_id, name=name, arguments=arguments_of(item)))
+        elif kind == "reasoning":
+            blocks.append(
+                Reasoning(
+                    text=reasoning_text(item),
+                    signature=_string(item.get("id")),
+                    encrypted_content=_string(item.get("encrypted_content")),
+                )
+            )
+        else:
+            others.append(item)
+    return blocks, others
+
+
+def decode_object(
+    response: Mapping[str, Any],
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    warnings: Sequence[Warning] = (),
+) -> ChatResponse:
+    """A response object, already parsed, as a `ChatResponse`; raises the error of a failed
+    one, and `ValueError` (with the reason) for one that does not fit the shape."""
+    if response.get("status") == "failed":
+        raise error_from_failed(response, provider=provider, model=model)
+    output = response.get("output")
+    if not isinstance(output, list):
+        raise _Unreadable("it has no `output` list")
+    blocks, others = _blocks(output)
+    has_calls = any(isinstance(block, ToolCall) for block in blocks)
+    usage = response.get("usage")
+    body_model = _string(response.get("model"))
+    return ChatResponse(
+        tuple(blocks),
+        finish_reason=finish_reason_of(response, has_tool_calls=has_calls),
+        usage=usage_of(usage) if isinstance(usage, dict) else None,
+        warnings=tuple(warnings),
+        provider_data={NAMESPACE: {ITEMS_KEY: others}} if others else {},
+        model=body_model or model,
+        provider=provider,
+        id=_string(response.get("id")),
+    )
+
+
+def _not_a_response(
+    body: bytes | str, why: str, *, provider: str | None, model: str | None
+) -> Error:
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    error = (
+        ServerError(f"the provider answered with a body that is not a response: {why}")
+        .mark_authored()
+        .with_body(text)
+    )
+    if provider is not None:
+        error.with_provider(provider)
+    if model is not None:
+        error.with_model(model)
+    return error
+
+
+def _parse(body: bytes | str) -> Any:
+    """JSON by pydantic-core, or by the standard library for what pydantic-core refuses (an
+    escaped lone surrogate); raises `ValueError` when neither reads it."""
+    try:
+        return from_json(body)
+    except ValueError:
+        return json.loads(body)
+
+
+def decode_body(
+    body: bytes | str,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    warnings: Sequence[Warning] = (),
+) -> ChatResponse:
+    """A successful (2xx) body as a `ChatResponse`; an error in it raises that error."""
+    try:
+        payload: Any = _parse(body)
+    except ValueError:
+        raise _not_a_response(body, "it is not JSON", provider=provider, model=model) from None
+    if not isinstance(payload, dict):
+        raise _not_a_response(body, "it is not a JSON object", provider=provider, model=model)
+    if isinstance(payload.get("error"), dict) and payload.get("status") != "failed":
+        # An error object where a response should be (a gateway's), or beside one.
+        raise error_from_payload(payload, provider=provider, model=model)
+    try:
+        return decode_object(payload, provider=provider, model=model, warnings=warnings)
+    except _Unreadable as why:
+        raise _not_a_response(body, str(why), provider=provider, model=model) from None
+
+
+def decode_response(
+    status: int,
+    headers: Mapping[str, str],
+    content: bytes,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    warnings: Sequence[Warning] = (),
+) -> ChatResponse:
+    """An HTTP response as a `ChatResponse`; raises the `allama.Error` of an error response."""
+    if status >= 400:
+        raise error_from_response(status, headers, content, provider=provider, model=model)
+    return decode_body(content, provider=provider, model=model, warnings=warnings)

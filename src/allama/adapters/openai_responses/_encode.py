@@ -1,0 +1,413 @@
+"""A `ChatRequest` to the HTTP request of `POST /responses`, plus warnings.
+
+Schemas are spoken exactly as Chat Completions speaks them to the same endpoint: the
+encoder is the Chat Completions one, with the conversation, the tools, the response format
+and the settings laid out as the Responses API takes them. So a schema goes through the
+endpoint's dialect rewrite and `apply_strict_policy` with the same warnings and refusals,
+on `response_format` (`text.format`) and `tools`; a family with only JSON mode gets
+`json_object` with the same refusal. What differs from Chat Completions:
+
+- `strict` is always sent, on tools and on `text.format`: a tool without it is made strict
+  by the server when it can be, and silently left loose when it cannot.
+- The instructions: system messages before the conversation are `instructions`; a later
+  one is a `system` input item, in its place. A developer message is a `developer` input
+  item in its place where the endpoint has the role (the profile's `developer_role`), else
+  it is read as a system message.
+- `store` is `false` unless the caller sets it: extraction needs no state kept on the
+  server, and a conversation is sent whole each turn. So that reasoning can go back on the
+  next turn, `include: ["reasoning.encrypted_content"]` is asked for when the model reasons
+  (its family does, or an effort was asked of a family nobody knows); a model that does
+  not reason answers 400 to it. Reasoning goes back as a `reasoning` item only when it is
+  this API's own (its id, `rs_...`, is kept in the block's `signature`) and can be read
+  back: with its encrypted content, or by id under `store: true`. Other reasoning is left
+  out of the conversation with a warning on `reasoning`.
+- There are no stop sequences and no seed in this API: both are refused. An output limit
+  below the API's minimum (16 tokens) is raised to it, with a warning.
+- The request option `openai_responses` is merged into the body last (for
+  `previous_response_id`, `store`, `truncation`, `metadata`...); its `text` and
+  `reasoning` objects are added to allama's, and its `include` list to allama's, rather
+  than replacing them.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+from allama._degradations import Degradations
+from allama.adapters._http import HttpRequest
+from allama.adapters.openai_compat._capabilities import ModelFamily
+from allama.adapters.openai_compat._encode import _Encoder as _ChatEncoder
+from allama.adapters.openai_compat._encode import _image_url
+from allama.adapters.openai_compat._profile import WireProfile
+from allama.types import (
+    AssistantMessage,
+    CapabilitySupport,
+    ChatRequest,
+    DeveloperMessage,
+    DocumentPart,
+    ImagePart,
+    Message,
+    Reasoning,
+    Refusal,
+    RequestField,
+    ResponseFormat,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+)
+
+__all__ = [
+    "BODY_OPTION",
+    "ENCRYPTED_REASONING",
+    "MIN_OUTPUT_TOKENS",
+    "REASONING_ID_PREFIX",
+    "encode_request",
+]
+
+BODY_OPTION = "openai_responses"
+"""Request option namespace whose JSON object is merged into the body, for fields allama
+has no name for (`request.with_option_json("openai_responses", {"store": True,
+"previous_response_id": "resp_..."})`). Its `text` and `reasoning` objects are added to
+allama's and its `include` list to allama's; its other fields replace allama's."""
+
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+"""The `include` entry that returns a reasoning item's encrypted content."""
+
+MIN_OUTPUT_TOKENS = 16
+"""The smallest `max_output_tokens` the Responses API takes."""
+
+REASONING_ID_PREFIX = "rs_"
+"""How the ids of this API's reasoning items begin (OpenAI, Azure, xAI, OpenRouter): a
+`Reasoning.signature` that does not is another provider's signature, not an item id."""
+
+_MERGED = ("text", "reasoning")
+"""Option fields whose keys are added to allama's own object of that name."""
+
+
+class _Encoder(_ChatEncoder):
+    """The Chat Completions encoder, with the Responses API's layout."""
+
+    def __init__(
+        self,
+        request: ChatRequest,
+        profile: WireProfile,
+        family: ModelFamily,
+        degradations: Degradations,
+        *,
+        stream: bool,
+    ) -> None:
+        super().__init__(request, profile, family, degradations, stream=stream)
+        extra = request.option_json(BODY_OPTION)
+        self.extra: dict[str, Any] = extra if isinstance(extra, dict) else {}
+        self.store = self.extra.get("store") is True
+
+    # Input
+
+    def conversation(self) -> tuple[str | None, list[dict[str, Any]]]:
+        """`instructions` (the system messages before the conversation) and the input items."""
+        instructions: list[str] = []
+        items: list[dict[str, Any]] = []
+        started = False
+        for message in self.request.messages:
+            role = self.instruction_role(message)
+            if role is not None:
+                assert isinstance(message, SystemMessage | DeveloperMessage)
+                if role == "system" and not started:
+                    instructions.append(message.content)
+                else:
+                    items.append({"role": role, "content": message.content})
+                continue
+            started = True
+            items.extend(self.items(message))
+        return ("\n\n".join(instructions) if instructions else None), items
+
+    def instruction_role(self, message: Message) -> str | None:
+        if isinstance(message, SystemMessage):
+            return "system"
+        if isinstance(message, DeveloperMessage):
+            return "developer" if self.profile.developer_role else "system"
+        return None
+
+    def items(self, message: Message) -> list[dict[str, Any]]:
+        if isinstance(message, UserMessage):
+            return [self.user_item(message)]
+        if isinstance(message, AssistantMessage):
+            return self.assistant_items(message)
+        assert isinstance(message, ToolMessage)
+        return [self.tool_output(message)]
+
+    def user_item(self, message: UserMessage) -> dict[str, Any]:
+        parts = message.content
+        if len(parts) == 1 and isinstance(parts[0], TextPart):
+            return {"role": "user", "content": parts[0].text}
+        content: list[dict[str, Any]] = []
+        for part in parts:
+            if isinstance(part, TextPart):
+                content.append({"type": "input_text", "text": part.text})
+            elif isinstance(part, ImagePart):
+                url = _image_url(part)
+                content.append({"type": "input_image", "image_url": url, "detail": "auto"})
+            elif (document := self.input_document(part)) is not None:
+                content.append(document)
+        return {"role": "user", "content": content}
+
+    def input_document(self, part: DocumentPart) -> dict[str, Any] | None:
+        """An `input_file` (PDF bytes as a data URL, or a URL), or text as `input_text`."""
+        display = self.profile.display_name
+        if part.media_type == "text/plain" and part.data is not None:
+            try:
+                return {"type": "input_text", "text": part.data.decode("utf-8")}
+            except UnicodeDecodeError:
+                self.degradations.refuse(
+                    RequestField.DOCUMENTS,
+                    "a text/plain document must be UTF-8 text; it was left out",
+                )
+                return None
+        if part.data is not None and part.media_type != "application/pdf":
+            self.degradations.refuse(
+                RequestField.DOCUMENTS,
+                f"the Responses API takes PDF and plain-text documents, not {part.media_type}; "
+                "it was left out",
+            )
+            return None
+        if not self.profile.file_parts:
+            self.degradations.refuse(
+                RequestField.DOCUMENTS, f"{display} takes no PDF documents; it was left out"
+            )
+            return None
+        if part.url is not None:
+            return {"type": "input_file", "file_url": part.url}
+        data = base64.b64encode(part.data or b"").decode("ascii")
+        return {
+            "type": "input_file",
+            "filename": part.title or "document.pdf",
+            "file_data": f"data:application/pdf;base64,{data}",
+        }
+
+    def assistant_items(self, message: AssistantMessage) -> list[dict[str, Any]]:
+        """The turn's blocks in order: runs of text and refusals as one `message` item,
+        tool calls as `function_call` items, reasoning as `reasoning` items."""
+        items: list[dict[str, Any]] = []
+        written: list[dict[str, Any]] = []
+        for block in message.content:
+            if isinstance(block, TextPart | Refusal):
+                if isinstance(block, TextPart):
+                    written.append({"type": "output_text", "text": block.text})
+                else:
+                    written.append({"type": "refusal", "refusal": block.text})
+                continue
+            if written:
+                items.append(_output_message(written))
+                written = []
+            if isinstance(block, ToolCall):
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": block.id,
+                        "name": block.name,
+                        "arguments": block.arguments,
+                    }
+                )
+            elif (reasoning := self.reasoning_item(block)) is not None:
+                items.append(reasoning)
+        if written:
+            items.append(_output_message(written))
+        return items
+
+    def reasoning_item(self, block: Reasoning) -> dict[str, Any] | None:
+        item_id = block.signature
+        readable = bool(block.encrypted_content) or self.store
+        if not item_id or not item_id.startswith(REASONING_ID_PREFIX) or not readable:
+            self.degradations.approximate(
+                RequestField.REASONING,
+                f"{self.profile.display_name} takes back only the reasoning items it gave, "
+                "with their encrypted content (or by id, with `store: true`); other "
+                "reasoning was left out of the conversation",
+            )
+            return None
+        summary = [{"type": "summary_text", "text": block.text}] if block.text else []
+        item: dict[str, Any] = {"type": "reasoning", "id": item_id, "summary": summary}
+        if block.encrypted_content:
+            item["encrypted_content"] = block.encrypted_content
+        return item
+
+    def tool_output(self, message: ToolMessage) -> dict[str, Any]:
+        if message.is_error:
+            self.degradations.refuse(
+                RequestField.TOOL_RESULT_ERROR,
+                f"{self.profile.display_name} has no error flag for tool results; "
+                "the result was sent as plain content",
+            )
+        return {
+            "type": "function_call_output",
+            "call_id": message.tool_call_id,
+            "output": message.content,
+        }
+
+    # Tools
+
+    def tool(self, tool: ToolDefinition) -> dict[str, Any]:
+        """Chat Completions' tool, flat, with `strict` always said."""
+        function = super().tool(tool)["function"]
+        flat: dict[str, Any] = {"type": "function", **function}
+        flat["strict"] = bool(function.get("strict"))
+        return flat
+
+    def tool_choice(self) -> str | dict[str, Any] | None:
+        choice = self.request.tool_choice
+        if choice is None:
+            return None
+        if choice.mode == "tool":
+            return {"type": "function", "name": choice.name}
+        return choice.mode
+
+    def parallel_tool_calls(self, tools: list[dict[str, Any]] | None) -> bool | None:
+        if self.request.parallel_tool_calls is not None:
+            return self.request.parallel_tool_calls
+        if self.profile.serial_strict_tools and tools and any(tool["strict"] for tool in tools):
+            # Strict tool calls do not hold under parallel calls on this endpoint.
+            return False
+        return None
+
+    # Response format
+
+    def json_schema(self, fmt: ResponseFormat) -> dict[str, Any]:
+        """Chat Completions' format, flat, with `strict` always said."""
+        chat = super().json_schema(fmt)
+        inner = chat.get("json_schema")
+        if not isinstance(inner, dict):
+            return chat  # `json_object`: the family has no JSON Schema output
+        flat: dict[str, Any] = {"type": "json_schema", **inner}
+        flat["strict"] = bool(inner.get("strict"))
+        return flat
+
+    def text(self) -> dict[str, Any] | None:
+        fmt = self.response_format()
+        return None if fmt is None else {"format": fmt}
+
+    # Settings
+
+    def reasoning(self) -> tuple[dict[str, Any] | None, bool]:
+        """`reasoning`, and whether the model reasons (so its reasoning can be kept)."""
+        request = self.request
+        wanted = request.reasoning_effort
+        reasons = self.family.reasoning is CapabilitySupport.SUPPORTED
+        if wanted is None:
+            return None, reasons
+        if not self.profile.reasoning_effort or self.family.reasoning is (
+            CapabilitySupport.UNSUPPORTED
+        ):
+            self.degradations.refuse(
+                RequestField.REASONING_EFFORT,
+                f"`{request.model}` on {self.profile.display_name} takes no reasoning effort",
+            )
+            return None, False
+        effort = self.effort(str(wanted))
+        if effort is None:
+            return None, reasons
+        if effort == "none":
+            return {"effort": effort}, False
+        return {"effort": effort, "summary": "auto"}, True
+
+    def max_output_tokens(self) -> int | None:
+        tokens = self.request.max_output_tokens
+        if tokens is not None and tokens < MIN_OUTPUT_TOKENS:
+            self.degradations.approximate(
+                RequestField.MAX_OUTPUT_TOKENS,
+                f"the Responses API takes at least {MIN_OUTPUT_TOKENS} output tokens; "
+                f"{MIN_OUTPUT_TOKENS} were asked for instead of {tokens}",
+            )
+            return MIN_OUTPUT_TOKENS
+        return tokens
+
+    def refuse_missing(self) -> None:
+        """What the Responses API has no field for."""
+        request = self.request
+        if request.stop:
+            self.degradations.refuse(RequestField.STOP, "the Responses API takes no stop sequences")
+        if request.seed is not None:
+            self.degradations.refuse(RequestField.SEED, "the Responses API takes no seed")
+
+    # Everything
+
+    def body(self) -> dict[str, Any]:
+        request = self.request
+        self.refuse_missing()
+        instructions, items = self.conversation()
+        tools = self.tools()
+        reasoning, reasons = self.reasoning()
+        body: dict[str, Any] = {"model": request.model}
+        if instructions is not None:
+            body["instructions"] = instructions
+        body["input"] = items
+        if tools is not None:
+            body["tools"] = tools
+        choice = self.tool_choice()
+        if choice is not None:
+            body["tool_choice"] = choice
+        parallel = self.parallel_tool_calls(tools)
+        if parallel is not None:
+            body["parallel_tool_calls"] = parallel
+        text = self.text()
+        if text is not None:
+            body["text"] = text
+        if reasoning is not None:
+            body["reasoning"] = reasoning
+        max_tokens = self.max_output_tokens()
+        if max_tokens is not None:
+            body["max_output_tokens"] = max_tokens
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.top_p is not None:
+            body["top_p"] = request.top_p
+        body["store"] = False
+        if reasons and not self.store:
+            body["include"] = [ENCRYPTED_REASONING]
+        if self.stream:
+            body["stream"] = True
+        if self.profile.require_parameters and self.schema_sent:
+            routing = self.extra.get("provider")
+            body["provider"] = {
+                **(routing if isinstance(routing, dict) else {}),
+                "require_parameters": True,
+            }
+        for key, value in self.extra.items():
+            if key == "provider" and "provider" in body:
+                continue
+            ours = body.get(key)
+            if key in _MERGED and isinstance(ours, dict) and isinstance(value, dict):
+                body[key] = {**ours, **value}
+            elif key == "include" and isinstance(ours, list) and isinstance(value, list):
+                body[key] = [*ours, *(entry for entry in value if entry not in ours)]
+            else:
+                body[key] = value
+        return body
+
+
+def _output_message(content: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "message", "role": "assistant", "content": content}
+
+
+def encode_request(
+    request: ChatRequest,
+    profile: WireProfile,
+    family: ModelFamily,
+    *,
+    url: str,
+    headers: Mapping[str, str],
+    params: Mapping[str, str] | None = None,
+    stream: bool,
+    degradations: Degradations,
+) -> HttpRequest:
+    """The HTTP request for `request`; warnings collect in `degradations`.
+
+    Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what the endpoint cannot honour
+    under `UnsupportedPolicy.ERROR`.
+    """
+    body = _Encoder(request, profile, family, degradations, stream=stream).body()
+    return HttpRequest("POST", url, headers, body, params or {})

@@ -1,0 +1,98 @@
+"""An error response, a failed response or a stream's error event to the right `allama.Error`.
+
+Error statuses carry the body Chat Completions errors carry (`{"error": {message, type,
+param, code}}`), so they go through its mapping: rate limits and their `retry-after` and
+`x-ratelimit-reset-*` waits, quotas, full context windows, schemas refused on `text.format`
+or a tool, keys, `x-should-retry`. What is the Responses API's own:
+
+- A response whose `status` is `failed` holds its error as `error: {code, message}` in a
+  successful (2xx) body or in `response.failed`; a stream's `error` event has `code`,
+  `message` and `param` at its top (older servers nest them under `error`). Neither has an
+  HTTP status, so the code decides.
+- The codes of a failed response that blame the request (`invalid_prompt`, the image codes)
+  are invalid requests, not server errors: asking again would fail again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from allama.adapters.openai_compat._errors import (
+    ErrorInfo,
+    error_from_response,
+    retry_after_seconds,
+)
+from allama.adapters.openai_compat._errors import error_from_payload as _chat_error
+from allama.errors import Error, InvalidRequestError, ServerError
+
+__all__ = [
+    "REQUEST_CODES",
+    "error_from_failed",
+    "error_from_payload",
+    "error_from_response",
+    "retry_after_seconds",
+]
+
+REQUEST_CODES = frozenset(
+    {
+        "invalid_prompt",
+        "invalid_image",
+        "invalid_image_format",
+        "invalid_base64_image",
+        "invalid_image_url",
+        "invalid_image_mode",
+        "image_too_large",
+        "image_too_small",
+        "image_parse_error",
+        "image_content_policy_violation",
+        "image_file_too_large",
+        "unsupported_image_media_type",
+        "empty_image_file",
+        "failed_to_download_image",
+        "image_file_not_found",
+    }
+)
+"""Codes of a failed response that blame what was sent."""
+
+
+def error_from_payload(
+    payload: dict[str, Any],
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+) -> Error:
+    """The error for an error object without an HTTP status: a stream's `error` event, or
+    `{"error": ...}` as a failed response holds it."""
+    info = ErrorInfo.parse(payload)
+    if info is None or (info.code or "").lower() not in REQUEST_CODES:
+        return _chat_error(payload, provider=provider, model=model)
+    error = InvalidRequestError(info.message).mark_upstream().with_body(json.dumps(payload))
+    if provider is not None:
+        error.with_provider(provider)
+    if model is not None:
+        error.with_model(model)
+    return error
+
+
+def error_from_failed(
+    response: Mapping[str, Any],
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+) -> Error:
+    """The error of a response whose `status` is `failed`."""
+    inner = response.get("error")
+    if isinstance(inner, dict):
+        return error_from_payload({"error": inner}, provider=provider, model=model)
+    error = (
+        ServerError("the response failed, and the provider did not say why")
+        .mark_authored()
+        .with_body(json.dumps(response))
+    )
+    if provider is not None:
+        error.with_provider(provider)
+    if model is not None:
+        error.with_model(model)
+    return error

@@ -1,0 +1,494 @@
+"""An incremental decoder from the bytes of a Responses API stream to stream events.
+
+Bytes may arrive split anywhere; the shared SSE framing keeps the unfinished line and scans
+each byte once, so the work is linear in the stream. Events are typed (`type` in the data,
+the same name on the `event:` line) and the stream ends at a terminal event, with no
+`[DONE]` (a server that sends one anyway, OpenRouter, is read to the end the same way):
+
+- `response.created`, `response.in_progress`, `response.queued`: the response's id and model.
+- `response.output_item.added`: a function call or a reasoning item opens its block; a
+  message opens one block per content part (`response.content_part.added`, or its first
+  delta), an `output_text` part a text block and a `refusal` part a refusal block.
+- `response.output_text.delta`, `response.refusal.delta`,
+  `response.function_call_arguments.delta`, `response.reasoning_summary_text.delta` (and
+  `response.reasoning_text.delta`, for an item with no summary): the block's pieces. A
+  reasoning item's summaries are joined by a blank line, as `decode_object` joins them.
+- `response.output_item.done`: the item's blocks stop, after the reasoning item's
+  encrypted content and whatever the finished item holds beyond the deltas (a server
+  that sends an item whole); an item allama has no type for is reported as provider data,
+  the list of every such item so far, so that the collected response holds what
+  `decode_object` gives for the same response.
+- `response.completed`, `response.incomplete` (and `response.done`): items the stream never
+  announced, the usage, and the finish reason, read as `decode_object` reads them.
+- `response.failed` and `error`: the error, raised after every event before it was yielded
+  (those were paid for).
+
+Other events (`response.output_text.done`, annotations, web search progress, events added
+later) say nothing allama reads. allama's block indices count only the blocks it surfaces,
+densely from 0, in the order they open.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import JsonValue
+from pydantic_core import from_json
+
+from allama.adapters._sse import SseEvent, SseParser
+from allama.adapters.openai_responses._decode import (
+    ITEMS_KEY,
+    NAMESPACE,
+    arguments_of,
+    finish_reason_of,
+    reasoning_text,
+    usage_of,
+)
+from allama.adapters.openai_responses._errors import error_from_failed, error_from_payload
+from allama.errors import IncompleteStreamError, StreamDecodeError
+from allama.types import (
+    BlockStart,
+    BlockStop,
+    Finish,
+    ProviderDataEvent,
+    ReasoningDelta,
+    RefusalDelta,
+    ResponseStart,
+    StreamBlockType,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    UsageEvent,
+)
+
+__all__ = ["ResponsesStreamDecoder", "decode_stream"]
+
+_DONE = "[DONE]"
+_STARTS = frozenset({"response.created", "response.in_progress", "response.queued"})
+_ENDS = {
+    "response.completed": "completed",
+    "response.incomplete": "incomplete",
+    "response.done": "completed",
+}
+_PART_BLOCKS = {"output_text": StreamBlockType.TEXT, "refusal": StreamBlockType.REFUSAL}
+_SEPARATOR = "\n\n"
+
+
+class _Block:
+    """A block allama surfaces: its index, type, and the pieces it streamed so far."""
+
+    __slots__ = ("block_type", "encrypted", "index", "last", "open", "pieces", "signed", "source")
+
+    def __init__(self, index: int, block_type: StreamBlockType) -> None:
+        self.index = index
+        self.block_type = block_type
+        self.pieces: list[str] = []
+        self.open = True
+        self.source: str | None = None
+        """A reasoning block's text so far: `summary` or `content`."""
+        self.last: int | None = None
+        """The summary or content part the last reasoning piece belonged to."""
+        self.signed = False
+        self.encrypted = False
+
+    def streamed(self) -> str:
+        return "".join(self.pieces)
+
+
+class _Item:
+    """An output item the stream announced: its type, its blocks, whether it is done."""
+
+    __slots__ = ("block", "done", "item_id", "kind", "parts")
+
+    def __init__(self, kind: str, item_id: str | None) -> None:
+        self.kind = kind
+        self.item_id = item_id
+        self.block: _Block | None = None
+        """The block of a function call or a reasoning item."""
+        self.parts: dict[int, _Block] = {}
+        """The blocks of a message's content parts, by content index."""
+        self.done = False
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _parse(data: str) -> Any:
+    """JSON by pydantic-core, or by the standard library for what pydantic-core refuses (an
+    escaped lone surrogate); raises `ValueError` when neither reads it."""
+    try:
+        return from_json(data)
+    except ValueError:
+        return json.loads(data)
+
+
+class ResponsesStreamDecoder:
+    """Responses API stream bytes to `StreamEvent`s, incrementally.
+
+    `feed` and `close` are generators: an error is raised after the events before it were
+    yielded. `done` turns true at the terminal event; anything after it is ignored.
+    """
+
+    def __init__(self, *, provider: str | None = None, model: str | None = None) -> None:
+        self._parser = SseParser()
+        self._provider = provider
+        self._model = model
+        self._items: dict[int, _Item] = {}
+        self._by_id: dict[str, int] = {}
+        self._count = 0
+        self._others: list[tuple[int, JsonValue]] = []
+        self._started: tuple[str | None, str | None] | None = None
+        self._has_calls = False
+        self.finished = False
+        self.done = False
+
+    def feed(self, chunk: bytes) -> Iterator[StreamEvent]:
+        for event in self._parser.feed(chunk):
+            yield from self._event(event, at_end=False)
+
+    def close(self) -> Iterator[StreamEvent]:
+        """The events at the end of input (a last event without its blank line)."""
+        events, cut = self._parser.close()
+        for event in events:
+            yield from self._event(event, at_end=cut)
+
+    # Events
+
+    def _event(self, event: SseEvent, *, at_end: bool) -> Iterator[StreamEvent]:
+        data = event.data.strip()
+        if self.done or not data:
+            return
+        if data == _DONE:
+            self.done = True
+            return
+        try:
+            payload: Any = _parse(data)
+        except ValueError:
+            if at_end:
+                raise IncompleteStreamError(
+                    "the stream ended in the middle of an event"
+                ).mark_authored() from None
+            raise StreamDecodeError("a stream event is not valid JSON").mark_authored() from None
+        if not isinstance(payload, dict):
+            raise StreamDecodeError("a stream event is not a JSON object").mark_authored()
+        kind = payload.get("type") or event.event
+        if kind == "error" or event.event == "error":
+            raise error_from_payload(payload, provider=self._provider, model=self._model)
+        if kind == "response.failed":
+            response = payload.get("response")
+            raise error_from_failed(
+                response if isinstance(response, dict) else {},
+                provider=self._provider,
+                model=self._model,
+            )
+        if kind in _STARTS:
+            yield from self._start(payload.get("response"))
+        elif kind == "response.output_item.added":
+            yield from self._item_added(payload)
+        elif kind == "response.content_part.added":
+            yield from self._part_added(payload)
+        elif kind == "response.output_text.delta":
+            yield from self._part_delta(payload, StreamBlockType.TEXT)
+        elif kind == "response.refusal.delta":
+            yield from self._part_delta(payload, StreamBlockType.REFUSAL)
+        elif kind == "response.function_call_arguments.delta":
+            yield from self._arguments_delta(payload)
+        elif kind == "response.reasoning_summary_text.delta":
+            yield from self._reasoning_delta(payload, "summary", "summary_index")
+        elif kind == "response.reasoning_text.delta":
+            yield from self._reasoning_delta(payload, "content", "content_index")
+        elif kind == "response.output_item.done":
+            yield from self._item_done(payload)
+        elif kind in _ENDS:
+            response = payload.get("response")
+            if not isinstance(response, dict):
+                raise StreamDecodeError(f"`{kind}` carries no response").mark_authored()
+            yield from self._end(response, _ENDS[kind])
+
+    def _start(self, response: Any) -> Iterator[StreamEvent]:
+        if not isinstance(response, dict):
+            return
+        start = (_str(response.get("id")) or None, _str(response.get("model")) or self._model)
+        if self._started is None or (start != self._started and not self.finished):
+            self._started = start
+            yield ResponseStart(id=start[0], model=start[1])
+
+    # Items and their blocks
+
+    def _output_index(self, payload: dict[str, Any]) -> int:
+        index = _int(payload.get("output_index"))
+        if index is None:
+            index = self._by_id.get(_str(payload.get("item_id")))
+        if index is None:
+            raise StreamDecodeError(
+                f"a `{payload.get('type')}` event names no output item"
+            ).mark_authored()
+        return index
+
+    def _surface(self, block_type: StreamBlockType) -> _Block:
+        if self.finished:
+            raise StreamDecodeError("the stream sent content after it finished").mark_authored()
+        block = _Block(self._count, block_type)
+        self._count += 1
+        return block
+
+    def _announce(self, index: int, item: dict[str, Any]) -> tuple[_Item, list[StreamEvent]]:
+        """The item at `index`, announced now (with the events that open its block)."""
+        kind = _str(item.get("type"))
+        item_id = _str(item.get("id")) or None
+        known = _Item(kind, item_id)
+        self._items[index] = known
+        if item_id is not None:
+            self._by_id[item_id] = index
+        events: list[StreamEvent] = []
+        if kind == "function_call":
+            block = known.block = self._surface(StreamBlockType.TOOL_CALL)
+            self._has_calls = True
+            events.append(
+                BlockStart(
+                    index=block.index,
+                    block_type=StreamBlockType.TOOL_CALL,
+                    id=_str(item.get("call_id")) or item_id,
+                    name=_str(item.get("name")) or None,
+                )
+            )
+        elif kind == "reasoning":
+            block = known.block = self._surface(StreamBlockType.REASONING)
+            events.append(BlockStart(index=block.index, block_type=StreamBlockType.REASONING))
+            events.extend(self._seal(block, item))
+        return known, events
+
+    def _item_added(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
+        item = payload.get("item")
+        if not isinstance(item, dict):
+            raise StreamDecodeError("`response.output_item.added` carries no item").mark_authored()
+        index = self._output_index(payload)
+        if index in self._items:
+            raise StreamDecodeError(f"output item {index} was added twice").mark_authored()
+        known, events = self._announce(index, item)
+        yield from events
+        # An item added with content already in it streams the rest as deltas.
+        yield from self._complete(known, item, stop=False)
+
+    def _item(self, payload: dict[str, Any]) -> _Item:
+        index = self._output_index(payload)
+        known = self._items.get(index)
+        if known is None or known.done:
+            raise StreamDecodeError(
+                f"a `{payload.get('type')}` event for output item {index}, which is not open"
+            ).mark_authored()
+        return known
+
+    def _part(self, known: _Item, payload: dict[str, Any], block_type: StreamBlockType) -> _Block:
+        """The block of a message's content part, opened on first sight."""
+        if known.kind != "message":
+            raise StreamDecodeError(
+                f"a `{payload.get('type')}` event for a `{known.kind}` item"
+            ).mark_authored()
+        content_index = _int(payload.get("content_index")) or 0
+        block = known.parts.get(content_index)
+        if block is None:
+            block = known.parts[content_index] = self._surface(block_type)
+        elif block.block_type is not block_type:
+            raise StreamDecodeError(
+                f"a `{payload.get('type')}` event for a {block.block_type} part"
+            ).mark_authored()
+        return block
+
+    def _part_added(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
+        known = self._item(payload)
+        part = payload.get("part")
+        kind = part.get("type") if isinstance(part, dict) else None
+        block_type = _PART_BLOCKS.get(kind) if isinstance(kind, str) else None
+        if known.kind != "message" or block_type is None or not isinstance(part, dict):
+            return  # a reasoning item's text part, and parts nobody knows yet
+        content_index = _int(payload.get("content_index")) or 0
+        new = content_index not in known.parts
+        block = self._part(known, payload, block_type)
+        if new:
+            yield BlockStart(index=block.index, block_type=block_type)
+        text = _str(part.get("text" if block_type is StreamBlockType.TEXT else "refusal"))
+        yield from self._piece(block, text)
+
+    def _part_delta(
+        self, payload: dict[str, Any], block_type: StreamBlockType
+    ) -> Iterator[StreamEvent]:
+        known = self._item(payload)
+        content_index = _int(payload.get("content_index")) or 0
+        new = content_index not in known.parts
+        block = self._part(known, payload, block_type)
+        if new:
+            yield BlockStart(index=block.index, block_type=block_type)
+        yield from self._piece(block, _str(payload.get("delta")))
+
+    def _piece(self, block: _Block, text: str) -> Iterator[StreamEvent]:
+        if not text:
+            return
+        block.pieces.append(text)
+        if block.block_type is StreamBlockType.TEXT:
+            yield TextDelta(index=block.index, text=text)
+        elif block.block_type is StreamBlockType.REFUSAL:
+            yield RefusalDelta(index=block.index, text=text)
+        elif block.block_type is StreamBlockType.TOOL_CALL:
+            yield ToolCallDelta(index=block.index, arguments=text)
+        else:
+            yield ReasoningDelta(index=block.index, text=text)
+
+    def _arguments_delta(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
+        known = self._item(payload)
+        if known.kind != "function_call" or known.block is None:
+            raise StreamDecodeError(
+                f"function call arguments for a `{known.kind}` item"
+            ).mark_authored()
+        yield from self._piece(known.block, _str(payload.get("delta")))
+
+    def _reasoning_delta(
+        self, payload: dict[str, Any], source: str, part_key: str
+    ) -> Iterator[StreamEvent]:
+        known = self._item(payload)
+        block = known.block
+        if known.kind != "reasoning" or block is None:
+            raise StreamDecodeError(f"reasoning text for a `{known.kind}` item").mark_authored()
+        yield from self._reasoning_piece(
+            block, source, _int(payload.get(part_key)) or 0, _str(payload.get("delta"))
+        )
+
+    def _reasoning_piece(
+        self, block: _Block, source: str, part: int, text: str
+    ) -> Iterator[StreamEvent]:
+        """A piece of a summary, or of the reasoning text while no summary came: a new part
+        after text of another begins with the blank line that joins them."""
+        if not text or (source == "content" and block.source == "summary"):
+            return
+        if block.pieces and (source, part) != (block.source, block.last):
+            text = _SEPARATOR + text
+        block.source, block.last = source, part
+        yield from self._piece(block, text)
+
+    def _seal(self, block: _Block, item: dict[str, Any]) -> Iterator[StreamEvent]:
+        """A reasoning item's id and encrypted content, once each, as soon as they appear."""
+        item_id = _str(item.get("id"))
+        if item_id and not block.signed:
+            block.signed = True
+            yield ReasoningDelta(index=block.index, signature=item_id)
+        encrypted = _str(item.get("encrypted_content"))
+        if encrypted and not block.encrypted:
+            block.encrypted = True
+            yield ReasoningDelta(index=block.index, encrypted_content=encrypted)
+
+    def _complete(self, known: _Item, item: dict[str, Any], *, stop: bool) -> Iterator[StreamEvent]:
+        """What the item holds beyond what streamed (all of it, from a server that sends
+        items whole), and with `stop` the stops of its blocks."""
+        if known.kind == "message":
+            content = item.get("content")
+            parts = content if isinstance(content, list) else []
+            for position, part in enumerate(parts):
+                kind = part.get("type") if isinstance(part, dict) else None
+                block_type = _PART_BLOCKS.get(kind) if isinstance(kind, str) else None
+                if block_type is None or not isinstance(part, dict):
+                    continue
+                block = known.parts.get(position)
+                if block is None:
+                    block = known.parts[position] = self._surface(block_type)
+                    yield BlockStart(index=block.index, block_type=block_type)
+                if block.block_type is block_type:
+                    key = "text" if block_type is StreamBlockType.TEXT else "refusal"
+                    yield from self._rest(block, _str(part.get(key)))
+            if stop:
+                for block in sorted(known.parts.values(), key=lambda b: b.index):
+                    yield from self._stop(block)
+            return
+        block = known.block
+        if block is None:
+            return
+        if known.kind == "function_call":
+            yield from self._rest(block, arguments_of(item))
+        else:
+            final = reasoning_text(item)
+            streamed = block.streamed()
+            if final.startswith(streamed) and final != streamed:
+                block.source = block.source or "summary"
+                yield from self._piece(block, final[len(streamed) :])
+            yield from self._seal(block, item)
+        if stop:
+            yield from self._stop(block)
+
+    def _rest(self, block: _Block, final: str) -> Iterator[StreamEvent]:
+        """The end of `final` the deltas did not bring, when they brought its beginning."""
+        streamed = block.streamed()
+        if final != streamed and final.startswith(streamed):
+            yield from self._piece(block, final[len(streamed) :])
+
+    @staticmethod
+    def _stop(block: _Block) -> Iterator[StreamEvent]:
+        if block.open:
+            block.open = False
+            yield BlockStop(index=block.index)
+
+    def _item_done(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
+        item = payload.get("item")
+        if not isinstance(item, dict):
+            raise StreamDecodeError("`response.output_item.done` carries no item").mark_authored()
+        index = self._output_index(payload)
+        yield from self._finish_item(index, item)
+
+    def _finish_item(self, index: int, item: dict[str, Any]) -> Iterator[StreamEvent]:
+        known = self._items.get(index)
+        if known is None:
+            # Never announced: a server that sends finished items only.
+            known, events = self._announce(index, item)
+            yield from events
+        if known.done:
+            return
+        known.done = True
+        if known.kind in ("message", "function_call", "reasoning"):
+            yield from self._complete(known, item, stop=True)
+            return
+        bisect.insort(self._others, (index, item), key=lambda pair: pair[0])
+        # Built without validation: the values are parsed JSON already, and checking the
+        # whole list again at every item would make many items cost quadratic time.
+        yield ProviderDataEvent.model_construct(
+            namespace=NAMESPACE, key=ITEMS_KEY, value=[other for _, other in self._others]
+        )
+
+    # The end
+
+    def _end(self, response: dict[str, Any], status: str) -> Iterator[StreamEvent]:
+        if response.get("status") == "failed":
+            raise error_from_failed(response, provider=self._provider, model=self._model)
+        output = response.get("output")
+        for index, item in enumerate(output if isinstance(output, list) else ()):
+            if isinstance(item, dict):
+                yield from self._finish_item(index, item)
+        blocks = [block for known in self._items.values() for block in _blocks_of(known)]
+        for block in sorted(blocks, key=lambda b: b.index):
+            yield from self._stop(block)
+        yield from self._start(response)
+        usage = response.get("usage")
+        if isinstance(usage, dict):
+            yield UsageEvent(usage=usage_of(usage))
+        self.finished = self.done = True
+        terminal = response if response.get("status") else {**response, "status": status}
+        yield Finish(finish_reason=finish_reason_of(terminal, has_tool_calls=self._has_calls))
+
+
+def _blocks_of(known: _Item) -> list[_Block]:
+    return [known.block] if known.block is not None else list(known.parts.values())
+
+
+def decode_stream(
+    data: bytes, *, provider: str | None = None, model: str | None = None
+) -> list[StreamEvent]:
+    """Every event of a whole recorded stream (raises the stream's error, if it has one)."""
+    decoder = ResponsesStreamDecoder(provider=provider, model=model)
+    events = list(decoder.feed(data))
+    events.extend(decoder.close())
+    return events

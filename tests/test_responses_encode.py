@@ -1,0 +1,697 @@
+"""Encoding for the Responses API: how `api=` picks it, the body `POST /responses` gets, and
+the warnings and refusals of what an endpoint or a model family cannot honour.
+
+Schemas are held to Chat Completions: the same request to the same preset gets the same
+schema, the same `strict` answer and the same warnings under either API.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, Field
+
+import allama
+from allama import ChatRequest, ExtractionMode, Extractor
+from allama.adapters.openai_compat._adapter import ChatCompletionsAdapter
+from allama.adapters.openai_responses._adapter import ResponsesAdapter
+from allama.errors import UnsupportedError
+from allama.providers import PRESETS, HttpProvider
+from allama.types import (
+    AssistantMessage,
+    CapabilitySupport,
+    ChatCapability,
+    DocumentPart,
+    ImagePart,
+    Reasoning,
+    Refusal,
+    RequestField,
+    ResponseFormat,
+    TextPart,
+    ToolCall,
+    ToolChoice,
+    ToolDefinition,
+    UnsupportedPolicy,
+    UnsupportedStage,
+    Warning,
+)
+
+KEY = "sk-test-responses-1234"
+RESPONSES_PRESETS = ("openai", "azure-openai", "xai", "openrouter", "openai-compatible")
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+OPTIONAL = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "nick": {"type": "string", "maxLength": 8}},
+    "required": ["name"],
+}
+MAP = {
+    "type": "object",
+    "properties": {"counts": {"type": "object", "additionalProperties": {"type": "integer"}}},
+    "required": ["counts"],
+}
+
+
+def responses(name: str = "openai", **options: Any) -> HttpProvider:
+    if name in ("openai-compatible",) and "base_url" not in options:
+        options["base_url"] = "https://llm.example.com/v1"
+    if name == "azure-openai" and "endpoint" not in options:
+        options["endpoint"] = "https://res.openai.azure.com"
+    return allama.provider(name, api="responses", api_key=KEY, **options)
+
+
+def chat(name: str = "openai", **options: Any) -> HttpProvider:
+    if name in ("openai-compatible",) and "base_url" not in options:
+        options["base_url"] = "https://llm.example.com/v1"
+    if name == "azure-openai" and "endpoint" not in options:
+        options["endpoint"] = "https://res.openai.azure.com"
+    return allama.provider(name, api_key=KEY, **options)
+
+
+def encode(
+    request: ChatRequest, *, stream: bool = False, name: str = "openai"
+) -> tuple[dict[str, Any], list[Warning]]:
+    http, warnings = responses(name)._prepare(request, stream=stream)
+    # The body is what goes on the wire: compact JSON.
+    assert json.loads(http.content) == http.body
+    return http.body, warnings
+
+
+def fields(warnings: list[Warning]) -> list[tuple[str, str]]:
+    return [(str(getattr(w.subject, "field", "")), str(w.kind)) for w in warnings]
+
+
+# Which API
+
+
+@pytest.mark.parametrize(
+    ("name", "url"),
+    [
+        ("openai", "https://api.openai.com/v1/responses"),
+        ("azure-openai", "https://res.openai.azure.com/openai/v1/responses"),
+        ("xai", "https://api.x.ai/v1/responses"),
+        ("openrouter", "https://openrouter.ai/api/v1/responses"),
+        ("openai-compatible", "https://llm.example.com/v1/responses"),
+    ],
+)
+def test_api_responses_on_each_preset_that_has_it(name: str, url: str) -> None:
+    target = responses(name)
+    assert isinstance(target.adapter, ResponsesAdapter)
+    assert (target.name, target.preset.api, target.preset.dialect) == (
+        name,
+        "responses",
+        "openai_responses",
+    )
+    http, _ = target._prepare(ChatRequest("gpt-5-mini").user("Hi"), stream=False)
+    assert http.url == url and dict(http.params) == {}
+    # The chat API is the default, and can be named.
+    for default in (chat(name), allama.provider(name, api="chat", api_key=KEY, base_url=url)):
+        assert isinstance(default.adapter, ChatCompletionsAdapter)
+        assert default.preset.api == "chat"
+
+
+def test_azure_speaks_the_v1_api_whatever_endpoint_form_it_is_given() -> None:
+    for options in (
+        {"endpoint": "https://res.openai.azure.com/"},
+        {"endpoint": "https://res.openai.azure.com/openai/v1"},
+        {"endpoint": "https://res.openai.azure.com", "api_version": "2025-04-01-preview"},
+    ):
+        target = allama.provider("azure", api="responses", api_key=KEY, **options)
+        http, _ = target._prepare(ChatRequest("my-gpt-4o").user("Hi"), stream=False)
+        assert http.url == "https://res.openai.azure.com/openai/v1/responses"
+        assert dict(http.params) == {}  # no `api-version` on the v1 API
+        assert http.headers["api-key"] == KEY
+        assert http.body["model"] == "my-gpt-4o"  # the deployment name
+    # The Chat Completions preset is untouched: deployment URLs with `api-version`.
+    http, _ = chat("azure-openai")._prepare(ChatRequest("my-gpt-4o").user("Hi"), stream=False)
+    assert http.url == "https://res.openai.azure.com/openai/deployments/my-gpt-4o/chat/completions"
+    assert dict(http.params) == {"api-version": "2024-10-21"}
+
+
+def test_the_api_is_preset_data() -> None:
+    for name, preset in PRESETS.items():
+        expected = {"responses"} if name in RESPONSES_PRESETS else set()
+        assert set(preset.apis) == expected, name
+        for changes in preset.apis.values():
+            assert changes["dialect"] == "openai_responses"
+    assert PRESETS["azure-openai"].apis["responses"]["deployment_path"] is None
+
+
+@pytest.mark.parametrize("name", ["groq", "mistral", "anthropic", "gemini", "azure-foundry"])
+def test_other_presets_refuse_the_responses_api_naming_those_that_have_it(name: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        allama.provider(name, api="responses", api_key=KEY)
+    message = str(caught.value)
+    assert message.startswith(f"{name} has no api='responses'")
+    assert "the presets that have it: openai, azure-openai, xai, openrouter, openai-compatible" in (
+        message
+    )
+
+
+def test_unknown_and_mistyped_apis_are_refused() -> None:
+    with pytest.raises(
+        ValueError, match=r"unknown api 'assistants'; known APIs: .*chat.*responses"
+    ):
+        allama.provider("openai", api="assistants")
+    with pytest.raises(TypeError, match="api must be a str"):
+        allama.provider("openai", api=2)
+    with pytest.raises(ValueError, match="anthropic has no api='chat'"):
+        allama.provider("anthropic", api="chat")
+    # An alias names the same preset.
+    assert allama.provider(
+        "azure", api="responses", endpoint="https://r.openai.azure.com"
+    ).name == ("azure-openai")
+
+
+def test_capabilities_are_the_chat_completions_ones() -> None:
+    models = ("gpt-5-mini", "gpt-4o", "gpt-4-turbo", "o3-mini", "o1-mini", "something-else")
+    for name in RESPONSES_PRESETS:
+        ours, theirs = responses(name), chat(name)
+        for model in models:
+            for capability in ChatCapability:
+                assert ours.chat_capability(model, capability) == theirs.chat_capability(
+                    model, capability
+                ), (name, model, capability)
+    assert responses().chat_capability("gpt-5", ChatCapability.RESPONSE_SCHEMA_ANY_ROOT) is (
+        CapabilitySupport.UNSUPPORTED
+    )
+
+
+# The body
+
+
+def test_url_headers_and_the_smallest_body() -> None:
+    http, warnings = responses()._prepare(ChatRequest("gpt-4o").user("Hi"), stream=False)
+    assert http.url == "https://api.openai.com/v1/responses"
+    assert dict(http.headers) == {
+        "content-type": "application/json",
+        "accept": "application/json",
+        "authorization": f"Bearer {KEY}",
+    }
+    assert http.body == {
+        "model": "gpt-4o",
+        "input": [{"role": "user", "content": "Hi"}],
+        "store": False,
+    }
+    assert warnings == []
+
+
+def test_system_messages_before_the_conversation_are_instructions() -> None:
+    request = (
+        ChatRequest("gpt-4o")
+        .system("Be brief.")
+        .system("Answer in French.")
+        .developer("Prefer tools.")
+        .user("Hi")
+        .system("Now in German.")
+        .developer("Stop.")
+    )
+    body, warnings = encode(request)
+    assert body["instructions"] == "Be brief.\n\nAnswer in French."
+    assert body["input"] == [
+        {"role": "developer", "content": "Prefer tools."},
+        {"role": "user", "content": "Hi"},
+        {"role": "system", "content": "Now in German."},
+        {"role": "developer", "content": "Stop."},
+    ]
+    assert warnings == []
+    # Where the endpoint has no developer role, a developer message is a system one.
+    body, _ = encode(request.model_copy(update={"model": "m"}), name="openai-compatible")
+    assert body["instructions"] == "Be brief.\n\nAnswer in French.\n\nPrefer tools."
+    assert [item["role"] for item in body["input"]] == ["user", "system", "system"]
+
+
+def test_user_parts_images_and_documents() -> None:
+    request = ChatRequest("gpt-4o").user(
+        "What is in these?",
+        ImagePart(url="https://example.com/cat.png"),
+        ImagePart(data=b"\x89PNG", media_type="image/png"),
+        DocumentPart(data=b"%PDF-1.7", media_type="application/pdf", title="report.pdf"),
+        DocumentPart(data=b"%PDF-1.7", media_type="application/pdf"),
+        DocumentPart(url="https://example.com/a.pdf"),
+        DocumentPart(data="Zürich notes".encode(), media_type="text/plain"),
+    )
+    body, warnings = encode(request)
+    assert body["input"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "What is in these?"},
+                {
+                    "type": "input_image",
+                    "image_url": "https://example.com/cat.png",
+                    "detail": "auto",
+                },
+                {
+                    "type": "input_image",
+                    "image_url": "data:image/png;base64,iVBORw==",
+                    "detail": "auto",
+                },
+                {
+                    "type": "input_file",
+                    "filename": "report.pdf",
+                    "file_data": "data:application/pdf;base64,JVBERi0xLjc=",
+                },
+                {
+                    "type": "input_file",
+                    "filename": "document.pdf",
+                    "file_data": "data:application/pdf;base64,JVBERi0xLjc=",
+                },
+                {"type": "input_file", "file_url": "https://example.com/a.pdf"},
+                {"type": "input_text", "text": "Zürich notes"},
+            ],
+        }
+    ]
+    assert warnings == []
+
+
+def test_documents_an_endpoint_does_not_take_are_left_out_with_a_warning() -> None:
+    request = ChatRequest("m").user(
+        "Read",
+        DocumentPart(data=b"%PDF", media_type="application/pdf"),
+        DocumentPart(data=b"<html>", media_type="text/html"),
+        DocumentPart(data=b"\xff\xfe", media_type="text/plain"),
+    )
+    body, warnings = encode(request, name="openai-compatible")
+    assert body["input"] == [{"role": "user", "content": [{"type": "input_text", "text": "Read"}]}]
+    assert fields(warnings) == [("documents", "unsupported")] * 3
+    with pytest.raises(UnsupportedError) as caught:
+        encode(request.with_unsupported_policy(UnsupportedPolicy.ERROR), name="openai-compatible")
+    assert caught.value.field is RequestField.DOCUMENTS
+
+
+def test_assistant_turns_tool_calls_and_results_as_items() -> None:
+    call = ToolCall(id="call_1", name="lookup", arguments='{"city": "Paris", "n": 2}')
+    request = (
+        ChatRequest("gpt-4o")
+        .user("Weather?")
+        .assistant(
+            [
+                TextPart(text="Looking."),
+                Refusal(text="Not the rest."),
+                call,
+                ToolCall(id="call_2", name="lookup", arguments="{}"),
+                TextPart(text="Done."),
+            ]
+        )
+        .tool_result(call, "18C")
+        .tool_result("call_2", "failed", is_error=True)
+        .user("Thanks")
+    )
+    body, warnings = encode(request)
+    assert body["input"] == [
+        {"role": "user", "content": "Weather?"},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [
+                {"type": "output_text", "text": "Looking."},
+                {"type": "refusal", "refusal": "Not the rest."},
+            ],
+        },
+        # The arguments go back as the string they were, spaces and all.
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "lookup",
+            "arguments": '{"city": "Paris", "n": 2}',
+        },
+        {"type": "function_call", "call_id": "call_2", "name": "lookup", "arguments": "{}"},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Done."}],
+        },
+        {"type": "function_call_output", "call_id": "call_1", "output": "18C"},
+        {"type": "function_call_output", "call_id": "call_2", "output": "failed"},
+        {"role": "user", "content": "Thanks"},
+    ]
+    assert fields(warnings) == [("tool_result_error", "unsupported")]
+
+
+def _with_reasoning(*blocks: Reasoning) -> ChatRequest:
+    turn = AssistantMessage(content=(*blocks, ToolCall(id="call_1", name="f", arguments="{}")))
+    return ChatRequest("gpt-5").user("Hi").push(turn).tool_result("call_1", "ok")
+
+
+def test_reasoning_goes_back_by_id_with_its_encrypted_content() -> None:
+    body, warnings = encode(
+        _with_reasoning(Reasoning(text="Plan.\n\nAct.", signature="rs_1", encrypted_content="gAAA"))
+    )
+    assert body["input"][1] == {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "Plan.\n\nAct."}],
+        "encrypted_content": "gAAA",
+    }
+    assert body["input"][2]["type"] == "function_call"
+    assert warnings == []
+    body, _ = encode(_with_reasoning(Reasoning(signature="rs_2", encrypted_content="gAAA")))
+    assert body["input"][1] == {
+        "type": "reasoning",
+        "id": "rs_2",
+        "summary": [],
+        "encrypted_content": "gAAA",
+    }
+
+
+def test_reasoning_that_cannot_be_read_back_is_left_out_with_a_warning() -> None:
+    unreadable = (
+        Reasoning(text="No encrypted content", signature="rs_1"),  # with `store: false`
+        Reasoning(text="Claude's", signature="EqQBCkYIBxgCKkB"),  # another provider's
+        Reasoning(text="DeepSeek's"),
+        Reasoning(encrypted_content="EmwKAhgBEgy3va3pzix"),  # redacted thinking, no id
+    )
+    for block in unreadable:
+        body, warnings = encode(_with_reasoning(block))
+        assert [item.get("type") for item in body["input"]] == [
+            None,
+            "function_call",
+            "function_call_output",
+        ]
+        assert fields(warnings) == [("reasoning", "approximated")]
+    # Stored on the server, an item goes back by its id alone.
+    stored = _with_reasoning(unreadable[0]).with_option_json("openai_responses", {"store": True})
+    body, warnings = encode(stored)
+    assert body["input"][1] == {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "No encrypted content"}],
+    }
+    assert body["store"] is True and "include" not in body and warnings == []
+
+
+def test_tools_are_flat_and_always_say_strict() -> None:
+    tools = [
+        ToolDefinition(name="person", parameters=PERSON, description="A person", strict=True),
+        ToolDefinition(name="loose", parameters=OPTIONAL),
+        ToolDefinition(name="never", parameters=OPTIONAL, strict=False),
+    ]
+    request = (
+        ChatRequest("gpt-4.1")
+        .user("Hi")
+        .with_tools(tools)
+        .with_tool_choice(ToolChoice.tool("person"))
+        .with_parallel_tool_calls(True)
+    )
+    body, warnings = encode(request)
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "name": "person",
+            "description": "A person",
+            "parameters": PERSON,
+            "strict": True,
+        },
+        # Without `strict`, the server would make the schema strict where it can, silently.
+        {"type": "function", "name": "loose", "parameters": OPTIONAL, "strict": False},
+        {"type": "function", "name": "never", "parameters": OPTIONAL, "strict": False},
+    ]
+    assert body["tool_choice"] == {"type": "function", "name": "person"}
+    assert body["parallel_tool_calls"] is True
+    assert warnings == []
+
+
+@pytest.mark.parametrize(
+    ("choice", "wire"),
+    [
+        (ToolChoice.auto(), "auto"),
+        (ToolChoice.none(), "none"),
+        (ToolChoice.required(), "required"),
+        (ToolChoice.tool("f"), {"type": "function", "name": "f"}),
+    ],
+)
+def test_tool_choice_modes(choice: ToolChoice, wire: Any) -> None:
+    request = ChatRequest("gpt-4o").user("Hi").with_tools([ToolDefinition(name="f")])
+    body, _ = encode(request.with_tool_choice(choice))
+    assert body["tool_choice"] == wire
+
+
+def test_strict_tools_are_called_one_at_a_time_where_the_endpoint_needs_it() -> None:
+    strict = (
+        ChatRequest("gpt-4o")
+        .user("Hi")
+        .add_tool(ToolDefinition(name="person", parameters=PERSON, strict=True))
+    )
+    for name in ("openai", "azure-openai"):
+        body, _ = encode(strict, name=name)
+        assert body["parallel_tool_calls"] is False
+    body, _ = encode(strict, name="xai")
+    assert "parallel_tool_calls" not in body
+    loose = ChatRequest("gpt-4o").user("Hi").add_tool(ToolDefinition(name="f"))
+    assert "parallel_tool_calls" not in encode(loose)[0]
+
+
+def test_text_format_json_schema_json_mode_and_text() -> None:
+    request = (
+        ChatRequest("gpt-4o")
+        .user("Hi")
+        .with_response_format(
+            ResponseFormat.for_schema(PERSON, name="a person!", description="Who")
+        )
+    )
+    body, warnings = encode(request)
+    assert body["text"] == {
+        "format": {
+            "type": "json_schema",
+            "name": "a_person_",
+            "schema": PERSON,
+            "description": "Who",
+            "strict": True,
+        }
+    }
+    assert warnings == []
+    loose = request.with_response_format(ResponseFormat.for_schema(OPTIONAL, strict=None))
+    assert encode(loose)[0]["text"]["format"] == {
+        "type": "json_schema",
+        "name": "response",
+        "schema": OPTIONAL,
+        "strict": False,
+    }
+    json_mode = request.with_response_format(ResponseFormat.json_object())
+    assert encode(json_mode)[0]["text"] == {"format": {"type": "json_object"}}
+    text = request.with_response_format(ResponseFormat.text())
+    assert encode(text)[0]["text"] == {"format": {"type": "text"}}
+
+
+def _schema_request(model: str, schema: dict[str, Any], *, tool: bool) -> ChatRequest:
+    request = ChatRequest(model).user("Hi")
+    if tool:
+        return request.add_tool(ToolDefinition(name="answer", parameters=schema, strict=True))
+    return request.with_response_format(ResponseFormat.for_schema(schema, name="answer"))
+
+
+@pytest.mark.parametrize("name", RESPONSES_PRESETS)
+@pytest.mark.parametrize("schema", [PERSON, OPTIONAL, MAP], ids=["person", "optional", "map"])
+@pytest.mark.parametrize("tool", [False, True], ids=["format", "tool"])
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4-turbo", "custom-model"])
+def test_schemas_are_sent_exactly_as_chat_completions_sends_them(
+    name: str, schema: dict[str, Any], tool: bool, model: str
+) -> None:
+    request = _schema_request(model, schema, tool=tool)
+    ours, our_warnings = responses(name)._prepare(request, stream=False)
+    theirs, their_warnings = chat(name)._prepare(request, stream=False)
+    assert our_warnings == their_warnings
+    if tool:
+        (function,) = [t["function"] for t in theirs.body["tools"]]
+        (flat,) = ours.body["tools"]
+        assert flat == {"type": "function", **function, "strict": bool(function.get("strict"))}
+    else:
+        fmt = theirs.body["response_format"]
+        inner = fmt.get("json_schema")
+        expected = (
+            {"type": "json_schema", **inner, "strict": bool(inner.get("strict"))}
+            if isinstance(inner, dict)
+            else fmt
+        )
+        assert ours.body["text"] == {"format": expected}
+    # And under the error policy, the same refusals before sending.
+    strict = request.with_unsupported_policy(UnsupportedPolicy.ERROR)
+    outcomes = []
+    for target in (responses(name), chat(name)):
+        try:
+            target.validate_chat_request(strict)
+            outcomes.append(None)
+        except UnsupportedError as error:
+            assert error.stage is UnsupportedStage.BEFORE_SENDING
+            outcomes.append(str(error))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_a_schema_strict_mode_cannot_hold_goes_loose_with_a_warning() -> None:
+    body, warnings = encode(_schema_request("gpt-4o", MAP, tool=False))
+    assert body["text"]["format"]["strict"] is False
+    assert ("response_format", "unsupported") in fields(warnings)
+    with pytest.raises(UnsupportedError) as caught:
+        encode(
+            _schema_request("gpt-4o", MAP, tool=True).with_unsupported_policy(
+                UnsupportedPolicy.ERROR
+            )
+        )
+    assert caught.value.field is RequestField.TOOLS
+
+
+def test_a_family_with_json_mode_only_gets_json_object_with_a_refusal() -> None:
+    body, warnings = encode(_schema_request("gpt-4-turbo", PERSON, tool=False))
+    assert body["text"] == {"format": {"type": "json_object"}}
+    assert fields(warnings) == [("response_format", "unsupported")]
+
+
+def test_openrouter_requires_the_parameters_when_a_schema_is_sent() -> None:
+    request = _schema_request("openai/gpt-5", PERSON, tool=False).with_option_json(
+        "openai_responses", {"provider": {"order": ["openai"]}}
+    )
+    body, _ = encode(request, name="openrouter")
+    assert body["provider"] == {"order": ["openai"], "require_parameters": True}
+    body, _ = encode(ChatRequest("openai/gpt-5").user("Hi"), name="openrouter")
+    assert "provider" not in body
+
+
+def test_reasoning_effort_summary_and_encrypted_content_where_the_family_reasons() -> None:
+    body, warnings = encode(ChatRequest("gpt-5").user("Hi").with_reasoning_effort("low"))
+    assert body["reasoning"] == {"effort": "low", "summary": "auto"}
+    assert body["include"] == ["reasoning.encrypted_content"]
+    assert warnings == []
+    # A reasoning family reasons without being asked: its reasoning is kept all the same.
+    body, _ = encode(ChatRequest("gpt-5-mini").user("Hi"))
+    assert "reasoning" not in body and body["include"] == ["reasoning.encrypted_content"]
+    body, _ = encode(ChatRequest("gpt-5.1").user("Hi").with_reasoning_effort("none"))
+    assert body["reasoning"] == {"effort": "none"} and "include" not in body
+    # A model that does not reason answers 400 to `include`, and takes no effort.
+    body, warnings = encode(ChatRequest("gpt-4o").user("Hi").with_reasoning_effort("high"))
+    assert "reasoning" not in body and "include" not in body
+    assert fields(warnings) == [("reasoning_effort", "unsupported")]
+    # Nor does the chat model of ChatGPT, a `gpt-5` by name.
+    for model in ("gpt-5-chat-latest", "gpt-5-chat"):
+        body, warnings = encode(ChatRequest(model).user("Hi").with_reasoning_effort("low"))
+        assert "reasoning" not in body and "include" not in body
+        assert fields(warnings) == [("reasoning_effort", "unsupported")]
+    # A family nobody knows reasons when asked to.
+    body, _ = encode(
+        ChatRequest("m").user("Hi").with_reasoning_effort("high"), name="openai-compatible"
+    )
+    assert body["reasoning"] == {"effort": "high", "summary": "auto"}
+    assert body["include"] == ["reasoning.encrypted_content"]
+    assert "include" not in encode(ChatRequest("m").user("Hi"), name="openai-compatible")[0]
+
+
+def test_efforts_a_family_maps_are_approximated_as_in_chat_completions() -> None:
+    request = ChatRequest("grok-3-mini").user("Hi").with_reasoning_effort("medium")
+    body, warnings = encode(request, name="xai")
+    assert body["reasoning"] == {"effort": "high", "summary": "auto"}
+    assert warnings == chat("xai")._prepare(request, stream=False)[1]
+    assert fields(warnings) == [("reasoning_effort", "approximated")]
+
+
+def test_sampling_limits_and_what_the_api_has_no_field_for() -> None:
+    request = (
+        ChatRequest("gpt-4o")
+        .user("Hi")
+        .with_temperature(0.2)
+        .with_top_p(0.9)
+        .with_max_output_tokens(512)
+    )
+    body, warnings = encode(request)
+    assert (body["temperature"], body["top_p"], body["max_output_tokens"]) == (0.2, 0.9, 512)
+    assert warnings == []
+    body, warnings = encode(request.with_max_output_tokens(5).with_stop("END").with_seed(7))
+    assert body["max_output_tokens"] == 16
+    assert "stop" not in body and "seed" not in body
+    assert fields(warnings) == [
+        ("stop", "unsupported"),
+        ("seed", "unsupported"),
+        ("max_output_tokens", "approximated"),
+    ]
+    with pytest.raises(UnsupportedError) as caught:
+        encode(request.with_seed(7).with_unsupported_policy(UnsupportedPolicy.ERROR))
+    assert caught.value.field is RequestField.SEED
+
+
+def test_streaming_and_the_option_namespace() -> None:
+    request = (
+        ChatRequest("gpt-5")
+        .user("Hi")
+        .with_reasoning_effort("low")
+        .with_response_format(ResponseFormat.for_schema(PERSON, name="person"))
+        .with_option_json(
+            "openai_responses",
+            {
+                "previous_response_id": "resp_prev",
+                "text": {"verbosity": "low"},
+                "reasoning": {"summary": "detailed"},
+                "include": ["message.output_text.logprobs", "reasoning.encrypted_content"],
+                "truncation": "auto",
+            },
+        )
+    )
+    http, _ = responses()._prepare(request, stream=True)
+    body = http.body
+    assert http.headers["accept"] == "text/event-stream"
+    assert body["stream"] is True
+    assert body["previous_response_id"] == "resp_prev" and body["truncation"] == "auto"
+    # Objects and lists of the option are added to allama's, not put in their place.
+    assert body["text"]["verbosity"] == "low"
+    assert body["text"]["format"]["name"] == "person"
+    assert body["reasoning"] == {"effort": "low", "summary": "detailed"}
+    assert body["include"] == ["reasoning.encrypted_content", "message.output_text.logprobs"]
+    # Other fields replace allama's.
+    replaced = request.with_option_json("openai_responses", {"store": True, "tool_choice": "none"})
+    body, _ = encode(replaced)
+    assert body["store"] is True and body["tool_choice"] == "none" and "include" not in body
+
+
+def test_the_key_never_shows() -> None:
+    target = responses()
+    assert KEY not in repr(target)
+    http, _ = target._prepare(ChatRequest("gpt-4o").user("Hi"), stream=False)
+    assert KEY not in repr(http)
+
+
+# Extraction plans
+
+
+class _Strings(BaseModel):
+    name: str
+
+
+class _Unsigned(BaseModel):
+    count: int = Field(ge=0)
+
+
+class _Map(BaseModel):
+    counts: dict[str, int]
+
+
+def _planned(target: HttpProvider, model: str, mode: ExtractionMode) -> tuple[str, ...]:
+    out = []
+    for tp in (_Strings, _Unsigned, _Map, list[int]):
+        request = ChatRequest(model).user("x").with_option(mode)
+        try:
+            plan = Extractor().plan(target, tp, request)
+        except UnsupportedError:
+            out.append("refused")
+            continue
+        out.append(f"{plan.enforcement.value}{' wrapped' if plan.root_wrapped else ''}")
+    return tuple(out)
+
+
+@pytest.mark.parametrize("name", RESPONSES_PRESETS)
+@pytest.mark.parametrize("mode", [ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL])
+def test_extraction_plans_are_the_chat_completions_ones(name: str, mode: ExtractionMode) -> None:
+    model = {"xai": "grok-4", "openrouter": "openai/gpt-5"}.get(name, "gpt-4o")
+    assert _planned(responses(name), model, mode) == _planned(chat(name), model, mode)
+
+
+def test_seed_types_on_openai() -> None:
+    """Native: exact, exact (OpenAI's current subset keeps `minimum`), a map not enforced,
+    a list wrapped in an object root; forced tool the same."""
+    native = _planned(responses(), "gpt-4o", ExtractionMode.NATIVE)
+    assert native == ("exact", "exact", "not_enforced", "exact wrapped")
+    forced = _planned(responses(), "gpt-4o", ExtractionMode.FORCED_TOOL)
+    assert forced == ("exact", "exact", "not_enforced", "exact wrapped")
