@@ -52,7 +52,8 @@ __all__ = ["error_from_payload", "error_from_response", "message_of"]
 
 # Patterns for error messages, compiled by `re` (and kept in its cache) when an error first
 # needs them: a call that succeeds never does.
-_MODEL_NOT_FOUND = r"""(?i)\bmodel\s+['"`]?(?P<name>[^'"`\s]*)['"`]?\s+not\s+found"""
+_MODEL_NOT_FOUND = r"(?i)\bmodel\b.*\bnot found"
+_QUOTED_MODEL = r"""\bmodel\s+['"`]([^'"`\s]+)['"`]"""
 _FORMAT = (
     r"(?i)invalid format|invalid json schema|json schema conversion|failed to parse grammar|"
     r"unrecognized schema|unsupported ref|unsupported pattern|format.*json schema"
@@ -81,8 +82,8 @@ def message_of(payload: Any) -> str | None:
 
 def _pull_remedy(message: str, model: str | None) -> str:
     """The not-found message with the command that fetches the model."""
-    match = re.search(_MODEL_NOT_FOUND, message)
-    name = model or (match.group("name") if match else "") or "<model>"
+    quoted = re.search(_QUOTED_MODEL, message)
+    name = model or (quoted.group(1) if quoted else "<model>")
     return f"{message} (pull it with `ollama pull {name}`)"
 
 
