@@ -39,7 +39,7 @@ from allama.types import (
 )
 
 MODEL = "llama3.1"
-PERSON = {
+PERSON: dict[str, Any] = {
     "type": "object",
     "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
     "required": ["name", "age"],
@@ -368,7 +368,7 @@ def test_json_mode_and_text() -> None:
 
 
 def test_a_schema_goes_in_format_through_llama_cpps_converter() -> None:
-    schema = {
+    schema: dict[str, Any] = {
         "type": "object",
         "properties": {
             "code": {"type": "string", "pattern": r"^[A-Z]{2}-\d{3}$"},
@@ -423,7 +423,10 @@ def test_a_schema_the_grammar_cannot_hold_goes_as_json_mode(
     rewrite that says "cannot enforce" must not be sent as if it were enforced."""
     note = SchemaNote(WarningKind.UNSUPPORTED, "/x", "the subschema at `/x` is impossible")
     monkeypatch.setattr(_encode, "_rewrite", lambda schema, display: Rewrite(schema, (note,)))
-    schema = {"type": "object", "properties": {"never-seen-before-7f3a": {"type": "string"}}}
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"never-seen-before-7f3a": {"type": "string"}},
+    }
     request = (
         ChatRequest(MODEL)
         .user("Hi")
