@@ -25,9 +25,10 @@ the `llama-server` runner since v0.30), so the schema goes through the `llama_cp
 whose keyword support was measured against llama.cpp's server: every keyword the grammar
 ignores or cannot compile is reported, on the response format. Enforcement is approximate
 even when nothing is lost: Ollama does not report what it enforces, the converter is
-whichever llama.cpp build the server carries, and models run by another runner (MLX) or by
-Ollama's cloud do not apply `format` at all (cloud models are refused by the capability
-table; nothing tells a model on the MLX runner apart).
+whichever llama.cpp build the server carries, models on its MLX runner (safetensors) show no
+`format` handling in Ollama's source, and its cloud models do not apply `format` at all
+(those are refused by the capability table; nothing in a request tells a model on the MLX
+runner apart).
 
 Thinking. `think` is `false` for `reasoning_effort="none"`. Otherwise it is `true`, the form
 every Ollama version and thinking model takes (the effort's level is lost, with a warning),
