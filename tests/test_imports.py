@@ -32,6 +32,7 @@ LAZY_PACKAGES = (
     "allama.schema._dialects",
     "allama.adapters.openai_compat",
     "allama.adapters.openai_responses",
+    "allama.adapters.ollama",
     "allama.extract",
     "allama.local",
     "allama.wrappers",
@@ -257,6 +258,59 @@ def test_an_http_extraction_loads_only_the_dialect_its_endpoint_speaks() -> None
         "allama.local",
         "allama.mock",
         "allama.wrappers",
+    ):
+        assert not any(name == module or name.startswith(module + ".") for name in loaded), module
+
+
+OLLAMA_ANSWER = json.dumps(
+    {
+        "model": "llama3.1",
+        "created_at": "2026-08-01T10:00:00Z",
+        "message": {"role": "assistant", "content": "[1, 2]"},
+        "done": True,
+        "done_reason": "stop",
+    }
+)
+
+
+def test_an_ollama_provider_loads_its_dialect_only_when_it_calls() -> None:
+    loaded = _run(
+        "import allama\n"
+        "allama.provider('ollama')\n" + LOADED.format(prefix="m.startswith(('allama', 'pydantic'))")
+    )
+    assert "pydantic.main" not in loaded
+    assert "allama.adapters.ollama._adapter" in loaded
+    for module in (
+        "allama.adapters.ollama._encode",
+        "allama.adapters.ollama._decode",
+        "allama.adapters.ollama._stream",
+        "allama.adapters.openai_compat._encode",
+        "allama.schema",
+        "allama.stream",
+    ):
+        assert not any(name == module or name.startswith(module + ".") for name in loaded), module
+    loaded = _run(
+        "import httpx2, allama\n"
+        f"ANSWER = {OLLAMA_ANSWER!r}\n"
+        "def answer(request):\n"
+        "    return httpx2.Response(200, content=ANSWER.encode(),\n"
+        "                           headers={'content-type': 'application/json'})\n"
+        "client = httpx2.Client(transport=httpx2.MockTransport(answer))\n"
+        "provider = allama.provider('ollama', transport=allama.Transport(client=client))\n"
+        "allama.extract(provider, list[int], allama.ChatRequest('llama3.1').user('?'))\n"
+        + LOADED.format(prefix="m.startswith('allama')")
+    )
+    # Ollama's converter is llama.cpp's: that dialect (on the grammar engine's), no other.
+    # The grammar takes any root, so `list[int]` is asked for as it is.
+    assert "allama.schema._dialects._llama_cpp" in loaded
+    for module in (
+        "allama.schema._dialects._openai_strict",
+        "allama.schema._dialects._anthropic",
+        "allama.schema._dialects._gemini",
+        "allama.adapters.ollama._stream",
+        "allama.adapters.openai_compat._encode",
+        "allama.extract._partial",
+        "allama.local",
     ):
         assert not any(name == module or name.startswith(module + ".") for name in loaded), module
 

@@ -43,14 +43,18 @@ class FamilyTable(Generic[F]):
     def family(self, model: str) -> F:
         found = self._cache.get(model)
         if found is None:
-            lowered = model.lower().removeprefix(self.strip_prefix)
+            key = self._key(model)
             found = next(
-                (row for row in self.families if fnmatchcase(lowered, row.pattern)),
+                (row for row in self.families if fnmatchcase(key, row.pattern)),
                 self.default,
             )
             if len(self._cache) < _CACHE_SIZE:
                 self._cache[model] = found
         return found
+
+    def _key(self, model: str) -> str:
+        """What the globs are matched against: the id, lower-cased, without the prefix."""
+        return model.lower().removeprefix(self.strip_prefix)
 
     def support(self, model: str, capability: ChatCapability) -> CapabilitySupport:
         return self.family(model).support(capability)

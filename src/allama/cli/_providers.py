@@ -24,6 +24,7 @@ PLAN_MODELS: dict[str, str] = {
     "vllm": "served-model",
     "workers-ai": "@cf/meta/llama-3.1-8b-instruct",
     "ollama-openai": "llama3.1",
+    "ollama": "llama3.1",
     "openai-compatible": "model",
     "anthropic": "claude-sonnet-4-5",
     "azure-anthropic": "claude-sonnet-4-5",

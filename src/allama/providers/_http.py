@@ -24,6 +24,7 @@ from allama.adapters._adapter import Adapter, StreamDecoder, load_adapter
 from allama.adapters._http import SECRET_HEADERS, HttpRequest, HttpResponse
 from allama.errors import AuthenticationError, Error, InvalidRequestError
 from allama.providers._credentials import RefreshingToken
+from allama.providers._hosts import host_url
 from allama.providers._options import check_headers, check_key, check_text, check_url
 from allama.providers._presets import Preset
 from allama.transport import Transport, check_timeout
@@ -215,6 +216,8 @@ class HttpProvider:
         url = base_url or endpoint
         if url is None and preset.base_url_env:
             url = os.environ.get(preset.base_url_env) or None
+            if url is not None and preset.host_env_port is not None:
+                url = host_url(url, preset.host_env_port)
         if url is None and preset.account_url is not None:
             url = _fill(preset.account_url, place)
         url = url or preset.base_url

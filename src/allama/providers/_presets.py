@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from allama.adapters.anthropic._profile import AnthropicProfile
 from allama.adapters.gemini._profile import GeminiProfile
+from allama.adapters.ollama._profile import OllamaProfile
 from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
 from allama.types import CapabilitySupport
 
@@ -44,6 +45,9 @@ class Preset:
         return (self.api_key_env, *self.more_key_envs)
 
     base_url_env: str | None = None
+    host_env_port: int | None = None
+    """`base_url_env` holds a server address as Ollama reads `OLLAMA_HOST` (`host:port`,
+    `0.0.0.0:port`, a URL): without a scheme it is `http://` with this port."""
     headers: dict[str, str] = field(default_factory=dict)
     description: str = ""
     api_version: str | None = None
@@ -537,7 +541,36 @@ _LOCAL_PRESETS: tuple[Preset, ...] = (
     ),
 )
 
+# Ollama's native API. `OLLAMA_HOST` is read as Ollama's own tools read it; a key (Ollama's
+# cloud, or a proxy in front of a server) goes as a bearer token when there is one.
+_OLLAMA_PRESETS: tuple[Preset, ...] = (
+    Preset(
+        "ollama",
+        OllamaProfile("ollama", "Ollama"),
+        "http://localhost:11434",
+        "OLLAMA_API_KEY",
+        key_required=False,
+        base_url_env="OLLAMA_HOST",
+        host_env_port=11434,
+        description="Ollama's native API (/api/chat)",
+        dialect="ollama",
+        refused_suffixes=(
+            (
+                "/v1",
+                "a base URL ending in /v1 is Ollama's OpenAI-compatible endpoint: use "
+                "allama.provider('ollama-openai', base_url=...), or leave /v1 out",
+            ),
+        ),
+    ),
+)
+
 PRESETS: dict[str, Preset] = {
     preset.name: preset
-    for preset in (*_PRESETS, *_ANTHROPIC_PRESETS, *_GEMINI_PRESETS, *_LOCAL_PRESETS)
+    for preset in (
+        *_PRESETS,
+        *_ANTHROPIC_PRESETS,
+        *_GEMINI_PRESETS,
+        *_OLLAMA_PRESETS,
+        *_LOCAL_PRESETS,
+    )
 }

@@ -21,7 +21,6 @@ _ALIASES = {
     "azure": "azure-openai",
     "azure-ai-foundry": "azure-foundry",
     "foundry": "azure-foundry",
-    "ollama": "ollama-openai",
     "cloudflare": "workers-ai",
     "claude": "anthropic",
     "foundry-anthropic": "azure-anthropic",

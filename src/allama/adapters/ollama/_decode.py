@@ -1,0 +1,343 @@
+"""An Ollama `/api/chat` response to a `ChatResponse`, or to the `allama.Error` it stands for.
+
+The body is read once by pydantic-core's JSON parser into plain data. Unknown fields are
+ignored everywhere.
+
+The message, in order:
+
+- `thinking` becomes reasoning (never text);
+- `content` becomes text;
+- each of `tool_calls` becomes a `ToolCall`: its `id`, or `call_<n>` when Ollama gave none
+  (before v0.12.10 it never did; `n` counts the response's calls from 0, in order), its
+  `function.name`, and its `function.arguments` (an object) as compact JSON text, key order
+  and non-ASCII characters kept.
+
+An empty `thinking` or `content` makes no block. A stream gives the same blocks
+(`OllamaStreamDecoder`, through the same `Layout`): a block goes on while chunks carry the
+same kind, and the text of consecutive chunks joins into one.
+
+Finish. `done_reason` `stop` is `tool_calls` when the message holds calls (Ollama has no
+reason of its own for them), else `stop`; `length` (the `num_predict` limit) is `length`;
+any other (`load`, `unload`, reasons added later) is kept as sent. None, or an empty one, is
+`None`.
+
+Usage. `input_tokens` is `prompt_eval_count` and `output_tokens` is `eval_count` (which
+counts the thinking too: Ollama does not count it apart, so `reasoning_tokens` is `None`).
+Ollama leaves a count out of the JSON when it is zero (a prompt read whole from the cache,
+on older versions); allama does not guess, so an absent count stays `None`, and a response
+with neither has no usage.
+
+Ollama sends no response id. Under `provider_data["ollama"]`: `created_at`, the durations
+in nanoseconds as sent (`total_duration`, `load_duration`, `prompt_eval_duration`,
+`eval_duration`), and `remote_model` / `remote_host` for a model run on another host.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from pydantic import JsonValue
+from pydantic_core import from_json
+
+from allama.adapters.ollama._errors import error_from_payload, error_from_response
+from allama.errors import Error, ServerError
+from allama.types import (
+    ChatResponse,
+    ContentBlock,
+    FinishReason,
+    Reasoning,
+    StreamBlockType,
+    TextPart,
+    ToolCall,
+    Usage,
+    Warning,
+)
+
+__all__ = [
+    "KEPT_FIELDS",
+    "NAMESPACE",
+    "BlockSink",
+    "Layout",
+    "Unreadable",
+    "decode_body",
+    "decode_payload",
+    "decode_response",
+    "finish_reason_of",
+    "is_error_object",
+    "json_text",
+    "kept_data",
+    "parse_json",
+    "usage_of",
+]
+
+NAMESPACE = "ollama"
+"""The `provider_data` namespace of what only Ollama reports."""
+KEPT_FIELDS = (
+    "created_at",
+    "total_duration",
+    "load_duration",
+    "prompt_eval_duration",
+    "eval_duration",
+    "remote_model",
+    "remote_host",
+)
+"""Top-level fields kept verbatim under `provider_data["ollama"]`."""
+
+# Top-level fields of which a chat response has at least one.
+_RESPONSE_FIELDS = ("message", "done", "done_reason", "model", "created_at")
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def finish_reason_of(raw: Any, *, tool_calls: bool = False) -> FinishReason | None:
+    """The finish reason by its allama name, others kept as sent. `tool_calls` says whether
+    the message holds calls (Ollama says `stop`)."""
+    if not isinstance(raw, str) or not raw:
+        return None
+    if raw == "stop":
+        return FinishReason.TOOL_CALLS if tool_calls else FinishReason.STOP
+    if raw == "length":
+        return FinishReason.LENGTH
+    return FinishReason(raw)
+
+
+def usage_of(payload: Mapping[str, Any]) -> Usage | None:
+    """The token counts of a response (or a stream's last chunk); `None` when it has none."""
+    prompt = _count(payload.get("prompt_eval_count"))
+    generated = _count(payload.get("eval_count"))
+    if prompt is None and generated is None:
+        return None
+    return Usage(input_tokens=prompt, output_tokens=generated)
+
+
+def kept_data(payload: Mapping[str, Any]) -> dict[str, JsonValue]:
+    """The fields kept under `provider_data["ollama"]` that the payload carries."""
+    return {key: payload[key] for key in KEPT_FIELDS if payload.get(key) is not None}
+
+
+def json_text(value: Any) -> str:
+    """A value as compact JSON text, its key order and non-ASCII characters kept."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def parse_json(data: bytes | str) -> Any:
+    """JSON by pydantic-core, or by the standard library for what pydantic-core refuses (an
+    escaped lone surrogate); raises `ValueError` when neither reads it."""
+    try:
+        return from_json(data)
+    except ValueError:
+        return json.loads(data)
+
+
+def is_error_object(payload: Mapping[str, Any]) -> bool:
+    """Whether a parsed object is an error (`{"error": "..."}`) rather than a response."""
+    return payload.get("error") is not None and "message" not in payload
+
+
+class Unreadable(ValueError):
+    """A part of a response does not fit the chat response shape; says which."""
+
+
+class BlockSink(Protocol):
+    """What a `Layout` builds: blocks opened, filled and closed one at a time."""
+
+    def start(
+        self, block_type: StreamBlockType, *, id: str | None = None, name: str | None = None
+    ) -> None: ...
+
+    def text(self, text: str) -> None: ...
+
+    def arguments(self, arguments: str) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class Layout:
+    """Where each field of a message goes, one message (or stream chunk) at a time: the
+    rule the body decoder and the stream decoder share, so that both give the same blocks.
+
+    `calls` counts the tool calls placed.
+    """
+
+    __slots__ = ("_open", "_sink", "calls")
+
+    def __init__(self, sink: BlockSink) -> None:
+        self._sink = sink
+        self._open: StreamBlockType | None = None
+        self.calls = 0
+
+    def place(self, message: Any) -> None:
+        """Place one message's fields; raises `Unreadable` when it does not fit the shape."""
+        if message is None:
+            return
+        if not isinstance(message, dict):
+            raise Unreadable("its `message` is not an object")
+        self._piece(message.get("thinking"), StreamBlockType.REASONING, "thinking")
+        self._piece(message.get("content"), StreamBlockType.TEXT, "content")
+        calls = message.get("tool_calls")
+        if calls is None:
+            return
+        if not isinstance(calls, list):
+            raise Unreadable("its `tool_calls` is not a list")
+        for call in calls:
+            self._call(call)
+
+    def stop(self) -> None:
+        """Close the open block, if one is open."""
+        if self._open is not None:
+            self._sink.stop()
+            self._open = None
+
+    def _piece(self, value: Any, block_type: StreamBlockType, name: str) -> None:
+        if value is None or value == "":
+            return
+        if not isinstance(value, str):
+            raise Unreadable(f"its `{name}` is not a string")
+        if self._open is not block_type:
+            self.stop()
+            self._sink.start(block_type)
+            self._open = block_type
+        self._sink.text(value)
+
+    def _call(self, call: Any) -> None:
+        if not isinstance(call, dict):
+            raise Unreadable("a tool call is not an object")
+        function = call.get("function")
+        if not isinstance(function, dict):
+            raise Unreadable("a tool call has no `function` object")
+        name = function.get("name")
+        if not isinstance(name, str):
+            raise Unreadable("a tool call has no string `name`")
+        raw = function.get("arguments")
+        arguments = raw if isinstance(raw, str) else json_text({} if raw is None else raw)
+        call_id = _text(call.get("id")) or f"call_{self.calls}"
+        self.calls += 1
+        self.stop()
+        self._sink.start(StreamBlockType.TOOL_CALL, id=call_id, name=name)
+        self._sink.arguments(arguments)
+        self._sink.stop()
+
+
+class _Blocks:
+    """A `BlockSink` that builds content blocks."""
+
+    __slots__ = ("_id", "_name", "_pieces", "_type", "blocks")
+
+    def __init__(self) -> None:
+        self.blocks: list[ContentBlock] = []
+        self._type: StreamBlockType | None = None
+        self._id: str | None = None
+        self._name: str | None = None
+        self._pieces: list[str] = []
+
+    def start(
+        self, block_type: StreamBlockType, *, id: str | None = None, name: str | None = None
+    ) -> None:
+        self._type, self._id, self._name = block_type, id, name
+        self._pieces = []
+
+    def text(self, text: str) -> None:
+        self._pieces.append(text)
+
+    def arguments(self, arguments: str) -> None:
+        self._pieces.append(arguments)
+
+    def stop(self) -> None:
+        text = "".join(self._pieces)
+        if self._type is StreamBlockType.TOOL_CALL:
+            self.blocks.append(ToolCall(id=self._id or "", name=self._name or "", arguments=text))
+        elif self._type is StreamBlockType.REASONING:
+            self.blocks.append(Reasoning(text=text))
+        else:
+            self.blocks.append(TextPart(text=text))
+        self._type = None
+
+
+def decode_payload(
+    payload: Mapping[str, Any],
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    warnings: Sequence[Warning] = (),
+) -> ChatResponse:
+    """A response object, already parsed, as a `ChatResponse`. Raises `Unreadable` (a
+    `ValueError`, with the reason) when it does not fit the response shape."""
+    sink = _Blocks()
+    layout = Layout(sink)
+    layout.place(payload.get("message"))
+    layout.stop()
+    kept = kept_data(payload)
+    return ChatResponse(
+        tuple(sink.blocks),
+        finish_reason=finish_reason_of(payload.get("done_reason"), tool_calls=layout.calls > 0),
+        usage=usage_of(payload),
+        warnings=tuple(warnings),
+        provider_data={NAMESPACE: kept} if kept else {},
+        model=_text(payload.get("model")) or model,
+        provider=provider,
+    )
+
+
+def _not_a_response(
+    body: bytes | str, why: str, *, provider: str | None, model: str | None
+) -> Error:
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    error = (
+        ServerError(f"the provider answered with a body that is not a response: {why}")
+        .mark_authored()
+        .with_body(text)
+    )
+    if provider is not None:
+        error.with_provider(provider)
+    if model is not None:
+        error.with_model(model)
+    return error
+
+
+def decode_body(
+    body: bytes | str,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    warnings: Sequence[Warning] = (),
+) -> ChatResponse:
+    """A successful (2xx) body as a `ChatResponse`; an error object in it raises that error."""
+    try:
+        payload: Any = parse_json(body)
+    except ValueError:
+        raise _not_a_response(body, "it is not JSON", provider=provider, model=model) from None
+    if not isinstance(payload, dict):
+        raise _not_a_response(body, "it is not a JSON object", provider=provider, model=model)
+    if is_error_object(payload):
+        raise error_from_payload(payload, provider=provider, model=model)
+    if not any(field in payload for field in _RESPONSE_FIELDS):
+        raise _not_a_response(
+            body, "it has none of the fields of a response", provider=provider, model=model
+        )
+    try:
+        return decode_payload(payload, provider=provider, model=model, warnings=warnings)
+    except Unreadable as why:
+        raise _not_a_response(body, str(why), provider=provider, model=model) from None
+
+
+def decode_response(
+    status: int,
+    headers: Mapping[str, str],
+    content: bytes,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    warnings: Sequence[Warning] = (),
+) -> ChatResponse:
+    """An HTTP response as a `ChatResponse`; raises the `allama.Error` of an error response."""
+    if status >= 400:
+        raise error_from_response(status, headers, content, provider=provider, model=model)
+    return decode_body(content, provider=provider, model=model, warnings=warnings)

@@ -1,0 +1,407 @@
+"""A `ChatRequest` to the HTTP request of Ollama's `POST /api/chat`, plus warnings.
+
+What Ollama cannot honour goes through `Degradations` (dropped with a warning under
+`UnsupportedPolicy.WARN`, refused before sending under `ERROR`):
+
+- Ollama has no `tool_choice`: a forced tool (`required` or a named one) cannot be
+  expressed, so it is refused and the tools are offered for the model to choose; `none` is
+  honoured by not offering the tools. There is no strict mode for tools either (Ollama even
+  narrows tool schemas on input), nor a setting for parallel calls.
+- Images go as base64 in the message's `images`; an image URL cannot be sent. Documents go
+  as text when they are plain text; any other document cannot be sent.
+- A tool result has no error flag; its text goes as the `tool` message's content.
+
+Messages. A message holds one `content` string: the text parts of a user turn (and its
+plain-text documents) are joined with a blank line, its images go in `images`. An assistant
+turn sends its text, its reasoning as `thinking` (Ollama passes it to the model's template),
+and its calls as `tool_calls` with `function.arguments` as a JSON object. A call's `id`, and
+a tool result's `tool_call_id`, are sent unless they are the `call_<n>` ids the decoder gives
+calls Ollama sent without one; a tool result names its function in `tool_name` when the call
+it answers is in the conversation.
+
+Structured output. `format` takes the JSON Schema itself (or `"json"` for JSON mode). Ollama
+compiles it with llama.cpp's JSON-Schema-to-grammar converter (in process up to v0.29, in
+the `llama-server` runner since v0.30), so the schema goes through the `llama_cpp` dialect,
+whose keyword support was measured against llama.cpp's server: every keyword the grammar
+ignores or cannot compile is reported, on the response format. Enforcement is approximate
+even when nothing is lost: Ollama does not report what it enforces, the converter is
+whichever llama.cpp build the server carries, models on its MLX runner (safetensors) show no
+`format` handling in Ollama's source, and its cloud models do not apply `format` at all
+(those are refused by the capability table; nothing in a request tells a model on the MLX
+runner apart).
+
+Thinking. `think` is `false` for `reasoning_effort="none"`. Otherwise it is `true`, the form
+every Ollama version and thinking model takes (the effort's level is lost, with a warning),
+except for families that take levels by name (gpt-oss: `low`, `medium`, `high`), which get
+the level (`minimal` as the lowest, with a warning). Without `reasoning_effort`, `think` is
+left out and the model thinks by its default.
+
+`stream` is always sent: Ollama streams unless told not to.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from allama._degradations import Degradations
+from allama.adapters._http import HttpRequest
+from allama.adapters._rewrites import cached_rewrite
+from allama.adapters.ollama._capabilities import OllamaFamily, Thinking
+from allama.adapters.ollama._profile import OllamaProfile
+from allama.errors import InvalidRequestError
+from allama.schema._errors import SchemaError
+from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
+from allama.types import (
+    AssistantMessage,
+    CapabilitySupport,
+    ChatRequest,
+    DeveloperMessage,
+    DocumentPart,
+    ImagePart,
+    Message,
+    Reasoning,
+    Refusal,
+    RequestField,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+    WarningKind,
+)
+
+__all__ = ["BODY_OPTION", "encode_request"]
+
+BODY_OPTION = "ollama"
+"""Request option namespace whose JSON object is merged into the body, for fields allama has
+no name for (`keep_alive`, `truncate`, ...); an `options` object in it is merged into
+allama's (`request.with_option_json("ollama", {"options": {"num_ctx": 8192},
+"keep_alive": "10m"})`)."""
+
+PART_SEPARATOR = "\n\n"
+"""Between the text parts of a user turn, which Ollama takes as one string."""
+
+_SYNTHETIC_ID = re.compile(r"call_\d+")
+"""The ids the decoder gives calls Ollama sent without one: not Ollama's, so not sent back."""
+
+
+def _present(**fields: Any) -> dict[str, Any]:
+    """The fields that are not `None`, in order."""
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+class _Encoder:
+    def __init__(
+        self,
+        request: ChatRequest,
+        profile: OllamaProfile,
+        family: OllamaFamily,
+        degradations: Degradations,
+        *,
+        stream: bool,
+    ) -> None:
+        self.request = request
+        self.profile = profile
+        self.family = family
+        self.degradations = degradations
+        self.stream = stream
+        self.where = f"`{request.model}` on {profile.display_name}"
+        self.call_names: dict[str, str] = {}
+
+    def invalid(self, why: str) -> InvalidRequestError:
+        return InvalidRequestError(why).mark_authored().with_provider(self.profile.name)
+
+    # Messages
+
+    def messages(self) -> list[dict[str, Any]]:
+        return [self.message(message) for message in self.request.messages]
+
+    def message(self, message: Message) -> dict[str, Any]:
+        if isinstance(message, SystemMessage | DeveloperMessage):
+            return {"role": "system", "content": message.content}
+        if isinstance(message, UserMessage):
+            return self.user(message)
+        if isinstance(message, AssistantMessage):
+            return self.assistant(message)
+        assert isinstance(message, ToolMessage)
+        return self.tool_result(message)
+
+    def user(self, message: UserMessage) -> dict[str, Any]:
+        texts: list[str] = []
+        images: list[str] = []
+        for part in message.content:
+            if isinstance(part, TextPart):
+                texts.append(part.text)
+            elif isinstance(part, ImagePart):
+                image = self.image(part)
+                if image is not None:
+                    images.append(image)
+            else:
+                text = self.document(part)
+                if text is not None:
+                    texts.append(text)
+        wire: dict[str, Any] = {"role": "user", "content": PART_SEPARATOR.join(texts)}
+        if images:
+            wire["images"] = images
+        return wire
+
+    def image(self, part: ImagePart) -> str | None:
+        """The image as base64 text; `None` (with a warning) for one only a URL names."""
+        if part.url is not None and not part.url.startswith("data:"):
+            self.degradations.refuse(
+                RequestField.IMAGES,
+                f"{self.profile.display_name} takes images only as their bytes, not by URL; "
+                "the image was left out",
+            )
+            return None
+        if part.url is not None:
+            header, _, data = part.url.partition(",")
+            if ";base64" not in header:
+                raise self.invalid("an image data URL must be base64-encoded")
+            return data
+        return base64.b64encode(part.data or b"").decode("ascii")
+
+    def document(self, part: DocumentPart) -> str | None:
+        """A plain-text document's text; `None` (with a warning) for any other document."""
+        display = self.profile.display_name
+        if part.data is None:
+            why = "takes no document by URL, only plain text given as bytes"
+        elif part.media_type != "text/plain":
+            why = f"takes plain-text documents only, not {part.media_type}"
+        else:
+            try:
+                return part.data.decode("utf-8")
+            except UnicodeDecodeError:
+                why = "takes plain-text documents as UTF-8 text, which this one is not"
+        self.degradations.refuse(RequestField.DOCUMENTS, f"{display} {why}; it was left out")
+        return None
+
+    def assistant(self, message: AssistantMessage) -> dict[str, Any]:
+        texts: list[str] = []
+        thinking: list[str] = []
+        calls: list[dict[str, Any]] = []
+        for block in message.content:
+            if isinstance(block, TextPart | Refusal):
+                texts.append(block.text)
+            elif isinstance(block, Reasoning):
+                # Signatures and encrypted reasoning are other providers'; Ollama takes text.
+                thinking.append(block.text)
+            else:
+                assert isinstance(block, ToolCall)
+                calls.append(self.call(block))
+        wire: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
+        if any(thinking):
+            wire["thinking"] = "".join(thinking)
+        if calls:
+            wire["tool_calls"] = calls
+        return wire
+
+    def call(self, block: ToolCall) -> dict[str, Any]:
+        try:
+            arguments = json.loads(block.arguments)
+        except ValueError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            raise self.invalid(
+                f"the arguments of tool call `{block.id}` are not a JSON object, which "
+                f"{self.profile.display_name} needs for `function.arguments`"
+            )
+        self.call_names[block.id] = block.name
+        wire: dict[str, Any] = {"function": {"name": block.name, "arguments": arguments}}
+        if not _SYNTHETIC_ID.fullmatch(block.id):
+            wire = {"id": block.id, **wire}
+        return wire
+
+    def tool_result(self, message: ToolMessage) -> dict[str, Any]:
+        if message.is_error:
+            self.degradations.refuse(
+                RequestField.TOOL_RESULT_ERROR,
+                f"{self.profile.display_name} has no error flag for tool results; "
+                "the result was sent as plain content",
+            )
+        wire: dict[str, Any] = {"role": "tool", "content": message.content}
+        name = self.call_names.get(message.tool_call_id)
+        if name is not None:
+            wire["tool_name"] = name
+        if not _SYNTHETIC_ID.fullmatch(message.tool_call_id):
+            wire["tool_call_id"] = message.tool_call_id
+        return wire
+
+    # Tools
+
+    def tools(self) -> list[dict[str, Any]] | None:
+        request = self.request
+        display = self.profile.display_name
+        choice = request.tool_choice
+        if request.parallel_tool_calls is not None:
+            self.degradations.refuse(
+                RequestField.PARALLEL_TOOL_CALLS,
+                f"{display} has no setting for parallel tool calls",
+            )
+        if choice is not None and choice.mode in ("required", "tool"):
+            self.degradations.refuse(
+                RequestField.TOOL_CHOICE,
+                f"{display} has no `tool_choice` and cannot force a tool call; the tools were "
+                "offered and the model chooses whether to call one",
+            )
+        if not request.tools:
+            return None
+        if choice is not None and choice.mode == "none":
+            # Without `tool_choice`, the one way to keep the model from calling a tool.
+            return None
+        return [self.tool(tool) for tool in request.tools]
+
+    def tool(self, tool: ToolDefinition) -> dict[str, Any]:
+        if tool.strict:
+            self.degradations.refuse(
+                RequestField.TOOLS,
+                f"{self.profile.display_name} has no strict tools; tool `{tool.name}` was "
+                "sent without `strict`",
+            )
+        function = _present(
+            name=tool.name, description=tool.description or None, parameters=tool.parameters
+        )
+        return {"type": "function", "function": function}
+
+    # Response format
+
+    def rewrite(self, schema: dict[str, Any], subject: str) -> Rewrite:
+        display = self.profile.display_name
+        try:
+            return cached_rewrite(schema, ("ollama", display), lambda: _rewrite(schema, display))
+        except SchemaError as error:
+            raise self.invalid(f"{subject} has a schema allama cannot read: {error}") from error
+
+    def format(self) -> str | dict[str, Any] | None:
+        fmt = self.request.response_format
+        if fmt is None or fmt.type == "text":
+            return None
+        field = RequestField.RESPONSE_FORMAT
+        if self.family.structured is CapabilitySupport.UNSUPPORTED:
+            self.degradations.refuse(
+                field,
+                f"{self.where} does not apply `format` (Ollama's cloud models have no "
+                "structured outputs); the output is unconstrained",
+            )
+            return None
+        if fmt.type == "json":
+            return "json"
+        schema: dict[str, Any] = fmt.json_schema or {}
+        subject = f"the response format `{fmt.name or 'response'}`"
+        rewrite = self.rewrite(schema, subject)
+        if not rewrite.strict_representable:
+            # `format` has no non-strict form: what the grammar cannot hold goes as JSON mode.
+            reasons = "; ".join(
+                note.message for note in rewrite.notes if note.kind is WarningKind.UNSUPPORTED
+            )
+            self.degradations.refuse(
+                field,
+                f"{self.profile.display_name} cannot enforce {subject}: {reasons}; it was "
+                'sent as `format: "json"`, which only constrains the output to JSON',
+            )
+            return "json"
+        apply_strict_policy(rewrite, field=field, subject=subject, degradations=self.degradations)
+        return rewrite.schema
+
+    # Sampling and thinking
+
+    def options(self) -> dict[str, Any]:
+        request = self.request
+        return _present(
+            temperature=request.temperature,
+            top_p=request.top_p,
+            seed=request.seed,
+            num_predict=request.max_output_tokens,
+            stop=list(request.stop) if request.stop else None,
+        )
+
+    def think(self) -> bool | str | None:
+        effort = self.request.reasoning_effort
+        if effort is None:
+            return None
+        if effort == "none":
+            return False
+        field = RequestField.REASONING_EFFORT
+        family = self.family
+        if family.thinking is Thinking.LEVELS and family.levels:
+            if effort in family.levels:
+                return str(effort)
+            order = ("minimal", "low", "medium", "high")
+            above = [level for level in family.levels if level in order[order.index(effort) :]]
+            sent = above[0] if above else family.levels[-1]
+            self.degradations.approximate(
+                field, f"{self.where} takes no thinking level `{effort}`; `{sent}` was sent"
+            )
+            return sent
+        self.degradations.approximate(
+            field,
+            f"{self.where} turns thinking on or off, without a level; `think: true` was sent "
+            f"for `{effort}`",
+        )
+        return True
+
+    # Everything
+
+    def body(self) -> dict[str, Any]:
+        request = self.request
+        body: dict[str, Any] = {"model": request.model, "messages": self.messages()}
+        tools = self.tools()
+        if tools is not None:
+            body["tools"] = tools
+        fmt = self.format()
+        if fmt is not None:
+            body["format"] = fmt
+        options = self.options()
+        think = self.think()
+        if think is not None:
+            body["think"] = think
+        body["stream"] = self.stream
+        extra = request.option_json(BODY_OPTION)
+        if isinstance(extra, dict):
+            more = extra.get("options")
+            if isinstance(more, dict):
+                options = {**options, **more}
+            body.update({key: value for key, value in extra.items() if key != "options"})
+        if options:
+            body["options"] = options
+        return body
+
+
+def _rewrite(schema: dict[str, Any], display: str) -> Rewrite:
+    # The dialect is loaded when a schema is first rewritten (rewrites are cached).
+    from allama.schema._dialects._llama_cpp import llama_cpp
+
+    rewrite = llama_cpp(schema)
+    unreported = SchemaNote(
+        WarningKind.APPROXIMATED,
+        "/",
+        f"the schema at `/` is compiled by {display}'s llama.cpp grammar converter, which "
+        "does not report which keywords it enforces",
+    )
+    return Rewrite(rewrite.schema, (*rewrite.notes, unreported), rewrite.dropped)
+
+
+def encode_request(
+    request: ChatRequest,
+    profile: OllamaProfile,
+    family: OllamaFamily,
+    *,
+    url: str,
+    headers: Mapping[str, str],
+    params: Mapping[str, str] | None = None,
+    stream: bool,
+    degradations: Degradations,
+) -> HttpRequest:
+    """The HTTP request for `request`; warnings collect in `degradations`.
+
+    Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Ollama cannot honour under
+    `UnsupportedPolicy.ERROR`; `InvalidRequestError` for a conversation it cannot take (tool
+    call arguments that are not an object, an image data URL that is not base64).
+    """
+    body = _Encoder(request, profile, family, degradations, stream=stream).body()
+    return HttpRequest("POST", url, headers, body, params or {})

@@ -1,0 +1,172 @@
+"""An Ollama error response (or an error line inside a stream) to the right `allama.Error`.
+
+Ollama answers `{"error": "<message>"}` (a cloud sign-in error adds `signin_url`); a relayed
+OpenAI-style object (`{"error": {"message": ...}}`) is read too, and a body that is not JSON
+keeps its text. The HTTP status decides the class, refined by the message:
+
+- a model the server does not have (404, "model 'x' not found") is a `NotFoundError` whose
+  message adds the remedy, `ollama pull <model>`;
+- a `format` Ollama could not compile ("invalid format", "invalid JSON schema", llama.cpp's
+  "failed to parse grammar" and conversion errors) is an `UnsupportedError` on the response
+  format, at whatever status it comes (an invalid `format` surfaces as a 500 from the runner
+  layer), so that an extraction can tell it from a broken server;
+- a model without tools or without thinking ("... does not support tools", "... does not
+  support thinking") is an `UnsupportedError` on `tools` / `reasoning_effort`;
+- an input longer than the context ("exceeds the context length", llama-server's
+  "exceeds the available context size") is a `ContextWindowExceededError`;
+- 401 is an `AuthenticationError`, 403 a `PermissionDeniedError`, 429 a `RateLimitedError`
+  waiting what `retry-after` says, 503 ("server busy ... maximum pending requests
+  exceeded") an `OverloadedError`, any other 5xx a `ServerError`, any other 4xx an
+  `InvalidRequestError`.
+
+An error line in a stream carries no status: the message alone decides, and one that says
+nothing known is a `ServerError` (the server gave up mid-answer).
+
+The provider's words are kept as an upstream message and never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from allama.adapters.openai_compat._errors import retry_after_seconds
+from allama.errors import (
+    AuthenticationError,
+    ContextWindowExceededError,
+    Error,
+    InvalidRequestError,
+    NotFoundError,
+    OverloadedError,
+    PermissionDeniedError,
+    RateLimitedError,
+    RequestTimeoutError,
+    ServerError,
+    UnsupportedError,
+)
+from allama.types import RequestField, UnsupportedStage
+
+__all__ = ["error_from_payload", "error_from_response", "message_of"]
+
+# Patterns for error messages, compiled by `re` (and kept in its cache) when an error first
+# needs them: a call that succeeds never does.
+_MODEL_NOT_FOUND = r"(?i)\bmodel\b.*\bnot found"
+_QUOTED_MODEL = r"""\bmodel\s+['"`]([^'"`\s]+)['"`]"""
+_FORMAT = (
+    r"(?i)invalid format|invalid json schema|json schema conversion|failed to parse grammar|"
+    r"unrecognized schema|unsupported ref|unsupported pattern|format.*json schema"
+)
+_NO_TOOLS = r"(?i)does not support tools"
+_NO_THINKING = r"(?i)does not support thinking"
+_CONTEXT_WORDS = (
+    r"(?i)context (?:length|window|size)|exceeds? the (?:available )?context|"
+    r"prompt (?:is )?too long|too many tokens"
+)
+_BUSY = r"(?i)server busy|maximum pending requests"
+
+
+def message_of(payload: Any) -> str | None:
+    """The message of an error object: `error` as text, or an object's `message`."""
+    if not isinstance(payload, dict):
+        return None
+    inner = payload.get("error")
+    if isinstance(inner, str) and inner:
+        return inner
+    if isinstance(inner, dict):
+        message = inner.get("message")
+        return message if isinstance(message, str) and message else json.dumps(inner)
+    return None
+
+
+def _pull_remedy(message: str, model: str | None) -> str:
+    """The not-found message with the command that fetches the model."""
+    quoted = re.search(_QUOTED_MODEL, message)
+    name = model or (quoted.group(1) if quoted else "<model>")
+    return f"{message} (pull it with `ollama pull {name}`)"
+
+
+def _by_message(message: str) -> Error | None:
+    """The error the message alone says, whatever the status."""
+    if re.search(_FORMAT, message):
+        return UnsupportedError(
+            message, field=RequestField.RESPONSE_FORMAT, stage=UnsupportedStage.PROVIDER
+        )
+    if re.search(_NO_TOOLS, message):
+        return UnsupportedError(message, field=RequestField.TOOLS, stage=UnsupportedStage.PROVIDER)
+    if re.search(_NO_THINKING, message):
+        return UnsupportedError(
+            message, field=RequestField.REASONING_EFFORT, stage=UnsupportedStage.PROVIDER
+        )
+    if re.search(_CONTEXT_WORDS, message):
+        return ContextWindowExceededError(message)
+    return None
+
+
+def _classify(status: int | None, message: str, model: str | None, wait: float | None) -> Error:
+    if status == 404 or (status is None and re.search(_MODEL_NOT_FOUND, message)):
+        if re.search(_MODEL_NOT_FOUND, message):
+            return NotFoundError(_pull_remedy(message, model))
+        return NotFoundError(message)
+    if status == 429:
+        return RateLimitedError(message, retry_after=wait)
+    if status == 401:
+        return AuthenticationError(message)
+    if status == 403:
+        return PermissionDeniedError(message)
+    known = _by_message(message)
+    if known is not None:
+        return known
+    if status == 408:
+        return RequestTimeoutError(message)
+    if status == 503 or re.search(_BUSY, message):
+        return OverloadedError(message)
+    if status is None or status >= 500:
+        # An error line in a stream says no status: the server gave up mid-answer.
+        return ServerError(message)
+    return InvalidRequestError(message)
+
+
+def _finish(error: Error, *, provider: str | None, model: str | None) -> Error:
+    error.mark_upstream()
+    if provider is not None:
+        error.with_provider(provider)
+    if model is not None:
+        error.with_model(model)
+    return error
+
+
+def error_from_response(
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes | str,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    now: float | None = None,
+) -> Error:
+    """The error for an HTTP response with status >= 400. `now` (seconds since the epoch)
+    is for tests: it reads a `retry-after` given as an HTTP date."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        payload: Any = json.loads(text) if text.strip() else None
+    except ValueError:
+        payload = None
+    message = message_of(payload) or text.strip() or f"HTTP {status}"
+    wait = retry_after_seconds(headers, now=now) if headers else None
+    error = _classify(status, message, model, wait).with_status(status).with_body(text)
+    return _finish(error, provider=provider, model=model)
+
+
+def error_from_payload(
+    payload: Any,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+) -> Error:
+    """The error for an error object inside a stream (or a 200 body): no status, so the
+    message alone decides."""
+    message = message_of(payload) or json.dumps(payload)
+    error = _classify(None, message, model, None).with_body(json.dumps(payload))
+    return _finish(error, provider=provider, model=model)

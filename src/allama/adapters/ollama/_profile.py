@@ -1,0 +1,15 @@
+"""How one endpoint speaks Ollama's native dialect, apart from where it lives (the preset)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["OllamaProfile"]
+
+
+@dataclass(frozen=True, slots=True)
+class OllamaProfile:
+    """The endpoint's names; a local Ollama server and a hosted one speak the dialect alike."""
+
+    name: str
+    display_name: str
