@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 import allama
 from allama import ChatRequest, ExtractionMode, Extractor
+from allama.adapters.gemini import decode_response
 from allama.errors import AuthenticationError, InvalidRequestError, UnsupportedError
 from allama.providers import HttpProvider
 from allama.transport import Transport
@@ -167,6 +168,24 @@ def test_thoughts_go_back_as_thought_parts() -> None:
         {"text": "hmm", "thought": True, "thoughtSignature": "c2ln"},
         {"text": "Hello"},
     ]
+
+
+def test_a_signature_on_an_empty_text_part_goes_back_on_it() -> None:
+    """Gemini 3 may end a turn with `{"text": "", "thoughtSignature": ...}`; the decoder reads
+    it as a signed text-less reasoning block and an empty text, which go back as they came."""
+    parts = [{"text": "Hello"}, {"text": "", "thoughtSignature": "c2ln"}]
+    body = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}]}
+    answer = decode_response(200, {}, json.dumps(body).encode())
+    request = ChatRequest("gemini-3-flash-preview").user("Hi").assistant(list(answer.content))
+    _, _, _, sent, _ = encode(request.user("Again"))
+    assert sent["contents"][1] == {"role": "model", "parts": parts}
+    # A turn of nothing but that part is kept, rather than merging the user turns around it.
+    only = {"candidates": [{"content": {"role": "model", "parts": parts[1:]}}]}
+    answer = decode_response(200, {}, json.dumps(only).encode())
+    request = ChatRequest("gemini-3-flash-preview").user("Hi").assistant(list(answer.content))
+    _, _, _, sent, _ = encode(request.user("Again"))
+    assert [turn["role"] for turn in sent["contents"]] == ["user", "model", "user"]
+    assert sent["contents"][1]["parts"] == parts[1:]
 
 
 def test_a_tool_result_must_answer_an_earlier_call() -> None:

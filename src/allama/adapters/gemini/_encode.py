@@ -9,7 +9,8 @@ to a forced tool.
 
 Thought signatures come back verbatim: a `Reasoning` block with a signature and no text
 (as the decoder writes it, just before the part that carried the signature) puts the
-signature on the next part; a thought with text goes back as a thought part.
+signature on the next part, an empty text included (a turn may end with a signature on an
+empty text part); a thought with text goes back as a thought part.
 """
 
 from __future__ import annotations
@@ -149,7 +150,9 @@ class _Encoder:
                     signature = block.signature
                 continue
             if isinstance(block, TextPart | Refusal):
-                if not block.text:
+                if not block.text and signature is None:
+                    # An empty text says nothing; one that carries a signature (Gemini 3
+                    # may end a turn with it) goes back as it came.
                     continue
                 part: dict[str, Any] = {"text": block.text}
             else:
