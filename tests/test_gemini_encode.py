@@ -251,7 +251,7 @@ def test_tools_and_the_forced_tool() -> None:
 
 def test_older_families_declare_tools_in_the_openapi_subset() -> None:
     request = (
-        ChatRequest("gemini-2.0-flash")
+        ChatRequest("gemini-1.5-flash")
         .user("Hi")
         .with_tools([ToolDefinition(name="person", parameters=PERSON)])
     )
@@ -273,7 +273,7 @@ def test_native_output_per_schema_surface() -> None:
     }
     assert warnings == []
     _, _, _, body, warnings = encode(
-        ChatRequest("gemini-2.0-flash").user("Hi").with_response_format(fmt)
+        ChatRequest("gemini-1.5-flash").user("Hi").with_response_format(fmt)
     )
     assert body["generationConfig"]["responseSchema"]["properties"]["age"] == {
         "type": "INTEGER",
@@ -474,8 +474,8 @@ def test_enforcement_per_mode_for_the_seed_types() -> None:
     assert _planned(model, ExtractionMode.NATIVE, warn) == ("exact", "exact", "exact")
     assert _planned(model, ExtractionMode.FORCED_TOOL, warn) == ("not_enforced",) * 3
     assert _planned(model, ExtractionMode.FORCED_TOOL, error) == ("refused",) * 3
-    # The OpenAPI surface of Gemini 2.0 cannot hold a map: refused, and auto falls back.
-    assert _planned("gemini-2.0-flash", ExtractionMode.NATIVE, warn) == (
+    # The OpenAPI surface of Gemini 1.5 cannot hold a map: refused, and auto falls back.
+    assert _planned("gemini-1.5-flash", ExtractionMode.NATIVE, warn) == (
         "exact",
         "exact",
         "refused",

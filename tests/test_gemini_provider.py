@@ -1552,12 +1552,6 @@ PASSED_THROUGH: dict[str, set[str]] = {
 # Where allama puts a schema elsewhere than the recording did (see `normal`): recorded
 # place, then allama's.
 SCHEMA_PLACES: dict[str, tuple[list[str], list[str]]] = {
-    # Gemini 2.0 took `responseJsonSchema` here; allama's table has the 2.0 family on the
-    # OpenAPI surface, which 2.0 takes too.
-    "gemini/response_schema": (
-        ["generationConfig.responseJsonSchema"],
-        ["generationConfig.responseSchema"],
-    ),
     # OpenAPI schemas sent to Gemini 2.5 and 3, which allama asks in JSON Schema.
     "gemini/response_schema_openapi_types": (
         ["generationConfig.responseSchema"],
@@ -1568,6 +1562,11 @@ SCHEMA_PLACES: dict[str, tuple[list[str], list[str]]] = {
         ["generationConfig.responseJsonSchema"],
     ),
     "gemini/parallel_function_calls_2": (["tools.parameters"], ["tools.parametersJsonSchema"]),
+    # OpenAPI parameters sent to Gemini 2.0, which allama declares in JSON Schema.
+    "gemini/stream_sse_parallel_function_calls": (
+        ["tools.parameters"],
+        ["tools.parametersJsonSchema"],
+    ),
     "synthetic/request_with_every_shape": (
         [
             "generationConfig.responseJsonSchema",

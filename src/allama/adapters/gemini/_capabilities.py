@@ -108,8 +108,9 @@ _GEMINI_ROWS = (
         can_disable=True,
         json_with_tools=False,
     ),
-    # Gemini 2.0 and 1.5: the OpenAPI schema surface, no thinking.
-    GeminiFamily("gemini-2.0*", _OPENAPI, json_with_tools=False),
+    # Gemini 2.0: no thinking; `responseJsonSchema` since November 2025 (recorded).
+    GeminiFamily("gemini-2.0*", _JSON, json_with_tools=False),
+    # Gemini 1.5 (retired): the OpenAPI schema surface only.
     GeminiFamily("gemini-1.5*", _OPENAPI, json_with_tools=False),
     # A later Gemini no row names yet: as the newest family.
     GeminiFamily("gemini-*", _JSON, Thinking.LEVEL, levels=("minimal", "low", "medium", "high")),
