@@ -1,13 +1,17 @@
 """Client overhead of `allama.extract` over a local server, against raw httpx2 plus one
 pydantic validation (the floor). Run by hand: `./run bench` (or this script with `exact`,
-`approximate` or an answer's label to run part of it).
+`approximate`, a preset's name (`openai`, `openai-compatible`, `anthropic`) or an answer's
+label to run part of it).
 
-The server runs in another process and answers one chat completion per path: a 3-field
-answer, and a 20 KB one (200 objects of 6 fields). The figures are the client's CPU time per
-call (`time.process_time` in this process) and wall time per call, for one call at a time
-(sync and async) and 200 in flight, on an endpoint where enforcement is exact (OpenAI's
-preset) and one where it is approximate (any OpenAI-compatible endpoint, where the output
-is also checked for undeclared keys).
+The server runs in another process and answers one chat completion and one Anthropic
+message per answer: a 3-field answer, and a 21 KB one (200 objects of 6 fields). The figures
+are the client's CPU time per call (`time.process_time` in this process) and wall time per
+call, for one call at a time (sync and async) and 200 in flight, on three endpoints: two
+exact ones, OpenAI's preset and Anthropic's (Messages, the schema in `output_config.format`,
+the answer in a text block), and one where enforcement is approximate (any OpenAI-compatible
+endpoint, where the output is also checked for undeclared keys). The enforcement shown is
+the one `Extractor.plan` finds for the call. Each endpoint's floor speaks its own wire:
+a comparable body posted to the same path, the answer's text taken out of the JSON body.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import multiprocessing
 import socket
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import httpx2
 from pydantic import BaseModel
@@ -49,6 +54,7 @@ class Rows(BaseModel):
 
 
 def _completion(content: str) -> bytes:
+    """A Chat Completions response whose answer is `content`."""
     return json.dumps(
         {
             "id": "chatcmpl-bench",
@@ -63,6 +69,27 @@ def _completion(content: str) -> bytes:
                 }
             ],
             "usage": {"prompt_tokens": 41, "completion_tokens": 17, "total_tokens": 58},
+        }
+    ).encode()
+
+
+def _message(content: str) -> bytes:
+    """An Anthropic Messages response whose answer is `content`, in one text block."""
+    return json.dumps(
+        {
+            "id": "msg_bench",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": [{"type": "text", "text": content}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": 41,
+                "output_tokens": 17,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+            },
         }
     ).encode()
 
@@ -83,13 +110,18 @@ LARGE = json.dumps(
         ]
     }
 )
-PAYLOADS: dict[str, tuple[type[BaseModel], bytes, int]] = {
-    # name: (type, the server's body, calls per measurement)
-    "3-field answer": (Program, _completion(SMALL), 2_000),
-    f"{len(LARGE) // 1000} KB answer (200 objects of 6 fields)": (Rows, _completion(LARGE), 400),
+PAYLOADS: dict[str, tuple[type[BaseModel], str, int]] = {
+    # name: (type, the answer, calls per measurement)
+    "3-field answer": (Program, SMALL, 2_000),
+    f"{len(LARGE) // 1000} KB answer (200 objects of 6 fields)": (Rows, LARGE, 400),
 }
 BODIES = {
-    f"/{index}/v1/chat/completions": body for index, (_, body, _) in enumerate(PAYLOADS.values())
+    path: body
+    for index, (_, answer, _) in enumerate(PAYLOADS.values())
+    for path, body in (
+        (f"/{index}/v1/chat/completions", _completion(answer)),
+        (f"/{index}/v1/messages", _message(answer)),
+    )
 }
 
 
@@ -149,25 +181,94 @@ def _compare(floor: Any, ours: Any, calls: int) -> tuple[float, float, float, fl
 
 
 FLOOR_BODY = {"model": "bench-model", "messages": [{"role": "user", "content": "Ada published..."}]}
+ANTHROPIC_FLOOR_BODY = {
+    "model": "claude-sonnet-4-5",
+    "max_tokens": 16_384,
+    "messages": [{"role": "user", "content": "Ada published..."}],
+}
+
+
+class Endpoint(NamedTuple):
+    """One endpoint, and the floor that speaks its wire."""
+
+    preset: str
+    model: str
+    enforcement: str
+    """What `Extractor.plan` must find for both answers (checked before measuring)."""
+    root: str
+    """The provider's `base_url` under the server's path of an answer."""
+    path: str
+    """Where the floor posts, under `root`: the path allama posts to."""
+    body: dict[str, Any]
+    headers: dict[str, str]
+    text: Callable[[Any], str]
+    """The answer's text in the parsed body."""
+
+
+def _choice_text(payload: Any) -> str:
+    text: str = payload["choices"][0]["message"]["content"]
+    return text
+
+
+def _block_text(payload: Any) -> str:
+    text: str = payload["content"][0]["text"]
+    return text
+
+
+ENDPOINTS = (
+    # OpenAI's own preset: strict structured output, enforcement exact, no key walk.
+    Endpoint(
+        "openai",
+        "gpt-4o-2024-08-06",
+        "exact",
+        root="/v1",
+        path="/chat/completions",
+        body=FLOOR_BODY,
+        headers={"authorization": "Bearer k"},
+        text=_choice_text,
+    ),
+    # An endpoint whose enforcement allama cannot vouch for: the schema is sent as is, and
+    # the output is checked for undeclared keys before validation.
+    Endpoint(
+        "openai-compatible",
+        "bench-model",
+        "approximate",
+        root="/v1",
+        path="/chat/completions",
+        body=FLOOR_BODY,
+        headers={"authorization": "Bearer k"},
+        text=_choice_text,
+    ),
+    # Anthropic Messages, configured without `/v1` as its SDK is: the schema goes in
+    # `output_config.format` (native mode on this model), the answer comes in a text block.
+    Endpoint(
+        "anthropic",
+        "claude-sonnet-4-5",
+        "exact",
+        root="",
+        path="/v1/messages",
+        body=ANTHROPIC_FLOOR_BODY,
+        headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
+        text=_block_text,
+    ),
+)
 
 
 def bench_sync(
-    base: str, preset: str, model: str, tp: type[BaseModel], calls: int
+    base: str, endpoint: Endpoint, tp: type[BaseModel], calls: int
 ) -> tuple[float, float, float, float]:
     adapter = tp.model_validate_json
-    request = allama.ChatRequest(model).user("Ada published the first program in 1843.")
-    provider = allama.provider(preset, base_url=base, api_key="k")
+    request = allama.ChatRequest(endpoint.model).user("Ada published the first program in 1843.")
+    provider = allama.provider(endpoint.preset, base_url=base, api_key="k")
+    url = f"{base}{endpoint.path}"
+    body, headers, text = endpoint.body, endpoint.headers, endpoint.text
 
     with httpx2.Client() as client:
 
         def floor() -> None:
             for _ in range(calls):
-                response = client.post(
-                    f"{base}/chat/completions",
-                    json=FLOOR_BODY,
-                    headers={"authorization": "Bearer k"},
-                )
-                adapter(response.json()["choices"][0]["message"]["content"])
+                response = client.post(url, json=body, headers=headers)
+                adapter(text(response.json()))
 
         def ours() -> None:
             for _ in range(calls):
@@ -179,28 +280,26 @@ def bench_sync(
 
 
 def bench_async(
-    base: str, preset: str, model: str, tp: type[BaseModel], calls: int, concurrency: int
+    base: str, endpoint: Endpoint, tp: type[BaseModel], calls: int, concurrency: int
 ) -> tuple[float, float, float, float]:
     adapter = tp.model_validate_json
-    request = allama.ChatRequest(model).user("Ada published the first program in 1843.")
+    request = allama.ChatRequest(endpoint.model).user("Ada published the first program in 1843.")
+    url = f"{base}{endpoint.path}"
+    body, headers, text = endpoint.body, endpoint.headers, endpoint.text
     calls -= calls % concurrency
 
     async def floor() -> None:
         async with httpx2.AsyncClient(limits=httpx2.Limits(max_connections=concurrency)) as client:
 
             async def one() -> None:
-                response = await client.post(
-                    f"{base}/chat/completions",
-                    json=FLOOR_BODY,
-                    headers={"authorization": "Bearer k"},
-                )
-                adapter(response.json()["choices"][0]["message"]["content"])
+                response = await client.post(url, json=body, headers=headers)
+                adapter(text(response.json()))
 
             for _ in range(calls // concurrency):
                 await asyncio.gather(*(one() for _ in range(concurrency)))
 
     async def ours() -> None:
-        provider = allama.provider(preset, base_url=base, api_key="k")
+        provider = allama.provider(endpoint.preset, base_url=base, api_key="k")
         for _ in range(calls // concurrency):
             await asyncio.gather(
                 *(allama.aextract(provider, tp, request) for _ in range(concurrency))
@@ -210,13 +309,18 @@ def bench_async(
     return _compare(lambda: asyncio.run(floor()), lambda: asyncio.run(ours()), calls)
 
 
-ENDPOINTS = (
-    # OpenAI's own preset: strict structured output, enforcement exact, no key walk.
-    ("openai", "gpt-4o-2024-08-06", "exact"),
-    # An endpoint whose enforcement allama cannot vouch for: the schema is sent as is, and
-    # the output is checked for undeclared keys before validation.
-    ("openai-compatible", "bench-model", "approximate"),
-)
+def _enforcement(base: str, endpoint: Endpoint, tp: type[BaseModel]) -> str:
+    """The enforcement `Extractor.plan` finds for the call; it must be the expected one."""
+    provider = allama.provider(endpoint.preset, base_url=base, api_key="k")
+    request = allama.ChatRequest(endpoint.model).user("Ada published the first program in 1843.")
+    planned = allama.Extractor().plan(provider, tp, request).enforcement.value
+    provider.close()
+    if planned != endpoint.enforcement:
+        raise SystemExit(
+            f"`{endpoint.preset}` plans {planned} enforcement for {tp.__name__}, "
+            f"not {endpoint.enforcement}"
+        )
+    return planned
 
 
 def main() -> None:
@@ -230,19 +334,18 @@ def main() -> None:
     rows = []
     try:
         for index, (label, (tp, _, calls)) in enumerate(PAYLOADS.items()):
-            base = f"http://127.0.0.1:{port}/{index}/v1"
-            for preset, model, enforcement in ENDPOINTS:
-                if only and enforcement not in only and label not in only:
+            for endpoint in ENDPOINTS:
+                names = {endpoint.enforcement, endpoint.preset, label}
+                if only and not names.intersection(only):
                     continue
-                where = f"`{preset}` ({enforcement})"
+                base = f"http://127.0.0.1:{port}/{index}{endpoint.root}"
+                where = f"`{endpoint.preset}` ({_enforcement(base, endpoint, tp)})"
                 cases = [
-                    ("sync, one at a time", bench_sync(base, preset, model, tp, calls)),
-                    ("async, one at a time", bench_async(base, preset, model, tp, calls, 1)),
+                    ("sync, one at a time", bench_sync(base, endpoint, tp, calls)),
+                    ("async, one at a time", bench_async(base, endpoint, tp, calls, 1)),
                     (
                         f"async, {CONCURRENT} concurrent",
-                        bench_async(
-                            base, preset, model, tp, max(calls, CONCURRENT * 5), CONCURRENT
-                        ),
+                        bench_async(base, endpoint, tp, max(calls, CONCURRENT * 5), CONCURRENT),
                     ),
                 ]
                 for workload, figures in cases:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from allama._degradations import Degradations
@@ -73,6 +74,15 @@ MAX_OPTIONAL = 24
 MAX_UNIONS = 16
 
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Measured(Rewrite):
+    """A rewrite with what its schema adds to the per-request limits, counted once when it
+    is made: rewrites are cached, so the same one is sent call after call."""
+
+    optional: int = 0
+    unions: int = 0
 
 
 class _Encoder:
@@ -271,18 +281,24 @@ class _Encoder:
         from allama.schema._dialects._anthropic import anthropic
 
         rewrite = anthropic(schema)
-        if self.profile.verified:
-            return rewrite
-        unverified = SchemaNote(
-            WarningKind.APPROXIMATED,
-            "/",
-            f"the schema at `/` is sent to {self.profile.display_name}, which does not say "
-            "whether it enforces it as Anthropic does",
-        )
-        return Rewrite(rewrite.schema, (*rewrite.notes, unverified), rewrite.dropped)
+        notes = rewrite.notes
+        if not self.profile.verified:
+            unverified = SchemaNote(
+                WarningKind.APPROXIMATED,
+                "/",
+                f"the schema at `/` is sent to {self.profile.display_name}, which does not say "
+                "whether it enforces it as Anthropic does",
+            )
+            notes = (*notes, unverified)
+        size = measure(rewrite.schema)
+        return _Measured(rewrite.schema, notes, rewrite.dropped, size.optional, size.unions)
 
-    def count(self, schema: dict[str, Any]) -> None:
-        size = measure(schema)
+    def count(self, rewrite: Rewrite) -> None:
+        if isinstance(rewrite, _Measured):
+            self.optional += rewrite.optional
+            self.unions += rewrite.unions
+            return
+        size = measure(rewrite.schema)
         self.optional += size.optional
         self.unions += size.unions
 
@@ -330,7 +346,7 @@ class _Encoder:
                 field, f"{display} cannot enforce {subject} in `output_config.format`: {reasons}"
             )
         apply_strict_policy(rewrite, field=field, subject=subject, degradations=self.degradations)
-        self.count(rewrite.schema)
+        self.count(rewrite)
         return {"type": "json_schema", "schema": rewrite.schema}
 
     # Tools
@@ -380,7 +396,7 @@ class _Encoder:
                 )
                 if strict:
                     schema = rewrite.schema
-                    self.count(schema)
+                    self.count(rewrite)
         wire["input_schema"] = schema
         if strict:
             wire["strict"] = True
