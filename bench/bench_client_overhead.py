@@ -1,17 +1,19 @@
 """Client overhead of `allama.extract` over a local server, against raw httpx2 plus one
 pydantic validation (the floor). Run by hand: `./run bench` (or this script with `exact`,
-`approximate`, a preset's name (`openai`, `openai-compatible`, `anthropic`) or an answer's
-label to run part of it).
+`approximate`, a preset's name (`openai`, `openai-compatible`, `anthropic`, `gemini`,
+`ollama`), `openai (responses)`, or an answer's label to run part of it).
 
 The server runs in another process and answers one chat completion and one Anthropic
 message per answer: a 3-field answer, and a 21 KB one (200 objects of 6 fields). The figures
 are the client's CPU time per call (`time.process_time` in this process) and wall time per
-call, for one call at a time (sync and async) and 200 in flight, on three endpoints: two
-exact ones, OpenAI's preset and Anthropic's (Messages, the schema in `output_config.format`,
-the answer in a text block), and one where enforcement is approximate (any OpenAI-compatible
-endpoint, where the output is also checked for undeclared keys). The enforcement shown is
-the one `Extractor.plan` finds for the call. Each endpoint's floor speaks its own wire:
-a comparable body posted to the same path, the answer's text taken out of the JSON body.
+call, for one call at a time (sync and async) and 200 in flight, on each dialect: OpenAI's
+Chat Completions and Responses presets, Anthropic's (Messages, the schema in
+`output_config.format`, the answer in a text block) and Gemini's (`responseJsonSchema`, a
+text part), all exact; and where enforcement is approximate, any OpenAI-compatible endpoint
+(the output is also checked for undeclared keys) and Ollama's native API (`format`). The
+enforcement shown is the one `Extractor.plan` finds for the call. Each endpoint's floor
+speaks its own wire: a comparable body posted to the same path, the answer's text taken out
+of the JSON body.
 """
 
 from __future__ import annotations
@@ -94,6 +96,72 @@ def _message(content: str) -> bytes:
     ).encode()
 
 
+def _generated(content: str) -> bytes:
+    """A Gemini `generateContent` response whose answer is `content`, in one text part."""
+    return json.dumps(
+        {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": [{"text": content}]},
+                    "finishReason": "STOP",
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": {
+                "promptTokenCount": 41,
+                "candidatesTokenCount": 17,
+                "totalTokenCount": 58,
+            },
+            "modelVersion": "gemini-2.5-flash",
+            "responseId": "bench",
+        }
+    ).encode()
+
+
+def _response(content: str) -> bytes:
+    """An OpenAI Responses API response whose answer is `content`, in one message item."""
+    return json.dumps(
+        {
+            "id": "resp_bench",
+            "object": "response",
+            "created_at": 0,
+            "status": "completed",
+            "model": "gpt-4o-2024-08-06",
+            "output": [
+                {
+                    "type": "message",
+                    "id": "msg_bench",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": content, "annotations": []}],
+                }
+            ],
+            "usage": {
+                "input_tokens": 41,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": 17,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": 58,
+            },
+        }
+    ).encode()
+
+
+def _ollama(content: str) -> bytes:
+    """An Ollama `/api/chat` response whose answer is `content`."""
+    return json.dumps(
+        {
+            "model": "llama3.1",
+            "created_at": "2026-12-01T00:00:00Z",
+            "message": {"role": "assistant", "content": content},
+            "done": True,
+            "done_reason": "stop",
+            "prompt_eval_count": 41,
+            "eval_count": 17,
+        }
+    ).encode()
+
+
 SMALL = json.dumps({"name": "Ada Lovelace", "year": 1843, "tags": ["math", "program"]})
 LARGE = json.dumps(
     {
@@ -121,6 +189,9 @@ BODIES = {
     for path, body in (
         (f"/{index}/v1/chat/completions", _completion(answer)),
         (f"/{index}/v1/messages", _message(answer)),
+        (f"/{index}/models/gemini-2.5-flash:generateContent", _generated(answer)),
+        (f"/{index}/v1/responses", _response(answer)),
+        (f"/{index}/api/chat", _ollama(answer)),
     )
 }
 
@@ -181,6 +252,13 @@ def _compare(floor: Any, ours: Any, calls: int) -> tuple[float, float, float, fl
 
 
 FLOOR_BODY = {"model": "bench-model", "messages": [{"role": "user", "content": "Ada published..."}]}
+GEMINI_FLOOR_BODY = {"contents": [{"role": "user", "parts": [{"text": "Ada published..."}]}]}
+RESPONSES_FLOOR_BODY = {"model": "bench-model", "input": "Ada published...", "store": False}
+OLLAMA_FLOOR_BODY = {
+    "model": "llama3.1",
+    "messages": [{"role": "user", "content": "Ada published..."}],
+    "stream": False,
+}
 ANTHROPIC_FLOOR_BODY = {
     "model": "claude-sonnet-4-5",
     "max_tokens": 16_384,
@@ -203,6 +281,13 @@ class Endpoint(NamedTuple):
     headers: dict[str, str]
     text: Callable[[Any], str]
     """The answer's text in the parsed body."""
+    options: tuple[tuple[str, Any], ...] = ()
+    """Further `allama.provider` arguments (`api="responses"`)."""
+    label: str = ""
+    """How the row names the endpoint, when not by its preset alone."""
+
+    def provider(self, base: str) -> Any:
+        return allama.provider(self.preset, base_url=base, api_key="k", **dict(self.options))
 
 
 def _choice_text(payload: Any) -> str:
@@ -212,6 +297,21 @@ def _choice_text(payload: Any) -> str:
 
 def _block_text(payload: Any) -> str:
     text: str = payload["content"][0]["text"]
+    return text
+
+
+def _part_text(payload: Any) -> str:
+    text: str = payload["candidates"][0]["content"]["parts"][0]["text"]
+    return text
+
+
+def _output_text(payload: Any) -> str:
+    text: str = payload["output"][0]["content"][0]["text"]
+    return text
+
+
+def _ollama_text(payload: Any) -> str:
+    text: str = payload["message"]["content"]
     return text
 
 
@@ -251,6 +351,41 @@ ENDPOINTS = (
         headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
         text=_block_text,
     ),
+    # Gemini: the schema in `generationConfig.responseJsonSchema`, the answer in a text part.
+    Endpoint(
+        "gemini",
+        "gemini-2.5-flash",
+        "exact",
+        root="",
+        path="/models/gemini-2.5-flash:generateContent",
+        body=GEMINI_FLOOR_BODY,
+        headers={"x-goog-api-key": "k"},
+        text=_part_text,
+    ),
+    # OpenAI's Responses API: the schema in `text.format`, the answer in a message item.
+    Endpoint(
+        "openai",
+        "gpt-4o-2024-08-06",
+        "exact",
+        root="/v1",
+        path="/responses",
+        body=RESPONSES_FLOOR_BODY,
+        headers={"authorization": "Bearer k"},
+        text=_output_text,
+        options=(("api", "responses"),),
+        label="openai (responses)",
+    ),
+    # Ollama's native API: the schema in `format`, compiled to a grammar it does not report.
+    Endpoint(
+        "ollama",
+        "llama3.1",
+        "approximate",
+        root="",
+        path="/api/chat",
+        body=OLLAMA_FLOOR_BODY,
+        headers={},
+        text=_ollama_text,
+    ),
 )
 
 
@@ -259,7 +394,7 @@ def bench_sync(
 ) -> tuple[float, float, float, float]:
     adapter = tp.model_validate_json
     request = allama.ChatRequest(endpoint.model).user("Ada published the first program in 1843.")
-    provider = allama.provider(endpoint.preset, base_url=base, api_key="k")
+    provider = endpoint.provider(base)
     url = f"{base}{endpoint.path}"
     body, headers, text = endpoint.body, endpoint.headers, endpoint.text
 
@@ -299,7 +434,7 @@ def bench_async(
                 await asyncio.gather(*(one() for _ in range(concurrency)))
 
     async def ours() -> None:
-        provider = allama.provider(endpoint.preset, base_url=base, api_key="k")
+        provider = endpoint.provider(base)
         for _ in range(calls // concurrency):
             await asyncio.gather(
                 *(allama.aextract(provider, tp, request) for _ in range(concurrency))
@@ -311,7 +446,7 @@ def bench_async(
 
 def _enforcement(base: str, endpoint: Endpoint, tp: type[BaseModel]) -> str:
     """The enforcement `Extractor.plan` finds for the call; it must be the expected one."""
-    provider = allama.provider(endpoint.preset, base_url=base, api_key="k")
+    provider = endpoint.provider(base)
     request = allama.ChatRequest(endpoint.model).user("Ada published the first program in 1843.")
     planned = allama.Extractor().plan(provider, tp, request).enforcement.value
     provider.close()
@@ -335,11 +470,12 @@ def main() -> None:
     try:
         for index, (label, (tp, _, calls)) in enumerate(PAYLOADS.items()):
             for endpoint in ENDPOINTS:
-                names = {endpoint.enforcement, endpoint.preset, label}
+                name = endpoint.label or endpoint.preset
+                names = {endpoint.enforcement, endpoint.preset, name, label}
                 if only and not names.intersection(only):
                     continue
                 base = f"http://127.0.0.1:{port}/{index}{endpoint.root}"
-                where = f"`{endpoint.preset}` ({_enforcement(base, endpoint, tp)})"
+                where = f"`{name}` ({_enforcement(base, endpoint, tp)})"
                 cases = [
                     ("sync, one at a time", bench_sync(base, endpoint, tp, calls)),
                     ("async, one at a time", bench_async(base, endpoint, tp, calls, 1)),
