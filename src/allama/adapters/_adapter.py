@@ -126,6 +126,10 @@ def load_adapter(dialect: str) -> AdapterFactory:
     return factory
 
 
+_PARTS: dict[tuple[str, str, str], Any] = {}
+"""The functions and classes of dialect packages, once imported: looked up on every call."""
+
+
 class PackageAdapter:
     """An adapter whose parts are the modules of its dialect package, imported on first use:
     `_encode.encode_request`, `_decode.decode_response`, `_errors.error_from_response`, and
@@ -157,7 +161,11 @@ class PackageAdapter:
         raise NotImplementedError
 
     def _part(self, module: str, name: str) -> Any:
-        return getattr(importlib.import_module(f"{self.package}.{module}"), name)
+        key = (self.package, module, name)
+        found = _PARTS.get(key)
+        if found is None:
+            found = _PARTS[key] = getattr(importlib.import_module(f"{self.package}.{module}"), name)
+        return found
 
     def encode(
         self,
