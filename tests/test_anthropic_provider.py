@@ -23,15 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import socket
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -39,6 +34,13 @@ import pytest
 from pydantic import BaseModel, JsonValue
 
 import allama
+from _replay_server import (
+    CORPUS,
+    CORPUS_IS_DEFAULT,
+    ReplayServer,
+    ReplyHandler,
+)
+from _replay_server import pieces as _pieces
 from allama.errors import (
     AuthenticationError,
     ContextWindowExceededError,
@@ -80,10 +82,6 @@ from allama.types import (
     UserMessage,
     WarningKind,
 )
-
-DEFAULT_CORPUS = Path(__file__).resolve().parents[1].parent / "shared/corpus/cases"
-CORPUS = Path(os.environ.get("ALLAMA_CORPUS_DIR", DEFAULT_CORPUS))
-CORPUS_IS_DEFAULT = CORPUS.resolve() == DEFAULT_CORPUS.resolve()
 
 KEY = "sk-ant-api03-SECRET-test-key-4242"
 VERSION = "2023-06-01"
@@ -1135,25 +1133,17 @@ def test_the_normalisation_leaves_a_real_difference_a_difference() -> None:
 # The server
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(ReplayServer):
     routes: dict[str, Callable[[_Handler], None]]
     seen: list[tuple[str, dict[str, str], dict[str, Any]]]
     lock: threading.Lock
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Clients that hang up mid-answer are what several tests are about.
-        if not isinstance(sys.exc_info()[1], OSError):
-            super().handle_error(request, client_address)
 
     def requests_to(self, route: str) -> list[tuple[str, dict[str, str], dict[str, Any]]]:
         with self.lock:
             return [entry for entry in self.seen if entry[0].startswith(f"/{route}/")]
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
+class _Handler(ReplyHandler):
     server: _Server
     request_body: dict[str, Any]
 
@@ -1166,57 +1156,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.seen.append((self.path, headers, body))
         route = self.path.split("?")[0].removesuffix(MESSAGES_PATH).strip("/")
         self.server.routes[route](self)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def send_body(self, status: int, headers: dict[str, str], data: bytes) -> None:
-        self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        self.send_body(
-            status,
-            {"content-type": "application/json", **(headers or {})},
-            json.dumps(payload).encode(),
-        )
-
-    def start_chunked(self, headers: dict[str, str] | None = None) -> None:
-        self.send_response(200)
-        for key, value in (headers or {"content-type": "text/event-stream"}).items():
-            self.send_header(key, value)
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-
-    def chunk(self, data: bytes) -> None:
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        self.wfile.flush()
-
-    def end_chunked(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
-
-    def send_stream(self, data: bytes, headers: dict[str, str] | None = None) -> None:
-        self.start_chunked(headers)
-        for piece in _pieces(data, 13):
-            self.chunk(piece)
-        self.end_chunked()
-
-    def drop(self) -> None:
-        """Announce a chunk, never finish it, and hang up."""
-        self.wfile.write(b"400\r\npartial")
-        self.wfile.flush()
-        self.connection.shutdown(socket.SHUT_RDWR)
-        self.close_connection = True
-
-
-def _pieces(data: bytes, size: int) -> Iterator[bytes]:
-    for start in range(0, len(data), size):
-        yield data[start : start + size]
 
 
 _FRAMING = ("content-length", "transfer-encoding", "connection")
