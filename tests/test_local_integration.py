@@ -501,6 +501,36 @@ def test_smollm2_answers_validate(smol: LlamaCppProvider) -> None:
         assert isinstance(stream.finish().value, Person)
 
 
+# Obvious questions the 135M model answers right (it answers many others wrong: a model this
+# small says "No" to most yes/no questions, including the true ones).
+OBVIOUS: list[tuple[str, Any, Any]] = [
+    ("What is the capital of France?", Literal["Paris", "London", "Berlin"], "Paris"),
+    (
+        "Review: 'Absolutely fantastic, I love it!' Is this review positive or negative?",
+        Literal["Positive", "Negative"],
+        "Positive",
+    ),
+    ("Can a dog fly?", bool, False),
+    ("Is fire cold?", bool, False),
+]
+
+
+@smollm2
+@pytest.mark.parametrize(("question", "choice", "answer"), OBVIOUS)
+def test_smollm2_decides_obvious_questions_with_a_measured_confidence(
+    smol: LlamaCppProvider, question: str, choice: Any, answer: Any
+) -> None:
+    request = ChatRequest("smollm2").user(question).with_temperature(0)
+    decision = allama.decide(smol, choice, request)
+    assert decision.value == answer
+    assert decision.metadata.enforcement is SchemaEnforcement.EXACT
+    assert decision.probabilities is not None and decision.unresolved is not None
+    assert sum(decision.probabilities.values()) + decision.unresolved <= 1.0
+    assert decision.confidence is not None and decision.confidence > 0.5
+    # The grammar sent holds the answer to the options, as plain text.
+    assert decision.response.text() == (answer if isinstance(answer, str) else "No")
+
+
 @smollm2
 def test_the_local_demo_prints_typed_values_with_enforcement_and_usage() -> None:
     result = subprocess.run(

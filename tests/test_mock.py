@@ -223,6 +223,8 @@ def test_mock_provider_capabilities_and_validation() -> None:
         ChatCapability.PARALLEL_TOOL_CALLS: CapabilitySupport.UNKNOWN,
         ChatCapability.RESPONSE_SCHEMA_ANY_ROOT: CapabilitySupport.SUPPORTED,
         ChatCapability.TOOL_SCHEMA_ANY_ROOT: CapabilitySupport.SUPPORTED,
+        ChatCapability.LOGPROBS: CapabilitySupport.UNKNOWN,
+        ChatCapability.CHOICE_OUTPUT: CapabilitySupport.UNKNOWN,
     }
     assert provider.validate_chat_request(REQUEST).coverage is ValidationCoverage.CAPABILITIES
     assert provider.call_count == 0

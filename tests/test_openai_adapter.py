@@ -806,6 +806,8 @@ def test_capability_answers_per_model_family() -> None:
     answers = {c: custom.chat_capability("m", c) for c in ChatCapability}
     # Function parameters are an object on every Chat Completions endpoint.
     assert answers.pop(ChatCapability.TOOL_SCHEMA_ANY_ROOT) is CapabilitySupport.UNSUPPORTED
+    # A plain-text choice output exists only where the endpoint takes a grammar.
+    assert answers.pop(ChatCapability.CHOICE_OUTPUT) is CapabilitySupport.UNSUPPORTED
     assert set(answers.values()) == {CapabilitySupport.UNKNOWN}
     root = ChatCapability.RESPONSE_SCHEMA_ANY_ROOT
     assert openai.chat_capability("gpt-4o", root) is CapabilitySupport.UNSUPPORTED

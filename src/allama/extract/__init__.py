@@ -5,6 +5,8 @@ from typing import TYPE_CHECKING
 from allama._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from allama.extract._choices import ABSTAIN_LABEL
+    from allama.extract._decide import Decision
     from allama.extract._engine import Extracted, ExtractionPlan
     from allama.extract._errors import (
         EXTRACTION_TOOL,
@@ -22,8 +24,10 @@ if TYPE_CHECKING:
     from allama.extract._extractor import (
         Extractor,
         OpeningStream,
+        adecide,
         aextract,
         aextract_stream,
+        decide,
         extract,
         extract_stream,
     )
@@ -33,9 +37,11 @@ if TYPE_CHECKING:
     from allama.extract._stream import AsyncExtractionStream, ExtractionStream
 
 __all__ = [
+    "ABSTAIN_LABEL",
     "EXTRACTION_TOOL",
     "AsyncExtractionStream",
     "AutoFallback",
+    "Decision",
     "EnforcementBelowError",
     "Extracted",
     "ExtractionMetadata",
@@ -54,8 +60,10 @@ __all__ = [
     "ToolConflictError",
     "TruncatedError",
     "UnexpectedToolCallCountError",
+    "adecide",
     "aextract",
     "aextract_stream",
+    "decide",
     "extract",
     "extract_stream",
     "repair_candidate",
@@ -64,6 +72,8 @@ __all__ = [
 _getattr, __dir__ = lazy_names(
     __name__,
     {
+        "allama.extract._choices": ("ABSTAIN_LABEL",),
+        "allama.extract._decide": ("Decision",),
         "allama.extract._engine": ("Extracted", "ExtractionPlan"),
         "allama.extract._errors": (
             "EXTRACTION_TOOL",
@@ -81,8 +91,10 @@ _getattr, __dir__ = lazy_names(
         "allama.extract._extractor": (
             "Extractor",
             "OpeningStream",
+            "adecide",
             "aextract",
             "aextract_stream",
+            "decide",
             "extract",
             "extract_stream",
         ),

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine, Generator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from allama._lazy import deferred_module
+from allama.extract._choices import options_of
+from allama.extract._decide import Decision, decide_steps
 from allama.extract._engine import (
     Extracted,
     ExtractionPlan,
@@ -36,6 +38,7 @@ else:
     streaming = deferred_module("allama.extract._stream", globals(), "streaming")
 
 T = TypeVar("T")
+C = TypeVar("C")
 
 
 def _setting(name: str, value: Any, kind: type, expected: str) -> None:
@@ -241,6 +244,130 @@ class Extractor:
         opened = await adrive_open(open_steps(self._settings, provider, tp, request), provider)
         return streaming.AsyncExtractionStream(opened, self._settings, tp)
 
+    @overload
+    def decide(
+        self,
+        provider: ChatProvider,
+        tp: type[C],
+        request: ChatRequest,
+        *,
+        descriptions: Mapping[Any, str] | None = None,
+        allow_abstain: Literal[False] = False,
+        probabilities: bool | None = None,
+    ) -> Decision[C]: ...
+    @overload
+    def decide(
+        self,
+        provider: ChatProvider,
+        tp: type[C],
+        request: ChatRequest,
+        *,
+        descriptions: Mapping[Any, str] | None = None,
+        allow_abstain: Literal[True],
+        probabilities: bool | None = None,
+    ) -> Decision[C | None]: ...
+    @overload
+    def decide(
+        self,
+        provider: ChatProvider,
+        tp: Any,
+        request: ChatRequest,
+        *,
+        descriptions: Mapping[Any, str] | None = None,
+        allow_abstain: bool = False,
+        probabilities: bool | None = None,
+    ) -> Decision[Any]: ...
+    def decide(
+        self,
+        provider: ChatProvider,
+        tp: Any,
+        request: ChatRequest,
+        *,
+        descriptions: Mapping[Any, str] | None = None,
+        allow_abstain: bool = False,
+        probabilities: bool | None = None,
+    ) -> Decision[Any]:
+        """Answer a choice question: `tp` is an `Enum`, a `Literal[...]` or `bool`.
+
+        The provider's most native constraint holds the answer to the options, and the
+        answer is checked against them (retried under `retries`, matched loosely under
+        `repair`). `descriptions` says what options mean (by option or by its label; an
+        Enum member's docstring is read too); `allow_abstain` adds a "none of these"
+        option, returned as `None`. `probabilities`: `None` asks for token
+        log-probabilities where the model may report them, `True` insists (refused before
+        sending where it cannot), `False` never asks.
+        """
+        check_call(provider, tp, request)
+        steps = self._decide_steps(
+            provider, tp, request, descriptions, allow_abstain, probabilities
+        )
+        return drive(steps, provider)
+
+    @overload
+    async def adecide(
+        self,
+        provider: ChatProvider,
+        tp: type[C],
+        request: ChatRequest,
+        *,
+        descriptions: Mapping[Any, str] | None = None,
+        allow_abstain: Literal[False] = False,
+        probabilities: bool | None = None,
+    ) -> Decision[C]: ...
+    @overload
+    async def adecide(
+        self,
+        provider: ChatProvider,
+        tp: type[C],
+        request: ChatRequest,
+        *,
+        descriptions: Mapping[Any, str] | None = None,
+        allow_abstain: Literal[True],
+        probabilities: bool | None = None,
+    ) -> Decision[C | None]: ...
+    @overload
+    async def adecide(
+        self,
+        provider: ChatProvider,
+        tp: Any,
+        request: ChatRequest,
+        *,
+        descriptions: Mapping[Any, str] | None = None,
+        allow_abstain: bool = False,
+        probabilities: bool | None = None,
+    ) -> Decision[Any]: ...
+    async def adecide(
+        self,
+        provider: ChatProvider,
+        tp: Any,
+        request: ChatRequest,
+        *,
+        descriptions: Mapping[Any, str] | None = None,
+        allow_abstain: bool = False,
+        probabilities: bool | None = None,
+    ) -> Decision[Any]:
+        """The async twin of `decide`."""
+        check_call(provider, tp, request)
+        steps = self._decide_steps(
+            provider, tp, request, descriptions, allow_abstain, probabilities
+        )
+        return await adrive(steps, provider)
+
+    def _decide_steps(
+        self,
+        provider: ChatProvider,
+        tp: Any,
+        request: ChatRequest,
+        descriptions: Mapping[Any, str] | None,
+        allow_abstain: Any,
+        probabilities: Any,
+    ) -> Generator[ChatRequest, Any, Decision[Any]]:
+        _setting("allow_abstain", allow_abstain, bool, "True or False")
+        if probabilities is not None:
+            _setting("probabilities", probabilities, bool, "True, False or None")
+        options = options_of(tp, descriptions, allow_abstain=allow_abstain)
+        return decide_steps(self._settings, provider, options, request, probabilities=probabilities)
+
     def plan(
         self, provider: ChatProvider, tp: Any, request: ChatRequest, *, stream: bool = False
     ) -> ExtractionPlan:
@@ -321,6 +448,109 @@ async def aextract(provider: ChatProvider, tp: type[T], request: ChatRequest) ->
 async def aextract(provider: ChatProvider, tp: Any, request: ChatRequest) -> Extracted[Any]: ...
 async def aextract(provider: ChatProvider, tp: Any, request: ChatRequest) -> Extracted[Any]:
     return await _DEFAULT.aextract(provider, tp, request)
+
+
+@overload
+def decide(
+    provider: ChatProvider,
+    tp: type[C],
+    request: ChatRequest,
+    *,
+    descriptions: Mapping[Any, str] | None = None,
+    allow_abstain: Literal[False] = False,
+    probabilities: bool | None = None,
+) -> Decision[C]: ...
+@overload
+def decide(
+    provider: ChatProvider,
+    tp: type[C],
+    request: ChatRequest,
+    *,
+    descriptions: Mapping[Any, str] | None = None,
+    allow_abstain: Literal[True],
+    probabilities: bool | None = None,
+) -> Decision[C | None]: ...
+@overload
+def decide(
+    provider: ChatProvider,
+    tp: Any,
+    request: ChatRequest,
+    *,
+    descriptions: Mapping[Any, str] | None = None,
+    allow_abstain: bool = False,
+    probabilities: bool | None = None,
+) -> Decision[Any]: ...
+def decide(
+    provider: ChatProvider,
+    tp: Any,
+    request: ChatRequest,
+    *,
+    descriptions: Mapping[Any, str] | None = None,
+    allow_abstain: bool = False,
+    probabilities: bool | None = None,
+) -> Decision[Any]:
+    """Answer a choice question (`tp`: an `Enum`, a `Literal[...]` or `bool`) with the
+    provider's most native constraint, and each option's probability where the provider
+    reports token log-probabilities. For repair, retries or a floor, use an `Extractor`.
+    """
+    return _DEFAULT.decide(
+        provider,
+        tp,
+        request,
+        descriptions=descriptions,
+        allow_abstain=allow_abstain,
+        probabilities=probabilities,
+    )
+
+
+@overload
+async def adecide(
+    provider: ChatProvider,
+    tp: type[C],
+    request: ChatRequest,
+    *,
+    descriptions: Mapping[Any, str] | None = None,
+    allow_abstain: Literal[False] = False,
+    probabilities: bool | None = None,
+) -> Decision[C]: ...
+@overload
+async def adecide(
+    provider: ChatProvider,
+    tp: type[C],
+    request: ChatRequest,
+    *,
+    descriptions: Mapping[Any, str] | None = None,
+    allow_abstain: Literal[True],
+    probabilities: bool | None = None,
+) -> Decision[C | None]: ...
+@overload
+async def adecide(
+    provider: ChatProvider,
+    tp: Any,
+    request: ChatRequest,
+    *,
+    descriptions: Mapping[Any, str] | None = None,
+    allow_abstain: bool = False,
+    probabilities: bool | None = None,
+) -> Decision[Any]: ...
+async def adecide(
+    provider: ChatProvider,
+    tp: Any,
+    request: ChatRequest,
+    *,
+    descriptions: Mapping[Any, str] | None = None,
+    allow_abstain: bool = False,
+    probabilities: bool | None = None,
+) -> Decision[Any]:
+    """The async twin of `decide`."""
+    return await _DEFAULT.adecide(
+        provider,
+        tp,
+        request,
+        descriptions=descriptions,
+        allow_abstain=allow_abstain,
+        probabilities=probabilities,
+    )
 
 
 @overload

@@ -67,6 +67,26 @@ def refusal(response: ChatResponse, mode: ExtractionMode, provider: str) -> Refu
     )
 
 
+def declined_or_cut(
+    response: ChatResponse, mode: ExtractionMode, provider: str
+) -> RefusedError | TruncatedError | None:
+    """The failure of a response that was refused or cut off, whatever it holds."""
+    refused = refusal(response, mode, provider)
+    if refused is not None:
+        return refused
+    if response.finish_reason in (FinishReason.LENGTH, FinishReason.CONTEXT_WINDOW):
+        usage = response.usage
+        return TruncatedError(
+            provider=provider,
+            metadata=ExtractionMetadata.new(mode),
+            mode=mode,
+            finish_reason=response.finish_reason,
+            output_tokens=None if usage is None else usage.output_tokens,
+            reasoning_tokens=None if usage is None else usage.reasoning_tokens,
+        )
+    return None
+
+
 def repair_candidate(raw: str) -> str | None:
     """The JSON value inside `raw` without a markdown fence or prose around it.
 
@@ -127,21 +147,9 @@ def parse_value(
 ) -> tuple[Any, bool] | Rejection:
     """The value and whether repair was needed, or why the output cannot be used."""
     provider = target.provider
-    refused = refusal(response, mode, provider)
-    if refused is not None:
-        return Rejection(refused)
-    if response.finish_reason in (FinishReason.LENGTH, FinishReason.CONTEXT_WINDOW):
-        usage = response.usage
-        return Rejection(
-            TruncatedError(
-                provider=provider,
-                metadata=ExtractionMetadata.new(mode),
-                mode=mode,
-                finish_reason=response.finish_reason,
-                output_tokens=None if usage is None else usage.output_tokens,
-                reasoning_tokens=None if usage is None else usage.reasoning_tokens,
-            )
-        )
+    stopped = declined_or_cut(response, mode, provider)
+    if stopped is not None:
+        return Rejection(stopped)
     raw = raw_output(response, mode, provider)
     if isinstance(raw, Rejection):
         return raw

@@ -62,7 +62,7 @@ def is_cut_off_message(message: str) -> bool:
 
 def _constrained(request: ChatRequest) -> bool:
     fmt = request.response_format
-    return bool(request.tools) or (fmt is not None and fmt.type == "json_schema")
+    return bool(request.tools) or (fmt is not None and fmt.type in ("json_schema", "choice"))
 
 
 class _CutOffDecoder(ChatStreamDecoder):

@@ -40,10 +40,11 @@ class TestProvider(_Recorder):
 
     A forced tool call (`tool_choice` naming a tool, or `required`: the first tool) gets one
     call whose arguments the tool's `parameters` accept; a `json_schema` response format
-    gets that schema's value as JSON text; a `json` format gets `{}`; anything else gets
-    `TEXT_ANSWER`. Usage is counted at one token per four characters, so that code reading
-    usage sees numbers. Structured output, tool calls, forced tool choice and streaming are
-    reported as supported.
+    gets that schema's value as JSON text; a `json` format gets `{}`; a `choice` its first
+    option; anything else gets `TEXT_ANSWER`. Usage is counted at one token per four
+    characters, so that code reading usage sees numbers. Structured output, choice output,
+    tool calls, forced tool choice and streaming are reported as supported; no
+    log-probabilities are made up.
 
     >>> from allama.types import ResponseFormat
     >>> schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 2}},
@@ -63,6 +64,7 @@ class TestProvider(_Recorder):
                 ChatCapability.TOOL_CALLS,
                 ChatCapability.FORCED_TOOL_CHOICE,
                 ChatCapability.STREAMING,
+                ChatCapability.CHOICE_OUTPUT,
             )
         )
 
@@ -113,6 +115,8 @@ class TestProvider(_Recorder):
         response_format = request.response_format
         if response_format is None or response_format.type == "text":
             return TEXT_ANSWER
+        if response_format.options is not None:
+            return response_format.options[0]
         if response_format.type == "json" or response_format.json_schema is None:
             return "{}"
         return self._value(response_format.json_schema, "the response format schema")

@@ -511,6 +511,7 @@ def _llama_cpp_profile(name: str, display_name: str) -> WireProfile:
         token_field="max_tokens",
         developer_role=False,
         reasoning_effort=False,
+        choice_grammar=True,
         response_schema_any_root=CapabilitySupport.SUPPORTED,
     )
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     )
     from allama.types._fields import FieldSubject, MessageSubject, Subject, ToolSubject, Warning
     from allama.types._finish import FinishReason
+    from allama.types._logprobs import TokenAlternative, TokenLogprob
     from allama.types._messages import (
         AssistantMessage,
         DeveloperMessage,
@@ -100,6 +101,8 @@ __all__ = [
     "ToolChoice",
     "ToolDefinition",
     "ToolMessage",
+    "TokenAlternative",
+    "TokenLogprob",
     "ToolSubject",
     "UnsupportedPolicy",
     "UnsupportedStage",
@@ -146,6 +149,7 @@ _getattr, __dir__ = lazy_names(
             "WarningKind",
         ),
         "allama.types._finish": ("FinishReason",),
+        "allama.types._logprobs": ("TokenAlternative", "TokenLogprob"),
         "allama.types._messages": (
             "AssistantMessage",
             "DeveloperMessage",

@@ -27,6 +27,10 @@ class ChatCapability(StrEnum):
     schema, and a tool's parameters, may have a root that is not an object (an array, an
     enum, a union). Where the answer is not `SUPPORTED`, extraction wraps such a type in a
     one-property object and unwraps the answer.
+
+    `LOGPROBS`: whether the model reports the log-probabilities of its output tokens
+    (`ChatRequest.logprobs`). `CHOICE_OUTPUT`: whether the provider constrains a plain-text
+    answer to one of a list of strings (`ResponseFormat.choice`).
     """
 
     STRUCTURED_OUTPUT = "structured_output"
@@ -38,6 +42,8 @@ class ChatCapability(StrEnum):
     PARALLEL_TOOL_CALLS = "parallel_tool_calls"
     RESPONSE_SCHEMA_ANY_ROOT = "response_schema_any_root"
     TOOL_SCHEMA_ANY_ROOT = "tool_schema_any_root"
+    LOGPROBS = "logprobs"
+    CHOICE_OUTPUT = "choice_output"
 
 
 class CapabilitySupport(StrEnum):
@@ -79,6 +85,7 @@ class RequestField(StrEnum):
     REASONING_EFFORT = "reasoning_effort"
     PARALLEL_TOOL_CALLS = "parallel_tool_calls"
     REASONING = "reasoning"
+    LOGPROBS = "logprobs"
     OPTIONS = "options"
 
 

@@ -55,6 +55,9 @@ class ChatRequest(Data):
     seed: int | None = None
     reasoning_effort: ReasoningEffort | None = None
     parallel_tool_calls: bool | None = None
+    logprobs: int | None = Field(default=None, ge=0, le=20)
+    """Report the log-probability of each output token, with this many of the likeliest
+    alternatives at each position (0: the tokens alone); `None` asks for none."""
     unsupported_policy: UnsupportedPolicy = UnsupportedPolicy.WARN
     options: dict[str, JsonValue] = Field(default_factory=dict)
 
@@ -272,6 +275,15 @@ class ChatRequest(Data):
     def with_parallel_tool_calls(self, parallel: bool | None) -> ChatRequest:
         return self._with(parallel_tool_calls=parallel)
 
+    def with_logprobs(self, top: int | None = 0) -> ChatRequest:
+        """Ask for the output tokens' log-probabilities and `top` alternatives at each
+        position (0 to 20); `None` asks for none. Read them in `ChatResponse.logprobs`."""
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int)):
+            _wrong("with_logprobs()", "`top`", "an int from 0 to 20, or None", top)
+        if top is not None and not 0 <= top <= 20:
+            raise ValueError(f"with_logprobs(): `top` must be from 0 to 20, not {top}")
+        return self._with(logprobs=top)
+
     def with_unsupported_policy(self, policy: UnsupportedPolicy) -> ChatRequest:
         return self._with(unsupported_policy=policy)
 
@@ -327,6 +339,7 @@ _CHECKED = frozenset(
         "seed",
         "reasoning_effort",
         "parallel_tool_calls",
+        "logprobs",
         "unsupported_policy",
     }
 )

@@ -10,6 +10,7 @@ from allama.types._base import Data
 from allama.types._content import ContentBlock, Reasoning, Refusal, ToolCall, text_of
 from allama.types._fields import Warning
 from allama.types._finish import FinishReason
+from allama.types._logprobs import TokenLogprob
 from allama.types._messages import AssistantMessage
 from allama.types._usage import Usage
 
@@ -24,6 +25,9 @@ class ChatResponse(Data):
     """The content blocks in order, why it finished, what it cost, and what fell short.
 
     `provider_data` keeps what only one provider has, by namespace (`{"openai": {...}}`).
+    `logprobs` holds the output text's tokens with their log-probabilities when the request
+    asked for them and the provider reported them (`None` otherwise), in order: their
+    bytes spell the text of the response.
     """
 
     content: tuple[ContentBlock, ...] = ()
@@ -34,6 +38,7 @@ class ChatResponse(Data):
     model: str | None = None
     provider: str | None = None
     id: str | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
     def __init__(self, content: Any = None, /, **data: Any) -> None:
         if content is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import Field, JsonValue, model_validator
@@ -59,22 +60,40 @@ class ToolChoice(Data):
 
 
 class ResponseFormat(Data):
-    """The form of the answer: free `text`, any `json` object, or JSON matching `json_schema`.
+    """The form of the answer: free `text`, any `json` object, JSON matching `json_schema`,
+    or one of the strings in `options`, as plain text (`choice`).
+
+    A `choice` is constrained natively only where a provider has such an output (Gemini's
+    `text/x.enum`, llama.cpp's grammars: `ChatCapability.CHOICE_OUTPUT`); elsewhere the
+    adapter refuses it like any field it cannot honour. `allama.decide` picks the most
+    native constraint each provider has.
 
     >>> ResponseFormat.for_schema({"type": "object"}, name="person").strict
     True
+    >>> ResponseFormat.choice(["spam", "ham"]).options
+    ('spam', 'ham')
     """
 
-    type: Literal["text", "json", "json_schema"]
+    type: Literal["text", "json", "json_schema", "choice"]
     json_schema: dict[str, JsonValue] | None = None
     name: str | None = None
     description: str | None = None
     strict: bool | None = None
+    options: tuple[str, ...] | None = None
 
     @model_validator(mode="after")
     def _schema_with_json_schema(self) -> ResponseFormat:
         if (self.type == "json_schema") != (self.json_schema is not None):
             raise ValueError("a response format has a schema exactly when its type is json_schema")
+        if (self.type == "choice") != (self.options is not None):
+            raise ValueError("a response format has options exactly when its type is choice")
+        if self.options is not None:
+            if not self.options:
+                raise ValueError("a choice needs at least one option")
+            if any(not option for option in self.options):
+                raise ValueError("a choice's options must not be empty strings")
+            if len(set(self.options)) != len(self.options):
+                raise ValueError("a choice's options must be distinct")
         return self
 
     @classmethod
@@ -101,3 +120,15 @@ class ResponseFormat(Data):
             strict=strict,
             description=description,
         )
+
+    @classmethod
+    def choice(
+        cls, options: Sequence[str], *, name: str | None = None, description: str | None = None
+    ) -> ResponseFormat:
+        """An answer that is exactly one of `options`, as plain text."""
+        if isinstance(options, str) or not isinstance(options, Sequence):
+            raise TypeError(
+                "ResponseFormat.choice(): `options` must be a sequence of str, "
+                f"not {type(options).__name__}"
+            )
+        return cls(type="choice", options=tuple(options), name=name, description=description)

@@ -68,6 +68,10 @@ class ClaudeFamily:
         ):
             # Both `output_config.format` and `input_schema` take an object root only.
             return N
+        if capability in (ChatCapability.LOGPROBS, ChatCapability.CHOICE_OUTPUT):
+            # The Messages API has no log-probabilities, on any model or host, and no
+            # plain-text output constrained to a list of strings (only JSON Schema).
+            return N
         # Tool calls, parallel tool calls, streaming and images: every Claude 3+ family.
         return S
 

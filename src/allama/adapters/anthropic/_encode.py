@@ -7,6 +7,9 @@ response format whose schema its grammar cannot hold (so that automatic extracti
 back to a forced tool, as the seed describes), and a tool call whose arguments are not a
 JSON object.
 
+The Messages API reports no log-probabilities, and has no plain-text choice output:
+`request.logprobs` and a `choice` response format are refused under the policy.
+
 Thinking and a forced tool do not go together on Anthropic ("Thinking may not be enabled
 when tool_choice forces tool use"): the forced tool wins, since it is what constrains the
 output, and thinking is left off with a warning on `reasoning_effort` (and turned off
@@ -323,6 +326,14 @@ class _Encoder:
             return None
         field = RequestField.RESPONSE_FORMAT
         display = self.profile.display_name
+        if fmt.type == "choice":
+            # Not a JSON Schema: the answer is plain text, which nothing constrains here.
+            self.degradations.refuse(
+                field,
+                f"{display} has no plain-text choice output; the answer was not constrained "
+                "to the options",
+            )
+            return None
         if fmt.type == "json":
             self.degradations.refuse(
                 field, f"{display} has no JSON mode without a schema; the output is unconstrained"
@@ -523,6 +534,11 @@ class _Encoder:
         temperature, top_p = self.sampling(thinks)
         if request.seed is not None:
             self.degradations.refuse(RequestField.SEED, f"{self.profile.display_name} has no seed")
+        if request.logprobs is not None:
+            self.degradations.refuse(
+                RequestField.LOGPROBS,
+                f"{self.profile.display_name} reports no log-probabilities; none were asked for",
+            )
         config: dict[str, Any] = {}
         if output is not None:
             config["format"] = output

@@ -4,17 +4,30 @@ Rows are matched in order by a glob on the model id (case insensitive, without a
 prefix); the first match wins. The columns are the facts of the provider reference: which
 schema surface the family takes, how it thinks, and whether JSON output and function
 declarations can go in one request.
+
+Whether a model reports token log-probabilities differs between the Gemini API and Vertex
+AI for one model, so each preset's table answers `ChatCapability.LOGPROBS` from rows of its
+own (`GeminiTable.logprobs`), matched the same way; an id none matches answers `UNKNOWN`,
+which never blocks a request: the provider decides.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
+from fnmatch import fnmatchcase
 
 from allama.adapters._families import FamilyTable
 from allama.types import CapabilitySupport, ChatCapability
 
-__all__ = ["CAPABILITY_TABLES", "GeminiFamily", "GeminiTable", "SchemaSurface", "Thinking"]
+__all__ = [
+    "CAPABILITY_TABLES",
+    "GeminiFamily",
+    "GeminiTable",
+    "LogprobsRow",
+    "SchemaSurface",
+    "Thinking",
+]
 
 S = CapabilitySupport.SUPPORTED
 N = CapabilitySupport.UNSUPPORTED
@@ -55,10 +68,17 @@ class GeminiFamily:
     """JSON output and function declarations in one request (2.5 and older answer 400)."""
     tools: CapabilitySupport = S
     images: CapabilitySupport = S
+    choice: CapabilitySupport = S
+    """A plain-text answer constrained to one of a list of strings (`responseMimeType:
+    "text/x.enum"` with a `STRING` enum as `responseSchema`)."""
+    logprobs: CapabilitySupport = U
+    """Token log-probabilities (`responseLogprobs`); set from the preset's `logprobs` rows."""
 
     def support(self, capability: ChatCapability) -> CapabilitySupport:
         if capability is ChatCapability.STRUCTURED_OUTPUT:
             return N if self.schema is SchemaSurface.NONE else S
+        if capability is ChatCapability.STREAMING:
+            return S
         if capability in (ChatCapability.TOOL_CALLS, ChatCapability.FORCED_TOOL_CHOICE):
             return self.tools
         if capability is ChatCapability.PARALLEL_TOOL_CALLS:
@@ -72,19 +92,53 @@ class GeminiFamily:
             return S
         if capability is ChatCapability.TOOL_SCHEMA_ANY_ROOT:
             return N
-        return S
+        if capability is ChatCapability.LOGPROBS:
+            return self.logprobs
+        if capability is ChatCapability.CHOICE_OUTPUT:
+            # `text/x.enum` is constrained output: none where the family has none.
+            return N if self.schema is SchemaSurface.NONE else self.choice
+        # A capability added after this table was written: nobody has said.
+        return U
 
 
+LogprobsRow = tuple[str, CapabilitySupport]
+"""A glob on the model id and whether the models it matches report log-probabilities."""
+
+
+@dataclass(frozen=True, slots=True)
 class GeminiTable(FamilyTable[GeminiFamily]):
-    """Gemini model families; ids may carry the `models/` prefix."""
+    """Gemini model families; ids may carry the `models/` prefix.
 
-    __slots__ = ()
+    `logprobs` answers `ChatCapability.LOGPROBS` per model, first match wins, apart from
+    the family rows (the Gemini API and Vertex AI answer differently for one family); an id
+    none matches keeps its family's answer.
+    """
+
+    logprobs: tuple[LogprobsRow, ...] = ()
+
+    def family(self, model: str) -> GeminiFamily:
+        found = self._cache.get(model)
+        if found is None:
+            found = FamilyTable.family(self, model)
+            key = self._key(model)
+            answer = next(
+                (support for glob, support in self.logprobs if fnmatchcase(key, glob)),
+                found.logprobs,
+            )
+            if answer is not found.logprobs:
+                found = replace(found, logprobs=answer)
+                if model in self._cache:
+                    # Cached by the lookup above without this preset's answer.
+                    self._cache[model] = found
+        return found
 
 
 _JSON = SchemaSurface.JSON_SCHEMA
 _OPENAPI = SchemaSurface.RESPONSE_SCHEMA
 
 _GEMINI_ROWS = (
+    # Every Gemini row takes `text/x.enum` (CHOICE_OUTPUT): ai.google.dev "Structured output",
+    # "Generating enum values" (gemini-2.5-flash; REST body with `responseSchema`).
     # Gemini 3: thinking levels, JSON output together with function calling.
     GeminiFamily("gemini-3*-pro*", _JSON, Thinking.LEVEL, levels=("low", "high")),
     GeminiFamily("gemini-3*", _JSON, Thinking.LEVEL, levels=("minimal", "low", "medium", "high")),
@@ -110,24 +164,59 @@ _GEMINI_ROWS = (
     ),
     # Gemini 2.0: no thinking; `responseJsonSchema` since November 2025 (recorded).
     GeminiFamily("gemini-2.0*", _JSON, json_with_tools=False),
-    # Gemini 1.5 (retired): the OpenAPI schema surface only.
+    # Gemini 1.5 (retired): the OpenAPI schema surface only. `text/x.enum` came with 1.5
+    # (Vertex AI "Controlled generation": Gemini 1.5 Pro and Flash, `text/x.enum`).
     GeminiFamily("gemini-1.5*", _OPENAPI, json_with_tools=False),
     # A later Gemini no row names yet: as the newest family.
     GeminiFamily("gemini-*", _JSON, Thinking.LEVEL, levels=("minimal", "low", "medium", "high")),
-    # Gemma served by the Gemini API: no structured output, no function calling.
+    # Gemma served by the Gemini API: no structured output (so no `text/x.enum`), no function
+    # calling.
     GeminiFamily("gemma-*", SchemaSurface.NONE, tools=N, images=U),
 )
 
 _GEMINI_DEFAULT = GeminiFamily(
-    # A model id no row knows (a tuned model, another publisher's): the current surface.
+    # A model id no row knows (a tuned model, another publisher's): the current surface;
+    # whether it takes `text/x.enum` nobody says.
     "*",
     _JSON,
     Thinking.NONE,
     json_with_tools=True,
     images=U,
+    choice=U,
+)
+
+# Log-probabilities, as each endpoint answers `responseLogprobs`: a refusal is a 400
+# ("Logprobs is not supported for the current model", "... is not enabled for models/<id>").
+# Each row's source is the report that quotes the endpoint's answer for that model.
+_GEMINI_API_LOGPROBS: tuple[LogprobsRow, ...] = (
+    # "not enabled for models/gemini-2.5-pro-preview-03-25": deprecated-generative-ai-python#238
+    ("*-preview*", N),
+    # "not supported for the current model": GoogleCloudPlatform/generative-ai#1536
+    ("gemini-1.5-flash-8b*", N),
+    # answers where 2.5 refuses: googleapis/python-genai#1921, mscraftsman/generative-ai#135
+    ("gemini-2.0-flash*", S),
+    # "not enabled for models/gemini-2.5-pro": googleapis/python-genai#1921 (2026-01)
+    ("gemini-2.5-pro*", N),
+    # "not enabled for models/gemini-2.5-flash-lite": Vela-Research/think-reason-learn#34
+    ("gemini-2.5-flash-lite*", N),
+    # "not enabled for models/gemini-2.5-flash": langchain-ai/langchain-google#1266
+    ("gemini-2.5-flash*", N),
+)
+
+_VERTEX_LOGPROBS: tuple[LogprobsRow, ...] = (
+    # "not supported for the current model": GoogleCloudPlatform/generative-ai#1536
+    ("gemini-1.5-flash-8b*", N),
+    # "not supported for this model" on Vertex AI: GoogleCloudPlatform/generative-ai#2947
+    ("gemini-3.5-flash*", N),
+    # answered on Vertex AI for 2.0 Flash and Flash-Lite: BerriAI/litellm#9091, vercel/ai#5418
+    ("gemini-2.0-flash*", S),
 )
 
 CAPABILITY_TABLES: dict[str, GeminiTable] = {
-    "gemini": GeminiTable(_GEMINI_ROWS, _GEMINI_DEFAULT, strip_prefix="models/"),
-    "vertex-gemini": GeminiTable(_GEMINI_ROWS, _GEMINI_DEFAULT, strip_prefix="models/"),
+    "gemini": GeminiTable(
+        _GEMINI_ROWS, _GEMINI_DEFAULT, strip_prefix="models/", logprobs=_GEMINI_API_LOGPROBS
+    ),
+    "vertex-gemini": GeminiTable(
+        _GEMINI_ROWS, _GEMINI_DEFAULT, strip_prefix="models/", logprobs=_VERTEX_LOGPROBS
+    ),
 }

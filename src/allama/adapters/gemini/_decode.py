@@ -39,6 +39,15 @@ added later) is kept as the lower-cased raw value, with `finishMessage` under
 under `block_reason` and `blockReasonMessage` (Vertex), or a sentence naming the reason, as
 the decline explanation.
 
+Log-probabilities. The response candidate's `logprobsResult` (present when the request set
+`responseLogprobs`) becomes `ChatResponse.logprobs`: `chosenCandidates[i]` (`token`,
+`logProbability`) is the i-th output token, and `topCandidates[i].candidates` its most likely
+alternatives, as sent (the chosen token may or may not be among them). Gemini gives no token
+bytes (`token_bytes` is `None`), and omits a `logProbability` that is zero (proto3), read as
+0.0. A result that does not have this shape (a list of another length, a token that is not a
+string, a log-probability that is not a number at most 0) is dropped whole: the response has
+no `logprobs`, and no token of it is half read. The stream decoder does not assemble them.
+
 Usage. Gemini omits a count that is zero, so within a reported `usageMetadata`:
 `input_tokens = promptTokenCount + toolUsePromptTokenCount` and `output_tokens =
 candidatesTokenCount + thoughtsTokenCount`, an absent addend counting 0 when the other one
@@ -51,6 +60,7 @@ and `cache_read_tokens` is `cachedContentTokenCount`, each `None` when absent.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -67,6 +77,8 @@ from allama.types import (
     Reasoning,
     StreamBlockType,
     TextPart,
+    TokenAlternative,
+    TokenLogprob,
     ToolCall,
     Usage,
     Warning,
@@ -91,6 +103,7 @@ __all__ = [
     "finish_reason_of",
     "is_error_object",
     "json_text",
+    "logprobs_of",
     "read_chunk",
     "usage_of",
 ]
@@ -205,6 +218,70 @@ def usage_of(usage: Mapping[str, Any]) -> Usage:
     )
 
 
+def _logprob(value: Any) -> float | None:
+    """A `logProbability`: absent is 0.0 (proto3 omits a zero); `None` when not one."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if number <= 0.0 and not math.isnan(number) else None
+
+
+def _token(raw: Any) -> tuple[str, float] | None:
+    """A `LogprobsResult.Candidate` as its token and log-probability; `None` when malformed."""
+    if not isinstance(raw, dict):
+        return None
+    token = raw.get("token")
+    logprob = _logprob(raw.get("logProbability"))
+    if not isinstance(token, str) or logprob is None:
+        return None
+    return token, logprob
+
+
+def logprobs_of(result: Any) -> tuple[TokenLogprob, ...] | None:
+    """The tokens of a `logprobsResult`, or `None` when it does not have that shape (see the
+    module docstring)."""
+    if not isinstance(result, dict):
+        return None
+    chosen = result.get("chosenCandidates")
+    if not isinstance(chosen, list) or not chosen:
+        return None
+    tops = result.get("topCandidates")
+    if tops is not None and (not isinstance(tops, list) or len(tops) != len(chosen)):
+        return None
+    tokens: list[TokenLogprob] = []
+    for index, raw in enumerate(chosen):
+        pair = _token(raw)
+        if pair is None:
+            return None
+        top: list[TokenAlternative] = []
+        if tops is not None:
+            step = tops[index]
+            if not isinstance(step, dict):
+                return None
+            candidates = step.get("candidates")
+            if candidates is None:
+                candidates = []
+            elif not isinstance(candidates, list):
+                return None
+            for item in candidates:
+                alternative = _token(item)
+                if alternative is None:
+                    return None
+                top.append(
+                    TokenAlternative.model_construct(
+                        token=alternative[0], logprob=alternative[1], token_bytes=None
+                    )
+                )
+        tokens.append(
+            TokenLogprob.model_construct(
+                token=pair[0], logprob=pair[1], token_bytes=None, top=tuple(top)
+            )
+        )
+    return tuple(tokens)
+
+
 def json_text(value: Any) -> str:
     """A value as compact JSON text, its key order and non-ASCII characters kept."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -225,6 +302,7 @@ class Chunk:
         "finish_message",
         "has_candidate",
         "id",
+        "logprobs",
         "model",
         "others",
         "parts",
@@ -241,6 +319,8 @@ class Chunk:
         self.others: list[JsonValue] = []
         self.usage: Usage | None = None
         self.blocked: dict[str, JsonValue] | None = None
+        self.logprobs: Any = None
+        """The response candidate's `logprobsResult`, unread (`None` when absent)."""
 
 
 def _index(candidate: Mapping[str, Any]) -> int:
@@ -283,6 +363,7 @@ def read_chunk(payload: Mapping[str, Any], *, first_listed: bool = True) -> Chun
         chunk.parts = parts or []
         chunk.finish = _text(chosen.get("finishReason"))
         chunk.finish_message = chosen.get("finishMessage")
+        chunk.logprobs = chosen.get("logprobsResult")
     else:
         chunk.blocked = block_data(payload.get("promptFeedback"))
     usage = payload.get("usageMetadata")
@@ -479,6 +560,7 @@ def decode_payload(
         model=chunk.model or model,
         provider=provider,
         id=chunk.id,
+        logprobs=None if chunk.logprobs is None else logprobs_of(chunk.logprobs),
     )
 
 

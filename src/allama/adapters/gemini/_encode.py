@@ -7,6 +7,15 @@ OpenAPI surface), or JSON output beside function declarations on a family that a
 to it, is refused before sending whatever the policy, and automatic extraction falls back
 to a forced tool.
 
+A `choice` response format is Gemini's enum output: `responseMimeType: "text/x.enum"` and a
+`STRING` enum as `responseSchema` (the surface the documentation shows for it, whatever
+surface the family takes JSON schemas on); the answer is one of the options as plain text.
+
+Log-probabilities (`request.logprobs`) are `responseLogprobs: true`, and `logprobs: n` for
+`n` alternatives per position when `n` is at least 1. A family the preset's table says
+reports none, and a streamed request (allama reads them from whole responses, not from
+stream chunks), go through `Degradations`.
+
 Thought signatures come back verbatim: a `Reasoning` block with a signature and no text
 (as the decoder writes it, just before the part that carried the signature) puts the
 signature on the next part, an empty text included (a turn may end with a signature on an
@@ -32,6 +41,7 @@ from allama.schema._errors import SchemaError
 from allama.schema._rewrite import Rewrite, apply_strict_policy
 from allama.types import (
     AssistantMessage,
+    CapabilitySupport,
     ChatRequest,
     DeveloperMessage,
     DocumentPart,
@@ -72,11 +82,13 @@ class _Encoder:
         profile: GeminiProfile,
         family: GeminiFamily,
         degradations: Degradations,
+        stream: bool = False,
     ) -> None:
         self.request = request
         self.profile = profile
         self.family = family
         self.degradations = degradations
+        self.stream = stream
         self.where = f"`{request.model}` on {profile.display_name}"
         self.call_names: dict[str, str] = {}
 
@@ -224,11 +236,30 @@ class _Encoder:
             config["stopSequences"] = stops
         if request.seed is not None:
             config["seed"] = request.seed
+        if request.logprobs is not None:
+            config.update(self.logprobs(request.logprobs))
         config.update(self.output())
         thinking = self.thinking()
         if thinking is not None:
             config["thinkingConfig"] = thinking
         return config
+
+    def logprobs(self, top: int) -> dict[str, Any]:
+        """`responseLogprobs` (and `logprobs`, the alternatives per position, 1 to 20)."""
+        field = RequestField.LOGPROBS
+        if self.family.logprobs is CapabilitySupport.UNSUPPORTED:
+            self.degradations.refuse(field, f"{self.where} reports no log-probabilities")
+            return {}
+        if self.stream:
+            self.degradations.refuse(
+                field,
+                "log-probabilities are read from whole responses, not streams; a stream "
+                f"from {self.where} carries none",
+            )
+            return {}
+        if top >= 1:
+            return {"responseLogprobs": True, "logprobs": top}
+        return {"responseLogprobs": True}
 
     def output(self) -> dict[str, Any]:
         fmt = self.request.response_format
@@ -237,9 +268,19 @@ class _Encoder:
         field = RequestField.RESPONSE_FORMAT
         display = self.profile.display_name
         surface = self.family.schema
+        choice = fmt.type == "choice"
         if surface is SchemaSurface.NONE:
-            self.degradations.refuse(field, f"{self.where} has no JSON output")
+            what = "constrained output" if choice else "JSON output"
+            self.degradations.refuse(field, f"{self.where} has no {what}")
             return {}
+        if choice:
+            # Whether `text/x.enum` beside function declarations is refused like JSON is
+            # not recorded: the provider decides.
+            options = list(fmt.options or ())
+            return {
+                "responseMimeType": "text/x.enum",
+                "responseSchema": {"type": "STRING", "enum": options},
+            }
         if self.request.tools and not self.family.json_with_tools:
             raise self.degradations.unsupported(
                 field,
@@ -391,12 +432,12 @@ def encode_request(
     degradations: Degradations,
 ) -> HttpRequest:
     """The HTTP request for `request`. The body is the same streamed or not (`stream`): on
-    Gemini the URL says which.
+    Gemini the URL says which; only log-probabilities are refused in a stream.
 
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Gemini cannot honour under
     `UnsupportedPolicy.ERROR`, and for a response schema it cannot enforce under any
     policy; `InvalidRequestError` for a conversation it cannot take (tool call arguments
     that are not an object, a tool result answering no call).
     """
-    body = _Encoder(request, profile, family, degradations).body()
+    body = _Encoder(request, profile, family, degradations, stream).body()
     return HttpRequest("POST", url, headers, body, params or {})

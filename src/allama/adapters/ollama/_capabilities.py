@@ -5,7 +5,10 @@ Ollama serves models the caller pulled, so most answers depend on the model and 
 and projector (Ollama answers 400 "... does not support tools" otherwise), thinking needs a
 thinking model (400 "... does not support thinking"). What holds for every model is the
 server's: `format` is compiled to a grammar for any model it runs itself, and there is no
-`tool_choice`, so a tool call can never be forced.
+`tool_choice`, so a tool call can never be forced, nor a plain-text choice output (`format`
+constrains JSON only). Log-probabilities (`logprobs`, `top_logprobs`) came with Ollama
+v0.12.11 (2025-11); an older server ignores the fields and reports none, and nothing says
+which version answers, so they are `UNKNOWN`.
 
 Rows are matched in order by a glob on the model name without its namespace (the part after
 the last `/`, lower-cased, tag included: `gpt-oss:20b`); the first match wins. The facts are
@@ -51,6 +54,9 @@ class OllamaFamily:
     reasoning: CapabilitySupport = U
     tools: CapabilitySupport = U
     images: CapabilitySupport = U
+    logprobs: CapabilitySupport = U
+    """`logprobs: true` is answered with the tokens' log-probabilities (Ollama v0.12.11 on,
+    ollama/ollama-python#601, ollama-rs#295); an older server ignores it."""
 
     def support(self, capability: ChatCapability) -> CapabilitySupport:
         if capability is ChatCapability.STRUCTURED_OUTPUT:
@@ -69,6 +75,11 @@ class OllamaFamily:
             # The grammar takes any schema at the root.
             return S
         if capability is ChatCapability.TOOL_SCHEMA_ANY_ROOT:
+            return N
+        if capability is ChatCapability.LOGPROBS:
+            return self.logprobs
+        if capability is ChatCapability.CHOICE_OUTPUT:
+            # `format` takes `"json"` or a JSON Schema: an enum comes back as a JSON string.
             return N
         return S
 

@@ -27,6 +27,14 @@ Ollama leaves a count out of the JSON when it is zero (a prompt read whole from 
 on older versions); allama does not guess, so an absent count stays `None`, and a response
 with neither has no usage.
 
+Log-probabilities. The top-level `logprobs` list (OpenAI's shape: `token`, `logprob`,
+`bytes`, `top_logprobs`) holds every token the model generated, which for a thinking model
+includes its thinking and the tags around it (and, under `format`, the run Ollama cancelled
+when the thinking ended): only the tokens of the answer's text are kept, the last ones,
+whose bytes spell `content` exactly. A list that does not end with tokens spelling the text
+at a token boundary, or of another shape, gives none (`None`), as does a response without
+text.
+
 Ollama sends no response id. Under `provider_data["ollama"]`: `created_at`, the durations
 in nanoseconds as sent (`total_duration`, `load_duration`, `prompt_eval_duration`,
 `eval_duration`), and `remote_model` / `remote_host` for a model run on another host.
@@ -41,6 +49,7 @@ from typing import Any, Protocol
 from pydantic import JsonValue
 from pydantic_core import from_json
 
+from allama.adapters._logprobs import openai_logprobs
 from allama.adapters.ollama._errors import error_from_payload, error_from_response
 from allama.errors import Error, ServerError
 from allama.types import (
@@ -50,6 +59,7 @@ from allama.types import (
     Reasoning,
     StreamBlockType,
     TextPart,
+    TokenLogprob,
     ToolCall,
     Usage,
     Warning,
@@ -69,6 +79,7 @@ __all__ = [
     "json_text",
     "kept_data",
     "parse_json",
+    "text_logprobs",
     "usage_of",
 ]
 
@@ -116,6 +127,26 @@ def usage_of(payload: Mapping[str, Any]) -> Usage | None:
     if prompt is None and generated is None:
         return None
     return Usage(input_tokens=prompt, output_tokens=generated)
+
+
+def text_logprobs(raw: Any, text: str) -> tuple[TokenLogprob, ...] | None:
+    """The tokens of `raw` (a `logprobs` list) that spell `text`: the last ones, from a token
+    boundary on; `None` when there are none such, or `raw` has another shape."""
+    tokens = openai_logprobs(raw)
+    if tokens is None or not text:
+        return None
+    wanted = text.encode("utf-8")
+    spelled = [token.utf8() for token in tokens]
+    cut = sum(map(len, spelled)) - len(wanted)
+    if cut < 0:
+        return None
+    start = 0
+    while cut > 0 and start < len(spelled):
+        cut -= len(spelled[start])
+        start += 1
+    if cut != 0 or b"".join(spelled[start:]) != wanted:
+        return None
+    return tokens[start:]
 
 
 def kept_data(payload: Mapping[str, Any]) -> dict[str, JsonValue]:
@@ -275,6 +306,11 @@ def decode_payload(
     layout.place(payload.get("message"))
     layout.stop()
     kept = kept_data(payload)
+    raw_logprobs = payload.get("logprobs")
+    logprobs = None
+    if raw_logprobs is not None:
+        text = "".join(block.text for block in sink.blocks if isinstance(block, TextPart))
+        logprobs = text_logprobs(raw_logprobs, text)
     return ChatResponse(
         tuple(sink.blocks),
         finish_reason=finish_reason_of(payload.get("done_reason"), tool_calls=layout.calls > 0),
@@ -283,6 +319,7 @@ def decode_payload(
         provider_data={NAMESPACE: kept} if kept else {},
         model=_text(payload.get("model")) or model,
         provider=provider,
+        logprobs=logprobs,
     )
 
 

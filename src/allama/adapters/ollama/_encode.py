@@ -36,6 +36,11 @@ except for families that take levels by name (gpt-oss: `low`, `medium`, `high`),
 the level (`minimal` as the lowest, with a warning). Without `reasoning_effort`, `think` is
 left out and the model thinks by its default.
 
+Log-probabilities. `request.logprobs` is `logprobs: true`, with `top_logprobs` when
+alternatives are wanted (Ollama v0.12.11 on; an older server ignores both). A streamed call
+is refused them: allama reads them from whole responses. There is no plain-text choice
+output (`format` constrains JSON only), so a `choice` response format is refused.
+
 `stream` is always sent: Ollama streams unless told not to.
 """
 
@@ -282,6 +287,14 @@ class _Encoder:
         if fmt is None or fmt.type == "text":
             return None
         field = RequestField.RESPONSE_FORMAT
+        if fmt.type == "choice":
+            # Not a JSON Schema: an enum in `format` would come back as a quoted JSON string.
+            self.degradations.refuse(
+                field,
+                f"{self.profile.display_name} has no plain-text choice output; the answer was "
+                "not constrained to the options",
+            )
+            return None
         if self.family.structured is CapabilitySupport.UNSUPPORTED:
             self.degradations.refuse(
                 field,
@@ -345,6 +358,28 @@ class _Encoder:
         )
         return True
 
+    # Log-probabilities
+
+    def logprobs(self) -> int | None:
+        """How many alternatives per token to ask for (0: the chosen token alone), or `None`
+        when no log-probabilities are asked for (or they were refused)."""
+        top = self.request.logprobs
+        if top is None:
+            return None
+        if self.family.logprobs is CapabilitySupport.UNSUPPORTED:
+            self.degradations.refuse(
+                RequestField.LOGPROBS, f"{self.where} reports no log-probabilities"
+            )
+            return None
+        if self.stream:
+            self.degradations.refuse(
+                RequestField.LOGPROBS,
+                "log-probabilities are read from whole responses, not streams; "
+                "the stream was sent without asking for them",
+            )
+            return None
+        return top
+
     # Everything
 
     def body(self) -> dict[str, Any]:
@@ -360,6 +395,11 @@ class _Encoder:
         think = self.think()
         if think is not None:
             body["think"] = think
+        top_logprobs = self.logprobs()
+        if top_logprobs is not None:
+            body["logprobs"] = True
+            if top_logprobs:
+                body["top_logprobs"] = top_logprobs
         body["stream"] = self.stream
         extra = request.option_json(BODY_OPTION)
         if isinstance(extra, dict):

@@ -52,6 +52,12 @@ class ChatCompletionsAdapter:
         if capability is ChatCapability.TOOL_SCHEMA_ANY_ROOT:
             # Function parameters are a JSON object on every Chat Completions endpoint.
             return CapabilitySupport.UNSUPPORTED
+        if capability is ChatCapability.CHOICE_OUTPUT:
+            return (
+                CapabilitySupport.SUPPORTED
+                if self.profile.choice_grammar
+                else CapabilitySupport.UNSUPPORTED
+            )
         return self.table.support(model, capability)
 
     def path(self, model: str, *, stream: bool) -> tuple[str, Mapping[str, str]]:

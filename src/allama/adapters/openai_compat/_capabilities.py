@@ -53,6 +53,8 @@ class ModelFamily:
     reasoning: CapabilitySupport = U
     images: CapabilitySupport = U
     parallel_tools: CapabilitySupport = S
+    logprobs: CapabilitySupport = U
+    """Whether the family reports token log-probabilities (`logprobs`, `top_logprobs`)."""
     stop: bool = True
     """Whether the family takes `stop` sequences (some reasoning models answer 400)."""
     efforts: tuple[tuple[str, str], ...] | None = None
@@ -61,6 +63,9 @@ class ModelFamily:
     def support(self, capability: ChatCapability) -> CapabilitySupport:
         if capability is ChatCapability.STRUCTURED_OUTPUT:
             return _STRUCTURED_SUPPORT[self.structured]
+        if capability not in _FAMILY_FIELDS:
+            # Answered by the endpoint's profile, not its models (roots, choice output).
+            return U
         answer: CapabilitySupport = getattr(self, _FAMILY_FIELDS[capability])
         return answer
 
@@ -72,6 +77,7 @@ _FAMILY_FIELDS = {
     ChatCapability.REASONING: "reasoning",
     ChatCapability.IMAGE_INPUT: "images",
     ChatCapability.PARALLEL_TOOL_CALLS: "parallel_tools",
+    ChatCapability.LOGPROBS: "logprobs",
 }
 
 
@@ -92,32 +98,54 @@ _OPENAI_ROWS = (
     # Structured outputs from gpt-4o-2024-08-06 and gpt-4o-mini on; reasoning models.
     # `gpt-5-chat-latest` is the chat model of ChatGPT: no reasoning effort, and the
     # Responses API answers 400 to asking for its (non-existent) encrypted reasoning.
-    ModelFamily("gpt-5-chat*", StructuredLevel.STRICT, reasoning=N, images=S),
-    ModelFamily("gpt-5*", StructuredLevel.STRICT, reasoning=S, images=S),
-    ModelFamily("o1-mini*", StructuredLevel.JSON_OBJECT, tools=N, forced_tool=N, reasoning=S),
-    ModelFamily("o1-preview*", StructuredLevel.JSON_OBJECT, tools=N, forced_tool=N, reasoning=S),
-    ModelFamily("o3*", StructuredLevel.STRICT, reasoning=S, images=S, stop=False),
-    ModelFamily("o4-mini*", StructuredLevel.STRICT, reasoning=S, images=S, stop=False),
-    ModelFamily("o[1-9]*", StructuredLevel.STRICT, reasoning=S, images=S),
-    ModelFamily("gpt-4.1*", StructuredLevel.STRICT, reasoning=N, images=S),
-    ModelFamily("gpt-4.5*", StructuredLevel.STRICT, reasoning=N, images=S),
-    ModelFamily("gpt-4o-2024-05-13", StructuredLevel.JSON_OBJECT, reasoning=N, images=S),
-    ModelFamily("gpt-4o*", StructuredLevel.STRICT, reasoning=N, images=S),
-    ModelFamily("chatgpt-4o*", StructuredLevel.JSON_OBJECT, reasoning=N, images=S),
-    ModelFamily("gpt-4-turbo*", StructuredLevel.JSON_OBJECT, reasoning=N, images=S),
-    ModelFamily("gpt-4*", StructuredLevel.JSON_OBJECT, reasoning=N, images=N),
-    ModelFamily("gpt-3.5-turbo*", StructuredLevel.JSON_OBJECT, reasoning=N, images=N),
-    ModelFamily("ft:gpt-4o*", StructuredLevel.STRICT, reasoning=N),
+    # Log-probabilities: OpenAI's reasoning models answer 400 ("'logprobs' is not
+    # supported with this model"): o-series, gpt-5, -mini, -nano, -chat (deepeval's model
+    # table, go-openai#1061). 5.1 and 5.2 take them at reasoning effort `none`, their
+    # default, and refuse them otherwise (vercel/ai#10932 citing OpenAI's parameter
+    # compatibility notes): unknown, so a decision asks and, if refused, asks without.
+    ModelFamily("gpt-5-chat*", StructuredLevel.STRICT, reasoning=N, images=S, logprobs=N),
+    ModelFamily("gpt-5.*", StructuredLevel.STRICT, reasoning=S, images=S),
+    ModelFamily("gpt-5*", StructuredLevel.STRICT, reasoning=S, images=S, logprobs=N),
+    ModelFamily(
+        "o1-mini*", StructuredLevel.JSON_OBJECT, tools=N, forced_tool=N, reasoning=S, logprobs=N
+    ),
+    ModelFamily(
+        "o1-preview*",
+        StructuredLevel.JSON_OBJECT,
+        tools=N,
+        forced_tool=N,
+        reasoning=S,
+        logprobs=N,
+    ),
+    ModelFamily("o3*", StructuredLevel.STRICT, reasoning=S, images=S, stop=False, logprobs=N),
+    ModelFamily("o4-mini*", StructuredLevel.STRICT, reasoning=S, images=S, stop=False, logprobs=N),
+    ModelFamily("o[1-9]*", StructuredLevel.STRICT, reasoning=S, images=S, logprobs=N),
+    ModelFamily("gpt-4.1*", StructuredLevel.STRICT, reasoning=N, images=S, logprobs=S),
+    ModelFamily("gpt-4.5*", StructuredLevel.STRICT, reasoning=N, images=S, logprobs=S),
+    ModelFamily(
+        "gpt-4o-2024-05-13", StructuredLevel.JSON_OBJECT, reasoning=N, images=S, logprobs=S
+    ),
+    ModelFamily("gpt-4o*", StructuredLevel.STRICT, reasoning=N, images=S, logprobs=S),
+    ModelFamily("chatgpt-4o*", StructuredLevel.JSON_OBJECT, reasoning=N, images=S, logprobs=S),
+    ModelFamily("gpt-4-turbo*", StructuredLevel.JSON_OBJECT, reasoning=N, images=S, logprobs=S),
+    ModelFamily("gpt-4*", StructuredLevel.JSON_OBJECT, reasoning=N, images=N, logprobs=S),
+    ModelFamily("gpt-3.5-turbo*", StructuredLevel.JSON_OBJECT, reasoning=N, images=N, logprobs=S),
+    ModelFamily("ft:gpt-4o*", StructuredLevel.STRICT, reasoning=N, logprobs=S),
 )
 
 _GROQ_ROWS = (
-    ModelFamily("openai/gpt-oss-20b", StructuredLevel.STRICT, reasoning=S),
-    ModelFamily("openai/gpt-oss-120b", StructuredLevel.STRICT, reasoning=S),
-    ModelFamily("openai/gpt-oss-safeguard-*", StructuredLevel.BEST_EFFORT, reasoning=S),
-    ModelFamily("moonshotai/kimi-k2-instruct-0905", StructuredLevel.BEST_EFFORT, reasoning=N),
-    ModelFamily("meta-llama/llama-4-scout-*", StructuredLevel.BEST_EFFORT, reasoning=N, images=S),
-    ModelFamily("qwen/qwen3-*", StructuredLevel.JSON_OBJECT, reasoning=S),
-    ModelFamily("*", StructuredLevel.JSON_OBJECT, reasoning=U),
+    # Groq documents `logprobs` and `top_logprobs` as supported by no model yet.
+    ModelFamily("openai/gpt-oss-20b", StructuredLevel.STRICT, reasoning=S, logprobs=N),
+    ModelFamily("openai/gpt-oss-120b", StructuredLevel.STRICT, reasoning=S, logprobs=N),
+    ModelFamily("openai/gpt-oss-safeguard-*", StructuredLevel.BEST_EFFORT, reasoning=S, logprobs=N),
+    ModelFamily(
+        "moonshotai/kimi-k2-instruct-0905", StructuredLevel.BEST_EFFORT, reasoning=N, logprobs=N
+    ),
+    ModelFamily(
+        "meta-llama/llama-4-scout-*", StructuredLevel.BEST_EFFORT, reasoning=N, images=S, logprobs=N
+    ),
+    ModelFamily("qwen/qwen3-*", StructuredLevel.JSON_OBJECT, reasoning=S, logprobs=N),
+    ModelFamily("*", StructuredLevel.JSON_OBJECT, reasoning=U, logprobs=N),
 )
 
 _XAI_ROWS = (
@@ -131,12 +159,14 @@ _XAI_ROWS = (
 )
 
 _DEEPSEEK_ROWS = (
+    # The thinking mode takes no `logprobs` (DeepSeek's reasoning-model guide).
     ModelFamily(
         "deepseek-reasoner*",
         StructuredLevel.JSON_OBJECT,
         reasoning=S,
         forced_tool=U,
         efforts=_LOW_HIGH,
+        logprobs=N,
     ),
     ModelFamily("deepseek-*", StructuredLevel.JSON_OBJECT, reasoning=S, efforts=_LOW_HIGH),
 )
@@ -150,7 +180,14 @@ _OLLAMA_DEFAULT = ModelFamily(
 )
 
 _LLAMA_CPP_DEFAULT = ModelFamily(
-    "*", StructuredLevel.STRICT, tools=U, forced_tool=U, reasoning=U, images=U, parallel_tools=U
+    "*",
+    StructuredLevel.STRICT,
+    tools=U,
+    forced_tool=U,
+    reasoning=U,
+    images=U,
+    parallel_tools=U,
+    logprobs=S,
 )
 
 CAPABILITY_TABLES: dict[str, CapabilityTable] = {
@@ -164,8 +201,11 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
     "mistral": CapabilityTable((), ModelFamily("*", StructuredLevel.STRICT, reasoning=U)),
     "openrouter": CapabilityTable((), _UNKNOWN),
     "deepseek": CapabilityTable(_DEEPSEEK_ROWS, ModelFamily("*", StructuredLevel.JSON_OBJECT)),
+    # Together answers `logprobs` in a shape of its own (token and logprob lists), which
+    # allama does not read: asking for them is refused rather than silently lost.
     "together": CapabilityTable(
-        (), ModelFamily("*", StructuredLevel.BEST_EFFORT, forced_tool=U, parallel_tools=U)
+        (),
+        ModelFamily("*", StructuredLevel.BEST_EFFORT, forced_tool=U, parallel_tools=U, logprobs=N),
     ),
     "fireworks": CapabilityTable(
         (), ModelFamily("*", StructuredLevel.BEST_EFFORT, forced_tool=U, parallel_tools=U)
@@ -174,7 +214,9 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
         (),
         ModelFamily("*", StructuredLevel.BEST_EFFORT, tools=U, forced_tool=U, parallel_tools=U),
     ),
-    "vllm": CapabilityTable((), ModelFamily("*", StructuredLevel.STRICT, parallel_tools=U)),
+    "vllm": CapabilityTable(
+        (), ModelFamily("*", StructuredLevel.STRICT, parallel_tools=U, logprobs=S)
+    ),
     "workers-ai": CapabilityTable(
         (),
         ModelFamily("*", StructuredLevel.BEST_EFFORT, tools=U, forced_tool=N, parallel_tools=U),

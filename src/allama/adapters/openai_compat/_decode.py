@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from allama.adapters._logprobs import openai_logprobs
 from allama.adapters.openai_compat._errors import error_from_payload, error_from_response
 from allama.adapters.openai_compat._wire import WireMessage, WireResponse, WireUsage
 from allama.errors import Error, ServerError
@@ -222,6 +223,11 @@ def decode_body(
         explanation = filter_explanation((choice.model_extra or {}).get("content_filter_results"))
         if explanation:
             provider_data[provider or "openai"] = {DECLINE_EXPLANATION_KEY: explanation}
+    logprobs = (
+        openai_logprobs(choice.logprobs.get("content"))
+        if choice is not None and choice.logprobs
+        else None
+    )
     return ChatResponse(
         tuple(blocks),
         finish_reason=finish,
@@ -231,6 +237,7 @@ def decode_body(
         model=wire.model or model,
         provider=provider,
         id=wire.id or None,
+        logprobs=logprobs,
     )
 
 

@@ -320,7 +320,43 @@ class _Encoder:
             return {"type": "text"}
         if fmt.type == "json":
             return {"type": "json_object"}
+        if fmt.type == "choice":
+            # A grammar (llama.cpp's own field), or nothing: Chat Completions has no such
+            # response format, and a JSON enum would change the answer's form.
+            if not self.profile.choice_grammar:
+                self.degradations.refuse(
+                    field,
+                    f"{display} has no plain-text choice output; the answer was not "
+                    "constrained to the options (allama.decide sends them as a JSON Schema "
+                    "enum instead)",
+                )
+            return None
         return self.json_schema(fmt)
+
+    def grammar(self) -> str | None:
+        """The options of a `choice` as a GBNF grammar, for an endpoint that takes one."""
+        fmt = self.request.response_format
+        if fmt is None or fmt.options is None or not self.profile.choice_grammar:
+            return None
+        return choice_grammar(fmt.options)
+
+    def logprobs(self) -> int | None:
+        """How many alternatives to ask for per token, or `None` (not asked, or refused)."""
+        top = self.request.logprobs
+        if top is None:
+            return None
+        where = f"`{self.request.model}` on {self.profile.display_name}"
+        if self.stream:
+            self.degradations.refuse(
+                RequestField.LOGPROBS,
+                "log-probabilities are read from whole responses, not streams; "
+                "the stream was sent without asking for them",
+            )
+            return None
+        if self.family.logprobs is CapabilitySupport.UNSUPPORTED:
+            self.degradations.refuse(RequestField.LOGPROBS, f"{where} reports no log-probabilities")
+            return None
+        return top
 
     def json_schema(self, fmt: ResponseFormat) -> dict[str, Any]:
         field = RequestField.RESPONSE_FORMAT
@@ -431,6 +467,7 @@ class _Encoder:
             else:
                 effort = self.effort(str(request.reasoning_effort))
         stream_options = {"include_usage": True} if self.stream and profile.stream_usage else None
+        top_logprobs = self.logprobs()
         # The body is written as plain JSON data in `WireRequest`'s shape (absent fields
         # left out, never `null`); the schemas in it are the dialect rewrite's own (cached)
         # objects, put in as they are rather than copied.
@@ -446,7 +483,10 @@ class _Encoder:
             tool_choice=self.tool_choice(),
             parallel_tool_calls=self.parallel_tool_calls(tools),
             response_format=self.response_format(),
+            grammar=self.grammar(),
             reasoning_effort=effort,
+            logprobs=True if top_logprobs is not None else None,
+            top_logprobs=top_logprobs or None,
         )
         body.update(extras)
         if profile.require_parameters and self.schema_sent:
@@ -464,6 +504,25 @@ class _Encoder:
 def _present(**fields: Any) -> dict[str, Any]:
     """The fields that are not `None`, in order."""
     return {key: value for key, value in fields.items() if value is not None}
+
+
+def _gbnf_literal(text: str) -> str:
+    """`text` as a GBNF string literal: quotes, backslashes and control characters escaped,
+    everything else as its UTF-8 self."""
+    escaped = []
+    for char in text:
+        if char in '"\\':
+            escaped.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            escaped.append(f"\\x{ord(char):02X}")
+        else:
+            escaped.append(char)
+    return '"' + "".join(escaped) + '"'
+
+
+def choice_grammar(options: tuple[str, ...]) -> str:
+    """A GBNF grammar whose only sentences are the options."""
+    return "root ::= " + " | ".join(_gbnf_literal(option) for option in options)
 
 
 def _image_url(part: ImagePart) -> str:

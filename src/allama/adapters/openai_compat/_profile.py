@@ -58,6 +58,9 @@ class WireProfile:
     require_parameters: bool = False
     file_parts: bool = False
     """Whether PDF documents go as `file` content parts (OpenAI, Azure OpenAI, OpenRouter)."""
+    choice_grammar: bool = False
+    """Whether a `choice` response format goes as a grammar of its options (llama.cpp's
+    `grammar` field); elsewhere Chat Completions has no plain-text choice output."""
     response_schema_any_root: CapabilitySupport = CapabilitySupport.UNKNOWN
     """Whether a response format's schema may have a root that is not an object (grammar
     engines: yes; OpenAI's strict mode and JSON mode: no)."""

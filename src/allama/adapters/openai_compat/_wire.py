@@ -170,6 +170,10 @@ class WireRequest(_Wire):
     parallel_tool_calls: bool | None = None
     response_format: dict[str, Any] | None = None
     reasoning_effort: str | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    grammar: str | None = None
+    """llama.cpp's own field: a GBNF grammar the output must follow."""
 
 
 class _Details(_Wire):
@@ -196,6 +200,7 @@ class WireChoice(_Wire):
     index: int = 0
     message: WireMessage | None = None
     finish_reason: str | None = None
+    logprobs: dict[str, Any] | None = None
 
 
 class WireResponse(_Wire):

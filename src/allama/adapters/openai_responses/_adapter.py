@@ -40,6 +40,10 @@ class ResponsesAdapter(PackageAdapter):
         if capability is ChatCapability.TOOL_SCHEMA_ANY_ROOT:
             # Function parameters are a JSON object here as in Chat Completions.
             return CapabilitySupport.UNSUPPORTED
+        if capability is ChatCapability.CHOICE_OUTPUT:
+            # `text.format` is text, a JSON object or a JSON Schema: no grammar, no enum.
+            return CapabilitySupport.UNSUPPORTED
+        # Log-probabilities are the model family's, as in Chat Completions.
         return self.table.support(model, capability)
 
     def path(self, model: str, *, stream: bool) -> tuple[str, Mapping[str, str]]:

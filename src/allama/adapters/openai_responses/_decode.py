@@ -15,6 +15,11 @@ the text. The items allama reads:
   kept verbatim, and the item's id (`rs_...`) is kept as the block's `signature`: with
   `store: false` the next turn sends the item back by id and encrypted content.
 
+Log-probabilities: each `output_text` part carries those of its own tokens (`logprobs`, in
+OpenAI's shape, when `include` asked for them); the response's are those of its text parts
+in order, joined. A part with text but none, or with a list of another shape, leaves the
+response with none (`None`): tokens of part of the text would not spell it.
+
 The finish reason comes from `status`: `completed` is a stop, or tool calls when the
 output has any; `incomplete` is a length or a content filter as `incomplete_details`
 says; `failed` raises the error the response holds; `cancelled` and reasons nobody knows
@@ -32,6 +37,7 @@ from typing import Any
 from pydantic import JsonValue
 from pydantic_core import from_json
 
+from allama.adapters._logprobs import openai_logprobs
 from allama.adapters.openai_responses._errors import (
     error_from_failed,
     error_from_payload,
@@ -45,6 +51,7 @@ from allama.types import (
     Reasoning,
     Refusal,
     TextPart,
+    TokenLogprob,
     ToolCall,
     Usage,
     Warning,
@@ -155,10 +162,37 @@ class _Unreadable(ValueError):
     """A part of the body does not fit the response shape; says which."""
 
 
-def _blocks(output: list[Any]) -> tuple[list[ContentBlock], list[JsonValue]]:
-    """The content blocks allama has types for, and the other items verbatim."""
+class _TextLogprobs:
+    """The log-probabilities of the output text, gathered part by part."""
+
+    __slots__ = ("readable", "tokens")
+
+    def __init__(self) -> None:
+        self.tokens: list[TokenLogprob] = []
+        self.readable = True
+
+    def add(self, text: str, raw: Any) -> None:
+        """An `output_text` part's text and its `logprobs` field."""
+        if not self.readable or (not text and not raw):
+            return
+        tokens = openai_logprobs(raw)
+        if tokens is None:
+            self.readable = False
+        else:
+            self.tokens.extend(tokens)
+
+    def result(self) -> tuple[TokenLogprob, ...] | None:
+        return tuple(self.tokens) if self.readable and self.tokens else None
+
+
+def _blocks(
+    output: list[Any],
+) -> tuple[list[ContentBlock], list[JsonValue], tuple[TokenLogprob, ...] | None]:
+    """The content blocks allama has types for, the other items verbatim, and the text's
+    log-probabilities."""
     blocks: list[ContentBlock] = []
     others: list[JsonValue] = []
+    logprobs = _TextLogprobs()
     for item in output:
         if not isinstance(item, dict):
             raise _Unreadable("an output item is not an object")
@@ -170,7 +204,9 @@ def _blocks(output: list[Any]) -> tuple[list[ContentBlock], list[JsonValue]]:
                     raise _Unreadable("a message part is not an object")
                 if part.get("type") == "output_text":
                     text = part.get("text")
-                    blocks.append(TextPart(text=text if isinstance(text, str) else ""))
+                    text = text if isinstance(text, str) else ""
+                    blocks.append(TextPart(text=text))
+                    logprobs.add(text, part.get("logprobs"))
                 elif part.get("type") == "refusal":
                     refusal = part.get("refusal")
                     blocks.append(Refusal(text=refusal if isinstance(refusal, str) else ""))
@@ -190,7 +226,7 @@ def _blocks(output: list[Any]) -> tuple[list[ContentBlock], list[JsonValue]]:
             )
         else:
             others.append(item)
-    return blocks, others
+    return blocks, others, logprobs.result()
 
 
 def decode_object(
@@ -207,7 +243,7 @@ def decode_object(
     output = response.get("output")
     if not isinstance(output, list):
         raise _Unreadable("it has no `output` list")
-    blocks, others = _blocks(output)
+    blocks, others, logprobs = _blocks(output)
     has_calls = any(isinstance(block, ToolCall) for block in blocks)
     usage = response.get("usage")
     body_model = _string(response.get("model"))
@@ -220,6 +256,7 @@ def decode_object(
         model=body_model or model,
         provider=provider,
         id=_string(response.get("id")),
+        logprobs=logprobs,
     )
 
 

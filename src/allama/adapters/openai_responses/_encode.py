@@ -23,6 +23,12 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   out of the conversation with a warning on `reasoning`.
 - There are no stop sequences and no seed in this API: both are refused. An output limit
   below the API's minimum (16 tokens) is raised to it, with a warning.
+- Log-probabilities (`request.logprobs`) are asked for with
+  `include: ["message.output_text.logprobs"]`, and `top_logprobs` when alternatives are
+  wanted. A family that reports none (OpenAI's reasoning models answer 400) is refused, and
+  so is a streamed call: allama reads them from whole responses.
+- There is no plain-text choice output: a `choice` response format is refused (never sent
+  as a JSON Schema).
 - The request option `openai_responses` is merged into the body last (for
   `previous_response_id`, `store`, `truncation`, `metadata`...); its `text` and
   `reasoning` objects are added to allama's, and its `include` list to allama's, rather
@@ -44,6 +50,7 @@ from allama.adapters.openai_compat._profile import WireProfile
 from allama.types import (
     AssistantMessage,
     CapabilitySupport,
+    ChatCapability,
     ChatRequest,
     DeveloperMessage,
     DocumentPart,
@@ -64,6 +71,7 @@ from allama.types import (
 __all__ = [
     "BODY_OPTION",
     "ENCRYPTED_REASONING",
+    "LOGPROBS_INCLUDE",
     "MIN_OUTPUT_TOKENS",
     "REASONING_ID_PREFIX",
     "encode_request",
@@ -77,6 +85,9 @@ allama's and its `include` list to allama's; its other fields replace allama's."
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 """The `include` entry that returns a reasoning item's encrypted content."""
+
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+"""The `include` entry that returns the log-probabilities of the output text's tokens."""
 
 MIN_OUTPUT_TOKENS = 16
 """The smallest `max_output_tokens` the Responses API takes."""
@@ -276,6 +287,18 @@ class _Encoder(_ChatEncoder):
 
     # Response format
 
+    def response_format(self) -> dict[str, Any] | None:
+        fmt = self.request.response_format
+        if fmt is not None and fmt.type == "choice":
+            # Not a JSON Schema: the answer is plain text, which `text.format` cannot constrain.
+            self.degradations.refuse(
+                RequestField.RESPONSE_FORMAT,
+                f"{self.profile.display_name} has no plain-text choice output; the answer was "
+                "not constrained to the options",
+            )
+            return None
+        return super().response_format()
+
     def json_schema(self, fmt: ResponseFormat) -> dict[str, Any]:
         """Chat Completions' format, flat, with `strict` always said."""
         chat = super().json_schema(fmt)
@@ -325,6 +348,30 @@ class _Encoder(_ChatEncoder):
             return MIN_OUTPUT_TOKENS
         return tokens
 
+    def output_logprobs(self) -> int | None:
+        """How many alternatives per token to ask for (0: the chosen token alone), or `None`
+        when no log-probabilities are asked for (or they were refused)."""
+        top = self.request.logprobs
+        if top is None:
+            return None
+        field = RequestField.LOGPROBS
+        family = self.family
+        if family.support(ChatCapability.LOGPROBS) is CapabilitySupport.UNSUPPORTED:
+            where = f"`{self.request.model}` on {self.profile.display_name}"
+            why = f"{where} reports no log-probabilities"
+            if family.reasoning is CapabilitySupport.SUPPORTED:
+                why += " (logprobs are not supported for reasoning models)"
+            self.degradations.refuse(field, why)
+            return None
+        if self.stream:
+            self.degradations.refuse(
+                field,
+                "log-probabilities are read from whole responses, not streams; "
+                "the stream was sent without asking for them",
+            )
+            return None
+        return top
+
     def refuse_missing(self) -> None:
         """What the Responses API has no field for."""
         request = self.request
@@ -341,6 +388,7 @@ class _Encoder(_ChatEncoder):
         instructions, items = self.conversation()
         tools = self.tools()
         reasoning, reasons = self.reasoning()
+        top_logprobs = self.output_logprobs()
         body: dict[str, Any] = {"model": request.model}
         if instructions is not None:
             body["instructions"] = instructions
@@ -365,9 +413,16 @@ class _Encoder(_ChatEncoder):
             body["temperature"] = request.temperature
         if request.top_p is not None:
             body["top_p"] = request.top_p
+        if top_logprobs:
+            body["top_logprobs"] = top_logprobs
         body["store"] = False
+        include: list[str] = []
         if reasons and not self.store:
-            body["include"] = [ENCRYPTED_REASONING]
+            include.append(ENCRYPTED_REASONING)
+        if top_logprobs is not None:
+            include.append(LOGPROBS_INCLUDE)
+        if include:
+            body["include"] = include
         if self.stream:
             body["stream"] = True
         if self.profile.require_parameters and self.schema_sent:

@@ -1,0 +1,459 @@
+"""Decisions: a choice question answered with the most native constraint the provider has,
+and the probability of each option where the provider reports token log-probabilities.
+
+The constraint, best first: a plain-text choice (`ResponseFormat.choice`: Gemini's
+`text/x.enum`, llama.cpp's grammar); else the extraction engine with the options as a JSON
+Schema enum (native or forced tool, wrapped where the dialect needs an object root); else
+the options in the prompt alone, recorded as not enforced. In every case the answer is
+checked against the options: a value outside them is never returned.
+
+Written once as a generator, like extraction, and driven by the same sync and async loops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from allama.errors import Error, InvalidRequestError, UnsupportedError
+from allama.extract._choices import Option, Options
+from allama.extract._engine import Outcome, Send, Settings, extract_steps, select_mode
+from allama.extract._errors import MissingStructuredTextError, ParseError, _Failure
+from allama.extract._metadata import ExtractionMetadata
+from allama.extract._mode import ExtractionMode, SchemaEnforcement
+from allama.extract._parse import declined_or_cut
+from allama.extract._probabilities import Measured, Spelling, json_string_span, measure
+from allama.extract._root import ROOT_KEY
+from allama.provider import ChatProvider
+from allama.types import (
+    CapabilitySupport,
+    ChatCapability,
+    ChatRequest,
+    ChatResponse,
+    DeveloperMessage,
+    RequestField,
+    ResponseFormat,
+    SystemMessage,
+    TextPart,
+    UnsupportedStage,
+    UserMessage,
+    Warning,
+)
+
+__all__ = ["Decision", "decide_steps"]
+
+C = TypeVar("C")
+
+TOP_LOGPROBS = 20
+"""Alternatives asked for at each token: the most every provider takes, so that little of
+the probability is left unlisted."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision(Generic[C]):
+    """The option chosen, how sure the model was of it, and how it was obtained.
+
+    `probabilities` maps every option to the probability the model gave it, measured from
+    the token log-probabilities the provider reported (the sum over the branches that lead
+    to that option alone); `None` when the provider reported none, with the reason in
+    `probabilities_missing`. They sum to at most 1: the rest went to text that is no
+    option, or is `unresolved` (not listed by the provider, or shared by several options),
+    which is the most any option's true probability can exceed its figure by.
+    Probabilities are conditional on the text written before the answer.
+
+    `confidence` is the chosen option's share of the options' probability: how likely the
+    model was to pick it had it been held to the options (as a grammar holds it). It is
+    given only when every option had a branch among the listed tokens (`None` otherwise:
+    an option below the provider's list could have had any share of what was left);
+    `confidence_bounds()` gives the least and the most it can be in every case.
+    """
+
+    value: C
+    abstained: bool
+    """Whether the model chose the "none of these" option (`allow_abstain=True`); `value`
+    is then `None`."""
+    response: ChatResponse
+    metadata: ExtractionMetadata
+    probabilities: Mapping[C, float] | None = None
+    unresolved: float | None = None
+    probabilities_missing: str | None = None
+
+    @property
+    def probability(self) -> float | None:
+        """The probability of the option chosen, as measured."""
+        if self.probabilities is None:
+            return None
+        return self.probabilities.get(self.value)
+
+    @property
+    def confidence(self) -> float | None:
+        """The chosen option's share of the options' measured probability, when every option
+        was measured."""
+        probabilities = self.probabilities
+        if probabilities is None or min(probabilities.values()) <= 0.0:
+            return None
+        return probabilities[self.value] / sum(probabilities.values())
+
+    def confidence_bounds(self) -> tuple[float, float] | None:
+        """The least and the most `confidence` can be, given what was left unresolved."""
+        chosen, total, unresolved = self.probability, self._total(), self.unresolved
+        if chosen is None or total is None or unresolved is None or total + unresolved <= 0.0:
+            return None
+        whole = total + unresolved
+        return chosen / whole, min(1.0, (chosen + unresolved) / whole)
+
+    def _total(self) -> float | None:
+        if self.probabilities is None:
+            return None
+        return sum(self.probabilities.values())
+
+    def __repr__(self) -> str:
+        confidence = self.confidence
+        shown = "None" if confidence is None else f"{confidence:.3f}"
+        return (
+            f"Decision(value={self.value!r}, confidence={shown}, "
+            f"mode={self.metadata.mode.value!r}, enforcement={self.metadata.enforcement.value!r}, "
+            f"passes={self.metadata.passes})"
+        )
+
+
+class _Strategy:
+    CHOICE = "choice"
+    """A plain-text choice format: the provider holds the answer to the options."""
+    EXTRACT = "extract"
+    """The extraction engine, with the options as a JSON Schema enum."""
+    PROMPT = "prompt"
+    """The options in the prompt alone."""
+
+
+@dataclass(slots=True)
+class _Logprobs:
+    """Whether log-probabilities are asked for, and why not when they are not."""
+
+    ask: bool
+    missing: str | None = None
+    may_drop: bool = False
+    """Asked without the caller insisting: a provider refusal is answered by asking again
+    without them (a refused request is not billed)."""
+    dropped: bool = False
+
+
+def decide_steps(
+    settings: Settings,
+    provider: ChatProvider,
+    options: Options,
+    request: ChatRequest,
+    *,
+    probabilities: bool | None,
+) -> Generator[Send, Outcome, Decision[Any]]:
+    """One decision with its retries: yields each request, receives each outcome."""
+    requested = _requested(request)
+    strategy, mode = _strategy(provider, request, requested)
+    logprobs = _logprobs_plan(provider, request, mode, strategy, probabilities)
+    asked = _instructed(request, options, plain=strategy != _Strategy.EXTRACT)
+    if logprobs.ask:
+        asked = asked.model_copy(update={"logprobs": max(request.logprobs or 0, TOP_LOGPROBS)})
+    if strategy == _Strategy.EXTRACT:
+        target_type: Any = Literal[options.labels]
+        inner = extract_steps(settings, provider, target_type, asked)
+        extracted = yield from _relay(inner, logprobs)
+        label = extracted.value
+        response, metadata = extracted.response, extracted.metadata
+        spelling: Spelling | str = _json_spelling(response, label, metadata)
+    else:
+        plain = _plain_steps(settings, provider, options, asked, strategy)
+        response, metadata, label, spelling = yield from _relay(plain, logprobs)
+    option = options.option(label)
+    assert option is not None  # checked against the options by both paths
+    return _decision(options, option, response, metadata, spelling, logprobs)
+
+
+def _requested(request: ChatRequest) -> ExtractionMode:
+    from allama.extract._target import requested_mode
+
+    return requested_mode(request, "")
+
+
+def _strategy(
+    provider: ChatProvider, request: ChatRequest, requested: ExtractionMode
+) -> tuple[str, ExtractionMode]:
+    if requested is not ExtractionMode.FORCED_TOOL:
+        choice = provider.chat_capability(request.model, ChatCapability.CHOICE_OUTPUT)
+        if choice is CapabilitySupport.SUPPORTED:
+            return _Strategy.CHOICE, ExtractionMode.NATIVE
+    mode, _ = select_mode(provider, request, requested)
+    if mode is ExtractionMode.AUTO:
+        return _Strategy.PROMPT, ExtractionMode.NATIVE
+    return _Strategy.EXTRACT, mode
+
+
+def _logprobs_plan(
+    provider: ChatProvider,
+    request: ChatRequest,
+    mode: ExtractionMode,
+    strategy: str,
+    wanted: bool | None,
+) -> _Logprobs:
+    if wanted is False:
+        return _Logprobs(False, "not asked for (probabilities=False)")
+    if strategy == _Strategy.EXTRACT and mode is ExtractionMode.FORCED_TOOL:
+        reason = "the answer came as a tool call, whose arguments have no log-probabilities"
+        if wanted:
+            raise _refused(provider, request, reason)
+        return _Logprobs(False, reason)
+    support = provider.chat_capability(request.model, ChatCapability.LOGPROBS)
+    if support is CapabilitySupport.UNSUPPORTED:
+        reason = f"`{request.model}` on {provider.name} reports no log-probabilities"
+        if wanted:
+            raise _refused(provider, request, reason)
+        return _Logprobs(False, reason)
+    return _Logprobs(True, may_drop=wanted is None)
+
+
+def _refused(provider: ChatProvider, request: ChatRequest, reason: str) -> UnsupportedError:
+    return (
+        UnsupportedError(
+            f"probabilities=True, but {reason}",
+            field=RequestField.LOGPROBS,
+            stage=UnsupportedStage.BEFORE_SENDING,
+        )
+        .mark_authored()
+        .with_provider(provider.name)
+        .with_model(request.model)
+    )
+
+
+_PLAIN = (
+    "Answer with exactly one of the options below, written exactly as it is listed, "
+    "and nothing else."
+)
+_STRUCTURED = "Choose exactly one of the options below."
+
+
+def _instructed(request: ChatRequest, options: Options, *, plain: bool) -> ChatRequest:
+    """The request with the options (and what they mean) in a system message, placed after
+    the caller's own leading system messages."""
+    lead = _PLAIN if plain else _STRUCTURED
+    text = f"{lead}\n\nOptions:\n{options.listing()}"
+    messages = list(request.messages)
+    at = 0
+    while at < len(messages) and isinstance(messages[at], SystemMessage | DeveloperMessage):
+        at += 1
+    messages.insert(at, SystemMessage(content=text))
+    return request.model_copy(update={"messages": tuple(messages)})
+
+
+def _relay(
+    inner: Generator[Send, Outcome, Any], logprobs: _Logprobs
+) -> Generator[Send, Outcome, Any]:
+    """Pass requests and outcomes through; a provider that refuses log-probabilities
+    asked for without the caller insisting gets the same request again without them."""
+    try:
+        request = next(inner)
+        while True:
+            if logprobs.dropped:
+                request = request.model_copy(update={"logprobs": None})
+            outcome = yield request
+            if logprobs.may_drop and not logprobs.dropped and _refuses_logprobs(outcome):
+                assert isinstance(outcome, Error)
+                logprobs.dropped = True
+                logprobs.missing = (
+                    f"{outcome.provider or 'the provider'} refused log-probabilities for this "
+                    "model; the decision was asked again without them"
+                )
+                continue
+            request = inner.send(outcome)
+    except StopIteration as done:
+        return done.value
+
+
+def _refuses_logprobs(outcome: Outcome) -> bool:
+    if not isinstance(outcome, InvalidRequestError | UnsupportedError):
+        return False
+    if isinstance(outcome, UnsupportedError) and outcome.field is RequestField.LOGPROBS:
+        return True
+    return "logprob" in outcome.message.lower()
+
+
+def _plain_steps(
+    settings: Settings,
+    provider: ChatProvider,
+    options: Options,
+    request: ChatRequest,
+    strategy: str,
+) -> Generator[Send, Outcome, tuple[ChatResponse, ExtractionMetadata, str, Spelling | str]]:
+    """A decision answered as plain text: held to the options by the provider (a choice
+    format) or by the prompt alone."""
+    mode = ExtractionMode.NATIVE
+    metadata = ExtractionMetadata.new(mode)
+    if strategy == _Strategy.CHOICE:
+        sent = request.with_response_format(ResponseFormat.choice(options.labels))
+        _check_floor(settings, provider, sent, metadata)
+    else:
+        sent = request
+        metadata.degradations.append(
+            Warning.unsupported(
+                RequestField.RESPONSE_FORMAT,
+                f"{provider.name} has neither structured output nor a forced tool for "
+                f"`{request.model}`: the options of {options.name} were given in the "
+                "prompt only",
+            )
+        )
+        metadata.enforcement = SchemaEnforcement.NOT_ENFORCED
+        _check_floor(settings, provider, None, metadata)
+    retries_left = settings.retries
+    while True:
+        outcome = yield sent
+        if isinstance(outcome, Error):
+            raise metadata.attach_to(outcome)
+        response = outcome
+        metadata.record_pass(response, _same)
+        below = settings.below_floor(metadata, provider.name)
+        if below is not None:
+            raise below.with_response(response)
+        read = _read_plain(response, options, mode, provider.name, settings.repair)
+        if isinstance(read, _Failure):
+            retryable = isinstance(read, ParseError | MissingStructuredTextError)
+            if retries_left > 0 and retryable:
+                retries_left -= 1
+                sent = _ask_again(sent, response, options)
+                continue
+            read.metadata = metadata
+            raise read.with_response(response)
+        option, spelling = read
+        metadata.repaired = isinstance(spelling, str)
+        return response, metadata, option.label, spelling
+
+
+def _same(warning: Warning) -> Warning:
+    return warning
+
+
+def _check_floor(
+    settings: Settings,
+    provider: ChatProvider,
+    sent: ChatRequest | None,
+    metadata: ExtractionMetadata,
+) -> None:
+    """Fail before paying when the call, as it will be sent, is below the floor."""
+    floor = settings.min_enforcement
+    if floor is None or floor is SchemaEnforcement.NOT_ENFORCED:
+        return
+    if sent is not None:
+        validation = provider.validate_chat_request(sent)
+        warnings = [w for w in validation.warnings if w.is_about(RequestField.RESPONSE_FORMAT)]
+        achieved = SchemaEnforcement.from_degradations(warnings)
+        degradations = warnings
+    else:
+        achieved, degradations = metadata.enforcement, list(metadata.degradations)
+    if achieved.satisfies(floor):
+        return
+    from allama.extract._errors import EnforcementBelowError
+
+    record = ExtractionMetadata.new(metadata.mode)
+    record.degradations = list(degradations)
+    record.enforcement = achieved
+    reason = "; ".join(w.message for w in degradations) or "no pass reported it enforced"
+    raise EnforcementBelowError(
+        provider=provider.name, metadata=record, required=floor, achieved=achieved, reason=reason
+    )
+
+
+def _read_plain(
+    response: ChatResponse, options: Options, mode: ExtractionMode, provider: str, repair: bool
+) -> tuple[Option, Spelling | str] | _Failure:
+    """The option a plain answer names, and where it is written (or why it was matched
+    only after repair, which leaves no spelling to measure)."""
+    stopped = declined_or_cut(response, mode, provider)
+    if stopped is not None:
+        return stopped
+    text = response.text()
+    if text is None or not text.strip():
+        return MissingStructuredTextError(provider=provider, metadata=ExtractionMetadata.new(mode))
+    answer = text.strip()
+    option = options.option(answer)
+    if option is not None:
+        return option, Spelling(text.index(answer), json=False)
+    if repair:
+        loose = _loosely(answer, options)
+        if loose is not None:
+            return loose, "the answer matched its option only after repair"
+    return ParseError(
+        provider=provider,
+        metadata=ExtractionMetadata.new(mode),
+        mode=mode,
+        raw=text,
+        detail=f"the answer is not one of the options of {options.name}",
+        path=None,
+    )
+
+
+def _loosely(answer: str, options: Options) -> Option | None:
+    """The one option the answer names once quotes, emphasis, a trailing full stop and
+    case are set aside."""
+    trimmed = answer.strip().strip("`*\"'").rstrip(".").strip().casefold()
+    found = [option for option in options.options if option.label.casefold() == trimmed]
+    return found[0] if len(found) == 1 else None
+
+
+def _ask_again(request: ChatRequest, response: ChatResponse, options: Options) -> ChatRequest:
+    labels = ", ".join(options.labels)
+    feedback = (
+        f"That is not one of the options. Answer with exactly one of: {labels}. "
+        "Write the option alone."
+    )
+    return request.push(response.to_assistant_message()).push(
+        UserMessage(content=(TextPart(text=feedback),))
+    )
+
+
+def _json_spelling(
+    response: ChatResponse, label: str, metadata: ExtractionMetadata
+) -> Spelling | str:
+    if metadata.mode is ExtractionMode.FORCED_TOOL:
+        return "the answer came as a tool call, whose arguments have no log-probabilities"
+    text = response.text() or ""
+    span = json_string_span(text, ROOT_KEY if metadata.root_wrapped else None)
+    if span is None or span[1] != label:
+        return "the answer's JSON string could not be found in the output"
+    return Spelling(span[0], json=True)
+
+
+def _decision(
+    options: Options,
+    option: Option,
+    response: ChatResponse,
+    metadata: ExtractionMetadata,
+    spelling: Spelling | str,
+    logprobs: _Logprobs,
+) -> Decision[Any]:
+    abstained = options.is_abstain(option)
+    measured: Measured | str
+    if not logprobs.ask or logprobs.dropped:
+        measured = logprobs.missing or "not asked for"
+    elif response.logprobs is None:
+        measured = "the provider returned no log-probabilities"
+    elif isinstance(spelling, str):
+        measured = spelling
+    else:
+        measured = measure(
+            response.logprobs, response.text() or "", options.labels, option.label, spelling
+        )
+    if isinstance(measured, str):
+        return Decision(
+            value=option.value,
+            abstained=abstained,
+            response=response,
+            metadata=metadata,
+            probabilities_missing=measured,
+        )
+    by_value = {opt.value: measured.probabilities[opt.label] for opt in options.options}
+    return Decision(
+        value=option.value,
+        abstained=abstained,
+        response=response,
+        metadata=metadata,
+        probabilities=by_value,
+        unresolved=measured.unresolved,
+    )

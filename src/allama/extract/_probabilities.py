@@ -1,0 +1,197 @@
+"""How likely each option of a decision was, from the token log-probabilities reported.
+
+The answer is spelled by tokens; at each of them the provider lists the likeliest
+alternatives. Walking the answer's tokens from where the option starts, every listed
+alternative opens a branch: the text written so far plus that token. A branch only one
+option can still complete is that option's (its probability is the product of the
+probabilities along the way); a branch no option can complete is outside the options; a
+branch several options share, or the probability the provider did not list at all, cannot
+be followed and is counted as `unresolved`. The walk ends at the token after which only the
+chosen option can follow: under a grammar the rest is forced.
+
+So each option's probability is measured from numbers the provider gave, never guessed: it
+is exact when nothing was left unresolved, and any option's true probability is higher by
+at most `unresolved`. Probabilities are conditional on the text before the answer (a JSON
+wrapper, an opening quote), which is the same for every option.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from allama.types import TokenAlternative, TokenLogprob
+
+__all__ = ["Measured", "Spelling", "json_string_span", "measure"]
+
+
+@dataclass(frozen=True, slots=True)
+class Spelling:
+    """Where the chosen label sits in the output text, and how any label would be written
+    there: as plain text (nothing may follow) or inside a JSON string (a closing quote,
+    then anything)."""
+
+    start: int
+    """Character offset of the label's first character in the output text."""
+    json: bool
+
+    def written(self, label: str) -> bytes:
+        if self.json:
+            return json.dumps(label, ensure_ascii=False)[1:-1].encode("utf-8")
+        return label.encode("utf-8")
+
+    @property
+    def closing(self) -> bytes:
+        return b'"' if self.json else b""
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    probabilities: dict[str, float]
+    """Every label, with the probability of the branches that lead to it alone."""
+    unresolved: float
+    """Probability the walk could not attribute: unlisted, or shared by several options."""
+
+
+def measure(
+    tokens: Sequence[TokenLogprob],
+    text: str,
+    labels: Sequence[str],
+    chosen: str,
+    spelling: Spelling,
+) -> Measured | str:
+    """The options' probabilities, or why they cannot be measured from these tokens."""
+    written = text.encode("utf-8")
+    spans: list[tuple[int, bytes]] = []
+    offset = 0
+    for token in tokens:
+        piece = token.utf8()
+        spans.append((offset, piece))
+        offset += len(piece)
+    if offset != len(written) or b"".join(piece for _, piece in spans) != written:
+        return "the tokens the provider reported do not spell the output"
+    start = len(text[: spelling.start].encode("utf-8"))
+    before = written[:start]
+    full = {label: before + spelling.written(label) + spelling.closing for label in labels}
+    if not written.startswith(full[chosen]) and not (not spelling.json and written == full[chosen]):
+        return "the answer is not written in the output as its option is"
+
+    def fits(branch: bytes, label: str, *, ended: bool) -> bool:
+        """Whether the option `label` can still be what a text starting with `branch` says."""
+        whole = full[label]
+        if ended:
+            return not spelling.json and branch == whole
+        if whole.startswith(branch):
+            return True
+        return spelling.json and branch.startswith(whole)
+
+    def fitting(branch: bytes, *, ended: bool) -> list[str]:
+        return [label for label in labels if fits(branch, label, ended=ended)]
+
+    masses = dict.fromkeys(labels, 0.0)
+    unresolved = 0.0
+    path = 0.0  # log-probability of the chosen tokens from the answer's first token on
+    index = next((i for i, (at, piece) in enumerate(spans) if at + len(piece) > start), None)
+    if index is None:
+        return "the tokens the provider reported do not reach the answer"
+    while True:
+        if index >= len(spans):
+            # The output ended: for plain text that is the end of the option (its
+            # probability, the model's choice to stop, was not reported).
+            return _ended(masses, unresolved + math.exp(path))
+        at, piece = spans[index]
+        token = tokens[index]
+        so_far = written[:at]
+        reach = math.exp(path)
+        listed = math.exp(token.logprob)
+        for alternative in _distinct(token):
+            branch = alternative.utf8()
+            if branch == piece:
+                continue
+            weight = math.exp(path + alternative.logprob)
+            listed += math.exp(alternative.logprob)
+            options = fitting(so_far + branch, ended=not branch)
+            if len(options) == 1:
+                masses[options[0]] += weight
+            elif options:
+                unresolved += weight
+        unresolved += reach * max(0.0, 1.0 - listed)
+        options = fitting(so_far + piece, ended=not piece)
+        if chosen not in options:
+            return "the tokens the provider reported do not spell the answer"
+        if options == [chosen]:
+            masses[chosen] += math.exp(path + token.logprob)
+            return Measured(masses, min(1.0, unresolved))
+        path += token.logprob
+        index += 1
+
+
+def _ended(masses: dict[str, float], unresolved: float) -> Measured:
+    return Measured(masses, min(1.0, unresolved))
+
+
+def _distinct(token: TokenLogprob) -> list[TokenAlternative]:
+    return list({alternative.utf8(): alternative for alternative in token.top}.values())
+
+
+def json_string_span(text: str, wrapped_key: str | None) -> tuple[int, str] | None:
+    """The offset of the first character inside the answer's JSON string, and the string,
+    for an answer that is a JSON string or an object with it under `wrapped_key`."""
+    decoder = json.JSONDecoder()
+    index = _skip_space(text, 0)
+    if wrapped_key is None:
+        return _string_at(decoder, text, index)
+    if index >= len(text) or text[index] != "{":
+        return None
+    index = _skip_space(text, index + 1)
+    while index < len(text) and text[index] == '"':
+        key = _string_at(decoder, text, index)
+        if key is None:
+            return None
+        key_start, key_text = key
+        index = _skip_space(text, _string_end(text, key_start))
+        if index >= len(text) or text[index] != ":":
+            return None
+        index = _skip_space(text, index + 1)
+        if key_text == wrapped_key:
+            return _string_at(decoder, text, index)
+        try:
+            _, index = decoder.raw_decode(text, index)
+        except ValueError:
+            return None
+        index = _skip_space(text, index)
+        if index < len(text) and text[index] == ",":
+            index = _skip_space(text, index + 1)
+    return None
+
+
+def _string_at(decoder: json.JSONDecoder, text: str, index: int) -> tuple[int, str] | None:
+    if index >= len(text) or text[index] != '"':
+        return None
+    try:
+        value, _ = decoder.raw_decode(text, index)
+    except ValueError:
+        return None
+    return (index + 1, value) if isinstance(value, str) else None
+
+
+def _string_end(text: str, content_start: int) -> int:
+    """The offset after the closing quote of the JSON string whose content starts here."""
+    index = content_start
+    while index < len(text):
+        char = text[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == '"':
+            return index + 1
+        index += 1
+    return index
+
+
+def _skip_space(text: str, index: int) -> int:
+    while index < len(text) and text[index] in " \t\r\n":
+        index += 1
+    return index

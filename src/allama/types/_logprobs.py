@@ -1,0 +1,48 @@
+"""Token log-probabilities, as the provider reported them for the output text.
+
+Kept token by token, with the alternatives the model weighed at each position, so that a
+caller (and `allama.decide`) can say how likely an answer was from the numbers the provider
+gave, without any made up. The reprs withhold the tokens: they are the model's text.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from allama.types._base import Data
+
+__all__ = ["TokenAlternative", "TokenLogprob"]
+
+
+class TokenAlternative(Data):
+    """A token the model could have written at a position, and its log-probability.
+
+    `token_bytes` is the token's UTF-8 bytes where the provider gives them: a token may
+    hold part of a character, which its text cannot show.
+    """
+
+    token: str
+    logprob: float
+    token_bytes: tuple[int, ...] | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(logprob={self.logprob!r})"
+
+    def utf8(self) -> bytes:
+        """The token's bytes: the provider's where given, else its text encoded."""
+        if self.token_bytes is not None:
+            return bytes(self.token_bytes)
+        return self.token.encode("utf-8")
+
+
+class TokenLogprob(TokenAlternative):
+    """An output token, its log-probability, and the most likely tokens at its position.
+
+    `top` is sorted as the provider sent it (most likely first) and may or may not hold
+    the token itself: under a grammar the chosen token need not be among the likeliest.
+    """
+
+    top: tuple[TokenAlternative, ...] = Field(default=())
+
+    def __repr__(self) -> str:
+        return f"TokenLogprob(logprob={self.logprob!r}, top={len(self.top)})"

@@ -1,0 +1,428 @@
+"""Decisions through the public API, against a local server answering in the providers'
+shapes: the constraint each provider gets, the options checked, and each option's
+probability computed from the token log-probabilities the server returns."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import itertools
+import json
+import math
+import threading
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import pytest
+
+import allama
+from _replay_server import ReplayServer, ReplyHandler
+from allama import (
+    ChatRequest,
+    EnforcementBelowError,
+    ExtractionMode,
+    Extractor,
+    ParseError,
+    SchemaEnforcement,
+    UnsupportedError,
+)
+from allama.extract import EXTRACTION_TOOL
+from allama.mock import MockProvider
+from allama.types import CapabilitySupport, ChatCapability, RequestField, UnsupportedStage
+
+# The server: each test scripts its own route with the replies it wants, in order.
+
+
+class _Server(ReplayServer):
+    replies: dict[str, list[tuple[int, Any]]]
+
+
+class _Handler(ReplyHandler):
+    server: _Server
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        route = self.path.strip("/").split("/")[0]
+        with self.server.lock:
+            self.server.seen.append((self.path, {}, body))
+            status, payload = self.server.replies[route].pop(0)
+        self.send_json(status, payload)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[_Server]:
+    httpd = _Server(("127.0.0.1", 0), _Handler)
+    httpd.seen, httpd.replies, httpd.lock = [], {}, threading.Lock()
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+_ROUTES = itertools.count()
+
+
+def script(server: _Server, *replies: tuple[int, Any]) -> str:
+    """A base URL whose calls get `replies`, one per call."""
+    route = f"r{next(_ROUTES)}"
+    with server.lock:
+        server.replies[route] = list(replies)
+    host, port = server.server_address[:2]
+    return f"http://{host!s}:{port}/{route}"
+
+
+def sent(server: _Server, base: str) -> list[dict[str, Any]]:
+    route = base.rsplit("/", 1)[1]
+    with server.lock:
+        return [body for path, _, body in server.seen if path.startswith(f"/{route}/")]
+
+
+# Chat Completions bodies with log-probabilities, in OpenAI's shape.
+
+
+def alt(token: str, p: float) -> dict[str, Any]:
+    return {"token": token, "logprob": math.log(p), "bytes": list(token.encode())}
+
+
+def tok(token: str, p: float, *top: tuple[str, float]) -> dict[str, Any]:
+    return {**alt(token, p), "top_logprobs": [alt(t, q) for t, q in top]}
+
+
+def completion(content: str, tokens: list[dict[str, Any]] | None) -> tuple[int, Any]:
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": {"role": "assistant", "content": content},
+        "finish_reason": "stop",
+        "logprobs": None if tokens is None else {"content": tokens, "refusal": None},
+    }
+    return 200, {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [choice],
+        "usage": {"prompt_tokens": 50, "completion_tokens": len(tokens or []), "total_tokens": 55},
+    }
+
+
+YES_WRAPPED = [
+    tok('{"', 1.0),
+    tok("value", 1.0),
+    tok('":"', 1.0),
+    tok("Yes", 0.7, ("Yes", 0.7), ("No", 0.2), ("Maybe", 0.05)),
+    tok('"}', 1.0),
+]
+
+
+def openai(base: str) -> allama.HttpProvider:
+    return allama.provider("openai", api_key="sk-test", base_url=base)
+
+
+def question(model: str = "gpt-4o-mini") -> ChatRequest:
+    return ChatRequest(model).system("You check facts.").user("Is the sky blue?")
+
+
+def test_a_yes_no_question_on_openai_is_an_exact_wrapped_enum_with_probabilities(
+    server: _Server,
+) -> None:
+    base = script(server, completion('{"value":"Yes"}', YES_WRAPPED))
+    decision = allama.decide(openai(base), bool, question())
+    assert decision.value is True and decision.abstained is False
+    assert decision.probabilities == pytest.approx({True: 0.7, False: 0.2})
+    # "Maybe" is no option; 5% was not listed: any option may be higher by that much.
+    assert decision.unresolved == pytest.approx(0.05)
+    assert decision.probability == pytest.approx(0.7)
+    assert decision.confidence == pytest.approx(0.7 / 0.9)
+    assert decision.confidence_bounds() == pytest.approx((0.7 / 0.95, 0.75 / 0.95))
+    assert decision.probabilities_missing is None
+    metadata = decision.metadata
+    assert metadata.mode is ExtractionMode.NATIVE and metadata.passes == 1
+    assert metadata.enforcement is SchemaEnforcement.EXACT and metadata.root_wrapped is True
+    (body,) = sent(server, base)
+    assert body["logprobs"] is True and body["top_logprobs"] == 20
+    schema = body["response_format"]["json_schema"]
+    assert body["response_format"]["type"] == "json_schema" and schema["strict"] is True
+    assert schema["schema"]["properties"]["value"]["enum"] == ["Yes", "No"]
+    assert body["messages"] == [
+        {"role": "system", "content": "You check facts."},
+        {
+            "role": "system",
+            "content": "Choose exactly one of the options below.\n\nOptions:\n- Yes\n- No",
+        },
+        {"role": "user", "content": "Is the sky blue?"},
+    ]
+    assert repr(decision) == (
+        "Decision(value=True, confidence=0.778, mode='native', enforcement='exact', passes=1)"
+    )
+
+
+def test_the_async_twin_decides_the_same(server: _Server) -> None:
+    base = script(server, completion('{"value":"Yes"}', YES_WRAPPED))
+    decision = asyncio.run(allama.adecide(openai(base), bool, question()))
+    assert decision.value is True
+    assert decision.probabilities == pytest.approx({True: 0.7, False: 0.2})
+
+
+CITY = Literal["New York", "New Jersey", "Boston"]
+
+
+def city_tokens(jersey_listed: bool) -> list[dict[str, Any]]:
+    second = [(" York", 0.7), (" Y", 0.02)]
+    if jersey_listed:
+        second.insert(1, (" Jersey", 0.25))
+    return [
+        tok('"', 1.0),
+        tok("New", 0.9, ("New", 0.9), ("Boston", 0.06), ("Bos", 0.01)),
+        tok(" York", 0.7, *second),
+        tok('"', 1.0),
+    ]
+
+
+def test_multi_token_options_sharing_a_first_token_follow_each_branch(server: _Server) -> None:
+    # vLLM takes a string at the root of a schema: the answer is a bare JSON string.
+    base = script(server, completion('"New York"', city_tokens(jersey_listed=True)))
+    provider = allama.provider("vllm", base_url=base)
+    decision = allama.decide(provider, CITY, ChatRequest("m").user("Where is Manhattan?"))
+    assert decision.value == "New York"
+    # New York: "New" then " York" (0.9 * 0.7), or "New" then " Y" (0.9 * 0.02); New
+    # Jersey: "New" then " Jersey"; Boston: "Boston" or "Bos" at the first token.
+    assert decision.probabilities == pytest.approx(
+        {"New York": 0.9 * 0.72, "New Jersey": 0.9 * 0.25, "Boston": 0.07}
+    )
+    assert decision.unresolved == pytest.approx(0.03 + 0.9 * 0.03)
+    assert sum(decision.probabilities.values()) <= 1.0
+    assert decision.metadata.root_wrapped is False
+    (body,) = sent(server, base)
+    assert body["response_format"]["json_schema"]["schema"]["enum"] == list(CITY.__args__)
+
+
+def test_an_option_whose_branch_was_not_listed_has_no_confidence_only_bounds(
+    server: _Server,
+) -> None:
+    base = script(server, completion('"New York"', city_tokens(jersey_listed=False)))
+    provider = allama.provider("vllm", base_url=base)
+    decision = allama.decide(provider, CITY, ChatRequest("m").user("Where is Manhattan?"))
+    assert decision.probabilities == pytest.approx(
+        {"New York": 0.9 * 0.72, "New Jersey": 0.0, "Boston": 0.07}
+    )
+    unresolved = 0.03 + 0.9 * 0.28
+    assert decision.unresolved == pytest.approx(unresolved)
+    assert decision.confidence is None
+    total = 0.9 * 0.72 + 0.07 + unresolved
+    assert decision.confidence_bounds() == pytest.approx(
+        (0.9 * 0.72 / total, (0.9 * 0.72 + unresolved) / total)
+    )
+
+
+def test_a_model_without_log_probabilities_is_not_asked_and_says_why(server: _Server) -> None:
+    base = script(server, completion('{"value":"No"}', None))
+    decision = allama.decide(openai(base), bool, question("gpt-5-mini"))
+    assert decision.value is False
+    assert decision.probabilities is None and decision.confidence is None
+    assert decision.probabilities_missing == "`gpt-5-mini` on openai reports no log-probabilities"
+    (body,) = sent(server, base)
+    assert "logprobs" not in body and "top_logprobs" not in body
+
+
+def test_insisting_on_probabilities_where_there_are_none_fails_before_sending(
+    server: _Server,
+) -> None:
+    base = script(server)
+    with pytest.raises(UnsupportedError) as caught:
+        allama.decide(openai(base), bool, question("gpt-5-mini"), probabilities=True)
+    assert caught.value.field is RequestField.LOGPROBS
+    assert caught.value.stage is UnsupportedStage.BEFORE_SENDING
+    assert sent(server, base) == []
+
+
+def test_probabilities_false_never_asks(server: _Server) -> None:
+    base = script(server, completion('{"value":"Yes"}', None))
+    decision = allama.decide(openai(base), bool, question(), probabilities=False)
+    assert decision.probabilities is None
+    assert decision.probabilities_missing == "not asked for (probabilities=False)"
+    assert "logprobs" not in sent(server, base)[0]
+
+
+def test_an_endpoint_that_refuses_log_probabilities_is_asked_again_without(
+    server: _Server,
+) -> None:
+    refused = (
+        400,
+        {"error": {"message": "logprobs is not supported for this model", "type": "invalid"}},
+    )
+    base = script(server, refused, completion('{"value": "Yes"}', None))
+    provider = allama.provider("openai-compatible", base_url=base)
+    decision = allama.decide(provider, bool, ChatRequest("m").user("Is the sky blue?"))
+    assert decision.value is True and decision.metadata.passes == 1
+    assert decision.probabilities is None
+    assert decision.probabilities_missing == (
+        "openai-compatible refused log-probabilities for this model; the decision was asked "
+        "again without them"
+    )
+    first, second = sent(server, base)
+    assert first["logprobs"] is True and "logprobs" not in second
+
+
+def test_forced_tool_decisions_have_no_probabilities(server: _Server) -> None:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": EXTRACTION_TOOL, "arguments": '{"value":"No"}'},
+    }
+    reply = completion("", None)
+    reply[1]["choices"][0]["message"] = {"role": "assistant", "content": None, "tool_calls": [call]}
+    reply[1]["choices"][0]["finish_reason"] = "tool_calls"
+    base = script(server, reply)
+    request = question().with_option(ExtractionMode.FORCED_TOOL)
+    decision = allama.decide(openai(base), bool, request)
+    assert decision.value is False
+    assert decision.metadata.mode is ExtractionMode.FORCED_TOOL
+    assert decision.probabilities_missing == (
+        "the answer came as a tool call, whose arguments have no log-probabilities"
+    )
+    (body,) = sent(server, base)
+    assert "logprobs" not in body
+    assert body["tools"][0]["function"]["parameters"]["properties"]["value"]["enum"] == [
+        "Yes",
+        "No",
+    ]
+
+
+def test_an_answer_outside_the_options_is_never_returned(server: _Server) -> None:
+    # An endpoint that does not enforce the schema answers something else.
+    base = script(server, completion('{"value": "Perhaps"}', None))
+    provider = allama.provider("openai-compatible", base_url=base)
+    with pytest.raises(ParseError) as caught:
+        allama.decide(provider, bool, ChatRequest("m").user("Is the sky blue?"))
+    assert caught.value.metadata.passes == 1
+    assert caught.value.response is not None
+
+
+class Ticket(enum.Enum):
+    BILLING = "billing"
+    """Invoices, charges and refunds."""
+    TECHNICAL = "technical"
+    """Something does not work."""
+
+
+def llama_tok(token: str, p: float, *top: tuple[str, float]) -> dict[str, Any]:
+    """A token as llama.cpp's server reports it: with its id."""
+    return {**tok(token, p, *top), "id": abs(hash(token)) % 50000}
+
+
+def test_llama_cpp_answers_a_grammar_of_the_options_and_may_abstain(server: _Server) -> None:
+    tokens = [
+        llama_tok("none", 0.6, ("none", 0.6), ("billing", 0.1), ("tech", 0.05), ("The", 0.2)),
+        llama_tok(" of", 0.99),
+        llama_tok(" these", 0.99),
+        llama_tok("", 0.9),  # the end of generation, as llama.cpp lists it
+    ]
+    base = script(server, completion("none of these", tokens))
+    provider = allama.provider("llama-cpp", base_url=base)
+    request = ChatRequest("m").user("My cat is sick.")
+    decision = allama.decide(provider, Ticket, request, allow_abstain=True)
+    assert decision.value is None and decision.abstained is True
+    assert decision.probabilities == pytest.approx(
+        {Ticket.BILLING: 0.1, Ticket.TECHNICAL: 0.05, None: 0.6}
+    )
+    assert decision.confidence == pytest.approx(0.6 / 0.75)
+    assert decision.metadata.enforcement is SchemaEnforcement.EXACT
+    (body,) = sent(server, base)
+    assert body["grammar"] == 'root ::= "billing" | "technical" | "none of these"'
+    assert "response_format" not in body
+    assert body["messages"][0] == {
+        "role": "system",
+        "content": (
+            "Answer with exactly one of the options below, written exactly as it is listed, "
+            "and nothing else.\n\nOptions:\n"
+            "- billing: Invoices, charges and refunds.\n"
+            "- technical: Something does not work.\n"
+            "- none of these: none of the other options fits"
+        ),
+    }
+
+
+def test_descriptions_passed_in_go_to_the_model(server: _Server) -> None:
+    base = script(server, completion("billing", None))
+    provider = allama.provider("llama-cpp", base_url=base)
+    allama.decide(
+        provider,
+        Ticket,
+        ChatRequest("m").user("I was charged twice."),
+        descriptions={Ticket.TECHNICAL: "Bugs and outages", "billing": "Money matters"},
+    )
+    (body,) = sent(server, base)
+    assert body["messages"][0]["content"].endswith(
+        "- billing: Money matters\n- technical: Bugs and outages"
+    )
+
+
+def prompt_only(*answers: str) -> MockProvider:
+    """A provider with neither structured output nor tools: the prompt is all there is."""
+    provider = MockProvider(list(answers))
+    for capability in (
+        ChatCapability.STRUCTURED_OUTPUT,
+        ChatCapability.TOOL_CALLS,
+        ChatCapability.FORCED_TOOL_CHOICE,
+        ChatCapability.CHOICE_OUTPUT,
+    ):
+        provider = provider.with_chat_capability(capability, CapabilitySupport.UNSUPPORTED)
+    return provider
+
+
+def test_with_nothing_to_hold_the_answer_the_options_go_in_the_prompt_not_enforced() -> None:
+    provider = prompt_only("No")
+    decision = allama.decide(provider, bool, ChatRequest("m").user("Is fire cold?"))
+    assert decision.value is False
+    assert decision.metadata.enforcement is SchemaEnforcement.NOT_ENFORCED
+    assert [w.message for w in decision.metadata.degradations] == [
+        "mock has neither structured output nor a forced tool for `m`: the options of bool "
+        "were given in the prompt only"
+    ]
+
+
+def test_an_answer_outside_the_options_is_retried_when_asked_and_each_pass_counted() -> None:
+    with pytest.raises(ParseError, match="the answer is not one of the options of bool"):
+        allama.decide(prompt_only("Perhaps"), bool, ChatRequest("m").user("Is fire cold?"))
+    provider = prompt_only("Perhaps", "No")
+    decision = Extractor(retries=1).decide(provider, bool, ChatRequest("m").user("Is fire cold?"))
+    assert decision.value is False and decision.metadata.passes == 2
+    retry = provider.requests[1].messages[-1]
+    assert retry.text() == (
+        "That is not one of the options. Answer with exactly one of: Yes, No. "
+        "Write the option alone."
+    )
+
+
+def test_repair_matches_an_option_written_loosely() -> None:
+    decision = Extractor(repair=True).decide(
+        prompt_only("**no.**"), bool, ChatRequest("m").user("Is fire cold?")
+    )
+    assert decision.value is False and decision.metadata.repaired is True
+
+
+def test_a_floor_the_prompt_cannot_meet_fails_before_sending() -> None:
+    provider = prompt_only("No")
+    with pytest.raises(EnforcementBelowError):
+        Extractor(min_enforcement="exact").decide(provider, bool, ChatRequest("m").user("?"))
+    assert provider.call_count == 0
+
+
+def test_the_test_provider_answers_a_decision_with_its_first_option() -> None:
+    decision = allama.decide(allama.mock.TestProvider(), Ticket, ChatRequest("m").user("?"))
+    assert decision.value is Ticket.BILLING
+    assert decision.probabilities_missing == "the provider returned no log-probabilities"
+
+
+@pytest.mark.parametrize(
+    ("tp", "message"),
+    [
+        (int, r"decide\(\) takes an Enum, a Literal\[...\] or bool"),
+        (Literal[1, "1"], "has two options written `1`"),
+        (Literal[b"x"], "takes str, int, bool and Enum members, not bytes"),
+    ],
+)
+def test_types_that_are_not_choices_are_refused_at_the_call(tp: Any, message: str) -> None:
+    with pytest.raises((TypeError, ValueError), match=message):
+        allama.decide(prompt_only("x"), tp, ChatRequest("m").user("?"))
