@@ -9,9 +9,6 @@ has: a plain-text choice, a JSON Schema enum, a tool argument, or the prompt alo
 
 from __future__ import annotations
 
-import ast
-import inspect
-import textwrap
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -175,6 +172,10 @@ def _member_docs(enum: type[Enum]) -> dict[str, str]:
     """Each member's docstring: the string written under its assignment in the class body
     (read from the source, as documentation tools read attribute docstrings), else a
     `__doc__` the member was given of its own. Nothing when the source is not at hand."""
+    import ast  # documentation is read once per Enum: these load only when it is
+    import inspect
+    import textwrap
+
     found: dict[str, str] = {}
     class_doc = enum.__doc__
     for member in enum:
@@ -202,7 +203,9 @@ def _member_docs(enum: type[Enum]) -> dict[str, str]:
     return {name: doc for name, doc in found.items() if name in enum.__members__}
 
 
-def _assigned_name(node: ast.stmt) -> str | None:
+def _assigned_name(node: Any) -> str | None:
+    import ast
+
     if isinstance(node, ast.Assign) and len(node.targets) == 1:
         target = node.targets[0]
         return target.id if isinstance(target, ast.Name) else None

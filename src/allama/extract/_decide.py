@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from allama.errors import Error, InvalidRequestError, UnsupportedError
-from allama.extract._choices import Option, Options
+from allama.extract._choices import Option, Options, options_of
 from allama.extract._engine import Outcome, Send, Settings, extract_steps, select_mode
 from allama.extract._errors import MissingStructuredTextError, ParseError, _Failure
 from allama.extract._metadata import ExtractionMetadata
@@ -41,7 +41,7 @@ from allama.types import (
     Warning,
 )
 
-__all__ = ["Decision", "decide_steps"]
+__all__ = ["Decision", "decide_steps", "options_of"]
 
 C = TypeVar("C")
 

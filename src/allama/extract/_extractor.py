@@ -7,8 +7,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from allama._lazy import deferred_module
-from allama.extract._choices import options_of
-from allama.extract._decide import Decision, decide_steps
 from allama.extract._engine import (
     Extracted,
     ExtractionPlan,
@@ -32,10 +30,14 @@ from allama.types import ChatRequest, ChatResponse
 # Streamed extraction (and its partial values) is loaded by the first stream, so that a
 # program that never streams never loads it.
 if TYPE_CHECKING:
+    from allama.extract import _decide as deciding
     from allama.extract import _stream as streaming
+    from allama.extract._decide import Decision
     from allama.extract._stream import AsyncExtractionStream, ExtractionStream
 else:
     streaming = deferred_module("allama.extract._stream", globals(), "streaming")
+    # Decisions likewise, by the first decision.
+    deciding = deferred_module("allama.extract._decide", globals(), "deciding")
 
 T = TypeVar("T")
 C = TypeVar("C")
@@ -365,8 +367,10 @@ class Extractor:
         _setting("allow_abstain", allow_abstain, bool, "True or False")
         if probabilities is not None:
             _setting("probabilities", probabilities, bool, "True, False or None")
-        options = options_of(tp, descriptions, allow_abstain=allow_abstain)
-        return decide_steps(self._settings, provider, options, request, probabilities=probabilities)
+        options = deciding.options_of(tp, descriptions, allow_abstain=allow_abstain)
+        return deciding.decide_steps(
+            self._settings, provider, options, request, probabilities=probabilities
+        )
 
     def plan(
         self, provider: ChatProvider, tp: Any, request: ChatRequest, *, stream: bool = False
