@@ -426,3 +426,98 @@ def test_the_test_provider_answers_a_decision_with_its_first_option() -> None:
 def test_types_that_are_not_choices_are_refused_at_the_call(tp: Any, message: str) -> None:
     with pytest.raises((TypeError, ValueError), match=message):
         allama.decide(prompt_only("x"), tp, ChatRequest("m").user("?"))
+
+
+# The other dialects that report log-probabilities, each in its own shape.
+
+
+def test_gemini_answers_text_x_enum_with_its_logprobs_result(server: _Server) -> None:
+    def candidate(token: str, p: float) -> dict[str, Any]:
+        return {"token": token, "tokenId": len(token), "logProbability": math.log(p)}
+
+    body = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"text": "Positive"}]},
+                "finishReason": "STOP",
+                "logprobsResult": {
+                    "chosenCandidates": [candidate("Positive", 0.8)],
+                    "topCandidates": [
+                        {"candidates": [candidate("Positive", 0.8), candidate("Negative", 0.15)]}
+                    ],
+                },
+            }
+        ],
+        "usageMetadata": {"promptTokenCount": 30, "candidatesTokenCount": 1},
+        "modelVersion": "gemini-2.0-flash",
+    }
+    base = script(server, (200, body))
+    provider = allama.provider("gemini", api_key="k", base_url=base)
+    sentiment = Literal["Positive", "Negative"]
+    decision = allama.decide(provider, sentiment, ChatRequest("gemini-2.0-flash").user("Great!"))
+    assert decision.value == "Positive"
+    assert decision.probabilities == pytest.approx({"Positive": 0.8, "Negative": 0.15})
+    assert decision.unresolved == pytest.approx(0.05)
+    assert decision.metadata.enforcement is SchemaEnforcement.EXACT
+    (sent_body,) = sent(server, base)
+    config = sent_body["generationConfig"]
+    assert config["responseMimeType"] == "text/x.enum"
+    assert config["responseSchema"] == {"type": "STRING", "enum": ["Positive", "Negative"]}
+    assert config["responseLogprobs"] is True and config["logprobs"] == 20
+
+
+def test_ollama_native_reports_the_answer_tokens_logprobs(server: _Server) -> None:
+    # Ollama's `format` takes a string at the root: the answer is a bare JSON string.
+    tokens = [tok('"', 1.0), tok("No", 0.6, ("No", 0.6), ("Yes", 0.3)), tok('"', 1.0)]
+    body = {
+        "model": "llama3.2",
+        "created_at": "2026-12-01T10:00:00Z",
+        "message": {"role": "assistant", "content": '"No"'},
+        "done": True,
+        "done_reason": "stop",
+        "prompt_eval_count": 20,
+        "eval_count": 6,
+        "logprobs": tokens,
+    }
+    base = script(server, (200, body))
+    provider = allama.provider("ollama", base_url=base)
+    decision = allama.decide(provider, bool, ChatRequest("llama3.2").user("Is fire cold?"))
+    assert decision.value is False
+    assert decision.probabilities == pytest.approx({True: 0.3, False: 0.6})
+    (sent_body,) = sent(server, base)
+    assert sent_body["logprobs"] is True and sent_body["top_logprobs"] == 20
+
+
+def test_the_responses_api_reports_output_text_logprobs(server: _Server) -> None:
+    text = '{"value":"Yes"}'
+    body = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "model": "gpt-4.1-mini",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [
+                    {
+                        "type": "output_text",
+                        "text": text,
+                        "annotations": [],
+                        "logprobs": YES_WRAPPED,
+                    }
+                ],
+            }
+        ],
+        "usage": {"input_tokens": 40, "output_tokens": 5, "total_tokens": 45},
+    }
+    base = script(server, (200, body))
+    provider = allama.provider("openai", api="responses", api_key="k", base_url=base)
+    decision = allama.decide(provider, bool, question("gpt-4.1-mini"))
+    assert decision.value is True
+    assert decision.probabilities == pytest.approx({True: 0.7, False: 0.2})
+    (sent_body,) = sent(server, base)
+    assert "message.output_text.logprobs" in sent_body["include"]
+    assert sent_body["top_logprobs"] == 20
