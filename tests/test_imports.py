@@ -34,6 +34,7 @@ LAZY_PACKAGES = (
     "allama.adapters.openai_responses",
     "allama.adapters.ollama",
     "allama.extract",
+    "allama.batch",
     "allama.local",
     "allama.wrappers",
     "allama.mock",
@@ -132,8 +133,15 @@ def test_unknown_names_are_attribute_errors() -> None:
 
 def test_import_allama_loads_almost_nothing() -> None:
     loaded = _run("import allama\n" + LOADED.format(prefix="m.startswith('allama')"))
-    # The two modules named like public functions, and the (lazy) vocabulary package.
-    assert loaded == ["allama", "allama._lazy", "allama.extract", "allama.provider", "allama.types"]
+    # The three modules named like public functions, and the (lazy) vocabulary package.
+    assert loaded == [
+        "allama",
+        "allama._lazy",
+        "allama.batch",
+        "allama.extract",
+        "allama.provider",
+        "allama.types",
+    ]
 
 
 def test_building_a_provider_loads_no_model_and_no_other_subsystem() -> None:

@@ -13,6 +13,16 @@ from allama._lazy import lazy_names as _lazy_names
 from allama._lazy import load as _load
 
 if TYPE_CHECKING:
+    from allama._prices import Cost
+    from allama.batch import (
+        AsyncBatchRun,
+        BatchFailure,
+        BatchResult,
+        BatchRun,
+        BatchSummary,
+        abatch,
+        batch,
+    )
     from allama.errors import (
         AuthenticationError,
         ContextWindowExceededError,
@@ -130,14 +140,16 @@ if TYPE_CHECKING:
         RetryPolicy,
     )
 
-# Two public functions share their names with modules of this package: `provider` (the
-# module `allama.provider` holds the `ChatProvider` protocol) and `extract` (the package
-# `allama.extract`). Importing a module sets it as an attribute of its package, which would
-# hide the function if it happened after the function was looked up; both modules are light,
-# so they are loaded here, once, and their attributes cleared for the functions' look-up.
+# Three public functions share their names with modules of this package: `provider` (the
+# module `allama.provider` holds the `ChatProvider` protocol), `extract` and `batch` (the
+# packages `allama.extract` and `allama.batch`). Importing a module sets it as an attribute
+# of its package, which would hide the function if it happened after the function was looked
+# up; the three modules are light, so they are loaded here, once, and their attributes
+# cleared for the functions' look-up.
 _load("allama.provider")
 _load("allama.extract")
-del globals()["provider"], globals()["extract"]
+_load("allama.batch")
+del globals()["provider"], globals()["extract"], globals()["batch"]
 
 _getattr, __dir__ = _lazy_names(
     __name__,
@@ -217,6 +229,7 @@ _getattr, __dir__ = _lazy_names(
             "WarningKind",
         ),
         "allama._degradations": ("Degradations",),
+        "allama._prices": ("Cost",),
         "allama.stream": (
             "AsyncChatStream",
             "ChatStream",
@@ -231,6 +244,15 @@ _getattr, __dir__ = _lazy_names(
             "provider",
         ),
         "allama.local": ("LlamaCppProvider",),
+        "allama.batch": (
+            "AsyncBatchRun",
+            "BatchFailure",
+            "BatchResult",
+            "BatchRun",
+            "BatchSummary",
+            "abatch",
+            "batch",
+        ),
         "allama.extract": (
             "ABSTAIN_LABEL",
             "AsyncExtractionStream",
@@ -279,6 +301,13 @@ logging.getLogger("allama").addHandler(logging.NullHandler())
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncBatchRun",
+    "BatchFailure",
+    "BatchResult",
+    "BatchRun",
+    "BatchSummary",
+    "abatch",
+    "batch",
     "HttpProvider",
     "OpenAICompatibleProvider",
     "LlamaCppProvider",
@@ -333,6 +362,7 @@ __all__ = [
     "ChatValidation",
     "ContentBlock",
     "ContextWindowExceededError",
+    "Cost",
     "Degradations",
     "DeveloperMessage",
     "Error",

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from allama._lazy import deferred_module
 from allama.errors import EXTRACTION_METADATA_KEY, Error, MessageOrigin, UnsupportedError
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.types import ChatResponse, RequestField, UnsupportedStage, Usage, Warning
 from allama.types._base import DEFER_BUILD
+
+if TYPE_CHECKING:
+    from allama import _prices
+    from allama._prices import Charge, Cost
+else:
+    # Loaded when a cost is first read: an extraction whose cost nobody reads never is.
+    _prices = deferred_module("allama._prices", globals(), "_prices")
 
 
 class AutoFallback(BaseModel):
@@ -52,8 +61,20 @@ class ExtractionMetadata(BaseModel):
     (`{"value": ...}`), because the provider takes only an object at the root; the value
     returned is the unwrapped one.
 
-    A record written by a newer version reads back: fields this version does not know are
-    left out.
+    `cost` is what the responses in `usage` cost in money, summed (`Cost`: input, output
+    and total as `Decimal`, with the source of the prices), from the optional
+    `genai-prices` package (`pip install 'allama[prices]'`); when it is `None`,
+    `cost_missing` says why (a model run locally, a model genai-prices does not know, no
+    usage reported, the package not installed), and it is `None` whenever `cost` is not.
+    The cost is worked out the first time either is read, and kept: an extraction whose
+    caller never reads it does no pricing. `priced(batch=True)` is the same usage at the
+    provider's batch prices.
+
+    The JSON form (`to_json_dict`) carries the cost (`"cost"`) or its reason
+    (`"cost_missing"`), worked out then, and `from_json_dict` reads it back. A record
+    written by a newer version reads back: fields this version does not know are left
+    out. Two records are equal when their fields are: the cost, which follows from them,
+    is left out of the comparison, so a record read back equals the one written.
     """
 
     model_config = ConfigDict(extra="ignore", validate_assignment=False, defer_build=DEFER_BUILD)
@@ -68,13 +89,54 @@ class ExtractionMetadata(BaseModel):
     undeclared_key_rejections: int = 0
     root_wrapped: bool = False
 
+    # What the cost is worked out from lives in the instance's `__dict__` beside the
+    # fields, under `_CHARGES` (a tuple: a charge per response, or the cost or reason read
+    # back from JSON) and `_PRICED` (the results, by `batch`). Not pydantic private
+    # attributes: those cost every record at construction, and this costs a record that
+    # is never priced one tuple per response. Pydantic leaves such keys out of dumps and
+    # equality, and `model_copy` carries them (both immutable or rebound, never mutated,
+    # so a shallow copy cannot see the other's later responses).
+
     @classmethod
     def new(cls, mode: ExtractionMode) -> ExtractionMetadata:
         """The record of an extraction in `mode` that has made no provider call yet."""
         return cls(mode=mode)
 
+    # Cost in money, worked out when first read.
+
+    @property
+    def cost(self) -> Cost | None:
+        """What the responses cost, summed; `None` when unknown (`cost_missing` says why)."""
+        priced = self.priced()
+        return priced if isinstance(priced, _prices.Cost) else None
+
+    @property
+    def cost_missing(self) -> str | None:
+        """Why `cost` is `None` (such as `"no price for a model run locally (ollama)"`);
+        `None` when there is a cost."""
+        priced = self.priced()
+        return None if isinstance(priced, _prices.Cost) else priced
+
+    def priced(self, *, batch: bool = False) -> Cost | str:
+        """The cost of the responses, or the reason there is none, worked out once.
+
+        `batch=True` prices the same usage at the provider's batch prices (its batch API),
+        where genai-prices has them, and says why not otherwise.
+
+        >>> ExtractionMetadata.new(ExtractionMode.NATIVE).priced()
+        'no usage was reported'
+        """
+        state = self.__dict__
+        cached: dict[bool, Cost | str] | None = state.get(_PRICED)
+        if cached is not None and batch in cached:
+            return cached[batch]
+        priced = _prices.price(state.get(_CHARGES, ()), batch=batch)
+        state[_PRICED] = {**(cached or {}), batch: priced}
+        return priced
+
     def to_json_dict(self) -> dict[str, Any]:
-        """The JSON form, leaving out what is unset (as the error context stores it)."""
+        """The JSON form, leaving out what is unset (as the error context stores it), with
+        the cost or the reason there is none, once a response was recorded."""
         data = self.model_dump(mode="json")
         if self.usage is not None:
             # An unreported count stays out, rather than reaching a log line as `null`.
@@ -88,6 +150,12 @@ class ExtractionMetadata(BaseModel):
         ):
             if data.get(key) == empty:
                 del data[key]
+        if _CHARGES in self.__dict__:
+            priced = self.priced()
+            if isinstance(priced, _prices.Cost):
+                data["cost"] = priced.to_json_dict()
+            else:
+                data["cost_missing"] = priced
         return data
 
     @classmethod
@@ -113,6 +181,7 @@ class ExtractionMetadata(BaseModel):
         """Read a record's JSON form, leaving out fields this version does not know (in the
         record, its usage and its warnings), so records from a newer version read back."""
         known = dict(data)
+        priced = _read_cost(known.pop("cost", None), known.pop("cost_missing", None))
         usage = known.get("usage")
         if isinstance(usage, dict):
             known["usage"] = _only(usage, Usage)
@@ -121,7 +190,12 @@ class ExtractionMetadata(BaseModel):
             known["degradations"] = [
                 _only(w, Warning) if isinstance(w, dict) else w for w in warnings
             ]
-        return cls.model_validate(known)
+        record = cls.model_validate(known)
+        if priced is None and record.usage is not None:
+            priced = UNRECORDED_COST
+        if priced is not None:
+            record.__dict__[_CHARGES] = (priced,)
+        return record
 
     def attach_to(self, error: Error) -> Error:
         error.context.metadata[EXTRACTION_METADATA_KEY] = self.to_json_dict()
@@ -171,8 +245,15 @@ class ExtractionMetadata(BaseModel):
     def record_usage_and_degradations(
         self, response: ChatResponse, reword: Callable[[Warning], Warning]
     ) -> None:
-        if response.usage is not None:
-            self.usage = response.usage if self.usage is None else self.usage + response.usage
+        usage = response.usage
+        if usage is not None:
+            self.usage = usage if self.usage is None else self.usage + usage
+        # Kept for the cost, priced only when it is read (an `allama._prices.Charge`).
+        state = self.__dict__
+        charge: Charge = (response.provider, response.model, usage, time.time())
+        charges: tuple[Charge | Cost | str, ...] | None = state.get(_CHARGES)
+        state[_CHARGES] = (charge,) if charges is None else (*charges, charge)
+        state.pop(_PRICED, None)
         field = counted_field(self.mode)
         if field is None:
             return
@@ -200,3 +281,22 @@ class ExtractionMetadata(BaseModel):
         return f"ExtractionMetadata({', '.join(shown)})"
 
     __str__ = __repr__
+
+
+_CHARGES = "_charges"
+_PRICED = "_priced"
+
+UNRECORDED_COST = "the record was written without its cost"
+"""The reason a record read back has no cost: written before costs were recorded."""
+
+
+def _read_cost(cost: Any, missing: Any) -> Cost | str | None:
+    """A record's stored cost or reason; a reason when it is there but unreadable."""
+    if isinstance(cost, dict):
+        try:
+            return _prices.Cost.from_json_dict(cost)
+        except ValueError:
+            return "the record's cost could not be read"
+    if isinstance(missing, str):
+        return missing
+    return None

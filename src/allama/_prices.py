@@ -1,0 +1,369 @@
+"""Cost in money of what a provider reported, from the `genai-prices` package.
+
+`genai-prices` is an optional extra (`pip install 'allama[prices]'`): its price data ships
+inside the package (no network at run time) and it is imported the first time a cost is
+asked for, never before. Every question gets an answer, never an exception: a `Cost`, or
+the reason there is none (a model run locally, an unknown model, no usage reported, the
+package not installed).
+
+How allama's names meet genai-prices' (`PROVIDER_IDS` below):
+
+- a preset name becomes genai-prices' provider id (`azure-openai` → `azure`, `gemini` and
+  `vertex-gemini` → `google`, `xai` → `x-ai`, `workers-ai` → `cloudflare`, the others
+  their own name); a name allama does not know goes to genai-prices as it is, which
+  matches provider ids loosely (`bedrock` → `aws`);
+- local and self-hosted presets (`local`, `llama-cpp`, `ollama`, `ollama-openai`,
+  `vllm`) have no price, and neither have endpoints of the caller's own
+  (`openai-compatible`, `anthropic-compatible`), whatever their model is called;
+- allama's `Usage` counts cache reads and writes inside `input_tokens`, and reasoning
+  inside `output_tokens`, which is how genai-prices counts them too: the counts go over
+  as they are, and reasoning tokens are not added again.
+
+The model is the one the response names (adapters fall back to the request's). Looking a
+(provider, model) pair up is cached, misses included, so a repeated question costs only
+genai-prices' arithmetic. Prices are those in force when the call was made (a record
+keeps the time of each response), which matters for time-of-day prices (DeepSeek's
+off-peak hours).
+
+Batch prices (a provider's batch API, about half price) are the same usage priced with
+genai-prices' `{"processing": "batch"}` context; a model without a batch price answers
+with the reason rather than the standard price.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from allama.types import Usage
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from genai_prices.types import ModelInfo, Provider
+
+__all__ = [
+    "INSTALL_HINT",
+    "LOCAL_PRESETS",
+    "OWN_ENDPOINTS",
+    "PROVIDER_IDS",
+    "Charge",
+    "Cost",
+    "cost_of",
+    "price",
+]
+
+INSTALL_HINT = "install allama[prices] for costs"
+"""The reason a cost is missing when `genai-prices` is not installed."""
+
+PROVIDER_IDS: Mapping[str, str] = {
+    "openai": "openai",
+    "azure-openai": "azure",
+    "azure-foundry": "azure",
+    "azure-anthropic": "azure",
+    "anthropic": "anthropic",
+    "gemini": "google",
+    "vertex-gemini": "google",
+    "groq": "groq",
+    "xai": "x-ai",
+    "mistral": "mistral",
+    "openrouter": "openrouter",
+    "deepseek": "deepseek",
+    "together": "together",
+    "fireworks": "fireworks",
+    "workers-ai": "cloudflare",
+}
+"""genai-prices' provider id for each allama preset it has prices for. Azure's id falls
+back to OpenAI's, Anthropic's and others' models; DeepInfra has no prices there."""
+
+LOCAL_PRESETS = frozenset({"local", "llama-cpp", "ollama", "ollama-openai", "vllm"})
+"""Presets of a model run locally or self-hosted: no price list applies."""
+
+OWN_ENDPOINTS = frozenset({"openai-compatible", "anthropic-compatible"})
+"""Presets of an endpoint the caller names: its model names say nothing of its prices."""
+
+_BATCH: Mapping[str, str] = {"processing": "batch"}
+
+# What the reasons say.
+NO_USAGE = "no usage was reported"
+NO_PROVIDER = "the response names no provider"
+NO_MODEL = "the response names no model"
+NO_INPUT = "the provider did not report the input tokens"
+NO_OUTPUT = "the provider did not report the output tokens"
+STANDARD_ONLY = "the record holds its cost at standard prices only, not at batch prices"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cost:
+    """What calls cost in money, by input and output, with where the prices came from.
+
+    `input` covers every input token (cached reads and writes at their own prices),
+    `output` every output token (reasoning included); `total` is their sum plus any
+    per-request fee. Amounts are exact `Decimal`s in `currency` (genai-prices' prices are
+    in US dollars). `source` names the price data and what it matched, such as
+    `"genai-prices 0.2.3, openai/gpt-4o"`; `batch` says the prices are a provider's batch
+    prices.
+
+    >>> a = Cost(input=Decimal("0.25"), output=Decimal("1"), total=Decimal("1.25"), source="s")
+    >>> (a + a).total
+    Decimal('2.50')
+    """
+
+    input: Decimal
+    output: Decimal
+    total: Decimal
+    currency: str = "USD"
+    source: str
+    batch: bool = False
+
+    def __add__(self, other: Cost) -> Cost:
+        if not isinstance(other, Cost):
+            return NotImplemented
+        if other.currency != self.currency:
+            raise ValueError(f"cannot add a cost in {other.currency} to one in {self.currency}")
+        return Cost(
+            input=self.input + other.input,
+            output=self.output + other.output,
+            total=self.total + other.total,
+            currency=self.currency,
+            source=_joined(self.source, other.source),
+            batch=self.batch and other.batch,
+        )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The JSON form: amounts as decimal strings, so they read back exactly."""
+        data: dict[str, Any] = {
+            "input": str(self.input),
+            "output": str(self.output),
+            "total": str(self.total),
+            "currency": self.currency,
+            "source": self.source,
+        }
+        if self.batch:
+            data["batch"] = True
+        return data
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> Cost:
+        """Read the JSON form back; a `ValueError` when it is not one."""
+        try:
+            return cls(
+                input=_decimal(data["input"]),
+                output=_decimal(data["output"]),
+                total=_decimal(data["total"]),
+                currency=str(data.get("currency", "USD")),
+                source=str(data.get("source", "")),
+                batch=data.get("batch") is True,
+            )
+        except (KeyError, TypeError, InvalidOperation) as why:
+            raise ValueError(f"not a cost: {why}") from None
+
+    def __str__(self) -> str:
+        kind = " at batch prices" if self.batch else ""
+        return f"{self.total} {self.currency}{kind} ({self.source})"
+
+
+def _decimal(value: Any) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise TypeError(f"{value!r} is not an amount")
+    return Decimal(value)
+
+
+def _joined(a: str, b: str) -> str:
+    if a == b or not b:
+        return a
+    if not a:
+        return b
+    return f"{a}; {b}"
+
+
+Charge: TypeAlias = tuple[str | None, str | None, Usage | None, float]
+"""One response's provider, model, usage and the time it arrived (`time.time()`): what an
+extraction's record keeps per response, a plain tuple so that keeping it costs nothing."""
+
+
+def price(entries: Iterable[Charge | Cost | str], *, batch: bool = False) -> Cost | str:
+    """The summed cost of `entries`, or the first reason one of them has no cost.
+
+    An entry is a `Charge` to price, or a result already known (a record read back holds
+    its cost or its reason). No entries: no usage was reported.
+    """
+    known: Cost | None = None
+    charged: Cost | None = None
+    matched: list[str] = []
+    label = ""
+    for entry in entries:
+        if isinstance(entry, str):
+            return entry
+        if isinstance(entry, Cost):
+            if batch and not entry.batch:
+                return STANDARD_ONLY
+            known = entry if known is None else known + entry
+            continue
+        try:
+            priced = _price_charge(entry, batch)
+        except Exception as why:  # Whatever genai-prices raises, a cost never does.
+            priced = f"genai-prices could not price {entry[1]!r} at {entry[0]}: {why}"
+        if isinstance(priced, str):
+            return priced
+        one, ref, label = priced
+        if ref not in matched:
+            matched.append(ref)
+        charged = one if charged is None else charged + one
+    if charged is not None:
+        # One source however many passes matched the same model.
+        charged = replace(charged, source=f"{label}, {' + '.join(matched)}")
+        return charged if known is None else known + charged
+    return known if known is not None else NO_USAGE
+
+
+def cost_of(
+    provider: str | None,
+    model: str | None,
+    usage: Usage | None,
+    *,
+    at: datetime | None = None,
+    batch: bool = False,
+) -> Cost | str:
+    """What `usage` of `model` at `provider` (an allama preset name) cost, or why unknown.
+
+    `at` is when the call was made (now when `None`; without a time zone, UTC, as
+    genai-prices reads it); `batch=True` asks for the provider's batch price of the same
+    usage.
+    """
+    if at is not None and at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    when = (at or datetime.now(tz=UTC)).timestamp()
+    return price([(provider, model, usage, when)], batch=batch)
+
+
+# Pricing one charge.
+
+
+def _reason_before_lookup(provider: str | None, model: str | None, usage: Usage | None) -> str:
+    """The reason a charge has no price that needs no price data, else ``""``."""
+    if provider is None:
+        return NO_PROVIDER
+    if provider in LOCAL_PRESETS:
+        return f"no price for a model run locally ({provider})"
+    if provider in OWN_ENDPOINTS:
+        return f"no price list for an endpoint of your own ({provider})"
+    if usage is None:
+        return NO_USAGE
+    if usage.input_tokens is None:
+        return NO_INPUT
+    if usage.output_tokens is None:
+        return NO_OUTPUT
+    if not model:
+        return NO_MODEL
+    return ""
+
+
+def _genai_prices() -> ModuleType | None:
+    try:
+        import genai_prices
+    except ImportError:
+        return None
+    return genai_prices
+
+
+def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
+    """The cost of one charge, the `provider/model` it matched, and the price data's name."""
+    provider, model, usage, at = entry
+    reason = _reason_before_lookup(provider, model, usage)
+    if reason:
+        return reason
+    assert provider is not None and model is not None and usage is not None
+    genai_prices = _genai_prices()
+    if genai_prices is None:
+        return INSTALL_HINT
+    version: str = genai_prices.__version__
+    found = _lookup(genai_prices, provider, model)
+    if isinstance(found, str):
+        return found
+    gp_provider, gp_model = found
+    when = datetime.fromtimestamp(at, tz=UTC)
+    ref = f"{gp_provider.id}/{gp_model.id}"
+    if batch and not _has_batch_price(gp_provider, gp_model, when):
+        return f"genai-prices {version} has no batch price for {ref}"
+    try:
+        counts = genai_prices.Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+        )
+        calculated = gp_model.calc_price(
+            counts,
+            gp_provider,
+            genai_request_timestamp=when,
+            price_context=_BATCH if batch else None,
+        )
+    except ValueError as why:  # Counts that do not add up (more cached than input).
+        return f"genai-prices {version} could not price the usage for {ref}: {why}"
+    label = f"genai-prices {version}"
+    if calculated.auto_update_timestamp is not None:
+        label += f" (prices of {calculated.auto_update_timestamp:%Y-%m-%d})"
+    cost = Cost(
+        input=calculated.input_price,
+        output=calculated.output_price,
+        total=calculated.total_price,
+        source=f"{label}, {ref}",
+        batch=batch,
+    )
+    return cost, ref, label
+
+
+def _has_batch_price(provider: Provider, model: ModelInfo, when: datetime) -> bool:
+    """genai-prices applies a batch price only to the provider's own models (not to those
+    it falls back to, as Azure to OpenAI's), and answers the standard price otherwise."""
+    if not any(model is own for own in provider.models):
+        return False
+    for variant in model.price_variants or ():
+        if variant.when == _BATCH and (
+            variant.constraint is None or variant.constraint.active(when)
+        ):
+            return True
+    return False
+
+
+# (provider id, model) → genai-prices' provider and model, or why there is none. Tied to
+# the price data it was looked up in: genai-prices' `UpdatePrices` can swap the data.
+_found: dict[tuple[str, str], tuple[Provider, ModelInfo] | str] = {}
+_found_in: list[object] = [None]
+_FOUND_LIMIT = 4096
+
+
+def _lookup(
+    genai_prices: ModuleType, provider: str, model: str
+) -> tuple[Provider, ModelInfo] | str:
+    snapshot = genai_prices.data_snapshot.get_snapshot()
+    if _found_in[0] is not snapshot or len(_found) >= _FOUND_LIMIT:
+        _found.clear()
+        _found_in[0] = snapshot
+    provider_id = PROVIDER_IDS.get(provider, provider)
+    key = (provider_id, model)
+    found = _found.get(key)
+    if found is None:
+        found = _found[key] = _find(snapshot, genai_prices.__version__, provider_id, model)
+    return found
+
+
+def _find(
+    snapshot: Any, version: str, provider_id: str, model: str
+) -> tuple[Provider, ModelInfo] | str:
+    ref = model.rsplit("/", 1)[-1] if provider_id == "google" else model
+    try:
+        gp_provider: Provider = snapshot.find_provider(None, provider_id, None)
+    except LookupError:
+        return f"genai-prices {version} has no prices for the provider {provider_id!r}"
+    try:
+        found: tuple[Provider, ModelInfo] = snapshot.find_provider_model(
+            ref, gp_provider, None, None
+        )
+    except LookupError:
+        return f"genai-prices {version} has no price for {model!r} at {gp_provider.id}"
+    return found

@@ -1,0 +1,378 @@
+"""The ledger: an SQLite file that makes a batch run resumable without paying twice.
+
+One row per input, keyed by a hash of what determines its answer (the request, the type's
+schema, the provider). Before an input is sent, its row is claimed in a committed
+transaction that counts the attempt, so an input is never sent more often than its recorded
+attempts, whenever the process dies; a finished input's value, record or error is committed
+as it finishes, so nothing finished is lost. A later run skips what is finished and takes
+over what a dead run left in flight.
+
+Two runs may share a ledger: claims are atomic (`BEGIN IMMEDIATE`), and an input in flight
+in a run that is alive (its process is running, or its heartbeat is recent) is left to it.
+WAL mode lets `allama batch status` read beside a writer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Claim", "Ledger", "LedgerRow", "Status"]
+
+SCHEMA_VERSION = 1
+
+HEARTBEAT_SECONDS = 5.0
+"""How often a live run says so; a run on another host silent for `STALE_AFTER` is dead."""
+STALE_AFTER = 60.0
+
+
+class Status:
+    IN_FLIGHT = "in_flight"
+    DONE = "done"
+    FAILED = "failed"
+    PENDING = "pending"
+    """Tried, and to be tried again (a retryable failure when the run stopped)."""
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    pid_started TEXT,
+    started_at REAL NOT NULL,
+    heartbeat REAL NOT NULL,
+    finished_at REAL,
+    settings TEXT NOT NULL,
+    stopped TEXT
+);
+CREATE TABLE IF NOT EXISTS items (
+    key TEXT PRIMARY KEY,
+    position INTEGER NOT NULL,
+    label TEXT,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    run_id TEXT,
+    claimed_at REAL,
+    finished_at REAL,
+    seconds REAL,
+    value TEXT,
+    record TEXT,
+    error TEXT,
+    cost TEXT,
+    tokens INTEGER
+);
+CREATE INDEX IF NOT EXISTS items_status ON items (status);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRow:
+    """One input as the ledger holds it."""
+
+    key: str
+    position: int
+    label: str | None
+    status: str
+    attempts: int
+    run_id: str | None
+    seconds: float | None
+    value: str | None
+    """The validated value as JSON text (done rows)."""
+    record: dict[str, Any] | None
+    error: dict[str, Any] | None
+    """The error's log view (kind, provider, status, allama's own words): never model text."""
+    cost: str | None
+    tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The outcome of claiming an input: `row` is what the ledger held before, if anything.
+
+    `granted`: the input is this run's to send (its attempts already counted). Otherwise it
+    is finished (`row.status` done or failed), or in flight in a live run (`elsewhere`)."""
+
+    granted: bool
+    attempts: int
+    row: LedgerRow | None = None
+    elsewhere: bool = False
+
+
+def _process_started(pid: int) -> str | None:
+    """When process `pid` started (Linux: its start time in clock ticks), to tell a live
+    process from a later one that reuses its id."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return fields[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int, started: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return started is None or _process_started(pid) == started
+
+
+class Ledger:
+    """An SQLite ledger for one run (`run_id`), safe to share with other runs and readers.
+
+    Used from one thread at a time per instance (the batch runner's event loop)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, settings: dict[str, Any] | None = None):
+        self.path = Path(path)
+        self.run_id = uuid.uuid4().hex
+        self._connection = sqlite3.connect(
+            self.path, timeout=60.0, isolation_level=None, check_same_thread=False
+        )
+        self._lock = threading.Lock()
+        self._host = socket.gethostname()
+        self._pid = os.getpid()
+        self._last_beat = 0.0
+        self._live_runs: dict[str, bool] = {}
+        with self._lock:
+            db = self._connection
+            db.execute("PRAGMA busy_timeout = 60000")
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+            db.executescript(_SCHEMA)
+            db.execute(
+                "INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+            if settings is not None:
+                now = time.time()
+                db.execute(
+                    "INSERT INTO runs (run_id, host, pid, pid_started, started_at, heartbeat, "
+                    "settings) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        self.run_id,
+                        self._host,
+                        self._pid,
+                        _process_started(self._pid),
+                        now,
+                        now,
+                        json.dumps(settings, sort_keys=True, default=str),
+                    ),
+                )
+                self._last_beat = now
+
+    # Writing
+
+    def heartbeat(self) -> None:
+        now = time.time()
+        if now - self._last_beat < HEARTBEAT_SECONDS:
+            return
+        self._last_beat = now
+        with self._lock:
+            self._connection.execute(
+                "UPDATE runs SET heartbeat = ? WHERE run_id = ?", (now, self.run_id)
+            )
+
+    def claim(self, key: str, position: int, label: str | None) -> Claim:
+        """Claim `key` for this run, counting an attempt, unless it is finished or in flight
+        in a live run. Committed before returning: the attempt is on disk before it is sent."""
+        self.heartbeat()
+        with self._lock:
+            db = self._connection
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                found = db.execute(_SELECT + " WHERE key = ?", (key,)).fetchone()
+                row = _row(found) if found is not None else None
+                if row is not None:
+                    if row.status in (Status.DONE, Status.FAILED):
+                        db.execute("COMMIT")
+                        return Claim(False, row.attempts, row)
+                    if (
+                        row.status == Status.IN_FLIGHT
+                        and row.run_id != self.run_id
+                        and self._run_alive(row.run_id)
+                    ):
+                        db.execute("COMMIT")
+                        return Claim(False, row.attempts, row, elsewhere=True)
+                attempts = (row.attempts if row is not None else 0) + 1
+                db.execute(
+                    "INSERT INTO items (key, position, label, status, attempts, run_id, "
+                    "claimed_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+                    "status = excluded.status, attempts = excluded.attempts, "
+                    "run_id = excluded.run_id, claimed_at = excluded.claimed_at, "
+                    "position = excluded.position, label = excluded.label",
+                    (key, position, label, Status.IN_FLIGHT, attempts, self.run_id, time.time()),
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return Claim(True, attempts, row)
+
+    def again(self, key: str) -> int:
+        """Count one more attempt of an input this run holds (a retry after a provider
+        error), committed before it is sent."""
+        with self._lock:
+            self._connection.execute(
+                "UPDATE items SET attempts = attempts + 1, claimed_at = ? "
+                "WHERE key = ? AND run_id = ?",
+                (time.time(), key, self.run_id),
+            )
+            found = self._connection.execute(
+                "SELECT attempts FROM items WHERE key = ?", (key,)
+            ).fetchone()
+        return int(found[0])
+
+    def finish(
+        self,
+        key: str,
+        *,
+        status: str,
+        seconds: float,
+        value: str | None = None,
+        record: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+        cost: str | None = None,
+        tokens: int | None = None,
+    ) -> None:
+        with self._lock:
+            self._connection.execute(
+                "UPDATE items SET status = ?, finished_at = ?, seconds = ?, value = ?, "
+                "record = ?, error = ?, cost = ?, tokens = ? WHERE key = ? AND run_id = ?",
+                (
+                    status,
+                    time.time(),
+                    seconds,
+                    value,
+                    None if record is None else json.dumps(record, default=str),
+                    None if error is None else json.dumps(error, default=str),
+                    cost,
+                    tokens,
+                    key,
+                    self.run_id,
+                ),
+            )
+
+    def reopen(self, key: str) -> None:
+        """Make a failed input pending again (`retry_failed`), its attempts kept."""
+        with self._lock:
+            self._connection.execute(
+                "UPDATE items SET status = ? WHERE key = ? AND status = ?",
+                (Status.PENDING, key, Status.FAILED),
+            )
+
+    def release(self, key: str) -> None:
+        """Give back an input this run claimed but did not send (the run stopped)."""
+        with self._lock:
+            self._connection.execute(
+                "UPDATE items SET status = ?, attempts = MAX(attempts - 1, 0) "
+                "WHERE key = ? AND run_id = ? AND status = ?",
+                (Status.PENDING, key, self.run_id, Status.IN_FLIGHT),
+            )
+
+    def end(self, stopped: str | None) -> None:
+        """Mark the run finished; what it still had in flight becomes pending."""
+        with self._lock:
+            db = self._connection
+            db.execute(
+                "UPDATE items SET status = ? WHERE run_id = ? AND status = ?",
+                (Status.PENDING, self.run_id, Status.IN_FLIGHT),
+            )
+            db.execute(
+                "UPDATE runs SET finished_at = ?, stopped = ? WHERE run_id = ?",
+                (time.time(), stopped, self.run_id),
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+    # Reading
+
+    def _run_alive(self, run_id: str | None) -> bool:
+        if run_id is None:
+            return False
+        known = self._live_runs.get(run_id)
+        if known is not None and not known:
+            return False  # a dead run does not come back
+        found = self._connection.execute(
+            "SELECT host, pid, pid_started, heartbeat, finished_at FROM runs WHERE run_id = ?",
+            (run_id,),
+        ).fetchone()
+        if found is None:
+            return False
+        host, pid, started, beat, finished = found
+        if finished is not None:
+            alive = False
+        elif host == self._host:
+            alive = _alive(int(pid), started)
+        else:
+            alive = time.time() - float(beat) < STALE_AFTER
+        self._live_runs[run_id] = alive
+        return alive
+
+    def rows(self, status: str | None = None) -> Iterator[LedgerRow]:
+        query = _SELECT + ("" if status is None else " WHERE status = ?") + " ORDER BY position"
+        with self._lock:
+            found = self._connection.execute(query, () if status is None else (status,))
+            rows = found.fetchall()
+        for raw in rows:
+            yield _row(raw)
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            found = self._connection.execute(
+                "SELECT status, COUNT(*) FROM items GROUP BY status"
+            ).fetchall()
+        return {str(status): int(count) for status, count in found}
+
+    def runs(self) -> list[dict[str, Any]]:
+        with self._lock:
+            found = self._connection.execute(
+                "SELECT run_id, host, pid, started_at, heartbeat, finished_at, settings, stopped "
+                "FROM runs ORDER BY started_at"
+            ).fetchall()
+        names = ("run_id", "host", "pid", "started_at", "heartbeat", "finished_at")
+        out = []
+        for raw in found:
+            entry = dict(zip(names, raw[:6], strict=True))
+            entry["settings"] = json.loads(raw[6])
+            entry["stopped"] = raw[7]
+            out.append(entry)
+        return out
+
+
+_SELECT = (
+    "SELECT key, position, label, status, attempts, run_id, seconds, value, record, error, "
+    "cost, tokens FROM items"
+)
+
+
+def _row(raw: tuple[Any, ...]) -> LedgerRow:
+    key, position, label, status, attempts, run_id, seconds, value, record, error = raw[:10]
+    return LedgerRow(
+        key=key,
+        position=int(position),
+        label=label,
+        status=status,
+        attempts=int(attempts),
+        run_id=run_id,
+        seconds=seconds,
+        value=value,
+        record=None if record is None else json.loads(record),
+        error=None if error is None else json.loads(error),
+        cost=raw[10],
+        tokens=raw[11],
+    )

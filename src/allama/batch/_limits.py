@@ -1,0 +1,141 @@
+"""Rate limits for a batch run: requests and tokens per minute, tightened by the provider.
+
+Requests are spaced evenly (`60 / rpm` apart), tokens drawn from a bucket refilled at
+`tpm / 60` per second. A rate-limit answer (429) pauses every new request until the moment
+the provider gave (`retry_after`, which the adapters read from `retry-after` and the
+rate-limit reset headers) or a backoff that doubles while 429s keep coming, and halves the
+request rate (with no `rpm` given, the rate the run was sending at becomes its limit);
+the rate recovers by a tenth every ten seconds without one. Requests already on their way
+when the rate was cut do not cut it again. So a 429 slows the run instead of
+ending it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+
+__all__ = ["RateLimiter"]
+
+_RECOVERY_SECONDS = 10.0
+_FIRST_BACKOFF = 1.0
+_MAX_BACKOFF = 60.0
+_WINDOW = 10.0
+
+
+class RateLimiter:
+    """Shared by every task of one run, on one event loop."""
+
+    def __init__(
+        self,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        *,
+        backoff: float = _FIRST_BACKOFF,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if rpm is not None and rpm <= 0:
+            raise ValueError(f"rpm must be more than 0, not {rpm}")
+        if tpm is not None and tpm <= 0:
+            raise ValueError(f"tpm must be more than 0, not {tpm}")
+        self._clock = clock
+        self._backoff = backoff
+        self._rpm = rpm
+        self._scale = 1.0
+        """The share of `rpm` in force: halved by a rate-limit answer, recovering after."""
+        self._next = 0.0
+        self._paused_until = 0.0
+        self._tpm = tpm
+        self._tokens = float(tpm) if tpm is not None else 0.0
+        self._refilled = clock()
+        self._strikes = 0
+        self._last_strike = 0.0
+        self._cut_at = float("-inf")
+        self._sent: deque[float] = deque()
+        """When recent requests went out: the rate a 429 answered, when no `rpm` was given."""
+        self.waited = 0.0
+        """Seconds tasks spent waiting on the limits (summed over tasks)."""
+        self.slowdowns = 0
+
+    @property
+    def paused_for(self) -> float:
+        return max(0.0, self._paused_until - self._clock())
+
+    @property
+    def rpm_in_force(self) -> float | None:
+        return None if self._rpm is None else self._rpm * self._scale
+
+    async def acquire(self, tokens: int = 0) -> float:
+        """Wait for this request's turn: after any pause, its slot, and its tokens. Returns
+        the moment it went (for `slow_down`)."""
+        began = self._clock()
+        while True:
+            now = self._clock()
+            self._recover(now)
+            wait = self._paused_until - now
+            if wait <= 0 and self._tpm is not None:
+                self._refill(now)
+                need = min(float(tokens), float(self._tpm))
+                if self._tokens < need:
+                    wait = (need - self._tokens) / (self._tpm / 60.0)
+            if wait <= 0:
+                break
+            await asyncio.sleep(wait)
+        if self._rpm is not None:
+            interval = 60.0 / (self._rpm * self._scale)
+            now = self._clock()
+            slot = max(now, self._next)
+            self._next = slot + interval
+            if slot > now:
+                await asyncio.sleep(slot - now)
+        if self._tpm is not None:
+            self._tokens -= tokens
+        now = self._clock()
+        self._sent.append(now)
+        while self._sent and now - self._sent[0] > _WINDOW:
+            self._sent.popleft()
+        self.waited += now - began
+        return now
+
+    def spent(self, estimated: int, actual: int | None) -> None:
+        """Settle a request's tokens once its usage is known."""
+        if self._tpm is not None and actual is not None:
+            self._tokens -= actual - estimated
+
+    def slow_down(self, retry_after: float | None, sent_at: float = float("inf")) -> float:
+        """A rate-limit answer to a request sent at `sent_at`: pause new requests and, unless
+        the request left before the last cut, halve the rate. Returns the pause."""
+        now = self._clock()
+        self._strikes = self._strikes + 1 if now - self._last_strike < _RECOVERY_SECONDS else 1
+        self._last_strike = now
+        pause = (
+            retry_after
+            if retry_after is not None and retry_after > 0
+            else min(_MAX_BACKOFF, self._backoff * 2 ** (self._strikes - 1))
+        )
+        self._paused_until = max(self._paused_until, now + pause)
+        self.slowdowns += 1
+        if sent_at < self._cut_at:
+            return pause
+        self._cut_at = now
+        if self._rpm is None and self._sent:
+            # The rate that was answered with a 429 is the limit from now on.
+            span = max(now - self._sent[0], 1.0)
+            self._rpm = len(self._sent) / span * 60.0
+            self._scale = 1.0
+        self._scale = max(self._scale / 2, 1 / 64)
+        return pause
+
+    def _recover(self, now: float) -> None:
+        if self._scale < 1.0 and now - self._last_strike >= _RECOVERY_SECONDS:
+            minutes = int((now - self._last_strike) // _RECOVERY_SECONDS)
+            self._scale = min(1.0, self._scale * 1.1**minutes)
+            self._last_strike = now
+
+    def _refill(self, now: float) -> None:
+        assert self._tpm is not None
+        elapsed = now - self._refilled
+        self._refilled = now
+        self._tokens = min(float(self._tpm), self._tokens + elapsed * self._tpm / 60.0)

@@ -1,0 +1,950 @@
+"""A batch run: one extraction per input, concurrent, rate-limited, resumable and costed.
+
+The run is written once, as coroutines on one event loop: `abatch` runs it on the caller's
+loop with the provider's async calls; `batch` runs the same loop in a thread of its own,
+with the provider's sync calls in a pool of threads, and hands the results over as they
+come. One input's failure is its result, never the run's end: provider errors that may
+pass (rate limits, overload, server errors, timeouts) are tried again after the wait the
+provider asked for, up to `max_attempts`; anything else is recorded as the input's failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import hashlib
+import json
+import queue
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from os import PathLike
+from typing import Any, Generic, TypeVar
+
+from pydantic import TypeAdapter
+
+from allama.batch._ledger import Ledger, LedgerRow, Status
+from allama.batch._limits import RateLimiter
+from allama.errors import Error, ExtractionError, RateLimitedError
+from allama.extract._engine import Extracted
+from allama.extract._extractor import Extractor
+from allama.extract._metadata import ExtractionMetadata
+from allama.provider import ChatProvider
+from allama.types import ChatRequest
+
+__all__ = [
+    "AsyncBatchRun",
+    "BatchFailure",
+    "BatchResult",
+    "BatchRun",
+    "BatchSummary",
+    "abatch",
+    "batch",
+]
+
+T = TypeVar("T")
+
+_MAX_RATE_LIMITED = 100
+"""Rate-limit answers one input may get before it fails: a run slows down for them, but
+a provider that never lets it through ends the input, not the run's wait."""
+
+_CHARS_PER_TOKEN = 4
+"""How input tokens are guessed before the usage says (for the tokens-per-minute limit)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchFailure:
+    """Why an input has no value. `message` is the error's log view (allama's own words,
+    the provider's status and ids): never the model's text. `error` is the exception
+    itself, in the run that met it (`None` for a failure read from the ledger)."""
+
+    kind: str
+    message: str
+    retryable: bool = False
+    error: BaseException | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult(Generic[T]):
+    """One input's outcome: its value or its failure, and the record of how it was got.
+
+    `key` is the hash the ledger knows the input by; `index` its place in the inputs;
+    `label` what the run calls it (a file name, a row id). `resumed`: finished by an
+    earlier run and read from the ledger, not sent again. `spent` holds the records of
+    attempts that failed with a provider error after paying for passes (a retry then
+    started over): their usage and cost count in the summary too.
+    """
+
+    index: int
+    key: str
+    label: str
+    value: T | None
+    failure: BatchFailure | None
+    metadata: ExtractionMetadata | None
+    attempts: int
+    seconds: float
+    resumed: bool = False
+    spent: tuple[ExtractionMetadata, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    def __repr__(self) -> str:
+        outcome = "ok" if self.failure is None else f"failed={self.failure.kind!r}"
+        return (
+            f"BatchResult(index={self.index}, label={self.label!r}, {outcome}, "
+            f"attempts={self.attempts}, resumed={self.resumed})"
+        )
+
+
+NOT_STARTED = "not_started"
+IN_FLIGHT_ELSEWHERE = "in_flight_elsewhere"
+
+
+@dataclass(slots=True)
+class BatchSummary:
+    """The run so far: counts by outcome and by enforcement, passes, tokens, cost, time.
+
+    `cost` sums the costs that are known (`cost_unknown` counts the inputs whose cost is
+    not); `stopped` says why the run stopped starting new inputs, if it did."""
+
+    total: int | None = None
+    done: int = 0
+    failed: int = 0
+    resumed: int = 0
+    not_started: int = 0
+    elsewhere: int = 0
+    in_flight: int = 0
+    by_enforcement: Counter[str] = field(default_factory=Counter)
+    failures_by_kind: Counter[str] = field(default_factory=Counter)
+    passes: int = 0
+    attempts: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: Decimal = Decimal(0)
+    cost_unknown: int = 0
+    cost_missing: str | None = None
+    slowest: list[tuple[float, str]] = field(default_factory=list)
+    costliest: list[tuple[Decimal, str]] = field(default_factory=list)
+    stopped: str | None = None
+    started: float = field(default_factory=time.monotonic)
+    ended: float | None = None
+    waited: float = 0.0
+    slowdowns: int = 0
+
+    @property
+    def finished(self) -> int:
+        return self.done + self.failed
+
+    @property
+    def elapsed(self) -> float:
+        return (self.ended if self.ended is not None else time.monotonic()) - self.started
+
+    def rate(self) -> float:
+        """Inputs finished in this run per second."""
+        finished = self.done + self.failed - self.resumed
+        return finished / self.elapsed if self.elapsed > 0 else 0.0
+
+    def eta(self) -> float | None:
+        if self.total is None:
+            return None
+        left = self.total - self.done - self.failed - self.not_started - self.elsewhere
+        rate = self.rate()
+        return left / rate if rate > 0 and left > 0 else (0.0 if left <= 0 else None)
+
+    def add(self, result: BatchResult[Any]) -> None:
+        if result.failure is None:
+            self.done += 1
+        elif result.failure.kind == NOT_STARTED:
+            self.not_started += 1
+            return
+        elif result.failure.kind == IN_FLIGHT_ELSEWHERE:
+            self.elsewhere += 1
+            return
+        else:
+            self.failed += 1
+            self.failures_by_kind[result.failure.kind] += 1
+        if result.resumed:
+            self.resumed += 1
+        self.attempts += result.attempts
+        records = [*result.spent, *([result.metadata] if result.metadata is not None else [])]
+        for metadata in records:
+            self.passes += metadata.passes
+            if metadata.usage is not None:
+                self.input_tokens += metadata.usage.input_tokens or 0
+                self.output_tokens += metadata.usage.output_tokens or 0
+        if result.metadata is not None and result.failure is None:
+            self.by_enforcement[result.metadata.enforcement.value] += 1
+        cost, missing = _cost_of(records)
+        if cost is not None:
+            self.cost += cost
+            _keep_top(self.costliest, (cost, result.label))
+        elif missing is not None and records and any(r.passes for r in records):
+            self.cost_unknown += 1
+            self.cost_missing = self.cost_missing or missing
+        _keep_top(self.slowest, (result.seconds, result.label))
+
+    def lines(self) -> list[str]:
+        """The summary as a person reads it."""
+        out = [
+            f"{self.done} done, {self.failed} failed"
+            + (f" ({self.resumed} finished by an earlier run)" if self.resumed else "")
+            + (f", {self.not_started} not started" if self.not_started else "")
+            + (f", {self.elsewhere} in flight in another run" if self.elsewhere else "")
+            + f", in {self.elapsed:.1f} s"
+        ]
+        if self.by_enforcement:
+            shown = ", ".join(f"{k} {v}" for k, v in sorted(self.by_enforcement.items()))
+            out.append(f"enforcement: {shown}")
+        if self.failures_by_kind:
+            shown = ", ".join(f"{k} {v}" for k, v in sorted(self.failures_by_kind.items()))
+            out.append(f"failures: {shown}")
+        out.append(
+            f"passes {self.passes}, attempts {self.attempts}, tokens {self.input_tokens} in "
+            f"/ {self.output_tokens} out"
+        )
+        cost = f"cost ${self.cost:.6f}"
+        if self.cost_unknown:
+            cost += f" (unknown for {self.cost_unknown}: {self.cost_missing})"
+        out.append(cost)
+        if self.slowdowns:
+            out.append(
+                f"rate limits: slowed down {self.slowdowns} times, "
+                f"{self.waited:.1f} s waited in all"
+            )
+        if self.slowest:
+            shown = ", ".join(f"{label} {seconds:.2f} s" for seconds, label in self.slowest)
+            out.append(f"slowest: {shown}")
+        if self.costliest:
+            shown = ", ".join(f"{label} ${cost:.6f}" for cost, label in self.costliest)
+            out.append(f"most expensive: {shown}")
+        if self.stopped:
+            out.append(f"stopped starting new inputs: {self.stopped}")
+        return out
+
+
+def _keep_top(top: list[Any], entry: tuple[Any, str], size: int = 3) -> None:
+    top.append(entry)
+    top.sort(key=lambda item: item[0], reverse=True)
+    del top[size:]
+
+
+def _cost_of(records: list[ExtractionMetadata]) -> tuple[Decimal | None, str | None]:
+    """The summed cost of `records`, or why it is not known."""
+    total = Decimal(0)
+    for metadata in records:
+        cost = getattr(metadata, "cost", None)
+        if cost is None:
+            missing = getattr(metadata, "cost_missing", None)
+            return None, str(missing) if missing else "no price known"
+        total += cost.total
+    return total, None
+
+
+# The run's settings
+
+
+Build = Callable[[Any], ChatRequest]
+
+
+@dataclass(slots=True)
+class _Spec:
+    provider: ChatProvider
+    tp: Any
+    inputs: Iterable[Any]
+    build: Build
+    extractor: Extractor
+    concurrency: int
+    rpm: float | None
+    tpm: float | None
+    ledger: str | PathLike[str] | None
+    max_cost: Decimal | None
+    max_attempts: int
+    backoff: float
+    retry_failed: bool
+    label: Callable[[Any, int], str]
+    total: int | None
+    settings: dict[str, Any]
+    adapter: TypeAdapter[Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.adapter = TypeAdapter(self.tp)
+
+
+def _spec(
+    provider: ChatProvider,
+    tp: Any,
+    inputs: Iterable[Any],
+    *,
+    request: ChatRequest | Build,
+    extractor: Extractor | None,
+    concurrency: int,
+    rpm: float | None,
+    tpm: float | None,
+    ledger: str | PathLike[str] | None,
+    max_cost: Decimal | float | str | None,
+    max_attempts: int,
+    backoff: float,
+    retry_failed: bool,
+    label: Callable[[Any], str] | None,
+    total: int | None,
+) -> _Spec:
+    from allama.extract._extractor import check_call
+
+    build: Build
+    if isinstance(request, ChatRequest):
+        check_call(provider, tp, request)
+        template = request
+
+        def from_text(document: Any) -> ChatRequest:
+            if not isinstance(document, str):
+                raise TypeError(
+                    f"an input is a {type(document).__name__}: with a ChatRequest as "
+                    "`request`, inputs must be text; pass a function building the request "
+                    "from an input instead"
+                )
+            return template.user(document)
+
+        build, model = from_text, template.model
+    elif callable(request):
+        build, model = request, None
+    else:
+        raise TypeError(
+            "`request` must be a ChatRequest (each input is added as the user's text) or a "
+            f"function building the ChatRequest from an input, not {type(request).__name__}"
+        )
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be a whole number of at least 1, not {concurrency!r}")
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"max_attempts must be a whole number of at least 1, not {max_attempts!r}")
+    budget = None if max_cost is None else Decimal(str(max_cost))
+    if budget is not None and budget <= 0:
+        raise ValueError(f"max_cost must be more than 0, not {max_cost}")
+    if total is None and hasattr(inputs, "__len__"):
+        total = len(inputs)  # type: ignore[arg-type]
+    named = label or (lambda document: "")
+
+    def labelled(document: Any, index: int) -> str:
+        return named(document) or f"#{index}"
+
+    settings = {
+        "provider": provider.name,
+        "type": getattr(tp, "__qualname__", repr(tp)),
+        "model": model,
+        "concurrency": concurrency,
+        "rpm": rpm,
+        "tpm": tpm,
+        "max_cost": None if budget is None else str(budget),
+        "max_attempts": max_attempts,
+        "extractor": repr(extractor or Extractor()),
+    }
+    return _Spec(
+        provider=provider,
+        tp=tp,
+        inputs=inputs,
+        build=build,
+        extractor=extractor or Extractor(),
+        concurrency=concurrency,
+        rpm=rpm,
+        tpm=tpm,
+        ledger=ledger,
+        max_cost=budget,
+        max_attempts=max_attempts,
+        backoff=backoff,
+        retry_failed=retry_failed,
+        label=labelled,
+        total=total,
+        settings=settings,
+    )
+
+
+def input_key(provider: str, tp: Any, request: ChatRequest) -> str:
+    """The hash an input is known by: what determines its answer (the provider, the type's
+    schema, the whole request: model, prompt, document, settings)."""
+    from allama.schema._types import type_schema
+
+    digest = hashlib.sha256()
+    digest.update(b"allama-batch-1\0")
+    digest.update(provider.encode())
+    digest.update(b"\0")
+    digest.update(json.dumps(type_schema(tp).schema, sort_keys=True).encode())
+    digest.update(b"\0")
+    digest.update(request.model_dump_json().encode())
+    return digest.hexdigest()
+
+
+# The run
+
+
+_Call = Callable[[ChatRequest], Any]
+"""Awaitable extraction of one request (`aextract`, or `extract` in a worker thread)."""
+
+
+class _Runner:
+    def __init__(self, spec: _Spec, call: _Call, emit: Callable[[BatchResult[Any]], None]):
+        self.spec = spec
+        self.call = call
+        self.emit = emit
+        self.summary = BatchSummary(total=spec.total)
+        self.limiter = RateLimiter(spec.rpm, spec.tpm, backoff=max(spec.backoff, 0.001))
+        self.ledger: Ledger | None = None
+        self.stopping: str | None = None
+        self.random = random.Random()
+        self.running: dict[str, asyncio.Future[BatchResult[Any]]] = {}
+        """Inputs being worked on in this run, by key: a duplicate input waits for the first."""
+
+    async def run(self) -> None:
+        spec = self.spec
+        if spec.ledger is not None:
+            self.ledger = Ledger(spec.ledger, settings=spec.settings)
+        slots = asyncio.Semaphore(spec.concurrency)
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            for index, document in enumerate(spec.inputs):
+                await slots.acquire()
+                task = asyncio.create_task(self.one(index, document))
+                tasks.add(task)
+
+                def done(finished: asyncio.Task[None]) -> None:
+                    tasks.discard(finished)
+                    slots.release()
+
+                task.add_done_callback(done)
+            if tasks:
+                await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        finally:
+            self.summary.ended = time.monotonic()
+            self.summary.waited = self.limiter.waited
+            self.summary.slowdowns = self.limiter.slowdowns
+            self.summary.stopped = self.stopping
+            if self.ledger is not None:
+                self.ledger.end(self.stopping)
+                self.ledger.close()
+
+    def _finish(self, result: BatchResult[Any]) -> None:
+        self.summary.add(result)
+        self._check_budget(result)
+        self.emit(result)
+
+    def _check_budget(self, result: BatchResult[Any]) -> None:
+        budget = self.spec.max_cost
+        if budget is None or self.stopping is not None:
+            return
+        if result.metadata is not None and not result.resumed:
+            cost, missing = _cost_of([*result.spent, result.metadata])
+            if cost is None and any(r.passes for r in [*result.spent, result.metadata]):
+                self.stopping = (
+                    f"the cost of {result.label} is unknown ({missing}): "
+                    f"the budget of ${budget} cannot be kept"
+                )
+                return
+        if self.summary.cost >= budget:
+            self.stopping = f"the budget of ${budget} is reached (${self.summary.cost:.6f})"
+
+    async def one(self, index: int, document: Any) -> None:
+        spec = self.spec
+        label = spec.label(document, index)
+        began = time.monotonic()
+        try:
+            request = spec.build(document)
+            key = input_key(spec.provider.name, spec.tp, request)
+        except Exception as error:  # a bad input is that input's failure
+            self._finish(
+                BatchResult(
+                    index, "", label, None, _failure(error), None, 0, time.monotonic() - began
+                )
+            )
+            return
+        first = self.running.get(key)
+        if first is not None:
+            same = await asyncio.shield(first)
+            self._finish(
+                BatchResult(
+                    index, key, label, same.value, same.failure, same.metadata, 0, 0.0, True
+                )
+            )
+            return
+        if self.stopping is not None:
+            self._finish(self._not_started(index, key, label))
+            return
+        outcome: asyncio.Future[BatchResult[Any]] = asyncio.get_running_loop().create_future()
+        self.running[key] = outcome
+        try:
+            outcome.set_result(await self._claimed(index, key, label, document, request, began))
+        except BaseException as error:
+            outcome.set_exception(error)
+            outcome.exception()  # retrieved: a duplicate that waits gets it, none is logged
+            raise
+        finally:
+            del self.running[key]
+
+    async def _claimed(
+        self, index: int, key: str, label: str, document: Any, request: ChatRequest, began: float
+    ) -> BatchResult[Any]:
+        spec = self.spec
+        attempts = 1
+        if self.ledger is not None:
+            claim = self.ledger.claim(key, index, label)
+            if not claim.granted and (
+                claim.row is not None
+                and claim.row.status == Status.FAILED
+                and spec.retry_failed
+                and claim.row.run_id != self.ledger.run_id
+            ):
+                self.ledger.reopen(key)
+                claim = self.ledger.claim(key, index, label)
+            if not claim.granted:
+                assert claim.row is not None
+                if claim.elsewhere:
+                    failure = BatchFailure(
+                        IN_FLIGHT_ELSEWHERE, "in flight in another run of this ledger"
+                    )
+                    result: BatchResult[Any] = BatchResult(
+                        index, key, label, None, failure, None, 0, 0.0
+                    )
+                else:
+                    result = self._from_ledger(index, label, claim.row)
+                self._finish(result)
+                return result
+            attempts = claim.attempts
+        return await self._attempt(index, key, label, request, attempts, began)
+
+    def _not_started(self, index: int, key: str, label: str) -> BatchResult[Any]:
+        failure = BatchFailure(NOT_STARTED, f"not started: {self.stopping}")
+        return BatchResult(index, key, label, None, failure, None, 0, 0.0)
+
+    async def _attempt(
+        self, index: int, key: str, label: str, request: ChatRequest, attempts: int, began: float
+    ) -> BatchResult[Any]:
+        spec = self.spec
+        spent: list[ExtractionMetadata] = []
+        tried = 0
+        limited = 0
+        estimate = _estimate(request)
+        self.summary.in_flight += 1
+        try:
+            while True:
+                if self.stopping is not None and tried == 0:
+                    if self.ledger is not None:
+                        self.ledger.release(key)
+                    result = self._not_started(index, key, label)
+                    self._finish(result)
+                    return result
+                sent_at = await self.limiter.acquire(estimate)
+                tried += 1
+                try:
+                    extracted: Extracted[Any] = await self.call(request)
+                except Error as error:
+                    record = _record_of(error)
+                    if isinstance(error, RateLimitedError):
+                        # A rate limit slows the run; it is not the input's failure.
+                        limited += 1
+                        tried -= 1
+                    if (
+                        error.retryable
+                        and not isinstance(error, ExtractionError)
+                        and tried < spec.max_attempts
+                        and limited <= _MAX_RATE_LIMITED
+                        and self.stopping is None
+                    ):
+                        if record is not None and record.passes:
+                            spent.append(record)
+                        await self._wait_after(error, tried, sent_at)
+                        attempts = self.ledger.again(key) if self.ledger is not None else tried + 1
+                        continue
+                    return self._record_failure(
+                        index, key, label, error, record, attempts, began, spent
+                    )
+                except Exception as error:  # a failure of the caller's own provider code
+                    return self._record_failure(
+                        index, key, label, error, None, attempts, began, spent
+                    )
+                usage = extracted.metadata.usage
+                self.limiter.spent(estimate, None if usage is None else usage.total_tokens)
+                return self._record_success(index, key, label, extracted, attempts, began, spent)
+        finally:
+            self.summary.in_flight -= 1
+
+    async def _wait_after(self, error: Error, tried: int, sent_at: float) -> None:
+        if isinstance(error, RateLimitedError):
+            pause = self.limiter.slow_down(error.retry_after, sent_at)
+        else:  # an overloaded or failing server: this input waits, the others go on
+            base = self.spec.backoff * 2 ** (tried - 1)
+            pause = error.retry_after or min(60.0, base * (0.5 + self.random.random() / 2))
+        await asyncio.sleep(pause)
+
+    def _record_success(
+        self,
+        index: int,
+        key: str,
+        label: str,
+        extracted: Extracted[Any],
+        attempts: int,
+        began: float,
+        spent: list[ExtractionMetadata],
+    ) -> BatchResult[Any]:
+        seconds = time.monotonic() - began
+        metadata = extracted.metadata
+        if self.ledger is not None:
+            value = self.spec.adapter.dump_json(extracted.value).decode()
+            cost, _ = _cost_of([*spent, metadata])
+            usage = metadata.usage
+            self.ledger.finish(
+                key,
+                status=Status.DONE,
+                seconds=seconds,
+                value=value,
+                record=_stored_record(metadata, spent),
+                cost=None if cost is None else str(cost),
+                tokens=None if usage is None else usage.total_tokens,
+            )
+        result = BatchResult(
+            index,
+            key,
+            label,
+            extracted.value,
+            None,
+            metadata,
+            attempts,
+            seconds,
+            False,
+            tuple(spent),
+        )
+        self._finish(result)
+        return result
+
+    def _record_failure(
+        self,
+        index: int,
+        key: str,
+        label: str,
+        error: BaseException,
+        record: ExtractionMetadata | None,
+        attempts: int,
+        began: float,
+        spent: list[ExtractionMetadata],
+    ) -> BatchResult[Any]:
+        seconds = time.monotonic() - began
+        failure = _failure(error)
+        if self.ledger is not None:
+            cost, _ = _cost_of([*spent, *([record] if record is not None else [])])
+            self.ledger.finish(
+                key,
+                status=Status.FAILED,
+                seconds=seconds,
+                record=None if record is None else _stored_record(record, spent),
+                error={"kind": failure.kind, "message": failure.message},
+                cost=None if cost is None else str(cost),
+            )
+        result: BatchResult[Any] = BatchResult(
+            index, key, label, None, failure, record, attempts, seconds, False, tuple(spent)
+        )
+        self._finish(result)
+        return result
+
+    def _from_ledger(self, index: int, label: str, row: LedgerRow) -> BatchResult[Any]:
+        records = dict(row.record or {})
+        earlier = records.pop("earlier_attempts", [])
+        metadata = ExtractionMetadata.from_json_dict(records) if records else None
+        spent = tuple(ExtractionMetadata.from_json_dict(r) for r in earlier)
+        if row.status == Status.DONE and row.value is not None:
+            value = self.spec.adapter.validate_json(row.value)
+            return BatchResult(
+                index,
+                row.key,
+                label,
+                value,
+                None,
+                metadata,
+                row.attempts,
+                row.seconds or 0.0,
+                True,
+                spent,
+            )
+        error = row.error or {}
+        failure = BatchFailure(str(error.get("kind", "error")), str(error.get("message", "")))
+        return BatchResult(
+            index,
+            row.key,
+            label,
+            None,
+            failure,
+            metadata,
+            row.attempts,
+            row.seconds or 0.0,
+            True,
+            spent,
+        )
+
+
+def _estimate(request: ChatRequest) -> int:
+    chars = sum(len(message.text() or "") for message in request.messages)
+    return chars // _CHARS_PER_TOKEN + (request.max_output_tokens or 0)
+
+
+def _record_of(error: BaseException) -> ExtractionMetadata | None:
+    if isinstance(error, ExtractionError):
+        return error.metadata
+    if isinstance(error, Error):
+        return ExtractionMetadata.from_error(error)
+    return None
+
+
+def _stored_record(metadata: ExtractionMetadata, spent: list[ExtractionMetadata]) -> dict[str, Any]:
+    stored = metadata.to_json_dict()
+    if spent:
+        stored["earlier_attempts"] = [record.to_json_dict() for record in spent]
+    return stored
+
+
+def _failure(error: BaseException) -> BatchFailure:
+    if isinstance(error, Error):
+        view = error.as_log().to_dict()
+        message = str(
+            view.get("message") or f"{error.kind} ({view.get('message_len', 0)} chars withheld)"
+        )
+        shown = ", ".join(
+            f"{k}={view[k]}" for k in ("provider", "status") if view.get(k) is not None
+        )
+        return BatchFailure(
+            error.kind, f"{message} [{shown}]" if shown else message, error.retryable, error
+        )
+    return BatchFailure(type(error).__name__, str(error), False, error)
+
+
+# The drivers
+
+
+_END = object()
+
+
+class AsyncBatchRun(Generic[T]):
+    """The results of `abatch`, as they come: `async for result in run`. `summary` is the
+    run so far; leaving the loop early (or `aclose`) stops the run."""
+
+    def __init__(self, spec: _Spec) -> None:
+        self._spec = spec
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._runner = _Runner(spec, self._call, self._queue.put_nowait)
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def summary(self) -> BatchSummary:
+        return self._runner.summary
+
+    async def _call(self, request: ChatRequest) -> Extracted[Any]:
+        spec = self._spec
+        return await spec.extractor.aextract(spec.provider, spec.tp, request)
+
+    def __aiter__(self) -> AsyncIterator[BatchResult[T]]:
+        return self._results()
+
+    async def _results(self) -> AsyncIterator[BatchResult[T]]:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
+        try:
+            while True:
+                item = await self._queue.get()
+                if item is _END:
+                    await self._task  # raises what ended the run, if anything did
+                    return
+                yield item
+        finally:
+            await self.aclose()
+
+    async def _run(self) -> None:
+        try:
+            await self._runner.run()
+        finally:
+            self._queue.put_nowait(_END)
+
+    async def aclose(self) -> None:
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def __aenter__(self) -> AsyncBatchRun[T]:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class BatchRun(Generic[T]):
+    """The results of `batch`, as they come: `for result in run`. The run's loop works in
+    a thread of its own, the provider's sync calls in a pool of `concurrency` threads.
+    `summary` is the run so far; leaving the loop early (or `close`) stops the run."""
+
+    def __init__(self, spec: _Spec) -> None:
+        self._spec = spec
+        self._results: queue.Queue[Any] = queue.Queue()
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=spec.concurrency, thread_name_prefix="allama-batch"
+        )
+        self._runner = _Runner(spec, self._call, self._results.put)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._main: asyncio.Task[None] | None = None
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+
+    @property
+    def summary(self) -> BatchSummary:
+        return self._runner.summary
+
+    async def _call(self, request: ChatRequest) -> Extracted[Any]:
+        spec = self._spec
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._pool, spec.extractor.extract, spec.provider, spec.tp, request
+        )
+
+    def _start(self) -> None:
+        started = threading.Event()
+
+        def work() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                self._main = loop.create_task(self._runner.run())
+                started.set()
+                loop.run_until_complete(self._main)
+            except BaseException as error:
+                if not isinstance(error, asyncio.CancelledError):
+                    self._failure = error
+            finally:
+                started.set()
+                loop.close()
+                self._results.put(_END)
+
+        self._thread = threading.Thread(target=work, name="allama-batch-run", daemon=True)
+        self._thread.start()
+        started.wait()
+
+    def __iter__(self) -> Iterator[BatchResult[T]]:
+        if self._thread is None:
+            self._start()
+        try:
+            while True:
+                item = self._results.get()
+                if item is _END:
+                    if self._failure is not None:
+                        raise self._failure
+                    return
+                yield item
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        loop, main, thread = self._loop, self._main, self._thread
+        if loop is not None and main is not None and thread is not None and thread.is_alive():
+            loop.call_soon_threadsafe(main.cancel)
+            thread.join()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> BatchRun[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def batch(
+    provider: ChatProvider,
+    tp: type[T] | Any,
+    inputs: Iterable[Any],
+    *,
+    request: ChatRequest | Build,
+    extractor: Extractor | None = None,
+    concurrency: int = 8,
+    rpm: float | None = None,
+    tpm: float | None = None,
+    ledger: str | PathLike[str] | None = None,
+    max_cost: Decimal | float | str | None = None,
+    max_attempts: int = 5,
+    backoff: float = 0.5,
+    retry_failed: bool = False,
+    label: Callable[[Any], str] | None = None,
+    total: int | None = None,
+) -> BatchRun[T]:
+    """Extract a `tp` from every input, `concurrency` at a time, yielding results as they
+    finish (not in input order; `result.index` says which input).
+
+    `request`: a `ChatRequest` to which each input (text) is added as the user's message,
+    or a function building the request from an input. `rpm` / `tpm`: requests and tokens
+    per minute, tightened when the provider answers with a rate limit. `ledger`: an SQLite
+    file that makes the run resumable (run again with the same arguments, only what was not
+    finished is sent) and shareable with another run. `max_cost`: stop starting new inputs
+    once the known cost reaches this many dollars. `extractor`: repair, retries and a floor,
+    as for one extraction. `label`: what the summary calls an input.
+    """
+    spec = _spec(
+        provider,
+        tp,
+        inputs,
+        request=request,
+        extractor=extractor,
+        concurrency=concurrency,
+        rpm=rpm,
+        tpm=tpm,
+        ledger=ledger,
+        max_cost=max_cost,
+        max_attempts=max_attempts,
+        backoff=backoff,
+        retry_failed=retry_failed,
+        label=label,
+        total=total,
+    )
+    return BatchRun(spec)
+
+
+def abatch(
+    provider: ChatProvider,
+    tp: type[T] | Any,
+    inputs: Iterable[Any],
+    *,
+    request: ChatRequest | Build,
+    extractor: Extractor | None = None,
+    concurrency: int = 8,
+    rpm: float | None = None,
+    tpm: float | None = None,
+    ledger: str | PathLike[str] | None = None,
+    max_cost: Decimal | float | str | None = None,
+    max_attempts: int = 5,
+    backoff: float = 0.5,
+    retry_failed: bool = False,
+    label: Callable[[Any], str] | None = None,
+    total: int | None = None,
+) -> AsyncBatchRun[T]:
+    """The async twin of `batch`: `async for result in allama.abatch(...)`."""
+    spec = _spec(
+        provider,
+        tp,
+        inputs,
+        request=request,
+        extractor=extractor,
+        concurrency=concurrency,
+        rpm=rpm,
+        tpm=tpm,
+        ledger=ledger,
+        max_cost=max_cost,
+        max_attempts=max_attempts,
+        backoff=backoff,
+        retry_failed=retry_failed,
+        label=label,
+        total=total,
+    )
+    return AsyncBatchRun(spec)

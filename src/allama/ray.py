@@ -1,0 +1,330 @@
+"""Extraction as a Ray Data step: `extract_dataset(ds, Type, provider=...)`.
+
+An optional integration (`pip install 'allama[ray]'`), loaded only by `import allama.ray`.
+Each actor of a pool builds one provider from picklable settings (a preset name and its
+options, or a zero-argument factory) and runs the rows of each batch concurrently with
+`Extractor.aextract`, at most `row_concurrency` at a time. Every input row comes back with
+three more columns, and a bad row never fails the job:
+
+- `value`: the validated value as JSON text, or null;
+- `error`: null, or a short log-safe line: the error's kind and allama's own words (a
+  provider's message, which may quote the input, is withheld, as in `Error.as_log()`);
+- `record`: the extraction record as JSON text (`ExtractionMetadata.to_json_dict()`), for a
+  failure the record the error carries; null when no extraction started (a row without
+  text, a request function that raised).
+
+Batches travel as pyarrow tables (part of `ray[data]`). The work is waiting on HTTP, so
+actors ask for a quarter of a CPU by default: at a whole CPU each, a small machine has none
+left to read the data and the job stalls.
+
+>>> import allama.ray  # doctest: +SKIP
+>>> out = allama.ray.extract_dataset(  # doctest: +SKIP
+...     ray.data.from_items([{"text": "Ada published the first program in 1843."}]),
+...     Program,
+...     provider="openai",
+...     text_column="text",
+...     model="gpt-5-mini",
+... )
+>>> out.take_all()[0]["value"]  # doctest: +SKIP
+'{"author":"Ada","year":1843}'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+try:
+    import pyarrow as pa
+    import ray.data
+except ImportError as missing:  # pragma: no cover - depends on the install
+    raise ImportError("allama.ray needs Ray Data: pip install 'allama[ray]'") from missing
+
+import allama
+from allama.errors import Error, ExtractionError
+from allama.extract import ExtractionMetadata, Extractor, SchemaEnforcement
+from allama.schema import type_schema
+from allama.types import ChatRequest
+
+if TYPE_CHECKING:
+    from allama.provider import ChatProvider
+
+__all__ = ["COLUMNS", "ExtractBatch", "error_text", "extract_dataset"]
+
+COLUMNS = ("value", "error", "record")
+"""The columns each row gains: the value as JSON, the error line, the record as JSON."""
+
+ProviderSpec = str | Callable[[], "ChatProvider"]
+RequestBuilder = Callable[[dict[str, Any]], ChatRequest]
+
+
+def error_text(error: BaseException) -> str:
+    """A short, log-safe line for a failed row: the error's kind and allama's own words.
+
+    A provider's message may quote the input, so it is withheld (its length is given), as
+    in `Error.as_log()`. An exception that is not an `allama.Error` is named by its class.
+
+    >>> from allama import ServerError
+    >>> error_text(ServerError("upstream said: <the document>").with_status(500))
+    'server: status=500; message withheld (29 chars)'
+    """
+    if not isinstance(error, Error):
+        return f"{type(error).__name__}: message withheld ({len(str(error))} chars)"
+    log = error.as_log().to_dict()
+    message = log.get("message")
+    parts = [f"status={log['status']}"] if "status" in log else []
+    parts.append(
+        message if isinstance(message, str) else f"message withheld ({len(error.message)} chars)"
+    )
+    return f"{error.kind}: {'; '.join(parts)}"
+
+
+def _record_of(error: BaseException) -> ExtractionMetadata | None:
+    if isinstance(error, ExtractionError):
+        return error.metadata
+    return ExtractionMetadata.from_error(error)
+
+
+def _record_json(metadata: ExtractionMetadata | None) -> str | None:
+    return None if metadata is None else json.dumps(metadata.to_json_dict())
+
+
+def _check_settings(
+    provider: object,
+    provider_options: object,
+    text_column: object,
+    request: object,
+    model: object,
+    row_concurrency: object,
+) -> None:
+    if not isinstance(provider, str) and not callable(provider):
+        raise TypeError(
+            "provider must be a preset name such as 'openai' or a zero-argument function "
+            f"returning a provider, not {type(provider).__name__}"
+        )
+    if provider_options is not None and not isinstance(provider_options, Mapping):
+        raise TypeError(
+            f"provider_options must be a mapping, not {type(provider_options).__name__}"
+        )
+    if not isinstance(provider, str) and provider_options:
+        raise TypeError("provider_options go with a preset name; a factory takes none")
+    if (text_column is None) == (request is None):
+        raise TypeError("give either text_column= (with model=) or request=, not both or neither")
+    if text_column is not None:
+        if not isinstance(text_column, str):
+            raise TypeError(f"text_column must be a str, not {type(text_column).__name__}")
+        if not isinstance(model, str) or not model:
+            raise TypeError("text_column= needs model=, the model name each request names")
+    elif not callable(request):
+        raise TypeError(
+            "request must be a function from a row (a dict) to a ChatRequest, "
+            f"not {type(request).__name__}"
+        )
+    if isinstance(row_concurrency, bool) or not isinstance(row_concurrency, int):
+        raise TypeError(f"row_concurrency must be a whole number, not {row_concurrency!r}")
+    if row_concurrency < 1:
+        raise ValueError(f"row_concurrency must be at least 1, not {row_concurrency}")
+
+
+class ExtractBatch:
+    """The callable class for `Dataset.map_batches` (`batch_format="pyarrow"`, an actor pool).
+
+    One instance per actor: it builds one provider, and extracts the rows of each batch
+    concurrently (at most `row_concurrency` at a time in this actor). Requests are built
+    from `text_column` (a user message holding the text, after `prompt` when given, with
+    `system` as the system message, for `model`) or by `request(row)`, where `row` is a
+    dict of the row's columns. `extract_dataset` applies it with sensible defaults.
+    """
+
+    def __init__(
+        self,
+        tp: Any,
+        *,
+        provider: ProviderSpec,
+        provider_options: Mapping[str, Any] | None = None,
+        text_column: str | None = None,
+        request: RequestBuilder | None = None,
+        model: str | None = None,
+        system: str | None = None,
+        prompt: str | None = None,
+        max_output_tokens: int | None = None,
+        temperature: float | None = None,
+        repair: bool = False,
+        retries: int = 0,
+        allow_undeclared_keys: bool = False,
+        min_enforcement: SchemaEnforcement | str | None = None,
+        row_concurrency: int = 8,
+    ) -> None:
+        _check_settings(provider, provider_options, text_column, request, model, row_concurrency)
+        self._schema = type_schema(tp)
+        self._tp = tp
+        self._extractor = Extractor(
+            repair=repair,
+            retries=retries,
+            allow_undeclared_keys=allow_undeclared_keys,
+            min_enforcement=min_enforcement,
+        )
+        self._text_column = text_column
+        self._build = request
+        self._model = model or ""
+        self._system = system
+        self._prompt = prompt
+        self._max_output_tokens = max_output_tokens
+        self._temperature = temperature
+        self._row_concurrency = row_concurrency
+        self._limit: asyncio.Semaphore | None = None
+        if isinstance(provider, str):
+            self._provider: ChatProvider = allama.provider(provider, **(provider_options or {}))
+        else:
+            self._provider = provider()
+
+    @property
+    def provider(self) -> ChatProvider:
+        """The actor's provider."""
+        return self._provider
+
+    async def __call__(self, batch: pa.Table) -> AsyncIterator[pa.Table]:
+        """The batch with `value`, `error` and `record` appended; never raises for a row."""
+        taken = [name for name in COLUMNS if name in batch.column_names]
+        if taken:
+            raise ValueError(
+                f"the dataset already has the column(s) {taken}, which extraction adds; "
+                "rename them first (Dataset.rename_columns)"
+            )
+        if self._limit is None:
+            self._limit = asyncio.Semaphore(self._row_concurrency)
+        if self._text_column is not None:
+            if self._text_column not in batch.column_names:
+                raise ValueError(f"the dataset has no column {self._text_column!r}")
+            rows: list[Any] = batch.column(self._text_column).to_pylist()
+        else:
+            rows = batch.to_pylist()
+        results = await asyncio.gather(*(self._row(row, self._limit) for row in rows))
+        for index, name in enumerate(COLUMNS):
+            column = pa.array([result[index] for result in results], type=pa.string())
+            batch = batch.append_column(name, column)
+        yield batch
+
+    def _request(self, row: Any) -> ChatRequest | str:
+        """The row's request, or why there is none (a log-safe line)."""
+        if self._text_column is not None:
+            if not isinstance(row, str):
+                shown = "null" if row is None else type(row).__name__
+                return f"invalid_row: column {self._text_column!r} holds {shown}, not text"
+            request = ChatRequest(self._model)
+            if self._system is not None:
+                request = request.system(self._system)
+            text = row if self._prompt is None else f"{self._prompt}\n\n{row}"
+            request = request.user(text)
+            if self._max_output_tokens is not None:
+                request = request.with_max_output_tokens(self._max_output_tokens)
+            if self._temperature is not None:
+                request = request.with_temperature(self._temperature)
+            return request
+        assert self._build is not None
+        try:
+            built = self._build(row)
+        except Exception as error:
+            return f"invalid_row: the request function raised {error_text(error)}"
+        if not isinstance(built, ChatRequest):
+            return (
+                "invalid_row: the request function returned "
+                f"{type(built).__name__}, not a ChatRequest"
+            )
+        return built
+
+    async def _row(
+        self, row: Any, limit: asyncio.Semaphore
+    ) -> tuple[str | None, str | None, str | None]:
+        request = self._request(row)
+        if isinstance(request, str):
+            return None, request, None
+        async with limit:
+            try:
+                extracted = await self._extractor.aextract(self._provider, self._tp, request)
+                value = self._schema.adapter.dump_json(extracted.value).decode()
+            except Exception as error:  # a bad row never fails the job
+                return None, error_text(error), _record_json(_record_of(error))
+        return value, None, _record_json(extracted.metadata)
+
+    def __repr__(self) -> str:
+        return f"ExtractBatch(type={self._schema.label}, provider={self._provider!r})"
+
+
+def extract_dataset(
+    ds: ray.data.Dataset,
+    tp: Any,
+    *,
+    provider: ProviderSpec,
+    provider_options: Mapping[str, Any] | None = None,
+    text_column: str | None = None,
+    request: RequestBuilder | None = None,
+    model: str | None = None,
+    system: str | None = None,
+    prompt: str | None = None,
+    max_output_tokens: int | None = None,
+    temperature: float | None = None,
+    repair: bool = False,
+    retries: int = 0,
+    allow_undeclared_keys: bool = False,
+    min_enforcement: SchemaEnforcement | str | None = None,
+    concurrency: int | tuple[int, int] = 1,
+    row_concurrency: int = 8,
+    batch_size: int = 16,
+    num_cpus: float = 0.25,
+) -> ray.data.Dataset:
+    """`ds` with `value`, `error` and `record` columns added by extracting `tp` from each row.
+
+    `provider` is a preset name (options in `provider_options`; a key is best left to the
+    preset's environment variable, which the workers must have) or a zero-argument function
+    returning a provider; each actor builds its own. Requests come from `text_column` (with
+    `model`, and optionally `system`, `prompt`, `max_output_tokens`, `temperature`) or from
+    `request(row)`. `repair`, `retries`, `allow_undeclared_keys` and `min_enforcement` are
+    the `Extractor`'s. `concurrency` actors (or a `(min, max)` autoscaling range), each
+    running up to `row_concurrency` rows at once and asking for `num_cpus` CPUs. The
+    settings, the type and any function given must pickle, and the modules they come from
+    must be importable on the workers.
+
+    Lazy, like every Ray Data transform: nothing runs until the result is consumed.
+    """
+    _check_settings(provider, provider_options, text_column, request, model, row_concurrency)
+    type_schema(tp)  # a type pydantic cannot handle fails here, not in every row
+    if isinstance(provider, str):
+        allama.provider(provider, **(provider_options or {})).close()  # a bad name fails here
+    if isinstance(concurrency, tuple):
+        pool = ray.data.ActorPoolStrategy(min_size=concurrency[0], max_size=concurrency[1])
+    else:
+        pool = ray.data.ActorPoolStrategy(size=concurrency)
+    settings: dict[str, Any] = {
+        "tp": tp,
+        "provider": provider,
+        "provider_options": dict(provider_options or {}),
+        "text_column": text_column,
+        "request": request,
+        "model": model,
+        "system": system,
+        "prompt": prompt,
+        "max_output_tokens": max_output_tokens,
+        "temperature": temperature,
+        "repair": repair,
+        "retries": retries,
+        "allow_undeclared_keys": allow_undeclared_keys,
+        "min_enforcement": min_enforcement,
+        "row_concurrency": row_concurrency,
+    }
+    Extractor(  # wrong settings fail here, named, rather than in each actor
+        repair=repair,
+        retries=retries,
+        allow_undeclared_keys=allow_undeclared_keys,
+        min_enforcement=min_enforcement,
+    )
+    return ds.map_batches(
+        ExtractBatch,
+        fn_constructor_kwargs=settings,
+        batch_format="pyarrow",
+        batch_size=batch_size,
+        compute=pool,
+        num_cpus=num_cpus,
+    )

@@ -1,0 +1,142 @@
+"""A local Chat Completions server for batch runs: it rate-limits, fails some requests,
+answers slowly, and counts what it was sent per document.
+
+Documents are `doc <n>`; the answer is `{"n": <n>}`. By `n`: `n % 50 == 7` answers text
+that is no JSON (the extraction fails), `n % 50 == 13` answers 400, `n % 10 == 3` answers
+503 the first time it is asked. Past `rate` requests per second it answers 429 with a
+`retry-after`. Run as a script, it serves until killed and prints its port.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+import time
+from collections import Counter, deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_DOC = re.compile(r"doc (\d+)")
+
+
+class BatchServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512
+
+    def __init__(
+        self, *, rate: float | None = None, delay: float = 0.0, model: str = "gpt-4o-mini"
+    ) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.rate = rate
+        self.delay = delay
+        self.model = model
+        self.lock = threading.Lock()
+        self.sent: Counter[int] = Counter()
+        """Requests per document that reached the model (not the ones answered 429)."""
+        self.limited = 0
+        self.recent: deque[float] = deque()
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def start(self) -> BatchServer:
+        threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+    def admit(self) -> float | None:
+        """`None` when a request fits in the rate (one second's window), else the seconds
+        until it would (the `retry-after` a provider sends)."""
+        if self.rate is None:
+            return None
+        now = time.monotonic()
+        with self.lock:
+            while self.recent and now - self.recent[0] > 1.0:
+                self.recent.popleft()
+            if len(self.recent) >= self.rate:
+                self.limited += 1
+                return max(0.001, 1.0 - (now - self.recent[0]))
+            self.recent.append(now)
+            return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: BatchServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        wait = self.server.admit()
+        if wait is not None:
+            self._send(429, {"error": {"message": "slow down", "type": "rate_limit"}}, wait)
+            return
+        text = " ".join(
+            str(m.get("content")) for m in body.get("messages", []) if m.get("role") == "user"
+        )
+        found = _DOC.search(text)
+        n = int(found.group(1)) if found else -1
+        with self.server.lock:
+            self.server.sent[n] += 1
+            count = self.server.sent[n]
+        if self.server.delay:
+            time.sleep(self.server.delay * (1 + (n % 4)) / 2.5)
+        if n % 50 == 13:
+            self._send(400, {"error": {"message": "bad document", "type": "invalid_request"}})
+        elif n % 10 == 3 and count == 1:
+            self._send(503, {"error": {"message": "overloaded", "type": "server_error"}})
+        else:
+            content = "no JSON here" if n % 50 == 7 else json.dumps({"n": n})
+            self._send(200, _completion(self.server.model, content))
+
+    def _send(self, status: int, payload: Any, retry_after: float | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        if retry_after is not None:
+            self.send_header("retry-after-ms", str(int(retry_after * 1000)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _completion(model: str, content: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-batch",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+    }
+
+
+def expected(n: int) -> str:
+    """What a run ends with for document `n`: `ok`, or the kind of its failure."""
+    if n % 50 == 13:
+        return "invalid_request"
+    if n % 50 == 7:
+        return "extraction_parse"
+    return "ok"
+
+
+if __name__ == "__main__":
+    rate = float(sys.argv[1]) if len(sys.argv) > 1 else None
+    server = BatchServer(rate=rate)
+    print(server.url, flush=True)
+    server.serve_forever()

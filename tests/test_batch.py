@@ -1,0 +1,261 @@
+"""Batch runs against a local server that rate-limits, fails some requests and answers
+slowly: every input accounted for, a 429 slowing the run and never ending it, and a ledger
+that survives `kill -9` without sending anything more often than it recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+import allama
+from _batch_server import BatchServer, expected
+from allama import ChatRequest, Extractor
+from allama.batch import Ledger
+
+HERE = Path(__file__).resolve().parent
+
+
+class Row(BaseModel):
+    n: int
+
+
+@pytest.fixture
+def server() -> Iterator[BatchServer]:
+    served = BatchServer(delay=0.004).start()
+    yield served
+    served.stop()
+
+
+def provider_for(server: BatchServer) -> allama.HttpProvider:
+    return allama.provider("openai", api_key="sk-test", base_url=server.url)
+
+
+TEMPLATE = ChatRequest("gpt-4o-mini").system("Read the number.")
+
+
+def docs(count: int) -> list[str]:
+    return [f"doc {n}" for n in range(count)]
+
+
+def outcome(result: allama.BatchResult[Any]) -> str:
+    return "ok" if result.failure is None else result.failure.kind
+
+
+def test_every_input_is_accounted_for_and_a_429_slows_the_run(server: BatchServer) -> None:
+    server.rate = 80  # requests per second, well under what 32 at a time would send
+    run = allama.batch(
+        provider_for(server), Row, docs(300), request=TEMPLATE, concurrency=32, backoff=0.01
+    )
+    results = list(run)
+    assert sorted(r.index for r in results) == list(range(300))
+    for result in results:
+        assert outcome(result) == expected(result.index), result
+        if result.ok:
+            assert result.value == Row(n=result.index)
+            assert result.metadata is not None and result.metadata.passes == 1
+    summary = run.summary
+    assert (summary.done, summary.failed) == (288, 12)
+    assert summary.failures_by_kind == {"extraction_parse": 6, "invalid_request": 6}
+    assert server.limited > 0 and summary.slowdowns > 0  # 429s happened, none failed an input
+    # Every 503 was tried again: documents 3, 13, 23... were sent twice (13 and 63... fail
+    # with 400 on the first send and are never retried).
+    assert server.sent[3] == 2 and server.sent[4] == 1 and server.sent[13] == 1
+    assert summary.passes == 288 + 6
+    assert summary.by_enforcement == {"exact": 288}
+    assert summary.input_tokens == 100 * (288 + 6)
+
+
+def test_the_async_twin_runs_the_same(server: BatchServer) -> None:
+    async def main() -> list[allama.BatchResult[Row]]:
+        run = allama.abatch(provider_for(server), Row, docs(60), request=TEMPLATE, backoff=0.01)
+        return [result async for result in run]
+
+    results = asyncio.run(main())
+    assert sorted(r.index for r in results) == list(range(60))
+    assert all(outcome(r) == expected(r.index) for r in results)
+
+
+def test_a_ledger_run_again_sends_nothing_that_finished(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    provider = provider_for(server)
+    first = allama.batch(provider, Row, docs(40), request=TEMPLATE, ledger=ledger, backoff=0.01)
+    before = {r.index: outcome(r) for r in first}
+    sent = sum(server.sent.values())
+    again = allama.batch(provider, Row, docs(40), request=TEMPLATE, ledger=ledger)
+    results = list(again)
+    assert sum(server.sent.values()) == sent  # nothing sent again
+    assert all(r.resumed for r in results)
+    assert {r.index: outcome(r) for r in results} == before
+    assert [r.value for r in sorted(results, key=lambda r: r.index) if r.ok][:3] == [
+        Row(n=0),
+        Row(n=1),
+        Row(n=2),
+    ]
+    assert again.summary.resumed == 40 and again.summary.passes == first.summary.passes
+    # Failed inputs are finished too, unless asked to try them again.
+    retried = list(
+        allama.batch(provider, Row, docs(40), request=TEMPLATE, ledger=ledger, retry_failed=True)
+    )
+    assert sorted(r.index for r in retried if not r.resumed) == [7, 13]
+
+
+def test_a_bad_input_is_its_own_failure_and_the_run_goes_on(server: BatchServer) -> None:
+    results = list(
+        allama.batch(provider_for(server), Row, ["doc 1", 42, "doc 2"], request=TEMPLATE)
+    )
+    by_index = {r.index: r for r in results}
+    assert by_index[1].failure is not None and by_index[1].failure.kind == "TypeError"
+    assert by_index[0].value == Row(n=1) and by_index[2].value == Row(n=2)
+
+
+def test_a_duplicate_input_is_sent_once(server: BatchServer) -> None:
+    results = list(allama.batch(provider_for(server), Row, ["doc 5"] * 4, request=TEMPLATE))
+    assert [r.value for r in results] == [Row(n=5)] * 4
+    assert server.sent[5] == 1
+
+
+def test_leaving_the_loop_stops_the_run_and_leaves_the_rest_pending(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    run = allama.batch(
+        provider_for(server), Row, docs(200), request=TEMPLATE, ledger=ledger, concurrency=4
+    )
+    for count, _ in enumerate(run, 1):
+        if count == 10:
+            break
+    reader = Ledger(ledger)
+    counts = reader.counts()
+    reader.close()
+    assert counts.get("in_flight", 0) == 0
+    assert 10 <= counts.get("done", 0) + counts.get("failed", 0) < 200
+
+
+# Killed with SIGKILL at random moments, then resumed: the results are the same, and no
+# input reached the server more often than the ledger counted its attempts.
+
+RUNNER = textwrap.dedent(
+    """
+    import sys
+    from pydantic import BaseModel
+    import allama
+
+    class Row(BaseModel):
+        n: int
+
+    url, ledger, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    provider = allama.provider("openai", api_key="sk-test", base_url=url)
+    request = allama.ChatRequest("gpt-4o-mini").system("Read the number.")
+    run = allama.batch(
+        provider, Row, [f"doc {n}" for n in range(count)], request=request, ledger=ledger,
+        concurrency=16, backoff=0.01,
+    )
+    for result in run:
+        pass
+    print(run.summary.done, run.summary.failed, run.summary.resumed, run.summary.elsewhere)
+    """
+)
+
+
+def _start(script: Path, server: BatchServer, ledger: Path, count: int) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.Popen(
+        [sys.executable, str(script), server.url, str(ledger), str(count)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _ledger_rows(path: Path) -> dict[int, tuple[str, int, str | None]]:
+    reader = Ledger(path)
+    rows = {row.position: (row.status, row.attempts, row.value) for row in reader.rows()}
+    reader.close()
+    return rows
+
+
+def test_killed_runs_resume_without_paying_twice(tmp_path: Path) -> None:
+    server = BatchServer(delay=0.03).start()
+    try:
+        script = tmp_path / "runner.py"
+        script.write_text(RUNNER)
+        ledger = tmp_path / "killed.sqlite"
+        count = 300
+        caught_in_flight = 0
+        for wait in (1.2, 1.6, 0.9, 1.4):
+            process = _start(script, server, ledger, count)
+            time.sleep(wait)
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            if ledger.exists():
+                statuses = [status for status, _, _ in _ledger_rows(ledger).values()]
+                caught_in_flight += statuses.count("in_flight")
+        assert caught_in_flight > 0  # the kills came in the middle of runs
+        final = _start(script, server, ledger, count)
+        out, err = final.communicate(timeout=120)
+        assert final.returncode == 0, err
+        done, failed, resumed, elsewhere = map(int, out.split())
+        assert (done, failed, elsewhere) == (288, 12, 0)
+        assert resumed > 0
+        rows = _ledger_rows(ledger)
+        assert sorted(rows) == list(range(count))
+        for n, (status, attempts, value) in rows.items():
+            assert status == ("done" if expected(n) == "ok" else "failed"), n
+            if expected(n) == "ok":
+                assert value is not None and json.loads(value) == {"n": n}
+            assert server.sent[n] <= attempts, (n, server.sent[n], attempts)
+    finally:
+        server.stop()
+
+
+def test_two_runs_on_one_ledger_at_once_stay_consistent(tmp_path: Path) -> None:
+    server = BatchServer(delay=0.01).start()
+    try:
+        script = tmp_path / "runner.py"
+        script.write_text(RUNNER)
+        ledger = tmp_path / "shared.sqlite"
+        count = 120
+        first = _start(script, server, ledger, count)
+        second = _start(script, server, ledger, count)
+        outs = [process.communicate(timeout=120) for process in (first, second)]
+        assert [p.returncode for p in (first, second)] == [0, 0], outs
+        rows = _ledger_rows(ledger)
+        assert sorted(rows) == list(range(count))
+        for n, (status, attempts, _) in rows.items():
+            assert status == ("done" if expected(n) == "ok" else "failed")
+            assert server.sent[n] <= attempts
+        # Each input was sent by one run only (503s once more, by the same run).
+        overloaded = [n for n in range(count) if n % 10 == 3 and expected(n) == "ok"]
+        assert sum(server.sent.values()) == count + len(overloaded)
+    finally:
+        server.stop()
+
+
+def test_extractor_settings_apply_to_every_input(server: BatchServer) -> None:
+    results = list(
+        allama.batch(
+            provider_for(server),
+            Row,
+            ["doc 7"],
+            request=TEMPLATE,
+            extractor=Extractor(retries=1),
+        )
+    )
+    (result,) = results
+    assert result.failure is not None and result.failure.kind == "extraction_parse"
+    assert result.metadata is not None and result.metadata.passes == 2

@@ -1,0 +1,687 @@
+"""Cost in money on every extraction record, from `genai-prices` (the `prices` extra).
+
+Expected figures are worked out here from genai-prices' own price data (its per-million
+prices, by the formula each test states), so they stay exact whichever data version is
+installed; one figure is written out by hand, from the data of genai-prices 0.2.3.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+import allama
+from allama import (
+    CapabilitySupport,
+    ChatCapability,
+    ChatRequest,
+    ChatResponse,
+    Cost,
+    Error,
+    ExtractionError,
+    ExtractionMetadata,
+    ExtractionMode,
+    Extractor,
+    RateLimitedError,
+    Usage,
+)
+from allama import _prices as prices
+from allama.mock import ChatResponseBuilder, MockProvider
+
+genai_prices = pytest.importorskip("genai_prices")
+from genai_prices.data_snapshot import get_snapshot  # noqa: E402
+
+VERSION = genai_prices.__version__
+MILLION = Decimal(1_000_000)
+
+
+class Person(BaseModel):
+    name: str
+
+
+def response(
+    text: str = '{"name": "Ada"}',
+    *,
+    provider: str | None = "openai",
+    model: str | None = "gpt-4o-2024-08-06",
+    usage: Usage | None = None,
+) -> ChatResponse:
+    built = ChatResponseBuilder().text(text)
+    if model is not None:
+        built = built.model(model)
+    if provider is not None:
+        built = built.provider(provider)
+    if usage is not None:
+        built = built.usage_value(usage)
+    return built.build()
+
+
+def record(*responses: ChatResponse) -> ExtractionMetadata:
+    metadata = ExtractionMetadata.new(ExtractionMode.NATIVE)
+    for one in responses:
+        metadata.record_pass(one, lambda warning: warning)
+    return metadata
+
+
+def _rate(value: Any) -> Decimal:
+    """A per-million price (a tiered price's base rate: these usages stay under its tiers)."""
+    if value is None:
+        return Decimal(0)
+    base = getattr(value, "base", value)
+    assert isinstance(base, Decimal)
+    return base
+
+
+def expected(
+    provider_id: str,
+    model: str,
+    usage: Usage,
+    *,
+    batch: bool = False,
+    at: datetime | None = None,
+) -> tuple[Decimal, Decimal]:
+    """(input, output) from genai-prices' data: cache reads and writes are part of the
+    input tokens and priced at their own rates, the rest of the input at the input rate;
+    reasoning is part of the output tokens."""
+    _, info = get_snapshot().find_provider_model(model, None, provider_id, None)
+    rates = info.get_prices(at or datetime.now(tz=UTC), {"processing": "batch"} if batch else None)
+    read = usage.cache_read_tokens or 0
+    written = usage.cache_write_tokens or 0
+    assert usage.input_tokens is not None and usage.output_tokens is not None
+    uncached = usage.input_tokens - read - written
+    cost_in = (
+        uncached * _rate(rates.input_mtok)
+        + read * _rate(rates.cache_read_mtok)
+        + written * _rate(rates.cache_write_mtok)
+    ) / MILLION
+    cost_out = usage.output_tokens * _rate(rates.output_mtok) / MILLION
+    return cost_in, cost_out
+
+
+# Prices of known models.
+
+
+def test_gpt_4o_by_hand_from_the_0_2_3_data() -> None:
+    if VERSION != "0.2.3":
+        pytest.skip("figures written out from genai-prices 0.2.3")
+    # $2.50 per million input, $1.25 per million cached input, $10 per million output.
+    usage = Usage(input_tokens=1000, output_tokens=500, cache_read_tokens=200)
+    cost = prices.cost_of("openai", "gpt-4o-2024-08-06", usage)
+    assert cost == Cost(
+        input=Decimal("0.00225"),
+        output=Decimal("0.005"),
+        total=Decimal("0.00725"),
+        source="genai-prices 0.2.3, openai/gpt-4o",
+    )
+    assert cost.currency == "USD" and cost.batch is False
+
+
+@pytest.mark.parametrize(
+    ("preset", "model", "provider_id", "matched", "usage"),
+    [
+        (
+            "openai",
+            "gpt-4o-2024-08-06",
+            "openai",
+            "openai/gpt-4o",
+            Usage(input_tokens=12_345, output_tokens=678, cache_read_tokens=4_096),
+        ),
+        (
+            "anthropic",
+            "claude-haiku-4-5-20251001",
+            "anthropic",
+            "anthropic/claude-haiku-4-5",
+            Usage(
+                input_tokens=2_000,
+                output_tokens=100,
+                cache_read_tokens=500,
+                cache_write_tokens=300,
+            ),
+        ),
+        (
+            "gemini",
+            "models/gemini-2.5-flash",
+            "google",
+            "google/gemini-2.5-flash",
+            Usage(input_tokens=3_000, output_tokens=900, reasoning_tokens=600),
+        ),
+        (
+            "vertex-gemini",
+            "gemini-2.5-flash",
+            "google",
+            "google/gemini-2.5-flash",
+            Usage(input_tokens=3_000, output_tokens=900, cache_read_tokens=1_000),
+        ),
+        (
+            "azure-openai",
+            "gpt-4o-2024-11-20",
+            "azure",
+            "azure/gpt-4o",
+            Usage(input_tokens=1_000, output_tokens=1_000),
+        ),
+        ("xai", "grok-4", "x-ai", "x-ai/grok-4-0709", Usage(input_tokens=10, output_tokens=20)),
+        (
+            "mistral",
+            "mistral-large-latest",
+            "mistral",
+            "mistral/mistral-large",
+            Usage(input_tokens=1_000, output_tokens=500),
+        ),
+        (
+            "groq",
+            "llama-3.3-70b-versatile",
+            "groq",
+            "groq/llama-3.3-70b-versatile",
+            Usage(input_tokens=1_000, output_tokens=500),
+        ),
+        (
+            "openrouter",
+            "openai/gpt-4o",
+            "openrouter",
+            "openrouter/openai/gpt-4o",
+            Usage(input_tokens=1_000, output_tokens=500),
+        ),
+        (
+            "workers-ai",
+            "@cf/meta/llama-3.1-8b-instruct",
+            "cloudflare",
+            "cloudflare/@cf/meta/llama-3.1-8b-instruct",
+            Usage(input_tokens=1_000, output_tokens=500),
+        ),
+    ],
+)
+def test_a_known_model_costs_exactly_what_its_prices_say(
+    preset: str, model: str, provider_id: str, matched: str, usage: Usage
+) -> None:
+    at = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+    cost = prices.cost_of(preset, model, usage, at=at)
+    # genai-prices knows Gemini's models by their bare names, without `models/`.
+    ref = model.rsplit("/", 1)[-1] if provider_id == "google" else model
+    cost_in, cost_out = expected(provider_id, ref, usage, at=at)
+    assert isinstance(cost, Cost), cost
+    assert (cost.input, cost.output, cost.total) == (cost_in, cost_out, cost_in + cost_out)
+    assert cost.source == f"genai-prices {VERSION}, {matched}"
+    # The same as genai-prices' own answer for the same usage.
+    answer = genai_prices.calc_price(
+        genai_prices.Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+        ),
+        ref,
+        provider_id=provider_id,
+        genai_request_timestamp=at,
+    )
+    assert cost.total == answer.total_price
+
+
+def test_reasoning_tokens_are_part_of_the_output_and_not_priced_again() -> None:
+    plain = prices.cost_of("openai", "gpt-5-mini", Usage(input_tokens=100, output_tokens=900))
+    thinking = prices.cost_of(
+        "openai", "gpt-5-mini", Usage(input_tokens=100, output_tokens=900, reasoning_tokens=800)
+    )
+    assert isinstance(plain, Cost) and plain == thinking
+
+
+def test_cached_input_costs_less_than_the_same_input_uncached() -> None:
+    uncached = prices.cost_of(
+        "anthropic", "claude-haiku-4-5", Usage(input_tokens=10_000, output_tokens=0)
+    )
+    cached = prices.cost_of(
+        "anthropic",
+        "claude-haiku-4-5",
+        Usage(input_tokens=10_000, output_tokens=0, cache_read_tokens=9_000),
+    )
+    assert isinstance(uncached, Cost) and isinstance(cached, Cost)
+    # 1,000 at $1 and 9,000 at $0.10 per million, against 10,000 at $1.
+    cost_in, _ = expected(
+        "anthropic",
+        "claude-haiku-4-5",
+        Usage(input_tokens=10_000, output_tokens=0, cache_read_tokens=9_000),
+    )
+    assert cached.input == cost_in < uncached.input
+    assert cached.output == uncached.output == 0
+
+
+def test_prices_are_those_in_force_when_the_call_was_made() -> None:
+    """DeepSeek's off-peak hours: the same usage costs what genai-prices says for the time
+    of the call, and the record keeps that time rather than the time it is read."""
+    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
+    for hour in (3, 10, 17, 23):
+        at = datetime(2026, 11, 2, hour, 0, tzinfo=UTC)
+        cost = prices.cost_of("deepseek", "deepseek-chat", usage, at=at)
+        answer = genai_prices.calc_price(
+            genai_prices.Usage(input_tokens=1_000_000, output_tokens=1_000_000),
+            "deepseek-chat",
+            provider_id="deepseek",
+            genai_request_timestamp=at,
+        )
+        assert isinstance(cost, Cost) and cost.total == answer.total_price
+
+
+# Batch prices.
+
+
+def test_the_batch_price_of_the_same_usage() -> None:
+    usage = Usage(input_tokens=10_000, output_tokens=2_000, cache_read_tokens=1_000)
+    standard = prices.cost_of("openai", "gpt-4o", usage)
+    batch = prices.cost_of("openai", "gpt-4o", usage, batch=True)
+    assert isinstance(standard, Cost) and isinstance(batch, Cost)
+    assert batch.batch is True and standard.batch is False
+    assert (batch.input, batch.output) == expected("openai", "gpt-4o", usage, batch=True)
+    assert batch.total < standard.total
+    assert "at batch prices" in str(batch)
+
+
+def test_a_model_without_a_batch_price_says_so_rather_than_answer_the_standard_one() -> None:
+    usage = Usage(input_tokens=1_000, output_tokens=500)
+    assert isinstance(prices.cost_of("mistral", "mistral-large-latest", usage), Cost)
+    reason = prices.cost_of("mistral", "mistral-large-latest", usage, batch=True)
+    assert reason == f"genai-prices {VERSION} has no batch price for mistral/mistral-large"
+
+
+def test_a_record_prices_its_usage_at_batch_prices_on_request() -> None:
+    usage = Usage(input_tokens=1_000, output_tokens=500)
+    metadata = record(response(usage=usage), response(usage=usage))
+    batch = metadata.priced(batch=True)
+    assert isinstance(batch, Cost) and batch.batch
+    one_in, one_out = expected("openai", "gpt-4o", usage, batch=True)
+    assert (batch.input, batch.output) == (2 * one_in, 2 * one_out)
+    assert metadata.cost is not None and metadata.cost.total == 2 * sum(
+        expected("openai", "gpt-4o", usage)
+    )
+
+
+# An extraction's record.
+
+
+def test_an_extraction_with_a_retry_sums_the_cost_of_both_passes() -> None:
+    first_usage = Usage(input_tokens=1_200, output_tokens=80, cache_read_tokens=1_024)
+    second_usage = Usage(input_tokens=1_500, output_tokens=40)
+    provider = MockProvider(
+        [
+            response('{"nam": "Ada"}', usage=first_usage, provider=None),
+            response('{"name": "Ada"}', usage=second_usage, provider=None),
+        ],
+        name="openai",
+    )
+    extracted = Extractor(retries=1).extract(provider, Person, ChatRequest("gpt-4o").user("?"))
+    metadata = extracted.metadata
+    assert metadata.passes == 2
+    first_in, first_out = expected("openai", "gpt-4o", first_usage)
+    second_in, second_out = expected("openai", "gpt-4o", second_usage)
+    assert metadata.cost == Cost(
+        input=first_in + second_in,
+        output=first_out + second_out,
+        total=first_in + second_in + first_out + second_out,
+        source=f"genai-prices {VERSION}, openai/gpt-4o",
+    )
+    assert metadata.cost_missing is None
+
+
+def test_an_async_extraction_records_the_cost_too() -> None:
+    usage = Usage(input_tokens=100, output_tokens=10)
+    provider = MockProvider([response(usage=usage)])
+    extracted = asyncio.run(allama.aextract(provider, Person, ChatRequest("gpt-4o").user("?")))
+    assert extracted.metadata.cost is not None
+    assert extracted.metadata.cost.total == sum(expected("openai", "gpt-4o", usage))
+
+
+def test_a_streamed_extraction_records_the_cost() -> None:
+    usage = Usage(input_tokens=100, output_tokens=10)
+    provider = MockProvider([response(usage=usage, provider=None)], name="openai")
+    request = ChatRequest("gpt-4o").user("?").with_option(ExtractionMode.NATIVE)
+    with allama.extract_stream(provider, Person, request) as stream:
+        for _ in stream:
+            pass
+        extracted = stream.finish()
+    assert extracted.metadata.cost is not None
+    assert extracted.metadata.cost.total == sum(expected("openai", "gpt-4o", usage))
+
+
+def test_passes_through_different_providers_add_up_with_both_sources() -> None:
+    """A failover across providers: each pass at its own provider's prices."""
+    usage = Usage(input_tokens=1_000, output_tokens=100)
+    metadata = record(
+        response(usage=usage),
+        response(provider="anthropic", model="claude-haiku-4-5", usage=usage),
+    )
+    assert metadata.cost is not None
+    assert metadata.cost.total == sum(expected("openai", "gpt-4o", usage)) + sum(
+        expected("anthropic", "claude-haiku-4-5", usage)
+    )
+    assert metadata.cost.source == (
+        f"genai-prices {VERSION}, openai/gpt-4o + anthropic/claude-haiku-4-5"
+    )
+
+
+def test_a_decision_carries_the_cost_of_its_call() -> None:
+    usage = Usage(input_tokens=50, output_tokens=1)
+    provider = MockProvider([response("Yes", usage=usage, provider=None)], name="openai")
+    # Neither structured output nor tools: the decision's own loop, options in the prompt.
+    for capability in (
+        ChatCapability.STRUCTURED_OUTPUT,
+        ChatCapability.TOOL_CALLS,
+        ChatCapability.FORCED_TOOL_CHOICE,
+        ChatCapability.CHOICE_OUTPUT,
+    ):
+        provider = provider.with_chat_capability(capability, CapabilitySupport.UNSUPPORTED)
+    decision = allama.decide(provider, bool, ChatRequest("gpt-4o").user("Is water wet?"))
+    assert decision.value is True
+    assert decision.metadata.cost is not None
+    assert decision.metadata.cost.total == sum(expected("openai", "gpt-4o", usage))
+
+
+def test_a_failed_extraction_carries_the_cost_of_what_it_paid_for() -> None:
+    usage = Usage(input_tokens=100, output_tokens=10)
+    provider = MockProvider([response("not json", usage=usage), response("nor this", usage=usage)])
+    with pytest.raises(ExtractionError) as raised:
+        Extractor(retries=1).extract(provider, Person, ChatRequest("gpt-4o").user("?"))
+    metadata = raised.value.metadata
+    assert metadata is not None and metadata.cost is not None
+    assert metadata.cost.total == 2 * sum(expected("openai", "gpt-4o", usage))
+    # Its JSON form (as `to_dict` writes it) reads back with the cost.
+    again = Error.from_dict(raised.value.to_dict())
+    assert isinstance(again, ExtractionError) and again.metadata is not None
+    assert again.metadata.cost == metadata.cost
+
+
+def test_a_provider_error_after_a_pass_carries_that_pass_cost() -> None:
+    usage = Usage(input_tokens=100, output_tokens=10)
+    provider = MockProvider([response("not json", usage=usage), RateLimitedError("busy")])
+    with pytest.raises(Error) as raised:
+        Extractor(retries=1).extract(provider, Person, ChatRequest("gpt-4o").user("?"))
+    metadata = ExtractionMetadata.from_error(raised.value)
+    assert metadata is not None and metadata.cost is not None
+    assert metadata.cost.total == sum(expected("openai", "gpt-4o", usage))
+
+
+# The reasons there is no cost; never an exception.
+
+
+@pytest.mark.parametrize("preset", ["local", "llama-cpp", "ollama", "ollama-openai", "vllm"])
+def test_a_model_run_locally_has_no_price(preset: str) -> None:
+    metadata = record(
+        response(provider=preset, model="gpt-4o", usage=Usage(input_tokens=1, output_tokens=1))
+    )
+    assert metadata.cost is None
+    assert metadata.cost_missing == f"no price for a model run locally ({preset})"
+
+
+@pytest.mark.parametrize("preset", ["openai-compatible", "anthropic-compatible"])
+def test_an_endpoint_of_ones_own_has_no_price_whatever_its_model_is_called(preset: str) -> None:
+    reason = prices.cost_of(preset, "gpt-4o", Usage(input_tokens=1, output_tokens=1))
+    assert reason == f"no price list for an endpoint of your own ({preset})"
+
+
+def test_an_unknown_model_has_no_price_and_says_so() -> None:
+    metadata = record(
+        response(model="no-such-model-7", usage=Usage(input_tokens=1, output_tokens=1))
+    )
+    assert metadata.cost is None
+    assert metadata.cost_missing == (
+        f"genai-prices {VERSION} has no price for 'no-such-model-7' at openai"
+    )
+
+
+def test_a_provider_genai_prices_does_not_know_has_no_price() -> None:
+    reason = prices.cost_of(
+        "deepinfra", "meta-llama/Llama-3.3-70B-Instruct", Usage(input_tokens=1, output_tokens=1)
+    )
+    assert reason == f"genai-prices {VERSION} has no prices for the provider 'deepinfra'"
+    assert prices.cost_of("mock", "gpt-4o", Usage(input_tokens=1, output_tokens=1)) == (
+        f"genai-prices {VERSION} has no prices for the provider 'mock'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("usage", "reason"),
+    [
+        (None, "no usage was reported"),
+        (Usage(output_tokens=5), "the provider did not report the input tokens"),
+        (Usage(input_tokens=5), "the provider did not report the output tokens"),
+    ],
+)
+def test_usage_not_reported_has_no_price(usage: Usage | None, reason: str) -> None:
+    metadata = record(response(usage=usage))
+    assert (metadata.cost, metadata.cost_missing) == (None, reason)
+
+
+def test_one_pass_without_usage_leaves_the_whole_cost_unknown() -> None:
+    metadata = record(response(usage=Usage(input_tokens=5, output_tokens=5)), response())
+    assert metadata.usage == Usage(input_tokens=5, output_tokens=5)
+    assert (metadata.cost, metadata.cost_missing) == (None, "no usage was reported")
+
+
+def test_a_response_naming_no_model_or_provider_has_no_price() -> None:
+    usage = Usage(input_tokens=5, output_tokens=5)
+    assert record(response(model=None, usage=usage)).cost_missing == "the response names no model"
+    assert record(response(provider=None, usage=usage)).cost_missing == (
+        "the response names no provider"
+    )
+
+
+def test_a_record_with_no_response_has_no_cost() -> None:
+    metadata = ExtractionMetadata.new(ExtractionMode.NATIVE)
+    assert (metadata.cost, metadata.cost_missing) == (None, "no usage was reported")
+
+
+def test_counts_genai_prices_rejects_are_a_reason_not_an_exception() -> None:
+    usage = Usage(input_tokens=10, output_tokens=1, cache_read_tokens=50)
+    reason = prices.cost_of("openai", "gpt-4o", usage)
+    assert isinstance(reason, str)
+    assert reason.startswith(
+        f"genai-prices {VERSION} could not price the usage for openai/gpt-4o: "
+    )
+
+
+def test_whatever_genai_prices_raises_becomes_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("price data unreadable")
+
+    monkeypatch.setattr(prices, "_lookup", broken)
+    metadata = record(response(usage=Usage(input_tokens=5, output_tokens=5)))
+    assert metadata.cost is None
+    assert metadata.cost_missing == (
+        "genai-prices could not price 'gpt-4o-2024-08-06' at openai: price data unreadable"
+    )
+
+
+def test_without_genai_prices_the_reason_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "genai_prices", None)  # `import genai_prices` fails
+    usage = Usage(input_tokens=5, output_tokens=5)
+    metadata = record(response(usage=usage))
+    assert (metadata.cost, metadata.cost_missing) == (None, "install allama[prices] for costs")
+    assert metadata.to_json_dict()["cost_missing"] == "install allama[prices] for costs"
+    # What needs no price data still says what it is.
+    local = record(response(provider="ollama", usage=usage))
+    assert local.cost_missing == "no price for a model run locally (ollama)"
+
+
+# Work done only when read, and once.
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    real: Callable[..., Cost | str] = prices.price
+
+    def counted(*args: Any, **kwargs: Any) -> Cost | str:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(prices, "price", counted)
+    return calls
+
+
+def test_nothing_is_priced_until_the_cost_is_read_and_then_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = _counting(monkeypatch)
+    usage = Usage(input_tokens=100, output_tokens=10)
+    provider = MockProvider([response('{"nam": 1}', usage=usage), response(usage=usage)])
+    extracted = Extractor(retries=1).extract(provider, Person, ChatRequest("gpt-4o").user("?"))
+    metadata = extracted.metadata
+    repr(metadata), metadata.model_dump(), metadata == record()
+    assert calls == []
+    cost = metadata.cost
+    assert metadata.cost == cost and metadata.cost_missing is None and metadata.priced() == cost
+    assert len(calls) == 1
+    metadata.priced(batch=True)
+    metadata.priced(batch=True)
+    assert len(calls) == 2
+    # A further response prices again, with it.
+    metadata.record_pass(response(usage=usage), lambda warning: warning)
+    assert metadata.cost is not None and metadata.cost.total == 3 * sum(
+        expected("openai", "gpt-4o", usage)
+    )
+    assert len(calls) == 3
+
+
+def test_a_copy_taken_before_a_pass_keeps_its_own_cost() -> None:
+    usage = Usage(input_tokens=100, output_tokens=10)
+    metadata = record(response(usage=usage))
+    before = metadata.cost
+    copy = metadata.model_copy()
+    metadata.record_pass(response(usage=usage), lambda warning: warning)
+    assert copy.cost == before
+    assert metadata.cost is not None and before is not None
+    assert metadata.cost.total == 2 * before.total
+
+
+def test_a_model_is_looked_up_once_found_or_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    snapshot = get_snapshot()
+    looked_up: list[str] = []
+    real = snapshot.find_provider_model
+
+    def counted(model_ref: str, *args: Any) -> Any:
+        looked_up.append(model_ref)
+        return real(model_ref, *args)
+
+    monkeypatch.setattr(snapshot, "find_provider_model", counted)
+    monkeypatch.setattr(prices, "_found", {})
+    usage = Usage(input_tokens=1, output_tokens=1)
+    for _ in range(3):
+        assert isinstance(prices.cost_of("openai", "gpt-4o-mini", usage), Cost)
+        assert isinstance(prices.cost_of("openai", "not-a-model-at-all", usage), str)
+    assert looked_up == ["gpt-4o-mini", "not-a-model-at-all"]
+
+
+def test_an_extraction_imports_neither_the_prices_nor_genai_prices() -> None:
+    code = (
+        "import sys, allama\n"
+        "from allama.mock import ChatResponseBuilder, MockProvider\n"
+        "from pydantic import BaseModel\n"
+        "class P(BaseModel):\n"
+        "    name: str\n"
+        "r = (ChatResponseBuilder().text('{\"name\": \"a\"}').usage(10, 2).model('gpt-4o')"
+        ".provider('openai').build())\n"
+        "request = allama.ChatRequest('gpt-4o').user('?')\n"
+        "m = allama.extract(MockProvider([r]), P, request).metadata\n"
+        "assert 'allama._prices' not in sys.modules and 'genai_prices' not in sys.modules\n"
+        "assert m.cost is not None and 'genai_prices' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# The JSON form.
+
+
+def test_the_record_json_carries_the_cost_and_reads_back() -> None:
+    usage = Usage(input_tokens=1_234, output_tokens=56, cache_read_tokens=1_024)
+    metadata = record(response(usage=usage), response(usage=usage))
+    data = json.loads(json.dumps(metadata.to_json_dict()))
+    cost_in, cost_out = expected("openai", "gpt-4o", usage)
+    assert data["cost"] == {
+        "input": str(2 * cost_in),
+        "output": str(2 * cost_out),
+        "total": str(2 * (cost_in + cost_out)),
+        "currency": "USD",
+        "source": f"genai-prices {VERSION}, openai/gpt-4o",
+    }
+    assert "cost_missing" not in data
+    again = ExtractionMetadata.from_json_dict(data)
+    assert again == metadata
+    assert again.cost == metadata.cost and again.cost_missing is None
+    assert again.to_json_dict() == data
+    # A record read back holds the cost, not the usage by model: no batch price.
+    assert again.priced(batch=True) == prices.STANDARD_ONLY
+
+
+def test_a_batch_cost_reads_back_as_one() -> None:
+    cost = Cost(
+        input=Decimal("0.5"), output=Decimal("1.25"), total=Decimal("1.75"), source="s", batch=True
+    )
+    assert cost.to_json_dict()["batch"] is True
+    assert Cost.from_json_dict(json.loads(json.dumps(cost.to_json_dict()))) == cost
+
+
+def test_the_reason_reads_back_too() -> None:
+    metadata = record(response(provider="ollama", usage=Usage(input_tokens=1, output_tokens=1)))
+    data = metadata.to_json_dict()
+    assert data["cost_missing"] == "no price for a model run locally (ollama)"
+    assert "cost" not in data
+    again = ExtractionMetadata.from_json_dict(data)
+    assert again.cost_missing == "no price for a model run locally (ollama)"
+
+
+def test_a_record_of_no_response_writes_no_cost() -> None:
+    data = ExtractionMetadata.new(ExtractionMode.NATIVE).to_json_dict()
+    assert "cost" not in data and "cost_missing" not in data
+    assert ExtractionMetadata.from_json_dict(data).cost_missing == "no usage was reported"
+
+
+def test_old_records_read_back() -> None:
+    written_before = {
+        "mode": "native",
+        "passes": 1,
+        "usage": {"input_tokens": 5, "output_tokens": 6},
+    }
+    metadata = ExtractionMetadata.from_json_dict(written_before)
+    assert metadata.cost is None
+    assert metadata.cost_missing == "the record was written without its cost"
+    no_usage = ExtractionMetadata.from_json_dict({"mode": "native", "passes": 1})
+    assert no_usage.cost_missing == "no usage was reported"
+
+
+def test_an_unreadable_cost_is_a_reason_not_an_error() -> None:
+    data = {"mode": "native", "passes": 1, "cost": {"input": "lots"}}
+    metadata = ExtractionMetadata.from_json_dict(data)
+    assert metadata.passes == 1
+    assert metadata.cost_missing == "the record's cost could not be read"
+
+
+# The type.
+
+
+def test_costs_add_up_exactly() -> None:
+    a = Cost(input=Decimal("0.1"), output=Decimal("0.2"), total=Decimal("0.3"), source="x")
+    b = Cost(input=Decimal("0.01"), output=Decimal("0.02"), total=Decimal("0.03"), source="y")
+    total = a + b
+    assert (total.input, total.output, total.total) == (
+        Decimal("0.11"),
+        Decimal("0.22"),
+        Decimal("0.33"),
+    )
+    assert total.source == "x; y" and (a + a).source == "x"
+    with pytest.raises(ValueError, match="EUR"):
+        a + Cost(input=Decimal(0), output=Decimal(0), total=Decimal(0), currency="EUR", source="z")
+
+
+def test_cost_is_exported_and_frozen() -> None:
+    assert allama.Cost is Cost
+    cost = Cost(input=Decimal(1), output=Decimal(2), total=Decimal(3), source="s")
+    with pytest.raises(AttributeError):
+        cost.total = Decimal(4)  # type: ignore[misc]
+    assert str(cost) == "3 USD (s)"

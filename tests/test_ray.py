@@ -1,0 +1,297 @@
+"""Extraction as a Ray Data step (`allama.ray`), on a local Ray instance this module starts.
+
+The provider is an OpenAI-compatible server in this process (127.0.0.1), which the Ray
+workers reach over the loopback: it answers each document by what the document says (valid
+JSON, prose, JSON of the wrong shape, a 500, a 400). Every row must come back, the good ones
+with their exact values, the bad ones with a log-safe error and their record, and the job
+must not fail. Skipped without Ray (`pip install 'allama[ray]'`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import doctest
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("ray.data", reason="the Ray integration needs ray[data]: allama[ray]")
+
+import pyarrow as pa
+import ray
+from pydantic import BaseModel
+
+import allama
+import allama.ray
+from _replay_server import ReplayServer, ReplyHandler
+from allama import ChatRequest
+from allama.mock import MockProvider
+
+TESTS = Path(__file__).resolve().parent
+SRC = TESTS.parent / "src"
+
+
+class Invoice(BaseModel):
+    number: str
+    total: float
+
+
+def document(index: int) -> str:
+    """Rows 0-14 are good; the rest: prose, a wrong shape, a 500, a 400, and prose again."""
+    kinds = {15: "PROSE", 16: "WRONG", 17: "BOOM", 18: "REJECT", 19: "PROSE"}
+    kind = kinds.get(index, "GOOD")
+    return f"{kind} invoice {index}: confidential customer text #{index}"
+
+
+def expected(index: int) -> dict[str, Any]:
+    return {"number": f"INV-{index:03d}", "total": index * 1.5}
+
+
+# The server: answers by the document in the last user message.
+
+
+class _Server(ReplayServer):
+    pass
+
+
+def _answer(content: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 40, "completion_tokens": 12, "total_tokens": 52},
+    }
+
+
+class _Handler(ReplyHandler):
+    server: _Server
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        with self.server.lock:
+            self.server.seen.append((self.path, {}, body))
+        text = str(body["messages"][-1]["content"])
+        kind, _, rest = text.partition(" invoice ")
+        index = int(rest.split(":")[0])
+        if kind == "GOOD":
+            self.send_json(200, _answer(json.dumps(expected(index))))
+        elif kind == "PROSE":
+            self.send_json(200, _answer("Sorry, I could not read that invoice."))
+        elif kind == "WRONG":
+            self.send_json(200, _answer(json.dumps({"number": index})))
+        elif kind == "BOOM":
+            error = {"message": f"upstream failed on: {text}", "type": "server_error"}
+            self.send_json(500, {"error": error})
+        else:
+            error = {"message": f"rejected: {text}", "type": "invalid_request_error"}
+            self.send_json(400, {"error": error})
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[_Server]:
+    httpd = _Server(("127.0.0.1", 0), _Handler)
+    httpd.seen, httpd.lock = [], threading.Lock()
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def base_url(server: _Server) -> str:
+    host, port = server.server_address[:2]
+    return f"http://{host!s}:{port}/v1"
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """Ray on this machine with 2 CPUs; its workers import this module (for `Invoice`)."""
+    if ray.is_initialized():
+        pytest.skip("a Ray instance is already running in this process")
+    # Workers started by `ray.init` inherit this environment, so they import this module
+    # (the target type and the request function are pickled by reference to it).
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), str(SRC), before]))
+    try:
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
+    yield
+    ray.shutdown()
+
+
+def _by_id(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    return {int(row["id"]): row for row in rows}
+
+
+def test_every_row_comes_back_with_its_value_or_its_error_and_record(
+    local_ray: None, server: _Server, base_url: str
+) -> None:
+    ds = ray.data.from_items([{"id": i, "text": document(i)} for i in range(20)])
+    began = time.perf_counter()
+    out = allama.ray.extract_dataset(
+        ds,
+        Invoice,
+        provider="openai",
+        provider_options={"api_key": "sk-test", "base_url": base_url},
+        text_column="text",
+        model="gpt-4o-mini",
+        system="Extract the invoice.",
+        concurrency=2,
+        batch_size=4,
+    )
+    rows = _by_id(out.take_all())
+    print(f"20 rows through 2 actors in {time.perf_counter() - began:.1f} s")
+
+    assert sorted(rows) == list(range(20))
+    for index in range(15):
+        row = rows[index]
+        assert row["text"] == document(index)  # the input columns are kept
+        assert row["error"] is None
+        assert json.loads(row["value"]) == expected(index)
+        record = json.loads(row["record"])
+        assert record["mode"] == "native" and record["passes"] == 1
+        assert record["enforcement"] == "exact"
+        assert record["usage"] == {"input_tokens": 40, "output_tokens": 12}
+
+    for index in (15, 16, 19):  # output that is not an invoice: an extraction failure
+        row = rows[index]
+        assert row["value"] is None
+        assert row["error"].startswith("extraction_parse: ")
+        assert json.loads(row["record"])["passes"] == 1
+    assert rows[17]["error"].startswith("server: status=500; message withheld (")
+    assert rows[18]["error"].startswith("invalid_request: status=400; message withheld (")
+    for index in (17, 18):  # a provider error carries the record of the passes before it
+        assert rows[index]["value"] is None
+        record = json.loads(rows[index]["record"])
+        assert record["mode"] == "native" and record["passes"] == 0
+
+    for row in rows.values():  # errors are log-safe: no document text, no model text
+        error = row["error"] or ""
+        assert "confidential" not in error and "Sorry" not in error
+    with server.lock:
+        paths = [path for path, _, _ in server.seen]
+    assert paths.count("/v1/chat/completions") >= 20
+
+
+def build_request(row: dict[str, Any]) -> ChatRequest:
+    """A request function, importable by the workers: it fails on a row without text."""
+    return ChatRequest("gpt-4o-mini").user(row["text"].strip()).with_max_output_tokens(100)
+
+
+def test_a_request_function_and_bad_rows_of_the_callers_own(local_ray: None, base_url: str) -> None:
+    items: list[dict[str, Any]] = [{"text": document(1)}, {"text": None}, {"text": document(17)}]
+    out = allama.ray.extract_dataset(
+        ray.data.from_items(items),
+        Invoice,
+        provider="openai",
+        provider_options={"api_key": "sk-test", "base_url": base_url},
+        request=build_request,
+        repair=True,
+    )
+    rows = out.take_all()
+    assert [row["text"] for row in rows] == [item["text"] for item in items]
+    assert json.loads(rows[0]["value"]) == expected(1)
+    assert rows[1]["value"] is None and rows[1]["record"] is None
+    # `None.strip()` raised: the row says so, without the exception's message.
+    assert rows[1]["error"].startswith("invalid_row: the request function raised ")
+    assert rows[2]["error"].startswith("server: status=500")
+
+
+# Without a Ray instance: the callable itself, on a pyarrow table, with a scripted provider.
+
+
+def test_the_callable_on_one_batch_without_ray() -> None:
+    script = ['{"number": "A-1", "total": 2}', "Sorry, no invoice here."]
+    extract = allama.ray.ExtractBatch(
+        Invoice,
+        provider=lambda: MockProvider(script),
+        text_column="text",
+        model="m",
+        row_concurrency=2,
+    )
+    batch = pa.table({"id": [1, 2, 3, 4], "text": ["first", None, "third", "fourth"]})
+
+    async def run() -> list[Any]:
+        return [out async for out in extract(batch)]
+
+    (out,) = asyncio.run(run())
+    assert out.column_names == ["id", "text", "value", "error", "record"]
+    first, second, third, fourth = out.to_pylist()
+    assert first["value"] == '{"number":"A-1","total":2.0}' and first["error"] is None
+    assert json.loads(first["record"])["passes"] == 1
+    assert second == {
+        "id": 2,
+        "text": None,
+        "value": None,
+        "error": "invalid_row: column 'text' holds null, not text",
+        "record": None,
+    }
+    assert third["value"] is None and third["error"].startswith("extraction_parse: ")
+    assert "Sorry" not in third["error"]
+    assert json.loads(third["record"])["passes"] == 1
+    # Not an allama error (the script ran out): named by its class, no record, no raise.
+    assert fourth["value"] is None and fourth["record"] is None
+    assert fourth["error"].startswith("MockScriptExhausted: message withheld (")
+
+
+def test_settings_are_checked_before_any_actor_starts() -> None:
+    ds: Any = object()  # never reached
+    with pytest.raises(TypeError, match="either text_column="):
+        allama.ray.extract_dataset(ds, Invoice, provider="openai")
+    with pytest.raises(TypeError, match="needs model="):
+        allama.ray.extract_dataset(ds, Invoice, provider="openai", text_column="text")
+    with pytest.raises(ValueError, match="unknown provider"):
+        allama.ray.extract_dataset(ds, Invoice, provider="nope", text_column="t", model="m")
+    with pytest.raises(TypeError, match="retries"):
+        allama.ray.extract_dataset(
+            ds,
+            Invoice,
+            provider="openai",
+            text_column="t",
+            model="m",
+            retries="2",  # type: ignore[arg-type]
+        )
+
+
+def test_import_allama_does_not_load_ray() -> None:
+    code = "import sys, allama; print('ray' in sys.modules, 'allama.ray' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.split() == ["False", "False"]
+
+
+def test_docstring_examples() -> None:
+    result = doctest.testmod(allama.ray, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
