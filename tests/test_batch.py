@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -259,3 +260,64 @@ def test_extractor_settings_apply_to_every_input(server: BatchServer) -> None:
     (result,) = results
     assert result.failure is not None and result.failure.kind == "extraction_parse"
     assert result.metadata is not None and result.metadata.passes == 2
+
+
+def test_the_budget_stops_new_inputs_and_says_so(server: BatchServer) -> None:
+    # gpt-4o-mini: 100 input and 10 output tokens a call cost $0.000021.
+    run = allama.batch(
+        provider_for(server), Row, docs(100), request=TEMPLATE, concurrency=4, max_cost="0.0002"
+    )
+    results = list(run)
+    summary = run.summary
+    assert sorted(r.index for r in results) == list(range(100))
+    assert summary.stopped is not None and summary.stopped.startswith(
+        "the budget of $0.0002 is reached"
+    )
+    assert summary.done + summary.failed + summary.not_started == 100
+    assert summary.not_started > 50
+    per_call = Decimal("0.000021")
+    assert Decimal("0.0002") <= summary.cost <= Decimal("0.0002") + 4 * per_call
+    assert summary.cost == per_call * summary.passes
+    assert all(
+        r.failure.message.startswith("not started: the budget")
+        for r in results
+        if r.failure is not None and r.failure.kind == "not_started"
+    )
+
+
+def test_a_budget_with_an_unknown_price_stops_at_the_first_cost_it_cannot_count() -> None:
+    served = BatchServer(model="a-model-of-our-own").start()
+    try:
+        provider = allama.provider("openai", api_key="sk-test", base_url=served.url)
+        run = allama.batch(
+            provider,
+            Row,
+            docs(20),
+            request=ChatRequest("a-model-of-our-own"),
+            concurrency=1,
+            max_cost=1,
+        )
+        results = list(run)
+        assert len(results) == 20
+        assert run.summary.done == 1 and run.summary.not_started == 19
+        assert run.summary.stopped == (
+            "the cost of #0 is unknown (genai-prices 0.2.3 has no price for "
+            "'a-model-of-our-own' at openai): the budget of $1 cannot be kept"
+        )
+    finally:
+        served.stop()
+
+
+def test_costs_are_summed_in_the_summary_and_kept_in_the_ledger(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "cost.sqlite"
+    run = allama.batch(provider_for(server), Row, docs(10), request=TEMPLATE, ledger=ledger)
+    results = list(run)
+    paid = [r for r in results if r.metadata is not None and r.metadata.passes]
+    assert run.summary.cost == Decimal("0.000021") * len(paid)
+    assert "cost $0.000210" in run.summary.lines()  # 10 paid passes, the failed parse too
+    reader = Ledger(ledger)
+    costs = {row.position: row.cost for row in reader.rows()}
+    reader.close()
+    assert costs[0] == "0.000021" and costs[7] == "0.000021" and costs[3] == "0.000021"

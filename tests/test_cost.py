@@ -685,3 +685,34 @@ def test_cost_is_exported_and_frozen() -> None:
     with pytest.raises(AttributeError):
         cost.total = Decimal(4)  # type: ignore[misc]
     assert str(cost) == "3 USD (s)"
+
+
+def test_every_flat_price_gives_genai_prices_own_answer_to_the_last_digit() -> None:
+    # The fast path (flat token prices, computed as genai-prices computes them) against
+    # genai-prices' full calculation, for every model of every provider it knows.
+    when = datetime(2026, 6, 1, tzinfo=UTC)
+    usages = [(120, 20, 0, 0), (5000, 777, 1000, 300), (1_234_567, 3, 999_999, 0)]
+    checked = 0
+    for provider in get_snapshot().providers:
+        for model in provider.models:
+            model_price = model.get_prices(when)
+            flat = prices._flat(genai_prices, model_price)
+            if flat is None:
+                continue
+            for tokens in usages:
+                want = model_price.calc_price(
+                    genai_prices.Usage(
+                        input_tokens=tokens[0],
+                        output_tokens=tokens[1],
+                        cache_read_tokens=tokens[2] or None,
+                        cache_write_tokens=tokens[3] or None,
+                    )
+                )
+                got = prices._flat_cost(flat, tokens)
+                assert (str(got.input), str(got.output), str(got.total)) == (
+                    str(want["input_price"]),
+                    str(want["output_price"]),
+                    str(want["total_price"]),
+                ), (provider.id, model.id, tokens)
+                checked += 1
+    assert checked > 300  # most models have flat prices

@@ -28,7 +28,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import TypeAdapter
 
-from allama.batch._ledger import Ledger, LedgerRow, Status
+from allama.batch._ledger import Ledger, LedgerRow, LedgerWriter, Status
 from allama.batch._limits import RateLimiter
 from allama.errors import Error, ExtractionError, RateLimitedError
 from allama.extract._engine import Extracted
@@ -367,16 +367,34 @@ def _spec(
 def input_key(provider: str, tp: Any, request: ChatRequest) -> str:
     """The hash an input is known by: what determines its answer (the provider, the type's
     schema, the whole request: model, prompt, document, settings)."""
-    from allama.schema._types import type_schema
-
-    digest = hashlib.sha256()
-    digest.update(b"allama-batch-1\0")
-    digest.update(provider.encode())
-    digest.update(b"\0")
-    digest.update(json.dumps(type_schema(tp).schema, sort_keys=True).encode())
-    digest.update(b"\0")
+    digest = _type_digest(provider, tp).copy()
     digest.update(request.model_dump_json().encode())
-    return digest.hexdigest()
+    key: str = digest.hexdigest()
+    return key
+
+
+_TYPE_DIGESTS: dict[tuple[str, Any], Any] = {}
+
+
+def _type_digest(provider: str, tp: Any) -> Any:
+    """The hash of the provider and the type's schema, made once per pair."""
+    key = (provider, tp)
+    try:
+        found = _TYPE_DIGESTS.get(key)
+    except TypeError:  # an unhashable type form: not kept
+        found, key = None, None  # type: ignore[assignment]
+    if found is None:
+        from allama.schema._types import type_schema
+
+        found = hashlib.sha256()
+        found.update(b"allama-batch-1\0")
+        found.update(provider.encode())
+        found.update(b"\0")
+        found.update(json.dumps(type_schema(tp).schema, sort_keys=True).encode())
+        found.update(b"\0")
+        if key is not None and len(_TYPE_DIGESTS) < 256:
+            _TYPE_DIGESTS[key] = found
+    return found
 
 
 # The run
@@ -393,7 +411,8 @@ class _Runner:
         self.emit = emit
         self.summary = BatchSummary(total=spec.total)
         self.limiter = RateLimiter(spec.rpm, spec.tpm, backoff=max(spec.backoff, 0.001))
-        self.ledger: Ledger | None = None
+        self.ledger: LedgerWriter | None = None
+        self.book: Ledger | None = None
         self.stopping: str | None = None
         self.random = random.Random()
         self.running: dict[str, asyncio.Future[BatchResult[Any]]] = {}
@@ -402,7 +421,8 @@ class _Runner:
     async def run(self) -> None:
         spec = self.spec
         if spec.ledger is not None:
-            self.ledger = Ledger(spec.ledger, settings=spec.settings)
+            self.book = Ledger(spec.ledger, settings=spec.settings)
+            self.ledger = LedgerWriter(self.book)
         slots = asyncio.Semaphore(spec.concurrency)
         tasks: set[asyncio.Task[None]] = set()
         try:
@@ -429,9 +449,10 @@ class _Runner:
             self.summary.waited = self.limiter.waited
             self.summary.slowdowns = self.limiter.slowdowns
             self.summary.stopped = self.stopping
-            if self.ledger is not None:
-                self.ledger.end(self.stopping)
+            if self.ledger is not None and self.book is not None:
                 self.ledger.close()
+                self.book.end(self.stopping)
+                self.book.close()
 
     def _finish(self, result: BatchResult[Any]) -> None:
         self.summary.add(result)
@@ -496,15 +517,15 @@ class _Runner:
         spec = self.spec
         attempts = 1
         if self.ledger is not None:
-            claim = self.ledger.claim(key, index, label)
+            claim = await self.ledger.claim(key, index, label)
             if not claim.granted and (
                 claim.row is not None
                 and claim.row.status == Status.FAILED
                 and spec.retry_failed
                 and claim.row.run_id != self.ledger.run_id
             ):
-                self.ledger.reopen(key)
-                claim = self.ledger.claim(key, index, label)
+                await self.ledger.reopen(key)
+                claim = await self.ledger.claim(key, index, label)
             if not claim.granted:
                 assert claim.row is not None
                 if claim.elsewhere:
@@ -538,7 +559,7 @@ class _Runner:
             while True:
                 if self.stopping is not None and tried == 0:
                     if self.ledger is not None:
-                        self.ledger.release(key)
+                        await self.ledger.release(key)
                     result = self._not_started(index, key, label)
                     self._finish(result)
                     return result
@@ -562,18 +583,22 @@ class _Runner:
                         if record is not None and record.passes:
                             spent.append(record)
                         await self._wait_after(error, tried, sent_at)
-                        attempts = self.ledger.again(key) if self.ledger is not None else tried + 1
+                        attempts = (
+                            await self.ledger.again(key) if self.ledger is not None else tried + 1
+                        )
                         continue
-                    return self._record_failure(
+                    return await self._record_failure(
                         index, key, label, error, record, attempts, began, spent
                     )
                 except Exception as error:  # a failure of the caller's own provider code
-                    return self._record_failure(
+                    return await self._record_failure(
                         index, key, label, error, None, attempts, began, spent
                     )
                 usage = extracted.metadata.usage
                 self.limiter.spent(estimate, None if usage is None else usage.total_tokens)
-                return self._record_success(index, key, label, extracted, attempts, began, spent)
+                return await self._record_success(
+                    index, key, label, extracted, attempts, began, spent
+                )
         finally:
             self.summary.in_flight -= 1
 
@@ -585,7 +610,7 @@ class _Runner:
             pause = error.retry_after or min(60.0, base * (0.5 + self.random.random() / 2))
         await asyncio.sleep(pause)
 
-    def _record_success(
+    async def _record_success(
         self,
         index: int,
         key: str,
@@ -601,7 +626,7 @@ class _Runner:
             value = self.spec.adapter.dump_json(extracted.value).decode()
             cost, _ = _cost_of([*spent, metadata])
             usage = metadata.usage
-            self.ledger.finish(
+            await self.ledger.finish(
                 key,
                 status=Status.DONE,
                 seconds=seconds,
@@ -625,7 +650,7 @@ class _Runner:
         self._finish(result)
         return result
 
-    def _record_failure(
+    async def _record_failure(
         self,
         index: int,
         key: str,
@@ -640,7 +665,7 @@ class _Runner:
         failure = _failure(error)
         if self.ledger is not None:
             cost, _ = _cost_of([*spent, *([record] if record is not None else [])])
-            self.ledger.finish(
+            await self.ledger.finish(
                 key,
                 status=Status.FAILED,
                 seconds=seconds,

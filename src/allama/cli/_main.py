@@ -9,6 +9,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from allama.cli._batch import add_batch_parser, batch_command
 from allama.cli._load import TypeNotFound, load_type
 from allama.cli._plan import plan_rows, render_table
 from allama.cli._providers import planning_providers
@@ -54,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         help="only this preset (repeatable), or PRESET:API for another API of it "
         "(openai:responses); default: every preset and API",
     )
+    add_batch_parser(commands)
     return parser
 
 
@@ -70,6 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as done:  # --help, --version, or a usage error argparse reported
             code = done.code
             return code if isinstance(code, int) else 0 if code is None else EXIT_USAGE
+        if args.command == "batch":
+            return batch_command(args)
         return _plan(args)
     except BrokenPipeError:
         return _reader_gone()

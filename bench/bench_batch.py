@@ -1,0 +1,169 @@
+"""Throughput of `allama.abatch` against a hand-written `asyncio.gather` over `aextract`
+(the floor), at 1, 16 and 128 inputs in flight, with and without the ledger. Run by hand:
+`./run bench`, or this script alone.
+
+The server runs in another process and answers every chat completion after `LATENCY`
+seconds, as a provider would. The floor is what a user writes by hand: a semaphore of the
+same size and one `aextract` per input, no ledger, no retries, no rate limits. The figures
+are wall time (best of `ROUNDS`, the runs in turn so that drift hits all alike), and the
+ledger's cost per input (client CPU with the ledger, less without, per input).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from pydantic import BaseModel
+
+import allama
+
+LATENCY = 0.02
+ROUNDS = 3
+RUNS = ((1, 100), (16, 800), (128, 3000))
+"""(inputs in flight, inputs)."""
+
+
+class Invoice(BaseModel):
+    number: str
+    total: float
+    paid: bool
+
+
+ANSWER = json.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": json.dumps({"number": "INV-1", "total": 12.5, "paid": True}),
+                },
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 20, "total_tokens": 140},
+    }
+).encode()
+
+
+def _serve(port_queue: Any) -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                if length:
+                    await reader.readexactly(length)
+                await asyncio.sleep(LATENCY)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                    + f"content-length: {len(ANSWER)}\r\n\r\n".encode()
+                    + ANSWER
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=1024)
+        port_queue.put(server.sockets[0].getsockname()[1])
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(main())
+
+
+REQUEST = allama.ChatRequest("gpt-4o-mini").system("Extract the invoice.")
+
+
+def make_provider(base: str) -> Any:
+    """A provider whose connection pool keeps as many connections as are in flight (the
+    default keeps 100 alive, and 128 in flight would open and close connections all run
+    long, for the floor and the batch alike)."""
+    limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=256)
+    transport = allama.Transport(limits=limits)
+    return allama.provider("openai", api_key="sk-bench", base_url=base, transport=transport)
+
+
+def documents(count: int, round_: int) -> list[str]:
+    # Each round its own documents, so that a ledger never finds them finished.
+    return [f"Invoice INV-{round_}-{n}: 12.50 EUR, paid." for n in range(count)]
+
+
+async def floor(provider: Any, docs: list[str], concurrency: int) -> None:
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(text: str) -> None:
+        async with slots:
+            await allama.aextract(provider, Invoice, REQUEST.user(text))
+
+    await asyncio.gather(*(one(text) for text in docs))
+
+
+async def ours(provider: Any, docs: list[str], concurrency: int, ledger: str | None) -> None:
+    run = allama.abatch(
+        provider, Invoice, docs, request=REQUEST, concurrency=concurrency, ledger=ledger
+    )
+    async for result in run:
+        assert result.ok, result
+
+
+def timed(fn: Any) -> tuple[float, float]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    asyncio.run(fn())
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main() -> None:
+    queue: Any = multiprocessing.Queue()
+    server = multiprocessing.Process(target=_serve, args=(queue,), daemon=True)
+    server.start()
+    base = f"http://127.0.0.1:{queue.get()}/v1"
+    print(f"allama.abatch against asyncio.gather over aextract, server latency {LATENCY * 1000:.0f} ms")
+    print(
+        f"{'in flight':>9} {'inputs':>6} | {'floor s':>8} {'batch s':>8} {'+ledger s':>9} | "
+        f"{'batch/floor':>11} {'ledger/floor':>12} | {'ledger CPU/input':>16}"
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        for concurrency, count in RUNS:
+            best: dict[str, list[float]] = {"floor": [], "batch": [], "ledger": []}
+            cpu: dict[str, list[float]] = {"batch": [], "ledger": []}
+            for round_ in range(ROUNDS):
+                provider = make_provider(base)
+                docs = documents(count, round_)
+                wall, _ = timed(lambda: floor(provider, docs, concurrency))
+                best["floor"].append(wall)
+                provider = make_provider(base)
+                wall, spent = timed(lambda: ours(provider, docs, concurrency, None))
+                best["batch"].append(wall)
+                cpu["batch"].append(spent)
+                provider = make_provider(base)
+                ledger = str(Path(folder) / f"ledger-{concurrency}-{round_}.sqlite")
+                wall, spent = timed(lambda: ours(provider, docs, concurrency, ledger))
+                best["ledger"].append(wall)
+                cpu["ledger"].append(spent)
+            f, b, led = (min(best[k]) for k in ("floor", "batch", "ledger"))
+            per_input = (min(cpu["ledger"]) - min(cpu["batch"])) / count * 1e6
+            print(
+                f"{concurrency:>9} {count:>6} | {f:>8.3f} {b:>8.3f} {led:>9.3f} | "
+                f"{b / f:>11.2f} {led / f:>12.2f} | {per_input:>13.0f} µs"
+            )
+    server.terminate()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

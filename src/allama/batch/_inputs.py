@@ -1,0 +1,241 @@
+"""The documents of a batch run, read from a folder of text files, a JSONL or a CSV file.
+
+Each document is a `Document`: its text (a `str`, so that it is the user's message of the
+run's `ChatRequest` as it is) and its label, what the summary, the ledger and the output
+call it: the file name, the id field or column, else `line N` / `row N`.
+
+`read_inputs` checks the whole source before anything is sent (a missing field, a line that
+is no JSON, a value that is not text: an `InputError` naming the file and the line or row)
+and counts it, then reads it again as the run goes: a large file is never held in memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TEXT_SUFFIXES", "Document", "InputError", "Inputs", "read_inputs"]
+
+TEXT_SUFFIXES = (".txt", ".md")
+"""The files of a folder that are documents."""
+
+DEFAULT_FIELD = "text"
+DEFAULT_ID_FIELD = "id"
+
+
+class InputError(ValueError):
+    """An input source that cannot be read as documents; the message says where and why."""
+
+
+class Document(str):
+    """A document's text, with the `label` a run calls it by."""
+
+    label: str
+
+    def __new__(cls, text: str, label: str) -> Document:
+        document = super().__new__(cls, text)
+        document.label = label
+        return document
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """The documents of `path`, read anew on each iteration; `total` is how many there are."""
+
+    path: Path
+    kind: str
+    """`folder`, `jsonl` or `csv`."""
+    total: int
+    field: str
+    id_field: str | None
+
+    def __iter__(self) -> Iterator[Document]:
+        if self.kind == "folder":
+            for file in _text_files(self.path):
+                yield Document(_read_text(file), file.name)
+        elif self.kind == "jsonl":
+            yield from _jsonl(self.path, self.field, self.id_field)
+        else:
+            yield from _csv(self.path, self.field, self.id_field)
+
+    def __len__(self) -> int:
+        return self.total
+
+
+def read_inputs(
+    path: str | os.PathLike[str], *, field: str | None = None, id_field: str | None = None
+) -> Inputs:
+    """The documents at `path`, checked and counted.
+
+    A folder: every `*.txt` and `*.md` file in it (not below it), sorted by name; the label
+    is the file name. A `.jsonl` file: one JSON object per line (blank lines are skipped),
+    the document in `field` (default `text`), the label from `id_field` (default `id` where
+    a line has one) else `line N`. A `.csv` file with a header row: the document in the
+    column `field` (default `text`), the label from the column `id_field` (default `id` when
+    there is one) else `row N`, counting the rows after the header from 1.
+    """
+    source = Path(path)
+    if source.is_dir():
+        if field is not None or id_field is not None:
+            raise InputError(
+                f"{source}: --field and --id-field are for JSONL and CSV files; "
+                "a folder's documents are its files"
+            )
+        files = _text_files(source)
+        if not files:
+            raise InputError(f"{source}: no *.txt or *.md files in this folder")
+        for file in files:
+            _read_text(file)
+        return Inputs(source, "folder", len(files), DEFAULT_FIELD, None)
+    if not source.exists():
+        raise InputError(f"{source}: no such file or folder")
+    suffix = source.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        kind, rows = "jsonl", _jsonl
+    elif suffix == ".csv":
+        kind, rows = "csv", _csv
+    else:
+        raise InputError(
+            f"{source}: not a folder, a .jsonl or a .csv file; give a folder of text files, "
+            "a JSONL file (one object per line) or a CSV file with a header row"
+        )
+    chosen = field or DEFAULT_FIELD
+    total = sum(1 for _ in rows(source, chosen, id_field))
+    if total == 0:
+        raise InputError(f"{source}: no documents in this file")
+    return Inputs(source, kind, total, chosen, id_field)
+
+
+def _text_files(folder: Path) -> list[Path]:
+    return sorted(
+        (entry for entry in folder.iterdir() if entry.suffix.lower() in TEXT_SUFFIXES),
+        key=lambda entry: entry.name,
+    )
+
+
+def _read_text(file: Path) -> str:
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{file}: not UTF-8 text (byte {error.start} cannot be decoded)") from None
+    except OSError as error:
+        raise InputError(f"{file}: cannot be read ({error.strerror or error})") from None
+
+
+def _open(path: Path, **options: Any) -> Any:
+    try:
+        return path.open(encoding="utf-8-sig", **options)
+    except OSError as error:
+        raise InputError(f"{path}: cannot be read ({error.strerror or error})") from None
+
+
+def _jsonl(path: Path, field: str, id_field: str | None) -> Iterator[Document]:
+    with _open(path) as lines:
+        number = 0
+        while True:
+            where = f"{path} line {number + 1}"
+            try:
+                line = lines.readline()
+            except UnicodeDecodeError as error:
+                raise InputError(
+                    f"{where}: not UTF-8 text (byte {error.start} cannot be decoded)"
+                ) from None
+            if not line:
+                return
+            number += 1
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line.rstrip("\r\n"))
+            except json.JSONDecodeError as error:
+                raise InputError(
+                    f"{where}: not JSON ({error.msg} at column {error.colno})"
+                ) from None
+            if not isinstance(item, dict):
+                raise InputError(f"{where}: a JSON {_json_kind(item)}, not an object")
+            yield Document(
+                _text(item, field, where, "field"),
+                _label(item, id_field, where, "field", f"line {number}"),
+            )
+
+
+def _csv(path: Path, field: str, id_field: str | None) -> Iterator[Document]:
+    with _open(path, newline="") as handle:
+        reader = csv.DictReader(handle)
+        try:
+            columns = reader.fieldnames
+        except (csv.Error, UnicodeDecodeError) as error:
+            raise InputError(f"{path} (the header row): {error}") from None
+        if not columns:
+            raise InputError(f"{path}: no header row (a CSV file names its columns first)")
+        for name in (field, id_field):
+            if name is not None and name not in columns:
+                flag = "--field" if name == field else "--id-field"
+                shown = ", ".join(f"`{column}`" for column in columns)
+                raise InputError(
+                    f"{path}: no column `{name}` (the columns are {shown}); "
+                    f"name the column with {flag}"
+                )
+        number = 0
+        while True:
+            where = f"{path} row {number + 1}"
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except (csv.Error, UnicodeDecodeError) as error:
+                raise InputError(f"{where}: {error}") from None
+            number += 1
+            yield Document(
+                _text(row, field, where, "column"),
+                _label(row, id_field, where, "column", f"row {number}"),
+            )
+
+
+def _text(item: dict[str, Any], field: str, where: str, what: str) -> str:
+    if field not in item or item[field] is None:
+        if what == "column":
+            raise InputError(f"{where}: no value in the column `{field}`")
+        shown = ", ".join(f"`{key}`" for key in item) or "none"
+        raise InputError(
+            f"{where}: no field `{field}` (its fields: {shown}); "
+            "name the document's field with --field"
+        )
+    value = item[field]
+    if not isinstance(value, str):
+        raise InputError(f"{where}: the {what} `{field}` is a JSON {_json_kind(value)}, not text")
+    return value
+
+
+def _label(item: dict[str, Any], id_field: str | None, where: str, what: str, fallback: str) -> str:
+    value = item.get(id_field or DEFAULT_ID_FIELD)
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    if id_field is None:  # no usable `id`: the line or row number names it
+        return fallback
+    if value is None or value == "":
+        raise InputError(f"{where}: no value in the {what} `{id_field}` (--id-field)")
+    raise InputError(
+        f"{where}: the {what} `{id_field}` is a JSON {_json_kind(value)}: an id is text or a number"
+    )
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"

