@@ -538,3 +538,21 @@ def test_status_tells_a_running_run_from_a_dead_one(
         assert "Row: dead: never finished (killed?), last heard from at " in lines[-1]
     finally:
         running.close()
+
+
+def test_the_summary_names_the_first_failures_in_input_order(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.jsonl"
+    numbers = [1, *range(7, 1000, 50)][:16]  # 7, 57, 107...: no JSON in the answer
+    source.write_text("".join(json.dumps({"text": f"doc {n}"}) + "\n" for n in numbers))
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, source, out, "--no-progress") == 0
+    err = capsys.readouterr().err
+    assert "progress: " not in err
+    lines = summary_of(err)
+    assert lines[1] == "1 done, 15 failed, in T s"
+    named = [line.split(":")[1].strip() for line in lines if line.startswith("failed: ")]
+    assert named == ["line 2", "line 3", "line 4", "line 5", "line 6"]
+    ledger = tmp_path / "out.jsonl.ledger.sqlite"
+    assert f"... and 10 more failures: allama batch export {ledger} --failed" in lines

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 from allama._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from allama.batch._ledger import Ledger, LedgerRow
+    from allama.batch._ledger import Ledger, LedgerError, LedgerRow
     from allama.batch._run import (
         AsyncBatchRun,
         BatchFailure,
@@ -24,6 +24,7 @@ __all__ = [
     "BatchRun",
     "BatchSummary",
     "Ledger",
+    "LedgerError",
     "LedgerRow",
     "abatch",
     "batch",
@@ -33,7 +34,7 @@ __all__ = [
 _getattr, __dir__ = lazy_names(
     __name__,
     {
-        "allama.batch._ledger": ("Ledger", "LedgerRow"),
+        "allama.batch._ledger": ("Ledger", "LedgerError", "LedgerRow"),
         "allama.batch._run": (
             "AsyncBatchRun",
             "BatchFailure",

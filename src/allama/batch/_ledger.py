@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import os
-import queue
 import socket
 import sqlite3
 import threading
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Claim", "Ledger", "LedgerRow", "LedgerWriter", "Status"]
+__all__ = ["Claim", "Ledger", "LedgerError", "LedgerRow", "LedgerWriter", "Status"]
 
 SCHEMA_VERSION = 1
 
@@ -138,17 +137,30 @@ class Ledger:
 
     Used from one thread at a time per instance (the batch runner's event loop)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, settings: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        settings: dict[str, Any] | None = None,
+        read_only: bool = False,
+    ):
+        """Open (or create) the ledger at `path`; `settings` registers a run. `read_only`
+        opens an existing ledger for reading (`LedgerError` when there is none)."""
         self.path = Path(path)
         self.run_id = uuid.uuid4().hex
-        self._connection = sqlite3.connect(
-            self.path, timeout=60.0, isolation_level=None, check_same_thread=False
-        )
+        if read_only:
+            self._connection = _read_only(self.path)
+        else:
+            self._connection = sqlite3.connect(
+                self.path, timeout=60.0, isolation_level=None, check_same_thread=False
+            )
         self._lock = threading.Lock()
         self._host = socket.gethostname()
         self._pid = os.getpid()
         self._last_beat = 0.0
         self._live_runs: dict[str, bool] = {}
+        if read_only:
+            return
         with self._lock:
             db = self._connection
             db.execute("PRAGMA busy_timeout = 60000")
@@ -360,6 +372,16 @@ class Ledger:
             ).fetchall()
         return {str(status): int(count) for status, count in found}
 
+    def run_state(self, run_id: str) -> str:
+        """`finished`, `running` (its process is alive, or its heartbeat recent) or `dead`."""
+        with self._lock:
+            found = self._connection.execute(
+                "SELECT finished_at FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            if found is not None and found[0] is not None:
+                return "finished"
+            return "running" if self._run_alive(run_id) else "dead"
+
     def runs(self) -> list[dict[str, Any]]:
         with self._lock:
             found = self._connection.execute(
@@ -372,6 +394,7 @@ class Ledger:
             entry = dict(zip(names, raw[:6], strict=True))
             entry["settings"] = json.loads(raw[6])
             entry["stopped"] = raw[7]
+            entry["state"] = self.run_state(entry["run_id"])
             out.append(entry)
         return out
 
@@ -400,19 +423,40 @@ def _row(raw: tuple[Any, ...]) -> LedgerRow:
     )
 
 
+class LedgerError(Exception):
+    """A file that is not a ledger (or is missing), opened for reading."""
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    if not path.is_file():
+        raise LedgerError(f"no such ledger: `{path}`")
+    try:
+        db = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
+        )
+        tables = {
+            name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+    except sqlite3.DatabaseError as error:
+        raise LedgerError(f"`{path}` is not a ledger: {error}") from None
+    if not {"items", "runs"} <= tables:
+        db.close()
+        raise LedgerError(f"`{path}` is not a ledger: an SQLite file without its tables")
+    return db
+
+
 class LedgerWriter:
-    """The ledger's writes for one event loop, made in a thread of their own and committed
-    together: writes that arrive while a commit runs share the next one. Every write waits
-    for its commit, so a claim is on disk before its input is sent and a result before it
-    is handed over, as with one transaction each, at a fraction of the cost."""
+    """The ledger's writes for one event loop, committed together: the writes tasks make
+    in one turn of the loop share one transaction, made when the turn's callbacks have run.
+    Every write waits for its commit, so a claim is on disk before its input is sent and a
+    result before it is handed over, as with one transaction each, at a fraction of the
+    cost. (A thread of its own for the writes cost more than it saved: handing each write
+    over and back, and the interpreter lock between the two threads.)"""
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
         self._loop = asyncio.get_running_loop()
-        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.Future[Any]] | None]
-        self._queue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._work, name="allama-batch-ledger", daemon=True)
-        self._thread.start()
+        self._pending: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
         self.commits = 0
 
     @property
@@ -438,43 +482,32 @@ class LedgerWriter:
 
     def _submit(self, write: Callable[[], Any]) -> asyncio.Future[Any]:
         done: asyncio.Future[Any] = self._loop.create_future()
-        self._queue.put((write, done))
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append((write, done))
         return done
 
     def close(self) -> None:
-        """Finish the writes already submitted, then stop the thread."""
-        self._queue.put(None)
-        self._thread.join()
+        """Commit what is still waiting (a run that ends)."""
+        self._flush()
 
-    def _work(self) -> None:
-        stopping = False
-        while not stopping:
-            first = self._queue.get()
-            if first is None:
-                return
-            batch = [first]
-            while True:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stopping = True
-                    break
-                batch.append(more)
-            outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
-            try:
-                with self._ledger._transaction():
-                    for write, done in batch:
-                        try:
-                            outcomes.append((done, write(), None))
-                        except sqlite3.Error as failed:
-                            outcomes.append((done, None, failed))
-                self.commits += 1
-            except BaseException as failed:  # the commit failed: so did every write in it
-                outcomes = [(done, None, failed) for _, done in batch]
-            for done, result, problem in outcomes:
-                self._loop.call_soon_threadsafe(_settle, done, result, problem)
+    def _flush(self) -> None:
+        batch, self._pending = self._pending, []
+        if not batch:
+            return
+        outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        try:
+            with self._ledger._transaction():
+                for write, done in batch:
+                    try:
+                        outcomes.append((done, write(), None))
+                    except sqlite3.Error as failed:
+                        outcomes.append((done, None, failed))
+            self.commits += 1
+        except BaseException as failed:  # the commit failed: so did every write in it
+            outcomes = [(done, None, failed) for _, done in batch]
+        for done, result, problem in outcomes:
+            _settle(done, result, problem)
 
 
 def _settle(done: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

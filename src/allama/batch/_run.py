@@ -209,9 +209,13 @@ class BatchSummary:
             f"passes {self.passes}, attempts {self.attempts}, tokens {self.input_tokens} in "
             f"/ {self.output_tokens} out"
         )
-        cost = f"cost ${self.cost:.6f}"
-        if self.cost_unknown:
-            cost += f" (unknown for {self.cost_unknown}: {self.cost_missing})"
+        paid = self.done + self.failed - self.cost_unknown
+        if self.cost_unknown and self.cost == 0 and paid <= 0:
+            cost = f"cost unknown ({self.cost_missing})"
+        else:
+            cost = f"cost ${self.cost:.6f}"
+            if self.cost_unknown:
+                cost += f" (unknown for {self.cost_unknown}: {self.cost_missing})"
         out.append(cost)
         if self.slowdowns:
             out.append(
@@ -453,6 +457,10 @@ class _Runner:
                 self.ledger.close()
                 self.book.end(self.stopping)
                 self.book.close()
+
+    def stop(self, reason: str) -> None:
+        if self.stopping is None:
+            self.stopping = reason
 
     def _finish(self, result: BatchResult[Any]) -> None:
         self.summary.add(result)
@@ -795,6 +803,11 @@ class AsyncBatchRun(Generic[T]):
         finally:
             self._queue.put_nowait(_END)
 
+    def stop(self, reason: str = "stopped by the caller") -> None:
+        """Start no new input (as a budget stop does); those in flight finish and are
+        recorded, and the results go on until the run ends."""
+        self._runner.stop(reason)
+
     async def aclose(self) -> None:
         task = self._task
         if task is not None and not task.done():
@@ -873,7 +886,21 @@ class BatchRun(Generic[T]):
         finally:
             self.close()
 
+    def stop(self, reason: str = "stopped by the caller") -> None:
+        """Start no new input (as a budget stop does); those in flight finish and are
+        recorded, and the results go on until the run ends. Safe from any thread and from
+        a signal handler."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self._runner.stop(reason)
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed in between: it is over
+            loop.call_soon_threadsafe(self._runner.stop, reason)
+
     def close(self) -> None:
+        """End the run now: inputs in flight are abandoned (the ledger keeps them pending,
+        and a later run sends them again: if they were answered meanwhile, that is paid
+        twice). `stop` first, and read the results to the end, to keep them."""
         loop, main, thread = self._loop, self._main, self._thread
         if loop is not None and main is not None and thread is not None and thread.is_alive():
             loop.call_soon_threadsafe(main.cancel)

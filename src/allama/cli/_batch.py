@@ -14,7 +14,6 @@ import datetime
 import json
 import os
 import signal
-import sqlite3
 import sys
 import time
 from collections import Counter
@@ -443,6 +442,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     interrupts = _Interrupts(run)
     written = 0
     failures: list[tuple[int, str, str, str]] = []
+    """The first failures in input order: those the summary names."""
+    failed = 0
     broken: BaseException | None = None
     part = prepared.out.with_name(prepared.out.name + ".part")
     try:
@@ -468,9 +469,12 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                     output.flush()
                     written += 1
                 elif result.failure.kind not in ("not_started", "in_flight_elsewhere"):
+                    failed += 1
                     failures.append(
                         (result.index, result.label, result.failure.kind, result.failure.message)
                     )
+                    if len(failures) > 2 * FAILURES_SHOWN:
+                        failures[:] = sorted(failures)[:FAILURES_SHOWN]
         except KeyboardInterrupt:
             interrupts.count = max(interrupts.count, 1)
         except Exception as error:  # the run itself failed (an input file changed, a ledger)
@@ -485,9 +489,9 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         print(line, file=sys.stderr)
     for _, label, kind, message in sorted(failures)[:FAILURES_SHOWN]:
         print(f"failed: {label}: {kind}: {_shorten(message)}", file=sys.stderr)
-    if len(failures) > FAILURES_SHOWN:
+    if failed > FAILURES_SHOWN:
         print(
-            f"... and {len(failures) - FAILURES_SHOWN} more failures: "
+            f"... and {failed - FAILURES_SHOWN} more failures: "
             f"allama batch export {prepared.ledger} --failed",
             file=sys.stderr,
         )
@@ -552,47 +556,23 @@ class _Interrupts:
 
 
 def _stop_starting(run: Any, reason: str) -> None:
-    """Have `run` start no new input, as a budget stop does; those in flight go on.
-
-    `BatchRun` has no public way to do this yet: its runner's `stopping` is set on the
-    run's own loop."""
-    runner = run._runner
-
-    def stop() -> None:
-        if runner.stopping is None:
-            runner.stopping = reason
-
-    loop = run._loop
-    if loop is None or loop.is_closed():
-        stop()
-        return
-    with contextlib.suppress(RuntimeError):  # the loop closed in between: the run is over
-        loop.call_soon_threadsafe(stop)
+    """Have `run` start no new input, as a budget stop does; those in flight go on."""
+    run.stop(reason)
 
 
 # allama batch status and export
 
 
 def _open_ledger(command: str, path: str) -> Any:
-    """The ledger at `path`, checked to be one first (opening it creates its tables)."""
-    from allama.batch._ledger import Ledger
+    """The ledger at `path`, opened for reading (it is never created or changed here)."""
+    from allama.batch._ledger import Ledger, LedgerError
 
-    file = Path(path)
-    if not file.is_file():
+    if not Path(path).is_file():
         raise _Usage(f"no such ledger: `{path}`")
     try:
-        with contextlib.closing(
-            sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
-        ) as db:
-            tables = {
-                name
-                for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            }
-    except sqlite3.DatabaseError as error:
-        raise _Failed(f"`{path}` is not a ledger: {error}") from None
-    if not {"items", "runs"} <= tables:
-        raise _Failed(f"`{path}` is not a ledger: an SQLite file without its tables")
-    return Ledger(file)
+        return Ledger(path, read_only=True)
+    except LedgerError as error:
+        raise _Failed(str(error)) from None
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -643,12 +623,7 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
             cost_missing = cost_missing or (str(missing) if missing else "no price known")
     runs = []
     for run in ledger.runs():
-        if run["finished_at"] is not None:
-            state = "finished"
-        elif ledger._run_alive(run["run_id"]):
-            state = "running"
-        else:
-            state = "dead"
+        state = run["state"]
         runs.append(
             {
                 "run_id": run["run_id"],

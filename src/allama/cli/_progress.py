@@ -11,9 +11,10 @@ import os
 import shutil
 import threading
 from collections.abc import Callable
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from allama.batch._run import BatchSummary
+if TYPE_CHECKING:
+    from allama.batch._run import BatchSummary
 
 BAR_WIDTH = 20
 
