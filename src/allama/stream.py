@@ -271,6 +271,8 @@ class ChatStream:
     """A streamed response: iterate for events; `response()` collects it at the end.
 
     Close it (or use it as a context manager) to stop early: that closes the connection.
+    `on_close` is told once when the stream ends (finished, failed or closed early), with
+    the collector and any exception that was not an allama error.
 
     >>> from allama.types import ResponseStart, Finish
     >>> stream = ChatStream(iter([ResponseStart(), Finish(finish_reason="stop")]))
@@ -286,11 +288,14 @@ class ChatStream:
         *,
         close: Callable[[], None] | None = None,
         provider: str | None = None,
+        on_close: Callable[[StreamCollector, BaseException | None], None] | None = None,
     ) -> None:
         self._events = events
         self._close = close
         self._closed = False
         self._rules = _Rules(provider)
+        self._on_close = on_close
+        self._failure: BaseException | None = None
 
     @property
     def collector(self) -> StreamCollector:
@@ -305,8 +310,8 @@ class ChatStream:
         try:
             event = next(self._events)
         except StopIteration:
-            self.close()
             error = self._rules.on_end()
+            self.close()
             if error is not None:
                 raise error from None
             raise
@@ -314,8 +319,9 @@ class ChatStream:
             self._rules.on_error(error)
             self.close()
             raise
-        except BaseException:
+        except BaseException as failure:
             # Not an allama error (a bug in a decoder, an interrupt): still end the stream.
+            self._failure = failure
             self.close()
             raise
         try:
@@ -341,9 +347,13 @@ class ChatStream:
             if self._close is not None:
                 self._close()
         finally:
-            source_close = getattr(self._events, "close", None)
-            if callable(source_close):
-                source_close()
+            try:
+                source_close = getattr(self._events, "close", None)
+                if callable(source_close):
+                    source_close()
+            finally:
+                if self._on_close is not None:
+                    self._on_close(self._rules.collector, self._failure)
 
     def __enter__(self) -> Self:
         return self
@@ -369,11 +379,14 @@ class AsyncChatStream:
         *,
         close: Callable[[], Awaitable[None]] | None = None,
         provider: str | None = None,
+        on_close: Callable[[StreamCollector, BaseException | None], None] | None = None,
     ) -> None:
         self._events = events
         self._close = close
         self._closed = False
         self._rules = _Rules(provider)
+        self._on_close = on_close
+        self._failure: BaseException | None = None
 
     @property
     def collector(self) -> StreamCollector:
@@ -388,8 +401,8 @@ class AsyncChatStream:
         try:
             event = await anext(self._events)
         except StopAsyncIteration:
-            await self.aclose()
             error = self._rules.on_end()
+            await self.aclose()
             if error is not None:
                 raise error from None
             raise
@@ -397,7 +410,8 @@ class AsyncChatStream:
             self._rules.on_error(error)
             await self.aclose()
             raise
-        except BaseException:
+        except BaseException as failure:
+            self._failure = failure
             await self.aclose()
             raise
         try:
@@ -422,9 +436,13 @@ class AsyncChatStream:
             if self._close is not None:
                 await self._close()
         finally:
-            source_close = getattr(self._events, "aclose", None)
-            if callable(source_close):
-                await source_close()
+            try:
+                source_close = getattr(self._events, "aclose", None)
+                if callable(source_close):
+                    await source_close()
+            finally:
+                if self._on_close is not None:
+                    self._on_close(self._rules.collector, self._failure)
 
     async def __aenter__(self) -> Self:
         return self

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import hashlib
 import json
 import queue
@@ -28,6 +29,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import TypeAdapter
 
+from allama import _tracing
 from allama.batch._ledger import Ledger, LedgerRow, LedgerWriter, Status
 from allama.batch._limits import RateLimiter
 from allama.errors import Error, ExtractionError, RateLimitedError
@@ -421,8 +423,28 @@ class _Runner:
         self.random = random.Random()
         self.running: dict[str, asyncio.Future[BatchResult[Any]]] = {}
         """Inputs being worked on in this run, by key: a duplicate input waits for the first."""
+        self.spans: _tracing.BatchSpans | None = None
+        """The run's span and its inputs', when traced."""
 
     async def run(self) -> None:
+        spec = self.spec
+        spans = _tracing.start_batch(
+            spec.extractor._tracing, spec.provider.name, spec.tp, spec.settings.get("model")
+        )
+        if spans is None:
+            return await self._run()
+        self.spans = spans
+        tokens = _tracing.in_span(spans.span)
+        try:
+            await self._run()
+        except BaseException as error:
+            spans.end(self.summary, error)
+            raise
+        finally:
+            _tracing.out_of_span(tokens)
+        spans.end(self.summary, None)
+
+    async def _run(self) -> None:
         spec = self.spec
         if spec.ledger is not None:
             self.book = Ledger(spec.ledger, settings=spec.settings)
@@ -463,6 +485,7 @@ class _Runner:
             self.stopping = reason
 
     def _finish(self, result: BatchResult[Any]) -> None:
+        _tracing.input_result(result)
         self.summary.add(result)
         self._check_budget(result)
         self.emit(result)
@@ -483,6 +506,17 @@ class _Runner:
             self.stopping = f"the budget of ${budget} is reached (${self.summary.cost:.6f})"
 
     async def one(self, index: int, document: Any) -> None:
+        span = None if self.spans is None else self.spans.start_input(index)
+        if span is None:
+            return await self._one(index, document)
+        tokens = _tracing.in_span(span)
+        try:
+            await self._one(index, document)
+        finally:
+            _tracing.out_of_span(tokens)
+            span.end()
+
+    async def _one(self, index: int, document: Any) -> None:
         spec = self.spec
         label = spec.label(document, index)
         began = time.monotonic()
@@ -846,8 +880,10 @@ class BatchRun(Generic[T]):
     async def _call(self, request: ChatRequest) -> Extracted[Any]:
         spec = self._spec
         loop = asyncio.get_running_loop()
+        # In this task's context, so that the extraction's span is its input's child.
+        run = contextvars.copy_context().run
         return await loop.run_in_executor(
-            self._pool, spec.extractor.extract, spec.provider, spec.tp, request
+            self._pool, run, spec.extractor.extract, spec.provider, spec.tp, request
         )
 
     def _start(self) -> None:

@@ -30,6 +30,7 @@ from allama.types import ChatRequest, ChatResponse
 # Streamed extraction (and its partial values) is loaded by the first stream, so that a
 # program that never streams never loads it.
 if TYPE_CHECKING:
+    from allama import _tracing
     from allama.extract import _decide as deciding
     from allama.extract import _stream as streaming
     from allama.extract._decide import Decision
@@ -38,6 +39,8 @@ else:
     streaming = deferred_module("allama.extract._stream", globals(), "streaming")
     # Decisions likewise, by the first decision.
     deciding = deferred_module("allama.extract._decide", globals(), "deciding")
+    # Spans load with the first extraction (`opentelemetry` itself only if a tracer is set).
+    _tracing = deferred_module("allama._tracing", globals(), "_tracing")
 
 T = TypeVar("T")
 C = TypeVar("C")
@@ -107,6 +110,10 @@ class Extractor:
     - `allow_undeclared_keys`: accept keys the type does not declare, as pydantic does.
     - `min_enforcement`: fail unless the provider enforces the schema at least this far;
       checked before sending when the provider can dry-run the call.
+    - `tracer_provider`: an OpenTelemetry tracer provider for the spans of its extractions
+      (and of their calls) instead of the global one; `capture_content`: record prompts
+      and outputs on them (by default as `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`
+      says). Without a tracer provider, nothing is traced.
 
     >>> from pydantic import BaseModel
     >>> from allama.mock import MockProvider
@@ -119,7 +126,7 @@ class Extractor:
     ('Ada', True)
     """
 
-    __slots__ = ("_settings",)
+    __slots__ = ("_settings", "_tracing")
 
     def __init__(
         self,
@@ -128,6 +135,8 @@ class Extractor:
         retries: int = 0,
         allow_undeclared_keys: bool = False,
         min_enforcement: SchemaEnforcement | str | None = None,
+        tracer_provider: object | None = None,
+        capture_content: bool | None = None,
     ) -> None:
         _setting("repair", repair, bool, "True or False")
         _setting("retries", retries, int, "a whole number")
@@ -135,6 +144,11 @@ class Extractor:
         if retries < 0:
             raise ValueError(f"retries must be 0 or more, not {retries}")
         self._settings = Settings(repair, retries, allow_undeclared_keys, _floor(min_enforcement))
+        self._tracing = (
+            None
+            if tracer_provider is None and capture_content is None
+            else _tracing.Tracing(tracer_provider, capture_content)
+        )
 
     @property
     def repair(self) -> bool:
@@ -155,11 +169,14 @@ class Extractor:
     def with_options(self, **changes: Any) -> Extractor:
         """A copy with some settings changed, checked as the constructor checks them."""
         s = self._settings
+        traced = self._tracing
         current = {
             "repair": s.repair,
             "retries": s.retries,
             "allow_undeclared_keys": s.allow_undeclared_keys,
             "min_enforcement": s.min_enforcement,
+            "tracer_provider": None if traced is None else traced.tracer_provider,
+            "capture_content": None if traced is None else traced.capture_content,
         }
         unknown = sorted(set(changes) - set(current))
         if unknown:
@@ -188,7 +205,14 @@ class Extractor:
         carrying the last response and the record.
         """
         check_call(provider, tp, request)
-        return drive(extract_steps(self._settings, provider, tp, request), provider)
+        steps = extract_steps(self._settings, provider, tp, request)
+        span = _tracing.start_extraction(self._tracing, "extract", provider.name, tp, request)
+        if span is None:
+            return drive(steps, provider)
+        with span:
+            extracted = drive(span.steps(steps), provider)
+            span.succeed(extracted.metadata)
+        return extracted
 
     @overload
     async def aextract(
@@ -203,7 +227,14 @@ class Extractor:
     ) -> Extracted[Any]:
         """The async twin of `extract`."""
         check_call(provider, tp, request)
-        return await adrive(extract_steps(self._settings, provider, tp, request), provider)
+        steps = extract_steps(self._settings, provider, tp, request)
+        span = _tracing.start_extraction(self._tracing, "extract", provider.name, tp, request)
+        if span is None:
+            return await adrive(steps, provider)
+        with span:
+            extracted = await adrive(span.steps(steps), provider)
+            span.succeed(extracted.metadata)
+        return extracted
 
     @overload
     def extract_stream(
@@ -221,8 +252,14 @@ class Extractor:
         Repair applies at `finish()`; retries do not (a retry would be a new stream).
         """
         check_call(provider, tp, request)
-        opened = drive_open(open_steps(self._settings, provider, tp, request), provider)
-        return streaming.ExtractionStream(opened, self._settings, tp)
+        steps = open_steps(self._settings, provider, tp, request)
+        span = _tracing.start_extraction(self._tracing, "extract", provider.name, tp, request)
+        if span is None:
+            opened = drive_open(steps, provider)
+            return streaming.ExtractionStream(opened, self._settings, tp)
+        with span:
+            opened = drive_open(span.steps(steps), provider)
+        return streaming.ExtractionStream(opened, self._settings, tp, span)
 
     @overload
     def aextract_stream(
@@ -243,8 +280,14 @@ class Extractor:
     async def _aopen(
         self, provider: ChatProvider, tp: Any, request: ChatRequest
     ) -> AsyncExtractionStream[Any]:
-        opened = await adrive_open(open_steps(self._settings, provider, tp, request), provider)
-        return streaming.AsyncExtractionStream(opened, self._settings, tp)
+        steps = open_steps(self._settings, provider, tp, request)
+        span = _tracing.start_extraction(self._tracing, "extract", provider.name, tp, request)
+        if span is None:
+            opened = await adrive_open(steps, provider)
+            return streaming.AsyncExtractionStream(opened, self._settings, tp)
+        with span:
+            opened = await adrive_open(span.steps(steps), provider)
+        return streaming.AsyncExtractionStream(opened, self._settings, tp, span)
 
     @overload
     def decide(
@@ -303,7 +346,13 @@ class Extractor:
         steps = self._decide_steps(
             provider, tp, request, descriptions, allow_abstain, probabilities
         )
-        return drive(steps, provider)
+        span = _tracing.start_extraction(self._tracing, "decide", provider.name, tp, request)
+        if span is None:
+            return drive(steps, provider)
+        with span:
+            decision = drive(span.steps(steps), provider)
+            span.succeed(decision.metadata)
+        return decision
 
     @overload
     async def adecide(
@@ -353,7 +402,13 @@ class Extractor:
         steps = self._decide_steps(
             provider, tp, request, descriptions, allow_abstain, probabilities
         )
-        return await adrive(steps, provider)
+        span = _tracing.start_extraction(self._tracing, "decide", provider.name, tp, request)
+        if span is None:
+            return await adrive(steps, provider)
+        with span:
+            decision = await adrive(span.steps(steps), provider)
+            span.succeed(decision.metadata)
+        return decision
 
     def _decide_steps(
         self,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from functools import partial
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from allama.errors import Error
 from allama.extract._engine import END, Extracted, Opened, Settings, finish
@@ -22,15 +23,34 @@ from allama.types import (
     ToolCallDelta,
 )
 
+if TYPE_CHECKING:
+    from allama._tracing import ExtractionSpan
+    from allama.extract._metadata import ExtractionMetadata
+
 T = TypeVar("T")
+
+
+def _record_so_far(opened: Opened) -> ExtractionMetadata:
+    """The record of a stream not (or not yet) finished: its usage so far, not a pass."""
+    record = opened.metadata.model_copy(deep=True)
+    record.record_usage_and_degradations(
+        opened.stream.collector.response_metadata(), opened.target.reword
+    )
+    return record
 
 
 class _Observer(Generic[T]):
     """What both stream flavours share: the partial output, the partial value, `finish`."""
 
-    def __init__(self, opened: Opened, settings: Settings, tp: Any) -> None:
+    def __init__(
+        self, opened: Opened, settings: Settings, tp: Any, span: ExtractionSpan | None = None
+    ) -> None:
         self._opened = opened
         self._settings = settings
+        self._span = span
+        self._failed: Error | None = None
+        if span is not None:
+            span.watch(self, partial(_record_so_far, opened))
         self._pieces: list[str] = []
         self._joined = ""
         self._joined_count = 0
@@ -123,12 +143,35 @@ class _Observer(Generic[T]):
     def _with_record(self, error: Error, collector: StreamCollector) -> Error:
         """`error` with the extraction's record attached: the usage and degradations the
         stream reported before it failed (a failed stream is not a pass)."""
+        self._failed = error
         opened = self._opened
         failed = opened.metadata.model_copy(deep=True)
         failed.record_usage_and_degradations(collector.response_metadata(), opened.target.reword)
         return failed.attach_to(error)
 
+    def _closing(self) -> None:
+        """The stream is closed: its span ends, failed or closed before its value."""
+        span = self._span
+        if span is None or span.ended:
+            return
+        if self._failed is not None:
+            span.fail(self._failed)
+        else:
+            span.closed_early(_record_so_far(self._opened))
+
     def finish_with(self, collector: StreamCollector) -> Extracted[T]:
+        span = self._span
+        if span is None:
+            return self._finish_with(collector)
+        try:
+            extracted = self._finish_with(collector)
+        except Error as error:
+            span.fail(error)
+            raise
+        span.succeed(extracted.metadata)
+        return extracted
+
+    def _finish_with(self, collector: StreamCollector) -> Extracted[T]:
         self._ended = True
         opened = self._opened
         target = opened.target
@@ -162,8 +205,10 @@ class ExtractionStream(_Observer[T]):
     'Ada'
     """
 
-    def __init__(self, opened: Opened, settings: Settings, tp: Any) -> None:
-        super().__init__(opened, settings, tp)
+    def __init__(
+        self, opened: Opened, settings: Settings, tp: Any, span: ExtractionSpan | None = None
+    ) -> None:
+        super().__init__(opened, settings, tp, span)
         self._stream: ChatStream = opened.stream
         self._first = opened.first
 
@@ -198,7 +243,10 @@ class ExtractionStream(_Observer[T]):
         return self.finish_with(self._stream.collector)
 
     def close(self) -> None:
-        self._stream.close()
+        try:
+            self._stream.close()
+        finally:
+            self._closing()
 
     def __enter__(self) -> Self:
         return self
@@ -221,8 +269,10 @@ class ExtractionStream(_Observer[T]):
 class AsyncExtractionStream(_Observer[T]):
     """The async twin of `ExtractionStream`: `async for`, then `await finish()`."""
 
-    def __init__(self, opened: Opened, settings: Settings, tp: Any) -> None:
-        super().__init__(opened, settings, tp)
+    def __init__(
+        self, opened: Opened, settings: Settings, tp: Any, span: ExtractionSpan | None = None
+    ) -> None:
+        super().__init__(opened, settings, tp, span)
         self._stream: AsyncChatStream = opened.stream
         self._first = opened.first
 
@@ -252,7 +302,10 @@ class AsyncExtractionStream(_Observer[T]):
         return self.finish_with(self._stream.collector)
 
     async def aclose(self) -> None:
-        await self._stream.aclose()
+        try:
+            await self._stream.aclose()
+        finally:
+            self._closing()
 
     async def __aenter__(self) -> Self:
         return self

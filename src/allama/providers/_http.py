@@ -34,11 +34,14 @@ from allama.types import CapabilitySupport, ChatCapability
 # the dialect's encoder and decoders through `wire`, the stream classes) is loaded by the
 # first call, and then read as module attributes.
 if TYPE_CHECKING:
+    from allama import _tracing
     from allama import stream as streams
     from allama.stream import AsyncChatStream, ChatStream
     from allama.types import ChatRequest, ChatResponse, ChatValidation, StreamEvent, Warning
 else:
     streams = deferred_module("allama.stream", globals(), "streams")
+    # Spans load with the first call (`opentelemetry` itself only if a tracer is set).
+    _tracing = deferred_module("allama._tracing", globals(), "_tracing")
 
 __all__ = ["HttpProvider", "OpenAICompatibleProvider"]
 
@@ -133,7 +136,10 @@ class HttpProvider:
     (Vertex AI), `access_token` (a bearer token instead of the key), `credentials`
     (google-auth credentials for Vertex AI, refreshed as they expire), `headers` (extra
     request headers), `timeout`, `transport`, `capabilities` (a capability table of the
-    preset's dialect, replacing its own).
+    preset's dialect, replacing its own), `tracer_provider` (an OpenTelemetry tracer
+    provider for this provider's call spans instead of the global one) and
+    `capture_content` (record prompts and outputs on those spans; by default as
+    `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` says).
     """
 
     def __init__(
@@ -153,6 +159,8 @@ class HttpProvider:
         location: str | None = None,
         access_token: str | None = None,
         credentials: object | None = None,
+        tracer_provider: object | None = None,
+        capture_content: bool | None = None,
     ) -> None:
         _check_options(
             api_key=api_key,
@@ -205,6 +213,11 @@ class HttpProvider:
         self._brings_own_auth = any(key.lower() in SECRET_HEADERS for key in self._extra_headers)
         self._transport = transport or Transport(timeout=timeout)
         self._owns_transport = transport is None
+        self._tracing = (
+            None
+            if tracer_provider is None and capture_content is None
+            else _tracing.Tracing(tracer_provider, capture_content)
+        )
 
     @staticmethod
     def _resolve_base_url(
@@ -421,8 +434,27 @@ class HttpProvider:
 
     # Sync
 
+    # A call is spanned once it is encoded: one refused before sending has no span.
+
     def chat(self, request: ChatRequest) -> ChatResponse:
         http, warnings = self._prepare(request, stream=False)
+        span = _tracing.start_call(self._tracing, self, request, False)
+        if span is None:
+            return self._send(request, http, warnings)
+        token = span.attach()
+        try:
+            response = self._send(request, http, warnings)
+        except BaseException as error:
+            span.fail(error)
+            raise
+        finally:
+            span.detach(token)
+        span.succeed(response)
+        return response
+
+    def _send(
+        self, request: ChatRequest, http: HttpRequest, warnings: list[Warning]
+    ) -> ChatResponse:
         try:
             response = self._transport.send(http)
         except Error as error:
@@ -432,6 +464,27 @@ class HttpProvider:
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
         http, warnings = self._prepare(request, stream=True)
+        span = _tracing.start_call(self._tracing, self, request, True)
+        if span is None:
+            return self._open(request, http, warnings, None)
+        token = span.attach()
+        try:
+            stream = self._open(request, http, warnings, span)
+        except BaseException as error:
+            span.fail(error)
+            raise
+        finally:
+            span.detach(token)
+        span.watch(stream, stream.collector)
+        return stream
+
+    def _open(
+        self,
+        request: ChatRequest,
+        http: HttpRequest,
+        warnings: list[Warning],
+        span: _tracing.CallSpan | None,
+    ) -> ChatStream:
         try:
             handle = self._transport.open_stream(http)
             if handle.status >= 400:
@@ -444,23 +497,46 @@ class HttpProvider:
             self._scrub(error.with_provider(self.name).with_model(request.model))
             raise
         decoder = self._decoder(request)
+        chunks = handle.iter_bytes() if span is None else span.timed(handle.iter_bytes())
 
         def events() -> Iterator[StreamEvent]:
             for warning in warnings:
                 yield vocabulary.WarningEvent(warning=warning)
-            for chunk in handle.iter_bytes():
+            for chunk in chunks:
                 yield from decoder.feed(chunk)
                 if decoder.done:
                     return
             yield from decoder.close()
 
-        return streams.ChatStream(self._scrubbed(events()), close=handle.close, provider=self.name)
+        return streams.ChatStream(
+            self._scrubbed(events()),
+            close=handle.close,
+            provider=self.name,
+            on_close=None if span is None else span.stream_ended,
+        )
 
     # Async
 
     async def achat(self, request: ChatRequest) -> ChatResponse:
         await self._refresh_token()
         http, warnings = self._prepare(request, stream=False)
+        span = _tracing.start_call(self._tracing, self, request, False)
+        if span is None:
+            return await self._asend(request, http, warnings)
+        token = span.attach()
+        try:
+            response = await self._asend(request, http, warnings)
+        except BaseException as error:
+            span.fail(error)
+            raise
+        finally:
+            span.detach(token)
+        span.succeed(response)
+        return response
+
+    async def _asend(
+        self, request: ChatRequest, http: HttpRequest, warnings: list[Warning]
+    ) -> ChatResponse:
         try:
             response = await self._transport.asend(http)
         except Error as error:
@@ -471,6 +547,27 @@ class HttpProvider:
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
         await self._refresh_token()
         http, warnings = self._prepare(request, stream=True)
+        span = _tracing.start_call(self._tracing, self, request, True)
+        if span is None:
+            return await self._aopen(request, http, warnings, None)
+        token = span.attach()
+        try:
+            stream = await self._aopen(request, http, warnings, span)
+        except BaseException as error:
+            span.fail(error)
+            raise
+        finally:
+            span.detach(token)
+        span.watch(stream, stream.collector)
+        return stream
+
+    async def _aopen(
+        self,
+        request: ChatRequest,
+        http: HttpRequest,
+        warnings: list[Warning],
+        span: _tracing.CallSpan | None,
+    ) -> AsyncChatStream:
         try:
             handle = await self._transport.aopen_stream(http)
             if handle.status >= 400:
@@ -483,12 +580,13 @@ class HttpProvider:
             self._scrub(error.with_provider(self.name).with_model(request.model))
             raise
         decoder = self._decoder(request)
+        chunks = handle.aiter_bytes() if span is None else span.atimed(handle.aiter_bytes())
 
         async def events() -> AsyncIterator[StreamEvent]:
             try:
                 for warning in warnings:
                     yield vocabulary.WarningEvent(warning=warning)
-                async for chunk in handle.aiter_bytes():
+                async for chunk in chunks:
                     for event in decoder.feed(chunk):
                         yield event
                     if decoder.done:
@@ -499,7 +597,12 @@ class HttpProvider:
                 self._scrub(error)
                 raise
 
-        return streams.AsyncChatStream(events(), close=handle.aclose, provider=self.name)
+        return streams.AsyncChatStream(
+            events(),
+            close=handle.aclose,
+            provider=self.name,
+            on_close=None if span is None else span.stream_ended,
+        )
 
     # Lifetime
 

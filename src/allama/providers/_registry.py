@@ -43,7 +43,8 @@ def provider(name: str, **options: Any) -> HttpProvider:
     variable), `base_url`, `timeout`, `headers`, `transport`, and per preset `endpoint` /
     `api_version` (Azure OpenAI and Azure AI Foundry),
     `account_id` (Workers AI), or `model` / `threads` / `context` / `parallel` (`local`,
-    which starts llama.cpp on its first request). A preset without its base URL
+    which starts llama.cpp on its first request); `tracer_provider` and `capture_content`
+    for OpenTelemetry spans of its calls (see `HttpProvider`). A preset without its base URL
     (`openai-compatible` without `base_url`, Azure without `endpoint`) can still plan and
     validate; it fails when it sends. Underscores and hyphens in the name are interchangeable.
 

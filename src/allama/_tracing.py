@@ -1,0 +1,837 @@
+"""OpenTelemetry spans for provider calls and extractions, following the GenAI conventions.
+
+Every provider call over HTTP is a CLIENT span named `chat {model}` (`generate_content
+{model}` on Gemini's API) with the conventions' `gen_ai.*` attributes; every extraction is an
+INTERNAL span named `extract {Type}` (`decide {Type}` for a decision) that holds its calls
+as children and carries allama's record (`allama.extract.*`, `allama.cost.*`). Streams are
+spanned until they end: finished, failed, closed early or dropped.
+
+Only `opentelemetry-api` is used (the `otel` extra), and only once something asks for it:
+with no tracer provider configured, a call costs one dictionary look-up here, and
+`opentelemetry` is never imported by allama itself. A tracer provider comes from
+`tracer_provider=` (on `allama.provider(...)` or `Extractor(...)`) or else from
+`opentelemetry.trace.set_tracer_provider`, re-read on every call (so one set later is
+used), and an extraction's calls use the extraction's.
+
+Prompts and outputs (`gen_ai.input.messages`, `gen_ai.output.messages`) are recorded only
+on opt-in: `capture_content=True`, or `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`
+set to `SPAN_ONLY`, `SPAN_AND_EVENT` or `true`. Keys, tokens and headers never are; error
+messages only where allama wrote them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import time
+import types
+import typing
+import weakref
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from contextvars import ContextVar, Token
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+
+    from allama.extract._metadata import ExtractionMetadata
+    from allama.providers._http import HttpProvider
+    from allama.stream import StreamCollector
+    from allama.types import ChatRequest, ChatResponse, Usage
+
+__all__ = ["CAPTURE_CONTENT_ENV", "Tracing"]
+
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+"""The conventions' switch for recording prompts and outputs on spans."""
+
+_CAPTURING = frozenset({"span_only", "span_and_event", "true"})
+_TRACE_MODULE = "opentelemetry.trace"
+_PROVIDER_ENV = "OTEL_PYTHON_TRACER_PROVIDER"
+_SCOPE = "allama"
+
+GENAI_PROVIDER_NAMES = {
+    "openai": "openai",
+    "azure-openai": "azure.ai.openai",
+    "azure-foundry": "azure.ai.inference",
+    "anthropic": "anthropic",
+    "gemini": "gcp.gemini",
+    "vertex-gemini": "gcp.vertex_ai",
+    "groq": "groq",
+    "xai": "x_ai",
+    "mistral": "mistral_ai",
+    "deepseek": "deepseek",
+}
+"""`gen_ai.provider.name` of the presets the conventions name; any other is its own name."""
+
+_OPERATIONS = {"gemini": "generate_content"}
+"""`gen_ai.operation.name` by dialect, where the conventions name one; else `chat`."""
+
+_FINISH_REASONS = {"tool_calls": "tool_call"}
+"""allama's finish reasons in the conventions' words, where they differ."""
+
+
+def genai_provider_name(name: str) -> str:
+    return GENAI_PROVIDER_NAMES.get(name, name)
+
+
+# Configuration
+
+
+class Tracing:
+    """Where an owner (a provider, an extractor) sends its spans, and whether with content.
+
+    `tracer_provider`: an OpenTelemetry `TracerProvider` to use instead of the global one.
+    `capture_content`: record prompts and outputs (`None`: as the environment variable says).
+    """
+
+    __slots__ = ("_cached", "capture_content", "tracer_provider")
+
+    def __init__(self, tracer_provider: Any = None, capture_content: bool | None = None) -> None:
+        if tracer_provider is not None and not callable(
+            getattr(tracer_provider, "get_tracer", None)
+        ):
+            raise TypeError(
+                "tracer_provider must be an OpenTelemetry TracerProvider, not "
+                f"{type(tracer_provider).__name__}"
+            )
+        if capture_content is not None and not isinstance(capture_content, bool):
+            raise TypeError(f"capture_content must be True, False or None, not {capture_content!r}")
+        self.tracer_provider = tracer_provider
+        self.capture_content = capture_content
+        self._cached: Tracer | None = None
+
+    def tracer(self) -> Tracer | None:
+        provider = self.tracer_provider
+        if provider is None:
+            return None
+        tracer = self._cached
+        if tracer is None:
+            tracer = self._cached = _tracer_of(provider)
+        return tracer
+
+    def __repr__(self) -> str:
+        return (
+            f"Tracing(tracer_provider={self.tracer_provider!r}, "
+            f"capture_content={self.capture_content!r})"
+        )
+
+
+class _Active:
+    """A tracer found for a span, and whether the span records content."""
+
+    __slots__ = ("capture", "tracer")
+
+    def __init__(self, tracer: Tracer, capture: bool) -> None:
+        self.tracer = tracer
+        self.capture = capture
+
+
+_ENCLOSING: ContextVar[_Active | None] = ContextVar("allama_tracing", default=None)
+"""The tracer of the extraction being run, for the provider calls it makes."""
+
+_global: tuple[object, Tracer | None] = (None, None)
+"""The global tracer provider last seen and allama's tracer from it (`None`: a no-op one)."""
+_provider_env: bool | None = None
+
+
+def _tracer_of(provider: Any) -> Tracer:
+    from allama import __version__
+
+    tracer: Tracer = provider.get_tracer(_SCOPE, __version__)
+    return tracer
+
+
+def _global_tracer() -> Tracer | None:
+    """allama's tracer from the global tracer provider; `None` while that is a no-op one.
+
+    Without `opentelemetry.trace` imported no provider can have been set (unless the
+    environment names one), so that case is one look-up. Otherwise the global provider is
+    read again each time, so one set after the first call is used from then on.
+    """
+    global _global, _provider_env
+    module = sys.modules.get(_TRACE_MODULE)
+    if module is None:
+        if _provider_env is None:
+            _provider_env = _PROVIDER_ENV in os.environ
+        if not _provider_env:
+            return None
+        try:
+            import opentelemetry.trace as module
+        except ImportError:
+            return None
+    trace: Any = module
+    provider = trace.get_tracer_provider()
+    seen, tracer = _global
+    if provider is seen:
+        return tracer
+    tracer = (
+        None
+        if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+        else _tracer_of(provider)
+    )
+    _global = (provider, tracer)
+    return tracer
+
+
+def _capture_from_env() -> bool:
+    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in _CAPTURING
+
+
+def resolve(own: Tracing | None, *, inherit: bool = True) -> _Active | None:
+    """The tracer for an owner's span and whether it records content; `None`: no span.
+
+    The owner's own tracer provider first, then (for a provider call, `inherit`) the one of
+    the extraction it runs in, then the global one. Content: the owner's own setting, then
+    the extraction's, then the environment.
+    """
+    if own is not None:
+        tracer = own.tracer()
+        if tracer is not None:
+            capture = own.capture_content
+            return _Active(tracer, _capture_from_env() if capture is None else capture)
+    enclosing = _ENCLOSING.get() if inherit else None
+    if enclosing is not None:
+        if own is None or own.capture_content is None:
+            return enclosing
+        return _Active(enclosing.tracer, own.capture_content)
+    tracer = _global_tracer()
+    if tracer is None:
+        return None
+    capture = None if own is None else own.capture_content
+    return _Active(tracer, _capture_from_env() if capture is None else capture)
+
+
+# Attributes shared by spans
+
+
+def _otel() -> types.ModuleType:
+    """`opentelemetry.trace`, imported by whoever made a tracer available."""
+    import opentelemetry.trace as trace
+
+    return trace
+
+
+def _set_error(span: Span, error: BaseException) -> None:
+    """`error.type` (allama's kind, or the exception's class) and an ERROR status whose
+    description is allama's own words, never text the provider or the model wrote."""
+    trace = _otel()
+    kind = getattr(error, "kind", None)
+    if isinstance(kind, str):
+        as_log = getattr(error, "as_log", None)
+        message = as_log().get("message") if callable(as_log) else None
+        description = message if isinstance(message, str) and message else kind
+        error_type = kind
+    else:
+        error_type = type(error).__qualname__
+        description = error_type
+    span.set_attribute("error.type", error_type)
+    span.set_status(trace.Status(trace.StatusCode.ERROR, description))
+
+
+def _usage(found: dict[str, Any], usage: Usage | None, prefix: str = "gen_ai.usage.") -> None:
+    """Add the token counts reported (a count not reported stays out)."""
+    if usage is None:
+        return
+    for key, value in (
+        ("input_tokens", usage.input_tokens),
+        ("output_tokens", usage.output_tokens),
+        ("cache_read.input_tokens", usage.cache_read_tokens),
+        ("cache_write.input_tokens", usage.cache_write_tokens),
+        ("reasoning.output_tokens", usage.reasoning_tokens),
+    ):
+        if value is not None:
+            found[prefix + key] = value
+
+
+def _request_attributes(request: ChatRequest) -> dict[str, Any]:
+    attributes: dict[str, Any] = {}
+    for key, value in (
+        ("gen_ai.request.temperature", request.temperature),
+        ("gen_ai.request.top_p", request.top_p),
+        ("gen_ai.request.max_tokens", request.max_output_tokens),
+        ("gen_ai.request.seed", request.seed),
+    ):
+        if value is not None:
+            attributes[key] = value
+    if request.stop:
+        attributes["gen_ai.request.stop_sequences"] = list(request.stop)
+    if request.reasoning_effort is not None:
+        attributes["gen_ai.request.reasoning.level"] = str(request.reasoning_effort.value)
+    if request.response_format is not None:
+        attributes["gen_ai.output.type"] = "json"
+    return attributes
+
+
+def _finish_reason(reason: str | None) -> str:
+    if reason is None:
+        return "error"
+    return _FINISH_REASONS.get(str(reason), str(reason))
+
+
+# Content (opt-in), in the conventions' JSON message shapes
+
+
+def _arguments(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _block_part(block: Any) -> dict[str, Any]:
+    kind = block.type
+    if kind == "text":
+        return {"type": "text", "content": block.text}
+    if kind == "tool_call":
+        return {
+            "type": "tool_call",
+            "id": block.id,
+            "name": block.name,
+            "arguments": _arguments(block.arguments),
+        }
+    if kind == "reasoning":
+        return {"type": "reasoning", "content": block.text}
+    if kind == "refusal":
+        return {"type": "refusal", "content": block.text}
+    return {"type": str(kind)}
+
+
+def _user_part(part: Any) -> dict[str, Any]:
+    if part.type == "text":
+        return {"type": "text", "content": part.text}
+    modality = "image" if part.type == "image" else "document"
+    if part.url is not None:
+        found: dict[str, Any] = {"type": "uri", "modality": modality, "uri": part.url}
+    else:
+        import base64
+
+        data = part.data or b""
+        found = {
+            "type": "blob",
+            "modality": modality,
+            "content": base64.b64encode(data).decode("ascii"),
+        }
+    if part.media_type:
+        found["mime_type"] = part.media_type
+    return found
+
+
+def input_messages(request: ChatRequest) -> str:
+    """`gen_ai.input.messages`: the conversation as sent, system turns included."""
+    from allama.types import AssistantMessage, ToolMessage, UserMessage
+
+    messages: list[dict[str, Any]] = []
+    for message in request.messages:
+        parts: list[dict[str, Any]]
+        if isinstance(message, UserMessage):
+            parts = [_user_part(part) for part in message.content]
+        elif isinstance(message, AssistantMessage):
+            parts = [_block_part(block) for block in message.content]
+        elif isinstance(message, ToolMessage):
+            parts = [
+                {
+                    "type": "tool_call_response",
+                    "id": message.tool_call_id,
+                    "response": message.content,
+                }
+            ]
+        else:  # system, developer
+            parts = [{"type": "text", "content": message.content}]
+        messages.append({"role": message.role, "parts": parts})
+    return json.dumps(messages, ensure_ascii=False)
+
+
+def output_messages(response: ChatResponse) -> str:
+    """`gen_ai.output.messages`: the one answer, as far as it came."""
+    message = {
+        "role": "assistant",
+        "parts": [_block_part(block) for block in response.content],
+        "finish_reason": _finish_reason(response.finish_reason),
+    }
+    return json.dumps([message], ensure_ascii=False)
+
+
+# Provider calls
+
+
+@functools.lru_cache(maxsize=64)
+def _server(url: str | None) -> tuple[str | None, int | None]:
+    """`server.address` and `server.port` of a base URL (its host and port, nothing else)."""
+    if not url:
+        return None, None
+    import httpx2
+
+    try:
+        parsed = httpx2.URL(url)
+    except httpx2.InvalidURL:
+        return None, None
+    port = parsed.port or {"https": 443, "http": 80}.get(parsed.scheme)
+    return parsed.host or None, port
+
+
+class CallSpan:
+    """The span of one provider call: ended by `succeed`, `fail`, or the stream's end."""
+
+    __slots__ = ("__weakref__", "_finalizer", "capture", "ended", "span", "started")
+
+    def __init__(self, span: Span, capture: bool) -> None:
+        self.span = span
+        self.capture = capture
+        self.started = time.monotonic()
+        self.ended = False
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+
+    # The call's context: an HTTP client's own spans nest under this one.
+
+    def attach(self) -> object:
+        trace = _otel()
+        from opentelemetry import context
+
+        return context.attach(trace.set_span_in_context(self.span))
+
+    @staticmethod
+    def detach(token: object) -> None:
+        from opentelemetry import context
+
+        context.detach(token)  # type: ignore[arg-type]
+
+    def _response(self, response: ChatResponse, found: dict[str, Any] | None = None) -> None:
+        found = {} if found is None else found
+        if response.model:
+            found["gen_ai.response.model"] = response.model
+        if response.id:
+            found["gen_ai.response.id"] = response.id
+        if response.finish_reason is not None:
+            found["gen_ai.response.finish_reasons"] = [_finish_reason(response.finish_reason)]
+        _usage(found, response.usage)
+        if self.capture:
+            found["gen_ai.output.messages"] = output_messages(response)
+        self.span.set_attributes(found)
+
+    def _end(self) -> None:
+        self.ended = True
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        self.span.end()
+
+    def succeed(self, response: ChatResponse) -> None:
+        if self.ended:
+            return
+        try:
+            self._response(response)
+        except Exception:  # tracing never fails a call
+            pass
+        finally:
+            self._end()
+
+    def fail(self, error: BaseException) -> None:
+        if self.ended:
+            return
+        try:
+            _set_error(self.span, error)
+        except Exception:
+            pass
+        finally:
+            self._end()
+
+    # Streams
+
+    def first_chunk(self) -> None:
+        self.span.set_attribute(
+            "gen_ai.response.time_to_first_chunk", time.monotonic() - self.started
+        )
+
+    def timed(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        """The chunks, noting when the first one came."""
+        for chunk in chunks:
+            self.first_chunk()
+            yield chunk
+            yield from chunks
+            return
+
+    async def atimed(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        async for chunk in chunks:
+            self.first_chunk()
+            yield chunk
+            async for rest in chunks:
+                yield rest
+            return
+
+    def stream_ended(self, collector: StreamCollector, failure: BaseException | None) -> None:
+        """The stream ended: finished, failed, or closed before its end (kept, not failed)."""
+        if self.ended:
+            return
+        try:
+            error = collector.error or failure
+            found: dict[str, Any] = {}
+            if not collector.finished:
+                found["gen_ai.response.finish_reasons"] = ["error"]
+                if error is None:
+                    found["allama.stream.closed_early"] = True
+            self._response(collector.partial_response(), found)
+            if error is not None:
+                _set_error(self.span, error)
+        except Exception:
+            pass
+        finally:
+            self._end()
+
+    def watch(self, stream: object, collector: StreamCollector) -> None:
+        """End the span when `stream` is dropped without being closed."""
+        self._finalizer = weakref.finalize(stream, _dropped, self, collector)
+
+
+def _dropped(span: CallSpan, collector: StreamCollector) -> None:
+    span.stream_ended(collector, None)
+
+
+def start_call(
+    own: Tracing | None, provider: HttpProvider, request: ChatRequest, stream: bool
+) -> CallSpan | None:
+    """The span of a call `provider` is about to send, started; `None` when tracing is off."""
+    if (
+        own is None
+        and _provider_env is False
+        and _TRACE_MODULE not in sys.modules
+        and _ENCLOSING.get() is None
+    ):
+        return None  # the common case, decided without a call
+    active = resolve(own)
+    if active is None:
+        return None
+    try:
+        trace = _otel()
+        operation = _OPERATIONS.get(provider.preset.dialect, "chat")
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": operation,
+            "gen_ai.provider.name": genai_provider_name(provider.name),
+            "gen_ai.request.model": request.model,
+        }
+        host, port = _server(provider.base_url)
+        if host is not None:
+            attributes["server.address"] = host
+            if port is not None:
+                attributes["server.port"] = port
+        attributes.update(_request_attributes(request))
+        if stream:
+            attributes["gen_ai.request.stream"] = True
+        if active.capture:
+            attributes["gen_ai.input.messages"] = input_messages(request)
+        span = active.tracer.start_span(
+            f"{operation} {request.model}", kind=trace.SpanKind.CLIENT, attributes=attributes
+        )
+    except Exception:  # tracing never fails a call
+        return None
+    return CallSpan(span, active.capture)
+
+
+# Extractions
+
+
+def type_name(tp: Any) -> str:
+    """A short, stable name for a type: `Person`, `list[Person]`, `Literal`, `A | None`."""
+    if isinstance(tp, type) and not typing.get_args(tp):
+        return tp.__name__
+    origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        return "Literal"
+    args = typing.get_args(tp)
+    if origin is typing.Annotated:
+        return type_name(args[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return " | ".join("None" if arg is type(None) else type_name(arg) for arg in args)
+    if origin is not None:
+        name = getattr(origin, "__name__", None) or str(origin)
+        return f"{name}[{', '.join(type_name(arg) for arg in args)}]" if args else name
+    return getattr(tp, "__name__", None) or type(tp).__name__
+
+
+Step = TypeVar("Step")
+Outcome = TypeVar("Outcome")
+Result = TypeVar("Result")
+
+
+class ExtractionSpan:
+    """The span of one extraction (or decision), parent of the calls it makes."""
+
+    __slots__ = (
+        "__weakref__",
+        "_context",
+        "_enclosing",
+        "_finalizer",
+        "active",
+        "ended",
+        "retries",
+        "span",
+    )
+
+    def __init__(self, span: Span, active: _Active) -> None:
+        self.span = span
+        self.active = active
+        self.retries = 0
+        self.ended = False
+        self._context: object | None = None
+        self._enclosing: Token[_Active | None] | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+
+    # While the calls are made
+
+    def __enter__(self) -> ExtractionSpan:
+        from opentelemetry import context
+
+        self._context = context.attach(_otel().set_span_in_context(self.span))
+        self._enclosing = _ENCLOSING.set(self.active)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        from opentelemetry import context
+
+        if self._enclosing is not None:
+            _ENCLOSING.reset(self._enclosing)
+            self._enclosing = None
+        if self._context is not None:
+            context.detach(self._context)  # type: ignore[arg-type]
+            self._context = None
+        if exc is not None:
+            self.fail(exc)
+
+    def steps(self, steps: Generator[Step, Outcome, Result]) -> Generator[Step, Outcome, Result]:
+        """The engine's steps, counting the retries: a request sent after a response."""
+        from allama.types import ChatResponse
+
+        try:
+            step = next(steps)
+            while True:
+                outcome = yield step
+                step = steps.send(outcome)
+                if isinstance(outcome, ChatResponse):
+                    self.retries += 1
+        except StopIteration as done:
+            result: Result = done.value
+            return result
+
+    # Its end
+
+    def _record(
+        self, metadata: ExtractionMetadata | None, found: dict[str, Any] | None = None
+    ) -> None:
+        found = {} if found is None else found
+        found["allama.extract.retries"] = self.retries
+        if metadata is not None:
+            found["allama.extract.mode"] = metadata.mode.value
+            found["allama.extract.passes"] = metadata.passes
+            found["allama.extract.enforcement"] = metadata.enforcement.value
+            found["allama.extract.auto_fallback"] = metadata.auto_fallback is not None
+            found["allama.extract.degradations"] = len(metadata.degradations)
+            found["allama.extract.repaired"] = metadata.repaired
+            if metadata.root_wrapped:
+                found["allama.extract.root_wrapped"] = True
+            _usage(found, metadata.usage, "allama.extract.usage.")
+            if metadata.usage is not None or metadata.passes:
+                priced = metadata.priced()
+                if isinstance(priced, str):
+                    found["allama.cost.missing"] = priced
+                else:
+                    found["allama.cost.total"] = float(priced.total)
+                    found["allama.cost.currency"] = priced.currency
+        self.span.set_attributes(found)
+
+    def _end(self) -> None:
+        self.ended = True
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        self.span.end()
+
+    def succeed(self, metadata: ExtractionMetadata) -> None:
+        if self.ended:
+            return
+        try:
+            self._record(metadata)
+        except Exception:
+            pass
+        finally:
+            self._end()
+
+    def fail(self, error: BaseException, metadata: ExtractionMetadata | None = None) -> None:
+        if self.ended:
+            return
+        try:
+            if metadata is None:
+                metadata = _record_of(error)
+            self._record(metadata)
+            _set_error(self.span, error)
+        except Exception:
+            pass
+        finally:
+            self._end()
+
+    def closed_early(self, metadata: ExtractionMetadata | None) -> None:
+        """A stream closed (or dropped) before its value was read: ended, not failed."""
+        if self.ended:
+            return
+        try:
+            self._record(metadata, {"allama.stream.closed_early": True})
+        except Exception:
+            pass
+        finally:
+            self._end()
+
+    def watch(self, stream: object, metadata: Callable[[], ExtractionMetadata | None]) -> None:
+        """End the span when the extraction stream is dropped without being closed."""
+        self._finalizer = weakref.finalize(stream, _dropped_extraction, self, metadata)
+
+
+def _dropped_extraction(
+    span: ExtractionSpan, metadata: Callable[[], ExtractionMetadata | None]
+) -> None:
+    span.closed_early(metadata())
+
+
+def _record_of(error: BaseException) -> ExtractionMetadata | None:
+    record = getattr(error, "metadata", None)
+    from allama.extract._metadata import ExtractionMetadata
+
+    if isinstance(record, ExtractionMetadata):
+        return record
+    return ExtractionMetadata.from_error(error)
+
+
+def start_extraction(
+    own: Tracing | None, operation: str, provider: str, tp: Any, request: ChatRequest
+) -> ExtractionSpan | None:
+    """The span of an extraction (`operation`: `extract` or `decide`), started; `None` when
+    tracing is off."""
+    if own is None and _provider_env is False and _TRACE_MODULE not in sys.modules:
+        return None
+    active = resolve(own, inherit=False)
+    if active is None:
+        return None
+    try:
+        trace = _otel()
+        name = type_name(tp)
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": operation,
+            "gen_ai.provider.name": genai_provider_name(provider),
+            "gen_ai.request.model": request.model,
+            "gen_ai.output.type": "json",
+            "allama.extract.type": name,
+        }
+        if active.capture:
+            attributes["gen_ai.input.messages"] = input_messages(request)
+        span = active.tracer.start_span(
+            f"{operation} {name}", kind=trace.SpanKind.INTERNAL, attributes=attributes
+        )
+    except Exception:  # tracing never fails an extraction
+        return None
+    return ExtractionSpan(span, active)
+
+
+# Batch runs
+
+
+class BatchSpans:
+    """The run span of a batch, and one span per input under it."""
+
+    __slots__ = ("active", "span", "type")
+
+    def __init__(self, span: Span, active: _Active, type: str) -> None:
+        self.span = span
+        self.active = active
+        self.type = type
+
+    def end(self, summary: Any, error: BaseException | None) -> None:
+        span = self.span
+        try:
+            for key in ("total", "done", "failed", "resumed"):
+                value = getattr(summary, key, None)
+                if isinstance(value, int):
+                    span.set_attribute(f"allama.batch.{key}", value)
+            cost = getattr(summary, "cost", None)
+            if cost is not None:
+                span.set_attribute("allama.cost.total", float(cost))
+                span.set_attribute("allama.cost.currency", "USD")
+            stopped = getattr(summary, "stopped", None)
+            if stopped:
+                span.set_attribute("allama.batch.stopped", str(stopped))
+            if error is not None:
+                _set_error(span, error)
+        except Exception:
+            pass
+        finally:
+            span.end()
+
+    def start_input(self, index: int) -> Span | None:
+        try:
+            return self.active.tracer.start_span(
+                f"batch.input {self.type}",
+                kind=_otel().SpanKind.INTERNAL,
+                attributes={"allama.batch.index": index},
+            )
+        except Exception:
+            return None
+
+
+def start_batch(
+    own: Tracing | None, provider: str, tp: Any, model: str | None
+) -> BatchSpans | None:
+    active = resolve(own, inherit=False)
+    if active is None:
+        return None
+    try:
+        name = type_name(tp)
+        attributes: dict[str, Any] = {
+            "gen_ai.provider.name": genai_provider_name(provider),
+            "allama.extract.type": name,
+        }
+        if model:
+            attributes["gen_ai.request.model"] = model
+        span = active.tracer.start_span(
+            f"batch {name}", kind=_otel().SpanKind.INTERNAL, attributes=attributes
+        )
+    except Exception:
+        return None
+    return BatchSpans(span, active, name)
+
+
+_INPUT: ContextVar[Span | None] = ContextVar("allama_batch_input", default=None)
+
+
+def in_span(span: Span) -> tuple[object, Token[Span | None]]:
+    """Make `span` the current one (for the work started under it)."""
+    from opentelemetry import context
+
+    return context.attach(_otel().set_span_in_context(span)), _INPUT.set(span)
+
+
+def out_of_span(tokens: tuple[object, Token[Span | None]]) -> None:
+    from opentelemetry import context
+
+    _INPUT.reset(tokens[1])
+    context.detach(tokens[0])  # type: ignore[arg-type]
+
+
+def input_result(result: Any) -> None:
+    """Record an input's outcome on its span, when there is one."""
+    span = _INPUT.get()
+    if span is None:
+        return
+    try:
+        span.set_attribute("allama.batch.label", str(result.label))
+        span.set_attribute("allama.batch.key", str(result.key))
+        span.set_attribute("allama.batch.attempts", int(result.attempts))
+        span.set_attribute("allama.batch.resumed", bool(result.resumed))
+        failure = result.failure
+        if failure is not None:
+            trace = _otel()
+            span.set_attribute("error.type", str(failure.kind))
+            span.set_status(trace.Status(trace.StatusCode.ERROR, str(failure.kind)))
+        metadata = result.metadata
+        if metadata is not None:
+            span.set_attribute("allama.extract.passes", metadata.passes)
+            span.set_attribute("allama.extract.enforcement", metadata.enforcement.value)
+    except Exception:
+        pass

@@ -1,0 +1,837 @@
+"""OpenTelemetry GenAI spans: one CLIENT span per provider call, one INTERNAL span per
+extraction holding its calls, one span per batch input under the run's span.
+
+Spans go to an SDK `TracerProvider` passed explicitly (the global one is left alone, but in
+a subprocess), with an in-memory exporter; the provider answers through an in-process
+httpx2 transport scripted per test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import gc
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx2
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+from pydantic import BaseModel
+
+import allama
+from allama import ChatRequest, ExtractionMode, Extractor
+from allama._tracing import CAPTURE_CONTENT_ENV, genai_provider_name, type_name
+from allama.extract import EXTRACTION_TOOL
+from allama.transport import Transport
+
+KEY = "sk-test-9f8e7d6c5b4a"
+MODEL = "gpt-5-mini"
+SERVED = "gpt-5-mini-2025-08-07"
+PROMPT = "Ada Lovelace published the first program in 1843."
+ANSWER = '{"name": "Ada Lovelace", "year": 1843}'
+
+
+class Program(BaseModel):
+    name: str
+    year: int
+
+
+class Tally(BaseModel):
+    store: str
+    counts: dict[str, int]
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+# The scripted endpoint
+
+
+Reply = httpx2.Response | Callable[[httpx2.Request], httpx2.Response]
+
+
+class Script:
+    """Replies in order, one per request; the requests it saw."""
+
+    def __init__(self, *replies: Reply) -> None:
+        self.replies = list(replies)
+        self.seen: list[httpx2.Request] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        self.seen.append(request)
+        reply = self.replies.pop(0)
+        return reply(request) if callable(reply) else reply
+
+
+def completion(
+    content: str | None = ANSWER,
+    *,
+    refusal: str | None = None,
+    finish: str = "stop",
+    usage: dict[str, Any] | None = None,
+) -> httpx2.Response:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if refusal is not None:
+        message["refusal"] = refusal
+    body = {
+        "id": "chatcmpl-42",
+        "object": "chat.completion",
+        "model": SERVED,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": usage or {"prompt_tokens": 41, "completion_tokens": 17, "total_tokens": 58},
+    }
+    return httpx2.Response(200, json=body)
+
+
+def sse(text: str, *, finish: bool = True) -> httpx2.Response:
+    chunks: list[dict[str, Any]] = [
+        {"id": "chatcmpl-7", "model": SERVED, "choices": [{"index": 0, "delta": {"content": p}}]}
+        for p in (text[i : i + 6] for i in range(0, len(text), 6))
+    ]
+    if finish:
+        chunks.append(
+            {
+                "id": "chatcmpl-7",
+                "model": SERVED,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42},
+            }
+        )
+    body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
+    if finish:
+        body += b"data: [DONE]\n\n"
+    return httpx2.Response(200, content=body, headers={"content-type": "text/event-stream"})
+
+
+def failure(status: int, message: str) -> httpx2.Response:
+    return httpx2.Response(
+        status, json={"error": {"message": message, "type": "server_error", "code": None}}
+    )
+
+
+def openai(script: Script, **options: Any) -> allama.HttpProvider:
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(script)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(script)),
+    )
+    return allama.provider("openai", api_key=KEY, transport=transport, **options)
+
+
+# Spans
+
+
+class Traced:
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+
+    @property
+    def spans(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+    def named(self, name: str) -> list[ReadableSpan]:
+        return [span for span in self.spans if span.name == name]
+
+    def one(self, name: str) -> ReadableSpan:
+        (span,) = self.named(name)
+        return span
+
+    def values(self) -> Iterator[str]:
+        """Every attribute value and status description, as text."""
+        for span in self.spans:
+            for value in (span.attributes or {}).values():
+                yield json.dumps(value) if not isinstance(value, str) else value
+            if span.status.description:
+                yield span.status.description
+
+
+@pytest.fixture
+def traced(monkeypatch: pytest.MonkeyPatch) -> Traced:
+    monkeypatch.delenv(CAPTURE_CONTENT_ENV, raising=False)
+    return Traced()
+
+
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def child_of(child: ReadableSpan, parent: ReadableSpan) -> bool:
+    assert child.parent is not None and parent.context is not None
+    return (
+        child.parent.span_id == parent.context.span_id
+        and child.context is not None
+        and child.context.trace_id == parent.context.trace_id
+    )
+
+
+def run(flavour: str, sync: Callable[[], Any], async_: Callable[[], Any]) -> Any:
+    return sync() if flavour == "sync" else asyncio.run(async_())
+
+
+REQUEST = ChatRequest(MODEL).user(PROMPT).with_temperature(0.2).with_max_output_tokens(200)
+FLAVOURS = pytest.mark.parametrize("flavour", ["sync", "async"])
+
+
+# A successful extraction
+
+
+@FLAVOURS
+def test_a_successful_extraction_is_a_span_with_its_call_as_child(
+    traced: Traced, flavour: str
+) -> None:
+    cached = {
+        "prompt_tokens": 41,
+        "completion_tokens": 17,
+        "total_tokens": 58,
+        "prompt_tokens_details": {"cached_tokens": 32},
+        "completion_tokens_details": {"reasoning_tokens": 5},
+    }
+    provider = openai(Script(completion(usage=cached)))
+    extractor = Extractor(tracer_provider=traced.provider)
+    extracted = run(
+        flavour,
+        lambda: extractor.extract(provider, Program, REQUEST),
+        lambda: extractor.aextract(provider, Program, REQUEST),
+    )
+    assert extracted.value == Program(name="Ada Lovelace", year=1843)
+
+    extraction, call = traced.one("extract Program"), traced.one(f"chat {MODEL}")
+    assert len(traced.spans) == 2
+    assert extraction.kind is SpanKind.INTERNAL and call.kind is SpanKind.CLIENT
+    assert extraction.parent is None and child_of(call, extraction)
+    assert extraction.status.status_code is StatusCode.UNSET
+    assert call.status.status_code is StatusCode.UNSET
+
+    assert attrs(call) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": MODEL,
+        "gen_ai.request.temperature": 0.2,
+        "gen_ai.request.max_tokens": 200,
+        "gen_ai.output.type": "json",
+        "server.address": "api.openai.com",
+        "server.port": 443,
+        "gen_ai.response.model": SERVED,
+        "gen_ai.response.id": "chatcmpl-42",
+        "gen_ai.response.finish_reasons": ("stop",),
+        "gen_ai.usage.input_tokens": 41,
+        "gen_ai.usage.output_tokens": 17,
+        "gen_ai.usage.cache_read.input_tokens": 32,
+        "gen_ai.usage.reasoning.output_tokens": 5,
+    }
+    found = attrs(extraction)
+    cost = found.pop("allama.cost.total", None)
+    missing = found.pop("allama.cost.missing", None)
+    currency = found.pop("allama.cost.currency", None)
+    assert (cost is not None and cost > 0 and currency == "USD") or isinstance(missing, str)
+    assert found == {
+        "gen_ai.operation.name": "extract",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": MODEL,
+        "gen_ai.output.type": "json",
+        "allama.extract.type": "Program",
+        "allama.extract.mode": "native",
+        "allama.extract.passes": 1,
+        "allama.extract.retries": 0,
+        "allama.extract.enforcement": "exact",
+        "allama.extract.auto_fallback": False,
+        "allama.extract.degradations": 0,
+        "allama.extract.repaired": False,
+        "allama.extract.usage.input_tokens": 41,
+        "allama.extract.usage.output_tokens": 17,
+        "allama.extract.usage.cache_read.input_tokens": 32,
+        "allama.extract.usage.reasoning.output_tokens": 5,
+    }
+
+
+def test_the_cost_is_on_the_extraction_span_when_known(traced: Traced) -> None:
+    pytest.importorskip("genai_prices")
+    provider = openai(Script(completion()))
+    extracted = Extractor(tracer_provider=traced.provider).extract(provider, Program, REQUEST)
+    cost = extracted.metadata.cost
+    assert cost is not None
+    found = attrs(traced.one("extract Program"))
+    assert found["allama.cost.total"] == pytest.approx(float(cost.total))
+    assert found["allama.cost.currency"] == "USD"
+
+
+# A retried one
+
+
+@FLAVOURS
+def test_a_retried_extraction_holds_both_calls_and_counts_the_retry(
+    traced: Traced, flavour: str
+) -> None:
+    provider = openai(Script(completion('{"name": "Ada"}'), completion()))
+    extractor = Extractor(retries=2, tracer_provider=traced.provider)
+    extracted = run(
+        flavour,
+        lambda: extractor.extract(provider, Program, REQUEST),
+        lambda: extractor.aextract(provider, Program, REQUEST),
+    )
+    assert extracted.metadata.passes == 2
+    extraction = traced.one("extract Program")
+    calls = traced.named(f"chat {MODEL}")
+    assert len(calls) == 2 and all(child_of(call, extraction) for call in calls)
+    assert all(call.status.status_code is StatusCode.UNSET for call in calls)
+    found = attrs(extraction)
+    assert (found["allama.extract.passes"], found["allama.extract.retries"]) == (2, 1)
+    assert found["allama.extract.usage.input_tokens"] == 82
+    assert extraction.status.status_code is StatusCode.UNSET
+
+
+def test_retries_that_run_out_end_the_extraction_span_in_error(traced: Traced) -> None:
+    provider = openai(Script(completion('{"name": "Ada"}'), completion('{"year": 1}')))
+    extractor = Extractor(retries=1, tracer_provider=traced.provider)
+    with pytest.raises(allama.ExtractionError):
+        extractor.extract(provider, Program, REQUEST)
+    extraction = traced.one("extract Program")
+    found = attrs(extraction)
+    assert (found["allama.extract.passes"], found["allama.extract.retries"]) == (2, 1)
+    assert extraction.status.status_code is StatusCode.ERROR
+    assert found["error.type"] == "extraction_parse"
+    assert len(traced.named(f"chat {MODEL}")) == 2
+
+
+# An automatic fallback
+
+
+def test_an_auto_fallback_is_recorded_and_the_refused_attempt_has_no_call_span(
+    traced: Traced,
+) -> None:
+    answer = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5-20250929",
+        "content": [
+            {
+                "type": "tool_use",
+                "id": "toolu_1",
+                "name": EXTRACTION_TOOL,
+                "input": {"store": "North", "counts": {"apples": 3}},
+            }
+        ],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 50, "output_tokens": 20},
+    }
+    script = Script(httpx2.Response(200, json=answer))
+    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(script)))
+    provider = allama.provider(
+        "anthropic", api_key=KEY, transport=transport, tracer_provider=traced.provider
+    )
+    request = ChatRequest("claude-sonnet-4-5").user("Count the fruit")
+    extracted = Extractor(tracer_provider=traced.provider).extract(provider, Tally, request)
+    assert extracted.metadata.auto_fallback is not None and len(script.seen) == 1
+
+    extraction = traced.one("extract Tally")
+    (call,) = traced.named("chat claude-sonnet-4-5")
+    assert child_of(call, extraction)
+    assert attrs(call)["gen_ai.provider.name"] == "anthropic"
+    assert attrs(call)["gen_ai.response.finish_reasons"] == ("tool_call",)
+    assert "gen_ai.output.type" not in attrs(call)  # a forced tool, not a response format
+    found = attrs(extraction)
+    assert found["allama.extract.auto_fallback"] is True
+    assert found["allama.extract.mode"] == "forced_tool"
+    assert found["allama.extract.enforcement"] == "not_enforced"
+    assert found["allama.extract.degradations"] >= 1
+    assert found["allama.extract.passes"] == 1
+    assert extraction.status.status_code is StatusCode.UNSET
+
+
+# A refusal
+
+
+@FLAVOURS
+def test_a_refusal_fails_the_extraction_span_not_the_call(traced: Traced, flavour: str) -> None:
+    provider = openai(Script(completion(None, refusal="I will not say who wrote it.")))
+    extractor = Extractor(tracer_provider=traced.provider)
+    with pytest.raises(allama.RefusedError):
+        run(
+            flavour,
+            lambda: extractor.extract(provider, Program, REQUEST),
+            lambda: extractor.aextract(provider, Program, REQUEST),
+        )
+    extraction, call = traced.one("extract Program"), traced.one(f"chat {MODEL}")
+    assert child_of(call, extraction)
+    assert call.status.status_code is StatusCode.UNSET
+    assert extraction.status.status_code is StatusCode.ERROR
+    found = attrs(extraction)
+    assert found["error.type"] == "extraction_refused"
+    assert found["allama.extract.passes"] == 1
+    # The model's words stay out of the spans.
+    assert not any("will not say" in value for value in traced.values())
+
+
+# A provider error
+
+
+@FLAVOURS
+def test_a_provider_error_fails_the_call_and_the_extraction(traced: Traced, flavour: str) -> None:
+    upstream = f"upstream says: the prompt {PROMPT!r} broke us (key {KEY})"
+    provider = openai(Script(failure(500, upstream)))
+    extractor = Extractor(tracer_provider=traced.provider)
+    with pytest.raises(allama.ServerError):
+        run(
+            flavour,
+            lambda: extractor.extract(provider, Program, REQUEST),
+            lambda: extractor.aextract(provider, Program, REQUEST),
+        )
+    extraction, call = traced.one("extract Program"), traced.one(f"chat {MODEL}")
+    assert child_of(call, extraction)
+    for span in (call, extraction):
+        assert span.status.status_code is StatusCode.ERROR
+        assert attrs(span)["error.type"] == "server"
+        assert span.status.description == "server"  # not the provider's words
+    assert attrs(extraction)["allama.extract.passes"] == 0
+    assert not any("upstream says" in value or KEY in value for value in traced.values())
+
+
+def test_a_rate_limit_is_its_own_error_type(traced: Traced) -> None:
+    provider = openai(Script(failure(429, "slow down")), tracer_provider=traced.provider)
+    with pytest.raises(allama.RateLimitedError):
+        provider.chat(REQUEST)
+    call = traced.one(f"chat {MODEL}")
+    assert call.parent is None
+    assert attrs(call)["error.type"] == "rate_limited"
+
+
+def test_a_call_refused_before_sending_has_no_span(
+    traced: Traced, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    script = Script()
+    provider = allama.provider(
+        "openai",
+        transport=Transport(client=httpx2.Client(transport=httpx2.MockTransport(script))),
+        tracer_provider=traced.provider,
+    )
+    with pytest.raises(allama.AuthenticationError):
+        Extractor(tracer_provider=traced.provider).extract(provider, Program, REQUEST)
+    assert [span.name for span in traced.spans] == ["extract Program"]
+    assert attrs(traced.one("extract Program"))["error.type"] == "authentication"
+    assert not script.seen
+
+
+# Streams
+
+
+@FLAVOURS
+def test_a_streamed_extraction_is_spanned_until_it_ends(traced: Traced, flavour: str) -> None:
+    provider = openai(Script(sse(ANSWER)))
+    extractor = Extractor(tracer_provider=traced.provider)
+
+    def sync() -> Any:
+        with extractor.extract_stream(provider, Program, REQUEST) as stream:
+            for _ in stream:
+                assert not traced.spans  # nothing has ended yet
+            return stream.finish()
+
+    async def async_() -> Any:
+        async with extractor.aextract_stream(provider, Program, REQUEST) as stream:
+            async for _ in stream:
+                assert not traced.spans
+            return await stream.finish()
+
+    extracted = run(flavour, sync, async_)
+    assert extracted.value.year == 1843
+    extraction, call = traced.one("extract Program"), traced.one(f"chat {MODEL}")
+    assert child_of(call, extraction)
+    found = attrs(call)
+    assert found["gen_ai.request.stream"] is True
+    assert found["gen_ai.response.finish_reasons"] == ("stop",)
+    assert found["gen_ai.response.id"] == "chatcmpl-7"
+    assert found["gen_ai.usage.input_tokens"] == 30
+    assert found["gen_ai.response.time_to_first_chunk"] >= 0
+    assert call.status.status_code is StatusCode.UNSET
+    assert attrs(extraction)["allama.extract.passes"] == 1
+    assert extraction.status.status_code is StatusCode.UNSET
+    assert call.end_time is not None and extraction.end_time is not None
+    assert call.end_time <= extraction.end_time
+
+
+@FLAVOURS
+def test_a_stream_cut_mid_way_fails_both_spans(traced: Traced, flavour: str) -> None:
+    provider = openai(Script(sse(ANSWER[:20], finish=False)))
+    extractor = Extractor(tracer_provider=traced.provider)
+
+    def sync() -> Any:
+        with extractor.extract_stream(provider, Program, REQUEST) as stream:
+            return stream.finish()
+
+    async def async_() -> Any:
+        async with extractor.aextract_stream(provider, Program, REQUEST) as stream:
+            return await stream.finish()
+
+    with pytest.raises(allama.IncompleteStreamError):
+        run(flavour, sync, async_)
+    extraction, call = traced.one("extract Program"), traced.one(f"chat {MODEL}")
+    assert child_of(call, extraction)
+    for span in (call, extraction):
+        assert span.status.status_code is StatusCode.ERROR
+        assert attrs(span)["error.type"] == "stream_incomplete"
+    assert attrs(call)["gen_ai.response.finish_reasons"] == ("error",)
+    assert attrs(extraction)["allama.extract.passes"] == 0
+
+
+def test_a_stream_that_fails_in_transit_fails_its_call_span(traced: Traced) -> None:
+    class Broken(httpx2.SyncByteStream):
+        def __iter__(self) -> Iterator[bytes]:
+            yield b'data: {"id": "c", "model": "m", "choices": [{"index": 0, '
+            yield b'"delta": {"content": "{\\"na"}}]}\n\n'
+            raise httpx2.ReadError("connection reset")
+
+    reply = httpx2.Response(200, stream=Broken(), headers={"content-type": "text/event-stream"})
+    provider = openai(Script(reply), tracer_provider=traced.provider)
+    with provider.chat_stream(REQUEST) as stream, pytest.raises(allama.NetworkError):
+        for _ in stream:
+            pass
+    call = traced.one(f"chat {MODEL}")
+    assert attrs(call)["error.type"] == "network"
+    assert attrs(call)["gen_ai.response.finish_reasons"] == ("error",)
+
+
+def test_a_stream_closed_early_ends_its_spans_unfailed(traced: Traced) -> None:
+    provider = openai(Script(sse(ANSWER)))
+    extractor = Extractor(tracer_provider=traced.provider)
+    with extractor.extract_stream(provider, Program, REQUEST) as stream:
+        next(iter(stream))
+    extraction, call = traced.one("extract Program"), traced.one(f"chat {MODEL}")
+    for span in (extraction, call):
+        assert span.status.status_code is StatusCode.UNSET
+        assert attrs(span)["allama.stream.closed_early"] is True
+    assert attrs(call)["gen_ai.response.finish_reasons"] == ("error",)
+    assert attrs(extraction)["allama.extract.passes"] == 0
+
+
+@FLAVOURS
+def test_a_stream_dropped_without_closing_still_ends_its_spans(
+    traced: Traced, flavour: str
+) -> None:
+    provider = openai(Script(sse(ANSWER)))
+    extractor = Extractor(tracer_provider=traced.provider)
+
+    def sync() -> None:
+        stream = extractor.extract_stream(provider, Program, REQUEST)
+        next(iter(stream))
+        del stream
+
+    async def async_() -> None:
+        stream = await extractor.aextract_stream(provider, Program, REQUEST)
+        await anext(aiter(stream))
+        del stream
+
+    run(flavour, sync, async_)
+    gc.collect()
+    names = sorted(span.name for span in traced.spans)
+    assert names == [f"chat {MODEL}", "extract Program"]
+    assert all(attrs(span)["allama.stream.closed_early"] for span in traced.spans)
+
+
+def test_a_chat_stream_never_read_and_dropped_ends_its_span(traced: Traced) -> None:
+    provider = openai(Script(sse(ANSWER)), tracer_provider=traced.provider)
+    stream = provider.chat_stream(REQUEST)
+    assert not traced.spans
+    del stream
+    gc.collect()
+    assert attrs(traced.one(f"chat {MODEL}"))["allama.stream.closed_early"] is True
+
+
+# Content: only on opt-in; secrets: never
+
+
+def _texts_absent(traced: Traced) -> None:
+    for value in traced.values():
+        assert "Lovelace" not in value and "1843" not in value, value
+        assert KEY not in value
+
+
+def test_no_content_without_the_opt_in(traced: Traced) -> None:
+    provider = openai(Script(completion(), sse(ANSWER)))
+    extractor = Extractor(tracer_provider=traced.provider)
+    extractor.extract(provider, Program, REQUEST.system("Be exact."))
+    with extractor.extract_stream(provider, Program, REQUEST) as stream:
+        stream.finish()
+    assert len(traced.spans) == 4
+    for span in traced.spans:
+        found = attrs(span)
+        assert "gen_ai.input.messages" not in found and "gen_ai.output.messages" not in found
+    _texts_absent(traced)
+
+
+def _check_content(traced: Traced) -> None:
+    for span in traced.spans:
+        found = attrs(span)
+        messages = json.loads(found["gen_ai.input.messages"])
+        assert messages[0] == {"role": "system", "parts": [{"type": "text", "content": "Hi."}]}
+        assert messages[-1] == {"role": "user", "parts": [{"type": "text", "content": PROMPT}]}
+        if span.kind is SpanKind.CLIENT:
+            (output,) = json.loads(found["gen_ai.output.messages"])
+            assert output == {
+                "role": "assistant",
+                "parts": [{"type": "text", "content": ANSWER}],
+                "finish_reason": "stop",
+            }
+    assert not any(KEY in value for value in traced.values())
+
+
+def test_content_with_the_conventions_environment_variable(
+    traced: Traced, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CAPTURE_CONTENT_ENV, "SPAN_ONLY")
+    provider = openai(Script(completion()))
+    request = ChatRequest(MODEL).system("Hi.").user(PROMPT)
+    Extractor(tracer_provider=traced.provider).extract(provider, Program, request)
+    assert len(traced.spans) == 2
+    _check_content(traced)
+
+
+def test_content_with_the_argument_and_the_argument_wins(
+    traced: Traced, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider = openai(Script(completion(), completion()))
+    request = ChatRequest(MODEL).system("Hi.").user(PROMPT)
+    extractor = Extractor(tracer_provider=traced.provider, capture_content=True)
+    extractor.extract(provider, Program, request)
+    _check_content(traced)
+
+    traced.exporter.clear()
+    monkeypatch.setenv(CAPTURE_CONTENT_ENV, "SPAN_AND_EVENT")
+    refusing = Extractor(tracer_provider=traced.provider, capture_content=False)
+    refusing.extract(provider, Program, request)
+    _texts_absent(traced)
+
+
+def test_a_streamed_answer_is_recorded_as_far_as_it_came_on_opt_in(traced: Traced) -> None:
+    provider = openai(Script(sse(ANSWER, finish=False)))
+    extractor = Extractor(tracer_provider=traced.provider, capture_content=True)
+    with (
+        extractor.extract_stream(provider, Program, REQUEST) as stream,
+        pytest.raises(allama.IncompleteStreamError),
+    ):
+        stream.finish()
+    (output,) = json.loads(attrs(traced.one(f"chat {MODEL}"))["gen_ai.output.messages"])
+    assert output["parts"] == [{"type": "text", "content": ANSWER}]
+    assert output["finish_reason"] == "error"
+
+
+def test_the_key_is_never_recorded_even_with_content(traced: Traced) -> None:
+    echo = f"invalid key {KEY}"
+    provider = openai(
+        Script(completion(), failure(401, echo)),
+        tracer_provider=traced.provider,
+        capture_content=True,
+        headers={"x-trace": "plain"},
+    )
+    Extractor(tracer_provider=traced.provider).extract(provider, Program, REQUEST)
+    with pytest.raises(allama.AuthenticationError):
+        provider.chat(REQUEST)
+    assert len(traced.spans) == 3
+    assert not any(KEY in value for value in traced.values())
+
+
+# Where spans go
+
+
+def test_an_extraction_s_tracer_provider_carries_to_its_calls(traced: Traced) -> None:
+    provider = openai(Script(completion()))  # no tracer provider of its own
+    Extractor(tracer_provider=traced.provider).extract(provider, Program, REQUEST)
+    assert sorted(span.name for span in traced.spans) == [f"chat {MODEL}", "extract Program"]
+
+
+def test_a_provider_s_own_tracer_provider_traces_its_calls_alone(traced: Traced) -> None:
+    provider = openai(Script(completion()), tracer_provider=traced.provider)
+    allama.extract(provider, Program, REQUEST)  # the default extractor: no tracer here
+    assert [span.name for span in traced.spans] == [f"chat {MODEL}"]
+
+
+def test_nothing_is_traced_or_imported_without_a_tracer_provider() -> None:
+    """No tracer provider anywhere: no `opentelemetry` import, and no spans. A global one set
+    later is used from then on, and the GenAI provider name follows the conventions."""
+    code = textwrap.dedent(
+        f"""
+        import sys, httpx2, pydantic, allama, allama.mock
+        from allama.transport import Transport
+
+        class Program(pydantic.BaseModel):
+            name: str
+            year: int
+
+        def reply(request):
+            return httpx2.Response(200, json={{
+                "id": "c", "model": "m",
+                "choices": [{{"index": 0, "finish_reason": "stop",
+                    "message": {{"role": "assistant", "content": {ANSWER!r}}}}}]}})
+
+        transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(reply)))
+        provider = allama.provider("xai", api_key="k", transport=transport)
+        request = allama.ChatRequest("grok-4").user("Ada")
+        allama.extract(provider, Program, request)
+        with allama.extract_stream(allama.mock.MockStreamingProvider.with_text({ANSWER!r}),
+                                   Program, request) as stream:
+            stream.finish()
+        assert not any(m.startswith("opentelemetry") for m in sys.modules), "imported"
+
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+        allama.extract(provider, Program, request)  # the API's no-op provider: no spans
+        exporter = InMemorySpanExporter()
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(tracer_provider)
+        allama.extract(provider, Program, request)
+        spans = exporter.get_finished_spans()
+        print(sorted(s.name for s in spans), spans[0].attributes["gen_ai.provider.name"])
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['chat grok-4', 'extract Program'] x_ai"
+
+
+def test_a_tracer_provider_must_be_one() -> None:
+    with pytest.raises(TypeError, match="tracer_provider"):
+        Extractor(tracer_provider="collector:4317")
+    with pytest.raises(TypeError, match="capture_content"):
+        allama.provider("openai", api_key=KEY, capture_content="yes")  # type: ignore[arg-type]
+
+
+def test_with_options_keeps_the_tracing(traced: Traced) -> None:
+    extractor = Extractor(tracer_provider=traced.provider).with_options(retries=1)
+    assert extractor.retries == 1
+    extractor.extract(openai(Script(completion())), Program, REQUEST)
+    assert len(traced.spans) == 2
+    assert repr(extractor) == repr(Extractor(retries=1))  # the batch ledger keys on it
+
+
+# Decisions, the provider names, the type names
+
+
+def test_a_decision_is_a_decide_span(traced: Traced) -> None:
+    provider = openai(Script(completion('{"value": "red"}')))
+    extractor = Extractor(tracer_provider=traced.provider)
+    request = ChatRequest(MODEL).user("The colour of a ruby?")
+    decision = extractor.decide(provider, Colour, request, probabilities=False)
+    assert decision.value is Colour.RED
+    span, call = traced.one("decide Colour"), traced.one(f"chat {MODEL}")
+    assert child_of(call, span)
+    found = attrs(span)
+    assert found["gen_ai.operation.name"] == "decide"
+    assert found["allama.extract.passes"] == 1
+
+
+def test_gemini_calls_are_generate_content() -> None:
+    traced = Traced()
+    body = {
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": ANSWER}]}, "finishReason": "STOP"}
+        ],
+        "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 4},
+        "modelVersion": "gemini-2.5-flash",
+        "responseId": "r-1",
+    }
+    script = Script(httpx2.Response(200, json=body))
+    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(script)))
+    provider = allama.provider(
+        "gemini", api_key=KEY, transport=transport, tracer_provider=traced.provider
+    )
+    allama.extract(provider, Program, ChatRequest("gemini-2.5-flash").user(PROMPT))
+    call = traced.one("generate_content gemini-2.5-flash")
+    assert attrs(call)["gen_ai.provider.name"] == "gcp.gemini"
+    assert attrs(call)["server.address"] == "generativelanguage.googleapis.com"
+    assert attrs(call)["gen_ai.response.id"] == "r-1"
+
+
+def test_provider_names_follow_the_conventions() -> None:
+    assert [
+        genai_provider_name(name)
+        for name in ("openai", "azure-openai", "xai", "mistral", "vertex-gemini", "groq", "vllm")
+    ] == ["openai", "azure.ai.openai", "x_ai", "mistral_ai", "gcp.vertex_ai", "groq", "vllm"]
+
+
+def test_type_names_are_short() -> None:
+    assert type_name(Program) == "Program"
+    assert type_name(list[Program]) == "list[Program]"
+    assert type_name(Program | None) == "Program | None"
+    assert type_name(dict[str, int]) == "dict[str, int]"
+
+
+# Batch runs
+
+
+def _batch_request(document: str) -> ChatRequest:
+    return ChatRequest(MODEL).user(document).with_option(ExtractionMode.NATIVE)
+
+
+@FLAVOURS
+def test_a_batch_run_is_a_span_with_one_span_per_input(traced: Traced, flavour: str) -> None:
+    script = Script(
+        completion(), completion(None, refusal="No."), failure(503, "busy"), completion()
+    )
+    provider = openai(script)
+    extractor = Extractor(tracer_provider=traced.provider)
+    documents = ["one", "two", "three"]
+    options: dict[str, Any] = {
+        "request": _batch_request,
+        "extractor": extractor,
+        "concurrency": 1,
+        "backoff": 0.001,
+    }
+
+    def sync() -> list[Any]:
+        return list(allama.batch(provider, Program, documents, **options))
+
+    async def async_() -> list[Any]:
+        return [result async for result in allama.abatch(provider, Program, documents, **options)]
+
+    results = run(flavour, sync, async_)
+    assert [(result.ok, result.attempts) for result in results] == [
+        (True, 1),
+        (False, 1),
+        (True, 2),
+    ]
+
+    batch = traced.one("batch Program")
+    inputs = sorted(
+        traced.named("batch.input Program"), key=lambda span: attrs(span)["allama.batch.index"]
+    )
+    extractions = traced.named("extract Program")
+    calls = traced.named(f"chat {MODEL}")
+    assert (len(inputs), len(extractions), len(calls)) == (3, 4, 4)
+    assert batch.parent is None
+    assert all(child_of(span, batch) for span in inputs)
+    under = [[e for e in extractions if child_of(e, span)] for span in inputs]
+    assert [len(found) for found in under] == [1, 1, 2]  # the third input was tried twice
+    for call in calls:
+        assert sum(child_of(call, extraction) for extraction in extractions) == 1
+    assert [attrs(span)["allama.batch.label"] for span in inputs] == ["#0", "#1", "#2"]
+    assert [attrs(span)["allama.batch.attempts"] for span in inputs] == [1, 1, 2]
+    assert [span.status.status_code for span in inputs] == [
+        StatusCode.UNSET,
+        StatusCode.ERROR,
+        StatusCode.UNSET,
+    ]
+    assert attrs(inputs[1])["error.type"] == "extraction_refused"
+    found = attrs(batch)
+    assert (found["allama.batch.total"], found["allama.batch.done"]) == (3, 2)
+    assert found["allama.batch.failed"] == 1
+    assert batch.status.status_code is StatusCode.UNSET
