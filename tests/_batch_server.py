@@ -15,8 +15,10 @@ import sys
 import threading
 import time
 from collections import Counter, deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from _replay_server import ReplyHandler
 
 _DOC = re.compile(r"doc (\d+)")
 
@@ -67,12 +69,8 @@ class BatchServer(ThreadingHTTPServer):
             return None
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(ReplyHandler):
     server: BatchServer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
 
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
@@ -100,14 +98,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, _completion(self.server.model, content))
 
     def _send(self, status: int, payload: Any, retry_after: float | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        if retry_after is not None:
-            self.send_header("retry-after-ms", str(int(retry_after * 1000)))
-        self.end_headers()
-        self.wfile.write(data)
+        wait = {} if retry_after is None else {"retry-after-ms": str(int(retry_after * 1000))}
+        self.send_json(status, payload, wait)
 
 
 def _completion(model: str, content: str) -> dict[str, Any]:

@@ -245,10 +245,9 @@ def _cost_of(records: list[ExtractionMetadata]) -> tuple[Decimal | None, str | N
     """The summed cost of `records`, or why it is not known."""
     total = Decimal(0)
     for metadata in records:
-        cost = getattr(metadata, "cost", None)
+        cost = metadata.cost
         if cost is None:
-            missing = getattr(metadata, "cost_missing", None)
-            return None, str(missing) if missing else "no price known"
+            return None, metadata.cost_missing or "no price known"
         total += cost.total
     return total, None
 

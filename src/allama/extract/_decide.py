@@ -18,13 +18,21 @@ from typing import Any, Generic, Literal, TypeVar
 
 from allama.errors import Error, InvalidRequestError, UnsupportedError
 from allama.extract._choices import Option, Options, options_of
-from allama.extract._engine import Outcome, Send, Settings, extract_steps, select_mode
+from allama.extract._engine import (
+    Outcome,
+    Send,
+    Settings,
+    _reason,
+    extract_steps,
+    select_mode,
+)
 from allama.extract._errors import MissingStructuredTextError, ParseError, _Failure
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.extract._parse import declined_or_cut
 from allama.extract._probabilities import Measured, Spelling, json_string_span, measure
 from allama.extract._root import ROOT_KEY
+from allama.extract._target import requested_mode
 from allama.provider import ChatProvider
 from allama.types import (
     CapabilitySupport,
@@ -148,7 +156,7 @@ def decide_steps(
     probabilities: bool | None,
 ) -> Generator[Send, Outcome, Decision[Any]]:
     """One decision with its retries: yields each request, receives each outcome."""
-    requested = _requested(request)
+    requested = requested_mode(request, provider.name)
     strategy, mode = _strategy(provider, request, requested)
     logprobs = _logprobs_plan(provider, request, mode, strategy, probabilities)
     asked = _instructed(request, options, plain=strategy != _Strategy.EXTRACT)
@@ -167,12 +175,6 @@ def decide_steps(
     option = options.option(label)
     assert option is not None  # checked against the options by both paths
     return _decision(options, option, response, metadata, spelling, logprobs)
-
-
-def _requested(request: ChatRequest) -> ExtractionMode:
-    from allama.extract._target import requested_mode
-
-    return requested_mode(request, "")
 
 
 def _strategy(
@@ -354,9 +356,12 @@ def _check_floor(
     record = ExtractionMetadata.new(metadata.mode)
     record.degradations = list(degradations)
     record.enforcement = achieved
-    reason = "; ".join(w.message for w in degradations) or "no pass reported it enforced"
     raise EnforcementBelowError(
-        provider=provider.name, metadata=record, required=floor, achieved=achieved, reason=reason
+        provider=provider.name,
+        metadata=record,
+        required=floor,
+        achieved=achieved,
+        reason=_reason(degradations),
     )
 
 
