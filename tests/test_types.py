@@ -553,7 +553,7 @@ def test_a_finish_reason_is_a_string() -> None:
     assert repr(FinishReason("x")) == "FinishReason('x')"
     assert ChatResponse(finish_reason="length").model_dump_json() == (
         '{"content":[],"finish_reason":"length","usage":null,"warnings":[],'
-        '"provider_data":{},"model":null,"provider":null,"id":null,"logprobs":null}'
+        '"provider_data":{},"model":null,"provider":null,"id":null,"logprobs":null,"batch_job":null}'
     )
 
 

@@ -180,9 +180,13 @@ def _joined(a: str, b: str) -> str:
     return f"{a}; {b}"
 
 
-Charge: TypeAlias = tuple[str | None, str | None, Usage | None, float]
-"""One response's provider, model, usage and the time it arrived (`time.time()`): what an
-extraction's record keeps per response, a plain tuple so that keeping it costs nothing."""
+Charge: TypeAlias = (
+    tuple[str | None, str | None, Usage | None, float]
+    | tuple[str | None, str | None, Usage | None, float, bool]
+)
+"""One response's provider, model, usage and the time it arrived (`time.time()`), and
+whether it came from a provider batch job (priced at batch prices): what an extraction's
+record keeps per response, a plain tuple so that keeping it costs nothing."""
 
 
 def price(entries: Iterable[Charge | Cost | str], *, batch: bool = False) -> Cost | str:
@@ -272,7 +276,8 @@ def _genai_prices() -> ModuleType | None:
 
 def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
     """The cost of one charge, the `provider/model` it matched, and the price data's name."""
-    provider, model, usage, at = entry
+    provider, model, usage, at = entry[:4]
+    batch = batch or (len(entry) > 4 and entry[4] is True)
     reason = _reason_before_lookup(provider, model, usage)
     if reason:
         return reason

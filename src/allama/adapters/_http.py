@@ -16,7 +16,8 @@ SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api
 
 @dataclass(frozen=True, slots=True)
 class HttpRequest:
-    """Method, URL, headers and JSON body. `content` is the body as compact UTF-8 JSON.
+    """Method, URL, headers and JSON body. `content` is the body as compact UTF-8 JSON
+    (or `raw`, when the body is not JSON).
 
     The body is read-only: it holds cached schemas (the dialect rewrite's) by reference.
     """
@@ -26,9 +27,13 @@ class HttpRequest:
     headers: Mapping[str, str]
     body: dict[str, Any]
     params: Mapping[str, str] = field(default_factory=dict)
+    raw: bytes | None = None
+    """The body as bytes instead of JSON (a file upload, or `b""` for a GET)."""
 
     @property
     def content(self) -> bytes:
+        if self.raw is not None:
+            return self.raw
         # The compact UTF-8 JSON `json.dumps(body, separators=(",", ":"), ensure_ascii=False)`
         # writes (a float may be spelled differently: `1e-7` for `1e-07`), four times faster.
         return to_json(self.body)

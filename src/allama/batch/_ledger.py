@@ -28,9 +28,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Claim", "Ledger", "LedgerError", "LedgerRow", "LedgerWriter", "Status"]
+__all__ = [
+    "Claim",
+    "JobPhase",
+    "JobRow",
+    "Ledger",
+    "LedgerError",
+    "LedgerRow",
+    "LedgerWriter",
+    "Status",
+]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 HEARTBEAT_SECONDS = 5.0
 """How often a live run says so; a run on another host silent for `STALE_AFTER` is dead."""
@@ -43,6 +52,8 @@ class Status:
     FAILED = "failed"
     PENDING = "pending"
     """Tried, and to be tried again (a retryable failure when the run stopped)."""
+    SUBMITTED = "submitted"
+    """In a provider batch job (`job`): collected by whichever run finds the job ended."""
 
 
 _SCHEMA = """
@@ -75,7 +86,59 @@ CREATE TABLE IF NOT EXISTS items (
     tokens INTEGER
 );
 CREATE INDEX IF NOT EXISTS items_status ON items (status);
+CREATE TABLE IF NOT EXISTS jobs (
+    tag TEXT PRIMARY KEY,
+    provider TEXT NOT NULL,
+    base_url TEXT,
+    api TEXT,
+    model TEXT NOT NULL,
+    job_id TEXT,
+    state TEXT NOT NULL,
+    outcome TEXT,
+    counts TEXT,
+    error TEXT,
+    requests INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    collector TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0
+);
 """
+
+_ADDED_COLUMNS = (("job", "TEXT"), ("log", "TEXT"))
+"""Columns of `items` added in schema 2 (provider batch jobs): added to older ledgers."""
+
+
+class JobPhase:
+    SUBMITTING = "submitting"
+    """Recorded before the job is sent: a run that died here left a job that may exist."""
+    SUBMITTED = "submitted"
+    NOT_SUBMITTED = "not_submitted"
+    COLLECTED = "collected"
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """A provider batch job as the ledger holds it: `tag` is allama's name for it, `job_id`
+    the provider's (once known); `state` the phase or the provider's last reported status."""
+
+    tag: str
+    provider: str
+    base_url: str | None
+    api: str | None
+    model: str
+    job_id: str | None
+    state: str
+    outcome: str | None
+    counts: dict[str, int] | None
+    error: str | None
+    requests: int
+    run_id: str
+    created_at: float
+    updated_at: float
+    collector: str | None
+    cancel_requested: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +159,11 @@ class LedgerRow:
     """The error's log view (kind, provider, status, allama's own words): never model text."""
     cost: str | None
     tokens: int | None
+    job: str | None = None
+    """The provider batch job (its tag) the input is in, or was last in."""
+    log: list[dict[str, Any]] | None = None
+    """What the provider batch jobs answered so far (status and body of each outcome the
+    extraction took in), replayed to carry an extraction on where it was."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +216,18 @@ class Ledger:
         opens an existing ledger for reading (`LedgerError` when there is none)."""
         self.path = Path(path)
         self.run_id = uuid.uuid4().hex
+        self._select = _SELECT
+        self._has_jobs = True
         if read_only:
             self._connection = _read_only(self.path)
+            columns = {row[1] for row in self._connection.execute("PRAGMA table_info(items)")}
+            if not {name for name, _ in _ADDED_COLUMNS} <= columns:
+                self._select = _SELECT_V1
+            self._has_jobs = bool(
+                self._connection.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'"
+                ).fetchone()
+            )
         else:
             self._connection = sqlite3.connect(
                 self.path, timeout=60.0, isolation_level=None, check_same_thread=False
@@ -167,6 +245,15 @@ class Ledger:
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
             db.executescript(_SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(items)")}
+            for name, kind in _ADDED_COLUMNS:
+                if name not in columns:
+                    db.execute(f"ALTER TABLE items ADD COLUMN {name} {kind}")
+            db.execute(
+                "UPDATE meta SET value = ? WHERE name = 'schema_version' AND CAST(value AS "
+                "INTEGER) < ?",
+                (str(SCHEMA_VERSION), SCHEMA_VERSION),
+            )
             db.execute(
                 "INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
@@ -208,11 +295,13 @@ class Ledger:
     def _claim(self, key: str, position: int, label: str | None) -> Claim:
         self._heartbeat()
         db = self._connection
-        found = db.execute(_SELECT + " WHERE key = ?", (key,)).fetchone()
+        found = db.execute(self._select + " WHERE key = ?", (key,)).fetchone()
         row = _row(found) if found is not None else None
         if row is not None:
             if row.status in (Status.DONE, Status.FAILED):
                 return Claim(False, row.attempts, row)
+            if row.status == Status.SUBMITTED:
+                return Claim(False, row.attempts, row, elsewhere=True)
             if (
                 row.status == Status.IN_FLIGHT
                 and row.run_id != self.run_id
@@ -309,12 +398,183 @@ class Ledger:
         with self._transaction():
             self._release(key)
 
+    def _resend(self, key: str, log: list[dict[str, Any]] | None) -> int:
+        """Take an input this run holds out of its job to send it again (counting the
+        attempt), keeping what the jobs answered so far."""
+        self._connection.execute(
+            "UPDATE items SET status = ?, job = NULL, log = ?, attempts = attempts + 1, "
+            "claimed_at = ? WHERE key = ? AND run_id = ?",
+            (Status.IN_FLIGHT, json.dumps(log) if log else None, time.time(), key, self.run_id),
+        )
+        found = self._connection.execute(
+            "SELECT attempts FROM items WHERE key = ?", (key,)
+        ).fetchone()
+        return int(found[0])
+
     def _release(self, key: str) -> None:
         self._connection.execute(
             "UPDATE items SET status = ?, attempts = MAX(attempts - 1, 0) "
             "WHERE key = ? AND run_id = ? AND status = ?",
             (Status.PENDING, key, self.run_id, Status.IN_FLIGHT),
         )
+
+    # Provider batch jobs
+
+    def record_job(
+        self,
+        tag: str,
+        *,
+        provider: str,
+        base_url: str | None,
+        api: str | None,
+        model: str,
+        items: list[tuple[str, list[dict[str, Any]]]],
+    ) -> None:
+        """Record a job about to be sent and put its inputs (key and replay log) in it,
+        committed before anything is sent: a run that dies while sending leaves a job to
+        look for, never inputs to send again blindly."""
+        with self._transaction():
+            now = time.time()
+            self._connection.execute(
+                "INSERT INTO jobs (tag, provider, base_url, api, model, state, requests, "
+                "run_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    tag,
+                    provider,
+                    base_url,
+                    api,
+                    model,
+                    JobPhase.SUBMITTING,
+                    len(items),
+                    self.run_id,
+                    now,
+                    now,
+                ),
+            )
+            self._connection.executemany(
+                "UPDATE items SET status = ?, job = ?, log = ? WHERE key = ? AND run_id = ?",
+                [
+                    (Status.SUBMITTED, tag, json.dumps(log) if log else None, key, self.run_id)
+                    for key, log in items
+                ],
+            )
+
+    def job_submitted(self, tag: str, job_id: str) -> None:
+        with self._transaction():
+            self._connection.execute(
+                "UPDATE jobs SET job_id = ?, state = ?, updated_at = ? WHERE tag = ?",
+                (job_id, JobPhase.SUBMITTED, time.time(), tag),
+            )
+
+    def job_not_submitted(self, tag: str, error: str) -> None:
+        """The job does not exist at the provider: its inputs go back to pending."""
+        with self._transaction():
+            self._connection.execute(
+                "UPDATE jobs SET state = ?, error = ?, updated_at = ? WHERE tag = ?",
+                (JobPhase.NOT_SUBMITTED, error, time.time(), tag),
+            )
+            self._connection.execute(
+                "UPDATE items SET status = ?, job = NULL WHERE job = ? AND status = ?",
+                (Status.PENDING, tag, Status.SUBMITTED),
+            )
+
+    def job_state(
+        self,
+        tag: str,
+        *,
+        state: str,
+        outcome: str | None,
+        counts: dict[str, int] | None,
+        error: str | None,
+    ) -> None:
+        with self._transaction():
+            self._connection.execute(
+                "UPDATE jobs SET state = ?, outcome = ?, counts = ?, error = ?, updated_at = ? "
+                "WHERE tag = ? AND state != ?",
+                (
+                    state,
+                    outcome,
+                    json.dumps(counts) if counts else None,
+                    error,
+                    time.time(),
+                    tag,
+                    JobPhase.COLLECTED,
+                ),
+            )
+
+    def request_cancel(self, tag: str) -> None:
+        with self._transaction():
+            self._connection.execute(
+                "UPDATE jobs SET cancel_requested = 1, updated_at = ? WHERE tag = ?",
+                (time.time(), tag),
+            )
+
+    def take_job(self, tag: str) -> bool:
+        """Make this run the collector of a job and of its inputs still in it, unless a
+        live run collects it. Committed before returning."""
+        with self._transaction():
+            db = self._connection
+            found = db.execute(
+                "SELECT collector, run_id FROM jobs WHERE tag = ?", (tag,)
+            ).fetchone()
+            if found is None:
+                return False
+            collector, submitter = found
+            if collector not in (None, self.run_id) and self._run_alive(collector):
+                return False
+            if collector is None and submitter != self.run_id and self._run_alive(submitter):
+                return False
+            db.execute("UPDATE jobs SET collector = ? WHERE tag = ?", (self.run_id, tag))
+            db.execute(
+                "UPDATE items SET run_id = ? WHERE job = ? AND status = ?",
+                (self.run_id, tag, Status.SUBMITTED),
+            )
+            return True
+
+    def job_collected(self, tag: str) -> None:
+        with self._transaction():
+            self._connection.execute(
+                "UPDATE jobs SET state = ?, updated_at = ? WHERE tag = ?",
+                (JobPhase.COLLECTED, time.time(), tag),
+            )
+
+    def jobs(self) -> list[JobRow]:
+        with self._lock:
+            if not self._has_jobs:
+                return []
+            found = self._connection.execute(
+                "SELECT tag, provider, base_url, api, model, job_id, state, outcome, counts, "
+                "error, requests, run_id, created_at, updated_at, collector, cancel_requested "
+                "FROM jobs ORDER BY created_at"
+            ).fetchall()
+        return [
+            JobRow(
+                tag=raw[0],
+                provider=raw[1],
+                base_url=raw[2],
+                api=raw[3],
+                model=raw[4],
+                job_id=raw[5],
+                state=raw[6],
+                outcome=raw[7],
+                counts=None if raw[8] is None else json.loads(raw[8]),
+                error=raw[9],
+                requests=int(raw[10]),
+                run_id=raw[11],
+                created_at=float(raw[12]),
+                updated_at=float(raw[13]),
+                collector=raw[14],
+                cancel_requested=bool(raw[15]),
+            )
+            for raw in found
+        ]
+
+    def job_alive(self, job: JobRow) -> bool:
+        """Whether a live run submits or collects `job` (so that this run leaves it)."""
+        with self._lock:
+            if job.collector is not None and job.collector != self.run_id:
+                return self._run_alive(job.collector)
+            return job.run_id != self.run_id and self._run_alive(job.run_id)
 
     def end(self, stopped: str | None) -> None:
         """Mark the run finished; what it still had in flight becomes pending."""
@@ -358,7 +618,9 @@ class Ledger:
         return alive
 
     def rows(self, status: str | None = None) -> Iterator[LedgerRow]:
-        query = _SELECT + ("" if status is None else " WHERE status = ?") + " ORDER BY position"
+        query = (
+            self._select + ("" if status is None else " WHERE status = ?") + " ORDER BY position"
+        )
         with self._lock:
             found = self._connection.execute(query, () if status is None else (status,))
             rows = found.fetchall()
@@ -401,8 +663,12 @@ class Ledger:
 
 _SELECT = (
     "SELECT key, position, label, status, attempts, run_id, seconds, value, record, error, "
-    "cost, tokens FROM items"
+    "cost, tokens, job, log FROM items"
 )
+
+
+_SELECT_V1 = _SELECT.replace("job, log", "NULL, NULL")
+"""A ledger written before provider batch jobs, read as it is."""
 
 
 def _row(raw: tuple[Any, ...]) -> LedgerRow:
@@ -420,6 +686,8 @@ def _row(raw: tuple[Any, ...]) -> LedgerRow:
         error=None if error is None else json.loads(error),
         cost=raw[10],
         tokens=raw[11],
+        job=raw[12] if len(raw) > 12 else None,
+        log=json.loads(raw[13]) if len(raw) > 13 and raw[13] else None,
     )
 
 
@@ -479,6 +747,10 @@ class LedgerWriter:
 
     async def release(self, key: str) -> None:
         await self._submit(lambda: self._ledger._release(key))
+
+    async def resend(self, key: str, log: list[dict[str, Any]] | None) -> int:
+        attempts: int = await self._submit(lambda: self._ledger._resend(key, log))
+        return attempts
 
     def _submit(self, write: Callable[[], Any]) -> asyncio.Future[Any]:
         done: asyncio.Future[Any] = self._loop.create_future()

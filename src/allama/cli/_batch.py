@@ -121,6 +121,9 @@ def add_batch_parser(commands: Any) -> None:
         "--base-url", metavar="URL", help="the provider's endpoint, for a gateway or a proxy"
     )
     asking.add_argument(
+        "--api", metavar="NAME", help="the provider's other API (openai: `responses`)"
+    )
+    asking.add_argument(
         "--prompt",
         metavar="FILE",
         help=f"a file holding the system prompt (default: {DEFAULT_PROMPT!r})",
@@ -173,8 +176,30 @@ def add_batch_parser(commands: Any) -> None:
     )
     running.add_argument(
         "--retry-failed",
+        nargs="?",
+        const="yes",
+        type=_retry_route,
+        metavar="live|batch",
+        help="send again the inputs an earlier run recorded as failed; with "
+        "--provider-batch, also how rows that fail in a job are sent again: in a follow-up "
+        "job (batch, the default) or live",
+    )
+    jobs = run.add_argument_group("provider batch jobs")
+    jobs.add_argument(
+        "--provider-batch",
         action="store_true",
-        help="send again the inputs an earlier run recorded as failed",
+        help="send the inputs as jobs of the provider's batch API (openai, anthropic, "
+        "gemini): about half the price, done within 24 hours; the same command collects them",
+    )
+    jobs.add_argument(
+        "--poll-interval",
+        type=_positive_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="seconds before a job is read again, growing to ten minutes (default: 30)",
+    )
+    jobs.add_argument(
+        "--job-size", type=_positive_int, metavar="N", help="the most requests in one job"
     )
     running.add_argument(
         "--progress-every",
@@ -193,6 +218,22 @@ def add_batch_parser(commands: Any) -> None:
     )
     status.add_argument("ledger", metavar="LEDGER")
     status.add_argument("--json", action="store_true", help="one JSON document for machines")
+    status.add_argument(
+        "--no-poll",
+        action="store_true",
+        help="show the provider batch jobs as the ledger last saw them, without asking the "
+        "provider (which needs its key)",
+    )
+
+    cancel = actions.add_parser(
+        "cancel",
+        help="cancel the provider batch jobs of a ledger that have not ended",
+        description="Ask the provider to cancel every batch job of LEDGER that has not "
+        "ended. Rows that ran before the cancel are collected by the next `allama batch "
+        "run` as usual; rows it cancelled are recorded as failed (job_canceled), not sent "
+        "again.",
+    )
+    cancel.add_argument("ledger", metavar="LEDGER")
 
     export = actions.add_parser(
         "export",
@@ -215,6 +256,8 @@ def batch_command(args: argparse.Namespace) -> int:
             return _run(args)
         if args.batch_command == "status":
             return _status(args)
+        if args.batch_command == "cancel":
+            return _cancel(args)
         return _export(args)
     except KeyboardInterrupt:  # before a run started, or while status or export read
         return EXIT_INTERRUPTED
@@ -251,6 +294,12 @@ def _positive_float(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
     return value
+
+
+def _retry_route(text: str) -> str:
+    if text not in ("yes", "live", "batch"):
+        raise argparse.ArgumentTypeError(f"expected live or batch, not {text!r}")
+    return text
 
 
 def _dollars(text: str) -> Decimal:
@@ -339,6 +388,8 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     options: dict[str, Any] = {}
     if args.base_url is not None:
         options["base_url"] = args.base_url
+    if args.api is not None:
+        options["api"] = args.api
     if local and concurrency > 1:
         # One llama.cpp slot per input in flight, each with the context one slot has alone.
         options.update(parallel=concurrency, context=4096 * concurrency)
@@ -418,11 +469,15 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             ledger=prepared.ledger,
             max_cost=args.max_cost,
             max_attempts=args.max_attempts,
-            retry_failed=args.retry_failed,
+            retry_failed=args.retry_failed is not None,
             label=lambda document: document.label,
             total=inputs.total,
+            provider_batch=args.provider_batch,
+            job_retry="live" if args.retry_failed == "live" else "batch",
+            poll_interval=args.poll_interval,
+            job_size=args.job_size,
         )
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError, allama.Error) as error:
         _say("run", str(error))
         return EXIT_USAGE
     adapter: TypeAdapter[Any] = TypeAdapter(prepared.tp)
@@ -430,7 +485,11 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     print(
         f"{inputs.total} {noun} from {inputs.path} ({inputs.kind}) to {type_label(prepared.tp)}"
         f" with {prepared.provider.name} {prepared.request.model}, "
-        f"concurrency {prepared.concurrency}",
+        + (
+            "as provider batch jobs"
+            if args.provider_batch
+            else f"concurrency {prepared.concurrency}"
+        ),
         file=sys.stderr,
     )
     progress = None
@@ -468,7 +527,11 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                     output.write(json.dumps(row, ensure_ascii=False) + "\n")
                     output.flush()
                     written += 1
-                elif result.failure.kind not in ("not_started", "in_flight_elsewhere"):
+                elif result.failure.kind not in (
+                    "not_started",
+                    "in_flight_elsewhere",
+                    "in_provider_job",
+                ):
                     failed += 1
                     failures.append(
                         (result.index, result.label, result.failure.kind, result.failure.message)
@@ -495,7 +558,13 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             f"allama batch export {prepared.ledger} --failed",
             file=sys.stderr,
         )
-    settled = summary.finished + summary.not_started + summary.elsewhere
+    settled = summary.finished + summary.not_started + summary.elsewhere + summary.in_jobs
+    if summary.in_jobs:
+        print(
+            f"in provider batch jobs: {summary.in_jobs} (they go on at the provider; the same "
+            "command collects them, `allama batch status` shows them)",
+            file=sys.stderr,
+        )
     if summary.total is not None and summary.total > settled:
         print(
             f"not finished: {summary.total - settled} (pending: the same command takes them up)",
@@ -586,6 +655,8 @@ def _status(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     try:
         report = ledger_status(ledger)
+        if not args.no_poll:
+            _poll_jobs(ledger, report)
     finally:
         ledger.close()
     if args.json:
@@ -593,6 +664,53 @@ def _status(args: argparse.Namespace) -> int:
     else:
         print("\n".join(status_lines(report)))
     sys.stdout.flush()
+    return EXIT_OK
+
+
+def _poll_jobs(ledger: Any, report: dict[str, Any]) -> None:
+    """Ask the provider how each job that has not ended stands now (nothing is written)."""
+    import asyncio
+
+    from allama.batch._jobs import open_jobs, poll_job
+
+    by_tag = {job["tag"]: job for job in report["jobs"]}
+    for row in open_jobs(ledger):
+        shown = by_tag[row.tag]
+        try:
+            state = asyncio.run(poll_job(row))
+        except Exception as error:  # a missing key, the network: said, not raised
+            shown["polled"] = f"not asked ({type(error).__name__}: {_shorten(str(error))})"
+            continue
+        counts = ", ".join(f"{k} {v}" for k, v in state.counts.items())
+        shown["polled"] = (
+            state.status
+            + (f" ({counts})" if counts else "")
+            + (f", {state.outcome}: the next run collects it" if state.ended else "")
+        )
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from allama.batch._jobs import cancel_jobs
+
+    try:
+        _open_ledger("cancel", args.ledger).close()
+    except _Usage as error:
+        _say("cancel", str(error))
+        return EXIT_USAGE
+    except _Failed as error:
+        _say("cancel", str(error))
+        return EXIT_FAILED
+    try:
+        asked = asyncio.run(cancel_jobs(args.ledger))
+    except Exception as error:
+        _say("cancel", f"{type(error).__name__}: {error}")
+        return EXIT_FAILED
+    if not asked:
+        print("no provider batch job of this ledger is still running")
+    for job_id in asked:
+        print(f"cancel requested: {job_id} (the next `allama batch run` collects what it ran)")
     return EXIT_OK
 
 
@@ -653,6 +771,23 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
         "cost_missing": cost_missing,
         "failures": dict(sorted(failures.items())),
         "runs": runs,
+        "jobs": [
+            {
+                "tag": job.tag,
+                "provider": job.provider,
+                "model": job.model,
+                "job_id": job.job_id,
+                "state": job.state,
+                "outcome": job.outcome,
+                "counts": job.counts,
+                "error": job.error,
+                "requests": job.requests,
+                "created_at": _iso(job.created_at),
+                "updated_at": _iso(job.updated_at),
+                "cancel_requested": job.cancel_requested,
+            }
+            for job in ledger.jobs()
+        ],
     }
 
 
@@ -692,6 +827,23 @@ def status_lines(report: dict[str, Any]) -> list[str]:
             )
         stopped = f"; stopped starting new inputs: {run['stopped']}" if run["stopped"] else ""
         lines.append(f"  {number}. {run['started_at']}  {what}: {state}{stopped}")
+    if report.get("jobs"):
+        lines.append(f"provider batch jobs: {len(report['jobs'])}")
+    for number, job in enumerate(report.get("jobs") or (), 1):
+        counts = ", ".join(f"{k} {v}" for k, v in (job["counts"] or {}).items())
+        state = job["state"] + (f" ({counts})" if counts else "")
+        if job["outcome"]:
+            state += f", {job['outcome']}"
+        if job["error"]:
+            state += f": {job['error']}"
+        if job["cancel_requested"]:
+            state += ", cancel requested"
+        if job.get("polled"):
+            state += f"; now: {job['polled']}"
+        lines.append(
+            f"  {number}. {job['created_at']}  {job['provider']} {job['model']}, "
+            f"{job['requests']} requests, {job['job_id'] or job['tag']}: {state}"
+        )
     return lines
 
 

@@ -88,6 +88,8 @@ class ExtractionMetadata(BaseModel):
     auto_fallback: AutoFallback | None = None
     undeclared_key_rejections: int = 0
     root_wrapped: bool = False
+    batch_passes: int = 0
+    """How many of the passes a provider batch job answered (at batch prices)."""
 
     # What the cost is worked out from lives in the instance's `__dict__` beside the
     # fields, under `_CHARGES` (a tuple: a charge per response, or the cost or reason read
@@ -147,6 +149,7 @@ class ExtractionMetadata(BaseModel):
             ("auto_fallback", None),
             ("undeclared_key_rejections", 0),
             ("root_wrapped", False),
+            ("batch_passes", 0),
         ):
             if data.get(key) == empty:
                 del data[key]
@@ -239,6 +242,8 @@ class ExtractionMetadata(BaseModel):
     def record_pass(self, response: ChatResponse, reword: Callable[[Warning], Warning]) -> None:
         """Count one paid call: its usage and the warnings on the field the mode relies on."""
         self.passes += 1
+        if response.batch_job is not None:
+            self.batch_passes += 1
         self.record_usage_and_degradations(response, reword)
         self.enforcement = SchemaEnforcement.from_degradations(self.degradations)
 
@@ -250,7 +255,11 @@ class ExtractionMetadata(BaseModel):
             self.usage = usage if self.usage is None else self.usage + usage
         # Kept for the cost, priced only when it is read (an `allama._prices.Charge`).
         state = self.__dict__
-        charge: Charge = (response.provider, response.model, usage, time.time())
+        charge: Charge = (
+            (response.provider, response.model, usage, time.time())
+            if response.batch_job is None
+            else (response.provider, response.model, usage, time.time(), True)
+        )
         charges: tuple[Charge | Cost | str, ...] | None = state.get(_CHARGES)
         state[_CHARGES] = (charge,) if charges is None else (*charges, charge)
         state.pop(_PRICED, None)
@@ -278,6 +287,8 @@ class ExtractionMetadata(BaseModel):
             shown.append(f"undeclared_key_rejections={self.undeclared_key_rejections}")
         if self.root_wrapped:
             shown.append("root_wrapped=True")
+        if self.batch_passes:
+            shown.append(f"batch_passes={self.batch_passes}")
         return f"ExtractionMetadata({', '.join(shown)})"
 
     __str__ = __repr__

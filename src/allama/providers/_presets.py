@@ -92,6 +92,9 @@ class Preset:
     provider_class: str | None = None
     """`module:Class` of a provider that adds to `HttpProvider` what is not HTTP (starting
     the local engine); `None` for the HTTP provider itself."""
+    batch_jobs: str | None = None
+    """The provider's batch API (`allama.adapters._jobs._<name>`), where it has one that
+    takes the requests of this preset's dialect: jobs at about half the price."""
     apis: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """The endpoint's other APIs, by the name `allama.provider(..., api=name)` gives them:
     the changes to this preset that speak that API instead (its `dialect`, and where its
@@ -134,6 +137,7 @@ _PRESETS: tuple[Preset, ...] = (
         "OPENAI_API_KEY",
         base_url_env="OPENAI_BASE_URL",
         description="OpenAI Chat Completions",
+        batch_jobs="openai",
         apis={"responses": _RESPONSES},
     ),
     Preset(
@@ -422,6 +426,7 @@ _ANTHROPIC_PRESETS: tuple[Preset, ...] = (
         headers=_ANTHROPIC_VERSION,
         description="Anthropic Messages (also through a gateway in front of it, given base_url)",
         dialect="anthropic",
+        batch_jobs="anthropic",
         path_prefix="/v1",
     ),
     Preset(
@@ -476,6 +481,7 @@ _GEMINI_PRESETS: tuple[Preset, ...] = (
         base_url_env="GOOGLE_GEMINI_BASE_URL",
         description="the Gemini API (generateContent)",
         dialect="gemini",
+        batch_jobs="gemini",
     ),
     Preset(
         # https://{location}-aiplatform.googleapis.com/v1/projects/{project}/locations/

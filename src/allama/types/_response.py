@@ -39,6 +39,8 @@ class ChatResponse(Data):
     provider: str | None = None
     id: str | None = None
     logprobs: tuple[TokenLogprob, ...] | None = None
+    batch_job: str | None = None
+    """The provider batch job the response came from (priced at batch prices), if any."""
 
     def __init__(self, content: Any = None, /, **data: Any) -> None:
         if content is not None:

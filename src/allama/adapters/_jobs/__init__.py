@@ -1,0 +1,164 @@
+"""Provider batch jobs, sans I/O: how each provider's batch API is spoken.
+
+A job dialect builds the HTTP requests that submit a job, read its state, list recent jobs
+(to find one whose submission was cut off), cancel it and fetch its results, and reads what
+comes back. Each operation is a generator that yields the `HttpRequest`s it needs and
+receives their `HttpResponse`s (the driver raises the provider's error for an error
+status), so the same code serves any driver. The requests inside a job are encoded by the
+dialect's own adapter, exactly as a live call would be; a row's answer is decoded by it too.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from allama.adapters._http import HttpRequest, HttpResponse
+
+__all__ = [
+    "Entry",
+    "JobDialect",
+    "JobState",
+    "JobTarget",
+    "Row",
+    "RowKind",
+    "Steps",
+    "load_job_dialect",
+]
+
+Steps = Generator[HttpRequest, HttpResponse, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One request of a job: the key its row comes back under and the encoded call."""
+
+    key: str
+    request: HttpRequest
+
+
+@dataclass(frozen=True, slots=True)
+class JobTarget:
+    """Where the jobs of one provider live: its base URL, the headers of a call (auth,
+    version), the model, and the path of the live endpoint the job's requests stand for."""
+
+    base_url: str
+    headers: Mapping[str, str]
+    model: str
+    endpoint: str
+    """The live path under the base URL (`/chat/completions`, `/responses`, `/messages`)."""
+    params: Mapping[str, str] = field(default_factory=dict)
+
+
+class RowKind:
+    RESPONSE = "response"
+    """The provider answered: `body` is what the live endpoint would have returned."""
+    ERROR = "error"
+    """The provider refused or failed the row: `status` and `body` are its error."""
+    EXPIRED = "expired"
+    """The job's window ended before the row was run."""
+    CANCELED = "canceled"
+    """The job was cancelled before the row was run."""
+    MISSING = "missing"
+    """The job ended without a word about the row."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    key: str
+    kind: str
+    status: int | None = None
+    body: bytes | None = None
+    note: str | None = None
+    """allama's own words on a row with no body (why it is missing, the job's error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobState:
+    """A job as the provider reports it, in common terms.
+
+    `status` is the provider's own word; `ended` whether it will change no more; `outcome`
+    once ended: `completed`, `expired`, `cancelled` or `failed` (the whole job refused,
+    `error` says why). `counts` are the provider's request counts, by its names."""
+
+    id: str
+    status: str
+    ended: bool
+    outcome: str | None = None
+    counts: Mapping[str, int] = field(default_factory=dict)
+    error: str | None = None
+    results: Any = None
+    """Where the results are (file ids, a URL, or the rows inline): for `results` only."""
+    tag: str | None = None
+    """The tag allama gave the job when it submitted it, where the provider keeps one."""
+    created_at: float | None = None
+    total: int | None = None
+
+
+class JobDialect(Protocol):
+    """One provider's batch API."""
+
+    name: str
+    """The API as messages name it ("the OpenAI Batch API")."""
+    max_requests: int
+    max_bytes: int
+
+    def size(self, entry: Entry) -> int:
+        """The bytes `entry` adds to a job (for splitting into jobs under `max_bytes`)."""
+        ...
+
+    def submit(self, target: JobTarget, entries: Sequence[Entry], tag: str) -> Steps:
+        """Submit a job of `entries` tagged `tag`; returns the provider's job id."""
+        ...
+
+    def state(self, target: JobTarget, job_id: str) -> Steps:
+        """Read a job; returns a `JobState`."""
+        ...
+
+    def find(self, target: JobTarget, tag: str, since: float, count: int) -> Steps:
+        """Find the job submitted with `tag` (at or after `since`, of `count` requests)
+        among the provider's recent jobs; returns its id, `None` when there is none, or
+        raises `ValueError` when it cannot tell."""
+        ...
+
+    def results(self, target: JobTarget, state: JobState, keys: Sequence[str]) -> Steps:
+        """The rows of an ended job, one per key in `keys` (missing ones as such);
+        returns a `dict[str, Row]`."""
+        ...
+
+    def cancel(self, target: JobTarget, job_id: str) -> Steps:
+        """Ask the provider to cancel a job; returns nothing."""
+        ...
+
+
+def load_job_dialect(name: str) -> JobDialect:
+    """The job dialect `allama.adapters._jobs._<name>`, imported on first use."""
+    module = importlib.import_module(f"allama.adapters._jobs._{name}")
+    dialect: JobDialect = module.DIALECT
+    return dialect
+
+
+def get(target: JobTarget, url: str, params: Mapping[str, str] | None = None) -> HttpRequest:
+    """A GET with the target's headers but no body."""
+    headers = {k: v for k, v in target.headers.items() if k.lower() != "content-type"}
+    return HttpRequest("GET", url, headers, {}, {**target.params, **(params or {})}, raw=b"")
+
+
+def post(target: JobTarget, url: str, body: dict[str, Any]) -> HttpRequest:
+    headers = {**target.headers, "content-type": "application/json"}
+    return HttpRequest("POST", url, headers, body, dict(target.params))
+
+
+def json_of(response: HttpResponse) -> Any:
+    import json
+
+    return json.loads(response.content) if response.content.strip() else {}
+
+
+def jsonl(data: bytes) -> list[Any]:
+    """The JSON values of a JSONL file (blank lines skipped)."""
+    import json
+
+    return [json.loads(line) for line in data.splitlines() if line.strip()]

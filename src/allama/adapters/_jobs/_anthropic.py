@@ -1,0 +1,152 @@
+"""Anthropic's Message Batches: `POST /v1/messages/batches` with the requests inline
+(`custom_id` and the Messages `params`), results as JSONL at the batch's `results_url`.
+
+A batch keeps no tag of the caller's, so a submission cut off before its id was recorded
+is found among the recent batches by when it was created and how many requests it holds;
+more than one such batch cannot be told apart, and is said so."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from allama.adapters._jobs import (
+    Entry,
+    JobState,
+    JobTarget,
+    Row,
+    RowKind,
+    Steps,
+    get,
+    json_of,
+    post,
+)
+
+_KINDS = {
+    "succeeded": RowKind.RESPONSE,
+    "errored": RowKind.ERROR,
+    "expired": RowKind.EXPIRED,
+    "canceled": RowKind.CANCELED,
+}
+
+_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+
+
+class AnthropicJobs:
+    name = "Anthropic's Message Batches API"
+    max_requests = 100_000
+    max_bytes = 250_000_000  # the limit is 256 MB
+
+    def size(self, entry: Entry) -> int:
+        return len(entry.request.content) + len(entry.key) + 40
+
+    def submit(self, target: JobTarget, entries: Sequence[Entry], tag: str) -> Steps:
+        body = {
+            "requests": [
+                {"custom_id": entry.key, "params": entry.request.body} for entry in entries
+            ]
+        }
+        created = json_of((yield post(target, f"{target.base_url}/messages/batches", body)))
+        return str(created["id"])
+
+    def state(self, target: JobTarget, job_id: str) -> Steps:
+        job = json_of((yield get(target, f"{target.base_url}/messages/batches/{job_id}")))
+        return _state(job)
+
+    def find(self, target: JobTarget, tag: str, since: float, count: int) -> Steps:
+        page = json_of((yield get(target, f"{target.base_url}/messages/batches", {"limit": "100"})))
+        found = []
+        for job in page.get("data") or []:
+            state = _state(job)
+            if (
+                state.created_at is not None
+                and state.created_at >= since - 5
+                and state.total == count
+            ):
+                found.append(state.id)
+        if len(found) > 1:
+            raise ValueError(
+                f"{len(found)} batches of {count} requests were created since the submission "
+                f"was cut off ({', '.join(found)}): allama cannot tell which is this run's"
+            )
+        return found[0] if found else None
+
+    def results(self, target: JobTarget, state: JobState, keys: Sequence[str]) -> Steps:
+        url = state.results or f"{target.base_url}/messages/batches/{state.id}/results"
+        response = yield get(target, url)
+        rows: dict[str, Row] = {}
+        for line in response.content.splitlines():
+            if line.strip():
+                row = _row(json.loads(line))
+                if row is not None:
+                    rows[row.key] = row
+        note = f"the batch ended ({state.outcome}) without a result for this request"
+        return {key: rows.get(key) or Row(key, RowKind.MISSING, note=note) for key in keys}
+
+    def cancel(self, target: JobTarget, job_id: str) -> Steps:
+        yield post(target, f"{target.base_url}/messages/batches/{job_id}/cancel", {})
+
+
+def _seconds(stamp: Any) -> float | None:
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _state(job: dict[str, Any]) -> JobState:
+    status = str(job.get("processing_status"))
+    counts = {k: int(v) for k, v in (job.get("request_counts") or {}).items() if isinstance(v, int)}
+    ended = status == "ended"
+    outcome = None
+    if ended:
+        if job.get("cancel_initiated_at"):
+            outcome = "cancelled"
+        elif counts.get("expired"):
+            outcome = "expired"
+        else:
+            outcome = "completed"
+    return JobState(
+        id=str(job["id"]),
+        status=status,
+        ended=ended,
+        outcome=outcome,
+        counts=counts,
+        results=job.get("results_url"),
+        created_at=_seconds(job.get("created_at")),
+        total=sum(counts.values()) if counts else None,
+    )
+
+
+def _row(line: dict[str, Any]) -> Row | None:
+    key = line.get("custom_id")
+    result = line.get("result") or {}
+    if not isinstance(key, str):
+        return None
+    kind = _KINDS.get(str(result.get("type")), RowKind.MISSING)
+    if kind == RowKind.RESPONSE:
+        return Row(key, kind, 200, json.dumps(result.get("message") or {}).encode())
+    if kind == RowKind.ERROR:
+        envelope = result.get("error") or {}
+        nested = envelope.get("error")
+        inner: dict[str, Any] = nested if isinstance(nested, dict) else envelope
+        status = _ERROR_STATUS.get(str(inner.get("type")), 500)
+        body = {"type": "error", "error": inner}
+        return Row(key, kind, status, json.dumps(body).encode())
+    return Row(key, kind, note=f"the batch reported the request {result.get('type')}")
+
+
+DIALECT = AnthropicJobs()

@@ -1,0 +1,215 @@
+"""The Gemini API's batch mode: `models/{model}:batchGenerateContent` with the requests
+inline (up to about 20 MB) or in an uploaded JSONL file, a long-running operation to read,
+and responses inline or in a file, each under the key it was sent with.
+
+A job that reports `SUCCEEDED` may hold an error for every row: rows are read one by one,
+never from the job's state."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from allama.adapters._http import HttpRequest
+from allama.adapters._jobs import (
+    Entry,
+    JobState,
+    JobTarget,
+    Row,
+    RowKind,
+    Steps,
+    get,
+    json_of,
+    post,
+)
+
+INLINE_BYTES = 19_000_000
+"""Above this a job's requests go in an uploaded file (inline requests are limited to 20 MB)."""
+
+_ENDED = {
+    "BATCH_STATE_SUCCEEDED": "completed",
+    "BATCH_STATE_EXPIRED": "expired",
+    "BATCH_STATE_CANCELLED": "cancelled",
+    "BATCH_STATE_FAILED": "failed",
+    "JOB_STATE_SUCCEEDED": "completed",
+    "JOB_STATE_EXPIRED": "expired",
+    "JOB_STATE_CANCELLED": "cancelled",
+    "JOB_STATE_FAILED": "failed",
+}
+
+
+def _root(base_url: str) -> tuple[str, str]:
+    """`https://host` and the API version path (`/v1beta`) of a base URL."""
+    parts = urlsplit(base_url)
+    return f"{parts.scheme}://{parts.netloc}", parts.path.rstrip("/") or "/v1beta"
+
+
+class GeminiJobs:
+    name = "the Gemini Batch API"
+    max_requests = 100_000
+    max_bytes = 1_900_000_000  # files up to 2 GB
+
+    def size(self, entry: Entry) -> int:
+        return len(entry.request.content) + len(entry.key) + 40
+
+    def submit(self, target: JobTarget, entries: Sequence[Entry], tag: str) -> Steps:
+        total = sum(self.size(entry) for entry in entries)
+        if total <= INLINE_BYTES:
+            source: dict[str, Any] = {
+                "requests": {
+                    "requests": [
+                        {"request": entry.request.body, "metadata": {"key": entry.key}}
+                        for entry in entries
+                    ]
+                }
+            }
+        else:
+            data = b"".join(
+                json.dumps({"key": entry.key, "request": entry.request.body}).encode() + b"\n"
+                for entry in entries
+            )
+            name = yield from self._upload(target, data, f"allama-{tag}")
+            source = {"fileName": name}
+        body = {"batch": {"displayName": tag, "inputConfig": source}}
+        created = json_of(
+            (
+                yield post(
+                    target, f"{target.base_url}/models/{target.model}:batchGenerateContent", body
+                )
+            )
+        )
+        return str(created["name"])
+
+    def _upload(self, target: JobTarget, data: bytes, display: str) -> Steps:
+        root, version = _root(target.base_url)
+        headers = {k: v for k, v in target.headers.items() if k.lower() != "content-type"}
+        start = HttpRequest(
+            "POST",
+            f"{root}/upload{version}/files",
+            {
+                **headers,
+                "content-type": "application/json",
+                "x-goog-upload-protocol": "resumable",
+                "x-goog-upload-command": "start",
+                "x-goog-upload-header-content-length": str(len(data)),
+                "x-goog-upload-header-content-type": "application/jsonl",
+            },
+            {"file": {"displayName": display}},
+            dict(target.params),
+        )
+        started = yield start
+        url = started.headers.get("x-goog-upload-url")
+        if not url:
+            raise ValueError("the Gemini file upload answered without an upload URL")
+        finished = yield HttpRequest(
+            "POST",
+            url,
+            {
+                **headers,
+                "content-type": "application/jsonl",
+                "x-goog-upload-command": "upload, finalize",
+                "x-goog-upload-offset": "0",
+            },
+            {},
+            raw=data,
+        )
+        return str(json_of(finished)["file"]["name"])
+
+    def state(self, target: JobTarget, job_id: str) -> Steps:
+        job = json_of((yield get(target, f"{target.base_url}/{job_id}")))
+        return _state(job)
+
+    def find(self, target: JobTarget, tag: str, since: float, count: int) -> Steps:
+        token: str | None = None
+        for _ in range(5):
+            params = {"pageSize": "100", **({"pageToken": token} if token else {})}
+            page = json_of((yield get(target, f"{target.base_url}/batches", params)))
+            for job in page.get("operations") or []:
+                if (job.get("metadata") or {}).get("displayName") == tag:
+                    return str(job["name"])
+            token = page.get("nextPageToken")
+            if not token:
+                return None
+        return None
+
+    def results(self, target: JobTarget, state: JobState, keys: Sequence[str]) -> Steps:
+        output = state.results or {}
+        entries: list[Any] = []
+        inline = output.get("inlinedResponses")
+        if isinstance(inline, dict):
+            entries = list(inline.get("inlinedResponses") or [])
+        elif isinstance(output.get("responsesFile"), str):
+            root, version = _root(target.base_url)
+            url = f"{root}/download{version}/{output['responsesFile']}:download"
+            response = yield get(target, url, {"alt": "media"})
+            entries = [json.loads(line) for line in response.content.splitlines() if line.strip()]
+        rows: dict[str, Row] = {}
+        for position, entry in enumerate(entries):
+            key = entry.get("key") or (entry.get("metadata") or {}).get("key")
+            if not isinstance(key, str):
+                # Without keys the responses follow the order of the requests.
+                key = keys[position] if position < len(keys) else None
+            if key is None:
+                continue
+            rows[key] = _row(key, entry)
+        note = (
+            f"the job failed: {state.error}"
+            if state.outcome == "failed"
+            else f"the job ended {state.outcome} without a response for this request"
+        )
+        kind = RowKind.EXPIRED if state.outcome == "expired" else RowKind.MISSING
+        if state.outcome == "cancelled":
+            kind = RowKind.CANCELED
+        return {key: rows.get(key) or Row(key, kind, note=note) for key in keys}
+
+    def cancel(self, target: JobTarget, job_id: str) -> Steps:
+        yield post(target, f"{target.base_url}/{job_id}:cancel", {})
+
+
+def _seconds(stamp: Any) -> float | None:
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _state(job: dict[str, Any]) -> JobState:
+    metadata = job.get("metadata") or {}
+    status = str(metadata.get("state") or "BATCH_STATE_UNSPECIFIED")
+    outcome = _ENDED.get(status)
+    if outcome is None and job.get("done"):
+        outcome = "failed" if job.get("error") else "completed"
+    output = metadata.get("output") or job.get("response") or {}
+    stats = metadata.get("batchStats") or {}
+    counts = {k: int(v) for k, v in stats.items() if str(v).isdigit()}
+    error = job.get("error")
+    return JobState(
+        id=str(job["name"]),
+        status=status,
+        ended=outcome is not None,
+        outcome=outcome,
+        counts=counts,
+        error=None
+        if not error
+        else f"{error.get('status') or error.get('code')}: {error.get('message')}",
+        results=output,
+        tag=metadata.get("displayName"),
+        created_at=_seconds(metadata.get("createTime")),
+        total=counts.get("requestCount"),
+    )
+
+
+def _row(key: str, entry: dict[str, Any]) -> Row:
+    if isinstance(entry.get("response"), dict):
+        return Row(key, RowKind.RESPONSE, 200, json.dumps(entry["response"]).encode())
+    error = entry.get("error") or {}
+    status = int(error.get("code") or 500)
+    return Row(key, RowKind.ERROR, status, json.dumps({"error": error}).encode())
+
+
+DIALECT = GeminiJobs()

@@ -1,0 +1,198 @@
+"""The OpenAI Batch API: a JSONL file of requests uploaded with `purpose=batch`, a job on
+`/v1/batches`, and output and error files keyed by `custom_id`.
+
+A row refused by the model's endpoint comes back in the error file as a `response` with an
+error status and body (not in `error`): it is read as the error the live call would have
+raised. Expired and cancelled rows come back with `error.code` `batch_expired` /
+`batch_cancelled`."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from allama.adapters._http import HttpRequest
+from allama.adapters._jobs import (
+    Entry,
+    JobState,
+    JobTarget,
+    Row,
+    RowKind,
+    Steps,
+    get,
+    json_of,
+    post,
+)
+
+_ENDED = {
+    "completed": "completed",
+    "expired": "expired",
+    "cancelled": "cancelled",
+    "failed": "failed",
+}
+_ROW_CODES = {"batch_expired": RowKind.EXPIRED, "batch_cancelled": RowKind.CANCELED}
+
+
+def _api_path(endpoint: str) -> str:
+    """The `url` of a line: the endpoint as the Batch API names it (`/v1/chat/completions`)."""
+    return f"/v1{endpoint}"
+
+
+class OpenAIJobs:
+    name = "the OpenAI Batch API"
+    max_requests = 50_000
+    max_bytes = 190_000_000  # the limit is 200 MB: room for the multipart envelope
+
+    def line(self, target: JobTarget, entry: Entry) -> bytes:
+        line = {
+            "custom_id": entry.key,
+            "method": "POST",
+            "url": _api_path(target.endpoint),
+            "body": entry.request.body,
+        }
+        return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+    def size(self, entry: Entry) -> int:
+        return len(entry.request.content) + len(entry.key) + 80
+
+    def submit(self, target: JobTarget, entries: Sequence[Entry], tag: str) -> Steps:
+        data = b"".join(self.line(target, entry) for entry in entries)
+        boundary = f"allama-{uuid.uuid4().hex}"
+        upload = _multipart(
+            boundary,
+            [
+                ("purpose", None, None, b"batch"),
+                ("file", f"allama-{tag}.jsonl", "application/jsonl", data),
+            ],
+        )
+        headers = {
+            **{k: v for k, v in target.headers.items() if k.lower() != "content-type"},
+            "content-type": f"multipart/form-data; boundary={boundary}",
+        }
+        uploaded = json_of(
+            (
+                yield HttpRequest(
+                    "POST", f"{target.base_url}/files", headers, {}, dict(target.params), raw=upload
+                )
+            )
+        )
+        created = json_of(
+            (
+                yield post(
+                    target,
+                    f"{target.base_url}/batches",
+                    {
+                        "input_file_id": uploaded["id"],
+                        "endpoint": _api_path(target.endpoint),
+                        "completion_window": "24h",
+                        "metadata": {"allama_job": tag},
+                    },
+                )
+            )
+        )
+        return str(created["id"])
+
+    def state(self, target: JobTarget, job_id: str) -> Steps:
+        job = json_of((yield get(target, f"{target.base_url}/batches/{job_id}")))
+        return _state(job)
+
+    def find(self, target: JobTarget, tag: str, since: float, count: int) -> Steps:
+        after: str | None = None
+        for _ in range(5):  # the 500 most recent jobs
+            params = {"limit": "100", **({"after": after} if after else {})}
+            page = json_of((yield get(target, f"{target.base_url}/batches", params)))
+            jobs = page.get("data") or []
+            for job in jobs:
+                if (job.get("metadata") or {}).get("allama_job") == tag:
+                    return str(job["id"])
+            if not page.get("has_more") or not jobs:
+                return None
+            if any((job.get("created_at") or 0) < since - 3600 for job in jobs):
+                return None
+            after = str(jobs[-1]["id"])
+        return None
+
+    def results(self, target: JobTarget, state: JobState, keys: Sequence[str]) -> Steps:
+        rows: dict[str, Row] = {}
+        for file_id in state.results or ():
+            response = yield get(target, f"{target.base_url}/files/{file_id}/content")
+            for line in response.content.splitlines():
+                if line.strip():
+                    row = _row(json.loads(line))
+                    if row is not None:
+                        rows[row.key] = row
+        note = (
+            f"the job failed: {state.error}"
+            if state.outcome == "failed"
+            else f"the job ended {state.outcome} without this row in its output or error file"
+        )
+        return {key: rows.get(key) or Row(key, RowKind.MISSING, note=note) for key in keys}
+
+    def cancel(self, target: JobTarget, job_id: str) -> Steps:
+        yield post(target, f"{target.base_url}/batches/{job_id}/cancel", {})
+
+
+def _state(job: dict[str, Any]) -> JobState:
+    status = str(job.get("status"))
+    outcome = _ENDED.get(status)
+    counts = {k: int(v) for k, v in (job.get("request_counts") or {}).items() if isinstance(v, int)}
+    errors = (job.get("errors") or {}).get("data") or []
+    error = (
+        "; ".join(
+            f"{e.get('code')}: {e.get('message')}"
+            + (f" (line {e['line']})" if e.get("line") else "")
+            for e in errors
+        )
+        or None
+    )
+    files = [f for f in (job.get("output_file_id"), job.get("error_file_id")) if f]
+    return JobState(
+        id=str(job["id"]),
+        status=status,
+        ended=outcome is not None,
+        outcome=outcome,
+        counts=counts,
+        error=error,
+        results=tuple(files),
+        tag=(job.get("metadata") or {}).get("allama_job"),
+        created_at=job.get("created_at"),
+        total=counts.get("total"),
+    )
+
+
+def _row(line: dict[str, Any]) -> Row | None:
+    key = line.get("custom_id")
+    if not isinstance(key, str):
+        return None
+    response = line.get("response")
+    if isinstance(response, dict) and response.get("status_code") is not None:
+        status = int(response["status_code"])
+        body = json.dumps(response.get("body") or {}).encode()
+        return Row(key, RowKind.RESPONSE if status < 400 else RowKind.ERROR, status, body)
+    error = line.get("error") or {}
+    code = str(error.get("code") or "")
+    kind = _ROW_CODES.get(code)
+    if kind is not None:
+        return Row(key, kind, note=f"{code}: {error.get('message')}")
+    body = json.dumps({"error": {"message": error.get("message"), "code": code or None}}).encode()
+    return Row(key, RowKind.ERROR, 500, body, note=f"{code}: {error.get('message')}")
+
+
+def _multipart(boundary: str, parts: list[tuple[str, str | None, str | None, bytes]]) -> bytes:
+    out = bytearray()
+    for name, filename, content_type, data in parts:
+        out += f"--{boundary}\r\n".encode()
+        disposition = f'form-data; name="{name}"'
+        if filename is not None:
+            disposition += f'; filename="{filename}"'
+        out += f"Content-Disposition: {disposition}\r\n".encode()
+        if content_type is not None:
+            out += f"Content-Type: {content_type}\r\n".encode()
+        out += b"\r\n" + data + b"\r\n"
+    out += f"--{boundary}--\r\n".encode()
+    return bytes(out)
+
+
+DIALECT = OpenAIJobs()

@@ -1,0 +1,686 @@
+"""A batch run through the provider's batch API: the same extractions, at batch prices.
+
+Each input's extraction is the engine's own (`extract_steps`): its first request is encoded
+by the provider as a live call would be and goes into a job; the row that comes back is
+decoded as the live answer would be and handed to the extraction, which validates it,
+records the pass (at batch prices) and says whether to ask again. What it asks next, and
+rows that come back failed (a server error, expired, cancelled, missing), are sent again
+live or in a follow-up job (`retry`), each attempt counted in the ledger.
+
+The ledger makes it safe to stop at any moment: a job is recorded (with its inputs) before
+it is sent and its provider id as soon as it is known, so a later run polls and collects
+it instead of submitting again; a job whose submission was cut off is looked for at the
+provider (by the tag allama gave it) before anything is sent again. What the jobs answered
+is kept per input, so an extraction carries on where it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from allama.adapters._jobs import Entry, JobState, Row, RowKind
+from allama.batch._ledger import JobPhase, JobRow, Ledger, LedgerWriter, Status
+from allama.batch._run import (
+    IN_FLIGHT_ELSEWHERE,
+    IN_PROVIDER_JOB,
+    BatchFailure,
+    BatchResult,
+    _estimate,
+    _failure,
+    _record_of,
+    _Runner,
+    _Spec,
+    input_key,
+)
+from allama.errors import Error, ExtractionError, RateLimitedError
+from allama.extract._engine import Extracted, extract_steps
+from allama.providers._jobs import ProviderJobs, RowUnanswered, provider_jobs
+
+if TYPE_CHECKING:
+    from collections.abc import Generator
+
+    from allama.types import ChatRequest, ChatResponse, Warning
+
+__all__ = ["JobRunner", "cancel_jobs", "open_jobs", "poll_job"]
+
+_MAX_POLL_ERRORS = 20
+"""Retryable errors in a row while reading a job before the run gives up on it (the job
+stays in the ledger, and a later run reads it again)."""
+
+
+@dataclass(slots=True)
+class _Item:
+    index: int
+    key: str
+    label: str
+    request: ChatRequest
+    began: float
+    attempts: int = 0
+    log: list[dict[str, Any]] = field(default_factory=list)
+    steps: Generator[ChatRequest, Any, Extracted[Any]] | None = None
+    pending: ChatRequest | None = None
+    """The request the extraction waits an answer to."""
+    warnings: list[Warning] = field(default_factory=list)
+    entry: Entry | None = None
+    duplicates: list[tuple[int, str]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Job:
+    tag: str
+    job_id: str | None
+    items: list[_Item]
+    model: str
+    cancel_requested: bool = False
+    wait: float = 0.0
+    due: float = 0.0
+    errors: int = 0
+    state: JobState | None = None
+
+
+class JobRunner(_Runner):
+    """The provider-batch run: `_Runner`'s bookkeeping (results, summary, budget, ledger
+    writes) with jobs instead of calls. `send` makes a live call (for `retry="live"`);
+    `sync` drives the job API over the provider's sync transport (a `batch` run)."""
+
+    def __init__(
+        self,
+        spec: _Spec,
+        send: Callable[[ChatRequest], Awaitable[ChatResponse]],
+        emit: Callable[[BatchResult[Any]], None],
+        *,
+        sync: bool,
+    ) -> None:
+        super().__init__(spec, _no_call, emit)
+        self.send = send
+        self.sync = sync
+        self.jobs: ProviderJobs = provider_jobs(spec.provider)
+        self.queue: list[_Item] = []
+        self.open: dict[str, _Job] = {}
+        self.live: set[asyncio.Task[None]] = set()
+        self.items: dict[str, _Item] = {}
+
+    # The run
+
+    async def _run(self) -> None:
+        spec = self.spec
+        assert spec.ledger is not None
+        self.book = Ledger(spec.ledger, settings=spec.settings)
+        self.ledger = LedgerWriter(self.book)
+        try:
+            waiting = await self._intake()
+            await self._recover(waiting)
+            while self.queue or self.open or self.live:
+                if self.queue and self.stopping is None:
+                    await self._submit_queue()
+                elif self.queue:
+                    for item in self.queue:
+                        await self._leave(item)
+                    self.queue.clear()
+                if self.stopping is not None and self.open:
+                    for job in self.open.values():
+                        for item in job.items:
+                            self._in_job(item, job)
+                    self.open.clear()
+                if self.open:
+                    await self._poll_due()
+                elif self.live:
+                    await asyncio.wait(self.live, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            for task in self.live:
+                task.cancel()
+            if self.live:
+                await asyncio.gather(*self.live, return_exceptions=True)
+            raise
+        finally:
+            self.summary.ended = time.monotonic()
+            self.summary.waited = self.limiter.waited
+            self.summary.slowdowns = self.limiter.slowdowns
+            self.summary.stopped = self.stopping
+            self.ledger.close()
+            self.book.end(self.stopping)
+            self.book.close()
+
+    async def _intake(self) -> dict[str, list[_Item]]:
+        """Every input built, keyed and claimed; those in a job of an earlier run are
+        returned by job, to be collected rather than sent."""
+        spec = self.spec
+        assert self.ledger is not None
+        waiting: dict[str, list[_Item]] = {}
+        for index, document in enumerate(spec.inputs):
+            label = spec.label(document, index)
+            began = time.monotonic()
+            try:
+                request = spec.build(document)
+                key = input_key(spec.provider.name, spec.tp, request)
+            except Exception as error:
+                self._finish(BatchResult(index, "", label, None, _failure(error), None, 0, 0.0))
+                continue
+            first = self.items.get(key)
+            if first is not None:
+                first.duplicates.append((index, label))
+                continue
+            claim = await self.ledger.claim(key, index, label)
+            row = claim.row
+            if (
+                not claim.granted
+                and row is not None
+                and row.status == Status.FAILED
+                and spec.retry_failed
+                and row.run_id != self.ledger.run_id
+            ):
+                await self.ledger.reopen(key)
+                claim = await self.ledger.claim(key, index, label)
+                row = claim.row
+            item = _Item(index, key, label, request, began, claim.attempts)
+            if not claim.granted:
+                assert row is not None
+                if row.status == Status.SUBMITTED and row.job is not None:
+                    item.log = list(row.log or [])
+                    self.items[key] = item
+                    waiting.setdefault(row.job, []).append(item)
+                elif claim.elsewhere:
+                    failure = BatchFailure(
+                        IN_FLIGHT_ELSEWHERE, "in flight in another run of this ledger"
+                    )
+                    self._finish(BatchResult(index, key, label, None, failure, None, 0, 0.0))
+                else:
+                    self._finish(self._from_ledger(index, label, row))
+                continue
+            item.log = list(row.log or []) if row is not None else []
+            self.items[key] = item
+            if self.stopping is not None:
+                await self.ledger.release(key)
+                self._finish(self._not_started(index, key, label))
+                continue
+            if await self._start(item):
+                self._route(item, follow_up=bool(item.log))
+        return waiting
+
+    async def _start(self, item: _Item) -> bool:
+        """Begin the item's extraction and replay what jobs answered it; `False` when that
+        already ended it (a failure before sending, or an answer it had taken in)."""
+        try:
+            item.steps = extract_steps(
+                self.spec.extractor._settings, self.spec.provider, self.spec.tp, item.request
+            )
+            item.pending = next(item.steps)
+            for outcome in item.log:
+                answer = self._replayed(item, outcome)
+                item.pending = item.steps.send(answer)
+        except StopIteration as done:
+            await self._done(item, done.value)
+            return False
+        except Exception as error:
+            await self._failed(item, error)
+            return False
+        return True
+
+    def _replayed(self, item: _Item, outcome: dict[str, Any]) -> ChatResponse | Error:
+        assert item.pending is not None
+        _, warnings = self.jobs.entry(item.key, item.pending)
+        status = int(outcome.get("status") or 200)
+        row = Row(
+            item.key,
+            RowKind.RESPONSE if status < 400 else RowKind.ERROR,
+            status,
+            str(outcome.get("body", "")).encode(),
+        )
+        return self._answer(item, row, warnings, str(outcome.get("job") or ""))
+
+    def _answer(
+        self, item: _Item, row: Row, warnings: list[Warning], job_id: str
+    ) -> ChatResponse | Error:
+        assert item.pending is not None
+        try:
+            response = self.jobs.answer(item.pending, row, warnings)
+        except Error as error:
+            return error
+        return response.model_copy(update={"batch_job": job_id or "batch"})
+
+    def _route(self, item: _Item, *, follow_up: bool) -> None:
+        """Send the item's pending request: in the next job, or live for a follow-up
+        under `retry="live"`."""
+        if follow_up and self.spec.job_retry == "live":
+            task = asyncio.create_task(self._live(item))
+            self.live.add(task)
+            task.add_done_callback(self.live.discard)
+        else:
+            self.queue.append(item)
+
+    # Submitting
+
+    async def _submit_queue(self) -> None:
+        items, self.queue = self.queue, []
+        by_model: dict[str, list[_Item]] = {}
+        for item in items:
+            assert item.pending is not None
+            by_model.setdefault(item.pending.model, []).append(item)
+        for model, group in by_model.items():
+            for chunk in self._chunks(group):
+                await self._submit(model, chunk)
+
+    def _chunks(self, items: list[_Item]) -> list[list[_Item]]:
+        dialect = self.jobs.dialect
+        limit = min(dialect.max_requests, self.spec.job_size or dialect.max_requests)
+        chunks: list[list[_Item]] = [[]]
+        size = 0
+        for item in items:
+            assert item.pending is not None
+            item.entry, item.warnings = self.jobs.entry(item.key, item.pending)
+            weight = dialect.size(item.entry)
+            if chunks[-1] and (len(chunks[-1]) >= limit or size + weight > dialect.max_bytes):
+                chunks.append([])
+                size = 0
+            chunks[-1].append(item)
+            size += weight
+        return [chunk for chunk in chunks if chunk]
+
+    async def _submit(self, model: str, items: list[_Item]) -> None:
+        assert self.book is not None and self.ledger is not None
+        self.ledger.close()  # the claims before the job's record
+        tag = f"allama-{uuid.uuid4().hex[:20]}"
+        provider = self.jobs.provider
+        self.book.record_job(
+            tag,
+            provider=provider.name,
+            base_url=provider.base_url,
+            api=provider.preset.api,
+            model=model,
+            items=[(item.key, item.log) for item in items],
+        )
+        job = _Job(tag, None, items, model)
+        self.summary.jobs[tag] = f"submitting {len(items)} requests"
+        target = self.jobs.target(model)
+        entries = [item.entry for item in items if item.entry is not None]
+        tried = 0
+        since = time.time()
+        while True:
+            tried += 1
+            try:
+                if tried > 1:
+                    found = await self._find(target, tag, since, len(items))
+                    if found is not None:
+                        job.job_id = found
+                        break
+                job.job_id = await self.jobs.run(
+                    self.jobs.submit(target, entries, tag), model, sync=self.sync
+                )
+                break
+            except Error as error:
+                if error.retryable and tried < self.spec.max_attempts and self.stopping is None:
+                    await asyncio.sleep(self._pause(error, tried))
+                    continue
+                self.book.job_not_submitted(tag, error.kind)
+                self.summary.jobs[tag] = f"not submitted: {error.kind}"
+                for item in items:
+                    await self._failed(item, error, claimed=False)
+                return
+        self.book.job_submitted(tag, job.job_id)
+        self.summary.jobs[tag] = f"{job.job_id}: submitted, {len(items)} requests"
+        job.wait = self.spec.poll_interval
+        job.due = time.monotonic() + job.wait
+        self.open[tag] = job
+
+    async def _find(self, target: Any, tag: str, since: float, count: int) -> str | None:
+        found: str | None = await self.jobs.run(
+            self.jobs.dialect.find(target, tag, since, count), target.model, sync=self.sync
+        )
+        return found
+
+    def _pause(self, error: Error, tried: int) -> float:
+        base = self.spec.backoff * 2 ** (tried - 1)
+        return error.retry_after or min(60.0, base * (0.5 + self.random.random() / 2))
+
+    # Jobs of earlier runs
+
+    async def _recover(self, waiting: dict[str, list[_Item]]) -> None:
+        """Take up the jobs this run's inputs are in: poll those submitted, look for those
+        whose submission was cut off, and leave those a live run is working on."""
+        assert self.book is not None
+        rows = {job.tag: job for job in self.book.jobs()}
+        for tag, items in waiting.items():
+            row = rows.get(tag)
+            if row is None or self.book.job_alive(row):
+                self._elsewhere(items, tag)
+                continue
+            job_id = row.job_id
+            if job_id is None:
+                job_id = await self._look_for(row)
+                if job_id is None:
+                    # Never reached the provider: its inputs are sent as new.
+                    self.book.job_not_submitted(tag, "the submission did not reach the provider")
+                    for item in items:
+                        claim = await self._claim_again(item)
+                        if claim and await self._start(item):
+                            self._route(item, follow_up=bool(item.log))
+                    continue
+                self.book.job_submitted(tag, job_id)
+            if not self.book.take_job(tag):
+                self._elsewhere(items, tag)
+                continue
+            job = _Job(tag, job_id, [], row.model, cancel_requested=row.cancel_requested)
+            for item in items:
+                if await self._start(item):
+                    job.items.append(item)
+            if not job.items:
+                continue
+            self.summary.jobs[tag] = f"{job_id}: {row.state}"
+            job.wait = self.spec.poll_interval
+            job.due = time.monotonic()
+            self.open[tag] = job
+
+    async def _look_for(self, row: JobRow) -> str | None:
+        target = self.jobs.target(row.model)
+        try:
+            return await self._find(target, row.tag, row.created_at, row.requests)
+        except ValueError as error:
+            raise JobLookupError(
+                f"provider batch job {row.tag} may have been submitted by a run that died "
+                f"before recording its id, and it cannot be found: {error}. Cancel the "
+                "duplicate at the provider, or delete the job's row to submit again"
+            ) from None
+
+    async def _claim_again(self, item: _Item) -> bool:
+        assert self.ledger is not None
+        claim = await self.ledger.claim(item.key, item.index, item.label)
+        item.attempts = claim.attempts
+        if not claim.granted:
+            if claim.row is not None and claim.row.status in (Status.DONE, Status.FAILED):
+                self._finish(self._from_ledger(item.index, item.label, claim.row))
+            return False
+        return True
+
+    # Polling and collecting
+
+    async def _poll_due(self) -> None:
+        now = time.monotonic()
+        due = [job for job in self.open.values() if job.due <= now]
+        if not due:
+            wake = min(job.due for job in self.open.values()) - now
+            if self.live:
+                await asyncio.wait(self.live, timeout=wake, return_when=asyncio.FIRST_COMPLETED)
+            else:
+                await asyncio.sleep(wake)
+            return
+        for job in due:
+            await self._poll(job)
+
+    async def _poll(self, job: _Job) -> None:
+        assert self.book is not None and job.job_id is not None
+        model = job.model
+        target = self.jobs.target(model)
+        try:
+            state: JobState = await self.jobs.run(
+                self.jobs.dialect.state(target, job.job_id), model, sync=self.sync
+            )
+        except Error as error:
+            job.errors += 1
+            if not error.retryable or job.errors >= _MAX_POLL_ERRORS:
+                raise
+            job.due = time.monotonic() + self._pause(error, job.errors)
+            return
+        job.errors = 0
+        job.state = state
+        self.book.job_state(
+            job.tag,
+            state=state.status,
+            outcome=state.outcome,
+            counts=dict(state.counts),
+            error=state.error,
+        )
+        self.summary.jobs[job.tag] = _job_line(job.job_id, state)
+        if not state.ended:
+            job.wait = min(self.spec.max_poll_interval, max(job.wait, 0.001) * 1.5)
+            job.due = time.monotonic() + job.wait * (0.9 + self.random.random() / 5)
+            return
+        del self.open[job.tag]
+        await self._collect(job, state, target, model)
+
+    async def _collect(self, job: _Job, state: JobState, target: Any, model: str) -> None:
+        assert self.book is not None
+        keys = [item.key for item in job.items]
+        rows: dict[str, Row] = await self.jobs.run(
+            self.jobs.dialect.results(target, state, keys), model, sync=self.sync
+        )
+        for item in job.items:
+            await self._take(item, rows[item.key], job, state)
+        self.book.job_collected(job.tag)
+        self.summary.jobs[job.tag] = _job_line(job.job_id or "", state) + ", collected"
+
+    async def _take(self, item: _Item, row: Row, job: _Job, state: JobState) -> None:
+        """One row of an ended job: the extraction takes in its answer, or it is sent again."""
+        if item.pending is None or item.steps is None:
+            return
+        if not item.warnings:
+            item.entry, item.warnings = self.jobs.entry(item.key, item.pending)
+        if row.kind in (RowKind.EXPIRED, RowKind.CANCELED, RowKind.MISSING):
+            unanswered = RowUnanswered(row)
+            if (
+                (row.kind == RowKind.CANCELED and job.cancel_requested)
+                or state.outcome == "failed"
+                or not await self._again(item, unanswered)
+            ):
+                await self._failed(item, unanswered)
+            return
+        answer = self._answer(item, row, item.warnings, job.job_id or "")
+        if (
+            isinstance(answer, Error)
+            and answer.retryable
+            and not isinstance(answer, ExtractionError)
+        ):
+            if not await self._again(item, answer):
+                await self._failed(item, answer)
+            return
+        item.log.append(
+            {"status": row.status or 200, "body": (row.body or b"").decode(), "job": job.job_id}
+        )
+        await self._feed(item, answer)
+
+    async def _feed(self, item: _Item, answer: ChatResponse | Error) -> None:
+        """Hand an answer to the extraction: it ends, or asks again (a follow-up)."""
+        assert item.steps is not None
+        try:
+            item.pending = item.steps.send(answer)
+        except StopIteration as done:
+            await self._done(item, done.value)
+            return
+        except Exception as error:
+            await self._failed(item, error)
+            return
+        assert self.ledger is not None
+        item.attempts = await self.ledger.resend(item.key, item.log)
+        item.entry, item.warnings = None, []
+        self._route(item, follow_up=True)
+
+    async def _again(self, item: _Item, why: BaseException) -> bool:
+        """Send the same request again (a row the job did not answer, or a server error),
+        if attempts are left; `False` when they are not."""
+        if item.attempts >= self.spec.max_attempts or self.stopping is not None:
+            return False
+        assert self.ledger is not None
+        item.attempts = await self.ledger.resend(item.key, item.log)
+        item.entry, item.warnings = None, []
+        self._route(item, follow_up=True)
+        return True
+
+    # Live follow-ups
+
+    async def _live(self, item: _Item) -> None:
+        assert item.pending is not None
+        estimate = _estimate(item.pending)
+        self.summary.in_flight += 1
+        tried = 0
+        try:
+            while True:
+                sent_at = await self.limiter.acquire(estimate)
+                tried += 1
+                try:
+                    answer: ChatResponse | Error = await self.send(item.pending)
+                except Error as error:
+                    if (
+                        error.retryable
+                        and item.attempts < self.spec.max_attempts
+                        and (self.stopping is None)
+                    ):
+                        if isinstance(error, RateLimitedError):
+                            pause = self.limiter.slow_down(error.retry_after, sent_at)
+                        else:
+                            pause = self._pause(error, tried)
+                        await asyncio.sleep(pause)
+                        assert self.ledger is not None
+                        item.attempts = await self.ledger.again(item.key)
+                        continue
+                    answer = error
+                try:
+                    assert item.steps is not None
+                    item.pending = item.steps.send(answer)
+                except StopIteration as done:
+                    await self._done(item, done.value)
+                    return
+                except Exception as error:
+                    await self._failed(item, error)
+                    return
+        except Exception as error:  # the caller's own code
+            await self._failed(item, error)
+        finally:
+            self.summary.in_flight -= 1
+
+    # Endings
+
+    async def _done(self, item: _Item, extracted: Extracted[Any]) -> None:
+        result = await self._record_success(
+            item.index, item.key, item.label, extracted, item.attempts, item.began, []
+        )
+        self._duplicates(item, result)
+
+    async def _failed(self, item: _Item, error: BaseException, *, claimed: bool = True) -> None:
+        record = _record_of(error)
+        result = await self._record_failure(
+            item.index, item.key, item.label, error, record, item.attempts, item.began, []
+        )
+        self._duplicates(item, result)
+
+    async def _leave(self, item: _Item) -> None:
+        """An input not sent because the run stopped: given back, pending."""
+        assert self.ledger is not None
+        await self.ledger.release(item.key)
+        self._finish(self._not_started(item.index, item.key, item.label))
+
+    def _in_job(self, item: _Item, job: _Job) -> None:
+        failure = BatchFailure(
+            IN_PROVIDER_JOB,
+            f"in provider batch job {job.job_id}: the same command collects it when it ends",
+        )
+        result: BatchResult[Any] = BatchResult(
+            item.index, item.key, item.label, None, failure, None, 0, 0.0
+        )
+        self._finish(result)
+        self._duplicates(item, result)
+
+    def _elsewhere(self, items: list[_Item], tag: str) -> None:
+        for item in items:
+            failure = BatchFailure(
+                IN_FLIGHT_ELSEWHERE, f"in provider batch job {tag}, which another run holds"
+            )
+            result: BatchResult[Any] = BatchResult(
+                item.index, item.key, item.label, None, failure, None, 0, 0.0
+            )
+            self._finish(result)
+            self._duplicates(item, result)
+
+    def _duplicates(self, item: _Item, result: BatchResult[Any]) -> None:
+        for index, label in item.duplicates:
+            self._finish(
+                BatchResult(
+                    index,
+                    item.key,
+                    label,
+                    result.value,
+                    result.failure,
+                    result.metadata,
+                    0,
+                    0.0,
+                    True,
+                )
+            )
+
+
+async def _no_call(request: ChatRequest) -> Any:
+    raise AssertionError("a provider-batch run makes no extraction calls of its own")
+
+
+def _job_line(job_id: str, state: JobState) -> str:
+    counts = ", ".join(f"{k} {v}" for k, v in state.counts.items())
+    shown = f"{job_id}: {state.status}" + (f" ({counts})" if counts else "")
+    if state.ended and state.outcome:
+        shown += f", {state.outcome}"
+    if state.error:
+        shown += f", {state.error}"
+    return shown
+
+
+class JobLookupError(Exception):
+    """A job whose submission was cut off cannot be found, nor ruled out: sending its
+    inputs again could pay for them twice, so the run stops and says so."""
+
+
+def job_provider(row: JobRow, provider: Any = None) -> ProviderJobs:
+    """The jobs API a ledger's job was submitted to: `provider` when given, else one built
+    from the job's record (its preset, base URL and API; the key from the environment)."""
+    if provider is None:
+        from allama.providers import provider as make
+
+        options: dict[str, Any] = {}
+        if row.base_url:
+            options["base_url"] = row.base_url
+        if row.api:
+            options["api"] = row.api
+        provider = make(row.provider, **options)
+    return provider_jobs(provider)
+
+
+def open_jobs(book: Ledger) -> list[JobRow]:
+    """The ledger's jobs that have been submitted and not yet seen ending."""
+    return [
+        row
+        for row in book.jobs()
+        if row.job_id is not None
+        and row.outcome is None
+        and row.state not in (JobPhase.COLLECTED, JobPhase.NOT_SUBMITTED)
+    ]
+
+
+async def poll_job(row: JobRow, provider: Any = None) -> JobState:
+    """A ledger's job as the provider reports it now (nothing written)."""
+    assert row.job_id is not None
+    jobs = job_provider(row, provider)
+    steps = jobs.dialect.state(jobs.target(row.model), row.job_id)
+    state: JobState = await jobs.run(steps, row.model, sync=True)
+    return state
+
+
+async def cancel_jobs(ledger: str, provider: Any = None) -> list[str]:
+    """Ask the provider to cancel every job of `ledger` that has not ended, and record it,
+    so that a later run fails their cancelled rows instead of sending them again. Returns
+    the provider ids of the jobs asked; the results of rows that ran before the cancel
+    are collected by the next run as usual."""
+    book = Ledger(ledger)
+    asked = []
+    try:
+        for row in open_jobs(book):
+            assert row.job_id is not None
+            jobs = job_provider(row, provider)
+            await jobs.run(
+                jobs.dialect.cancel(jobs.target(row.model), row.job_id), row.model, sync=True
+            )
+            book.request_cancel(row.tag)
+            asked.append(row.job_id)
+    finally:
+        book.close()
+    return asked

@@ -1,0 +1,138 @@
+"""An HTTP provider's batch jobs: its job dialect joined to its transport, keys and adapter.
+
+The requests of a job are encoded by the provider exactly as its live calls are (the same
+adapter, schema dialect and warnings), and each row's answer is decoded as the live call's
+would be, so an extraction records the same enforcement either way. The job API's own
+calls (upload, create, read, list, cancel, download) go through the provider's transport,
+and an error status becomes the provider's error, with the key scrubbed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from allama.adapters._http import HttpRequest, HttpResponse
+from allama.adapters._jobs import (
+    Entry,
+    JobDialect,
+    JobTarget,
+    Row,
+    RowKind,
+    Steps,
+    load_job_dialect,
+)
+from allama.errors import Error, InvalidRequestError
+
+if TYPE_CHECKING:
+    from allama.providers._http import HttpProvider
+    from allama.types import ChatRequest, ChatResponse, Warning
+
+__all__ = ["ProviderJobs", "provider_jobs"]
+
+JOB_PRESETS = ("openai", "anthropic", "gemini")
+
+
+def provider_jobs(provider: Any) -> ProviderJobs:
+    """The batch jobs of `provider`, or a clear error when it has no batch API allama speaks."""
+    from allama.providers._http import HttpProvider
+
+    name = getattr(provider, "name", type(provider).__name__)
+    if not isinstance(provider, HttpProvider):
+        raise InvalidRequestError(
+            f"provider batch jobs need an HTTP provider of {', '.join(JOB_PRESETS)}; "
+            f"{name!r} is a {type(provider).__name__}"
+        ).mark_authored()
+    dialect = provider.preset.batch_jobs
+    if dialect is None:
+        raise (
+            InvalidRequestError(
+                f"{provider.name} has no batch API allama speaks (it does for "
+                f"{', '.join(JOB_PRESETS)}); run without provider batch jobs"
+            )
+            .mark_authored()
+            .with_provider(provider.name)
+        )
+    return ProviderJobs(provider, load_job_dialect(dialect))
+
+
+class ProviderJobs:
+    def __init__(self, provider: HttpProvider, dialect: JobDialect) -> None:
+        self.provider = provider
+        self.dialect = dialect
+
+    @property
+    def name(self) -> str:
+        return self.dialect.name
+
+    def target(self, model: str) -> JobTarget:
+        provider = self.provider
+        _, params = provider._endpoint(model)
+        endpoint, _ = provider.adapter.path(model, stream=False)
+        base = provider.base_url or ""
+        return JobTarget(
+            base_url=base,
+            headers=provider._headers(stream=False),
+            model=model,
+            endpoint=endpoint,
+            params=dict(params),
+        )
+
+    def entry(self, key: str, request: ChatRequest) -> tuple[Entry, list[Warning]]:
+        """The call `request` would be, as a job's entry, and the warnings it carries."""
+        http, warnings = self.provider._prepare(request, stream=False)
+        return Entry(key, http), warnings
+
+    def answer(self, request: ChatRequest, row: Row, warnings: list[Warning]) -> ChatResponse:
+        """The response a row holds, decoded as the live call's; raises the error it holds."""
+        provider = self.provider
+        if row.kind == RowKind.RESPONSE:
+            http = HttpResponse(row.status or 200, {}, row.body or b"{}")
+            return provider._response(request, http, warnings)
+        if row.kind == RowKind.ERROR and row.body is not None:
+            raise provider._stream_error(request, row.status or 500, {}, row.body)
+        raise RowUnanswered(row)
+
+    # Driving the dialect's steps
+
+    def _error(self, request: HttpRequest, response: HttpResponse, model: str) -> Error:
+        error = self.provider.adapter.error(
+            response.status,
+            response.headers,
+            response.content,
+            provider=self.provider.name,
+            model=model,
+        )
+        return self.provider._scrub(error)
+
+    async def run(self, steps: Steps, model: str, *, sync: bool = False) -> Any:
+        """Drive `steps` over the provider's transport (its sync side in a worker thread
+        when `sync`: a provider used from a `batch` run keeps to one side)."""
+        transport = self.provider._transport
+        send: Callable[[HttpRequest], Any] = (
+            (lambda http: asyncio.to_thread(transport.send, http)) if sync else transport.asend
+        )
+        try:
+            http = next(steps)
+            while True:
+                try:
+                    response: HttpResponse = await send(http)
+                except Error as error:
+                    self.provider._scrub(error.with_provider(self.provider.name).with_model(model))
+                    raise
+                if response.status >= 400:
+                    raise self._error(http, response, model)
+                http = steps.send(response)
+        except StopIteration as done:
+            return done.value
+
+    def submit(self, target: JobTarget, entries: Sequence[Entry], tag: str) -> Steps:
+        return self.dialect.submit(target, entries, tag)
+
+
+class RowUnanswered(Exception):
+    """A row the job did not run (expired, cancelled, missing): not the model's doing."""
+
+    def __init__(self, row: Row) -> None:
+        super().__init__(row.note or row.kind)
+        self.row = row
