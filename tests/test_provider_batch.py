@@ -1,0 +1,604 @@
+"""Provider batch jobs (`provider_batch=True`) against a local fake of OpenAI's, Anthropic's
+and Gemini's batch APIs: every row accounted for, rows validated as live answers are,
+failed and expired rows sent again (in a follow-up job or live), jobs recorded in the
+ledger so that a run stopped or killed between submission and collection is collected by
+the next one, never submitted twice, and costs at batch prices."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+import allama
+from _provider_batch_server import ProviderBatchServer
+from allama._prices import cost_of
+from allama.adapters._http import HttpRequest, HttpResponse
+from allama.batch import AsyncBatchRun, BatchResult, BatchRun
+from allama.batch._jobs import cancel_jobs
+from allama.batch._ledger import Ledger
+from allama.errors import InvalidRequestError
+from allama.transport import Transport
+
+
+class Doc(BaseModel):
+    n: int
+
+
+FAMILIES: dict[str, tuple[str, dict[str, str], str]] = {
+    "openai-chat": ("openai", {}, "gpt-4o-mini"),
+    "openai-responses": ("openai", {"api": "responses"}, "gpt-4o-mini"),
+    "anthropic": ("anthropic", {}, "claude-sonnet-4-5"),
+    "gemini": ("gemini", {}, "gemini-2.5-flash"),
+}
+JOB_PROVIDER = {
+    "openai-chat": "openai",
+    "openai-responses": "openai",
+    "anthropic": "anthropic",
+    "gemini": "gemini",
+}
+
+
+@pytest.fixture
+def server() -> Iterator[ProviderBatchServer]:
+    running = ProviderBatchServer().start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _base(server: ProviderBatchServer, name: str) -> str:
+    return {
+        "openai": server.openai_base,
+        "anthropic": server.anthropic_base,
+        "gemini": server.gemini_base,
+    }[name]
+
+
+def _provider(
+    server: ProviderBatchServer, family: str, transport: Transport | None = None
+) -> tuple[Any, str]:
+    name, options, model = FAMILIES[family]
+    extra: dict[str, Any] = {} if transport is None else {"transport": transport}
+    provider = allama.provider(
+        name, base_url=_base(server, name), api_key="test-key", **options, **extra
+    )
+    return provider, model
+
+
+def _run(
+    provider: Any, model: str, docs: list[str], ledger: Path, **options: Any
+) -> list[BatchResult[Doc]]:
+    settings: dict[str, Any] = {"poll_interval": 0.001, "backoff": 0.001, **options}
+    run: BatchRun[Doc] = allama.batch(
+        provider,
+        Doc,
+        docs,
+        request=allama.ChatRequest(model).system("Read the number."),
+        ledger=ledger,
+        provider_batch=True,
+        **settings,
+    )
+    return sorted(run, key=lambda result: result.index)
+
+
+def _docs(count: int) -> list[str]:
+    return [f"doc {n}" for n in range(count)]
+
+
+def _clean(count: int) -> list[int]:
+    """Documents the fake answers right the first time."""
+    return [n for n in range(100, 200) if n % 50 not in (7, 13, 23)][:count]
+
+
+def _keys_in(server: ProviderBatchServer, family: str) -> list[list[str]]:
+    """The documents of each job, in order of submission."""
+    jobs = [job for job in server.jobs if job.family == family]
+    return [sorted(_doc_of(body) for body in job.bodies) for job in jobs]
+
+
+def _doc_of(body: Any) -> str:
+    text = json.dumps(body)
+    start = text.index("doc ")
+    end = start + 4
+    while end < len(text) and text[end].isdigit():
+        end += 1
+    return text[start:end]
+
+
+# Every row accounted for, in each provider's batch API
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("retry", ["batch", "live"])
+def test_every_row_is_accounted_for(
+    server: ProviderBatchServer, tmp_path: Path, family: str, retry: str
+) -> None:
+    provider, model = _provider(server, family)
+    results = _run(
+        provider,
+        model,
+        _docs(60),
+        tmp_path / "run.sqlite",
+        extractor=allama.Extractor(retries=1),
+        job_retry=retry,
+    )
+    assert [r.index for r in results] == list(range(60))
+    for n, result in enumerate(results):
+        if n == 13:  # always refused: the provider's own error, per row
+            assert result.failure is not None and result.failure.kind == "invalid_request"
+            assert result.attempts == 1
+            continue
+        assert result.ok, (n, result.failure)
+        assert result.value == Doc(n=n)
+        assert result.metadata is not None
+        assert result.metadata.enforcement is allama.SchemaEnforcement.EXACT
+        if n in (7, 57):  # the first answer was no JSON: asked again, a second pass
+            assert result.metadata.passes == 2
+            assert result.metadata.batch_passes == (2 if retry == "batch" else 1)
+            assert result.attempts == 2
+        elif n == 23:  # a server error in the job: sent again
+            assert result.metadata.passes == 1
+            assert result.metadata.batch_passes == (1 if retry == "batch" else 0)
+            assert result.attempts == 2
+        else:
+            assert (result.metadata.passes, result.metadata.batch_passes) == (1, 1)
+            assert result.attempts == 1
+    jobs = _keys_in(server, family)
+    assert jobs[0] == sorted(_docs(60))
+    if retry == "batch":
+        assert jobs[1:] == [["doc 23", "doc 57", "doc 7"]]
+        assert sum(server.live.values()) == 0
+    else:
+        assert len(jobs) == 1
+        assert {n for (_, n), count in server.live.items() if count} == {7, 23, 57}
+    # Each document went into a job once, and once more only where it had to.
+    for n in range(60):
+        assert server.submitted[(family, n)] == (2 if retry == "batch" and n in (7, 23, 57) else 1)
+
+
+def test_the_async_twin_runs_the_same(server: ProviderBatchServer, tmp_path: Path) -> None:
+    provider, model = _provider(server, "anthropic")
+
+    async def main() -> list[BatchResult[Doc]]:
+        run: AsyncBatchRun[Doc] = allama.abatch(
+            provider,
+            Doc,
+            _docs(10),
+            request=allama.ChatRequest(model).system("Read the number."),
+            ledger=tmp_path / "async.sqlite",
+            provider_batch=True,
+            poll_interval=0.001,
+            backoff=0.001,
+            extractor=allama.Extractor(retries=1),
+        )
+        return [result async for result in run]
+
+    results = sorted(asyncio.run(main()), key=lambda r: r.index)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(10)]
+    assert results[7].metadata is not None and results[7].metadata.batch_passes == 2
+
+
+# The same encoding, the same record, at batch prices
+
+
+class _Recording(Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bodies: list[dict[str, Any]] = []
+
+    def send(self, request: HttpRequest) -> HttpResponse:
+        if request.raw is None:
+            self.bodies.append(json.loads(request.content))
+        return super().send(request)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_row_is_the_live_call_and_gets_the_live_record_at_batch_prices(
+    server: ProviderBatchServer, tmp_path: Path, family: str
+) -> None:
+    recording = _Recording()
+    provider, model = _provider(server, family, recording)
+    request = allama.ChatRequest(model).system("Read the number.")
+    live = allama.extract(provider, Doc, request.user("doc 1"))
+    [result] = _run(provider, model, ["doc 1"], tmp_path / "one.sqlite")
+    [job] = server.jobs
+    assert job.bodies == [recording.bodies[0]]  # the job's request is the live call's body
+    record = result.metadata
+    assert record is not None
+    assert (record.mode, record.enforcement, record.degradations, record.usage) == (
+        live.metadata.mode,
+        live.metadata.enforcement,
+        live.metadata.degradations,
+        live.metadata.usage,
+    )
+    assert record.batch_passes == 1 and live.metadata.batch_passes == 0
+    standard, batch = live.metadata.cost, record.cost
+    assert standard is not None and batch is not None
+    assert batch.batch and not standard.batch
+    assert batch.total == live.metadata.priced(batch=True).total  # type: ignore[union-attr]
+    assert batch.total < standard.total
+    # The record in the ledger keeps the batch cost.
+    reader = Ledger(tmp_path / "one.sqlite", read_only=True)
+    [row] = list(reader.rows())
+    reader.close()
+    assert row.cost == str(batch.total)
+    assert row.record is not None and row.record["cost"]["batch"] is True
+
+
+# Stopped, killed or cut off between submission and collection
+
+
+def _stop_when(run: Any, ready: Any) -> threading.Thread:
+    def watch() -> None:
+        deadline = time.monotonic() + 10
+        while not ready() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        run.stop("stopped by the test")
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_run_stopped_while_its_job_runs_is_collected_by_the_next_once(
+    server: ProviderBatchServer, tmp_path: Path, family: str
+) -> None:
+    provider, model = _provider(server, family)
+    ledger = tmp_path / "stopped.sqlite"
+    server.hold = True
+    run: BatchRun[Doc] = allama.batch(
+        provider,
+        Doc,
+        _docs(20),
+        request=allama.ChatRequest(model).system("Read the number."),
+        ledger=ledger,
+        provider_batch=True,
+        poll_interval=0.001,
+    )
+    watcher = _stop_when(run, lambda: any(job.polls for job in server.jobs))
+    first = list(run)
+    watcher.join()
+    assert {r.failure.kind for r in first if r.failure} == {"in_provider_job"}
+    assert run.summary.in_jobs == 20 and run.summary.failed == 0
+    assert "20 in provider batch jobs" in run.summary.lines()[0]
+    server.hold = False
+    second = _run(provider, model, _docs(20), ledger, extractor=allama.Extractor(retries=1))
+    assert [r.index for r in second if not r.ok] == [13]
+    assert [r.value for r in second if r.ok] == [Doc(n=n) for n in range(20) if n != 13]
+    first_job = server.jobs[0]
+    # Collected once: each result file read once (OpenAI's output and error files;
+    # Gemini's rows come inline, in the job itself).
+    files = {"openai": 2, "anthropic": 1, "gemini": 0}[first_job.provider]
+    assert server.result_downloads[first_job.id] == files
+    assert all(server.submitted[(family, n)] == 1 for n in range(20) if n not in (7, 23))
+    assert len([job for job in server.jobs if job.family == family]) == 2  # + the follow-up
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_submission_cut_off_before_its_id_was_recorded_is_found_not_sent_again(
+    server: ProviderBatchServer, tmp_path: Path, family: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider, model = _provider(server, family)
+    ledger = tmp_path / "cut.sqlite"
+    recorded = Ledger.job_submitted
+
+    def killed(self: Ledger, tag: str, job_id: str) -> None:
+        raise RuntimeError("the process died here")
+
+    monkeypatch.setattr(Ledger, "job_submitted", killed)
+    with pytest.raises(RuntimeError, match="died here"):
+        _run(provider, model, _docs(10), ledger)
+    assert len(server.jobs) == 1  # it reached the provider; its id did not reach the ledger
+    monkeypatch.setattr(Ledger, "job_submitted", recorded)
+    results = _run(provider, model, _docs(10), ledger, extractor=allama.Extractor(retries=1))
+    assert [r.value for r in results] == [Doc(n=n) for n in range(10)]
+    assert len(server.jobs) == 2  # the one found, and the follow-up of doc 7
+    assert all(server.submitted[(family, n)] == 1 for n in range(10) if n != 7)
+
+
+def test_a_submission_that_never_reached_the_provider_is_sent_on_the_next_run(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.providers._jobs import ProviderJobs
+
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "never.sqlite"
+    submit = ProviderJobs.submit
+
+    def unreachable(self: ProviderJobs, *args: Any) -> Any:
+        raise RuntimeError("the process died before sending")
+
+    monkeypatch.setattr(ProviderJobs, "submit", unreachable)
+    with pytest.raises(RuntimeError, match="before sending"):
+        _run(provider, model, _docs(5), ledger)
+    assert server.jobs == []
+    monkeypatch.setattr(ProviderJobs, "submit", submit)
+    results = _run(provider, model, _docs(5), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(5)]
+    assert [r.attempts for r in results] == [2] * 5  # the claim of the run that died counts
+    assert len(server.jobs) == 1
+
+
+def test_a_follow_up_job_picks_up_the_extraction_where_it_was(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "gemini")
+    ledger = tmp_path / "follow.sqlite"
+    run: BatchRun[Doc] = allama.batch(
+        provider,
+        Doc,
+        _docs(10),
+        request=allama.ChatRequest(model).system("Read the number."),
+        ledger=ledger,
+        provider_batch=True,
+        poll_interval=0.05,
+        extractor=allama.Extractor(retries=1),
+    )
+
+    def second_job_submitted() -> bool:
+        if len(server.jobs) >= 2:
+            server.hold = True
+            return True
+        return False
+
+    watcher = _stop_when(run, second_job_submitted)
+    first = sorted(run, key=lambda r: r.index)
+    watcher.join()
+    assert [r.index for r in first if r.failure and r.failure.kind == "in_provider_job"] == [7]
+    follow_up = server.jobs[1]
+    [body] = follow_up.bodies
+    assert len(body["contents"]) == 3  # the document, the answer that was no JSON, the ask
+    server.hold = False
+    resumed = _run(provider, model, _docs(10), ledger, extractor=allama.Extractor(retries=1))
+    [again] = [r for r in resumed if r.index == 7]
+    assert again.value == Doc(n=7) and not again.resumed
+    assert again.metadata is not None
+    assert (again.metadata.passes, again.metadata.batch_passes) == (2, 2)
+    assert len(server.jobs) == 2
+
+
+# Expired, cancelled, and a job that says it succeeded while every row failed
+
+
+@pytest.mark.parametrize("family", ["openai-chat", "anthropic", "gemini"])
+def test_expired_rows_are_sent_again_in_a_follow_up_job(
+    server: ProviderBatchServer, tmp_path: Path, family: str
+) -> None:
+    provider, model = _provider(server, family)
+    server.expire_next = 1
+    numbers = _clean(20)  # no row that fails on its own
+    results = _run(provider, model, [f"doc {n}" for n in numbers], tmp_path / "expired.sqlite")
+    assert [r.value for r in results] == [Doc(n=n) for n in numbers]
+    jobs = _keys_in(server, family)
+    assert len(jobs) == 2 and len(jobs[1]) == 10  # the half the first job left unrun
+    assert sorted(r.attempts for r in results) == [1] * 10 + [2] * 10
+
+
+def test_expired_rows_with_no_attempts_left_fail_as_expired(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    server.expire_next = 5
+    results = _run(
+        provider,
+        model,
+        [f"doc {n}" for n in range(100, 104)],
+        tmp_path / "e.sqlite",
+        max_attempts=2,
+    )
+    # Each job runs the first half of its rows: 100 and 101, then 102; 103 expires twice.
+    assert [r.failure.kind if r.failure else "ok" for r in results] == [
+        "ok",
+        "ok",
+        "ok",
+        "job_expired",
+    ]
+    assert [r.attempts for r in results] == [1, 1, 2, 2]
+    failure = results[3].failure
+    assert failure is not None and failure.retryable
+    assert "expired" in failure.message
+
+
+def test_a_job_that_succeeded_while_every_row_failed_is_reported_per_row(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "gemini")
+    server.fail_all_rows = True
+    run: BatchRun[Doc] = allama.batch(
+        provider,
+        Doc,
+        _docs(6),
+        request=allama.ChatRequest(model).system("Read the number."),
+        ledger=tmp_path / "all-failed.sqlite",
+        provider_batch=True,
+        poll_interval=0.001,
+        backoff=0.001,
+        max_attempts=2,
+    )
+    results = list(run)
+    assert all(job.end == "completed" for job in server.jobs)  # the jobs said they succeeded
+    assert [r.ok for r in results] == [False] * 6
+    assert {r.failure.kind for r in results if r.failure} == {"server"}
+    assert run.summary.done == 0 and run.summary.failed == 6
+    assert "failures: server 6" in run.summary.lines()
+
+
+def test_cancelled_jobs_fail_their_unrun_rows_and_send_nothing_again(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "cancelled.sqlite"
+    server.hold = True
+    run: BatchRun[Doc] = allama.batch(
+        provider,
+        Doc,
+        _docs(5),
+        request=allama.ChatRequest(model).system("Read the number."),
+        ledger=ledger,
+        provider_batch=True,
+        poll_interval=0.001,
+    )
+    watcher = _stop_when(run, lambda: bool(server.jobs))
+    list(run)
+    watcher.join()
+    asked = asyncio.run(cancel_jobs(str(ledger), provider))
+    assert asked == [server.jobs[0].id]
+    assert server.jobs[0].cancel_requested
+    server.hold = False
+    results = _run(provider, model, _docs(5), ledger)
+    assert {r.failure.kind for r in results if r.failure} == {"job_canceled"}
+    assert len(server.jobs) == 1
+
+
+# Refusals before anything is sent
+
+
+def test_a_provider_without_a_batch_api_is_refused_naming_those_with_one() -> None:
+    provider = allama.provider("groq", api_key="k")
+    with pytest.raises(InvalidRequestError, match="openai, anthropic, gemini"):
+        allama.batch(
+            provider,
+            Doc,
+            ["doc 1"],
+            request=allama.ChatRequest("m"),
+            ledger="x.sqlite",
+            provider_batch=True,
+        )
+
+
+def test_provider_batch_jobs_need_a_ledger_and_known_settings() -> None:
+    provider = allama.provider("openai", api_key="k")
+    request = allama.ChatRequest("gpt-4o-mini")
+    with pytest.raises(ValueError, match="pass ledger="):
+        allama.batch(provider, Doc, ["doc 1"], request=request, provider_batch=True)
+    with pytest.raises(ValueError, match="'batch' or 'live'"):
+        allama.batch(
+            provider,
+            Doc,
+            ["doc 1"],
+            request=request,
+            ledger="x.sqlite",
+            provider_batch=True,
+            job_retry="later",
+        )
+    with pytest.raises(ValueError, match="job_size"):
+        allama.batch(
+            provider,
+            Doc,
+            ["doc 1"],
+            request=request,
+            ledger="x.sqlite",
+            provider_batch=True,
+            job_size=0,
+        )
+
+
+def test_jobs_are_split_by_job_size(server: ProviderBatchServer, tmp_path: Path) -> None:
+    provider, model = _provider(server, "openai-chat")
+    docs = [f"doc {n}" for n in _clean(25)]
+    results = _run(provider, model, docs, tmp_path / "split.sqlite", job_size=10)
+    assert all(r.ok for r in results)
+    assert [len(keys) for keys in _keys_in(server, "openai-chat")] == [10, 10, 5]
+
+
+# Killed with SIGKILL at random moments: nothing submitted twice, every result collected
+
+
+RUNNER = textwrap.dedent(
+    """
+    import sys
+    from pydantic import BaseModel
+    import allama
+
+    class Doc(BaseModel):
+        n: int
+
+    base, ledger, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    provider = allama.provider("openai", api_key="sk-test", base_url=base)
+    run: BatchRun[Doc] = allama.batch(
+        provider, Doc, [f"doc {n}" for n in range(count)],
+        request=allama.ChatRequest("gpt-4o-mini").system("Read the number."),
+        ledger=ledger, provider_batch=True, poll_interval=0.05, job_size=7, backoff=0.01,
+        extractor=allama.Extractor(retries=1),
+    )
+    for result in run:
+        pass
+    print(run.summary.done, run.summary.failed)
+    """
+)
+
+
+def test_killed_runs_resume_without_submitting_twice(tmp_path: Path) -> None:
+    server = ProviderBatchServer(polls_to_finish=3).start()
+    try:
+        script = tmp_path / "runner.py"
+        script.write_text(RUNNER)
+        ledger = tmp_path / "killed.sqlite"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        command = [sys.executable, str(script), server.openai_base, str(ledger), "40"]
+        caught_in_jobs = 0
+        for wait in (0.9, 1.3, 1.1):
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+            time.sleep(wait)
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            if ledger.exists():
+                reader = Ledger(ledger, read_only=True)
+                caught_in_jobs += sum(1 for row in reader.rows() if row.status == "submitted")
+                reader.close()
+        assert caught_in_jobs > 0  # the kills came while jobs were out
+        final = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        assert final.returncode == 0, final.stderr
+        assert final.stdout.split() == ["39", "1"]
+        reader = Ledger(ledger, read_only=True)
+        rows = {row.position: row for row in reader.rows()}
+        reader.close()
+        assert sorted(rows) == list(range(40))
+        for n, row in rows.items():
+            assert row.status == ("failed" if n == 13 else "done"), n
+            # Never in more jobs than the attempts the ledger counted.
+            assert server.submitted[("openai-chat", n)] <= row.attempts, n
+        assert (
+            sum(
+                1
+                for (family, n), count in server.submitted.items()
+                if count > 1 and n not in (7, 23)
+            )
+            == 0
+        )
+    finally:
+        server.stop()
+
+
+def test_cost_at_batch_prices_in_the_summary(server: ProviderBatchServer, tmp_path: Path) -> None:
+    provider, model = _provider(server, "openai-chat")
+    run: BatchRun[Doc] = allama.batch(
+        provider,
+        Doc,
+        [f"doc {n}" for n in _clean(10)],
+        request=allama.ChatRequest(model).system("Read the number."),
+        ledger=tmp_path / "cost.sqlite",
+        provider_batch=True,
+        poll_interval=0.001,
+    )
+    results = list(run)
+    standard = cost_of("openai", model, allama.Usage(input_tokens=10, output_tokens=5))
+    assert isinstance(standard, allama.Cost)
+    assert run.summary.cost == sum((r.metadata.cost.total for r in results), Decimal(0))  # type: ignore[union-attr]
+    assert run.summary.cost == standard.total * 10 / 2
