@@ -531,7 +531,7 @@ RUNNER = textwrap.dedent(
 
     base, ledger, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     provider = allama.provider("openai", api_key="sk-test", base_url=base)
-    run: BatchRun[Doc] = allama.batch(
+    run = allama.batch(
         provider, Doc, [f"doc {n}" for n in range(count)],
         request=allama.ChatRequest("gpt-4o-mini").system("Read the number."),
         ledger=ledger, provider_batch=True, poll_interval=0.05, job_size=7, backoff=0.01,
@@ -602,3 +602,143 @@ def test_cost_at_batch_prices_in_the_summary(server: ProviderBatchServer, tmp_pa
     assert isinstance(standard, allama.Cost)
     assert run.summary.cost == sum((r.metadata.cost.total for r in results), Decimal(0))  # type: ignore[union-attr]
     assert run.summary.cost == standard.total * 10 / 2
+
+
+# The command
+
+
+def test_the_command_runs_polls_cancels_and_collects(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from allama.cli import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    (tmp_path / "doc.py").write_text(
+        "from pydantic import BaseModel\n\n\nclass Doc(BaseModel):\n    n: int\n"
+    )
+    source = tmp_path / "docs.jsonl"
+    source.write_text(
+        "".join(json.dumps({"id": f"d{n}", "text": f"doc {n}"}) + "\n" for n in range(15))
+    )
+    out = tmp_path / "out.jsonl"
+    ledger = tmp_path / "out.jsonl.ledger.sqlite"
+    command = [
+        "batch",
+        "run",
+        str(source),
+        "--type",
+        f"{tmp_path / 'doc.py'}:Doc",
+        "--provider",
+        "openai",
+        "--base-url",
+        server.openai_base,
+        "--model",
+        "gpt-4o-mini",
+        "--out",
+        str(out),
+        "--provider-batch",
+        "--poll-interval",
+        "0.01",
+        "--retries",
+        "1",
+    ]
+    # Stopped while the job runs: it goes on at the provider, and says so.
+    server.hold = True
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 30
+        while not any(job.polls for job in server.jobs) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    assert main(command) == 130
+    err = capsys.readouterr().err
+    assert "15 documents from" in err and "as provider batch jobs" in err
+    assert "in provider batch jobs: 15 (they go on at the provider; the same command " in err
+    # `status` asks the provider how the job stands now.
+    assert main(["batch", "status", str(ledger)]) == 0
+    shown = capsys.readouterr().out
+    [job] = server.jobs
+    assert "provider batch jobs: 1" in shown
+    assert f"15 requests, {job.id}: " in shown and "; now: in_progress" in shown
+    assert main(["batch", "status", str(ledger), "--json", "--no-poll"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [(j["job_id"], j["requests"], j["outcome"]) for j in report["jobs"]] == [
+        (job.id, 15, None)
+    ]
+    assert report["counts"] == {"submitted": 15}
+    # Run again once the job ended: collected, the follow-ups sent, nothing twice.
+    server.hold = False
+    assert main(command) == 0
+    err = capsys.readouterr().err
+    assert "14 done, 1 failed" in err
+    assert "passes 15 (15 by provider batch jobs, at batch prices), attempts 16" in err
+    assert len(rows_of(out)) == 14
+    assert len(server.jobs) == 2
+    assert all(server.submitted[("openai-chat", n)] == 1 for n in range(15) if n not in (7,))
+
+
+def test_the_cancel_command_cancels_the_jobs_that_have_not_ended(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from allama.cli import main
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "cancel.sqlite"
+    server.hold = True
+    run: BatchRun[Doc] = allama.batch(
+        provider,
+        Doc,
+        _docs(4),
+        request=allama.ChatRequest(model).system("Read the number."),
+        ledger=ledger,
+        provider_batch=True,
+        poll_interval=0.001,
+    )
+    watcher = _stop_when(run, lambda: bool(server.jobs))
+    list(run)
+    watcher.join()
+    assert main(["batch", "cancel", str(ledger)]) == 0
+    assert capsys.readouterr().out == (
+        f"cancel requested: {server.jobs[0].id} (the next `allama batch run` collects what "
+        "it ran)\n"
+    )
+    assert main(["batch", "cancel", str(ledger)]) == 0  # the job is cancelling: asked again
+    capsys.readouterr()
+    server.hold = False
+    results = _run(provider, model, _docs(4), ledger)
+    assert [r.failure.kind for r in results if r.failure] == ["job_canceled"] * 4
+    assert main(["batch", "cancel", str(ledger)]) == 0
+    assert capsys.readouterr().out == "no provider batch job of this ledger is still running\n"
+
+
+def rows_of(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_a_job_refused_as_a_whole_fails_its_rows_with_the_reason(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.adapters._jobs._openai import OpenAIJobs
+
+    line = OpenAIJobs.line
+
+    def duplicated(self: OpenAIJobs, target: Any, entry: Any) -> bytes:
+        return line(self, target, entry) * 2  # every custom_id twice: the job fails validation
+
+    monkeypatch.setattr(OpenAIJobs, "line", duplicated)
+    provider, model = _provider(server, "openai-chat")
+    results = _run(provider, model, _docs(3), tmp_path / "refused.sqlite")
+    assert [r.failure.kind if r.failure else "ok" for r in results] == ["job_failed"] * 3
+    failure = results[0].failure
+    assert failure is not None and not failure.retryable
+    assert "the job failed: duplicate_custom_id" in failure.message
+    assert len(server.jobs) == 1  # not sent again

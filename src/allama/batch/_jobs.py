@@ -459,10 +459,11 @@ class JobRunner(_Runner):
             return
         if not item.warnings:
             item.entry, item.warnings = self.jobs.entry(item.key, item.pending)
-        if row.kind in (RowKind.EXPIRED, RowKind.CANCELED, RowKind.MISSING):
+        if row.kind in (RowKind.EXPIRED, RowKind.CANCELED, RowKind.MISSING, RowKind.JOB_FAILED):
             unanswered = RowUnanswered(row)
             if (
                 (row.kind == RowKind.CANCELED and job.cancel_requested)
+                or row.kind == RowKind.JOB_FAILED
                 or state.outcome == "failed"
                 or not await self._again(item, unanswered)
             ):

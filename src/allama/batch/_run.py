@@ -128,6 +128,8 @@ class BatchSummary:
     by_enforcement: Counter[str] = field(default_factory=Counter)
     failures_by_kind: Counter[str] = field(default_factory=Counter)
     passes: int = 0
+    batch_passes: int = 0
+    """Passes answered by provider batch jobs (priced at batch prices)."""
     attempts: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -189,6 +191,7 @@ class BatchSummary:
         records = [*result.spent, *([result.metadata] if result.metadata is not None else [])]
         for metadata in records:
             self.passes += metadata.passes
+            self.batch_passes += metadata.batch_passes
             if metadata.usage is not None:
                 self.input_tokens += metadata.usage.input_tokens or 0
                 self.output_tokens += metadata.usage.output_tokens or 0
@@ -221,9 +224,14 @@ class BatchSummary:
         if self.failures_by_kind:
             shown = ", ".join(f"{k} {v}" for k, v in sorted(self.failures_by_kind.items()))
             out.append(f"failures: {shown}")
+        jobs = (
+            f" ({self.batch_passes} by provider batch jobs, at batch prices)"
+            if self.batch_passes
+            else ""
+        )
         out.append(
-            f"passes {self.passes}, attempts {self.attempts}, tokens {self.input_tokens} in "
-            f"/ {self.output_tokens} out"
+            f"passes {self.passes}{jobs}, attempts {self.attempts}, tokens {self.input_tokens} "
+            f"in / {self.output_tokens} out"
         )
         paid = self.done + self.failed - self.cost_unknown
         if self.cost_unknown and self.cost == 0 and paid <= 0:
@@ -842,7 +850,8 @@ def _failure(error: BaseException) -> BatchFailure:
     from allama.providers._jobs import RowUnanswered
 
     if isinstance(error, RowUnanswered):
-        return BatchFailure(f"job_{error.row.kind}", str(error), True, error)
+        kind = error.row.kind
+        return BatchFailure(f"job_{kind}", str(error), kind != "failed", error)
     if isinstance(error, Error):
         view = error.as_log().to_dict()
         message = str(

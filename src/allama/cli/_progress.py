@@ -31,6 +31,10 @@ def progress_text(summary: BatchSummary) -> str:
         parts.append(f"{summary.not_started} not started")
     if summary.elsewhere:
         parts.append(f"{summary.elsewhere} in another run")
+    waiting = [state for state in summary.jobs.values() if not state.endswith("collected")]
+    if waiting:
+        more = f" (+{len(waiting) - 1} more jobs)" if len(waiting) > 1 else ""
+        parts.append(f"job {waiting[-1]}{more}")
     parts.append(f"{summary.input_tokens + summary.output_tokens} tokens")
     if summary.cost_unknown and not summary.cost:
         parts.append("cost unknown")

@@ -63,6 +63,8 @@ class RowKind:
     """The job was cancelled before the row was run."""
     MISSING = "missing"
     """The job ended without a word about the row."""
+    JOB_FAILED = "failed"
+    """The whole job was refused (its input, a limit): `note` says why."""
 
 
 @dataclass(frozen=True, slots=True)

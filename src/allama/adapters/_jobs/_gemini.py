@@ -163,6 +163,8 @@ class GeminiJobs:
         kind = RowKind.EXPIRED if state.outcome == "expired" else RowKind.MISSING
         if state.outcome == "cancelled":
             kind = RowKind.CANCELED
+        elif state.outcome == "failed":
+            kind = RowKind.JOB_FAILED
         return {key: rows.get(key) or Row(key, kind, note=note) for key in keys}
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:

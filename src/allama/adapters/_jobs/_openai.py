@@ -128,7 +128,8 @@ class OpenAIJobs:
             if state.outcome == "failed"
             else f"the job ended {state.outcome} without this row in its output or error file"
         )
-        return {key: rows.get(key) or Row(key, RowKind.MISSING, note=note) for key in keys}
+        kind = RowKind.JOB_FAILED if state.outcome == "failed" else RowKind.MISSING
+        return {key: rows.get(key) or Row(key, kind, note=note) for key in keys}
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:
         yield post(target, f"{target.base_url}/batches/{job_id}/cancel", {})
