@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 from allama._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from allama.batch._jobs import cancel_jobs
     from allama.batch._ledger import Ledger, LedgerError, LedgerRow
     from allama.batch._run import (
         AsyncBatchRun,
@@ -28,12 +29,14 @@ __all__ = [
     "LedgerRow",
     "abatch",
     "batch",
+    "cancel_jobs",
     "input_key",
 ]
 
 _getattr, __dir__ = lazy_names(
     __name__,
     {
+        "allama.batch._jobs": ("cancel_jobs",),
         "allama.batch._ledger": ("Ledger", "LedgerError", "LedgerRow"),
         "allama.batch._run": (
             "AsyncBatchRun",

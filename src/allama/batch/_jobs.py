@@ -246,7 +246,7 @@ class JobRunner(_Runner):
     def _route(self, item: _Item, *, follow_up: bool) -> None:
         """Send the item's pending request: in the next job, or live for a follow-up
         under `retry="live"`."""
-        if follow_up and self.spec.job_retry == "live":
+        if follow_up and self.spec.job_retry == "live" and self.stopping is None:
             task = asyncio.create_task(self._live(item))
             self.live.add(task)
             task.add_done_callback(self.live.discard)
