@@ -742,3 +742,32 @@ def test_a_job_refused_as_a_whole_fails_its_rows_with_the_reason(
     assert failure is not None and not failure.retryable
     assert "the job failed: duplicate_custom_id" in failure.message
     assert len(server.jobs) == 1  # not sent again
+
+
+def test_a_job_the_provider_no_longer_knows_has_its_rows_sent_again(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "lost.sqlite"
+    numbers = _clean(4)
+    docs = [f"doc {n}" for n in numbers]
+    server.hold = True
+    run: BatchRun[Doc] = allama.batch(
+        provider,
+        Doc,
+        docs,
+        request=allama.ChatRequest(model).system("Read the number."),
+        ledger=ledger,
+        provider_batch=True,
+        poll_interval=0.001,
+    )
+    watcher = _stop_when(run, lambda: any(job.polls for job in server.jobs))
+    list(run)
+    watcher.join()
+    with server.lock:
+        lost = server.jobs.pop()  # deleted at the provider: reading it answers 404
+    server.hold = False
+    results = _run(provider, model, docs, ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in numbers]
+    assert [r.attempts for r in results] == [2] * 4
+    assert [job.id for job in server.jobs] != [lost.id] and len(server.jobs) == 1

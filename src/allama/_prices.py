@@ -305,8 +305,11 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
         # Flat prices: the same arithmetic as genai-prices', on the prices it holds,
         # without its general machinery (about 120 µs a call).
         own = any(gp_model is model for model in gp_provider.models)
-        model_price = gp_model.get_prices(when, _BATCH if batch and own else None)
-        flat = _flat(genai_prices, model_price)
+        flat = (
+            _batch_flat(genai_prices, gp_model, when)
+            if batch and own
+            else _flat(genai_prices, gp_model.get_prices(when, None))
+        )
         if flat is not None:
             cost = _flat_cost(flat, tokens)
             return replace(cost, source=f"{label}, {ref}", batch=batch), ref, label
@@ -347,14 +350,57 @@ _TOKEN_PRICES = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mt
 _flats: dict[int, tuple[object, _Flat | None]] = {}
 
 
+# A price made for the call (a batch price: genai-prices copies the standard price and
+# lays the variant over it, anew each time) → the same, by what it holds.
+_made_flats: dict[tuple[Any, ...], _Flat | None] = {}
+
+
 def _flat(genai_prices: ModuleType, model_price: Any) -> _Flat | None:
     found = _flats.get(id(model_price))
     if found is not None and found[0] is model_price:
         return found[1]
+    content = tuple(
+        (key, value if value is None or type(value) is Decimal else id(value))
+        for key, value in vars(model_price).items()
+    )
+    if content in _made_flats:
+        return _made_flats[content]
     flat = _flat_prices(genai_prices, model_price)
     if len(_flats) >= _FOUND_LIMIT:
         _flats.clear()
+        _made_flats.clear()
+    if all(type(value) is not int for _, value in content):
+        # Only prices that are all numbers (or none) are known by what they hold.
+        _made_flats[content] = flat
     _flats[id(model_price)] = (model_price, flat)
+    return flat
+
+
+# (the standard price, the batch variants in force) → the flat batch prices: genai-prices
+# makes a batch price by copying the standard one (about 100 µs), so it is made once.
+_batch_flats: dict[tuple[int, ...], tuple[tuple[object, ...], _Flat | None]] = {}
+
+
+def _batch_flat(genai_prices: ModuleType, gp_model: Any, when: datetime) -> _Flat | None:
+    standard = gp_model.get_prices(when, None)
+    variants = tuple(
+        variant
+        for variant in gp_model.price_variants or ()
+        if variant.when == _BATCH
+        and (variant.constraint is None or variant.constraint.active(when))
+    )
+    key = (id(standard), *map(id, variants))
+    found = _batch_flats.get(key)
+    if (
+        found is not None
+        and found[0][0] is standard
+        and all(a is b for a, b in zip(found[0][1:], variants, strict=True))
+    ):
+        return found[1]
+    flat = _flat(genai_prices, gp_model.get_prices(when, _BATCH))
+    if len(_batch_flats) >= _FOUND_LIMIT:
+        _batch_flats.clear()
+    _batch_flats[key] = ((standard, *variants), flat)
     return flat
 
 

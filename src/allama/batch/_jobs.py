@@ -37,7 +37,7 @@ from allama.batch._run import (
     _Spec,
     input_key,
 )
-from allama.errors import Error, ExtractionError, RateLimitedError
+from allama.errors import Error, ExtractionError, NotFoundError, RateLimitedError
 from allama.extract._engine import Extracted, extract_steps
 from allama.providers._jobs import ProviderJobs, RowUnanswered, provider_jobs
 
@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from allama.types import ChatRequest, ChatResponse, Warning
 
 __all__ = ["JobRunner", "cancel_jobs", "open_jobs", "poll_job"]
+
+_CLAIMS_AT_ONCE = 1000
+"""Inputs claimed together (their claims share the ledger's commits)."""
 
 _MAX_POLL_ERRORS = 20
 """Retryable errors in a row while reading a job before the run gives up on it (the job
@@ -148,10 +151,11 @@ class JobRunner(_Runner):
 
     async def _intake(self) -> dict[str, list[_Item]]:
         """Every input built, keyed and claimed; those in a job of an earlier run are
-        returned by job, to be collected rather than sent."""
+        returned by job, to be collected rather than sent. Inputs are claimed a chunk at a
+        time, so that the claims of a chunk share the ledger's commits."""
         spec = self.spec
-        assert self.ledger is not None
         waiting: dict[str, list[_Item]] = {}
+        chunk: list[_Item] = []
         for index, document in enumerate(spec.inputs):
             label = spec.label(document, index)
             began = time.monotonic()
@@ -165,42 +169,56 @@ class JobRunner(_Runner):
             if first is not None:
                 first.duplicates.append((index, label))
                 continue
+            item = _Item(index, key, label, request, began)
+            self.items[key] = item
+            chunk.append(item)
+            if len(chunk) >= _CLAIMS_AT_ONCE:
+                await asyncio.gather(*(self._claim(item, waiting) for item in chunk))
+                chunk = []
+        await asyncio.gather(*(self._claim(item, waiting) for item in chunk))
+        return waiting
+
+    async def _claim(self, item: _Item, waiting: dict[str, list[_Item]]) -> None:
+        spec = self.spec
+        assert self.ledger is not None
+        key, index, label = item.key, item.index, item.label
+        claim = await self.ledger.claim(key, index, label)
+        row = claim.row
+        if (
+            not claim.granted
+            and row is not None
+            and row.status == Status.FAILED
+            and spec.retry_failed
+            and row.run_id != self.ledger.run_id
+        ):
+            await self.ledger.reopen(key)
             claim = await self.ledger.claim(key, index, label)
             row = claim.row
-            if (
-                not claim.granted
-                and row is not None
-                and row.status == Status.FAILED
-                and spec.retry_failed
-                and row.run_id != self.ledger.run_id
-            ):
-                await self.ledger.reopen(key)
-                claim = await self.ledger.claim(key, index, label)
-                row = claim.row
-            item = _Item(index, key, label, request, began, claim.attempts)
-            if not claim.granted:
-                assert row is not None
-                if row.status == Status.SUBMITTED and row.job is not None:
-                    item.log = list(row.log or [])
-                    self.items[key] = item
-                    waiting.setdefault(row.job, []).append(item)
-                elif claim.elsewhere:
-                    failure = BatchFailure(
-                        IN_FLIGHT_ELSEWHERE, "in flight in another run of this ledger"
-                    )
-                    self._finish(BatchResult(index, key, label, None, failure, None, 0, 0.0))
-                else:
-                    self._finish(self._from_ledger(index, label, row))
-                continue
-            item.log = list(row.log or []) if row is not None else []
-            self.items[key] = item
-            if self.stopping is not None:
-                await self.ledger.release(key)
-                self._finish(self._not_started(index, key, label))
-                continue
-            if await self._start(item):
-                self._route(item, follow_up=bool(item.log))
-        return waiting
+        item.attempts = claim.attempts
+        if not claim.granted:
+            assert row is not None
+            if row.status == Status.SUBMITTED and row.job is not None:
+                item.log = list(row.log or [])
+                waiting.setdefault(row.job, []).append(item)
+                return
+            if claim.elsewhere:
+                failure = BatchFailure(
+                    IN_FLIGHT_ELSEWHERE, "in flight in another run of this ledger"
+                )
+                result: BatchResult[Any] = BatchResult(
+                    index, key, label, None, failure, None, 0, 0.0
+                )
+            else:
+                result = self._from_ledger(index, label, row)
+            self._finish(result)
+            self._duplicates(item, result)
+            return
+        item.log = list(row.log or []) if row is not None else []
+        if self.stopping is not None:
+            await self._leave(item)
+            return
+        if await self._start(item):
+            self._route(item, follow_up=bool(item.log))
 
     async def _start(self, item: _Item) -> bool:
         """Begin the item's extraction and replay what jobs answered it; `False` when that
@@ -419,6 +437,15 @@ class JobRunner(_Runner):
             state: JobState = await self.jobs.run(
                 self.jobs.dialect.state(target, job.job_id), model, sync=self.sync
             )
+        except NotFoundError:
+            # Deleted at the provider, or its results expired: its rows are sent again.
+            state = JobState(
+                job.job_id,
+                "not_found",
+                ended=True,
+                outcome="lost",
+                error=f"the provider no longer knows job {job.job_id}",
+            )
         except Error as error:
             job.errors += 1
             if not error.retryable or job.errors >= _MAX_POLL_ERRORS:
@@ -445,11 +472,17 @@ class JobRunner(_Runner):
     async def _collect(self, job: _Job, state: JobState, target: Any, model: str) -> None:
         assert self.book is not None
         keys = [item.key for item in job.items]
-        rows: dict[str, Row] = await self.jobs.run(
-            self.jobs.dialect.results(target, state, keys), model, sync=self.sync
-        )
-        for item in job.items:
-            await self._take(item, rows[item.key], job, state)
+        try:
+            if state.outcome == "lost":
+                raise NotFoundError(state.error or "")
+            rows: dict[str, Row] = await self.jobs.run(
+                self.jobs.dialect.results(target, state, keys), model, sync=self.sync
+            )
+        except NotFoundError:
+            note = f"job {job.job_id}: {state.error or 'its results are no longer kept'}"
+            rows = {key: Row(key, RowKind.MISSING, note=note) for key in keys}
+        # Together, so that the ledger writes of the rows share their commits.
+        await asyncio.gather(*(self._take(item, rows[item.key], job, state) for item in job.items))
         self.book.job_collected(job.tag)
         self.summary.jobs[job.tag] = _job_line(job.job_id or "", state) + ", collected"
 
@@ -457,7 +490,7 @@ class JobRunner(_Runner):
         """One row of an ended job: the extraction takes in its answer, or it is sent again."""
         if item.pending is None or item.steps is None:
             return
-        if not item.warnings:
+        if item.entry is None:
             item.entry, item.warnings = self.jobs.entry(item.key, item.pending)
         if row.kind in (RowKind.EXPIRED, RowKind.CANCELED, RowKind.MISSING, RowKind.JOB_FAILED):
             unanswered = RowUnanswered(row)
@@ -571,7 +604,9 @@ class JobRunner(_Runner):
         """An input not sent because the run stopped: given back, pending."""
         assert self.ledger is not None
         await self.ledger.release(item.key)
-        self._finish(self._not_started(item.index, item.key, item.label))
+        result = self._not_started(item.index, item.key, item.label)
+        self._finish(result)
+        self._duplicates(item, result)
 
     def _in_job(self, item: _Item, job: _Job) -> None:
         failure = BatchFailure(
