@@ -771,3 +771,51 @@ def test_a_job_the_provider_no_longer_knows_has_its_rows_sent_again(
     assert [r.value for r in results] == [Doc(n=n) for n in numbers]
     assert [r.attempts for r in results] == [2] * 4
     assert [job.id for job in server.jobs] != [lost.id] and len(server.jobs) == 1
+
+
+def test_a_large_gemini_job_goes_in_an_uploaded_file(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.adapters._jobs import _gemini
+
+    monkeypatch.setattr(_gemini, "INLINE_BYTES", 0)  # every job is "large"
+    provider, model = _provider(server, "gemini")
+    results = _run(
+        provider, model, _docs(10), tmp_path / "file.sqlite", extractor=allama.Extractor(retries=1)
+    )
+    assert [r.value for r in results] == [Doc(n=n) for n in range(10)]
+    [first, _] = server.jobs
+    assert first.input_file is not None and first.responses_file is not None
+    assert sorted(first.keys) == sorted(r.key for r in results)
+    assert server.result_downloads[first.id] == 1
+
+
+def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx2
+
+    from allama.batch._jobs import JobLookupError
+
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "ambiguous.sqlite"
+    recorded = Ledger.job_submitted
+
+    def killed(self: Ledger, tag: str, job_id: str) -> None:
+        raise RuntimeError("the process died here")
+
+    monkeypatch.setattr(Ledger, "job_submitted", killed)
+    with pytest.raises(RuntimeError):
+        _run(provider, model, _docs(3), ledger)
+    # Another batch of the same size, created meanwhile by someone else.
+    other = [{"custom_id": f"other-{n}", "params": server.jobs[0].bodies[n]} for n in range(3)]
+    response = httpx2.post(
+        f"{server.url}/v1/messages/batches",
+        json={"requests": other},
+        headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
+    )
+    assert response.status_code == 200
+    monkeypatch.setattr(Ledger, "job_submitted", recorded)
+    with pytest.raises(JobLookupError, match="2 batches of 3 requests"):
+        _run(provider, model, _docs(3), ledger)
+    assert len(server.jobs) == 2  # nothing sent again
