@@ -819,3 +819,34 @@ def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
     with pytest.raises(JobLookupError, match="2 batches of 3 requests"):
         _run(provider, model, _docs(3), ledger)
     assert len(server.jobs) == 2  # nothing sent again
+
+
+def test_a_live_run_leaves_inputs_in_a_provider_job_to_a_provider_batch_run(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "mixed.sqlite"
+    server.hold = True
+    run: BatchRun[Doc] = allama.batch(
+        provider,
+        Doc,
+        _docs(3),
+        request=allama.ChatRequest(model).system("Read the number."),
+        ledger=ledger,
+        provider_batch=True,
+        poll_interval=0.001,
+    )
+    watcher = _stop_when(run, lambda: bool(server.jobs))
+    list(run)
+    watcher.join()
+    live: BatchRun[Doc] = allama.batch(
+        provider,
+        Doc,
+        _docs(3),
+        request=allama.ChatRequest(model).system("Read the number."),
+        ledger=ledger,
+    )
+    results = list(live)
+    assert {r.failure.kind for r in results if r.failure} == {"in_provider_job"}
+    assert "--provider-batch" in str(results[0].failure)
+    assert sum(server.live.values()) == 0 and live.summary.in_jobs == 3

@@ -127,6 +127,7 @@ class JobRunner(_Runner):
                     self.queue.clear()
                 if self.stopping is not None and self.open:
                     for job in self.open.values():
+                        self.summary.in_flight -= len(job.items)
                         for item in job.items:
                             self._in_job(item, job)
                     self.open.clear()
@@ -321,8 +322,8 @@ class JobRunner(_Runner):
         while True:
             tried += 1
             try:
-                if tried > 1:
-                    found = await self._find(target, tag, since, len(items))
+                if tried > 1:  # the last try may have reached the provider
+                    found = await self._look_for_tag(target, tag, since, len(items))
                     if found is not None:
                         job.job_id = found
                         break
@@ -337,10 +338,11 @@ class JobRunner(_Runner):
                 self.book.job_not_submitted(tag, error.kind)
                 self.summary.jobs[tag] = f"not submitted: {error.kind}"
                 for item in items:
-                    await self._failed(item, error, claimed=False)
+                    await self._failed(item, error)
                 return
         self.book.job_submitted(tag, job.job_id)
         self.summary.jobs[tag] = f"{job.job_id}: submitted, {len(items)} requests"
+        self.summary.in_flight += len(items)
         job.wait = self.spec.poll_interval
         job.due = time.monotonic() + job.wait
         self.open[tag] = job
@@ -389,19 +391,23 @@ class JobRunner(_Runner):
             if not job.items:
                 continue
             self.summary.jobs[tag] = f"{job_id}: {row.state}"
+            self.summary.in_flight += len(job.items)
             job.wait = self.spec.poll_interval
             job.due = time.monotonic()
             self.open[tag] = job
 
     async def _look_for(self, row: JobRow) -> str | None:
         target = self.jobs.target(row.model)
+        return await self._look_for_tag(target, row.tag, row.created_at, row.requests)
+
+    async def _look_for_tag(self, target: Any, tag: str, since: float, count: int) -> str | None:
         try:
-            return await self._find(target, row.tag, row.created_at, row.requests)
+            return await self._find(target, tag, since, count)
         except ValueError as error:
             raise JobLookupError(
-                f"provider batch job {row.tag} may have been submitted by a run that died "
-                f"before recording its id, and it cannot be found: {error}. Cancel the "
-                "duplicate at the provider, or delete the job's row to submit again"
+                f"provider batch job {tag} may have been submitted without its id reaching "
+                f"the ledger, and it cannot be found: {error}. Cancel the duplicate at the "
+                "provider, or delete the job's row to submit again"
             ) from None
 
     async def _claim_again(self, item: _Item) -> bool:
@@ -467,6 +473,7 @@ class JobRunner(_Runner):
             job.due = time.monotonic() + job.wait * (0.9 + self.random.random() / 5)
             return
         del self.open[job.tag]
+        self.summary.in_flight -= len(job.items)
         await self._collect(job, state, target, model)
 
     async def _collect(self, job: _Job, state: JobState, target: Any, model: str) -> None:
@@ -593,7 +600,7 @@ class JobRunner(_Runner):
         )
         self._duplicates(item, result)
 
-    async def _failed(self, item: _Item, error: BaseException, *, claimed: bool = True) -> None:
+    async def _failed(self, item: _Item, error: BaseException) -> None:
         record = _record_of(error)
         result = await self._record_failure(
             item.index, item.key, item.label, error, record, item.attempts, item.began, []

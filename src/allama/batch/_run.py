@@ -640,13 +640,20 @@ class _Runner:
                 claim = await self.ledger.claim(key, index, label)
             if not claim.granted:
                 assert claim.row is not None
-                if claim.elsewhere:
+                if claim.row.status == Status.SUBMITTED:
                     failure = BatchFailure(
-                        IN_FLIGHT_ELSEWHERE, "in flight in another run of this ledger"
+                        IN_PROVIDER_JOB,
+                        f"in provider batch job {claim.row.job}: a run with provider_batch=True "
+                        "(--provider-batch) collects it",
                     )
                     result: BatchResult[Any] = BatchResult(
                         index, key, label, None, failure, None, 0, 0.0
                     )
+                elif claim.elsewhere:
+                    failure = BatchFailure(
+                        IN_FLIGHT_ELSEWHERE, "in flight in another run of this ledger"
+                    )
+                    result = BatchResult(index, key, label, None, failure, None, 0, 0.0)
                 else:
                     result = self._from_ledger(index, label, claim.row)
                 self._finish(result)
