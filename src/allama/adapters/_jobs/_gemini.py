@@ -209,7 +209,10 @@ def _state(job: dict[str, Any]) -> JobState:
 def _row(key: str, entry: dict[str, Any]) -> Row:
     if isinstance(entry.get("response"), dict):
         return Row(key, RowKind.RESPONSE, 200, json.dumps(entry["response"]).encode())
-    error = entry.get("error") or {}
+    if "candidates" in entry or "usageMetadata" in entry or "promptFeedback" in entry:
+        # A line of a responses file may be the response itself, keyed by its place.
+        return Row(key, RowKind.RESPONSE, 200, json.dumps(entry).encode())
+    error = entry.get("error") or (entry if "code" in entry or "message" in entry else {})
     status = int(error.get("code") or 500)
     return Row(key, RowKind.ERROR, status, json.dumps({"error": error}).encode())
 

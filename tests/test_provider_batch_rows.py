@@ -1,0 +1,161 @@
+"""How each batch API's result rows are read, beyond what the fake server sends: the shapes
+the providers document, and the shapes a row can take on the wire."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from allama.adapters._http import HttpResponse
+from allama.adapters._jobs import JobState, JobTarget, Row, RowKind, Steps
+from allama.adapters._jobs._anthropic import DIALECT as ANTHROPIC
+from allama.adapters._jobs._gemini import DIALECT as GEMINI
+from allama.adapters._jobs._openai import DIALECT as OPENAI
+
+TARGET = JobTarget("https://example.test/v1beta", {"x-goog-api-key": "k"}, "m", "/x")
+
+
+def _drive(steps: Steps, answers: list[bytes]) -> Any:
+    """Run a dialect's steps, answering its requests in turn."""
+    try:
+        next(steps)
+        for body in answers:
+            steps.send(HttpResponse(200, {}, body))
+    except StopIteration as done:
+        return done.value
+    raise AssertionError("the steps asked for more than was answered")
+
+
+def test_a_gemini_responses_file_of_bare_responses_is_read_by_place() -> None:
+    lines = [
+        {"candidates": [{"content": {"parts": [{"text": "{}"}]}}]},
+        {"code": 400, "message": "bad", "status": "INVALID_ARGUMENT"},
+    ]
+    state = JobState(
+        "batches/1",
+        "BATCH_STATE_SUCCEEDED",
+        True,
+        "completed",
+        results={"responsesFile": "files/out"},
+    )
+    data = b"\n".join(json.dumps(line).encode() for line in lines)
+    rows = _drive(GEMINI.results(TARGET, state, ["a", "b"]), [data])
+    assert rows["a"].kind == RowKind.RESPONSE
+    assert json.loads(rows["a"].body) == lines[0]
+    assert (rows["b"].kind, rows["b"].status) == (RowKind.ERROR, 400)
+    assert json.loads(rows["b"].body) == {"error": lines[1]}
+
+
+def test_a_gemini_job_expired_leaves_its_unanswered_rows_expired() -> None:
+    state = JobState("batches/1", "BATCH_STATE_EXPIRED", True, "expired", results={})
+    rows = GEMINI.results(TARGET, state, ["a"])
+    try:
+        next(rows)
+    except StopIteration as done:
+        assert done.value == {"a": Row("a", RowKind.EXPIRED, note=done.value["a"].note)}
+    else:
+        raise AssertionError("no request was needed")
+
+
+def test_openai_rows_refused_by_the_endpoint_are_errors_not_successes() -> None:
+    # The error file holds a refused row as a response with an error status.
+    state = JobState("batch_1", "completed", True, "completed", results=("file-err",))
+    line = {
+        "id": "batch_req_1",
+        "custom_id": "a",
+        "response": {
+            "status_code": 400,
+            "request_id": "req_1",
+            "body": {"error": {"message": "bad", "type": "invalid_request_error"}},
+        },
+        "error": None,
+    }
+    rows = _drive(OPENAI.results(TARGET, state, ["a", "b"]), [json.dumps(line).encode()])
+    assert (rows["a"].kind, rows["a"].status) == (RowKind.ERROR, 400)
+    assert rows["b"].kind == RowKind.MISSING
+
+
+def test_anthropic_errors_keep_their_type_and_status() -> None:
+    state = JobState("msgbatch_1", "ended", True, "completed", results="https://x/results")
+    lines = [
+        {
+            "custom_id": "a",
+            "result": {
+                "type": "errored",
+                "error": {
+                    "type": "error",
+                    "error": {"type": "overloaded_error", "message": "busy"},
+                },
+            },
+        },
+        {"custom_id": "b", "result": {"type": "expired"}},
+        {"custom_id": "c", "result": {"type": "canceled"}},
+    ]
+    data = b"\n".join(json.dumps(line).encode() for line in lines)
+    rows = _drive(ANTHROPIC.results(TARGET, state, ["a", "b", "c", "d"]), [data])
+    assert (rows["a"].kind, rows["a"].status) == (RowKind.ERROR, 529)
+    assert json.loads(rows["a"].body) == {
+        "type": "error",
+        "error": {"type": "overloaded_error", "message": "busy"},
+    }
+    assert [rows[k].kind for k in "bcd"] == [RowKind.EXPIRED, RowKind.CANCELED, RowKind.MISSING]
+
+
+_ROW_KINDS = st.sampled_from(["succeeded", "errored", "expired", "canceled"])
+
+
+@given(
+    st.lists(
+        st.tuples(st.text(alphabet="abcdef0123456789", min_size=1, max_size=8), _ROW_KINDS),
+        unique_by=lambda t: t[0],
+        max_size=20,
+    ),
+    st.randoms(),
+)
+def test_every_key_gets_exactly_one_row_whatever_the_order(
+    rows: list[tuple[str, str]], rnd: Any
+) -> None:
+    lines = []
+    for key, kind in rows:
+        result: dict[str, Any] = {"type": kind}
+        if kind == "succeeded":
+            result["message"] = {"id": key, "content": []}
+        if kind == "errored":
+            result["error"] = {"type": "error", "error": {"type": "api_error", "message": "x"}}
+        lines.append({"custom_id": key, "result": result})
+    rnd.shuffle(lines)
+    state = JobState("msgbatch_1", "ended", True, "completed", results="https://x/results")
+    keys = [key for key, _ in rows] + ["never-sent-back"]
+    data = b"\n".join(json.dumps(line).encode() for line in lines)
+    got = _drive(ANTHROPIC.results(TARGET, state, keys), [data])
+    assert sorted(got) == sorted(keys)
+    kinds = {
+        "succeeded": RowKind.RESPONSE,
+        "errored": RowKind.ERROR,
+        "expired": RowKind.EXPIRED,
+        "canceled": RowKind.CANCELED,
+    }
+    for key, kind in rows:
+        assert got[key].kind == kinds[kind]
+    assert got["never-sent-back"].kind == RowKind.MISSING
+
+
+@given(st.text(), st.text(alphabet="abcdef0123456789", min_size=1, max_size=64))
+def test_an_openai_line_is_one_line_holding_the_live_body(text: str, key: str) -> None:
+    from allama.adapters._http import HttpRequest
+    from allama.adapters._jobs import Entry
+
+    body = {"model": "m", "messages": [{"role": "user", "content": text}]}
+    entry = Entry(key, HttpRequest("POST", "https://x/v1/chat/completions", {}, body))
+    target = JobTarget("https://x/v1", {}, "m", "/chat/completions")
+    line = OPENAI.line(target, entry)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1 and b"\r" not in line
+    assert json.loads(line) == {
+        "custom_id": key,
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": body,
+    }
