@@ -159,3 +159,23 @@ def test_an_openai_line_is_one_line_holding_the_live_body(text: str, key: str) -
         "url": "/v1/chat/completions",
         "body": body,
     }
+
+
+def test_a_job_is_read_less_and_less_often_up_to_ten_minutes() -> None:
+    from allama.batch._jobs import next_wait
+
+    waits = [30.0]
+    for _ in range(9):
+        waits.append(next_wait(waits[-1], 600.0))
+    assert waits == [
+        30.0,
+        45.0,
+        67.5,
+        101.25,
+        151.875,
+        227.8125,
+        341.71875,
+        512.578125,
+        600.0,
+        600.0,
+    ]

@@ -469,7 +469,7 @@ class JobRunner(_Runner):
         )
         self.summary.jobs[job.tag] = _job_line(job.job_id, state)
         if not state.ended:
-            job.wait = min(self.spec.max_poll_interval, max(job.wait, 0.001) * 1.5)
+            job.wait = next_wait(job.wait, self.spec.max_poll_interval)
             job.due = time.monotonic() + job.wait * (0.9 + self.random.random() / 5)
             return
         del self.open[job.tag]
@@ -652,6 +652,16 @@ class JobRunner(_Runner):
                     True,
                 )
             )
+
+
+POLL_GROWTH = 1.5
+
+
+def next_wait(wait: float, ceiling: float) -> float:
+    """The wait before a job that has not ended is read again: half as long again as the
+    last, up to `ceiling` (each wait is then spread by a tenth either way, so that the jobs
+    of many runs are not read in step)."""
+    return min(ceiling, max(wait, 0.001) * POLL_GROWTH)
 
 
 async def _no_call(request: ChatRequest) -> Any:
