@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from os import PathLike
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -327,7 +327,7 @@ def _spec(
     label: Callable[[Any], str] | None,
     total: int | None,
     provider_batch: bool = False,
-    job_retry: str = "batch",
+    job_retry: Literal["batch", "live"] = "batch",
     poll_interval: float = 30.0,
     job_size: int | None = None,
 ) -> _Spec:
@@ -1069,7 +1069,7 @@ def batch(
     label: Callable[[Any], str] | None = None,
     total: int | None = None,
     provider_batch: bool = False,
-    job_retry: str = "batch",
+    job_retry: Literal["batch", "live"] = "batch",
     poll_interval: float = 30.0,
     job_size: int | None = None,
 ) -> BatchRun[T]:
@@ -1134,7 +1134,7 @@ def abatch(
     label: Callable[[Any], str] | None = None,
     total: int | None = None,
     provider_batch: bool = False,
-    job_retry: str = "batch",
+    job_retry: Literal["batch", "live"] = "batch",
     poll_interval: float = 30.0,
     job_size: int | None = None,
 ) -> AsyncBatchRun[T]:
