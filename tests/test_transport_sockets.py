@@ -592,3 +592,64 @@ def test_nothing_listening_is_a_network_error() -> None:
         asyncio.run(run())
     assert str(async_caught.value) == f"could not connect to 127.0.0.1:{port} (ConnectError)"
     assert isinstance(async_caught.value.__cause__, httpx2.ConnectError)
+
+
+# The async pool's check of idle connections, answered from the socket found once
+
+
+def test_a_connection_the_server_closed_while_idle_is_seen_closed_and_not_reused() -> None:
+    from allama._sockets import _Stream
+
+    served = {"connections": 0}
+    body = b'{"ok": true}'
+
+    async def main() -> None:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            served["connections"] += 1
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                + f"content-length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+            await hang_up.wait()  # keep-alive, as HTTP/1.1 promises, then hung up while idle
+            writer.close()
+
+        hang_up = asyncio.Event()
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        transport = Transport()
+        request = HttpRequest("GET", f"http://127.0.0.1:{port}/", {}, {}, raw=b"")
+        try:
+            first = await transport.asend(request)
+            assert first.status == 200
+            pool = transport._async()._transport._pool  # type: ignore[attr-defined]
+            [connection] = pool.connections
+            stream = connection._connection._network_stream
+            assert isinstance(stream, _Stream)
+            assert not stream.get_extra_info("is_readable") and not connection.has_expired()
+            hang_up.set()
+            for _ in range(100):  # the server's close reaches the client socket
+                if stream.get_extra_info("is_readable"):
+                    break
+                await asyncio.sleep(0.01)
+            assert connection.has_expired()
+            second = await transport.asend(request)  # on a new connection, not the dead one
+            assert (second.status, second.content) == (200, body)
+            assert served["connections"] == 2
+        finally:
+            await transport.aclose()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(main())
+
+
+def test_a_transport_given_a_client_leaves_its_pool_alone() -> None:
+    from allama._sockets import _Backend
+
+    client = httpx2.AsyncClient()
+    Transport(async_client=client)._async()
+    assert not isinstance(client._transport._pool._network_backend, _Backend)  # type: ignore[attr-defined]
+    asyncio.run(client.aclose())

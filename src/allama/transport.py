@@ -269,9 +269,11 @@ class Transport:
             with self._lock:
                 client = self._async_client
                 if client is None:
-                    client = self._async_client = httpx2.AsyncClient(
-                        timeout=self._timeout, limits=self._limits
-                    )
+                    from allama._sockets import cheap_idle_checks
+
+                    client = httpx2.AsyncClient(timeout=self._timeout, limits=self._limits)
+                    cheap_idle_checks(client)
+                    self._async_client = client
         return client
 
     def _build(
