@@ -412,6 +412,12 @@ class Ledger:
         return int(found[0])
 
     def _release(self, key: str) -> None:
+        # An input never tried before leaves no trace; one tried before is pending again.
+        self._connection.execute(
+            "DELETE FROM items WHERE key = ? AND run_id = ? AND status = ? AND attempts <= 1 "
+            "AND record IS NULL AND error IS NULL AND log IS NULL",
+            (key, self.run_id, Status.IN_FLIGHT),
+        )
         self._connection.execute(
             "UPDATE items SET status = ?, attempts = MAX(attempts - 1, 0) "
             "WHERE key = ? AND run_id = ? AND status = ?",

@@ -495,6 +495,8 @@ class _Runner:
         """Inputs being worked on in this run, by key: a duplicate input waits for the first."""
         self.spans: _tracing.BatchSpans | None = None
         """The run's span and its inputs', when traced."""
+        self.slots = asyncio.Semaphore(spec.concurrency)
+        """Inputs in flight: claimed inputs wait here to be sent."""
 
     async def run(self) -> None:
         spec = self.spec
@@ -519,19 +521,18 @@ class _Runner:
         if spec.ledger is not None:
             self.book = Ledger(spec.ledger, settings=spec.settings)
             self.ledger = LedgerWriter(self.book)
-        slots = asyncio.Semaphore(spec.concurrency)
-        # Inputs wait for a slot as tasks already made, as many again as are in flight:
-        # a slot that frees is taken in the same turn of the loop, where making the next
-        # task then would leave the connection idle for a turn (and the HTTP pool checks
-        # every idle connection on each request: measured, 10 to 20 % of a run's CPU at
-        # 128 in flight).
+        self.slots = asyncio.Semaphore(spec.concurrency)
+        # Inputs wait for a slot as tasks already made (and claimed in the ledger), as many
+        # again as are in flight: a slot that frees is taken in the same turn of the loop,
+        # where making the next task, or claiming its input, then would leave a connection
+        # idle for a turn or two (and the HTTP pool checks every idle connection on each
+        # request: measured, 10 to 20 % of a run's time at 128 in flight).
         ahead = asyncio.Semaphore(2 * spec.concurrency)
         tasks: set[asyncio.Task[None]] = set()
 
         async def in_slot(index: int, document: Any) -> None:
             try:
-                async with slots:
-                    await self.one(index, document)
+                await self.one(index, document)
             finally:
                 ahead.release()
 
@@ -677,11 +678,25 @@ class _Runner:
     async def _attempt(
         self, index: int, key: str, label: str, request: ChatRequest, attempts: int, began: float
     ) -> BatchResult[Any]:
+        """Send a claimed input when a slot frees, and again after errors that may pass."""
+        estimate = _estimate(request)
+        async with self.slots:
+            return await self._sending(index, key, label, request, attempts, began, estimate)
+
+    async def _sending(
+        self,
+        index: int,
+        key: str,
+        label: str,
+        request: ChatRequest,
+        attempts: int,
+        began: float,
+        estimate: int,
+    ) -> BatchResult[Any]:
         spec = self.spec
         spent: list[ExtractionMetadata] = []
         tried = 0
         limited = 0
-        estimate = _estimate(request)
         self.summary.in_flight += 1
         try:
             while True:
