@@ -179,3 +179,31 @@ def test_a_job_is_read_less_and_less_often_up_to_ten_minutes() -> None:
         600.0,
         600.0,
     ]
+
+
+def test_an_answer_of_the_job_api_allama_cannot_read_is_a_clear_server_error() -> None:
+    import asyncio
+
+    import pytest
+
+    import allama
+    from allama.adapters._http import HttpRequest
+    from allama.errors import ServerError
+    from allama.providers._jobs import provider_jobs
+    from allama.transport import Transport
+
+    class Garbled(Transport):
+        async def asend(self, request: HttpRequest) -> HttpResponse:
+            return HttpResponse(200, {}, b'{"object": "batch"}')  # no id, no status
+
+    provider = allama.provider("openai", api_key="sk-secret-key", transport=Garbled())
+    jobs = provider_jobs(provider)
+    steps = jobs.dialect.state(jobs.target("gpt-4o-mini"), "batch_1")
+    with pytest.raises(ServerError) as raised:
+        asyncio.run(jobs.run(steps, "gpt-4o-mini"))
+    message = str(raised.value)
+    assert message.startswith(
+        "the OpenAI Batch API answered GET /v1/batches/batch_1 with a body allama cannot read"
+    )
+    assert "KeyError" in message and "sk-secret-key" not in message
+    assert raised.value.retryable

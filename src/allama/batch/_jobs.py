@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from allama.adapters._jobs import Entry, JobState, Row, RowKind
+from allama.adapters._jobs import Entry, JobAmbiguity, JobState, Row, RowKind
 from allama.batch._ledger import JobPhase, JobRow, Ledger, LedgerWriter, Status
 from allama.batch._run import (
     IN_FLIGHT_ELSEWHERE,
@@ -403,7 +403,7 @@ class JobRunner(_Runner):
     async def _look_for_tag(self, target: Any, tag: str, since: float, count: int) -> str | None:
         try:
             return await self._find(target, tag, since, count)
-        except ValueError as error:
+        except JobAmbiguity as error:
             raise JobLookupError(
                 f"provider batch job {tag} may have been submitted without its id reaching "
                 f"the ledger, and it cannot be found: {error}. Cancel the duplicate at the "

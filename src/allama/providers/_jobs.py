@@ -22,7 +22,7 @@ from allama.adapters._jobs import (
     Steps,
     load_job_dialect,
 )
-from allama.errors import Error, InvalidRequestError
+from allama.errors import Error, InvalidRequestError, ServerError
 
 if TYPE_CHECKING:
     from allama.providers._http import HttpProvider
@@ -95,7 +95,7 @@ class ProviderJobs:
 
     # Driving the dialect's steps
 
-    def _error(self, request: HttpRequest, response: HttpResponse, model: str) -> Error:
+    def _error(self, response: HttpResponse, model: str) -> Error:
         error = self.provider.adapter.error(
             response.status,
             response.headers,
@@ -121,10 +121,29 @@ class ProviderJobs:
                     self.provider._scrub(error.with_provider(self.provider.name).with_model(model))
                     raise
                 if response.status >= 400:
-                    raise self._error(http, response, model)
-                http = steps.send(response)
+                    raise self._error(response, model)
+                try:
+                    http = steps.send(response)
+                except (KeyError, TypeError, IndexError, ValueError, AttributeError) as why:
+                    raise self._unreadable(http, response, why) from None
         except StopIteration as done:
             return done.value
+
+    def _unreadable(self, http: HttpRequest, response: HttpResponse, why: Exception) -> Error:
+        """An answer of the job API in a shape allama does not read (a field missing, not
+        JSON): said with the request it answered, and the body kept for the log's owner."""
+        from urllib.parse import urlsplit
+
+        where = f"{http.method} {urlsplit(http.url).path}"
+        return (
+            ServerError(
+                f"{self.dialect.name} answered {where} with a body allama cannot read "
+                f"({type(why).__name__}: {why})"
+            )
+            .mark_authored()
+            .with_provider(self.provider.name)
+            .with_body(response.content.decode("utf-8", "replace"))
+        )
 
     def submit(self, target: JobTarget, entries: Sequence[Entry], tag: str) -> Steps:
         return self.dialect.submit(target, entries, tag)

@@ -19,6 +19,7 @@ from allama.adapters._http import HttpRequest, HttpResponse
 
 __all__ = [
     "Entry",
+    "JobAmbiguity",
     "JobDialect",
     "JobState",
     "JobTarget",
@@ -99,6 +100,10 @@ class JobState:
     total: int | None = None
 
 
+class JobAmbiguity(Exception):
+    """More than one job at the provider could be the one looked for."""
+
+
 class JobDialect(Protocol):
     """One provider's batch API."""
 
@@ -122,7 +127,7 @@ class JobDialect(Protocol):
     def find(self, target: JobTarget, tag: str, since: float, count: int) -> Steps:
         """Find the job submitted with `tag` (at or after `since`, of `count` requests)
         among the provider's recent jobs; returns its id, `None` when there is none, or
-        raises `ValueError` when it cannot tell."""
+        raises `JobAmbiguity` when it cannot tell."""
         ...
 
     def results(self, target: JobTarget, state: JobState, keys: Sequence[str]) -> Steps:

@@ -14,6 +14,7 @@ from typing import Any
 
 from allama.adapters._jobs import (
     Entry,
+    JobAmbiguity,
     JobState,
     JobTarget,
     Row,
@@ -76,7 +77,7 @@ class AnthropicJobs:
             ):
                 found.append(state.id)
         if len(found) > 1:
-            raise ValueError(
+            raise JobAmbiguity(
                 f"{len(found)} batches of {count} requests were created since the submission "
                 f"was cut off ({', '.join(found)}): allama cannot tell which is this run's"
             )
