@@ -678,72 +678,82 @@ class _Runner:
     async def _attempt(
         self, index: int, key: str, label: str, request: ChatRequest, attempts: int, began: float
     ) -> BatchResult[Any]:
-        """Send a claimed input when a slot frees, and again after errors that may pass."""
-        estimate = _estimate(request)
-        async with self.slots:
-            return await self._sending(index, key, label, request, attempts, began, estimate)
+        """Send a claimed input when a slot frees, and again after errors that may pass.
 
-    async def _sending(
-        self,
-        index: int,
-        key: str,
-        label: str,
-        request: ChatRequest,
-        attempts: int,
-        began: float,
-        estimate: int,
-    ) -> BatchResult[Any]:
-        spec = self.spec
-        spent: list[ExtractionMetadata] = []
-        tried = 0
-        limited = 0
-        self.summary.in_flight += 1
-        try:
-            while True:
-                if self.stopping is not None and tried == 0:
+        The slot is held for the call alone: recording the outcome (a ledger commit) and
+        waiting before a retry leave it to the next input. Under a budget the outcome is
+        recorded before the slot is given back, so that no input starts past the budget."""
+        tries = _Tries(attempts, estimate=_estimate(request))
+        hold = self.spec.max_cost is not None
+        while True:
+            async with self.slots:
+                if self.stopping is not None and tries.tried == 0:
                     if self.ledger is not None:
                         await self.ledger.release(key)
                     result = self._not_started(index, key, label)
                     self._finish(result)
                     return result
-                sent_at = await self.limiter.acquire(estimate)
-                tried += 1
+                sent_at = await self.limiter.acquire(tries.estimate)
+                tries.tried += 1
+                self.summary.in_flight += 1
+                outcome: Extracted[Any] | Exception
                 try:
-                    extracted: Extracted[Any] = await self.call(request)
-                except Error as error:
-                    record = _record_of(error)
-                    if isinstance(error, RateLimitedError):
-                        # A rate limit slows the run; it is not the input's failure.
-                        limited += 1
-                        tried -= 1
-                    if (
-                        error.retryable
-                        and not isinstance(error, ExtractionError)
-                        and tried < spec.max_attempts
-                        and limited <= _MAX_RATE_LIMITED
-                        and self.stopping is None
-                    ):
-                        if record is not None and record.passes:
-                            spent.append(record)
-                        await self._wait_after(error, tried, sent_at)
-                        attempts = (
-                            await self.ledger.again(key) if self.ledger is not None else tried + 1
-                        )
-                        continue
-                    return await self._record_failure(
-                        index, key, label, error, record, attempts, began, spent
+                    outcome = await self.call(request)
+                except Exception as failed:  # provider errors, and the caller's own code's
+                    outcome = failed
+                finally:
+                    self.summary.in_flight -= 1
+                if hold:
+                    concluded = await self._conclude(
+                        index, key, label, outcome, tries, began, sent_at
                     )
-                except Exception as error:  # a failure of the caller's own provider code
-                    return await self._record_failure(
-                        index, key, label, error, None, attempts, began, spent
-                    )
-                usage = extracted.metadata.usage
-                self.limiter.spent(estimate, None if usage is None else usage.total_tokens)
-                return await self._record_success(
-                    index, key, label, extracted, attempts, began, spent
+            if not hold:
+                concluded = await self._conclude(index, key, label, outcome, tries, began, sent_at)
+            if concluded is not None:
+                return concluded
+
+    async def _conclude(
+        self,
+        index: int,
+        key: str,
+        label: str,
+        outcome: Extracted[Any] | Exception,
+        tries: _Tries,
+        began: float,
+        sent_at: float,
+    ) -> BatchResult[Any] | None:
+        """Record how a call ended, or wait and count another attempt (`None`: send again)."""
+        spent = tries.spent
+        if isinstance(outcome, Error):
+            record = _record_of(outcome)
+            if isinstance(outcome, RateLimitedError):
+                # A rate limit slows the run; it is not the input's failure.
+                tries.limited += 1
+                tries.tried -= 1
+            if (
+                outcome.retryable
+                and not isinstance(outcome, ExtractionError)
+                and tries.tried < self.spec.max_attempts
+                and tries.limited <= _MAX_RATE_LIMITED
+                and self.stopping is None
+            ):
+                if record is not None and record.passes:
+                    spent.append(record)
+                await self._wait_after(outcome, tries.tried, sent_at)
+                tries.attempts = (
+                    await self.ledger.again(key) if self.ledger is not None else tries.tried + 1
                 )
-        finally:
-            self.summary.in_flight -= 1
+                return None
+            return await self._record_failure(
+                index, key, label, outcome, record, tries.attempts, began, spent
+            )
+        if isinstance(outcome, Exception):
+            return await self._record_failure(
+                index, key, label, outcome, None, tries.attempts, began, spent
+            )
+        usage = outcome.metadata.usage
+        self.limiter.spent(tries.estimate, None if usage is None else usage.total_tokens)
+        return await self._record_success(index, key, label, outcome, tries.attempts, began, spent)
 
     async def _wait_after(self, error: Error, tried: int, sent_at: float) -> None:
         if isinstance(error, RateLimitedError):
@@ -855,6 +865,19 @@ class _Runner:
             True,
             spent,
         )
+
+
+@dataclass(slots=True)
+class _Tries:
+    """One input's sends so far: its recorded attempts, the sends of this run (a rate limit
+    not counted), the rate limits met, and the records of attempts that failed after
+    paying for passes."""
+
+    attempts: int
+    estimate: int
+    tried: int = 0
+    limited: int = 0
+    spent: list[ExtractionMetadata] = field(default_factory=list)
 
 
 def _estimate(request: ChatRequest) -> int:
