@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 from allama.adapters._jobs import (
@@ -23,6 +22,7 @@ from allama.adapters._jobs import (
     get,
     json_of,
     post,
+    seconds_of,
 )
 
 _KINDS = {
@@ -99,15 +99,6 @@ class AnthropicJobs:
         yield post(target, f"{target.base_url}/messages/batches/{job_id}/cancel", {})
 
 
-def _seconds(stamp: Any) -> float | None:
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def _state(job: dict[str, Any]) -> JobState:
     status = str(job.get("processing_status"))
     counts = {k: int(v) for k, v in (job.get("request_counts") or {}).items() if isinstance(v, int)}
@@ -127,7 +118,7 @@ def _state(job: dict[str, Any]) -> JobState:
         outcome=outcome,
         counts=counts,
         results=job.get("results_url"),
-        created_at=_seconds(job.get("created_at")),
+        created_at=seconds_of(job.get("created_at")),
         total=sum(counts.values()) if counts else None,
     )
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,6 +23,7 @@ from allama.adapters._jobs import (
     get,
     json_of,
     post,
+    seconds_of,
 )
 
 INLINE_BYTES = 19_000_000
@@ -171,15 +171,6 @@ class GeminiJobs:
         yield post(target, f"{target.base_url}/{job_id}:cancel", {})
 
 
-def _seconds(stamp: Any) -> float | None:
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def _state(job: dict[str, Any]) -> JobState:
     metadata = job.get("metadata") or {}
     status = str(metadata.get("state") or "BATCH_STATE_UNSPECIFIED")
@@ -201,7 +192,7 @@ def _state(job: dict[str, Any]) -> JobState:
         else f"{error.get('status') or error.get('code')}: {error.get('message')}",
         results=output,
         tag=metadata.get("displayName"),
-        created_at=_seconds(metadata.get("createTime")),
+        created_at=seconds_of(metadata.get("createTime")),
         total=counts.get("requestCount"),
     )
 
