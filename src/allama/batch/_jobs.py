@@ -142,13 +142,7 @@ class JobRunner(_Runner):
                 await asyncio.gather(*self.live, return_exceptions=True)
             raise
         finally:
-            self.summary.ended = time.monotonic()
-            self.summary.waited = self.limiter.waited
-            self.summary.slowdowns = self.limiter.slowdowns
-            self.summary.stopped = self.stopping
-            self.ledger.close()
-            self.book.end(self.stopping)
-            self.book.close()
+            self._wrap_up()
 
     async def _intake(self) -> dict[str, list[_Item]]:
         """Every input built, keyed and claimed; those in a job of an earlier run are
@@ -364,7 +358,9 @@ class JobRunner(_Runner):
         whose submission was cut off, and leave those a live run is working on."""
         assert self.book is not None
         rows = {job.tag: job for job in self.book.jobs()}
-        for tag, items in waiting.items():
+        found = list(waiting.items())
+        while found:
+            tag, items = found.pop(0)
             row = rows.get(tag)
             if row is None or self.book.job_alive(row):
                 self._elsewhere(items, tag)
@@ -375,10 +371,11 @@ class JobRunner(_Runner):
                 if job_id is None:
                     # Never reached the provider: its inputs are sent as new.
                     self.book.job_not_submitted(tag, "the submission did not reach the provider")
+                    meanwhile: dict[str, list[_Item]] = {}  # in a job another run sent since
                     for item in items:
-                        claim = await self._claim_again(item)
-                        if claim and await self._start(item):
-                            self._route(item, follow_up=bool(item.log))
+                        await self._claim(item, meanwhile)
+                    rows = {job.tag: job for job in self.book.jobs()}
+                    found.extend(meanwhile.items())
                     continue
                 self.book.job_submitted(tag, job_id)
             if not self.book.take_job(tag):
@@ -409,16 +406,6 @@ class JobRunner(_Runner):
                 f"the ledger, and it cannot be found: {error}. Cancel the duplicate at the "
                 "provider, or delete the job's row to submit again"
             ) from None
-
-    async def _claim_again(self, item: _Item) -> bool:
-        assert self.ledger is not None
-        claim = await self.ledger.claim(item.key, item.index, item.label)
-        item.attempts = claim.attempts
-        if not claim.granted:
-            if claim.row is not None and claim.row.status in (Status.DONE, Status.FAILED):
-                self._finish(self._from_ledger(item.index, item.label, claim.row))
-            return False
-        return True
 
     # Polling and collecting
 

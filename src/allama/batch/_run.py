@@ -551,14 +551,18 @@ class _Runner:
                 await asyncio.gather(*tasks, return_exceptions=True)
             raise
         finally:
-            self.summary.ended = time.monotonic()
-            self.summary.waited = self.limiter.waited
-            self.summary.slowdowns = self.limiter.slowdowns
-            self.summary.stopped = self.stopping
-            if self.ledger is not None and self.book is not None:
-                self.ledger.close()
-                self.book.end(self.stopping)
-                self.book.close()
+            self._wrap_up()
+
+    def _wrap_up(self) -> None:
+        """The run's end in its summary and its ledger (what it holds in flight: pending)."""
+        self.summary.ended = time.monotonic()
+        self.summary.waited = self.limiter.waited
+        self.summary.slowdowns = self.limiter.slowdowns
+        self.summary.stopped = self.stopping
+        if self.ledger is not None and self.book is not None:
+            self.ledger.close()
+            self.book.end(self.stopping)
+            self.book.close()
 
     def stop(self, reason: str) -> None:
         if self.stopping is None:
