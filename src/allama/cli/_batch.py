@@ -259,6 +259,12 @@ def batch_command(args: argparse.Namespace) -> int:
         if args.batch_command == "cancel":
             return _cancel(args)
         return _export(args)
+    except _Usage as error:
+        _say(args.batch_command, str(error))
+        return EXIT_USAGE
+    except _Failed as error:
+        _say(args.batch_command, str(error))
+        return EXIT_FAILED
     except KeyboardInterrupt:  # before a run started, or while status or export read
         return EXIT_INTERRUPTED
 
@@ -328,14 +334,7 @@ def _say(command: str, message: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    try:
-        prepared = _prepare(args)
-    except _Usage as error:
-        _say("run", str(error))
-        return EXIT_USAGE
-    except _Failed as error:
-        _say("run", str(error))
-        return EXIT_FAILED
+    prepared = _prepare(args)
     with contextlib.closing(prepared.provider):
         return _execute(args, prepared)
 
@@ -632,7 +631,7 @@ def _stop_starting(run: Any, reason: str) -> None:
 # allama batch status and export
 
 
-def _open_ledger(command: str, path: str) -> Any:
+def _open_ledger(path: str) -> Any:
     """The ledger at `path`, opened for reading (it is never created or changed here)."""
     from allama.batch._ledger import Ledger, LedgerError
 
@@ -645,14 +644,7 @@ def _open_ledger(command: str, path: str) -> Any:
 
 
 def _status(args: argparse.Namespace) -> int:
-    try:
-        ledger = _open_ledger("status", args.ledger)
-    except _Usage as error:
-        _say("status", str(error))
-        return EXIT_USAGE
-    except _Failed as error:
-        _say("status", str(error))
-        return EXIT_FAILED
+    ledger = _open_ledger(args.ledger)
     try:
         report = ledger_status(ledger)
         if not args.no_poll:
@@ -694,14 +686,7 @@ def _cancel(args: argparse.Namespace) -> int:
 
     from allama.batch._jobs import cancel_jobs
 
-    try:
-        _open_ledger("cancel", args.ledger).close()
-    except _Usage as error:
-        _say("cancel", str(error))
-        return EXIT_USAGE
-    except _Failed as error:
-        _say("cancel", str(error))
-        return EXIT_FAILED
+    _open_ledger(args.ledger).close()  # a ledger, or the usage error that says it is not
     try:
         asked = asyncio.run(cancel_jobs(args.ledger))
     except Exception as error:
@@ -860,14 +845,7 @@ def _iso(seconds: float) -> str:
 
 
 def _export(args: argparse.Namespace) -> int:
-    try:
-        ledger = _open_ledger("export", args.ledger)
-    except _Usage as error:
-        _say("export", str(error))
-        return EXIT_USAGE
-    except _Failed as error:
-        _say("export", str(error))
-        return EXIT_FAILED
+    ledger = _open_ledger(args.ledger)
     try:
         rows = list(ledger.rows("failed" if args.failed else "done"))
     finally:
