@@ -15,7 +15,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -243,16 +243,37 @@ def test_a_row_is_the_live_call_and_gets_the_live_record_at_batch_prices(
 # Stopped, killed or cut off between submission and collection
 
 
-def _stop_when(run: Any, ready: Any) -> threading.Thread:
+def _run_until(
+    provider: Any,
+    model: str,
+    docs: list[str],
+    ledger: Path,
+    ready: Callable[[], bool],
+    **options: Any,
+) -> tuple[BatchRun[Doc], list[BatchResult[Doc]]]:
+    """A provider-batch run stopped (as Ctrl-C stops it) once `ready()`, and its results."""
+    settings: dict[str, Any] = {"poll_interval": 0.001, "backoff": 0.001, **options}
+    run: BatchRun[Doc] = allama.batch(
+        provider,
+        Doc,
+        docs,
+        request=allama.ChatRequest(model).system("Read the number."),
+        ledger=ledger,
+        provider_batch=True,
+        **settings,
+    )
+
     def watch() -> None:
         deadline = time.monotonic() + 10
         while not ready() and time.monotonic() < deadline:
             time.sleep(0.002)
         run.stop("stopped by the test")
 
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    results = sorted(run, key=lambda result: result.index)
+    watcher.join()
+    return run, results
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -262,18 +283,9 @@ def test_a_run_stopped_while_its_job_runs_is_collected_by_the_next_once(
     provider, model = _provider(server, family)
     ledger = tmp_path / "stopped.sqlite"
     server.hold = True
-    run: BatchRun[Doc] = allama.batch(
-        provider,
-        Doc,
-        _docs(20),
-        request=allama.ChatRequest(model).system("Read the number."),
-        ledger=ledger,
-        provider_batch=True,
-        poll_interval=0.001,
+    run, first = _run_until(
+        provider, model, _docs(20), ledger, lambda: any(job.polls for job in server.jobs)
     )
-    watcher = _stop_when(run, lambda: any(job.polls for job in server.jobs))
-    first = list(run)
-    watcher.join()
     assert {r.failure.kind for r in first if r.failure} == {"in_provider_job"}
     assert run.summary.in_jobs == 20 and run.summary.failed == 0
     assert "20 in provider batch jobs" in run.summary.lines()[0]
@@ -290,6 +302,11 @@ def test_a_run_stopped_while_its_job_runs_is_collected_by_the_next_once(
     assert len([job for job in server.jobs if job.family == family]) == 2  # + the follow-up
 
 
+def _dies_before_the_id_is_recorded(self: Ledger, tag: str, job_id: str) -> None:
+    """`Ledger.job_submitted` in a process that dies after the job reached the provider."""
+    raise RuntimeError("the process died here")
+
+
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_a_submission_cut_off_before_its_id_was_recorded_is_found_not_sent_again(
     server: ProviderBatchServer, tmp_path: Path, family: str, monkeypatch: pytest.MonkeyPatch
@@ -298,10 +315,7 @@ def test_a_submission_cut_off_before_its_id_was_recorded_is_found_not_sent_again
     ledger = tmp_path / "cut.sqlite"
     recorded = Ledger.job_submitted
 
-    def killed(self: Ledger, tag: str, job_id: str) -> None:
-        raise RuntimeError("the process died here")
-
-    monkeypatch.setattr(Ledger, "job_submitted", killed)
+    monkeypatch.setattr(Ledger, "job_submitted", _dies_before_the_id_is_recorded)
     with pytest.raises(RuntimeError, match="died here"):
         _run(provider, model, _docs(10), ledger)
     assert len(server.jobs) == 1  # it reached the provider; its id did not reach the ledger
@@ -340,16 +354,6 @@ def test_a_follow_up_job_picks_up_the_extraction_where_it_was(
 ) -> None:
     provider, model = _provider(server, "gemini")
     ledger = tmp_path / "follow.sqlite"
-    run: BatchRun[Doc] = allama.batch(
-        provider,
-        Doc,
-        _docs(10),
-        request=allama.ChatRequest(model).system("Read the number."),
-        ledger=ledger,
-        provider_batch=True,
-        poll_interval=0.05,
-        extractor=allama.Extractor(retries=1),
-    )
 
     def second_job_submitted() -> bool:
         if len(server.jobs) >= 2:
@@ -357,9 +361,15 @@ def test_a_follow_up_job_picks_up_the_extraction_where_it_was(
             return True
         return False
 
-    watcher = _stop_when(run, second_job_submitted)
-    first = sorted(run, key=lambda r: r.index)
-    watcher.join()
+    _, first = _run_until(
+        provider,
+        model,
+        _docs(10),
+        ledger,
+        second_job_submitted,
+        poll_interval=0.05,
+        extractor=allama.Extractor(retries=1),
+    )
     assert [r.index for r in first if r.failure and r.failure.kind == "in_provider_job"] == [7]
     follow_up = server.jobs[1]
     [body] = follow_up.bodies
@@ -445,18 +455,7 @@ def test_cancelled_jobs_fail_their_unrun_rows_and_send_nothing_again(
     provider, model = _provider(server, "anthropic")
     ledger = tmp_path / "cancelled.sqlite"
     server.hold = True
-    run: BatchRun[Doc] = allama.batch(
-        provider,
-        Doc,
-        _docs(5),
-        request=allama.ChatRequest(model).system("Read the number."),
-        ledger=ledger,
-        provider_batch=True,
-        poll_interval=0.001,
-    )
-    watcher = _stop_when(run, lambda: bool(server.jobs))
-    list(run)
-    watcher.join()
+    _run_until(provider, model, _docs(5), ledger, lambda: bool(server.jobs))
     asked = asyncio.run(cancel_jobs(str(ledger), provider))
     assert asked == [server.jobs[0].id]
     assert server.jobs[0].cancel_requested
@@ -694,18 +693,7 @@ def test_the_cancel_command_cancels_the_jobs_that_have_not_ended(
     provider, model = _provider(server, "anthropic")
     ledger = tmp_path / "cancel.sqlite"
     server.hold = True
-    run: BatchRun[Doc] = allama.batch(
-        provider,
-        Doc,
-        _docs(4),
-        request=allama.ChatRequest(model).system("Read the number."),
-        ledger=ledger,
-        provider_batch=True,
-        poll_interval=0.001,
-    )
-    watcher = _stop_when(run, lambda: bool(server.jobs))
-    list(run)
-    watcher.join()
+    _run_until(provider, model, _docs(4), ledger, lambda: bool(server.jobs))
     assert main(["batch", "cancel", str(ledger)]) == 0
     assert capsys.readouterr().out == (
         f"cancel requested: {server.jobs[0].id} (the next `allama batch run` collects what "
@@ -752,18 +740,7 @@ def test_a_job_the_provider_no_longer_knows_has_its_rows_sent_again(
     numbers = _clean(4)
     docs = [f"doc {n}" for n in numbers]
     server.hold = True
-    run: BatchRun[Doc] = allama.batch(
-        provider,
-        Doc,
-        docs,
-        request=allama.ChatRequest(model).system("Read the number."),
-        ledger=ledger,
-        provider_batch=True,
-        poll_interval=0.001,
-    )
-    watcher = _stop_when(run, lambda: any(job.polls for job in server.jobs))
-    list(run)
-    watcher.join()
+    _run_until(provider, model, docs, ledger, lambda: any(job.polls for job in server.jobs))
     with server.lock:
         lost = server.jobs.pop()  # deleted at the provider: reading it answers 404
     server.hold = False
@@ -801,10 +778,7 @@ def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
     ledger = tmp_path / "ambiguous.sqlite"
     recorded = Ledger.job_submitted
 
-    def killed(self: Ledger, tag: str, job_id: str) -> None:
-        raise RuntimeError("the process died here")
-
-    monkeypatch.setattr(Ledger, "job_submitted", killed)
+    monkeypatch.setattr(Ledger, "job_submitted", _dies_before_the_id_is_recorded)
     with pytest.raises(RuntimeError):
         _run(provider, model, _docs(3), ledger)
     # Another batch of the same size, created meanwhile by someone else.
@@ -827,18 +801,7 @@ def test_a_live_run_leaves_inputs_in_a_provider_job_to_a_provider_batch_run(
     provider, model = _provider(server, "openai-chat")
     ledger = tmp_path / "mixed.sqlite"
     server.hold = True
-    run: BatchRun[Doc] = allama.batch(
-        provider,
-        Doc,
-        _docs(3),
-        request=allama.ChatRequest(model).system("Read the number."),
-        ledger=ledger,
-        provider_batch=True,
-        poll_interval=0.001,
-    )
-    watcher = _stop_when(run, lambda: bool(server.jobs))
-    list(run)
-    watcher.join()
+    _run_until(provider, model, _docs(3), ledger, lambda: bool(server.jobs))
     live: BatchRun[Doc] = allama.batch(
         provider,
         Doc,
