@@ -53,6 +53,18 @@ class Table(BaseModel):
     rows: list[Flat]
 
 
+class Line(BaseModel):
+    """Every field required: a valid row keeps as many keys as it has fields."""
+
+    id: int
+    name: str
+    price: float
+
+
+class Sheet(BaseModel):
+    lines: list[Line]
+
+
 class Catalog(BaseModel):
     title: str
     rows: list[Row]
@@ -135,6 +147,19 @@ TYPES: list[tuple[Any, list[Any]]] = [
                     {"id": 3, "name": "c", "price": 1e300},
                 ]
             }
+        ],
+    ),
+    (
+        Sheet,
+        [
+            {
+                "lines": [
+                    {"id": 1, "name": "a", "price": 1.5},
+                    {"id": 2, "name": "at 10:30", "price": 2},
+                    {"id": 3, "name": "c", "price": 1e300},
+                ]
+            },
+            {"lines": [{"id": 1, "name": "a", "price": 0.5}]},
         ],
     ),
     (
@@ -239,6 +264,10 @@ def test_a_plain_answer_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
         for reject in (False, True):
             result = check(raw, schema.adapter, schema.schema, reject)
             assert isinstance(result, Catalog), result
+    sheet = type_schema(Sheet)
+    lines = {"lines": [{"id": n, "name": f"line {n}", "price": n / 2} for n in range(50)]}
+    for raw in (json.dumps(lines), json.dumps(lines, indent=2)):
+        assert isinstance(check(raw, sheet.adapter, sheet.schema, True), Sheet)
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from pydantic_core import from_json
 from allama.extract._kept import kept_keys
 from allama.schema._undeclared import format_path
 
-__all__ = ["NotJsonError", "loads", "written_keys"]
+__all__ = ["NotJsonError", "keys_all_kept", "loads", "written_keys"]
 
 
 class NotJsonError(ValueError):
@@ -44,20 +44,26 @@ def loads(raw: str) -> Any:
         if located is not None:
             raise located from None
         return json.loads(raw)
-    if not _keys_all_distinct(raw, value):
+    if not keys_all_kept(raw, kept_keys(value)):
         located = _first_non_json(raw)
         if located is not None:
             raise located
     return value
 
 
-def _keys_all_distinct(raw: str, value: Any) -> bool:
-    """Whether every key the text writes is one the value kept (a duplicate key is written
-    twice and kept once) and every float is finite (a number too large for a float reads as
-    infinity). When the count in the text is not sure, this says no: the slow reader
-    decides."""
+def keys_all_kept(raw: str, kept: int) -> bool:
+    """Whether the JSON text `raw` writes exactly the `kept` keys its value kept (a duplicate
+    key is written twice and kept once; `NOT_FINITE`, a float that is not finite, is never
+    a match). When the count in the text is not sure, this says no: the slow reader decides.
+
+    Every key is followed by one colon, so a text with as many colons as kept keys writes
+    no key twice (each kept key was written, and no colon is left for another): one count,
+    the usual answer. Colons inside strings (times, addresses) send it to the closer count.
+    """
+    if raw.count(":") == kept:
+        return True
     written = written_keys(raw)
-    return written is not None and written == kept_keys(value)
+    return written is not None and written == kept
 
 
 def written_keys(raw: str) -> int | None:

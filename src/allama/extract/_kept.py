@@ -5,8 +5,9 @@ it is finite. Compared with the keys the text wrote, the count tells a duplicate
 Models are walked by what their fields can hold, worked out once per class: a field that
 holds only scalars is not visited, a float field is checked for `NaN` and infinity. A list
 of models of one class whose fields hold only scalars (the usual shape of a long answer) is
-counted by C loops: the sizes of their fields-set, and the sum of each float field (a sum
-is finite only when every term is, or it overflowed, which is then checked item by item).
+counted by C loops: the sizes of their fields-set (or, when every field is required, the
+number of fields for each row), and the sum of each float field (a sum is finite only when
+every term is, or it overflowed, which is then checked item by item).
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ class _Fields:
     """Fields that may hold containers, models or anything: walked into."""
     flat: bool
     """No inner fields and no extra keys allowed: the model is a row of scalars."""
+    width: int | None
+    """The keys every validated instance keeps, when all its fields are required (a valid
+    row set them all); `None` when some field has a default."""
 
 
 _MODELS: dict[type, _Fields] = {}
@@ -99,12 +103,14 @@ def _fields(cls: type[BaseModel]) -> _Fields:
             elif kind == "inner":
                 inner.append(name)
         flat = not inner and cls.model_config.get("extra") != "allow"
+        required = all(info.is_required() for info in cls.model_fields.values())
         found = _MODELS[cls] = _Fields(
             floats=tuple(floats),
             plain_floats=tuple(attrgetter(name) for name in plain),
             loose_floats=tuple(name for name in floats if name not in plain),
             inner=tuple(inner),
             flat=flat,
+            width=len(cls.model_fields) if required else None,
         )
     return found
 
@@ -119,7 +125,8 @@ def _finite(number: Any) -> bool:
 
 def _rows(items: list[Any], shape: _Fields) -> int:
     """Keys kept by a list of flat models of one class, or `NOT_FINITE`."""
-    count = sum(map(len, map(_FIELDS_SET, items)))
+    width = shape.width
+    count = len(items) * width if width is not None else sum(map(len, map(_FIELDS_SET, items)))
     for getter in shape.plain_floats:
         total = sum(map(getter, items))
         # `total - total` is not zero when some term is not finite, or the sum overflowed

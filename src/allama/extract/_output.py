@@ -6,12 +6,13 @@ sure to give what the careful reading would: the text is strict JSON, nothing in
 the strict-null normalisation, and no key is one the type ignores. Each of those is checked
 cheaply, from the type and from the text:
 
-- A duplicate key is written twice and kept once: the keys the text writes (counted by the
-  `":` that ends each one, where that count is sure) must equal the keys the validated value
-  kept (a model's fields set, a dict's keys). The same walk of the value finds a `NaN` or an
-  infinity (what `NaN`, `Infinity` or an overflowing number reads as) in any float. The
-  count is only trusted for types whose validation keeps every key it reads and invents
-  none: no validator functions, dataclasses, root models or JSON-in-a-string fields.
+- A duplicate key is written twice and kept once: the keys the text writes (counted by its
+  colons, or where some are in strings by the `":` that ends each key, where that count is
+  sure) must equal the keys the validated value kept (a model's fields set, a dict's keys).
+  The same walk of the value finds a `NaN` or an infinity (what `NaN`, `Infinity` or an
+  overflowing number reads as) in any float. The count is only trusted for types whose
+  validation keeps every key it reads and invents none: no validator functions,
+  dataclasses, root models or JSON-in-a-string fields.
 - Undeclared keys are rejected by validating with `extra="forbid"` (which the walk agrees
   with wherever validation succeeds); any failure goes to the careful reading, which words
   the answer.
@@ -27,7 +28,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from allama.extract._json import written_keys
+from allama.extract._json import keys_all_kept
 from allama.extract._kept import kept_keys
 from allama.schema._nulls import may_hold_stand_in_nulls
 from allama.schema._types import derived
@@ -85,14 +86,11 @@ class OutputPlan:
             extra = "forbid"
         if not self.counted:
             return CAREFUL
-        written = written_keys(raw)
-        if written is None:
-            return CAREFUL
         try:
             value = adapter.validate_json(raw, strict=True, extra=extra)
         except ValueError:  # a `ValidationError`: the careful reading says why
             return CAREFUL
-        if kept_keys(value) != written:
+        if not keys_all_kept(raw, kept_keys(value)):
             return CAREFUL
         return value
 

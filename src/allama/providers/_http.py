@@ -46,6 +46,8 @@ else:
 __all__ = ["HttpProvider", "OpenAICompatibleProvider"]
 
 _REDACTED = "<redacted>"
+_CAPABILITY_ANSWERS = 4096
+"""How many (model, capability) answers a provider keeps before starting over."""
 
 
 def _bare_host(url: str, host_suffix: str) -> bool:
@@ -200,6 +202,9 @@ class HttpProvider:
         self._adapter: Adapter = load_adapter(preset.dialect)(
             preset.name, self._profile, capabilities
         )
+        # The adapter's answers depend on the model and the question alone; every extraction
+        # asks several, so each is worked out once.
+        self._capabilities: dict[tuple[str, ChatCapability], CapabilitySupport] = {}
         env_version = os.environ.get(preset.api_version_env) if preset.api_version_env else None
         version = api_version or env_version or preset.api_version
         self._query = (
@@ -281,7 +286,14 @@ class HttpProvider:
     # Capabilities and validation
 
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
-        return self._adapter.capability(model, capability)
+        known = self._capabilities
+        support = known.get((model, capability))
+        if support is None:
+            support = self._adapter.capability(model, capability)
+            if len(known) >= _CAPABILITY_ANSWERS:
+                known.clear()
+            known[model, capability] = support
+        return support
 
     def validate_chat_request(
         self, request: ChatRequest, *, stream: bool = False

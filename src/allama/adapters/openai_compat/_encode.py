@@ -10,6 +10,7 @@ it: `response_format` for a response format, `tools` for a strict tool.
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -52,8 +53,10 @@ has no name for (`request.with_option_json("openai_compat", {"top_k": 40})`)."""
 _NAME = re.compile(r"[^a-zA-Z0-9_-]")
 
 
+@functools.lru_cache(maxsize=1024)
 def schema_name(name: str | None) -> str:
-    """A response-format name the wire accepts (`[a-zA-Z0-9_-]{1,64}`)."""
+    """A response-format name the wire accepts (`[a-zA-Z0-9_-]{1,64}`); a type's name is
+    cleaned once, not on every call."""
     cleaned = _NAME.sub("_", name or "")[:64]
     return cleaned or "response"
 
