@@ -247,6 +247,36 @@ def test_two_runs_on_one_ledger_at_once_stay_consistent(tmp_path: Path) -> None:
         server.stop()
 
 
+def test_runs_opening_one_new_ledger_at_once_all_open_it(tmp_path: Path) -> None:
+    # Each opener makes the tables and adds the newer columns; at once, they take turns
+    # (they used to add the same column twice, and the second run failed to start).
+    import threading
+
+    for trial in range(10):
+        path = tmp_path / f"new-{trial}.sqlite"
+        start = threading.Barrier(4)
+        errors: list[BaseException] = []
+
+        def open_it(
+            path: Path = path,
+            start: threading.Barrier = start,
+            errors: list[BaseException] = errors,
+        ) -> None:
+            start.wait()
+            try:
+                Ledger(path, settings={"run": "x"}).close()
+            except BaseException as error:
+                errors.append(error)
+
+        openers = [threading.Thread(target=open_it) for _ in range(4)]
+        for opener in openers:
+            opener.start()
+        for opener in openers:
+            opener.join()
+        assert errors == []
+        assert len(Ledger(path, read_only=True).runs()) == 4
+
+
 def test_extractor_settings_apply_to_every_input(server: BatchServer) -> None:
     results = list(
         allama.batch(

@@ -242,38 +242,51 @@ class Ledger:
         with self._lock:
             db = self._connection
             db.execute("PRAGMA busy_timeout = 60000")
-            db.execute("PRAGMA journal_mode = WAL")
+            _while_locked(lambda: db.execute("PRAGMA journal_mode = WAL"))
             db.execute("PRAGMA synchronous = NORMAL")
-            db.executescript(_SCHEMA)
-            columns = {row[1] for row in db.execute("PRAGMA table_info(items)")}
-            for name, kind in _ADDED_COLUMNS:
-                if name not in columns:
-                    db.execute(f"ALTER TABLE items ADD COLUMN {name} {kind}")
+            # Made or upgraded in one transaction: runs that open a new (or an older) ledger
+            # at once take turns, rather than each adding the same column.
+            db.executescript("BEGIN IMMEDIATE;" + _SCHEMA)
+            try:
+                self._upgrade_and_register(settings)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def _upgrade_and_register(self, settings: dict[str, Any] | None) -> None:
+        """Within the opening transaction: columns added by later versions, the schema's
+        version, and this run."""
+        db = self._connection
+        columns = {row[1] for row in db.execute("PRAGMA table_info(items)")}
+        for name, kind in _ADDED_COLUMNS:
+            if name not in columns:
+                db.execute(f"ALTER TABLE items ADD COLUMN {name} {kind}")
+        db.execute(
+            "UPDATE meta SET value = ? WHERE name = 'schema_version' AND CAST(value AS "
+            "INTEGER) < ?",
+            (str(SCHEMA_VERSION), SCHEMA_VERSION),
+        )
+        db.execute(
+            "INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', ?)",
+            (str(SCHEMA_VERSION),),
+        )
+        if settings is not None:
+            now = time.time()
             db.execute(
-                "UPDATE meta SET value = ? WHERE name = 'schema_version' AND CAST(value AS "
-                "INTEGER) < ?",
-                (str(SCHEMA_VERSION), SCHEMA_VERSION),
+                "INSERT INTO runs (run_id, host, pid, pid_started, started_at, heartbeat, "
+                "settings) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    self.run_id,
+                    self._host,
+                    self._pid,
+                    _process_started(self._pid),
+                    now,
+                    now,
+                    json.dumps(settings, sort_keys=True, default=str),
+                ),
             )
-            db.execute(
-                "INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
-            if settings is not None:
-                now = time.time()
-                db.execute(
-                    "INSERT INTO runs (run_id, host, pid, pid_started, started_at, heartbeat, "
-                    "settings) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        self.run_id,
-                        self._host,
-                        self._pid,
-                        _process_started(self._pid),
-                        now,
-                        now,
-                        json.dumps(settings, sort_keys=True, default=str),
-                    ),
-                )
-                self._last_beat = now
+            self._last_beat = now
 
     # Writing
 
@@ -295,6 +308,15 @@ class Ledger:
     def _claim(self, key: str, position: int, label: str | None) -> Claim:
         self._heartbeat()
         db = self._connection
+        # An input the ledger has never seen (every input of a first run) is claimed by one
+        # statement; one it knows is looked at first.
+        inserted = db.execute(
+            "INSERT INTO items (key, position, label, status, attempts, run_id, claimed_at) "
+            "VALUES (?, ?, ?, ?, 1, ?, ?) ON CONFLICT (key) DO NOTHING",
+            (key, position, label, Status.IN_FLIGHT, self.run_id, time.time()),
+        )
+        if inserted.rowcount == 1:
+            return Claim(True, 1, None)
         found = db.execute(self._select + " WHERE key = ?", (key,)).fetchone()
         row = _row(found) if found is not None else None
         if row is not None:
@@ -675,6 +697,23 @@ _SELECT = (
 
 _SELECT_V1 = _SELECT.replace("job, log", "NULL, NULL")
 """A ledger written before provider batch jobs, read as it is."""
+
+
+def _while_locked(statement: Callable[[], Any], limit: float = 60.0) -> Any:
+    """Run `statement`, again while another connection holds the lock it needs. SQLite
+    answers some statements (switching to WAL while another run opens the same new ledger)
+    with `database is locked` at once, without waiting, where waiting could deadlock."""
+    deadline = time.monotonic() + limit
+    pause = 0.005
+    while True:
+        try:
+            return statement()
+        except sqlite3.OperationalError as error:
+            locked = "locked" in str(error) or "busy" in str(error)
+            if not locked or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.25)
 
 
 def _row(raw: tuple[Any, ...]) -> LedgerRow:

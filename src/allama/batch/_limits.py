@@ -64,6 +64,11 @@ class RateLimiter:
         return max(0.0, self._paused_until - self._clock())
 
     @property
+    def counts_tokens(self) -> bool:
+        """Whether a request's tokens matter here (a tokens-per-minute limit is set)."""
+        return self._tpm is not None
+
+    @property
     def rpm_in_force(self) -> float | None:
         return None if self._rpm is None else self._rpm * self._scale
 

@@ -687,7 +687,7 @@ class _Runner:
         The slot is held for the call alone: recording the outcome (a ledger commit) and
         waiting before a retry leave it to the next input. Under a budget the outcome is
         recorded before the slot is given back, so that no input starts past the budget."""
-        tries = _Tries(attempts, estimate=_estimate(request))
+        tries = _Tries(attempts, estimate=_estimate(request) if self.limiter.counts_tokens else 0)
         hold = self.spec.max_cost is not None
         while True:
             async with self.slots:
