@@ -167,6 +167,17 @@ def test_building_a_provider_loads_no_model_and_no_other_subsystem() -> None:
         assert not any(name == module or name.startswith(module + ".") for name in loaded), module
 
 
+def test_a_sync_program_building_a_provider_does_not_load_asyncio() -> None:
+    # httpx2's sync client does not need it, and it costs about 30 ms to import.
+    loaded = _run(
+        "import httpx2\n"
+        "httpx2.Client()\n"
+        "import allama\n"
+        "allama.provider('openai', api_key='k')\n" + LOADED.format(prefix="m == 'asyncio'")
+    )
+    assert loaded == []
+
+
 def test_building_a_responses_provider_loads_no_model_and_no_encoder() -> None:
     loaded = _run(
         "import allama\n"

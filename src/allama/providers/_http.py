@@ -9,7 +9,6 @@ apart is its adapter (`allama.adapters._adapter.Adapter`).
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import replace
@@ -372,6 +371,8 @@ class HttpProvider:
         tokens = self._tokens
         uses_tokens = not (self._access_token or self._api_key or self._brings_own_auth)
         if tokens is not None and uses_tokens and tokens.current() is None:
+            import asyncio  # here: a sync program never loads it
+
             await asyncio.to_thread(tokens.refresh)
 
     def _prepare(self, request: ChatRequest, *, stream: bool) -> tuple[HttpRequest, list[Warning]]:
