@@ -5,7 +5,9 @@
 The server runs in another process and answers every chat completion after `LATENCY`
 seconds, as a provider would. The floor is what a user writes by hand: a semaphore of the
 same size and one `aextract` per input, no ledger, no retries, no rate limits. The figures
-are wall time (best of `ROUNDS`, the runs in turn so that drift hits all alike), and the
+are wall time (best of `ROUNDS`, the runs in turn so that drift hits all alike), the
+client's CPU time per input (best of the same runs: at 128 in flight the client is
+CPU-bound, and CPU time is less moved by the machine's noise than wall time), and the
 ledger's own cost per input, measured apart: a claim and a finish with a record through the
 run's ledger writer, at the same number in flight (the difference of two whole runs' CPU is
 smaller than their noise here).
@@ -173,30 +175,37 @@ def main() -> None:
     print(f"allama.abatch against asyncio.gather over aextract, server latency {latency}")
     print(
         f"{'in flight':>9} {'inputs':>6} | {'floor s':>8} {'batch s':>8} {'+ledger s':>9} | "
-        f"{'batch/floor':>11} {'ledger/floor':>12} | {'ledger alone µs/input':>21}"
+        f"{'batch/floor':>11} {'ledger/floor':>12} | {'CPU ms/input: floor':>19} "
+        f"{'batch':>6} {'+ledger':>7} | {'ledger alone µs/input':>21}"
     )
     with tempfile.TemporaryDirectory() as folder:
         for concurrency, count in RUNS:
             best: dict[str, list[float]] = {"floor": [], "batch": [], "ledger": []}
+            cpu: dict[str, list[float]] = {"floor": [], "batch": [], "ledger": []}
             for round_ in range(ROUNDS):
                 provider = make_provider(base)
                 docs = documents(count, round_)
-                wall, _ = timed(lambda p=provider, d=docs, c=concurrency: floor(p, d, c))
+                wall, used = timed(lambda p=provider, d=docs, c=concurrency: floor(p, d, c))
                 best["floor"].append(wall)
+                cpu["floor"].append(used)
                 provider = make_provider(base)
-                wall, _ = timed(lambda p=provider, d=docs, c=concurrency: ours(p, d, c, None))
+                wall, used = timed(lambda p=provider, d=docs, c=concurrency: ours(p, d, c, None))
                 best["batch"].append(wall)
+                cpu["batch"].append(used)
                 provider = make_provider(base)
                 ledger = str(Path(folder) / f"ledger-{concurrency}-{round_}.sqlite")
-                wall, _ = timed(
+                wall, used = timed(
                     lambda p=provider, d=docs, c=concurrency, f=ledger: ours(p, d, c, f)
                 )
                 best["ledger"].append(wall)
+                cpu["ledger"].append(used)
             f, b, led = (min(best[k]) for k in ("floor", "batch", "ledger"))
+            fc, bc, lc = (min(cpu[k]) / count * 1e3 for k in ("floor", "batch", "ledger"))
             alone_wall, alone_cpu = ledger_cost(folder, concurrency, 2000)
             print(
                 f"{concurrency:>9} {count:>6} | {f:>8.3f} {b:>8.3f} {led:>9.3f} | "
-                f"{b / f:>11.2f} {led / f:>12.2f} | {alone_wall:>8.0f} wall {alone_cpu:>4.0f} CPU"
+                f"{b / f:>11.2f} {led / f:>12.2f} | {fc:>19.2f} {bc:>6.2f} {lc:>7.2f} | "
+                f"{alone_wall:>8.0f} wall {alone_cpu:>4.0f} CPU"
             )
     server.terminate()
 
