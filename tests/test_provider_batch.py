@@ -80,11 +80,12 @@ def _provider(
     return provider, model
 
 
-def _run(
+def _batch_run(
     provider: Any, model: str, docs: list[str], ledger: Path, **options: Any
-) -> list[BatchResult[Doc]]:
+) -> BatchRun[Doc]:
+    """A provider-batch run of `docs`, polling and backing off at once (the fake is local)."""
     settings: dict[str, Any] = {"poll_interval": 0.001, "backoff": 0.001, **options}
-    run: BatchRun[Doc] = allama.batch(
+    return allama.batch(
         provider,
         Doc,
         docs,
@@ -93,7 +94,12 @@ def _run(
         provider_batch=True,
         **settings,
     )
-    return sorted(run, key=lambda result: result.index)
+
+
+def _run(
+    provider: Any, model: str, docs: list[str], ledger: Path, **options: Any
+) -> list[BatchResult[Doc]]:
+    return sorted(_batch_run(provider, model, docs, ledger, **options), key=lambda r: r.index)
 
 
 def _docs(count: int) -> list[str]:
@@ -252,16 +258,7 @@ def _run_until(
     **options: Any,
 ) -> tuple[BatchRun[Doc], list[BatchResult[Doc]]]:
     """A provider-batch run stopped (as Ctrl-C stops it) once `ready()`, and its results."""
-    settings: dict[str, Any] = {"poll_interval": 0.001, "backoff": 0.001, **options}
-    run: BatchRun[Doc] = allama.batch(
-        provider,
-        Doc,
-        docs,
-        request=allama.ChatRequest(model).system("Read the number."),
-        ledger=ledger,
-        provider_batch=True,
-        **settings,
-    )
+    run = _batch_run(provider, model, docs, ledger, **options)
 
     def watch() -> None:
         deadline = time.monotonic() + 10
