@@ -521,7 +521,6 @@ class _Runner:
         if spec.ledger is not None:
             self.book = Ledger(spec.ledger, settings=spec.settings)
             self.ledger = LedgerWriter(self.book)
-        self.slots = asyncio.Semaphore(spec.concurrency)
         # Inputs wait for a slot as tasks already made (and claimed in the ledger), as many
         # again as are in flight: a slot that frees is taken in the same turn of the loop,
         # where making the next task, or claiming its input, then would leave a connection
