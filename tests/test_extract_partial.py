@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import itertools
 import json
 import sys
@@ -678,3 +679,222 @@ def test_a_snapshot_that_is_kept_never_changes_while_dropped_ones_are_reused() -
     assert all(value.model_dump_json() == dump for value, dump in kept)
     if sys.implementation.name == "cpython":
         assert reused > len(text) // 37 // 2
+
+
+# Rows of a table: an item of a list of flat objects is held as text while it is written
+
+
+class Row(BaseModel):
+    sku: str
+    unit_price: float = Field(alias="unitPrice")
+    count: int
+    when: datetime.date
+    flag: bool | None = None
+    note: str | None = None
+
+
+_TEXT_FIELDS = {"sku", "note"}  # shown while they are written; the others once they end
+_ATTRIBUTES = {"sku": "sku", "unitPrice": "unit_price", "count": "count", "when": "when"}
+_ATTRIBUTES |= {"flag": "flag", "note": "note"}
+
+
+@dataclasses.dataclass
+class _Pair:
+    """Where a pair's value lies in the document, and what kind of JSON value it is."""
+
+    key: str
+    kind: str  # "string", "number" or "literal"
+    start: int
+    end: int
+
+
+@dataclasses.dataclass
+class _Table:
+    document: str
+    rows: list[tuple[int, int, list[_Pair]]]  # `{` and `}` offsets, and the pairs between
+
+
+_row_values = st.fixed_dictionaries(
+    {
+        "sku": _text,
+        "unitPrice": st.floats(allow_nan=False, allow_infinity=False),
+        "count": st.integers(-(10**15), 10**15),
+        "when": st.dates().map(datetime.date.isoformat),
+    },
+    optional={
+        "flag": st.none() | st.booleans(),
+        "note": st.none() | _text,
+        "remark": st.none() | st.integers() | _text,  # a key the model does not have
+    },
+)
+
+
+@st.composite
+def _tables(draw: st.DrawFn) -> _Table:
+    ascii_only = draw(st.booleans())
+    colon = draw(st.sampled_from([":", ": ", " :\n "]))
+    comma = draw(st.sampled_from([",", ", ", ",\n  "]))
+    pad = draw(st.sampled_from(["", " ", "\n "]))
+    document = "["
+    rows: list[tuple[int, int, list[_Pair]]] = []
+    for index, values in enumerate(draw(st.lists(_row_values, min_size=1, max_size=3))):
+        keys = draw(st.permutations(list(values)))
+        if index:
+            document += comma
+        opened = len(document)
+        document += "{" + pad
+        pairs = []
+        for number, key in enumerate(keys):
+            if number:
+                document += comma
+            document += json.dumps(key, ensure_ascii=ascii_only) + colon
+            value = values[key]
+            written = json.dumps(value, ensure_ascii=ascii_only)
+            if isinstance(value, str):
+                kind = "string"
+            elif value is None or isinstance(value, bool):
+                kind = "literal"
+            else:
+                kind = "number"
+            pairs.append(_Pair(key, kind, len(document), len(document) + len(written)))
+            document += written
+        document += pad + "}"
+        rows.append((opened, len(document) - 1, pairs))
+    return _Table(document + "]", rows)
+
+
+def _text_so_far(body: str) -> str:
+    """The decoded part of a string body cut anywhere: the longest prefix that decodes,
+    without a first half of a surrogate pair waiting for its second."""
+    for cut in range(len(body), max(-1, len(body) - 12), -1):
+        try:
+            text: str = json.loads(f'"{body[:cut]}"')
+        except ValueError:
+            continue
+        return text[:-1] if text and "\ud800" <= text[-1] <= "\udbff" else text
+    raise AssertionError(f"no prefix of {body!r} decodes")
+
+
+def _open_row_fields(table: _Table, pairs: list[_Pair], final: Row, seen: int) -> dict[str, Any]:
+    """The fields a row being written shows once `seen` characters have arrived: text as far
+    as it is written, a string or literal once it ends, a number once what follows it has
+    arrived (until then more digits may come); keys the model lacks never."""
+    document = table.document
+    shown: dict[str, Any] = {}
+    for pair in pairs:
+        name = _ATTRIBUTES.get(pair.key)
+        if name is None:
+            continue
+        if pair.kind == "number":
+            after = pair.end
+            while document[after] in " \n":
+                after += 1
+            ended = seen > after
+        else:
+            ended = seen >= pair.end
+        if ended:
+            shown[name] = getattr(final, name)
+        elif pair.kind == "string" and name in _TEXT_FIELDS and seen > pair.start:
+            shown[name] = _text_so_far(document[pair.start + 1 : seen])
+    return shown
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(table=_tables())
+def test_a_row_being_written_shows_exactly_the_fields_that_ended(table: _Table) -> None:
+    document = table.document
+    streamed = stream(list[Row], list(document), NATIVE)
+    final: list[Row] = streamed.value
+    assert final == [Row.model_validate_json(document[a : b + 1]) for a, b, _ in table.rows]
+    for seen, partial in enumerate(streamed.partials, start=1):
+        expected_rows = [
+            row for row, (_, close, _) in zip(final, table.rows, strict=True) if close < seen
+        ]
+        assert partial[: len(expected_rows)] == expected_rows, seen
+        assert all(type(row) is Row for row in partial[: len(expected_rows)])
+        opening = [
+            (row, pairs)
+            for row, (start, close, pairs) in zip(final, table.rows, strict=True)
+            if start < seen <= close
+        ]
+        if not opening:
+            assert len(partial) == len(expected_rows), seen
+            continue
+        assert len(partial) == len(expected_rows) + 1, seen
+        ((final_row, pairs),) = opening
+        open_row = partial[-1]
+        expected = _open_row_fields(table, pairs, final_row, seen)
+        assert type(open_row) is Row
+        assert open_row.model_fields_set == set(expected), (seen, document[:seen])
+        assert {name: getattr(open_row, name) for name in expected} == expected, seen
+
+
+def test_rows_that_begin_alike_are_each_read_whole() -> None:
+    rows = [
+        {"sku": "A", "unitPrice": 1.5, "count": 1, "when": "2024-01-02"},
+        {"sku": "A", "unitPrice": 1.5, "count": 1, "when": "2024-01-03", "note": "second"},
+        {"sku": "A", "unitPrice": 1.5, "count": 12, "when": "2024-01-03"},
+    ]
+    text = json.dumps(rows)
+    for count in (len(text), 40, 9):
+        streamed = stream(list[Row], chunked(text, count), NATIVE)
+        assert streamed.value == [Row.model_validate(row) for row in rows]
+        assert_stream_consistent(streamed)
+
+
+def test_a_row_that_does_not_validate_shows_the_fields_that_do() -> None:
+    text = json.dumps(
+        [
+            {"sku": "A", "unitPrice": 1.5, "count": "many", "when": "2024-01-02"},
+            {"sku": "B", "unitPrice": 2.5, "count": 2, "when": "2024-01-03"},
+        ]
+    )
+    provider = MockStreamingProvider.with_stream(events(list(text), NATIVE))
+    request = ChatRequest("m").user("extract").with_option(NATIVE)
+    with Extractor().extract_stream(provider, list[Row], request) as opened:
+        for _ in opened:
+            pass
+        partial = opened.partial
+        with pytest.raises(ParseError, match=r"at `\[0\].count`"):
+            opened.finish()
+    assert partial is not None
+    first, second = partial
+    assert first.model_fields_set == {"sku", "unit_price", "when"}
+    assert (first.sku, first.unit_price, first.when) == ("A", 1.5, datetime.date(2024, 1, 2))
+    assert second == Row(sku="B", unitPrice=2.5, count=2, when=datetime.date(2024, 1, 3))
+
+
+@dataclasses.dataclass
+class Reading:
+    sensor: str
+    value: float
+    unit: str = "C"
+
+
+class Entry(TypedDict):
+    word: str
+    count: int
+
+
+def test_rows_of_dataclasses_and_typed_dicts_are_read_as_they_are_written() -> None:
+    text = json.dumps([{"word": "héllo", "count": 3}, {"word": 'a"b\\c', "count": 40}])
+    streamed = stream(list[Entry], list(text), NATIVE)
+    assert_stream_consistent(streamed)
+    assert streamed.value == [{"word": "héllo", "count": 3}, {"word": 'a"b\\c', "count": 40}]
+    # Text grows as it is written; an escape shows once it is whole.
+    words = [p[0].get("word") for p in streamed.partials if len(p) == 1]
+    assert list(dict.fromkeys(words)) == [None, "", "h", "hé", "hél", "héll", "héllo"]
+    words = [p[1].get("word") for p in streamed.partials if len(p) == 2]
+    assert words[:9] == [None] * 9
+    assert words[9:17] == ["", "a", "a", 'a"', 'a"b', 'a"b', 'a"b\\', 'a"b\\c']
+
+    text = json.dumps([{"sensor": "s1", "value": 20.5}, {"sensor": "s2", "value": 3, "unit": "K"}])
+    streamed = stream(list[Reading], list(text), NATIVE)
+    assert streamed.value == [Reading("s1", 20.5), Reading("s2", 3.0, "K")]
+    # An open dataclass holds the fields that arrived, and the defaults of the others.
+    firsts = [vars(p[0]) for p in streamed.partials if len(p) == 1]
+    assert firsts[0] == {"unit": "C"}
+    assert {"sensor": "s", "unit": "C"} in firsts
+    assert {"sensor": "s1", "unit": "C"} in firsts
+    assert firsts[-1] == {"sensor": "s1", "value": 20.5, "unit": "C"}
+    assert all(type(p[0]) is Reading for p in streamed.partials if p)

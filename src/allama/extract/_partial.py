@@ -5,18 +5,21 @@ when it completes: a scalar by its field's validator, an object (a model, a data
 `TypedDict`) by its type's validator over its already validated fields, so its validators
 run and its defaults apply. A container that ends within the text at hand is read by the C
 JSON decoder and validated in one call; only containers still open are scanned token by
-token. Reading the partial value rebuilds only the open path from the root to the value
-being written (a shallow copy of each open container, with the open child in place), so a
-snapshot never changes afterwards and reading after every chunk stays linear in the chunks.
-Re-parsing the whole buffer on every chunk, as most libraries do, is quadratic.
+token. A row of a table (an object of scalars in a list) is not scanned at all: it is held
+as text while it is written, read by pydantic-core when the value is asked for, and read
+and validated by pydantic-core in one call once it closes. Reading the partial value
+rebuilds only the open path from the root to the value being written (a shallow copy of
+each open container, with the open child in place), so a snapshot never changes afterwards
+and reading after every chunk stays linear in the chunks. Re-parsing the whole buffer on
+every chunk, as most libraries do, is quadratic.
 
 The preview follows the rules `finish()` applies: a `null` sent for a field whose type does
 not admit it (a strict-mode stand-in) is left out so the default applies. Only text is shown
 while it is being written; any other value (a date, a union member) appears when complete.
 Open objects are built without validation (their model validators run when they complete);
-`model_fields_set` lists the fields that have arrived. Values are validated as Python values
-(lax), so the preview may show `31` for a `"31"` that `finish()`, which validates the JSON
-strictly, rejects: the preview is not the verdict.
+`model_fields_set` lists the fields that have arrived. Values are validated laxly, so the
+preview may show `31` for a `"31"` that `finish()`, which validates the JSON strictly,
+rejects: the preview is not the verdict.
 """
 
 from __future__ import annotations
@@ -31,18 +34,26 @@ import sys
 import types
 import typing
 import uuid
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
-from pydantic_core import from_json
+from pydantic_core import SchemaValidator, from_json
+from typing_extensions import is_typeddict
 
 T = TypeVar("T")
 
+_TEXT = r'"([^"\\]*+(?:\\.[^"\\]*+)*+)"'
+"""A whole JSON string, its body captured (escapes kept); the loop unrolled, so a long
+string is matched in runs rather than one character at a time."""
 _TOKEN = re.compile(
-    r"""[ \t\r\n]*(?:
-        "((?:[^"\\]|\\.)*)"[ \t\r\n]*:                          # 1: a key and its colon
-      | "((?:[^"\\]|\\.)*)"                                     # 2: a whole string
+    r"""[ \t\r\n]*(?:"""
+    + _TEXT
+    + r"""[ \t\r\n]*:                                       # 1: a key and its colon
+      | """
+    + _TEXT
+    + r"""                                                  # 2: a whole string
       | ([{}\[\],:])                                            # 3: punctuation
       | (-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?   # 4: a number,
          |true|false|null)(?=[ \t\r\n,:\]}])                    #    or a literal, ended
@@ -50,8 +61,11 @@ _TOKEN = re.compile(
     re.VERBOSE | re.DOTALL,
 )
 _PAIR = re.compile(
-    r"""[ \t\r\n]*"((?:[^"\\]|\\.)*)"[ \t\r\n]*:[ \t\r\n]*(?:
-        "((?:[^"\\]|\\.)*)"                                     # 2: a string value
+    r"[ \t\r\n]*"
+    + _TEXT
+    + r"""[ \t\r\n]*:[ \t\r\n]*(?:"""
+    + _TEXT
+    + r"""                                                  # 2: a string value
       | (-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?   # 3: a number,
          |true|false|null)(?=[ \t\r\n,\]}])                     #    or a literal, ended
     )""",
@@ -60,13 +74,12 @@ _PAIR = re.compile(
 _LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None}
 _SPACE = re.compile(r"[ \t\r\n]*")
 _SCALAR_PREFIX = re.compile(r"[-+0-9.eE]+|t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|n(?:u(?:ll?)?)?")
-_STRING_BODY = re.compile(r'(?:[^"\\]|\\.)*', re.DOTALL)
+_STRING_BODY = re.compile(r'[^"\\]*+(?:\\.[^"\\]*+)*+', re.DOTALL)
 _SCALAR = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
-_FLAT_OPEN = re.compile(r'\{(?:[^"{}\[\]]++|"(?:[^"\\]|\\.)*+")*+')
+_FLAT_OPEN = re.compile(r'\{(?:[^"{}\[\]]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+')
 """An object so far without a bracket inside it: where it stops is an open string (`"`),
 the end of the text (still open), or a bracket (it closed, or nests a container)."""
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*+"')
-_DIGITS = frozenset("0123456789")
+_BRACKET = re.compile(r"[{}\[\]]")
 _MISSING: Any = object()
 _LONGEST_SCALAR = 5_000
 _DECODER = json.JSONDecoder()
@@ -75,10 +88,10 @@ _DECODER = json.JSONDecoder()
 class _Leaf:
     """A value validated whole, by its own validator."""
 
-    __slots__ = ("adapter", "plain", "scalar", "text")
+    __slots__ = ("check", "plain", "scalar", "text")
 
     def __init__(self, tp: Any) -> None:
-        self.adapter: TypeAdapter[Any] = TypeAdapter(tp)
+        self.check = _checks(TypeAdapter(tp))[0]
         self.plain: type | None = tp if tp in (str, int, float, bool) else None
         self.text = _is_text(tp)
         self.scalar = _is_scalar(tp)
@@ -92,7 +105,7 @@ class _Leaf:
         if plain is float and type(raw) is int:
             return float(raw)
         try:
-            return self.adapter.validate_python(raw)
+            return self.check(raw)
         except ValidationError:
             return _MISSING
 
@@ -105,9 +118,18 @@ class _Leaf:
         if self.plain is str:
             return raw
         try:
-            return self.adapter.validate_python(raw)
+            return self.check(raw)
         except ValidationError:
             return _MISSING
+
+
+def _checks(adapter: TypeAdapter[Any]) -> tuple[Callable[[Any], Any], Callable[[str], Any]]:
+    """The validator's own entry points (Python values, JSON text), without the adapter's
+    per-call wrapping where the validator is built; the adapter's otherwise."""
+    validator = adapter.validator
+    if isinstance(validator, SchemaValidator):
+        return validator.validate_python, validator.validate_json
+    return adapter.validate_python, adapter.validate_json
 
 
 _SCALARS: tuple[type, ...] = (str, int, float, bool, enum.Enum, decimal.Decimal, uuid.UUID)
@@ -140,14 +162,14 @@ def _is_text(tp: Any) -> bool:
 class _Object:
     """A model, dataclass or TypedDict: fields validated one by one, then the whole once."""
 
-    __slots__ = ("_adapter", "_fields", "_flat", "_plain_defaults", "nullable", "tp")
+    __slots__ = ("_builder", "_checks", "_fields", "_flat", "nullable", "tp")
 
     def __init__(self, tp: Any, nullable: bool = False) -> None:
         self.tp = tp
         self.nullable = nullable
         self._fields: dict[str, tuple[str, Any]] | None = None
-        self._adapter: TypeAdapter[Any] | None = None
-        self._plain_defaults: tuple[dict[str, Any] | None] | None = None
+        self._checks: tuple[Callable[[Any], Any], Callable[[str], Any]] | None = None
+        self._builder: Callable[[dict[str, Any]], Any] | None = None
         self._flat: bool | None = None
 
     @property
@@ -177,56 +199,25 @@ class _Object:
 
     def construct(self, values: dict[str, Any]) -> Any:
         """The object as far as it goes, without validating it as a whole."""
-        tp = self.tp
-        model = self._plain_defaults is not None or (
-            isinstance(tp, type) and issubclass(tp, BaseModel)
-        )
-        fields = self.fields
-        named: dict[str, Any] = {}
-        for key, value in values.items():
-            found = fields.get(key)
-            if found is not None:
-                named[found[0]] = value
-            elif model:
-                named[key] = value  # kept by `model_construct` when extra keys are allowed
-        if model:
-            return self._construct_model(tp, named)
-        if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-            instance = object.__new__(tp)
-            for field in dataclasses.fields(tp):
-                if field.name in named:
-                    value = named[field.name]
-                elif field.default is not dataclasses.MISSING:
-                    value = field.default
-                elif field.default_factory is not dataclasses.MISSING:
-                    value = field.default_factory()
-                else:
-                    continue  # not arrived, and no default: the attribute is unset
-                object.__setattr__(instance, field.name, value)
-            return instance
-        return named
-
-    def _construct_model(self, tp: type[BaseModel], named: dict[str, Any]) -> Any:
-        """`model_construct`, without its per-field work where defaults are plain values."""
-        if self._plain_defaults is None:
-            self._plain_defaults = (_plain_defaults(tp),)
-        plain = self._plain_defaults[0]
-        if plain is None:
-            return tp.model_construct(**named)
-        instance = tp.__new__(tp)
-        fields = dict(plain)
-        fields.update(named)
-        object.__setattr__(instance, "__dict__", fields)
-        object.__setattr__(instance, "__pydantic_fields_set__", set(named))
-        object.__setattr__(instance, "__pydantic_extra__", None)
-        object.__setattr__(instance, "__pydantic_private__", None)
-        return instance
+        build = self._builder
+        if build is None:
+            build = self._builder = _builder(self.tp, self.fields)
+        return build(values)
 
     def validate(self, values: dict[str, Any]) -> Any:
-        if self._adapter is None:
-            self._adapter = TypeAdapter(self.tp)
+        if self._checks is None:
+            self._checks = _checks(TypeAdapter(self.tp))
         try:
-            return self._adapter.validate_python(values)
+            return self._checks[0](values)
+        except ValidationError:
+            return _MISSING
+
+    def validate_text(self, text: str) -> Any:
+        """The object from its whole JSON text, read and validated in one call."""
+        if self._checks is None:
+            self._checks = _checks(TypeAdapter(self.tp))
+        try:
+            return self._checks[1](text)
         except ValidationError:
             return _MISSING
 
@@ -267,6 +258,86 @@ class _Map:
 
 
 _Shape = _Leaf | _Object | _List | _Map
+
+
+def _builder(tp: Any, fields: dict[str, tuple[str, Any]]) -> Callable[[dict[str, Any]], Any]:
+    """How an object of `tp` is built from the values that arrived (JSON key → value), made
+    once per type: a snapshot is built on every read of an open object."""
+    names = {key: name for key, (name, _) in fields.items()}
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return _model_builder(tp, names)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _dataclass_builder(tp, names)
+
+    def typed_dict(values: dict[str, Any]) -> dict[str, Any]:
+        return {names[key]: value for key, value in values.items() if key in names}
+
+    return typed_dict
+
+
+def _model_builder(tp: type[BaseModel], names: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
+    """`model_construct`, without its per-field work where defaults are plain values: the
+    fields that arrived and the defaults of the others (in the model's field order where
+    there are defaults, in the order they arrived otherwise); unknown keys are left out
+    (kept as extras only where the model allows them)."""
+    defaults = _plain_defaults(tp)
+    if defaults is None:
+
+        def constructed(values: dict[str, Any]) -> Any:
+            named = {names.get(key, key): value for key, value in values.items()}
+            return tp.model_construct(**named)
+
+        return constructed
+    order = tuple(tp.model_fields)
+    known = names.keys()
+    same = all(key == name for key, name in names.items())  # no field is aliased
+    new = object.__new__
+    put = object.__setattr__
+
+    def built(values: dict[str, Any]) -> Any:
+        if same and values.keys() <= known:
+            named = values
+        else:
+            named = {names[key]: value for key, value in values.items() if key in known}
+        if defaults:
+            state = {
+                name: named[name] if name in named else defaults[name]
+                for name in order
+                if name in named or name in defaults
+            }
+        else:
+            state = dict(named)  # the fields in the order they arrived
+        instance = new(tp)
+        put(instance, "__dict__", state)
+        put(instance, "__pydantic_fields_set__", set(named))
+        put(instance, "__pydantic_extra__", None)
+        put(instance, "__pydantic_private__", None)
+        return instance
+
+    return built
+
+
+def _dataclass_builder(tp: type, names: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
+    """A dataclass instance without `__init__` (its checks run when it completes): the
+    fields that arrived, defaults for the others; a field with neither stays unset."""
+    fields = dataclasses.fields(tp)
+
+    def built(values: dict[str, Any]) -> Any:
+        named = {names.get(key, key): value for key, value in values.items()}
+        instance: Any = object.__new__(tp)
+        for field in fields:
+            if field.name in named:
+                value = named[field.name]
+            elif field.default is not dataclasses.MISSING:
+                value = field.default
+            elif field.default_factory is not dataclasses.MISSING:
+                value = field.default_factory()
+            else:
+                continue  # not arrived, and no default: the attribute is unset
+            object.__setattr__(instance, field.name, value)
+        return instance
+
+    return built
 
 
 def _plain_defaults(tp: type[BaseModel]) -> dict[str, Any] | None:
@@ -312,7 +383,7 @@ def _shape(tp: Any) -> _Shape:
     if not metadata and isinstance(base, type):
         if issubclass(base, BaseModel) or dataclasses.is_dataclass(base):
             return _Object(base)
-        if typing.is_typeddict(base):
+        if is_typeddict(base):
             return _Object(base)
     whole = _Leaf(tp) if metadata else None
     if origin is list:
@@ -570,8 +641,8 @@ class PartialValue(Generic[T]):
         self._cache: Any = _MISSING
         self._dirty = False
         # A row of a table (a flat object in a list) being written is held as text in
-        # `_rest`, not scanned token by token: read whole by the C decoder once it closes,
-        # and read partially by pydantic-core when the value is asked for.
+        # `_rest`, not scanned token by token: read partially by pydantic-core when the
+        # value is asked for, read and validated by it in one call once the row closes.
         self._row: _Object | None = None
 
     @property
@@ -583,6 +654,10 @@ class PartialValue(Generic[T]):
         if self._broken or self._done is not _MISSING or not text:
             return
         self._dirty = True
+        if self._row is not None and _BRACKET.search(text) is None:
+            # Without a bracket, a held row neither closes nor nests: it stays held.
+            self._rest += text
+            return
         buf = self._rest + text if self._rest else text
         self._rest = ""
         self._row = None
@@ -669,6 +744,20 @@ class PartialValue(Generic[T]):
                     return None
             elif group == 3:
                 char = match.group(3)
+                row = self._row_shape() if char == "{" else None
+                if row is not None:
+                    # A row of a table: held as text while it is open, read and validated
+                    # by pydantic-core in one call once it closes.
+                    stop = _FLAT_OPEN.match(buf, pos - 1).end()  # type: ignore[union-attr]
+                    if stop == end or buf[stop] == '"':
+                        self._row = row
+                        return pos - 1  # held until it closes
+                    if buf[stop] == "}":
+                        value = row.validate_text(buf[pos - 1 : stop + 1])
+                        if value is not _MISSING:
+                            self._whole(value)
+                            pos = stop + 1
+                            continue
                 if (
                     char in "{["
                     and buf.find("}" if char == "{" else "]", pos) >= 0
@@ -687,11 +776,6 @@ class PartialValue(Generic[T]):
                         if self._done is not _MISSING or self._broken:
                             return None
                         continue
-                if char == "{":
-                    row = self._open_row(buf, pos - 1)
-                    if row is not None:
-                        self._row = row
-                        return pos - 1  # held until it closes
                 if not self._punctuation(char):
                     resume, at = self._restart(buf, pos)
                     if at is None or not resume:
@@ -739,10 +823,10 @@ class PartialValue(Generic[T]):
             return False, None
         return True, min(starts)
 
-    def _open_row(self, buf: str, start: int) -> _Object | None:
-        """The shape of the row that opens at `start` and is still open in `buf`: an item of
-        a list of flat objects with no bracket written inside it yet. `None` otherwise (a
-        row that closed in `buf` was not JSON, or a bracket nests in it: it is scanned)."""
+    def _row_shape(self) -> _Object | None:
+        """The shape of a row of a table opening here (an item of a list of flat objects),
+        or `None`: a row is held as text while it is open (see `_row_so_far`); a row that
+        closed but does not validate, or that nests a bracket, is scanned."""
         stack = self._stack
         if not stack:
             return None
@@ -750,33 +834,32 @@ class PartialValue(Generic[T]):
         shape = frame.child
         if frame.is_object or frame.expect != "value" or not isinstance(shape, _Object):
             return None
-        if not shape.flat:
-            return None
-        stop = _FLAT_OPEN.match(buf, start).end()  # type: ignore[union-attr]
-        return shape if stop == len(buf) or buf[stop] == '"' else None
+        return shape if shape.flat else None
 
     def _row_so_far(self, shape: _Object) -> Any:
         """The row held in `_rest`, as far as it goes: its completed fields validated, and a
-        text field being written (only text is shown while it is written)."""
+        text field being written (only text is shown while it is written).
+
+        pydantic-core reads the row with the text being written (`trailing-strings`); only
+        when the last value read is text is it read again without, to tell an open string
+        from a closed one."""
         text = self._rest
-        stop = _FLAT_OPEN.match(text).end()  # type: ignore[union-attr]
-        open_string: str | None = None
-        if stop < len(text):  # a string is open: a key being written, or a value
-            head = text[:stop]
-            if head.rstrip().endswith(":"):
-                open_string = text[stop + 1 :]
-            text = head
         try:
-            data = from_json(text, allow_partial=True)
+            data = from_json(text, allow_partial="trailing-strings")
         except ValueError:
             return _MISSING
         if not isinstance(data, dict):
             return _MISSING
-        if open_string is None and text.rstrip()[-1:] in _DIGITS and data:
-            # A number at the very end may go on in the next chunk: it waits.
+        open_key: str | None = None
+        if data:
             last = next(reversed(data))
-            if type(data[last]) in (int, float):
-                del data[last]
+            kind = type(data[last])
+            if kind is str:
+                closed = from_json(text, allow_partial=True)
+                if last not in closed or closed[last] != data[last]:
+                    open_key = last
+            elif (kind is int or kind is float) and text.rstrip()[-1] in "0123456789":
+                del data[last]  # a number at the very end may go on in the next chunk
         values: dict[str, Any] = {}
         fields = shape.fields
         for key, raw in data.items():
@@ -785,22 +868,14 @@ class PartialValue(Generic[T]):
                 values[key] = raw
                 continue
             leaf = found[1]
-            if type(raw) is leaf.plain:
-                values[key] = raw  # a plain scalar of its field's type: nothing to validate
-                continue
-            value = _finish_child(leaf, raw)
+            if key == open_key:
+                value = leaf.partial(raw)
+            elif type(raw) is leaf.plain:
+                value = raw  # a plain scalar of its field's type: nothing to validate
+            else:
+                value = _finish_child(leaf, raw)
             if value is not _MISSING:
                 values[key] = value
-        if open_string is not None:
-            keys = _STRING.findall(text)
-            if keys:
-                key = _decode(keys[-1][1:-1])
-                found = shape.field(key)
-                leaf = None if found is None else found[1]
-                written = _decode_open(open_string)
-                value = written if leaf is None else leaf.partial(written)
-                if value is not _MISSING:
-                    values[key] = value
         return shape.construct(values)
 
     def _string_token(self, body: str) -> bool:
@@ -942,7 +1017,7 @@ class PartialValue(Generic[T]):
                 tail = text
         for frame in reversed(self._stack):
             partial = frame.with_tail(tail)
-            if not frame.typed() and isinstance(frame.shape, _Leaf):
+            if type(frame.shape) is _Leaf:  # a container its type validates whole
                 partial = frame.shape.partial(partial)
             tail = partial
         return tail
