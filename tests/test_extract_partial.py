@@ -714,17 +714,19 @@ class _Table:
     rows: list[tuple[int, int, list[_Pair]]]  # `{` and `}` offsets, and the pairs between
 
 
+# Text with the characters that delimit JSON (a brace or bracket in a string is text).
+_cell = _text | st.text(st.sampled_from(list('ab{}[]",:\\é\n ')), max_size=8)
 _row_values = st.fixed_dictionaries(
     {
-        "sku": _text,
+        "sku": _cell,
         "unitPrice": st.floats(allow_nan=False, allow_infinity=False),
         "count": st.integers(-(10**15), 10**15),
         "when": st.dates().map(datetime.date.isoformat),
     },
     optional={
         "flag": st.none() | st.booleans(),
-        "note": st.none() | _text,
-        "remark": st.none() | st.integers() | _text,  # a key the model does not have
+        "note": st.none() | _cell,
+        "remark": st.none() | st.integers() | _cell,  # a key the model does not have
     },
 )
 
@@ -737,7 +739,7 @@ def _tables(draw: st.DrawFn) -> _Table:
     pad = draw(st.sampled_from(["", " ", "\n "]))
     document = "["
     rows: list[tuple[int, int, list[_Pair]]] = []
-    for index, values in enumerate(draw(st.lists(_row_values, min_size=1, max_size=3))):
+    for index, values in enumerate(draw(st.lists(_row_values, min_size=1, max_size=5))):
         keys = draw(st.permutations(list(values)))
         if index:
             document += comma
@@ -799,14 +801,22 @@ def _open_row_fields(table: _Table, pairs: list[_Pair], final: Row, seen: int) -
     return shown
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(table=_tables())
-def test_a_row_being_written_shows_exactly_the_fields_that_ended(table: _Table) -> None:
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    table=_tables(),
+    cuts=st.none() | st.lists(st.integers(min_value=0, max_value=2_000), max_size=8),
+)
+def test_a_row_being_written_shows_exactly_the_fields_that_ended(
+    table: _Table, cuts: list[int] | None
+) -> None:
+    """Read after every character, or after chunks holding several rows each."""
     document = table.document
-    streamed = stream(list[Row], list(document), NATIVE)
+    chunks = list(document) if cuts is None else split_at(document, cuts)
+    streamed = stream(list[Row], chunks, NATIVE)
     final: list[Row] = streamed.value
     assert final == [Row.model_validate_json(document[a : b + 1]) for a, b, _ in table.rows]
-    for seen, partial in enumerate(streamed.partials, start=1):
+    ends = itertools.accumulate(len(chunk) for chunk in chunks)
+    for seen, partial in zip(ends, streamed.partials, strict=True):
         expected_rows = [
             row for row, (_, close, _) in zip(final, table.rows, strict=True) if close < seen
         ]
@@ -843,25 +853,33 @@ def test_rows_that_begin_alike_are_each_read_whole() -> None:
 
 
 def test_a_row_that_does_not_validate_shows_the_fields_that_do() -> None:
-    text = json.dumps(
-        [
-            {"sku": "A", "unitPrice": 1.5, "count": "many", "when": "2024-01-02"},
-            {"sku": "B", "unitPrice": 2.5, "count": 2, "when": "2024-01-03"},
-        ]
-    )
-    provider = MockStreamingProvider.with_stream(events(list(text), NATIVE))
-    request = ChatRequest("m").user("extract").with_option(NATIVE)
-    with Extractor().extract_stream(provider, list[Row], request) as opened:
-        for _ in opened:
-            pass
-        partial = opened.partial
-        with pytest.raises(ParseError, match=r"at `\[0\].count`"):
-            opened.finish()
-    assert partial is not None
-    first, second = partial
-    assert first.model_fields_set == {"sku", "unit_price", "when"}
-    assert (first.sku, first.unit_price, first.when) == ("A", 1.5, datetime.date(2024, 1, 2))
-    assert second == Row(sku="B", unitPrice=2.5, count=2, when=datetime.date(2024, 1, 3))
+    rows = [
+        {"sku": "A", "unitPrice": 1.5, "count": 1, "when": "2024-01-02"},
+        {"sku": "B", "unitPrice": 2.5, "count": "many", "when": "2024-01-03"},
+        {"sku": "C", "unitPrice": 3.5, "count": 3, "when": "2024-01-04"},
+        {"sku": "D", "unitPrice": 4.5, "count": 4, "when": "2024-01-05"},
+    ]
+    text = json.dumps(rows)
+    valid = {index: Row.model_validate(rows[index]) for index in (0, 2, 3)}
+    # Every character; the rows all at once, the list still open; one row at a time.
+    row_ends = [at + 3 for at in range(len(text)) if text.startswith("}, ", at)]
+    for chunks in (list(text), [text[:-1], "]"], split_at(text, row_ends)):
+        provider = MockStreamingProvider.with_stream(events(chunks, NATIVE))
+        request = ChatRequest("m").user("extract").with_option(NATIVE)
+        partials = []
+        with Extractor().extract_stream(provider, list[Row], request) as opened:
+            for event in opened:
+                if isinstance(event, TextDelta):
+                    partials.append(opened.partial)
+            with pytest.raises(ParseError, match=r"at `\[1\].count`"):
+                opened.finish()
+        shown = next(p for p in partials if p and len(p) == 4 and p[3] == valid[3])
+        assert [shown[index] for index in (0, 2, 3)] == list(valid.values())
+        second = shown[1]
+        assert type(second) is Row
+        assert second.model_fields_set == {"sku", "unit_price", "when"}
+        assert (second.sku, second.unit_price) == ("B", 2.5)
+        assert second.when == datetime.date(2024, 1, 3)
 
 
 @dataclasses.dataclass
@@ -898,3 +916,51 @@ def test_rows_of_dataclasses_and_typed_dicts_are_read_as_they_are_written() -> N
     assert {"sensor": "s1", "unit": "C"} in firsts
     assert firsts[-1] == {"sensor": "s1", "value": 20.5, "unit": "C"}
     assert all(type(p[0]) is Reading for p in streamed.partials if p)
+
+
+# The value at the end
+
+
+class Contact(BaseModel):
+    name: str
+    email: str | None = None
+
+
+def test_finish_returns_the_value_the_stream_settled_on() -> None:
+    """Read at the end, the partial value is the output validated as `finish()` validates
+    it; `finish()` returns that value rather than validating the same text again."""
+    text = json.dumps({"name": "Ada", "email": None})
+    for mode in (NATIVE, FORCED):
+        provider = MockStreamingProvider.with_stream(events(chunked(text, 5), mode))
+        request = ChatRequest("m").user("extract").with_option(mode)
+        with Extractor().extract_stream(provider, Contact, request) as opened:
+            for _ in opened:
+                opened.partial  # noqa: B018 - read after every event, the end included
+            last = opened.partial
+            value = opened.finish().value
+        assert value == Contact(name="Ada")
+        assert value is last
+
+
+def test_a_settled_value_does_not_spare_finish_its_undeclared_key_check() -> None:
+    """The response reports the schema approximated, so `finish()` rejects an undeclared key
+    (`e_mail`) even though the stream settled on a value before the response said so."""
+    from allama import RequestField, Warning
+    from allama.mock import ChatResponseBuilder, response_events
+
+    response = (
+        ChatResponseBuilder()
+        .text('{"name": "Ada", "e_mail": "x"}')
+        .warning(Warning.approximated(RequestField.RESPONSE_FORMAT, "`pattern` was removed"))
+        .build()
+    )
+    provider = MockStreamingProvider.with_stream(response_events(response))
+    request = ChatRequest("m").user("extract").with_option(NATIVE)
+    with Extractor().extract_stream(provider, Contact, request) as opened:
+        for _ in opened:
+            opened.partial  # noqa: B018
+        assert opened.partial == Contact(name="Ada")
+        with pytest.raises(ParseError, match="e_mail") as raised:
+            opened.finish()
+    assert raised.value.metadata is not None
+    assert raised.value.metadata.undeclared_key_rejections == 1

@@ -16,7 +16,7 @@ from allama.errors import Error
 from allama.extract._errors import EnforcementBelowError, ModeUnsupportedError, _Failure
 from allama.extract._metadata import AutoFallback, ExtractionMetadata, counted_field
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
-from allama.extract._parse import Rejection, ask_again, parse_value
+from allama.extract._parse import Checked, Rejection, ask_again, parse_value
 from allama.extract._root import object_rooted
 from allama.extract._target import Target, requested_mode
 from allama.provider import ChatProvider
@@ -263,11 +263,20 @@ def check_floor_before_sending(
 
 
 def finish(
-    response: ChatResponse, metadata: ExtractionMetadata, target: Target, settings: Settings
+    response: ChatResponse,
+    metadata: ExtractionMetadata,
+    target: Target,
+    settings: Settings,
+    checked: Checked | None = None,
 ) -> Extracted[Any]:
     """Parse a response the extraction is done with (one that will not be retried)."""
     parsed = parse_value(
-        response, metadata.mode, target, settings.repair, settings.rejects_undeclared(metadata)
+        response,
+        metadata.mode,
+        target,
+        settings.repair,
+        settings.rejects_undeclared(metadata),
+        checked,
     )
     if isinstance(parsed, Rejection):
         raise _failed(parsed, metadata, response)

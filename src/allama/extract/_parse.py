@@ -138,14 +138,32 @@ def raw_output(response: ChatResponse, mode: ExtractionMode, provider: str) -> s
     return text
 
 
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """An output text and the value `check` found in it, rejecting undeclared keys or not.
+    A value found with undeclared keys rejected is the value found without (there were
+    none), so it stands for both."""
+
+    raw: str
+    reject_undeclared: bool
+    value: Any
+
+    def matches(self, raw: str, reject_undeclared: bool) -> bool:
+        return (self.reject_undeclared or not reject_undeclared) and raw == self.raw
+
+
 def parse_value(
     response: ChatResponse,
     mode: ExtractionMode,
     target: Target,
     repair: bool,
     reject_undeclared: bool,
+    checked: Checked | None = None,
 ) -> tuple[Any, bool] | Rejection:
-    """The value and whether repair was needed, or why the output cannot be used."""
+    """The value and whether repair was needed, or why the output cannot be used.
+
+    `checked` is an output already validated (a stream's, when its value ended): when the
+    output is that text, checked the same way, its value is taken as it is."""
     provider = target.provider
     stopped = declined_or_cut(response, mode, provider)
     if stopped is not None:
@@ -154,7 +172,10 @@ def parse_value(
     if isinstance(raw, Rejection):
         return raw
     adapter, schema = target.type.adapter, target.schema
-    result = check(raw, adapter, schema, reject_undeclared)
+    if checked is not None and checked.matches(raw, reject_undeclared):
+        result = checked.value
+    else:
+        result = check(raw, adapter, schema, reject_undeclared)
     if not isinstance(result, Failure):
         return target.unwrap(result), False
     failure = result

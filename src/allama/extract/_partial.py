@@ -80,6 +80,12 @@ _FLAT_OPEN = re.compile(r'\{(?:[^"{}\[\]]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+')
 """An object so far without a bracket inside it: where it stops is an open string (`"`),
 the end of the text (still open), or a bracket (it closed, or nests a container)."""
 _BRACKET = re.compile(r"[{}\[\]]")
+_NEXT_ROW = re.compile(r"[ \t\r\n]*,[ \t\r\n]*\{")
+"""A comma, and the next row of a table opening."""
+_ROW_RUN = re.compile(
+    r'(?:\{(?:[^"{}\[\]]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+\}[ \t\r\n]*,[ \t\r\n]*)*+'
+)
+"""Rows of a table that closed, each followed by a comma (and no bracket inside one)."""
 _MISSING: Any = object()
 _LONGEST_SCALAR = 5_000
 _DECODER = json.JSONDecoder()
@@ -162,13 +168,14 @@ def _is_text(tp: Any) -> bool:
 class _Object:
     """A model, dataclass or TypedDict: fields validated one by one, then the whole once."""
 
-    __slots__ = ("_builder", "_checks", "_fields", "_flat", "nullable", "tp")
+    __slots__ = ("_builder", "_checks", "_fields", "_flat", "_rows", "nullable", "tp")
 
     def __init__(self, tp: Any, nullable: bool = False) -> None:
         self.tp = tp
         self.nullable = nullable
         self._fields: dict[str, tuple[str, Any]] | None = None
         self._checks: tuple[Callable[[Any], Any], Callable[[str], Any]] | None = None
+        self._rows: Callable[[str], Any] | None = None
         self._builder: Callable[[dict[str, Any]], Any] | None = None
         self._flat: bool | None = None
 
@@ -209,6 +216,16 @@ class _Object:
             self._checks = _checks(TypeAdapter(self.tp))
         try:
             return self._checks[0](values)
+        except ValidationError:
+            return _MISSING
+
+    def validate_rows(self, text: str) -> Any:
+        """Rows of this type, `{...}, {...}` as JSON text, validated as a list in one call."""
+        if self._rows is None:
+            rows: Any = types.GenericAlias(list, (self.tp,))  # `list[tp]`, `tp` known at run time
+            self._rows = _checks(TypeAdapter(rows))[1]
+        try:
+            return self._rows(f"[{text}]")
         except ValidationError:
             return _MISSING
 
@@ -518,7 +535,17 @@ _OBSERVED: list[int] | None = None
 class _Frame:
     """An open container: its shape, what completed inside it, what is being written."""
 
-    __slots__ = ("child", "expect", "is_object", "key", "shape", "shown", "shown_count", "values")
+    __slots__ = (
+        "child",
+        "expect",
+        "is_object",
+        "key",
+        "row",
+        "shape",
+        "shown",
+        "shown_count",
+        "values",
+    )
 
     def __init__(self, shape: _Shape | None, is_object: bool) -> None:
         self.shape = shape
@@ -535,6 +562,9 @@ class _Frame:
             self.child = shape.item
         elif isinstance(shape, _Map) and is_object:
             self.child = shape.value
+        # The shape of this array's items where they are rows of a table (flat objects).
+        item = self.child
+        self.row = item if not is_object and isinstance(item, _Object) and item.flat else None
 
     def set_key(self, key: str) -> None:
         self.key = key
@@ -746,18 +776,12 @@ class PartialValue(Generic[T]):
                 char = match.group(3)
                 row = self._row_shape() if char == "{" else None
                 if row is not None:
-                    # A row of a table: held as text while it is open, read and validated
-                    # by pydantic-core in one call once it closes.
-                    stop = _FLAT_OPEN.match(buf, pos - 1).end()  # type: ignore[union-attr]
-                    if stop == end or buf[stop] == '"':
-                        self._row = row
-                        return pos - 1  # held until it closes
-                    if buf[stop] == "}":
-                        value = row.validate_text(buf[pos - 1 : stop + 1])
-                        if value is not _MISSING:
-                            self._whole(value)
-                            pos = stop + 1
-                            continue
+                    at, held = self._rows(buf, pos - 1, row)
+                    if held:
+                        return at  # the open row is kept for the next chunk
+                    if at != pos - 1:
+                        pos = at
+                        continue
                 if (
                     char in "{["
                     and buf.find("}" if char == "{" else "]", pos) >= 0
@@ -825,16 +849,55 @@ class PartialValue(Generic[T]):
 
     def _row_shape(self) -> _Object | None:
         """The shape of a row of a table opening here (an item of a list of flat objects),
-        or `None`: a row is held as text while it is open (see `_row_so_far`); a row that
-        closed but does not validate, or that nests a bracket, is scanned."""
+        or `None`."""
         stack = self._stack
         if not stack:
             return None
         frame = stack[-1]
-        shape = frame.child
-        if frame.is_object or frame.expect != "value" or not isinstance(shape, _Object):
-            return None
-        return shape if shape.flat else None
+        return frame.row if frame.expect == "value" else None
+
+    def _rows(self, buf: str, start: int, row: _Object) -> tuple[int, bool]:
+        """Rows of a table from the one opening at `start`: each that closes is read and
+        validated by pydantic-core in one call, and the next one read on; the last, still
+        open, is held as text until it closes (see `_row_so_far`). Where scanning goes on,
+        and whether a row is held. A row that closes but does not validate, or that nests a
+        bracket, is left to the scanner, which keeps the fields that do validate."""
+        frame = self._stack[-1]
+        items = frame.values
+        # The rows that closed, each followed by a comma, validated as a list in one call.
+        run = _ROW_RUN.match(buf, start).end()  # type: ignore[union-attr]
+        if run > start:
+            rows = row.validate_rows(buf[start:run].rstrip(" \t\r\n,"))
+            if rows is not _MISSING:
+                items.extend(rows)
+                if not self._completed_inside:
+                    self._mark_inside()
+                if run == len(buf) or buf[run] != "{":
+                    return run, False
+                start = run
+        validate = row.validate_text
+        flat = _FLAT_OPEN.match
+        following = _NEXT_ROW.match
+        end = len(buf)
+        while True:
+            stop = flat(buf, start).end()  # type: ignore[union-attr]
+            if stop == end or buf[stop] == '"':
+                self._row = row
+                return start, True
+            if buf[stop] != "}":
+                return start, False
+            value = validate(buf[start : stop + 1])
+            if value is _MISSING:
+                return start, False
+            items.append(value)
+            frame.expect = "comma_or_end"
+            if not self._completed_inside:
+                self._mark_inside()
+            after = following(buf, stop + 1)
+            if after is None:
+                return stop + 1, False
+            frame.expect = "value"
+            start = after.end() - 1
 
     def _row_so_far(self, shape: _Object) -> Any:
         """The row held in `_rest`, as far as it goes: its completed fields validated, and a

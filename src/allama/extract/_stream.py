@@ -10,6 +10,7 @@ from allama.errors import Error
 from allama.extract._engine import END, Extracted, Opened, Settings, finish
 from allama.extract._errors import EXTRACTION_TOOL
 from allama.extract._mode import ExtractionMode
+from allama.extract._parse import Checked
 from allama.extract._partial import PartialValue
 from allama.extract._root import wrapper_type
 from allama.extract._validation import Failure, check
@@ -64,6 +65,7 @@ class _Observer(Generic[T]):
         self._unread: list[str] = []
         self._ended = False
         self._settled = False
+        self._checked: Checked | None = None
 
     @property
     def mode(self) -> ExtractionMode:
@@ -109,11 +111,21 @@ class _Observer(Generic[T]):
 
     def _settle(self) -> None:
         """The value has ended: validate the output once as `finish()` will, so the last
-        partial value is the value `finish()` returns (when the output is that clean)."""
+        partial value is the value `finish()` returns (when the output is that clean);
+        `finish()` takes that value rather than validating the same text again."""
         target = self._opened.target
-        checked = check(self.partial_output, target.type.adapter, target.schema, False)
-        if not isinstance(checked, Failure):
-            self._partial.settle(checked)
+        raw = self.partial_output
+        # Checked with undeclared keys rejected, the value stands whether `finish()` rejects
+        # them or not (that depends on the enforcement the response reports); with one
+        # there, the preview shows the value without it, and `finish()` decides.
+        for reject in (True, False):
+            value = check(raw, target.type.adapter, target.schema, reject)
+            if not isinstance(value, Failure):
+                self._checked = Checked(raw, reject, value)
+                self._partial.settle(value)
+                return
+            if not value.undeclared:
+                return
 
     @property
     def partial_output(self) -> str:
@@ -185,7 +197,7 @@ class _Observer(Generic[T]):
         below = self._settings.below_floor(metadata, target.provider)
         if below is not None:
             raise below.with_response(response)
-        extracted: Extracted[T] = finish(response, metadata, target, self._settings)
+        extracted: Extracted[T] = finish(response, metadata, target, self._settings, self._checked)
         return extracted
 
 
