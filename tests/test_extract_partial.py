@@ -964,3 +964,19 @@ def test_a_settled_value_does_not_spare_finish_its_undeclared_key_check() -> Non
             opened.finish()
     assert raised.value.metadata is not None
     assert raised.value.metadata.undeclared_key_rejections == 1
+
+
+def test_an_open_object_gets_its_own_copy_of_an_empty_list_default() -> None:
+    row = {"sku": "a", "name": "b", "price": 1, "quantity": 2, "in_stock": True}
+    text = json.dumps({"title": "T", "items": [row]})
+    streamed = stream(Catalog, list(text), NATIVE)
+    close = text.index("}")  # the row is open while fewer characters than this arrived
+    opened = [
+        p.items[0]
+        for seen, p in enumerate(streamed.partials, start=1)
+        if seen <= close and p is not None and "items" in p.model_fields_set and p.items
+    ]
+    assert opened and all(item.tags == [] for item in opened)
+    assert len({id(item.tags) for item in opened}) == len(opened)
+    assert all(item.tags is not Item.model_fields["tags"].default for item in opened)
+    assert all("tags" not in item.model_fields_set for item in opened)

@@ -297,14 +297,15 @@ def _model_builder(tp: type[BaseModel], names: dict[str, str]) -> Callable[[dict
     fields that arrived and the defaults of the others (in the model's field order where
     there are defaults, in the order they arrived otherwise); unknown keys are left out
     (kept as extras only where the model allows them)."""
-    defaults = _plain_defaults(tp)
-    if defaults is None:
+    plain = _plain_defaults(tp)
+    if plain is None:
 
         def constructed(values: dict[str, Any]) -> Any:
             named = {names.get(key, key): value for key, value in values.items()}
             return tp.model_construct(**named)
 
         return constructed
+    defaults, fresh = plain
     order = tuple(tp.model_fields)
     known = names.keys()
     same = all(key == name for key, name in names.items())  # no field is aliased
@@ -322,6 +323,9 @@ def _model_builder(tp: type[BaseModel], names: dict[str, str]) -> Callable[[dict
                 for name in order
                 if name in named or name in defaults
             }
+            for name in fresh:
+                if name not in named:
+                    state[name] = state[name].copy()
         else:
             state = dict(named)  # the fields in the order they arrived
         instance = new(tp)
@@ -357,22 +361,27 @@ def _dataclass_builder(tp: type, names: dict[str, str]) -> Callable[[dict[str, A
     return built
 
 
-def _plain_defaults(tp: type[BaseModel]) -> dict[str, Any] | None:
-    """The defaults of a model whose fields all have plain ones (or none), in field order;
-    `None` when `model_construct` is needed: a default factory, extra keys kept, private
-    attributes, or a mutable default (which each instance must get a copy of)."""
+def _plain_defaults(tp: type[BaseModel]) -> tuple[dict[str, Any], tuple[str, ...]] | None:
+    """The defaults of a model whose fields all have plain ones (or none), in field order,
+    and the fields whose default is an empty list, dict or set (each instance gets its own
+    copy, as pydantic gives it); `None` when `model_construct` is needed: a default factory,
+    extra keys kept, private attributes, or any other mutable default."""
     if tp.__private_attributes__ or tp.model_config.get("extra") == "allow":
         return None
     defaults: dict[str, Any] = {}
+    fresh: list[str] = []
     for name, info in tp.model_fields.items():
         if info.default_factory is not None:
             return None
         if info.is_required():
             continue
-        if not isinstance(info.default, str | int | float | bool | type(None) | tuple):
+        default = info.default
+        if type(default) in (list, dict, set) and not default:
+            fresh.append(name)
+        elif not isinstance(default, str | int | float | bool | type(None) | tuple):
             return None
-        defaults[name] = info.default
-    return defaults
+        defaults[name] = default
+    return defaults, tuple(fresh)
 
 
 def _strip(tp: Any) -> tuple[Any, tuple[Any, ...]]:
