@@ -980,3 +980,82 @@ def test_an_open_object_gets_its_own_copy_of_an_empty_list_default() -> None:
     assert len({id(item.tags) for item in opened}) == len(opened)
     assert all(item.tags is not Item.model_fields["tags"].default for item in opened)
     assert all("tags" not in item.model_fields_set for item in opened)
+
+
+# Objects with containers inside them, in a list: held as text while written, like rows
+
+
+class Size(BaseModel):
+    width: float
+    height: float
+
+
+class Record(BaseModel):
+    name: str
+    tags: list[str]
+    size: Size | None = None
+    counts: dict[str, int] = {}
+    pet: Cat | Dog | None = None
+    leaves: list[Leaf] = []
+    note: str | None = None
+
+
+class Shelf(BaseModel):
+    label: str
+    records: list[Record]
+
+
+_records = st.builds(
+    Record,
+    name=_cell,
+    tags=st.lists(_cell, max_size=3),
+    size=st.none() | st.builds(Size, width=st.floats(-1e6, 1e6), height=st.floats(-1e6, 1e6)),
+    counts=st.dictionaries(_cell, st.integers(-(10**9), 10**9), max_size=2),
+    pet=st.none()
+    | st.builds(Cat, kind=st.just("cat"), lives=st.integers(0, 9))
+    | st.builds(Dog, good=st.none() | st.booleans()),
+    leaves=st.lists(_leaves, max_size=2),
+    note=st.none() | _cell,
+)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    records=st.lists(_records, max_size=4),
+    cuts=st.none() | st.lists(st.integers(min_value=0, max_value=3_000), max_size=30),
+    indent=st.sampled_from([None, 2]),
+    ascii_only=st.booleans(),
+    mode=st.sampled_from([NATIVE, FORCED]),
+)
+def test_objects_with_containers_in_a_list_are_consistent_after_every_chunk(
+    records: list[Record],
+    cuts: list[int] | None,
+    indent: int | None,
+    ascii_only: bool,
+    mode: ExtractionMode,
+) -> None:
+    shelf = Shelf(label="S", records=records)
+    document = json.dumps(shelf.model_dump(mode="json"), indent=indent, ensure_ascii=ascii_only)
+    chunks = list(document) if cuts is None else split_at(document, cuts)
+    streamed = stream(Shelf, chunks, mode)
+    assert streamed.value == Shelf.model_validate_json(document)
+    assert_stream_consistent(streamed)
+
+
+def test_an_object_in_a_list_too_long_to_hold_is_scanned() -> None:
+    """An object longer than a read should parse again each time is scanned token by token;
+    the values are the same."""
+    long = Record(name="n", tags=[f"tag {i}" for i in range(400)], note="x" * 3_000)
+    shelf = Shelf(label="S", records=[long, Record(name="short", tags=["a"])])
+    document = shelf.model_dump_json()
+    assert len(document) > 2 * 2_000
+    streamed = stream(Shelf, chunked(document, 400), NATIVE)
+    assert streamed.value == shelf
+    assert_stream_consistent(streamed)
+    firsts = [
+        p.records[0]
+        for p in streamed.partials
+        if p is not None and "records" in p.model_fields_set and p.records
+    ]
+    tags = [len(first.tags) for first in firsts if "tags" in first.model_fields_set]
+    assert tags == sorted(tags) and tags[0] < 400 and tags[-1] == 400

@@ -5,9 +5,10 @@ when it completes: a scalar by its field's validator, an object (a model, a data
 `TypedDict`) by its type's validator over its already validated fields, so its validators
 run and its defaults apply. A container that ends within the text at hand is read by the C
 JSON decoder and validated in one call; only containers still open are scanned token by
-token. A row of a table (an object of scalars in a list) is not scanned at all: it is held
-as text while it is written, read by pydantic-core when the value is asked for, and read
-and validated by pydantic-core in one call once it closes. Reading the partial value
+token. An object in a list (a row) is not scanned at all: it is held as text while it is
+written, read by pydantic-core when the value is asked for, and read and validated by
+pydantic-core in one call once it closes (rows of scalars that closed in the same text, as
+a list in one call). Reading the partial value
 rebuilds only the open path from the root to the value being written (a shallow copy of
 each open container, with the open child in place), so a snapshot never changes afterwards
 and reading after every chunk stays linear in the chunks. Re-parsing the whole buffer on
@@ -80,12 +81,16 @@ _FLAT_OPEN = re.compile(r'\{(?:[^"{}\[\]]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+')
 """An object so far without a bracket inside it: where it stops is an open string (`"`),
 the end of the text (still open), or a bracket (it closed, or nests a container)."""
 _BRACKET = re.compile(r"[{}\[\]]")
+_SKIP = re.compile(r'(?:[^"{}\[\]]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+')
+"""Text up to the next bracket outside a string, or to a string open to the end."""
+_LONGEST_ROW = 2_000
+"""An object in a list is held as text while it is shorter: a read parses it whole."""
 _NEXT_ROW = re.compile(r"[ \t\r\n]*,[ \t\r\n]*\{")
-"""A comma, and the next row of a table opening."""
+"""A comma, and the next row opening."""
 _ROW_RUN = re.compile(
     r'(?:\{(?:[^"{}\[\]]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+\}[ \t\r\n]*,[ \t\r\n]*)*+'
 )
-"""Rows of a table that closed, each followed by a comma (and no bracket inside one)."""
+"""Rows of scalars that closed, each followed by a comma (no bracket inside one)."""
 _MISSING: Any = object()
 _LONGEST_SCALAR = 5_000
 _DECODER = json.JSONDecoder()
@@ -181,8 +186,8 @@ class _Object:
 
     @property
     def flat(self) -> bool:
-        """Whether every field holds a JSON scalar (a row of a table): such an object is
-        held as text while it is written and read by the C decoder (see `PartialValue`)."""
+        """Whether every field holds a JSON scalar: such rows are read more simply (see
+        `PartialValue._row_so_far`), and validated many at a time."""
         if self._flat is None:
             if self._fields is None:
                 self._fields = _fields_of(self.tp)
@@ -294,9 +299,8 @@ def _builder(tp: Any, fields: dict[str, tuple[str, Any]]) -> Callable[[dict[str,
 
 def _model_builder(tp: type[BaseModel], names: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
     """`model_construct`, without its per-field work where defaults are plain values: the
-    fields that arrived and the defaults of the others (in the model's field order where
-    there are defaults, in the order they arrived otherwise); unknown keys are left out
-    (kept as extras only where the model allows them)."""
+    fields that arrived, in the order they arrived, then the defaults of the others; unknown
+    keys are left out (kept as extras only where the model allows them)."""
     plain = _plain_defaults(tp)
     if plain is None:
 
@@ -306,7 +310,7 @@ def _model_builder(tp: type[BaseModel], names: dict[str, str]) -> Callable[[dict
 
         return constructed
     defaults, fresh = plain
-    order = tuple(tp.model_fields)
+    count = len(tp.model_fields)
     known = names.keys()
     same = all(key == name for key, name in names.items())  # no field is aliased
     new = object.__new__
@@ -317,17 +321,11 @@ def _model_builder(tp: type[BaseModel], names: dict[str, str]) -> Callable[[dict
             named = values
         else:
             named = {names[key]: value for key, value in values.items() if key in known}
-        if defaults:
-            state = {
-                name: named[name] if name in named else defaults[name]
-                for name in order
-                if name in named or name in defaults
-            }
-            for name in fresh:
-                if name not in named:
-                    state[name] = state[name].copy()
-        else:
-            state = dict(named)  # the fields in the order they arrived
+        state = dict(named)
+        if len(state) < count:
+            for name, default in defaults.items():
+                if name not in state:
+                    state[name] = default.copy() if name in fresh else default
         instance = new(tp)
         put(instance, "__dict__", state)
         put(instance, "__pydantic_fields_set__", set(named))
@@ -361,7 +359,7 @@ def _dataclass_builder(tp: type, names: dict[str, str]) -> Callable[[dict[str, A
     return built
 
 
-def _plain_defaults(tp: type[BaseModel]) -> tuple[dict[str, Any], tuple[str, ...]] | None:
+def _plain_defaults(tp: type[BaseModel]) -> tuple[dict[str, Any], frozenset[str]] | None:
     """The defaults of a model whose fields all have plain ones (or none), in field order,
     and the fields whose default is an empty list, dict or set (each instance gets its own
     copy, as pydantic gives it); `None` when `model_construct` is needed: a default factory,
@@ -381,7 +379,7 @@ def _plain_defaults(tp: type[BaseModel]) -> tuple[dict[str, Any], tuple[str, ...
         elif not isinstance(default, str | int | float | bool | type(None) | tuple):
             return None
         defaults[name] = default
-    return defaults, tuple(fresh)
+    return defaults, frozenset(fresh)
 
 
 def _strip(tp: Any) -> tuple[Any, tuple[Any, ...]]:
@@ -461,7 +459,9 @@ def _finish_child(shape: _Shape | None, raw: Any) -> Any:
 
 def _from_raw(shape: _Shape | None, raw: Any) -> Any:
     """A whole JSON value, validated as the scanner would have validated it piece by piece."""
-    if shape is None or raw is None or isinstance(shape, _Leaf):
+    if isinstance(shape, _Leaf):
+        return raw if type(raw) is shape.plain else shape.validate(raw)
+    if shape is None or raw is None:
         return _finish_child(shape, raw)
     if isinstance(shape, _Object):
         if not isinstance(raw, dict):
@@ -485,6 +485,112 @@ def _from_raw(shape: _Shape | None, raw: Any) -> Any:
         return _MISSING
     entries = {key: _from_raw(shape.value, item) for key, item in raw.items()}
     return shape.complete({k: v for k, v in entries.items() if v is not _MISSING})
+
+
+def _brackets(text: str, start: int) -> tuple[int, list[str], bool]:
+    """The brackets of the object opening at `start`: where it closes, `(stop, [], False)`;
+    open at the end of the text, `(end, the brackets still open, whether the text ends in
+    an open string)`; brackets that do not match, `(-1, [], False)`."""
+    opened = ["{"]
+    skip = _SKIP.match
+    end = len(text)
+    pos = start + 1
+    while True:
+        pos = skip(text, pos).end()  # type: ignore[union-attr]
+        if pos == end:
+            return pos, opened, False
+        char = text[pos]
+        if char == '"':
+            return pos, opened, True
+        if char == "{" or char == "[":
+            opened.append(char)
+        elif opened.pop() != ("{" if char == "}" else "["):
+            return -1, [], False
+        elif not opened:
+            return pos, opened, False
+        pos += 1
+
+
+def _record_so_far(shape: _Object, text: str) -> Any:
+    """An object with containers inside it, held as text while it is written (see
+    `PartialValue._row_so_far`), as far as it goes: pydantic-core reads the text with the
+    string being written (`trailing-strings`); along the path of brackets still open, the
+    last entry of each is the open one, every other entry completed and is validated."""
+    stop, opened, in_string = _brackets(text, 0)
+    if not opened:
+        return _MISSING
+    try:
+        data = from_json(text, allow_partial="trailing-strings")
+    except ValueError:
+        return _MISSING
+    if in_string:
+        # A string value is being written (after a colon, or as an item of an array);
+        # otherwise a key is, which pydantic-core leaves out.
+        before = text[:stop].rstrip()[-1:]
+        tail = "text" if before == ":" or (opened[-1] == "[" and before in "[,") else "none"
+    elif text.rstrip()[-1:] in "0123456789":
+        tail = "number"  # a number at the very end may go on in the next chunk
+    else:
+        tail = "none"
+    return _open_so_far(shape, data, len(opened) - 1, tail)
+
+
+def _open_so_far(shape: _Shape | None, raw: Any, below: int, tail: str) -> Any:
+    """An open container read partially (`raw`), `below` levels above the innermost open
+    one; `tail` says what the innermost one's last entry is: `"text"` being written, a
+    `"number"` that may go on, or `"none"` (complete)."""
+    if isinstance(raw, dict):
+        if shape is not None and not isinstance(shape, _Object | _Map):
+            return _MISSING  # validated whole (a union, ...), or not the type's container
+        values: dict[str, Any] = {}
+        entries = list(raw.items())
+        last = entries.pop() if entries else None
+        for key, item in entries:
+            value = _from_raw(_entry_shape(shape, key), item)
+            if value is not _MISSING:
+                values[key] = value
+        if last is not None:
+            key, item = last
+            value = _open_entry(_entry_shape(shape, key), item, below, tail)
+            if value is not _MISSING:
+                values[key] = value
+        return shape.construct(values) if isinstance(shape, _Object) else values
+    if isinstance(raw, list):
+        if isinstance(shape, _List):
+            item_shape = shape.item
+        elif shape is None:
+            item_shape = None
+        else:
+            return _MISSING
+        items = [_from_raw(item_shape, item) for item in raw[:-1]]
+        if raw:
+            items.append(_open_entry(item_shape, raw[-1], below, tail))
+        return [item for item in items if item is not _MISSING]
+    return _MISSING
+
+
+def _entry_shape(shape: _Object | _Map | None, key: str) -> _Shape | None:
+    """The shape of the value at `key` of an object (`None`: untyped, or unknown)."""
+    if isinstance(shape, _Object):
+        found = shape.field(key)
+        return None if found is None else found[1]
+    if isinstance(shape, _Map):
+        value: _Shape | None = shape.value
+        return value
+    return None
+
+
+def _open_entry(shape: _Shape | None, raw: Any, below: int, tail: str) -> Any:
+    """The last entry of an open container: itself open if containers are open below."""
+    if below:
+        return _open_so_far(shape, raw, below - 1, tail)
+    if tail == "text" and isinstance(raw, str):
+        if shape is None:
+            return raw
+        return shape.partial(raw) if isinstance(shape, _Leaf) else _MISSING
+    if tail == "number" and type(raw) in (int, float):
+        return _MISSING
+    return _from_raw(shape, raw)
 
 
 def _scalar(text: str) -> Any:
@@ -571,9 +677,9 @@ class _Frame:
             self.child = shape.item
         elif isinstance(shape, _Map) and is_object:
             self.child = shape.value
-        # The shape of this array's items where they are rows of a table (flat objects).
+        # The shape of this array's items where they are objects: held as text while open.
         item = self.child
-        self.row = item if not is_object and isinstance(item, _Object) and item.flat else None
+        self.row = item if not is_object and isinstance(item, _Object) else None
 
     def set_key(self, key: str) -> None:
         self.key = key
@@ -679,9 +785,9 @@ class PartialValue(Generic[T]):
         self._completed_inside = False
         self._cache: Any = _MISSING
         self._dirty = False
-        # A row of a table (a flat object in a list) being written is held as text in
-        # `_rest`, not scanned token by token: read partially by pydantic-core when the
-        # value is asked for, read and validated by it in one call once the row closes.
+        # A row (an object in a list) being written is held as text in `_rest`, not
+        # scanned token by token: read partially by pydantic-core when the value is asked
+        # for, read and validated by it in one call once the row closes.
         self._row: _Object | None = None
 
     @property
@@ -693,7 +799,11 @@ class PartialValue(Generic[T]):
         if self._broken or self._done is not _MISSING or not text:
             return
         self._dirty = True
-        if self._row is not None and _BRACKET.search(text) is None:
+        if (
+            self._row is not None
+            and len(self._rest) < _LONGEST_ROW
+            and _BRACKET.search(text) is None
+        ):
             # Without a bracket, a held row neither closes nor nests: it stays held.
             self._rest += text
             return
@@ -857,8 +967,7 @@ class PartialValue(Generic[T]):
         return True, min(starts)
 
     def _row_shape(self) -> _Object | None:
-        """The shape of a row of a table opening here (an item of a list of flat objects),
-        or `None`."""
+        """The shape of a row opening here (an object in a list), or `None`."""
         stack = self._stack
         if not stack:
             return None
@@ -866,15 +975,17 @@ class PartialValue(Generic[T]):
         return frame.row if frame.expect == "value" else None
 
     def _rows(self, buf: str, start: int, row: _Object) -> tuple[int, bool]:
-        """Rows of a table from the one opening at `start`: each that closes is read and
-        validated by pydantic-core in one call, and the next one read on; the last, still
-        open, is held as text until it closes (see `_row_so_far`). Where scanning goes on,
-        and whether a row is held. A row that closes but does not validate, or that nests a
-        bracket, is left to the scanner, which keeps the fields that do validate."""
+        """Rows (objects in a list) from the one opening at `start`: each that closes is
+        read and validated by pydantic-core in one call, and the next one read on; the last,
+        still open, is held as text until it closes (see `_row_so_far`). Where scanning goes
+        on, and whether a row is held. A row that closes but does not validate, or whose
+        brackets do not match, is left to the scanner, which keeps what does validate; so is
+        one too long to read again on every read (`_LONGEST_ROW`)."""
         frame = self._stack[-1]
         items = frame.values
-        # The rows that closed, each followed by a comma, validated as a list in one call.
-        run = _ROW_RUN.match(buf, start).end()  # type: ignore[union-attr]
+        # Rows of scalars that closed, each followed by a comma: validated as a list in one
+        # call.
+        run = _ROW_RUN.match(buf, start).end() if row.flat else start  # type: ignore[union-attr]
         if run > start:
             rows = row.validate_rows(buf[start:run].rstrip(" \t\r\n,"))
             if rows is not _MISSING:
@@ -885,15 +996,16 @@ class PartialValue(Generic[T]):
                     return run, False
                 start = run
         validate = row.validate_text
-        flat = _FLAT_OPEN.match
         following = _NEXT_ROW.match
         end = len(buf)
         while True:
-            stop = flat(buf, start).end()  # type: ignore[union-attr]
-            if stop == end or buf[stop] == '"':
+            stop, opened, _ = _brackets(buf, start)
+            if opened:
+                if end - start >= _LONGEST_ROW:
+                    return start, False  # too long to read again on every read: scanned
                 self._row = row
                 return start, True
-            if buf[stop] != "}":
+            if stop < 0:
                 return start, False
             value = validate(buf[start : stop + 1])
             if value is _MISSING:
@@ -912,10 +1024,12 @@ class PartialValue(Generic[T]):
         """The row held in `_rest`, as far as it goes: its completed fields validated, and a
         text field being written (only text is shown while it is written).
 
-        pydantic-core reads the row with the text being written (`trailing-strings`); only
-        when the last value read is text is it read again without, to tell an open string
-        from a closed one."""
+        pydantic-core reads the row with the text being written (`trailing-strings`). A row
+        of scalars whose last value read is text is read again without, to tell an open
+        string from a closed one; a row with containers is read by `_record_so_far`."""
         text = self._rest
+        if not shape.flat:
+            return _record_so_far(shape, text)
         try:
             data = from_json(text, allow_partial="trailing-strings")
         except ValueError:
