@@ -1,8 +1,8 @@
 """What the typed partial value of a stream costs, read after every event, on each streaming wire.
 
-A list of rows (objects of five fields) streams from an in-process `httpx2` transport,
-through `allama.provider(...)` and `extract_stream` (native mode: the JSON is the text), on
-every streaming wire allama speaks, each answered at the path the provider posts to:
+A list of rows streams from an in-process `httpx2` transport, through `allama.provider(...)`
+and `extract_stream` (native mode: the JSON is the text), on every streaming wire allama
+speaks, each answered at the path the provider posts to:
 
 - Chat Completions SSE (`POST /v1/chat/completions`): OpenAI's preset, then any
   OpenAI-compatible endpoint (`openai-compatible`); a final usage chunk only on `openai`,
@@ -36,11 +36,14 @@ the output: linear means ten times the CPU), and 2,000 rows in 500 chunks. For c
 what most libraries do: re-parse the whole buffer with `pydantic_core.from_json(...,
 allow_partial=True)` and validate it after every chunk (quadratic), on the text alone.
 
+The rows are objects of five scalars (`--payload rows`, the default), or of three scalars,
+a list of two strings and an object of two numbers (`--payload nested`).
+
 CPU time (`time.process_time`), best of a few runs, the cases measured in turn. Run by
-hand: `python bench/bench_partial.py [--repeat N | N] [--smoke] [endpoint ...]`; endpoints
-by name (`openai`, `openai-compatible`, `openai-responses`, `anthropic`, `gemini`,
-`ollama`; all by default). `--smoke` runs the sizes a tenth as large (20 rows in 50 chunks,
-200 in 500, 200 in 50), once, to check the wires quickly.
+hand: `python bench/bench_partial.py [--repeat N | N] [--smoke] [--payload rows|nested]
+[endpoint ...]`; endpoints by name (`openai`, `openai-compatible`, `openai-responses`,
+`anthropic`, `gemini`, `ollama`; all by default). `--smoke` runs the sizes a tenth as large
+(20 rows in 50 chunks, 200 in 500, 200 in 50), once, to check the wires quickly.
 """
 
 from __future__ import annotations
@@ -82,6 +85,23 @@ class Catalog(BaseModel):
     items: list[Item]
 
 
+class Size(BaseModel):
+    width: float
+    height: float
+
+
+class Record(BaseModel):
+    sku: str
+    name: str
+    price: float
+    tags: list[str]
+    size: Size
+
+
+class Shelf(BaseModel):
+    items: list[Record]
+
+
 def document(rows: int) -> str:
     items = [
         {
@@ -94,6 +114,38 @@ def document(rows: int) -> str:
         for i in range(rows)
     ]
     return json.dumps({"items": items})
+
+
+def nested_document(rows: int) -> str:
+    items = [
+        {
+            "sku": f"SKU-{i:05d}",
+            "name": f"Item number {i}",
+            "price": round(i * 1.25, 2),
+            "tags": ["new", f"batch {i % 7}"],
+            "size": {"width": round(10 + i % 13 * 0.5, 1), "height": i % 40},
+        }
+        for i in range(rows)
+    ]
+    return json.dumps({"items": items})
+
+
+@dataclass(frozen=True)
+class Payload:
+    """What the stream carries: the type asked for, and its document for a number of rows."""
+
+    name: str
+    description: str
+    type: type[Catalog] | type[Shelf]
+    document: Callable[[int], str]
+
+
+PAYLOADS = {
+    "rows": Payload("rows", "rows of five scalars", Catalog, document),
+    "nested": Payload(
+        "nested", "rows of three scalars, a list of text and an object", Shelf, nested_document
+    ),
+}
 
 
 def chunked(text: str, count: int) -> list[str]:
@@ -123,7 +175,9 @@ def sse_event(payload: dict[str, Any], name: str | None = None) -> bytes:
 # Chat Completions: after recorded gpt-4o-2024-08-06 streams (corpus `openai/
 # length_max_tokens_stream`, `openai/refusal_strict_schema_stream`): a role chunk, a content
 # chunk each, the finish chunk, the usage chunk (`choices: []`) when asked for, `[DONE]`.
-def chat_completions_sse(chunks: list[str], model: str, *, usage: bool) -> list[bytes]:
+def chat_completions_sse(
+    chunks: list[str], model: str, schema: dict[str, Any], *, usage: bool
+) -> list[bytes]:
     def event(choices: list[dict[str, Any]], counts: dict[str, Any] | None = None) -> bytes:
         chunk = {
             "id": "chatcmpl-bench",
@@ -167,7 +221,7 @@ def chat_completions_sse(chunks: list[str], model: str, *, usage: bool) -> list[
 # `openai_responses/json_schema_strict_stream`): typed events with `event:` lines and
 # sequence numbers; the finished text comes again in the `.done` events and in
 # `response.completed`, which carries the usage. No `[DONE]`.
-def responses_sse(chunks: list[str], model: str) -> list[bytes]:
+def responses_sse(chunks: list[str], model: str, schema: dict[str, Any]) -> list[bytes]:
     text = "".join(chunks)
     output = tokens(text)
     item_id = "msg_bench"
@@ -180,7 +234,7 @@ def responses_sse(chunks: list[str], model: str) -> list[bytes]:
     text_format = {
         "type": "json_schema",
         "name": "catalog",
-        "schema": Catalog.model_json_schema(),
+        "schema": schema,
         "strict": True,
     }
 
@@ -260,7 +314,7 @@ def responses_sse(chunks: list[str], model: str) -> list[bytes]:
 # `anthropic/stop_reason_max_tokens_stream`): `message_start` with the input usage, a text
 # block opened empty, a `ping`, a `text_delta` each, the block's stop, `message_delta` with
 # the stop reason and the usage totals, `message_stop`.
-def anthropic_sse(chunks: list[str], model: str) -> list[bytes]:
+def anthropic_sse(chunks: list[str], model: str, schema: dict[str, Any]) -> list[bytes]:
     usage = {
         "input_tokens": INPUT_TOKENS,
         "cache_creation_input_tokens": 0,
@@ -328,7 +382,7 @@ def anthropic_sse(chunks: list[str], model: str) -> list[bytes]:
 # `data:` events framed by CRLF, each a whole `GenerateContentResponse` holding its new text
 # in `candidates[0].content.parts[0].text` and the usage so far; the last one carries
 # `finishReason` and the candidates' count. No end marker.
-def gemini_sse(chunks: list[str], model: str) -> list[bytes]:
+def gemini_sse(chunks: list[str], model: str, schema: dict[str, Any]) -> list[bytes]:
     prompt = {
         "promptTokenCount": INPUT_TOKENS,
         "promptTokensDetails": [{"modality": "TEXT", "tokenCount": INPUT_TOKENS}],
@@ -364,7 +418,7 @@ def gemini_sse(chunks: list[str], model: str) -> list[bytes]:
 # Ollama `/api/chat`: after a recorded stream (corpus `ollama/api_chat_stream_ndjson`): one
 # JSON line per piece with `done: false`, then a line with empty content, `done: true`,
 # `done_reason` and the counts and durations.
-def ollama_ndjson(chunks: list[str], model: str) -> list[bytes]:
+def ollama_ndjson(chunks: list[str], model: str, schema: dict[str, Any]) -> list[bytes]:
     def line(content: str, **more: Any) -> bytes:
         payload = {
             "model": model,
@@ -391,7 +445,9 @@ def ollama_ndjson(chunks: list[str], model: str) -> list[bytes]:
     return lines
 
 
-Wire = Callable[[list[str], str], list[bytes]]
+Wire = Callable[[list[str], str, dict[str, Any]], list[bytes]]
+"""The events of a stream of `chunks` from `model`; the schema asked for is echoed back
+only by the Responses API."""
 
 
 @dataclass(frozen=True)
@@ -518,21 +574,21 @@ ENDPOINTS = (
 )
 
 
-def enforcement(endpoint: Endpoint) -> SchemaEnforcement:
+def enforcement(endpoint: Endpoint, tp: type[BaseModel]) -> SchemaEnforcement:
     """What the plan of a streamed extraction says the endpoint enforces."""
-    plan = allama.Extractor().plan(endpoint.provider([]), Catalog, endpoint.request(), stream=True)
+    plan = allama.Extractor().plan(endpoint.provider([]), tp, endpoint.request(), stream=True)
     assert plan.mode is ExtractionMode.NATIVE, (endpoint.name, plan.mode)
     return plan.enforcement
 
 
 def check(
-    endpoint: Endpoint, chat: HttpProvider, chunks: list[str], expected: Catalog, kind: str
+    endpoint: Endpoint, chat: HttpProvider, chunks: list[str], expected: Catalog | Shelf, kind: str
 ) -> None:
     """That the stream streams: a text delta per chunk, a partial value part-way, the value,
     the usage and the finish reason at the end."""
     deltas = 0
-    halfway: Catalog | None = None
-    with allama.extract_stream(chat, Catalog, endpoint.request()) as stream:
+    halfway: Any = None
+    with allama.extract_stream(chat, type(expected), endpoint.request()) as stream:
         for event in stream:
             if isinstance(event, TextDelta):
                 deltas += 1
@@ -556,8 +612,10 @@ def check(
         assert response.usage is None, (name, response.usage)
 
 
-def streamed(endpoint: Endpoint, chat: HttpProvider, expected: Catalog, read_partial: bool) -> None:
-    with allama.extract_stream(chat, Catalog, endpoint.request()) as stream:
+def streamed(
+    endpoint: Endpoint, chat: HttpProvider, expected: Catalog | Shelf, read_partial: bool
+) -> None:
+    with allama.extract_stream(chat, type(expected), endpoint.request()) as stream:
         for _ in stream:
             if read_partial:
                 stream.partial  # noqa: B018 - reading it is what is measured
@@ -566,17 +624,15 @@ def streamed(endpoint: Endpoint, chat: HttpProvider, expected: Catalog, read_par
         assert stream.finish().value == expected
 
 
-ADAPTER = TypeAdapter(Catalog)
-
-
-def reparse_every_chunk(chunks: list[str], expected: Catalog) -> None:
+def reparse_every_chunk(chunks: list[str], expected: Catalog | Shelf) -> None:
+    adapter = TypeAdapter(type(expected))
     buffer = ""
     value = None
     for chunk in chunks:
         buffer += chunk
         parsed = pydantic_core.from_json(buffer, allow_partial=True)
         try:
-            value = ADAPTER.validate_python(parsed, experimental_allow_partial=True)
+            value = adapter.validate_python(parsed, experimental_allow_partial=True)
         except ValidationError:
             value = None
     assert value == expected
@@ -601,7 +657,7 @@ SIZES = ((200, 500), (2_000, 5_000), (2_000, 500))
 SMOKE_SIZES = ((20, 50), (200, 500), (200, 50))
 
 
-def arguments(argv: Sequence[str]) -> tuple[list[Endpoint], int, bool]:
+def arguments(argv: Sequence[str]) -> tuple[list[Endpoint], int, bool, Payload]:
     by_name = {endpoint.name: endpoint for endpoint in ENDPOINTS}
     parser = argparse.ArgumentParser(
         description="CPU cost of reading the partial value of a streamed extraction."
@@ -616,6 +672,12 @@ def arguments(argv: Sequence[str]) -> tuple[list[Endpoint], int, bool]:
     parser.add_argument("--repeat", type=int, help="timed runs of each case (default 5)")
     parser.add_argument(
         "--smoke", action="store_true", help=f"sizes {SMOKE_SIZES}, once (a quick check)"
+    )
+    parser.add_argument(
+        "--payload",
+        choices=list(PAYLOADS),
+        default="rows",
+        help="; ".join(f"{p.name}: {p.description}" for p in PAYLOADS.values()),
     )
     options = parser.parse_intermixed_args(argv)
     chosen: list[Endpoint] = []
@@ -633,15 +695,18 @@ def arguments(argv: Sequence[str]) -> tuple[list[Endpoint], int, bool]:
     if repeat < 1:
         parser.error("the repeat count must be at least 1")
     smoke: bool = options.smoke
-    return chosen or list(ENDPOINTS), repeat, smoke
+    return chosen or list(ENDPOINTS), repeat, smoke, PAYLOADS[options.payload]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    endpoints, repeat, smoke = arguments(sys.argv[1:] if argv is None else argv)
+    endpoints, repeat, smoke, payload = arguments(sys.argv[1:] if argv is None else argv)
+    schema = payload.type.model_json_schema()
     sizes = SMOKE_SIZES if smoke else SIZES
     small, large, _ = sizes
     scale = " (smoke sizes)" if smoke else ""
-    print(f"CPU ms, best of {repeat}, Python {sys.version.split()[0]}{scale}")
+    print(
+        f"CPU ms, best of {repeat}, Python {sys.version.split()[0]}{scale}; {payload.description}"
+    )
     print(
         "| endpoint | wire | rows | chunks | `partial` every event | validated once at the end "
         "| ratio |"
@@ -650,12 +715,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     figures: dict[tuple[str, int, int], float] = {}
     kinds: dict[str, SchemaEnforcement] = {}
     for endpoint in endpoints:
-        kind = kinds[endpoint.name] = enforcement(endpoint)
+        kind = kinds[endpoint.name] = enforcement(endpoint, payload.type)
         for rows, count in sizes:
-            text = document(rows)
-            expected = Catalog.model_validate_json(text)
+            text = payload.document(rows)
+            expected = payload.type.model_validate_json(text)
             chunks = chunked(text, count)
-            chat = endpoint.provider(endpoint.wire(chunks, endpoint.model))
+            chat = endpoint.provider(endpoint.wire(chunks, endpoint.model, schema))
             check(endpoint, chat, chunks, expected, kind)
             partial, once = best_cpu(
                 [
@@ -676,8 +741,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"output at the same chunk size costs {growth:.1f} times the CPU"
         )
     rows, count = large
-    text = document(rows)
-    expected = Catalog.model_validate_json(text)
+    text = payload.document(rows)
+    expected = payload.type.model_validate_json(text)
     chunks = chunked(text, count)
     (reparse,) = best_cpu([lambda: reparse_every_chunk(chunks, expected)], max(1, repeat // 2))
     print(
