@@ -487,14 +487,14 @@ def _from_raw(shape: _Shape | None, raw: Any) -> Any:
     return shape.complete({k: v for k, v in entries.items() if v is not _MISSING})
 
 
-def _brackets(text: str, start: int) -> tuple[int, list[str], bool]:
-    """The brackets of the object opening at `start`: where it closes, `(stop, [], False)`;
-    open at the end of the text, `(end, the brackets still open, whether the text ends in
-    an open string)`; brackets that do not match, `(-1, [], False)`."""
-    opened = ["{"]
+def _brackets(text: str, pos: int, opened: list[str]) -> tuple[int, list[str], bool]:
+    """The brackets of an object read on from `pos`, `opened` those open there (the list is
+    updated): where it closes, `(stop, [], False)`; open at the end of the text, `(stop,
+    the brackets still open, whether the text ends in a string open at stop)`, a scan
+    that can be taken up again from `stop`; brackets that do not match, `(-1, [], False)`.
+    """
     skip = _SKIP.match
     end = len(text)
-    pos = start + 1
     while True:
         pos = skip(text, pos).end()  # type: ignore[union-attr]
         if pos == end:
@@ -511,14 +511,12 @@ def _brackets(text: str, start: int) -> tuple[int, list[str], bool]:
         pos += 1
 
 
-def _record_so_far(shape: _Object, text: str) -> Any:
+def _record_so_far(shape: _Object, text: str, stop: int, opened: list[str], in_string: bool) -> Any:
     """An object with containers inside it, held as text while it is written (see
-    `PartialValue._row_so_far`), as far as it goes: pydantic-core reads the text with the
-    string being written (`trailing-strings`); along the path of brackets still open, the
-    last entry of each is the open one, every other entry completed and is validated."""
-    stop, opened, in_string = _brackets(text, 0)
-    if not opened:
-        return _MISSING
+    `PartialValue._row_so_far`), as far as it goes, its brackets still `opened`: pydantic-core
+    reads the text with the string being written (`trailing-strings`); along the path of
+    brackets still open, the last entry of each is the open one, every other entry completed
+    and is validated."""
     try:
         data = from_json(text, allow_partial="trailing-strings")
     except ValueError:
@@ -789,6 +787,8 @@ class PartialValue(Generic[T]):
         # scanned token by token: read partially by pydantic-core when the value is asked
         # for, read and validated by it in one call once the row closes.
         self._row: _Object | None = None
+        # Where the scan of the held row's brackets stopped, and the brackets open there.
+        self._row_scan: tuple[int, list[str]] = (0, [])
 
     @property
     def complete(self) -> bool:
@@ -999,11 +999,12 @@ class PartialValue(Generic[T]):
         following = _NEXT_ROW.match
         end = len(buf)
         while True:
-            stop, opened, _ = _brackets(buf, start)
+            stop, opened, _ = _brackets(buf, start + 1, ["{"])
             if opened:
                 if end - start >= _LONGEST_ROW:
                     return start, False  # too long to read again on every read: scanned
                 self._row = row
+                self._row_scan = (stop - start, opened)
                 return start, True
             if stop < 0:
                 return start, False
@@ -1029,7 +1030,14 @@ class PartialValue(Generic[T]):
         string from a closed one; a row with containers is read by `_record_so_far`."""
         text = self._rest
         if not shape.flat:
-            return _record_so_far(shape, text)
+            # No bracket came since the row was held (one would have been scanned): the
+            # scan of its brackets is taken up where it stopped, for where a string opens.
+            at, opened = self._row_scan
+            stop, opened, in_string = _brackets(text, at, opened)
+            if not opened:
+                return _MISSING
+            self._row_scan = (stop, opened)
+            return _record_so_far(shape, text, stop, opened, in_string)
         try:
             data = from_json(text, allow_partial="trailing-strings")
         except ValueError:
