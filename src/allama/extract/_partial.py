@@ -77,9 +77,6 @@ _SPACE = re.compile(r"[ \t\r\n]*")
 _SCALAR_PREFIX = re.compile(r"[-+0-9.eE]+|t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|n(?:u(?:ll?)?)?")
 _STRING_BODY = re.compile(r'[^"\\]*+(?:\\.[^"\\]*+)*+', re.DOTALL)
 _SCALAR = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
-_FLAT_OPEN = re.compile(r'\{(?:[^"{}\[\]]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+')
-"""An object so far without a bracket inside it: where it stops is an open string (`"`),
-the end of the text (still open), or a bracket (it closed, or nests a container)."""
 _BRACKET = re.compile(r"[{}\[\]]")
 _SKIP = re.compile(r'(?:[^"{}\[\]]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+')
 """Text up to the next bracket outside a string, or to a string open to the end."""
