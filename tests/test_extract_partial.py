@@ -1059,3 +1059,28 @@ def test_an_object_in_a_list_too_long_to_hold_is_scanned() -> None:
     ]
     tags = [len(first.tags) for first in firsts if "tags" in first.model_fields_set]
     assert tags == sorted(tags) and tags[0] < 400 and tags[-1] == 400
+
+
+def test_a_part_of_a_snapshot_that_is_kept_never_changes() -> None:
+    """Keeping the list of a snapshot, or its last row, and letting the snapshot itself go:
+    what is kept stays as it was read."""
+    from allama.extract._partial import PartialValue
+
+    text = catalog_document()
+    partial: PartialValue[Catalog] = PartialValue(Catalog)
+    lists: list[tuple[list[Item], list[dict[str, Any]]]] = []
+    rows: list[tuple[Item, dict[str, Any]]] = []
+    for index, start in enumerate(range(0, len(text), 41)):
+        partial.feed(text[start : start + 41])
+        value = partial.value()
+        if value is None or "items" not in value.model_fields_set:
+            continue
+        if index % 60 == 0:
+            lists.append((value.items, [item.model_dump() for item in value.items]))
+        if index % 3 == 0 and value.items:
+            rows.append((value.items[-1], value.items[-1].model_dump()))
+        del value
+    partial.end()
+    assert partial.value() == Catalog.model_validate_json(text)
+    assert all([item.model_dump() for item in kept] == dump for kept, dump in lists)
+    assert all(row.model_dump() == dump for row, dump in rows)
