@@ -78,15 +78,14 @@ _SCALAR_PREFIX = re.compile(r"[-+0-9.eE]+|t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|
 _STRING_BODY = re.compile(r'[^"\\]*+(?:\\.[^"\\]*+)*+', re.DOTALL)
 _SCALAR = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
 _BRACKET = re.compile(r"[{}\[\]]")
-_SKIP = re.compile(r'(?:[^"{}\[\]]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+')
+_OUTSIDE = r'(?:[^"{}\[\]]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+'
+_SKIP = re.compile(_OUTSIDE)
 """Text up to the next bracket outside a string, or to a string open to the end."""
 _LONGEST_ROW = 2_000
 """An object in a list is held as text while it is shorter: a read parses it whole."""
 _NEXT_ROW = re.compile(r"[ \t\r\n]*,[ \t\r\n]*\{")
 """A comma, and the next row opening."""
-_ROW_RUN = re.compile(
-    r'(?:\{(?:[^"{}\[\]]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+\}[ \t\r\n]*,[ \t\r\n]*)*+'
-)
+_ROW_RUN = re.compile(r"(?:\{" + _OUTSIDE + r"\}[ \t\r\n]*,[ \t\r\n]*)*+")
 """Rows of scalars that closed, each followed by a comma (no bracket inside one)."""
 _MISSING: Any = object()
 _LONGEST_SCALAR = 5_000
@@ -112,10 +111,7 @@ class _Leaf:
             return raw
         if plain is float and type(raw) is int:
             return float(raw)
-        try:
-            return self.check(raw)
-        except ValidationError:
-            return _MISSING
+        return _attempt(self.check, raw)
 
     def partial(self, raw: Any) -> Any:
         """An open value as far as it goes: only text, whose every prefix is a prefix of the
@@ -125,10 +121,15 @@ class _Leaf:
             return _MISSING
         if self.plain is str:
             return raw
-        try:
-            return self.check(raw)
-        except ValidationError:
-            return _MISSING
+        return _attempt(self.check, raw)
+
+
+def _attempt(check: Callable[[Any], Any], raw: Any) -> Any:
+    """`check(raw)`, or `_MISSING` where it does not validate."""
+    try:
+        return check(raw)
+    except ValidationError:
+        return _MISSING
 
 
 def _checks(adapter: TypeAdapter[Any]) -> tuple[Callable[[Any], Any], Callable[[str], Any]]:
@@ -213,32 +214,26 @@ class _Object:
             build = self._builder = _builder(self.tp, self.fields)
         return build(values)
 
-    def validate(self, values: dict[str, Any]) -> Any:
+    @property
+    def checks(self) -> tuple[Callable[[Any], Any], Callable[[str], Any]]:
+        """The type's validator: of Python values, of JSON text."""
         if self._checks is None:
             self._checks = _checks(TypeAdapter(self.tp))
-        try:
-            return self._checks[0](values)
-        except ValidationError:
-            return _MISSING
+        return self._checks
+
+    def validate(self, values: dict[str, Any]) -> Any:
+        return _attempt(self.checks[0], values)
 
     def validate_rows(self, text: str) -> Any:
         """Rows of this type, `{...}, {...}` as JSON text, validated as a list in one call."""
         if self._rows is None:
             rows: Any = types.GenericAlias(list, (self.tp,))  # `list[tp]`, `tp` known at run time
             self._rows = _checks(TypeAdapter(rows))[1]
-        try:
-            return self._rows(f"[{text}]")
-        except ValidationError:
-            return _MISSING
+        return _attempt(self._rows, f"[{text}]")
 
     def validate_text(self, text: str) -> Any:
         """The object from its whole JSON text, read and validated in one call."""
-        if self._checks is None:
-            self._checks = _checks(TypeAdapter(self.tp))
-        try:
-            return self._checks[1](text)
-        except ValidationError:
-            return _MISSING
+        return _attempt(self.checks[1], text)
 
     def complete(self, values: dict[str, Any]) -> Any:
         """The completed object, validated once over its fields; as far as it goes if not."""
