@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpcore2
 import httpx2
 import pytest
 
@@ -653,3 +654,36 @@ def test_a_transport_given_a_client_leaves_its_pool_alone() -> None:
     Transport(async_client=client)._async()
     assert not isinstance(client._transport._pool._network_backend, _Backend)  # type: ignore[attr-defined]
     asyncio.run(client.aclose())
+
+
+def test_an_idle_check_after_the_socket_closed_says_readable_even_if_its_number_is_reused() -> (
+    None
+):
+    from allama._sockets import _Stream
+
+    class Inner(httpcore2.AsyncNetworkStream):
+        def __init__(self, sock: socket.socket) -> None:
+            self.sock = sock
+
+        def get_extra_info(self, info: str) -> Any:
+            return self.sock if info == "socket" else None
+
+    ours, theirs = socket.socketpair()
+    stream = _Stream(Inner(ours))
+    assert stream.get_extra_info("is_readable") is False
+    theirs.send(b"x")
+    assert stream.get_extra_info("is_readable") is True
+    number = ours.fileno()
+    ours.close()
+    theirs.close()
+    again, other = socket.socketpair()
+    reused = again.fileno() == number or other.fileno() == number
+    if not reused:
+        os.dup2(again.fileno(), number)  # the closed socket's number names a quiet socket
+    try:
+        assert stream.get_extra_info("is_readable") is True  # closed, not the new socket's
+    finally:
+        if not reused:
+            os.close(number)
+        again.close()
+        other.close()

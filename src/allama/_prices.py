@@ -304,15 +304,13 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
     if tokens[2] + tokens[3] <= tokens[0]:
         # Flat prices: the same arithmetic as genai-prices', on the prices it holds,
         # without its general machinery (about 120 µs a call).
-        own = any(gp_model is model for model in gp_provider.models)
         flat = (
             _batch_flat(genai_prices, gp_model, when)
-            if batch and own
+            if batch and any(gp_model is model for model in gp_provider.models)
             else _flat(genai_prices, gp_model.get_prices(when, None))
         )
         if flat is not None:
-            cost = _flat_cost(flat, tokens)
-            return replace(cost, source=f"{label}, {ref}", batch=batch), ref, label
+            return _flat_cost(flat, tokens, f"{label}, {ref}", batch), ref, label
     try:
         counts = genai_prices.Usage(
             input_tokens=usage.input_tokens,
@@ -438,7 +436,9 @@ def _flat_prices(genai_prices: ModuleType, model_price: Any) -> _Flat | None:
     return flat if same else None
 
 
-def _flat_cost(flat: _Flat, tokens: tuple[int, int, int, int]) -> Cost:
+def _flat_cost(
+    flat: _Flat, tokens: tuple[int, int, int, int], source: str = "", batch: bool = False
+) -> Cost:
     """`price * count / 1,000,000` per kind of token, summed by direction, as genai-prices
     sums them."""
     input_mtok, output_mtok, read_mtok, write_mtok = flat
@@ -454,7 +454,8 @@ def _flat_cost(flat: _Flat, tokens: tuple[int, int, int, int]) -> Cost:
     output_price = Decimal(0)
     if output_mtok is not None:
         output_price += output_mtok * Decimal(output) / _MILLION
-    return Cost(input=input_price, output=output_price, total=input_price + output_price, source="")
+    total = input_price + output_price
+    return Cost(input=input_price, output=output_price, total=total, source=source, batch=batch)
 
 
 _MILLION = 1_000_000

@@ -5,13 +5,17 @@ connection whether the server has hung up (`get_extra_info("is_readable")`), and
 asyncio stream answers by building the dictionary of every attribute of the socket before
 polling it: with many connections kept alive this is most of a client's CPU (measured:
 about a third at 128 connections). The streams here answer the same question from the
-socket found once, when the connection opens; everything else is the stream's own.
+socket found once, when the connection opens, with a poll object registered once (a
+third of the cost of making one per question); everything else is the stream's own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+
+import select
+import sys
 
 import httpcore2
 import httpx2
@@ -21,13 +25,22 @@ __all__ = ["cheap_idle_checks"]
 
 
 class _Stream(httpcore2.AsyncNetworkStream):
-    __slots__ = ("_inner", "_socket")
+    __slots__ = ("_fd", "_inner", "_poll", "_socket")
 
     def __init__(self, inner: httpcore2.AsyncNetworkStream) -> None:
         self._inner = inner
         # asyncio's transport gives a `TransportSocket` (a view with `fileno()`), not a
         # `socket.socket`: what `is_socket_readable` needs either way.
         self._socket: Any = inner.get_extra_info("socket")
+        self._fd = -1
+        self._poll: Any = None
+        fileno = getattr(self._socket, "fileno", None)
+        if fileno is not None and hasattr(select, "poll") and sys.platform != "win32":
+            fd = fileno()
+            if isinstance(fd, int) and fd >= 0:
+                self._fd = fd
+                self._poll = select.poll()
+                self._poll.register(fd, select.POLLIN)
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         return await self._inner.read(max_bytes, timeout)
@@ -45,6 +58,10 @@ class _Stream(httpcore2.AsyncNetworkStream):
 
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable" and self._socket is not None:
+            # The registered descriptor answers only while the socket still holds it: a
+            # closed socket says -1, and its number may since belong to another one.
+            if self._poll is not None and self._socket.fileno() == self._fd:
+                return bool(self._poll.poll(0))
             return is_socket_readable(self._socket)
         return self._inner.get_extra_info(info)
 

@@ -258,6 +258,8 @@ class BatchSummary:
 
 
 def _keep_top(top: list[Any], entry: tuple[Any, str], size: int = 3) -> None:
+    if len(top) >= size and entry[0] <= top[-1][0]:
+        return  # what sorting it in and cutting the list to `size` would do
     top.append(entry)
     top.sort(key=lambda item: item[0], reverse=True)
     del top[size:]
