@@ -909,13 +909,41 @@ def test_rows_of_dataclasses_and_typed_dicts_are_read_as_they_are_written() -> N
     text = json.dumps([{"sensor": "s1", "value": 20.5}, {"sensor": "s2", "value": 3, "unit": "K"}])
     streamed = stream(list[Reading], list(text), NATIVE)
     assert streamed.value == [Reading("s1", 20.5), Reading("s2", 3.0, "K")]
-    # An open dataclass holds the fields that arrived, and the defaults of the others.
+    # An open dataclass holds the fields that arrived, the defaults of the others, and
+    # `None` for a field with neither.
     firsts = [vars(p[0]) for p in streamed.partials if len(p) == 1]
-    assert firsts[0] == {"unit": "C"}
-    assert {"sensor": "s", "unit": "C"} in firsts
-    assert {"sensor": "s1", "unit": "C"} in firsts
+    assert firsts[0] == {"sensor": None, "value": None, "unit": "C"}
+    assert {"sensor": "s", "value": None, "unit": "C"} in firsts
+    assert {"sensor": "s1", "value": None, "unit": "C"} in firsts
     assert firsts[-1] == {"sensor": "s1", "value": 20.5, "unit": "C"}
     assert all(type(p[0]) is Reading for p in streamed.partials if p)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Gauge:
+    sensor: str
+    readings: list[Reading]
+    note: str = ""
+
+
+def test_an_open_dataclass_prints_compares_and_converts_at_every_step() -> None:
+    """A dataclass's own `repr`, `==` and `asdict` read every field: a preview whose
+    required fields have not arrived holds `None` in them, so a caller can print it."""
+    value = {"sensor": "g", "readings": [{"sensor": "s1", "value": 1.5}], "note": "n"}
+    streamed = stream(list[Gauge], list(json.dumps([value])), NATIVE)
+    assert streamed.value == [Gauge("g", [Reading("s1", 1.5)], "n")]
+    seen = []
+    for partial in streamed.partials:
+        for gauge in partial or []:
+            assert type(gauge) is Gauge
+            seen.append(repr(gauge))
+            assert gauge == gauge
+            assert set(dataclasses.asdict(gauge)) == {"sensor", "readings", "note"}
+    assert seen[0] == "Gauge(sensor=None, readings=None, note='')"
+    assert (
+        "Gauge(sensor='g', readings=[Reading(sensor=None, value=None, unit='C')], note='')" in seen
+    )
+    assert seen[-1] == repr(streamed.value[0])
 
 
 # The value at the end

@@ -656,9 +656,7 @@ def test_a_transport_given_a_client_leaves_its_pool_alone() -> None:
     asyncio.run(client.aclose())
 
 
-def test_an_idle_check_after_the_socket_closed_says_readable_even_if_its_number_is_reused() -> (
-    None
-):
+def test_an_idle_check_after_the_socket_closed_says_readable_even_if_its_number_is_reused() -> None:
     from allama._sockets import _Stream
 
     class Inner(httpcore2.AsyncNetworkStream):

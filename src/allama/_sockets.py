@@ -11,11 +11,10 @@ third of the cost of making one per question); everything else is the stream's o
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
-
 import select
 import sys
+from collections.abc import Iterable
+from typing import Any
 
 import httpcore2
 import httpx2

@@ -330,7 +330,9 @@ def _model_builder(tp: type[BaseModel], names: dict[str, str]) -> Callable[[dict
 
 def _dataclass_builder(tp: type, names: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
     """A dataclass instance without `__init__` (its checks run when it completes): the
-    fields that arrived, defaults for the others; a field with neither stays unset."""
+    fields that arrived, defaults for the others, and `None` for a field with neither (a
+    dataclass's own `repr`, `==` and `dataclasses.asdict` read every field; left unset,
+    printing the preview would raise)."""
     fields = dataclasses.fields(tp)
 
     def built(values: dict[str, Any]) -> Any:
@@ -344,7 +346,7 @@ def _dataclass_builder(tp: type, names: dict[str, str]) -> Callable[[dict[str, A
             elif field.default_factory is not dataclasses.MISSING:
                 value = field.default_factory()
             else:
-                continue  # not arrived, and no default: the attribute is unset
+                value = None
             object.__setattr__(instance, field.name, value)
         return instance
 

@@ -142,7 +142,8 @@ class _Observer(Generic[T]):
 
         A completed list item, field or object is a validated value and never changes; the
         object being written is built without validation, with the fields that have arrived
-        (`model_fields_set`) and defaults for the rest; text being written grows. Each read
+        (`model_fields_set`) and defaults for the rest (a dataclass holds `None` in a
+        required field not yet arrived); text being written grows. Each read
         is a new snapshot that later chunks leave alone. `None` before anything usable
         arrived. Once the value ends, it is the value `finish()` returns, when the output
         is clean JSON. A preview only: `finish()` decides. The work is done when it is
