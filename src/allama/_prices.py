@@ -219,7 +219,9 @@ def price(entries: Iterable[Charge | Cost | str], *, batch: bool = False) -> Cos
         charged = one if charged is None else charged + one
     if charged is not None:
         # One source however many passes matched the same model.
-        charged = replace(charged, source=f"{label}, {' + '.join(matched)}")
+        source = f"{label}, {' + '.join(matched)}"
+        if charged.source != source:
+            charged = replace(charged, source=source)
         return charged if known is None else known + charged
     return known if known is not None else NO_USAGE
 
