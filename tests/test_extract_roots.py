@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 import httpx2
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, RootModel
 
 import allama
 from allama import (
@@ -25,6 +25,7 @@ from allama import (
     SchemaEnforcement,
 )
 from allama.mock import ChatResponseBuilder, MockProvider, MockStreamingProvider, TestProvider
+from allama.mock._events import response_events
 from allama.providers import provider as make_provider
 from allama.transport import Transport
 
@@ -348,3 +349,91 @@ def test_a_scripted_stream_with_a_wrapped_root() -> None:
             pass
         assert stream.partial == ["a", "b"]
         assert stream.finish().value == ["a", "b"]
+
+
+# A RootModel: its JSON is its root's
+
+
+class People(RootModel[list[Person]]):
+    pass
+
+
+class Census(BaseModel):
+    people: People
+    year: int
+
+
+def _chunked_text(text: str, chunk: int) -> MockStreamingProvider:
+    response = ChatResponseBuilder().text(text).build()
+    return MockStreamingProvider([response_events(response, chunk=chunk)])
+
+
+def _rows_as_seen(stream: Any) -> list[list[tuple[str | None, int | None]]]:
+    """Each snapshot's people, as the fields that have arrived."""
+    seen: list[list[tuple[str | None, int | None]]] = []
+    for _ in stream:
+        value = stream.partial
+        if value is not None:
+            assert type(value) is People
+            seen.append([(p.__dict__.get("name"), p.__dict__.get("age")) for p in value.root])
+    return seen
+
+
+def test_a_root_model_streams_its_root_wrapped_or_not() -> None:
+    """A `RootModel` streams as its root: every snapshot is the caller's type, its list of
+    rows growing as under any list, and the last one is the value `finish()` returns."""
+    final = People([Person(name="Ada", age=36), Person(name="Bob", age=7)])
+    with allama.extract_stream(_streaming_openai(PIECES), People, _request()) as stream:
+        seen = _rows_as_seen(stream)
+        extracted = stream.finish()
+        assert stream.partial == extracted.value == final
+    assert extracted.metadata.root_wrapped is True
+    assert seen[:3] == [[("Ada", None)], [("Ada", 36), (None, None)], [("Ada", 36), ("Bob", 7)]]
+
+    text = '[{"name": "Ada", "age": 36}, {"name": "Bob", "age": 7}]'
+    provider = _chunked_text(text, 7)
+    request = ChatRequest("m").user("?").with_option(ExtractionMode.NATIVE)
+    with allama.extract_stream(provider, People, request) as stream:
+        seen = _rows_as_seen(stream)
+        extracted = stream.finish()
+        assert stream.partial == extracted.value == final
+    assert extracted.metadata.root_wrapped is False
+    assert list(dict.fromkeys(map(tuple, seen))) == [
+        ((None, None),),
+        (("Ada", None),),
+        (("Ada", 36),),
+        (("Ada", 36), (None, None)),
+        (("Ada", 36), ("Bob", None)),
+        (("Ada", 36), ("Bob", 7)),
+    ]
+
+
+def test_a_root_model_inside_an_object_shows_once_complete() -> None:
+    text = '{"people": [{"name": "Ada", "age": 36}], "year": 1843}'
+    provider = _chunked_text(text, 5)
+    request = ChatRequest("m").user("?").with_option(ExtractionMode.NATIVE)
+    with allama.extract_stream(provider, Census, request) as stream:
+        seen = []
+        for _ in stream:
+            if stream.partial is not None:
+                seen.append(stream.partial.__dict__.get("people"))
+        value = stream.finish().value
+    assert value == Census(people=People([Person(name="Ada", age=36)]), year=1843)
+    assert set(map(repr, seen)) == {"None", repr(value.people)}
+
+
+def test_a_root_model_streams_async() -> None:
+    async def run() -> tuple[Any, Any]:
+        async with allama.aextract_stream(_streaming_openai(PIECES), People, _request()) as stream:
+            async for _ in stream:
+                pass
+            partial = stream.partial
+            extracted = await stream.finish()
+        return partial, extracted
+
+    partial, extracted = asyncio.run(run())
+    assert (
+        partial
+        == extracted.value
+        == People([Person(name="Ada", age=36), Person(name="Bob", age=7)])
+    )

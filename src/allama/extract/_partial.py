@@ -39,7 +39,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, RootModel, TypeAdapter, ValidationError
 from pydantic_core import SchemaValidator, from_json
 from typing_extensions import is_typeddict
 
@@ -399,6 +399,10 @@ def _shape(tp: Any) -> _Shape:
                 return _Map(inner.value, inner.whole, nullable=True)
         return _Leaf(tp)
     if not metadata and isinstance(base, type):
+        if issubclass(base, RootModel):
+            # Its JSON is its root's, not an object of its fields: validated whole (the
+            # stream previews the root of one at the top, see `root_of`).
+            return _Leaf(tp)
         if issubclass(base, BaseModel) or dataclasses.is_dataclass(base):
             return _Object(base)
         if is_typeddict(base):
@@ -412,6 +416,16 @@ def _shape(tp: Any) -> _Shape:
         if key is str:
             return _Map(_shape(value), whole)
     return _Leaf(tp)
+
+
+def root_of(tp: Any) -> tuple[Any, type[RootModel[Any]] | None]:
+    """The type a stream's partial value follows for `tp`, and the `RootModel` to wrap each
+    snapshot in where `tp` is one (its JSON is its root's)."""
+    if isinstance(tp, type) and issubclass(tp, RootModel):
+        info = tp.model_fields["root"]
+        root: Any = info.annotation
+        return (typing.Annotated[(root, *info.metadata)] if info.metadata else root), tp
+    return tp, None
 
 
 def _fields_of(tp: Any) -> dict[str, tuple[str, Any]]:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, cast
 
 from allama.errors import Error
 from allama.extract._engine import END, Extracted, Opened, Settings, finish
 from allama.extract._errors import EXTRACTION_TOOL
 from allama.extract._mode import ExtractionMode
 from allama.extract._parse import Checked
-from allama.extract._partial import PartialValue
+from allama.extract._partial import PartialValue, root_of
 from allama.extract._root import wrapper_type
 from allama.extract._validation import Failure, check
 from allama.stream import AsyncChatStream, ChatStream, StreamCollector
@@ -58,8 +58,12 @@ class _Observer(Generic[T]):
         self._tool_index: int | None = None
         target = opened.target
         # A wrapped type streams as `{"value": ...}`: the partial value follows the wrapping
-        # object and is shown unwrapped.
-        self._partial: PartialValue[Any] = PartialValue(wrapper_type(tp) if target.wrapped else tp)
+        # object and is shown unwrapped. A `RootModel` is followed as its root, each
+        # snapshot wrapped in it.
+        shown, self._root_model = root_of(tp)
+        self._partial: PartialValue[Any] = PartialValue(
+            wrapper_type(shown) if target.wrapped else shown
+        )
         # Text not yet given to the partial value: it is read when `partial` is, so a
         # caller who never looks at it pays nothing for it.
         self._unread: list[str] = []
@@ -150,8 +154,11 @@ class _Observer(Generic[T]):
         read, on the text that arrived since the last read.
         """
         self._catch_up()
-        value: T | None = self._opened.target.unwrap(self._partial.value())
-        return value
+        value = self._opened.target.unwrap(self._partial.value())
+        wrap = self._root_model
+        if wrap is not None and value is not None and not isinstance(value, wrap):
+            value = wrap.model_construct(root=value)
+        return cast(T | None, value)
 
     def _with_record(self, error: Error, collector: StreamCollector) -> Error:
         """`error` with the extraction's record attached: the usage and degradations the
