@@ -123,10 +123,39 @@ def test_a_bad_input_is_its_own_failure_and_the_run_goes_on(server: BatchServer)
     assert by_index[0].value == Row(n=1) and by_index[2].value == Row(n=2)
 
 
-def test_a_duplicate_input_is_sent_once(server: BatchServer) -> None:
-    results = list(allama.batch(provider_for(server), Row, ["doc 5"] * 4, request=TEMPLATE))
-    assert [r.value for r in results] == [Row(n=5)] * 4
-    assert server.sent[5] == 1
+def test_a_duplicate_input_is_sent_once(server: BatchServer, tmp_path: Path) -> None:
+    ledger = tmp_path / "run.sqlite"
+    inputs = ["doc 5", "doc 6", "doc 5", "doc 5"]
+    run = allama.batch(provider_for(server), Row, inputs, request=TEMPLATE, ledger=ledger)
+    results = sorted(run, key=lambda r: r.index)
+    assert [r.value for r in results] == [Row(n=5), Row(n=6), Row(n=5), Row(n=5)]
+    assert server.sent[5] == 1 and server.sent[6] == 1
+    assert [(r.duplicate, r.resumed, r.attempts) for r in results] == [
+        (False, False, 1),
+        (False, False, 1),
+        (True, False, 0),
+        (True, False, 0),
+    ]
+    assert results[2].metadata is results[0].metadata  # the first copy's record
+    # The summary counts what was paid once: two calls, not four.
+    summary = run.summary
+    assert (summary.done, summary.duplicates, summary.resumed) == (4, 2, 0)
+    assert (summary.passes, summary.attempts, summary.input_tokens) == (2, 2, 200)
+    assert summary.by_enforcement == {"exact": 4}
+    cost = results[0].metadata.cost
+    assert cost is not None and summary.cost == 2 * cost.total
+    assert summary.lines()[0].startswith("4 done, 0 failed (2 repeating an earlier input, ")
+
+    again = allama.batch(provider_for(server), Row, inputs, request=TEMPLATE, ledger=ledger)
+    resumed = sorted(again, key=lambda r: r.index)
+    assert [(r.duplicate, r.resumed) for r in resumed] == [
+        (False, True),
+        (False, True),
+        (True, True),
+        (True, True),
+    ]
+    assert (again.summary.resumed, again.summary.duplicates, again.summary.passes) == (4, 2, 2)
+    assert server.sent[5] == 1 and server.sent[6] == 1
 
 
 def test_leaving_the_loop_stops_the_run_and_leaves_the_rest_pending(

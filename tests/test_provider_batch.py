@@ -600,6 +600,31 @@ def test_cost_at_batch_prices_in_the_summary(server: ProviderBatchServer, tmp_pa
     assert run.summary.cost == standard.total * 10 / 2
 
 
+def test_a_repeated_input_goes_into_the_job_once_and_is_paid_once(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    a, b = _clean(2)
+    first, second = f"doc {a}", f"doc {b}"
+    run: BatchRun[Doc] = allama.batch(
+        provider,
+        Doc,
+        [first, second, first],
+        request=allama.ChatRequest(model).system("Read the number."),
+        ledger=tmp_path / "repeat.sqlite",
+        provider_batch=True,
+        poll_interval=0.001,
+    )
+    results = sorted(run, key=lambda r: r.index)
+    assert [r.value for r in results] == [Doc(n=a), Doc(n=b), Doc(n=a)]
+    assert [r.duplicate for r in results] == [False, False, True]
+    assert _keys_in(server, "openai-chat") == [sorted([first, second])]
+    summary = run.summary
+    assert (summary.done, summary.duplicates, summary.passes, summary.batch_passes) == (3, 1, 2, 2)
+    assert results[0].metadata is not None and results[0].metadata.cost is not None
+    assert summary.cost == 2 * results[0].metadata.cost.total
+
+
 # The command
 
 

@@ -746,7 +746,7 @@ class BatchSpans:
     def end(self, summary: Any, error: BaseException | None) -> None:
         span = self.span
         try:
-            for key in ("total", "done", "failed", "resumed"):
+            for key in ("total", "done", "failed", "resumed", "duplicates"):
                 value = getattr(summary, key, None)
                 if isinstance(value, int):
                     span.set_attribute(f"allama.batch.{key}", value)
@@ -824,6 +824,8 @@ def input_result(result: Any) -> None:
         span.set_attribute("allama.batch.key", str(result.key))
         span.set_attribute("allama.batch.attempts", int(result.attempts))
         span.set_attribute("allama.batch.resumed", bool(result.resumed))
+        if result.duplicate:
+            span.set_attribute("allama.batch.duplicate", True)
         failure = result.failure
         if failure is not None:
             trace = _otel()

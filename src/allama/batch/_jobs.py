@@ -30,6 +30,7 @@ from allama.batch._run import (
     IN_PROVIDER_JOB,
     BatchFailure,
     BatchResult,
+    _duplicate,
     _estimate,
     _failure,
     _record_of,
@@ -626,19 +627,7 @@ class JobRunner(_Runner):
 
     def _duplicates(self, item: _Item, result: BatchResult[Any]) -> None:
         for index, label in item.duplicates:
-            self._finish(
-                BatchResult(
-                    index,
-                    item.key,
-                    label,
-                    result.value,
-                    result.failure,
-                    result.metadata,
-                    0,
-                    0.0,
-                    True,
-                )
-            )
+            self._finish(_duplicate(index, label, result))
 
 
 POLL_GROWTH = 1.5

@@ -79,7 +79,9 @@ class BatchResult(Generic[T]):
     `label` what the run calls it (a file name, a row id). `resumed`: finished by an
     earlier run and read from the ledger, not sent again. `spent` holds the records of
     attempts that failed with a provider error after paying for passes (a retry then
-    started over): their usage and cost count in the summary too.
+    started over): their usage and cost count in the summary too. `duplicate`: the same
+    input as an earlier one of this run, given that one's outcome and record, not sent
+    (the summary counts its passes, tokens and cost once, with the first).
     """
 
     index: int
@@ -92,6 +94,7 @@ class BatchResult(Generic[T]):
     seconds: float
     resumed: bool = False
     spent: tuple[ExtractionMetadata, ...] = ()
+    duplicate: bool = False
 
     @property
     def ok(self) -> bool:
@@ -101,7 +104,8 @@ class BatchResult(Generic[T]):
         outcome = "ok" if self.failure is None else f"failed={self.failure.kind!r}"
         return (
             f"BatchResult(index={self.index}, label={self.label!r}, {outcome}, "
-            f"attempts={self.attempts}, resumed={self.resumed})"
+            f"attempts={self.attempts}, resumed={self.resumed}"
+            + (", duplicate=True)" if self.duplicate else ")")
         )
 
 
@@ -122,6 +126,8 @@ class BatchSummary:
     done: int = 0
     failed: int = 0
     resumed: int = 0
+    duplicates: int = 0
+    """Inputs that repeated an earlier one of the run: given its result, not sent."""
     not_started: int = 0
     elsewhere: int = 0
     in_flight: int = 0
@@ -187,6 +193,11 @@ class BatchSummary:
             self.failures_by_kind[result.failure.kind] += 1
         if result.resumed:
             self.resumed += 1
+        if result.metadata is not None and result.failure is None:
+            self.by_enforcement[result.metadata.enforcement.value] += 1
+        if result.duplicate:
+            self.duplicates += 1
+            return  # its record is the first copy's, counted there
         self.attempts += result.attempts
         records = [*result.spent, *([result.metadata] if result.metadata is not None else [])]
         for metadata in records:
@@ -195,8 +206,6 @@ class BatchSummary:
             if metadata.usage is not None:
                 self.input_tokens += metadata.usage.input_tokens or 0
                 self.output_tokens += metadata.usage.output_tokens or 0
-        if result.metadata is not None and result.failure is None:
-            self.by_enforcement[result.metadata.enforcement.value] += 1
         cost, missing = _cost_of(records)
         if cost is not None:
             self.cost += cost
@@ -208,9 +217,12 @@ class BatchSummary:
 
     def lines(self) -> list[str]:
         """The summary as a person reads it."""
+        notes = [f"{self.resumed} finished by an earlier run"] if self.resumed else []
+        if self.duplicates:
+            notes.append(f"{self.duplicates} repeating an earlier input, sent once")
         out = [
             f"{self.done} done, {self.failed} failed"
-            + (f" ({self.resumed} finished by an earlier run)" if self.resumed else "")
+            + (f" ({'; '.join(notes)})" if notes else "")
             + (f", {self.not_started} not started" if self.not_started else "")
             + (f", {self.elsewhere} in flight in another run" if self.elsewhere else "")
             + (f", {self.in_jobs} in provider batch jobs" if self.in_jobs else "")
@@ -233,7 +245,7 @@ class BatchSummary:
             f"passes {self.passes}{jobs}, attempts {self.attempts}, tokens {self.input_tokens} "
             f"in / {self.output_tokens} out"
         )
-        paid = self.done + self.failed - self.cost_unknown
+        paid = self.done + self.failed - self.cost_unknown - self.duplicates
         if self.cost_unknown and self.cost == 0 and paid <= 0:
             cost = f"cost unknown ({self.cost_missing})"
         else:
@@ -618,11 +630,7 @@ class _Runner:
         first = self.running.get(key)
         if first is not None:
             same = await asyncio.shield(first)
-            self._finish(
-                BatchResult(
-                    index, key, label, same.value, same.failure, same.metadata, 0, 0.0, True
-                )
-            )
+            self._finish(_duplicate(index, label, same))
             return
         if self.stopping is not None:
             self._finish(self._not_started(index, key, label))
@@ -888,6 +896,23 @@ class _Tries:
 def _estimate(request: ChatRequest) -> int:
     chars = sum(len(message.text() or "") for message in request.messages)
     return chars // _CHARS_PER_TOKEN + (request.max_output_tokens or 0)
+
+
+def _duplicate(index: int, label: str, first: BatchResult[Any]) -> BatchResult[Any]:
+    """The result of an input that came again in the run: the first copy's outcome and
+    record (finished by an earlier run only if the first was)."""
+    return BatchResult(
+        index,
+        first.key,
+        label,
+        first.value,
+        first.failure,
+        first.metadata,
+        0,
+        0.0,
+        first.resumed,
+        duplicate=True,
+    )
 
 
 def _record_of(error: BaseException) -> ExtractionMetadata | None:
