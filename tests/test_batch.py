@@ -144,7 +144,7 @@ def test_a_duplicate_input_is_sent_once(server: BatchServer, tmp_path: Path) -> 
     assert summary.by_enforcement == {"exact": 4}
     cost = results[0].metadata.cost
     assert cost is not None and summary.cost == 2 * cost.total
-    assert summary.lines()[0].startswith("4 done, 0 failed (2 repeating an earlier input, ")
+    assert summary.lines()[0].startswith("4 done, 0 failed (2 repeating an earlier input), in ")
 
     again = allama.batch(provider_for(server), Row, inputs, request=TEMPLATE, ledger=ledger)
     resumed = sorted(again, key=lambda r: r.index)

@@ -219,7 +219,7 @@ class BatchSummary:
         """The summary as a person reads it."""
         notes = [f"{self.resumed} finished by an earlier run"] if self.resumed else []
         if self.duplicates:
-            notes.append(f"{self.duplicates} repeating an earlier input, sent once")
+            notes.append(f"{self.duplicates} repeating an earlier input")
         out = [
             f"{self.done} done, {self.failed} failed"
             + (f" ({'; '.join(notes)})" if notes else "")
