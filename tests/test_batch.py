@@ -123,6 +123,26 @@ def test_a_bad_input_is_its_own_failure_and_the_run_goes_on(server: BatchServer)
     assert by_index[0].value == Row(n=1) and by_index[2].value == Row(n=2)
 
 
+def test_a_label_that_cannot_be_made_is_that_inputs_failure(server: BatchServer) -> None:
+    def label(document: str) -> str:
+        return {"doc 1": "first", "doc 3": "third"}[document]  # none for doc 2
+
+    results = sorted(
+        allama.batch(
+            provider_for(server), Row, ["doc 1", "doc 2", "doc 3"], request=TEMPLATE, label=label
+        ),
+        key=lambda r: r.index,
+    )
+    assert [(r.label, r.value) for r in results] == [
+        ("first", Row(n=1)),
+        ("#1", None),
+        ("third", Row(n=3)),
+    ]
+    failure = results[1].failure
+    assert failure is not None and (failure.kind, failure.message) == ("KeyError", "'doc 2'")
+    assert server.sent[2] == 0
+
+
 def test_a_duplicate_input_is_sent_once(server: BatchServer, tmp_path: Path) -> None:
     ledger = tmp_path / "run.sqlite"
     inputs = ["doc 5", "doc 6", "doc 5", "doc 5"]

@@ -625,6 +625,23 @@ def test_a_repeated_input_goes_into_the_job_once_and_is_paid_once(
     assert summary.cost == 2 * results[0].metadata.cost.total
 
 
+def test_a_label_that_cannot_be_made_fails_its_input_not_the_run(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    a, b = _clean(2)
+
+    def label(document: str) -> str:
+        if document == f"doc {b}":
+            raise ValueError("no label for this one")
+        return "labelled"
+
+    results = _run(provider, model, [f"doc {a}", f"doc {b}"], tmp_path / "l.sqlite", label=label)
+    assert [(r.label, r.value) for r in results] == [("labelled", Doc(n=a)), ("#1", None)]
+    assert results[1].failure is not None and results[1].failure.kind == "ValueError"
+    assert _keys_in(server, "openai-chat") == [[f"doc {a}"]]
+
+
 # The command
 
 

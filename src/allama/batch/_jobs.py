@@ -153,9 +153,10 @@ class JobRunner(_Runner):
         waiting: dict[str, list[_Item]] = {}
         chunk: list[_Item] = []
         for index, document in enumerate(spec.inputs):
-            label = spec.label(document, index)
+            label = f"#{index}"
             began = time.monotonic()
-            try:
+            try:  # the caller's label and build functions: what they raise is the input's
+                label = spec.label(document, index)
                 request = spec.build(document)
                 key = input_key(spec.provider.name, spec.tp, request)
             except Exception as error:

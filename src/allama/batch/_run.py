@@ -383,7 +383,7 @@ def _spec(
     named = label or (lambda document: "")
 
     def labelled(document: Any, index: int) -> str:
-        return named(document) or f"#{index}"
+        return str(named(document) or f"#{index}")
 
     settings = {
         "provider": provider.name,
@@ -615,9 +615,10 @@ class _Runner:
 
     async def _one(self, index: int, document: Any) -> None:
         spec = self.spec
-        label = spec.label(document, index)
+        label = f"#{index}"
         began = time.monotonic()
-        try:
+        try:  # the caller's label and build functions: what they raise is the input's
+            label = spec.label(document, index)
             request = spec.build(document)
             key = input_key(spec.provider.name, spec.tp, request)
         except Exception as error:  # a bad input is that input's failure
