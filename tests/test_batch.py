@@ -24,6 +24,7 @@ import allama
 from _batch_server import BatchServer, expected
 from allama import ChatRequest, Extractor
 from allama.batch import Ledger
+from allama.mock import TestProvider
 
 HERE = Path(__file__).resolve().parent
 
@@ -121,6 +122,37 @@ def test_a_bad_input_is_its_own_failure_and_the_run_goes_on(server: BatchServer)
     by_index = {r.index: r for r in results}
     assert by_index[1].failure is not None and by_index[1].failure.kind == "TypeError"
     assert by_index[0].value == Row(n=1) and by_index[2].value == Row(n=2)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"concurrency": 0}, "concurrency must be a whole number of at least 1, not 0"),
+        ({"concurrency": 1.5}, "concurrency must be a whole number of at least 1, not 1.5"),
+        ({"max_attempts": 0}, "max_attempts must be a whole number of at least 1, not 0"),
+        ({"max_cost": "abc"}, "max_cost must be an amount of dollars more than 0, not 'abc'"),
+        ({"max_cost": float("nan")}, "max_cost must be an amount of dollars more than 0, not nan"),
+        (
+            {"max_cost": "Infinity"},
+            "max_cost must be an amount of dollars more than 0, not 'Infinity'",
+        ),
+        ({"max_cost": 0}, "max_cost must be an amount of dollars more than 0, not 0"),
+        ({"rpm": "5"}, "rpm must be a number more than 0 (a rate per minute), not '5'"),
+        ({"tpm": 0}, "tpm must be a number more than 0 (a rate per minute), not 0"),
+        ({"rpm": float("inf")}, "rpm must be a number more than 0 (a rate per minute), not inf"),
+        ({"backoff": -1}, "backoff must be a number of seconds, 0 or more, not -1"),
+        ({"total": -3}, "total must be a whole number of inputs, 0 or more, not -3"),
+        ({"ledger": ""}, "ledger must be a file's path (or None for no ledger), not ''"),
+    ],
+)
+def test_a_setting_out_of_range_is_refused_before_anything_is_sent(
+    setting: dict[str, Any], message: str
+) -> None:
+    provider = TestProvider()
+    with pytest.raises(ValueError) as raised:
+        allama.batch(provider, Row, ["doc 1"], request=TEMPLATE, **setting)
+    assert str(raised.value) == message
+    assert provider.requests == []
 
 
 def test_a_label_that_cannot_be_made_is_that_inputs_failure(server: BatchServer) -> None:

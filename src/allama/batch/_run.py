@@ -16,6 +16,7 @@ import contextlib
 import contextvars
 import hashlib
 import json
+import math
 import queue
 import random
 import threading
@@ -373,11 +374,20 @@ def _spec(
         raise ValueError(f"concurrency must be a whole number of at least 1, not {concurrency!r}")
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be a whole number of at least 1, not {max_attempts!r}")
+    for name, rate in (("rpm", rpm), ("tpm", tpm)):
+        if rate is not None and not _positive(rate):
+            raise ValueError(
+                f"{name} must be a number more than 0 (a rate per minute), not {rate!r}"
+            )
+    if not _positive(backoff, zero=True):
+        raise ValueError(f"backoff must be a number of seconds, 0 or more, not {backoff!r}")
+    if total is not None and (isinstance(total, bool) or not isinstance(total, int) or total < 0):
+        raise ValueError(f"total must be a whole number of inputs, 0 or more, not {total!r}")
+    if ledger is not None and not str(ledger):
+        raise ValueError("ledger must be a file's path (or None for no ledger), not ''")
     if provider_batch:
         _check_provider_batch(provider, ledger, job_retry, poll_interval, job_size)
-    budget = None if max_cost is None else Decimal(str(max_cost))
-    if budget is not None and budget <= 0:
-        raise ValueError(f"max_cost must be more than 0, not {max_cost}")
+    budget = None if max_cost is None else _budget(max_cost)
     if total is None and hasattr(inputs, "__len__"):
         total = len(inputs)  # type: ignore[arg-type]
     named = label or (lambda document: "")
@@ -421,6 +431,24 @@ def _spec(
         max_poll_interval=max(600.0, poll_interval),
         job_size=job_size,
     )
+
+
+def _positive(value: Any, *, zero: bool = False) -> bool:
+    """Whether `value` is a finite real number more than 0 (or 0, with `zero`)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and (value >= 0 if zero else value > 0)
+
+
+def _budget(max_cost: Decimal | float | str) -> Decimal:
+    """`max_cost` as dollars: a finite amount more than 0, from a number or its text."""
+    try:
+        budget = Decimal(str(max_cost)) if not isinstance(max_cost, bool) else None
+    except ArithmeticError:  # `decimal.InvalidOperation`: not a number at all
+        budget = None
+    if budget is None or not budget.is_finite() or budget <= 0:
+        raise ValueError(f"max_cost must be an amount of dollars more than 0, not {max_cost!r}")
+    return budget
 
 
 def _check_provider_batch(
