@@ -298,6 +298,36 @@ def test_a_folder_without_documents_and_a_file_that_is_not_text(
     )
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "line", "byte"),
+    [
+        ("in.jsonl", b'{"text": "doc 1"}\n{"text": "caf\xe9"}\n', 2, 31),
+        ("in.csv", b"id,text\n1,doc 1\n2,caf\xe9\n", 3, 21),
+        ("in.csv", b"\xef\xbb\xbfid,text\n1,caf\xe9\n", 2, 16),  # after a byte-order mark
+        ("in.csv", b"id,t\xe9xt\n1,doc 1\n", 1, 4),
+    ],
+)
+def test_a_file_that_is_not_utf8_is_reported_at_its_line(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    content: bytes,
+    line: int,
+    byte: int,
+) -> None:
+    """Not the line the reader had reached: it decodes ahead, a chunk at a time."""
+    source = tmp_path / name
+    source.write_bytes(content)
+    assert content[byte] == 0xE9
+    assert run(server, row_type, source, tmp_path / "out.jsonl") == 1
+    assert capsys.readouterr().err == (
+        f"allama batch run: {source} line {line}: not UTF-8 text (byte {byte} cannot be decoded)\n"
+    )
+    assert not server.sent
+
+
 def test_bad_arguments(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,6 +11,7 @@ and counts it, then reads it again as the run goes: a large file is never held i
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
 import os
@@ -127,6 +128,20 @@ def _read_text(file: Path) -> str:
         raise InputError(f"{file}: cannot be read ({error.strerror or error})") from None
 
 
+def _undecodable(path: Path) -> InputError:
+    """Where a file stops being UTF-8, by its line and its byte in the file: a text reader
+    decodes ahead in chunks, so its own error comes early and counts within the chunk."""
+    data = path.read_bytes()
+    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        data[skip:].decode("utf-8")
+    except UnicodeDecodeError as error:
+        at = skip + error.start
+        line = data.count(b"\n", 0, at) + 1
+        return InputError(f"{path} line {line}: not UTF-8 text (byte {at} cannot be decoded)")
+    return InputError(f"{path}: not UTF-8 text")
+
+
 def _open(path: Path, **options: Any) -> Any:
     try:
         return path.open(encoding="utf-8-sig", **options)
@@ -141,10 +156,8 @@ def _jsonl(path: Path, field: str, id_field: str | None) -> Iterator[Document]:
             where = f"{path} line {number + 1}"
             try:
                 line = lines.readline()
-            except UnicodeDecodeError as error:
-                raise InputError(
-                    f"{where}: not UTF-8 text (byte {error.start} cannot be decoded)"
-                ) from None
+            except UnicodeDecodeError:
+                raise _undecodable(path) from None
             if not line:
                 return
             number += 1
@@ -169,7 +182,9 @@ def _csv(path: Path, field: str, id_field: str | None) -> Iterator[Document]:
         reader = csv.DictReader(handle)
         try:
             columns = reader.fieldnames
-        except (csv.Error, UnicodeDecodeError) as error:
+        except UnicodeDecodeError:
+            raise _undecodable(path) from None
+        except csv.Error as error:
             raise InputError(f"{path} (the header row): {error}") from None
         if not columns:
             raise InputError(f"{path}: no header row (a CSV file names its columns first)")
@@ -188,7 +203,9 @@ def _csv(path: Path, field: str, id_field: str | None) -> Iterator[Document]:
                 row = next(reader)
             except StopIteration:
                 return
-            except (csv.Error, UnicodeDecodeError) as error:
+            except UnicodeDecodeError:
+                raise _undecodable(path) from None
+            except csv.Error as error:
                 raise InputError(f"{where}: {error}") from None
             number += 1
             yield Document(
