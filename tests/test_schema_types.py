@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, create_model
+from pydantic import BaseModel, ConfigDict, create_model
 
+import allama
+from allama import ChatRequest
+from allama.mock import TestProvider
 from allama.schema import SchemaError, type_schema
 
 
@@ -46,3 +50,60 @@ def test_type_expressions_equal_but_spelled_apart_keep_their_own_schemas() -> No
     second = type_schema(Literal["b", "a"]).schema
     assert (first["enum"], second["enum"]) == (["a", "b"], ["b", "a"])
     assert type_schema(list[Literal["b", "a"]]).schema["items"]["enum"] == ["b", "a"]
+
+
+class Plain:
+    """A class pydantic has no validator for."""
+
+
+class HoldsPlain(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    plain: Plain
+
+
+class HoldsCallable(BaseModel):
+    run: Callable[[int], int]
+
+
+TAIL = (
+    "a type to extract is a pydantic model, a dataclass, a TypedDict, or a type such as "
+    "`list[...]`, a `Literal` or an enum, made of types JSON can carry"
+)
+
+
+@pytest.mark.parametrize(
+    ("tp", "message"),
+    [
+        (
+            5,
+            "cannot extract `5`: pydantic cannot validate it (Unable to generate pydantic-core "
+            "schema for 5); ",
+        ),
+        (
+            Plain,
+            "cannot extract `Plain`: pydantic cannot validate it (Unable to generate "
+            f"pydantic-core schema for {Plain!r}); ",
+        ),
+        (
+            HoldsPlain,
+            "cannot extract `HoldsPlain`: its JSON Schema cannot be written, and a "
+            "provider needs it (Cannot generate a JsonSchema for core_schema.IsInstanceSchema "
+            f"({Plain!r})); ",
+        ),
+        (
+            HoldsCallable,
+            "cannot extract `HoldsCallable`: its JSON Schema cannot be written, and "
+            "a provider needs it (Cannot generate a JsonSchema for core_schema.CallableSchema); ",
+        ),
+    ],
+)
+def test_a_type_that_cannot_be_extracted_says_so_in_the_callers_terms(
+    tp: Any, message: str
+) -> None:
+    """Not pydantic's advice to set `arbitrary_types_allowed`, which a caller of an
+    extraction cannot act on; before anything is sent."""
+    provider = TestProvider()
+    with pytest.raises(TypeError) as raised:
+        allama.extract(provider, tp, ChatRequest("m").user("x"))
+    assert str(raised.value) == message + TAIL
+    assert provider.requests == []

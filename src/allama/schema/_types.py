@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import PydanticInvalidForJsonSchema, PydanticUserError, TypeAdapter
 
 from allama.schema._errors import SchemaError
 
@@ -132,3 +132,21 @@ def type_schema(tp: Any) -> TypeSchema:
         raise SchemaError(
             "", f"the type `{label}` nests too deep to build its JSON Schema"
         ) from None
+    except PydanticUserError as error:
+        raise TypeError(_unbuildable(tp, error)) from error
+
+
+def _unbuildable(tp: Any, error: PydanticUserError) -> str:
+    """Why `tp` cannot be extracted, in the caller's terms: pydantic's own message advises
+    on a model's configuration, which is not what an extraction's caller can change."""
+    reason = str(error).split("\n", 1)[0].split(". Set `arbitrary_types_allowed", 1)[0]
+    what = (
+        "its JSON Schema cannot be written, and a provider needs it"
+        if isinstance(error, PydanticInvalidForJsonSchema)
+        else "pydantic cannot validate it"
+    )
+    return (
+        f"cannot extract `{type_label(tp)}`: {what} ({reason.rstrip('.')}); a type to extract "
+        "is a pydantic model, a dataclass, a TypedDict, or a type such as `list[...]`, a "
+        "`Literal` or an enum, made of types JSON can carry"
+    )
