@@ -13,9 +13,11 @@ ending it.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 __all__ = ["RateLimiter"]
 
@@ -23,6 +25,13 @@ _RECOVERY_SECONDS = 10.0
 _FIRST_BACKOFF = 1.0
 _MAX_BACKOFF = 60.0
 _WINDOW = 10.0
+
+
+def positive(value: Any, *, zero: bool = False) -> bool:
+    """Whether `value` is a finite real number more than 0 (or 0, with `zero`)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and (value >= 0 if zero else value > 0)
 
 
 class RateLimiter:
@@ -36,10 +45,11 @@ class RateLimiter:
         backoff: float = _FIRST_BACKOFF,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if rpm is not None and rpm <= 0:
-            raise ValueError(f"rpm must be more than 0, not {rpm}")
-        if tpm is not None and tpm <= 0:
-            raise ValueError(f"tpm must be more than 0, not {tpm}")
+        for name, rate in (("rpm", rpm), ("tpm", tpm)):
+            if rate is not None and not positive(rate):
+                raise ValueError(
+                    f"{name} must be a number more than 0 (a rate per minute), not {rate!r}"
+                )
         self._clock = clock
         self._backoff = backoff
         self._rpm = rpm

@@ -16,7 +16,6 @@ import contextlib
 import contextvars
 import hashlib
 import json
-import math
 import queue
 import random
 import threading
@@ -32,7 +31,7 @@ from pydantic import TypeAdapter
 
 from allama import _tracing
 from allama.batch._ledger import Ledger, LedgerRow, LedgerWriter, Status
-from allama.batch._limits import RateLimiter
+from allama.batch._limits import RateLimiter, positive
 from allama.errors import Error, ExtractionError, RateLimitedError
 from allama.extract._engine import Extracted
 from allama.extract._extractor import Extractor
@@ -374,12 +373,7 @@ def _spec(
         raise ValueError(f"concurrency must be a whole number of at least 1, not {concurrency!r}")
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be a whole number of at least 1, not {max_attempts!r}")
-    for name, rate in (("rpm", rpm), ("tpm", tpm)):
-        if rate is not None and not _positive(rate):
-            raise ValueError(
-                f"{name} must be a number more than 0 (a rate per minute), not {rate!r}"
-            )
-    if not _positive(backoff, zero=True):
+    if not positive(backoff, zero=True):
         raise ValueError(f"backoff must be a number of seconds, 0 or more, not {backoff!r}")
     if total is not None and (isinstance(total, bool) or not isinstance(total, int) or total < 0):
         raise ValueError(f"total must be a whole number of inputs, 0 or more, not {total!r}")
@@ -431,13 +425,6 @@ def _spec(
         max_poll_interval=max(600.0, poll_interval),
         job_size=job_size,
     )
-
-
-def _positive(value: Any, *, zero: bool = False) -> bool:
-    """Whether `value` is a finite real number more than 0 (or 0, with `zero`)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return math.isfinite(value) and (value >= 0 if zero else value > 0)
 
 
 def _budget(max_cost: Decimal | float | str) -> Decimal:
