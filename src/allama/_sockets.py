@@ -12,7 +12,6 @@ third of the cost of making one per question); everything else is the stream's o
 from __future__ import annotations
 
 import select
-import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -34,7 +33,7 @@ class _Stream(httpcore2.AsyncNetworkStream):
         self._fd = -1
         self._poll: Any = None
         fileno = getattr(self._socket, "fileno", None)
-        if fileno is not None and hasattr(select, "poll") and sys.platform != "win32":
+        if fileno is not None and hasattr(select, "poll"):  # no `poll` on Windows
             fd = fileno()
             if isinstance(fd, int) and fd >= 0:
                 self._fd = fd
