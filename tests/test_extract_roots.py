@@ -325,17 +325,23 @@ def test_a_wrapped_stream_shows_the_unwrapped_partial_value() -> None:
     assert any(value and value[0] == Person(name="Ada", age=36) for value in seen[:-1])
 
 
-def test_a_wrapped_stream_async() -> None:
+def _streamed_async(tp: Any) -> tuple[Any, Any]:
+    """The partial value at the end of `PIECES` streamed async as `tp`, and the extraction."""
+
     async def run() -> tuple[Any, Any]:
         provider = _streaming_openai(PIECES)
-        async with allama.aextract_stream(provider, list[Person], _request()) as stream:
+        async with allama.aextract_stream(provider, tp, _request()) as stream:
             async for _ in stream:
                 pass
             partial = stream.partial
             extracted = await stream.finish()
         return partial, extracted
 
-    partial, extracted = asyncio.run(run())
+    return asyncio.run(run())
+
+
+def test_a_wrapped_stream_async() -> None:
+    partial, extracted = _streamed_async(list[Person])
     assert partial == extracted.value == [Person(name="Ada", age=36), Person(name="Bob", age=7)]
 
 
@@ -423,15 +429,7 @@ def test_a_root_model_inside_an_object_shows_once_complete() -> None:
 
 
 def test_a_root_model_streams_async() -> None:
-    async def run() -> tuple[Any, Any]:
-        async with allama.aextract_stream(_streaming_openai(PIECES), People, _request()) as stream:
-            async for _ in stream:
-                pass
-            partial = stream.partial
-            extracted = await stream.finish()
-        return partial, extracted
-
-    partial, extracted = asyncio.run(run())
+    partial, extracted = _streamed_async(People)
     assert (
         partial
         == extracted.value
