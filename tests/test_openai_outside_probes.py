@@ -555,3 +555,161 @@ def test_auto_falls_back_to_a_forced_tool_when_the_upstream_rejects_the_schema()
         UnsupportedStage.PROVIDER,
     )
     assert ["response_format" in body for body in bodies] == [True, False]
+
+
+# 5. An error reported on the choice itself (OpenRouter, after the answer began)
+
+
+CHOICE_ERROR = {"code": 502, "message": "Upstream provider crashed"}
+FAILED_CHOICE_BODY = {
+    "id": "gen-3",
+    "model": "openai/gpt-4o",
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "error",
+            "native_finish_reason": "error",
+            "message": {"role": "assistant", "content": ""},
+            "error": CHOICE_ERROR,
+        }
+    ],
+    "usage": USAGE,
+}
+
+
+def test_an_error_on_the_choice_of_a_body_is_raised_not_an_empty_answer() -> None:
+    target = allama.provider(
+        "openrouter", api_key="sk-or-test", transport=answering(200, FAILED_CHOICE_BODY)
+    )
+    with pytest.raises(ServerError) as caught:
+        target.chat(ChatRequest("openai/gpt-4o").user("x"))
+    error = caught.value
+    assert (error.message, error.status, error.provider, error.retryable) == (
+        "Upstream provider crashed",
+        502,
+        "openrouter",
+        True,
+    )
+    # The whole body is kept on the error: the usage it reports is not lost.
+    assert json.loads(error.context.body or "")["usage"] == USAGE
+
+
+def test_an_extraction_whose_choice_failed_raises_the_providers_error() -> None:
+    target = allama.provider(
+        "openrouter", api_key="k", transport=answering(200, FAILED_CHOICE_BODY)
+    )
+    request = ChatRequest("openai/gpt-4o").user("Ada").with_option(ExtractionMode.NATIVE)
+    with pytest.raises(ServerError) as caught:
+        allama.extract(target, Person, request)
+    assert caught.value.message == "Upstream provider crashed"
+
+
+FAILED_CHOICE_STREAM = sse(
+    chunk({"role": "assistant", "content": '{"name": "Ad'}),
+    chunk({"content": ""}, "error", error=None, usage=USAGE)
+    | {
+        "choices": [
+            {"index": 0, "delta": {"content": ""}, "finish_reason": "error", "error": CHOICE_ERROR}
+        ]
+    },
+    "[DONE]",
+)
+
+
+def test_an_error_on_the_choice_of_a_stream_chunk_is_raised_after_what_came_before() -> None:
+    target = allama.provider(
+        "openrouter", api_key="k", transport=answering(200, FAILED_CHOICE_STREAM, stream=True)
+    )
+    stream = target.chat_stream(ChatRequest("m").user("x"))
+    with pytest.raises(ServerError) as caught:
+        for _ in stream:
+            pass
+    assert (caught.value.message, caught.value.status) == ("Upstream provider crashed", 502)
+    partial = stream.collector.partial_response()
+    assert (partial.text(), partial.usage, partial.finish_reason) == (
+        '{"name": "Ad',
+        Usage(input_tokens=11, output_tokens=4),
+        None,
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, len(FAILED_CHOICE_STREAM)), max_size=12))
+def test_the_failed_choice_decodes_the_same_however_it_is_split(cuts: list[int]) -> None:
+    decoder = ChatStreamDecoder(provider="openrouter")
+    events: list[StreamEvent] = []
+    last = 0
+    with pytest.raises(ServerError):
+        for cut in [*sorted(cuts), len(FAILED_CHOICE_STREAM)]:
+            events.extend(decoder.feed(FAILED_CHOICE_STREAM[last:cut]))
+            last = cut
+        events.extend(decoder.close())
+    assert [event.type for event in events] == [
+        "response_start",
+        "block_start",
+        "text_delta",
+        "usage",
+    ]
+
+
+# 6. Reasoning sent under both of its names
+
+
+def _reasoning_body(message: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-r",
+        "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("reasoning", "reasoning_content", "expected"),
+    [
+        ("Think.", "Think.", "Think."),  # vLLM while renaming the field: one text, two names
+        ("Think.", None, "Think."),
+        (None, "Think.", "Think."),
+        ("First.", "Second.", "First.Second."),  # two texts: both kept
+    ],
+)
+def test_reasoning_under_both_names_is_read_once_when_it_is_the_same_text(
+    reasoning: str | None, reasoning_content: str | None, expected: str
+) -> None:
+    fields = {"reasoning": reasoning, "reasoning_content": reasoning_content}
+    message = {"role": "assistant", "content": "42", **fields}
+    target = allama.provider(
+        "vllm",
+        base_url="http://127.0.0.1:1/v1",
+        transport=answering(200, _reasoning_body(message)),
+    )
+    response = target.chat(ChatRequest("m").user("x"))
+    assert (response.reasoning(), response.text()) == (expected, "42")
+    streamed = sse(
+        chunk({"role": "assistant", **fields}),
+        chunk({"content": "42"}, "stop"),
+        "[DONE]",
+    )
+    target = allama.provider(
+        "vllm",
+        base_url="http://127.0.0.1:1/v1",
+        transport=answering(200, streamed, stream=True),
+    )
+    collected = target.chat_stream(ChatRequest("m").user("x")).response()
+    assert (collected.reasoning(), collected.text()) == (expected, "42")
+
+
+def test_a_groq_stream_stopped_early_raises_its_reason_after_what_came_before() -> None:
+    stopped = sse(
+        chunk({"role": "assistant", "content": '{"name": "Ad'}),
+        chunk({}, x_groq={"id": "req_1", "error": "stream stopped: upstream timeout"}),
+        "[DONE]",
+    )
+    target = allama.provider(
+        "groq", api_key="gsk-test", transport=answering(200, stopped, stream=True)
+    )
+    stream = target.chat_stream(ChatRequest("m").user("x"))
+    with pytest.raises(ServerError) as caught:
+        for _ in stream:
+            pass
+    assert caught.value.message == "stream stopped: upstream timeout"
+    assert stream.collector.partial_response().text() == '{"name": "Ad'

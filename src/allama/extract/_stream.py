@@ -158,7 +158,7 @@ class _Observer(Generic[T]):
         wrap = self._root_model
         if wrap is not None and value is not None and not isinstance(value, wrap):
             value = wrap.model_construct(root=value)
-        return cast(T | None, value)
+        return cast("T | None", value)
 
     def _with_record(self, error: Error, collector: StreamCollector) -> Error:
         """`error` with the extraction's record attached: the usage and degradations the

@@ -5,7 +5,8 @@ named `tool_choice` with `stop`); the deprecated `function_call` counts as one. 
 (`message.refusal`) becomes a refusal block; reasoning text (`reasoning` or
 `reasoning_content`) a reasoning block; reasoning and cached token counts go into `Usage`.
 A choice that Azure's content filter stopped may have no message at all: it is a response
-with no content and finish reason `content_filter`, its usage kept.
+with no content and finish reason `content_filter`, its usage kept. A choice that carries an
+`error` (OpenRouter's upstream failing after the answer began) raises that error.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from pydantic import ValidationError
 
 from allama.adapters._logprobs import openai_logprobs
 from allama.adapters.openai_compat._errors import error_from_payload, error_from_response
-from allama.adapters.openai_compat._wire import WireMessage, WireResponse, WireUsage
+from allama.adapters.openai_compat._wire import (
+    WireChoice,
+    WireChunkChoice,
+    WireMessage,
+    WireResponse,
+    WireUsage,
+)
 from allama.errors import Error, ServerError
 from allama.types import (
     DECLINE_EXPLANATION_KEY,
@@ -34,11 +41,13 @@ from allama.types import (
 )
 
 __all__ = [
+    "choice_error",
     "content_parts",
     "filter_explanation",
     "decode_body",
     "decode_response",
     "finish_reason_of",
+    "reasoning_text",
     "usage_of",
 ]
 
@@ -122,9 +131,28 @@ def content_parts(content: str | list[Any] | None) -> tuple[str, str]:
     return "".join(texts), "".join(thinking)
 
 
+def reasoning_text(reasoning: str | None, reasoning_content: str | None) -> str:
+    """The reasoning a message or delta carries under either name. Some servers (vLLM while
+    it renamed `reasoning_content` to `reasoning`) send the same text under both: it is
+    the model's reasoning once, not twice."""
+    if reasoning and reasoning == reasoning_content:
+        return reasoning
+    return (reasoning or "") + (reasoning_content or "")
+
+
+def choice_error(choice: WireChoice | WireChunkChoice | None) -> dict[str, Any] | None:
+    """The error a choice reports in place of its answer (OpenRouter: `"finish_reason":
+    "error"` and the upstream's `error` on the choice, in a 200 body or stream), as the
+    error payload it stands for; `None` when it reports none."""
+    if choice is None or not choice.model_extra:
+        return None
+    error = choice.model_extra.get("error")
+    return {"error": error} if error else None
+
+
 def _blocks(message: WireMessage) -> list[ContentBlock]:
     text, thinking = content_parts(message.content)
-    reasoning = (message.reasoning or "") + (message.reasoning_content or "") + thinking
+    reasoning = reasoning_text(message.reasoning, message.reasoning_content) + thinking
     blocks: list[ContentBlock] = []
     if reasoning:
         blocks.append(Reasoning(text=reasoning))
@@ -204,6 +232,11 @@ def decode_body(
     choice = next((c for c in wire.choices if c.index == 0), None)
     if choice is None and wire.choices:
         choice = wire.choices[0]
+    failure = choice_error(choice)
+    if failure is not None:
+        raise error_from_payload(failure, provider=provider, model=model).with_body(
+            body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        )
     message = choice.message if choice is not None else None
     if choice is not None and message is None and choice.finish_reason != "content_filter":
         # Only a filtered choice may come without its message.

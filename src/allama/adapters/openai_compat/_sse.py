@@ -20,9 +20,11 @@ from pydantic import ValidationError
 
 from allama.adapters._sse import SseEvent, SseParser
 from allama.adapters.openai_compat._decode import (
+    choice_error,
     content_parts,
     filter_explanation,
     finish_reason_of,
+    reasoning_text,
     usage_of,
 )
 from allama.adapters.openai_compat._errors import error_from_payload
@@ -105,13 +107,15 @@ class ChatStreamDecoder:
             except ValidationError:
                 chunk = None
             if chunk is not None:
-                if (chunk.model_extra or {}).get("error"):
-                    # OpenRouter ends a failed stream with the error, an empty delta with
-                    # finish reason `error`, and sometimes the usage: keep what it reports.
+                failure = self._failure(chunk, data)
+                if failure is not None:
+                    # OpenRouter ends a failed stream with the error (beside the choices, or
+                    # on the choice), a delta with finish reason `error`, and sometimes the
+                    # usage: keep what it reports.
                     yield from self._chunk(chunk, failed=True)
                     raise error_from_payload(
-                        json.loads(data), provider=self._provider, model=self._model
-                    )
+                        failure, provider=self._provider, model=self._model
+                    ).with_body(data)
                 yield from self._chunk(chunk)
                 return
         # An error event, or a payload that is not a chunk: find out which.
@@ -131,6 +135,19 @@ class ChatStreamDecoder:
         raise StreamDecodeError(
             "a stream event does not fit the chat completion chunk shape"
         ).mark_authored()
+
+    @staticmethod
+    def _failure(chunk: WireChunk, data: str) -> dict[str, Any] | None:
+        """The error payload a chunk carries: beside its choices, on its first, or as the
+        reason Groq gives for stopping a stream early (`x_groq.error`, a string)."""
+        extra = chunk.model_extra or {}
+        if extra.get("error"):
+            payload: dict[str, Any] = json.loads(data)
+            return payload
+        groq = extra.get("x_groq")
+        if isinstance(groq, dict) and isinstance(groq.get("error"), str) and groq["error"]:
+            return {"error": {"message": groq["error"]}}
+        return choice_error(next((c for c in chunk.choices if c.index == 0), None))
 
     def _usage_of(self, payload: dict[str, Any]) -> UsageEvent | None:
         """The usage an error payload reports, if it reports one that can be read."""
@@ -184,7 +201,7 @@ class ChatStreamDecoder:
                 ).mark_authored()
             return
         text, thinking = content_parts(delta.content)
-        reasoning = (delta.reasoning or "") + (delta.reasoning_content or "") + thinking
+        reasoning = reasoning_text(delta.reasoning, delta.reasoning_content) + thinking
         if reasoning:
             index, new = self._block("reasoning")
             if new:
