@@ -67,6 +67,7 @@ from allama import (
     FinishReason,
     MessageOrigin,
     MissingStructuredTextError,
+    MissingToolCallError,
     ModeUnsupportedError,
     ParseError,
     RateLimitedError,
@@ -908,6 +909,38 @@ def test_odd_finishes_are_named_in_the_parse_message(run: Run) -> None:
     normal = failure(run.fails(provider, Person, native_request()))
     assert isinstance(normal, ParseError), f"a parse failure expected: {normal!r}"
     assert "finish reason" not in normal.detail, normal.detail
+
+
+def test_a_missing_output_names_an_odd_finish(run: Run) -> None:
+    """No output after a stop the model did not choose (`pause_turn`, DeepSeek's
+    `insufficient_system_resource`): the message says how the response ended, and the
+    reason survives serialisation; a normal stop adds nothing."""
+    odd = FinishReason("insufficient_system_resource")
+    provider = MockProvider.with_response(ChatResponseBuilder().finish_reason(odd).build())
+    found = failure(run.fails(provider, Person, native_request()))
+    assert isinstance(found, MissingStructuredTextError), repr(found)
+    assert found.finish_reason == odd
+    assert str(found) == (
+        "mock: the model did not return structured text "
+        "(finish reason `insufficient_system_resource`)"
+    )
+    restored = allama.Error.from_json(found.to_json())
+    assert isinstance(restored, MissingStructuredTextError)
+    assert (restored.finish_reason, str(restored)) == (odd, str(found))
+
+    provider = MockProvider.with_response(ChatResponseBuilder().finish_reason(odd).build())
+    tool = failure(run.fails(provider, Person, forced_request()))
+    assert isinstance(tool, MissingToolCallError), repr(tool)
+    assert str(tool) == (
+        f"mock: the model did not call the extraction tool '{EXTRACTION_TOOL}' "
+        "(finish reason `insufficient_system_resource`)"
+    )
+
+    provider = MockProvider.with_response(
+        ChatResponseBuilder().finish_reason(FinishReason.STOP).build()
+    )
+    normal = failure(run.fails(provider, Person, native_request()))
+    assert str(normal) == "mock: the model did not return structured text"
 
 
 def test_blank_output_is_missing_structured_text(run: Run) -> None:

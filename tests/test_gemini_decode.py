@@ -333,6 +333,7 @@ def test_tool_arguments_keep_the_key_order_of_the_body() -> None:
         ("IMAGE_SAFETY", False, FinishReason.CONTENT_FILTER),
         ("IMAGE_PROHIBITED_CONTENT", False, FinishReason.CONTENT_FILTER),
         ("IMAGE_RECITATION", False, FinishReason.CONTENT_FILTER),
+        ("MODEL_ARMOR", False, FinishReason.CONTENT_FILTER),
         ("MALFORMED_FUNCTION_CALL", False, FinishReason("malformed_function_call")),
         ("UNEXPECTED_TOOL_CALL", True, FinishReason("unexpected_tool_call")),
         ("TOO_MANY_TOOL_CALLS", True, FinishReason("too_many_tool_calls")),
@@ -361,6 +362,17 @@ def test_a_content_filter_keeps_its_reason_and_explanation() -> None:
         "gemini": {"finish_reason": "RECITATION", DECLINE_EXPLANATION_KEY: "Cites a source."}
     }
     assert result.decline_explanation() == "Cites a source."
+
+
+def test_a_response_model_armor_blocked_is_a_content_filter_with_its_message() -> None:
+    """Vertex's Model Armor blocking the response: declined by the provider, not an odd
+    stop that an extraction would ask again about."""
+    result = decode(response([], finishReason="MODEL_ARMOR", finishMessage="Blocked."))
+    assert result.finish_reason == FinishReason.CONTENT_FILTER
+    assert result.provider_data == {
+        "gemini": {"finish_reason": "MODEL_ARMOR", DECLINE_EXPLANATION_KEY: "Blocked."}
+    }
+    assert result.decline_explanation() == "Blocked."
 
 
 @pytest.mark.parametrize("message", [None, "", "  ", 3])
@@ -1474,6 +1486,7 @@ _FILTERS = {
     "IMAGE_SAFETY",
     "IMAGE_PROHIBITED_CONTENT",
     "IMAGE_RECITATION",
+    "MODEL_ARMOR",
 }
 
 

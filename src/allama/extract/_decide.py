@@ -375,7 +375,11 @@ def _read_plain(
         return stopped
     text = response.text()
     if text is None or not text.strip():
-        return MissingStructuredTextError(provider=provider, metadata=ExtractionMetadata.new(mode))
+        return MissingStructuredTextError(
+            provider=provider,
+            metadata=ExtractionMetadata.new(mode),
+            finish_reason=response.finish_reason,
+        )
     answer = text.strip()
     option = options.option(answer)
     if option is not None:

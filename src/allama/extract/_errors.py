@@ -143,23 +143,48 @@ class ToolConflictError(_Failure):
         )
 
 
-class MissingStructuredTextError(_Failure):
+def _how_it_stopped(finish_reason: str | None) -> str:
+    """The finish reason, when the response did not end the way an answer ends: an output
+    missing after `model_armor` or `insufficient_system_resource` is the provider's
+    doing, not the model's."""
+    if finish_reason is None or FinishReason(finish_reason).finished_normally():
+        return ""
+    return f" (finish reason `{finish_reason}`)"
+
+
+class _Missing(_Failure):
+    """No output to read; `finish_reason` is how the response ended."""
+
+    _field_names = ("finish_reason",)
+    finish_reason: FinishReason | None
+
+    @classmethod
+    def _restore(cls, message: str, fields: dict[str, Any]) -> Self:
+        if fields.get("finish_reason") is not None:
+            fields["finish_reason"] = FinishReason(fields["finish_reason"])
+        return super()._restore(message, fields)
+
+
+class MissingStructuredTextError(_Missing):
     """The response had no text to parse (native mode), or only whitespace."""
 
     kind = "extraction_missing_text"
 
     def _describe(self) -> str:
-        return f"{self.provider_name}: the model did not return structured text"
+        return f"{self.provider_name}: the model did not return structured text" + (
+            _how_it_stopped(self.finish_reason)
+        )
 
 
-class MissingToolCallError(_Failure):
+class MissingToolCallError(_Missing):
     """The response did not call the extraction tool (forced-tool mode)."""
 
     kind = "extraction_missing_tool_call"
 
     def _describe(self) -> str:
         return (
-            f"{self.provider_name}: the model did not call the extraction tool '{EXTRACTION_TOOL}'"
+            f"{self.provider_name}: the model did not call the extraction tool "
+            f"'{EXTRACTION_TOOL}'{_how_it_stopped(self.finish_reason)}"
         )
 
 

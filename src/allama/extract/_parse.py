@@ -121,7 +121,11 @@ def raw_output(response: ChatResponse, mode: ExtractionMode, provider: str) -> s
         calls = [call for call in response.tool_calls() if call.name == EXTRACTION_TOOL]
         if not calls:
             return Rejection(
-                MissingToolCallError(provider=provider, metadata=ExtractionMetadata.new(mode))
+                MissingToolCallError(
+                    provider=provider,
+                    metadata=ExtractionMetadata.new(mode),
+                    finish_reason=response.finish_reason,
+                )
             )
         if len(calls) > 1:
             return Rejection(
@@ -133,7 +137,11 @@ def raw_output(response: ChatResponse, mode: ExtractionMode, provider: str) -> s
     text = response.text()
     if text is None or not text.strip():
         return Rejection(
-            MissingStructuredTextError(provider=provider, metadata=ExtractionMetadata.new(mode))
+            MissingStructuredTextError(
+                provider=provider,
+                metadata=ExtractionMetadata.new(mode),
+                finish_reason=response.finish_reason,
+            )
         )
     return text
 

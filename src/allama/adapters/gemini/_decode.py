@@ -131,6 +131,7 @@ _CONTENT_FILTER = frozenset(
         "IMAGE_SAFETY",
         "IMAGE_PROHIBITED_CONTENT",
         "IMAGE_RECITATION",
+        "MODEL_ARMOR",  # Vertex: the response was blocked by Model Armor
     }
 )
 _UNSPECIFIED = "FINISH_REASON_UNSPECIFIED"
