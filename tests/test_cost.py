@@ -305,6 +305,72 @@ def test_a_record_prices_its_usage_at_batch_prices_on_request() -> None:
 # An extraction's record.
 
 
+def _anthropic(model: str, usage: Usage, details: dict[str, Any]) -> ChatResponse:
+    """A response whose usage details (as the Anthropic adapter keeps them) bill more than
+    its token counts say."""
+    return (
+        ChatResponseBuilder()
+        .text('{"name": "Ada"}')
+        .model(model)
+        .provider("anthropic")
+        .usage_value(usage)
+        .provider_data("anthropic", "usage_details", details)
+        .build()
+    )
+
+
+def test_web_searches_and_one_hour_cache_writes_are_priced() -> None:
+    """Anthropic bills a web search per request and a one-hour cache write at its own
+    (higher) price; both are in the cost, by genai-prices' prices, checked by hand."""
+    usage = Usage(input_tokens=10_000, output_tokens=500, cache_write_tokens=3_000)
+    details = {
+        "server_tool_use": {"web_search_requests": 3, "web_fetch_requests": 1},
+        "cache_creation": {"ephemeral_5m_input_tokens": 1_000, "ephemeral_1h_input_tokens": 2_000},
+    }
+    metadata = record(_anthropic("claude-sonnet-4-5", usage, details))
+    _, info = get_snapshot().find_provider_model("claude-sonnet-4-5", None, "anthropic", None)
+    rates = info.get_prices(datetime.now(tz=UTC), None)
+    cost_in = (
+        7_000 * _rate(rates.input_mtok)
+        + 1_000 * _rate(rates.cache_write_mtok)
+        + 2_000 * _rate(rates.cache_write_1h_mtok)
+    ) / MILLION
+    cost_out = 500 * _rate(rates.output_mtok) / MILLION
+    searches = 3 * rates.web_searches_kcount / 1000
+    assert _rate(rates.cache_write_1h_mtok) > _rate(rates.cache_write_mtok) and searches > 0
+    cost = metadata.cost
+    assert cost is not None, metadata.cost_missing
+    assert (cost.input, cost.output, cost.total) == (
+        cost_in,
+        cost_out,
+        cost_in + cost_out + searches,
+    )
+    # Without the details, the same counts cost less: every write at the five-minute price.
+    plain = record(response(usage=usage, provider="anthropic", model="claude-sonnet-4-5")).cost
+    assert plain is not None and plain.total < cost.total
+
+
+def test_five_minute_cache_writes_alone_cost_what_the_counts_say() -> None:
+    usage = Usage(input_tokens=4_000, output_tokens=100, cache_write_tokens=1_500)
+    details = {
+        "cache_creation": {"ephemeral_5m_input_tokens": 1_500, "ephemeral_1h_input_tokens": 0}
+    }
+    with_details = record(_anthropic("claude-sonnet-4-5", usage, details)).cost
+    plain = record(response(usage=usage, provider="anthropic", model="claude-sonnet-4-5")).cost
+    assert with_details is not None and with_details == plain
+
+
+def test_web_searches_a_model_has_no_price_for_leave_the_cost_unknown() -> None:
+    """genai-prices would count them as free: the record says the cost is unknown, and why."""
+    usage = Usage(input_tokens=1_000, output_tokens=50)
+    details = {"server_tool_use": {"web_search_requests": 2}}
+    metadata = record(_anthropic("claude-3-haiku-20240307", usage, details))
+    assert metadata.cost is None
+    assert metadata.cost_missing == (
+        f"genai-prices {VERSION} has no price for the web searches of anthropic/claude-3-haiku"
+    )
+
+
 def test_an_extraction_with_a_retry_sums_the_cost_of_both_passes() -> None:
     first_usage = Usage(input_tokens=1_200, output_tokens=80, cache_read_tokens=1_024)
     second_usage = Usage(input_tokens=1_500, output_tokens=40)

@@ -17,7 +17,10 @@ How allama's names meet genai-prices' (`PROVIDER_IDS` below):
   (`openai-compatible`, `anthropic-compatible`), whatever their model is called;
 - allama's `Usage` counts cache reads and writes inside `input_tokens`, and reasoning
   inside `output_tokens`, which is how genai-prices counts them too: the counts go over
-  as they are, and reasoning tokens are not added again.
+  as they are, and reasoning tokens are not added again;
+- what a response is billed for beyond those counts (`BILLED_EXTRAS`: Anthropic's web
+  searches and one-hour cache writes) goes to genai-prices' general calculation; a model
+  it has no price for them has no cost, rather than one that counts them free.
 
 The model is the one the response names (adapters fall back to the request's). Looking a
 (provider, model) pair up is cached, misses included, so a repeated question costs only
@@ -183,10 +186,22 @@ def _joined(a: str, b: str) -> str:
 Charge: TypeAlias = (
     tuple[str | None, str | None, Usage | None, float]
     | tuple[str | None, str | None, Usage | None, float, bool]
+    | tuple[str | None, str | None, Usage | None, float, bool, Mapping[str, int]]
 )
-"""One response's provider, model, usage and the time it arrived (`time.time()`), and
-whether it came from a provider batch job (priced at batch prices): what an extraction's
-record keeps per response, a plain tuple so that keeping it costs nothing."""
+"""One response's provider, model, usage and the time it arrived (`time.time()`), whether
+it came from a provider batch job (priced at batch prices), and what else it was billed
+for beyond `Usage` (`BILLED_EXTRAS`): what an extraction's record keeps per response, a
+plain tuple so that keeping it costs nothing."""
+
+BILLED_EXTRAS: Mapping[str, str] = {
+    "web_searches": "web_searches_kcount",
+    "cache_write_1h_tokens": "cache_write_1h_mtok",
+    "cache_write_5m_tokens": "cache_write_mtok",
+}
+"""What a response may be billed for beyond its `Usage` counts, by genai-prices' usage
+key, and the price that key needs: server-side web searches (per thousand), and cache
+writes split by how long they are kept (Anthropic's one-hour writes cost more than its
+five-minute ones, which are the plain cache-write price)."""
 
 
 def price(entries: Iterable[Charge | Cost | str], *, batch: bool = False) -> Cost | str:
@@ -280,6 +295,7 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
     """The cost of one charge, the `provider/model` it matched, and the price data's name."""
     provider, model, usage, at = entry[:4]
     batch = batch or (len(entry) > 4 and entry[4] is True)
+    extras: Mapping[str, int] = entry[5] if len(entry) > 5 else {}
     reason = _reason_before_lookup(provider, model, usage)
     if reason:
         return reason
@@ -303,7 +319,7 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
         usage.cache_read_tokens or 0,
         usage.cache_write_tokens or 0,
     )
-    if tokens[2] + tokens[3] <= tokens[0]:
+    if not extras and tokens[2] + tokens[3] <= tokens[0]:
         # Flat prices: the same arithmetic as genai-prices', on the prices it holds,
         # without its general machinery (about 120 µs a call).
         flat = (
@@ -319,7 +335,12 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
             output_tokens=usage.output_tokens,
             cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens,
+            **extras,
         )
+        if extras:
+            unpriced = _unpriced(gp_model.get_prices(when, _BATCH if batch else None), extras)
+            if unpriced:
+                return f"genai-prices {version} has no price for the {unpriced} of {ref}"
         calculated = gp_model.calc_price(
             counts,
             gp_provider,
@@ -338,6 +359,17 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
         batch=batch,
     )
     return cost, ref, label
+
+
+def _unpriced(model_price: Any, extras: Mapping[str, int]) -> str:
+    """What `extras` holds that `model_price` has no price for (which genai-prices would
+    count as free), in words; ``""`` when everything has a price."""
+    missing = [
+        key.replace("_", " ").removesuffix(" tokens").replace("1h", "one-hour")
+        for key, count in extras.items()
+        if count and getattr(model_price, BILLED_EXTRAS.get(key, key), None) is None
+    ]
+    return " and ".join(missing)
 
 
 _Flat: TypeAlias = tuple[Decimal | None, Decimal | None, Decimal | None, Decimal | None]

@@ -255,11 +255,15 @@ class ExtractionMetadata(BaseModel):
             self.usage = usage if self.usage is None else self.usage + usage
         # Kept for the cost, priced only when it is read (an `allama._prices.Charge`).
         state = self.__dict__
-        charge: Charge = (
-            (response.provider, response.model, usage, time.time())
-            if response.batch_job is None
-            else (response.provider, response.model, usage, time.time(), True)
-        )
+        extras = _billed_extras(response.provider_data) if response.provider_data else None
+        charge: Charge
+        if extras:
+            batch = response.batch_job is not None
+            charge = (response.provider, response.model, usage, time.time(), batch, extras)
+        elif response.batch_job is None:
+            charge = (response.provider, response.model, usage, time.time())
+        else:
+            charge = (response.provider, response.model, usage, time.time(), True)
         charges: tuple[Charge | Cost | str, ...] | None = state.get(_CHARGES)
         state[_CHARGES] = (charge,) if charges is None else (*charges, charge)
         state.pop(_PRICED, None)
@@ -296,6 +300,38 @@ class ExtractionMetadata(BaseModel):
 
 _CHARGES = "_charges"
 _PRICED = "_priced"
+
+# Anthropic's billed usage beyond the token counts, as its adapter keeps it
+# (`provider_data["anthropic"]["usage_details"]`), by genai-prices' usage keys.
+_ANTHROPIC_CACHE_WRITES = (
+    ("ephemeral_1h_input_tokens", "cache_write_1h_tokens"),
+    ("ephemeral_5m_input_tokens", "cache_write_5m_tokens"),
+)
+
+
+def _billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, int] | None:
+    """What a response was billed for beyond its `Usage` (an `allama._prices.BILLED_EXTRAS`
+    key and its count): Anthropic's web searches, and its one-hour cache writes (five-minute
+    ones are the plain cache-write price, so they matter only beside one-hour ones)."""
+    anthropic = provider_data.get("anthropic")
+    details = anthropic.get("usage_details") if anthropic else None
+    if not isinstance(details, dict):
+        return None
+    extras: dict[str, int] = {}
+    server = details.get("server_tool_use")
+    searches = server.get("web_search_requests") if isinstance(server, dict) else None
+    if type(searches) is int and searches > 0:
+        extras["web_searches"] = searches
+    cache = details.get("cache_creation")
+    if isinstance(cache, dict):
+        for theirs, ours in _ANTHROPIC_CACHE_WRITES:
+            count = cache.get(theirs)
+            if type(count) is int and count > 0:
+                extras[ours] = count
+        if "cache_write_1h_tokens" not in extras:
+            extras.pop("cache_write_5m_tokens", None)
+    return extras or None
+
 
 UNRECORDED_COST = "the record was written without its cost"
 """The reason a record read back has no cost: written before costs were recorded."""
