@@ -224,7 +224,10 @@ def test_every_block_type_maps_to_its_block() -> None:
     )
     assert response.finish_reason == FinishReason.TOOL_CALLS
     assert response.provider_data == {
-        "anthropic": {"server_blocks": [MIXED["content"][3], WEB_RESULT]}
+        "anthropic": {
+            "server_blocks": [MIXED["content"][3], WEB_RESULT],
+            "usage_details": {"service_tier": "standard"},
+        }
     }
     assert (response.model, response.id, response.provider) == (
         "claude-sonnet-4-5",
@@ -638,6 +641,9 @@ def test_stream_events_in_order_with_dense_indices() -> None:
         UsageEvent(
             usage=Usage(input_tokens=60, cache_read_tokens=30, cache_write_tokens=20),
         ),
+        ProviderDataEvent(
+            namespace="anthropic", key="usage_details", value={"service_tier": "standard"}
+        ),
         BlockStart(index=0, block_type=StreamBlockType.REASONING),
         ReasoningDelta(index=0, text="Let "),
         ReasoningDelta(index=0, text="me t"),
@@ -744,6 +750,11 @@ def test_a_text_start_with_text_and_ignored_events() -> None:
         TextDelta(index=0, text="A"),
         TextDelta(index=0, text="B"),
         BlockStop(index=0),
+        ProviderDataEvent(
+            namespace="anthropic",
+            key="citations",
+            value=[{"index": 0, "citations": [{"type": "char_location"}]}],
+        ),
         Finish(finish_reason=FinishReason.STOP),
     ]
 

@@ -4,9 +4,14 @@ The body is read once by pydantic-core's JSON parser into plain data, so that bl
 has no type for (server tools and their results, types added later) can be kept verbatim:
 they go, in order, under `provider_data["anthropic"]["server_blocks"]`, never into the text.
 `thinking` and `redacted_thinking` become reasoning blocks with their signature or data kept
-byte for byte (Anthropic checks them on the next turn). Token counts follow allama's
-meaning: `input_tokens` is all the input, cached or not, which Anthropic splits in three.
-Unknown fields are ignored everywhere.
+byte for byte (Anthropic checks them on the next turn). The citations of a text block are
+kept verbatim under `provider_data["anthropic"]["citations"]`: a list, in block order, of
+`{"index": i, "citations": [...]}` for each text block with at least one, where `i` is the
+block's position in `ChatResponse.content`. Token counts follow allama's meaning:
+`input_tokens` is all the input, cached or not, which Anthropic splits in three. What usage
+says beyond the counts that changes the bill (`server_tool_use`, `cache_creation` by cache
+lifetime, `service_tier`) is kept verbatim under `provider_data["anthropic"]["usage_details"]`.
+Other unknown fields are ignored everywhere.
 """
 
 from __future__ import annotations
@@ -33,16 +38,20 @@ from allama.types import (
 )
 
 __all__ = [
+    "CITATIONS_KEY",
     "NAMESPACE",
     "REFUSAL_CATEGORY_KEY",
     "SERVER_BLOCKS_KEY",
     "STOP_SEQUENCE_KEY",
+    "USAGE_DETAILS_KEY",
+    "citations_of",
     "decode_body",
     "decode_message",
     "decode_response",
     "finish_reason_of",
     "json_text",
     "stop_data",
+    "usage_details_of",
     "usage_of",
 ]
 
@@ -54,6 +63,14 @@ STOP_SEQUENCE_KEY = "stop_sequence"
 """The custom stop sequence that ended the response, when one did."""
 REFUSAL_CATEGORY_KEY = "refusal_category"
 """The policy category Anthropic gave for a refusal (`cyber`, `bio`, ...)."""
+CITATIONS_KEY = "citations"
+"""The citations of text blocks, verbatim: a list, in block order, of `{"index": i,
+"citations": [...]}` for each text block that has any; `content[i]` is the text they support."""
+USAGE_DETAILS_KEY = "usage_details"
+"""What usage reports besides token counts that changes the bill, verbatim: whichever of
+`server_tool_use`, `cache_creation` and `service_tier` it carries."""
+
+_USAGE_DETAILS = ("server_tool_use", "cache_creation", "service_tier")
 
 _FINISH: dict[str, FinishReason] = {
     "end_turn": FinishReason.STOP,
@@ -93,6 +110,18 @@ def usage_of(usage: Mapping[str, Any]) -> Usage:
     )
 
 
+def usage_details_of(usage: Mapping[str, Any]) -> dict[str, JsonValue]:
+    """The usage fields beyond token counts that change the bill, as sent; those that are
+    missing or null left out."""
+    return {key: usage[key] for key in _USAGE_DETAILS if usage.get(key) is not None}
+
+
+def citations_of(block: Mapping[str, Any]) -> list[JsonValue]:
+    """A text block's citations as sent; none when it has no list of them."""
+    citations = block.get("citations")
+    return citations if isinstance(citations, list) else []
+
+
 def json_text(value: Any) -> str:
     """A value as compact JSON text, its key order and non-ASCII characters kept."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -129,15 +158,20 @@ def _string(block: Mapping[str, Any], key: str, *, optional: bool = False) -> st
     raise _Unreadable(f"a `{block.get('type')}` block has no string `{key}`")
 
 
-def _blocks(content: list[Any]) -> tuple[list[ContentBlock], list[JsonValue]]:
-    """The content blocks allama has types for, and the others verbatim."""
+def _blocks(content: list[Any]) -> tuple[list[ContentBlock], list[JsonValue], list[JsonValue]]:
+    """The content blocks allama has types for, the others verbatim, and the citations of the
+    text blocks by their position among the first."""
     blocks: list[ContentBlock] = []
     server: list[JsonValue] = []
+    cited: list[JsonValue] = []
     for block in content:
         if not isinstance(block, dict):
             raise _Unreadable("a content block is not an object")
         kind = block.get("type")
         if kind == "text":
+            citations = citations_of(block)
+            if citations:
+                cited.append({"index": len(blocks), "citations": citations})
             blocks.append(TextPart(text=_string(block, "text")))
         elif kind == "tool_use":
             raw = block.get("input")
@@ -152,7 +186,7 @@ def _blocks(content: list[Any]) -> tuple[list[ContentBlock], list[JsonValue]]:
             blocks.append(Reasoning(text="", encrypted_content=_string(block, "data")))
         else:
             server.append(block)
-    return blocks, server
+    return blocks, server, cited
 
 
 def _not_a_message(
@@ -183,11 +217,16 @@ def decode_message(
     content = message.get("content")
     if not isinstance(content, list):
         raise _Unreadable("it has no `content` list")
-    blocks, server = _blocks(content)
+    blocks, server, cited = _blocks(content)
     provider_data = stop_data(message)
     if server:
         provider_data[SERVER_BLOCKS_KEY] = server
+    if cited:
+        provider_data[CITATIONS_KEY] = cited
     usage = message.get("usage")
+    details = usage_details_of(usage) if isinstance(usage, dict) else None
+    if details:
+        provider_data[USAGE_DETAILS_KEY] = details
     body_model = message.get("model")
     body_id = message.get("id")
     return ChatResponse(

@@ -6,8 +6,16 @@ itself, server-tool blocks included; allama's block indices count only the block
 surfaces (text, tool calls, reasoning), densely from 0. A block allama has no type for is
 assembled from its start and deltas and, at its stop, reported as provider data: the list
 of every such block so far, so that the collected response holds what `decode_response`
-gives for the same message. An `event: error` is raised after every event before it was
-yielded (those were paid for).
+gives for the same message. The citations of a text block (a list on its start, and each
+`citations_delta`) are kept verbatim and, at its stop, reported the same way under
+`citations`: every cited text block so far, by allama's index for it, which is its position
+in the collected content. That list is the decoder's own, which each later cited block
+extends in place (so that many cited blocks cost linear time): a reader who keeps the event
+and wants the list as it was then must copy it. The usage fields beyond the token counts
+that change the bill (`server_tool_use`, `cache_creation`, `service_tier`) are running
+totals like the counts, a later report of one replacing the earlier; they are reported
+under `usage_details` whenever they change. An `event: error` is raised after every event
+before it was yielded (those were paid for).
 """
 
 from __future__ import annotations
@@ -22,11 +30,15 @@ from pydantic_core import from_json
 
 from allama.adapters._sse import SseEvent, SseParser
 from allama.adapters.anthropic._decode import (
+    CITATIONS_KEY,
     NAMESPACE,
     SERVER_BLOCKS_KEY,
+    USAGE_DETAILS_KEY,
+    citations_of,
     finish_reason_of,
     json_text,
     stop_data,
+    usage_details_of,
     usage_of,
 )
 from allama.adapters.anthropic._errors import error_from_payload
@@ -59,14 +71,16 @@ _DELTA_BLOCK: dict[str, StreamBlockType] = {
 
 
 class _Surfaced:
-    """A block allama surfaces: its own index, its type, and whether arguments arrived."""
+    """A block allama surfaces: its own index, its type, whether arguments arrived, and (a
+    text block) the citations that arrived for it, verbatim."""
 
-    __slots__ = ("block_type", "has_arguments", "index")
+    __slots__ = ("block_type", "citations", "has_arguments", "index")
 
     def __init__(self, index: int, block_type: StreamBlockType) -> None:
         self.index = index
         self.block_type = block_type
         self.has_arguments = False
+        self.citations: list[JsonValue] = []
 
 
 class _Server:
@@ -148,7 +162,10 @@ class MessagesStreamDecoder:
         self._open: dict[int, _Surfaced] = {}
         self._server: dict[int, _Server] = {}
         self._server_done: list[tuple[int, JsonValue]] = []
+        self._cited_at: list[int] = []
+        self._cited: list[JsonValue] = []
         self._usage: dict[str, Any] = {}
+        self._usage_details: dict[str, JsonValue] = {}
         self.finished = False
         self.done = False
 
@@ -209,6 +226,7 @@ class MessagesStreamDecoder:
             # The input counts; the output counts here only start a running total.
             self._usage = {k: v for k, v in usage.items() if k not in _OUTPUT_COUNTS}
             yield UsageEvent(usage=usage_of(self._usage))
+            yield from self._details()
 
     def _index(self, payload: dict[str, Any]) -> int:
         index = payload.get("index")
@@ -237,6 +255,7 @@ class MessagesStreamDecoder:
         kind = block.get("type")
         if kind == "text":
             ours = self._surface(index, StreamBlockType.TEXT)
+            ours.citations.extend(citations_of(block))
             yield BlockStart(index=ours.index, block_type=StreamBlockType.TEXT)
             text = _str(block.get("text"))
             if text:
@@ -294,9 +313,14 @@ class MessagesStreamDecoder:
         if ours is None:
             raise StreamDecodeError(f"a delta for block {index}, which is not open").mark_authored()
         kind = delta.get("type")
+        if kind == "citations_delta":
+            # Kept for a text block (the only kind Anthropic cites), reported at its stop.
+            if ours.block_type is StreamBlockType.TEXT and "citation" in delta:
+                ours.citations.append(delta["citation"])
+            return
         fits = _DELTA_BLOCK.get(kind) if isinstance(kind, str) else None
         if fits is None:
-            return  # `citations_delta`, and delta types added later
+            return  # delta types added later
         if fits is not ours.block_type:
             raise StreamDecodeError(
                 f"a `{kind}` for block {index}, which is a `{ours.block_type}` block"
@@ -340,13 +364,30 @@ class MessagesStreamDecoder:
             ).mark_authored()
         yield from self._stop(ours)
 
-    @staticmethod
-    def _stop(ours: _Surfaced) -> Iterator[StreamEvent]:
+    def _stop(self, ours: _Surfaced) -> Iterator[StreamEvent]:
         if ours.block_type is StreamBlockType.TOOL_CALL and not ours.has_arguments:
             # A call without arguments streams none; its arguments are the empty object,
             # as in the non-streamed message.
             yield ToolCallDelta(index=ours.index, arguments="{}")
         yield BlockStop(index=ours.index)
+        if ours.citations:
+            # In block order (blocks stop in order, as a rule: then this appends).
+            at = bisect.bisect(self._cited_at, ours.index)
+            self._cited_at.insert(at, ours.index)
+            self._cited.insert(at, {"index": ours.index, "citations": ours.citations})
+            # A snapshot of the list so far (an event kept by the caller does not change
+            # as later blocks stop), built without validating it again: a copy of a list
+            # of references, small beside what a message of cited blocks carries.
+            yield ProviderDataEvent.model_construct(
+                namespace=NAMESPACE, key=CITATIONS_KEY, value=list(self._cited)
+            )
+
+    def _details(self) -> Iterator[StreamEvent]:
+        """The usage details so far, when they changed."""
+        details = usage_details_of(self._usage)
+        if details and details != self._usage_details:
+            self._usage_details = details
+            yield ProviderDataEvent(namespace=NAMESPACE, key=USAGE_DETAILS_KEY, value=details)
 
     def _message_delta(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
         usage = payload.get("usage")
@@ -354,6 +395,7 @@ class MessagesStreamDecoder:
             # Running totals: each count reported replaces the one before.
             self._usage.update((k, v) for k, v in usage.items() if v is not None)
             yield UsageEvent(usage=usage_of(self._usage))
+            yield from self._details()
         delta = payload.get("delta")
         if not isinstance(delta, dict) or self.finished:
             return

@@ -1,11 +1,28 @@
 """A Gemini `GenerateContentResponse` to a `ChatResponse`, or to the `allama.Error` it stands for.
 
 The body is read once by pydantic-core's JSON parser into plain data, so that what allama
-has no type for can be kept verbatim. Unknown fields are ignored everywhere.
+has no type for can be kept verbatim. What is neither read nor kept below (`safetyRatings`,
+`avgLogprobs`, `tokenCount`, `promptFeedback.safetyRatings`, the per-modality usage details,
+fields added later) is ignored.
 
 Candidates. The candidate with `index` 0 (an absent index is 0) is the response; a body
 without one takes the first listed. Further candidates are kept verbatim, in order, under
-`provider_data["gemini"]["candidates"]`.
+`provider_data["gemini"]["candidates"]` (their metadata stays inside them).
+
+Candidate metadata. Three fields of the response candidate are kept verbatim, each under its
+own key of `provider_data["gemini"]`:
+
+- `citationMetadata` (`{"citationSources": [{startIndex, endIndex, uri, license, ...}]}`;
+  Vertex spells the list `citations`) under `citation_metadata`: the sources the output
+  recites, their indexes into the candidate's text;
+- `groundingMetadata` (what the Google Search, retrieval and Maps tools found:
+  `webSearchQueries`, `groundingChunks`, `groundingSupports`, `searchEntryPoint`,
+  `retrievalMetadata`, ...) under `grounding_metadata`;
+- `urlContextMetadata` (`urlMetadata`: each URL the URL context tool fetched, and how) under
+  `url_context_metadata`.
+
+A value that says nothing (null, an empty object, list or string, or an object whose every
+field is one of those, such as `{"citations": []}`) is not kept.
 
 Parts of the response candidate, in order:
 
@@ -87,10 +104,13 @@ from allama.types import (
 __all__ = [
     "BLOCK_REASON_KEY",
     "CANDIDATES_KEY",
+    "CITATION_METADATA_KEY",
     "FINISH_MESSAGE_KEY",
     "FINISH_REASON_KEY",
+    "GROUNDING_METADATA_KEY",
     "NAMESPACE",
     "PARTS_KEY",
+    "URL_CONTEXT_METADATA_KEY",
     "BlockSink",
     "Chunk",
     "Layout",
@@ -104,7 +124,9 @@ __all__ = [
     "is_error_object",
     "json_text",
     "logprobs_of",
+    "metadata_data",
     "read_chunk",
+    "says_something",
     "usage_of",
 ]
 
@@ -120,6 +142,12 @@ FINISH_MESSAGE_KEY = "finish_message"
 """The `finishMessage` of a finish reason allama has no name for."""
 BLOCK_REASON_KEY = "block_reason"
 """The `promptFeedback.blockReason` of a blocked prompt (`SAFETY`, `MODEL_ARMOR`, ...)."""
+CITATION_METADATA_KEY = "citation_metadata"
+"""The response candidate's `citationMetadata`, verbatim (Vertex names its list `citations`)."""
+GROUNDING_METADATA_KEY = "grounding_metadata"
+"""The response candidate's `groundingMetadata` (the grounding tools' output), verbatim."""
+URL_CONTEXT_METADATA_KEY = "url_context_metadata"
+"""The response candidate's `urlContextMetadata` (`urlMetadata`), verbatim."""
 
 _CONTENT_FILTER = frozenset(
     {
@@ -186,6 +214,32 @@ def block_data(feedback: Any) -> dict[str, JsonValue] | None:
         else f"Gemini blocked the prompt (block reason {reason})."
     )
     return {BLOCK_REASON_KEY: reason, DECLINE_EXPLANATION_KEY: explanation}
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str | list | dict) and not value)
+
+
+def says_something(value: Any) -> bool:
+    """Whether a metadata value says anything: it is not null, not an empty object, list or
+    string, and not an object whose every field is one of those (`{"citations": []}`)."""
+    if isinstance(value, dict):
+        return not all(_empty(field) for field in value.values())
+    return not _empty(value)
+
+
+def metadata_data(citations: Any, grounding: Any, url_context: Any) -> dict[str, JsonValue]:
+    """The response candidate's metadata by its `provider_data` keys, each one that says
+    something (see `says_something`), verbatim."""
+    out: dict[str, JsonValue] = {}
+    for key, value in (
+        (CITATION_METADATA_KEY, citations),
+        (GROUNDING_METADATA_KEY, grounding),
+        (URL_CONTEXT_METADATA_KEY, url_context),
+    ):
+        if says_something(value):
+            out[key] = value
+    return out
 
 
 def _count(value: Any) -> int | None:
@@ -294,19 +348,22 @@ class Unreadable(ValueError):
 
 class Chunk:
     """One `GenerateContentResponse` (a whole body or one chunk of a stream), read into
-    plain data: the response candidate's parts and finish, the other candidates, the usage,
-    a blocked prompt."""
+    plain data: the response candidate's parts, finish and metadata, the other candidates,
+    the usage, a blocked prompt."""
 
     __slots__ = (
         "blocked",
+        "citations",
         "finish",
         "finish_message",
+        "grounding",
         "has_candidate",
         "id",
         "logprobs",
         "model",
         "others",
         "parts",
+        "url_context",
         "usage",
     )
 
@@ -322,6 +379,12 @@ class Chunk:
         self.blocked: dict[str, JsonValue] | None = None
         self.logprobs: Any = None
         """The response candidate's `logprobsResult`, unread (`None` when absent)."""
+        self.citations: Any = None
+        """The response candidate's `citationMetadata`, unread (`None` when absent)."""
+        self.grounding: Any = None
+        """The response candidate's `groundingMetadata`, unread (`None` when absent)."""
+        self.url_context: Any = None
+        """The response candidate's `urlContextMetadata`, unread (`None` when absent)."""
 
 
 def _index(candidate: Mapping[str, Any]) -> int:
@@ -365,6 +428,9 @@ def read_chunk(payload: Mapping[str, Any], *, first_listed: bool = True) -> Chun
         chunk.finish = _text(chosen.get("finishReason"))
         chunk.finish_message = chosen.get("finishMessage")
         chunk.logprobs = chosen.get("logprobsResult")
+        chunk.citations = chosen.get("citationMetadata")
+        chunk.grounding = chosen.get("groundingMetadata")
+        chunk.url_context = chosen.get("urlContextMetadata")
     else:
         chunk.blocked = block_data(payload.get("promptFeedback"))
     usage = payload.get("usageMetadata")
@@ -546,6 +612,7 @@ def decode_payload(
         provider_data[CANDIDATES_KEY] = chunk.others
     if layout.others:
         provider_data[PARTS_KEY] = layout.others
+    provider_data.update(metadata_data(chunk.citations, chunk.grounding, chunk.url_context))
     if chunk.blocked is not None:
         finish: FinishReason | None = FinishReason.CONTENT_FILTER
         provider_data.update(chunk.blocked)

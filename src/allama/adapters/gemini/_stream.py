@@ -17,13 +17,30 @@ reasoning block opened and closed right before that part's block). Function call
 whole: a tool-call block with its arguments in one delta. Only the candidate with index 0
 streams; other candidates (`candidateCount` > 1) are left out of the stream.
 
+Candidate metadata (see `_decode`) is put together over the chunks of candidate 0 so that a
+stream collects to what the same response's body keeps, and reported once, by `close()`:
+
+- `citationMetadata`: each chunk cites the sources of its own text, their `startIndex` and
+  `endIndex` counted in the whole text, so the lists of every chunk (`citationSources`, or
+  Vertex's `citations`) are appended in order into one; any other field, the last one sent
+  wins. Google's Vertex AI Node SDK (`aggregateCitationMetadataForCandidate`) appends the
+  chunks' citations the same way; Google's ADK (`StreamingResponseAggregator`) and the older
+  Gemini JS SDK (`aggregateResponses`) keep only the last chunk's, as if each chunk resent
+  all of them. So a chunk whose list begins with the whole list collected so far is taken
+  to resend it, and adds only what follows: either way the stream keeps each source once.
+- `groundingMetadata` and `urlContextMetadata`: the last one that says something wins, whole
+  (a later chunk without one, or with `{}`, does not erase it). Each comes whole on one
+  chunk, usually the last but not always; the ADK and the older Gemini JS SDK keep the last
+  one. Only the Vertex AI Node SDK appends their lists instead; were Gemini to send the
+  grounding in pieces, this rule would keep only the last piece.
+
 Gemini sends no end marker: the last chunk carries the `finishReason`, and `done` stays
 false. `close()` (at the end of the bytes) stops the open block, reports the parts kept
-verbatim and the finish's provider data, and then `Finish` if a chunk carried a finish
-reason; a stream that ends without one is left unfinished, so that collecting it raises
-`IncompleteStreamError`. Usage comes from each chunk's `usageMetadata` (running totals: a
-count reported replaces the one before). An error object is raised after every event
-before it was yielded (those were paid for).
+verbatim, the candidate metadata and the finish's provider data, and then `Finish` if a
+chunk carried a finish reason; a stream that ends without one is left unfinished, so that
+collecting it raises `IncompleteStreamError`. Usage comes from each chunk's `usageMetadata`
+(running totals: a count reported replaces the one before). An error object is raised after
+every event before it was yielded (those were paid for).
 """
 
 from __future__ import annotations
@@ -46,7 +63,9 @@ from allama.adapters.gemini._decode import (
     finish_data,
     finish_reason_of,
     is_error_object,
+    metadata_data,
     read_chunk,
+    says_something,
 )
 from allama.adapters.gemini._errors import error_from_payload
 from allama.errors import IncompleteStreamError, StreamDecodeError
@@ -216,6 +235,34 @@ class _SseReader(SseParser):
             self._raw_lines = []
 
 
+def _resent(held: list[Any], items: list[Any]) -> int:
+    """How many of `items` resend `held`: all of it when `items` begins with the whole of
+    `held`, else none. Stops at the first difference, so the work is at most `len(items)`."""
+    if len(items) < len(held):
+        return 0
+    for old, new in zip(held, items, strict=False):
+        if old != new:
+            return 0
+    return len(held)
+
+
+def _merge_citations(held: Any, metadata: Any) -> Any:
+    """The `citationMetadata` collected so far, `held`, with one more chunk's: lists appended
+    (what a chunk resends of them skipped), other fields replaced; something that is not an
+    object replaces the whole."""
+    if not isinstance(metadata, dict):
+        return metadata
+    if not isinstance(held, dict):
+        held = {}
+    for key, value in metadata.items():
+        before = held.get(key)
+        if isinstance(value, list) and isinstance(before, list):
+            before.extend(value[_resent(before, value) :])
+        else:
+            held[key] = list(value) if isinstance(value, list) else value
+    return held
+
+
 def _parse(data: str) -> Any:
     """JSON by pydantic-core, or by the standard library for what pydantic-core refuses (an
     escaped lone surrogate); raises `ValueError` when neither reads it."""
@@ -284,6 +331,9 @@ class GenerateStreamDecoder:
         self._finish: str | None = None
         self._finish_message: Any = None
         self._blocked: dict[str, JsonValue] | None = None
+        self._citations: Any = None
+        self._grounding: Any = None
+        self._url_context: Any = None
         self._closed = False
         self.finished = False
         self.done = False
@@ -370,6 +420,12 @@ class GenerateStreamDecoder:
         for part in chunk.parts:
             self._layout.place(part)
             yield from self._sink.drain()
+        if says_something(chunk.citations):
+            self._citations = _merge_citations(self._citations, chunk.citations)
+        if says_something(chunk.grounding):
+            self._grounding = chunk.grounding
+        if says_something(chunk.url_context):
+            self._url_context = chunk.url_context
         if chunk.finish is not None:
             # The last finish reason reported is the one (Gemini reports it once, last).
             self._finish = chunk.finish
@@ -387,6 +443,9 @@ class GenerateStreamDecoder:
         yield from self._sink.drain()
         if self._layout.others:
             yield ProviderDataEvent(namespace=NAMESPACE, key=PARTS_KEY, value=self._layout.others)
+        metadata = metadata_data(self._citations, self._grounding, self._url_context)
+        for key, value in metadata.items():
+            yield ProviderDataEvent(namespace=NAMESPACE, key=key, value=value)
         if self._finish is not None:
             for key, value in finish_data(self._finish, self._finish_message).items():
                 yield ProviderDataEvent(namespace=NAMESPACE, key=key, value=value)

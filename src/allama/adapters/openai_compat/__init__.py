@@ -4,6 +4,8 @@
 `decode_response` turns a response into a `ChatResponse` or raises its `allama.Error`, and
 `ChatStreamDecoder` turns stream bytes into stream events incrementally. A `WireProfile`
 says how one endpoint speaks the dialect; a `CapabilityTable` what its models can do.
+`ANNOTATIONS_KEY`, `REASONING_DETAILS_KEY` and `USAGE_COST_KEY` name what a response keeps
+in `provider_data[provider]` that allama has no type for.
 """
 
 from typing import TYPE_CHECKING
@@ -17,7 +19,13 @@ if TYPE_CHECKING:
         ModelFamily,
         StructuredLevel,
     )
-    from allama.adapters.openai_compat._decode import decode_body, decode_response
+    from allama.adapters.openai_compat._decode import (
+        ANNOTATIONS_KEY,
+        REASONING_DETAILS_KEY,
+        USAGE_COST_KEY,
+        decode_body,
+        decode_response,
+    )
     from allama.adapters.openai_compat._encode import BODY_OPTION, encode_request
     from allama.adapters.openai_compat._errors import (
         error_from_payload,
@@ -28,14 +36,17 @@ if TYPE_CHECKING:
     from allama.adapters.openai_compat._sse import ChatStreamDecoder, SseParser, decode_stream
 
 __all__ = [
+    "ANNOTATIONS_KEY",
     "BODY_OPTION",
     "CAPABILITY_TABLES",
     "CapabilityTable",
     "ChatStreamDecoder",
     "ModelFamily",
+    "REASONING_DETAILS_KEY",
     "SchemaDialect",
     "SseParser",
     "StructuredLevel",
+    "USAGE_COST_KEY",
     "WireProfile",
     "decode_body",
     "decode_response",
@@ -55,7 +66,13 @@ _getattr, __dir__ = lazy_names(
             "ModelFamily",
             "StructuredLevel",
         ),
-        "allama.adapters.openai_compat._decode": ("decode_body", "decode_response"),
+        "allama.adapters.openai_compat._decode": (
+            "ANNOTATIONS_KEY",
+            "REASONING_DETAILS_KEY",
+            "USAGE_COST_KEY",
+            "decode_body",
+            "decode_response",
+        ),
         "allama.adapters.openai_compat._encode": ("BODY_OPTION", "encode_request"),
         "allama.adapters.openai_compat._errors": (
             "error_from_payload",

@@ -7,6 +7,14 @@ named `tool_choice` with `stop`); the deprecated `function_call` counts as one. 
 A choice that Azure's content filter stopped may have no message at all: it is a response
 with no content and finish reason `content_filter`, its usage kept. A choice that carries an
 `error` (OpenRouter's upstream failing after the answer began) raises that error.
+
+What allama has no type for is kept verbatim in `provider_data[provider or "openai"]`:
+`message.annotations` (web-search citations) under `ANNOTATIONS_KEY`, OpenRouter's
+`message.reasoning_details` (to be sent back unmodified) under `REASONING_DETAILS_KEY`, and
+the cost the usage reports (OpenRouter's `cost`, `cost_details`, `is_byok`; xAI's
+`cost_in_usd_ticks`) under `USAGE_COST_KEY`. An empty or absent list, or a usage without
+those fields, leaves no key; a plain answer costs a few lookups in `model_extra` (OpenAI
+sends `"annotations": []` on every message).
 """
 
 from __future__ import annotations
@@ -41,15 +49,40 @@ from allama.types import (
 )
 
 __all__ = [
+    "ANNOTATIONS_KEY",
+    "REASONING_DETAILS_KEY",
+    "USAGE_COST_KEY",
     "choice_error",
     "content_parts",
     "filter_explanation",
     "decode_body",
     "decode_response",
     "finish_reason_of",
+    "kept_list",
     "reasoning_text",
+    "usage_cost",
     "usage_of",
 ]
+
+ANNOTATIONS_KEY = "annotations"
+"""`message.annotations`, verbatim: a list, in order. OpenAI's web search (and OpenRouter's
+web plugin) send `{"type": "url_citation", "url_citation": {"start_index", "end_index",
+"url", "title"}}`, the indexes into the response's text; a stream's are appended in order."""
+REASONING_DETAILS_KEY = "reasoning_details"
+"""OpenRouter's `message.reasoning_details`, verbatim: a list of `reasoning.summary`,
+`reasoning.text` (with its `signature`) and `reasoning.encrypted` (with its `data`) entries,
+each with `id`, `format` and `index`, which OpenRouter asks to be sent back unmodified to
+continue a tool-calling turn with reasoning. A stream's pieces are joined into entries (see
+`allama.adapters.openai_compat._sse`). The reasoning text is a `Reasoning` block as well."""
+USAGE_COST_KEY = "usage_cost"
+"""What the provider says the call cost, verbatim: a dict of whichever of the usage's
+`cost` (OpenRouter: credits, which are USD), `cost_details` (OpenRouter: the upstream's
+`upstream_inference_cost`, `upstream_inference_prompt_cost` and
+`upstream_inference_completions_cost`), `is_byok` (OpenRouter: billed to your own upstream
+key) and `cost_in_usd_ticks` (xAI: an integer, 10^10 ticks to the USD) it reports. In a
+stream, the last usage that reports any of them wins."""
+
+_COST_FIELDS = ("cost", "cost_details", "is_byok", "cost_in_usd_ticks")
 
 _FINISH: dict[str, FinishReason] = {
     "stop": FinishReason.STOP,
@@ -102,6 +135,23 @@ def usage_of(usage: WireUsage, *, reasoning_outside_completion: bool = False) ->
         cache_read_tokens=cached,
         cache_write_tokens=prompt.cache_write_tokens if prompt is not None else None,
     )
+
+
+def usage_cost(usage: WireUsage) -> dict[str, Any] | None:
+    """The money fields of a usage (`USAGE_COST_KEY`), verbatim; `None` when it has none."""
+    extra = usage.model_extra
+    if not extra:
+        return None
+    cost = {name: extra[name] for name in _COST_FIELDS if name in extra}
+    return cost or None
+
+
+def kept_list(extra: dict[str, Any] | None, name: str) -> list[Any] | None:
+    """The non-empty list a message or delta carries as the extra field `name`, if any."""
+    if not extra:
+        return None
+    value = extra.get(name)
+    return value if isinstance(value, list) and value else None
 
 
 def content_parts(content: str | list[Any] | None) -> tuple[str, str]:
@@ -251,11 +301,23 @@ def decode_body(
     finish = finish_reason_of(
         choice.finish_reason if choice is not None else None, has_tool_calls=has_calls
     )
-    provider_data: dict[str, dict[str, Any]] = {}
+    kept: dict[str, Any] = {}
     if finish == FinishReason.CONTENT_FILTER and choice is not None:
         explanation = filter_explanation((choice.model_extra or {}).get("content_filter_results"))
         if explanation:
-            provider_data[provider or "openai"] = {DECLINE_EXPLANATION_KEY: explanation}
+            kept[DECLINE_EXPLANATION_KEY] = explanation
+    message_extra = message.model_extra if message is not None else None
+    if message_extra:
+        annotations = kept_list(message_extra, "annotations")
+        if annotations is not None:
+            kept[ANNOTATIONS_KEY] = annotations
+        details = kept_list(message_extra, "reasoning_details")
+        if details is not None:
+            kept[REASONING_DETAILS_KEY] = details
+    cost = usage_cost(wire.usage) if wire.usage is not None else None
+    if cost is not None:
+        kept[USAGE_COST_KEY] = cost
+    provider_data = {provider or "openai": kept} if kept else {}
     logprobs = (
         openai_logprobs(choice.logprobs.get("content"))
         if choice is not None and choice.logprobs

@@ -8,6 +8,31 @@ when a server leaves the index out), reads the deprecated `delta.function_call` 
 call, takes usage from any chunk (the usage-only chunk with empty `choices`, Groq's
 `x_groq.usage`), and raises the error an error object in the stream stands for, after the
 content and usage that arrived with it (those were paid for).
+
+What allama has no type for goes to `provider_data[provider or "openai"]` as
+`ProviderDataEvent`s (the collector keeps the last value per key), under the keys the body
+decoder uses, so a collected stream equals the decoded body of the same message:
+
+- `ANNOTATIONS_KEY`: the `delta.annotations` lists (OpenAI's web search sends its
+  `url_citation`s on a delta of their own near the end, OpenRouter's web plugin likewise),
+  appended in order; each chunk that carries some emits the whole list so far.
+- `USAGE_COST_KEY`: the money fields of each usage reported (the usage-only chunk, Groq's
+  `x_groq.usage`, the usage of an error chunk or error event); the last one wins.
+- `REASONING_DETAILS_KEY`: OpenRouter's `delta.reasoning_details`, assembled into the
+  entries a non-streamed `message.reasoning_details` holds. OpenRouter streams one entry in
+  pieces that repeat its `type`, `index` and `format`: `reasoning.text` pieces of `text`,
+  then a piece with an empty `text` and the `signature` (Anthropic); `reasoning.summary`
+  pieces of `summary`, then a whole `reasoning.encrypted` entry with its `id` and `data`
+  (OpenAI). The rule: a piece continues the entry before it when both are objects with the
+  same `type` and the same (present) `index`, and their `id`s do not differ; its `text`,
+  `summary`, `data` and `signature` strings are appended to the entry's, and its other
+  fields fill those the entry lacks (or has as `null`). Any other piece starts a new entry;
+  entries are never reordered, and pieces without an `index` are never joined. The list is
+  emitted when an entry is complete and at the end (finish, `[DONE]`, end of input, an
+  error), the entry still arriving joined into a copy, so the work stays linear in the
+  stream. Where a stream numbers an entry differently from the non-streamed answer (OpenAI's
+  `reasoning.encrypted` had `index` 0 in a stream and 1 in a body), the stream's own fields
+  are kept as sent.
 """
 
 from __future__ import annotations
@@ -20,11 +45,16 @@ from pydantic import ValidationError
 
 from allama.adapters._sse import SseEvent, SseParser
 from allama.adapters.openai_compat._decode import (
+    ANNOTATIONS_KEY,
+    REASONING_DETAILS_KEY,
+    USAGE_COST_KEY,
     choice_error,
     content_parts,
     filter_explanation,
     finish_reason_of,
+    kept_list,
     reasoning_text,
+    usage_cost,
     usage_of,
 )
 from allama.adapters.openai_compat._errors import error_from_payload
@@ -49,6 +79,18 @@ from allama.types import (
 __all__ = ["ChatStreamDecoder", "SseEvent", "SseParser", "decode_stream"]
 
 _DONE = "[DONE]"
+
+_JOINED = frozenset({"text", "summary", "data", "signature"})
+"""The string fields of a `reasoning_details` entry that its streamed pieces spell in parts."""
+
+
+def _continues(entry: dict[str, Any], piece: dict[str, Any]) -> bool:
+    """Whether `piece` is a further piece of the `reasoning_details` entry `entry`."""
+    index = piece.get("index")
+    if index is None or index != entry.get("index") or piece.get("type") != entry.get("type"):
+        return False
+    ours, theirs = entry.get("id"), piece.get("id")
+    return ours is None or theirs is None or ours == theirs
 
 
 class ChatStreamDecoder:
@@ -77,6 +119,13 @@ class ChatStreamDecoder:
         self._has_tool_calls = False
         self._started = False
         self._known_id = False
+        self._annotations: list[Any] = []
+        self._details: list[Any] = []
+        """The `reasoning_details` entries complete so far."""
+        self._detail: dict[str, Any] | None = None
+        """The entry whose pieces are still arriving; its string pieces are in `_detail_text`."""
+        self._detail_text: dict[str, list[str]] = {}
+        self._details_changed = False
         self.finished = False
         self.done = False
 
@@ -89,6 +138,7 @@ class ChatStreamDecoder:
         events, cut = self._parser.close()
         for event in events:
             yield from self._event(event, at_end=cut)
+        yield from self._flush_details()
 
     def _event(self, event: SseEvent, *, at_end: bool) -> Iterator[StreamEvent]:
         if self.done:
@@ -98,6 +148,8 @@ class ChatStreamDecoder:
             self.done = True
             if not self.finished:
                 yield from self._finish(None)
+            else:
+                yield from self._flush_details()
             return
         if not data:
             return
@@ -113,6 +165,7 @@ class ChatStreamDecoder:
                     # on the choice), a delta with finish reason `error`, and sometimes the
                     # usage: keep what it reports.
                     yield from self._chunk(chunk, failed=True)
+                    yield from self._flush_details()
                     raise error_from_payload(
                         failure, provider=self._provider, model=self._model
                     ).with_body(data)
@@ -123,14 +176,14 @@ class ChatStreamDecoder:
             payload: Any = json.loads(data)
         except ValueError:
             if at_end:
+                yield from self._flush_details()
                 raise IncompleteStreamError(
                     "the stream ended in the middle of an event"
                 ).mark_authored() from None
             raise StreamDecodeError("a stream event is not valid JSON").mark_authored() from None
         if isinstance(payload, dict) and (event.event == "error" or payload.get("error")):
-            usage = self._usage_of(payload)
-            if usage is not None:
-                yield usage
+            yield from self._usage_of(payload)
+            yield from self._flush_details()
             raise error_from_payload(payload, provider=self._provider, model=self._model)
         raise StreamDecodeError(
             "a stream event does not fit the chat completion chunk shape"
@@ -149,21 +202,100 @@ class ChatStreamDecoder:
             return {"error": {"message": groq["error"]}}
         return choice_error(next((c for c in chunk.choices if c.index == 0), None))
 
-    def _usage_of(self, payload: dict[str, Any]) -> UsageEvent | None:
-        """The usage an error payload reports, if it reports one that can be read."""
+    def _usage_of(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
+        """The usage (and its cost) an error payload reports, if it reports one that can be
+        read."""
         raw = payload.get("usage")
         groq = payload.get("x_groq")
         if not isinstance(raw, dict) and isinstance(groq, dict):
             raw = groq.get("usage")
         if not isinstance(raw, dict):
-            return None
+            return
         try:
             usage = WireUsage.model_validate(raw)
         except ValidationError:
-            return None
-        return UsageEvent(
+            return
+        yield from self._usage(usage)
+
+    def _usage(self, usage: WireUsage) -> Iterator[StreamEvent]:
+        yield UsageEvent(
             usage=usage_of(usage, reasoning_outside_completion=self._reasoning_outside)
         )
+        cost = usage_cost(usage)
+        if cost is not None:
+            yield self._data(USAGE_COST_KEY, cost)
+
+    def _data(self, key: str, value: Any) -> ProviderDataEvent:
+        # Built without validation: the values are parsed JSON already, and checking a whole
+        # list again each time it grows would make a long stream cost quadratic time.
+        return ProviderDataEvent.model_construct(
+            namespace=self._provider or "openai", key=key, value=value
+        )
+
+    def _kept(self, extra: dict[str, Any]) -> Iterator[StreamEvent]:
+        """The annotations and reasoning details a delta carries (its `model_extra`)."""
+        annotations = kept_list(extra, "annotations")
+        if annotations is not None:
+            self._annotations.extend(annotations)
+            yield self._data(ANNOTATIONS_KEY, list(self._annotations))
+        details = kept_list(extra, "reasoning_details")
+        if details is None:
+            return
+        for piece in details:
+            yield from self._detail_piece(piece)
+        if self.finished:
+            # Nothing more marks the end after the finish reason: emit them as they come.
+            yield from self._flush_details()
+
+    def _detail_piece(self, piece: Any) -> Iterator[StreamEvent]:
+        """Add one piece of `reasoning_details`; emit the list when an entry is complete."""
+        self._details_changed = True
+        entry = self._detail
+        if entry is not None and isinstance(piece, dict) and _continues(entry, piece):
+            text = self._detail_text
+            for key, value in piece.items():
+                if key in _JOINED and isinstance(value, str):
+                    pieces = text.get(key)
+                    if pieces is None:
+                        text[key] = [value]
+                    else:
+                        pieces.append(value)
+                elif entry.get(key) is None:
+                    entry[key] = value
+            return
+        completed = entry is not None
+        if entry is not None:
+            self._details.append(self._joined())
+        if isinstance(piece, dict):
+            self._detail = dict(piece)
+            self._detail_text = {
+                key: [value]
+                for key, value in piece.items()
+                if key in _JOINED and isinstance(value, str)
+            }
+        else:
+            self._detail, self._detail_text = None, {}
+            self._details.append(piece)
+        if completed:
+            yield from self._flush_details()
+
+    def _joined(self) -> dict[str, Any]:
+        """A copy of the entry still arriving, its string pieces joined."""
+        assert self._detail is not None
+        entry = dict(self._detail)
+        for key, pieces in self._detail_text.items():
+            entry[key] = pieces[0] if len(pieces) == 1 else "".join(pieces)
+        return entry
+
+    def _flush_details(self) -> Iterator[StreamEvent]:
+        """The `reasoning_details` so far, if they changed since they were last emitted."""
+        if not self._details_changed:
+            return
+        self._details_changed = False
+        value = list(self._details)
+        if self._detail is not None:
+            value.append(self._joined())
+        yield self._data(REASONING_DETAILS_KEY, value)
 
     def _chunk(self, chunk: WireChunk, *, failed: bool = False) -> Iterator[StreamEvent]:
         """The events of one chunk; a `failed` chunk (one carrying an error) never finishes."""
@@ -180,9 +312,7 @@ class ChatStreamDecoder:
         if usage is None and isinstance(groq, dict) and isinstance(groq.get("usage"), dict):
             usage = WireUsage.model_validate(groq["usage"])
         if usage is not None:
-            yield UsageEvent(
-                usage=usage_of(usage, reasoning_outside_completion=self._reasoning_outside)
-            )
+            yield from self._usage(usage)
 
     def _block(self, key: object) -> tuple[int, bool]:
         index = self._blocks.get(key)
@@ -194,6 +324,9 @@ class ChatStreamDecoder:
 
     def _choice(self, choice: WireChunkChoice, *, failed: bool = False) -> Iterator[StreamEvent]:
         delta = choice.delta
+        extra = delta.model_extra
+        if extra:
+            yield from self._kept(extra)
         if self.finished:
             if delta.content or delta.tool_calls or delta.refusal or delta.function_call:
                 raise StreamDecodeError(
@@ -270,6 +403,7 @@ class ChatStreamDecoder:
 
     def _finish(self, raw: str | None) -> Iterator[StreamEvent]:
         self.finished = True
+        yield from self._flush_details()
         for index in self._open:
             yield BlockStop(index=index)
         self._open = []

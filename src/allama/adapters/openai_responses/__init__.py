@@ -13,6 +13,7 @@ from allama._lazy import lazy_names
 
 if TYPE_CHECKING:
     from allama.adapters.openai_responses._decode import (
+        ANNOTATIONS_KEY,
         ITEMS_KEY,
         NAMESPACE,
         decode_body,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from allama.adapters.openai_responses._sse import ResponsesStreamDecoder, decode_stream
 
 __all__ = [
+    "ANNOTATIONS_KEY",
     "BODY_OPTION",
     "ITEMS_KEY",
     "NAMESPACE",
@@ -46,6 +48,7 @@ _getattr, __dir__ = lazy_names(
     __name__,
     {
         "allama.adapters.openai_responses._decode": (
+            "ANNOTATIONS_KEY",
             "ITEMS_KEY",
             "NAMESPACE",
             "decode_body",

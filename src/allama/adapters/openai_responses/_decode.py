@@ -15,6 +15,16 @@ the text. The items allama reads:
   kept verbatim, and the item's id (`rs_...`) is kept as the block's `signature`: with
   `store: false` the next turn sends the item back by id and encrypted content.
 
+Annotations: an `output_text` part may carry `annotations` (`url_citation` with its
+`start_index`, `end_index`, `url` and `title`; `file_citation`, `container_file_citation`,
+`file_path`, kinds added later). They are kept verbatim, in order, under
+`provider_data["openai_responses"]["annotations"]`: one `{"index": i, "annotations": [...]}`
+for each text part with at least one, where `i` is the position in `content` of the text
+block that part became. Each `output_text` part is a text block of its own (parts are never
+merged, in one message or across messages), so `content[i].text` is exactly the text the
+part's character indexes count in; they do not count in `ChatResponse.text()`, which joins
+every text block. A response without annotations has no such key.
+
 Log-probabilities: each `output_text` part carries those of its own tokens (`logprobs`, in
 OpenAI's shape, when `include` asked for them); the response's are those of its text parts
 in order, joined. A part with text but none, or with a list of another shape, leaves the
@@ -22,9 +32,10 @@ response with none (`None`): tokens of part of the text would not spell it.
 
 The finish reason comes from `status`: `completed` is a stop, or tool calls when the
 output has any; `incomplete` is a length or a content filter as `incomplete_details`
-says; `failed` raises the error the response holds; `cancelled` and reasons nobody knows
-are kept as the provider's own words; a response still `queued` or `in_progress` (a
-background one) has none. Token counts follow allama's meaning, which is the API's:
+says; `failed` raises the error the response holds (its usage has no place to go here, as
+no `ChatResponse` is returned; a stream yields it before the error); `cancelled` and
+reasons nobody knows are kept as the provider's own words; a response still `queued` or
+`in_progress` (a background one) has none. Token counts follow allama's meaning, which is the API's:
 cached input inside `input_tokens`, reasoning inside `output_tokens`.
 """
 
@@ -58,6 +69,7 @@ from allama.types import (
 )
 
 __all__ = [
+    "ANNOTATIONS_KEY",
     "ITEMS_KEY",
     "NAMESPACE",
     "SURFACED_ITEMS",
@@ -66,6 +78,7 @@ __all__ = [
     "decode_object",
     "decode_response",
     "finish_reason_of",
+    "kept_annotations",
     "reasoning_text",
     "usage_of",
 ]
@@ -74,6 +87,9 @@ NAMESPACE = "openai_responses"
 """The `provider_data` namespace of what only the Responses API has."""
 ITEMS_KEY = "items"
 """Output items allama has no type for (web search, file search, MCP...), verbatim, in order."""
+ANNOTATIONS_KEY = "annotations"
+"""The annotations of text parts, verbatim: `{"index": i, "annotations": [...]}` for each text
+block `content[i]` whose part had any, in order."""
 SURFACED_ITEMS = frozenset({"message", "function_call", "reasoning"})
 """The output item types allama reads into content blocks."""
 
@@ -154,6 +170,13 @@ def reasoning_text(item: Mapping[str, Any]) -> str:
     return "\n\n".join(texts)
 
 
+def kept_annotations(part: Mapping[str, Any]) -> list[JsonValue] | None:
+    """An `output_text` part's annotations as sent, when it has a list of them (even empty);
+    `None` when it has none or something else."""
+    annotations = part.get("annotations")
+    return annotations if isinstance(annotations, list) else None
+
+
 def _string(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -185,13 +208,32 @@ class _TextLogprobs:
         return tuple(self.tokens) if self.readable and self.tokens else None
 
 
-def _blocks(
-    output: list[Any],
-) -> tuple[list[ContentBlock], list[JsonValue], tuple[TokenLogprob, ...] | None]:
-    """The content blocks allama has types for, the other items verbatim, and the text's
-    log-probabilities."""
-    blocks: list[ContentBlock] = []
-    others: list[JsonValue] = []
+class _Blocks:
+    """What the output items become: the content blocks allama has types for, the other
+    items verbatim, the text parts' annotations (by block position), the log-probabilities."""
+
+    __slots__ = ("annotations", "blocks", "logprobs", "others")
+
+    def __init__(self) -> None:
+        self.blocks: list[ContentBlock] = []
+        self.others: list[JsonValue] = []
+        self.annotations: list[JsonValue] = []
+        self.logprobs: tuple[TokenLogprob, ...] | None = None
+
+    def provider_data(self) -> dict[str, dict[str, JsonValue]]:
+        kept: dict[str, JsonValue] = {}
+        if self.others:
+            kept[ITEMS_KEY] = self.others
+        if self.annotations:
+            kept[ANNOTATIONS_KEY] = self.annotations
+        return {NAMESPACE: kept} if kept else {}
+
+
+def _blocks(output: list[Any]) -> _Blocks:
+    """The output items read: blocks, other items, annotations and log-probabilities."""
+    read = _Blocks()
+    blocks = read.blocks
+    others = read.others
     logprobs = _TextLogprobs()
     for item in output:
         if not isinstance(item, dict):
@@ -205,6 +247,9 @@ def _blocks(
                 if part.get("type") == "output_text":
                     text = part.get("text")
                     text = text if isinstance(text, str) else ""
+                    annotations = kept_annotations(part)
+                    if annotations:
+                        read.annotations.append({"index": len(blocks), "annotations": annotations})
                     blocks.append(TextPart(text=text))
                     logprobs.add(text, part.get("logprobs"))
                 elif part.get("type") == "refusal":
@@ -226,7 +271,8 @@ def _blocks(
             )
         else:
             others.append(item)
-    return blocks, others, logprobs.result()
+    read.logprobs = logprobs.result()
+    return read
 
 
 def decode_object(
@@ -243,20 +289,20 @@ def decode_object(
     output = response.get("output")
     if not isinstance(output, list):
         raise _Unreadable("it has no `output` list")
-    blocks, others, logprobs = _blocks(output)
-    has_calls = any(isinstance(block, ToolCall) for block in blocks)
+    read = _blocks(output)
+    has_calls = any(isinstance(block, ToolCall) for block in read.blocks)
     usage = response.get("usage")
     body_model = _string(response.get("model"))
     return ChatResponse(
-        tuple(blocks),
+        tuple(read.blocks),
         finish_reason=finish_reason_of(response, has_tool_calls=has_calls),
         usage=usage_of(usage) if isinstance(usage, dict) else None,
         warnings=tuple(warnings),
-        provider_data={NAMESPACE: {ITEMS_KEY: others}} if others else {},
+        provider_data=read.provider_data(),
         model=body_model or model,
         provider=provider,
         id=_string(response.get("id")),
-        logprobs=logprobs,
+        logprobs=read.logprobs,
     )
 
 

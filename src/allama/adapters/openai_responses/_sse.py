@@ -13,19 +13,37 @@ the same name on the `event:` line) and the stream ends at a terminal event, wit
   `response.function_call_arguments.delta`, `response.reasoning_summary_text.delta` (and
   `response.reasoning_text.delta`, for an item with no summary): the block's pieces. A
   reasoning item's summaries are joined by a blank line, as `decode_object` joins them.
+- `response.output_text.annotation.added`: an annotation of a text part, kept verbatim at
+  its `annotation_index`, and reported as provider data (below).
+- `response.content_part.done`: the part's text beyond what its deltas brought, and its
+  annotations.
 - `response.output_item.done`: the item's blocks stop, after the reasoning item's
   encrypted content and whatever the finished item holds beyond the deltas (a server
   that sends an item whole); an item allama has no type for is reported as provider data,
   the list of every such item so far, so that the collected response holds what
   `decode_object` gives for the same response.
 - `response.completed`, `response.incomplete` (and `response.done`): items the stream never
-  announced, the usage, and the finish reason, read as `decode_object` reads them.
-- `response.failed` and `error`: the error, raised after every event before it was yielded
-  (those were paid for).
+  announced, the annotations of the finished ones, the usage, and the finish reason, read
+  as `decode_object` reads them.
+- `response.failed` (or a terminal response whose `status` is `failed`): its usage, when it
+  has one, then its error; `error`: the error. Either is raised after every event before it
+  was yielded (those were paid for, as may be the tokens the usage counts).
 
-Other events (`response.output_text.done`, annotations, web search progress, events added
-later) say nothing allama reads. allama's block indices count only the blocks it surfaces,
-densely from 0, in the order they open.
+Annotations are reported as `decode_object` keeps them, under `annotations`: the list, in
+block order, of `{"index": i, "annotations": [...]}` for every text block with any so far,
+again at each change. A finished part is authoritative (as in OpenAI's own SDK, whose
+stream result is the final response and never the `annotation.added` events): the
+`annotations` list of the part in `response.content_part.done`, `response.output_item.done`
+or the terminal response's output replaces what the events announced, so an annotation
+announced both ways is kept once, and the collected stream holds what `decode_object` gives
+for the final response. An `annotation.added` event only adds (or, at an index it already
+filled, replaces) until then; one that names no open message item, or comes after its part
+finished, is left to the finished part. A part without an `annotations` list changes
+nothing.
+
+Other events (`response.output_text.done`, web search progress, events added later) say
+nothing allama reads. allama's block indices count only the blocks it surfaces, densely
+from 0, in the order they open.
 """
 
 from __future__ import annotations
@@ -40,10 +58,12 @@ from pydantic_core import from_json
 
 from allama.adapters._sse import SseEvent, SseParser
 from allama.adapters.openai_responses._decode import (
+    ANNOTATIONS_KEY,
     ITEMS_KEY,
     NAMESPACE,
     arguments_of,
     finish_reason_of,
+    kept_annotations,
     reasoning_text,
     usage_of,
 )
@@ -80,7 +100,19 @@ _SEPARATOR = "\n\n"
 class _Block:
     """A block allama surfaces: its index, type, and the pieces it streamed so far."""
 
-    __slots__ = ("block_type", "encrypted", "index", "last", "open", "pieces", "signed", "source")
+    __slots__ = (
+        "annotations",
+        "block_type",
+        "encrypted",
+        "final",
+        "index",
+        "last",
+        "open",
+        "pieces",
+        "positions",
+        "signed",
+        "source",
+    )
 
     def __init__(self, index: int, block_type: StreamBlockType) -> None:
         self.index = index
@@ -93,9 +125,43 @@ class _Block:
         """The summary or content part the last reasoning piece belonged to."""
         self.signed = False
         self.encrypted = False
+        self.annotations: list[JsonValue] = []
+        """A text block's annotations so far, in order."""
+        self.positions: list[int] = []
+        """The `annotation_index` of each of them, ascending."""
+        self.final = False
+        """Whether a finished part gave the annotations (events no longer change them)."""
 
     def streamed(self) -> str:
         return "".join(self.pieces)
+
+    def annotate(self, position: int | None, annotation: JsonValue) -> bool:
+        """An annotation at its `annotation_index` (after the others without one); whether
+        anything changed."""
+        if self.final:
+            return False
+        if position is None:
+            position = self.positions[-1] + 1 if self.positions else 0
+        at = bisect.bisect_left(self.positions, position)
+        if at < len(self.positions) and self.positions[at] == position:
+            if self.annotations[at] == annotation:
+                return False
+            self.annotations[at] = annotation
+        else:
+            self.positions.insert(at, position)
+            self.annotations.insert(at, annotation)
+        return True
+
+    def replace_annotations(self, annotations: list[JsonValue], *, final: bool) -> bool:
+        """The annotations a whole part holds; whether anything changed."""
+        if self.final and not final:
+            return False
+        self.final = self.final or final
+        if annotations == self.annotations:
+            return False
+        self.annotations = list(annotations)
+        self.positions = list(range(len(annotations)))
+        return True
 
 
 class _Item:
@@ -145,6 +211,10 @@ class ResponsesStreamDecoder:
         self._by_id: dict[str, int] = {}
         self._count = 0
         self._others: list[tuple[int, JsonValue]] = []
+        self._annotated: list[int] = []
+        """The indices of the text blocks reported with annotations, ascending."""
+        self._entries: dict[int, JsonValue] = {}
+        """Their entries in the reported list, by block index."""
         self._started: tuple[str | None, str | None] | None = None
         self._has_calls = False
         self.finished = False
@@ -184,11 +254,7 @@ class ResponsesStreamDecoder:
             raise error_from_payload(payload, provider=self._provider, model=self._model)
         if kind == "response.failed":
             response = payload.get("response")
-            raise error_from_failed(
-                response if isinstance(response, dict) else {},
-                provider=self._provider,
-                model=self._model,
-            )
+            yield from self._fail(response if isinstance(response, dict) else {})
         if kind in _STARTS:
             yield from self._start(payload.get("response"))
         elif kind == "response.output_item.added":
@@ -205,6 +271,10 @@ class ResponsesStreamDecoder:
             yield from self._reasoning_delta(payload, "summary", "summary_index")
         elif kind == "response.reasoning_text.delta":
             yield from self._reasoning_delta(payload, "content", "content_index")
+        elif kind == "response.output_text.annotation.added":
+            yield from self._annotation_added(payload)
+        elif kind == "response.content_part.done":
+            yield from self._part_done(payload)
         elif kind == "response.output_item.done":
             yield from self._item_done(payload)
         elif kind in _ENDS:
@@ -317,6 +387,88 @@ class ResponsesStreamDecoder:
             yield BlockStart(index=block.index, block_type=block_type)
         text = _str(part.get("text" if block_type is StreamBlockType.TEXT else "refusal"))
         yield from self._piece(block, text)
+        if block_type is StreamBlockType.TEXT:
+            yield from self._annotations(block, part, final=False)
+
+    def _part_done(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
+        """A finished part: the end of its text the deltas did not bring, and its annotations.
+        One of an item not open is left to the item's `done` (or the final response)."""
+        known = self._open_item(payload)
+        part = payload.get("part")
+        kind = part.get("type") if isinstance(part, dict) else None
+        block_type = _PART_BLOCKS.get(kind) if isinstance(kind, str) else None
+        if known is None or known.kind != "message" or block_type is None:
+            return
+        if not isinstance(part, dict):
+            return
+        content_index = _int(payload.get("content_index")) or 0
+        block = known.parts.get(content_index)
+        if block is None:
+            block = known.parts[content_index] = self._surface(block_type)
+            yield BlockStart(index=block.index, block_type=block_type)
+        elif block.block_type is not block_type:
+            return
+        key = "text" if block_type is StreamBlockType.TEXT else "refusal"
+        yield from self._rest(block, _str(part.get(key)))
+        if block_type is StreamBlockType.TEXT:
+            yield from self._annotations(block, part, final=True)
+
+    def _open_item(self, payload: dict[str, Any]) -> _Item | None:
+        """The announced, unfinished item an event names, if it names one."""
+        index = _int(payload.get("output_index"))
+        if index is None:
+            index = self._by_id.get(_str(payload.get("item_id")))
+        known = self._items.get(index) if index is not None else None
+        return None if known is None or known.done else known
+
+    # Annotations
+
+    def _annotation_added(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
+        annotation = payload.get("annotation")
+        known = self._open_item(payload)
+        if annotation is None or known is None or known.kind != "message":
+            return  # nothing to keep, or nowhere to keep it: the finished part will say
+        content_index = _int(payload.get("content_index")) or 0
+        block = known.parts.get(content_index)
+        if block is None:
+            block = known.parts[content_index] = self._surface(StreamBlockType.TEXT)
+            yield BlockStart(index=block.index, block_type=StreamBlockType.TEXT)
+        elif block.block_type is not StreamBlockType.TEXT:
+            return
+        if block.annotate(_int(payload.get("annotation_index")), annotation):
+            yield self._report(block)
+
+    def _annotations(
+        self, block: _Block, part: dict[str, Any], *, final: bool
+    ) -> Iterator[StreamEvent]:
+        """The annotations a whole part holds. A finished part's replace whatever came
+        before, for good; a part announced with some already (a server that sends parts
+        whole) counts as the events would, and an empty list there says nothing yet."""
+        annotations = kept_annotations(part)
+        if annotations is None or (not final and not annotations):
+            return
+        if block.replace_annotations(annotations, final=final):
+            yield self._report(block)
+
+    def _report(self, block: _Block) -> ProviderDataEvent:
+        """Every annotated text block's annotations, after `block`'s changed."""
+        if block.annotations:
+            if block.index not in self._entries:
+                bisect.insort(self._annotated, block.index)
+            self._entries[block.index] = {
+                "index": block.index,
+                "annotations": list(block.annotations),
+            }
+        elif block.index in self._entries:
+            del self._entries[block.index]
+            self._annotated.remove(block.index)
+        # Built without validation: the values are parsed JSON already, and checking the
+        # whole list again at every annotation would make many of them cost quadratic time.
+        return ProviderDataEvent.model_construct(
+            namespace=NAMESPACE,
+            key=ANNOTATIONS_KEY,
+            value=[self._entries[index] for index in self._annotated],
+        )
 
     def _part_delta(
         self, payload: dict[str, Any], block_type: StreamBlockType
@@ -402,6 +554,8 @@ class ResponsesStreamDecoder:
                 if block.block_type is block_type:
                     key = "text" if block_type is StreamBlockType.TEXT else "refusal"
                     yield from self._rest(block, _str(part.get(key)))
+                    if block_type is StreamBlockType.TEXT:
+                        yield from self._annotations(block, part, final=stop)
             if stop:
                 for block in sorted(known.parts.values(), key=lambda b: b.index):
                     yield from self._stop(block)
@@ -447,6 +601,9 @@ class ResponsesStreamDecoder:
             known, events = self._announce(index, item)
             yield from events
         if known.done:
+            if known.kind == "message":
+                # Finished again (by the final response): its annotations are the last word.
+                yield from self._final_annotations(known, item)
             return
         known.done = True
         if known.kind in ("message", "function_call", "reasoning"):
@@ -459,11 +616,32 @@ class ResponsesStreamDecoder:
             namespace=NAMESPACE, key=ITEMS_KEY, value=[other for _, other in self._others]
         )
 
+    def _final_annotations(self, known: _Item, item: dict[str, Any]) -> Iterator[StreamEvent]:
+        """The annotations of a finished message's text parts, given again."""
+        content = item.get("content")
+        for position, part in enumerate(content if isinstance(content, list) else ()):
+            block = known.parts.get(position)
+            if (
+                block is not None
+                and block.block_type is StreamBlockType.TEXT
+                and isinstance(part, dict)
+                and part.get("type") == "output_text"
+            ):
+                yield from self._annotations(block, part, final=True)
+
     # The end
+
+    def _fail(self, response: dict[str, Any]) -> Iterator[StreamEvent]:
+        """A failed response's usage, when it has one (the tokens may have been paid for),
+        then its error."""
+        usage = response.get("usage")
+        if isinstance(usage, dict):
+            yield UsageEvent(usage=usage_of(usage))
+        raise error_from_failed(response, provider=self._provider, model=self._model)
 
     def _end(self, response: dict[str, Any], status: str) -> Iterator[StreamEvent]:
         if response.get("status") == "failed":
-            raise error_from_failed(response, provider=self._provider, model=self._model)
+            yield from self._fail(response)
         output = response.get("output")
         for index, item in enumerate(output if isinstance(output, list) else ()):
             if isinstance(item, dict):
