@@ -383,3 +383,75 @@ def test_any_error_round_trips_and_its_log_view_quotes_no_upstream_text(
     assert {k for k in log.to_dict() if k.startswith("allama.")} == {
         f"allama.{key}" for key in allama_meta
     }
+
+
+# An error page that is not the provider's (a proxy's or a gateway's HTML)
+
+
+CLOUDFLARE_502 = (
+    b"<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head><body>"
+    b"<center><h1>502 Bad Gateway</h1></center><hr><center>cloudflare</center></body></html>"
+)
+
+
+@pytest.mark.parametrize(
+    ("preset", "options"),
+    [
+        ("openai", {}),
+        ("openai", {"api": "responses"}),
+        ("groq", {}),
+        ("anthropic", {}),
+        ("gemini", {}),
+        ("ollama", {"base_url": "http://127.0.0.1:1"}),
+    ],
+)
+def test_an_html_error_page_is_named_by_its_title_not_its_markup(
+    preset: str, options: dict[str, Any]
+) -> None:
+    import httpx2
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(502, content=CLOUDFLARE_502, headers={"content-type": "text/html"})
+
+    transport = allama.Transport(client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+    target = allama.provider(preset, api_key="sk-test", transport=transport, **options)
+    with pytest.raises(ServerError) as caught:
+        target.chat(allama.ChatRequest("m").user("x"))
+    error = caught.value
+    assert error.message == (
+        "the provider answered HTTP 502 with an HTML page (not its API's error): 502 Bad Gateway"
+    )
+    assert (error.status, error.retryable) == (502, True)
+    assert error.context.body == CLOUDFLARE_502.decode()  # the page itself is kept
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("", "HTTP 503"),
+        ("  upstream connect error  ", "upstream connect error"),
+        (
+            "<html><body>no title here</body></html>",
+            "the provider answered HTTP 503 with an HTML page (not its API's error): no title here",
+        ),
+        (
+            "<html><head><style>p {}</style><script>var a = '<b>';</script></head></html>",
+            "the provider answered HTTP 503 with an HTML page (not its API's error)",
+        ),
+        (
+            "<HTML><HEAD><TITLE>\n Service &amp; <b>Unavailable</b>\n</TITLE></HEAD></HTML>",
+            "the provider answered HTTP 503 with an HTML page (not its API's error): "
+            "Service & Unavailable",
+        ),
+        (
+            "<html><h1>Down for maintenance</h1></html>",
+            "the provider answered HTTP 503 with an "
+            "HTML page (not its API's error): Down for maintenance",
+        ),
+        ("<not html>", "<not html>"),
+    ],
+)
+def test_the_message_of_a_body_that_is_not_the_providers_json(body: str, message: str) -> None:
+    from allama.adapters._http import body_message
+
+    assert body_message(body, 503) == message

@@ -887,8 +887,11 @@ def test_a_conflict_may_be_retried() -> None:
 
 def test_a_body_without_json_keeps_its_text() -> None:
     error = error_of(502, "<html>Bad Gateway</html>")
-    assert error.message == "<html>Bad Gateway</html>"
+    assert error.message == (
+        "the provider answered HTTP 502 with an HTML page (not its API's error): Bad Gateway"
+    )
     assert error.context.body == "<html>Bad Gateway</html>"
+    assert error_of(502, "upstream reset").message == "upstream reset"
     assert error_of(504, "").message == "HTTP 504"
 
 

@@ -451,7 +451,9 @@ def test_a_429_waits_what_retry_after_says() -> None:
 def test_other_error_shapes() -> None:
     # Not JSON at all: its text.
     error = error_of(502, "<html>Bad Gateway</html>")
-    assert type(error) is ServerError and error.message == "<html>Bad Gateway</html>"
+    assert type(error) is ServerError and error.message == (
+        "the provider answered HTTP 502 with an HTML page (not its API's error): Bad Gateway"
+    )
     assert error_of(500, "").message == "HTTP 500"
     # An OpenAI-style object relayed from the cloud.
     nested = {"error": {"message": "prompt too long; exceeded max context length by 5 tokens"}}

@@ -478,7 +478,7 @@ SYNTHETIC = [
             "reasoning": {"effort": "low", "summary": "auto"},
             "max_output_tokens": 2048,
             "temperature": 1,
-            "top_p": 0.9,
+            "top_p": 1,
             "store": False,
             "include": ["reasoning.encrypted_content"],
             "metadata": {"user_id": "user-1"},

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic_core import to_json
 
-__all__ = ["HttpRequest", "HttpResponse", "SECRET_HEADERS"]
+__all__ = ["HttpRequest", "HttpResponse", "SECRET_HEADERS", "body_message"]
 
 SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
 """Header names whose values are credentials: never shown in a repr."""
@@ -59,3 +59,30 @@ class HttpResponse:
 
     def __repr__(self) -> str:
         return f"HttpResponse(status={self.status}, body=<{len(self.content)} bytes>)"
+
+
+_HTML_START = ("<!doctype html", "<html", "<head", "<body")
+_HTML_TITLE = r"(?is)<title[^>]*>(.*?)</title>|<h1[^>]*>(.*?)</h1>"
+
+
+def body_message(text: str, status: int) -> str:
+    """The message of an error body that is not the provider's JSON: the text as it is, or,
+    for an HTML page (a proxy's or a gateway's, such as Cloudflare's 502), what its title
+    (or heading, or else its words) says rather than the page's markup, at most 200
+    characters of it; `HTTP <status>` for an empty body."""
+    stripped = text.strip()
+    if not stripped:
+        return f"HTTP {status}"
+    if not stripped[:20].lower().startswith(_HTML_START):
+        return stripped
+    import html
+    import re
+
+    found = re.search(_HTML_TITLE, stripped)
+    heading = "" if found is None else found.group(1) or found.group(2) or ""
+    if not heading.strip():
+        # No title: the words on the page, without its scripts and styles.
+        heading = re.sub(r"(?is)<(script|style)\b.*?</\1\s*>", " ", stripped)
+    heading = " ".join(html.unescape(re.sub(r"<[^>]*>", " ", heading)).split())[:200]
+    page = f"the provider answered HTTP {status} with an HTML page (not its API's error)"
+    return f"{page}: {heading}" if heading else page

@@ -129,6 +129,7 @@ _PRESETS: tuple[Preset, ...] = (
         WireProfile(
             "openai",
             "OpenAI",
+            max_stop_sequences=4,
             serial_strict_tools=True,
             file_parts=True,
             response_schema_any_root=CapabilitySupport.UNSUPPORTED,
@@ -147,6 +148,7 @@ _PRESETS: tuple[Preset, ...] = (
         WireProfile(
             "azure-openai",
             "Azure OpenAI",
+            max_stop_sequences=4,
             strict_profile="azure_legacy",
             file_parts=True,
             response_schema_any_root=CapabilitySupport.UNSUPPORTED,
@@ -207,6 +209,7 @@ _PRESETS: tuple[Preset, ...] = (
         WireProfile(
             "groq",
             "Groq",
+            max_stop_sequences=4,
             schema_streams=False,
             response_schema_any_root=CapabilitySupport.UNSUPPORTED,
         ),

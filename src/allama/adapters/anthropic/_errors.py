@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from allama.adapters._http import body_message
 from allama.adapters.openai_compat._errors import retry_after_seconds
 from allama.errors import (
     AuthenticationError,
@@ -268,7 +269,7 @@ def error_from_response(
     except ValueError:
         payload = None
     info = _Info.parse(payload)
-    message = info.message if info is not None else (text.strip() or f"HTTP {status}")
+    message = info.message if info is not None else body_message(text, status)
     lower = {key.lower(): value for key, value in headers.items()}
     wait = retry_after(lower, now=now)
     error = _classify(status, info, message, wait)

@@ -31,6 +31,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from allama.adapters._http import body_message
 from allama.adapters.openai_compat._errors import retry_after_seconds
 from allama.errors import (
     AuthenticationError,
@@ -288,7 +289,7 @@ def error_from_response(
     except ValueError:
         payload = None
     info = _Info.parse(payload)
-    message = info.message if info is not None else (text.strip() or f"HTTP {status}")
+    message = info.message if info is not None else body_message(text, status)
     lower = {key.lower(): value for key, value in headers.items()}
     error = _classify(status, info, message, _wait(info, lower, now))
     error.with_status(status).with_body(text)

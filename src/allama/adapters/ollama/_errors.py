@@ -32,6 +32,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from allama.adapters._http import body_message
 from allama.adapters.openai_compat._errors import retry_after_seconds
 from allama.errors import (
     AuthenticationError,
@@ -153,7 +154,7 @@ def error_from_response(
         payload: Any = json.loads(text) if text.strip() else None
     except ValueError:
         payload = None
-    message = message_of(payload) or text.strip() or f"HTTP {status}"
+    message = message_of(payload) or body_message(text, status)
     wait = retry_after_seconds(headers, now=now) if headers else None
     error = _classify(status, message, model, wait).with_status(status).with_body(text)
     return _finish(error, provider=provider, model=model)

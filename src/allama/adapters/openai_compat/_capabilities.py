@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Literal
 
 from allama.adapters._families import FamilyTable
 from allama.types import CapabilitySupport, ChatCapability
@@ -59,6 +60,11 @@ class ModelFamily:
     """Whether the family takes `stop` sequences (some reasoning models answer 400)."""
     efforts: tuple[tuple[str, str], ...] | None = None
     """Reasoning efforts the family takes, as (allama's, the wire's); `None`: sent as is."""
+    sampling: Literal["yes", "no", "without_reasoning"] = "yes"
+    """Whether the family takes `temperature` and `top_p` other than their default (1):
+    OpenAI's reasoning models answer 400 ("Only the default (1) value is supported", `no`);
+    GPT-5.1 and later take them only at reasoning effort `none`, their default
+    (`without_reasoning`)."""
 
     def support(self, capability: ChatCapability) -> CapabilitySupport:
         if capability is ChatCapability.STRUCTURED_OUTPUT:
@@ -93,6 +99,33 @@ _UNKNOWN = ModelFamily(
 
 _LOW_HIGH = (("minimal", "low"), ("low", "low"), ("medium", "high"), ("high", "high"))
 """Families that take only `low` and `high` (DeepSeek maps the others the same way)."""
+_LOW_TO_HIGH = (("minimal", "low"), ("low", "low"), ("medium", "medium"), ("high", "high"))
+"""Families that always reason and take `low`, `medium` and `high` (o-series, gpt-oss)."""
+_GPT_5: tuple[tuple[str, str], ...] = (
+    ("none", "minimal"),
+    ("minimal", "minimal"),
+    ("low", "low"),
+    ("medium", "medium"),
+    ("high", "high"),
+)
+"""GPT-5, -mini and -nano: `minimal` to `high`, no `none` (the least is `minimal`)."""
+_GPT_5_LATER: tuple[tuple[str, str], ...] = (
+    ("none", "none"),
+    ("minimal", "low"),
+    ("low", "low"),
+    ("medium", "medium"),
+    ("high", "high"),
+)
+"""GPT-5.1 and later: `none` (their default) to `high`, no `minimal` ("Supported values are:
+'none', 'low', 'medium', and 'high'", openai-agents-python#2089)."""
+_NONE_OR_DEFAULT: tuple[tuple[str, str], ...] = (
+    ("none", "none"),
+    ("minimal", "default"),
+    ("low", "default"),
+    ("medium", "default"),
+    ("high", "default"),
+)
+"""Qwen3 on Groq: reasoning off (`none`) or on (`default`), no levels."""
 
 _OPENAI_ROWS = (
     # Structured outputs from gpt-4o-2024-08-06 and gpt-4o-mini on; reasoning models.
@@ -103,11 +136,38 @@ _OPENAI_ROWS = (
     # table, go-openai#1061). 5.1 and 5.2 take them at reasoning effort `none`, their
     # default, and refuse them otherwise (vercel/ai#10932 citing OpenAI's parameter
     # compatibility notes): unknown, so a decision asks and, if refused, asks without.
+    # Sampling (`temperature`, `top_p`) and `stop`: reasoning models answer 400 ("Unsupported
+    # parameter: 'temperature' is not supported with this model", openai-python#2072; the
+    # same for `stop` on GPT-5, smolagents#1671, litellm#15244); 5.1 and later take
+    # sampling at reasoning effort `none` only (vercel/ai#10932).
     ModelFamily("gpt-5-chat*", StructuredLevel.STRICT, reasoning=N, images=S, logprobs=N),
-    ModelFamily("gpt-5.*", StructuredLevel.STRICT, reasoning=S, images=S),
-    ModelFamily("gpt-5*", StructuredLevel.STRICT, reasoning=S, images=S, logprobs=N),
     ModelFamily(
-        "o1-mini*", StructuredLevel.JSON_OBJECT, tools=N, forced_tool=N, reasoning=S, logprobs=N
+        "gpt-5.*",
+        StructuredLevel.STRICT,
+        reasoning=S,
+        images=S,
+        stop=False,
+        efforts=_GPT_5_LATER,
+        sampling="without_reasoning",
+    ),
+    ModelFamily(
+        "gpt-5*",
+        StructuredLevel.STRICT,
+        reasoning=S,
+        images=S,
+        logprobs=N,
+        stop=False,
+        efforts=_GPT_5,
+        sampling="no",
+    ),
+    ModelFamily(
+        "o1-mini*",
+        StructuredLevel.JSON_OBJECT,
+        tools=N,
+        forced_tool=N,
+        reasoning=S,
+        logprobs=N,
+        sampling="no",
     ),
     ModelFamily(
         "o1-preview*",
@@ -116,10 +176,37 @@ _OPENAI_ROWS = (
         forced_tool=N,
         reasoning=S,
         logprobs=N,
+        sampling="no",
     ),
-    ModelFamily("o3*", StructuredLevel.STRICT, reasoning=S, images=S, stop=False, logprobs=N),
-    ModelFamily("o4-mini*", StructuredLevel.STRICT, reasoning=S, images=S, stop=False, logprobs=N),
-    ModelFamily("o[1-9]*", StructuredLevel.STRICT, reasoning=S, images=S, logprobs=N),
+    ModelFamily(
+        "o3*",
+        StructuredLevel.STRICT,
+        reasoning=S,
+        images=S,
+        stop=False,
+        logprobs=N,
+        efforts=_LOW_TO_HIGH,
+        sampling="no",
+    ),
+    ModelFamily(
+        "o4-mini*",
+        StructuredLevel.STRICT,
+        reasoning=S,
+        images=S,
+        stop=False,
+        logprobs=N,
+        efforts=_LOW_TO_HIGH,
+        sampling="no",
+    ),
+    ModelFamily(
+        "o[1-9]*",
+        StructuredLevel.STRICT,
+        reasoning=S,
+        images=S,
+        logprobs=N,
+        efforts=_LOW_TO_HIGH,
+        sampling="no",
+    ),
     ModelFamily("gpt-4.1*", StructuredLevel.STRICT, reasoning=N, images=S, logprobs=S),
     ModelFamily("gpt-4.5*", StructuredLevel.STRICT, reasoning=N, images=S, logprobs=S),
     ModelFamily(
@@ -135,16 +222,34 @@ _OPENAI_ROWS = (
 
 _GROQ_ROWS = (
     # Groq documents `logprobs` and `top_logprobs` as supported by no model yet.
-    ModelFamily("openai/gpt-oss-20b", StructuredLevel.STRICT, reasoning=S, logprobs=N),
-    ModelFamily("openai/gpt-oss-120b", StructuredLevel.STRICT, reasoning=S, logprobs=N),
-    ModelFamily("openai/gpt-oss-safeguard-*", StructuredLevel.BEST_EFFORT, reasoning=S, logprobs=N),
+    # Reasoning efforts (Groq's reasoning page): `low`, `medium`, `high` on GPT-OSS;
+    # `none` or `default` on Qwen3.
+    ModelFamily(
+        "openai/gpt-oss-20b", StructuredLevel.STRICT, reasoning=S, logprobs=N, efforts=_LOW_TO_HIGH
+    ),
+    ModelFamily(
+        "openai/gpt-oss-120b", StructuredLevel.STRICT, reasoning=S, logprobs=N, efforts=_LOW_TO_HIGH
+    ),
+    ModelFamily(
+        "openai/gpt-oss-safeguard-*",
+        StructuredLevel.BEST_EFFORT,
+        reasoning=S,
+        logprobs=N,
+        efforts=_LOW_TO_HIGH,
+    ),
     ModelFamily(
         "moonshotai/kimi-k2-instruct-0905", StructuredLevel.BEST_EFFORT, reasoning=N, logprobs=N
     ),
     ModelFamily(
         "meta-llama/llama-4-scout-*", StructuredLevel.BEST_EFFORT, reasoning=N, images=S, logprobs=N
     ),
-    ModelFamily("qwen/qwen3-*", StructuredLevel.JSON_OBJECT, reasoning=S, logprobs=N),
+    ModelFamily(
+        "qwen/qwen3-*",
+        StructuredLevel.JSON_OBJECT,
+        reasoning=S,
+        logprobs=N,
+        efforts=_NONE_OR_DEFAULT,
+    ),
     ModelFamily("*", StructuredLevel.JSON_OBJECT, reasoning=U, logprobs=N),
 )
 

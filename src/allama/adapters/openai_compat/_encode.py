@@ -443,7 +443,41 @@ class _Encoder:
                 f"`{self.request.model}` on {self.profile.display_name} takes no stop sequences",
             )
             return None
-        return list(self.request.stop)
+        stops = list(self.request.stop)
+        most = self.profile.max_stop_sequences
+        if most is not None and len(stops) > most:
+            self.degradations.refuse(
+                RequestField.STOP,
+                f"{self.profile.display_name} takes at most {most} stop sequences; the first "
+                f"{most} were sent",
+            )
+            stops = stops[:most]
+        return stops
+
+    def sampling(self, effort: str | None) -> tuple[float | None, float | None]:
+        """`temperature` and `top_p` as the model takes them: where it takes only their
+        default (1), another value is left out, with a warning (`effort` is the reasoning
+        effort sent: some models take them only without reasoning)."""
+        request = self.request
+        takes = self.family.sampling
+        if takes == "yes" or (takes == "without_reasoning" and effort in (None, "none")):
+            return request.temperature, request.top_p
+        unless = " unless it reasons at effort `none`" if takes == "without_reasoning" else ""
+        kept: list[float | None] = []
+        for field, value in (
+            (RequestField.TEMPERATURE, request.temperature),
+            (RequestField.TOP_P, request.top_p),
+        ):
+            if value is None or value == 1:
+                kept.append(value)
+                continue
+            self.degradations.refuse(
+                field,
+                f"`{request.model}` on {self.profile.display_name} takes no `{field}` other "
+                f"than 1{unless}",
+            )
+            kept.append(None)
+        return kept[0], kept[1]
 
     # Everything
 
@@ -471,14 +505,15 @@ class _Encoder:
                 effort = self.effort(str(request.reasoning_effort))
         stream_options = {"include_usage": True} if self.stream and profile.stream_usage else None
         top_logprobs = self.logprobs()
+        temperature, top_p = self.sampling(effort)
         # The body is written as plain JSON data in `WireRequest`'s shape (absent fields
         # left out, never `null`); the schemas in it are the dialect rewrite's own (cached)
         # objects, put in as they are rather than copied.
         body = _present(
             model=request.model,
             messages=self.messages(),
-            temperature=request.temperature,
-            top_p=request.top_p,
+            temperature=temperature,
+            top_p=top_p,
             stop=self.stop(),
             stream=True if self.stream else None,
             stream_options=stream_options,

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from allama.adapters._http import body_message
 from allama.errors import (
     AuthenticationError,
     ContextWindowExceededError,
@@ -330,7 +331,7 @@ def error_from_response(
         payload: Any = json.loads(text) if text.strip() else None
     except ValueError:
         payload = None
-    info = ErrorInfo.parse(payload) or ErrorInfo(text.strip() or f"HTTP {status}")
+    info = ErrorInfo.parse(payload) or ErrorInfo(body_message(text, status))
     error = _classify(status, info, headers).mark_upstream().with_status(status).with_body(text)
     error = _apply_should_retry(error, headers)
     _name_upstream(error, info)

@@ -54,6 +54,9 @@ class WireProfile:
     json_mode_streams: bool = True
     schema_streams: bool = True
     reasoning_effort: bool = True
+    max_stop_sequences: int | None = None
+    """The most stop sequences the endpoint takes (OpenAI's and Groq's 4), `None`: no limit
+    known; more are cut to the first ones, with a warning."""
     reasoning_outside_completion: bool = False
     require_parameters: bool = False
     file_parts: bool = False

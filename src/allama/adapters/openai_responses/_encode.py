@@ -409,10 +409,11 @@ class _Encoder(_ChatEncoder):
         max_tokens = self.max_output_tokens()
         if max_tokens is not None:
             body["max_output_tokens"] = max_tokens
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        if request.top_p is not None:
-            body["top_p"] = request.top_p
+        temperature, top_p = self.sampling(None if reasoning is None else reasoning["effort"])
+        if temperature is not None:
+            body["temperature"] = temperature
+        if top_p is not None:
+            body["top_p"] = top_p
         if top_logprobs:
             body["top_logprobs"] = top_logprobs
         body["store"] = False
