@@ -28,6 +28,7 @@ from allama.errors import (
     ServerError,
     UnsupportedError,
 )
+from allama.extract import EXTRACTION_TOOL
 from allama.stream import StreamCollector
 from allama.transport import Transport
 from allama.types import (
@@ -713,3 +714,89 @@ def test_a_groq_stream_stopped_early_raises_its_reason_after_what_came_before() 
             pass
     assert caught.value.message == "stream stopped: upstream timeout"
     assert stream.collector.partial_response().text() == '{"name": "Ad'
+
+
+# 7. A streamed extraction falls back on a refusal the wire sends as its first event
+
+
+SCHEMA_REFUSED_EVENT = {
+    "error": {
+        "message": "This model does not support response format `json_schema`",
+        "type": "invalid_request_error",
+        "status_code": 400,
+    },
+    "x_groq": {"usage": USAGE},
+}
+TOOL_ANSWER = sse(
+    chunk(
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {
+                        "name": EXTRACTION_TOOL,
+                        "arguments": '{"name": "Ada"}',
+                    },
+                }
+            ],
+        }
+    ),
+    chunk({}, "tool_calls", usage=USAGE),
+    "[DONE]",
+)
+
+
+def _refusing_then_answering() -> tuple[Transport, list[dict[str, Any]]]:
+    """Refuses the response format as the stream's first event; answers the forced tool."""
+    bodies: list[dict[str, Any]] = []
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        body = json.loads(http.content)
+        bodies.append(body)
+        if "response_format" in body:
+            data = b"event: error\ndata: " + json.dumps(SCHEMA_REFUSED_EVENT).encode() + b"\n\n"
+        else:
+            data = TOOL_ANSWER
+        return httpx2.Response(200, content=data, headers={"content-type": "text/event-stream"})
+
+    return _mock(handler), bodies
+
+
+def test_a_streamed_extraction_falls_back_past_the_providers_own_warnings() -> None:
+    """The provider warns about the schema before the wire's first event (its enforcement
+    is unknown), and the refusal arrives after that warning and the usage of the error
+    event: auto mode still falls back, as the same refusal as an HTTP 400 does."""
+    transport, bodies = _refusing_then_answering()
+    target = allama.provider(
+        "openai-compatible", base_url="http://127.0.0.1:9/v1", api_key="sk-t", transport=transport
+    )
+    with allama.extract_stream(target, Person, ChatRequest("m").user("Ada")) as stream:
+        events = list(stream)
+        extracted = stream.finish()
+    assert extracted.value == Person(name="Ada")
+    metadata = extracted.metadata
+    assert (metadata.mode, metadata.passes) == (ExtractionMode.FORCED_TOOL, 1)
+    assert metadata.auto_fallback is not None
+    assert metadata.auto_fallback.field is RequestField.RESPONSE_FORMAT
+    assert ["response_format" in body for body in bodies] == [True, False]
+    # The forced tool's own stream is given whole, its warnings first.
+    assert events[0].type == "warning" and events[-1].type == "usage"
+
+    async def run() -> Any:
+        transport, _ = _refusing_then_answering()
+        target = allama.provider(
+            "openai-compatible",
+            base_url="http://127.0.0.1:9/v1",
+            api_key="sk-t",
+            transport=transport,
+        )
+        async with allama.aextract_stream(target, Person, ChatRequest("m").user("Ada")) as s:
+            seen = [event async for event in s]
+            return seen, await s.finish()
+
+    seen, done = asyncio.run(run())
+    assert [event.type for event in seen] == [event.type for event in events]
+    assert (done.value, done.metadata.mode) == (Person(name="Ada"), ExtractionMode.FORCED_TOOL)

@@ -25,8 +25,12 @@ from allama.types import (
     ChatCapability,
     ChatRequest,
     ChatResponse,
+    ProviderDataEvent,
+    ResponseStart,
+    UsageEvent,
     ValidationCoverage,
     Warning,
+    WarningEvent,
 )
 
 T = TypeVar("T")
@@ -346,6 +350,9 @@ class ReadFirst:
     stream: Any
 
 
+_FRAMING = (WarningEvent, ResponseStart, UsageEvent, ProviderDataEvent)
+"""Stream events that say nothing of the answer's content."""
+
 END = object()
 """The outcome of `ReadFirst` on a stream that ended without an item."""
 
@@ -353,8 +360,10 @@ END = object()
 @dataclass(slots=True)
 class Opened:
     stream: Any
-    first: Any
-    """The first item read to check for a refusal: an event, an `Error`, `END`, or `None`."""
+    ahead: list[Any]
+    """The items read to check for a refusal, in order, to be given before the stream's
+    next: warning events (which a provider gives before the wire's first event), then an
+    event, an `Error` or `END`; empty when nothing was read."""
     metadata: ExtractionMetadata
     target: Target
 
@@ -374,15 +383,22 @@ def open_steps(
             start.fall_back_or_raise(outcome)
             continue
         stream = outcome
-        first: Any = None
+        ahead: list[Any] = []
         if metadata.may_fall_back(start.requested):
-            first = yield ReadFirst(stream)
-            if isinstance(first, Error):
-                fallback = start.fallback_for(first)
+            # A refusal of the format comes before any content: after the provider's own
+            # warnings (what it found in the request), the response's start, and the usage
+            # an error event may report with it.
+            item = yield ReadFirst(stream)
+            ahead.append(item)
+            while isinstance(item, _FRAMING):
+                item = yield ReadFirst(stream)
+                ahead.append(item)
+            if isinstance(item, Error):
+                fallback = start.fallback_for(item)
                 if fallback is not None:
                     metadata.fall_back(fallback)
                     continue
-        return Opened(stream=stream, first=first, metadata=metadata, target=target)
+        return Opened(stream=stream, ahead=ahead, metadata=metadata, target=target)
 
 
 R = TypeVar("R")

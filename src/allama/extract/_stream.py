@@ -230,13 +230,13 @@ class ExtractionStream(_Observer[T]):
     ) -> None:
         super().__init__(opened, settings, tp, span)
         self._stream: ChatStream = opened.stream
-        self._first = opened.first
+        self._ahead = opened.ahead
 
     def __iter__(self) -> Self:
         return self
 
     def __next__(self) -> StreamEvent:
-        first, self._first = self._first, None
+        first = self._ahead.pop(0) if self._ahead else None
         if first is END:
             raise StopIteration
         try:
@@ -294,13 +294,13 @@ class AsyncExtractionStream(_Observer[T]):
     ) -> None:
         super().__init__(opened, settings, tp, span)
         self._stream: AsyncChatStream = opened.stream
-        self._first = opened.first
+        self._ahead = opened.ahead
 
     def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> StreamEvent:
-        first, self._first = self._first, None
+        first = self._ahead.pop(0) if self._ahead else None
         if first is END:
             raise StopAsyncIteration
         try:
