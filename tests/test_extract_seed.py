@@ -943,6 +943,18 @@ def test_a_missing_output_names_an_odd_finish(run: Run) -> None:
     assert str(normal) == "mock: the model did not return structured text"
 
 
+def test_from_error_reads_the_record_of_any_extraction_failure(run: Run) -> None:
+    """A parse failure holds its record as `.metadata`; `from_error` reads it as it reads
+    the record a provider error carries, and after a JSON round trip of the error."""
+    provider = MockProvider.with_text('{"name": 5}')
+    found = failure(run.fails(provider, Person, native_request()))
+    assert isinstance(found, ParseError)
+    assert ExtractionMetadata.from_error(found) is found.metadata
+    restored = allama.Error.from_json(found.to_json())
+    assert ExtractionMetadata.from_error(restored) == found.metadata
+    assert ExtractionMetadata.from_error(ValueError("not ours")) is None
+
+
 def test_blank_output_is_missing_structured_text(run: Run) -> None:
     for text in ("", "  \n\t "):
         provider = MockProvider.with_text(text)

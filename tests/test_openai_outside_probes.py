@@ -603,6 +603,17 @@ def test_an_extraction_whose_choice_failed_raises_the_providers_error() -> None:
     with pytest.raises(ServerError) as caught:
         allama.extract(target, Person, request)
     assert caught.value.message == "Upstream provider crashed"
+    # The tokens the failed call reported are paid for: in the record, though not a pass.
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None
+    assert (record.passes, record.usage) == (0, Usage(input_tokens=11, output_tokens=4))
+
+    async def run() -> ExtractionMetadata | None:
+        with pytest.raises(ServerError) as caught:
+            await allama.aextract(target, Person, request)
+        return ExtractionMetadata.from_error(caught.value)
+
+    assert asyncio.run(run()) == record
 
 
 FAILED_CHOICE_STREAM = sse(

@@ -28,12 +28,15 @@ import httpx2
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
+import allama
 from _responses_support import sse, stream_of
+from allama import ExtractionMetadata
 from allama.adapters.openai_responses import ANNOTATIONS_KEY, ITEMS_KEY, NAMESPACE
 from allama.adapters.openai_responses._decode import decode_object, decode_response
 from allama.adapters.openai_responses._sse import ResponsesStreamDecoder, decode_stream
-from allama.errors import Error, RateLimitedError, ServerError
+from allama.errors import REPORTED_USAGE_KEY, Error, RateLimitedError, ServerError
 from allama.providers import provider as make_provider
 from allama.stream import AsyncChatStream, ChatStream, StreamCollector
 from allama.transport import Transport
@@ -669,14 +672,25 @@ def test_an_incomplete_stream_keeps_its_usage() -> None:
     assert collected.usage == USAGE and collected.finish_reason == FinishReason.LENGTH
 
 
-def test_a_failed_body_raises_its_error_and_has_nowhere_to_keep_its_usage() -> None:
-    """Current behaviour, kept: a `ChatResponse` is not returned, and the error has no
-    usage (its body is the error object alone)."""
+def test_a_failed_body_raises_its_error_with_its_usage_kept_for_the_record() -> None:
+    """No `ChatResponse` comes back: the usage goes with the error, and an extraction
+    records it (paid for, not a pass), as a failed stream's is."""
     with pytest.raises(ServerError) as caught:
         decode(FAILED)
     assert caught.value.context.body == json.dumps({"error": FAILED["error"]})
-    with _provider(json.dumps(FAILED).encode()) as target, pytest.raises(ServerError):
-        target.chat(REQUEST)
+    reported = caught.value.context.metadata[REPORTED_USAGE_KEY]
+    assert Usage.model_validate(reported) == KEPT_USAGE
+    with _provider(json.dumps(FAILED).encode()) as target:
+        with pytest.raises(ServerError):
+            target.chat(REQUEST)
+
+        class Answer(BaseModel):
+            city: str
+
+        with pytest.raises(ServerError) as failed:
+            allama.extract(target, Answer, REQUEST)
+    record = ExtractionMetadata.from_error(failed.value)
+    assert record is not None and (record.passes, record.usage) == (0, KEPT_USAGE)
 
 
 # Replay of the recorded Responses API traffic

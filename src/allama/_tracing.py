@@ -692,11 +692,8 @@ def _dropped_extraction(
 
 
 def _record_of(error: BaseException) -> ExtractionMetadata | None:
-    record = getattr(error, "metadata", None)
     from allama.extract._metadata import ExtractionMetadata
 
-    if isinstance(record, ExtractionMetadata):
-        return record
     return ExtractionMetadata.from_error(error)
 
 

@@ -45,6 +45,10 @@ __all__ = [
 EXTRACTION_METADATA_KEY = "allama.extraction"
 """The context metadata key under which an extraction attaches its record to a provider error."""
 
+REPORTED_USAGE_KEY = "allama.usage"
+"""The context metadata key of the usage a provider reported with an error in a 200 body (an
+error on the choice, a failed response): tokens paid for, which an extraction records."""
+
 _LOGGED_METADATA_PREFIX = "allama."
 
 

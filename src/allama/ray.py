@@ -43,7 +43,7 @@ except ImportError as missing:  # pragma: no cover - depends on the install
     raise ImportError("allama.ray needs Ray Data: pip install 'allama[ray]'") from missing
 
 import allama
-from allama.errors import Error, ExtractionError
+from allama.errors import Error
 from allama.extract import ExtractionMetadata, Extractor, SchemaEnforcement
 from allama.schema import type_schema
 from allama.types import ChatRequest
@@ -79,12 +79,6 @@ def error_text(error: BaseException) -> str:
         message if isinstance(message, str) else f"message withheld ({len(error.message)} chars)"
     )
     return f"{error.kind}: {'; '.join(parts)}"
-
-
-def _record_of(error: BaseException) -> ExtractionMetadata | None:
-    if isinstance(error, ExtractionError):
-        return error.metadata
-    return ExtractionMetadata.from_error(error)
 
 
 def _record_json(metadata: ExtractionMetadata | None) -> str | None:
@@ -246,7 +240,7 @@ class ExtractBatch:
                 extracted = await self._extractor.aextract(self._provider, self._tp, request)
                 value = self._schema.adapter.dump_json(extracted.value).decode()
             except Exception as error:  # a bad row never fails the job
-                return None, error_text(error), _record_json(_record_of(error))
+                return None, error_text(error), _record_json(ExtractionMetadata.from_error(error))
         return value, None, _record_json(extracted.metadata)
 
     def __repr__(self) -> str:

@@ -33,13 +33,13 @@ from allama.batch._run import (
     _duplicate,
     _estimate,
     _failure,
-    _record_of,
     _Runner,
     _Spec,
     input_key,
 )
 from allama.errors import Error, ExtractionError, NotFoundError, RateLimitedError
 from allama.extract._engine import Extracted, extract_steps
+from allama.extract._metadata import ExtractionMetadata
 from allama.providers._jobs import ProviderJobs, RowUnanswered, provider_jobs
 
 if TYPE_CHECKING:
@@ -590,7 +590,7 @@ class JobRunner(_Runner):
         self._duplicates(item, result)
 
     async def _failed(self, item: _Item, error: BaseException) -> None:
-        record = _record_of(error)
+        record = ExtractionMetadata.from_error(error)
         result = await self._record_failure(
             item.index, item.key, item.label, error, record, item.attempts, item.began, []
         )

@@ -754,7 +754,7 @@ class _Runner:
         """Record how a call ended, or wait and count another attempt (`None`: send again)."""
         spent = tries.spent
         if isinstance(outcome, Error):
-            record = _record_of(outcome)
+            record = ExtractionMetadata.from_error(outcome)
             if isinstance(outcome, RateLimitedError):
                 # A rate limit slows the run; it is not the input's failure.
                 tries.limited += 1
@@ -929,14 +929,6 @@ def _duplicate(index: int, label: str, first: BatchResult[Any]) -> BatchResult[A
         first.resumed,
         duplicate=True,
     )
-
-
-def _record_of(error: BaseException) -> ExtractionMetadata | None:
-    if isinstance(error, ExtractionError):
-        return error.metadata
-    if isinstance(error, Error):
-        return ExtractionMetadata.from_error(error)
-    return None
 
 
 def _stored_record(metadata: ExtractionMetadata, spent: list[ExtractionMetadata]) -> dict[str, Any]:

@@ -163,12 +163,17 @@ class ExtractionMetadata(BaseModel):
 
     @classmethod
     def from_error(cls, error: BaseException) -> ExtractionMetadata | None:
-        """The record a provider error carries when it ended an extraction, else `None`.
+        """The record of the extraction `error` ended, whatever kind it is; else `None`.
 
-        Extraction raises provider errors as themselves (so their kind, `retryable` and
-        `retry_after` stay what the provider reported) and attaches the record of the
-        passes made before them to the error's context.
+        An extraction failure (`ExtractionError`: a parse error, a refusal, a truncation, a
+        floor not met) holds its record as `error.metadata`. Extraction raises provider
+        errors as themselves (so their kind, `retryable` and `retry_after` stay what the
+        provider reported) and attaches the record of the passes made before them to the
+        error's context.
         """
+        own = getattr(error, "metadata", None)
+        if isinstance(own, ExtractionMetadata):
+            return own
         if not isinstance(error, Error):
             return None
         record = error.context.metadata.get(EXTRACTION_METADATA_KEY)

@@ -34,7 +34,7 @@ from allama.adapters.openai_compat._wire import (
     WireResponse,
     WireUsage,
 )
-from allama.errors import Error, ServerError
+from allama.errors import REPORTED_USAGE_KEY, Error, ServerError
 from allama.types import (
     DECLINE_EXPLANATION_KEY,
     ChatResponse,
@@ -262,6 +262,14 @@ def _invalid_body(body: bytes | str, *, provider: str | None, model: str | None)
     return _not_a_completion(body, "its fields do not fit the chat completion shape")
 
 
+def _with_usage(error: Error, wire: WireResponse, reasoning_outside_completion: bool) -> Error:
+    """`error` with the usage its body reported (tokens paid for), for an extraction's record."""
+    if wire.usage is not None:
+        usage = usage_of(wire.usage, reasoning_outside_completion=reasoning_outside_completion)
+        error.with_metadata(REPORTED_USAGE_KEY, usage.model_dump(mode="json", exclude_none=True))
+    return error
+
+
 def decode_body(
     body: bytes | str,
     *,
@@ -278,15 +286,17 @@ def decode_body(
     if not wire.choices and wire.model_extra:
         extra = wire.model_extra
         if extra.get("error") or extra.get("success") is False:
-            raise error_from_payload(dict(extra), provider=provider, model=model)
+            error = error_from_payload(dict(extra), provider=provider, model=model)
+            raise _with_usage(error, wire, reasoning_outside_completion)
     choice = next((c for c in wire.choices if c.index == 0), None)
     if choice is None and wire.choices:
         choice = wire.choices[0]
     failure = choice_error(choice)
     if failure is not None:
-        raise error_from_payload(failure, provider=provider, model=model).with_body(
+        error = error_from_payload(failure, provider=provider, model=model).with_body(
             body.decode("utf-8", "replace") if isinstance(body, bytes) else body
         )
+        raise _with_usage(error, wire, reasoning_outside_completion)
     message = choice.message if choice is not None else None
     if choice is not None and message is None and choice.finish_reason != "content_filter":
         # Only a filtered choice may come without its message.

@@ -32,11 +32,12 @@ response with none (`None`): tokens of part of the text would not spell it.
 
 The finish reason comes from `status`: `completed` is a stop, or tool calls when the
 output has any; `incomplete` is a length or a content filter as `incomplete_details`
-says; `failed` raises the error the response holds (its usage has no place to go here, as
-no `ChatResponse` is returned; a stream yields it before the error); `cancelled` and
-reasons nobody knows are kept as the provider's own words; a response still `queued` or
-`in_progress` (a background one) has none. Token counts follow allama's meaning, which is the API's:
-cached input inside `input_tokens`, reasoning inside `output_tokens`.
+says; `failed` raises the error the response holds (with the usage it reports in the
+error's context, `allama.errors.REPORTED_USAGE_KEY`; a stream yields it before the error);
+`cancelled` and reasons nobody knows are kept as the provider's own words; a response still
+`queued` or `in_progress` (a background one) has none. Token counts follow allama's
+meaning, which is the API's: cached input inside `input_tokens`, reasoning inside
+`output_tokens`.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from allama.adapters.openai_responses._errors import (
     error_from_payload,
     error_from_response,
 )
-from allama.errors import Error, ServerError
+from allama.errors import REPORTED_USAGE_KEY, Error, ServerError
 from allama.types import (
     ChatResponse,
     ContentBlock,
@@ -285,7 +286,13 @@ def decode_object(
     """A response object, already parsed, as a `ChatResponse`; raises the error of a failed
     one, and `ValueError` (with the reason) for one that does not fit the shape."""
     if response.get("status") == "failed":
-        raise error_from_failed(response, provider=provider, model=model)
+        error = error_from_failed(response, provider=provider, model=model)
+        usage = response.get("usage")
+        if isinstance(usage, dict):
+            # Tokens paid for: an extraction records them (a stream yields them instead).
+            counted = usage_of(usage).model_dump(mode="json", exclude_none=True)
+            error.with_metadata(REPORTED_USAGE_KEY, counted)
+        raise error
     output = response.get("output")
     if not isinstance(output, list):
         raise _Unreadable("it has no `output` list")
