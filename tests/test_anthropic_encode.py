@@ -26,6 +26,7 @@ from allama.types import (
     UnsupportedPolicy,
     UnsupportedStage,
     Warning,
+    WarningKind,
 )
 
 KEY = "sk-ant-test-1234"
@@ -436,7 +437,7 @@ def test_sampling_parameters_by_family_and_with_thinking() -> None:
     _, _, body, warnings = encode(thinking)
     assert "temperature" not in body and fields(warnings) == [("temperature", "unsupported")]
     plain = (
-        ChatRequest("claude-sonnet-4-5")
+        ChatRequest("claude-3-7-sonnet-latest")
         .user("Hi")
         .with_temperature(0.2)
         .with_top_p(0.9)
@@ -445,6 +446,27 @@ def test_sampling_parameters_by_family_and_with_thinking() -> None:
     _, _, body, warnings = encode(plain)
     assert (body["temperature"], body["top_p"], body["stop_sequences"]) == (0.2, 0.9, ["END"])
     assert warnings == []
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["claude-sonnet-4-5", "claude-haiku-4-5-20251001", "claude-opus-4-1", "claude-sonnet-4-6"],
+)
+def test_families_that_take_one_sampling_parameter_get_the_temperature(model: str) -> None:
+    """Opus 4.1, the 4.5 and 4.6 families answer 400 to both ("`temperature` and `top_p`
+    cannot both be specified for this model"): the temperature goes, `top_p` is left out."""
+    both = ChatRequest(model).user("Hi").with_temperature(0.2).with_top_p(0.9)
+    _, _, body, warnings = encode(both)
+    assert (body["temperature"], "top_p" in body) == (0.2, False)
+    assert [(w.kind, w.message) for w in warnings] == [
+        (
+            WarningKind.UNSUPPORTED,
+            f"`{model}` on Anthropic takes `temperature` or `top_p`, not both; `top_p` was "
+            "left out",
+        )
+    ]
+    _, _, body, warnings = encode(ChatRequest(model).user("Hi").with_top_p(0.9))
+    assert (body["top_p"], warnings) == (0.9, [])
 
 
 def test_seed_is_refused_and_prefill_is_kept_where_the_family_continues_it() -> None:

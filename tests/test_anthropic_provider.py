@@ -440,7 +440,6 @@ SYNTHETIC = [
             ],
             "tool_choice": {"type": "auto", "disable_parallel_tool_use": True},
             "temperature": 0.3,
-            "top_p": 0.9,
             "stop_sequences": ["###", "END"],
             "top_k": 40,
             "metadata": {"user_id": "user-1"},

@@ -10,7 +10,7 @@ import pytest
 
 import allama
 from allama import ChatRequest
-from allama.types import RequestField, Warning, WarningKind
+from allama.types import ImagePart, RequestField, Warning, WarningKind
 
 
 def prepared(
@@ -145,5 +145,50 @@ def test_the_responses_api_maps_efforts_the_same_way() -> None:
         (
             WarningKind.APPROXIMATED,
             "`gpt-5.1` on OpenAI takes no reasoning effort `minimal`; `low` was sent",
+        )
+    ]
+
+
+@pytest.mark.parametrize(("preset", "model"), [("deepseek", "deepseek-chat"), ("openai", "gpt-4")])
+def test_an_image_the_model_cannot_read_is_left_out(preset: str, model: str) -> None:
+    image = ImagePart(url="https://example.com/cat.png")
+    body, warnings = prepared(preset, ChatRequest(model).user("Which animal?", image))
+    assert body["messages"][-1]["content"] == [{"type": "text", "text": "Which animal?"}]
+    display = "DeepSeek" if preset == "deepseek" else "OpenAI"
+    assert about(warnings, RequestField.IMAGES) == [
+        (
+            WarningKind.UNSUPPORTED,
+            f"`{model}` on {display} takes no images; the image was left out",
+        )
+    ]
+
+
+def test_a_model_that_reads_images_gets_them() -> None:
+    image = ImagePart(url="https://example.com/cat.png")
+    body, warnings = prepared("openai", ChatRequest("gpt-4o").user("Which animal?", image))
+    assert body["messages"][-1]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": "https://example.com/cat.png"},
+    }
+    assert warnings == []
+
+
+def test_deepseek_reasoner_sampling_is_said_to_have_no_effect() -> None:
+    request = ChatRequest("deepseek-reasoner").user("x").with_temperature(0)
+    body, warnings = prepared("deepseek", request)
+    assert "temperature" not in body
+    assert [kind for kind, _ in about(warnings, RequestField.TEMPERATURE)] == [
+        WarningKind.UNSUPPORTED
+    ]
+
+
+def test_mistral_is_not_asked_for_log_probabilities() -> None:
+    request = ChatRequest("mistral-large-latest").user("x").with_logprobs(3)
+    body, warnings = prepared("mistral", request)
+    assert "logprobs" not in body and "top_logprobs" not in body
+    assert about(warnings, RequestField.LOGPROBS) == [
+        (
+            WarningKind.UNSUPPORTED,
+            "`mistral-large-latest` on Mistral reports no log-probabilities",
         )
     ]

@@ -52,6 +52,9 @@ class ClaudeFamily:
     forced_tool: CapabilitySupport = S
     sampling: bool = True
     """`temperature` and `top_p` are accepted (newer families answer 400)."""
+    one_sampling: bool = False
+    """Only one of `temperature` and `top_p` at a time (Opus 4.1, the 4.5 and 4.6 families
+    answer 400: "`temperature` and `top_p` cannot both be specified for this model")."""
     prefill: bool = True
     """A last assistant message is continued (newer families answer 400)."""
 
@@ -133,6 +136,7 @@ _CLAUDE_ROWS = (
         thinking=Thinking.ADAPTIVE,
         efforts=("low", "medium", "high", "max"),
         prefill=False,
+        one_sampling=True,
     ),
     ClaudeFamily(
         "claude-sonnet-4-6*",
@@ -141,13 +145,14 @@ _CLAUDE_ROWS = (
         thinking=Thinking.ADAPTIVE,
         efforts=("low", "medium", "high", "max"),
         prefill=False,
+        one_sampling=True,
     ),
     # The 4.5 generation: structured outputs, thinking with a budget.
-    ClaudeFamily("claude-opus-4-5*", S, 64_000),
-    ClaudeFamily("claude-sonnet-4-5*", S, 64_000),
-    ClaudeFamily("claude-haiku-4-5*", S, 64_000),
+    ClaudeFamily("claude-opus-4-5*", S, 64_000, one_sampling=True),
+    ClaudeFamily("claude-sonnet-4-5*", S, 64_000, one_sampling=True),
+    ClaudeFamily("claude-haiku-4-5*", S, 64_000, one_sampling=True),
     # Claude 4.0 and 4.1, and 3.7 Sonnet: thinking with a budget, no structured outputs.
-    ClaudeFamily("claude-opus-4-1*", N, 32_000),
+    ClaudeFamily("claude-opus-4-1*", N, 32_000, one_sampling=True),
     ClaudeFamily("claude-opus-4-0*", N, 32_000),
     ClaudeFamily("claude-opus-4-2025*", N, 32_000),
     ClaudeFamily("claude-sonnet-4-0*", N, 64_000),

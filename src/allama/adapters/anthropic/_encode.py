@@ -508,6 +508,12 @@ class _Encoder:
                 f"{self.profile.display_name} takes `temperature` only at 1 with thinking on",
             )
             temperature = None
+        if self.family.one_sampling and temperature is not None and top_p is not None:
+            self.degradations.refuse(
+                RequestField.TOP_P,
+                f"{self.where} takes `temperature` or `top_p`, not both; `top_p` was left out",
+            )
+            top_p = None
         return temperature, top_p
 
     # Everything

@@ -264,7 +264,9 @@ _XAI_ROWS = (
 )
 
 _DEEPSEEK_ROWS = (
-    # The thinking mode takes no `logprobs` (DeepSeek's reasoning-model guide).
+    # The thinking mode takes no `logprobs` and ignores sampling (DeepSeek's reasoning-model
+    # guide: "will not trigger an error but will also have no effect"). The API reads no
+    # images ("unknown variant `image_url`, expected `text`").
     ModelFamily(
         "deepseek-reasoner*",
         StructuredLevel.JSON_OBJECT,
@@ -272,8 +274,12 @@ _DEEPSEEK_ROWS = (
         forced_tool=U,
         efforts=_LOW_HIGH,
         logprobs=N,
+        images=N,
+        sampling="no",
     ),
-    ModelFamily("deepseek-*", StructuredLevel.JSON_OBJECT, reasoning=S, efforts=_LOW_HIGH),
+    ModelFamily(
+        "deepseek-*", StructuredLevel.JSON_OBJECT, reasoning=S, efforts=_LOW_HIGH, images=N
+    ),
 )
 
 _OLLAMA_DEFAULT = ModelFamily(
@@ -303,9 +309,14 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
     "azure-foundry": CapabilityTable((), _UNKNOWN),
     "groq": CapabilityTable(_GROQ_ROWS, _UNKNOWN),
     "xai": CapabilityTable(_XAI_ROWS, ModelFamily("*", StructuredLevel.STRICT)),
-    "mistral": CapabilityTable((), ModelFamily("*", StructuredLevel.STRICT, reasoning=U)),
+    # Mistral's request has no `logprobs` (its API answers 422 to unknown fields).
+    "mistral": CapabilityTable(
+        (), ModelFamily("*", StructuredLevel.STRICT, reasoning=U, logprobs=N)
+    ),
     "openrouter": CapabilityTable((), _UNKNOWN),
-    "deepseek": CapabilityTable(_DEEPSEEK_ROWS, ModelFamily("*", StructuredLevel.JSON_OBJECT)),
+    "deepseek": CapabilityTable(
+        _DEEPSEEK_ROWS, ModelFamily("*", StructuredLevel.JSON_OBJECT, images=N)
+    ),
     # Together answers `logprobs` in a shape of its own (token and logprob lists), which
     # allama does not read: asking for them is refused rather than silently lost.
     "together": CapabilityTable(

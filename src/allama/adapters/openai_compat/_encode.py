@@ -104,10 +104,23 @@ class _Encoder:
             if isinstance(part, TextPart):
                 content.append({"type": "text", "text": part.text})
             elif isinstance(part, ImagePart):
-                content.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
+                if self.takes_images():
+                    content.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
             elif (document := self.document(part)) is not None:
                 content.append(document)
         return {"role": "user", "content": content or ""}
+
+    def takes_images(self) -> bool:
+        """Whether an image goes out; one the model does not read is left out, with a
+        warning (refused under the error policy), rather than sent to be answered 400."""
+        if self.family.images is not CapabilitySupport.UNSUPPORTED:
+            return True
+        self.degradations.refuse(
+            RequestField.IMAGES,
+            f"`{self.request.model}` on {self.profile.display_name} takes no images; the "
+            "image was left out",
+        )
+        return False
 
     def document(self, part: DocumentPart) -> dict[str, Any] | None:
         display = self.profile.display_name

@@ -161,8 +161,9 @@ class _Encoder(_ChatEncoder):
             if isinstance(part, TextPart):
                 content.append({"type": "input_text", "text": part.text})
             elif isinstance(part, ImagePart):
-                url = _image_url(part)
-                content.append({"type": "input_image", "image_url": url, "detail": "auto"})
+                if self.takes_images():
+                    url = _image_url(part)
+                    content.append({"type": "input_image", "image_url": url, "detail": "auto"})
             elif (document := self.input_document(part)) is not None:
                 content.append(document)
         return {"role": "user", "content": content}
