@@ -455,3 +455,47 @@ def test_the_message_of_a_body_that_is_not_the_providers_json(body: str, message
     from allama.adapters._http import body_message
 
     assert body_message(body, 503) == message
+
+
+@pytest.mark.parametrize(
+    ("preset", "options", "status", "kind"),
+    [
+        ("openai", {}, 503, OverloadedError),
+        ("openai", {"api": "responses"}, 500, ServerError),
+        ("anthropic", {}, 529, OverloadedError),
+        ("gemini", {}, 503, ServerError),
+        ("ollama", {"base_url": "http://127.0.0.1:1"}, 503, ServerError),
+    ],
+)
+def test_a_server_error_keeps_the_wait_its_response_asked_for(
+    preset: str, options: dict[str, Any], status: int, kind: type[Error]
+) -> None:
+    import httpx2
+
+    def answer(headers: dict[str, str]) -> ServerError:
+        def handler(request: httpx2.Request) -> httpx2.Response:
+            return httpx2.Response(status, content=b"busy", headers=headers)
+
+        client = httpx2.Client(transport=httpx2.MockTransport(handler))
+        target = allama.provider(
+            preset, api_key="sk-test", transport=allama.Transport(client=client), **options
+        )
+        with pytest.raises(ServerError) as caught:
+            target.chat(allama.ChatRequest("m").user("x"))
+        return caught.value
+
+    error = answer({"retry-after": "7"})
+    assert isinstance(error, kind) and error.retry_after == 7.0
+    assert allama.Error.from_json(error.to_json()).retry_after == 7.0
+    assert "retry_after=7.0" in str(error.as_log())
+    # Rate-limit resets say when a limit refills, not when a failed server recovers.
+    quiet = answer({"x-ratelimit-reset-requests": "20s", "x-ratelimit-remaining-requests": "0"})
+    assert quiet.retry_after is None
+
+
+def test_a_retry_waits_as_long_as_a_server_error_asked() -> None:
+    from allama.wrappers import RetryPolicy
+
+    policy = RetryPolicy(jitter=0.0)
+    asked = ServerError("busy", retry_after=9.0)
+    assert policy.delay(1, asked, elapsed=0.0, unit=0.5) == 9.0

@@ -410,11 +410,8 @@ def _scalar(value: JsonValue) -> str:
     return json.dumps(value)
 
 
-class RateLimitedError(Error):
-    """Too many requests; `retry_after` says how long the provider asked to wait."""
-
-    kind = "rate_limited"
-    retryable_by_default = True
+class _Waits(Error):
+    """An error after which the provider may say how long to wait (`retry_after`)."""
 
     def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
@@ -437,6 +434,13 @@ class RateLimitedError(Error):
     @classmethod
     def _restore(cls, message: str, fields: dict[str, Any]) -> Self:
         return cls(message, retry_after=fields.get("retry_after"))
+
+
+class RateLimitedError(_Waits):
+    """Too many requests; `retry_after` says how long the provider asked to wait."""
+
+    kind = "rate_limited"
+    retryable_by_default = True
 
 
 class QuotaExceededError(Error):
@@ -509,7 +513,10 @@ class UnsupportedError(Error):
         return cls(message, field=fields.get("field"), stage=fields.get("stage"))
 
 
-class ServerError(Error):
+class ServerError(_Waits):
+    """The provider failed (a 5xx, or an error in a 200 body); `retry_after` is how long it
+    asked to wait, when it said (a `Retry-After` on a 503)."""
+
     kind = "server"
     retryable_by_default = True
 

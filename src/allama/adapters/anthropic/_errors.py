@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from allama.adapters._http import body_message
-from allama.adapters.openai_compat._errors import retry_after_seconds
+from allama.adapters.openai_compat._errors import retry_after_seconds, waits_as_asked
 from allama.errors import (
     AuthenticationError,
     ContextWindowExceededError,
@@ -272,7 +272,7 @@ def error_from_response(
     message = info.message if info is not None else body_message(text, status)
     lower = {key.lower(): value for key, value in headers.items()}
     wait = retry_after(lower, now=now)
-    error = _classify(status, info, message, wait)
+    error = waits_as_asked(_classify(status, info, message, wait), lower, now=now)
     if not error.authored:
         error.mark_upstream()
     error.with_status(status).with_body(text)

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from allama.adapters._http import body_message
-from allama.adapters.openai_compat._errors import retry_after_seconds
+from allama.adapters.openai_compat._errors import retry_after_seconds, waits_as_asked
 from allama.errors import (
     AuthenticationError,
     ContextWindowExceededError,
@@ -292,7 +292,7 @@ def error_from_response(
     message = info.message if info is not None else body_message(text, status)
     lower = {key.lower(): value for key, value in headers.items()}
     error = _classify(status, info, message, _wait(info, lower, now))
-    error.with_status(status).with_body(text)
+    waits_as_asked(error, lower, now=now).with_status(status).with_body(text)
     return _finish(error, provider=provider, model=model)
 
 

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from allama.adapters._http import body_message
-from allama.adapters.openai_compat._errors import retry_after_seconds
+from allama.adapters.openai_compat._errors import retry_after_seconds, waits_as_asked
 from allama.errors import (
     AuthenticationError,
     ContextWindowExceededError,
@@ -157,6 +157,7 @@ def error_from_response(
     message = message_of(payload) or body_message(text, status)
     wait = retry_after_seconds(headers, now=now) if headers else None
     error = _classify(status, message, model, wait).with_status(status).with_body(text)
+    waits_as_asked(error, headers, now=now)
     return _finish(error, provider=provider, model=model)
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "error_from_payload",
     "error_from_response",
     "retry_after_seconds",
+    "waits_as_asked",
 ]
 
 _CONTEXT_CODES = frozenset(
@@ -171,6 +172,20 @@ def _duration(value: str) -> float | None:
     if not parts or "".join(n + u for n, u in parts) != value:
         return None
     return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+_EXPLICIT_WAITS = ("retry-after", "retry-after-ms")
+
+
+def waits_as_asked(error: Error, headers: Mapping[str, str], *, now: float | None = None) -> Error:
+    """A server error with the wait its response asked for (`Retry-After` on a 503 or
+    529), so that a retry waits that long; rate limits read theirs when they are made."""
+    if isinstance(error, ServerError) and error.retry_after is None:
+        lower = {key.lower(): value for key, value in headers.items()}
+        explicit = {key: lower[key] for key in _EXPLICIT_WAITS if key in lower}
+        if explicit:
+            error.with_retry_after(retry_after_seconds(explicit, now=now))
+    return error
 
 
 def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -333,7 +348,7 @@ def error_from_response(
         payload = None
     info = ErrorInfo.parse(payload) or ErrorInfo(body_message(text, status))
     error = _classify(status, info, headers).mark_upstream().with_status(status).with_body(text)
-    error = _apply_should_retry(error, headers)
+    error = _apply_should_retry(waits_as_asked(error, headers), headers)
     _name_upstream(error, info)
     if provider is not None:
         error.with_provider(provider)
