@@ -1,8 +1,10 @@
 """Why an extraction failed after (or before) calling the provider: one class per reason.
 
-`str()` of a failure says what happened and never quotes the raw output; the log view
-(`as_log()`) also leaves out the refusal text and the parse detail, which come from the
-model. The full form (`to_dict`) keeps the response for the caller.
+`str()` of a failure says what happened and where, for the caller: never the raw output
+whole, but a parse detail may quote the value that did not fit (`invalid type: string
+"abc", expected an integer`), and a refusal is quoted. The log view (`as_log()`) leaves out
+the refusal text and the parse detail, which come from the model: log that, not `str()`.
+The full form (`to_dict`) keeps the response for the caller.
 """
 
 from __future__ import annotations
