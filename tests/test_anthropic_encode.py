@@ -611,3 +611,22 @@ def test_enforcement_per_mode_for_the_seed_types() -> None:
             _Map,
             ChatRequest("claude-sonnet-4-5").user("x").with_option(ExtractionMode.NATIVE),
         )
+
+
+def test_an_empty_text_block_is_left_out() -> None:
+    """Anthropic answers 400 to an empty text block; it says nothing, so it is not sent,
+    and a user message of nothing else is not sent either."""
+    image = ImagePart(url="https://example.com/a.png")
+    request = ChatRequest("claude-sonnet-4-5").user("", image).assistant("ok").user("").user("Next")
+    _, _, body, warnings = encode(request)
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+            ],
+        },
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "Next"},
+    ]
+    assert warnings == []

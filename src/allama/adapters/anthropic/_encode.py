@@ -143,7 +143,10 @@ class _Encoder:
 
     def message(self, message: Message) -> tuple[str, list[dict[str, Any]]]:
         if isinstance(message, UserMessage):
-            return "user", [self.user_part(part) for part in message.content]
+            # An empty text block is refused ("text content blocks must be non-empty"); it
+            # says nothing, so it is left out (and a message of nothing else with it).
+            parts = message.content
+            return "user", [self.user_part(p) for p in parts if not _empty_text(p)]
         if isinstance(message, AssistantMessage):
             return "assistant", self.assistant(message)
         assert isinstance(message, ToolMessage)
@@ -604,3 +607,7 @@ def encode_request(
     """
     body = _Encoder(request, profile, family, degradations, stream=stream).body()
     return HttpRequest("POST", url, headers, body, params or {})
+
+
+def _empty_text(part: TextPart | ImagePart | DocumentPart) -> bool:
+    return isinstance(part, TextPart) and not part.text
