@@ -480,22 +480,3 @@ def test_enforcement_per_mode_for_the_seed_types() -> None:
         "exact",
         "refused",
     )
-
-
-def test_an_empty_text_part_is_left_out() -> None:
-    """Gemini answers 400 to an empty text part; it says nothing, so it is not sent, and a
-    user message of nothing else is not sent either."""
-    image = ImagePart(url="https://example.com/a.png")
-    request = ChatRequest("gemini-2.5-flash").user("", image).assistant("ok").user("").user("Next")
-    _, _, _, body, warnings = encode(request)
-    assert body["contents"] == [
-        {
-            "role": "user",
-            "parts": [
-                {"fileData": {"fileUri": "https://example.com/a.png", "mimeType": "image/png"}}
-            ],
-        },
-        {"role": "model", "parts": [{"text": "ok"}]},
-        {"role": "user", "parts": [{"text": "Next"}]},
-    ]
-    assert warnings == []

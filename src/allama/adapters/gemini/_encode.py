@@ -125,14 +125,7 @@ class _Encoder:
 
     def message(self, message: Message) -> tuple[str, list[dict[str, Any]]]:
         if isinstance(message, UserMessage):
-            # An empty text part is refused ("empty text parameter"); it says nothing, so it
-            # is left out (and a message of nothing else with it).
-            parts = message.content
-            return "user", [
-                self.user_part(part)
-                for part in parts
-                if not (isinstance(part, TextPart) and not part.text)
-            ]
+            return "user", [self.user_part(part) for part in message.content]
         if isinstance(message, AssistantMessage):
             return "model", self.model_turn(message)
         assert isinstance(message, ToolMessage)
