@@ -630,3 +630,19 @@ def test_an_empty_text_block_is_left_out() -> None:
         {"role": "user", "content": "Next"},
     ]
     assert warnings == []
+
+
+def test_reasoning_from_the_responses_api_is_not_sent_as_anthropics() -> None:
+    """A Responses reasoning item keeps its id (`rs_...`) as the block's signature and its
+    encrypted content: neither is Anthropic's, which checks its own signatures (a foreign
+    one is answered 400), so it is left out like any unsigned reasoning, with a warning."""
+    foreign = Reasoning(text="Looked it up.", signature="rs_68ab12", encrypted_content="gAAAA")
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Q")
+        .assistant([foreign, TextPart(text="A")])
+        .user("More")
+    )
+    _, _, body, warnings = encode(request)
+    assert body["messages"][1] == {"role": "assistant", "content": "A"}
+    assert fields(warnings) == [("reasoning", "approximated")]

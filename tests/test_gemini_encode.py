@@ -480,3 +480,18 @@ def test_enforcement_per_mode_for_the_seed_types() -> None:
         "exact",
         "refused",
     )
+
+
+def test_a_responses_item_id_is_not_sent_as_a_thought_signature() -> None:
+    foreign = Reasoning(text="Looked it up.", signature="rs_68ab12", encrypted_content="gAAAA")
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .user("Q")
+        .assistant([foreign, Reasoning(signature="rs_2"), TextPart(text="A")])
+        .user("More")
+    )
+    _, _, _, body, _ = encode(request)
+    assert body["contents"][1] == {
+        "role": "model",
+        "parts": [{"text": "Looked it up.", "thought": True}, {"text": "A"}],
+    }

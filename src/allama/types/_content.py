@@ -103,6 +103,11 @@ class Refusal(Data):
         return f"Refusal(text={withheld(self.text)})"
 
 
+OPENAI_REASONING_ID_PREFIX = "rs_"
+"""How the Responses API's reasoning item ids begin: a `Reasoning.signature` that begins so
+is that item's id (kept to send the item back), not a signature another provider checks."""
+
+
 class Reasoning(Data):
     """The model's reasoning, with the provider's signature or encrypted content kept verbatim.
 

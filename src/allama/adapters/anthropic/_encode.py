@@ -52,6 +52,7 @@ from allama.types import (
     UserMessage,
     WarningKind,
 )
+from allama.types._content import OPENAI_REASONING_ID_PREFIX
 
 __all__ = [
     "BODY_OPTION",
@@ -208,7 +209,9 @@ class _Encoder:
         unsigned = False
         for block in message.content:
             if isinstance(block, Reasoning):
-                if block.signature:
+                if block.signature and block.signature.startswith(OPENAI_REASONING_ID_PREFIX):
+                    unsigned = True  # a Responses item's id and content, not Anthropic's
+                elif block.signature:
                     blocks.append(
                         {"type": "thinking", "thinking": block.text, "signature": block.signature}
                     )

@@ -58,6 +58,7 @@ from allama.types import (
     UserMessage,
     WarningKind,
 )
+from allama.types._content import OPENAI_REASONING_ID_PREFIX
 
 __all__ = ["BODY_OPTION", "MAX_STOP_SEQUENCES", "THINKING_BUDGETS", "encode_request"]
 
@@ -153,13 +154,17 @@ class _Encoder:
         signature: str | None = None
         for block in message.content:
             if isinstance(block, Reasoning):
+                # A Responses item's id is no thought signature: Gemini would refuse it.
+                own = block.signature
+                if own and own.startswith(OPENAI_REASONING_ID_PREFIX):
+                    own = None
                 if block.text:
                     thought: dict[str, Any] = {"text": block.text, "thought": True}
-                    if block.signature:
-                        thought["thoughtSignature"] = block.signature
+                    if own:
+                        thought["thoughtSignature"] = own
                     parts.append(thought)
-                elif block.signature:
-                    signature = block.signature
+                elif own:
+                    signature = own
                 continue
             if isinstance(block, TextPart | Refusal):
                 if not block.text and signature is None:

@@ -67,6 +67,7 @@ from allama.types import (
     ToolMessage,
     UserMessage,
 )
+from allama.types._content import OPENAI_REASONING_ID_PREFIX
 
 __all__ = [
     "BODY_OPTION",
@@ -92,7 +93,7 @@ LOGPROBS_INCLUDE = "message.output_text.logprobs"
 MIN_OUTPUT_TOKENS = 16
 """The smallest `max_output_tokens` the Responses API takes."""
 
-REASONING_ID_PREFIX = "rs_"
+REASONING_ID_PREFIX = OPENAI_REASONING_ID_PREFIX
 """How the ids of this API's reasoning items begin (OpenAI, Azure, xAI, OpenRouter): a
 `Reasoning.signature` that does not is another provider's signature, not an item id."""
 
