@@ -1567,6 +1567,9 @@ def test_a_floor_fails_before_sending_under_encoding_coverage(run: Run) -> None:
     assert "`Customer.contact` is a map" in found.reason, found.reason
     assert found.response is None
     assert found.metadata.passes == 0
+    # The record agrees with the error: the enforcement the call would have had, and why.
+    assert found.metadata.enforcement is found.achieved
+    assert [w.message for w in found.metadata.degradations] == [found.reason]
 
     # A floor the plan meets lets the call through.
     run.fails(

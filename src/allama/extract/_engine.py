@@ -258,6 +258,9 @@ def check_floor_before_sending(
     metadata = ExtractionMetadata.new(planned.mode)
     metadata.auto_fallback = planned.auto_fallback
     metadata.root_wrapped = planned.root_wrapped
+    # The record says what the call would have had, as the error does: nothing was sent.
+    metadata.degradations = list(planned.degradations)
+    metadata.enforcement = planned.enforcement
     raise EnforcementBelowError(
         provider=provider.name,
         metadata=metadata,
