@@ -15,6 +15,7 @@ from allama.errors import InvalidRequestError, UnsupportedError
 from allama.providers import HttpProvider
 from allama.types import (
     AssistantMessage,
+    DocumentPart,
     ImagePart,
     Reasoning,
     RequestField,
@@ -646,3 +647,20 @@ def test_reasoning_from_the_responses_api_is_not_sent_as_anthropics() -> None:
     _, _, body, warnings = encode(request)
     assert body["messages"][1] == {"role": "assistant", "content": "A"}
     assert fields(warnings) == [("reasoning", "approximated")]
+
+
+def test_a_text_document_by_url_is_refused_before_sending() -> None:
+    """Anthropic reads a URL document source as a PDF: a text file named by URL would be
+    refused by the API, so it is refused here, saying what to do."""
+    document = DocumentPart(url="https://example.com/notes.txt", media_type="text/plain")
+    with pytest.raises(InvalidRequestError) as caught:
+        encode(ChatRequest("claude-sonnet-4-5").user("Summarise", document))
+    assert caught.value.message == (
+        "Anthropic takes a document by URL only as a PDF, not text/plain; send the text itself"
+    )
+    pdf = DocumentPart(url="https://example.com/paper.pdf")
+    _, _, body, _ = encode(ChatRequest("claude-sonnet-4-5").user("Summarise", pdf))
+    assert body["messages"][0]["content"][1]["source"] == {
+        "type": "url",
+        "url": "https://example.com/paper.pdf",
+    }

@@ -172,6 +172,12 @@ class _Encoder:
 
     def document_source(self, part: DocumentPart) -> dict[str, Any]:
         if part.url is not None:
+            if part.media_type not in (None, "application/pdf"):
+                # A URL source is read as a PDF: a text file there would be refused.
+                raise self.invalid(
+                    f"{self.profile.display_name} takes a document by URL only as a PDF, not "
+                    f"{part.media_type}; send the text itself"
+                )
             return {"type": "url", "url": part.url}
         data = part.data or b""
         if part.media_type == "application/pdf":
