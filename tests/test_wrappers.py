@@ -7,7 +7,9 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 import pytest
+from pydantic import BaseModel
 
+import allama
 from allama import (
     CapabilitySupport,
     ChatCapability,
@@ -15,6 +17,7 @@ from allama import (
     ChatRequest,
     ChatResponse,
     Error,
+    ExtractionMetadata,
     IncompleteStreamError,
     InvalidRequestError,
     NetworkError,
@@ -27,9 +30,10 @@ from allama import (
     TextDelta,
     UnsupportedError,
     UnsupportedStage,
+    Usage,
     ValidationCoverage,
 )
-from allama.errors import errors_in_chain
+from allama.errors import REPORTED_USAGE_KEY, errors_in_chain
 from allama.mock import ChatResponseBuilder, FunctionProvider, MockProvider, MockStreamingProvider
 from allama.wrappers import (
     RETRY_METADATA_KEY,
@@ -603,3 +607,89 @@ def test_wrappers_pass_incomplete_stream_errors_through_chat_streams() -> None:
     for provider in wrappers_of(MockStreamingProvider([[TextDelta(index=0, text="x")]] * 3)):
         with pytest.raises(IncompleteStreamError):
             provider.chat_stream(REQUEST).response()
+
+
+# What failed attempts reported paying reaches the extraction's record
+
+
+def _paid_failure(provider: str, tokens: int) -> ServerError:
+    """A failure in a 200 body that reported usage (OpenRouter's error on the choice)."""
+    error = ServerError("upstream failed").with_provider(provider).with_model("gpt-4o")
+    return error.with_metadata(REPORTED_USAGE_KEY, {"input_tokens": tokens, "output_tokens": 5})
+
+
+def _answer(provider: str) -> ChatResponse:
+    return (
+        ChatResponseBuilder()
+        .text('{"name": "Ada"}')
+        .usage(10, 2)
+        .provider(provider)
+        .model("gpt-4o")
+        .build()
+    )
+
+
+class Named(BaseModel):
+    name: str
+
+
+def test_a_retry_after_a_paid_failure_counts_what_it_paid() -> None:
+    clock = Clock()
+    inner = MockProvider([_paid_failure("a", 100), _paid_failure("a", 200), _answer("a")], name="a")
+    extracted = allama.extract(retrying(inner, clock), Named, REQUEST)
+    metadata = extracted.metadata
+    assert metadata.passes == 1
+    assert metadata.usage == Usage(input_tokens=310, output_tokens=12)
+    assert extracted.response.provider_data["allama"]["retry"] == {
+        "attempts": 3,
+        "paid_before": [
+            {
+                "provider": "a",
+                "model": "gpt-4o",
+                "usage": {"input_tokens": 100, "output_tokens": 5},
+            },
+            {
+                "provider": "a",
+                "model": "gpt-4o",
+                "usage": {"input_tokens": 200, "output_tokens": 5},
+            },
+        ],
+    }
+
+
+def test_a_retry_that_gives_up_counts_every_attempt_it_paid_for() -> None:
+    clock = Clock()
+    policy = RetryPolicy(max_attempts=3)
+    inner = MockProvider([_paid_failure("a", 100) for _ in range(3)], name="a")
+    with pytest.raises(ServerError) as caught:
+        allama.extract(retrying(inner, clock, policy), Named, REQUEST)
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None
+    assert (record.passes, record.usage) == (0, Usage(input_tokens=300, output_tokens=15))
+
+
+def test_a_failover_counts_what_the_providers_before_it_paid() -> None:
+    first = MockProvider([_paid_failure("a", 100)], name="a")
+    second = MockProvider([_answer("b")], name="b")
+    extracted = allama.extract(FailoverProvider([first, second]), Named, REQUEST)
+    assert extracted.metadata.usage == Usage(input_tokens=110, output_tokens=7)
+    assert extracted.response.provider == "b"
+
+    both = FailoverProvider(
+        [
+            MockProvider([_paid_failure("a", 100)], name="a"),
+            MockProvider([_paid_failure("b", 40)], name="b"),
+        ]
+    )
+    with pytest.raises(ServerError) as caught:
+        allama.extract(both, Named, REQUEST)
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None and record.usage == Usage(input_tokens=140, output_tokens=10)
+
+
+def test_a_retry_over_a_failover_waits_as_long_as_any_provider_asked() -> None:
+    clock = Clock()
+    first = MockProvider([RateLimitedError("slow", retry_after=30.0), _answer("a")], name="a")
+    second = MockProvider([ServerError("busy", retry_after=1.0)], name="b")
+    response = retrying(FailoverProvider([first, second]), clock).chat(REQUEST)
+    assert response.provider == "a" and clock.sleeps == [30.0]

@@ -49,6 +49,11 @@ REPORTED_USAGE_KEY = "allama.usage"
 """The context metadata key of the usage a provider reported with an error in a 200 body (an
 error on the choice, a failed response): tokens paid for, which an extraction records."""
 
+PAID_BEFORE_KEY = "allama.paid_before"
+"""The context metadata key of what earlier failed attempts of the same call reported paying
+(a retry that gave up): a list of `{"provider", "model", "usage"}`, beside the error's own
+`REPORTED_USAGE_KEY`."""
+
 _LOGGED_METADATA_PREFIX = "allama."
 
 
@@ -563,6 +568,28 @@ class ExtractionError(Error):
     kind = "extraction"
     response: ChatResponse | None
     metadata: ExtractionMetadata
+
+
+def asked_wait(error: Error) -> float | None:
+    """The longest wait any error in `error`'s chain asked for: a failover retried from the
+    start goes back to a provider that may have asked for longer than the last one did."""
+    waits = [link.retry_after for link in errors_in_chain(error) if link.retry_after is not None]
+    return max(waits) if waits else None
+
+
+def paid_for(error: Error) -> list[dict[str, JsonValue]]:
+    """What the failed attempts behind `error` reported paying, each as `{"provider",
+    "model", "usage"}`: every error in its chain (a failover's providers), and the attempts
+    a retry made before it; none when no provider reported usage with its error."""
+    paid: list[dict[str, JsonValue]] = []
+    for link in errors_in_chain(error):
+        earlier = link.context.metadata.get(PAID_BEFORE_KEY)
+        if isinstance(earlier, list):
+            paid.extend(entry for entry in earlier if isinstance(entry, dict))
+        usage = link.context.metadata.get(REPORTED_USAGE_KEY)
+        if isinstance(usage, dict):
+            paid.append({"provider": link.provider, "model": link.model, "usage": usage})
+    return paid
 
 
 def errors_in_chain(error: Error) -> list[Error]:

@@ -37,7 +37,7 @@ from allama.batch._run import (
     _Spec,
     input_key,
 )
-from allama.errors import Error, ExtractionError, NotFoundError, RateLimitedError
+from allama.errors import Error, ExtractionError, NotFoundError, RateLimitedError, asked_wait
 from allama.extract._engine import Extracted, extract_steps
 from allama.extract._metadata import ExtractionMetadata
 from allama.providers._jobs import ProviderJobs, RowUnanswered, provider_jobs
@@ -351,7 +351,7 @@ class JobRunner(_Runner):
 
     def _pause(self, error: Error, tried: int) -> float:
         base = self.spec.backoff * 2 ** (tried - 1)
-        return error.retry_after or min(60.0, base * (0.5 + self.random.random() / 2))
+        return asked_wait(error) or min(60.0, base * (0.5 + self.random.random() / 2))
 
     # Jobs of earlier runs
 
@@ -559,7 +559,7 @@ class JobRunner(_Runner):
                         and (self.stopping is None)
                     ):
                         if isinstance(error, RateLimitedError):
-                            pause = self.limiter.slow_down(error.retry_after, sent_at)
+                            pause = self.limiter.slow_down(asked_wait(error), sent_at)
                         else:
                             pause = self._pause(error, tried)
                         await asyncio.sleep(pause)

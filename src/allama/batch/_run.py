@@ -32,7 +32,7 @@ from pydantic import TypeAdapter
 from allama import _tracing
 from allama.batch._ledger import Ledger, LedgerRow, LedgerWriter, Status
 from allama.batch._limits import RateLimiter, positive
-from allama.errors import Error, ExtractionError, RateLimitedError
+from allama.errors import Error, ExtractionError, RateLimitedError, asked_wait
 from allama.extract._engine import Extracted
 from allama.extract._extractor import Extractor
 from allama.extract._metadata import ExtractionMetadata
@@ -766,8 +766,8 @@ class _Runner:
                 and tries.limited <= _MAX_RATE_LIMITED
                 and self.stopping is None
             ):
-                if record is not None and record.passes:
-                    spent.append(record)
+                if record is not None and (record.passes or record.usage is not None):
+                    spent.append(record)  # paid for: a pass, or a failure that reported usage
                 await self._wait_after(outcome, tries.tried, sent_at)
                 tries.attempts = (
                     await self.ledger.again(key) if self.ledger is not None else tries.tried + 1
@@ -785,11 +785,12 @@ class _Runner:
         return await self._record_success(index, key, label, outcome, tries.attempts, began, spent)
 
     async def _wait_after(self, error: Error, tried: int, sent_at: float) -> None:
+        asked = asked_wait(error)
         if isinstance(error, RateLimitedError):
-            pause = self.limiter.slow_down(error.retry_after, sent_at)
+            pause = self.limiter.slow_down(asked, sent_at)
         else:  # an overloaded or failing server: this input waits, the others go on
             base = self.spec.backoff * 2 ** (tried - 1)
-            pause = error.retry_after or min(60.0, base * (0.5 + self.random.random() / 2))
+            pause = asked or min(60.0, base * (0.5 + self.random.random() / 2))
         await asyncio.sleep(pause)
 
     async def _record_success(

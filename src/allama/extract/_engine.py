@@ -12,7 +12,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from allama.errors import REPORTED_USAGE_KEY, Error
+from allama.errors import Error, paid_for
 from allama.extract._errors import EnforcementBelowError, ModeUnsupportedError, _Failure
 from allama.extract._metadata import AutoFallback, ExtractionMetadata, counted_field
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
@@ -27,7 +27,6 @@ from allama.types import (
     ChatResponse,
     ProviderDataEvent,
     ResponseStart,
-    Usage,
     UsageEvent,
     ValidationCoverage,
     Warning,
@@ -318,7 +317,7 @@ def extract_steps(
     while True:
         outcome = yield derived
         if isinstance(outcome, Error):
-            _record_reported_usage(metadata, outcome, target)
+            _record_reported_usage(metadata, outcome)
             start.fall_back_or_raise(outcome)
             target = start.target()
             derived = target.derive(request, metadata.mode)
@@ -345,18 +344,12 @@ def extract_steps(
         raise _failed(parsed, metadata, response)
 
 
-def _record_reported_usage(metadata: ExtractionMetadata, error: Error, target: Target) -> None:
+def _record_reported_usage(metadata: ExtractionMetadata, error: Error) -> None:
     """The usage a provider reported with an error in a 200 body: paid for, so recorded (and
-    priced), though the call is not a pass, as in a stream that failed."""
-    usage = error.context.metadata.get(REPORTED_USAGE_KEY)
-    if not isinstance(usage, dict):
-        return
-    try:
-        counted = Usage.model_validate(usage)
-    except ValueError:
-        return
-    response = ChatResponse((), usage=counted, provider=error.provider, model=error.model)
-    metadata.record_usage_and_degradations(response, target.reword)
+    priced), though the call is not a pass, as in a stream that failed; that of every error
+    in the chain a failover raised, and the attempts a retry made before, too (each was
+    paid)."""
+    metadata.record_paid(paid_for(error))
 
 
 @dataclass(frozen=True, slots=True)

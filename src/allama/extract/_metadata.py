@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -252,9 +252,37 @@ class ExtractionMetadata(BaseModel):
         self.record_usage_and_degradations(response, reword)
         self.enforcement = SchemaEnforcement.from_degradations(self.degradations)
 
+    def record_paid(self, paid: Sequence[Mapping[str, Any]]) -> None:
+        """Count what failed attempts reported paying (`allama.errors.paid_for`): their
+        usage and cost, not passes."""
+        for entry in paid:
+            usage = entry.get("usage")
+            if not isinstance(usage, dict):
+                continue
+            try:
+                counted = Usage.model_validate(usage)
+            except ValueError:
+                continue
+            provider, model = entry.get("provider"), entry.get("model")
+            self._charge(
+                provider if isinstance(provider, str) else None,
+                model if isinstance(model, str) else None,
+                counted,
+            )
+
+    def _charge(self, provider: str | None, model: str | None, usage: Usage) -> None:
+        self.usage = usage if self.usage is None else self.usage + usage
+        state = self.__dict__
+        charge: Charge = (provider, model, usage, time.time())
+        charges: tuple[Charge | Cost | str, ...] | None = state.get(_CHARGES)
+        state[_CHARGES] = (charge,) if charges is None else (*charges, charge)
+        state.pop(_PRICED, None)
+
     def record_usage_and_degradations(
         self, response: ChatResponse, reword: Callable[[Warning], Warning]
     ) -> None:
+        if response.provider_data:
+            self.record_paid(_paid_before(response.provider_data))
         usage = response.usage
         if usage is not None:
             self.usage = usage if self.usage is None else self.usage + usage
@@ -312,6 +340,20 @@ _ANTHROPIC_CACHE_WRITES = (
     ("ephemeral_1h_input_tokens", "cache_write_1h_tokens"),
     ("ephemeral_5m_input_tokens", "cache_write_5m_tokens"),
 )
+
+
+def _paid_before(provider_data: Mapping[str, Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """What the wrappers that made the call (retries, failovers) report their failed attempts
+    paid (`provider_data["allama"][wrapper]["paid_before"]`)."""
+    wrappers = provider_data.get("allama")
+    if not wrappers:
+        return []
+    paid: list[Mapping[str, Any]] = []
+    for record in wrappers.values():
+        entries = record.get("paid_before") if isinstance(record, dict) else None
+        if isinstance(entries, list):
+            paid.extend(entry for entry in entries if isinstance(entry, dict))
+    return paid
 
 
 def _billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, int] | None:

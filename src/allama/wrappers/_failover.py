@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from pydantic import JsonValue
 
-from allama.errors import Error, UnsupportedError, errors_in_chain
+from allama.errors import Error, UnsupportedError, errors_in_chain, paid_for
 from allama.provider import ChatProvider
 from allama.stream import AsyncChatStream, ChatStream
 from allama.types import (
@@ -18,7 +18,12 @@ from allama.types import (
     ChatValidation,
     UnsupportedStage,
 )
-from allama.wrappers._record import record_async_stream, record_response, record_stream
+from allama.wrappers._record import (
+    PAID_BEFORE,
+    record_async_stream,
+    record_response,
+    record_stream,
+)
 
 __all__ = ["FailoverProvider"]
 
@@ -58,10 +63,15 @@ class _Tries:
         return not last and self._owner.fails_over_on(error)
 
     def record(self) -> JsonValue | None:
-        """What a success reports about the providers tried, when there was more than one."""
+        """What a success reports about the providers tried, when there was more than one:
+        and what those that failed reported paying (`paid_before`)."""
         if len(self.names) == 1:
             return None
-        return {"attempts": len(self.names), "providers": list(self.names)}
+        record: dict[str, JsonValue] = {"attempts": len(self.names), "providers": list(self.names)}
+        paid = paid_for(self.previous) if self.previous is not None else []
+        if paid:
+            record[PAID_BEFORE] = list(paid)
+        return record
 
 
 class FailoverProvider:

@@ -9,6 +9,10 @@ from pydantic import JsonValue
 from allama.stream import AsyncChatStream, ChatStream
 from allama.types import ALLAMA_NAMESPACE, ChatResponse, ProviderDataEvent, StreamEvent
 
+PAID_BEFORE = "paid_before"
+"""The key, in a wrapper's record on a response, of what its failed attempts reported paying
+(`allama.errors.paid_for`): an extraction's record counts their usage and cost."""
+
 
 def record_response(response: ChatResponse, key: str, value: JsonValue | None) -> ChatResponse:
     """`response` with `value` under `provider_data["allama"][key]` (unchanged for `None`)."""

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from pydantic import JsonValue
 
-from allama.errors import Error
+from allama.errors import PAID_BEFORE_KEY, Error, asked_wait, paid_for
 from allama.provider import ChatProvider
 from allama.stream import AsyncChatStream, ChatStream
 from allama.types import (
@@ -26,7 +26,7 @@ from allama.types import (
     ChatResponse,
     ChatValidation,
 )
-from allama.wrappers._record import record_async_stream, record_response, record_stream
+from allama.wrappers._record import PAID_BEFORE, record_async_stream, record_response, record_stream
 
 __all__ = ["RETRY_METADATA_KEY", "RetryPolicy", "RetryingProvider"]
 
@@ -96,7 +96,7 @@ class RetryPolicy:
         if not error.retryable or attempts >= self.max_attempts:
             return None
         wait = self.backoff(attempts, unit)
-        retry_after = error.retry_after
+        retry_after = asked_wait(error)
         if retry_after is not None:
             if retry_after > self.max_retry_after:
                 return None
@@ -109,7 +109,7 @@ class RetryPolicy:
 class _Attempts:
     """The state of one retried call; both loops ask it what to do after each failure."""
 
-    __slots__ = ("_clock", "_policy", "_random", "_start", "count")
+    __slots__ = ("_clock", "_policy", "_random", "_start", "count", "paid")
 
     def __init__(
         self, policy: RetryPolicy, clock: Callable[[], float], random: Callable[[], float]
@@ -119,6 +119,8 @@ class _Attempts:
         self._random = random
         self._start = clock()
         self.count = 0
+        self.paid: list[dict[str, JsonValue]] = []
+        """What the failed attempts so far reported paying (`allama.errors.paid_for`)."""
 
     def begin(self) -> None:
         self.count += 1
@@ -129,11 +131,22 @@ class _Attempts:
         wait = self._policy.delay(self.count, error, elapsed=elapsed, unit=self._random())
         if wait is None:
             error.with_metadata(RETRY_METADATA_KEY, {"attempts": self.count})
+            if self.paid:
+                # The attempts before this one were paid too: the record counts them.
+                error.with_metadata(PAID_BEFORE_KEY, list(self.paid))
+            return None
+        self.paid.extend(paid_for(error))
         return wait
 
     def record(self) -> JsonValue | None:
-        """What a success reports about its attempts, when there was more than one."""
-        return {"attempts": self.count} if self.count > 1 else None
+        """What a success reports about its attempts, when there was more than one: their
+        count, and what the failed ones reported paying (`paid_before`)."""
+        if self.count <= 1:
+            return None
+        record: dict[str, JsonValue] = {"attempts": self.count}
+        if self.paid:
+            record[PAID_BEFORE] = list(self.paid)
+        return record
 
 
 class RetryingProvider:
