@@ -664,3 +664,23 @@ def test_a_text_document_by_url_is_refused_before_sending() -> None:
         "type": "url",
         "url": "https://example.com/paper.pdf",
     }
+
+
+def test_a_tool_sent_without_strict_names_no_keyword_as_removed() -> None:
+    """A schema strict mode cannot hold (a map) goes as the tool's own schema, without
+    `strict`: the keywords a strict rewrite would drop are still in it, and the warnings do
+    not say they were removed."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": {"type": "string", "maxLength": 20}, "minItems": 2},
+            "meta": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+        "required": ["items", "meta"],
+    }
+    tool = ToolDefinition(name="submit", parameters=schema, strict=True)
+    _, _, body, warnings = encode(ChatRequest("claude-sonnet-4-5").user("Hi").with_tools([tool]))
+    assert body["tools"][0]["input_schema"] == schema and "strict" not in body["tools"][0]
+    assert [(w.kind, w.message.split(":")[0]) for w in warnings] == [
+        (WarningKind.UNSUPPORTED, "tool `submit` is not strict-representable")
+    ]

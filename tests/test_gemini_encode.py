@@ -32,6 +32,7 @@ from allama.types import (
     UnsupportedPolicy,
     UnsupportedStage,
     Warning,
+    WarningKind,
 )
 
 KEY = "AIza-test-key-1234"
@@ -495,3 +496,23 @@ def test_a_responses_item_id_is_not_sent_as_a_thought_signature() -> None:
         "role": "model",
         "parts": [{"text": "Looked it up.", "thought": True}, {"text": "A"}],
     }
+
+
+def test_a_tool_schema_rewritten_for_gemini_1_5_names_what_it_lost() -> None:
+    """Gemini 1.5 takes function parameters in its OpenAPI subset: what the rewrite drops
+    is named, as it is for a response schema."""
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 4}},
+        "required": ["name"],
+    }
+    tool = ToolDefinition(name="submit", parameters=schema)
+    _, _, _, body, warnings = encode(ChatRequest("gemini-1.5-pro").user("Hi").with_tools([tool]))
+    sent = body["tools"][0]["functionDeclarations"][0]["parameters"]
+    assert "maxLength" not in sent["properties"]["name"]
+    assert [(w.kind, w.message) for w in warnings] == [
+        (
+            WarningKind.APPROXIMATED,
+            "tool `submit` was approximated: `maxLength` was removed at `/properties/name`",
+        )
+    ]

@@ -65,6 +65,7 @@ def apply_strict_policy(
     field: RequestField,
     subject: str,
     degradations: Degradations,
+    rewrite_sent_anyway: bool = True,
 ) -> bool:
     """Record `rewrite`'s notes on `field` and decide whether it can be sent strict.
 
@@ -72,12 +73,15 @@ def apply_strict_policy(
     `submit_structured_output`" or "the response format `person`". Approximations are
     warnings and never fail. When strict mode cannot hold, under `UnsupportedPolicy.ERROR`
     this raises an `UnsupportedError` before sending; under `WARN` it records an
-    unsupported warning and returns `False` (send without `strict`).
+    unsupported warning and returns `False` (send without `strict`). A caller that then
+    sends the original schema rather than the rewrite (`rewrite_sent_anyway=False`) gets
+    no approximations recorded: nothing was widened in what went out.
     """
-    for note in rewrite.notes:
-        if note.kind is WarningKind.APPROXIMATED:
-            degradations.approximate(field, f"{subject} was approximated: {note.message}")
     unsupported = [note for note in rewrite.notes if note.kind is WarningKind.UNSUPPORTED]
+    if not unsupported or rewrite_sent_anyway:
+        for note in rewrite.notes:
+            if note.kind is WarningKind.APPROXIMATED:
+                degradations.approximate(field, f"{subject} was approximated: {note.message}")
     if not unsupported:
         return True
     reasons = "; ".join(note.message for note in unsupported)

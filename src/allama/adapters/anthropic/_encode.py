@@ -414,8 +414,13 @@ class _Encoder:
                 )
             else:
                 rewrite = self.rewrite(schema, subject)
+                # Without `strict` the tool's own schema is sent, not the rewrite.
                 strict = apply_strict_policy(
-                    rewrite, field=field, subject=subject, degradations=self.degradations
+                    rewrite,
+                    field=field,
+                    subject=subject,
+                    degradations=self.degradations,
+                    rewrite_sent_anyway=False,
                 )
                 if strict:
                     schema = rewrite.schema

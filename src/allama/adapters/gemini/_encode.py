@@ -370,6 +370,12 @@ class _Encoder:
             subject = f"tool `{tool.name}`"
             rewrite = self.rewrite(tool.parameters, subject, SchemaSurface.RESPONSE_SCHEMA)
             declaration["parameters"] = rewrite.schema
+            # The OpenAPI subset drops or widens what it cannot say: the schema sent is not
+            # the tool's, and each place is named.
+            for note in rewrite.notes:
+                self.degradations.approximate(
+                    RequestField.TOOLS, f"{subject} was approximated: {note.message}"
+                )
         else:
             declaration["parametersJsonSchema"] = tool.parameters
         return declaration
