@@ -317,7 +317,9 @@ def extract_steps(
     while True:
         outcome = yield derived
         if isinstance(outcome, Error):
-            _record_reported_usage(metadata, outcome)
+            # A failed call that reported usage (and each the chain holds) was paid for:
+            # counted, though not a pass, as in a stream that failed.
+            metadata.record_paid(paid_for(outcome))
             start.fall_back_or_raise(outcome)
             target = start.target()
             derived = target.derive(request, metadata.mode)
@@ -342,14 +344,6 @@ def extract_steps(
             derived = ask_again(derived, response, metadata.mode, parsed)
             continue
         raise _failed(parsed, metadata, response)
-
-
-def _record_reported_usage(metadata: ExtractionMetadata, error: Error) -> None:
-    """The usage a provider reported with an error in a 200 body: paid for, so recorded (and
-    priced), though the call is not a pass, as in a stream that failed; that of every error
-    in the chain a failover raised, and the attempts a retry made before, too (each was
-    paid)."""
-    metadata.record_paid(paid_for(error))
 
 
 @dataclass(frozen=True, slots=True)

@@ -264,16 +264,22 @@ class ExtractionMetadata(BaseModel):
             except ValueError:
                 continue
             provider, model = entry.get("provider"), entry.get("model")
-            self._charge(
-                provider if isinstance(provider, str) else None,
-                model if isinstance(model, str) else None,
+            self._count(
                 counted,
+                (
+                    provider if isinstance(provider, str) else None,
+                    model if isinstance(model, str) else None,
+                    counted,
+                    time.time(),
+                ),
             )
 
-    def _charge(self, provider: str | None, model: str | None, usage: Usage) -> None:
-        self.usage = usage if self.usage is None else self.usage + usage
+    def _count(self, usage: Usage | None, charge: Charge) -> None:
+        """Add `usage` to the record and keep its charge (an `allama._prices.Charge`), priced
+        only when the cost is read."""
+        if usage is not None:
+            self.usage = usage if self.usage is None else self.usage + usage
         state = self.__dict__
-        charge: Charge = (provider, model, usage, time.time())
         charges: tuple[Charge | Cost | str, ...] | None = state.get(_CHARGES)
         state[_CHARGES] = (charge,) if charges is None else (*charges, charge)
         state.pop(_PRICED, None)
@@ -281,14 +287,11 @@ class ExtractionMetadata(BaseModel):
     def record_usage_and_degradations(
         self, response: ChatResponse, reword: Callable[[Warning], Warning]
     ) -> None:
+        usage = response.usage
+        extras = None
         if response.provider_data:
             self.record_paid(_paid_before(response.provider_data))
-        usage = response.usage
-        if usage is not None:
-            self.usage = usage if self.usage is None else self.usage + usage
-        # Kept for the cost, priced only when it is read (an `allama._prices.Charge`).
-        state = self.__dict__
-        extras = _billed_extras(response.provider_data) if response.provider_data else None
+            extras = _billed_extras(response.provider_data)
         charge: Charge
         if extras:
             batch = response.batch_job is not None
@@ -297,9 +300,7 @@ class ExtractionMetadata(BaseModel):
             charge = (response.provider, response.model, usage, time.time())
         else:
             charge = (response.provider, response.model, usage, time.time(), True)
-        charges: tuple[Charge | Cost | str, ...] | None = state.get(_CHARGES)
-        state[_CHARGES] = (charge,) if charges is None else (*charges, charge)
-        state.pop(_PRICED, None)
+        self._count(usage, charge)
         field = counted_field(self.mode)
         if field is None:
             return

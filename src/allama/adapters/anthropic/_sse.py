@@ -9,13 +9,11 @@ of every such block so far, so that the collected response holds what `decode_re
 gives for the same message. The citations of a text block (a list on its start, and each
 `citations_delta`) are kept verbatim and, at its stop, reported the same way under
 `citations`: every cited text block so far, by allama's index for it, which is its position
-in the collected content. That list is the decoder's own, which each later cited block
-extends in place (so that many cited blocks cost linear time): a reader who keeps the event
-and wants the list as it was then must copy it. The usage fields beyond the token counts
-that change the bill (`server_tool_use`, `cache_creation`, `service_tier`) are running
-totals like the counts, a later report of one replacing the earlier; they are reported
-under `usage_details` whenever they change. An `event: error` is raised after every event
-before it was yielded (those were paid for).
+in the collected content; each event holds the list as it stood then. The usage fields
+beyond the token counts that change the bill (`server_tool_use`, `cache_creation`,
+`service_tier`) are running totals like the counts, a later report of one replacing the
+earlier; they are reported under `usage_details` whenever they change. An `event: error`
+is raised after every event before it was yielded (those were paid for).
 """
 
 from __future__ import annotations
@@ -162,8 +160,7 @@ class MessagesStreamDecoder:
         self._open: dict[int, _Surfaced] = {}
         self._server: dict[int, _Server] = {}
         self._server_done: list[tuple[int, JsonValue]] = []
-        self._cited_at: list[int] = []
-        self._cited: list[JsonValue] = []
+        self._cited: list[dict[str, Any]] = []
         self._usage: dict[str, Any] = {}
         self._usage_details: dict[str, JsonValue] = {}
         self.finished = False
@@ -372,9 +369,8 @@ class MessagesStreamDecoder:
         yield BlockStop(index=ours.index)
         if ours.citations:
             # In block order (blocks stop in order, as a rule: then this appends).
-            at = bisect.bisect(self._cited_at, ours.index)
-            self._cited_at.insert(at, ours.index)
-            self._cited.insert(at, {"index": ours.index, "citations": ours.citations})
+            entry = {"index": ours.index, "citations": ours.citations}
+            bisect.insort(self._cited, entry, key=lambda cited: cited["index"])
             # A snapshot of the list so far (an event kept by the caller does not change
             # as later blocks stop), built without validating it again: a copy of a list
             # of references, small beside what a message of cited blocks carries.

@@ -211,10 +211,8 @@ class ResponsesStreamDecoder:
         self._by_id: dict[str, int] = {}
         self._count = 0
         self._others: list[tuple[int, JsonValue]] = []
-        self._annotated: list[int] = []
-        """The indices of the text blocks reported with annotations, ascending."""
         self._entries: dict[int, JsonValue] = {}
-        """Their entries in the reported list, by block index."""
+        """The entries of the reported annotations list, by the index of their text block."""
         self._started: tuple[str | None, str | None] | None = None
         self._has_calls = False
         self.finished = False
@@ -453,21 +451,18 @@ class ResponsesStreamDecoder:
     def _report(self, block: _Block) -> ProviderDataEvent:
         """Every annotated text block's annotations, after `block`'s changed."""
         if block.annotations:
-            if block.index not in self._entries:
-                bisect.insort(self._annotated, block.index)
             self._entries[block.index] = {
                 "index": block.index,
                 "annotations": list(block.annotations),
             }
-        elif block.index in self._entries:
-            del self._entries[block.index]
-            self._annotated.remove(block.index)
+        else:
+            self._entries.pop(block.index, None)
         # Built without validation: the values are parsed JSON already, and checking the
         # whole list again at every annotation would make many of them cost quadratic time.
         return ProviderDataEvent.model_construct(
             namespace=NAMESPACE,
             key=ANNOTATIONS_KEY,
-            value=[self._entries[index] for index in self._annotated],
+            value=[self._entries[index] for index in sorted(self._entries)],
         )
 
     def _part_delta(
