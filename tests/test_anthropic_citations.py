@@ -28,14 +28,12 @@ from allama.adapters.anthropic._decode import (
     CITATIONS_KEY,
     NAMESPACE,
     USAGE_DETAILS_KEY,
-    decode_response,
 )
 from allama.adapters.anthropic._sse import MessagesStreamDecoder, decode_stream
 from allama.stream import StreamCollector
 from allama.types import (
     BlockStart,
     BlockStop,
-    ChatResponse,
     Finish,
     FinishReason,
     ProviderDataEvent,
@@ -49,53 +47,9 @@ from allama.types import (
     Usage,
     UsageEvent,
 )
+from test_anthropic_decode import collect, decode, feed_split, message, pieces, sse
 
 # Helpers
-
-
-def message(content: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-4-5",
-        "content": content,
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 5},
-    }
-    return {**base, **fields}
-
-
-def decode(body: dict[str, Any]) -> ChatResponse:
-    return decode_response(200, {}, json.dumps(body).encode())
-
-
-def sse(*events: dict[str, Any]) -> bytes:
-    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
-
-
-def collect(events: Iterable[StreamEvent]) -> ChatResponse:
-    collector = StreamCollector()
-    for event in events:
-        collector.push(event)
-    return collector.finish()
-
-
-def feed_split(data: bytes, cuts: Iterable[int]) -> list[StreamEvent]:
-    decoder = MessagesStreamDecoder()
-    events: list[StreamEvent] = []
-    last = 0
-    for cut in [*sorted(cuts), len(data)]:
-        events.extend(decoder.feed(data[last:cut]))
-        last = cut
-    events.extend(decoder.close())
-    return events
-
-
-def pieces(text: str, parts: int = 3) -> list[str]:
-    step = max(1, -(-len(text) // parts))
-    return [text[i : i + step] for i in range(0, len(text), step)]
 
 
 _LATE_USAGE = ("output_tokens", "output_tokens_details", "server_tool_use")

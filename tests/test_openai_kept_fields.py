@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -31,7 +30,6 @@ from allama.adapters.openai_compat._decode import (
 from allama.adapters.openai_compat._sse import ChatStreamDecoder, decode_stream
 from allama.errors import InvalidRequestError, ServerError
 from allama.stream import StreamCollector
-from allama.transport import Transport
 from allama.types import (
     DECLINE_EXPLANATION_KEY,
     ChatResponse,
@@ -43,20 +41,14 @@ from allama.types import (
     ToolCall,
     Usage,
 )
+from test_openai_outside_probes import answering, sse
+from test_openai_sse import split_at
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[1].parent / "shared/corpus/cases"
 CORPUS = Path(os.environ.get("ALLAMA_CORPUS_DIR", DEFAULT_CORPUS))
 
-Handler = Callable[[httpx2.Request], httpx2.Response]
-
 
 # Helpers
-
-
-def sse(*payloads: Any) -> bytes:
-    return "".join(
-        f"data: {p if isinstance(p, str) else json.dumps(p)}\n\n" for p in payloads
-    ).encode()
 
 
 def chunk(
@@ -81,28 +73,6 @@ def collect(events: Iterable[StreamEvent], provider: str | None = None) -> ChatR
 
 def streamed(data: bytes, provider: str) -> ChatResponse:
     return collect(decode_stream(data, provider=provider), provider)
-
-
-def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
-    points = sorted({min(max(cut, 0), len(data)) for cut in cuts})
-    pieces, last = [], 0
-    for point in points:
-        pieces.append(data[last:point])
-        last = point
-    pieces.append(data[last:])
-    return pieces
-
-
-def answering(status: int, content: bytes, *, stream: bool = False) -> Transport:
-    kind = "text/event-stream" if stream else "application/json"
-
-    def handler(http: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(status, content=content, headers={"content-type": kind})
-
-    return Transport(
-        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
-        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
-    )
 
 
 def recording(key: str) -> dict[str, Any]:

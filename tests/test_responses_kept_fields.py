@@ -42,7 +42,6 @@ from allama.stream import AsyncChatStream, ChatStream, StreamCollector
 from allama.transport import Transport
 from allama.types import (
     ChatRequest,
-    ChatResponse,
     FinishReason,
     ProviderDataEvent,
     Reasoning,
@@ -53,6 +52,7 @@ from allama.types import (
     Usage,
     UsageEvent,
 )
+from test_responses_decode import collect, decode, feed_split
 
 # Helpers
 
@@ -79,28 +79,6 @@ def response(output: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
 
 
 USAGE = Usage(input_tokens=40, output_tokens=25, reasoning_tokens=5, cache_read_tokens=8)
-
-
-def decode(body: dict[str, Any]) -> ChatResponse:
-    return decode_response(200, {}, json.dumps(body).encode())
-
-
-def collect(events: Iterable[StreamEvent]) -> ChatResponse:
-    collector = StreamCollector()
-    for event in events:
-        collector.push(event)
-    return collector.finish()
-
-
-def feed_split(data: bytes, cuts: Iterable[int]) -> list[StreamEvent]:
-    decoder = ResponsesStreamDecoder()
-    events: list[StreamEvent] = []
-    last = 0
-    for cut in [*sorted(cuts), len(data)]:
-        events.extend(decoder.feed(data[last:cut]))
-        last = cut
-    events.extend(decoder.close())
-    return events
 
 
 def events_of(data: bytes) -> list[dict[str, Any]]:
