@@ -167,6 +167,23 @@ def test_building_a_provider_loads_no_model_and_no_other_subsystem() -> None:
         assert not any(name == module or name.startswith(module + ".") for name in loaded), module
 
 
+def test_building_a_provider_loads_neither_the_http_stack_nor_logging() -> None:
+    # httpx2 (about 60 ms), pydantic-core and logging load with the first request, the
+    # first request body and the extraction engine; a URL given is checked with httpx2.
+    heavy = "m.split('.')[0] in ('httpx2', 'httpcore', 'pydantic_core', 'ssl', 'logging')"
+    assert (
+        _run(
+            "import allama\nallama.provider('openai', api_key='k')\n" + LOADED.format(prefix=heavy)
+        )
+        == []
+    )
+    loaded = _run(
+        "import allama\nallama.provider('vllm', base_url='http://127.0.0.1:8000/v1')\n"
+        + LOADED.format(prefix="m == 'httpx2'")
+    )
+    assert loaded == ["httpx2"]
+
+
 def test_a_sync_program_building_a_provider_does_not_load_asyncio() -> None:
     # httpx2's sync client does not need it, and it costs about 30 ms to import.
     loaded = _run(

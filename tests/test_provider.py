@@ -23,7 +23,7 @@ from allama import (
 )
 from allama.mock import FunctionProvider, MockProvider, MockStreamingProvider
 from allama.provider import capabilities_only
-from allama.transport import DEFAULT_TIMEOUT, Transport
+from allama.transport import Transport
 
 
 def test_the_mocks_are_providers() -> None:
@@ -179,4 +179,5 @@ def test_a_timeout_is_seconds_or_an_httpx2_timeout() -> None:
     assert allama.provider("openai", timeout=30)._transport.timeout == httpx2.Timeout(30.0)
     per_limit = httpx2.Timeout(120.0, connect=2.0)
     assert allama.provider("openai", timeout=per_limit)._transport.timeout == per_limit
-    assert allama.provider("openai")._transport.timeout == DEFAULT_TIMEOUT
+    # The default: ten minutes to answer, five seconds to connect.
+    assert allama.provider("openai")._transport.timeout == httpx2.Timeout(600.0, connect=5.0)

@@ -6,7 +6,6 @@ Importing `allama` loads almost nothing: each public name is imported from its m
 first access (`allama._lazy`), so a program pays only for the parts it uses.
 """
 
-import logging
 from typing import TYPE_CHECKING
 
 from allama._lazy import lazy_names as _lazy_names
@@ -294,9 +293,6 @@ _getattr, __dir__ = _lazy_names(
 )
 if not TYPE_CHECKING:
     __getattr__ = _getattr
-
-# A library does not print: records go where the application sends them.
-logging.getLogger("allama").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 

@@ -9,6 +9,10 @@ in the middle of a stream; their messages name the host and port, and for a time
 limit that ran out, its value and how to change it, and the httpx2 exception stays chained
 as the cause. Closing a stream closes its HTTP response, so an abandoned stream gives its
 connection back.
+
+`httpx2` itself is imported by the first request (or by a setting made of its types), not
+by building a transport: a program that builds providers at start-up pays for the HTTP
+stack when it first talks to one.
 """
 
 from __future__ import annotations
@@ -16,33 +20,46 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-import httpx2
-
+from allama._lazy import deferred_module
 from allama.adapters._http import HttpRequest, HttpResponse
 from allama.errors import Error, InvalidRequestError, NetworkError, RequestTimeoutError
 
+if TYPE_CHECKING:
+    import httpx2
+else:
+    httpx2 = deferred_module("httpx2", globals(), "httpx2")
+
 __all__ = [
-    "DEFAULT_TIMEOUT",
     "AsyncStreamResponse",
     "StreamResponse",
     "Transport",
     "check_timeout",
 ]
 
-DEFAULT_TIMEOUT = httpx2.Timeout(600.0, connect=5.0)
+_DEFAULT_SECONDS = 600.0
+_DEFAULT_CONNECT_SECONDS = 5.0
 """Ten minutes to answer (reasoning models are slow), five seconds to connect."""
 
-_FAILURES = (httpx2.TransportError, httpx2.InvalidURL, httpx2.StreamError)
-"""What httpx2 raises for a request that could not be made or finished."""
 
-_LIMITS: tuple[tuple[type[httpx2.TimeoutException], str, str], ...] = (
-    (httpx2.ConnectTimeout, "connect", "connecting to {where} took longer than"),
-    (httpx2.ReadTimeout, "read", "{where} sent nothing for longer than"),
-    (httpx2.WriteTimeout, "write", "sending the request to {where} took longer than"),
-    (httpx2.PoolTimeout, "pool", "waiting for a free connection to {where} took longer than"),
+def _default_timeout() -> httpx2.Timeout:
+    return httpx2.Timeout(_DEFAULT_SECONDS, connect=_DEFAULT_CONNECT_SECONDS)
+
+
+def _failures() -> tuple[type[Exception], ...]:
+    """What httpx2 raises for a request that could not be made or finished. Called in
+    `except` clauses, which evaluate it only when something was raised."""
+    return (httpx2.TransportError, httpx2.InvalidURL, httpx2.StreamError)
+
+
+_LIMITS: tuple[tuple[str, str, str], ...] = (
+    ("ConnectTimeout", "connect", "connecting to {where} took longer than"),
+    ("ReadTimeout", "read", "{where} sent nothing for longer than"),
+    ("WriteTimeout", "write", "sending the request to {where} took longer than"),
+    ("PoolTimeout", "pool", "waiting for a free connection to {where} took longer than"),
 )
+"""httpx2's timeout exceptions by name, the limit each is about, and what happened."""
 _OWN_CLIENT_ADVICE = (
     "change it with the `timeout=` argument of allama.provider(...) (or of the Transport you "
     "pass): a number of seconds for every limit, or an httpx2.Timeout per limit, such as "
@@ -83,7 +100,7 @@ def _timeout_message(
     where = _where(request)
     advice = _OWN_CLIENT_ADVICE if own_client else _CALLERS_CLIENT_ADVICE
     for kind, limit, happened in _LIMITS:
-        if isinstance(exc, kind):
+        if isinstance(exc, getattr(httpx2, kind)):
             settings = request.extensions.get("timeout") if request is not None else None
             value = settings.get(limit) if isinstance(settings, dict) else None
             if isinstance(value, int | float):
@@ -134,13 +151,13 @@ class StreamResponse:
     def iter_bytes(self) -> Iterator[bytes]:
         try:
             yield from self._response.iter_bytes()
-        except _FAILURES as exc:
+        except _failures() as exc:
             raise self._failure(exc) from exc
 
     def read(self) -> bytes:
         try:
             return self._response.read()
-        except _FAILURES as exc:
+        except _failures() as exc:
             raise self._failure(exc) from exc
 
     def close(self) -> None:
@@ -163,13 +180,13 @@ class AsyncStreamResponse:
         try:
             async for chunk in self._response.aiter_bytes():
                 yield chunk
-        except _FAILURES as exc:
+        except _failures() as exc:
             raise self._failure(exc) from exc
 
     async def aread(self) -> bytes:
         try:
             return await self._response.aread()
-        except _FAILURES as exc:
+        except _failures() as exc:
             raise self._failure(exc) from exc
 
     async def aclose(self) -> None:
@@ -193,24 +210,30 @@ def _template_key(request: HttpRequest) -> tuple[object, ...]:
     return (request.method, request.url, tuple(request.params.items()), *request.headers.items())
 
 
-def check_timeout(value: Any) -> httpx2.Timeout:
-    """The `timeout=` argument as an `httpx2.Timeout`: `None` for the default, a positive
-    number of seconds for every limit, or an `httpx2.Timeout`."""
+def check_timeout(value: Any) -> None:
+    """Check the `timeout=` argument: `None` for the default, a positive number of seconds
+    for every limit, or an `httpx2.Timeout`."""
     if value is None:
-        return DEFAULT_TIMEOUT
-    if isinstance(value, httpx2.Timeout):
-        return value
-    if isinstance(value, bool) or not isinstance(value, int | float):
+        return
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if not 0 < value < float("inf"):
+            raise ValueError(
+                "timeout must be a positive, finite number of seconds "
+                "(httpx2.Timeout(None) waits without a limit)"
+            )
+        return
+    if not isinstance(value, httpx2.Timeout):
         raise TypeError(
             "timeout must be a number of seconds or an httpx2.Timeout, such as "
             f"httpx2.Timeout(600.0, connect=5.0); got {type(value).__name__}"
         )
-    if not 0 < value < float("inf"):
-        raise ValueError(
-            "timeout must be a positive, finite number of seconds "
-            "(httpx2.Timeout(None) waits without a limit)"
-        )
-    return httpx2.Timeout(value)
+
+
+def _as_timeout(value: float | httpx2.Timeout | None) -> httpx2.Timeout:
+    """A checked `timeout=` argument as the `httpx2.Timeout` it stands for."""
+    if value is None:
+        return _default_timeout()
+    return value if isinstance(value, httpx2.Timeout) else httpx2.Timeout(value)
 
 
 class Transport:
@@ -230,17 +253,17 @@ class Transport:
         client: httpx2.Client | None = None,
         async_client: httpx2.AsyncClient | None = None,
     ) -> None:
-        self._timeout = check_timeout(timeout)
+        check_timeout(timeout)
         for name, value, kind in (
-            ("limits", limits, httpx2.Limits),
-            ("client", client, httpx2.Client),
-            ("async_client", async_client, httpx2.AsyncClient),
+            ("limits", limits, "Limits"),
+            ("client", client, "Client"),
+            ("async_client", async_client, "AsyncClient"),
         ):
-            if value is not None and not isinstance(value, kind):
-                raise TypeError(
-                    f"{name} must be an httpx2.{kind.__name__}, got {type(value).__name__}"
-                )
-        self._limits = limits or httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
+            if value is not None and not isinstance(value, getattr(httpx2, kind)):
+                raise TypeError(f"{name} must be an httpx2.{kind}, got {type(value).__name__}")
+        self._timeout_setting = timeout
+        self._timeout: httpx2.Timeout | None = None
+        self._limits = limits
         self._client = client
         self._async_client = async_client
         self._owns_client = client is None
@@ -250,7 +273,13 @@ class Transport:
 
     @property
     def timeout(self) -> httpx2.Timeout:
-        return self._timeout
+        timeout = self._timeout
+        if timeout is None:
+            timeout = self._timeout = _as_timeout(self._timeout_setting)
+        return timeout
+
+    def _pool_limits(self) -> httpx2.Limits:
+        return self._limits or httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
 
     def _sync(self) -> httpx2.Client:
         client = self._client
@@ -259,7 +288,7 @@ class Transport:
                 client = self._client
                 if client is None:
                     client = self._client = httpx2.Client(
-                        timeout=self._timeout, limits=self._limits
+                        timeout=self.timeout, limits=self._pool_limits()
                     )
         return client
 
@@ -271,7 +300,7 @@ class Transport:
                 if client is None:
                     from allama._sockets import cheap_idle_checks
 
-                    client = httpx2.AsyncClient(timeout=self._timeout, limits=self._limits)
+                    client = httpx2.AsyncClient(timeout=self.timeout, limits=self._pool_limits())
                     cheap_idle_checks(client)
                     self._async_client = client
         return client
@@ -332,7 +361,7 @@ class Transport:
             built = self._build(client, own, request)
             response = client.send(built)
             return HttpResponse(response.status_code, _headers(response), response.content)
-        except _FAILURES as exc:
+        except _failures() as exc:
             raise _failure(exc, built, own_client=own) from exc
 
     async def asend(self, request: HttpRequest) -> HttpResponse:
@@ -342,7 +371,7 @@ class Transport:
             built = self._build(client, own, request)
             response = await client.send(built)
             return HttpResponse(response.status_code, _headers(response), response.content)
-        except _FAILURES as exc:
+        except _failures() as exc:
             raise _failure(exc, built, own_client=own) from exc
 
     def open_stream(self, request: HttpRequest) -> StreamResponse:
@@ -351,7 +380,7 @@ class Transport:
         try:
             built = self._build(client, own, request)
             return StreamResponse(client.send(built, stream=True), own_client=own)
-        except _FAILURES as exc:
+        except _failures() as exc:
             raise _failure(exc, built, own_client=own) from exc
 
     async def aopen_stream(self, request: HttpRequest) -> AsyncStreamResponse:
@@ -360,7 +389,7 @@ class Transport:
         try:
             built = self._build(client, own, request)
             return AsyncStreamResponse(await client.send(built, stream=True), own_client=own)
-        except _FAILURES as exc:
+        except _failures() as exc:
             raise _failure(exc, built, own_client=own) from exc
 
     def close(self) -> None:
@@ -389,4 +418,4 @@ class Transport:
         await self.aclose()
 
     def __repr__(self) -> str:
-        return f"Transport(timeout={self._timeout!r})"
+        return f"Transport(timeout={self.timeout!r})"

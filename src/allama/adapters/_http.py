@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic_core import to_json
+from allama._lazy import deferred_module
+
+if TYPE_CHECKING:
+    import pydantic_core
+else:
+    # Loaded by the first request body written, not by building a provider.
+    pydantic_core = deferred_module("pydantic_core", globals(), "pydantic_core")
 
 __all__ = ["HttpRequest", "HttpResponse", "SECRET_HEADERS", "body_message"]
 
@@ -36,7 +42,7 @@ class HttpRequest:
             return self.raw
         # The compact UTF-8 JSON `json.dumps(body, separators=(",", ":"), ensure_ascii=False)`
         # writes (a float may be spelled differently: `1e-7` for `1e-07`), four times faster.
-        return to_json(self.body)
+        return pydantic_core.to_json(self.body)
 
     def __repr__(self) -> str:
         shown = {

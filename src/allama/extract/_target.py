@@ -26,6 +26,9 @@ from allama.types import (
 )
 
 logger = logging.getLogger("allama.extraction")
+# A library does not print: records go where the application sends them. Installed by the
+# module that logs (the only one), so that `import allama` does not load `logging`.
+logging.getLogger("allama").addHandler(logging.NullHandler())
 
 _POINTER = re.compile(r"`(/[^`]*)`")
 _SUBJECTS = re.compile(

@@ -14,8 +14,6 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import httpx2
-
 import allama.types as vocabulary
 from allama._degradations import Degradations
 from allama._lazy import deferred_module
@@ -33,6 +31,8 @@ from allama.types import CapabilitySupport, ChatCapability
 # the dialect's encoder and decoders through `wire`, the stream classes) is loaded by the
 # first call, and then read as module attributes.
 if TYPE_CHECKING:
+    import httpx2
+
     from allama import _tracing
     from allama import stream as streams
     from allama.stream import AsyncChatStream, ChatStream
@@ -41,6 +41,8 @@ else:
     streams = deferred_module("allama.stream", globals(), "streams")
     # Spans load with the first call (`opentelemetry` itself only if a tracer is set).
     _tracing = deferred_module("allama._tracing", globals(), "_tracing")
+    # httpx2 loads with the first request (`allama.transport`), or to read a URL given here.
+    httpx2 = deferred_module("httpx2", globals(), "httpx2")
 
 __all__ = ["HttpProvider", "OpenAICompatibleProvider"]
 

@@ -8,9 +8,15 @@ first call. Messages never quote a key or a header value (they may be secrets), 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
+from allama._lazy import deferred_module
+
+if TYPE_CHECKING:
+    import httpx2
+else:
+    # Loaded only to check a URL the caller gave, with the parser that will send to it.
+    httpx2 = deferred_module("httpx2", globals(), "httpx2")
 
 __all__ = ["check_headers", "check_key", "check_text", "check_url"]
 
