@@ -22,6 +22,7 @@ import asyncio
 import json
 import multiprocessing
 import socket
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -236,9 +237,11 @@ def _measure(fn: Any) -> tuple[float, float]:
     return time.process_time() - cpu, time.perf_counter() - wall
 
 
-def _compare(floor: Any, ours: Any, calls: int) -> tuple[float, float, float, float]:
+def _compare(floor: Any, ours: Any, calls: int) -> tuple[float, float, float, float, float]:
     """Best of `ROUNDS` for each, the two measured in turn so that drift hits both alike:
-    CPU per call (floor, ours), wall per call (floor, ours)."""
+    CPU per call (floor, ours), wall per call (floor, ours); and the median of the CPU
+    ratios of the runs made one after the other, which a slow phase of the machine spoils
+    less than a best time it happened to miss on one side."""
     floor()  # warm up
     ours()
     floor_runs, our_runs = [], []
@@ -250,6 +253,7 @@ def _compare(floor: Any, ours: Any, calls: int) -> tuple[float, float, float, fl
         min(run[0] for run in our_runs) / calls,
         min(run[1] for run in floor_runs) / calls,
         min(run[1] for run in our_runs) / calls,
+        statistics.median(o[0] / f[0] for f, o in zip(floor_runs, our_runs, strict=True)),
     )
 
 
@@ -393,7 +397,7 @@ ENDPOINTS = (
 
 def bench_sync(
     base: str, endpoint: Endpoint, tp: type[BaseModel], calls: int
-) -> tuple[float, float, float, float]:
+) -> tuple[float, float, float, float, float]:
     adapter = tp.model_validate_json
     request = allama.ChatRequest(endpoint.model).user("Ada published the first program in 1843.")
     provider = endpoint.provider(base)
@@ -418,7 +422,7 @@ def bench_sync(
 
 def bench_async(
     base: str, endpoint: Endpoint, tp: type[BaseModel], calls: int, concurrency: int
-) -> tuple[float, float, float, float]:
+) -> tuple[float, float, float, float, float]:
     adapter = tp.model_validate_json
     request = allama.ChatRequest(endpoint.model).user("Ada published the first program in 1843.")
     url = f"{base}{endpoint.path}"
@@ -495,15 +499,15 @@ def main() -> None:
         f"Python {sys.version.split()[0]}"
     )
     print(
-        "| answer | workload | endpoint | floor CPU | allama CPU | CPU ratio | floor wall | "
-        "allama wall | wall ratio |"
+        "| answer | workload | endpoint | floor CPU | allama CPU | CPU ratio | "
+        "median CPU ratio of pairs | floor wall | allama wall | wall ratio |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
-    for label, workload, where, floor_cpu, cpu, floor_wall, wall in rows:
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for label, workload, where, floor_cpu, cpu, floor_wall, wall, paired in rows:
         print(
             f"| {label} | {workload} | {where} | {floor_cpu * 1e6:.0f} µs | {cpu * 1e6:.0f} µs | "
-            f"{cpu / floor_cpu:.2f} | {floor_wall * 1e6:.0f} µs | {wall * 1e6:.0f} µs | "
-            f"{wall / floor_wall:.2f} |"
+            f"{cpu / floor_cpu:.2f} | {paired:.2f} | {floor_wall * 1e6:.0f} µs | "
+            f"{wall * 1e6:.0f} µs | {wall / floor_wall:.2f} |"
         )
 
 
