@@ -45,9 +45,14 @@ class _Wrapped(BaseModel, Generic[T]):
 _UNIONS = ("anyOf", "oneOf", "allOf")
 
 
-def object_rooted(schema: Mapping[str, Any]) -> bool:
+def object_rooted(schema: dict[str, Any]) -> bool:
     """Whether the root of `schema` (through a root `$ref`) is a plain object: `"type":
-    "object"` and no union beside it, which is what object-root dialects take."""
+    "object"` and no union beside it, which is what object-root dialects take. Answered
+    once per cached type's schema."""
+    return derived(schema, _is_object_rooted, lambda: _is_object_rooted(schema))
+
+
+def _is_object_rooted(schema: Mapping[str, Any]) -> bool:
     if any(key in schema for key in _UNIONS):
         return False
     node: Any = schema
