@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import socket
 import sys
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpcore2
 import httpx2
@@ -79,7 +81,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(length) or b"{}")
         headers = {key.lower(): value for key, value in self.headers.items()}
         self.server.seen.append((self.path, headers, body, self.client_address[1]))
-        scenario = self.path.strip("/").split("/")[0]
+        # A request through a proxy names the whole URL.
+        scenario = urlsplit(self.path).path.strip("/").split("/")[0]
         self.server.routes[scenario](self)
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -310,13 +313,74 @@ def test_a_query_parameter_and_a_header_of_the_same_name_are_told_apart(
     assert (second_path, second["x-team"]) == ("/plain/chat/completions", "a")
 
 
-def test_cookies_the_endpoint_sets_are_sent_back(server: _Server) -> None:
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_cookies_the_endpoint_sets_are_sent_back(server: _Server, mode: str) -> None:
     server.seen.clear()
-    with _provider(server, "cookie") as target:
-        target.chat(REQUEST)
-        target.chat(REQUEST)
+    if mode == "sync":
+        with _provider(server, "cookie") as target:
+            target.chat(REQUEST)
+            target.chat(REQUEST)
+    else:
+
+        async def run() -> None:
+            async with _provider(server, "cookie") as target:
+                await target.achat(REQUEST)
+                await target.achat(REQUEST)
+
+        asyncio.run(run())
     assert "cookie" not in server.seen[0][1]
     assert server.seen[1][1]["cookie"] == "affinity=node-7"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_httpx2s_log_of_each_request_is_written_when_it_is_on(
+    server: _Server, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    host, port = server.server_address[:2]
+    with _provider(server, "plain") as target:
+        if mode == "sync":
+            target.chat(REQUEST)  # before the log is on: nothing to see
+            caplog.set_level(logging.INFO, logger="httpx2")
+            target.chat(REQUEST)
+        else:
+
+            async def run() -> None:
+                await target.achat(REQUEST)
+                caplog.set_level(logging.INFO, logger="httpx2")
+                await target.achat(REQUEST)
+                await target.aclose()
+
+            asyncio.run(run())
+    logged = [r.getMessage() for r in caplog.records if r.name == "httpx2"]
+    url = f"http://{host!s}:{port}/plain/chat/completions"
+    assert logged == [f'HTTP Request: POST {url} "HTTP/1.1 200 OK"']
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_proxy_set_in_the_environment_carries_the_calls(
+    server: _Server, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host, port = server.server_address[:2]
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://{host!s}:{port}")
+    server.seen.clear()
+    # A host that resolves nowhere: only the proxy can carry the call.
+    target = provider("openai", api_key=SECRET, base_url="http://provider.invalid/plain")
+    if mode == "sync":
+        with target:
+            response = target.chat(REQUEST)
+    else:
+
+        async def run() -> Any:
+            async with target:
+                return await target.achat(REQUEST)
+
+        response = asyncio.run(run())
+    assert response.text() == _expected_plain()[0]
+    assert [path for path, _, _, _ in server.seen] == [
+        "http://provider.invalid/plain/chat/completions"
+    ]
 
 
 @pytest.mark.parametrize("callers", ["sync", "async", "both"])

@@ -2,13 +2,17 @@
 
 Connections are pooled and reused across calls. For a client the transport made itself,
 what httpx2 merges into every request (URL parsing, default headers, timeout) is worked out
-once per endpoint; a client of the caller's, or one holding cookies, goes through
-`build_request` on every call. Timeouts become `RequestTimeoutError`,
-connection failures `NetworkError` (both retryable), whether they happen while sending or
-in the middle of a stream; their messages name the host and port, and for a timeout the
-limit that ran out, its value and how to change it, and the httpx2 exception stays chained
-as the cause. Closing a stream closes its HTTP response, so an abandoned stream gives its
-connection back.
+once per endpoint, and a call that is not streamed goes to the client's own HTTP transport,
+past the client's layer (auth, redirects, event hooks: none set on such a client), keeping
+what that layer would do: cookies the server sets are kept and sent back, a proxy from the
+environment is used (the call then goes through the client), and httpx2's log of each
+request is written when its logger is on. A client of the caller's, or one holding
+cookies, goes through `build_request` and `send` on every call. Timeouts become
+`RequestTimeoutError`, connection failures `NetworkError` (both retryable), whether they
+happen while sending or in the middle of a stream; their messages name the host and port,
+and for a timeout the limit that ran out, its value and how to change it, and the httpx2
+exception stays chained as the cause. Closing a stream closes its HTTP response, so an
+abandoned stream gives its connection back.
 
 `httpx2` itself is imported by the first request (or by a setting made of its types), not
 by building a transport: a program that builds providers at start-up pays for the HTTP
@@ -134,6 +138,30 @@ def _failure(exc: Exception, request: httpx2.Request | None, *, own_client: bool
 
 def _headers(response: httpx2.Response) -> dict[str, str]:
     return {key.lower(): value for key, value in response.headers.items()}
+
+
+def _direct(client: Any, kind: type[Any]) -> Any:
+    """The transport inside `client` (a client the transport made) when sending through it
+    is what `client.send` would do: no proxy or other mount (from the environment), no
+    auth, no event hooks, redirects not followed. `client.send` wraps it in an auth flow,
+    a redirect loop, the cookie jar and a log record: 7 per cent of a call's instructions
+    against a local server. `None` when the client is not built as expected (another
+    httpx2), to send through it."""
+    transport = getattr(client, "_transport", None)
+    mounts = getattr(client, "_mounts", None)
+    if type(transport) is not kind or not isinstance(mounts, dict) or mounts:
+        return None
+    if client.auth is not None or client.follow_redirects or any(client.event_hooks.values()):
+        return None
+    return transport
+
+
+def _received(client: Any, response: httpx2.Response, content: bytes) -> HttpResponse:
+    """A response read past the client's layer: its cookies kept as the client keeps them."""
+    headers = _headers(response)
+    if "set-cookie" in headers:
+        client.cookies.extract_cookies(response)
+    return HttpResponse(response.status_code, headers, content)
 
 
 class StreamResponse:
@@ -270,6 +298,11 @@ class Transport:
         self._owns_async_client = async_client is None
         self._lock = threading.Lock()
         self._templates: dict[tuple[object, ...], _Template] = {}
+        # The transports inside clients of our own that calls skip the client's layer for
+        # (see `_direct`), each with the client it belongs to: a closed client's is unused.
+        self._direct: tuple[httpx2.Client, httpx2.HTTPTransport] | None = None
+        self._adirect: tuple[httpx2.AsyncClient, httpx2.AsyncHTTPTransport] | None = None
+        self._http_log: Any = None
 
     @property
     def timeout(self) -> httpx2.Timeout:
@@ -287,9 +320,10 @@ class Transport:
             with self._lock:
                 client = self._client
                 if client is None:
-                    client = self._client = httpx2.Client(
-                        timeout=self.timeout, limits=self._pool_limits()
-                    )
+                    client = httpx2.Client(timeout=self.timeout, limits=self._pool_limits())
+                    direct = _direct(client, httpx2.HTTPTransport)
+                    self._direct = None if direct is None else (client, direct)
+                    self._client = client
         return client
 
     def _async(self) -> httpx2.AsyncClient:
@@ -302,8 +336,19 @@ class Transport:
 
                     client = httpx2.AsyncClient(timeout=self.timeout, limits=self._pool_limits())
                     cheap_idle_checks(client)
+                    direct = _direct(client, httpx2.AsyncHTTPTransport)
+                    self._adirect = None if direct is None else (client, direct)
                     self._async_client = client
         return client
+
+    def _logged(self) -> bool:
+        """Whether httpx2's log of every request is on (then the client's layer writes it)."""
+        log = self._http_log
+        if log is None:
+            import logging  # loaded with httpx2 already
+
+            log = self._http_log = logging.getLogger("httpx2")
+        return bool(log.isEnabledFor(20))  # logging.INFO
 
     def _build(
         self, client: httpx2.Client | httpx2.AsyncClient, owned: bool, request: HttpRequest
@@ -356,21 +401,39 @@ class Transport:
 
     def send(self, request: HttpRequest) -> HttpResponse:
         client, own = self._sync(), self._owns_client
+        direct = self._direct
         built = None
         try:
             built = self._build(client, own, request)
-            response = client.send(built)
-            return HttpResponse(response.status_code, _headers(response), response.content)
+            if direct is None or direct[0] is not client or self._logged():
+                response = client.send(built)
+                return HttpResponse(response.status_code, _headers(response), response.content)
+            response = direct[1].handle_request(built)
+            response.request = built
+            try:
+                content = response.read()
+            finally:
+                response.close()
+            return _received(client, response, content)
         except _failures() as exc:
             raise _failure(exc, built, own_client=own) from exc
 
     async def asend(self, request: HttpRequest) -> HttpResponse:
         client, own = self._async(), self._owns_async_client
+        direct = self._adirect
         built = None
         try:
             built = self._build(client, own, request)
-            response = await client.send(built)
-            return HttpResponse(response.status_code, _headers(response), response.content)
+            if direct is None or direct[0] is not client or self._logged():
+                response = await client.send(built)
+                return HttpResponse(response.status_code, _headers(response), response.content)
+            response = await direct[1].handle_async_request(built)
+            response.request = built
+            try:
+                content = await response.aread()
+            finally:
+                await response.aclose()
+            return _received(client, response, content)
         except _failures() as exc:
             raise _failure(exc, built, own_client=own) from exc
 
