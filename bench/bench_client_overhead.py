@@ -464,14 +464,20 @@ def _enforcement(base: str, endpoint: Endpoint, tp: type[BaseModel]) -> str:
     return planned
 
 
-def main() -> None:
-    only = sys.argv[1:]
+def start_server() -> tuple[multiprocessing.Process, int]:
+    """The answering server in a process of its own, and its port once it accepts."""
     queue: Any = multiprocessing.Queue()
     server = multiprocessing.Process(target=_serve, args=(queue,), daemon=True)
     server.start()
-    port = queue.get(timeout=10)
+    port: int = queue.get(timeout=10)
     with socket.create_connection(("127.0.0.1", port), timeout=5):
         pass
+    return server, port
+
+
+def main() -> None:
+    only = sys.argv[1:]
+    server, port = start_server()
     rows = []
     try:
         for index, (label, (tp, _, calls)) in enumerate(PAYLOADS.items()):

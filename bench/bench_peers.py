@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-import multiprocessing
 import os
-import socket
 import statistics
 import sys
 import time
@@ -30,7 +28,7 @@ from typing import Any, NamedTuple
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import httpx2
-from bench_client_overhead import FLOOR_BODY, PAYLOADS, _serve
+from bench_client_overhead import FLOOR_BODY, PAYLOADS, start_server
 from pydantic import BaseModel
 
 import allama
@@ -262,12 +260,7 @@ WORKLOADS = {
 
 def main() -> None:
     only = set(sys.argv[1:])
-    queue: Any = multiprocessing.Queue()
-    server = multiprocessing.Process(target=_serve, args=(queue,), daemon=True)
-    server.start()
-    port = queue.get(timeout=10)
-    with socket.create_connection(("127.0.0.1", port), timeout=5):
-        pass
+    server, port = start_server()
     missing = [name for name, (dist, _) in LIBRARIES.items() if not _version(dist)]
     libraries = {name: made for name, made in LIBRARIES.items() if name not in missing}
     rows: list[tuple[str, str, str, float, float, float]] = []
