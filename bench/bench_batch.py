@@ -12,6 +12,11 @@ less), the client's CPU time per input (best of the same runs: at 128 in flight 
 is CPU-bound), and the ledger's own cost per input, measured apart: a claim and a finish
 with a record through the run's ledger writer, at the same number in flight (the
 difference of two whole runs' CPU is smaller than their noise here).
+
+`--instructions` counts instead what the client executes at 128 in flight, which no phase
+of the machine moves: each of the three runs under valgrind's callgrind, at two sizes, the
+instructions per input being the difference over the difference in inputs (the process's
+start, imports and warm-up cancel out). Needs `valgrind`; takes about ten minutes.
 """
 
 from __future__ import annotations
@@ -20,7 +25,12 @@ import asyncio
 import functools
 import json
 import multiprocessing
+import os
+import re
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -181,11 +191,60 @@ def timed(fn: Any) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def main() -> None:
+def start_server() -> tuple[Any, str]:
     queue: Any = multiprocessing.Queue()
     server = multiprocessing.Process(target=_serve, args=(queue,), daemon=True)
     server.start()
-    base = f"http://127.0.0.1:{queue.get()}/v1"
+    return server, f"http://127.0.0.1:{queue.get()}/v1"
+
+
+COUNTED = (300, 1300)
+"""The two sizes of a counted run (inputs after the same warm-up of 200)."""
+
+
+def counted(kind: str, count: int, base: str, folder: str) -> None:
+    """One run for `--instructions`, in the process callgrind watches."""
+    ledger = str(Path(folder) / f"counted-{kind}-{count}.sqlite")
+    timed(functools.partial(run_kind, kind, make_provider(base), documents(200, 99), 128, ledger))
+    timed(functools.partial(run_kind, kind, make_provider(base), documents(count, 0), 128, ledger))
+
+
+def instructions() -> None:
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        sys.exit("--instructions needs valgrind (Debian: apt-get install valgrind)")
+    server, base = start_server()
+    print(f"instructions per input at 128 in flight, server latency {LATENCY * 1000:.0f} ms")
+    found: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for kind in KINDS:
+            totals = []
+            for count in COUNTED:
+                command = [valgrind, "--tool=callgrind", f"--callgrind-out-file={os.devnull}"]
+                command += [sys.executable, __file__, "--counted", kind, str(count), base, folder]
+                done = subprocess.run(
+                    command,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                match = re.search(r"Collected : (\d+)", done.stderr)
+                if match is None:
+                    sys.exit(f"callgrind counted nothing:\n{done.stderr[-2000:]}")
+                totals.append(int(match.group(1)))
+            found[kind] = (totals[1] - totals[0]) / (COUNTED[1] - COUNTED[0])
+            ratio = found[kind] / found["floor"]
+            print(f"{kind:>7}: {found[kind] / 1e6:.3f} million, {ratio:.3f} times the floor")
+    server.terminate()
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--counted"]:
+        kind, size, base, folder = sys.argv[2:6]
+        return counted(kind, int(size), base, folder)
+    if sys.argv[1:] == ["--instructions"]:
+        return instructions()
+    server, base = start_server()
     latency = f"{LATENCY * 1000:.0f} ms"
     print(f"allama.abatch against asyncio.gather over aextract, server latency {latency}")
     print(
