@@ -7,11 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -22,6 +20,7 @@ from pydantic import BaseModel
 
 import allama
 from _batch_server import BatchServer, expected
+from _kill import kill_after
 from allama import ChatRequest, Extractor
 from allama.batch import Ledger
 from allama.mock import TestProvider
@@ -227,7 +226,7 @@ def test_leaving_the_loop_stops_the_run_and_leaves_the_rest_pending(
     assert 10 <= counts.get("done", 0) + counts.get("failed", 0) < 200
 
 
-# Killed with SIGKILL at random moments, then resumed: the results are the same, and no
+# Killed with SIGKILL in the middle of runs, then resumed: the results are the same, and no
 # input reached the server more often than the ledger counted its attempts.
 
 RUNNER = textwrap.dedent(
@@ -279,11 +278,15 @@ def test_killed_runs_resume_without_paying_twice(tmp_path: Path) -> None:
         ledger = tmp_path / "killed.sqlite"
         count = 300
         caught_in_flight = 0
-        for wait in (1.2, 1.6, 0.9, 1.4):
-            process = _start(script, server, ledger, count)
-            time.sleep(wait)
-            process.send_signal(signal.SIGKILL)
-            process.wait()
+
+        # Each run is killed once the server has seen so many more requests: the kills land
+        # mid-run on a fast machine and a slow one alike (a fixed sleep did not).
+        def sent() -> int:
+            with server.lock:
+                return sum(server.sent.values())
+
+        for sends in (30, 1, 55, 20):
+            kill_after(lambda: _start(script, server, ledger, count), sent, sends)
             if ledger.exists():
                 statuses = [status for status, _, _ in _ledger_rows(ledger).values()]
                 caught_in_flight += statuses.count("in_flight")

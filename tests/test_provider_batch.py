@@ -24,6 +24,7 @@ import pytest
 from pydantic import BaseModel
 
 import allama
+from _kill import kill_after
 from _provider_batch_server import ProviderBatchServer
 from allama._prices import cost_of
 from allama.adapters._http import HttpRequest, HttpResponse
@@ -549,11 +550,19 @@ def test_killed_runs_resume_without_submitting_twice(tmp_path: Path) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         command = [sys.executable, str(script), server.openai_base, str(ledger), "40"]
         caught_in_jobs = 0
-        for wait in (0.9, 1.3, 1.1):
-            process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
-            time.sleep(wait)
-            process.send_signal(signal.SIGKILL)
-            process.wait()
+
+        def activity() -> int:  # jobs created and polls of them
+            with server.lock:
+                return len(server.jobs) + sum(job.polls for job in server.jobs)
+
+        # Killed right after its first job is created (its inputs are out), then after a
+        # few more creates or polls.
+        for steps in (1, 3, 2):
+            kill_after(
+                lambda: subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env),
+                activity,
+                steps,
+            )
             if ledger.exists():
                 reader = Ledger(ledger, read_only=True)
                 caught_in_jobs += sum(1 for row in reader.rows() if row.status == "submitted")
