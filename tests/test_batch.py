@@ -16,13 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import allama
 from _batch_server import BatchServer, expected
 from _kill import kill_after
 from allama import ChatRequest, Extractor
-from allama.batch import Ledger
+from allama.batch import Ledger, input_key
+from allama.batch._run import _spec
 from allama.mock import TestProvider
 
 HERE = Path(__file__).resolve().parent
@@ -207,6 +210,48 @@ def test_a_duplicate_input_is_sent_once(server: BatchServer, tmp_path: Path) -> 
     ]
     assert (again.summary.resumed, again.summary.duplicates, again.summary.passes) == (4, 2, 2)
     assert server.sent[5] == 1 and server.sent[6] == 1
+
+
+# A run keys each text input without making the request's JSON: the keys are those of
+# `input_key` on the request built, so that a ledger resumes whichever way it was made.
+
+
+@settings(max_examples=300, deadline=None)
+@given(system=st.text(), document=st.text(), temperature=st.none() | st.floats(0, 2))
+def test_text_inputs_are_keyed_as_input_key_keys_the_request_built(
+    system: str, document: str, temperature: float | None
+) -> None:
+    template = ChatRequest("gpt-4o-mini").system(system)
+    if temperature is not None:
+        template = template.with_temperature(temperature)
+    spec = _spec(
+        allama.provider("openai", api_key="sk-test"), Row, [], request=template,
+        extractor=None, concurrency=1, rpm=None, tpm=None, ledger=None, max_cost=None,
+        max_attempts=1, backoff=0.0, retry_failed=False, label=None, total=None,
+    )  # fmt: skip
+    try:
+        request = template.user(document)
+        expected_key = input_key("openai", Row, request)
+    except ValueError as error:  # text JSON cannot hold: the same error either way
+        with pytest.raises(type(error)):
+            spec.key(document, template.user(document))
+        return
+    assert spec.key(document, request) == expected_key
+
+
+def test_a_ledger_made_with_a_build_function_resumes_a_run_with_the_template(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    built = allama.batch(
+        provider_for(server), Row, docs(30), request=lambda d: TEMPLATE.user(d), ledger=ledger
+    )
+    assert sum(1 for r in built if r.ok) == 28  # 7 and 13 fail
+    sent = sum(server.sent.values())
+    again = allama.batch(provider_for(server), Row, docs(30), request=TEMPLATE, ledger=ledger)
+    results = list(again)
+    assert [r.resumed for r in results] == [True] * 30
+    assert sum(server.sent.values()) == sent
 
 
 def test_leaving_the_loop_stops_the_run_and_leaves_the_rest_pending(

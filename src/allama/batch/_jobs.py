@@ -35,7 +35,6 @@ from allama.batch._run import (
     _failure,
     _Runner,
     _Spec,
-    input_key,
 )
 from allama.errors import Error, ExtractionError, NotFoundError, RateLimitedError, asked_wait
 from allama.extract._engine import Extracted, extract_steps
@@ -158,7 +157,7 @@ class JobRunner(_Runner):
             try:  # the caller's label and build functions: what they raise is the input's
                 label = spec.label(document, index)
                 request = spec.build(document)
-                key = input_key(spec.provider.name, spec.tp, request)
+                key = spec.key(document, request)
             except Exception as error:
                 self._finish(BatchResult(index, "", label, None, _failure(error), None, 0, 0.0))
                 continue

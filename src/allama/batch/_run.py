@@ -28,6 +28,7 @@ from os import PathLike
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import TypeAdapter
+from pydantic_core import to_json
 
 from allama import _tracing
 from allama.batch._ledger import Ledger, LedgerRow, LedgerWriter, Status
@@ -317,10 +318,15 @@ class _Spec:
     poll_interval: float = 30.0
     max_poll_interval: float = 600.0
     job_size: int | None = None
+    template: ChatRequest | None = None
+    """The request each text input is added to, when `request` was one."""
     adapter: TypeAdapter[Any] = field(init=False)
+    key: Callable[[Any, ChatRequest], str] = field(init=False)
+    """The key of an input and the request built from it (`input_key`)."""
 
     def __post_init__(self) -> None:
         self.adapter = TypeAdapter(self.tp)
+        self.key = _keys(self.provider.name, self.tp, self.template)
 
 
 def _spec(
@@ -424,6 +430,7 @@ def _spec(
         poll_interval=poll_interval,
         max_poll_interval=max(600.0, poll_interval),
         job_size=job_size,
+        template=request if isinstance(request, ChatRequest) else None,
     )
 
 
@@ -476,6 +483,55 @@ def input_key(provider: str, tp: Any, request: ChatRequest) -> str:
     digest.update(request.model_dump_json().encode())
     key: str = digest.hexdigest()
     return key
+
+
+def _keys(
+    provider: str, tp: Any, template: ChatRequest | None
+) -> Callable[[Any, ChatRequest], str]:
+    """How a run keys its inputs: `input_key` of each request built, or, for texts added to
+    one template, the same key made without the request's JSON: the JSON before the text
+    and the type are hashed once, and each input hashes its text (as JSON) and what follows
+    it. Making the request's JSON was most of the key's cost."""
+
+    def of_request(document: Any, request: ChatRequest) -> str:
+        return input_key(provider, tp, request)
+
+    around = None if template is None else _around_text(template)
+    if around is None:
+        return of_request
+    head, tail = around
+    start = _type_digest(provider, tp).copy()
+    start.update(head)
+
+    def of_text(document: Any, request: ChatRequest) -> str:
+        try:
+            text = to_json(document)
+        except ValueError:  # text JSON cannot hold (a lone surrogate): as `input_key` says
+            return of_request(document, request)
+        digest = start.copy()
+        digest.update(text)
+        digest.update(tail)
+        key: str = digest.hexdigest()
+        return key
+
+    return of_text
+
+
+_PROBES = ('\x00allama "probe" é\u2028😀\n\t\\', "a second probe, ☃ </script>")
+
+
+def _around_text(template: ChatRequest) -> tuple[bytes, bytes] | None:
+    """The JSON of `template.user(text)` before and after the text's own JSON, if it is
+    made that way (checked with a second text); else `None`."""
+    marker = to_json(_PROBES[0])
+    whole = template.user(_PROBES[0]).model_dump_json().encode()
+    if whole.count(marker) != 1:
+        return None
+    head, tail = whole.split(marker)
+    check = _PROBES[1]
+    if template.user(check).model_dump_json().encode() != head + to_json(check) + tail:
+        return None
+    return head, tail
 
 
 _TYPE_DIGESTS: dict[tuple[str, Any], Any] = {}
@@ -635,7 +691,7 @@ class _Runner:
         try:  # the caller's label and build functions: what they raise is the input's
             label = spec.label(document, index)
             request = spec.build(document)
-            key = input_key(spec.provider.name, spec.tp, request)
+            key = spec.key(document, request)
         except Exception as error:  # a bad input is that input's failure
             self._finish(
                 BatchResult(
