@@ -13,10 +13,16 @@ is CPU-bound), and the ledger's own cost per input, measured apart: a claim and 
 with a record through the run's ledger writer, at the same number in flight (the
 difference of two whole runs' CPU is smaller than their noise here).
 
+Two kinds of document: `line`, a one-line invoice answered with three fields (the least work
+an extraction can be, where the batch's own work weighs most), and `page`, an invoice of
+about 3 KB with 24 line items answered with all of them (about 2 KB of JSON), the size of
+what a pipeline sends. Both at 128 in flight; `line` also at 1 and 16.
+
 `--instructions` counts instead what the client executes at 128 in flight, which no phase
 of the machine moves: each of the three runs under valgrind's callgrind, at two sizes, the
 instructions per input being the difference over the difference in inputs (the process's
-start, imports and warm-up cancel out). Needs `valgrind`; takes about ten minutes.
+start, imports and warm-up cancel out). `--instructions page` counts the page-sized
+documents. Needs `valgrind`; takes about ten minutes (`page`: about twenty).
 """
 
 from __future__ import annotations
@@ -43,8 +49,8 @@ import allama
 
 LATENCY = 0.02
 ROUNDS = 6
-RUNS = ((1, 100), (16, 800), (128, 3000))
-"""(inputs in flight, inputs)."""
+RUNS = ((1, 100, "line"), (16, 800, "line"), (128, 3000, "line"), (128, 3000, "page"))
+"""(inputs in flight, inputs, kind of document)."""
 
 
 class Invoice(BaseModel):
@@ -53,24 +59,100 @@ class Invoice(BaseModel):
     paid: bool
 
 
-ANSWER = json.dumps(
-    {
-        "id": "chatcmpl-bench",
-        "object": "chat.completion",
-        "model": "gpt-4o-mini",
-        "choices": [
-            {
-                "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": json.dumps({"number": "INV-1", "total": 12.5, "paid": True}),
-                },
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 120, "completion_tokens": 20, "total_tokens": 140},
-    }
-).encode()
+class Party(BaseModel):
+    name: str
+    street: str
+    city: str
+    vat_id: str | None
+
+
+class LineItem(BaseModel):
+    sku: str
+    description: str
+    quantity: int
+    unit_price: float
+    amount: float
+
+
+class PageInvoice(BaseModel):
+    number: str
+    issued: str
+    due: str
+    currency: str
+    seller: Party
+    buyer: Party
+    items: list[LineItem]
+    subtotal: float
+    tax: float
+    total: float
+    paid: bool
+
+
+ITEMS = 24
+"""Line items on a page-sized invoice."""
+
+
+def _item(n: int) -> LineItem:
+    return LineItem(
+        sku=f"SKU-{4100 + n * 7}",
+        description=f"Replacement filter cartridge, series {n % 5}, pack of {n % 4 + 2}",
+        quantity=n % 9 + 1,
+        unit_price=12.5 + n,
+        amount=(n % 9 + 1) * (12.5 + n),
+    )
+
+
+def _page_answer() -> PageInvoice:
+    items = [_item(n) for n in range(ITEMS)]
+    subtotal = sum(item.amount for item in items)
+    return PageInvoice(
+        number="INV-2026-0412",
+        issued="2026-04-12",
+        due="2026-05-12",
+        currency="EUR",
+        seller=Party(
+            name="Nordwerk Filtration GmbH",
+            street="Hafenstrasse 12",
+            city="Bremen",
+            vat_id="DE811907654",
+        ),
+        buyer=Party(
+            name="Clearwater Facilities Ltd", street="4 Mill Lane", city="Leeds", vat_id=None
+        ),
+        items=items,
+        subtotal=subtotal,
+        tax=round(subtotal * 0.19, 2),
+        total=round(subtotal * 1.19, 2),
+        paid=False,
+    )
+
+
+def _answer(content: str, prompt_tokens: int, completion_tokens: int) -> bytes:
+    return json.dumps(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "model": "gpt-4o-mini",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+    ).encode()
+
+
+ANSWER = _answer(json.dumps({"number": "INV-1", "total": 12.5, "paid": True}), 120, 20)
+PAGE_ANSWER = _answer(_page_answer().model_dump_json(), 1050, 720)
+PAGE_PATH = b"/page/"
+"""Requests under this path are answered with `PAGE_ANSWER`."""
 
 
 def _serve(port_queue: Any) -> None:
@@ -78,6 +160,7 @@ def _serve(port_queue: Any) -> None:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
+                answer = PAGE_ANSWER if PAGE_PATH in head[: head.index(b"\r\n")] else ANSWER
                 length = 0
                 for line in head.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):
@@ -87,8 +170,8 @@ def _serve(port_queue: Any) -> None:
                 await asyncio.sleep(LATENCY)
                 writer.write(
                     b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                    + f"content-length: {len(ANSWER)}\r\n\r\n".encode()
-                    + ANSWER
+                    + f"content-length: {len(answer)}\r\n\r\n".encode()
+                    + answer
                 )
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -115,24 +198,71 @@ def make_provider(base: str, timeout: float | None = None) -> Any:
     return allama.provider("openai", api_key="sk-bench", base_url=base, transport=transport)
 
 
-def documents(count: int, round_: int) -> list[str]:
+def documents(count: int, round_: int, kind: str = "line") -> list[str]:
     # Each round its own documents, so that a ledger never finds them finished.
+    if kind == "page":
+        return [_page(f"INV-{round_}-{n}", n) for n in range(count)]
     return [f"Invoice INV-{round_}-{n}: 12.50 EUR, paid." for n in range(count)]
 
 
-async def floor(provider: Any, docs: list[str], concurrency: int) -> None:
+def _page(number: str, n: int) -> str:
+    """An invoice as the text of a scanned page: about 3 KB, different for each `n`."""
+    lines = [
+        "Nordwerk Filtration GmbH · Hafenstrasse 12 · 28217 Bremen · VAT DE811907654",
+        "",
+        "Clearwater Facilities Ltd",
+        "4 Mill Lane",
+        "Leeds LS1 4AB",
+        "",
+        f"INVOICE {number}        Date: 2026-04-{n % 28 + 1:02d}        Due: 30 days net",
+        "",
+        "SKU        Description                                        Qty   Unit      Amount",
+    ]
+    for i in range(ITEMS):
+        item = _item(i + n % 3)
+        lines.append(
+            f"{item.sku:<10} {item.description:<50} {item.quantity:>3} "
+            f"{item.unit_price:>8.2f} {item.amount:>10.2f}"
+        )
+    lines += [
+        "",
+        "Subtotal                                                              4,812.00",
+        "VAT 19 %                                                                914.28",
+        "TOTAL EUR                                                             5,726.28",
+        "",
+        "Please pay by bank transfer to IBAN DE89 3704 0044 0532 0130 00 quoting the invoice",
+        "number. Late payments are charged interest at 9 percentage points over base rate.",
+    ]
+    return "\n".join(lines)
+
+
+def model_for(kind: str) -> type[BaseModel]:
+    return PageInvoice if kind == "page" else Invoice
+
+
+def base_for(base: str, kind: str) -> str:
+    """The provider's base URL for `kind`: the server answers by the path."""
+    if kind != "page":
+        return base
+    origin, _, path = base.rpartition("/v1")
+    return f"{origin}{PAGE_PATH.decode().rstrip('/')}/v1{path}"
+
+
+async def floor(provider: Any, docs: list[str], concurrency: int, model: type[BaseModel]) -> None:
     slots = asyncio.Semaphore(concurrency)
 
     async def one(text: str) -> None:
         async with slots:
-            await allama.aextract(provider, Invoice, REQUEST.user(text))
+            await allama.aextract(provider, model, REQUEST.user(text))
 
     await asyncio.gather(*(one(text) for text in docs))
 
 
-async def ours(provider: Any, docs: list[str], concurrency: int, ledger: str | None) -> None:
-    run: allama.AsyncBatchRun[Invoice] = allama.abatch(
-        provider, Invoice, docs, request=REQUEST, concurrency=concurrency, ledger=ledger
+async def ours(
+    provider: Any, docs: list[str], concurrency: int, ledger: str | None, model: type[BaseModel]
+) -> None:
+    run: allama.AsyncBatchRun[BaseModel] = allama.abatch(
+        provider, model, docs, request=REQUEST, concurrency=concurrency, ledger=ledger
     )
     async for result in run:
         assert result.ok, result
@@ -147,15 +277,21 @@ RECORD = {
 }
 
 
-def ledger_cost(folder: str, concurrency: int, count: int) -> tuple[float, float]:
+def ledger_cost(
+    folder: str, concurrency: int, count: int, document: str = "line"
+) -> tuple[float, float]:
     """Wall and CPU microseconds per input of the ledger's writes alone."""
     from allama.batch._ledger import Ledger, LedgerWriter, Status
 
     async def run() -> None:
-        book = Ledger(Path(folder) / f"alone-{concurrency}.sqlite", settings={})
+        book = Ledger(Path(folder) / f"alone-{concurrency}-{document}.sqlite", settings={})
         writer = LedgerWriter(book)
         slots = asyncio.Semaphore(concurrency)
-        value = json.dumps({"number": "INV-1", "total": 12.5, "paid": True})
+        value = (
+            _page_answer().model_dump_json()
+            if document == "page"
+            else json.dumps({"number": "INV-1", "total": 12.5, "paid": True})
+        )
 
         async def one(n: int) -> None:
             async with slots:
@@ -177,12 +313,17 @@ KINDS = ("floor", "batch", "ledger")
 
 
 async def run_kind(
-    kind: str, provider: Any, docs: list[str], concurrency: int, ledger: str
+    kind: str,
+    provider: Any,
+    docs: list[str],
+    concurrency: int,
+    ledger: str,
+    model: type[BaseModel] = Invoice,
 ) -> None:
     if kind == "floor":
-        await floor(provider, docs, concurrency)
+        await floor(provider, docs, concurrency, model)
     else:
-        await ours(provider, docs, concurrency, ledger if kind == "ledger" else None)
+        await ours(provider, docs, concurrency, ledger if kind == "ledger" else None, model)
 
 
 def timed(fn: Any) -> tuple[float, float]:
@@ -203,22 +344,26 @@ COUNTED = (300, 1300)
 COUNTED_TIMEOUT = 120.0
 
 
-def counted(kind: str, count: int, base: str, folder: str) -> None:
+def counted(kind: str, count: int, base: str, folder: str, document: str) -> None:
     """One run for `--instructions`, in the process callgrind watches. Under valgrind the
     client runs some fifty times slower, and 128 connections opened at once can take longer
     than the default connect timeout (5 s): the counted runs allow two minutes."""
-    ledger = str(Path(folder) / f"counted-{kind}-{count}.sqlite")
-    for docs in (documents(200, 99), documents(count, 0)):
-        provider = make_provider(base, timeout=COUNTED_TIMEOUT)
-        timed(functools.partial(run_kind, kind, provider, docs, 128, ledger))
+    ledger = str(Path(folder) / f"counted-{kind}-{document}-{count}.sqlite")
+    for docs in (documents(200, 99, document), documents(count, 0, document)):
+        provider = make_provider(base_for(base, document), timeout=COUNTED_TIMEOUT)
+        model = model_for(document)
+        timed(functools.partial(run_kind, kind, provider, docs, 128, ledger, model))
 
 
-def instructions() -> None:
+def instructions(document: str) -> None:
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         sys.exit("--instructions needs valgrind (Debian: apt-get install valgrind)")
     server, base = start_server()
-    print(f"instructions per input at 128 in flight, server latency {LATENCY * 1000:.0f} ms")
+    print(
+        f"instructions per input at 128 in flight, {document} documents, "
+        f"server latency {LATENCY * 1000:.0f} ms"
+    )
     found: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as folder:
         for kind in KINDS:
@@ -226,6 +371,7 @@ def instructions() -> None:
             for count in COUNTED:
                 command = [valgrind, "--tool=callgrind", f"--callgrind-out-file={os.devnull}"]
                 command += [sys.executable, __file__, "--counted", kind, str(count), base, folder]
+                command.append(document)
                 done = subprocess.run(command, capture_output=True, text=True)
                 match = re.search(r"Collected : (\d+)", done.stderr)
                 if done.returncode != 0 or match is None:
@@ -239,33 +385,39 @@ def instructions() -> None:
 
 def main() -> None:
     if sys.argv[1:2] == ["--counted"]:
-        kind, size, base, folder = sys.argv[2:6]
-        return counted(kind, int(size), base, folder)
-    if sys.argv[1:] == ["--instructions"]:
-        return instructions()
+        kind, size, base, folder, document = sys.argv[2:7]
+        return counted(kind, int(size), base, folder, document)
+    if sys.argv[1:2] == ["--instructions"]:
+        document = sys.argv[2] if len(sys.argv) > 2 else "line"
+        if document not in ("line", "page"):
+            sys.exit(f"--instructions counts `line` or `page` documents, not {document!r}")
+        return instructions(document)
     server, base = start_server()
     latency = f"{LATENCY * 1000:.0f} ms"
     print(f"allama.abatch against asyncio.gather over aextract, server latency {latency}")
     print(
-        f"{'in flight':>9} {'inputs':>6} | {'floor s':>8} {'batch s':>8} {'+ledger s':>9} | "
+        f"{'in flight':>9} {'inputs':>6} {'document':>8} | "
+        f"{'floor s':>8} {'batch s':>8} {'+ledger s':>9} | "
         f"{'batch/floor':>11} {'ledger/floor':>12} | {'median batch':>12} {'median ledger':>13} | "
         f"{'CPU ms/input: floor':>19} "
         f"{'batch':>6} {'+ledger':>7} | {'ledger alone µs/input':>21}"
     )
     with tempfile.TemporaryDirectory() as folder:
-        for concurrency, count in RUNS:
+        for concurrency, count, document in RUNS:
+            model = model_for(document)
             best: dict[str, list[float]] = {"floor": [], "batch": [], "ledger": []}
             cpu: dict[str, list[float]] = {"floor": [], "batch": [], "ledger": []}
             for round_ in range(ROUNDS):
-                docs = documents(count, round_)
+                docs = documents(count, round_, document)
                 # Each round starts with another of the three, so that whatever the order
                 # favours (the first run after the last one's garbage) favours none.
                 kinds = KINDS[round_ % 3 :] + KINDS[: round_ % 3]
                 for kind in kinds:
-                    ledger = str(Path(folder) / f"ledger-{concurrency}-{round_}.sqlite")
+                    ledger = str(Path(folder) / f"ledger-{concurrency}-{document}-{round_}.sqlite")
+                    provider = make_provider(base_for(base, document))
                     wall, used = timed(
                         functools.partial(
-                            run_kind, kind, make_provider(base), docs, concurrency, ledger
+                            run_kind, kind, provider, docs, concurrency, ledger, model
                         )
                     )
                     best[kind].append(wall)
@@ -276,9 +428,9 @@ def main() -> None:
                 for k in ("batch", "ledger")
             ]
             fc, bc, lc = (min(cpu[k]) / count * 1e3 for k in ("floor", "batch", "ledger"))
-            alone_wall, alone_cpu = ledger_cost(folder, concurrency, 2000)
+            alone_wall, alone_cpu = ledger_cost(folder, concurrency, 2000, document)
             print(
-                f"{concurrency:>9} {count:>6} | {f:>8.3f} {b:>8.3f} {led:>9.3f} | "
+                f"{concurrency:>9} {count:>6} {document:>8} | {f:>8.3f} {b:>8.3f} {led:>9.3f} | "
                 f"{b / f:>11.2f} {led / f:>12.2f} | {paired[0]:>12.2f} {paired[1]:>13.2f} | "
                 f"{fc:>19.2f} {bc:>6.2f} {lc:>7.2f} | "
                 f"{alone_wall:>8.0f} wall {alone_cpu:>4.0f} CPU"

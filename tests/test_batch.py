@@ -480,3 +480,51 @@ def test_costs_are_summed_in_the_summary_and_kept_in_the_ledger(
     costs = {row.position: row.cost for row in reader.rows()}
     reader.close()
     assert costs[0] == "0.000021" and costs[7] == "0.000021" and costs[3] == "0.000021"
+
+
+# A result reaches the caller only once its row is committed.
+
+
+def test_every_result_is_committed_when_the_caller_gets_it(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+
+    async def main() -> list[tuple[str, str, str | None]]:
+        seen = []
+        reader = None
+        run = allama.abatch(
+            provider_for(server), Row, docs(80), request=TEMPLATE, ledger=ledger, backoff=0.01
+        )
+        async for result in run:
+            # Another connection sees only what is committed.
+            reader = reader or Ledger(ledger, read_only=True)
+            row = {r.key: r for r in reader.rows()}[result.key]
+            seen.append((outcome(result), row.status, row.value))
+            assert row.value == (None if result.value is None else result.value.model_dump_json())
+        assert reader is not None
+        reader.close()
+        return seen
+
+    seen = asyncio.run(main())
+    assert len(seen) == 80
+    assert {status for kind, status, _ in seen if kind == "ok"} == {"done"}
+    assert {status for kind, status, _ in seen if kind != "ok"} == {"failed"}
+
+
+def test_the_sync_twin_hands_over_committed_results_too(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    reader = None
+    statuses = []
+    for result in allama.batch(
+        provider_for(server), Row, docs(40), request=TEMPLATE, ledger=ledger, backoff=0.01
+    ):
+        reader = reader or Ledger(ledger, read_only=True)
+        row = {r.key: r for r in reader.rows()}[result.key]
+        statuses.append((outcome(result) == "ok", row.status))
+    assert reader is not None
+    reader.close()
+    assert sorted(set(statuses)) == [(False, "failed"), (True, "done")]
+    assert len(statuses) == 40
