@@ -155,8 +155,13 @@ def _answer(content: str, prompt_tokens: int, completion_tokens: int) -> bytes:
     ).encode()
 
 
-ANSWER = _answer(json.dumps({"number": "INV-1", "total": 12.5, "paid": True}), 120, 20)
-PAGE_ANSWER = _answer(_page_answer().model_dump_json(), 1050, 720)
+VALUES = {
+    "line": json.dumps({"number": "INV-1", "total": 12.5, "paid": True}),
+    "page": _page_answer().model_dump_json(),
+}
+"""The value's JSON the server answers with, by kind of document."""
+ANSWER = _answer(VALUES["line"], 120, 20)
+PAGE_ANSWER = _answer(VALUES["page"], 1050, 720)
 PAGE_PATH = b"/page/"
 """Requests under this path are answered with `PAGE_ANSWER`."""
 
@@ -293,11 +298,7 @@ def ledger_cost(
         book = Ledger(Path(folder) / f"alone-{concurrency}-{document}.sqlite", settings={})
         writer = LedgerWriter(book)
         slots = asyncio.Semaphore(concurrency)
-        value = (
-            _page_answer().model_dump_json()
-            if document == "page"
-            else json.dumps({"number": "INV-1", "total": 12.5, "paid": True})
-        )
+        value = VALUES[document]
 
         async def one(n: int) -> None:
             async with slots:
@@ -355,9 +356,9 @@ def counted(kind: str, count: int, base: str, folder: str, document: str) -> Non
     client runs some fifty times slower, and 128 connections opened at once can take longer
     than the default connect timeout (5 s): the counted runs allow two minutes."""
     ledger = str(Path(folder) / f"counted-{kind}-{document}-{count}.sqlite")
+    model = model_for(document)
     for docs in (documents(200, 99, document), documents(count, 0, document)):
         provider = make_provider(base_for(base, document), timeout=COUNTED_TIMEOUT)
-        model = model_for(document)
         timed(functools.partial(run_kind, kind, provider, docs, 128, ledger, model))
 
 

@@ -485,46 +485,34 @@ def test_costs_are_summed_in_the_summary_and_kept_in_the_ledger(
 # A result reaches the caller only once its row is committed.
 
 
+@pytest.mark.parametrize("twin", ["async", "sync"])
 def test_every_result_is_committed_when_the_caller_gets_it(
-    server: BatchServer, tmp_path: Path
+    twin: str, server: BatchServer, tmp_path: Path
 ) -> None:
     ledger = tmp_path / "run.sqlite"
+    readers: list[Ledger] = []
+    seen: list[tuple[str, str]] = []
 
-    async def main() -> list[tuple[str, str, str | None]]:
-        seen = []
-        reader = None
-        run = allama.abatch(
-            provider_for(server), Row, docs(80), request=TEMPLATE, ledger=ledger, backoff=0.01
-        )
-        async for result in run:
-            # Another connection sees only what is committed.
-            reader = reader or Ledger(ledger, read_only=True)
-            row = {r.key: r for r in reader.rows()}[result.key]
-            seen.append((outcome(result), row.status, row.value))
-            assert row.value == (None if result.value is None else result.value.model_dump_json())
-        assert reader is not None
-        reader.close()
-        return seen
+    def check(result: allama.BatchResult[Row]) -> None:
+        # Another connection sees only what is committed.
+        if not readers:
+            readers.append(Ledger(ledger, read_only=True))
+        row = {r.key: r for r in readers[0].rows()}[result.key]
+        seen.append((outcome(result), row.status))
+        assert row.value == (None if result.value is None else result.value.model_dump_json())
 
-    seen = asyncio.run(main())
+    options: dict[str, Any] = {"request": TEMPLATE, "ledger": ledger, "backoff": 0.01}
+    if twin == "async":
+
+        async def main() -> None:
+            async for result in allama.abatch(provider_for(server), Row, docs(80), **options):
+                check(result)
+
+        asyncio.run(main())
+    else:
+        for result in allama.batch(provider_for(server), Row, docs(80), **options):
+            check(result)
+    readers[0].close()
     assert len(seen) == 80
-    assert {status for kind, status, _ in seen if kind == "ok"} == {"done"}
-    assert {status for kind, status, _ in seen if kind != "ok"} == {"failed"}
-
-
-def test_the_sync_twin_hands_over_committed_results_too(
-    server: BatchServer, tmp_path: Path
-) -> None:
-    ledger = tmp_path / "run.sqlite"
-    reader = None
-    statuses = []
-    for result in allama.batch(
-        provider_for(server), Row, docs(40), request=TEMPLATE, ledger=ledger, backoff=0.01
-    ):
-        reader = reader or Ledger(ledger, read_only=True)
-        row = {r.key: r for r in reader.rows()}[result.key]
-        statuses.append((outcome(result) == "ok", row.status))
-    assert reader is not None
-    reader.close()
-    assert sorted(set(statuses)) == [(False, "failed"), (True, "done")]
-    assert len(statuses) == 40
+    assert {status for kind, status in seen if kind == "ok"} == {"done"}
+    assert {status for kind, status in seen if kind != "ok"} == {"failed"}
