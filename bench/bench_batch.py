@@ -23,6 +23,8 @@ of the machine moves: each of the three runs under valgrind's callgrind, at two 
 instructions per input being the difference over the difference in inputs (the process's
 start, imports and warm-up cancel out). `--instructions page` counts the page-sized
 documents. Needs `valgrind`; takes about ten minutes (`page`: about twenty).
+`--ledger-parts` (after `--instructions line|page`) counts `abatch` and the ledger with parts
+of its work left out instead (see `LEDGER_PARTS`).
 
 `--gc-threshold N` sets the garbage collector's first threshold (700 by default) for all
 three runs alike: at 128 in flight a large part of each run's CPU time is the collector's,
@@ -33,6 +35,7 @@ commit, and the values they hold are walked by the collections in that turn).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
 import json
@@ -45,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -351,18 +355,49 @@ COUNTED = (300, 1300)
 COUNTED_TIMEOUT = 120.0
 
 
+LEDGER_PARTS = ("batch", "ledger-unwritten-unwaited", "ledger-unwritten", "ledger")
+"""`--ledger-parts`: the ledger with its SQLite statements left out (`unwritten`: claims
+granted, finishes dropped, no transaction), and with its writes done at once instead of in
+the turn's shared commit (`unwaited`), to see what each part of it costs."""
+
+
+def _leave_out(parts: str) -> None:
+    from allama.batch import _ledger
+
+    if "unwritten" in parts:
+
+        @contextlib.contextmanager
+        def no_transaction(self: Any) -> Iterator[None]:
+            yield
+
+        _ledger.Ledger._claim = lambda self, key, position, label: _ledger.Claim(True, 1)  # type: ignore[method-assign]
+        _ledger.Ledger._finish = lambda self, key, **outcome: None  # type: ignore[method-assign]
+        _ledger.Ledger._transaction = no_transaction  # type: ignore[method-assign]
+    if "unwaited" in parts:
+
+        def at_once(self: Any, write: Any) -> asyncio.Future[Any]:
+            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            done.set_result(write())
+            return done
+
+        _ledger.LedgerWriter._submit = at_once  # type: ignore[method-assign]
+
+
 def counted(kind: str, count: int, base: str, folder: str, document: str) -> None:
     """One run for `--instructions`, in the process callgrind watches. Under valgrind the
     client runs some fifty times slower, and 128 connections opened at once can take longer
     than the default connect timeout (5 s): the counted runs allow two minutes."""
     ledger = str(Path(folder) / f"counted-{kind}-{document}-{count}.sqlite")
+    if kind.startswith("ledger-"):
+        _leave_out(kind)
+        kind = "ledger"
     model = model_for(document)
     for docs in (documents(200, 99, document), documents(count, 0, document)):
         provider = make_provider(base_for(base, document), timeout=COUNTED_TIMEOUT)
         timed(functools.partial(run_kind, kind, provider, docs, 128, ledger, model))
 
 
-def instructions(document: str) -> None:
+def instructions(document: str, kinds: tuple[str, ...] = KINDS) -> None:
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         sys.exit("--instructions needs valgrind (Debian: apt-get install valgrind)")
@@ -373,7 +408,7 @@ def instructions(document: str) -> None:
     )
     found: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as folder:
-        for kind in KINDS:
+        for kind in kinds:
             totals = []
             for count in COUNTED:
                 command = [valgrind, "--tool=callgrind", f"--callgrind-out-file={os.devnull}"]
@@ -385,8 +420,9 @@ def instructions(document: str) -> None:
                     sys.exit(f"the counted {kind} run failed:\n{done.stderr[-3000:]}")
                 totals.append(int(match.group(1)))
             found[kind] = (totals[1] - totals[0]) / (COUNTED[1] - COUNTED[0])
-            ratio = found[kind] / found["floor"]
-            print(f"{kind:>7}: {found[kind] / 1e6:.3f} million, {ratio:.3f} times the floor")
+            base_kind = kinds[0]
+            ratio = found[kind] / found[base_kind]
+            print(f"{kind:>7}: {found[kind] / 1e6:.3f} million, {ratio:.3f} times the {base_kind}")
     server.terminate()
 
 
@@ -398,7 +434,7 @@ def main() -> None:
         document = sys.argv[2] if len(sys.argv) > 2 else "line"
         if document not in ("line", "page"):
             sys.exit(f"--instructions counts `line` or `page` documents, not {document!r}")
-        return instructions(document)
+        return instructions(document, LEDGER_PARTS if "--ledger-parts" in sys.argv else KINDS)
     collector = ""
     if sys.argv[1:2] == ["--gc-threshold"]:
         # The collector's first threshold for all three runs alike (default 700): how much
