@@ -18,9 +18,20 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Json,
+    SecretStr,
+    computed_field,
+    field_validator,
+)
+from pydantic.alias_generators import to_camel
 
 import allama
+import allama.mock
 from _batch_server import BatchServer, expected
 from _kill import kill_after
 from allama import ChatRequest, Extractor
@@ -115,6 +126,114 @@ def test_a_ledger_run_again_sends_nothing_that_finished(
         allama.batch(provider, Row, docs(40), request=TEMPLATE, ledger=ledger, retry_failed=True)
     )
     assert sorted(r.index for r in retried if not r.resumed) == [7, 13]
+
+
+# `Row` with a validator added after a run filled the ledger: the same schema (no docstring,
+# which would be its description), so the same keys.
+class CheckedRow(BaseModel):
+    model_config = ConfigDict(title="Row")
+    n: int
+
+    @field_validator("n")
+    @classmethod
+    def even(cls, n: int) -> int:
+        if n % 2:
+            raise ValueError(f"{n} is odd")
+        return n
+
+
+def test_a_stored_value_that_no_longer_validates_is_that_inputs_failure(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    provider = provider_for(server)
+    first = list(allama.batch(provider, Row, docs(6), request=TEMPLATE, ledger=ledger))
+    assert [outcome(r) for r in first] == ["ok"] * 6
+    sent = sum(server.sent.values())
+    run = allama.batch(provider, CheckedRow, docs(6), request=TEMPLATE, ledger=ledger)
+    results = sorted(run, key=lambda r: r.index)
+    assert sum(server.sent.values()) == sent  # finished: nothing sent again
+    assert [(outcome(r), r.resumed) for r in results] == [
+        ("ok", True),
+        ("stored_value_invalid", True),
+    ] * 3
+    assert [r.value for r in results[::2]] == [CheckedRow(n=0), CheckedRow(n=2), CheckedRow(n=4)]
+    failure = results[1].failure
+    assert failure is not None and failure.message == (
+        "finished by an earlier run, but its value in the ledger does not validate as "
+        "CheckedRow: `value_error` at n; the value stays in the ledger (`allama batch "
+        "export` writes it)"
+    )  # the validator's own words (which may quote the value) are not in it
+    assert results[1].metadata is not None and results[1].metadata.passes == 1
+    summary = run.summary
+    assert (summary.done, summary.failed, summary.resumed) == (3, 3, 6)
+    assert summary.failures_by_kind == {"stored_value_invalid": 3}
+    rows = {row.position: row for row in Ledger(ledger, settings={}).rows()}
+    assert rows[1].status == "done" and json.loads(rows[1].value or "") == {"n": 1}
+
+
+class Tagged(BaseModel):
+    """A type whose plain JSON does not read back: a `Json` field dumps as the object it
+    holds, and a computed field is an unknown field to `extra="forbid"`."""
+
+    model_config = ConfigDict(extra="forbid")
+    n: int
+    tags: Json[dict[str, int]]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def double(self) -> int:
+        return 2 * self.n
+
+
+class Person(BaseModel):
+    """Keys as an API spells them: the model answers by alias, the value dumps by name."""
+
+    model_config = ConfigDict(alias_generator=to_camel)
+    first_name: str
+    born_in: int = Field(validation_alias=AliasChoices("bornIn", "year"))
+
+
+def test_a_type_with_aliases_resumes(tmp_path: Path) -> None:
+    answer = {"firstName": "Ada", "bornIn": 1815}
+    first, resumed = _resumed(Person, answer, tmp_path / "run.sqlite")
+    assert resumed == first == Person(firstName="Ada", bornIn=1815)
+    (row,) = Ledger(tmp_path / "run.sqlite", settings={}).rows()
+    assert json.loads(row.value or "") == {"first_name": "Ada", "born_in": 1815}
+
+
+class Login(BaseModel):
+    user: str
+    password: SecretStr
+    note: str = Field(default="", exclude=True)
+
+
+def _resumed(tp: type[BaseModel], answer: dict[str, Any], ledger: Path) -> list[Any]:
+    """The value of one input's first run, then of a run that resumes it."""
+    values = []
+    for _ in range(2):
+        provider = allama.mock.MockProvider.with_text(json.dumps(answer))
+        (result,) = allama.batch(provider, tp, ["doc"], request=TEMPLATE, ledger=ledger)
+        assert result.failure is None, result.failure
+        values.append(result.value)
+    return values
+
+
+def test_a_resumed_value_is_read_back_from_the_json_its_type_reads(tmp_path: Path) -> None:
+    answer = {"n": 2, "tags": json.dumps({"a": 1})}
+    first, resumed = _resumed(Tagged, answer, tmp_path / "run.sqlite")
+    assert resumed == first == Tagged(n=2, tags=json.dumps({"a": 1}))
+    (row,) = Ledger(tmp_path / "run.sqlite", settings={}).rows()
+    assert json.loads(row.value or "") == {"n": 2, "tags": '{"a":1}'}
+
+
+def test_what_a_types_json_leaves_out_a_resumed_run_does_not_have(tmp_path: Path) -> None:
+    # The ledger keeps a value as its type writes it: a secret masked, an excluded field
+    # left out. A resumed run hands back what that JSON holds (as the README says).
+    answer = {"user": "ann", "password": "hunter2", "note": "kept"}
+    first, resumed = _resumed(Login, answer, tmp_path / "run.sqlite")
+    assert (first.password.get_secret_value(), first.note) == ("hunter2", "kept")
+    assert (resumed.password.get_secret_value(), resumed.note) == ("**********", "")
 
 
 def test_a_bad_input_is_its_own_failure_and_the_run_goes_on(server: BatchServer) -> None:

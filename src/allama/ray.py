@@ -6,7 +6,10 @@ options, or a zero-argument factory) and runs the rows of each batch concurrentl
 `Extractor.aextract`, at most `row_concurrency` at a time. Every input row comes back with
 three more columns, and a bad row never fails the job:
 
-- `value`: the validated value as JSON text, or null;
+- `value`: the validated value as JSON text, or null; the JSON is pydantic's round-trip
+  form, which `TypeAdapter(tp).validate_json(value, by_name=True)` reads back into the
+  value (`by_name`: a type with aliases writes its field names), as a batch run's ledger
+  keeps it;
 - `error`: null, or a short log-safe line: the error's kind and allama's own words (a
   provider's message, which may quote the input, is withheld, as in `Error.as_log()`);
 - `record`: the extraction record as JSON text (`ExtractionMetadata.to_json_dict()`), for a
@@ -43,6 +46,7 @@ except ImportError as missing:  # pragma: no cover - depends on the install
     raise ImportError("allama.ray needs Ray Data: pip install 'allama[ray]'") from missing
 
 import allama
+from allama.batch._run import stored_value
 from allama.errors import Error
 from allama.extract import ExtractionMetadata, Extractor, SchemaEnforcement
 from allama.schema import type_schema
@@ -238,7 +242,7 @@ class ExtractBatch:
         async with limit:
             try:
                 extracted = await self._extractor.aextract(self._provider, self._tp, request)
-                value = self._schema.adapter.dump_json(extracted.value).decode()
+                value = stored_value(self._schema.adapter, extracted.value)
             except Exception as error:  # a bad row never fails the job
                 return None, error_text(error), _record_json(ExtractionMetadata.from_error(error))
         return value, None, _record_json(extracted.metadata)

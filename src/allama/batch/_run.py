@@ -27,7 +27,7 @@ from decimal import Decimal
 from os import PathLike
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_json
 
 from allama import _tracing
@@ -114,6 +114,9 @@ NOT_STARTED = "not_started"
 IN_FLIGHT_ELSEWHERE = "in_flight_elsewhere"
 IN_PROVIDER_JOB = "in_provider_job"
 """In a provider batch job when the run stopped: a later run collects it."""
+STORED_VALUE_INVALID = "stored_value_invalid"
+"""Finished by an earlier run, whose value in the ledger does not validate as the type now
+(its validators changed since, say): the value stays in the ledger, nothing is sent."""
 
 
 @dataclass(slots=True)
@@ -862,7 +865,7 @@ class _Runner:
         seconds = time.monotonic() - began
         metadata = extracted.metadata
         if self.ledger is not None:
-            value = self.spec.adapter.dump_json(extracted.value).decode()
+            value = stored_value(self.spec.adapter, extracted.value)
             cost, _ = _cost_of([*spent, metadata])
             usage = metadata.usage
             await self.ledger.finish(
@@ -924,7 +927,22 @@ class _Runner:
         metadata = ExtractionMetadata.from_json_dict(records) if records else None
         spent = tuple(ExtractionMetadata.from_json_dict(r) for r in earlier)
         if row.status == Status.DONE and row.value is not None:
-            value = self.spec.adapter.validate_json(row.value)
+            try:
+                value = read_stored_value(self.spec.adapter, row.value)
+            except ValidationError as invalid:  # that input's failure: the run goes on
+                failure = _stored_value_invalid(invalid, self.spec.tp)
+                return BatchResult(
+                    index,
+                    row.key,
+                    label,
+                    None,
+                    failure,
+                    metadata,
+                    row.attempts,
+                    row.seconds or 0.0,
+                    True,
+                    spent,
+                )
             return BatchResult(
                 index,
                 row.key,
@@ -985,6 +1003,34 @@ def _duplicate(index: int, label: str, first: BatchResult[Any]) -> BatchResult[A
         0.0,
         first.resumed,
         duplicate=True,
+    )
+
+
+def stored_value(adapter: TypeAdapter[Any], value: Any) -> str:
+    """A value as the ledger keeps it: its JSON in pydantic's round-trip form, the form its
+    type reads back (a `Json[...]` field as JSON text, computed fields left out), keyed as
+    the type writes its keys (by field name, unless it serializes by alias)."""
+    return adapter.dump_json(value, round_trip=True).decode()
+
+
+def read_stored_value(adapter: TypeAdapter[Any], text: str | bytes) -> Any:
+    """A stored value, validated again. Keys are taken by alias or by field name: a type
+    with aliases writes its field names, and reads only its aliases unless told."""
+    return adapter.validate_json(text, by_alias=True, by_name=True)
+
+
+def _stored_value_invalid(error: ValidationError, tp: Any) -> BatchFailure:
+    """What a stored value that no longer validates is told as: where and what kind of
+    error, never the value (the model's text)."""
+    problems = error.errors(include_url=False, include_input=False, include_context=False)
+    first = problems[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the value itself"
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return BatchFailure(
+        STORED_VALUE_INVALID,
+        f"finished by an earlier run, but its value in the ledger does not validate as "
+        f"{_tracing.type_name(tp)}: `{first['type']}` at {where}{more}; the value stays in "
+        "the ledger (`allama batch export` writes it)",
     )
 
 
