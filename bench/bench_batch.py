@@ -26,6 +26,11 @@ documents. Needs `valgrind`; takes about ten minutes (`page`: about twenty).
 `--ledger-parts` (after `--instructions line|page`) counts `abatch` and the ledger with parts
 of its work left out instead (see `LEDGER_PARTS`).
 
+`--latency MS,MS,... [line|page]` runs the three at 128 in flight with the server answering
+after each of those latencies instead (1,280 documents, 4 rounds; `page` by default): how
+much of the batch's and the ledger's cost shows in wall time as the client goes from
+CPU-bound, at the 20 ms above, to waiting on the server, as it does at a model's latencies.
+
 `--gc-threshold N` sets the garbage collector's first threshold (700 by default) for all
 three runs alike: at 128 in flight a large part of each run's CPU time is the collector's,
 and the ledger's share of it is the larger (its writes wait a turn of the loop for their
@@ -169,7 +174,7 @@ PAGE_PATH = b"/page/"
 """Requests under this path are answered with `PAGE_ANSWER`."""
 
 
-def _serve(port_queue: Any) -> None:
+def _serve(port_queue: Any, latency: float = LATENCY) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
@@ -181,7 +186,7 @@ def _serve(port_queue: Any) -> None:
                         length = int(line.split(b":", 1)[1])
                 if length:
                     await reader.readexactly(length)
-                await asyncio.sleep(LATENCY)
+                await asyncio.sleep(latency)
                 writer.write(
                     b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                     + f"content-length: {len(answer)}\r\n\r\n".encode()
@@ -279,7 +284,7 @@ async def ours(
         provider, model, docs, request=REQUEST, concurrency=concurrency, ledger=ledger
     )
     async for result in run:
-        assert result.ok, result
+        assert result.ok and not result.resumed, result  # a ledger of its own each run
 
 
 RECORD = {
@@ -342,9 +347,9 @@ def timed(fn: Any) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def start_server() -> tuple[Any, str]:
+def start_server(latency: float = LATENCY) -> tuple[Any, str]:
     queue: Any = multiprocessing.Queue()
-    server = multiprocessing.Process(target=_serve, args=(queue,), daemon=True)
+    server = multiprocessing.Process(target=_serve, args=(queue, latency), daemon=True)
     server.start()
     return server, f"http://127.0.0.1:{queue.get()}/v1"
 
@@ -420,6 +425,76 @@ def instructions(document: str, kinds: tuple[str, ...] = KINDS) -> None:
     server.terminate()
 
 
+HEADER = (
+    f"{'floor s':>8} {'batch s':>8} {'+ledger s':>9} | "
+    f"{'batch/floor':>11} {'ledger/floor':>12} | {'median batch':>12} {'median ledger':>13} | "
+    f"{'CPU ms/input: floor':>19} {'batch':>6} {'+ledger':>7}"
+)
+
+
+def row(
+    base: str, folder: str, concurrency: int, count: int, document: str, rounds: int
+) -> tuple[str, float]:
+    """The three runs, `rounds` times in turn: best wall times, their ratios, the medians of
+    each round's ratios, and the best CPU time per input of each (a line under `HEADER`);
+    and the share of a core the floor's client used (its CPU time over its wall time, in
+    its fastest round: 1.00 is CPU-bound, where the batch's own work shows in full)."""
+    model = model_for(document)
+    best: dict[str, list[float]] = {"floor": [], "batch": [], "ledger": []}
+    cpu: dict[str, list[float]] = {"floor": [], "batch": [], "ledger": []}
+    for round_ in range(rounds):
+        docs = documents(count, round_, document)
+        # Each round starts with another of the three, so that whatever the order
+        # favours (the first run after the last one's garbage) favours none.
+        kinds = KINDS[round_ % 3 :] + KINDS[: round_ % 3]
+        for kind in kinds:
+            ledger = str(Path(folder) / f"ledger-{concurrency}-{document}-{count}-{round_}.sqlite")
+            provider = make_provider(base_for(base, document))
+            wall, used = timed(
+                functools.partial(run_kind, kind, provider, docs, concurrency, ledger, model)
+            )
+            best[kind].append(wall)
+            cpu[kind].append(used)
+    f, b, led = (min(best[k]) for k in ("floor", "batch", "ledger"))
+    paired = [
+        statistics.median(x / y for x, y in zip(best[k], best["floor"], strict=True))
+        for k in ("batch", "ledger")
+    ]
+    fc, bc, lc = (min(cpu[k]) / count * 1e3 for k in ("floor", "batch", "ledger"))
+    line = (
+        f"{f:>8.3f} {b:>8.3f} {led:>9.3f} | "
+        f"{b / f:>11.2f} {led / f:>12.2f} | {paired[0]:>12.2f} {paired[1]:>13.2f} | "
+        f"{fc:>19.2f} {bc:>6.2f} {lc:>7.2f}"
+    )
+    return line, cpu["floor"][best["floor"].index(f)] / f
+
+
+SWEEP = (128, 1280, 4)
+"""`--latency`: inputs in flight, inputs (each slot used ten times), rounds."""
+
+
+def sweep(latencies: list[float], document: list[str]) -> None:
+    """The runs at 128 in flight with the server answering after each of `latencies`: the
+    batch's and the ledger's cost in wall time as the client goes from CPU-bound (128 calls
+    answered sooner than the client does the work of 128 inputs) to waiting on the server,
+    as it does at a model's latencies (seconds)."""
+    kind = document[0] if document else "page"
+    concurrency, count, rounds = SWEEP
+    print(
+        f"allama.abatch against asyncio.gather over aextract, {concurrency} in flight, "
+        f"{count} {kind} documents, {rounds} rounds, by the server's latency"
+    )
+    print(f"{'latency':>8} | {HEADER} | {'floor busy':>10}")
+    for latency in latencies:
+        server, base = start_server(latency)
+        # A folder for each latency: the same documents in a ledger of the last latency's
+        # would be found finished.
+        with tempfile.TemporaryDirectory() as folder:
+            measured, busy = row(base, folder, concurrency, count, kind, rounds)
+        print(f"{latency * 1000:>5.0f} ms | {measured} | {busy:>10.2f}")
+        server.terminate()
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--counted"]:
         kind, size, base, folder, document = sys.argv[2:7]
@@ -429,6 +504,8 @@ def main() -> None:
         if document not in ("line", "page"):
             sys.exit(f"--instructions counts `line` or `page` documents, not {document!r}")
         return instructions(document, LEDGER_PARTS if "--ledger-parts" in sys.argv else KINDS)
+    if sys.argv[1:2] == ["--latency"]:
+        return sweep([float(ms) / 1000 for ms in sys.argv[2].split(",")], sys.argv[3:4])
     collector = ""
     if sys.argv[1:2] == ["--gc-threshold"]:
         # The collector's first threshold for all three runs alike (default 700): how much
@@ -441,43 +518,14 @@ def main() -> None:
         f"allama.abatch against asyncio.gather over aextract, server latency {latency}{collector}"
     )
     print(
-        f"{'in flight':>9} {'inputs':>6} {'document':>8} | "
-        f"{'floor s':>8} {'batch s':>8} {'+ledger s':>9} | "
-        f"{'batch/floor':>11} {'ledger/floor':>12} | {'median batch':>12} {'median ledger':>13} | "
-        f"{'CPU ms/input: floor':>19} "
-        f"{'batch':>6} {'+ledger':>7} | {'ledger alone µs/input':>21}"
+        f"{'in flight':>9} {'inputs':>6} {'document':>8} | {HEADER} | {'ledger alone µs/input':>21}"
     )
     with tempfile.TemporaryDirectory() as folder:
         for concurrency, count, document in RUNS:
-            model = model_for(document)
-            best: dict[str, list[float]] = {"floor": [], "batch": [], "ledger": []}
-            cpu: dict[str, list[float]] = {"floor": [], "batch": [], "ledger": []}
-            for round_ in range(ROUNDS):
-                docs = documents(count, round_, document)
-                # Each round starts with another of the three, so that whatever the order
-                # favours (the first run after the last one's garbage) favours none.
-                kinds = KINDS[round_ % 3 :] + KINDS[: round_ % 3]
-                for kind in kinds:
-                    ledger = str(Path(folder) / f"ledger-{concurrency}-{document}-{round_}.sqlite")
-                    provider = make_provider(base_for(base, document))
-                    wall, used = timed(
-                        functools.partial(
-                            run_kind, kind, provider, docs, concurrency, ledger, model
-                        )
-                    )
-                    best[kind].append(wall)
-                    cpu[kind].append(used)
-            f, b, led = (min(best[k]) for k in ("floor", "batch", "ledger"))
-            paired = [
-                statistics.median(x / y for x, y in zip(best[k], best["floor"], strict=True))
-                for k in ("batch", "ledger")
-            ]
-            fc, bc, lc = (min(cpu[k]) / count * 1e3 for k in ("floor", "batch", "ledger"))
+            measured, _ = row(base, folder, concurrency, count, document, ROUNDS)
             alone_wall, alone_cpu = ledger_cost(folder, concurrency, 2000, document)
             print(
-                f"{concurrency:>9} {count:>6} {document:>8} | {f:>8.3f} {b:>8.3f} {led:>9.3f} | "
-                f"{b / f:>11.2f} {led / f:>12.2f} | {paired[0]:>12.2f} {paired[1]:>13.2f} | "
-                f"{fc:>19.2f} {bc:>6.2f} {lc:>7.2f} | "
+                f"{concurrency:>9} {count:>6} {document:>8} | {measured} | "
                 f"{alone_wall:>8.0f} wall {alone_cpu:>4.0f} CPU"
             )
     server.terminate()
