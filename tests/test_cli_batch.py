@@ -224,6 +224,19 @@ def test_csv_input(
     assert "3 documents from" in capsys.readouterr().err
 
 
+def test_a_csv_document_longer_than_the_csv_modules_own_limit(tmp_path: Path) -> None:
+    from allama.batch._inputs import read_inputs
+
+    long = "doc 4 " + "x" * 300_000  # the csv module stops at 131,072 characters a field
+    source = tmp_path / "long.csv"
+    source.write_text(f"id,text\nshort,doc 1\nlong,{long}\n")
+    inputs = read_inputs(source)
+    assert [(document.label, len(document)) for document in inputs] == [
+        ("short", 5),
+        ("long", len(long)),
+    ]
+
+
 @pytest.mark.parametrize(
     ("name", "content", "extra", "message"),
     [

@@ -26,6 +26,9 @@ TEXT_SUFFIXES = (".txt", ".md")
 """The files of a folder that are documents."""
 
 DEFAULT_FIELD = "text"
+_FIELD_LIMIT = 2**31 - 1
+"""The longest CSV field read, in characters (the `csv` module's own limit is 128 KiB, and
+a long contract or paper is a larger document than that)."""
 DEFAULT_ID_FIELD = "id"
 
 
@@ -178,6 +181,9 @@ def _jsonl(path: Path, field: str, id_field: str | None) -> Iterator[Document]:
 
 
 def _csv(path: Path, field: str, id_field: str | None) -> Iterator[Document]:
+    # The limit is the `csv` module's, for the whole process: the command's own.
+    if csv.field_size_limit() < _FIELD_LIMIT:
+        csv.field_size_limit(_FIELD_LIMIT)
     with _open(path, newline="") as handle:
         reader = csv.DictReader(handle)
         try:
