@@ -236,6 +236,31 @@ def test_what_a_types_json_leaves_out_a_resumed_run_does_not_have(tmp_path: Path
     assert (resumed.password.get_secret_value(), resumed.note) == ("**********", "")
 
 
+def test_inputs_that_raise_let_those_in_flight_finish_then_raise(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    def documents() -> Iterator[str]:
+        yield from docs(12)
+        raise RuntimeError("the database went away")
+
+    ledger = tmp_path / "run.sqlite"
+    run = allama.batch(
+        provider_for(server), Row, documents(), request=TEMPLATE, ledger=ledger, concurrency=4
+    )
+    results = []
+    with pytest.raises(RuntimeError, match="the database went away"):
+        results.extend(run)
+    # Every input read has its result: those sent were finished and recorded, not dropped.
+    assert sorted(r.index for r in results) == list(range(12))
+    sent = {r.index for r in results if r.failure is None or r.failure.kind != "not_started"}
+    assert sent == {n for n, count in server.sent.items() if count} and sent
+    assert all(outcome(r) == expected(r.index) for r in results if r.index in sent)
+    rows = list(Ledger(ledger, settings={}).rows())
+    assert sorted(row.position for row in rows) == sorted(sent)
+    assert {row.status for row in rows} <= {"done", "failed"}
+    assert run.summary.stopped == "reading the inputs raised RuntimeError after 12"
+
+
 def test_a_bad_input_is_its_own_failure_and_the_run_goes_on(server: BatchServer) -> None:
     results = list(
         allama.batch(provider_for(server), Row, ["doc 1", 42, "doc 2"], request=TEMPLATE)

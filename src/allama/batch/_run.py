@@ -15,6 +15,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import hashlib
+import itertools
 import json
 import queue
 import random
@@ -623,8 +624,20 @@ class _Runner:
             finally:
                 ahead.release()
 
+        broken: Exception | None = None
         try:
-            for index, document in enumerate(spec.inputs):
+            inputs = iter(spec.inputs)
+            for index in itertools.count():
+                try:
+                    document = next(inputs)
+                except StopIteration:
+                    break
+                except Exception as error:  # the caller's iterable, not an input's failure
+                    # Those in flight were paid for: they finish and are recorded, the rest
+                    # are not started, and the error is raised once the run has ended.
+                    broken = error
+                    self.stop(f"reading the inputs raised {type(error).__name__} after {index}")
+                    break
                 await ahead.acquire()
                 task = asyncio.create_task(in_slot(index, document))
                 tasks.add(task)
@@ -639,6 +652,8 @@ class _Runner:
             raise
         finally:
             self._wrap_up()
+        if broken is not None:
+            raise broken
 
     def _wrap_up(self) -> None:
         """The run's end in its summary and its ledger (what it holds in flight: pending)."""
