@@ -4,7 +4,9 @@ answers slowly, and counts what it was sent per document.
 Documents are `doc <n>`; the answer is `{"n": <n>}`. By `n`: `n % 50 == 7` answers text
 that is no JSON (the extraction fails), `n % 50 == 13` answers 400, `n % 10 == 3` answers
 503 the first time it is asked. Past `rate` requests per second it answers 429 with a
-`retry-after`. Run as a script, it serves until killed and prints its port.
+`retry-after`. With `refusing` set (`key` or `quota`), it refuses every request as a
+provider refuses a revoked key (401) or a spent account (429 `insufficient_quota`).
+Run as a script, it serves until killed and prints its port.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class BatchServer(ThreadingHTTPServer):
         """Requests per document that reached the model (not the ones answered 429)."""
         self.limited = 0
         self.recent: deque[float] = deque()
+        self.refusing: str | None = None
+        self.refused = 0
 
     @property
     def url(self) -> str:
@@ -75,6 +79,11 @@ class _Handler(ReplyHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
+        if self.server.refusing is not None:
+            with self.server.lock:
+                self.server.refused += 1
+            self._send(*_REFUSALS[self.server.refusing])
+            return
         wait = self.server.admit()
         if wait is not None:
             self._send(429, {"error": {"message": "slow down", "type": "rate_limit"}}, wait)
@@ -100,6 +109,30 @@ class _Handler(ReplyHandler):
     def _send(self, status: int, payload: Any, retry_after: float | None = None) -> None:
         wait = {} if retry_after is None else {"retry-after-ms": str(int(retry_after * 1000))}
         self.send_json(status, payload, wait)
+
+
+_REFUSALS = {
+    "key": (
+        401,
+        {
+            "error": {
+                "message": "Incorrect API key provided: sk-test.",
+                "type": "invalid_request_error",
+                "code": "invalid_api_key",
+            }
+        },
+    ),
+    "quota": (
+        429,
+        {
+            "error": {
+                "message": "You exceeded your current quota.",
+                "type": "insufficient_quota",
+                "code": "insufficient_quota",
+            }
+        },
+    ),
+}
 
 
 def _completion(model: str, content: str) -> dict[str, Any]:

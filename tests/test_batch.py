@@ -261,6 +261,44 @@ def test_inputs_that_raise_let_those_in_flight_finish_then_raise(
     assert run.summary.stopped == "reading the inputs raised RuntimeError after 12"
 
 
+@pytest.mark.parametrize(
+    ("refusing", "kind", "status"),
+    [("key", "authentication", 401), ("quota", "quota_exceeded", 429)],
+)
+def test_a_refused_key_or_account_stops_the_run_and_its_inputs_stay_pending(
+    server: BatchServer, tmp_path: Path, refusing: str, kind: str, status: int
+) -> None:
+    server.refusing = refusing
+    ledger = tmp_path / "run.sqlite"
+    provider = provider_for(server)
+    run = allama.batch(provider, Row, docs(200), request=TEMPLATE, ledger=ledger, concurrency=4)
+    results = list(run)
+    # Refused inputs were in flight together; none was sent after the first refusal came.
+    refused = {r.index for r in results if outcome(r) == kind}
+    assert 1 <= len(refused) == server.refused <= 4
+    assert sorted(r.index for r in results) == list(range(200))
+    assert {outcome(r) for r in results} == {kind, "not_started"}
+    summary = run.summary
+    assert summary.refused == kind
+    assert summary.stopped is not None and summary.stopped.startswith(
+        f"the provider refused the run's key or account: {kind} ("
+    )  # the provider's words are withheld, as in every log view
+    assert summary.stopped.endswith(f"chars withheld) [provider=openai, status={status}]")
+    assert (summary.failed, summary.not_started) == (len(refused), 200 - len(refused))
+    rows = list(Ledger(ledger, settings={}).rows())
+    assert {row.position for row in rows} == refused
+    assert {(row.status, row.attempts) for row in rows} == {("pending", 1)}
+    assert rows[0].error is not None and rows[0].error["kind"] == kind
+    # With the key fixed, the same run sends every input, those refused once more.
+    server.refusing = None
+    again = list(allama.batch(provider, Row, docs(200), request=TEMPLATE, ledger=ledger))
+    assert all(outcome(r) == expected(r.index) and not r.resumed for r in again)
+    unavailable_once = {n for n in range(200) if n % 10 == 3 and n % 50 != 13}  # a 503 first
+    assert sum(server.sent.values()) == 200 + len(unavailable_once)
+    attempts = {row.position: row.attempts for row in Ledger(ledger, settings={}).rows()}
+    assert attempts == {n: 1 + (n in refused) + (n in unavailable_once) for n in range(200)}
+
+
 def test_a_bad_input_is_its_own_failure_and_the_run_goes_on(server: BatchServer) -> None:
     results = list(
         allama.batch(provider_for(server), Row, ["doc 1", 42, "doc 2"], request=TEMPLATE)

@@ -385,6 +385,29 @@ def test_the_budget_stops_the_run(
     reader.close()
 
 
+def test_a_refused_key_stops_the_run_and_fails_the_command(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.refusing = "key"
+    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out, "--concurrency", "1") == 1
+    assert rows_of(out) == [] and server.refused == 1
+    err = capsys.readouterr().err
+    summary = summary_of(err)
+    assert summary[1] == "0 done, 1 failed, 5 not started, in T s"
+    assert (
+        "stopped starting new inputs: the provider refused the run's key or account: "
+        "authentication (39 chars withheld) [provider=openai, status=401]"
+    ) in summary
+    reader = Ledger(tmp_path / "out.jsonl.ledger.sqlite")
+    assert reader.counts() == {"pending": 1}
+    reader.close()
+    server.refusing = None
+    assert run(server, row_type, docs, out, "--concurrency", "1") == 0
+    assert len(rows_of(out)) == 6
+
+
 def test_status_and_export_read_the_ledger(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -406,6 +406,14 @@ class Ledger:
             ),
         )
 
+    def _set_aside(self, key: str, error: dict[str, Any]) -> None:
+        """Make an input this run sent pending again, its attempt counted and the error it
+        met kept: the provider refused the run (its key, its account), not the input."""
+        self._connection.execute(
+            "UPDATE items SET status = ?, error = ? WHERE key = ? AND run_id = ? AND status = ?",
+            (Status.PENDING, _json_text(error), key, self.run_id, Status.IN_FLIGHT),
+        )
+
     def reopen(self, key: str) -> None:
         """Make a failed input pending again (`retry_failed`), its attempts kept."""
         with self._transaction():
@@ -797,6 +805,9 @@ class LedgerWriter:
 
     async def reopen(self, key: str) -> None:
         await self._submit(lambda: self._ledger._reopen(key))
+
+    async def set_aside(self, key: str, error: dict[str, Any]) -> None:
+        await self._submit(lambda: self._ledger._set_aside(key, error))
 
     async def release(self, key: str) -> None:
         await self._submit(lambda: self._ledger._release(key))

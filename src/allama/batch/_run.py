@@ -34,7 +34,15 @@ from pydantic_core import to_json
 from allama import _tracing
 from allama.batch._ledger import Ledger, LedgerRow, LedgerWriter, Status
 from allama.batch._limits import RateLimiter, positive
-from allama.errors import Error, ExtractionError, RateLimitedError, asked_wait
+from allama.errors import (
+    AuthenticationError,
+    Error,
+    ExtractionError,
+    PermissionDeniedError,
+    QuotaExceededError,
+    RateLimitedError,
+    asked_wait,
+)
 from allama.extract._engine import Extracted
 from allama.extract._extractor import Extractor
 from allama.extract._metadata import ExtractionMetadata
@@ -150,6 +158,10 @@ class BatchSummary:
     slowest: list[tuple[float, str]] = field(default_factory=list)
     costliest: list[tuple[Decimal, str]] = field(default_factory=list)
     stopped: str | None = None
+    refused: str | None = None
+    """The kind of error (`authentication`, `permission`, `quota_exceeded`) with which the
+    provider refused the run's key or account, when it did: the run stopped starting new
+    inputs then, since every one would meet it."""
     in_jobs: int = 0
     """Inputs left in provider batch jobs when the run stopped (a later run collects them)."""
     jobs: dict[str, str] = field(default_factory=dict)
@@ -847,6 +859,10 @@ class _Runner:
                     await self.ledger.again(key) if self.ledger is not None else tries.tried + 1
                 )
                 return None
+            if isinstance(outcome, _REFUSALS):
+                return await self._refused(
+                    index, key, label, outcome, record, tries.attempts, began, spent
+                )
             return await self._record_failure(
                 index, key, label, outcome, record, tries.attempts, began, spent
             )
@@ -936,6 +952,41 @@ class _Runner:
         self._finish(result)
         return result
 
+    async def _refused(
+        self,
+        index: int,
+        key: str,
+        label: str,
+        error: Error,
+        record: ExtractionMetadata | None,
+        attempts: int,
+        began: float,
+        spent: list[ExtractionMetadata],
+    ) -> BatchResult[Any]:
+        """An input the provider refused for the run's sake (its key, its account): the run
+        starts no new input, since every one would be refused the same way, and the input
+        is left pending in the ledger (its attempt counted), for the run that follows."""
+        failure = _failure(error)
+        if self.summary.refused is None:
+            self.summary.refused = failure.kind
+        self.stop(f"the provider refused the run's key or account: {failure.message}")
+        if self.ledger is not None:
+            await self.ledger.set_aside(key, {"kind": failure.kind, "message": failure.message})
+        result: BatchResult[Any] = BatchResult(
+            index,
+            key,
+            label,
+            None,
+            failure,
+            record,
+            attempts,
+            time.monotonic() - began,
+            False,
+            tuple(spent),
+        )
+        self._finish(result)
+        return result
+
     def _from_ledger(self, index: int, label: str, row: LedgerRow) -> BatchResult[Any]:
         records = dict(row.record or {})
         earlier = records.pop("earlier_attempts", [])
@@ -984,6 +1035,10 @@ class _Runner:
             True,
             spent,
         )
+
+
+_REFUSALS = (AuthenticationError, PermissionDeniedError, QuotaExceededError)
+"""Errors about the run's key or account, not its input: every input would meet them."""
 
 
 @dataclass(slots=True)

@@ -63,9 +63,9 @@ line every --progress-every seconds. Ctrl-C stops starting new inputs and lets t
 flight finish (a second Ctrl-C abandons them; the ledger keeps them pending).
 
 exit status: 0 the run ended (some inputs may have failed: see the summary), 1 nothing
-could be done (an input file that cannot be read, the provider could not start), 2 a bad
-argument, 3 stopped by --max-cost (or a cost that is not known under --max-cost),
-130 interrupted."""
+could be done (an input file that cannot be read, the provider could not start, or refused
+the key or the account: the run stops starting inputs then), 2 a bad argument, 3 stopped
+by --max-cost (or a cost that is not known under --max-cost), 130 interrupted."""
 
 
 def add_batch_parser(commands: Any) -> None:
@@ -577,6 +577,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         return EXIT_FAILED
     if interrupts.count:
         return EXIT_INTERRUPTED
+    if summary.refused is not None:
+        return EXIT_FAILED
     if summary.stopped is not None:
         return EXIT_BUDGET
     return EXIT_OK
