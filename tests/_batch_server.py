@@ -4,8 +4,9 @@ answers slowly, and counts what it was sent per document.
 Documents are `doc <n>`; the answer is `{"n": <n>}`. By `n`: `n % 50 == 7` answers text
 that is no JSON (the extraction fails), `n % 50 == 13` answers 400, `n % 10 == 3` answers
 503 the first time it is asked. Past `rate` requests per second it answers 429 with a
-`retry-after`. With `refusing` set (`key` or `quota`), it refuses every request as a
-provider refuses a revoked key (401) or a spent account (429 `insufficient_quota`).
+`retry-after`. With `refusing` set (`key`, `quota` or `day`), it refuses every request as
+a provider refuses a revoked key (401), a spent account (429 `insufficient_quota`) or a
+limit per day (429, retry after a day).
 Run as a script, it serves until killed and prints its port.
 """
 
@@ -82,7 +83,8 @@ class _Handler(ReplyHandler):
         if self.server.refusing is not None:
             with self.server.lock:
                 self.server.refused += 1
-            self._send(*_REFUSALS[self.server.refusing])
+            status, payload, wait = _REFUSALS[self.server.refusing]
+            self._send(status, payload, wait)
             return
         wait = self.server.admit()
         if wait is not None:
@@ -111,7 +113,7 @@ class _Handler(ReplyHandler):
         self.send_json(status, payload, wait)
 
 
-_REFUSALS = {
+_REFUSALS: dict[str, tuple[int, Any, float | None]] = {
     "key": (
         401,
         {
@@ -121,6 +123,7 @@ _REFUSALS = {
                 "code": "invalid_api_key",
             }
         },
+        None,
     ),
     "quota": (
         429,
@@ -131,6 +134,18 @@ _REFUSALS = {
                 "code": "insufficient_quota",
             }
         },
+        None,
+    ),
+    "day": (
+        429,
+        {
+            "error": {
+                "message": "Rate limit reached for requests per day (RPD).",
+                "type": "requests",
+                "code": "rate_limit_exceeded",
+            }
+        },
+        86_400.0,
     ),
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
@@ -605,6 +606,47 @@ def test_retry_after_headers() -> None:
     assert retry_after_seconds({"x-ratelimit-reset-requests": "1m30.5s"}) == 90.5
     assert retry_after_seconds({"x-ratelimit-reset-tokens": "soon"}) is None
     assert retry_after_seconds({}) is None
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400", "1" * 400, "-5", "+5", "1e3"])
+def test_a_retry_after_that_is_no_wait_is_none(value: str) -> None:
+    # RFC 9110's delay-seconds is digits: what `float` reads beyond them is not a wait.
+    assert retry_after_seconds({"retry-after": value}) is None
+    assert retry_after_seconds({"retry-after-ms": value}) is None
+    error = _error(503, {"error": {"message": "busy"}}, {"retry-after": value})
+    assert error.retry_after is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "date",
+    [
+        "Tue, 14 Nov 2023 22:13:50 GMT",
+        "Tuesday, 14-Nov-23 22:13:50 GMT",
+        "Tue Nov 14 22:13:50 2023",
+    ],
+)
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Tokyo", "America/New_York"])
+def test_an_http_date_is_gmt_in_every_form_and_machine_zone(
+    date: str, zone: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        assert retry_after_seconds({"retry-after": date}, now=1_700_000_000.0) == 30.0
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_go_durations_under_a_millisecond() -> None:
+    exhausted = {"x-ratelimit-remaining-tokens": "0", "x-ratelimit-remaining-requests": "4999"}
+    for text, seconds in (("850µs", 850e-6), ("850us", 850e-6), ("500ns", 500e-9)):
+        waits = {
+            **exhausted,
+            "x-ratelimit-reset-tokens": text,
+            "x-ratelimit-reset-requests": "6m0s",
+        }
+        assert retry_after_seconds(waits) == pytest.approx(seconds)
 
 
 def test_rate_limit_carries_retry_after() -> None:

@@ -8,6 +8,7 @@ Messages allama wrote itself are marked *authored* and may be logged.
 from __future__ import annotations
 
 import json
+import math
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -415,19 +416,27 @@ def _scalar(value: JsonValue) -> str:
     return json.dumps(value)
 
 
+def _wait(seconds: float | None) -> float | None:
+    """A wait as a number of seconds, 0 or more (a moment already past is 0); `None` for
+    what is not one (`nan`, an infinity): what waits on it must be able to."""
+    if seconds is None or isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        return None
+    return max(float(seconds), 0.0) if math.isfinite(seconds) else None
+
+
 class _Waits(Error):
     """An error after which the provider may say how long to wait (`retry_after`)."""
 
     def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
-        self._retry_after = retry_after
+        self._retry_after = _wait(retry_after)
 
     @property
     def retry_after(self) -> float | None:
         return self._retry_after
 
     def with_retry_after(self, seconds: float | None) -> Self:
-        self._retry_after = seconds
+        self._retry_after = _wait(seconds)
         return self
 
     def _fields(self) -> dict[str, JsonValue]:

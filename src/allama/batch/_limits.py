@@ -6,8 +6,9 @@ the provider gave (`retry_after`, which the adapters read from `retry-after` and
 rate-limit reset headers) or a backoff that doubles while 429s keep coming, and halves the
 request rate (with no `rpm` given, the rate the run was sending at becomes its limit);
 the rate recovers by a tenth every ten seconds without one. Requests already on their way
-when the rate was cut do not cut it again. So a 429 slows the run instead of
-ending it.
+when the rate was cut neither cut it again nor double the backoff: a burst of 429s answering
+requests sent together is one. A request waiting for its turn when a pause begins waits for
+the pause too. So a 429 slows the run instead of ending it.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class RateLimiter:
         self._refilled = clock()
         self._strikes = 0
         self._last_strike = 0.0
+        self._recovered_at = 0.0
+        """Where the rate's recovery has counted to: the last 429, then ten seconds a step."""
         self._cut_at = float("-inf")
         self._sent: deque[float] = deque()
         """When recent requests went out: the rate a 429 answered, when no `rpm` was given."""
@@ -83,9 +86,36 @@ class RateLimiter:
         return None if self._rpm is None else self._rpm * self._scale
 
     async def acquire(self, tokens: int = 0) -> float:
-        """Wait for this request's turn: after any pause, its slot, and its tokens. Returns
+        """Wait for this request's turn: after any pause, its tokens, and its slot. Returns
         the moment it went (for `slow_down`)."""
         began = self._clock()
+        while True:
+            await self._clear(tokens)
+            # Its tokens and its slot are taken at once, with nothing awaited between the
+            # check and the taking: requests waiting for their slots share no tokens.
+            if self._tpm is not None:
+                self._tokens -= tokens
+            if self._rpm is not None:
+                interval = 60.0 / (self._rpm * self._scale)
+                now = self._clock()
+                slot = max(now, self._next)
+                self._next = slot + interval
+                if slot > now:
+                    await asyncio.sleep(slot - now)
+            if self._paused_until <= self._clock():
+                break
+            # A 429 came while it waited for its slot: it waits out the pause as well.
+            if self._tpm is not None:
+                self._tokens += tokens
+        now = self._clock()
+        self._sent.append(now)
+        while self._sent and now - self._sent[0] > _WINDOW:
+            self._sent.popleft()
+        self.waited += now - began
+        return now
+
+    async def _clear(self, tokens: int) -> None:
+        """Wait until no pause is in force and the bucket holds `tokens` (or all it can)."""
         while True:
             now = self._clock()
             self._recover(now)
@@ -96,23 +126,8 @@ class RateLimiter:
                 if self._tokens < need:
                     wait = (need - self._tokens) / (self._tpm / 60.0)
             if wait <= 0:
-                break
+                return
             await asyncio.sleep(wait)
-        if self._rpm is not None:
-            interval = 60.0 / (self._rpm * self._scale)
-            now = self._clock()
-            slot = max(now, self._next)
-            self._next = slot + interval
-            if slot > now:
-                await asyncio.sleep(slot - now)
-        if self._tpm is not None:
-            self._tokens -= tokens
-        now = self._clock()
-        self._sent.append(now)
-        while self._sent and now - self._sent[0] > _WINDOW:
-            self._sent.popleft()
-        self.waited += now - began
-        return now
 
     def spent(self, estimated: int, actual: int | None) -> None:
         """Settle a request's tokens once its usage is known."""
@@ -123,17 +138,23 @@ class RateLimiter:
         """A rate-limit answer to a request sent at `sent_at`: pause new requests and, unless
         the request left before the last cut, halve the rate. Returns the pause."""
         now = self._clock()
+        self.slowdowns += 1
+        self._recovered_at = now
+        asked = retry_after if retry_after is not None and retry_after > 0 else None
+        if sent_at < self._cut_at:
+            # On its way before the last cut: part of the burst that cut it. It waits as
+            # the provider asked, or for the pause in force; the backoff stays.
+            pause = asked if asked is not None else max(self._paused_until - now, 0.0)
+            self._paused_until = max(self._paused_until, now + pause)
+            return pause
         self._strikes = self._strikes + 1 if now - self._last_strike < _RECOVERY_SECONDS else 1
         self._last_strike = now
         pause = (
-            retry_after
-            if retry_after is not None and retry_after > 0
-            else min(_MAX_BACKOFF, self._backoff * 2 ** (self._strikes - 1))
+            asked
+            if asked is not None
+            else min(_MAX_BACKOFF, self._backoff * 2 ** min(self._strikes - 1, 32))
         )
         self._paused_until = max(self._paused_until, now + pause)
-        self.slowdowns += 1
-        if sent_at < self._cut_at:
-            return pause
         self._cut_at = now
         if self._rpm is None and self._sent:
             # The rate that was answered with a 429 is the limit from now on.
@@ -144,10 +165,12 @@ class RateLimiter:
         return pause
 
     def _recover(self, now: float) -> None:
-        if self._scale < 1.0 and now - self._last_strike >= _RECOVERY_SECONDS:
-            minutes = int((now - self._last_strike) // _RECOVERY_SECONDS)
-            self._scale = min(1.0, self._scale * 1.1**minutes)
-            self._last_strike = now
+        if self._scale < 1.0 and now - self._recovered_at >= _RECOVERY_SECONDS:
+            steps = int((now - self._recovered_at) // _RECOVERY_SECONDS)
+            # 1.1 ** 44 is past 64, the most the rate is ever cut by: a longer quiet spell
+            # (a day's pause) recovers it in full, without overflowing.
+            self._scale = min(1.0, self._scale * 1.1 ** min(steps, 44))
+            self._recovered_at += steps * _RECOVERY_SECONDS
 
     def _refill(self, now: float) -> None:
         assert self._tpm is not None

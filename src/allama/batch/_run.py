@@ -159,9 +159,10 @@ class BatchSummary:
     costliest: list[tuple[Decimal, str]] = field(default_factory=list)
     stopped: str | None = None
     refused: str | None = None
-    """The kind of error (`authentication`, `permission`, `quota_exceeded`) with which the
-    provider refused the run's key or account, when it did: the run stopped starting new
-    inputs then, since every one would meet it."""
+    """The kind of error that stopped the run from starting new inputs, since every one
+    would meet it: the provider refused the run's key or account (`authentication`,
+    `permission`, `quota_exceeded`), or asked to wait longer than a run waits, 15 minutes
+    (`rate_limited`, `overloaded`...)."""
     in_jobs: int = 0
     """Inputs left in provider batch jobs when the run stopped (a later run collects them)."""
     jobs: dict[str, str] = field(default_factory=dict)
@@ -845,23 +846,34 @@ class _Runner:
                 # A rate limit slows the run; it is not the input's failure.
                 tries.limited += 1
                 tries.tried -= 1
+            retryable = outcome.retryable and not isinstance(outcome, ExtractionError)
+            asked = asked_wait(outcome)
+            if retryable and asked is not None and asked > _LONGEST_WAIT:
+                why = f"the provider asked to wait {asked:.0f} s before the next request"
+                return await self._set_aside(
+                    index, key, label, outcome, record, tries.attempts, began, spent, why
+                )
             if (
-                outcome.retryable
-                and not isinstance(outcome, ExtractionError)
+                retryable
                 and tries.tried < self.spec.max_attempts
                 and tries.limited <= _MAX_RATE_LIMITED
-                and self.stopping is None
             ):
+                if self.stopping is None:
+                    await self._wait_after(outcome, tries.tried, sent_at)
+                if self.stopping is not None:  # the run stopped before its next try
+                    return await self._set_aside(
+                        index, key, label, outcome, record, tries.attempts, began, spent
+                    )
                 if record is not None and (record.passes or record.usage is not None):
                     spent.append(record)  # paid for: a pass, or a failure that reported usage
-                await self._wait_after(outcome, tries.tried, sent_at)
                 tries.attempts = (
                     await self.ledger.again(key) if self.ledger is not None else tries.tried + 1
                 )
                 return None
             if isinstance(outcome, _REFUSALS):
-                return await self._refused(
-                    index, key, label, outcome, record, tries.attempts, began, spent
+                why = f"the provider refused the run's key or account: {_failure(outcome).message}"
+                return await self._set_aside(
+                    index, key, label, outcome, record, tries.attempts, began, spent, why
                 )
             return await self._record_failure(
                 index, key, label, outcome, record, tries.attempts, began, spent
@@ -952,7 +964,7 @@ class _Runner:
         self._finish(result)
         return result
 
-    async def _refused(
+    async def _set_aside(
         self,
         index: int,
         key: str,
@@ -962,14 +974,17 @@ class _Runner:
         attempts: int,
         began: float,
         spent: list[ExtractionMetadata],
+        stops: str | None = None,
     ) -> BatchResult[Any]:
-        """An input the provider refused for the run's sake (its key, its account): the run
-        starts no new input, since every one would be refused the same way, and the input
-        is left pending in the ledger (its attempt counted), for the run that follows."""
+        """An input whose error is not its own: the run stopped before trying it again, or
+        the error stops the run (`stops` says why: every input would meet it). The input
+        is this run's failure, and left pending in the ledger (its attempts counted), for
+        the run that follows."""
         failure = _failure(error)
-        if self.summary.refused is None:
-            self.summary.refused = failure.kind
-        self.stop(f"the provider refused the run's key or account: {failure.message}")
+        if stops is not None:
+            if self.summary.refused is None:
+                self.summary.refused = failure.kind
+            self.stop(stops)
         if self.ledger is not None:
             await self.ledger.set_aside(key, {"kind": failure.kind, "message": failure.message})
         result: BatchResult[Any] = BatchResult(
@@ -1039,6 +1054,9 @@ class _Runner:
 
 _REFUSALS = (AuthenticationError, PermissionDeniedError, QuotaExceededError)
 """Errors about the run's key or account, not its input: every input would meet them."""
+_LONGEST_WAIT = 900.0
+"""The longest wait a run makes when a provider asks for one (15 minutes): one asked for
+longer (a limit per day, reset tomorrow) stops the run, whose inputs a later run sends."""
 
 
 @dataclass(slots=True)

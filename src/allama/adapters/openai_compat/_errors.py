@@ -13,9 +13,11 @@ an upstream message and never logged.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Mapping
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -69,8 +71,22 @@ _UPSTREAM_RESPONSE_SCHEMA = (
 )
 _UPSTREAM_TOOL_SCHEMA = r"(?i)input_schema|function_declarations\[\d+\]\.parameters"
 _BAD_KEY = r"(?i)incorrect api key|invalid api key|invalid x-api-key"
-_GO_DURATION = r"(\d+(?:\.\d+)?)(ms|h|m|s)"
-_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_GO_DURATION = r"(\d+(?:\.\d+)?)(ms|us|µs|μs|ns|h|m|s)"
+"""A unit of Go's durations (`6m0s`, `850µs`: Go writes what is under a millisecond in µs
+or ns)."""
+_UNIT_SECONDS = {
+    "h": 3600.0,
+    "m": 60.0,
+    "s": 1.0,
+    "ms": 1e-3,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ns": 1e-9,
+}
+_SECONDS = re.compile(r"\d+(?:\.\d+)?")
+"""A number of seconds as a header gives it (RFC 9110's `delay-seconds` is digits; some
+servers send a fraction): not `nan`, `inf`, `1e400` or a sign, which `float` would read."""
 
 
 class ErrorInfo:
@@ -163,15 +179,17 @@ def _text(value: Any) -> str | None:
 
 
 def _duration(value: str) -> float | None:
+    """Seconds, from a number of seconds or a Go duration; `None` for anything else, or for
+    a number too large to be a wait."""
     value = value.strip()
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    parts = re.findall(_GO_DURATION, value)
-    if not parts or "".join(n + u for n, u in parts) != value:
-        return None
-    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+    if _SECONDS.fullmatch(value):
+        seconds = float(value)
+    else:
+        parts = re.findall(_GO_DURATION, value)
+        if not parts or "".join(n + u for n, u in parts) != value:
+            return None
+        seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+    return seconds if math.isfinite(seconds) else None
 
 
 _EXPLICIT_WAITS = ("retry-after", "retry-after-ms")
@@ -204,9 +222,13 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
         seconds = _duration(after)
         if seconds is None:
             try:
-                moment = parsedate_to_datetime(after).timestamp()
+                date = parsedate_to_datetime(after)
             except (TypeError, ValueError, IndexError):
                 moment = None
+            else:
+                # HTTP dates are GMT in all three forms (RFC 9110 5.6.7): one without a zone,
+                # or with `-0000`, is not the machine's local time.
+                moment = (date if date.tzinfo else date.replace(tzinfo=UTC)).timestamp()
             if moment is not None:
                 seconds = max(0.0, moment - (time.time() if now is None else now))
         if seconds is not None:

@@ -1,0 +1,116 @@
+"""The batch rate limiter, on an event loop whose clock is virtual: a sleep takes no time,
+so every wait is exact and the tests are fast."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import selectors
+from collections.abc import Coroutine
+from typing import Any
+
+import pytest
+
+from allama.batch._limits import RateLimiter
+
+
+class _Instant(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+    """Polls without blocking; a wait with nothing to read moves the loop's clock on."""
+
+    def __init__(self, loop: VirtualLoop) -> None:
+        super().__init__()
+        self.loop = loop
+
+    def select(self, timeout: float | None = None) -> list[Any]:
+        ready: list[Any] = super().select(0)
+        if not ready and timeout:
+            self.loop.now += timeout
+        return ready
+
+
+class VirtualLoop(asyncio.SelectorEventLoop):
+    def __init__(self) -> None:
+        self.now = 0.0
+        super().__init__(_Instant(self))
+
+    def time(self) -> float:
+        return self.now
+
+
+def run(main: Coroutine[Any, Any, Any]) -> Any:
+    loop = VirtualLoop()
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        loop.close()
+
+
+def test_a_pause_holds_the_requests_already_waiting_for_their_turn() -> None:
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        limiter = RateLimiter(rpm=60, clock=loop.time)
+        sends = [asyncio.create_task(limiter.acquire()) for _ in range(6)]
+        await asyncio.sleep(0.5)
+        limiter.slow_down(30.0, sent_at=0.0)  # a 429 asking for 30 s
+        return [await send for send in sends]
+
+    sent = sorted(run(main()))
+    assert sent[0] == 0.0
+    assert all(moment >= 30.5 for moment in sent[1:])  # none inside the pause
+    gaps = [later - earlier for earlier, later in itertools.pairwise(sent[1:])]
+    assert min(gaps) >= 1.5  # the rate was halved, recovering during the pause
+
+
+def test_tokens_are_taken_with_the_turn_so_waiting_requests_share_none() -> None:
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        limiter = RateLimiter(rpm=600, tpm=10_000, clock=loop.time)
+        return list(await asyncio.gather(*(limiter.acquire(5_000) for _ in range(6))))
+
+    sent = run(main())
+    # The bucket holds two requests' tokens and refills one every 30 s.
+    assert sorted(round(moment, 6) for moment in sent) == [0.0, 0.1, 30.0, 60.0, 90.0, 120.0]
+
+
+def test_a_burst_of_429s_answering_requests_sent_together_is_one() -> None:
+    now = [0.0]
+    limiter = RateLimiter(rpm=600, clock=lambda: now[0])
+    now[0] = 1.0
+    pauses = [limiter.slow_down(None, sent_at=0.0) for _ in range(8)]
+    assert pauses == [1.0] * 8  # not 1, 2, 4 ... 60
+    assert limiter.rpm_in_force == 300.0 and limiter.slowdowns == 8
+
+
+def test_the_rate_recovers_by_a_tenth_every_ten_seconds() -> None:
+    now = [0.0]
+    limiter = RateLimiter(rpm=60, clock=lambda: now[0])
+    limiter.slow_down(0.001, sent_at=0.0)
+    assert limiter.rpm_in_force == 30.0
+
+    async def main() -> None:
+        for moment in (15.0, 30.0, 45.0, 60.0):  # each acquire a while after the last
+            now[0] = moment
+            await limiter.acquire()
+
+    asyncio.run(main())
+    assert limiter.rpm_in_force == pytest.approx(30 * 1.1**6)
+
+
+def test_the_first_429_after_a_quiet_spell_backs_off_from_the_start() -> None:
+    now = [0.0]
+    limiter = RateLimiter(rpm=60, clock=lambda: now[0])
+    assert limiter.slow_down(None) == 1.0
+    now[0] = 101.0
+    asyncio.run(limiter.acquire())  # recovering does not count as a 429
+    assert limiter.slow_down(None) == 1.0
+
+
+def test_a_days_pause_and_a_storm_of_429s_do_not_overflow() -> None:
+    now = [0.0]
+    limiter = RateLimiter(rpm=60, clock=lambda: now[0])
+    assert limiter.slow_down(86_400.0) == 86_400.0
+    now[0] = 86_400.0
+    asyncio.run(limiter.acquire())  # 1.1 ** 8640 would overflow: the rate is whole again
+    assert limiter.rpm_in_force == 60.0
+    storm = [limiter.slow_down(None) for _ in range(1_100)]  # 2 ** 1024 would overflow
+    assert storm[:7] == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0] and storm[-1] == 60.0
