@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -329,6 +330,26 @@ def test_an_input_the_run_stopped_before_trying_again_stays_pending(tmp_path: Pa
     rows = {row.position: row for row in Ledger(ledger, settings={}).rows()}
     assert (rows[0].status, rows[1].status, rows[1].attempts) == ("done", "pending", 1)
     assert rows[1].error is not None and rows[1].error["kind"] == "overloaded"
+
+
+def test_a_ledger_that_fails_ends_the_run_with_its_error(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    def malformed(self: Ledger, key: str, **outcome: Any) -> None:
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(Ledger, "_finish", malformed)
+    ledger = tmp_path / "run.sqlite"
+    run = allama.batch(provider_for(server), Row, docs(40), request=TEMPLATE, ledger=ledger)
+    results = []
+    with pytest.raises(sqlite3.DatabaseError, match="database disk image is malformed"):
+        results.extend(run)
+    # No finish was recorded, so none is handed over: only inputs not started, or left
+    # pending (a 503 met after the stop).
+    assert {outcome(r) for r in results} <= {"not_started", "overloaded"}
+    assert run.summary.stopped == "the run's work raised DatabaseError"
+    assert sum(server.sent.values()) < 40  # it stopped starting inputs
+    assert "never retrieved" not in caplog.text
 
 
 def test_a_bad_input_is_its_own_failure_and_the_run_goes_on(server: BatchServer) -> None:

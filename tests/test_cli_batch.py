@@ -365,6 +365,89 @@ def test_bad_arguments(
     assert not server.sent
 
 
+def test_paths_that_would_write_over_the_input_or_each_other_are_refused(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"text": "doc 1"}\n')
+    out = tmp_path / "out.jsonl"
+    cases = [
+        ((str(source),), f"--out `{source}` is the input: the run would write over it"),
+        ((str(out), "--ledger", str(source)), f"--ledger `{source}` is the input"),
+        ((str(out), "--ledger", str(out)), f"--out and --ledger are the same file, `{out}`"),
+        (("-",), "--out names the JSONL file the run writes (`allama batch export LEDGER"),
+    ]
+    for (where, *extra), message in cases:
+        assert run(server, row_type, source, Path(where), *extra) == 2
+        assert message in capsys.readouterr().err
+    assert source.read_text() == '{"text": "doc 1"}\n' and not server.sent
+    ledger = tmp_path / "done.sqlite"
+    assert run(server, row_type, source, out, "--ledger", str(ledger)) == 0
+    assert main(["batch", "export", str(ledger), "--out", str(ledger)]) == 2
+    assert "is the ledger: the export would write over it" in capsys.readouterr().err
+
+
+def test_a_file_that_is_not_a_ledger_is_refused_before_the_output_is_touched(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1])
+    out = tmp_path / "keep.jsonl"
+    out.write_text('{"precious": 1}\n')
+    junk = tmp_path / "notes.sqlite"
+    junk.write_text("not a database")
+    assert run(server, row_type, docs, out, "--ledger", str(junk)) == 2
+    assert f"`{junk}` is not a ledger" in capsys.readouterr().err
+    assert run(server, row_type, docs, out, "--ledger", str(tmp_path)) == 2
+    assert f"--ledger names a folder: `{tmp_path}`" in capsys.readouterr().err
+    assert out.read_text() == '{"precious": 1}\n' and not server.sent
+
+
+def test_a_second_run_writing_the_same_output_is_refused(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fcntl = pytest.importorskip("fcntl")
+    docs = folder(tmp_path, [1])
+    out = tmp_path / "out.jsonl"
+    with (tmp_path / "out.jsonl.part").open("a") as other:  # a run writing it
+        fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert run(server, row_type, docs, out) == 2
+    assert (
+        f"another run is writing `{out}` (its `out.jsonl.part` is locked); give this one "
+        "another --out (both may share the ledger)"
+    ) in capsys.readouterr().err
+    assert not server.sent
+    assert run(server, row_type, docs, out) == 0  # once it is done
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        pytest.param(
+            "from typing import TypedDict\n\nclass Row(TypedDict):\n    n: int\n",
+            "Please use",
+            marks=pytest.mark.skipif(
+                sys.version_info >= (3, 12), reason="pydantic takes typing.TypedDict from 3.12"
+            ),
+        ),
+        ("class Row:\n    n: int\n", "Unable to generate pydantic-core schema"),
+    ],
+)
+def test_a_type_pydantic_cannot_validate_is_a_bad_argument(
+    server: BatchServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    source: str,
+    reason: str,
+) -> None:
+    module = tmp_path / "odd.py"
+    module.write_text(source)
+    docs = folder(tmp_path, [1])
+    assert run(server, f"{module}:Row", docs, tmp_path / "out.jsonl") == 2
+    err = capsys.readouterr().err
+    assert f"allama batch run: `{module}:Row` is not a type pydantic can validate: " in err
+    assert reason in err and "Traceback" not in err
+
+
 def test_the_budget_stops_the_run(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -638,9 +638,22 @@ class _Runner:
                 ahead.release()
 
         broken: Exception | None = None
+        failed: list[BaseException] = []
+
+        def settled(task: asyncio.Task[None]) -> None:
+            tasks.discard(task)
+            error = None if task.cancelled() else task.exception()
+            if error is not None:
+                # Not an input's failure (those are results): the ledger, or a fault of
+                # allama's own. No new input starts; the run ends with the first of them.
+                failed.append(error)
+                self.stop(f"the run's work raised {type(error).__name__}")
+
         try:
             inputs = iter(spec.inputs)
             for index in itertools.count():
+                if failed:
+                    break
                 try:
                     document = next(inputs)
                 except StopIteration:
@@ -654,9 +667,9 @@ class _Runner:
                 await ahead.acquire()
                 task = asyncio.create_task(in_slot(index, document))
                 tasks.add(task)
-                task.add_done_callback(tasks.discard)
+                task.add_done_callback(settled)
             if tasks:
-                await asyncio.gather(*tasks)
+                await asyncio.gather(*tasks, return_exceptions=True)
         except BaseException:
             for task in tasks:
                 task.cancel()
@@ -665,6 +678,8 @@ class _Runner:
             raise
         finally:
             self._wrap_up()
+        if failed:
+            raise failed[0]
         if broken is not None:
             raise broken
 

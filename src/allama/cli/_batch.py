@@ -360,9 +360,15 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         tp = load_type(args.type_ref)
     except TypeNotFound as error:
         raise _Usage(str(error)) from None
+    _check_type(args.type_ref, tp)
     source = Path(args.input)
     if not source.exists():
         raise _Usage(f"no such file or folder: `{args.input}`")
+    if args.out == "-":
+        raise _Usage(
+            "--out names the JSONL file the run writes (`allama batch export LEDGER --out -` "
+            "writes a ledger's values to stdout)"
+        )
     out = Path(args.out)
     if out.is_dir():
         raise _Usage(f"--out names a folder: `{args.out}`; name the JSONL file to write")
@@ -371,6 +377,12 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     ledger = Path(args.ledger) if args.ledger else out.with_name(out.name + ".ledger.sqlite")
     if not ledger.parent.is_dir():
         raise _Usage(f"no such folder for --ledger: `{ledger.parent}`")
+    for flag, path in (("--out", out), ("--ledger", ledger)):
+        if _same_file(path, source):
+            raise _Usage(f"{flag} `{path}` is the input: the run would write over it")
+    if _same_file(out, ledger):
+        raise _Usage(f"--out and --ledger are the same file, `{out}`: give each its own")
+    _check_ledger(ledger)
     prompt = DEFAULT_PROMPT
     if args.prompt is not None:
         try:
@@ -423,6 +435,53 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         ledger=ledger,
         concurrency=concurrency,
     )
+
+
+def _check_type(reference: str, tp: Any) -> None:
+    """A type pydantic cannot validate is a bad argument, found before anything starts."""
+    from pydantic import PydanticUserError, TypeAdapter
+
+    try:
+        TypeAdapter(tp)
+    except PydanticUserError as error:
+        reason = str(error).split("\n", 1)[0]
+        raise _Usage(f"`{reference}` is not a type pydantic can validate: {reason}") from None
+
+
+def _lock(output: Any) -> bool:
+    """Hold the run's `.part` file for the run (the lock goes with the process): two runs
+    writing the same output would interleave their lines and rename it under each other.
+    Where there are no file locks (Windows), it is not held."""
+    try:
+        import fcntl
+    except ImportError:
+        return True
+    try:
+        fcntl.flock(output.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _same_file(path: Path, other: Path) -> bool:
+    try:
+        return path.resolve() == other.resolve()
+    except OSError:
+        return False
+
+
+def _check_ledger(path: Path) -> None:
+    """A ledger that is there must be one: found now, before the output is touched."""
+    from allama.batch._ledger import LedgerError, _read_only
+
+    if path.is_dir():
+        raise _Usage(f"--ledger names a folder: `{path}`; name the ledger's file")
+    if not path.exists():
+        return
+    try:
+        _read_only(path).close()
+    except LedgerError as error:
+        raise _Usage(f"{error}; give another --ledger (or none: `<out>.ledger.sqlite`)") from None
 
 
 def _start_local(provider: Any) -> str | None:
@@ -505,10 +564,19 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     broken: BaseException | None = None
     part = prepared.out.with_name(prepared.out.name + ".part")
     try:
-        output = part.open("w", encoding="utf-8")
+        output = part.open("a", encoding="utf-8")
     except OSError as error:
         _say("run", f"cannot write `{part}`: {error.strerror or error}")
         return EXIT_FAILED
+    if not _lock(output):
+        output.close()
+        _say(
+            "run",
+            f"another run is writing `{prepared.out}` (its `{part.name}` is locked); "
+            "give this one another --out (both may share the ledger)",
+        )
+        return EXIT_USAGE
+    output.truncate(0)
     with output, interrupts.installed():
         if progress is not None:
             progress.start()
@@ -545,7 +613,10 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             interrupts.finished = True
             if progress is not None:
                 progress.stop()
-    os.replace(part, prepared.out)
+    if broken is None:
+        os.replace(part, prepared.out)
+    elif written == 0:
+        part.unlink(missing_ok=True)
     summary = run.summary
     for line in summary.lines():
         print(line, file=sys.stderr)
@@ -570,10 +641,13 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             file=sys.stderr,
         )
     values = "value" if written == 1 else "values"
-    print(f"output: {prepared.out} ({written} {values})", file=sys.stderr)
+    if broken is None:
+        print(f"output: {prepared.out} ({written} {values})", file=sys.stderr)
     print(f"ledger: {prepared.ledger}", file=sys.stderr)
     if broken is not None:
         _say("run", f"the run stopped: {type(broken).__name__}: {broken}")
+        kept = f"; this run's {written} {values} are in `{part}`" if written else ""
+        _say("run", f"`{prepared.out}` is left as it was{kept}")
         return EXIT_FAILED
     if interrupts.count:
         return EXIT_INTERRUPTED
@@ -847,6 +921,8 @@ def _iso(seconds: float) -> str:
 
 
 def _export(args: argparse.Namespace) -> int:
+    if args.out != "-" and _same_file(Path(args.out), Path(args.ledger)):
+        raise _Usage(f"--out `{args.out}` is the ledger: the export would write over it")
     ledger = _open_ledger(args.ledger)
     try:
         rows = list(ledger.rows("failed" if args.failed else "done"))
