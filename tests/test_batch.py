@@ -447,6 +447,29 @@ def test_a_duplicate_input_is_sent_once(server: BatchServer, tmp_path: Path) -> 
     assert server.sent[5] == 1 and server.sent[6] == 1
 
 
+def test_a_copy_that_comes_after_the_first_finished_is_read_from_the_ledger(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    inputs = ["doc 5", "doc 6", "doc 8", "doc 5"]  # one at a time: the first `doc 5` is done
+    ledger = tmp_path / "run.sqlite"
+    run = allama.batch(
+        provider_for(server), Row, inputs, request=TEMPLATE, ledger=ledger, concurrency=1
+    )
+    results = sorted(run, key=lambda r: r.index)
+    assert server.sent[5] == 1
+    assert [(r.value, r.duplicate, r.resumed, r.attempts) for r in results] == [
+        (Row(n=5), False, False, 1),
+        (Row(n=6), False, False, 1),
+        (Row(n=8), False, False, 1),
+        (Row(n=5), True, False, 0),
+    ]
+    summary = run.summary
+    assert (summary.done, summary.duplicates, summary.resumed, summary.passes) == (4, 1, 0, 3)
+    # Without a ledger the run keeps no finished values: a later copy is sent again.
+    again = list(allama.batch(provider_for(server), Row, inputs, request=TEMPLATE, concurrency=1))
+    assert server.sent[5] == 3 and not any(r.duplicate for r in again)
+
+
 # A run keys each text input without making the request's JSON: the keys are those of
 # `input_key` on the request built, so that a ledger resumes whichever way it was made.
 

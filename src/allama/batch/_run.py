@@ -23,7 +23,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from os import PathLike
 from typing import Any, Generic, Literal, TypeVar
@@ -795,6 +795,10 @@ class _Runner:
                         IN_FLIGHT_ELSEWHERE, "in flight in another run of this ledger"
                     )
                     result = BatchResult(index, key, label, None, failure, None, 0, 0.0)
+                elif claim.row.run_id == self.ledger.run_id:
+                    # Finished earlier in this run: a copy of an input that came before.
+                    first = self._from_ledger(index, label, claim.row)
+                    result = _duplicate(index, label, replace(first, resumed=False))
                 else:
                     result = self._from_ledger(index, label, claim.row)
                 self._finish(result)
