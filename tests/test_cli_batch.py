@@ -268,6 +268,34 @@ def test_a_csv_document_longer_than_the_csv_modules_own_limit(tmp_path: Path) ->
         ),
         ("in.csv", "id,text\n1,doc 1\n2\n", (), "{path} row 2: no value in the column `text`"),
         ("in.jsonl", "\n\n", (), "{path}: no documents in this file"),
+        ("in.jsonl", '{"id": 1, "text": null}\n', (), "{path} line 1: the field `text` is null"),
+        ("in.jsonl", '{"text": " "}\n', (), "{path} line 1: the field `text` is empty"),
+        (
+            "in.jsonl",
+            '{"text": "doc 1 \\ud800"}\n',
+            (),
+            "{path} line 1: the field `text` holds half of a character (a lone surrogate, "
+            "\\ud800), not text",
+        ),
+        (
+            "in.csv",
+            "id,text\n1,doc 1\n2,\"doc 2 12'' screen\n3,doc 3\n4,doc 4\n",
+            (),
+            "{path} row 2: unexpected end of data",
+        ),
+        (
+            "in.csv",
+            "id,text\n1,doc 1\n2,doc 12, and the rest\n",
+            (),
+            "{path} row 2: 1 more fields than the header's 2 columns (a comma in a field that "
+            "is not quoted?)",
+        ),
+        (
+            "in.csv",
+            "id,text,text\n1,doc 1,doc 2\n",
+            (),
+            "{path} (the header row): the columns `text` are named twice",
+        ),
         (
             "in.txt",
             "doc 1",
@@ -294,6 +322,24 @@ def test_a_bad_input_file_is_reported_before_anything_is_sent(
     assert not server.sent
 
 
+def test_hidden_files_and_what_is_not_a_file_are_not_documents(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1, 2])
+    (docs / "._doc-01.txt").write_bytes(b"\x00\x05\x16\x07\xff")  # a resource fork
+    (docs / ".#doc-02.txt").symlink_to("user@host.1234:1700000000")  # an editor's lock
+    (docs / "more.txt").mkdir()
+    (docs / "doc-03.txt").write_bytes(b"\xef\xbb\xbfdoc 3\n")  # with a byte-order mark
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    assert "3 documents from" in capsys.readouterr().err
+    assert sorted(row["label"] for row in rows_of(out)) == [
+        "doc-01.txt",
+        "doc-02.txt",
+        "doc-03.txt",
+    ]
+
+
 def test_a_folder_without_documents_and_a_file_that_is_not_text(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -304,6 +350,12 @@ def test_a_folder_without_documents_and_a_file_that_is_not_text(
         f"allama batch run: {empty}: no *.txt or *.md files in this folder\n"
     )
     docs = folder(tmp_path, [1])
+    (docs / "empty.txt").write_text("\n")
+    assert run(server, row_type, docs, tmp_path / "out.jsonl") == 1
+    assert capsys.readouterr().err == (
+        f"allama batch run: {docs / 'empty.txt'}: the file is empty\n"
+    )
+    (docs / "empty.txt").unlink()
     (docs / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     assert run(server, row_type, docs, tmp_path / "out.jsonl") == 1
     assert capsys.readouterr().err == (

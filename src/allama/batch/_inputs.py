@@ -76,12 +76,14 @@ def read_inputs(
 ) -> Inputs:
     """The documents at `path`, checked and counted.
 
-    A folder: every `*.txt` and `*.md` file in it (not below it), sorted by name; the label
-    is the file name. A `.jsonl` file: one JSON object per line (blank lines are skipped),
-    the document in `field` (default `text`), the label from `id_field` (default `id` where
-    a line has one) else `line N`. A `.csv` file with a header row: the document in the
-    column `field` (default `text`), the label from the column `id_field` (default `id` when
-    there is one) else `row N`, counting the rows after the header from 1.
+    A folder: every `*.txt` and `*.md` file in it (not below it, and not hidden ones, such
+    as `.#notes.txt` or `._notes.txt`), sorted by name; the label is the file name. A
+    `.jsonl` file: one JSON object per line (blank lines are skipped), the document in
+    `field` (default `text`), the label from `id_field` (default `id` where a line has one)
+    else `line N`. A `.csv` file with a header row: the document in the column `field`
+    (default `text`), the label from the column `id_field` (default `id` when there is one)
+    else `row N`, counting the rows after the header from 1. A document that is empty, or
+    is not text that can be sent, is an error that names its place.
     """
     source = Path(path)
     if source.is_dir():
@@ -116,15 +118,23 @@ def read_inputs(
 
 
 def _text_files(folder: Path) -> list[Path]:
+    """The documents of a folder: hidden files (an editor's lock, a copy's resource fork)
+    and what is not a file (a folder named `x.txt`, a dangling link) are not."""
     return sorted(
-        (entry for entry in folder.iterdir() if entry.suffix.lower() in TEXT_SUFFIXES),
+        (
+            entry
+            for entry in folder.iterdir()
+            if entry.suffix.lower() in TEXT_SUFFIXES
+            and not entry.name.startswith(".")
+            and entry.is_file()
+        ),
         key=lambda entry: entry.name,
     )
 
 
 def _read_text(file: Path) -> str:
     try:
-        return file.read_text(encoding="utf-8")
+        return _checked(file.read_text(encoding="utf-8-sig"), str(file), "the file")
     except UnicodeDecodeError as error:
         raise InputError(f"{file}: not UTF-8 text (byte {error.start} cannot be decoded)") from None
     except OSError as error:
@@ -185,7 +195,9 @@ def _csv(path: Path, field: str, id_field: str | None) -> Iterator[Document]:
     if csv.field_size_limit() < _FIELD_LIMIT:
         csv.field_size_limit(_FIELD_LIMIT)
     with _open(path, newline="") as handle:
-        reader = csv.DictReader(handle)
+        # Strict: a stray quote is an error that names its row, not a field that runs on
+        # to the end of the file, swallowing the rows after it.
+        reader = csv.DictReader(handle, strict=True)
         try:
             columns = reader.fieldnames
         except UnicodeDecodeError:
@@ -194,6 +206,10 @@ def _csv(path: Path, field: str, id_field: str | None) -> Iterator[Document]:
             raise InputError(f"{path} (the header row): {error}") from None
         if not columns:
             raise InputError(f"{path}: no header row (a CSV file names its columns first)")
+        twice = sorted({column for column in columns if columns.count(column) > 1})
+        if twice:
+            shown = ", ".join(f"`{column}`" for column in twice)
+            raise InputError(f"{path} (the header row): the columns {shown} are named twice")
         for name in (field, id_field):
             if name is not None and name not in columns:
                 flag = "--field" if name == field else "--id-field"
@@ -214,6 +230,11 @@ def _csv(path: Path, field: str, id_field: str | None) -> Iterator[Document]:
             except csv.Error as error:
                 raise InputError(f"{where}: {error}") from None
             number += 1
+            if None in row:
+                raise InputError(
+                    f"{where}: {len(row[None])} more fields than the header's {len(columns)} "
+                    "columns (a comma in a field that is not quoted?)"
+                )
             yield Document(
                 _text(row, field, where, "column"),
                 _label(row, id_field, where, "column", f"row {number}"),
@@ -224,6 +245,8 @@ def _text(item: dict[str, Any], field: str, where: str, what: str) -> str:
     if field not in item or item[field] is None:
         if what == "column":
             raise InputError(f"{where}: no value in the column `{field}`")
+        if field in item:
+            raise InputError(f"{where}: the field `{field}` is null")
         shown = ", ".join(f"`{key}`" for key in item) or "none"
         raise InputError(
             f"{where}: no field `{field}` (its fields: {shown}); "
@@ -232,7 +255,22 @@ def _text(item: dict[str, Any], field: str, where: str, what: str) -> str:
     value = item[field]
     if not isinstance(value, str):
         raise InputError(f"{where}: the {what} `{field}` is a JSON {_json_kind(value)}, not text")
-    return value
+    return _checked(value, where, f"the {what} `{field}`")
+
+
+def _checked(text: str, where: str, what: str) -> str:
+    """A document worth sending: not empty, and text that can be sent (JSON can spell half
+    of a character, `\\ud800`, which is no text and no provider reads)."""
+    if not text.strip():
+        raise InputError(f"{where}: {what} is empty")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InputError(
+            f"{where}: {what} holds half of a character (a lone surrogate, "
+            f"\\u{ord(text[error.start]):04x}), not text"
+        ) from None
+    return text
 
 
 def _label(item: dict[str, Any], id_field: str | None, where: str, what: str, fallback: str) -> str:
