@@ -233,6 +233,63 @@ def test_reasoning_tokens_are_part_of_the_output_and_not_priced_again() -> None:
     assert isinstance(plain, Cost) and plain == thinking
 
 
+@pytest.mark.parametrize(
+    ("preset", "model"),
+    [("openrouter", "perplexity/sonar-deep-research"), ("perplexity", "sonar-deep-research")],
+)
+def test_reasoning_a_model_prices_apart_is_priced_as_it_says(preset: str, model: str) -> None:
+    # $2 a million input, $8 output, $3 reasoning (the 0.2.3 data): reasoning is 90,000 of
+    # the 100,000 output tokens.
+    usage = Usage(input_tokens=10_000, output_tokens=100_000, reasoning_tokens=90_000)
+    at = datetime(2026, 5, 9, 12, tzinfo=UTC)
+    cost = prices.cost_of(preset, model, usage, at=at)
+    reference = genai_prices.calc_price(
+        genai_prices.Usage(
+            input_tokens=10_000, output_tokens=100_000, output_reasoning_tokens=90_000
+        ),
+        model,
+        provider_id=preset,
+        genai_request_timestamp=at,
+    )
+    assert isinstance(cost, Cost)
+    assert (cost.input, cost.output, cost.total) == (
+        reference.input_price,
+        reference.output_price,
+        reference.total_price,
+    )
+    assert cost.output == Decimal("0.35")  # 10,000 x $8 + 90,000 x $3, not 100,000 x $8
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        Usage(input_tokens=100, output_tokens=-10),
+        Usage(input_tokens=100, output_tokens=10, cache_read_tokens=-50),
+        Usage(input_tokens=-1, output_tokens=10),
+    ],
+)
+def test_a_negative_count_has_no_price(usage: Usage) -> None:
+    for provider, model in (("openai", "gpt-4o"), ("gemini", "gemini-2.5-pro")):
+        cost = prices.cost_of(provider, model, usage)
+        assert isinstance(cost, str) and "Invalid usage value" in cost, (provider, cost)
+
+
+@pytest.mark.parametrize(
+    ("amount", "shown"),
+    [
+        ("0", "0.000000"),
+        ("0.000021", "0.000021"),
+        ("1.5", "1.500000"),
+        ("3E-7", "0.0000003"),
+        ("1E-7", "0.0000001"),
+        ("0.00000125", "0.000001"),
+        ("12345.6789", "12345.678900"),
+    ],
+)
+def test_dollars_read_as_plain_digits_down_to_the_last_one(amount: str, shown: str) -> None:
+    assert prices.dollars(Decimal(amount)) == shown
+
+
 def test_cached_input_costs_less_than_the_same_input_uncached() -> None:
     uncached = prices.cost_of(
         "anthropic", "claude-haiku-4-5", Usage(input_tokens=10_000, output_tokens=0)

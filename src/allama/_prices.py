@@ -17,7 +17,9 @@ How allama's names meet genai-prices' (`PROVIDER_IDS` below):
   (`openai-compatible`, `anthropic-compatible`), whatever their model is called;
 - allama's `Usage` counts cache reads and writes inside `input_tokens`, and reasoning
   inside `output_tokens`, which is how genai-prices counts them too: the counts go over
-  as they are, and reasoning tokens are not added again;
+  as they are, reasoning tokens as the part of the output a model may price apart (a
+  deep-research model's reasoning costs less than its answer), not added again;
+- a negative count (which no provider should send) has no price, as genai-prices says;
 - what a response is billed for beyond those counts (`BILLED_EXTRAS`: Anthropic's web
   searches and one-hour cache writes) goes to genai-prices' general calculation; a model
   it has no price for them has no cost, rather than one that counts them free.
@@ -167,6 +169,18 @@ class Cost:
     def __str__(self) -> str:
         kind = " at batch prices" if self.batch else ""
         return f"{self.total} {self.currency}{kind} ({self.source})"
+
+
+def dollars(amount: Decimal) -> str:
+    """An amount as a person reads it: plain digits, to the millionth of a dollar, and to
+    its last digit when it is smaller than that (a budget of `1E-7` reads `0.0000001`, a
+    cost of `3E-7` not `0.000000`)."""
+    if amount and abs(amount) < _MILLIONTH:
+        return format(amount.normalize(), "f")
+    return f"{amount:.6f}"
+
+
+_MILLIONTH = Decimal("0.000001")
 
 
 def _decimal(value: Any) -> Decimal:
@@ -319,7 +333,8 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
         usage.cache_read_tokens or 0,
         usage.cache_write_tokens or 0,
     )
-    if not extras and tokens[2] + tokens[3] <= tokens[0]:
+    reasoning = usage.reasoning_tokens
+    if not extras and tokens[2] + tokens[3] <= tokens[0] and min(tokens) >= 0:
         # Flat prices: the same arithmetic as genai-prices', on the prices it holds,
         # without its general machinery (about 120 µs a call).
         flat = (
@@ -335,6 +350,8 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
             output_tokens=usage.output_tokens,
             cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens,
+            # Part of `output_tokens`: priced apart only where a model has a price for them.
+            output_reasoning_tokens=reasoning,
             **extras,
         )
         if extras:

@@ -32,6 +32,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_json
 
 from allama import _tracing
+from allama._prices import dollars
 from allama.batch._ledger import Ledger, LedgerRow, LedgerWriter, Status
 from allama.batch._limits import RateLimiter, positive
 from allama.errors import (
@@ -267,7 +268,7 @@ class BatchSummary:
         if self.cost_unknown and self.cost == 0 and paid <= 0:
             cost = f"cost unknown ({self.cost_missing})"
         else:
-            cost = f"cost ${self.cost:.6f}"
+            cost = f"cost ${dollars(self.cost)}"
             if self.cost_unknown:
                 cost += f" (unknown for {self.cost_unknown}: {self.cost_missing})"
         out.append(cost)
@@ -280,7 +281,7 @@ class BatchSummary:
             shown = ", ".join(f"{label} {seconds:.2f} s" for seconds, label in self.slowest)
             out.append(f"slowest: {shown}")
         if self.costliest:
-            shown = ", ".join(f"{label} ${cost:.6f}" for cost, label in self.costliest)
+            shown = ", ".join(f"{label} ${dollars(cost)}" for cost, label in self.costliest)
             out.append(f"most expensive: {shown}")
         if self.stopped:
             out.append(f"stopped starting new inputs: {self.stopped}")
@@ -713,11 +714,11 @@ class _Runner:
             if cost is None and any(r.passes for r in [*result.spent, result.metadata]):
                 self.stopping = (
                     f"the cost of {result.label} is unknown ({missing}): "
-                    f"the budget of ${budget} cannot be kept"
+                    f"the budget of ${budget:f} cannot be kept"
                 )
                 return
         if self.summary.cost >= budget:
-            self.stopping = f"the budget of ${budget} is reached (${self.summary.cost:.6f})"
+            self.stopping = f"the budget of ${budget:f} is reached (${dollars(self.summary.cost)})"
 
     async def one(self, index: int, document: Any) -> None:
         span = None if self.spans is None else self.spans.start_input(index)

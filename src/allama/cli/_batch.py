@@ -24,6 +24,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any
 
+from allama._prices import dollars
 from allama.cli._progress import Progress
 from allama.schema._types import type_label
 
@@ -866,7 +867,7 @@ def status_lines(report: dict[str, Any]) -> list[str]:
         f"attempts {report['attempts']}, passes {report['passes']}, tokens "
         f"{report['input_tokens']} in / {report['output_tokens']} out"
     )
-    cost = f"cost ${Decimal(report['cost']):.6f}"
+    cost = f"cost ${dollars(Decimal(report['cost']))}"
     if report["cost_unknown"]:
         cost += f" (unknown for {report['cost_unknown']}: {report['cost_missing']})"
     lines.append(cost)

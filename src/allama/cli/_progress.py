@@ -13,6 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
+from allama._prices import dollars
+
 if TYPE_CHECKING:
     from allama.batch._run import BatchSummary
 
@@ -39,7 +41,7 @@ def progress_text(summary: BatchSummary) -> str:
     if summary.cost_unknown and not summary.cost:
         parts.append("cost unknown")
     else:
-        parts.append(f"${summary.cost:.6f}" + ("+?" if summary.cost_unknown else ""))
+        parts.append(f"${dollars(summary.cost)}" + ("+?" if summary.cost_unknown else ""))
     parts.append(f"{summary.rate():.2f}/s")
     eta = summary.eta()
     parts.append("ETA ?" if eta is None else f"ETA {_duration(eta)}")
