@@ -767,6 +767,21 @@ def test_the_retry_delay_wins_over_the_header() -> None:
     assert error_of(429, body, {"Retry-After": "30"}).retry_after == 5.0
 
 
+@pytest.mark.parametrize(("status", "name"), [(503, "UNAVAILABLE"), (500, "INTERNAL")])
+def test_a_server_error_waits_its_retry_delay_too(status: int, name: str) -> None:
+    # google.rpc.RetryInfo is not only for quotas: whatever the error, it says when to retry.
+    body = {
+        "error": {
+            "code": status,
+            "message": "The model is overloaded.",
+            "status": name,
+            "details": [rpc("RetryInfo", retryDelay="9s")],
+        }
+    }
+    error = error_of(status, body)
+    assert error.retryable and error.retry_after == 9.0  # type: ignore[attr-defined]
+
+
 def test_without_a_retry_delay_the_header_says() -> None:
     assert error_of(429, per_minute_quota(), {"Retry-After": "30"}).retry_after == 30.0
     date = error_from_response(

@@ -216,10 +216,10 @@ def _by_name(name: str, info: _Info | None, message: str, wait: float | None) ->
         return _exhausted(info, message, wait)
     if name in ("INTERNAL", "DEADLINE_EXCEEDED"):
         # `DEADLINE_EXCEEDED` (504) is the server running out of time, not the client's
-        # timeout (`RequestTimeoutError`): a retry may succeed.
-        return ServerError(message)
+        # timeout (`RequestTimeoutError`): a retry may succeed. A `RetryInfo` says when.
+        return ServerError(message, retry_after=wait)
     if name == "UNAVAILABLE":
-        return OverloadedError(message)
+        return OverloadedError(message, retry_after=wait)
     return None
 
 
@@ -239,9 +239,9 @@ def _by_status(status: int | None, info: _Info | None, message: str, wait: float
     if status == 429:
         return _exhausted(info, message, wait)
     if status == 503:
-        return OverloadedError(message)
+        return OverloadedError(message, retry_after=wait)
     if status >= 500:
-        return ServerError(message)
+        return ServerError(message, retry_after=wait)
     if status == 409:
         # `ABORTED`, a conflict: asking again may succeed.
         return InvalidRequestError(message).with_retryable(True)
