@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -350,6 +351,40 @@ def test_a_ledger_that_fails_ends_the_run_with_its_error(
     assert run.summary.stopped == "the run's work raised DatabaseError"
     assert sum(server.sent.values()) < 40  # it stopped starting inputs
     assert "never retrieved" not in caplog.text
+
+
+def test_a_provider_that_cannot_be_reached_stops_the_run(tmp_path: Path) -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: every connection is refused
+    provider = allama.provider("openai", api_key="sk-test", base_url=f"http://127.0.0.1:{port}/v1")
+    ledger = tmp_path / "run.sqlite"
+    run = allama.batch(
+        provider,
+        Row,
+        docs(5),
+        request=TEMPLATE,
+        ledger=ledger,
+        concurrency=1,
+        max_attempts=2,
+        backoff=0.001,
+    )
+    results = sorted(run, key=lambda r: r.index)
+    # The input that met it as often as it may be tried stops the run; one sent while the
+    # first waited to try again meets it too; the rest are not started.
+    sent = [r.index for r in results if outcome(r) == "network"]
+    assert sent[0] == 0 and len(sent) <= 2
+    assert {outcome(r) for r in results[len(sent) :]} == {"not_started"}
+    summary = run.summary
+    assert summary.refused == "network"
+    assert summary.stopped == (
+        f"the provider could not be reached in 2 tries: could not connect to 127.0.0.1:{port} "
+        "(ConnectError) [provider=openai]"
+    )
+    rows = list(Ledger(ledger, settings={}).rows())
+    assert [row.position for row in rows] == sent
+    assert {row.status for row in rows} == {"pending"} and rows[0].attempts == 2
 
 
 def test_a_bad_input_is_its_own_failure_and_the_run_goes_on(server: BatchServer) -> None:

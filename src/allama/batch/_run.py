@@ -39,6 +39,7 @@ from allama.errors import (
     AuthenticationError,
     Error,
     ExtractionError,
+    NetworkError,
     PermissionDeniedError,
     QuotaExceededError,
     RateLimitedError,
@@ -162,8 +163,9 @@ class BatchSummary:
     refused: str | None = None
     """The kind of error that stopped the run from starting new inputs, since every one
     would meet it: the provider refused the run's key or account (`authentication`,
-    `permission`, `quota_exceeded`), or asked to wait longer than a run waits, 15 minutes
-    (`rate_limited`, `overloaded`...)."""
+    `permission`, `quota_exceeded`), asked to wait longer than a run waits, 15 minutes
+    (`rate_limited`, `overloaded`...), or could not be reached in as many tries as an input
+    gets (`network`)."""
     in_jobs: int = 0
     """Inputs left in provider batch jobs when the run stopped (a later run collects them)."""
     jobs: dict[str, str] = field(default_factory=dict)
@@ -892,6 +894,15 @@ class _Runner:
                 return None
             if isinstance(outcome, _REFUSALS):
                 why = f"the provider refused the run's key or account: {_failure(outcome).message}"
+                return await self._set_aside(
+                    index, key, label, outcome, record, tries.attempts, began, spent, why
+                )
+            if isinstance(outcome, NetworkError):
+                # Tried as often as an input is: the provider cannot be reached, for any.
+                why = (
+                    f"the provider could not be reached in {tries.tried} tries: "
+                    f"{_failure(outcome).message}"
+                )
                 return await self._set_aside(
                     index, key, label, outcome, record, tries.attempts, began, spent, why
                 )
