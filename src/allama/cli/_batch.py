@@ -485,6 +485,54 @@ def _check_ledger(path: Path) -> None:
         raise _Usage(f"{error}; give another --ledger (or none: `<out>.ledger.sqlite`)") from None
 
 
+def _in_ledger(run: Any, ledger: Path) -> str | None:
+    """What the ledger already holds of these documents, said before anything is paid for:
+    how many earlier runs finished, and when none did, whether its inputs are another
+    run's (a key covers the type's schema, the prompt, the model and the provider, so a
+    ledger of other settings matches nothing and every document is sent again)."""
+    import sqlite3
+
+    from allama.batch._ledger import LedgerError, _read_only
+
+    if not ledger.is_file():
+        return None
+    try:
+        db = _read_only(ledger)
+    except LedgerError:
+        return None
+    try:
+        held = dict(db.execute("SELECT key, status FROM items").fetchall())
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+    if not held:
+        return None
+    spec = run._spec
+    counts: Counter[str] = Counter()
+    total = 0
+    for document in spec.inputs:
+        total += 1
+        try:
+            status = held.get(spec.key(document, spec.build(document)))
+        except Exception:  # the input's own failure, which the run reports
+            continue
+        counts[status if status in ("done", "failed") else "to send"] += 1
+    done, failed = counts["done"], counts["failed"]
+    noun = "document" if total == 1 else "documents"
+    if done or failed:
+        again = spec.retry_failed and failed
+        return (
+            f"ledger: {done + failed} of these {total} {noun} finished by earlier runs "
+            f"({done} done, {failed} failed{', tried again' if again else ''}), "
+            f"{total - done - (0 if again else failed)} to send"
+        )
+    return (
+        f"ledger: none of these {total} {noun} is in it; its {len(held)} inputs were "
+        "extracted with other settings (type, prompt, model or provider), and stay"
+    )
+
+
 def _start_local(provider: Any) -> str | None:
     """Start the in-process engine of `local` before the run (it takes a second or two),
     so that a missing engine or model is one error, not every input's failure."""
@@ -551,6 +599,9 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         ),
         file=sys.stderr,
     )
+    found = _in_ledger(run, prepared.ledger)
+    if found is not None:
+        print(found, file=sys.stderr)
     progress = None
     if not args.no_progress:
         tty = _isatty(sys.stderr)
