@@ -500,24 +500,35 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
         db = _read_only(ledger)
     except LedgerError:
         return None
+    spec = run._spec
+    counts: Counter[str] = Counter()
+    total = 0
     try:
-        held = dict(db.execute("SELECT key, status FROM items").fetchall())
+        (held,) = db.execute("SELECT COUNT(*) FROM items").fetchone()
+        if not held:
+            return None
+        keys: list[str] = []
+
+        def look_up() -> None:
+            marks = ",".join("?" * len(keys))
+            found = dict(db.execute(f"SELECT key, status FROM items WHERE key IN ({marks})", keys))
+            counts.update(str(found.get(key)) for key in keys)  # a copy counts as its first
+            keys.clear()
+
+        for document in spec.inputs:
+            total += 1
+            try:
+                keys.append(spec.key(document, spec.build(document)))
+            except Exception:  # the input's own failure, which the run reports
+                continue
+            if len(keys) >= 500:
+                look_up()
+        if keys:
+            look_up()
     except sqlite3.Error:
         return None
     finally:
         db.close()
-    if not held:
-        return None
-    spec = run._spec
-    counts: Counter[str] = Counter()
-    total = 0
-    for document in spec.inputs:
-        total += 1
-        try:
-            status = held.get(spec.key(document, spec.build(document)))
-        except Exception:  # the input's own failure, which the run reports
-            continue
-        counts[status if status in ("done", "failed") else "to send"] += 1
     done, failed = counts["done"], counts["failed"]
     noun = "document" if total == 1 else "documents"
     if done or failed:
@@ -528,7 +539,7 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
             f"{total - done - (0 if again else failed)} to send"
         )
     return (
-        f"ledger: none of these {total} {noun} is in it; its {len(held)} inputs were "
+        f"ledger: none of these {total} {noun} is in it; its {held} inputs were "
         "extracted with other settings (type, prompt, model or provider), and stay"
     )
 
