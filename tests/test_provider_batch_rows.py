@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -207,3 +208,65 @@ def test_an_answer_of_the_job_api_allama_cannot_read_is_a_clear_server_error() -
     )
     assert "KeyError" in message and "sk-secret-key" not in message
     assert raised.value.retryable
+
+
+_OPENAI_ANSWER = {"status_code": 200, "request_id": "r", "body": {"id": "chatcmpl-1"}}
+_OPENAI_FAILED = {"status_code": 500, "request_id": "r", "body": {"error": {"message": "x"}}}
+_ANTHROPIC_ANSWER = {"type": "succeeded", "message": {"id": "msg_1"}}
+_ANTHROPIC_FAILED = {"type": "errored", "error": {"type": "api_error", "message": "x"}}
+
+
+def _results(dialect: str, lines: list[bytes], keys: list[str]) -> dict[str, Row]:
+    data = b"\n".join(lines)
+    if dialect == "openai":
+        state = JobState("batch_1", "completed", True, "completed", results=("file-out",))
+        rows: dict[str, Row] = _drive(OPENAI.results(TARGET, state, keys), [data])
+    else:
+        state = JobState("msgbatch_1", "ended", True, "completed", results="https://x/results")
+        rows = _drive(ANTHROPIC.results(TARGET, state, keys), [data])
+    return rows
+
+
+def _line(dialect: str, key: str, answered: bool) -> bytes:
+    if dialect == "openai":
+        response = _OPENAI_ANSWER if answered else _OPENAI_FAILED
+        return json.dumps({"custom_id": key, "response": response}).encode()
+    result = _ANTHROPIC_ANSWER if answered else _ANTHROPIC_FAILED
+    return json.dumps({"custom_id": key, "result": result}).encode()
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@pytest.mark.parametrize("bad", [b'{"custom_id": "trunc', b"not json", b"[1, 2]"])
+def test_a_line_that_cannot_be_read_leaves_the_others_read(dialect: str, bad: bytes) -> None:
+    lines = [_line(dialect, "a", True), bad, _line(dialect, "b", True)]
+    rows = _results(dialect, lines, ["a", "b", "c"])
+    assert (rows["a"].kind, rows["b"].kind, rows["c"].kind) == (
+        RowKind.RESPONSE,
+        RowKind.RESPONSE,
+        RowKind.MISSING,
+    )
+    assert rows["c"].note is not None and rows["c"].note.endswith(
+        " (1 line of its results could not be read)"
+    )
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+def test_a_key_named_twice_keeps_its_answer(dialect: str) -> None:
+    answered, failed = _line(dialect, "a", True), _line(dialect, "a", False)
+    for lines in ([answered, failed], [failed, answered]):
+        assert _results(dialect, lines, ["a"])["a"].kind == RowKind.RESPONSE
+
+
+def test_a_gemini_line_that_cannot_be_read_keeps_its_place() -> None:
+    # Without keys a responses file is read by place: an unreadable line still holds one.
+    answer = {"candidates": [{"content": {"parts": [{"text": "{}"}]}}]}
+    state = JobState(
+        "batches/1", "BATCH_STATE_SUCCEEDED", True, "completed", results={"responsesFile": "f"}
+    )
+    data = b"\n".join([json.dumps(answer).encode(), b"{cut short", json.dumps(answer).encode()])
+    rows = _drive(GEMINI.results(TARGET, state, ["a", "b", "c"]), [data])
+    assert [rows[key].kind for key in "abc"] == [
+        RowKind.RESPONSE,
+        RowKind.MISSING,
+        RowKind.RESPONSE,
+    ]

@@ -11,6 +11,7 @@ dialect's own adapter, exactly as a live call would be; a row's answer is decode
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -98,6 +99,38 @@ class JobState:
     """The tag allama gave the job when it submitted it, where the provider keeps one."""
     created_at: float | None = None
     total: int | None = None
+
+
+def json_lines(content: bytes) -> list[dict[str, Any] | None]:
+    """The lines of a results file as JSON objects, in their order; `None` for a line that
+    is no JSON object (cut short, say), which neither stops the reading of the others nor
+    moves them from their places (a file without keys is read by position)."""
+    lines: list[dict[str, Any] | None] = []
+    for line in content.splitlines():
+        if not line.strip():
+            continue
+        try:
+            parsed = json.loads(line)
+        except ValueError:
+            parsed = None
+        lines.append(parsed if isinstance(parsed, dict) else None)
+    return lines
+
+
+def keep(rows: dict[str, Row], row: Row) -> None:
+    """`row` into `rows`, unless an answer for its key is there: a file that names a key
+    twice (an answer, then an error) never loses the answer that was paid for."""
+    kept = rows.get(row.key)
+    if kept is None or (kept.kind != RowKind.RESPONSE and row.kind == RowKind.RESPONSE):
+        rows[row.key] = row
+
+
+def unread(lines: Sequence[dict[str, Any] | None]) -> str:
+    """What a note on a missing row adds when lines of the results could not be read."""
+    count = sum(line is None for line in lines)
+    if not count:
+        return ""
+    return f" ({count} line{'s' if count > 1 else ''} of its results could not be read)"
 
 
 class JobAmbiguity(Exception):

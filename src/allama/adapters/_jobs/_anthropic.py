@@ -20,9 +20,12 @@ from allama.adapters._jobs import (
     RowKind,
     Steps,
     get,
+    json_lines,
     json_of,
+    keep,
     post,
     seconds_of,
+    unread,
 )
 
 _KINDS = {
@@ -87,12 +90,14 @@ class AnthropicJobs:
         url = state.results or f"{target.base_url}/messages/batches/{state.id}/results"
         response = yield get(target, url)
         rows: dict[str, Row] = {}
-        for line in response.content.splitlines():
-            if line.strip():
-                row = _row(json.loads(line))
-                if row is not None:
-                    rows[row.key] = row
-        note = f"the batch ended ({state.outcome}) without a result for this request"
+        lines = json_lines(response.content)
+        for line in lines:
+            row = None if line is None else _row(line)
+            if row is not None:
+                keep(rows, row)
+        note = f"the batch ended ({state.outcome}) without a result for this request" + unread(
+            lines
+        )
         return {key: rows.get(key) or Row(key, RowKind.MISSING, note=note) for key in keys}
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:

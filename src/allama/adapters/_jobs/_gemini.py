@@ -21,9 +21,12 @@ from allama.adapters._jobs import (
     RowKind,
     Steps,
     get,
+    json_lines,
     json_of,
+    keep,
     post,
     seconds_of,
+    unread,
 )
 
 INLINE_BYTES = 19_000_000
@@ -137,28 +140,32 @@ class GeminiJobs:
 
     def results(self, target: JobTarget, state: JobState, keys: Sequence[str]) -> Steps:
         output = state.results or {}
-        entries: list[Any] = []
+        entries: list[dict[str, Any] | None] = []
         inline = output.get("inlinedResponses")
         if isinstance(inline, dict):
-            entries = list(inline.get("inlinedResponses") or [])
+            listed = inline.get("inlinedResponses") or []
+            entries = [entry if isinstance(entry, dict) else None for entry in listed]
         elif isinstance(output.get("responsesFile"), str):
             root, version = _root(target.base_url)
             url = f"{root}/download{version}/{output['responsesFile']}:download"
             response = yield get(target, url, {"alt": "media"})
-            entries = [json.loads(line) for line in response.content.splitlines() if line.strip()]
+            entries = json_lines(response.content)
         rows: dict[str, Row] = {}
         for position, entry in enumerate(entries):
+            if entry is None:  # unreadable: it still holds its place
+                continue
             key = entry.get("key") or (entry.get("metadata") or {}).get("key")
             if not isinstance(key, str):
                 # Without keys the responses follow the order of the requests.
                 key = keys[position] if position < len(keys) else None
             if key is None:
                 continue
-            rows[key] = _row(key, entry)
+            keep(rows, _row(key, entry))
         note = (
             f"the job failed: {state.error}"
             if state.outcome == "failed"
             else f"the job ended {state.outcome} without a response for this request"
+            + unread(entries)
         )
         kind = RowKind.EXPIRED if state.outcome == "expired" else RowKind.MISSING
         if state.outcome == "cancelled":

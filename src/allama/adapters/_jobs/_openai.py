@@ -22,8 +22,11 @@ from allama.adapters._jobs import (
     RowKind,
     Steps,
     get,
+    json_lines,
     json_of,
+    keep,
     post,
+    unread,
 )
 
 _ENDED = {
@@ -116,17 +119,20 @@ class OpenAIJobs:
 
     def results(self, target: JobTarget, state: JobState, keys: Sequence[str]) -> Steps:
         rows: dict[str, Row] = {}
+        lines: list[dict[str, Any] | None] = []
         for file_id in state.results or ():
             response = yield get(target, f"{target.base_url}/files/{file_id}/content")
-            for line in response.content.splitlines():
-                if line.strip():
-                    row = _row(json.loads(line))
-                    if row is not None:
-                        rows[row.key] = row
+            read = json_lines(response.content)
+            lines += read
+            for line in read:
+                row = None if line is None else _row(line)
+                if row is not None:
+                    keep(rows, row)
         note = (
             f"the job failed: {state.error}"
             if state.outcome == "failed"
             else f"the job ended {state.outcome} without this row in its output or error file"
+            + unread(lines)
         )
         kind = RowKind.JOB_FAILED if state.outcome == "failed" else RowKind.MISSING
         return {key: rows.get(key) or Row(key, kind, note=note) for key in keys}
