@@ -463,6 +463,51 @@ def test_cancelled_jobs_fail_their_unrun_rows_and_send_nothing_again(
     assert len(server.jobs) == 1
 
 
+@pytest.mark.parametrize("family", ["openai-chat", "anthropic", "gemini"])
+def test_a_cancel_asked_for_while_a_run_polls_fails_the_rows_it_cancelled(
+    server: ProviderBatchServer, tmp_path: Path, family: str
+) -> None:
+    provider, model = _provider(server, family)
+    ledger = tmp_path / "cancelled.sqlite"
+    server.hold = True
+    run = _batch_run(provider, model, _docs(4), ledger, poll_interval=0.02)
+
+    def cancel_from_another_terminal() -> None:
+        while not any(job.polls for job in server.jobs):
+            time.sleep(0.005)
+        asyncio.run(cancel_jobs(str(ledger), provider))
+        server.hold = False
+
+    thread = threading.Thread(target=cancel_from_another_terminal)
+    thread.start()
+    results = list(run)
+    thread.join()
+    assert [r.failure.kind for r in results if r.failure] == ["job_canceled"] * 4
+    assert len(server.jobs) == 1  # nothing sent again
+
+
+def test_the_cancel_command_goes_on_past_a_job_that_ended(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from allama.cli import main
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "cancel.sqlite"
+    server.hold = True
+    _run_until(provider, model, _docs(4), ledger, lambda: len(server.jobs) == 2, job_size=2)
+    first, second = server.jobs
+    first.end = "completed"  # it ended at the provider before anyone looked
+    assert main(["batch", "cancel", str(ledger)]) == 0
+    out = capsys.readouterr().out
+    assert f"not cancelled: {first.id}: invalid_request: " in out
+    assert f"cancel requested: {second.id} (the next `allama batch run` collects" in out
+    assert second.cancel_requested and not first.cancel_requested
+
+
 # Refusals before anything is sent
 
 

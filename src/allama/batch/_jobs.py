@@ -476,6 +476,9 @@ class JobRunner(_Runner):
         except NotFoundError:
             note = f"job {job.job_id}: {state.error or 'its results are no longer kept'}"
             rows = {key: Row(key, RowKind.MISSING, note=note) for key in keys}
+        # A cancel asked for while this run polled (`allama batch cancel` in another
+        # terminal): its cancelled rows fail, rather than being sent again.
+        job.cancel_requested = job.cancel_requested or self.book.cancel_requested(job.tag)
         # Together, so that the ledger writes of the rows share their commits.
         await asyncio.gather(*(self._take(item, rows[item.key], job, state) for item in job.items))
         self.book.job_collected(job.tag)
@@ -694,21 +697,31 @@ async def poll_job(row: JobRow, provider: Any = None) -> JobState:
     return state
 
 
-async def cancel_jobs(ledger: str, provider: Any = None) -> list[str]:
+async def cancel_jobs(
+    ledger: str, provider: Any = None, *, refused: list[str] | None = None
+) -> list[str]:
     """Ask the provider to cancel every job of `ledger` that has not ended, and record it,
-    so that a later run fails their cancelled rows instead of sending them again. Returns
-    the provider ids of the jobs asked; the results of rows that ran before the cancel
-    are collected by the next run as usual."""
+    so that a run fails their cancelled rows instead of sending them again (the record
+    comes first: a run polling the job meanwhile sees it). Returns the provider ids of the
+    jobs asked; the results of rows that ran before the cancel are collected by the next
+    run as usual. A job the provider will not cancel (it ended meanwhile) does not stop
+    the others: `refused` gets a line for it."""
     book = Ledger(ledger)
     asked = []
     try:
         for row in open_jobs(book):
             assert row.job_id is not None
             jobs = job_provider(row, provider)
-            await jobs.run(
-                jobs.dialect.cancel(jobs.target(row.model), row.job_id), row.model, sync=True
-            )
             book.request_cancel(row.tag)
+            try:
+                await jobs.run(
+                    jobs.dialect.cancel(jobs.target(row.model), row.job_id), row.model, sync=True
+                )
+            except Error as error:
+                if refused is None:
+                    raise
+                refused.append(f"{row.job_id}: {error.kind}: {error}")
+                continue
             asked.append(row.job_id)
     finally:
         book.close()

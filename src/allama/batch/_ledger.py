@@ -547,6 +547,15 @@ class Ledger:
                 (time.time(), tag),
             )
 
+    def cancel_requested(self, tag: str) -> bool:
+        """Whether a cancel of the job was asked for (by `allama batch cancel`, perhaps
+        while this run polls it)."""
+        with self._lock:
+            found = self._connection.execute(
+                "SELECT cancel_requested FROM jobs WHERE tag = ?", (tag,)
+            ).fetchone()
+        return bool(found and found[0])
+
     def take_job(self, tag: str) -> bool:
         """Make this run the collector of a job and of its inputs still in it, unless a
         live run collects it. Committed before returning."""

@@ -826,15 +826,18 @@ def _cancel(args: argparse.Namespace) -> int:
     from allama.batch._jobs import cancel_jobs
 
     _open_ledger(args.ledger).close()  # a ledger, or the usage error that says it is not
+    refused: list[str] = []
     try:
-        asked = asyncio.run(cancel_jobs(args.ledger))
+        asked = asyncio.run(cancel_jobs(args.ledger, refused=refused))
     except Exception as error:
         _say("cancel", f"{type(error).__name__}: {error}")
         return EXIT_FAILED
-    if not asked:
+    if not asked and not refused:
         print("no provider batch job of this ledger is still running")
     for job_id in asked:
         print(f"cancel requested: {job_id} (the next `allama batch run` collects what it ran)")
+    for line in refused:
+        print(f"not cancelled: {line} (the next `allama batch run` collects it)")
     return EXIT_OK
 
 
