@@ -180,17 +180,14 @@ def test_a_second_run_resumes_from_the_ledger_and_sends_nothing(
     assert len(again) == 3
     summary = summary_of(capsys.readouterr().err)
     # Said before anything is sent.
-    assert summary[1] == (
-        "ledger: 4 of these 4 documents finished by earlier runs (3 done, 1 failed), 0 to send"
-    )
+    assert summary[1] == ("ledger: 4 of these 4 documents are in it (3 done, 1 failed), 0 to send")
     assert summary[2] == "3 done, 1 failed (4 finished by an earlier run), in T s"
     assert "passes 4, attempts 4, tokens 400 in / 40 out" in summary
     # Asked to, the failed input is sent again (and fails again).
     assert run(server, row_type, docs, out, "--retry-failed") == 0
     assert server.sent[7] == 2 and sum(server.sent.values()) == sent + 1
     assert summary_of(capsys.readouterr().err)[1] == (
-        "ledger: 4 of these 4 documents finished by earlier runs (3 done, 1 failed, tried "
-        "again), 1 to send"
+        "ledger: 4 of these 4 documents are in it (3 done, 1 failed, tried again), 1 to send"
     )
     # A ledger of other settings (here another prompt) holds none of them, and says so.
     prompt = tmp_path / "prompt.txt"

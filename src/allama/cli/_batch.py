@@ -529,14 +529,20 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
         return None
     finally:
         db.close()
-    done, failed = counts["done"], counts["failed"]
+    done, failed, jobs = counts["done"], counts["failed"], counts["submitted"]
+    known = total - counts["None"]
     noun = "document" if total == 1 else "documents"
-    if done or failed:
+    if known:
         again = spec.retry_failed and failed
+        parts = [f"{done} done", f"{failed} failed{', tried again' if again else ''}"]
+        if jobs:
+            parts.append(f"{jobs} in provider batch jobs, to collect")
+        unfinished = known - done - failed - jobs
+        if unfinished:
+            parts.append(f"{unfinished} pending or in flight")
         return (
-            f"ledger: {done + failed} of these {total} {noun} finished by earlier runs "
-            f"({done} done, {failed} failed{', tried again' if again else ''}), "
-            f"{total - done - (0 if again else failed)} to send"
+            f"ledger: {known} of these {total} {noun} are in it ({', '.join(parts)}), "
+            f"{total - done - jobs - (0 if again else failed)} to send"
         )
     return (
         f"ledger: none of these {total} {noun} is in it; its {held} inputs were "
