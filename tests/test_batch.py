@@ -204,6 +204,44 @@ def test_a_type_with_aliases_resumes(tmp_path: Path) -> None:
     assert json.loads(row.value or "") == {"first_name": "Ada", "born_in": 1815}
 
 
+class Renamed(BaseModel):
+    """Read by one alias, written by another: only its field names read back."""
+
+    model_config = ConfigDict(serialize_by_alias=True)
+    x: str = Field(validation_alias="a", serialization_alias="b")
+
+
+def test_a_type_written_by_another_alias_resumes(tmp_path: Path) -> None:
+    first, resumed = _resumed(Renamed, {"a": "v"}, tmp_path / "run.sqlite")
+    assert resumed == first == Renamed(a="v")
+    (row,) = Ledger(tmp_path / "run.sqlite", settings={}).rows()
+    assert json.loads(row.value or "") == {"x": "v"}
+
+
+class Blob(BaseModel):
+    """Reads bytes as base64 but writes them as UTF-8: a value no JSON can be made of."""
+
+    model_config = ConfigDict(val_json_bytes="base64")
+    data: bytes
+
+
+def test_a_value_the_ledger_cannot_hold_is_that_inputs_failure(tmp_path: Path) -> None:
+    ledger = tmp_path / "run.sqlite"
+    provider = allama.mock.MockProvider(['{"data": "/w=="}', '{"data": "aGk="}'])
+    run = allama.batch(provider, Blob, ["doc 1", "doc 2"], request=TEMPLATE, ledger=ledger)
+    results = sorted(run, key=lambda r: r.index)
+    assert [outcome(r) for r in results] == ["value_unstorable", "ok"]
+    failure = results[0].failure
+    assert failure is not None and failure.message == (
+        "the value validated, but no JSON can be made of it for the ledger "
+        "(PydanticSerializationError): the type writes what it does not read back"
+    )
+    assert results[0].metadata is not None and results[0].metadata.passes == 1  # paid for
+    rows = {row.position: row for row in Ledger(ledger, settings={}).rows()}
+    assert (rows[0].status, rows[1].status) == ("failed", "done")
+    assert rows[0].record is not None and rows[0].record["passes"] == 1
+
+
 class Login(BaseModel):
     user: str
     password: SecretStr

@@ -27,7 +27,7 @@ pytest.importorskip("ray.data", reason="the Ray integration needs ray[data]: all
 
 import pyarrow as pa
 import ray
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 import allama
 import allama.ray
@@ -260,6 +260,40 @@ def test_the_callable_on_one_batch_without_ray() -> None:
     assert fourth["error"].startswith("MockScriptExhausted: message withheld (")
 
 
+class Blob(BaseModel):
+    """Reads bytes as base64 but writes them as UTF-8: a value whose JSON cannot be made."""
+
+    model_config = ConfigDict(val_json_bytes="base64")
+    data: bytes
+
+
+def test_a_batch_without_the_text_column_and_values_that_cannot_be_written() -> None:
+    extract = allama.ray.ExtractBatch(
+        Blob,
+        provider=lambda: MockProvider(['{"data": "/w=="}']),
+        text_column="text",
+        model="m",
+    )
+
+    async def run(batch: pa.Table) -> list[Any]:
+        return [out async for out in extract(batch)]
+
+    # A block of rows that lack the column (Ray makes one from such dicts): each row's error.
+    (out,) = asyncio.run(run(pa.table({"id": [1, 2]})))
+    assert (
+        out.column("error").to_pylist() == ["invalid_row: column 'text' holds null, not text"] * 2
+    )
+    # Half a character cannot reach a pyarrow batch, but a row given as Python can hold it.
+    assert extract._request("doc \ud800") == (
+        "invalid_row: column 'text' holds half of a character (a lone surrogate), not text"
+    )
+    (out,) = asyncio.run(run(pa.table({"text": ["doc"]})))
+    (paid,) = out.to_pylist()
+    # Validated and paid for, but no JSON can be made of it: its record stays.
+    assert paid["value"] is None and paid["error"].startswith("value_unstorable: ")
+    assert json.loads(paid["record"])["passes"] == 1
+
+
 def test_settings_are_checked_before_any_actor_starts() -> None:
     ds: Any = object()  # never reached
     with pytest.raises(TypeError, match="either text_column="):
@@ -277,6 +311,17 @@ def test_settings_are_checked_before_any_actor_starts() -> None:
             model="m",
             retries="2",  # type: ignore[arg-type]
         )
+    for bad, error in (
+        ({"max_output_tokens": -1}, ValueError),
+        ({"max_output_tokens": "100"}, TypeError),
+        ({"temperature": "hot"}, ValueError),
+        ({"system": 5}, TypeError),
+        ({"prompt": 5}, TypeError),
+    ):
+        with pytest.raises(error):
+            allama.ray.extract_dataset(
+                ds, Invoice, provider="openai", text_column="t", model="m", **bad
+            )
 
 
 def test_import_allama_does_not_load_ray() -> None:

@@ -126,6 +126,22 @@ def _check_settings(
         raise ValueError(f"row_concurrency must be at least 1, not {row_concurrency}")
 
 
+def _check_request(
+    model: object, system: object, prompt: object, max_output_tokens: object, temperature: object
+) -> None:
+    """The request settings of `text_column=`, tried on an empty request: a wrong one fails
+    here, not in every batch of the job."""
+    if prompt is not None and not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a str, not {type(prompt).__name__}")
+    request = ChatRequest(str(model))
+    if system is not None:
+        request = request.system(system)  # type: ignore[arg-type]
+    if max_output_tokens is not None:
+        request = request.with_max_output_tokens(max_output_tokens)  # type: ignore[arg-type]
+    if temperature is not None:
+        request.with_temperature(temperature)  # type: ignore[arg-type]
+
+
 class ExtractBatch:
     """The callable class for `Dataset.map_batches` (`batch_format="pyarrow"`, an actor pool).
 
@@ -156,6 +172,8 @@ class ExtractBatch:
         row_concurrency: int = 8,
     ) -> None:
         _check_settings(provider, provider_options, text_column, request, model, row_concurrency)
+        if text_column is not None:
+            _check_request(model, system, prompt, max_output_tokens, temperature)
         self._schema = type_schema(tp)
         self._tp = tp
         self._extractor = Extractor(
@@ -194,9 +212,12 @@ class ExtractBatch:
         if self._limit is None:
             self._limit = asyncio.Semaphore(self._row_concurrency)
         if self._text_column is not None:
-            if self._text_column not in batch.column_names:
-                raise ValueError(f"the dataset has no column {self._text_column!r}")
-            rows: list[Any] = batch.column(self._text_column).to_pylist()
+            # A block without the column (rows built from dicts that lack it) holds none.
+            rows: list[Any] = (
+                batch.column(self._text_column).to_pylist()
+                if self._text_column in batch.column_names
+                else [None] * batch.num_rows
+            )
         else:
             rows = batch.to_pylist()
         results = await asyncio.gather(*(self._row(row, self._limit) for row in rows))
@@ -211,6 +232,13 @@ class ExtractBatch:
             if not isinstance(row, str):
                 shown = "null" if row is None else type(row).__name__
                 return f"invalid_row: column {self._text_column!r} holds {shown}, not text"
+            try:
+                row.encode("utf-8")
+            except UnicodeEncodeError:
+                return (
+                    f"invalid_row: column {self._text_column!r} holds half of a character "
+                    "(a lone surrogate), not text"
+                )
             request = ChatRequest(self._model)
             if self._system is not None:
                 request = request.system(self._system)
@@ -242,10 +270,14 @@ class ExtractBatch:
         async with limit:
             try:
                 extracted = await self._extractor.aextract(self._provider, self._tp, request)
-                value = stored_value(self._schema.adapter, extracted.value)
             except Exception as error:  # a bad row never fails the job
                 return None, error_text(error), _record_json(ExtractionMetadata.from_error(error))
-        return value, None, _record_json(extracted.metadata)
+        record = _record_json(extracted.metadata)
+        try:
+            value = stored_value(self._schema.adapter, extracted.value)
+        except Exception as error:  # validated, and paid for: its record stays
+            return None, f"value_unstorable: {error_text(error)}", record
+        return value, None, record
 
     def __repr__(self) -> str:
         return f"ExtractBatch(type={self._schema.label}, provider={self._provider!r})"
@@ -288,6 +320,8 @@ def extract_dataset(
     Lazy, like every Ray Data transform: nothing runs until the result is consumed.
     """
     _check_settings(provider, provider_options, text_column, request, model, row_concurrency)
+    if text_column is not None:
+        _check_request(model, system, prompt, max_output_tokens, temperature)
     type_schema(tp)  # a type pydantic cannot handle fails here, not in every row
     if isinstance(provider, str):
         allama.provider(provider, **(provider_options or {})).close()  # a bad name fails here

@@ -125,6 +125,9 @@ NOT_STARTED = "not_started"
 IN_FLIGHT_ELSEWHERE = "in_flight_elsewhere"
 IN_PROVIDER_JOB = "in_provider_job"
 """In a provider batch job when the run stopped: a later run collects it."""
+VALUE_UNSTORABLE = "value_unstorable"
+"""Validated and paid for, but no JSON can be made of the value (its type writes bytes it
+cannot encode, say): the ledger records the failure, with the record and its cost."""
 STORED_VALUE_INVALID = "stored_value_invalid"
 """Finished by an earlier run, whose value in the ledger does not validate as the type now
 (its validators changed since, say): the value stays in the ledger, nothing is sent."""
@@ -939,7 +942,17 @@ class _Runner:
         seconds = time.monotonic() - began
         metadata = extracted.metadata
         if self.ledger is not None:
-            value = stored_value(self.spec.adapter, extracted.value)
+            try:
+                value = stored_value(self.spec.adapter, extracted.value)
+            except Exception as error:  # validated and paid for, but the ledger cannot hold it
+                unstorable = BatchFailure(
+                    VALUE_UNSTORABLE,
+                    "the value validated, but no JSON can be made of it for the ledger "
+                    f"({type(error).__name__}): the type writes what it does not read back",
+                )
+                return await self._record_failure(
+                    index, key, label, error, metadata, attempts, began, spent, unstorable
+                )
             cost, _ = _cost_of([*spent, metadata])
             usage = metadata.usage
             await self.ledger.finish(
@@ -976,9 +989,10 @@ class _Runner:
         attempts: int,
         began: float,
         spent: list[ExtractionMetadata],
+        failure: BatchFailure | None = None,
     ) -> BatchResult[Any]:
         seconds = time.monotonic() - began
-        failure = _failure(error)
+        failure = failure or _failure(error)
         if self.ledger is not None:
             cost, _ = _cost_of([*spent, *([record] if record is not None else [])])
             await self.ledger.finish(
@@ -1127,9 +1141,9 @@ def _duplicate(index: int, label: str, first: BatchResult[Any]) -> BatchResult[A
 
 def stored_value(adapter: TypeAdapter[Any], value: Any) -> str:
     """A value as the ledger keeps it: its JSON in pydantic's round-trip form, the form its
-    type reads back (a `Json[...]` field as JSON text, computed fields left out), keyed as
-    the type writes its keys (by field name, unless it serializes by alias)."""
-    return adapter.dump_json(value, round_trip=True).decode()
+    type reads back (a `Json[...]` field as JSON text, computed fields left out), keyed by
+    field name (a serialization alias need not be one the type reads)."""
+    return adapter.dump_json(value, round_trip=True, by_alias=False).decode()
 
 
 def read_stored_value(adapter: TypeAdapter[Any], text: str | bytes) -> Any:

@@ -655,7 +655,9 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                     row = {
                         "label": result.label,
                         "key": result.key,
-                        "value": adapter.dump_python(result.value, mode="json", round_trip=True),
+                        "value": adapter.dump_python(
+                            result.value, mode="json", round_trip=True, by_alias=False
+                        ),
                         "record": None
                         if result.metadata is None
                         else result.metadata.to_json_dict(),
