@@ -508,6 +508,52 @@ def test_the_cancel_command_goes_on_past_a_job_that_ended(
     assert second.cancel_requested and not first.cancel_requested
 
 
+def test_a_refused_key_stops_a_provider_batch_run_and_its_inputs_stay_pending(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _provider_batch_server
+
+    def refuse(handler: Any, data: Any) -> Any:
+        raise handler._fail(401, "Incorrect API key provided: sk-wrong.")
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_upload", refuse)
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "refused.sqlite"
+    run = _batch_run(provider, model, _docs(6), ledger, job_size=2)
+    results = list(run)
+    assert {r.failure.kind for r in results if r.failure} == {"authentication", "not_started"}
+    assert run.summary.refused == "authentication"
+    assert not server.jobs
+    refused = [r.index for r in results if r.failure and r.failure.kind == "authentication"]
+    assert len(refused) == 2  # the first job's: no other job was tried
+    rows = list(Ledger(ledger, settings={}).rows())  # inputs not started leave no row
+    assert [(row.position, row.status) for row in rows] == [(n, "pending") for n in refused]
+
+
+def test_a_job_whose_submission_the_run_stopped_before_trying_again_stays_pending(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _provider_batch_server
+
+    run: BatchRun[Doc] | None = None
+
+    def busy(handler: Any, data: Any) -> Any:
+        assert run is not None
+        run.stop("stopped by the caller")
+        raise handler._fail(500, "The server had an error.")
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_upload", busy)
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "stopped.sqlite"
+    run = _batch_run(provider, model, _docs(3), ledger)
+    results = list(run)
+    assert {r.failure.kind for r in results if r.failure} == {"server"}
+    assert run.summary.refused is None
+    assert {(row.status, row.attempts) for row in Ledger(ledger, settings={}).rows()} == {
+        ("pending", 1)
+    }
+
+
 # Refusals before anything is sent
 
 

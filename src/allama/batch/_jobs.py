@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from allama.adapters._jobs import Entry, JobAmbiguity, JobState, Row, RowKind
 from allama.batch._ledger import JobPhase, JobRow, Ledger, LedgerWriter, Status
 from allama.batch._run import (
+    _REFUSALS,
     IN_FLIGHT_ELSEWHERE,
     IN_PROVIDER_JOB,
     BatchFailure,
@@ -36,7 +37,14 @@ from allama.batch._run import (
     _Runner,
     _Spec,
 )
-from allama.errors import Error, ExtractionError, NotFoundError, RateLimitedError, asked_wait
+from allama.errors import (
+    Error,
+    ExtractionError,
+    NetworkError,
+    NotFoundError,
+    RateLimitedError,
+    asked_wait,
+)
 from allama.extract._engine import Extracted, extract_steps
 from allama.extract._metadata import ExtractionMetadata
 from allama.providers._jobs import ProviderJobs, RowUnanswered, provider_jobs
@@ -277,6 +285,10 @@ class JobRunner(_Runner):
             by_model.setdefault(item.pending.model, []).append(item)
         for model, group in by_model.items():
             for chunk in self._chunks(group):
+                if self.stopping is not None:  # an earlier job's refusal, say: not sent
+                    for item in chunk:
+                        await self._leave(item)
+                    continue
                 await self._submit(model, chunk)
 
     def _chunks(self, items: list[_Item]) -> list[list[_Item]]:
@@ -332,6 +344,23 @@ class JobRunner(_Runner):
                     continue
                 self.book.job_not_submitted(tag, error.kind)
                 self.summary.jobs[tag] = f"not submitted: {error.kind}"
+                stops = _stops(error, tried)
+                if stops is not None or (error.retryable and self.stopping is not None):
+                    # Not the inputs' failure: they stay pending for the run that follows.
+                    for item in items:
+                        result = await self._set_aside(
+                            item.index,
+                            item.key,
+                            item.label,
+                            error,
+                            None,
+                            item.attempts,
+                            item.began,
+                            [],
+                            stops,
+                        )
+                        self._duplicates(item, result)
+                    return
                 for item in items:
                     await self._failed(item, error)
                 return
@@ -631,6 +660,16 @@ class JobRunner(_Runner):
     def _duplicates(self, item: _Item, result: BatchResult[Any]) -> None:
         for index, label in item.duplicates:
             self._finish(_duplicate(index, label, result))
+
+
+def _stops(error: Error, tried: int) -> str | None:
+    """Why a job that could not be submitted stops the run (every job would meet it)."""
+    if isinstance(error, _REFUSALS):
+        return f"the provider refused the run's key or account: {_failure(error).message}"
+    if isinstance(error, NetworkError):
+        message = _failure(error).message
+        return f"the provider could not be reached in {tried} tries: {message}"
+    return None
 
 
 POLL_GROWTH = 1.5
