@@ -138,13 +138,21 @@ def retry_delay_seconds(value: Any) -> float | None:
     return None
 
 
-def _wait(info: _Info | None, headers: Mapping[str, str], now: float | None) -> float | None:
-    """How long to wait: `RetryInfo.retryDelay` first, then the `retry-after` header."""
+def _retry_info(info: _Info | None) -> float | None:
+    """The wait a `google.rpc.RetryInfo` asks for, whatever the error."""
     if info is not None:
         for retry in info.detail("RetryInfo"):
             delay = retry_delay_seconds(retry.get("retryDelay"))
             if delay is not None:
                 return max(0.0, delay)
+    return None
+
+
+def _wait(info: _Info | None, headers: Mapping[str, str], now: float | None) -> float | None:
+    """How long to wait: `RetryInfo.retryDelay` first, then the `retry-after` header."""
+    delay = _retry_info(info)
+    if delay is not None:
+        return delay
     return retry_after_seconds(headers, now=now) if headers else None
 
 
@@ -217,9 +225,9 @@ def _by_name(name: str, info: _Info | None, message: str, wait: float | None) ->
     if name in ("INTERNAL", "DEADLINE_EXCEEDED"):
         # `DEADLINE_EXCEEDED` (504) is the server running out of time, not the client's
         # timeout (`RequestTimeoutError`): a retry may succeed. A `RetryInfo` says when.
-        return ServerError(message, retry_after=wait)
+        return ServerError(message, retry_after=_retry_info(info))
     if name == "UNAVAILABLE":
-        return OverloadedError(message, retry_after=wait)
+        return OverloadedError(message, retry_after=_retry_info(info))
     return None
 
 
@@ -239,9 +247,11 @@ def _by_status(status: int | None, info: _Info | None, message: str, wait: float
     if status == 429:
         return _exhausted(info, message, wait)
     if status == 503:
-        return OverloadedError(message, retry_after=wait)
+        # An explicit `retry-after` is read for it after (`waits_as_asked`); the rate-limit
+        # resets a 429 goes by say nothing of when a failed server recovers.
+        return OverloadedError(message, retry_after=_retry_info(info))
     if status >= 500:
-        return ServerError(message, retry_after=wait)
+        return ServerError(message, retry_after=_retry_info(info))
     if status == 409:
         # `ABORTED`, a conflict: asking again may succeed.
         return InvalidRequestError(message).with_retryable(True)
