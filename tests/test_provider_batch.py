@@ -508,6 +508,29 @@ def test_the_cancel_command_goes_on_past_a_job_that_ended(
     assert second.cancel_requested and not first.cancel_requested
 
 
+def test_the_cancel_finds_a_job_whose_id_never_reached_the_ledger(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "cut.sqlite"
+    server.hold = True
+
+    def killed(self: Ledger, tag: str, job_id: str) -> None:
+        raise KeyboardInterrupt  # as a SIGKILL right after the job was created
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Ledger, "job_submitted", killed)
+        with pytest.raises(KeyboardInterrupt):
+            list(_batch_run(provider, model, _docs(3), ledger))
+    (job,) = server.jobs
+    assert asyncio.run(cancel_jobs(str(ledger), provider)) == [job.id]
+    assert job.cancel_requested
+    server.hold = False
+    results = _run(provider, model, _docs(3), ledger)
+    assert [r.failure.kind for r in results if r.failure] == ["job_canceled"] * 3
+    assert len(server.jobs) == 1
+
+
 def test_a_refused_key_stops_a_provider_batch_run_and_its_inputs_stay_pending(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

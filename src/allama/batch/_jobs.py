@@ -718,13 +718,15 @@ def job_provider(row: JobRow, provider: Any = None) -> ProviderJobs:
 
 def open_jobs(book: Ledger) -> list[JobRow]:
     """The ledger's jobs that have been submitted and not yet seen ending."""
-    return [
-        row
-        for row in book.jobs()
-        if row.job_id is not None
+    return [row for row in book.jobs() if _is_open(row)]
+
+
+def _is_open(row: JobRow) -> bool:
+    return (
+        row.job_id is not None
         and row.outcome is None
         and row.state not in (JobPhase.COLLECTED, JobPhase.NOT_SUBMITTED)
-    ]
+    )
 
 
 async def poll_job(row: JobRow, provider: Any = None) -> JobState:
@@ -741,27 +743,37 @@ async def cancel_jobs(
 ) -> list[str]:
     """Ask the provider to cancel every job of `ledger` that has not ended, and record it,
     so that a run fails their cancelled rows instead of sending them again (the record
-    comes first: a run polling the job meanwhile sees it). Returns the provider ids of the
-    jobs asked; the results of rows that ran before the cancel are collected by the next
-    run as usual. A job the provider will not cancel (it ended meanwhile) does not stop
-    the others: `refused` gets a line for it."""
+    comes first: a run polling the job meanwhile sees it). A job whose submission was cut
+    off before its id was recorded is looked for at the provider by its tag, as a run
+    does. Returns the provider ids of the jobs asked; the results of rows that ran before
+    the cancel are collected by the next run as usual. A job the provider will not cancel
+    (it ended meanwhile), or cannot be told apart, does not stop the others: `refused`
+    gets a line for it."""
     book = Ledger(ledger)
     asked = []
     try:
-        for row in open_jobs(book):
-            assert row.job_id is not None
+        for row in book.jobs():
+            submitting = row.state == JobPhase.SUBMITTING and row.job_id is None
+            if not (submitting or _is_open(row)):
+                continue
             jobs = job_provider(row, provider)
-            book.request_cancel(row.tag)
+            target = jobs.target(row.model)
             try:
-                await jobs.run(
-                    jobs.dialect.cancel(jobs.target(row.model), row.job_id), row.model, sync=True
-                )
-            except Error as error:
+                job_id = row.job_id
+                if job_id is None:
+                    steps = jobs.dialect.find(target, row.tag, row.created_at, row.requests)
+                    job_id = await jobs.run(steps, row.model, sync=True)
+                    if job_id is None:  # it never reached the provider
+                        continue
+                book.request_cancel(row.tag)
+                await jobs.run(jobs.dialect.cancel(target, job_id), row.model, sync=True)
+            except (Error, JobAmbiguity) as error:
                 if refused is None:
                     raise
-                refused.append(f"{row.job_id}: {error.kind}: {error}")
+                kind = error.kind if isinstance(error, Error) else "ambiguous"
+                refused.append(f"{row.job_id or row.tag}: {kind}: {error}")
                 continue
-            asked.append(row.job_id)
+            asked.append(job_id)
     finally:
         book.close()
     return asked
