@@ -274,6 +274,19 @@ def test_a_csv_document_longer_than_the_csv_modules_own_limit(tmp_path: Path) ->
         ),
         ("in.jsonl", '["doc 1"]\n', (), "{path} line 1: a JSON array, not an object"),
         (
+            "in.jsonl",
+            '{"text": "doc 1", "ref": NaN}\n',
+            ("--id-field", "ref"),
+            "{path} line 1: the field `ref` is a JSON number that is not finite: an id is text "
+            "or a number",
+        ),
+        (
+            "in.jsonl",
+            '{"text": "doc 1", "ref": true}\n',
+            ("--id-field", "ref"),
+            "{path} line 1: the field `ref` is a JSON boolean: an id is text or a number",
+        ),
+        (
             "in.csv",
             "id,body\n1,doc 1\n",
             (),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import csv
 import json
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -277,14 +278,15 @@ def _label(item: dict[str, Any], id_field: str | None, where: str, what: str, fa
     value = item.get(id_field or DEFAULT_ID_FIELD)
     if isinstance(value, str) and value:
         return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return str(value)
     if id_field is None:  # no usable `id`: the line or row number names it
         return fallback
     if value is None or value == "":
         raise InputError(f"{where}: no value in the {what} `{id_field}` (--id-field)")
+    kind = "number that is not finite" if isinstance(value, float) else _json_kind(value)
     raise InputError(
-        f"{where}: the {what} `{id_field}` is a JSON {_json_kind(value)}: an id is text or a number"
+        f"{where}: the {what} `{id_field}` is a JSON {kind}: an id is text or a number"
     )
 
 
