@@ -126,20 +126,21 @@ def _check_settings(
         raise ValueError(f"row_concurrency must be at least 1, not {row_concurrency}")
 
 
-def _check_request(
+def _template(
     model: object, system: object, prompt: object, max_output_tokens: object, temperature: object
-) -> None:
-    """The request settings of `text_column=`, tried on an empty request: a wrong one fails
-    here, not in every batch of the job."""
+) -> ChatRequest:
+    """The request of `text_column=` each row's text is added to: made once, so that a
+    wrong setting fails where it is given, not in every batch of the job."""
     if prompt is not None and not isinstance(prompt, str):
         raise TypeError(f"prompt must be a str, not {type(prompt).__name__}")
-    request = ChatRequest(str(model))
+    request = ChatRequest(str(model or ""))
     if system is not None:
         request = request.system(system)  # type: ignore[arg-type]
     if max_output_tokens is not None:
         request = request.with_max_output_tokens(max_output_tokens)  # type: ignore[arg-type]
     if temperature is not None:
-        request.with_temperature(temperature)  # type: ignore[arg-type]
+        request = request.with_temperature(temperature)  # type: ignore[arg-type]
+    return request
 
 
 class ExtractBatch:
@@ -172,8 +173,11 @@ class ExtractBatch:
         row_concurrency: int = 8,
     ) -> None:
         _check_settings(provider, provider_options, text_column, request, model, row_concurrency)
-        if text_column is not None:
-            _check_request(model, system, prompt, max_output_tokens, temperature)
+        self._template = (
+            None
+            if text_column is None
+            else _template(model, system, prompt, max_output_tokens, temperature)
+        )
         self._schema = type_schema(tp)
         self._tp = tp
         self._extractor = Extractor(
@@ -184,11 +188,7 @@ class ExtractBatch:
         )
         self._text_column = text_column
         self._build = request
-        self._model = model or ""
-        self._system = system
         self._prompt = prompt
-        self._max_output_tokens = max_output_tokens
-        self._temperature = temperature
         self._row_concurrency = row_concurrency
         self._limit: asyncio.Semaphore | None = None
         if isinstance(provider, str):
@@ -239,16 +239,9 @@ class ExtractBatch:
                     f"invalid_row: column {self._text_column!r} holds half of a character "
                     "(a lone surrogate), not text"
                 )
-            request = ChatRequest(self._model)
-            if self._system is not None:
-                request = request.system(self._system)
+            assert self._template is not None
             text = row if self._prompt is None else f"{self._prompt}\n\n{row}"
-            request = request.user(text)
-            if self._max_output_tokens is not None:
-                request = request.with_max_output_tokens(self._max_output_tokens)
-            if self._temperature is not None:
-                request = request.with_temperature(self._temperature)
-            return request
+            return self._template.user(text)
         assert self._build is not None
         try:
             built = self._build(row)
@@ -321,7 +314,7 @@ def extract_dataset(
     """
     _check_settings(provider, provider_options, text_column, request, model, row_concurrency)
     if text_column is not None:
-        _check_request(model, system, prompt, max_output_tokens, temperature)
+        _template(model, system, prompt, max_output_tokens, temperature)
     type_schema(tp)  # a type pydantic cannot handle fails here, not in every row
     if isinstance(provider, str):
         allama.provider(provider, **(provider_options or {})).close()  # a bad name fails here

@@ -1052,42 +1052,21 @@ class _Runner:
         earlier = records.pop("earlier_attempts", [])
         metadata = ExtractionMetadata.from_json_dict(records) if records else None
         spent = tuple(ExtractionMetadata.from_json_dict(r) for r in earlier)
+        value: Any = None
+        failure: BatchFailure | None = None
         if row.status == Status.DONE and row.value is not None:
             try:
                 value = read_stored_value(self.spec.adapter, row.value)
             except ValidationError as invalid:  # that input's failure: the run goes on
                 failure = _stored_value_invalid(invalid, self.spec.tp)
-                return BatchResult(
-                    index,
-                    row.key,
-                    label,
-                    None,
-                    failure,
-                    metadata,
-                    row.attempts,
-                    row.seconds or 0.0,
-                    True,
-                    spent,
-                )
-            return BatchResult(
-                index,
-                row.key,
-                label,
-                value,
-                None,
-                metadata,
-                row.attempts,
-                row.seconds or 0.0,
-                True,
-                spent,
-            )
-        error = row.error or {}
-        failure = BatchFailure(str(error.get("kind", "error")), str(error.get("message", "")))
+        else:
+            error = row.error or {}
+            failure = BatchFailure(str(error.get("kind", "error")), str(error.get("message", "")))
         return BatchResult(
             index,
             row.key,
             label,
-            None,
+            value,
             failure,
             metadata,
             row.attempts,
