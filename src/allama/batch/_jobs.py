@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from allama.adapters._jobs import Entry, JobAmbiguity, JobState, Row, RowKind
 from allama.batch._ledger import JobPhase, JobRow, Ledger, LedgerWriter, Status
 from allama.batch._run import (
-    _REFUSALS,
     IN_FLIGHT_ELSEWHERE,
     IN_PROVIDER_JOB,
     BatchFailure,
@@ -36,11 +35,11 @@ from allama.batch._run import (
     _failure,
     _Runner,
     _Spec,
+    _stops,
 )
 from allama.errors import (
     Error,
     ExtractionError,
-    NetworkError,
     NotFoundError,
     RateLimitedError,
     asked_wait,
@@ -660,16 +659,6 @@ class JobRunner(_Runner):
     def _duplicates(self, item: _Item, result: BatchResult[Any]) -> None:
         for index, label in item.duplicates:
             self._finish(_duplicate(index, label, result))
-
-
-def _stops(error: Error, tried: int) -> str | None:
-    """Why a job that could not be submitted stops the run (every job would meet it)."""
-    if isinstance(error, _REFUSALS):
-        return f"the provider refused the run's key or account: {_failure(error).message}"
-    if isinstance(error, NetworkError):
-        message = _failure(error).message
-        return f"the provider could not be reached in {tried} tries: {message}"
-    return None
 
 
 POLL_GROWTH = 1.5

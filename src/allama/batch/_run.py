@@ -895,19 +895,10 @@ class _Runner:
                     await self.ledger.again(key) if self.ledger is not None else tries.tried + 1
                 )
                 return None
-            if isinstance(outcome, _REFUSALS):
-                why = f"the provider refused the run's key or account: {_failure(outcome).message}"
+            stops = _stops(outcome, tries.tried)
+            if stops is not None:
                 return await self._set_aside(
-                    index, key, label, outcome, record, tries.attempts, began, spent, why
-                )
-            if isinstance(outcome, NetworkError):
-                # Tried as often as an input is: the provider cannot be reached, for any.
-                why = (
-                    f"the provider could not be reached in {tries.tried} tries: "
-                    f"{_failure(outcome).message}"
-                )
-                return await self._set_aside(
-                    index, key, label, outcome, record, tries.attempts, began, spent, why
+                    index, key, label, outcome, record, tries.attempts, began, spent, stops
                 )
             return await self._record_failure(
                 index, key, label, outcome, record, tries.attempts, began, spent
@@ -1078,6 +1069,19 @@ class _Runner:
 
 _REFUSALS = (AuthenticationError, PermissionDeniedError, QuotaExceededError)
 """Errors about the run's key or account, not its input: every input would meet them."""
+
+
+def _stops(error: Error, tried: int) -> str | None:
+    """Why an error that is no longer tried again stops the run, since every input (or
+    job) would meet it: a refused key or account, or a provider not reached in `tried`
+    tries; `None` for an error that is the input's own."""
+    if isinstance(error, _REFUSALS):
+        return f"the provider refused the run's key or account: {_failure(error).message}"
+    if isinstance(error, NetworkError):
+        return f"the provider could not be reached in {tried} tries: {_failure(error).message}"
+    return None
+
+
 _LONGEST_WAIT = 900.0
 """The longest wait a run makes when a provider asks for one (15 minutes): one asked for
 longer (a limit per day, reset tomorrow) stops the run, whose inputs a later run sends."""
