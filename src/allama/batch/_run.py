@@ -1129,6 +1129,12 @@ def stored_value(adapter: TypeAdapter[Any], value: Any) -> str:
     return adapter.dump_json(value, round_trip=True, by_alias=False).decode()
 
 
+def stored_python(adapter: TypeAdapter[Any], value: Any) -> Any:
+    """The same form as `stored_value`, as Python ready for `json.dumps`: the value of an
+    output line of the command, as `allama batch export` writes it from the ledger."""
+    return adapter.dump_python(value, mode="json", round_trip=True, by_alias=False)
+
+
 def read_stored_value(adapter: TypeAdapter[Any], text: str | bytes) -> Any:
     """A stored value, validated again. Keys are taken by alias or by field name: a type
     with aliases writes its field names, and reads only its aliases unless told."""

@@ -571,6 +571,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     from pydantic import TypeAdapter
 
     import allama
+    from allama.batch._run import stored_python
 
     try:
         started = _start_local(prepared.provider)
@@ -655,9 +656,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                     row = {
                         "label": result.label,
                         "key": result.key,
-                        "value": adapter.dump_python(
-                            result.value, mode="json", round_trip=True, by_alias=False
-                        ),
+                        "value": stored_python(adapter, result.value),
                         "record": None
                         if result.metadata is None
                         else result.metadata.to_json_dict(),
