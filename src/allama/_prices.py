@@ -333,7 +333,6 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
         usage.cache_read_tokens or 0,
         usage.cache_write_tokens or 0,
     )
-    reasoning = usage.reasoning_tokens
     if not extras and tokens[2] + tokens[3] <= tokens[0] and min(tokens) >= 0:
         # Flat prices: the same arithmetic as genai-prices', on the prices it holds,
         # without its general machinery (about 120 µs a call).
@@ -351,7 +350,7 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
             cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens,
             # Part of `output_tokens`: priced apart only where a model has a price for them.
-            output_reasoning_tokens=reasoning,
+            output_reasoning_tokens=usage.reasoning_tokens,
             **extras,
         )
         if extras:

@@ -407,8 +407,9 @@ class Ledger:
         )
 
     def _set_aside(self, key: str, error: dict[str, Any]) -> None:
-        """Make an input this run sent pending again, its attempt counted and the error it
-        met kept: the provider refused the run (its key, its account), not the input."""
+        """Make an input this run sent pending again, its attempts counted and the error it
+        met kept: an error that was not the input's (a refused key, a provider out of
+        reach), or one the run stopped before trying again."""
         self._connection.execute(
             "UPDATE items SET status = ?, error = ? WHERE key = ? AND run_id = ? AND status = ?",
             (Status.PENDING, _json_text(error), key, self.run_id, Status.IN_FLIGHT),
