@@ -164,6 +164,8 @@ def test_every_row_comes_back_with_its_value_or_its_error_and_record(
         system="Extract the invoice.",
         concurrency=2,
         batch_size=4,
+        max_attempts=2,
+        backoff=0,
     )
     rows = _by_id(out.take_all())
     print(f"20 rows through 2 actors in {time.perf_counter() - began:.1f} s")
@@ -196,7 +198,11 @@ def test_every_row_comes_back_with_its_value_or_its_error_and_record(
         assert "confidential" not in error and "Sorry" not in error
     with server.lock:
         paths = [path for path, _, _ in server.seen]
+        sent = [str(body["messages"][-1]["content"]) for _, _, body in server.seen]
     assert paths.count("/v1/chat/completions") >= 20
+    # The server error was tried again (`max_attempts=2`); the 400 and the answers were not.
+    assert sent.count(document(17)) == 2 and sent.count(document(18)) == 1
+    assert sent.count(document(15)) == 1
 
 
 def build_request(row: dict[str, Any]) -> ChatRequest:
@@ -213,6 +219,7 @@ def test_a_request_function_and_bad_rows_of_the_callers_own(local_ray: None, bas
         provider_options={"api_key": "sk-test", "base_url": base_url},
         request=build_request,
         repair=True,
+        backoff=0,
     )
     rows = out.take_all()
     assert [row["text"] for row in rows] == [item["text"] for item in items]
@@ -221,6 +228,15 @@ def test_a_request_function_and_bad_rows_of_the_callers_own(local_ray: None, bas
     # `None.strip()` raised: the row says so, without the exception's message.
     assert rows[1]["error"].startswith("invalid_row: the request function raised ")
     assert rows[2]["error"].startswith("server: status=500")
+    # A column extraction adds fails the job before it starts, when the schema is known.
+    with pytest.raises(ValueError, match=r"already has the column\(s\) \['value'\]"):
+        allama.ray.extract_dataset(
+            ray.data.from_items([{"text": "a", "value": 1}]),
+            Invoice,
+            provider="openai",
+            provider_options={"api_key": "sk-test", "base_url": base_url},
+            request=build_request,
+        )
 
 
 # Without a Ray instance: the callable itself, on a pyarrow table, with a scripted provider.
@@ -258,6 +274,101 @@ def test_the_callable_on_one_batch_without_ray() -> None:
     # Not an allama error (the script ran out): named by its class, no record, no raise.
     assert fourth["value"] is None and fourth["record"] is None
     assert fourth["error"].startswith("MockScriptExhausted: message withheld (")
+
+
+def _run_batches(extract: allama.ray.ExtractBatch, *batches: pa.Table) -> list[dict[str, Any]]:
+    """The rows of `batches` as one actor runs them, one after the other."""
+
+    async def run() -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for batch in batches:
+            rows.extend(row for out in [o async for o in extract(batch)] for row in out.to_pylist())
+        return rows
+
+    return asyncio.run(run())
+
+
+def test_rate_limits_and_server_errors_are_tried_again() -> None:
+    script: list[Any] = [
+        allama.RateLimitedError("slow down").with_retry_after(0.01),
+        allama.ServerError("overloaded").with_status(503),
+        '{"number": "A-1", "total": 2}',
+        allama.ServerError("down").with_status(500),
+        allama.ServerError("down").with_status(500),
+    ]
+    mock = MockProvider(script)
+    extract = allama.ray.ExtractBatch(
+        Invoice,
+        provider=lambda: mock,
+        text_column="text",
+        model="m",
+        row_concurrency=1,
+        max_attempts=2,
+        backoff=0,
+    )
+    first, second = _run_batches(extract, pa.table({"text": ["one"]}), pa.table({"text": ["two"]}))
+    # The 429 is not counted as a try: the 503 after it is the first, the answer the second.
+    assert first["value"] == '{"number":"A-1","total":2.0}' and first["error"] is None
+    assert "earlier_attempts" not in json.loads(first["record"])
+    # Two server errors use up `max_attempts=2`: the row fails with the last one.
+    assert second["value"] is None and second["error"].startswith("server: status=500; ")
+    assert [request.messages[-1].text() for request in mock.requests] == ["one"] * 3 + ["two"] * 2
+    assert extract._limiter is not None and extract._limiter.slowdowns == 1
+
+
+def test_an_answer_paid_for_and_then_a_failure_keeps_both_records() -> None:
+    failed = allama.ServerError("down").with_status(502)
+    mock = MockProvider(["not json at all", failed, '{"number": "B-2", "total": 3}'])
+    extract = allama.ray.ExtractBatch(
+        Invoice,
+        provider=lambda: mock,
+        text_column="text",
+        model="m",
+        retries=1,
+        backoff=0,
+    )
+    (row,) = _run_batches(extract, pa.table({"text": ["doc"]}))
+    assert row["value"] == '{"number":"B-2","total":3.0}'
+    record = json.loads(row["record"])
+    # The first try paid for a pass (prose), then failed on its retry's server error.
+    assert record["passes"] == 1
+    assert [earlier["passes"] for earlier in record["earlier_attempts"]] == [1]
+
+
+def test_a_refused_key_stops_the_actor_sending() -> None:
+    mock = MockProvider([allama.AuthenticationError("bad key").with_status(401)])
+    extract = allama.ray.ExtractBatch(
+        Invoice, provider=lambda: mock, text_column="text", model="m", row_concurrency=1
+    )
+    rows = _run_batches(extract, pa.table({"text": ["a", "b"]}), pa.table({"text": ["c"]}))
+    assert rows[0]["error"].startswith("authentication: status=401")
+    assert [row["error"] for row in rows[1:]] == [
+        "not_started: the provider refused the actor's key or account"
+    ] * 2
+    assert [row["record"] for row in rows[1:]] == [None, None]
+    assert len(mock.requests) == 1
+
+
+def test_retry_settings_are_checked() -> None:
+    for bad, message in (
+        ({"max_attempts": 0}, "max_attempts must be"),
+        ({"backoff": -1}, "backoff must be"),
+        ({"rpm": 0}, "rpm must be"),
+        ({"tpm": float("nan")}, "tpm must be"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            allama.ray.ExtractBatch(
+                Invoice, provider=lambda: MockProvider(), text_column="t", model="m", **bad
+            )
+        with pytest.raises(ValueError, match=message):
+            allama.ray.extract_dataset(
+                object(),  # type: ignore[arg-type]
+                Invoice,
+                provider="openai",
+                text_column="t",
+                model="m",
+                **bad,
+            )
 
 
 class Blob(BaseModel):

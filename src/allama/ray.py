@@ -16,6 +16,13 @@ three more columns, and a bad row never fails the job:
   failure the record the error carries; null when no extraction started (a row without
   text, a request function that raised).
 
+A call the provider may answer later (a rate limit, an overloaded or failing server, the
+network) is sent again, up to `max_attempts` tries, as in a batch run: a 429 pauses the
+actor's requests for as long as the provider asked (`retry_after`, the rate-limit headers)
+and halves its rate, recovering after, and `rpm` / `tpm` limit each actor's requests and
+tokens per minute from the start. A refused key or account ends the actor's sending: its
+later rows come back `not_started`, since the provider would refuse each of them too.
+
 Batches travel as pyarrow tables (part of `ray[data]`). The work is waiting on HTTP, so
 actors ask for a quarter of a CPU by default: at a whole CPU each, a small machine has none
 left to read the data and the job stalls.
@@ -36,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +54,17 @@ except ImportError as missing:  # pragma: no cover - depends on the install
     raise ImportError("allama.ray needs Ray Data: pip install 'allama[ray]'") from missing
 
 import allama
-from allama.batch._run import stored_value
+from allama.batch._limits import RateLimiter
+from allama.batch._run import (
+    _REFUSALS,
+    _check_retries,
+    _estimate,
+    _retry_step,
+    _stored_record,
+    _Tries,
+    _wait_to_retry,
+    stored_value,
+)
 from allama.errors import Error
 from allama.extract import ExtractionMetadata, Extractor, SchemaEnforcement
 from allama.schema import type_schema
@@ -85,8 +103,19 @@ def error_text(error: BaseException) -> str:
     return f"{error.kind}: {'; '.join(parts)}"
 
 
-def _record_json(metadata: ExtractionMetadata | None) -> str | None:
-    return None if metadata is None else json.dumps(metadata.to_json_dict())
+def _taken(names: list[str]) -> str:
+    return (
+        f"the dataset already has the column(s) {names}, which extraction adds; "
+        "rename them first (Dataset.rename_columns)"
+    )
+
+
+def _record_json(
+    metadata: ExtractionMetadata | None, spent: list[ExtractionMetadata]
+) -> str | None:
+    """The record as JSON, with the earlier tries that were paid for (`earlier_attempts`,
+    as a batch run's ledger keeps them)."""
+    return None if metadata is None else json.dumps(_stored_record(metadata, spent))
 
 
 def _check_settings(
@@ -171,8 +200,21 @@ class ExtractBatch:
         allow_undeclared_keys: bool = False,
         min_enforcement: SchemaEnforcement | str | None = None,
         row_concurrency: int = 8,
+        max_attempts: int = 5,
+        backoff: float = 0.5,
+        rpm: float | None = None,
+        tpm: float | None = None,
     ) -> None:
         _check_settings(provider, provider_options, text_column, request, model, row_concurrency)
+        _check_retries(max_attempts, backoff)
+        self._limiter_settings = (rpm, tpm, backoff)
+        RateLimiter(rpm, tpm)  # a wrong rate fails here
+        self._limiter: RateLimiter | None = None
+        self._max_attempts = max_attempts
+        self._backoff = backoff
+        self._random = random.Random()
+        self._refused: str | None = None
+        """Why this actor sends no more rows: the provider refused its key or account."""
         self._template = (
             None
             if text_column is None
@@ -205,12 +247,12 @@ class ExtractBatch:
         """The batch with `value`, `error` and `record` appended; never raises for a row."""
         taken = [name for name in COLUMNS if name in batch.column_names]
         if taken:
-            raise ValueError(
-                f"the dataset already has the column(s) {taken}, which extraction adds; "
-                "rename them first (Dataset.rename_columns)"
-            )
+            raise ValueError(_taken(taken))
         if self._limit is None:
+            # Made on the actor's event loop, where they are used.
             self._limit = asyncio.Semaphore(self._row_concurrency)
+            rpm, tpm, backoff = self._limiter_settings
+            self._limiter = RateLimiter(rpm, tpm, backoff=max(backoff, 0.001))
         if self._text_column is not None:
             # A block without the column (rows built from dicts that lack it) holds none.
             rows: list[Any] = (
@@ -260,12 +302,37 @@ class ExtractBatch:
         request = self._request(row)
         if isinstance(request, str):
             return None, request, None
-        async with limit:
-            try:
-                extracted = await self._extractor.aextract(self._provider, self._tp, request)
-            except Exception as error:  # a bad row never fails the job
-                return None, error_text(error), _record_json(ExtractionMetadata.from_error(error))
-        record = _record_json(extracted.metadata)
+        limiter = self._limiter
+        assert limiter is not None
+        tries = _Tries(1, estimate=_estimate(request) if limiter.counts_tokens else 0)
+        while True:
+            async with limit:
+                if self._refused is not None:
+                    return None, f"not_started: {self._refused}", None
+                sent_at = await limiter.acquire(tries.estimate)
+                tries.tried += 1
+                try:
+                    extracted = await self._extractor.aextract(self._provider, self._tp, request)
+                    break
+                except Exception as failed:  # a bad row never fails the job
+                    error = failed
+            if not isinstance(error, Error):
+                return None, error_text(error), None
+            metadata = ExtractionMetadata.from_error(error)
+            step = _retry_step(error, tries, self._max_attempts)
+            if step is True:
+                await _wait_to_retry(
+                    limiter, error, tries.tried, sent_at, self._backoff, self._random
+                )
+                if metadata is not None and (metadata.passes or metadata.usage is not None):
+                    tries.spent.append(metadata)  # paid for: a pass, or reported usage
+                continue
+            if isinstance(error, _REFUSALS):
+                self._refused = "the provider refused the actor's key or account"
+            return None, error_text(error), _record_json(metadata, tries.spent)
+        usage = extracted.metadata.usage
+        limiter.spent(tries.estimate, None if usage is None else usage.total_tokens)
+        record = _record_json(extracted.metadata, tries.spent)
         try:
             value = stored_value(self._schema.adapter, extracted.value)
         except Exception as error:  # validated, and paid for: its record stays
@@ -295,6 +362,10 @@ def extract_dataset(
     min_enforcement: SchemaEnforcement | str | None = None,
     concurrency: int | tuple[int, int] = 1,
     row_concurrency: int = 8,
+    max_attempts: int = 5,
+    backoff: float = 0.5,
+    rpm: float | None = None,
+    tpm: float | None = None,
     batch_size: int = 16,
     num_cpus: float = 0.25,
 ) -> ray.data.Dataset:
@@ -306,13 +377,19 @@ def extract_dataset(
     `model`, and optionally `system`, `prompt`, `max_output_tokens`, `temperature`) or from
     `request(row)`. `repair`, `retries`, `allow_undeclared_keys` and `min_enforcement` are
     the `Extractor`'s. `concurrency` actors (or a `(min, max)` autoscaling range), each
-    running up to `row_concurrency` rows at once and asking for `num_cpus` CPUs. The
+    running up to `row_concurrency` rows at once and asking for `num_cpus` CPUs. A call
+    that may pass (a rate limit, a server error, the network) is tried up to `max_attempts`
+    times, waiting as the provider asked or `backoff` seconds doubling; `rpm` and `tpm`
+    limit each actor's requests and tokens per minute (an account's limit divided by the
+    actors). The
     settings, the type and any function given must pickle, and the modules they come from
     must be importable on the workers.
 
     Lazy, like every Ray Data transform: nothing runs until the result is consumed.
     """
     _check_settings(provider, provider_options, text_column, request, model, row_concurrency)
+    _check_retries(max_attempts, backoff)
+    RateLimiter(rpm, tpm)
     if text_column is not None:
         _template(model, system, prompt, max_output_tokens, temperature)
     type_schema(tp)  # a type pydantic cannot handle fails here, not in every row
@@ -338,6 +415,10 @@ def extract_dataset(
         "allow_undeclared_keys": allow_undeclared_keys,
         "min_enforcement": min_enforcement,
         "row_concurrency": row_concurrency,
+        "max_attempts": max_attempts,
+        "backoff": backoff,
+        "rpm": rpm,
+        "tpm": tpm,
     }
     Extractor(  # wrong settings fail here, named, rather than in each actor
         repair=repair,
@@ -345,6 +426,12 @@ def extract_dataset(
         allow_undeclared_keys=allow_undeclared_keys,
         min_enforcement=min_enforcement,
     )
+    # A column extraction adds, when the schema is known without reading the data, fails
+    # here rather than at the first batch, after others were paid for.
+    known = ds.schema(fetch_if_missing=False)
+    taken = [name for name in COLUMNS if known is not None and name in known.names]
+    if taken:
+        raise ValueError(_taken(taken))
     return ds.map_batches(
         ExtractBatch,
         fn_constructor_kwargs=settings,

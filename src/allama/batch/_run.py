@@ -400,10 +400,7 @@ def _spec(
         )
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a whole number of at least 1, not {concurrency!r}")
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-        raise ValueError(f"max_attempts must be a whole number of at least 1, not {max_attempts!r}")
-    if not positive(backoff, zero=True):
-        raise ValueError(f"backoff must be a number of seconds, 0 or more, not {backoff!r}")
+    _check_retries(max_attempts, backoff)
     if total is not None and (isinstance(total, bool) or not isinstance(total, int) or total < 0):
         raise ValueError(f"total must be a whole number of inputs, 0 or more, not {total!r}")
     if ledger is not None and not str(ledger):
@@ -455,6 +452,13 @@ def _spec(
         job_size=job_size,
         template=request if isinstance(request, ChatRequest) else None,
     )
+
+
+def _check_retries(max_attempts: object, backoff: object) -> None:
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"max_attempts must be a whole number of at least 1, not {max_attempts!r}")
+    if not positive(backoff, zero=True):
+        raise ValueError(f"backoff must be a number of seconds, 0 or more, not {backoff!r}")
 
 
 def _budget(max_cost: Decimal | float | str) -> Decimal:
@@ -867,24 +871,16 @@ class _Runner:
         spent = tries.spent
         if isinstance(outcome, Error):
             record = ExtractionMetadata.from_error(outcome)
-            if isinstance(outcome, RateLimitedError):
-                # A rate limit slows the run; it is not the input's failure.
-                tries.limited += 1
-                tries.tried -= 1
-            retryable = outcome.retryable and not isinstance(outcome, ExtractionError)
-            asked = asked_wait(outcome)
-            if retryable and asked is not None and asked > _LONGEST_WAIT:
-                why = f"the provider asked to wait {asked:.0f} s before the next request"
+            step = _retry_step(outcome, tries, self.spec.max_attempts)
+            if isinstance(step, str):
                 return await self._set_aside(
-                    index, key, label, outcome, record, tries.attempts, began, spent, why
+                    index, key, label, outcome, record, tries.attempts, began, spent, step
                 )
-            if (
-                retryable
-                and tries.tried < self.spec.max_attempts
-                and tries.limited <= _MAX_RATE_LIMITED
-            ):
+            if step:
                 if self.stopping is None:
-                    await self._wait_after(outcome, tries.tried, sent_at)
+                    await _wait_to_retry(
+                        self.limiter, outcome, tries.tried, sent_at, self.spec.backoff, self.random
+                    )
                 if self.stopping is not None:  # the run stopped before its next try
                     return await self._set_aside(
                         index, key, label, outcome, record, tries.attempts, began, spent
@@ -910,15 +906,6 @@ class _Runner:
         usage = outcome.metadata.usage
         self.limiter.spent(tries.estimate, None if usage is None else usage.total_tokens)
         return await self._record_success(index, key, label, outcome, tries.attempts, began, spent)
-
-    async def _wait_after(self, error: Error, tried: int, sent_at: float) -> None:
-        asked = asked_wait(error)
-        if isinstance(error, RateLimitedError):
-            pause = self.limiter.slow_down(asked, sent_at)
-        else:  # an overloaded or failing server: this input waits, the others go on
-            base = self.spec.backoff * 2 ** (tried - 1)
-            pause = asked or min(60.0, base * (0.5 + self.random.random() / 2))
-        await asyncio.sleep(pause)
 
     async def _record_success(
         self,
@@ -1098,6 +1085,42 @@ class _Tries:
     tried: int = 0
     limited: int = 0
     spent: list[ExtractionMetadata] = field(default_factory=list)
+
+
+def _retry_step(error: Error, tries: _Tries, max_attempts: int) -> bool | str:
+    """Whether an input whose call ended in `error` is sent again (`True`), ends with it
+    (`False`), or is set aside, the run stopping, since the provider asked for a wait longer
+    than a run makes (why, as a line). A rate limit is not counted as a try, up to
+    `_MAX_RATE_LIMITED` of them."""
+    if isinstance(error, RateLimitedError):
+        # A rate limit slows the run; it is not the input's failure.
+        tries.limited += 1
+        tries.tried -= 1
+    retryable = error.retryable and not isinstance(error, ExtractionError)
+    asked = asked_wait(error)
+    if retryable and asked is not None and asked > _LONGEST_WAIT:
+        return f"the provider asked to wait {asked:.0f} s before the next request"
+    return retryable and tries.tried < max_attempts and tries.limited <= _MAX_RATE_LIMITED
+
+
+async def _wait_to_retry(
+    limiter: RateLimiter,
+    error: Error,
+    tried: int,
+    sent_at: float,
+    backoff: float,
+    rng: random.Random,
+) -> None:
+    """Wait before sending again after `error`: a rate limit pauses every request of the
+    run (`RateLimiter.slow_down`); an overloaded or failing server makes this input alone
+    wait, as the provider asked or for a backoff doubling with each try, jittered."""
+    asked = asked_wait(error)
+    if isinstance(error, RateLimitedError):
+        pause = limiter.slow_down(asked, sent_at)
+    else:
+        base = backoff * 2 ** (tried - 1)
+        pause = asked or min(60.0, base * (0.5 + rng.random() / 2))
+    await asyncio.sleep(pause)
 
 
 def _estimate(request: ChatRequest) -> int:
