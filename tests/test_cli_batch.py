@@ -286,12 +286,6 @@ def test_a_csv_document_longer_than_the_csv_modules_own_limit(tmp_path: Path) ->
             ("--id-field", "ref"),
             "{path} line 1: the field `ref` is a JSON boolean: an id is text or a number",
         ),
-        (
-            "in.csv",
-            "id,body\n1,doc 1\n",
-            (),
-            "{path}: no column `text` (the columns are `id`, `body`); name the column with --field",
-        ),
         ("in.csv", "id,text\n1,doc 1\n2\n", (), "{path} row 2: no value in the column `text`"),
         ("in.jsonl", "\n\n", (), "{path}: no documents in this file"),
         ("in.jsonl", '{"id": 1, "text": null}\n', (), "{path} line 1: the field `text` is null"),
@@ -346,6 +340,93 @@ def test_a_bad_input_file_is_reported_before_anything_is_sent(
     assert run(server, row_type, source, tmp_path / "out.jsonl", *extra) == 1
     assert capsys.readouterr().err == f"allama batch run: {message.format(path=source)}\n"
     assert not server.sent
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "extra", "message"),
+    [
+        (
+            "in.jsonl",
+            '\n{"body": "doc 1", "id": 3}\n{"text": "doc 2"}\n',
+            (),
+            "{path} line 2: no field `text` (its fields: `body`, `id`); "
+            "name the document's field with --field",
+        ),
+        (
+            "in.jsonl",
+            '{"text": "doc 1"}\n',
+            ("--id-field", "ref"),
+            "{path} line 1: no field `ref` (its fields: `text`); name the id's field with "
+            "--id-field",
+        ),
+        (
+            "in.csv",
+            "id,body\n1,doc 1\n",
+            (),
+            "{path}: no column `text` (the columns are `id`, `body`); name the column with --field",
+        ),
+        (
+            "in.csv",
+            "id,text\n1,doc 1\n",
+            ("--id-field", "ref"),
+            "{path}: no column `ref` (the columns are `id`, `text`); name the column with "
+            "--id-field",
+        ),
+    ],
+)
+def test_a_field_the_source_does_not_have_is_a_bad_argument(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    content: str,
+    extra: tuple[str, ...],
+    message: str,
+) -> None:
+    """Named by --field or --id-field (or the defaults) and not in the first document or
+    the header: the argument is wrong (exit status 2), where a later line that lacks it is
+    the data's fault (1)."""
+    source = tmp_path / name
+    source.write_text(content, encoding="utf-8")
+    assert run(server, row_type, source, tmp_path / "out.jsonl", *extra) == 2
+    assert capsys.readouterr().err == f"allama batch run: {message.format(path=source)}\n"
+    assert not server.sent
+
+
+def test_ids_that_are_no_text_or_number_are_named_by_their_line_and_said(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.jsonl"
+    lines = [
+        {"id": True, "text": "doc 1"},
+        {"id": "B", "text": "doc 2"},
+        {"id": None, "text": "doc 3"},
+        {"id": [4], "text": "doc 4"},
+        {"id": {"n": 5}, "text": "doc 5"},
+        {"id": 1e400, "text": "doc 6"},
+        {"id": "", "text": "doc 8"},
+    ]
+    source.write_text(
+        "".join(json.dumps(line) + "\n" for line in lines).replace("Infinity", "1e400")
+    )
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, source, out) == 0
+    err = capsys.readouterr().err
+    # A null or empty id is no id; `true`, an array, an object and 1e400 are ids of no use.
+    assert (
+        "note: 4 documents have an `id` that is no text or number (line 1, line 4, line 5, "
+        "...), named by their line instead (with --id-field id, such an id is an error)\n"
+    ) in err
+    assert sorted(row["label"] for row in rows_of(out)) == [
+        "B",
+        "line 1",
+        "line 3",
+        "line 4",
+        "line 5",
+        "line 6",
+        "line 7",
+    ]
 
 
 def test_hidden_files_and_what_is_not_a_file_are_not_documents(

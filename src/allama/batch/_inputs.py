@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TEXT_SUFFIXES", "Document", "InputError", "Inputs", "read_inputs"]
+__all__ = ["TEXT_SUFFIXES", "Document", "InputError", "Inputs", "NoSuchField", "read_inputs"]
 
 TEXT_SUFFIXES = (".txt", ".md")
 """The files of a folder that are documents."""
@@ -35,6 +35,11 @@ DEFAULT_ID_FIELD = "id"
 
 class InputError(ValueError):
     """An input source that cannot be read as documents; the message says where and why."""
+
+
+class NoSuchField(InputError):
+    """The field or column named for the documents (or their ids) is not in the source's
+    first object, or its header: the argument is wrong rather than a line of the data."""
 
 
 class Document(str):
@@ -58,15 +63,18 @@ class Inputs:
     total: int
     field: str
     id_field: str | None
+    ids_unused: tuple[int, tuple[str, ...]] = (0, ())
+    """Documents whose `id` (no `id_field` given) is no text or number, named by their line
+    or row instead: how many, and where the first three are."""
 
     def __iter__(self) -> Iterator[Document]:
         if self.kind == "folder":
             for file in _text_files(self.path):
                 yield Document(_read_text(file), file.name)
         elif self.kind == "jsonl":
-            yield from _jsonl(self.path, self.field, self.id_field)
+            yield from _jsonl(self.path, self.field, self.id_field, None)
         else:
-            yield from _csv(self.path, self.field, self.id_field)
+            yield from _csv(self.path, self.field, self.id_field, None)
 
     def __len__(self) -> int:
         return self.total
@@ -81,7 +89,8 @@ def read_inputs(
     as `.#notes.txt` or `._notes.txt`), sorted by name; the label is the file name. A
     `.jsonl` file: one JSON object per line (blank lines are skipped), the document in
     `field` (default `text`), the label from `id_field` (default `id` where a line has one)
-    else `line N`. A `.csv` file with a header row: the document in the column `field`
+    else `line N` (an `id` that is no text or number, such as `true`, is counted in
+    `ids_unused`). A `.csv` file with a header row: the document in the column `field`
     (default `text`), the label from the column `id_field` (default `id` when there is one)
     else `row N`, counting the rows after the header from 1. A document that is empty, or
     is not text that can be sent, is an error that names its place.
@@ -112,10 +121,11 @@ def read_inputs(
             "a JSONL file (one object per line) or a CSV file with a header row"
         )
     chosen = field or DEFAULT_FIELD
-    total = sum(1 for _ in rows(source, chosen, id_field))
+    unused: list[str] = []
+    total = sum(1 for _ in rows(source, chosen, id_field, unused))
     if total == 0:
         raise InputError(f"{source}: no documents in this file")
-    return Inputs(source, kind, total, chosen, id_field)
+    return Inputs(source, kind, total, chosen, id_field, (len(unused), tuple(unused[:3])))
 
 
 def _text_files(folder: Path) -> list[Path]:
@@ -163,9 +173,12 @@ def _open(path: Path, **options: Any) -> Any:
         raise InputError(f"{path}: cannot be read ({error.strerror or error})") from None
 
 
-def _jsonl(path: Path, field: str, id_field: str | None) -> Iterator[Document]:
+def _jsonl(
+    path: Path, field: str, id_field: str | None, unused: list[str] | None
+) -> Iterator[Document]:
     with _open(path) as lines:
         number = 0
+        first: int | None = None
         while True:
             where = f"{path} line {number + 1}"
             try:
@@ -177,6 +190,7 @@ def _jsonl(path: Path, field: str, id_field: str | None) -> Iterator[Document]:
             number += 1
             if not line.strip():
                 continue
+            first = number if first is None else first
             try:
                 item = json.loads(line.rstrip("\r\n"))
             except json.JSONDecodeError as error:
@@ -185,13 +199,20 @@ def _jsonl(path: Path, field: str, id_field: str | None) -> Iterator[Document]:
                 ) from None
             if not isinstance(item, dict):
                 raise InputError(f"{where}: a JSON {_json_kind(item)}, not an object")
+            if number == first:  # a name the first document lacks is wrong, not the line
+                if field not in item:
+                    raise NoSuchField(_no_field(item, field, where))
+                if id_field is not None and id_field not in item:
+                    raise NoSuchField(_no_field(item, id_field, where, "the id's", "--id-field"))
             yield Document(
                 _text(item, field, where, "field"),
-                _label(item, id_field, where, "field", f"line {number}"),
+                _label(item, id_field, where, "field", f"line {number}", unused),
             )
 
 
-def _csv(path: Path, field: str, id_field: str | None) -> Iterator[Document]:
+def _csv(
+    path: Path, field: str, id_field: str | None, unused: list[str] | None
+) -> Iterator[Document]:
     # The limit is the `csv` module's, for the whole process: the command's own.
     if csv.field_size_limit() < _FIELD_LIMIT:
         csv.field_size_limit(_FIELD_LIMIT)
@@ -215,7 +236,7 @@ def _csv(path: Path, field: str, id_field: str | None) -> Iterator[Document]:
             if name is not None and name not in columns:
                 flag = "--field" if name == field else "--id-field"
                 shown = ", ".join(f"`{column}`" for column in columns)
-                raise InputError(
+                raise NoSuchField(
                     f"{path}: no column `{name}` (the columns are {shown}); "
                     f"name the column with {flag}"
                 )
@@ -238,7 +259,7 @@ def _csv(path: Path, field: str, id_field: str | None) -> Iterator[Document]:
                 )
             yield Document(
                 _text(row, field, where, "column"),
-                _label(row, id_field, where, "column", f"row {number}"),
+                _label(row, id_field, where, "column", f"row {number}", unused),
             )
 
 
@@ -248,15 +269,22 @@ def _text(item: dict[str, Any], field: str, where: str, what: str) -> str:
             raise InputError(f"{where}: no value in the column `{field}`")
         if field in item:
             raise InputError(f"{where}: the field `{field}` is null")
-        shown = ", ".join(f"`{key}`" for key in item) or "none"
-        raise InputError(
-            f"{where}: no field `{field}` (its fields: {shown}); "
-            "name the document's field with --field"
-        )
+        raise InputError(_no_field(item, field, where))
     value = item[field]
     if not isinstance(value, str):
         raise InputError(f"{where}: the {what} `{field}` is a JSON {_json_kind(value)}, not text")
     return _checked(value, where, f"the {what} `{field}`")
+
+
+def _no_field(
+    item: dict[str, Any],
+    field: str,
+    where: str,
+    whose: str = "the document's",
+    flag: str = "--field",
+) -> str:
+    shown = ", ".join(f"`{key}`" for key in item) or "none"
+    return f"{where}: no field `{field}` (its fields: {shown}); name {whose} field with {flag}"
 
 
 def _checked(text: str, where: str, what: str) -> str:
@@ -274,13 +302,22 @@ def _checked(text: str, where: str, what: str) -> str:
     return text
 
 
-def _label(item: dict[str, Any], id_field: str | None, where: str, what: str, fallback: str) -> str:
+def _label(
+    item: dict[str, Any],
+    id_field: str | None,
+    where: str,
+    what: str,
+    fallback: str,
+    unused: list[str] | None,
+) -> str:
     value = item.get(id_field or DEFAULT_ID_FIELD)
     if isinstance(value, str) and value:
         return value
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return str(value)
     if id_field is None:  # no usable `id`: the line or row number names it
+        if unused is not None and value is not None and value != "":
+            unused.append(fallback)  # an `id` there is, but of no use: the command says so
         return fallback
     if value is None or value == "":
         raise InputError(f"{where}: no value in the {what} `{id_field}` (--id-field)")

@@ -354,7 +354,7 @@ class _Prepared:
 
 def _prepare(args: argparse.Namespace) -> _Prepared:
     import allama
-    from allama.batch._inputs import InputError, read_inputs
+    from allama.batch._inputs import InputError, NoSuchField, read_inputs
     from allama.cli._load import TypeNotFound, load_type
 
     try:
@@ -423,6 +423,9 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         raise _Usage(str(error)) from None
     try:
         inputs = read_inputs(source, field=args.field, id_field=args.id_field)
+    except NoSuchField as error:  # --field or --id-field names what the source lacks
+        provider.close()
+        raise _Usage(str(error)) from None
     except InputError as error:
         provider.close()
         raise _Failed(str(error)) from None
@@ -617,6 +620,16 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         ),
         file=sys.stderr,
     )
+    unused, places = inputs.ids_unused
+    if unused:
+        have = "document has" if unused == 1 else "documents have"
+        shown = ", ".join(places) + (", ..." if unused > len(places) else "")
+        place = "line" if inputs.kind == "jsonl" else "row"
+        print(
+            f"note: {unused} {have} an `id` that is no text or number ({shown}), named by "
+            f"their {place} instead (with --id-field id, such an id is an error)",
+            file=sys.stderr,
+        )
     found = _in_ledger(run, prepared.ledger)
     if found is not None:
         print(found, file=sys.stderr)
