@@ -197,6 +197,24 @@ def test_a_second_run_resumes_from_the_ledger_and_sends_nothing(
         "ledger: none of these 4 documents is in it; its 4 inputs were extracted with other "
         "settings (type, prompt, model or provider), and stay"
     )
+    # Its status tells the two sets of inputs apart.
+    ledger = str(tmp_path / "out.jsonl.ledger.sqlite")
+    assert main(["batch", "status", ledger]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "inputs: 8 (done 6, failed 2)"
+    assert lines[2] == (
+        "  of 2 settings (runs of another type, prompt, model or provider shared this ledger; "
+        "each run sends only its own):"
+    )
+    assert [re.sub(r"\[inputs [0-9a-f]{12}\]", "[inputs X]", line) for line in lines[3:5]] == [
+        "  - openai gpt-4o-mini, Row [inputs X]: 4 (done 3, failed 1)"
+    ] * 2
+    assert lines[3] != lines[4]
+    assert main(["batch", "status", ledger, "--json"]) == 0
+    sets = json.loads(capsys.readouterr().out)["sets"]
+    assert [(entry["inputs"], entry["counts"]) for entry in sets] == [
+        (4, {"done": 3, "failed": 1})
+    ] * 2
 
 
 def test_jsonl_input_with_fields_and_labels(

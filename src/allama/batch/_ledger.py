@@ -682,6 +682,17 @@ class Ledger:
             ).fetchall()
         return {str(status): int(count) for status, count in found}
 
+    def counts_by_run(self) -> dict[str | None, dict[str, int]]:
+        """The inputs' counts by status, by the run that last worked on them."""
+        with self._lock:
+            found = self._connection.execute(
+                "SELECT run_id, status, COUNT(*) FROM items GROUP BY run_id, status"
+            ).fetchall()
+        out: dict[str | None, dict[str, int]] = {}
+        for run_id, status, count in found:
+            out.setdefault(run_id, {})[str(status)] = int(count)
+        return out
+
     def run_state(self, run_id: str) -> str:
         """`finished`, `running` (its process is alive, or its heartbeat recent) or `dead`."""
         with self._lock:

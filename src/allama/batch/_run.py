@@ -425,6 +425,9 @@ def _spec(
         "max_cost": None if budget is None else str(budget),
         "max_attempts": max_attempts,
         "extractor": repr(extractor or Extractor()),
+        "inputs": _inputs_of(
+            provider.name, tp, request if isinstance(request, ChatRequest) else None
+        ),
     }
     if provider_batch:
         settings["provider_batch"] = {"retry": job_retry}
@@ -542,6 +545,17 @@ def _keys(
         return key
 
     return of_text
+
+
+def _inputs_of(provider: str, tp: Any, template: ChatRequest | None) -> str:
+    """What a run's inputs are extracted as, in short: the provider, the type's schema and
+    the request each text is added to (for requests built by a function, which may each
+    differ, the first two). Runs whose inputs' keys can match share it, so that the status
+    of a ledger shared by runs of other settings tells their inputs apart."""
+    digest = _type_digest(provider, tp).copy()
+    if template is not None:
+        digest.update(template.model_dump_json().encode())
+    return str(digest.hexdigest()[:12])
 
 
 _PROBES = ('\x00allama "probe" é\u2028😀\n\t\\', "a second probe, ☃ </script>")

@@ -909,6 +909,7 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
         "ledger": str(ledger.path),
         "inputs": sum(counts.values()),
         "counts": dict(sorted(counts.items())),
+        "sets": _input_sets(ledger, runs),
         "attempts": attempts,
         "passes": passes,
         "input_tokens": input_tokens,
@@ -938,16 +939,62 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
     }
 
 
-def status_lines(report: dict[str, Any]) -> list[str]:
-    """`allama batch status` as a person reads it."""
+def _input_sets(ledger: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ledger's inputs by what they were extracted as (the provider, model and type,
+    and the prompt and schema in `inputs`), when runs of other settings shared it: a run
+    sends only the inputs of its own settings, so each set has its own progress. One set
+    (the usual ledger) gives an empty list."""
+    sets: dict[tuple[Any, ...], dict[str, Any]] = {}
+    by_run = {run["run_id"]: run["settings"] for run in runs}
+    for run_id, counts in ledger.counts_by_run().items():
+        settings = by_run.get(run_id) or {}
+        what = (settings.get("provider"), settings.get("model"), settings.get("type"))
+        entry = sets.setdefault(
+            (*what, settings.get("inputs")),
+            {
+                "provider": what[0],
+                "model": what[1],
+                "type": what[2],
+                "inputs_of": settings.get("inputs"),
+                "inputs": 0,
+                "counts": Counter(),
+            },
+        )
+        entry["counts"].update(counts)
+        entry["inputs"] += sum(counts.values())
+    if len(sets) < 2:
+        return []
+    return [
+        {**entry, "counts": dict(sorted(entry["counts"].items()))}
+        for entry in sorted(sets.values(), key=lambda entry: -entry["inputs"])
+    ]
+
+
+def _counts_line(counts: dict[str, int]) -> str:
     order = ("done", "failed", "pending", "in_flight")
-    counts = report["counts"]
-    shown = ", ".join(
+    return ", ".join(
         f"{name.replace('_', ' ')} {counts[name]}"
         for name in (*order, *sorted(set(counts) - set(order)))
         if counts.get(name)
     )
+
+
+def status_lines(report: dict[str, Any]) -> list[str]:
+    """`allama batch status` as a person reads it."""
+    shown = _counts_line(report["counts"])
     lines = [f"ledger: {report['ledger']}", f"inputs: {report['inputs']} ({shown or 'none'})"]
+    sets = report.get("sets") or []
+    if sets:
+        lines.append(
+            f"  of {len(sets)} settings (runs of another type, prompt, model or provider "
+            "shared this ledger; each run sends only its own):"
+        )
+    for entry in sets:
+        prompt = f" [inputs {entry['inputs_of']}]" if entry["inputs_of"] else ""
+        lines.append(
+            f"  - {entry['provider']} {entry['model']}, {entry['type']}{prompt}: "
+            f"{entry['inputs']} ({_counts_line(entry['counts'])})"
+        )
     lines.append(
         f"attempts {report['attempts']}, passes {report['passes']}, tokens "
         f"{report['input_tokens']} in / {report['output_tokens']} out"
