@@ -742,6 +742,21 @@ def test_the_record_json_carries_the_cost_and_reads_back() -> None:
     assert again.priced(batch=True) == prices.STANDARD_ONLY
 
 
+def test_a_record_of_batch_and_live_passes_reads_back_without_a_batch_price() -> None:
+    usage = Usage(input_tokens=1_000, output_tokens=100)
+    from_job = response(usage=usage).model_copy(update={"batch_job": "batch_1"})
+    metadata = record(from_job, response(usage=usage))  # a follow-up sent live
+    assert metadata.batch_passes == 1
+    mixed = metadata.cost
+    assert mixed is not None and mixed.batch is False  # not all of it at batch prices
+    again = ExtractionMetadata.from_json_dict(json.loads(json.dumps(metadata.to_json_dict())))
+    assert again.cost == mixed and again.batch_passes == 1
+    assert again.priced(batch=True) == (
+        "the record holds its cost as it was priced (not all of it at batch prices), "
+        "not the usage to price again"
+    )
+
+
 def test_a_batch_cost_reads_back_as_one() -> None:
     cost = Cost(
         input=Decimal("0.5"), output=Decimal("1.25"), total=Decimal("1.75"), source="s", batch=True

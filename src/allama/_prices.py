@@ -98,7 +98,10 @@ NO_PROVIDER = "the response names no provider"
 NO_MODEL = "the response names no model"
 NO_INPUT = "the provider did not report the input tokens"
 NO_OUTPUT = "the provider did not report the output tokens"
-STANDARD_ONLY = "the record holds its cost at standard prices only, not at batch prices"
+STANDARD_ONLY = (
+    "the record holds its cost as it was priced (not all of it at batch prices), "
+    "not the usage to price again"
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
