@@ -742,6 +742,33 @@ def test_the_record_json_carries_the_cost_and_reads_back() -> None:
     assert again.priced(batch=True) == prices.STANDARD_ONLY
 
 
+def test_prices_genai_prices_fetched_itself_are_named_by_their_date() -> None:
+    from genai_prices.data_snapshot import DataSnapshot, set_custom_snapshot
+
+    fetched = DataSnapshot(
+        providers=get_snapshot().providers,
+        from_auto_update=True,
+        timestamp=datetime(2026, 11, 30, 6, 0),
+    )
+    set_custom_snapshot(fetched)
+    try:
+        cost = prices.cost_of("openai", "gpt-4o-mini", Usage(input_tokens=1, output_tokens=1))
+        assert isinstance(cost, Cost)
+        assert cost.source == f"genai-prices {VERSION} (prices of 2026-11-30), openai/gpt-4o-mini"
+        # Billed beyond the usage (web searches): priced by genai-prices' own machinery.
+        usage = Usage(input_tokens=1_000, output_tokens=100)
+        details = {"server_tool_use": {"web_search_requests": 2}}
+        searched = record(_anthropic("claude-sonnet-4-5", usage, details)).cost
+        assert searched is not None
+        assert searched.source == (
+            f"genai-prices {VERSION} (prices of 2026-11-30), anthropic/claude-sonnet-4-5"
+        )
+    finally:
+        set_custom_snapshot(None)
+    cost = prices.cost_of("openai", "gpt-4o-mini", Usage(input_tokens=1, output_tokens=1))
+    assert isinstance(cost, Cost) and cost.source == f"genai-prices {VERSION}, openai/gpt-4o-mini"
+
+
 def test_a_record_of_batch_and_live_passes_reads_back_without_a_batch_price() -> None:
     usage = Usage(input_tokens=1_000, output_tokens=100)
     from_job = response(usage=usage).model_copy(update={"batch_job": "batch_1"})

@@ -330,6 +330,9 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
     if batch and not _has_batch_price(gp_provider, gp_model, when):
         return f"genai-prices {version} has no batch price for {ref}"
     label = f"genai-prices {version}"
+    snapshot = genai_prices.data_snapshot.get_snapshot()
+    if snapshot.from_auto_update:  # `UpdatePrices` fetched newer prices than the package's
+        label += f" (prices of {snapshot.timestamp:%Y-%m-%d})"
     tokens = (
         usage.input_tokens or 0,
         usage.output_tokens or 0,
@@ -368,8 +371,6 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
         )
     except ValueError as why:  # Counts that do not add up (more cached than input).
         return f"genai-prices {version} could not price the usage for {ref}: {why}"
-    if calculated.auto_update_timestamp is not None:
-        label += f" (prices of {calculated.auto_update_timestamp:%Y-%m-%d})"
     cost = Cost(
         input=calculated.input_price,
         output=calculated.output_price,
