@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -327,7 +328,9 @@ def test_a_refused_key_or_account_stops_the_run_and_its_inputs_stay_pending(
     # Refused inputs were in flight together; none was sent after the first refusal came.
     refused = {r.index for r in results if outcome(r) == kind}
     assert 1 <= len(refused) == server.refused <= 4
-    assert sorted(r.index for r in results) == list(range(200))
+    # Inputs read ahead of the stop come back not started; the rest are not read.
+    assert sorted(r.index for r in results) == list(range(len(results)))
+    assert len(results) <= 4 + 2 * 4 + 1
     assert {outcome(r) for r in results} == {kind, "not_started"}
     summary = run.summary
     assert summary.refused == kind
@@ -759,7 +762,9 @@ def test_the_budget_stops_new_inputs_and_says_so(server: BatchServer) -> None:
     )
     results = list(run)
     summary = run.summary
-    assert sorted(r.index for r in results) == list(range(100))
+    # Read no further than the stop, and at most as many ahead as twice the concurrency.
+    indices = sorted(r.index for r in results)
+    assert indices == list(range(len(indices))) and len(indices) < 50
     assert summary.stopped is not None and summary.stopped.startswith(
         "the budget of $0.0002 is reached"
     )
@@ -788,7 +793,10 @@ def test_a_budget_with_an_unknown_price_stops_at_the_first_cost_it_cannot_count(
             max_cost=1,
         )
         results = list(run)
-        assert len(results) == 20
+        # After the stop no input is read: those read ahead of it come back not started,
+        # and the summary counts the rest, unread, as not started too.
+        assert 1 < len(results) <= 1 + 2 * 1 + 1
+        assert [outcome(r) for r in results] == ["ok"] + ["not_started"] * (len(results) - 1)
         assert run.summary.done == 1 and run.summary.not_started == 19
         assert run.summary.stopped == (
             "the cost of #0 is unknown (genai-prices 0.2.3 has no price for "
@@ -847,3 +855,152 @@ def test_every_result_is_committed_when_the_caller_gets_it(
     assert len(seen) == 80
     assert {status for kind, status in seen if kind == "ok"} == {"done"}
     assert {status for kind, status in seen if kind != "ok"} == {"failed"}
+
+
+# The run's own machinery: reading its results, ending it, a program that ends with it.
+
+
+def test_a_runs_results_are_read_once(server: BatchServer) -> None:
+    run = allama.batch(provider_for(server), Row, docs(3), request=TEMPLATE)
+    assert len(list(run)) == 3
+    with pytest.raises(RuntimeError, match="results are read once"):
+        list(run)
+    assert run.summary.done == 3
+
+    async def twice() -> None:
+        arun = allama.abatch(provider_for(server), Row, docs(2), request=TEMPLATE)
+        assert len([r async for r in arun]) == 2
+        with pytest.raises(RuntimeError, match="results are read once"):
+            [r async for r in arun]
+
+    asyncio.run(twice())
+
+
+def test_close_ends_a_sync_run_at_once_without_waiting_for_calls_in_flight(
+    tmp_path: Path,
+) -> None:
+    slow = BatchServer(delay=3.0).start()  # doc 0 answers after 1.2 s, doc 1 after 2.4 s
+    try:
+        ledger = tmp_path / "run.sqlite"
+        run = allama.batch(
+            provider_for(slow), Row, ["doc 4", "doc 1"], request=TEMPLATE, ledger=ledger
+        )
+        began = time.monotonic()
+        results = iter(run)
+        first = next(results)  # doc 4 answers after 1.2 s
+        assert outcome(first) == "ok"
+        run.close()  # doc 1 is in flight, answering after 2.4 s
+        assert time.monotonic() - began < 2.0
+        rows = _ledger_rows(ledger)
+        assert sorted(status for status, _, _ in rows.values()) == ["done", "pending"]
+    finally:
+        slow.stop()
+
+
+def test_a_stop_over_an_endless_iterable_ends_the_run(server: BatchServer) -> None:
+    def endless() -> Iterator[str]:
+        n = 0
+        while True:  # as a queue's feed: it never ends (and would say so if read on)
+            assert n < 1_000, "inputs read long after the run stopped"
+            yield f"doc {n % 5}{n}"
+            n += 1
+
+    run = allama.batch(provider_for(server), Row, endless(), request=TEMPLATE, concurrency=2)
+    seen = 0
+    for _ in run:
+        seen += 1
+        if seen == 5:
+            run.stop("enough")
+            assert run.summary.stopped == "enough"  # the run so far says so at once
+    assert 5 <= seen <= 5 + 2 + 2 * 2  # those in flight and those read ahead of the stop
+    assert run.summary.total is None and run.summary.stopped == "enough"
+
+
+def test_a_program_that_ends_with_a_sync_run_going_fails_none_of_its_inputs(
+    tmp_path: Path,
+) -> None:
+    slow = BatchServer(delay=0.2).start()
+    script = tmp_path / "leave.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys
+            from pydantic import BaseModel
+            import allama
+
+            class Row(BaseModel):
+                n: int
+
+            url, ledger = sys.argv[1], sys.argv[2]
+            provider = allama.provider("openai", api_key="sk-test", base_url=url)
+            request = allama.ChatRequest("gpt-4o-mini").system("Read the number.")
+            run = allama.batch(
+                provider, Row, [f"doc {n}" for n in range(400)], request=request,
+                ledger=ledger, concurrency=8,
+            )
+            results = iter(run)
+            next(results)
+            # The program ends here, the run still going.
+            """
+        )
+    )
+    ledger = tmp_path / "run.sqlite"
+    try:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        done = subprocess.run(
+            [sys.executable, str(script), slow.url, str(ledger)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        statuses = [status for status, _, _ in _ledger_rows(ledger).values()]
+        # Nothing failed for the program's end; what it had going is taken up next time.
+        assert "failed" not in statuses
+        assert "done" in statuses and len(statuses) < 400
+        again = list(
+            allama.batch(provider_for(slow), Row, docs(20), request=TEMPLATE, ledger=ledger)
+        )
+        assert {outcome(r) for r in again} <= {"ok", "extraction_parse", "invalid_request"}
+        assert sorted(r.index for r in again) == list(range(20))
+    finally:
+        slow.stop()
+
+
+def test_a_run_says_it_is_alive_while_its_calls_take_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.batch import _ledger
+
+    monkeypatch.setattr(_ledger, "HEARTBEAT_SECONDS", 0.1)
+    slow = BatchServer(delay=2.5).start()  # doc 4 answers after 1 s
+    try:
+        ledger = tmp_path / "run.sqlite"
+        list(allama.batch(provider_for(slow), Row, ["doc 4"], request=TEMPLATE, ledger=ledger))
+        with sqlite3.connect(ledger) as db:
+            started, beat, finished = db.execute(
+                "SELECT started_at, heartbeat, finished_at FROM runs"
+            ).fetchone()
+        # Claimed at once, then nothing written for a second: the run beat meanwhile.
+        assert beat - started > 0.7 and finished - beat < 0.3
+    finally:
+        slow.stop()
+
+
+def test_a_summary_whose_only_costs_are_unknown_says_so() -> None:
+    served = BatchServer(model="a-model-of-our-own").start()
+    try:
+        provider = allama.provider("openai", api_key="sk-test", base_url=served.url)
+        # doc 1 is answered (by a model without a price); doc 13 is refused, unpaid.
+        run = allama.batch(
+            provider, Row, ["doc 1", "doc 13"], request=ChatRequest("a-model-of-our-own")
+        )
+        list(run)
+        summary = run.summary
+        assert (summary.done, summary.failed, summary.priced, summary.cost_unknown) == (1, 1, 0, 1)
+        assert summary.lines()[4] == (
+            "cost unknown (genai-prices 0.2.3 has no price for 'a-model-of-our-own' at openai)"
+        )
+    finally:
+        served.stop()

@@ -159,6 +159,7 @@ class JobRunner(_Runner):
         waiting: dict[str, list[_Item]] = {}
         chunk: list[_Item] = []
         for index, document in enumerate(spec.inputs):
+            self.read += 1
             label = f"#{index}"
             began = time.monotonic()
             try:  # the caller's label and build functions: what they raise is the input's

@@ -808,6 +808,15 @@ class LedgerWriter:
         self._loop = asyncio.get_running_loop()
         self._pending: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
         self.commits = 0
+        # The run says it is alive while nothing is written too (calls that take minutes,
+        # a long pause after a 429): a run on another host would take its inputs over.
+        self._beating = self._loop.create_task(self._beat())
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            with contextlib.suppress(sqlite3.Error):  # the run's own writes will say so
+                await self._submit(self._ledger._heartbeat)
 
     @property
     def run_id(self) -> str:
@@ -846,6 +855,7 @@ class LedgerWriter:
 
     def close(self) -> None:
         """Commit what is still waiting (a run that ends)."""
+        self._beating.cancel()
         self._flush()
 
     def _flush(self) -> None:

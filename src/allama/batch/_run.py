@@ -11,7 +11,6 @@ provider asked for, up to `max_attempts`; anything else is recorded as the input
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import contextvars
 import hashlib
@@ -35,6 +34,7 @@ from allama import _tracing
 from allama._prices import dollars
 from allama.batch._ledger import Ledger, LedgerRow, LedgerWriter, Status
 from allama.batch._limits import RateLimiter, positive
+from allama.batch._threads import DaemonPool
 from allama.errors import (
     AuthenticationError,
     Error,
@@ -158,6 +158,8 @@ class BatchSummary:
     input_tokens: int = 0
     output_tokens: int = 0
     cost: Decimal = Decimal(0)
+    priced: int = 0
+    """Inputs whose cost is known (and summed in `cost`)."""
     cost_unknown: int = 0
     cost_missing: str | None = None
     slowest: list[tuple[float, str]] = field(default_factory=list)
@@ -233,6 +235,7 @@ class BatchSummary:
         cost, missing = _cost_of(records)
         if cost is not None:
             self.cost += cost
+            self.priced += 1
             _keep_top(self.costliest, (cost, result.label))
         elif missing is not None and records and any(r.passes for r in records):
             self.cost_unknown += 1
@@ -269,8 +272,7 @@ class BatchSummary:
             f"passes {self.passes}{jobs}, attempts {self.attempts}, tokens {self.input_tokens} "
             f"in / {self.output_tokens} out"
         )
-        paid = self.done + self.failed - self.cost_unknown - self.duplicates
-        if self.cost_unknown and self.cost == 0 and paid <= 0:
+        if self.cost_unknown and not self.priced:
             cost = f"cost unknown ({self.cost_missing})"
         else:
             cost = f"cost ${dollars(self.cost)}"
@@ -623,6 +625,8 @@ class _Runner:
         """The run's span and its inputs', when traced."""
         self.slots = asyncio.Semaphore(spec.concurrency)
         """Inputs in flight: claimed inputs wait here to be sent."""
+        self.read = 0
+        """Inputs read from the iterable so far."""
 
     async def run(self) -> None:
         spec = self.spec
@@ -676,8 +680,8 @@ class _Runner:
         try:
             inputs = iter(spec.inputs)
             for index in itertools.count():
-                if failed:
-                    break
+                if failed or self.stopping is not None:
+                    break  # no input is read after a stop: the iterable may never end
                 try:
                     document = next(inputs)
                 except StopIteration:
@@ -688,6 +692,7 @@ class _Runner:
                     broken = error
                     self.stop(f"reading the inputs raised {type(error).__name__} after {index}")
                     break
+                self.read += 1
                 await ahead.acquire()
                 task = asyncio.create_task(in_slot(index, document))
                 tasks.add(task)
@@ -710,6 +715,9 @@ class _Runner:
     def _wrap_up(self) -> None:
         """The run's end in its summary and its ledger (what it holds in flight: pending)."""
         self.summary.ended = time.monotonic()
+        if self.stopping is not None and self.summary.total is not None:
+            # Inputs left unread by the stop were not started either.
+            self.summary.not_started += max(0, self.summary.total - self.read)
         self.summary.waited = self.limiter.waited
         self.summary.slowdowns = self.limiter.slowdowns
         self.summary.stopped = self.stopping
@@ -720,7 +728,7 @@ class _Runner:
 
     def stop(self, reason: str) -> None:
         if self.stopping is None:
-            self.stopping = reason
+            self.stopping = self.summary.stopped = reason  # the run so far says so at once
 
     def _finish(self, result: BatchResult[Any]) -> None:
         _tracing.input_result(result)
@@ -735,13 +743,13 @@ class _Runner:
         if result.metadata is not None and not result.resumed:
             cost, missing = _cost_of([*result.spent, result.metadata])
             if cost is None and any(r.passes for r in [*result.spent, result.metadata]):
-                self.stopping = (
+                self.stop(
                     f"the cost of {result.label} is unknown ({missing}): "
                     f"the budget of ${budget:f} cannot be kept"
                 )
                 return
         if self.summary.cost >= budget:
-            self.stopping = f"the budget of ${budget:f} is reached (${dollars(self.summary.cost)})"
+            self.stop(f"the budget of ${budget:f} is reached (${dollars(self.summary.cost)})")
 
     async def one(self, index: int, document: Any) -> None:
         span = None if self.spans is None else self.spans.start_input(index)
@@ -1224,6 +1232,10 @@ def _failure(error: BaseException) -> BatchFailure:
 
 
 _END = object()
+_READ_ONCE = (
+    "a batch run's results are read once, and these were (or are being) read: "
+    "`run.summary` holds the run's counts, and a ledger its results"
+)
 
 
 def _runner(
@@ -1249,6 +1261,7 @@ class AsyncBatchRun(Generic[T]):
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._runner = _runner(spec, self._call, self._queue.put_nowait, spec.provider.achat, False)
         self._task: asyncio.Task[None] | None = None
+        self._read = False
 
     @property
     def summary(self) -> BatchSummary:
@@ -1259,6 +1272,9 @@ class AsyncBatchRun(Generic[T]):
         return await spec.extractor.aextract(spec.provider, spec.tp, request)
 
     def __aiter__(self) -> AsyncIterator[BatchResult[T]]:
+        if self._read:
+            raise RuntimeError(_READ_ONCE)
+        self._read = True
         return self._results()
 
     async def _results(self) -> AsyncIterator[BatchResult[T]]:
@@ -1281,8 +1297,8 @@ class AsyncBatchRun(Generic[T]):
             self._queue.put_nowait(_END)
 
     def stop(self, reason: str = "stopped by the caller") -> None:
-        """Start no new input (as a budget stop does); those in flight finish and are
-        recorded, and the results go on until the run ends."""
+        """Start no new input (as a budget stop does) and read no further; those in flight
+        finish and are recorded, and the results go on until the run ends."""
         self._runner.stop(reason)
 
     async def aclose(self) -> None:
@@ -1307,9 +1323,7 @@ class BatchRun(Generic[T]):
     def __init__(self, spec: _Spec) -> None:
         self._spec = spec
         self._results: queue.Queue[Any] = queue.Queue()
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=spec.concurrency, thread_name_prefix="allama-batch"
-        )
+        self._pool = DaemonPool(spec.concurrency, "allama-batch")
         self._runner = _runner(spec, self._call, self._results.put, self._send, True)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Task[None] | None = None
@@ -1357,8 +1371,12 @@ class BatchRun(Generic[T]):
         started.wait()
 
     def __iter__(self) -> Iterator[BatchResult[T]]:
-        if self._thread is None:
-            self._start()
+        if self._thread is not None:
+            raise RuntimeError(_READ_ONCE)
+        self._start()
+        return self._iterate()
+
+    def _iterate(self) -> Iterator[BatchResult[T]]:
         try:
             while True:
                 item = self._results.get()
@@ -1371,25 +1389,25 @@ class BatchRun(Generic[T]):
             self.close()
 
     def stop(self, reason: str = "stopped by the caller") -> None:
-        """Start no new input (as a budget stop does); those in flight finish and are
-        recorded, and the results go on until the run ends. Safe from any thread and from
-        a signal handler."""
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            self._runner.stop(reason)
-            return
-        with contextlib.suppress(RuntimeError):  # the loop closed in between: it is over
-            loop.call_soon_threadsafe(self._runner.stop, reason)
+        """Start no new input (as a budget stop does) and read no further; those in flight
+        finish and are recorded, and the results go on until the run ends. Safe from any
+        thread and from a signal handler."""
+        # One assignment, which the run's loop reads before it starts or reads an input.
+        self._runner.stop(reason)
 
     def close(self) -> None:
         """End the run now: inputs in flight are abandoned (the ledger keeps them pending,
         and a later run sends them again: if they were answered meanwhile, that is paid
         twice). `stop` first, and read the results to the end, to keep them."""
         loop, main, thread = self._loop, self._main, self._thread
-        if loop is not None and main is not None and thread is not None and thread.is_alive():
-            loop.call_soon_threadsafe(main.cancel)
-            thread.join()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        try:
+            if loop is not None and main is not None and thread is not None and thread.is_alive():
+                with contextlib.suppress(RuntimeError):  # the loop closed in between: over
+                    loop.call_soon_threadsafe(main.cancel)
+                thread.join()
+        finally:
+            # Calls in flight are not waited for: their threads are left to end on their own.
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> BatchRun[T]:
         return self
