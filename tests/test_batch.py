@@ -437,6 +437,24 @@ def test_a_bad_input_is_its_own_failure_and_the_run_goes_on(server: BatchServer)
     assert by_index[0].value == Row(n=1) and by_index[2].value == Row(n=2)
 
 
+def test_a_request_function_that_returns_no_request_fails_that_input(
+    server: BatchServer,
+) -> None:
+    def build(document: Any) -> Any:
+        return TEMPLATE.user(document) if document.startswith("doc") else {"text": document}
+
+    results = sorted(
+        allama.batch(provider_for(server), Row, ["doc 1", "oops"], request=build),
+        key=lambda r: r.index,
+    )
+    assert results[0].value == Row(n=1)
+    failure = results[1].failure
+    assert failure is not None and (failure.kind, failure.message) == (
+        "TypeError",
+        "the request function returned a dict, not a ChatRequest",
+    )
+
+
 @pytest.mark.parametrize(
     ("setting", "message"),
     [

@@ -394,7 +394,17 @@ def _spec(
 
         build, model = from_text, template.model
     elif callable(request):
-        build, model = request, None
+        make = request
+
+        def checked(document: Any) -> ChatRequest:
+            made = make(document)
+            if not isinstance(made, ChatRequest):
+                raise TypeError(
+                    f"the request function returned a {type(made).__name__}, not a ChatRequest"
+                )
+            return made
+
+        build, model = checked, None
     else:
         raise TypeError(
             "`request` must be a ChatRequest (each input is added as the user's text) or a "
