@@ -1022,3 +1022,33 @@ def test_a_summary_whose_only_costs_are_unknown_says_so() -> None:
         )
     finally:
         served.stop()
+
+
+def test_a_slow_reader_slows_the_run_instead_of_filling_the_memory(server: BatchServer) -> None:
+    run = allama.batch(
+        provider_for(server), Row, docs(400), request=TEMPLATE, concurrency=8, backoff=0.01
+    )
+    most = run._runner.most_unread
+    assert most == 64
+    read = 0
+    for _ in run:
+        read += 1
+        if read == 1:
+            time.sleep(1.0)  # the run goes on meanwhile, up to the limit
+            # Results waiting: the limit, and at most those in flight and read ahead then.
+            assert most <= run._results.qsize() <= most + 8 + 2 * 8
+        elif read == 200:
+            break
+    # Leaving the loop early leaves few results paid for and not read.
+    assert run.summary.done + run.summary.failed <= 200 + most + 8 + 2 * 8
+
+    async def slow_async_reader() -> int:
+        arun = allama.abatch(provider_for(server), Row, docs(400), request=TEMPLATE, backoff=0.01)
+        waiting = 0
+        async for _ in arun:
+            if not waiting:
+                await asyncio.sleep(1.0)
+                waiting = arun._queue.qsize()
+        return waiting
+
+    assert 64 <= asyncio.run(slow_async_reader()) <= 64 + 8 + 2 * 8

@@ -637,6 +637,11 @@ class _Runner:
         """Inputs in flight: claimed inputs wait here to be sent."""
         self.read = 0
         """Inputs read from the iterable so far."""
+        self.unread: Callable[[], int] = lambda: 0
+        """How many results the caller has not read yet (the driver's queue)."""
+        self.most_unread = max(64, 4 * spec.concurrency)
+        self.caught_up: asyncio.Event | None = None
+        """Set by the driver when the caller has read enough, while the run waits for it."""
 
     async def run(self) -> None:
         spec = self.spec
@@ -690,6 +695,8 @@ class _Runner:
         try:
             inputs = iter(spec.inputs)
             for index in itertools.count():
+                if self.unread() >= self.most_unread:
+                    await self._wait_for_the_caller()
                 if failed or self.stopping is not None:
                     break  # no input is read after a stop: the iterable may never end
                 try:
@@ -721,6 +728,18 @@ class _Runner:
             raise failed[0]
         if broken is not None:
             raise broken
+
+    async def _wait_for_the_caller(self) -> None:
+        """Each result not yet read holds its value: past `most_unread` of them, no input
+        starts until the caller has read half, so that a slow reader slows the run rather
+        than filling the memory (and leaving the loop early leaves few paid results)."""
+        caught_up = self.caught_up = asyncio.Event()
+        try:
+            while self.unread() >= self.most_unread // 2 and self.stopping is None:
+                await caught_up.wait()
+                caught_up.clear()
+        finally:
+            self.caught_up = None
 
     def _wrap_up(self) -> None:
         """The run's end in its summary and its ledger (what it holds in flight: pending)."""
@@ -1272,6 +1291,7 @@ class AsyncBatchRun(Generic[T]):
         self._runner = _runner(spec, self._call, self._queue.put_nowait, spec.provider.achat, False)
         self._task: asyncio.Task[None] | None = None
         self._read = False
+        self._runner.unread = self._queue.qsize
 
     @property
     def summary(self) -> BatchSummary:
@@ -1291,11 +1311,14 @@ class AsyncBatchRun(Generic[T]):
         if self._task is None:
             self._task = asyncio.create_task(self._run())
         try:
+            runner = self._runner
             while True:
                 item = await self._queue.get()
                 if item is _END:
                     await self._task  # raises what ended the run, if anything did
                     return
+                if runner.caught_up is not None and self._queue.qsize() < runner.most_unread // 2:
+                    runner.caught_up.set()
                 yield item
         finally:
             await self.aclose()
@@ -1335,6 +1358,7 @@ class BatchRun(Generic[T]):
         self._results: queue.Queue[Any] = queue.Queue()
         self._pool = DaemonPool(spec.concurrency, "allama-batch")
         self._runner = _runner(spec, self._call, self._results.put, self._send, True)
+        self._runner.unread = self._results.qsize
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
@@ -1387,6 +1411,7 @@ class BatchRun(Generic[T]):
         return self._iterate()
 
     def _iterate(self) -> Iterator[BatchResult[T]]:
+        runner = self._runner
         try:
             while True:
                 item = self._results.get()
@@ -1394,6 +1419,14 @@ class BatchRun(Generic[T]):
                     if self._failure is not None:
                         raise self._failure
                     return
+                caught_up, loop = runner.caught_up, self._loop
+                if (
+                    caught_up is not None
+                    and loop is not None
+                    and self._results.qsize() < runner.most_unread // 2
+                ):
+                    with contextlib.suppress(RuntimeError):  # the loop closed: it is over
+                        loop.call_soon_threadsafe(caught_up.set)
                 yield item
         finally:
             self.close()
