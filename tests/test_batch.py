@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -1030,9 +1030,7 @@ def test_a_slow_reader_slows_the_run_instead_of_filling_the_memory(server: Batch
     )
     most = run._runner.most_unread
     assert most == 64
-    read = 0
-    for _ in run:
-        read += 1
+    for read, _ in enumerate(run, 1):
         if read == 1:
             time.sleep(1.0)  # the run goes on meanwhile, up to the limit
             # Results waiting: the limit, and at most those in flight and read ahead then.
@@ -1052,3 +1050,53 @@ def test_a_slow_reader_slows_the_run_instead_of_filling_the_memory(server: Batch
         return waiting
 
     assert 64 <= asyncio.run(slow_async_reader()) <= 64 + 8 + 2 * 8
+
+
+def test_inputs_that_come_slowly_do_not_hold_back_those_already_read(server: BatchServer) -> None:
+    def slowly() -> Iterator[str]:
+        for n in (1, 2, 4, 5, 6):
+            yield f"doc {n}"
+            time.sleep(0.3)  # a queue's feed, a cursor over the network
+
+    began = time.monotonic()
+    arrived = [
+        time.monotonic() - began
+        for _ in allama.batch(provider_for(server), Row, slowly(), request=TEMPLATE)
+    ]
+    # The first answer comes while the next inputs are still being waited for.
+    assert len(arrived) == 5 and arrived[0] < 0.6 and arrived[-1] >= 1.2
+
+
+def test_the_async_twin_reads_an_async_iterable(server: BatchServer) -> None:
+    async def feed(queue: asyncio.Queue[str | None]) -> AsyncIterator[str]:
+        while (document := await queue.get()) is not None:
+            yield document
+
+    async def run() -> list[tuple[int, float]]:
+        queue: asyncio.Queue[str | None] = asyncio.Queue()
+        began = time.monotonic()
+
+        async def produce() -> None:
+            for n in (1, 2, 4):
+                await queue.put(f"doc {n}")
+                await asyncio.sleep(0.3)
+            await queue.put(None)
+
+        producer = asyncio.create_task(produce())
+        results = [
+            (r.value.n, time.monotonic() - began)
+            async for r in allama.abatch(provider_for(server), Row, feed(queue), request=TEMPLATE)
+            if r.value is not None
+        ]
+        await producer
+        return results
+
+    results = asyncio.run(run())
+    assert [n for n, _ in results] == [1, 2, 4]
+    assert results[0][1] < 0.3  # answered while the producer waits: the loop is not held
+
+    async def agen() -> AsyncIterator[str]:
+        yield "doc 1"
+
+    with pytest.raises(TypeError, match="use `abatch` on your event loop"):
+        allama.batch(provider_for(server), Row, agen(), request=TEMPLATE)

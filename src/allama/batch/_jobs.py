@@ -33,6 +33,8 @@ from allama.batch._run import (
     _duplicate,
     _estimate,
     _failure,
+    _numbered,
+    _Reader,
     _Runner,
     _Spec,
     _stops,
@@ -158,28 +160,32 @@ class JobRunner(_Runner):
         spec = self.spec
         waiting: dict[str, list[_Item]] = {}
         chunk: list[_Item] = []
-        for index, document in enumerate(spec.inputs):
-            self.read += 1
-            label = f"#{index}"
-            began = time.monotonic()
-            try:  # the caller's label and build functions: what they raise is the input's
-                label = spec.label(document, index)
-                request = spec.build(document)
-                key = spec.key(document, request)
-            except Exception as error:
-                self._finish(BatchResult(index, "", label, None, _failure(error), None, 0, 0.0))
-                continue
-            first = self.items.get(key)
-            if first is not None:
-                first.duplicates.append((index, label))
-                continue
-            item = _Item(index, key, label, request, began)
-            self.items[key] = item
-            chunk.append(item)
-            if len(chunk) >= _CLAIMS_AT_ONCE:
-                await asyncio.gather(*(self._claim(item, waiting) for item in chunk))
-                chunk = []
-        await asyncio.gather(*(self._claim(item, waiting) for item in chunk))
+        inputs = _Reader(spec.inputs, self.sync)
+        try:
+            async for index, document in _numbered(inputs):
+                self.read += 1
+                label = f"#{index}"
+                began = time.monotonic()
+                try:  # the caller's label and build functions: what they raise is the input's
+                    label = spec.label(document, index)
+                    request = spec.build(document)
+                    key = spec.key(document, request)
+                except Exception as error:
+                    self._finish(BatchResult(index, "", label, None, _failure(error), None, 0, 0.0))
+                    continue
+                first = self.items.get(key)
+                if first is not None:
+                    first.duplicates.append((index, label))
+                    continue
+                item = _Item(index, key, label, request, began)
+                self.items[key] = item
+                chunk.append(item)
+                if len(chunk) >= _CLAIMS_AT_ONCE:
+                    await asyncio.gather(*(self._claim(item, waiting) for item in chunk))
+                    chunk = []
+            await asyncio.gather(*(self._claim(item, waiting) for item in chunk))
+        finally:
+            inputs.close()
         return waiting
 
     async def _claim(self, item: _Item, waiting: dict[str, list[_Item]]) -> None:

@@ -21,7 +21,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from os import PathLike
@@ -324,7 +324,7 @@ Build = Callable[[Any], ChatRequest]
 class _Spec:
     provider: ChatProvider
     tp: Any
-    inputs: Iterable[Any]
+    inputs: Iterable[Any] | AsyncIterable[Any]
     build: Build
     extractor: Extractor
     concurrency: int
@@ -357,7 +357,7 @@ class _Spec:
 def _spec(
     provider: ChatProvider,
     tp: Any,
-    inputs: Iterable[Any],
+    inputs: Iterable[Any] | AsyncIterable[Any],
     *,
     request: ChatRequest | Build,
     extractor: Extractor | None,
@@ -637,6 +637,8 @@ class _Runner:
         """Inputs in flight: claimed inputs wait here to be sent."""
         self.read = 0
         """Inputs read from the iterable so far."""
+        self.sync = False
+        """Whether the run's loop is a thread of its own (`batch`), not the caller's."""
         self.unread: Callable[[], int] = lambda: 0
         """How many results the caller has not read yet (the driver's queue)."""
         self.most_unread = max(64, 4 * spec.concurrency)
@@ -693,16 +695,16 @@ class _Runner:
                 self.stop(f"the run's work raised {type(error).__name__}")
 
         try:
-            inputs = iter(spec.inputs)
+            inputs = _Reader(spec.inputs, self.sync)
             for index in itertools.count():
                 if self.unread() >= self.most_unread:
                     await self._wait_for_the_caller()
                 if failed or self.stopping is not None:
                     break  # no input is read after a stop: the iterable may never end
                 try:
-                    document = next(inputs)
-                except StopIteration:
-                    break
+                    document = await inputs.next()
+                    if document is _NO_MORE:
+                        break
                 except Exception as error:  # the caller's iterable, not an input's failure
                     # Those in flight were paid for: they finish and are recorded, the rest
                     # are not started, and the error is raised once the run has ended.
@@ -723,6 +725,7 @@ class _Runner:
                 await asyncio.gather(*tasks, return_exceptions=True)
             raise
         finally:
+            inputs.close()
             self._wrap_up()
         if failed:
             raise failed[0]
@@ -1261,6 +1264,58 @@ def _failure(error: BaseException) -> BatchFailure:
 
 
 _END = object()
+_NO_MORE = object()
+_SLOW_READ = 0.02
+"""Seconds: a sync run reads its inputs in a thread of its own after a read this slow."""
+
+
+class _Reader:
+    """A run's inputs, read one at a time: an async iterable awaited; a sync one called,
+    on the run's loop while it is quick, and in a thread of its own for a sync run once a
+    read has been slow (a queue, a cursor over the network), so that the loop goes on
+    with the inputs already read while the next one comes."""
+
+    def __init__(self, inputs: Iterable[Any] | AsyncIterable[Any], sync: bool) -> None:
+        self._async: AsyncIterator[Any] | None = None
+        self._sync: Iterator[Any] | None = None
+        if isinstance(inputs, AsyncIterable):
+            self._async = aiter(inputs)
+        else:
+            self._sync = iter(inputs)
+        self._timed = sync
+        self._thread: DaemonPool | None = None
+
+    async def next(self) -> Any:
+        """The next input, or `_NO_MORE`."""
+        if self._async is not None:
+            return await anext(self._async, _NO_MORE)
+        assert self._sync is not None
+        if self._thread is not None:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._thread, next, self._sync, _NO_MORE
+            )
+        if not self._timed:
+            return next(self._sync, _NO_MORE)
+        began = time.monotonic()
+        document = next(self._sync, _NO_MORE)
+        if time.monotonic() - began > _SLOW_READ:
+            self._thread = DaemonPool(1, "allama-batch-inputs")
+        return document
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._thread.shutdown(wait=False)
+
+
+async def _numbered(inputs: _Reader) -> AsyncIterator[tuple[int, Any]]:
+    """Each input with its index, in the order read."""
+    for index in itertools.count():
+        document = await inputs.next()
+        if document is _NO_MORE:
+            return
+        yield index, document
+
+
 _READ_ONCE = (
     "a batch run's results are read once, and these were (or are being) read: "
     "`run.summary` holds the run's counts, and a ledger its results"
@@ -1359,6 +1414,7 @@ class BatchRun(Generic[T]):
         self._pool = DaemonPool(spec.concurrency, "allama-batch")
         self._runner = _runner(spec, self._call, self._results.put, self._send, True)
         self._runner.unread = self._results.qsize
+        self._runner.sync = True
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
@@ -1499,7 +1555,15 @@ def batch(
     the extraction asks again, and rows that come back failed or expired, are sent:
     `"batch"` (a follow-up job) or `"live"`. `poll_interval`: seconds before a job is
     first read again (growing to ten minutes). `job_size`: the most requests per job.
+
+    The inputs are read as the run goes: after a read that took long (a queue, a cursor
+    over the network) in a thread of their own, while the inputs already read go on.
     """
+    if isinstance(inputs, AsyncIterable) and not isinstance(inputs, Iterable):
+        raise TypeError(
+            "inputs is an async iterable, which `batch` cannot read: its run works on a "
+            "thread of its own; use `abatch` on your event loop"
+        )
     spec = _spec(
         provider,
         tp,
@@ -1527,7 +1591,7 @@ def batch(
 def abatch(
     provider: ChatProvider,
     tp: type[T] | Any,
-    inputs: Iterable[Any],
+    inputs: Iterable[Any] | AsyncIterable[Any],
     *,
     request: ChatRequest | Build,
     extractor: Extractor | None = None,
@@ -1546,7 +1610,10 @@ def abatch(
     poll_interval: float = 30.0,
     job_size: int | None = None,
 ) -> AsyncBatchRun[T]:
-    """The async twin of `batch`: `async for result in allama.abatch(...)`."""
+    """The async twin of `batch`: `async for result in allama.abatch(...)`. `inputs` may
+    also be an async iterable (an async generator over a queue or a cursor), which the run
+    awaits; a sync iterable is read on the event loop, so one whose reads block (a queue's
+    `get`) holds the loop while it waits: give it as an async iterable."""
     spec = _spec(
         provider,
         tp,
