@@ -1100,3 +1100,29 @@ def test_the_async_twin_reads_an_async_iterable(server: BatchServer) -> None:
 
     with pytest.raises(TypeError, match="use `abatch` on your event loop"):
         allama.batch(provider_for(server), Row, agen(), request=TEMPLATE)
+
+
+def test_an_inputs_time_is_its_own_not_its_wait_for_a_slot() -> None:
+    slow = BatchServer(delay=0.5).start()  # docs 4, 8 and 12 answer after 0.2 s
+    try:
+        run = allama.batch(
+            provider_for(slow), Row, ["doc 4", "doc 8", "doc 12"], request=TEMPLATE, concurrency=1
+        )
+        seconds = [r.seconds for r in run]
+        assert all(0.2 <= s < 0.35 for s in seconds), seconds
+        # The summary's slowest inputs are so by their own time.
+        assert all(0.2 <= s < 0.35 for s, _ in run.summary.slowest)
+    finally:
+        slow.stop()
+
+
+def test_labels_reach_the_summary_without_driving_the_terminal(server: BatchServer) -> None:
+    labels = {"doc 1": "a\x1b[2J\x1b]0;title\x07", "doc 2": "b\nfailed: forged\r", "doc 4": "ü 😀"}
+    run = allama.batch(
+        provider_for(server), Row, list(labels), request=TEMPLATE, label=labels.__getitem__
+    )
+    list(run)
+    (slowest,) = [line for line in run.summary.lines() if line.startswith("slowest: ")]
+    assert "\x1b" not in slowest and "\n" not in slowest and "\r" not in slowest
+    assert "a\\x1b[2J\\x1b]0;title\\x07" in slowest and "b\\nfailed: forged\\r" in slowest
+    assert "ü 😀" in slowest

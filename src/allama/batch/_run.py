@@ -18,6 +18,7 @@ import itertools
 import json
 import queue
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -285,14 +286,28 @@ class BatchSummary:
                 f"{self.waited:.1f} s waited in all"
             )
         if self.slowest:
-            shown = ", ".join(f"{label} {seconds:.2f} s" for seconds, label in self.slowest)
+            shown = ", ".join(
+                f"{printable(label)} {seconds:.2f} s" for seconds, label in self.slowest
+            )
             out.append(f"slowest: {shown}")
         if self.costliest:
-            shown = ", ".join(f"{label} ${dollars(cost)}" for cost, label in self.costliest)
+            shown = ", ".join(
+                f"{printable(label)} ${dollars(cost)}" for cost, label in self.costliest
+            )
             out.append(f"most expensive: {shown}")
         if self.stopped:
             out.append(f"stopped starting new inputs: {self.stopped}")
         return out
+
+
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+
+
+def printable(text: str) -> str:
+    """`text` with its control, line-breaking and direction characters written as escapes
+    (`\\x1b`): a label is the caller's data, and an escape sequence in it, printed as it
+    is, would drive the terminal (clear it, rewrite a line, forge one)."""
+    return _UNPRINTABLE.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
 
 
 def _keep_top(top: list[Any], entry: tuple[Any, str], size: int = 3) -> None:
@@ -893,6 +908,9 @@ class _Runner:
                     self._finish(result)
                     return result
                 sent_at = await self.limiter.acquire(tries.estimate)
+                if tries.tried == 0:
+                    # An input's time runs from its first send: not its wait for a slot.
+                    began = time.monotonic()
                 tries.tried += 1
                 self.summary.in_flight += 1
                 outcome: Extracted[Any] | Exception

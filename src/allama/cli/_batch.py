@@ -574,7 +574,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     from pydantic import TypeAdapter
 
     import allama
-    from allama.batch._run import stored_python
+    from allama.batch._run import printable, stored_python
 
     try:
         started = _start_local(prepared.provider)
@@ -704,7 +704,9 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     for line in summary.lines():
         print(line, file=sys.stderr)
     for _, label, kind, message in sorted(failures)[:FAILURES_SHOWN]:
-        print(f"failed: {label}: {kind}: {_shorten(message)}", file=sys.stderr)
+        print(
+            f"failed: {printable(label)}: {kind}: {printable(_shorten(message))}", file=sys.stderr
+        )
     if failed > FAILURES_SHOWN:
         print(
             f"... and {failed - FAILURES_SHOWN} more failures: "
