@@ -645,6 +645,33 @@ def test_the_budget_stops_the_run(
     reader.close()
 
 
+def test_a_run_that_stops_still_writes_what_the_ledger_holds(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger = tmp_path / "shared.sqlite"
+    (tmp_path / "later").mkdir()
+    later = folder(tmp_path / "later", [5, 6, 8])
+    assert run(server, row_type, later, tmp_path / "later.jsonl", "--ledger", str(ledger)) == 0
+    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8])
+    out = tmp_path / "out.jsonl"
+    capsys.readouterr()
+    extra = ("--max-cost", "0.00005", "--concurrency", "1", "--ledger", str(ledger))
+    assert run(server, row_type, docs, out, *extra) == 3
+    # Stopped after three paid calls; the values of the other three, finished by the
+    # earlier run, are written from the ledger rather than left out of the output.
+    assert sorted(row["label"] for row in rows_of(out)) == [
+        f"doc-0{n}.txt" for n in (1, 2, 4, 5, 6, 8)
+    ]
+    assert sum(server.sent.values()) == 6
+    err = capsys.readouterr().err
+    # Those read ahead of the stop came back from the ledger as results; the rest not.
+    assert re.search(
+        rf"output: {re.escape(str(out))} \(6 values, [123] of them from the ledger for "
+        r"documents not reached\)",
+        err,
+    )
+
+
 def test_a_refused_key_stops_the_run_and_fails_the_command(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -553,6 +553,70 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
     )
 
 
+def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray) -> int:
+    """Write the values the ledger holds for the documents a stopped run did not write
+    (finished by an earlier run, and not reached by this one); how many."""
+    import sqlite3
+
+    from allama.batch._ledger import LedgerError, _read_only
+
+    if 0 not in seen or not ledger.is_file():
+        return 0
+    try:
+        db = _read_only(ledger)
+    except LedgerError:
+        return 0
+    spec = run._spec
+    filled = 0
+    waiting: list[tuple[str, str]] = []
+
+    def write_done() -> int:
+        keys = [key for key, _ in waiting]
+        marks = ",".join("?" * len(keys))
+        found = {
+            key: (value, record)
+            for key, value, record in db.execute(
+                f"SELECT key, value, record FROM items WHERE status = 'done' AND key IN ({marks})",
+                keys,
+            )
+        }
+        count = 0
+        for key, label in waiting:
+            if key in found:
+                value, record = found[key]
+                row = {
+                    "label": label,
+                    "key": key,
+                    "value": json.loads(value),
+                    "record": None if record is None else json.loads(record),
+                }
+                output.write(json.dumps(row, ensure_ascii=False) + "\n")
+                count += 1
+        output.flush()
+        waiting.clear()
+        return count
+
+    try:
+        for index, document in enumerate(spec.inputs):
+            if index < len(seen) and seen[index]:
+                continue
+            try:
+                key = spec.key(document, spec.build(document))
+                label = spec.label(document, index)
+            except Exception:  # the input's own failure, which the run reported
+                continue
+            waiting.append((key, label))
+            if len(waiting) >= 500:
+                filled += write_done()
+        if waiting:
+            filled += write_done()
+    except sqlite3.Error:
+        return filled
+    finally:
+        db.close()
+    return filled
+
+
 def _start_local(provider: Any) -> str | None:
     """Start the in-process engine of `local` before the run (it takes a second or two),
     so that a missing engine or model is one error, not every input's failure."""
@@ -645,6 +709,9 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     """The first failures in input order: those the summary names."""
     failed = 0
     broken: BaseException | None = None
+    seen = bytearray(inputs.total)
+    """The documents whose values are written, by index."""
+    filled = 0
     part = prepared.out.with_name(prepared.out.name + ".part")
     try:
         output = part.open("a", encoding="utf-8")
@@ -677,6 +744,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                     output.write(json.dumps(row, ensure_ascii=False) + "\n")
                     output.flush()
                     written += 1
+                    if result.index < len(seen):
+                        seen[result.index] = 1
                 elif result.failure.kind not in (
                     "not_started",
                     "in_flight_elsewhere",
@@ -696,6 +765,17 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             interrupts.finished = True
             if progress is not None:
                 progress.stop()
+        if broken is None and run.summary.stopped is not None:
+            # A stopped run reads no further input; what the ledger holds of the rest (an
+            # earlier run's values) is written too, so the output is not cut short.
+            try:
+                filled = _write_from_ledger(run, prepared.ledger, output, seen)
+            except KeyboardInterrupt:  # cut short: the output it would replace stays
+                interrupts.count = max(interrupts.count, 1)
+                broken = KeyboardInterrupt("interrupted while writing the ledger's values")
+            except Exception as error:
+                broken = error
+            written += filled
     if broken is None:
         os.replace(part, prepared.out)
     elif written == 0:
@@ -727,13 +807,14 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         )
     values = "value" if written == 1 else "values"
     if broken is None:
-        print(f"output: {prepared.out} ({written} {values})", file=sys.stderr)
+        earlier = f", {filled} of them from the ledger for documents not reached" if filled else ""
+        print(f"output: {prepared.out} ({written} {values}{earlier})", file=sys.stderr)
     print(f"ledger: {prepared.ledger}", file=sys.stderr)
     if broken is not None:
         _say("run", f"the run stopped: {type(broken).__name__}: {broken}")
         kept = f"; this run's {written} {values} are in `{part}`" if written else ""
         _say("run", f"`{prepared.out}` is left as it was{kept}")
-        return EXIT_FAILED
+        return EXIT_INTERRUPTED if isinstance(broken, KeyboardInterrupt) else EXIT_FAILED
     if interrupts.count:
         return EXIT_INTERRUPTED
     if summary.refused is not None:
