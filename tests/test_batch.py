@@ -1126,3 +1126,31 @@ def test_labels_reach_the_summary_without_driving_the_terminal(server: BatchServ
     assert "\x1b" not in slowest and "\n" not in slowest and "\r" not in slowest
     assert "a\\x1b[2J\\x1b]0;title\\x07" in slowest and "b\\nfailed: forged\\r" in slowest
     assert "ü 😀" in slowest
+
+
+def test_a_ledger_in_a_read_only_place_is_read(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.batch import _ledger
+
+    ledger = tmp_path / "run.sqlite"
+    list(allama.batch(provider_for(server), Row, docs(3), request=TEMPLATE, ledger=ledger))
+    opened = _ledger._open_read_only
+    hows: list[str] = []
+
+    def on_a_read_only_mount(path: Path, how: str) -> sqlite3.Connection:
+        hows.append(how)
+        if how == "mode=ro":  # what SQLite answers where it cannot make the `-shm` file
+            raise sqlite3.OperationalError("unable to open database file")
+        return opened(path, how)
+
+    monkeypatch.setattr(_ledger, "_open_read_only", on_a_read_only_mount)
+    monkeypatch.setattr(_ledger.os, "access", lambda path, mode: False)
+    reader = Ledger(ledger, read_only=True)
+    assert reader.counts() == {"done": 3}
+    reader.close()
+    assert hows == ["mode=ro", "immutable=1"]
+    # Where the place can be written, the error is not hidden.
+    monkeypatch.setattr(_ledger.os, "access", lambda path, mode: True)
+    with pytest.raises(_ledger.LedgerError, match="unable to open database file"):
+        Ledger(ledger, read_only=True)

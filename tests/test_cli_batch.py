@@ -806,6 +806,18 @@ def test_a_bar_redrawn_in_place_on_a_terminal(
     # The bar's line is ended before the summary.
     assert draws[-1].split("\n")[1].startswith("4 done, 0 failed, in ")
 
+    # However narrow the terminal, a redrawn line fits it (a wrapped one would stay).
+    narrow = _Terminal()
+    monkeypatch.setattr("sys.stderr", narrow)
+    monkeypatch.setenv("COLUMNS", "10")
+    (tmp_path / "narrow").mkdir()
+    again = folder(tmp_path / "narrow", [1, 2])
+    assert run(server, row_type, again, tmp_path / "narrow.jsonl", "--concurrency", "1") == 0
+    drawn = [
+        draw.split("\n")[0].removesuffix("\x1b[K") for draw in narrow.getvalue().split("\r")[1:]
+    ]
+    assert drawn and all(len(line) <= 9 for line in drawn), drawn
+
 
 def test_ctrl_c_stops_starting_inputs_and_lets_the_run_end(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -909,3 +921,28 @@ def test_the_summary_names_the_first_failures_in_input_order(
     assert named == ["line 2", "line 3", "line 4", "line 5", "line 6"]
     ledger = tmp_path / "out.jsonl.ledger.sqlite"
     assert f"... and 10 more failures: allama batch export {ledger} --failed" in lines
+
+
+def test_a_ledger_that_cannot_be_written_is_refused_before_the_run(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    docs = folder(tmp_path, [1, 2])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    ledger = tmp_path / "out.jsonl.ledger.sqlite"
+    capsys.readouterr()
+    writable = os.access
+    # A file made read-only (as root can write anything, the check is what is stubbed).
+    monkeypatch.setattr(
+        os, "access", lambda path, mode: False if Path(path) == ledger else writable(path, mode)
+    )
+    assert run(server, row_type, docs, out) == 1
+    assert capsys.readouterr().err == (
+        f"allama batch run: cannot write the ledger: `{ledger}` is read-only (a run records "
+        "every input there); `allama batch status` and `export` read it where it is\n"
+    )
+    assert sum(server.sent.values()) == 2

@@ -781,17 +781,31 @@ def _read_only(path: Path) -> sqlite3.Connection:
     if not path.is_file():
         raise LedgerError(f"no such ledger: `{path}`")
     try:
-        db = sqlite3.connect(
-            f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
-        )
-        tables = {
-            name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
+        try:
+            db = _open_read_only(path, "mode=ro")
+        except sqlite3.OperationalError:
+            if os.access(path.resolve().parent, os.W_OK):
+                raise
+            # A read-only place (a mount, an archive): reading a WAL database needs its
+            # `-shm` file, which SQLite cannot make there. Nothing can write the ledger
+            # there either, so it is read as the unchanging file it is.
+            db = _open_read_only(path, "immutable=1")
     except sqlite3.DatabaseError as error:
         raise LedgerError(f"`{path}` is not a ledger: {error}") from None
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not {"items", "runs"} <= tables:
         db.close()
         raise LedgerError(f"`{path}` is not a ledger: an SQLite file without its tables")
+    return db
+
+
+def _open_read_only(path: Path, how: str) -> sqlite3.Connection:
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?{how}", uri=True, check_same_thread=False)
+    try:
+        db.execute("SELECT name FROM sqlite_master").fetchall()
+    except BaseException:
+        db.close()
+        raise
     return db
 
 

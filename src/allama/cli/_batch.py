@@ -480,6 +480,14 @@ def _check_ledger(path: Path) -> None:
 
     if path.is_dir():
         raise _Usage(f"--ledger names a folder: `{path}`; name the ledger's file")
+    # A run writes the ledger, and its `-wal` and `-shm` files beside it.
+    place = path.resolve().parent
+    if not os.access(place, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        where = f"`{path}`" if path.exists() and os.access(place, os.W_OK) else f"`{place}`"
+        raise _Failed(
+            f"cannot write the ledger: {where} is read-only (a run records every input "
+            "there); `allama batch status` and `export` read it where it is"
+        )
     if not path.exists():
         return
     try:

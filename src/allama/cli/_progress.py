@@ -111,7 +111,7 @@ class Progress:
             columns = os.get_terminal_size(self._stream.fileno()).columns
         except (AttributeError, OSError, ValueError):
             columns = shutil.get_terminal_size().columns
-        return max(20, columns - 1)
+        return max(1, columns - 1)  # however narrow: a line longer wraps, and stays
 
     def stop(self) -> None:
         """Stop drawing; draw the last state, and end the bar's line on a terminal."""
