@@ -901,16 +901,22 @@ def test_close_ends_a_sync_run_at_once_without_waiting_for_calls_in_flight(
     try:
         ledger = tmp_path / "run.sqlite"
         run = allama.batch(
-            provider_for(slow), Row, ["doc 4", "doc 1"], request=TEMPLATE, ledger=ledger
+            provider_for(slow),
+            Row,
+            ["doc 4", "doc 1", "doc 2"],
+            request=TEMPLATE,
+            ledger=ledger,
+            concurrency=1,
         )
         began = time.monotonic()
         results = iter(run)
         first = next(results)  # doc 4 answers after 1.2 s
         assert outcome(first) == "ok"
-        run.close()  # doc 1 is in flight, answering after 2.4 s
+        run.close()  # doc 1 is in flight, answering after 2.4 s; doc 2 waits its turn
         assert time.monotonic() - began < 2.0
-        rows = _ledger_rows(ledger)
-        assert sorted(status for status, _, _ in rows.values()) == ["done", "pending"]
+        # Doc 1 was sent: pending, its attempt counted. Doc 2, claimed and never sent,
+        # leaves no trace.
+        assert _ledger_rows(ledger) == {0: ("done", 1, '{"n":4}'), 1: ("pending", 1, None)}
     finally:
         slow.stop()
 

@@ -19,6 +19,7 @@ import json
 import queue
 import random
 import re
+import sqlite3
 import threading
 import time
 from collections import Counter
@@ -652,6 +653,8 @@ class _Runner:
         """Inputs in flight: claimed inputs wait here to be sent."""
         self.read = 0
         """Inputs read from the iterable so far."""
+        self.unsent: set[str] = set()
+        """Inputs claimed in the ledger (an attempt counted) and not sent yet."""
         self.sync = False
         """Whether the run's loop is a thread of its own (`batch`), not the caller's."""
         self.unread: Callable[[], int] = lambda: 0
@@ -770,6 +773,10 @@ class _Runner:
         self.summary.stopped = self.stopping
         if self.ledger is not None and self.book is not None:
             self.ledger.close()
+            if self.unsent:  # claimed, then abandoned before their send: no attempt made
+                with contextlib.suppress(sqlite3.Error), self.book._transaction():
+                    for key in self.unsent:
+                        self.book._release(key)
             self.book.end(self.stopping)
             self.book.close()
 
@@ -849,6 +856,9 @@ class _Runner:
         spec = self.spec
         attempts = 1
         if self.ledger is not None:
+            # Counted unsent from before its claim commits: a run ended while it waits for
+            # the commit gives it back too (a claim of another run's input gives nothing).
+            self.unsent.add(key)
             claim = await self.ledger.claim(key, index, label)
             if not claim.granted and (
                 claim.row is not None
@@ -859,6 +869,7 @@ class _Runner:
                 await self.ledger.reopen(key)
                 claim = await self.ledger.claim(key, index, label)
             if not claim.granted:
+                self.unsent.discard(key)
                 assert claim.row is not None
                 if claim.row.status == Status.SUBMITTED:
                     failure = BatchFailure(
@@ -904,6 +915,7 @@ class _Runner:
                 if self.stopping is not None and tries.tried == 0:
                     if self.ledger is not None:
                         await self.ledger.release(key)
+                    self.unsent.discard(key)
                     result = self._not_started(index, key, label)
                     self._finish(result)
                     return result
@@ -911,6 +923,7 @@ class _Runner:
                 if tries.tried == 0:
                     # An input's time runs from its first send: not its wait for a slot.
                     began = time.monotonic()
+                    self.unsent.discard(key)
                 tries.tried += 1
                 self.summary.in_flight += 1
                 outcome: Extracted[Any] | Exception
