@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
@@ -1160,3 +1161,68 @@ def test_a_ledger_in_a_read_only_place_is_read(
     monkeypatch.setattr(_ledger.os, "access", lambda path, mode: True)
     with pytest.raises(_ledger.LedgerError, match="unable to open database file"):
         Ledger(ledger, read_only=True)
+
+
+def test_a_stop_ends_a_run_whose_read_of_the_inputs_waits(server: BatchServer) -> None:
+    import queue as queues
+
+    fed: queues.Queue[str] = queues.Queue()
+    for n in (1, 2, 4):
+        fed.put(f"doc {n}")
+
+    def from_the_queue() -> Iterator[str]:
+        while True:
+            yield fed.get()  # nothing more comes: the read waits for ever
+
+    run = allama.batch(provider_for(server), Row, from_the_queue(), request=TEMPLATE)
+    began = time.monotonic()
+    results = []
+    for result in run:  # the documents already read are sent while the next read waits
+        results.append(result)
+        if len(results) == 3:
+            run.stop("the feed is done")
+    assert sorted(r.value.n for r in results if r.value is not None) == [1, 2, 4]
+    assert time.monotonic() - began < 3
+    assert run.summary.stopped == "the feed is done"
+
+    async def from_an_async_queue() -> list[int]:
+        feed: asyncio.Queue[str] = asyncio.Queue()
+        for n in (1, 2):
+            feed.put_nowait(f"doc {n}")
+
+        async def documents() -> AsyncIterator[str]:
+            while True:
+                yield await feed.get()
+
+        arun = allama.abatch(provider_for(server), Row, documents(), request=TEMPLATE)
+        values = []
+        async for result in arun:
+            values.append(result.value.n if result.value is not None else -1)
+            if len(values) == 2:
+                arun.stop()
+        return values
+
+    began = time.monotonic()
+    assert sorted(asyncio.run(asyncio.wait_for(from_an_async_queue(), 10))) == [1, 2]
+    assert time.monotonic() - began < 3
+
+
+def test_close_ends_a_run_whose_first_read_waits(server: BatchServer) -> None:
+    import queue as queues
+
+    never: queues.Queue[str] = queues.Queue()
+    run = allama.batch(
+        provider_for(server), Row, iter(never.get, None), request=TEMPLATE, concurrency=2
+    )
+    threading.Timer(0.3, run.close).start()
+    began = time.monotonic()
+    assert list(run) == []
+    assert time.monotonic() - began < 3
+
+
+def test_inputs_that_are_no_iterable_are_refused_at_once(server: BatchServer) -> None:
+    for inputs in (42, None):
+        with pytest.raises(TypeError, match="inputs must be an iterable of documents"):
+            allama.batch(provider_for(server), Row, inputs, request=TEMPLATE)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="inputs must be an iterable of documents"):
+            allama.abatch(provider_for(server), Row, inputs, request=TEMPLATE)  # type: ignore[arg-type]

@@ -975,3 +975,24 @@ def test_a_live_run_leaves_inputs_in_a_provider_job_to_a_provider_batch_run(
     assert {r.failure.kind for r in results if r.failure} == {"in_provider_job"}
     assert "--provider-batch" in str(results[0].failure)
     assert sum(server.live.values()) == 0 and live.summary.in_jobs == 3
+
+
+def test_a_stop_ends_a_provider_batch_run_still_reading_its_inputs(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+
+    def endless() -> Iterator[str]:
+        n = 0
+        while True:  # a feed that never ends: a stop must end the run
+            assert n < 200_000, "inputs read long after the run stopped"
+            yield f"doc {n}"
+            n += 1
+
+    run = _batch_run(provider, model, endless(), tmp_path / "run.sqlite")  # type: ignore[arg-type]
+    threading.Timer(0.3, run.stop).start()
+    results = list(run)
+    assert run.summary.stopped == "stopped by the caller"
+    # Read and claimed before the stop, none was submitted: each is not started.
+    assert results and {r.failure.kind for r in results if r.failure} == {"not_started"}
+    assert not any(r.ok for r in results)

@@ -160,10 +160,12 @@ class JobRunner(_Runner):
         spec = self.spec
         waiting: dict[str, list[_Item]] = {}
         chunk: list[_Item] = []
-        inputs = _Reader(spec.inputs, self.sync)
+        inputs = _Reader(spec.inputs, self.sync, self.stopped)
         try:
             async for index, document in _numbered(inputs):
                 self.read += 1
+                if self.unread() >= self.most_unread:
+                    await self._wait_for_the_caller()  # inputs the ledger holds come back
                 label = f"#{index}"
                 began = time.monotonic()
                 try:  # the caller's label and build functions: what they raise is the input's

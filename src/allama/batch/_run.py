@@ -429,6 +429,11 @@ def _spec(
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a whole number of at least 1, not {concurrency!r}")
     _check_retries(max_attempts, backoff)
+    if not isinstance(inputs, Iterable | AsyncIterable):
+        raise TypeError(
+            f"inputs must be an iterable of documents (or, for `abatch`, an async iterable), "
+            f"not {type(inputs).__name__}"
+        )
     if total is not None and (isinstance(total, bool) or not isinstance(total, int) or total < 0):
         raise ValueError(f"total must be a whole number of inputs, 0 or more, not {total!r}")
     if ledger is not None and not str(ledger):
@@ -653,6 +658,8 @@ class _Runner:
         """Inputs in flight: claimed inputs wait here to be sent."""
         self.read = 0
         """Inputs read from the iterable so far."""
+        self.stopped = asyncio.Event()
+        """Set when the run stops: a read of the inputs waiting then is given up."""
         self.unsent: set[str] = set()
         """Inputs claimed in the ledger (an attempt counted) and not sent yet."""
         self.sync = False
@@ -712,8 +719,8 @@ class _Runner:
                 failed.append(error)
                 self.stop(f"the run's work raised {type(error).__name__}")
 
+        inputs = _Reader(spec.inputs, self.sync, self.stopped)
         try:
-            inputs = _Reader(spec.inputs, self.sync)
             for index in itertools.count():
                 if self.unread() >= self.most_unread:
                     await self._wait_for_the_caller()
@@ -781,8 +788,21 @@ class _Runner:
             self.book.close()
 
     def stop(self, reason: str) -> None:
+        """Stop starting inputs; on the run's loop (`mark_stopped` and `wake` apart from
+        it)."""
+        self.mark_stopped(reason)
+        self.wake()
+
+    def mark_stopped(self, reason: str) -> None:
         if self.stopping is None:
             self.stopping = self.summary.stopped = reason  # the run so far says so at once
+
+    def wake(self) -> None:
+        """Wake what waits for something other than the stop: a read of the inputs, the
+        caller's reading of the results."""
+        self.stopped.set()
+        if self.caught_up is not None:
+            self.caught_up.set()
 
     def _finish(self, result: BatchResult[Any]) -> None:
         _tracing.input_result(result)
@@ -1296,51 +1316,79 @@ def _failure(error: BaseException) -> BatchFailure:
 
 _END = object()
 _NO_MORE = object()
-_SLOW_READ = 0.02
-"""Seconds: a sync run reads its inputs in a thread of its own after a read this slow."""
 
 
 class _Reader:
-    """A run's inputs, read one at a time: an async iterable awaited; a sync one called,
-    on the run's loop while it is quick, and in a thread of its own for a sync run once a
-    read has been slow (a queue, a cursor over the network), so that the loop goes on
-    with the inputs already read while the next one comes."""
+    """A run's inputs, read one at a time, each read given up when the run stops.
 
-    def __init__(self, inputs: Iterable[Any] | AsyncIterable[Any], sync: bool) -> None:
+    An async iterable is awaited. A sync one is called on the run's loop when it is a
+    collection (it has a length: a list, the command's files), whose reads are quick; an
+    iterator or a generator, which may wait on a queue or a cursor over the network, is
+    read in a thread of its own for a sync run, always the same one, so that the loop goes
+    on with the inputs already read while the next one comes. (`abatch` reads it on the
+    caller's loop: one that waits belongs in an async iterable.)"""
+
+    def __init__(
+        self, inputs: Iterable[Any] | AsyncIterable[Any], sync: bool, stopped: asyncio.Event
+    ) -> None:
         self._async: AsyncIterator[Any] | None = None
         self._sync: Iterator[Any] | None = None
+        self._thread: DaemonPool | None = None
+        self._stopped = stopped
         if isinstance(inputs, AsyncIterable):
             self._async = aiter(inputs)
         else:
             self._sync = iter(inputs)
-        self._timed = sync
-        self._thread: DaemonPool | None = None
+            if sync and not hasattr(inputs, "__len__"):
+                self._thread = DaemonPool(1, "allama-batch-inputs")
 
     async def next(self) -> Any:
-        """The next input, or `_NO_MORE`."""
-        if self._async is not None:
-            return await anext(self._async, _NO_MORE)
-        assert self._sync is not None
-        if self._thread is not None:
-            return await asyncio.get_running_loop().run_in_executor(
-                self._thread, next, self._sync, _NO_MORE
-            )
-        if not self._timed:
+        """The next input, or `_NO_MORE` (the inputs are over, or the run stopped)."""
+        if self._async is None and self._thread is None:
+            assert self._sync is not None
             return next(self._sync, _NO_MORE)
-        began = time.monotonic()
-        document = next(self._sync, _NO_MORE)
-        if time.monotonic() - began > _SLOW_READ:
-            self._thread = DaemonPool(1, "allama-batch-inputs")
-        return document
+        if self._stopped.is_set():
+            return _NO_MORE
+        reading: asyncio.Future[Any]
+        if self._async is not None:
+            reading = asyncio.ensure_future(anext(self._async, _NO_MORE))
+        else:
+            assert self._thread is not None and self._sync is not None
+            reading = asyncio.get_running_loop().run_in_executor(
+                self._thread, _read_one, self._sync
+            )
+        stop = asyncio.ensure_future(self._stopped.wait())
+        try:
+            await asyncio.wait((reading, stop), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if reading.done():
+            return reading.result()
+        # The run stopped while the read waited: an async one is cancelled (a queue's get
+        # gives nothing up); a read in the thread is left to end, and what it reads is not
+        # the run's.
+        reading.cancel()
+        return _NO_MORE
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
 
     def close(self) -> None:
         if self._thread is not None:
             self._thread.shutdown(wait=False)
 
 
+def _read_one(inputs: Iterator[Any]) -> Any:
+    return next(inputs, _NO_MORE)
+
+
 async def _numbered(inputs: _Reader) -> AsyncIterator[tuple[int, Any]]:
-    """Each input with its index, in the order read."""
+    """Each input with its index, in the order read, until the inputs end or the run
+    stops."""
     for index in itertools.count():
+        if inputs.stopped:
+            return
         document = await inputs.next()
         if document is _NO_MORE:
             return
@@ -1522,8 +1570,14 @@ class BatchRun(Generic[T]):
         """Start no new input (as a budget stop does) and read no further; those in flight
         finish and are recorded, and the results go on until the run ends. Safe from any
         thread and from a signal handler."""
-        # One assignment, which the run's loop reads before it starts or reads an input.
-        self._runner.stop(reason)
+        # Said at once (the summary), then the run's loop woken: a read of the inputs, or a
+        # wait for the caller to read, may hold it.
+        runner = self._runner
+        runner.mark_stopped(reason)
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: the run is over
+                loop.call_soon_threadsafe(runner.wake)
 
     def close(self) -> None:
         """End the run now: inputs in flight are abandoned (the ledger keeps them pending,
