@@ -160,7 +160,7 @@ class JobRunner(_Runner):
         spec = self.spec
         waiting: dict[str, list[_Item]] = {}
         chunk: list[_Item] = []
-        inputs = _Reader(spec.inputs, self.sync, self.stopped)
+        inputs = self.reader = _Reader(spec.inputs, self.sync, self.stopped, _CLAIMS_AT_ONCE)
         try:
             async for index, document in _numbered(inputs):
                 self.read += 1

@@ -11,6 +11,7 @@ provider asked for, up to `max_attempts`; anything else is recorded as the input
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import hashlib
@@ -659,7 +660,9 @@ class _Runner:
         self.read = 0
         """Inputs read from the iterable so far."""
         self.stopped = asyncio.Event()
-        """Set when the run stops: a read of the inputs waiting then is given up."""
+        """Set when the run stops."""
+        self.reader: _Reader | None = None
+        """The run's inputs, while they are read: a read that waits is given up at a stop."""
         self.unsent: set[str] = set()
         """Inputs claimed in the ledger (an attempt counted) and not sent yet."""
         self.sync = False
@@ -719,7 +722,7 @@ class _Runner:
                 failed.append(error)
                 self.stop(f"the run's work raised {type(error).__name__}")
 
-        inputs = _Reader(spec.inputs, self.sync, self.stopped)
+        inputs = self.reader = _Reader(spec.inputs, self.sync, self.stopped, spec.concurrency)
         try:
             for index in itertools.count():
                 if self.unread() >= self.most_unread:
@@ -801,6 +804,8 @@ class _Runner:
         """Wake what waits for something other than the stop: a read of the inputs, the
         caller's reading of the results."""
         self.stopped.set()
+        if self.reader is not None:
+            self.reader.give_up()
         if self.caught_up is not None:
             self.caught_up.set()
 
@@ -1319,56 +1324,66 @@ _NO_MORE = object()
 
 
 class _Reader:
-    """A run's inputs, read one at a time, each read given up when the run stops.
+    """A run's inputs, read one at a time, a read that waits given up when the run stops.
 
     An async iterable is awaited. A sync one is called on the run's loop when it is a
     collection (it has a length: a list, the command's files), whose reads are quick; an
     iterator or a generator, which may wait on a queue or a cursor over the network, is
-    read in a thread of its own for a sync run, always the same one, so that the loop goes
+    read ahead by a thread of its own for a sync run (`_ReadAhead`), so that the loop goes
     on with the inputs already read while the next one comes. (`abatch` reads it on the
     caller's loop: one that waits belongs in an async iterable.)"""
 
     def __init__(
-        self, inputs: Iterable[Any] | AsyncIterable[Any], sync: bool, stopped: asyncio.Event
+        self,
+        inputs: Iterable[Any] | AsyncIterable[Any],
+        sync: bool,
+        stopped: asyncio.Event,
+        ahead: int,
     ) -> None:
         self._async: AsyncIterator[Any] | None = None
         self._sync: Iterator[Any] | None = None
-        self._thread: DaemonPool | None = None
+        self._thread: _ReadAhead | None = None
         self._stopped = stopped
+        self._reading: asyncio.Future[Any] | None = None
         if isinstance(inputs, AsyncIterable):
             self._async = aiter(inputs)
         else:
             self._sync = iter(inputs)
             if sync and not hasattr(inputs, "__len__"):
-                self._thread = DaemonPool(1, "allama-batch-inputs")
+                self._thread = _ReadAhead(self._sync, ahead)
 
     async def next(self) -> Any:
         """The next input, or `_NO_MORE` (the inputs are over, or the run stopped)."""
-        if self._async is None and self._thread is None:
-            assert self._sync is not None
-            return next(self._sync, _NO_MORE)
         if self._stopped.is_set():
             return _NO_MORE
-        reading: asyncio.Future[Any]
-        if self._async is not None:
+        if self._thread is not None:
+            read = self._thread.take()
+            if read is not _NOT_YET:
+                return _unwrapped(read)
+            reading: asyncio.Future[Any] = self._thread.wait()
+        elif self._async is not None:
             reading = asyncio.ensure_future(anext(self._async, _NO_MORE))
         else:
-            assert self._thread is not None and self._sync is not None
-            reading = asyncio.get_running_loop().run_in_executor(
-                self._thread, _read_one, self._sync
-            )
-        stop = asyncio.ensure_future(self._stopped.wait())
+            assert self._sync is not None
+            return next(self._sync, _NO_MORE)
+        self._reading = reading
         try:
-            await asyncio.wait((reading, stop), return_when=asyncio.FIRST_COMPLETED)
+            read = await reading
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self._stopped.is_set() and (task is None or not task.cancelling()):
+                return _NO_MORE  # given up by the stop, not the run cancelled
+            raise
         finally:
-            stop.cancel()
-        if reading.done():
-            return reading.result()
-        # The run stopped while the read waited: an async one is cancelled (a queue's get
-        # gives nothing up); a read in the thread is left to end, and what it reads is not
-        # the run's.
-        reading.cancel()
-        return _NO_MORE
+            self._reading = None
+        return _unwrapped(read) if self._thread is not None else read
+
+    def give_up(self) -> None:
+        """The run stopped: a read that waits is given up. An async one is cancelled (a
+        queue's get gives nothing up); what the thread reads from then on is not the
+        run's."""
+        if self._reading is not None:
+            self._reading.cancel()
 
     @property
     def stopped(self) -> bool:
@@ -1376,11 +1391,91 @@ class _Reader:
 
     def close(self) -> None:
         if self._thread is not None:
-            self._thread.shutdown(wait=False)
+            self._thread.close()
 
 
-def _read_one(inputs: Iterator[Any]) -> Any:
-    return next(inputs, _NO_MORE)
+_NOT_YET = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Raised:
+    """What the inputs' `next` raised, in the thread that read them."""
+
+    error: BaseException
+
+
+def _unwrapped(read: Any) -> Any:
+    if isinstance(read, _Raised):
+        raise read.error
+    return read
+
+
+class _ReadAhead:
+    """A thread that reads an iterator up to `ahead` inputs ahead of the run's loop, which
+    takes them without waiting while there are some (handing each read over between the
+    threads cost more than the rest of a run's work an input), and waits, on its loop,
+    only for a read that waits."""
+
+    def __init__(self, inputs: Iterator[Any], ahead: int) -> None:
+        self._inputs = inputs
+        self._read: collections.deque[Any] = collections.deque()
+        self._room = threading.Semaphore(ahead)
+        self._lock = threading.Lock()
+        self._waiting: tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]] | None = None
+        self._closed = False
+        threading.Thread(target=self._work, name="allama-batch-inputs", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            self._room.acquire()
+            if self._closed:
+                return
+            try:
+                read = next(self._inputs, _NO_MORE)
+            except BaseException as error:  # handed to the run, which raises it
+                read = _Raised(error)
+            with self._lock:
+                waiting, self._waiting = self._waiting, None
+                if waiting is None:
+                    self._read.append(read)
+            if waiting is not None:  # handed over at once: it takes no room
+                loop, future = waiting
+                with contextlib.suppress(RuntimeError):  # the loop closed: the run is over
+                    loop.call_soon_threadsafe(_settle_read, future, read)
+                self._room.release()
+            if read is _NO_MORE or isinstance(read, _Raised):
+                return
+
+    def take(self) -> Any:
+        """The next input read, or `_NOT_YET`."""
+        with self._lock:
+            if not self._read:
+                return _NOT_YET
+            read = self._read.popleft()
+        self._room.release()
+        return read
+
+    def wait(self) -> asyncio.Future[Any]:
+        """A future of the next input read (none is read yet)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        with self._lock:
+            if self._read:  # read in between
+                future.set_result(self._read.popleft())
+            else:
+                self._waiting = (loop, future)
+                return future
+        self._room.release()
+        return future
+
+    def close(self) -> None:
+        self._closed = True
+        self._room.release()  # a thread waiting for room ends
+
+
+def _settle_read(future: asyncio.Future[Any], read: Any) -> None:
+    if not future.cancelled():
+        future.set_result(read)
 
 
 async def _numbered(inputs: _Reader) -> AsyncIterator[tuple[int, Any]]:
