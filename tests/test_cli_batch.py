@@ -672,6 +672,40 @@ def test_a_run_that_stops_still_writes_what_the_ledger_holds(
     )
 
 
+STRICT_ROW_TYPE = """from pydantic import BaseModel, field_validator
+
+
+class Row(BaseModel):
+    n: int
+
+    @field_validator("n")
+    @classmethod
+    def not_eight(cls, n: int) -> int:
+        if n == 8:
+            raise ValueError("eight is no longer accepted")
+        return n
+"""
+
+
+def test_what_a_stopped_run_writes_from_the_ledger_is_validated_again(
+    server: BatchServer, row_type: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "shared.sqlite"
+    (tmp_path / "later").mkdir()
+    later = folder(tmp_path / "later", [5, 6, 8])
+    assert run(server, row_type, later, tmp_path / "later.jsonl", "--ledger", str(ledger)) == 0
+    # The same type (the same schema, so the same keys), its validators since stricter.
+    strict = tmp_path / "strict.py"
+    strict.write_text(STRICT_ROW_TYPE, encoding="utf-8")
+    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8])
+    out = tmp_path / "out.jsonl"
+    extra = ("--max-cost", "0.00005", "--concurrency", "1", "--ledger", str(ledger))
+    assert run(server, f"{strict}:Row", docs, out, *extra) == 3
+    rows = rows_of(out)
+    assert sorted(row["label"] for row in rows) == [f"doc-0{n}.txt" for n in (1, 2, 4, 5, 6)]
+    assert all("earlier_attempts" not in (row["record"] or {}) for row in rows)
+
+
 def test_a_refused_key_stops_the_run_and_fails_the_command(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -946,3 +980,22 @@ def test_a_ledger_that_cannot_be_written_is_refused_before_the_run(
         "every input there); `allama batch status` and `export` read it where it is\n"
     )
     assert sum(server.sent.values()) == 2
+
+
+def test_a_field_named_for_a_folder_is_a_bad_argument(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1])
+    assert run(server, row_type, docs, tmp_path / "out.jsonl", "--field", "body") == 2
+    assert "a folder's documents are its files" in capsys.readouterr().err
+
+
+def test_a_budget_that_holds_nothing_back_is_no_stop_of_the_command(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1, 2, 4])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    # Run again under a budget the earlier run's cost is past: nothing is left to send.
+    assert run(server, row_type, docs, out, "--max-cost", "0.00001") == 0
+    assert len(rows_of(out)) == 3

@@ -451,3 +451,64 @@ def test_import_allama_does_not_load_ray() -> None:
 def test_docstring_examples() -> None:
     result = doctest.testmod(allama.ray, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_after_a_refusal_rows_sent_before_end_with_their_error_and_the_rest_are_not_sent() -> None:
+    mock = MockProvider(
+        [
+            allama.ServerError("busy").with_status(503),  # row 0: waits to try again
+            allama.AuthenticationError("bad key").with_status(401),  # row 1
+        ]
+    )
+    extract = allama.ray.ExtractBatch(
+        Invoice,
+        provider=lambda: mock,
+        text_column="text",
+        model="m",
+        row_concurrency=2,
+        backoff=0.4,
+    )
+    first, second, third = _run_batches(extract, pa.table({"text": ["a", "b", "c"]}))
+    # Row 0 was sent: it ends with the error it met, and its record, not as unsent.
+    assert first["error"].startswith("server: status=503; ")
+    assert json.loads(first["record"])["passes"] == 0
+    assert second["error"].startswith("authentication: status=401")
+    assert third["error"] == "not_started: the provider refused the actor's key or account"
+    assert len(mock.requests) == 2
+
+
+def test_rows_waiting_for_their_turn_when_the_key_is_refused_are_not_sent() -> None:
+    mock = MockProvider([allama.AuthenticationError("bad key").with_status(401)])
+    extract = allama.ray.ExtractBatch(
+        Invoice, provider=lambda: mock, text_column="text", model="m", row_concurrency=3, rpm=600
+    )
+    rows = _run_batches(extract, pa.table({"text": ["a", "b", "c"]}))
+    assert rows[0]["error"].startswith("authentication: status=401")
+    assert [row["error"] for row in rows[1:]] == [
+        "not_started: the provider refused the actor's key or account"
+    ] * 2
+    assert len(mock.requests) == 1
+
+
+def test_a_wait_of_a_day_stops_the_actor_sending_and_says_so() -> None:
+    day = allama.RateLimitedError("daily limit").with_retry_after(86_400)
+    mock = MockProvider([day])
+    extract = allama.ray.ExtractBatch(
+        Invoice, provider=lambda: mock, text_column="text", model="m", row_concurrency=1
+    )
+    first, second = _run_batches(extract, pa.table({"text": ["a", "b"]}))
+    why = "the provider asked to wait 86400 s before the next request"
+    assert first["error"].startswith("rate_limited: ") and first["error"].endswith(f"({why})")
+    assert second["error"] == f"not_started: {why}"
+    assert len(mock.requests) == 1
+
+
+def test_an_error_of_the_callers_own_after_paid_tries_keeps_what_was_paid() -> None:
+    mock = MockProvider(["not json", allama.ServerError("down").with_status(502)])
+    extract = allama.ray.ExtractBatch(
+        Invoice, provider=lambda: mock, text_column="text", model="m", retries=1, backoff=0
+    )
+    (row,) = _run_batches(extract, pa.table({"text": ["doc"]}))
+    # The third call found the script spent (an exception that is no allama error).
+    assert row["error"].startswith("MockScriptExhausted: ")
+    assert json.loads(row["record"])["passes"] == 1

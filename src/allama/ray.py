@@ -60,7 +60,7 @@ from allama.batch._run import (
     _check_retries,
     _estimate,
     _retry_step,
-    _stored_record,
+    _stored_or_spent,
     _Tries,
     _wait_to_retry,
     stored_value,
@@ -114,8 +114,9 @@ def _record_json(
     metadata: ExtractionMetadata | None, spent: list[ExtractionMetadata]
 ) -> str | None:
     """The record as JSON, with the earlier tries that were paid for (`earlier_attempts`,
-    as a batch run's ledger keeps them)."""
-    return None if metadata is None else json.dumps(_stored_record(metadata, spent))
+    as a batch run's ledger keeps them); for an error without a record, the last paid try."""
+    stored = _stored_or_spent(metadata, spent)
+    return None if stored is None else json.dumps(stored)
 
 
 def _check_settings(
@@ -213,8 +214,9 @@ class ExtractBatch:
         self._max_attempts = max_attempts
         self._backoff = backoff
         self._random = random.Random()
-        self._refused: str | None = None
-        """Why this actor sends no more rows: the provider refused its key or account."""
+        self._stopped: str | None = None
+        """Why this actor sends no more rows: the provider refused its key or account, or
+        asked for a wait longer than a run makes."""
         self._template = (
             None
             if text_column is None
@@ -305,11 +307,16 @@ class ExtractBatch:
         limiter = self._limiter
         assert limiter is not None
         tries = _Tries(1, estimate=_estimate(request) if limiter.counts_tokens else 0)
+        last: tuple[Error, ExtractionMetadata | None] | None = None
         while True:
             async with limit:
-                if self._refused is not None:
-                    return None, f"not_started: {self._refused}", None
-                sent_at = await limiter.acquire(tries.estimate)
+                if self._stopped is None:
+                    sent_at = await limiter.acquire(tries.estimate)
+                if self._stopped is not None:  # before, or while it waited for its turn
+                    if last is None:
+                        return None, f"not_started: {self._stopped}", None
+                    # Sent before: it ends with what it met then, and what it paid for.
+                    return None, error_text(last[0]), _record_json(last[1], tries.spent)
                 tries.tried += 1
                 try:
                     extracted = await self._extractor.aextract(self._provider, self._tp, request)
@@ -317,18 +324,23 @@ class ExtractBatch:
                 except Exception as failed:  # a bad row never fails the job
                     error = failed
             if not isinstance(error, Error):
-                return None, error_text(error), None
+                return None, error_text(error), _record_json(None, tries.spent)
             metadata = ExtractionMetadata.from_error(error)
             step = _retry_step(error, tries, self._max_attempts)
             if step is True:
+                last = (error, metadata)
                 await _wait_to_retry(
                     limiter, error, tries.tried, sent_at, self._backoff, self._random
                 )
                 if metadata is not None and (metadata.passes or metadata.usage is not None):
                     tries.spent.append(metadata)  # paid for: a pass, or reported usage
+                    last = (error, None)
                 continue
+            if isinstance(step, str):  # a wait longer than a run makes (a limit per day)
+                self._stopped = step
+                return None, f"{error_text(error)} ({step})", _record_json(metadata, tries.spent)
             if isinstance(error, _REFUSALS):
-                self._refused = "the provider refused the actor's key or account"
+                self._stopped = "the provider refused the actor's key or account"
             return None, error_text(error), _record_json(metadata, tries.spent)
         usage = extracted.metadata.usage
         limiter.spent(tries.estimate, None if usage is None else usage.total_tokens)

@@ -39,7 +39,8 @@ class InputError(ValueError):
 
 class NoSuchField(InputError):
     """The field or column named for the documents (or their ids) is not in the source's
-    first object, or its header: the argument is wrong rather than a line of the data."""
+    first object, or its header, or the source (a folder) has none: the argument is wrong
+    rather than a line of the data."""
 
 
 class Document(str):
@@ -98,7 +99,7 @@ def read_inputs(
     source = Path(path)
     if source.is_dir():
         if field is not None or id_field is not None:
-            raise InputError(
+            raise NoSuchField(
                 f"{source}: --field and --id-field are for JSONL and CSV files; "
                 "a folder's documents are its files"
             )

@@ -786,6 +786,13 @@ def _read_only(path: Path) -> sqlite3.Connection:
         except sqlite3.OperationalError:
             if os.access(path.resolve().parent, os.W_OK):
                 raise
+            wal = path.with_name(path.name + "-wal")
+            if wal.is_file() and wal.stat().st_size:
+                raise LedgerError(
+                    f"`{path}` is in a read-only place with writes not yet moved into it "
+                    f"(its `{wal.name}`) and no `-shm` file to read them by: copy the ledger "
+                    "with its -wal file somewhere writable, and read it there"
+                ) from None
             # A read-only place (a mount, an archive): reading a WAL database needs its
             # `-shm` file, which SQLite cannot make there. Nothing can write the ledger
             # there either, so it is read as the unchanging file it is.

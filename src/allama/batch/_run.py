@@ -937,14 +937,16 @@ class _Runner:
         hold = self.spec.max_cost is not None
         while True:
             async with self.slots:
+                if self.stopping is None or tries.tried:
+                    sent_at = await self.limiter.acquire(tries.estimate)
                 if self.stopping is not None and tries.tried == 0:
+                    # Stopped before its turn came, or while it waited for it (a pause).
                     if self.ledger is not None:
                         await self.ledger.release(key)
                     self.unsent.discard(key)
                     result = self._not_started(index, key, label)
                     self._finish(result)
                     return result
-                sent_at = await self.limiter.acquire(tries.estimate)
                 if tries.tried == 0:
                     # An input's time runs from its first send: not its wait for a slot.
                     began = time.monotonic()
@@ -1087,7 +1089,7 @@ class _Runner:
                 key,
                 status=Status.FAILED,
                 seconds=seconds,
-                record=None if record is None else _stored_record(record, spent),
+                record=_stored_or_spent(record, spent),
                 error={"kind": failure.kind, "message": failure.message},
                 cost=None if cost is None else str(cost),
             )
@@ -1294,6 +1296,17 @@ def _stored_record(metadata: ExtractionMetadata, spent: list[ExtractionMetadata]
     if spent:
         stored["earlier_attempts"] = [record.to_json_dict() for record in spent]
     return stored
+
+
+def _stored_or_spent(
+    metadata: ExtractionMetadata | None, spent: list[ExtractionMetadata]
+) -> dict[str, Any] | None:
+    """The record kept for an input that failed: its own, or, when the failure has none (an
+    exception of the caller's code), the last attempt that was paid for, with those before
+    it; `None` when nothing was paid for."""
+    if metadata is not None:
+        return _stored_record(metadata, spent)
+    return _stored_record(spent[-1], spent[:-1]) if spent else None
 
 
 def _failure(error: BaseException) -> BatchFailure:

@@ -562,8 +562,8 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
 
 
 def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray) -> int:
-    """Write the values the ledger holds for the documents a stopped run did not write
-    (finished by an earlier run, and not reached by this one); how many."""
+    """Write the values the ledger holds for the documents a stopped run did not reach
+    (finished by an earlier run), validated again; how many."""
     import sqlite3
 
     from allama.batch._ledger import LedgerError, _read_only
@@ -574,6 +574,10 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
         db = _read_only(ledger)
     except LedgerError:
         return 0
+    from pydantic import ValidationError
+
+    from allama.batch._run import read_stored_value
+
     spec = run._spec
     filled = 0
     waiting: list[tuple[str, str]] = []
@@ -592,12 +596,14 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
         for key, label in waiting:
             if key in found:
                 value, record = found[key]
-                row = {
-                    "label": label,
-                    "key": key,
-                    "value": json.loads(value),
-                    "record": None if record is None else json.loads(record),
-                }
+                try:  # a value is written validated, as the run's own are
+                    read_stored_value(spec.adapter, value)
+                except ValidationError:  # the type's validators changed since
+                    continue
+                kept = None if record is None else json.loads(record)
+                if isinstance(kept, dict):  # as the run's own rows and `export` write it
+                    kept.pop("earlier_attempts", None)
+                row = {"label": label, "key": key, "value": json.loads(value), "record": kept}
                 output.write(json.dumps(row, ensure_ascii=False) + "\n")
                 count += 1
         output.flush()
@@ -718,7 +724,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     failed = 0
     broken: BaseException | None = None
     seen = bytearray(inputs.total)
-    """The documents whose values are written, by index."""
+    """The documents the run reached (their values written, or their failures said)."""
     filled = 0
     part = prepared.out.with_name(prepared.out.name + ".part")
     try:
@@ -740,6 +746,10 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             progress.start()
         try:
             for result in run:
+                if result.index < len(seen) and (
+                    result.failure is None or result.failure.kind != "not_started"
+                ):
+                    seen[result.index] = 1  # reached: what the ledger holds is not written
                 if result.failure is None:
                     row = {
                         "label": result.label,
@@ -752,8 +762,6 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                     output.write(json.dumps(row, ensure_ascii=False) + "\n")
                     output.flush()
                     written += 1
-                    if result.index < len(seen):
-                        seen[result.index] = 1
                 elif result.failure.kind not in (
                     "not_started",
                     "in_flight_elsewhere",
@@ -827,8 +835,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         return EXIT_INTERRUPTED
     if summary.refused is not None:
         return EXIT_FAILED
-    if summary.stopped is not None:
-        return EXIT_BUDGET
+    if summary.stopped is not None and summary.not_started:
+        return EXIT_BUDGET  # what the budget held back is pending: the same command sends it
     return EXIT_OK
 
 
