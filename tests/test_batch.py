@@ -1226,3 +1226,78 @@ def test_inputs_that_are_no_iterable_are_refused_at_once(server: BatchServer) ->
             allama.batch(provider_for(server), Row, inputs, request=TEMPLATE)  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="inputs must be an iterable of documents"):
             allama.abatch(provider_for(server), Row, inputs, request=TEMPLATE)  # type: ignore[arg-type]
+
+
+def test_a_run_stopped_or_closed_before_it_is_read(server: BatchServer) -> None:
+    taken: list[int] = []
+
+    def documents() -> Iterator[str]:
+        for n in range(50):
+            taken.append(n)
+            yield f"doc {n}"
+
+    run = allama.batch(provider_for(server), Row, documents(), request=TEMPLATE)
+    run.stop("not today")
+    assert list(run) == [] and taken == []  # nothing read, nothing sent
+    assert run.summary.stopped == "not today" and not server.sent
+    closed = allama.batch(provider_for(server), Row, docs(5), request=TEMPLATE)
+    closed.close()
+    with pytest.raises(RuntimeError, match="or the run was closed"):
+        list(closed)
+    assert not server.sent
+
+    async def aclosed() -> None:
+        arun = allama.abatch(provider_for(server), Row, docs(5), request=TEMPLATE)
+        await arun.aclose()
+        with pytest.raises(RuntimeError, match="or the run was closed"):
+            [r async for r in arun]
+
+    asyncio.run(aclosed())
+    assert not server.sent
+
+
+def test_a_cancelled_error_of_the_callers_own_code_fails_its_input(server: BatchServer) -> None:
+    def build(document: str) -> ChatRequest:
+        if document == "doc 2":
+            raise asyncio.CancelledError("the caller's own")
+        return TEMPLATE.user(document)
+
+    results = sorted(
+        allama.batch(provider_for(server), Row, docs(4), request=build), key=lambda r: r.index
+    )
+    assert [r.index for r in results] == [0, 1, 2, 3]
+    assert results[2].failure is not None and results[2].failure.kind == "CancelledError"
+
+    def documents() -> Iterator[str]:
+        yield "doc 1"
+        raise asyncio.CancelledError("a cursor's own")
+
+    run = allama.batch(provider_for(server), Row, documents(), request=TEMPLATE)
+    with pytest.raises(RuntimeError, match="reading the inputs raised CancelledError"):
+        list(run)
+    assert run.summary.done + run.summary.not_started == 1  # read: accounted for
+
+
+def test_an_async_iterator_of_plain_futures_is_read() -> None:
+    class Futures:
+        """`async for` reads it: `__anext__` returns futures, and ends by raising."""
+
+        def __init__(self) -> None:
+            self.left = ["doc 1", "doc 2"]
+
+        def __aiter__(self) -> Futures:
+            return self
+
+        def __anext__(self) -> asyncio.Future[str]:
+            if not self.left:
+                raise StopAsyncIteration
+            future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            future.set_result(self.left.pop(0))
+            return future
+
+    async def run() -> list[int]:
+        mock = allama.mock.MockProvider(['{"n": 1}', '{"n": 2}'])
+        arun = allama.abatch(mock, Row, Futures(), request=TEMPLATE, concurrency=1)
+        return [r.value.n async for r in arun if r.value is not None]
+
+    assert asyncio.run(run()) == [1, 2]

@@ -996,3 +996,28 @@ def test_a_stop_ends_a_provider_batch_run_still_reading_its_inputs(
     # Read and claimed before the stop, none was submitted: each is not started.
     assert results and {r.failure.kind for r in results if r.failure} == {"not_started"}
     assert not any(r.ok for r in results)
+
+
+def test_a_provider_batch_run_stopped_or_broken_while_reading_gives_its_inputs_back(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+    before = _batch_run(provider, model, _docs(5), ledger)
+    before.stop()
+    assert list(before) == []  # stopped before it started: nothing read, nothing claimed
+
+    def breaking() -> Iterator[str]:
+        yield from _docs(30)
+        raise RuntimeError("the cursor went away")
+
+    run = _batch_run(provider, model, breaking(), ledger)  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="the cursor went away"):
+        results = []
+        for result in run:
+            results.append(result)
+    # Every input read is accounted for; none was submitted, and none keeps an attempt.
+    assert sorted(r.index for r in results) == list(range(30))
+    assert {r.failure.kind for r in results if r.failure} == {"not_started"}
+    assert run.summary.stopped == "reading the inputs raised RuntimeError after 30"
+    assert list(Ledger(ledger, settings={}).rows()) == []

@@ -17,6 +17,7 @@ is kept per input, so an extraction carries on where it was.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -26,14 +27,15 @@ from typing import TYPE_CHECKING, Any
 from allama.adapters._jobs import Entry, JobAmbiguity, JobState, Row, RowKind
 from allama.batch._ledger import JobPhase, JobRow, Ledger, LedgerWriter, Status
 from allama.batch._run import (
+    _NO_MORE,
     IN_FLIGHT_ELSEWHERE,
     IN_PROVIDER_JOB,
     BatchFailure,
     BatchResult,
+    _cancelling,
     _duplicate,
     _estimate,
     _failure,
-    _numbered,
     _Reader,
     _Runner,
     _Spec,
@@ -116,12 +118,16 @@ class JobRunner(_Runner):
         self.open: dict[str, _Job] = {}
         self.live: set[asyncio.Task[None]] = set()
         self.items: dict[str, _Item] = {}
+        self.broken: BaseException | None = None
+        """What the caller's iterable raised: raised when the run has ended."""
 
     # The run
 
     async def _run(self) -> None:
         spec = self.spec
         assert spec.ledger is not None
+        if self.stopping is not None:  # stopped before it started
+            self.stopped.set()
         self.book = Ledger(spec.ledger, settings=spec.settings)
         self.ledger = LedgerWriter(self.book)
         try:
@@ -152,6 +158,8 @@ class JobRunner(_Runner):
             raise
         finally:
             self._wrap_up()
+        if self.broken is not None:
+            raise self.broken
 
     async def _intake(self) -> dict[str, list[_Item]]:
         """Every input built, keyed and claimed; those in a job of an earlier run are
@@ -160,9 +168,20 @@ class JobRunner(_Runner):
         spec = self.spec
         waiting: dict[str, list[_Item]] = {}
         chunk: list[_Item] = []
-        inputs = self.reader = _Reader(spec.inputs, self.sync, self.stopped, _CLAIMS_AT_ONCE)
+        inputs = self.reader = _Reader(spec.inputs, self.sync, self, _CLAIMS_AT_ONCE)
         try:
-            async for index, document in _numbered(inputs):
+            for index in itertools.count():
+                try:
+                    document = await inputs.next()
+                except (Exception, asyncio.CancelledError) as error:
+                    if isinstance(error, asyncio.CancelledError) and _cancelling():
+                        raise
+                    # The caller's iterable: what was read is accounted for, then raised.
+                    self.broken = error
+                    self.stop(f"reading the inputs raised {type(error).__name__} after {index}")
+                    break
+                if document is _NO_MORE:
+                    break
                 self.read += 1
                 if self.unread() >= self.most_unread:
                     await self._wait_for_the_caller()  # inputs the ledger holds come back
@@ -172,7 +191,9 @@ class JobRunner(_Runner):
                     label = spec.label(document, index)
                     request = spec.build(document)
                     key = spec.key(document, request)
-                except Exception as error:
+                except (Exception, asyncio.CancelledError) as error:
+                    if isinstance(error, asyncio.CancelledError) and _cancelling():
+                        raise
                     self._finish(BatchResult(index, "", label, None, _failure(error), None, 0, 0.0))
                     continue
                 first = self.items.get(key)
@@ -194,6 +215,7 @@ class JobRunner(_Runner):
         spec = self.spec
         assert self.ledger is not None
         key, index, label = item.key, item.index, item.label
+        self.unsent.add(key)  # given back at the run's end unless sent (or finished) first
         claim = await self.ledger.claim(key, index, label)
         row = claim.row
         if (
@@ -208,6 +230,7 @@ class JobRunner(_Runner):
             row = claim.row
         item.attempts = claim.attempts
         if not claim.granted:
+            self.unsent.discard(key)
             assert row is not None
             if row.status == Status.SUBMITTED and row.job is not None:
                 item.log = list(row.log or [])
@@ -582,6 +605,7 @@ class JobRunner(_Runner):
 
     async def _live(self, item: _Item) -> None:
         assert item.pending is not None
+        self.unsent.discard(item.key)  # sent now: its attempt stands
         estimate = _estimate(item.pending)
         self.summary.in_flight += 1
         tried = 0

@@ -693,6 +693,8 @@ class _Runner:
 
     async def _run(self) -> None:
         spec = self.spec
+        if self.stopping is not None:  # stopped before it started
+            self.stopped.set()
         if spec.ledger is not None:
             self.book = Ledger(spec.ledger, settings=spec.settings)
             self.ledger = LedgerWriter(self.book)
@@ -722,7 +724,7 @@ class _Runner:
                 failed.append(error)
                 self.stop(f"the run's work raised {type(error).__name__}")
 
-        inputs = self.reader = _Reader(spec.inputs, self.sync, self.stopped, spec.concurrency)
+        inputs = self.reader = _Reader(spec.inputs, self.sync, self, spec.concurrency)
         try:
             for index in itertools.count():
                 if self.unread() >= self.most_unread:
@@ -733,6 +735,12 @@ class _Runner:
                     document = await inputs.next()
                     if document is _NO_MORE:
                         break
+                except asyncio.CancelledError as error:
+                    if _cancelling():
+                        raise
+                    broken = RuntimeError(f"reading the inputs raised {error!r}")
+                    self.stop(f"reading the inputs raised CancelledError after {index}")
+                    break
                 except Exception as error:  # the caller's iterable, not an input's failure
                     # Those in flight were paid for: they finish and are recorded, the rest
                     # are not started, and the error is raised once the run has ended.
@@ -849,7 +857,9 @@ class _Runner:
             label = spec.label(document, index)
             request = spec.build(document)
             key = spec.key(document, request)
-        except Exception as error:  # a bad input is that input's failure
+        except (Exception, asyncio.CancelledError) as error:  # that input's failure
+            if isinstance(error, asyncio.CancelledError) and _cancelling():
+                raise
             self._finish(
                 BatchResult(
                     index, "", label, None, _failure(error), None, 0, time.monotonic() - began
@@ -1350,24 +1360,24 @@ class _Reader:
         self,
         inputs: Iterable[Any] | AsyncIterable[Any],
         sync: bool,
-        stopped: asyncio.Event,
+        runner: _Runner,
         ahead: int,
     ) -> None:
         self._async: AsyncIterator[Any] | None = None
         self._sync: Iterator[Any] | None = None
         self._thread: _ReadAhead | None = None
-        self._stopped = stopped
+        self._runner = runner
         self._reading: asyncio.Future[Any] | None = None
         if isinstance(inputs, AsyncIterable):
             self._async = aiter(inputs)
         else:
             self._sync = iter(inputs)
-            if sync and not hasattr(inputs, "__len__"):
+            if sync and not hasattr(inputs, "__len__") and not self.stopped:
                 self._thread = _ReadAhead(self._sync, ahead)
 
     async def next(self) -> Any:
         """The next input, or `_NO_MORE` (the inputs are over, or the run stopped)."""
-        if self._stopped.is_set():
+        if self.stopped:
             return _NO_MORE
         if self._thread is not None:
             read = self._thread.take()
@@ -1375,7 +1385,7 @@ class _Reader:
                 return _unwrapped(read)
             reading: asyncio.Future[Any] = self._thread.wait()
         elif self._async is not None:
-            reading = asyncio.ensure_future(anext(self._async, _NO_MORE))
+            reading = asyncio.ensure_future(_next_of(self._async))
         else:
             assert self._sync is not None
             return next(self._sync, _NO_MORE)
@@ -1383,8 +1393,7 @@ class _Reader:
         try:
             read = await reading
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if self._stopped.is_set() and (task is None or not task.cancelling()):
+            if self.stopped and not _cancelling():
                 return _NO_MORE  # given up by the stop, not the run cancelled
             raise
         finally:
@@ -1400,11 +1409,27 @@ class _Reader:
 
     @property
     def stopped(self) -> bool:
-        return self._stopped.is_set()
+        return self._runner.stopping is not None
 
     def close(self) -> None:
         if self._thread is not None:
             self._thread.close()
+
+
+async def _next_of(inputs: AsyncIterator[Any]) -> Any:
+    # Not `anext(inputs, default)`: on an iterator whose `__anext__` is no coroutine, it
+    # crashes CPython 3.11 to 3.13.
+    try:
+        return await inputs.__anext__()
+    except StopAsyncIteration:
+        return _NO_MORE
+
+
+def _cancelling() -> bool:
+    """Whether this task is being cancelled (rather than code it awaits raising a
+    `CancelledError` of its own)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 _NOT_YET = object()
@@ -1491,21 +1516,9 @@ def _settle_read(future: asyncio.Future[Any], read: Any) -> None:
         future.set_result(read)
 
 
-async def _numbered(inputs: _Reader) -> AsyncIterator[tuple[int, Any]]:
-    """Each input with its index, in the order read, until the inputs end or the run
-    stops."""
-    for index in itertools.count():
-        if inputs.stopped:
-            return
-        document = await inputs.next()
-        if document is _NO_MORE:
-            return
-        yield index, document
-
-
 _READ_ONCE = (
-    "a batch run's results are read once, and these were (or are being) read: "
-    "`run.summary` holds the run's counts, and a ledger its results"
+    "a batch run's results are read once, and these were (or are being) read, or the run "
+    "was closed: `run.summary` holds the run's counts, and a ledger its results"
 )
 
 
@@ -1577,6 +1590,7 @@ class AsyncBatchRun(Generic[T]):
         self._runner.stop(reason)
 
     async def aclose(self) -> None:
+        self._read = True  # a run closed before it was read is not read after
         task = self._task
         if task is not None and not task.done():
             task.cancel()
@@ -1602,6 +1616,7 @@ class BatchRun(Generic[T]):
         self._runner = _runner(spec, self._call, self._results.put, self._send, True)
         self._runner.unread = self._results.qsize
         self._runner.sync = True
+        self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
@@ -1648,7 +1663,7 @@ class BatchRun(Generic[T]):
         started.wait()
 
     def __iter__(self) -> Iterator[BatchResult[T]]:
-        if self._thread is not None:
+        if self._thread is not None or self._closed:
             raise RuntimeError(_READ_ONCE)
         self._start()
         return self._iterate()
@@ -1691,6 +1706,7 @@ class BatchRun(Generic[T]):
         """End the run now: inputs in flight are abandoned (the ledger keeps them pending,
         and a later run sends them again: if they were answered meanwhile, that is paid
         twice). `stop` first, and read the results to the end, to keep them."""
+        self._closed = True
         loop, main, thread = self._loop, self._main, self._thread
         try:
             if loop is not None and main is not None and thread is not None and thread.is_alive():
