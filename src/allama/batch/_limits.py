@@ -5,10 +5,10 @@ Requests are spaced evenly (`60 / rpm` apart), tokens drawn from a bucket refill
 the provider gave (`retry_after`, which the adapters read from `retry-after` and the
 rate-limit reset headers) or a backoff that doubles while 429s keep coming, and halves the
 request rate (with no `rpm` given, the rate the run was sending at becomes its limit);
-the rate recovers by a tenth every ten seconds without one. Requests already on their way
-when the rate was cut neither cut it again nor double the backoff: a burst of 429s answering
-requests sent together is one. A request waiting for its turn when a pause begins waits for
-the pause too. So a 429 slows the run instead of ending it.
+the rate recovers by a tenth of itself (x1.1) every ten seconds without one. Requests
+already on their way when the rate was cut neither cut it again nor double the backoff: a
+burst of 429s answering requests sent together is one. A request waiting for its turn when
+a pause begins waits for the pause too. So a 429 slows the run instead of ending it.
 """
 
 from __future__ import annotations
@@ -71,6 +71,9 @@ class RateLimiter:
         self.waited = 0.0
         """Seconds tasks spent waiting on the limits (summed over tasks)."""
         self.slowdowns = 0
+        """Times the rate was cut: a burst of 429s answering requests sent together is one."""
+        self.rate_limited = 0
+        """Rate-limit answers (429s) met."""
 
     @property
     def paused_for(self) -> float:
@@ -138,7 +141,7 @@ class RateLimiter:
         """A rate-limit answer to a request sent at `sent_at`: pause new requests and, unless
         the request left before the last cut, halve the rate. Returns the pause."""
         now = self._clock()
-        self.slowdowns += 1
+        self.rate_limited += 1
         self._recovered_at = now
         asked = retry_after if retry_after is not None and retry_after > 0 else None
         if sent_at < self._cut_at:
@@ -147,6 +150,7 @@ class RateLimiter:
             pause = asked if asked is not None else max(self._paused_until - now, 0.0)
             self._paused_until = max(self._paused_until, now + pause)
             return pause
+        self.slowdowns += 1
         self._strikes = self._strikes + 1 if now - self._last_strike < _RECOVERY_SECONDS else 1
         self._last_strike = now
         pause = (

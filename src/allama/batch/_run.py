@@ -182,6 +182,9 @@ class BatchSummary:
     ended: float | None = None
     waited: float = 0.0
     slowdowns: int = 0
+    """Times a 429 cut the request rate (a burst answering requests sent together is one)."""
+    rate_limited: int = 0
+    """Rate-limit answers (429s) met."""
 
     @property
     def finished(self) -> int:
@@ -282,10 +285,10 @@ class BatchSummary:
             if self.cost_unknown:
                 cost += f" (unknown for {self.cost_unknown}: {self.cost_missing})"
         out.append(cost)
-        if self.slowdowns:
+        if self.rate_limited:
             out.append(
-                f"rate limits: slowed down {self.slowdowns} times, "
-                f"{self.waited:.1f} s waited in all"
+                f"rate limits: {self.rate_limited} answered 429, the rate cut {self.slowdowns} "
+                f"times, {self.waited:.1f} s waited by inputs in all"
             )
         if self.slowest:
             shown = ", ".join(
@@ -788,6 +791,7 @@ class _Runner:
             self.summary.not_started += max(0, self.summary.total - self.read)
         self.summary.waited = self.limiter.waited
         self.summary.slowdowns = self.limiter.slowdowns
+        self.summary.rate_limited = self.limiter.rate_limited
         self.summary.stopped = self.stopping
         if self.ledger is not None and self.book is not None:
             self.ledger.close()
