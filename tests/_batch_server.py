@@ -4,9 +4,10 @@ answers slowly, and counts what it was sent per document.
 Documents are `doc <n>`; the answer is `{"n": <n>}`. By `n`: `n % 50 == 7` answers text
 that is no JSON (the extraction fails), `n % 50 == 13` answers 400, `n % 10 == 3` answers
 503 the first time it is asked. Past `rate` requests per second it answers 429 with a
-`retry-after`. With `refusing` set (`key`, `quota` or `day`), it refuses every request as
-a provider refuses a revoked key (401), a spent account (429 `insufficient_quota`) or a
-limit per day (429, retry after a day).
+`retry-after`. With `refusing` set (`key`, `quota`, `day` or `model`), it refuses every
+request as a provider refuses a revoked key (401), a spent account (429
+`insufficient_quota`), a limit per day (429, retry after a day) or a model it does not have
+(404).
 Run as a script, it serves until killed and prints its port.
 """
 
@@ -146,6 +147,17 @@ _REFUSALS: dict[str, tuple[int, Any, float | None]] = {
             }
         },
         86_400.0,
+    ),
+    "model": (
+        404,
+        {
+            "error": {
+                "message": "The model `gpt-4o-mini` does not exist or you have no access.",
+                "type": "invalid_request_error",
+                "code": "model_not_found",
+            }
+        },
+        None,
     ),
 }
 

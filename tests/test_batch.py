@@ -325,6 +325,12 @@ REFUSED = "the provider refused the run's key or account: "
         ("key", "authentication", f"{REFUSED}authentication (39 chars withheld) "),
         ("quota", "quota_exceeded", f"{REFUSED}quota_exceeded (32 chars withheld) "),
         ("day", "rate_limited", "the provider asked to wait 86400 s before the next request"),
+        (
+            "model",
+            "not_found",
+            "the provider has no such endpoint or model (check the base URL and the model): "
+            "not_found (",
+        ),
     ],
 )
 def test_a_refused_key_or_account_stops_the_run_and_its_inputs_stay_pending(
@@ -1312,3 +1318,14 @@ def test_an_async_iterator_of_plain_futures_is_read() -> None:
         return [r.value.n async for r in arun if r.value is not None]
 
     assert asyncio.run(run()) == [1, 2]
+
+
+def test_a_model_not_found_is_each_inputs_own_when_a_function_builds_the_requests(
+    server: BatchServer,
+) -> None:
+    server.refusing = "model"
+    # A function may name another model for each input: one it does not find stops nothing.
+    run = allama.batch(provider_for(server), Row, docs(6), request=lambda d: TEMPLATE.user(d))
+    results = list(run)
+    assert [outcome(r) for r in results] == ["not_found"] * 6
+    assert run.summary.stopped is None and run.summary.refused is None

@@ -375,7 +375,7 @@ class JobRunner(_Runner):
                     continue
                 self.book.job_not_submitted(tag, error.kind)
                 self.summary.jobs[tag] = f"not submitted: {error.kind}"
-                stops = _stops(error, tried)
+                stops = _stops(error, tried, self.spec.template is not None)
                 if stops is not None or (error.retryable and self.stopping is not None):
                     # Not the inputs' failure: they stay pending for the run that follows.
                     for item in items:

@@ -43,6 +43,7 @@ from allama.errors import (
     Error,
     ExtractionError,
     NetworkError,
+    NotFoundError,
     PermissionDeniedError,
     QuotaExceededError,
     RateLimitedError,
@@ -1017,7 +1018,7 @@ class _Runner:
                     await self.ledger.again(key) if self.ledger is not None else tries.tried + 1
                 )
                 return None
-            stops = _stops(outcome, tries.tried)
+            stops = _stops(outcome, tries.tried, self.spec.template is not None)
             if stops is not None:
                 return await self._set_aside(
                     index, key, label, outcome, record, tries.attempts, began, spent, stops
@@ -1184,14 +1185,21 @@ _REFUSALS = (AuthenticationError, PermissionDeniedError, QuotaExceededError)
 """Errors about the run's key or account, not its input: every input would meet them."""
 
 
-def _stops(error: Error, tried: int) -> str | None:
+def _stops(error: Error, tried: int, one_request: bool = False) -> str | None:
     """Why an error that is no longer tried again stops the run, since every input (or
-    job) would meet it: a refused key or account, or a provider not reached in `tried`
-    tries; `None` for an error that is the input's own."""
+    job) would meet it: a refused key or account, a provider not reached in `tried`
+    tries, or, when every input goes to the same endpoint and model (`one_request`: a
+    template), an endpoint or model that does not exist (a wrong base URL); `None` for an
+    error that is the input's own."""
     if isinstance(error, _REFUSALS):
         return f"the provider refused the run's key or account: {_failure(error).message}"
     if isinstance(error, NetworkError):
         return f"the provider could not be reached in {tried} tries: {_failure(error).message}"
+    if one_request and isinstance(error, NotFoundError):
+        return (
+            "the provider has no such endpoint or model (check the base URL and the model): "
+            f"{_failure(error).message}"
+        )
     return None
 
 
