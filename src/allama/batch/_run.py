@@ -173,8 +173,9 @@ class BatchSummary:
     """The kind of error that stopped the run from starting new inputs, since every one
     would meet it: the provider refused the run's key or account (`authentication`,
     `permission`, `quota_exceeded`), asked to wait longer than a run waits, 15 minutes
-    (`rate_limited`, `overloaded`...), or could not be reached in as many tries as an input
-    gets (`network`)."""
+    (`rate_limited`, `overloaded`...), could not be reached in as many tries as an input
+    gets (`network`), or has no such endpoint or model for a run of one request
+    (`not_found`)."""
     in_jobs: int = 0
     """Inputs left in provider batch jobs when the run stopped (a later run collects them)."""
     jobs: dict[str, str] = field(default_factory=dict)
