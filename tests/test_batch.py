@@ -1329,3 +1329,21 @@ def test_a_model_not_found_is_each_inputs_own_when_a_function_builds_the_request
     results = list(run)
     assert [outcome(r) for r in results] == ["not_found"] * 6
     assert run.summary.stopped is None and run.summary.refused is None
+
+
+def test_a_try_again_that_waits_for_its_turn_when_the_run_stops_is_not_sent(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    # doc 3 answers 503 the first time; at 60 a minute its next try waits a second.
+    run = allama.batch(
+        provider_for(server), Row, ["doc 3"], request=TEMPLATE, ledger=ledger, rpm=60, backoff=0
+    )
+    threading.Timer(0.3, run.stop).start()
+    (result,) = list(run)
+    assert outcome(result) == "overloaded" and server.sent[3] == 1
+    assert run.summary.stopped == "stopped by the caller"
+    # Pending for the next run, with the error it met.
+    (row,) = Ledger(ledger, settings={}).rows()
+    assert row.status == "pending" and row.error is not None
+    assert row.error["kind"] == "overloaded"

@@ -953,17 +953,25 @@ class _Runner:
         hold = self.spec.max_cost is not None
         while True:
             async with self.slots:
-                if self.stopping is None or tries.tried:
+                if self.stopping is None:
                     sent_at = await self.limiter.acquire(tries.estimate)
-                if self.stopping is not None and tries.tried == 0:
-                    # Stopped before its turn came, or while it waited for it (a pause).
+                if self.stopping is not None and tries.last is None:
+                    # Never sent: stopped before its turn came, or while it waited for it.
                     if self.ledger is not None:
                         await self.ledger.release(key)
                     self.unsent.discard(key)
                     result = self._not_started(index, key, label)
                     self._finish(result)
                     return result
-                if tries.tried == 0:
+                if self.stopping is not None:
+                    # Stopped while its next try waited for its turn: not sent again. (A
+                    # rate limit is no try, but was sent: its attempt stands.)
+                    assert tries.last is not None
+                    error, record = tries.last
+                    return await self._set_aside(
+                        index, key, label, error, record, tries.attempts, began, tries.spent
+                    )
+                if tries.last is None:
                     # An input's time runs from its first send: not its wait for a slot.
                     began = time.monotonic()
                     self.unsent.discard(key)
@@ -1013,8 +1021,10 @@ class _Runner:
                     return await self._set_aside(
                         index, key, label, outcome, record, tries.attempts, began, spent
                     )
+                tries.last = (outcome, record)
                 if record is not None and (record.passes or record.usage is not None):
                     spent.append(record)  # paid for: a pass, or a failure that reported usage
+                    tries.last = (outcome, None)
                 tries.attempts = (
                     await self.ledger.again(key) if self.ledger is not None else tries.tried + 1
                 )
@@ -1220,6 +1230,9 @@ class _Tries:
     tried: int = 0
     limited: int = 0
     spent: list[ExtractionMetadata] = field(default_factory=list)
+    last: tuple[Error, ExtractionMetadata | None] | None = None
+    """The error the last send met, and its record when not among `spent`: what the input
+    ends with if the run stops before it is sent again."""
 
 
 def _retry_step(error: Error, tries: _Tries, max_attempts: int) -> bool | str:
