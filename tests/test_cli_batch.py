@@ -353,9 +353,25 @@ def test_a_bad_input_file_is_reported_before_anything_is_sent(
     extra: tuple[str, ...],
     message: str,
 ) -> None:
+    _refused_before_sending(server, row_type, tmp_path, capsys, name, content, extra, message, 1)
+
+
+def _refused_before_sending(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    content: str,
+    extra: tuple[str, ...],
+    message: str,
+    status: int,
+) -> None:
+    """A run over the file `name` holding `content` exits with `status`, says `message`
+    (`{path}` the file's), and sends nothing."""
     source = tmp_path / name
     source.write_text(content, encoding="utf-8")
-    assert run(server, row_type, source, tmp_path / "out.jsonl", *extra) == 1
+    assert run(server, row_type, source, tmp_path / "out.jsonl", *extra) == status
     assert capsys.readouterr().err == f"allama batch run: {message.format(path=source)}\n"
     assert not server.sent
 
@@ -405,11 +421,7 @@ def test_a_field_the_source_does_not_have_is_a_bad_argument(
     """Named by --field or --id-field (or the defaults) and not in the first document or
     the header: the argument is wrong (exit status 2), where a later line that lacks it is
     the data's fault (1)."""
-    source = tmp_path / name
-    source.write_text(content, encoding="utf-8")
-    assert run(server, row_type, source, tmp_path / "out.jsonl", *extra) == 2
-    assert capsys.readouterr().err == f"allama batch run: {message.format(path=source)}\n"
-    assert not server.sent
+    _refused_before_sending(server, row_type, tmp_path, capsys, name, content, extra, message, 2)
 
 
 def test_ids_that_are_no_text_or_number_are_named_by_their_line_and_said(

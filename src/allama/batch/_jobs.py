@@ -32,10 +32,8 @@ from allama.batch._run import (
     IN_PROVIDER_JOB,
     BatchFailure,
     BatchResult,
-    _cancelling,
     _duplicate,
     _estimate,
-    _failure,
     _Reader,
     _Runner,
     _Spec,
@@ -118,16 +116,12 @@ class JobRunner(_Runner):
         self.open: dict[str, _Job] = {}
         self.live: set[asyncio.Task[None]] = set()
         self.items: dict[str, _Item] = {}
-        self.broken: BaseException | None = None
-        """What the caller's iterable raised: raised when the run has ended."""
 
     # The run
 
     async def _run(self) -> None:
         spec = self.spec
         assert spec.ledger is not None
-        if self.stopping is not None:  # stopped before it started
-            self.stopped.set()
         self.book = Ledger(spec.ledger, settings=spec.settings)
         self.ledger = LedgerWriter(self.book)
         try:
@@ -171,31 +165,16 @@ class JobRunner(_Runner):
         inputs = self.reader = _Reader(spec.inputs, self.sync, self, _CLAIMS_AT_ONCE)
         try:
             for index in itertools.count():
-                try:
-                    document = await inputs.next()
-                except (Exception, asyncio.CancelledError) as error:
-                    if isinstance(error, asyncio.CancelledError) and _cancelling():
-                        raise
-                    # The caller's iterable: what was read is accounted for, then raised.
-                    self.broken = error
-                    self.stop(f"reading the inputs raised {type(error).__name__} after {index}")
-                    break
+                document = await self._next_input(inputs, index)
                 if document is _NO_MORE:
                     break
-                self.read += 1
                 if self.unread() >= self.most_unread:
                     await self._wait_for_the_caller()  # inputs the ledger holds come back
-                label = f"#{index}"
                 began = time.monotonic()
-                try:  # the caller's label and build functions: what they raise is the input's
-                    label = spec.label(document, index)
-                    request = spec.build(document)
-                    key = spec.key(document, request)
-                except (Exception, asyncio.CancelledError) as error:
-                    if isinstance(error, asyncio.CancelledError) and _cancelling():
-                        raise
-                    self._finish(BatchResult(index, "", label, None, _failure(error), None, 0, 0.0))
+                prepared = self._prepared(index, document, began)
+                if prepared is None:
                     continue
+                label, request, key = prepared
                 first = self.items.get(key)
                 if first is not None:
                     first.duplicates.append((index, label))

@@ -664,8 +664,8 @@ class _Runner:
         """Inputs in flight: claimed inputs wait here to be sent."""
         self.read = 0
         """Inputs read from the iterable so far."""
-        self.stopped = asyncio.Event()
-        """Set when the run stops."""
+        self.broken: BaseException | None = None
+        """What the caller's iterable raised: raised when the run has ended."""
         self.reader: _Reader | None = None
         """The run's inputs, while they are read: a read that waits is given up at a stop."""
         self.unsent: set[str] = set()
@@ -698,8 +698,6 @@ class _Runner:
 
     async def _run(self) -> None:
         spec = self.spec
-        if self.stopping is not None:  # stopped before it started
-            self.stopped.set()
         if spec.ledger is not None:
             self.book = Ledger(spec.ledger, settings=spec.settings)
             self.ledger = LedgerWriter(self.book)
@@ -717,7 +715,6 @@ class _Runner:
             finally:
                 ahead.release()
 
-        broken: Exception | None = None
         failed: list[BaseException] = []
 
         def settled(task: asyncio.Task[None]) -> None:
@@ -736,23 +733,9 @@ class _Runner:
                     await self._wait_for_the_caller()
                 if failed or self.stopping is not None:
                     break  # no input is read after a stop: the iterable may never end
-                try:
-                    document = await inputs.next()
-                    if document is _NO_MORE:
-                        break
-                except asyncio.CancelledError as error:
-                    if _cancelling():
-                        raise
-                    broken = RuntimeError(f"reading the inputs raised {error!r}")
-                    self.stop(f"reading the inputs raised CancelledError after {index}")
+                document = await self._next_input(inputs, index)
+                if document is _NO_MORE:
                     break
-                except Exception as error:  # the caller's iterable, not an input's failure
-                    # Those in flight were paid for: they finish and are recorded, the rest
-                    # are not started, and the error is raised once the run has ended.
-                    broken = error
-                    self.stop(f"reading the inputs raised {type(error).__name__} after {index}")
-                    break
-                self.read += 1
                 await ahead.acquire()
                 task = asyncio.create_task(in_slot(index, document))
                 tasks.add(task)
@@ -770,8 +753,52 @@ class _Runner:
             self._wrap_up()
         if failed:
             raise failed[0]
-        if broken is not None:
-            raise broken
+        if self.broken is not None:
+            raise self.broken
+
+    async def _next_input(self, inputs: _Reader, index: int) -> Any:
+        """The next input, counted as read, or `_NO_MORE`: the inputs ended, the run
+        stopped, or reading them raised. What the caller's iterable raises is not an
+        input's failure: the run stops (those in flight were paid for: they finish and are
+        recorded, the rest are not started) and raises it once it has ended (`broken`). A
+        `CancelledError` it raises is raised as a `RuntimeError`, which no driver takes for
+        the run's own cancellation."""
+        try:
+            document = await inputs.next()
+        except (Exception, asyncio.CancelledError) as error:
+            if isinstance(error, asyncio.CancelledError) and _cancelling():
+                raise
+            self.stop(f"reading the inputs raised {type(error).__name__} after {index}")
+            self.broken = (
+                RuntimeError(f"reading the inputs raised {error!r}")
+                if isinstance(error, asyncio.CancelledError)
+                else error
+            )
+            return _NO_MORE
+        if document is not _NO_MORE:
+            self.read += 1
+        return document
+
+    def _prepared(
+        self, index: int, document: Any, began: float
+    ) -> tuple[str, ChatRequest, str] | None:
+        """An input's label, request and key, made by the caller's functions; `None` when
+        they raised, which is that input's failure (finished here)."""
+        spec = self.spec
+        label = f"#{index}"
+        try:
+            label = spec.label(document, index)
+            request = spec.build(document)
+            return label, request, spec.key(document, request)
+        except (Exception, asyncio.CancelledError) as error:
+            if isinstance(error, asyncio.CancelledError) and _cancelling():
+                raise
+            self._finish(
+                BatchResult(
+                    index, "", label, None, _failure(error), None, 0, time.monotonic() - began
+                )
+            )
+            return None
 
     async def _wait_for_the_caller(self) -> None:
         """Each result not yet read holds its value: past `most_unread` of them, no input
@@ -794,7 +821,6 @@ class _Runner:
         self.summary.waited = self.limiter.waited
         self.summary.slowdowns = self.limiter.slowdowns
         self.summary.rate_limited = self.limiter.rate_limited
-        self.summary.stopped = self.stopping
         if self.ledger is not None and self.book is not None:
             self.ledger.close()
             if self.unsent:  # claimed, then abandoned before their send: no attempt made
@@ -817,7 +843,6 @@ class _Runner:
     def wake(self) -> None:
         """Wake what waits for something other than the stop: a read of the inputs, the
         caller's reading of the results."""
-        self.stopped.set()
         if self.reader is not None:
             self.reader.give_up()
         if self.caught_up is not None:
@@ -856,22 +881,11 @@ class _Runner:
             span.end()
 
     async def _one(self, index: int, document: Any) -> None:
-        spec = self.spec
-        label = f"#{index}"
         began = time.monotonic()
-        try:  # the caller's label and build functions: what they raise is the input's
-            label = spec.label(document, index)
-            request = spec.build(document)
-            key = spec.key(document, request)
-        except (Exception, asyncio.CancelledError) as error:  # that input's failure
-            if isinstance(error, asyncio.CancelledError) and _cancelling():
-                raise
-            self._finish(
-                BatchResult(
-                    index, "", label, None, _failure(error), None, 0, time.monotonic() - began
-                )
-            )
+        prepared = self._prepared(index, document, began)
+        if prepared is None:
             return
+        label, request, key = prepared
         first = self.running.get(key)
         if first is not None:
             same = await asyncio.shield(first)
