@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -518,24 +518,10 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
         (held,) = db.execute("SELECT COUNT(*) FROM items").fetchone()
         if not held:
             return None
-        keys: list[str] = []
-
-        def look_up() -> None:
-            marks = ",".join("?" * len(keys))
-            found = dict(db.execute(f"SELECT key, status FROM items WHERE key IN ({marks})", keys))
-            counts.update(str(found.get(key)) for key in keys)  # a copy counts as its first
-            keys.clear()
-
-        for document in spec.inputs:
+        for _, _, key, row in _looked_up(spec, db, "status"):
             total += 1
-            try:
-                keys.append(spec.key(document, spec.build(document)))
-            except Exception:  # the input's own failure, which the run reports
-                continue
-            if len(keys) >= 500:
-                look_up()
-        if keys:
-            look_up()
+            if key is not None:  # a copy counts as its first
+                counts[str(None if row is None else row[0])] += 1
     except sqlite3.Error:
         return None
     finally:
@@ -580,55 +566,68 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
 
     spec = run._spec
     filled = 0
-    waiting: list[tuple[str, str]] = []
 
-    def write_done() -> int:
-        keys = [key for key, _ in waiting]
-        marks = ",".join("?" * len(keys))
-        found = {
-            key: (value, record)
-            for key, value, record in db.execute(
-                f"SELECT key, value, record FROM items WHERE status = 'done' AND key IN ({marks})",
-                keys,
-            )
-        }
-        count = 0
-        for key, label in waiting:
-            if key in found:
-                value, record = found[key]
-                try:  # a value is written validated, as the run's own are
-                    read_stored_value(spec.adapter, value)
-                except ValidationError:  # the type's validators changed since
-                    continue
-                kept = None if record is None else json.loads(record)
-                if isinstance(kept, dict):  # as the run's own rows and `export` write it
-                    kept.pop("earlier_attempts", None)
-                row = {"label": label, "key": key, "value": json.loads(value), "record": kept}
-                output.write(json.dumps(row, ensure_ascii=False) + "\n")
-                count += 1
-        output.flush()
-        waiting.clear()
-        return count
+    def reached(index: int) -> bool:
+        return index < len(seen) and bool(seen[index])
 
     try:
-        for index, document in enumerate(spec.inputs):
-            if index < len(seen) and seen[index]:
+        for index, document, key, row in _looked_up(spec, db, "status, value, record", reached):
+            if row is None or row[0] != "done":
                 continue
+            _, value, record = row
             try:
-                key = spec.key(document, spec.build(document))
                 label = spec.label(document, index)
-            except Exception:  # the input's own failure, which the run reported
+                read_stored_value(spec.adapter, value)  # written validated, as the run's are
+            except ValidationError:  # the type's validators changed since
                 continue
-            waiting.append((key, label))
-            if len(waiting) >= 500:
-                filled += write_done()
-        if waiting:
-            filled += write_done()
+            except Exception:  # the label function's: the input's failure, which the run said
+                continue
+            kept = None if record is None else json.loads(record)
+            if isinstance(kept, dict):  # as the run's own rows and `export` write it
+                kept.pop("earlier_attempts", None)
+            line = {"label": label, "key": key, "value": json.loads(value), "record": kept}
+            output.write(json.dumps(line, ensure_ascii=False) + "\n")
+            filled += 1
     except sqlite3.Error:
         return filled
     finally:
+        output.flush()
         db.close()
     return filled
+
+
+def _looked_up(
+    spec: Any, db: Any, columns: str, skip: Callable[[int], bool] | None = None
+) -> Iterator[tuple[int, Any, str | None, tuple[Any, ...] | None]]:
+    """Each input of the run (but those `skip` names, by index), its key (`None` when the
+    caller's functions raise for it: the input's own failure, which the run reports) and
+    the ledger's `columns` for it (`None` when the ledger has no such key), looked up 500
+    keys at a time."""
+    waiting: list[tuple[int, Any, str | None]] = []
+
+    def look_up() -> Iterator[tuple[int, Any, str | None, tuple[Any, ...] | None]]:
+        keys = [key for _, _, key in waiting if key is not None]
+        marks = ",".join("?" * len(keys))
+        found = {
+            row[0]: row[1:]
+            for row in db.execute(f"SELECT key, {columns} FROM items WHERE key IN ({marks})", keys)
+        }
+        for index, document, key in waiting:
+            yield index, document, key, None if key is None else found.get(key)
+        waiting.clear()
+
+    for index, document in enumerate(spec.inputs):
+        if skip is not None and skip(index):
+            continue
+        try:
+            key: str | None = spec.key(document, spec.build(document))
+        except Exception:
+            key = None
+        waiting.append((index, document, key))
+        if len(waiting) >= 500:
+            yield from look_up()
+    if waiting:
+        yield from look_up()
 
 
 def _start_local(provider: Any) -> str | None:
