@@ -547,25 +547,25 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
     )
 
 
-def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray) -> int:
+def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray) -> Counter[str]:
     """Write the values the ledger holds for the documents a stopped run did not reach
-    (finished by an earlier run), validated again; how many."""
+    (finished by an earlier run), validated again; how many, by enforcement."""
     import sqlite3
 
     from allama.batch._ledger import LedgerError, _read_only
 
+    filled: Counter[str] = Counter()
     if 0 not in seen or not ledger.is_file():
-        return 0
+        return filled
     try:
         db = _read_only(ledger)
     except LedgerError:
-        return 0
+        return filled
     from pydantic import ValidationError
 
     from allama.batch._run import read_stored_value
 
     spec = run._spec
-    filled = 0
 
     def reached(index: int) -> bool:
         return index < len(seen) and bool(seen[index])
@@ -587,13 +587,23 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
                 kept.pop("earlier_attempts", None)
             line = {"label": label, "key": key, "value": json.loads(value), "record": kept}
             output.write(json.dumps(line, ensure_ascii=False) + "\n")
-            filled += 1
+            filled[str(kept.get("enforcement")) if isinstance(kept, dict) else "unknown"] += 1
     except sqlite3.Error:
         return filled
     finally:
         output.flush()
         db.close()
     return filled
+
+
+def _count_earlier(summary: Any, by_enforcement: Counter[str]) -> None:
+    """Count the documents a stopped run did not reach, and an earlier run finished, as
+    done by an earlier run (their values are in the output), not as not started."""
+    filled = by_enforcement.total()
+    summary.not_started = max(0, summary.not_started - filled)
+    summary.done += filled
+    summary.resumed += filled
+    summary.by_enforcement.update(by_enforcement)
 
 
 def _looked_up(
@@ -784,7 +794,9 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             # A stopped run reads no further input; what the ledger holds of the rest (an
             # earlier run's values) is written too, so the output is not cut short.
             try:
-                filled = _write_from_ledger(run, prepared.ledger, output, seen)
+                by_enforcement = _write_from_ledger(run, prepared.ledger, output, seen)
+                filled = by_enforcement.total()
+                _count_earlier(run.summary, by_enforcement)
             except KeyboardInterrupt:  # cut short: the output it would replace stays
                 interrupts.count = max(interrupts.count, 1)
                 broken = KeyboardInterrupt("interrupted while writing the ledger's values")
@@ -967,8 +979,13 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
     cost = Decimal(0)
     cost_unknown = 0
     cost_missing: str | None = None
+    runs = _runs(ledger)
+    state_of = {run["run_id"]: run["state"] for run in runs}
+    in_flight: Counter[str] = Counter()
     for row in ledger.rows():
         counts[row.status] += 1
+        if row.status == "in_flight":
+            in_flight["running" if state_of.get(row.run_id) == "running" else "dead"] += 1
         attempts += row.attempts
         if row.status == "failed":
             failures[str((row.error or {}).get("kind", "error"))] += 1
@@ -984,29 +1001,11 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
             cost_unknown += 1
             missing = next((r.get("cost_missing") for r in records if r.get("cost_missing")), None)
             cost_missing = cost_missing or (str(missing) if missing else "no price known")
-    runs = []
-    for run in ledger.runs():
-        state = run["state"]
-        runs.append(
-            {
-                "run_id": run["run_id"],
-                "state": state,
-                "host": run["host"],
-                "pid": run["pid"],
-                "started_at": _iso(run["started_at"]),
-                "finished_at": None if run["finished_at"] is None else _iso(run["finished_at"]),
-                "seconds": None
-                if run["finished_at"] is None
-                else round(run["finished_at"] - run["started_at"], 3),
-                "heartbeat_at": _iso(run["heartbeat"]),
-                "stopped": run["stopped"],
-                "settings": run["settings"],
-            }
-        )
     return {
         "ledger": str(ledger.path),
         "inputs": sum(counts.values()),
         "counts": dict(sorted(counts.items())),
+        "in_flight": dict(sorted(in_flight.items())),
         "sets": _input_sets(ledger, runs),
         "attempts": attempts,
         "passes": passes,
@@ -1037,6 +1036,27 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
     }
 
 
+def _runs(ledger: Any) -> list[dict[str, Any]]:
+    """The ledger's runs as the report shows them, each with its state now."""
+    return [
+        {
+            "run_id": run["run_id"],
+            "state": run["state"],
+            "host": run["host"],
+            "pid": run["pid"],
+            "started_at": _iso(run["started_at"]),
+            "finished_at": None if run["finished_at"] is None else _iso(run["finished_at"]),
+            "seconds": None
+            if run["finished_at"] is None
+            else round(run["finished_at"] - run["started_at"], 3),
+            "heartbeat_at": _iso(run["heartbeat"]),
+            "stopped": run["stopped"],
+            "settings": run["settings"],
+        }
+        for run in ledger.runs()
+    ]
+
+
 def _input_sets(ledger: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The ledger's inputs by what they were extracted as (the provider, model and type,
     and the prompt and schema in `inputs`), when runs of other settings shared it: a run
@@ -1044,6 +1064,7 @@ def _input_sets(ledger: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]
     (the usual ledger) gives an empty list."""
     sets: dict[tuple[Any, ...], dict[str, Any]] = {}
     by_run = {run["run_id"]: run["settings"] for run in runs}
+    state_of = {run["run_id"]: run["state"] for run in runs}
     for run_id, counts in ledger.counts_by_run().items():
         settings = by_run.get(run_id) or {}
         what = (settings.get("provider"), settings.get("model"), settings.get("type"))
@@ -1056,30 +1077,48 @@ def _input_sets(ledger: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]
                 "inputs_of": settings.get("inputs"),
                 "inputs": 0,
                 "counts": Counter(),
+                "in_flight": Counter(),
             },
         )
         entry["counts"].update(counts)
         entry["inputs"] += sum(counts.values())
+        if counts.get("in_flight"):
+            alive = state_of.get(run_id) == "running"
+            entry["in_flight"]["running" if alive else "dead"] += counts["in_flight"]
     if len(sets) < 2:
         return []
     return [
-        {**entry, "counts": dict(sorted(entry["counts"].items()))}
+        {
+            **entry,
+            "counts": dict(sorted(entry["counts"].items())),
+            "in_flight": dict(sorted(entry["in_flight"].items())),
+        }
         for entry in sorted(sets.values(), key=lambda entry: -entry["inputs"])
     ]
 
 
-def _counts_line(counts: dict[str, int]) -> str:
+def _counts_line(counts: dict[str, int], in_flight: dict[str, int] | None = None) -> str:
+    """The counts by status. What a ledger holds as in flight is told by its run's state:
+    a running run's are sent or next in line for a slot (a run claims up to twice its
+    concurrency), a dead run's are sent again by the next run."""
     order = ("done", "failed", "pending", "in_flight")
-    return ", ".join(
-        f"{name.replace('_', ' ')} {counts[name]}"
-        for name in (*order, *sorted(set(counts) - set(order)))
-        if counts.get(name)
-    )
+    parts = []
+    for name in (*order, *sorted(set(counts) - set(order))):
+        if not counts.get(name):
+            continue
+        if name != "in_flight" or in_flight is None:
+            parts.append(f"{name.replace('_', ' ')} {counts[name]}")
+            continue
+        if in_flight.get("running"):
+            parts.append(f"claimed by a running run {in_flight['running']} (sent or next in line)")
+        if in_flight.get("dead"):
+            parts.append(f"left in flight by a dead run {in_flight['dead']} (sent again on resume)")
+    return ", ".join(parts)
 
 
 def status_lines(report: dict[str, Any]) -> list[str]:
     """`allama batch status` as a person reads it."""
-    shown = _counts_line(report["counts"])
+    shown = _counts_line(report["counts"], report.get("in_flight"))
     lines = [f"ledger: {report['ledger']}", f"inputs: {report['inputs']} ({shown or 'none'})"]
     sets = report.get("sets") or []
     if sets:
@@ -1091,7 +1130,7 @@ def status_lines(report: dict[str, Any]) -> list[str]:
         prompt = f" [inputs {entry['inputs_of']}]" if entry["inputs_of"] else ""
         lines.append(
             f"  - {entry['provider']} {entry['model']}, {entry['type']}{prompt}: "
-            f"{entry['inputs']} ({_counts_line(entry['counts'])})"
+            f"{entry['inputs']} ({_counts_line(entry['counts'], entry.get('in_flight'))})"
         )
     lines.append(
         f"attempts {report['attempts']}, passes {report['passes']}, tokens "
