@@ -1347,3 +1347,5 @@ def test_a_try_again_that_waits_for_its_turn_when_the_run_stops_is_not_sent(
     (row,) = Ledger(ledger, settings={}).rows()
     assert row.status == "pending" and row.error is not None
     assert row.error["kind"] == "overloaded"
+    # One send, one attempt: the try that was never sent is not counted.
+    assert (result.attempts, row.attempts, run.summary.attempts) == (1, 1, 1)

@@ -989,6 +989,13 @@ class _Runner:
                     # An input's time runs from its first send: not its wait for a slot.
                     began = time.monotonic()
                     self.unsent.discard(key)
+                if tries.owed:
+                    # A try again is counted on disk before it is sent, and only then: a
+                    # run that stops or ends while it waits for its turn made no attempt.
+                    tries.owed = False
+                    tries.attempts = (
+                        await self.ledger.again(key) if self.ledger is not None else tries.tried + 1
+                    )
                 tries.tried += 1
                 self.summary.in_flight += 1
                 outcome: Extracted[Any] | Exception
@@ -1039,9 +1046,7 @@ class _Runner:
                 if record is not None and (record.passes or record.usage is not None):
                     spent.append(record)  # paid for: a pass, or a failure that reported usage
                     tries.last = (outcome, None)
-                tries.attempts = (
-                    await self.ledger.again(key) if self.ledger is not None else tries.tried + 1
-                )
+                tries.owed = True  # counted when it is sent, not when its wait began
                 return None
             stops = _stops(outcome, tries.tried, self.spec.template is not None)
             if stops is not None:
@@ -1247,6 +1252,8 @@ class _Tries:
     last: tuple[Error, ExtractionMetadata | None] | None = None
     """The error the last send met, and its record when not among `spent`: what the input
     ends with if the run stops before it is sent again."""
+    owed: bool = False
+    """To be sent again: the attempt is counted when it is."""
 
 
 def _retry_step(error: Error, tries: _Tries, max_attempts: int) -> bool | str:
