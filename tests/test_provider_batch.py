@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 import allama
 from _kill import kill_after
-from _provider_batch_server import ProviderBatchServer
+from _provider_batch_server import Outcome, ProviderBatchServer
 from allama._prices import cost_of
 from allama.adapters._http import HttpRequest, HttpResponse
 from allama.batch import AsyncBatchRun, BatchResult, BatchRun
@@ -955,6 +955,46 @@ def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
     with pytest.raises(JobLookupError, match="2 batches of 3 requests"):
         _run(provider, model, _docs(3), ledger)
     assert len(server.jobs) == 2  # nothing sent again
+
+
+def test_a_live_follow_up_that_meets_a_server_error_after_the_stop_stays_pending(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+    # doc 7's job row is no JSON: it is asked again live, and that call meets a 503 just
+    # as the run is stopped.
+    run = _batch_run(
+        provider, model, ["doc 7"], ledger, job_retry="live", extractor=allama.Extractor(retries=1)
+    )
+    answer = server.answer
+
+    def busy(family: str, body: Any, *, batch: bool, model: str = "") -> Outcome:
+        if batch:
+            return answer(family, body, batch=batch, model=model)
+        run.stop()
+        return Outcome("overloaded", message="The server is overloaded; try again.")
+
+    monkeypatch.setattr(server, "answer", busy)
+    (result,) = list(run)
+    assert result.failure is not None and result.failure.kind == "server"
+    assert result.attempts == 2  # the job's row, and the live call
+    # Not failed: pending for the next run, which the error does not stop. The job's pass
+    # was paid for, and is kept.
+    (row,) = Ledger(ledger, settings={}).rows()
+    assert (row.status, row.attempts) == ("pending", 2)
+    assert row.error is not None and row.error["kind"] == "server"
+    assert result.metadata is not None
+    assert (result.metadata.passes, result.metadata.batch_passes) == (1, 1)
+    assert run.summary.passes == 1 and run.summary.priced == 1
+    # The next run takes it up.
+    monkeypatch.setattr(server, "answer", answer)
+    retries = allama.Extractor(retries=1)
+    (again,) = list(
+        _batch_run(provider, model, ["doc 7"], ledger, job_retry="live", extractor=retries)
+    )
+    assert again.value == Doc(n=7) and not again.resumed
+    assert again.metadata is not None and again.metadata.passes == 2
 
 
 def test_a_live_run_leaves_inputs_in_a_provider_job_to_a_provider_batch_run(

@@ -595,16 +595,18 @@ class JobRunner(_Runner):
                 try:
                     answer: ChatResponse | Error = await self.send(item.pending)
                 except Error as error:
-                    if (
-                        error.retryable
-                        and item.attempts < self.spec.max_attempts
-                        and (self.stopping is None)
-                    ):
-                        if isinstance(error, RateLimitedError):
-                            pause = self.limiter.slow_down(asked_wait(error), sent_at)
-                        else:
-                            pause = self._pause(error, tried)
-                        await asyncio.sleep(pause)
+                    if error.retryable and item.attempts < self.spec.max_attempts:
+                        if self.stopping is None:
+                            if isinstance(error, RateLimitedError):
+                                pause = self.limiter.slow_down(asked_wait(error), sent_at)
+                            else:
+                                pause = self._pause(error, tried)
+                            await asyncio.sleep(pause)
+                        if self.stopping is not None:
+                            # Stopped before its try again: pending for the next run, with
+                            # the error it met, as a live run's input is (not failed).
+                            await self._set_aside_item(item, error)
+                            return
                         assert self.ledger is not None
                         item.attempts = await self.ledger.again(item.key)
                         continue
@@ -628,6 +630,22 @@ class JobRunner(_Runner):
     async def _done(self, item: _Item, extracted: Extracted[Any]) -> None:
         result = await self._record_success(
             item.index, item.key, item.label, extracted, item.attempts, item.began, []
+        )
+        self._duplicates(item, result)
+
+    async def _set_aside_item(self, item: _Item, error: Error) -> None:
+        # The engine raises the error back with the record of the passes paid before it.
+        assert item.steps is not None
+        try:
+            item.steps.send(error)
+            item.steps.close()
+        except Error as raised:
+            error = raised
+        except Exception:  # anything else the engine raised: the provider's error is kept
+            item.steps.close()
+        record = ExtractionMetadata.from_error(error)
+        result = await self._set_aside(
+            item.index, item.key, item.label, error, record, item.attempts, item.began, []
         )
         self._duplicates(item, result)
 
