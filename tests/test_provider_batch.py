@@ -997,6 +997,32 @@ def test_a_live_follow_up_that_meets_a_server_error_after_the_stop_stays_pending
     assert again.metadata is not None and again.metadata.passes == 2
 
 
+def test_a_row_worth_sending_again_that_comes_back_after_the_stop_stays_pending(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "run.sqlite"
+    run = _batch_run(provider, model, ["doc 1", "doc 23"], ledger)
+    answer = server.answer
+
+    def stopping(family: str, body: Any, *, batch: bool, model: str = "") -> Outcome:
+        run.stop()  # while the job runs: its rows are answered when it ends
+        return answer(family, body, batch=batch, model=model)
+
+    monkeypatch.setattr(server, "answer", stopping)
+    results = sorted(run, key=lambda r: r.index)
+    assert results[0].value == Doc(n=1)
+    # doc 23's row is a server error: not failed, not sent again, but pending.
+    assert results[1].failure is not None and results[1].failure.kind == "overloaded"
+    rows = {row.position: row for row in Ledger(ledger, settings={}).rows()}
+    assert (rows[1].status, rows[1].attempts) == ("pending", 1)
+    assert len(server.jobs) == 1 and sum(server.live.values()) == 0
+    monkeypatch.setattr(server, "answer", answer)
+    again = sorted(_batch_run(provider, model, ["doc 1", "doc 23"], ledger), key=lambda r: r.index)
+    assert [r.value for r in again] == [Doc(n=1), Doc(n=23)]
+    assert again[0].resumed and not again[1].resumed
+
+
 def test_a_live_run_leaves_inputs_in_a_provider_job_to_a_provider_batch_run(
     server: ProviderBatchServer, tmp_path: Path
 ) -> None:

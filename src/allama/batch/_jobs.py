@@ -571,9 +571,13 @@ class JobRunner(_Runner):
 
     async def _again(self, item: _Item, why: BaseException) -> bool:
         """Send the same request again (a row the job did not answer, or a server error),
-        if attempts are left; `False` when they are not."""
-        if item.attempts >= self.spec.max_attempts or self.stopping is not None:
+        if attempts are left; `False` when they are not. After a stop it is left pending
+        instead, with what it met, for the next run (as a live run's input is)."""
+        if item.attempts >= self.spec.max_attempts:
             return False
+        if self.stopping is not None:
+            await self._set_aside_item(item, why)
+            return True
         assert self.ledger is not None
         item.attempts = await self.ledger.resend(item.key, item.log)
         item.entry, item.warnings = None, []
@@ -633,11 +637,13 @@ class JobRunner(_Runner):
         )
         self._duplicates(item, result)
 
-    async def _set_aside_item(self, item: _Item, error: Error) -> None:
-        # The engine raises the error back with the record of the passes paid before it.
+    async def _set_aside_item(self, item: _Item, error: BaseException) -> None:
+        # The engine raises a provider's error back with the record of the passes paid
+        # before it.
         assert item.steps is not None
         try:
-            item.steps.send(error)
+            if isinstance(error, Error):
+                item.steps.send(error)
             item.steps.close()
         except Error as raised:
             error = raised

@@ -409,10 +409,19 @@ class Ledger:
     def _set_aside(self, key: str, error: dict[str, Any]) -> None:
         """Make an input this run sent pending again, its attempts counted and the error it
         met kept: an error that was not the input's (a refused key, a provider out of
-        reach), or one the run stopped before trying again."""
+        reach), or one the run stopped before trying again (a live call, or a row of a
+        collected provider batch job: out of the job, what the jobs answered kept)."""
         self._connection.execute(
-            "UPDATE items SET status = ?, error = ? WHERE key = ? AND run_id = ? AND status = ?",
-            (Status.PENDING, _json_text(error), key, self.run_id, Status.IN_FLIGHT),
+            "UPDATE items SET status = ?, error = ?, job = NULL "
+            "WHERE key = ? AND run_id = ? AND status IN (?, ?)",
+            (
+                Status.PENDING,
+                _json_text(error),
+                key,
+                self.run_id,
+                Status.IN_FLIGHT,
+                Status.SUBMITTED,
+            ),
         )
 
     def reopen(self, key: str) -> None:

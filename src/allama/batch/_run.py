@@ -1149,7 +1149,7 @@ class _Runner:
         index: int,
         key: str,
         label: str,
-        error: Error,
+        error: BaseException,
         record: ExtractionMetadata | None,
         attempts: int,
         began: float,
