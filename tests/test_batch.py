@@ -384,6 +384,9 @@ def test_an_input_the_run_stopped_before_trying_again_stays_pending(tmp_path: Pa
         slow.stop()
     assert outcome(results[0]) == "ok"
     assert outcome(results[1]) == "overloaded"  # a 503, not tried again: the run stopped
+    assert results[1].pending and not results[0].pending
+    assert (run.summary.failed, run.summary.pending) == (1, 1)
+    assert run.summary.lines()[0].startswith("1 done, 1 failed (1 kept pending for the next run)")
     assert run.summary.stopped is not None and run.summary.refused is None
     rows = {row.position: row for row in Ledger(ledger, settings={}).rows()}
     assert (rows[0].status, rows[1].status, rows[1].attempts) == ("done", "pending", 1)

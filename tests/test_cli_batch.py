@@ -736,7 +736,7 @@ def test_a_refused_key_stops_the_run_and_fails_the_command(
     assert rows_of(out) == [] and server.refused == 1
     err = capsys.readouterr().err
     summary = summary_of(err)
-    assert summary[1] == "0 done, 1 failed, 5 not started, in T s"
+    assert summary[1] == "0 done, 1 failed (1 kept pending for the next run), 5 not started, in T s"
     assert (
         "stopped starting new inputs: the provider refused the run's key or account: "
         "authentication (39 chars withheld) [provider=openai, status=401]"
@@ -1014,6 +1014,37 @@ def test_a_field_named_for_a_folder_is_a_bad_argument(
     docs = folder(tmp_path, [1])
     assert run(server, row_type, docs, tmp_path / "out.jsonl", "--field", "body") == 2
     assert "a folder's documents are its files" in capsys.readouterr().err
+
+
+HUNDREDS_TYPE = """from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator
+
+
+class Row(BaseModel):
+    n: Annotated[int, BeforeValidator(lambda v: int(v) * 100)]
+"""
+
+
+def test_a_value_read_from_the_ledger_is_written_as_the_run_gave_it(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    # A validator that changes what it reads: its output read again, not its value's JSON
+    # (which would come back a hundred times too large).
+    hundreds = tmp_path / "hundreds.py"
+    hundreds.write_text(HUNDREDS_TYPE, encoding="utf-8")
+    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8])
+    out = tmp_path / "out.jsonl"
+    assert run(server, f"{hundreds}:Row", docs, out) == 0
+    expected = {f"doc-0{n}.txt": {"n": 100 * n} for n in (1, 2, 4, 5, 6, 8)}
+    assert {row["label"]: row["value"] for row in rows_of(out)} == expected
+    # Resumed: every value from the ledger.
+    assert run(server, f"{hundreds}:Row", docs, out) == 0
+    assert {row["label"]: row["value"] for row in rows_of(out)} == expected
+    # Stopped at once: the documents not reached are written from the ledger.
+    assert run(server, f"{hundreds}:Row", docs, out, "--max-cost", "0.00001") == 0
+    assert {row["label"]: row["value"] for row in rows_of(out)} == expected
+    assert sum(server.sent.values()) == 6
 
 
 def test_a_budget_that_holds_nothing_back_is_no_stop_of_the_command(

@@ -7,9 +7,11 @@ options, or a zero-argument factory) and runs the rows of each batch concurrentl
 three more columns, and a bad row never fails the job:
 
 - `value`: the validated value as JSON text, or null; the JSON is pydantic's round-trip
-  form, which `TypeAdapter(tp).validate_json(value, by_name=True)` reads back into the
-  value (`by_name`: a type with aliases writes its field names), as a batch run's ledger
-  keeps it;
+  form keyed by field name, which `TypeAdapter(tp).validate_json(value, by_alias=False,
+  by_name=True)` reads back (by field name only, so that an alias that is another
+  field's name is not read as that field). Reading it back runs the type's validators
+  again: a type whose validators change what they read, or that writes its own JSON (a
+  serializer, `ser_json_bytes`), may read back as another value;
 - `error`: null, or a short log-safe line: the error's kind and allama's own words (a
   provider's message, which may quote the input, is withheld, as in `Error.as_log()`);
 - `record`: the extraction record as JSON text (`ExtractionMetadata.to_json_dict()`), for a

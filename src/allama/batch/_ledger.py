@@ -41,7 +41,7 @@ __all__ = [
     "Status",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 HEARTBEAT_SECONDS = 5.0
 """How often a live run says so; a run on another host silent for `STALE_AFTER` is dead."""
@@ -85,7 +85,10 @@ CREATE TABLE IF NOT EXISTS items (
     record TEXT,
     error TEXT,
     cost TEXT,
-    tokens INTEGER
+    tokens INTEGER,
+    job TEXT,
+    log TEXT,
+    source TEXT
 );
 CREATE INDEX IF NOT EXISTS items_status ON items (status);
 CREATE TABLE IF NOT EXISTS jobs (
@@ -108,8 +111,9 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 """
 
-_ADDED_COLUMNS = (("job", "TEXT"), ("log", "TEXT"))
-"""Columns of `items` added in schema 2 (provider batch jobs): added to older ledgers."""
+_ADDED_COLUMNS = (("job", "TEXT"), ("log", "TEXT"), ("source", "TEXT"))
+"""Columns of `items` added since schema 1, added to older ledgers: `job` and `log` in
+schema 2 (provider batch jobs), `source` in 3 (the output a value was read from)."""
 
 
 class JobPhase:
@@ -166,6 +170,9 @@ class LedgerRow:
     log: list[dict[str, Any]] | None = None
     """What the provider batch jobs answered so far (status and body of each outcome the
     extraction took in), replayed to carry an extraction on where it was."""
+    source: str | None = None
+    """The output text the value was read from (done rows): read again, it gives the value
+    the run gave (`read_again`); `None` in ledgers written before it was kept."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,8 +230,9 @@ class Ledger:
         if read_only:
             self._connection = _read_only(self.path)
             columns = {row[1] for row in self._connection.execute("PRAGMA table_info(items)")}
-            if not {name for name, _ in _ADDED_COLUMNS} <= columns:
-                self._select = _SELECT_V1
+            for name, _ in _ADDED_COLUMNS:  # a ledger older than they: read as it is
+                if name not in columns:
+                    self._select = self._select.replace(f", {name}", ", NULL")
             self._has_jobs = bool(
                 self._connection.execute(
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'"
@@ -384,19 +392,21 @@ class Ledger:
         status: str,
         seconds: float,
         value: str | None = None,
+        source: str | None = None,
         record: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
         cost: str | None = None,
         tokens: int | None = None,
     ) -> None:
         self._connection.execute(
-            "UPDATE items SET status = ?, finished_at = ?, seconds = ?, value = ?, "
+            "UPDATE items SET status = ?, finished_at = ?, seconds = ?, value = ?, source = ?, "
             "record = ?, error = ?, cost = ?, tokens = ? WHERE key = ? AND run_id = ?",
             (
                 status,
                 time.time(),
                 seconds,
                 value,
+                source,
                 None if record is None else _json_text(record),
                 None if error is None else _json_text(error),
                 cost,
@@ -731,12 +741,8 @@ class Ledger:
 
 _SELECT = (
     "SELECT key, position, label, status, attempts, run_id, seconds, value, record, error, "
-    "cost, tokens, job, log FROM items"
+    "cost, tokens, job, log, source FROM items"
 )
-
-
-_SELECT_V1 = _SELECT.replace("job, log", "NULL, NULL")
-"""A ledger written before provider batch jobs, read as it is."""
 
 
 def _while_locked(statement: Callable[[], Any], limit: float = 60.0) -> Any:
@@ -777,8 +783,9 @@ def _row(raw: tuple[Any, ...]) -> LedgerRow:
         error=None if error is None else json.loads(error),
         cost=raw[10],
         tokens=raw[11],
-        job=raw[12] if len(raw) > 12 else None,
-        log=json.loads(raw[13]) if len(raw) > 13 and raw[13] else None,
+        job=raw[12],
+        log=json.loads(raw[13]) if raw[13] else None,
+        source=raw[14],
     )
 
 

@@ -23,8 +23,9 @@ import re
 import sqlite3
 import threading
 import time
+import warnings
 from collections import Counter
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from os import PathLike
@@ -52,6 +53,8 @@ from allama.errors import (
 from allama.extract._engine import Extracted
 from allama.extract._extractor import Extractor
 from allama.extract._metadata import ExtractionMetadata
+from allama.extract._output import dump_consumes, dump_reads_back
+from allama.extract._parse import ReadAgainError, read_again
 from allama.provider import ChatProvider
 from allama.types import ChatRequest
 
@@ -97,7 +100,9 @@ class BatchResult(Generic[T]):
     attempts that failed with a provider error after paying for passes (a retry then
     started over): their usage and cost count in the summary too. `duplicate`: the same
     input as an earlier one of this run, given that one's outcome and record, not sent
-    (the summary counts its passes, tokens and cost once, with the first).
+    (the summary counts its passes, tokens and cost once, with the first). `pending`: a
+    failure of this run that the ledger keeps pending for the next run, which sends it
+    again (an error worth trying again met when the run stopped, or one that stopped it).
     """
 
     index: int
@@ -111,6 +116,7 @@ class BatchResult(Generic[T]):
     resumed: bool = False
     spent: tuple[ExtractionMetadata, ...] = ()
     duplicate: bool = False
+    pending: bool = False
 
     @property
     def ok(self) -> bool:
@@ -121,7 +127,8 @@ class BatchResult(Generic[T]):
         return (
             f"BatchResult(index={self.index}, label={self.label!r}, {outcome}, "
             f"attempts={self.attempts}, resumed={self.resumed}"
-            + (", duplicate=True)" if self.duplicate else ")")
+            + (", duplicate=True" if self.duplicate else "")
+            + (", pending=True)" if self.pending else ")")
         )
 
 
@@ -187,6 +194,8 @@ class BatchSummary:
     """Times a 429 cut the request rate (a burst answering requests sent together is one)."""
     rate_limited: int = 0
     """Rate-limit answers (429s) met."""
+    pending: int = 0
+    """Failures of this run the ledger keeps pending for the next run (`BatchResult.pending`)."""
 
     @property
     def finished(self) -> int:
@@ -225,6 +234,7 @@ class BatchSummary:
         else:
             self.failed += 1
             self.failures_by_kind[result.failure.kind] += 1
+            self.pending += result.pending
         if result.resumed:
             self.resumed += 1
         if result.metadata is not None and result.failure is None:
@@ -255,6 +265,8 @@ class BatchSummary:
         notes = [f"{self.resumed} finished by an earlier run"] if self.resumed else []
         if self.duplicates:
             notes.append(f"{self.duplicates} repeating an earlier input")
+        if self.pending:
+            notes.append(f"{self.pending} kept pending for the next run")
         out = [
             f"{self.done} done, {self.failed} failed"
             + (f" ({'; '.join(notes)})" if notes else "")
@@ -370,10 +382,52 @@ class _Spec:
     adapter: TypeAdapter[Any] = field(init=False)
     key: Callable[[Any, ChatRequest], str] = field(init=False)
     """The key of an input and the request built from it (`input_key`)."""
+    dump_reads_back: bool = field(init=False)
+    """Every value reads back from its JSON as itself (`dump_reads_back`): the ledger
+    keeps the JSON alone, with nothing to check."""
+    dump_consumes: bool = field(init=False)
+    """Writing a value's JSON empties part of it (`Iterable` fields)."""
+    keeps_source: bool = field(init=False)
+    """The ledger may keep the output a value was read from; not for a type with secrets
+    (`SecretStr`), whose values it keeps only as their JSON writes them: masked."""
 
     def __post_init__(self) -> None:
         self.adapter = TypeAdapter(self.tp)
         self.key = _keys(self.provider.name, self.tp, self.template)
+        self.dump_reads_back = dump_reads_back(self.adapter)
+        self.dump_consumes = not self.dump_reads_back and dump_consumes(self.adapter)
+        self.keeps_source = not self.dump_reads_back and not _has_secrets(self.adapter)
+
+
+def _reads_back(spec: _Spec, text: str, value: Any) -> bool:
+    """Whether `text`, a value's JSON, reads back as that value: equal, and of the same
+    types throughout (`1` equals an `IntEnum`'s 1, and `repr` tells them apart)."""
+    try:
+        back = read_stored_value(spec.adapter, text)
+        return bool(back == value) and repr(back) == repr(value)
+    except Exception:  # it does not validate, or its values do not compare
+        return False
+
+
+def _has_secrets(adapter: TypeAdapter[Any]) -> bool:
+    """Whether the type holds a secret: a `writeOnly` property in its JSON Schema, which
+    pydantic's `SecretStr` and `SecretBytes` are."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # what the schema leaves out is not asked here
+            schema: Any = adapter.json_schema()
+    except Exception:  # no JSON Schema, so no extraction either
+        return False
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("writeOnly") is True:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def _spec(
@@ -1078,7 +1132,7 @@ class _Runner:
         metadata = extracted.metadata
         if self.ledger is not None:
             try:
-                value = stored_value(self.spec.adapter, extracted.value)
+                value, source = self._stored(extracted)
             except Exception as error:  # validated and paid for, but the ledger cannot hold it
                 unstorable = BatchFailure(
                     VALUE_UNSTORABLE,
@@ -1095,6 +1149,7 @@ class _Runner:
                 status=Status.DONE,
                 seconds=seconds,
                 value=value,
+                source=source,
                 record=_stored_record(metadata, spent),
                 cost=None if cost is None else str(cost),
                 tokens=None if usage is None else usage.total_tokens,
@@ -1178,9 +1233,26 @@ class _Runner:
             time.monotonic() - began,
             False,
             tuple(spent),
+            pending=self.ledger is not None,
         )
         self._finish(result)
         return result
+
+    def _stored(self, extracted: Extracted[Any]) -> tuple[str, str | None]:
+        """A value's JSON for the ledger, and the output it was read from where the JSON
+        would not read back as the value (a validator that changes what it reads, a
+        serializer of the type's own, a union that reads another choice): a resumed run
+        reads that output again instead, as the run did."""
+        spec, source = self.spec, extracted.source
+        if spec.dump_reads_back or source is None:
+            return stored_value(spec.adapter, extracted.value), None
+        # Writing an `Iterable` empties it: the ledger writes a copy, the caller gets it whole.
+        root_wrapped = extracted.metadata.root_wrapped
+        copy = read_again(spec.tp, source, root_wrapped) if spec.dump_consumes else None
+        value = stored_value(spec.adapter, extracted.value if copy is None else copy)
+        if not spec.keeps_source or (copy is None and _reads_back(spec, value, extracted.value)):
+            return value, None
+        return value, source
 
     def _from_ledger(self, index: int, label: str, row: LedgerRow) -> BatchResult[Any]:
         records = dict(row.record or {})
@@ -1191,8 +1263,8 @@ class _Runner:
         failure: BatchFailure | None = None
         if row.status == Status.DONE and row.value is not None:
             try:
-                value = read_stored_value(self.spec.adapter, row.value)
-            except ValidationError as invalid:  # that input's failure: the run goes on
+                value = read_done(self.spec, row.value, row.source, records)
+            except (ValidationError, ReadAgainError) as invalid:  # that input's failure
                 failure = _stored_value_invalid(invalid, self.spec.tp)
         else:
             error = row.error or {}
@@ -1311,6 +1383,7 @@ def _duplicate(index: int, label: str, first: BatchResult[Any]) -> BatchResult[A
         0.0,
         first.resumed,
         duplicate=True,
+        pending=first.pending,
     )
 
 
@@ -1328,23 +1401,36 @@ def stored_python(adapter: TypeAdapter[Any], value: Any) -> Any:
 
 
 def read_stored_value(adapter: TypeAdapter[Any], text: str | bytes) -> Any:
-    """A stored value, validated again. Keys are taken by alias or by field name: a type
-    with aliases writes its field names, and reads only its aliases unless told."""
-    return adapter.validate_json(text, by_alias=True, by_name=True)
+    """A stored value, validated again. Keys are taken by field name only, as they are
+    written: a type whose alias is another field's name reads each key as its field."""
+    return adapter.validate_json(text, by_alias=False, by_name=True)
 
 
-def _stored_value_invalid(error: ValidationError, tp: Any) -> BatchFailure:
+def read_done(spec: _Spec, value: str, source: str | None, record: Mapping[str, Any] | None) -> Any:
+    """The value of an input an earlier run finished, as that run gave it: the output it was
+    read from, read again the same way (`read_again`), where the ledger kept it; else (a
+    ledger written before it did) the stored value, validated again."""
+    if source is not None:
+        return read_again(spec.tp, source, bool((record or {}).get("root_wrapped")))
+    return read_stored_value(spec.adapter, value)
+
+
+def _stored_value_invalid(error: ValidationError | ReadAgainError, tp: Any) -> BatchFailure:
     """What a stored value that no longer validates is told as: where and what kind of
     error, never the value (the model's text)."""
-    problems = error.errors(include_url=False, include_input=False, include_context=False)
-    first = problems[0]
-    where = ".".join(str(part) for part in first["loc"]) or "the value itself"
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    if isinstance(error, ReadAgainError):
+        problem = f"`{error.kind or 'json_invalid'}` at {error.path or 'the value itself'}"
+    else:
+        problems = error.errors(include_url=False, include_input=False, include_context=False)
+        first = problems[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the value itself"
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        problem = f"`{first['type']}` at {where}{more}"
     return BatchFailure(
         STORED_VALUE_INVALID,
         f"finished by an earlier run, but its value in the ledger does not validate as "
-        f"{_tracing.type_name(tp)}: `{first['type']}` at {where}{more}; the value stays in "
-        "the ledger (`allama batch export` writes it)",
+        f"{_tracing.type_name(tp)}: {problem}; the value stays in the ledger "
+        "(`allama batch export` writes it)",
     )
 
 

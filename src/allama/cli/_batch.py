@@ -563,7 +563,8 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
         return filled
     from pydantic import ValidationError
 
-    from allama.batch._run import read_stored_value
+    from allama.batch._run import read_done, stored_python
+    from allama.extract._parse import ReadAgainError
 
     spec = run._spec
 
@@ -571,21 +572,28 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
         return index < len(seen) and bool(seen[index])
 
     try:
-        for index, document, key, row in _looked_up(spec, db, "status, value, record", reached):
+        has_source = any(
+            row[1] == "source" for row in db.execute("PRAGMA table_info(items)").fetchall()
+        )
+        columns = "status, value, record, " + ("source" if has_source else "NULL")
+        for index, document, key, row in _looked_up(spec, db, columns, reached):
             if row is None or row[0] != "done":
                 continue
-            _, value, record = row
+            _, value, record, source = row
+            kept = None if record is None else json.loads(record)
+            if not isinstance(kept, dict):
+                kept = None
             try:
                 label = spec.label(document, index)
-                read_stored_value(spec.adapter, value)  # written validated, as the run's are
-            except ValidationError:  # the type's validators changed since
+                # Read again as the run reads what it resumes, and written as its rows are.
+                shown = stored_python(spec.adapter, read_done(spec, value, source, kept))
+            except (ValidationError, ReadAgainError):  # the type's validators changed since
                 continue
             except Exception:  # the label function's: the input's failure, which the run said
                 continue
-            kept = None if record is None else json.loads(record)
-            if isinstance(kept, dict):  # as the run's own rows and `export` write it
+            if kept is not None:  # as the run's own rows and `export` write it
                 kept.pop("earlier_attempts", None)
-            line = {"label": label, "key": key, "value": json.loads(value), "record": kept}
+            line = {"label": label, "key": key, "value": shown, "record": kept}
             output.write(json.dumps(line, ensure_ascii=False) + "\n")
             filled[str(kept.get("enforcement")) if isinstance(kept, dict) else "unknown"] += 1
     except sqlite3.Error:
@@ -846,7 +854,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         return EXIT_INTERRUPTED
     if summary.refused is not None:
         return EXIT_FAILED
-    if summary.stopped is not None and summary.not_started:
+    if summary.stopped is not None and (summary.not_started or summary.pending):
         return EXIT_BUDGET  # what the budget held back is pending: the same command sends it
     return EXIT_OK
 

@@ -38,11 +38,17 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Extracted(Generic[T]):
-    """A typed value, the response it came from (the last one), and how it was obtained."""
+    """A typed value, the response it came from (the last one), and how it was obtained.
+
+    `source` is the output text the value was read from (after repair, when it was
+    repaired). Read again the same way, it gives the same value, which the value's own JSON
+    does not always (validators that change what they read, unions, serializers of the
+    type's own): a batch run's ledger keeps it for such types."""
 
     value: T
     response: ChatResponse
     metadata: ExtractionMetadata
+    source: str | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,9 +293,9 @@ def finish(
     )
     if isinstance(parsed, Rejection):
         raise _failed(parsed, metadata, response)
-    value, repaired = parsed
+    value, repaired, source = parsed
     metadata.repaired = repaired
-    return Extracted(value=value, response=response, metadata=metadata)
+    return Extracted(value=value, response=response, metadata=metadata, source=source)
 
 
 def _failed(rejection: Rejection, metadata: ExtractionMetadata, response: ChatResponse) -> _Failure:
@@ -334,9 +340,9 @@ def extract_steps(
             response, metadata.mode, target, settings.repair, settings.rejects_undeclared(metadata)
         )
         if not isinstance(parsed, Rejection):
-            value, repaired = parsed
+            value, repaired, source = parsed
             metadata.repaired = repaired
-            return Extracted(value=value, response=response, metadata=metadata)
+            return Extracted(value=value, response=response, metadata=metadata, source=source)
         if retries_left > 0 and parsed.worth_asking_again():
             retries_left -= 1
             if parsed.undeclared:

@@ -34,7 +34,7 @@ from allama.schema._nulls import may_hold_stand_in_nulls
 from allama.schema._types import derived
 from allama.schema._undeclared import may_ignore_undeclared_keys
 
-__all__ = ["CAREFUL", "OutputPlan", "output_plan"]
+__all__ = ["CAREFUL", "OutputPlan", "dump_consumes", "dump_reads_back", "output_plan"]
 
 
 _NOT_PLAIN = frozenset(
@@ -183,3 +183,71 @@ def _core_kinds(core: Any) -> _Kinds:
             if isinstance(child, dict | list | tuple):
                 stack.append(child)
     return found
+
+
+_READ_BACK_KINDS = frozenset(
+    {
+        "definitions",
+        "definition-ref",
+        "model",
+        "model-fields",
+        "model-field",
+        "typed-dict",
+        "typed-dict-field",
+        "list",
+        "set",
+        "frozenset",
+        "tuple",
+        "dict",
+        "nullable",
+        "default",
+        "tagged-union",
+    }
+    | _SCALAR_KINDS - {"bytes"}
+)
+"""Core schema kinds whose values their JSON gives back as they were, by themselves."""
+
+
+def dump_reads_back(adapter: TypeAdapter[Any]) -> bool:
+    """Whether every value of the type is sure to read back from its JSON (`dump_json` in
+    the round-trip form, keyed by field name) as itself: only the kinds above, and no
+    serializer of its own, no field left out of the JSON, no model with an `__init__` or a
+    `model_post_init` of its own, no JSON setting of a model's. Where it is not sure (a
+    validator function, a union that may read another choice, `bytes`...), a value may
+    still read back, which only trying tells."""
+    seen: set[int] = set()
+    stack: list[Any] = [adapter.core_schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list | tuple):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        kind = node.get("type")
+        if kind is None:  # a mapping of fields by name
+            stack.extend(node.values())
+            continue
+        if kind not in _READ_BACK_KINDS or "serialization" in node:
+            return False
+        if node.get("serialization_exclude") or node.get("serialization_exclude_if"):
+            return False
+        if kind == "model":
+            config = node.get("config") or {}
+            if node.get("root_model") or node.get("post_init") or node.get("custom_init"):
+                return False
+            if any(name.startswith(("ser_json_", "val_json_")) for name in config):
+                return False
+        for key, child in node.items():
+            if key in ("cls", "ref", "metadata", "config", "default", "members", "expected"):
+                continue
+            if isinstance(child, dict | list | tuple):
+                stack.append(child)
+    return True
+
+
+def dump_consumes(adapter: TypeAdapter[Any]) -> bool:
+    """Whether writing a value of the type reads some of it to its end (an `Iterable`
+    field is validated as an iterator, which its JSON empties)."""
+    return "generator" in _core_kinds(adapter.core_schema).kinds

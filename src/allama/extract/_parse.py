@@ -167,8 +167,9 @@ def parse_value(
     repair: bool,
     reject_undeclared: bool,
     checked: Checked | None = None,
-) -> tuple[Any, bool] | Rejection:
-    """The value and whether repair was needed, or why the output cannot be used.
+) -> tuple[Any, bool, str] | Rejection:
+    """The value, whether repair was needed and the text it was read from, or why the
+    output cannot be used.
 
     `checked` is an output already validated (a stream's, when its value ended): when the
     output is that text, checked the same way, its value is taken as it is."""
@@ -185,14 +186,14 @@ def parse_value(
     else:
         result = check(raw, adapter, schema, reject_undeclared)
     if not isinstance(result, Failure):
-        return target.unwrap(result), False
+        return target.unwrap(result), False, raw
     failure = result
     if repair:
         candidate = repair_candidate(raw)
         if candidate is not None:
             repaired = check(candidate, adapter, schema, reject_undeclared)
             if not isinstance(repaired, Failure):
-                return target.unwrap(repaired), True
+                return target.unwrap(repaired), True, candidate
             if not repaired.invalid_json:
                 failure = repaired
     detail = failure.message
@@ -212,6 +213,32 @@ def parse_value(
         undeclared=failure.undeclared,
         output_path=failure.path,
     )
+
+
+def read_again(tp: Any, source: str, root_wrapped: bool = False) -> Any:
+    """The value an extraction read from `source` (`Extracted.source`), read again as it
+    was then: the same normalisation, the same strict validation against the same schema
+    (wrapped in `{"value": ...}` when the record says `root_wrapped`). A type whose
+    validators change what they read gives the value it gave then, not one changed twice.
+    `ReadAgainError` when the type no longer accepts it."""
+    target = Target.of(tp, "", "")
+    if root_wrapped:
+        target = target.wrapping(tp)
+    result = check(source, target.type.adapter, target.schema, False)
+    if isinstance(result, Failure):
+        raise ReadAgainError(result.message, target.caller_path(result.path), result.kind)
+    return target.unwrap(result)
+
+
+class ReadAgainError(ValueError):
+    """A stored output the type no longer accepts. `kind` (pydantic's kind of error, or
+    `None` for text that is no JSON) and `path` say what and where without the output's
+    text; the message may quote it."""
+
+    def __init__(self, message: str, path: str | None, kind: str | None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.kind = kind
 
 
 def _problem(rejection: Rejection) -> str:

@@ -29,6 +29,8 @@ class Failure:
     path: str | None
     invalid_json: bool = False
     undeclared: bool = False
+    kind: str | None = None
+    """pydantic's kind of error (`int_parsing`), where validation said it."""
 
 
 def _describe(value: Any) -> str:
@@ -123,7 +125,7 @@ def _path(error: ErrorDetails) -> str | None:
 
 def from_validation_error(error: ValidationError) -> Failure:
     first = error.errors(include_url=False)[0]
-    return Failure(message=_message(first), path=_path(first))
+    return Failure(message=_message(first), path=_path(first), kind=first["type"])
 
 
 def _loads(raw: str) -> Any:

@@ -1,0 +1,303 @@
+"""A resumed run hands back the value the run that finished the input gave, whatever the
+type does between its JSON and its values: validators that change what they read, aliases
+that are other fields' names, unions, serializers of its own, iterables."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+from enum import IntEnum
+from pathlib import Path
+from typing import Annotated, Any
+from uuid import UUID, uuid4
+
+import pytest
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    SecretStr,
+    TypeAdapter,
+    field_serializer,
+    model_validator,
+)
+
+import allama
+import allama.mock
+from allama import CapabilitySupport, ChatCapability, ChatRequest
+from allama.batch import Ledger
+from allama.batch._run import stored_value
+from allama.extract._output import dump_reads_back
+
+TEMPLATE = ChatRequest("mock-model").system("Read the document.")
+ANY_ROOT = ChatCapability.RESPONSE_SCHEMA_ANY_ROOT
+
+
+def _runs(tp: Any, answer: Any, ledger: Path, count: int = 2) -> list[Any]:
+    """The result of one input's first run, then of each run that resumes it."""
+    results = []
+    for _ in range(count):
+        provider = allama.mock.MockProvider.with_text(json.dumps(answer))
+        (result,) = allama.batch(provider, tp, ["doc"], request=TEMPLATE, ledger=ledger)
+        assert result.failure is None, result.failure
+        results.append(result)
+    assert not results[0].resumed and all(r.resumed for r in results[1:])
+    return results
+
+
+def _row(ledger: Path) -> Any:
+    (row,) = Ledger(ledger, settings={}).rows()
+    return row
+
+
+class Price(BaseModel):
+    """Dollars in the document, cents in the value: read twice, a hundred times too many."""
+
+    cents: Annotated[int, BeforeValidator(lambda v: round(float(v) * 100))]
+
+
+class Shout(BaseModel):
+    text: Annotated[str, AfterValidator(lambda s: s + "!")]
+
+
+class Ordered(BaseModel):
+    low: int
+    high: int
+
+    @model_validator(mode="after")
+    def in_order(self) -> Ordered:
+        if self.low > self.high:
+            self.low, self.high = self.high, self.low
+        return self
+
+
+@dataclass
+class Counted:
+    n: int
+
+    def __post_init__(self) -> None:
+        self.n += 1
+
+
+class Crossed(BaseModel):
+    """Each field's alias is the other field's name."""
+
+    name: str = Field(alias="title")
+    title: str = Field(alias="heading")
+
+
+class Amount(BaseModel):
+    value: str | Decimal
+
+
+class One(IntEnum):
+    ONE = 1
+
+
+class Level(BaseModel):
+    level: One | int
+
+
+class Encoded(BaseModel):
+    model_config = ConfigDict(ser_json_bytes="base64")
+    data: bytes
+
+
+class Rounded(BaseModel):
+    score: Annotated[float, PlainSerializer(lambda v: round(v, 1), return_type=float)]
+
+
+class Dated(BaseModel):
+    day: date
+
+    @field_serializer("day")
+    def european(self, day: date) -> str:
+        return day.strftime("%d/%m/%Y")
+
+
+class Hidden(BaseModel):
+    shown: int
+    note: str = Field(default="", exclude=True)
+
+
+CASES: list[tuple[str, Any, Any, Any]] = [
+    (
+        "a validator that changes what it reads",
+        Price,
+        {"cents": 12.34},
+        Price.model_construct(cents=1234),
+    ),
+    ("an after validator", Shout, {"text": "hey"}, Shout.model_construct(text="hey!")),
+    ("a model validator", Ordered, {"low": 5, "high": 1}, Ordered(low=1, high=5)),
+    ("a dataclass's __post_init__", Counted, {"n": 1}, Counted(n=1)),  # n is 2
+    ("aliases that are other fields' names", Crossed, {"title": "T", "heading": "H"}, None),
+    ("a union that reads a string first", Amount, {"value": 1.5}, None),
+    ("a union of an enum and its values", Level, {"level": 1.0}, None),
+    ("bytes written as base64", Encoded, {"data": "hello"}, None),
+    ("a serializer that rounds", Rounded, {"score": 1.26}, None),
+    ("a serializer of another format", Dated, {"day": "2026-12-03"}, None),
+    ("a field left out of the JSON", Hidden, {"shown": 1, "note": "kept"}, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("tp", "answer", "_"), [case[1:] for case in CASES], ids=[case[0] for case in CASES]
+)
+def test_a_resumed_value_is_the_value_the_run_gave(
+    tp: Any, answer: Any, _: Any, tmp_path: Path
+) -> None:
+    first, resumed = (r.value for r in _runs(tp, answer, tmp_path / "run.sqlite"))
+    assert resumed == first
+    assert type(resumed) is type(first)
+    assert [type(v) for v in vars(resumed).values()] == [type(v) for v in vars(first).values()]
+
+
+def test_the_values_of_those_types_are_what_a_user_expects(tmp_path: Path) -> None:
+    for name, tp, answer, expected in CASES:
+        if expected is None:
+            continue
+        (result,) = _runs(tp, answer, tmp_path / f"{tp.__name__}.sqlite", count=1)
+        assert result.value == expected, name
+    (crossed,) = _runs(Crossed, {"title": "T", "heading": "H"}, tmp_path / "c.sqlite", 1)
+    assert (crossed.value.name, crossed.value.title) == ("T", "H")
+    (amount,) = _runs(Amount, {"value": 1.5}, tmp_path / "a.sqlite", 1)
+    assert amount.value.value == Decimal("1.5")
+
+
+def test_a_validator_that_counts_on_its_input_is_not_run_on_its_own_output(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    first, resumed, again = _runs(Price, {"cents": 12.34}, ledger, count=3)
+    assert first.value == resumed.value == again.value == Price.model_construct(cents=1234)
+    # Its JSON would read back a hundred times too large: the ledger keeps the output.
+    assert not dump_reads_back(TypeAdapter(Price))
+    assert _row(ledger).source == '{"cents": 12.34}'
+    # The ledger's value (what `allama batch export` writes) is the run's value too.
+    assert json.loads(_row(ledger).value) == {"cents": 1234}
+
+
+def test_an_iterable_field_reaches_the_caller_whole_and_resumes_whole(tmp_path: Path) -> None:
+    class Numbers(BaseModel):
+        items: Iterable[int]
+
+    ledger = tmp_path / "run.sqlite"
+    first, resumed = _runs(Numbers, {"items": [1, 2, 3]}, ledger)
+    assert list(first.value.items) == [1, 2, 3]  # not emptied by the ledger's write
+    assert list(resumed.value.items) == [1, 2, 3]
+    assert json.loads(_row(ledger).value) == {"items": [1, 2, 3]}
+
+
+class Stamped(BaseModel):
+    """A plain type (its JSON reads back as itself) with a value made at validation."""
+
+    n: int
+    id: UUID = Field(default_factory=uuid4)
+    tags: list[str] = []
+    parent: Stamped | None = None
+
+
+def test_a_type_whose_json_reads_back_keeps_its_json_alone(tmp_path: Path) -> None:
+    # A field made at validation (an id, a time) keeps the value the run made.
+    assert dump_reads_back(TypeAdapter(Stamped))
+    ledger = tmp_path / "run.sqlite"
+    first, resumed = (r.value for r in _runs(Stamped, {"n": 1, "tags": ["a"]}, ledger))
+    assert resumed == first and resumed.id == first.id
+    assert _row(ledger).source is None
+
+
+class Dollars(BaseModel):
+    """A type with a validator whose JSON happens to read back: nothing more is kept."""
+
+    amount: Annotated[int, AfterValidator(abs)]
+    id: UUID = Field(default_factory=uuid4)
+
+
+def test_a_value_that_reads_back_from_its_json_keeps_its_json_alone(tmp_path: Path) -> None:
+    ledger = tmp_path / "run.sqlite"
+    first, resumed = (r.value for r in _runs(Dollars, {"amount": -3}, ledger))
+    assert resumed == first == Dollars(amount=3, id=first.id)
+    assert _row(ledger).source is None
+
+
+class Login(BaseModel):
+    user: str
+    password: SecretStr
+    name: Annotated[str, AfterValidator(str.title)]
+
+
+def test_a_secret_is_never_kept_in_the_clear(tmp_path: Path) -> None:
+    ledger = tmp_path / "run.sqlite"
+    answer = {"user": "ann", "password": "hunter2", "name": "ann lee"}
+    first, resumed = (r.value for r in _runs(Login, answer, ledger))
+    assert first.password.get_secret_value() == "hunter2"
+    # As its JSON writes it: masked. The output it was read from is not kept either.
+    assert resumed.password.get_secret_value() == "**********"
+    assert resumed.name == "Ann Lee"
+    row = _row(ledger)
+    assert row.source is None and "hunter2" not in (row.value or "")
+
+
+def test_a_root_type_sent_wrapped_reads_back_wrapped(tmp_path: Path) -> None:
+    tens = list[Annotated[int, AfterValidator(lambda n: n * 10)]]
+    ledger = tmp_path / "run.sqlite"
+    runs = []
+    for _ in range(2):
+        # A provider that takes only an object at the schema's root: `{"value": [...]}`.
+        provider = allama.mock.MockProvider.with_text(json.dumps({"value": [1, 2]}))
+        provider.with_chat_capability(ANY_ROOT, CapabilitySupport.UNSUPPORTED)
+        (result,) = allama.batch(provider, tens, ["doc"], request=TEMPLATE, ledger=ledger)
+        assert result.failure is None, result.failure
+        runs.append(result)
+    assert runs[0].metadata is not None and runs[0].metadata.root_wrapped
+    assert runs[0].value == runs[1].value == [10, 20]
+    assert runs[1].resumed
+    assert _row(ledger).source == '{"value": [1, 2]}'
+
+
+def test_a_ledger_written_before_outputs_were_kept_reads_values_by_field_name(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    (first,) = _runs(Crossed, {"title": "T", "heading": "H"}, ledger, count=1)
+    with sqlite3.connect(ledger) as db:  # as an earlier version wrote it
+        db.execute("UPDATE items SET source = NULL")
+    provider = allama.mock.MockProvider.with_text("{}")
+    (resumed,) = allama.batch(provider, Crossed, ["doc"], request=TEMPLATE, ledger=ledger)
+    assert resumed.resumed and resumed.value == first.value
+    assert stored_value(TypeAdapter(Crossed), first.value) == '{"name":"T","title":"H"}'
+
+
+def _cap(cents: int) -> int:
+    if cents > 999:
+        raise ValueError(f"{cents} is more than the cap")
+    return cents
+
+
+class Capped(BaseModel):
+    """Dollars in the document, cents in the value: read twice, a hundred times too many."""
+
+    # `Price` with a cap added after a run filled the ledger: the same schema, the same key.
+    model_config = ConfigDict(title="Price")
+    cents: Annotated[int, BeforeValidator(lambda v: round(float(v) * 100)), AfterValidator(_cap)]
+
+
+def test_an_output_the_type_no_longer_accepts_is_that_inputs_failure(tmp_path: Path) -> None:
+    ledger = tmp_path / "run.sqlite"
+    _runs(Price, {"cents": 12.34}, ledger, count=1)
+    provider = allama.mock.MockProvider.with_text("{}")
+    (result,) = allama.batch(provider, Capped, ["doc"], request=TEMPLATE, ledger=ledger)
+    assert result.resumed and provider.requests == []
+    assert result.failure is not None and result.failure.kind == "stored_value_invalid"
+    assert result.failure.message == (
+        "finished by an earlier run, but its value in the ledger does not validate as "
+        "Capped: `value_error` at cents; the value stays in the ledger (`allama batch "
+        "export` writes it)"
+    )
