@@ -34,6 +34,7 @@ import allama.mock
 from allama import CapabilitySupport, ChatCapability, ChatRequest
 from allama.batch import Ledger
 from allama.batch._run import stored_value
+from allama.cli import main
 from allama.extract._output import dump_reads_back
 
 TEMPLATE = ChatRequest("mock-model").system("Read the document.")
@@ -301,3 +302,34 @@ def test_an_output_the_type_no_longer_accepts_is_that_inputs_failure(tmp_path: P
         "Capped: `value_error` at cents; the value stays in the ledger (`allama batch "
         "export` writes it)"
     )
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_ledger_of_an_earlier_version_is_read_and_resumed(
+    version: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    (first,) = _runs(Price, {"cents": 12.34}, ledger, count=1)
+    with sqlite3.connect(ledger) as db:  # as that version wrote it: its columns alone
+        db.execute("UPDATE items SET value = ?", ('{"cents":12.34}',))
+        db.execute("ALTER TABLE items DROP COLUMN source")
+        if version == 1:
+            db.execute("ALTER TABLE items DROP COLUMN job")
+            db.execute("ALTER TABLE items DROP COLUMN log")
+            db.execute("DROP TABLE jobs")
+        db.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (str(version),))
+    reader = Ledger(ledger, read_only=True)
+    (row,) = reader.rows()
+    reader.close()
+    assert (row.status, row.source, row.job, row.log) == ("done", None, None, None)
+    assert main(["batch", "export", str(ledger)]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert json.loads(line)["value"] == {"cents": 12.34}
+    # Resumed from its value, validated again (what that version kept), and upgraded.
+    provider = allama.mock.MockProvider.with_text("{}")
+    (resumed,) = allama.batch(provider, Price, ["doc"], request=TEMPLATE, ledger=ledger)
+    assert resumed.resumed and resumed.value == first.value and provider.requests == []
+    with sqlite3.connect(ledger) as db:
+        columns = {found[1] for found in db.execute("PRAGMA table_info(items)")}
+        (stored,) = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+    assert {"job", "log", "source"} <= columns and stored == "3"
