@@ -8,9 +8,9 @@ import json
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 from decimal import Decimal
-from enum import IntEnum
+from enum import Enum, IntEnum
 from pathlib import Path
 from typing import Annotated, Any
 from uuid import UUID, uuid4
@@ -21,13 +21,17 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     PlainSerializer,
     SecretStr,
+    StringConstraints,
+    Tag,
     TypeAdapter,
     field_serializer,
     model_validator,
 )
+from pydantic.alias_generators import to_camel
 
 import allama
 import allama.mock
@@ -128,6 +132,58 @@ class Hidden(BaseModel):
     note: str = Field(default="", exclude=True)
 
 
+class Person(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, extra="allow")
+    first_name: str
+
+
+class Point(BaseModel):
+    x: int = 0
+    y: int = 0
+
+
+class Line(BaseModel):
+    y: int
+
+
+def _shape_of(value: Any) -> str:
+    fields = value if isinstance(value, dict) else vars(value)
+    return "line" if "y" in fields else "point"
+
+
+class Shape(BaseModel):
+    s: Annotated[
+        Annotated[Point, Tag("point")] | Annotated[Line, Tag("line")], Discriminator(_shape_of)
+    ]
+
+
+class Base(BaseModel):
+    x: int = 1
+
+
+class Sub(Base):
+    y: int = 2
+
+
+class Defaults(BaseModel):
+    f: float = 0
+    t: tuple[str, ...] = []  # type: ignore[assignment]
+    b: Base = Sub()
+    at: datetime = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class Cent(Enum):
+    HALF = Decimal("1.5")
+
+
+class Coin(BaseModel):
+    coin: Cent
+
+
+class Code(BaseModel):
+    code: Annotated[str, StringConstraints(to_upper=True, pattern="^[a-z]+$")]
+
+
 CASES: list[tuple[str, Any, Any, Any]] = [
     (
         "a validator that changes what it reads",
@@ -145,6 +201,11 @@ CASES: list[tuple[str, Any, Any, Any]] = [
     ("a serializer that rounds", Rounded, {"score": 1.26}, None),
     ("a serializer of another format", Dated, {"day": "2026-12-03"}, None),
     ("a field left out of the JSON", Hidden, {"shown": 1, "note": "kept"}, None),
+    ("extra keys beside an alias", Person, {"firstName": "Ada", "first_name": "A. L."}, None),
+    ("a discriminator function", Shape, {"s": {"x": 1}}, None),
+    ("defaults validation does not check", Defaults, {}, None),
+    ("an enum of decimals", Coin, {"coin": 1.5}, None),
+    ("a string changed after its pattern", Code, {"code": "abc"}, None),
 ]
 
 
@@ -244,6 +305,33 @@ def test_a_secret_is_never_kept_in_the_clear(tmp_path: Path) -> None:
     assert resumed.name == "Ann Lee"
     row = _row(ledger)
     assert row.source is None and "hunter2" not in (row.value or "")
+
+
+class Token(BaseModel):
+    token: SecretStr
+    cents: Annotated[int, BeforeValidator(lambda v: round(float(v) * 100))]
+
+
+def test_a_secret_beside_a_value_that_does_not_read_back_is_told_not_changed(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    (first,) = _runs(Token, {"token": "s3cret", "cents": 12.34}, ledger, count=1)
+    assert first.value.cents == 1234
+    provider = allama.mock.MockProvider.with_text("{}")
+    (resumed,) = allama.batch(provider, Token, ["doc"], request=TEMPLATE, ledger=ledger)
+    # Not 123400 handed back as if it were the value: that input's failure, which says why.
+    assert resumed.resumed and resumed.value is None and provider.requests == []
+    assert resumed.failure is not None and resumed.failure.kind == "stored_value_invalid"
+    assert resumed.failure.message == (
+        "finished by an earlier run, but its value cannot be read back as it was: Token "
+        "holds a secret, so the ledger keeps no output to read again, and its JSON reads "
+        "back as another value (a validator that changes what it reads, a serializer of "
+        "its own); `allama batch export` writes the value"
+    )
+    row = _row(ledger)
+    assert row.source == "" and "s3cret" not in (row.value or "")
+    assert json.loads(row.value or "") == {"token": "**********", "cents": 1234}
 
 
 def test_a_root_type_sent_wrapped_reads_back_wrapped(tmp_path: Path) -> None:

@@ -171,8 +171,10 @@ class LedgerRow:
     """What the provider batch jobs answered so far (status and body of each outcome the
     extraction took in), replayed to carry an extraction on where it was."""
     source: str | None = None
-    """The output text the value was read from (done rows): read again, it gives the value
-    the run gave (`read_again`); `None` in ledgers written before it was kept."""
+    """The output text the value was read from (done rows), kept where the value's JSON
+    would not read back as the value: read again, it gives the value the run gave. `None`
+    where the JSON does; `""` where it does not and the output was not kept (the type
+    holds a secret)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -399,14 +399,28 @@ class _Spec:
         self.keeps_source = not self.dump_reads_back and not _has_secrets(self.adapter)
 
 
-def _reads_back(spec: _Spec, text: str, value: Any) -> bool:
+def _reads_back(spec: _Spec, text: str, value: Any, secrets: bool = False) -> bool:
     """Whether `text`, a value's JSON, reads back as that value: equal, and of the same
-    types throughout (`1` equals an `IntEnum`'s 1, and `repr` tells them apart)."""
+    types throughout (`1` equals an `IntEnum`'s 1, and `repr` tells them apart). With
+    `secrets`, whether it reads back as a value whose JSON is `text` again: what the JSON
+    leaves out (a secret, masked; a field with `exclude=True`) is lost, as the README
+    says, but nothing the JSON holds is changed (a validator run on its own output)."""
     try:
         back = read_stored_value(spec.adapter, text)
+        if secrets:
+            return stored_value(spec.adapter, back) == text
         return bool(back == value) and repr(back) == repr(value)
     except Exception:  # it does not validate, or its values do not compare
         return False
+
+
+WITHHELD = ""
+"""The ledger's `source` of a value whose JSON does not read back as the value, and whose
+output it does not keep (the type holds a secret)."""
+
+
+class ValueNotKept(ValueError):
+    """A finished input whose value the ledger cannot give back as it was (`WITHHELD`)."""
 
 
 def _has_secrets(adapter: TypeAdapter[Any]) -> bool:
@@ -1250,9 +1264,12 @@ class _Runner:
         root_wrapped = extracted.metadata.root_wrapped
         copy = read_again(spec.tp, source, root_wrapped) if spec.dump_consumes else None
         value = stored_value(spec.adapter, extracted.value if copy is None else copy)
-        if not spec.keeps_source or (copy is None and _reads_back(spec, value, extracted.value)):
+        secrets = not spec.keeps_source
+        if copy is None and _reads_back(spec, value, extracted.value, secrets):
             return value, None
-        return value, source
+        # A type with a secret keeps no output: that its JSON does not read back is kept,
+        # so that a resumed run says so rather than hand back another value.
+        return value, WITHHELD if secrets else source
 
     def _from_ledger(self, index: int, label: str, row: LedgerRow) -> BatchResult[Any]:
         records = dict(row.record or {})
@@ -1264,7 +1281,7 @@ class _Runner:
         if row.status == Status.DONE and row.value is not None:
             try:
                 value = read_done(self.spec, row.value, row.source, records)
-            except (ValidationError, ReadAgainError) as invalid:  # that input's failure
+            except (ValidationError, ReadAgainError, ValueNotKept) as invalid:  # its failure
                 failure = _stored_value_invalid(invalid, self.spec.tp)
         else:
             error = row.error or {}
@@ -1391,13 +1408,15 @@ def stored_value(adapter: TypeAdapter[Any], value: Any) -> str:
     """A value as the ledger keeps it: its JSON in pydantic's round-trip form, the form its
     type reads back (a `Json[...]` field as JSON text, computed fields left out), keyed by
     field name (a serialization alias need not be one the type reads)."""
-    return adapter.dump_json(value, round_trip=True, by_alias=False).decode()
+    # pydantic warns of a value of another type than the schema's (a default no validation
+    # checked): the JSON is made all the same, and whether it reads back is checked.
+    return adapter.dump_json(value, round_trip=True, by_alias=False, warnings=False).decode()
 
 
 def stored_python(adapter: TypeAdapter[Any], value: Any) -> Any:
     """The same form as `stored_value`, as Python ready for `json.dumps`: the value of an
     output line of the command, as `allama batch export` writes it from the ledger."""
-    return adapter.dump_python(value, mode="json", round_trip=True, by_alias=False)
+    return adapter.dump_python(value, mode="json", round_trip=True, by_alias=False, warnings=False)
 
 
 def read_stored_value(adapter: TypeAdapter[Any], text: str | bytes) -> Any:
@@ -1410,14 +1429,26 @@ def read_done(spec: _Spec, value: str, source: str | None, record: Mapping[str, 
     """The value of an input an earlier run finished, as that run gave it: the output it was
     read from, read again the same way (`read_again`), where the ledger kept it; else (a
     ledger written before it did) the stored value, validated again."""
+    if source == WITHHELD:
+        raise ValueNotKept("its JSON does not read back as the value")
     if source is not None:
         return read_again(spec.tp, source, bool((record or {}).get("root_wrapped")))
     return read_stored_value(spec.adapter, value)
 
 
-def _stored_value_invalid(error: ValidationError | ReadAgainError, tp: Any) -> BatchFailure:
+def _stored_value_invalid(
+    error: ValidationError | ReadAgainError | ValueNotKept, tp: Any
+) -> BatchFailure:
     """What a stored value that no longer validates is told as: where and what kind of
     error, never the value (the model's text)."""
+    if isinstance(error, ValueNotKept):
+        return BatchFailure(
+            STORED_VALUE_INVALID,
+            f"finished by an earlier run, but its value cannot be read back as it was: "
+            f"{_tracing.type_name(tp)} holds a secret, so the ledger keeps no output to read "
+            "again, and its JSON reads back as another value (a validator that changes what "
+            "it reads, a serializer of its own); `allama batch export` writes the value",
+        )
     if isinstance(error, ReadAgainError):
         problem = f"`{error.kind or 'json_invalid'}` at {error.path or 'the value itself'}"
     else:

@@ -563,7 +563,7 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
         return filled
     from pydantic import ValidationError
 
-    from allama.batch._run import read_done, stored_python
+    from allama.batch._run import ValueNotKept, read_done, stored_python
     from allama.extract._parse import ReadAgainError
 
     spec = run._spec
@@ -587,7 +587,7 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
                 label = spec.label(document, index)
                 # Read again as the run reads what it resumes, and written as its rows are.
                 shown = stored_python(spec.adapter, read_done(spec, value, source, kept))
-            except (ValidationError, ReadAgainError):  # the type's validators changed since
+            except (ValidationError, ReadAgainError, ValueNotKept):  # as the run fails it
                 continue
             except Exception:  # the label function's: the input's failure, which the run said
                 continue

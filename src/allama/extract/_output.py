@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -229,22 +230,76 @@ def dump_reads_back(adapter: TypeAdapter[Any]) -> bool:
         if kind is None:  # a mapping of fields by name
             stack.extend(node.values())
             continue
-        if kind not in _READ_BACK_KINDS or "serialization" in node:
+        if not _reads_back(kind, node):
             return False
-        if node.get("serialization_exclude") or node.get("serialization_exclude_if"):
-            return False
-        if kind == "model":
-            config = node.get("config") or {}
-            if node.get("root_model") or node.get("post_init") or node.get("custom_init"):
-                return False
-            if any(name.startswith(("ser_json_", "val_json_")) for name in config):
-                return False
         for key, child in node.items():
             if key in ("cls", "ref", "metadata", "config", "default", "members", "expected"):
                 continue
             if isinstance(child, dict | list | tuple):
                 stack.append(child)
     return True
+
+
+_DEFAULTS_READ_BACK: dict[str, type | tuple[type, ...]] = {
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "decimal": Decimal,
+}
+"""The kinds whose default, when of this Python type, is what its JSON reads back as."""
+
+
+def _reads_back(kind: str, node: dict[str, Any]) -> bool:
+    """Whether one node of a core schema is sure to read back as it was written."""
+    if kind not in _READ_BACK_KINDS or "serialization" in node:
+        return False
+    if node.get("serialization_exclude") or node.get("serialization_exclude_if"):
+        return False
+    if node.get("extra_behavior") == "allow":  # extra keys written beside fields, by name
+        return False
+    if kind == "model":
+        config = node.get("config") or {}
+        if node.get("root_model") or node.get("post_init") or node.get("custom_init"):
+            return False
+        if any(name.startswith(("ser_json_", "val_json_")) for name in config):
+            return False
+        if config.get("extra_fields_behavior") == "allow":
+            return False
+    if kind == "tagged-union" and callable(node.get("discriminator")):
+        return False  # a function of the value, which may pick another choice from its JSON
+    if kind == "str" and (
+        node.get("to_upper") or node.get("to_lower") or node.get("strip_whitespace")
+    ):
+        return False  # changed after its constraints were checked
+    if kind == "enum" and node.get("sub_type") not in ("str", "int", "float"):
+        return False  # members of other values (`Decimal`) are written as other JSON
+    if kind == "default" and "default" in node:
+        return _default_reads_back(node["default"], node.get("schema") or {})
+    return True
+
+
+def _default_reads_back(default: Any, schema: dict[str, Any]) -> bool:
+    """Whether a default (which validation does not check) is what its JSON reads back as:
+    `None`, an empty container, one of a literal's values, a member of an enum, or a scalar
+    of its kind's own Python type (`0` for a float would read back as `0.0`)."""
+    if default is None:
+        return True
+    kind = schema.get("type")
+    if kind == "nullable":
+        schema = schema.get("schema") or {}
+        kind = schema.get("type")
+    if kind in ("list", "dict", "set", "frozenset", "tuple"):
+        return type(default).__name__ == kind and not default
+    if kind == "literal":
+        return any(
+            type(default) is type(value) and default == value
+            for value in schema.get("expected") or ()
+        )
+    if kind == "enum":
+        return isinstance(default, schema.get("cls") or ())
+    wanted = _DEFAULTS_READ_BACK.get(str(kind))
+    return wanted is not None and type(default) is wanted
 
 
 def dump_consumes(adapter: TypeAdapter[Any]) -> bool:
