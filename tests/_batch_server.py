@@ -7,7 +7,8 @@ that is no JSON (the extraction fails), `n % 50 == 13` answers 400, `n % 10 == 3
 `retry-after`. With `refusing` set (`key`, `quota`, `day` or `model`), it refuses every
 request as a provider refuses a revoked key (401), a spent account (429
 `insufficient_quota`), a limit per day (429, retry after a day) or a model it does not have
-(404).
+(404). A document whose text says `too large` is answered 429 as a request larger than the
+limit per minute.
 Run as a script, it serves until killed and prints its port.
 """
 
@@ -99,6 +100,9 @@ class _Handler(ReplyHandler):
         with self.server.lock:
             self.server.sent[n] += 1
             count = self.server.sent[n]
+        if "too large" in text:
+            self._send(429, _TOO_LARGE, 1.0)
+            return
         if self.server.delay:
             time.sleep(self.server.delay * (1 + (n % 4)) / 2.5)
         if n % 50 == 13:
@@ -113,6 +117,19 @@ class _Handler(ReplyHandler):
         wait = {} if retry_after is None else {"retry-after-ms": str(int(retry_after * 1000))}
         self.send_json(status, payload, wait)
 
+
+_TOO_LARGE = {
+    "error": {
+        "message": "Request too large for gpt-4o-mini in organization org-test on tokens per min "
+        "(TPM): Limit 30000, Requested 45000. The input or output tokens must be reduced in "
+        "order to run successfully.",
+        "type": "tokens",
+        "param": None,
+        "code": "rate_limit_exceeded",
+    }
+}
+"""OpenAI's 429 for a request larger than the per-minute limit (a document whose text says
+`too large`)."""
 
 _REFUSALS: dict[str, tuple[int, Any, float | None]] = {
     "key": (

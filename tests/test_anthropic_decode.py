@@ -434,6 +434,16 @@ def test_every_error_type(status: int, kind: str, cls: type[Error], retryable: b
     assert "message" not in error.as_log().to_dict()
 
 
+def test_a_spent_credit_balance_is_a_refusal_of_the_account() -> None:
+    # An `invalid_request_error` by its type, which every request would meet.
+    words = (
+        "Your credit balance is too low to access the Anthropic API. Please go to Plans & "
+        "Billing to upgrade or purchase credits."
+    )
+    error = error_from_response(400, {}, body_of("invalid_request_error", words))
+    assert type(error) is QuotaExceededError and not error.retryable
+
+
 def test_the_type_decides_over_the_status() -> None:
     error = error_from_response(400, {}, body_of("overloaded_error", "busy"))
     assert type(error) is OverloadedError

@@ -316,6 +316,48 @@ def test_inputs_that_raise_let_those_in_flight_finish_then_raise(
     assert run.summary.stopped == "reading the inputs raised RuntimeError after 12"
 
 
+def test_a_request_larger_than_the_limit_per_minute_fails_alone_and_slows_nothing(
+    server: BatchServer,
+) -> None:
+    inputs = ["doc 1", "doc 2, too large", "doc 4", "doc 5"]
+    run = allama.batch(provider_for(server), Row, inputs, request=TEMPLATE, concurrency=1)
+    results = sorted(run, key=lambda r: r.index)
+    assert [outcome(r) for r in results] == ["ok", "rate_limited", "ok", "ok"]
+    # Sent once: no wait would let it through, so it is not tried again, and the run's
+    # rate is not cut for it.
+    assert server.sent[2] == 1 and results[1].attempts == 1
+    assert results[1].failure is not None and not results[1].failure.retryable
+    assert (run.summary.rate_limited, run.summary.slowdowns, run.summary.stopped) == (1, 0, None)
+
+
+def test_a_stop_ends_the_waits_for_a_turn(server: BatchServer) -> None:
+    # A minute between requests: the second and third wait for their turns when the stop
+    # comes, and come back not started at once rather than after their turns.
+    run = allama.batch(provider_for(server), Row, docs(3), request=TEMPLATE, rpm=1)
+    threading.Timer(0.3, run.stop).start()
+    results = sorted(run, key=lambda r: r.index)
+    assert [outcome(r) for r in results] == ["ok", "not_started", "not_started"]
+    assert sum(server.sent.values()) == 1 and run.summary.elapsed < 30
+
+
+@pytest.mark.parametrize("with_ledger", [False, True])
+def test_a_rate_limit_is_an_attempt_with_a_ledger_or_without(
+    with_ledger: bool, tmp_path: Path
+) -> None:
+    limited = BatchServer(rate=1).start()  # one request a second: the second is answered 429
+    try:
+        ledger = tmp_path / "run.sqlite" if with_ledger else None
+        run = allama.batch(
+            provider_for(limited), Row, ["doc 1", "doc 2"], request=TEMPLATE, ledger=ledger
+        )
+        results = sorted(run, key=lambda r: r.index)
+    finally:
+        limited.stop()
+    assert [outcome(r) for r in results] == ["ok", "ok"]
+    assert limited.limited >= 1 and run.summary.rate_limited == limited.limited
+    assert sorted(r.attempts for r in results) == [1, 1 + limited.limited]
+
+
 REFUSED = "the provider refused the run's key or account: "
 
 
@@ -353,6 +395,8 @@ def test_a_refused_key_or_account_stops_the_run_and_its_inputs_stay_pending(
     # The provider's words are withheld, as in every log view.
     assert summary.stopped is not None and summary.stopped.startswith(stopped)
     assert (summary.failed, summary.not_started) == (len(refused), 200 - len(refused))
+    # A 429 that stops the run is counted among the 429s met, though no wait followed.
+    assert summary.rate_limited == (len(refused) if refusing == "day" else 0)
     rows = list(Ledger(ledger, settings={}).rows())
     assert {row.position for row in rows} == refused
     assert {(row.status, row.attempts) for row in rows} == {("pending", 1)}

@@ -114,4 +114,55 @@ def test_a_days_pause_and_a_storm_of_429s_do_not_overflow() -> None:
     asyncio.run(limiter.acquire())  # 1.1 ** 8640 would overflow: the rate is whole again
     assert limiter.rpm_in_force == 60.0
     storm = [limiter.slow_down(None) for _ in range(1_100)]  # 2 ** 1024 would overflow
-    assert storm[:7] == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0] and storm[-1] == 60.0
+    # Right as the day's pause ends: a second 429 in a row.
+    assert storm[:6] == [2.0, 4.0, 8.0, 16.0, 32.0, 60.0] and storm[-1] == 60.0
+
+
+def test_the_backoff_keeps_doubling_while_429s_follow_its_pauses() -> None:
+    now = [0.0]
+    limiter = RateLimiter(rpm=60, clock=lambda: now[0])
+    pauses = []
+    for _ in range(8):  # each 429 comes half a second after the last pause ended
+        pauses.append(limiter.slow_down(None))
+        now[0] += pauses[-1] + 0.5
+    assert pauses == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]  # not 16, then 1 again
+
+
+def test_a_rate_guessed_from_a_first_burst_recovers_past_it() -> None:
+    now = [0.0]
+    limiter = RateLimiter(clock=lambda: now[0])  # no rpm given
+
+    async def send(count: int) -> None:
+        for _ in range(count):
+            await limiter.acquire()
+
+    asyncio.run(send(8))  # eight requests in the run's first moment, and a 429
+    now[0] = 0.01
+    limiter.slow_down(0.001, sent_at=0.0)
+    assert limiter.rpm_in_force == 240.0  # eight a second (a second at least), halved
+    now[0] = 600.0  # ten quiet minutes
+    asyncio.run(send(1))
+    # Past the 480 a minute it guessed: no `rpm` was given, so it is no limit of the run.
+    assert limiter.rpm_in_force == pytest.approx(480.0 * 0.5 * 1.1**44)
+    given = RateLimiter(rpm=480, clock=lambda: now[0])
+    given.slow_down(0.001, sent_at=0.0)
+    now[0] = 1200.0
+    asyncio.run(given.acquire())
+    assert given.rpm_in_force == 480.0  # one given is kept
+
+
+def test_a_halt_ends_every_wait_at_once() -> None:
+    async def main() -> tuple[list[float], float]:
+        loop = asyncio.get_running_loop()
+        limiter = RateLimiter(rpm=1, clock=loop.time)  # a minute apart
+        turns = [asyncio.create_task(limiter.acquire()) for _ in range(4)]
+        resting = asyncio.create_task(limiter.sleep(3600.0))  # a wait before a try again
+        await asyncio.sleep(5.0)
+        limiter.halt()
+        moments = [await turn for turn in turns]
+        await resting
+        return moments, loop.time()
+
+    moments, ended = run(main())
+    assert sorted(moments) == [0.0, 5.0, 5.0, 5.0]  # not 60, 120 and 180
+    assert ended == 5.0

@@ -725,8 +725,22 @@ def test_other_invalid_arguments_stay_invalid_requests() -> None:
     assert type(error) is InvalidRequestError
 
 
-def test_failed_precondition_is_not_retryable() -> None:
-    message = "User location is not supported for the API use."
+@pytest.mark.parametrize(
+    "message",
+    [
+        "User location is not supported for the API use.",
+        "Gemini API free tier is not available in your country. Please enable billing on "
+        "your project in Google AI Studio.",
+    ],
+)
+def test_a_failed_precondition_of_the_account_is_a_refusal(message: str) -> None:
+    # Every request would meet it: a refusal of the account, which stops a batch run.
+    error = error_of(400, google_error(400, "FAILED_PRECONDITION", message))
+    assert type(error) is PermissionDeniedError and not error.retryable
+
+
+def test_another_failed_precondition_is_the_requests_own() -> None:
+    message = "The batch has already finished."
     error = error_of(400, google_error(400, "FAILED_PRECONDITION", message))
     assert type(error) is InvalidRequestError and not error.retryable
 

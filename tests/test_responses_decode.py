@@ -1258,4 +1258,5 @@ def test_the_recorded_in_stream_rate_limit_keeps_what_came_before() -> None:
             id="resp_6867f1cae59481a0a6d8b23d1b93e4aa02dfa4dca8f6376f", model="gpt-4o-2024-08-06"
         )
     ]
-    assert caught.value.retryable and caught.value.status is None
+    # A request larger than the per-minute limit: a rate limit no wait ends.
+    assert not caught.value.retryable and caught.value.status is None

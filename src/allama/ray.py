@@ -340,9 +340,11 @@ class ExtractBatch:
                 continue
             if isinstance(step, str):  # a wait longer than a run makes (a limit per day)
                 self._stopped = step
+                limiter.halt()  # rows waiting for their turn come back at once
                 return None, f"{error_text(error)} ({step})", _record_json(metadata, tries.spent)
             if isinstance(error, _REFUSALS):
                 self._stopped = "the provider refused the actor's key or account"
+                limiter.halt()
             return None, error_text(error), _record_json(metadata, tries.spent)
         usage = extracted.metadata.usage
         limiter.spent(tries.estimate, None if usage is None else usage.total_tokens)

@@ -4,16 +4,18 @@ Requests are spaced evenly (`60 / rpm` apart), tokens drawn from a bucket refill
 `tpm / 60` per second. A rate-limit answer (429) pauses every new request until the moment
 the provider gave (`retry_after`, which the adapters read from `retry-after` and the
 rate-limit reset headers) or a backoff that doubles while 429s keep coming, and halves the
-request rate (with no `rpm` given, the rate the run was sending at becomes its limit);
-the rate recovers by a tenth of itself (x1.1) every ten seconds without one. Requests
-already on their way when the rate was cut neither cut it again nor double the backoff: a
-burst of 429s answering requests sent together is one. A request waiting for its turn when
-a pause begins waits for the pause too. So a 429 slows the run instead of ending it.
+request rate (with no `rpm` given, from the rate the run was sending at, which it may
+recover past); the rate recovers by a tenth of itself (x1.1) every ten seconds without
+one. Requests already on their way when the rate was cut neither cut it again nor double
+the backoff: a burst of 429s answering requests sent together is one. A request waiting
+for its turn when a pause begins waits for the pause too. So a 429 slows the run instead
+of ending it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections import deque
@@ -26,6 +28,9 @@ _RECOVERY_SECONDS = 10.0
 _FIRST_BACKOFF = 1.0
 _MAX_BACKOFF = 60.0
 _WINDOW = 10.0
+_GUESSED_CEILING = 1e6
+"""How far past the rate it guessed (no `rpm` given) a run's rate may recover: so far
+that it is no limit."""
 
 
 def positive(value: Any, *, zero: bool = False) -> bool:
@@ -56,6 +61,8 @@ class RateLimiter:
         self._rpm = rpm
         self._scale = 1.0
         """The share of `rpm` in force: halved by a rate-limit answer, recovering after."""
+        self._ceiling = 1.0
+        """What the share recovers to: the whole `rpm` given, or past a guessed one."""
         self._next = 0.0
         self._paused_until = 0.0
         self._tpm = tpm
@@ -68,6 +75,8 @@ class RateLimiter:
         self._cut_at = float("-inf")
         self._sent: deque[float] = deque()
         """When recent requests went out: the rate a 429 answered, when no `rpm` was given."""
+        self._halted = asyncio.Event()
+        """Set when the run stops: waits end at once, and no turn is waited for."""
         self.waited = 0.0
         """Seconds tasks spent waiting on the limits (summed over tasks)."""
         self.slowdowns = 0
@@ -88,12 +97,26 @@ class RateLimiter:
     def rpm_in_force(self) -> float | None:
         return None if self._rpm is None else self._rpm * self._scale
 
+    def halt(self) -> None:
+        """The run stopped: end every wait now (what waited is not sent)."""
+        self._halted.set()
+
+    async def sleep(self, seconds: float) -> None:
+        """`asyncio.sleep`, ended early by `halt`."""
+        if seconds <= 0 or self._halted.is_set():
+            await asyncio.sleep(0)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._halted.wait(), seconds)
+
     async def acquire(self, tokens: int = 0) -> float:
         """Wait for this request's turn: after any pause, its tokens, and its slot. Returns
-        the moment it went (for `slow_down`)."""
+        the moment it went (for `slow_down`); at once after `halt`, when it is not to go."""
         began = self._clock()
         while True:
             await self._clear(tokens)
+            if self._halted.is_set():
+                return self._clock()
             # Its tokens and its slot are taken at once, with nothing awaited between the
             # check and the taking: requests waiting for their slots share no tokens.
             if self._tpm is not None:
@@ -104,7 +127,7 @@ class RateLimiter:
                 slot = max(now, self._next)
                 self._next = slot + interval
                 if slot > now:
-                    await asyncio.sleep(slot - now)
+                    await self.sleep(slot - now)
             if self._paused_until <= self._clock():
                 break
             # A 429 came while it waited for its slot: it waits out the pause as well.
@@ -128,9 +151,9 @@ class RateLimiter:
                 need = min(float(tokens), float(self._tpm))
                 if self._tokens < need:
                     wait = (need - self._tokens) / (self._tpm / 60.0)
-            if wait <= 0:
+            if wait <= 0 or self._halted.is_set():
                 return
-            await asyncio.sleep(wait)
+            await self.sleep(wait)
 
     def spent(self, estimated: int, actual: int | None) -> None:
         """Settle a request's tokens once its usage is known."""
@@ -151,7 +174,10 @@ class RateLimiter:
             self._paused_until = max(self._paused_until, now + pause)
             return pause
         self.slowdowns += 1
-        self._strikes = self._strikes + 1 if now - self._last_strike < _RECOVERY_SECONDS else 1
+        # 429s in a row double the backoff: one within ten seconds of the last, or of the
+        # end of the pause it made (a pause longer than ten seconds is no quiet spell).
+        quiet = now - max(self._last_strike, self._paused_until)
+        self._strikes = self._strikes + 1 if quiet < _RECOVERY_SECONDS else 1
         self._last_strike = now
         pause = (
             asked
@@ -161,19 +187,22 @@ class RateLimiter:
         self._paused_until = max(self._paused_until, now + pause)
         self._cut_at = now
         if self._rpm is None and self._sent:
-            # The rate that was answered with a 429 is the limit from now on.
+            # The rate that was answered with a 429 is the rate to keep under, and, since
+            # it is a guess (a burst in the run's first second reads low), one the rate
+            # recovers past while no 429 comes.
             span = max(now - self._sent[0], 1.0)
             self._rpm = len(self._sent) / span * 60.0
             self._scale = 1.0
+            self._ceiling = _GUESSED_CEILING
         self._scale = max(self._scale / 2, 1 / 64)
         return pause
 
     def _recover(self, now: float) -> None:
-        if self._scale < 1.0 and now - self._recovered_at >= _RECOVERY_SECONDS:
+        if self._scale < self._ceiling and now - self._recovered_at >= _RECOVERY_SECONDS:
             steps = int((now - self._recovered_at) // _RECOVERY_SECONDS)
             # 1.1 ** 44 is past 64, the most the rate is ever cut by: a longer quiet spell
             # (a day's pause) recovers it in full, without overflowing.
-            self._scale = min(1.0, self._scale * 1.1 ** min(steps, 44))
+            self._scale = min(self._ceiling, self._scale * 1.1 ** min(steps, 44))
             self._recovered_at += steps * _RECOVERY_SECONDS
 
     def _refill(self, now: float) -> None:

@@ -910,11 +910,12 @@ class _Runner:
 
     def wake(self) -> None:
         """Wake what waits for something other than the stop: a read of the inputs, the
-        caller's reading of the results."""
+        caller's reading of the results, the rate limits' waits."""
         if self.reader is not None:
             self.reader.give_up()
         if self.caught_up is not None:
             self.caught_up.set()
+        self.limiter.halt()  # a turn, a pause or a wait before a try again
 
     def _finish(self, result: BatchResult[Any]) -> None:
         _tracing.input_result(result)
@@ -1061,8 +1062,11 @@ class _Runner:
                     # A try again is counted on disk before it is sent, and only then: a
                     # run that stops or ends while it waits for its turn made no attempt.
                     tries.owed = False
+                    # Every send is an attempt, a rate limit's too, with a ledger or not.
                     tries.attempts = (
-                        await self.ledger.again(key) if self.ledger is not None else tries.tried + 1
+                        await self.ledger.again(key)
+                        if self.ledger is not None
+                        else tries.attempts + 1
                     )
                 tries.tried += 1
                 self.summary.in_flight += 1
@@ -1097,6 +1101,8 @@ class _Runner:
         if isinstance(outcome, Error):
             record = ExtractionMetadata.from_error(outcome)
             step = _retry_step(outcome, tries, self.spec.max_attempts)
+            if step is not True and isinstance(outcome, RateLimitedError):
+                self.limiter.rate_limited += 1  # met, though not waited for: counted too
             if isinstance(step, str):
                 return await self._set_aside(
                     index, key, label, outcome, record, tries.attempts, began, spent, step
@@ -1378,7 +1384,7 @@ async def _wait_to_retry(
     else:
         base = backoff * 2 ** (tried - 1)
         pause = asked or min(60.0, base * (0.5 + rng.random() / 2))
-    await asyncio.sleep(pause)
+    await limiter.sleep(pause)
 
 
 def _estimate(request: ChatRequest) -> int:

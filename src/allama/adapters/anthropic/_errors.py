@@ -108,6 +108,10 @@ def _rejected_schema(message: str) -> RequestField | None:
     return None
 
 
+_NO_CREDIT = r"(?i)credit balance is too low"
+"""Anthropic's 400 for an account whose credit is spent (an `invalid_request_error`)."""
+
+
 def _invalid_request(message: str) -> Error:
     """A 400: a schema the provider cannot compile, a full context window, or a plain error."""
     field = _rejected_schema(message)
@@ -115,6 +119,9 @@ def _invalid_request(message: str) -> Error:
         return UnsupportedError(message, field=field, stage=UnsupportedStage.PROVIDER)
     if re.search(_CONTEXT_WORDS, message):
         return ContextWindowExceededError(message)
+    if re.search(_NO_CREDIT, message):
+        # The account's prepaid credit is spent: every request gets it (a batch run stops).
+        return QuotaExceededError(message).with_retryable(False)
     return InvalidRequestError(message)
 
 

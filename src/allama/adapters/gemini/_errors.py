@@ -202,6 +202,12 @@ def _lasting_quota(info: _Info | None, message: str) -> bool:
     return bool(re.search(_LASTING_QUOTA, message) or re.search(_ZERO_LIMIT, message))
 
 
+_ACCOUNT_PRECONDITION = (
+    r"(?i)billing|free tier|location is not supported|not available in your (?:country|region)"
+)
+"""How Gemini words a `FAILED_PRECONDITION` of the account rather than of the request."""
+
+
 def _exhausted(info: _Info | None, message: str, wait: float | None) -> Error:
     if _lasting_quota(info, message):
         return QuotaExceededError(message).with_retryable(False)
@@ -212,7 +218,11 @@ def _by_name(name: str, info: _Info | None, message: str, wait: float | None) ->
     if name == "INVALID_ARGUMENT":
         return _invalid_argument(message)
     if name == "FAILED_PRECONDITION":
-        # Billing to enable, a region the free tier does not serve: asking again won't help.
+        # Billing to enable, a region the free tier does not serve: the account may not use
+        # the API, whatever is asked (a batch run stops). Other preconditions (a batch job
+        # already ended) are the request's own. Asking again won't help either.
+        if re.search(_ACCOUNT_PRECONDITION, message):
+            return PermissionDeniedError(message)
         return InvalidRequestError(message)
     if name == "UNAUTHENTICATED":
         return AuthenticationError(message)

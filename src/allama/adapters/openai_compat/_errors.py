@@ -58,6 +58,9 @@ _CONTEXT_WORDS = (
 )
 _RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "ratelimitreached", "rate_limited"})
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "quota_exceeded"})
+_TOO_LARGE = r"(?i)request too large"
+"""OpenAI's 429 for a request larger than a per-minute limit (`Requested 45000`, `Limit
+30000`): a rate limit by its status and code, which no wait ends."""
 _RESPONSE_FORMAT_SCHEMA = (
     r"(?i)invalid schema for response_format|response format `?json_schema`?|"
     r"does not support response format|json_schema.*not supported"
@@ -303,7 +306,11 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
     if code in _CONTEXT_CODES:
         return ContextWindowExceededError(message)
     if status == 429 or code in _RATE_LIMIT_CODES:
-        return RateLimitedError(message, retry_after=retry_after_seconds(headers))
+        limited = RateLimitedError(message, retry_after=retry_after_seconds(headers))
+        if re.search(_TOO_LARGE, message):
+            # The request alone is over a per-minute limit: no wait lets it through.
+            limited.with_retryable(False)
+        return limited
     if status in (400, 413, 422, None) and re.search(_CONTEXT_WORDS, message):
         return ContextWindowExceededError(message)
     field = _rejected_schema(info)
