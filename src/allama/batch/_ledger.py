@@ -231,7 +231,7 @@ class Ledger:
         self._has_jobs = True
         if read_only:
             self._connection = _read_only(self.path)
-            columns = {row[1] for row in self._connection.execute("PRAGMA table_info(items)")}
+            columns = item_columns(self._connection)
             for name, _ in _ADDED_COLUMNS:  # a ledger older than they: read as it is
                 if name not in columns:
                     self._select = self._select.replace(f", {name}", ", NULL")
@@ -270,7 +270,7 @@ class Ledger:
         """Within the opening transaction: columns added by later versions, the schema's
         version, and this run."""
         db = self._connection
-        columns = {row[1] for row in db.execute("PRAGMA table_info(items)")}
+        columns = item_columns(db)
         for name, kind in _ADDED_COLUMNS:
             if name not in columns:
                 db.execute(f"ALTER TABLE items ADD COLUMN {name} {kind}")
@@ -745,6 +745,11 @@ _SELECT = (
     "SELECT key, position, label, status, attempts, run_id, seconds, value, record, error, "
     "cost, tokens, job, log, source FROM items"
 )
+
+
+def item_columns(connection: sqlite3.Connection) -> set[str]:
+    """The columns a ledger's `items` has: fewer in one an older version wrote."""
+    return {row[1] for row in connection.execute("PRAGMA table_info(items)")}
 
 
 def _while_locked(statement: Callable[[], Any], limit: float = 60.0) -> Any:

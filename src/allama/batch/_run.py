@@ -387,16 +387,16 @@ class _Spec:
     keeps the JSON alone, with nothing to check."""
     dump_consumes: bool = field(init=False)
     """Writing a value's JSON empties part of it (`Iterable` fields)."""
-    keeps_source: bool = field(init=False)
-    """The ledger may keep the output a value was read from; not for a type with secrets
-    (`SecretStr`), whose values it keeps only as their JSON writes them: masked."""
+    secrets: bool = field(init=False)
+    """A type with a secret (`SecretStr`) whose JSON may not read back: the ledger keeps no
+    output of its values, only their JSON, which writes secrets masked."""
 
     def __post_init__(self) -> None:
         self.adapter = TypeAdapter(self.tp)
         self.key = _keys(self.provider.name, self.tp, self.template)
         self.dump_reads_back = dump_reads_back(self.adapter)
         self.dump_consumes = not self.dump_reads_back and dump_consumes(self.adapter)
-        self.keeps_source = not self.dump_reads_back and not _has_secrets(self.adapter)
+        self.secrets = not self.dump_reads_back and _has_secrets(self.adapter)
 
 
 def _reads_back(spec: _Spec, text: str, value: Any, secrets: bool = False) -> bool:
@@ -1270,12 +1270,11 @@ class _Runner:
         root_wrapped = extracted.metadata.root_wrapped
         copy = read_again(spec.tp, source, root_wrapped) if spec.dump_consumes else None
         value = stored_value(spec.adapter, extracted.value if copy is None else copy)
-        secrets = not spec.keeps_source
-        if copy is None and _reads_back(spec, value, extracted.value, secrets):
+        if copy is None and _reads_back(spec, value, extracted.value, spec.secrets):
             return value, None
         # A type with a secret keeps no output: that its JSON does not read back is kept,
         # so that a resumed run says so rather than hand back another value.
-        return value, WITHHELD if secrets else source
+        return value, WITHHELD if spec.secrets else source
 
     def _from_ledger(self, index: int, label: str, row: LedgerRow) -> BatchResult[Any]:
         records = dict(row.record or {})

@@ -552,7 +552,7 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
     (finished by an earlier run), validated again; how many, by enforcement."""
     import sqlite3
 
-    from allama.batch._ledger import LedgerError, _read_only
+    from allama.batch._ledger import LedgerError, _read_only, item_columns
 
     filled: Counter[str] = Counter()
     if 0 not in seen or not ledger.is_file():
@@ -572,9 +572,7 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
         return index < len(seen) and bool(seen[index])
 
     try:
-        has_source = any(
-            row[1] == "source" for row in db.execute("PRAGMA table_info(items)").fetchall()
-        )
+        has_source = "source" in item_columns(db)
         columns = "status, value, record, " + ("source" if has_source else "NULL")
         for index, document, key, row in _looked_up(spec, db, columns, reached):
             if row is None or row[0] != "done":

@@ -23,6 +23,7 @@ cheaply, from the type and from the text:
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -147,9 +148,10 @@ class _Kinds:
     could change which choice validation picks, so the walk decides instead."""
 
 
-def _core_kinds(core: Any) -> _Kinds:
-    """Every kind of node in a core schema, and the models that make counting unsure."""
-    found = _Kinds(set())
+def _schema_nodes(core: Any) -> Iterator[dict[str, Any]]:
+    """Every node of a core schema (a dictionary naming its `type`), each once: not what a
+    node holds beside its schema (its class, metadata, serializer, config, default), but
+    every field of a mapping of fields by name, whatever the field is called."""
     seen: set[int] = set()
     stack = [core]
     while stack:
@@ -160,29 +162,39 @@ def _core_kinds(core: Any) -> _Kinds:
         if not isinstance(node, dict) or id(node) in seen:
             continue
         seen.add(id(node))
-        kind = node.get("type")
-        if isinstance(kind, str):
-            found.kinds.add(kind)
-            if kind == "model" and (
-                node.get("root_model") or node.get("post_init") or node.get("custom_init")
-            ):
-                found.special_models = True
-            if kind == "model":
-                config = node.get("config") or {}
-                if config.get("extra_fields_behavior") == "allow":
-                    found.open_models = True
-            if kind in ("model-fields", "typed-dict") and node.get("extra_behavior") == "allow":
-                found.open_models = True
-            if kind == "union" and any(
-                not (isinstance(choice, dict) and choice.get("type") in _SCALAR_KINDS)
-                for choice in _choices(node)
-            ):
-                found.object_unions = True
+        if not isinstance(node.get("type"), str):  # a mapping of fields by name
+            stack.extend(node.values())
+            continue
+        yield node
         for key, child in node.items():
-            if key in ("cls", "ref", "metadata", "serialization", "config", "default"):
-                continue
-            if isinstance(child, dict | list | tuple):
+            if key not in _BESIDE_THE_SCHEMA and isinstance(child, dict | list | tuple):
                 stack.append(child)
+
+
+_BESIDE_THE_SCHEMA = frozenset({"cls", "ref", "metadata", "serialization", "config", "default"})
+
+
+def _core_kinds(core: Any) -> _Kinds:
+    """Every kind of node in a core schema, and the models that make counting unsure."""
+    found = _Kinds(set())
+    for node in _schema_nodes(core):
+        kind = node["type"]
+        found.kinds.add(kind)
+        if kind == "model" and (
+            node.get("root_model") or node.get("post_init") or node.get("custom_init")
+        ):
+            found.special_models = True
+        if kind == "model":
+            config = node.get("config") or {}
+            if config.get("extra_fields_behavior") == "allow":
+                found.open_models = True
+        if kind in ("model-fields", "typed-dict") and node.get("extra_behavior") == "allow":
+            found.open_models = True
+        if kind == "union" and any(
+            not (isinstance(choice, dict) and choice.get("type") in _SCALAR_KINDS)
+            for choice in _choices(node)
+        ):
+            found.object_unions = True
     return found
 
 
@@ -216,31 +228,10 @@ def dump_reads_back(adapter: TypeAdapter[Any]) -> bool:
     `model_post_init` of its own, no JSON setting of a model's. Where it is not sure (a
     validator function, a union that may read another choice, `bytes`...), a value may
     still read back, which only trying tells."""
-    seen: set[int] = set()
-    stack: list[Any] = [adapter.core_schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, list | tuple):
-            stack.extend(node)
-            continue
-        if not isinstance(node, dict) or id(node) in seen:
-            continue
-        seen.add(id(node))
-        kind = node.get("type")
-        if kind is None:  # a mapping of fields by name
-            stack.extend(node.values())
-            continue
-        if not _reads_back(kind, node):
-            return False
-        for key, child in node.items():
-            if key in ("cls", "ref", "metadata", "config", "default", "members", "expected"):
-                continue
-            if isinstance(child, dict | list | tuple):
-                stack.append(child)
-    return True
+    return all(_node_reads_back(node) for node in _schema_nodes(adapter.core_schema))
 
 
-_DEFAULTS_READ_BACK: dict[str, type | tuple[type, ...]] = {
+_DEFAULTS_READ_BACK: dict[str, type] = {
     "str": str,
     "int": int,
     "float": float,
@@ -250,8 +241,9 @@ _DEFAULTS_READ_BACK: dict[str, type | tuple[type, ...]] = {
 """The kinds whose default, when of this Python type, is what its JSON reads back as."""
 
 
-def _reads_back(kind: str, node: dict[str, Any]) -> bool:
+def _node_reads_back(node: dict[str, Any]) -> bool:
     """Whether one node of a core schema is sure to read back as it was written."""
+    kind = node["type"]
     if kind not in _READ_BACK_KINDS or "serialization" in node:
         return False
     if node.get("serialization_exclude") or node.get("serialization_exclude_if"):
