@@ -607,6 +607,17 @@ def test_retry_after_from_the_latest_reset_when_none_is_exhausted() -> None:
     assert retry_after(headers, now=NOW) == 9.0
 
 
+def test_retry_after_reads_resets_written_in_lowercase_or_without_an_offset() -> None:
+    # RFC 3339 allows a lowercase `t` and `z`; a time without an offset is UTC, not the
+    # machine's local time.
+    for stamp in ("2025-12-18t23:20:09z", "2025-12-18T23:20:09", "2025-12-18 23:20:09Z"):
+        headers = {
+            "anthropic-ratelimit-tokens-remaining": "0",
+            "anthropic-ratelimit-tokens-reset": stamp,
+        }
+        assert retry_after(headers, now=NOW) == 9.0, stamp
+
+
 def test_retry_after_never_negative_and_none_without_headers() -> None:
     headers = {"anthropic-ratelimit-tokens-reset": "2025-12-18T23:00:00Z"}
     assert retry_after(headers, now=NOW) == 0.0

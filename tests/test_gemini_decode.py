@@ -942,6 +942,11 @@ def test_an_error_body_wrapped_in_an_array() -> None:
         ("-1s", None),
         (None, None),
         ({"seconds": "x"}, None),
+        # Not a finite number: no wait to honour (NaN), or one that would hold a run for good.
+        ({"seconds": "NaN"}, None),
+        ({"seconds": "Infinity"}, None),
+        ({"seconds": 3, "nanos": "nan"}, None),
+        ("9" * 400 + "s", None),
     ],
 )
 def test_retry_delay_seconds(value: Any, seconds: float | None) -> None:

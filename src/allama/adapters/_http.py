@@ -14,7 +14,7 @@ else:
     # Loaded by the first request body written, not by building a provider.
     pydantic_core = deferred_module("pydantic_core", globals(), "pydantic_core")
 
-__all__ = ["HttpRequest", "HttpResponse", "SECRET_HEADERS", "body_message"]
+__all__ = ["HttpRequest", "HttpResponse", "SECRET_HEADERS", "body_message", "rfc3339_seconds"]
 
 SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
 """Header names whose values are credentials: never shown in a repr."""
@@ -92,3 +92,24 @@ def body_message(text: str, status: int) -> str:
     heading = " ".join(html.unescape(re.sub(r"<[^>]*>", " ", heading)).split())[:200]
     page = f"the provider answered HTTP {status} with an HTML page (not its API's error)"
     return f"{page}: {heading}" if heading else page
+
+
+def rfc3339_seconds(stamp: Any) -> float | None:
+    """An RFC 3339 time (`2025-07-07T12:00:00Z`) as seconds since the epoch; `None` for
+    anything else. RFC 3339 lets the `T` and `Z` be lowercase, which `fromisoformat` does
+    not read; a time without an offset is taken as UTC (what providers mean), not as this
+    machine's local time."""
+    if not isinstance(stamp, str):
+        return None
+    from datetime import UTC, datetime
+
+    text = stamp.strip()
+    if text[-1:] == "z":
+        text = text[:-1] + "Z"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()

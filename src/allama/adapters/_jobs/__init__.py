@@ -191,19 +191,6 @@ def post(target: JobTarget, url: str, body: dict[str, Any]) -> HttpRequest:
     return HttpRequest("POST", url, headers, body, dict(target.params))
 
 
-def seconds_of(stamp: Any) -> float | None:
-    """An RFC 3339 time (`2025-07-07T12:00:00Z`) as seconds since the epoch; `None` for
-    anything else."""
-    from datetime import datetime
-
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def json_of(response: HttpResponse) -> Any:
     import json
 

@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from allama.adapters._http import rfc3339_seconds
 from allama.adapters._jobs import (
     Entry,
     JobAmbiguity,
@@ -24,7 +25,6 @@ from allama.adapters._jobs import (
     json_of,
     keep,
     post,
-    seconds_of,
     unread,
 )
 
@@ -123,7 +123,7 @@ def _state(job: dict[str, Any]) -> JobState:
         outcome=outcome,
         counts=counts,
         results=job.get("results_url"),
-        created_at=seconds_of(job.get("created_at")),
+        created_at=rfc3339_seconds(job.get("created_at")),
         total=sum(counts.values()) if counts else None,
     )
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from allama.adapters._http import HttpRequest
+from allama.adapters._http import HttpRequest, rfc3339_seconds
 from allama.adapters._jobs import (
     Entry,
     JobState,
@@ -25,7 +25,6 @@ from allama.adapters._jobs import (
     json_of,
     keep,
     post,
-    seconds_of,
     unread,
 )
 
@@ -199,7 +198,7 @@ def _state(job: dict[str, Any]) -> JobState:
         else f"{error.get('status') or error.get('code')}: {error.get('message')}",
         results=output,
         tag=metadata.get("displayName"),
-        created_at=seconds_of(metadata.get("createTime")),
+        created_at=rfc3339_seconds(metadata.get("createTime")),
         total=counts.get("requestCount"),
     )
 

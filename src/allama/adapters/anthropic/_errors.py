@@ -15,10 +15,9 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
-from allama.adapters._http import body_message
+from allama.adapters._http import body_message, rfc3339_seconds
 from allama.adapters.openai_compat._errors import retry_after_seconds, waits_as_asked
 from allama.errors import (
     AuthenticationError,
@@ -204,16 +203,6 @@ def _classify(status: int | None, info: _Info | None, message: str, wait: float 
     return _by_status(status, info, message, wait)
 
 
-def _rfc3339(value: str) -> float | None:
-    try:
-        moment = datetime.fromisoformat(value.strip())
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
-
-
 def retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
     """How long Anthropic asked to wait, in seconds, from its headers.
 
@@ -231,7 +220,7 @@ def retry_after(headers: Mapping[str, str], *, now: float | None = None) -> floa
     resets: dict[str, float] = {}
     for limit in _LIMITS:
         raw = lower.get(f"anthropic-ratelimit-{limit}-reset")
-        if raw is not None and (moment := _rfc3339(raw)) is not None:
+        if raw is not None and (moment := rfc3339_seconds(raw)) is not None:
             resets[limit] = moment
     if not resets:
         return None

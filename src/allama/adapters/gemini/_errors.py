@@ -27,6 +27,7 @@ The provider's words are kept as an upstream message and never logged.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -124,18 +125,19 @@ class _Info:
 
 def retry_delay_seconds(value: Any) -> float | None:
     """A protobuf `Duration` in seconds: its JSON form (`"37s"`, `"1.5s"`), or an object
-    `{"seconds", "nanos"}`; `None` when it is neither."""
+    `{"seconds", "nanos"}`; `None` when it is neither, or not a finite number (`"NaN"`
+    is no wait to honour, and an infinite one would hold a run for good)."""
     if isinstance(value, str):
         match = re.fullmatch(_DURATION, value)
-        return float(match.group(1)) if match else None
-    if isinstance(value, dict):
-        seconds = value.get("seconds", 0)
-        nanos = value.get("nanos", 0)
+        seconds = float(match.group(1)) if match else None
+    elif isinstance(value, dict):
         try:
-            return float(seconds) + float(nanos) / 1e9
+            seconds = float(value.get("seconds", 0)) + float(value.get("nanos", 0)) / 1e9
         except (TypeError, ValueError):
             return None
-    return None
+    else:
+        return None
+    return seconds if seconds is not None and math.isfinite(seconds) else None
 
 
 def _retry_info(info: _Info | None) -> float | None:
