@@ -577,6 +577,64 @@ def test_a_job_whose_submission_the_run_stopped_before_trying_again_stays_pendin
     }
 
 
+def test_a_submission_stopped_in_its_wait_before_trying_again_is_not_sent_again(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _provider_batch_server
+
+    uploads: list[int] = []
+
+    def busy(handler: Any, data: Any) -> Any:
+        uploads.append(1)
+        threading.Timer(0.2, run.stop).start()  # while the run waits to try again
+        raise handler._fail(500, "The server had an error.")
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_upload", busy)
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "stopped.sqlite"
+    # A wait before the try again longer than any test: the stop has to end it.
+    run = _batch_run(provider, model, _docs(3), ledger, backoff=600.0)
+    results = list(run)
+    assert uploads == [1]  # asked whether that try reached the provider, not sent again
+    assert {r.failure.kind for r in results if r.failure} == {"server"}
+    assert all(r.pending for r in results)
+    assert {(row.status, row.attempts) for row in Ledger(ledger, settings={}).rows()} == {
+        ("pending", 1)
+    }
+    # The next run sends them, as one job.
+    monkeypatch.undo()
+    assert all(r.ok for r in _run(provider, model, _docs(3), ledger))
+    assert len(server.jobs) == 1
+
+
+def test_a_submission_that_reached_the_provider_before_a_stop_is_found_not_left_behind(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _provider_batch_server
+
+    create = _provider_batch_server._Handler.openai_create
+
+    def lost(handler: Any, data: Any) -> Any:
+        answer = handler.send_json
+        handler.send_json = lambda status, body: None  # the job is made; its answer is lost
+        create(handler, data)
+        handler.send_json = answer
+        run.stop("stopped by the caller")
+        raise handler._fail(502, "Bad gateway.")
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_create", lost)
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "lost.sqlite"
+    run = _batch_run(provider, model, _docs(3), ledger)
+    results = list(run)
+    (job,) = server.jobs
+    assert {r.failure.kind for r in results if r.failure} == {"in_provider_job"}
+    monkeypatch.undo()
+    results = _run(provider, model, _docs(3), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+    assert server.jobs == [job]  # collected, not submitted again
+
+
 # Refusals before anything is sent
 
 

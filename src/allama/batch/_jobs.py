@@ -336,44 +336,56 @@ class JobRunner(_Runner):
         entries = [item.entry for item in items if item.entry is not None]
         tried = 0
         since = time.time()
+        failed: Error | None = None
         while True:
             tried += 1
+            submitting = False
             try:
                 if tried > 1:  # the last try may have reached the provider
                     found = await self._look_for_tag(target, tag, since, len(items))
                     if found is not None:
                         job.job_id = found
                         break
+                    if self.stopping is not None:
+                        break  # stopped before the try again: not sent
+                submitting = True
                 job.job_id = await self.jobs.run(
                     self.jobs.submit(target, entries, tag), model, sync=self.sync
                 )
                 break
             except Error as error:
-                if error.retryable and tried < self.spec.max_attempts and self.stopping is None:
-                    await asyncio.sleep(self._pause(error, tried))
-                    continue
-                self.book.job_not_submitted(tag, error.kind)
-                self.summary.jobs[tag] = f"not submitted: {error.kind}"
-                stops = _stops(error, tried, self.spec.template is not None)
-                if stops is not None or (error.retryable and self.stopping is not None):
-                    # Not the inputs' failure: they stay pending for the run that follows.
-                    for item in items:
-                        result = await self._set_aside(
-                            item.index,
-                            item.key,
-                            item.label,
-                            error,
-                            None,
-                            item.attempts,
-                            item.began,
-                            [],
-                            stops,
-                        )
-                        self._duplicates(item, result)
-                    return
+                failed = error
+                if error.retryable and tried < self.spec.max_attempts:
+                    if self.stopping is None:
+                        await self.limiter.sleep(self._pause(error, tried))  # a stop ends it
+                        continue
+                    if submitting:
+                        continue  # stopped: only asked whether that try reached the provider
+                break
+        if job.job_id is None:
+            assert failed is not None
+            self.book.job_not_submitted(tag, failed.kind)
+            self.summary.jobs[tag] = f"not submitted: {failed.kind}"
+            stops = _stops(failed, tried, self.spec.template is not None)
+            if stops is not None or (failed.retryable and self.stopping is not None):
+                # Not the inputs' failure: they stay pending for the run that follows.
                 for item in items:
-                    await self._failed(item, error)
+                    result = await self._set_aside(
+                        item.index,
+                        item.key,
+                        item.label,
+                        failed,
+                        None,
+                        item.attempts,
+                        item.began,
+                        [],
+                        stops,
+                    )
+                    self._duplicates(item, result)
                 return
+            for item in items:
+                await self._failed(item, failed)
+            return
         self.book.job_submitted(tag, job.job_id)
         self.summary.jobs[tag] = f"{job.job_id}: submitted, {len(items)} requests"
         self.summary.in_flight += len(items)
