@@ -627,6 +627,110 @@ def test_a_copy_that_comes_after_the_first_finished_is_read_from_the_ledger(
     assert server.sent[5] == 3 and not any(r.duplicate for r in again)
 
 
+def test_a_resumed_run_counts_a_copy_of_an_earlier_runs_input_once(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    inputs = ["doc 5", "doc 6", "doc 8", "doc 5", "doc 5"]
+    ledger = tmp_path / "run.sqlite"
+    options: dict[str, Any] = {"request": TEMPLATE, "ledger": ledger, "concurrency": 1}
+    first = allama.batch(provider_for(server), Row, inputs, **options)
+    assert len(list(first)) == 5 and first.summary.passes == 3
+    # One at a time, each copy comes after the first was read from the ledger.
+    again = allama.batch(provider_for(server), Row, inputs, **options)
+    results = sorted(again, key=lambda r: r.index)
+    assert [(r.value, r.duplicate, r.resumed) for r in results] == [
+        (Row(n=5), False, True),
+        (Row(n=6), False, True),
+        (Row(n=8), False, True),
+        (Row(n=5), True, True),
+        (Row(n=5), True, True),
+    ]
+    summary = again.summary
+    assert (summary.resumed, summary.duplicates, summary.passes, summary.attempts) == (5, 2, 3, 3)
+    assert summary.cost == 3 * Decimal("0.000021")
+    # The job has paid $0.000063: a budget above it lets a new input through.
+    third = allama.batch(
+        provider_for(server), Row, [*inputs, "doc 9"], max_cost="0.00007", **options
+    )
+    assert [outcome(r) for r in sorted(third, key=lambda r: r.index)] == ["ok"] * 6
+    assert third.summary.stopped is not None  # by the new input's cost: $0.000084
+    assert server.sent[5] == 1 and server.sent[9] == 1
+
+
+def _paid_then(error: Exception, answer: str = '{"n": 1}') -> allama.mock.MockProvider:
+    """A provider whose first answer is paid for and not JSON, then `error`, then `answer`."""
+    paid = (
+        allama.mock.ChatResponseBuilder().text("no JSON here").usage(100, 10).model("gpt-4o-mini")
+    )
+    good = allama.mock.ChatResponseBuilder().text(answer).usage(100, 10).model("gpt-4o-mini")
+    return allama.mock.MockProvider([paid.build(), error, good.build()], name="openai")
+
+
+def test_what_an_input_paid_before_it_was_set_aside_counts_when_it_is_sent_again(
+    tmp_path: Path,
+) -> None:
+    from allama.errors import AuthenticationError
+
+    ledger = tmp_path / "run.sqlite"
+    provider = _paid_then(AuthenticationError("Incorrect API key provided."))
+    options: dict[str, Any] = {"request": TEMPLATE, "ledger": ledger}
+    first = allama.batch(provider, Row, ["doc 1"], extractor=Extractor(retries=1), **options)
+    (refused,) = list(first)
+    assert refused.pending and outcome(refused) == "authentication"
+    (row,) = Ledger(ledger, read_only=True).rows()
+    assert (row.status, row.cost) == ("pending", "0.000021")  # the paid pass is kept
+    # The key fixed, the next run sends it again: its record and cost say both passes.
+    second = allama.batch(provider, Row, ["doc 1"], extractor=Extractor(retries=1), **options)
+    (done,) = list(second)
+    assert done.value == Row(n=1) and len(done.spent) == 1 and done.spent[0].passes == 1
+    assert (second.summary.passes, second.summary.cost) == (2, Decimal("0.000042"))
+    (row,) = Ledger(ledger, read_only=True).rows()
+    assert (row.status, row.cost, len(row.record["earlier_attempts"])) == ("done", "0.000042", 1)
+    # And a run again reads it back with both.
+    third = allama.batch(provider, Row, ["doc 1"], **options)
+    assert next(iter(third)).resumed and third.summary.cost == Decimal("0.000042")
+
+
+def test_failed_inputs_tried_again_count_what_they_paid_toward_the_budget(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    # `doc 7`, `doc 57`, ... answer no JSON: each attempt pays for a pass and fails.
+    inputs = [f"doc {7 + 50 * n}" for n in range(5)]
+    ledger = tmp_path / "run.sqlite"
+    options: dict[str, Any] = {
+        "request": TEMPLATE,
+        "ledger": ledger,
+        "max_cost": "0.0001",
+        "concurrency": 1,
+    }
+    first = allama.batch(provider_for(server), Row, inputs, **options)
+    assert [outcome(r) for r in first] == ["extraction_parse"] * 5
+    assert first.summary.cost == Decimal("0.000105")
+    sent = sum(server.sent.values())
+    # Under the same budget, trying the failures again sends nothing: they paid it already.
+    again = allama.batch(provider_for(server), Row, inputs, retry_failed=True, **options)
+    assert list(again) == []  # stopped before it read an input
+    assert (again.summary.not_started, sum(server.sent.values())) == (5, sent)
+    assert again.summary.stopped == (
+        "the budget of $0.0001 is reached ($0.000105, $0.000105 of it paid for inputs not finished)"
+    )
+    # A larger budget sends them again, each counted with what it paid before.
+    larger = allama.batch(
+        provider_for(server), Row, inputs, retry_failed=True, **{**options, "max_cost": "0.00016"}
+    )
+    results = list(larger)
+    # $0.000105 known at the start, $0.000021 more with each input sent: the third reaches
+    # the budget.
+    assert [r.index for r in results if outcome(r) == "extraction_parse"] == [0, 1, 2]
+    assert all(len(r.spent) == 1 for r in results if outcome(r) == "extraction_parse")
+    assert sum(server.sent.values()) == sent + 3
+    assert larger.summary.cost == Decimal("0.000021") * 6  # three inputs, two passes each
+    assert larger.summary.stopped == (
+        "the budget of $0.00016 is reached ($0.000168, $0.000042 of it paid for inputs not "
+        "finished)"
+    )
+
+
 # A run keys each text input without making the request's JSON: the keys are those of
 # `input_key` on the request built, so that a ledger resumes whichever way it was made.
 

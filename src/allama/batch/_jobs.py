@@ -124,6 +124,7 @@ class JobRunner(_Runner):
         assert spec.ledger is not None
         self.book = Ledger(spec.ledger, settings=spec.settings)
         self.ledger = LedgerWriter(self.book)
+        self.carry_from(self.book)
         try:
             waiting = await self._intake()
             await self._recover(waiting)

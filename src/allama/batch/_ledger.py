@@ -418,17 +418,27 @@ class Ledger:
             ),
         )
 
-    def _set_aside(self, key: str, error: dict[str, Any]) -> None:
+    def _set_aside(
+        self,
+        key: str,
+        error: dict[str, Any],
+        record: dict[str, Any] | None = None,
+        cost: str | None = None,
+    ) -> None:
         """Make an input this run sent pending again, its attempts counted and the error it
         met kept: an error that was not the input's (a refused key, a provider out of
         reach), or one the run stopped before trying again (a live call, or a row of a
-        collected provider batch job: out of the job, what the jobs answered kept)."""
+        collected provider batch job: out of the job, what the jobs answered kept). The
+        record and cost of what its attempts paid are kept too, for the run that sends it
+        again to count (`record`'s `earlier_attempts` hold those before the last)."""
         self._connection.execute(
-            "UPDATE items SET status = ?, error = ?, job = NULL "
+            "UPDATE items SET status = ?, error = ?, record = ?, cost = ?, job = NULL "
             "WHERE key = ? AND run_id = ? AND status IN (?, ?)",
             (
                 Status.PENDING,
                 _json_text(error),
+                None if record is None else _json_text(record),
+                cost,
                 key,
                 self.run_id,
                 Status.IN_FLIGHT,
@@ -696,6 +706,17 @@ class Ledger:
         for raw in rows:
             yield _row(raw)
 
+    def paid_unfinished(self) -> dict[str, str]:
+        """The cost kept for each input not done (failed, pending, or left in flight) whose
+        attempts paid for something, by key: money a budget counts before those inputs are
+        read again."""
+        with self._lock:
+            found = self._connection.execute(
+                "SELECT key, cost FROM items WHERE status != ? AND cost IS NOT NULL",
+                (Status.DONE,),
+            ).fetchall()
+        return {str(key): str(cost) for key, cost in found}
+
     def counts(self) -> dict[str, int]:
         with self._lock:
             found = self._connection.execute(
@@ -880,8 +901,14 @@ class LedgerWriter:
     async def reopen(self, key: str) -> None:
         await self._submit(lambda: self._ledger._reopen(key))
 
-    async def set_aside(self, key: str, error: dict[str, Any]) -> None:
-        await self._submit(lambda: self._ledger._set_aside(key, error))
+    async def set_aside(
+        self,
+        key: str,
+        error: dict[str, Any],
+        record: dict[str, Any] | None = None,
+        cost: str | None = None,
+    ) -> None:
+        await self._submit(lambda: self._ledger._set_aside(key, error, record, cost))
 
     async def release(self, key: str) -> None:
         await self._submit(lambda: self._ledger._release(key))

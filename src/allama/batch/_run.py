@@ -726,6 +726,14 @@ class _Runner:
         self.random = random.Random()
         self.running: dict[str, asyncio.Future[BatchResult[Any]]] = {}
         """Inputs being worked on in this run, by key: a duplicate input waits for the first."""
+        self.carried: dict[str, Decimal] = {}
+        """What earlier runs paid for inputs this run sends again, until they end: counted
+        toward the budget (with `max_cost`)."""
+        self.given_from_ledger: set[int] = set()
+        """Inputs an earlier run finished that this run has given, by their key's first 64
+        bits (a tenth of the memory of the keys): a later copy is a duplicate, its record
+        counted once. Two inputs sharing those bits (about one in 10^8 among a million)
+        would only have the second counted as a copy; its value is still its own."""
         self.spans: _tracing.BatchSpans | None = None
         """The run's span and its inputs', when traced."""
         self.slots = asyncio.Semaphore(spec.concurrency)
@@ -769,6 +777,7 @@ class _Runner:
         if spec.ledger is not None:
             self.book = Ledger(spec.ledger, settings=spec.settings)
             self.ledger = LedgerWriter(self.book)
+            self.carry_from(self.book)
         # Inputs wait for a slot as tasks already made (and claimed in the ledger), as many
         # again as are in flight: a slot that frees is taken in the same turn of the loop,
         # where making the next task, or claiming its input, then would leave a connection
@@ -919,9 +928,51 @@ class _Runner:
 
     def _finish(self, result: BatchResult[Any]) -> None:
         _tracing.input_result(result)
+        if self.carried and (result.failure is None or result.failure.kind != NOT_STARTED):
+            self.carried.pop(result.key, None)  # counted in the summary from now on
         self.summary.add(result)
         self._check_budget(result)
         self.emit(result)
+
+    def carry_from(self, book: Ledger) -> None:
+        """Under a budget, count what the ledger's unfinished inputs paid for before the
+        run reads them (a failed input, one left pending): a run again under the same
+        budget sends nothing more."""
+        if self.spec.max_cost is None:
+            return
+        for key, cost in book.paid_unfinished().items():
+            with contextlib.suppress(ArithmeticError):
+                self.carried[key] = Decimal(cost)
+        self._check_known()
+
+    def _check_known(self) -> None:
+        budget = self.spec.max_cost
+        if budget is None or self.stopping is not None:
+            return
+        known = self._known_cost()
+        if known >= budget:
+            unfinished = known - self.summary.cost
+            self.stop(
+                f"the budget of ${budget:f} is reached (${dollars(known)}"
+                + (
+                    f", ${dollars(unfinished)} of it paid for inputs not finished)"
+                    if unfinished
+                    else ")"
+                )
+            )
+
+    def _carry(self, key: str, paid: list[ExtractionMetadata]) -> None:
+        """Count what earlier runs paid for an input sent again toward the budget before
+        it is sent: the budget is the whole job's. (Unknown, it is told when the input
+        ends, as its own cost would be.)"""
+        cost, _ = _cost_of(paid)
+        if cost is None:
+            return
+        self.carried[key] = cost
+        self._check_known()
+
+    def _known_cost(self) -> Decimal:
+        return self.summary.cost + sum(self.carried.values(), Decimal(0))
 
     def _check_budget(self, result: BatchResult[Any]) -> None:
         budget = self.spec.max_cost
@@ -935,8 +986,7 @@ class _Runner:
                     f"the budget of ${budget:f} cannot be kept"
                 )
                 return
-        if self.summary.cost >= budget:
-            self.stop(f"the budget of ${budget:f} is reached (${dollars(self.summary.cost)})")
+        self._check_known()
 
     async def one(self, index: int, document: Any) -> None:
         span = None if self.spans is None else self.spans.start_input(index)
@@ -1015,9 +1065,17 @@ class _Runner:
                     result = _duplicate(index, label, replace(first, resumed=False))
                 else:
                     result = self._from_ledger(index, label, claim.row)
+                    given = int(key[:16], 16)
+                    if given in self.given_from_ledger:
+                        result = _duplicate(index, label, result)
+                    else:
+                        self.given_from_ledger.add(given)
                 self._finish(result)
                 return result
             attempts = claim.attempts
+            paid = _paid_before(claim.row)
+            if paid:
+                return await self._attempt(index, key, label, request, attempts, began, paid)
         return await self._attempt(index, key, label, request, attempts, began)
 
     def _not_started(self, index: int, key: str, label: str) -> BatchResult[Any]:
@@ -1025,15 +1083,28 @@ class _Runner:
         return BatchResult(index, key, label, None, failure, None, 0, 0.0)
 
     async def _attempt(
-        self, index: int, key: str, label: str, request: ChatRequest, attempts: int, began: float
+        self,
+        index: int,
+        key: str,
+        label: str,
+        request: ChatRequest,
+        attempts: int,
+        began: float,
+        paid: list[ExtractionMetadata] | None = None,
     ) -> BatchResult[Any]:
         """Send a claimed input when a slot frees, and again after errors that may pass.
 
         The slot is held for the call alone: recording the outcome (a ledger commit) and
         waiting before a retry leave it to the next input. Under a budget the outcome is
-        recorded before the slot is given back, so that no input starts past the budget."""
+        recorded before the slot is given back, so that no input starts past the budget.
+        `paid`: what earlier runs' attempts of the input paid for, counted with its own
+        (and, under a budget, before it is sent)."""
         tries = _Tries(attempts, estimate=_estimate(request) if self.limiter.counts_tokens else 0)
         hold = self.spec.max_cost is not None
+        if paid:
+            tries.spent.extend(paid)
+            if hold:
+                self._carry(key, paid)
         while True:
             async with self.slots:
                 if self.stopping is None:
@@ -1241,7 +1312,13 @@ class _Runner:
                 self.summary.refused = failure.kind
             self.stop(stops)
         if self.ledger is not None:
-            await self.ledger.set_aside(key, {"kind": failure.kind, "message": failure.message})
+            cost, _ = _cost_of([*spent, *([record] if record is not None else [])])
+            await self.ledger.set_aside(
+                key,
+                {"kind": failure.kind, "message": failure.message},
+                _stored_or_spent(record, spent),
+                None if cost is None else str(cost),
+            )
         result: BatchResult[Any] = BatchResult(
             index,
             key,
@@ -1468,6 +1545,20 @@ def _stored_value_invalid(
         f"{_tracing.type_name(tp)}: {problem}; the value stays in the ledger "
         "(`allama batch export` writes it)",
     )
+
+
+def _paid_before(row: LedgerRow | None) -> list[ExtractionMetadata]:
+    """The records of what earlier runs' attempts of an input paid for (passes, or a
+    failure that reported usage), as its failure or its stop left them in the ledger: the
+    attempt that sends it again carries them, so that its record and cost say all."""
+    if row is None or not row.record:
+        return []
+    records = dict(row.record)
+    earlier = records.pop("earlier_attempts", [])
+    found = [ExtractionMetadata.from_json_dict(record) for record in earlier]
+    if records:
+        found.append(ExtractionMetadata.from_json_dict(records))
+    return [record for record in found if record.passes or record.usage is not None]
 
 
 def _stored_record(metadata: ExtractionMetadata, spent: list[ExtractionMetadata]) -> dict[str, Any]:
