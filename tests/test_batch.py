@@ -549,6 +549,47 @@ def test_a_setting_out_of_range_is_refused_before_anything_is_sent(
     assert provider.requests == []
 
 
+@pytest.mark.parametrize(
+    ("inputs", "setting", "error", "message"),
+    [
+        (
+            "Invoice 12: total $40",
+            {},
+            TypeError,
+            "inputs must be an iterable of documents, not one str: pass a list of them "
+            "(`[document]` for one)",
+        ),
+        (
+            b"doc 1",
+            {},
+            TypeError,
+            "inputs must be an iterable of documents, not one bytes: pass a list of them "
+            "(`[document]` for one)",
+        ),
+        (
+            ["doc 1"],
+            {"label": 5},
+            TypeError,
+            "label must be a function naming an input (or None), not int",
+        ),
+        (
+            ["doc 1"],
+            {"ledger": "/nowhere/at/all/run.sqlite"},
+            FileNotFoundError,
+            "the ledger's folder does not exist: `/nowhere/at/all`",
+        ),
+    ],
+)
+def test_inputs_a_label_or_a_ledger_that_cannot_work_are_refused_before_anything_is_sent(
+    inputs: Any, setting: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    provider = TestProvider()
+    with pytest.raises(error) as raised:
+        allama.batch(provider, Row, inputs, request=TEMPLATE, **setting)
+    assert str(raised.value) == message
+    assert provider.requests == []
+
+
 def test_a_label_that_cannot_be_made_is_that_inputs_failure(server: BatchServer) -> None:
     def label(document: str) -> str:
         return {"doc 1": "first", "doc 3": "third"}[document]  # none for doc 2

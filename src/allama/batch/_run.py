@@ -29,6 +29,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, It
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from os import PathLike
+from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
@@ -508,10 +509,23 @@ def _spec(
             f"inputs must be an iterable of documents (or, for `abatch`, an async iterable), "
             f"not {type(inputs).__name__}"
         )
+    if isinstance(inputs, str | bytes | bytearray):
+        # Iterable, but by character: a document passed alone would be one input a letter.
+        raise TypeError(
+            f"inputs must be an iterable of documents, not one {type(inputs).__name__}: "
+            "pass a list of them (`[document]` for one)"
+        )
+    if label is not None and not callable(label):
+        raise TypeError(
+            f"label must be a function naming an input (or None), not {type(label).__name__}"
+        )
     if total is not None and (isinstance(total, bool) or not isinstance(total, int) or total < 0):
         raise ValueError(f"total must be a whole number of inputs, 0 or more, not {total!r}")
     if ledger is not None and not str(ledger):
         raise ValueError("ledger must be a file's path (or None for no ledger), not ''")
+    if ledger is not None and not Path(ledger).parent.is_dir():
+        # Said now, with the path: SQLite says only "unable to open database file", later.
+        raise FileNotFoundError(f"the ledger's folder does not exist: `{Path(ledger).parent}`")
     if provider_batch:
         _check_provider_batch(provider, ledger, job_retry, poll_interval, job_size)
     budget = None if max_cost is None else _budget(max_cost)
