@@ -576,6 +576,54 @@ def test_paths_that_would_write_over_the_input_or_each_other_are_refused(
     assert "is the ledger: the export would write over it" in capsys.readouterr().err
 
 
+def test_an_output_that_would_write_over_the_prompt_or_the_types_module_is_refused(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1])
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Read the number.")
+    module = Path(row_type.rpartition(":")[0])
+    kept = module.read_text()
+    assert run(server, row_type, docs, prompt, "--prompt", str(prompt)) == 2
+    assert capsys.readouterr().err == (
+        f"allama batch run: --out `{prompt}` is the --prompt file: the run would write over it\n"
+    )
+    assert run(server, row_type, docs, tmp_path / "o.jsonl", "--ledger", str(module)) == 2
+    assert capsys.readouterr().err == (
+        f"allama batch run: --ledger `{module}` is the --type's module: the run would write "
+        "over it\n"
+    )
+    assert prompt.read_text() == "Read the number." and module.read_text() == kept
+    assert not server.sent
+
+
+def test_a_temperature_that_is_no_number_a_provider_reads_is_refused(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1])
+    for given in ("nan", "inf", "1e999"):
+        assert run(server, row_type, docs, tmp_path / "o.jsonl", "--temperature", given) == 2
+        err = capsys.readouterr().err
+        assert f"argument --temperature: must be a finite number, not {given}" in err
+    assert not server.sent
+
+
+def test_a_prompt_files_byte_order_mark_is_not_sent(
+    server: BatchServer, row_type: str, tmp_path: Path
+) -> None:
+    docs = folder(tmp_path, [1, 2])
+    ledger = ("--ledger", str(tmp_path / "run.sqlite"))
+    plain, marked = tmp_path / "plain.txt", tmp_path / "marked.txt"
+    plain.write_text("Read the number.", encoding="utf-8")
+    marked.write_text("Read the number.", encoding="utf-8-sig")
+    assert marked.read_bytes().startswith(b"\xef\xbb\xbf")
+    assert run(server, row_type, docs, tmp_path / "a.jsonl", "--prompt", str(plain), *ledger) == 0
+    sent = sum(server.sent.values())
+    # The same prompt: the same keys, so nothing is sent again.
+    assert run(server, row_type, docs, tmp_path / "b.jsonl", "--prompt", str(marked), *ledger) == 0
+    assert sum(server.sent.values()) == sent == 2
+
+
 def test_a_file_that_is_not_a_ledger_is_refused_before_the_output_is_touched(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -686,6 +734,32 @@ def test_a_run_that_stops_still_writes_what_the_ledger_holds(
     summary = summary_of(err)
     assert summary[2] == "6 done, 0 failed (3 finished by an earlier run), in T s"
     assert summary[3] == "enforcement: exact 6"
+    # What the earlier run paid for them is the job's too, as a run that reads them says.
+    assert summary[4:6] == ["passes 6, attempts 6, tokens 600 in / 60 out", "cost $0.000126"]
+
+
+def test_a_stopped_run_counts_a_copy_of_a_document_it_gave_once(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def documents(name: str, numbers: list[int]) -> Path:
+        path = tmp_path / name
+        path.write_text("".join(json.dumps({"text": f"doc {n}"}) + "\n" for n in numbers))
+        return path
+
+    ledger = tmp_path / "shared.sqlite"
+    later = documents("later.jsonl", [5, 6])
+    assert run(server, row_type, later, tmp_path / "later.out", "--ledger", str(ledger)) == 0
+    # Copies of a document this run sends, and of one the ledger holds.
+    source = documents("in.jsonl", [1, 2, 4, 5, 6, 1, 5, 5])
+    out = tmp_path / "out.jsonl"
+    capsys.readouterr()
+    extra = ("--max-cost", "0.00005", "--concurrency", "1", "--ledger", str(ledger))
+    assert run(server, row_type, source, out, *extra) == 0
+    assert len(rows_of(out)) == 8 and sum(server.sent.values()) == 5
+    summary = summary_of(capsys.readouterr().err)
+    assert summary[2].startswith("8 done, 0 failed (")
+    # Five documents paid for, whatever number of copies each came in.
+    assert summary[4:6] == ["passes 5, attempts 5, tokens 500 in / 50 out", "cost $0.000105"]
 
 
 STRICT_ROW_TYPE = """from pydantic import BaseModel, field_validator

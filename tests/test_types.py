@@ -311,6 +311,14 @@ def test_settings_are_checked_as_the_constructor_checks_them() -> None:
     with pytest.raises(ValueError, match="invalid `reasoning_effort`") as caught:
         request.with_reasoning_effort("hush-hush")  # type: ignore[arg-type]
     assert "hush-hush" not in str(caught.value)  # the caller's value is not repeated
+    # `NaN` and infinities are no JSON a provider reads.
+    for number in (float("nan"), float("inf"), "-inf"):
+        with pytest.raises(ValueError, match="invalid `temperature`: Input should be a finite"):
+            request.with_temperature(number)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="invalid `top_p`: Input should be a finite"):
+            request.with_top_p(number)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="finite_number"):
+            ChatRequest("m", temperature=number)
 
 
 def test_a_request_needs_a_model_id() -> None:

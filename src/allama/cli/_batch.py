@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import datetime
 import json
+import math
 import os
 import signal
 import sys
@@ -130,7 +131,7 @@ def add_batch_parser(commands: Any) -> None:
         help=f"a file holding the system prompt (default: {DEFAULT_PROMPT!r})",
     )
     asking.add_argument("--max-output-tokens", type=_positive_int, metavar="N")
-    asking.add_argument("--temperature", type=float, metavar="T")
+    asking.add_argument("--temperature", type=_finite_float, metavar="T")
     extracting = run.add_argument_group("extraction")
     extracting.add_argument(
         "--repair", action="store_true", help="strip fences and prose around the JSON"
@@ -299,7 +300,17 @@ def _positive_float(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+        raise argparse.ArgumentTypeError(f"must be a finite number more than 0, not {text}")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, not {text}")
     return value
 
 
@@ -378,16 +389,24 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     ledger = Path(args.ledger) if args.ledger else out.with_name(out.name + ".ledger.sqlite")
     if not ledger.parent.is_dir():
         raise _Usage(f"no such folder for --ledger: `{ledger.parent}`")
+    module = getattr(sys.modules.get(getattr(tp, "__module__", "")), "__file__", None)
+    read = [("the input", source)]
+    if args.prompt is not None:
+        read.append(("the --prompt file", Path(args.prompt)))
+    if module is not None:
+        read.append(("the --type's module", Path(module)))
     for flag, path in (("--out", out), ("--ledger", ledger)):
-        if _same_file(path, source):
-            raise _Usage(f"{flag} `{path}` is the input: the run would write over it")
+        for what, other in read:
+            if _same_file(path, other):
+                raise _Usage(f"{flag} `{path}` is {what}: the run would write over it")
     if _same_file(out, ledger):
         raise _Usage(f"--out and --ledger are the same file, `{out}`: give each its own")
     _check_ledger(ledger)
     prompt = DEFAULT_PROMPT
     if args.prompt is not None:
         try:
-            prompt = Path(args.prompt).read_text(encoding="utf-8").strip()
+            # `utf-8-sig`, as the inputs are read: an editor's byte-order mark is no prompt.
+            prompt = Path(args.prompt).read_text(encoding="utf-8-sig").strip()
         except (OSError, UnicodeDecodeError) as error:
             raise _Usage(f"cannot read --prompt `{args.prompt}`: {error}") from None
         if not prompt:
@@ -547,14 +566,15 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
     )
 
 
-def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray) -> Counter[str]:
+def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray) -> list[Any]:
     """Write the values the ledger holds for the documents a stopped run did not reach
-    (finished by an earlier run), validated again; how many, by enforcement."""
+    (finished by an earlier run), validated again; their results, as the run would have
+    given them (a copy of an input the run gave already marked so)."""
     import sqlite3
 
     from allama.batch._ledger import LedgerError, _read_only, item_columns
 
-    filled: Counter[str] = Counter()
+    filled: list[Any] = []
     if 0 not in seen or not ledger.is_file():
         return filled
     try:
@@ -563,37 +583,62 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
         return filled
     from pydantic import ValidationError
 
-    from allama.batch._run import ValueNotKept, read_done, stored_python
+    from allama.batch._run import BatchResult, ValueNotKept, read_done, stored_python
+    from allama.extract._metadata import ExtractionMetadata
     from allama.extract._parse import ReadAgainError
 
     spec = run._spec
+    runner = run._runner
+    this_run = runner.book.run_id if runner.book is not None else None
+    given: set[str] = set()
 
     def reached(index: int) -> bool:
         return index < len(seen) and bool(seen[index])
 
     try:
         has_source = "source" in item_columns(db)
-        columns = "status, value, record, " + ("source" if has_source else "NULL")
+        columns = "status, value, record, attempts, seconds, run_id, " + (
+            "source" if has_source else "NULL"
+        )
         for index, document, key, row in _looked_up(spec, db, columns, reached):
-            if row is None or row[0] != "done":
+            if row is None or key is None or row[0] != "done":
                 continue
-            _, value, record, source = row
+            _, value, record, attempts, seconds, run_id, source = row
             kept = None if record is None else json.loads(record)
             if not isinstance(kept, dict):
                 kept = None
             try:
                 label = spec.label(document, index)
                 # Read again as the run reads what it resumes, and written as its rows are.
-                shown = stored_python(spec.adapter, read_done(spec, value, source, kept))
+                read = read_done(spec, value, source, kept)
+                shown = stored_python(spec.adapter, read)
             except (ValidationError, ReadAgainError, ValueNotKept):  # as the run fails it
                 continue
             except Exception:  # the label function's: the input's failure, which the run said
                 continue
-            if kept is not None:  # as the run's own rows and `export` write it
-                kept.pop("earlier_attempts", None)
+            earlier = kept.pop("earlier_attempts", []) if kept is not None else []
             line = {"label": label, "key": key, "value": shown, "record": kept}
             output.write(json.dumps(line, ensure_ascii=False) + "\n")
-            filled[str(kept.get("enforcement")) if isinstance(kept, dict) else "unknown"] += 1
+            # A copy of an input the run finished, or gave from the ledger, is counted once.
+            copy = (
+                key in given or run_id == this_run or int(key[:16], 16) in runner.given_from_ledger
+            )
+            given.add(key)
+            filled.append(
+                BatchResult(
+                    index,
+                    key,
+                    label,
+                    read,
+                    None,
+                    None if not kept else ExtractionMetadata.from_json_dict(kept),
+                    0 if copy else int(attempts or 0),
+                    float(seconds or 0.0),
+                    True,
+                    () if copy else tuple(ExtractionMetadata.from_json_dict(r) for r in earlier),
+                    duplicate=copy,
+                )
+            )
     except sqlite3.Error:
         return filled
     finally:
@@ -602,14 +647,13 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
     return filled
 
 
-def _count_earlier(summary: Any, by_enforcement: Counter[str]) -> None:
+def _count_earlier(summary: Any, filled: list[Any]) -> None:
     """Count the documents a stopped run did not reach, and an earlier run finished, as
-    done by an earlier run (their values are in the output), not as not started."""
-    filled = by_enforcement.total()
-    summary.not_started = max(0, summary.not_started - filled)
-    summary.done += filled
-    summary.resumed += filled
-    summary.by_enforcement.update(by_enforcement)
+    done by an earlier run (their values are in the output, their records in the summary's
+    passes, tokens and cost), not as not started."""
+    summary.not_started = max(0, summary.not_started - len(filled))
+    for result in filled:
+        summary.add(result)
 
 
 def _looked_up(
@@ -800,9 +844,9 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             # A stopped run reads no further input; what the ledger holds of the rest (an
             # earlier run's values) is written too, so the output is not cut short.
             try:
-                by_enforcement = _write_from_ledger(run, prepared.ledger, output, seen)
-                filled = by_enforcement.total()
-                _count_earlier(run.summary, by_enforcement)
+                from_ledger = _write_from_ledger(run, prepared.ledger, output, seen)
+                filled = len(from_ledger)
+                _count_earlier(run.summary, from_ledger)
             except KeyboardInterrupt:  # cut short: the output it would replace stays
                 interrupts.count = max(interrupts.count, 1)
                 broken = KeyboardInterrupt("interrupted while writing the ledger's values")
