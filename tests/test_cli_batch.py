@@ -268,6 +268,17 @@ def test_a_csv_document_longer_than_the_csv_modules_own_limit(tmp_path: Path) ->
     ]
 
 
+def test_documents_added_to_the_input_after_it_was_checked_are_not_read(tmp_path: Path) -> None:
+    from allama.batch._inputs import read_inputs
+
+    source = tmp_path / "growing.jsonl"
+    source.write_text('{"text": "doc 1"}\n{"text": "doc 2"}\n')
+    inputs = read_inputs(source)
+    with source.open("a") as log:  # a log still written: one more, and one unfinished
+        log.write('{"text": "doc 3"}\n{"text": ')
+    assert len(inputs) == 2 and [document.label for document in inputs] == ["line 1", "line 2"]
+
+
 @pytest.mark.parametrize(
     ("name", "content", "extra", "message"),
     [

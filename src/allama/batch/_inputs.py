@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import itertools
 import json
 import math
 import os
@@ -69,6 +70,11 @@ class Inputs:
     or row instead: how many, and where the first three are."""
 
     def __iter__(self) -> Iterator[Document]:
+        # No more than were counted and checked: what is added to the file during a run
+        # (a log still written) is for a run that reads it whole.
+        return itertools.islice(self._documents(), self.total)
+
+    def _documents(self) -> Iterator[Document]:
         if self.kind == "folder":
             for file in _text_files(self.path):
                 yield Document(_read_text(file), file.name)
