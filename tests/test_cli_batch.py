@@ -562,6 +562,14 @@ def test_bad_arguments(
     assert "argument --max-cost: must be more than 0, not 0" in capsys.readouterr().err
     assert main([*base[:4], "missing.py:Row", "--out", out]) == 2
     assert capsys.readouterr().err == "allama batch run: no such file: `missing.py`\n"
+    assert main([*base, "--provider", "openai", "--model", "m", "--job-size", "5"]) == 2
+    assert capsys.readouterr().err == (
+        "allama batch run: --job-size is for runs with --provider-batch\n"
+    )
+    assert main([*base, "--job-size", "5", "--poll-interval", "1"]) == 2
+    assert capsys.readouterr().err == (
+        "allama batch run: --poll-interval and --job-size are for runs with --provider-batch\n"
+    )
     assert not server.sent
 
 

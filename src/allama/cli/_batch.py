@@ -196,7 +196,6 @@ def add_batch_parser(commands: Any) -> None:
     jobs.add_argument(
         "--poll-interval",
         type=_positive_float,
-        default=30.0,
         metavar="SECONDS",
         help="seconds before a job is read again, growing to ten minutes (default: 30)",
     )
@@ -373,6 +372,18 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     except TypeNotFound as error:
         raise _Usage(str(error)) from None
     _check_type(args.type_ref, tp)
+    if not args.provider_batch:
+        given = [
+            flag
+            for flag, value in (
+                ("--poll-interval", args.poll_interval),
+                ("--job-size", args.job_size),
+            )
+            if value is not None
+        ]
+        if given:
+            are = "is" if len(given) == 1 else "are"
+            raise _Usage(f"{' and '.join(given)} {are} for runs with --provider-batch")
     source = Path(args.input)
     if not source.exists():
         raise _Usage(f"no such file or folder: `{args.input}`")
@@ -739,7 +750,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             total=inputs.total,
             provider_batch=args.provider_batch,
             job_retry="live" if args.retry_failed == "live" else "batch",
-            poll_interval=args.poll_interval,
+            poll_interval=30.0 if args.poll_interval is None else args.poll_interval,
             job_size=args.job_size,
         )
     except (ValueError, TypeError, allama.Error) as error:
