@@ -25,6 +25,7 @@ from allama import (
     ProviderDataEvent,
     RateLimitedError,
     RequestField,
+    ResponseStart,
     ServerError,
     StreamEvent,
     TextDelta,
@@ -479,6 +480,49 @@ def test_streams_fail_over_while_they_open() -> None:
     with pytest.raises(NetworkError):
         stream.response()
     assert spare.call_count == 0
+
+
+def test_a_stream_fails_over_on_an_error_sent_before_its_answer_began() -> None:
+    # An overloaded server answers HTTP 200, a start, then its error: nothing of the answer
+    # has reached the caller, so the next provider is asked.
+    busy = OverloadedError("Overloaded")
+    first = MockStreamingProvider([[ResponseStart(id="msg_1"), busy]], name="a")
+    second = MockStreamingProvider.with_text("ok").with_provider_name("b")
+    stream = FailoverProvider([first, second]).chat_stream(REQUEST)
+    events = list(stream)
+    assert events[0] == ResponseStart()  # the second provider's, not the first's (`msg_1`)
+    response = stream.response()
+    assert (response.text(), response.provider) == ("ok", "b")
+    assert response.provider_data == {
+        "allama": {"failover": {"attempts": 2, "providers": ["a", "b"]}}
+    }
+
+    async def main() -> ChatResponse:
+        first = MockStreamingProvider([[ResponseStart(id="msg_1"), busy]], name="a")
+        second = MockStreamingProvider.with_text("ok").with_provider_name("b")
+        stream = await FailoverProvider([first, second]).achat_stream(REQUEST)
+        return await stream.response()
+
+    assert run(main()).provider == "b"
+
+
+def test_a_stream_is_retried_on_an_error_sent_before_its_answer_began() -> None:
+    clock = Clock()
+    inner = MockStreamingProvider([[ResponseStart(id="r"), ServerError("busy")]]).then_response(
+        ChatResponseBuilder().text("whole").build()
+    )
+    stream = retrying(inner, clock).chat_stream(REQUEST)
+    assert stream.response().text() == "whole"
+    assert (inner.call_count, clock.sleeps) == (2, [0.5])
+
+    async def main() -> ChatResponse:
+        inner = MockStreamingProvider([[ResponseStart(id="r"), ServerError("busy")]])
+        stream = await retrying(
+            inner.then_response(ChatResponseBuilder().text("ok").build()), clock
+        ).achat_stream(REQUEST)
+        return await stream.response()
+
+    assert run(main()).text() == "ok"
 
 
 def test_async_streams_fail_over_while_they_open() -> None:

@@ -18,6 +18,7 @@ from allama.types import (
     ChatValidation,
     UnsupportedStage,
 )
+from allama.wrappers._opening import aopened, opened
 from allama.wrappers._record import (
     PAID_BEFORE,
     record_async_stream,
@@ -82,8 +83,9 @@ class FailoverProvider:
     is raised at once, since another provider would refuse the same request. With
     `failover_on_unsupported`, an `UnsupportedError` refused before sending (nothing paid)
     also moves on. A response after a failover records the providers tried in
-    `provider_data["allama"]["failover"]`. Streams fail over only on errors raised while
-    opening them.
+    `provider_data["allama"]["failover"]`. A stream fails over on an error met before the
+    first piece of its answer (raised by the open, or sent as its first event: an overloaded
+    server's); once the answer has begun, an error comes out of the iteration as it is.
 
     Capability questions and dry runs are answered by the first provider, the one a request
     goes to first.
@@ -154,11 +156,14 @@ class FailoverProvider:
         return record_response(response, _FAILOVER_DATA_KEY, tries.record())
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
-        stream, tries = self._run(lambda provider: provider.chat_stream(request))
+        stream, tries = self._run(lambda provider: opened(provider.chat_stream(request)))
         return record_stream(stream, _FAILOVER_DATA_KEY, tries.record())
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
-        stream, tries = await self._arun(lambda provider: provider.achat_stream(request))
+        async def open_on(provider: ChatProvider) -> AsyncChatStream:
+            return await aopened(await provider.achat_stream(request))
+
+        stream, tries = await self._arun(open_on)
         return record_async_stream(stream, _FAILOVER_DATA_KEY, tries.record())
 
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:

@@ -26,6 +26,7 @@ from allama.types import (
     ChatResponse,
     ChatValidation,
 )
+from allama.wrappers._opening import aopened, opened
 from allama.wrappers._record import PAID_BEFORE, record_async_stream, record_response, record_stream
 
 __all__ = ["RETRY_METADATA_KEY", "RetryPolicy", "RetryingProvider"]
@@ -152,8 +153,9 @@ class _Attempts:
 class RetryingProvider:
     """A provider that retries the retryable errors of another, with backoff.
 
-    `chat_stream` retries only errors raised while opening the stream; once events have
-    been yielded, an error comes out of the iteration as it is. The sleep functions, the
+    `chat_stream` retries errors met before the first piece of the answer (raised while
+    opening the stream, or sent as its first event); once the answer has begun, an error
+    comes out of the iteration as it is. The sleep functions, the
     random source and the clock can be replaced, so tests run instantly and repeatably.
 
     >>> from allama.mock import MockProvider
@@ -220,11 +222,14 @@ class RetryingProvider:
         return record_response(response, _RETRY_DATA_KEY, attempts.record())
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
-        stream, attempts = self._run(lambda: self.inner.chat_stream(request))
+        stream, attempts = self._run(lambda: opened(self.inner.chat_stream(request)))
         return record_stream(stream, _RETRY_DATA_KEY, attempts.record())
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
-        stream, attempts = await self._arun(lambda: self.inner.achat_stream(request))
+        async def open_one() -> AsyncChatStream:
+            return await aopened(await self.inner.achat_stream(request))
+
+        stream, attempts = await self._arun(open_one)
         return record_async_stream(stream, _RETRY_DATA_KEY, attempts.record())
 
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:

@@ -1,0 +1,60 @@
+"""A stream opened up to the first piece of its answer.
+
+Providers answer some refusals inside a stream that opened well: an overloaded server's
+first event (Anthropic's `overloaded_error` after HTTP 200), an error object in place of the
+first chunk (the OpenAI family's gateways). Until a piece of the answer has come, the caller
+has been given nothing, so such an error is the opening's: a wrapper retries it or fails
+over, as it does an error raised by the open itself. Once the answer has begun, an error
+comes out of the iteration as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+from allama.stream import AsyncChatStream, ChatStream
+from allama.types import ProviderDataEvent, ResponseStart, StreamEvent, UsageEvent, WarningEvent
+
+__all__ = ["aopened", "opened"]
+
+_BEFORE_THE_ANSWER = (ResponseStart, UsageEvent, WarningEvent, ProviderDataEvent)
+"""Events that carry no piece of the answer: read ahead while the stream opens."""
+
+
+def opened(stream: ChatStream) -> ChatStream:
+    """`stream` read up to its first piece of the answer (or its end), then given whole:
+    an error before it is raised here, the stream already closed."""
+    held: list[StreamEvent] = []
+    for event in stream:
+        held.append(event)
+        if not isinstance(event, _BEFORE_THE_ANSWER):
+            break
+    return ChatStream(
+        _replayed(held, stream), close=stream.close, provider=stream.collector.provider
+    )
+
+
+async def aopened(stream: AsyncChatStream) -> AsyncChatStream:
+    """The async twin of `opened`."""
+    held: list[StreamEvent] = []
+    async for event in stream:
+        held.append(event)
+        if not isinstance(event, _BEFORE_THE_ANSWER):
+            break
+    return AsyncChatStream(
+        _areplayed(held, stream), close=stream.aclose, provider=stream.collector.provider
+    )
+
+
+def _replayed(held: list[StreamEvent], stream: ChatStream) -> Iterator[StreamEvent]:
+    yield from held
+    yield from stream
+
+
+async def _areplayed(
+    held: list[StreamEvent], stream: AsyncChatStream
+) -> AsyncIterator[StreamEvent]:
+    for event in held:
+        yield event
+    async for event in stream:
+        yield event
