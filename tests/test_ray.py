@@ -237,6 +237,36 @@ def test_a_request_function_and_bad_rows_of_the_callers_own(local_ray: None, bas
             provider_options={"api_key": "sk-test", "base_url": base_url},
             request=build_request,
         )
+    # So does a text column no row has; the one it was meant to be is among those named.
+    with pytest.raises(ValueError, match=r"no column `txt` \(its columns: `text`\)"):
+        allama.ray.extract_dataset(
+            ray.data.from_items([{"text": "a"}]),
+            Invoice,
+            provider="openai",
+            provider_options={"api_key": "sk-test", "base_url": base_url},
+            text_column="txt",
+            model="gpt-4o-mini",
+        )
+
+
+def test_blocks_whose_column_types_differ_are_extracted(local_ray: None, base_url: str) -> None:
+    # Ray cannot merge these blocks' schemas (an int `id`, then a text one; an int text)
+    # without reading them, nor concatenate them into one batch: batches of a row each are
+    # checked as they come.
+    items: list[dict[str, Any]] = [{"id": 1, "text": document(1)}, {"id": "A-2", "text": 5}]
+    out = allama.ray.extract_dataset(
+        ray.data.from_items(items),
+        Invoice,
+        provider="openai",
+        provider_options={"api_key": "sk-test", "base_url": base_url},
+        text_column="text",
+        model="gpt-4o-mini",
+        backoff=0,
+        batch_size=1,
+    )
+    rows = sorted(out.take_all(), key=lambda row: str(row["id"]))
+    assert json.loads(rows[0]["value"]) == expected(1)
+    assert rows[1]["value"] is None and rows[1]["error"].startswith("invalid_row: ")
 
 
 # Without a Ray instance: the callable itself, on a pyarrow table, with a scripted provider.

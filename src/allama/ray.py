@@ -442,12 +442,22 @@ def extract_dataset(
         allow_undeclared_keys=allow_undeclared_keys,
         min_enforcement=min_enforcement,
     )
-    # A column extraction adds, when the schema is known without reading the data, fails
-    # here rather than at the first batch, after others were paid for.
-    known = ds.schema(fetch_if_missing=False)
-    taken = [name for name in COLUMNS if known is not None and name in known.names]
+    # A column extraction adds, or a text column no row has, when the schema is known
+    # without reading the data, fails here rather than at the first batch, after others
+    # were paid for.
+    try:
+        known = ds.schema(fetch_if_missing=False)
+    except Exception:  # blocks whose types differ (an `id` int in one, text in another)
+        known = None  # do not merge: each batch is checked as it comes, as Ray reads them
+    names = [] if known is None else list(known.names)
+    taken = [name for name in COLUMNS if name in names]
     if taken:
         raise ValueError(_taken(taken))
+    if known is not None and text_column is not None and text_column not in names:
+        raise ValueError(
+            f"the dataset has no column `{text_column}` (its columns: "
+            f"{', '.join(f'`{name}`' for name in names)}); name the text's with text_column"
+        )
     return ds.map_batches(
         ExtractBatch,
         fn_constructor_kwargs=settings,
