@@ -1015,6 +1015,34 @@ def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
     assert len(server.jobs) == 2  # nothing sent again
 
 
+def test_a_cut_off_anthropic_submission_is_told_apart_from_the_runs_other_jobs(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "two.sqlite"
+    recorded = Ledger.job_submitted
+    calls: list[str] = []
+
+    def second_cut_off(self: Ledger, tag: str, job_id: str) -> None:
+        calls.append(job_id)
+        if len(calls) == 2:
+            raise RuntimeError("the process died here")
+        recorded(self, tag, job_id)
+
+    # Two jobs of the same size, made at the same time: the first's id is recorded, the
+    # second's is not.
+    monkeypatch.setattr(Ledger, "job_submitted", second_cut_off)
+    with pytest.raises(RuntimeError, match="died here"):
+        _run(provider, model, _docs(6), ledger, job_size=3)
+    assert len(server.jobs) == 2
+    monkeypatch.setattr(Ledger, "job_submitted", recorded)
+    results = _run(
+        provider, model, _docs(6), ledger, job_size=3, extractor=allama.Extractor(retries=1)
+    )
+    assert [r.value for r in results] == [Doc(n=n) for n in range(6)]
+    assert len(server.jobs) == 2  # the second found among them, not sent again
+
+
 def test_a_live_follow_up_that_meets_a_server_error_after_the_stop_stays_pending(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

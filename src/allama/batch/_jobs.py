@@ -395,8 +395,10 @@ class JobRunner(_Runner):
         self.open[tag] = job
 
     async def _find(self, target: Any, tag: str, since: float, count: int) -> str | None:
+        assert self.book is not None
+        known = _known_ids(self.book)
         found: str | None = await self.jobs.run(
-            self.jobs.dialect.find(target, tag, since, count), target.model, sync=self.sync
+            self.jobs.dialect.find(target, tag, since, count, known), target.model, sync=self.sync
         )
         return found
 
@@ -739,6 +741,12 @@ class JobLookupError(Exception):
     inputs again could pay for them twice, so the run stops and says so."""
 
 
+def _known_ids(book: Ledger) -> frozenset[str]:
+    """The provider's ids of the jobs the ledger knows: none of them is a job whose id a
+    cut-off submission did not record."""
+    return frozenset(row.job_id for row in book.jobs() if row.job_id is not None)
+
+
 def job_provider(row: JobRow, provider: Any = None) -> ProviderJobs:
     """The jobs API a ledger's job was submitted to: `provider` when given, else one built
     from the job's record (its preset, base URL and API; the key from the environment)."""
@@ -799,7 +807,9 @@ async def cancel_jobs(
             try:
                 job_id = row.job_id
                 if job_id is None:
-                    steps = jobs.dialect.find(target, row.tag, row.created_at, row.requests)
+                    steps = jobs.dialect.find(
+                        target, row.tag, row.created_at, row.requests, _known_ids(book)
+                    )
                     job_id = await jobs.run(steps, row.model, sync=True)
                     if job_id is None:  # it never reached the provider
                         continue

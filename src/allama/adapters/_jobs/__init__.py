@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -157,10 +157,13 @@ class JobDialect(Protocol):
         """Read a job; returns a `JobState`."""
         ...
 
-    def find(self, target: JobTarget, tag: str, since: float, count: int) -> Steps:
+    def find(
+        self, target: JobTarget, tag: str, since: float, count: int, known: Collection[str] = ()
+    ) -> Steps:
         """Find the job submitted with `tag` (at or after `since`, of `count` requests)
-        among the provider's recent jobs; returns its id, `None` when there is none, or
-        raises `JobAmbiguity` when it cannot tell."""
+        among the provider's recent jobs, not one of `known` (the ids the ledger holds of
+        its other jobs); returns its id, `None` when there is none, or raises
+        `JobAmbiguity` when it cannot tell."""
         ...
 
     def results(self, target: JobTarget, state: JobState, keys: Sequence[str]) -> Steps:

@@ -8,7 +8,7 @@ more than one such batch cannot be told apart, and is said so."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from allama.adapters._http import rfc3339_seconds
@@ -68,15 +68,20 @@ class AnthropicJobs:
         job = json_of((yield get(target, f"{target.base_url}/messages/batches/{job_id}")))
         return _state(job)
 
-    def find(self, target: JobTarget, tag: str, since: float, count: int) -> Steps:
+    def find(
+        self, target: JobTarget, tag: str, since: float, count: int, known: Collection[str] = ()
+    ) -> Steps:
         page = json_of((yield get(target, f"{target.base_url}/messages/batches", {"limit": "100"})))
         found = []
         for job in page.get("data") or []:
             state = _state(job)
+            # Anthropic keeps no tag: a job of the same size made at the time, that the
+            # ledger does not know as another of its jobs (a run's jobs are of one size).
             if (
                 state.created_at is not None
                 and state.created_at >= since - 5
                 and state.total == count
+                and state.id not in known
             ):
                 found.append(state.id)
         if len(found) > 1:

@@ -8,7 +8,7 @@ never from the job's state."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -124,7 +124,9 @@ class GeminiJobs:
         job = json_of((yield get(target, f"{target.base_url}/{job_id}")))
         return _state(job)
 
-    def find(self, target: JobTarget, tag: str, since: float, count: int) -> Steps:
+    def find(
+        self, target: JobTarget, tag: str, since: float, count: int, known: Collection[str] = ()
+    ) -> Steps:
         token: str | None = None
         for _ in range(5):
             params = {"pageSize": "100", **({"pageToken": token} if token else {})}

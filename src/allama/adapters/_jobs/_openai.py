@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from allama.adapters._http import HttpRequest
@@ -101,7 +101,9 @@ class OpenAIJobs:
         job = json_of((yield get(target, f"{target.base_url}/batches/{job_id}")))
         return _state(job)
 
-    def find(self, target: JobTarget, tag: str, since: float, count: int) -> Steps:
+    def find(
+        self, target: JobTarget, tag: str, since: float, count: int, known: Collection[str] = ()
+    ) -> Steps:
         after: str | None = None
         for _ in range(5):  # the 500 most recent jobs
             params = {"limit": "100", **({"after": after} if after else {})}
