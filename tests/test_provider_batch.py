@@ -635,6 +635,132 @@ def test_a_submission_that_reached_the_provider_before_a_stop_is_found_not_left_
     assert server.jobs == [job]  # collected, not submitted again
 
 
+def test_a_pass_paid_in_one_job_counts_when_the_follow_up_job_expires(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    add_job = server.add_job
+
+    def second_expires(job: Any) -> Any:
+        if len(server.jobs) == 1:  # the follow-up of doc 7, whose first answer is no JSON
+            server.expire_next = 1
+        return add_job(job)
+
+    server.add_job = second_expires  # type: ignore[method-assign]
+    ledger = tmp_path / "run.sqlite"
+    options: dict[str, Any] = {"extractor": allama.Extractor(retries=1), "max_attempts": 2}
+    run = _batch_run(provider, model, ["doc 7"], ledger, **options)
+    (result,) = list(run)
+    assert result.failure is not None and result.failure.kind == "job_expired"
+    assert result.metadata is not None and result.metadata.batch_passes == 1
+    assert run.summary.passes == 1 and run.summary.cost == Decimal("0.00000225")
+    (row,) = Ledger(ledger, read_only=True).rows()
+    assert (row.status, row.cost) == ("failed", "0.00000225")
+
+
+def test_a_failure_tried_again_in_a_job_counts_what_it_paid_before(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+    first = _batch_run(provider, model, ["doc 7"], ledger)  # no JSON: a paid pass, failed
+    assert [r.failure.kind for r in first if r.failure] == ["extraction_parse"]
+    answer = server.answer
+
+    def now_good(family: str, body: Any, *, batch: bool, model: str = "") -> Outcome:
+        body = json.loads(json.dumps(body).replace("doc 7", "doc 8"))  # answered as doc 8
+        return answer(family, body, batch=batch, model=model)
+
+    server.answer = now_good  # type: ignore[method-assign]
+    again = _batch_run(provider, model, ["doc 7"], ledger, retry_failed=True)
+    (result,) = list(again)
+    assert result.value == Doc(n=8) and len(result.spent) == 1
+    assert again.summary.passes == 2 and again.summary.cost == Decimal("0.00000450")
+    (row,) = Ledger(ledger, read_only=True).rows()
+    assert (row.status, row.cost, len(row.record["earlier_attempts"])) == ("done", "0.00000450", 1)
+
+
+def test_a_follow_up_asked_for_after_a_budgets_stop_keeps_what_its_pass_paid(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+    # One job: the budget is reached as its rows are taken in, doc 7's no JSON among them.
+    run = _batch_run(
+        provider,
+        model,
+        ["doc 100", "doc 101", "doc 7"],
+        ledger,
+        extractor=allama.Extractor(retries=1),
+        max_cost="0.0000001",
+    )
+    results = sorted(run, key=lambda r: r.index)
+    assert [r.failure.kind if r.failure else "ok" for r in results] == [
+        "ok",
+        "ok",
+        "follow_up_not_sent",
+    ]
+    assert results[2].pending and results[2].metadata is not None
+    assert results[2].metadata.batch_passes == 1
+    assert run.summary.passes == 3 and len(server.jobs) == 1
+    rows = {row.position: row for row in Ledger(ledger, read_only=True).rows()}
+    assert (rows[2].status, rows[2].cost, len(rows[2].log or [])) == ("pending", "0.00000225", 1)
+    # The next run, with room, takes the answer in again and sends the follow-up alone.
+    retrying = allama.Extractor(retries=1)
+    done = _run(provider, model, ["doc 100", "doc 101", "doc 7"], ledger, extractor=retrying)
+    assert done[2].value == Doc(n=7)  # answered the second time it is asked
+    assert done[2].metadata is not None and done[2].metadata.batch_passes == 2
+    assert len(server.jobs) == 2 and len(server.jobs[1].bodies) == 1
+
+
+def test_jobs_left_out_by_a_budgets_stop_are_collected_by_the_next_run(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    add_job = server.add_job
+
+    def later(job: Any) -> Any:
+        job.polls_to_finish = 2 if not server.jobs else 6  # the first ends first
+        return add_job(job)
+
+    server.add_job = later  # type: ignore[method-assign]
+    ledger = tmp_path / "run.sqlite"
+    docs = [f"doc {n}" for n in range(100, 109)]
+    options: dict[str, Any] = {"job_size": 3, "max_cost": "0.000001"}
+    first = list(_batch_run(provider, model, docs, ledger, **options))
+    assert sorted(r.failure.kind for r in first if r.failure) == ["in_provider_job"] * 6
+    with server.lock:
+        for job in server.jobs:
+            if job.end is None:
+                server.finish(job, "completed")  # ended at the provider: paid, waiting
+    # Under the same budget the next run sends nothing, and collects what ended.
+    again = _batch_run(provider, model, docs, ledger, **options)
+    results = sorted(again, key=lambda r: r.index)
+    # Every input ended: doc 107's answer is no JSON, its failure.
+    assert [r.index for r in results if not r.ok] == [7] and len(server.jobs) == 3
+    assert again.summary.passes == 9
+
+
+def test_a_copy_read_after_its_first_ended_gets_its_result(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    jobs = importlib.import_module("allama.batch._jobs")  # `allama.batch` is the function
+    monkeypatch.setattr(jobs, "_CLAIMS_AT_ONCE", 2)  # claims two at a time
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+    assert all(r.ok for r in _run(provider, model, ["doc 1", "doc 2"], ledger))
+    # doc 1 comes back from the ledger with the first claims; its copy comes after them.
+    results = _run(provider, model, ["doc 1", "doc 2", "doc 3", "doc 1"], ledger)
+    assert [(r.index, r.value, r.duplicate) for r in results] == [
+        (0, Doc(n=1), False),
+        (1, Doc(n=2), False),
+        (2, Doc(n=3), False),
+        (3, Doc(n=1), True),
+    ]
+
+
 # Refusals before anything is sent
 
 

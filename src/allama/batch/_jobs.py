@@ -34,6 +34,7 @@ from allama.batch._run import (
     BatchResult,
     _duplicate,
     _estimate,
+    _paid_before,
     _Reader,
     _Runner,
     _Spec,
@@ -44,6 +45,7 @@ from allama.errors import (
     ExtractionError,
     NotFoundError,
     RateLimitedError,
+    ServerError,
     asked_wait,
 )
 from allama.extract._engine import Extracted, extract_steps
@@ -80,6 +82,11 @@ class _Item:
     warnings: list[Warning] = field(default_factory=list)
     entry: Entry | None = None
     duplicates: list[tuple[int, str]] = field(default_factory=list)
+    result: BatchResult[Any] | None = None
+    """How it ended, once it has: a copy that comes later is given it."""
+    spent: list[ExtractionMetadata] = field(default_factory=list)
+    """What earlier runs' attempts paid for, where no answers are kept to take in again (a
+    failure tried again): counted with the input's own record."""
 
 
 @dataclass(slots=True)
@@ -93,6 +100,17 @@ class _Job:
     due: float = 0.0
     errors: int = 0
     state: JobState | None = None
+
+
+FOLLOW_UP_NOT_SENT = "follow_up_not_sent"
+_FOLLOW_UP_NOT_SENT = (
+    "the run stopped before the pass its extraction asked for next was sent: the next run "
+    "takes in the answers so far again and sends it"
+)
+
+
+class FollowUpNotSent(Exception):
+    """An extraction asked for another pass after the run stopped."""
 
 
 class JobRunner(_Runner):
@@ -136,6 +154,11 @@ class JobRunner(_Runner):
                         await self._leave(item)
                     self.queue.clear()
                 if self.stopping is not None and self.open:
+                    # Those that ended meanwhile are collected (asking costs nothing, and a
+                    # budget's stop would otherwise leave them to every run after); the
+                    # rest are left to the provider.
+                    for job in list(self.open.values()):
+                        await self._poll(job)
                     for job in self.open.values():
                         self.summary.in_flight -= len(job.items)
                         for item in job.items:
@@ -177,6 +200,9 @@ class JobRunner(_Runner):
                     continue
                 label, request, key = prepared
                 first = self.items.get(key)
+                if first is not None and first.result is not None:  # ended while read
+                    self._finish(_duplicate(index, label, first.result))
+                    continue
                 if first is not None:
                     first.duplicates.append((index, label))
                     continue
@@ -229,6 +255,8 @@ class JobRunner(_Runner):
             self._duplicates(item, result)
             return
         item.log = list(row.log or []) if row is not None else []
+        if not item.log:  # answers kept are taken in again, and count themselves
+            item.spent = _paid_before(row)
         if self.stopping is not None:
             await self._leave(item)
             return
@@ -579,6 +607,12 @@ class JobRunner(_Runner):
         except Exception as error:
             await self._failed(item, error)
             return
+        if self.stopping is not None:
+            # Another pass asked for after the stop: not sent. Pending for the next run,
+            # which takes the answers in again, with what they cost here.
+            failure = BatchFailure(FOLLOW_UP_NOT_SENT, _FOLLOW_UP_NOT_SENT, True)
+            await self._set_aside_item(item, FollowUpNotSent(_FOLLOW_UP_NOT_SENT), failure)
+            return
         assert self.ledger is not None
         item.attempts = await self.ledger.resend(item.key, item.log)
         item.entry, item.warnings = None, []
@@ -648,37 +682,64 @@ class JobRunner(_Runner):
 
     async def _done(self, item: _Item, extracted: Extracted[Any]) -> None:
         result = await self._record_success(
-            item.index, item.key, item.label, extracted, item.attempts, item.began, []
+            item.index, item.key, item.label, extracted, item.attempts, item.began, item.spent
         )
         self._duplicates(item, result)
 
-    async def _set_aside_item(self, item: _Item, error: BaseException) -> None:
-        # The engine raises a provider's error back with the record of the passes paid
-        # before it.
-        assert item.steps is not None
+    def _ended(
+        self, item: _Item, error: BaseException
+    ) -> tuple[BaseException, ExtractionMetadata | None]:
+        """End the item's extraction with `error`: the error as the engine raises it back,
+        with the record of the passes it took in (paid for) attached. An error that is no
+        provider's (a row the job did not run, a stop) is sent as a server error, which no
+        mode falls back on, for the record, and kept as it is."""
+        steps, item.steps = item.steps, None
+        if steps is None:
+            return error, ExtractionMetadata.from_error(error)
         try:
-            if isinstance(error, Error):
-                item.steps.send(error)
-            item.steps.close()
+            steps.send(error if isinstance(error, Error) else ServerError(str(error)))
         except Error as raised:
-            error = raised
-        except Exception:  # anything else the engine raised: the provider's error is kept
-            item.steps.close()
-        record = ExtractionMetadata.from_error(error)
+            return (raised if isinstance(error, Error) else error), ExtractionMetadata.from_error(
+                raised
+            )
+        except Exception:  # ended already (the engine raised), or the caller's own code
+            pass
+        finally:
+            steps.close()
+        return error, ExtractionMetadata.from_error(error)
+
+    async def _set_aside_item(
+        self, item: _Item, error: BaseException, failure: BatchFailure | None = None
+    ) -> None:
+        error, record = self._ended(item, error)
         result = await self._set_aside(
-            item.index, item.key, item.label, error, record, item.attempts, item.began, []
+            item.index,
+            item.key,
+            item.label,
+            error,
+            record,
+            item.attempts,
+            item.began,
+            item.spent,
+            failure=failure,
+            log=item.log,
         )
         self._duplicates(item, result)
 
     async def _failed(self, item: _Item, error: BaseException) -> None:
-        record = ExtractionMetadata.from_error(error)
+        error, record = self._ended(item, error)
         result = await self._record_failure(
-            item.index, item.key, item.label, error, record, item.attempts, item.began, []
+            item.index, item.key, item.label, error, record, item.attempts, item.began, item.spent
         )
         self._duplicates(item, result)
 
     async def _leave(self, item: _Item) -> None:
-        """An input not sent because the run stopped: given back, pending."""
+        """An input not sent because the run stopped: given back, pending. One whose
+        answers the extraction took in (a follow-up) is left pending with what it paid."""
+        if item.log and item.steps is not None:
+            failure = BatchFailure(FOLLOW_UP_NOT_SENT, _FOLLOW_UP_NOT_SENT, True)
+            await self._set_aside_item(item, FollowUpNotSent(_FOLLOW_UP_NOT_SENT), failure)
+            return
         assert self.ledger is not None
         await self.ledger.release(item.key)
         result = self._not_started(item.index, item.key, item.label)
@@ -708,8 +769,10 @@ class JobRunner(_Runner):
             self._duplicates(item, result)
 
     def _duplicates(self, item: _Item, result: BatchResult[Any]) -> None:
+        item.result = result
         for index, label in item.duplicates:
             self._finish(_duplicate(index, label, result))
+        item.duplicates.clear()
 
 
 POLL_GROWTH = 1.5

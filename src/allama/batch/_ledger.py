@@ -424,6 +424,7 @@ class Ledger:
         error: dict[str, Any],
         record: dict[str, Any] | None = None,
         cost: str | None = None,
+        log: list[dict[str, Any]] | None = None,
     ) -> None:
         """Make an input this run sent pending again, its attempts counted and the error it
         met kept: an error that was not the input's (a refused key, a provider out of
@@ -432,13 +433,14 @@ class Ledger:
         record and cost of what its attempts paid are kept too, for the run that sends it
         again to count (`record`'s `earlier_attempts` hold those before the last)."""
         self._connection.execute(
-            "UPDATE items SET status = ?, error = ?, record = ?, cost = ?, job = NULL "
-            "WHERE key = ? AND run_id = ? AND status IN (?, ?)",
+            "UPDATE items SET status = ?, error = ?, record = ?, cost = ?, job = NULL, "
+            "log = COALESCE(?, log) WHERE key = ? AND run_id = ? AND status IN (?, ?)",
             (
                 Status.PENDING,
                 _json_text(error),
                 None if record is None else _json_text(record),
                 cost,
+                json.dumps(log) if log else None,
                 key,
                 self.run_id,
                 Status.IN_FLIGHT,
@@ -907,8 +909,9 @@ class LedgerWriter:
         error: dict[str, Any],
         record: dict[str, Any] | None = None,
         cost: str | None = None,
+        log: list[dict[str, Any]] | None = None,
     ) -> None:
-        await self._submit(lambda: self._ledger._set_aside(key, error, record, cost))
+        await self._submit(lambda: self._ledger._set_aside(key, error, record, cost, log))
 
     async def release(self, key: str) -> None:
         await self._submit(lambda: self._ledger._release(key))

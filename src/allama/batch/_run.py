@@ -1315,12 +1315,15 @@ class _Runner:
         began: float,
         spent: list[ExtractionMetadata],
         stops: str | None = None,
+        *,
+        failure: BatchFailure | None = None,
+        log: list[dict[str, Any]] | None = None,
     ) -> BatchResult[Any]:
         """An input whose error is not its own: the run stopped before trying it again, or
         the error stops the run (`stops` says why: every input would meet it). The input
         is this run's failure, and left pending in the ledger (its attempts counted), for
-        the run that follows."""
-        failure = _failure(error)
+        the run that follows. `log`: what provider batch jobs answered it so far."""
+        failure = failure or _failure(error)
         if stops is not None:
             if self.summary.refused is None:
                 self.summary.refused = failure.kind
@@ -1332,6 +1335,7 @@ class _Runner:
                 {"kind": failure.kind, "message": failure.message},
                 _stored_or_spent(record, spent),
                 None if cost is None else str(cost),
+                log or None,
             )
         result: BatchResult[Any] = BatchResult(
             index,
