@@ -185,3 +185,21 @@ def test_a_capability_table_of_another_dialect_is_refused() -> None:
         TypeError, match="capabilities must be a ClaudeTable of the Messages dialect"
     ):
         allama.provider("anthropic", capabilities=CAPABILITY_TABLES["openai"])
+
+
+def test_a_repr_masks_credentials_written_into_the_base_url() -> None:
+    import allama
+
+    shown = {
+        "https://user:s3cret@gateway.example/v1?key=abc123": (
+            "https://user:***@gateway.example/v1?***"
+        ),
+        "https://t0ken@gateway.example/v1": "https://***@gateway.example/v1",
+        "https://api.openai.com/v1": "https://api.openai.com/v1",
+    }
+    for url, masked in shown.items():
+        provider = allama.provider("openai", api_key="sk-secret", base_url=url)
+        text = repr(provider)
+        assert text == f"HttpProvider(name='openai', base_url='{masked}', api_key=<set>)"
+        assert "s3cret" not in text and "abc123" not in text and "t0ken" not in text
+        provider.close()

@@ -280,9 +280,8 @@ class HttpProvider:
         key = "<set>" if self._api_key or self._access_token else "<missing>"
         if key == "<missing>" and self._tokens is not None:
             key = "<application default credentials>"
-        return (
-            f"{type(self).__name__}(name={self.name!r}, base_url={self._base_url!r}, api_key={key})"
-        )
+        shown = None if self._base_url is None else _without_credentials(self._base_url)
+        return f"{type(self).__name__}(name={self.name!r}, base_url={shown!r}, api_key={key})"
 
     # Capabilities and validation
 
@@ -644,3 +643,20 @@ class HttpProvider:
 
 OpenAICompatibleProvider = HttpProvider
 """The former name of `HttpProvider`, from when it spoke Chat Completions alone."""
+
+
+def _without_credentials(url: str) -> str:
+    """`url` as a repr may show it: a password in it (`user:pw@`) and its query (where a
+    gateway's key may ride, `?key=`) are masked."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unreadable url>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}:***@{host}" if ":" in user else f"***@{host}"
+    query = "***" if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
