@@ -608,10 +608,7 @@ class JobRunner(_Runner):
             await self._failed(item, error)
             return
         if self.stopping is not None:
-            # Another pass asked for after the stop: not sent. Pending for the next run,
-            # which takes the answers in again, with what they cost here.
-            failure = BatchFailure(FOLLOW_UP_NOT_SENT, _FOLLOW_UP_NOT_SENT, True)
-            await self._set_aside_item(item, FollowUpNotSent(_FOLLOW_UP_NOT_SENT), failure)
+            await self._follow_up_not_sent(item)
             return
         assert self.ledger is not None
         item.attempts = await self.ledger.resend(item.key, item.log)
@@ -726,6 +723,12 @@ class JobRunner(_Runner):
         )
         self._duplicates(item, result)
 
+    async def _follow_up_not_sent(self, item: _Item) -> None:
+        """Another pass asked for after the stop: not sent. Pending for the next run, which
+        takes the answers in again, with what they cost here."""
+        failure = BatchFailure(FOLLOW_UP_NOT_SENT, _FOLLOW_UP_NOT_SENT, True)
+        await self._set_aside_item(item, FollowUpNotSent(_FOLLOW_UP_NOT_SENT), failure)
+
     async def _failed(self, item: _Item, error: BaseException) -> None:
         error, record = self._ended(item, error)
         result = await self._record_failure(
@@ -737,8 +740,7 @@ class JobRunner(_Runner):
         """An input not sent because the run stopped: given back, pending. One whose
         answers the extraction took in (a follow-up) is left pending with what it paid."""
         if item.log and item.steps is not None:
-            failure = BatchFailure(FOLLOW_UP_NOT_SENT, _FOLLOW_UP_NOT_SENT, True)
-            await self._set_aside_item(item, FollowUpNotSent(_FOLLOW_UP_NOT_SENT), failure)
+            await self._follow_up_not_sent(item)
             return
         assert self.ledger is not None
         await self.ledger.release(item.key)

@@ -231,10 +231,7 @@ class Ledger:
         self._has_jobs = True
         if read_only:
             self._connection = _read_only(self.path)
-            columns = item_columns(self._connection)
-            for name, _ in _ADDED_COLUMNS:  # a ledger older than they: read as it is
-                if name not in columns:
-                    self._select = self._select.replace(f", {name}", ", NULL")
+            self._select = f"SELECT key, {row_columns(self._connection)} FROM items"
             self._has_jobs = bool(
                 self._connection.execute(
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'"
@@ -764,10 +761,22 @@ class Ledger:
         return out
 
 
-_SELECT = (
-    "SELECT key, position, label, status, attempts, run_id, seconds, value, record, error, "
-    "cost, tokens, job, log, source FROM items"
+_COLUMNS = (
+    "position, label, status, attempts, run_id, seconds, value, record, error, cost, tokens, "
+    "job, log, source"
 )
+"""The columns of a row after its key, in the order `_row` reads them."""
+_SELECT = f"SELECT key, {_COLUMNS} FROM items"
+
+
+def row_columns(connection: sqlite3.Connection) -> str:
+    """`_COLUMNS` as a ledger holds them: those an older version did not write read as
+    NULL."""
+    columns, held = _COLUMNS, item_columns(connection)
+    for name, _ in _ADDED_COLUMNS:
+        if name not in held:
+            columns = columns.replace(f", {name}", ", NULL")
+    return columns
 
 
 def item_columns(connection: sqlite3.Connection) -> set[str]:

@@ -1043,6 +1043,7 @@ class _Runner:
     ) -> BatchResult[Any]:
         spec = self.spec
         attempts = 1
+        paid: list[ExtractionMetadata] = []
         if self.ledger is not None:
             # Counted unsent from before its claim commits: a run ended while it waits for
             # the commit gives it back too (a claim of another run's input gives nothing).
@@ -1079,18 +1080,22 @@ class _Runner:
                     result = _duplicate(index, label, replace(first, resumed=False))
                 else:
                     result = self._from_ledger(index, label, claim.row)
-                    given = int(key[:16], 16)
-                    if given in self.given_from_ledger:
+                    if not self.first_read(key):
                         result = _duplicate(index, label, result)
-                    else:
-                        self.given_from_ledger.add(given)
                 self._finish(result)
                 return result
             attempts = claim.attempts
             paid = _paid_before(claim.row)
-            if paid:
-                return await self._attempt(index, key, label, request, attempts, began, paid)
-        return await self._attempt(index, key, label, request, attempts, began)
+        return await self._attempt(index, key, label, request, attempts, began, paid)
+
+    def first_read(self, key: str) -> bool:
+        """Whether an input an earlier run finished is given for the first time in this run
+        (it is counted as given from now on): a later copy is a duplicate."""
+        given = int(key[:16], 16)
+        if given in self.given_from_ledger:
+            return False
+        self.given_from_ledger.add(given)
+        return True
 
     def _not_started(self, index: int, key: str, label: str) -> BatchResult[Any]:
         failure = BatchFailure(NOT_STARTED, f"not started: {self.stopping}")
@@ -1247,7 +1252,6 @@ class _Runner:
                 return await self._record_failure(
                     index, key, label, error, metadata, attempts, began, spent, unstorable
                 )
-            cost, _ = _cost_of([*spent, metadata])
             usage = metadata.usage
             await self.ledger.finish(
                 key,
@@ -1256,7 +1260,7 @@ class _Runner:
                 value=value,
                 source=source,
                 record=_stored_record(metadata, spent),
-                cost=None if cost is None else str(cost),
+                cost=_paid_text(metadata, spent),
                 tokens=None if usage is None else usage.total_tokens,
             )
         result = BatchResult(
@@ -1289,14 +1293,13 @@ class _Runner:
         seconds = time.monotonic() - began
         failure = failure or _failure(error)
         if self.ledger is not None:
-            cost, _ = _cost_of([*spent, *([record] if record is not None else [])])
             await self.ledger.finish(
                 key,
                 status=Status.FAILED,
                 seconds=seconds,
                 record=_stored_or_spent(record, spent),
                 error={"kind": failure.kind, "message": failure.message},
-                cost=None if cost is None else str(cost),
+                cost=_paid_text(record, spent),
             )
         result: BatchResult[Any] = BatchResult(
             index, key, label, None, failure, record, attempts, seconds, False, tuple(spent)
@@ -1329,12 +1332,11 @@ class _Runner:
                 self.summary.refused = failure.kind
             self.stop(stops)
         if self.ledger is not None:
-            cost, _ = _cost_of([*spent, *([record] if record is not None else [])])
             await self.ledger.set_aside(
                 key,
                 {"kind": failure.kind, "message": failure.message},
                 _stored_or_spent(record, spent),
-                None if cost is None else str(cost),
+                _paid_text(record, spent),
                 log or None,
             )
         result: BatchResult[Any] = BatchResult(
@@ -1372,15 +1374,12 @@ class _Runner:
         return value, WITHHELD if spec.secrets else source
 
     def _from_ledger(self, index: int, label: str, row: LedgerRow) -> BatchResult[Any]:
-        records = dict(row.record or {})
-        earlier = records.pop("earlier_attempts", [])
-        metadata = ExtractionMetadata.from_json_dict(records) if records else None
-        spent = tuple(ExtractionMetadata.from_json_dict(r) for r in earlier)
+        metadata, earlier = _records_of(row)
         value: Any = None
         failure: BatchFailure | None = None
         if row.status == Status.DONE and row.value is not None:
             try:
-                value = read_done(self.spec, row.value, row.source, records)
+                value = read_done(self.spec, row.value, row.source, row.record)
             except (ValidationError, ReadAgainError, ValueNotKept) as invalid:  # its failure
                 failure = _stored_value_invalid(invalid, self.spec.tp)
         else:
@@ -1396,7 +1395,7 @@ class _Runner:
             row.attempts,
             row.seconds or 0.0,
             True,
-            spent,
+            tuple(earlier),
         )
 
 
@@ -1571,12 +1570,17 @@ def _paid_before(row: LedgerRow | None) -> list[ExtractionMetadata]:
     attempt that sends it again carries them, so that its record and cost say all."""
     if row is None or not row.record:
         return []
-    records = dict(row.record)
-    earlier = records.pop("earlier_attempts", [])
-    found = [ExtractionMetadata.from_json_dict(record) for record in earlier]
-    if records:
-        found.append(ExtractionMetadata.from_json_dict(records))
+    last, earlier = _records_of(row)
+    found = [*earlier, *([last] if last is not None else [])]
     return [record for record in found if record.passes or record.usage is not None]
+
+
+def _records_of(row: LedgerRow) -> tuple[ExtractionMetadata | None, list[ExtractionMetadata]]:
+    """The record a ledger row keeps, and those of the attempts before it."""
+    records = dict(row.record or {})
+    earlier = records.pop("earlier_attempts", [])
+    last = ExtractionMetadata.from_json_dict(records) if records else None
+    return last, [ExtractionMetadata.from_json_dict(record) for record in earlier]
 
 
 def _stored_record(metadata: ExtractionMetadata, spent: list[ExtractionMetadata]) -> dict[str, Any]:
@@ -1584,6 +1588,12 @@ def _stored_record(metadata: ExtractionMetadata, spent: list[ExtractionMetadata]
     if spent:
         stored["earlier_attempts"] = [record.to_json_dict() for record in spent]
     return stored
+
+
+def _paid_text(metadata: ExtractionMetadata | None, spent: list[ExtractionMetadata]) -> str | None:
+    """What an input's attempts cost, as the ledger keeps it; `None` when unknown."""
+    cost, _ = _cost_of([*spent, *([metadata] if metadata is not None else [])])
+    return None if cost is None else str(cost)
 
 
 def _stored_or_spent(

@@ -294,23 +294,24 @@ def _count(text: str) -> int:
 
 
 def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
+    value = _number(text)
+    if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a finite number more than 0, not {text}")
     return value
 
 
 def _finite_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    value = _number(text)
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number, not {text}")
     return value
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
 
 
 def _retry_route(text: str) -> str:
@@ -583,7 +584,7 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
     given them (a copy of an input the run gave already marked so)."""
     import sqlite3
 
-    from allama.batch._ledger import LedgerError, _read_only, item_columns
+    from allama.batch._ledger import LedgerError, _read_only, _row, row_columns
 
     filled: list[Any] = []
     if 0 not in seen or not ledger.is_file():
@@ -592,64 +593,40 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
         db = _read_only(ledger)
     except LedgerError:
         return filled
-    from pydantic import ValidationError
-
-    from allama.batch._run import BatchResult, ValueNotKept, read_done, stored_python
-    from allama.extract._metadata import ExtractionMetadata
-    from allama.extract._parse import ReadAgainError
+    from allama.batch._run import _duplicate, stored_python
 
     spec = run._spec
     runner = run._runner
     this_run = runner.book.run_id if runner.book is not None else None
-    given: set[str] = set()
 
     def reached(index: int) -> bool:
         return index < len(seen) and bool(seen[index])
 
     try:
-        has_source = "source" in item_columns(db)
-        columns = "status, value, record, attempts, seconds, run_id, " + (
-            "source" if has_source else "NULL"
-        )
-        for index, document, key, row in _looked_up(spec, db, columns, reached):
-            if row is None or key is None or row[0] != "done":
+        for index, document, key, found in _looked_up(spec, db, row_columns(db), reached):
+            if found is None or key is None:
                 continue
-            _, value, record, attempts, seconds, run_id, source = row
-            kept = None if record is None else json.loads(record)
-            if not isinstance(kept, dict):
-                kept = None
+            row = _row((key, *found))
+            if row.status != "done":
+                continue
             try:
                 label = spec.label(document, index)
                 # Read again as the run reads what it resumes, and written as its rows are.
-                read = read_done(spec, value, source, kept)
-                shown = stored_python(spec.adapter, read)
-            except (ValidationError, ReadAgainError, ValueNotKept):  # as the run fails it
-                continue
+                result = runner._from_ledger(index, label, row)
+                if result.failure is not None:  # its value no longer validates: as the run
+                    continue
+                shown = stored_python(spec.adapter, result.value)
             except Exception:  # the label function's: the input's failure, which the run said
                 continue
-            earlier = kept.pop("earlier_attempts", []) if kept is not None else []
+            kept = None if row.record is None else dict(row.record)
+            if kept is not None:  # as the run's own rows and `export` write it
+                kept.pop("earlier_attempts", None)
             line = {"label": label, "key": key, "value": shown, "record": kept}
             output.write(json.dumps(line, ensure_ascii=False) + "\n")
             # A copy of an input the run finished, or gave from the ledger, is counted once.
-            copy = (
-                key in given or run_id == this_run or int(key[:16], 16) in runner.given_from_ledger
-            )
-            given.add(key)
-            filled.append(
-                BatchResult(
-                    index,
-                    key,
-                    label,
-                    read,
-                    None,
-                    None if not kept else ExtractionMetadata.from_json_dict(kept),
-                    0 if copy else int(attempts or 0),
-                    float(seconds or 0.0),
-                    True,
-                    () if copy else tuple(ExtractionMetadata.from_json_dict(r) for r in earlier),
-                    duplicate=copy,
-                )
-            )
+            if row.run_id == this_run or not runner.first_read(key):
+                result = _duplicate(index, label, result)
+            filled.append(result)
     except sqlite3.Error:
         return filled
     finally:
