@@ -750,8 +750,13 @@ def test_failed_inputs_tried_again_count_what_they_paid_toward_the_budget(
     sent = sum(server.sent.values())
     # Under the same budget, trying the failures again sends nothing: they paid it already.
     again = allama.batch(provider_for(server), Row, inputs, retry_failed=True, **options)
-    assert list(again) == []  # stopped before it read an input
-    assert (again.summary.not_started, sum(server.sent.values())) == (5, sent)
+    # Stopped before it sent anything, it gives back what the ledger holds: the failures.
+    given = list(again)
+    assert [(r.index, outcome(r), r.resumed) for r in given] == [
+        (n, "extraction_parse", True) for n in range(5)
+    ]
+    assert (again.summary.failed, again.summary.not_started) == (5, 0)
+    assert (again.summary.cost, sum(server.sent.values())) == (Decimal("0.000105"), sent)
     assert again.summary.stopped == (
         "the budget of $0.0001 is reached ($0.000105, $0.000105 of it paid for inputs not finished)"
     )
@@ -762,10 +767,19 @@ def test_failed_inputs_tried_again_count_what_they_paid_toward_the_budget(
     results = list(larger)
     # $0.000105 known at the start, $0.000021 more with each input sent: the third reaches
     # the budget.
-    assert [r.index for r in results if outcome(r) == "extraction_parse"] == [0, 1, 2]
-    assert all(len(r.spent) == 1 for r in results if outcome(r) == "extraction_parse")
+    sent_again = [r for r in results if not r.resumed]
+    assert [r.index for r in sent_again if outcome(r) == "extraction_parse"] == [0, 1, 2]
+    assert all(len(r.spent) == 1 for r in sent_again if outcome(r) == "extraction_parse")
+    # Those after the stop: not started, or read on and given as the ledger holds them.
+    assert {(outcome(r), r.resumed) for r in results if r.index > 2} <= {
+        ("not_started", False),
+        ("extraction_parse", True),
+    }
+    assert len(results) == 5
     assert sum(server.sent.values()) == sent + 3
-    assert larger.summary.cost == Decimal("0.000021") * 6  # three inputs, two passes each
+    # Three inputs sent again, two passes each, and those given from the ledger, one each.
+    given = sum(r.resumed for r in results)
+    assert larger.summary.cost == Decimal("0.000021") * (6 + given)
     assert larger.summary.stopped == (
         "the budget of $0.00016 is reached ($0.000168, $0.000042 of it paid for inputs not "
         "finished)"
@@ -1004,6 +1018,58 @@ def test_the_budget_stops_new_inputs_and_says_so(server: BatchServer) -> None:
         for r in results
         if r.failure is not None and r.failure.kind == "not_started"
     )
+
+
+def test_a_run_under_a_spent_budget_gives_every_value_the_ledger_holds(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    options: dict[str, Any] = {"request": TEMPLATE, "ledger": ledger, "concurrency": 2}
+    finished = [f"doc {n}" for n in (1, 2, 4, 5, 6, 8, 9, 10)]
+    first = allama.batch(provider_for(server), Row, finished, **options)
+    assert all(r.failure is None for r in first)
+    sent = sum(server.sent.values())
+    # Run again with new documents among them, under a budget the first value given from
+    # the ledger spends: it reads on and sends nothing, and gives each value it holds.
+    inputs = [f"doc {n}" for n in (1, 2, 11, 4, 5, 12, 6, 8, 9, 14, 10, 5)]
+    again = allama.batch(provider_for(server), Row, inputs, max_cost="0.00001", **options)
+    results = sorted(again, key=lambda r: r.index)
+    assert sum(server.sent.values()) == sent
+    assert [(r.index, outcome(r), r.value) for r in results] == [
+        (0, "ok", Row(n=1)),
+        (1, "ok", Row(n=2)),
+        (2, "not_started", None),
+        (3, "ok", Row(n=4)),
+        (4, "ok", Row(n=5)),
+        (5, "not_started", None),
+        (6, "ok", Row(n=6)),
+        (7, "ok", Row(n=8)),
+        (8, "ok", Row(n=9)),
+        (9, "not_started", None),
+        (10, "ok", Row(n=10)),
+        (11, "ok", Row(n=5)),
+    ]
+    assert all(r.resumed for r in results if r.failure is None)
+    summary = again.summary
+    assert (summary.done, summary.resumed, summary.duplicates, summary.not_started) == (
+        9,
+        9,
+        1,
+        3,
+    )
+    # The values given were paid for by the earlier run: counted once each.
+    assert (summary.passes, summary.cost) == (8, Decimal("0.000021") * 8)
+    assert summary.stopped == "the budget of $0.00001 is reached ($0.000021)"
+
+    # The async run reads on too, and an iterator (which may never end) is not read on.
+    async def gathered() -> list[allama.BatchResult[Row]]:
+        run = allama.abatch(provider_for(server), Row, inputs, max_cost="0.00001", **options)
+        return [r async for r in run]
+
+    assert sorted(r.index for r in asyncio.run(gathered())) == list(range(12))
+    unsized = allama.batch(provider_for(server), Row, iter(inputs), max_cost="0.00001", **options)
+    assert len(list(unsized)) < 12
+    assert sum(server.sent.values()) == sent
 
 
 def test_a_budget_with_an_unknown_price_stops_at_the_first_cost_it_cannot_count() -> None:

@@ -724,7 +724,7 @@ def test_the_budget_stops_the_run(
     reader.close()
 
 
-def test_a_run_that_stops_still_writes_what_the_ledger_holds(
+def test_a_run_stopped_by_its_budget_still_gives_what_the_ledger_holds(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ledger = tmp_path / "shared.sqlite"
@@ -735,26 +735,53 @@ def test_a_run_that_stops_still_writes_what_the_ledger_holds(
     out = tmp_path / "out.jsonl"
     capsys.readouterr()
     extra = ("--max-cost", "0.00005", "--concurrency", "1", "--ledger", str(ledger))
-    # Stopped after three paid calls; the values of the other three, finished by the
-    # earlier run, are written from the ledger rather than left out of the output. Nothing
-    # was held back, so the budget's stop is no failure of the command.
+    # Stopped after three paid calls, the run reads on and sends nothing: the values of
+    # the other three, finished by the earlier run, are its results. Nothing was held
+    # back, so the budget's stop is no failure of the command.
     assert run(server, row_type, docs, out, *extra) == 0
     assert sorted(row["label"] for row in rows_of(out)) == [
         f"doc-0{n}.txt" for n in (1, 2, 4, 5, 6, 8)
     ]
     assert sum(server.sent.values()) == 6
     err = capsys.readouterr().err
-    # Those read ahead of the stop came back from the ledger as results; the rest not.
-    assert re.search(
-        rf"output: {re.escape(str(out))} \(6 values, [123] of them from the ledger for "
-        r"documents not reached\)",
-        err,
-    )
+    assert f"output: {out} (6 values)\n" in err
     summary = summary_of(err)
     assert summary[2] == "6 done, 0 failed (3 finished by an earlier run), in T s"
     assert summary[3] == "enforcement: exact 6"
     # What the earlier run paid for them is the job's too, as a run that reads them says.
     assert summary[4:6] == ["passes 6, attempts 6, tokens 600 in / 60 out", "cost $0.000126"]
+
+
+def test_a_run_that_stops_still_writes_what_the_ledger_holds(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger = tmp_path / "shared.sqlite"
+    (tmp_path / "later").mkdir()
+    later = folder(tmp_path / "later", [5, 6, 8])
+    assert run(server, row_type, later, tmp_path / "later.jsonl", "--ledger", str(ledger)) == 0
+    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8])
+    out = tmp_path / "out.jsonl"
+    capsys.readouterr()
+    # A refused key stops the run at its first call, and it reads no further; the values
+    # of the three documents an earlier run finished are written from the ledger rather
+    # than left out of the output.
+    server.refusing = "key"
+    extra = ("--concurrency", "1", "--ledger", str(ledger))
+    assert run(server, row_type, docs, out, *extra) == 1
+    assert sorted(row["label"] for row in rows_of(out)) == [f"doc-0{n}.txt" for n in (5, 6, 8)]
+    assert server.refused == 1
+    err = capsys.readouterr().err
+    assert f"output: {out} (3 values, 3 of them from the ledger for documents not reached)" in err
+    summary = summary_of(err)
+    assert summary[2] == (
+        "3 done, 1 failed (3 finished by an earlier run; 1 kept pending for the next run), "
+        "2 not started, in T s"
+    )
+    assert summary[4:7] == [
+        "failures: authentication 1",
+        "passes 3, attempts 4, tokens 300 in / 30 out",
+        "cost $0.000063",
+    ]
 
 
 def test_a_stopped_run_counts_a_copy_of_a_document_it_gave_once(
@@ -808,15 +835,19 @@ def test_what_a_stopped_run_writes_from_the_ledger_is_validated_again(
     strict.write_text(STRICT_ROW_TYPE, encoding="utf-8")
     docs = folder(tmp_path, [1, 2, 4, 5, 6, 8])
     out = tmp_path / "out.jsonl"
-    extra = ("--max-cost", "0.00005", "--concurrency", "1", "--ledger", str(ledger))
     capsys.readouterr()
-    assert run(server, f"{strict}:Row", docs, out, *extra) == 3
+    server.refusing = "key"
+    extra = ("--concurrency", "1", "--ledger", str(ledger))
+    assert run(server, f"{strict}:Row", docs, out, *extra) == 1
     rows = rows_of(out)
-    assert sorted(row["label"] for row in rows) == [f"doc-0{n}.txt" for n in (1, 2, 4, 5, 6)]
+    assert sorted(row["label"] for row in rows) == [f"doc-0{n}.txt" for n in (5, 6)]
     assert all("earlier_attempts" not in (row["record"] or {}) for row in rows)
     # The value the type now refuses is not counted done: its document is not started.
     summary = summary_of(capsys.readouterr().err)
-    assert summary[2] == "5 done, 0 failed (2 finished by an earlier run), 1 not started, in T s"
+    assert summary[2] == (
+        "2 done, 1 failed (2 finished by an earlier run; 1 kept pending for the next run), "
+        "3 not started, in T s"
+    )
 
 
 def test_a_refused_key_stops_the_run_and_fails_the_command(

@@ -741,6 +741,34 @@ def test_jobs_left_out_by_a_budgets_stop_are_collected_by_the_next_run(
     assert again.summary.passes == 9
 
 
+def test_a_run_under_a_spent_budget_gives_what_the_ledger_holds_and_sends_nothing(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    jobs = importlib.import_module("allama.batch._jobs")
+    monkeypatch.setattr(jobs, "_CLAIMS_AT_ONCE", 2)  # the budget is spent by the first claims
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+    assert all(r.ok for r in _run(provider, model, ["doc 100", "doc 101", "doc 102"], ledger))
+    # The first value given spends the budget: the run reads on, gives the rest of what the
+    # ledger holds, and submits no job for the new documents.
+    docs = ["doc 100", "doc 150", "doc 101", "doc 151", "doc 102"]
+    again = _batch_run(provider, model, docs, ledger, max_cost="0.000001")
+    results = sorted(again, key=lambda r: r.index)
+    assert [(r.index, r.value if r.ok else r.failure.kind) for r in results] == [  # type: ignore[union-attr]
+        (0, Doc(n=100)),
+        (1, "not_started"),
+        (2, Doc(n=101)),
+        (3, "not_started"),
+        (4, Doc(n=102)),
+    ]
+    assert len(server.jobs) == 1 and again.summary.passes == 3
+    assert {row.key for row in Ledger(ledger, read_only=True).rows()} == {
+        r.key for r in results if r.ok
+    }  # the new documents were given back unsent: no trace
+
+
 def test_a_copy_read_after_its_first_ended_gets_its_result(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -705,6 +705,13 @@ class Ledger:
         for raw in rows:
             yield _row(raw)
 
+    def _finished(self, key: str) -> LedgerRow | None:
+        """The input's row when it is done or failed, else `None`."""
+        found = self._connection.execute(
+            self._select + " WHERE key = ? AND status IN (?, ?)", (key, Status.DONE, Status.FAILED)
+        ).fetchone()
+        return None if found is None else _row(found)
+
     def paid_unfinished(self) -> dict[str, str]:
         """The cost kept for each input not done (failed, pending, or left in flight) whose
         attempts paid for something, by key: money a budget counts before those inputs are
@@ -901,6 +908,11 @@ class LedgerWriter:
     async def claim(self, key: str, position: int, label: str | None) -> Claim:
         claimed: Claim = await self._submit(lambda: self._ledger._claim(key, position, label))
         return claimed
+
+    async def finished(self, key: str) -> LedgerRow | None:
+        """Read in the turn's transaction, after the writes before it."""
+        row: LedgerRow | None = await self._submit(lambda: self._ledger._finished(key))
+        return row
 
     async def again(self, key: str) -> int:
         attempts: int = await self._submit(lambda: self._ledger._again(key))

@@ -767,6 +767,10 @@ class _Runner:
         self.most_unread = max(64, 4 * spec.concurrency)
         self.caught_up: asyncio.Event | None = None
         """Set by the driver when the caller has read enough, while the run waits for it."""
+        self.draining = False
+        """Stopped by the budget, the run goes on reading its inputs and sends none: what
+        an earlier run finished is given from the ledger, the rest is not started. Only
+        with a ledger and inputs of known number (a collection), which end."""
 
     async def run(self) -> None:
         spec = self.spec
@@ -822,7 +826,7 @@ class _Runner:
             for index in itertools.count():
                 if self.unread() >= self.most_unread:
                     await self._wait_for_the_caller()
-                if failed or self.stopping is not None:
+                if failed or (self.stopping is not None and not self.draining):
                     break  # no input is read after a stop: the iterable may never end
                 document = await self._next_input(inputs, index)
                 if document is _NO_MORE:
@@ -897,7 +901,9 @@ class _Runner:
         than filling the memory (and leaving the loop early leaves few paid results)."""
         caught_up = self.caught_up = asyncio.Event()
         try:
-            while self.unread() >= self.most_unread // 2 and self.stopping is None:
+            while self.unread() >= self.most_unread // 2 and (
+                self.stopping is None or self.draining
+            ):
                 await caught_up.wait()
                 caught_up.clear()
         finally:
@@ -966,7 +972,7 @@ class _Runner:
         known = self._known_cost()
         if known >= budget:
             unfinished = known - self.summary.cost
-            self.stop(
+            self._stop_for_budget(
                 f"the budget of ${budget:f} is reached (${dollars(known)}"
                 + (
                     f", ${dollars(unfinished)} of it paid for inputs not finished)"
@@ -985,6 +991,14 @@ class _Runner:
         self.carried[key] = cost
         self._check_known()
 
+    def _stop_for_budget(self, reason: str) -> None:
+        """Stop sending; with a ledger, inputs of known number are still read, so that what
+        earlier runs finished is given back (a run again under a spent budget gives every
+        value it paid for)."""
+        if self.book is not None and hasattr(self.spec.inputs, "__len__"):
+            self.draining = True
+        self.stop(reason)
+
     def _known_cost(self) -> Decimal:
         return self.summary.cost + sum(self.carried.values(), Decimal(0))
 
@@ -995,7 +1009,7 @@ class _Runner:
         if result.metadata is not None and not result.resumed:
             cost, missing = _cost_of([*result.spent, result.metadata])
             if cost is None and any(r.passes for r in [*result.spent, result.metadata]):
-                self.stop(
+                self._stop_for_budget(
                     f"the cost of {result.label} is unknown ({missing}): "
                     f"the budget of ${budget:f} cannot be kept"
                 )
@@ -1025,7 +1039,7 @@ class _Runner:
             self._finish(_duplicate(index, label, same))
             return
         if self.stopping is not None:
-            self._finish(self._not_started(index, key, label))
+            self._finish(await self._unsent(index, key, label))
             return
         outcome: asyncio.Future[BatchResult[Any]] = asyncio.get_running_loop().create_future()
         self.running[key] = outcome
@@ -1074,19 +1088,32 @@ class _Runner:
                         IN_FLIGHT_ELSEWHERE, "in flight in another run of this ledger"
                     )
                     result = BatchResult(index, key, label, None, failure, None, 0, 0.0)
-                elif claim.row.run_id == self.ledger.run_id:
-                    # Finished earlier in this run: a copy of an input that came before.
-                    first = self._from_ledger(index, label, claim.row)
-                    result = _duplicate(index, label, replace(first, resumed=False))
                 else:
-                    result = self._from_ledger(index, label, claim.row)
-                    if not self.first_read(key):
-                        result = _duplicate(index, label, result)
+                    result = self._given(index, label, claim.row)
                 self._finish(result)
                 return result
             attempts = claim.attempts
             paid = _paid_before(claim.row)
         return await self._attempt(index, key, label, request, attempts, began, paid)
+
+    def _given(self, index: int, label: str, row: LedgerRow) -> BatchResult[Any]:
+        """An input the ledger holds finished, as this run gives it."""
+        assert self.ledger is not None
+        if row.run_id == self.ledger.run_id:
+            # Finished earlier in this run: a copy of an input that came before.
+            first = self._from_ledger(index, label, row)
+            return _duplicate(index, label, replace(first, resumed=False))
+        result = self._from_ledger(index, label, row)
+        return result if self.first_read(row.key) else _duplicate(index, label, result)
+
+    async def _unsent(self, index: int, key: str, label: str) -> BatchResult[Any]:
+        """An input read after the run stopped: not started, unless the ledger holds it
+        finished (while the budget's stop reads on)."""
+        if self.draining and self.ledger is not None:
+            row = await self.ledger.finished(key)
+            if row is not None:
+                return self._given(index, label, row)
+        return self._not_started(index, key, label)
 
     def first_read(self, key: str) -> bool:
         """Whether an input an earlier run finished is given for the first time in this run
@@ -1697,7 +1724,7 @@ class _Reader:
 
     @property
     def stopped(self) -> bool:
-        return self._runner.stopping is not None
+        return self._runner.stopping is not None and not self._runner.draining
 
     def close(self) -> None:
         if self._thread is not None:
@@ -1873,8 +1900,9 @@ class AsyncBatchRun(Generic[T]):
             self._queue.put_nowait(_END)
 
     def stop(self, reason: str = "stopped by the caller") -> None:
-        """Start no new input (as a budget stop does) and read no further; those in flight
-        finish and are recorded, and the results go on until the run ends."""
+        """Start no new input and read no further; those in flight finish and are
+        recorded, and the results go on until the run ends."""
+        self._runner.draining = False
         self._runner.stop(reason)
 
     async def aclose(self) -> None:
@@ -1978,12 +2006,13 @@ class BatchRun(Generic[T]):
             self.close()
 
     def stop(self, reason: str = "stopped by the caller") -> None:
-        """Start no new input (as a budget stop does) and read no further; those in flight
-        finish and are recorded, and the results go on until the run ends. Safe from any
-        thread and from a signal handler."""
+        """Start no new input and read no further; those in flight finish and are
+        recorded, and the results go on until the run ends. Safe from any thread and from
+        a signal handler."""
         # Said at once (the summary), then the run's loop woken: a read of the inputs, or a
         # wait for the caller to read, may hold it.
         runner = self._runner
+        runner.draining = False
         runner.mark_stopped(reason)
         loop = self._loop
         if loop is not None:
