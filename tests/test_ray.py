@@ -424,6 +424,10 @@ def test_a_batch_without_the_text_column_and_values_that_cannot_be_written() -> 
     assert (
         out.column("error").to_pylist() == ["invalid_row: column 'text' holds null, not text"] * 2
     )
+    # An empty text is not sent: a call would pay to read nothing.
+    (out,) = asyncio.run(run(pa.table({"text": ["", " \n\t"]})))
+    assert out.column("error").to_pylist() == ["invalid_row: column 'text' is empty"] * 2
+    assert out.column("record").to_pylist() == [None, None]
     # Half a character cannot reach a pyarrow batch, but a row given as Python can hold it.
     assert extract._request("doc \ud800") == (
         "invalid_row: column 'text' holds half of a character (a lone surrogate), not text"

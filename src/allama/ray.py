@@ -278,6 +278,8 @@ class ExtractBatch:
             if not isinstance(row, str):
                 shown = "null" if row is None else type(row).__name__
                 return f"invalid_row: column {self._text_column!r} holds {shown}, not text"
+            if not row.strip():  # a paid call that reads nothing (the command refuses it)
+                return f"invalid_row: column {self._text_column!r} is empty"
             try:
                 row.encode("utf-8")
             except UnicodeEncodeError:
