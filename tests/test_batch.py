@@ -1020,6 +1020,38 @@ def test_the_budget_stops_new_inputs_and_says_so(server: BatchServer) -> None:
     )
 
 
+class CancelsDocTwo(allama.mock.TestProvider):
+    """Raises a `CancelledError` of its own (a cancel scope in a transport) for `doc 2`."""
+
+    def chat(self, request: ChatRequest) -> allama.ChatResponse:
+        if request.messages[-1].text() == "doc 2":
+            raise asyncio.CancelledError("a cancel scope of the transport's")
+        return super().chat(request)
+
+    async def achat(self, request: ChatRequest) -> allama.ChatResponse:
+        return self.chat(request)
+
+
+def test_a_call_that_raises_a_cancelled_error_of_its_own_is_that_inputs_failure(
+    tmp_path: Path,
+) -> None:
+    inputs = [f"doc {n}" for n in range(5)]
+    ledger = tmp_path / "run.sqlite"
+    run = allama.batch(CancelsDocTwo(), Row, inputs, request=TEMPLATE, ledger=ledger)
+    results = sorted(run, key=lambda r: r.index)
+    assert [outcome(r) for r in results] == ["ok", "ok", "CallCancelled", "ok", "ok"]
+    assert results[2].failure is not None and results[2].failure.message == (
+        "the call raised CancelledError, though the run was not cancelled"
+    )
+    assert (run.summary.done, run.summary.failed) == (4, 1)
+    assert Ledger(ledger, read_only=True).counts() == {"done": 4, "failed": 1}
+
+    async def gathered() -> list[allama.BatchResult[Row]]:
+        return [r async for r in allama.abatch(CancelsDocTwo(), Row, inputs, request=TEMPLATE)]
+
+    assert sorted(outcome(r) for r in asyncio.run(gathered())) == ["CallCancelled"] + ["ok"] * 4
+
+
 def test_a_run_under_a_spent_budget_gives_every_value_the_ledger_holds(
     server: BatchServer, tmp_path: Path
 ) -> None:

@@ -392,6 +392,43 @@ def test_an_output_the_type_no_longer_accepts_is_that_inputs_failure(tmp_path: P
     )
 
 
+def _refuse_twelve(cents: int) -> int:
+    if cents == 1234:
+        raise TypeError(f"{cents} is not a price we take")  # no ValueError: pydantic passes it
+    return cents
+
+
+class Refusing(BaseModel):
+    """Dollars in the document, cents in the value: read twice, a hundred times too many."""
+
+    # `Price` with a check added since that raises a `TypeError`: the same schema and key.
+    model_config = ConfigDict(title="Price")
+    cents: Annotated[
+        int, BeforeValidator(lambda v: round(float(v) * 100)), AfterValidator(_refuse_twelve)
+    ]
+
+
+def test_a_validator_that_raises_on_a_stored_value_is_that_inputs_failure(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    _runs(Price, {"cents": 12.34}, ledger, count=1)
+    provider = allama.mock.MockProvider.with_text('{"cents": 5}')
+    run = allama.batch(provider, Refusing, ["doc", "other"], request=TEMPLATE, ledger=ledger)
+    results = sorted(run, key=lambda r: r.index)
+    # The run goes on: the other input is sent; the message does not quote the value.
+    assert [r.failure.kind if r.failure else r.value.cents for r in results] == [
+        "stored_value_invalid",
+        500,
+    ]
+    assert results[0].failure is not None and results[0].failure.message == (
+        "finished by an earlier run, but its value in the ledger does not validate as "
+        "Refusing: its validation raised TypeError; the value stays in the ledger (`allama "
+        "batch export` writes it)"
+    )
+    assert run.summary.stopped is None
+
+
 @pytest.mark.parametrize("version", [1, 2])
 def test_a_ledger_of_an_earlier_version_is_read_and_resumed(
     version: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]

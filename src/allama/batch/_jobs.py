@@ -32,6 +32,8 @@ from allama.batch._run import (
     IN_PROVIDER_JOB,
     BatchFailure,
     BatchResult,
+    CallCancelled,
+    _cancelling,
     _duplicate,
     _estimate,
     _paid_before,
@@ -672,6 +674,10 @@ class JobRunner(_Runner):
                     return
         except Exception as error:  # the caller's own code
             await self._failed(item, error)
+        except asyncio.CancelledError:
+            if _cancelling():
+                raise
+            await self._failed(item, CallCancelled())  # the call's own, not the run's
         finally:
             self.summary.in_flight -= 1
 

@@ -1192,6 +1192,10 @@ class _Runner:
                     outcome = await self.call(request)
                 except Exception as failed:  # provider errors, and the caller's own code's
                     outcome = failed
+                except asyncio.CancelledError:
+                    if _cancelling():
+                        raise
+                    outcome = CallCancelled()  # the call's own, not the run's: its failure
                 finally:
                     self.summary.in_flight -= 1
                 if hold:
@@ -1409,6 +1413,8 @@ class _Runner:
                 value = read_done(self.spec, row.value, row.source, row.record)
             except (ValidationError, ReadAgainError, ValueNotKept) as invalid:  # its failure
                 failure = _stored_value_invalid(invalid, self.spec.tp)
+            except Exception as raised:  # a validator's own error: the input's, as when sent
+                failure = _stored_value_invalid(raised, self.spec.tp)
         else:
             error = row.error or {}
             failure = BatchFailure(str(error.get("kind", "error")), str(error.get("message", "")))
@@ -1562,9 +1568,15 @@ def read_done(spec: _Spec, value: str, source: str | None, record: Mapping[str, 
     return read_stored_value(spec.adapter, value)
 
 
-def _stored_value_invalid(
-    error: ValidationError | ReadAgainError | ValueNotKept, tp: Any
-) -> BatchFailure:
+class CallCancelled(Exception):
+    """A call that raised `CancelledError` of its own (a cancel scope in the caller's
+    transport), while the run was not cancelled."""
+
+    def __init__(self) -> None:
+        super().__init__("the call raised CancelledError, though the run was not cancelled")
+
+
+def _stored_value_invalid(error: Exception, tp: Any) -> BatchFailure:
     """What a stored value that no longer validates is told as: where and what kind of
     error, never the value (the model's text)."""
     if isinstance(error, ValueNotKept):
@@ -1577,6 +1589,9 @@ def _stored_value_invalid(
         )
     if isinstance(error, ReadAgainError):
         problem = f"`{error.kind or 'json_invalid'}` at {error.path or 'the value itself'}"
+    elif not isinstance(error, ValidationError):
+        # Its message may quote the value (the model's text): the kind alone.
+        problem = f"its validation raised {type(error).__name__}"
     else:
         problems = error.errors(include_url=False, include_input=False, include_context=False)
         first = problems[0]
