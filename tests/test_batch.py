@@ -1020,6 +1020,32 @@ def test_the_budget_stops_new_inputs_and_says_so(server: BatchServer) -> None:
     )
 
 
+def test_failures_claimed_again_and_not_sent_stay_failed(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    inputs = [f"doc {50 * k + 7}" for k in range(20)]  # each answered with no JSON
+    ledger = tmp_path / "run.sqlite"
+    options: dict[str, Any] = {"request": TEMPLATE, "ledger": ledger}
+    assert all(outcome(r) == "extraction_parse" for r in allama.batch(
+        provider_for(server), Row, inputs, **options
+    ))  # fmt: skip
+    sent = sum(server.sent.values())
+    # Failures tried again, stopped at the first result: those claimed ahead of a slot are
+    # given back failed, as they were (pending, a run without retry_failed sends them).
+    again = allama.batch(
+        provider_for(server), Row, inputs, retry_failed=True, concurrency=2, **options
+    )
+    for _ in again:
+        again.stop()
+    tried = sum(server.sent.values()) - sent
+    assert 0 < tried < 20
+    assert Ledger(ledger, read_only=True).counts() == {"failed": 20}
+    assert sum(row.attempts for row in Ledger(ledger, read_only=True).rows()) == 20 + tried
+    plain = allama.batch(provider_for(server), Row, inputs, **options)
+    assert all(r.resumed and outcome(r) == "extraction_parse" for r in plain)
+    assert sum(server.sent.values()) == sent + tried
+
+
 class CancelsDocTwo(allama.mock.TestProvider):
     """Raises a `CancelledError` of its own (a cancel scope in a transport) for `doc 2`."""
 

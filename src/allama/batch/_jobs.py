@@ -233,8 +233,7 @@ class JobRunner(_Runner):
             and spec.retry_failed
             and row.run_id != self.ledger.run_id
         ):
-            await self.ledger.reopen(key)
-            claim = await self.ledger.claim(key, index, label)
+            claim = await self.ledger.reclaim(key, index, label)
             row = claim.row
         item.attempts = claim.attempts
         if not claim.granted:

@@ -246,6 +246,9 @@ class Ledger:
         self._pid = os.getpid()
         self._last_beat = 0.0
         self._live_runs: dict[str, bool] = {}
+        self._reopened: set[str] = set()
+        """Failed inputs this run claimed again (`retry_failed`): given back unsent, they
+        are failed again, not pending (which a run without `retry_failed` would send)."""
         if read_only:
             return
         with self._lock:
@@ -451,10 +454,12 @@ class Ledger:
             self._reopen(key)
 
     def _reopen(self, key: str) -> None:
-        self._connection.execute(
+        reopened = self._connection.execute(
             "UPDATE items SET status = ? WHERE key = ? AND status = ?",
             (Status.PENDING, key, Status.FAILED),
         )
+        if reopened.rowcount:
+            self._reopened.add(key)
 
     def release(self, key: str) -> None:
         """Give back an input this run claimed but did not send (the run stopped)."""
@@ -475,7 +480,16 @@ class Ledger:
         return int(found[0])
 
     def _release(self, key: str) -> None:
-        # An input never tried before leaves no trace; one tried before is pending again.
+        # An input never tried before leaves no trace; one tried before is pending again,
+        # and a failure claimed again failed again.
+        if key in self._reopened:
+            self._reopened.discard(key)
+            self._connection.execute(
+                "UPDATE items SET status = ?, attempts = MAX(attempts - 1, 0) "
+                "WHERE key = ? AND run_id = ? AND status = ?",
+                (Status.FAILED, key, self.run_id, Status.IN_FLIGHT),
+            )
+            return
         self._connection.execute(
             "DELETE FROM items WHERE key = ? AND run_id = ? AND status = ? AND attempts <= 1 "
             "AND record IS NULL AND error IS NULL AND log IS NULL",
@@ -921,8 +935,16 @@ class LedgerWriter:
     async def finish(self, key: str, **outcome: Any) -> None:
         await self._submit(lambda: self._ledger._finish(key, **outcome))
 
-    async def reopen(self, key: str) -> None:
-        await self._submit(lambda: self._ledger._reopen(key))
+    async def reclaim(self, key: str, position: int, label: str | None) -> Claim:
+        """Make a failed input pending and claim it, in one transaction: a run killed
+        between the two leaves it failed."""
+
+        def reclaim() -> Claim:
+            self._ledger._reopen(key)
+            return self._ledger._claim(key, position, label)
+
+        claimed: Claim = await self._submit(reclaim)
+        return claimed
 
     async def set_aside(
         self,

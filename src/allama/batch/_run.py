@@ -1069,8 +1069,7 @@ class _Runner:
                 and spec.retry_failed
                 and claim.row.run_id != self.ledger.run_id
             ):
-                await self.ledger.reopen(key)
-                claim = await self.ledger.claim(key, index, label)
+                claim = await self.ledger.reclaim(key, index, label)
             if not claim.granted:
                 self.unsent.discard(key)
                 assert claim.row is not None
