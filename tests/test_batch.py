@@ -786,6 +786,20 @@ def test_failed_inputs_tried_again_count_what_they_paid_toward_the_budget(
     )
 
 
+def test_type_forms_that_compare_equal_but_write_other_schemas_key_apart() -> None:
+    from typing import Literal
+
+    request = TEMPLATE.user("doc 1")
+    # Equal as type forms (and hashed alike), their schemas list the members in order.
+    first = input_key("openai", Literal["yes", "no"], request)
+    second = input_key("openai", Literal["no", "yes"], request)
+    assert first != second
+    assert input_key("openai", Literal["yes", "no"], request) == first
+    assert input_key("openai", list[Literal["no", "yes"]], request) != input_key(
+        "openai", list[Literal["yes", "no"]], request
+    )
+
+
 # A run keys each text input without making the request's JSON: the keys are those of
 # `input_key` on the request built, so that a ledger resumes whichever way it was made.
 

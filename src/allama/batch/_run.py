@@ -696,12 +696,14 @@ def _around_text(template: ChatRequest) -> tuple[bytes, bytes] | None:
     return head, tail
 
 
-_TYPE_DIGESTS: dict[tuple[str, Any], Any] = {}
+_TYPE_DIGESTS: dict[tuple[str, Any, str | None], Any] = {}
 
 
 def _type_digest(provider: str, tp: Any) -> Any:
-    """The hash of the provider and the type's schema, made once per pair."""
-    key = (provider, tp)
+    """The hash of the provider and the type's schema, made once per pair. A type form is
+    kept by its spelling too: `Literal["b", "a"] == Literal["a", "b"]`, but their schemas
+    (and so their keys) differ."""
+    key = (provider, tp, None if isinstance(tp, type) else repr(tp))
     try:
         found = _TYPE_DIGESTS.get(key)
     except TypeError:  # an unhashable type form: not kept
