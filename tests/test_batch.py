@@ -1034,6 +1034,31 @@ def test_the_budget_stops_new_inputs_and_says_so(server: BatchServer) -> None:
     )
 
 
+def test_a_budget_counts_what_unfinished_inputs_of_its_own_settings_paid(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "shared.sqlite"
+    failing = [f"doc {50 * k + 7}" for k in range(10)]  # each pays for a pass and fails
+    first = allama.batch(provider_for(server), Row, failing, request=TEMPLATE, ledger=ledger)
+    assert len(list(first)) == 10
+    assert first.summary.cost == Decimal("0.00021") and first.summary.failed == 10
+    # A run of another prompt on the same ledger never reads those inputs: what they paid
+    # is not its budget's.
+    other = ChatRequest("gpt-4o-mini").system("Read the number, please.")
+    run = allama.batch(
+        provider_for(server), Row, docs(4), request=other, ledger=ledger, max_cost="0.0001"
+    )
+    assert sorted(outcome(r) for r in run) == ["ok"] * 4 and run.summary.stopped is None
+    # The same prompt's run counts them, and sends nothing.
+    same = allama.batch(
+        provider_for(server), Row, docs(4), request=TEMPLATE, ledger=ledger, max_cost="0.0001"
+    )
+    assert [outcome(r) for r in same] == ["not_started"] * 4
+    assert same.summary.stopped == (
+        "the budget of $0.0001 is reached ($0.000210, $0.000210 of it paid for inputs not finished)"
+    )
+
+
 def test_failures_claimed_again_and_not_sent_stay_failed(
     server: BatchServer, tmp_path: Path
 ) -> None:

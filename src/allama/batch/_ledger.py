@@ -726,16 +726,34 @@ class Ledger:
         ).fetchone()
         return None if found is None else _row(found)
 
-    def paid_unfinished(self) -> dict[str, str]:
+    def paid_unfinished(self, like: dict[str, Any] | None = None) -> dict[str, str]:
         """The cost kept for each input not done (failed, pending, or left in flight) whose
         attempts paid for something, by key: money a budget counts before those inputs are
-        read again."""
+        read again. `like`: only inputs last claimed by a run whose settings have these
+        values (a ledger shared by runs of other settings holds inputs this run never
+        reads); an input of a run the ledger does not know counts."""
         with self._lock:
             found = self._connection.execute(
-                "SELECT key, cost FROM items WHERE status != ? AND cost IS NOT NULL",
+                "SELECT items.key, items.cost, runs.settings FROM items LEFT JOIN runs "
+                "ON runs.run_id = items.run_id WHERE items.status != ? "
+                "AND items.cost IS NOT NULL",
                 (Status.DONE,),
             ).fetchall()
-        return {str(key): str(cost) for key, cost in found}
+        kept: dict[str, str] = {}
+        agree: dict[str | None, bool] = {}
+        for key, cost, settings in found:
+            if like is not None and settings is not None:
+                same = agree.get(settings)
+                if same is None:
+                    try:
+                        theirs = json.loads(settings)
+                    except ValueError:
+                        theirs = {}
+                    same = agree[settings] = all(theirs.get(k) == v for k, v in like.items())
+                if not same:
+                    continue
+            kept[str(key)] = str(cost)
+        return kept
 
     def counts(self) -> dict[str, int]:
         with self._lock:

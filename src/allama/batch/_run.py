@@ -962,7 +962,9 @@ class _Runner:
         budget sends nothing more."""
         if self.spec.max_cost is None:
             return
-        for key, cost in book.paid_unfinished().items():
+        settings = self.spec.settings
+        like = {name: settings.get(name) for name in ("provider", "model", "inputs")}
+        for key, cost in book.paid_unfinished(like).items():
             with contextlib.suppress(ArithmeticError):
                 self.carried[key] = Decimal(cost)
         self._check_known()
