@@ -1085,6 +1085,41 @@ def test_failures_claimed_again_and_not_sent_stay_failed(
     assert sum(server.sent.values()) == sent + tried
 
 
+def test_an_input_never_sent_is_neither_priced_nor_timed_in_the_summary() -> None:
+    run = allama.batch(allama.mock.TestProvider(), Row, ["doc a", 42, "doc b"], request=TEMPLATE)
+    assert sorted(outcome(r) for r in run) == ["TypeError", "ok", "ok"]
+    lines = run.summary.lines()
+    assert lines[4] == "cost unknown (genai-prices 0.2.3 has no prices for the provider 'test')"
+    assert lines[5].startswith("slowest: ") and "#1" not in lines[5]
+    assert len(lines) == 6  # no "most expensive" line: nothing was priced
+
+
+class Slow(allama.mock.TestProvider):
+    async def achat(self, request: ChatRequest) -> allama.ChatResponse:
+        await asyncio.sleep(0.01)
+        return self.chat(request)
+
+
+def test_closing_an_async_run_from_another_task_ends_its_reader_loop() -> None:
+    async def main() -> tuple[int, int]:
+        run = allama.abatch(Slow(), Row, docs(1000), request=TEMPLATE, concurrency=2)
+        read: list[allama.BatchResult[Row]] = []
+
+        async def reader() -> int:
+            async for result in run:
+                read.append(result)
+            return len(read)
+
+        task = asyncio.create_task(reader())
+        while len(read) < 3:
+            await asyncio.sleep(0.005)
+        await run.aclose()  # a supervisor ends the run: no CancelledError for the reader
+        return await task, task.cancelling()
+
+    count, cancelling = asyncio.run(main())
+    assert 3 <= count < 1000 and cancelling == 0
+
+
 class CancelsDocTwo(allama.mock.TestProvider):
     """Raises a `CancelledError` of its own (a cancel scope in a transport) for `doc 2`."""
 

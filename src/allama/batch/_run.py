@@ -251,6 +251,8 @@ class BatchSummary:
             if metadata.usage is not None:
                 self.input_tokens += metadata.usage.input_tokens or 0
                 self.output_tokens += metadata.usage.output_tokens or 0
+        if not records:  # never sent (its request could not be made): nothing to price or time
+            return
         cost, missing = _cost_of(records)
         if cost is not None:
             self.cost += cost
@@ -1879,6 +1881,7 @@ class AsyncBatchRun(Generic[T]):
         self._runner = _runner(spec, self._call, self._queue.put_nowait, spec.provider.achat, False)
         self._task: asyncio.Task[None] | None = None
         self._read = False
+        self._closed = False
         self._runner.unread = self._queue.qsize
 
     @property
@@ -1903,6 +1906,8 @@ class AsyncBatchRun(Generic[T]):
             while True:
                 item = await self._queue.get()
                 if item is _END:
+                    if self._closed and self._task.cancelled():
+                        return  # closed by another task: the results end, as after `close()`
                     await self._task  # raises what ended the run, if anything did
                     return
                 if runner.caught_up is not None and self._queue.qsize() < runner.most_unread // 2:
@@ -1925,6 +1930,7 @@ class AsyncBatchRun(Generic[T]):
 
     async def aclose(self) -> None:
         self._read = True  # a run closed before it was read is not read after
+        self._closed = True
         task = self._task
         if task is not None and not task.done():
             task.cancel()
