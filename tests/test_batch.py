@@ -5,6 +5,7 @@ that survives `kill -9` without sending anything more often than it recorded."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -1092,6 +1093,44 @@ def test_an_input_never_sent_is_neither_priced_nor_timed_in_the_summary() -> Non
     assert lines[4] == "cost unknown (genai-prices 0.2.3 has no prices for the provider 'test')"
     assert lines[5].startswith("slowest: ") and "#1" not in lines[5]
     assert len(lines) == 6  # no "most expensive" line: nothing was priced
+
+
+def test_a_ledger_that_names_another_file_is_refused_before_it_is_changed(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    from allama.batch import LedgerError
+
+    app = tmp_path / "app.db"
+    with contextlib.closing(sqlite3.connect(app)) as db:
+        db.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, sku TEXT)")
+        db.commit()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes")
+    provider = allama.mock.TestProvider()
+    for path, why in (
+        (app, "an SQLite file without its tables"),
+        (notes, "file is not a database"),
+    ):
+        with pytest.raises(LedgerError) as refused:
+            allama.batch(provider, Row, ["doc"], request=TEMPLATE, ledger=path)
+        assert str(refused.value) == f"`{path}` is not a ledger: {why}"
+        with pytest.raises(LedgerError):
+            Ledger(path)
+    with pytest.raises(LedgerError, match="is a folder: name the ledger's file"):
+        allama.batch(provider, Row, ["doc"], request=TEMPLATE, ledger=tmp_path)
+    # Left as they were: the journal mode too (a ledger's is WAL).
+    with contextlib.closing(sqlite3.connect(app)) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+        assert [name for (name,) in db.execute("SELECT name FROM sqlite_master")] == ["items"]
+    assert notes.read_text() == "my notes"
+    # An empty file (a temporary file made for it) becomes the ledger.
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+    assert [
+        outcome(r) for r in allama.batch(provider, Row, ["doc"], request=TEMPLATE, ledger=empty)
+    ] == ["ok"]
 
 
 class Slow(allama.mock.TestProvider):

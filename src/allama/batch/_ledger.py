@@ -238,6 +238,7 @@ class Ledger:
                 ).fetchone()
             )
         else:
+            check_ledger_file(self.path)
             self._connection = sqlite3.connect(
                 self.path, timeout=60.0, isolation_level=None, check_same_thread=False
             )
@@ -868,7 +869,17 @@ def _row(raw: tuple[Any, ...]) -> LedgerRow:
 
 
 class LedgerError(Exception):
-    """A file that is not a ledger (or is missing), opened for reading."""
+    """A file that is not a ledger (or is missing), opened for reading, or named as the
+    ledger of a run."""
+
+
+def check_ledger_file(path: Path) -> None:
+    """A file at `path` must be a ledger, or empty (a new one is made there): another
+    database would be changed for good by a run (its journal mode, tables added)."""
+    if path.is_dir():
+        raise LedgerError(f"`{path}` is a folder: name the ledger's file")
+    if path.is_file() and path.stat().st_size:
+        _read_only(path).close()
 
 
 def _read_only(path: Path) -> sqlite3.Connection:

@@ -37,7 +37,7 @@ from pydantic_core import to_json
 
 from allama import _tracing
 from allama._prices import dollars
-from allama.batch._ledger import Ledger, LedgerRow, LedgerWriter, Status
+from allama.batch._ledger import Ledger, LedgerRow, LedgerWriter, Status, check_ledger_file
 from allama.batch._limits import RateLimiter, positive
 from allama.batch._threads import DaemonPool
 from allama.errors import (
@@ -528,6 +528,8 @@ def _spec(
     if ledger is not None and not Path(ledger).parent.is_dir():
         # Said now, with the path: SQLite says only "unable to open database file", later.
         raise FileNotFoundError(f"the ledger's folder does not exist: `{Path(ledger).parent}`")
+    if ledger is not None:
+        check_ledger_file(Path(ledger))  # another database is refused before it is changed
     if provider_batch:
         _check_provider_batch(provider, ledger, job_retry, poll_interval, job_size)
     budget = None if max_cost is None else _budget(max_cost)
