@@ -270,3 +270,77 @@ def test_a_gemini_line_that_cannot_be_read_keeps_its_place() -> None:
         RowKind.MISSING,
         RowKind.RESPONSE,
     ]
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        ({"code": 13, "message": "Internal error"}, 500),  # a google.rpc.Status: canonical codes
+        ({"code": 14, "message": "Unavailable"}, 503),
+        ({"code": 8, "message": "Resource exhausted"}, 429),
+        ({"code": 3, "message": "Bad request"}, 400),
+        ({"code": 16, "message": "No key"}, 401),
+        ({"code": 400, "message": "bad", "status": "INVALID_ARGUMENT"}, 400),  # as REST writes it
+        ({"code": 503, "message": "busy"}, 503),
+        ({"status": "UNAVAILABLE", "message": "busy"}, 503),
+        ({"code": "14", "message": "a number as text"}, 503),
+        ({"message": "no code at all"}, 500),
+        ({"code": 0, "message": "OK, and yet an error"}, 500),
+        ({"code": 9999, "message": "out of range"}, 500),
+    ],
+)
+def test_a_gemini_row_error_is_read_by_its_canonical_code(
+    error: dict[str, Any], status: int
+) -> None:
+    state = JobState(
+        "batches/1",
+        "BATCH_STATE_SUCCEEDED",
+        True,
+        "completed",
+        results={
+            "inlinedResponses": {"inlinedResponses": [{"error": error, "metadata": {"key": "a"}}]}
+        },
+    )
+    rows = GEMINI.results(TARGET, state, ["a"])
+    try:
+        next(rows)
+    except StopIteration as done:
+        row = done.value["a"]
+    else:
+        raise AssertionError("inlined responses need no request")
+    assert (row.kind, row.status) == (RowKind.ERROR, status)
+    assert json.loads(row.body) == {"error": error}
+
+
+@given(
+    error=st.dictionaries(
+        st.sampled_from(["code", "status", "message"]),
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    )
+)
+def test_a_gemini_row_error_of_any_shape_is_read_as_an_http_status(error: dict[str, Any]) -> None:
+    from allama.adapters._jobs._gemini import _http_status
+
+    assert 100 <= _http_status(error) <= 599
+
+
+def test_a_gemini_job_file_is_no_larger_than_the_size_it_was_split_by(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import allama
+    from allama.adapters._jobs import _gemini
+    from allama.providers._jobs import provider_jobs
+
+    jobs = provider_jobs(allama.provider("gemini", api_key="k", base_url=TARGET.base_url))
+    text = "請求書番号は12345です。合計金額は98,000円。" * 200 + "😀" * 500
+    request = allama.ChatRequest("gemini-2.5-flash").system("Extract.").user(text)
+    entries = [jobs.entry(f"key{n}", request)[0] for n in range(3)]
+    monkeypatch.setattr(_gemini, "INLINE_BYTES", 0)  # a file, as a job past 19 MB is sent
+    steps = GEMINI.submit(jobs.target("gemini-2.5-flash"), entries, "allama-x")
+    next(steps)
+    upload = steps.send(HttpResponse(200, {"x-goog-upload-url": "https://example.test/up"}, b"{}"))
+    # Non-ASCII text written as UTF-8, not escaped: the file is what `max_bytes` was held to.
+    assert len(upload.content) <= sum(GEMINI.size(entry) for entry in entries)
+    lines = [json.loads(line) for line in upload.content.splitlines()]
+    assert [line["key"] for line in lines] == ["key0", "key1", "key2"]
+    assert lines[0]["request"] == entries[0].request.body

@@ -70,7 +70,12 @@ class GeminiJobs:
             }
         else:
             data = b"".join(
-                json.dumps({"key": entry.key, "request": entry.request.body}).encode() + b"\n"
+                json.dumps(
+                    {"key": entry.key, "request": entry.request.body},
+                    ensure_ascii=False,
+                    separators=(",", ":"),
+                ).encode()
+                + b"\n"
                 for entry in entries
             )
             name = yield from self._upload(target, data, f"allama-{tag}")
@@ -212,8 +217,50 @@ def _row(key: str, entry: dict[str, Any]) -> Row:
         # A line of a responses file may be the response itself, keyed by its place.
         return Row(key, RowKind.RESPONSE, 200, json.dumps(entry).encode())
     error = entry.get("error") or (entry if "code" in entry or "message" in entry else {})
-    status = int(error.get("code") or 500)
-    return Row(key, RowKind.ERROR, status, json.dumps({"error": error}).encode())
+    return Row(key, RowKind.ERROR, _http_status(error), json.dumps({"error": error}).encode())
+
+
+_GRPC_HTTP = {
+    "CANCELLED": 499,
+    "UNKNOWN": 500,
+    "INVALID_ARGUMENT": 400,
+    "DEADLINE_EXCEEDED": 504,
+    "NOT_FOUND": 404,
+    "ALREADY_EXISTS": 409,
+    "PERMISSION_DENIED": 403,
+    "RESOURCE_EXHAUSTED": 429,
+    "FAILED_PRECONDITION": 400,
+    "ABORTED": 409,
+    "OUT_OF_RANGE": 400,
+    "UNIMPLEMENTED": 501,
+    "INTERNAL": 500,
+    "UNAVAILABLE": 503,
+    "DATA_LOSS": 500,
+    "UNAUTHENTICATED": 401,
+}
+"""The HTTP status Google's APIs answer each canonical code with."""
+
+_GRPC_NAMES = list(_GRPC_HTTP)
+"""The canonical codes' names by number, from 1 (`CANCELLED`)."""
+
+
+def _http_status(error: dict[str, Any]) -> int:
+    """A row error's HTTP status. A job's row holds a `google.rpc.Status`, whose `code` is
+    a canonical code (13 `INTERNAL`, 14 `UNAVAILABLE`, 8 `RESOURCE_EXHAUSTED`), not an HTTP
+    status: read as one, a server error was taken for an input's own (4xx, never sent
+    again). The status name, where given, says it; an HTTP status (100 and up) stands."""
+    name = error.get("status")
+    if isinstance(name, str) and name in _GRPC_HTTP:
+        return _GRPC_HTTP[name]
+    code = error.get("code")
+    if isinstance(code, bool) or not isinstance(code, int):
+        try:
+            code = int(str(code))
+        except ValueError:
+            return 500
+    if 1 <= code <= len(_GRPC_NAMES):
+        return _GRPC_HTTP[_GRPC_NAMES[code - 1]]
+    return code if 100 <= code <= 599 else 500
 
 
 DIALECT = GeminiJobs()
