@@ -344,3 +344,23 @@ def test_a_gemini_job_file_is_no_larger_than_the_size_it_was_split_by(
     lines = [json.loads(line) for line in upload.content.splitlines()]
     assert [line["key"] for line in lines] == ["key0", "key1", "key2"]
     assert lines[0]["request"] == entries[0].request.body
+
+
+@pytest.mark.parametrize(
+    ("outcome", "kind"),
+    [
+        ("cancelled", RowKind.CANCELED),
+        ("expired", RowKind.EXPIRED),
+        ("failed", RowKind.JOB_FAILED),
+        ("completed", RowKind.MISSING),
+    ],
+)
+def test_an_openai_row_neither_file_holds_is_told_by_how_the_job_ended(
+    outcome: str, kind: str
+) -> None:
+    # A cancelled job may list no error file: the requests it did not run are in neither.
+    answered = {"custom_id": "a", "response": {"status_code": 200, "body": {"id": "r"}}}
+    state = JobState("batch_1", outcome, True, outcome, results=("file-out",))
+    rows = _drive(OPENAI.results(TARGET, state, ["a", "b"]), [json.dumps(answered).encode()])
+    assert rows["a"].kind == RowKind.RESPONSE
+    assert rows["b"].kind == kind

@@ -136,7 +136,13 @@ class OpenAIJobs:
             else f"the job ended {state.outcome} without this row in its output or error file"
             + unread(lines)
         )
-        kind = RowKind.JOB_FAILED if state.outcome == "failed" else RowKind.MISSING
+        # A row neither file holds, of a job cancelled or expired, was not run for that
+        # reason (the files may leave out those in flight when it ended).
+        kind = {
+            "failed": RowKind.JOB_FAILED,
+            "cancelled": RowKind.CANCELED,
+            "expired": RowKind.EXPIRED,
+        }.get(state.outcome or "", RowKind.MISSING)
         return {key: rows.get(key) or Row(key, kind, note=note) for key in keys}
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:
