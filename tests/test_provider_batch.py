@@ -1327,3 +1327,67 @@ def test_a_provider_batch_run_stopped_or_broken_while_reading_gives_its_inputs_b
     assert {r.failure.kind for r in results if r.failure} == {"not_started"}
     assert run.summary.stopped == "reading the inputs raised RuntimeError after 30"
     assert list(Ledger(ledger, settings={}).rows()) == []
+
+
+class _Intercepting(Transport):
+    """Answers the first `times` requests that `matches` with `answer`; the rest go on."""
+
+    def __init__(self, matches: Callable[[HttpRequest], bool], answer: HttpResponse, times: int):
+        super().__init__()
+        self.matches, self.answer, self.times = matches, answer, times
+        self.seen: list[tuple[str, str]] = []
+
+    def send(self, request: HttpRequest) -> HttpResponse:
+        self.seen.append((request.method, request.url))
+        if self.times and self.matches(request):
+            self.times -= 1
+            return self.answer
+        return super().send(request)
+
+
+def _limited(wait: int) -> HttpResponse:
+    body = {"error": {"message": "Too many batches", "type": "rate_limit_exceeded"}}
+    headers = {"retry-after": str(wait), "content-type": "application/json"}
+    return HttpResponse(429, headers, json.dumps(body).encode())
+
+
+def _makes_a_job(request: HttpRequest) -> bool:
+    return request.method == "POST" and request.url.endswith("/batches")
+
+
+def test_a_rate_limit_on_making_a_job_slows_the_run_and_uploads_the_file_once(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    transport = _Intercepting(_makes_a_job, _limited(0), times=8)
+    provider, model = _provider(server, "openai-chat", transport)
+    docs = [f"doc {n}" for n in (100, 101, 102)]
+    results = _run(provider, model, docs, tmp_path / "run.sqlite")
+    # More rate limits than max_attempts (5): none is a try; the job is made at the ninth.
+    assert [r.value for r in results] == [Doc(n=100), Doc(n=101), Doc(n=102)]
+    assert len(server.jobs) == 1
+    uploads = [url for method, url in transport.seen if method == "POST" and url.endswith("/files")]
+    assert len(uploads) == 1
+    assert [row.attempts for row in Ledger(tmp_path / "run.sqlite", read_only=True).rows()] == [
+        1
+    ] * 3
+
+
+def test_a_job_the_provider_will_not_take_for_an_hour_leaves_its_inputs_pending(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    transport = _Intercepting(_makes_a_job, _limited(3600), times=1)
+    provider, model = _provider(server, "openai-chat", transport)
+    ledger = tmp_path / "run.sqlite"
+    run = _batch_run(provider, model, ["doc 100", "doc 101"], ledger)
+    results = list(run)
+    assert [(r.failure.kind, r.pending) for r in results if r.failure] == [
+        ("rate_limited", True)
+    ] * 2
+    assert run.summary.stopped == "the provider asked to wait 3600 s before the next job"
+    assert run.summary.refused == "rate_limited" and server.jobs == []
+    assert Ledger(ledger, read_only=True).counts() == {"pending": 2}
+    # The next run sends them.
+    assert [r.value for r in _run(provider, model, ["doc 100", "doc 101"], ledger)] == [
+        Doc(n=100),
+        Doc(n=101),
+    ]

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 from allama.adapters._jobs import Entry, JobAmbiguity, JobState, Row, RowKind
 from allama.batch._ledger import JobPhase, JobRow, Ledger, LedgerWriter, Status
 from allama.batch._run import (
+    _LONGEST_WAIT,
+    _MAX_RATE_LIMITED,
     _NO_MORE,
     IN_FLIGHT_ELSEWHERE,
     IN_PROVIDER_JOB,
@@ -364,9 +366,11 @@ class JobRunner(_Runner):
         self.summary.jobs[tag] = f"submitting {len(items)} requests"
         target = self.jobs.target(model)
         entries = [item.entry for item in items if item.entry is not None]
-        tried = 0
+        tried = limited = 0
         since = time.time()
         failed: Error | None = None
+        too_long: str | None = None
+        uploaded: dict[str, str] = {}  # a job's file, uploaded once however often it is tried
         while True:
             tried += 1
             submitting = False
@@ -380,11 +384,21 @@ class JobRunner(_Runner):
                         break  # stopped before the try again: not sent
                 submitting = True
                 job.job_id = await self.jobs.run(
-                    self.jobs.submit(target, entries, tag), model, sync=self.sync
+                    self.jobs.submit(target, entries, tag, uploaded), model, sync=self.sync
                 )
                 break
             except Error as error:
                 failed = error
+                if isinstance(error, RateLimitedError):
+                    # No try, as for a live call: the job was not made (a queue's limit).
+                    tried -= 1
+                    limited += 1
+                    asked = asked_wait(error)
+                    if asked is not None and asked > _LONGEST_WAIT:
+                        too_long = f"the provider asked to wait {asked:.0f} s before the next job"
+                        break
+                    if limited > _MAX_RATE_LIMITED:
+                        break
                 if error.retryable and tried < self.spec.max_attempts:
                     if self.stopping is None:
                         await self.limiter.sleep(self._pause(error, tried))  # a stop ends it
@@ -396,7 +410,7 @@ class JobRunner(_Runner):
             assert failed is not None
             self.book.job_not_submitted(tag, failed.kind)
             self.summary.jobs[tag] = f"not submitted: {failed.kind}"
-            stops = _stops(failed, tried, self.spec.template is not None)
+            stops = too_long or _stops(failed, tried, self.spec.template is not None)
             if stops is not None or (failed.retryable and self.stopping is not None):
                 # Not the inputs' failure: they stay pending for the run that follows.
                 for item in items:

@@ -145,8 +145,14 @@ class ProviderJobs:
             .with_body(response.content.decode("utf-8", "replace"))
         )
 
-    def submit(self, target: JobTarget, entries: Sequence[Entry], tag: str) -> Steps:
-        return self.dialect.submit(target, entries, tag)
+    def submit(
+        self,
+        target: JobTarget,
+        entries: Sequence[Entry],
+        tag: str,
+        uploaded: dict[str, str] | None = None,
+    ) -> Steps:
+        return self.dialect.submit(target, entries, tag, uploaded)
 
 
 class RowUnanswered(Exception):

@@ -149,8 +149,16 @@ class JobDialect(Protocol):
         """The bytes `entry` adds to a job (for splitting into jobs under `max_bytes`)."""
         ...
 
-    def submit(self, target: JobTarget, entries: Sequence[Entry], tag: str) -> Steps:
-        """Submit a job of `entries` tagged `tag`; returns the provider's job id."""
+    def submit(
+        self,
+        target: JobTarget,
+        entries: Sequence[Entry],
+        tag: str,
+        uploaded: dict[str, str] | None = None,
+    ) -> Steps:
+        """Submit a job of `entries` tagged `tag`; returns the provider's job id.
+        `uploaded`: where the file of a job sent as one is kept by name, so that trying the
+        submission again (a rate limit on making the job) does not upload it again."""
         ...
 
     def state(self, target: JobTarget, job_id: str) -> Steps:

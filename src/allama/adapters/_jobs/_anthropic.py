@@ -55,7 +55,13 @@ class AnthropicJobs:
     def size(self, entry: Entry) -> int:
         return len(entry.request.content) + len(entry.key) + 40
 
-    def submit(self, target: JobTarget, entries: Sequence[Entry], tag: str) -> Steps:
+    def submit(
+        self,
+        target: JobTarget,
+        entries: Sequence[Entry],
+        tag: str,
+        uploaded: dict[str, str] | None = None,
+    ) -> Steps:
         body = {
             "requests": [
                 {"custom_id": entry.key, "params": entry.request.body} for entry in entries

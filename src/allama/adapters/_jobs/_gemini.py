@@ -57,7 +57,13 @@ class GeminiJobs:
     def size(self, entry: Entry) -> int:
         return len(entry.request.content) + len(entry.key) + 40
 
-    def submit(self, target: JobTarget, entries: Sequence[Entry], tag: str) -> Steps:
+    def submit(
+        self,
+        target: JobTarget,
+        entries: Sequence[Entry],
+        tag: str,
+        uploaded: dict[str, str] | None = None,
+    ) -> Steps:
         total = sum(self.size(entry) for entry in entries)
         if total <= INLINE_BYTES:
             source: dict[str, Any] = {
@@ -68,6 +74,8 @@ class GeminiJobs:
                     ]
                 }
             }
+        elif uploaded is not None and "file" in uploaded:
+            source = {"fileName": uploaded["file"]}
         else:
             data = b"".join(
                 json.dumps(
@@ -79,6 +87,8 @@ class GeminiJobs:
                 for entry in entries
             )
             name = yield from self._upload(target, data, f"allama-{tag}")
+            if uploaded is not None:
+                uploaded["file"] = name
             source = {"fileName": name}
         body = {"batch": {"displayName": tag, "inputConfig": source}}
         created = json_of(

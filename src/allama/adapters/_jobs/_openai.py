@@ -60,7 +60,35 @@ class OpenAIJobs:
     def size(self, entry: Entry) -> int:
         return len(entry.request.content) + len(entry.key) + 80
 
-    def submit(self, target: JobTarget, entries: Sequence[Entry], tag: str) -> Steps:
+    def submit(
+        self,
+        target: JobTarget,
+        entries: Sequence[Entry],
+        tag: str,
+        uploaded: dict[str, str] | None = None,
+    ) -> Steps:
+        kept = uploaded if uploaded is not None else {}
+        file_id = kept.get("file")
+        if file_id is None:
+            file_id = yield from self._upload(target, entries, tag)
+            kept["file"] = file_id
+        created = json_of(
+            (
+                yield post(
+                    target,
+                    f"{target.base_url}/batches",
+                    {
+                        "input_file_id": file_id,
+                        "endpoint": _api_path(target.endpoint),
+                        "completion_window": "24h",
+                        "metadata": {"allama_job": tag},
+                    },
+                )
+            )
+        )
+        return str(created["id"])
+
+    def _upload(self, target: JobTarget, entries: Sequence[Entry], tag: str) -> Steps:
         data = b"".join(self.line(target, entry) for entry in entries)
         boundary = f"allama-{uuid.uuid4().hex}"
         upload = _multipart(
@@ -81,21 +109,7 @@ class OpenAIJobs:
                 )
             )
         )
-        created = json_of(
-            (
-                yield post(
-                    target,
-                    f"{target.base_url}/batches",
-                    {
-                        "input_file_id": uploaded["id"],
-                        "endpoint": _api_path(target.endpoint),
-                        "completion_window": "24h",
-                        "metadata": {"allama_job": tag},
-                    },
-                )
-            )
-        )
-        return str(created["id"])
+        return str(uploaded["id"])
 
     def state(self, target: JobTarget, job_id: str) -> Steps:
         job = json_of((yield get(target, f"{target.base_url}/batches/{job_id}")))
