@@ -1391,3 +1391,44 @@ def test_a_job_the_provider_will_not_take_for_an_hour_leaves_its_inputs_pending(
         Doc(n=100),
         Doc(n=101),
     ]
+
+
+class _Rewriting(Transport):
+    """Passes each answer through `rewrite` (request, response) before the client reads it."""
+
+    def __init__(self, rewrite: Callable[[HttpRequest, HttpResponse], HttpResponse]) -> None:
+        super().__init__()
+        self.rewrite = rewrite
+
+    def send(self, request: HttpRequest) -> HttpResponse:
+        return self.rewrite(request, super().send(request))
+
+
+def test_a_failed_row_that_reported_usage_is_counted_at_batch_prices_when_sent_again(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    failed_once: list[bool] = []
+
+    def fail_first_row(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if not request.url.endswith("/content") or failed_once:
+            return response
+        failed_once.append(True)
+        line = json.loads(response.content.splitlines()[0])
+        line["response"]["body"].update(
+            status="failed",
+            output=[],
+            error={"code": "server_error", "message": "The model failed to generate."},
+            usage={"input_tokens": 1000, "output_tokens": 500, "total_tokens": 1500},
+        )
+        return HttpResponse(response.status, response.headers, json.dumps(line).encode() + b"\n")
+
+    provider, model = _provider(server, "openai-responses", _Rewriting(fail_first_row))
+    run = _batch_run(provider, model, ["doc 101"], tmp_path / "run.sqlite")
+    (result,) = list(run)
+    # Sent again in a second job, answered; the failed row was paid for too, at batch prices.
+    assert result.value == Doc(n=101) and len(server.jobs) == 2
+    assert result.metadata is not None and result.metadata.usage is not None
+    usage = result.metadata.usage
+    assert (usage.input_tokens, usage.output_tokens, result.metadata.passes) == (1010, 505, 1)
+    # gpt-4o-mini at batch prices: $0.075 and $0.30 per million tokens in and out.
+    assert run.summary.cost == Decimal("0.00022725")

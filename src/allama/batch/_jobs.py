@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydantic import JsonValue
+
 from allama.adapters._jobs import Entry, JobAmbiguity, JobState, Row, RowKind
 from allama.batch._ledger import JobPhase, JobRow, Ledger, LedgerWriter, Status
 from allama.batch._run import (
@@ -45,16 +47,20 @@ from allama.batch._run import (
     _stops,
 )
 from allama.errors import (
+    PAID_BEFORE_KEY,
+    REPORTED_USAGE_KEY,
     Error,
     ExtractionError,
     NotFoundError,
     RateLimitedError,
     ServerError,
     asked_wait,
+    paid_for,
 )
 from allama.extract._engine import Extracted, extract_steps
 from allama.extract._metadata import ExtractionMetadata
 from allama.providers._jobs import ProviderJobs, RowUnanswered, provider_jobs
+from allama.types import ALLAMA_NAMESPACE
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -91,6 +97,9 @@ class _Item:
     spent: list[ExtractionMetadata] = field(default_factory=list)
     """What earlier runs' attempts paid for, where no answers are kept to take in again (a
     failure tried again): counted with the input's own record."""
+    paid: list[JsonValue] = field(default_factory=list)
+    """What rows that failed and were sent again reported paying (`paid_for`, at batch
+    prices): handed to the extraction with the next answer, which counts it."""
 
 
 @dataclass(slots=True)
@@ -304,8 +313,11 @@ class JobRunner(_Runner):
         try:
             response = self.jobs.answer(item.pending, row, warnings)
         except Error as error:
-            return error
-        return response.model_copy(update={"batch_job": job_id or "batch"})
+            # What a failed row reports paying was paid at batch prices.
+            paid: list[JsonValue] = [{**entry, "batch": True} for entry in paid_for(error)]
+            error.context.metadata.pop(REPORTED_USAGE_KEY, None)
+            return _with_paid(item, error.with_metadata(PAID_BEFORE_KEY, paid) if paid else error)
+        return _with_paid(item, response.model_copy(update={"batch_job": job_id or "batch"}))
 
     def _route(self, item: _Item, *, follow_up: bool) -> None:
         """Send the item's pending request: in the next job, or live for a follow-up
@@ -603,6 +615,7 @@ class JobRunner(_Runner):
             and answer.retryable
             and not isinstance(answer, ExtractionError)
         ):
+            item.paid = list(paid_for(answer))  # counted with the answer that comes next
             if not await self._again(item, answer):
                 await self._failed(item, answer)
             return
@@ -678,7 +691,7 @@ class JobRunner(_Runner):
                     answer = error
                 try:
                     assert item.steps is not None
-                    item.pending = item.steps.send(answer)
+                    item.pending = item.steps.send(_with_paid(item, answer))
                 except StopIteration as done:
                     await self._done(item, done.value)
                     return
@@ -909,3 +922,19 @@ async def cancel_jobs(
     finally:
         book.close()
     return asked
+
+
+def _with_paid(item: _Item, answer: ChatResponse | Error) -> ChatResponse | Error:
+    """`answer` carrying what the item's failed rows paid (`item.paid`), for the extraction
+    to count as it counts a retry's failed attempts; handed over once."""
+    if not item.paid:
+        return answer
+    paid: list[JsonValue] = list(item.paid)
+    item.paid = []
+    if isinstance(answer, Error):
+        earlier = answer.context.metadata.get(PAID_BEFORE_KEY)
+        if isinstance(earlier, list):
+            paid += earlier
+        return answer.with_metadata(PAID_BEFORE_KEY, paid)
+    # Where the extraction reads what a wrapper's failed attempts paid.
+    return answer.with_provider_data(ALLAMA_NAMESPACE, "batch_jobs", {"paid_before": paid})

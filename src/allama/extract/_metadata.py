@@ -264,15 +264,15 @@ class ExtractionMetadata(BaseModel):
             except ValueError:
                 continue
             provider, model = entry.get("provider"), entry.get("model")
-            self._count(
+            charge: Charge = (
+                provider if isinstance(provider, str) else None,
+                model if isinstance(model, str) else None,
                 counted,
-                (
-                    provider if isinstance(provider, str) else None,
-                    model if isinstance(model, str) else None,
-                    counted,
-                    time.time(),
-                ),
+                time.time(),
             )
+            if entry.get("batch") is True:  # a provider batch job's row: at batch prices
+                charge = (*charge, True)
+            self._count(counted, charge)
 
     def _count(self, usage: Usage | None, charge: Charge) -> None:
         """Add `usage` to the record and keep its charge (an `allama._prices.Charge`), priced
