@@ -1432,3 +1432,52 @@ def test_a_failed_row_that_reported_usage_is_counted_at_batch_prices_when_sent_a
     assert (usage.input_tokens, usage.output_tokens, result.metadata.passes) == (1010, 505, 1)
     # gpt-4o-mini at batch prices: $0.075 and $0.30 per million tokens in and out.
     assert run.summary.cost == Decimal("0.00022725")
+
+
+def _busy() -> HttpResponse:
+    body = {"error": {"message": "The server is overloaded", "type": "server_error"}}
+    return HttpResponse(503, {"content-type": "application/json"}, json.dumps(body).encode())
+
+
+def _refused() -> HttpResponse:
+    body = {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}
+    return HttpResponse(401, {"content-type": "application/json"}, json.dumps(body).encode())
+
+
+def _reads_results(request: HttpRequest) -> bool:
+    return request.method == "GET" and request.url.endswith("/content")
+
+
+@pytest.mark.parametrize("family", ["openai-chat", "anthropic"])
+def test_a_server_error_on_reading_a_jobs_results_is_read_again(
+    server: ProviderBatchServer, tmp_path: Path, family: str
+) -> None:
+    def results(request: HttpRequest) -> bool:
+        return request.method == "GET" and request.url.endswith(("/content", "/results"))
+
+    provider, model = _provider(server, family, _Intercepting(results, _busy(), times=2))
+    docs = ["doc 100", "doc 101"]
+    assert [r.value for r in _run(provider, model, docs, tmp_path / "run.sqlite")] == [
+        Doc(n=100),
+        Doc(n=101),
+    ]
+    assert len(server.jobs) == 1
+
+
+def test_a_key_refused_while_reading_a_job_stops_the_run_and_leaves_the_job(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    # Refused twice: as the run reads the job's results, and as it asks once more at its stop.
+    transport = _Intercepting(_reads_results, _refused(), times=2)
+    provider, model = _provider(server, "openai-chat", transport)
+    run = _batch_run(provider, model, ["doc 100", "doc 101"], ledger)
+    results = list(run)  # no exception: the run stops as for a refused key
+    assert [r.failure.kind for r in results if r.failure] == ["in_provider_job"] * 2
+    assert run.summary.refused == "authentication"
+    assert run.summary.stopped is not None and run.summary.stopped.startswith(
+        "the provider refused the run's key or account"
+    )
+    # The job is left to the next run, which collects it without submitting another.
+    again = _run(provider, model, ["doc 100", "doc 101"], ledger)
+    assert [r.value for r in again] == [Doc(n=100), Doc(n=101)] and len(server.jobs) == 1

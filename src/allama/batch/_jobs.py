@@ -40,6 +40,7 @@ from allama.batch._run import (
     _cancelling,
     _duplicate,
     _estimate,
+    _failure,
     _paid_before,
     _Reader,
     _Runner,
@@ -550,12 +551,8 @@ class JobRunner(_Runner):
                 error=f"the provider no longer knows job {job.job_id}",
             )
         except Error as error:
-            job.errors += 1
-            if not error.retryable or job.errors >= _MAX_POLL_ERRORS:
-                raise
-            job.due = time.monotonic() + self._pause(error, job.errors)
+            self._unreadable(job, error)
             return
-        job.errors = 0
         job.state = state
         self.book.job_state(
             job.tag,
@@ -566,15 +563,10 @@ class JobRunner(_Runner):
         )
         self.summary.jobs[job.tag] = _job_line(job.job_id, state)
         if not state.ended:
+            job.errors = 0
             job.wait = next_wait(job.wait, self.spec.max_poll_interval)
             job.due = time.monotonic() + job.wait * (0.9 + self.random.random() / 5)
             return
-        del self.open[job.tag]
-        self.summary.in_flight -= len(job.items)
-        await self._collect(job, state, target, model)
-
-    async def _collect(self, job: _Job, state: JobState, target: Any, model: str) -> None:
-        assert self.book is not None
         keys = [item.key for item in job.items]
         try:
             if state.outcome == "lost":
@@ -585,6 +577,33 @@ class JobRunner(_Runner):
         except NotFoundError:
             note = f"job {job.job_id}: {state.error or 'its results are no longer kept'}"
             rows = {key: Row(key, RowKind.MISSING, note=note) for key in keys}
+        except Error as error:  # its results not read this time: the job stays open
+            self._unreadable(job, error)
+            return
+        job.errors = 0
+        del self.open[job.tag]
+        self.summary.in_flight -= len(job.items)
+        await self._collect(job, state, rows)
+
+    def _unreadable(self, job: _Job, error: Error) -> None:
+        """A job's state or results not read: read again later while the error may pass,
+        up to `_MAX_POLL_ERRORS` in a row; then (or at once, for a refused key) the run
+        stops, the job left at the provider and in the ledger for the next run."""
+        job.errors += 1
+        if error.retryable and job.errors < _MAX_POLL_ERRORS:
+            job.due = time.monotonic() + self._pause(error, job.errors)
+            return
+        failure = _failure(error)
+        self.summary.jobs[job.tag] = f"{job.job_id}: not read: {failure.kind}"
+        if self.stopping is None:
+            self.summary.refused = failure.kind
+            self.stop(
+                _stops(error, job.errors)
+                or f"job {job.job_id} could not be read: {failure.message}"
+            )
+
+    async def _collect(self, job: _Job, state: JobState, rows: dict[str, Row]) -> None:
+        assert self.book is not None
         # A cancel asked for while this run polled (`allama batch cancel` in another
         # terminal): its cancelled rows fail, rather than being sent again.
         job.cancel_requested = job.cancel_requested or self.book.cancel_requested(job.tag)
