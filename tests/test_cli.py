@@ -219,6 +219,21 @@ def test_an_import_that_fails_is_reported(
     )
 
 
+@pytest.mark.parametrize("how", ["file", "module"])
+def test_a_type_module_that_exits_on_import_is_reported(
+    tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "exiting_models.py"
+    script.write_text("import sys\n\nclass X:\n    pass\n\nsys.exit(3)\n")
+    reference = f"{script}:X" if how == "file" else "exiting_models:X"
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TypeNotFound) as refused:
+        load_type(reference)
+    name = str(script) if how == "file" else "exiting_models"
+    assert str(refused.value).startswith(f"importing `{name}` exited (`SystemExit(3)`): ")
+    monkeypatch.delitem(sys.modules, "exiting_models", raising=False)
+
+
 def test_plan_says_where_a_root_is_wrapped(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -1057,6 +1058,23 @@ def test_the_readme_example_runs_on_the_local_provider(
     assert "8 documents from " in err and "8 done, 0 failed, in " in err
 
 
+@pytest.mark.local
+def test_a_local_model_that_does_not_load_is_one_error_of_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("xllamacpp", reason="the llama.cpp engine is not installed")
+    corrupt = tmp_path / "corrupt.gguf"
+    corrupt.write_bytes(b"GGUF" + b"\x00" * 64)
+    monkeypatch.setenv("ALLAMA_LOCAL_MODEL", str(corrupt))
+    out = tmp_path / "tickets.jsonl"
+    command = ["batch", "run", str(EXAMPLE / "tickets"), "--type"]
+    command += [f"{EXAMPLE / 'ticket.py'}:Ticket", "--out", str(out)]
+    assert main(command) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("allama batch run: cannot start the local provider: ")
+    assert "Traceback" not in err and not out.exists()
+
+
 def test_status_tells_a_running_run_from_a_dead_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1180,3 +1198,31 @@ def test_a_budget_that_holds_nothing_back_is_no_stop_of_the_command(
     # Run again under a budget the earlier run's cost is past: nothing is left to send.
     assert run(server, row_type, docs, out, "--max-cost", "0.00001") == 0
     assert len(rows_of(out)) == 3
+
+
+def test_an_output_named_by_a_link_is_written_through_it(
+    server: BatchServer, row_type: str, tmp_path: Path
+) -> None:
+    docs = folder(tmp_path, [1, 2])
+    target = tmp_path / "results" / "run.jsonl"
+    target.parent.mkdir()
+    link = tmp_path / "latest.jsonl"
+    link.symlink_to(target)
+    assert run(server, row_type, docs, link) == 0
+    assert link.is_symlink() and sorted(row["value"]["n"] for row in rows_of(target)) == [1, 2]
+    assert (tmp_path / "results" / "run.jsonl.ledger.sqlite").is_file()
+
+
+def test_an_output_that_is_no_regular_file_or_the_ledger_its_part_is_refused(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1])
+    pipe = tmp_path / "pipe.jsonl"
+    os.mkfifo(pipe)
+    assert run(server, row_type, docs, pipe) == 2
+    assert f"--out `{pipe}` is no regular file" in capsys.readouterr().err
+    assert stat.S_ISFIFO(pipe.stat().st_mode) and sum(server.sent.values()) == 0
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out, "--ledger", f"{out}.part") == 2
+    assert "is where the run writes its output until it ends" in capsys.readouterr().err
+    assert not out.exists() and not Path(f"{out}.part").exists()

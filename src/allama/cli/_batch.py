@@ -396,6 +396,14 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     out = Path(args.out)
     if out.is_dir():
         raise _Usage(f"--out names a folder: `{args.out}`; name the JSONL file to write")
+    if out.is_symlink():
+        # Written through: the output is renamed over the link's target, the link stays.
+        out = Path(os.path.realpath(out))
+    if out.exists() and not out.is_file():
+        raise _Usage(
+            f"--out `{args.out}` is no regular file (a device, a pipe or a socket): the run "
+            "writes its output beside it and renames it into place; name a JSONL file"
+        )
     if not out.parent.is_dir():
         raise _Usage(f"no such folder for --out: `{out.parent}`")
     ledger = Path(args.ledger) if args.ledger else out.with_name(out.name + ".ledger.sqlite")
@@ -413,6 +421,8 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
                 raise _Usage(f"{flag} `{path}` is {what}: the run would write over it")
     if _same_file(out, ledger):
         raise _Usage(f"--out and --ledger are the same file, `{out}`: give each its own")
+    if _same_file(_part(out), ledger):
+        raise _Usage(f"--ledger `{ledger}` is where the run writes its output until it ends")
     _check_ledger(ledger)
     prompt = DEFAULT_PROMPT
     if args.prompt is not None:
@@ -496,6 +506,11 @@ def _lock(output: Any) -> bool:
     except BlockingIOError:
         return False
     return True
+
+
+def _part(out: Path) -> Path:
+    """Where the run writes its output, renamed to `out` when it ends."""
+    return out.with_name(out.name + ".part")
 
 
 def _same_file(path: Path, other: Path) -> bool:
@@ -681,7 +696,7 @@ def _looked_up(
 def _start_local(provider: Any) -> str | None:
     """Start the in-process engine of `local` before the run (it takes a second or two),
     so that a missing engine or model is one error, not every input's failure."""
-    from allama.local import EngineNotInstalledError, ModelNotFoundError
+    from allama.local import EngineNotInstalledError, EngineStartError, ModelNotFoundError
 
     engine = getattr(provider, "engine", None)
     if engine is None:
@@ -689,7 +704,7 @@ def _start_local(provider: Any) -> str | None:
     began = time.perf_counter()
     try:
         provider.start()
-    except (EngineNotInstalledError, ModelNotFoundError) as missing:
+    except (EngineNotInstalledError, ModelNotFoundError, EngineStartError) as missing:
         raise _Failed(f"cannot start the local provider: {missing}") from None
     name = engine.model_path.name if engine.model_path else "?"
     return f"local: llama.cpp with {name}, ready in {time.perf_counter() - began:.1f} s"
@@ -773,7 +788,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     seen = bytearray(inputs.total)
     """The documents the run reached (their values written, or their failures said)."""
     filled = 0
-    part = prepared.out.with_name(prepared.out.name + ".part")
+    part = _part(prepared.out)
     try:
         output = part.open("a", encoding="utf-8")
     except OSError as error:

@@ -61,6 +61,8 @@ def _load_file(module_ref: str) -> Any:
         spec.loader.exec_module(module)
     except Exception as error:
         raise TypeNotFound(f"importing `{module_ref}` failed: {error!r}") from error
+    except SystemExit as exiting:  # a script's `sys.exit()` or `parse_args()` on import
+        raise TypeNotFound(_exited(module_ref, exiting)) from None
     finally:
         sys.path.pop(0)
     return module
@@ -79,9 +81,19 @@ def _import(module_ref: str) -> Any:
         raise TypeNotFound(f"cannot import `{module_ref}`: {error}") from error
     except Exception as error:
         raise TypeNotFound(f"importing `{module_ref}` failed: {error!r}") from error
+    except SystemExit as exiting:
+        raise TypeNotFound(_exited(module_ref, exiting)) from None
     finally:
         if added:
             sys.path.remove(here)
+
+
+def _exited(module_ref: str, exiting: SystemExit) -> str:
+    return (
+        f"importing `{module_ref}` exited (`SystemExit({exiting.code!r})`): a module run as a "
+        "script does its work on import; keep the type where importing it does nothing else, "
+        "or under `if __name__ == \"__main__\":`"
+    )
 
 
 def _not_a_type(target: Any) -> str | None:
