@@ -1226,3 +1226,28 @@ def test_an_output_that_is_no_regular_file_or_the_ledger_its_part_is_refused(
     assert run(server, row_type, docs, out, "--ledger", f"{out}.part") == 2
     assert "is where the run writes its output until it ends" in capsys.readouterr().err
     assert not out.exists() and not Path(f"{out}.part").exists()
+
+
+class _ReaderLeft(io.StringIO):
+    """Standard error piped to a reader that left after the first line (`2>&1 | head -1`)."""
+
+    def write(self, text: str) -> int:
+        if self.getvalue():
+            raise BrokenPipeError(32, "Broken pipe")
+        return super().write(text)
+
+
+@pytest.mark.parametrize("stderr", ["reader left", "closed"])
+def test_standard_error_that_cannot_be_written_does_not_cost_the_output(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    stderr: str,
+) -> None:
+    docs = folder(tmp_path, [1, 2, 4])
+    out = tmp_path / "out.jsonl"
+    monkeypatch.setattr(sys, "stderr", _ReaderLeft() if stderr == "reader left" else None)
+    assert run(server, row_type, docs, out, "--progress-every", "0.01") == 0
+    assert sorted(row["value"]["n"] for row in rows_of(out)) == [1, 2, 4]
+    assert not Path(f"{out}.part").exists()

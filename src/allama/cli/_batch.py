@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import io
 import json
 import math
 import os
@@ -347,8 +348,50 @@ def _say(command: str, message: str) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     prepared = _prepare(args)
-    with contextlib.closing(prepared.provider):
+    with contextlib.closing(prepared.provider), _stderr_that_may_close():
         return _execute(args, prepared)
+
+
+class _MayClose(io.TextIOBase):
+    """Standard error for a run: once writing to it fails (closed, or a pipe whose reader
+    left: `2>&1 | head`), what is written to it is dropped. Progress and the summary are
+    for a person; the output and the ledger are the run's work, written either way."""
+
+    def __init__(self, stream: IO[str] | None) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if self._stream is not None:
+            try:
+                self._stream.write(text)
+            except (OSError, ValueError):
+                self._stream = None
+        return len(text)
+
+    def flush(self) -> None:
+        if self._stream is not None:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self._stream = None
+
+    def isatty(self) -> bool:
+        return self._stream is not None and _isatty(self._stream)
+
+    def fileno(self) -> int:
+        if self._stream is None:
+            raise OSError("standard error is closed")
+        return self._stream.fileno()
+
+
+@contextlib.contextmanager
+def _stderr_that_may_close() -> Iterator[None]:
+    real = sys.stderr
+    sys.stderr = _MayClose(real)
+    try:
+        yield
+    finally:
+        sys.stderr = real
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,7 +92,7 @@ def _exited(module_ref: str, exiting: SystemExit) -> str:
     return (
         f"importing `{module_ref}` exited (`SystemExit({exiting.code!r})`): a module run as a "
         "script does its work on import; keep the type where importing it does nothing else, "
-        "or under `if __name__ == \"__main__\":`"
+        'or under `if __name__ == "__main__":`'
     )
 
 
