@@ -1133,6 +1133,20 @@ def test_a_ledger_that_names_another_file_is_refused_before_it_is_changed(
     ] == ["ok"]
 
 
+def test_a_label_that_is_no_text_is_kept_escaped(tmp_path: Path) -> None:
+    run = allama.batch(
+        allama.mock.TestProvider(),
+        Row,
+        ["doc 1", "doc 2"],
+        request=TEMPLATE,
+        ledger=tmp_path / "run.sqlite",
+        label=lambda document: document.replace("doc", "half \ud800"),
+    )
+    assert sorted(r.label for r in run if r.failure is None) == ["half \\ud800 1", "half \\ud800 2"]
+    labels = {row.label for row in Ledger(tmp_path / "run.sqlite", read_only=True).rows()}
+    assert labels == {"half \\ud800 1", "half \\ud800 2"}
+
+
 class Slow(allama.mock.TestProvider):
     async def achat(self, request: ChatRequest) -> allama.ChatResponse:
         await asyncio.sleep(0.01)

@@ -1251,3 +1251,23 @@ def test_standard_error_that_cannot_be_written_does_not_cost_the_output(
     assert run(server, row_type, docs, out, "--progress-every", "0.01") == 0
     assert sorted(row["value"]["n"] for row in rows_of(out)) == [1, 2, 4]
     assert not Path(f"{out}.part").exists()
+
+
+def test_a_label_that_is_no_text_is_shown_escaped_and_the_run_goes_on(
+    server: BatchServer, row_type: str, tmp_path: Path
+) -> None:
+    docs = folder(tmp_path, [1])
+    # A file name in Latin-1 on a UTF-8 file system: bytes that are no UTF-8.
+    with open(os.fsencode(docs) + b"/caf\xe9-02.txt", "w", encoding="utf-8") as file:
+        file.write("doc 2\n")
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    assert sorted(row["label"] for row in rows_of(out)) == ["caf\\xe9-02.txt", "doc-01.txt"]
+    # Half a character, as JSON can spell it, in an id.
+    lines = tmp_path / "in.jsonl"
+    lines.write_text('{"id": "a\\ud800", "text": "doc 4"}\n{"id": "b", "text": "doc 5"}\n')
+    assert run(server, row_type, lines, tmp_path / "lines.jsonl") == 0
+    assert [row["label"] for row in rows_of(tmp_path / "lines.jsonl")] in (
+        ["a\\ud800", "b"],
+        ["b", "a\\ud800"],
+    )

@@ -538,7 +538,7 @@ def _spec(
     named = label or (lambda document: "")
 
     def labelled(document: Any, index: int) -> str:
-        return str(named(document) or f"#{index}")
+        return _text_of_label(str(named(document) or f"#{index}"))
 
     settings = {
         "provider": provider.name,
@@ -587,6 +587,22 @@ def _check_retries(max_attempts: object, backoff: object) -> None:
         raise ValueError(f"max_attempts must be a whole number of at least 1, not {max_attempts!r}")
     if not positive(backoff, zero=True):
         raise ValueError(f"backoff must be a number of seconds, 0 or more, not {backoff!r}")
+
+
+def _text_of_label(label: str) -> str:
+    """A label the ledger and the output can hold: a file name of bytes that are no UTF-8
+    (`café` in Latin-1) or half of a character (`\\ud800` in JSON) is no text SQLite takes,
+    and an input's claim would fail; such characters are shown escaped (`caf\\xe9.txt`)."""
+    if label.isascii():
+        return label
+    try:
+        label.encode("utf-8")
+    except UnicodeEncodeError:
+        try:  # a name read from the file system: its bytes, shown
+            return label.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:
+            return label.encode("utf-8", "backslashreplace").decode("utf-8")
+    return label
 
 
 def _budget(max_cost: Decimal | float | str) -> Decimal:
