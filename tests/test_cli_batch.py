@@ -1271,3 +1271,19 @@ def test_a_label_that_is_no_text_is_shown_escaped_and_the_run_goes_on(
         ["a\\ud800", "b"],
         ["b", "a\\ud800"],
     )
+
+
+def test_inputs_kept_pending_are_not_listed_as_failures(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.refusing = "key"
+    docs = folder(tmp_path, list(range(1, 13)))
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 1
+    err = capsys.readouterr().err
+    summary = summary_of(err)
+    assert summary[1].startswith("0 done, ") and "kept pending for the next run" in summary[1]
+    # Nothing points at `export --failed`, which lists no pending input.
+    assert not [line for line in summary if line.startswith(("failed: ", "... and "))]
+    assert main(["batch", "export", f"{out}.ledger.sqlite", "--failed"]) == 0
+    assert capsys.readouterr().out == ""

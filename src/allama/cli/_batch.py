@@ -867,11 +867,11 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                     output.write(json.dumps(row, ensure_ascii=False) + "\n")
                     output.flush()
                     written += 1
-                elif result.failure.kind not in (
+                elif not result.pending and result.failure.kind not in (
                     "not_started",
                     "in_flight_elsewhere",
                     "in_provider_job",
-                ):
+                ):  # pending: no failure (`export --failed` has none), the run after sends it
                     failed += 1
                     failures.append(
                         (result.index, result.label, result.failure.kind, result.failure.message)
