@@ -1283,6 +1283,35 @@ def test_a_budget_with_an_unknown_price_stops_at_the_first_cost_it_cannot_count(
         served.stop()
 
 
+def test_a_budget_whose_earlier_costs_are_unknown_sends_nothing_when_run_again(
+    tmp_path: Path,
+) -> None:
+    served = BatchServer(model="a-model-of-our-own").start()
+    try:
+        provider = allama.provider("openai", api_key="sk-test", base_url=served.url)
+        options: dict[str, Any] = {
+            "request": ChatRequest("a-model-of-our-own"),
+            "concurrency": 1,
+            "max_cost": 1,
+            "ledger": tmp_path / "run.sqlite",
+        }
+        first = allama.batch(provider, Row, docs(20), **options)
+        done = [r.index for r in first if r.failure is None]
+        sent = sum(served.sent.values())
+        assert done and sent < 20
+        # Run again: what the earlier run paid cannot be counted, so nothing is sent; what
+        # it finished is given back.
+        again = allama.batch(provider, Row, docs(20), **options)
+        assert sorted(r.index for r in again if r.failure is None) == sorted(done)
+        assert sum(served.sent.values()) == sent
+        assert again.summary.stopped == (
+            "the cost of inputs earlier runs sent is unknown (genai-prices 0.2.3 has no price "
+            "for 'a-model-of-our-own' at openai): the budget of $1 cannot be kept"
+        )
+    finally:
+        served.stop()
+
+
 def test_costs_are_summed_in_the_summary_and_kept_in_the_ledger(
     server: BatchServer, tmp_path: Path
 ) -> None:

@@ -733,6 +733,7 @@ class Ledger:
         read again. `like`: only inputs last claimed by a run whose settings have these
         values (a ledger shared by runs of other settings holds inputs this run never
         reads); an input of a run the ledger does not know counts."""
+        agree = _Agreement(like)
         with self._lock:
             found = self._connection.execute(
                 "SELECT items.key, items.cost, runs.settings FROM items LEFT JOIN runs "
@@ -740,21 +741,23 @@ class Ledger:
                 "AND items.cost IS NOT NULL",
                 (Status.DONE,),
             ).fetchall()
-        kept: dict[str, str] = {}
-        agree: dict[str | None, bool] = {}
-        for key, cost, settings in found:
-            if like is not None and settings is not None:
-                same = agree.get(settings)
-                if same is None:
-                    try:
-                        theirs = json.loads(settings)
-                    except ValueError:
-                        theirs = {}
-                    same = agree[settings] = all(theirs.get(k) == v for k, v in like.items())
-                if not same:
-                    continue
-            kept[str(key)] = str(cost)
-        return kept
+        return {str(key): str(cost) for key, cost, settings in found if agree(settings)}
+
+    def unpriced(self, like: dict[str, Any] | None = None) -> str | None:
+        """Why the cost of what an input paid is not known, for the first such input (of
+        runs whose settings have `like`'s values); `None` when every cost is known."""
+        agree = _Agreement(like)
+        with self._lock:
+            found = self._connection.execute(
+                "SELECT items.record, runs.settings FROM items LEFT JOIN runs "
+                "ON runs.run_id = items.run_id WHERE items.cost IS NULL "
+                "AND items.record IS NOT NULL"
+            )
+            for record, settings in found:
+                why = _why_unpriced(record) if agree(settings) else None
+                if why is not None:
+                    return why
+        return None
 
     def counts(self) -> dict[str, int]:
         with self._lock:
@@ -807,6 +810,44 @@ _COLUMNS = (
 )
 """The columns of a row after its key, in the order `_row` reads them."""
 _SELECT = f"SELECT key, {_COLUMNS} FROM items"
+
+
+class _Agreement:
+    """Whether a run's settings (their JSON text in the ledger) have `like`'s values; read
+    once per run."""
+
+    def __init__(self, like: dict[str, Any] | None) -> None:
+        self._like = like
+        self._seen: dict[str, bool] = {}
+
+    def __call__(self, settings: str | None) -> bool:
+        if self._like is None or settings is None:
+            return True
+        same = self._seen.get(settings)
+        if same is None:
+            try:
+                theirs = json.loads(settings)
+            except ValueError:
+                theirs = {}
+            same = self._seen[settings] = all(theirs.get(k) == v for k, v in self._like.items())
+        return same
+
+
+def _why_unpriced(record: str) -> str | None:
+    """Why a kept record's cost is unknown, when one of its attempts was paid for (a pass,
+    or usage reported); `None` when none was."""
+    try:
+        data = json.loads(record)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    earlier = data.get("earlier_attempts")
+    for attempt in [data, *(earlier if isinstance(earlier, list) else [])]:
+        if isinstance(attempt, dict) and (attempt.get("passes") or attempt.get("usage")):
+            missing = attempt.get("cost_missing") or data.get("cost_missing")
+            return str(missing or "no price known")
+    return None
 
 
 def row_columns(connection: sqlite3.Connection) -> str:

@@ -984,6 +984,13 @@ class _Runner:
             return
         settings = self.spec.settings
         like = {name: settings.get(name) for name in ("provider", "model", "inputs")}
+        unknown = book.unpriced(like)
+        if unknown is not None:  # what earlier runs paid cannot be counted: nor can the budget
+            self._stop_for_budget(
+                f"the cost of inputs earlier runs sent is unknown ({unknown}): the budget of "
+                f"${self.spec.max_cost:f} cannot be kept"
+            )
+            return
         for key, cost in book.paid_unfinished(like).items():
             with contextlib.suppress(ArithmeticError):
                 self.carried[key] = Decimal(cost)
