@@ -1287,3 +1287,12 @@ def test_inputs_kept_pending_are_not_listed_as_failures(
     assert not [line for line in summary if line.startswith(("failed: ", "... and "))]
     assert main(["batch", "export", f"{out}.ledger.sqlite", "--failed"]) == 0
     assert capsys.readouterr().out == ""
+
+
+def test_an_input_that_is_a_pipe_is_refused_rather_than_waited_on(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pipe = tmp_path / "in.jsonl"
+    os.mkfifo(pipe)  # nothing writes it: reading it would wait for ever
+    assert run(server, row_type, pipe, tmp_path / "out.jsonl") == 2
+    assert f"`{pipe}` is no file or folder (a pipe, a device)" in capsys.readouterr().err

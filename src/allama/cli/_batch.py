@@ -317,7 +317,10 @@ def _number(text: str) -> float:
 
 def _retry_route(text: str) -> str:
     if text not in ("yes", "live", "batch"):
-        raise argparse.ArgumentTypeError(f"expected live or batch, not {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected live or batch, or nothing, not {text!r} (give INPUT before "
+            "--retry-failed, or `--retry-failed=live`)"
+        )
     return text
 
 
@@ -431,6 +434,11 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     source = Path(args.input)
     if not source.exists():
         raise _Usage(f"no such file or folder: `{args.input}`")
+    if not source.is_dir() and not source.is_file():
+        raise _Usage(
+            f"`{args.input}` is no file or folder (a pipe, a device): the command reads its "
+            "input more than once (to find what the ledger holds); write it to a file first"
+        )
     if args.out == "-":
         raise _Usage(
             "--out names the JSONL file the run writes (`allama batch export LEDGER --out -` "
