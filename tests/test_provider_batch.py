@@ -1481,3 +1481,28 @@ def test_a_key_refused_while_reading_a_job_stops_the_run_and_leaves_the_job(
     # The job is left to the next run, which collects it without submitting another.
     again = _run(provider, model, ["doc 100", "doc 101"], ledger)
     assert [r.value for r in again] == [Doc(n=100), Doc(n=101)] and len(server.jobs) == 1
+
+
+def test_a_follow_up_left_unsent_by_a_stop_gives_its_attempt_back(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+    # One job: doc 7's answer is no JSON, and its follow-up is routed to the next job; doc
+    # 100's value, taken in beside it, spends the budget before that job is sent.
+    run = _batch_run(
+        provider,
+        model,
+        ["doc 7", "doc 100"],
+        ledger,
+        extractor=allama.Extractor(retries=1),
+        max_cost="0.0000001",
+    )
+    results = sorted(run, key=lambda r: r.index)
+    assert [r.failure.kind if r.failure else "ok" for r in results] == [
+        "follow_up_not_sent",
+        "ok",
+    ]
+    assert len(server.jobs) == 1 and results[0].attempts == 1
+    rows = {row.position: row for row in Ledger(ledger, read_only=True).rows()}
+    assert (rows[0].status, rows[0].attempts, len(rows[0].log or [])) == ("pending", 1, 1)

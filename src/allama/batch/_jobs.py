@@ -791,6 +791,10 @@ class JobRunner(_Runner):
         """An input not sent because the run stopped: given back, pending. One whose
         answers the extraction took in (a follow-up) is left pending with what it paid."""
         if item.log and item.steps is not None:
+            # Its attempt was counted when it was claimed or routed to a job; not sent, it
+            # is given back.
+            assert self.ledger is not None
+            item.attempts = await self.ledger.unsent_attempt(item.key)
             await self._follow_up_not_sent(item)
             return
         assert self.ledger is not None

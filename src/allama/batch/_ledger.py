@@ -720,6 +720,16 @@ class Ledger:
         for raw in rows:
             yield _row(raw)
 
+    def _unsent_attempt(self, key: str) -> int:
+        self._connection.execute(
+            "UPDATE items SET attempts = MAX(attempts - 1, 0) WHERE key = ? AND run_id = ?",
+            (key, self.run_id),
+        )
+        found = self._connection.execute(
+            "SELECT attempts FROM items WHERE key = ?", (key,)
+        ).fetchone()
+        return int(found[0]) if found is not None else 0
+
     def _finished(self, key: str) -> LedgerRow | None:
         """The input's row when it is done or failed, else `None`."""
         found = self._connection.execute(
@@ -997,6 +1007,11 @@ class LedgerWriter:
         """Read in the turn's transaction, after the writes before it."""
         row: LedgerRow | None = await self._submit(lambda: self._ledger._finished(key))
         return row
+
+    async def unsent_attempt(self, key: str) -> int:
+        """Give back the attempt counted for a send that was not made; the attempts left."""
+        attempts: int = await self._submit(lambda: self._ledger._unsent_attempt(key))
+        return attempts
 
     async def again(self, key: str) -> int:
         attempts: int = await self._submit(lambda: self._ledger._again(key))
