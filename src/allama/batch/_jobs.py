@@ -481,7 +481,9 @@ class JobRunner(_Runner):
                 job_id = await self._look_for(row)
                 if job_id is None:
                     # Never reached the provider: its inputs are sent as new.
-                    self.book.job_not_submitted(tag, "the submission did not reach the provider")
+                    self.book.job_not_submitted(
+                        tag, "the submission did not reach the provider", never_sent=True
+                    )
                     meanwhile: dict[str, list[_Item]] = {}  # in a job another run sent since
                     for item in items:
                         await self._claim(item, meanwhile)

@@ -550,16 +550,19 @@ class Ledger:
                 (job_id, JobPhase.SUBMITTED, time.time(), tag),
             )
 
-    def job_not_submitted(self, tag: str, error: str) -> None:
-        """The job does not exist at the provider: its inputs go back to pending."""
+    def job_not_submitted(self, tag: str, error: str, *, never_sent: bool = False) -> None:
+        """The job does not exist at the provider: its inputs go back to pending.
+        `never_sent`: its submission never reached the provider (the run that made it was
+        cut off first), so the attempt counted for it is given back."""
         with self._transaction():
             self._connection.execute(
                 "UPDATE jobs SET state = ?, error = ?, updated_at = ? WHERE tag = ?",
                 (JobPhase.NOT_SUBMITTED, error, time.time(), tag),
             )
             self._connection.execute(
-                "UPDATE items SET status = ?, job = NULL WHERE job = ? AND status = ?",
-                (Status.PENDING, tag, Status.SUBMITTED),
+                "UPDATE items SET status = ?, job = NULL, attempts = MAX(attempts - ?, 0) "
+                "WHERE job = ? AND status = ?",
+                (Status.PENDING, int(never_sent), tag, Status.SUBMITTED),
             )
 
     def job_state(
