@@ -881,3 +881,27 @@ def test_every_flat_price_gives_genai_prices_own_answer_to_the_last_digit() -> N
                 ), (provider.id, model.id, tokens)
                 checked += 1
     assert checked > 300  # most models have flat prices
+
+
+def test_costs_keep_their_digits_whatever_the_callers_decimal_precision() -> None:
+    import decimal
+
+    usage = Usage(input_tokens=123_457, output_tokens=654_321)
+    exact = prices.cost_of("openai", "gpt-4o-mini", usage)
+    assert isinstance(exact, prices.Cost)
+    # $0.15 and $0.60 per million tokens in and out.
+    assert (exact.input, exact.output) == (Decimal("0.01851855"), Decimal("0.3925926"))
+    with decimal.localcontext(decimal.Context(prec=3)):  # a program that rounds its own
+        assert prices.cost_of("openai", "gpt-4o-mini", usage) == exact
+        assert (exact + exact).total == Decimal("0.82222230")
+
+        async def run() -> Decimal:
+            answer = ChatResponseBuilder().text('{"name": "Ada"}').usage(123_457, 654_321)
+            provider = MockProvider([answer.model("gpt-4o-mini").build()] * 2, name="openai")
+            batch = allama.abatch(
+                provider, Person, ["a", "b"], request=allama.ChatRequest("gpt-4o-mini")
+            )
+            assert len([r async for r in batch]) == 2
+            return batch.summary.cost
+
+        assert asyncio.run(run()) == Decimal("0.82222230")

@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation, localcontext
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from allama.types import Usage
@@ -133,9 +133,9 @@ class Cost:
         if other.currency != self.currency:
             raise ValueError(f"cannot add a cost in {other.currency} to one in {self.currency}")
         return Cost(
-            input=self.input + other.input,
-            output=self.output + other.output,
-            total=self.total + other.total,
+            input=MONEY.add(self.input, other.input),
+            output=MONEY.add(self.output, other.output),
+            total=MONEY.add(self.total, other.total),
             currency=self.currency,
             source=_joined(self.source, other.source),
             batch=self.batch and other.batch,
@@ -185,6 +185,10 @@ def dollars(amount: Decimal) -> str:
 
 _MILLIONTH = Decimal("0.000001")
 
+MONEY = Context(prec=28)
+"""The arithmetic of costs, whatever precision the caller's decimal context has (a program
+that rounds its own amounts to four digits would otherwise round allama's too)."""
+
 
 def _decimal(value: Any) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, str | int):
@@ -227,6 +231,11 @@ def price(entries: Iterable[Charge | Cost | str], *, batch: bool = False) -> Cos
     An entry is a `Charge` to price, or a result already known (a record read back holds
     its cost or its reason). No entries: no usage was reported.
     """
+    with localcontext(MONEY):
+        return _price(entries, batch)
+
+
+def _price(entries: Iterable[Charge | Cost | str], batch: bool) -> Cost | str:
     known: Cost | None = None
     charged: Cost | None = None
     matched: list[str] = []

@@ -36,7 +36,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_json
 
 from allama import _tracing
-from allama._prices import dollars
+from allama._prices import MONEY, dollars
 from allama.batch._ledger import Ledger, LedgerRow, LedgerWriter, Status, check_ledger_file
 from allama.batch._limits import RateLimiter, positive
 from allama.batch._threads import DaemonPool
@@ -255,7 +255,7 @@ class BatchSummary:
             return
         cost, missing = _cost_of(records)
         if cost is not None:
-            self.cost += cost
+            self.cost = MONEY.add(self.cost, cost)
             self.priced += 1
             _keep_top(self.costliest, (cost, result.label))
         elif missing is not None and records and any(r.passes for r in records):
@@ -347,7 +347,7 @@ def _cost_of(records: list[ExtractionMetadata]) -> tuple[Decimal | None, str | N
         cost = metadata.cost
         if cost is None:
             return None, metadata.cost_missing or "no price known"
-        total += cost.total
+        total = MONEY.add(total, cost.total)
     return total, None
 
 
@@ -1031,7 +1031,10 @@ class _Runner:
         self.stop(reason)
 
     def _known_cost(self) -> Decimal:
-        return self.summary.cost + sum(self.carried.values(), Decimal(0))
+        known = self.summary.cost
+        for cost in self.carried.values():
+            known = MONEY.add(known, cost)
+        return known
 
     def _check_budget(self, result: BatchResult[Any]) -> None:
         budget = self.spec.max_cost
