@@ -1147,6 +1147,33 @@ def test_a_label_that_is_no_text_is_kept_escaped(tmp_path: Path) -> None:
     assert labels == {"half \\ud800 1", "half \\ud800 2"}
 
 
+class SlowSync(allama.mock.TestProvider):
+    def chat(self, request: ChatRequest) -> allama.ChatResponse:
+        time.sleep(0.01)
+        return super().chat(request)
+
+
+def test_inputs_read_ahead_of_a_stop_come_back_not_started() -> None:
+    taken: list[int] = []
+
+    def documents() -> Iterator[str]:  # as a queue's consumer reads: each taken is owed
+        for n in range(1000):
+            taken.append(n)
+            yield f"doc {n}"
+
+    run = allama.batch(SlowSync(), Row, documents(), request=TEMPLATE, concurrency=4)
+    results = []
+    for result in run:
+        results.append(result)
+        run.stop()
+    given = sorted(r.index for r in results)
+    # Every input taken from the iterable is accounted for (but one the reading thread may
+    # have been taking as the run ended), the last of them not started.
+    assert given == list(range(len(given))) and len(taken) - 1 <= len(given) <= len(taken)
+    assert len(given) < 1000 and outcome(max(results, key=lambda r: r.index)) == "not_started"
+    assert run.summary.not_started == sum(outcome(r) == "not_started" for r in results)
+
+
 class Slow(allama.mock.TestProvider):
     async def achat(self, request: ChatRequest) -> allama.ChatResponse:
         await asyncio.sleep(0.01)

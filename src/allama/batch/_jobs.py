@@ -227,6 +227,7 @@ class JobRunner(_Runner):
                     await asyncio.gather(*(self._claim(item, waiting) for item in chunk))
                     chunk = []
             await asyncio.gather(*(self._claim(item, waiting) for item in chunk))
+            self._read_ahead_not_started(inputs)
         finally:
             inputs.close()
         return waiting

@@ -857,6 +857,7 @@ class _Runner:
                 task = asyncio.create_task(in_slot(index, document))
                 tasks.add(task)
                 task.add_done_callback(settled)
+            self._read_ahead_not_started(inputs)
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
         except BaseException:
@@ -872,6 +873,20 @@ class _Runner:
             raise failed[0]
         if self.broken is not None:
             raise self.broken
+
+    def _read_ahead_not_started(self, inputs: _Reader) -> None:
+        """After a stop: the inputs the reading thread took from the caller's iterable ahead
+        of the run come back not started, as those the run read do (the caller of a queue
+        puts them back). One the thread was still reading when the run ended is not."""
+        if self.stopping is None:
+            return
+        for document in inputs.taken_ahead():
+            index = self.read
+            self.read += 1
+            prepared = self._prepared(index, document, time.monotonic())
+            if prepared is not None:
+                label, _, key = prepared
+                self._finish(self._not_started(index, key, label))
 
     async def _next_input(self, inputs: _Reader, index: int) -> Any:
         """The next input, counted as read, or `_NO_MORE`: the inputs ended, the run
@@ -1774,6 +1789,11 @@ class _Reader:
     def stopped(self) -> bool:
         return self._runner.stopping is not None and not self._runner.draining
 
+    def taken_ahead(self) -> list[Any]:
+        """What the reading thread took from the inputs and the run did not (it stopped);
+        the thread reads no more."""
+        return [] if self._thread is None else self._thread.take_all()
+
     def close(self) -> None:
         if self._thread is not None:
             self._thread.close()
@@ -1868,6 +1888,14 @@ class _ReadAhead:
                 return future
         self._room.release()
         return future
+
+    def take_all(self) -> list[Any]:
+        """Every input read and not taken; the thread reads no more."""
+        self._closed = True
+        with self._lock:
+            read, self._read = list(self._read), collections.deque()
+        self._room.release()  # a thread waiting for room ends
+        return [one for one in read if one is not _NO_MORE and not isinstance(one, _Raised)]
 
     def close(self) -> None:
         self._closed = True
