@@ -932,8 +932,23 @@ def check_ledger_file(path: Path) -> None:
     database would be changed for good by a run (its journal mode, tables added)."""
     if path.is_dir():
         raise LedgerError(f"`{path}` is a folder: name the ledger's file")
-    if path.is_file() and path.stat().st_size:
-        _read_only(path).close()
+    if not path.is_file() or not path.stat().st_size:
+        return
+    try:
+        db = _open_read_only(path, "mode=ro")
+    except sqlite3.DatabaseError as error:
+        raise LedgerError(f"`{path}` is not a ledger: {error}") from None
+    try:
+        tables = {
+            name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+    except sqlite3.DatabaseError as error:
+        raise LedgerError(f"`{path}` is not a ledger: {error}") from None
+    finally:
+        db.close()
+    # No tables: a new ledger another run is making (or an empty database), made one here.
+    if tables and not {"items", "runs"} <= tables:
+        raise LedgerError(f"`{path}` is not a ledger: an SQLite file without its tables")
 
 
 def _read_only(path: Path) -> sqlite3.Connection:
