@@ -19,12 +19,13 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     BaseModel,
     ConfigDict,
@@ -1145,6 +1146,28 @@ def test_a_label_that_is_no_text_is_kept_escaped(tmp_path: Path) -> None:
     assert sorted(r.label for r in run if r.failure is None) == ["half \\ud800 1", "half \\ud800 2"]
     labels = {row.label for row in Ledger(tmp_path / "run.sqlite", read_only=True).rows()}
     assert labels == {"half \\ud800 1", "half \\ud800 2"}
+
+
+def _no_eights(n: int) -> int:
+    if n == 8:
+        raise KeyError("a lookup of the type's own")  # not a ValueError: pydantic passes it
+    return n
+
+
+class Lookup(BaseModel):
+    n: Annotated[int, AfterValidator(_no_eights)]
+
+
+def test_a_value_the_types_own_code_fails_keeps_the_record_of_what_it_paid(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    run = allama.batch(provider_for(server), Lookup, ["doc 8"], request=TEMPLATE, ledger=ledger)
+    (result,) = list(run)
+    assert outcome(result) == "KeyError" and result.metadata is not None
+    assert result.metadata.passes == 1 and run.summary.cost == Decimal("0.000021")
+    (row,) = Ledger(ledger, read_only=True).rows()
+    assert (row.status, row.cost, row.record["passes"]) == ("failed", "0.000021", 1)
 
 
 class SlowSync(allama.mock.TestProvider):

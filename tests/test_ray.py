@@ -546,3 +546,94 @@ def test_an_error_of_the_callers_own_after_paid_tries_keeps_what_was_paid() -> N
     # The third call found the script spent (an exception that is no allama error).
     assert row["error"].startswith("MockScriptExhausted: ")
     assert json.loads(row["record"])["passes"] == 1
+
+
+def test_a_provider_out_of_reach_or_a_model_that_does_not_exist_stops_the_actor() -> None:
+    down = allama.NetworkError("connection refused")
+    mock = MockProvider([down] * 8)
+    extract = allama.ray.ExtractBatch(
+        Invoice,
+        provider=lambda: mock,
+        text_column="text",
+        model="m",
+        row_concurrency=1,
+        max_attempts=2,
+        backoff=0,
+    )
+    rows = _run_batches(
+        extract, pa.table({"text": ["a", "b"]}), pa.table({"text": ["c", "d", "e"]})
+    )
+    # A row waiting to try again leaves its slot to the next: both rows of the first batch
+    # were sent when the first ran out of tries; after that, none is.
+    assert [row["error"].split(":")[0] for row in rows[:2]] == ["network", "network"]
+    assert [row["error"] for row in rows[2:]] == [
+        "not_started: the provider could not be reached in 2 tries: network (18 chars "
+        "withheld) [provider=mock]"
+    ] * 3
+    assert len(mock.requests) == 3
+    missing = MockProvider([allama.NotFoundError("no such model").with_status(404)])
+    extract = allama.ray.ExtractBatch(
+        Invoice, provider=lambda: missing, text_column="text", model="m", row_concurrency=1
+    )
+    rows = _run_batches(extract, pa.table({"text": ["a", "b"]}))
+    assert rows[1]["error"].startswith(
+        "not_started: the provider has no such endpoint or model (check the base URL and the model)"
+    )
+    assert len(missing.requests) == 1
+
+
+class Fussy(BaseModel):
+    number: str
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        def check(value: Any) -> Any:
+            if value.number == "INV-1":
+                raise KeyError("a lookup of the type's own")
+            return value
+
+        return core_schema.no_info_after_validator_function(check, handler(source))
+
+
+def test_a_row_whose_value_the_types_own_code_fails_keeps_what_it_paid() -> None:
+    answer = allama.mock.ChatResponseBuilder().text('{"number": "INV-1"}').usage(1000, 100)
+    extract = allama.ray.ExtractBatch(
+        Fussy,
+        provider=lambda: MockProvider([answer.model("gpt-4o-mini").build()], name="openai"),
+        text_column="text",
+        model="gpt-4o-mini",
+    )
+    (row,) = _run_batches(extract, pa.table({"text": ["a"]}))
+    assert row["value"] is None and row["error"].startswith("KeyError")
+    record = json.loads(row["record"])
+    assert (record["passes"], record["usage"]["input_tokens"]) == (1, 1000)
+    assert record["cost"]["total"] == "0.00021"
+
+
+class CancelsB(allama.mock.TestProvider):
+    async def achat(self, request: ChatRequest) -> allama.ChatResponse:
+        if request.messages[-1].text() == "b":
+            raise asyncio.CancelledError("a cancel scope of the transport's")
+        return self.chat(request)
+
+
+def test_a_call_that_raises_a_cancelled_error_of_its_own_fails_its_row_alone() -> None:
+    extract = allama.ray.ExtractBatch(
+        Invoice, provider=CancelsB, text_column="text", model="m", row_concurrency=3
+    )
+    rows = _run_batches(extract, pa.table({"text": ["a", "b", "c"]}))
+    assert [row["error"] is None for row in rows] == [True, False, True]
+    assert rows[1]["error"].startswith("CallCancelled")
+
+
+def test_settings_of_the_text_columns_request_are_refused_with_a_request_function() -> None:
+    with pytest.raises(TypeError, match=r"^system=, temperature= make the request of"):
+        allama.ray.ExtractBatch(
+            Invoice,
+            provider="openai",
+            request=lambda row: ChatRequest("m").user(row["text"]),
+            system="Extract.",
+            temperature=0.0,
+        )

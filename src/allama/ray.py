@@ -59,9 +59,12 @@ import allama
 from allama.batch._limits import RateLimiter
 from allama.batch._run import (
     _REFUSALS,
+    CallCancelled,
+    _cancelling,
     _check_retries,
     _estimate,
     _retry_step,
+    _stops,
     _stored_or_spent,
     _Tries,
     _wait_to_retry,
@@ -158,6 +161,20 @@ def _check_settings(
         raise ValueError(f"row_concurrency must be at least 1, not {row_concurrency}")
 
 
+def _check_template_settings(request: object, **given: object) -> None:
+    """With `request=`, each request is the function's: the settings that make the request
+    of `text_column=` would be dropped without a word, so they are refused."""
+    if request is None:
+        return
+    named = [name for name, value in given.items() if value is not None]
+    if named:
+        listed = ", ".join(f"{name}=" for name in named)
+        raise TypeError(
+            f"{listed} make the request of text_column=; with request=, the function builds "
+            "each request whole (set them on the ChatRequest it returns)"
+        )
+
+
 def _template(
     model: object, system: object, prompt: object, max_output_tokens: object, temperature: object
 ) -> ChatRequest:
@@ -209,6 +226,14 @@ class ExtractBatch:
         tpm: float | None = None,
     ) -> None:
         _check_settings(provider, provider_options, text_column, request, model, row_concurrency)
+        _check_template_settings(
+            request,
+            model=model,
+            system=system,
+            prompt=prompt,
+            max_output_tokens=max_output_tokens,
+            temperature=temperature,
+        )
         _check_retries(max_attempts, backoff)
         self._limiter_settings = (rpm, tpm, backoff)
         RateLimiter(rpm, tpm)  # a wrong rate fails here
@@ -327,8 +352,13 @@ class ExtractBatch:
                     break
                 except Exception as failed:  # a bad row never fails the job
                     error = failed
-            if not isinstance(error, Error):
-                return None, error_text(error), _record_json(None, tries.spent)
+                except asyncio.CancelledError:
+                    if _cancelling():
+                        raise
+                    error = CallCancelled()  # the call's own, not the job's: the row's failure
+            if not isinstance(error, Error):  # the type's own code: the passes it paid for
+                kept = ExtractionMetadata.from_error(error)
+                return None, error_text(error), _record_json(kept, tries.spent)
             metadata = ExtractionMetadata.from_error(error)
             step = _retry_step(error, tries, self._max_attempts)
             if step is True:
@@ -347,6 +377,13 @@ class ExtractBatch:
             if isinstance(error, _REFUSALS):
                 self._stopped = "the provider refused the actor's key or account"
                 limiter.halt()
+            else:
+                # As a batch run: a provider out of reach after every try, or (every row
+                # sent to one model) an endpoint or model that does not exist.
+                stops = _stops(error, tries.tried, self._text_column is not None)
+                if stops is not None:
+                    self._stopped = stops
+                    limiter.halt()
             return None, error_text(error), _record_json(metadata, tries.spent)
         usage = extracted.metadata.usage
         limiter.spent(tries.estimate, None if usage is None else usage.total_tokens)
@@ -406,6 +443,14 @@ def extract_dataset(
     Lazy, like every Ray Data transform: nothing runs until the result is consumed.
     """
     _check_settings(provider, provider_options, text_column, request, model, row_concurrency)
+    _check_template_settings(
+        request,
+        model=model,
+        system=system,
+        prompt=prompt,
+        max_output_tokens=max_output_tokens,
+        temperature=temperature,
+    )
     _check_retries(max_attempts, backoff)
     RateLimiter(rpm, tpm)
     if text_column is not None:

@@ -1299,9 +1299,10 @@ class _Runner:
             return await self._record_failure(
                 index, key, label, outcome, record, tries.attempts, began, spent
             )
-        if isinstance(outcome, Exception):
+        if isinstance(outcome, Exception):  # the caller's code: its record, when it has one
+            record = ExtractionMetadata.from_error(outcome)
             return await self._record_failure(
-                index, key, label, outcome, None, tries.attempts, began, spent
+                index, key, label, outcome, record, tries.attempts, began, spent
             )
         usage = outcome.metadata.usage
         self.limiter.spent(tries.estimate, None if usage is None else usage.total_tokens)

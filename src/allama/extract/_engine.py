@@ -336,9 +336,17 @@ def extract_steps(
         below = settings.below_floor(metadata, target.provider)
         if below is not None:
             raise below.with_response(response)
-        parsed = parse_value(
-            response, metadata.mode, target, settings.repair, settings.rejects_undeclared(metadata)
-        )
+        try:
+            parsed = parse_value(
+                response,
+                metadata.mode,
+                target,
+                settings.repair,
+                settings.rejects_undeclared(metadata),
+            )
+        except Exception as raised:  # the type's own code (a validator's KeyError)
+            metadata.keep_on(raised)  # the passes it paid for go with it
+            raise
         if not isinstance(parsed, Rejection):
             value, repaired, source = parsed
             metadata.repaired = repaired

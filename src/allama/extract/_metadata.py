@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,10 @@ if TYPE_CHECKING:
 else:
     # Loaded when a cost is first read: an extraction whose cost nobody reads never is.
     _prices = deferred_module("allama._prices", globals(), "_prices")
+
+
+_KEPT_ON = "_allama_extraction_record"
+"""The attribute an exception of the type's own code keeps its extraction's record in."""
 
 
 class AutoFallback(BaseModel):
@@ -174,6 +179,9 @@ class ExtractionMetadata(BaseModel):
         own = getattr(error, "metadata", None)
         if isinstance(own, ExtractionMetadata):
             return own
+        kept = getattr(error, _KEPT_ON, None)
+        if isinstance(kept, ExtractionMetadata):
+            return kept
         if not isinstance(error, Error):
             return None
         record = error.context.metadata.get(EXTRACTION_METADATA_KEY)
@@ -204,6 +212,13 @@ class ExtractionMetadata(BaseModel):
         if priced is not None:
             record.__dict__[_CHARGES] = (priced,)
         return record
+
+    def keep_on(self, error: BaseException) -> None:
+        """Keep the record on an exception that is none of allama's (raised by the type's
+        own code as a value is read), for `from_error` to find: the passes were paid for."""
+        if not isinstance(error, Error):
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(error, _KEPT_ON, self)
 
     def attach_to(self, error: Error) -> Error:
         error.context.metadata[EXTRACTION_METADATA_KEY] = self.to_json_dict()
