@@ -637,3 +637,8 @@ def test_settings_of_the_text_columns_request_are_refused_with_a_request_functio
             system="Extract.",
             temperature=0.0,
         )
+
+
+def test_a_provider_function_that_returns_no_provider_fails_the_actor_at_once() -> None:
+    with pytest.raises(TypeError, match=r"must return a provider .* not NoneType"):
+        allama.ray.ExtractBatch(Invoice, provider=lambda: None, text_column="text", model="m")

@@ -265,7 +265,15 @@ class ExtractBatch:
         if isinstance(provider, str):
             self._provider: ChatProvider = allama.provider(provider, **(provider_options or {}))
         else:
-            self._provider = provider()
+            from allama.provider import ChatProvider
+
+            made = provider()
+            if not isinstance(made, ChatProvider):  # said once, not as every row's failure
+                raise TypeError(
+                    "provider's function must return a provider (allama.provider(...)), not "
+                    f"{type(made).__name__}"
+                )
+            self._provider = made
 
     @property
     def provider(self) -> ChatProvider:
