@@ -7,6 +7,7 @@ the next one, never submitted twice, and costs at batch prices."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -1508,3 +1509,29 @@ def test_a_follow_up_left_unsent_by_a_stop_gives_its_attempt_back(
     assert len(server.jobs) == 1 and results[0].attempts == 1
     rows = {row.position: row for row in Ledger(ledger, read_only=True).rows()}
     assert (rows[0].status, rows[0].attempts, len(rows[0].log or [])) == ("pending", 1, 1)
+
+
+def test_a_provider_batch_run_keeps_its_heartbeat_while_its_jobs_run(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+    import sqlite3
+
+    ledgers = importlib.import_module("allama.batch._ledger")
+    monkeypatch.setattr(ledgers, "HEARTBEAT_SECONDS", 0.05)
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+    server.hold = True
+    run = _batch_run(provider, model, ["doc 100"], ledger)
+    reading = threading.Thread(target=lambda: list(run), daemon=True)
+    reading.start()
+    deadline = time.monotonic() + 10
+    while not any(job.polls for job in server.jobs) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.6)  # the job runs: a run elsewhere must still see this one alive
+    with contextlib.closing(sqlite3.connect(ledger)) as db:
+        (beat,) = db.execute("SELECT heartbeat FROM runs").fetchone()
+    assert time.time() - beat < 0.4
+    server.hold = False
+    reading.join(10)
+    assert run.summary.done == 1

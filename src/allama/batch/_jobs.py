@@ -365,7 +365,7 @@ class JobRunner(_Runner):
 
     async def _submit(self, model: str, items: list[_Item]) -> None:
         assert self.book is not None and self.ledger is not None
-        self.ledger.close()  # the claims before the job's record
+        self.ledger.commit()  # the claims before the job's record
         tag = f"allama-{uuid.uuid4().hex[:20]}"
         provider = self.jobs.provider
         self.book.record_job(

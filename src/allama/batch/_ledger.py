@@ -1074,8 +1074,12 @@ class LedgerWriter:
         return done
 
     def close(self) -> None:
-        """Commit what is still waiting (a run that ends)."""
+        """Commit what is still waiting, and stop the heartbeat (a run that ends)."""
         self._beating.cancel()
+        self._flush()
+
+    def commit(self) -> None:
+        """Commit what is still waiting now; the run goes on (and its heartbeat)."""
         self._flush()
 
     def _flush(self) -> None:
