@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 import allama
 from _kill import kill_after
@@ -1535,3 +1535,51 @@ def test_a_provider_batch_run_keeps_its_heartbeat_while_its_jobs_run(
     server.hold = False
     reading.join(10)
     assert run.summary.done == 1
+
+
+class Huge(BaseModel):
+    n: int
+
+    @field_validator("n")
+    @classmethod
+    def huge(cls, n: int) -> int:
+        if n < 10**9:
+            raise ValueError("not huge")
+        return n
+
+
+def test_a_failure_of_a_job_sent_again_with_retry_failed_counts_every_pass(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+
+    def run(**options: Any) -> BatchRun[Huge]:
+        return allama.batch(
+            provider,
+            Huge,
+            ["doc 100", "doc 101"],
+            request=allama.ChatRequest(model).system("Read the number."),
+            ledger=ledger,
+            provider_batch=True,
+            poll_interval=0.001,
+            backoff=0.001,
+            extractor=allama.Extractor(retries=1),  # a job, then a follow-up job: two passes
+            **options,
+        )
+
+    first = run()
+    assert [r.failure.kind for r in first if r.failure] == ["extraction_parse"] * 2
+    assert first.summary.passes == 4
+    # Sent again afresh (the answers of the failed attempt are in its record, not replayed):
+    # two more passes each, and the record and the summary count all eight.
+    again = run(retry_failed=True)
+    results = list(again)
+    assert [r.failure.kind for r in results if r.failure] == ["extraction_parse"] * 2
+    assert again.summary.passes == 8 and len(server.jobs) == 4
+    rows = list(Ledger(ledger, read_only=True).rows())
+    passes = [
+        row.record["passes"] + sum(e["passes"] for e in row.record["earlier_attempts"])
+        for row in rows
+    ]
+    assert passes == [4, 4] and all(row.log is None for row in rows)

@@ -402,8 +402,10 @@ class Ledger:
         tokens: int | None = None,
     ) -> None:
         self._connection.execute(
+            # The answers a job gave it are in its record now: a failure sent again
+            # (`retry_failed`) starts afresh, carrying that record, not replaying them.
             "UPDATE items SET status = ?, finished_at = ?, seconds = ?, value = ?, source = ?, "
-            "record = ?, error = ?, cost = ?, tokens = ? WHERE key = ? AND run_id = ?",
+            "record = ?, error = ?, cost = ?, tokens = ?, log = NULL WHERE key = ? AND run_id = ?",
             (
                 status,
                 time.time(),
