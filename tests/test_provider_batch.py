@@ -651,7 +651,8 @@ def test_a_pass_paid_in_one_job_counts_when_the_follow_up_job_expires(
 
     server.add_job = second_expires  # type: ignore[method-assign]
     ledger = tmp_path / "run.sqlite"
-    options: dict[str, Any] = {"extractor": allama.Extractor(retries=1), "max_attempts": 2}
+    # One send of each pass: the expired follow-up is not sent again.
+    options: dict[str, Any] = {"extractor": allama.Extractor(retries=1), "max_attempts": 1}
     run = _batch_run(provider, model, ["doc 7"], ledger, **options)
     (result,) = list(run)
     assert result.failure is not None and result.failure.kind == "job_expired"
@@ -1583,3 +1584,27 @@ def test_a_failure_of_a_job_sent_again_with_retry_failed_counts_every_pass(
         for row in rows
     ]
     assert passes == [4, 4] and all(row.log is None for row in rows)
+
+
+def test_a_row_sent_again_counts_this_runs_sends_not_the_ledgers_attempts(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    from allama.batch import input_key
+
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+    # Five runs cut off after claiming doc 23, before any job was made: attempts counted,
+    # nothing sent. (Its row answers a server error the first time it is asked.)
+    request = allama.ChatRequest(model).system("Read the number.").user("doc 23")
+    Ledger(ledger, settings={}).close()
+    with contextlib.closing(sqlite3.connect(ledger)) as db:
+        db.execute(
+            "INSERT INTO items (key, position, label, status, attempts) VALUES (?, 0, '#0', "
+            "'pending', 5)",
+            (input_key(provider.name, Doc, request),),
+        )
+        db.commit()
+    (result,) = _run(provider, model, ["doc 23"], ledger)  # max_attempts 5
+    assert result.value == Doc(n=23) and server.submitted[("openai-chat", 23)] == 2

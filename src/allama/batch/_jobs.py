@@ -98,6 +98,11 @@ class _Item:
     spent: list[ExtractionMetadata] = field(default_factory=list)
     """What earlier runs' attempts paid for, where no answers are kept to take in again (a
     failure tried again): counted with the input's own record."""
+    resent: int = 0
+    """How often this run sent a pass of it again (a row its job did not answer, a server
+    error): up to `max_attempts` sends in all. Counted by this run's sends, as a live run
+    counts its tries, not by the ledger's attempts, which count claims of runs cut off
+    before they sent anything."""
     paid: list[JsonValue] = field(default_factory=list)
     """What rows that failed and were sent again reported paying (`paid_for`, at batch
     prices): handed to the extraction with the next answer, which counts it."""
@@ -669,11 +674,12 @@ class JobRunner(_Runner):
         """Send the same request again (a row the job did not answer, or a server error),
         if attempts are left; `False` when they are not. After a stop it is left pending
         instead, with what it met, for the next run (as a live run's input is)."""
-        if item.attempts >= self.spec.max_attempts:
+        if item.resent + 1 >= self.spec.max_attempts:
             return False
         if self.stopping is not None:
             await self._set_aside_item(item, why)
             return True
+        item.resent += 1
         assert self.ledger is not None
         item.attempts = await self.ledger.resend(item.key, item.log)
         item.entry, item.warnings = None, []
@@ -695,7 +701,7 @@ class JobRunner(_Runner):
                 try:
                     answer: ChatResponse | Error = await self.send(item.pending)
                 except Error as error:
-                    if error.retryable and item.attempts < self.spec.max_attempts:
+                    if error.retryable and tried < self.spec.max_attempts:
                         if self.stopping is None:
                             if isinstance(error, RateLimitedError):
                                 pause = self.limiter.slow_down(asked_wait(error), sent_at)
