@@ -1061,6 +1061,30 @@ def test_a_budget_counts_what_unfinished_inputs_of_its_own_settings_paid(
     )
 
 
+def test_a_budget_reached_while_failures_are_claimed_again_gives_them_as_they_were(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    options: dict[str, Any] = {"request": TEMPLATE, "ledger": ledger, "concurrency": 8}
+    first = allama.batch(provider_for(server), Row, docs(60), **options)
+    assert sorted(outcome(r) for r in first if r.failure) == [
+        "extraction_parse",
+        "extraction_parse",
+        "invalid_request",
+    ]
+    sent = sum(server.sent.values())
+    # $0.000042 of failures known at the start; the first value given reaches the budget,
+    # while the failures read ahead of it are claimed again (retry_failed) and given back.
+    again = allama.batch(
+        provider_for(server), Row, docs(60), retry_failed=True, max_cost="0.000063", **options
+    )
+    results = list(again)
+    assert sum(server.sent.values()) == sent and len(results) == 60
+    assert all(r.resumed for r in results)
+    assert (again.summary.done, again.summary.failed, again.summary.not_started) == (57, 3, 0)
+    assert Ledger(ledger, read_only=True).counts() == {"done": 57, "failed": 3}
+
+
 def test_failures_claimed_again_and_not_sent_stay_failed(
     server: BatchServer, tmp_path: Path
 ) -> None:

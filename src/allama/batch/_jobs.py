@@ -808,7 +808,7 @@ class JobRunner(_Runner):
             return
         assert self.ledger is not None
         await self.ledger.release(item.key)
-        result = self._not_started(item.index, item.key, item.label)
+        result = await self._unsent(item.index, item.key, item.label)
         self._finish(result)
         self._duplicates(item, result)
 

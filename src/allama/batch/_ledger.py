@@ -247,9 +247,10 @@ class Ledger:
         self._pid = os.getpid()
         self._last_beat = 0.0
         self._live_runs: dict[str, bool] = {}
-        self._reopened: set[str] = set()
+        self._reopened: dict[str, str | None] = {}
         """Failed inputs this run claimed again (`retry_failed`): given back unsent, they
-        are failed again, not pending (which a run without `retry_failed` would send)."""
+        are failed again, as the run that failed them left them (its id, by key), not
+        pending (which a run without `retry_failed` would send)."""
         if read_only:
             return
         with self._lock:
@@ -457,12 +458,16 @@ class Ledger:
             self._reopen(key)
 
     def _reopen(self, key: str) -> None:
-        reopened = self._connection.execute(
+        failed = self._connection.execute(
+            "SELECT run_id FROM items WHERE key = ? AND status = ?", (key, Status.FAILED)
+        ).fetchone()
+        if failed is None:
+            return
+        self._connection.execute(
             "UPDATE items SET status = ? WHERE key = ? AND status = ?",
             (Status.PENDING, key, Status.FAILED),
         )
-        if reopened.rowcount:
-            self._reopened.add(key)
+        self._reopened[key] = failed[0]
 
     def release(self, key: str) -> None:
         """Give back an input this run claimed but did not send (the run stopped)."""
@@ -486,11 +491,11 @@ class Ledger:
         # An input never tried before leaves no trace; one tried before is pending again,
         # and a failure claimed again failed again.
         if key in self._reopened:
-            self._reopened.discard(key)
+            failed_by = self._reopened.pop(key)
             self._connection.execute(
-                "UPDATE items SET status = ?, attempts = MAX(attempts - 1, 0) "
+                "UPDATE items SET status = ?, attempts = MAX(attempts - 1, 0), run_id = ? "
                 "WHERE key = ? AND run_id = ? AND status = ?",
-                (Status.FAILED, key, self.run_id, Status.IN_FLIGHT),
+                (Status.FAILED, failed_by, key, self.run_id, Status.IN_FLIGHT),
             )
             return
         self._connection.execute(

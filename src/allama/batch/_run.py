@@ -1208,7 +1208,9 @@ class _Runner:
                     if self.ledger is not None:
                         await self.ledger.release(key)
                     self.unsent.discard(key)
-                    result = self._not_started(index, key, label)
+                    # Not started; or, read on after a budget's stop, a failure claimed
+                    # again (`retry_failed`) and given back: as the ledger holds it.
+                    result = await self._unsent(index, key, label)
                     self._finish(result)
                     return result
                 if self.stopping is not None:
