@@ -1279,6 +1279,19 @@ def test_a_call_that_raises_a_cancelled_error_of_its_own_is_that_inputs_failure(
     assert sorted(outcome(r) for r in asyncio.run(gathered())) == ["CallCancelled"] + ["ok"] * 4
 
 
+def test_a_provider_serves_one_event_loop_after_another(server: BatchServer) -> None:
+    provider = provider_for(server)  # one provider, as a program keeps it
+
+    async def run(documents: list[str]) -> list[str]:
+        results = [r async for r in allama.abatch(provider, Row, documents, request=TEMPLATE)]
+        return sorted(outcome(r) for r in results)
+
+    # Each `asyncio.run` is a new loop, which closes when it ends; the connections the
+    # first opened are that loop's.
+    assert asyncio.run(run(docs(4))) == ["ok"] * 4
+    assert asyncio.run(run([f"doc {n}" for n in range(4, 8)])) == ["extraction_parse"] + ["ok"] * 3
+
+
 def test_a_run_under_a_spent_budget_gives_every_value_the_ledger_holds(
     server: BatchServer, tmp_path: Path
 ) -> None:

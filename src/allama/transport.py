@@ -21,7 +21,9 @@ stack when it first talks to one.
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
@@ -302,6 +304,13 @@ class Transport:
         # (see `_direct`), each with the client it belongs to: a closed client's is unused.
         self._direct: tuple[httpx2.Client, httpx2.HTTPTransport] | None = None
         self._adirect: tuple[httpx2.AsyncClient, httpx2.AsyncHTTPTransport] | None = None
+        self._async_loop: asyncio.AbstractEventLoop | None = None
+        """The loop the async client of our own was made on: its connections are that
+        loop's, and another loop (a second `asyncio.run`) is given a client of its own."""
+        self._async_clients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop,
+            tuple[httpx2.AsyncClient, tuple[httpx2.AsyncClient, httpx2.AsyncHTTPTransport] | None],
+        ] = weakref.WeakKeyDictionary()
         self._http_log: Any = None
 
     @property
@@ -328,17 +337,25 @@ class Transport:
 
     def _async(self) -> httpx2.AsyncClient:
         client = self._async_client
-        if client is None:
-            with self._lock:
-                client = self._async_client
-                if client is None:
+        if client is not None and not self._owns_async_client:
+            return client  # the caller's: its loop is the caller's business
+        loop = asyncio.get_running_loop()
+        if client is not None and self._async_loop is loop:
+            return client
+        with self._lock:
+            client = self._async_client
+            if client is None or self._async_loop is not loop:
+                known = self._async_clients.get(loop)
+                if known is None:
                     from allama._sockets import cheap_idle_checks
 
-                    client = httpx2.AsyncClient(timeout=self.timeout, limits=self._pool_limits())
-                    cheap_idle_checks(client)
-                    direct = _direct(client, httpx2.AsyncHTTPTransport)
-                    self._adirect = None if direct is None else (client, direct)
-                    self._async_client = client
+                    made = httpx2.AsyncClient(timeout=self.timeout, limits=self._pool_limits())
+                    cheap_idle_checks(made)
+                    direct = _direct(made, httpx2.AsyncHTTPTransport)
+                    known = (made, None if direct is None else (made, direct))
+                    self._async_clients[loop] = known
+                client, self._adirect = known
+                self._async_client, self._async_loop = client, loop
         return client
 
     def _logged(self) -> bool:
@@ -465,6 +482,8 @@ class Transport:
         """Close both clients (if this transport made them)."""
         client, self._async_client = self._async_client, None
         if client is not None and self._owns_async_client:
+            self._async_loop = None
+            self._async_clients.pop(asyncio.get_running_loop(), None)
             await client.aclose()
         self.close()
 
