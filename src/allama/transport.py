@@ -21,9 +21,7 @@ stack when it first talks to one.
 
 from __future__ import annotations
 
-import asyncio
 import threading
-import weakref
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
@@ -33,6 +31,9 @@ from allama.adapters._http import HttpRequest, HttpResponse
 from allama.errors import Error, InvalidRequestError, NetworkError, RequestTimeoutError
 
 if TYPE_CHECKING:
+    import asyncio
+    import weakref
+
     import httpx2
 else:
     httpx2 = deferred_module("httpx2", globals(), "httpx2")
@@ -307,10 +308,18 @@ class Transport:
         self._async_loop: asyncio.AbstractEventLoop | None = None
         """The loop the async client of our own was made on: its connections are that
         loop's, and another loop (a second `asyncio.run`) is given a client of its own."""
-        self._async_clients: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop,
-            tuple[httpx2.AsyncClient, tuple[httpx2.AsyncClient, httpx2.AsyncHTTPTransport] | None],
-        ] = weakref.WeakKeyDictionary()
+        self._async_clients: (
+            weakref.WeakKeyDictionary[
+                asyncio.AbstractEventLoop,
+                tuple[
+                    httpx2.AsyncClient,
+                    tuple[httpx2.AsyncClient, httpx2.AsyncHTTPTransport] | None,
+                ],
+            ]
+            | None
+        ) = None
+        """The async clients of our own by loop, made as each loop first calls (a sync
+        program loads neither asyncio nor this)."""
         self._http_log: Any = None
 
     @property
@@ -339,12 +348,18 @@ class Transport:
         client = self._async_client
         if client is not None and not self._owns_async_client:
             return client  # the caller's: its loop is the caller's business
+        import asyncio  # loaded: this runs on a loop
+
         loop = asyncio.get_running_loop()
         if client is not None and self._async_loop is loop:
             return client
         with self._lock:
             client = self._async_client
             if client is None or self._async_loop is not loop:
+                if self._async_clients is None:
+                    import weakref
+
+                    self._async_clients = weakref.WeakKeyDictionary()
                 known = self._async_clients.get(loop)
                 if known is None:
                     from allama._sockets import cheap_idle_checks
@@ -482,8 +497,11 @@ class Transport:
         """Close both clients (if this transport made them)."""
         client, self._async_client = self._async_client, None
         if client is not None and self._owns_async_client:
+            import asyncio
+
             self._async_loop = None
-            self._async_clients.pop(asyncio.get_running_loop(), None)
+            if self._async_clients is not None:
+                self._async_clients.pop(asyncio.get_running_loop(), None)
             await client.aclose()
         self.close()
 
