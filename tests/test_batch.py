@@ -1085,6 +1085,20 @@ def test_a_budget_reached_while_failures_are_claimed_again_gives_them_as_they_we
     assert Ledger(ledger, read_only=True).counts() == {"done": 57, "failed": 3}
 
 
+def test_a_run_of_a_ledger_version_that_kept_fewer_settings_counts_toward_the_budget(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.sqlite"
+    old = Ledger(path, settings={"provider": "openai", "model": "gpt-4o-mini"})  # no `inputs`
+    old.claim("k1", 0, "#0")
+    old.finish("k1", status="failed", seconds=0.1, error={"kind": "x"}, cost="0.5")
+    other = Ledger(path, settings={"provider": "openai", "model": "gpt-4o", "inputs": "b"})
+    other.claim("k2", 1, "#1")
+    other.finish("k2", status="failed", seconds=0.1, error={"kind": "x"}, cost="0.25")
+    like = {"provider": "openai", "model": "gpt-4o-mini", "inputs": "a"}
+    assert Ledger(path, read_only=True).paid_unfinished(like) == {"k1": "0.5"}
+
+
 def test_failures_claimed_again_and_not_sent_stay_failed(
     server: BatchServer, tmp_path: Path
 ) -> None:
@@ -1342,6 +1356,59 @@ def test_a_run_under_a_spent_budget_gives_every_value_the_ledger_holds(
     unsized = allama.batch(provider_for(server), Row, iter(inputs), max_cost="0.00001", **options)
     assert len(list(unsized)) < 12
     assert sum(server.sent.values()) == sent
+
+
+def test_no_call_is_made_after_a_budgets_stop(server: BatchServer, tmp_path: Path) -> None:
+    # Half the documents answer 503 the first time: their tries again are counted in the
+    # same commits as other inputs' outcomes, one of which reaches the budget.
+    for trial in range(3):
+        first = 100_000 + trial * 1_000
+        inputs = [f"doc {n}" for n in range(first, first + 400) if n % 10 in (1, 3)]
+        run = allama.batch(
+            provider_for(server),
+            Row,
+            inputs,
+            request=TEMPLATE,
+            ledger=tmp_path / f"run-{trial}.sqlite",
+            concurrency=32,
+            backoff=0,
+            max_cost="0.0005",
+        )
+        runner: Any = run._runner
+        late: list[str] = []
+        call = runner.call
+
+        async def watched(
+            request: ChatRequest, call: Any = call, runner: Any = runner, late: Any = late
+        ) -> Any:
+            if runner.stopping is not None:
+                late.append(request.messages[-1].text() or "")
+            return await call(request)
+
+        runner.call = watched
+        results = list(run)
+        assert late == [] and len(results) == len(inputs)
+        assert run.summary.stopped is not None
+
+
+def test_a_callers_stop_before_the_run_starts_holds_whatever_the_budget(
+    tmp_path: Path,
+) -> None:
+    served = BatchServer(model="a-model-of-our-own").start()
+    try:
+        provider = allama.provider("openai", api_key="sk-test", base_url=served.url)
+        options: dict[str, Any] = {
+            "request": ChatRequest("a-model-of-our-own"),
+            "ledger": tmp_path / "run.sqlite",
+        }
+        assert len(list(allama.batch(provider, Row, docs(3), **options))) == 3  # no price
+        # The budget cannot be kept (what was paid has no price): it would read on and
+        # give what the ledger holds, but the caller stopped the run first.
+        run = allama.batch(provider, Row, docs(50), max_cost=1, **options)
+        run.stop("not today")
+        assert list(run) == [] and run.summary.stopped == "not today"
+    finally:
+        served.stop()
 
 
 def test_a_budget_with_an_unknown_price_stops_at_the_first_cost_it_cannot_count() -> None:

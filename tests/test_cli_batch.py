@@ -1296,3 +1296,17 @@ def test_an_input_that_is_a_pipe_is_refused_rather_than_waited_on(
     os.mkfifo(pipe)  # nothing writes it: reading it would wait for ever
     assert run(server, row_type, pipe, tmp_path / "out.jsonl") == 2
     assert f"`{pipe}` is no file or folder (a pipe, a device)" in capsys.readouterr().err
+
+
+def test_failures_a_spent_budget_keeps_from_being_tried_again_are_held_back(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1, 2, 7, 13, 57])  # 7 and 57 answer no JSON, 13 a 400
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    sent = sum(server.sent.values())
+    # Asked to try the failures again under a budget already spent: none is sent, and the
+    # command says the budget held them back.
+    assert run(server, row_type, docs, out, "--retry-failed", "--max-cost", "0.00001") == 3
+    assert sum(server.sent.values()) == sent
+    assert len(rows_of(out)) == 2

@@ -1608,3 +1608,39 @@ def test_a_row_sent_again_counts_this_runs_sends_not_the_ledgers_attempts(
         db.commit()
     (result,) = _run(provider, model, ["doc 23"], ledger)  # max_attempts 5
     assert result.value == Doc(n=23) and server.submitted[("openai-chat", 23)] == 2
+
+
+def test_no_live_follow_up_is_sent_after_a_budgets_stop(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    # Ten rows answered a server error in the job (sent again live) beside ten answered
+    # right; the budget is reached as the job's rows are taken in, before any live send.
+    numbers = [50 * k + 23 for k in range(1, 11)] + [50 * k + 1 for k in range(1, 11)]
+    run = _batch_run(
+        provider,
+        model,
+        [f"doc {n}" for n in numbers],
+        tmp_path / "run.sqlite",
+        job_retry="live",
+        rpm=6,
+        max_cost="0.00001125",
+    )
+    runner: Any = run._runner
+    after_the_stop: list[str] = []
+    send = runner.send
+
+    async def watched(request: Any) -> Any:
+        if runner.stopping is not None:
+            after_the_stop.append(request.messages[-1].text())
+        return await send(request)
+
+    runner.send = watched
+    results = list(run)
+    assert after_the_stop == []
+    assert sorted(r.failure.kind if r.failure else "ok" for r in results) == (
+        ["follow_up_not_sent"] * 10 + ["ok"] * 10
+    )
+    assert run.summary.pending == 10
+    attempts = {row.attempts for row in Ledger(tmp_path / "run.sqlite", read_only=True).rows()}
+    assert attempts == {1}  # the live sends not made gave their attempts back

@@ -694,10 +694,24 @@ class JobRunner(_Runner):
         estimate = _estimate(item.pending)
         self.summary.in_flight += 1
         tried = 0
+        counted = True  # an attempt is counted for the pass about to be sent (its route)
+        last: Error | None = None
         try:
             while True:
                 sent_at = await self.limiter.acquire(estimate)
+                if self.stopping is not None:
+                    # Stopped before this pass was sent (a budget reached meanwhile): the
+                    # attempt counted for it is given back, and the input left pending.
+                    assert self.ledger is not None
+                    if counted:
+                        item.attempts = await self.ledger.unsent_attempt(item.key)
+                    if last is not None:
+                        await self._set_aside_item(item, last)
+                    else:
+                        await self._follow_up_not_sent(item)
+                    return
                 tried += 1
+                counted = False
                 try:
                     answer: ChatResponse | Error = await self.send(item.pending)
                 except Error as error:
@@ -715,8 +729,10 @@ class JobRunner(_Runner):
                             return
                         assert self.ledger is not None
                         item.attempts = await self.ledger.again(item.key)
+                        counted, last = True, error
                         continue
                     answer = error
+                last = None
                 try:
                     assert item.steps is not None
                     item.pending = item.steps.send(_with_paid(item, answer))

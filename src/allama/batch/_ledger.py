@@ -849,7 +849,11 @@ class _Agreement:
                 theirs = json.loads(settings)
             except ValueError:
                 theirs = {}
-            same = self._seen[settings] = all(theirs.get(k) == v for k, v in self._like.items())
+            # A setting a run did not record (a ledger of an earlier version) is no
+            # difference: its inputs count.
+            same = self._seen[settings] = all(
+                k not in theirs or theirs[k] == v for k, v in self._like.items()
+            )
         return same
 
 

@@ -789,10 +789,20 @@ class _Runner:
         self.most_unread = max(64, 4 * spec.concurrency)
         self.caught_up: asyncio.Event | None = None
         """Set by the driver when the caller has read enough, while the run waits for it."""
-        self.draining = False
-        """Stopped by the budget, the run goes on reading its inputs and sends none: what
-        an earlier run finished is given from the ledger, the rest is not started. Only
-        with a ledger and inputs of known number (a collection), which end."""
+        self.budget_drain = False
+        """Stopped by the budget, the run goes on reading its inputs and sends none (see
+        `draining`)."""
+        self.caller_stopped = False
+        """The caller stopped the run (`stop()`): it reads no further, budget or not. Each
+        flag is only ever set, by its own thread, so neither undoes the other."""
+
+    @property
+    def draining(self) -> bool:
+        """Whether the run, stopped by its budget, reads on and sends nothing: what an
+        earlier run finished is given from the ledger, the rest is not started. Only with a
+        ledger and inputs of known number (a collection), which end, and unless the caller
+        stopped the run."""
+        return self.budget_drain and not self.caller_stopped
 
     async def run(self) -> None:
         spec = self.spec
@@ -1041,8 +1051,10 @@ class _Runner:
         """Stop sending; with a ledger, inputs of known number are still read, so that what
         earlier runs finished is given back (a run again under a spent budget gives every
         value it paid for)."""
+        if self.stopping is not None:
+            return  # stopped already (the caller): no drain
         if self.book is not None and hasattr(self.spec.inputs, "__len__"):
-            self.draining = True
+            self.budget_drain = True
         self.stop(reason)
 
     def _known_cost(self) -> Decimal:
@@ -1235,6 +1247,19 @@ class _Runner:
                         if self.ledger is not None
                         else tries.attempts + 1
                     )
+                    if self.stopping is not None:
+                        # Stopped as its attempt was counted (another input's outcome, in
+                        # the same commit, reached the budget): not sent, given back.
+                        tries.attempts = (
+                            await self.ledger.unsent_attempt(key)
+                            if self.ledger is not None
+                            else tries.attempts - 1
+                        )
+                        assert tries.last is not None
+                        error, record = tries.last
+                        return await self._set_aside(
+                            index, key, label, error, record, tries.attempts, began, tries.spent
+                        )
                 tries.tried += 1
                 self.summary.in_flight += 1
                 outcome: Extracted[Any] | Exception
@@ -1984,7 +2009,7 @@ class AsyncBatchRun(Generic[T]):
     def stop(self, reason: str = "stopped by the caller") -> None:
         """Start no new input and read no further; those in flight finish and are
         recorded, and the results go on until the run ends."""
-        self._runner.draining = False
+        self._runner.caller_stopped = True
         self._runner.stop(reason)
 
     async def aclose(self) -> None:
@@ -2095,7 +2120,7 @@ class BatchRun(Generic[T]):
         # Said at once (the summary), then the run's loop woken: a read of the inputs, or a
         # wait for the caller to read, may hold it.
         runner = self._runner
-        runner.draining = False
+        runner.caller_stopped = True
         runner.mark_stopped(reason)
         loop = self._loop
         if loop is not None:

@@ -835,6 +835,9 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     failures: list[tuple[int, str, str, str]] = []
     """The first failures in input order: those the summary names."""
     failed = 0
+    held_back = 0
+    """Failures asked to be tried again (`--retry-failed`) and given back as they were: the
+    run stopped before sending them."""
     broken: BaseException | None = None
     seen = bytearray(inputs.total)
     """The documents the run reached (their values written, or their failures said)."""
@@ -881,6 +884,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                     "in_provider_job",
                 ):  # pending: no failure (`export --failed` has none), the run after sends it
                     failed += 1
+                    if result.resumed and args.retry_failed is not None:
+                        held_back += 1
                     failures.append(
                         (result.index, result.label, result.failure.kind, result.failure.message)
                     )
@@ -950,7 +955,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         return EXIT_INTERRUPTED
     if summary.refused is not None:
         return EXIT_FAILED
-    if summary.stopped is not None and (summary.not_started or summary.pending):
+    if summary.stopped is not None and (summary.not_started or summary.pending or held_back):
         return EXIT_BUDGET  # what the budget held back is pending: the same command sends it
     return EXIT_OK
 
