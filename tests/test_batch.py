@@ -95,7 +95,8 @@ def test_every_input_is_accounted_for_and_a_429_slows_the_run(server: BatchServe
     assert summary.rate_limited == server.limited >= summary.slowdowns
     (line,) = [line for line in summary.lines() if line.startswith("rate limits: ")]
     assert re.fullmatch(
-        rf"rate limits: {server.limited} answered 429, the rate cut {summary.slowdowns} times, "
+        rf"rate limits: {server.limited} answered 429, the rate cut "
+        rf"{'once' if summary.slowdowns == 1 else f'{summary.slowdowns} times'}, "
         r"\d+\.\d s waited by inputs in all",
         line,
     )

@@ -1310,3 +1310,28 @@ def test_failures_a_spent_budget_keeps_from_being_tried_again_are_held_back(
     assert run(server, row_type, docs, out, "--retry-failed", "--max-cost", "0.00001") == 3
     assert sum(server.sent.values()) == sent
     assert len(rows_of(out)) == 2
+
+
+def test_status_says_a_cost_no_price_is_known_for_is_unknown(
+    row_type: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    served = BatchServer(model="a-model-of-our-own").start()
+    try:
+        docs = folder(tmp_path, [1, 2])
+        out = tmp_path / "out.jsonl"
+        assert run(served, row_type, docs, out, "--model", "a-model-of-our-own") == 0
+    finally:
+        served.stop()
+    capsys.readouterr()
+    ledger = f"{out}.ledger.sqlite"
+    assert main(["batch", "status", ledger, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cost"] is None  # not $0
+    assert main(["batch", "status", ledger]) == 0
+    assert (
+        "cost unknown (genai-prices 0.2.3 has no price for 'a-model-of-our-own' at openai)"
+        in capsys.readouterr().out.splitlines()
+    )

@@ -304,8 +304,9 @@ class BatchSummary:
         out.append(cost)
         if self.rate_limited:
             out.append(
-                f"rate limits: {self.rate_limited} answered 429, the rate cut {self.slowdowns} "
-                f"times, {self.waited:.1f} s waited by inputs in all"
+                f"rate limits: {self.rate_limited} answered 429, the rate cut "
+                f"{'once' if self.slowdowns == 1 else f'{self.slowdowns} times'}, "
+                f"{self.waited:.1f} s waited by inputs in all"
             )
         if self.slowest:
             shown = ", ".join(

@@ -635,7 +635,8 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
         if unfinished:
             parts.append(f"{unfinished} pending or in flight")
         return (
-            f"ledger: {known} of these {total} {noun} are in it ({', '.join(parts)}), "
+            f"ledger: {known} of these {total} {noun} {'is' if known == 1 else 'are'} in it "
+            f"({', '.join(parts)}), "
             f"{total - done - jobs - (0 if again else failed)} to send"
         )
     return (
@@ -1087,6 +1088,7 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
     attempts = passes = input_tokens = output_tokens = 0
     cost = Decimal(0)
     cost_unknown = 0
+    priced = 0
     cost_missing: str | None = None
     runs = _runs(ledger)
     state_of = {run["run_id"]: run["state"] for run in runs}
@@ -1106,6 +1108,7 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
             output_tokens += int(usage.get("output_tokens") or 0)
         if row.cost is not None:
             cost += Decimal(row.cost)
+            priced += 1
         elif any(record.get("passes") for record in records):
             cost_unknown += 1
             missing = next((r.get("cost_missing") for r in records if r.get("cost_missing")), None)
@@ -1120,7 +1123,8 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
         "passes": passes,
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
-        "cost": str(cost),
+        # `None` when nothing paid for has a known price (as the run's summary says it).
+        "cost": None if cost_unknown and not priced else str(cost),
         "cost_unknown": cost_unknown,
         "cost_missing": cost_missing,
         "failures": dict(sorted(failures.items())),
@@ -1245,9 +1249,12 @@ def status_lines(report: dict[str, Any]) -> list[str]:
         f"attempts {report['attempts']}, passes {report['passes']}, tokens "
         f"{report['input_tokens']} in / {report['output_tokens']} out"
     )
-    cost = f"cost ${dollars(Decimal(report['cost']))}"
-    if report["cost_unknown"]:
-        cost += f" (unknown for {report['cost_unknown']}: {report['cost_missing']})"
+    if report["cost"] is None:
+        cost = f"cost unknown ({report['cost_missing']})"
+    else:
+        cost = f"cost ${dollars(Decimal(report['cost']))}"
+        if report["cost_unknown"]:
+            cost += f" (unknown for {report['cost_unknown']}: {report['cost_missing']})"
     lines.append(cost)
     if report["failures"]:
         kinds = ", ".join(f"{kind} {count}" for kind, count in report["failures"].items())
