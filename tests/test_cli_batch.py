@@ -668,11 +668,12 @@ def test_a_second_run_writing_the_same_output_is_refused(
     with (tmp_path / "out.jsonl.part").open("a") as other:  # a run writing it
         fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         assert run(server, row_type, docs, out) == 2
-    assert (
-        f"another run is writing `{out}` (its `out.jsonl.part` is locked); give this one "
-        "another --out (both may share the ledger)"
-    ) in capsys.readouterr().err
-    assert not server.sent
+    # Refused first: before the run is made, the ledger read, or a model started.
+    assert capsys.readouterr().err == (
+        f"allama batch run: another run is writing `{out}` (its `out.jsonl.part` is locked); "
+        "give this one another --out (both may share the ledger)\n"
+    )
+    assert not server.sent and not (tmp_path / "out.jsonl.ledger.sqlite").exists()
     assert run(server, row_type, docs, out) == 0  # once it is done
 
 

@@ -768,11 +768,35 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     import allama
     from allama.batch._run import printable, stored_python
 
+    # The output's `.part` file is taken first: a second run writing the same output is
+    # refused before it starts a model or reads the ledger.
+    part = _part(prepared.out)
+    made = not part.exists()
+    try:
+        output = part.open("a", encoding="utf-8")
+    except OSError as error:
+        _say("run", f"cannot write `{part}`: {error.strerror or error}")
+        return EXIT_FAILED
+    if not _lock(output):
+        output.close()
+        _say(
+            "run",
+            f"another run is writing `{prepared.out}` (its `{part.name}` is locked); "
+            "give this one another --out (both may share the ledger)",
+        )
+        return EXIT_USAGE
+
+    def give_up(code: int) -> int:
+        output.close()
+        if made:
+            part.unlink(missing_ok=True)
+        return code
+
     try:
         started = _start_local(prepared.provider)
     except _Failed as error:
         _say("run", str(error))
-        return EXIT_FAILED
+        return give_up(EXIT_FAILED)
     if started is not None:
         print(started, file=sys.stderr)
     inputs = prepared.inputs
@@ -799,7 +823,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         )
     except (ValueError, TypeError, allama.Error) as error:
         _say("run", str(error))
-        return EXIT_USAGE
+        return give_up(EXIT_USAGE)
     adapter: TypeAdapter[Any] = TypeAdapter(prepared.tp)
     noun = "document" if inputs.total == 1 else "documents"
     print(
@@ -843,20 +867,6 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     seen = bytearray(inputs.total)
     """The documents the run reached (their values written, or their failures said)."""
     filled = 0
-    part = _part(prepared.out)
-    try:
-        output = part.open("a", encoding="utf-8")
-    except OSError as error:
-        _say("run", f"cannot write `{part}`: {error.strerror or error}")
-        return EXIT_FAILED
-    if not _lock(output):
-        output.close()
-        _say(
-            "run",
-            f"another run is writing `{prepared.out}` (its `{part.name}` is locked); "
-            "give this one another --out (both may share the ledger)",
-        )
-        return EXIT_USAGE
     output.truncate(0)
     with output, interrupts.installed():
         if progress is not None:
