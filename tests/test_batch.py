@@ -60,6 +60,17 @@ def server() -> Iterator[BatchServer]:
     served.stop()
 
 
+@pytest.fixture
+def unpriced() -> Iterator[BatchServer]:
+    """The server, answering as a model genai-prices has no price for."""
+    served = BatchServer(model="a-model-of-our-own").start()
+    yield served
+    served.stop()
+
+
+UNPRICED = ChatRequest("a-model-of-our-own")
+
+
 def provider_for(server: BatchServer) -> allama.HttpProvider:
     return allama.provider("openai", api_key="sk-test", base_url=server.url)
 
@@ -1393,78 +1404,59 @@ def test_no_call_is_made_after_a_budgets_stop(server: BatchServer, tmp_path: Pat
 
 
 def test_a_callers_stop_before_the_run_starts_holds_whatever_the_budget(
-    tmp_path: Path,
+    unpriced: BatchServer, tmp_path: Path
 ) -> None:
-    served = BatchServer(model="a-model-of-our-own").start()
-    try:
-        provider = allama.provider("openai", api_key="sk-test", base_url=served.url)
-        options: dict[str, Any] = {
-            "request": ChatRequest("a-model-of-our-own"),
-            "ledger": tmp_path / "run.sqlite",
-        }
-        assert len(list(allama.batch(provider, Row, docs(3), **options))) == 3  # no price
-        # The budget cannot be kept (what was paid has no price): it would read on and
-        # give what the ledger holds, but the caller stopped the run first.
-        run = allama.batch(provider, Row, docs(50), max_cost=1, **options)
-        run.stop("not today")
-        assert list(run) == [] and run.summary.stopped == "not today"
-    finally:
-        served.stop()
+    provider = provider_for(unpriced)
+    options: dict[str, Any] = {"request": UNPRICED, "ledger": tmp_path / "run.sqlite"}
+    assert len(list(allama.batch(provider, Row, docs(3), **options))) == 3  # no price
+    # The budget cannot be kept (what was paid has no price): it would read on and give
+    # what the ledger holds, but the caller stopped the run first.
+    run = allama.batch(provider, Row, docs(50), max_cost=1, **options)
+    run.stop("not today")
+    assert list(run) == [] and run.summary.stopped == "not today"
 
 
-def test_a_budget_with_an_unknown_price_stops_at_the_first_cost_it_cannot_count() -> None:
-    served = BatchServer(model="a-model-of-our-own").start()
-    try:
-        provider = allama.provider("openai", api_key="sk-test", base_url=served.url)
-        run = allama.batch(
-            provider,
-            Row,
-            docs(20),
-            request=ChatRequest("a-model-of-our-own"),
-            concurrency=1,
-            max_cost=1,
-        )
-        results = list(run)
-        # After the stop no input is read: those read ahead of it come back not started,
-        # and the summary counts the rest, unread, as not started too.
-        assert 1 < len(results) <= 1 + 2 * 1 + 1
-        assert [outcome(r) for r in results] == ["ok"] + ["not_started"] * (len(results) - 1)
-        assert run.summary.done == 1 and run.summary.not_started == 19
-        assert run.summary.stopped == (
-            "the cost of #0 is unknown (genai-prices 0.2.3 has no price for "
-            "'a-model-of-our-own' at openai): the budget of $1 cannot be kept"
-        )
-    finally:
-        served.stop()
+def test_a_budget_with_an_unknown_price_stops_at_the_first_cost_it_cannot_count(
+    unpriced: BatchServer,
+) -> None:
+    run = allama.batch(
+        provider_for(unpriced), Row, docs(20), request=UNPRICED, concurrency=1, max_cost=1
+    )
+    results = list(run)
+    # After the stop no input is read: those read ahead of it come back not started, and
+    # the summary counts the rest, unread, as not started too.
+    assert 1 < len(results) <= 1 + 2 * 1 + 1
+    assert [outcome(r) for r in results] == ["ok"] + ["not_started"] * (len(results) - 1)
+    assert run.summary.done == 1 and run.summary.not_started == 19
+    assert run.summary.stopped == (
+        "the cost of #0 is unknown (genai-prices 0.2.3 has no price for "
+        "'a-model-of-our-own' at openai): the budget of $1 cannot be kept"
+    )
 
 
 def test_a_budget_whose_earlier_costs_are_unknown_sends_nothing_when_run_again(
-    tmp_path: Path,
+    unpriced: BatchServer, tmp_path: Path
 ) -> None:
-    served = BatchServer(model="a-model-of-our-own").start()
-    try:
-        provider = allama.provider("openai", api_key="sk-test", base_url=served.url)
-        options: dict[str, Any] = {
-            "request": ChatRequest("a-model-of-our-own"),
-            "concurrency": 1,
-            "max_cost": 1,
-            "ledger": tmp_path / "run.sqlite",
-        }
-        first = allama.batch(provider, Row, docs(20), **options)
-        done = [r.index for r in first if r.failure is None]
-        sent = sum(served.sent.values())
-        assert done and sent < 20
-        # Run again: what the earlier run paid cannot be counted, so nothing is sent; what
-        # it finished is given back.
-        again = allama.batch(provider, Row, docs(20), **options)
-        assert sorted(r.index for r in again if r.failure is None) == sorted(done)
-        assert sum(served.sent.values()) == sent
-        assert again.summary.stopped == (
-            "the cost of inputs earlier runs sent is unknown (genai-prices 0.2.3 has no price "
-            "for 'a-model-of-our-own' at openai): the budget of $1 cannot be kept"
-        )
-    finally:
-        served.stop()
+    provider = provider_for(unpriced)
+    options: dict[str, Any] = {
+        "request": UNPRICED,
+        "concurrency": 1,
+        "max_cost": 1,
+        "ledger": tmp_path / "run.sqlite",
+    }
+    first = allama.batch(provider, Row, docs(20), **options)
+    done = [r.index for r in first if r.failure is None]
+    sent = sum(unpriced.sent.values())
+    assert done and sent < 20
+    # Run again: what the earlier run paid cannot be counted, so nothing is sent; what it
+    # finished is given back.
+    again = allama.batch(provider, Row, docs(20), **options)
+    assert sorted(r.index for r in again if r.failure is None) == sorted(done)
+    assert sum(unpriced.sent.values()) == sent
+    assert again.summary.stopped == (
+        "the cost of inputs earlier runs sent is unknown (genai-prices 0.2.3 has no price "
+        "for 'a-model-of-our-own' at openai): the budget of $1 cannot be kept"
+    )
 
 
 def test_costs_are_summed_in_the_summary_and_kept_in_the_ledger(
@@ -1656,22 +1648,15 @@ def test_a_run_says_it_is_alive_while_its_calls_take_long(
         slow.stop()
 
 
-def test_a_summary_whose_only_costs_are_unknown_says_so() -> None:
-    served = BatchServer(model="a-model-of-our-own").start()
-    try:
-        provider = allama.provider("openai", api_key="sk-test", base_url=served.url)
-        # doc 1 is answered (by a model without a price); doc 13 is refused, unpaid.
-        run = allama.batch(
-            provider, Row, ["doc 1", "doc 13"], request=ChatRequest("a-model-of-our-own")
-        )
-        list(run)
-        summary = run.summary
-        assert (summary.done, summary.failed, summary.priced, summary.cost_unknown) == (1, 1, 0, 1)
-        assert summary.lines()[4] == (
-            "cost unknown (genai-prices 0.2.3 has no price for 'a-model-of-our-own' at openai)"
-        )
-    finally:
-        served.stop()
+def test_a_summary_whose_only_costs_are_unknown_says_so(unpriced: BatchServer) -> None:
+    # doc 1 is answered (by a model without a price); doc 13 is refused, unpaid.
+    run = allama.batch(provider_for(unpriced), Row, ["doc 1", "doc 13"], request=UNPRICED)
+    list(run)
+    summary = run.summary
+    assert (summary.done, summary.failed, summary.priced, summary.cost_unknown) == (1, 1, 0, 1)
+    assert summary.lines()[4] == (
+        "cost unknown (genai-prices 0.2.3 has no price for 'a-model-of-our-own' at openai)"
+    )
 
 
 def test_a_slow_reader_slows_the_run_instead_of_filling_the_memory(server: BatchServer) -> None:
