@@ -726,14 +726,20 @@ def test_the_budget_stops_the_run(
     reader.close()
 
 
-def test_a_run_stopped_by_its_budget_still_gives_what_the_ledger_holds(
-    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def half_finished(server: BatchServer, row_type: str, tmp_path: Path) -> tuple[Path, Path]:
+    """A ledger in which an earlier run finished doc 5, 6 and 8, and a folder of doc 1, 2,
+    4, 5, 6 and 8."""
     ledger = tmp_path / "shared.sqlite"
     (tmp_path / "later").mkdir()
     later = folder(tmp_path / "later", [5, 6, 8])
     assert run(server, row_type, later, tmp_path / "later.jsonl", "--ledger", str(ledger)) == 0
-    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8])
+    return ledger, folder(tmp_path, [1, 2, 4, 5, 6, 8])
+
+
+def test_a_run_stopped_by_its_budget_still_gives_what_the_ledger_holds(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger, docs = half_finished(server, row_type, tmp_path)
     out = tmp_path / "out.jsonl"
     capsys.readouterr()
     extra = ("--max-cost", "0.00005", "--concurrency", "1", "--ledger", str(ledger))
@@ -757,11 +763,7 @@ def test_a_run_stopped_by_its_budget_still_gives_what_the_ledger_holds(
 def test_a_run_that_stops_still_writes_what_the_ledger_holds(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ledger = tmp_path / "shared.sqlite"
-    (tmp_path / "later").mkdir()
-    later = folder(tmp_path / "later", [5, 6, 8])
-    assert run(server, row_type, later, tmp_path / "later.jsonl", "--ledger", str(ledger)) == 0
-    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8])
+    ledger, docs = half_finished(server, row_type, tmp_path)
     out = tmp_path / "out.jsonl"
     capsys.readouterr()
     # A refused key stops the run at its first call, and it reads no further; the values
@@ -828,14 +830,10 @@ class Row(BaseModel):
 def test_what_a_stopped_run_writes_from_the_ledger_is_validated_again(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ledger = tmp_path / "shared.sqlite"
-    (tmp_path / "later").mkdir()
-    later = folder(tmp_path / "later", [5, 6, 8])
-    assert run(server, row_type, later, tmp_path / "later.jsonl", "--ledger", str(ledger)) == 0
+    ledger, docs = half_finished(server, row_type, tmp_path)
     # The same type (the same schema, so the same keys), its validators since stricter.
     strict = tmp_path / "strict.py"
     strict.write_text(STRICT_ROW_TYPE, encoding="utf-8")
-    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8])
     out = tmp_path / "out.jsonl"
     capsys.readouterr()
     server.refusing = "key"
