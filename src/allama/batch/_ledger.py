@@ -774,7 +774,13 @@ class Ledger:
                 "AND items.record IS NOT NULL"
             )
             for record, settings in found:
-                why = _why_unpriced(record) if agree(settings) else None
+                if not agree(settings):
+                    continue
+                try:
+                    kept = json.loads(record)
+                except ValueError:
+                    continue
+                why = why_unpriced(kept) if isinstance(kept, dict) else None
                 if why is not None:
                     return why
         return None
@@ -857,21 +863,19 @@ class _Agreement:
         return same
 
 
-def _why_unpriced(record: str) -> str | None:
-    """Why a kept record's cost is unknown, when one of its attempts was paid for (a pass,
-    or usage reported); `None` when none was."""
-    try:
-        data = json.loads(record)
-    except ValueError:
+def why_unpriced(record: dict[str, Any]) -> str | None:
+    """Why the cost a row keeps no amount for is unknown, when one of its attempts made a
+    pass (was paid for, as a run's summary counts it); `None` when none did."""
+    earlier = record.get("earlier_attempts")
+    attempts = [*(earlier if isinstance(earlier, list) else []), record]
+    paid = [a for a in attempts if isinstance(a, dict) and a.get("passes")]
+    if not paid:
         return None
-    if not isinstance(data, dict):
-        return None
-    earlier = data.get("earlier_attempts")
-    for attempt in [data, *(earlier if isinstance(earlier, list) else [])]:
-        if isinstance(attempt, dict) and (attempt.get("passes") or attempt.get("usage")):
-            missing = attempt.get("cost_missing") or data.get("cost_missing")
-            return str(missing or "no price known")
-    return None
+    missing = next(
+        (a.get("cost_missing") for a in attempts if isinstance(a, dict) and a.get("cost_missing")),
+        None,
+    )
+    return str(missing or "no price known")
 
 
 def row_columns(connection: sqlite3.Connection) -> str:

@@ -1093,6 +1093,8 @@ def _cancel(args: argparse.Namespace) -> int:
 
 def ledger_status(ledger: Any) -> dict[str, Any]:
     """What `allama batch status --json` prints."""
+    from allama.batch._ledger import why_unpriced
+
     counts: Counter[str] = Counter()
     failures: Counter[str] = Counter()
     attempts = passes = input_tokens = output_tokens = 0
@@ -1119,10 +1121,9 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
         if row.cost is not None:
             cost += Decimal(row.cost)
             priced += 1
-        elif any(record.get("passes") for record in records):
+        elif row.record and (why := why_unpriced(row.record)) is not None:
             cost_unknown += 1
-            missing = next((r.get("cost_missing") for r in records if r.get("cost_missing")), None)
-            cost_missing = cost_missing or (str(missing) if missing else "no price known")
+            cost_missing = cost_missing or why
     return {
         "ledger": str(ledger.path),
         "inputs": sum(counts.values()),
