@@ -954,16 +954,14 @@ def check_ledger_file(path: Path) -> None:
     except sqlite3.DatabaseError as error:
         raise LedgerError(f"`{path}` is not a ledger: {error}") from None
     try:
-        tables = {
-            name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
+        tables = _tables(db)
     except sqlite3.DatabaseError as error:
         raise LedgerError(f"`{path}` is not a ledger: {error}") from None
     finally:
         db.close()
     # No tables: a new ledger another run is making (or an empty database), made one here.
-    if tables and not {"items", "runs"} <= tables:
-        raise LedgerError(f"`{path}` is not a ledger: an SQLite file without its tables")
+    if tables and not tables >= _LEDGER_TABLES:
+        raise LedgerError(f"`{path}` is not a ledger: {_NOT_ITS_TABLES}")
 
 
 def _read_only(path: Path) -> sqlite3.Connection:
@@ -988,11 +986,18 @@ def _read_only(path: Path) -> sqlite3.Connection:
             db = _open_read_only(path, "immutable=1")
     except sqlite3.DatabaseError as error:
         raise LedgerError(f"`{path}` is not a ledger: {error}") from None
-    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not {"items", "runs"} <= tables:
+    if not _tables(db) >= _LEDGER_TABLES:
         db.close()
-        raise LedgerError(f"`{path}` is not a ledger: an SQLite file without its tables")
+        raise LedgerError(f"`{path}` is not a ledger: {_NOT_ITS_TABLES}")
     return db
+
+
+_LEDGER_TABLES = frozenset({"items", "runs"})
+_NOT_ITS_TABLES = "an SQLite file without its tables"
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
 def _open_read_only(path: Path, how: str) -> sqlite3.Connection:
