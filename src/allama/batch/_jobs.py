@@ -62,6 +62,7 @@ from allama.extract._engine import Extracted, extract_steps
 from allama.extract._metadata import ExtractionMetadata
 from allama.providers._jobs import ProviderJobs, RowUnanswered, provider_jobs
 from allama.types import ALLAMA_NAMESPACE
+from allama.wrappers._record import PAID_BEFORE
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -985,4 +986,4 @@ def _with_paid(item: _Item, answer: ChatResponse | Error) -> ChatResponse | Erro
             paid += earlier
         return answer.with_metadata(PAID_BEFORE_KEY, paid)
     # Where the extraction reads what a wrapper's failed attempts paid.
-    return answer.with_provider_data(ALLAMA_NAMESPACE, "batch_jobs", {"paid_before": paid})
+    return answer.with_provider_data(ALLAMA_NAMESPACE, "batch_jobs", {PAID_BEFORE: paid})

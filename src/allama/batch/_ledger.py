@@ -378,10 +378,7 @@ class Ledger:
             "UPDATE items SET attempts = attempts + 1, claimed_at = ? WHERE key = ? AND run_id = ?",
             (time.time(), key, self.run_id),
         )
-        found = self._connection.execute(
-            "SELECT attempts FROM items WHERE key = ?", (key,)
-        ).fetchone()
-        return int(found[0])
+        return self._attempts(key)
 
     def finish(self, key: str, **outcome: Any) -> None:
         """Record how an input ended (`status`, `seconds`, and its value, record, error,
@@ -482,10 +479,7 @@ class Ledger:
             "claimed_at = ? WHERE key = ? AND run_id = ?",
             (Status.IN_FLIGHT, json.dumps(log) if log else None, time.time(), key, self.run_id),
         )
-        found = self._connection.execute(
-            "SELECT attempts FROM items WHERE key = ?", (key,)
-        ).fetchone()
-        return int(found[0])
+        return self._attempts(key)
 
     def _release(self, key: str) -> None:
         # An input never tried before leaves no trace; one tried before is pending again,
@@ -735,6 +729,10 @@ class Ledger:
             "UPDATE items SET attempts = MAX(attempts - 1, 0) WHERE key = ? AND run_id = ?",
             (key, self.run_id),
         )
+        return self._attempts(key)
+
+    def _attempts(self, key: str) -> int:
+        """The attempts the ledger counts for `key` (0 for a key it does not hold)."""
         found = self._connection.execute(
             "SELECT attempts FROM items WHERE key = ?", (key,)
         ).fetchone()
