@@ -1229,11 +1229,7 @@ class _Runner:
                 if self.stopping is not None:
                     # Stopped while its next try waited for its turn: not sent again. (A
                     # rate limit is no try, but was sent: its attempt stands.)
-                    assert tries.last is not None
-                    error, record = tries.last
-                    return await self._set_aside(
-                        index, key, label, error, record, tries.attempts, began, tries.spent
-                    )
+                    return await self._not_tried_again(index, key, label, tries, began)
                 if tries.last is None:
                     # An input's time runs from its first send: not its wait for a slot.
                     began = time.monotonic()
@@ -1256,11 +1252,7 @@ class _Runner:
                             if self.ledger is not None
                             else tries.attempts - 1
                         )
-                        assert tries.last is not None
-                        error, record = tries.last
-                        return await self._set_aside(
-                            index, key, label, error, record, tries.attempts, began, tries.spent
-                        )
+                        return await self._not_tried_again(index, key, label, tries, began)
                 tries.tried += 1
                 self.summary.in_flight += 1
                 outcome: Extracted[Any] | Exception
@@ -1282,6 +1274,16 @@ class _Runner:
                 concluded = await self._conclude(index, key, label, outcome, tries, began, sent_at)
             if concluded is not None:
                 return concluded
+
+    async def _not_tried_again(
+        self, index: int, key: str, label: str, tries: _Tries, began: float
+    ) -> BatchResult[Any]:
+        """An input the run stopped before trying again: pending, with what it last met."""
+        assert tries.last is not None
+        error, record = tries.last
+        return await self._set_aside(
+            index, key, label, error, record, tries.attempts, began, tries.spent
+        )
 
     async def _conclude(
         self,
