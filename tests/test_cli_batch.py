@@ -4,6 +4,7 @@ stop, Ctrl-C, progress lines and the errors a bad input file gets."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -657,6 +658,32 @@ def test_a_file_that_is_not_a_ledger_is_refused_before_the_output_is_touched(
     assert run(server, row_type, docs, out, "--ledger", str(tmp_path)) == 2
     assert f"--ledger names a folder: `{tmp_path}`" in capsys.readouterr().err
     assert out.read_text() == '{"precious": 1}\n' and not server.sent
+
+
+def test_a_ledger_another_run_is_making_is_taken_for_one(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1])
+    # What a run starting at the same moment leaves while it makes a new ledger: the
+    # file, then the database in WAL mode, before its tables.
+    empty, begun = tmp_path / "empty.sqlite", tmp_path / "begun.sqlite"
+    empty.touch()
+    with contextlib.closing(sqlite3.connect(begun)) as db:
+        assert db.execute("PRAGMA journal_mode = WAL").fetchone() == ("wal",)
+    assert begun.stat().st_size
+    for ledger in (empty, begun):
+        assert (
+            run(server, row_type, docs, tmp_path / f"{ledger.stem}.jsonl", "--ledger", str(ledger))
+            == 0
+        )
+        assert "not a ledger" not in capsys.readouterr().err
+        assert len(list(Ledger(ledger, read_only=True).rows())) == 1
+    # An SQLite file with tables of its own is another database, and stays refused.
+    app = tmp_path / "app.db"
+    with contextlib.closing(sqlite3.connect(app)) as db:
+        db.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, sku TEXT)")
+    assert run(server, row_type, docs, tmp_path / "app.jsonl", "--ledger", str(app)) == 2
+    assert f"`{app}` is not a ledger: an SQLite file without its tables" in capsys.readouterr().err
 
 
 def test_a_second_run_writing_the_same_output_is_refused(

@@ -572,8 +572,10 @@ def _same_file(path: Path, other: Path) -> bool:
 
 
 def _check_ledger(path: Path) -> None:
-    """A ledger that is there must be one: found now, before the output is touched."""
-    from allama.batch._ledger import LedgerError, _read_only
+    """A ledger that is there must be one: found now, before the output is touched. An
+    SQLite file with no tables yet is taken for the ledger another run is making (two runs
+    started at once on a new ledger), as the Python API takes it."""
+    from allama.batch._ledger import LedgerError, check_ledger_file
 
     if path.is_dir():
         raise _Usage(f"--ledger names a folder: `{path}`; name the ledger's file")
@@ -585,10 +587,8 @@ def _check_ledger(path: Path) -> None:
             f"cannot write the ledger: {where} is read-only (a run records every input "
             "there); `allama batch status` and `export` read it where it is"
         )
-    if not path.exists():
-        return
     try:
-        _read_only(path).close()
+        check_ledger_file(path)
     except LedgerError as error:
         raise _Usage(f"{error}; give another --ledger (or none: `<out>.ledger.sqlite`)") from None
 
