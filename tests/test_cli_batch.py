@@ -209,14 +209,42 @@ def test_a_second_run_resumes_from_the_ledger_and_sends_nothing(
         "each run sends only its own):"
     )
     assert [re.sub(r"\[inputs [0-9a-f]{12}\]", "[inputs X]", line) for line in lines[3:5]] == [
-        "  - openai gpt-4o-mini, Row [inputs X]: 4 (done 3, failed 1)"
-    ] * 2
-    assert lines[3] != lines[4]
+        f"  set {n}: openai gpt-4o-mini, Row [inputs X]: 4 (done 3, failed 1)" for n in (1, 2)
+    ]
+    assert lines[3][8:] != lines[4][8:]
     assert main(["batch", "status", ledger, "--json"]) == 0
     sets = json.loads(capsys.readouterr().out)["sets"]
-    assert [(entry["inputs"], entry["counts"]) for entry in sets] == [
-        (4, {"done": 3, "failed": 1})
-    ] * 2
+    assert [(entry["set"], entry["inputs"], entry["counts"]) for entry in sets] == [
+        (n, 4, {"done": 3, "failed": 1}) for n in (1, 2)
+    ]
+    one, two = (entry["inputs_of"] for entry in sets)
+    # Export does not mix the two sets' values into one file unasked.
+    assert main(["batch", "export", ledger]) == 2
+    assert capsys.readouterr().err == (
+        f"allama batch export: `{ledger}` holds values of 2 settings (runs of another type, "
+        f"prompt, model or provider): set 1, openai gpt-4o-mini, Row [inputs {one}] (3); "
+        f"set 2, openai gpt-4o-mini, Row [inputs {two}] (3); give --set N for one (as "
+        "`allama batch status` numbers them), or --set all\n"
+    )
+    exported = {}
+    for chosen in ("1", "2", "all"):
+        assert main(["batch", "export", ledger, "--set", chosen]) == 0
+        exported[chosen] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [len(exported[chosen]) for chosen in ("1", "2", "all")] == [3, 3, 6]
+    assert {row["key"] for row in exported["1"]} | {row["key"] for row in exported["2"]} == {
+        row["key"] for row in exported["all"]
+    }
+    assert not {row["key"] for row in exported["1"]} & {row["key"] for row in exported["2"]}
+    # The first set is the first run's: the default prompt.
+    assert {row["key"] for row in exported["1"]} == {row["key"] for row in first}
+    assert main(["batch", "export", ledger, "--failed", "--set", "2"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1
+    for wrong in ("3", "0", "two"):
+        assert main(["batch", "export", ledger, "--set", wrong]) == 2
+        assert capsys.readouterr().err == (
+            f"allama batch export: --set {wrong}: the ledger's runs have 2 sets of settings "
+            "(1 to 2), or all\n"
+        )
 
 
 def test_jsonl_input_with_fields_and_labels(

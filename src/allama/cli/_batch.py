@@ -250,6 +250,13 @@ def add_batch_parser(commands: Any) -> None:
         action="store_true",
         help="the failures instead: label, key, attempts, error (kind and message), record",
     )
+    export.add_argument(
+        "--set",
+        metavar="N|all",
+        help="a ledger shared by runs of other settings (type, prompt, model or provider): "
+        "the set to write, numbered as `allama batch status` numbers them, or all of them "
+        "(a ledger holding more than one set needs it)",
+    )
 
 
 def batch_command(args: argparse.Namespace) -> int:
@@ -1184,26 +1191,23 @@ def _runs(ledger: Any) -> list[dict[str, Any]]:
 def _input_sets(ledger: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The ledger's inputs by what they were extracted as (the provider, model and type,
     and the prompt and schema in `inputs`), when runs of other settings shared it: a run
-    sends only the inputs of its own settings, so each set has its own progress. One set
-    (the usual ledger) gives an empty list."""
-    sets: dict[tuple[Any, ...], dict[str, Any]] = {}
-    by_run = {run["run_id"]: run["settings"] for run in runs}
+    sends only the inputs of its own settings, so each set has its own progress. Sets are
+    numbered in the order of their first run, as `allama batch export --set` takes them.
+    One set (the usual ledger) gives an empty list."""
+    number_of, described = _input_set_numbers(runs)
+    sets: dict[int, dict[str, Any]] = {}
     state_of = {run["run_id"]: run["state"] for run in runs}
     for run_id, counts in ledger.counts_by_run().items():
-        settings = by_run.get(run_id) or {}
-        what = (settings.get("provider"), settings.get("model"), settings.get("type"))
-        entry = sets.setdefault(
-            (*what, settings.get("inputs")),
-            {
-                "provider": what[0],
-                "model": what[1],
-                "type": what[2],
-                "inputs_of": settings.get("inputs"),
+        number = number_of.get(run_id, len(described) + 1)
+        entry = sets.get(number)
+        if entry is None:
+            entry = sets[number] = {
+                "set": number,
+                **[*described, _UNKNOWN_SET][number - 1],
                 "inputs": 0,
                 "counts": Counter(),
                 "in_flight": Counter(),
-            },
-        )
+            }
         entry["counts"].update(counts)
         entry["inputs"] += sum(counts.values())
         if counts.get("in_flight"):
@@ -1217,8 +1221,40 @@ def _input_sets(ledger: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]
             "counts": dict(sorted(entry["counts"].items())),
             "in_flight": dict(sorted(entry["in_flight"].items())),
         }
-        for entry in sorted(sets.values(), key=lambda entry: -entry["inputs"])
+        for _, entry in sorted(sets.items())
     ]
+
+
+_UNKNOWN_SET: dict[str, Any] = {"provider": None, "model": None, "type": None, "inputs_of": None}
+
+
+def _input_set_numbers(
+    runs: list[dict[str, Any]],
+) -> tuple[dict[str | None, int], list[dict[str, Any]]]:
+    """Each run's set of settings, numbered from 1 in the order of the set's first run,
+    and what each set is: the numbers stay as runs of other settings are added."""
+    numbers: dict[tuple[Any, ...], int] = {}
+    described: list[dict[str, Any]] = []
+    of_run: dict[str | None, int] = {}
+    for run in runs:
+        settings = run["settings"] or {}
+        what = {
+            "provider": settings.get("provider"),
+            "model": settings.get("model"),
+            "type": settings.get("type"),
+            "inputs_of": settings.get("inputs"),
+        }
+        key = tuple(what.values())
+        if key not in numbers:
+            numbers[key] = len(numbers) + 1
+            described.append(what)
+        of_run[run["run_id"]] = numbers[key]
+    return of_run, described
+
+
+def _input_set_line(entry: dict[str, Any]) -> str:
+    prompt = f" [inputs {entry['inputs_of']}]" if entry["inputs_of"] else ""
+    return f"{entry['provider']} {entry['model']}, {entry['type']}{prompt}"
 
 
 def _counts_line(counts: dict[str, int], in_flight: dict[str, int] | None = None) -> str:
@@ -1251,9 +1287,8 @@ def status_lines(report: dict[str, Any]) -> list[str]:
             "shared this ledger; each run sends only its own):"
         )
     for entry in sets:
-        prompt = f" [inputs {entry['inputs_of']}]" if entry["inputs_of"] else ""
         lines.append(
-            f"  - {entry['provider']} {entry['model']}, {entry['type']}{prompt}: "
+            f"  set {entry['set']}: {_input_set_line(entry)}: "
             f"{entry['inputs']} ({_counts_line(entry['counts'], entry.get('in_flight'))})"
         )
     lines.append(
@@ -1323,8 +1358,10 @@ def _export(args: argparse.Namespace) -> int:
     ledger = _open_ledger(args.ledger)
     try:
         rows = list(ledger.rows("failed" if args.failed else "done"))
+        runs = ledger.runs()
     finally:
         ledger.close()
+    rows = _of_input_set(rows, runs, args.set, args.ledger, failed=args.failed)
     lines = [json.dumps(_export_row(row, failed=args.failed), ensure_ascii=False) for row in rows]
     text = "".join(line + "\n" for line in lines)
     if args.out == "-":
@@ -1344,6 +1381,41 @@ def _export(args: argparse.Namespace) -> int:
     where = "stdout" if args.out == "-" else args.out
     print(f"{len(rows)} {what} written to {where}", file=sys.stderr)
     return EXIT_OK
+
+
+def _of_input_set(
+    rows: list[Any], runs: list[dict[str, Any]], chosen: str | None, ledger: str, *, failed: bool
+) -> list[Any]:
+    """The rows of the set of settings `--set` names. Rows of runs of other settings (another
+    type, prompt or model) are not mixed into one file unasked: a ledger holding more than
+    one set needs `--set N` (or `--set all`)."""
+    if chosen == "all":
+        return rows
+    number_of, described = _input_set_numbers(runs)
+    unknown = len(described) + 1
+    held = Counter(number_of.get(row.run_id, unknown) for row in rows)
+    if chosen is None:
+        if len(held) < 2:
+            return rows
+        what = "failures" if failed else "values"
+        named = [*described, _UNKNOWN_SET]
+        sets = "; ".join(
+            f"set {number}, {_input_set_line(named[number - 1])} ({count})"
+            for number, count in sorted(held.items())
+        )
+        raise _Usage(
+            f"`{ledger}` holds {what} of {len(held)} settings (runs of another type, prompt, "
+            f"model or provider): {sets}; give --set N for one (as `allama batch status` "
+            "numbers them), or --set all"
+        )
+    number = int(chosen) if chosen.isdigit() else 0
+    if not 1 <= number <= max(len(described), 1):
+        raise _Usage(
+            f"--set {chosen}: the ledger's runs have {len(described)} "
+            f"set{'' if len(described) == 1 else 's'} of settings (1 to {len(described)}), "
+            "or all"
+        )
+    return [row for row in rows if number_of.get(row.run_id, unknown) == number]
 
 
 def _export_row(row: Any, *, failed: bool) -> dict[str, Any]:
