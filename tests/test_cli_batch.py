@@ -285,6 +285,68 @@ def test_csv_input(
     assert "3 documents from" in capsys.readouterr().err
 
 
+def test_a_spreadsheets_csv_with_columns_of_no_name_or_named_twice_unread(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.csv"
+    # As spreadsheets save them: trailing columns with no name, CRLF, a blank line.
+    source.write_bytes(b"id,text,,,note,note\r\nx1,doc 1,,,a,b\r\n\r\nx2,doc 2,,,c,d\r\n")
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, source, out) == 0
+    assert {row["label"]: row["value"] for row in rows_of(out)} == {
+        "x1": {"n": 1},
+        "x2": {"n": 2},
+    }
+    # The id's column named twice is ambiguous: which is the label?
+    source.write_text("id,text,id\nx1,doc 1,y1\n")
+    assert run(server, row_type, source, out) == 1
+    assert capsys.readouterr().err.endswith(
+        f"allama batch run: {source} (the header row): the columns `id` are named twice\n"
+    )
+
+
+def test_ids_given_twice_are_said_and_every_output_line_is_one_row(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.jsonl"
+    lines = [
+        {"id": "a\u2028b", "text": "doc 1"},
+        {"id": "x\x85y", "text": "doc 2"},
+        {"id": "a\u2028b", "text": "doc 4"},
+        {"id": 7, "text": "doc 5"},
+        {"id": "7", "text": "doc 8"},
+    ]
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, source, out) == 0
+    assert (
+        "note: 2 documents have the id of an earlier document (`a\u2028b`, `7`): their rows "
+        "in the output share a label (their keys tell different documents apart)\n"
+    ) in capsys.readouterr().err
+    # Line ends to `str.splitlines` (U+2028, U+0085) are escaped: one line a row.
+    rows = rows_of(out)
+    assert len(rows) == 5 and len(out.read_bytes().splitlines()) == 5
+    assert sorted(row["label"] for row in rows) == ["7", "7", "a\u2028b", "a\u2028b", "x\x85y"]
+    assert len({row["key"] for row in rows}) == 5
+    ledger = str(out) + ".ledger.sqlite"
+    assert main(["batch", "export", ledger, "--out", str(tmp_path / "export.jsonl")]) == 0
+    assert len((tmp_path / "export.jsonl").read_text(encoding="utf-8").splitlines()) == 5
+
+
+def test_a_folders_documents_are_not_the_runs_own_output_or_prompt(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1, 2])
+    prompt = docs / "prompt.txt"
+    prompt.write_text("Read the number.")
+    out = docs / "results.txt"
+    for _ in range(2):
+        assert run(server, row_type, docs, out, "--prompt", str(prompt)) == 0
+        assert "2 documents from" in capsys.readouterr().err
+        assert sorted(row["label"] for row in rows_of(out)) == ["doc-01.txt", "doc-02.txt"]
+    assert sum(server.sent.values()) == 2
+
+
 def test_a_csv_document_longer_than_the_csv_modules_own_limit(tmp_path: Path) -> None:
     from allama.batch._inputs import read_inputs
 
@@ -345,7 +407,31 @@ def test_documents_added_to_the_input_after_it_was_checked_are_not_read(tmp_path
             ("--id-field", "ref"),
             "{path} line 1: the field `ref` is a JSON boolean: an id is text or a number",
         ),
-        ("in.csv", "id,text\n1,doc 1\n2\n", (), "{path} row 2: no value in the column `text`"),
+        (
+            "in.csv",
+            "id,text\n1,doc 1\n2\n",
+            (),
+            "{path} row 2: 1 field where the header has 2 columns (a row cut short?)",
+        ),
+        (  # a row without its id's cell: not named `row 1` without a word
+            "in.csv",
+            "text,id,source\ndoc 1,1\n",
+            (),
+            "{path} row 1: 2 fields where the header has 3 columns (a row cut short?)",
+        ),
+        (
+            "in.jsonl",
+            '{"text": "doc 1", "n": 1' + "0" * 5000 + "}\n",
+            (),
+            "{path} line 1: JSON that cannot be read (Exceeds the limit (4300 digits) for "
+            "integer string conversion: value has 5001 digits)",
+        ),
+        (
+            "in.jsonl",
+            '{"text": "doc 1"}\n{"text": "doc 2", "n": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
+            (),
+            "{path} line 2: JSON that cannot be read (nested too deeply)",
+        ),
         ("in.jsonl", "\n\n", (), "{path}: no documents in this file"),
         ("in.jsonl", '{"id": 1, "text": null}\n', (), "{path} line 1: the field `text` is null"),
         ("in.jsonl", '{"text": " "}\n', (), "{path} line 1: the field `text` is empty"),
@@ -366,7 +452,7 @@ def test_documents_added_to_the_input_after_it_was_checked_are_not_read(tmp_path
             "in.csv",
             "id,text\n1,doc 1\n2,doc 12, and the rest\n",
             (),
-            "{path} row 2: 1 more fields than the header's 2 columns (a comma in a field that "
+            "{path} row 2: 1 more field than the header's 2 columns (a comma in a field that "
             "is not quoted?)",
         ),
         (
@@ -537,7 +623,15 @@ def test_a_folder_without_documents_and_a_file_that_is_not_text(
     (docs / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     assert run(server, row_type, docs, tmp_path / "out.jsonl") == 1
     assert capsys.readouterr().err == (
-        f"allama batch run: {docs / 'latin1.txt'}: not UTF-8 text (byte 3 cannot be decoded)\n"
+        f"allama batch run: {docs / 'latin1.txt'} line 1: not UTF-8 text (byte 3 cannot be "
+        "decoded)\n"
+    )
+    # Counted in the file, after a byte-order mark, on its line.
+    (docs / "latin1.txt").write_bytes(b"\xef\xbb\xbfab\ncd\xe9")
+    assert run(server, row_type, docs, tmp_path / "out.jsonl") == 1
+    assert capsys.readouterr().err == (
+        f"allama batch run: {docs / 'latin1.txt'} line 2: not UTF-8 text (byte 8 cannot be "
+        "decoded)\n"
     )
 
 

@@ -17,7 +17,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,11 @@ class Inputs:
     ids_unused: tuple[int, tuple[str, ...]] = (0, ())
     """Documents whose `id` (no `id_field` given) is no text or number, named by their line
     or row instead: how many, and where the first three are."""
+    labels_repeated: tuple[int, tuple[str, ...]] = (0, ())
+    """Documents whose label an earlier document has (an id given twice): how many, and the
+    first three such labels. Their output rows share a label; their keys tell them apart."""
+    skipped: frozenset[Path] = frozenset()
+    """A folder's files that are no documents: the run's own output and prompt."""
 
     def __iter__(self) -> Iterator[Document]:
         # No more than were counted and checked: what is added to the file during a run
@@ -76,7 +81,7 @@ class Inputs:
 
     def _documents(self) -> Iterator[Document]:
         if self.kind == "folder":
-            for file in _text_files(self.path):
+            for file in _text_files(self.path, self.skipped):
                 yield Document(_read_text(file), file.name)
         elif self.kind == "jsonl":
             yield from _jsonl(self.path, self.field, self.id_field, None)
@@ -88,7 +93,11 @@ class Inputs:
 
 
 def read_inputs(
-    path: str | os.PathLike[str], *, field: str | None = None, id_field: str | None = None
+    path: str | os.PathLike[str],
+    *,
+    field: str | None = None,
+    id_field: str | None = None,
+    skip: Collection[str | os.PathLike[str]] = (),
 ) -> Inputs:
     """The documents at `path`, checked and counted.
 
@@ -100,7 +109,8 @@ def read_inputs(
     `ids_unused`). A `.csv` file with a header row: the document in the column `field`
     (default `text`), the label from the column `id_field` (default `id` when there is one)
     else `row N`, counting the rows after the header from 1. A document that is empty, or
-    is not text that can be sent, is an error that names its place.
+    is not text that can be sent, is an error that names its place. A folder's files in
+    `skip` (the run's output, its prompt) are not documents.
     """
     source = Path(path)
     if source.is_dir():
@@ -109,12 +119,13 @@ def read_inputs(
                 f"{source}: --field and --id-field are for JSONL and CSV files; "
                 "a folder's documents are its files"
             )
-        files = _text_files(source)
+        skipped = frozenset(Path(other).resolve() for other in skip)
+        files = _text_files(source, skipped)
         if not files:
             raise InputError(f"{source}: no *.txt or *.md files in this folder")
         for file in files:
             _read_text(file)
-        return Inputs(source, "folder", len(files), DEFAULT_FIELD, None)
+        return Inputs(source, "folder", len(files), DEFAULT_FIELD, None, skipped=skipped)
     if not source.exists():
         raise InputError(f"{source}: no such file or folder")
     suffix = source.suffix.lower()
@@ -129,13 +140,29 @@ def read_inputs(
         )
     chosen = field or DEFAULT_FIELD
     unused: list[str] = []
-    total = sum(1 for _ in rows(source, chosen, id_field, unused))
+    labels: set[str] = set()
+    repeated: list[str] = []
+    total = 0
+    for document in rows(source, chosen, id_field, unused):
+        total += 1
+        if document.label in labels:
+            repeated.append(document.label)
+        else:
+            labels.add(document.label)
     if total == 0:
         raise InputError(f"{source}: no documents in this file")
-    return Inputs(source, kind, total, chosen, id_field, (len(unused), tuple(unused[:3])))
+    return Inputs(
+        source,
+        kind,
+        total,
+        chosen,
+        id_field,
+        (len(unused), tuple(unused[:3])),
+        (len(repeated), tuple(dict.fromkeys(repeated))[:3]),
+    )
 
 
-def _text_files(folder: Path) -> list[Path]:
+def _text_files(folder: Path, skipped: frozenset[Path] = frozenset()) -> list[Path]:
     """The documents of a folder: hidden files (an editor's lock, a copy's resource fork)
     and what is not a file (a folder named `x.txt`, a dangling link) are not."""
     return sorted(
@@ -145,6 +172,7 @@ def _text_files(folder: Path) -> list[Path]:
             if entry.suffix.lower() in TEXT_SUFFIXES
             and not entry.name.startswith(".")
             and entry.is_file()
+            and (not skipped or entry.resolve() not in skipped)
         ),
         key=lambda entry: entry.name,
     )
@@ -153,8 +181,8 @@ def _text_files(folder: Path) -> list[Path]:
 def _read_text(file: Path) -> str:
     try:
         return _checked(file.read_text(encoding="utf-8-sig"), str(file), "the file")
-    except UnicodeDecodeError as error:
-        raise InputError(f"{file}: not UTF-8 text (byte {error.start} cannot be decoded)") from None
+    except UnicodeDecodeError:
+        raise _undecodable(file) from None
     except OSError as error:
         raise InputError(f"{file}: cannot be read ({error.strerror or error})") from None
 
@@ -204,6 +232,11 @@ def _jsonl(
                 raise InputError(
                     f"{where}: not JSON ({error.msg} at column {error.colno})"
                 ) from None
+            except ValueError as error:  # JSON, but an integer Python will not read
+                reason = str(error).split(";")[0]
+                raise InputError(f"{where}: JSON that cannot be read ({reason})") from None
+            except RecursionError:
+                raise InputError(f"{where}: JSON that cannot be read (nested too deeply)") from None
             if not isinstance(item, dict):
                 raise InputError(f"{where}: a JSON {_json_kind(item)}, not an object")
             if number == first:  # a name the first document lacks is wrong, not the line
@@ -226,16 +259,19 @@ def _csv(
     with _open(path, newline="") as handle:
         # Strict: a stray quote is an error that names its row, not a field that runs on
         # to the end of the file, swallowing the rows after it.
-        reader = csv.DictReader(handle, strict=True)
+        reader = csv.reader(handle, strict=True)
         try:
-            columns = reader.fieldnames
+            columns = next(reader, None)
         except UnicodeDecodeError:
             raise _undecodable(path) from None
         except csv.Error as error:
             raise InputError(f"{path} (the header row): {error}") from None
         if not columns:
             raise InputError(f"{path}: no header row (a CSV file names its columns first)")
-        twice = sorted({column for column in columns if columns.count(column) > 1})
+        # A column named twice is ambiguous only where it is read: the spreadsheet's
+        # columns with no name (`id,text,,`) or an unused one repeated are no matter.
+        read = {name for name in (field, id_field or DEFAULT_ID_FIELD) if name is not None}
+        twice = sorted({column for column in columns if columns.count(column) > 1} & read)
         if twice:
             shown = ", ".join(f"`{column}`" for column in twice)
             raise InputError(f"{path} (the header row): the columns {shown} are named twice")
@@ -251,19 +287,28 @@ def _csv(
         while True:
             where = f"{path} row {number + 1}"
             try:
-                row = next(reader)
+                fields = next(reader)
             except StopIteration:
                 return
             except UnicodeDecodeError:
                 raise _undecodable(path) from None
             except csv.Error as error:
                 raise InputError(f"{where}: {error}") from None
+            if not fields:  # a blank line
+                continue
             number += 1
-            if None in row:
+            if len(fields) > len(columns):
                 raise InputError(
-                    f"{where}: {len(row[None])} more fields than the header's {len(columns)} "
-                    "columns (a comma in a field that is not quoted?)"
+                    f"{where}: {len(fields) - len(columns)} more "
+                    f"field{'' if len(fields) - len(columns) == 1 else 's'} than the header's "
+                    f"{len(columns)} columns (a comma in a field that is not quoted?)"
                 )
+            if len(fields) < len(columns):
+                raise InputError(
+                    f"{where}: {len(fields)} field{'' if len(fields) == 1 else 's'} where the "
+                    f"header has {len(columns)} columns (a row cut short?)"
+                )
+            row = dict(zip(columns, fields, strict=True))
             yield Document(
                 _text(row, field, where, "column"),
                 _label(row, id_field, where, "column", f"row {number}", unused),

@@ -521,7 +521,9 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         provider.close()
         raise _Usage(str(error)) from None
     try:
-        inputs = read_inputs(source, field=args.field, id_field=args.id_field)
+        # A folder's documents are not the run's own files (an output named `*.txt`).
+        skip = [out, *([Path(args.prompt)] if args.prompt is not None else [])]
+        inputs = read_inputs(source, field=args.field, id_field=args.id_field, skip=skip)
     except NoSuchField as error:  # --field or --id-field names what the source lacks
         provider.close()
         raise _Usage(str(error)) from None
@@ -696,7 +698,7 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
             if kept is not None:  # as the run's own rows and `export` write it
                 kept.pop("earlier_attempts", None)
             line = {"label": label, "key": key, "value": shown, "record": kept}
-            output.write(json.dumps(line, ensure_ascii=False) + "\n")
+            output.write(_jsonl_line(line))
             # A copy of an input the run finished, or gave from the ledger, is counted once.
             if row.run_id == this_run or not runner.first_read(key):
                 result = _duplicate(index, label, result)
@@ -853,6 +855,17 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             f"their {place} instead (with --id-field id, such an id is an error)",
             file=sys.stderr,
         )
+    repeated, labels = inputs.labels_repeated
+    if repeated:
+        have = "document has" if repeated == 1 else "documents have"
+        shown = ", ".join(f"`{label}`" for label in labels) + (
+            ", ..." if repeated > len(labels) else ""
+        )
+        print(
+            f"note: {repeated} {have} the id of an earlier document ({shown}): their rows "
+            "in the output share a label (their keys tell different documents apart)",
+            file=sys.stderr,
+        )
     found = _in_ledger(run, prepared.ledger)
     if found is not None:
         print(found, file=sys.stderr)
@@ -893,7 +906,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                         if result.metadata is None
                         else result.metadata.to_json_dict(),
                     }
-                    output.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    output.write(_jsonl_line(row))
                     output.flush()
                     written += 1
                 elif not result.pending and result.failure.kind not in (
@@ -1362,8 +1375,7 @@ def _export(args: argparse.Namespace) -> int:
     finally:
         ledger.close()
     rows = _of_input_set(rows, runs, args.set, args.ledger, failed=args.failed)
-    lines = [json.dumps(_export_row(row, failed=args.failed), ensure_ascii=False) for row in rows]
-    text = "".join(line + "\n" for line in lines)
+    text = "".join(_jsonl_line(_export_row(row, failed=args.failed)) for row in rows)
     if args.out == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -1416,6 +1428,15 @@ def _of_input_set(
             "or all"
         )
     return [row for row in rows if number_of.get(row.run_id, unknown) == number]
+
+
+_LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def _jsonl_line(row: dict[str, Any]) -> str:
+    """One line of JSONL: UTF-8 as it is, but for the characters that are line breaks to
+    readers splitting on every Unicode line end (`str.splitlines`), which are escaped."""
+    return json.dumps(row, ensure_ascii=False).translate(_LINE_BREAKS) + "\n"
 
 
 def _export_row(row: Any, *, failed: bool) -> dict[str, Any]:
