@@ -16,6 +16,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -42,7 +43,7 @@ import allama.mock
 from _batch_server import BatchServer, expected
 from _kill import kill_after
 from allama import ChatRequest, Extractor
-from allama.batch import Ledger, input_key
+from allama.batch import BatchSummary, Ledger, input_key
 from allama.batch._run import _spec
 from allama.mock import TestProvider
 
@@ -1848,6 +1849,66 @@ def test_close_ends_a_run_whose_first_read_waits(server: BatchServer) -> None:
     began = time.monotonic()
     assert list(run) == []
     assert time.monotonic() - began < 3
+
+
+def test_an_iterator_of_a_run_never_advanced_sends_nothing(server: BatchServer) -> None:
+    run = allama.batch(provider_for(server), Row, docs(50), request=TEMPLATE, concurrency=4)
+    assert list(zip([], run, strict=False)) == []  # `iter(run)`, and no `next`
+    time.sleep(0.3)
+    assert not server.sent
+    assert not [t for t in threading.enumerate() if t.name.startswith("allama-batch")]
+    with pytest.raises(RuntimeError, match="are read once"):
+        list(run)
+
+
+def test_close_in_the_loop_ends_it_and_the_summary_counts_every_input(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    slow = BatchServer(delay=0.05).start()
+    try:
+        for closing in ("sync", "async"):
+            ledger = tmp_path / f"{closing}.sqlite"
+            kwargs: dict[str, Any] = {
+                "request": TEMPLATE,
+                "ledger": ledger,
+                "concurrency": 4,
+            }
+            after = 0
+            if closing == "sync":
+                run = allama.batch(provider_for(slow), Row, docs(40), **kwargs)
+                for result in run:
+                    assert result.failure is None
+                    run.close()
+                    after += 1
+                summary = run.summary
+            else:
+
+                async def read(kwargs: dict[str, Any] = kwargs) -> tuple[BatchSummary, int]:
+                    arun = allama.abatch(provider_for(slow), Row, docs(40), **kwargs)
+                    count = 0
+                    async for _ in arun:
+                        await arun.aclose()
+                        count += 1
+                    return arun.summary, count
+
+                summary, after = asyncio.run(read())
+            assert after == 1  # nothing read after the close
+            assert summary.stopped == (
+                "closed before its end (the results were left, or `close()` called)"
+            )
+            # Every input accounted for: what was read and left has no result.
+            assert summary.abandoned > 0
+            assert summary.done + summary.failed + summary.not_started + summary.abandoned == 40
+            assert summary.eta() == 0.0
+            assert f", {summary.abandoned} left unfinished, in " in summary.lines()[0]
+            book = Ledger(ledger, read_only=True)
+            counts = Counter(row.status for row in book.rows())
+            [recorded] = [r["stopped"] for r in book.runs()]
+            book.close()
+            assert recorded == summary.stopped
+            assert counts["done"] == summary.done and counts["in_flight"] == 0
+    finally:
+        slow.stop()
 
 
 def test_inputs_that_are_no_iterable_are_refused_at_once(server: BatchServer) -> None:

@@ -140,6 +140,8 @@ IN_PROVIDER_JOB = "in_provider_job"
 VALUE_UNSTORABLE = "value_unstorable"
 """Validated and paid for, but no JSON can be made of the value (its type writes bytes it
 cannot encode, say): the ledger records the failure, with the record and its cost."""
+CLOSED_EARLY = "closed before its end (the results were left, or `close()` called)"
+"""The stop of a run whose results were not read to the end."""
 STORED_VALUE_INVALID = "stored_value_invalid"
 """Finished by an earlier run, whose value in the ledger does not validate as the type now
 (its validators changed since, say): the value stays in the ledger, nothing is sent."""
@@ -197,6 +199,11 @@ class BatchSummary:
     """Rate-limit answers (429s) met."""
     pending: int = 0
     """Failures of this run the ledger keeps pending for the next run (`BatchResult.pending`)."""
+    abandoned: int = 0
+    """Inputs read and left unfinished when the run was closed before its end (`close()`,
+    leaving the loop early): in flight, or waiting for a slot. They have no result; the
+    ledger keeps them pending, and a run again sends them (those answered meanwhile are
+    paid twice)."""
 
     @property
     def finished(self) -> int:
@@ -215,7 +222,13 @@ class BatchSummary:
         if self.total is None:
             return None
         left = (
-            self.total - self.done - self.failed - self.not_started - self.elsewhere - self.in_jobs
+            self.total
+            - self.done
+            - self.failed
+            - self.not_started
+            - self.elsewhere
+            - self.in_jobs
+            - self.abandoned
         )
         rate = self.rate()
         return left / rate if rate > 0 and left > 0 else (0.0 if left <= 0 else None)
@@ -276,6 +289,7 @@ class BatchSummary:
             + (f", {self.not_started} not started" if self.not_started else "")
             + (f", {self.elsewhere} in flight in another run" if self.elsewhere else "")
             + (f", {self.in_jobs} in provider batch jobs" if self.in_jobs else "")
+            + (f", {self.abandoned} left unfinished" if self.abandoned else "")
             + f", in {self.elapsed:.1f} s"
         ]
         for tag, state in self.jobs.items():
@@ -796,6 +810,8 @@ class _Runner:
         self.caller_stopped = False
         """The caller stopped the run (`stop()`): it reads no further, budget or not. Each
         flag is only ever set, by its own thread, so neither undoes the other."""
+        self.closed = False
+        """The run was cancelled before its end (`close()`, the results left early)."""
 
     @property
     def draining(self) -> bool:
@@ -871,7 +887,10 @@ class _Runner:
             self._read_ahead_not_started(inputs)
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
-        except BaseException:
+        except BaseException as error:
+            if isinstance(error, asyncio.CancelledError):  # the run closed before its end
+                self.closed = True
+                self.mark_stopped(CLOSED_EARLY)
             for task in tasks:
                 task.cancel()
             if tasks:
@@ -959,7 +978,11 @@ class _Runner:
 
     def _wrap_up(self) -> None:
         """The run's end in its summary and its ledger (what it holds in flight: pending)."""
-        self.summary.ended = time.monotonic()
+        summary = self.summary
+        summary.ended = time.monotonic()
+        if self.closed:  # what was read and has no result: in flight, or waiting for a slot
+            given = summary.finished + summary.not_started + summary.elsewhere + summary.in_jobs
+            summary.abandoned = max(0, self.read - given)
         if self.stopping is not None and self.summary.total is not None:
             # Inputs left unread by the stop were not started either.
             self.summary.not_started += max(0, self.summary.total - self.read)
@@ -1990,7 +2013,7 @@ class AsyncBatchRun(Generic[T]):
             self._task = asyncio.create_task(self._run())
         try:
             runner = self._runner
-            while True:
+            while not self._closed:  # `aclose()` in the loop ends it
                 item = await self._queue.get()
                 if item is _END:
                     if self._closed and self._task.cancelled():
@@ -2044,6 +2067,7 @@ class BatchRun(Generic[T]):
         self._runner.unread = self._results.qsize
         self._runner.sync = True
         self._closed = False
+        self._read = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
@@ -2090,15 +2114,20 @@ class BatchRun(Generic[T]):
         started.wait()
 
     def __iter__(self) -> Iterator[BatchResult[T]]:
-        if self._thread is not None or self._closed:
+        if self._read or self._closed:
             raise RuntimeError(_READ_ONCE)
-        self._start()
+        self._read = True
         return self._iterate()
 
     def _iterate(self) -> Iterator[BatchResult[T]]:
+        # Started at the first `next`: an iterator never advanced (`zip([], run)`) sends
+        # nothing, where a run started by `iter` would go on with nothing to end it.
+        if self._closed:
+            return
+        self._start()
         runner = self._runner
         try:
-            while True:
+            while not self._closed:  # `close()` in the loop ends it
                 item = self._results.get()
                 if item is _END:
                     if self._failure is not None:
