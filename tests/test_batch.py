@@ -815,6 +815,51 @@ def test_type_forms_that_compare_equal_but_write_other_schemas_key_apart() -> No
     )
 
 
+KEY_OF_SET_DEFAULTS = textwrap.dedent(
+    """
+    from enum import Enum
+    from pydantic import BaseModel
+    import allama
+    from allama.batch import input_key
+
+    class Tag(Enum):
+        URGENT = "urgent"
+        BILLING = "billing"
+        REFUND = "refund"
+        LOGIN = "login"
+
+    class Ticket(BaseModel):
+        tags: set[Tag] = {Tag.URGENT, Tag.BILLING, Tag.REFUND, Tag.LOGIN}
+        words: frozenset[str] = frozenset({"alpha", "beta", "gamma", "delta", "omega"})
+        nested: list[set[str]] = [{"x", "y", "z", "w"}]
+        by_name: dict[str, set[str]] = {"a": {"p", "q", "r", "s"}}
+
+    request = allama.ChatRequest("gpt-4o-mini").system("Read.").user("doc 1")
+    print(input_key("openai", Ticket, request))
+    """
+)
+
+
+def test_a_types_key_is_the_same_in_every_process_whatever_its_sets_order(
+    tmp_path: Path,
+) -> None:
+    # A default that is a set lists its members in hash order, which changes with each
+    # process's hash seed: the schema, and so the key, would too (every run paid again).
+    script = tmp_path / "key.py"
+    script.write_text(KEY_OF_SET_DEFAULTS)
+    keys = {
+        subprocess.run(
+            [sys.executable, str(script)],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for seed in ("1", "2", "3", "4", "5", "6")
+    }
+    assert len(keys) == 1 and len(next(iter(keys))) == 64
+
+
 # A run keys each text input without making the request's JSON: the keys are those of
 # `input_key` on the request built, so that a ledger resumes whichever way it was made.
 

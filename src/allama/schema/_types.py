@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import typing
@@ -11,6 +12,7 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 from pydantic import PydanticInvalidForJsonSchema, PydanticUserError, TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema
 
 from allama.schema._errors import SchemaError
 
@@ -59,9 +61,40 @@ class TypeSchema:
     name: str
 
 
+class _StableDefaults(GenerateJsonSchema):
+    """Pydantic's schema, with a default that is a set (or holds one) listed in a fixed
+    order: a set of strings or enum members iterates in an order that changes from one
+    process to the next, and the schema is hashed into a batch ledger's keys (and sent,
+    where a provider's prompt cache compares it)."""
+
+    def encode_default(self, dft: Any) -> Any:
+        if isinstance(dft, set | frozenset):
+            items = [self.encode_default(item) for item in dft]
+            return sorted(items, key=lambda item: json.dumps(item, sort_keys=True, default=str))
+        if isinstance(dft, list | tuple) and _holds_a_set(dft):
+            return [self.encode_default(item) for item in dft]
+        if isinstance(dft, dict) and _holds_a_set(dft):
+            plain = super().encode_default  # a key as pydantic writes it
+            return {
+                next(iter(plain({key: None}))): self.encode_default(value)
+                for key, value in dft.items()
+            }
+        return super().encode_default(dft)
+
+
+def _holds_a_set(value: Any) -> bool:
+    if isinstance(value, set | frozenset):
+        return True
+    if isinstance(value, list | tuple):
+        return any(_holds_a_set(item) for item in value)
+    if isinstance(value, dict):
+        return any(_holds_a_set(item) for item in value.values())
+    return False
+
+
 def _build(tp: Any) -> TypeSchema:
     adapter: TypeAdapter[Any] = TypeAdapter(tp)
-    schema = adapter.json_schema(mode="validation")
+    schema = adapter.json_schema(mode="validation", schema_generator=_StableDefaults)
     label = type_label(tp)
     title = schema.get("title")
     name = schema_name(title if isinstance(title, str) and typing.get_origin(tp) is None else label)
