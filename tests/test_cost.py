@@ -359,6 +359,136 @@ def test_a_record_prices_its_usage_at_batch_prices_on_request() -> None:
     )
 
 
+# A call served at another service tier than the standard one is billed at its prices.
+
+TIER_USAGE = {
+    "prompt_tokens": 100_000,
+    "completion_tokens": 10_000,
+    "total_tokens": 110_000,
+    "prompt_tokens_details": {"cached_tokens": 40_000},
+}
+
+
+def _chat_body(tier: str | None, model: str = "gpt-5-mini") -> str:
+    body: dict[str, Any] = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": '{"name": "Ada"}'},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": TIER_USAGE,
+    }
+    if tier is not None:
+        body["service_tier"] = tier
+    return json.dumps(body)
+
+
+def _tier_price(model: str, tier: str | None) -> Decimal:
+    """genai-prices' own calculation of `TIER_USAGE` at `tier`'s prices."""
+    snapshot = get_snapshot()
+    provider, info = snapshot.find_provider_model(model, None, "openai", None)
+    calculated = info.calc_price(
+        genai_prices.Usage(input_tokens=100_000, output_tokens=10_000, cache_read_tokens=40_000),
+        provider,
+        price_context=None if tier is None else {"service_tier": tier},
+    )
+    return Decimal(calculated.total_price)
+
+
+def test_a_call_served_at_another_service_tier_is_priced_at_that_tiers_prices() -> None:
+    from allama.adapters.openai_compat import decode_body
+
+    standard = decode_body(_chat_body("default"), provider="openai")
+    assert standard.provider_data == {}  # the standard tier is not kept
+    cost = record(standard).cost
+    assert cost is not None and cost.total == _tier_price("gpt-5-mini", None) == Decimal("0.036")
+    for tier, total in (("priority", Decimal("0.0648")), ("flex", Decimal("0.018"))):
+        served = decode_body(_chat_body(tier), provider="openai")
+        assert served.provider_data == {"openai": {"service_tier": tier}}
+        cost = record(served).cost
+        assert cost is not None
+        assert cost.total == _tier_price("gpt-5-mini", tier) == total
+        assert cost.source == f"genai-prices {VERSION}, openai/gpt-5-mini ({tier} tier)"
+
+
+def test_a_tier_with_no_price_leaves_the_cost_unknown_rather_than_standard() -> None:
+    from allama.adapters.openai_compat import decode_body
+
+    metadata = record(decode_body(_chat_body("scale"), provider="openai"))
+    assert metadata.cost is None
+    assert metadata.priced() == (
+        f"genai-prices {VERSION} has no price for the 'scale' service tier of openai/gpt-5-mini"
+    )
+    # Anthropic's priority tier, in the usage details its adapter keeps: no price there.
+    usage = Usage(input_tokens=1_000, output_tokens=100)
+    priority = _anthropic("claude-sonnet-4-5", usage, {"service_tier": "priority"})
+    assert record(priority).priced() == (
+        f"genai-prices {VERSION} has no price for the 'priority' service tier of "
+        "anthropic/claude-sonnet-4-5"
+    )
+    standard = _anthropic("claude-sonnet-4-5", usage, {"service_tier": "standard"})
+    assert isinstance(record(standard).priced(), Cost)
+
+
+def test_a_streamed_call_and_the_responses_api_tell_their_tier_too() -> None:
+    from allama.adapters.openai_compat._sse import decode_stream
+    from allama.adapters.openai_responses import decode_body as decode_responses_body
+    from allama.stream import StreamCollector
+
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": '{"name": "Ada"}'}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {"choices": [], "usage": TIER_USAGE},
+    ]
+    data = "".join(
+        "data: "
+        + json.dumps({"id": "c", "model": "gpt-5-mini", "service_tier": "priority", **chunk})
+        + "\n\n"
+        for chunk in chunks
+    )
+    collector = StreamCollector()
+    for event in decode_stream((data + "data: [DONE]\n\n").encode(), provider="openai"):
+        collector.push(event)
+    streamed = collector.finish().model_copy(update={"provider": "openai"})  # as its provider
+    assert streamed.provider_data == {"openai": {"service_tier": "priority"}}
+    assert record(streamed).cost == record(decode_body_of("priority")).cost
+    body = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "model": "gpt-5-mini",
+        "service_tier": "flex",
+        "output": [
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": '{"name": "Ada"}'}],
+            }
+        ],
+        "usage": {
+            "input_tokens": 100_000,
+            "output_tokens": 10_000,
+            "total_tokens": 110_000,
+            "input_tokens_details": {"cached_tokens": 40_000},
+        },
+    }
+    answered = decode_responses_body(json.dumps(body), provider="openai")
+    cost = record(answered).cost
+    assert cost is not None and cost.total == _tier_price("gpt-5-mini", "flex")
+
+
+def decode_body_of(tier: str) -> ChatResponse:
+    from allama.adapters.openai_compat import decode_body
+
+    return decode_body(_chat_body(tier), provider="openai")
+
+
 # An extraction's record.
 
 

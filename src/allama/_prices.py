@@ -208,11 +208,13 @@ Charge: TypeAlias = (
     tuple[str | None, str | None, Usage | None, float]
     | tuple[str | None, str | None, Usage | None, float, bool]
     | tuple[str | None, str | None, Usage | None, float, bool, Mapping[str, int]]
+    | tuple[str | None, str | None, Usage | None, float, bool, Mapping[str, int], str]
 )
 """One response's provider, model, usage and the time it arrived (`time.time()`), whether
-it came from a provider batch job (priced at batch prices), and what else it was billed
-for beyond `Usage` (`BILLED_EXTRAS`): what an extraction's record keeps per response, a
-plain tuple so that keeping it costs nothing."""
+it came from a provider batch job (priced at batch prices), what else it was billed for
+beyond `Usage` (`BILLED_EXTRAS`), and the service tier other than the standard one that
+served it (OpenAI's `priority` or `flex`, priced at that tier's prices): what an
+extraction's record keeps per response, a plain tuple so that keeping it costs nothing."""
 
 BILLED_EXTRAS: Mapping[str, str] = {
     "web_searches": "web_searches_kcount",
@@ -322,6 +324,7 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
     provider, model, usage, at = entry[:4]
     batch = batch or (len(entry) > 4 and entry[4] is True)
     extras: Mapping[str, int] = entry[5] if len(entry) > 5 else {}
+    tier: str | None = entry[6] if len(entry) > 6 else None
     reason = _reason_before_lookup(provider, model, usage)
     if reason:
         return reason
@@ -338,6 +341,13 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
     ref = f"{gp_provider.id}/{gp_model.id}"
     if batch and not _has_batch_price(gp_provider, gp_model, when):
         return f"genai-prices {version} has no batch price for {ref}"
+    context: Mapping[str, str] | None = _BATCH if batch else None
+    if tier is not None:
+        # Served at another tier's prices: those, or no cost (never the standard price).
+        if batch or not _has_variant(gp_provider, gp_model, when, {"service_tier": tier}):
+            return f"genai-prices {version} has no price for the {tier!r} service tier of {ref}"
+        context = {"service_tier": tier}
+        ref = f"{ref} ({tier} tier)"
     label = f"genai-prices {version}"
     snapshot = genai_prices.data_snapshot.get_snapshot()
     if snapshot.from_auto_update:  # `UpdatePrices` fetched newer prices than the package's
@@ -348,7 +358,7 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
         usage.cache_read_tokens or 0,
         usage.cache_write_tokens or 0,
     )
-    if not extras and tokens[2] + tokens[3] <= tokens[0] and min(tokens) >= 0:
+    if tier is None and not extras and tokens[2] + tokens[3] <= tokens[0] and min(tokens) >= 0:
         # Flat prices: the same arithmetic as genai-prices', on the prices it holds,
         # without its general machinery (about 120 µs a call).
         flat = (
@@ -369,14 +379,11 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
             **extras,
         )
         if extras:
-            unpriced = _unpriced(gp_model.get_prices(when, _BATCH if batch else None), extras)
+            unpriced = _unpriced(gp_model.get_prices(when, context), extras)
             if unpriced:
                 return f"genai-prices {version} has no price for the {unpriced} of {ref}"
         calculated = gp_model.calc_price(
-            counts,
-            gp_provider,
-            genai_request_timestamp=when,
-            price_context=_BATCH if batch else None,
+            counts, gp_provider, genai_request_timestamp=when, price_context=context
         )
     except ValueError as why:  # Counts that do not add up (more cached than input).
         return f"genai-prices {version} could not price the usage for {ref}: {why}"
@@ -525,12 +532,19 @@ _MILLION = 1_000_000
 
 
 def _has_batch_price(provider: Provider, model: ModelInfo, when: datetime) -> bool:
-    """genai-prices applies a batch price only to the provider's own models (not to those
-    it falls back to, as Azure to OpenAI's), and answers the standard price otherwise."""
+    return _has_variant(provider, model, when, _BATCH)
+
+
+def _has_variant(
+    provider: Provider, model: ModelInfo, when: datetime, context: Mapping[str, str]
+) -> bool:
+    """Whether genai-prices has a price for `context` (a batch, a service tier) in force
+    at `when`. It applies one only to the provider's own models (not to those it falls
+    back to, as Azure to OpenAI's), and answers the standard price otherwise."""
     if not any(model is own for own in provider.models):
         return False
     for variant in model.price_variants or ():
-        if variant.when == _BATCH and (
+        if variant.when == context and (
             variant.constraint is None or variant.constraint.active(when)
         ):
             return True

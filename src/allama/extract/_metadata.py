@@ -12,8 +12,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from allama._lazy import deferred_module
 from allama.errors import EXTRACTION_METADATA_KEY, Error, MessageOrigin, UnsupportedError
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
-from allama.types import ChatResponse, RequestField, UnsupportedStage, Usage, Warning
+from allama.types import (
+    SERVICE_TIER_KEY,
+    ChatResponse,
+    RequestField,
+    UnsupportedStage,
+    Usage,
+    Warning,
+)
 from allama.types._base import DEFER_BUILD
+from allama.types._response import service_tier_of
 
 if TYPE_CHECKING:
     from allama import _prices
@@ -304,11 +312,17 @@ class ExtractionMetadata(BaseModel):
     ) -> None:
         usage = response.usage
         extras = None
+        tier = None
         if response.provider_data:
             self.record_paid(_paid_before(response.provider_data))
             extras = _billed_extras(response.provider_data)
+            tier = _service_tier(response.provider_data)
         charge: Charge
-        if extras:
+        if tier is not None:
+            batch = response.batch_job is not None
+            at = time.time()
+            charge = (response.provider, response.model, usage, at, batch, extras or {}, tier)
+        elif extras:
             batch = response.batch_job is not None
             charge = (response.provider, response.model, usage, time.time(), batch, extras)
         elif response.batch_job is None:
@@ -370,6 +384,20 @@ def _paid_before(provider_data: Mapping[str, Mapping[str, Any]]) -> list[Mapping
         if isinstance(entries, list):
             paid.extend(entry for entry in entries if isinstance(entry, dict))
     return paid
+
+
+def _service_tier(provider_data: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The service tier other than the standard one a response says served it: kept by
+    the OpenAI adapters (`SERVICE_TIER_KEY`), or in Anthropic's usage details."""
+    for kept in provider_data.values():
+        tier = kept.get(SERVICE_TIER_KEY)
+        if isinstance(tier, str):
+            return tier
+    anthropic = provider_data.get("anthropic")
+    details = anthropic.get("usage_details") if anthropic else None
+    if isinstance(details, dict):
+        return service_tier_of(details.get("service_tier"))
+    return None
 
 
 def _billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, int] | None:

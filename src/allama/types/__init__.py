@@ -40,7 +40,12 @@ if TYPE_CHECKING:
     )
     from allama.types._options import ProviderOption
     from allama.types._request import ChatRequest
-    from allama.types._response import ALLAMA_NAMESPACE, DECLINE_EXPLANATION_KEY, ChatResponse
+    from allama.types._response import (
+        ALLAMA_NAMESPACE,
+        DECLINE_EXPLANATION_KEY,
+        SERVICE_TIER_KEY,
+        ChatResponse,
+    )
     from allama.types._stream import (
         BlockStart,
         BlockStop,
@@ -62,6 +67,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ALLAMA_NAMESPACE",
     "DECLINE_EXPLANATION_KEY",
+    "SERVICE_TIER_KEY",
     "AssistantMessage",
     "BlockStart",
     "BlockStop",
@@ -160,7 +166,12 @@ _getattr, __dir__ = lazy_names(
         ),
         "allama.types._options": ("ProviderOption",),
         "allama.types._request": ("ChatRequest",),
-        "allama.types._response": ("ALLAMA_NAMESPACE", "DECLINE_EXPLANATION_KEY", "ChatResponse"),
+        "allama.types._response": (
+            "ALLAMA_NAMESPACE",
+            "DECLINE_EXPLANATION_KEY",
+            "SERVICE_TIER_KEY",
+            "ChatResponse",
+        ),
         "allama.types._stream": (
             "BlockStart",
             "BlockStop",

@@ -20,6 +20,21 @@ ALLAMA_NAMESPACE = "allama"
 DECLINE_EXPLANATION_KEY = "decline_explanation"
 """Where an adapter stores the provider's own explanation of a refusal, in its namespace."""
 
+SERVICE_TIER_KEY = "service_tier"
+"""Where an adapter stores the service tier a response says served it, in its namespace,
+when that is not the standard one (OpenAI's `priority` or `flex`): such a call is billed at
+other prices, which its cost is priced at (or, unknown, has none)."""
+
+STANDARD_SERVICE_TIERS = frozenset({"default", "standard", "on_demand", "auto", "batch"})
+"""The tiers billed at the standard price (`batch`: a batch job's rows, priced as such)."""
+
+
+def service_tier_of(value: object) -> str | None:
+    """A tier a response reports (`service_tier`), when it is not the standard one."""
+    if isinstance(value, str) and value and value not in STANDARD_SERVICE_TIERS:
+        return value
+    return None
+
 
 class ChatResponse(Data):
     """The content blocks in order, why it finished, what it cost, and what fell short.

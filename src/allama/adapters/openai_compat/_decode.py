@@ -12,9 +12,10 @@ What allama has no type for is kept verbatim in `provider_data[provider or "open
 `message.annotations` (web-search citations) under `ANNOTATIONS_KEY`, OpenRouter's
 `message.reasoning_details` (to be sent back unmodified) under `REASONING_DETAILS_KEY`, and
 the cost the usage reports (OpenRouter's `cost`, `cost_details`, `is_byok`; xAI's
-`cost_in_usd_ticks`) under `USAGE_COST_KEY`. An empty or absent list, or a usage without
-those fields, leaves no key; a plain answer costs a few lookups in `model_extra` (OpenAI
-sends `"annotations": []` on every message).
+`cost_in_usd_ticks`) under `USAGE_COST_KEY`, and a service tier other than the standard
+one (`priority`, `flex`: billed at other prices) under `SERVICE_TIER_KEY`. An empty or
+absent list, or a usage without those fields, leaves no key; a plain answer costs a few
+lookups in `model_extra` (OpenAI sends `"annotations": []` on every message).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from allama.adapters.openai_compat._wire import (
 from allama.errors import REPORTED_USAGE_KEY, Error, ServerError
 from allama.types import (
     DECLINE_EXPLANATION_KEY,
+    SERVICE_TIER_KEY,
     ChatResponse,
     ContentBlock,
     FinishReason,
@@ -47,6 +49,7 @@ from allama.types import (
     Usage,
     Warning,
 )
+from allama.types._response import service_tier_of
 
 __all__ = [
     "ANNOTATIONS_KEY",
@@ -327,6 +330,10 @@ def decode_body(
     cost = usage_cost(wire.usage) if wire.usage is not None else None
     if cost is not None:
         kept[USAGE_COST_KEY] = cost
+    if wire.model_extra:
+        tier = service_tier_of(wire.model_extra.get("service_tier"))
+        if tier is not None:
+            kept[SERVICE_TIER_KEY] = tier
     provider_data = {provider or "openai": kept} if kept else {}
     logprobs = (
         openai_logprobs(choice.logprobs.get("content"))

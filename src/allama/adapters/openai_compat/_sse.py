@@ -62,6 +62,7 @@ from allama.adapters.openai_compat._wire import WireChunk, WireChunkChoice, Wire
 from allama.errors import IncompleteStreamError, StreamDecodeError
 from allama.types import (
     DECLINE_EXPLANATION_KEY,
+    SERVICE_TIER_KEY,
     BlockStart,
     BlockStop,
     Finish,
@@ -75,6 +76,7 @@ from allama.types import (
     ToolCallDelta,
     UsageEvent,
 )
+from allama.types._response import service_tier_of
 
 __all__ = ["ChatStreamDecoder", "SseEvent", "SseParser", "decode_stream"]
 
@@ -119,6 +121,7 @@ class ChatStreamDecoder:
         self._has_tool_calls = False
         self._started = False
         self._known_id = False
+        self._tier_told = False
         self._annotations: list[Any] = []
         self._details: list[Any] = []
         """The `reasoning_details` entries complete so far."""
@@ -308,6 +311,11 @@ class ChatStreamDecoder:
                 yield from self._choice(choice, failed=failed)
         usage = chunk.usage
         extra = chunk.model_extra or {}
+        if not self._tier_told and "service_tier" in extra:
+            tier = service_tier_of(extra["service_tier"])
+            if tier is not None:  # on every chunk: told once
+                self._tier_told = True
+                yield self._data(SERVICE_TIER_KEY, tier)
         groq = extra.get("x_groq")
         if usage is None and isinstance(groq, dict) and isinstance(groq.get("usage"), dict):
             usage = WireUsage.model_validate(groq["usage"])

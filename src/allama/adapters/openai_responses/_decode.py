@@ -57,6 +57,7 @@ from allama.adapters.openai_responses._errors import (
 )
 from allama.errors import REPORTED_USAGE_KEY, Error, ServerError
 from allama.types import (
+    SERVICE_TIER_KEY,
     ChatResponse,
     ContentBlock,
     FinishReason,
@@ -68,6 +69,7 @@ from allama.types import (
     Usage,
     Warning,
 )
+from allama.types._response import service_tier_of
 
 __all__ = [
     "ANNOTATIONS_KEY",
@@ -300,12 +302,16 @@ def decode_object(
     has_calls = any(isinstance(block, ToolCall) for block in read.blocks)
     usage = response.get("usage")
     body_model = _string(response.get("model"))
+    provider_data = read.provider_data()
+    tier = service_tier_of(response.get("service_tier"))
+    if tier is not None:  # billed at other prices
+        provider_data.setdefault(NAMESPACE, {})[SERVICE_TIER_KEY] = tier
     return ChatResponse(
         tuple(read.blocks),
         finish_reason=finish_reason_of(response, has_tool_calls=has_calls),
         usage=usage_of(usage) if isinstance(usage, dict) else None,
         warnings=tuple(warnings),
-        provider_data=read.provider_data(),
+        provider_data=provider_data,
         model=body_model or model,
         provider=provider,
         id=_string(response.get("id")),

@@ -70,6 +70,7 @@ from allama.adapters.openai_responses._decode import (
 from allama.adapters.openai_responses._errors import error_from_failed, error_from_payload
 from allama.errors import IncompleteStreamError, StreamDecodeError
 from allama.types import (
+    SERVICE_TIER_KEY,
     BlockStart,
     BlockStop,
     Finish,
@@ -83,6 +84,7 @@ from allama.types import (
     ToolCallDelta,
     UsageEvent,
 )
+from allama.types._response import service_tier_of
 
 __all__ = ["ResponsesStreamDecoder", "decode_stream"]
 
@@ -648,6 +650,11 @@ class ResponsesStreamDecoder:
         usage = response.get("usage")
         if isinstance(usage, dict):
             yield UsageEvent(usage=usage_of(usage))
+        tier = service_tier_of(response.get("service_tier"))
+        if tier is not None:  # billed at other prices
+            yield ProviderDataEvent.model_construct(
+                namespace=NAMESPACE, key=SERVICE_TIER_KEY, value=tier
+            )
         self.finished = self.done = True
         terminal = response if response.get("status") else {**response, "status": status}
         yield Finish(finish_reason=finish_reason_of(terminal, has_tool_calls=self._has_calls))
