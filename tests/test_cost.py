@@ -677,6 +677,26 @@ def test_an_endpoint_of_ones_own_has_no_price_whatever_its_model_is_called(prese
     assert reason == f"no price list for an endpoint of your own ({preset})"
 
 
+def test_azure_prices_only_what_azure_bills_at_the_vendors_list_price() -> None:
+    usage = Usage(input_tokens=100_000, output_tokens=10_000)
+    # genai-prices' Azure prices fall back to DeepSeek's own (with its off-peak hours, a
+    # quarter of the price in the evening) and xAI's: not what Azure charges.
+    for model, owner in (("DeepSeek-R1", "deepseek"), ("grok-3", "x-ai")):
+        for hour in (10, 20):
+            at = datetime(2026, 11, 2, hour, tzinfo=UTC)
+            assert prices.cost_of("azure-foundry", model, usage, at=at) == (
+                f"genai-prices {VERSION} has no Azure price for {model!r} (only {owner}'s own, "
+                "which Azure does not charge)"
+            )
+    # OpenAI's and Anthropic's models at their list prices, and Azure's own.
+    for preset, model in (
+        ("azure-openai", "gpt-4o"),
+        ("azure-anthropic", "claude-sonnet-4-5"),
+        ("azure-foundry", "phi-4"),
+    ):
+        assert isinstance(prices.cost_of(preset, model, usage), Cost)
+
+
 def test_an_unknown_model_has_no_price_and_says_so() -> None:
     metadata = record(
         response(model="no-such-model-7", usage=Usage(input_tokens=1, output_tokens=1))

@@ -587,4 +587,28 @@ def _find(
         )
     except LookupError:
         return f"genai-prices {version} has no price for {model!r} at {gp_provider.id}"
+    if provider_id == "azure":
+        owner = _fallback_owner(snapshot, gp_provider, found[1])
+        if owner is not None and owner not in _AZURE_AT_VENDOR_PRICES:
+            # A vendor's own price (DeepSeek's, with its off-peak hours) is not Azure's.
+            return (
+                f"genai-prices {version} has no Azure price for {model!r} (only "
+                f"{owner}'s own, which Azure does not charge)"
+            )
     return found
+
+
+_AZURE_AT_VENDOR_PRICES = frozenset({"openai", "anthropic"})
+"""The vendors whose models Azure bills at the vendor's list prices, as genai-prices
+takes them; its Azure prices fall back to other vendors' too (DeepSeek, xAI, Moonshot),
+whose own prices are not what Azure charges."""
+
+
+def _fallback_owner(snapshot: Any, provider: Provider, model: ModelInfo) -> str | None:
+    """The provider whose price list `model` was found in, when not `provider`'s own."""
+    if any(model is own for own in provider.models):
+        return None
+    for other in snapshot.providers:
+        if any(model is own for own in other.models):
+            return str(other.id)
+    return None
