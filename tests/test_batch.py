@@ -1956,6 +1956,37 @@ def test_close_in_the_loop_ends_it_and_the_summary_counts_every_input(
         slow.stop()
 
 
+def test_a_value_from_the_ledger_below_the_runs_floor_is_not_accepted(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    # An endpoint of one's own: its enforcement is `approximate`.
+    provider = allama.provider("openai-compatible", api_key="sk-test", base_url=server.url)
+    ledger = tmp_path / "run.sqlite"
+    first = list(allama.batch(provider, Row, docs(2), request=TEMPLATE, ledger=ledger))
+    assert [r.metadata.enforcement.value for r in first if r.metadata] == ["approximate"] * 2
+    sent = sum(server.sent.values())
+    floor = Extractor(min_enforcement="exact")
+    again = sorted(
+        allama.batch(provider, Row, docs(2), request=TEMPLATE, ledger=ledger, extractor=floor),
+        key=lambda r: r.index,
+    )
+    assert sum(server.sent.values()) == sent  # nothing sent: the floor would refuse it too
+    assert [(r.value, r.resumed) for r in again] == [(None, True)] * 2
+    assert all(r.failure is not None for r in again)
+    assert again[0].failure is not None and again[0].failure.kind == (
+        "extraction_enforcement_below"
+    )
+    assert again[0].failure.message == (
+        "finished by an earlier run, whose provider enforced the schema `approximate`, below "
+        "this run's floor `exact`: the value stays in the ledger (`allama batch export` "
+        "writes it)"
+    )
+    # The values stay; a floor they meet gives them.
+    met = Extractor(min_enforcement="approximate")
+    kept = allama.batch(provider, Row, docs(2), request=TEMPLATE, ledger=ledger, extractor=met)
+    assert sorted(r.value.n for r in kept if r.value is not None) == [0, 1]
+
+
 def test_inputs_that_are_no_iterable_are_refused_at_once(server: BatchServer) -> None:
     for inputs in (42, None):
         with pytest.raises(TypeError, match="inputs must be an iterable of documents"):

@@ -52,8 +52,10 @@ from allama.errors import (
     asked_wait,
 )
 from allama.extract._engine import Extracted
+from allama.extract._errors import EnforcementBelowError
 from allama.extract._extractor import Extractor
 from allama.extract._metadata import ExtractionMetadata
+from allama.extract._mode import SchemaEnforcement
 from allama.extract._output import dump_consumes, dump_reads_back
 from allama.extract._parse import ReadAgainError, read_again
 from allama.provider import ChatProvider
@@ -1517,6 +1519,16 @@ class _Runner:
                 failure = _stored_value_invalid(invalid, self.spec.tp)
             except Exception as raised:  # a validator's own error: the input's, as when sent
                 failure = _stored_value_invalid(raised, self.spec.tp)
+            floor = self.spec.extractor.min_enforcement
+            if (
+                failure is None
+                and floor is not None
+                and metadata is not None
+                and not metadata.enforcement.satisfies(floor)
+            ):
+                # The key leaves the extractor out: a value an earlier run took below this
+                # run's floor is no value this run accepts, as a call's would not be.
+                value, failure = None, _below_floor_stored(metadata.enforcement, floor)
         else:
             error = row.error or {}
             failure = BatchFailure(str(error.get("kind", "error")), str(error.get("message", "")))
@@ -1705,6 +1717,15 @@ def _stored_value_invalid(error: Exception, tp: Any) -> BatchFailure:
         f"finished by an earlier run, but its value in the ledger does not validate as "
         f"{_tracing.type_name(tp)}: {problem}; the value stays in the ledger "
         "(`allama batch export` writes it)",
+    )
+
+
+def _below_floor_stored(achieved: SchemaEnforcement, floor: SchemaEnforcement) -> BatchFailure:
+    return BatchFailure(
+        EnforcementBelowError.kind,
+        f"finished by an earlier run, whose provider enforced the schema "
+        f"`{achieved.value}`, below this run's floor `{floor.value}`: the value stays in "
+        "the ledger (`allama batch export` writes it)",
     )
 
 
