@@ -184,6 +184,25 @@ class Code(BaseModel):
     code: Annotated[str, StringConstraints(to_upper=True, pattern="^[a-z]+$")]
 
 
+class Upper(BaseModel):
+    """The model's setting, not the field's: applied after the pattern is checked."""
+
+    model_config = ConfigDict(str_to_upper=True)
+    code: str = Field(pattern="^[a-z]{3}$")
+
+
+class Unchecked(BaseModel):
+    email: str
+    name: str = Field(default="", min_length=1)
+    score: float = Field(default=-1.0, ge=0)
+
+
+class Unbounded(BaseModel):
+    name: str
+    best: float = float("inf")
+    limit: Decimal = Decimal("Infinity")
+
+
 CASES: list[tuple[str, Any, Any, Any]] = [
     (
         "a validator that changes what it reads",
@@ -206,6 +225,9 @@ CASES: list[tuple[str, Any, Any, Any]] = [
     ("defaults validation does not check", Defaults, {}, None),
     ("an enum of decimals", Coin, {"coin": 1.5}, None),
     ("a string changed after its pattern", Code, {"code": "abc"}, None),
+    ("a model's setting that changes its strings", Upper, {"code": "abc"}, None),
+    ("defaults their fields' constraints refuse", Unchecked, {"email": "a@b.c"}, None),
+    ("defaults that are no JSON number", Unbounded, {"name": "a"}, None),
 ]
 
 

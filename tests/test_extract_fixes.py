@@ -397,3 +397,21 @@ def test_output_that_is_not_strict_json_is_a_parse_error(text: str, detail: str,
     assert (raised.value.detail, raised.value.path) == (detail, path)
     with pytest.raises(ParseError):
         Extractor(repair=True).extract(MockProvider.with_text(f"Sure: {text}"), Order, native())
+
+
+def test_an_infinite_value_the_type_makes_itself_is_no_number_of_the_output() -> None:
+    from decimal import Decimal
+
+    from allama import ParseError
+
+    class Route(BaseModel):
+        name: str
+        best: float = float("inf")  # none found yet
+        limit: Decimal = Decimal("Infinity")
+
+    value = allama.extract(MockProvider.with_text('{"name": "a"}'), Route, native()).value
+    assert (value.best, value.limit) == (float("inf"), Decimal("Infinity"))
+    # A number of the output's too large for a float is still refused, beside such a default.
+    with pytest.raises(ParseError) as raised:
+        allama.extract(MockProvider.with_text('{"name": "a", "best": 1e400}'), Route, native())
+    assert raised.value.path == "best"

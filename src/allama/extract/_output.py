@@ -23,6 +23,7 @@ cheaply, from the type and from the text:
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -250,6 +251,9 @@ def _node_reads_back(node: dict[str, Any]) -> bool:
         return False
     if node.get("extra_behavior") == "allow":  # extra keys written beside fields, by name
         return False
+    config = node.get("config")
+    if config and any(config.get(name) for name in _STRING_CHANGES):
+        return False  # its strings changed after their constraints were checked
     if kind == "model":
         config = node.get("config") or {}
         if node.get("root_model") or node.get("post_init") or node.get("custom_init"):
@@ -291,7 +295,23 @@ def _default_reads_back(default: Any, schema: dict[str, Any]) -> bool:
     if kind == "enum":
         return isinstance(default, schema.get("cls") or ())
     wanted = _DEFAULTS_READ_BACK.get(str(kind))
-    return wanted is not None and type(default) is wanted
+    if wanted is None or type(default) is not wanted:
+        return False
+    if isinstance(default, Decimal):
+        if not default.is_finite():
+            return False  # no JSON number: written as `null`
+    elif isinstance(default, float) and not math.isfinite(default):
+        return False
+    # Validation does not check a default: one its field's constraints refuse (`""` with a
+    # `min_length`) would not read back.
+    return set(schema) <= _UNCONSTRAINED
+
+
+_UNCONSTRAINED = frozenset({"type", "metadata", "ref", "strict"})
+"""A scalar schema's keys that constrain no value."""
+
+_STRING_CHANGES = ("str_to_upper", "str_to_lower", "str_strip_whitespace")
+"""A configuration's settings that change a string after its constraints are checked."""
 
 
 def dump_consumes(adapter: TypeAdapter[Any]) -> bool:

@@ -8,6 +8,7 @@ of the caller's own validator.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,6 +129,30 @@ def from_validation_error(error: ValidationError) -> Failure:
     return Failure(message=_message(first), path=_path(first), kind=first["type"])
 
 
+def _overflows(value: Any) -> bool:
+    """Whether a JSON value holds a number no float holds: one read as infinite, or an
+    integer past the largest float."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is float:
+            if node in (_INFINITY, -_INFINITY):
+                return True
+        elif kind is int:
+            if not -_LARGEST <= node <= _LARGEST:
+                return True
+        elif kind is dict:
+            stack.extend(node.values())
+        elif kind is list:
+            stack.extend(node)
+    return False
+
+
+_INFINITY = float("inf")
+_LARGEST = int(sys.float_info.max)
+
+
 def _loads(raw: str) -> Any:
     """The output's JSON value, read strictly (`NaN`, `Infinity` and duplicate keys are
     errors that name the place); otherwise `json.loads`'s answer and message."""
@@ -176,8 +201,10 @@ def check(
         validated = adapter.validate_json(text, strict=True)
     except ValidationError as error:
         return from_validation_error(error)
-    if kept_keys(validated) == NOT_FINITE:
-        # An integer too long for a float, in a float field, reads as infinity.
+    if kept_keys(validated) == NOT_FINITE and _overflows(value):
+        # A number too large for a float (`1e400`, a long integer), in a float field, reads
+        # as infinity. One the output does not hold is the type's own: a default of
+        # `float("inf")`, a validator's.
         path = non_finite_path(validated)
         where = f" at `{path}`" if path else ""
         return Failure(
