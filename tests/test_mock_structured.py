@@ -172,6 +172,44 @@ def test_values_are_written_by_alias_as_compact_json() -> None:
     assert Structured({"é": None}).json_text == '{"é":null}'
 
 
+def test_values_are_written_as_validation_reads_them_or_refused() -> None:
+    from datetime import date
+
+    from pydantic import Json, field_serializer
+
+    class Totalled(BaseModel):
+        total: int = Field(serialization_alias="Total")  # read as `total`
+
+    class Meta(BaseModel):
+        meta: Json[dict[str, int]]  # read as JSON text
+
+    for value in (Totalled(total=1), Meta(meta='{"a": 1}')):  # type: ignore[arg-type]
+        provider = MockProvider.with_structured(value)
+        assert allama.extract(provider, type(value), request()).value == value
+    assert Structured(Totalled(total=1)).json_text == '{"total":1}'
+    assert Structured(Meta(meta='{"a": 1}')).json_text == '{"meta":"{\\"a\\":1}"}'  # type: ignore[arg-type]
+
+    class European(BaseModel):
+        day: date
+
+        @field_serializer("day")
+        def written(self, day: date) -> str:
+            return day.strftime("%d/%m/%Y")
+
+    class Hidden(BaseModel):
+        shown: int
+        note: str = Field(default="", exclude=True)
+
+    for value in (European(day=date(2026, 1, 2)), Hidden(shown=1, note="kept")):
+        with pytest.raises(TypeError) as refused:
+            Structured(value)
+        assert str(refused.value) == (
+            f"Structured: a {type(value).__name__} written as JSON does not read back as "
+            "itself (a serializer of its own format, a field excluded from the JSON): script "
+            "the model's JSON text instead, with `MockProvider.with_text`"
+        )
+
+
 def test_a_value_that_is_not_json_fails_at_once() -> None:
     with pytest.raises(TypeError, match=r"^Structured: a object cannot be written as JSON"):
         Structured(object())

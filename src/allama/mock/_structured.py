@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 import pydantic_core
+from pydantic import BaseModel, TypeAdapter
 
 from allama.extract._root import ROOT_OPTION
 from allama.mock._builder import ChatResponseBuilder
@@ -34,8 +36,11 @@ class Structured:
     way: `{"value": ...}`.
 
     The value is anything pydantic can write as JSON (a model instance, a dataclass, a
-    dict, a list, a scalar), written by alias, as the model would write it for the type's
-    schema. `usage` is reported with the answer, as the other scripted responses report it.
+    dict, a list, a scalar), written as the model would write it for the type's schema:
+    by the names validation reads, `Json` fields as text. A model or dataclass whose JSON
+    does not read back as itself (a serializer of its own format, an excluded field) is a
+    `TypeError`: script its JSON with `MockProvider.with_text`. `usage` is reported with
+    the answer, as the other scripted responses report it.
 
     >>> import allama
     >>> from allama.mock import MockProvider
@@ -51,7 +56,7 @@ class Structured:
 
     def __init__(self, value: Any, *, usage: Usage | None = None) -> None:
         try:
-            written = pydantic_core.to_json(value, by_alias=True)
+            written = _written(value)
         except pydantic_core.PydanticSerializationError as error:
             raise TypeError(
                 f"Structured: a {type(value).__name__} cannot be written as JSON ({error})"
@@ -99,3 +104,25 @@ def _forced_tool(request: ChatRequest) -> str | None:
             f"choice `required` with {len(request.tools)} tools, so which one is unclear"
         )
     return request.tools[0].name
+
+
+def _written(value: Any) -> bytes:
+    """`value` as the model would write it for its type's schema: by the names validation
+    reads (aliases, or field names where a `serialization_alias` differs), `Json` fields
+    as text. A model or dataclass whose JSON does not read back as itself (a serializer
+    of its own format, a field excluded from its JSON) is refused: no answer gives it."""
+    first = pydantic_core.to_json(value, by_alias=True, round_trip=True)
+    if not (isinstance(value, BaseModel) or dataclasses.is_dataclass(value)):
+        return first
+    adapter: TypeAdapter[Any] = TypeAdapter(type(value))
+    for written in (first, pydantic_core.to_json(value, by_alias=False, round_trip=True)):
+        try:
+            if adapter.validate_json(written) == value:
+                return written
+        except ValueError:
+            continue
+    raise TypeError(
+        f"Structured: a {type(value).__name__} written as JSON does not read back as itself "
+        "(a serializer of its own format, a field excluded from the JSON): script the "
+        "model's JSON text instead, with `MockProvider.with_text`"
+    )
