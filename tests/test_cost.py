@@ -483,6 +483,68 @@ def test_a_streamed_call_and_the_responses_api_tell_their_tier_too() -> None:
     assert cost is not None and cost.total == _tier_price("gpt-5-mini", "flex")
 
 
+def _gemini_audio_body(usage: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "candidates": [
+            {
+                "index": 0,
+                "content": {"role": "model", "parts": [{"text": '{"name": "Ada"}'}]},
+                "finishReason": "STOP",
+            }
+        ],
+        "usageMetadata": usage,
+        "modelVersion": "gemini-2.5-flash",
+    }
+
+
+GEMINI_AUDIO_USAGE = {
+    "promptTokenCount": 10_100,
+    "candidatesTokenCount": 200,
+    "totalTokenCount": 10_300,
+    "promptTokensDetails": [
+        {"modality": "TEXT", "tokenCount": 100},
+        {"modality": "AUDIO", "tokenCount": 10_000},
+    ],
+}
+
+
+def test_gemini_audio_input_is_priced_at_its_own_price() -> None:
+    from allama.adapters.gemini._decode import decode_body
+    from allama.adapters.gemini._stream import decode_stream
+    from allama.stream import StreamCollector
+
+    answered = decode_body(json.dumps(_gemini_audio_body(GEMINI_AUDIO_USAGE)), provider="gemini")
+    assert answered.provider_data["gemini"]["audio_tokens"] == {"input_audio_tokens": 10_000}
+    cost = record(answered).cost
+    # 100 text tokens at $0.30, 10,000 audio tokens at $1.00 a million, 200 out at $2.50.
+    assert cost is not None and cost.total == Decimal("0.01053")
+    assert (cost.input, cost.output) == (Decimal("0.01003"), Decimal("0.0005"))
+    # Streamed: the last usage, with its details, is the call's.
+    first = _gemini_audio_body({"promptTokenCount": 10_100})
+    data = "".join(
+        f"data: {json.dumps(chunk)}\r\n\r\n"
+        for chunk in (first, _gemini_audio_body(GEMINI_AUDIO_USAGE))
+    )
+    collector = StreamCollector()
+    for event in decode_stream(data.encode(), provider="gemini"):
+        collector.push(event)
+    streamed = collector.finish().model_copy(update={"provider": "gemini"})
+    assert record(streamed).cost == cost
+    # A model without a price of its own for audio prices it as text.
+    text_only = decode_body(
+        json.dumps({**_gemini_audio_body(GEMINI_AUDIO_USAGE), "modelVersion": "gemini-2.5-pro"}),
+        provider="gemini",
+    )
+    priced = record(text_only).cost
+    assert priced is not None
+    assert (
+        priced.total
+        == prices.cost_of(
+            "gemini", "gemini-2.5-pro", Usage(input_tokens=10_100, output_tokens=200)
+        ).total
+    )  # type: ignore[union-attr]
+
+
 def decode_body_of(tier: str) -> ChatResponse:
     from allama.adapters.openai_compat import decode_body
 

@@ -216,15 +216,20 @@ beyond `Usage` (`BILLED_EXTRAS`), and the service tier other than the standard o
 served it (OpenAI's `priority` or `flex`, priced at that tier's prices): what an
 extraction's record keeps per response, a plain tuple so that keeping it costs nothing."""
 
-BILLED_EXTRAS: Mapping[str, str] = {
+BILLED_EXTRAS: Mapping[str, str | None] = {
     "web_searches": "web_searches_kcount",
     "cache_write_1h_tokens": "cache_write_1h_mtok",
     "cache_write_5m_tokens": "cache_write_mtok",
+    "input_audio_tokens": None,
+    "cache_audio_read_tokens": None,
+    "output_audio_tokens": None,
 }
 """What a response may be billed for beyond its `Usage` counts, by genai-prices' usage
 key, and the price that key needs: server-side web searches (per thousand), and cache
 writes split by how long they are kept (Anthropic's one-hour writes cost more than its
-five-minute ones, which are the plain cache-write price)."""
+five-minute ones, which are the plain cache-write price). Audio tokens (Gemini's) are part
+of the counts of their direction, at their own price where a model has one and at the
+text's otherwise (`None`: no price of their own is needed)."""
 
 
 def price(entries: Iterable[Charge | Cost | str], *, batch: bool = False) -> Cost | str:
@@ -403,7 +408,9 @@ def _unpriced(model_price: Any, extras: Mapping[str, int]) -> str:
     missing = [
         key.replace("_", " ").removesuffix(" tokens").replace("1h", "one-hour")
         for key, count in extras.items()
-        if count and getattr(model_price, BILLED_EXTRAS.get(key, key), None) is None
+        if count
+        and (needed := BILLED_EXTRAS.get(key, key)) is not None
+        and getattr(model_price, needed, None) is None
     ]
     return " and ".join(missing)
 

@@ -2,8 +2,11 @@
 
 The body is read once by pydantic-core's JSON parser into plain data, so that what allama
 has no type for can be kept verbatim. What is neither read nor kept below (`safetyRatings`,
-`avgLogprobs`, `tokenCount`, `promptFeedback.safetyRatings`, the per-modality usage details,
-fields added later) is ignored.
+`avgLogprobs`, `tokenCount`, `promptFeedback.safetyRatings`, fields added later) is
+ignored. Of the per-modality usage details, the audio tokens are kept (billed at their own
+price): under `provider_data["gemini"]["audio_tokens"]`, by genai-prices' names
+(`input_audio_tokens`, `cache_audio_read_tokens`, `output_audio_tokens`), each a part of
+the count `Usage` has for its direction.
 
 Candidates. The candidate with `index` 0 (an absent index is 0) is the response; a body
 without one takes the first listed. Further candidates are kept verbatim, in order, under
@@ -128,6 +131,7 @@ __all__ = [
     "read_chunk",
     "says_something",
     "usage_of",
+    "audio_tokens_of",
 ]
 
 NAMESPACE = "gemini"
@@ -148,6 +152,15 @@ GROUNDING_METADATA_KEY = "grounding_metadata"
 """The response candidate's `groundingMetadata` (the grounding tools' output), verbatim."""
 URL_CONTEXT_METADATA_KEY = "url_context_metadata"
 """The response candidate's `urlContextMetadata` (`urlMetadata`), verbatim."""
+AUDIO_TOKENS_KEY = "audio_tokens"
+"""The usage's audio tokens, by genai-prices' usage names (audio input is billed above
+text)."""
+
+_AUDIO_DETAILS = (
+    ("promptTokensDetails", "input_audio_tokens"),
+    ("cacheTokensDetails", "cache_audio_read_tokens"),
+    ("candidatesTokensDetails", "output_audio_tokens"),
+)
 
 _CONTENT_FILTER = frozenset(
     {
@@ -273,6 +286,24 @@ def usage_of(usage: Mapping[str, Any]) -> Usage:
     )
 
 
+def audio_tokens_of(usage: Mapping[str, Any]) -> dict[str, JsonValue] | None:
+    """The usage's audio tokens by genai-prices' names (`AUDIO_TOKENS_KEY`), from its
+    per-modality details; `None` when it reports none."""
+    found: dict[str, JsonValue] | None = None
+    for field, name in _AUDIO_DETAILS:
+        details = usage.get(field)
+        if not isinstance(details, list):
+            continue
+        count = 0
+        for entry in details:
+            if isinstance(entry, dict) and entry.get("modality") == "AUDIO":
+                count += _count(entry.get("tokenCount")) or 0
+        if count > 0:
+            found = found or {}
+            found[name] = count
+    return found
+
+
 def _logprob(value: Any) -> float | None:
     """A `logProbability`: absent is 0.0 (proto3 omits a zero); `None` when not one."""
     if value is None:
@@ -352,6 +383,7 @@ class Chunk:
     the usage, a blocked prompt."""
 
     __slots__ = (
+        "audio",
         "blocked",
         "citations",
         "finish",
@@ -376,6 +408,8 @@ class Chunk:
         self.finish_message: Any = None
         self.others: list[JsonValue] = []
         self.usage: Usage | None = None
+        self.audio: dict[str, JsonValue] | None = None
+        """The usage's audio tokens (`AUDIO_TOKENS_KEY`), when it reports some."""
         self.blocked: dict[str, JsonValue] | None = None
         self.logprobs: Any = None
         """The response candidate's `logprobsResult`, unread (`None` when absent)."""
@@ -436,6 +470,7 @@ def read_chunk(payload: Mapping[str, Any], *, first_listed: bool = True) -> Chun
     usage = payload.get("usageMetadata")
     if isinstance(usage, dict):
         chunk.usage = usage_of(usage)
+        chunk.audio = audio_tokens_of(usage)
     return chunk
 
 
@@ -613,6 +648,8 @@ def decode_payload(
     if layout.others:
         provider_data[PARTS_KEY] = layout.others
     provider_data.update(metadata_data(chunk.citations, chunk.grounding, chunk.url_context))
+    if chunk.audio is not None:
+        provider_data[AUDIO_TOKENS_KEY] = chunk.audio
     if chunk.blocked is not None:
         finish: FinishReason | None = FinishReason.CONTENT_FILTER
         provider_data.update(chunk.blocked)

@@ -56,6 +56,7 @@ from pydantic_core import from_json
 
 from allama.adapters._sse import SseEvent, SseParser
 from allama.adapters.gemini._decode import (
+    AUDIO_TOKENS_KEY,
     NAMESPACE,
     PARTS_KEY,
     Layout,
@@ -334,6 +335,7 @@ class GenerateStreamDecoder:
         self._citations: Any = None
         self._grounding: Any = None
         self._url_context: Any = None
+        self._audio: dict[str, Any] | None = None
         self._closed = False
         self.finished = False
         self.done = False
@@ -436,11 +438,14 @@ class GenerateStreamDecoder:
             self._blocked = chunk.blocked
             self.finished = True
         if chunk.usage is not None:
+            self._audio = chunk.audio  # the last usage reported is the whole call's
             yield UsageEvent(usage=chunk.usage)
 
     def _end(self) -> Iterator[StreamEvent]:
         self._layout.stop()
         yield from self._sink.drain()
+        if self._audio is not None:
+            yield ProviderDataEvent(namespace=NAMESPACE, key=AUDIO_TOKENS_KEY, value=self._audio)
         if self._layout.others:
             yield ProviderDataEvent(namespace=NAMESPACE, key=PARTS_KEY, value=self._layout.others)
         metadata = metadata_data(self._citations, self._grounding, self._url_context)
