@@ -8,7 +8,8 @@ that is no JSON (the extraction fails), `n % 50 == 13` answers 400, `n % 10 == 3
 request as a provider refuses a revoked key (401), a spent account (429
 `insufficient_quota`), a limit per day (429, retry after a day) or a model it does not have
 (404). A document whose text says `too large` is answered 429 as a request larger than the
-limit per minute.
+limit per minute; one whose text says `cut off` has its connection closed in the middle of
+the answer's status line. `times` keeps when each request reached the model.
 Run as a script, it serves until killed and prints its port.
 """
 
@@ -42,10 +43,17 @@ class BatchServer(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.sent: Counter[int] = Counter()
         """Requests per document that reached the model (not the ones answered 429)."""
+        self.times: list[float] = []
         self.limited = 0
         self.recent: deque[float] = deque()
         self.refusing: str | None = None
         self.refused = 0
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that closed its connection (a run closed with calls in flight) is no
+        error of the server's: not printed."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
     @property
     def url(self) -> str:
@@ -99,7 +107,13 @@ class _Handler(ReplyHandler):
         n = int(found.group(1)) if found else -1
         with self.server.lock:
             self.server.sent[n] += 1
+            self.server.times.append(time.monotonic())
             count = self.server.sent[n]
+        if "cut off" in text:
+            self.wfile.write(b"HTTP/1.1 2")
+            self.wfile.flush()
+            self.close_connection = True
+            return
         if "too large" in text:
             self._send(429, _TOO_LARGE, 1.0)
             return

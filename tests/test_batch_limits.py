@@ -10,6 +10,8 @@ from collections.abc import Coroutine
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from allama.batch._limits import RateLimiter
 
@@ -68,8 +70,8 @@ def test_tokens_are_taken_with_the_turn_so_waiting_requests_share_none() -> None
         return list(await asyncio.gather(*(limiter.acquire(5_000) for _ in range(6))))
 
     sent = run(main())
-    # The bucket holds two requests' tokens and refills one every 30 s.
-    assert sorted(round(moment, 6) for moment in sent) == [0.0, 0.1, 30.0, 60.0, 90.0, 120.0]
+    # Two requests' tokens a minute: the next two go when the first two are a minute old.
+    assert sorted(round(moment, 6) for moment in sent) == [0.0, 0.1, 60.0, 60.1, 120.0, 120.1]
 
 
 def test_a_burst_of_429s_answering_requests_sent_together_is_one() -> None:
@@ -166,3 +168,69 @@ def test_a_halt_ends_every_wait_at_once() -> None:
     moments, ended = run(main())
     assert sorted(moments) == [0.0, 5.0, 5.0, 5.0]  # not 60, 120 and 180
     assert ended == 5.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=9_000), min_size=1, max_size=40))
+def test_the_tokens_of_any_minute_stay_within_tpm(sizes: list[int]) -> None:
+    """From the start (no full bucket to spend at once): any 60 seconds hold `tpm` tokens
+    at most, but for a request larger than `tpm`, which goes alone."""
+    tpm = 6_000
+
+    async def main() -> list[tuple[float, int]]:
+        loop = asyncio.get_running_loop()
+        limiter = RateLimiter(tpm=tpm, clock=loop.time)
+
+        async def one(size: int) -> tuple[float, int]:
+            return await limiter.acquire(size), size
+
+        return list(await asyncio.gather(*(one(size) for size in sizes)))
+
+    sent = sorted(run(main()))
+    for start, _ in sent:
+        window = [size for moment, size in sent if start <= moment < start + 60.0]
+        assert sum(window) <= tpm or len(window) == 1
+
+
+def test_a_requests_tokens_count_as_its_usage_said() -> None:
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        limiter = RateLimiter(tpm=10_000, clock=loop.time)
+        first = await limiter.acquire(8_000)
+        limiter.spent(8_000, 2_000, first)  # it used a quarter of its estimate
+        second = await limiter.acquire(8_000)  # room for it: 2,000 + 8,000
+        limiter.spent(8_000, 9_000, second)  # more than its estimate
+        third = await limiter.acquire(1_000)  # 11,000 in the minute: when the first leaves
+        return [first, second, third]
+
+    assert run(main()) == [0.0, 0.0, 60.0]
+
+
+def test_requests_waiting_at_the_old_rate_take_their_turn_again_when_it_changes() -> None:
+    async def cut() -> list[float]:
+        loop = asyncio.get_running_loop()
+        limiter = RateLimiter(rpm=120, clock=loop.time)  # half a second apart
+        sends = [asyncio.create_task(limiter.acquire()) for _ in range(16)]
+        await asyncio.sleep(0.2)
+        limiter.slow_down(1.0, sent_at=0.0)  # a 429 asking for a second
+        return [await send for send in sends]
+
+    sent = sorted(run(cut()))
+    assert sent[0] == 0.0
+    assert sent[1] >= 1.2  # none inside the pause
+    gaps = [later - earlier for earlier, later in itertools.pairwise(sent[1:])]
+    assert min(gaps) >= 1.0 - 1e-9  # the halved rate, for every request that waited
+
+    async def recovering() -> list[float]:
+        loop = asyncio.get_running_loop()
+        limiter = RateLimiter(rpm=60, clock=loop.time)
+        limiter.slow_down(0.001, sent_at=-1.0)  # cut to 30 a minute: 2 s apart
+        sends = [asyncio.create_task(limiter.acquire()) for _ in range(20)]
+        await asyncio.sleep(10.5)
+        sends.append(asyncio.create_task(limiter.acquire()))  # ten quiet seconds later
+        return [await send for send in sends]
+
+    later = sorted(moment for moment in run(recovering()) if moment > 11.0)
+    gaps = [b - a for a, b in itertools.pairwise(later)]
+    # 33 a minute after the recovery's first step (60 / 33 s apart), for those that waited.
+    assert max(gaps) < 2.0 and min(gaps) >= 60 / 33 - 1e-9

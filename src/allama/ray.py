@@ -46,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +60,10 @@ import allama
 from allama.batch._limits import RateLimiter
 from allama.batch._run import (
     _REFUSALS,
+    TURN,
     CallCancelled,
+    Turn,
+    Turns,
     _cancelling,
     _check_retries,
     _estimate,
@@ -70,7 +74,7 @@ from allama.batch._run import (
     _wait_to_retry,
     stored_value,
 )
-from allama.errors import Error
+from allama.errors import Error, NetworkError, RequestTimeoutError
 from allama.extract import ExtractionMetadata, Extractor, SchemaEnforcement
 from allama.schema import type_schema
 from allama.types import ChatRequest
@@ -238,6 +242,10 @@ class ExtractBatch:
         self._limiter_settings = (rpm, tpm, backoff)
         RateLimiter(rpm, tpm)  # a wrong rate fails here
         self._limiter: RateLimiter | None = None
+        self._turns: Turns | None = None
+        self._answered_at = float("-inf")
+        """When a call last reached the provider: a broken connection on one row while
+        others are answered is that row's, not a provider out of reach."""
         self._max_attempts = max_attempts
         self._backoff = backoff
         self._random = random.Random()
@@ -290,6 +298,8 @@ class ExtractBatch:
             self._limit = asyncio.Semaphore(self._row_concurrency)
             rpm, tpm, backoff = self._limiter_settings
             self._limiter = RateLimiter(rpm, tpm, backoff=max(backoff, 0.001))
+            # Each call of an extraction (a retry, a repair) takes a turn of the limits.
+            self._turns = Turns(self.provider, self._limiter)
         if self._text_column is not None:
             # A block without the column (rows built from dicts that lack it) holds none.
             rows: list[Any] = (
@@ -345,6 +355,7 @@ class ExtractBatch:
         assert limiter is not None
         tries = _Tries(1, estimate=_estimate(request) if limiter.counts_tokens else 0)
         last: tuple[Error, ExtractionMetadata | None] | None = None
+        first_sent: float | None = None
         while True:
             async with limit:
                 if self._stopped is None:
@@ -355,8 +366,14 @@ class ExtractBatch:
                     # Sent before: it ends with what it met then, and what it paid for.
                     return None, error_text(last[0]), _record_json(last[1], tries.spent)
                 tries.tried += 1
+                if first_sent is None:
+                    first_sent = time.monotonic()
+                turn = Turn(sent_at, tries.estimate)
+                entered = TURN.set(turn)
                 try:
-                    extracted = await self._extractor.aextract(self._provider, self._tp, request)
+                    turns: Any = self._turns
+                    extracted = await self._extractor.aextract(turns, self._tp, request)
+                    self._answered_at = time.monotonic()
                     break
                 except Exception as failed:  # a bad row never fails the job
                     error = failed
@@ -364,6 +381,11 @@ class ExtractBatch:
                     if _cancelling():
                         raise
                     error = CallCancelled()  # the call's own, not the job's: the row's failure
+                finally:
+                    TURN.reset(entered)
+                    sent_at, tries.charged = turn.sent_at, turn.estimate
+            if not isinstance(error, NetworkError | RequestTimeoutError):
+                self._answered_at = time.monotonic()  # the provider is there
             if not isinstance(error, Error):  # the type's own code: the passes it paid for
                 kept = ExtractionMetadata.from_error(error)
                 return None, error_text(error), _record_json(kept, tries.spent)
@@ -388,13 +410,14 @@ class ExtractBatch:
             else:
                 # As a batch run: a provider out of reach after every try, or (every row
                 # sent to one model) an endpoint or model that does not exist.
-                stops = _stops(error, tries.tried, self._text_column is not None)
+                unanswered = first_sent is None or self._answered_at < first_sent
+                stops = _stops(error, tries.tried, self._text_column is not None, unanswered)
                 if stops is not None:
                     self._stopped = stops
                     limiter.halt()
             return None, error_text(error), _record_json(metadata, tries.spent)
         usage = extracted.metadata.usage
-        limiter.spent(tries.estimate, None if usage is None else usage.total_tokens)
+        limiter.spent(tries.charged, None if usage is None else usage.total_tokens, sent_at)
         record = _record_json(extracted.metadata, tries.spent)
         try:
             value = stored_value(self._schema.adapter, extracted.value)

@@ -1,7 +1,10 @@
 """Rate limits for a batch run: requests and tokens per minute, tightened by the provider.
 
-Requests are spaced evenly (`60 / rpm` apart), tokens drawn from a bucket refilled at
-`tpm / 60` per second. A rate-limit answer (429) pauses every new request until the moment
+Requests are spaced evenly (`60 / rpm` apart); the tokens of the requests sent in any 60
+seconds stay within `tpm` (a request larger than `tpm` goes alone, once the minute before
+it is clear), the estimate of each settled against its usage when the answer says. A
+request waiting for its turn when the rate changes (a cut, a recovery) takes its turn
+again at the new rate. A rate-limit answer (429) pauses every new request until the moment
 the provider gave (`retry_after`, which the adapters read from `retry-after` and the
 rate-limit reset headers) or a backoff that doubles while 429s keep coming, and halves the
 request rate (with no `rpm` given, from the rate the run was sending at, which it may
@@ -66,8 +69,9 @@ class RateLimiter:
         self._next = 0.0
         self._paused_until = 0.0
         self._tpm = tpm
-        self._tokens = float(tpm) if tpm is not None else 0.0
-        self._refilled = clock()
+        self._window: deque[list[float]] = deque()
+        """The requests of the last 60 seconds, each `[sent at, tokens]`, in order."""
+        self._in_window = 0.0
         self._strikes = 0
         self._last_strike = 0.0
         self._recovered_at = 0.0
@@ -77,6 +81,10 @@ class RateLimiter:
         """When recent requests went out: the rate a 429 answered, when no `rpm` was given."""
         self._halted = asyncio.Event()
         """Set when the run stops: waits end at once, and no turn is waited for."""
+        self._respaced: asyncio.Event | None = None
+        """Set (and replaced) when the rate changes: turns taken at the old rate are taken
+        again."""
+        self._last_sent = float("-inf")
         self.waited = 0.0
         """Seconds tasks spent waiting on the limits (summed over tasks)."""
         self.slowdowns = 0
@@ -111,7 +119,8 @@ class RateLimiter:
 
     async def acquire(self, tokens: int = 0) -> float:
         """Wait for this request's turn: after any pause, its tokens, and its slot. Returns
-        the moment it went (for `slow_down`); at once after `halt`, when it is not to go."""
+        the moment it went (for `slow_down` and `spent`); at once after `halt`, when it is
+        not to go."""
         began = self._clock()
         while True:
             await self._clear(tokens)
@@ -119,46 +128,101 @@ class RateLimiter:
                 return self._clock()
             # Its tokens and its slot are taken at once, with nothing awaited between the
             # check and the taking: requests waiting for their slots share no tokens.
+            entry = None
             if self._tpm is not None:
-                self._tokens -= tokens
+                entry = [self._clock(), float(tokens)]
+                self._window.append(entry)
+                self._in_window += tokens
+            respaced = False
             if self._rpm is not None:
                 interval = 60.0 / (self._rpm * self._scale)
                 now = self._clock()
                 slot = max(now, self._next)
                 self._next = slot + interval
                 if slot > now:
-                    await self.sleep(slot - now)
-            if self._paused_until <= self._clock():
+                    respaced = await self._wait_for_slot(slot - now)
+            if not respaced and self._paused_until <= self._clock():
                 break
-            # A 429 came while it waited for its slot: it waits out the pause as well.
-            if self._tpm is not None:
-                self._tokens += tokens
+            # The rate changed, or a 429 came, while it waited for its slot: it takes its
+            # turn again, at the new rate, after the pause.
+            if entry is not None:
+                self._in_window -= entry[1]
+                entry[1] = 0.0
         now = self._clock()
+        if entry is not None:
+            entry[0] = now  # its tokens count from when it went
+        self._last_sent = now
         self._sent.append(now)
         while self._sent and now - self._sent[0] > _WINDOW:
             self._sent.popleft()
         self.waited += now - began
         return now
 
+    async def _wait_for_slot(self, seconds: float) -> bool:
+        """Sleep until a slot; `True` when the rate changed meanwhile (the slot is stale)."""
+        if self._respaced is None:
+            self._respaced = asyncio.Event()
+        respaced = self._respaced
+        if self._halted.is_set():
+            await asyncio.sleep(0)
+            return False
+        waits = [asyncio.ensure_future(self._halted.wait()), asyncio.ensure_future(respaced.wait())]
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        return respaced.is_set() and not self._halted.is_set()
+
+    def _respace(self) -> None:
+        """The rate changed: the turns taken at the old one are taken again, from the last
+        request sent on."""
+        if self._rpm is not None:
+            interval = 60.0 / (self._rpm * self._scale)
+            self._next = max(self._clock(), self._last_sent + interval)
+        if self._respaced is not None:
+            self._respaced.set()
+            self._respaced = None
+
     async def _clear(self, tokens: int) -> None:
-        """Wait until no pause is in force and the bucket holds `tokens` (or all it can)."""
+        """Wait until no pause is in force and the last minute's requests leave room for
+        `tokens` (a request larger than `tpm`: until the minute is clear)."""
         while True:
             now = self._clock()
             self._recover(now)
             wait = self._paused_until - now
             if wait <= 0 and self._tpm is not None:
-                self._refill(now)
-                need = min(float(tokens), float(self._tpm))
-                if self._tokens < need:
-                    wait = (need - self._tokens) / (self._tpm / 60.0)
+                wait = self._room_in(now, min(float(tokens), float(self._tpm)))
             if wait <= 0 or self._halted.is_set():
                 return
             await self.sleep(wait)
 
-    def spent(self, estimated: int, actual: int | None) -> None:
-        """Settle a request's tokens once its usage is known."""
-        if self._tpm is not None and actual is not None:
-            self._tokens -= actual - estimated
+    def _room_in(self, now: float, need: float) -> float:
+        """Seconds until the requests of the 60 seconds before leave `need` tokens of room."""
+        assert self._tpm is not None
+        window = self._window
+        while window and window[0][0] <= now - 60.0:
+            self._in_window -= window.popleft()[1]
+        over = self._in_window + need - self._tpm
+        if over <= 0:
+            return 0.0
+        for sent_at, counted in window:  # the oldest leave first
+            over -= counted
+            if over <= 0:
+                return sent_at + 60.0 - now
+        return window[-1][0] + 60.0 - now if window else 0.0
+
+    def spent(self, estimated: int, actual: int | None, sent_at: float | None = None) -> None:
+        """Settle the tokens of a request sent at `sent_at` once its usage is known: its
+        estimate becomes what it used, while it is within the last minute."""
+        if self._tpm is None or actual is None:
+            return
+        change = float(actual - estimated)
+        for entry in reversed(self._window):
+            if sent_at is None or entry[0] == sent_at:
+                entry[1] += change
+                self._in_window += change
+                return
 
     def slow_down(self, retry_after: float | None, sent_at: float = float("inf")) -> float:
         """A rate-limit answer to a request sent at `sent_at`: pause new requests and, unless
@@ -195,6 +259,7 @@ class RateLimiter:
             self._scale = 1.0
             self._ceiling = _GUESSED_CEILING
         self._scale = max(self._scale / 2, 1 / 64)
+        self._respace()
         return pause
 
     def _recover(self, now: float) -> None:
@@ -204,9 +269,4 @@ class RateLimiter:
             # (a day's pause) recovers it in full, without overflowing.
             self._scale = min(self._ceiling, self._scale * 1.1 ** min(steps, 44))
             self._recovered_at += steps * _RECOVERY_SECONDS
-
-    def _refill(self, now: float) -> None:
-        assert self._tpm is not None
-        elapsed = now - self._refilled
-        self._refilled = now
-        self._tokens = min(float(self._tpm), self._tokens + elapsed * self._tpm / 60.0)
+            self._respace()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
 import contextvars
 import hashlib
@@ -49,6 +50,7 @@ from allama.errors import (
     PermissionDeniedError,
     QuotaExceededError,
     RateLimitedError,
+    RequestTimeoutError,
     asked_wait,
 )
 from allama.extract._engine import Extracted
@@ -59,7 +61,7 @@ from allama.extract._mode import SchemaEnforcement
 from allama.extract._output import dump_consumes, dump_reads_back
 from allama.extract._parse import ReadAgainError, read_again
 from allama.provider import ChatProvider
-from allama.types import ChatRequest
+from allama.types import ChatRequest, ChatResponse
 
 __all__ = [
     "AsyncBatchRun",
@@ -814,6 +816,10 @@ class _Runner:
         flag is only ever set, by its own thread, so neither undoes the other."""
         self.closed = False
         """The run was cancelled before its end (`close()`, the results left early)."""
+        self.provider = Turns(spec.provider, self.limiter)
+        """The provider the extractions call: each call takes a turn of the rate limits."""
+        self.answered_at = float("-inf")
+        """When a call last reached the provider (an answer, an error it sent)."""
 
     @property
     def draining(self) -> bool:
@@ -843,6 +849,7 @@ class _Runner:
 
     async def _run(self) -> None:
         spec = self.spec
+        self.provider.loop = asyncio.get_running_loop()
         if spec.ledger is not None:
             self.book = Ledger(spec.ledger, settings=spec.settings)
             self.ledger = LedgerWriter(self.book)
@@ -1281,6 +1288,10 @@ class _Runner:
                 tries.tried += 1
                 self.summary.in_flight += 1
                 outcome: Extracted[Any] | Exception
+                # The extraction's first call goes on this turn; each further call it makes
+                # (a retry, a repair) takes a turn of its own (`Turns`).
+                turn = Turn(sent_at, tries.estimate)
+                entered = TURN.set(turn)
                 try:
                     outcome = await self.call(request)
                 except Exception as failed:  # provider errors, and the caller's own code's
@@ -1290,7 +1301,11 @@ class _Runner:
                         raise
                     outcome = CallCancelled()  # the call's own, not the run's: its failure
                 finally:
+                    TURN.reset(entered)
                     self.summary.in_flight -= 1
+                sent_at, tries.charged = turn.sent_at, turn.estimate
+                if not isinstance(outcome, NetworkError | RequestTimeoutError):
+                    self.answered_at = time.monotonic()  # the provider is there
                 if hold:
                     concluded = await self._conclude(
                         index, key, label, outcome, tries, began, sent_at
@@ -1346,7 +1361,9 @@ class _Runner:
                     tries.last = (outcome, None)
                 tries.owed = True  # counted when it is sent, not when its wait began
                 return None
-            stops = _stops(outcome, tries.tried, self.spec.template is not None)
+            stops = _stops(
+                outcome, tries.tried, self.spec.template is not None, self.answered_at < began
+            )
             if stops is not None:
                 return await self._set_aside(
                     index, key, label, outcome, record, tries.attempts, began, spent, stops
@@ -1360,7 +1377,8 @@ class _Runner:
                 index, key, label, outcome, record, tries.attempts, began, spent
             )
         usage = outcome.metadata.usage
-        self.limiter.spent(tries.estimate, None if usage is None else usage.total_tokens)
+        total = None if usage is None else usage.total_tokens
+        self.limiter.spent(tries.charged, total, sent_at)
         return await self._record_success(index, key, label, outcome, tries.attempts, began, spent)
 
     async def _record_success(
@@ -1550,15 +1568,18 @@ _REFUSALS = (AuthenticationError, PermissionDeniedError, QuotaExceededError)
 """Errors about the run's key or account, not its input: every input would meet them."""
 
 
-def _stops(error: Error, tried: int, one_request: bool = False) -> str | None:
+def _stops(
+    error: Error, tried: int, one_request: bool = False, unanswered: bool = True
+) -> str | None:
     """Why an error that is no longer tried again stops the run, since every input (or
     job) would meet it: a refused key or account, a provider not reached in `tried`
-    tries, or, when every input goes to the same endpoint and model (`one_request`: a
-    template), an endpoint or model that does not exist (a wrong base URL); `None` for an
-    error that is the input's own."""
+    tries while it answered no other call (`unanswered`: a connection that breaks on one
+    input while others are answered is that input's), or, when every input goes to the
+    same endpoint and model (`one_request`: a template), an endpoint or model that does not
+    exist (a wrong base URL); `None` for an error that is the input's own."""
     if isinstance(error, _REFUSALS):
         return f"the provider refused the run's key or account: {_failure(error).message}"
-    if isinstance(error, NetworkError):
+    if isinstance(error, NetworkError) and unanswered:
         return f"the provider could not be reached in {tried} tries: {_failure(error).message}"
     if one_request and isinstance(error, NotFoundError):
         return (
@@ -1589,6 +1610,85 @@ class _Tries:
     ends with if the run stops before it is sent again."""
     owed: bool = False
     """To be sent again: the attempt is counted when it is."""
+    charged: int = 0
+    """The tokens the rate limits were told of for the last send (its every call)."""
+
+
+@dataclass(slots=True)
+class Turn:
+    """One send of an input: when its last call went, and the tokens told of its calls."""
+
+    sent_at: float
+    estimate: int
+    first: bool = True
+    """Its first call goes on the turn the run took for it."""
+
+
+TURN: contextvars.ContextVar[Turn | None] = contextvars.ContextVar(
+    "allama_batch_turn", default=None
+)
+
+
+class Turns:
+    """The provider as a run's extractions call it: each call after an extraction's first
+    (a retry with the error, a repair) waits for a turn of the run's rate limits, as every
+    request does; the first goes on the turn the run took for the input. A call made in a
+    worker thread (`batch`) waits for its turn on the run's loop."""
+
+    def __init__(self, provider: ChatProvider, limiter: RateLimiter) -> None:
+        self._provider = provider
+        self.limiter = limiter
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The run's event loop, where a worker thread's call waits for its turn."""
+
+    @property
+    def name(self) -> str:
+        return self._provider.name
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._provider, name)
+
+    async def _take(self, turn: Turn, request: ChatRequest) -> None:
+        limiter = self.limiter
+        tokens = _estimate(request) if limiter.counts_tokens else 0
+        turn.estimate += tokens
+        turn.sent_at = await limiter.acquire(tokens)
+
+    async def achat(self, request: ChatRequest) -> ChatResponse:
+        turn = TURN.get()
+        if turn is not None:
+            if turn.first:
+                turn.first = False
+            else:
+                await self._take(turn, request)
+        return await self._provider.achat(request)
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        turn = TURN.get()
+        if turn is not None:
+            if turn.first:
+                turn.first = False
+            else:
+                self._wait_for(turn, request)
+        return self._provider.chat(request)
+
+    def _wait_for(self, turn: Turn, request: ChatRequest) -> None:
+        loop = self.loop
+        if loop is None:
+            return
+        try:
+            waited = asyncio.run_coroutine_threadsafe(self._take(turn, request), loop)
+        except RuntimeError:  # the run's loop closed: the run is over
+            return
+        while True:
+            try:
+                waited.result(timeout=1.0)
+                return
+            except concurrent.futures.TimeoutError:
+                if loop.is_closed():
+                    return
+            except concurrent.futures.CancelledError:
+                return
 
 
 def _retry_step(error: Error, tries: _Tries, max_attempts: int) -> bool | str:
@@ -1604,7 +1704,7 @@ def _retry_step(error: Error, tries: _Tries, max_attempts: int) -> bool | str:
     asked = asked_wait(error)
     if retryable and asked is not None and asked > _LONGEST_WAIT:
         return f"the provider asked to wait {asked:.0f} s before the next request"
-    return retryable and tries.tried < max_attempts and tries.limited <= _MAX_RATE_LIMITED
+    return retryable and tries.tried < max_attempts and tries.limited < _MAX_RATE_LIMITED
 
 
 async def _wait_to_retry(
@@ -2021,7 +2121,8 @@ class AsyncBatchRun(Generic[T]):
 
     async def _call(self, request: ChatRequest) -> Extracted[Any]:
         spec = self._spec
-        return await spec.extractor.aextract(spec.provider, spec.tp, request)
+        provider: Any = self._runner.provider
+        return await spec.extractor.aextract(provider, spec.tp, request)
 
     def __aiter__(self) -> AsyncIterator[BatchResult[T]]:
         if self._read:
@@ -2108,8 +2209,9 @@ class BatchRun(Generic[T]):
         loop = asyncio.get_running_loop()
         # In this task's context, so that the extraction's span is its input's child.
         run = contextvars.copy_context().run
+        provider: Any = self._runner.provider
         return await loop.run_in_executor(
-            self._pool, run, spec.extractor.extract, spec.provider, spec.tp, request
+            self._pool, run, spec.extractor.extract, provider, spec.tp, request
         )
 
     def _start(self) -> None:
