@@ -774,7 +774,7 @@ def test_failed_inputs_tried_again_count_what_they_paid_toward_the_budget(
     assert (again.summary.failed, again.summary.not_started) == (5, 0)
     assert (again.summary.cost, sum(server.sent.values())) == (Decimal("0.000105"), sent)
     assert again.summary.stopped == (
-        "the budget of $0.0001 is reached ($0.000105, $0.000105 of it paid for inputs not finished)"
+        "the budget of $0.0001 is reached ($0.000105, $0.000105 of it paid before this run)"
     )
     # A larger budget sends them again, each counted with what it paid before.
     larger = allama.batch(
@@ -797,8 +797,7 @@ def test_failed_inputs_tried_again_count_what_they_paid_toward_the_budget(
     given = sum(r.resumed for r in results)
     assert larger.summary.cost == Decimal("0.000021") * (6 + given)
     assert larger.summary.stopped == (
-        "the budget of $0.00016 is reached ($0.000168, $0.000042 of it paid for inputs not "
-        "finished)"
+        "the budget of $0.00016 is reached ($0.000168, $0.000105 of it paid before this run)"
     )
 
 
@@ -1116,7 +1115,7 @@ def test_a_budget_counts_what_unfinished_inputs_of_its_own_settings_paid(
     )
     assert [outcome(r) for r in same] == ["not_started"] * 4
     assert same.summary.stopped == (
-        "the budget of $0.0001 is reached ($0.000210, $0.000210 of it paid for inputs not finished)"
+        "the budget of $0.0001 is reached ($0.000210, $0.000210 of it paid before this run)"
     )
 
 
@@ -1155,7 +1154,7 @@ def test_a_run_of_a_ledger_version_that_kept_fewer_settings_counts_toward_the_bu
     other.claim("k2", 1, "#1")
     other.finish("k2", status="failed", seconds=0.1, error={"kind": "x"}, cost="0.25")
     like = {"provider": "openai", "model": "gpt-4o-mini", "inputs": "a"}
-    assert Ledger(path, read_only=True).paid_unfinished(like) == {"k1": "0.5"}
+    assert Ledger(path, read_only=True).paid(like) == (Decimal("0.5"), {"k1": "0.5"})
 
 
 def test_failures_claimed_again_and_not_sent_stay_failed(
@@ -1374,8 +1373,8 @@ def test_a_run_under_a_spent_budget_gives_every_value_the_ledger_holds(
     first = allama.batch(provider_for(server), Row, finished, **options)
     assert all(r.failure is None for r in first)
     sent = sum(server.sent.values())
-    # Run again with new documents among them, under a budget the first value given from
-    # the ledger spends: it reads on and sends nothing, and gives each value it holds.
+    # Run again with new documents among them, under a budget the earlier run spent (the
+    # budget is the job's): it reads on and sends nothing, and gives each value it holds.
     inputs = [f"doc {n}" for n in (1, 2, 11, 4, 5, 12, 6, 8, 9, 14, 10, 5)]
     again = allama.batch(provider_for(server), Row, inputs, max_cost="0.00001", **options)
     results = sorted(again, key=lambda r: r.index)
@@ -1404,7 +1403,9 @@ def test_a_run_under_a_spent_budget_gives_every_value_the_ledger_holds(
     )
     # The values given were paid for by the earlier run: counted once each.
     assert (summary.passes, summary.cost) == (8, Decimal("0.000021") * 8)
-    assert summary.stopped == "the budget of $0.00001 is reached ($0.000021)"
+    assert summary.stopped == (
+        "the budget of $0.00001 is reached ($0.000168, $0.000168 of it paid before this run)"
+    )
 
     # The async run reads on too, and an iterator (which may never end) is not read on.
     async def gathered() -> list[allama.BatchResult[Row]]:
@@ -1415,6 +1416,32 @@ def test_a_run_under_a_spent_budget_gives_every_value_the_ledger_holds(
     unsized = allama.batch(provider_for(server), Row, iter(inputs), max_cost="0.00001", **options)
     assert len(list(unsized)) < 12
     assert sum(server.sent.values()) == sent
+
+
+def test_a_spent_budget_sends_nothing_again_in_whatever_order_the_inputs_come(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    options: dict[str, Any] = {
+        "request": TEMPLATE,
+        "ledger": tmp_path / "run.sqlite",
+        "max_cost": "0.00005",
+        "concurrency": 1,
+    }
+    inputs = [f"doc {n}" for n in (1, 2, 4, 5, 6, 8, 9, 10, 11, 12)]
+    first = allama.batch(provider_for(server), Row, inputs, **options)
+    list(first)
+    assert first.summary.cost == Decimal("0.000063")  # three calls reached it
+    sent = sum(server.sent.values())
+    # What the job paid counts from the start, not as each value is read back: inputs not
+    # yet finished that come first are not sent.
+    for order in (inputs[::-1], inputs[5:] + inputs[:5]):
+        again = allama.batch(provider_for(server), Row, order, **options)
+        results = list(again)
+        assert sum(server.sent.values()) == sent
+        assert sorted(outcome(r) for r in results) == ["not_started"] * 7 + ["ok"] * 3
+        assert again.summary.stopped == (
+            "the budget of $0.00005 is reached ($0.000063, $0.000063 of it paid before this run)"
+        )
 
 
 def test_no_call_is_made_after_a_budgets_stop(server: BatchServer, tmp_path: Path) -> None:

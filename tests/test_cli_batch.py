@@ -891,9 +891,10 @@ def test_a_run_stopped_by_its_budget_still_gives_what_the_ledger_holds(
     ledger, docs = half_finished(server, row_type, tmp_path)
     out = tmp_path / "out.jsonl"
     capsys.readouterr()
-    extra = ("--max-cost", "0.00005", "--concurrency", "1", "--ledger", str(ledger))
-    # Stopped after three paid calls, the run reads on and sends nothing: the values of
-    # the other three, finished by the earlier run, are its results. Nothing was held
+    extra = ("--max-cost", "0.00012", "--concurrency", "1", "--ledger", str(ledger))
+    # The budget is the job's: the earlier run's three paid calls ($0.000063) count from
+    # the start, and the budget is reached at the third call of this run, which the
+    # values of the other three, finished by the earlier run, join. Nothing was held
     # back, so the budget's stop is no failure of the command.
     assert run(server, row_type, docs, out, *extra) == 0
     assert sorted(row["label"] for row in rows_of(out)) == [

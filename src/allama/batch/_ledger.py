@@ -25,10 +25,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from decimal import Decimal, localcontext
 from pathlib import Path
 from typing import Any
 
 import pydantic_core
+
+from allama._prices import MONEY
 
 __all__ = [
     "Claim",
@@ -745,21 +748,34 @@ class Ledger:
         ).fetchone()
         return None if found is None else _row(found)
 
-    def paid_unfinished(self, like: dict[str, Any] | None = None) -> dict[str, str]:
-        """The cost kept for each input not done (failed, pending, or left in flight) whose
-        attempts paid for something, by key: money a budget counts before those inputs are
-        read again. `like`: only inputs last claimed by a run whose settings have these
-        values (a ledger shared by runs of other settings holds inputs this run never
-        reads); an input of a run the ledger does not know counts."""
+    def paid(self, like: dict[str, Any] | None = None) -> tuple[Decimal, dict[str, str]]:
+        """What the ledger's inputs paid for, in all (done or not), and the cost kept for
+        each input not done (failed, pending, or left in flight) whose attempts paid for
+        something, by key: money a budget counts from the start of a run, the job's whole.
+        `like`: only inputs last claimed by a run whose settings have these values (a ledger
+        shared by runs of other settings holds inputs this run never reads); an input of a
+        run the ledger does not know counts."""
         agree = _Agreement(like)
         with self._lock:
+            settings_of = dict(
+                self._connection.execute("SELECT run_id, settings FROM runs").fetchall()
+            )
             found = self._connection.execute(
-                "SELECT items.key, items.cost, runs.settings FROM items LEFT JOIN runs "
-                "ON runs.run_id = items.run_id WHERE items.status != ? "
-                "AND items.cost IS NOT NULL",
-                (Status.DONE,),
+                "SELECT key, cost, status, run_id FROM items WHERE cost IS NOT NULL"
             ).fetchall()
-        return {str(key): str(cost) for key, cost, settings in found if agree(settings)}
+        total = Decimal(0)
+        unfinished: dict[str, str] = {}
+        with localcontext(MONEY):
+            for key, cost, status, run_id in found:
+                if not agree(settings_of.get(run_id)):
+                    continue
+                try:
+                    total += Decimal(cost)
+                except ArithmeticError:
+                    continue
+                if status != Status.DONE:
+                    unfinished[str(key)] = str(cost)
+        return total, unfinished
 
     def unpriced(self, like: dict[str, Any] | None = None) -> str | None:
         """Why the cost of what an input paid is not known, for the first such input (of

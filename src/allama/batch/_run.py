@@ -141,6 +141,8 @@ NOT_STARTED = "not_started"
 IN_FLIGHT_ELSEWHERE = "in_flight_elsewhere"
 IN_PROVIDER_JOB = "in_provider_job"
 """In a provider batch job when the run stopped: a later run collects it."""
+_NOT_ENDED_HERE = frozenset({NOT_STARTED, IN_FLIGHT_ELSEWHERE, IN_PROVIDER_JOB})
+"""Results of inputs this run did not end: nothing of theirs was paid here."""
 VALUE_UNSTORABLE = "value_unstorable"
 """Validated and paid for, but no JSON can be made of the value (its type writes bytes it
 cannot encode, say): the ledger records the failure, with the record and its cost."""
@@ -782,8 +784,13 @@ class _Runner:
         self.running: dict[str, asyncio.Future[BatchResult[Any]]] = {}
         """Inputs being worked on in this run, by key: a duplicate input waits for the first."""
         self.carried: dict[str, Decimal] = {}
-        """What earlier runs paid for inputs this run sends again, until they end: counted
-        toward the budget (with `max_cost`)."""
+        """What earlier runs paid for inputs this run may send again, until they end: part
+        of `job_paid`, which the cost of their end here includes again."""
+        self.job_paid = Decimal(0)
+        """Under a budget: what the ledger's inputs of this run's settings had paid when it
+        started, done or not (the budget is the whole job's)."""
+        self.paid_here = Decimal(0)
+        """Under a budget: what this run's sends paid since."""
         self.given_from_ledger: set[int] = set()
         """Inputs an earlier run finished that this run has given, by their key's first 64
         bits (a tenth of the memory of the keys): a later copy is a duplicate, its record
@@ -1028,11 +1035,27 @@ class _Runner:
 
     def _finish(self, result: BatchResult[Any]) -> None:
         _tracing.input_result(result)
-        if self.carried and (result.failure is None or result.failure.kind != NOT_STARTED):
-            self.carried.pop(result.key, None)  # counted in the summary from now on
+        if self.spec.max_cost is not None:
+            self._count_paid(result)
         self.summary.add(result)
         self._check_budget(result)
         self.emit(result)
+
+    def _count_paid(self, result: BatchResult[Any]) -> None:
+        """Add what an input's sends in this run paid to `paid_here`: its cost, less what
+        earlier runs had paid for it (counted in `job_paid`). An input given from the
+        ledger, a copy, one not sent paid nothing here."""
+        failure = result.failure
+        if failure is not None and failure.kind in _NOT_ENDED_HERE:
+            return
+        earlier = self.carried.pop(result.key, None)
+        if result.resumed or result.duplicate:
+            return
+        records = [*result.spent, *([result.metadata] if result.metadata is not None else [])]
+        cost, _ = _cost_of(records) if records else (None, None)
+        if cost is not None:  # (unknown: `_check_budget` stops the run)
+            paid = cost if earlier is None else MONEY.subtract(cost, earlier)
+            self.paid_here = MONEY.add(self.paid_here, paid)
 
     def carry_from(self, book: Ledger) -> None:
         """Under a budget, count what the ledger's unfinished inputs paid for before the
@@ -1049,7 +1072,8 @@ class _Runner:
                 f"${self.spec.max_cost:f} cannot be kept"
             )
             return
-        for key, cost in book.paid_unfinished(like).items():
+        self.job_paid, unfinished = book.paid(like)
+        for key, cost in unfinished.items():
             with contextlib.suppress(ArithmeticError):
                 self.carried[key] = Decimal(cost)
         self._check_known()
@@ -1060,14 +1084,10 @@ class _Runner:
             return
         known = self._known_cost()
         if known >= budget:
-            unfinished = known - self.summary.cost
+            before = self.job_paid
             self._stop_for_budget(
                 f"the budget of ${budget:f} is reached (${dollars(known)}"
-                + (
-                    f", ${dollars(unfinished)} of it paid for inputs not finished)"
-                    if unfinished
-                    else ")"
-                )
+                + (f", ${dollars(before)} of it paid before this run)" if before else ")")
             )
 
     def _carry(self, key: str, paid: list[ExtractionMetadata]) -> None:
@@ -1077,6 +1097,8 @@ class _Runner:
         cost, _ = _cost_of(paid)
         if cost is None:
             return
+        if key not in self.carried:  # left by another run after this one started
+            self.job_paid = MONEY.add(self.job_paid, cost)
         self.carried[key] = cost
         self._check_known()
 
@@ -1091,10 +1113,7 @@ class _Runner:
         self.stop(reason)
 
     def _known_cost(self) -> Decimal:
-        known = self.summary.cost
-        for cost in self.carried.values():
-            known = MONEY.add(known, cost)
-        return known
+        return MONEY.add(self.job_paid, self.paid_here)
 
     def _check_budget(self, result: BatchResult[Any]) -> None:
         budget = self.spec.max_cost
