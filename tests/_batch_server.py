@@ -8,7 +8,8 @@ that is no JSON (the extraction fails), `n % 50 == 13` answers 400, `n % 10 == 3
 request as a provider refuses a revoked key (401), a spent account (429
 `insufficient_quota`), a limit per day (429, retry after a day) or a model it does not have
 (404). A document whose text says `too large` is answered 429 as a request larger than the
-limit per minute; one whose text says `cut off` has its connection closed in the middle of
+limit per minute; one whose text says `flaky` is answered with no JSON, then 503, then its
+value; one whose text says `cut off` has its connection closed in the middle of
 the answer's status line. `times` keeps when each request reached the model.
 Run as a script, it serves until killed and prints its port.
 """
@@ -109,6 +110,12 @@ class _Handler(ReplyHandler):
             self.server.sent[n] += 1
             self.server.times.append(time.monotonic())
             count = self.server.sent[n]
+        if "flaky" in text and count <= 2:  # no JSON (a paid pass), then a 503
+            if count == 1:
+                self._send(200, _completion(self.server.model, "no JSON here"))
+            else:
+                self._send(503, {"error": {"message": "overloaded", "type": "server_error"}})
+            return
         if "cut off" in text:
             self.wfile.write(b"HTTP/1.1 2")
             self.wfile.flush()

@@ -1444,6 +1444,28 @@ def test_a_spent_budget_sends_nothing_again_in_whatever_order_the_inputs_come(
         )
 
 
+def test_a_run_closed_while_an_input_waits_to_retry_keeps_what_it_paid(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    options: dict[str, Any] = {
+        "request": TEMPLATE,
+        "ledger": ledger,
+        "extractor": Extractor(retries=1),
+    }
+    # A paid pass (no JSON), then a 503 on the retry: the input waits 3 s to be sent again.
+    run = allama.batch(provider_for(server), Row, ["doc 1, flaky"], backoff=3.0, **options)
+    threading.Timer(1.0, run.close).start()
+    assert list(run) == []
+    [row] = Ledger(ledger, read_only=True).rows()
+    assert (row.status, row.cost) == ("pending", "0.000021")
+    again = allama.batch(provider_for(server), Row, ["doc 1, flaky"], backoff=0.01, **options)
+    [result] = list(again)
+    assert result.value == Row(n=1) and server.sent[1] == 3
+    # Both passes the provider answered, in whichever run.
+    assert (again.summary.passes, again.summary.cost) == (2, Decimal("0.000042"))
+
+
 def test_no_call_is_made_after_a_budgets_stop(server: BatchServer, tmp_path: Path) -> None:
     # Half the documents answer 503 the first time: their tries again are counted in the
     # same commits as other inputs' outcomes, one of which reaches the budget.

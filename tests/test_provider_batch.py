@@ -301,6 +301,35 @@ def test_a_run_stopped_while_its_job_runs_is_collected_by_the_next_once(
     assert len([job for job in server.jobs if job.family == family]) == 2  # + the follow-up
 
 
+def test_a_provider_batch_run_closed_while_its_jobs_run_counts_them(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "closed.sqlite"
+    server.hold = True
+    run = _batch_run(provider, model, _docs(20), ledger)
+
+    def close_when_polled() -> None:
+        deadline = time.monotonic() + 10
+        while not any(job.polls for job in server.jobs) and time.monotonic() < deadline:
+            time.sleep(0.002)
+        run.close()
+
+    closer = threading.Thread(target=close_when_polled, daemon=True)
+    closer.start()
+    assert list(run) == []
+    closer.join()
+    summary = run.summary
+    assert summary.stopped == "closed before its end (the results were left, or `close()` called)"
+    # Every input accounted for: in the job, which goes on at the provider.
+    assert (summary.in_jobs, summary.abandoned, summary.done) == (20, 0, 0)
+    assert "20 in provider batch jobs" in summary.lines()[0]
+    server.hold = False
+    again = _run(provider, model, _docs(20), ledger, extractor=allama.Extractor(retries=1))
+    assert [r.value for r in again if r.ok] == [Doc(n=n) for n in range(20) if n != 13]
+    assert all(server.submitted[("openai-chat", n)] == 1 for n in range(20) if n != 7)
+
+
 def _dies_before_the_id_is_recorded(self: Ledger, tag: str, job_id: str) -> None:
     """`Ledger.job_submitted` in a process that dies after the job reached the provider."""
     raise RuntimeError("the process died here")

@@ -32,6 +32,7 @@ from allama.batch._run import (
     _LONGEST_WAIT,
     _MAX_RATE_LIMITED,
     _NO_MORE,
+    CLOSED_EARLY,
     IN_FLIGHT_ELSEWHERE,
     IN_PROVIDER_JOB,
     BatchFailure,
@@ -188,7 +189,17 @@ class JobRunner(_Runner):
                     await self._poll_due()
                 elif self.live:
                     await asyncio.wait(self.live, return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:
+        except BaseException as error:
+            if isinstance(error, asyncio.CancelledError):  # the run closed before its end
+                self.closed = True
+                self.mark_stopped(CLOSED_EARLY)
+                self.emit = _given_to_no_one  # a closed run gives no more results
+                # Its jobs go on at the provider, and a later run collects them: so said.
+                for job in self.open.values():
+                    self.summary.in_flight -= len(job.items)
+                    for item in job.items:
+                        self._in_job(item, job)
+                self.open.clear()
             for task in self.live:
                 task.cancel()
             if self.live:
@@ -866,6 +877,10 @@ def next_wait(wait: float, ceiling: float) -> float:
     last, up to `ceiling` (each wait is then spread by a tenth either way, so that the jobs
     of many runs are not read in step)."""
     return min(ceiling, max(wait, 0.001) * POLL_GROWTH)
+
+
+def _given_to_no_one(result: BatchResult[Any]) -> None:
+    """Where the results of a closed run go: counted in its summary, read by no one."""
 
 
 async def _no_call(request: ChatRequest) -> Any:

@@ -452,6 +452,18 @@ class Ledger:
             ),
         )
 
+    def _keep_paid(self, key: str, record: dict[str, Any] | None, cost: str | None) -> None:
+        self._connection.execute(
+            "UPDATE items SET record = ?, cost = ? WHERE key = ? AND run_id = ? AND status = ?",
+            (
+                None if record is None else _json_text(record),
+                cost,
+                key,
+                self.run_id,
+                Status.IN_FLIGHT,
+            ),
+        )
+
     def reopen(self, key: str) -> None:
         """Make a failed input pending again (`retry_failed`), its attempts kept."""
         with self._transaction():
@@ -1092,6 +1104,11 @@ class LedgerWriter:
         log: list[dict[str, Any]] | None = None,
     ) -> None:
         await self._submit(lambda: self._ledger._set_aside(key, error, record, cost, log))
+
+    async def keep_paid(self, key: str, record: dict[str, Any] | None, cost: str | None) -> None:
+        """Keep what an input in flight has paid so far (its record, with the attempts
+        before the last, and their cost) while it waits to be sent again."""
+        await self._submit(lambda: self._ledger._keep_paid(key, record, cost))
 
     async def release(self, key: str) -> None:
         await self._submit(lambda: self._ledger._release(key))

@@ -1366,18 +1366,24 @@ class _Runner:
                     index, key, label, outcome, record, tries.attempts, began, spent, step
                 )
             if step:
+                tries.last = (outcome, record)
+                if record is not None and (record.passes or record.usage is not None):
+                    spent.append(record)  # paid for: a pass, or a failure that reported usage
+                    tries.last = (outcome, None)
+                    if self.ledger is not None:
+                        # Kept before the wait: a run closed during it leaves the input
+                        # pending with what it paid, for the run that sends it again.
+                        await self.ledger.keep_paid(
+                            key, _stored_or_spent(None, spent), _paid_text(None, spent)
+                        )
                 if self.stopping is None:
                     await _wait_to_retry(
                         self.limiter, outcome, tries.tried, sent_at, self.spec.backoff, self.random
                     )
                 if self.stopping is not None:  # the run stopped before its next try
                     return await self._set_aside(
-                        index, key, label, outcome, record, tries.attempts, began, spent
+                        index, key, label, outcome, tries.last[1], tries.attempts, began, spent
                     )
-                tries.last = (outcome, record)
-                if record is not None and (record.passes or record.usage is not None):
-                    spent.append(record)  # paid for: a pass, or a failure that reported usage
-                    tries.last = (outcome, None)
                 tries.owed = True  # counted when it is sent, not when its wait began
                 return None
             stops = _stops(
