@@ -661,6 +661,24 @@ def test_a_duplicate_input_is_sent_once(server: BatchServer, tmp_path: Path) -> 
     assert server.sent[5] == 1 and server.sent[6] == 1
 
 
+def test_a_copy_carries_the_first_copys_earlier_attempts(server: BatchServer) -> None:
+    # A pass that failed validation, then a 503: an attempt paid for, before the one that
+    # gave the value.
+    run = allama.batch(
+        provider_for(server),
+        Row,
+        ["doc 1, flaky", "doc 1, flaky"],
+        request=TEMPLATE,
+        extractor=Extractor(retries=1),
+        backoff=0.01,
+        concurrency=1,
+    )
+    first, copy = sorted(run, key=lambda r: r.index)
+    assert copy.duplicate and len(first.spent) == 1
+    assert copy.spent == first.spent and copy.metadata is first.metadata
+    assert run.summary.passes == 2  # counted once
+
+
 def test_a_copy_that_comes_after_the_first_finished_is_read_from_the_ledger(
     server: BatchServer, tmp_path: Path
 ) -> None:

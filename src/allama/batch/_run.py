@@ -1770,6 +1770,7 @@ def _duplicate(index: int, label: str, first: BatchResult[Any]) -> BatchResult[A
         0,
         0.0,
         first.resumed,
+        first.spent,
         duplicate=True,
         pending=first.pending,
     )
