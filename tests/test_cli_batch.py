@@ -938,6 +938,31 @@ def test_a_run_that_stops_still_writes_what_the_ledger_holds(
     ]
 
 
+def test_a_run_that_stops_counts_the_failures_an_earlier_run_ended_with(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger = tmp_path / "shared.sqlite"
+    (tmp_path / "later").mkdir()
+    later = folder(tmp_path / "later", [5, 7])  # doc 7 answers no JSON: a paid failure
+    assert run(server, row_type, later, tmp_path / "later.jsonl", "--ledger", str(ledger)) == 0
+    docs = folder(tmp_path, [1, 2, 4, 5, 6, 7])  # 5 and 7 past what the run reads
+    out = tmp_path / "out.jsonl"
+    capsys.readouterr()
+    server.refusing = "key"
+    assert run(server, row_type, docs, out, "--concurrency", "1", "--ledger", str(ledger)) == 1
+    err = capsys.readouterr().err
+    assert f"output: {out} (1 value, 1 of them from the ledger for documents not reached)" in err
+    summary = summary_of(err)
+    # doc 7's failure is the earlier run's, with what it paid: not "not started".
+    assert summary[2] == (
+        "1 done, 2 failed (2 finished by an earlier run; 1 kept pending for the next run), "
+        "3 not started, in T s"
+    )
+    assert "passes 2, attempts 3, tokens 200 in / 20 out" in summary
+    assert "cost $0.000042" in summary
+    assert any(line.startswith("failed: doc-07.txt: extraction_parse: ") for line in summary)
+
+
 def test_a_stopped_run_counts_a_copy_of_a_document_it_gave_once(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -953,7 +978,8 @@ def test_a_stopped_run_counts_a_copy_of_a_document_it_gave_once(
     source = documents("in.jsonl", [1, 2, 4, 5, 6, 1, 5, 5])
     out = tmp_path / "out.jsonl"
     capsys.readouterr()
-    extra = ("--max-cost", "0.00005", "--concurrency", "1", "--ledger", str(ledger))
+    # The budget is the job's: reached at the third document sent ($0.000042 before).
+    extra = ("--max-cost", "0.0001", "--concurrency", "1", "--ledger", str(ledger))
     assert run(server, row_type, source, out, *extra) == 0
     assert len(rows_of(out)) == 8 and sum(server.sent.values()) == 5
     summary = summary_of(capsys.readouterr().err)

@@ -656,8 +656,9 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
 
 def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray) -> list[Any]:
     """Write the values the ledger holds for the documents a stopped run did not reach
-    (finished by an earlier run), validated again; their results, as the run would have
-    given them (a copy of an input the run gave already marked so)."""
+    (finished by an earlier run), validated again; their results, and those of the failures
+    an earlier run ended with, as the run would have given them (a copy of an input the run
+    gave already marked so)."""
     import sqlite3
 
     from allama.batch._ledger import LedgerError, _read_only, _row, row_columns
@@ -683,22 +684,23 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
             if found is None or key is None:
                 continue
             row = _row((key, *found))
-            if row.status != "done":
+            if row.status not in ("done", "failed"):
                 continue
             try:
                 label = spec.label(document, index)
                 # Read again as the run reads what it resumes, and written as its rows are.
                 result = runner._from_ledger(index, label, row)
-                if result.failure is not None:  # its value no longer validates: as the run
-                    continue
-                shown = stored_python(spec.adapter, result.value)
+                if row.status == "done" and result.failure is not None:
+                    continue  # its value no longer validates: as the run says
+                shown = None if result.failure else stored_python(spec.adapter, result.value)
             except Exception:  # the label function's: the input's failure, which the run said
                 continue
-            kept = None if row.record is None else dict(row.record)
-            if kept is not None:  # as the run's own rows and `export` write it
-                kept.pop("earlier_attempts", None)
-            line = {"label": label, "key": key, "value": shown, "record": kept}
-            output.write(_jsonl_line(line))
+            if result.failure is None:  # a failure an earlier run ended with is counted only
+                kept = None if row.record is None else dict(row.record)
+                if kept is not None:  # as the run's own rows and `export` write it
+                    kept.pop("earlier_attempts", None)
+                line = {"label": label, "key": key, "value": shown, "record": kept}
+                output.write(_jsonl_line(line))
             # A copy of an input the run finished, or gave from the ledger, is counted once.
             if row.run_id == this_run or not runner.first_read(key):
                 result = _duplicate(index, label, result)
@@ -713,8 +715,8 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
 
 def _count_earlier(summary: Any, filled: list[Any]) -> None:
     """Count the documents a stopped run did not reach, and an earlier run finished, as
-    done by an earlier run (their values are in the output, their records in the summary's
-    passes, tokens and cost), not as not started."""
+    finished by an earlier run (their values are in the output, their records in the
+    summary's passes, tokens and cost), not as not started."""
     summary.not_started = max(0, summary.not_started - len(filled))
     for result in filled:
         summary.add(result)
@@ -935,8 +937,19 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             # earlier run's values) is written too, so the output is not cut short.
             try:
                 from_ledger = _write_from_ledger(run, prepared.ledger, output, seen)
-                filled = len(from_ledger)
+                filled = sum(result.failure is None for result in from_ledger)
                 _count_earlier(run.summary, from_ledger)
+                for result in from_ledger:
+                    if result.failure is not None and not result.duplicate:
+                        failed += 1  # an earlier run's failure, listed as the run's are
+                        failures.append(
+                            (
+                                result.index,
+                                result.label,
+                                result.failure.kind,
+                                result.failure.message,
+                            )
+                        )
             except KeyboardInterrupt:  # cut short: the output it would replace stays
                 interrupts.count = max(interrupts.count, 1)
                 broken = KeyboardInterrupt("interrupted while writing the ledger's values")
