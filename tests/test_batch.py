@@ -2094,6 +2094,23 @@ def test_every_call_of_an_extraction_takes_a_turn_of_the_rate_limit(
         assert min(gaps) > 0.05, gaps
 
 
+def test_a_sync_run_closed_while_a_retry_waits_for_its_turn_makes_no_more_calls(
+    server: BatchServer,
+) -> None:
+    run = allama.batch(
+        provider_for(server),
+        Row,
+        ["doc 7", "doc 8"],  # doc 7 answers no JSON: its retry waits for its turn
+        request=TEMPLATE,
+        extractor=Extractor(retries=2),
+        rpm=6,  # ten seconds apart
+    )
+    threading.Timer(1.0, run.close).start()
+    list(run)
+    time.sleep(2.0)  # past a worker's look at the closed loop
+    assert server.sent[7] == 1
+
+
 def test_a_connection_broken_on_one_input_while_others_are_answered_is_its_own(
     server: BatchServer,
 ) -> None:

@@ -1698,22 +1698,31 @@ class Turns:
         return self._provider.chat(request)
 
     def _wait_for(self, turn: Turn, request: ChatRequest) -> None:
+        """Wait on the run's loop for the call's turn; a run closed meanwhile makes no more
+        calls (the extraction ends here, its thread with it)."""
         loop = self.loop
         if loop is None:
             return
         try:
             waited = asyncio.run_coroutine_threadsafe(self._take(turn, request), loop)
         except RuntimeError:  # the run's loop closed: the run is over
-            return
+            raise RunClosed() from None
         while True:
             try:
                 waited.result(timeout=1.0)
                 return
             except concurrent.futures.TimeoutError:
                 if loop.is_closed():
-                    return
+                    raise RunClosed() from None
             except concurrent.futures.CancelledError:
-                return
+                raise RunClosed() from None
+
+
+class RunClosed(Exception):
+    """A call of an extraction in a worker thread, not made: its run was closed."""
+
+    def __init__(self) -> None:
+        super().__init__("the batch run was closed before this call's turn came")
 
 
 def _retry_step(error: Error, tries: _Tries, max_attempts: int) -> bool | str:
@@ -2255,6 +2264,14 @@ class BatchRun(Generic[T]):
                     self._failure = error
             finally:
                 started.set()
+                # What is still waiting on the loop (a worker's call waiting for its turn)
+                # ends before the loop closes, as `asyncio.run` ends it.
+                with contextlib.suppress(BaseException):
+                    left = asyncio.all_tasks(loop)
+                    for task in left:
+                        task.cancel()
+                    if left:
+                        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
                 loop.close()
                 self._results.put(_END)
 
