@@ -127,27 +127,29 @@ class RateLimiter:
             if self._halted.is_set():
                 return self._clock()
             # Its tokens and its slot are taken at once, with nothing awaited between the
-            # check and the taking: requests waiting for their slots share no tokens.
+            # check and the taking: requests waiting for their slots share no tokens, and
+            # its tokens count from its slot.
+            now = slot = self._clock()
+            if self._rpm is not None:
+                interval = 60.0 / (self._rpm * self._scale)
+                slot = max(now, self._next)
+                self._next = slot + interval
             entry = None
             if self._tpm is not None:
-                entry = [self._clock(), float(tokens)]
+                entry = [slot, float(tokens)]
                 self._window.append(entry)
                 self._in_window += tokens
             respaced = False
-            if self._rpm is not None:
-                interval = 60.0 / (self._rpm * self._scale)
-                now = self._clock()
-                slot = max(now, self._next)
-                self._next = slot + interval
-                if slot > now:
-                    respaced = await self._wait_for_slot(slot - now)
+            if slot > now:
+                respaced = await self._wait_for_slot(slot - now)
             if not respaced and self._paused_until <= self._clock():
                 break
             # The rate changed, or a 429 came, while it waited for its slot: it takes its
             # turn again, at the new rate, after the pause.
             if entry is not None:
                 self._in_window -= entry[1]
-                entry[1] = 0.0
+                with contextlib.suppress(ValueError):
+                    self._window.remove(entry)
         now = self._clock()
         if entry is not None:
             entry[0] = now  # its tokens count from when it went
