@@ -255,7 +255,10 @@ class Blob(BaseModel):
 def test_a_value_the_ledger_cannot_hold_is_that_inputs_failure(tmp_path: Path) -> None:
     ledger = tmp_path / "run.sqlite"
     provider = allama.mock.MockProvider(['{"data": "/w=="}', '{"data": "aGk="}'])
-    run = allama.batch(provider, Blob, ["doc 1", "doc 2"], request=TEMPLATE, ledger=ledger)
+    # One at a time: the scripted answers go to the inputs in order.
+    run = allama.batch(
+        provider, Blob, ["doc 1", "doc 2"], request=TEMPLATE, ledger=ledger, concurrency=1
+    )
     results = sorted(run, key=lambda r: r.index)
     assert [outcome(r) for r in results] == ["value_unstorable", "ok"]
     failure = results[0].failure
