@@ -2114,6 +2114,29 @@ def test_a_sync_run_closed_while_a_retry_waits_for_its_turn_makes_no_more_calls(
     assert server.sent[7] == 1
 
 
+def test_calls_of_extractions_in_flight_when_the_run_stops_keep_the_rate(
+    server: BatchServer,
+) -> None:
+    # Documents 7, 57, ... answer no JSON: three calls each, a quarter of a second apart.
+    run = allama.batch(
+        provider_for(server),
+        Row,
+        [f"doc {n}" for n in (7, 57, 107, 157)],
+        request=TEMPLATE,
+        extractor=Extractor(retries=2),
+        concurrency=4,
+        rpm=240,
+    )
+    threading.Timer(0.6, run.stop).start()
+    results = list(run)
+    started = [r for r in results if outcome(r) != "not_started"]
+    assert len(results) == 4 and len(started) >= 2
+    assert len(server.times) == 3 * len(started)  # what was in flight finished
+    arrived = sorted(server.times)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(arrived[2:])]
+    assert min(gaps) > 0.15, gaps  # spaced at the rate still, not sent together
+
+
 def test_a_connection_broken_on_one_input_while_others_are_answered_is_its_own(
     server: BatchServer,
 ) -> None:

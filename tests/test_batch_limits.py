@@ -234,3 +234,40 @@ def test_requests_waiting_at_the_old_rate_take_their_turn_again_when_it_changes(
     gaps = [b - a for a, b in itertools.pairwise(later)]
     # 33 a minute after the recovery's first step (60 / 33 s apart), for those that waited.
     assert max(gaps) < 2.0 and min(gaps) >= 60 / 33 - 1e-9
+
+
+def test_each_call_of_an_extraction_is_settled_by_its_own_usage() -> None:
+    """Calls at 0, 1 and 2 s estimated at 5,000 tokens each use 100: the window holds 100
+    of each while it holds them, never less (the whole miss laid on one call would make it
+    negative once the others left, and let more than `tpm` through)."""
+    from allama import ChatRequest
+    from allama.batch._run import TURN, Turn, Turns
+    from allama.mock import ChatResponseBuilder
+
+    class Answers:
+        name = "answers"
+
+        async def achat(self, request: ChatRequest) -> Any:
+            return ChatResponseBuilder().text("no JSON").usage(90, 10).build()
+
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        limiter = RateLimiter(tpm=15_000, clock=loop.time)
+        turns = Turns(Answers(), limiter)  # type: ignore[arg-type]
+        request = ChatRequest("m").user("x").with_max_output_tokens(5_000)
+        sent = await limiter.acquire(5_000)
+        entered = TURN.set(Turn(sent, 5_000))
+        try:
+            for _ in range(3):  # an extraction's first call and its two retries
+                await turns.achat(request)
+                await asyncio.sleep(1.0)
+        finally:
+            TURN.reset(entered)
+        await asyncio.sleep(57.5)  # 60.5 s: the first call's tokens have left the window
+        big = await limiter.acquire(14_800)  # 200 of the last two calls, and these
+        more = await limiter.acquire(1_000)  # when 15,000 leaves room for it
+        return [big, more]
+
+    big, more = run(main())
+    assert big == pytest.approx(60.5)
+    assert more >= 120.5  # when the 14,800 leave; not at once

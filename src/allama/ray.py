@@ -383,7 +383,7 @@ class ExtractBatch:
                     error = CallCancelled()  # the call's own, not the job's: the row's failure
                 finally:
                     TURN.reset(entered)
-                    sent_at, tries.charged = turn.sent_at, turn.estimate
+                    sent_at = turn.sent_at
             if not isinstance(error, NetworkError | RequestTimeoutError):
                 self._answered_at = time.monotonic()  # the provider is there
             if not isinstance(error, Error):  # the type's own code: the passes it paid for
@@ -416,8 +416,6 @@ class ExtractBatch:
                     self._stopped = stops
                     limiter.halt()
             return None, error_text(error), _record_json(metadata, tries.spent)
-        usage = extracted.metadata.usage
-        limiter.spent(tries.charged, None if usage is None else usage.total_tokens, sent_at)
         record = _record_json(extracted.metadata, tries.spent)
         try:
             value = stored_value(self._schema.adapter, extracted.value)

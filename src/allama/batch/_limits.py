@@ -160,6 +160,24 @@ class RateLimiter:
         self.waited += now - began
         return now
 
+    @property
+    def halted(self) -> bool:
+        return self._halted.is_set()
+
+    async def late_turn(self) -> float:
+        """The turn of a call of an extraction in flight when the run stopped (what is in
+        flight finishes): no wait for a pause or for tokens, but spaced at the rate still,
+        rather than sent together with every other such call."""
+        now = self._clock()
+        if self._rpm is not None:
+            interval = 60.0 / (self._rpm * self._scale)
+            slot = max(now, self._next)
+            self._next = slot + interval
+            if slot > now:
+                await asyncio.sleep(slot - now)
+        self._last_sent = self._clock()
+        return self._last_sent
+
     async def _wait_for_slot(self, seconds: float) -> bool:
         """Sleep until a slot; `True` when the rate changed meanwhile (the slot is stale)."""
         if self._respaced is None:
@@ -203,7 +221,7 @@ class RateLimiter:
         """Seconds until the requests of the 60 seconds before leave `need` tokens of room."""
         assert self._tpm is not None
         window = self._window
-        while window and window[0][0] <= now - 60.0:
+        while window and window[0][0] + 60.0 <= now:  # as the wait below reckons it
             self._in_window -= window.popleft()[1]
         over = self._in_window + need - self._tpm
         if over <= 0:

@@ -1322,7 +1322,7 @@ class _Runner:
                 finally:
                     TURN.reset(entered)
                     self.summary.in_flight -= 1
-                sent_at, tries.charged = turn.sent_at, turn.estimate
+                sent_at = turn.sent_at
                 if not isinstance(outcome, NetworkError | RequestTimeoutError):
                     self.answered_at = time.monotonic()  # the provider is there
                 if hold:
@@ -1401,9 +1401,6 @@ class _Runner:
             return await self._record_failure(
                 index, key, label, outcome, record, tries.attempts, began, spent
             )
-        usage = outcome.metadata.usage
-        total = None if usage is None else usage.total_tokens
-        self.limiter.spent(tries.charged, total, sent_at)
         return await self._record_success(index, key, label, outcome, tries.attempts, began, spent)
 
     async def _record_success(
@@ -1635,13 +1632,12 @@ class _Tries:
     ends with if the run stops before it is sent again."""
     owed: bool = False
     """To be sent again: the attempt is counted when it is."""
-    charged: int = 0
-    """The tokens the rate limits were told of for the last send (its every call)."""
 
 
 @dataclass(slots=True)
 class Turn:
-    """One send of an input: when its last call went, and the tokens told of its calls."""
+    """One send of an input: when its last call went, and the tokens that call was
+    estimated at (settled by its usage once it answers)."""
 
     sent_at: float
     estimate: int
@@ -1676,26 +1672,39 @@ class Turns:
     async def _take(self, turn: Turn, request: ChatRequest) -> None:
         limiter = self.limiter
         tokens = _estimate(request) if limiter.counts_tokens else 0
-        turn.estimate += tokens
+        turn.estimate = tokens
         turn.sent_at = await limiter.acquire(tokens)
+        if limiter.halted:  # the run stopped: this call is in flight, and goes, spaced
+            turn.sent_at = await limiter.late_turn()
 
     async def achat(self, request: ChatRequest) -> ChatResponse:
         turn = TURN.get()
-        if turn is not None:
-            if turn.first:
-                turn.first = False
-            else:
-                await self._take(turn, request)
-        return await self._provider.achat(request)
+        if turn is None:
+            return await self._provider.achat(request)
+        if turn.first:
+            turn.first = False
+        else:
+            await self._take(turn, request)
+        response = await self._provider.achat(request)
+        if self.limiter.counts_tokens and response.usage is not None:
+            self.limiter.spent(turn.estimate, response.usage.total_tokens, turn.sent_at)
+        return response
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         turn = TURN.get()
-        if turn is not None:
-            if turn.first:
-                turn.first = False
-            else:
-                self._wait_for(turn, request)
-        return self._provider.chat(request)
+        if turn is None:
+            return self._provider.chat(request)
+        if turn.first:
+            turn.first = False
+        else:
+            self._wait_for(turn, request)
+        response = self._provider.chat(request)
+        if self.limiter.counts_tokens and response.usage is not None and self.loop is not None:
+            with contextlib.suppress(RuntimeError):  # the run's loop closed: it is over
+                self.loop.call_soon_threadsafe(
+                    self.limiter.spent, turn.estimate, response.usage.total_tokens, turn.sent_at
+                )
+        return response
 
     def _wait_for(self, turn: Turn, request: ChatRequest) -> None:
         """Wait on the run's loop for the call's turn; a run closed meanwhile makes no more
