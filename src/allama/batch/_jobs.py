@@ -32,7 +32,6 @@ from allama.batch._run import (
     _LONGEST_WAIT,
     _MAX_RATE_LIMITED,
     _NO_MORE,
-    CLOSED_EARLY,
     IN_FLIGHT_ELSEWHERE,
     IN_PROVIDER_JOB,
     BatchFailure,
@@ -180,26 +179,16 @@ class JobRunner(_Runner):
                     # rest are left to the provider.
                     for job in list(self.open.values()):
                         await self._poll(job)
-                    for job in self.open.values():
-                        self.summary.in_flight -= len(job.items)
-                        for item in job.items:
-                            self._in_job(item, job)
-                    self.open.clear()
+                    self._leave_open_jobs()
                 if self.open:
                     await self._poll_due()
                 elif self.live:
                     await asyncio.wait(self.live, return_when=asyncio.FIRST_COMPLETED)
         except BaseException as error:
             if isinstance(error, asyncio.CancelledError):  # the run closed before its end
-                self.closed = True
-                self.mark_stopped(CLOSED_EARLY)
+                self.closing()
                 self.emit = _given_to_no_one  # a closed run gives no more results
-                # Its jobs go on at the provider, and a later run collects them: so said.
-                for job in self.open.values():
-                    self.summary.in_flight -= len(job.items)
-                    for item in job.items:
-                        self._in_job(item, job)
-                self.open.clear()
+                self._leave_open_jobs()
             for task in self.live:
                 task.cancel()
             if self.live:
@@ -209,6 +198,15 @@ class JobRunner(_Runner):
             self._wrap_up()
         if self.broken is not None:
             raise self.broken
+
+    def _leave_open_jobs(self) -> None:
+        """The jobs still running go on at the provider, and a later run collects them:
+        their inputs are in jobs, so said."""
+        for job in self.open.values():
+            self.summary.in_flight -= len(job.items)
+            for item in job.items:
+                self._in_job(item, job)
+        self.open.clear()
 
     async def _intake(self) -> dict[str, list[_Item]]:
         """Every input built, keyed and claimed; those in a job of an earlier run are

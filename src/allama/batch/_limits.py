@@ -129,11 +129,8 @@ class RateLimiter:
             # Its tokens and its slot are taken at once, with nothing awaited between the
             # check and the taking: requests waiting for their slots share no tokens, and
             # its tokens count from its slot.
-            now = slot = self._clock()
-            if self._rpm is not None:
-                interval = 60.0 / (self._rpm * self._scale)
-                slot = max(now, self._next)
-                self._next = slot + interval
+            now = self._clock()
+            slot = self._take_slot(now)
             entry = None
             if self._tpm is not None:
                 entry = [slot, float(tokens)]
@@ -169,14 +166,19 @@ class RateLimiter:
         flight finishes): no wait for a pause or for tokens, but spaced at the rate still,
         rather than sent together with every other such call."""
         now = self._clock()
-        if self._rpm is not None:
-            interval = 60.0 / (self._rpm * self._scale)
-            slot = max(now, self._next)
-            self._next = slot + interval
-            if slot > now:
-                await asyncio.sleep(slot - now)
+        slot = self._take_slot(now)
+        if slot > now:
+            await asyncio.sleep(slot - now)
         self._last_sent = self._clock()
         return self._last_sent
+
+    def _take_slot(self, now: float) -> float:
+        """The next slot of the request rate, taken (`now` with no `rpm`)."""
+        if self._rpm is None:
+            return now
+        slot = max(now, self._next)
+        self._next = slot + 60.0 / (self._rpm * self._scale)
+        return slot
 
     async def _wait_for_slot(self, seconds: float) -> bool:
         """Sleep until a slot; `True` when the rate changed meanwhile (the slot is stale)."""

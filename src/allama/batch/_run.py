@@ -905,8 +905,7 @@ class _Runner:
                 await asyncio.gather(*tasks, return_exceptions=True)
         except BaseException as error:
             if isinstance(error, asyncio.CancelledError):  # the run closed before its end
-                self.closed = True
-                self.mark_stopped(CLOSED_EARLY)
+                self.closing()
             for task in tasks:
                 task.cancel()
             if tasks:
@@ -1019,6 +1018,11 @@ class _Runner:
         it)."""
         self.mark_stopped(reason)
         self.wake()
+
+    def closing(self) -> None:
+        """The run was cancelled before its end: said, and `_wrap_up` counts what it left."""
+        self.closed = True
+        self.mark_stopped(CLOSED_EARLY)
 
     def mark_stopped(self, reason: str) -> None:
         if self.stopping is None:
