@@ -875,14 +875,20 @@ def test_the_budget_stops_the_run(
     reader.close()
 
 
-def half_finished(server: BatchServer, row_type: str, tmp_path: Path) -> tuple[Path, Path]:
-    """A ledger in which an earlier run finished doc 5, 6 and 8, and a folder of doc 1, 2,
-    4, 5, 6 and 8."""
+def half_finished(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    earlier: list[int] | None = None,
+    documents: list[int] | None = None,
+) -> tuple[Path, Path]:
+    """A ledger in which an earlier run finished the documents `earlier` (doc 5, 6 and 8),
+    and a folder of the documents `documents` (doc 1, 2, 4, 5, 6 and 8)."""
     ledger = tmp_path / "shared.sqlite"
     (tmp_path / "later").mkdir()
-    later = folder(tmp_path / "later", [5, 6, 8])
+    later = folder(tmp_path / "later", earlier or [5, 6, 8])
     assert run(server, row_type, later, tmp_path / "later.jsonl", "--ledger", str(ledger)) == 0
-    return ledger, folder(tmp_path, [1, 2, 4, 5, 6, 8])
+    return ledger, folder(tmp_path, documents or [1, 2, 4, 5, 6, 8])
 
 
 def test_a_run_stopped_by_its_budget_still_gives_what_the_ledger_holds(
@@ -941,11 +947,8 @@ def test_a_run_that_stops_still_writes_what_the_ledger_holds(
 def test_a_run_that_stops_counts_the_failures_an_earlier_run_ended_with(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ledger = tmp_path / "shared.sqlite"
-    (tmp_path / "later").mkdir()
-    later = folder(tmp_path / "later", [5, 7])  # doc 7 answers no JSON: a paid failure
-    assert run(server, row_type, later, tmp_path / "later.jsonl", "--ledger", str(ledger)) == 0
-    docs = folder(tmp_path, [1, 2, 4, 5, 6, 7])  # 5 and 7 past what the run reads
+    # doc 7 answers no JSON: a paid failure. 5 and 7 come past what the run reads.
+    ledger, docs = half_finished(server, row_type, tmp_path, [5, 7], [1, 2, 4, 5, 6, 7])
     out = tmp_path / "out.jsonl"
     capsys.readouterr()
     server.refusing = "key"
