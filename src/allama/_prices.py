@@ -344,7 +344,7 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
     gp_provider, gp_model = found
     when = datetime.fromtimestamp(at, tz=UTC)
     ref = f"{gp_provider.id}/{gp_model.id}"
-    if batch and not _has_batch_price(gp_provider, gp_model, when):
+    if batch and not _has_variant(gp_provider, gp_model, when, _BATCH):
         return f"genai-prices {version} has no batch price for {ref}"
     context: Mapping[str, str] | None = _BATCH if batch else None
     if tier is not None:
@@ -536,10 +536,6 @@ def _flat_cost(
 
 
 _MILLION = 1_000_000
-
-
-def _has_batch_price(provider: Provider, model: ModelInfo, when: datetime) -> bool:
-    return _has_variant(provider, model, when, _BATCH)
 
 
 def _has_variant(

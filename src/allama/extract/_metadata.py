@@ -318,13 +318,11 @@ class ExtractionMetadata(BaseModel):
             extras = _billed_extras(response.provider_data)
             tier = _service_tier(response.provider_data)
         charge: Charge
-        if tier is not None:
+        if tier is not None or extras:
             batch = response.batch_job is not None
-            at = time.time()
-            charge = (response.provider, response.model, usage, at, batch, extras or {}, tier)
-        elif extras:
-            batch = response.batch_job is not None
-            charge = (response.provider, response.model, usage, time.time(), batch, extras)
+            charge = (response.provider, response.model, usage, time.time(), batch, extras or {})
+            if tier is not None:
+                charge = (*charge, tier)
         elif response.batch_job is None:
             charge = (response.provider, response.model, usage, time.time())
         else:
