@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -713,6 +713,18 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
     return filled
 
 
+def _first_of(shown: Sequence[str], count: int) -> str:
+    """The first few of `count` things, listed, and `...` for the rest."""
+    return ", ".join(shown) + (", ..." if count > len(shown) else "")
+
+
+def _keep_failure(failures: list[tuple[int, str, str, str]], result: Any) -> None:
+    """Keep a failure for the summary's list: the first ones in input order, a few held."""
+    failures.append((result.index, result.label, result.failure.kind, result.failure.message))
+    if len(failures) > 2 * FAILURES_SHOWN:
+        failures[:] = sorted(failures)[:FAILURES_SHOWN]
+
+
 def _count_earlier(summary: Any, filled: list[Any]) -> None:
     """Count the documents a stopped run did not reach, and an earlier run finished, as
     finished by an earlier run (their values are in the output, their records in the
@@ -850,7 +862,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     unused, places = inputs.ids_unused
     if unused:
         have = "document has" if unused == 1 else "documents have"
-        shown = ", ".join(places) + (", ..." if unused > len(places) else "")
+        shown = _first_of(places, unused)
         place = "line" if inputs.kind == "jsonl" else "row"
         print(
             f"note: {unused} {have} an `id` that is no text or number ({shown}), named by "
@@ -860,9 +872,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     repeated, labels = inputs.labels_repeated
     if repeated:
         have = "document has" if repeated == 1 else "documents have"
-        shown = ", ".join(f"`{label}`" for label in labels) + (
-            ", ..." if repeated > len(labels) else ""
-        )
+        shown = _first_of([f"`{label}`" for label in labels], repeated)
         print(
             f"note: {repeated} {have} the id of an earlier document ({shown}): their rows "
             "in the output share a label (their keys tell different documents apart)",
@@ -919,11 +929,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                     failed += 1
                     if result.resumed and args.retry_failed is not None:
                         held_back += 1
-                    failures.append(
-                        (result.index, result.label, result.failure.kind, result.failure.message)
-                    )
-                    if len(failures) > 2 * FAILURES_SHOWN:
-                        failures[:] = sorted(failures)[:FAILURES_SHOWN]
+                    _keep_failure(failures, result)
         except KeyboardInterrupt:
             interrupts.count = max(interrupts.count, 1)
         except Exception as error:  # the run itself failed (an input file changed, a ledger)
@@ -942,14 +948,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                 for result in from_ledger:
                     if result.failure is not None and not result.duplicate:
                         failed += 1  # an earlier run's failure, listed as the run's are
-                        failures.append(
-                            (
-                                result.index,
-                                result.label,
-                                result.failure.kind,
-                                result.failure.message,
-                            )
-                        )
+                        _keep_failure(failures, result)
             except KeyboardInterrupt:  # cut short: the output it would replace stays
                 interrupts.count = max(interrupts.count, 1)
                 broken = KeyboardInterrupt("interrupted while writing the ledger's values")
