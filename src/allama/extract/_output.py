@@ -251,11 +251,10 @@ def _node_reads_back(node: dict[str, Any]) -> bool:
         return False
     if node.get("extra_behavior") == "allow":  # extra keys written beside fields, by name
         return False
-    config = node.get("config")
-    if config and any(config.get(name) for name in _STRING_CHANGES):
+    config = node.get("config") or {}
+    if any(config.get(name) for name in _STRING_CHANGES):
         return False  # its strings changed after their constraints were checked
     if kind == "model":
-        config = node.get("config") or {}
         if node.get("root_model") or node.get("post_init") or node.get("custom_init"):
             return False
         if any(name.startswith(("ser_json_", "val_json_")) for name in config):
