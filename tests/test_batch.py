@@ -731,7 +731,8 @@ def test_a_resumed_run_counts_a_copy_of_an_earlier_runs_input_once(
         provider_for(server), Row, [*inputs, "doc 9"], max_cost="0.00007", **options
     )
     assert [outcome(r) for r in sorted(third, key=lambda r: r.index)] == ["ok"] * 6
-    assert third.summary.stopped is not None  # by the new input's cost: $0.000084
+    # Reached by the new input's cost ($0.000084), the last: nothing was held back.
+    assert third.summary.stopped is None
     assert server.sent[5] == 1 and server.sent[9] == 1
 
 
@@ -1161,7 +1162,40 @@ def test_a_budget_reached_while_failures_are_claimed_again_gives_them_as_they_we
     assert sum(server.sent.values()) == sent and len(results) == 60
     assert all(r.resumed for r in results)
     assert (again.summary.done, again.summary.failed, again.summary.not_started) == (57, 3, 0)
+    # The failures it would have sent again were held back: the stop is said.
+    assert again.summary.stopped is not None
     assert Ledger(ledger, read_only=True).counts() == {"done": 57, "failed": 3}
+
+
+def test_a_budget_reached_with_nothing_left_to_send_stops_nothing(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    # $0.000021 a call: the third call of three reaches $0.00006, and no input is left.
+    run = allama.batch(
+        provider_for(server), Row, docs(3), request=TEMPLATE, concurrency=1, max_cost="0.00006"
+    )
+    assert [outcome(r) for r in run] == ["ok"] * 3
+    assert (run.summary.stopped, run.summary.cost) == (None, Decimal("0.000063"))
+    # With a fourth input, the budget holds it back and says so.
+    held = allama.batch(
+        provider_for(server), Row, docs(4), request=TEMPLATE, concurrency=1, max_cost="0.00006"
+    )
+    assert [outcome(r) for r in held] == ["ok"] * 3 + ["not_started"]
+    assert held.summary.stopped == "the budget of $0.00006 is reached ($0.000063)"
+    # A run again of a finished job under its spent budget gives every value, sends
+    # nothing, and holds nothing back: no stop, in its summary or in the ledger.
+    ledger = tmp_path / "run.sqlite"
+    options: dict[str, Any] = {"request": TEMPLATE, "ledger": ledger, "max_cost": "0.00006"}
+    assert [outcome(r) for r in allama.batch(provider_for(server), Row, docs(3), **options)] == [
+        "ok"
+    ] * 3
+    sent = sum(server.sent.values())
+    again = allama.batch(provider_for(server), Row, docs(3)[::-1], **options)
+    assert [(outcome(r), r.resumed) for r in again] == [("ok", True)] * 3
+    assert sum(server.sent.values()) == sent
+    assert (again.summary.stopped, again.summary.not_started) == (None, 0)
+    runs = Ledger(ledger, read_only=True).runs()
+    assert [entry["stopped"] for entry in runs] == [None, None]
 
 
 def test_a_run_of_a_ledger_version_that_kept_fewer_settings_counts_toward_the_budget(

@@ -1490,6 +1490,25 @@ def test_failures_a_spent_budget_keeps_from_being_tried_again_are_held_back(
     assert len(rows_of(out)) == 2
 
 
+def test_a_finished_job_run_again_under_its_spent_budget_reports_no_stop(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1, 2, 4])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    sent = sum(server.sent.values())
+    capsys.readouterr()
+    # The job paid $0.000063, past the budget; every value is the ledger's, and nothing
+    # is left to send: nothing was held back, so nothing says the run stopped.
+    assert run(server, row_type, docs, out, "--max-cost", "0.00005") == 0
+    assert sum(server.sent.values()) == sent and len(rows_of(out)) == 3
+    err = capsys.readouterr().err
+    assert "stopped starting new inputs" not in err
+    assert summary_of(err)[2] == "3 done, 0 failed (3 finished by an earlier run), in T s"
+    assert main(["batch", "status", f"{out}.ledger.sqlite"]) == 0
+    assert "stopped" not in capsys.readouterr().out
+
+
 def test_status_says_a_cost_no_price_is_known_for_is_unknown(
     row_type: str,
     tmp_path: Path,

@@ -827,6 +827,13 @@ class _Runner:
         """The provider the extractions call: each call takes a turn of the rate limits."""
         self.answered_at = float("-inf")
         """When a call last reached the provider (an answer, an error it sent)."""
+        self.budget_stopped = False
+        """The run's stop was its budget's."""
+        self.held_back = 0
+        """Failures an earlier run ended with that this run would have sent again
+        (`retry_failed`), given back as they were after the budget's stop."""
+        self.all_read = False
+        """Whether the run read its inputs to their end."""
 
     @property
     def draining(self) -> bool:
@@ -895,6 +902,7 @@ class _Runner:
                     break  # no input is read after a stop: the iterable may never end
                 document = await self._next_input(inputs, index)
                 if document is _NO_MORE:
+                    self.all_read = self.broken is None and not inputs.stopped
                     break
                 await ahead.acquire()
                 task = asyncio.create_task(in_slot(index, document))
@@ -1001,6 +1009,9 @@ class _Runner:
         if self.stopping is not None and self.summary.total is not None:
             # Inputs left unread by the stop were not started either.
             self.summary.not_started += max(0, self.summary.total - self.read)
+        stopped = self.stopping
+        if self.held_nothing_back():
+            stopped = summary.stopped = None  # reached, with nothing left to send
         self.summary.waited = self.limiter.waited
         self.summary.slowdowns = self.limiter.slowdowns
         self.summary.rate_limited = self.limiter.rate_limited
@@ -1010,8 +1021,23 @@ class _Runner:
                 with contextlib.suppress(sqlite3.Error), self.book._transaction():
                     for key in self.unsent:
                         self.book._release(key)
-            self.book.end(self.stopping)
+            self.book.end(stopped)
             self.book.close()
+
+    def held_nothing_back(self) -> bool:
+        """Whether the budget's stop held nothing back: every input was read, and each
+        was finished (or given from the ledger) rather than left unsent."""
+        summary = self.summary
+        inputs = self.spec.inputs
+        sized = hasattr(inputs, "__len__")
+        read_all = self.all_read or (sized and self.read >= len(inputs))  # type: ignore[arg-type]
+        left = summary.not_started + summary.pending + summary.abandoned + summary.in_jobs
+        return (
+            self.budget_stopped
+            and not (self.caller_stopped or self.closed)
+            and read_all
+            and left + self.held_back == 0
+        )
 
     def stop(self, reason: str) -> None:
         """Stop starting inputs; on the run's loop (`mark_stopped` and `wake` apart from
@@ -1112,6 +1138,7 @@ class _Runner:
         value it paid for)."""
         if self.stopping is not None:
             return  # stopped already (the caller): no drain
+        self.budget_stopped = True
         if self.book is not None and hasattr(self.spec.inputs, "__len__"):
             self.budget_drain = True
         self.stop(reason)
@@ -1228,6 +1255,8 @@ class _Runner:
         if self.draining and self.ledger is not None:
             row = await self.ledger.finished(key)
             if row is not None:
+                if row.status == Status.FAILED and self.spec.retry_failed:
+                    self.held_back += row.run_id != self.ledger.run_id
                 return self._given(index, label, row)
         return self._not_started(index, key, label)
 
