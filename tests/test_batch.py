@@ -1176,6 +1176,11 @@ def test_a_budget_reached_with_nothing_left_to_send_stops_nothing(
     )
     assert [outcome(r) for r in run] == ["ok"] * 3
     assert (run.summary.stopped, run.summary.cost) == (None, Decimal("0.000063"))
+    # Passed, it is still said: the budget is spent.
+    assert run.summary.budget_reached == "the budget of $0.00006 is reached ($0.000063)"
+    assert run.summary.lines()[-1] == (
+        "the budget of $0.00006 is reached ($0.000063), with nothing left to send"
+    )
     # With a fourth input, the budget holds it back and says so.
     held = allama.batch(
         provider_for(server), Row, docs(4), request=TEMPLATE, concurrency=1, max_cost="0.00006"
@@ -2316,3 +2321,19 @@ def test_a_try_again_that_waits_for_its_turn_when_the_run_stops_is_not_sent(
     assert row.error["kind"] == "overloaded"
     # One send, one attempt: the try that was never sent is not counted.
     assert (result.attempts, row.attempts, run.summary.attempts) == (1, 1, 1)
+
+
+def test_a_stop_that_names_an_input_is_printed_with_its_label_escaped() -> None:
+    # A label is the caller's data: the stop's reason that names it says it as it is, and
+    # the summary's line writes its control characters escaped, as the label's own lines.
+    summary = allama.BatchSummary(
+        stopped="the cost of X\x1b[2JY is unknown (no price): the budget of $1 cannot be kept"
+    )
+    assert summary.lines()[-1] == (
+        "stopped starting new inputs: the cost of X\\x1b[2JY is unknown (no price): "
+        "the budget of $1 cannot be kept"
+    )
+    summary = allama.BatchSummary(budget_reached="the budget of $1 is reached (\u202e$2)")
+    assert summary.lines()[-1] == (
+        "the budget of $1 is reached (\\u202e$2), with nothing left to send"
+    )

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -320,7 +321,8 @@ def test_ids_given_twice_are_said_and_every_output_line_is_one_row(
     out = tmp_path / "out.jsonl"
     assert run(server, row_type, source, out) == 0
     assert (
-        "note: 2 documents have the id of an earlier document (`a\u2028b`, `7`): their rows "
+        # (written escaped, as the summary writes labels: the terminal reads one line)
+        "note: 2 documents have the id of an earlier document (`a\\u2028b`, `7`): their rows "
         "in the output share a label (their keys tell different documents apart)\n"
     ) in capsys.readouterr().err
     # Line ends to `str.splitlines` (U+2028, U+0085) are escaped: one line a row.
@@ -333,15 +335,16 @@ def test_ids_given_twice_are_said_and_every_output_line_is_one_row(
     assert len((tmp_path / "export.jsonl").read_text(encoding="utf-8").splitlines()) == 5
 
 
-def test_a_folders_documents_are_not_the_runs_own_output_or_prompt(
+def test_a_folders_documents_are_not_the_runs_own_output_prompt_or_ledger(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     docs = folder(tmp_path, [1, 2])
     prompt = docs / "prompt.txt"
     prompt.write_text("Read the number.")
     out = docs / "results.txt"
+    extra = ("--prompt", str(prompt), "--ledger", str(docs / "ledger.md"))
     for _ in range(2):
-        assert run(server, row_type, docs, out, "--prompt", str(prompt)) == 0
+        assert run(server, row_type, docs, out, *extra) == 0
         assert "2 documents from" in capsys.readouterr().err
         assert sorted(row["label"] for row in rows_of(out)) == ["doc-01.txt", "doc-02.txt"]
     assert sum(server.sent.values()) == 2
@@ -532,6 +535,20 @@ def _refused_before_sending(
             ("--id-field", "ref"),
             "{path}: no column `ref` (the columns are `id`, `text`); name the column with "
             "--id-field",
+        ),
+        (  # a name from the data is written with its control characters escaped
+            "in.csv",
+            "id,X\x1b[2JY\n1,doc 1\n",
+            (),
+            "{path}: no column `text` (the columns are `id`, `X\\x1b[2JY`); name the column "
+            "with --field",
+        ),
+        (
+            "in.jsonl",
+            '{"X\\u001b]0;owned\\u0007": "doc 1"}\n',
+            (),
+            "{path} line 1: no field `text` (its fields: `X\\x1b]0;owned\\x07`); "
+            "name the document's field with --field",
         ),
     ],
 )
@@ -1504,7 +1521,12 @@ def test_a_finished_job_run_again_under_its_spent_budget_reports_no_stop(
     assert sum(server.sent.values()) == sent and len(rows_of(out)) == 3
     err = capsys.readouterr().err
     assert "stopped starting new inputs" not in err
-    assert summary_of(err)[2] == "3 done, 0 failed (3 finished by an earlier run), in T s"
+    summary = summary_of(err)
+    assert summary[2] == "3 done, 0 failed (3 finished by an earlier run), in T s"
+    assert summary[-3] == (
+        "the budget of $0.00005 is reached ($0.000063, $0.000063 of it paid before this run), "
+        "with nothing left to send"
+    )
     assert main(["batch", "status", f"{out}.ledger.sqlite"]) == 0
     assert "stopped" not in capsys.readouterr().out
 
@@ -1532,3 +1554,62 @@ def test_status_says_a_cost_no_price_is_known_for_is_unknown(
         "cost unknown (genai-prices 0.2.3 has no price for 'a-model-of-our-own' at openai)"
         in capsys.readouterr().out.splitlines()
     )
+
+
+def test_ctrl_c_while_the_ledger_is_read_before_the_run_leaves_nothing_behind(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import allama.cli._batch as command
+
+    docs = folder(tmp_path, [1, 2])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    before, sent = out.read_bytes(), sum(server.sent.values())
+    files = [path.name for path in tmp_path.iterdir()]
+    capsys.readouterr()
+
+    def interrupted(run: Any, ledger: Path) -> str | None:
+        raise KeyboardInterrupt
+
+    # The look-up of what the ledger holds of every document takes seconds for a large
+    # source: Ctrl-C then leaves the output as it was, and no half-written file beside it.
+    monkeypatch.setattr(command, "_in_ledger", interrupted)
+    assert run(server, row_type, docs, out) == 130
+    assert capsys.readouterr().err.endswith(
+        "allama batch run: interrupted (Ctrl-C) before the run began: nothing was sent\n"
+    )
+    assert out.read_bytes() == before and sum(server.sent.values()) == sent
+    assert not (tmp_path / "out.jsonl.part").exists() and "out.jsonl.part" not in files
+
+
+def test_a_rows_earlier_paid_attempts_are_in_it_so_that_its_costs_add_up(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    # Answered with no JSON (a paid pass), then a 503, then its value: two paid passes.
+    (docs / "a.txt").write_text("doc 1, flaky\n", encoding="utf-8")
+    (docs / "b.txt").write_text("doc 2\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out, "--retries", "1", "--concurrency", "1") == 0
+    summary = summary_of(capsys.readouterr().err)
+    assert "cost $0.000063" in summary
+    rows = by_label(rows_of(out))
+    assert "earlier_attempts" not in rows["b.txt"]
+    (earlier,) = rows["a.txt"]["earlier_attempts"]
+    assert (earlier["passes"], earlier["cost"]["total"]) == (1, "0.000021")
+    assert rows["a.txt"]["record"]["cost"]["total"] == "0.000021"
+    paid = sum(
+        Decimal(record["cost"]["total"])
+        for row in rows.values()
+        for record in [row["record"], *row.get("earlier_attempts", [])]
+    )
+    assert paid == Decimal("0.000063")
+    # `export` writes the same rows, from the ledger.
+    exported = tmp_path / "exported.jsonl"
+    assert main(["batch", "export", f"{out}.ledger.sqlite", "--out", str(exported)]) == 0
+    assert by_label(rows_of(exported)) == rows

@@ -20,7 +20,6 @@ import itertools
 import json
 import queue
 import random
-import re
 import sqlite3
 import threading
 import time
@@ -38,6 +37,7 @@ from pydantic_core import to_json
 
 from allama import _tracing
 from allama._prices import MONEY, dollars
+from allama._printable import printable
 from allama.batch._ledger import Ledger, LedgerRow, LedgerWriter, Status, check_ledger_file
 from allama.batch._limits import RateLimiter, positive
 from allama.batch._threads import DaemonPool
@@ -185,6 +185,9 @@ class BatchSummary:
     slowest: list[tuple[float, str]] = field(default_factory=list)
     costliest: list[tuple[Decimal, str]] = field(default_factory=list)
     stopped: str | None = None
+    budget_reached: str | None = None
+    """The budget's message when the run reached it with nothing left to send (all read and
+    finished, or given from the ledger): no stop, but the budget is spent."""
     refused: str | None = None
     """The kind of error that stopped the run from starting new inputs, since every one
     would meet it: the provider refused the run's key or account (`authentication`,
@@ -339,18 +342,10 @@ class BatchSummary:
             )
             out.append(f"most expensive: {shown}")
         if self.stopped:
-            out.append(f"stopped starting new inputs: {self.stopped}")
+            out.append(f"stopped starting new inputs: {printable(self.stopped)}")
+        elif self.budget_reached:
+            out.append(f"{printable(self.budget_reached)}, with nothing left to send")
         return out
-
-
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
-
-
-def printable(text: str) -> str:
-    """`text` with its control, line-breaking and direction characters written as escapes
-    (`\\x1b`): a label is the caller's data, and an escape sequence in it, printed as it
-    is, would drive the terminal (clear it, rewrite a line, forge one)."""
-    return _UNPRINTABLE.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
 
 
 def _keep_top(top: list[Any], entry: tuple[Any, str], size: int = 3) -> None:
@@ -1010,8 +1005,9 @@ class _Runner:
             # Inputs left unread by the stop were not started either.
             self.summary.not_started += max(0, self.summary.total - self.read)
         stopped = self.stopping
-        if self.held_nothing_back():
-            stopped = summary.stopped = None  # reached, with nothing left to send
+        if self.held_nothing_back():  # reached, with nothing left to send: no stop
+            summary.budget_reached, summary.stopped = summary.stopped, None
+            stopped = None
         self.summary.waited = self.limiter.waited
         self.summary.slowdowns = self.limiter.slowdowns
         self.summary.rate_limited = self.limiter.rate_limited

@@ -27,6 +27,7 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING, Any
 
 from allama._prices import dollars
+from allama._printable import printable
 from allama.cli._progress import Progress
 from allama.schema._types import type_label
 
@@ -350,7 +351,9 @@ class _Failed(Exception):
 
 
 def _say(command: str, message: str) -> None:
-    print(f"allama batch {command}: {message}", file=sys.stderr)
+    """Say what went wrong, on one line: a message names files, columns and fields of the
+    caller's data, printed with their control characters escaped."""
+    print(f"allama batch {command}: {printable(message)}", file=sys.stderr)
 
 
 # allama batch run
@@ -521,8 +524,9 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         provider.close()
         raise _Usage(str(error)) from None
     try:
-        # A folder's documents are not the run's own files (an output named `*.txt`).
-        skip = [out, *([Path(args.prompt)] if args.prompt is not None else [])]
+        # A folder's documents are not the run's own files (an output named `*.txt`, a
+        # ledger named `*.md`).
+        skip = [out, ledger, *([Path(args.prompt)] if args.prompt is not None else [])]
         inputs = read_inputs(source, field=args.field, id_field=args.id_field, skip=skip)
     except NoSuchField as error:  # --field or --id-field names what the source lacks
         provider.close()
@@ -697,10 +701,8 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
                 continue
             if result.failure is None:  # a failure an earlier run ended with is counted only
                 kept = None if row.record is None else dict(row.record)
-                if kept is not None:  # as the run's own rows and `export` write it
-                    kept.pop("earlier_attempts", None)
-                line = {"label": label, "key": key, "value": shown, "record": kept}
-                output.write(_jsonl_line(line))
+                earlier = [] if kept is None else kept.pop("earlier_attempts", [])
+                output.write(_jsonl_line(_value_row(label, key, shown, kept, earlier)))
             # A copy of an input the run finished, or gave from the ledger, is counted once.
             if row.run_id == this_run or not runner.first_read(key):
                 result = _duplicate(index, label, result)
@@ -789,7 +791,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     from pydantic import TypeAdapter
 
     import allama
-    from allama.batch._run import printable, stored_python
+    from allama.batch._run import stored_python
 
     # The output's `.part` file is taken first: a second run writing the same output is
     # refused before it starts a model or reads the ledger.
@@ -815,11 +817,17 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             part.unlink(missing_ok=True)
         return code
 
+    def interrupted() -> int:
+        _say("run", "interrupted (Ctrl-C) before the run began: nothing was sent")
+        return give_up(EXIT_INTERRUPTED)
+
     try:
         started = _start_local(prepared.provider)
     except _Failed as error:
         _say("run", str(error))
         return give_up(EXIT_FAILED)
+    except KeyboardInterrupt:
+        return interrupted()
     if started is not None:
         print(started, file=sys.stderr)
     inputs = prepared.inputs
@@ -872,13 +880,16 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     repeated, labels = inputs.labels_repeated
     if repeated:
         have = "document has" if repeated == 1 else "documents have"
-        shown = _first_of([f"`{label}`" for label in labels], repeated)
+        shown = _first_of([f"`{printable(label)}`" for label in labels], repeated)
         print(
             f"note: {repeated} {have} the id of an earlier document ({shown}): their rows "
             "in the output share a label (their keys tell different documents apart)",
             file=sys.stderr,
         )
-    found = _in_ledger(run, prepared.ledger)
+    try:  # reads the ledger for every document: seconds, for a large source
+        found = _in_ledger(run, prepared.ledger)
+    except KeyboardInterrupt:
+        return interrupted()
     if found is not None:
         print(found, file=sys.stderr)
     progress = None
@@ -910,14 +921,13 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                 ):
                     seen[result.index] = 1  # reached: what the ledger holds is not written
                 if result.failure is None:
-                    row = {
-                        "label": result.label,
-                        "key": result.key,
-                        "value": stored_python(adapter, result.value),
-                        "record": None
-                        if result.metadata is None
-                        else result.metadata.to_json_dict(),
-                    }
+                    row = _value_row(
+                        result.label,
+                        result.key,
+                        stored_python(adapter, result.value),
+                        None if result.metadata is None else result.metadata.to_json_dict(),
+                        [earlier.to_json_dict() for earlier in result.spent],
+                    )
                     output.write(_jsonl_line(row))
                     output.flush()
                     written += 1
@@ -1343,7 +1353,9 @@ def status_lines(report: dict[str, Any]) -> list[str]:
                 f"dead: never finished (killed?), last heard from at {run['heartbeat_at']}; "
                 "what it had in flight is taken up by the next run"
             )
-        stopped = f"; stopped starting new inputs: {run['stopped']}" if run["stopped"] else ""
+        stopped = (
+            f"; stopped starting new inputs: {printable(run['stopped'])}" if run["stopped"] else ""
+        )
         lines.append(f"  {number}. {run['started_at']}  {what}: {state}{stopped}")
     if report.get("jobs"):
         lines.append(f"provider batch jobs: {len(report['jobs'])}")
@@ -1451,21 +1463,34 @@ def _jsonl_line(row: dict[str, Any]) -> str:
     return json.dumps(row, ensure_ascii=False).translate(_LINE_BREAKS) + "\n"
 
 
+def _value_row(
+    label: str, key: str, value: Any, record: dict[str, Any] | None, earlier: list[Any]
+) -> dict[str, Any]:
+    """An output row: the value, the record of the extraction that made it, and those of
+    the input's earlier paid attempts, when there were any (a pass that failed before a
+    retry, in this run or an earlier one): with them the row's costs add up to what the
+    input paid, as the summary counts it."""
+    row = {"label": label, "key": key, "value": value, "record": record}
+    if earlier:
+        row["earlier_attempts"] = earlier
+    return row
+
+
 def _export_row(row: Any, *, failed: bool) -> dict[str, Any]:
     record = None
+    earlier: list[Any] = []
     if row.record:
         record = {k: v for k, v in row.record.items() if k != "earlier_attempts"}
+        earlier = list(row.record.get("earlier_attempts") or [])
     if failed:
-        return {
+        exported = {
             "label": row.label,
             "key": row.key,
             "attempts": row.attempts,
             "error": row.error,
             "record": record,
         }
-    return {
-        "label": row.label,
-        "key": row.key,
-        "value": json.loads(row.value),
-        "record": record,
-    }
+        if earlier:
+            exported["earlier_attempts"] = earlier
+        return exported
+    return _value_row(row.label, row.key, json.loads(row.value), record, earlier)
