@@ -2337,3 +2337,25 @@ def test_a_stop_that_names_an_input_is_printed_with_its_label_escaped() -> None:
     assert summary.lines()[-1] == (
         "the budget of $1 is reached (\\u202e$2), with nothing left to send"
     )
+
+
+def test_a_paid_failure_of_unknown_cost_is_said_and_stops_a_budget() -> None:
+    from allama.errors import REPORTED_USAGE_KEY, InvalidRequestError
+
+    def failed() -> Exception:
+        # A call that failed on its choice, with the tokens it paid for: no pass made.
+        error = InvalidRequestError("the choice failed")
+        return error.with_metadata(REPORTED_USAGE_KEY, {"input_tokens": 100, "output_tokens": 10})
+
+    request = ChatRequest("a-model-of-our-own").system("Read the number.")
+    provider = allama.mock.MockProvider([failed(), failed(), failed()], name="openai")
+    run = allama.batch(provider, Row, ["a", "b"], request=request, concurrency=1)
+    assert [outcome(r) for r in run] == ["invalid_request"] * 2
+    assert (run.summary.passes, run.summary.input_tokens) == (0, 200)
+    assert run.summary.cost_unknown == 2
+    assert any(line.startswith("cost unknown (") for line in run.summary.lines())
+    # Under a budget: its cost cannot be counted, so the budget cannot be kept.
+    limited = allama.batch(provider, Row, ["c", "d"], request=request, concurrency=1, max_cost="5")
+    assert [outcome(r) for r in limited] == ["invalid_request", "not_started"]
+    assert limited.summary.stopped is not None
+    assert limited.summary.stopped.startswith("the cost of #0 is unknown (")

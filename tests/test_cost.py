@@ -1117,3 +1117,64 @@ def test_costs_keep_their_digits_whatever_the_callers_decimal_precision() -> Non
             return batch.summary.cost
 
         assert asyncio.run(run()) == Decimal("0.82222230")
+
+
+def _failed_call(error: Exception, requested: str) -> ExtractionMetadata:
+    """The record of an extraction whose one call failed with `error`, its usage reported,
+    as the provider raises it (named by the request's model)."""
+    from allama.errors import paid_for
+
+    assert isinstance(error, Error)
+    error.with_model(requested)
+    metadata = ExtractionMetadata.new(ExtractionMode.NATIVE)
+    metadata.record_paid(paid_for(error))
+    return metadata
+
+
+def test_a_failed_call_is_priced_at_the_tier_and_the_model_its_body_names() -> None:
+    from allama.adapters.openai_compat import decode_body as decode_chat_body
+    from allama.adapters.openai_responses import decode_body as decode_responses_body
+
+    # A failed response at the priority tier, asked for by an alias: gpt-5-mini's priority
+    # prices, as a call that succeeds at that tier is priced.
+    failed = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "failed",
+        "error": {"code": "server_error", "message": "The model failed."},
+        "model": "gpt-5-mini",
+        "service_tier": "priority",
+        "output": [],
+        "usage": {
+            "input_tokens": 100_000,
+            "output_tokens": 10_000,
+            "total_tokens": 110_000,
+            "input_tokens_details": {"cached_tokens": 40_000},
+        },
+    }
+    with pytest.raises(Error) as raised:
+        decode_responses_body(json.dumps(failed), provider="openai", model="my-alias")
+    cost = _failed_call(raised.value, "my-alias").cost
+    assert cost is not None and cost.total == _tier_price("gpt-5-mini", "priority")
+    # A choice's error from a router asked for `openrouter/auto`: the model it chose.
+    chosen = {
+        "id": "gen-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "openai/gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": ""},
+                "finish_reason": "error",
+                "error": {"code": 502, "message": "Upstream error"},
+            }
+        ],
+        "usage": {"prompt_tokens": 50_000, "completion_tokens": 3_000, "total_tokens": 53_000},
+    }
+    with pytest.raises(Error) as raised:
+        decode_chat_body(json.dumps(chosen), provider="openrouter", model="openrouter/auto")
+    metadata = _failed_call(raised.value, "openrouter/auto")
+    usage = Usage(input_tokens=50_000, output_tokens=3_000)
+    assert metadata.cost is not None
+    assert metadata.cost.total == sum(expected("openrouter", "openai/gpt-4o-mini", usage))

@@ -24,6 +24,7 @@ from allama.adapters.openai_compat._sse import ChatStreamDecoder
 from allama.errors import (
     ContextWindowExceededError,
     InvalidRequestError,
+    PermissionDeniedError,
     RateLimitedError,
     ServerError,
     UnsupportedError,
@@ -510,6 +511,33 @@ def test_other_relayed_errors_keep_the_routers_class() -> None:
         "openrouter", api_key="k", transport=answering(400, openrouter_error(full))
     )
     with pytest.raises(ContextWindowExceededError):
+        target.chat(ChatRequest("openai/gpt-4o").user("x"))
+
+
+def test_a_moderation_refusal_is_the_inputs_not_the_keys() -> None:
+    # OpenRouter's 403 when its moderation flags the input: `metadata` has the reasons and
+    # the flagged text. That request's failure (a batch run goes on); a 403 without them is
+    # the key's or the account's (a batch run stops).
+    flagged = {
+        "error": {
+            "code": 403,
+            "message": "openai/gpt-4o requires moderation on OpenRouter. Your input was flagged.",
+            "metadata": {
+                "reasons": ["harassment"],
+                "flagged_input": "the flagged words...",
+                "provider_name": "OpenAI",
+                "model_slug": "openai/gpt-4o",
+            },
+        }
+    }
+    target = allama.provider("openrouter", api_key="k", transport=answering(403, flagged))
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(ChatRequest("openai/gpt-4o").user("x"))
+    assert type(caught.value) is InvalidRequestError and not caught.value.retryable
+    assert caught.value.status == 403
+    denied = {"error": {"code": 403, "message": "Key is disabled"}}
+    target = allama.provider("openrouter", api_key="k", transport=answering(403, denied))
+    with pytest.raises(PermissionDeniedError):
         target.chat(ChatRequest("openai/gpt-4o").user("x"))
 
 

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from allama.types import RequestField, UnsupportedStage
+from allama.types._response import service_tier_of
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
@@ -49,6 +50,14 @@ EXTRACTION_METADATA_KEY = "allama.extraction"
 REPORTED_USAGE_KEY = "allama.usage"
 """The context metadata key of the usage a provider reported with an error in a 200 body (an
 error on the choice, a failed response): tokens paid for, which an extraction records."""
+
+REPORTED_MODEL_KEY = "allama.usage_model"
+"""Beside `REPORTED_USAGE_KEY`: the model the body that reported the usage names, whose
+prices were paid (a router asked for `openrouter/auto` answers as the model it chose)."""
+
+REPORTED_TIER_KEY = "allama.usage_tier"
+"""Beside `REPORTED_USAGE_KEY`: the service tier other than the standard one the body says
+served the call (`priority`, `flex`), whose prices were paid."""
 
 PAID_BEFORE_KEY = "allama.paid_before"
 """The context metadata key of what earlier failed attempts of the same call reported paying
@@ -588,17 +597,37 @@ def asked_wait(error: Error) -> float | None:
 
 def paid_for(error: Error) -> list[dict[str, JsonValue]]:
     """What the failed attempts behind `error` reported paying, each as `{"provider",
-    "model", "usage"}`: every error in its chain (a failover's providers), and the attempts
+    "model", "usage"}` (and `"service_tier"`, a tier other than the standard one): every error in its chain (a failover's providers), and the attempts
     a retry made before it; none when no provider reported usage with its error."""
     paid: list[dict[str, JsonValue]] = []
     for link in errors_in_chain(error):
         earlier = link.context.metadata.get(PAID_BEFORE_KEY)
         if isinstance(earlier, list):
             paid.extend(entry for entry in earlier if isinstance(entry, dict))
-        usage = link.context.metadata.get(REPORTED_USAGE_KEY)
+        metadata = link.context.metadata
+        usage = metadata.get(REPORTED_USAGE_KEY)
         if isinstance(usage, dict):
-            paid.append({"provider": link.provider, "model": link.model, "usage": usage})
+            model = metadata.get(REPORTED_MODEL_KEY)
+            entry: dict[str, JsonValue] = {
+                "provider": link.provider,
+                "model": model if isinstance(model, str) else link.model,
+                "usage": usage,
+            }
+            tier = metadata.get(REPORTED_TIER_KEY)
+            if isinstance(tier, str):
+                entry["service_tier"] = tier
+            paid.append(entry)
     return paid
+
+
+def reported_billing(error: Error, model: object, tier: object) -> None:
+    """Keep beside an error's reported usage the model and the service tier its body names,
+    where its prices come from."""
+    if isinstance(model, str) and model:
+        error.with_metadata(REPORTED_MODEL_KEY, model)
+    served = service_tier_of(tier)
+    if served is not None:
+        error.with_metadata(REPORTED_TIER_KEY, served)
 
 
 def errors_in_chain(error: Error) -> list[Error]:

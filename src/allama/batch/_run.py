@@ -280,7 +280,7 @@ class BatchSummary:
             self.cost = MONEY.add(self.cost, cost)
             self.priced += 1
             _keep_top(self.costliest, (cost, result.label))
-        elif missing is not None and records and any(r.passes for r in records):
+        elif missing is not None and _paid_any(records):
             self.cost_unknown += 1
             self.cost_missing = self.cost_missing or missing
         _keep_top(self.slowest, (result.seconds, result.label))
@@ -354,6 +354,12 @@ def _keep_top(top: list[Any], entry: tuple[Any, str], size: int = 3) -> None:
     top.append(entry)
     top.sort(key=lambda item: item[0], reverse=True)
     del top[size:]
+
+
+def _paid_any(records: list[ExtractionMetadata]) -> bool:
+    """Whether any of `records` was paid for: a pass, or usage a failed call reported (a
+    choice's error, a failed response) with no pass."""
+    return any(record.passes or record.usage is not None for record in records)
 
 
 def _cost_of(records: list[ExtractionMetadata]) -> tuple[Decimal | None, str | None]:
@@ -1148,7 +1154,7 @@ class _Runner:
             return
         if result.metadata is not None and not result.resumed:
             cost, missing = _cost_of([*result.spent, result.metadata])
-            if cost is None and any(r.passes for r in [*result.spent, result.metadata]):
+            if cost is None and _paid_any([*result.spent, result.metadata]):
                 self._stop_for_budget(
                     f"the cost of {result.label} is unknown ({missing}): "
                     f"the budget of ${budget:f} cannot be kept"

@@ -293,7 +293,11 @@ class ExtractionMetadata(BaseModel):
                 counted,
                 time.time(),
             )
-            if entry.get("batch") is True:  # a provider batch job's row: at batch prices
+            batch = entry.get("batch") is True  # a provider batch job's row: batch prices
+            tier = entry.get("service_tier")
+            if isinstance(tier, str):  # served at another tier: at its prices
+                charge = (*charge, batch, {}, tier)
+            elif batch:
                 charge = (*charge, True)
             self._count(counted, charge)
 

@@ -35,7 +35,7 @@ from allama.adapters.openai_compat._wire import (
     WireResponse,
     WireUsage,
 )
-from allama.errors import REPORTED_USAGE_KEY, Error, ServerError
+from allama.errors import REPORTED_USAGE_KEY, Error, ServerError, reported_billing
 from allama.types import (
     DECLINE_EXPLANATION_KEY,
     SERVICE_TIER_KEY,
@@ -270,6 +270,7 @@ def _with_usage(error: Error, wire: WireResponse, reasoning_outside_completion: 
     if wire.usage is not None:
         usage = usage_of(wire.usage, reasoning_outside_completion=reasoning_outside_completion)
         error.with_metadata(REPORTED_USAGE_KEY, usage.model_dump(mode="json", exclude_none=True))
+        reported_billing(error, wire.model, (wire.model_extra or {}).get("service_tier"))
     return error
 
 

@@ -96,10 +96,20 @@ class ErrorInfo:
     """The fields an error body carries, whatever its shape.
 
     `relayed` is the upstream's error a router wrapped in its own, and `relayed_by` the
-    upstream's name as the router gave it.
+    upstream's name as the router gave it. `flagged`: a router's moderation refused the
+    input (OpenRouter's 403 whose `metadata` has the `reasons` and the `flagged_input`).
     """
 
-    __slots__ = ("code", "message", "param", "relayed", "relayed_by", "status", "type")
+    __slots__ = (
+        "code",
+        "flagged",
+        "message",
+        "param",
+        "relayed",
+        "relayed_by",
+        "status",
+        "type",
+    )
 
     def __init__(
         self,
@@ -111,7 +121,9 @@ class ErrorInfo:
         status: int | None = None,
         relayed: ErrorInfo | None = None,
         relayed_by: str | None = None,
+        flagged: bool = False,
     ) -> None:
+        self.flagged = flagged
         self.message = message
         self.type = type
         self.code = code
@@ -146,9 +158,11 @@ class ErrorInfo:
         text = message if isinstance(message, str) else json.dumps(obj)
         metadata = obj.get("metadata")
         relayed = relayed_by = None
+        flagged = False
         if isinstance(metadata, dict):
             relayed = _relayed(metadata.get("raw"))
             relayed_by = _text(metadata.get("provider_name"))
+            flagged = "reasons" in metadata or "flagged_input" in metadata
         if relayed is not None:
             upstream = f" ({relayed_by})" if relayed_by else ""
             text = f"{text}{upstream}: {relayed.message}"
@@ -160,6 +174,7 @@ class ErrorInfo:
             status=status if isinstance(status, int) and not isinstance(status, bool) else None,
             relayed=relayed,
             relayed_by=relayed_by,
+            flagged=flagged,
         )
 
 
@@ -318,6 +333,10 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         return UnsupportedError(message, field=field, stage=UnsupportedStage.PROVIDER)
     if status == 401 or (status in (400, 403) and re.search(_BAD_KEY, message)):
         return AuthenticationError(message)
+    if status == 403 and info.flagged:
+        # The input's content, refused by moderation: that request's failure, not the key's
+        # or the account's (no other input meets it, and sending it again meets it again).
+        return InvalidRequestError(message)
     if status == 403:
         return PermissionDeniedError(message)
     if status == 404 or code in ("model_not_found", "deploymentnotfound"):

@@ -55,7 +55,7 @@ from allama.adapters.openai_responses._errors import (
     error_from_payload,
     error_from_response,
 )
-from allama.errors import REPORTED_USAGE_KEY, Error, ServerError
+from allama.errors import REPORTED_USAGE_KEY, Error, ServerError, reported_billing
 from allama.types import (
     SERVICE_TIER_KEY,
     ChatResponse,
@@ -294,6 +294,7 @@ def decode_object(
             # Tokens paid for: an extraction records them (a stream yields them instead).
             counted = usage_of(usage).model_dump(mode="json", exclude_none=True)
             error.with_metadata(REPORTED_USAGE_KEY, counted)
+            reported_billing(error, response.get("model"), response.get("service_tier"))
         raise error
     output = response.get("output")
     if not isinstance(output, list):
