@@ -597,8 +597,9 @@ def asked_wait(error: Error) -> float | None:
 
 def paid_for(error: Error) -> list[dict[str, JsonValue]]:
     """What the failed attempts behind `error` reported paying, each as `{"provider",
-    "model", "usage"}` (and `"service_tier"`, a tier other than the standard one): every error in its chain (a failover's providers), and the attempts
-    a retry made before it; none when no provider reported usage with its error."""
+    "model", "usage"}` (and `"service_tier"`, a tier other than the standard one): every
+    error in its chain (a failover's providers), and the attempts a retry made before it;
+    none when no provider reported usage with its error."""
     paid: list[dict[str, JsonValue]] = []
     for link in errors_in_chain(error):
         earlier = link.context.metadata.get(PAID_BEFORE_KEY)
