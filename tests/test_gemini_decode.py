@@ -1846,3 +1846,47 @@ def test_recorded_error_maps_to_its_class(case: Case) -> None:
     assert error.retry_after == wait
     assert not error.authored
     assert error.message not in str(error.as_log()) and error.message not in repr(error)
+
+
+def test_a_request_larger_than_its_per_minute_token_quota_is_not_retried() -> None:
+    import asyncio
+
+    import httpx2
+
+    import allama
+    from allama.transport import Transport
+    from allama.types import ChatRequest
+
+    body = json.dumps(per_minute_quota(rpc("RetryInfo", retryDelay="48s"))).encode()
+    calls: list[int] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        calls.append(1)
+        return httpx2.Response(429, content=body, headers={"content-type": "application/json"})
+
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    provider = allama.provider("gemini", api_key="k", transport=transport)
+    # A prompt of about 1.1 million tokens against a quota of a million a minute: no wait
+    # lets it through. A short one waits its turn, as any rate limit.
+    large = ChatRequest("gemini-2.5-flash").user("word " * 900_000)
+    small = ChatRequest("gemini-2.5-flash").user("a short prompt")
+    for request, retryable in ((large, False), (small, True)):
+        with pytest.raises(RateLimitedError) as caught:
+            provider.chat(request)
+        assert (caught.value.retryable, caught.value.retry_after) == (retryable, 48.0)
+
+        async def call(request: ChatRequest = request) -> None:
+            await provider.achat(request)
+
+        with pytest.raises(RateLimitedError) as caught:
+            asyncio.run(call())
+        assert caught.value.retryable is retryable
+    assert len(calls) == 4
+    # A batch run fails the large input at once, and does not slow the others for it.
+    run = allama.batch(provider, dict, [large], request=lambda request: request)
+    (result,) = list(run)
+    assert result.failure is not None and result.failure.kind == "rate_limited"
+    assert (result.attempts, run.summary.slowdowns, len(calls)) == (1, 0, 5)

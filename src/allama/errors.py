@@ -59,6 +59,11 @@ REPORTED_TIER_KEY = "allama.usage_tier"
 """Beside `REPORTED_USAGE_KEY`: the service tier other than the standard one the body says
 served the call (`priority`, `flex`), whose prices were paid."""
 
+QUOTA_TOKENS_PER_MINUTE_KEY = "allama.quota_tokens_per_minute"
+"""On a rate limit: the quota of input tokens per minute the provider says the request met
+(Gemini's `QuotaFailure`). A request larger than it never gets through, however long it
+waits: its provider makes such an error one not worth retrying."""
+
 PAID_BEFORE_KEY = "allama.paid_before"
 """The context metadata key of what earlier failed attempts of the same call reported paying
 (a retry that gave up): a list of `{"provider", "model", "usage"}`, beside the error's own

@@ -38,6 +38,7 @@ from pydantic_core import to_json
 from allama import _tracing
 from allama._prices import MONEY, dollars
 from allama._printable import printable
+from allama._tokens import guessed_input_tokens
 from allama.batch._ledger import Ledger, LedgerRow, LedgerWriter, Status, check_ledger_file
 from allama.batch._limits import RateLimiter, positive
 from allama.batch._threads import DaemonPool
@@ -78,9 +79,6 @@ T = TypeVar("T")
 _MAX_RATE_LIMITED = 100
 """Rate-limit answers one input may get before it fails: a run slows down for them, but
 a provider that never lets it through ends the input, not the run's wait."""
-
-_CHARS_PER_TOKEN = 4
-"""How input tokens are guessed before the usage says (for the tokens-per-minute limit)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1806,8 +1804,7 @@ async def _wait_to_retry(
 
 
 def _estimate(request: ChatRequest) -> int:
-    chars = sum(len(message.text() or "") for message in request.messages)
-    return chars // _CHARS_PER_TOKEN + (request.max_output_tokens or 0)
+    return guessed_input_tokens(request) + (request.max_output_tokens or 0)
 
 
 def _duplicate(index: int, label: str, first: BatchResult[Any]) -> BatchResult[Any]:

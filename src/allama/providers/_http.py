@@ -17,9 +17,16 @@ from typing import TYPE_CHECKING, Any
 import allama.types as vocabulary
 from allama._degradations import Degradations
 from allama._lazy import deferred_module
+from allama._tokens import guessed_input_tokens
 from allama.adapters._adapter import Adapter, StreamDecoder, load_adapter
 from allama.adapters._http import SECRET_HEADERS, HttpRequest, HttpResponse
-from allama.errors import AuthenticationError, Error, InvalidRequestError
+from allama.errors import (
+    QUOTA_TOKENS_PER_MINUTE_KEY,
+    AuthenticationError,
+    Error,
+    InvalidRequestError,
+    RateLimitedError,
+)
 from allama.providers._credentials import RefreshingToken
 from allama.providers._hosts import host_url
 from allama.providers._options import check_headers, check_key, check_text, check_url
@@ -428,13 +435,14 @@ class HttpProvider:
             )
         except Error as error:
             self._scrub(error.with_model(request.model).with_provider(self.name))
+            _past_quota(error, request)
             raise
 
     def _stream_error(
         self, request: ChatRequest, status: int, headers: Mapping[str, str], body: bytes
     ) -> Error:
         error = self._adapter.error(status, headers, body, provider=self.name, model=request.model)
-        return self._scrub(error)
+        return _past_quota(self._scrub(error), request)
 
     def _decoder(self, request: ChatRequest) -> StreamDecoder:
         return self._adapter.stream_decoder(provider=self.name, model=request.model)
@@ -660,3 +668,17 @@ def _without_credentials(url: str) -> str:
         netloc = f"{user.partition(':')[0]}:***@{host}" if ":" in user else f"***@{host}"
     query = "***" if parts.query else ""
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _past_quota(error: Error, request: ChatRequest) -> Error:
+    """A rate limit on input tokens per minute that the request alone is over, by the
+    guess of its tokens from its text (which errs low): no wait lets it through, so it is
+    not worth retrying (a batch run fails the input at once, and slows nothing)."""
+    quota = error.context.metadata.get(QUOTA_TOKENS_PER_MINUTE_KEY)
+    if (
+        isinstance(error, RateLimitedError)
+        and isinstance(quota, int)
+        and guessed_input_tokens(request) >= quota
+    ):
+        error.with_retryable(False)
+    return error

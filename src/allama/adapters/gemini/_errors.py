@@ -35,6 +35,7 @@ from typing import Any
 from allama.adapters._http import body_message
 from allama.adapters.openai_compat._errors import retry_after_seconds, waits_as_asked
 from allama.errors import (
+    QUOTA_TOKENS_PER_MINUTE_KEY,
     AuthenticationError,
     ContextWindowExceededError,
     Error,
@@ -71,6 +72,7 @@ _CONTEXT_WORDS = r"(?i)exceeds the maximum number of tokens|input token count"
 # A quota that does not clear within minutes: per day, or a limit of 0.
 _LASTING_QUOTA = r"(?i)per[_ -]?day"
 _ZERO_LIMIT = r"(?i)\blimit:\s*0(?![\d.])"
+_INPUT_TOKENS_PER_MINUTE = r"(?i)input_?tokens?\w*per_?minute|InputTokens\w*PerMinute"
 _DURATION = r"\s*(\d+(?:\.\d*)?|\.\d+)s\s*"
 
 
@@ -213,7 +215,26 @@ _ACCOUNT_PRECONDITION = (
 def _exhausted(info: _Info | None, message: str, wait: float | None) -> Error:
     if _lasting_quota(info, message):
         return QuotaExceededError(message).with_retryable(False)
-    return RateLimitedError(message, retry_after=wait)
+    limited = RateLimitedError(message, retry_after=wait)
+    quota = _input_tokens_per_minute(info)
+    if quota is not None:
+        limited.with_metadata(QUOTA_TOKENS_PER_MINUTE_KEY, quota)
+    return limited
+
+
+def _input_tokens_per_minute(info: _Info | None) -> int | None:
+    """The quota of input tokens per minute a `QuotaFailure` names as the one exceeded
+    (`GenerateContentPaidTierInputTokensPerModelPerMinute`, its `quotaValue`)."""
+    for failure in info.detail("QuotaFailure") if info is not None else ():
+        violations = failure.get("violations")
+        for violation in violations if isinstance(violations, list) else ():
+            if not isinstance(violation, dict):
+                continue
+            names = f"{violation.get('quotaId', '')} {violation.get('quotaMetric', '')}"
+            value = str(violation.get("quotaValue", ""))
+            if re.search(_INPUT_TOKENS_PER_MINUTE, names) and value.isdigit():
+                return int(value)
+    return None
 
 
 def _by_name(name: str, info: _Info | None, message: str, wait: float | None) -> Error | None:
