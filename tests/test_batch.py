@@ -2359,3 +2359,28 @@ def test_a_paid_failure_of_unknown_cost_is_said_and_stops_a_budget() -> None:
     assert [outcome(r) for r in limited] == ["invalid_request", "not_started"]
     assert limited.summary.stopped is not None
     assert limited.summary.stopped.startswith("the cost of #0 is unknown (")
+
+
+def test_an_input_another_run_took_over_is_not_sent_again_from_here(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    # doc 3 is answered 503 first: it waits to be sent again. Meanwhile another run of the
+    # ledger takes it over, having seen this one as ended (a heartbeat it read as stale,
+    # on a host whose clock runs ahead): it counts an attempt, and sends it itself.
+    run = allama.batch(
+        provider_for(server), Row, ["doc 3"], request=TEMPLATE, ledger=ledger, backoff=2.0
+    )
+
+    def take_over() -> None:
+        with contextlib.closing(sqlite3.connect(ledger)) as db, db:
+            db.execute("UPDATE items SET run_id = 'another', attempts = attempts + 1")
+
+    threading.Timer(0.5, take_over).start()
+    (result,) = list(run)
+    # Not sent again from here: the provider has it no more often than its attempts say.
+    assert result.failure is not None and result.failure.kind == "in_flight_elsewhere"
+    assert server.sent[3] == 1 and result.attempts == 1
+    ((attempts, owner),) = sqlite3.connect(ledger).execute("SELECT attempts, run_id FROM items")
+    assert (attempts, owner) == (2, "another")
+    assert (run.summary.elsewhere, run.summary.attempts, run.summary.failed) == (1, 1, 0)

@@ -1270,6 +1270,40 @@ def test_a_live_follow_up_that_meets_a_server_error_after_the_stop_stays_pending
     assert again.metadata is not None and again.metadata.passes == 2
 
 
+def test_a_live_follow_up_another_run_took_over_is_not_sent_again_from_here(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+    # doc 7's job row is no JSON: it is asked again live, and that call meets a 503. Before
+    # it is sent again, another run takes the input over (it saw this run as ended).
+    run = _batch_run(
+        provider, model, ["doc 7"], ledger, job_retry="live", extractor=allama.Extractor(retries=1)
+    )
+    answer = server.answer
+    live: list[int] = []
+
+    def busy(family: str, body: Any, *, batch: bool, model: str = "") -> Outcome:
+        if batch:
+            return answer(family, body, batch=batch, model=model)
+        live.append(1)
+        with contextlib.closing(sqlite3.connect(ledger)) as db, db:
+            db.execute("UPDATE items SET run_id = 'another', attempts = attempts + 1")
+        return Outcome("overloaded", message="The server is overloaded; try again.")
+
+    monkeypatch.setattr(server, "answer", busy)
+    (result,) = list(run)
+    assert result.failure is not None and result.failure.kind == "in_flight_elsewhere"
+    assert live == [1]  # not sent again from here
+    (row,) = Ledger(ledger, settings={}).rows()
+    assert (row.attempts, row.run_id) == (3, "another")
+    # What this run paid (the job's pass) is its result's, and the summary's.
+    assert result.metadata is not None and result.metadata.batch_passes == 1
+    assert (run.summary.elsewhere, run.summary.passes) == (1, 1)
+
+
 def test_a_row_worth_sending_again_that_comes_back_after_the_stop_stays_pending(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -377,11 +377,14 @@ class Ledger:
             return self._again(key)
 
     def _again(self, key: str) -> int:
-        self._connection.execute(
+        """The attempts, one more; 0 when the input is no longer this run's: another run
+        took it over, having seen this one as ended (a heartbeat it read as stale, across
+        hosts whose clocks differ, or a process it could not see), and sends it itself."""
+        counted = self._connection.execute(
             "UPDATE items SET attempts = attempts + 1, claimed_at = ? WHERE key = ? AND run_id = ?",
             (time.time(), key, self.run_id),
         )
-        return self._attempts(key)
+        return self._attempts(key) if counted.rowcount == 1 else 0
 
     def finish(self, key: str, **outcome: Any) -> None:
         """Record how an input ended (`status`, `seconds`, and its value, record, error,

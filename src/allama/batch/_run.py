@@ -139,6 +139,11 @@ NOT_STARTED = "not_started"
 IN_FLIGHT_ELSEWHERE = "in_flight_elsewhere"
 IN_PROVIDER_JOB = "in_provider_job"
 """In a provider batch job when the run stopped: a later run collects it."""
+TAKEN_OVER = (
+    "taken over by another run of this ledger, which saw this run as ended (a stale "
+    "heartbeat: clocks that differ, a paused process): not sent again here"
+)
+"""Why an input this run sent is not sent again: another run holds it now, and sends it."""
 _NOT_ENDED_HERE = frozenset({NOT_STARTED, IN_FLIGHT_ELSEWHERE, IN_PROVIDER_JOB})
 """Results of inputs this run did not end: nothing of theirs was paid here."""
 VALUE_UNSTORABLE = "value_unstorable"
@@ -248,7 +253,8 @@ class BatchSummary:
             return
         elif result.failure.kind == IN_FLIGHT_ELSEWHERE:
             self.elsewhere += 1
-            return
+            if result.metadata is None and not result.spent:
+                return  # nothing sent here (a run taken over after a send counts its own)
         elif result.failure.kind == IN_PROVIDER_JOB:
             self.in_jobs += 1
             return
@@ -1323,11 +1329,14 @@ class _Runner:
                     # run that stops or ends while it waits for its turn made no attempt.
                     tries.owed = False
                     # Every send is an attempt, a rate limit's too, with a ledger or not.
-                    tries.attempts = (
+                    counted = (
                         await self.ledger.again(key)
                         if self.ledger is not None
                         else tries.attempts + 1
                     )
+                    if counted == 0:  # taken over by another run: not sent from here
+                        return self._taken_over(index, key, label, tries, began)
+                    tries.attempts = counted
                     if self.stopping is not None:
                         # Stopped as its attempt was counted (another input's outcome, in
                         # the same commit, reached the budget): not sent, given back.
@@ -1366,6 +1375,29 @@ class _Runner:
                 concluded = await self._conclude(index, key, label, outcome, tries, began, sent_at)
             if concluded is not None:
                 return concluded
+
+    def _taken_over(
+        self, index: int, key: str, label: str, tries: _Tries, began: float
+    ) -> BatchResult[Any]:
+        """An input another run of the ledger took over while this one waited to try it
+        again: that run sends it and records its outcome; this one's result keeps what its
+        own attempts paid."""
+        record = tries.last[1] if tries.last is not None else None
+        failure = BatchFailure(IN_FLIGHT_ELSEWHERE, TAKEN_OVER)
+        result: BatchResult[Any] = BatchResult(
+            index,
+            key,
+            label,
+            None,
+            failure,
+            record,
+            tries.attempts,
+            time.monotonic() - began,
+            False,
+            tuple(tries.spent),
+        )
+        self._finish(result)
+        return result
 
     async def _not_tried_again(
         self, index: int, key: str, label: str, tries: _Tries, began: float
