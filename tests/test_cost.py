@@ -1178,3 +1178,31 @@ def test_a_failed_call_is_priced_at_the_tier_and_the_model_its_body_names() -> N
     usage = Usage(input_tokens=50_000, output_tokens=3_000)
     assert metadata.cost is not None
     assert metadata.cost.total == sum(expected("openrouter", "openai/gpt-4o-mini", usage))
+
+
+def test_a_gemini_call_served_at_another_tier_is_not_priced_at_the_standard_one() -> None:
+    from allama.adapters.gemini._decode import decode_body
+    from allama.adapters.gemini._stream import decode_stream
+    from allama.stream import StreamCollector
+
+    usage = {"promptTokenCount": 1_000, "candidatesTokenCount": 100, "totalTokenCount": 1_100}
+    standard = decode_body(
+        json.dumps(_gemini_audio_body({**usage, "serviceTier": "standard"})), provider="gemini"
+    )
+    assert standard.provider_data == {}
+    assert isinstance(record(standard).priced(), Cost)
+    # Flex is billed at half, priority at up to twice: genai-prices has neither for Gemini,
+    # so the cost is unknown, with the reason, rather than the standard price.
+    for tier, spelled in (("flex", "flex"), ("priority", "PRIORITY")):
+        body = _gemini_audio_body({**usage, "serviceTier": spelled})
+        served = decode_body(json.dumps(body), provider="gemini")
+        assert served.provider_data == {"gemini": {"service_tier": tier}}
+        assert record(served).priced() == (
+            f"genai-prices {VERSION} has no price for the '{tier}' service tier of "
+            "google/gemini-2.5-flash"
+        )
+        collector = StreamCollector()
+        for event in decode_stream(f"data: {json.dumps(body)}\r\n\r\n".encode(), provider="gemini"):
+            collector.push(event)
+        streamed = collector.finish()
+        assert streamed.provider_data == {"gemini": {"service_tier": tier}}

@@ -6,7 +6,8 @@ has no type for can be kept verbatim. What is neither read nor kept below (`safe
 ignored. Of the per-modality usage details, the audio tokens are kept (billed at their own
 price): under `provider_data["gemini"]["audio_tokens"]`, by genai-prices' names
 (`input_audio_tokens`, `cache_audio_read_tokens`, `output_audio_tokens`), each a part of
-the count `Usage` has for its direction.
+the count `Usage` has for its direction. A `serviceTier` other than the standard one
+(`flex`, `priority`: billed at other prices) is kept under `SERVICE_TIER_KEY`.
 
 Candidates. The candidate with `index` 0 (an absent index is 0) is the response; a body
 without one takes the first listed. Further candidates are kept verbatim, in order, under
@@ -91,6 +92,7 @@ from allama.adapters.gemini._errors import error_from_payload, error_from_respon
 from allama.errors import Error, ServerError
 from allama.types import (
     DECLINE_EXPLANATION_KEY,
+    SERVICE_TIER_KEY,
     ChatResponse,
     ContentBlock,
     FinishReason,
@@ -103,6 +105,7 @@ from allama.types import (
     Usage,
     Warning,
 )
+from allama.types._response import service_tier_of
 
 __all__ = [
     "BLOCK_REASON_KEY",
@@ -395,6 +398,7 @@ class Chunk:
         "model",
         "others",
         "parts",
+        "tier",
         "url_context",
         "usage",
     )
@@ -410,6 +414,9 @@ class Chunk:
         self.usage: Usage | None = None
         self.audio: dict[str, JsonValue] | None = None
         """The usage's audio tokens (`AUDIO_TOKENS_KEY`), when it reports some."""
+        self.tier: str | None = None
+        """The service tier the usage says served the call, when not the standard one
+        (`flex`, `priority`: billed at other prices)."""
         self.blocked: dict[str, JsonValue] | None = None
         self.logprobs: Any = None
         """The response candidate's `logprobsResult`, unread (`None` when absent)."""
@@ -471,7 +478,15 @@ def read_chunk(payload: Mapping[str, Any], *, first_listed: bool = True) -> Chun
     if isinstance(usage, dict):
         chunk.usage = usage_of(usage)
         chunk.audio = audio_tokens_of(usage)
+        chunk.tier = served_tier(usage)
     return chunk
+
+
+def served_tier(usage: Mapping[str, Any]) -> str | None:
+    """`usageMetadata.serviceTier` when it is not the standard tier, in lower case (the
+    request's own spelling: `flex`, `priority`)."""
+    tier = usage.get("serviceTier")
+    return service_tier_of(tier.lower()) if isinstance(tier, str) else None
 
 
 class BlockSink(Protocol):
@@ -650,6 +665,8 @@ def decode_payload(
     provider_data.update(metadata_data(chunk.citations, chunk.grounding, chunk.url_context))
     if chunk.audio is not None:
         provider_data[AUDIO_TOKENS_KEY] = chunk.audio
+    if chunk.tier is not None:
+        provider_data[SERVICE_TIER_KEY] = chunk.tier
     if chunk.blocked is not None:
         finish: FinishReason | None = FinishReason.CONTENT_FILTER
         provider_data.update(chunk.blocked)

@@ -71,6 +71,7 @@ from allama.adapters.gemini._decode import (
 from allama.adapters.gemini._errors import error_from_payload
 from allama.errors import IncompleteStreamError, StreamDecodeError
 from allama.types import (
+    SERVICE_TIER_KEY,
     BlockStart,
     BlockStop,
     Finish,
@@ -336,6 +337,7 @@ class GenerateStreamDecoder:
         self._grounding: Any = None
         self._url_context: Any = None
         self._audio: dict[str, Any] | None = None
+        self._tier: str | None = None
         self._closed = False
         self.finished = False
         self.done = False
@@ -439,6 +441,7 @@ class GenerateStreamDecoder:
             self.finished = True
         if chunk.usage is not None:
             self._audio = chunk.audio  # the last usage reported is the whole call's
+            self._tier = chunk.tier
             yield UsageEvent(usage=chunk.usage)
 
     def _end(self) -> Iterator[StreamEvent]:
@@ -446,6 +449,8 @@ class GenerateStreamDecoder:
         yield from self._sink.drain()
         if self._audio is not None:
             yield ProviderDataEvent(namespace=NAMESPACE, key=AUDIO_TOKENS_KEY, value=self._audio)
+        if self._tier is not None:
+            yield ProviderDataEvent(namespace=NAMESPACE, key=SERVICE_TIER_KEY, value=self._tier)
         if self._layout.others:
             yield ProviderDataEvent(namespace=NAMESPACE, key=PARTS_KEY, value=self._layout.others)
         metadata = metadata_data(self._citations, self._grounding, self._url_context)
