@@ -3,7 +3,10 @@ tokens per minute, which is only ever checked against such a guess."""
 
 from __future__ import annotations
 
-from allama.types import ChatRequest
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from allama.types import ChatRequest
 
 __all__ = ["CHARS_PER_TOKEN", "guessed_input_tokens"]
 

@@ -13,7 +13,6 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from allama.types import RequestField, UnsupportedStage
-from allama.types._response import service_tier_of
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
@@ -631,6 +630,8 @@ def reported_billing(error: Error, model: object, tier: object) -> None:
     where its prices come from."""
     if isinstance(model, str) and model:
         error.with_metadata(REPORTED_MODEL_KEY, model)
+    from allama.types._response import service_tier_of  # the response's models: on demand
+
     served = service_tier_of(tier)
     if served is not None:
         error.with_metadata(REPORTED_TIER_KEY, served)
