@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx2
@@ -540,6 +540,51 @@ def test_a_stream_dropped_without_closing_still_ends_its_spans(
     assert all(attrs(span)["allama.stream.closed_early"] for span in traced.spans)
 
 
+@FLAVOURS
+def test_a_stream_that_fails_while_read_and_is_dropped_fails_its_span_and_is_freed(
+    traced: Traced, flavour: str
+) -> None:
+    import weakref
+
+    class Broken(httpx2.SyncByteStream, httpx2.AsyncByteStream):
+        def __iter__(self) -> Iterator[bytes]:
+            yield b'data: {"id": "c", "model": "m", "choices": [{"index": 0, '
+            yield b'"delta": {"content": "{\\"na"}}]}\n\n'
+            raise httpx2.ReadError("connection reset")
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            for chunk in self:
+                yield chunk
+
+    reply = httpx2.Response(200, stream=Broken(), headers={"content-type": "text/event-stream"})
+    provider = openai(Script(reply))
+    extractor = Extractor(tracer_provider=traced.provider)
+    streams: list[weakref.ref[Any]] = []
+
+    def sync() -> None:
+        stream = extractor.extract_stream(provider, Program, REQUEST)
+        streams.append(weakref.ref(stream))
+        with pytest.raises(allama.NetworkError):
+            for _ in stream:
+                pass
+
+    async def async_() -> None:
+        stream = await extractor.aextract_stream(provider, Program, REQUEST)
+        streams.append(weakref.ref(stream))
+        with pytest.raises(allama.NetworkError):
+            async for _ in stream:
+                pass
+
+    # Neither closed nor finished: the failure ends its span, with the error, and the
+    # stream is freed (the span's watch on it kept it alive through the error's traceback).
+    run(flavour, sync, async_)
+    gc.collect()
+    extraction = traced.one("extract Program")
+    assert extraction.status.status_code is StatusCode.ERROR
+    assert attrs(extraction)["error.type"] == "network"
+    assert streams[0]() is None
+
+
 def test_a_chat_stream_never_read_and_dropped_ends_its_span(traced: Traced) -> None:
     provider = openai(Script(sse(ANSWER)), tracer_provider=traced.provider)
     stream = provider.chat_stream(REQUEST)
@@ -835,3 +880,30 @@ def test_a_batch_run_is_a_span_with_one_span_per_input(traced: Traced, flavour: 
     assert (found["allama.batch.total"], found["allama.batch.done"]) == (3, 2)
     assert found["allama.batch.failed"] == 1
     assert batch.status.status_code is StatusCode.UNSET
+
+
+def test_a_batch_runs_span_has_no_cost_it_does_not_know(traced: Traced) -> None:
+    from allama.mock import ChatResponseBuilder, MockProvider
+
+    def answer(model: str) -> Any:
+        return ChatResponseBuilder().text(ANSWER).usage(100, 10).model(model).build()
+
+    extractor = Extractor(tracer_provider=traced.provider)
+    options: dict[str, Any] = {"request": _batch_request, "extractor": extractor}
+    # No input priced: no total (a cost of 0 would be a lie), and why.
+    unpriced = MockProvider([answer("acme-unpriced-1")] * 2, name="openai")
+    run = allama.batch(unpriced, Program, ["one", "two"], concurrency=1, **options)
+    assert all(result.ok for result in run)
+    found = attrs(traced.one("batch Program"))
+    assert "allama.cost.total" not in found
+    assert found["allama.cost.unknown_inputs"] == 2
+    assert found["allama.cost.missing"] == run.summary.cost_missing
+    assert "has no price for 'acme-unpriced-1'" in found["allama.cost.missing"]
+    traced.exporter.clear()
+    # Some priced: their sum, and how many it leaves out.
+    mixed = MockProvider([answer("gpt-4o-mini"), answer("acme-unpriced-1")], name="openai")
+    run = allama.batch(mixed, Program, ["one", "two"], concurrency=1, **options)
+    assert all(result.ok for result in run)
+    found = attrs(traced.one("batch Program"))
+    assert found["allama.cost.total"] == float(run.summary.cost) == 0.000021
+    assert found["allama.cost.unknown_inputs"] == 1

@@ -747,13 +747,12 @@ class BatchSpans:
                 value = getattr(summary, key, None)
                 if isinstance(value, int):
                     span.set_attribute(f"allama.batch.{key}", value)
-            cost = getattr(summary, "cost", None)
-            if cost is not None:
-                span.set_attribute("allama.cost.total", float(cost))
-                span.set_attribute("allama.cost.currency", "USD")
-            stopped = getattr(summary, "stopped", None)
-            if stopped:
-                span.set_attribute("allama.batch.stopped", str(stopped))
+            for name, value in _batch_cost(summary).items():
+                span.set_attribute(name, value)
+            for key in ("stopped", "budget_reached"):
+                said = getattr(summary, key, None)
+                if said:
+                    span.set_attribute(f"allama.batch.{key}", str(said))
             if error is not None:
                 _set_error(span, error)
         except Exception:
@@ -770,6 +769,25 @@ class BatchSpans:
             )
         except Exception:
             return None
+
+
+def _batch_cost(summary: Any) -> dict[str, Any]:
+    """The run's cost as its summary knows it: a total only where some inputs' costs are
+    known, and, where some are not, how many and why (a sum that leaves them out is no
+    total of the run, and none known is no cost of 0)."""
+    attributes: dict[str, Any] = {}
+    unknown = getattr(summary, "cost_unknown", 0)
+    priced = getattr(summary, "priced", 0)
+    cost = getattr(summary, "cost", None)
+    if cost is not None and (priced or not unknown):
+        attributes["allama.cost.total"] = float(cost)
+        attributes["allama.cost.currency"] = "USD"
+    if unknown:
+        attributes["allama.cost.unknown_inputs"] = unknown
+        missing = getattr(summary, "cost_missing", None)
+        if missing:
+            attributes["allama.cost.missing"] = str(missing)
+    return attributes
 
 
 def start_batch(

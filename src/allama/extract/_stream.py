@@ -167,7 +167,13 @@ class _Observer(Generic[T]):
         opened = self._opened
         failed = opened.metadata.model_copy(deep=True)
         failed.record_usage_and_degradations(collector.response_metadata(), opened.target.reword)
-        return failed.attach_to(error)
+        attached = failed.attach_to(error)
+        if self._span is not None:
+            # The stream failed: its span ends now, with the error, rather than waiting for
+            # a close or a collection that may never come (the error's traceback holds the
+            # stream, which the span's watch on it would otherwise keep alive).
+            self._span.fail(attached, failed)
+        return attached
 
     def _closing(self) -> None:
         """The stream is closed: its span ends, failed or closed before its value."""
