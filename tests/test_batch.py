@@ -2384,3 +2384,93 @@ def test_an_input_another_run_took_over_is_not_sent_again_from_here(
     ((attempts, owner),) = sqlite3.connect(ledger).execute("SELECT attempts, run_id FROM items")
     assert (attempts, owner) == (2, "another")
     assert (run.summary.elsewhere, run.summary.attempts, run.summary.failed) == (1, 1, 0)
+
+
+def test_a_budget_reached_by_the_last_input_of_an_iterable_is_no_stop_whatever_total_says(
+    server: BatchServer,
+) -> None:
+    # $0.000021 a call: the third, the last, reaches $0.00006. A `total` larger than the
+    # inputs that came does not make up inputs left unsent.
+    options: dict[str, Any] = {"request": TEMPLATE, "concurrency": 1, "max_cost": "0.00006"}
+    for inputs in (iter(docs(3)), docs(3)):
+        run = allama.batch(provider_for(server), Row, inputs, total=5, **options)
+        assert [outcome(r) for r in run] == ["ok"] * 3
+        assert (run.summary.stopped, run.summary.not_started) == (None, 0)
+        assert run.summary.budget_reached == "the budget of $0.00006 is reached ($0.000063)"
+
+
+def test_a_retry_the_budget_held_back_is_a_stop_without_a_ledger_too(
+    server: BatchServer,
+) -> None:
+    # doc 3 is answered 503 and waits to be sent again; doc 1's value reaches the budget
+    # meanwhile, and doc 3 is not tried again: held back, though no ledger keeps it pending.
+    run = allama.batch(
+        provider_for(server),
+        Row,
+        ["doc 3", "doc 1"],
+        request=TEMPLATE,
+        concurrency=1,
+        max_cost="0.00002",
+        backoff=1.0,
+    )
+    results = sorted(run, key=lambda r: r.index)
+    assert [outcome(r) for r in results] == ["overloaded", "ok"]
+    assert run.summary.stopped == "the budget of $0.00002 is reached ($0.000021)"
+    assert run.summary.budget_reached is None and server.sent[3] == 1
+
+
+def test_a_stop_asked_after_the_run_ended_changes_nothing(server: BatchServer) -> None:
+    run = allama.batch(provider_for(server), Row, docs(2), request=TEMPLATE)
+    assert [outcome(r) for r in run] == ["ok", "ok"]
+    run.stop()
+    assert run.summary.stopped is None
+    assert all("stopped" not in line for line in run.summary.lines())
+
+
+def test_a_paid_failure_of_unknown_cost_an_earlier_run_kept_stops_a_budget(
+    tmp_path: Path,
+) -> None:
+    from allama.errors import REPORTED_USAGE_KEY, InvalidRequestError
+
+    error = InvalidRequestError("the choice failed")  # no pass, but its tokens were paid
+    error.with_metadata(REPORTED_USAGE_KEY, {"input_tokens": 100, "output_tokens": 10})
+    request = ChatRequest("a-model-of-our-own").system("Read the number.")
+    ledger = tmp_path / "run.sqlite"
+    provider = allama.mock.MockProvider([error], name="openai")
+    first = allama.batch(provider, Row, ["a"], request=request, ledger=ledger)
+    assert [outcome(r) for r in first] == ["invalid_request"]
+    # What it paid has no known price: a budget over the same job cannot be kept.
+    again = allama.batch(provider, Row, ["a", "b"], request=request, ledger=ledger, max_cost="5")
+    assert sorted(outcome(r) for r in again) == ["invalid_request", "not_started"]
+    assert again.summary.stopped is not None
+    assert again.summary.stopped.startswith("the cost of inputs earlier runs sent is unknown (")
+
+
+def test_what_an_input_taken_over_paid_here_counts_toward_the_budget(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    # doc 1 is answered with no JSON (a paid pass, then a repair), then 503: it waits to be
+    # sent again, and another run takes it over meanwhile. doc 2 is sent in the wait.
+    run = allama.batch(
+        provider_for(server),
+        Row,
+        ["doc 1, flaky", "doc 2"],
+        request=TEMPLATE,
+        ledger=ledger,
+        concurrency=1,
+        backoff=2.0,
+        max_cost="0.00004",
+        extractor=Extractor(retries=1),
+    )
+
+    def take_over() -> None:
+        with contextlib.closing(sqlite3.connect(ledger)) as db, db:
+            db.execute("UPDATE items SET run_id = 'another' WHERE label = '#0'")
+
+    threading.Timer(0.5, take_over).start()
+    results = sorted(run, key=lambda r: r.index)
+    assert [outcome(r) for r in results] == ["in_flight_elsewhere", "ok"]
+    # The pass doc 1 paid in this run is the run's cost, and its budget's.
+    assert run.summary.cost == Decimal("0.000042")
+    assert run.summary.budget_reached == "the budget of $0.00004 is reached ($0.000042)"

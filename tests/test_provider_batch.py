@@ -1707,3 +1707,67 @@ def test_no_live_follow_up_is_sent_after_a_budgets_stop(
     assert run.summary.pending == 10
     attempts = {row.attempts for row in Ledger(tmp_path / "run.sqlite", read_only=True).rows()}
     assert attempts == {1}  # the live sends not made gave their attempts back
+
+
+def test_a_budget_reached_by_a_jobs_last_row_is_no_stop_whatever_the_inputs_are(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    docs = [f"doc {n}" for n in _clean(3)]
+    # One job of three rows: their cost, taken in when it ends, reaches the budget, with
+    # nothing left to send; a generator's inputs as a list's.
+    for name, inputs in (("list", list(docs)), ("generator", (doc for doc in docs))):
+        run = allama.batch(
+            provider,
+            Doc,
+            inputs,
+            request=allama.ChatRequest(model).system("Read the number."),
+            ledger=tmp_path / f"{name}.sqlite",
+            provider_batch=True,
+            poll_interval=0.001,
+            backoff=0.001,
+            max_cost="0.000005",
+        )
+        assert all(result.ok for result in run)
+        assert run.summary.stopped is None, name
+        assert run.summary.budget_reached is not None
+        assert run.summary.budget_reached.startswith("the budget of $0.000005 is reached")
+        (entry,) = Ledger(tmp_path / f"{name}.sqlite", read_only=True).runs()
+        assert entry["stopped"] is None
+
+
+def test_the_command_exits_3_when_its_budget_leaves_jobs_open(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from allama.cli import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    add_job = server.add_job
+
+    def later(job: Any) -> Any:
+        job.polls_to_finish = 2 if not server.jobs else 6  # the first ends first
+        return add_job(job)
+
+    server.add_job = later  # type: ignore[method-assign]
+    (tmp_path / "doc.py").write_text(
+        "from pydantic import BaseModel\n\n\nclass Doc(BaseModel):\n    n: int\n"
+    )
+    source = tmp_path / "docs.jsonl"
+    source.write_text(
+        "".join(json.dumps({"id": f"d{n}", "text": f"doc {n}"}) + "\n" for n in _clean(6))
+    )
+    out = tmp_path / "out.jsonl"
+    command = ["batch", "run", str(source), "--type", f"{tmp_path / 'doc.py'}:Doc"]
+    command += ["--provider", "openai", "--base-url", server.openai_base]
+    command += ["--model", "gpt-4o-mini", "--out", str(out), "--provider-batch"]
+    command += ["--poll-interval", "0.01", "--job-size", "3", "--max-cost", "0.000001"]
+    # The first job's rows reach the budget: the second is left open at the provider, its
+    # three values missing; the budget held them back, as it does inputs not started.
+    assert main(command) == 3
+    err = capsys.readouterr().err
+    assert "3 in provider batch jobs" in err
+    assert "stopped starting new inputs: the budget of $0.000001 is reached" in err
+    assert len(rows_of(out)) == 3

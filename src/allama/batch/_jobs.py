@@ -221,6 +221,7 @@ class JobRunner(_Runner):
             for index in itertools.count():
                 document = await self._next_input(inputs, index)
                 if document is _NO_MORE:
+                    self.all_read = self.broken is None and not inputs.stopped
                     break
                 if self.unread() >= self.most_unread:
                     await self._wait_for_the_caller()  # inputs the ledger holds come back

@@ -893,11 +893,16 @@ class _Agreement:
 
 
 def why_unpriced(record: dict[str, Any]) -> str | None:
-    """Why the cost a row keeps no amount for is unknown, when one of its attempts made a
-    pass (was paid for, as a run's summary counts it); `None` when none did."""
+    """Why the cost a row keeps no amount for is unknown, when one of its attempts was paid
+    for (a pass, or usage a failed call reported), as a run's summary counts it; `None`
+    when none was."""
     earlier = record.get("earlier_attempts")
     attempts = [*(earlier if isinstance(earlier, list) else []), record]
-    paid = [a for a in attempts if isinstance(a, dict) and a.get("passes")]
+    paid = [
+        a
+        for a in attempts
+        if isinstance(a, dict) and (a.get("passes") or a.get("usage") is not None)
+    ]
     if not paid:
         return None
     missing = next(

@@ -835,8 +835,10 @@ class _Runner:
         self.budget_stopped = False
         """The run's stop was its budget's."""
         self.held_back = 0
-        """Failures an earlier run ended with that this run would have sent again
-        (`retry_failed`), given back as they were after the budget's stop."""
+        """Inputs a stop held back beyond those not started: set aside, to be tried again
+        (pending in the ledger; without one, only this count says so), and failures an
+        earlier run ended with that this run would have sent again (`retry_failed`), given
+        back as they were after the budget's stop."""
         self.all_read = False
         """Whether the run read its inputs to their end."""
 
@@ -1011,9 +1013,16 @@ class _Runner:
         if self.closed:  # what was read and has no result: in flight, or waiting for a slot
             given = summary.finished + summary.not_started + summary.elsewhere + summary.in_jobs
             summary.abandoned = max(0, self.read - given)
-        if self.stopping is not None and self.summary.total is not None:
-            # Inputs left unread by the stop were not started either.
-            self.summary.not_started += max(0, self.summary.total - self.read)
+        inputs = self.spec.inputs
+        sized = hasattr(inputs, "__len__")
+        if sized and self.read >= len(inputs):  # type: ignore[arg-type]
+            self.all_read = True  # (a stop comes before the read that would say so)
+        if self.stopping is not None and not self.all_read:
+            # Inputs left unread by the stop were not started either: as many as there are,
+            # or, for an iterable, as the caller said there would be.
+            count = len(inputs) if sized else self.summary.total  # type: ignore[arg-type]
+            if count is not None:
+                self.summary.not_started += max(0, count - self.read)
         stopped = self.stopping
         if self.held_nothing_back():  # reached, with nothing left to send: no stop
             summary.budget_reached, summary.stopped = summary.stopped, None
@@ -1034,15 +1043,14 @@ class _Runner:
         """Whether the budget's stop held nothing back: every input was read, and each
         was finished (or given from the ledger) rather than left unsent."""
         summary = self.summary
-        inputs = self.spec.inputs
-        sized = hasattr(inputs, "__len__")
-        read_all = self.all_read or (sized and self.read >= len(inputs))  # type: ignore[arg-type]
-        left = summary.not_started + summary.pending + summary.abandoned + summary.in_jobs
+        left = summary.not_started + summary.pending + summary.abandoned + self.held_back
+        if self.spec.provider_batch:  # its own jobs, left open at the stop
+            left += summary.in_jobs
         return (
             self.budget_stopped
             and not (self.caller_stopped or self.closed)
-            and read_all
-            and left + self.held_back == 0
+            and self.all_read
+            and left == 0
         )
 
     def stop(self, reason: str) -> None:
@@ -1057,7 +1065,7 @@ class _Runner:
         self.mark_stopped(CLOSED_EARLY)
 
     def mark_stopped(self, reason: str) -> None:
-        if self.stopping is None:
+        if self.stopping is None and self.summary.ended is None:  # an ended run stops no more
             self.stopping = self.summary.stopped = reason  # the run so far says so at once
 
     def wake(self) -> None:
@@ -1082,7 +1090,8 @@ class _Runner:
         earlier runs had paid for it (counted in `job_paid`). An input given from the
         ledger, a copy, one not sent paid nothing here."""
         failure = result.failure
-        if failure is not None and failure.kind in _NOT_ENDED_HERE:
+        sent_here = result.metadata is not None or result.spent  # (one taken over was)
+        if failure is not None and failure.kind in _NOT_ENDED_HERE and not sent_here:
             return
         earlier = self.carried.pop(result.key, None)
         if result.resumed or result.duplicate:
@@ -1567,6 +1576,7 @@ class _Runner:
         is this run's failure, and left pending in the ledger (its attempts counted), for
         the run that follows. `log`: what provider batch jobs answered it so far."""
         failure = failure or _failure(error)
+        self.held_back += 1  # not tried again: pending with a ledger, held back without one
         if stops is not None:
             if self.summary.refused is None:
                 self.summary.refused = failure.kind

@@ -1008,7 +1008,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         return EXIT_INTERRUPTED
     if summary.refused is not None:
         return EXIT_FAILED
-    if summary.stopped is not None and (summary.not_started or summary.pending or held_back):
+    held = summary.not_started or summary.pending or summary.in_jobs or held_back
+    if summary.stopped is not None and held:
         return EXIT_BUDGET  # what the budget held back is pending: the same command sends it
     return EXIT_OK
 
