@@ -1206,3 +1206,66 @@ def test_a_gemini_call_served_at_another_tier_is_not_priced_at_the_standard_one(
             collector.push(event)
         streamed = collector.finish()
         assert streamed.provider_data == {"gemini": {"service_tier": tier}}
+
+
+def test_a_stream_that_fails_is_priced_at_the_model_and_tier_it_named() -> None:
+    from allama.adapters.gemini._stream import GenerateStreamDecoder
+    from allama.adapters.openai_responses._sse import ResponsesStreamDecoder
+    from allama.stream import StreamCollector
+
+    def collected(decoder: Any, data: str) -> StreamCollector:
+        """The events a stream gave before its error, as a stream's reader collects them."""
+        collector = StreamCollector()
+        with pytest.raises(Error):
+            for event in decoder.feed(data.encode()):
+                collector.push(event)
+        return collector
+
+    # A Responses stream asked for by an alias whose `response.failed` says the model and
+    # the tier that served it, with its usage: priced there, as a failed body is.
+    usage = {
+        "input_tokens": 100_000,
+        "output_tokens": 10_000,
+        "total_tokens": 110_000,
+        "input_tokens_details": {"cached_tokens": 40_000},
+    }
+    created = {"id": "resp_1", "object": "response", "status": "in_progress", "model": "alias"}
+    failed = {
+        **created,
+        "status": "failed",
+        "model": "gpt-5-mini",
+        "service_tier": "priority",
+        "error": {"code": "server_error", "message": "The model failed."},
+        "output": [],
+        "usage": usage,
+    }
+    data = "".join(
+        f"event: {kind}\ndata: {json.dumps({'type': kind, 'response': body})}\n\n"
+        for kind, body in (("response.created", created), ("response.failed", failed))
+    )
+    collector = collected(ResponsesStreamDecoder(provider="openai", model="alias"), data)
+    so_far = collector.response_metadata().model_copy(update={"provider": "openai"})
+    assert (so_far.model, so_far.provider_data) == (
+        "gpt-5-mini",
+        {"openai_responses": {"service_tier": "priority"}},
+    )
+    cost = record(so_far).cost
+    assert cost is not None and cost.total == _tier_price("gpt-5-mini", "priority")
+    # A Gemini stream at the flex tier that fails after its usage: unknown, not standard.
+    chunk = _gemini_audio_body(
+        {"promptTokenCount": 1_000, "candidatesTokenCount": 10, "serviceTier": "flex"}
+    )
+    error = {"error": {"code": 500, "message": "Internal error", "status": "INTERNAL"}}
+    data = f"data: {json.dumps(chunk)}\r\n\r\ndata: {json.dumps(error)}\r\n\r\n"
+    collector = collected(GenerateStreamDecoder(provider="gemini"), data)
+    so_far = collector.response_metadata().model_copy(update={"provider": "gemini"})
+    assert so_far.provider_data == {"gemini": {"service_tier": "flex"}}
+    assert record(so_far).cost is None
+
+
+def test_gemini_unspecified_tier_is_the_standard_one() -> None:
+    from allama.adapters.gemini._decode import decode_body
+
+    usage = {"promptTokenCount": 1_000, "candidatesTokenCount": 100, "serviceTier": "unspecified"}
+    answered = decode_body(json.dumps(_gemini_audio_body(usage)), provider="gemini")
+    assert answered.provider_data == {} and isinstance(record(answered).priced(), Cost)

@@ -1890,3 +1890,12 @@ def test_a_request_larger_than_its_per_minute_token_quota_is_not_retried() -> No
     (result,) = list(run)
     assert result.failure is not None and result.failure.kind == "rate_limited"
     assert (result.attempts, run.summary.slowdowns, len(calls)) == (1, 0, 5)
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "\u0661\u0660\u0660", "9" * 5000, "1e6", " 100"])
+def test_a_quota_value_that_is_no_plain_number_is_a_plain_rate_limit(value: str) -> None:
+    body = per_minute_quota(rpc("RetryInfo", retryDelay="48s"))
+    body["error"]["details"][0]["violations"][0]["quotaValue"] = value
+    error = error_of(429, body)
+    assert type(error) is RateLimitedError and error.retryable
+    assert "allama.quota_tokens_per_minute" not in error.context.metadata

@@ -25,8 +25,11 @@ SERVICE_TIER_KEY = "service_tier"
 when that is not the standard one (OpenAI's `priority` or `flex`): such a call is billed at
 other prices, which its cost is priced at (or, unknown, has none)."""
 
-STANDARD_SERVICE_TIERS = frozenset({"default", "standard", "on_demand", "auto", "batch"})
-"""The tiers billed at the standard price (`batch`: a batch job's rows, priced as such)."""
+STANDARD_SERVICE_TIERS = frozenset(
+    {"default", "standard", "on_demand", "auto", "batch", "unspecified"}
+)
+"""The tiers billed at the standard price (`batch`: a batch job's rows, priced as such;
+Gemini's `unspecified`: its default, the standard tier)."""
 
 
 def service_tier_of(value: object) -> str | None:

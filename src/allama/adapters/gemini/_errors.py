@@ -72,6 +72,8 @@ _CONTEXT_WORDS = r"(?i)exceeds the maximum number of tokens|input token count"
 # A quota that does not clear within minutes: per day, or a limit of 0.
 _LASTING_QUOTA = r"(?i)per[_ -]?day"
 _ZERO_LIMIT = r"(?i)\blimit:\s*0(?![\d.])"
+_QUOTA_VALUE = r"[0-9]{1,18}"
+"""A quota's `quotaValue` as Google writes it: ASCII digits (`str.isdigit` takes `²` too)."""
 _INPUT_TOKENS_PER_MINUTE = r"(?i)input_?tokens?\w*per_?minute|InputTokens\w*PerMinute"
 _DURATION = r"\s*(\d+(?:\.\d*)?|\.\d+)s\s*"
 
@@ -232,7 +234,7 @@ def _input_tokens_per_minute(info: _Info | None) -> int | None:
                 continue
             names = f"{violation.get('quotaId', '')} {violation.get('quotaMetric', '')}"
             value = str(violation.get("quotaValue", ""))
-            if re.search(_INPUT_TOKENS_PER_MINUTE, names) and value.isdigit():
+            if re.search(_INPUT_TOKENS_PER_MINUTE, names) and re.fullmatch(_QUOTA_VALUE, value):
                 return int(value)
     return None
 

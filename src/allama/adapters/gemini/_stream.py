@@ -441,16 +441,17 @@ class GenerateStreamDecoder:
             self.finished = True
         if chunk.usage is not None:
             self._audio = chunk.audio  # the last usage reported is the whole call's
-            self._tier = chunk.tier
             yield UsageEvent(usage=chunk.usage)
+            if chunk.tier is not None and chunk.tier != self._tier:
+                # Said at once: a stream that fails later was still billed at its prices.
+                self._tier = chunk.tier
+                yield ProviderDataEvent(namespace=NAMESPACE, key=SERVICE_TIER_KEY, value=chunk.tier)
 
     def _end(self) -> Iterator[StreamEvent]:
         self._layout.stop()
         yield from self._sink.drain()
         if self._audio is not None:
             yield ProviderDataEvent(namespace=NAMESPACE, key=AUDIO_TOKENS_KEY, value=self._audio)
-        if self._tier is not None:
-            yield ProviderDataEvent(namespace=NAMESPACE, key=SERVICE_TIER_KEY, value=self._tier)
         if self._layout.others:
             yield ProviderDataEvent(namespace=NAMESPACE, key=PARTS_KEY, value=self._layout.others)
         metadata = metadata_data(self._citations, self._grounding, self._url_context)

@@ -630,11 +630,21 @@ class ResponsesStreamDecoder:
 
     def _fail(self, response: dict[str, Any]) -> Iterator[StreamEvent]:
         """A failed response's usage, when it has one (the tokens may have been paid for),
-        then its error."""
+        with the model and the service tier it names (whose prices were paid), then its
+        error."""
         usage = response.get("usage")
         if isinstance(usage, dict):
+            yield from self._start(response)
             yield UsageEvent(usage=usage_of(usage))
+            yield from self._tier(response)
         raise error_from_failed(response, provider=self._provider, model=self._model)
+
+    def _tier(self, response: dict[str, Any]) -> Iterator[StreamEvent]:
+        tier = service_tier_of(response.get("service_tier"))
+        if tier is not None:  # billed at other prices
+            yield ProviderDataEvent.model_construct(
+                namespace=NAMESPACE, key=SERVICE_TIER_KEY, value=tier
+            )
 
     def _end(self, response: dict[str, Any], status: str) -> Iterator[StreamEvent]:
         if response.get("status") == "failed":
@@ -650,11 +660,7 @@ class ResponsesStreamDecoder:
         usage = response.get("usage")
         if isinstance(usage, dict):
             yield UsageEvent(usage=usage_of(usage))
-        tier = service_tier_of(response.get("service_tier"))
-        if tier is not None:  # billed at other prices
-            yield ProviderDataEvent.model_construct(
-                namespace=NAMESPACE, key=SERVICE_TIER_KEY, value=tier
-            )
+        yield from self._tier(response)
         self.finished = self.done = True
         terminal = response if response.get("status") else {**response, "status": status}
         yield Finish(finish_reason=finish_reason_of(terminal, has_tool_calls=self._has_calls))
