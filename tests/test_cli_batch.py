@@ -1572,7 +1572,7 @@ def test_ctrl_c_while_the_ledger_is_read_before_the_run_leaves_nothing_behind(
     files = [path.name for path in tmp_path.iterdir()]
     capsys.readouterr()
 
-    def interrupted(run: Any, ledger: Path) -> str | None:
+    def interrupted(*_: Any) -> Any:
         raise KeyboardInterrupt
 
     # The look-up of what the ledger holds of every document takes seconds for a large
@@ -1584,6 +1584,12 @@ def test_ctrl_c_while_the_ledger_is_read_before_the_run_leaves_nothing_behind(
     )
     assert out.read_bytes() == before and sum(server.sent.values()) == sent
     assert not (tmp_path / "out.jsonl.part").exists() and "out.jsonl.part" not in files
+    # Nor just after it: the command still holds Ctrl-C until the run's own handler does.
+    monkeypatch.undo()
+    monkeypatch.setattr(command, "_isatty", interrupted)
+    assert run(server, row_type, docs, out) == 130
+    assert "before the run began: nothing was sent" in capsys.readouterr().err
+    assert out.read_bytes() == before and not (tmp_path / "out.jsonl.part").exists()
 
 
 def test_a_rows_earlier_paid_attempts_are_in_it_so_that_its_costs_add_up(
@@ -1613,3 +1619,59 @@ def test_a_rows_earlier_paid_attempts_are_in_it_so_that_its_costs_add_up(
     exported = tmp_path / "exported.jsonl"
     assert main(["batch", "export", f"{out}.ledger.sqlite", "--out", str(exported)]) == 0
     assert by_label(rows_of(exported)) == rows
+
+
+def test_inputs_a_run_finished_and_abandoned_before_giving_are_its_own_not_an_earlier_runs(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    """A second Ctrl-C abandons results the run finished (in the ledger) and had not given
+    yet: written from the ledger, they are this run's, counted once, with what they paid;
+    not "finished by an earlier run", nor copies of an earlier input."""
+    import types
+
+    import allama
+    from allama.cli._batch import _count_earlier, _write_from_ledger
+
+    ledger = tmp_path / "run.sqlite"
+    request = allama.ChatRequest("gpt-4o-mini").system("Read the number.")
+    provider = allama.provider("openai", api_key="sk-test", base_url=server.url)
+    finished = allama.batch(provider, dict, ["doc 1", "doc 2"], request=request, ledger=ledger)
+    assert all(result.ok for result in finished)
+    (this_run,) = {row.run_id for row in Ledger(ledger, read_only=True).rows()}
+    # The same run, as the command holds it once it was closed: both read, neither given.
+    run = allama.batch(provider, dict, ["doc 1", "doc 2"], request=request, ledger=ledger)
+    run._runner.book = types.SimpleNamespace(run_id=this_run)
+    output = io.StringIO()
+    results = _write_from_ledger(run, ledger, output, bytearray(2), set())
+    assert [(r.ok, r.resumed, r.duplicate) for r in results] == [(True, False, False)] * 2
+    assert len(output.getvalue().splitlines()) == 2
+    summary = run.summary
+    summary.abandoned = 2
+    _count_earlier(summary, results, read=2)
+    assert (summary.done, summary.resumed, summary.duplicates, summary.abandoned) == (2, 0, 0, 0)
+    assert (summary.passes, summary.cost) == (2, Decimal("0.000042"))
+    # One it gave already (its key among those given), written again for a copy: a copy.
+    given = {int(results[0].key[:16], 16)}
+    again = _write_from_ledger(run, ledger, io.StringIO(), bytearray(2), given)
+    assert [r.duplicate for r in again] == [True, False]
+
+
+def test_paths_with_control_characters_are_printed_escaped(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from allama._printable import printable
+
+    place = tmp_path / "in\x1b[2J\x07\u202e\u061c"
+    place.mkdir()
+    docs = folder(place, [1, 7])  # doc 7 fails: the line naming `export --failed` too
+    out = place / "out\x1b[2J.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    assert main(["batch", "status", f"{out}.ledger.sqlite"]) == 0
+    exported = place / "failed\x1b[2J.jsonl"
+    ledger = f"{out}.ledger.sqlite"
+    assert main(["batch", "export", ledger, "--failed", "--out", str(exported)]) == 0
+    printed = capsys.readouterr()
+    for text in (printed.err, printed.out):
+        assert not any(ch in text for ch in "\x1b\x07\u202e\u061c")
+    assert f"output: {printable(str(out))} (1 value)" in printed.err
+    assert printable("a\u061cb") == "a\\u061cb"

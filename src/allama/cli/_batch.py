@@ -20,7 +20,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from types import FrameType
@@ -658,11 +658,14 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
     )
 
 
-def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray) -> list[Any]:
+def _write_from_ledger(
+    run: Any, ledger: Path, output: IO[str], seen: bytearray, given: set[int]
+) -> list[Any]:
     """Write the values the ledger holds for the documents a stopped run did not reach
-    (finished by an earlier run), validated again; their results, and those of the failures
-    an earlier run ended with, as the run would have given them (a copy of an input the run
-    gave already marked so)."""
+    (finished by an earlier run, or by this one and abandoned before it gave them: a
+    second Ctrl-C), validated again; their results, and those of the failures an earlier
+    run ended with, as the run would have given them (a copy of an input the run gave
+    already marked so). `given`: the inputs the run gave, by their key's first 64 bits."""
     import sqlite3
 
     from allama.batch._ledger import LedgerError, _read_only, _row, row_columns
@@ -704,7 +707,15 @@ def _write_from_ledger(run: Any, ledger: Path, output: IO[str], seen: bytearray)
                 earlier = [] if kept is None else kept.pop("earlier_attempts", [])
                 output.write(_jsonl_line(_value_row(label, key, shown, kept, earlier)))
             # A copy of an input the run finished, or gave from the ledger, is counted once.
-            if row.run_id == this_run or not runner.first_read(key):
+            # One the run finished and never gave (abandoned) is the run's own.
+            if row.run_id == this_run:
+                mine = int(key[:16], 16)
+                if mine in given:
+                    result = _duplicate(index, label, result)
+                else:
+                    given.add(mine)
+                    result = replace(result, resumed=False)
+            elif not runner.first_read(key):
                 result = _duplicate(index, label, result)
             filled.append(result)
     except sqlite3.Error:
@@ -727,12 +738,16 @@ def _keep_failure(failures: list[tuple[int, str, str, str]], result: Any) -> Non
         failures[:] = sorted(failures)[:FAILURES_SHOWN]
 
 
-def _count_earlier(summary: Any, filled: list[Any]) -> None:
-    """Count the documents a stopped run did not reach, and an earlier run finished, as
-    finished by an earlier run (their values are in the output, their records in the
-    summary's passes, tokens and cost), not as not started."""
-    summary.not_started = max(0, summary.not_started - len(filled))
+def _count_earlier(summary: Any, filled: list[Any], read: int) -> None:
+    """Count the documents a stopped run did not reach, and the ledger holds finished, as
+    finished (by an earlier run, or by this one: their values are in the output, their
+    records in the summary's passes, tokens and cost), not as not started, nor, for those
+    the run had read (`read` of them) and abandoned, as left unfinished."""
     for result in filled:
+        if result.index < read:
+            summary.abandoned = max(0, summary.abandoned - 1)
+        else:
+            summary.not_started = max(0, summary.not_started - 1)
         summary.add(result)
 
 
@@ -821,96 +836,97 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         _say("run", "interrupted (Ctrl-C) before the run began: nothing was sent")
         return give_up(EXIT_INTERRUPTED)
 
-    try:
-        started = _start_local(prepared.provider)
-    except _Failed as error:
-        _say("run", str(error))
-        return give_up(EXIT_FAILED)
-    except KeyboardInterrupt:
-        return interrupted()
-    if started is not None:
-        print(started, file=sys.stderr)
-    inputs = prepared.inputs
-    try:
-        run = allama.batch(
-            prepared.provider,
-            prepared.tp,
-            inputs,
-            request=prepared.request,
-            extractor=prepared.extractor,
-            concurrency=prepared.concurrency,
-            rpm=args.rpm,
-            tpm=args.tpm,
-            ledger=prepared.ledger,
-            max_cost=args.max_cost,
-            max_attempts=args.max_attempts,
-            retry_failed=args.retry_failed is not None,
-            label=lambda document: document.label,
-            total=inputs.total,
-            provider_batch=args.provider_batch,
-            job_retry="live" if args.retry_failed == "live" else "batch",
-            poll_interval=30.0 if args.poll_interval is None else args.poll_interval,
-            job_size=args.job_size,
-        )
-    except (ValueError, TypeError, allama.Error) as error:
-        _say("run", str(error))
-        return give_up(EXIT_USAGE)
-    adapter: TypeAdapter[Any] = TypeAdapter(prepared.tp)
-    noun = "document" if inputs.total == 1 else "documents"
-    print(
-        f"{inputs.total} {noun} from {inputs.path} ({inputs.kind}) to {type_label(prepared.tp)}"
-        f" with {prepared.provider.name} {prepared.request.model}, "
-        + (
-            "as provider batch jobs"
-            if args.provider_batch
-            else f"concurrency {prepared.concurrency}"
-        ),
-        file=sys.stderr,
-    )
-    unused, places = inputs.ids_unused
-    if unused:
-        have = "document has" if unused == 1 else "documents have"
-        shown = _first_of(places, unused)
-        place = "line" if inputs.kind == "jsonl" else "row"
+    try:  # until Ctrl-C is the run's: nothing is sent before, and nothing is left
+        try:
+            started = _start_local(prepared.provider)
+        except _Failed as error:
+            _say("run", str(error))
+            return give_up(EXIT_FAILED)
+        if started is not None:
+            print(printable(started), file=sys.stderr)
+        inputs = prepared.inputs
+        try:
+            run = allama.batch(
+                prepared.provider,
+                prepared.tp,
+                inputs,
+                request=prepared.request,
+                extractor=prepared.extractor,
+                concurrency=prepared.concurrency,
+                rpm=args.rpm,
+                tpm=args.tpm,
+                ledger=prepared.ledger,
+                max_cost=args.max_cost,
+                max_attempts=args.max_attempts,
+                retry_failed=args.retry_failed is not None,
+                label=lambda document: document.label,
+                total=inputs.total,
+                provider_batch=args.provider_batch,
+                job_retry="live" if args.retry_failed == "live" else "batch",
+                poll_interval=30.0 if args.poll_interval is None else args.poll_interval,
+                job_size=args.job_size,
+            )
+        except (ValueError, TypeError, allama.Error) as error:
+            _say("run", str(error))
+            return give_up(EXIT_USAGE)
+        adapter: TypeAdapter[Any] = TypeAdapter(prepared.tp)
+        noun = "document" if inputs.total == 1 else "documents"
         print(
-            f"note: {unused} {have} an `id` that is no text or number ({shown}), named by "
-            f"their {place} instead (with --id-field id, such an id is an error)",
+            f"{inputs.total} {noun} from {printable(str(inputs.path))} ({inputs.kind}) "
+            f"to {type_label(prepared.tp)}"
+            f" with {prepared.provider.name} {prepared.request.model}, "
+            + (
+                "as provider batch jobs"
+                if args.provider_batch
+                else f"concurrency {prepared.concurrency}"
+            ),
             file=sys.stderr,
         )
-    repeated, labels = inputs.labels_repeated
-    if repeated:
-        have = "document has" if repeated == 1 else "documents have"
-        shown = _first_of([f"`{printable(label)}`" for label in labels], repeated)
-        print(
-            f"note: {repeated} {have} the id of an earlier document ({shown}): their rows "
-            "in the output share a label (their keys tell different documents apart)",
-            file=sys.stderr,
-        )
-    try:  # reads the ledger for every document: seconds, for a large source
-        found = _in_ledger(run, prepared.ledger)
+        unused, places = inputs.ids_unused
+        if unused:
+            have = "document has" if unused == 1 else "documents have"
+            shown = _first_of(places, unused)
+            place = "line" if inputs.kind == "jsonl" else "row"
+            print(
+                f"note: {unused} {have} an `id` that is no text or number ({shown}), named by "
+                f"their {place} instead (with --id-field id, such an id is an error)",
+                file=sys.stderr,
+            )
+        repeated, labels = inputs.labels_repeated
+        if repeated:
+            have = "document has" if repeated == 1 else "documents have"
+            shown = _first_of([f"`{printable(label)}`" for label in labels], repeated)
+            print(
+                f"note: {repeated} {have} the id of an earlier document ({shown}): their rows "
+                "in the output share a label (their keys tell different documents apart)",
+                file=sys.stderr,
+            )
+        found = _in_ledger(run, prepared.ledger)  # every document looked up: seconds
+        if found is not None:
+            print(found, file=sys.stderr)
+        progress = None
+        if not args.no_progress:
+            tty = _isatty(sys.stderr)
+            progress = Progress(
+                lambda: run.summary, sys.stderr, tty=tty, every=0.1 if tty else args.progress_every
+            )
+        interrupts = _Interrupts(run)
+        written = 0
+        failures: list[tuple[int, str, str, str]] = []
+        """The first failures in input order: those the summary names."""
+        failed = 0
+        held_back = 0
+        """Failures asked to be tried again (`--retry-failed`) and given back as they were: the
+        run stopped before sending them."""
+        broken: BaseException | None = None
+        seen = bytearray(inputs.total)
+        """The documents the run reached (their values written, or their failures said)."""
+        given: set[int] = set()
+        """The inputs the run gave, by their key's first 64 bits."""
+        filled = 0
+        output.truncate(0)
     except KeyboardInterrupt:
         return interrupted()
-    if found is not None:
-        print(found, file=sys.stderr)
-    progress = None
-    if not args.no_progress:
-        tty = _isatty(sys.stderr)
-        progress = Progress(
-            lambda: run.summary, sys.stderr, tty=tty, every=0.1 if tty else args.progress_every
-        )
-    interrupts = _Interrupts(run)
-    written = 0
-    failures: list[tuple[int, str, str, str]] = []
-    """The first failures in input order: those the summary names."""
-    failed = 0
-    held_back = 0
-    """Failures asked to be tried again (`--retry-failed`) and given back as they were: the
-    run stopped before sending them."""
-    broken: BaseException | None = None
-    seen = bytearray(inputs.total)
-    """The documents the run reached (their values written, or their failures said)."""
-    filled = 0
-    output.truncate(0)
     with output, interrupts.installed():
         if progress is not None:
             progress.start()
@@ -920,6 +936,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                     result.failure is None or result.failure.kind != "not_started"
                 ):
                     seen[result.index] = 1  # reached: what the ledger holds is not written
+                if result.key:
+                    given.add(int(result.key[:16], 16))
                 if result.failure is None:
                     row = _value_row(
                         result.label,
@@ -952,9 +970,9 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             # A stopped run reads no further input; what the ledger holds of the rest (an
             # earlier run's values) is written too, so the output is not cut short.
             try:
-                from_ledger = _write_from_ledger(run, prepared.ledger, output, seen)
+                from_ledger = _write_from_ledger(run, prepared.ledger, output, seen, given)
                 filled = sum(result.failure is None for result in from_ledger)
-                _count_earlier(run.summary, from_ledger)
+                _count_earlier(run.summary, from_ledger, run._runner.read)
                 for result in from_ledger:
                     if result.failure is not None and not result.duplicate:
                         failed += 1  # an earlier run's failure, listed as the run's are
@@ -979,7 +997,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     if failed > FAILURES_SHOWN:
         print(
             f"... and {failed - FAILURES_SHOWN} more failures: "
-            f"allama batch export {prepared.ledger} --failed",
+            f"allama batch export {printable(str(prepared.ledger))} --failed",
             file=sys.stderr,
         )
     settled = summary.finished + summary.not_started + summary.elsewhere + summary.in_jobs
@@ -997,8 +1015,9 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     values = "value" if written == 1 else "values"
     if broken is None:
         earlier = f", {filled} of them from the ledger for documents not reached" if filled else ""
-        print(f"output: {prepared.out} ({written} {values}{earlier})", file=sys.stderr)
-    print(f"ledger: {prepared.ledger}", file=sys.stderr)
+        shown = printable(str(prepared.out))
+        print(f"output: {shown} ({written} {values}{earlier})", file=sys.stderr)
+    print(f"ledger: {printable(str(prepared.ledger))}", file=sys.stderr)
     if broken is not None:
         _say("run", f"the run stopped: {type(broken).__name__}: {broken}")
         kept = f"; this run's {written} {values} are in `{part}`" if written else ""
@@ -1315,7 +1334,10 @@ def _counts_line(counts: dict[str, int], in_flight: dict[str, int] | None = None
 def status_lines(report: dict[str, Any]) -> list[str]:
     """`allama batch status` as a person reads it."""
     shown = _counts_line(report["counts"], report.get("in_flight"))
-    lines = [f"ledger: {report['ledger']}", f"inputs: {report['inputs']} ({shown or 'none'})"]
+    lines = [
+        f"ledger: {printable(str(report['ledger']))}",
+        f"inputs: {report['inputs']} ({shown or 'none'})",
+    ]
     sets = report.get("sets") or []
     if sets:
         lines.append(
@@ -1416,7 +1438,7 @@ def _export(args: argparse.Namespace) -> int:
         else ("value" if len(rows) == 1 else "values")
     )
     where = "stdout" if args.out == "-" else args.out
-    print(f"{len(rows)} {what} written to {where}", file=sys.stderr)
+    print(f"{len(rows)} {what} written to {printable(str(where))}", file=sys.stderr)
     return EXIT_OK
 
 
