@@ -712,6 +712,20 @@ def test_a_retry_that_gives_up_counts_every_attempt_it_paid_for() -> None:
     assert (record.passes, record.usage) == (0, Usage(input_tokens=300, output_tokens=15))
 
 
+def test_retries_within_retries_that_give_up_count_every_attempt() -> None:
+    clock = Clock()
+    policy = RetryPolicy(max_attempts=2)
+    # Two tries outside, each of two inside: four paid failures, each counted once.
+    tokens = (1_000, 2_000, 4_000, 8_000)
+    inner = MockProvider([_paid_failure("a", n) for n in tokens], name="a")
+    outer = retrying(retrying(inner, clock, policy), clock, policy)
+    with pytest.raises(ServerError) as caught:
+        allama.extract(outer, Named, REQUEST)
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None
+    assert (record.passes, record.usage) == (0, Usage(input_tokens=15_000, output_tokens=20))
+
+
 def test_a_failover_counts_what_the_providers_before_it_paid() -> None:
     first = MockProvider([_paid_failure("a", 100)], name="a")
     second = MockProvider([_answer("b")], name="b")

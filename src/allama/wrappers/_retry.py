@@ -133,8 +133,11 @@ class _Attempts:
         if wait is None:
             error.with_metadata(RETRY_METADATA_KEY, {"attempts": self.count})
             if self.paid:
-                # The attempts before this one were paid too: the record counts them.
-                error.with_metadata(PAID_BEFORE_KEY, list(self.paid))
+                # The attempts before this one were paid too: the record counts them, before
+                # what the error already says was paid before it (a wrapper inside this one).
+                inner = error.context.metadata.get(PAID_BEFORE_KEY)
+                kept = [*self.paid, *(inner if isinstance(inner, list) else [])]
+                error.with_metadata(PAID_BEFORE_KEY, kept)
             return None
         self.paid.extend(paid_for(error))
         return wait
