@@ -751,3 +751,88 @@ def test_a_retry_over_a_failover_waits_as_long_as_any_provider_asked() -> None:
     second = MockProvider([ServerError("busy", retry_after=1.0)], name="b")
     response = retrying(FailoverProvider([first, second]), clock).chat(REQUEST)
     assert response.provider == "a" and clock.sleeps == [30.0]
+
+
+def _streamed(*bodies: dict[str, Any]) -> bytes:
+    import json
+
+    return "".join(f"data: {json.dumps(body)}\n\n" for body in bodies).encode()
+
+
+_PAID = {"prompt_tokens": 50_000, "completion_tokens": 3_000, "total_tokens": 53_000}
+_FAILED_STREAM = _streamed(
+    {
+        "id": "gen-1",
+        "model": "openai/gpt-4o-mini",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
+    },
+    {
+        "id": "gen-1",
+        "model": "openai/gpt-4o-mini",
+        "error": {"code": "server_error", "message": "Provider disconnected"},
+        "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+        "usage": _PAID,
+    },
+)
+_GOOD_STREAM = (
+    _streamed(
+        {
+            "id": "gen-2",
+            "model": "openai/gpt-4o-mini",
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": '{"name": "Ada"}'}}],
+        },
+        {
+            "id": "gen-2",
+            "model": "openai/gpt-4o-mini",
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 50_000, "completion_tokens": 20, "total_tokens": 50_020},
+        },
+    )
+    + b"data: [DONE]\n\n"
+)
+
+
+def _router(*streams: bytes) -> ChatProvider:
+    import httpx2
+
+    from allama.transport import Transport
+
+    answers = iter(streams)
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        headers = {"content-type": "text/event-stream"}
+        return httpx2.Response(200, content=next(answers), headers=headers)
+
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    return allama.provider("openrouter", api_key="k", transport=transport)
+
+
+def test_a_streamed_attempt_that_failed_after_its_usage_is_counted_by_a_retry() -> None:
+    # The router's stream reports the tokens of a call that failed before any answer: the
+    # retry that follows counts them, priced as the model the stream named.
+    clock = Clock()
+    request = ChatRequest("openrouter/auto").user("Who?")
+    stream = allama.extract_stream(
+        retrying(_router(_FAILED_STREAM, _GOOD_STREAM), clock), Named, request
+    )
+    for _ in stream:
+        pass
+    extracted = stream.finish()
+    assert extracted.metadata.usage == Usage(input_tokens=100_000, output_tokens=3_020)
+    (paid,) = extracted.response.provider_data["allama"]["retry"]["paid_before"]
+    assert (paid["model"], paid["usage"]) == (
+        "openai/gpt-4o-mini",
+        {"input_tokens": 50_000, "output_tokens": 3_000},
+    )
+    # Given up after two such attempts: the error's record counts both.
+    policy = RetryPolicy(max_attempts=2)
+    with pytest.raises(allama.Error) as caught:
+        allama.extract_stream(
+            retrying(_router(_FAILED_STREAM, _FAILED_STREAM), clock, policy), Named, request
+        )
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None
+    assert record.usage == Usage(input_tokens=100_000, output_tokens=6_000)

@@ -400,6 +400,9 @@ def open_steps(
         derived = target.derive(request, metadata.mode)
         outcome = yield OpenStream(derived)
         if isinstance(outcome, Error):
+            # What a wrapper's failed attempts before it paid (a retry that gave up): counted
+            # with the record the error carries, as a call's are.
+            metadata.record_paid(paid_for(outcome))
             start.fall_back_or_raise(outcome)
             continue
         stream = outcome

@@ -12,8 +12,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 
+from allama.errors import REPORTED_USAGE_KEY, Error, reported_billing
 from allama.stream import AsyncChatStream, ChatStream
-from allama.types import ProviderDataEvent, ResponseStart, StreamEvent, UsageEvent, WarningEvent
+from allama.types import (
+    SERVICE_TIER_KEY,
+    ProviderDataEvent,
+    ResponseStart,
+    StreamEvent,
+    UsageEvent,
+    WarningEvent,
+)
 
 __all__ = ["aopened", "opened"]
 
@@ -25,10 +33,13 @@ def opened(stream: ChatStream) -> ChatStream:
     """`stream` read up to its first piece of the answer (or its end), then given whole:
     an error before it is raised here, the stream already closed."""
     held: list[StreamEvent] = []
-    for event in stream:
-        held.append(event)
-        if not isinstance(event, _BEFORE_THE_ANSWER):
-            break
+    try:
+        for event in stream:
+            held.append(event)
+            if not isinstance(event, _BEFORE_THE_ANSWER):
+                break
+    except Error as error:
+        raise _with_paid(error, stream) from None
     return ChatStream(
         _replayed(held, stream), close=stream.close, provider=stream.collector.provider
     )
@@ -37,13 +48,32 @@ def opened(stream: ChatStream) -> ChatStream:
 async def aopened(stream: AsyncChatStream) -> AsyncChatStream:
     """The async twin of `opened`."""
     held: list[StreamEvent] = []
-    async for event in stream:
-        held.append(event)
-        if not isinstance(event, _BEFORE_THE_ANSWER):
-            break
+    try:
+        async for event in stream:
+            held.append(event)
+            if not isinstance(event, _BEFORE_THE_ANSWER):
+                break
+    except Error as error:
+        raise _with_paid(error, stream) from None
     return AsyncChatStream(
         _areplayed(held, stream), close=stream.aclose, provider=stream.collector.provider
     )
+
+
+def _with_paid(error: Error, stream: ChatStream | AsyncChatStream) -> Error:
+    """`error` with the usage the stream reported before it, and the model and the service
+    tier it named: tokens paid for, which a wrapper that retries or fails over counts
+    (`allama.errors.paid_for`), as it counts a failed body's. The stream's collector, which
+    holds them, is dropped with the stream."""
+    if REPORTED_USAGE_KEY in error.context.metadata:
+        return error
+    so_far = stream.collector.response_metadata()
+    if so_far.usage is None:
+        return error
+    error.with_metadata(REPORTED_USAGE_KEY, so_far.usage.model_dump(mode="json", exclude_none=True))
+    tiers = (kept.get(SERVICE_TIER_KEY) for kept in so_far.provider_data.values())
+    reported_billing(error, so_far.model, next((tier for tier in tiers if tier), None))
+    return error
 
 
 def _replayed(held: list[StreamEvent], stream: ChatStream) -> Iterator[StreamEvent]:
