@@ -1261,6 +1261,14 @@ def test_a_stream_that_fails_is_priced_at_the_model_and_tier_it_named() -> None:
     so_far = collector.response_metadata().model_copy(update={"provider": "gemini"})
     assert so_far.provider_data == {"gemini": {"service_tier": "flex"}}
     assert record(so_far).cost is None
+    # Its audio tokens, at the audio price, as in a stream that ends.
+    audio = f"data: {json.dumps(_gemini_audio_body(GEMINI_AUDIO_USAGE))}\r\n\r\n"
+    collector = collected(
+        GenerateStreamDecoder(provider="gemini"), audio + data.split("\r\n\r\n", 1)[1]
+    )
+    so_far = collector.response_metadata().model_copy(update={"provider": "gemini"})
+    cost = record(so_far).cost
+    assert cost is not None and cost.total == Decimal("0.01053")
 
 
 def test_gemini_unspecified_tier_is_the_standard_one() -> None:

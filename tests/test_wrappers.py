@@ -836,3 +836,58 @@ def test_a_streamed_attempt_that_failed_after_its_usage_is_counted_by_a_retry() 
     record = ExtractionMetadata.from_error(caught.value)
     assert record is not None
     assert record.usage == Usage(input_tokens=100_000, output_tokens=6_000)
+
+
+def test_a_refused_streams_tokens_are_counted_when_the_extraction_falls_back() -> None:
+    import json
+
+    from allama.extract import EXTRACTION_TOOL
+
+    # The router's first stream reports its tokens, then refuses the native format: the
+    # extraction falls back to the forced tool, on a second stream. Both were paid for.
+    refused = _streamed(
+        {
+            "id": "gen-1",
+            "model": "openai/gpt-4o-mini",
+            "error": {
+                "code": 400,
+                "message": "This model does not support response format `json_schema`",
+            },
+            "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105},
+        }
+    )
+    call = {"name": EXTRACTION_TOOL, "arguments": json.dumps({"name": "Ada"})}
+    tool = (
+        _streamed(
+            {
+                "id": "gen-2",
+                "model": "openai/gpt-4o-mini",
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {
+                            "role": "assistant",
+                            "tool_calls": [
+                                {"index": 0, "id": "c1", "type": "function", "function": call}
+                            ],
+                        },
+                    }
+                ],
+            },
+            {
+                "id": "gen-2",
+                "model": "openai/gpt-4o-mini",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+                "usage": {"prompt_tokens": 1_000, "completion_tokens": 20, "total_tokens": 1_020},
+            },
+        )
+        + b"data: [DONE]\n\n"
+    )
+    request = ChatRequest("openrouter/auto").user("Who?")
+    stream = allama.extract_stream(_router(refused, tool), Named, request)
+    for _ in stream:
+        pass
+    extracted = stream.finish()
+    assert extracted.metadata.auto_fallback is not None
+    assert extracted.metadata.usage == Usage(input_tokens=1_100, output_tokens=25)

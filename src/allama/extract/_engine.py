@@ -419,6 +419,10 @@ def open_steps(
             if isinstance(item, Error):
                 fallback = start.fallback_for(item)
                 if fallback is not None:
+                    # The refused stream's tokens were paid for, as a refused call's are.
+                    from allama.wrappers._opening import with_paid
+
+                    metadata.record_paid(paid_for(with_paid(item, stream)))
                     metadata.fall_back(fallback)
                     continue
         return Opened(stream=stream, ahead=ahead, metadata=metadata, target=target)

@@ -23,7 +23,7 @@ from allama.types import (
     WarningEvent,
 )
 
-__all__ = ["aopened", "opened"]
+__all__ = ["aopened", "opened", "with_paid"]
 
 _BEFORE_THE_ANSWER = (ResponseStart, UsageEvent, WarningEvent, ProviderDataEvent)
 """Events that carry no piece of the answer: read ahead while the stream opens."""
@@ -39,7 +39,7 @@ def opened(stream: ChatStream) -> ChatStream:
             if not isinstance(event, _BEFORE_THE_ANSWER):
                 break
     except Error as error:
-        raise _with_paid(error, stream) from None
+        raise with_paid(error, stream) from None
     return ChatStream(
         _replayed(held, stream), close=stream.close, provider=stream.collector.provider
     )
@@ -54,13 +54,13 @@ async def aopened(stream: AsyncChatStream) -> AsyncChatStream:
             if not isinstance(event, _BEFORE_THE_ANSWER):
                 break
     except Error as error:
-        raise _with_paid(error, stream) from None
+        raise with_paid(error, stream) from None
     return AsyncChatStream(
         _areplayed(held, stream), close=stream.aclose, provider=stream.collector.provider
     )
 
 
-def _with_paid(error: Error, stream: ChatStream | AsyncChatStream) -> Error:
+def with_paid(error: Error, stream: ChatStream | AsyncChatStream) -> Error:
     """`error` with the usage the stream reported before it, and the model and the service
     tier it named: tokens paid for, which a wrapper that retries or fails over counts
     (`allama.errors.paid_for`), as it counts a failed body's. The stream's collector, which

@@ -440,8 +440,13 @@ class GenerateStreamDecoder:
             self._blocked = chunk.blocked
             self.finished = True
         if chunk.usage is not None:
-            self._audio = chunk.audio  # the last usage reported is the whole call's
-            yield UsageEvent(usage=chunk.usage)
+            yield UsageEvent(usage=chunk.usage)  # the last usage reported is the whole call's
+            if chunk.audio is not None and chunk.audio != self._audio:
+                # Said at once, as the tier: a stream that fails later paid its audio price.
+                self._audio = chunk.audio
+                yield ProviderDataEvent(
+                    namespace=NAMESPACE, key=AUDIO_TOKENS_KEY, value=chunk.audio
+                )
             if chunk.tier is not None and chunk.tier != self._tier:
                 # Said at once: a stream that fails later was still billed at its prices.
                 self._tier = chunk.tier
@@ -450,8 +455,6 @@ class GenerateStreamDecoder:
     def _end(self) -> Iterator[StreamEvent]:
         self._layout.stop()
         yield from self._sink.drain()
-        if self._audio is not None:
-            yield ProviderDataEvent(namespace=NAMESPACE, key=AUDIO_TOKENS_KEY, value=self._audio)
         if self._layout.others:
             yield ProviderDataEvent(namespace=NAMESPACE, key=PARTS_KEY, value=self._layout.others)
         metadata = metadata_data(self._citations, self._grounding, self._url_context)
