@@ -15,8 +15,15 @@ from typing import Self
 
 from pydantic import JsonValue
 
-from allama.errors import Error, IncompleteStreamError, StreamDecodeError
+from allama.errors import (
+    REPORTED_USAGE_KEY,
+    Error,
+    IncompleteStreamError,
+    StreamDecodeError,
+    reported_billing,
+)
 from allama.types import (
+    SERVICE_TIER_KEY,
     BlockStart,
     BlockStop,
     ChatResponse,
@@ -457,3 +464,19 @@ class AsyncChatStream:
 
     def __repr__(self) -> str:
         return f"AsyncChatStream({self._rules.collector!r})"
+
+
+def with_paid(error: Error, stream: ChatStream | AsyncChatStream) -> Error:
+    """`error` with the usage the stream reported before it, and the model and the service
+    tier it named: tokens paid for, which a wrapper that retries or fails over counts
+    (`allama.errors.paid_for`), as it counts a failed body's. The stream's collector, which
+    holds them, is dropped with the stream."""
+    if REPORTED_USAGE_KEY in error.context.metadata:
+        return error
+    so_far = stream.collector.response_metadata()
+    if so_far.usage is None:
+        return error
+    error.with_metadata(REPORTED_USAGE_KEY, so_far.usage.model_dump(mode="json", exclude_none=True))
+    tiers = (kept.get(SERVICE_TIER_KEY) for kept in so_far.provider_data.values())
+    reported_billing(error, so_far.model, next((tier for tier in tiers if tier), None))
+    return error

@@ -20,6 +20,7 @@ from allama.extract._parse import Checked, Rejection, ask_again, parse_value
 from allama.extract._root import object_rooted
 from allama.extract._target import Target, requested_mode
 from allama.provider import ChatProvider
+from allama.stream import with_paid
 from allama.types import (
     CapabilitySupport,
     ChatCapability,
@@ -420,8 +421,6 @@ def open_steps(
                 fallback = start.fallback_for(item)
                 if fallback is not None:
                     # The refused stream's tokens were paid for, as a refused call's are.
-                    from allama.wrappers._opening import with_paid
-
                     metadata.record_paid(paid_for(with_paid(item, stream)))
                     metadata.fall_back(fallback)
                     continue

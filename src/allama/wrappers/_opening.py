@@ -12,18 +12,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 
-from allama.errors import REPORTED_USAGE_KEY, Error, reported_billing
-from allama.stream import AsyncChatStream, ChatStream
-from allama.types import (
-    SERVICE_TIER_KEY,
-    ProviderDataEvent,
-    ResponseStart,
-    StreamEvent,
-    UsageEvent,
-    WarningEvent,
-)
+from allama.errors import Error
+from allama.stream import AsyncChatStream, ChatStream, with_paid
+from allama.types import ProviderDataEvent, ResponseStart, StreamEvent, UsageEvent, WarningEvent
 
-__all__ = ["aopened", "opened", "with_paid"]
+__all__ = ["aopened", "opened"]
 
 _BEFORE_THE_ANSWER = (ResponseStart, UsageEvent, WarningEvent, ProviderDataEvent)
 """Events that carry no piece of the answer: read ahead while the stream opens."""
@@ -58,22 +51,6 @@ async def aopened(stream: AsyncChatStream) -> AsyncChatStream:
     return AsyncChatStream(
         _areplayed(held, stream), close=stream.aclose, provider=stream.collector.provider
     )
-
-
-def with_paid(error: Error, stream: ChatStream | AsyncChatStream) -> Error:
-    """`error` with the usage the stream reported before it, and the model and the service
-    tier it named: tokens paid for, which a wrapper that retries or fails over counts
-    (`allama.errors.paid_for`), as it counts a failed body's. The stream's collector, which
-    holds them, is dropped with the stream."""
-    if REPORTED_USAGE_KEY in error.context.metadata:
-        return error
-    so_far = stream.collector.response_metadata()
-    if so_far.usage is None:
-        return error
-    error.with_metadata(REPORTED_USAGE_KEY, so_far.usage.model_dump(mode="json", exclude_none=True))
-    tiers = (kept.get(SERVICE_TIER_KEY) for kept in so_far.provider_data.values())
-    reported_billing(error, so_far.model, next((tier for tier in tiers if tier), None))
-    return error
 
 
 def _replayed(held: list[StreamEvent], stream: ChatStream) -> Iterator[StreamEvent]:
