@@ -34,7 +34,6 @@ from allama.batch._run import (
     _NO_MORE,
     IN_FLIGHT_ELSEWHERE,
     IN_PROVIDER_JOB,
-    TAKEN_OVER,
     BatchFailure,
     BatchResult,
     CallCancelled,
@@ -742,7 +741,17 @@ class JobRunner(_Runner):
                         assert self.ledger is not None
                         attempts = await self.ledger.again(item.key)
                         if attempts == 0:  # taken over by another run: not sent from here
-                            self._follow_up_taken_over(item, error)
+                            _, record = self._ended(item, error)
+                            taken = self._taken_over(
+                                item.index,
+                                item.key,
+                                item.label,
+                                record,
+                                item.attempts,
+                                item.began,
+                                item.spent,
+                            )
+                            self._duplicates(item, taken)
                             return
                         item.attempts = attempts
                         counted, last = True, error
@@ -851,27 +860,6 @@ class JobRunner(_Runner):
         )
         result: BatchResult[Any] = BatchResult(
             item.index, item.key, item.label, None, failure, None, 0, 0.0
-        )
-        self._finish(result)
-        self._duplicates(item, result)
-
-    def _follow_up_taken_over(self, item: _Item, error: BaseException) -> None:
-        """A follow-up another run of the ledger took over: that run sends it; this one's
-        result keeps what its own passes paid."""
-        _, record = self._ended(item, error)
-        failure = BatchFailure(IN_FLIGHT_ELSEWHERE, TAKEN_OVER)
-        seconds = time.monotonic() - item.began
-        result: BatchResult[Any] = BatchResult(
-            item.index,
-            item.key,
-            item.label,
-            None,
-            failure,
-            record,
-            item.attempts,
-            seconds,
-            False,
-            tuple(item.spent),
         )
         self._finish(result)
         self._duplicates(item, result)

@@ -1344,7 +1344,10 @@ class _Runner:
                         else tries.attempts + 1
                     )
                     if counted == 0:  # taken over by another run: not sent from here
-                        return self._taken_over(index, key, label, tries, began)
+                        record = tries.last[1] if tries.last is not None else None
+                        return self._taken_over(
+                            index, key, label, record, tries.attempts, began, tries.spent
+                        )
                     tries.attempts = counted
                     if self.stopping is not None:
                         # Stopped as its attempt was counted (another input's outcome, in
@@ -1386,12 +1389,18 @@ class _Runner:
                 return concluded
 
     def _taken_over(
-        self, index: int, key: str, label: str, tries: _Tries, began: float
+        self,
+        index: int,
+        key: str,
+        label: str,
+        record: ExtractionMetadata | None,
+        attempts: int,
+        began: float,
+        spent: list[ExtractionMetadata],
     ) -> BatchResult[Any]:
         """An input another run of the ledger took over while this one waited to try it
         again: that run sends it and records its outcome; this one's result keeps what its
-        own attempts paid."""
-        record = tries.last[1] if tries.last is not None else None
+        own attempts paid (`record`, the last's, and `spent`, those before)."""
         failure = BatchFailure(IN_FLIGHT_ELSEWHERE, TAKEN_OVER)
         result: BatchResult[Any] = BatchResult(
             index,
@@ -1400,10 +1409,10 @@ class _Runner:
             None,
             failure,
             record,
-            tries.attempts,
+            attempts,
             time.monotonic() - began,
             False,
-            tuple(tries.spent),
+            tuple(spent),
         )
         self._finish(result)
         return result
@@ -1441,7 +1450,7 @@ class _Runner:
                 )
             if step:
                 tries.last = (outcome, record)
-                if record is not None and (record.passes or record.usage is not None):
+                if record is not None and _paid_any([record]):
                     spent.append(record)  # paid for: a pass, or a failure that reported usage
                     tries.last = (outcome, None)
                     if self.ledger is not None:
