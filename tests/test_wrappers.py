@@ -891,3 +891,27 @@ def test_a_refused_streams_tokens_are_counted_when_the_extraction_falls_back() -
     extracted = stream.finish()
     assert extracted.metadata.auto_fallback is not None
     assert extracted.metadata.usage == Usage(input_tokens=1_100, output_tokens=25)
+
+
+def test_the_paid_usage_of_a_failed_stream_names_its_model_and_tier() -> None:
+    import types
+
+    from allama.errors import paid_for
+    from allama.stream import StreamCollector, with_paid
+    from allama.types import ProviderDataEvent, ResponseStart, UsageEvent
+
+    # Anthropic keeps its tier in the usage details it reports: read there as the
+    # response's own record reads it, so the attempt is priced at that tier too.
+    collector = StreamCollector()
+    for event in (
+        ResponseStart(id="msg_1", model="claude-sonnet-4-5"),
+        UsageEvent(usage=Usage(input_tokens=100, output_tokens=3)),
+        ProviderDataEvent(
+            namespace="anthropic", key="usage_details", value={"service_tier": "priority"}
+        ),
+    ):
+        collector.push(event)
+    error = with_paid(OverloadedError("busy"), types.SimpleNamespace(collector=collector))  # type: ignore[arg-type]
+    (entry,) = paid_for(error)
+    assert (entry["model"], entry["service_tier"]) == ("claude-sonnet-4-5", "priority")
+    assert entry["usage"] == {"input_tokens": 100, "output_tokens": 3}

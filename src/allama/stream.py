@@ -23,7 +23,6 @@ from allama.errors import (
     reported_billing,
 )
 from allama.types import (
-    SERVICE_TIER_KEY,
     BlockStart,
     BlockStop,
     ChatResponse,
@@ -46,6 +45,7 @@ from allama.types import (
     Warning,
     WarningEvent,
 )
+from allama.types._response import served_tier
 
 __all__ = ["AsyncChatStream", "ChatStream", "StreamCollector"]
 
@@ -477,6 +477,5 @@ def with_paid(error: Error, stream: ChatStream | AsyncChatStream) -> Error:
     if so_far.usage is None:
         return error
     error.with_metadata(REPORTED_USAGE_KEY, so_far.usage.model_dump(mode="json", exclude_none=True))
-    tiers = (kept.get(SERVICE_TIER_KEY) for kept in so_far.provider_data.values())
-    reported_billing(error, so_far.model, next((tier for tier in tiers if tier), None))
+    reported_billing(error, so_far.model, served_tier(so_far.provider_data))
     return error

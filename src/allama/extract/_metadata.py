@@ -13,7 +13,6 @@ from allama._lazy import deferred_module
 from allama.errors import EXTRACTION_METADATA_KEY, Error, MessageOrigin, UnsupportedError
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.types import (
-    SERVICE_TIER_KEY,
     ChatResponse,
     RequestField,
     UnsupportedStage,
@@ -21,7 +20,7 @@ from allama.types import (
     Warning,
 )
 from allama.types._base import DEFER_BUILD
-from allama.types._response import service_tier_of
+from allama.types._response import served_tier
 
 if TYPE_CHECKING:
     from allama import _prices
@@ -320,7 +319,7 @@ class ExtractionMetadata(BaseModel):
         if response.provider_data:
             self.record_paid(_paid_before(response.provider_data))
             extras = _billed_extras(response.provider_data)
-            tier = _service_tier(response.provider_data)
+            tier = served_tier(response.provider_data)
         charge: Charge
         if tier is not None or extras:
             batch = response.batch_job is not None
@@ -386,20 +385,6 @@ def _paid_before(provider_data: Mapping[str, Mapping[str, Any]]) -> list[Mapping
         if isinstance(entries, list):
             paid.extend(entry for entry in entries if isinstance(entry, dict))
     return paid
-
-
-def _service_tier(provider_data: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """The service tier other than the standard one a response says served it: kept by
-    the OpenAI adapters (`SERVICE_TIER_KEY`), or in Anthropic's usage details."""
-    for kept in provider_data.values():
-        tier = kept.get(SERVICE_TIER_KEY)
-        if isinstance(tier, str):
-            return tier
-    anthropic = provider_data.get("anthropic")
-    details = anthropic.get("usage_details") if anthropic else None
-    if isinstance(details, dict):
-        return service_tier_of(details.get("service_tier"))
-    return None
 
 
 _AUDIO_TOKENS = frozenset({"input_audio_tokens", "cache_audio_read_tokens", "output_audio_tokens"})

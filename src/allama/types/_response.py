@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field, JsonValue
@@ -36,6 +37,20 @@ def service_tier_of(value: object) -> str | None:
     """A tier a response reports (`service_tier`), when it is not the standard one."""
     if isinstance(value, str) and value and value not in STANDARD_SERVICE_TIERS:
         return value
+    return None
+
+
+def served_tier(provider_data: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The service tier other than the standard one a response says served it: kept by
+    its adapter (`SERVICE_TIER_KEY`), or in Anthropic's usage details."""
+    for kept in provider_data.values():
+        tier = kept.get(SERVICE_TIER_KEY)
+        if isinstance(tier, str):
+            return tier
+    anthropic = provider_data.get("anthropic")
+    details = anthropic.get("usage_details") if anthropic else None
+    if isinstance(details, dict):
+        return service_tier_of(details.get("service_tier"))
     return None
 
 
