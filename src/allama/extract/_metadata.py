@@ -285,19 +285,18 @@ class ExtractionMetadata(BaseModel):
                 counted = Usage.model_validate(usage)
             except ValueError:
                 continue
-            provider, model = entry.get("provider"), entry.get("model")
-            charge: Charge = (
+            provider, model, tier = (
+                entry.get("provider"),
+                entry.get("model"),
+                entry.get("service_tier"),
+            )
+            charge = _charge(
                 provider if isinstance(provider, str) else None,
                 model if isinstance(model, str) else None,
                 counted,
-                time.time(),
+                batch=entry.get("batch") is True,  # a provider batch job's row: batch prices
+                tier=tier if isinstance(tier, str) else None,  # another tier: at its prices
             )
-            batch = entry.get("batch") is True  # a provider batch job's row: batch prices
-            tier = entry.get("service_tier")
-            if isinstance(tier, str):  # served at another tier: at its prices
-                charge = (*charge, batch, {}, tier)
-            elif batch:
-                charge = (*charge, True)
             self._count(counted, charge)
 
     def _count(self, usage: Usage | None, charge: Charge) -> None:
@@ -320,16 +319,10 @@ class ExtractionMetadata(BaseModel):
             self.record_paid(_paid_before(response.provider_data))
             extras = _billed_extras(response.provider_data)
             tier = served_tier(response.provider_data)
-        charge: Charge
-        if tier is not None or extras:
-            batch = response.batch_job is not None
-            charge = (response.provider, response.model, usage, time.time(), batch, extras or {})
-            if tier is not None:
-                charge = (*charge, tier)
-        elif response.batch_job is None:
-            charge = (response.provider, response.model, usage, time.time())
-        else:
-            charge = (response.provider, response.model, usage, time.time(), True)
+        batch = response.batch_job is not None
+        charge = _charge(
+            response.provider, response.model, usage, batch=batch, extras=extras, tier=tier
+        )
         self._count(usage, charge)
         field = counted_field(self.mode)
         if field is None:
@@ -385,6 +378,25 @@ def _paid_before(provider_data: Mapping[str, Mapping[str, Any]]) -> list[Mapping
         if isinstance(entries, list):
             paid.extend(entry for entry in entries if isinstance(entry, dict))
     return paid
+
+
+def _charge(
+    provider: str | None,
+    model: str | None,
+    usage: Usage | None,
+    *,
+    batch: bool = False,
+    extras: Mapping[str, int] | None = None,
+    tier: str | None = None,
+) -> Charge:
+    """What one response (or failed call) is priced by, arriving now: as short as its
+    pricing allows (`allama._prices.Charge`)."""
+    at = time.time()
+    if tier is not None:
+        return (provider, model, usage, at, batch, extras or {}, tier)
+    if extras:
+        return (provider, model, usage, at, batch, extras)
+    return (provider, model, usage, at, True) if batch else (provider, model, usage, at)
 
 
 _AUDIO_TOKENS = frozenset({"input_audio_tokens", "cache_audio_read_tokens", "output_audio_tokens"})
