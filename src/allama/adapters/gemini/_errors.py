@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from allama.adapters._http import body_message
@@ -196,15 +196,9 @@ def _invalid_argument(message: str) -> Error:
 
 def _lasting_quota(info: _Info | None, message: str) -> bool:
     """Whether the exhausted quota is one that waiting a moment will not clear."""
-    if info is not None:
-        for failure in info.detail("QuotaFailure"):
-            violations = failure.get("violations")
-            for violation in violations if isinstance(violations, list) else ():
-                if not isinstance(violation, dict):
-                    continue
-                names = f"{violation.get('quotaId', '')} {violation.get('quotaMetric', '')}"
-                if re.search(_LASTING_QUOTA, names) or str(violation.get("quotaValue")) == "0":
-                    return True
+    for names, violation in _violations(info):
+        if re.search(_LASTING_QUOTA, names) or str(violation.get("quotaValue")) == "0":
+            return True
     return bool(re.search(_LASTING_QUOTA, message) or re.search(_ZERO_LIMIT, message))
 
 
@@ -227,16 +221,22 @@ def _exhausted(info: _Info | None, message: str, wait: float | None) -> Error:
 def _input_tokens_per_minute(info: _Info | None) -> int | None:
     """The quota of input tokens per minute a `QuotaFailure` names as the one exceeded
     (`GenerateContentPaidTierInputTokensPerModelPerMinute`, its `quotaValue`)."""
+    for names, violation in _violations(info):
+        value = str(violation.get("quotaValue", ""))
+        if re.search(_INPUT_TOKENS_PER_MINUTE, names) and re.fullmatch(_QUOTA_VALUE, value):
+            return int(value)
+    return None
+
+
+def _violations(info: _Info | None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each violation of the body's `QuotaFailure` details, with its quota's names (its
+    `quotaId` and `quotaMetric`, to search)."""
     for failure in info.detail("QuotaFailure") if info is not None else ():
         violations = failure.get("violations")
         for violation in violations if isinstance(violations, list) else ():
-            if not isinstance(violation, dict):
-                continue
-            names = f"{violation.get('quotaId', '')} {violation.get('quotaMetric', '')}"
-            value = str(violation.get("quotaValue", ""))
-            if re.search(_INPUT_TOKENS_PER_MINUTE, names) and re.fullmatch(_QUOTA_VALUE, value):
-                return int(value)
-    return None
+            if isinstance(violation, dict):
+                names = f"{violation.get('quotaId', '')} {violation.get('quotaMetric', '')}"
+                yield names, violation
 
 
 def _by_name(name: str, info: _Info | None, message: str, wait: float | None) -> Error | None:

@@ -336,8 +336,8 @@ class GenerateStreamDecoder:
         self._citations: Any = None
         self._grounding: Any = None
         self._url_context: Any = None
-        self._audio: dict[str, Any] | None = None
-        self._tier: str | None = None
+        self._billed: dict[str, Any] = {}
+        """What the usage said it is billed at (audio tokens, a tier), as last said."""
         self._closed = False
         self.finished = False
         self.done = False
@@ -441,16 +441,12 @@ class GenerateStreamDecoder:
             self.finished = True
         if chunk.usage is not None:
             yield UsageEvent(usage=chunk.usage)  # the last usage reported is the whole call's
-            if chunk.audio is not None and chunk.audio != self._audio:
-                # Said at once, as the tier: a stream that fails later paid its audio price.
-                self._audio = chunk.audio
-                yield ProviderDataEvent(
-                    namespace=NAMESPACE, key=AUDIO_TOKENS_KEY, value=chunk.audio
-                )
-            if chunk.tier is not None and chunk.tier != self._tier:
-                # Said at once: a stream that fails later was still billed at its prices.
-                self._tier = chunk.tier
-                yield ProviderDataEvent(namespace=NAMESPACE, key=SERVICE_TIER_KEY, value=chunk.tier)
+            # What the usage says it is billed at, said at once: a stream that fails later
+            # was still billed at its audio price and its tier's.
+            for key, value in ((AUDIO_TOKENS_KEY, chunk.audio), (SERVICE_TIER_KEY, chunk.tier)):
+                if value is not None and value != self._billed.get(key):
+                    self._billed[key] = value
+                    yield ProviderDataEvent(namespace=NAMESPACE, key=key, value=value)
 
     def _end(self) -> Iterator[StreamEvent]:
         self._layout.stop()
