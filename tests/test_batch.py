@@ -2339,16 +2339,32 @@ def test_a_stop_that_names_an_input_is_printed_with_its_label_escaped() -> None:
     )
 
 
-def test_a_paid_failure_of_unknown_cost_is_said_and_stops_a_budget() -> None:
+def _paid_choice_error() -> Exception:
+    """A call that failed on its choice, with the tokens it paid for: no pass made."""
     from allama.errors import REPORTED_USAGE_KEY, InvalidRequestError
 
-    def failed() -> Exception:
-        # A call that failed on its choice, with the tokens it paid for: no pass made.
-        error = InvalidRequestError("the choice failed")
-        return error.with_metadata(REPORTED_USAGE_KEY, {"input_tokens": 100, "output_tokens": 10})
+    error = InvalidRequestError("the choice failed")
+    return error.with_metadata(REPORTED_USAGE_KEY, {"input_tokens": 100, "output_tokens": 10})
 
+
+def _taken_over_later(ledger: Path, label: str = "#0", seconds: float = 0.5) -> None:
+    """After `seconds`, another run of the ledger takes the input over, having seen this
+    one as ended (a heartbeat it read as stale): it counts an attempt, and sends it."""
+
+    def take_over() -> None:
+        with contextlib.closing(sqlite3.connect(ledger)) as db, db:
+            db.execute(
+                "UPDATE items SET run_id = 'another', attempts = attempts + 1 WHERE label = ?",
+                (label,),
+            )
+
+    threading.Timer(seconds, take_over).start()
+
+
+def test_a_paid_failure_of_unknown_cost_is_said_and_stops_a_budget() -> None:
     request = ChatRequest("a-model-of-our-own").system("Read the number.")
-    provider = allama.mock.MockProvider([failed(), failed(), failed()], name="openai")
+    errors = [_paid_choice_error() for _ in range(3)]
+    provider = allama.mock.MockProvider(errors, name="openai")
     run = allama.batch(provider, Row, ["a", "b"], request=request, concurrency=1)
     assert [outcome(r) for r in run] == ["invalid_request"] * 2
     assert (run.summary.passes, run.summary.input_tokens) == (0, 200)
@@ -2372,11 +2388,7 @@ def test_an_input_another_run_took_over_is_not_sent_again_from_here(
         provider_for(server), Row, ["doc 3"], request=TEMPLATE, ledger=ledger, backoff=2.0
     )
 
-    def take_over() -> None:
-        with contextlib.closing(sqlite3.connect(ledger)) as db, db:
-            db.execute("UPDATE items SET run_id = 'another', attempts = attempts + 1")
-
-    threading.Timer(0.5, take_over).start()
+    _taken_over_later(ledger)
     (result,) = list(run)
     # Not sent again from here: the provider has it no more often than its attempts say.
     assert result.failure is not None and result.failure.kind == "in_flight_elsewhere"
@@ -2430,13 +2442,9 @@ def test_a_stop_asked_after_the_run_ended_changes_nothing(server: BatchServer) -
 def test_a_paid_failure_of_unknown_cost_an_earlier_run_kept_stops_a_budget(
     tmp_path: Path,
 ) -> None:
-    from allama.errors import REPORTED_USAGE_KEY, InvalidRequestError
-
-    error = InvalidRequestError("the choice failed")  # no pass, but its tokens were paid
-    error.with_metadata(REPORTED_USAGE_KEY, {"input_tokens": 100, "output_tokens": 10})
     request = ChatRequest("a-model-of-our-own").system("Read the number.")
     ledger = tmp_path / "run.sqlite"
-    provider = allama.mock.MockProvider([error], name="openai")
+    provider = allama.mock.MockProvider([_paid_choice_error()], name="openai")
     first = allama.batch(provider, Row, ["a"], request=request, ledger=ledger)
     assert [outcome(r) for r in first] == ["invalid_request"]
     # What it paid has no known price: a budget over the same job cannot be kept.
@@ -2464,11 +2472,7 @@ def test_what_an_input_taken_over_paid_here_counts_toward_the_budget(
         extractor=Extractor(retries=1),
     )
 
-    def take_over() -> None:
-        with contextlib.closing(sqlite3.connect(ledger)) as db, db:
-            db.execute("UPDATE items SET run_id = 'another' WHERE label = '#0'")
-
-    threading.Timer(0.5, take_over).start()
+    _taken_over_later(ledger)
     results = sorted(run, key=lambda r: r.index)
     assert [outcome(r) for r in results] == ["in_flight_elsewhere", "ok"]
     # The pass doc 1 paid in this run is the run's cost, and its budget's.

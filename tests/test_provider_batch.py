@@ -16,7 +16,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -83,7 +83,7 @@ def _provider(
 
 
 def _batch_run(
-    provider: Any, model: str, docs: list[str], ledger: Path, **options: Any
+    provider: Any, model: str, docs: Iterable[str], ledger: Path, **options: Any
 ) -> BatchRun[Doc]:
     """A provider-batch run of `docs`, polling and backing off at once (the fake is local)."""
     settings: dict[str, Any] = {"poll_interval": 0.001, "backoff": 0.001, **options}
@@ -106,6 +106,33 @@ def _run(
 
 def _docs(count: int) -> list[str]:
     return [f"doc {n}" for n in range(count)]
+
+
+def _first_job_ends_first(server: ProviderBatchServer) -> None:
+    """The server's first job ends after 2 polls, every later one after 6."""
+    add_job = server.add_job
+
+    def later(job: Any) -> Any:
+        job.polls_to_finish = 2 if not server.jobs else 6
+        return add_job(job)
+
+    server.add_job = later  # type: ignore[method-assign]
+
+
+def _overloaded_live(
+    server: ProviderBatchServer, meanwhile: Callable[[], None]
+) -> Callable[..., Outcome]:
+    """The server's answers, but for a live (not batch) call: `meanwhile` happens, and the
+    call meets a 503."""
+    answer = server.answer
+
+    def busy(family: str, body: Any, *, batch: bool, model: str = "") -> Outcome:
+        if batch:
+            return answer(family, body, batch=batch, model=model)
+        meanwhile()
+        return Outcome("overloaded", message="The server is overloaded; try again.")
+
+    return busy
 
 
 def _clean(count: int) -> list[int]:
@@ -750,13 +777,7 @@ def test_jobs_left_out_by_a_budgets_stop_are_collected_by_the_next_run(
     server: ProviderBatchServer, tmp_path: Path
 ) -> None:
     provider, model = _provider(server, "openai-chat")
-    add_job = server.add_job
-
-    def later(job: Any) -> Any:
-        job.polls_to_finish = 2 if not server.jobs else 6  # the first ends first
-        return add_job(job)
-
-    server.add_job = later  # type: ignore[method-assign]
+    _first_job_ends_first(server)
     ledger = tmp_path / "run.sqlite"
     docs = [f"doc {n}" for n in range(100, 109)]
     options: dict[str, Any] = {"job_size": 3, "max_cost": "0.000001"}
@@ -1241,14 +1262,7 @@ def test_a_live_follow_up_that_meets_a_server_error_after_the_stop_stays_pending
         provider, model, ["doc 7"], ledger, job_retry="live", extractor=allama.Extractor(retries=1)
     )
     answer = server.answer
-
-    def busy(family: str, body: Any, *, batch: bool, model: str = "") -> Outcome:
-        if batch:
-            return answer(family, body, batch=batch, model=model)
-        run.stop()
-        return Outcome("overloaded", message="The server is overloaded; try again.")
-
-    monkeypatch.setattr(server, "answer", busy)
+    monkeypatch.setattr(server, "answer", _overloaded_live(server, run.stop))
     (result,) = list(run)
     assert result.failure is not None and result.failure.kind == "server"
     assert result.attempts == 2  # the job's row, and the live call
@@ -1282,18 +1296,14 @@ def test_a_live_follow_up_another_run_took_over_is_not_sent_again_from_here(
     run = _batch_run(
         provider, model, ["doc 7"], ledger, job_retry="live", extractor=allama.Extractor(retries=1)
     )
-    answer = server.answer
     live: list[int] = []
 
-    def busy(family: str, body: Any, *, batch: bool, model: str = "") -> Outcome:
-        if batch:
-            return answer(family, body, batch=batch, model=model)
+    def take_over() -> None:
         live.append(1)
         with contextlib.closing(sqlite3.connect(ledger)) as db, db:
             db.execute("UPDATE items SET run_id = 'another', attempts = attempts + 1")
-        return Outcome("overloaded", message="The server is overloaded; try again.")
 
-    monkeypatch.setattr(server, "answer", busy)
+    monkeypatch.setattr(server, "answer", _overloaded_live(server, take_over))
     (result,) = list(run)
     assert result.failure is not None and result.failure.kind == "in_flight_elsewhere"
     assert live == [1]  # not sent again from here
@@ -1717,17 +1727,7 @@ def test_a_budget_reached_by_a_jobs_last_row_is_no_stop_whatever_the_inputs_are(
     # One job of three rows: their cost, taken in when it ends, reaches the budget, with
     # nothing left to send; a generator's inputs as a list's.
     for name, inputs in (("list", list(docs)), ("generator", (doc for doc in docs))):
-        run = allama.batch(
-            provider,
-            Doc,
-            inputs,
-            request=allama.ChatRequest(model).system("Read the number."),
-            ledger=tmp_path / f"{name}.sqlite",
-            provider_batch=True,
-            poll_interval=0.001,
-            backoff=0.001,
-            max_cost="0.000005",
-        )
+        run = _batch_run(provider, model, inputs, tmp_path / f"{name}.sqlite", max_cost="0.000005")
         assert all(result.ok for result in run)
         assert run.summary.stopped is None, name
         assert run.summary.budget_reached is not None
@@ -1745,13 +1745,7 @@ def test_the_command_exits_3_when_its_budget_leaves_jobs_open(
     from allama.cli import main
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    add_job = server.add_job
-
-    def later(job: Any) -> Any:
-        job.polls_to_finish = 2 if not server.jobs else 6  # the first ends first
-        return add_job(job)
-
-    server.add_job = later  # type: ignore[method-assign]
+    _first_job_ends_first(server)
     (tmp_path / "doc.py").write_text(
         "from pydantic import BaseModel\n\n\nclass Doc(BaseModel):\n    n: int\n"
     )
