@@ -677,7 +677,7 @@ def _write_from_ledger(
         db = _read_only(ledger)
     except LedgerError:
         return filled
-    from allama.batch._run import _duplicate, stored_python
+    from allama.batch._run import _duplicate, key_bits, stored_python
 
     spec = run._spec
     runner = run._runner
@@ -709,7 +709,7 @@ def _write_from_ledger(
             # A copy of an input the run finished, or gave from the ledger, is counted once.
             # One the run finished and never gave (abandoned) is the run's own.
             if row.run_id == this_run:
-                mine = int(key[:16], 16)
+                mine = key_bits(key)
                 if mine in given:
                     result = _duplicate(index, label, result)
                 else:
@@ -806,7 +806,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     from pydantic import TypeAdapter
 
     import allama
-    from allama.batch._run import stored_python
+    from allama.batch._run import key_bits, stored_python
 
     # The output's `.part` file is taken first: a second run writing the same output is
     # refused before it starts a model or reads the ledger.
@@ -937,7 +937,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                 ):
                     seen[result.index] = 1  # reached: what the ledger holds is not written
                 if result.key:
-                    given.add(int(result.key[:16], 16))
+                    given.add(key_bits(result.key))
                 if result.failure is None:
                     row = _value_row(
                         result.label,
