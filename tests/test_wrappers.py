@@ -915,3 +915,109 @@ def test_the_paid_usage_of_a_failed_stream_names_its_model_and_tier() -> None:
     (entry,) = paid_for(error)
     assert (entry["model"], entry["service_tier"]) == ("claude-sonnet-4-5", "priority")
     assert entry["usage"] == {"input_tokens": 100, "output_tokens": 3}
+
+
+_BROKEN_AFTER_ITS_ANSWER_BEGAN = _streamed(
+    {
+        "id": "gen-3",
+        "model": "openai/gpt-4o-mini",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": '{"name": "A'}}],
+    },
+    {
+        "id": "gen-3",
+        "model": "openai/gpt-4o-mini",
+        "error": {"code": "server_error", "message": "Provider disconnected"},
+        "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+        "usage": {"prompt_tokens": 1_000, "completion_tokens": 10, "total_tokens": 1_010},
+    },
+)
+
+
+@pytest.mark.parametrize("kind", ["retry", "failover"])
+def test_a_stream_that_fails_after_its_answer_began_counts_the_attempts_before_it(
+    kind: str,
+) -> None:
+    # The wrapper's first stream failed after its usage, the second after its answer began:
+    # the extraction's error counts both, though the wrapper's record never arrived.
+    request = ChatRequest("openrouter/auto").user("Who?")
+
+    def wrapped() -> ChatProvider:
+        if kind == "retry":
+            return retrying(_router(_FAILED_STREAM, _BROKEN_AFTER_ITS_ANSWER_BEGAN), Clock())
+        first, second = _router(_FAILED_STREAM), _router(_BROKEN_AFTER_ITS_ANSWER_BEGAN)
+        return FailoverProvider([first, second])
+
+    expected = Usage(input_tokens=51_000, output_tokens=3_010)
+    with pytest.raises(ServerError) as caught:
+        for _ in allama.extract_stream(wrapped(), Named, request):
+            pass
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None and record.usage == expected
+
+    async def read() -> Any:
+        stream = await allama.aextract_stream(wrapped(), Named, request)
+        async for _ in stream:
+            pass
+
+    with pytest.raises(ServerError) as caught:
+        run(read())
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None and record.usage == expected
+
+    # Read without an extraction, the error says what the attempts before it paid.
+    from allama.errors import paid_for
+
+    with pytest.raises(ServerError) as caught:
+        for _ in wrapped().chat_stream(request):
+            pass
+    assert [entry["usage"] for entry in paid_for(caught.value)] == [
+        {"input_tokens": 50_000, "output_tokens": 3_000}
+    ]
+
+
+def test_retries_within_retries_count_what_both_paid_before_an_answer() -> None:
+    clock = Clock()
+    policy = RetryPolicy(max_attempts=2)
+    # The inner retry gives up twice paid; the outer tries again, and the inner answers on
+    # its second attempt: three paid failures before the answer, each counted once.
+    calls = [_paid_failure("a", 1_000), _paid_failure("a", 2_000)]
+    inner = MockProvider([*calls, _paid_failure("a", 4_000), _answer("a")], name="a")
+    extracted = allama.extract(retrying(retrying(inner, clock, policy), clock), Named, REQUEST)
+    assert extracted.metadata.usage == Usage(input_tokens=7_010, output_tokens=17)
+    record = extracted.response.provider_data["allama"]["retry"]
+    assert (record["attempts"], record["inner"]["attempts"]) == (2, 2)
+
+
+def test_failovers_within_failovers_count_what_both_paid_before_an_answer() -> None:
+    def failing(name: str, tokens: int) -> MockProvider:
+        return MockProvider([_paid_failure(name, tokens)], name=name)
+
+    first = FailoverProvider([failing("a", 100), failing("b", 200)])
+    second = FailoverProvider([failing("c", 400), MockProvider([_answer("d")], name="d")])
+    extracted = allama.extract(FailoverProvider([first, second]), Named, REQUEST)
+    assert extracted.metadata.usage == Usage(input_tokens=710, output_tokens=17)
+    record = extracted.response.provider_data["allama"]["failover"]
+    assert record["inner"]["providers"] == ["c", "d"]
+
+
+def test_retries_within_retries_count_what_both_paid_before_a_streamed_answer() -> None:
+    clock = Clock()
+    policy = RetryPolicy(max_attempts=2)
+    request = ChatRequest("openrouter/auto").user("Who?")
+    streams = (_FAILED_STREAM, _FAILED_STREAM, _FAILED_STREAM, _GOOD_STREAM)
+
+    def wrapped() -> ChatProvider:
+        return retrying(retrying(_router(*streams), clock, policy), clock)
+
+    stream = allama.extract_stream(wrapped(), Named, request)
+    for _ in stream:
+        pass
+    assert stream.finish().metadata.usage == Usage(input_tokens=200_000, output_tokens=9_020)
+
+    async def read() -> Any:
+        stream = await allama.aextract_stream(wrapped(), Named, request)
+        async for _ in stream:
+            pass
+        return (await stream.finish()).metadata.usage
+
+    assert run(read()) == Usage(input_tokens=200_000, output_tokens=9_020)

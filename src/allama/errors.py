@@ -606,9 +606,7 @@ def paid_for(error: Error) -> list[dict[str, JsonValue]]:
     none when no provider reported usage with its error."""
     paid: list[dict[str, JsonValue]] = []
     for link in errors_in_chain(error):
-        earlier = link.context.metadata.get(PAID_BEFORE_KEY)
-        if isinstance(earlier, list):
-            paid.extend(entry for entry in earlier if isinstance(entry, dict))
+        paid.extend(_paid_before_link(link))
         metadata = link.context.metadata
         usage = metadata.get(REPORTED_USAGE_KEY)
         if isinstance(usage, dict):
@@ -622,6 +620,42 @@ def paid_for(error: Error) -> list[dict[str, JsonValue]]:
             if isinstance(tier, str):
                 entry["service_tier"] = tier
             paid.append(entry)
+    return paid
+
+
+def paid_before(error: Error) -> list[dict[str, JsonValue]]:
+    """What the attempts before `error` reported paying (a wrapper's, `PAID_BEFORE_KEY`), and
+    not what the failed call itself did: a stream that failed after its answer began has its
+    own usage counted from what it streamed."""
+    return [entry for link in errors_in_chain(error) for entry in _paid_before_link(link)]
+
+
+def _paid_before_link(link: Error) -> list[dict[str, JsonValue]]:
+    earlier = link.context.metadata.get(PAID_BEFORE_KEY)
+    if not isinstance(earlier, list):
+        return []
+    return [entry for entry in earlier if isinstance(entry, dict)]
+
+
+PAID_BEFORE = "paid_before"
+"""The key, in a wrapper's record on a response (`provider_data["allama"][kind]`), of what
+its failed attempts reported paying (`paid_for`): an extraction's record counts their usage
+and cost."""
+
+INNER_RECORD = "inner"
+"""The key, in a wrapper's record, of the record a wrapper of the same kind inside it made
+(a retry within a retry): each keeps what its own failed attempts paid."""
+
+
+def paid_in_record(record: object) -> list[dict[str, JsonValue]]:
+    """What a wrapper's record, and the records of the same kind inside it, say failed
+    attempts paid."""
+    paid: list[dict[str, JsonValue]] = []
+    while isinstance(record, dict):
+        entries = record.get(PAID_BEFORE)
+        if isinstance(entries, list):
+            paid.extend(entry for entry in entries if isinstance(entry, dict))
+        record = record.get(INNER_RECORD)
     return paid
 
 

@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from allama._lazy import deferred_module
-from allama.errors import EXTRACTION_METADATA_KEY, Error, MessageOrigin, UnsupportedError
+from allama.errors import (
+    EXTRACTION_METADATA_KEY,
+    Error,
+    MessageOrigin,
+    UnsupportedError,
+    paid_in_record,
+)
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.types import (
     ChatResponse,
@@ -368,16 +374,12 @@ _ANTHROPIC_CACHE_WRITES = (
 
 def _paid_before(provider_data: Mapping[str, Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """What the wrappers that made the call (retries, failovers) report their failed attempts
-    paid (`provider_data["allama"][wrapper]["paid_before"]`)."""
+    paid (`provider_data["allama"][wrapper]["paid_before"]`, and in the records of the same
+    kind inside each)."""
     wrappers = provider_data.get("allama")
     if not wrappers:
         return []
-    paid: list[Mapping[str, Any]] = []
-    for record in wrappers.values():
-        entries = record.get("paid_before") if isinstance(record, dict) else None
-        if isinstance(entries, list):
-            paid.extend(entry for entry in entries if isinstance(entry, dict))
-    return paid
+    return [entry for record in wrappers.values() for entry in paid_in_record(record)]
 
 
 def _charge(

@@ -6,19 +6,20 @@ from collections.abc import AsyncIterator, Iterator
 
 from pydantic import JsonValue
 
+from allama.errors import INNER_RECORD, PAID_BEFORE, PAID_BEFORE_KEY, Error, paid_in_record
 from allama.stream import AsyncChatStream, ChatStream
 from allama.types import ALLAMA_NAMESPACE, ChatResponse, ProviderDataEvent, StreamEvent
 
-PAID_BEFORE = "paid_before"
-"""The key, in a wrapper's record on a response, of what its failed attempts reported paying
-(`allama.errors.paid_for`): an extraction's record counts their usage and cost."""
+__all__ = ["PAID_BEFORE", "record_async_stream", "record_response", "record_stream"]
 
 
 def record_response(response: ChatResponse, key: str, value: JsonValue | None) -> ChatResponse:
-    """`response` with `value` under `provider_data["allama"][key]` (unchanged for `None`)."""
+    """`response` with `value` under `provider_data["allama"][key]` (unchanged for `None`),
+    holding the record already there, an inner wrapper's of the same kind."""
     if value is None:
         return response
-    return response.with_provider_data(ALLAMA_NAMESPACE, key, value)
+    earlier = response.provider_data.get(ALLAMA_NAMESPACE, {}).get(key)
+    return response.with_provider_data(ALLAMA_NAMESPACE, key, _around(value, earlier))
 
 
 def record_stream(stream: ChatStream, key: str, value: JsonValue | None) -> ChatStream:
@@ -26,12 +27,14 @@ def record_stream(stream: ChatStream, key: str, value: JsonValue | None) -> Chat
 
     The event comes last, after `Finish` (where provider data may still arrive), so that a
     reader of the first event (the extraction engine looks there for a refusal) sees the
-    provider's own first event.
+    provider's own first event. A stream that fails before it says on its error what the
+    wrapper's failed attempts paid.
     """
     if value is None:
         return stream
-    event = ProviderDataEvent(namespace=ALLAMA_NAMESPACE, key=key, value=value)
-    return ChatStream(_then(stream, event), close=stream.close, provider=stream.collector.provider)
+    return ChatStream(
+        _then(stream, key, value), close=stream.close, provider=stream.collector.provider
+    )
 
 
 def record_async_stream(
@@ -39,18 +42,55 @@ def record_async_stream(
 ) -> AsyncChatStream:
     if value is None:
         return stream
-    event = ProviderDataEvent(namespace=ALLAMA_NAMESPACE, key=key, value=value)
     return AsyncChatStream(
-        _athen(stream, event), close=stream.aclose, provider=stream.collector.provider
+        _athen(stream, key, value), close=stream.aclose, provider=stream.collector.provider
     )
 
 
-def _then(stream: ChatStream, last: StreamEvent) -> Iterator[StreamEvent]:
-    yield from stream
-    yield last
+def _then(stream: ChatStream, key: str, value: JsonValue) -> Iterator[StreamEvent]:
+    earlier: JsonValue = None
+    try:
+        for event in stream:
+            if isinstance(event, ProviderDataEvent) and _is_record(event, key):
+                earlier = event.value
+                continue
+            yield event
+    except Error as error:
+        _paid_on(error, value)
+        raise
+    yield ProviderDataEvent(namespace=ALLAMA_NAMESPACE, key=key, value=_around(value, earlier))
 
 
-async def _athen(stream: AsyncChatStream, last: StreamEvent) -> AsyncIterator[StreamEvent]:
-    async for event in stream:
-        yield event
-    yield last
+async def _athen(stream: AsyncChatStream, key: str, value: JsonValue) -> AsyncIterator[StreamEvent]:
+    earlier: JsonValue = None
+    try:
+        async for event in stream:
+            if isinstance(event, ProviderDataEvent) and _is_record(event, key):
+                earlier = event.value
+                continue
+            yield event
+    except Error as error:
+        _paid_on(error, value)
+        raise
+    yield ProviderDataEvent(namespace=ALLAMA_NAMESPACE, key=key, value=_around(value, earlier))
+
+
+def _is_record(event: ProviderDataEvent, key: str) -> bool:
+    """Whether `event` is an inner wrapper's record of the same kind, held to go inside."""
+    return event.namespace == ALLAMA_NAMESPACE and event.key == key
+
+
+def _around(value: JsonValue, earlier: JsonValue) -> JsonValue:
+    if earlier is None or not isinstance(value, dict):
+        return value
+    return {**value, INNER_RECORD: earlier}
+
+
+def _paid_on(error: Error, value: JsonValue) -> Error:
+    """`error`, raised after the answer began, with what the wrapper's failed attempts
+    before it paid, ahead of what a wrapper inside it already put there."""
+    paid = paid_in_record(value)
+    if paid:
+        inner = error.context.metadata.get(PAID_BEFORE_KEY)
+        error.with_metadata(PAID_BEFORE_KEY, [*paid, *(inner if isinstance(inner, list) else [])])
+    return error
