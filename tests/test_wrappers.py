@@ -1021,3 +1021,49 @@ def test_retries_within_retries_count_what_both_paid_before_a_streamed_answer() 
         return (await stream.finish()).metadata.usage
 
     assert run(read()) == Usage(input_tokens=200_000, output_tokens=9_020)
+
+
+def test_a_failed_streams_paid_usage_keeps_what_it_was_billed_beyond_tokens() -> None:
+    import types
+
+    from allama.errors import paid_for
+    from allama.stream import StreamCollector, with_paid
+    from allama.types import ProviderDataEvent, ResponseStart, UsageEvent
+
+    # A stream reported a million tokens written to the one-hour cache and a web search,
+    # then failed: its paid usage is priced as the same usage on an answer is (one-hour
+    # writes at twice the input price rather than 1.25 times, the search at its own price).
+    details = {
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 10**6},
+        "server_tool_use": {"web_search_requests": 1},
+    }
+    usage = Usage(input_tokens=10**6 + 10, output_tokens=1, cache_write_tokens=10**6)
+    collector = StreamCollector()
+    for event in (
+        ResponseStart(id="msg_1", model="claude-sonnet-4-5"),
+        UsageEvent(usage=usage),
+        ProviderDataEvent(namespace="anthropic", key="usage_details", value=details),
+    ):
+        collector.push(event)
+    error = with_paid(OverloadedError("busy"), types.SimpleNamespace(collector=collector))  # type: ignore[arg-type]
+    (entry,) = paid_for(error.with_provider("anthropic"))
+    assert entry["billed_extras"] == {"cache_write_1h_tokens": 10**6, "web_searches": 1}
+
+    failed = ExtractionMetadata(mode="native")
+    failed.record_paid([entry])
+    answered = (
+        ChatResponseBuilder()
+        .text('{"name": "Ada"}')
+        .provider("anthropic")
+        .model("claude-sonnet-4-5")
+    ).build()
+    answered = answered.model_copy(
+        update={"usage": usage, "provider_data": {"anthropic": {"usage_details": details}}}
+    )
+    request = ChatRequest("claude-sonnet-4-5").user("Who?")
+    once = allama.extract(MockProvider([answered], name="anthropic"), Named, request).metadata
+    assert once.cost is not None and failed.cost is not None
+    assert failed.cost.total == once.cost.total
+    plain = ExtractionMetadata(mode="native")
+    plain.record_paid([{key: value for key, value in entry.items() if key != "billed_extras"}])
+    assert plain.cost is not None and failed.cost.total > plain.cost.total

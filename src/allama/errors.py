@@ -58,6 +58,11 @@ REPORTED_TIER_KEY = "allama.usage_tier"
 """Beside `REPORTED_USAGE_KEY`: the service tier other than the standard one the body says
 served the call (`priority`, `flex`), whose prices were paid."""
 
+REPORTED_EXTRAS_KEY = "allama.usage_extras"
+"""Beside `REPORTED_USAGE_KEY`: what the call was billed for beyond its token counts, by
+`allama._prices.BILLED_EXTRAS` names (Anthropic's one-hour cache writes and web searches,
+Gemini's audio tokens), which its price counts."""
+
 QUOTA_TOKENS_PER_MINUTE_KEY = "allama.quota_tokens_per_minute"
 """On a rate limit: the quota of input tokens per minute the provider says the request met
 (Gemini's `QuotaFailure`). A request larger than it never gets through, however long it
@@ -601,7 +606,8 @@ def asked_wait(error: Error) -> float | None:
 
 def paid_for(error: Error) -> list[dict[str, JsonValue]]:
     """What the failed attempts behind `error` reported paying, each as `{"provider",
-    "model", "usage"}` (and `"service_tier"`, a tier other than the standard one): every
+    "model", "usage"}` (and `"service_tier"`, a tier other than the standard one;
+    `"billed_extras"`, what was billed beyond the tokens): every
     error in its chain (a failover's providers), and the attempts a retry made before it;
     none when no provider reported usage with its error."""
     paid: list[dict[str, JsonValue]] = []
@@ -619,6 +625,9 @@ def paid_for(error: Error) -> list[dict[str, JsonValue]]:
             tier = metadata.get(REPORTED_TIER_KEY)
             if isinstance(tier, str):
                 entry["service_tier"] = tier
+            extras = metadata.get(REPORTED_EXTRAS_KEY)
+            if isinstance(extras, dict) and extras:
+                entry["billed_extras"] = extras
             paid.append(entry)
     return paid
 

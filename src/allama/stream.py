@@ -16,6 +16,7 @@ from typing import Self
 from pydantic import JsonValue
 
 from allama.errors import (
+    REPORTED_EXTRAS_KEY,
     REPORTED_USAGE_KEY,
     Error,
     IncompleteStreamError,
@@ -45,7 +46,7 @@ from allama.types import (
     Warning,
     WarningEvent,
 )
-from allama.types._response import served_tier
+from allama.types._response import billed_extras, served_tier
 
 __all__ = ["AsyncChatStream", "ChatStream", "StreamCollector"]
 
@@ -467,9 +468,10 @@ class AsyncChatStream:
 
 
 def with_paid(error: Error, stream: ChatStream | AsyncChatStream) -> Error:
-    """`error` with the usage the stream reported before it, and the model and the service
-    tier it named: tokens paid for, which a wrapper that retries or fails over counts
-    (`allama.errors.paid_for`), as it counts a failed body's. The stream's collector, which
+    """`error` with the usage the stream reported before it, the model and the service tier
+    it named, and what it was billed beyond the tokens: what was paid for, which a wrapper
+    that retries or fails over counts (`allama.errors.paid_for`), as it counts a failed
+    body's. The stream's collector, which
     holds them, is dropped with the stream."""
     if REPORTED_USAGE_KEY in error.context.metadata:
         return error
@@ -478,4 +480,7 @@ def with_paid(error: Error, stream: ChatStream | AsyncChatStream) -> Error:
         return error
     error.with_metadata(REPORTED_USAGE_KEY, so_far.usage.model_dump(mode="json", exclude_none=True))
     reported_billing(error, so_far.model, served_tier(so_far.provider_data))
+    extras = billed_extras(so_far.provider_data)
+    if extras:
+        error.with_metadata(REPORTED_EXTRAS_KEY, dict(extras))
     return error

@@ -26,7 +26,7 @@ from allama.types import (
     Warning,
 )
 from allama.types._base import DEFER_BUILD
-from allama.types._response import served_tier
+from allama.types._response import billed_extras, served_tier
 
 if TYPE_CHECKING:
     from allama import _prices
@@ -291,16 +291,18 @@ class ExtractionMetadata(BaseModel):
                 counted = Usage.model_validate(usage)
             except ValueError:
                 continue
-            provider, model, tier = (
+            provider, model, tier, extras = (
                 entry.get("provider"),
                 entry.get("model"),
                 entry.get("service_tier"),
+                entry.get("billed_extras"),
             )
             charge = _charge(
                 provider if isinstance(provider, str) else None,
                 model if isinstance(model, str) else None,
                 counted,
                 batch=entry.get("batch") is True,  # a provider batch job's row: batch prices
+                extras=_counts(extras),  # one-hour cache writes, searches, audio
                 tier=tier if isinstance(tier, str) else None,  # another tier: at its prices
             )
             self._count(counted, charge)
@@ -323,7 +325,7 @@ class ExtractionMetadata(BaseModel):
         tier = None
         if response.provider_data:
             self.record_paid(_paid_before(response.provider_data))
-            extras = _billed_extras(response.provider_data)
+            extras = billed_extras(response.provider_data)
             tier = served_tier(response.provider_data)
         batch = response.batch_job is not None
         charge = _charge(
@@ -364,12 +366,16 @@ class ExtractionMetadata(BaseModel):
 _CHARGES = "_charges"
 _PRICED = "_priced"
 
-# Anthropic's billed usage beyond the token counts, as its adapter keeps it
-# (`provider_data["anthropic"]["usage_details"]`), by genai-prices' usage keys.
-_ANTHROPIC_CACHE_WRITES = (
-    ("ephemeral_1h_input_tokens", "cache_write_1h_tokens"),
-    ("ephemeral_5m_input_tokens", "cache_write_5m_tokens"),
-)
+
+def _counts(extras: object) -> dict[str, int] | None:
+    """A paid entry's `billed_extras`, as the counts its price takes."""
+    if not isinstance(extras, dict):
+        return None
+    return {
+        name: count
+        for name, count in extras.items()
+        if isinstance(name, str) and type(count) is int and count > 0
+    } or None
 
 
 def _paid_before(provider_data: Mapping[str, Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -399,42 +405,6 @@ def _charge(
     if extras:
         return (provider, model, usage, at, batch, extras)
     return (provider, model, usage, at, True) if batch else (provider, model, usage, at)
-
-
-_AUDIO_TOKENS = frozenset({"input_audio_tokens", "cache_audio_read_tokens", "output_audio_tokens"})
-
-
-def _billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, int] | None:
-    """What a response was billed for beyond its `Usage` (an `allama._prices.BILLED_EXTRAS`
-    key and its count): Gemini's audio tokens, Anthropic's web searches, and its one-hour
-    cache writes (five-minute ones are the plain cache-write price, so they matter only
-    beside one-hour ones)."""
-    extras: dict[str, int] = {}
-    gemini = provider_data.get("gemini")
-    audio = gemini.get("audio_tokens") if gemini else None
-    if isinstance(audio, dict):  # audio tokens, billed above text
-        extras.update(
-            (name, count)
-            for name, count in audio.items()
-            if name in _AUDIO_TOKENS and type(count) is int and count > 0
-        )
-    anthropic = provider_data.get("anthropic")
-    details = anthropic.get("usage_details") if anthropic else None
-    if not isinstance(details, dict):
-        return extras or None
-    server = details.get("server_tool_use")
-    searches = server.get("web_search_requests") if isinstance(server, dict) else None
-    if type(searches) is int and searches > 0:
-        extras["web_searches"] = searches
-    cache = details.get("cache_creation")
-    if isinstance(cache, dict):
-        for theirs, ours in _ANTHROPIC_CACHE_WRITES:
-            count = cache.get(theirs)
-            if type(count) is int and count > 0:
-                extras[ours] = count
-        if "cache_write_1h_tokens" not in extras:
-            extras.pop("cache_write_5m_tokens", None)
-    return extras or None
 
 
 UNRECORDED_COST = "the record was written without its cost"

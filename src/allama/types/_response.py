@@ -54,6 +54,49 @@ def served_tier(provider_data: Mapping[str, Mapping[str, Any]]) -> str | None:
     return None
 
 
+# Anthropic's billed usage beyond the token counts, as its adapter keeps it
+# (`provider_data["anthropic"]["usage_details"]`), by genai-prices' usage keys.
+_ANTHROPIC_CACHE_WRITES = (
+    ("ephemeral_1h_input_tokens", "cache_write_1h_tokens"),
+    ("ephemeral_5m_input_tokens", "cache_write_5m_tokens"),
+)
+
+_AUDIO_TOKENS = frozenset({"input_audio_tokens", "cache_audio_read_tokens", "output_audio_tokens"})
+
+
+def billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, int] | None:
+    """What a response was billed for beyond its `Usage` (an `allama._prices.BILLED_EXTRAS`
+    key and its count): Gemini's audio tokens, Anthropic's web searches, and its one-hour
+    cache writes (five-minute ones are the plain cache-write price, so they matter only
+    beside one-hour ones)."""
+    extras: dict[str, int] = {}
+    gemini = provider_data.get("gemini")
+    audio = gemini.get("audio_tokens") if gemini else None
+    if isinstance(audio, dict):  # audio tokens, billed above text
+        extras.update(
+            (name, count)
+            for name, count in audio.items()
+            if name in _AUDIO_TOKENS and type(count) is int and count > 0
+        )
+    anthropic = provider_data.get("anthropic")
+    details = anthropic.get("usage_details") if anthropic else None
+    if not isinstance(details, dict):
+        return extras or None
+    server = details.get("server_tool_use")
+    searches = server.get("web_search_requests") if isinstance(server, dict) else None
+    if type(searches) is int and searches > 0:
+        extras["web_searches"] = searches
+    cache = details.get("cache_creation")
+    if isinstance(cache, dict):
+        for theirs, ours in _ANTHROPIC_CACHE_WRITES:
+            count = cache.get(theirs)
+            if type(count) is int and count > 0:
+                extras[ours] = count
+        if "cache_write_1h_tokens" not in extras:
+            extras.pop("cache_write_5m_tokens", None)
+    return extras or None
+
+
 class ChatResponse(Data):
     """The content blocks in order, why it finished, what it cost, and what fell short.
 
