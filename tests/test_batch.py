@@ -2478,3 +2478,25 @@ def test_what_an_input_taken_over_paid_here_counts_toward_the_budget(
     # The pass doc 1 paid in this run is the run's cost, and its budget's.
     assert run.summary.cost == Decimal("0.000042")
     assert run.summary.budget_reached == "the budget of $0.00004 is reached ($0.000042)"
+
+
+def test_a_failure_keeps_the_providers_words_out_of_its_repr_and_in_the_ledger(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    # "doc 13" is refused with a 400 whose message the provider wrote: kept for the caller
+    # who asks (`provider_message`), in the ledger too, never in the log view or a repr.
+    ledger = tmp_path / "ledger.sqlite"
+    inputs = ["doc 13"]
+    (first,) = allama.batch(provider_for(server), Row, inputs, request=TEMPLATE, ledger=ledger)
+    assert first.failure is not None
+    assert first.failure.provider_message == "bad document"
+    assert "bad document" not in repr(first.failure) + first.failure.message
+    (again,) = allama.batch(provider_for(server), Row, inputs, request=TEMPLATE, ledger=ledger)
+    assert again.resumed and again.failure is not None
+    assert (again.failure.kind, again.failure.provider_message) == (
+        "invalid_request",
+        "bad document",
+    )
+    # allama's own words are no provider's.
+    (parse,) = allama.batch(provider_for(server), Row, ["doc 7"], request=TEMPLATE)
+    assert parse.failure is not None and parse.failure.provider_message is None

@@ -164,6 +164,40 @@ def test_a_folder_run_writes_validated_values_with_their_records(
     assert sorted(server.sent.items()) == [(1, 1), (2, 1), (3, 2), (4, 1), (7, 1), (13, 1)]
 
 
+def test_the_providers_words_for_a_failure_are_shown_only_when_asked(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Document 13 is refused with a 400 whose message is the provider's ("bad document"):
+    # withheld from what the command prints and exports, unless asked for.
+    docs = folder(tmp_path, [1, 13])
+    out = tmp_path / "out.jsonl"
+    ledger = tmp_path / "out.jsonl.ledger.sqlite"
+    assert run(server, row_type, docs, out) == 0
+    assert "bad document" not in capsys.readouterr().err
+    export = ["batch", "export", str(ledger), "--failed"]
+    assert main(export) == 0
+    (failure,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert failure["error"] == {
+        "kind": "invalid_request",
+        "message": "invalid_request (12 chars withheld) [provider=openai, status=400]",
+    }
+    assert main([*export, "--provider-messages"]) == 0
+    (failure,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert failure["error"]["provider_message"] == "bad document"
+    assert main(["batch", "export", str(ledger), "--provider-messages"]) == 2
+    assert "--provider-messages goes with --failed" in capsys.readouterr().err
+
+    again = tmp_path / "again"
+    again.mkdir()
+    assert run(server, row_type, docs, again / "out.jsonl", "--provider-messages") == 0
+    lines = capsys.readouterr().err.splitlines()
+    (line,) = [line for line in lines if line.startswith("failed: doc-13")]
+    assert line == (
+        "failed: doc-13.txt: invalid_request: invalid_request (12 chars withheld) "
+        "[provider=openai, status=400]; the provider said: bad document"
+    )
+
+
 def test_a_second_run_resumes_from_the_ledger_and_sends_nothing(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

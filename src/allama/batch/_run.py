@@ -32,7 +32,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import JsonValue, TypeAdapter, ValidationError
 from pydantic_core import to_json
 
 from allama import _tracing
@@ -85,12 +85,34 @@ a provider that never lets it through ends the input, not the run's wait."""
 class BatchFailure:
     """Why an input has no value. `message` is the error's log view (allama's own words,
     the provider's status and ids): never the model's text. `error` is the exception
-    itself, in the run that met it (`None` for a failure read from the ledger)."""
+    itself, in the run that met it (`None` for a failure read from the ledger).
+    `provider_message` is the provider's own words for an error it wrote (why it refused
+    the request), kept in the ledger beside the values; it may quote the input, so it is
+    in no log view and no `repr`, and the command shows it only when asked."""
 
     kind: str
     message: str
     retryable: bool = False
     error: BaseException | None = field(default=None, compare=False, repr=False)
+    provider_message: str | None = field(default=None, compare=False, repr=False)
+
+    def stored(self) -> dict[str, JsonValue]:
+        """The failure as the ledger keeps it."""
+        kept: dict[str, JsonValue] = {"kind": self.kind, "message": self.message}
+        if self.provider_message is not None:
+            kept["provider_message"] = self.provider_message
+        return kept
+
+    @classmethod
+    def of_stored(cls, kept: Mapping[str, Any] | None) -> BatchFailure:
+        """A failure as the ledger kept it."""
+        kept = kept or {}
+        words = kept.get("provider_message")
+        return cls(
+            str(kept.get("kind", "error")),
+            str(kept.get("message", "")),
+            provider_message=words if isinstance(words, str) else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -1562,7 +1584,7 @@ class _Runner:
                 status=Status.FAILED,
                 seconds=seconds,
                 record=_stored_or_spent(record, spent),
-                error={"kind": failure.kind, "message": failure.message},
+                error=failure.stored(),
                 cost=_paid_text(record, spent),
             )
         result: BatchResult[Any] = BatchResult(
@@ -1599,7 +1621,7 @@ class _Runner:
         if self.ledger is not None:
             await self.ledger.set_aside(
                 key,
-                {"kind": failure.kind, "message": failure.message},
+                failure.stored(),
                 _stored_or_spent(record, spent),
                 _paid_text(record, spent),
                 log or None,
@@ -1660,8 +1682,7 @@ class _Runner:
                 # run's floor is no value this run accepts, as a call's would not be.
                 value, failure = None, _below_floor_stored(metadata.enforcement, floor)
         else:
-            error = row.error or {}
-            failure = BatchFailure(str(error.get("kind", "error")), str(error.get("message", "")))
+            failure = BatchFailure.of_stored(row.error)
         return BatchResult(
             index,
             row.key,
@@ -2020,7 +2041,11 @@ def _failure(error: BaseException) -> BatchFailure:
             f"{k}={view[k]}" for k in ("provider", "status") if view.get(k) is not None
         )
         return BatchFailure(
-            error.kind, f"{message} [{shown}]" if shown else message, error.retryable, error
+            error.kind,
+            f"{message} [{shown}]" if shown else message,
+            error.retryable,
+            error,
+            None if error.authored or not error.message else error.message,
         )
     return BatchFailure(type(error).__name__, str(error), False, error)
 

@@ -212,6 +212,12 @@ def add_batch_parser(commands: Any) -> None:
         help="seconds between progress lines when stderr is not a terminal (default: 5)",
     )
     running.add_argument("--no-progress", action="store_true", help="only the summary")
+    running.add_argument(
+        "--provider-messages",
+        action="store_true",
+        help="show the provider's own words for the failures it refused (withheld by "
+        "default: they may quote the documents)",
+    )
 
     status = actions.add_parser(
         "status",
@@ -250,6 +256,12 @@ def add_batch_parser(commands: Any) -> None:
         "--failed",
         action="store_true",
         help="the failures instead: label, key, attempts, error (kind and message), record",
+    )
+    export.add_argument(
+        "--provider-messages",
+        action="store_true",
+        help="with --failed, the provider's own words for each failure it refused "
+        "(`provider_message`; withheld by default: they may quote the documents)",
     )
     export.add_argument(
         "--set",
@@ -731,9 +743,11 @@ def _first_of(shown: Sequence[str], count: int) -> str:
     return ", ".join(shown) + (", ..." if count > len(shown) else "")
 
 
-def _keep_failure(failures: list[tuple[int, str, str, str]], result: Any) -> None:
+def _keep_failure(failures: list[tuple[int, str, str, str, str]], result: Any) -> None:
     """Keep a failure for the summary's list: the first ones in input order, a few held."""
-    failures.append((result.index, result.label, result.failure.kind, result.failure.message))
+    failure = result.failure
+    words = failure.provider_message or ""
+    failures.append((result.index, result.label, failure.kind, failure.message, words))
     if len(failures) > 2 * FAILURES_SHOWN:
         failures[:] = sorted(failures)[:FAILURES_SHOWN]
 
@@ -912,7 +926,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             )
         interrupts = _Interrupts(run)
         written = 0
-        failures: list[tuple[int, str, str, str]] = []
+        failures: list[tuple[int, str, str, str, str]] = []
         """The first failures in input order: those the summary names."""
         failed = 0
         held_back = 0
@@ -990,9 +1004,13 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     summary = run.summary
     for line in summary.lines():
         print(line, file=sys.stderr)
-    for _, label, kind, message in sorted(failures)[:FAILURES_SHOWN]:
+    for _, label, kind, message, words in sorted(failures)[:FAILURES_SHOWN]:
+        said = ""
+        if words and args.provider_messages:
+            said = f"; the provider said: {printable(_shorten(words))}"
         print(
-            f"failed: {printable(label)}: {kind}: {printable(_shorten(message))}", file=sys.stderr
+            f"failed: {printable(label)}: {kind}: {printable(_shorten(message))}{said}",
+            file=sys.stderr,
         )
     if failed > FAILURES_SHOWN:
         print(
@@ -1413,6 +1431,8 @@ def _iso(seconds: float) -> str:
 
 
 def _export(args: argparse.Namespace) -> int:
+    if args.provider_messages and not args.failed:
+        raise _Usage("--provider-messages goes with --failed: values have no provider's words")
     if args.out != "-" and _same_file(Path(args.out), Path(args.ledger)):
         raise _Usage(f"--out `{args.out}` is the ledger: the export would write over it")
     ledger = _open_ledger(args.ledger)
@@ -1422,7 +1442,8 @@ def _export(args: argparse.Namespace) -> int:
     finally:
         ledger.close()
     rows = _of_input_set(rows, runs, args.set, args.ledger, failed=args.failed)
-    text = "".join(_jsonl_line(_export_row(row, failed=args.failed)) for row in rows)
+    words = args.provider_messages
+    text = "".join(_jsonl_line(_export_row(row, failed=args.failed, words=words)) for row in rows)
     if args.out == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -1499,7 +1520,15 @@ def _value_row(
     return row
 
 
-def _export_row(row: Any, *, failed: bool) -> dict[str, Any]:
+def _error_shown(error: Any, *, words: bool) -> Any:
+    if words or not isinstance(error, dict):
+        return error
+    return {key: value for key, value in error.items() if key != "provider_message"}
+
+
+def _export_row(row: Any, *, failed: bool, words: bool = False) -> dict[str, Any]:
+    """A row of `export`: a value's as `run` writes it, or a failure's, whose provider's
+    own words (`provider_message`) are written only when asked (`words`)."""
     record = None
     earlier: list[Any] = []
     if row.record:
@@ -1510,7 +1539,7 @@ def _export_row(row: Any, *, failed: bool) -> dict[str, Any]:
             "label": row.label,
             "key": row.key,
             "attempts": row.attempts,
-            "error": row.error,
+            "error": _error_shown(row.error, words=words),
             "record": record,
         }
         if earlier:
