@@ -59,7 +59,8 @@ class ExtractionPlan:
     `mode` is the mode after any automatic fallback; `enforcement` and `degradations` are
     what its first pass would report; `coverage` says how much of the call the provider's
     validation checked (`ENCODING`: a dry run of the call, so the figures are the ones the
-    call would report; `CAPABILITIES`: only the capability table).
+    call would report; `CAPABILITIES`: only the capability table). Through a
+    `FailoverProvider`, they are the first provider's: one failed over to may report less.
     """
 
     mode: ExtractionMode
