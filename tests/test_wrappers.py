@@ -1067,3 +1067,74 @@ def test_a_failed_streams_paid_usage_keeps_what_it_was_billed_beyond_tokens() ->
     plain = ExtractionMetadata(mode="native")
     plain.record_paid([{key: value for key, value in entry.items() if key != "billed_extras"}])
     assert plain.cost is not None and failed.cost.total > plain.cost.total
+
+
+def _paid_stream() -> list[Any]:
+    """A stream that reports its usage, then fails before its answer (a new error each)."""
+    usage = allama.UsageEvent(usage=Usage(input_tokens=1_000, output_tokens=1))
+    return [ResponseStart(model="gpt-4o"), usage, ServerError("busy")]
+
+
+_ANSWER_STREAM: list[Any] = [
+    ResponseStart(model="gpt-4o"),
+    allama.UsageEvent(usage=Usage(input_tokens=10, output_tokens=2)),
+    allama.BlockStart(index=0, block_type=allama.StreamBlockType.TEXT),
+    TextDelta(index=0, text='{"name": '),
+    TextDelta(index=0, text='"Ada"}'),
+    allama.Finish(finish_reason="stop"),
+]
+
+
+def _closed_early_cases() -> dict[str, Any]:
+    def retry() -> ChatProvider:
+        inner = MockStreamingProvider([_paid_stream(), _ANSWER_STREAM], name="a")
+        return retrying(inner, Clock())
+
+    def failover() -> ChatProvider:
+        first = MockStreamingProvider([_paid_stream()], name="a")
+        return FailoverProvider([first, MockStreamingProvider([_ANSWER_STREAM], name="b")])
+
+    def retry_of_failovers() -> ChatProvider:
+        # The outer retry's first try: both providers fail paid; its second: the first
+        # fails paid again and the second answers.
+        first = MockStreamingProvider([_paid_stream(), _paid_stream()], name="a")
+        second = MockStreamingProvider([_paid_stream(), _ANSWER_STREAM], name="b")
+        return retrying(FailoverProvider([first, second]), Clock())
+
+    return {
+        "retry": (retry, 1_010),
+        "failover": (failover, 1_010),
+        "nested": (retry_of_failovers, 3_010),
+    }
+
+
+@pytest.mark.parametrize("kind", ["retry", "failover", "nested"])
+def test_a_stream_closed_before_its_end_counts_what_the_wrappers_paid_before_it(kind: str) -> None:
+    make, tokens = _closed_early_cases()[kind]
+    stream = allama.extract_stream(make(), Named, REQUEST)
+    next(stream)
+    stream.close()
+    with pytest.raises(IncompleteStreamError) as caught:
+        stream.finish()
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None and record.usage is not None
+    assert (record.passes, record.usage.input_tokens) == (0, tokens)
+
+    async def read() -> Any:
+        stream = await allama.aextract_stream(make(), Named, REQUEST)
+        await stream.__anext__()
+        await stream.aclose()
+        with pytest.raises(IncompleteStreamError) as caught:
+            await stream.finish()
+        return ExtractionMetadata.from_error(caught.value)
+
+    record = run(read())
+    assert record is not None and record.usage is not None
+    assert (record.passes, record.usage.input_tokens) == (0, tokens)
+
+    # Read to its end, the same stream counts the answer's pass too.
+    stream = allama.extract_stream(make(), Named, REQUEST)
+    for _ in stream:
+        pass
+    usage = stream.finish().metadata.usage
+    assert usage is not None and usage.input_tokens == tokens

@@ -9,7 +9,7 @@ every provider, so an adapter's decoder only has to turn bytes into events.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from types import TracebackType
 from typing import Self
 
@@ -125,6 +125,11 @@ class StreamCollector:
     def finished(self) -> bool:
         """Whether the `Finish` event arrived."""
         return self._finish is not None
+
+    @property
+    def provider_data(self) -> Mapping[str, Mapping[str, JsonValue]]:
+        """The provider data reported so far, by namespace (not to be changed)."""
+        return self._provider_data
 
     @property
     def error(self) -> Error | None:

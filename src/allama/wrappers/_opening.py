@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from allama.errors import Error
 from allama.stream import AsyncChatStream, ChatStream, with_paid
 from allama.types import ProviderDataEvent, ResponseStart, StreamEvent, UsageEvent, WarningEvent
+from allama.wrappers._record import carry_records
 
 __all__ = ["aopened", "opened"]
 
@@ -33,9 +34,18 @@ def opened(stream: ChatStream) -> ChatStream:
                 break
     except Error as error:
         raise with_paid(error, stream) from None
-    return ChatStream(
-        _replayed(held, stream), close=stream.close, provider=stream.collector.provider
+    given: list[ChatStream] = []
+
+    def close() -> None:
+        try:
+            stream.close()
+        finally:
+            carry_records(stream.collector, given[0].collector)
+
+    given.append(
+        ChatStream(_replayed(held, stream), close=close, provider=stream.collector.provider)
     )
+    return given[0]
 
 
 async def aopened(stream: AsyncChatStream) -> AsyncChatStream:
@@ -48,9 +58,18 @@ async def aopened(stream: AsyncChatStream) -> AsyncChatStream:
                 break
     except Error as error:
         raise with_paid(error, stream) from None
-    return AsyncChatStream(
-        _areplayed(held, stream), close=stream.aclose, provider=stream.collector.provider
+    given: list[AsyncChatStream] = []
+
+    async def close() -> None:
+        try:
+            await stream.aclose()
+        finally:
+            carry_records(stream.collector, given[0].collector)
+
+    given.append(
+        AsyncChatStream(_areplayed(held, stream), close=close, provider=stream.collector.provider)
     )
+    return given[0]
 
 
 def _replayed(held: list[StreamEvent], stream: ChatStream) -> Iterator[StreamEvent]:

@@ -7,10 +7,16 @@ from collections.abc import AsyncIterator, Iterator
 from pydantic import JsonValue
 
 from allama.errors import INNER_RECORD, PAID_BEFORE, PAID_BEFORE_KEY, Error, paid_in_record
-from allama.stream import AsyncChatStream, ChatStream
+from allama.stream import AsyncChatStream, ChatStream, StreamCollector
 from allama.types import ALLAMA_NAMESPACE, ChatResponse, ProviderDataEvent, StreamEvent
 
-__all__ = ["PAID_BEFORE", "record_async_stream", "record_response", "record_stream"]
+__all__ = [
+    "PAID_BEFORE",
+    "carry_records",
+    "record_async_stream",
+    "record_response",
+    "record_stream",
+]
 
 
 def record_response(response: ChatResponse, key: str, value: JsonValue | None) -> ChatResponse:
@@ -28,13 +34,23 @@ def record_stream(stream: ChatStream, key: str, value: JsonValue | None) -> Chat
     The event comes last, after `Finish` (where provider data may still arrive), so that a
     reader of the first event (the extraction engine looks there for a refusal) sees the
     provider's own first event. A stream that fails before it says on its error what the
-    wrapper's failed attempts paid.
+    wrapper's failed attempts paid; one closed before its end holds the record all the
+    same (and those of the wrappers inside it), for what reads it after.
     """
     if value is None:
         return stream
-    return ChatStream(
-        _then(stream, key, value), close=stream.close, provider=stream.collector.provider
+    outer: list[ChatStream] = []
+
+    def close() -> None:
+        try:
+            stream.close()
+        finally:
+            carry_records(stream.collector, outer[0].collector, key, value)
+
+    outer.append(
+        ChatStream(_then(stream, key, value), close=close, provider=stream.collector.provider)
     )
+    return outer[0]
 
 
 def record_async_stream(
@@ -42,9 +58,36 @@ def record_async_stream(
 ) -> AsyncChatStream:
     if value is None:
         return stream
-    return AsyncChatStream(
-        _athen(stream, key, value), close=stream.aclose, provider=stream.collector.provider
+    outer: list[AsyncChatStream] = []
+
+    async def close() -> None:
+        try:
+            await stream.aclose()
+        finally:
+            carry_records(stream.collector, outer[0].collector, key, value)
+
+    outer.append(
+        AsyncChatStream(_athen(stream, key, value), close=close, provider=stream.collector.provider)
     )
+    return outer[0]
+
+
+def carry_records(
+    inner: StreamCollector, outer: StreamCollector, key: str | None = None, value: JsonValue = None
+) -> None:
+    """Give `outer` the wrappers' records `inner` holds, and this wrapper's (`value` under
+    `key`, around the record of the same kind inside it), as a stream closed before its end
+    never gives them as events. Nothing for a stream that failed: its error says what was
+    paid."""
+    if outer.error is not None:
+        return
+    records = dict(inner.provider_data.get(ALLAMA_NAMESPACE, {}))
+    for kind, record in records.items():
+        if kind != key:
+            outer.push(ProviderDataEvent(namespace=ALLAMA_NAMESPACE, key=kind, value=record))
+    if key is not None:
+        merged = _around(value, records.get(key))
+        outer.push(ProviderDataEvent(namespace=ALLAMA_NAMESPACE, key=key, value=merged))
 
 
 def _then(stream: ChatStream, key: str, value: JsonValue) -> Iterator[StreamEvent]:
