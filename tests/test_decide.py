@@ -521,3 +521,66 @@ def test_the_responses_api_reports_output_text_logprobs(server: _Server) -> None
     (sent_body,) = sent(server, base)
     assert "message.output_text.logprobs" in sent_body["include"]
     assert sent_body["top_logprobs"] == 20
+
+
+def _paid(provider: str, tokens: int) -> allama.ServerError:
+    """A failure that reported the tokens it was paid for (a choice's error in a 200)."""
+    from allama.errors import REPORTED_USAGE_KEY
+
+    error = allama.ServerError("upstream failed").with_provider(provider).with_model("gpt-4o")
+    return error.with_metadata(REPORTED_USAGE_KEY, {"input_tokens": tokens, "output_tokens": 1})
+
+
+def _choosing(script: list[Any], name: str = "a") -> MockProvider:
+    provider = MockProvider(script, name=name)
+    return provider.with_supported_chat_capabilities([ChatCapability.CHOICE_OUTPUT])
+
+
+def _retrying(inner: allama.ChatProvider, attempts: int = 3) -> allama.ChatProvider:
+    from allama.wrappers import RetryingProvider, RetryPolicy
+
+    return RetryingProvider(inner, RetryPolicy(max_attempts=attempts), sleep=lambda _: None)
+
+
+YesNo = Literal["yes", "no"]
+_ASKED = allama.ChatRequest("gpt-4o").user("Is it?")
+
+
+def test_a_decision_that_fails_counts_what_its_calls_paid() -> None:
+    from allama.wrappers import FailoverProvider
+
+    def usage_of_failure(provider: allama.ChatProvider) -> Any:
+        with pytest.raises(allama.ServerError) as caught:
+            allama.decide(provider, YesNo, _ASKED)
+        record = allama.ExtractionMetadata.from_error(caught.value)
+        assert record is not None and record.passes == 0
+        return record.usage
+
+    assert usage_of_failure(_choosing([_paid("a", 100)])) == allama.Usage(
+        input_tokens=100, output_tokens=1
+    )
+    retried = _retrying(_choosing([_paid("a", 100), _paid("a", 200)]), attempts=2)
+    assert usage_of_failure(retried) == allama.Usage(input_tokens=300, output_tokens=2)
+    both = FailoverProvider([_choosing([_paid("a", 100)]), _choosing([_paid("b", 200)], "b")])
+    assert usage_of_failure(both) == allama.Usage(input_tokens=300, output_tokens=2)
+
+
+def test_a_decision_asked_again_without_log_probabilities_counts_what_the_refusal_paid() -> None:
+    from allama.mock import ChatResponseBuilder, Structured
+
+    # A retry pays for a failed call, then the provider refuses log-probabilities and the
+    # retry gives up on that: the decision asks again without them, and counts all three.
+    def refused() -> allama.InvalidRequestError:
+        return allama.InvalidRequestError("logprobs are not supported for this model")
+
+    answer = ChatResponseBuilder().text("yes").usage(10, 1).model("gpt-4o").build()
+    chosen = allama.decide(
+        _retrying(_choosing([_paid("a", 100), refused(), answer])), YesNo, _ASKED
+    )
+    assert chosen.metadata.usage == allama.Usage(input_tokens=110, output_tokens=2)
+    assert chosen.probabilities_missing is not None
+
+    yes = Structured("yes", usage=allama.Usage(input_tokens=10, output_tokens=1))
+    script: list[Any] = [_paid("a", 100), refused(), yes]
+    chosen = allama.decide(_retrying(MockProvider(script, name="a")), YesNo, _ASKED)
+    assert chosen.metadata.usage == allama.Usage(input_tokens=110, output_tokens=2)

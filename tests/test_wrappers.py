@@ -1138,3 +1138,11 @@ def test_a_stream_closed_before_its_end_counts_what_the_wrappers_paid_before_it(
         pass
     usage = stream.finish().metadata.usage
     assert usage is not None and usage.input_tokens == tokens
+
+
+def test_a_paid_entry_with_counts_allama_does_not_know_still_counts_the_ones_it_does() -> None:
+    record = ExtractionMetadata(mode="native")
+    usage = {"input_tokens": 100, "output_tokens": 5, "total_tokens": 105, "audio_seconds": 2}
+    record.record_paid([{"provider": "openai", "model": "gpt-4o", "usage": usage}])
+    assert record.usage == Usage(input_tokens=100, output_tokens=5)
+    assert record.cost is not None and record.passes == 0

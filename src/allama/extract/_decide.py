@@ -16,7 +16,16 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from allama.errors import Error, InvalidRequestError, UnsupportedError
+from pydantic import JsonValue
+
+from allama.errors import (
+    PAID_BEFORE,
+    PAID_BEFORE_KEY,
+    Error,
+    InvalidRequestError,
+    UnsupportedError,
+    paid_for,
+)
 from allama.extract._choices import Option, Options, options_of
 from allama.extract._engine import (
     Outcome,
@@ -35,6 +44,7 @@ from allama.extract._root import ROOT_KEY
 from allama.extract._target import requested_mode
 from allama.provider import ChatProvider
 from allama.types import (
+    ALLAMA_NAMESPACE,
     CapabilitySupport,
     ChatCapability,
     ChatRequest,
@@ -251,6 +261,9 @@ def _relay(
 ) -> Generator[Send, Outcome, Any]:
     """Pass requests and outcomes through; a provider that refuses log-probabilities
     asked for without the caller insisting gets the same request again without them."""
+    refused: list[dict[str, JsonValue]] = []
+    """What the refusal and the attempts before it paid (a retry that gave up on it):
+    carried on the outcome of the request asked again, whose record counts it."""
     try:
         request = next(inner)
         while True:
@@ -264,10 +277,29 @@ def _relay(
                     f"{outcome.provider or 'the provider'} refused log-probabilities for this "
                     "model; the decision was asked again without them"
                 )
+                refused = paid_for(outcome)
                 continue
+            if refused:
+                outcome = _paid_before_it(outcome, refused)
+                refused = []
             request = inner.send(outcome)
     except StopIteration as done:
         return done.value
+
+
+_LOGPROBS_REFUSED = "logprobs_refused"
+"""The key, in `provider_data["allama"]`, of what a call refused for its log-probabilities
+paid, on the response of the call asked again without them."""
+
+
+def _paid_before_it(outcome: Outcome, paid: list[dict[str, JsonValue]]) -> Outcome:
+    if isinstance(outcome, Error):
+        inner = outcome.context.metadata.get(PAID_BEFORE_KEY)
+        return outcome.with_metadata(
+            PAID_BEFORE_KEY, [*paid, *(inner if isinstance(inner, list) else [])]
+        )
+    entries: list[JsonValue] = list(paid)
+    return outcome.with_provider_data(ALLAMA_NAMESPACE, _LOGPROBS_REFUSED, {PAID_BEFORE: entries})
 
 
 def _refuses_logprobs(outcome: Outcome) -> bool:
@@ -308,6 +340,9 @@ def _plain_steps(
     while True:
         outcome = yield sent
         if isinstance(outcome, Error):
+            # What the failed call and a wrapper's attempts before it paid, as an
+            # extraction's record counts them.
+            metadata.record_paid(paid_for(outcome))
             raise metadata.attach_to(outcome)
         response = outcome
         metadata.record_pass(response, _same)

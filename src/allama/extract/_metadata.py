@@ -288,7 +288,9 @@ class ExtractionMetadata(BaseModel):
             if not isinstance(usage, dict):
                 continue
             try:
-                counted = Usage.model_validate(usage)
+                # Counts it does not know (a newer version's, a provider's total) leave
+                # the ones it does counted.
+                counted = Usage.model_validate(_only(usage, Usage))
             except ValueError:
                 continue
             provider, model, tier, extras = (
