@@ -1146,3 +1146,71 @@ def test_a_paid_entry_with_counts_allama_does_not_know_still_counts_the_ones_it_
     record.record_paid([{"provider": "openai", "model": "gpt-4o", "usage": usage}])
     assert record.usage == Usage(input_tokens=100, output_tokens=5)
     assert record.cost is not None and record.passes == 0
+
+
+@pytest.mark.parametrize("mode", [allama.ExtractionMode.NATIVE, allama.ExtractionMode.FORCED_TOOL])
+def test_a_stream_closed_before_it_gave_what_the_wrapper_read_ahead_counts_it(
+    mode: allama.ExtractionMode,
+) -> None:
+    # The retry reads the second stream up to its answer's first piece (its usage among
+    # what it reads) before handing it over; closed at once, the stream still counts it.
+    def make() -> ChatProvider:
+        inner = MockStreamingProvider([_paid_stream(), _ANSWER_STREAM], name="a")
+        return retrying(inner, Clock())
+
+    raw = make().chat_stream(REQUEST)
+    raw.close()
+    assert raw.collector.response_metadata().usage == Usage(input_tokens=10, output_tokens=2)
+
+    request = REQUEST.with_option(mode)
+    stream = allama.extract_stream(make(), Named, request)
+    stream.close()
+    with pytest.raises(IncompleteStreamError) as caught:
+        stream.finish()
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None and record.usage == Usage(input_tokens=1_010, output_tokens=3)
+
+    async def read() -> Any:
+        stream = await allama.aextract_stream(make(), Named, request)
+        await stream.aclose()
+        with pytest.raises(IncompleteStreamError) as caught:
+            await stream.finish()
+        return ExtractionMetadata.from_error(caught.value)
+
+    record = run(read())
+    assert record is not None and record.usage == Usage(input_tokens=1_010, output_tokens=3)
+
+
+def test_a_wrapped_extraction_stream_dropped_unclosed_ends_its_span_with_what_was_paid() -> None:
+    import gc
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    tracing = TracerProvider()
+    tracing.add_span_processor(SimpleSpanProcessor(exporter))
+    inner = MockStreamingProvider([_paid_stream(), _ANSWER_STREAM], name="a")
+    stream = allama.Extractor(tracer_provider=tracing).extract_stream(
+        retrying(inner, Clock()), Named, REQUEST
+    )
+    next(stream)
+    del stream
+    gc.collect()
+    (span,) = exporter.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert attributes["allama.stream.closed_early"] is True
+    assert attributes["allama.extract.usage.input_tokens"] == 1_010
+
+
+def test_a_mock_streaming_providers_chat_says_what_a_failed_stream_reported() -> None:
+    inner = MockStreamingProvider([_paid_stream(), _ANSWER_STREAM], name="a")
+    extracted = allama.extract(retrying(inner, Clock()), Named, REQUEST)
+    assert extracted.metadata.usage == Usage(input_tokens=1_010, output_tokens=3)
+
+    async def answer() -> Any:
+        inner = MockStreamingProvider([_paid_stream(), _ANSWER_STREAM], name="a")
+        return (await allama.aextract(retrying(inner, Clock()), Named, REQUEST)).metadata.usage
+
+    assert run(answer()) == Usage(input_tokens=1_010, output_tokens=3)

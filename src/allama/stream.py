@@ -126,6 +126,23 @@ class StreamCollector:
         """Whether the `Finish` event arrived."""
         return self._finish is not None
 
+    def take_reported(self, source: StreamCollector) -> None:
+        """Take what `source`, the collector of the stream this one's events come from,
+        holds besides the answer (usage, warnings, provider data): a stream closed before
+        it gave every event it read says what was paid for all the same. Nothing once
+        this stream failed: its error says."""
+        if self._error is not None:
+            return
+        if source._usage is not None:
+            self._usage = _merge_usage(self._usage, source._usage)
+        for warning in source._warnings:
+            if warning not in self._warnings:
+                self._warnings.append(warning)
+        for namespace, entries in source._provider_data.items():
+            self._provider_data.setdefault(namespace, {}).update(entries)
+        self._id = self._id or source._id
+        self._model = self._model or source._model
+
     @property
     def provider_data(self) -> Mapping[str, Mapping[str, JsonValue]]:
         """The provider data reported so far, by namespace (not to be changed)."""

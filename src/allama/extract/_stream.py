@@ -6,7 +6,7 @@ from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, cast
 
-from allama.errors import Error, paid_before
+from allama.errors import Error
 from allama.extract._engine import END, Extracted, Opened, Settings, finish
 from allama.extract._errors import EXTRACTION_TOOL
 from allama.extract._mode import ExtractionMode
@@ -166,9 +166,6 @@ class _Observer(Generic[T]):
         self._failed = error
         opened = self._opened
         failed = opened.metadata.model_copy(deep=True)
-        # What a wrapper's attempts before this stream paid: its record, which comes at the
-        # stream's end, never came.
-        failed.record_paid(paid_before(error))
         failed.record_usage_and_degradations(collector.response_metadata(), opened.target.reword)
         attached = failed.attach_to(error)
         if self._span is not None:

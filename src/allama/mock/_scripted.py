@@ -14,7 +14,7 @@ from allama.mock._builder import ChatResponseBuilder
 from allama.mock._events import response_events
 from allama.mock._structured import MockScriptError, Structured
 from allama.provider import capabilities_only
-from allama.stream import AsyncChatStream, ChatStream
+from allama.stream import AsyncChatStream, ChatStream, with_paid
 from allama.types import (
     CapabilitySupport,
     ChatCapability,
@@ -297,11 +297,22 @@ class MockStreamingProvider(_Recorder):
         return AsyncChatStream(_aiter_items(self._next(request)), provider=self.name)
 
     def chat(self, request: ChatRequest) -> ChatResponse:
-        return self.chat_stream(request).response()
+        """The next stream, collected; a stream that fails says on its error the usage it
+        reported before, as a provider's failed body does."""
+        stream = self.chat_stream(request)
+        try:
+            return stream.response()
+        except Error as error:
+            with_paid(error, stream)
+            raise
 
     async def achat(self, request: ChatRequest) -> ChatResponse:
         stream = await self.achat_stream(request)
-        return await stream.response()
+        try:
+            return await stream.response()
+        except Error as error:
+            with_paid(error, stream)
+            raise
 
     def __repr__(self) -> str:
         return f"MockStreamingProvider(name={self.name!r}, remaining={len(self._streams)})"

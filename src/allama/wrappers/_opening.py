@@ -40,11 +40,12 @@ def opened(stream: ChatStream) -> ChatStream:
         try:
             stream.close()
         finally:
-            carry_records(stream.collector, given[0].collector)
+            given[0].collector.take_reported(stream.collector)
 
     given.append(
         ChatStream(_replayed(held, stream), close=close, provider=stream.collector.provider)
     )
+    carry_records(stream.collector, given[0].collector)
     return given[0]
 
 
@@ -64,23 +65,25 @@ async def aopened(stream: AsyncChatStream) -> AsyncChatStream:
         try:
             await stream.aclose()
         finally:
-            carry_records(stream.collector, given[0].collector)
+            given[0].collector.take_reported(stream.collector)
 
     given.append(
         AsyncChatStream(_areplayed(held, stream), close=close, provider=stream.collector.provider)
     )
+    carry_records(stream.collector, given[0].collector)
     return given[0]
 
 
 def _replayed(held: list[StreamEvent], stream: ChatStream) -> Iterator[StreamEvent]:
-    yield from held
+    while held:
+        yield held.pop(0)  # given: no longer held
     yield from stream
 
 
 async def _areplayed(
     held: list[StreamEvent], stream: AsyncChatStream
 ) -> AsyncIterator[StreamEvent]:
-    for event in held:
-        yield event
+    while held:
+        yield held.pop(0)
     async for event in stream:
         yield event

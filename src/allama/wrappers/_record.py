@@ -33,24 +33,25 @@ def record_stream(stream: ChatStream, key: str, value: JsonValue | None) -> Chat
 
     The event comes last, after `Finish` (where provider data may still arrive), so that a
     reader of the first event (the extraction engine looks there for a refusal) sees the
-    provider's own first event. A stream that fails before it says on its error what the
-    wrapper's failed attempts paid; one closed before its end holds the record all the
-    same (and those of the wrappers inside it), for what reads it after.
+    provider's own first event. The stream's collector holds the record from the start, so
+    that a stream closed or dropped before its end still says what the wrapper's failed
+    attempts paid; so does the error of one that fails.
     """
     if value is None:
         return stream
-    outer: list[ChatStream] = []
+    given: list[ChatStream] = []
 
     def close() -> None:
         try:
             stream.close()
         finally:
-            carry_records(stream.collector, outer[0].collector, key, value)
+            _closed(stream.collector, given[0].collector, key, value)
 
-    outer.append(
+    given.append(
         ChatStream(_then(stream, key, value), close=close, provider=stream.collector.provider)
     )
-    return outer[0]
+    carry_records(stream.collector, given[0].collector, key, value)
+    return given[0]
 
 
 def record_async_stream(
@@ -58,29 +59,36 @@ def record_async_stream(
 ) -> AsyncChatStream:
     if value is None:
         return stream
-    outer: list[AsyncChatStream] = []
+    given: list[AsyncChatStream] = []
 
     async def close() -> None:
         try:
             await stream.aclose()
         finally:
-            carry_records(stream.collector, outer[0].collector, key, value)
+            _closed(stream.collector, given[0].collector, key, value)
 
-    outer.append(
+    given.append(
         AsyncChatStream(_athen(stream, key, value), close=close, provider=stream.collector.provider)
     )
-    return outer[0]
+    carry_records(stream.collector, given[0].collector, key, value)
+    return given[0]
+
+
+def _closed(inner: StreamCollector, outer: StreamCollector, key: str, value: JsonValue) -> None:
+    """What the inner stream reported that a stream closed before its end did not give,
+    with this wrapper's record kept over the inner one's of the same kind."""
+    if outer.error is None:
+        outer.take_reported(inner)
+        carry_records(inner, outer, key, value)
 
 
 def carry_records(
     inner: StreamCollector, outer: StreamCollector, key: str | None = None, value: JsonValue = None
 ) -> None:
-    """Give `outer` the wrappers' records `inner` holds, and this wrapper's (`value` under
-    `key`, around the record of the same kind inside it), as a stream closed before its end
-    never gives them as events. Nothing for a stream that failed: its error says what was
-    paid."""
-    if outer.error is not None:
-        return
+    """Give `outer`, a stream's collector as it is handed over, the wrappers' records
+    `inner` holds, and this wrapper's (`value` under `key`, around the record of the same
+    kind inside it): the events that carry them come at the stream's end, which a stream
+    closed or dropped before it never reaches."""
     records = dict(inner.provider_data.get(ALLAMA_NAMESPACE, {}))
     for kind, record in records.items():
         if kind != key:
