@@ -2500,3 +2500,50 @@ def test_a_failure_keeps_the_providers_words_out_of_its_repr_and_in_the_ledger(
     # allama's own words are no provider's.
     (parse,) = allama.batch(provider_for(server), Row, ["doc 7"], request=TEMPLATE)
     assert parse.failure is not None and parse.failure.provider_message is None
+
+
+def test_a_providers_message_that_utf8_cannot_hold_fails_its_input_not_the_run(
+    tmp_path: Path,
+) -> None:
+    import httpx2
+
+    from allama.transport import Transport
+
+    # JSON may spell a lone surrogate (`\ud800`), which no UTF-8 text holds: the ledger keeps
+    # the provider's words with U+FFFD in its place, and the run goes on.
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        if b"doc 1" in request.content:
+            body = b'{"error": {"message": "bad \\ud800 doc", "type": "invalid_request"}}'
+            return httpx2.Response(400, content=body)
+        content = json.dumps({"n": 0})
+        completion = {
+            "id": "c",
+            "object": "chat.completion",
+            "model": "gpt-4o-mini",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+        }
+        return httpx2.Response(200, json=completion)
+
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(answer)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(answer)),
+    )
+    provider = allama.provider("openai", api_key="sk-test", transport=transport)
+    ledger = tmp_path / "ledger.sqlite"
+    results = sorted(
+        allama.batch(provider, Row, ["doc 0", "doc 1"], request=TEMPLATE, ledger=ledger),
+        key=lambda result: result.index,
+    )
+    assert [outcome(result) for result in results] == ["ok", "invalid_request"]
+    failure = results[1].failure
+    assert failure is not None and failure.provider_message == "bad \ufffd doc"
+    (again,) = allama.batch(provider, Row, ["doc 1"], request=TEMPLATE, ledger=ledger)
+    assert again.resumed and again.failure is not None
+    assert again.failure.provider_message == "bad \ufffd doc"

@@ -1709,3 +1709,14 @@ def test_paths_with_control_characters_are_printed_escaped(
         assert not any(ch in text for ch in "\x1b\x07\u202e\u061c")
     assert f"output: {printable(str(out))} (1 value)" in printed.err
     assert printable("a\u061cb") == "a\\u061cb"
+
+
+def test_a_job_that_could_not_be_asked_about_is_said_without_the_providers_words() -> None:
+    import allama
+    from allama.cli._batch import _said
+
+    error = allama.ServerError("upstream quoted: the document").mark_upstream().with_status(500)
+    assert _said(error.with_provider("openai")) == (
+        "kind=server provider=openai status=500 message_len=29"
+    )
+    assert _said(OSError("no route to host")) == "OSError: no route to host"

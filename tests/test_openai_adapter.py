@@ -961,8 +961,13 @@ def test_any_error_body_maps_to_an_error_with_its_status(status: int, body: byte
     error = error_from_response(status, {}, body, provider="p", model="m")
     assert isinstance(error, Error)
     assert (error.status, error.provider, error.model) == (status, "p", "m")
-    assert not error.authored
-    assert "message" not in error.as_log().to_dict()
+    if body.decode("utf-8", "replace").strip():
+        assert not error.authored
+        assert "message" not in error.as_log().to_dict()
+    else:  # nothing the provider wrote: `HTTP <status>` is allama's
+        assert error.authored
+        assert error.as_log()["message"] == error.message
+        assert error.message == f"HTTP {status}"
 
 
 @given(_JSON.filter(bool))

@@ -716,6 +716,11 @@ def test_a_pass_paid_in_one_job_counts_when_the_follow_up_job_expires(
     assert run.summary.passes == 1 and run.summary.cost == Decimal("0.00000225")
     (row,) = Ledger(ledger, read_only=True).rows()
     assert (row.status, row.cost) == ("failed", "0.00000225")
+    # The row's code is allama's message; the provider's words are kept apart.
+    assert result.failure.message == "batch_expired"
+    assert result.failure.provider_message == (
+        "This request could not be executed before the completion window expired."
+    )
 
 
 def test_a_failure_tried_again_in_a_job_counts_what_it_paid_before(
@@ -1152,12 +1157,52 @@ def test_a_job_refused_as_a_whole_fails_its_rows_with_the_reason(
 
     monkeypatch.setattr(OpenAIJobs, "line", duplicated)
     provider, model = _provider(server, "openai-chat")
-    results = _run(provider, model, _docs(3), tmp_path / "refused.sqlite")
+    run = _batch_run(provider, model, _docs(3), tmp_path / "refused.sqlite")
+    results = sorted(run, key=lambda r: r.index)
     assert [r.failure.kind if r.failure else "ok" for r in results] == ["job_failed"] * 3
     failure = results[0].failure
     assert failure is not None and not failure.retryable
-    assert "the job failed: duplicate_custom_id" in failure.message
+    # The provider's codes are the message; its words (which may quote the requests) are
+    # kept apart, for the caller who asks.
+    assert failure.message == (
+        "the job failed: duplicate_custom_id (line 2); duplicate_custom_id (line 4); "
+        "duplicate_custom_id (line 6)"
+    )
+    assert failure.provider_message is not None
+    assert failure.provider_message.startswith("The custom_id for this request is a duplicate")
+    shown = repr(results[0]) + repr(run.summary) + "\n".join(run.summary.lines())
+    assert "duplicate of another" not in shown
     assert len(server.jobs) == 1  # not sent again
+
+
+def test_a_jobs_state_is_printed_with_its_control_characters_escaped(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import sqlite3
+
+    from allama.adapters._jobs._openai import OpenAIJobs
+    from allama.cli import main
+
+    line = OpenAIJobs.line
+    monkeypatch.setattr(OpenAIJobs, "line", lambda self, t, e: line(self, t, e) * 2)
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "refused.sqlite"
+    _run(provider, model, _docs(1), ledger)
+    # What a job's state says comes from the provider: a terminal's escapes in it, or a
+    # line break, are shown escaped, never sent to the terminal.
+    with sqlite3.connect(ledger) as db:
+        db.execute("UPDATE jobs SET error = ?", ("\x1b[31mred\nFORGED line",))
+    db.close()
+    assert main(["batch", "status", str(ledger), "--no-poll"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\nFORGED" not in out
+    (job,) = [row for row in out.splitlines() if "failed: " in row and "requests" in row]
+    assert job.endswith(
+        ": collected (total 0, completed 0, failed 0), failed: \\x1b[31mred\\nFORGED line"
+    )
 
 
 def test_a_job_the_provider_no_longer_knows_has_its_rows_sent_again(

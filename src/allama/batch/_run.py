@@ -20,6 +20,7 @@ import itertools
 import json
 import queue
 import random
+import re
 import sqlite3
 import threading
 import time
@@ -2031,7 +2032,8 @@ def _failure(error: BaseException) -> BatchFailure:
 
     if isinstance(error, RowUnanswered):
         kind = error.row.kind
-        return BatchFailure(f"job_{kind}", str(error), kind != "failed", error)
+        words = _words(error.row.words)
+        return BatchFailure(f"job_{kind}", str(error), kind != "failed", error, words)
     if isinstance(error, Error):
         view = error.as_log().to_dict()
         message = str(
@@ -2045,9 +2047,20 @@ def _failure(error: BaseException) -> BatchFailure:
             f"{message} [{shown}]" if shown else message,
             error.retryable,
             error,
-            None if error.authored or not error.message else error.message,
+            None if error.authored else _words(error.message),
         )
     return BatchFailure(type(error).__name__, str(error), False, error)
+
+
+def _words(text: str | None) -> str | None:
+    """The provider's words as the ledger can keep them: `None` for none (or only
+    spaces), and a lone surrogate (JSON may spell one) as U+FFFD, which UTF-8 cannot hold."""
+    if text is None or not text.strip():
+        return None
+    return _SURROGATE.sub("\ufffd", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 # The drivers

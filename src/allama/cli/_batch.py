@@ -1003,7 +1003,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         part.unlink(missing_ok=True)
     summary = run.summary
     for line in summary.lines():
-        print(line, file=sys.stderr)
+        print(printable(line), file=sys.stderr)  # a job's state and codes are the provider's
     for _, label, kind, message, words in sorted(failures)[:FAILURES_SHOWN]:
         said = ""
         if words and args.provider_messages:
@@ -1015,7 +1015,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     if failed > FAILURES_SHOWN:
         print(
             f"... and {failed - FAILURES_SHOWN} more failures: "
-            f"allama batch export {printable(str(prepared.ledger))} --failed",
+            f"allama batch export {printable(str(prepared.ledger))} --failed"
+            + (" --provider-messages" if args.provider_messages else ""),
             file=sys.stderr,
         )
     settled = summary.finished + summary.not_started + summary.elsewhere + summary.in_jobs
@@ -1049,6 +1050,16 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     if summary.stopped is not None and held:
         return EXIT_BUDGET  # what the budget held back is pending: the same command sends it
     return EXIT_OK
+
+
+def _said(error: Exception) -> str:
+    """An error in one short line: an allama error by its log view (the provider's words
+    withheld), anything else by its class and message."""
+    from allama.errors import Error
+
+    if isinstance(error, Error):
+        return _shorten(str(error.as_log()))
+    return f"{type(error).__name__}: {_shorten(str(error))}"
 
 
 def _shorten(text: str, limit: int = 160) -> str:
@@ -1140,7 +1151,7 @@ def _poll_jobs(ledger: Any, report: dict[str, Any]) -> None:
         try:
             state = asyncio.run(poll_job(row))
         except Exception as error:  # a missing key, the network: said, not raised
-            shown["polled"] = f"not asked ({type(error).__name__}: {_shorten(str(error))})"
+            shown["polled"] = f"not asked ({_said(error)})"
             continue
         counts = ", ".join(f"{k} {v}" for k, v in state.counts.items())
         shown["polled"] = (
@@ -1411,10 +1422,11 @@ def status_lines(report: dict[str, Any]) -> list[str]:
             state += ", cancel requested"
         if job.get("polled"):
             state += f"; now: {job['polled']}"
-        lines.append(
+        line = (
             f"  {number}. {job['created_at']}  {job['provider']} {job['model']}, "
             f"{job['requests']} requests, {job['job_id'] or job['tag']}: {state}"
         )
+        lines.append(printable(line))  # the job's id, state and error codes are the provider's
     return lines
 
 

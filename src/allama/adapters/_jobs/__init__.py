@@ -76,7 +76,10 @@ class Row:
     status: int | None = None
     body: bytes | None = None
     note: str | None = None
-    """allama's own words on a row with no body (why it is missing, the job's error)."""
+    """allama's own words on a row with no body (why it is missing, the job's error codes)."""
+    words: str | None = None
+    """The provider's own words on such a row (its error's message), which may quote the
+    request: kept for the caller who asks, in no log view."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +88,9 @@ class JobState:
 
     `status` is the provider's own word; `ended` whether it will change no more; `outcome`
     once ended: `completed`, `expired`, `cancelled` or `failed` (the whole job refused,
-    `error` says why). `counts` are the provider's request counts, by its names."""
+    `error` says why, by the provider's error codes; `error_words` are its messages, which
+    may quote the requests, shown only when asked). `counts` are the provider's request
+    counts, by its names."""
 
     id: str
     status: str
@@ -93,6 +98,7 @@ class JobState:
     outcome: str | None = None
     counts: Mapping[str, int] = field(default_factory=dict)
     error: str | None = None
+    error_words: str | None = None
     results: Any = None
     """Where the results are (file ids, a URL, or the rows inline): for `results` only."""
     tag: str | None = None

@@ -188,7 +188,8 @@ class GeminiJobs:
             kind = RowKind.CANCELED
         elif state.outcome == "failed":
             kind = RowKind.JOB_FAILED
-        return {key: rows.get(key) or Row(key, kind, note=note) for key in keys}
+        words = state.error_words if kind == RowKind.JOB_FAILED else None
+        return {key: rows.get(key) or Row(key, kind, note=note, words=words) for key in keys}
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:
         yield post(target, f"{target.base_url}/{job_id}:cancel", {})
@@ -210,14 +211,19 @@ def _state(job: dict[str, Any]) -> JobState:
         ended=outcome is not None,
         outcome=outcome,
         counts=counts,
-        error=None
-        if not error
-        else f"{error.get('status') or error.get('code')}: {error.get('message')}",
+        error=str(error.get("status") or error.get("code")) if isinstance(error, dict) else None,
+        error_words=_message(error),
         results=output,
         tag=metadata.get("displayName"),
         created_at=rfc3339_seconds(metadata.get("createTime")),
         total=counts.get("requestCount"),
     )
+
+
+def _message(error: object) -> str | None:
+    """A job error's message: the provider's words, which may quote its requests."""
+    message = error.get("message") if isinstance(error, dict) else None
+    return str(message) if message else None
 
 
 def _row(key: str, entry: dict[str, Any]) -> Row:

@@ -157,7 +157,8 @@ class OpenAIJobs:
             "cancelled": RowKind.CANCELED,
             "expired": RowKind.EXPIRED,
         }.get(state.outcome or "", RowKind.MISSING)
-        return {key: rows.get(key) or Row(key, kind, note=note) for key in keys}
+        words = state.error_words if kind == RowKind.JOB_FAILED else None
+        return {key: rows.get(key) or Row(key, kind, note=note, words=words) for key in keys}
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:
         yield post(target, f"{target.base_url}/batches/{job_id}/cancel", {})
@@ -167,15 +168,14 @@ def _state(job: dict[str, Any]) -> JobState:
     status = str(job.get("status"))
     outcome = _ENDED.get(status)
     counts = {k: int(v) for k, v in (job.get("request_counts") or {}).items() if isinstance(v, int)}
-    errors = (job.get("errors") or {}).get("data") or []
+    errors = [e for e in (job.get("errors") or {}).get("data") or [] if isinstance(e, dict)]
     error = (
         "; ".join(
-            f"{e.get('code')}: {e.get('message')}"
-            + (f" (line {e['line']})" if e.get("line") else "")
-            for e in errors
+            f"{e.get('code')}" + (f" (line {e['line']})" if e.get("line") else "") for e in errors
         )
         or None
     )
+    words = "; ".join(str(e["message"]) for e in errors if e.get("message")) or None
     files = [f for f in (job.get("output_file_id"), job.get("error_file_id")) if f]
     return JobState(
         id=str(job["id"]),
@@ -184,6 +184,7 @@ def _state(job: dict[str, Any]) -> JobState:
         outcome=outcome,
         counts=counts,
         error=error,
+        error_words=words,
         results=tuple(files),
         tag=(job.get("metadata") or {}).get("allama_job"),
         created_at=job.get("created_at"),
@@ -203,10 +204,12 @@ def _row(line: dict[str, Any]) -> Row | None:
     error = line.get("error") or {}
     code = str(error.get("code") or "")
     kind = _ROW_CODES.get(code)
+    message = error.get("message")
+    words = str(message) if message else None
     if kind is not None:
-        return Row(key, kind, note=f"{code}: {error.get('message')}")
-    body = json.dumps({"error": {"message": error.get("message"), "code": code or None}}).encode()
-    return Row(key, RowKind.ERROR, 500, body, note=f"{code}: {error.get('message')}")
+        return Row(key, kind, note=code, words=words)
+    body = json.dumps({"error": {"message": message, "code": code or None}}).encode()
+    return Row(key, RowKind.ERROR, 500, body, note=code or None, words=words)
 
 
 def _multipart(boundary: str, parts: list[tuple[str, str | None, str | None, bytes]]) -> bytes:

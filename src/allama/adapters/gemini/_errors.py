@@ -338,7 +338,8 @@ def error_from_response(
     lower = {key.lower(): value for key, value in headers.items()}
     error = _classify(status, info, message, _wait(info, lower, now))
     waits_as_asked(error, lower, now=now).with_status(status).with_body(text)
-    return _finish(error, provider=provider, model=model)
+    error = _finish(error, provider=provider, model=model)
+    return error if text.strip() else error.mark_authored()  # `HTTP <status>`: allama's
 
 
 def error_from_payload(

@@ -158,7 +158,8 @@ def error_from_response(
     wait = retry_after_seconds(headers, now=now) if headers else None
     error = _classify(status, message, model, wait).with_status(status).with_body(text)
     waits_as_asked(error, headers, now=now)
-    return _finish(error, provider=provider, model=model)
+    error = _finish(error, provider=provider, model=model)
+    return error if text.strip() else error.mark_authored()  # `HTTP <status>`: allama's
 
 
 def error_from_payload(

@@ -396,6 +396,8 @@ def error_from_response(
         payload = None
     info = ErrorInfo.parse(payload) or ErrorInfo(body_message(text, status))
     error = _classify(status, info, headers).mark_upstream().with_status(status).with_body(text)
+    if not text.strip():
+        error.mark_authored()  # `HTTP <status>`: allama's words for an empty body
     error = _apply_should_retry(waits_as_asked(error, headers), headers)
     _name_upstream(error, info)
     if provider is not None:
