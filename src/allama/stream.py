@@ -493,8 +493,7 @@ def with_paid(error: Error, stream: ChatStream | AsyncChatStream) -> Error:
     """`error` with the usage the stream reported before it, the model and the service tier
     it named, and what it was billed beyond the tokens: what was paid for, which a wrapper
     that retries or fails over counts (`allama.errors.paid_for`), as it counts a failed
-    body's. The stream's collector, which
-    holds them, is dropped with the stream."""
+    body's. The stream's collector, which holds them, is dropped with the stream."""
     if REPORTED_USAGE_KEY in error.context.metadata:
         return error
     so_far = stream.collector.response_metadata()
