@@ -1277,3 +1277,33 @@ def test_gemini_unspecified_tier_is_the_standard_one() -> None:
     usage = {"promptTokenCount": 1_000, "candidatesTokenCount": 100, "serviceTier": "unspecified"}
     answered = decode_body(json.dumps(_gemini_audio_body(usage)), provider="gemini")
     assert answered.provider_data == {} and isinstance(record(answered).priced(), Cost)
+
+
+def test_a_vertex_call_is_priced_by_the_traffic_that_served_it() -> None:
+    from allama.adapters.gemini._decode import decode_body
+
+    # Vertex AI says how a call was billed in `usageMetadata.trafficType`: pay-as-you-go at
+    # the standard price, its priority and flex traffic at other prices (genai-prices has
+    # none for Gemini: unknown, with the reason), provisioned throughput by its reservation.
+    usage = {"promptTokenCount": 1_000, "candidatesTokenCount": 100, "totalTokenCount": 1_100}
+
+    def served(traffic: str) -> ChatResponse:
+        body = _gemini_audio_body({**usage, "trafficType": traffic})
+        return decode_body(json.dumps(body), provider="vertex-gemini")
+
+    for standard in ("ON_DEMAND", "TRAFFIC_TYPE_UNSPECIFIED"):
+        assert served(standard).provider_data == {}
+    for traffic, tier in (("ON_DEMAND_PRIORITY", "priority"), ("ON_DEMAND_FLEX", "flex")):
+        answered = served(traffic)
+        assert answered.provider_data == {"gemini": {"service_tier": tier}}
+        assert record(answered).priced() == (
+            f"genai-prices {VERSION} has no price for the '{tier}' service tier of "
+            "google/gemini-2.5-flash"
+        )
+    reserved = served("PROVISIONED_THROUGHPUT")
+    assert reserved.provider_data == {"gemini": {"service_tier": "provisioned_throughput"}}
+    assert record(reserved).priced() == (
+        "served by provisioned throughput, billed by its reservation rather than by token"
+    )
+    # A kind of traffic not known here may be billed otherwise: no price, rather than a guess.
+    assert record(served("ON_DEMAND_SOMETHING_NEW")).cost is None

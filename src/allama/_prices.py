@@ -44,6 +44,7 @@ from decimal import Context, Decimal, InvalidOperation, localcontext
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from allama.types import Usage
+from allama.types._response import PROVISIONED_THROUGHPUT
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -347,6 +348,8 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
     if batch and not _has_variant(gp_provider, gp_model, when, _BATCH):
         return f"genai-prices {version} has no batch price for {ref}"
     context: Mapping[str, str] | None = _BATCH if batch else None
+    if tier == PROVISIONED_THROUGHPUT:
+        return "served by provisioned throughput, billed by its reservation rather than by token"
     if tier is not None:
         # Served at another tier's prices: those, or no cost (never the standard price).
         if batch or not _has_variant(gp_provider, gp_model, when, {"service_tier": tier}):

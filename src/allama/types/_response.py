@@ -26,6 +26,10 @@ SERVICE_TIER_KEY = "service_tier"
 when that is not the standard one (OpenAI's `priority` or `flex`): such a call is billed at
 other prices, which its cost is priced at (or, unknown, has none)."""
 
+PROVISIONED_THROUGHPUT = "provisioned_throughput"
+"""The tier of a call served by reserved capacity (Vertex AI's provisioned throughput),
+billed by its reservation rather than by token: it has no cost by token."""
+
 STANDARD_SERVICE_TIERS = frozenset(
     {"default", "standard", "on_demand", "auto", "batch", "unspecified"}
 )

@@ -105,7 +105,7 @@ from allama.types import (
     Usage,
     Warning,
 )
-from allama.types._response import service_tier_of
+from allama.types._response import PROVISIONED_THROUGHPUT, service_tier_of
 
 __all__ = [
     "BLOCK_REASON_KEY",
@@ -483,10 +483,23 @@ def read_chunk(payload: Mapping[str, Any], *, first_listed: bool = True) -> Chun
 
 
 def served_tier(usage: Mapping[str, Any]) -> str | None:
-    """`usageMetadata.serviceTier` when it is not the standard tier, in lower case (the
-    request's own spelling: `flex`, `priority`)."""
+    """The tier a call was billed at when it is not the standard one: Vertex AI's
+    `usageMetadata.trafficType` (priority, flex, provisioned throughput; a kind not known
+    here by its own name, which has no price), or the Developer API's `serviceTier`, in
+    lower case (the request's own spelling: `flex`, `priority`)."""
+    traffic = usage.get("trafficType")
+    if isinstance(traffic, str) and traffic not in _STANDARD_TRAFFIC:
+        return _TRAFFIC_TIERS.get(traffic) or service_tier_of(traffic.lower())
     tier = usage.get("serviceTier")
     return service_tier_of(tier.lower()) if isinstance(tier, str) else None
+
+
+_STANDARD_TRAFFIC = frozenset({"ON_DEMAND", "TRAFFIC_TYPE_UNSPECIFIED"})
+_TRAFFIC_TIERS = {
+    "ON_DEMAND_PRIORITY": "priority",
+    "ON_DEMAND_FLEX": "flex",
+    "PROVISIONED_THROUGHPUT": PROVISIONED_THROUGHPUT,
+}
 
 
 class BlockSink(Protocol):
