@@ -1307,3 +1307,32 @@ def test_a_vertex_call_is_priced_by_the_traffic_that_served_it() -> None:
     )
     # A kind of traffic not known here may be billed otherwise: no price, rather than a guess.
     assert record(served("ON_DEMAND_SOMETHING_NEW")).cost is None
+
+
+def test_the_tier_a_gemini_usage_says_is_read_whatever_its_spelling() -> None:
+    from allama.adapters.gemini._decode import served_tier
+
+    assert served_tier({"trafficType": "", "serviceTier": "flex"}) == "flex"
+    assert served_tier({"trafficType": "ON_DEMAND", "serviceTier": "priority"}) == "priority"
+    assert served_tier({"trafficType": "on_demand_priority"}) == "priority"
+    assert served_tier({"trafficType": "traffic_type_unspecified"}) is None
+    assert served_tier({"trafficType": "ON_DEMAND_FLEX", "serviceTier": "priority"}) == "flex"
+    # The enum's number, or a kind not known here: a tier with no price, never the standard.
+    assert served_tier({"trafficType": 2}) == "traffic type 2"
+    assert served_tier({"trafficType": "default", "serviceTier": "priority"}) == "default"
+
+
+def test_a_gemini_stream_whose_later_usage_says_the_standard_tier_is_priced_at_it() -> None:
+    from allama.adapters.gemini._stream import decode_stream
+    from allama.stream import StreamCollector
+
+    usage = {"promptTokenCount": 1_000, "candidatesTokenCount": 100, "totalTokenCount": 1_100}
+    first = _gemini_audio_body({**usage, "trafficType": "ON_DEMAND_PRIORITY"})
+    last = _gemini_audio_body({**usage, "trafficType": "ON_DEMAND"})
+    data = "".join(f"data: {json.dumps(chunk)}\r\n\r\n" for chunk in (first, last))
+    collector = StreamCollector()
+    for event in decode_stream(data.encode(), provider="vertex-gemini"):
+        collector.push(event)
+    streamed = collector.finish().model_copy(update={"provider": "vertex-gemini"})
+    assert streamed.provider_data == {"gemini": {"service_tier": None}}
+    assert isinstance(record(streamed).priced(), Cost)

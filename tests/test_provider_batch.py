@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -562,7 +563,13 @@ def test_the_cancel_command_goes_on_past_a_job_that_ended(
     first.end = "completed"  # it ended at the provider before anyone looked
     assert main(["batch", "cancel", str(ledger)]) == 0
     out = capsys.readouterr().out
-    assert f"not cancelled: {first.id}: invalid_request: " in out
+    (refused,) = [line for line in out.splitlines() if line.startswith("not cancelled: ")]
+    # The provider's words (which may quote the requests) are withheld, as a failure's are.
+    assert re.fullmatch(
+        rf"not cancelled: {first.id}: invalid_request \(\d+ chars withheld\) "
+        r"\[provider=anthropic, status=400\] \(the next `allama batch run` collects it\)",
+        refused,
+    )
     assert f"cancel requested: {second.id} (the next `allama batch run` collects" in out
     assert second.cancel_requested and not first.cancel_requested
 

@@ -364,3 +364,60 @@ def test_an_openai_row_neither_file_holds_is_told_by_how_the_job_ended(
     rows = _drive(OPENAI.results(TARGET, state, ["a", "b"]), [json.dumps(answered).encode()])
     assert rows["a"].kind == RowKind.RESPONSE
     assert rows["b"].kind == kind
+
+
+def test_a_jobs_error_keeps_the_providers_codes_apart_from_its_words() -> None:
+    from allama.adapters._jobs._gemini import _state as gemini_state
+    from allama.adapters._jobs._openai import _state as openai_state
+
+    # The codes say what went wrong, in allama's messages; the words, which may quote the
+    # requests, are kept for the caller who asks.
+    failed = openai_state(
+        {
+            "id": "batch_1",
+            "status": "failed",
+            "errors": {
+                "data": [
+                    {"code": "duplicate_custom_id", "message": "quotes doc 1", "line": 2},
+                    {"message": "no code", "line": 3},
+                ]
+            },
+        }
+    )
+    assert failed.error == "duplicate_custom_id (line 2); error (line 3)"
+    assert failed.error_words == "quotes doc 1; no code"
+    job = {"name": "batches/1", "metadata": {"state": "BATCH_STATE_FAILED"}}
+    for error, code, words in (
+        (
+            {"code": 400, "status": "INVALID_ARGUMENT", "message": "quotes doc 2"},
+            "INVALID_ARGUMENT",
+            "quotes doc 2",
+        ),
+        ({"message": "only words"}, "error", "only words"),
+        ("words alone", "error", "words alone"),
+    ):
+        state = gemini_state({**job, "error": error})
+        assert (state.error, state.error_words) == (code, words)
+
+
+def test_an_openai_result_line_whose_status_is_no_number_leaves_its_row_missing() -> None:
+    # Read as no line: the row is sent again, the others are read, and nothing of the line
+    # (the provider's) goes into an error of allama's.
+    odd = json.dumps({"custom_id": "b", "response": {"status_code": "quotes the doc"}}).encode()
+    rows = _results("openai", [_line("openai", "a", True), odd], ["a", "b"])
+    assert rows["a"].kind == RowKind.RESPONSE
+    assert rows["b"].kind == RowKind.MISSING
+    spelled = json.dumps({"custom_id": "c", "response": {**_OPENAI_ANSWER, "status_code": "200"}})
+    assert _results("openai", [spelled.encode()], ["c"])["c"].kind == RowKind.RESPONSE
+
+
+def test_a_lone_surrogate_in_a_jobs_state_is_stored(tmp_path: Any) -> None:
+    from allama.batch._ledger import Ledger
+
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    try:
+        ledger.job_state(
+            "tag", state="failed\ud800", outcome="failed", counts=None, error="BAD\ud800"
+        )
+    finally:
+        ledger.close()

@@ -1,12 +1,16 @@
-"""Text from the caller's data made safe to print on a terminal."""
+"""Text from the caller's data, or a provider's, made safe to print on a terminal and to
+store as UTF-8."""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["printable"]
+__all__ = ["printable", "storable"]
 
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+_UNPRINTABLE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
+)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def printable(text: str) -> str:
@@ -15,3 +19,9 @@ def printable(text: str) -> str:
     sequence in it, printed as it is, would drive the terminal (clear it, rewrite a line,
     forge one)."""
     return _UNPRINTABLE.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
+
+
+def storable(text: str) -> str:
+    """`text` with each lone surrogate (which JSON may spell, `\\ud800`, and no UTF-8 text
+    holds) as U+FFFD: a provider's words or codes written to the ledger or a file."""
+    return _SURROGATE.sub("\ufffd", text)

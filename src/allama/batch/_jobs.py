@@ -992,8 +992,11 @@ async def cancel_jobs(
             except (Error, JobAmbiguity) as error:
                 if refused is None:
                     raise
-                kind = error.kind if isinstance(error, Error) else "ambiguous"
-                refused.append(f"{row.job_id or row.tag}: {kind}: {error}")
+                # The provider's words may quote the requests: withheld, as a failure's are.
+                said = (
+                    _failure(error).message if isinstance(error, Error) else f"ambiguous: {error}"
+                )
+                refused.append(f"{row.job_id or row.tag}: {said}")
                 continue
             asked.append(job_id)
     finally:

@@ -32,6 +32,7 @@ from typing import Any
 import pydantic_core
 
 from allama._prices import MONEY
+from allama._printable import storable
 
 __all__ = [
     "Claim",
@@ -597,11 +598,11 @@ class Ledger:
             self._connection.execute(
                 "UPDATE jobs SET state = ?, outcome = ?, counts = ?, error = ?, updated_at = ? "
                 "WHERE tag = ? AND state != ?",
-                (
-                    state,
-                    outcome,
+                (  # the provider's words for its job's state: no lone surrogate
+                    storable(state),
+                    None if outcome is None else storable(outcome),
                     json.dumps(counts) if counts else None,
-                    error,
+                    None if error is None else storable(error),
                     time.time(),
                     tag,
                     JobPhase.COLLECTED,

@@ -20,7 +20,6 @@ import itertools
 import json
 import queue
 import random
-import re
 import sqlite3
 import threading
 import time
@@ -38,7 +37,7 @@ from pydantic_core import to_json
 
 from allama import _tracing
 from allama._prices import MONEY, dollars
-from allama._printable import printable
+from allama._printable import printable, storable
 from allama._tokens import guessed_input_tokens
 from allama.batch._ledger import Ledger, LedgerRow, LedgerWriter, Status, check_ledger_file
 from allama.batch._limits import RateLimiter, positive
@@ -99,7 +98,8 @@ class BatchFailure:
 
     def stored(self) -> dict[str, JsonValue]:
         """The failure as the ledger keeps it."""
-        kept: dict[str, JsonValue] = {"kind": self.kind, "message": self.message}
+        # A job's codes, in the message, are the provider's too: no lone surrogate.
+        kept: dict[str, JsonValue] = {"kind": self.kind, "message": storable(self.message)}
         if self.provider_message is not None:
             kept["provider_message"] = self.provider_message
         return kept
@@ -2057,10 +2057,7 @@ def _words(text: str | None) -> str | None:
     spaces), and a lone surrogate (JSON may spell one) as U+FFFD, which UTF-8 cannot hold."""
     if text is None or not text.strip():
         return None
-    return _SURROGATE.sub("\ufffd", text)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
+    return storable(text)
 
 
 # The drivers

@@ -1178,7 +1178,7 @@ def _cancel(args: argparse.Namespace) -> int:
     for job_id in asked:
         print(f"cancel requested: {job_id} (the next `allama batch run` collects what it ran)")
     for line in refused:
-        print(f"not cancelled: {line} (the next `allama batch run` collects it)")
+        print(f"not cancelled: {printable(line)} (the next `allama batch run` collects it)")
     return EXIT_OK
 
 

@@ -135,10 +135,12 @@ class ProviderJobs:
         from urllib.parse import urlsplit
 
         where = f"{http.method} {urlsplit(http.url).path}"
+        # The exception's own text may quote the body (a value that is no number), which
+        # is the provider's and kept apart: its class says what went wrong.
         return (
             ServerError(
                 f"{self.dialect.name} answered {where} with a body allama cannot read "
-                f"({type(why).__name__}: {why})"
+                f"({type(why).__name__})"
             )
             .mark_authored()
             .with_provider(self.provider.name)

@@ -211,7 +211,7 @@ def _state(job: dict[str, Any]) -> JobState:
         ended=outcome is not None,
         outcome=outcome,
         counts=counts,
-        error=str(error.get("status") or error.get("code")) if isinstance(error, dict) else None,
+        error=_code(error),
         error_words=_message(error),
         results=output,
         tag=metadata.get("displayName"),
@@ -220,9 +220,18 @@ def _state(job: dict[str, Any]) -> JobState:
     )
 
 
+def _code(error: object) -> str | None:
+    """What a job's error is, by its status or code (`error` when it has neither)."""
+    if not error:
+        return None
+    code = (error.get("status") or error.get("code")) if isinstance(error, dict) else None
+    return str(code) if code else "error"
+
+
 def _message(error: object) -> str | None:
-    """A job error's message: the provider's words, which may quote its requests."""
-    message = error.get("message") if isinstance(error, dict) else None
+    """A job error's message: the provider's words, which may quote its requests (an
+    error given as text alone is such words)."""
+    message = error.get("message") if isinstance(error, dict) else error
     return str(message) if message else None
 
 

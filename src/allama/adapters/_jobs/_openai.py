@@ -171,7 +171,8 @@ def _state(job: dict[str, Any]) -> JobState:
     errors = [e for e in (job.get("errors") or {}).get("data") or [] if isinstance(e, dict)]
     error = (
         "; ".join(
-            f"{e.get('code')}" + (f" (line {e['line']})" if e.get("line") else "") for e in errors
+            f"{e.get('code') or 'error'}" + (f" (line {e['line']})" if e.get("line") else "")
+            for e in errors
         )
         or None
     )
@@ -198,10 +199,16 @@ def _row(line: dict[str, Any]) -> Row | None:
         return None
     response = line.get("response")
     if isinstance(response, dict) and response.get("status_code") is not None:
-        status = int(response["status_code"])
+        status = response["status_code"]
+        if isinstance(status, str) and status.strip().isdigit():
+            status = int(status)
+        if type(status) is not int:
+            return None  # a line read as none: its row is missing, and sent again
         body = json.dumps(response.get("body") or {}).encode()
         return Row(key, RowKind.RESPONSE if status < 400 else RowKind.ERROR, status, body)
     error = line.get("error") or {}
+    if not isinstance(error, dict):
+        error = {"message": error}  # words alone
     code = str(error.get("code") or "")
     kind = _ROW_CODES.get(code)
     message = error.get("message")

@@ -399,6 +399,7 @@ class Chunk:
         "others",
         "parts",
         "tier",
+        "tier_said",
         "url_context",
         "usage",
     )
@@ -417,6 +418,9 @@ class Chunk:
         self.tier: str | None = None
         """The service tier the usage says served the call, when not the standard one
         (`flex`, `priority`: billed at other prices)."""
+        self.tier_said = False
+        """Whether the usage says what it was billed at (`None` above is then the standard
+        tier, not silence)."""
         self.blocked: dict[str, JsonValue] | None = None
         self.logprobs: Any = None
         """The response candidate's `logprobsResult`, unread (`None` when absent)."""
@@ -479,6 +483,7 @@ def read_chunk(payload: Mapping[str, Any], *, first_listed: bool = True) -> Chun
         chunk.usage = usage_of(usage)
         chunk.audio = audio_tokens_of(usage)
         chunk.tier = served_tier(usage)
+        chunk.tier_said = says_tier(usage)
     return chunk
 
 
@@ -488,10 +493,21 @@ def served_tier(usage: Mapping[str, Any]) -> str | None:
     here by its own name, which has no price), or the Developer API's `serviceTier`, in
     lower case (the request's own spelling: `flex`, `priority`)."""
     traffic = usage.get("trafficType")
-    if isinstance(traffic, str) and traffic not in _STANDARD_TRAFFIC:
-        return _TRAFFIC_TIERS.get(traffic) or service_tier_of(traffic.lower())
+    if isinstance(traffic, str) and traffic.strip():
+        named = traffic.strip().upper()
+        if named not in _STANDARD_TRAFFIC:
+            return _TRAFFIC_TIERS.get(named) or named.lower()
+    elif traffic is not None and traffic != "":
+        # The enum's number, or another shape: a kind of traffic not known here.
+        return f"traffic type {str(traffic)[:40]}"
     tier = usage.get("serviceTier")
     return service_tier_of(tier.lower()) if isinstance(tier, str) else None
+
+
+def says_tier(usage: Mapping[str, Any]) -> bool:
+    """Whether the usage says what it was billed at (a stream's later usage that says the
+    standard tier takes back an earlier other one)."""
+    return "trafficType" in usage or "serviceTier" in usage
 
 
 _STANDARD_TRAFFIC = frozenset({"ON_DEMAND", "TRAFFIC_TYPE_UNSPECIFIED"})

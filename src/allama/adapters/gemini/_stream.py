@@ -447,6 +447,10 @@ class GenerateStreamDecoder:
                 if value is not None and value != self._billed.get(key):
                     self._billed[key] = value
                     yield ProviderDataEvent(namespace=NAMESPACE, key=key, value=value)
+            if chunk.tier_said and chunk.tier is None and self._billed.get(SERVICE_TIER_KEY):
+                # A later usage says the standard tier: the last one reported is the call's.
+                self._billed[SERVICE_TIER_KEY] = None
+                yield ProviderDataEvent(namespace=NAMESPACE, key=SERVICE_TIER_KEY, value=None)
 
     def _end(self) -> Iterator[StreamEvent]:
         self._layout.stop()
