@@ -1331,3 +1331,11 @@ def test_recorded_error_maps_to_its_class(case: Case) -> None:
     if headers.get("x-should-retry") in ("true", "false"):
         assert error.retryable is (headers["x-should-retry"] == "true")
     assert error.message not in str(error.as_log())
+
+
+@pytest.mark.parametrize("status", [400, 429, 500, 529])
+def test_an_empty_error_body_gives_allamas_own_message(status: int) -> None:
+    # Nothing the provider wrote: `HTTP <status>` is allama's, and shown in log views.
+    error = error_from_response(status, {}, b"")
+    assert error.authored and error.message == f"HTTP {status}"
+    assert error.as_log()["message"] == f"HTTP {status}"

@@ -386,6 +386,8 @@ def test_a_jobs_error_keeps_the_providers_codes_apart_from_its_words() -> None:
     )
     assert failed.error == "duplicate_custom_id (line 2); error (line 3)"
     assert failed.error_words == "quotes doc 1; no code"
+    given_as_text = openai_state({"id": "b", "status": "failed", "errors": {"data": ["words"]}})
+    assert (given_as_text.error, given_as_text.error_words) == ("error", "words")
     job = {"name": "batches/1", "metadata": {"state": "BATCH_STATE_FAILED"}}
     for error, code, words in (
         (
@@ -409,6 +411,22 @@ def test_an_openai_result_line_whose_status_is_no_number_leaves_its_row_missing(
     assert rows["b"].kind == RowKind.MISSING
     spelled = json.dumps({"custom_id": "c", "response": {**_OPENAI_ANSWER, "status_code": "200"}})
     assert _results("openai", [spelled.encode()], ["c"])["c"].kind == RowKind.RESPONSE
+    for status in ("\u00b2", "9" * 5_000):  # digits to `str.isdigit`, no number to `int`
+        line = json.dumps({"custom_id": "d", "response": {"status_code": status}}).encode()
+        rows = _results("openai", [_line("openai", "a", True), line], ["a", "d"])
+        assert (rows["a"].kind, rows["d"].kind) == (RowKind.RESPONSE, RowKind.MISSING)
+
+
+def test_a_gemini_jobs_odd_counts_and_a_row_error_given_as_text_are_read() -> None:
+    from allama.adapters._jobs._gemini import _row
+    from allama.adapters._jobs._gemini import _state as gemini_state
+
+    stats = {"requestCount": "3", "failedRequestCount": "\u00b2", "pending": True}
+    job = {"name": "batches/1", "metadata": {"state": "BATCH_STATE_RUNNING", "batchStats": stats}}
+    assert gemini_state(job).counts == {"requestCount": 3}
+    row = _row("k", {"error": "quotes the doc"})
+    assert row.kind == RowKind.ERROR and row.body is not None
+    assert json.loads(row.body) == {"error": {"message": "quotes the doc"}}
 
 
 def test_a_lone_surrogate_in_a_jobs_state_is_stored(tmp_path: Any) -> None:

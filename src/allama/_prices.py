@@ -334,6 +334,8 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
     reason = _reason_before_lookup(provider, model, usage)
     if reason:
         return reason
+    if tier == PROVISIONED_THROUGHPUT:
+        return "served by provisioned throughput, billed by its reservation rather than by token"
     assert provider is not None and model is not None and usage is not None
     genai_prices = _genai_prices()
     if genai_prices is None:
@@ -348,8 +350,6 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
     if batch and not _has_variant(gp_provider, gp_model, when, _BATCH):
         return f"genai-prices {version} has no batch price for {ref}"
     context: Mapping[str, str] | None = _BATCH if batch else None
-    if tier == PROVISIONED_THROUGHPUT:
-        return "served by provisioned throughput, billed by its reservation rather than by token"
     if tier is not None:
         # Served at another tier's prices: those, or no cost (never the standard price).
         if batch or not _has_variant(gp_provider, gp_model, when, {"service_tier": tier}):

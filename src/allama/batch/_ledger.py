@@ -166,7 +166,8 @@ class LedgerRow:
     """The validated value as JSON text (done rows)."""
     record: dict[str, Any] | None
     error: dict[str, Any] | None
-    """The error's log view (kind, provider, status, allama's own words): never model text."""
+    """The error's log view (kind, provider, status, allama's own words), and the
+    provider's own words for it (`provider_message`), which may quote the input."""
     cost: str | None
     tokens: int | None
     job: str | None = None

@@ -203,7 +203,7 @@ def _state(job: dict[str, Any]) -> JobState:
         outcome = "failed" if job.get("error") else "completed"
     output = metadata.get("output") or job.get("response") or {}
     stats = metadata.get("batchStats") or {}
-    counts = {k: int(v) for k, v in stats.items() if str(v).isdigit()}
+    counts = {k: int(v) for k, v in stats.items() if _count(v)}
     error = job.get("error")
     return JobState(
         id=str(job["name"]),
@@ -218,6 +218,12 @@ def _state(job: dict[str, Any]) -> JobState:
         created_at=rfc3339_seconds(metadata.get("createTime")),
         total=counts.get("requestCount"),
     )
+
+
+def _count(value: object) -> bool:
+    """Whether a job's stat is a count (a number, or its ASCII digits as text)."""
+    text = str(value)
+    return type(value) is not bool and text.isascii() and text.isdigit() and len(text) < 19
 
 
 def _code(error: object) -> str | None:
@@ -242,6 +248,8 @@ def _row(key: str, entry: dict[str, Any]) -> Row:
         # A line of a responses file may be the response itself, keyed by its place.
         return Row(key, RowKind.RESPONSE, 200, json.dumps(entry).encode())
     error = entry.get("error") or (entry if "code" in entry or "message" in entry else {})
+    if not isinstance(error, dict):
+        error = {"message": error}  # words alone
     return Row(key, RowKind.ERROR, _http_status(error), json.dumps({"error": error}).encode())
 
 

@@ -168,7 +168,9 @@ def _state(job: dict[str, Any]) -> JobState:
     status = str(job.get("status"))
     outcome = _ENDED.get(status)
     counts = {k: int(v) for k, v in (job.get("request_counts") or {}).items() if isinstance(v, int)}
-    errors = [e for e in (job.get("errors") or {}).get("data") or [] if isinstance(e, dict)]
+    listed = (job.get("errors") or {}).get("data") or []
+    # An entry given as text alone is the provider's words, with no code.
+    errors = [e if isinstance(e, dict) else {"message": e} for e in listed if e]
     error = (
         "; ".join(
             f"{e.get('code') or 'error'}" + (f" (line {e['line']})" if e.get("line") else "")
@@ -193,16 +195,23 @@ def _state(job: dict[str, Any]) -> JobState:
     )
 
 
+def _status(value: object) -> int | None:
+    """An HTTP status given as a number (or its digits as text); `None` for anything else."""
+    if type(value) is int:
+        return value
+    if isinstance(value, str) and value.isascii() and value.strip().isdigit() and len(value) < 6:
+        return int(value)
+    return None
+
+
 def _row(line: dict[str, Any]) -> Row | None:
     key = line.get("custom_id")
     if not isinstance(key, str):
         return None
     response = line.get("response")
     if isinstance(response, dict) and response.get("status_code") is not None:
-        status = response["status_code"]
-        if isinstance(status, str) and status.strip().isdigit():
-            status = int(status)
-        if type(status) is not int:
+        status = _status(response["status_code"])
+        if status is None:
             return None  # a line read as none: its row is missing, and sent again
         body = json.dumps(response.get("body") or {}).encode()
         return Row(key, RowKind.RESPONSE if status < 400 else RowKind.ERROR, status, body)

@@ -269,7 +269,9 @@ def error_from_response(
     lower = {key.lower(): value for key, value in headers.items()}
     wait = retry_after(lower, now=now)
     error = waits_as_asked(_classify(status, info, message, wait), lower, now=now)
-    if not error.authored and text.strip():  # an empty body's `HTTP <status>` is allama's
+    if not text.strip():
+        error.mark_authored()  # an empty body's `HTTP <status>` is allama's
+    elif not error.authored:
         error.mark_upstream()
     error.with_status(status).with_body(text)
     flag = lower.get("x-should-retry", "").strip().lower()
