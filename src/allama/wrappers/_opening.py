@@ -10,10 +10,10 @@ comes out of the iteration as it is.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 from allama.errors import Error
-from allama.stream import AsyncChatStream, ChatStream, with_paid
+from allama.stream import AsyncChatStream, ChatStream, StreamCollector, with_paid
 from allama.types import ProviderDataEvent, ResponseStart, StreamEvent, UsageEvent, WarningEvent
 from allama.wrappers._record import carry_records
 
@@ -34,19 +34,14 @@ def opened(stream: ChatStream) -> ChatStream:
                 break
     except Error as error:
         raise with_paid(error, stream) from None
-    given: list[ChatStream] = []
-
-    def close() -> None:
-        try:
-            stream.close()
-        finally:
-            given[0].collector.take_reported(stream.collector)
-
-    given.append(
-        ChatStream(_replayed(held, stream), close=close, provider=stream.collector.provider)
+    given = ChatStream(
+        _replayed(held, stream),
+        close=stream.close,
+        provider=stream.collector.provider,
+        on_close=_taking_reported(stream.collector),
     )
-    carry_records(stream.collector, given[0].collector)
-    return given[0]
+    carry_records(stream.collector, given.collector)
+    return given
 
 
 async def aopened(stream: AsyncChatStream) -> AsyncChatStream:
@@ -59,19 +54,23 @@ async def aopened(stream: AsyncChatStream) -> AsyncChatStream:
                 break
     except Error as error:
         raise with_paid(error, stream) from None
-    given: list[AsyncChatStream] = []
-
-    async def close() -> None:
-        try:
-            await stream.aclose()
-        finally:
-            given[0].collector.take_reported(stream.collector)
-
-    given.append(
-        AsyncChatStream(_areplayed(held, stream), close=close, provider=stream.collector.provider)
+    given = AsyncChatStream(
+        _areplayed(held, stream),
+        close=stream.aclose,
+        provider=stream.collector.provider,
+        on_close=_taking_reported(stream.collector),
     )
-    carry_records(stream.collector, given[0].collector)
-    return given[0]
+    carry_records(stream.collector, given.collector)
+    return given
+
+
+def _taking_reported(
+    inner: StreamCollector,
+) -> Callable[[StreamCollector, BaseException | None], None]:
+    """Once the stream given ends (its inner one closed), it takes what the inner one
+    reported besides its answer and did not give: the usage read ahead of a stream closed
+    at once. `take_reported` does nothing for a stream that failed."""
+    return lambda outer, _: outer.take_reported(inner)
 
 
 def _replayed(held: list[StreamEvent], stream: ChatStream) -> Iterator[StreamEvent]:

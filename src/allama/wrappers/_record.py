@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 from pydantic import JsonValue
 
@@ -39,19 +39,14 @@ def record_stream(stream: ChatStream, key: str, value: JsonValue | None) -> Chat
     """
     if value is None:
         return stream
-    given: list[ChatStream] = []
-
-    def close() -> None:
-        try:
-            stream.close()
-        finally:
-            _closed(stream.collector, given[0].collector, key, value)
-
-    given.append(
-        ChatStream(_then(stream, key, value), close=close, provider=stream.collector.provider)
+    given = ChatStream(
+        _then(stream, key, value),
+        close=stream.close,
+        provider=stream.collector.provider,
+        on_close=_on_close(stream.collector, key, value),
     )
-    carry_records(stream.collector, given[0].collector, key, value)
-    return given[0]
+    carry_records(stream.collector, given.collector, key, value)
+    return given
 
 
 def record_async_stream(
@@ -59,27 +54,30 @@ def record_async_stream(
 ) -> AsyncChatStream:
     if value is None:
         return stream
-    given: list[AsyncChatStream] = []
-
-    async def close() -> None:
-        try:
-            await stream.aclose()
-        finally:
-            _closed(stream.collector, given[0].collector, key, value)
-
-    given.append(
-        AsyncChatStream(_athen(stream, key, value), close=close, provider=stream.collector.provider)
+    given = AsyncChatStream(
+        _athen(stream, key, value),
+        close=stream.aclose,
+        provider=stream.collector.provider,
+        on_close=_on_close(stream.collector, key, value),
     )
-    carry_records(stream.collector, given[0].collector, key, value)
-    return given[0]
+    carry_records(stream.collector, given.collector, key, value)
+    return given
 
 
-def _closed(inner: StreamCollector, outer: StreamCollector, key: str, value: JsonValue) -> None:
-    """What the inner stream reported that a stream closed before its end did not give,
-    with this wrapper's record kept over the inner one's of the same kind."""
-    if outer.error is None:
-        outer.take_reported(inner)
-        carry_records(inner, outer, key, value)
+def _on_close(
+    inner: StreamCollector, key: str, value: JsonValue
+) -> Callable[[StreamCollector, BaseException | None], None]:
+    """What a handed-over stream does once it ends (its inner one closed): take what the
+    inner stream reported that a stream closed before its end did not give, with this
+    wrapper's record kept over the inner one's of the same kind. Nothing for a stream that
+    failed: its error says what was paid."""
+
+    def closed(outer: StreamCollector, _: BaseException | None) -> None:
+        if outer.error is None:
+            outer.take_reported(inner)
+            carry_records(inner, outer, key, value)
+
+    return closed
 
 
 def carry_records(
