@@ -1431,20 +1431,8 @@ class _Runner:
         again: that run sends it and records its outcome; this one's result keeps what its
         own attempts paid (`record`, the last's, and `spent`, those before)."""
         failure = BatchFailure(IN_FLIGHT_ELSEWHERE, TAKEN_OVER)
-        result: BatchResult[Any] = BatchResult(
-            index,
-            key,
-            label,
-            None,
-            failure,
-            record,
-            attempts,
-            time.monotonic() - began,
-            False,
-            tuple(spent),
-        )
-        self._finish(result)
-        return result
+        seconds = time.monotonic() - began
+        return self._without_value(index, key, label, failure, record, attempts, seconds, spent)
 
     async def _not_tried_again(
         self, index: int, key: str, label: str, tries: _Tries, began: float
@@ -1588,11 +1576,7 @@ class _Runner:
                 error=failure.stored(),
                 cost=_paid_text(record, spent),
             )
-        result: BatchResult[Any] = BatchResult(
-            index, key, label, None, failure, record, attempts, seconds, False, tuple(spent)
-        )
-        self._finish(result)
-        return result
+        return self._without_value(index, key, label, failure, record, attempts, seconds, spent)
 
     async def _set_aside(
         self,
@@ -1627,6 +1611,34 @@ class _Runner:
                 _paid_text(record, spent),
                 log or None,
             )
+        seconds = time.monotonic() - began
+        return self._without_value(
+            index,
+            key,
+            label,
+            failure,
+            record,
+            attempts,
+            seconds,
+            spent,
+            pending=self.ledger is not None,
+        )
+
+    def _without_value(
+        self,
+        index: int,
+        key: str,
+        label: str,
+        failure: BatchFailure,
+        record: ExtractionMetadata | None,
+        attempts: int,
+        seconds: float,
+        spent: list[ExtractionMetadata],
+        *,
+        pending: bool = False,
+    ) -> BatchResult[Any]:
+        """The result of an input this run ends without a value, counted in its summary:
+        what its last attempt recorded (`record`) and what those before it paid (`spent`)."""
         result: BatchResult[Any] = BatchResult(
             index,
             key,
@@ -1635,10 +1647,10 @@ class _Runner:
             failure,
             record,
             attempts,
-            time.monotonic() - began,
+            seconds,
             False,
             tuple(spent),
-            pending=self.ledger is not None,
+            pending=pending,
         )
         self._finish(result)
         return result
