@@ -41,7 +41,7 @@ from pydantic.alias_generators import to_camel
 
 import allama
 import allama.mock
-from _batch_server import BatchServer, expected
+from _batch_server import BatchServer, _completion, expected
 from _kill import kill_after
 from allama import ChatRequest, Extractor
 from allama.batch import BatchSummary, Ledger, input_key
@@ -2515,21 +2515,7 @@ def test_a_providers_message_that_utf8_cannot_hold_fails_its_input_not_the_run(
         if b"doc 1" in request.content:
             body = b'{"error": {"message": "bad \\ud800 doc", "type": "invalid_request"}}'
             return httpx2.Response(400, content=body)
-        content = json.dumps({"n": 0})
-        completion = {
-            "id": "c",
-            "object": "chat.completion",
-            "model": "gpt-4o-mini",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
-        }
-        return httpx2.Response(200, json=completion)
+        return httpx2.Response(200, json=_completion("gpt-4o-mini", json.dumps({"n": 0})))
 
     transport = Transport(
         client=httpx2.Client(transport=httpx2.MockTransport(answer)),

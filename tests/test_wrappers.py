@@ -759,21 +759,26 @@ def _streamed(*bodies: dict[str, Any]) -> bytes:
     return "".join(f"data: {json.dumps(body)}\n\n" for body in bodies).encode()
 
 
+def _failing(gen: str, content: str, usage: dict[str, int]) -> bytes:
+    """The router's stream of `content`, then an error on its choice with the usage paid."""
+    return _streamed(
+        {
+            "id": gen,
+            "model": "openai/gpt-4o-mini",
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": content}}],
+        },
+        {
+            "id": gen,
+            "model": "openai/gpt-4o-mini",
+            "error": {"code": "server_error", "message": "Provider disconnected"},
+            "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+            "usage": usage,
+        },
+    )
+
+
 _PAID = {"prompt_tokens": 50_000, "completion_tokens": 3_000, "total_tokens": 53_000}
-_FAILED_STREAM = _streamed(
-    {
-        "id": "gen-1",
-        "model": "openai/gpt-4o-mini",
-        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
-    },
-    {
-        "id": "gen-1",
-        "model": "openai/gpt-4o-mini",
-        "error": {"code": "server_error", "message": "Provider disconnected"},
-        "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
-        "usage": _PAID,
-    },
-)
+_FAILED_STREAM = _failing("gen-1", "", _PAID)
 _GOOD_STREAM = (
     _streamed(
         {
@@ -917,19 +922,10 @@ def test_the_paid_usage_of_a_failed_stream_names_its_model_and_tier() -> None:
     assert entry["usage"] == {"input_tokens": 100, "output_tokens": 3}
 
 
-_BROKEN_AFTER_ITS_ANSWER_BEGAN = _streamed(
-    {
-        "id": "gen-3",
-        "model": "openai/gpt-4o-mini",
-        "choices": [{"index": 0, "delta": {"role": "assistant", "content": '{"name": "A'}}],
-    },
-    {
-        "id": "gen-3",
-        "model": "openai/gpt-4o-mini",
-        "error": {"code": "server_error", "message": "Provider disconnected"},
-        "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
-        "usage": {"prompt_tokens": 1_000, "completion_tokens": 10, "total_tokens": 1_010},
-    },
+_BROKEN_AFTER_ITS_ANSWER_BEGAN = _failing(
+    "gen-3",
+    '{"name": "A',
+    {"prompt_tokens": 1_000, "completion_tokens": 10, "total_tokens": 1_010},
 )
 
 
