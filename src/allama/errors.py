@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -637,6 +638,16 @@ def paid_before(error: Error) -> list[dict[str, JsonValue]]:
     not what the failed call itself did: a stream that failed after its answer began has its
     own usage counted from what it streamed."""
     return [entry for link in errors_in_chain(error) for entry in _paid_before_link(link)]
+
+
+def paid_ahead(error: Error, paid: Sequence[JsonValue]) -> Error:
+    """`error` saying that `paid` was paid before it (`PAID_BEFORE_KEY`), ahead of what it
+    already says was: attempts made before those of a wrapper inside the one that adds
+    these."""
+    if paid:
+        inner = error.context.metadata.get(PAID_BEFORE_KEY)
+        error.with_metadata(PAID_BEFORE_KEY, [*paid, *(inner if isinstance(inner, list) else [])])
+    return error
 
 
 def _paid_before_link(link: Error) -> list[dict[str, JsonValue]]:

@@ -56,6 +56,7 @@ from allama.errors import (
     RateLimitedError,
     ServerError,
     asked_wait,
+    paid_ahead,
     paid_for,
 )
 from allama.extract._engine import Extracted, extract_steps
@@ -1012,9 +1013,6 @@ def _with_paid(item: _Item, answer: ChatResponse | Error) -> ChatResponse | Erro
     paid: list[JsonValue] = list(item.paid)
     item.paid = []
     if isinstance(answer, Error):
-        earlier = answer.context.metadata.get(PAID_BEFORE_KEY)
-        if isinstance(earlier, list):
-            paid += earlier
-        return answer.with_metadata(PAID_BEFORE_KEY, paid)
+        return paid_ahead(answer, paid)
     # Where the extraction reads what a wrapper's failed attempts paid.
     return answer.with_provider_data(ALLAMA_NAMESPACE, "batch_jobs", {PAID_BEFORE: paid})

@@ -20,10 +20,10 @@ from pydantic import JsonValue
 
 from allama.errors import (
     PAID_BEFORE,
-    PAID_BEFORE_KEY,
     Error,
     InvalidRequestError,
     UnsupportedError,
+    paid_ahead,
     paid_for,
 )
 from allama.extract._choices import Option, Options, options_of
@@ -294,10 +294,7 @@ paid, on the response of the call asked again without them."""
 
 def _paid_before_it(outcome: Outcome, paid: list[dict[str, JsonValue]]) -> Outcome:
     if isinstance(outcome, Error):
-        inner = outcome.context.metadata.get(PAID_BEFORE_KEY)
-        return outcome.with_metadata(
-            PAID_BEFORE_KEY, [*paid, *(inner if isinstance(inner, list) else [])]
-        )
+        return paid_ahead(outcome, paid)
     entries: list[JsonValue] = list(paid)
     return outcome.with_provider_data(ALLAMA_NAMESPACE, _LOGPROBS_REFUSED, {PAID_BEFORE: entries})
 

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 from pydantic import JsonValue
 
-from allama.errors import INNER_RECORD, PAID_BEFORE, PAID_BEFORE_KEY, Error, paid_in_record
+from allama.errors import INNER_RECORD, PAID_BEFORE, Error, paid_ahead, paid_in_record
 from allama.stream import AsyncChatStream, ChatStream, StreamCollector
 from allama.types import ALLAMA_NAMESPACE, ChatResponse, ProviderDataEvent, StreamEvent
 
@@ -138,8 +138,4 @@ def _around(value: JsonValue, earlier: JsonValue) -> JsonValue:
 def _paid_on(error: Error, value: JsonValue) -> Error:
     """`error`, raised after the answer began, with what the wrapper's failed attempts
     before it paid, ahead of what a wrapper inside it already put there."""
-    paid = paid_in_record(value)
-    if paid:
-        inner = error.context.metadata.get(PAID_BEFORE_KEY)
-        error.with_metadata(PAID_BEFORE_KEY, [*paid, *(inner if isinstance(inner, list) else [])])
-    return error
+    return paid_ahead(error, paid_in_record(value))

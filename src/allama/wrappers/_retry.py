@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from pydantic import JsonValue
 
-from allama.errors import PAID_BEFORE_KEY, Error, asked_wait, paid_for
+from allama.errors import Error, asked_wait, paid_ahead, paid_for
 from allama.provider import ChatProvider
 from allama.stream import AsyncChatStream, ChatStream
 from allama.types import (
@@ -132,12 +132,8 @@ class _Attempts:
         wait = self._policy.delay(self.count, error, elapsed=elapsed, unit=self._random())
         if wait is None:
             error.with_metadata(RETRY_METADATA_KEY, {"attempts": self.count})
-            if self.paid:
-                # The attempts before this one were paid too: the record counts them, before
-                # what the error already says was paid before it (a wrapper inside this one).
-                inner = error.context.metadata.get(PAID_BEFORE_KEY)
-                kept = [*self.paid, *(inner if isinstance(inner, list) else [])]
-                error.with_metadata(PAID_BEFORE_KEY, kept)
+            # The attempts before this one were paid too: the record counts them.
+            paid_ahead(error, self.paid)
             return None
         self.paid.extend(paid_for(error))
         return wait
