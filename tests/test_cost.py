@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -1336,3 +1337,224 @@ def test_a_gemini_stream_whose_later_usage_says_the_standard_tier_is_priced_at_i
     streamed = collector.finish().model_copy(update={"provider": "vertex-gemini"})
     assert streamed.provider_data == {"gemini": {"service_tier": None}}
     assert isinstance(record(streamed).priced(), Cost)
+
+
+# What the provider says a call cost.
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared/corpus/cases"
+
+OPENROUTER_MONEY = {
+    "cost": 0.000669,
+    "is_byok": False,
+    "cost_details": {
+        "upstream_inference_cost": None,
+        "upstream_inference_prompt_cost": 0.000129,
+        "upstream_inference_completions_cost": 0.00054,
+    },
+}
+
+
+def _recorded(key: str) -> dict[str, Any]:
+    path = CORPUS / f"{key}.json"
+    if not path.is_file():
+        pytest.skip(f"{key} is not in {CORPUS}")
+    case: dict[str, Any] = json.loads(path.read_text())
+    return case
+
+
+def _routed_body(usage: dict[str, Any], model: str = "anthropic/claude-sonnet-4.5") -> str:
+    choice = {"index": 0, "message": {"role": "assistant", "content": '{"name": "Ada"}'}}
+    return json.dumps({"id": "gen-1", "model": model, "choices": [choice], "usage": usage})
+
+
+def _openrouter_usage(money: dict[str, Any]) -> dict[str, Any]:
+    return {"prompt_tokens": 43, "completion_tokens": 36, "total_tokens": 79, **money}
+
+
+def test_openrouters_recorded_stream_costs_what_openrouter_billed() -> None:
+    from allama.adapters.openai_compat._sse import decode_stream
+    from allama.stream import StreamCollector
+
+    case = _recorded("openrouter/reasoning_stream")
+    collector = StreamCollector()
+    collector.provider = "openrouter"
+    for event in decode_stream(case["stream"].encode(), provider="openrouter"):
+        collector.push(event)
+    metadata = record(collector.finish())
+    # What the router billed, whichever upstream served the call (Google's, here), rather
+    # than genai-prices' list price for the model.
+    assert metadata.cost == Cost(
+        input=Decimal("0.000129"),
+        output=Decimal("0.00054"),
+        total=Decimal("0.000669"),
+        source="as openrouter reported, anthropic/claude-sonnet-4.5",
+    )
+    assert metadata.to_json_dict()["cost"] == {
+        "input": "0.000129",
+        "output": "0.00054",
+        "total": "0.000669",
+        "currency": "USD",
+        "source": "as openrouter reported, anthropic/claude-sonnet-4.5",
+    }
+
+
+def test_openrouters_recorded_responses_stream_costs_what_openrouter_billed() -> None:
+    from allama.adapters.openai_responses._sse import ResponsesStreamDecoder
+    from allama.stream import StreamCollector
+
+    case = _recorded("openrouter/responses_api_reasoning_stream")
+    collector = StreamCollector()
+    collector.provider = "openrouter"
+    decoder = ResponsesStreamDecoder(provider="openrouter", model="openai/gpt-oss-20b")
+    for event in [*decoder.feed(case["stream"].encode()), *decoder.close()]:
+        collector.push(event)
+    metadata = record(collector.finish())
+    assert metadata.cost == Cost(
+        input=Decimal("0.0000039"),
+        output=Decimal("0.0000074"),
+        total=Decimal("0.0000113"),
+        source="as openrouter reported, openai/gpt-oss-20b",
+    )
+
+
+def test_a_call_billed_to_ones_own_upstream_key_costs_the_fee_and_the_upstreams_charge() -> None:
+    from allama.adapters.openai_compat import decode_body
+
+    money = {
+        "cost": 0.0005,
+        "is_byok": True,
+        "cost_details": {
+            "upstream_inference_cost": 0.01,
+            "upstream_inference_prompt_cost": 0.004,
+            "upstream_inference_completions_cost": 0.006,
+        },
+    }
+    decoded = decode_body(_routed_body(_openrouter_usage(money)), provider="openrouter")
+    assert record(decoded).cost == Cost(
+        input=Decimal("0.004"),
+        output=Decimal("0.006"),
+        total=Decimal("0.0105"),
+        source="as openrouter reported, anthropic/claude-sonnet-4.5",
+    )
+
+
+@pytest.mark.parametrize(
+    "money",
+    [
+        {"cost": 0.000669},  # no parts
+        {"cost": 0.000669, "is_byok": False},
+        {**OPENROUTER_MONEY, "is_byok": "false"},
+        {**OPENROUTER_MONEY, "cost": -1.0},
+        {**OPENROUTER_MONEY, "cost": True},
+        {**OPENROUTER_MONEY, "cost": "0.000669"},
+        {**OPENROUTER_MONEY, "cost_details": {"upstream_inference_prompt_cost": 0.000129}},
+        {**OPENROUTER_MONEY, "is_byok": True},  # the upstream's charge not given
+        {"cost_in_usd_ticks": 5656000},  # xAI's total alone
+    ],
+)
+def test_a_cost_not_reported_in_full_is_priced_by_genai_prices(money: dict[str, Any]) -> None:
+    from allama.adapters.openai_compat import decode_body
+
+    model = "openai/gpt-4o-mini"
+    decoded = decode_body(_routed_body(_openrouter_usage(money), model), provider="openrouter")
+    cost = record(decoded).cost
+    assert cost is not None
+    assert cost.source == f"genai-prices {VERSION}, openrouter/{model}"
+    usage = Usage(input_tokens=43, output_tokens=36)
+    assert cost.total == sum(expected("openrouter", model, usage))
+
+
+def test_an_endpoint_of_ones_own_that_reports_its_cost_has_that_cost() -> None:
+    from allama.adapters.openai_compat import decode_body
+
+    usage = _openrouter_usage(OPENROUTER_MONEY)
+    decoded = decode_body(_routed_body(usage), provider="openai-compatible")
+    cost = record(decoded).cost
+    assert cost is not None and cost.total == Decimal("0.000669")
+    assert cost.source == "as openai-compatible reported, anthropic/claude-sonnet-4.5"
+
+
+def test_passes_priced_two_ways_name_both_sources() -> None:
+    from allama.adapters.openai_compat import decode_body
+
+    reported = decode_body(_routed_body(_openrouter_usage(OPENROUTER_MONEY)), provider="openrouter")
+    listed = Usage(input_tokens=1_000, output_tokens=100)
+    metadata = record(reported, reported, response(usage=listed))
+    assert metadata.cost is not None
+    assert metadata.cost.total == Decimal("0.001338") + sum(expected("openai", "gpt-4o", listed))
+    assert metadata.cost.source == (
+        "as openrouter reported, anthropic/claude-sonnet-4.5; "
+        f"genai-prices {VERSION}, openai/gpt-4o"
+    )
+
+
+def test_a_reported_cost_has_no_batch_price() -> None:
+    from allama.adapters.openai_compat import decode_body
+
+    decoded = decode_body(_routed_body(_openrouter_usage(OPENROUTER_MONEY)), provider="openrouter")
+    assert record(decoded).priced(batch=True) == prices.REPORTED_ONLY
+
+
+def test_a_failed_call_costs_what_its_body_says_it_cost() -> None:
+    from allama.adapters.openai_compat import decode_body
+
+    failed = json.loads(_routed_body(_openrouter_usage(OPENROUTER_MONEY)))
+    failed["choices"][0].update(
+        finish_reason="error", error={"code": 502, "message": "Upstream error"}
+    )
+    with pytest.raises(Error) as raised:
+        decode_body(json.dumps(failed), provider="openrouter", model="openrouter/auto")
+    cost = _failed_call(raised.value, "openrouter/auto").cost
+    assert cost is not None and cost.total == Decimal("0.000669")
+    assert cost.source == "as openrouter reported, anthropic/claude-sonnet-4.5"
+
+
+def test_a_failed_responses_body_and_stream_cost_what_they_say() -> None:
+    from allama.adapters.openai_responses import decode_body
+    from allama.adapters.openai_responses._sse import ResponsesStreamDecoder
+    from allama.errors import paid_for
+    from allama.mock import MockStreamingProvider
+    from allama.stream import with_paid
+
+    money = {
+        "cost": 0.0000113,
+        "is_byok": False,
+        "cost_details": {
+            "upstream_inference_cost": None,
+            "upstream_inference_input_cost": 0.0000039,
+            "upstream_inference_output_cost": 0.0000074,
+        },
+    }
+    failed = {
+        "id": "gen-1",
+        "object": "response",
+        "status": "failed",
+        "error": {"code": "server_error", "message": "The model failed."},
+        "model": "openai/gpt-oss-20b",
+        "output": [],
+        "usage": {"input_tokens": 78, "output_tokens": 37, "total_tokens": 115, **money},
+    }
+    with pytest.raises(Error) as raised:
+        decode_body(json.dumps(failed), provider="openrouter", model="openai/gpt-oss-20b")
+    cost = _failed_call(raised.value, "openai/gpt-oss-20b").cost
+    assert cost is not None and cost.total == Decimal("0.0000113")
+    # Streamed: the stream's error, as a wrapper reads what was paid from it.
+    created = {**failed, "status": "in_progress", "usage": None}
+    data = "".join(
+        f"event: {kind}\ndata: {json.dumps({'type': kind, 'response': body})}\n\n"
+        for kind, body in (("response.created", created), ("response.failed", failed))
+    ).encode()
+    events: list[Any] = []
+    with pytest.raises(Error) as raised:
+        events.extend(ResponsesStreamDecoder(provider="openrouter").feed(data))
+    stream = MockStreamingProvider([[*events, raised.value]], name="openrouter").chat_stream(
+        ChatRequest("openai/gpt-oss-20b").user("?")
+    )
+    with pytest.raises(Error) as streamed:
+        for _ in stream:
+            pass
+    entries = paid_for(with_paid(streamed.value, stream))
+    assert [entry.get("usage_cost") for entry in entries] == [money]
+    metadata = ExtractionMetadata.new(ExtractionMode.NATIVE)
+    metadata.record_paid(entries)
+    assert metadata.cost is not None and metadata.cost.total == Decimal("0.0000113")

@@ -30,6 +30,13 @@ genai-prices' arithmetic. Prices are those in force when the call was made (a re
 keeps the time of each response), which matters for time-of-day prices (DeepSeek's
 off-peak hours).
 
+What a provider says a call cost is its cost where it says it in full: OpenRouter's
+`usage.cost`, with its upstream's input and output parts (and, billed to the caller's own
+upstream key, the upstream's charge beside OpenRouter's fee), is what the router billed,
+whichever upstream served the call, so it is taken rather than genai-prices' list price
+(`source` reads `as openrouter reported, <model>`). Given without its parts, or as xAI's
+total alone, the usage is priced by genai-prices as any other's.
+
 Batch prices (a provider's batch API, about half price) are the same usage priced with
 genai-prices' `{"processing": "batch"}` context; a model without a batch price answers
 with the reason rather than the standard price.
@@ -99,6 +106,10 @@ NO_PROVIDER = "the response names no provider"
 NO_MODEL = "the response names no model"
 NO_INPUT = "the provider did not report the input tokens"
 NO_OUTPUT = "the provider did not report the output tokens"
+REPORTED_ONLY = (
+    "the provider reported what it billed at its own prices, not a usage to price again "
+    "at batch prices"
+)
 STANDARD_ONLY = (
     "the record holds its cost as it was priced (not all of it at batch prices), "
     "not the usage to price again"
@@ -210,11 +221,22 @@ Charge: TypeAlias = (
     | tuple[str | None, str | None, Usage | None, float, bool]
     | tuple[str | None, str | None, Usage | None, float, bool, Mapping[str, int]]
     | tuple[str | None, str | None, Usage | None, float, bool, Mapping[str, int], str]
+    | tuple[
+        str | None,
+        str | None,
+        Usage | None,
+        float,
+        bool,
+        Mapping[str, int],
+        str | None,
+        Mapping[str, Any],
+    ]
 )
 """One response's provider, model, usage and the time it arrived (`time.time()`), whether
 it came from a provider batch job (priced at batch prices), what else it was billed for
-beyond `Usage` (`BILLED_EXTRAS`), and the service tier other than the standard one that
-served it (OpenAI's `priority` or `flex`, priced at that tier's prices): what an
+beyond `Usage` (`BILLED_EXTRAS`), the service tier other than the standard one that
+served it (OpenAI's `priority` or `flex`, priced at that tier's prices), and what the
+provider said it cost (the money fields of its usage, `USAGE_COST_KEY`): what an
 extraction's record keeps per response, a plain tuple so that keeping it costs nothing."""
 
 BILLED_EXTRAS: Mapping[str, str | None] = {
@@ -246,8 +268,7 @@ def price(entries: Iterable[Charge | Cost | str], *, batch: bool = False) -> Cos
 def _price(entries: Iterable[Charge | Cost | str], batch: bool) -> Cost | str:
     known: Cost | None = None
     charged: Cost | None = None
-    matched: list[str] = []
-    label = ""
+    matched: dict[str, list[str]] = {}  # what each price data's name matched
     for entry in entries:
         if isinstance(entry, str):
             return entry
@@ -263,12 +284,13 @@ def _price(entries: Iterable[Charge | Cost | str], batch: bool) -> Cost | str:
         if isinstance(priced, str):
             return priced
         one, ref, label = priced
-        if ref not in matched:
-            matched.append(ref)
+        refs = matched.setdefault(label, [])
+        if ref not in refs:
+            refs.append(ref)
         charged = one if charged is None else charged + one
     if charged is not None:
         # One source however many passes matched the same model.
-        source = f"{label}, {' + '.join(matched)}"
+        source = "; ".join(f"{label}, {' + '.join(refs)}" for label, refs in matched.items())
         if charged.source != source:
             charged = replace(charged, source=source)
         return charged if known is None else known + charged
@@ -328,7 +350,14 @@ def _genai_prices() -> ModuleType | None:
 def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
     """The cost of one charge, the `provider/model` it matched, and the price data's name."""
     provider, model, usage, at = entry[:4]
-    batch = batch or (len(entry) > 4 and entry[4] is True)
+    in_job = len(entry) > 4 and entry[4] is True
+    if len(entry) > 7:
+        reported = _reported(entry[7], provider, model, in_job)
+        if reported is not None:
+            if batch and not in_job:
+                return REPORTED_ONLY
+            return reported
+    batch = batch or in_job
     extras: Mapping[str, int] = entry[5] if len(entry) > 5 else {}
     tier: str | None = entry[6] if len(entry) > 6 else None
     reason = _reason_before_lookup(provider, model, usage)
@@ -403,6 +432,61 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
         batch=batch,
     )
     return cost, ref, label
+
+
+def _reported(
+    money: Mapping[str, Any], provider: str | None, model: str | None, batch: bool
+) -> tuple[Cost, str, str] | None:
+    """What the provider said the call cost, where it says it in full; `None` otherwise.
+
+    OpenRouter's `cost` is in credits, which are US dollars, with its upstream's input and
+    output parts in `cost_details`. A call billed to the caller's own upstream key
+    (`is_byok`) costs the fee OpenRouter bills (`cost`) and what the upstream billed that
+    key (`upstream_inference_cost`). Without its parts, or an xAI total alone, the usage
+    is priced by genai-prices as any other.
+    """
+    byok = money.get("is_byok")
+    details = money.get("cost_details")
+    if type(byok) is not bool or not isinstance(details, dict):
+        return None
+    cost = _reported_amount(money.get("cost"))
+    input_part = _reported_amount(
+        details.get("upstream_inference_prompt_cost", details.get("upstream_inference_input_cost"))
+    )
+    output_part = _reported_amount(
+        details.get(
+            "upstream_inference_completions_cost", details.get("upstream_inference_output_cost")
+        )
+    )
+    if cost is None or input_part is None or output_part is None:
+        return None
+    total = cost
+    if byok:
+        upstream = _reported_amount(details.get("upstream_inference_cost"))
+        if upstream is None:
+            return None
+        total = MONEY.add(cost, upstream)
+    label = f"as {provider or 'the provider'} reported"
+    ref = model or "its model"
+    return (
+        Cost(
+            input=input_part,
+            output=output_part,
+            total=total,
+            source=f"{label}, {ref}",
+            batch=batch,
+        ),
+        ref,
+        label,
+    )
+
+
+def _reported_amount(value: Any) -> Decimal | None:
+    """An amount a provider reported: a finite number, not below zero."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    amount = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+    return amount if amount.is_finite() and amount >= 0 else None
 
 
 def _unpriced(model_price: Any, extras: Mapping[str, int]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -63,6 +63,11 @@ REPORTED_EXTRAS_KEY = "allama.usage_extras"
 """Beside `REPORTED_USAGE_KEY`: what the call was billed for beyond its token counts, by
 `allama._prices.BILLED_EXTRAS` names (Anthropic's one-hour cache writes and web searches,
 Gemini's audio tokens), which its price counts."""
+
+REPORTED_COST_KEY = "allama.usage_cost"
+"""Beside `REPORTED_USAGE_KEY`: what the body says the call cost, verbatim (the money fields
+of `allama.types._response.USAGE_COST_KEY`), which its price is read from where it says it
+in full (OpenRouter's)."""
 
 QUOTA_TOKENS_PER_MINUTE_KEY = "allama.quota_tokens_per_minute"
 """On a rate limit: the quota of input tokens per minute the provider says the request met
@@ -608,7 +613,8 @@ def asked_wait(error: Error) -> float | None:
 def paid_for(error: Error) -> list[dict[str, JsonValue]]:
     """What the failed attempts behind `error` reported paying, each as `{"provider",
     "model", "usage"}` (and `"service_tier"`, a tier other than the standard one;
-    `"billed_extras"`, what was billed beyond the tokens): every
+    `"billed_extras"`, what was billed beyond the tokens; `"usage_cost"`, what the provider
+    said it cost): every
     error in its chain (a failover's providers), and the attempts a retry made before it;
     none when no provider reported usage with its error."""
     paid: list[dict[str, JsonValue]] = []
@@ -629,6 +635,9 @@ def paid_for(error: Error) -> list[dict[str, JsonValue]]:
             extras = metadata.get(REPORTED_EXTRAS_KEY)
             if isinstance(extras, dict) and extras:
                 entry["billed_extras"] = extras
+            money = metadata.get(REPORTED_COST_KEY)
+            if isinstance(money, dict) and money:
+                entry["usage_cost"] = money
             paid.append(entry)
     return paid
 
@@ -679,11 +688,15 @@ def paid_in_record(record: object) -> list[dict[str, JsonValue]]:
     return paid
 
 
-def reported_billing(error: Error, model: object, tier: object) -> None:
+def reported_billing(
+    error: Error, model: object, tier: object, *, money: Mapping[str, JsonValue] | None = None
+) -> None:
     """Keep beside an error's reported usage the model and the service tier its body names,
-    where its prices come from."""
+    where its prices come from, and what it says the call cost (`money`)."""
     if isinstance(model, str) and model:
         error.with_metadata(REPORTED_MODEL_KEY, model)
+    if money:
+        error.with_metadata(REPORTED_COST_KEY, dict(money))
     from allama.types._response import service_tier_of  # the response's models: on demand
 
     served = service_tier_of(tier)

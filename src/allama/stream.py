@@ -46,7 +46,7 @@ from allama.types import (
     Warning,
     WarningEvent,
 )
-from allama.types._response import billed_extras, served_tier
+from allama.types._response import billed_extras, reported_money, served_tier
 
 __all__ = ["AsyncChatStream", "ChatStream", "StreamCollector"]
 
@@ -500,7 +500,12 @@ def with_paid(error: Error, stream: ChatStream | AsyncChatStream) -> Error:
     if so_far.usage is None:
         return error
     error.with_metadata(REPORTED_USAGE_KEY, so_far.usage.model_dump(mode="json", exclude_none=True))
-    reported_billing(error, so_far.model, served_tier(so_far.provider_data))
+    reported_billing(
+        error,
+        so_far.model,
+        served_tier(so_far.provider_data),
+        money=reported_money(so_far.provider_data),
+    )
     extras = billed_extras(so_far.provider_data)
     if extras:
         error.with_metadata(REPORTED_EXTRAS_KEY, dict(extras))

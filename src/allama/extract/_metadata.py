@@ -26,7 +26,7 @@ from allama.types import (
     Warning,
 )
 from allama.types._base import DEFER_BUILD
-from allama.types._response import billed_extras, served_tier
+from allama.types._response import billed_extras, reported_money, served_tier
 
 if TYPE_CHECKING:
     from allama import _prices
@@ -293,11 +293,12 @@ class ExtractionMetadata(BaseModel):
                 counted = Usage.model_validate(_only(usage, Usage))
             except ValueError:
                 continue
-            provider, model, tier, extras = (
+            provider, model, tier, extras, money = (
                 entry.get("provider"),
                 entry.get("model"),
                 entry.get("service_tier"),
                 entry.get("billed_extras"),
+                entry.get("usage_cost"),
             )
             charge = _charge(
                 provider if isinstance(provider, str) else None,
@@ -306,6 +307,7 @@ class ExtractionMetadata(BaseModel):
                 batch=entry.get("batch") is True,  # a provider batch job's row: batch prices
                 extras=_counts(extras),  # one-hour cache writes, searches, audio
                 tier=tier if isinstance(tier, str) else None,  # another tier: at its prices
+                money=money if isinstance(money, dict) else None,  # what the provider said
             )
             self._count(counted, charge)
 
@@ -323,15 +325,21 @@ class ExtractionMetadata(BaseModel):
         self, response: ChatResponse, reword: Callable[[Warning], Warning]
     ) -> None:
         usage = response.usage
-        extras = None
-        tier = None
+        extras = tier = money = None
         if response.provider_data:
             self.record_paid(_paid_before(response.provider_data))
             extras = billed_extras(response.provider_data)
             tier = served_tier(response.provider_data)
+            money = reported_money(response.provider_data)
         batch = response.batch_job is not None
         charge = _charge(
-            response.provider, response.model, usage, batch=batch, extras=extras, tier=tier
+            response.provider,
+            response.model,
+            usage,
+            batch=batch,
+            extras=extras,
+            tier=tier,
+            money=money,
         )
         self._count(usage, charge)
         field = counted_field(self.mode)
@@ -398,10 +406,13 @@ def _charge(
     batch: bool = False,
     extras: Mapping[str, int] | None = None,
     tier: str | None = None,
+    money: Mapping[str, Any] | None = None,
 ) -> Charge:
     """What one response (or failed call) is priced by, arriving now: as short as its
     pricing allows (`allama._prices.Charge`)."""
     at = time.time()
+    if money:
+        return (provider, model, usage, at, batch, extras or {}, tier, money)
     if tier is not None:
         return (provider, model, usage, at, batch, extras or {}, tier)
     if extras:

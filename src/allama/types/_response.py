@@ -30,6 +30,16 @@ PROVISIONED_THROUGHPUT = "provisioned_throughput"
 """The tier of a call served by reserved capacity (Vertex AI's provisioned throughput),
 billed by its reservation rather than by token: it has no cost by token."""
 
+USAGE_COST_KEY = "usage_cost"
+"""Where an adapter keeps what the provider says a call cost, verbatim, in its namespace: a
+dict of whichever of the usage's `cost` (OpenRouter: credits, which are US dollars),
+`cost_details` (OpenRouter: the upstream's `upstream_inference_cost` and its input and
+output parts), `is_byok` (OpenRouter: billed to the caller's own upstream key) and
+`cost_in_usd_ticks` (xAI: an integer, 10^10 ticks to the dollar) it reports. OpenRouter's,
+given in full, is the cost its record is priced at (`allama._prices`)."""
+
+_COST_FIELDS = ("cost", "cost_details", "is_byok", "cost_in_usd_ticks")
+
 STANDARD_SERVICE_TIERS = frozenset(
     {"default", "standard", "on_demand", "auto", "batch", "unspecified"}
 )
@@ -55,6 +65,24 @@ def served_tier(provider_data: Mapping[str, Mapping[str, Any]]) -> str | None:
     details = anthropic.get("usage_details") if anthropic else None
     if isinstance(details, dict):
         return service_tier_of(details.get("service_tier"))
+    return None
+
+
+def money_fields(usage: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The money fields of a usage as the wire gives it (`USAGE_COST_KEY`), verbatim;
+    `None` when it has none."""
+    if not usage:
+        return None
+    cost = {name: usage[name] for name in _COST_FIELDS if name in usage}
+    return cost or None
+
+
+def reported_money(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """What a response says it cost, as its adapter kept it (`USAGE_COST_KEY`)."""
+    for kept in provider_data.values():
+        money = kept.get(USAGE_COST_KEY)
+        if isinstance(money, dict):
+            return money
     return None
 
 

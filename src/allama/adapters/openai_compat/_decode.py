@@ -49,7 +49,7 @@ from allama.types import (
     Usage,
     Warning,
 )
-from allama.types._response import service_tier_of
+from allama.types._response import USAGE_COST_KEY, money_fields, service_tier_of
 
 __all__ = [
     "ANNOTATIONS_KEY",
@@ -77,15 +77,6 @@ REASONING_DETAILS_KEY = "reasoning_details"
 each with `id`, `format` and `index`, which OpenRouter asks to be sent back unmodified to
 continue a tool-calling turn with reasoning. A stream's pieces are joined into entries (see
 `allama.adapters.openai_compat._sse`). The reasoning text is a `Reasoning` block as well."""
-USAGE_COST_KEY = "usage_cost"
-"""What the provider says the call cost, verbatim: a dict of whichever of the usage's
-`cost` (OpenRouter: credits, which are USD), `cost_details` (OpenRouter: the upstream's
-`upstream_inference_cost`, `upstream_inference_prompt_cost` and
-`upstream_inference_completions_cost`), `is_byok` (OpenRouter: billed to your own upstream
-key) and `cost_in_usd_ticks` (xAI: an integer, 10^10 ticks to the USD) it reports. In a
-stream, the last usage that reports any of them wins."""
-
-_COST_FIELDS = ("cost", "cost_details", "is_byok", "cost_in_usd_ticks")
 
 _FINISH: dict[str, FinishReason] = {
     "stop": FinishReason.STOP,
@@ -142,11 +133,7 @@ def usage_of(usage: WireUsage, *, reasoning_outside_completion: bool = False) ->
 
 def usage_cost(usage: WireUsage) -> dict[str, Any] | None:
     """The money fields of a usage (`USAGE_COST_KEY`), verbatim; `None` when it has none."""
-    extra = usage.model_extra
-    if not extra:
-        return None
-    cost = {name: extra[name] for name in _COST_FIELDS if name in extra}
-    return cost or None
+    return money_fields(usage.model_extra)
 
 
 def kept_list(extra: dict[str, Any] | None, name: str) -> list[Any] | None:
@@ -270,7 +257,12 @@ def _with_usage(error: Error, wire: WireResponse, reasoning_outside_completion: 
     if wire.usage is not None:
         usage = usage_of(wire.usage, reasoning_outside_completion=reasoning_outside_completion)
         error.with_metadata(REPORTED_USAGE_KEY, usage.model_dump(mode="json", exclude_none=True))
-        reported_billing(error, wire.model, (wire.model_extra or {}).get("service_tier"))
+        reported_billing(
+            error,
+            wire.model,
+            (wire.model_extra or {}).get("service_tier"),
+            money=usage_cost(wire.usage),
+        )
     return error
 
 

@@ -37,7 +37,9 @@ error's context, `allama.errors.REPORTED_USAGE_KEY`; a stream yields it before t
 `cancelled` and reasons nobody knows are kept as the provider's own words; a response still
 `queued` or `in_progress` (a background one) has none. Token counts follow allama's
 meaning, which is the API's: cached input inside `input_tokens`, reasoning inside
-`output_tokens`.
+`output_tokens`. What the usage says the call cost (OpenRouter's `cost`, `cost_details` and
+`is_byok`, xAI's `cost_in_usd_ticks`) is kept verbatim under
+`provider_data["openai_responses"]["usage_cost"]`.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ from allama.types import (
     Usage,
     Warning,
 )
-from allama.types._response import service_tier_of
+from allama.types._response import USAGE_COST_KEY, money_fields, service_tier_of
 
 __all__ = [
     "ANNOTATIONS_KEY",
@@ -294,7 +296,12 @@ def decode_object(
             # Tokens paid for: an extraction records them (a stream yields them instead).
             counted = usage_of(usage).model_dump(mode="json", exclude_none=True)
             error.with_metadata(REPORTED_USAGE_KEY, counted)
-            reported_billing(error, response.get("model"), response.get("service_tier"))
+            reported_billing(
+                error,
+                response.get("model"),
+                response.get("service_tier"),
+                money=money_fields(usage),
+            )
         raise error
     output = response.get("output")
     if not isinstance(output, list):
@@ -307,6 +314,9 @@ def decode_object(
     tier = service_tier_of(response.get("service_tier"))
     if tier is not None:  # billed at other prices
         provider_data.setdefault(NAMESPACE, {})[SERVICE_TIER_KEY] = tier
+    money = money_fields(usage) if isinstance(usage, dict) else None
+    if money is not None:  # what the provider says it cost (OpenRouter, xAI)
+        provider_data.setdefault(NAMESPACE, {})[USAGE_COST_KEY] = money
     return ChatResponse(
         tuple(read.blocks),
         finish_reason=finish_reason_of(response, has_tool_calls=has_calls),

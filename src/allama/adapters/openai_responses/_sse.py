@@ -84,7 +84,7 @@ from allama.types import (
     ToolCallDelta,
     UsageEvent,
 )
-from allama.types._response import service_tier_of
+from allama.types._response import USAGE_COST_KEY, money_fields, service_tier_of
 
 __all__ = ["ResponsesStreamDecoder", "decode_stream"]
 
@@ -636,8 +636,16 @@ class ResponsesStreamDecoder:
         if isinstance(usage, dict):
             yield from self._start(response)
             yield UsageEvent(usage=usage_of(usage))
+            yield from self._money(usage)
             yield from self._tier(response)
         raise error_from_failed(response, provider=self._provider, model=self._model)
+
+    def _money(self, usage: dict[str, Any]) -> Iterator[StreamEvent]:
+        money = money_fields(usage)
+        if money is not None:  # what the provider says it cost (OpenRouter, xAI)
+            yield ProviderDataEvent.model_construct(
+                namespace=NAMESPACE, key=USAGE_COST_KEY, value=money
+            )
 
     def _tier(self, response: dict[str, Any]) -> Iterator[StreamEvent]:
         tier = service_tier_of(response.get("service_tier"))
@@ -660,6 +668,7 @@ class ResponsesStreamDecoder:
         usage = response.get("usage")
         if isinstance(usage, dict):
             yield UsageEvent(usage=usage_of(usage))
+            yield from self._money(usage)
         yield from self._tier(response)
         self.finished = self.done = True
         terminal = response if response.get("status") else {**response, "status": status}
