@@ -43,10 +43,10 @@ import allama
 import allama.mock
 from _batch_server import BatchServer, _completion, expected
 from _kill import kill_after
-from allama import ChatRequest, Extractor
+from allama import ChatRequest, ChatResponse, Extractor
 from allama.batch import BatchSummary, Ledger, input_key
 from allama.batch._run import _spec
-from allama.mock import TestProvider
+from allama.mock import ChatResponseBuilder, TestProvider
 
 HERE = Path(__file__).resolve().parent
 
@@ -2500,6 +2500,29 @@ def test_a_failure_keeps_the_providers_words_out_of_its_repr_and_in_the_ledger(
     # allama's own words are no provider's.
     (parse,) = allama.batch(provider_for(server), Row, ["doc 7"], request=TEMPLATE)
     assert parse.failure is not None and parse.failure.provider_message is None
+
+
+def test_an_error_whose_message_is_no_text_fails_its_input_not_the_run(tmp_path: Path) -> None:
+    from allama.mock import FunctionProvider
+
+    # A provider of the caller's own raising one of allama's errors with bytes for its
+    # message: that input fails, with the message's `str` as the words, and the run goes on.
+    def answer(request: ChatRequest) -> ChatResponse:
+        if "doc 1" in request.model_dump_json():
+            raise allama.InvalidRequestError(b"bad document \xff")  # type: ignore[arg-type]
+        return ChatResponseBuilder().text('{"n": 0}').usage(1, 1).build()
+
+    provider = FunctionProvider(answer, name="custom")
+    ledger = tmp_path / "ledger.sqlite"
+    inputs = ["doc 0", "doc 1", "doc 2"]
+    results = sorted(
+        allama.batch(provider, Row, inputs, request=TEMPLATE, ledger=ledger),
+        key=lambda result: result.index,
+    )
+    assert [outcome(result) for result in results] == ["ok", "invalid_request", "ok"]
+    failure = results[1].failure
+    assert failure is not None and failure.provider_message == "b'bad document \\xff'"
+    assert failure.message == "invalid_request (14 chars withheld)"
 
 
 def test_a_providers_message_that_utf8_cannot_hold_fails_its_input_not_the_run(

@@ -2064,12 +2064,15 @@ def _failure(error: BaseException) -> BatchFailure:
     return BatchFailure(type(error).__name__, str(error), False, error)
 
 
-def _words(text: str | None) -> str | None:
+def _words(text: object) -> str | None:
     """The provider's words as the ledger can keep them: `None` for none (or only
-    spaces), and a lone surrogate (JSON may spell one) as U+FFFD, which UTF-8 cannot hold."""
-    if text is None or not text.strip():
+    spaces), and a lone surrogate (JSON may spell one) as U+FFFD, which UTF-8 cannot hold.
+    An error raised by the caller's own code may carry a message that is no text (bytes):
+    its `str`."""
+    if text is None:
         return None
-    return storable(text)
+    words = text if isinstance(text, str) else str(text)
+    return storable(words) if words.strip() else None
 
 
 # The drivers
