@@ -1171,10 +1171,7 @@ def test_a_job_refused_as_a_whole_fails_its_rows_with_the_reason(
     assert failure is not None and not failure.retryable
     # The provider's codes are the message; its words (which may quote the requests) are
     # kept apart, for the caller who asks.
-    assert failure.message == (
-        "the job failed: duplicate_custom_id (line 2); duplicate_custom_id (line 4); "
-        "duplicate_custom_id (line 6)"
-    )
+    assert failure.message == "the job failed: duplicate_custom_id (lines 2, 4, 6)"
     assert failure.provider_message is not None
     assert failure.provider_message.startswith("The custom_id for this request is a duplicate")
     shown = repr(results[0]) + repr(run.summary) + "\n".join(run.summary.lines())

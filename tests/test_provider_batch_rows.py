@@ -417,6 +417,74 @@ def test_an_openai_result_line_whose_status_is_no_number_leaves_its_row_missing(
         assert (rows["a"].kind, rows["d"].kind) == (RowKind.RESPONSE, RowKind.MISSING)
 
 
+def test_an_openai_status_written_as_a_whole_number_with_a_fraction_is_read() -> None:
+    # JSON's `200.0` is the number 200: the row is an answer, not missing (sent again, paid
+    # twice); a fraction, or no HTTP status, is no status.
+    for status, kind in ((200.0, RowKind.RESPONSE), (400.0, RowKind.ERROR)):
+        line = json.dumps({"custom_id": "a", "response": {**_OPENAI_ANSWER, "status_code": status}})
+        assert _results("openai", [line.encode()], ["a"])["a"].kind == kind
+    for status in (200.5, 2e9, float("inf")):
+        line = json.dumps({"custom_id": "a", "response": {**_OPENAI_ANSWER, "status_code": status}})
+        assert _results("openai", [line.encode()], ["a"])["a"].kind == RowKind.MISSING
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"type": "errored", "error": "overloaded, try later"},
+        {"type": "errored", "error": ["overloaded"]},
+        "errored",
+    ],
+)
+def test_an_anthropic_error_of_an_odd_shape_leaves_the_other_rows_read(result: Any) -> None:
+    odd = json.dumps({"custom_id": "b", "result": result}).encode()
+    rows = _results("anthropic", [_line("anthropic", "a", True), odd], ["a", "b"])
+    assert (rows["a"].kind, rows["b"].kind, rows["b"].status) == (
+        RowKind.RESPONSE,
+        RowKind.ERROR,
+        500,
+    )
+
+
+def test_a_job_of_many_bad_lines_gives_each_row_as_many_words_as_one_of_few() -> None:
+    from allama.adapters._jobs._openai import _state as openai_state
+
+    # 2,000 lines refused, each message quoting its own document: every row that was not
+    # run holds the job's codes and words, named for a few lines and counted for the rest,
+    # rather than every line's (a ledger growing with the square of the job, and each row
+    # quoting every other document).
+    data = [
+        {"code": "invalid_request", "message": f"line quotes doc {n}", "line": n}
+        for n in range(1, 2_001)
+    ]
+    failed = openai_state({"id": "batch_1", "status": "failed", "errors": {"data": data}})
+    assert failed.error == "invalid_request (lines 1, 2, 3 and 1,997 more)"
+    assert failed.error_words == (
+        "line quotes doc 1; line quotes doc 2; line quotes doc 3; and 1,997 more"
+    )
+    # The same words of many lines are said once; codes beyond a few are counted.
+    same = [{"code": f"c{n % 5}", "message": "duplicate", "line": n} for n in range(1, 11)]
+    failed = openai_state({"id": "batch_1", "status": "failed", "errors": {"data": same}})
+    assert failed.error == ("c1 (lines 1, 6); c2 (lines 2, 7); c3 (lines 3, 8); 2 more codes")
+    assert failed.error_words == "duplicate"
+
+
+@pytest.mark.parametrize(
+    ("errors", "code", "words"),
+    [
+        ("all broken", "error", "all broken"),
+        ({"data": "all broken"}, "error", "all broken"),
+        ({"object": "list"}, None, None),
+        ([{"code": "c", "message": "m"}], "c", "m"),
+    ],
+)
+def test_an_openai_jobs_errors_of_any_shape_are_read(errors: Any, code: Any, words: Any) -> None:
+    from allama.adapters._jobs._openai import _state as openai_state
+
+    failed = openai_state({"id": "batch_1", "status": "failed", "errors": errors})
+    assert (failed.error, failed.error_words) == (code, words)
+
+
 def test_a_gemini_jobs_odd_counts_and_a_row_error_given_as_text_are_read() -> None:
     from allama.adapters._jobs._gemini import _row
     from allama.adapters._jobs._gemini import _state as gemini_state

@@ -144,11 +144,15 @@ def _row(line: dict[str, Any]) -> Row | None:
     result = line.get("result") or {}
     if not isinstance(key, str):
         return None
+    if not isinstance(result, dict):
+        result = {"type": result}  # its kind alone (`"errored"`)
     kind = _KINDS.get(str(result.get("type")), RowKind.MISSING)
     if kind == RowKind.RESPONSE:
         return Row(key, kind, 200, json.dumps(result.get("message") or {}).encode())
     if kind == RowKind.ERROR:
         envelope = result.get("error") or {}
+        if not isinstance(envelope, dict):
+            envelope = {"message": envelope}  # the provider's words alone
         nested = envelope.get("error")
         inner: dict[str, Any] = nested if isinstance(nested, dict) else envelope
         status = _ERROR_STATUS.get(str(inner.get("type")), 500)

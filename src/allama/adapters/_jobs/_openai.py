@@ -168,17 +168,13 @@ def _state(job: dict[str, Any]) -> JobState:
     status = str(job.get("status"))
     outcome = _ENDED.get(status)
     counts = {k: int(v) for k, v in (job.get("request_counts") or {}).items() if isinstance(v, int)}
-    listed = (job.get("errors") or {}).get("data") or []
-    # An entry given as text alone is the provider's words, with no code.
-    errors = [e if isinstance(e, dict) else {"message": e} for e in listed if e]
-    error = (
-        "; ".join(
-            f"{e.get('code') or 'error'}" + (f" (line {e['line']})" if e.get("line") else "")
-            for e in errors
-        )
-        or None
-    )
-    words = "; ".join(str(e["message"]) for e in errors if e.get("message")) or None
+    errors = _job_errors(job.get("errors"))
+    # Every row that was not run holds the words: the same words said of many lines once,
+    # and a few kinds of them, counting the others, so that a file of many bad lines does
+    # not give each row every line's words.
+    said = list(dict.fromkeys(str(e["message"]) for e in errors if e.get("message")))
+    more = len(said) - _SHOWN
+    words = "; ".join(said[:_SHOWN]) + (f"; and {more:,} more" if more > 0 else "")
     files = [f for f in (job.get("output_file_id"), job.get("error_file_id")) if f]
     return JobState(
         id=str(job["id"]),
@@ -186,8 +182,8 @@ def _state(job: dict[str, Any]) -> JobState:
         ended=outcome is not None,
         outcome=outcome,
         counts=counts,
-        error=error,
-        error_words=words,
+        error=_codes(errors),
+        error_words=words or None,
         results=tuple(files),
         tag=(job.get("metadata") or {}).get("allama_job"),
         created_at=job.get("created_at"),
@@ -195,10 +191,50 @@ def _state(job: dict[str, Any]) -> JobState:
     )
 
 
+def _job_errors(given: object) -> list[dict[str, Any]]:
+    """A job's `errors.data`, each entry an object: one given as text alone (or the whole
+    field given as text) is the provider's words, with no code."""
+    listed = given.get("data") if isinstance(given, dict) else given
+    if not isinstance(listed, list):
+        listed = [listed] if listed else []
+    return [e if isinstance(e, dict) else {"message": e} for e in listed if e]
+
+
+_SHOWN = 3
+"""The lines, and the codes, a job's error names before it counts the rest."""
+
+
+def _codes(errors: list[dict[str, Any]]) -> str | None:
+    """A job's errors by code and line, as long whatever their number: a file of many bad
+    lines names a few and counts the others (every row that was not run says it)."""
+    lines: dict[str, list[str]] = {}
+    for entry in errors:
+        line = entry.get("line")
+        lines.setdefault(str(entry.get("code") or "error"), []).append(
+            str(line) if line not in (None, "") else ""
+        )
+    said = []
+    for code, found in list(lines.items())[:_SHOWN]:
+        numbered = [line for line in found if line]
+        if not numbered:
+            said.append(code)
+            continue
+        named = ", ".join(numbered[:_SHOWN])
+        more = len(numbered) - _SHOWN
+        plural = "s" if len(numbered) > 1 else ""
+        said.append(f"{code} (line{plural} {named}" + (f" and {more:,} more)" if more > 0 else ")"))
+    if len(lines) > _SHOWN:
+        said.append(f"{len(lines) - _SHOWN:,} more codes")
+    return "; ".join(said) or None
+
+
 def _status(value: object) -> int | None:
-    """An HTTP status given as a number (or its digits as text); `None` for anything else."""
+    """An HTTP status given as a number (or its digits as text, or as a number with no
+    fraction: `200.0`); `None` for anything else."""
     if type(value) is int:
         return value
+    if type(value) is float and value.is_integer() and 100 <= value < 1000:
+        return int(value)
     if isinstance(value, str) and value.isascii() and value.strip().isdigit() and len(value) < 6:
         return int(value)
     return None
