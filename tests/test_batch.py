@@ -44,7 +44,7 @@ import allama.mock
 from _batch_server import BatchServer, _completion, expected
 from _kill import kill_after
 from allama import ChatRequest, ChatResponse, Extractor
-from allama.batch import BatchSummary, Ledger, input_key
+from allama.batch import BatchFailure, BatchSummary, Ledger, input_key
 from allama.batch._run import _spec
 from allama.mock import ChatResponseBuilder, TestProvider
 
@@ -1019,6 +1019,55 @@ def test_killed_runs_resume_without_paying_twice(tmp_path: Path) -> None:
             if expected(n) == "ok":
                 assert value is not None and json.loads(value) == {"n": n}
             assert server.sent[n] <= attempts, (n, server.sent[n], attempts)
+    finally:
+        server.stop()
+
+
+RETRYING_RUNNER = RUNNER.replace("concurrency=16,", "concurrency=2, retry_failed=True,").replace(
+    '[f"doc {n}" for n in range(count)]', '[f"doc {50 * n + 7}" for n in range(count)]'
+)
+
+
+def test_failures_a_killed_run_was_trying_again_are_not_sent_by_a_run_that_does_not(
+    tmp_path: Path,
+) -> None:
+    # A run trying failures again (`retry_failed`) is killed while it holds some, sent or
+    # claimed ahead of a slot. A run without `retry_failed` gives them as the failures they
+    # were (their errors kept) and sends nothing; one with it sends them.
+    server = BatchServer(delay=0.03).start()
+    try:
+        ledger = tmp_path / "retried.sqlite"
+        inputs = [f"doc {50 * n + 7}" for n in range(12)]  # each answered with no JSON
+        options: dict[str, Any] = {"request": TEMPLATE, "ledger": ledger}
+        provider = provider_for(server)
+        assert all(outcome(r) == "extraction_parse" for r in allama.batch(
+            provider, Row, inputs, **options
+        ))  # fmt: skip
+        script = tmp_path / "retrying.py"
+        script.write_text(RETRYING_RUNNER)
+
+        def sent() -> int:
+            with server.lock:
+                return sum(server.sent.values())
+
+        kill_after(lambda: _start(script, server, ledger, len(inputs)), sent, 3)
+        held = [row for row in Ledger(ledger, read_only=True).rows() if row.status == "in_flight"]
+        assert held  # the kill came while the run held failures
+        before = sent()
+        plain = list(allama.batch(provider, Row, inputs, **options))
+        assert sent() == before
+        assert all(r.resumed and outcome(r) == "extraction_parse" for r in plain)
+        rows = {row.key: row for row in Ledger(ledger, read_only=True).rows()}
+        assert {row.status for row in rows.values()} == {"failed"}
+        for row in held:
+            assert rows[row.key].attempts == row.attempts  # an upper bound of its sends
+            assert rows[row.key].error is not None
+        again = list(allama.batch(provider, Row, inputs, retry_failed=True, **options))
+        assert all(not r.resumed and outcome(r) == "extraction_parse" for r in again)
+        assert sent() == before + len(inputs)
+        attempts = {row.position: row.attempts for row in Ledger(ledger, read_only=True).rows()}
+        for n in range(len(inputs)):
+            assert server.sent[50 * n + 7] <= attempts[n]
     finally:
         server.stop()
 
@@ -2099,6 +2148,73 @@ def test_a_value_from_the_ledger_below_the_runs_floor_is_not_accepted(
     met = Extractor(min_enforcement="approximate")
     kept = allama.batch(provider, Row, docs(2), request=TEMPLATE, ledger=ledger, extractor=met)
     assert sorted(r.value.n for r in kept if r.value is not None) == [0, 1]
+
+
+def test_a_value_another_endpoint_gave_is_not_taken_for_this_ones(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    # Two servers with a model of the same name: what one answered is not the other's.
+    ledger = tmp_path / "run.sqlite"
+    options: dict[str, Any] = {"request": TEMPLATE, "ledger": ledger}
+    (first,) = allama.batch(provider_for(server), Row, ["doc 1"], **options)
+    assert first.value == Row(n=1)
+    other = BatchServer().start()
+    try:
+        (again,) = allama.batch(provider_for(other), Row, ["doc 1"], **options)
+        assert sum(other.sent.values()) == 0
+        assert (again.value, again.resumed) == (None, True)
+        assert again.failure == BatchFailure(
+            "another_endpoint",
+            f"finished by an earlier run against another endpoint ({server.url}), whose "
+            "model of that name may be another: the value stays in the ledger (`allama "
+            "batch export` writes it); a ledger of its own for this endpoint sends it",
+        )
+    finally:
+        other.stop()
+    # The same endpoint gives it; so does a run an earlier version made, which kept none.
+    (same,) = allama.batch(provider_for(server), Row, ["doc 1"], **options)
+    assert (same.value, same.resumed) == (Row(n=1), True)
+    with contextlib.closing(sqlite3.connect(ledger)) as db, db:
+        db.execute("UPDATE runs SET settings = json_remove(settings, '$.endpoint')")
+    other = BatchServer().start()
+    try:
+        (old,) = allama.batch(provider_for(other), Row, ["doc 1"], **options)
+        assert (old.value, old.resumed, sum(other.sent.values())) == (Row(n=1), True, 0)
+    finally:
+        other.stop()
+
+
+def test_a_value_from_the_ledger_read_after_repair_is_not_accepted_without_it(
+    tmp_path: Path,
+) -> None:
+    from allama.mock import FunctionProvider
+
+    # The model wraps its JSON in a markdown fence: read with `repair=True` only. A run
+    # without it over the same ledger fails the input, as a call would, and sends nothing.
+    calls: list[ChatRequest] = []
+
+    def fenced(request: ChatRequest) -> ChatResponse:
+        calls.append(request)
+        return ChatResponseBuilder().text('```json\n{"n": 1}\n```').usage(5, 5).build()
+
+    provider = FunctionProvider(fenced, name="custom")
+    ledger = tmp_path / "run.sqlite"
+    options: dict[str, Any] = {"request": TEMPLATE, "ledger": ledger}
+    (first,) = allama.batch(provider, Row, ["doc 1"], extractor=Extractor(repair=True), **options)
+    assert first.value == Row(n=1) and first.metadata is not None and first.metadata.repaired
+    (again,) = allama.batch(provider, Row, ["doc 1"], **options)
+    assert len(calls) == 1
+    assert (again.value, again.resumed) == (None, True)
+    assert again.failure == BatchFailure(
+        "extraction_parse",
+        "finished by an earlier run, whose value was read after repair (the JSON taken out "
+        "of markdown or prose around it), which this run's extractor does not do "
+        "(`repair=False`): the value stays in the ledger (`allama batch export` writes it)",
+    )
+    (kept,) = allama.batch(provider, Row, ["doc 1"], extractor=Extractor(repair=True), **options)
+    assert (kept.value, kept.resumed, len(calls)) == (Row(n=1), True, 1)
 
 
 def test_every_call_of_an_extraction_takes_a_turn_of_the_rate_limit(

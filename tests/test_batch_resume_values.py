@@ -479,4 +479,4 @@ def test_a_ledger_of_an_earlier_version_is_read_and_resumed(
     with sqlite3.connect(ledger) as db:
         columns = {found[1] for found in db.execute("PRAGMA table_info(items)")}
         (stored,) = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
-    assert {"job", "log", "source"} <= columns and stored == "3"
+    assert {"job", "log", "source", "reopened"} <= columns and stored == "4"

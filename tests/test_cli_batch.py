@@ -397,6 +397,19 @@ def test_a_csv_document_longer_than_the_csv_modules_own_limit(tmp_path: Path) ->
     ]
 
 
+def test_a_jsonl_line_holding_a_bare_carriage_return_is_one_line(tmp_path: Path) -> None:
+    from allama.batch._inputs import read_inputs
+
+    # JSON reads a `\r` between tokens as whitespace; a line ends at `\n` (or `\r\n`).
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b'{"id": "a",\r "text": "doc 1"}\r\n{"id": "b", "text": "doc 2"}\n')
+    inputs = read_inputs(source, id_field="id")
+    assert [(document.label, str(document)) for document in inputs] == [
+        ("a", "doc 1"),
+        ("b", "doc 2"),
+    ]
+
+
 def test_documents_added_to_the_input_after_it_was_checked_are_not_read(tmp_path: Path) -> None:
     from allama.batch._inputs import read_inputs
 
@@ -1328,7 +1341,8 @@ def test_status_tells_a_running_run_from_a_dead_one(
         lines = capsys.readouterr().out.splitlines()
         assert lines[1] == (
             "inputs: 3 (claimed by a running run 1 (sent or next in line), "
-            "left in flight by a dead run 2 (sent again on resume))"
+            "left in flight by a dead run 2 (sent again on resume; a failure it was trying "
+            "again, only with --retry-failed))"
         )
         assert f"openai gpt-4o-mini, Row: running (pid {os.getpid()} on " in lines[-2]
         assert "Row: dead: never finished (killed?), last heard from at " in lines[-1]

@@ -211,7 +211,8 @@ def _open(path: Path, **options: Any) -> Any:
 def _jsonl(
     path: Path, field: str, id_field: str | None, unused: list[str] | None
 ) -> Iterator[Document]:
-    with _open(path) as lines:
+    # Lines end at `\n` alone (a `\r\n` too): a bare `\r` is JSON's whitespace inside one.
+    with _open(path, newline="\n") as lines:
         number = 0
         first: int | None = None
         while True:

@@ -254,7 +254,7 @@ class JobRunner(_Runner):
         assert self.ledger is not None
         key, index, label = item.key, item.index, item.label
         self.unsent.add(key)  # given back at the run's end unless sent (or finished) first
-        claim = await self.ledger.claim(key, index, label)
+        claim = await self.ledger.claim(key, index, label, retry_failed=spec.retry_failed)
         row = claim.row
         if (
             not claim.granted

@@ -45,7 +45,7 @@ __all__ = [
     "Status",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 HEARTBEAT_SECONDS = 5.0
 """How often a live run says so; a run on another host silent for `STALE_AFTER` is dead."""
@@ -92,7 +92,8 @@ CREATE TABLE IF NOT EXISTS items (
     tokens INTEGER,
     job TEXT,
     log TEXT,
-    source TEXT
+    source TEXT,
+    reopened TEXT
 );
 CREATE INDEX IF NOT EXISTS items_status ON items (status);
 CREATE TABLE IF NOT EXISTS jobs (
@@ -115,9 +116,11 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 """
 
-_ADDED_COLUMNS = (("job", "TEXT"), ("log", "TEXT"), ("source", "TEXT"))
+_ADDED_COLUMNS = (("job", "TEXT"), ("log", "TEXT"), ("source", "TEXT"), ("reopened", "TEXT"))
 """Columns of `items` added since schema 1, added to older ledgers: `job` and `log` in
-schema 2 (provider batch jobs), `source` in 3 (the output a value was read from)."""
+schema 2 (provider batch jobs), `source` in 3 (the output a value was read from),
+`reopened` in 4 (a failure claimed again by a run that tries failures again: the id of the
+run that failed it, `""` for none, until the input ends again)."""
 
 
 class JobPhase:
@@ -252,10 +255,6 @@ class Ledger:
         self._pid = os.getpid()
         self._last_beat = 0.0
         self._live_runs: dict[str, bool] = {}
-        self._reopened: dict[str, str | None] = {}
-        """Failed inputs this run claimed again (`retry_failed`): given back unsent, they
-        are failed again, as the run that failed them left them (its id, by key), not
-        pending (which a run without `retry_failed` would send)."""
         if read_only:
             return
         with self._lock:
@@ -318,13 +317,19 @@ class Ledger:
             "UPDATE runs SET heartbeat = ? WHERE run_id = ?", (now, self.run_id)
         )
 
-    def claim(self, key: str, position: int, label: str | None) -> Claim:
+    def claim(
+        self, key: str, position: int, label: str | None, *, retry_failed: bool = False
+    ) -> Claim:
         """Claim `key` for this run, counting an attempt, unless it is finished or in flight
-        in a live run. Committed before returning: the attempt is on disk before it is sent."""
+        in a live run. Committed before returning: the attempt is on disk before it is sent.
+        A failure a run that died had claimed again (`retry_failed`) is taken over only by a
+        run that tries failures again too; to any other it is the failure it was."""
         with self._transaction():
-            return self._claim(key, position, label)
+            return self._claim(key, position, label, retry_failed=retry_failed)
 
-    def _claim(self, key: str, position: int, label: str | None) -> Claim:
+    def _claim(
+        self, key: str, position: int, label: str | None, *, retry_failed: bool = False
+    ) -> Claim:
         self._heartbeat()
         db = self._connection
         # An input the ledger has never seen (every input of a first run) is claimed by one
@@ -343,12 +348,13 @@ class Ledger:
                 return Claim(False, row.attempts, row)
             if row.status == Status.SUBMITTED:
                 return Claim(False, row.attempts, row, elsewhere=True)
-            if (
-                row.status == Status.IN_FLIGHT
-                and row.run_id != self.run_id
-                and self._run_alive(row.run_id)
-            ):
-                return Claim(False, row.attempts, row, elsewhere=True)
+            if row.status == Status.IN_FLIGHT and row.run_id != self.run_id:
+                if self._run_alive(row.run_id):
+                    return Claim(False, row.attempts, row, elsewhere=True)
+                if not retry_failed:
+                    failed = self._failed_again(key)
+                    if failed is not None:
+                        return Claim(False, failed.attempts, failed)
         attempts = (row.attempts if row is not None else 0) + 1
         db.execute(
             "INSERT INTO items (key, position, label, status, attempts, run_id, "
@@ -411,7 +417,8 @@ class Ledger:
             # The answers a job gave it are in its record now: a failure sent again
             # (`retry_failed`) starts afresh, carrying that record, not replaying them.
             "UPDATE items SET status = ?, finished_at = ?, seconds = ?, value = ?, source = ?, "
-            "record = ?, error = ?, cost = ?, tokens = ?, log = NULL WHERE key = ? AND run_id = ?",
+            "record = ?, error = ?, cost = ?, tokens = ?, log = NULL, reopened = NULL "
+            "WHERE key = ? AND run_id = ?",
             (
                 status,
                 time.time(),
@@ -443,7 +450,8 @@ class Ledger:
         again to count (`record`'s `earlier_attempts` hold those before the last)."""
         self._connection.execute(
             "UPDATE items SET status = ?, error = ?, record = ?, cost = ?, job = NULL, "
-            "log = COALESCE(?, log) WHERE key = ? AND run_id = ? AND status IN (?, ?)",
+            "log = COALESCE(?, log), reopened = NULL "
+            "WHERE key = ? AND run_id = ? AND status IN (?, ?)",
             (
                 Status.PENDING,
                 _json_text(error),
@@ -475,16 +483,26 @@ class Ledger:
             self._reopen(key)
 
     def _reopen(self, key: str) -> None:
-        failed = self._connection.execute(
-            "SELECT run_id FROM items WHERE key = ? AND status = ?", (key, Status.FAILED)
-        ).fetchone()
-        if failed is None:
-            return
+        # Who failed it is kept on disk: a run that dies holding it leaves a failure that a
+        # run without `retry_failed` gives as it was, never sends (`_failed_again`).
         self._connection.execute(
-            "UPDATE items SET status = ? WHERE key = ? AND status = ?",
+            "UPDATE items SET status = ?, reopened = COALESCE(run_id, '') WHERE key = ? "
+            "AND status = ?",
             (Status.PENDING, key, Status.FAILED),
         )
-        self._reopened[key] = failed[0]
+
+    def _failed_again(self, key: str) -> LedgerRow | None:
+        """A failure claimed again by a run that died (it was left in flight): failed again,
+        as the run that failed it left it, its error kept; `None` for any other input."""
+        restored = self._connection.execute(
+            "UPDATE items SET status = ?, run_id = NULLIF(reopened, ''), reopened = NULL "
+            "WHERE key = ? AND status = ? AND reopened IS NOT NULL",
+            (Status.FAILED, key, Status.IN_FLIGHT),
+        )
+        if restored.rowcount != 1:
+            return None
+        found = self._connection.execute(self._select + " WHERE key = ?", (key,)).fetchone()
+        return _row(found) if found is not None else None
 
     def release(self, key: str) -> None:
         """Give back an input this run claimed but did not send (the run stopped)."""
@@ -504,13 +522,13 @@ class Ledger:
     def _release(self, key: str) -> None:
         # An input never tried before leaves no trace; one tried before is pending again,
         # and a failure claimed again failed again.
-        if key in self._reopened:
-            failed_by = self._reopened.pop(key)
-            self._connection.execute(
-                "UPDATE items SET status = ?, attempts = MAX(attempts - 1, 0), run_id = ? "
-                "WHERE key = ? AND run_id = ? AND status = ?",
-                (Status.FAILED, failed_by, key, self.run_id, Status.IN_FLIGHT),
-            )
+        failed_again = self._connection.execute(
+            "UPDATE items SET status = ?, attempts = MAX(attempts - 1, 0), "
+            "run_id = NULLIF(reopened, ''), reopened = NULL "
+            "WHERE key = ? AND run_id = ? AND status = ? AND reopened IS NOT NULL",
+            (Status.FAILED, key, self.run_id, Status.IN_FLIGHT),
+        )
+        if failed_again.rowcount == 1:
             return
         self._connection.execute(
             "DELETE FROM items WHERE key = ? AND run_id = ? AND status = ? AND attempts <= 1 "
@@ -764,6 +782,20 @@ class Ledger:
             self._select + " WHERE key = ? AND status IN (?, ?)", (key, Status.DONE, Status.FAILED)
         ).fetchone()
         return None if found is None else _row(found)
+
+    def endpoints(self) -> dict[str, str | None]:
+        """The endpoint each run of the ledger sent to (its settings' `endpoint`, `None`
+        where it kept none: an earlier version's run, a provider with no URL), by run id."""
+        with self._lock:
+            found = self._connection.execute("SELECT run_id, settings FROM runs").fetchall()
+        endpoints: dict[str, str | None] = {}
+        for run_id, settings in found:
+            try:
+                endpoint = json.loads(settings).get("endpoint")
+            except (ValueError, TypeError, AttributeError):
+                endpoint = None
+            endpoints[str(run_id)] = endpoint if isinstance(endpoint, str) else None
+        return endpoints
 
     def paid(self, like: dict[str, Any] | None = None) -> tuple[Decimal, dict[str, str]]:
         """What the ledger's inputs paid for, in all (done or not), and the cost kept for
@@ -1073,8 +1105,12 @@ class LedgerWriter:
     def run_id(self) -> str:
         return self._ledger.run_id
 
-    async def claim(self, key: str, position: int, label: str | None) -> Claim:
-        claimed: Claim = await self._submit(lambda: self._ledger._claim(key, position, label))
+    async def claim(
+        self, key: str, position: int, label: str | None, *, retry_failed: bool = False
+    ) -> Claim:
+        claimed: Claim = await self._submit(
+            lambda: self._ledger._claim(key, position, label, retry_failed=retry_failed)
+        )
         return claimed
 
     async def finished(self, key: str) -> LedgerRow | None:
@@ -1100,7 +1136,7 @@ class LedgerWriter:
 
         def reclaim() -> Claim:
             self._ledger._reopen(key)
-            return self._ledger._claim(key, position, label)
+            return self._ledger._claim(key, position, label, retry_failed=True)
 
         claimed: Claim = await self._submit(reclaim)
         return claimed

@@ -55,7 +55,7 @@ from allama.errors import (
     asked_wait,
 )
 from allama.extract._engine import Extracted
-from allama.extract._errors import EnforcementBelowError
+from allama.extract._errors import EnforcementBelowError, ParseError
 from allama.extract._extractor import Extractor
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import SchemaEnforcement
@@ -159,6 +159,9 @@ class BatchResult(Generic[T]):
 
 
 NOT_STARTED = "not_started"
+ANOTHER_ENDPOINT = "another_endpoint"
+"""Finished by an earlier run against another endpoint (base URL) of the same provider
+and model name: another server, whose model of that name may be another one."""
 IN_FLIGHT_ELSEWHERE = "in_flight_elsewhere"
 IN_PROVIDER_JOB = "in_provider_job"
 """In a provider batch job when the run stopped: a later run collects it."""
@@ -597,6 +600,7 @@ def _spec(
 
     settings = {
         "provider": provider.name,
+        "endpoint": _endpoint(provider),
         "type": getattr(tp, "__qualname__", repr(tp)),
         "model": model,
         "concurrency": concurrency,
@@ -635,6 +639,16 @@ def _spec(
         job_size=job_size,
         template=request if isinstance(request, ChatRequest) else None,
     )
+
+
+def _endpoint(provider: ChatProvider) -> str | None:
+    """Where `provider` sends (its base URL, without credentials), for a provider of HTTP;
+    `None` for others (the local engine, whose port changes from run to run)."""
+    from allama.providers._http import HttpProvider, _without_credentials
+
+    if isinstance(provider, HttpProvider) and provider.base_url is not None:
+        return _without_credentials(provider.base_url)
+    return None
 
 
 def _check_retries(max_attempts: object, backoff: object) -> None:
@@ -825,6 +839,9 @@ class _Runner:
         started, done or not (the budget is the whole job's)."""
         self.paid_here = Decimal(0)
         """Under a budget: what this run's sends paid since."""
+        self.endpoints: dict[str, str | None] | None = None
+        """The endpoint each run of the ledger sent to, by run id, read when a value an
+        earlier run finished is first given."""
         self.given_from_ledger: set[int] = set()
         """Inputs an earlier run finished that this run has given, by their key's first 64
         bits (a tenth of the memory of the keys): a later copy is a duplicate, its record
@@ -1250,7 +1267,7 @@ class _Runner:
             # Counted unsent from before its claim commits: a run ended while it waits for
             # the commit gives it back too (a claim of another run's input gives nothing).
             self.unsent.add(key)
-            claim = await self.ledger.claim(key, index, label)
+            claim = await self.ledger.claim(key, index, label, retry_failed=spec.retry_failed)
             if not claim.granted and (
                 claim.row is not None
                 and claim.row.status == Status.FAILED
@@ -1673,27 +1690,46 @@ class _Runner:
         # so that a resumed run says so rather than hand back another value.
         return value, WITHHELD if spec.secrets else source
 
+    def _other_endpoint(self, row: LedgerRow) -> str | None:
+        """The endpoint of the run that finished `row`, where both runs kept theirs and
+        they differ; else `None`."""
+        mine = self.spec.settings.get("endpoint")
+        if mine is None or self.book is None or row.run_id is None:
+            return None
+        if self.endpoints is None or row.run_id not in self.endpoints:
+            self.endpoints = self.book.endpoints()  # a run started since is read again
+        theirs = self.endpoints.get(row.run_id)
+        return theirs if theirs is not None and theirs != mine else None
+
     def _from_ledger(self, index: int, label: str, row: LedgerRow) -> BatchResult[Any]:
         metadata, earlier = _records_of(row)
         value: Any = None
         failure: BatchFailure | None = None
-        if row.status == Status.DONE and row.value is not None:
+        elsewhere = self._other_endpoint(row) if row.status == Status.DONE else None
+        if elsewhere is not None:
+            failure = BatchFailure(
+                ANOTHER_ENDPOINT,
+                f"finished by an earlier run against another endpoint ({elsewhere}), whose "
+                "model of that name may be another: the value stays in the ledger (`allama "
+                "batch export` writes it); a ledger of its own for this endpoint sends it",
+            )
+        elif row.status == Status.DONE and row.value is not None:
             try:
                 value = read_done(self.spec, row.value, row.source, row.record)
             except (ValidationError, ReadAgainError, ValueNotKept) as invalid:  # its failure
                 failure = _stored_value_invalid(invalid, self.spec.tp)
             except Exception as raised:  # a validator's own error: the input's, as when sent
                 failure = _stored_value_invalid(raised, self.spec.tp)
-            floor = self.spec.extractor.min_enforcement
-            if (
-                failure is None
-                and floor is not None
-                and metadata is not None
-                and not metadata.enforcement.satisfies(floor)
-            ):
+            extractor = self.spec.extractor
+            floor = extractor.min_enforcement
+            if failure is None and metadata is not None:
                 # The key leaves the extractor out: a value an earlier run took below this
-                # run's floor is no value this run accepts, as a call's would not be.
-                value, failure = None, _below_floor_stored(metadata.enforcement, floor)
+                # run's floor, or read from prose around the JSON where this run reads no
+                # such answer, is no value this run accepts, as a call's would not be.
+                if floor is not None and not metadata.enforcement.satisfies(floor):
+                    value, failure = None, _below_floor_stored(metadata.enforcement, floor)
+                elif metadata.repaired and not extractor.repair:
+                    value, failure = None, _REPAIRED_STORED
         else:
             failure = BatchFailure.of_stored(row.error)
         return BatchResult(
@@ -1985,6 +2021,14 @@ def _stored_value_invalid(error: Exception, tp: Any) -> BatchFailure:
         f"{_tracing.type_name(tp)}: {problem}; the value stays in the ledger "
         "(`allama batch export` writes it)",
     )
+
+
+_REPAIRED_STORED = BatchFailure(
+    ParseError.kind,
+    "finished by an earlier run, whose value was read after repair (the JSON taken out of "
+    "markdown or prose around it), which this run's extractor does not do (`repair=False`): "
+    "the value stays in the ledger (`allama batch export` writes it)",
+)
 
 
 def _below_floor_stored(achieved: SchemaEnforcement, floor: SchemaEnforcement) -> BatchFailure:

@@ -1344,7 +1344,8 @@ def _input_set_line(entry: dict[str, Any]) -> str:
 def _counts_line(counts: dict[str, int], in_flight: dict[str, int] | None = None) -> str:
     """The counts by status. What a ledger holds as in flight is told by its run's state:
     a running run's are sent or next in line for a slot (a run claims up to twice its
-    concurrency), a dead run's are sent again by the next run."""
+    concurrency), a dead run's are sent again by the next run (a failure it was trying
+    again, by a next run that tries failures again; to any other it is failed)."""
     order = ("done", "failed", "pending", "in_flight")
     parts = []
     for name in (*order, *sorted(set(counts) - set(order))):
@@ -1356,7 +1357,10 @@ def _counts_line(counts: dict[str, int], in_flight: dict[str, int] | None = None
         if in_flight.get("running"):
             parts.append(f"claimed by a running run {in_flight['running']} (sent or next in line)")
         if in_flight.get("dead"):
-            parts.append(f"left in flight by a dead run {in_flight['dead']} (sent again on resume)")
+            parts.append(
+                f"left in flight by a dead run {in_flight['dead']} (sent again on resume; "
+                "a failure it was trying again, only with --retry-failed)"
+            )
     return ", ".join(parts)
 
 
