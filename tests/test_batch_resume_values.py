@@ -36,7 +36,7 @@ from pydantic.alias_generators import to_camel
 import allama
 import allama.mock
 from allama import CapabilitySupport, ChatCapability, ChatRequest
-from allama.batch import Ledger
+from allama.batch import BatchFailure, Ledger
 from allama.batch._run import stored_value
 from allama.cli import main
 from allama.extract._output import dump_reads_back
@@ -449,6 +449,55 @@ def test_a_validator_that_raises_on_a_stored_value_is_that_inputs_failure(
         "batch export` writes it)"
     )
     assert run.summary.stopped is None
+
+
+class Stripped(BaseModel):
+    model_config = ConfigDict(title="Name")
+    name: Annotated[str, AfterValidator(str.strip)]
+
+
+class Lowered(BaseModel):
+    # `Stripped` with its validator changed since: the same schema and key.
+    model_config = ConfigDict(title="Name")
+    name: Annotated[str, AfterValidator(str.lower)]
+
+
+class Tagged(BaseModel):
+    # A set's JSON is in no set order from one process to the next.
+    model_config = ConfigDict(title="Tags")
+    tags: Annotated[set[str], AfterValidator(lambda tags: {tag.strip() for tag in tags})]
+
+
+def test_a_stored_value_a_changed_validator_reads_as_another_is_that_inputs_failure(
+    tmp_path: Path,
+) -> None:
+    # Stored from "  Hello World  " as "Hello World" (its JSON alone: it reads back). The
+    # changed type would read that as "hello world", which neither type makes of the output.
+    ledger = tmp_path / "run.sqlite"
+    (first,) = _runs(Stripped, {"name": "  Hello World  "}, ledger, count=1)
+    assert first.value == Stripped(name="Hello World") and _row(ledger).source is None
+    provider = allama.mock.MockProvider.with_text("{}")
+    (result,) = allama.batch(provider, Lowered, ["doc"], request=TEMPLATE, ledger=ledger)
+    assert result.resumed and provider.requests == [] and result.value is None
+    assert result.failure == BatchFailure(
+        "stored_value_invalid",
+        "finished by an earlier run, but Lowered reads its value as another (a validator "
+        "that changes what it reads, changed since the value was stored): neither would have "
+        "made that one; `allama batch export` writes the value",
+    )
+    # The type that stored it gives it back; so does a set in another order.
+    (same,) = allama.batch(provider, Stripped, ["doc"], request=TEMPLATE, ledger=ledger)
+    assert same.resumed and same.value == Stripped(name="Hello World")
+    tags = tmp_path / "tags.sqlite"
+    _runs(Tagged, {"tags": [f" t{n} " for n in range(20)]}, tags, count=1)
+    with sqlite3.connect(tags) as db:
+        stored = json.loads(db.execute("SELECT value FROM items").fetchone()[0])
+        shuffled = json.dumps({"tags": sorted(stored["tags"], reverse=True)})
+        db.execute("UPDATE items SET value = ?", (shuffled,))
+    (again,) = allama.batch(
+        allama.mock.MockProvider.with_text("{}"), Tagged, ["doc"], request=TEMPLATE, ledger=tags
+    )
+    assert again.failure is None and again.value == Tagged(tags={f"t{n}" for n in range(20)})
 
 
 @pytest.mark.parametrize("version", [1, 2])

@@ -1320,7 +1320,16 @@ def test_the_tier_a_gemini_usage_says_is_read_whatever_its_spelling() -> None:
     assert served_tier({"trafficType": "ON_DEMAND_FLEX", "serviceTier": "priority"}) == "flex"
     # The enum's number, or a kind not known here: a tier with no price, never the standard.
     assert served_tier({"trafficType": 2}) == "traffic type 2"
-    assert served_tier({"trafficType": "default", "serviceTier": "priority"}) == "default"
+    assert served_tier({"trafficType": "default", "serviceTier": "priority"}) == (
+        "traffic type DEFAULT"
+    )
+    # Such a kind is no standard tier's name where a failed call's is kept either: an
+    # answer and a failed stream of the same usage both have no price.
+    from allama.types._response import service_tier_of
+
+    for kind in ("STANDARD", "default", "Auto"):
+        tier = served_tier({"trafficType": kind})
+        assert tier is not None and service_tier_of(tier) == tier
 
 
 def test_a_gemini_stream_whose_later_usage_says_the_standard_tier_is_priced_at_it() -> None:

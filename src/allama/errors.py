@@ -642,13 +642,6 @@ def paid_for(error: Error) -> list[dict[str, JsonValue]]:
     return paid
 
 
-def paid_before(error: Error) -> list[dict[str, JsonValue]]:
-    """What the attempts before `error` reported paying (a wrapper's, `PAID_BEFORE_KEY`), and
-    not what the failed call itself did: a stream that failed after its answer began has its
-    own usage counted from what it streamed."""
-    return [entry for link in errors_in_chain(error) for entry in _paid_before_link(link)]
-
-
 def paid_ahead(error: Error, paid: Sequence[JsonValue]) -> Error:
     """`error` saying that `paid` was paid before it (`PAID_BEFORE_KEY`), ahead of what it
     already says was: attempts made before those of a wrapper inside the one that adds

@@ -119,6 +119,7 @@ class StreamCollector:
         self._id: str | None = None
         self._model: str | None = None
         self._error: Error | None = None
+        self._source: StreamCollector | None = None
         self.provider: str | None = None
 
     @property
@@ -131,6 +132,7 @@ class StreamCollector:
         holds besides the answer (usage, warnings, provider data): a stream closed before
         it gave every event it read says what was paid for all the same. Nothing once
         this stream failed: its error says."""
+        self._source = None
         if self._error is not None:
             return
         if source._usage is not None:
@@ -218,6 +220,42 @@ class StreamCollector:
         """Record the error that ended the stream; `finish` raises it."""
         if self._error is None:
             self._error = error
+
+    def reads_from(self, source: StreamCollector) -> None:
+        """This stream's events come from the stream `source` collects, handed over by a
+        wrapper that may have read it ahead: until this one takes what `source` reported
+        (`take_reported`, at its close), `reported_metadata` counts it."""
+        self._source = source
+
+    def reported_metadata(self) -> ChatResponse:
+        """`response_metadata`, with what the streams this one's events come from reported
+        and did not give yet (the usage a wrapper read ahead): what a stream dropped before
+        its end, never closed, paid for. This stream's own provider data is kept over
+        theirs (a wrapper's record holds the one of its kind inside it)."""
+        so_far = self.response_metadata()
+        source = self._source
+        if source is None or self._error is not None:
+            return so_far
+        ahead = source.reported_metadata()
+        usage = so_far.usage
+        if ahead.usage is not None:
+            usage = _merge_usage(usage, ahead.usage)
+        provider_data = {
+            namespace: {**ahead.provider_data.get(namespace, {}), **entries}
+            for namespace, entries in so_far.provider_data.items()
+        }
+        for namespace, entries in ahead.provider_data.items():
+            provider_data.setdefault(namespace, dict(entries))
+        warnings = [*so_far.warnings, *(w for w in ahead.warnings if w not in so_far.warnings)]
+        return so_far.model_copy(
+            update={
+                "usage": usage,
+                "warnings": tuple(warnings),
+                "provider_data": provider_data,
+                "id": so_far.id or ahead.id,
+                "model": so_far.model or ahead.model,
+            }
+        )
 
     def response_metadata(self) -> ChatResponse:
         """What the stream reported so far besides content: usage, warnings, provider data."""

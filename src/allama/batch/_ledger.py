@@ -123,6 +123,11 @@ schema 2 (provider batch jobs), `source` in 3 (the output a value was read from)
 run that failed it, `""` for none, until the input ends again)."""
 
 
+EARLIER_VALUE = "\x00"
+"""The `source` of a value a version before schema 3 kept (no output beside it, whatever
+its type): validated again as it is, since its JSON was never checked to read back."""
+
+
 class JobPhase:
     SUBMITTING = "submitting"
     """Recorded before the job is sent: a run that died here left a job that may exist."""
@@ -280,6 +285,12 @@ class Ledger:
         for name, kind in _ADDED_COLUMNS:
             if name not in columns:
                 db.execute(f"ALTER TABLE items ADD COLUMN {name} {kind}")
+        if "source" not in columns:
+            # Values a version before schema 3 kept: validated again as they are.
+            db.execute(
+                "UPDATE items SET source = ? WHERE status = ? AND value IS NOT NULL",
+                (EARLIER_VALUE, Status.DONE),
+            )
         db.execute(
             "UPDATE meta SET value = ? WHERE name = 'schema_version' AND CAST(value AS "
             "INTEGER) < ?",

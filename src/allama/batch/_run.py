@@ -39,7 +39,14 @@ from allama import _tracing
 from allama._prices import MONEY, dollars
 from allama._printable import printable, storable
 from allama._tokens import guessed_input_tokens
-from allama.batch._ledger import Ledger, LedgerRow, LedgerWriter, Status, check_ledger_file
+from allama.batch._ledger import (
+    EARLIER_VALUE,
+    Ledger,
+    LedgerRow,
+    LedgerWriter,
+    Status,
+    check_ledger_file,
+)
 from allama.batch._limits import RateLimiter, positive
 from allama.batch._threads import DaemonPool
 from allama.errors import (
@@ -484,6 +491,11 @@ class ValueNotKept(ValueError):
     """A finished input whose value the ledger cannot give back as it was (`WITHHELD`)."""
 
 
+class ValueChanged(ValueError):
+    """A finished input whose stored value this run's type reads as another value: a
+    validator that changes what it reads changed since the value was stored."""
+
+
 def _has_secrets(adapter: TypeAdapter[Any]) -> bool:
     """Whether the type holds a secret: a `writeOnly` property in its JSON Schema, which
     pydantic's `SecretStr` and `SecretBytes` are."""
@@ -840,8 +852,8 @@ class _Runner:
         self.paid_here = Decimal(0)
         """Under a budget: what this run's sends paid since."""
         self.endpoints: dict[str, str | None] | None = None
-        """The endpoint each run of the ledger sent to, by run id, read when a value an
-        earlier run finished is first given."""
+        """The endpoint each run of the ledger sent to, by run id: read when the run opens
+        its ledger, and again for a run started since."""
         self.given_from_ledger: set[int] = set()
         """Inputs an earlier run finished that this run has given, by their key's first 64
         bits (a tenth of the memory of the keys): a later copy is a duplicate, its record
@@ -921,6 +933,7 @@ class _Runner:
             self.book = Ledger(spec.ledger, settings=spec.settings)
             self.ledger = LedgerWriter(self.book)
             self.carry_from(self.book)
+            self.endpoints = self.book.endpoints()
         # Inputs wait for a slot as tasks already made (and claimed in the ledger), as many
         # again as are in flight: a slot that frees is taken in the same turn of the loop,
         # where making the next task, or claiming its input, then would leave a connection
@@ -1694,10 +1707,13 @@ class _Runner:
         """The endpoint of the run that finished `row`, where both runs kept theirs and
         they differ; else `None`."""
         mine = self.spec.settings.get("endpoint")
-        if mine is None or self.book is None or row.run_id is None:
-            return None
-        if self.endpoints is None or row.run_id not in self.endpoints:
-            self.endpoints = self.book.endpoints()  # a run started since is read again
+        if mine is None or self.endpoints is None or self.book is None or row.run_id is None:
+            return None  # read when the run opened its ledger
+        if row.run_id not in self.endpoints:
+            try:  # a run started since is read again, while the ledger is open
+                self.endpoints = self.book.endpoints()
+            except sqlite3.Error:
+                pass
         theirs = self.endpoints.get(row.run_id)
         return theirs if theirs is not None and theirs != mine else None
 
@@ -1716,7 +1732,7 @@ class _Runner:
         elif row.status == Status.DONE and row.value is not None:
             try:
                 value = read_done(self.spec, row.value, row.source, row.record)
-            except (ValidationError, ReadAgainError, ValueNotKept) as invalid:  # its failure
+            except (ValidationError, ReadAgainError, ValueNotKept, ValueChanged) as invalid:
                 failure = _stored_value_invalid(invalid, self.spec.tp)
             except Exception as raised:  # a validator's own error: the input's, as when sent
                 failure = _stored_value_invalid(raised, self.spec.tp)
@@ -1976,13 +1992,40 @@ def read_stored_value(adapter: TypeAdapter[Any], text: str | bytes) -> Any:
 
 def read_done(spec: _Spec, value: str, source: str | None, record: Mapping[str, Any] | None) -> Any:
     """The value of an input an earlier run finished, as that run gave it: the output it was
-    read from, read again the same way (`read_again`), where the ledger kept it; else (a
-    ledger written before it did) the stored value, validated again."""
+    read from, read again the same way (`read_again`), where the ledger kept it; else its
+    stored value, validated again, which this run's type must read as itself (a version
+    before schema 3 kept no output: its values are validated again as they are)."""
     if source == WITHHELD:
         raise ValueNotKept("its JSON does not read back as the value")
+    if source == EARLIER_VALUE:
+        return read_stored_value(spec.adapter, value)
     if source is not None:
         return read_again(spec.tp, source, bool((record or {}).get("root_wrapped")))
-    return read_stored_value(spec.adapter, value)
+    back = read_stored_value(spec.adapter, value)
+    if not spec.dump_reads_back and not _same_json(stored_value(spec.adapter, back), value):
+        # A validator that changes what it reads, other than the one that made the value
+        # (changed since): run on the value, it makes one neither of them would have made.
+        raise ValueChanged("this run's type reads the value as another")
+    return back
+
+
+def _same_json(mine: str, kept: str) -> bool:
+    """Whether two JSON texts hold the same value, their arrays' order aside (a set's order
+    changes from one process to the next)."""
+    if mine == kept:
+        return True
+    try:
+        return bool(_unordered(json.loads(mine)) == _unordered(json.loads(kept)))
+    except (ValueError, RecursionError):
+        return False
+
+
+def _unordered(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _unordered(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return sorted((_unordered(item) for item in value), key=lambda item: json.dumps(item))
+    return value
 
 
 class CallCancelled(Exception):
@@ -1996,6 +2039,14 @@ class CallCancelled(Exception):
 def _stored_value_invalid(error: Exception, tp: Any) -> BatchFailure:
     """What a stored value that no longer validates is told as: where and what kind of
     error, never the value (the model's text)."""
+    if isinstance(error, ValueChanged):
+        return BatchFailure(
+            STORED_VALUE_INVALID,
+            f"finished by an earlier run, but {_tracing.type_name(tp)} reads its value as "
+            "another (a validator that changes what it reads, changed since the value was "
+            "stored): neither would have made that one; `allama batch export` writes the "
+            "value",
+        )
     if isinstance(error, ValueNotKept):
         return BatchFailure(
             STORED_VALUE_INVALID,

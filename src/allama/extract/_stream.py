@@ -32,10 +32,11 @@ T = TypeVar("T")
 
 
 def _record_so_far(opened: Opened) -> ExtractionMetadata:
-    """The record of a stream not (or not yet) finished: its usage so far, not a pass."""
+    """The record of a stream not (or not yet) finished: its usage so far (with what a
+    wrapper read ahead of it, which a stream dropped unclosed never took), not a pass."""
     record = opened.metadata.model_copy(deep=True)
     record.record_usage_and_degradations(
-        opened.stream.collector.response_metadata(), opened.target.reword
+        opened.stream.collector.reported_metadata(), opened.target.reword
     )
     return record
 

@@ -41,6 +41,7 @@ def opened(stream: ChatStream) -> ChatStream:
         on_close=_taking_reported(stream.collector),
     )
     carry_records(stream.collector, given.collector)
+    given.collector.reads_from(stream.collector)
     return given
 
 
@@ -61,6 +62,7 @@ async def aopened(stream: AsyncChatStream) -> AsyncChatStream:
         on_close=_taking_reported(stream.collector),
     )
     carry_records(stream.collector, given.collector)
+    given.collector.reads_from(stream.collector)
     return given
 
 

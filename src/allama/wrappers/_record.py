@@ -46,6 +46,7 @@ def record_stream(stream: ChatStream, key: str, value: JsonValue | None) -> Chat
         on_close=_on_close(stream.collector, key, value),
     )
     carry_records(stream.collector, given.collector, key, value)
+    given.collector.reads_from(stream.collector)
     return given
 
 
@@ -61,6 +62,7 @@ def record_async_stream(
         on_close=_on_close(stream.collector, key, value),
     )
     carry_records(stream.collector, given.collector, key, value)
+    given.collector.reads_from(stream.collector)
     return given
 
 

@@ -490,13 +490,14 @@ def read_chunk(payload: Mapping[str, Any], *, first_listed: bool = True) -> Chun
 def served_tier(usage: Mapping[str, Any]) -> str | None:
     """The tier a call was billed at when it is not the standard one: Vertex AI's
     `usageMetadata.trafficType` (priority, flex, provisioned throughput; a kind not known
-    here by its own name, which has no price), or the Developer API's `serviceTier`, in
-    lower case (the request's own spelling: `flex`, `priority`)."""
+    here as `traffic type <its name>`, which has no price, whatever that name: `STANDARD`
+    is no name Vertex AI gives its standard traffic), or the Developer API's
+    `serviceTier`, in lower case (the request's own spelling: `flex`, `priority`)."""
     traffic = usage.get("trafficType")
     if isinstance(traffic, str) and traffic.strip():
         named = traffic.strip().upper()
         if named not in _STANDARD_TRAFFIC:
-            return _TRAFFIC_TIERS.get(named) or named.lower()
+            return _TRAFFIC_TIERS.get(named) or f"traffic type {named[:40]}"
     elif traffic is not None and traffic != "":
         # The enum's number, or another shape: a kind of traffic not known here.
         return f"traffic type {str(traffic)[:40]}"
