@@ -203,3 +203,34 @@ def test_a_repr_masks_credentials_written_into_the_base_url() -> None:
         assert text == f"HttpProvider(name='openai', base_url='{masked}', api_key=<set>)"
         assert "s3cret" not in text and "abc123" not in text and "t0ken" not in text
         provider.close()
+
+
+def test_a_body_its_content_encoding_does_not_decode_is_a_server_error_to_try_again() -> None:
+    import asyncio
+
+    # A proxy that labels a plain body gzip: the provider answered, with a body that cannot
+    # be read. An allama error, tried again (not httpx2's, nor a network failure).
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(
+            200, headers={"content-encoding": "gzip"}, content=b'{"choices": []}'
+        )
+
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    provider = allama.provider("openai", api_key="sk-test", transport=transport)
+    request = ChatRequest("gpt-4o-mini").user("Hi")
+    message = (
+        "the response from api.openai.com:443 could not be decoded: its Content-Encoding "
+        "does not match its body (DecodingError)"
+    )
+    with pytest.raises(ServerError) as raised:
+        provider.chat(request)
+    assert (raised.value.message, raised.value.retryable) == (message, True)
+    with pytest.raises(ServerError) as raised:
+        asyncio.run(provider.achat(request))
+    assert (raised.value.message, raised.value.retryable) == (message, True)
+    with pytest.raises(ServerError) as raised, provider.chat_stream(request) as stream:
+        list(stream)
+    assert raised.value.message == message

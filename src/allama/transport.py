@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING, Any, Self
 
 from allama._lazy import deferred_module
 from allama.adapters._http import HttpRequest, HttpResponse
-from allama.errors import Error, InvalidRequestError, NetworkError, RequestTimeoutError
+from allama.errors import (
+    Error,
+    InvalidRequestError,
+    NetworkError,
+    RequestTimeoutError,
+    ServerError,
+)
 
 if TYPE_CHECKING:
     import asyncio
@@ -57,7 +63,7 @@ def _default_timeout() -> httpx2.Timeout:
 def _failures() -> tuple[type[Exception], ...]:
     """What httpx2 raises for a request that could not be made or finished. Called in
     `except` clauses, which evaluate it only when something was raised."""
-    return (httpx2.TransportError, httpx2.InvalidURL, httpx2.StreamError)
+    return (httpx2.TransportError, httpx2.InvalidURL, httpx2.StreamError, httpx2.DecodingError)
 
 
 _LIMITS: tuple[tuple[str, str, str], ...] = (
@@ -130,6 +136,13 @@ def _failure(exc: Exception, request: httpx2.Request | None, *, own_client: bool
         ).mark_authored()
     name = type(exc).__name__
     where = _where(request)
+    if isinstance(exc, httpx2.DecodingError):
+        # It answered, with a body its own `Content-Encoding` does not decode: no network
+        # failure (which a batch run takes for a provider out of reach), one to try again.
+        return ServerError(
+            f"the response from {where} could not be decoded: its Content-Encoding does "
+            f"not match its body ({name})"
+        ).mark_authored()
     if isinstance(exc, httpx2.ConnectError):
         message = f"could not connect to {where} ({name})"
     elif isinstance(exc, httpx2.ProxyError):

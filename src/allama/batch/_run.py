@@ -1710,10 +1710,8 @@ class _Runner:
         if mine is None or self.endpoints is None or self.book is None or row.run_id is None:
             return None  # read when the run opened its ledger
         if row.run_id not in self.endpoints:
-            try:  # a run started since is read again, while the ledger is open
+            with contextlib.suppress(sqlite3.Error):  # a run started since, read again
                 self.endpoints = self.book.endpoints()
-            except sqlite3.Error:
-                pass
         theirs = self.endpoints.get(row.run_id)
         return theirs if theirs is not None and theirs != mine else None
 
