@@ -23,6 +23,7 @@ from allama.adapters.openai_compat._errors import error_from_response, retry_aft
 from allama.adapters.openai_compat._sse import decode_stream
 from allama.adapters.openai_compat._wire import WireRequest
 from allama.errors import (
+    REPORTED_USAGE_KEY,
     AuthenticationError,
     ContextWindowExceededError,
     Error,
@@ -882,6 +883,27 @@ def test_a_success_status_with_an_unusable_body() -> None:
     assert failed.value.provider == "workers-ai" and not failed.value.authored
     with pytest.raises(ServerError, match="do not fit"):
         decode_response(200, {}, b'{"choices": "nope"}')
+    # JSON with no `choices` (a gateway's, a server's own error shape, `{}`) is no answer
+    # without output: a server error, tried again, with the usage it reports kept.
+    for body in (
+        {"detail": "Service Unavailable"},
+        {"object": "error", "message": "The model is overloaded", "code": 503},
+        {},
+    ):
+        with pytest.raises(ServerError) as missing:
+            decode_response(200, {}, json.dumps(body).encode())
+        assert missing.value.message == (
+            "the provider answered with a body that is not a chat completion: it has no `choices`"
+        )
+        assert missing.value.retryable and missing.value.authored
+    with pytest.raises(ServerError) as missing:
+        decode_response(200, {}, b'{"usage": {"prompt_tokens": 7, "completion_tokens": 0}}')
+    assert missing.value.context.metadata[REPORTED_USAGE_KEY] == {
+        "input_tokens": 7,
+        "output_tokens": 0,
+    }
+    empty = decode_response(200, {}, b'{"id": "c", "choices": []}')  # said, and empty
+    assert empty.content == ()
 
 
 def test_codes_decide_before_words() -> None:

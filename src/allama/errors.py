@@ -681,6 +681,27 @@ def paid_in_record(record: object) -> list[dict[str, JsonValue]]:
     return paid
 
 
+def with_reported_usage(
+    error: Error,
+    usage: Mapping[str, JsonValue],
+    model: object,
+    tier: object = None,
+    *,
+    money: Mapping[str, JsonValue] | None = None,
+    extras: Mapping[str, int] | None = None,
+) -> Error:
+    """`error` with the usage a body reported beside it (`REPORTED_USAGE_KEY`, a `Usage`'s
+    JSON), its model and tier and what it said it cost, and what it was billed beyond the
+    tokens: tokens paid for, which an extraction records. A usage with no count is none."""
+    if usage.get("input_tokens") is None and usage.get("output_tokens") is None:
+        return error
+    error.with_metadata(REPORTED_USAGE_KEY, dict(usage))
+    reported_billing(error, model, tier, money=money)
+    if extras:
+        error.with_metadata(REPORTED_EXTRAS_KEY, dict(extras))
+    return error
+
+
 def reported_billing(
     error: Error, model: object, tier: object, *, money: Mapping[str, JsonValue] | None = None
 ) -> None:

@@ -24,7 +24,7 @@ from pydantic import JsonValue
 from pydantic_core import from_json
 
 from allama.adapters.anthropic._errors import error_from_payload, error_from_response
-from allama.errors import Error, ServerError
+from allama.errors import Error, ServerError, with_reported_usage
 from allama.types import (
     DECLINE_EXPLANATION_KEY,
     ChatResponse,
@@ -36,6 +36,7 @@ from allama.types import (
     Usage,
     Warning,
 )
+from allama.types._response import billed_extras
 
 __all__ = [
     "CITATIONS_KEY",
@@ -274,8 +275,25 @@ def decode_body(
     try:
         response = decode_message(payload, provider=provider, model=model, warnings=warnings)
     except _Unreadable as why:
-        raise _not_a_message(body, str(why), provider=provider, model=model) from None
+        error = _not_a_message(body, str(why), provider=provider, model=model)
+        raise _with_usage(error, payload) from None
     return response
+
+
+def _with_usage(error: Error, payload: Mapping[str, Any]) -> Error:
+    """`error` with the usage the message it could not read reported (its tokens were
+    billed), with what it was billed beyond them."""
+    usage = payload.get("usage")
+    if not isinstance(usage, dict):
+        return error
+    details = usage_details_of(usage)
+    return with_reported_usage(
+        error,
+        usage_of(usage).model_dump(mode="json", exclude_none=True),
+        payload.get("model"),
+        details.get("service_tier"),
+        extras=billed_extras({NAMESPACE: {USAGE_DETAILS_KEY: details}}),
+    )
 
 
 def decode_response(

@@ -89,7 +89,7 @@ from pydantic import JsonValue
 from pydantic_core import from_json
 
 from allama.adapters.gemini._errors import error_from_payload, error_from_response
-from allama.errors import Error, ServerError
+from allama.errors import Error, ServerError, with_reported_usage
 from allama.types import (
     DECLINE_EXPLANATION_KEY,
     SERVICE_TIER_KEY,
@@ -105,7 +105,7 @@ from allama.types import (
     Usage,
     Warning,
 )
-from allama.types._response import PROVISIONED_THROUGHPUT, service_tier_of
+from allama.types._response import PROVISIONED_THROUGHPUT, billed_extras, service_tier_of
 
 __all__ = [
     "BLOCK_REASON_KEY",
@@ -778,7 +778,24 @@ def decode_body(
     try:
         return decode_payload(payload, provider=provider, model=model, warnings=warnings)
     except Unreadable as why:
-        raise _not_a_response(body, str(why), provider=provider, model=model) from None
+        error = _not_a_response(body, str(why), provider=provider, model=model)
+        raise _with_usage(error, payload) from None
+
+
+def _with_usage(error: Error, payload: Mapping[str, Any]) -> Error:
+    """`error` with the usage the response it could not read reported (its tokens were
+    billed), at the tier it names, with its audio tokens."""
+    usage = payload.get("usageMetadata")
+    if not isinstance(usage, dict):
+        return error
+    audio = audio_tokens_of(usage)
+    return with_reported_usage(
+        error,
+        usage_of(usage).model_dump(mode="json", exclude_none=True),
+        payload.get("modelVersion"),
+        served_tier(usage),
+        extras=billed_extras({NAMESPACE: {AUDIO_TOKENS_KEY: audio}}) if audio else None,
+    )
 
 
 def decode_response(

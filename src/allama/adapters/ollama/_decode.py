@@ -51,7 +51,7 @@ from pydantic_core import from_json
 
 from allama.adapters._logprobs import openai_logprobs
 from allama.adapters.ollama._errors import error_from_payload, error_from_response
-from allama.errors import Error, ServerError
+from allama.errors import Error, ServerError, with_reported_usage
 from allama.types import (
     ChatResponse,
     ContentBlock,
@@ -362,7 +362,12 @@ def decode_body(
     try:
         return decode_payload(payload, provider=provider, model=model, warnings=warnings)
     except Unreadable as why:
-        raise _not_a_response(body, str(why), provider=provider, model=model) from None
+        error = _not_a_response(body, str(why), provider=provider, model=model)
+        usage = usage_of(payload)  # the tokens it reported (Ollama Cloud bills them)
+        if usage is not None:
+            dumped = usage.model_dump(mode="json", exclude_none=True)
+            with_reported_usage(error, dumped, payload.get("model"))
+        raise error from None
 
 
 def decode_response(

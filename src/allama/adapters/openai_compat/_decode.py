@@ -35,7 +35,11 @@ from allama.adapters.openai_compat._wire import (
     WireResponse,
     WireUsage,
 )
-from allama.errors import REPORTED_USAGE_KEY, Error, ServerError, reported_billing
+from allama.errors import (
+    Error,
+    ServerError,
+    with_reported_usage,
+)
 from allama.types import (
     DECLINE_EXPLANATION_KEY,
     SERVICE_TIER_KEY,
@@ -239,7 +243,13 @@ def _not_a_completion(body: bytes | str, why: str) -> Error:
     )
 
 
-def _invalid_body(body: bytes | str, *, provider: str | None, model: str | None) -> Error:
+def _invalid_body(
+    body: bytes | str,
+    *,
+    provider: str | None,
+    model: str | None,
+    reasoning_outside_completion: bool = False,
+) -> Error:
     """Why a 2xx body is not a completion: not JSON, not an object, or an error object."""
     try:
         payload: Any = json.loads(body)
@@ -249,21 +259,61 @@ def _invalid_body(body: bytes | str, *, provider: str | None, model: str | None)
         return _not_a_completion(body, "it is not a JSON object")
     if payload.get("error") or payload.get("success") is False:
         return error_from_payload(payload, provider=provider, model=model)
-    return _not_a_completion(body, "its fields do not fit the chat completion shape")
+    error = _not_a_completion(body, "its fields do not fit the chat completion shape")
+    # An answer billed, whatever else is wrong with it: its usage, read for its counts.
+    usage = _loose_usage(payload.get("usage"))
+    tier = payload.get("service_tier")
+    return _reported(error, usage, payload.get("model"), tier, reasoning_outside_completion)
+
+
+def _loose_usage(usage: object) -> WireUsage | None:
+    """A usage object read for its counts, leaving out what does not fit (details of
+    another shape): `None` when it is no object."""
+    if not isinstance(usage, dict):
+        return None
+    try:
+        return WireUsage.model_validate(usage)
+    except ValidationError:
+        counts = ("prompt_tokens", "completion_tokens", "total_tokens")
+        fitting = {k: v for k, v in usage.items() if k not in WireUsage.model_fields}
+        fitting.update((k, usage[k]) for k in counts if type(usage.get(k)) is int)
+        try:
+            return WireUsage.model_validate(fitting)
+        except ValidationError:
+            return None
+
+
+def _without_usage_that_does_not_fit(body: bytes | str, invalid: ValidationError) -> Any:
+    """The response again, when only its usage does not fit (details of another shape):
+    its usage read for its counts, rather than a paid answer thrown away; else `None`."""
+    if not all(problem["loc"][:1] == ("usage",) for problem in invalid.errors()):
+        return None
+    try:
+        payload = json.loads(body)
+        payload["usage"] = _loose_usage(payload.get("usage"))
+        return WireResponse.model_validate(payload)
+    except (ValueError, TypeError, ValidationError):
+        return None
 
 
 def _with_usage(error: Error, wire: WireResponse, reasoning_outside_completion: bool) -> Error:
     """`error` with the usage its body reported (tokens paid for), for an extraction's record."""
-    if wire.usage is not None:
-        usage = usage_of(wire.usage, reasoning_outside_completion=reasoning_outside_completion)
-        error.with_metadata(REPORTED_USAGE_KEY, usage.model_dump(mode="json", exclude_none=True))
-        reported_billing(
-            error,
-            wire.model,
-            (wire.model_extra or {}).get("service_tier"),
-            money=usage_cost(wire.usage),
-        )
-    return error
+    tier = (wire.model_extra or {}).get("service_tier")
+    return _reported(error, wire.usage, wire.model, tier, reasoning_outside_completion)
+
+
+def _reported(
+    error: Error,
+    usage: WireUsage | None,
+    model: object,
+    tier: object,
+    reasoning_outside_completion: bool,
+) -> Error:
+    if usage is None:
+        return error
+    counted = usage_of(usage, reasoning_outside_completion=reasoning_outside_completion)
+    dumped = counted.model_dump(mode="json", exclude_none=True)
+    return with_reported_usage(error, dumped, model, tier, money=usage_cost(usage))
 
 
 def decode_body(
@@ -277,13 +327,25 @@ def decode_body(
     """A successful (2xx) body as a `ChatResponse`; an error object in it raises that error."""
     try:
         wire = WireResponse.model_validate_json(body)
-    except ValidationError:
-        raise _invalid_body(body, provider=provider, model=model) from None
+    except ValidationError as invalid:
+        wire = _without_usage_that_does_not_fit(body, invalid)
+        if wire is None:
+            raise _invalid_body(
+                body,
+                provider=provider,
+                model=model,
+                reasoning_outside_completion=reasoning_outside_completion,
+            ) from None
     if not wire.choices and wire.model_extra:
         extra = wire.model_extra
         if extra.get("error") or extra.get("success") is False:
             error = error_from_payload(dict(extra), provider=provider, model=model)
             raise _with_usage(error, wire, reasoning_outside_completion)
+    if "choices" not in wire.model_fields_set:
+        # No completion at all (a gateway's `{"detail": ...}`, a server's error object of a
+        # shape of its own, `{}`): one to try again, not an answer with no output.
+        error = _not_a_completion(body, "it has no `choices`")
+        raise _with_usage(error, wire, reasoning_outside_completion)
     choice = next((c for c in wire.choices if c.index == 0), None)
     if choice is None and wire.choices:
         choice = wire.choices[0]
@@ -296,7 +358,8 @@ def decode_body(
     message = choice.message if choice is not None else None
     if choice is not None and message is None and choice.finish_reason != "content_filter":
         # Only a filtered choice may come without its message.
-        raise _not_a_completion(body, "its choice has no message")
+        error = _not_a_completion(body, "its choice has no message")
+        raise _with_usage(error, wire, reasoning_outside_completion)
     blocks = _blocks(message) if message is not None else []
     has_calls = any(isinstance(block, ToolCall) for block in blocks)
     usage = (

@@ -1,0 +1,119 @@
+"""A 2xx answer whose body does not fit its wire shape, but says what it was billed for:
+the error it is (a server error, tried again) carries that usage, so that an extraction's
+record and a batch run count the tokens paid for, in every dialect."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from allama.errors import ServerError, paid_for
+
+BILLED = {"input_tokens": 1_000, "output_tokens": 500}
+
+
+def _openai() -> tuple[Any, dict[str, Any]]:
+    from allama.adapters.openai_compat import decode_body
+
+    body = {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 1.5,  # no integer
+        "model": "gpt-4o-mini-2024-07-18",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "{}"}}],
+        "usage": {"prompt_tokens": 1_000, "completion_tokens": 500, "total_tokens": 1_500},
+    }
+    return decode_body, body
+
+
+def _anthropic() -> tuple[Any, dict[str, Any]]:
+    from allama.adapters.anthropic._decode import decode_body
+
+    body = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-haiku-4-5",
+        "content": [{"type": "text", "text": 42}],  # no string
+        "stop_reason": "end_turn",
+        "usage": {
+            "input_tokens": 900,
+            "cache_read_input_tokens": 100,
+            "output_tokens": 500,
+            "server_tool_use": {"web_search_requests": 2},
+        },
+    }
+    return decode_body, body
+
+
+def _gemini() -> tuple[Any, dict[str, Any]]:
+    from allama.adapters.gemini._decode import decode_body
+
+    body = {
+        "candidates": [{"content": {"role": "model", "parts": [{"text": 42}]}}],
+        "usageMetadata": {
+            "promptTokenCount": 1_000,
+            "candidatesTokenCount": 500,
+            "trafficType": "ON_DEMAND_FLEX",
+        },
+        "modelVersion": "gemini-2.5-flash",
+    }
+    return decode_body, body
+
+
+def _ollama() -> tuple[Any, dict[str, Any]]:
+    from allama.adapters.ollama._decode import decode_body
+
+    body = {
+        "model": "gpt-oss:120b",
+        "message": {"role": "assistant", "content": 42},
+        "done": True,
+        "prompt_eval_count": 1_000,
+        "eval_count": 500,
+    }
+    return decode_body, body
+
+
+@pytest.mark.parametrize(
+    ("dialect", "provider", "paid"),
+    [
+        ("openai", "openai", {"model": "gpt-4o-mini-2024-07-18"}),
+        (
+            "anthropic",
+            "anthropic",
+            {
+                "model": "claude-haiku-4-5",
+                "billed_extras": {"web_searches": 2},
+                "usage": {**BILLED, "cache_read_tokens": 100},
+            },
+        ),
+        ("gemini", "gemini", {"model": "gemini-2.5-flash", "service_tier": "flex"}),
+        ("ollama", "ollama-cloud", {"model": "gpt-oss:120b"}),
+    ],
+)
+def test_an_answer_that_does_not_fit_keeps_what_it_was_billed_for(
+    dialect: str, provider: str, paid: dict[str, Any]
+) -> None:
+    decode, body = {"openai": _openai, "anthropic": _anthropic, "gemini": _gemini}.get(
+        dialect, _ollama
+    )()
+    with pytest.raises(ServerError) as raised:
+        decode(json.dumps(body), provider=provider, model="asked-for")
+    error = raised.value
+    assert error.retryable
+    error.with_provider(provider)  # as the provider that decoded it names it
+    assert paid_for(error) == [{"provider": provider, "usage": BILLED, **paid}]
+
+
+def test_a_usage_with_details_of_another_shape_leaves_the_answer_and_its_counts() -> None:
+    from allama.adapters.openai_compat import decode_body
+
+    _, body = _openai()
+    body["created"] = 1
+    body["usage"]["prompt_tokens_details"] = "junk"
+    response = decode_body(json.dumps(body), provider="openai")
+    assert response.text() == "{}"
+    assert response.usage is not None
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (1_000, 500)
