@@ -2150,6 +2150,53 @@ def test_a_value_from_the_ledger_below_the_runs_floor_is_not_accepted(
     assert sorted(r.value.n for r in kept if r.value is not None) == [0, 1]
 
 
+def test_an_outage_of_overloaded_answers_stops_the_run_with_its_inputs_pending(
+    tmp_path: Path,
+) -> None:
+    from allama.mock import FunctionProvider
+
+    # Every call answered "overloaded" (503, 529) while nothing else is served: an outage,
+    # not each input's failure. The run stops starting inputs; those it sent are pending,
+    # and a run once the provider serves again sends them.
+    overloaded = True
+
+    def answer(request: ChatRequest) -> ChatResponse:
+        if overloaded:
+            raise allama.OverloadedError("overloaded").with_status(529)
+        return ChatResponseBuilder().text('{"n": 1}').usage(5, 5).build()
+
+    provider = FunctionProvider(answer, name="custom")
+    ledger = tmp_path / "run.sqlite"
+    options: dict[str, Any] = {"request": TEMPLATE, "ledger": ledger, "backoff": 0.0}
+    run = allama.batch(provider, Row, docs(6), concurrency=2, **options)
+    first = list(run)
+    assert run.summary.stopped is not None and run.summary.stopped.startswith(
+        "the provider answered that it is overloaded to 5 tries, and served no other call "
+        "meanwhile: "
+    )
+    assert run.summary.refused == "overloaded"
+    assert {outcome(r) for r in first} <= {"overloaded", "not_started"}
+    assert Ledger(ledger, read_only=True).counts().get("failed", 0) == 0
+    overloaded = False
+    again = list(allama.batch(provider, Row, docs(6), concurrency=2, **options))
+    assert [outcome(r) for r in again] == ["ok"] * 6
+
+
+def test_an_input_answered_overloaded_while_others_are_served_is_its_failure() -> None:
+    from allama.mock import FunctionProvider
+
+    def answer(request: ChatRequest) -> ChatResponse:
+        if "doc 1" in request.model_dump_json():
+            raise allama.OverloadedError("overloaded").with_status(503)
+        return ChatResponseBuilder().text('{"n": 1}').usage(5, 5).build()
+
+    provider = FunctionProvider(answer, name="custom")
+    run = allama.batch(provider, Row, docs(8), request=TEMPLATE, concurrency=4, backoff=0.01)
+    results = sorted(run, key=lambda r: r.index)
+    assert [outcome(r) for r in results] == ["ok", "overloaded"] + ["ok"] * 6
+    assert results[1].attempts == 5 and run.summary.stopped is None
+
+
 def test_a_value_another_endpoint_gave_is_not_taken_for_this_ones(
     server: BatchServer, tmp_path: Path
 ) -> None:

@@ -55,6 +55,7 @@ from allama.errors import (
     ExtractionError,
     NetworkError,
     NotFoundError,
+    OverloadedError,
     PermissionDeniedError,
     QuotaExceededError,
     RateLimitedError,
@@ -1436,8 +1437,8 @@ class _Runner:
                     TURN.reset(entered)
                     self.summary.in_flight -= 1
                 sent_at = turn.sent_at
-                if not isinstance(outcome, NetworkError | RequestTimeoutError):
-                    self.answered_at = time.monotonic()  # the provider is there
+                if not isinstance(outcome, NetworkError | RequestTimeoutError | OverloadedError):
+                    self.answered_at = time.monotonic()  # the provider is there, and serves
                 if hold:
                     concluded = await self._conclude(
                         index, key, label, outcome, tries, began, sent_at
@@ -1516,9 +1517,15 @@ class _Runner:
                     )
                 tries.owed = True  # counted when it is sent, not when its wait began
                 return None
-            stops = _stops(
-                outcome, tries.tried, self.spec.template is not None, self.answered_at < began
-            )
+            unanswered = self.answered_at < began
+            stops = _stops(outcome, tries.tried, self.spec.template is not None, unanswered)
+            if stops is None and unanswered and isinstance(outcome, OverloadedError):
+                # An outage, not the input's failure: every call met it meanwhile. The run
+                # stops, its inputs pending for the next run, rather than fail each in turn.
+                stops = (
+                    f"the provider answered that it is overloaded to {tries.tried} tries, and "
+                    f"served no other call meanwhile: {_failure(outcome).message}"
+                )
             if stops is not None:
                 return await self._set_aside(
                     index, key, label, outcome, record, tries.attempts, began, spent, stops
