@@ -282,6 +282,34 @@ def test_a_second_run_resumes_from_the_ledger_and_sends_nothing(
         )
 
 
+def test_the_opening_line_leaves_out_of_what_it_sends_what_a_live_run_holds(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    docs = folder(tmp_path, [1, 2, 5, 4])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    ledger = tmp_path / "out.jsonl.ledger.sqlite"
+    # Another run, alive (this process), holds two of them in flight; a dead one a third.
+    live = Ledger(ledger, settings={"provider": "openai", "model": "gpt-4o-mini"})
+    with contextlib.closing(sqlite3.connect(ledger)) as db, db:
+        db.execute(
+            "UPDATE items SET status = 'in_flight', run_id = ? WHERE position IN (0, 1)",
+            (live.run_id,),
+        )
+        db.execute("UPDATE items SET status = 'in_flight' WHERE position = 2")
+    capsys.readouterr()
+    try:
+        run(server, row_type, docs, out)
+    finally:
+        live.close()
+    assert summary_of(capsys.readouterr().err)[1] == (
+        "ledger: 4 of these 4 documents are in it (1 done, 0 failed, 2 in flight in another "
+        "run, left to it, 1 pending or in flight), 1 to send"
+    )
+
+
 def test_jsonl_input_with_fields_and_labels(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -625,7 +625,7 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
     ledger of other settings matches nothing and every document is sent again)."""
     import sqlite3
 
-    from allama.batch._ledger import LedgerError, _read_only
+    from allama.batch._ledger import Ledger, LedgerError, _read_only
 
     if not ledger.is_file():
         return None
@@ -636,19 +636,32 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
     spec = run._spec
     counts: Counter[str] = Counter()
     total = 0
+    states: dict[str, str] = {}  # the state of each run holding an input in flight
+    book: Ledger | None = None
     try:
         (held,) = db.execute("SELECT COUNT(*) FROM items").fetchone()
         if not held:
             return None
-        for _, _, key, row in _looked_up(spec, db, "status"):
+        for _, _, key, row in _looked_up(spec, db, "status, run_id"):
             total += 1
-            if key is not None:  # a copy counts as its first
-                counts[str(None if row is None else row[0])] += 1
-    except sqlite3.Error:
+            if key is None:
+                continue  # a copy counts as its first
+            status = str(None if row is None else row[0])
+            if status == "in_flight" and row is not None and row[1] is not None:
+                if row[1] not in states:
+                    book = book or Ledger(ledger, read_only=True)
+                    states[row[1]] = book.run_state(row[1])
+                if states[row[1]] == "running":
+                    status = "running"  # a live run's: left to it
+            counts[status] += 1
+    except (sqlite3.Error, LedgerError):
         return None
     finally:
         db.close()
+        if book is not None:
+            book.close()
     done, failed, jobs = counts["done"], counts["failed"], counts["submitted"]
+    elsewhere = counts["running"]
     known = total - counts["None"]
     noun = "document" if total == 1 else "documents"
     if known:
@@ -656,13 +669,15 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
         parts = [f"{done} done", f"{failed} failed{', tried again' if again else ''}"]
         if jobs:
             parts.append(f"{jobs} in provider batch jobs, to collect")
-        unfinished = known - done - failed - jobs
+        if elsewhere:
+            parts.append(f"{elsewhere} in flight in another run, left to it")
+        unfinished = known - done - failed - jobs - elsewhere
         if unfinished:
             parts.append(f"{unfinished} pending or in flight")
         return (
             f"ledger: {known} of these {total} {noun} {'is' if known == 1 else 'are'} in it "
             f"({', '.join(parts)}), "
-            f"{total - done - jobs - (0 if again else failed)} to send"
+            f"{total - done - jobs - elsewhere - (0 if again else failed)} to send"
         )
     return (
         f"ledger: none of these {total} {noun} is in it; its {held} inputs were "
