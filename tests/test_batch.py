@@ -47,6 +47,7 @@ from allama import ChatRequest, ChatResponse, Extractor
 from allama.batch import BatchFailure, BatchSummary, Ledger, input_key
 from allama.batch._run import _spec
 from allama.mock import ChatResponseBuilder, TestProvider
+from allama.wrappers import RetryingProvider
 
 HERE = Path(__file__).resolve().parent
 
@@ -2150,6 +2151,34 @@ def test_a_value_from_the_ledger_below_the_runs_floor_is_not_accepted(
     assert sorted(r.value.n for r in kept if r.value is not None) == [0, 1]
 
 
+def test_failures_a_closed_retry_failed_run_left_unfinished_are_not_sent_by_a_plain_run(
+    tmp_path: Path,
+) -> None:
+    # Documents 13, 63, ... are refused with a 400. A run trying them again is closed with
+    # some in flight (left pending, as a second Ctrl-C leaves them): a run without
+    # `retry_failed` gives them as the failures they were and sends nothing.
+    slow = BatchServer(delay=0.3).start()
+    try:
+        ledger = tmp_path / "retried.sqlite"
+        inputs = [f"doc {50 * n + 13}" for n in range(4)]
+        options: dict[str, Any] = {"request": TEMPLATE, "ledger": ledger, "concurrency": 2}
+        provider = provider_for(slow)
+        assert {outcome(r) for r in allama.batch(provider, Row, inputs, **options)} == {
+            "invalid_request"
+        }
+        again = allama.batch(provider, Row, inputs, retry_failed=True, **options)
+        next(iter(again))
+        again.close()
+        assert Ledger(ledger, read_only=True).counts().get("pending", 0) > 0
+        sent = sum(slow.sent.values())
+        plain = list(allama.batch(provider, Row, inputs, **options))
+        assert sum(slow.sent.values()) == sent
+        assert all(r.resumed and outcome(r) == "invalid_request" for r in plain)
+        assert Ledger(ledger, read_only=True).counts() == {"failed": 4}
+    finally:
+        slow.stop()
+
+
 def test_an_outage_of_overloaded_answers_stops_the_run_with_its_inputs_pending(
     tmp_path: Path,
 ) -> None:
@@ -2220,9 +2249,21 @@ def test_a_value_another_endpoint_gave_is_not_taken_for_this_ones(
         )
     finally:
         other.stop()
-    # The same endpoint gives it; so does a run an earlier version made, which kept none.
+    # The same endpoint gives it, however it is written (a key in it, a trailing slash, a
+    # query), and through a wrapper; so does a run an earlier version made, which kept none.
     (same,) = allama.batch(provider_for(server), Row, ["doc 1"], **options)
     assert (same.value, same.resumed) == (Row(n=1), True)
+    host = server.url.removeprefix("http://")
+    spelled = f"HTTP://user:secret@{host}/?api-version=1"
+    wrapped = RetryingProvider(allama.provider("openai", api_key="sk-test", base_url=spelled))
+    (same,) = allama.batch(wrapped, Row, ["doc 1"], **options)
+    assert (same.value, same.resumed) == (Row(n=1), True)
+    other = BatchServer().start()
+    try:
+        (again,) = allama.batch(RetryingProvider(provider_for(other)), Row, ["doc 1"], **options)
+        assert again.failure is not None and again.failure.kind == "another_endpoint"
+    finally:
+        other.stop()
     with contextlib.closing(sqlite3.connect(ledger)) as db, db:
         db.execute("UPDATE runs SET settings = json_remove(settings, '$.endpoint')")
     other = BatchServer().start()

@@ -499,3 +499,19 @@ def test_a_retry_waits_as_long_as_a_server_error_asked() -> None:
     policy = RetryPolicy(jitter=0.0)
     asked = ServerError("busy", retry_after=9.0)
     assert policy.delay(1, asked, elapsed=0.0, unit=0.5) == 9.0
+
+
+def test_a_message_that_is_no_text_is_its_str_and_every_view_can_be_made() -> None:
+    class Unprintable:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    # A provider of the caller's own may raise with what its body held.
+    for held, text in ((None, ""), (404, "404"), (b"bad \xff", "b'bad \\xff'")):
+        error = InvalidRequestError(held)  # type: ignore[arg-type]
+        assert (error.message, str(error)) == (text, text)
+        assert error.as_log().to_dict()["message_len"] == len(text)
+        assert repr(error) == (
+            f"InvalidRequestError(message=<withheld {len(text)} chars>, context=ErrorContext())"
+        )
+    assert InvalidRequestError(Unprintable()).message == "<Unprintable>"  # type: ignore[arg-type]

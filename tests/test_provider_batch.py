@@ -1814,3 +1814,19 @@ def test_the_command_exits_3_when_its_budget_leaves_jobs_open(
     assert "3 in provider batch jobs" in err
     assert "stopped starting new inputs: the budget of $0.000001 is reached" in err
     assert len(rows_of(out)) == 3
+
+
+def test_a_value_a_job_at_another_endpoint_gave_is_not_taken(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    provider, model = _provider(server, "openai-chat")
+    assert [r.ok for r in _batch_run(provider, model, _docs(2), ledger)] == [True, True]
+    other = ProviderBatchServer().start()
+    try:
+        elsewhere, _ = _provider(other, "openai-chat")
+        results = list(_batch_run(elsewhere, model, _docs(2), ledger))
+        assert [r.failure.kind if r.failure else "ok" for r in results] == ["another_endpoint"] * 2
+        assert other.jobs == []  # nothing sent
+    finally:
+        other.stop()

@@ -160,6 +160,13 @@ _E = TypeVar("_E", bound="Error")
 _REGISTRY: dict[str, type[Error]] = {}
 
 
+def _text_of(value: object) -> str:
+    try:
+        return str(value)
+    except Exception:  # a `__str__` that raises: the kind of object it is
+        return f"<{type(value).__name__}>"
+
+
 class Error(Exception):
     """The base of every error allama raises.
 
@@ -183,6 +190,10 @@ class Error(Exception):
         retryable: bool | None = None,
         fallback_from: Error | None = None,
     ) -> None:
+        if not isinstance(message, str):
+            # A provider of the caller's own may pass what its body held (`None`, a number,
+            # bytes): the error's text is its `str`, so that every view of it can be made.
+            message = "" if message is None else _text_of(message)
         super().__init__(message)
         self.message = message
         self.context = context if context is not None else ErrorContext()

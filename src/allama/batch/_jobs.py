@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import JsonValue
 
 from allama.adapters._jobs import Entry, JobAmbiguity, JobState, Row, RowKind
-from allama.batch._ledger import JobPhase, JobRow, Ledger, LedgerWriter, Status
+from allama.batch._ledger import JobPhase, JobRow, Ledger, Status
 from allama.batch._run import (
     _LONGEST_WAIT,
     _MAX_RATE_LIMITED,
@@ -161,9 +161,7 @@ class JobRunner(_Runner):
     async def _run(self) -> None:
         spec = self.spec
         assert spec.ledger is not None
-        self.book = Ledger(spec.ledger, settings=spec.settings)
-        self.ledger = LedgerWriter(self.book)
-        self.carry_from(self.book)
+        self.open_ledger(spec.ledger)
         try:
             waiting = await self._intake()
             await self._recover(waiting)

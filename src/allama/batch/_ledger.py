@@ -359,13 +359,18 @@ class Ledger:
                 return Claim(False, row.attempts, row)
             if row.status == Status.SUBMITTED:
                 return Claim(False, row.attempts, row, elsewhere=True)
-            if row.status == Status.IN_FLIGHT and row.run_id != self.run_id:
-                if self._run_alive(row.run_id):
-                    return Claim(False, row.attempts, row, elsewhere=True)
-                if not retry_failed:
-                    failed = self._failed_again(key)
-                    if failed is not None:
-                        return Claim(False, failed.attempts, failed)
+            if (
+                row.status == Status.IN_FLIGHT
+                and row.run_id != self.run_id
+                and self._run_alive(row.run_id)
+            ):
+                return Claim(False, row.attempts, row, elsewhere=True)
+            if not retry_failed and row.status in (Status.IN_FLIGHT, Status.PENDING):
+                # A failure a run that tries failures again claimed, and left unfinished
+                # (killed, stopped, set aside): to this run, the failure it was.
+                failed = self._failed_again(key)
+                if failed is not None:
+                    return Claim(False, failed.attempts, failed)
         attempts = (row.attempts if row is not None else 0) + 1
         db.execute(
             "INSERT INTO items (key, position, label, status, attempts, run_id, "
@@ -461,8 +466,7 @@ class Ledger:
         again to count (`record`'s `earlier_attempts` hold those before the last)."""
         self._connection.execute(
             "UPDATE items SET status = ?, error = ?, record = ?, cost = ?, job = NULL, "
-            "log = COALESCE(?, log), reopened = NULL "
-            "WHERE key = ? AND run_id = ? AND status IN (?, ?)",
+            "log = COALESCE(?, log) WHERE key = ? AND run_id = ? AND status IN (?, ?)",
             (
                 Status.PENDING,
                 _json_text(error),
@@ -503,12 +507,14 @@ class Ledger:
         )
 
     def _failed_again(self, key: str) -> LedgerRow | None:
-        """A failure claimed again by a run that died (it was left in flight): failed again,
-        as the run that failed it left it, its error kept; `None` for any other input."""
+        """A failure claimed again by a run that tries failures again and left unfinished
+        (in flight when it died, or pending when it stopped or set it aside): failed again,
+        as the run that failed it left it, with the last error it met; `None` for any other
+        input."""
         restored = self._connection.execute(
             "UPDATE items SET status = ?, run_id = NULLIF(reopened, ''), reopened = NULL "
-            "WHERE key = ? AND status = ? AND reopened IS NOT NULL",
-            (Status.FAILED, key, Status.IN_FLIGHT),
+            "WHERE key = ? AND status IN (?, ?) AND reopened IS NOT NULL",
+            (Status.FAILED, key, Status.IN_FLIGHT, Status.PENDING),
         )
         if restored.rowcount != 1:
             return None

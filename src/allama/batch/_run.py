@@ -18,6 +18,7 @@ import contextvars
 import hashlib
 import itertools
 import json
+import os
 import queue
 import random
 import sqlite3
@@ -654,14 +655,39 @@ def _spec(
     )
 
 
-def _endpoint(provider: ChatProvider) -> str | None:
-    """Where `provider` sends (its base URL, without credentials), for a provider of HTTP;
-    `None` for others (the local engine, whose port changes from run to run)."""
-    from allama.providers._http import HttpProvider, _without_credentials
+def _endpoint(provider: object) -> str | None:
+    """Where `provider` sends, for a provider of HTTP (through the wrappers around it; a
+    failover's providers in turn), as `scheme://host[:port]/path`: no credentials and no
+    query, so that the same server spelled with a key or a version reads the same; `None`
+    for others (the local engine, whose port changes from run to run)."""
+    from allama.providers._http import HttpProvider
+    from allama.wrappers import FailoverProvider
 
-    if isinstance(provider, HttpProvider) and provider.base_url is not None:
-        return _without_credentials(provider.base_url)
-    return None
+    if isinstance(provider, HttpProvider):
+        return None if provider.base_url is None else _server_of(provider.base_url)
+    if isinstance(provider, FailoverProvider):
+        found = [_endpoint(each) for each in provider.providers]
+        return None if None in found else ", ".join(str(each) for each in found)
+    inner = getattr(provider, "inner", None)
+    return None if inner is None else _endpoint(inner)
+
+
+def _server_of(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        scheme = parts.scheme.lower()
+        host = (parts.hostname or "").lower()
+        port = parts.port
+    except ValueError:
+        return "<unreadable url>"
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 address
+    if port is not None and port != {"http": 80, "https": 443}.get(scheme):
+        host = f"{host}:{port}"
+    path = "/".join(piece for piece in parts.path.split("/") if piece)
+    return f"{scheme}://{host}/{path}" if path else f"{scheme}://{host}"
 
 
 def _check_retries(max_attempts: object, backoff: object) -> None:
@@ -931,10 +957,7 @@ class _Runner:
         spec = self.spec
         self.provider.loop = asyncio.get_running_loop()
         if spec.ledger is not None:
-            self.book = Ledger(spec.ledger, settings=spec.settings)
-            self.ledger = LedgerWriter(self.book)
-            self.carry_from(self.book)
-            self.endpoints = self.book.endpoints()
+            self.open_ledger(spec.ledger)
         # Inputs wait for a slot as tasks already made (and claimed in the ledger), as many
         # again as are in flight: a slot that frees is taken in the same turn of the loop,
         # where making the next task, or claiming its input, then would leave a connection
@@ -1519,7 +1542,12 @@ class _Runner:
                 return None
             unanswered = self.answered_at < began
             stops = _stops(outcome, tries.tried, self.spec.template is not None, unanswered)
-            if stops is None and unanswered and isinstance(outcome, OverloadedError):
+            if (
+                stops is None
+                and unanswered
+                and tries.tried >= _OUTAGE_TRIES
+                and isinstance(outcome, OverloadedError)
+            ):
                 # An outage, not the input's failure: every call met it meanwhile. The run
                 # stops, its inputs pending for the next run, rather than fail each in turn.
                 stops = (
@@ -1710,6 +1738,14 @@ class _Runner:
         # so that a resumed run says so rather than hand back another value.
         return value, WITHHELD if spec.secrets else source
 
+    def open_ledger(self, path: str | os.PathLike[str]) -> None:
+        """Open the run's ledger, registering the run, and read what it needs from it: what
+        earlier runs paid (`carry_from`), and each run's endpoint."""
+        self.book = Ledger(path, settings=self.spec.settings)
+        self.ledger = LedgerWriter(self.book)
+        self.carry_from(self.book)
+        self.endpoints = self.book.endpoints()
+
     def _other_endpoint(self, row: LedgerRow) -> str | None:
         """The endpoint of the run that finished `row`, where both runs kept theirs and
         they differ; else `None`."""
@@ -1791,6 +1827,11 @@ def _stops(
         )
     return None
 
+
+_OUTAGE_TRIES = 3
+"""The tries an input answered "overloaded" at every one of them, while nothing else was
+served, takes for an outage that stops the run: fewer may be a moment's (`max_attempts`
+of 1 or 2 leaves each such input its own failure)."""
 
 _LONGEST_WAIT = 900.0
 """The longest wait a run makes when a provider asks for one (15 minutes): one asked for
