@@ -1455,7 +1455,18 @@ def test_a_call_billed_to_ones_own_upstream_key_costs_the_fee_and_the_upstreams_
         {**OPENROUTER_MONEY, "is_byok": "false"},
         {**OPENROUTER_MONEY, "cost": -1.0},
         {**OPENROUTER_MONEY, "cost": True},
-        {**OPENROUTER_MONEY, "cost": "0.000669"},
+        {**OPENROUTER_MONEY, "cost": "0.0006x"},
+        {**OPENROUTER_MONEY, "cost": 0.0001},  # parts that sum past the whole
+        {  # one's own key: parts past the fee and the upstream's charge together
+            **OPENROUTER_MONEY,
+            "is_byok": True,
+            "cost": 0.00001,
+            "cost_details": {
+                "upstream_inference_cost": 0.0001,
+                "upstream_inference_prompt_cost": 0.000129,
+                "upstream_inference_completions_cost": 0.00054,
+            },
+        },
         {**OPENROUTER_MONEY, "cost_details": {"upstream_inference_prompt_cost": 0.000129}},
         {**OPENROUTER_MONEY, "is_byok": True},  # the upstream's charge not given
         {"cost_in_usd_ticks": 5656000},  # xAI's total alone
@@ -1471,6 +1482,16 @@ def test_a_cost_not_reported_in_full_is_priced_by_genai_prices(money: dict[str, 
     assert cost.source == f"genai-prices {VERSION}, openrouter/{model}"
     usage = Usage(input_tokens=43, output_tokens=36)
     assert cost.total == sum(expected("openrouter", model, usage))
+
+
+def test_a_reported_cost_written_as_text_is_read() -> None:
+    from allama.adapters.openai_compat import decode_body
+
+    money = {**OPENROUTER_MONEY, "cost": "0.000669"}
+    decoded = decode_body(_routed_body(_openrouter_usage(money)), provider="openrouter")
+    cost = record(decoded).cost
+    assert cost is not None and cost.total == Decimal("0.000669")
+    assert cost.source == "as openrouter reported, anthropic/claude-sonnet-4.5"
 
 
 def test_an_endpoint_of_ones_own_that_reports_its_cost_has_that_cost() -> None:

@@ -211,9 +211,8 @@ def test_a_body_its_content_encoding_does_not_decode_is_a_server_error_to_try_ag
     # A proxy that labels a plain body gzip: the provider answered, with a body that cannot
     # be read. An allama error, tried again (not httpx2's, nor a network failure).
     def handler(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(
-            200, headers={"content-encoding": "gzip"}, content=b'{"choices": []}'
-        )
+        mislabelled = httpx2.ByteStream(b'{"choices": []}')  # decoded as the client reads it
+        return httpx2.Response(200, headers={"content-encoding": "gzip"}, stream=mislabelled)
 
     transport = Transport(
         client=httpx2.Client(transport=httpx2.MockTransport(handler)),
@@ -234,3 +233,30 @@ def test_a_body_its_content_encoding_does_not_decode_is_a_server_error_to_try_ag
     with pytest.raises(ServerError) as raised, provider.chat_stream(request) as stream:
         list(stream)
     assert raised.value.message == message
+
+
+def test_an_error_status_whose_body_does_not_decode_is_read_by_its_status() -> None:
+    import asyncio
+
+    from allama.errors import AuthenticationError
+
+    # A refused key answered with a mislabelled body is a refused key (sent once), not a
+    # server error to try again.
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        # A stream, read when the client reads it (content given whole is decoded at once).
+        mislabelled = httpx2.ByteStream(b"no")
+        return httpx2.Response(401, headers={"content-encoding": "gzip"}, stream=mislabelled)
+
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    provider = allama.provider("openai", api_key="sk-test", transport=transport)
+    request = ChatRequest("gpt-4o-mini").user("Hi")
+    with pytest.raises(AuthenticationError) as raised:
+        provider.chat(request)
+    assert not raised.value.retryable and raised.value.context.status == 401
+    with pytest.raises(AuthenticationError):
+        asyncio.run(provider.achat(request))
+    with pytest.raises(AuthenticationError):
+        provider.chat_stream(request)

@@ -117,3 +117,88 @@ def test_a_usage_with_details_of_another_shape_leaves_the_answer_and_its_counts(
     assert response.text() == "{}"
     assert response.usage is not None
     assert (response.usage.input_tokens, response.usage.output_tokens) == (1_000, 500)
+
+
+def test_a_usage_detail_of_another_shape_leaves_the_counts_beside_it() -> None:
+    from allama.adapters.openai_compat import decode_body
+
+    _, body = _openai()
+    body["created"] = 1
+    body["usage"] = {
+        "prompt_tokens": 10_000,
+        "completion_tokens": 500,
+        "prompt_tokens_details": {"cached_tokens": 9_000},
+        "completion_tokens_details": [],  # another shape: left out, and it alone
+    }
+    usage = decode_body(json.dumps(body), provider="openai").usage
+    assert usage is not None
+    assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens) == (
+        10_000,
+        500,
+        9_000,
+    )
+
+
+def test_a_streamed_usage_of_another_shape_leaves_the_answer_and_its_cost() -> None:
+    from allama.adapters.openai_compat._sse import decode_stream
+    from allama.stream import StreamCollector
+
+    usage = {
+        "prompt_tokens": 50,
+        "completion_tokens": 7,
+        "prompt_tokens_details": [],
+        "cost": 0.00005,
+        "is_byok": False,
+        "cost_details": {
+            "upstream_inference_prompt_cost": 0.00003,
+            "upstream_inference_completions_cost": 0.00002,
+        },
+    }
+    chunks = [
+        {"id": "g", "model": "m/x", "choices": [{"index": 0, "delta": {"content": "{}"}}]},
+        {"id": "g", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {"id": "g", "choices": [], "usage": usage},
+    ]
+    data = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
+    collector = StreamCollector()
+    for event in decode_stream(data.encode(), provider="openrouter"):
+        collector.push(event)
+    response = collector.finish()
+    assert response.text() == "{}"
+    assert response.usage is not None and response.usage.input_tokens == 50
+    assert response.provider_data["openrouter"]["usage_cost"]["cost"] == 0.00005
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"object": "response", "status": "completed", "output": None},
+        {"object": "response", "status": "completed", "error": {"message": "upstream"}},
+    ],
+)
+def test_a_responses_body_that_does_not_fit_keeps_what_it_was_billed_for(
+    body: dict[str, Any],
+) -> None:
+    from allama.adapters.openai_responses import decode_body
+    from allama.errors import Error
+
+    usage = {"input_tokens": 1_000, "output_tokens": 500, "cost": 0.001}
+    with pytest.raises(Error) as raised:
+        decode_body(json.dumps({**body, "model": "m/x", "usage": usage}), provider="openrouter")
+    raised.value.with_provider("openrouter")
+    assert paid_for(raised.value) == [
+        {"provider": "openrouter", "model": "m/x", "usage": BILLED, "usage_cost": {"cost": 0.001}}
+    ]
+
+
+def test_an_error_object_whose_other_fields_do_not_fit_keeps_its_usage() -> None:
+    from allama.adapters.openai_compat import decode_body
+    from allama.errors import Error
+
+    body = {"error": {"message": "upstream"}, "model": 5, "usage": {"prompt_tokens": 1_000}}
+    with pytest.raises(Error) as raised:
+        decode_body(json.dumps(body), provider="openrouter")
+    raised.value.with_provider("openrouter")
+    assert paid_for(raised.value) == [
+        {"provider": "openrouter", "model": None, "usage": {"input_tokens": 1_000}}
+    ]

@@ -467,6 +467,9 @@ def test_a_job_of_many_bad_lines_gives_each_row_as_many_words_as_one_of_few() ->
     failed = openai_state({"id": "batch_1", "status": "failed", "errors": {"data": same}})
     assert failed.error == ("c1 (lines 1, 6); c2 (lines 2, 7); c3 (lines 3, 8); 2 more codes")
     assert failed.error_words == "duplicate"
+    floats = [{"code": "c", "line": 3.0}, {"code": "c", "line": 4.5}]
+    failed = openai_state({"id": "batch_1", "status": "failed", "errors": {"data": floats}})
+    assert failed.error == "c (lines 3, 4.5)"
 
 
 @pytest.mark.parametrize(

@@ -442,8 +442,8 @@ def _reported(
     OpenRouter's `cost` is in credits, which are US dollars, with its upstream's input and
     output parts in `cost_details`. A call billed to the caller's own upstream key
     (`is_byok`) costs the fee OpenRouter bills (`cost`) and what the upstream billed that
-    key (`upstream_inference_cost`). Without its parts, or an xAI total alone, the usage
-    is priced by genai-prices as any other.
+    key (`upstream_inference_cost`). Without its parts, with parts that sum past it, or an
+    xAI total alone, the usage is priced by genai-prices as any other.
     """
     byok = money.get("is_byok")
     details = money.get("cost_details")
@@ -466,6 +466,8 @@ def _reported(
         if upstream is None:
             return None
         total = MONEY.add(cost, upstream)
+    if MONEY.add(input_part, output_part) > total * _SLACK:
+        return None  # parts that say more than the whole: not a cost to take as it is
     label = f"as {provider or 'the provider'} reported"
     ref = model or "its model"
     return (
@@ -482,11 +484,20 @@ def _reported(
 
 
 def _reported_amount(value: Any) -> Decimal | None:
-    """An amount a provider reported: a finite number, not below zero."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    """An amount a provider reported: a finite number (or its digits as text), not below
+    zero."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
-    amount = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+    try:
+        amount = Decimal(str(value)) if isinstance(value, float | str) else Decimal(value)
+    except InvalidOperation:
+        return None
     return amount if amount.is_finite() and amount >= 0 else None
+
+
+_SLACK = Decimal("1.000001")
+"""How far a reported cost's parts may sum past its total (their rounding) and still be
+taken as its parts."""
 
 
 def _unpriced(model_price: Any, extras: Mapping[str, int]) -> str:

@@ -124,6 +124,15 @@ def _timeout_message(
     return f"the request to {where} timed out ({type(exc).__name__}); {advice}"
 
 
+def _undecodable(response: httpx2.Response, exc: Exception, own_client: bool) -> HttpResponse:
+    """A response whose body its `Content-Encoding` does not decode: an error status says
+    what went wrong (a refused key is not tried again), the body none of it; an answer is
+    a server error to try again."""
+    if response.status_code >= 400:
+        return HttpResponse(response.status_code, _headers(response), b"")
+    raise _failure(exc, response.request, own_client=own_client) from exc
+
+
 def _failure(exc: Exception, request: httpx2.Request | None, *, own_client: bool) -> Error:
     """The allama error for an httpx2 failure. Its message names what failed and where
     (host and port only), never the key or the rest of the URL."""
@@ -201,6 +210,8 @@ class StreamResponse:
     def read(self) -> bytes:
         try:
             return self._response.read()
+        except httpx2.DecodingError as exc:
+            return _undecodable(self._response, exc, self._own_client).content
         except _failures() as exc:
             raise self._failure(exc) from exc
 
@@ -230,6 +241,8 @@ class AsyncStreamResponse:
     async def aread(self) -> bytes:
         try:
             return await self._response.aread()
+        except httpx2.DecodingError as exc:
+            return _undecodable(self._response, exc, self._own_client).content
         except _failures() as exc:
             raise self._failure(exc) from exc
 
@@ -451,12 +464,20 @@ class Transport:
         try:
             built = self._build(client, own, request)
             if direct is None or direct[0] is not client or self._logged():
-                response = client.send(built)
-                return HttpResponse(response.status_code, _headers(response), response.content)
+                response = client.send(built, stream=True)
+                try:
+                    content = response.read()
+                except httpx2.DecodingError as exc:
+                    return _undecodable(response, exc, own)
+                finally:
+                    response.close()
+                return HttpResponse(response.status_code, _headers(response), content)
             response = direct[1].handle_request(built)
             response.request = built
             try:
                 content = response.read()
+            except httpx2.DecodingError as exc:
+                return _undecodable(response, exc, own)
             finally:
                 response.close()
             return _received(client, response, content)
@@ -470,12 +491,20 @@ class Transport:
         try:
             built = self._build(client, own, request)
             if direct is None or direct[0] is not client or self._logged():
-                response = await client.send(built)
-                return HttpResponse(response.status_code, _headers(response), response.content)
+                response = await client.send(built, stream=True)
+                try:
+                    content = await response.aread()
+                except httpx2.DecodingError as exc:
+                    return _undecodable(response, exc, own)
+                finally:
+                    await response.aclose()
+                return HttpResponse(response.status_code, _headers(response), content)
             response = await direct[1].handle_async_request(built)
             response.request = built
             try:
                 content = await response.aread()
+            except httpx2.DecodingError as exc:
+                return _undecodable(response, exc, own)
             finally:
                 await response.aclose()
             return _received(client, response, content)

@@ -210,6 +210,8 @@ def _codes(errors: list[dict[str, Any]]) -> str | None:
     lines: dict[str, list[str]] = {}
     for entry in errors:
         line = entry.get("line")
+        if type(line) is float and line.is_integer():
+            line = int(line)  # JSON's `3.0`: line 3
         lines.setdefault(str(entry.get("code") or "error"), []).append(
             str(line) if line not in (None, "") else ""
         )

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from allama.adapters._logprobs import openai_logprobs
 from allama.adapters.openai_compat._errors import error_from_payload, error_from_response
@@ -258,40 +258,48 @@ def _invalid_body(
     if not isinstance(payload, dict):
         return _not_a_completion(body, "it is not a JSON object")
     if payload.get("error") or payload.get("success") is False:
-        return error_from_payload(payload, provider=provider, model=model)
-    error = _not_a_completion(body, "its fields do not fit the chat completion shape")
+        error = error_from_payload(payload, provider=provider, model=model)
+    else:
+        error = _not_a_completion(body, "its fields do not fit the chat completion shape")
     # An answer billed, whatever else is wrong with it: its usage, read for its counts.
-    usage = _loose_usage(payload.get("usage"))
+    usage = loose_usage(payload.get("usage"))
     tier = payload.get("service_tier")
     return _reported(error, usage, payload.get("model"), tier, reasoning_outside_completion)
 
 
-def _loose_usage(usage: object) -> WireUsage | None:
-    """A usage object read for its counts, leaving out what does not fit (details of
-    another shape): `None` when it is no object."""
+def loose_usage(usage: object) -> WireUsage | None:
+    """A usage object read for what fits of it: each count and detail that reads alone is
+    kept, one of another shape left out (`"prompt_tokens_details": []`), so that the cached
+    and reasoning counts beside it still count; `None` when it is no object."""
     if not isinstance(usage, dict):
         return None
     try:
         return WireUsage.model_validate(usage)
     except ValidationError:
-        counts = ("prompt_tokens", "completion_tokens", "total_tokens")
-        fitting = {k: v for k, v in usage.items() if k not in WireUsage.model_fields}
-        fitting.update((k, usage[k]) for k in counts if type(usage.get(k)) is int)
+        pass
+    fitting = {}
+    for name, value in usage.items():
         try:
-            return WireUsage.model_validate(fitting)
+            WireUsage.model_validate({name: value})
         except ValidationError:
-            return None
+            continue
+        fitting[name] = value
+    return WireUsage.model_validate(fitting)
 
 
-def _without_usage_that_does_not_fit(body: bytes | str, invalid: ValidationError) -> Any:
-    """The response again, when only its usage does not fit (details of another shape):
-    its usage read for its counts, rather than a paid answer thrown away; else `None`."""
+_Fitted = TypeVar("_Fitted", bound=BaseModel)
+
+
+def refit(shape: type[_Fitted], data: bytes | str, invalid: ValidationError) -> _Fitted | None:
+    """`data` read as `shape` again when only its usage did not fit it (a detail of another
+    shape): its usage read for what fits (`loose_usage`), rather than a paid answer thrown
+    away; `None` otherwise."""
     if not all(problem["loc"][:1] == ("usage",) for problem in invalid.errors()):
         return None
     try:
-        payload = json.loads(body)
-        payload["usage"] = _loose_usage(payload.get("usage"))
-        return WireResponse.model_validate(payload)
+        payload = json.loads(data)
+        payload["usage"] = loose_usage(payload.get("usage"))
+        return shape.model_validate(payload)
     except (ValueError, TypeError, ValidationError):
         return None
 
@@ -328,14 +336,15 @@ def decode_body(
     try:
         wire = WireResponse.model_validate_json(body)
     except ValidationError as invalid:
-        wire = _without_usage_that_does_not_fit(body, invalid)
-        if wire is None:
+        refitted = refit(WireResponse, body, invalid)
+        if refitted is None:
             raise _invalid_body(
                 body,
                 provider=provider,
                 model=model,
                 reasoning_outside_completion=reasoning_outside_completion,
             ) from None
+        wire = refitted
     if not wire.choices and wire.model_extra:
         extra = wire.model_extra
         if extra.get("error") or extra.get("success") is False:

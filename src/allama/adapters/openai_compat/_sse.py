@@ -53,7 +53,9 @@ from allama.adapters.openai_compat._decode import (
     filter_explanation,
     finish_reason_of,
     kept_list,
+    loose_usage,
     reasoning_text,
+    refit,
     usage_cost,
     usage_of,
 )
@@ -158,9 +160,9 @@ class ChatStreamDecoder:
             return
         if event.event != "error":
             try:
-                chunk = WireChunk.model_validate_json(data)
-            except ValidationError:
-                chunk = None
+                chunk: WireChunk | None = WireChunk.model_validate_json(data)
+            except ValidationError as invalid:
+                chunk = refit(WireChunk, data, invalid)  # a usage detail of another shape
             if chunk is not None:
                 failure = self._failure(chunk, data)
                 if failure is not None:
@@ -212,13 +214,9 @@ class ChatStreamDecoder:
         groq = payload.get("x_groq")
         if not isinstance(raw, dict) and isinstance(groq, dict):
             raw = groq.get("usage")
-        if not isinstance(raw, dict):
-            return
-        try:
-            usage = WireUsage.model_validate(raw)
-        except ValidationError:
-            return
-        yield from self._usage(usage)
+        usage = loose_usage(raw)
+        if usage is not None:
+            yield from self._usage(usage)
 
     def _usage(self, usage: WireUsage) -> Iterator[StreamEvent]:
         yield UsageEvent(

@@ -57,7 +57,7 @@ from allama.adapters.openai_responses._errors import (
     error_from_payload,
     error_from_response,
 )
-from allama.errors import REPORTED_USAGE_KEY, Error, ServerError, reported_billing
+from allama.errors import Error, ServerError, with_reported_usage
 from allama.types import (
     SERVICE_TIER_KEY,
     ChatResponse,
@@ -290,19 +290,8 @@ def decode_object(
     """A response object, already parsed, as a `ChatResponse`; raises the error of a failed
     one, and `ValueError` (with the reason) for one that does not fit the shape."""
     if response.get("status") == "failed":
-        error = error_from_failed(response, provider=provider, model=model)
-        usage = response.get("usage")
-        if isinstance(usage, dict):
-            # Tokens paid for: an extraction records them (a stream yields them instead).
-            counted = usage_of(usage).model_dump(mode="json", exclude_none=True)
-            error.with_metadata(REPORTED_USAGE_KEY, counted)
-            reported_billing(
-                error,
-                response.get("model"),
-                response.get("service_tier"),
-                money=money_fields(usage),
-            )
-        raise error
+        # Tokens paid for: an extraction records them (a stream yields them instead).
+        raise _with_usage(error_from_failed(response, provider=provider, model=model), response)
     output = response.get("output")
     if not isinstance(output, list):
         raise _Unreadable("it has no `output` list")
@@ -371,11 +360,23 @@ def decode_body(
         raise _not_a_response(body, "it is not a JSON object", provider=provider, model=model)
     if isinstance(payload.get("error"), dict) and payload.get("status") != "failed":
         # An error object where a response should be (a gateway's), or beside one.
-        raise error_from_payload(payload, provider=provider, model=model)
+        raise _with_usage(error_from_payload(payload, provider=provider, model=model), payload)
     try:
         return decode_object(payload, provider=provider, model=model, warnings=warnings)
     except _Unreadable as why:
-        raise _not_a_response(body, str(why), provider=provider, model=model) from None
+        error = _not_a_response(body, str(why), provider=provider, model=model)
+        raise _with_usage(error, payload) from None
+
+
+def _with_usage(error: Error, response: Mapping[str, Any]) -> Error:
+    """`error` with the usage the response beside it reported (tokens billed, whatever else
+    is wrong with it), at the model and tier it names, and what it said they cost."""
+    usage = response.get("usage")
+    if not isinstance(usage, dict):
+        return error
+    counted = usage_of(usage).model_dump(mode="json", exclude_none=True)
+    model, tier = response.get("model"), response.get("service_tier")
+    return with_reported_usage(error, counted, model, tier, money=money_fields(usage))
 
 
 def decode_response(
