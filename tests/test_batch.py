@@ -2726,7 +2726,7 @@ def test_an_error_whose_message_is_no_text_fails_its_input_not_the_run(tmp_path:
     assert [outcome(result) for result in results] == ["ok", "invalid_request", "ok"]
     failure = results[1].failure
     assert failure is not None and failure.provider_message == "b'bad document \\xff'"
-    assert failure.message == "invalid_request (14 chars withheld)"
+    assert failure.message == "invalid_request (20 chars withheld)"
 
 
 def test_a_providers_message_that_utf8_cannot_hold_fails_its_input_not_the_run(
