@@ -1326,6 +1326,11 @@ def test_the_readme_example_runs_on_the_local_provider(
     err = capsys.readouterr().err
     assert err.startswith("local: llama.cpp with tiny.gguf, ready in ")
     assert "8 documents from " in err and "8 done, 0 failed, in " in err
+    # Run again, the engine on another port: every value comes from the ledger.
+    assert main([*command, "--out", str(out)]) == 0
+    assert rows_of(out) == rows
+    err = capsys.readouterr().err
+    assert "8 done, 0 failed (8 finished by an earlier run), in " in err
 
 
 @pytest.mark.local

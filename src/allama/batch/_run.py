@@ -663,6 +663,8 @@ def _endpoint(provider: object) -> str | None:
     from allama.providers._http import HttpProvider
     from allama.wrappers import FailoverProvider
 
+    if getattr(provider, "engine", None) is not None:
+        return None  # llama.cpp in this process: on another port each run
     if isinstance(provider, HttpProvider):
         return None if provider.base_url is None else _server_of(provider.base_url)
     if isinstance(provider, FailoverProvider):
