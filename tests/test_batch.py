@@ -2179,6 +2179,42 @@ def test_failures_a_closed_retry_failed_run_left_unfinished_are_not_sent_by_a_pl
         slow.stop()
 
 
+def test_failures_set_aside_while_tried_again_stay_the_failures_they_were(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from allama.cli import main
+    from allama.mock import FunctionProvider
+
+    # Refused at first (400); tried again (`retry_failed`) in an outage of "overloaded"
+    # answers, which stops the run and sets them aside. A run that does not try failures
+    # again gives them as they were, their own error kept, and sends nothing.
+    answer_with: list[Exception] = [allama.InvalidRequestError("bad document")]
+    calls: list[ChatRequest] = []
+
+    def answer(request: ChatRequest) -> ChatResponse:
+        calls.append(request)
+        raise answer_with[0]
+
+    provider = FunctionProvider(answer, name="custom")
+    ledger = tmp_path / "run.sqlite"
+    options: dict[str, Any] = {"request": TEMPLATE, "ledger": ledger, "backoff": 0.0}
+    assert {outcome(r) for r in allama.batch(provider, Row, docs(2), **options)} == {
+        "invalid_request"
+    }
+    answer_with[0] = allama.OverloadedError("overloaded").with_status(529)
+    again = allama.batch(provider, Row, docs(2), retry_failed=True, concurrency=1, **options)
+    list(again)
+    assert again.summary.refused == "overloaded"
+    assert Ledger(ledger, read_only=True).counts().get("pending", 0) > 0
+    assert main(["batch", "status", str(ledger)]) == 0
+    assert "failures a run trying failures again left unfinished: failed to a run without " \
+        "--retry-failed" in capsys.readouterr().out  # fmt: skip
+    sent = len(calls)
+    plain = list(allama.batch(provider, Row, docs(2), **options))
+    assert len(calls) == sent
+    assert [(r.resumed, outcome(r)) for r in plain] == [(True, "invalid_request")] * 2
+
+
 def test_an_outage_of_overloaded_answers_stops_the_run_with_its_inputs_pending(
     tmp_path: Path,
 ) -> None:
@@ -2272,6 +2308,21 @@ def test_a_value_another_endpoint_gave_is_not_taken_for_this_ones(
         assert (old.value, old.resumed, sum(other.sent.values())) == (Row(n=1), True, 0)
     finally:
         other.stop()
+
+
+def test_a_provider_of_ones_own_with_an_inner_attribute_is_left_alone(tmp_path: Path) -> None:
+    from allama.mock import FunctionProvider
+
+    # Where a provider of the caller's own sends is its own business: its attributes are
+    # not walked (one that raises until first use, or leads back to itself).
+    class Lazy(FunctionProvider):
+        @property
+        def inner(self) -> Any:
+            raise RuntimeError("credentials not fetched yet")
+
+    provider = Lazy(lambda request: ChatResponseBuilder().text('{"n": 1}').build(), name="own")
+    (result,) = allama.batch(provider, Row, ["doc 1"], request=TEMPLATE, ledger=tmp_path / "l")
+    assert result.value == Row(n=1)
 
 
 def test_a_value_from_the_ledger_read_after_repair_is_not_accepted_without_it(

@@ -202,3 +202,36 @@ def test_an_error_object_whose_other_fields_do_not_fit_keeps_its_usage() -> None
     assert paid_for(raised.value) == [
         {"provider": "openrouter", "model": None, "usage": {"input_tokens": 1_000}}
     ]
+
+
+def test_groqs_streamed_usage_of_another_shape_leaves_the_answer() -> None:
+    from allama.adapters.openai_compat._sse import decode_stream
+    from allama.stream import StreamCollector
+
+    usage = {"prompt_tokens": 5, "completion_tokens": 2, "prompt_tokens_details": []}
+    chunks = [
+        {"id": "g", "choices": [{"index": 0, "delta": {"content": "{}"}}]},
+        {"id": "g", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {"id": "g", "choices": [], "x_groq": {"usage": usage}},
+    ]
+    data = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
+    collector = StreamCollector()
+    for event in decode_stream(data.encode(), provider="groq"):
+        collector.push(event)
+    response = collector.finish()
+    assert response.text() == "{}"
+    assert response.usage is not None
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (5, 2)
+
+
+def test_a_details_object_keeps_the_counts_in_it_that_read() -> None:
+    from allama.adapters.openai_compat import decode_body
+
+    _, body = _openai()
+    body["created"] = 1
+    body["usage"]["prompt_tokens_details"] = {
+        "cached_tokens": 800,
+        "cache_write_tokens": {"5m": 0, "1h": 0},  # another shape: it alone left out
+    }
+    usage = decode_body(json.dumps(body), provider="openai").usage
+    assert usage is not None and usage.cache_read_tokens == 800

@@ -177,6 +177,18 @@ def _routes(server: _Server) -> dict[str, Callable[[_Handler], None]]:
     def serve_cookie(h: _Handler) -> None:
         h.send_json(200, plain, {"set-cookie": "affinity=node-7; Path=/"})
 
+    def serve_refused_mislabelled(h: _Handler) -> None:
+        data = b"not gzip"  # a refusal whose body its Content-Encoding does not decode
+        h.send_response(401)
+        for key, value in (
+            ("content-encoding", "gzip"),
+            ("content-length", str(len(data))),
+            ("set-cookie", "affinity=node-7; Path=/"),
+        ):
+            h.send_header(key, value)
+        h.end_headers()
+        h.wfile.write(data)
+
     def serve_auth(h: _Handler) -> None:
         key = h.headers.get("authorization", "").removeprefix("Bearer ")
         error = {
@@ -194,6 +206,7 @@ def _routes(server: _Server) -> dict[str, Callable[[_Handler], None]]:
         "ratelimit": serve_rate_limited,
         "auth": serve_auth,
         "cookie": serve_cookie,
+        "refused": serve_refused_mislabelled,
     }
 
 
@@ -749,3 +762,27 @@ def test_an_idle_check_after_the_socket_closed_says_readable_even_if_its_number_
             os.close(number)
         again.close()
         other.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_refusal_whose_body_does_not_decode_is_read_by_its_status_its_cookies_kept(
+    server: _Server, mode: str
+) -> None:
+    from allama.errors import AuthenticationError
+
+    server.seen.clear()
+    if mode == "sync":
+        with _provider(server, "refused") as target:
+            for _ in range(2):
+                with pytest.raises(AuthenticationError):
+                    target.chat(REQUEST)
+    else:
+
+        async def run() -> None:
+            async with _provider(server, "refused") as target:
+                for _ in range(2):
+                    with pytest.raises(AuthenticationError):
+                        await target.achat(REQUEST)
+
+        asyncio.run(run())
+    assert server.seen[1][1]["cookie"] == "affinity=node-7"

@@ -466,7 +466,7 @@ def _reported(
         if upstream is None:
             return None
         total = MONEY.add(cost, upstream)
-    if MONEY.add(input_part, output_part) > total * _SLACK:
+    if MONEY.add(input_part, output_part) > MONEY.multiply(total, _SLACK):
         return None  # parts that say more than the whole: not a cost to take as it is
     label = f"as {provider or 'the provider'} reported"
     ref = model or "its model"
@@ -492,12 +492,15 @@ def _reported_amount(value: Any) -> Decimal | None:
         amount = Decimal(str(value)) if isinstance(value, float | str) else Decimal(value)
     except InvalidOperation:
         return None
-    return amount if amount.is_finite() and amount >= 0 else None
+    return amount if amount.is_finite() and 0 <= amount <= _MOST else None
 
 
-_SLACK = Decimal("1.000001")
-"""How far a reported cost's parts may sum past its total (their rounding) and still be
-taken as its parts."""
+_MOST = Decimal(1_000_000)
+"""The most a reported amount may be (a million dollars for one call): more is no cost."""
+
+_SLACK = Decimal("1.01")
+"""How far a reported cost's parts may sum past its total (each rounded on its own) and
+still be taken as its parts."""
 
 
 def _unpriced(model_price: Any, extras: Mapping[str, int]) -> str:

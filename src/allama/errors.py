@@ -161,6 +161,8 @@ _REGISTRY: dict[str, type[Error]] = {}
 
 
 def _text_of(value: object) -> str:
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
     try:
         return str(value)
     except Exception:  # a `__str__` that raises: the kind of object it is

@@ -477,7 +477,8 @@ class Transport:
             try:
                 content = response.read()
             except httpx2.DecodingError as exc:
-                return _undecodable(response, exc, own)
+                undecodable = _undecodable(response, exc, own)
+                return _received(client, response, undecodable.content)
             finally:
                 response.close()
             return _received(client, response, content)
@@ -504,7 +505,8 @@ class Transport:
             try:
                 content = await response.aread()
             except httpx2.DecodingError as exc:
-                return _undecodable(response, exc, own)
+                undecodable = _undecodable(response, exc, own)
+                return _received(client, response, undecodable.content)
             finally:
                 await response.aclose()
             return _received(client, response, content)

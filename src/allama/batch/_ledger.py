@@ -188,6 +188,9 @@ class LedgerRow:
     would not read back as the value: read again, it gives the value the run gave. `None`
     where the JSON does; `""` where it does not and the output was not kept (the type
     holds a secret)."""
+    reopened: str | None = None
+    """Set on a failure a run that tries failures again claimed and has not finished
+    (pending or in flight): to a run that does not, it is the failure it was."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,8 +468,11 @@ class Ledger:
         record and cost of what its attempts paid are kept too, for the run that sends it
         again to count (`record`'s `earlier_attempts` hold those before the last)."""
         self._connection.execute(
-            "UPDATE items SET status = ?, error = ?, record = ?, cost = ?, job = NULL, "
-            "log = COALESCE(?, log) WHERE key = ? AND run_id = ? AND status IN (?, ?)",
+            # A failure being tried again keeps its own error: the one met here was not
+            # the input's, and a run that does not try failures again gives it as it was.
+            "UPDATE items SET status = ?, error = CASE WHEN reopened IS NULL THEN ? ELSE error "
+            "END, record = ?, cost = ?, job = NULL, log = COALESCE(?, log) "
+            "WHERE key = ? AND run_id = ? AND status IN (?, ?)",
             (
                 Status.PENDING,
                 _json_text(error),
@@ -912,7 +918,7 @@ class Ledger:
 
 _COLUMNS = (
     "position, label, status, attempts, run_id, seconds, value, record, error, cost, tokens, "
-    "job, log, source"
+    "job, log, source, reopened"
 )
 """The columns of a row after its key, in the order `_row` reads them."""
 _SELECT = f"SELECT key, {_COLUMNS} FROM items"
@@ -1019,6 +1025,7 @@ def _row(raw: tuple[Any, ...]) -> LedgerRow:
         job=raw[12],
         log=json.loads(raw[13]) if raw[13] else None,
         source=raw[14],
+        reopened=raw[15] if len(raw) > 15 else None,
     )
 
 

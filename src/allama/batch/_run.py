@@ -22,6 +22,7 @@ import os
 import queue
 import random
 import sqlite3
+import sys
 import threading
 import time
 import warnings
@@ -661,17 +662,19 @@ def _endpoint(provider: object) -> str | None:
     query, so that the same server spelled with a key or a version reads the same; `None`
     for others (the local engine, whose port changes from run to run)."""
     from allama.providers._http import HttpProvider
-    from allama.wrappers import FailoverProvider
+    from allama.wrappers import CapabilityOverrideProvider, FailoverProvider, RetryingProvider
 
-    if getattr(provider, "engine", None) is not None:
+    local = sys.modules.get("allama.local._provider")  # loaded if the provider is one of it
+    if local is not None and isinstance(provider, local.LlamaCppProvider) and provider.engine:
         return None  # llama.cpp in this process: on another port each run
     if isinstance(provider, HttpProvider):
         return None if provider.base_url is None else _server_of(provider.base_url)
     if isinstance(provider, FailoverProvider):
         found = [_endpoint(each) for each in provider.providers]
         return None if None in found else ", ".join(str(each) for each in found)
-    inner = getattr(provider, "inner", None)
-    return None if inner is None else _endpoint(inner)
+    if isinstance(provider, RetryingProvider | CapabilityOverrideProvider):
+        return _endpoint(provider.inner)
+    return None  # a provider of the caller's own: where it sends is its own business
 
 
 def _server_of(url: str) -> str:

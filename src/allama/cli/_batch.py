@@ -625,7 +625,7 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
     ledger of other settings matches nothing and every document is sent again)."""
     import sqlite3
 
-    from allama.batch._ledger import Ledger, LedgerError, _read_only
+    from allama.batch._ledger import Ledger, LedgerError, _read_only, item_columns
 
     if not ledger.is_file():
         return None
@@ -642,12 +642,15 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
         (held,) = db.execute("SELECT COUNT(*) FROM items").fetchone()
         if not held:
             return None
-        for _, _, key, row in _looked_up(spec, db, "status, run_id"):
+        reopened = "reopened" if "reopened" in item_columns(db) else "NULL"
+        for _, _, key, row in _looked_up(spec, db, f"status, run_id, {reopened}"):
             total += 1
             if key is None:
                 continue  # a copy counts as its first
             status = str(None if row is None else row[0])
-            if status == "in_flight" and row is not None and row[1] is not None:
+            if row is not None and row[2] is not None and not spec.retry_failed:
+                status = "failed"  # a failure another run was trying again: failed to this
+            elif status == "in_flight" and row is not None and row[1] is not None:
                 if row[1] not in states:
                     book = book or Ledger(ledger, read_only=True)
                     states[row[1]] = book.run_state(row[1])
@@ -1211,10 +1214,13 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
     runs = _runs(ledger)
     state_of = {run["run_id"]: run["state"] for run in runs}
     in_flight: Counter[str] = Counter()
+    retried = 0  # failures a run that tries failures again left unfinished
     for row in ledger.rows():
         counts[row.status] += 1
         if row.status == "in_flight":
             in_flight["running" if state_of.get(row.run_id) == "running" else "dead"] += 1
+        if row.reopened is not None and row.status != "failed":
+            retried += 1
         attempts += row.attempts
         if row.status == "failed":
             failures[str((row.error or {}).get("kind", "error"))] += 1
@@ -1235,6 +1241,7 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
         "inputs": sum(counts.values()),
         "counts": dict(sorted(counts.items())),
         "in_flight": dict(sorted(in_flight.items())),
+        "retried": retried,
         "sets": _input_sets(ledger, runs),
         "attempts": attempts,
         "passes": passes,
@@ -1382,6 +1389,11 @@ def _counts_line(counts: dict[str, int], in_flight: dict[str, int] | None = None
 def status_lines(report: dict[str, Any]) -> list[str]:
     """`allama batch status` as a person reads it."""
     shown = _counts_line(report["counts"], report.get("in_flight"))
+    if report.get("retried"):
+        shown += (
+            f"; {report['retried']} of them failures a run trying failures again left "
+            "unfinished: failed to a run without --retry-failed"
+        )
     lines = [
         f"ledger: {printable(str(report['ledger']))}",
         f"inputs: {report['inputs']} ({shown or 'none'})",

@@ -277,14 +277,32 @@ def loose_usage(usage: object) -> WireUsage | None:
         return WireUsage.model_validate(usage)
     except ValidationError:
         pass
-    fitting = {}
-    for name, value in usage.items():
+    return WireUsage.model_validate(_fitting(WireUsage, usage))
+
+
+def _fitting(shape: type[BaseModel], given: dict[str, Any]) -> dict[str, Any]:
+    """What of `given` reads as `shape` field by field: a details object kept for the
+    counts in it that read (`{"cached_tokens": 800, "cache_write_tokens": {...}}`)."""
+    fitting: dict[str, Any] = {}
+    for name, value in given.items():
         try:
-            WireUsage.model_validate({name: value})
+            shape.model_validate({name: value})
         except ValidationError:
+            field = shape.model_fields.get(name)
+            inner = _details_shape(field.annotation) if field is not None else None
+            if inner is not None and isinstance(value, dict):
+                fitting[name] = _fitting(inner, value)
             continue
         fitting[name] = value
-    return WireUsage.model_validate(fitting)
+    return fitting
+
+
+def _details_shape(annotation: Any) -> type[BaseModel] | None:
+    """The model a field's annotation holds (`_Details | None`), if any."""
+    for candidate in getattr(annotation, "__args__", (annotation,)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
 
 
 _Fitted = TypeVar("_Fitted", bound=BaseModel)

@@ -315,8 +315,8 @@ class ChatStreamDecoder:
                 self._tier_told = True
                 yield self._data(SERVICE_TIER_KEY, tier)
         groq = extra.get("x_groq")
-        if usage is None and isinstance(groq, dict) and isinstance(groq.get("usage"), dict):
-            usage = WireUsage.model_validate(groq["usage"])
+        if usage is None and isinstance(groq, dict):
+            usage = loose_usage(groq.get("usage"))
         if usage is not None:
             yield from self._usage(usage)
 
