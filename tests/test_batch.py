@@ -2761,7 +2761,8 @@ def test_an_error_whose_message_is_no_text_fails_its_input_not_the_run(tmp_path:
     from allama.mock import FunctionProvider
 
     # A provider of the caller's own raising one of allama's errors with bytes for its
-    # message: that input fails, with the message's `str` as the words, and the run goes on.
+    # message: that input fails, with the bytes read as UTF-8 as the words, and the run
+    # goes on.
     def answer(request: ChatRequest) -> ChatResponse:
         if "doc 1" in request.model_dump_json():
             raise allama.InvalidRequestError(b"bad document \xff")  # type: ignore[arg-type]
@@ -2776,8 +2777,8 @@ def test_an_error_whose_message_is_no_text_fails_its_input_not_the_run(tmp_path:
     )
     assert [outcome(result) for result in results] == ["ok", "invalid_request", "ok"]
     failure = results[1].failure
-    assert failure is not None and failure.provider_message == "b'bad document \\xff'"
-    assert failure.message == "invalid_request (20 chars withheld)"
+    assert failure is not None and failure.provider_message == "bad document \ufffd"
+    assert failure.message == "invalid_request (14 chars withheld)"
 
 
 def test_a_providers_message_that_utf8_cannot_hold_fails_its_input_not_the_run(
