@@ -2209,6 +2209,9 @@ def test_failures_set_aside_while_tried_again_stay_the_failures_they_were(
     assert main(["batch", "status", str(ledger)]) == 0
     assert "failures a run trying failures again left unfinished: failed to a run without " \
         "--retry-failed" in capsys.readouterr().out  # fmt: skip
+    assert main(["batch", "export", str(ledger), "--failed"]) == 0
+    exported = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row["error"]["kind"] for row in exported] == ["invalid_request"] * 2
     sent = len(calls)
     plain = list(allama.batch(provider, Row, docs(2), **options))
     assert len(calls) == sent

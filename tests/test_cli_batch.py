@@ -282,8 +282,23 @@ def test_a_second_run_resumes_from_the_ledger_and_sends_nothing(
         )
 
 
+@pytest.mark.parametrize(
+    ("reopened", "said"),
+    [
+        (None, "1 done, 0 failed, 2 in flight in another run, left to it, 1 pending or in "
+         "flight), 1 to send"),
+        # Failures those runs were trying again: the live run's are still its own; the
+        # other's are failures to a run that does not try failures again.
+        ("run-0", "1 done, 1 failed, 2 in flight in another run, left to it), 0 to send"),
+    ],
+)  # fmt: skip
 def test_the_opening_line_leaves_out_of_what_it_sends_what_a_live_run_holds(
-    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    reopened: str | None,
+    said: str,
 ) -> None:
     import sqlite3
 
@@ -299,14 +314,14 @@ def test_the_opening_line_leaves_out_of_what_it_sends_what_a_live_run_holds(
             (live.run_id,),
         )
         db.execute("UPDATE items SET status = 'in_flight' WHERE position = 2")
+        db.execute("UPDATE items SET reopened = ? WHERE position < 3", (reopened,))
     capsys.readouterr()
     try:
         run(server, row_type, docs, out)
     finally:
         live.close()
     assert summary_of(capsys.readouterr().err)[1] == (
-        "ledger: 4 of these 4 documents are in it (1 done, 0 failed, 2 in flight in another "
-        "run, left to it, 1 pending or in flight), 1 to send"
+        f"ledger: 4 of these 4 documents are in it ({said}"
     )
 
 

@@ -1457,6 +1457,14 @@ def test_a_call_billed_to_ones_own_upstream_key_costs_the_fee_and_the_upstreams_
         {**OPENROUTER_MONEY, "cost": True},
         {**OPENROUTER_MONEY, "cost": "0.0006x"},
         {**OPENROUTER_MONEY, "cost": "9.99999e999999"},  # no cost of one call
+        {  # nor is this any amount of money (its digits would fill a line)
+            "cost": "1e-999999",
+            "is_byok": False,
+            "cost_details": {
+                "upstream_inference_prompt_cost": "0",
+                "upstream_inference_completions_cost": "1e-999999",
+            },
+        },
         {**OPENROUTER_MONEY, "cost": 0.0001},  # parts that sum past the whole
         {  # one's own key: parts past the fee and the upstream's charge together
             **OPENROUTER_MONEY,

@@ -507,7 +507,12 @@ def test_a_message_that_is_no_text_is_its_str_and_every_view_can_be_made() -> No
             raise RuntimeError("no text")
 
     # A provider of the caller's own may raise with what its body held.
-    for held, text in ((None, ""), (404, "404"), (b"bad \xff", "bad \ufffd")):
+    for held, text in (
+        (None, ""),
+        (404, "404"),
+        (b"bad \xff", "bad \ufffd"),
+        (memoryview(b"ok"), "ok"),
+    ):
         error = InvalidRequestError(held)  # type: ignore[arg-type]
         assert (error.message, str(error)) == (text, text)
         assert error.as_log().to_dict()["message_len"] == len(text)

@@ -235,3 +235,17 @@ def test_a_details_object_keeps_the_counts_in_it_that_read() -> None:
     }
     usage = decode_body(json.dumps(body), provider="openai").usage
     assert usage is not None and usage.cache_read_tokens == 800
+
+
+def test_a_body_nested_too_deeply_is_a_server_error() -> None:
+    from allama.adapters.openai_compat import decode_body
+    from allama.adapters.openai_compat._sse import decode_stream
+    from allama.errors import StreamDecodeError
+
+    _, body = _openai()
+    body["created"] = 1
+    nested = json.dumps(body)[:-1] + ', "deep": ' + "[" * 5_000 + "]" * 5_000 + "}"
+    with pytest.raises(ServerError):
+        decode_body(nested, provider="openai")
+    with pytest.raises(StreamDecodeError):
+        list(decode_stream(f"data: {nested}\n\n".encode(), provider="openai"))

@@ -189,6 +189,18 @@ def _routes(server: _Server) -> dict[str, Callable[[_Handler], None]]:
         h.end_headers()
         h.wfile.write(data)
 
+    def serve_answer_mislabelled(h: _Handler) -> None:
+        data = b"not gzip"
+        h.send_response(200)
+        for key, value in (
+            ("content-encoding", "gzip"),
+            ("content-length", str(len(data))),
+            ("set-cookie", "affinity=node-7; Path=/"),
+        ):
+            h.send_header(key, value)
+        h.end_headers()
+        h.wfile.write(data)
+
     def serve_auth(h: _Handler) -> None:
         key = h.headers.get("authorization", "").removeprefix("Bearer ")
         error = {
@@ -207,6 +219,7 @@ def _routes(server: _Server) -> dict[str, Callable[[_Handler], None]]:
         "auth": serve_auth,
         "cookie": serve_cookie,
         "refused": serve_refused_mislabelled,
+        "mislabelled": serve_answer_mislabelled,
     }
 
 
@@ -782,6 +795,30 @@ def test_a_refusal_whose_body_does_not_decode_is_read_by_its_status_its_cookies_
             async with _provider(server, "refused") as target:
                 for _ in range(2):
                     with pytest.raises(AuthenticationError):
+                        await target.achat(REQUEST)
+
+        asyncio.run(run())
+    assert server.seen[1][1]["cookie"] == "affinity=node-7"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_answer_whose_body_does_not_decode_is_a_server_error_its_cookies_kept(
+    server: _Server, mode: str
+) -> None:
+    from allama.errors import ServerError
+
+    server.seen.clear()
+    if mode == "sync":
+        with _provider(server, "mislabelled") as target:
+            for _ in range(2):
+                with pytest.raises(ServerError):
+                    target.chat(REQUEST)
+    else:
+
+        async def run() -> None:
+            async with _provider(server, "mislabelled") as target:
+                for _ in range(2):
+                    with pytest.raises(ServerError):
                         await target.achat(REQUEST)
 
         asyncio.run(run())

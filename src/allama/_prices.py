@@ -492,11 +492,16 @@ def _reported_amount(value: Any) -> Decimal | None:
         amount = Decimal(str(value)) if isinstance(value, float | str) else Decimal(value)
     except InvalidOperation:
         return None
-    return amount if amount.is_finite() and 0 <= amount <= _MOST else None
+    if not amount.is_finite() or amount < 0 or amount > _MOST:
+        return None
+    return amount if amount == 0 or amount >= _LEAST else None
 
 
 _MOST = Decimal(1_000_000)
 """The most a reported amount may be (a million dollars for one call): more is no cost."""
+_LEAST = Decimal("1e-15")
+"""The least an amount other than zero may be: less is no amount of money (and its digits
+would fill a line)."""
 
 _SLACK = Decimal("1.01")
 """How far a reported cost's parts may sum past its total (each rounded on its own) and

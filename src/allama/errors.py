@@ -161,7 +161,7 @@ _REGISTRY: dict[str, type[Error]] = {}
 
 
 def _text_of(value: object) -> str:
-    if isinstance(value, bytes | bytearray):
+    if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value).decode("utf-8", "replace")
     try:
         return str(value)

@@ -124,13 +124,19 @@ def _timeout_message(
     return f"the request to {where} timed out ({type(exc).__name__}); {advice}"
 
 
-def _undecodable(response: httpx2.Response, exc: Exception, own_client: bool) -> HttpResponse:
-    """A response whose body its `Content-Encoding` does not decode: an error status says
-    what went wrong (a refused key is not tried again), the body none of it; an answer is
-    a server error to try again."""
-    if response.status_code >= 400:
-        return HttpResponse(response.status_code, _headers(response), b"")
-    raise _failure(exc, response.request, own_client=own_client) from exc
+def _undecodable(
+    answer: HttpResponse, exc: Exception, request: httpx2.Request | None, own_client: bool
+) -> HttpResponse:
+    """A response whose body its `Content-Encoding` does not decode (`answer`, emptied): an
+    error status says what went wrong (a refused key is not tried again), the body none of
+    it; an answer is a server error to try again."""
+    if answer.status >= 400:
+        return answer
+    raise _failure(exc, request, own_client=own_client) from exc
+
+
+def _emptied(response: httpx2.Response) -> HttpResponse:
+    return HttpResponse(response.status_code, _headers(response), b"")
 
 
 def _failure(exc: Exception, request: httpx2.Request | None, *, own_client: bool) -> Error:
@@ -211,7 +217,8 @@ class StreamResponse:
         try:
             return self._response.read()
         except httpx2.DecodingError as exc:
-            return _undecodable(self._response, exc, self._own_client).content
+            emptied = _emptied(self._response)
+            return _undecodable(emptied, exc, self._response.request, self._own_client).content
         except _failures() as exc:
             raise self._failure(exc) from exc
 
@@ -242,7 +249,8 @@ class AsyncStreamResponse:
         try:
             return await self._response.aread()
         except httpx2.DecodingError as exc:
-            return _undecodable(self._response, exc, self._own_client).content
+            emptied = _emptied(self._response)
+            return _undecodable(emptied, exc, self._response.request, self._own_client).content
         except _failures() as exc:
             raise self._failure(exc) from exc
 
@@ -468,7 +476,7 @@ class Transport:
                 try:
                     content = response.read()
                 except httpx2.DecodingError as exc:
-                    return _undecodable(response, exc, own)
+                    return _undecodable(_emptied(response), exc, built, own)
                 finally:
                     response.close()
                 return HttpResponse(response.status_code, _headers(response), content)
@@ -477,8 +485,8 @@ class Transport:
             try:
                 content = response.read()
             except httpx2.DecodingError as exc:
-                undecodable = _undecodable(response, exc, own)
-                return _received(client, response, undecodable.content)
+                kept = _received(client, response, b"")  # its cookies, as any answer's
+                return _undecodable(kept, exc, built, own)
             finally:
                 response.close()
             return _received(client, response, content)
@@ -496,7 +504,7 @@ class Transport:
                 try:
                     content = await response.aread()
                 except httpx2.DecodingError as exc:
-                    return _undecodable(response, exc, own)
+                    return _undecodable(_emptied(response), exc, built, own)
                 finally:
                     await response.aclose()
                 return HttpResponse(response.status_code, _headers(response), content)
@@ -505,8 +513,8 @@ class Transport:
             try:
                 content = await response.aread()
             except httpx2.DecodingError as exc:
-                undecodable = _undecodable(response, exc, own)
-                return _received(client, response, undecodable.content)
+                kept = _received(client, response, b"")  # its cookies, as any answer's
+                return _undecodable(kept, exc, built, own)
             finally:
                 await response.aclose()
             return _received(client, response, content)

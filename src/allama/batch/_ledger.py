@@ -515,7 +515,7 @@ class Ledger:
     def _failed_again(self, key: str) -> LedgerRow | None:
         """A failure claimed again by a run that tries failures again and left unfinished
         (in flight when it died, or pending when it stopped or set it aside): failed again,
-        as the run that failed it left it, with the last error it met; `None` for any other
+        as the run that failed it left it, with its own error; `None` for any other
         input."""
         restored = self._connection.execute(
             "UPDATE items SET status = ?, run_id = NULLIF(reopened, ''), reopened = NULL "

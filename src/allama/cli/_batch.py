@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -648,14 +648,16 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
             if key is None:
                 continue  # a copy counts as its first
             status = str(None if row is None else row[0])
-            if row is not None and row[2] is not None and not spec.retry_failed:
-                status = "failed"  # a failure another run was trying again: failed to this
-            elif status == "in_flight" and row is not None and row[1] is not None:
+            if status == "in_flight" and row is not None and row[1] is not None:
                 if row[1] not in states:
                     book = book or Ledger(ledger, read_only=True)
                     states[row[1]] = book.run_state(row[1])
                 if states[row[1]] == "running":
                     status = "running"  # a live run's: left to it
+            if status in ("pending", "in_flight") and row is not None and row[2] is not None:
+                # A failure a run trying failures again left unfinished: failed to this run,
+                # unless it tries failures again too.
+                status = "failed" if not spec.retry_failed else status
             counts[status] += 1
     except (sqlite3.Error, LedgerError):
         return None
@@ -1219,10 +1221,10 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
         counts[row.status] += 1
         if row.status == "in_flight":
             in_flight["running" if state_of.get(row.run_id) == "running" else "dead"] += 1
-        if row.reopened is not None and row.status != "failed":
-            retried += 1
+        left = _left_failure(row, state_of)
+        retried += left
         attempts += row.attempts
-        if row.status == "failed":
+        if row.status == "failed" or left:
             failures[str((row.error or {}).get("kind", "error"))] += 1
         records = _records(row.record)
         for record in records:
@@ -1473,6 +1475,16 @@ def _iso(seconds: float) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _left_failure(row: Any, state_of: Mapping[str, str]) -> bool:
+    """Whether `row` is a failure a run trying failures again left unfinished (pending, or
+    in flight in a run no longer running): a failure to a run that does not."""
+    if row.reopened is None:
+        return False
+    return row.status == "pending" or (
+        row.status == "in_flight" and state_of.get(row.run_id) != "running"
+    )
+
+
 def _export(args: argparse.Namespace) -> int:
     if args.provider_messages and not args.failed:
         raise _Usage("--provider-messages goes with --failed: values have no provider's words")
@@ -1480,8 +1492,16 @@ def _export(args: argparse.Namespace) -> int:
         raise _Usage(f"--out `{args.out}` is the ledger: the export would write over it")
     ledger = _open_ledger(args.ledger)
     try:
-        rows = list(ledger.rows("failed" if args.failed else "done"))
         runs = ledger.runs()
+        if args.failed:  # with those a run trying failures again left unfinished
+            state_of = {run["run_id"]: run["state"] for run in runs}
+            rows = [
+                row
+                for row in ledger.rows()
+                if row.status == "failed" or _left_failure(row, state_of)
+            ]
+        else:
+            rows = list(ledger.rows("done"))
     finally:
         ledger.close()
     rows = _of_input_set(rows, runs, args.set, args.ledger, failed=args.failed)

@@ -255,6 +255,8 @@ def _invalid_body(
         payload: Any = json.loads(body)
     except ValueError:
         return _not_a_completion(body, "it is not JSON")
+    except RecursionError:
+        return _not_a_completion(body, "it is JSON nested too deeply to read")
     if not isinstance(payload, dict):
         return _not_a_completion(body, "it is not a JSON object")
     if payload.get("error") or payload.get("success") is False:
@@ -318,7 +320,7 @@ def refit(shape: type[_Fitted], data: bytes | str, invalid: ValidationError) -> 
         payload = json.loads(data)
         payload["usage"] = loose_usage(payload.get("usage"))
         return shape.model_validate(payload)
-    except (ValueError, TypeError, ValidationError):
+    except (ValueError, TypeError, ValidationError, RecursionError):
         return None
 
 

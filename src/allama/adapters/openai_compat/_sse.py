@@ -179,6 +179,10 @@ class ChatStreamDecoder:
         # An error event, or a payload that is not a chunk: find out which.
         try:
             payload: Any = json.loads(data)
+        except RecursionError:
+            raise StreamDecodeError(
+                "a stream event is JSON nested too deeply to read"
+            ).mark_authored() from None
         except ValueError:
             if at_end:
                 yield from self._flush_details()
