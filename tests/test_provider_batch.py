@@ -1830,3 +1830,24 @@ def test_a_value_a_job_at_another_endpoint_gave_is_not_taken(
         assert other.jobs == []  # nothing sent
     finally:
         other.stop()
+
+
+def test_a_failure_tried_again_in_a_job_another_run_collects_counts_what_it_paid_before(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+    request = allama.ChatRequest(model).system("Read the number.")
+    # Document 57 is answered with no JSON: a paid pass, live, that fails.
+    (live,) = allama.batch(provider, Doc, ["doc 57"], request=request, ledger=ledger)
+    assert live.failure is not None and live.metadata is not None and live.metadata.passes == 1
+    # Tried again in a job; the run stops while the job runs, and the next one collects it.
+    server.hold = True
+    _run_until(
+        provider, model, ["doc 57"], ledger, lambda: any(j.polls for j in server.jobs),
+        retry_failed=True,
+    )  # fmt: skip
+    server.hold = False
+    (collected,) = _run(provider, model, ["doc 57"], ledger, retry_failed=True)
+    paid = [record.passes for record in collected.spent] + [collected.metadata.passes]
+    assert sum(paid) == 2  # the live pass before the job, counted with the job's

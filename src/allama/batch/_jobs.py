@@ -269,6 +269,8 @@ class JobRunner(_Runner):
             assert row is not None
             if row.status == Status.SUBMITTED and row.job is not None:
                 item.log = list(row.log or [])
+                if not item.log:  # what earlier attempts paid, as for an input sent anew
+                    item.spent = _paid_before(row)
                 waiting.setdefault(row.job, []).append(item)
                 return
             if claim.elsewhere:
