@@ -1782,3 +1782,23 @@ def test_a_job_that_could_not_be_asked_about_is_said_without_the_providers_words
         "kind=server provider=openai status=500 message_len=29"
     )
     assert _said(OSError("no route to host")) == "OSError: no route to host"
+
+
+def test_a_stopped_run_counts_each_document_once(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Documents 13, 63, ... are refused (400). Tried again with a key the provider refuses,
+    # the run stops at its first send: the documents it read ahead and gave as not started
+    # are finished in the ledger, and counted once, as failures an earlier run ended with.
+    docs = folder(tmp_path, [13, 63, 113, 163])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    server.refusing = "key"
+    capsys.readouterr()
+    assert run(server, row_type, docs, out, "--retry-failed", "--concurrency", "1") == 1
+    summary = summary_of(capsys.readouterr().err)
+    (counted,) = [line for line in summary if line.startswith("0 done, ")]
+    assert counted == (
+        "0 done, 4 failed (3 finished by an earlier run; 1 kept pending for the next run), "
+        "in T s"
+    )

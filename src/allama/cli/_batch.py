@@ -772,13 +772,16 @@ def _keep_failure(failures: list[tuple[int, str, str, str, str]], result: Any) -
         failures[:] = sorted(failures)[:FAILURES_SHOWN]
 
 
-def _count_earlier(summary: Any, filled: list[Any], read: int) -> None:
+def _count_earlier(
+    summary: Any, filled: list[Any], read: int, unstarted: set[int] | None = None
+) -> None:
     """Count the documents a stopped run did not reach, and the ledger holds finished, as
     finished (by an earlier run, or by this one: their values are in the output, their
-    records in the summary's passes, tokens and cost), not as not started, nor, for those
-    the run had read (`read` of them) and abandoned, as left unfinished."""
+    records in the summary's passes, tokens and cost), not as not started (those it did not
+    read, and those it read and gave as not started: `unstarted`), nor, for those the run
+    had read (`read` of them) and abandoned, as left unfinished."""
     for result in filled:
-        if result.index < read:
+        if result.index < read and result.index not in (unstarted or ()):
             summary.abandoned = max(0, summary.abandoned - 1)
         else:
             summary.not_started = max(0, summary.not_started - 1)
@@ -957,6 +960,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         """The documents the run reached (their values written, or their failures said)."""
         given: set[int] = set()
         """The inputs the run gave, by their key's first 64 bits."""
+        unstarted: set[int] = set()
+        """The documents the run read and gave as not started (it stopped first)."""
         filled = 0
         output.truncate(0)
     except KeyboardInterrupt:
@@ -966,9 +971,9 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             progress.start()
         try:
             for result in run:
-                if result.index < len(seen) and (
-                    result.failure is None or result.failure.kind != "not_started"
-                ):
+                if result.failure is not None and result.failure.kind == "not_started":
+                    unstarted.add(result.index)
+                elif result.index < len(seen):
                     seen[result.index] = 1  # reached: what the ledger holds is not written
                 if result.key:
                     given.add(key_bits(result.key))
@@ -1006,7 +1011,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             try:
                 from_ledger = _write_from_ledger(run, prepared.ledger, output, seen, given)
                 filled = sum(result.failure is None for result in from_ledger)
-                _count_earlier(run.summary, from_ledger, run._runner.read)
+                _count_earlier(run.summary, from_ledger, run._runner.read, unstarted)
                 for result in from_ledger:
                     if result.failure is not None and not result.duplicate:
                         failed += 1  # an earlier run's failure, listed as the run's are
