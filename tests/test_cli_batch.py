@@ -1799,6 +1799,5 @@ def test_a_stopped_run_counts_each_document_once(
     summary = summary_of(capsys.readouterr().err)
     (counted,) = [line for line in summary if line.startswith("0 done, ")]
     assert counted == (
-        "0 done, 4 failed (3 finished by an earlier run; 1 kept pending for the next run), "
-        "in T s"
+        "0 done, 4 failed (3 finished by an earlier run; 1 kept pending for the next run), in T s"
     )
