@@ -2210,15 +2210,12 @@ def _failure(error: BaseException) -> BatchFailure:
     return BatchFailure(type(error).__name__, str(error), False, error)
 
 
-def _words(text: object) -> str | None:
+def _words(text: str | None) -> str | None:
     """The provider's words as the ledger can keep them: `None` for none (or only
-    spaces), and a lone surrogate (JSON may spell one) as U+FFFD, which UTF-8 cannot hold.
-    An error raised by the caller's own code may carry a message that is no text (bytes):
-    its `str`."""
-    if text is None:
+    spaces), and a lone surrogate (JSON may spell one) as U+FFFD, which UTF-8 cannot hold."""
+    if text is None or not text.strip():
         return None
-    words = text if isinstance(text, str) else str(text)
-    return storable(words) if words.strip() else None
+    return storable(text)
 
 
 # The drivers

@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -648,16 +648,16 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
             if key is None:
                 continue  # a copy counts as its first
             status = str(None if row is None else row[0])
+            state = None
             if status == "in_flight" and row is not None and row[1] is not None:
                 if row[1] not in states:
                     book = book or Ledger(ledger, read_only=True)
                     states[row[1]] = book.run_state(row[1])
-                if states[row[1]] == "running":
-                    status = "running"  # a live run's: left to it
-            if status in ("pending", "in_flight") and row is not None and row[2] is not None:
-                # A failure a run trying failures again left unfinished: failed to this run,
-                # unless it tries failures again too.
-                status = "failed" if not spec.retry_failed else status
+                state = states[row[1]]
+            if row is not None and not spec.retry_failed and _left_failure(status, row[2], state):
+                status = "failed"  # to this run, which does not try failures again
+            elif state == "running":
+                status = "running"  # a live run's: left to it
             counts[status] += 1
     except (sqlite3.Error, LedgerError):
         return None
@@ -1226,7 +1226,7 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
         counts[row.status] += 1
         if row.status == "in_flight":
             in_flight["running" if state_of.get(row.run_id) == "running" else "dead"] += 1
-        left = _left_failure(row, state_of)
+        left = _left_failure(row.status, row.reopened, state_of.get(row.run_id or ""))
         retried += left
         attempts += row.attempts
         if row.status == "failed" or left:
@@ -1480,14 +1480,13 @@ def _iso(seconds: float) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _left_failure(row: Any, state_of: Mapping[str, str]) -> bool:
-    """Whether `row` is a failure a run trying failures again left unfinished (pending, or
-    in flight in a run no longer running): a failure to a run that does not."""
-    if row.reopened is None:
+def _left_failure(status: str, reopened: str | None, state: str | None) -> bool:
+    """Whether an input (its `status`, its `reopened` mark, and the state of the run holding
+    it in flight) is a failure a run trying failures again left unfinished (pending, or in
+    flight in a run no longer running): a failure to a run that does not."""
+    if reopened is None:
         return False
-    return row.status == "pending" or (
-        row.status == "in_flight" and state_of.get(row.run_id) != "running"
-    )
+    return status == "pending" or (status == "in_flight" and state != "running")
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -1503,7 +1502,8 @@ def _export(args: argparse.Namespace) -> int:
             rows = [
                 row
                 for row in ledger.rows()
-                if row.status == "failed" or _left_failure(row, state_of)
+                if row.status == "failed"
+                or _left_failure(row.status, row.reopened, state_of.get(row.run_id or ""))
             ]
         else:
             rows = list(ledger.rows("done"))
