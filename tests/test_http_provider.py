@@ -205,20 +205,27 @@ def test_a_repr_masks_credentials_written_into_the_base_url() -> None:
         provider.close()
 
 
-def test_a_body_its_content_encoding_does_not_decode_is_a_server_error_to_try_again() -> None:
-    import asyncio
+def _answering_mislabelled(status: int, body: bytes) -> HttpProvider:
+    """OpenAI's preset over a transport answering `status` with `body` labelled gzip, as a
+    stream the client decodes as it reads it (content given whole is decoded at once)."""
 
-    # A proxy that labels a plain body gzip: the provider answered, with a body that cannot
-    # be read. An allama error, tried again (not httpx2's, nor a network failure).
     def handler(request: httpx2.Request) -> httpx2.Response:
-        mislabelled = httpx2.ByteStream(b'{"choices": []}')  # decoded as the client reads it
-        return httpx2.Response(200, headers={"content-encoding": "gzip"}, stream=mislabelled)
+        mislabelled = httpx2.ByteStream(body)
+        return httpx2.Response(status, headers={"content-encoding": "gzip"}, stream=mislabelled)
 
     transport = Transport(
         client=httpx2.Client(transport=httpx2.MockTransport(handler)),
         async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
     )
-    provider = allama.provider("openai", api_key="sk-test", transport=transport)
+    return allama.provider("openai", api_key="sk-test", transport=transport)
+
+
+def test_a_body_its_content_encoding_does_not_decode_is_a_server_error_to_try_again() -> None:
+    import asyncio
+
+    # A proxy that labels a plain body gzip: the provider answered, with a body that cannot
+    # be read. An allama error, tried again (not httpx2's, nor a network failure).
+    provider = _answering_mislabelled(200, b'{"choices": []}')
     request = ChatRequest("gpt-4o-mini").user("Hi")
     message = (
         "the response from api.openai.com:443 could not be decoded: its Content-Encoding "
@@ -242,16 +249,7 @@ def test_an_error_status_whose_body_does_not_decode_is_read_by_its_status() -> N
 
     # A refused key answered with a mislabelled body is a refused key (sent once), not a
     # server error to try again.
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        # A stream, read when the client reads it (content given whole is decoded at once).
-        mislabelled = httpx2.ByteStream(b"no")
-        return httpx2.Response(401, headers={"content-encoding": "gzip"}, stream=mislabelled)
-
-    transport = Transport(
-        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
-        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
-    )
-    provider = allama.provider("openai", api_key="sk-test", transport=transport)
+    provider = _answering_mislabelled(401, b"no")
     request = ChatRequest("gpt-4o-mini").user("Hi")
     with pytest.raises(AuthenticationError) as raised:
         provider.chat(request)

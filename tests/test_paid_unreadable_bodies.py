@@ -139,10 +139,19 @@ def test_a_usage_detail_of_another_shape_leaves_the_counts_beside_it() -> None:
     )
 
 
-def test_a_streamed_usage_of_another_shape_leaves_the_answer_and_its_cost() -> None:
+def _streamed(chunks: list[dict[str, Any]], provider: str) -> Any:
+    """The response a Chat Completions stream of `chunks` collects to."""
     from allama.adapters.openai_compat._sse import decode_stream
     from allama.stream import StreamCollector
 
+    data = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
+    collector = StreamCollector()
+    for event in decode_stream(data.encode(), provider=provider):
+        collector.push(event)
+    return collector.finish()
+
+
+def test_a_streamed_usage_of_another_shape_leaves_the_answer_and_its_cost() -> None:
     usage = {
         "prompt_tokens": 50,
         "completion_tokens": 7,
@@ -159,11 +168,7 @@ def test_a_streamed_usage_of_another_shape_leaves_the_answer_and_its_cost() -> N
         {"id": "g", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
         {"id": "g", "choices": [], "usage": usage},
     ]
-    data = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
-    collector = StreamCollector()
-    for event in decode_stream(data.encode(), provider="openrouter"):
-        collector.push(event)
-    response = collector.finish()
+    response = _streamed(chunks, "openrouter")
     assert response.text() == "{}"
     assert response.usage is not None and response.usage.input_tokens == 50
     assert response.provider_data["openrouter"]["usage_cost"]["cost"] == 0.00005
@@ -205,20 +210,13 @@ def test_an_error_object_whose_other_fields_do_not_fit_keeps_its_usage() -> None
 
 
 def test_groqs_streamed_usage_of_another_shape_leaves_the_answer() -> None:
-    from allama.adapters.openai_compat._sse import decode_stream
-    from allama.stream import StreamCollector
-
     usage = {"prompt_tokens": 5, "completion_tokens": 2, "prompt_tokens_details": []}
     chunks = [
         {"id": "g", "choices": [{"index": 0, "delta": {"content": "{}"}}]},
         {"id": "g", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
         {"id": "g", "choices": [], "x_groq": {"usage": usage}},
     ]
-    data = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
-    collector = StreamCollector()
-    for event in decode_stream(data.encode(), provider="groq"):
-        collector.push(event)
-    response = collector.finish()
+    response = _streamed(chunks, "groq")
     assert response.text() == "{}"
     assert response.usage is not None
     assert (response.usage.input_tokens, response.usage.output_tokens) == (5, 2)

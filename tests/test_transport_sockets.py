@@ -177,29 +177,20 @@ def _routes(server: _Server) -> dict[str, Callable[[_Handler], None]]:
     def serve_cookie(h: _Handler) -> None:
         h.send_json(200, plain, {"set-cookie": "affinity=node-7; Path=/"})
 
-    def serve_refused_mislabelled(h: _Handler) -> None:
-        data = b"not gzip"  # a refusal whose body its Content-Encoding does not decode
-        h.send_response(401)
-        for key, value in (
-            ("content-encoding", "gzip"),
-            ("content-length", str(len(data))),
-            ("set-cookie", "affinity=node-7; Path=/"),
-        ):
-            h.send_header(key, value)
-        h.end_headers()
-        h.wfile.write(data)
+    def serve_mislabelled(status: int) -> Callable[[_Handler], None]:
+        def serve(h: _Handler) -> None:
+            data = b"not gzip"  # a body its Content-Encoding does not decode
+            h.send_response(status)
+            for key, value in (
+                ("content-encoding", "gzip"),
+                ("content-length", str(len(data))),
+                ("set-cookie", "affinity=node-7; Path=/"),
+            ):
+                h.send_header(key, value)
+            h.end_headers()
+            h.wfile.write(data)
 
-    def serve_answer_mislabelled(h: _Handler) -> None:
-        data = b"not gzip"
-        h.send_response(200)
-        for key, value in (
-            ("content-encoding", "gzip"),
-            ("content-length", str(len(data))),
-            ("set-cookie", "affinity=node-7; Path=/"),
-        ):
-            h.send_header(key, value)
-        h.end_headers()
-        h.wfile.write(data)
+        return serve
 
     def serve_auth(h: _Handler) -> None:
         key = h.headers.get("authorization", "").removeprefix("Bearer ")
@@ -218,8 +209,8 @@ def _routes(server: _Server) -> dict[str, Callable[[_Handler], None]]:
         "ratelimit": serve_rate_limited,
         "auth": serve_auth,
         "cookie": serve_cookie,
-        "refused": serve_refused_mislabelled,
-        "mislabelled": serve_answer_mislabelled,
+        "refused": serve_mislabelled(401),
+        "mislabelled": serve_mislabelled(200),
     }
 
 
@@ -778,47 +769,31 @@ def test_an_idle_check_after_the_socket_closed_says_readable_even_if_its_number_
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_refusal_whose_body_does_not_decode_is_read_by_its_status_its_cookies_kept(
-    server: _Server, mode: str
+@pytest.mark.parametrize(
+    ("scenario", "kind"),
+    [
+        ("refused", "AuthenticationError"),  # read by its status: a refused key
+        ("mislabelled", "ServerError"),  # an answer: a server error, to try again
+    ],
+)
+def test_a_body_that_does_not_decode_is_read_by_its_status_its_cookies_kept(
+    server: _Server, mode: str, scenario: str, kind: str
 ) -> None:
-    from allama.errors import AuthenticationError
+    import allama.errors
 
+    expected: type[Exception] = getattr(allama.errors, kind)
     server.seen.clear()
     if mode == "sync":
-        with _provider(server, "refused") as target:
+        with _provider(server, scenario) as target:
             for _ in range(2):
-                with pytest.raises(AuthenticationError):
+                with pytest.raises(expected):
                     target.chat(REQUEST)
     else:
 
         async def run() -> None:
-            async with _provider(server, "refused") as target:
+            async with _provider(server, scenario) as target:
                 for _ in range(2):
-                    with pytest.raises(AuthenticationError):
-                        await target.achat(REQUEST)
-
-        asyncio.run(run())
-    assert server.seen[1][1]["cookie"] == "affinity=node-7"
-
-
-@pytest.mark.parametrize("mode", ["sync", "async"])
-def test_an_answer_whose_body_does_not_decode_is_a_server_error_its_cookies_kept(
-    server: _Server, mode: str
-) -> None:
-    from allama.errors import ServerError
-
-    server.seen.clear()
-    if mode == "sync":
-        with _provider(server, "mislabelled") as target:
-            for _ in range(2):
-                with pytest.raises(ServerError):
-                    target.chat(REQUEST)
-    else:
-
-        async def run() -> None:
-            async with _provider(server, "mislabelled") as target:
-                for _ in range(2):
-                    with pytest.raises(ServerError):
+                    with pytest.raises(expected):
                         await target.achat(REQUEST)
 
         asyncio.run(run())
