@@ -5,6 +5,7 @@ that are other fields' names, unions, serializers of its own, iterables."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from pydantic.alias_generators import to_camel
 import allama
 import allama.mock
 from allama import CapabilitySupport, ChatCapability, ChatRequest
-from allama.batch import BatchFailure, Ledger
+from allama.batch import BatchFailure, Ledger, LedgerError
 from allama.batch._run import stored_value
 from allama.cli import main
 from allama.extract._output import dump_reads_back
@@ -529,3 +530,35 @@ def test_a_ledger_of_an_earlier_version_is_read_and_resumed(
         columns = {found[1] for found in db.execute("PRAGMA table_info(items)")}
         (stored,) = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
     assert {"job", "log", "source", "reopened"} <= columns and stored == "4"
+
+
+def test_a_ledger_of_a_later_version_is_refused_and_left_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    _runs(Price, {"cents": 12.34}, ledger, count=1)
+    with sqlite3.connect(ledger) as db:
+        db.execute("UPDATE meta SET value = '5' WHERE name = 'schema_version'")
+    before = ledger.read_bytes()
+    said = "is a ledger of schema 5, made by a later version of allama (this one reads up"
+    with pytest.raises(LedgerError, match=re.escape(said)):
+        Ledger(ledger, read_only=True)
+    provider = allama.mock.MockProvider.with_text("{}")
+    with pytest.raises(LedgerError, match=re.escape(said)):
+        allama.batch(provider, Price, ["doc"], request=TEMPLATE, ledger=ledger)
+    assert provider.requests == []
+    (tmp_path / "types.py").write_text(
+        "from pydantic import BaseModel\nclass T(BaseModel):\n  a: int\n"
+    )
+    (tmp_path / "in.jsonl").write_text('{"text": "doc"}\n')
+    run = ["batch", "run", str(tmp_path / "in.jsonl"), "--type", f"{tmp_path / 'types.py'}:T"]
+    run += ["--out", str(tmp_path / "out.jsonl"), "--ledger", str(ledger)]
+    # Reading a ledger that fails is 1; a run's arguments that do not hold are 2.
+    commands = [(["batch", "status", str(ledger)], 1), (["batch", "export", str(ledger)], 1)]
+    for command, code in [*commands, (run, 2)]:
+        assert main(command) == code
+        assert f"{said} to schema 4): upgrade allama to use it" in capsys.readouterr().err
+    assert ledger.read_bytes() == before
+    with sqlite3.connect(ledger) as db:
+        (runs,) = db.execute("SELECT count(*) FROM runs").fetchone()
+    assert runs == 1

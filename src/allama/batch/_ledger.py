@@ -284,6 +284,7 @@ class Ledger:
         """Within the opening transaction: columns added by later versions, the schema's
         version, and this run."""
         db = self._connection
+        _check_version(db, self.path)
         columns = item_columns(db)
         for name, kind in _ADDED_COLUMNS:
             if name not in columns:
@@ -1047,13 +1048,14 @@ def check_ledger_file(path: Path) -> None:
         raise LedgerError(f"`{path}` is not a ledger: {error}") from None
     try:
         tables = _tables(db)
+        # No tables: a new ledger another run is making (or an empty database), made one here.
+        if tables and not tables >= _LEDGER_TABLES:
+            raise LedgerError(f"`{path}` is not a ledger: {_NOT_ITS_TABLES}")
+        _check_version(db, path)
     except sqlite3.DatabaseError as error:
         raise LedgerError(f"`{path}` is not a ledger: {error}") from None
     finally:
         db.close()
-    # No tables: a new ledger another run is making (or an empty database), made one here.
-    if tables and not tables >= _LEDGER_TABLES:
-        raise LedgerError(f"`{path}` is not a ledger: {_NOT_ITS_TABLES}")
 
 
 def _read_only(path: Path) -> sqlite3.Connection:
@@ -1078,10 +1080,34 @@ def _read_only(path: Path) -> sqlite3.Connection:
             db = _open_read_only(path, "immutable=1")
     except sqlite3.DatabaseError as error:
         raise LedgerError(f"`{path}` is not a ledger: {error}") from None
-    if not _tables(db) >= _LEDGER_TABLES:
+    try:
+        if not _tables(db) >= _LEDGER_TABLES:
+            raise LedgerError(f"`{path}` is not a ledger: {_NOT_ITS_TABLES}")
+        _check_version(db, path)
+    except BaseException:
         db.close()
-        raise LedgerError(f"`{path}` is not a ledger: {_NOT_ITS_TABLES}")
+        raise
     return db
+
+
+def _check_version(db: sqlite3.Connection, path: Path) -> None:
+    """A ledger a later version made or upgraded may keep in its columns what this one
+    would misread (a marker taken for a value) or drop on its next write: refused."""
+    if "meta" not in _tables(db):
+        return
+    row = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+    try:
+        version = int(row[0]) if row is not None else 0
+    except (TypeError, ValueError):
+        raise LedgerError(
+            f"`{path}` is not a ledger this version reads: its schema version is "
+            f"{str(row[0])[:40]!r}"
+        ) from None
+    if version > SCHEMA_VERSION:
+        raise LedgerError(
+            f"`{path}` is a ledger of schema {version}, made by a later version of allama "
+            f"(this one reads up to schema {SCHEMA_VERSION}): upgrade allama to use it"
+        )
 
 
 _LEDGER_TABLES = frozenset({"items", "runs"})
