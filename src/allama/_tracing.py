@@ -605,7 +605,11 @@ class ExtractionSpan:
         try:
             step = next(steps)
             while True:
-                outcome = yield step
+                try:
+                    outcome = yield step
+                except Exception as raised:  # passed in, for the steps to keep their record on
+                    step = steps.throw(raised)
+                    continue
                 step = steps.send(outcome)
                 if isinstance(outcome, ChatResponse):
                     self.retries += 1

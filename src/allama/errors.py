@@ -160,7 +160,9 @@ _E = TypeVar("_E", bound="Error")
 _REGISTRY: dict[str, type[Error]] = {}
 
 
-def _text_of(value: object) -> str:
+def text_of(value: object) -> str:
+    """What `str` gives, or the kind of object it is where that raises: an exception's text
+    must never fail what reports it."""
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value).decode("utf-8", "replace")
     try:
@@ -195,7 +197,7 @@ class Error(Exception):
         if not isinstance(message, str):
             # A provider of the caller's own may pass what its body held (`None`, a number,
             # bytes): the error's text is its `str`, so that every view of it can be made.
-            message = "" if message is None else _text_of(message)
+            message = "" if message is None else text_of(message)
         super().__init__(message)
         self.message = message
         self.context = context if context is not None else ErrorContext()

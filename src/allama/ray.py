@@ -74,7 +74,7 @@ from allama.batch._run import (
     _wait_to_retry,
     stored_value,
 )
-from allama.errors import Error, NetworkError, RequestTimeoutError
+from allama.errors import Error, NetworkError, RequestTimeoutError, text_of
 from allama.extract import ExtractionMetadata, Extractor, SchemaEnforcement
 from allama.schema import type_schema
 from allama.types import ChatRequest
@@ -102,7 +102,7 @@ def error_text(error: BaseException) -> str:
     'server: status=500; message withheld (29 chars)'
     """
     if not isinstance(error, Error):
-        return f"{type(error).__name__}: message withheld ({len(str(error))} chars)"
+        return f"{type(error).__name__}: message withheld ({len(text_of(error))} chars)"
     log = error.as_log().to_dict()
     message = log.get("message")
     parts = [f"status={log['status']}"] if "status" in log else []

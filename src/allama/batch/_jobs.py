@@ -58,6 +58,7 @@ from allama.errors import (
     asked_wait,
     paid_ahead,
     paid_for,
+    text_of,
 )
 from allama.extract._engine import Extracted, extract_steps
 from allama.extract._metadata import ExtractionMetadata
@@ -796,7 +797,7 @@ class JobRunner(_Runner):
         if steps is None:
             return error, ExtractionMetadata.from_error(error)
         try:
-            steps.send(error if isinstance(error, Error) else ServerError(str(error)))
+            steps.send(error if isinstance(error, Error) else ServerError(text_of(error)))
         except Error as raised:
             return (raised if isinstance(error, Error) else error), ExtractionMetadata.from_error(
                 raised

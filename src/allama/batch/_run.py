@@ -63,6 +63,7 @@ from allama.errors import (
     RateLimitedError,
     RequestTimeoutError,
     asked_wait,
+    text_of,
 )
 from allama.extract._engine import Extracted
 from allama.extract._errors import EnforcementBelowError, ParseError
@@ -2191,7 +2192,7 @@ def _failure(error: BaseException) -> BatchFailure:
     if isinstance(error, RowUnanswered):
         kind = error.row.kind
         words = _words(error.row.words)
-        return BatchFailure(f"job_{kind}", str(error), kind != "failed", error, words)
+        return BatchFailure(f"job_{kind}", text_of(error), kind != "failed", error, words)
     if isinstance(error, Error):
         view = error.as_log().to_dict()
         message = str(
@@ -2207,7 +2208,7 @@ def _failure(error: BaseException) -> BatchFailure:
             error,
             None if error.authored else _words(error.message),
         )
-    return BatchFailure(type(error).__name__, str(error), False, error)
+    return BatchFailure(type(error).__name__, text_of(error), False, error)
 
 
 def _words(text: str | None) -> str | None:

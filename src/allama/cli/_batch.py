@@ -1080,11 +1080,11 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
 def _said(error: Exception) -> str:
     """An error in one short line: an allama error by its log view (the provider's words
     withheld), anything else by its class and message."""
-    from allama.errors import Error
+    from allama.errors import Error, text_of
 
     if isinstance(error, Error):
         return _shorten(str(error.as_log()))
-    return f"{type(error).__name__}: {_shorten(str(error))}"
+    return f"{type(error).__name__}: {_shorten(text_of(error))}"
 
 
 def _shorten(text: str, limit: int = 160) -> str:

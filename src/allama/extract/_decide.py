@@ -269,7 +269,11 @@ def _relay(
         while True:
             if logprobs.dropped:
                 request = request.model_copy(update={"logprobs": None})
-            outcome = yield request
+            try:
+                outcome = yield request
+            except Exception as raised:  # passed in, for the steps to keep their record on
+                request = inner.throw(raised)
+                continue
             if logprobs.may_drop and not logprobs.dropped and _refuses_logprobs(outcome):
                 assert isinstance(outcome, Error)
                 logprobs.dropped = True
@@ -335,7 +339,11 @@ def _plain_steps(
         _check_floor(settings, provider, None, metadata)
     retries_left = settings.retries
     while True:
-        outcome = yield sent
+        try:
+            outcome = yield sent
+        except Exception as raised:  # the provider's own, none of allama's (`drive`)
+            metadata.keep_on(raised)
+            raise
         if isinstance(outcome, Error):
             # What the failed call and a wrapper's attempts before it paid, as an
             # extraction's record counts them.

@@ -323,7 +323,11 @@ def extract_steps(
     derived = target.derive(request, metadata.mode)
     retries_left = settings.retries
     while True:
-        outcome = yield derived
+        try:
+            outcome = yield derived
+        except Exception as raised:  # the provider's own, none of allama's (`drive`)
+            metadata.keep_on(raised)  # what the passes before it paid goes with it
+            raise
         if isinstance(outcome, Error):
             # A failed call that reported usage (and each the chain holds) was paid for:
             # counted, though not a pass, as in a stream that failed.
@@ -397,35 +401,39 @@ def open_steps(
     check_floor_before_sending(settings, provider, tp, request, stream=True)
     start = _Start.of(provider, tp, request)
     metadata = start.metadata
-    while True:
-        target = start.target()
-        derived = target.derive(request, metadata.mode)
-        outcome = yield OpenStream(derived)
-        if isinstance(outcome, Error):
-            # What a wrapper's failed attempts before it paid (a retry that gave up): counted
-            # with the record the error carries, as a call's are.
-            metadata.record_paid(paid_for(outcome))
-            start.fall_back_or_raise(outcome)
-            continue
-        stream = outcome
-        ahead: list[Any] = []
-        if metadata.may_fall_back(start.requested):
-            # A refusal of the format comes before any content: after the provider's own
-            # warnings (what it found in the request), the response's start, and the usage
-            # an error event may report with it.
-            item = yield ReadFirst(stream)
-            ahead.append(item)
-            while isinstance(item, _FRAMING):
+    try:
+        while True:
+            target = start.target()
+            derived = target.derive(request, metadata.mode)
+            outcome = yield OpenStream(derived)
+            if isinstance(outcome, Error):
+                # What a wrapper's failed attempts before it paid (a retry that gave up): counted
+                # with the record the error carries, as a call's are.
+                metadata.record_paid(paid_for(outcome))
+                start.fall_back_or_raise(outcome)
+                continue
+            stream = outcome
+            ahead: list[Any] = []
+            if metadata.may_fall_back(start.requested):
+                # A refusal of the format comes before any content: after the provider's own
+                # warnings (what it found in the request), the response's start, and the usage
+                # an error event may report with it.
                 item = yield ReadFirst(stream)
                 ahead.append(item)
-            if isinstance(item, Error):
-                fallback = start.fallback_for(item)
-                if fallback is not None:
-                    # The refused stream's tokens were paid for, as a refused call's are.
-                    metadata.record_paid(paid_for(with_paid(item, stream)))
-                    metadata.fall_back(fallback)
-                    continue
-        return Opened(stream=stream, ahead=ahead, metadata=metadata, target=target)
+                while isinstance(item, _FRAMING):
+                    item = yield ReadFirst(stream)
+                    ahead.append(item)
+                if isinstance(item, Error):
+                    fallback = start.fallback_for(item)
+                    if fallback is not None:
+                        # The refused stream's tokens were paid for, as a refused call's are.
+                        metadata.record_paid(paid_for(with_paid(item, stream)))
+                        metadata.fall_back(fallback)
+                        continue
+            return Opened(stream=stream, ahead=ahead, metadata=metadata, target=target)
+    except Exception as raised:  # the provider's own, none of allama's (`drive_open`)
+        metadata.keep_on(raised)  # what a refused stream paid goes with it
+        raise
 
 
 R = TypeVar("R")
@@ -439,6 +447,10 @@ def drive(steps: Generator[Send, Outcome, R], provider: ChatProvider) -> R:
                 outcome: Outcome = provider.chat(request)
             except Error as error:
                 outcome = error
+            except Exception as raised:
+                # Thrown in, for the steps to keep their record on it, and raised again.
+                request = steps.throw(raised)
+                continue
             request = steps.send(outcome)
     except StopIteration as done:
         result: R = done.value
@@ -453,6 +465,9 @@ async def adrive(steps: Generator[Send, Outcome, R], provider: ChatProvider) -> 
                 outcome: Outcome = await provider.achat(request)
             except Error as error:
                 outcome = error
+            except Exception as raised:
+                request = steps.throw(raised)
+                continue
             request = steps.send(outcome)
     except StopIteration as done:
         result: R = done.value
@@ -471,6 +486,9 @@ def drive_open(
                     outcome = provider.chat_stream(step.request)
                 except Error as error:
                     outcome = error
+                except Exception as raised:
+                    step = steps.throw(raised)
+                    continue
             else:
                 try:
                     outcome = next(step.stream)
@@ -478,6 +496,9 @@ def drive_open(
                     outcome = END
                 except Error as error:
                     outcome = error
+                except Exception as raised:
+                    step = steps.throw(raised)
+                    continue
             step = steps.send(outcome)
     except StopIteration as done:
         opened: Opened = done.value
@@ -496,6 +517,9 @@ async def adrive_open(
                     outcome = await provider.achat_stream(step.request)
                 except Error as error:
                     outcome = error
+                except Exception as raised:
+                    step = steps.throw(raised)
+                    continue
             else:
                 try:
                     outcome = await anext(step.stream)
@@ -503,6 +527,9 @@ async def adrive_open(
                     outcome = END
                 except Error as error:
                     outcome = error
+                except Exception as raised:
+                    step = steps.throw(raised)
+                    continue
             step = steps.send(outcome)
     except StopIteration as done:
         opened: Opened = done.value

@@ -228,7 +228,10 @@ class ExtractionMetadata(BaseModel):
 
     def keep_on(self, error: BaseException) -> None:
         """Keep the record on an exception that is none of allama's (raised by the type's
-        own code as a value is read), for `from_error` to find: the passes were paid for."""
+        own code as a value is read, or by a provider of the caller's own), for `from_error`
+        to find: what was paid for, or a fallback taken. Nothing yet: it has no record."""
+        if not (self.passes or self.usage is not None or self.auto_fallback is not None):
+            return
         if not isinstance(error, Error):
             with contextlib.suppress(AttributeError, TypeError):
                 setattr(error, _KEPT_ON, self)
