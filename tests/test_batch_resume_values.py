@@ -562,3 +562,91 @@ def test_a_ledger_of_a_later_version_is_refused_and_left_as_it_is(
     with sqlite3.connect(ledger) as db:
         (runs,) = db.execute("SELECT count(*) FROM runs").fetchone()
     assert runs == 1
+
+
+class NoneNotNullable(BaseModel):
+    total: int = None  # type: ignore[assignment]  # a default its field refuses
+
+
+class TooShortList(BaseModel):
+    xs: list[int] = Field(default=[], min_length=1)
+
+
+class TooShortDict(BaseModel):
+    d: dict[str, int] = Field(default={}, min_length=1)
+
+
+class EmptyPair(BaseModel):
+    pair: tuple[int, int] = ()  # type: ignore[assignment]
+
+
+class MadeInt(BaseModel):
+    f: float = Field(default_factory=lambda: 0)
+
+
+class MadeList(BaseModel):
+    t: tuple[int, ...] = Field(default_factory=list)  # type: ignore[arg-type]
+
+
+class MadeEmpty(BaseModel):
+    s: str = Field(default_factory=lambda: "", min_length=1)
+
+
+class MadeNone(BaseModel):
+    x: int = Field(default_factory=lambda: None)  # type: ignore[arg-type]
+
+
+class MadeInfinite(BaseModel):
+    f: float = Field(default_factory=lambda: float("inf"))
+
+
+class ShortByConfig(BaseModel):
+    model_config = ConfigDict(str_min_length=1)
+    name: str
+    nick: str = ""
+
+
+@pytest.mark.parametrize(
+    ("tp", "expected"),
+    [
+        (NoneNotNullable, NoneNotNullable.model_construct(total=None)),
+        (TooShortList, TooShortList.model_construct(xs=[])),
+        (TooShortDict, TooShortDict.model_construct(d={})),
+        (EmptyPair, EmptyPair.model_construct(pair=())),
+        (MadeInt, MadeInt.model_construct(f=0)),
+        (MadeList, MadeList.model_construct(t=[])),
+        (MadeEmpty, MadeEmpty.model_construct(s="")),
+        (MadeNone, MadeNone.model_construct(x=None)),
+        (MadeInfinite, MadeInfinite.model_construct(f=float("inf"))),
+        (ShortByConfig, ShortByConfig.model_construct(name="a", nick="")),
+    ],
+    ids=lambda p: p.__name__ if isinstance(p, type) else "",
+)
+def test_a_default_its_json_would_not_give_back_resumes_as_it_was(
+    tp: type[BaseModel], expected: BaseModel, tmp_path: Path
+) -> None:
+    """Validation does not check a default: one its field (or its model's settings) would
+    refuse, or read as another value, comes back from the output it was read from."""
+    assert not dump_reads_back(TypeAdapter(tp))
+    answer = {"name": "a"} if tp is ShortByConfig else {}
+    first, resumed = _runs(tp, answer, tmp_path / "run.sqlite")
+    assert repr(first.value) == repr(resumed.value) == repr(expected)
+    assert _row(tmp_path / "run.sqlite").source  # the output it was read from, kept
+
+
+class Plain(BaseModel):
+    """Defaults the standard library's factories make, and defaults their fields take."""
+
+    total: int | None = None
+    tags: list[str] = Field(default_factory=list)
+    seen: set[int] = Field(default_factory=set)
+    rest: tuple[int, ...] = ()
+    id: UUID = Field(default_factory=uuid4)
+    at: datetime = Field(default_factory=datetime.now)
+
+
+def test_defaults_that_read_back_keep_the_json_alone(tmp_path: Path) -> None:
+    assert dump_reads_back(TypeAdapter(Plain))
+    first, resumed = (r.value for r in _runs(Plain, {}, tmp_path / "run.sqlite"))
+    assert resumed == first and resumed.id == first.id and resumed.at == first.at
+    assert _row(tmp_path / "run.sqlite").source is None

@@ -22,8 +22,10 @@ cheaply, from the type and from the text:
 
 from __future__ import annotations
 
+import datetime
 import inspect
 import math
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -254,6 +256,8 @@ def _node_reads_back(node: dict[str, Any]) -> bool:
     config = node.get("config") or {}
     if any(config.get(name) for name in _STRING_CHANGES):
         return False  # its strings changed after their constraints were checked
+    if any(config.get(name) is not None for name in _STRING_LIMITS):
+        return False  # limits on its fields' strings, which a default may not meet
     if kind == "model":
         if node.get("root_model") or node.get("post_init") or node.get("custom_init"):
             return False
@@ -271,21 +275,60 @@ def _node_reads_back(node: dict[str, Any]) -> bool:
         return False  # members of other values (`Decimal`) are written as other JSON
     if kind == "default" and "default" in node:
         return _default_reads_back(node["default"], node.get("schema") or {})
+    if kind == "default" and "default_factory" in node:
+        return _factory_reads_back(node)
     return True
+
+
+def _factory_reads_back(node: dict[str, Any]) -> bool:
+    """What a factory makes may be of any type, and differ from call to call: known only
+    for the standard library's own (an empty container, a new id, the time now)."""
+    factory = node["default_factory"]
+    if node.get("default_factory_takes_data"):
+        return False
+    schema = node.get("schema") or {}
+    if schema.get("type") == "nullable":
+        schema = schema.get("schema") or {}
+    try:
+        makes = _KNOWN_FACTORIES.get(factory)
+    except TypeError:  # an object that cannot be hashed
+        return False
+    if makes is None:
+        return False
+    if makes in ("list", "dict", "set", "frozenset", "tuple"):
+        return _default_reads_back(factory(), schema)
+    return schema.get("type") == makes and set(schema) <= _UNCONSTRAINED
+
+
+_KNOWN_FACTORIES: dict[Any, str] = {
+    **{kind: kind.__name__ for kind in (list, dict, set, frozenset, tuple)},
+    uuid.uuid1: "uuid",
+    uuid.uuid4: "uuid",
+    datetime.datetime.now: "datetime",
+    datetime.datetime.utcnow: "datetime",
+    datetime.date.today: "date",
+}
+"""Factories whose values are of one kind (and none of its constraints met or not)."""
 
 
 def _default_reads_back(default: Any, schema: dict[str, Any]) -> bool:
     """Whether a default (which validation does not check) is what its JSON reads back as:
-    `None`, an empty container, one of a literal's values, a member of an enum, or a scalar
-    of its kind's own Python type (`0` for a float would read back as `0.0`)."""
-    if default is None:
-        return True
+    `None` where its field takes it, an empty container its field takes, one of a literal's
+    values, a member of an enum, or a scalar of its kind's own Python type (`0` for a float
+    would read back as `0.0`)."""
     kind = schema.get("type")
+    if default is None:
+        return kind in ("nullable", "none")  # `x: int = None` writes a `null` it refuses
     if kind == "nullable":
         schema = schema.get("schema") or {}
         kind = schema.get("type")
     if kind in ("list", "dict", "set", "frozenset", "tuple"):
-        return type(default).__name__ == kind and not default
+        if type(default).__name__ != kind or default or schema.get("min_length"):
+            return False
+        if kind == "tuple":  # empty reads back where no item is required: `tuple[int, ...]`
+            items = schema.get("items_schema") or []
+            return not items or (schema.get("variadic_item_index") == 0 and len(items) == 1)
+        return True
     if kind == "literal":
         return any(
             type(default) is type(value) and default == value
@@ -306,11 +349,14 @@ def _default_reads_back(default: Any, schema: dict[str, Any]) -> bool:
     return set(schema) <= _UNCONSTRAINED
 
 
-_UNCONSTRAINED = frozenset({"type", "metadata", "ref", "strict"})
+_UNCONSTRAINED = frozenset({"type", "metadata", "ref", "strict", "microseconds_precision"})
 """A scalar schema's keys that constrain no value."""
 
 _STRING_CHANGES = ("str_to_upper", "str_to_lower", "str_strip_whitespace")
 """A configuration's settings that change a string after its constraints are checked."""
+
+_STRING_LIMITS = ("str_min_length", "str_max_length")
+"""A configuration's limits on its fields' strings, defaults not checked against them."""
 
 
 def dump_consumes(adapter: TypeAdapter[Any]) -> bool:
