@@ -610,6 +610,27 @@ def test_inputs_a_label_or_a_ledger_that_cannot_work_are_refused_before_anything
     assert provider.requests == []
 
 
+@pytest.mark.parametrize("wrapped", ["alone", "retrying", "failover"])
+def test_a_provider_without_its_base_url_is_refused_before_anything_is_recorded(
+    wrapped: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every input would fail with it, and with a ledger that failure would be final."""
+    monkeypatch.delenv("AZURE_OPENAI_ENDPOINT", raising=False)
+    bare: allama.ChatProvider = allama.provider("azure-openai", api_key="k")
+    provider = {
+        "alone": bare,
+        "retrying": allama.wrappers.RetryingProvider(bare),
+        "failover": allama.wrappers.FailoverProvider([TestProvider(), bare]),
+    }[wrapped]
+    ledger = tmp_path / "run.sqlite"
+    with pytest.raises(ValueError) as raised:
+        allama.batch(provider, Row, ["doc 1"], request=TEMPLATE, ledger=ledger)
+    assert str(raised.value) == (
+        "azure-openai has no base URL: pass endpoint= or set AZURE_OPENAI_ENDPOINT"
+    )
+    assert not ledger.exists()
+
+
 def test_a_label_that_cannot_be_made_is_that_inputs_failure(server: BatchServer) -> None:
     def label(document: str) -> str:
         return {"doc 1": "first", "doc 3": "third"}[document]  # none for doc 2

@@ -804,6 +804,25 @@ def test_bad_arguments(
     assert not server.sent
 
 
+def test_a_provider_without_its_base_url_is_a_bad_argument_with_nothing_recorded(
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    docs = folder(tmp_path, [1, 2])
+    out = tmp_path / "out.jsonl"
+    command = ["batch", "run", str(docs), "--type", row_type, "--out", str(out)]
+    assert main([*command, "--provider", "openai-compatible", "--model", "m"]) == 2
+    assert capsys.readouterr().err == (
+        "allama batch run: openai-compatible has no base URL: pass base_url= "
+        "(here: --base-url URL)\n"
+    )
+    assert not out.exists() and not Path(f"{out}.ledger.sqlite").exists()
+
+
 def test_paths_that_would_write_over_the_input_or_each_other_are_refused(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

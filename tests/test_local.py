@@ -199,6 +199,7 @@ def test_local_plans_offline_without_starting_anything() -> None:
     assert provider.engine is not None and not provider.engine.running
     assert provider.engine.threads == 2
     assert "stopped" in repr(provider)
+    assert provider.missing_url() is None  # the engine gives it when it starts
 
 
 def test_options_that_belong_to_the_other_preset_are_refused() -> None:

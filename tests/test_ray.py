@@ -642,3 +642,14 @@ def test_settings_of_the_text_columns_request_are_refused_with_a_request_functio
 def test_a_provider_function_that_returns_no_provider_fails_the_actor_at_once() -> None:
     with pytest.raises(TypeError, match=r"must return a provider .* not NoneType"):
         allama.ray.ExtractBatch(Invoice, provider=lambda: None, text_column="text", model="m")
+
+
+def test_a_provider_without_its_base_url_fails_the_actor_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ValueError, match=r"^openai-compatible has no base URL: pass base_url=$"):
+        allama.ray.ExtractBatch(
+            Invoice, provider="openai-compatible", text_column="text", model="m"
+        )

@@ -72,6 +72,7 @@ from allama.batch._run import (
     _stored_or_spent,
     _Tries,
     _wait_to_retry,
+    missing_url,
     stored_value,
 )
 from allama.errors import Error, NetworkError, RequestTimeoutError, text_of
@@ -282,6 +283,9 @@ class ExtractBatch:
                     f"{type(made).__name__}"
                 )
             self._provider = made
+        unsendable = missing_url(self._provider)  # on the worker: its environment's URL
+        if unsendable is not None:
+            raise ValueError(unsendable)
 
     @property
     def provider(self) -> ChatProvider:

@@ -580,6 +580,9 @@ def _spec(
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a whole number of at least 1, not {concurrency!r}")
     _check_retries(max_attempts, backoff)
+    unsendable = missing_url(provider)
+    if unsendable is not None:
+        raise ValueError(unsendable)
     if not isinstance(inputs, Iterable | AsyncIterable):
         raise TypeError(
             f"inputs must be an iterable of documents (or, for `abatch`, an async iterable), "
@@ -676,6 +679,21 @@ def _endpoint(provider: object) -> str | None:
     if isinstance(provider, RetryingProvider | CapabilityOverrideProvider):
         return _endpoint(provider.inner)
     return None  # a provider of the caller's own: where it sends is its own business
+
+
+def missing_url(provider: object) -> str | None:
+    """Why a provider of HTTP (through the wrappers around it; each of a failover's) can
+    send nothing: no base URL. A run refuses it at once, rather than fail every input."""
+    from allama.providers._http import HttpProvider
+    from allama.wrappers import CapabilityOverrideProvider, FailoverProvider, RetryingProvider
+
+    if isinstance(provider, HttpProvider):
+        return provider.missing_url()
+    if isinstance(provider, FailoverProvider):
+        return next(filter(None, map(missing_url, provider.providers)), None)
+    if isinstance(provider, RetryingProvider | CapabilityOverrideProvider):
+        return missing_url(provider.inner)
+    return None
 
 
 def _server_of(url: str) -> str:

@@ -434,6 +434,7 @@ class _Prepared:
 def _prepare(args: argparse.Namespace) -> _Prepared:
     import allama
     from allama.batch._inputs import InputError, NoSuchField, read_inputs
+    from allama.batch._run import missing_url
     from allama.cli._load import TypeNotFound, load_type
 
     try:
@@ -523,6 +524,10 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         provider = allama.provider(args.provider, **options)
     except (ValueError, TypeError) as error:
         raise _Usage(str(error)) from None
+    unsendable = missing_url(provider)
+    if unsendable is not None:
+        provider.close()
+        raise _Usage(f"{unsendable} (here: --base-url URL)")
     try:
         request = allama.ChatRequest(model).system(prompt)
         if args.max_output_tokens is not None:

@@ -239,6 +239,9 @@ class LlamaCppProvider(HttpProvider):
             self.start()
         return super()._endpoint(model, stream=stream)
 
+    def missing_url(self) -> str | None:
+        return None if self._engine is not None else super().missing_url()  # given on start
+
     # Decoding: output cut off under a grammar is a truncation, not a server failure.
 
     def _response(

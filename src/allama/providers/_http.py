@@ -278,6 +278,13 @@ class HttpProvider:
     def base_url(self) -> str | None:
         return self._base_url
 
+    def missing_url(self) -> str | None:
+        """Why no call can be sent (no base URL, and how to give one), or `None`: said once
+        by a run of many calls, rather than as each call's failure."""
+        if self._base_url is not None:
+            return None
+        return f"{self.name} has no base URL: {self._preset.missing_url_hint}"
+
     @property
     def adapter(self) -> Adapter:
         """The dialect's adapter: encoding, decoding and capability answers, sans I/O."""
@@ -333,12 +340,9 @@ class HttpProvider:
         )
 
     def _endpoint(self, model: str, *, stream: bool = False) -> tuple[str, Mapping[str, str]]:
-        if self._base_url is None:
-            raise (
-                InvalidRequestError(f"{self.name} has no base URL: {self._preset.missing_url_hint}")
-                .mark_authored()
-                .with_provider(self.name)
-            )
+        missing = self.missing_url()
+        if missing is not None:
+            raise (InvalidRequestError(missing).mark_authored().with_provider(self.name))
         if self._deployments and self._preset.deployment_path is not None:
             return f"{self._base_url}{self._preset.deployment_path.format(model=model)}", (
                 self._query
