@@ -878,7 +878,8 @@ class _Handler(ReplyHandler):
             kind = "server_error" if status >= 500 else "invalid_request_error"
             return _Reply(status, openai_error_body(message, kind))
         if self.provider == "anthropic":
-            kinds = {401: "authentication_error", 404: "not_found_error", 529: "overloaded_error"}
+            kinds = {401: "authentication_error", 404: "not_found_error", 429: "rate_limit_error"}
+            kinds[529] = "overloaded_error"
             default = "api_error" if status >= 500 else "invalid_request_error"
             return _Reply(status, anthropic_error_body(message, kinds.get(status, default)))
         statuses = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND"}

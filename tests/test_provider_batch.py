@@ -382,6 +382,101 @@ def test_a_submission_cut_off_before_its_id_was_recorded_is_found_not_sent_again
     assert all(server.submitted[(family, n)] == 1 for n in range(10) if n != 7)
 
 
+def _other_jobs(server: ProviderBatchServer, family: str, count: int) -> None:
+    """Jobs of one request each made at the provider meanwhile (another tool, a busy org)."""
+    from _provider_batch_server import Job
+
+    provider = JOB_PROVIDER[family]
+    prefix = {"openai": "batch_", "anthropic": "msgbatch_", "gemini": "batches/"}[provider]
+    with server.lock:
+        for n in range(count):
+            server.jobs.append(
+                Job(
+                    provider=provider,
+                    family=family,
+                    id=server.new_id(prefix),
+                    requests=[],
+                    keys=[],
+                    bodies=[],
+                    polls_to_finish=2,
+                    expire=False,
+                    created=time.time(),
+                    metadata={"other": str(n)},
+                    display_name=f"other-{n}",
+                )
+            )
+
+
+@pytest.mark.parametrize("family", ["openai-chat", "anthropic", "gemini"])
+def test_a_cut_off_submission_is_found_behind_many_jobs_made_since(
+    server: ProviderBatchServer, tmp_path: Path, family: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider, model = _provider(server, family)
+    ledger = tmp_path / "cut.sqlite"
+    recorded = Ledger.job_submitted
+    monkeypatch.setattr(Ledger, "job_submitted", _dies_before_the_id_is_recorded)
+    with pytest.raises(RuntimeError, match="died here"):
+        _run(provider, model, _docs(4), ledger)
+    # More than five pages of 100 (a look went no further, and took the job for none).
+    _other_jobs(server, family, 620)
+    monkeypatch.setattr(Ledger, "job_submitted", recorded)
+    results = _run(provider, model, _docs(4), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(4)]
+    assert all(server.submitted[(family, n)] == 1 for n in range(4))
+
+
+def test_a_provider_listing_more_jobs_than_a_look_reads_stops_the_run_sending_nothing(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.batch._jobs import JobLookupError
+
+    provider, model = _provider(server, "gemini")  # listed in no promised order: read whole
+    ledger = tmp_path / "cut.sqlite"
+    recorded = Ledger.job_submitted
+    monkeypatch.setattr(Ledger, "job_submitted", _dies_before_the_id_is_recorded)
+    with pytest.raises(RuntimeError, match="died here"):
+        _run(provider, model, _docs(2), ledger)
+    monkeypatch.setattr(Ledger, "job_submitted", recorded)
+    server.jobs.reverse()  # the cut-off job listed last
+    _other_jobs(server, "gemini", 150)
+    monkeypatch.setattr("allama.adapters._jobs._gemini.MOST_PAGES", 1)  # of 200
+    with pytest.raises(JobLookupError, match="lists more than 100 jobs made since"):
+        _run(provider, model, _docs(2), ledger)
+    assert all(server.submitted[("gemini", n)] == 1 for n in range(2))
+
+
+def test_a_cut_off_anthropic_submission_is_found_on_a_provider_whose_clock_is_behind(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anthropic keeps no tag: the batch is told by when it was made, on the provider's
+    clock, which its answers' `Date` gives."""
+    import email.utils
+    import types
+
+    import _provider_batch_server
+
+    def provider_time() -> float:
+        return time.time() - 40.0
+
+    clock = types.SimpleNamespace(time=provider_time, monotonic=time.monotonic, sleep=time.sleep)
+    monkeypatch.setattr(_provider_batch_server, "time", clock)
+    monkeypatch.setattr(
+        _provider_batch_server._Handler,
+        "date_time_string",
+        lambda handler, timestamp=None: email.utils.formatdate(provider_time(), usegmt=True),
+    )
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "cut.sqlite"
+    recorded = Ledger.job_submitted
+    monkeypatch.setattr(Ledger, "job_submitted", _dies_before_the_id_is_recorded)
+    with pytest.raises(RuntimeError, match="died here"):
+        _run(provider, model, _docs(4), ledger)
+    monkeypatch.setattr(Ledger, "job_submitted", recorded)
+    results = _run(provider, model, _docs(4), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(4)]
+    assert len(server.jobs) == 1 and all(server.submitted[("anthropic", n)] == 1 for n in range(4))
+
+
 def test_a_submission_that_never_reached_the_provider_is_sent_on_the_next_run(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -699,6 +794,121 @@ def test_a_submission_that_reached_the_provider_before_a_stop_is_found_not_left_
     results = _run(provider, model, _docs(3), ledger)
     assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
     assert server.jobs == [job]  # collected, not submitted again
+
+
+def _create_answer_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenAI makes the job, and its answer is lost: a gateway's 502 in its place."""
+    import _provider_batch_server
+
+    create = _provider_batch_server._Handler.openai_create
+
+    def lost(handler: Any, data: Any) -> Any:
+        answer = handler.send_json
+        handler.send_json = lambda status, body: None
+        create(handler, data)
+        handler.send_json = answer
+        raise handler._fail(502, "Bad gateway.")
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_create", lost)
+
+
+def test_a_last_try_whose_answer_was_lost_is_looked_for_and_its_job_collected(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _create_answer_lost(monkeypatch)
+    provider, model = _provider(server, "openai-chat")
+    results = _run(provider, model, _docs(3), tmp_path / "lost.sqlite", max_attempts=1)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+    assert len(server.jobs) == 1  # found and collected, not orphaned nor made again
+
+
+def test_a_lost_answer_the_provider_cannot_be_asked_about_is_left_to_the_next_run(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _provider_batch_server
+
+    _create_answer_lost(monkeypatch)
+    listing = _provider_batch_server._Handler.openai_list
+
+    def down(handler: Any, data: Any) -> Any:
+        raise handler._fail(500, "The server had an error.")
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_list", down)
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "lost.sqlite"
+    run = _batch_run(provider, model, _docs(3), ledger, max_attempts=1)
+    results = list(run)
+    assert {r.failure.kind for r in results if r.failure} == {"in_provider_job"}
+    assert len(server.jobs) == 1
+    assert run.summary.stopped is not None
+    assert "may have been made, its answer lost (server)" in run.summary.stopped
+    assert "could not be listed to tell (server): the same command looks for it" in (
+        run.summary.stopped
+    )
+    assert {row.status for row in Ledger(ledger, read_only=True).rows()} == {"submitted"}
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_list", listing)
+    results = _run(provider, model, _docs(3), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+    assert len(server.jobs) == 1
+
+
+def test_a_look_for_a_cut_off_job_is_tried_again_as_a_poll_is(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _provider_batch_server
+
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "cut.sqlite"
+    recorded = Ledger.job_submitted
+    monkeypatch.setattr(Ledger, "job_submitted", _dies_before_the_id_is_recorded)
+    with pytest.raises(RuntimeError, match="died here"):
+        _run(provider, model, _docs(3), ledger)
+    monkeypatch.setattr(Ledger, "job_submitted", recorded)
+    listing = _provider_batch_server._Handler.anthropic_list
+    answers = iter(["limited", "busy"])
+
+    def flaky(handler: Any, data: Any) -> Any:
+        kind = next(answers, None)
+        if kind == "limited":
+            raise handler._fail(429, "Rate limited.")
+        if kind == "busy":
+            raise handler._fail(500, "Internal error.")
+        return listing(handler, data)
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "anthropic_list", flaky)
+    results = _run(provider, model, _docs(3), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+    assert len(server.jobs) == 1
+
+
+@pytest.mark.parametrize(("family", "status"), [("openai-chat", 503), ("anthropic", 529)])
+def test_a_provider_that_makes_no_job_at_any_try_stops_the_run_its_inputs_pending(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    family: str,
+    status: int,
+) -> None:
+    import _provider_batch_server
+
+    name = {"openai-chat": "openai_create", "anthropic": "anthropic_create"}[family]
+    create = getattr(_provider_batch_server._Handler, name)
+
+    def overloaded(handler: Any, *args: Any) -> Any:
+        raise handler._fail(status, "Overloaded.")
+
+    monkeypatch.setattr(_provider_batch_server._Handler, name, overloaded)
+    provider, model = _provider(server, family)
+    ledger = tmp_path / "outage.sqlite"
+    run = _batch_run(provider, model, _docs(3), ledger)
+    results = list(run)
+    assert all(r.pending for r in results) and server.jobs == []
+    assert run.summary.stopped is not None
+    assert run.summary.stopped.startswith("the provider did not make a batch job in 5 tries: ")
+    assert {row.status for row in Ledger(ledger, read_only=True).rows()} == {"pending"}
+    monkeypatch.setattr(_provider_batch_server._Handler, name, create)
+    results = _run(provider, model, _docs(3), ledger)  # the outage over
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
 
 
 def test_a_pass_paid_in_one_job_counts_when_the_follow_up_job_expires(

@@ -77,6 +77,8 @@ _CLAIMS_AT_ONCE = 1000
 """Inputs claimed together (their claims share the ledger's commits)."""
 
 _MAX_POLL_ERRORS = 20
+_LOOK_TRIES = 5
+"""Tries of a look for a job whose submission's answer was lost, before it is said."""
 """Retryable errors in a row while reading a job before the run gives up on it (the job
 stays in the ledger, and a later run reads it again)."""
 
@@ -403,24 +405,30 @@ class JobRunner(_Runner):
         failed: Error | None = None
         too_long: str | None = None
         uploaded: dict[str, str] = {}  # a job's file, uploaded once however often it is tried
+        maybe_made = False  # a try that failed may have reached the provider, not ruled out
+        unknown: str | None = None
+        last = False  # the tries are spent: only asked whether the last reached the provider
         while True:
+            if maybe_made:  # its answer lost: a job made is collected, not made again
+                try:
+                    job.job_id = await self._look_for_tag(target, tag, since, len(items))
+                except Error as error:
+                    unknown = _not_ruled_out(tag, failed, error)
+                    break
+                if job.job_id is not None:
+                    break
+                maybe_made = False
+            if last or (failed is not None and self.stopping is not None):
+                break  # stopped before the try again: not sent
             tried += 1
-            submitting = False
             try:
-                if tried > 1:  # the last try may have reached the provider
-                    found = await self._look_for_tag(target, tag, since, len(items))
-                    if found is not None:
-                        job.job_id = found
-                        break
-                    if self.stopping is not None:
-                        break  # stopped before the try again: not sent
-                submitting = True
                 job.job_id = await self.jobs.run(
                     self.jobs.submit(target, entries, tag, uploaded), model, sync=self.sync
                 )
                 break
             except Error as error:
                 failed = error
+                maybe_made = _may_have_made(error)
                 if isinstance(error, RateLimitedError):
                     # No try, as for a live call: the job was not made (a queue's limit).
                     tried -= 1
@@ -434,15 +442,32 @@ class JobRunner(_Runner):
                 if error.retryable and tried < self.spec.max_attempts:
                     if self.stopping is None:
                         await self.limiter.sleep(self._pause(error, tried))  # a stop ends it
-                        continue
-                    if submitting:
-                        continue  # stopped: only asked whether that try reached the provider
+                    continue  # stopped: only asked whether that try reached the provider
+                last = True
+                if maybe_made:
+                    continue
                 break
+        if job.job_id is None and unknown is not None:
+            # Left in the job's record, as a run cut off there leaves them: the next run
+            # looks for the job, and collects it or sends them. Nothing more is made now.
+            self.summary.jobs[tag] = "made or not: the next run looks for it"
+            for item in items:
+                self._in_job(item, job, f"in provider batch job {tag}, made or not: {unknown}")
+            self.stop(unknown)
+            return
         if job.job_id is None:
             assert failed is not None
             self.book.job_not_submitted(tag, failed.kind)
             self.summary.jobs[tag] = f"not submitted: {failed.kind}"
             stops = too_long or _stops(failed, tried, self.spec.template is not None)
+            if stops is None and failed.retryable and self.stopping is None:
+                # The provider would not make the job (an outage of its batch API, a
+                # network that failed every try): no input's own failure, so none is
+                # failed for good; they stay pending for the next run, which this stops.
+                stops = (
+                    f"the provider did not make a batch job in {tried} tries: "
+                    f"{_failure(failed).message}"
+                )
             if stops is not None or (failed.retryable and self.stopping is not None):
                 # Not the inputs' failure: they stay pending for the run that follows.
                 for item in items:
@@ -530,14 +555,29 @@ class JobRunner(_Runner):
         return await self._look_for_tag(target, row.tag, row.created_at, row.requests)
 
     async def _look_for_tag(self, target: Any, tag: str, since: float, count: int) -> str | None:
-        try:
-            return await self._find(target, tag, since, count)
-        except JobAmbiguity as error:
-            raise JobLookupError(
-                f"provider batch job {tag} may have been submitted without its id reaching "
-                f"the ledger, and it cannot be found: {error}. Cancel the duplicate at the "
-                "provider, or delete the job's row to submit again"
-            ) from None
+        """The job made with `tag`, looked for among the provider's; a failed look is tried
+        again as a poll is (a rate limit waits as asked), and raised when tries run out."""
+        tried = limited = 0
+        while True:
+            tried += 1
+            try:
+                return await self._find(target, tag, since, count)
+            except JobAmbiguity as error:
+                raise JobLookupError(
+                    f"provider batch job {tag} may have been submitted without its id "
+                    f"reaching the ledger, and it cannot be found: {error}. Cancel the "
+                    "duplicate at the provider, or delete the job's row to submit again"
+                ) from None
+            except Error as error:
+                if isinstance(error, RateLimitedError):
+                    tried -= 1  # not counted, as for a live call
+                    limited += 1
+                    asked = asked_wait(error)
+                    if limited > _MAX_RATE_LIMITED or (asked or 0) > _LONGEST_WAIT:
+                        raise
+                if not error.retryable or tried >= _LOOK_TRIES or self.stopping is not None:
+                    raise
+                await self.limiter.sleep(self._pause(error, tried))
 
     # Polling and collecting
 
@@ -855,10 +895,11 @@ class JobRunner(_Runner):
         self._finish(result)
         self._duplicates(item, result)
 
-    def _in_job(self, item: _Item, job: _Job) -> None:
+    def _in_job(self, item: _Item, job: _Job, said: str | None = None) -> None:
         failure = BatchFailure(
             IN_PROVIDER_JOB,
-            f"in provider batch job {job.job_id}: the same command collects it when it ends",
+            said
+            or f"in provider batch job {job.job_id}: the same command collects it when it ends",
         )
         result: BatchResult[Any] = BatchResult(
             item.index, item.key, item.label, None, failure, None, 0, 0.0
@@ -1017,3 +1058,18 @@ def _with_paid(item: _Item, answer: ChatResponse | Error) -> ChatResponse | Erro
         return paid_ahead(answer, paid)
     # Where the extraction reads what a wrapper's failed attempts paid.
     return answer.with_provider_data(ALLAMA_NAMESPACE, "batch_jobs", {PAID_BEFORE: paid})
+
+
+def _may_have_made(error: Error) -> bool:
+    """Whether a failed try at making a job may have made it: an answer lost (a timeout, a
+    broken connection) or a server's failure, not a refusal or a rate limit."""
+    return error.retryable and not isinstance(error, RateLimitedError)
+
+
+def _not_ruled_out(tag: str, failed: Error | None, error: Error) -> str:
+    lost = f" ({failed.kind})" if failed is not None else ""
+    return (
+        f"provider batch job {tag} may have been made, its answer lost{lost}, and the "
+        f"provider's jobs could not be listed to tell ({error.kind}): the same command "
+        "looks for it, and collects it or sends its inputs"
+    )

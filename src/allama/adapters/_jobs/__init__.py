@@ -24,10 +24,13 @@ __all__ = [
     "JobDialect",
     "JobState",
     "JobTarget",
+    "MOST_PAGES",
     "Row",
     "RowKind",
     "Steps",
+    "clock_ahead",
     "load_job_dialect",
+    "too_many_jobs",
 ]
 
 Steps = Generator[HttpRequest, HttpResponse, Any]
@@ -140,7 +143,35 @@ def unread(lines: Sequence[dict[str, Any] | None]) -> str:
 
 
 class JobAmbiguity(Exception):
-    """More than one job at the provider could be the one looked for."""
+    """More than one job at the provider could be the one looked for, or the provider
+    lists more jobs than a look goes through: none can be ruled out."""
+
+
+MOST_PAGES = 200
+"""The pages of a provider's jobs a look for one goes through (of 100 jobs each) before it
+says it can rule none out, rather than take the job for one never made."""
+
+
+def too_many_jobs(pages: int) -> JobAmbiguity:
+    return JobAmbiguity(
+        f"the provider lists more than {pages * 100} jobs made since, and allama cannot rule "
+        "out that one of those further back is this one"
+    )
+
+
+def clock_ahead(response: HttpResponse) -> float:
+    """How far the provider's clock is ahead of this machine's (seconds; negative when
+    behind), by the `Date` its answer carries (to the second); 0 without one."""
+    import time
+    from email.utils import parsedate_to_datetime
+
+    said = response.headers.get("date")
+    if not said:
+        return 0.0
+    try:
+        return parsedate_to_datetime(said).timestamp() - time.time()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return 0.0
 
 
 class JobDialect(Protocol):

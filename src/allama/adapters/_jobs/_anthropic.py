@@ -13,6 +13,7 @@ from typing import Any
 
 from allama.adapters._http import rfc3339_seconds
 from allama.adapters._jobs import (
+    MOST_PAGES,
     Entry,
     JobAmbiguity,
     JobState,
@@ -20,13 +21,19 @@ from allama.adapters._jobs import (
     Row,
     RowKind,
     Steps,
+    clock_ahead,
     get,
     json_lines,
     json_of,
     keep,
     post,
+    too_many_jobs,
     unread,
 )
+
+_LEEWAY = 5.0
+"""Seconds a batch may seem made before its submission began: the provider's `Date` is
+to the second, and the two clocks are read a moment apart."""
 
 _KINDS = {
     "succeeded": RowKind.RESPONSE,
@@ -77,19 +84,29 @@ class AnthropicJobs:
     def find(
         self, target: JobTarget, tag: str, since: float, count: int, known: Collection[str] = ()
     ) -> Steps:
-        page = json_of((yield get(target, f"{target.base_url}/messages/batches", {"limit": "100"})))
         found = []
-        for job in page.get("data") or []:
-            state = _state(job)
-            # Anthropic keeps no tag: a job of the same size made at the time, that the
-            # ledger does not know as another of its jobs (a run's jobs are of one size).
-            if (
-                state.created_at is not None
-                and state.created_at >= since - 5
-                and state.total == count
-                and state.id not in known
-            ):
-                found.append(state.id)
+        after: str | None = None
+        for _ in range(MOST_PAGES):  # newest first: back to the time of the submission
+            params = {"limit": "100", **({"after_id": after} if after else {})}
+            response = yield get(target, f"{target.base_url}/messages/batches", params)
+            page = json_of(response)
+            # Its times are the provider's: the submission's, on its clock (to the second).
+            earliest = since + clock_ahead(response) - _LEEWAY
+            jobs = [job for job in page.get("data") or [] if isinstance(job, dict)]
+            older = False
+            for job in jobs:
+                state = _state(job)
+                # Anthropic keeps no tag: a job of the same size made at the time, that the
+                # ledger does not know as another of its jobs (a run's jobs are of one size).
+                if state.created_at is not None and state.created_at < earliest:
+                    older = True
+                elif state.total == count and state.id not in known:
+                    found.append(state.id)
+            after = page.get("last_id") or (str(jobs[-1].get("id")) if jobs else None)
+            if older or not page.get("has_more") or not jobs or not after:
+                break
+        else:
+            raise too_many_jobs(MOST_PAGES)
         if len(found) > 1:
             raise JobAmbiguity(
                 f"{len(found)} batches of {count} requests were created since the submission "

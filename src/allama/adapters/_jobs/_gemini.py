@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from allama.adapters._http import HttpRequest, rfc3339_seconds
 from allama.adapters._jobs import (
+    MOST_PAGES,
     Entry,
     JobState,
     JobTarget,
@@ -25,6 +26,7 @@ from allama.adapters._jobs import (
     json_of,
     keep,
     post,
+    too_many_jobs,
     unread,
 )
 
@@ -143,16 +145,16 @@ class GeminiJobs:
         self, target: JobTarget, tag: str, since: float, count: int, known: Collection[str] = ()
     ) -> Steps:
         token: str | None = None
-        for _ in range(5):
+        for _ in range(MOST_PAGES):  # in no order the API promises: every page
             params = {"pageSize": "100", **({"pageToken": token} if token else {})}
             page = json_of((yield get(target, f"{target.base_url}/batches", params)))
             for job in page.get("operations") or []:
-                if (job.get("metadata") or {}).get("displayName") == tag:
+                if isinstance(job, dict) and (job.get("metadata") or {}).get("displayName") == tag:
                     return str(job["name"])
             token = page.get("nextPageToken")
             if not token:
                 return None
-        return None
+        raise too_many_jobs(MOST_PAGES)
 
     def results(self, target: JobTarget, state: JobState, keys: Sequence[str]) -> Steps:
         output = state.results or {}

@@ -15,17 +15,20 @@ from typing import Any
 
 from allama.adapters._http import HttpRequest
 from allama.adapters._jobs import (
+    MOST_PAGES,
     Entry,
     JobState,
     JobTarget,
     Row,
     RowKind,
     Steps,
+    clock_ahead,
     get,
     json_lines,
     json_of,
     keep,
     post,
+    too_many_jobs,
     unread,
 )
 
@@ -119,19 +122,21 @@ class OpenAIJobs:
         self, target: JobTarget, tag: str, since: float, count: int, known: Collection[str] = ()
     ) -> Steps:
         after: str | None = None
-        for _ in range(5):  # the 500 most recent jobs
+        for _ in range(MOST_PAGES):  # newest first: back to an hour before the submission
             params = {"limit": "100", **({"after": after} if after else {})}
-            page = json_of((yield get(target, f"{target.base_url}/batches", params)))
-            jobs = page.get("data") or []
+            response = yield get(target, f"{target.base_url}/batches", params)
+            page = json_of(response)
+            jobs = [job for job in page.get("data") or [] if isinstance(job, dict)]
             for job in jobs:
                 if (job.get("metadata") or {}).get("allama_job") == tag:
                     return str(job["id"])
             if not page.get("has_more") or not jobs:
                 return None
-            if any((job.get("created_at") or 0) < since - 3600 for job in jobs):
+            earliest = since + clock_ahead(response) - 3600
+            if any(_number(job.get("created_at")) < earliest for job in jobs):
                 return None
-            after = str(jobs[-1]["id"])
-        return None
+            after = str(jobs[-1].get("id"))
+        raise too_many_jobs(MOST_PAGES)
 
     def results(self, target: JobTarget, state: JobState, keys: Sequence[str]) -> Steps:
         rows: dict[str, Row] = {}
@@ -282,3 +287,10 @@ def _multipart(boundary: str, parts: list[tuple[str, str | None, str | None, byt
 
 
 DIALECT = OpenAIJobs()
+
+
+def _number(value: object) -> float:
+    """A job's time, or never (`inf`) when it gives none: no reason to stop looking."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return float("inf")
