@@ -260,3 +260,43 @@ def test_plan_of_streamed_calls(capsys: pytest.CaptureFixture[str]) -> None:
     assert native["enforcement"] == "not_enforced"
     assert main(["plan", INVOICE, "--provider", "groq", "--stream"]) == 0
     assert "on streamed calls" in capsys.readouterr().out.splitlines()[0]
+
+
+class _Full:
+    """Standard output on a full disk (`> /dev/full`)."""
+
+    def write(self, text: str) -> int:
+        raise OSError(28, "No space left on device")
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("stdout", ["full", "closed"])
+def test_a_stdout_that_cannot_be_written_is_said_in_one_line(
+    stdout: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdout", _Full() if stdout == "full" else None)
+    why = "No space left on device" if stdout == "full" else "it is closed"
+    assert main(["plan", INVOICE, "--provider", "openai"]) == 1
+    assert capsys.readouterr().err == f"allama plan: cannot write to stdout: {why}\n"
+    assert main(["--version"]) == 1
+    assert capsys.readouterr().err == f"allama: cannot write to stdout: {why}\n"
+    # A usage error is said on stderr, whatever stdout is.
+    assert main([]) == 2
+    assert "the following arguments are required: command" in capsys.readouterr().err
+
+
+def test_a_full_stdout_ends_the_output_in_one_line_without_a_traceback() -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    # The table is buffered: the write fails at the flush, which the interpreter's own last
+    # flush would report with a traceback ("Exception ignored ...") and status 120.
+    for command in (["plan", INVOICE, "--provider", "openai"], ["--version"]):
+        with open("/dev/full", "w") as full:
+            done = allama(*command, stdout=full, stderr=subprocess.PIPE)
+        name = "allama plan" if command[0] == "plan" else "allama"
+        assert (done.returncode, done.stderr) == (
+            1,
+            f"{name}: cannot write to stdout: No space left on device\n",
+        )

@@ -1820,3 +1820,149 @@ def test_a_stopped_run_counts_each_document_once(
     assert counted == (
         "0 done, 4 failed (3 finished by an earlier run; 1 kept pending for the next run), in T s"
     )
+
+
+def test_a_set_that_is_no_number_is_a_bad_argument(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1, 2])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    capsys.readouterr()
+    ledger = f"{out}.ledger.sqlite"
+    # Digits int() cannot read (a superscript, a circled one), and more than it reads.
+    for wrong in ("²", "①", "9" * 5000):
+        assert main(["batch", "export", ledger, "--set", wrong]) == 2
+        assert capsys.readouterr() == (
+            "",
+            f"allama batch export: --set {wrong}: the ledger's runs have 1 set of settings "
+            "(1 to 1), or all\n",
+        )
+    assert main(["batch", "export", ledger, "--set", "1"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_an_empty_field_or_id_field_names_the_field_or_column_of_no_name(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text(",text,id\ndoc 1,doc 9,x1\ndoc 2,doc 8,x2\n")
+    out = tmp_path / "out.jsonl"
+    # The document is the column with no name, not `text`.
+    assert run(server, row_type, source, out, "--field", "") == 0
+    assert {row["label"]: row["value"] for row in rows_of(out)} == {
+        "x1": {"n": 1},
+        "x2": {"n": 2},
+    }
+    lines = tmp_path / "in.jsonl"
+    lines.write_text(
+        json.dumps({"": "A-1", "text": "doc 4", "id": "z1"})
+        + "\n"
+        + json.dumps({"": "A-2", "text": "doc 5", "id": "z2"})
+        + "\n"
+    )
+    out = tmp_path / "lines.jsonl"
+    # The label is the field with no name, not `id`.
+    assert run(server, row_type, lines, out, "--id-field", "") == 0
+    assert {row["label"]: row["value"] for row in rows_of(out)} == {
+        "A-1": {"n": 4},
+        "A-2": {"n": 5},
+    }
+    capsys.readouterr()
+    # A source without one says so, rather than reading `text` or `id`.
+    source.write_text("text,id\ndoc 1,x1\n")
+    assert run(server, row_type, source, tmp_path / "none.jsonl", "--field", "") == 2
+    assert capsys.readouterr().err == (
+        f"allama batch run: {source}: no column `` (the columns are `text`, `id`); "
+        "name the column with --field\n"
+    )
+    lines.write_text(json.dumps({"text": "doc 1", "id": "z1"}) + "\n")
+    assert run(server, row_type, lines, tmp_path / "none.jsonl", "--id-field", "") == 2
+    assert capsys.readouterr().err == (
+        f"allama batch run: {lines} line 1: no field `` (its fields: `text`, `id`); "
+        "name the id's field with --id-field\n"
+    )
+
+
+def test_a_bar_on_a_terminal_that_says_it_has_no_columns_is_drawn_at_a_sane_width(
+    server: BatchServer, row_type: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pty not sized yet (`stty cols 0`, some CI runners and containers) says 0 columns.
+    import fcntl
+    import struct
+    import termios
+
+    main_end, terminal_end = os.openpty()
+    try:
+        fcntl.ioctl(terminal_end, termios.TIOCSWINSZ, struct.pack("HHHH", 0, 0, 0, 0))
+        assert os.get_terminal_size(terminal_end).columns == 0
+
+        class Unsized(_Terminal):
+            def fileno(self) -> int:
+                return terminal_end
+
+        terminal = Unsized()
+        monkeypatch.setattr("sys.stderr", terminal)
+        monkeypatch.setenv("COLUMNS", "200")  # what shutil.get_terminal_size falls back to
+        docs = folder(tmp_path, [1, 2])
+        assert run(server, row_type, docs, tmp_path / "out.jsonl", "--concurrency", "1") == 0
+    finally:
+        os.close(main_end)
+        os.close(terminal_end)
+    last = terminal.getvalue().split("\r")[-1].split("\n")[0]
+    assert last.startswith("[####################] 2/2: 2 done, 0 failed, 0 in flight, ")
+    assert last.endswith(", ETA 0 s\x1b[K")
+
+
+class _Full(io.StringIO):
+    """Standard output on a full disk (`> /dev/full`)."""
+
+    def write(self, text: str) -> int:
+        raise OSError(28, "No space left on device")
+
+
+@pytest.mark.parametrize("stdout", ["full", "closed"])
+def test_status_and_export_to_a_stdout_that_cannot_be_written_fail_in_one_line(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    stdout: str,
+) -> None:
+    docs = folder(tmp_path, [1, 2, 7])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    capsys.readouterr()
+    ledger = f"{out}.ledger.sqlite"
+    monkeypatch.setattr(sys, "stdout", _Full() if stdout == "full" else None)
+    why = "No space left on device" if stdout == "full" else "it is closed"
+    for command in (["status"], ["status", "--json"], ["export"], ["export", "--failed"]):
+        assert main(["batch", command[0], ledger, *command[1:]]) == 1
+        assert capsys.readouterr().err == (
+            f"allama batch {command[0]}: cannot write to stdout: {why}\n"
+        )
+
+
+def test_a_full_stdout_is_said_without_a_traceback(
+    server: BatchServer, row_type: str, tmp_path: Path
+) -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, folder(tmp_path, [1, 2]), out) == 0
+    for command in ("status", "export"):
+        # What is written is buffered: the write fails at the last flush, which the
+        # interpreter would report with a traceback ("Exception ignored ...").
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(
+                [sys.executable, "-m", "allama.cli", "batch", command, f"{out}.ledger.sqlite"],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=120,
+            )
+        assert (done.returncode, done.stderr) == (
+            1,
+            f"allama batch {command}: cannot write to stdout: No space left on device\n",
+        ), done.stderr

@@ -138,7 +138,7 @@ def read_inputs(
             f"{source}: not a folder, a .jsonl or a .csv file; give a folder of text files, "
             "a JSONL file (one object per line) or a CSV file with a header row"
         )
-    chosen = field or DEFAULT_FIELD
+    chosen = DEFAULT_FIELD if field is None else field  # `""` is a column of no name
     unused: list[str] = []
     labels: set[str] = set()
     repeated: list[str] = []
@@ -271,7 +271,7 @@ def _csv(
             raise InputError(f"{path}: no header row (a CSV file names its columns first)")
         # A column named twice is ambiguous only where it is read: the spreadsheet's
         # columns with no name (`id,text,,`) or an unused one repeated are no matter.
-        read = {name for name in (field, id_field or DEFAULT_ID_FIELD) if name is not None}
+        read = {field, DEFAULT_ID_FIELD if id_field is None else id_field}
         twice = sorted({column for column in columns if columns.count(column) > 1} & read)
         if twice:
             shown = ", ".join(f"`{column}`" for column in twice)
@@ -363,7 +363,7 @@ def _label(
     fallback: str,
     unused: list[str] | None,
 ) -> str:
-    value = item.get(id_field or DEFAULT_ID_FIELD)
+    value = item.get(DEFAULT_ID_FIELD if id_field is None else id_field)
     if isinstance(value, str) and value:
         return value
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):

@@ -1561,7 +1561,10 @@ def _of_input_set(
             f"model or provider): {sets}; give --set N for one (as `allama batch status` "
             "numbers them), or --set all"
         )
-    number = int(chosen) if chosen.isdigit() else 0
+    try:  # decimal digits only (`²` is a digit int() cannot read), and not too many of them
+        number = int(chosen) if chosen.isdecimal() else 0
+    except ValueError:  # more digits than int() reads
+        number = 0
     if not 1 <= number <= max(len(described), 1):
         raise _Usage(
             f"--set {chosen}: the ledger's runs have {len(described)} "

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import IO
 
-from allama.cli._batch import add_batch_parser, batch_command
+from allama.cli._batch import EXIT_FAILED, add_batch_parser, batch_command
 from allama.cli._load import TypeNotFound, load_type
 from allama.cli._plan import plan_rows, render_table
 from allama.cli._providers import planning_providers
@@ -66,17 +69,88 @@ def main(argv: Sequence[str] | None = None) -> int:
     allama ...
     0
     """
+    real = sys.stdout
+    sys.stdout = _Output(real)
+    command = "allama"
     try:
         try:
-            args = _parser().parse_args(argv)
-        except SystemExit as done:  # --help, --version, or a usage error argparse reported
-            code = done.code
-            return code if isinstance(code, int) else 0 if code is None else EXIT_USAGE
-        if args.command == "batch":
-            return batch_command(args)
-        return _plan(args)
+            try:
+                args = _parser().parse_args(argv)
+            except SystemExit as done:  # --help, --version, or a usage error argparse reported
+                code = done.code
+                status = code if isinstance(code, int) else 0 if code is None else EXIT_USAGE
+            else:
+                if args.command == "batch":
+                    command = f"allama batch {args.batch_command}"
+                    status = batch_command(args)
+                else:
+                    command = f"allama {args.command}"
+                    status = _plan(args)
+            # Flushed here, so that an output that cannot be written is said while it can
+            # be, not by the interpreter's last flush (which would print a traceback).
+            sys.stdout.flush()
+        finally:
+            sys.stdout = real
     except BrokenPipeError:
         return _reader_gone()
+    except _OutputLost as lost:
+        with contextlib.suppress(OSError, ValueError):  # stderr may be lost too
+            print(f"{command}: cannot write to stdout: {lost}", file=sys.stderr)
+        _discard_output()
+        return EXIT_FAILED
+    return status
+
+
+class _OutputLost(Exception):
+    """Standard output cannot be written (a full disk, `> /dev/full`; a closed one, `>&-`):
+    the message says why."""
+
+
+class _Output(io.TextIOBase):
+    """Standard output for a command: a failure to write it is raised as `_OutputLost`, which
+    `main` says on one line (exit status 1), for every command in one place; a reader that
+    went away (`BrokenPipeError`) is raised as it is, and ends the command as SIGPIPE would."""
+
+    def __init__(self, stream: IO[str] | None) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if self._stream is None:  # started with stdout closed: Python gives None
+            if text:
+                raise _OutputLost("it is closed")
+            return 0
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise _OutputLost(error.strerror or str(error)) from None
+        except ValueError:
+            if not self._stream.closed:  # a character the encoding has not, say
+                raise
+            raise _OutputLost("it is closed") from None
+
+    def flush(self) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise _OutputLost(error.strerror or str(error)) from None
+        except ValueError:
+            if not self._stream.closed:
+                raise
+            raise _OutputLost("it is closed") from None
+
+    def isatty(self) -> bool:
+        return self._stream is not None and self._stream.isatty()
+
+    def fileno(self) -> int:
+        if self._stream is None:
+            raise OSError("standard output is closed")
+        return self._stream.fileno()
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -105,12 +179,18 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _reader_gone() -> int:
     """The output's reader closed it: end quietly, as a Unix tool does on SIGPIPE."""
+    _discard_output()
+    return EXIT_BROKEN_PIPE
+
+
+def _discard_output() -> None:
+    """Whatever is still buffered for stdout cannot be written: point stdout at /dev/null,
+    so that the interpreter's final flush finds nothing to complain about."""
+    if sys.stdout is None:  # closed: nothing is buffered, nothing is flushed
+        return
     try:
-        # Whatever is still buffered cannot be written; point stdout at /dev/null so that
-        # the interpreter's final flush finds nothing to complain about.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (OSError, ValueError):  # stdout is not a real file (a test's capture, say)
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture)
         pass
-    return EXIT_BROKEN_PIPE

@@ -106,10 +106,14 @@ class Progress:
             self._drawn = True
 
     def _width(self) -> int:
-        """The terminal's width, less one column (writing the last one wraps on some)."""
+        """The terminal's width, less one column (writing the last one wraps on some). A
+        terminal that says it has no columns (a pty not sized yet, `stty cols 0`) has not
+        said: `COLUMNS`, else stdout's width, else 80, as `shutil.get_terminal_size`."""
         try:
             columns = os.get_terminal_size(self._stream.fileno()).columns
         except (AttributeError, OSError, ValueError):
+            columns = 0
+        if columns <= 0:
             columns = shutil.get_terminal_size().columns
         return max(1, columns - 1)  # however narrow: a line longer wraps, and stays
 
