@@ -911,6 +911,40 @@ def test_a_provider_that_makes_no_job_at_any_try_stops_the_run_its_inputs_pendin
     assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
 
 
+def test_a_job_refused_for_a_full_queue_leaves_its_inputs_pending_and_stops_the_run(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    add_job = server.add_job
+
+    def queue_full(job: Any) -> Any:
+        job.validation_errors = [
+            {
+                "code": "token_limit_exceeded",
+                "line": None,
+                "message": "Enqueued token limit reached for gpt-4o-mini in organization "
+                "org-x. Limit: 2,000,000 enqueued tokens. Please try again once some "
+                "in_progress batches have been completed.",
+            }
+        ]
+        return add_job(job)
+
+    server.add_job = queue_full  # type: ignore[method-assign]
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "full.sqlite"
+    run = _batch_run(provider, model, _docs(3), ledger)
+    results = list(run)
+    assert all(r.pending for r in results) and len(server.jobs) == 1
+    assert run.summary.stopped == (
+        "the provider's queue of batch work for gpt-4o-mini is full (token_limit_exceeded): "
+        f"job {server.jobs[0].id} ran none of its requests; run the same command again once "
+        "the batches in progress have ended"
+    )
+    assert {row.status for row in Ledger(ledger, read_only=True).rows()} == {"pending"}
+    server.add_job = add_job  # type: ignore[method-assign]
+    results = _run(provider, model, _docs(3), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+
+
 def test_a_pass_paid_in_one_job_counts_when_the_follow_up_job_expires(
     server: ProviderBatchServer, tmp_path: Path
 ) -> None:

@@ -679,6 +679,19 @@ class JobRunner(_Runner):
             return
         if item.entry is None:
             item.entry, item.warnings = self.jobs.entry(item.key, item.pending)
+        if state.queue_full:
+            # A limit on the work queued, not the inputs' failure: none ran, none is paid;
+            # pending, for the same command once the jobs in progress have ended.
+            unanswered = RowUnanswered(row)
+            if self.stopping is None:
+                self.summary.refused = self.summary.refused or _failure(unanswered).kind
+                self.stop(
+                    f"the provider's queue of batch work for {job.model} is full ({state.error}):"
+                    f" job {job.job_id} ran none of its requests; run the same command again "
+                    "once the batches in progress have ended"
+                )
+            await self._set_aside_item(item, unanswered)
+            return
         if row.kind in (RowKind.EXPIRED, RowKind.CANCELED, RowKind.MISSING, RowKind.JOB_FAILED):
             unanswered = RowUnanswered(row)
             if (

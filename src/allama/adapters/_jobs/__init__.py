@@ -108,6 +108,9 @@ class JobState:
     """The tag allama gave the job when it submitted it, where the provider keeps one."""
     created_at: float | None = None
     total: int | None = None
+    queue_full: bool = False
+    """Failed for the provider's queue of batch work being full (OpenAI's enqueued tokens
+    per model): none of its rows ran, and the same job sent once others end may run."""
 
 
 def json_lines(content: bytes) -> list[dict[str, Any] | None]:

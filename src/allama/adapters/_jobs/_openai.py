@@ -193,7 +193,15 @@ def _state(job: dict[str, Any]) -> JobState:
         tag=(job.get("metadata") or {}).get("allama_job"),
         created_at=job.get("created_at"),
         total=counts.get("total"),
+        queue_full=outcome == "failed"
+        and bool(errors)
+        and all(entry.get("code") == _QUEUE_FULL for entry in errors),
     )
+
+
+_QUEUE_FULL = "token_limit_exceeded"
+"""A job refused for the tokens enqueued for its model ("Enqueued token limit reached ...
+Please try again once some in_progress batches have been completed")."""
 
 
 def _job_errors(given: object) -> list[dict[str, Any]]:
