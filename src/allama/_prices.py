@@ -21,8 +21,16 @@ How allama's names meet genai-prices' (`PROVIDER_IDS` below):
   deep-research model's reasoning costs less than its answer), not added again;
 - a negative count (which no provider should send) has no price, as genai-prices says;
 - what a response is billed for beyond those counts (`BILLED_EXTRAS`: Anthropic's web
-  searches and one-hour cache writes) goes to genai-prices' general calculation; a model
-  it has no price for them has no cost, rather than one that counts them free.
+  searches and one-hour cache writes, audio tokens) goes to genai-prices' general
+  calculation; a model it has no price for them has no cost, rather than one that counts
+  them free;
+- audio tokens (Gemini's, and those of OpenAI's audio models in the Chat Completions
+  dialect, at OpenAI, Azure or OpenRouter) are priced at the model's audio prices. Google's
+  price data leaves out an audio price where audio costs what text costs, so there audio
+  without one is priced as text; elsewhere a model without an audio price has no cost
+  (`gpt-4o-audio-preview`'s audio input costs 16 times its text input). Nor has a call whose
+  usage does not say how many of its cached tokens are audio (the Chat Completions usage
+  does not) at a model that prices cache reads apart.
 
 The model is the one the response names (adapters fall back to the request's). Looking a
 (provider, model) pair up is cached, misses included, so a repeated question costs only
@@ -243,16 +251,26 @@ BILLED_EXTRAS: Mapping[str, str | None] = {
     "web_searches": "web_searches_kcount",
     "cache_write_1h_tokens": "cache_write_1h_mtok",
     "cache_write_5m_tokens": "cache_write_mtok",
-    "input_audio_tokens": None,
-    "cache_audio_read_tokens": None,
-    "output_audio_tokens": None,
+    "input_audio_tokens": "input_audio_mtok",
+    "cache_audio_read_tokens": "cache_audio_read_mtok",
+    "output_audio_tokens": "output_audio_mtok",
 }
 """What a response may be billed for beyond its `Usage` counts, by genai-prices' usage
-key, and the price that key needs: server-side web searches (per thousand), and cache
-writes split by how long they are kept (Anthropic's one-hour writes cost more than its
-five-minute ones, which are the plain cache-write price). Audio tokens (Gemini's) are part
-of the counts of their direction, at their own price where a model has one and at the
-text's otherwise (`None`: no price of their own is needed)."""
+key, and the price that key needs: server-side web searches (per thousand), cache writes
+split by how long they are kept (Anthropic's one-hour writes cost more than its five-minute
+ones, which are the plain cache-write price), and audio tokens, part of the counts of their
+direction, at the model's audio prices (at the text's in price data that leaves out an
+audio price that is the text's: `AUDIO_AS_TEXT`)."""
+
+AUDIO_AS_TEXT = frozenset({"google"})
+"""genai-prices' providers whose price data gives a model an audio price only where audio
+costs more than text (Google's: "input rate is unified across text/image/video/audio"),
+and whose usage says how many of its cached tokens are audio (Gemini's
+`cacheTokensDetails`): there audio tokens without a price of their own are priced as text.
+Elsewhere (OpenAI's audio models, and those OpenAI, Azure and OpenRouter serve) a model
+without an audio price prices none of its audio, so such a call has no cost."""
+
+_AUDIO_PRICES = frozenset({"input_audio_mtok", "cache_audio_read_mtok", "output_audio_mtok"})
 
 
 def price(entries: Iterable[Charge | Cost | str], *, batch: bool = False) -> Cost | str:
@@ -416,9 +434,16 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
             **extras,
         )
         if extras:
-            unpriced = _unpriced(gp_model.get_prices(when, context), extras)
+            model_price = gp_model.get_prices(when, context)
+            audio_as_text = gp_provider.id in AUDIO_AS_TEXT
+            unpriced = _unpriced(model_price, extras, audio_as_text=audio_as_text)
             if unpriced:
                 return f"genai-prices {version} has no price for the {unpriced} of {ref}"
+            if not audio_as_text and _cached_audio_unknown(model_price, usage, extras):
+                return (
+                    f"the usage does not say how many of its {usage.cache_read_tokens} cached "
+                    f"tokens are audio, which the prices of {ref} need"
+                )
         calculated = gp_model.calc_price(
             counts, gp_provider, genai_request_timestamp=when, price_context=context
         )
@@ -508,17 +533,36 @@ _SLACK = Decimal("1.01")
 still be taken as its parts."""
 
 
-def _unpriced(model_price: Any, extras: Mapping[str, int]) -> str:
+def _unpriced(model_price: Any, extras: Mapping[str, int], *, audio_as_text: bool) -> str:
     """What `extras` holds that `model_price` has no price for (which genai-prices would
-    count as free), in words; ``""`` when everything has a price."""
+    count as free, or audio as text), in words; ``""`` when everything has a price.
+    `audio_as_text`: the price data prices audio as text where it gives no audio price
+    (`AUDIO_AS_TEXT`)."""
     missing = [
         key.replace("_", " ").removesuffix(" tokens").replace("1h", "one-hour")
         for key, count in extras.items()
         if count
         and (needed := BILLED_EXTRAS.get(key, key)) is not None
+        and not (audio_as_text and needed in _AUDIO_PRICES)
         and getattr(model_price, needed, None) is None
     ]
     return " and ".join(missing)
+
+
+def _cached_audio_unknown(model_price: Any, usage: Usage, extras: Mapping[str, int]) -> bool:
+    """Whether `usage` has cached tokens beside its input audio tokens without saying how
+    many of them are audio (the Chat Completions usage never does), where `model_price`
+    prices cache reads apart: each cached audio token would be priced both as audio and as
+    a cache read, and one text token fewer priced at all (genai-prices refuses the usage
+    where the model has a cached-audio price, and gets it wrong where it has not)."""
+    if not extras.get("input_audio_tokens") or not usage.cache_read_tokens:
+        return False
+    if "cache_audio_read_tokens" in extras:
+        return False
+    return (
+        getattr(model_price, "cache_read_mtok", None) is not None
+        or getattr(model_price, "cache_audio_read_mtok", None) is not None
+    )
 
 
 _Flat: TypeAlias = tuple[Decimal | None, Decimal | None, Decimal | None, Decimal | None]

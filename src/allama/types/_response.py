@@ -30,6 +30,12 @@ PROVISIONED_THROUGHPUT = "provisioned_throughput"
 """The tier of a call served by reserved capacity (Vertex AI's provisioned throughput),
 billed by its reservation rather than by token: it has no cost by token."""
 
+AUDIO_TOKENS_KEY = "audio_tokens"
+"""Where an adapter keeps a usage's audio tokens, in its namespace: a dict of genai-prices'
+usage names (`input_audio_tokens`, `cache_audio_read_tokens`, `output_audio_tokens`) to
+counts, each a part of the count `Usage` has for its direction. Audio is billed at prices of
+its own (OpenAI's audio models: several times the text's), which its cost is priced at."""
+
 USAGE_COST_KEY = "usage_cost"
 """Where an adapter keeps what the provider says a call cost, verbatim, in its namespace: a
 dict of whichever of the usage's `cost` (OpenRouter: credits, which are US dollars),
@@ -98,18 +104,19 @@ _AUDIO_TOKENS = frozenset({"input_audio_tokens", "cache_audio_read_tokens", "out
 
 def billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, int] | None:
     """What a response was billed for beyond its `Usage` (an `allama._prices.BILLED_EXTRAS`
-    key and its count): Gemini's audio tokens, Anthropic's web searches, and its one-hour
-    cache writes (five-minute ones are the plain cache-write price, so they matter only
-    beside one-hour ones)."""
+    key and its count): audio tokens (`AUDIO_TOKENS_KEY`, as Gemini's and the OpenAI
+    dialect's adapters keep them), Anthropic's web searches, and its one-hour cache writes
+    (five-minute ones are the plain cache-write price, so they matter only beside one-hour
+    ones)."""
     extras: dict[str, int] = {}
-    gemini = provider_data.get("gemini")
-    audio = gemini.get("audio_tokens") if gemini else None
-    if isinstance(audio, dict):  # audio tokens, billed above text
-        extras.update(
-            (name, count)
-            for name, count in audio.items()
-            if name in _AUDIO_TOKENS and type(count) is int and count > 0
-        )
+    for kept in provider_data.values():
+        audio = kept.get(AUDIO_TOKENS_KEY)
+        if isinstance(audio, dict):  # audio tokens, billed above text
+            extras.update(
+                (name, count)
+                for name, count in audio.items()
+                if name in _AUDIO_TOKENS and type(count) is int and count > 0
+            )
     anthropic = provider_data.get("anthropic")
     details = anthropic.get("usage_details") if anthropic else None
     if not isinstance(details, dict):

@@ -12,10 +12,14 @@ What allama has no type for is kept verbatim in `provider_data[provider or "open
 `message.annotations` (web-search citations) under `ANNOTATIONS_KEY`, OpenRouter's
 `message.reasoning_details` (to be sent back unmodified) under `REASONING_DETAILS_KEY`, and
 the cost the usage reports (OpenRouter's `cost`, `cost_details`, `is_byok`; xAI's
-`cost_in_usd_ticks`) under `USAGE_COST_KEY`, and a service tier other than the standard
-one (`priority`, `flex`: billed at other prices) under `SERVICE_TIER_KEY`. An empty or
-absent list, or a usage without those fields, leaves no key; a plain answer costs a few
-lookups in `model_extra` (OpenAI sends `"annotations": []` on every message).
+`cost_in_usd_ticks`) under `USAGE_COST_KEY`, a service tier other than the standard one
+(`priority`, `flex`: billed at other prices) under `SERVICE_TIER_KEY`, and the usage's audio
+tokens (`prompt_tokens_details.audio_tokens`, `completion_tokens_details.audio_tokens` of
+OpenAI's audio models, billed at audio prices) under `AUDIO_TOKENS_KEY`, by genai-prices'
+names (`input_audio_tokens`, `output_audio_tokens`), each a part of the count `Usage` has for
+its direction. An empty or absent list, or a usage without those fields (or with no audio
+tokens), leaves no key; a plain answer costs a few lookups in `model_extra` (OpenAI sends
+`"annotations": []` on every message).
 """
 
 from __future__ import annotations
@@ -53,12 +57,19 @@ from allama.types import (
     Usage,
     Warning,
 )
-from allama.types._response import USAGE_COST_KEY, money_fields, service_tier_of
+from allama.types._response import (
+    AUDIO_TOKENS_KEY,
+    USAGE_COST_KEY,
+    money_fields,
+    service_tier_of,
+)
 
 __all__ = [
     "ANNOTATIONS_KEY",
+    "AUDIO_TOKENS_KEY",
     "REASONING_DETAILS_KEY",
     "USAGE_COST_KEY",
+    "audio_tokens_of",
     "choice_error",
     "content_parts",
     "filter_explanation",
@@ -133,6 +144,23 @@ def usage_of(usage: WireUsage, *, reasoning_outside_completion: bool = False) ->
         cache_read_tokens=cached,
         cache_write_tokens=prompt.cache_write_tokens if prompt is not None else None,
     )
+
+
+def audio_tokens_of(usage: WireUsage) -> dict[str, int] | None:
+    """The usage's audio tokens by genai-prices' names (`AUDIO_TOKENS_KEY`); `None` when it
+    reports none. The Chat Completions usage does not say how many of its cached tokens are
+    audio, so no `cache_audio_read_tokens` is given (`allama._prices` prices no cost where
+    that matters)."""
+    found: dict[str, int] | None = None
+    for details, name in (
+        (usage.prompt_tokens_details, "input_audio_tokens"),
+        (usage.completion_tokens_details, "output_audio_tokens"),
+    ):
+        count = details.audio_tokens if details is not None else None
+        if count is not None and count > 0:
+            found = found or {}
+            found[name] = count
+    return found
 
 
 def usage_cost(usage: WireUsage) -> dict[str, Any] | None:
@@ -341,7 +369,9 @@ def _reported(
         return error
     counted = usage_of(usage, reasoning_outside_completion=reasoning_outside_completion)
     dumped = counted.model_dump(mode="json", exclude_none=True)
-    return with_reported_usage(error, dumped, model, tier, money=usage_cost(usage))
+    return with_reported_usage(
+        error, dumped, model, tier, money=usage_cost(usage), extras=audio_tokens_of(usage)
+    )
 
 
 def decode_body(
@@ -412,9 +442,13 @@ def decode_body(
         details = kept_list(message_extra, "reasoning_details")
         if details is not None:
             kept[REASONING_DETAILS_KEY] = details
-    cost = usage_cost(wire.usage) if wire.usage is not None else None
-    if cost is not None:
-        kept[USAGE_COST_KEY] = cost
+    if wire.usage is not None:
+        cost = usage_cost(wire.usage)
+        if cost is not None:
+            kept[USAGE_COST_KEY] = cost
+        audio = audio_tokens_of(wire.usage)
+        if audio is not None:
+            kept[AUDIO_TOKENS_KEY] = audio
     if wire.model_extra:
         tier = service_tier_of(wire.model_extra.get("service_tier"))
         if tier is not None:

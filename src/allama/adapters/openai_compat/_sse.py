@@ -18,6 +18,9 @@ decoder uses, so a collected stream equals the decoded body of the same message:
   appended in order; each chunk that carries some emits the whole list so far.
 - `USAGE_COST_KEY`: the money fields of each usage reported (the usage-only chunk, Groq's
   `x_groq.usage`, the usage of an error chunk or error event); the last one wins.
+- `AUDIO_TOKENS_KEY`: the audio tokens of each usage reported that has some (OpenAI's
+  audio models), by genai-prices' names; the last one wins (a later usage without audio
+  tokens, after one with some, empties it: the call's usage is the last one).
 - `REASONING_DETAILS_KEY`: OpenRouter's `delta.reasoning_details`, assembled into the
   entries a non-streamed `message.reasoning_details` holds. OpenRouter streams one entry in
   pieces that repeat its `type`, `index` and `format`: `reasoning.text` pieces of `text`,
@@ -46,8 +49,10 @@ from pydantic import ValidationError
 from allama.adapters._sse import SseEvent, SseParser
 from allama.adapters.openai_compat._decode import (
     ANNOTATIONS_KEY,
+    AUDIO_TOKENS_KEY,
     REASONING_DETAILS_KEY,
     USAGE_COST_KEY,
+    audio_tokens_of,
     choice_error,
     content_parts,
     filter_explanation,
@@ -124,6 +129,7 @@ class ChatStreamDecoder:
         self._started = False
         self._known_id = False
         self._tier_told = False
+        self._audio_told = False
         self._annotations: list[Any] = []
         self._details: list[Any] = []
         """The `reasoning_details` entries complete so far."""
@@ -229,6 +235,10 @@ class ChatStreamDecoder:
         cost = usage_cost(usage)
         if cost is not None:
             yield self._data(USAGE_COST_KEY, cost)
+        audio = audio_tokens_of(usage)
+        if audio is not None or self._audio_told:
+            self._audio_told = True
+            yield self._data(AUDIO_TOKENS_KEY, audio or {})
 
     def _data(self, key: str, value: Any) -> ProviderDataEvent:
         # Built without validation: the values are parsed JSON already, and checking a whole

@@ -180,6 +180,7 @@ class _Details(_Wire):
     cached_tokens: int | None = None
     cache_write_tokens: int | None = None
     reasoning_tokens: int | None = None
+    audio_tokens: int | None = None
 
 
 class WireUsage(_Wire):
