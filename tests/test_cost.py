@@ -796,7 +796,13 @@ def test_usage_not_reported_has_no_price(usage: Usage | None, reason: str) -> No
 def test_one_pass_without_usage_leaves_the_whole_cost_unknown() -> None:
     metadata = record(response(usage=Usage(input_tokens=5, output_tokens=5)), response())
     assert metadata.usage == Usage(input_tokens=5, output_tokens=5)
-    assert (metadata.cost, metadata.cost_missing) == (None, "no usage was reported")
+    # Said of the call: the record's usage is the other's.
+    assert (metadata.cost, metadata.cost_missing) == (
+        None,
+        "no usage was reported for one of its calls",
+    )
+    only = record(response(usage=Usage(input_tokens=5)), response(usage=Usage(output_tokens=1)))
+    assert only.cost_missing == "the provider did not report the output tokens for one of its calls"
 
 
 def test_a_response_naming_no_model_or_provider_has_no_price() -> None:

@@ -114,6 +114,7 @@ NO_PROVIDER = "the response names no provider"
 NO_MODEL = "the response names no model"
 NO_INPUT = "the provider did not report the input tokens"
 NO_OUTPUT = "the provider did not report the output tokens"
+_UNREPORTED = frozenset({NO_USAGE, NO_INPUT, NO_OUTPUT})
 REPORTED_ONLY = (
     "the provider reported what it billed at its own prices, not a usage to price again "
     "at batch prices"
@@ -284,6 +285,7 @@ def price(entries: Iterable[Charge | Cost | str], *, batch: bool = False) -> Cos
 
 
 def _price(entries: Iterable[Charge | Cost | str], batch: bool) -> Cost | str:
+    entries = list(entries)
     known: Cost | None = None
     charged: Cost | None = None
     matched: dict[str, list[str]] = {}  # what each price data's name matched
@@ -300,6 +302,9 @@ def _price(entries: Iterable[Charge | Cost | str], batch: bool) -> Cost | str:
         except Exception as why:  # Whatever genai-prices raises, a cost never does.
             priced = f"genai-prices could not price {entry[1]!r} at {entry[0]}: {why}"
         if isinstance(priced, str):
+            if priced in _UNREPORTED and len(entries) > 1:
+                # Said of one call, not of the record, whose usage sums the others'.
+                return f"{priced} for one of its calls"
             return priced
         one, ref, label = priced
         refs = matched.setdefault(label, [])
