@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from enum import Enum, IntEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID, uuid4
 
 import pytest
@@ -650,3 +650,19 @@ def test_defaults_that_read_back_keep_the_json_alone(tmp_path: Path) -> None:
     first, resumed = (r.value for r in _runs(Plain, {}, tmp_path / "run.sqlite"))
     assert resumed == first and resumed.id == first.id and resumed.at == first.at
     assert _row(tmp_path / "run.sqlite").source is None
+
+
+class Hue(Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Painted(BaseModel):
+    name: str
+    hue: Literal[Hue.RED, Hue.BLUE] = Hue.RED  # a plain enum's members: `"red"` is none
+
+
+def test_a_literal_of_a_plain_enums_members_resumes_from_its_output(tmp_path: Path) -> None:
+    assert not dump_reads_back(TypeAdapter(Painted))
+    first, resumed = (r.value for r in _runs(Painted, {"name": "a"}, tmp_path / "run.sqlite"))
+    assert resumed == first == Painted(name="a", hue=Hue.RED)

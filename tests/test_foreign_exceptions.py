@@ -5,7 +5,7 @@ extraction, a decision, a stream's opening, a traced extraction and a batch run.
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -26,8 +26,10 @@ from allama import (
     RequestField,
     Usage,
 )
+from allama.errors import REPORTED_USAGE_KEY
 from allama.mock import ChatResponseBuilder, MockProvider, MockStreamingProvider
 from allama.stream import AsyncChatStream, ChatStream
+from allama.wrappers import FailoverProvider, RetryingProvider
 
 
 class Person(BaseModel):
@@ -184,3 +186,102 @@ def test_the_ray_columns_say_an_exception_whose_text_raises() -> None:
     from allama.ray import error_text
 
     assert error_text(Unprintable()) == "Unprintable: message withheld (13 chars)"
+
+
+def paid_failure(tokens: int) -> allama.Error:
+    """A server error the provider billed for (OpenRouter's, say): tried again."""
+    error = allama.ServerError("upstream failed").with_provider("a").with_model("gpt-4o")
+    return error.with_metadata(REPORTED_USAGE_KEY, {"input_tokens": tokens, "output_tokens": 5})
+
+
+class Script(MockProvider):
+    """Its items in turn: a response is answered, an exception raised."""
+
+    def __init__(self, items: list[object], name: str = "a") -> None:
+        super().__init__([], name=name)
+        self.items = list(items)
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        self._record(request)
+        item = self.items.pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, ChatResponse)
+        return item
+
+    async def achat(self, request: ChatRequest) -> ChatResponse:
+        return self.chat(request)
+
+
+NO_WAIT: dict[str, Any] = {"sleep": lambda seconds: None, "random": lambda: 0.0}
+
+
+@pytest.mark.parametrize("wrapper", ["retrying", "failover"])
+def test_what_a_wrappers_attempts_paid_before_the_exception_is_in_the_record(
+    wrapper: str,
+) -> None:
+    provider: allama.ChatProvider
+    if wrapper == "retrying":
+        provider = RetryingProvider(Script([paid_failure(100), Broken("down")]), **NO_WAIT)
+    else:
+        provider = FailoverProvider([Script([paid_failure(100)]), Script([Broken("down")], "b")])
+    with pytest.raises(Broken) as raised:
+        Extractor().extract(provider, Person, native())
+    record = _paid_record(raised.value)
+    assert (record.passes, record.usage) == (0, Usage(input_tokens=100, output_tokens=5))
+
+
+def test_a_pass_and_a_wrappers_paid_attempt_before_the_exception_are_both_counted() -> None:
+    inner = Script([prose(), paid_failure(100), Broken("down")])
+    with pytest.raises(Broken) as raised:
+        Extractor(retries=1).extract(RetryingProvider(inner, **NO_WAIT), Person, native())
+    record = _paid_record(raised.value)
+    assert (record.passes, record.usage) == (1, Usage(input_tokens=1100, output_tokens=505))
+
+
+def test_a_batch_counts_what_each_input_paid_before_its_exception_once() -> None:
+    items: list[object] = [paid_failure(100), Broken("down")] * 2
+    provider = RetryingProvider(Script(items), **NO_WAIT)
+    run = allama.batch(provider, Person, ["a", "b"], request=native(), concurrency=1)
+    results = list(run)
+    assert [r.metadata.usage for r in results if r.metadata] == [
+        Usage(input_tokens=100, output_tokens=5)
+    ] * 2
+    assert (run.summary.input_tokens, run.summary.output_tokens) == (200, 10)
+
+
+def test_one_exception_object_raised_again_carries_no_earlier_record() -> None:
+    down = Broken("down")  # one object, raised by every call that fails
+    provider = Script([prose(), down, down])
+    with pytest.raises(Broken):
+        Extractor(retries=1).extract(provider, Person, native())
+    assert _paid_record(down).passes == 1
+    with pytest.raises(Broken):
+        Extractor().extract(provider, Person, native())  # paid nothing this time
+    assert ExtractionMetadata.from_error(down) is None
+
+
+class Locked(RuntimeError):
+    """An exception that takes no attribute, refusing with an error of its own kind."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise RuntimeError("Locked is immutable")
+
+
+def test_an_exception_that_refuses_attributes_goes_out_as_itself() -> None:
+    locked = Locked("down")
+    for inner in (Script([prose(), locked]), Script([paid_failure(100), locked])):
+        with pytest.raises(Locked) as raised:
+            Extractor(retries=1).extract(RetryingProvider(inner, **NO_WAIT), Person, native())
+        assert raised.value is locked
+
+
+def test_a_decision_keeps_what_the_call_refused_for_log_probabilities_paid() -> None:
+    refusal = allama.InvalidRequestError("logprobs are not supported for this model")
+    inner = Script([paid_failure(100), refusal, Broken("down")])
+    inner = inner.with_supported_chat_capabilities([ChatCapability.CHOICE_OUTPUT])
+    provider = RetryingProvider(inner, **NO_WAIT)
+    with pytest.raises(Broken) as raised:
+        allama.decide(provider, Literal["yes", "no"], ChatRequest("gpt-4o").user("Is it?"))
+    record = _paid_record(raised.value)
+    assert record.usage == Usage(input_tokens=100, output_tokens=5)

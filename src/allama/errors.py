@@ -7,6 +7,7 @@ Messages allama wrote itself are marked *authored* and may be logged.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -665,6 +666,32 @@ def paid_ahead(error: Error, paid: Sequence[JsonValue]) -> Error:
         inner = error.context.metadata.get(PAID_BEFORE_KEY)
         error.with_metadata(PAID_BEFORE_KEY, [*paid, *(inner if isinstance(inner, list) else [])])
     return error
+
+
+_PAID_ON = "_allama_paid_before"
+"""The attribute of an exception that is none of allama's (a provider of the caller's own
+raised it) that holds what a wrapper's attempts before it paid, for the extraction."""
+
+
+def paid_before_foreign(error: BaseException, paid: Sequence[JsonValue]) -> None:
+    """Keep on `error`, none of allama's, that `paid` was paid before it, ahead of what
+    a wrapper inside said (as `paid_ahead` does on an allama error). Not kept where the
+    exception takes no attribute: it goes out as itself all the same."""
+    if paid and not isinstance(error, Error):
+        inner = getattr(error, _PAID_ON, None)
+        with contextlib.suppress(Exception):
+            setattr(error, _PAID_ON, [*paid, *(inner if isinstance(inner, list) else [])])
+
+
+def take_paid_before(error: BaseException) -> list[dict[str, JsonValue]]:
+    """What wrappers kept on `error` (`paid_before_foreign`), taken off it: an exception
+    raised again by another call (one object raised each time) starts with nothing paid."""
+    paid = getattr(error, _PAID_ON, None)
+    if paid is None:
+        return []
+    with contextlib.suppress(Exception):
+        delattr(error, _PAID_ON)
+    return [entry for entry in paid if isinstance(entry, dict)] if isinstance(paid, list) else []
 
 
 def _paid_before_link(link: Error) -> list[dict[str, JsonValue]]:

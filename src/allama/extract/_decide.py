@@ -24,6 +24,7 @@ from allama.errors import (
     InvalidRequestError,
     UnsupportedError,
     paid_ahead,
+    paid_before_foreign,
     paid_for,
 )
 from allama.extract._choices import Option, Options, options_of
@@ -272,6 +273,8 @@ def _relay(
             try:
                 outcome = yield request
             except Exception as raised:  # passed in, for the steps to keep their record on
+                paid_before_foreign(raised, refused)  # the refused call's, counted with it
+                refused = []
                 request = inner.throw(raised)
                 continue
             if logprobs.may_drop and not logprobs.dropped and _refuses_logprobs(outcome):

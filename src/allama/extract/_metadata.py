@@ -16,6 +16,7 @@ from allama.errors import (
     MessageOrigin,
     UnsupportedError,
     paid_in_record,
+    take_paid_before,
 )
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.types import (
@@ -229,12 +230,15 @@ class ExtractionMetadata(BaseModel):
     def keep_on(self, error: BaseException) -> None:
         """Keep the record on an exception that is none of allama's (raised by the type's
         own code as a value is read, or by a provider of the caller's own), for `from_error`
-        to find: what was paid for, or a fallback taken. Nothing yet: it has no record."""
-        if not (self.passes or self.usage is not None or self.auto_fallback is not None):
+        to find: what was paid for (and what the wrappers' attempts before it paid, which
+        they kept on it), or a fallback taken. Nothing yet: it has no record, and one an
+        earlier extraction kept on the same exception object is taken off."""
+        if isinstance(error, Error):
             return
-        if not isinstance(error, Error):
-            with contextlib.suppress(AttributeError, TypeError):
-                setattr(error, _KEPT_ON, self)
+        self.record_paid(take_paid_before(error))
+        kept = self if self.passes or self.usage is not None or self.auto_fallback else None
+        with contextlib.suppress(Exception):  # its own `__setattr__` may refuse anything
+            setattr(error, _KEPT_ON, kept)
 
     def attach_to(self, error: Error) -> Error:
         error.context.metadata[EXTRACTION_METADATA_KEY] = self.to_json_dict()

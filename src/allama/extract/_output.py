@@ -23,6 +23,7 @@ cheaply, from the type and from the text:
 from __future__ import annotations
 
 import datetime
+import enum
 import inspect
 import math
 import uuid
@@ -273,6 +274,8 @@ def _node_reads_back(node: dict[str, Any]) -> bool:
         return False  # changed after its constraints were checked
     if kind == "enum" and node.get("sub_type") not in ("str", "int", "float"):
         return False  # members of other values (`Decimal`) are written as other JSON
+    if kind == "literal" and not all(map(_literal_reads_back, node.get("expected") or ())):
+        return False  # `Literal[Color.RED]` of a plain `Enum`: `"red"` is not the member
     if kind == "default" and "default" in node:
         return _default_reads_back(node["default"], node.get("schema") or {})
     if kind == "default" and "default_factory" in node:
@@ -309,6 +312,14 @@ _KNOWN_FACTORIES: dict[Any, str] = {
     datetime.date.today: "date",
 }
 """Factories whose values are of one kind (and none of its constraints met or not)."""
+
+
+def _literal_reads_back(value: Any) -> bool:
+    """Whether a literal's value is what its JSON reads back as: JSON's own (text, a whole
+    number, a truth value, null), or a member of an enum of text or whole numbers."""
+    if value is None or type(value) in (str, int, bool):
+        return True
+    return isinstance(value, enum.Enum) and isinstance(value, str | int)
 
 
 def _default_reads_back(default: Any, schema: dict[str, Any]) -> bool:

@@ -7,7 +7,13 @@ from typing import TypeVar
 
 from pydantic import JsonValue
 
-from allama.errors import Error, UnsupportedError, errors_in_chain, paid_for
+from allama.errors import (
+    Error,
+    UnsupportedError,
+    errors_in_chain,
+    paid_before_foreign,
+    paid_for,
+)
 from allama.provider import ChatProvider
 from allama.stream import AsyncChatStream, ChatStream
 from allama.types import (
@@ -134,6 +140,10 @@ class FailoverProvider:
             except Error as error:
                 if not tries.after_failure(error, last=index == len(self.providers) - 1):
                     raise
+            except Exception as raised:  # the provider's own: those tried before it paid
+                if tries.previous is not None:
+                    paid_before_foreign(raised, paid_for(tries.previous))
+                raise
         raise AssertionError("unreachable: the last provider's error is raised")
 
     async def _arun(self, call: Callable[[ChatProvider], Awaitable[R]]) -> tuple[R, _Tries]:
@@ -145,6 +155,10 @@ class FailoverProvider:
             except Error as error:
                 if not tries.after_failure(error, last=index == len(self.providers) - 1):
                     raise
+            except Exception as raised:  # the provider's own: those tried before it paid
+                if tries.previous is not None:
+                    paid_before_foreign(raised, paid_for(tries.previous))
+                raise
         raise AssertionError("unreachable: the last provider's error is raised")
 
     def chat(self, request: ChatRequest) -> ChatResponse:

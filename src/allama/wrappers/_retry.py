@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from pydantic import JsonValue
 
-from allama.errors import Error, asked_wait, paid_ahead, paid_for
+from allama.errors import Error, asked_wait, paid_ahead, paid_before_foreign, paid_for
 from allama.provider import ChatProvider
 from allama.stream import AsyncChatStream, ChatStream
 from allama.types import (
@@ -198,6 +198,9 @@ class RetryingProvider:
                 wait = attempts.after_failure(error)
                 if wait is None:
                     raise
+            except Exception as raised:  # the provider's own: the attempts before it paid
+                paid_before_foreign(raised, attempts.paid)
+                raise
             self._sleep(wait)
 
     async def _arun(self, call: Callable[[], Awaitable[R]]) -> tuple[R, _Attempts]:
@@ -210,6 +213,9 @@ class RetryingProvider:
                 wait = attempts.after_failure(error)
                 if wait is None:
                     raise
+            except Exception as raised:
+                paid_before_foreign(raised, attempts.paid)
+                raise
             await self._async_sleep(wait)
 
     def chat(self, request: ChatRequest) -> ChatResponse:
