@@ -477,6 +477,96 @@ def test_a_cut_off_anthropic_submission_is_found_on_a_provider_whose_clock_is_be
     assert len(server.jobs) == 1 and all(server.submitted[("anthropic", n)] == 1 for n in range(4))
 
 
+@pytest.mark.parametrize(
+    ("date", "ahead"),
+    [
+        ("Fri, 04 Dec 2026 09:19:36 GMT", 0.0),
+        ("Fri Dec  4 09:19:36 2026", 0.0),  # asctime: GMT, as HTTP says, not local time
+        ("Fri, 04 Dec 2026 09:19:36 -0000", 0.0),
+        ("Fri, 04 Dec 2026 10:19:36 +0100", 0.0),
+        ("", None),
+        ("yesterday", None),
+    ],
+)
+def test_the_providers_clock_is_read_from_its_date(
+    date: str, ahead: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.adapters._jobs import clock_ahead
+
+    monkeypatch.setattr(time, "time", lambda: 1796375976.0)  # 2026-12-04 09:19:36 UTC
+    monkeypatch.setenv("TZ", "America/New_York")  # a machine's own zone is not the date's
+    time.tzset()
+    try:
+        headers = {"date": date} if date else {}
+        assert clock_ahead(HttpResponse(200, headers, b"{}")) == ahead
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_a_cut_off_anthropic_submission_is_found_when_no_date_tells_the_providers_clock(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy that drops `Date`, and a provider's clock 40 s behind this machine's."""
+    import types
+
+    import _provider_batch_server
+
+    clock = types.SimpleNamespace(
+        time=lambda: time.time() - 40.0, monotonic=time.monotonic, sleep=time.sleep
+    )
+    monkeypatch.setattr(_provider_batch_server, "time", clock)
+
+    def without_date(handler: Any, code: int, message: str | None = None) -> None:
+        handler.log_request(code)
+        handler.send_response_only(code, message)
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "send_response", without_date)
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "cut.sqlite"
+    recorded = Ledger.job_submitted
+    monkeypatch.setattr(Ledger, "job_submitted", _dies_before_the_id_is_recorded)
+    with pytest.raises(RuntimeError, match="died here"):
+        _run(provider, model, _docs(3), ledger)
+    monkeypatch.setattr(Ledger, "job_submitted", recorded)
+    results = _run(provider, model, _docs(3), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+    assert len(server.jobs) == 1
+
+
+def test_a_cut_off_job_the_provider_cannot_be_asked_about_stays_for_the_next_run(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _provider_batch_server
+
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "cut.sqlite"
+    recorded = Ledger.job_submitted
+    monkeypatch.setattr(Ledger, "job_submitted", _dies_before_the_id_is_recorded)
+    with pytest.raises(RuntimeError, match="died here"):
+        _run(provider, model, _docs(3), ledger)
+    monkeypatch.setattr(Ledger, "job_submitted", recorded)
+    listing = _provider_batch_server._Handler.openai_list
+
+    def down(handler: Any, data: Any) -> Any:
+        raise handler._fail(500, "The server had an error.")
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_list", down)
+    run = _batch_run(provider, model, _docs(3), ledger)
+    results = list(run)  # an orderly stop, not the look's error raised
+    assert {r.failure.kind for r in results if r.failure} == {"in_provider_job"}
+    assert (run.summary.refused, run.summary.stopped) == (
+        "server",
+        f"provider batch job {server.jobs[0].metadata['allama_job']} may have been made (its "
+        "id never reached the ledger), and the provider's jobs could not be listed to tell "
+        "(server): the same command looks for it again",
+    )
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_list", listing)
+    results = _run(provider, model, _docs(3), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+    assert len(server.jobs) == 1
+
+
 def test_a_submission_that_never_reached_the_provider_is_sent_on_the_next_run(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -840,6 +930,7 @@ def test_a_lost_answer_the_provider_cannot_be_asked_about_is_left_to_the_next_ru
     results = list(run)
     assert {r.failure.kind for r in results if r.failure} == {"in_provider_job"}
     assert len(server.jobs) == 1
+    assert run.summary.refused == "server"  # the command's exit 1, not the budget's 3
     assert run.summary.stopped is not None
     assert "may have been made, its answer lost (server)" in run.summary.stopped
     assert "could not be listed to tell (server): the same command looks for it" in (

@@ -77,10 +77,10 @@ _CLAIMS_AT_ONCE = 1000
 """Inputs claimed together (their claims share the ledger's commits)."""
 
 _MAX_POLL_ERRORS = 20
-_LOOK_TRIES = 5
-"""Tries of a look for a job whose submission's answer was lost, before it is said."""
 """Retryable errors in a row while reading a job before the run gives up on it (the job
 stays in the ledger, and a later run reads it again)."""
+_LOOK_TRIES = 5
+"""Tries of a look for a job whose submission's answer was lost, before it is said."""
 
 
 @dataclass(slots=True)
@@ -440,19 +440,21 @@ class JobRunner(_Runner):
                     if limited > _MAX_RATE_LIMITED:
                         break
                 if error.retryable and tried < self.spec.max_attempts:
-                    if self.stopping is None:
-                        await self.limiter.sleep(self._pause(error, tried))  # a stop ends it
+                    if self.stopping is None:  # a stop ends the wait
+                        await self.limiter.sleep(self._pause(error, tried + limited))
                     continue  # stopped: only asked whether that try reached the provider
                 last = True
                 if maybe_made:
                     continue
                 break
         if job.job_id is None and unknown is not None:
+            assert failed is not None
             # Left in the job's record, as a run cut off there leaves them: the next run
             # looks for the job, and collects it or sends them. Nothing more is made now.
             self.summary.jobs[tag] = "made or not: the next run looks for it"
             for item in items:
                 self._in_job(item, job, f"in provider batch job {tag}, made or not: {unknown}")
+            self.summary.refused = self.summary.refused or failed.kind
             self.stop(unknown)
             return
         if job.job_id is None:
@@ -464,9 +466,11 @@ class JobRunner(_Runner):
                 # The provider would not make the job (an outage of its batch API, a
                 # network that failed every try): no input's own failure, so none is
                 # failed for good; they stay pending for the next run, which this stops.
+                said = f"{tried} tries" + (f" and {limited} rate limits" if limited else "")
+                if not tried:
+                    said = f"{limited} tries, each rate limited"
                 stops = (
-                    f"the provider did not make a batch job in {tried} tries: "
-                    f"{_failure(failed).message}"
+                    f"the provider did not make a batch job in {said}: {_failure(failed).message}"
                 )
             if stops is not None or (failed.retryable and self.stopping is not None):
                 # Not the inputs' failure: they stay pending for the run that follows.
@@ -522,7 +526,11 @@ class JobRunner(_Runner):
                 continue
             job_id = row.job_id
             if job_id is None:
-                job_id = await self._look_for(row)
+                try:
+                    job_id = await self._look_for(row)
+                except Error as error:
+                    self._not_looked_for(tag, items, error)
+                    continue
                 if job_id is None:
                     # Never reached the provider: its inputs are sent as new.
                     self.book.job_not_submitted(
@@ -549,6 +557,21 @@ class JobRunner(_Runner):
             job.wait = self.spec.poll_interval
             job.due = time.monotonic()
             self.open[tag] = job
+
+    def _not_looked_for(self, tag: str, items: list[_Item], error: Error) -> None:
+        """A job of an earlier run, cut off before its id was recorded, that the provider
+        could not be asked about: its inputs stay in it, for a run that can ask."""
+        said = (
+            f"provider batch job {tag} may have been made (its id never reached the ledger), "
+            f"and the provider's jobs could not be listed to tell ({error.kind}): the same "
+            "command looks for it again"
+        )
+        self.summary.jobs[tag] = "made or not: the next run looks for it"
+        for item in items:
+            self._in_job(item, _Job(tag, None, [], ""), f"in provider batch job {tag}: {said}")
+        if self.stopping is None:
+            self.summary.refused = _failure(error).kind
+            self.stop(said)
 
     async def _look_for(self, row: JobRow) -> str | None:
         target = self.jobs.target(row.model)
@@ -577,7 +600,7 @@ class JobRunner(_Runner):
                         raise
                 if not error.retryable or tried >= _LOOK_TRIES or self.stopping is not None:
                     raise
-                await self.limiter.sleep(self._pause(error, tried))
+                await self.limiter.sleep(self._pause(error, tried + limited))
 
     # Polling and collecting
 

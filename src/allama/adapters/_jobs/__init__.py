@@ -162,19 +162,24 @@ def too_many_jobs(pages: int) -> JobAmbiguity:
     )
 
 
-def clock_ahead(response: HttpResponse) -> float:
+def clock_ahead(response: HttpResponse) -> float | None:
     """How far the provider's clock is ahead of this machine's (seconds; negative when
-    behind), by the `Date` its answer carries (to the second); 0 without one."""
+    behind), by the `Date` its answer carries (to the second); `None` without one that
+    reads. A date with no zone (the asctime form, `-0000`) is GMT, as HTTP says."""
     import time
+    from datetime import UTC
     from email.utils import parsedate_to_datetime
 
     said = response.headers.get("date")
     if not said:
-        return 0.0
+        return None
     try:
-        return parsedate_to_datetime(said).timestamp() - time.time()
+        when = parsedate_to_datetime(said)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return when.timestamp() - time.time()
     except (TypeError, ValueError, IndexError, OverflowError):
-        return 0.0
+        return None
 
 
 class JobDialect(Protocol):

@@ -34,6 +34,10 @@ from allama.adapters._jobs import (
 _LEEWAY = 5.0
 """Seconds a batch may seem made before its submission began: the provider's `Date` is
 to the second, and the two clocks are read a moment apart."""
+_UNTOLD = 900.0
+"""The same where the provider's answer gives no `Date` (a proxy dropped it): clocks of
+machines kept in time agree within minutes; a batch of the same size made by another in
+that window is said to be ambiguous, rather than missed and made again."""
 
 _KINDS = {
     "succeeded": RowKind.RESPONSE,
@@ -90,8 +94,10 @@ class AnthropicJobs:
             params = {"limit": "100", **({"after_id": after} if after else {})}
             response = yield get(target, f"{target.base_url}/messages/batches", params)
             page = json_of(response)
-            # Its times are the provider's: the submission's, on its clock (to the second).
-            earliest = since + clock_ahead(response) - _LEEWAY
+            # Its times are the provider's: the submission's, on its clock (to the second);
+            # a clock not told (no `Date`) may be minutes off.
+            ahead = clock_ahead(response)
+            earliest = since - _UNTOLD if ahead is None else since + ahead - _LEEWAY
             jobs = [job for job in page.get("data") or [] if isinstance(job, dict)]
             older = False
             for job in jobs:

@@ -132,7 +132,7 @@ class OpenAIJobs:
                     return str(job["id"])
             if not page.get("has_more") or not jobs:
                 return None
-            earliest = since + clock_ahead(response) - 3600
+            earliest = since + (clock_ahead(response) or 0.0) - 3600
             if any(_number(job.get("created_at")) < earliest for job in jobs):
                 return None
             after = str(jobs[-1].get("id"))
