@@ -449,13 +449,7 @@ class JobRunner(_Runner):
                 break
         if job.job_id is None and unknown is not None:
             assert failed is not None
-            # Left in the job's record, as a run cut off there leaves them: the next run
-            # looks for the job, and collects it or sends them. Nothing more is made now.
-            self.summary.jobs[tag] = "made or not: the next run looks for it"
-            for item in items:
-                self._in_job(item, job, f"in provider batch job {tag}, made or not: {unknown}")
-            self.summary.refused = self.summary.refused or failed.kind
-            self.stop(unknown)
+            self._made_or_not(tag, items, unknown, failed.kind)
             return
         if job.job_id is None:
             assert failed is not None
@@ -529,7 +523,12 @@ class JobRunner(_Runner):
                 try:
                     job_id = await self._look_for(row)
                 except Error as error:
-                    self._not_looked_for(tag, items, error)
+                    said = (
+                        f"provider batch job {tag} may have been made (its id never reached "
+                        "the ledger), and the provider's jobs could not be listed to tell "
+                        f"({error.kind}): the same command looks for it again"
+                    )
+                    self._made_or_not(tag, items, said, _failure(error).kind)
                     continue
                 if job_id is None:
                     # Never reached the provider: its inputs are sent as new.
@@ -558,19 +557,15 @@ class JobRunner(_Runner):
             job.due = time.monotonic()
             self.open[tag] = job
 
-    def _not_looked_for(self, tag: str, items: list[_Item], error: Error) -> None:
-        """A job of an earlier run, cut off before its id was recorded, that the provider
-        could not be asked about: its inputs stay in it, for a run that can ask."""
-        said = (
-            f"provider batch job {tag} may have been made (its id never reached the ledger), "
-            f"and the provider's jobs could not be listed to tell ({error.kind}): the same "
-            "command looks for it again"
-        )
+    def _made_or_not(self, tag: str, items: list[_Item], said: str, kind: str) -> None:
+        """A job that may have been made, its id unknown, that the provider could not be
+        asked about: its inputs stay in its record, as a run cut off there leaves them, and
+        the run stops; the next run looks for the job, and collects it or sends them."""
         self.summary.jobs[tag] = "made or not: the next run looks for it"
         for item in items:
             self._in_job(item, _Job(tag, None, [], ""), f"in provider batch job {tag}: {said}")
         if self.stopping is None:
-            self.summary.refused = _failure(error).kind
+            self.summary.refused = kind
             self.stop(said)
 
     async def _look_for(self, row: JobRow) -> str | None:
