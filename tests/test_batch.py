@@ -2751,12 +2751,15 @@ def test_what_an_input_taken_over_paid_here_counts_toward_the_budget(
         extractor=Extractor(retries=1),
     )
 
-    _taken_over_later(ledger)
+    _taken_over_later(ledger, seconds=1.0)
     results = sorted(run, key=lambda r: r.index)
-    assert [outcome(r) for r in results] == ["in_flight_elsewhere", "ok"]
-    # The pass doc 1 paid in this run is the run's cost, and its budget's.
+    # The pass doc 1 paid in this run counted toward the budget when its attempt failed:
+    # with doc 2's, the budget is reached before doc 1 is sent again, and it is left
+    # pending (to whichever run takes it over) rather than tried again past the budget.
+    assert [(outcome(r), r.pending) for r in results] == [("overloaded", True), ("ok", False)]
     assert run.summary.cost == Decimal("0.000042")
-    assert run.summary.budget_reached == "the budget of $0.00004 is reached ($0.000042)"
+    assert run.summary.stopped == "the budget of $0.00004 is reached ($0.000042)"
+    assert server.sent[1] == 2  # the pass, and the ask again answered 503: no more
 
 
 def test_a_failure_keeps_the_providers_words_out_of_its_repr_and_in_the_ledger(

@@ -410,9 +410,11 @@ def _paid_any(records: list[ExtractionMetadata]) -> bool:
 
 
 def _cost_of(records: list[ExtractionMetadata]) -> tuple[Decimal | None, str | None]:
-    """The summed cost of `records`, or why it is not known."""
+    """The summed cost of `records`, or why it is not known. A record of a call that
+    reported paying nothing (a 503, a refused request) adds nothing to those that did; all
+    of them such, the cost is not known, as none was reported."""
     total = Decimal(0)
-    for metadata in records:
+    for metadata in [record for record in records if _paid_any([record])] or records:
         cost = metadata.cost
         if cost is None:
             return None, metadata.cost_missing or "no price known"
@@ -1242,6 +1244,19 @@ class _Runner:
                 + (f", ${dollars(before)} of it paid before this run)" if before else ")")
             )
 
+    def _count_attempt(self, key: str, record: ExtractionMetadata) -> None:
+        """Under a budget, an attempt paid for that is tried again counts at once, not when
+        its input ends: inputs trying again would pass the budget unseen. Kept with what
+        `_count_paid` leaves out then, as what earlier runs paid is."""
+        if self.spec.max_cost is None:
+            return
+        cost, _ = _cost_of([record])
+        if cost is None:
+            return  # unknown: told when the input ends
+        self.carried[key] = MONEY.add(self.carried.get(key, Decimal(0)), cost)
+        self.paid_here = MONEY.add(self.paid_here, cost)
+        self._check_known()
+
     def _carry(self, key: str, paid: list[ExtractionMetadata]) -> None:
         """Count what earlier runs paid for an input sent again toward the budget before
         it is sent: the budget is the whole job's. (Unknown, it is told when the input
@@ -1547,6 +1562,7 @@ class _Runner:
                 tries.last = (outcome, record)
                 if record is not None and _paid_any([record]):
                     spent.append(record)  # paid for: a pass, or a failure that reported usage
+                    self._count_attempt(key, record)
                     tries.last = (outcome, None)
                     if self.ledger is not None:
                         # Kept before the wait: a run closed during it leaves the input

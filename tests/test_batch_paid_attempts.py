@@ -1,0 +1,95 @@
+"""What an input's attempts paid, in a batch run: an attempt that paid beside a last one
+that paid nothing (a 503 at the end) is counted, not made unknown, in the summary, the
+ledger and the budget; and under a budget an attempt paid for counts when it fails, not
+when its input ends, so that inputs trying again do not pass the budget unseen."""
+
+from __future__ import annotations
+
+import sqlite3
+from decimal import Decimal
+from pathlib import Path
+
+from pydantic import BaseModel
+
+import allama
+from allama import ChatRequest, ChatResponse
+from allama.errors import REPORTED_MODEL_KEY, REPORTED_USAGE_KEY, OverloadedError, ServerError
+from allama.mock import ChatResponseBuilder, MockProvider
+
+TEMPLATE = ChatRequest("gpt-4o-mini").system("Read the number.")
+CALL = Decimal("0.000018")
+"""gpt-4o-mini at $0.15 / $0.60 per million tokens: 100 in and 5 out."""
+
+
+class Row(BaseModel):
+    n: int
+
+
+def paid_failure() -> ServerError:
+    """A server error the provider billed for (a gateway's error body with its usage)."""
+    error = ServerError("upstream failed").with_provider("openai").with_model("gpt-4o-mini")
+    error.with_metadata(REPORTED_MODEL_KEY, "gpt-4o-mini")
+    return error.with_metadata(REPORTED_USAGE_KEY, {"input_tokens": 100, "output_tokens": 5})
+
+
+def answer(n: int) -> ChatResponse:
+    builder = ChatResponseBuilder().text(f'{{"n": {n}}}').usage(100, 5)
+    return builder.model("gpt-4o-mini").provider("openai").build()
+
+
+class Scripted(MockProvider):
+    """Each document (`doc <n>`) meets its own script, one item a call."""
+
+    def __init__(self, scripts: dict[str, list[object]]) -> None:
+        super().__init__([], name="openai")
+        self.scripts = {doc: list(items) for doc, items in scripts.items()}
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        self._record(request)
+        item = self.scripts[request.messages[-1].text()].pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, ChatResponse)
+        return item
+
+    async def achat(self, request: ChatRequest) -> ChatResponse:
+        return self.chat(request)
+
+
+def test_an_attempt_that_paid_counts_beside_a_last_one_that_paid_nothing(
+    tmp_path: Path,
+) -> None:
+    provider = Scripted({"doc 1": [paid_failure(), OverloadedError("busy")]})
+    ledger = tmp_path / "run.sqlite"
+    run = allama.batch(
+        provider, Row, ["doc 1"], request=TEMPLATE, ledger=ledger, max_attempts=2, backoff=0
+    )
+    (result,) = list(run)
+    assert result.failure is not None and result.failure.kind == "overloaded"
+    assert run.summary.cost == CALL and run.summary.cost_unknown == 0
+    with sqlite3.connect(ledger) as db:
+        assert db.execute("SELECT cost FROM items").fetchall() == [(str(CALL),)]
+
+
+def test_a_paid_attempt_counts_toward_the_budget_before_its_input_is_tried_again(
+    tmp_path: Path,
+) -> None:
+    # Each input pays for a failed attempt, then would pay for its answer: the first
+    # attempt's cost is past the budget, and nothing more is sent.
+    scripts: dict[str, list[object]] = {f"doc {n}": [paid_failure(), answer(n)] for n in range(4)}
+    provider = Scripted(scripts)
+    run = allama.batch(
+        provider,
+        Row,
+        list(scripts),
+        request=TEMPLATE,
+        ledger=tmp_path / "run.sqlite",
+        max_cost="0.00001",
+        concurrency=1,
+        backoff=0,
+    )
+    results = list(run)
+    assert provider.call_count == 1
+    assert run.summary.stopped == "the budget of $0.00001 is reached ($0.000018)"
+    assert run.summary.cost == CALL
+    assert [r.pending for r in results if r.index == 0] == [True]
