@@ -1302,6 +1302,35 @@ def test_a_bar_redrawn_in_place_on_a_terminal(
     assert drawn and all(len(line) <= 9 for line in drawn), drawn
 
 
+def test_on_an_80_column_terminal_the_bar_is_drawn_and_the_least_needed_parts_give_way() -> None:
+    from allama.batch._run import BatchSummary
+    from allama.cli._progress import fitted, progress_text
+
+    summary = BatchSummary(total=8, done=3, in_flight=1, input_tokens=409, output_tokens=100)
+    summary.cost_unknown = 3
+    summary.ended = summary.started + 10.0
+    assert progress_text(summary) == (
+        "3/8: 3 done, 0 failed, 1 in flight, 509 tokens, cost unknown, 0.30/s, ETA 17 s"
+    )
+    assert fitted(summary, 120) == (
+        "[#######.............] 3/8: 3 done, 0 failed, 1 in flight, 509 tokens, "
+        "cost unknown, 0.30/s, ETA 17 s"
+    )
+    # 79 columns (the last left free): a narrower bar, the rate and the tokens left out.
+    assert fitted(summary, 79) == (
+        "[######............] 3/8: 3 done, 0 failed, 1 in flight, cost unknown, ETA 17 s"
+    )
+    assert fitted(summary, 60) == "[####.........] 3/8: 3 done, 0 failed, 1 in flight, ETA 17 s"
+    # No room for a bar: the line as whole as fits, then cut.
+    assert fitted(summary, 44) == "3/8: 3 done, 0 failed, 1 in flight, ETA 17 s"
+    assert fitted(summary, 20) == "3/8: 3 done, 0 fail…"
+    assert fitted(summary, 0) == ""
+    summary.total = None  # no bar without a total
+    assert fitted(summary, 70) == (
+        "3/?: 3 done, 0 failed, 1 in flight, 509 tokens, cost unknown, ETA ?"
+    )
+
+
 def test_ctrl_c_stops_starting_inputs_and_lets_the_run_end(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -24,28 +24,63 @@ BAR_WIDTH = 20
 def progress_text(summary: BatchSummary) -> str:
     """The run so far in one line: finished of total, done, failed, in flight, tokens,
     cost, rate and ETA."""
+    return ", ".join(text for _, text in _parts(summary))
+
+
+def _parts(summary: BatchSummary) -> list[tuple[str, str]]:
+    """The line's parts, each named for `_LEAST_NEEDED`."""
     total = "?" if summary.total is None else str(summary.total)
     parts = [
-        f"{summary.finished}/{total}: {summary.done} done, {summary.failed} failed, "
-        f"{summary.in_flight} in flight"
+        (
+            "counts",
+            f"{summary.finished}/{total}: {summary.done} done, {summary.failed} failed, "
+            f"{summary.in_flight} in flight",
+        )
     ]
     if summary.not_started:
-        parts.append(f"{summary.not_started} not started")
+        parts.append(("not started", f"{summary.not_started} not started"))
     if summary.elsewhere:
-        parts.append(f"{summary.elsewhere} in another run")
+        parts.append(("elsewhere", f"{summary.elsewhere} in another run"))
     waiting = [state for state in summary.jobs.values() if not state.endswith("collected")]
     if waiting:
         more = f" (+{len(waiting) - 1} more jobs)" if len(waiting) > 1 else ""
-        parts.append(f"job {waiting[-1]}{more}")
-    parts.append(f"{summary.input_tokens + summary.output_tokens} tokens")
+        parts.append(("job", f"job {waiting[-1]}{more}"))
+    parts.append(("tokens", f"{summary.input_tokens + summary.output_tokens} tokens"))
     if summary.cost_unknown and not summary.cost:
-        parts.append("cost unknown")
+        parts.append(("cost", "cost unknown"))
     else:
-        parts.append(f"${dollars(summary.cost)}" + ("+?" if summary.cost_unknown else ""))
-    parts.append(f"{summary.rate():.2f}/s")
+        parts.append(("cost", f"${dollars(summary.cost)}" + ("+?" if summary.cost_unknown else "")))
+    parts.append(("rate", f"{summary.rate():.2f}/s"))
     eta = summary.eta()
-    parts.append("ETA ?" if eta is None else f"ETA {_duration(eta)}")
-    return ", ".join(parts)
+    parts.append(("eta", "ETA ?" if eta is None else f"ETA {_duration(eta)}"))
+    return parts
+
+
+_LEAST_NEEDED = ("rate", "tokens", "job", "elsewhere", "not started", "cost")
+"""The parts a line too long for the terminal leaves out first, in turn."""
+
+MIN_BAR = 10
+"""The narrowest bar drawn: narrower, the parts least needed leave room for it."""
+
+
+def fitted(summary: BatchSummary, width: int) -> str:
+    """The bar and the line in `width` columns: the bar narrower, then the parts least
+    needed left out; with no room for a bar (or no total), the line alone, as whole as
+    fits, then cut. A line that wraps could not be redrawn in place."""
+    parts = _parts(summary)
+    texts = [
+        ", ".join(said for name, said in parts if name not in _LEAST_NEEDED[:left_out])
+        for left_out in range(len(_LEAST_NEEDED) + 1)
+    ]
+    if summary.total:
+        for text in texts:
+            room = width - len(text) - 3  # "[", "] "
+            if room >= MIN_BAR:
+                return _bar(summary, min(BAR_WIDTH, room)) + text
+    for text in texts:
+        if len(text) <= width:
+            return text
+    return texts[-1][: width - 1] + "…" if width > 0 else ""
 
 
 def _duration(seconds: float) -> str:
@@ -59,12 +94,12 @@ def _duration(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-def _bar(summary: BatchSummary) -> str:
+def _bar(summary: BatchSummary, width: int = BAR_WIDTH) -> str:
     if not summary.total:
         return ""
     settled = summary.finished + summary.not_started + summary.elsewhere
-    filled = min(BAR_WIDTH, BAR_WIDTH * settled // summary.total)
-    return "[" + "#" * filled + "." * (BAR_WIDTH - filled) + "] "
+    filled = min(width, width * settled // summary.total)
+    return "[" + "#" * filled + "." * (width - filled) + "] "
 
 
 class Progress:
@@ -94,12 +129,7 @@ class Progress:
         summary = self._summary()
         with self._lock:
             if self._tty:
-                width = self._width()
-                text = progress_text(summary)
-                line = _bar(summary) + text
-                if len(line) > width:  # a wrapped line cannot be redrawn: the numbers first
-                    line = text[:width]
-                self._stream.write("\r" + line + "\x1b[K")
+                self._stream.write("\r" + fitted(summary, self._width()) + "\x1b[K")
             else:
                 self._stream.write("progress: " + progress_text(summary) + "\n")
             self._stream.flush()
