@@ -2677,6 +2677,26 @@ def test_an_input_another_run_took_over_is_not_sent_again_from_here(
     assert (run.summary.elsewhere, run.summary.attempts, run.summary.failed) == (1, 1, 0)
 
 
+@pytest.mark.parametrize(("doc", "cost"), [("doc 1", "0.000021"), ("doc 13", "0")])
+def test_an_input_taken_over_while_its_call_was_in_flight_gives_no_outcome_from_here(
+    server: BatchServer, tmp_path: Path, doc: str, cost: str
+) -> None:
+    # doc 1 is answered, doc 13 refused (400): either after another run took it over.
+    ledger = tmp_path / "run.sqlite"
+    server.delay = 1.0
+    run = allama.batch(provider_for(server), Row, [doc], request=TEMPLATE, ledger=ledger)
+    _taken_over_later(ledger)
+    (result,) = list(run)
+    # The ledger holds the outcome of the run that took it over, not this one's: this one
+    # says so, with what its call paid, rather than give what the ledger does not hold.
+    assert result.failure is not None and result.failure.kind == "in_flight_elsewhere"
+    assert result.failure.message.endswith("the ledger holds that run's outcome, not this one's")
+    assert result.value is None and run.summary.cost == Decimal(cost)
+    ((status, owner),) = sqlite3.connect(ledger).execute("SELECT status, run_id FROM items")
+    assert (status, owner) == ("in_flight", "another")
+    assert (run.summary.done, run.summary.failed, run.summary.elsewhere) == (0, 0, 1)
+
+
 def test_a_budget_reached_by_the_last_input_of_an_iterable_is_no_stop_whatever_total_says(
     server: BatchServer,
 ) -> None:

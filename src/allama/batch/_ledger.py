@@ -414,11 +414,12 @@ class Ledger:
         )
         return self._attempts(key) if counted.rowcount == 1 else 0
 
-    def finish(self, key: str, **outcome: Any) -> None:
+    def finish(self, key: str, **outcome: Any) -> bool:
         """Record how an input ended (`status`, `seconds`, and its value, record, error,
-        cost and tokens), committed before returning."""
+        cost and tokens), committed before returning; `False` when the input is no longer
+        this run's (another run took it over), and nothing was recorded."""
         with self._transaction():
-            self._finish(key, **outcome)
+            return self._finish(key, **outcome)
 
     def _finish(
         self,
@@ -432,8 +433,8 @@ class Ledger:
         error: dict[str, Any] | None = None,
         cost: str | None = None,
         tokens: int | None = None,
-    ) -> None:
-        self._connection.execute(
+    ) -> bool:
+        finished = self._connection.execute(
             # The answers a job gave it are in its record now: a failure sent again
             # (`retry_failed`) starts afresh, carrying that record, not replaying them.
             "UPDATE items SET status = ?, finished_at = ?, seconds = ?, value = ?, source = ?, "
@@ -453,6 +454,7 @@ class Ledger:
                 self.run_id,
             ),
         )
+        return finished.rowcount == 1
 
     def _set_aside(
         self,
@@ -1177,8 +1179,9 @@ class LedgerWriter:
         attempts: int = await self._submit(lambda: self._ledger._again(key))
         return attempts
 
-    async def finish(self, key: str, **outcome: Any) -> None:
-        await self._submit(lambda: self._ledger._finish(key, **outcome))
+    async def finish(self, key: str, **outcome: Any) -> bool:
+        finished: bool = await self._submit(lambda: self._ledger._finish(key, **outcome))
+        return finished
 
     async def reclaim(self, key: str, position: int, label: str | None) -> Claim:
         """Make a failed input pending and claim it, in one transaction: a run killed

@@ -181,6 +181,12 @@ TAKEN_OVER = (
     "heartbeat: clocks that differ, a paused process): not sent again here"
 )
 """Why an input this run sent is not sent again: another run holds it now, and sends it."""
+ANSWERED_ELSEWHERE = (
+    "taken over by another run of this ledger, which saw this run as ended (a stale "
+    "heartbeat: clocks that differ, a paused process), before this run's answer was "
+    "recorded: the ledger holds that run's outcome, not this one's"
+)
+"""Why an input answered here has no value: the run that took it over records it."""
 _NOT_ENDED_HERE = frozenset({NOT_STARTED, IN_FLIGHT_ELSEWHERE, IN_PROVIDER_JOB})
 """Results of inputs this run did not end: nothing of theirs was paid here."""
 VALUE_UNSTORABLE = "value_unstorable"
@@ -1519,11 +1525,13 @@ class _Runner:
         attempts: int,
         began: float,
         spent: list[ExtractionMetadata],
+        said: str = "",
     ) -> BatchResult[Any]:
         """An input another run of the ledger took over while this one waited to try it
-        again: that run sends it and records its outcome; this one's result keeps what its
-        own attempts paid (`record`, the last's, and `spent`, those before)."""
-        failure = BatchFailure(IN_FLIGHT_ELSEWHERE, TAKEN_OVER)
+        again, or before its answer here was recorded: that run sends it and records its
+        outcome; this one's result keeps what its own attempts paid (`record`, the last's,
+        and `spent`, those before)."""
+        failure = BatchFailure(IN_FLIGHT_ELSEWHERE, said or TAKEN_OVER)
         seconds = time.monotonic() - began
         return self._without_value(index, key, label, failure, record, attempts, seconds, spent)
 
@@ -1633,7 +1641,7 @@ class _Runner:
                     index, key, label, error, metadata, attempts, began, spent, unstorable
                 )
             usage = metadata.usage
-            await self.ledger.finish(
+            recorded = await self.ledger.finish(
                 key,
                 status=Status.DONE,
                 seconds=seconds,
@@ -1643,6 +1651,10 @@ class _Runner:
                 cost=_paid_text(metadata, spent),
                 tokens=None if usage is None else usage.total_tokens,
             )
+            if not recorded:  # taken over meanwhile: the ledger holds that run's outcome
+                return self._taken_over(
+                    index, key, label, metadata, attempts, began, spent, ANSWERED_ELSEWHERE
+                )
         result = BatchResult(
             index,
             key,
@@ -1673,7 +1685,7 @@ class _Runner:
         seconds = time.monotonic() - began
         failure = failure or _failure(error)
         if self.ledger is not None:
-            await self.ledger.finish(
+            recorded = await self.ledger.finish(
                 key,
                 status=Status.FAILED,
                 seconds=seconds,
@@ -1681,6 +1693,10 @@ class _Runner:
                 error=failure.stored(),
                 cost=_paid_text(record, spent),
             )
+            if not recorded:  # taken over meanwhile: the ledger holds that run's outcome
+                return self._taken_over(
+                    index, key, label, record, attempts, began, spent, ANSWERED_ELSEWHERE
+                )
         return self._without_value(index, key, label, failure, record, attempts, seconds, spent)
 
     async def _set_aside(
