@@ -2475,6 +2475,42 @@ def test_a_connection_broken_on_one_input_while_others_are_answered_is_its_own(
     assert stopped.summary.stopped.startswith("the provider could not be reached in 5 tries")
 
 
+def test_one_input_whose_connection_breaks_at_one_in_flight_does_not_stop_the_run(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    # At one in flight nothing else is answered while an input is tried: one input alone
+    # is no outage. It stays pending, and the inputs after it are sent, in every run.
+    inputs = ["doc 0", "doc 1", "doc 3, cut off", "doc 4", "doc 5"]
+    ledger = tmp_path / "run.sqlite"
+    for _ in range(2):
+        run = allama.batch(
+            provider_for(server),
+            Row,
+            inputs,
+            request=TEMPLATE,
+            ledger=ledger,
+            concurrency=1,
+            max_attempts=1,
+        )
+        results = sorted(run, key=lambda r: r.index)
+        assert run.summary.stopped is None
+        assert [(outcome(r), r.pending) for r in results] == [
+            *[("ok", False)] * 2,
+            ("network", True),
+            *[("ok", False)] * 2,
+        ]
+        assert server.sent[4] == 1 and server.sent[5] == 1  # sent once, given back after
+    # Two inputs that meet it with nothing answered meanwhile: an outage, which stops it.
+    down = allama.provider("openai", api_key="sk-test", base_url="http://127.0.0.1:9/v1")
+    stopped = allama.batch(down, Row, docs(10), request=TEMPLATE, concurrency=1, max_attempts=1)
+    results = sorted(stopped, key=lambda r: r.index)
+    assert stopped.summary.stopped is not None
+    assert stopped.summary.stopped.startswith("the provider could not be reached in 1 tries")
+    assert [outcome(r) for r in results[:2]] == ["network"] * 2
+    assert {outcome(r) for r in results[2:]} <= {"not_started"}
+    assert (stopped.summary.failed, stopped.summary.not_started) == (2, 8)
+
+
 def test_an_input_that_meets_100_rate_limits_fails_with_the_last() -> None:
     from allama.batch._run import _retry_step, _Tries
     from allama.errors import RateLimitedError

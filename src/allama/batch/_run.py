@@ -949,6 +949,10 @@ class _Runner:
         """The provider the extractions call: each call takes a turn of the rate limits."""
         self.answered_at = float("-inf")
         """When a call last reached the provider (an answer, an error it sent)."""
+        self.suspect: str | None = None
+        """The input that last met an outage (the provider out of reach, or overloaded at
+        every try, nothing else answered meanwhile), while no other has: one input alone
+        does not stop the run, since at one in flight nothing else could be answered."""
         self.budget_stopped = False
         """The run's stop was its budget's."""
         self.held_back = 0
@@ -1507,6 +1511,7 @@ class _Runner:
                 sent_at = turn.sent_at
                 if not isinstance(outcome, NetworkError | RequestTimeoutError | OverloadedError):
                     self.answered_at = time.monotonic()  # the provider is there, and serves
+                    self.suspect = None
                 if hold:
                     concluded = await self._conclude(
                         index, key, label, outcome, tries, began, sent_at
@@ -1590,6 +1595,7 @@ class _Runner:
                 return None
             unanswered = self.answered_at < began
             stops = _stops(outcome, tries.tried, self.spec.template is not None, unanswered)
+            outage = stops is not None and isinstance(outcome, NetworkError)
             if (
                 stops is None
                 and unanswered
@@ -1598,9 +1604,18 @@ class _Runner:
             ):
                 # An outage, not the input's failure: every call met it meanwhile. The run
                 # stops, its inputs pending for the next run, rather than fail each in turn.
+                outage = True
                 stops = (
                     f"the provider answered that it is overloaded to {tries.tried} tries, and "
                     f"served no other call meanwhile: {_failure(outcome).message}"
+                )
+            if outage and self.suspect in (None, key):
+                # One input alone: an outage, or its own trouble (a connection that breaks
+                # on it alone). Pending, not failed; the run goes on, and stops when another
+                # input meets it too with nothing answered meanwhile.
+                self.suspect = key
+                return await self._set_aside(
+                    index, key, label, outcome, record, tries.attempts, began, spent
                 )
             if stops is not None:
                 return await self._set_aside(
