@@ -2482,7 +2482,7 @@ def test_one_input_whose_connection_breaks_at_one_in_flight_does_not_stop_the_ru
     # is no outage. It stays pending, and the inputs after it are sent, in every run.
     inputs = ["doc 0", "doc 1", "doc 3, cut off", "doc 4", "doc 5"]
     ledger = tmp_path / "run.sqlite"
-    for _ in range(2):
+    for again in (False, True):
         run = allama.batch(
             provider_for(server),
             Row,
@@ -2493,7 +2493,13 @@ def test_one_input_whose_connection_breaks_at_one_in_flight_does_not_stop_the_ru
             max_attempts=1,
         )
         results = sorted(run, key=lambda r: r.index)
-        assert run.summary.stopped is None
+        # Run again, the others read back, its call is the only one: nothing tells that
+        # from a provider out of reach, and it is said so (the command's exit 1).
+        if again:
+            assert run.summary.stopped is not None and run.summary.refused == "network"
+            assert run.summary.stopped.startswith("the provider could not be reached")
+        else:
+            assert (run.summary.stopped, run.summary.refused) == (None, None)
         assert [(outcome(r), r.pending) for r in results] == [
             *[("ok", False)] * 2,
             ("network", True),
@@ -2509,6 +2515,57 @@ def test_one_input_whose_connection_breaks_at_one_in_flight_does_not_stop_the_ru
     assert [outcome(r) for r in results[:2]] == ["network"] * 2
     assert {outcome(r) for r in results[2:]} <= {"not_started"}
     assert (stopped.summary.failed, stopped.summary.not_started) == (2, 8)
+
+
+def test_a_provider_out_of_reach_for_one_input_alone_is_said_as_a_stop(tmp_path: Path) -> None:
+    down = allama.provider("openai", api_key="sk-test", base_url="http://127.0.0.1:9/v1")
+    run = allama.batch(
+        down, Row, ["doc 1"], request=TEMPLATE, ledger=tmp_path / "run.sqlite", backoff=0.01
+    )
+    (result,) = list(run)
+    assert result.pending and outcome(result) == "network"
+    assert run.summary.refused == "network"  # the command's exit 1, not a run that ended
+    assert run.summary.stopped is not None
+    assert run.summary.stopped.startswith("the provider could not be reached in 5 tries")
+
+
+@pytest.mark.parametrize("concurrency", [2, 8])
+def test_an_outage_that_begins_mid_run_fails_no_input_for_good(
+    tmp_path: Path, concurrency: int
+) -> None:
+    from allama.mock import FunctionProvider
+
+    answered = itertools.count()
+
+    def answer(request: ChatRequest) -> ChatResponse:
+        if next(answered) >= 6:  # then every call meets a provider gone
+            raise allama.NetworkError("could not connect")
+        return ChatResponseBuilder().text('{"n": 1}').usage(1, 1).build()
+
+    ledger = tmp_path / "run.sqlite"
+    run = allama.batch(
+        FunctionProvider(answer, name="custom"),
+        Row,
+        docs(30),
+        request=TEMPLATE,
+        ledger=ledger,
+        concurrency=concurrency,
+        backoff=0,
+        max_attempts=3,
+    )
+    results = list(run)
+    assert run.summary.stopped is not None and run.summary.refused == "network"
+    # Those first sent before it began, and tried again in it, met the outage too.
+    assert {(outcome(r), r.pending) for r in results} <= {
+        ("ok", False),
+        ("network", True),
+        ("not_started", False),
+    }
+    with sqlite3.connect(ledger) as db:
+        assert {status for (status,) in db.execute("SELECT status FROM items")} <= {
+            "done",
+            "pending",
+        }
 
 
 def test_an_input_that_meets_100_rate_limits_fails_with_the_last() -> None:

@@ -949,6 +949,9 @@ class _Runner:
         """The provider the extractions call: each call takes a turn of the rate limits."""
         self.answered_at = float("-inf")
         """When a call last reached the provider (an answer, an error it sent)."""
+        self.suspected: tuple[str, str | None, float] | None = None
+        """The kind of error the suspect met, the stop it would have made, and when it was
+        first sent."""
         self.suspect: str | None = None
         """The input that last met an outage (the provider out of reach, or overloaded at
         every try, nothing else answered meanwhile), while no other has: one input alone
@@ -1128,6 +1131,14 @@ class _Runner:
     def _wrap_up(self) -> None:
         """The run's end in its summary and its ledger (what it holds in flight: pending)."""
         summary = self.summary
+        suspected = self.suspected
+        if suspected is not None and self.stopping is None and self.answered_at < suspected[2]:
+            # Ended with the suspect standing, nothing answered since it was first sent: no
+            # sign the provider was there at all, said as the stop it is. (Answered since,
+            # it is the input's own trouble, and pending as it is.)
+            kind, said, _ = suspected
+            summary.refused = summary.refused or kind
+            self.mark_stopped(said or f"the provider could not be reached: {kind}")
         summary.ended = time.monotonic()
         if self.closed:  # what was read and has no result: in flight, or waiting for a slot
             given = summary.finished + summary.not_started + summary.elsewhere + summary.in_jobs
@@ -1491,6 +1502,7 @@ class _Runner:
                         )
                         return await self._not_tried_again(index, key, label, tries, began)
                 tries.tried += 1
+                tries.sent = time.monotonic()
                 self.summary.in_flight += 1
                 outcome: Extracted[Any] | Exception
                 # The extraction's first call goes on this turn; each further call it makes
@@ -1511,7 +1523,7 @@ class _Runner:
                 sent_at = turn.sent_at
                 if not isinstance(outcome, NetworkError | RequestTimeoutError | OverloadedError):
                     self.answered_at = time.monotonic()  # the provider is there, and serves
-                    self.suspect = None
+                    self.suspect = self.suspected = None
                 if hold:
                     concluded = await self._conclude(
                         index, key, label, outcome, tries, began, sent_at
@@ -1593,7 +1605,9 @@ class _Runner:
                     )
                 tries.owed = True  # counted when it is sent, not when its wait began
                 return None
-            unanswered = self.answered_at < began
+            # Nothing answered since its last send: an input first sent before an outage
+            # began, and tried again in it, meets the outage, not a failure of its own.
+            unanswered = self.answered_at < tries.sent
             stops = _stops(outcome, tries.tried, self.spec.template is not None, unanswered)
             outage = stops is not None and isinstance(outcome, NetworkError)
             if (
@@ -1612,8 +1626,10 @@ class _Runner:
             if outage and self.suspect in (None, key):
                 # One input alone: an outage, or its own trouble (a connection that breaks
                 # on it alone). Pending, not failed; the run goes on, and stops when another
-                # input meets it too with nothing answered meanwhile.
+                # input meets it too with nothing answered meanwhile (or ends with it
+                # standing: nothing told it from an outage).
                 self.suspect = key
+                self.suspected = (_failure(outcome).kind, stops, began)
                 return await self._set_aside(
                     index, key, label, outcome, record, tries.attempts, began, spent
                 )
@@ -1925,6 +1941,8 @@ class _Tries:
     ends with if the run stops before it is sent again."""
     owed: bool = False
     """To be sent again: the attempt is counted when it is."""
+    sent: float = float("-inf")
+    """When its last send began (`time.monotonic`): an outage is nothing answered since."""
 
 
 @dataclass(slots=True)
