@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from pydantic import BaseModel, field_validator
@@ -363,19 +364,24 @@ def _dies_before_the_id_is_recorded(self: Ledger, tag: str, job_id: str) -> None
     raise RuntimeError("the process died here")
 
 
+def _cut_off(provider: Any, model: str, docs: list[str], ledger: Path) -> None:
+    """A run that dies after its job reached the provider, before its id reached the
+    ledger."""
+    with (
+        mock.patch.object(Ledger, "job_submitted", _dies_before_the_id_is_recorded),
+        pytest.raises(RuntimeError, match="died here"),
+    ):
+        _run(provider, model, docs, ledger)
+
+
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_a_submission_cut_off_before_its_id_was_recorded_is_found_not_sent_again(
     server: ProviderBatchServer, tmp_path: Path, family: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     provider, model = _provider(server, family)
     ledger = tmp_path / "cut.sqlite"
-    recorded = Ledger.job_submitted
-
-    monkeypatch.setattr(Ledger, "job_submitted", _dies_before_the_id_is_recorded)
-    with pytest.raises(RuntimeError, match="died here"):
-        _run(provider, model, _docs(10), ledger)
+    _cut_off(provider, model, _docs(10), ledger)
     assert len(server.jobs) == 1  # it reached the provider; its id did not reach the ledger
-    monkeypatch.setattr(Ledger, "job_submitted", recorded)
     results = _run(provider, model, _docs(10), ledger, extractor=allama.Extractor(retries=1))
     assert [r.value for r in results] == [Doc(n=n) for n in range(10)]
     assert len(server.jobs) == 2  # the one found, and the follow-up of doc 7
@@ -413,13 +419,9 @@ def test_a_cut_off_submission_is_found_behind_many_jobs_made_since(
 ) -> None:
     provider, model = _provider(server, family)
     ledger = tmp_path / "cut.sqlite"
-    recorded = Ledger.job_submitted
-    monkeypatch.setattr(Ledger, "job_submitted", _dies_before_the_id_is_recorded)
-    with pytest.raises(RuntimeError, match="died here"):
-        _run(provider, model, _docs(4), ledger)
+    _cut_off(provider, model, _docs(4), ledger)
     # More than five pages of 100 (a look went no further, and took the job for none).
     _other_jobs(server, family, 620)
-    monkeypatch.setattr(Ledger, "job_submitted", recorded)
     results = _run(provider, model, _docs(4), ledger)
     assert [r.value for r in results] == [Doc(n=n) for n in range(4)]
     assert all(server.submitted[(family, n)] == 1 for n in range(4))
@@ -432,11 +434,7 @@ def test_a_provider_listing_more_jobs_than_a_look_reads_stops_the_run_sending_no
 
     provider, model = _provider(server, "gemini")  # listed in no promised order: read whole
     ledger = tmp_path / "cut.sqlite"
-    recorded = Ledger.job_submitted
-    monkeypatch.setattr(Ledger, "job_submitted", _dies_before_the_id_is_recorded)
-    with pytest.raises(RuntimeError, match="died here"):
-        _run(provider, model, _docs(2), ledger)
-    monkeypatch.setattr(Ledger, "job_submitted", recorded)
+    _cut_off(provider, model, _docs(2), ledger)
     server.jobs.reverse()  # the cut-off job listed last
     _other_jobs(server, "gemini", 150)
     monkeypatch.setattr("allama.adapters._jobs._gemini.MOST_PAGES", 1)  # of 200
@@ -467,11 +465,7 @@ def test_a_cut_off_anthropic_submission_is_found_on_a_provider_whose_clock_is_be
     )
     provider, model = _provider(server, "anthropic")
     ledger = tmp_path / "cut.sqlite"
-    recorded = Ledger.job_submitted
-    monkeypatch.setattr(Ledger, "job_submitted", _dies_before_the_id_is_recorded)
-    with pytest.raises(RuntimeError, match="died here"):
-        _run(provider, model, _docs(4), ledger)
-    monkeypatch.setattr(Ledger, "job_submitted", recorded)
+    _cut_off(provider, model, _docs(4), ledger)
     results = _run(provider, model, _docs(4), ledger)
     assert [r.value for r in results] == [Doc(n=n) for n in range(4)]
     assert len(server.jobs) == 1 and all(server.submitted[("anthropic", n)] == 1 for n in range(4))
@@ -524,11 +518,7 @@ def test_a_cut_off_anthropic_submission_is_found_when_no_date_tells_the_provider
     monkeypatch.setattr(_provider_batch_server._Handler, "send_response", without_date)
     provider, model = _provider(server, "anthropic")
     ledger = tmp_path / "cut.sqlite"
-    recorded = Ledger.job_submitted
-    monkeypatch.setattr(Ledger, "job_submitted", _dies_before_the_id_is_recorded)
-    with pytest.raises(RuntimeError, match="died here"):
-        _run(provider, model, _docs(3), ledger)
-    monkeypatch.setattr(Ledger, "job_submitted", recorded)
+    _cut_off(provider, model, _docs(3), ledger)
     results = _run(provider, model, _docs(3), ledger)
     assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
     assert len(server.jobs) == 1
@@ -541,11 +531,7 @@ def test_a_cut_off_job_the_provider_cannot_be_asked_about_stays_for_the_next_run
 
     provider, model = _provider(server, "openai-chat")
     ledger = tmp_path / "cut.sqlite"
-    recorded = Ledger.job_submitted
-    monkeypatch.setattr(Ledger, "job_submitted", _dies_before_the_id_is_recorded)
-    with pytest.raises(RuntimeError, match="died here"):
-        _run(provider, model, _docs(3), ledger)
-    monkeypatch.setattr(Ledger, "job_submitted", recorded)
+    _cut_off(provider, model, _docs(3), ledger)
     listing = _provider_batch_server._Handler.openai_list
 
     def down(handler: Any, data: Any) -> Any:
@@ -950,11 +936,7 @@ def test_a_look_for_a_cut_off_job_is_tried_again_as_a_poll_is(
 
     provider, model = _provider(server, "anthropic")
     ledger = tmp_path / "cut.sqlite"
-    recorded = Ledger.job_submitted
-    monkeypatch.setattr(Ledger, "job_submitted", _dies_before_the_id_is_recorded)
-    with pytest.raises(RuntimeError, match="died here"):
-        _run(provider, model, _docs(3), ledger)
-    monkeypatch.setattr(Ledger, "job_submitted", recorded)
+    _cut_off(provider, model, _docs(3), ledger)
     listing = _provider_batch_server._Handler.anthropic_list
     answers = iter(["limited", "busy"])
 
@@ -1588,11 +1570,7 @@ def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
 
     provider, model = _provider(server, "anthropic")
     ledger = tmp_path / "ambiguous.sqlite"
-    recorded = Ledger.job_submitted
-
-    monkeypatch.setattr(Ledger, "job_submitted", _dies_before_the_id_is_recorded)
-    with pytest.raises(RuntimeError):
-        _run(provider, model, _docs(3), ledger)
+    _cut_off(provider, model, _docs(3), ledger)
     # Another batch of the same size, created meanwhile by someone else.
     other = [{"custom_id": f"other-{n}", "params": server.jobs[0].bodies[n]} for n in range(3)]
     response = httpx2.post(
@@ -1601,7 +1579,6 @@ def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
         headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
     )
     assert response.status_code == 200
-    monkeypatch.setattr(Ledger, "job_submitted", recorded)
     with pytest.raises(JobLookupError, match="2 batches of 3 requests"):
         _run(provider, model, _docs(3), ledger)
     assert len(server.jobs) == 2  # nothing sent again
