@@ -47,7 +47,7 @@ from allama import ChatRequest, ChatResponse, Extractor
 from allama.batch import BatchFailure, BatchSummary, Ledger, input_key
 from allama.batch._run import _spec
 from allama.mock import ChatResponseBuilder, TestProvider
-from allama.wrappers import RetryingProvider
+from allama.wrappers import FailoverProvider, RetryingProvider
 
 HERE = Path(__file__).resolve().parent
 
@@ -1875,6 +1875,32 @@ def test_a_run_says_it_is_alive_while_its_calls_take_long(
         slow.stop()
 
 
+def test_a_run_on_another_host_that_beats_again_is_alive_again(tmp_path: Path) -> None:
+    from allama.batch import _ledger
+
+    path = tmp_path / "run.sqlite"
+    paused, other = Ledger(path, settings={}), Ledger(path, settings={})
+    with sqlite3.connect(path) as db:  # its host another, its heartbeat stale: a pause
+        db.execute(
+            "UPDATE runs SET host = 'elsewhere', heartbeat = ? WHERE run_id = ?",
+            (time.time() - _ledger.STALE_AFTER - 5, paused.run_id),
+        )
+    assert paused.claim("a", 0, "#0").granted
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE runs SET heartbeat = ? WHERE run_id = ?", (0, paused.run_id))
+    taken = other.claim("a", 0, "#0")
+    assert (taken.granted, taken.attempts) == (True, 2)  # taken over: the run seemed gone
+    # It resumes and beats: what it claims now is its own, to the run that saw it gone.
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE runs SET heartbeat = ? WHERE run_id = ?", (time.time(), paused.run_id))
+    assert paused.claim("b", 1, "#1").granted
+    mine = other.claim("b", 1, "#1")
+    assert (mine.granted, mine.elsewhere) == (False, True)
+    # A run ended stays ended.
+    paused.end(None)
+    assert other.claim("b", 1, "#1").granted
+
+
 def test_a_summary_whose_only_costs_are_unknown_says_so(unpriced: BatchServer) -> None:
     # doc 1 is answered (by a model without a price); doc 13 is refused, unpaid.
     run = allama.batch(provider_for(unpriced), Row, ["doc 1", "doc 13"], request=UNPRICED)
@@ -2324,6 +2350,34 @@ def test_a_value_another_endpoint_gave_is_not_taken_for_this_ones(
         assert again.failure is not None and again.failure.kind == "another_endpoint"
     finally:
         other.stop()
+    # A failover's servers in another order gave it too (its name is its providers', and
+    # in the key); one of them alone is another failover's.
+    elsewhere = BatchServer().start()
+    try:
+        (fail,) = allama.batch(
+            FailoverProvider([provider_for(elsewhere), provider_for(server)]),
+            Row,
+            ["doc 2"],
+            **options,
+        )
+        assert fail.value == Row(n=2)
+        (same,) = allama.batch(
+            FailoverProvider([provider_for(server), provider_for(elsewhere)]),
+            Row,
+            ["doc 2"],
+            **options,
+        )
+        assert (same.value, same.resumed) == (Row(n=2), True)
+        assert sum(elsewhere.sent.values()) + server.sent[2] == 1  # sent once, in all
+        (alone,) = allama.batch(
+            FailoverProvider([provider_for(server), provider_for(other)]),
+            Row,
+            ["doc 2"],
+            **options,
+        )
+        assert alone.failure is not None and alone.failure.kind == "another_endpoint"
+    finally:
+        elsewhere.stop()
     with contextlib.closing(sqlite3.connect(ledger)) as db, db:
         db.execute("UPDATE runs SET settings = json_remove(settings, '$.endpoint')")
     other = BatchServer().start()
@@ -2479,7 +2533,9 @@ def test_one_input_whose_connection_breaks_at_one_in_flight_does_not_stop_the_ru
     server: BatchServer, tmp_path: Path
 ) -> None:
     # At one in flight nothing else is answered while an input is tried: one input alone
-    # is no outage. It stays pending, and the inputs after it are sent, in every run.
+    # is no outage. Its outcome waits while the inputs after it are sent; one answered
+    # makes the broken connection its own, a failure as any other, which a run again
+    # gives back from the ledger without sending it.
     inputs = ["doc 0", "doc 1", "doc 3, cut off", "doc 4", "doc 5"]
     ledger = tmp_path / "run.sqlite"
     for again in (False, True):
@@ -2493,19 +2549,15 @@ def test_one_input_whose_connection_breaks_at_one_in_flight_does_not_stop_the_ru
             max_attempts=1,
         )
         results = sorted(run, key=lambda r: r.index)
-        # Run again, the others read back, its call is the only one: nothing tells that
-        # from a provider out of reach, and it is said so (the command's exit 1).
-        if again:
-            assert run.summary.stopped is not None and run.summary.refused == "network"
-            assert run.summary.stopped.startswith("the provider could not be reached")
-        else:
-            assert (run.summary.stopped, run.summary.refused) == (None, None)
-        assert [(outcome(r), r.pending) for r in results] == [
-            *[("ok", False)] * 2,
-            ("network", True),
-            *[("ok", False)] * 2,
+        assert (run.summary.stopped, run.summary.refused) == (None, None)
+        assert [(outcome(r), r.pending, r.resumed) for r in results] == [
+            *[("ok", False, again)] * 2,
+            ("network", False, again),
+            *[("ok", False, again)] * 2,
         ]
-        assert server.sent[4] == 1 and server.sent[5] == 1  # sent once, given back after
+        assert server.sent[3] == 1 and server.sent[4] == 1 and server.sent[5] == 1
+    with sqlite3.connect(ledger) as db:
+        assert db.execute("SELECT status FROM items WHERE label = '#2'").fetchone() == ("failed",)
     # Two inputs that meet it with nothing answered meanwhile: an outage, which stops it.
     down = allama.provider("openai", api_key="sk-test", base_url="http://127.0.0.1:9/v1")
     stopped = allama.batch(down, Row, docs(10), request=TEMPLATE, concurrency=1, max_attempts=1)
@@ -2515,6 +2567,99 @@ def test_one_input_whose_connection_breaks_at_one_in_flight_does_not_stop_the_ru
     assert [outcome(r) for r in results[:2]] == ["network"] * 2
     assert {outcome(r) for r in results[2:]} <= {"not_started"}
     assert (stopped.summary.failed, stopped.summary.not_started) == (2, 8)
+
+
+def test_an_input_whose_connection_breaks_last_stays_pending_and_says_a_stop(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    # Nothing is answered after it was first sent: nothing tells its trouble from an
+    # outage. Its copy waits for it, and is given its outcome.
+    inputs = ["doc 0", "doc 1", "doc 3, cut off", "doc 3, cut off"]
+    ledger = tmp_path / "run.sqlite"
+    for _ in range(2):
+        run = allama.batch(
+            provider_for(server),
+            Row,
+            inputs,
+            request=TEMPLATE,
+            ledger=ledger,
+            concurrency=1,
+            max_attempts=2,
+            backoff=0.01,
+        )
+        results = sorted(run, key=lambda r: r.index)
+        assert run.summary.refused == "network" and run.summary.stopped is not None
+        assert run.summary.stopped.startswith("the provider could not be reached in 2 tries")
+        assert [(outcome(r), r.pending, r.duplicate) for r in results[2:]] == [
+            ("network", True, False),
+            ("network", True, True),
+        ]
+    assert server.sent[3] == 4  # two tries in each run: pending, sent again
+    with sqlite3.connect(ledger) as db:
+        assert db.execute("SELECT status, attempts FROM items WHERE label = '#2'").fetchone() == (
+            "pending",
+            4,
+        )
+
+
+def test_a_suspect_under_a_budget_waits_out_of_its_slot(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    # Under a budget an outcome is recorded before the slot is given back; the suspect's
+    # waits for the inputs after it, which need the one slot.
+    ledger = tmp_path / "run.sqlite"
+    run = allama.batch(
+        provider_for(server),
+        Row,
+        ["doc 3, cut off", "doc 4", "doc 5"],
+        request=TEMPLATE,
+        ledger=ledger,
+        concurrency=1,
+        max_attempts=1,
+        max_cost=Decimal(100),
+    )
+    results = sorted(run, key=lambda r: r.index)
+    assert [(outcome(r), r.pending) for r in results] == [
+        ("network", False),
+        ("ok", False),
+        ("ok", False),
+    ]
+    assert run.summary.stopped is None
+    with sqlite3.connect(ledger) as db:
+        assert db.execute("SELECT status FROM items WHERE label = '#0'").fetchone() == ("failed",)
+
+
+def test_a_run_stopped_while_its_suspect_waits_leaves_it_pending(tmp_path: Path) -> None:
+    from allama.mock import FunctionProvider
+
+    runs: list[allama.BatchRun[Row]] = []
+
+    def answer(request: ChatRequest) -> ChatResponse:
+        if "broken" in request.messages[-1].text():  # type: ignore[union-attr]
+            raise allama.NetworkError("connection reset")
+        runs[0].stop("enough for today")  # while the suspect waits for its verdict
+        return ChatResponseBuilder().text('{"n": 1}').usage(1, 1).build()
+
+    ledger = tmp_path / "run.sqlite"
+    run = allama.batch(
+        FunctionProvider(answer, name="custom"),
+        Row,
+        ["broken", "doc 1", "doc 2"],
+        request=TEMPLATE,
+        ledger=ledger,
+        concurrency=1,
+        max_attempts=1,
+    )
+    runs.append(run)
+    results = sorted(run, key=lambda r: r.index)
+    assert [(outcome(r), r.pending) for r in results] == [
+        ("network", True),
+        ("ok", False),
+        ("not_started", False),
+    ]
+    assert run.summary.stopped == "enough for today" and run.summary.refused is None
+    with sqlite3.connect(ledger) as db:
+        assert db.execute("SELECT status FROM items WHERE label = '#0'").fetchone() == ("pending",)
 
 
 def test_a_provider_out_of_reach_for_one_input_alone_is_said_as_a_stop(tmp_path: Path) -> None:

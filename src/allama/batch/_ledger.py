@@ -262,7 +262,7 @@ class Ledger:
         self._host = socket.gethostname()
         self._pid = os.getpid()
         self._last_beat = 0.0
-        self._live_runs: dict[str, bool] = {}
+        self._ended_runs: set[str] = set()
         if read_only:
             return
         with self._lock:
@@ -759,9 +759,8 @@ class Ledger:
     def _run_alive(self, run_id: str | None) -> bool:
         if run_id is None:
             return False
-        known = self._live_runs.get(run_id)
-        if known is not None and not known:
-            return False  # a dead run does not come back
+        if run_id in self._ended_runs:
+            return False  # an ended run, a process gone: neither comes back
         found = self._connection.execute(
             "SELECT host, pid, pid_started, heartbeat, finished_at FROM runs WHERE run_id = ?",
             (run_id,),
@@ -769,13 +768,13 @@ class Ledger:
         if found is None:
             return False
         host, pid, started, beat, finished = found
-        if finished is not None:
-            alive = False
-        elif host == self._host:
-            alive = _alive(int(pid), started)
-        else:
-            alive = time.time() - float(beat) < STALE_AFTER
-        self._live_runs[run_id] = alive
+        if finished is None and host != self._host:
+            # Across hosts its heartbeat says: a run paused (a machine asleep, a stopped
+            # process) beats again when it resumes, and what it claims then is its own.
+            return time.time() - float(beat) < STALE_AFTER
+        alive = finished is None and _alive(int(pid), started)
+        if not alive:
+            self._ended_runs.add(run_id)
         return alive
 
     def rows(self, status: str | None = None) -> Iterator[LedgerRow]:

@@ -668,6 +668,10 @@ def _spec(
     )
 
 
+_ENDPOINTS = ", "
+"""Between a failover's endpoints in the run's settings."""
+
+
 def _endpoint(provider: object) -> str | None:
     """Where `provider` sends, for a provider of HTTP (through the wrappers around it; a
     failover's providers in turn), as `scheme://host[:port]/path`: no credentials and no
@@ -683,7 +687,7 @@ def _endpoint(provider: object) -> str | None:
         return None if provider.base_url is None else _server_of(provider.base_url)
     if isinstance(provider, FailoverProvider):
         found = [_endpoint(each) for each in provider.providers]
-        return None if None in found else ", ".join(str(each) for each in found)
+        return None if None in found else _ENDPOINTS.join(str(each) for each in found)
     if isinstance(provider, RetryingProvider | CapabilityOverrideProvider):
         return _endpoint(provider.inner)
     return None  # a provider of the caller's own: where it sends is its own business
@@ -956,6 +960,14 @@ class _Runner:
         """The input that last met an outage (the provider out of reach, or overloaded at
         every try, nothing else answered meanwhile), while no other has: one input alone
         does not stop the run, since at one in flight nothing else could be answered."""
+        self.verdict: asyncio.Future[bool] | None = None
+        """The suspect's, while it waits: whether its trouble is its own (`_judged`)."""
+        self.tasks: set[asyncio.Task[None]] = set()
+        """The inputs' tasks not yet ended."""
+        self.reading = True
+        """Inputs may still come: the run has not read its last."""
+        self.copies_waiting: dict[str, int] = {}
+        """Copies of an input in flight, waiting for its outcome, by key."""
         self.budget_stopped = False
         """The run's stop was its budget's."""
         self.held_back = 0
@@ -1003,7 +1015,7 @@ class _Runner:
         # idle for a turn or two (and the HTTP pool checks every idle connection on each
         # request: measured, 10 to 20 % of a run's time at 128 in flight).
         ahead = asyncio.Semaphore(2 * spec.concurrency)
-        tasks: set[asyncio.Task[None]] = set()
+        tasks = self.tasks
 
         async def in_slot(index: int, document: Any) -> None:
             try:
@@ -1015,6 +1027,7 @@ class _Runner:
 
         def settled(task: asyncio.Task[None]) -> None:
             tasks.discard(task)
+            self._judge_idle()
             error = None if task.cancelled() else task.exception()
             if error is not None:
                 # Not an input's failure (those are results): the ledger, or a fault of
@@ -1037,6 +1050,8 @@ class _Runner:
                 task = asyncio.create_task(in_slot(index, document))
                 tasks.add(task)
                 task.add_done_callback(settled)
+            self.reading = False
+            self._judge_idle()
             self._read_ahead_not_started(inputs)
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -1134,8 +1149,9 @@ class _Runner:
         suspected = self.suspected
         if suspected is not None and self.stopping is None and self.answered_at < suspected[2]:
             # Ended with the suspect standing, nothing answered since it was first sent: no
-            # sign the provider was there at all, said as the stop it is. (Answered since,
-            # it is the input's own trouble, and pending as it is.)
+            # sign the provider was there at all, said as the stop it may be. (Answered
+            # since, but not since its last try, it is pending: an outage may have begun
+            # during its tries.)
             kind, said, _ = suspected
             summary.refused = summary.refused or kind
             self.mark_stopped(said or f"the provider could not be reached: {kind}")
@@ -1206,6 +1222,7 @@ class _Runner:
         if self.caught_up is not None:
             self.caught_up.set()
         self.limiter.halt()  # a turn, a pause or a wait before a try again
+        self._judge(own=False)  # a suspect waiting for its verdict: pending
 
     def _finish(self, result: BatchResult[Any]) -> None:
         _tracing.input_result(result)
@@ -1337,7 +1354,13 @@ class _Runner:
         label, request, key = prepared
         first = self.running.get(key)
         if first is not None:
-            same = await asyncio.shield(first)
+            self.copies_waiting[key] = self.copies_waiting.get(key, 0) + 1
+            try:
+                same = await asyncio.shield(first)
+            finally:
+                self.copies_waiting[key] -= 1
+                if not self.copies_waiting[key]:
+                    del self.copies_waiting[key]
             self._finish(_duplicate(index, label, same))
             return
         if self.stopping is not None:
@@ -1524,12 +1547,15 @@ class _Runner:
                 if not isinstance(outcome, NetworkError | RequestTimeoutError | OverloadedError):
                     self.answered_at = time.monotonic()  # the provider is there, and serves
                     self.suspect = self.suspected = None
+                    self._judge(own=True)
                 if hold:
                     concluded = await self._conclude(
                         index, key, label, outcome, tries, began, sent_at
                     )
             if not hold:
                 concluded = await self._conclude(index, key, label, outcome, tries, began, sent_at)
+            if isinstance(concluded, _Suspected):  # judged out of its slot: others go on
+                return await self._judged(index, key, label, concluded, tries, began)
             if concluded is not None:
                 return concluded
 
@@ -1562,6 +1588,53 @@ class _Runner:
             index, key, label, error, record, tries.attempts, began, tries.spent
         )
 
+    async def _judged(
+        self,
+        index: int,
+        key: str,
+        label: str,
+        suspected: _Suspected,
+        tries: _Tries,
+        began: float,
+    ) -> BatchResult[Any]:
+        """The suspect's outcome, once the run tells an outage from its own trouble: a
+        call answered after its last try makes it its own (a failure, as any input's);
+        another input meeting the outage too stops the run, and it is pending, as it is
+        when the run stops otherwise or has nothing else left to be answered (an outage
+        for all the run can tell: `_wrap_up` says so)."""
+        error, record = suspected.error, suspected.record
+        if record is not None and _paid_any([record]):
+            self._count_attempt(key, record)  # counted toward the budget while it waits
+        verdict: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.verdict = verdict
+        if self.stopping is not None:
+            verdict.set_result(False)
+        self._judge_idle()
+        try:
+            own = await verdict
+        finally:
+            self.verdict = None
+        if own:
+            return await self._record_failure(
+                index, key, label, error, record, tries.attempts, began, tries.spent
+            )
+        return await self._set_aside(
+            index, key, label, error, record, tries.attempts, began, tries.spent
+        )
+
+    def _judge(self, *, own: bool) -> None:
+        verdict = self.verdict
+        if verdict is not None and not verdict.done():
+            verdict.set_result(own)
+
+    def _judge_idle(self) -> None:
+        """The suspect's verdict when nothing else can be answered: every input read, and
+        no task left but the suspect's and its copies waiting for it."""
+        if self.verdict is None or self.reading or self.suspect is None:
+            return
+        if len(self.tasks) <= 1 + self.copies_waiting.get(self.suspect, 0):
+            self._judge(own=False)
+
     async def _conclude(
         self,
         index: int,
@@ -1571,8 +1644,9 @@ class _Runner:
         tries: _Tries,
         began: float,
         sent_at: float,
-    ) -> BatchResult[Any] | None:
-        """Record how a call ended, or wait and count another attempt (`None`: send again)."""
+    ) -> BatchResult[Any] | _Suspected | None:
+        """Record how a call ended, or wait and count another attempt (`None`: send again;
+        `_Suspected`: the input alone met an outage, judged out of its slot)."""
         spent = tries.spent
         if isinstance(outcome, Error):
             record = ExtractionMetadata.from_error(outcome)
@@ -1625,14 +1699,10 @@ class _Runner:
                 )
             if outage and self.suspect in (None, key):
                 # One input alone: an outage, or its own trouble (a connection that breaks
-                # on it alone). Pending, not failed; the run goes on, and stops when another
-                # input meets it too with nothing answered meanwhile (or ends with it
-                # standing: nothing told it from an outage).
+                # on it alone). The run goes on and tells them apart (`_judged`).
                 self.suspect = key
                 self.suspected = (_failure(outcome).kind, stops, began)
-                return await self._set_aside(
-                    index, key, label, outcome, record, tries.attempts, began, spent
-                )
+                return _Suspected(outcome, record)
             if stops is not None:
                 return await self._set_aside(
                     index, key, label, outcome, record, tries.attempts, began, spent, stops
@@ -1835,7 +1905,7 @@ class _Runner:
 
     def _other_endpoint(self, row: LedgerRow) -> str | None:
         """The endpoint of the run that finished `row`, where both runs kept theirs and
-        they differ; else `None`."""
+        it is not among this run's (a failover's servers, in any order); else `None`."""
         mine = self.spec.settings.get("endpoint")
         if mine is None or self.endpoints is None or self.book is None or row.run_id is None:
             return None  # read when the run opened its ledger
@@ -1843,7 +1913,9 @@ class _Runner:
             with contextlib.suppress(sqlite3.Error):  # a run started since, read again
                 self.endpoints = self.book.endpoints()
         theirs = self.endpoints.get(row.run_id)
-        return theirs if theirs is not None and theirs != mine else None
+        if theirs is None or set(theirs.split(_ENDPOINTS)) <= set(mine.split(_ENDPOINTS)):
+            return None  # the same server, or a failover's among this run's, in any order
+        return theirs
 
     def _from_ledger(self, index: int, label: str, row: LedgerRow) -> BatchResult[Any]:
         metadata, earlier = _records_of(row)
@@ -1923,6 +1995,15 @@ of 1 or 2 leaves each such input its own failure)."""
 _LONGEST_WAIT = 900.0
 """The longest wait a run makes when a provider asks for one (15 minutes): one asked for
 longer (a limit per day, reset tomorrow) stops the run, whose inputs a later run sends."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Suspected:
+    """An input alone that met an outage, its outcome not yet told: the error, and its
+    record when it has one."""
+
+    error: Error
+    record: ExtractionMetadata | None
 
 
 @dataclass(slots=True)
