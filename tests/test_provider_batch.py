@@ -1579,9 +1579,63 @@ def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
         headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
     )
     assert response.status_code == 200
-    with pytest.raises(JobLookupError, match="2 batches of 3 requests"):
+    with pytest.raises(JobLookupError, match="2 batches of 3 requests") as raised:
         _run(provider, model, _docs(3), ledger)
+    assert "told apart by their results' request ids once they end" in str(raised.value)
     assert len(server.jobs) == 2  # nothing sent again
+    # Once both have ended, their results tell them apart: the run's is collected.
+    mine, theirs = server.jobs
+    server.finish(theirs, "completed")
+    server.finish(mine, "completed")
+    results = _run(provider, model, _docs(3), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+    assert len(server.jobs) == 2 and server.result_downloads[theirs.id] == 1
+
+
+def test_a_cut_off_anthropic_submission_is_told_from_an_ended_batch_of_another(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    import httpx2
+
+    provider, model = _provider(server, "anthropic")
+    # (Each of its own documents: a batch that ended holding the same requests is another
+    # candidate, as it would be.)
+    for ended_mine in (False, True):
+        ledger = tmp_path / f"{ended_mine}.sqlite"
+        docs = [f"doc {n}" for n in (2 * ended_mine, 2 * ended_mine + 1)]
+        _cut_off(provider, model, docs, ledger)
+        mine = server.jobs[-1]
+        other = [{"custom_id": f"other-{n}", "params": mine.bodies[n]} for n in range(2)]
+        httpx2.post(
+            f"{server.url}/v1/messages/batches",
+            json={"requests": other},
+            headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
+        ).raise_for_status()
+        theirs = server.jobs[-1]
+        server.finish(theirs, "completed")  # ended: its results name other requests
+        if ended_mine:
+            server.finish(mine, "completed")
+        results = _run(provider, model, docs, ledger)
+        assert [r.value for r in results] == [
+            Doc(n=n) for n in (2 * ended_mine, 2 * ended_mine + 1)
+        ]
+        assert server.jobs[-1] is theirs  # the run's own collected, nothing sent again
+    # A cut-off submission that never reached the provider, beside an ended batch of
+    # its size: no batch holds its requests, which are sent.
+    ledger = tmp_path / "never.sqlite"
+    docs = ["doc 4", "doc 5"]
+    _cut_off(provider, model, docs, ledger)
+    never = server.jobs.pop()  # as if it had not been made
+    other = [{"custom_id": f"else-{n}", "params": never.bodies[n]} for n in range(2)]
+    httpx2.post(
+        f"{server.url}/v1/messages/batches",
+        json={"requests": other},
+        headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
+    ).raise_for_status()
+    server.finish(server.jobs[-1], "completed")
+    results = _run(provider, model, docs, ledger)
+    assert [r.value for r in results] == [Doc(n=4), Doc(n=5)]
+    assert sorted(server.jobs[-1].keys) == sorted(r.key for r in results)  # sent anew
 
 
 def test_a_cut_off_anthropic_submission_is_told_apart_from_the_runs_other_jobs(

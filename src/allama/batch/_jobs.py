@@ -20,7 +20,7 @@ import asyncio
 import itertools
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -411,7 +411,9 @@ class JobRunner(_Runner):
         while True:
             if maybe_made:  # its answer lost: a job made is collected, not made again
                 try:
-                    job.job_id = await self._look_for_tag(target, tag, since, len(items))
+                    job.job_id = await self._look_for_tag(
+                        target, tag, since, len(items), [entry.key for entry in entries]
+                    )
                 except Error as error:
                     unknown = _not_ruled_out(tag, failed, error)
                     break
@@ -492,11 +494,15 @@ class JobRunner(_Runner):
         job.due = time.monotonic() + job.wait
         self.open[tag] = job
 
-    async def _find(self, target: Any, tag: str, since: float, count: int) -> str | None:
+    async def _find(
+        self, target: Any, tag: str, since: float, count: int, keys: Collection[str]
+    ) -> str | None:
         assert self.book is not None
         known = _known_ids(self.book)
         found: str | None = await self.jobs.run(
-            self.jobs.dialect.find(target, tag, since, count, known), target.model, sync=self.sync
+            self.jobs.dialect.find(target, tag, since, count, known, keys),
+            target.model,
+            sync=self.sync,
         )
         return found
 
@@ -570,21 +576,26 @@ class JobRunner(_Runner):
 
     async def _look_for(self, row: JobRow) -> str | None:
         target = self.jobs.target(row.model)
-        return await self._look_for_tag(target, row.tag, row.created_at, row.requests)
+        assert self.book is not None
+        keys = self.book.job_keys(row.tag)
+        return await self._look_for_tag(target, row.tag, row.created_at, row.requests, keys)
 
-    async def _look_for_tag(self, target: Any, tag: str, since: float, count: int) -> str | None:
+    async def _look_for_tag(
+        self, target: Any, tag: str, since: float, count: int, keys: Collection[str]
+    ) -> str | None:
         """The job made with `tag`, looked for among the provider's; a failed look is tried
         again as a poll is (a rate limit waits as asked), and raised when tries run out."""
         tried = limited = 0
         while True:
             tried += 1
             try:
-                return await self._find(target, tag, since, count)
+                return await self._find(target, tag, since, count, keys)
             except JobAmbiguity as error:
                 raise JobLookupError(
                     f"provider batch job {tag} may have been submitted without its id "
-                    f"reaching the ledger, and it cannot be found: {error}. Cancel the "
-                    "duplicate at the provider, or delete the job's row to submit again"
+                    f"reaching the ledger, and it cannot be found: {error}. To send its "
+                    "inputs again instead (paid again if it was made), delete the job's row "
+                    "from the ledger's table `jobs`"
                 ) from None
             except Error as error:
                 if isinstance(error, RateLimitedError):
@@ -1056,7 +1067,12 @@ async def cancel_jobs(
                 job_id = row.job_id
                 if job_id is None:
                     steps = jobs.dialect.find(
-                        target, row.tag, row.created_at, row.requests, _known_ids(book)
+                        target,
+                        row.tag,
+                        row.created_at,
+                        row.requests,
+                        _known_ids(book),
+                        book.job_keys(row.tag),
                     )
                     job_id = await jobs.run(steps, row.model, sync=True)
                     if job_id is None:  # it never reached the provider

@@ -608,6 +608,12 @@ class Ledger:
                 ],
             )
 
+    def job_keys(self, tag: str) -> frozenset[str]:
+        """The keys of the inputs in job `tag`: its requests' ids at the provider."""
+        with self._lock:
+            found = self._connection.execute("SELECT key FROM items WHERE job = ?", (tag,))
+            return frozenset(key for (key,) in found)
+
     def job_submitted(self, tag: str, job_id: str) -> None:
         with self._transaction():
             self._connection.execute(

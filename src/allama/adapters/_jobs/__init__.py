@@ -211,12 +211,19 @@ class JobDialect(Protocol):
         ...
 
     def find(
-        self, target: JobTarget, tag: str, since: float, count: int, known: Collection[str] = ()
+        self,
+        target: JobTarget,
+        tag: str,
+        since: float,
+        count: int,
+        known: Collection[str] = (),
+        keys: Collection[str] = (),
     ) -> Steps:
         """Find the job submitted with `tag` (at or after `since`, of `count` requests)
         among the provider's recent jobs, not one of `known` (the ids the ledger holds of
         its other jobs); returns its id, `None` when there is none, or raises
-        `JobAmbiguity` when it cannot tell."""
+        `JobAmbiguity` when it cannot tell. `keys`: its requests' ids, for a provider whose
+        jobs keep no tag (a job that ended holds them in its results)."""
         ...
 
     def results(self, target: JobTarget, state: JobState, keys: Sequence[str]) -> Steps:

@@ -2,13 +2,14 @@
 (`custom_id` and the Messages `params`), results as JSONL at the batch's `results_url`.
 
 A batch keeps no tag of the caller's, so a submission cut off before its id was recorded
-is found among the recent batches by when it was created and how many requests it holds;
-more than one such batch cannot be told apart, and is said so."""
+is found among the recent batches by when it was created and how many requests it holds,
+and, once a batch has ended, by its results' request ids; batches still running that
+could be it cannot be told apart yet, and are said so."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Generator, Sequence
 from typing import Any
 
 from allama.adapters._http import rfc3339_seconds
@@ -86,9 +87,15 @@ class AnthropicJobs:
         return _state(job)
 
     def find(
-        self, target: JobTarget, tag: str, since: float, count: int, known: Collection[str] = ()
+        self,
+        target: JobTarget,
+        tag: str,
+        since: float,
+        count: int,
+        known: Collection[str] = (),
+        keys: Collection[str] = (),
     ) -> Steps:
-        found = []
+        found: list[JobState] = []
         after: str | None = None
         for _ in range(MOST_PAGES):  # newest first: back to the time of the submission
             params = {"limit": "100", **({"after_id": after} if after else {})}
@@ -107,18 +114,28 @@ class AnthropicJobs:
                 if state.created_at is not None and state.created_at < earliest:
                     older = True
                 elif state.total == count and state.id not in known:
-                    found.append(state.id)
+                    found.append(state)
             after = page.get("last_id") or (str(jobs[-1].get("id")) if jobs else None)
             if older or not page.get("has_more") or not jobs or not after:
                 break
         else:
             raise too_many_jobs(MOST_PAGES)
+        if keys:
+            found = yield from _holding(target, found, frozenset(keys))
         if len(found) > 1:
+            running = [state.id for state in found if not state.ended]
             raise JobAmbiguity(
                 f"{len(found)} batches of {count} requests were created since the submission "
-                f"was cut off ({', '.join(found)}): allama cannot tell which is this run's"
+                f"was cut off ({', '.join(state.id for state in found)}): allama cannot tell "
+                "which is this run's"
+                + (
+                    f"; those running ({', '.join(running)}) are told apart by their "
+                    "results' request ids once they end, by the same command then"
+                    if running and keys
+                    else ""
+                )
             )
-        return found[0] if found else None
+        return found[0].id if found else None
 
     def results(self, target: JobTarget, state: JobState, keys: Sequence[str]) -> Steps:
         url = state.results or f"{target.base_url}/messages/batches/{state.id}/results"
@@ -136,6 +153,23 @@ class AnthropicJobs:
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:
         yield post(target, f"{target.base_url}/messages/batches/{job_id}/cancel", {})
+
+
+def _holding(
+    target: JobTarget, candidates: list[JobState], keys: frozenset[str]
+) -> Generator[Any, Any, list[JobState]]:
+    """The candidates that may be the job of requests `keys`: those still running, which
+    cannot be told yet, and those ended whose results hold one of its requests' ids (a
+    batch of the same size made by another holds none)."""
+    kept = []
+    for state in candidates:
+        if state.ended:
+            url = state.results or f"{target.base_url}/messages/batches/{state.id}/results"
+            lines = json_lines((yield get(target, url)).content)
+            if not any(line is not None and line.get("custom_id") in keys for line in lines):
+                continue
+        kept.append(state)
+    return kept
 
 
 def _state(job: dict[str, Any]) -> JobState:

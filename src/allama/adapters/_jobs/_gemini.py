@@ -142,7 +142,13 @@ class GeminiJobs:
         return _state(job)
 
     def find(
-        self, target: JobTarget, tag: str, since: float, count: int, known: Collection[str] = ()
+        self,
+        target: JobTarget,
+        tag: str,
+        since: float,
+        count: int,
+        known: Collection[str] = (),
+        keys: Collection[str] = (),
     ) -> Steps:
         token: str | None = None
         for _ in range(MOST_PAGES):  # in no order the API promises: every page

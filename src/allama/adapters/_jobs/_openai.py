@@ -119,7 +119,13 @@ class OpenAIJobs:
         return _state(job)
 
     def find(
-        self, target: JobTarget, tag: str, since: float, count: int, known: Collection[str] = ()
+        self,
+        target: JobTarget,
+        tag: str,
+        since: float,
+        count: int,
+        known: Collection[str] = (),
+        keys: Collection[str] = (),
     ) -> Steps:
         after: str | None = None
         for _ in range(MOST_PAGES):  # newest first: back to an hour before the submission
