@@ -2662,6 +2662,86 @@ def test_a_run_stopped_while_its_suspect_waits_leaves_it_pending(tmp_path: Path)
         assert db.execute("SELECT status FROM items WHERE label = '#0'").fetchone() == ("pending",)
 
 
+def _ended_within(run: Any, seconds: float = 20.0) -> list[allama.BatchResult[Any]]:
+    """The results of a sync run, read in a thread: a run that hangs fails the test."""
+    got: list[allama.BatchResult[Any]] = []
+    reader = threading.Thread(target=lambda: got.extend(run), daemon=True)
+    reader.start()
+    reader.join(seconds)
+    assert not reader.is_alive(), "the run did not end"
+    return sorted(got, key=lambda r: r.index)
+
+
+def _broken_on(text: str) -> Any:
+    from allama.mock import FunctionProvider
+
+    def answer(request: ChatRequest) -> ChatResponse:
+        if request.messages[-1].text() == text:  # type: ignore[union-attr]
+            raise allama.NetworkError("connection broken")
+        return ChatResponseBuilder().text('{"n": 1}').usage(5, 5).build()
+
+    return FunctionProvider(answer, name="custom")
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_a_suspect_and_its_copies_give_their_places_ahead_to_the_inputs_after_them(
+    concurrency: int,
+) -> None:
+    # The places ahead (twice the concurrency) all held by the suspect and its copies:
+    # the input after them, which answers it, was never read.
+    inputs = ["bad"] * (2 * concurrency) + ["good"]
+    run = allama.batch(
+        _broken_on("bad"),
+        Row,
+        inputs,
+        request=TEMPLATE,
+        concurrency=concurrency,
+        max_attempts=2,
+        backoff=0.01,
+    )
+    results = _ended_within(run)
+    assert [(outcome(r), r.duplicate) for r in results] == [
+        ("network", False),
+        *[("network", True)] * (2 * concurrency - 1),
+        ("ok", False),
+    ]
+    assert run.summary.stopped is None
+
+
+def test_a_copy_of_a_suspect_read_last_ends_the_run() -> None:
+    def documents() -> Iterator[str]:
+        yield "bad"
+        time.sleep(0.3)  # the suspect waits for its verdict meanwhile
+        yield "bad"
+
+    run = allama.batch(
+        _broken_on("bad"),
+        Row,
+        documents(),
+        request=TEMPLATE,
+        concurrency=8,
+        max_attempts=2,
+        backoff=0.01,
+    )
+    results = _ended_within(run)
+    assert [(outcome(r), r.duplicate) for r in results] == [
+        ("network", False),
+        ("network", True),
+    ]
+    assert run.summary.refused == "network"
+
+    async def at_once() -> list[allama.BatchResult[Row]]:
+        # A call that fails without yielding to the loop: the suspect waits before its
+        # copy's task has begun.
+        arun = allama.abatch(
+            _broken_on("bad"), Row, ["bad", "bad"], request=TEMPLATE, max_attempts=2, backoff=0.01
+        )
+        return [r async for r in arun]
+
+    both = asyncio.run(asyncio.wait_for(at_once(), 20))
+    assert sorted(outcome(r) for r in both) == ["network", "network"]
+
+
 def test_a_provider_out_of_reach_for_one_input_alone_is_said_as_a_stop(tmp_path: Path) -> None:
     down = allama.provider("openai", api_key="sk-test", base_url="http://127.0.0.1:9/v1")
     run = allama.batch(

@@ -247,3 +247,59 @@ def test_a_body_nested_too_deeply_is_a_server_error() -> None:
         decode_body(nested, provider="openai")
     with pytest.raises(StreamDecodeError):
         list(decode_stream(f"data: {nested}\n\n".encode(), provider="openai"))
+
+
+def test_an_automatic_fallback_refused_twice_counts_what_was_paid_once() -> None:
+    from pydantic import BaseModel
+
+    import allama
+    from allama.errors import UnsupportedError
+    from allama.extract import ExtractionMetadata
+    from allama.mock import MockStreamingProvider, SetupError
+    from allama.types import (
+        CapabilitySupport,
+        ChatCapability,
+        ChatRequest,
+        RequestField,
+        ResponseStart,
+        Usage,
+        UsageEvent,
+    )
+    from allama.wrappers import RetryingProvider
+
+    class Person(BaseModel):
+        name: str
+
+    def refused(field: RequestField) -> UnsupportedError:
+        return UnsupportedError(
+            f"{field.value} unsupported", field=field, stage="before_sending"
+        ).mark_authored()
+
+    # Native output refused before sending; forced-tool mode's first stream reports usage
+    # and fails before its answer, and its retry is refused before sending.
+    for streamed in (False, True):
+        provider = MockStreamingProvider(
+            [
+                SetupError(refused(RequestField.RESPONSE_FORMAT)),
+                [
+                    ResponseStart(id="r", model="m"),
+                    UsageEvent(usage=Usage(input_tokens=10, output_tokens=5)),
+                    ServerError("busy"),
+                ],
+                SetupError(refused(RequestField.TOOL_CHOICE)),
+            ],
+            name="mock",
+        )
+        provider.with_chat_capability(ChatCapability.STRUCTURED_OUTPUT, CapabilitySupport.SUPPORTED)
+        retrying = RetryingProvider(provider, sleep=lambda s: None, random=lambda: 0.0)
+        request = ChatRequest("m").user("hi")
+        with pytest.raises(UnsupportedError) as raised:
+            if streamed:
+                with allama.extract_stream(retrying, Person, request) as stream:
+                    stream.finish()
+            else:
+                allama.extract(retrying, Person, request)
+        paid = [entry["usage"] for entry in paid_for(raised.value)]
+        assert paid == [{"input_tokens": 10, "output_tokens": 5}]
+        usage = ExtractionMetadata.from_error(raised.value).usage
+        assert usage is not None and (usage.input_tokens, usage.output_tokens) == (10, 5)

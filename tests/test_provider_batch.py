@@ -2217,3 +2217,41 @@ def test_a_failure_tried_again_in_a_job_another_run_collects_counts_what_it_paid
     (collected,) = _run(provider, model, ["doc 57"], ledger, retry_failed=True)
     paid = [record.passes for record in collected.spent] + [collected.metadata.passes]
     assert sum(paid) == 2  # the live pass before the job, counted with the job's
+
+
+@pytest.mark.parametrize("job_retry", ["batch", "live"])
+def test_a_job_another_run_took_over_is_sent_again_by_that_run_alone(
+    server: ProviderBatchServer, tmp_path: Path, job_retry: str
+) -> None:
+    import contextlib
+    import sqlite3
+    import threading
+
+    # Run A makes a job and polls it; paused on another host (its heartbeat stale), another
+    # run takes the job over. A resumes and reads the job: the rows worth sending again
+    # (doc 7 without JSON the first time, doc 23 a server error) are that run's to send.
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+    server.hold = True
+    run = _batch_run(provider, model, ["doc 7", "doc 23", "doc 1"], ledger, job_retry=job_retry)
+    results: list[BatchResult[Doc]] = []
+    reader = threading.Thread(target=lambda: results.extend(run), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 10
+    while not any(job.polls for job in server.jobs) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    with contextlib.closing(sqlite3.connect(ledger)) as db, db:
+        db.execute("UPDATE runs SET host = 'elsewhere', heartbeat = ?", (time.time() - 120,))
+        (tag,) = db.execute("SELECT tag FROM jobs").fetchone()
+    other = Ledger(ledger, settings={})
+    assert other.take_job(tag)
+    server.hold = False
+    reader.join(30)
+    assert not reader.is_alive()
+    assert {r.failure.kind for r in results if r.failure is not None} == {"in_flight_elsewhere"}
+    assert len(server.jobs) == 1 and not server.live  # nothing sent again from A
+    with contextlib.closing(sqlite3.connect(ledger)) as db:
+        rows = db.execute("SELECT status, attempts, run_id FROM items").fetchall()
+        (state, collector) = db.execute("SELECT state, collector FROM jobs").fetchone()
+    assert rows == [("submitted", 1, other.run_id)] * 3
+    assert state != "collected" and collector == other.run_id  # the other run collects it

@@ -761,9 +761,21 @@ class JobRunner(_Runner):
             await self._follow_up_not_sent(item)
             return
         assert self.ledger is not None
-        item.attempts = await self.ledger.resend(item.key, item.log)
+        attempts = await self.ledger.resend(item.key, item.log)
+        if attempts == 0:
+            self._taken(item)
+            return
+        item.attempts = attempts
         item.entry, item.warnings = None, []
         self._route(item, follow_up=True)
+
+    def _taken(self, item: _Item) -> None:
+        """An input another run took over (the job's rows with it), not sent again here:
+        that run sends it, and this one's result keeps what its rows paid."""
+        result = self._taken_over(
+            item.index, item.key, item.label, None, item.attempts, item.began, item.spent
+        )
+        self._duplicates(item, result)
 
     async def _again(self, item: _Item, why: BaseException) -> bool:
         """Send the same request again (a row the job did not answer, or a server error),
@@ -776,7 +788,11 @@ class JobRunner(_Runner):
             return True
         item.resent += 1
         assert self.ledger is not None
-        item.attempts = await self.ledger.resend(item.key, item.log)
+        attempts = await self.ledger.resend(item.key, item.log)
+        if attempts == 0:
+            self._taken(item)
+            return True
+        item.attempts = attempts
         item.entry, item.warnings = None, []
         self._route(item, follow_up=True)
         return True

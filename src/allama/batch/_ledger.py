@@ -538,12 +538,13 @@ class Ledger:
     def _resend(self, key: str, log: list[dict[str, Any]] | None) -> int:
         """Take an input this run holds out of its job to send it again (counting the
         attempt), keeping what the jobs answered so far."""
-        self._connection.execute(
+        resent = self._connection.execute(
             "UPDATE items SET status = ?, job = NULL, log = ?, attempts = attempts + 1, "
             "claimed_at = ? WHERE key = ? AND run_id = ?",
             (Status.IN_FLIGHT, json.dumps(log) if log else None, time.time(), key, self.run_id),
         )
-        return self._attempts(key)
+        # 0: no longer this run's (another took it over, the job's rows with it): not sent.
+        return self._attempts(key) if resent.rowcount == 1 else 0
 
     def _release(self, key: str) -> None:
         # An input never tried before leaves no trace; one tried before is pending again,
@@ -699,10 +700,13 @@ class Ledger:
             return True
 
     def job_collected(self, tag: str) -> None:
+        """Mark job `tag` collected, unless another run took it over (its collector then,
+        which collects it itself)."""
         with self._transaction():
             self._connection.execute(
-                "UPDATE jobs SET state = ?, updated_at = ? WHERE tag = ?",
-                (JobPhase.COLLECTED, time.time(), tag),
+                "UPDATE jobs SET state = ?, updated_at = ? WHERE tag = ? AND "
+                "COALESCE(collector, run_id) = ?",
+                (JobPhase.COLLECTED, time.time(), tag, self.run_id),
             )
 
     def jobs(self) -> list[JobRow]:

@@ -968,6 +968,12 @@ class _Runner:
         """Inputs may still come: the run has not read its last."""
         self.copies_waiting: dict[str, int] = {}
         """Copies of an input in flight, waiting for its outcome, by key."""
+        self.copy_tasks: dict[str, set[asyncio.Task[Any]]] = {}
+        self.ahead: asyncio.Semaphore | None = None
+        """The inputs taken ahead of a free slot (`_run`)."""
+        self.holding: set[asyncio.Task[Any]] = set()
+        """The tasks holding a place ahead: a suspect waiting for its verdict, and its
+        copies, give theirs back, so that the inputs that may answer it are read."""
         self.budget_stopped = False
         """The run's stop was its budget's."""
         self.held_back = 0
@@ -1021,7 +1027,9 @@ class _Runner:
             try:
                 await self.one(index, document)
             finally:
-                ahead.release()
+                self._give_back()
+
+        self.ahead = ahead
 
         failed: list[BaseException] = []
 
@@ -1048,6 +1056,7 @@ class _Runner:
                     break
                 await ahead.acquire()
                 task = asyncio.create_task(in_slot(index, document))
+                self.holding.add(task)
                 tasks.add(task)
                 task.add_done_callback(settled)
             self.reading = False
@@ -1355,12 +1364,23 @@ class _Runner:
         first = self.running.get(key)
         if first is not None:
             self.copies_waiting[key] = self.copies_waiting.get(key, 0) + 1
+            me = asyncio.current_task()
+            if me is not None:
+                self.copy_tasks.setdefault(key, set()).add(me)
+            if self.verdict is not None and self.suspect == key:
+                self._give_back(me)
+            self._judge_idle()
             try:
                 same = await asyncio.shield(first)
             finally:
                 self.copies_waiting[key] -= 1
                 if not self.copies_waiting[key]:
                     del self.copies_waiting[key]
+                waiting = self.copy_tasks.get(key)
+                if waiting is not None:
+                    waiting.discard(me)
+                    if not waiting:
+                        del self.copy_tasks[key]
             self._finish(_duplicate(index, label, same))
             return
         if self.stopping is not None:
@@ -1609,6 +1629,10 @@ class _Runner:
         self.verdict = verdict
         if self.stopping is not None:
             verdict.set_result(False)
+        # Its place ahead, and its copies', go to the inputs after it, which may answer it.
+        self._give_back(asyncio.current_task())
+        for copy in list(self.copy_tasks.get(key, ())):
+            self._give_back(copy)
         self._judge_idle()
         try:
             own = await verdict
@@ -1621,6 +1645,13 @@ class _Runner:
         return await self._set_aside(
             index, key, label, error, record, tries.attempts, began, tries.spent
         )
+
+    def _give_back(self, task: asyncio.Task[Any] | None = None) -> None:
+        """Give back `task`'s place ahead (the current task's by default), once."""
+        task = task or asyncio.current_task()
+        if task in self.holding and self.ahead is not None:
+            self.holding.discard(task)
+            self.ahead.release()
 
     def _judge(self, *, own: bool) -> None:
         verdict = self.verdict

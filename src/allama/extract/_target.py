@@ -9,7 +9,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from allama.errors import Error, ErrorContext, InvalidRequestError, MessageOrigin, UnsupportedError
+from allama.errors import (
+    PAID_BEFORE_KEY,
+    REPORTED_USAGE_KEY,
+    Error,
+    ErrorContext,
+    InvalidRequestError,
+    MessageOrigin,
+    UnsupportedError,
+)
 from allama.extract._errors import EXTRACTION_TOOL, ModeUnsupportedError, ToolConflictError
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
@@ -249,7 +257,7 @@ class Target:  # hashable: type schemas compare by identity
                 f"refused too ({forced})",
                 field=RequestField.RESPONSE_FORMAT,
                 stage=fallback.stage,
-                context=ErrorContext.from_dict(error.context.to_dict()),
+                context=_without_paid(error.context),
                 fallback_from=error,
             ).mark_authored()
             return metadata.attach_to(combined)
@@ -262,3 +270,17 @@ class Target:  # hashable: type schemas compare by identity
             error.message = self.in_caller_terms(error.message)
             error.args = (error.message,)
         return metadata.attach_to(error)
+
+
+def _without_paid(context: ErrorContext) -> ErrorContext:
+    """`context` without what was paid before it (the usage a body reported, what a
+    wrapper's attempts paid): the error it came from, chained, holds that, counted once."""
+    copied = context.to_dict()
+    metadata = copied.get("metadata")
+    if isinstance(metadata, dict):
+        copied["metadata"] = {
+            key: value
+            for key, value in metadata.items()
+            if not (key == PAID_BEFORE_KEY or key.startswith(REPORTED_USAGE_KEY))
+        }
+    return ErrorContext.from_dict(copied)
