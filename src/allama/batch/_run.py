@@ -950,6 +950,7 @@ class _Runner:
         self.closed = False
         """The run was cancelled before its end (`close()`, the results left early)."""
         self.provider = Turns(spec.provider, self.limiter)
+        self.provider.answered = self._answered
         """The provider the extractions call: each call takes a turn of the rate limits."""
         self.answered_at = float("-inf")
         """When a call last reached the provider (an answer, an error it sent)."""
@@ -1564,10 +1565,10 @@ class _Runner:
                     TURN.reset(entered)
                     self.summary.in_flight -= 1
                 sent_at = turn.sent_at
+                # Its own passes answered before its last call are no news of the provider.
+                tries.sent = max(tries.sent, turn.called)
                 if not isinstance(outcome, NetworkError | RequestTimeoutError | OverloadedError):
-                    self.answered_at = time.monotonic()  # the provider is there, and serves
-                    self.suspect = self.suspected = None
-                    self._judge(own=True)
+                    self._answered()
                 if hold:
                     concluded = await self._conclude(
                         index, key, label, outcome, tries, began, sent_at
@@ -1637,7 +1638,8 @@ class _Runner:
         try:
             own = await verdict
         finally:
-            self.verdict = None
+            if self.verdict is verdict:  # (judged, another may since wait for its own)
+                self.verdict = None
         if own:
             return await self._record_failure(
                 index, key, label, error, record, tries.attempts, began, tries.spent
@@ -1645,6 +1647,13 @@ class _Runner:
         return await self._set_aside(
             index, key, label, error, record, tries.attempts, began, tries.spent
         )
+
+    def _answered(self) -> None:
+        """A call reached the provider (an answer, an error it sent): it is there, and
+        serves; a suspect's trouble is its own."""
+        self.answered_at = time.monotonic()
+        self.suspect = self.suspected = None
+        self._judge(own=True)
 
     def _give_back(self, task: asyncio.Task[Any] | None = None) -> None:
         """Give back `task`'s place ahead (the current task's by default), once."""
@@ -2054,7 +2063,8 @@ class _Tries:
     owed: bool = False
     """To be sent again: the attempt is counted when it is."""
     sent: float = float("-inf")
-    """When its last send began (`time.monotonic`): an outage is nothing answered since."""
+    """When its last call began (`time.monotonic`; an extraction's last pass): an outage
+    is nothing answered since."""
 
 
 @dataclass(slots=True)
@@ -2066,6 +2076,8 @@ class Turn:
     estimate: int
     first: bool = True
     """Its first call goes on the turn the run took for it."""
+    called: float = float("-inf")
+    """When its last call began (`time.monotonic`): an answer after it is news."""
 
 
 TURN: contextvars.ContextVar[Turn | None] = contextvars.ContextVar(
@@ -2084,6 +2096,9 @@ class Turns:
         self.limiter = limiter
         self.loop: asyncio.AbstractEventLoop | None = None
         """The run's event loop, where a worker thread's call waits for its turn."""
+        self.answered: Callable[[], None] | None = None
+        """Told on the run's loop of each call the provider answered: an extraction's pass
+        too, not only its end (the provider is there, and serves)."""
 
     @property
     def name(self) -> str:
@@ -2108,9 +2123,12 @@ class Turns:
             turn.first = False
         else:
             await self._take(turn, request)
+        turn.called = time.monotonic()
         response = await self._provider.achat(request)
         if self.limiter.counts_tokens and response.usage is not None:
             self.limiter.spent(turn.estimate, response.usage.total_tokens, turn.sent_at)
+        if self.answered is not None:
+            self.answered()
         return response
 
     def chat(self, request: ChatRequest) -> ChatResponse:
@@ -2121,12 +2139,16 @@ class Turns:
             turn.first = False
         else:
             self._wait_for(turn, request)
+        turn.called = time.monotonic()
         response = self._provider.chat(request)
         if self.limiter.counts_tokens and response.usage is not None and self.loop is not None:
             with contextlib.suppress(RuntimeError):  # the run's loop closed: it is over
                 self.loop.call_soon_threadsafe(
                     self.limiter.spent, turn.estimate, response.usage.total_tokens, turn.sent_at
                 )
+        if self.answered is not None and self.loop is not None:
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(self.answered)
         return response
 
     def _wait_for(self, turn: Turn, request: ChatRequest) -> None:
