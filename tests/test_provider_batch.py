@@ -1561,10 +1561,22 @@ def test_a_large_gemini_job_goes_in_an_uploaded_file(
     assert server.result_downloads[first.id] == 1
 
 
+def _anthropic_batch_of_another(server: ProviderBatchServer, bodies: list[Any], ids: str) -> None:
+    """A batch of the same requests, made at the fake's Anthropic face by another program:
+    its request ids (`{ids}-0`, ...) are none of the run's."""
+    import httpx2
+
+    requests = [{"custom_id": f"{ids}-{n}", "params": body} for n, body in enumerate(bodies)]
+    httpx2.post(
+        f"{server.url}/v1/messages/batches",
+        json={"requests": requests},
+        headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
+    ).raise_for_status()
+
+
 def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import httpx2
 
     from allama.batch._jobs import JobLookupError
 
@@ -1572,13 +1584,7 @@ def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
     ledger = tmp_path / "ambiguous.sqlite"
     _cut_off(provider, model, _docs(3), ledger)
     # Another batch of the same size, created meanwhile by someone else.
-    other = [{"custom_id": f"other-{n}", "params": server.jobs[0].bodies[n]} for n in range(3)]
-    response = httpx2.post(
-        f"{server.url}/v1/messages/batches",
-        json={"requests": other},
-        headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
-    )
-    assert response.status_code == 200
+    _anthropic_batch_of_another(server, server.jobs[0].bodies, "other")
     with pytest.raises(JobLookupError, match="2 batches of 3 requests") as raised:
         _run(provider, model, _docs(3), ledger)
     assert "told apart by their results' request ids once they end" in str(raised.value)
@@ -1595,7 +1601,6 @@ def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
 def test_a_cut_off_anthropic_submission_is_told_from_an_ended_batch_of_another(
     server: ProviderBatchServer, tmp_path: Path
 ) -> None:
-    import httpx2
 
     provider, model = _provider(server, "anthropic")
     # (Each of its own documents: a batch that ended holding the same requests is another
@@ -1605,12 +1610,7 @@ def test_a_cut_off_anthropic_submission_is_told_from_an_ended_batch_of_another(
         docs = [f"doc {n}" for n in (2 * ended_mine, 2 * ended_mine + 1)]
         _cut_off(provider, model, docs, ledger)
         mine = server.jobs[-1]
-        other = [{"custom_id": f"other-{n}", "params": mine.bodies[n]} for n in range(2)]
-        httpx2.post(
-            f"{server.url}/v1/messages/batches",
-            json={"requests": other},
-            headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
-        ).raise_for_status()
+        _anthropic_batch_of_another(server, mine.bodies, "other")
         theirs = server.jobs[-1]
         server.finish(theirs, "completed")  # ended: its results name other requests
         if ended_mine:
@@ -1626,12 +1626,7 @@ def test_a_cut_off_anthropic_submission_is_told_from_an_ended_batch_of_another(
     docs = ["doc 4", "doc 5"]
     _cut_off(provider, model, docs, ledger)
     never = server.jobs.pop()  # as if it had not been made
-    other = [{"custom_id": f"else-{n}", "params": never.bodies[n]} for n in range(2)]
-    httpx2.post(
-        f"{server.url}/v1/messages/batches",
-        json={"requests": other},
-        headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
-    ).raise_for_status()
+    _anthropic_batch_of_another(server, never.bodies, "else")
     server.finish(server.jobs[-1], "completed")
     results = _run(provider, model, docs, ledger)
     assert [r.value for r in results] == [Doc(n=4), Doc(n=5)]

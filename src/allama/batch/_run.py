@@ -950,8 +950,8 @@ class _Runner:
         self.closed = False
         """The run was cancelled before its end (`close()`, the results left early)."""
         self.provider = Turns(spec.provider, self.limiter)
-        self.provider.answered = self._answered
         """The provider the extractions call: each call takes a turn of the rate limits."""
+        self.provider.answered = self._answered
         self.answered_at = float("-inf")
         """When a call last reached the provider (an answer, an error it sent)."""
         self.suspected: tuple[str, str | None, float] | None = None
@@ -967,9 +967,8 @@ class _Runner:
         """The inputs' tasks not yet ended."""
         self.reading = True
         """Inputs may still come: the run has not read its last."""
-        self.copies_waiting: dict[str, int] = {}
-        """Copies of an input in flight, waiting for its outcome, by key."""
         self.copy_tasks: dict[str, set[asyncio.Task[Any]]] = {}
+        """The tasks of copies of an input in flight, waiting for its outcome, by key."""
         self.ahead: asyncio.Semaphore | None = None
         """The inputs taken ahead of a free slot (`_run`)."""
         self.holding: set[asyncio.Task[Any]] = set()
@@ -1364,24 +1363,19 @@ class _Runner:
         label, request, key = prepared
         first = self.running.get(key)
         if first is not None:
-            self.copies_waiting[key] = self.copies_waiting.get(key, 0) + 1
             me = asyncio.current_task()
-            if me is not None:
-                self.copy_tasks.setdefault(key, set()).add(me)
+            assert me is not None  # (a run's inputs are tasks)
+            self.copy_tasks.setdefault(key, set()).add(me)
             if self.verdict is not None and self.suspect == key:
                 self._give_back(me)
             self._judge_idle()
             try:
                 same = await asyncio.shield(first)
             finally:
-                self.copies_waiting[key] -= 1
-                if not self.copies_waiting[key]:
-                    del self.copies_waiting[key]
-                waiting = self.copy_tasks.get(key)
-                if waiting is not None:
-                    waiting.discard(me)
-                    if not waiting:
-                        del self.copy_tasks[key]
+                copies = self.copy_tasks[key]
+                copies.discard(me)
+                if not copies:
+                    del self.copy_tasks[key]
             self._finish(_duplicate(index, label, same))
             return
         if self.stopping is not None:
@@ -1672,7 +1666,7 @@ class _Runner:
         no task left but the suspect's and its copies waiting for it."""
         if self.verdict is None or self.reading or self.suspect is None:
             return
-        if len(self.tasks) <= 1 + self.copies_waiting.get(self.suspect, 0):
+        if len(self.tasks) <= 1 + len(self.copy_tasks.get(self.suspect, ())):
             self._judge(own=False)
 
     async def _conclude(
