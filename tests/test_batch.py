@@ -1901,6 +1901,60 @@ def test_a_run_on_another_host_that_beats_again_is_alive_again(tmp_path: Path) -
     assert other.claim("b", 1, "#1").granted
 
 
+def test_an_input_claimed_ahead_and_taken_over_while_it_waited_is_not_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.batch import _ledger
+
+    monkeypatch.setattr(_ledger, "HEARTBEAT_SECONDS", 0.2)
+    slow = BatchServer(delay=2.5).start()  # doc 4 and doc 8 answer after 1 s
+    ledger = tmp_path / "run.sqlite"
+
+    def take_over() -> None:
+        # doc 8 is claimed ahead while doc 4 is in flight; another run, seeing this one
+        # as ended (a stale heartbeat), takes it over as a claim of its own leaves it.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with (
+                contextlib.suppress(sqlite3.OperationalError),  # (no ledger made yet)
+                contextlib.closing(sqlite3.connect(ledger, timeout=5)) as db,
+                db,
+            ):
+                taken = db.execute(
+                    "UPDATE items SET run_id = 'another', attempts = attempts + 1 "
+                    "WHERE position = 1 AND status = 'in_flight'"
+                )
+                if taken.rowcount == 1:
+                    return
+            time.sleep(0.02)
+
+    other = threading.Thread(target=take_over)
+    try:
+        run = allama.batch(
+            provider_for(slow),
+            Row,
+            ["doc 4", "doc 8"],
+            request=TEMPLATE,
+            ledger=ledger,
+            concurrency=1,
+        )
+        other.start()
+        results = sorted(run, key=lambda r: r.index)
+        other.join()
+        assert [outcome(r) for r in results] == ["ok", "in_flight_elsewhere"]
+        assert results[1].failure is not None and results[1].failure.message == (
+            "taken over by another run of this ledger, which saw this run as ended (a stale "
+            "heartbeat: clocks that differ, a paused process), before this run sent it: "
+            "not sent here"
+        )
+        assert (results[1].attempts, results[1].metadata, results[1].spent) == (0, None, ())
+        # Sent by the run that holds it, not by this one too.
+        assert (slow.sent[4], slow.sent[8]) == (1, 0)
+        assert _ledger_rows(ledger)[1] == ("in_flight", 2, None)
+    finally:
+        slow.stop()
+
+
 def test_a_summary_whose_only_costs_are_unknown_says_so(unpriced: BatchServer) -> None:
     # doc 1 is answered (by a model without a price); doc 13 is refused, unpaid.
     run = allama.batch(provider_for(unpriced), Row, ["doc 1", "doc 13"], request=UNPRICED)

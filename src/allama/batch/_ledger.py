@@ -414,6 +414,15 @@ class Ledger:
         )
         return self._attempts(key) if counted.rowcount == 1 else 0
 
+    def _still_held(self, key: str) -> bool:
+        """Whether an input this run claimed and has not sent yet is still its own (the
+        claim made again now); `False` when another run took it over meanwhile."""
+        kept = self._connection.execute(
+            "UPDATE items SET claimed_at = ? WHERE key = ? AND run_id = ? AND status = ?",
+            (time.time(), key, self.run_id, Status.IN_FLIGHT),
+        )
+        return kept.rowcount == 1
+
     def finish(self, key: str, **outcome: Any) -> bool:
         """Record how an input ended (`status`, `seconds`, and its value, record, error,
         cost and tokens), committed before returning; `False` when the input is no longer
@@ -1187,6 +1196,10 @@ class LedgerWriter:
     async def again(self, key: str) -> int:
         attempts: int = await self._submit(lambda: self._ledger._again(key))
         return attempts
+
+    async def still_held(self, key: str) -> bool:
+        held: bool = await self._submit(lambda: self._ledger._still_held(key))
+        return held
 
     async def finish(self, key: str, **outcome: Any) -> bool:
         finished: bool = await self._submit(lambda: self._ledger._finish(key, **outcome))

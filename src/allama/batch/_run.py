@@ -41,6 +41,7 @@ from allama import _tracing
 from allama._prices import MONEY, dollars
 from allama._printable import printable, storable
 from allama._tokens import guessed_input_tokens
+from allama.batch import _ledger
 from allama.batch._ledger import (
     EARLIER_VALUE,
     Ledger,
@@ -181,6 +182,12 @@ TAKEN_OVER = (
     "heartbeat: clocks that differ, a paused process): not sent again here"
 )
 """Why an input this run sent is not sent again: another run holds it now, and sends it."""
+TAKEN_OVER_UNSENT = (
+    "taken over by another run of this ledger, which saw this run as ended (a stale "
+    "heartbeat: clocks that differ, a paused process), before this run sent it: not sent here"
+)
+"""Why an input this run claimed is not sent: it waited long for a slot, and another run
+holds it now."""
 ANSWERED_ELSEWHERE = (
     "taken over by another run of this ledger, which saw this run as ended (a stale "
     "heartbeat: clocks that differ, a paused process), before this run's answer was "
@@ -1512,7 +1519,18 @@ class _Runner:
                     return await self._not_tried_again(index, key, label, tries, began)
                 if tries.last is None:
                     # An input's time runs from its first send: not its wait for a slot.
-                    began = time.monotonic()
+                    waited, began = time.monotonic() - began, time.monotonic()
+                    if (
+                        self.ledger is not None
+                        and waited >= _ledger.HEARTBEAT_SECONDS
+                        and not await self.ledger.still_held(key)
+                    ):
+                        # Claimed long ago (a paused process): another run may have seen
+                        # this one as ended and taken it over, and sends it itself.
+                        self.unsent.discard(key)
+                        return self._taken_over(
+                            index, key, label, None, 0, began, [], said=TAKEN_OVER_UNSENT
+                        )
                     self.unsent.discard(key)
                 if tries.owed:
                     # A try again is counted on disk before it is sent, and only then: a
