@@ -8,7 +8,7 @@ import json
 import re
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from enum import Enum, IntEnum
@@ -25,6 +25,7 @@ from pydantic import (
     Discriminator,
     Field,
     PlainSerializer,
+    Secret,
     SecretStr,
     StringConstraints,
     Tag,
@@ -109,6 +110,34 @@ class One(IntEnum):
 
 class Level(BaseModel):
     level: One | int
+
+
+class LevelUnshown(BaseModel):
+    """The same union, where `repr` does not show the field."""
+
+    level: One | int = Field(repr=False)
+
+
+class Uncompared(BaseModel):
+    """A model of its own `==`, which leaves out a field that a validator changes."""
+
+    number: str
+    cents: Annotated[int, BeforeValidator(lambda v: round(float(v) * 100))] = Field(repr=False)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Uncompared) and self.number == other.number
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass
+class Bill:
+    """A dataclass field left out of `==` and `repr`, which a validator changes."""
+
+    number: str
+    cents: Annotated[int, BeforeValidator(lambda v: round(float(v) * 100))] = field(
+        compare=False, repr=False
+    )
 
 
 class Encoded(BaseModel):
@@ -217,6 +246,9 @@ CASES: list[tuple[str, Any, Any, Any]] = [
     ("aliases that are other fields' names", Crossed, {"title": "T", "heading": "H"}, None),
     ("a union that reads a string first", Amount, {"value": 1.5}, None),
     ("a union of an enum and its values", Level, {"level": 1.0}, None),
+    ("that union, not shown by repr", LevelUnshown, {"level": 1.0}, None),
+    ("a field its model's == leaves out", Uncompared, {"number": "A1", "cents": 12.34}, None),
+    ("a dataclass field left out of == and repr", Bill, {"number": "A1", "cents": 12.34}, None),
     ("bytes written as base64", Encoded, {"data": "hello"}, None),
     ("a serializer that rounds", Rounded, {"score": 1.26}, None),
     ("a serializer of another format", Dated, {"day": "2026-12-03"}, None),
@@ -241,6 +273,7 @@ def test_a_resumed_value_is_the_value_the_run_gave(
     first, resumed = (r.value for r in _runs(tp, answer, tmp_path / "run.sqlite"))
     assert resumed == first
     assert type(resumed) is type(first)
+    assert vars(resumed) == vars(first)  # field by field, whatever the type's `==` says
     assert [type(v) for v in vars(resumed).values()] == [type(v) for v in vars(first).values()]
 
 
@@ -355,6 +388,27 @@ def test_a_secret_beside_a_value_that_does_not_read_back_is_told_not_changed(
     row = _row(ledger)
     assert row.source == "" and "s3cret" not in (row.value or "")
     assert json.loads(row.value or "") == {"token": "**********", "cents": 1234}
+
+
+class Account(BaseModel):
+    """Secrets of any type: their JSON Schema has no `writeOnly`, as `SecretStr`'s has."""
+
+    pin: Secret[int]
+    born: Secret[date]
+
+
+def test_a_secret_of_any_type_is_never_kept_in_the_clear(tmp_path: Path) -> None:
+    ledger = tmp_path / "run.sqlite"
+    (first,) = _runs(Account, {"pin": 1234, "born": "1990-01-02"}, ledger, count=1)
+    assert first.value.pin.get_secret_value() == 1234
+    row = _row(ledger)
+    assert row.source == "" and "1234" not in (row.value or "")
+    assert json.loads(row.value or "") == {"pin": "**********", "born": "**********"}
+    provider = allama.mock.MockProvider.with_text("{}")
+    (resumed,) = allama.batch(provider, Account, ["doc"], request=TEMPLATE, ledger=ledger)
+    # Masked, it reads back as no value of the type: said, not sent again.
+    assert resumed.resumed and resumed.value is None and provider.requests == []
+    assert resumed.failure is not None and resumed.failure.kind == "stored_value_invalid"
 
 
 def test_a_root_type_sent_wrapped_reads_back_wrapped(tmp_path: Path) -> None:

@@ -823,6 +823,39 @@ def test_a_provider_without_its_base_url_is_a_bad_argument_with_nothing_recorded
     assert not out.exists() and not Path(f"{out}.ledger.sqlite").exists()
 
 
+def test_a_float_that_is_no_number_is_written_as_the_types_json_writes_it(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    module = tmp_path / "reading.py"
+    module.write_text(
+        "from typing import Annotated\n"
+        "from pydantic import BaseModel, BeforeValidator\n\n"
+        "def unread(v):\n"
+        "    return {1: float('nan'), 2: float('-inf')}.get(v, v)\n\n"
+        "class Row(BaseModel):\n"
+        "    n: Annotated[float, BeforeValidator(unread)]\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.jsonl"
+    assert run(server, f"{module}:Row", folder(tmp_path, [1, 2, 4]), out) == 0
+    lines = out.read_text(encoding="utf-8").splitlines()
+
+    def strict(line: str) -> Any:
+        def refuse(constant: str) -> Any:
+            raise ValueError(f"{constant} is no JSON")
+
+        return json.loads(line, parse_constant=refuse)
+
+    values = {row["label"]: row["value"] for row in map(strict, lines)}
+    assert values == {"doc-01.txt": {"n": None}, "doc-02.txt": {"n": None}, "doc-04.txt": {"n": 4}}
+    exported = io.StringIO()
+    with contextlib.redirect_stdout(exported):
+        assert main(["batch", "export", f"{out}.ledger.sqlite"]) == 0
+    assert [row["value"] for row in map(strict, exported.getvalue().splitlines())] == [
+        values[label] for label in sorted(values)
+    ]
+
+
 def test_paths_that_would_write_over_the_input_or_each_other_are_refused(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -28,13 +28,21 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from decimal import Decimal
 from os import PathLike
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import JsonValue, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    JsonValue,
+    Secret,
+    SecretBytes,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+)
 from pydantic_core import to_json
 
 from allama import _tracing
@@ -496,9 +504,41 @@ def _reads_back(spec: _Spec, text: str, value: Any, secrets: bool = False) -> bo
         back = read_stored_value(spec.adapter, text)
         if secrets:
             return stored_value(spec.adapter, back) == text
-        return bool(back == value) and repr(back) == repr(value)
+        return _identical(back, value)
     except Exception:  # it does not validate, or its values do not compare
         return False
+
+
+_PLAIN = (str, int, bool, type(None))
+"""Values that are equal exactly when they are the same (a float's -0.0 is not)."""
+
+
+def _identical(a: Any, b: Any) -> bool:
+    """Whether two values are the same throughout: of the same type at every level, and
+    equal field by field, whatever the type's `==` and `repr` leave out (`1` equals an
+    `IntEnum`'s 1; a dataclass field with `compare=False`). Any doubt is `False`: the ledger
+    then keeps the output the value was read from, which costs room, not truth."""
+    if type(a) is not type(b):
+        return False
+    if type(a) in _PLAIN:
+        return bool(a == b)
+    if isinstance(a, BaseModel):
+        return _identical(a.__dict__, b.__dict__) and _identical(
+            a.__pydantic_extra__, b.__pydantic_extra__
+        )
+    if is_dataclass(a):
+        return all(_identical(getattr(a, f.name), getattr(b, f.name)) for f in fields(a))
+    if isinstance(a, dict):
+        # In order: a dict's keys come back in the order its JSON writes them.
+        return len(a) == len(b) and all(
+            _identical(ka, kb) and _identical(va, vb)
+            for (ka, va), (kb, vb) in zip(a.items(), b.items(), strict=True)
+        )
+    if isinstance(a, list | tuple | collections.deque):
+        return len(a) == len(b) and all(map(_identical, a, b))
+    if isinstance(a, set | frozenset):
+        return {(type(x), x) for x in a} == {(type(x), x) for x in b}
+    return bool(a == b) and repr(a) == repr(b)
 
 
 WITHHELD = ""
@@ -513,6 +553,26 @@ class ValueNotKept(ValueError):
 class ValueChanged(ValueError):
     """A finished input whose stored value this run's type reads as another value: a
     validator that changes what it reads changed since the value was stored."""
+
+
+def _holds_secret(value: Any) -> bool:
+    """Whether a value holds a secret its type's JSON Schema does not show (`Secret[int]`
+    has no `writeOnly`): the output it was read from holds it in the clear."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Secret | SecretStr | SecretBytes):
+            return True
+        if isinstance(node, BaseModel):
+            stack.extend(node.__dict__.values())
+            stack.extend((node.__pydantic_extra__ or {}).values())
+        elif is_dataclass(node) and not isinstance(node, type):
+            stack.extend(getattr(node, f.name) for f in fields(node))
+        elif isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple | set | frozenset | collections.deque):
+            stack.extend(node)
+    return False
 
 
 def _has_secrets(adapter: TypeAdapter[Any]) -> bool:
@@ -1941,11 +2001,12 @@ class _Runner:
         root_wrapped = extracted.metadata.root_wrapped
         copy = read_again(spec.tp, source, root_wrapped) if spec.dump_consumes else None
         value = stored_value(spec.adapter, extracted.value if copy is None else copy)
-        if copy is None and _reads_back(spec, value, extracted.value, spec.secrets):
+        secrets = spec.secrets or _holds_secret(extracted.value)
+        if copy is None and _reads_back(spec, value, extracted.value, secrets):
             return value, None
         # A type with a secret keeps no output: that its JSON does not read back is kept,
         # so that a resumed run says so rather than hand back another value.
-        return value, WITHHELD if spec.secrets else source
+        return value, WITHHELD if secrets else source
 
     def open_ledger(self, path: str | os.PathLike[str]) -> None:
         """Open the run's ledger, registering the run, and read what it needs from it: what
@@ -2260,9 +2321,11 @@ def stored_value(adapter: TypeAdapter[Any], value: Any) -> str:
 
 
 def stored_python(adapter: TypeAdapter[Any], value: Any) -> Any:
-    """The same form as `stored_value`, as Python ready for `json.dumps`: the value of an
-    output line of the command, as `allama batch export` writes it from the ledger."""
-    return adapter.dump_python(value, mode="json", round_trip=True, by_alias=False, warnings=False)
+    """`stored_value` read as Python ready for `json.dumps`: the value of an output line of
+    the command, as `allama batch export` writes it from the ledger. Made from the JSON, not
+    by `dump_python`, which writes a float that is no number (NaN, infinity) as itself
+    rather than as the type's JSON does (`null` by default)."""
+    return json.loads(stored_value(adapter, value))
 
 
 def read_stored_value(adapter: TypeAdapter[Any], text: str | bytes) -> Any:
