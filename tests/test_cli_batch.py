@@ -198,6 +198,24 @@ def test_the_providers_words_for_a_failure_are_shown_only_when_asked(
     )
 
 
+def test_the_providers_words_for_a_refusal_that_stopped_the_run_are_shown_when_asked(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.refusing = "model"  # a mistyped model: every input would meet it
+    docs = folder(tmp_path, [1, 2])
+    assert run(server, row_type, docs, tmp_path / "out.jsonl") == 1
+    assert "does not exist" not in capsys.readouterr().err  # withheld, unasked
+    assert run(server, row_type, docs, tmp_path / "out.jsonl", "--provider-messages") == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert (
+        lines.count(
+            "stopped: the provider said: The model `gpt-4o-mini` does not exist or you have no "
+            "access."
+        )
+        == 1
+    )
+
+
 def test_a_second_run_resumes_from_the_ledger_and_sends_nothing(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -424,6 +442,17 @@ def test_a_folders_documents_are_not_the_runs_own_output_prompt_or_ledger(
         assert run(server, row_type, docs, out, *extra) == 0
         assert "2 documents from" in capsys.readouterr().err
         assert sorted(row["label"] for row in rows_of(out)) == ["doc-01.txt", "doc-02.txt"]
+    assert sum(server.sent.values()) == 2
+    # A document of the folder the user wrote is not taken for an output, nor written over.
+    for text in ("doc 4\n", '{"note": "doc 4"}\n'):
+        (docs / "doc-04.txt").write_text(text)
+        assert run(server, row_type, docs, docs / "doc-04.txt", *extra) == 2
+        assert capsys.readouterr().err.endswith(
+            f"--out `{docs / 'doc-04.txt'}` is a document of the input folder, not an output "
+            "of this command: the run would write over it; name a .jsonl file, or one "
+            "outside it\n"
+        )
+        assert (docs / "doc-04.txt").read_text() == text
     assert sum(server.sent.values()) == 2
 
 
@@ -941,6 +970,54 @@ def test_a_file_that_is_not_a_ledger_is_refused_before_the_output_is_touched(
     assert out.read_text() == '{"precious": 1}\n' and not server.sent
 
 
+def test_a_damaged_ledger_is_one_line_of_status_and_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "run.sqlite"
+    ledger = Ledger(path, settings={})
+    for n in range(3):
+        ledger.claim(f"k{n}", n, f"#{n}")
+        ledger.finish(f"k{n}", status="done", seconds=0.1, value=f'{{"n": {n}}}')
+    ledger.close()
+    with sqlite3.connect(path) as db:
+        (page,) = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'items'").fetchone()
+        (size,) = db.execute("PRAGMA page_size").fetchone()
+    damaged = bytearray(path.read_bytes())
+    damaged[(page - 1) * size : (page - 1) * size + 8] = b"\xff" * 8  # its table's first page
+    path.write_bytes(bytes(damaged))
+    said = f"`{path}` cannot be read as a ledger: database disk image is malformed\n"
+    for command in (["status"], ["export"], ["export", "--failed"]):
+        assert main(["batch", *command, str(path)]) == 1
+        err = capsys.readouterr().err
+        assert err == f"allama batch {command[0]}: {said}"
+
+
+def test_an_output_that_would_write_over_the_ledgers_own_files_is_refused(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1])
+    out = tmp_path / "out.jsonl"
+    ledger = tmp_path / "out.jsonl.ledger.sqlite"
+    for suffix, what in (("-wal", "write-ahead log"), ("-shm", "shared memory file")):
+        beside = tmp_path / f"{ledger.name}{suffix}"
+        assert run(server, row_type, docs, beside, "--ledger", str(ledger)) == 2
+        assert capsys.readouterr().err.endswith(
+            f"--out `{beside}` is the ledger's {what} (`{ledger.name}{suffix}`): the run "
+            "would write over it\n"
+        )
+    assert not server.sent
+    assert run(server, row_type, docs, out) == 0
+    capsys.readouterr()
+    for suffix, what in (("-wal", "write-ahead log"), ("-journal", "rollback journal")):
+        beside = tmp_path / f"{ledger.name}{suffix}"
+        assert main(["batch", "export", str(ledger), "--out", str(beside)]) == 2
+        assert capsys.readouterr().err.endswith(
+            f"--out `{beside}` is the ledger's {what} (`{ledger.name}{suffix}`): the export "
+            "would write over it\n"
+        )
+    assert main(["batch", "status", str(ledger)]) == 0
+
+
 def test_a_ledger_another_run_is_making_is_taken_for_one(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1395,6 +1472,34 @@ def test_ctrl_c_stops_starting_inputs_and_lets_the_run_end(
     assert len(rows_of(out)) == 10
 
 
+def test_a_copy_of_an_input_a_stopped_run_finished_is_no_earlier_runs(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.delay = 0.1
+    source = tmp_path / "in.jsonl"
+    texts = ["doc 1", "doc 2", "doc 4", "doc 5", "doc 6", "doc 8", "doc 1"]
+    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    out = tmp_path / "out.jsonl"
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 30
+        while sum(server.sent.values()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    assert run(server, row_type, source, out, "--concurrency", "1") == 130
+    summary = summary_of(capsys.readouterr().err)
+    sent = sum(server.sent.values())
+    assert 2 <= sent <= 4
+    # The last line, a copy of the first, is written from the ledger: the first run's own.
+    assert [row["label"] for row in rows_of(out)][-1] == "line 7"
+    assert summary[1] == (
+        f"{sent + 1} done, 0 failed (1 repeating an earlier input), "
+        f"{len(texts) - sent - 1} not started, in T s"
+    )
+
+
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "batch"
 
 
@@ -1495,6 +1600,30 @@ def test_the_summary_names_the_first_failures_in_input_order(
     assert named == ["line 2", "line 3", "line 4", "line 5", "line 6"]
     ledger = tmp_path / "out.jsonl.ledger.sqlite"
     assert f"... and 10 more failures: allama batch export {ledger} --failed" in lines
+
+
+def test_the_summary_sends_failures_whose_values_the_ledger_holds_to_export(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8, 9])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    other = BatchServer().start()  # another endpoint: its values are not this one's
+    try:
+        capsys.readouterr()
+        code = main(
+            ["batch", "run", str(docs), "--type", row_type, "--provider", "openai"]
+            + ["--base-url", other.url, "--model", "gpt-4o-mini", "--out", str(out)]
+        )
+        lines = summary_of(capsys.readouterr().err)
+    finally:
+        other.stop()
+    assert code == 0 and not other.sent
+    ledger = tmp_path / "out.jsonl.ledger.sqlite"
+    shown = f"allama batch export {ledger} writes the 7 values the ledger holds of them"
+    assert f"... and 2 more failures: {shown}" in lines
+    assert main(["batch", "export", str(ledger), "--failed"]) == 0
+    assert capsys.readouterr().out == ""  # none failed there
 
 
 def test_a_ledger_that_cannot_be_written_is_refused_before_the_run(

@@ -1104,6 +1104,9 @@ def _read_only(path: Path) -> sqlite3.Connection:
         if not _tables(db) >= _LEDGER_TABLES:
             raise LedgerError(f"`{path}` is not a ledger: {_NOT_ITS_TABLES}")
         _check_version(db, path)
+    except sqlite3.DatabaseError as error:  # a damaged file
+        db.close()
+        raise LedgerError(f"`{path}` cannot be read as a ledger: {error}") from None
     except BaseException:
         db.close()
         raise

@@ -108,13 +108,17 @@ class BatchFailure:
     itself, in the run that met it (`None` for a failure read from the ledger).
     `provider_message` is the provider's own words for an error it wrote (why it refused
     the request), kept in the ledger beside the values; it may quote the input, so it is
-    in no log view and no `repr`, and the command shows it only when asked."""
+    in no log view and no `repr`, and the command shows it only when asked. `value_kept`:
+    the ledger holds a value for the input, finished by an earlier run, that this run does
+    not give (another endpoint's, one its type no longer reads, one below its floor):
+    `allama batch export` writes it, and `export --failed` does not list it."""
 
     kind: str
     message: str
     retryable: bool = False
     error: BaseException | None = field(default=None, compare=False, repr=False)
     provider_message: str | None = field(default=None, compare=False, repr=False)
+    value_kept: bool = field(default=False, compare=False)
 
     def stored(self) -> dict[str, JsonValue]:
         """The failure as the ledger keeps it."""
@@ -1043,6 +1047,10 @@ class _Runner:
         copies, give theirs back, so that the inputs that may answer it are read."""
         self.budget_stopped = False
         """The run's stop was its budget's."""
+        self.stopped_by: BatchFailure | None = None
+        """The error that stopped the run, every input meeting it (a refused key, a model
+        that does not exist): its input is pending, no failure, but the provider's words
+        for it are the run's (`--provider-messages` shows them)."""
         self.held_back = 0
         """Inputs a stop held back beyond those not started: set aside, to be tried again
         (pending in the ledger; without one, only this count says so), and failures an
@@ -1936,6 +1944,8 @@ class _Runner:
         if stops is not None:
             if self.summary.refused is None:
                 self.summary.refused = failure.kind
+            if self.stopping is None:
+                self.stopped_by = failure
             self.stop(stops)
         if self.ledger is not None:
             await self.ledger.set_aside(
@@ -2061,6 +2071,8 @@ class _Runner:
                     value, failure = None, _REPAIRED_STORED
         else:
             failure = BatchFailure.of_stored(row.error)
+        if failure is not None and row.status == Status.DONE:
+            failure = replace(failure, value_kept=True)
         return BatchResult(
             index,
             row.key,

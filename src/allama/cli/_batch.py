@@ -433,7 +433,7 @@ class _Prepared:
 
 def _prepare(args: argparse.Namespace) -> _Prepared:
     import allama
-    from allama.batch._inputs import InputError, NoSuchField, read_inputs
+    from allama.batch._inputs import TEXT_SUFFIXES, InputError, NoSuchField, read_inputs
     from allama.batch._run import missing_url
     from allama.cli._load import TypeNotFound, load_type
 
@@ -493,8 +493,21 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         for what, other in read:
             if _same_file(path, other):
                 raise _Usage(f"{flag} `{path}` is {what}: the run would write over it")
+    if (
+        source.is_dir()
+        and _in_folder(out, source)
+        and out.suffix.lower() in TEXT_SUFFIXES
+        and not _an_output(out)
+    ):
+        raise _Usage(
+            f"--out `{args.out}` is a document of the input folder, not an output of this "
+            "command: the run would write over it; name a .jsonl file, or one outside it"
+        )
     if _same_file(out, ledger):
         raise _Usage(f"--out and --ledger are the same file, `{out}`: give each its own")
+    beside = _ledger_file(out, ledger)
+    if beside is not None:
+        raise _Usage(f"--out `{args.out}` is {beside}: the run would write over it")
     if _same_file(_part(out), ledger):
         raise _Usage(f"--ledger `{ledger}` is where the run writes its output until it ends")
     _check_ledger(ledger)
@@ -592,6 +605,33 @@ def _lock(output: Any) -> bool:
 def _part(out: Path) -> Path:
     """Where the run writes its output, renamed to `out` when it ends."""
     return out.with_name(out.name + ".part")
+
+
+def _an_output(path: Path) -> bool:
+    """Whether a file is missing, empty, or an output of `batch run`, whose first line is a
+    row of it: a file of the input folder the run's `--out` names is left out of its
+    documents, and written over."""
+    try:
+        with path.open("rb") as file:
+            first = file.readline(1 << 20)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if not first:
+        return True  # empty: an output with no values yet
+    try:
+        row = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(row, dict) and {"label", "key", "value", "record"} <= row.keys()
+
+
+def _in_folder(path: Path, folder: Path) -> bool:
+    try:
+        return path.resolve().parent == folder.resolve()
+    except OSError:
+        return False
 
 
 def _same_file(path: Path, other: Path) -> bool:
@@ -747,8 +787,8 @@ def _write_from_ledger(
             # One the run finished and never gave (abandoned) is the run's own.
             if row.run_id == this_run:
                 mine = key_bits(key)
-                if mine in given:
-                    result = _duplicate(index, label, result)
+                if mine in given:  # this run's: no earlier run's, though read back
+                    result = _duplicate(index, label, replace(result, resumed=False))
                 else:
                     given.add(mine)
                     result = replace(result, resumed=False)
@@ -957,6 +997,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         failures: list[tuple[int, str, str, str, str]] = []
         """The first failures in input order: those the summary names."""
         failed = 0
+        kept_values = 0
+        """Failures whose value the ledger holds (`value_kept`): `export` writes them."""
         held_back = 0
         """Failures asked to be tried again (`--retry-failed`) and given back as they were: the
         run stopped before sending them."""
@@ -999,6 +1041,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                     "in_provider_job",
                 ):  # pending: no failure (`export --failed` has none), the run after sends it
                     failed += 1
+                    kept_values += result.failure.value_kept
                     if result.resumed and args.retry_failed is not None:
                         held_back += 1
                     _keep_failure(failures, result)
@@ -1034,6 +1077,10 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     summary = run.summary
     for line in summary.lines():
         print(printable(line), file=sys.stderr)  # a job's state and codes are the provider's
+    stopped_by = run._runner.stopped_by
+    if args.provider_messages and stopped_by is not None and stopped_by.provider_message:
+        words = printable(_shorten(stopped_by.provider_message))
+        print(f"stopped: the provider said: {words}", file=sys.stderr)
     for _, label, kind, message, words in sorted(failures)[:FAILURES_SHOWN]:
         said = ""
         if words and args.provider_messages:
@@ -1043,10 +1090,21 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             file=sys.stderr,
         )
     if failed > FAILURES_SHOWN:
+        ledger_shown = printable(str(prepared.ledger))
+        where = []
+        if failed > kept_values:
+            where.append(
+                f"allama batch export {ledger_shown} --failed"
+                + (" --provider-messages" if args.provider_messages else "")
+            )
+        if kept_values:
+            # Values an earlier run finished that this run does not give: no failures there.
+            where.append(
+                f"allama batch export {ledger_shown} writes the {kept_values} "
+                f"value{'' if kept_values == 1 else 's'} the ledger holds of them"
+            )
         print(
-            f"... and {failed - FAILURES_SHOWN} more failures: "
-            f"allama batch export {printable(str(prepared.ledger))} --failed"
-            + (" --provider-messages" if args.provider_messages else ""),
+            f"... and {failed - FAILURES_SHOWN} more failures: {'; '.join(where)}",
             file=sys.stderr,
         )
     settled = summary.finished + summary.not_started + summary.elsewhere + summary.in_jobs
@@ -1141,6 +1199,36 @@ def _stop_starting(run: Any, reason: str) -> None:
 # allama batch status and export
 
 
+@contextlib.contextmanager
+def _reading(path: str) -> Iterator[None]:
+    """A ledger SQLite cannot read (a damaged file) is one line of the command's, not a
+    traceback."""
+    import sqlite3
+
+    try:
+        yield
+    except sqlite3.DatabaseError as error:
+        raise _Failed(f"`{path}` cannot be read as a ledger: {error}") from None
+
+
+_BESIDE_LEDGER = (
+    ("-wal", "write-ahead log"),
+    ("-shm", "shared memory file"),
+    ("-journal", "rollback journal"),
+)
+"""The files SQLite keeps beside a ledger: written over, they damage it."""
+
+
+def _ledger_file(path: Path, ledger: Path) -> str | None:
+    """Which of the ledger's files `path` is; `None` for none of them."""
+    if _same_file(path, ledger):
+        return "the ledger"
+    for suffix, what in _BESIDE_LEDGER:
+        if _same_file(path, ledger.with_name(ledger.name + suffix)):
+            return f"the ledger's {what} (`{ledger.name}{suffix}`)"
+    return None
+
+
 def _open_ledger(path: str) -> Any:
     """The ledger at `path`, opened for reading (it is never created or changed here)."""
     from allama.batch._ledger import Ledger, LedgerError
@@ -1156,7 +1244,8 @@ def _open_ledger(path: str) -> Any:
 def _status(args: argparse.Namespace) -> int:
     ledger = _open_ledger(args.ledger)
     try:
-        report = ledger_status(ledger)
+        with _reading(args.ledger):
+            report = ledger_status(ledger)
         if not args.no_poll:
             _poll_jobs(ledger, report)
     finally:
@@ -1497,21 +1586,24 @@ def _left_failure(status: str, reopened: str | None, state: str | None) -> bool:
 def _export(args: argparse.Namespace) -> int:
     if args.provider_messages and not args.failed:
         raise _Usage("--provider-messages goes with --failed: values have no provider's words")
-    if args.out != "-" and _same_file(Path(args.out), Path(args.ledger)):
-        raise _Usage(f"--out `{args.out}` is the ledger: the export would write over it")
+    if args.out != "-":
+        written_over = _ledger_file(Path(args.out), Path(args.ledger))
+        if written_over is not None:
+            raise _Usage(f"--out `{args.out}` is {written_over}: the export would write over it")
     ledger = _open_ledger(args.ledger)
     try:
-        runs = ledger.runs()
-        if args.failed:  # with those a run trying failures again left unfinished
-            state_of = {run["run_id"]: run["state"] for run in runs}
-            rows = [
-                row
-                for row in ledger.rows()
-                if row.status == "failed"
-                or _left_failure(row.status, row.reopened, state_of.get(row.run_id or ""))
-            ]
-        else:
-            rows = list(ledger.rows("done"))
+        with _reading(args.ledger):
+            runs = ledger.runs()
+            if args.failed:  # with those a run trying failures again left unfinished
+                state_of = {run["run_id"]: run["state"] for run in runs}
+                rows = [
+                    row
+                    for row in ledger.rows()
+                    if row.status == "failed"
+                    or _left_failure(row.status, row.reopened, state_of.get(row.run_id or ""))
+                ]
+            else:
+                rows = list(ledger.rows("done"))
     finally:
         ledger.close()
     rows = _of_input_set(rows, runs, args.set, args.ledger, failed=args.failed)
