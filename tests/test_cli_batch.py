@@ -430,6 +430,28 @@ def test_ids_given_twice_are_said_and_every_output_line_is_one_row(
     assert len((tmp_path / "export.jsonl").read_text(encoding="utf-8").splitlines()) == 5
 
 
+def test_a_copys_row_says_so_and_the_rows_costs_add_up_once(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.jsonl"
+    texts = ["doc 1", "doc 2", "doc 1", "doc 1"]
+    source.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
+    out = tmp_path / "out.jsonl"
+    for _ in range(2):  # the run, then a run that reads every value from the ledger
+        assert run(server, row_type, source, out, "--concurrency", "1") == 0
+        cost = [line for line in summary_of(capsys.readouterr().err) if line.startswith("cost")]
+        rows = sorted(rows_of(out), key=lambda row: row["label"])
+        assert [(row["label"], row.get("duplicate", False)) for row in rows] == [
+            ("line 1", False),
+            ("line 2", False),
+            ("line 3", True),
+            ("line 4", True),
+        ]
+        paid = sum(Decimal(r["record"]["cost"]["total"]) for r in rows if "duplicate" not in r)
+        assert cost == [f"cost ${paid:f}"] and paid == 2 * Decimal(COST["total"])
+    assert sorted(server.sent.items()) == [(1, 1), (2, 1)]
+
+
 def test_a_folders_documents_are_not_the_runs_own_output_prompt_or_ledger(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

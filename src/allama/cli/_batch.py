@@ -779,10 +779,6 @@ def _write_from_ledger(
                 shown = None if result.failure else stored_python(spec.adapter, result.value)
             except Exception:  # the label function's: the input's failure, which the run said
                 continue
-            if result.failure is None:  # a failure an earlier run ended with is counted only
-                kept = None if row.record is None else dict(row.record)
-                earlier = [] if kept is None else kept.pop("earlier_attempts", [])
-                output.write(_jsonl_line(_value_row(label, key, shown, kept, earlier)))
             # A copy of an input the run finished, or gave from the ledger, is counted once.
             # One the run finished and never gave (abandoned) is the run's own.
             if row.run_id == this_run:
@@ -794,6 +790,11 @@ def _write_from_ledger(
                     result = replace(result, resumed=False)
             elif not runner.first_read(key):
                 result = _duplicate(index, label, result)
+            if result.failure is None:  # a failure an earlier run ended with is counted only
+                kept = None if row.record is None else dict(row.record)
+                earlier = [] if kept is None else kept.pop("earlier_attempts", [])
+                written = _value_row(label, key, shown, kept, earlier, result.duplicate)
+                output.write(_jsonl_line(written))
             filled.append(result)
     except sqlite3.Error:
         return filled
@@ -1031,6 +1032,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                         stored_python(adapter, result.value),
                         None if result.metadata is None else result.metadata.to_json_dict(),
                         [earlier.to_json_dict() for earlier in result.spent],
+                        result.duplicate,
                     )
                     output.write(_jsonl_line(row))
                     output.flush()
@@ -1676,15 +1678,23 @@ def _jsonl_line(row: dict[str, Any]) -> str:
 
 
 def _value_row(
-    label: str, key: str, value: Any, record: dict[str, Any] | None, earlier: list[Any]
+    label: str,
+    key: str,
+    value: Any,
+    record: dict[str, Any] | None,
+    earlier: list[Any],
+    duplicate: bool = False,
 ) -> dict[str, Any]:
     """An output row: the value, the record of the extraction that made it, and those of
     the input's earlier paid attempts, when there were any (a pass that failed before a
     retry, in this run or an earlier one): with them the row's costs add up to what the
-    input paid, as the summary counts it."""
+    input paid, as the summary counts it. A copy of an input before it (`duplicate`)
+    repeats its records, paid once: said, so that summing the rows counts them once."""
     row = {"label": label, "key": key, "value": value, "record": record}
     if earlier:
         row["earlier_attempts"] = earlier
+    if duplicate:
+        row["duplicate"] = True
     return row
 
 
