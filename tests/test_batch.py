@@ -631,6 +631,28 @@ def test_a_provider_without_its_base_url_is_refused_before_anything_is_recorded(
     assert not ledger.exists()
 
 
+@pytest.mark.parametrize("wrapped", ["alone", "retrying", "failover"])
+def test_a_provider_without_its_key_is_refused_before_anything_is_recorded(
+    wrapped: str, server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    bare: allama.ChatProvider = allama.provider("openai", base_url=server.url)
+    provider = {
+        "alone": bare,
+        "retrying": allama.wrappers.RetryingProvider(bare),
+        "failover": allama.wrappers.FailoverProvider([TestProvider(), bare]),
+    }[wrapped]
+    ledger = tmp_path / "run.sqlite"
+    with pytest.raises(ValueError) as raised:
+        allama.batch(provider, Row, ["doc 1"], request=TEMPLATE, ledger=ledger)
+    assert str(raised.value) == "openai needs an API key: pass api_key= or set OPENAI_API_KEY"
+    assert not ledger.exists() and not server.sent
+    # A key of the caller's own header is one.
+    own = allama.provider("openai", base_url=server.url, headers={"Authorization": "Bearer k"})
+    (result,) = allama.batch(own, Row, ["doc 1"], request=TEMPLATE)
+    assert result.value == Row(n=1)
+
+
 def test_a_label_that_cannot_be_made_is_that_inputs_failure(server: BatchServer) -> None:
     def label(document: str) -> str:
         return {"doc 1": "first", "doc 3": "third"}[document]  # none for doc 2

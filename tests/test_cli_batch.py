@@ -874,6 +874,23 @@ def test_a_provider_without_its_base_url_is_a_bad_argument_with_nothing_recorded
     assert not out.exists() and not Path(f"{out}.ledger.sqlite").exists()
 
 
+def test_a_provider_without_its_key_is_a_bad_argument_with_nothing_recorded(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    docs = folder(tmp_path, [1, 2])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 2
+    assert capsys.readouterr().err == (
+        "allama batch run: openai needs an API key: pass api_key= or set OPENAI_API_KEY\n"
+    )
+    assert not out.exists() and not Path(f"{out}.ledger.sqlite").exists() and not server.sent
+
+
 def test_a_float_that_is_no_number_is_written_as_the_types_json_writes_it(
     server: BatchServer, tmp_path: Path
 ) -> None:
@@ -1914,6 +1931,7 @@ def test_ctrl_c_while_the_ledger_is_read_before_the_run_leaves_nothing_behind(
     assert not (tmp_path / "out.jsonl.part").exists() and "out.jsonl.part" not in files
     # Nor just after it: the command still holds Ctrl-C until the run's own handler does.
     monkeypatch.undo()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # (undone with the rest)
     monkeypatch.setattr(command, "_isatty", interrupted)
     assert run(server, row_type, docs, out) == 130
     assert "before the run began: nothing was sent" in capsys.readouterr().err

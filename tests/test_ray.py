@@ -653,3 +653,13 @@ def test_a_provider_without_its_base_url_fails_the_actor_at_once(
         allama.ray.ExtractBatch(
             Invoice, provider="openai-compatible", text_column="text", model="m"
         )
+
+
+def test_a_provider_without_its_key_fails_the_actor_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(
+        ValueError, match=r"^openai needs an API key: pass api_key= or set OPENAI_API_KEY$"
+    ):
+        allama.ray.ExtractBatch(Invoice, provider="openai", text_column="text", model="m")

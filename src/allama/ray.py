@@ -72,6 +72,7 @@ from allama.batch._run import (
     _stored_or_spent,
     _Tries,
     _wait_to_retry,
+    missing_key,
     missing_url,
     stored_value,
 )
@@ -283,7 +284,8 @@ class ExtractBatch:
                     f"{type(made).__name__}"
                 )
             self._provider = made
-        unsendable = missing_url(self._provider)  # on the worker: its environment's URL
+        # On the worker: its environment's URL and key.
+        unsendable = missing_url(self._provider) or missing_key(self._provider)
         if unsendable is not None:
             raise ValueError(unsendable)
 

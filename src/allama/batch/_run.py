@@ -659,7 +659,7 @@ def _spec(
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a whole number of at least 1, not {concurrency!r}")
     _check_retries(max_attempts, backoff)
-    unsendable = missing_url(provider)
+    unsendable = missing_url(provider) or missing_key(provider)
     if unsendable is not None:
         raise ValueError(unsendable)
     if not isinstance(inputs, Iterable | AsyncIterable):
@@ -767,15 +767,26 @@ def _endpoint(provider: object) -> str | None:
 def missing_url(provider: object) -> str | None:
     """Why a provider of HTTP (through the wrappers around it; each of a failover's) can
     send nothing: no base URL. A run refuses it at once, rather than fail every input."""
+    return _unsendable(provider, "missing_url")
+
+
+def missing_key(provider: object) -> str | None:
+    """Why a provider of HTTP can send nothing: no API key where it needs one. A run
+    refuses it at once, before it records an attempt of any input."""
+    return _unsendable(provider, "missing_key")
+
+
+def _unsendable(provider: object, check: Literal["missing_url", "missing_key"]) -> str | None:
     from allama.providers._http import HttpProvider
     from allama.wrappers import CapabilityOverrideProvider, FailoverProvider, RetryingProvider
 
     if isinstance(provider, HttpProvider):
-        return provider.missing_url()
+        said: str | None = getattr(provider, check)()
+        return said
     if isinstance(provider, FailoverProvider):
-        return next(filter(None, map(missing_url, provider.providers)), None)
+        return next(filter(None, (_unsendable(p, check) for p in provider.providers)), None)
     if isinstance(provider, RetryingProvider | CapabilityOverrideProvider):
-        return missing_url(provider.inner)
+        return _unsendable(provider.inner, check)
     return None
 
 

@@ -434,7 +434,7 @@ class _Prepared:
 def _prepare(args: argparse.Namespace) -> _Prepared:
     import allama
     from allama.batch._inputs import TEXT_SUFFIXES, InputError, NoSuchField, read_inputs
-    from allama.batch._run import missing_url
+    from allama.batch._run import missing_key, missing_url
     from allama.cli._load import TypeNotFound, load_type
 
     try:
@@ -541,6 +541,10 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     if unsendable is not None:
         provider.close()
         raise _Usage(f"{unsendable} (here: --base-url URL)")
+    unsendable = missing_key(provider)
+    if unsendable is not None:
+        provider.close()
+        raise _Usage(unsendable)
     try:
         request = allama.ChatRequest(model).system(prompt)
         if args.max_output_tokens is not None:

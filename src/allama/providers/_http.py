@@ -368,15 +368,22 @@ class HttpProvider:
         elif self._tokens is not None and not self._brings_own_auth:
             token = self._tokens.current() or self._tokens.refresh()
             headers["authorization"] = f"Bearer {token}"
-        elif self._preset.key_required and not self._brings_own_auth:
-            envs = " or ".join(name for name in self._preset.key_envs if name)
-            raise (
-                AuthenticationError(f"{self.name} needs an API key: pass api_key= or set {envs}")
-                .mark_authored()
-                .with_provider(self.name)
-            )
+        else:
+            missing = self.missing_key()
+            if missing is not None:
+                raise AuthenticationError(missing).mark_authored().with_provider(self.name)
         headers.update(self._extra_headers)
         return headers
+
+    def missing_key(self) -> str | None:
+        """Why no call can be sent (no API key where the provider needs one, and how to
+        give one), or `None`: said once by a run of many calls, before anything is sent."""
+        if self._access_token or self._api_key or self._tokens is not None:
+            return None
+        if not self._preset.key_required or self._brings_own_auth:
+            return None
+        envs = " or ".join(name for name in self._preset.key_envs if name)
+        return f"{self.name} needs an API key: pass api_key= or set {envs}"
 
     async def _refresh_token(self) -> None:
         """Refresh an expiring token off the event loop, before the shared `_prepare`."""
