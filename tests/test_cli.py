@@ -215,8 +215,28 @@ def test_an_import_that_fails_is_reported(
     done = allama("plan", "broken_models:X", cwd=tmp_path, capture_output=True)
     assert done.returncode == 2
     assert done.stderr == (
-        "allama plan: importing `broken_models` failed: RuntimeError('half-written')\n"
+        "allama plan: importing `broken_models` failed: RuntimeError: half-written "
+        f"(`{tmp_path / 'broken_models.py'}`, line 1)\n"
     )
+    # A syntax error at its line and column; an error raised inside an installed package
+    # (pydantic's, at a class it cannot make) at the caller's line that led there.
+    (tmp_path / "syntax.py").write_text("class Row(BaseModel)\n    n: int\n")
+    (tmp_path / "unmade.py").write_text(
+        "from pydantic import BaseModel\n\nclass Row(BaseModel):\n    n: 'Missing' = 1\n\n"
+        "Row.model_rebuild()\n"
+    )
+    for name, said in [
+        ("syntax", f"expected ':' (`{tmp_path / 'syntax.py'}`, line 1, column 21)"),
+        ("unmade", "PydanticUndefinedAnnotation: name 'Missing' is not defined"),
+    ]:
+        done = allama("plan", f"{tmp_path / name}.py:Row", cwd=tmp_path, capture_output=True)
+        assert done.returncode == 2
+        assert done.stderr.startswith(f"allama plan: importing `{tmp_path / name}.py` failed: ")
+        assert said in done.stderr
+    assert done.stderr.endswith(f"(`{tmp_path / 'unmade.py'}`, line 6)\n")
+    # One `:` between the file and the name.
+    done = allama("plan", "unmade.py:Row:n", cwd=tmp_path, capture_output=True)
+    assert done.returncode == 2 and "`unmade.py:Row:n` is not a type reference" in done.stderr
 
 
 @pytest.mark.parametrize("how", ["file", "module"])

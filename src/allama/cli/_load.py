@@ -7,6 +7,8 @@ import importlib.util
 import inspect
 import os
 import sys
+import sysconfig
+import traceback
 import typing
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,11 @@ def load_type(reference: str) -> Any:
         raise TypeNotFound(
             f"`{reference}` is not a type reference: write `path/to/file.py:Name` or "
             "`package.module:Name`"
+        )
+    if ".py:" in module_ref:
+        raise TypeNotFound(
+            f"`{reference}` is not a type reference: one `:` goes between the file and the "
+            "type's name (`path/to/file.py:Name`; a class inside another is `Outer.Inner`)"
         )
     if module_ref.endswith(".py") or "/" in module_ref or os.sep in module_ref:
         module = _load_file(module_ref)
@@ -60,7 +67,7 @@ def _load_file(module_ref: str) -> Any:
     try:
         spec.loader.exec_module(module)
     except Exception as error:
-        raise TypeNotFound(f"importing `{module_ref}` failed: {error!r}") from error
+        raise TypeNotFound(_import_failed(module_ref, error)) from error
     except SystemExit as exiting:  # a script's `sys.exit()` or `parse_args()` on import
         raise TypeNotFound(_exited(module_ref, exiting)) from None
     finally:
@@ -80,12 +87,30 @@ def _import(module_ref: str) -> Any:
     except ImportError as error:
         raise TypeNotFound(f"cannot import `{module_ref}`: {error}") from error
     except Exception as error:
-        raise TypeNotFound(f"importing `{module_ref}` failed: {error!r}") from error
+        raise TypeNotFound(_import_failed(module_ref, error)) from error
     except SystemExit as exiting:
         raise TypeNotFound(_exited(module_ref, exiting)) from None
     finally:
         if added:
             sys.path.remove(here)
+
+
+def _import_failed(module_ref: str, error: Exception) -> str:
+    """What went wrong importing the caller's module, and where: a syntax error at its
+    file, line and column; another error as raised, at the last line of the caller's
+    own files it passed (not the import machinery's)."""
+    said = f"importing `{module_ref}` failed"
+    if isinstance(error, SyntaxError):
+        where = f"line {error.lineno}" + (f", column {error.offset}" if error.offset else "")
+        return f"{said}: {error.msg} (`{error.filename or module_ref}`, {where})"
+    installed = tuple({sysconfig.get_path(name) for name in ("stdlib", "purelib", "platlib")})
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if not frame.filename.startswith(("<", *installed))
+    ]
+    at = f" (`{frames[-1].filename}`, line {frames[-1].lineno})" if frames else ""
+    return f"{said}: {type(error).__name__}: {error}{at}"
 
 
 def _exited(module_ref: str, exiting: SystemExit) -> str:
