@@ -1658,6 +1658,10 @@ def test_the_summary_sends_failures_whose_values_the_ledger_holds_to_export(
     finally:
         other.stop()
     assert code == 0 and not other.sent
+    assert lines[1] == (
+        "ledger: 7 of these 7 documents are in it (7 done (7 against another endpoint, not "
+        "given), 0 failed), 0 to send"
+    )
     ledger = tmp_path / "out.jsonl.ledger.sqlite"
     shown = f"allama batch export {ledger} writes the 7 values the ledger holds of them"
     assert f"... and 2 more failures: {shown}" in lines

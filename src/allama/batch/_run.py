@@ -764,6 +764,15 @@ def _endpoint(provider: object) -> str | None:
     return None  # a provider of the caller's own: where it sends is its own business
 
 
+def another_endpoint(mine: str | None, theirs: str | None) -> bool:
+    """Whether a value a run of endpoint `theirs` finished is another endpoint's to a run
+    of endpoint `mine` (a server not among this run's; a failover's in any order): the
+    model of that name there may be another. Unknown on either side: not another."""
+    if mine is None or theirs is None:
+        return False
+    return not set(theirs.split(_ENDPOINTS)) <= set(mine.split(_ENDPOINTS))
+
+
 def missing_url(provider: object) -> str | None:
     """Why a provider of HTTP (through the wrappers around it; each of a failover's) can
     send nothing: no base URL. A run refuses it at once, rather than fail every input."""
@@ -2047,9 +2056,7 @@ class _Runner:
             with contextlib.suppress(sqlite3.Error):  # a run started since, read again
                 self.endpoints = self.book.endpoints()
         theirs = self.endpoints.get(row.run_id)
-        if theirs is None or set(theirs.split(_ENDPOINTS)) <= set(mine.split(_ENDPOINTS)):
-            return None  # the same server, or a failover's among this run's, in any order
-        return theirs
+        return theirs if another_endpoint(mine, theirs) else None
 
     def _from_ledger(self, index: int, label: str, row: LedgerRow) -> BatchResult[Any]:
         metadata, earlier = _records_of(row)

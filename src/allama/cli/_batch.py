@@ -682,15 +682,22 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
         db = _read_only(ledger)
     except LedgerError:
         return None
+    from allama.batch._run import another_endpoint
+
     spec = run._spec
     counts: Counter[str] = Counter()
     total = 0
     states: dict[str, str] = {}  # the state of each run holding an input in flight
     book: Ledger | None = None
+    mine = spec.settings.get("endpoint")
     try:
         (held,) = db.execute("SELECT COUNT(*) FROM items").fetchone()
         if not held:
             return None
+        endpoints: dict[str, str | None] = {}
+        if mine is not None:
+            book = Ledger(ledger, read_only=True)
+            endpoints = book.endpoints()
         reopened = "reopened" if "reopened" in item_columns(db) else "NULL"
         for _, _, key, row in _looked_up(spec, db, f"status, run_id, {reopened}"):
             total += 1
@@ -707,6 +714,9 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
                 status = "failed"  # to this run, which does not try failures again
             elif state == "running":
                 status = "running"  # a live run's: left to it
+            elif status == "done" and row is not None and row[1] is not None:
+                # Finished against another server: not given, nor sent (`another_endpoint`).
+                counts["another"] += another_endpoint(mine, endpoints.get(row[1]))
             counts[status] += 1
     except (sqlite3.Error, LedgerError):
         return None
@@ -720,7 +730,10 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
     noun = "document" if total == 1 else "documents"
     if known:
         again = spec.retry_failed and failed
-        parts = [f"{done} done", f"{failed} failed{', tried again' if again else ''}"]
+        another = counts["another"]
+        not_given = f" ({another} against another endpoint, not given)" if another else ""
+        tried = ", tried again" if again else ""
+        parts = [f"{done} done{not_given}", f"{failed} failed{tried}"]
         if jobs:
             parts.append(f"{jobs} in provider batch jobs, to collect")
         if elsewhere:
