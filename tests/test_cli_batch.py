@@ -1651,8 +1651,10 @@ def test_the_summary_sends_failures_whose_values_the_ledger_holds_to_export(
     try:
         capsys.readouterr()
         code = main(
-            ["batch", "run", str(docs), "--type", row_type, "--provider", "openai"]
-            + ["--base-url", other.url, "--model", "gpt-4o-mini", "--out", str(out)]
+            [
+                *("batch", "run", str(docs), "--type", row_type, "--provider", "openai"),
+                *("--base-url", other.url, "--model", "gpt-4o-mini", "--out", str(out)),
+            ]
         )
         lines = summary_of(capsys.readouterr().err)
     finally:
