@@ -219,7 +219,11 @@ def test_requests_waiting_at_the_old_rate_take_their_turn_again_when_it_changes(
     assert sent[0] == 0.0
     assert sent[1] >= 1.2  # none inside the pause
     gaps = [later - earlier for earlier, later in itertools.pairwise(sent[1:])]
-    assert min(gaps) >= 1.0 - 1e-9  # the halved rate, for every request that waited
+    # The halved rate, for every request that waited, until it recovers a tenth ten
+    # seconds after the 429.
+    early = [gap for gap, at in zip(gaps, sent[2:], strict=True) if at <= 10.2]
+    assert len(early) == 9 and min(early) >= 1.0 - 1e-9
+    assert min(gaps) >= 1 / 1.1 - 1e-9
 
     async def recovering() -> list[float]:
         loop = asyncio.get_running_loop()
@@ -232,8 +236,26 @@ def test_requests_waiting_at_the_old_rate_take_their_turn_again_when_it_changes(
 
     later = sorted(moment for moment in run(recovering()) if moment > 11.0)
     gaps = [b - a for a, b in itertools.pairwise(later)]
-    # 33 a minute after the recovery's first step (60 / 33 s apart), for those that waited.
-    assert max(gaps) < 2.0 and min(gaps) >= 60 / 33 - 1e-9
+    # 33 a minute after the recovery's first step (60 / 33 s apart), for those that waited,
+    # and a tenth more at each step of ten seconds after.
+    assert max(gaps) == pytest.approx(60 / 33) and min(gaps) >= 60 / (30 * 1.1**3) - 1e-9
+
+
+def test_a_cut_rate_recovers_for_requests_that_all_wait_for_their_turn() -> None:
+    async def waiting() -> list[float]:
+        loop = asyncio.get_running_loop()
+        limiter = RateLimiter(rpm=60, clock=loop.time)
+        limiter.slow_down(0.001, sent_at=-1.0)  # cut to 30 a minute: 2 s apart
+        sends = [asyncio.create_task(limiter.acquire()) for _ in range(40)]
+        return [await send for send in sends]  # none comes later to see the recovery
+
+    sent = sorted(run(waiting()))
+    gaps = [b - a for a, b in itertools.pairwise(sent)]
+    # 2 s apart for the first ten seconds, then each step of ten a tenth faster.
+    assert max(gaps[:4]) == pytest.approx(2.0)
+    assert min(gaps) >= 60 / (60 * 1.1**8) - 1e-9
+    assert gaps[-1] < 60 / 33  # more than one step recovered by the end
+    assert sent[-1] < 2.0 * 39  # sooner than at the cut rate throughout
 
 
 def test_each_call_of_an_extraction_is_settled_by_its_own_usage() -> None:

@@ -181,16 +181,29 @@ class RateLimiter:
         return slot
 
     async def _wait_for_slot(self, seconds: float) -> bool:
-        """Sleep until a slot; `True` when the rate changed meanwhile (the slot is stale)."""
+        """Sleep until a slot; `True` when the rate changed meanwhile (the slot is stale).
+        A rate that was cut recovers while every request waits for its turn (none comes
+        into `acquire` to see it): the wait wakes at each step of the recovery."""
         if self._respaced is None:
             self._respaced = asyncio.Event()
         respaced = self._respaced
         if self._halted.is_set():
             await asyncio.sleep(0)
             return False
+        until = self._clock() + seconds
         waits = [asyncio.ensure_future(self._halted.wait()), asyncio.ensure_future(respaced.wait())]
         try:
-            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+            while not respaced.is_set() and not self._halted.is_set():
+                now = self._clock()
+                left = until - now
+                if self._scale < self._ceiling:
+                    if now - self._recovered_at >= _RECOVERY_SECONDS:
+                        self._recover(now)  # a step due: every turn is taken again
+                        continue
+                    left = min(left, self._recovered_at + _RECOVERY_SECONDS - now)
+                if left <= 0:
+                    break
+                await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for wait in waits:
                 wait.cancel()
