@@ -45,6 +45,8 @@ class BatchServer(ThreadingHTTPServer):
         self.sent: Counter[int] = Counter()
         """Requests per document that reached the model (not the ones answered 429)."""
         self.times: list[float] = []
+        self.arrivals: list[tuple[float, int]] = []
+        """When each request that reached the model came, and for which document."""
         self.limited = 0
         self.recent: deque[float] = deque()
         self.refusing: str | None = None
@@ -109,12 +111,19 @@ class _Handler(ReplyHandler):
         with self.server.lock:
             self.server.sent[n] += 1
             self.server.times.append(time.monotonic())
+            self.server.arrivals.append((self.server.times[-1], n))
             count = self.server.sent[n]
         if "flaky" in text and count <= 2:  # no JSON (a paid pass), then a 503
             if count == 1:
                 self._send(200, _completion(self.server.model, "no JSON here"))
             else:
                 self._send(503, {"error": {"message": "overloaded", "type": "server_error"}})
+            return
+        if "limited" in text and count <= 2:  # no JSON (a paid pass), then a 429
+            if count == 1:
+                self._send(200, _completion(self.server.model, "no JSON here"))
+            else:
+                self._send(429, {"error": {"message": "slow down", "type": "rate_limit"}}, 1.0)
             return
         if "cut off" in text:
             self.wfile.write(b"HTTP/1.1 2")

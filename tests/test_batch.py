@@ -1977,6 +1977,30 @@ def test_an_input_claimed_ahead_and_taken_over_while_it_waited_is_not_sent(
         slow.stop()
 
 
+def test_a_429_after_a_paid_pass_pauses_the_input_that_takes_its_slot_too(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    # doc 1's first pass is paid for (no JSON), its second call answered 429 (wait 1 s):
+    # what it paid is kept in the ledger before its wait, and the input that takes its
+    # slot meanwhile is not sent into the pause.
+    run = allama.batch(
+        provider_for(server),
+        Row,
+        ["limited doc 1", "doc 2", "doc 4"],
+        request=TEMPLATE,
+        ledger=tmp_path / "run.sqlite",
+        extractor=Extractor(retries=1),
+        concurrency=1,
+    )
+    assert sorted(outcome(r) for r in run) == ["ok", "ok", "ok"]
+    arrivals = sorted(server.arrivals)
+    limited = [at for at, n in arrivals if n == 1]
+    assert len(limited) == 3  # the pass, the 429, and the try after the pause
+    after = [at for at, n in arrivals if n != 1 and at > limited[1]]
+    assert min(after) - limited[1] >= 0.9
+    assert run.summary.rate_limited == 1
+
+
 def test_a_summary_whose_only_costs_are_unknown_says_so(unpriced: BatchServer) -> None:
     # doc 1 is answered (by a model without a price); doc 13 is refused, unpaid.
     run = allama.batch(provider_for(unpriced), Row, ["doc 1", "doc 13"], request=UNPRICED)

@@ -1798,6 +1798,16 @@ class _Runner:
                     index, key, label, outcome, record, tries.attempts, began, spent, step
                 )
             if step:
+                # A rate limit slows the run now, before anything is awaited: the slot this
+                # input gave back is not taken by a request sent into the 429's pause.
+                paused_at = time.monotonic()
+                pause = (
+                    0.0
+                    if self.stopping is not None
+                    else _retry_pause(
+                        self.limiter, outcome, tries.tried, sent_at, self.spec.backoff, self.random
+                    )
+                )
                 tries.last = (outcome, record)
                 if record is not None and _paid_any([record]):
                     spent.append(record)  # paid for: a pass, or a failure that reported usage
@@ -1810,9 +1820,7 @@ class _Runner:
                             key, _stored_or_spent(None, spent), _paid_text(None, spent)
                         )
                 if self.stopping is None:
-                    await _wait_to_retry(
-                        self.limiter, outcome, tries.tried, sent_at, self.spec.backoff, self.random
-                    )
+                    await self.limiter.sleep(pause - (time.monotonic() - paused_at))
                 if self.stopping is not None:  # the run stopped before its next try
                     return await self._set_aside(
                         index, key, label, outcome, tries.last[1], tries.attempts, began, spent
@@ -2306,16 +2314,27 @@ async def _wait_to_retry(
     backoff: float,
     rng: random.Random,
 ) -> None:
-    """Wait before sending again after `error`: a rate limit pauses every request of the
-    run (`RateLimiter.slow_down`); an overloaded or failing server makes this input alone
-    wait, as the provider asked or for a backoff doubling with each try, jittered."""
+    """Wait before sending again after `error` (`_retry_pause`)."""
+    await limiter.sleep(_retry_pause(limiter, error, tried, sent_at, backoff, rng))
+
+
+def _retry_pause(
+    limiter: RateLimiter,
+    error: Error,
+    tried: int,
+    sent_at: float,
+    backoff: float,
+    rng: random.Random,
+) -> float:
+    """How long to wait before sending again after `error`: a rate limit pauses every
+    request of the run, from now (`RateLimiter.slow_down`); an overloaded or failing server
+    makes this input alone wait, as the provider asked or for a backoff doubling with each
+    try, jittered."""
     asked = asked_wait(error)
     if isinstance(error, RateLimitedError):
-        pause = limiter.slow_down(asked, sent_at)
-    else:
-        base = backoff * 2 ** (tried - 1)
-        pause = asked or min(60.0, base * (0.5 + rng.random() / 2))
-    await limiter.sleep(pause)
+        return limiter.slow_down(asked, sent_at)
+    base = backoff * 2 ** (tried - 1)
+    return asked or min(60.0, base * (0.5 + rng.random() / 2))
 
 
 def _estimate(request: ChatRequest) -> int:
