@@ -133,6 +133,10 @@ class _Handler(ReplyHandler):
         if "too large" in text:
             self._send(429, _TOO_LARGE, 1.0)
             return
+        if "not again" in text:  # a rate limit the provider says not to retry
+            limited = {"error": {"message": "slow down", "type": "rate_limit"}}
+            self._send(429, limited, 1.0, {"x-should-retry": "false"})
+            return
         if self.server.delay:
             time.sleep(self.server.delay * (1 + (n % 4)) / 2.5)
         if n % 50 == 13:
@@ -143,9 +147,15 @@ class _Handler(ReplyHandler):
             content = "no JSON here" if n % 50 == 7 else json.dumps({"n": n})
             self._send(200, _completion(self.server.model, content))
 
-    def _send(self, status: int, payload: Any, retry_after: float | None = None) -> None:
+    def _send(
+        self,
+        status: int,
+        payload: Any,
+        retry_after: float | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         wait = {} if retry_after is None else {"retry-after-ms": str(int(retry_after * 1000))}
-        self.send_json(status, payload, wait)
+        self.send_json(status, payload, {**wait, **(headers or {})})
 
 
 _TOO_LARGE = {

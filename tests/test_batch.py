@@ -350,6 +350,20 @@ def test_a_request_larger_than_the_limit_per_minute_fails_alone_and_slows_nothin
     assert (run.summary.rate_limited, run.summary.slowdowns, run.summary.stopped) == (1, 0, None)
 
 
+def test_a_rate_limit_the_provider_says_not_to_retry_fails_its_input_and_slows_the_run(
+    server: BatchServer,
+) -> None:
+    inputs = ["doc 1, not again", "doc 2", "doc 4"]
+    run = allama.batch(provider_for(server), Row, inputs, request=TEMPLATE, concurrency=1)
+    results = sorted(run, key=lambda r: r.index)
+    assert [outcome(r) for r in results] == ["rate_limited", "ok", "ok"]
+    # Sent once (`x-should-retry: false`), but the wait it asked for is the run's.
+    assert server.sent[1] == 1 and results[0].attempts == 1
+    first, second = sorted(at for at, n in server.arrivals)[:2]
+    assert second - first >= 0.9
+    assert (run.summary.rate_limited, run.summary.slowdowns, run.summary.stopped) == (1, 1, None)
+
+
 def test_a_stop_ends_the_waits_for_a_turn(server: BatchServer) -> None:
     # A minute between requests: the second and third wait for their turns when the stop
     # comes, and come back not started at once rather than after their turns.

@@ -76,7 +76,7 @@ from allama.batch._run import (
     missing_url,
     stored_value,
 )
-from allama.errors import Error, NetworkError, RequestTimeoutError, text_of
+from allama.errors import Error, NetworkError, RateLimitedError, RequestTimeoutError, text_of
 from allama.extract import ExtractionMetadata, Extractor, SchemaEnforcement
 from allama.schema import type_schema
 from allama.types import ChatRequest
@@ -406,6 +406,9 @@ class ExtractBatch:
                     tries.spent.append(metadata)  # paid for: a pass, or reported usage
                     last = (error, None)
                 continue
+            if step is False and isinstance(error, RateLimitedError) and error.retry_after:
+                # Not tried again, but the provider asked for a wait: the actor slows down.
+                limiter.slow_down(error.retry_after, sent_at)
             if isinstance(step, str):  # a wait longer than a run makes (a limit per day)
                 self._stopped = step
                 limiter.halt()  # rows waiting for their turn come back at once

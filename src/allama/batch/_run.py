@@ -1791,7 +1791,11 @@ class _Runner:
         if isinstance(outcome, Error):
             record = ExtractionMetadata.from_error(outcome)
             step = _retry_step(outcome, tries, self.spec.max_attempts)
-            if step is not True and isinstance(outcome, RateLimitedError):
+            if step is False and isinstance(outcome, RateLimitedError) and outcome.retry_after:
+                # Not tried again (the provider said not to, `x-should-retry: false`, or its
+                # tries are spent), but the provider asked for a wait: the run slows down.
+                self.limiter.slow_down(outcome.retry_after, sent_at)
+            elif step is not True and isinstance(outcome, RateLimitedError):
                 self.limiter.rate_limited += 1  # met, though not waited for: counted too
             if isinstance(step, str):
                 return await self._set_aside(

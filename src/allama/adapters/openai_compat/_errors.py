@@ -323,8 +323,9 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
     if status == 429 or code in _RATE_LIMIT_CODES:
         limited = RateLimitedError(message, retry_after=retry_after_seconds(headers))
         if re.search(_TOO_LARGE, message):
-            # The request alone is over a per-minute limit: no wait lets it through.
-            limited.with_retryable(False)
+            # The request alone is over a per-minute limit: no wait lets it through, and
+            # the wait the headers give is not one to make.
+            limited.with_retryable(False).with_retry_after(None)
         return limited
     if status in (400, 413, 422, None) and re.search(_CONTEXT_WORDS, message):
         return ContextWindowExceededError(message)
