@@ -364,6 +364,25 @@ def test_a_rate_limit_the_provider_says_not_to_retry_fails_its_input_and_slows_t
     assert (run.summary.rate_limited, run.summary.slowdowns, run.summary.stopped) == (1, 1, None)
 
 
+class Described(BaseModel):
+    n: int = Field(description="the number of the document, " + "as it is written, " * 40)
+
+
+def test_the_tokens_per_minute_count_the_schema_and_the_output_of_each_call(
+    server: BatchServer,
+) -> None:
+    # Every answer is billed 110 tokens (100 in, 10 out); the schema alone is about 190.
+    # Counting the messages alone (10 tokens), all six would go at once: 660 of 500.
+    run = allama.batch(
+        provider_for(server), Described, docs(6), request=TEMPLATE, concurrency=6, tpm=500
+    )
+    threading.Timer(3.0, run.stop).start()  # the sixth waits a minute for its room
+    results = list(run)
+    sent = sum(server.sent.values())
+    assert 2 <= sent <= 4 and sent * 110 <= 500
+    assert sum(outcome(r) == "ok" for r in results) == sent
+
+
 def test_a_stop_ends_the_waits_for_a_turn(server: BatchServer) -> None:
     # A minute between requests: the second and third wait for their turns when the stop
     # comes, and come back not started at once rather than after their turns.

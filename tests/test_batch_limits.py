@@ -206,6 +206,20 @@ def test_a_requests_tokens_count_as_its_usage_said() -> None:
     assert run(main()) == [0.0, 0.0, 60.0]
 
 
+def test_a_request_waiting_for_room_goes_when_an_answer_frees_some() -> None:
+    async def main() -> tuple[float, float, int]:
+        loop = asyncio.get_running_loop()
+        limiter = RateLimiter(tpm=10_000, clock=loop.time)
+        first = await limiter.acquire(8_000)
+        waiting = asyncio.create_task(limiter.acquire(5_000))  # room in a minute
+        await asyncio.sleep(2.0)
+        limiter.spent(8_000, 3_000, first, output=1_200)  # answered: 3,000 used
+        return first, await waiting, limiter.output_guess()
+
+    # Not the minute it reckoned from the estimate: when the answer said.
+    assert run(main()) == (0.0, 2.0, 1_200)
+
+
 def test_requests_waiting_at_the_old_rate_take_their_turn_again_when_it_changes() -> None:
     async def cut() -> list[float]:
         loop = asyncio.get_running_loop()

@@ -74,6 +74,7 @@ from allama.batch._run import (
     _wait_to_retry,
     missing_key,
     missing_url,
+    schema_tokens,
     stored_value,
 )
 from allama.errors import Error, NetworkError, RateLimitedError, RequestTimeoutError, text_of
@@ -305,7 +306,9 @@ class ExtractBatch:
             rpm, tpm, backoff = self._limiter_settings
             self._limiter = RateLimiter(rpm, tpm, backoff=max(backoff, 0.001))
             # Each call of an extraction (a retry, a repair) takes a turn of the limits.
-            self._turns = Turns(self.provider, self._limiter)
+            self._turns = Turns(
+                self.provider, self._limiter, schema_tokens(self._schema.adapter) if tpm else 0
+            )
         if self._text_column is not None:
             # A block without the column (rows built from dicts that lack it) holds none.
             rows: list[Any] = (
@@ -357,9 +360,14 @@ class ExtractBatch:
         request = self._request(row)
         if isinstance(request, str):
             return None, request, None
-        limiter = self._limiter
-        assert limiter is not None
-        tries = _Tries(1, estimate=_estimate(request) if limiter.counts_tokens else 0)
+        limiter, turns = self._limiter, self._turns
+        assert limiter is not None and turns is not None
+        tries = _Tries(
+            1,
+            estimate=(
+                _estimate(request, turns.schema_tokens, limiter) if limiter.counts_tokens else 0
+            ),
+        )
         last: tuple[Error, ExtractionMetadata | None] | None = None
         first_sent: float | None = None
         while True:
@@ -377,8 +385,8 @@ class ExtractBatch:
                 turn = Turn(sent_at, tries.estimate)
                 entered = TURN.set(turn)
                 try:
-                    turns: Any = self._turns
-                    extracted = await self._extractor.aextract(turns, self._tp, request)
+                    calls: Any = turns  # the provider as the extraction calls it
+                    extracted = await self._extractor.aextract(calls, self._tp, request)
                     self._answered_at = time.monotonic()
                     break
                 except Exception as failed:  # a bad row never fails the job

@@ -802,7 +802,7 @@ class JobRunner(_Runner):
     async def _live(self, item: _Item) -> None:
         assert item.pending is not None
         self.unsent.discard(item.key)  # sent now: its attempt stands
-        estimate = _estimate(item.pending)
+        estimate = _estimate(item.pending, self.provider.schema_tokens, self.limiter)
         self.summary.in_flight += 1
         tried = 0
         counted = True  # an attempt is counted for the pass about to be sent (its route)

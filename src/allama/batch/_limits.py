@@ -72,6 +72,10 @@ class RateLimiter:
         self._window: deque[list[float]] = deque()
         """The requests of the last 60 seconds, each `[sent at, tokens]`, in order."""
         self._in_window = 0.0
+        self._most_output: int | None = None
+        """The most output tokens an answer used so far (`output_guess`)."""
+        self._roomier: asyncio.Event | None = None
+        """Set (and replaced) when an answer's usage frees room in the window."""
         self._strikes = 0
         self._last_strike = 0.0
         self._recovered_at = 0.0
@@ -230,7 +234,24 @@ class RateLimiter:
                 wait = self._room_in(now, min(float(tokens), float(self._tpm)))
             if wait <= 0 or self._halted.is_set():
                 return
-            await self.sleep(wait)
+            if self._paused_until > now:
+                await self.sleep(wait)
+            else:
+                await self._wait_for_room(wait)
+
+    async def _wait_for_room(self, seconds: float) -> None:
+        """Sleep until the window leaves room, or until an answer's usage frees some."""
+        if self._roomier is None:
+            self._roomier = asyncio.Event()
+        waits = [
+            asyncio.ensure_future(self._halted.wait()),
+            asyncio.ensure_future(self._roomier.wait()),
+        ]
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
 
     def _room_in(self, now: float, need: float) -> float:
         """Seconds until the requests of the 60 seconds before leave `need` tokens of room."""
@@ -247,9 +268,24 @@ class RateLimiter:
                 return sent_at + 60.0 - now
         return window[-1][0] + 60.0 - now if window else 0.0
 
-    def spent(self, estimated: int, actual: int | None, sent_at: float | None = None) -> None:
+    def output_guess(self) -> int:
+        """The output tokens a request is counted for before its answer says: the most an
+        answer of the run used so far (none before one did: a guess then would hold every
+        request back on a number no answer gave)."""
+        return self._most_output or 0
+
+    def spent(
+        self,
+        estimated: int,
+        actual: int | None,
+        sent_at: float | None = None,
+        output: int | None = None,
+    ) -> None:
         """Settle the tokens of a request sent at `sent_at` once its usage is known: its
-        estimate becomes what it used, while it is within the last minute."""
+        estimate becomes what it used, while it is within the last minute. `output`: the
+        tokens it answered with, which the next requests' estimates count."""
+        if output is not None:
+            self._most_output = max(self._most_output or 0, output)
         if self._tpm is None or actual is None:
             return
         change = float(actual - estimated)
@@ -257,6 +293,11 @@ class RateLimiter:
             if sent_at is None or entry[0] == sent_at:
                 entry[1] += change
                 self._in_window += change
+                if change < 0 and self._roomier is not None:
+                    # Room freed: the requests waiting for room look again now, rather
+                    # than at the moment they reckoned from the estimate.
+                    self._roomier.set()
+                    self._roomier = None
                 return
 
     def slow_down(self, retry_after: float | None, sent_at: float = float("inf")) -> float:

@@ -48,7 +48,7 @@ from pydantic_core import to_json
 from allama import _tracing
 from allama._prices import MONEY, dollars
 from allama._printable import printable, storable
-from allama._tokens import guessed_input_tokens
+from allama._tokens import CHARS_PER_TOKEN, guessed_input_tokens
 from allama.batch import _ledger
 from allama.batch._ledger import (
     EARLIER_VALUE,
@@ -1040,7 +1040,9 @@ class _Runner:
         flag is only ever set, by its own thread, so neither undoes the other."""
         self.closed = False
         """The run was cancelled before its end (`close()`, the results left early)."""
-        self.provider = Turns(spec.provider, self.limiter)
+        self.provider = Turns(
+            spec.provider, self.limiter, schema_tokens(spec.adapter) if spec.tpm else 0
+        )
         """The provider the extractions call: each call takes a turn of the rate limits."""
         self.provider.answered = self._answered
         self.answered_at = float("-inf")
@@ -1581,7 +1583,15 @@ class _Runner:
         recorded before the slot is given back, so that no input starts past the budget.
         `paid`: what earlier runs' attempts of the input paid for, counted with its own
         (and, under a budget, before it is sent)."""
-        tries = _Tries(attempts, estimate=_estimate(request) if self.limiter.counts_tokens else 0)
+        limiter = self.limiter
+        tries = _Tries(
+            attempts,
+            estimate=(
+                _estimate(request, self.provider.schema_tokens, limiter)
+                if limiter.counts_tokens
+                else 0
+            ),
+        )
         hold = self.spec.max_cost is not None
         if paid:
             tries.spent.extend(paid)
@@ -2206,9 +2216,13 @@ class Turns:
     request does; the first goes on the turn the run took for the input. A call made in a
     worker thread (`batch`) waits for its turn on the run's loop."""
 
-    def __init__(self, provider: ChatProvider, limiter: RateLimiter) -> None:
+    def __init__(
+        self, provider: ChatProvider, limiter: RateLimiter, schema_tokens: int = 0
+    ) -> None:
         self._provider = provider
         self.limiter = limiter
+        self.schema_tokens = schema_tokens
+        """The type's schema, in tokens, which every call carries (`_estimate`)."""
         self.loop: asyncio.AbstractEventLoop | None = None
         """The run's event loop, where a worker thread's call waits for its turn."""
         self.answered: Callable[[], None] | None = None
@@ -2224,7 +2238,7 @@ class Turns:
 
     async def _take(self, turn: Turn, request: ChatRequest) -> None:
         limiter = self.limiter
-        tokens = _estimate(request) if limiter.counts_tokens else 0
+        tokens = _estimate(request, self.schema_tokens, limiter) if limiter.counts_tokens else 0
         turn.estimate = tokens
         turn.sent_at = await limiter.acquire(tokens)
         if limiter.halted:  # the run stopped: this call is in flight, and goes, spaced
@@ -2240,8 +2254,9 @@ class Turns:
             await self._take(turn, request)
         turn.called = time.monotonic()
         response = await self._provider.achat(request)
-        if self.limiter.counts_tokens and response.usage is not None:
-            self.limiter.spent(turn.estimate, response.usage.total_tokens, turn.sent_at)
+        usage = response.usage
+        if self.limiter.counts_tokens and usage is not None:
+            self.limiter.spent(turn.estimate, usage.total_tokens, turn.sent_at, usage.output_tokens)
         if self.answered is not None:
             self.answered()
         return response
@@ -2258,8 +2273,13 @@ class Turns:
         response = self._provider.chat(request)
         if self.limiter.counts_tokens and response.usage is not None and self.loop is not None:
             with contextlib.suppress(RuntimeError):  # the run's loop closed: it is over
+                usage = response.usage
                 self.loop.call_soon_threadsafe(
-                    self.limiter.spent, turn.estimate, response.usage.total_tokens, turn.sent_at
+                    self.limiter.spent,
+                    turn.estimate,
+                    usage.total_tokens,
+                    turn.sent_at,
+                    usage.output_tokens,
                 )
         if self.answered is not None and self.loop is not None:
             with contextlib.suppress(RuntimeError):
@@ -2341,8 +2361,24 @@ def _retry_pause(
     return asked or min(60.0, base * (0.5 + rng.random() / 2))
 
 
-def _estimate(request: ChatRequest) -> int:
-    return guessed_input_tokens(request) + (request.max_output_tokens or 0)
+def _estimate(request: ChatRequest, schema_tokens: int, limiter: RateLimiter) -> int:
+    """The tokens a call is counted for before its answer says: its messages, the schema
+    the extraction sends beside them, and its output (at most `max_output_tokens`; without
+    it, as much as the largest answer so far)."""
+    output = request.max_output_tokens or limiter.output_guess()
+    return guessed_input_tokens(request) + schema_tokens + output
+
+
+def schema_tokens(adapter: TypeAdapter[Any]) -> int:
+    """A type's JSON Schema in tokens, guessed as a request's text is: what an extraction
+    adds to each call (a response format, a tool), which its messages do not hold."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            schema = json.dumps(adapter.json_schema(), separators=(",", ":"))
+    except Exception:  # no JSON Schema: no extraction either, which says why
+        return 0
+    return len(schema) // CHARS_PER_TOKEN
 
 
 def _duplicate(index: int, label: str, first: BatchResult[Any]) -> BatchResult[Any]:
