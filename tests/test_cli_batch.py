@@ -1478,6 +1478,15 @@ def test_on_an_80_column_terminal_the_bar_is_drawn_and_the_least_needed_parts_gi
     assert fitted(summary, 70) == (
         "3/?: 3 done, 0 failed, 1 in flight, 509 tokens, cost unknown, ETA ?"
     )
+    # A rate limit's pause is said while it lasts, the last part a narrow line leaves out.
+    assert progress_text(summary, paused=72.4) == (
+        "3/?: 3 done, 0 failed, 1 in flight, paused 1 min 12 s (rate limit), 509 tokens, "
+        "cost unknown, 0.30/s, ETA ?"
+    )
+    assert fitted(summary, 79, paused=72.4) == (
+        "3/?: 3 done, 0 failed, 1 in flight, paused 1 min 12 s (rate limit), ETA ?"
+    )
+    assert "paused" not in progress_text(summary, paused=0.4)
 
 
 def test_ctrl_c_stops_starting_inputs_and_lets_the_run_end(

@@ -1007,8 +1007,13 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         progress = None
         if not args.no_progress:
             tty = _isatty(sys.stderr)
+            limiter = run._runner.limiter
             progress = Progress(
-                lambda: run.summary, sys.stderr, tty=tty, every=0.1 if tty else args.progress_every
+                lambda: run.summary,
+                sys.stderr,
+                tty=tty,
+                every=0.1 if tty else args.progress_every,
+                paused=lambda: 0.0 if limiter.halted else limiter.paused_for,
             )
         interrupts = _Interrupts(run)
         written = 0

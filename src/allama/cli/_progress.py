@@ -21,13 +21,13 @@ if TYPE_CHECKING:
 BAR_WIDTH = 20
 
 
-def progress_text(summary: BatchSummary) -> str:
-    """The run so far in one line: finished of total, done, failed, in flight, tokens,
-    cost, rate and ETA."""
-    return ", ".join(text for _, text in _parts(summary))
+def progress_text(summary: BatchSummary, paused: float = 0.0) -> str:
+    """The run so far in one line: finished of total, done, failed, in flight, the pause a
+    rate limit asked for (`paused` seconds left), tokens, cost, rate and ETA."""
+    return ", ".join(text for _, text in _parts(summary, paused))
 
 
-def _parts(summary: BatchSummary) -> list[tuple[str, str]]:
+def _parts(summary: BatchSummary, paused: float = 0.0) -> list[tuple[str, str]]:
     """The line's parts, each named for `_LEAST_NEEDED`."""
     total = "?" if summary.total is None else str(summary.total)
     parts = [
@@ -37,6 +37,9 @@ def _parts(summary: BatchSummary) -> list[tuple[str, str]]:
             f"{summary.in_flight} in flight",
         )
     ]
+    if paused >= 1.0:
+        # A 429's wait: nothing is sent meanwhile, and the line says why.
+        parts.append(("paused", f"paused {_duration(paused)} (rate limit)"))
     if summary.not_started:
         parts.append(("not started", f"{summary.not_started} not started"))
     if summary.elsewhere:
@@ -63,11 +66,11 @@ MIN_BAR = 10
 """The narrowest bar drawn: narrower, the parts least needed leave room for it."""
 
 
-def fitted(summary: BatchSummary, width: int) -> str:
+def fitted(summary: BatchSummary, width: int, paused: float = 0.0) -> str:
     """The bar and the line in `width` columns: the bar narrower, then the parts least
     needed left out; with no room for a bar (or no total), the line alone, as whole as
     fits, then cut. A line that wraps could not be redrawn in place."""
-    parts = _parts(summary)
+    parts = _parts(summary, paused)
     texts = [
         ", ".join(said for name, said in parts if name not in _LEAST_NEEDED[:left_out])
         for left_out in range(len(_LEAST_NEEDED) + 1)
@@ -106,9 +109,17 @@ class Progress:
     """Draws `summary()` on `stream` until `stop()`: in place when `tty`, else as lines."""
 
     def __init__(
-        self, summary: Callable[[], BatchSummary], stream: IO[str], *, tty: bool, every: float
+        self,
+        summary: Callable[[], BatchSummary],
+        stream: IO[str],
+        *,
+        tty: bool,
+        every: float,
+        paused: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self._summary = summary
+        self._paused = paused
+        """The seconds left of a rate limit's pause."""
         self._stream = stream
         self._tty = tty
         self._every = every
@@ -126,12 +137,12 @@ class Progress:
             self._draw()
 
     def _draw(self) -> None:
-        summary = self._summary()
+        summary, paused = self._summary(), self._paused()
         with self._lock:
             if self._tty:
-                self._stream.write("\r" + fitted(summary, self._width()) + "\x1b[K")
+                self._stream.write("\r" + fitted(summary, self._width(), paused) + "\x1b[K")
             else:
-                self._stream.write("progress: " + progress_text(summary) + "\n")
+                self._stream.write("progress: " + progress_text(summary, paused) + "\n")
             self._stream.flush()
             self._drawn = True
 
