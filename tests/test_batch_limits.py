@@ -206,6 +206,20 @@ def test_a_requests_tokens_count_as_its_usage_said() -> None:
     assert run(main()) == [0.0, 0.0, 60.0]
 
 
+def test_a_wait_a_halt_ends_is_counted_as_waited() -> None:
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        limiter = RateLimiter(rpm=60, clock=loop.time)
+        limiter.slow_down(30.0)  # a 429 asking for 30 s
+        waiting = asyncio.create_task(limiter.acquire())
+        await asyncio.sleep(4.0)
+        limiter.halt()
+        await waiting
+        return limiter.waited
+
+    assert run(main()) == 4.0
+
+
 def test_a_request_waiting_for_room_goes_when_an_answer_frees_some() -> None:
     async def main() -> tuple[float, float, int]:
         loop = asyncio.get_running_loop()

@@ -129,7 +129,9 @@ class RateLimiter:
         while True:
             await self._clear(tokens)
             if self._halted.is_set():
-                return self._clock()
+                now = self._clock()
+                self.waited += now - began  # waited, though it does not go
+                return now
             # Its tokens and its slot are taken at once, with nothing awaited between the
             # check and the taking: requests waiting for their slots share no tokens, and
             # its tokens count from its slot.
