@@ -248,7 +248,9 @@ def add_batch_parser(commands: Any) -> None:
         "export",
         help="the validated values of a ledger as JSONL (or its failures)",
         description="Write the validated values a ledger holds as JSONL, in the rows "
-        "`allama batch run` writes, in input order; --failed writes the failures instead.",
+        "`allama batch run` writes, in input order, one for each input the ledger holds "
+        "(a document given twice is one input: its copies' rows are not repeated); "
+        "--failed writes the failures instead.",
     )
     export.add_argument("ledger", metavar="LEDGER")
     export.add_argument("--out", default="-", help="the file to write (default: stdout)")
