@@ -2,17 +2,18 @@
 
 Requests are spaced evenly (`60 / rpm` apart); the tokens of the requests sent in any 60
 seconds stay within `tpm` (a request larger than `tpm` goes alone, once the minute before
-it is clear), the estimate of each settled against its usage when the answer says. A
-request waiting for its turn when the rate changes (a cut, a recovery) takes its turn
-again at the new rate. A rate-limit answer (429) pauses every new request until the moment
-the provider gave (`retry_after`, which the adapters read from `retry-after` and the
-rate-limit reset headers) or a backoff that doubles while 429s keep coming, and halves the
-request rate (with no `rpm` given, from the rate the run was sending at, which it may
-recover past); the rate recovers by a tenth of itself (x1.1) every ten seconds without
-one. Requests already on their way when the rate was cut neither cut it again nor double
-the backoff: a burst of 429s answering requests sent together is one. A request waiting
-for its turn when a pause begins waits for the pause too. So a 429 slows the run instead
-of ending it.
+it is clear), the estimate of each settled against its usage when the answer says (a
+request waiting for room looks again then). A request waiting for its turn when the rate
+changes (a cut, a recovery) takes its turn again at the new rate. A rate-limit answer
+(429) pauses every new request until the moment the provider gave (`retry_after`, which
+the adapters read from `retry-after` and the rate-limit reset headers) or a backoff that
+doubles while 429s keep coming, and halves the request rate (with no `rpm` given, from the
+rate the run was sending at, which it may recover past); the rate recovers by a tenth of
+itself (x1.1) every ten seconds without one, the requests waiting for their turns taking
+them again at each step. Requests already on their way when the rate was cut neither cut
+it again nor double the backoff: a burst of 429s answering requests sent together is one.
+A request waiting for its turn when a pause begins waits for the pause too. So a 429 slows
+the run instead of ending it.
 """
 
 from __future__ import annotations
@@ -197,23 +198,27 @@ class RateLimiter:
             await asyncio.sleep(0)
             return False
         until = self._clock() + seconds
-        waits = [asyncio.ensure_future(self._halted.wait()), asyncio.ensure_future(respaced.wait())]
+        while not respaced.is_set() and not self._halted.is_set():
+            now = self._clock()
+            left = until - now
+            if self._scale < self._ceiling:
+                if now - self._recovered_at >= _RECOVERY_SECONDS:
+                    self._recover(now)  # a step due: every turn is taken again
+                    continue
+                left = min(left, self._recovered_at + _RECOVERY_SECONDS - now)
+            if left <= 0:
+                break
+            await self._wait_on(respaced, left)
+        return respaced.is_set() and not self._halted.is_set()
+
+    async def _wait_on(self, event: asyncio.Event, seconds: float) -> None:
+        """Sleep `seconds`, or until `event` is set or the run halts."""
+        waits = [asyncio.ensure_future(self._halted.wait()), asyncio.ensure_future(event.wait())]
         try:
-            while not respaced.is_set() and not self._halted.is_set():
-                now = self._clock()
-                left = until - now
-                if self._scale < self._ceiling:
-                    if now - self._recovered_at >= _RECOVERY_SECONDS:
-                        self._recover(now)  # a step due: every turn is taken again
-                        continue
-                    left = min(left, self._recovered_at + _RECOVERY_SECONDS - now)
-                if left <= 0:
-                    break
-                await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for wait in waits:
                 wait.cancel()
-        return respaced.is_set() and not self._halted.is_set()
 
     def _respace(self) -> None:
         """The rate changed: the turns taken at the old one are taken again, from the last
@@ -239,21 +244,10 @@ class RateLimiter:
             if self._paused_until > now:
                 await self.sleep(wait)
             else:
-                await self._wait_for_room(wait)
-
-    async def _wait_for_room(self, seconds: float) -> None:
-        """Sleep until the window leaves room, or until an answer's usage frees some."""
-        if self._roomier is None:
-            self._roomier = asyncio.Event()
-        waits = [
-            asyncio.ensure_future(self._halted.wait()),
-            asyncio.ensure_future(self._roomier.wait()),
-        ]
-        try:
-            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for wait in waits:
-                wait.cancel()
+                # For room in the window, or until an answer's usage frees some.
+                if self._roomier is None:
+                    self._roomier = asyncio.Event()
+                await self._wait_on(self._roomier, wait)
 
     def _room_in(self, now: float, need: float) -> float:
         """Seconds until the requests of the 60 seconds before leave `need` tokens of room."""
