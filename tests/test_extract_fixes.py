@@ -415,3 +415,14 @@ def test_an_infinite_value_the_type_makes_itself_is_no_number_of_the_output() ->
     with pytest.raises(ParseError) as raised:
         allama.extract(MockProvider.with_text('{"name": "a", "best": 1e400}'), Route, native())
     assert raised.value.path == "best"
+    # No JSON holds the default: the schema a provider is sent leaves it out, and the plan
+    # of every dialect is the schema's own, not a refusal.
+    from allama.schema._types import type_schema
+
+    for name in ("openai", "anthropic", "gemini", "ollama"):
+        provider = allama.provider(name, **({} if name == "ollama" else {"api_key": "k"}))
+        plan = Extractor().plan(provider, Route, native())
+        assert plan.enforcement in (SchemaEnforcement.EXACT, SchemaEnforcement.APPROXIMATE)
+    properties = type_schema(Route).schema["properties"]
+    assert "default" not in properties["best"]
+    assert properties["limit"]["default"] == "Infinity"  # a string: JSON holds it

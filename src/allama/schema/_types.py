@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import typing
@@ -12,7 +13,8 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 from pydantic import PydanticInvalidForJsonSchema, PydanticUserError, TypeAdapter
-from pydantic.json_schema import GenerateJsonSchema
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
 from allama.schema._errors import SchemaError
 
@@ -80,6 +82,26 @@ class _StableDefaults(GenerateJsonSchema):
                 for key, value in dft.items()
             }
         return super().encode_default(dft)
+
+    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+        """A default no JSON can hold (`float("inf")`) is left out of the schema: it only
+        annotates it, and no provider reads a schema holding one. The value is the type's
+        own default all the same."""
+        json_schema = super().default_schema(schema)
+        if "default" in json_schema and not _json_number_safe(json_schema["default"]):
+            del json_schema["default"]
+        return json_schema
+
+
+def _json_number_safe(value: Any) -> bool:
+    """Whether every float in `value` is finite (JSON has no NaN or infinity)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return all(_json_number_safe(item) for item in value)
+    if isinstance(value, dict):
+        return all(_json_number_safe(item) for item in value.values())
+    return True
 
 
 def _holds_a_set(value: Any) -> bool:
