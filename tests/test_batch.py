@@ -2430,46 +2430,6 @@ def test_an_outage_of_overloaded_answers_stops_the_run_with_its_inputs_pending(
     assert [outcome(r) for r in again] == ["ok"] * 6
 
 
-@pytest.mark.parametrize(
-    ("error", "met"),
-    [
-        (allama.ServerError("internal error").with_status(500), "failed with a server error"),
-        (allama.RequestTimeoutError("timed out"), "did not answer in time"),
-    ],
-)
-def test_an_outage_of_server_errors_or_timeouts_stops_the_run_with_its_inputs_pending(
-    error: allama.Error, met: str, tmp_path: Path
-) -> None:
-    from allama.mock import FunctionProvider
-
-    # Every call failing so, nothing served meanwhile: an outage, as "overloaded" is (a
-    # timed-out call may have been paid for), not each input's failure in turn.
-    down = True
-    calls: list[int] = []
-
-    def answer(request: ChatRequest) -> ChatResponse:
-        calls.append(1)
-        if down:
-            raise error
-        return ChatResponseBuilder().text('{"n": 1}').usage(5, 5).build()
-
-    provider = FunctionProvider(answer, name="custom")
-    ledger = tmp_path / "run.sqlite"
-    options: dict[str, Any] = {"request": TEMPLATE, "ledger": ledger, "backoff": 0.0}
-    run = allama.batch(provider, Row, docs(6), concurrency=2, **options)
-    first = list(run)
-    assert run.summary.stopped is not None and run.summary.stopped.startswith(
-        f"the provider {met} to 5 tries, and served no other call meanwhile: "
-    )
-    assert run.summary.refused == error.kind
-    assert {outcome(r) for r in first} <= {error.kind, "not_started"}
-    assert Ledger(ledger, read_only=True).counts().get("failed", 0) == 0
-    assert len(calls) < 6 * 5  # not every input's five tries
-    down = False
-    again = list(allama.batch(provider, Row, docs(6), concurrency=2, **options))
-    assert [outcome(r) for r in again] == ["ok"] * 6
-
-
 def test_an_input_answered_overloaded_while_others_are_served_is_its_failure() -> None:
     from allama.mock import FunctionProvider
 

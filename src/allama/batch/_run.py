@@ -71,7 +71,6 @@ from allama.errors import (
     QuotaExceededError,
     RateLimitedError,
     RequestTimeoutError,
-    ServerError,
     asked_wait,
     text_of,
 )
@@ -1678,7 +1677,7 @@ class _Runner:
                 sent_at = turn.sent_at
                 # Its own passes answered before its last call are no news of the provider.
                 tries.sent = max(tries.sent, turn.called)
-                if not isinstance(outcome, _UNSERVED):
+                if not isinstance(outcome, NetworkError | RequestTimeoutError | OverloadedError):
                     self._answered()
                 if hold:
                     concluded = await self._conclude(
@@ -1847,14 +1846,18 @@ class _Runner:
             unanswered = self.answered_at < tries.sent
             stops = _stops(outcome, tries.tried, self.spec.template is not None, unanswered)
             outage = stops is not None and isinstance(outcome, NetworkError)
-            met = _OUTAGES.get(outcome.kind) if isinstance(outcome, _UNSERVED) else None
-            if stops is None and unanswered and tries.tried >= _OUTAGE_TRIES and met:
+            if (
+                stops is None
+                and unanswered
+                and tries.tried >= _OUTAGE_TRIES
+                and isinstance(outcome, OverloadedError)
+            ):
                 # An outage, not the input's failure: every call met it meanwhile. The run
                 # stops, its inputs pending for the next run, rather than fail each in turn.
                 outage = True
                 stops = (
-                    f"the provider {met} to {tries.tried} tries, and served no other call "
-                    f"meanwhile: {_failure(outcome).message}"
+                    f"the provider answered that it is overloaded to {tries.tried} tries, and "
+                    f"served no other call meanwhile: {_failure(outcome).message}"
                 )
             if outage and self.suspect in (None, key):
                 # One input alone: an outage, or its own trouble (a connection that breaks
@@ -2148,17 +2151,6 @@ def _stops(
         )
     return None
 
-
-_UNSERVED = (NetworkError, RequestTimeoutError, ServerError)
-"""Errors that say the provider served no call: no sign it is there and serving, and,
-met by every call, an outage."""
-_OUTAGES = {
-    OverloadedError.kind: "answered that it is overloaded",
-    ServerError.kind: "failed with a server error",
-    RequestTimeoutError.kind: "did not answer in time",
-}
-"""What an outage's calls met, by the kind of their error (a network error's is told
-apart: `_stops`)."""
 
 _OUTAGE_TRIES = 3
 """The tries an input answered "overloaded" at every one of them, while nothing else was
