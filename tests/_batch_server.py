@@ -135,7 +135,8 @@ class _Handler(ReplyHandler):
             return
         if "not again" in text:  # a rate limit the provider says not to retry
             limited = {"error": {"message": "slow down", "type": "rate_limit"}}
-            self._send(429, limited, 1.0, {"x-should-retry": "false"})
+            wait = 86_400.0 if "a day" in text else 1.0
+            self._send(429, limited, wait, {"x-should-retry": "false"})
             return
         if self.server.delay:
             time.sleep(self.server.delay * (1 + (n % 4)) / 2.5)

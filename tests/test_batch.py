@@ -362,6 +362,18 @@ def test_a_rate_limit_the_provider_says_not_to_retry_fails_its_input_and_slows_t
     first, second = sorted(at for at, n in server.arrivals)[:2]
     assert second - first >= 0.9
     assert (run.summary.rate_limited, run.summary.slowdowns, run.summary.stopped) == (1, 1, None)
+    # A wait longer than a run makes stops it, as a 429 tried again does: no silent pause.
+    run = allama.batch(
+        provider_for(server),
+        Row,
+        ["doc 8, not again, a day", "doc 9"],
+        request=TEMPLATE,
+        concurrency=1,
+    )
+    results = sorted(run, key=lambda r: r.index)
+    assert [outcome(r) for r in results] == ["rate_limited", "not_started"]
+    assert run.summary.stopped == "the provider asked to wait 86400 s before the next request"
+    assert run.summary.elapsed < 30 and server.sent[9] == 0
 
 
 class Described(BaseModel):

@@ -70,6 +70,7 @@ from allama.batch._run import (
     _retry_step,
     _stops,
     _stored_or_spent,
+    _too_long,
     _Tries,
     _wait_to_retry,
     missing_key,
@@ -415,8 +416,11 @@ class ExtractBatch:
                     last = (error, None)
                 continue
             if step is False and isinstance(error, RateLimitedError) and error.retry_after:
-                # Not tried again, but the provider asked for a wait: the actor slows down.
-                limiter.slow_down(error.retry_after, sent_at)
+                # Not tried again, but the provider asked for a wait: the actor slows down,
+                # or, asked to wait longer than a run does, stops.
+                step = _too_long(error.retry_after) or False
+                if step is False:
+                    limiter.slow_down(error.retry_after, sent_at)
             if isinstance(step, str):  # a wait longer than a run makes (a limit per day)
                 self._stopped = step
                 limiter.halt()  # rows waiting for their turn come back at once

@@ -1803,8 +1803,14 @@ class _Runner:
             step = _retry_step(outcome, tries, self.spec.max_attempts)
             if step is False and isinstance(outcome, RateLimitedError) and outcome.retry_after:
                 # Not tried again (the provider said not to, `x-should-retry: false`, or its
-                # tries are spent), but the provider asked for a wait: the run slows down.
-                self.limiter.slow_down(outcome.retry_after, sent_at)
+                # tries are spent), but the provider asked for a wait: the run slows down,
+                # or, asked to wait longer than a run does, stops.
+                too_long = _too_long(outcome.retry_after)
+                if too_long is not None:
+                    self.limiter.rate_limited += 1
+                    self.stop(too_long)
+                else:
+                    self.limiter.slow_down(outcome.retry_after, sent_at)
             elif step is not True and isinstance(outcome, RateLimitedError):
                 self.limiter.rate_limited += 1  # met, though not waited for: counted too
             if isinstance(step, str):
@@ -2324,10 +2330,17 @@ def _retry_step(error: Error, tries: _Tries, max_attempts: int) -> bool | str:
         tries.limited += 1
         tries.tried -= 1
     retryable = error.retryable and not isinstance(error, ExtractionError)
-    asked = asked_wait(error)
-    if retryable and asked is not None and asked > _LONGEST_WAIT:
-        return f"the provider asked to wait {asked:.0f} s before the next request"
+    too_long = _too_long(asked_wait(error))
+    if retryable and too_long is not None:
+        return too_long
     return retryable and tries.tried < max_attempts and tries.limited < _MAX_RATE_LIMITED
+
+
+def _too_long(asked: float | None) -> str | None:
+    """Why a wait the provider asked for stops the run: longer than a run waits."""
+    if asked is not None and asked > _LONGEST_WAIT:
+        return f"the provider asked to wait {asked:.0f} s before the next request"
+    return None
 
 
 async def _wait_to_retry(
