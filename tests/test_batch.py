@@ -2046,6 +2046,39 @@ def test_a_429_after_a_paid_pass_pauses_the_input_that_takes_its_slot_too(
     assert run.summary.rate_limited == 1
 
 
+def test_a_stop_while_a_claim_is_looked_up_before_its_send_sends_nothing(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.batch import _ledger
+
+    monkeypatch.setattr(_ledger, "HEARTBEAT_SECONDS", 0.0)  # every first send looks it up
+    looked_up = _ledger.LedgerWriter.still_held
+    runs: list[Any] = []
+    calls = itertools.count(1)
+
+    async def stopped_meanwhile(self: Any, key: str) -> bool:
+        held = await looked_up(self, key)
+        if next(calls) == 2:
+            runs[0].stop("enough")  # the second input's look-up: the run stops meanwhile
+        return held
+
+    monkeypatch.setattr(_ledger.LedgerWriter, "still_held", stopped_meanwhile)
+    ledger = tmp_path / "run.sqlite"
+    run = allama.batch(
+        provider_for(server),
+        Row,
+        ["doc 1", "doc 2"],
+        request=TEMPLATE,
+        ledger=ledger,
+        concurrency=1,
+    )
+    runs.append(run)
+    results = sorted(run, key=lambda r: r.index)
+    assert [outcome(r) for r in results] == ["ok", "not_started"]
+    assert (server.sent[1], server.sent[2]) == (1, 0)
+    assert 1 not in _ledger_rows(ledger)  # given back: no attempt counted
+
+
 def test_a_summary_whose_only_costs_are_unknown_says_so(unpriced: BatchServer) -> None:
     # doc 1 is answered (by a model without a price); doc 13 is refused, unpaid.
     run = allama.batch(provider_for(unpriced), Row, ["doc 1", "doc 13"], request=UNPRICED)

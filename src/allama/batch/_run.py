@@ -1601,8 +1601,21 @@ class _Runner:
             async with self.slots:
                 if self.stopping is None:
                     sent_at = await self.limiter.acquire(tries.estimate)
+                if (
+                    tries.last is None
+                    and self.ledger is not None
+                    and time.monotonic() - began >= _ledger.HEARTBEAT_SECONDS
+                    and not await self.ledger.still_held(key)
+                ):
+                    # Claimed long ago (a paused process): another run may have seen this
+                    # one as ended and taken it over, and sends it itself.
+                    self.unsent.discard(key)
+                    return self._taken_over(
+                        index, key, label, None, 0, time.monotonic(), [], said=TAKEN_OVER_UNSENT
+                    )
                 if self.stopping is not None and tries.last is None:
-                    # Never sent: stopped before its turn came, or while it waited for it.
+                    # Never sent: stopped before its turn came, or while it waited for it
+                    # (or for the look-up above).
                     if self.ledger is not None:
                         await self.ledger.release(key)
                     self.unsent.discard(key)
@@ -1617,18 +1630,7 @@ class _Runner:
                     return await self._not_tried_again(index, key, label, tries, began)
                 if tries.last is None:
                     # An input's time runs from its first send: not its wait for a slot.
-                    waited, began = time.monotonic() - began, time.monotonic()
-                    if (
-                        self.ledger is not None
-                        and waited >= _ledger.HEARTBEAT_SECONDS
-                        and not await self.ledger.still_held(key)
-                    ):
-                        # Claimed long ago (a paused process): another run may have seen
-                        # this one as ended and taken it over, and sends it itself.
-                        self.unsent.discard(key)
-                        return self._taken_over(
-                            index, key, label, None, 0, began, [], said=TAKEN_OVER_UNSENT
-                        )
+                    began = time.monotonic()
                     self.unsent.discard(key)
                 if tries.owed:
                     # A try again is counted on disk before it is sent, and only then: a
