@@ -234,6 +234,18 @@ def test_a_request_waiting_for_room_goes_when_an_answer_frees_some() -> None:
     assert run(main()) == (0.0, 2.0, 1_200)
 
 
+def test_the_output_of_the_last_answers_on_average_is_counted_before_an_answer_says() -> None:
+    limiter = RateLimiter(tpm=10_000)
+    assert limiter.output_guess() == 0  # no answer yet
+    for output in [100] * 31 + [9_000]:
+        limiter.spent(0, None, output=output)
+    # One long answer does not hold back every request after it.
+    assert limiter.output_guess() == -(-(31 * 100 + 9_000) // 32) == 379
+    for _ in range(32):
+        limiter.spent(0, None, output=50)
+    assert limiter.output_guess() == 50  # the last 32 answers'
+
+
 def test_requests_waiting_at_the_old_rate_take_their_turn_again_when_it_changes() -> None:
     async def cut() -> list[float]:
         loop = asyncio.get_running_loop()

@@ -25,6 +25,7 @@ from pydantic import (
     Discriminator,
     Field,
     PlainSerializer,
+    PrivateAttr,
     Secret,
     SecretStr,
     StringConstraints,
@@ -140,6 +141,21 @@ class Bill:
     )
 
 
+class Remembering(BaseModel):
+    """Keeps the keys it does not read in a private attribute: `==` compares it too."""
+
+    n: int
+    _ignored: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def keep(cls, data: Any, handler: Any) -> Any:
+        made = handler(data)
+        if isinstance(data, dict):
+            made._ignored = {k: v for k, v in data.items() if k not in cls.model_fields}
+        return made
+
+
 class Encoded(BaseModel):
     model_config = ConfigDict(ser_json_bytes="base64")
     data: bytes
@@ -249,6 +265,7 @@ CASES: list[tuple[str, Any, Any, Any]] = [
     ("that union, not shown by repr", LevelUnshown, {"level": 1.0}, None),
     ("a field its model's == leaves out", Uncompared, {"number": "A1", "cents": 12.34}, None),
     ("a dataclass field left out of == and repr", Bill, {"number": "A1", "cents": 12.34}, None),
+    ("a private attribute made from the input", Remembering, {"n": 1, "unit": "kg"}, None),
     ("bytes written as base64", Encoded, {"data": "hello"}, None),
     ("a serializer that rounds", Rounded, {"score": 1.26}, None),
     ("a serializer of another format", Dated, {"day": "2026-12-03"}, None),
@@ -274,6 +291,8 @@ def test_a_resumed_value_is_the_value_the_run_gave(
     assert resumed == first
     assert type(resumed) is type(first)
     assert vars(resumed) == vars(first)  # field by field, whatever the type's `==` says
+    private = getattr(first, "__pydantic_private__", None)
+    assert private == getattr(resumed, "__pydantic_private__", None)
     assert [type(v) for v in vars(resumed).values()] == [type(v) for v in vars(first).values()]
 
 

@@ -476,6 +476,11 @@ def test_a_folders_documents_are_not_the_runs_own_output_prompt_or_ledger(
         )
         assert (docs / "doc-04.txt").read_text() == text
     assert sum(server.sent.values()) == 2
+    # The run's own output is one however long its first row (a value of megabytes).
+    (docs / "doc-04.txt").unlink()
+    out.write_text(out.read_text().replace('"label": ', f'"label": "{"x" * (1 << 21)}", "_": ', 1))
+    assert run(server, row_type, docs, out, *extra) == 0
+    assert sorted(row["label"] for row in rows_of(out)) == ["doc-01.txt", "doc-02.txt"]
 
 
 def test_a_csv_document_longer_than_the_csv_modules_own_limit(tmp_path: Path) -> None:

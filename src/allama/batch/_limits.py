@@ -32,6 +32,8 @@ _RECOVERY_SECONDS = 10.0
 _FIRST_BACKOFF = 1.0
 _MAX_BACKOFF = 60.0
 _WINDOW = 10.0
+_OUTPUTS_KEPT = 32
+"""The answers whose output tokens the next requests' estimates average."""
 _GUESSED_CEILING = 1e6
 """How far past the rate it guessed (no `rpm` given) a run's rate may recover: so far
 that it is no limit."""
@@ -73,8 +75,8 @@ class RateLimiter:
         self._window: deque[list[float]] = deque()
         """The requests of the last 60 seconds, each `[sent at, tokens]`, in order."""
         self._in_window = 0.0
-        self._most_output: int | None = None
-        """The most output tokens an answer used so far (`output_guess`)."""
+        self._outputs: deque[int] = deque(maxlen=_OUTPUTS_KEPT)
+        """The output tokens of the last answers (`output_guess`)."""
         self._roomier: asyncio.Event | None = None
         """Set (and replaced) when an answer's usage frees room in the window."""
         self._strikes = 0
@@ -265,10 +267,12 @@ class RateLimiter:
         return window[-1][0] + 60.0 - now if window else 0.0
 
     def output_guess(self) -> int:
-        """The output tokens a request is counted for before its answer says: the most an
-        answer of the run used so far (none before one did: a guess then would hold every
-        request back on a number no answer gave)."""
-        return self._most_output or 0
+        """The output tokens a request is counted for before its answer says: as many as
+        the last answers used on average (none before one came: a guess then would hold
+        every request back on a number no answer gave; and one long answer does not hold
+        back every request after it, as the largest would)."""
+        outputs = self._outputs
+        return -(-sum(outputs) // len(outputs)) if outputs else 0
 
     def spent(
         self,
@@ -281,7 +285,7 @@ class RateLimiter:
         estimate becomes what it used, while it is within the last minute. `output`: the
         tokens it answered with, which the next requests' estimates count."""
         if output is not None:
-            self._most_output = max(self._most_output or 0, output)
+            self._outputs.append(output)
         if self._tpm is None or actual is None:
             return
         change = float(actual - estimated)

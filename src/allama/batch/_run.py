@@ -527,8 +527,10 @@ def _identical(a: Any, b: Any) -> bool:
     if type(a) in _PLAIN:
         return bool(a == b)
     if isinstance(a, BaseModel):
-        return _identical(a.__dict__, b.__dict__) and _identical(
-            a.__pydantic_extra__, b.__pydantic_extra__
+        return (
+            _identical(a.__dict__, b.__dict__)
+            and _identical(a.__pydantic_extra__, b.__pydantic_extra__)
+            and _identical(a.__pydantic_private__, b.__pydantic_private__)
         )
     if is_dataclass(a):
         return all(_identical(getattr(a, f.name), getattr(b, f.name)) for f in fields(a))
@@ -793,6 +795,10 @@ def _unsendable(provider: object, check: Literal["missing_url", "missing_key"]) 
         said: str | None = getattr(provider, check)()
         return said
     if isinstance(provider, FailoverProvider):
+        if check == "missing_key":
+            # The first is sent every call; a later one only after a failure it may follow
+            # (a refused key fails over to no other: the run stops then, and says why).
+            return _unsendable(provider.providers[0], check)
         return next(filter(None, (_unsendable(p, check) for p in provider.providers)), None)
     if isinstance(provider, RetryingProvider | CapabilityOverrideProvider):
         return _unsendable(provider.inner, check)
@@ -2379,7 +2385,7 @@ def _retry_pause(
 def _estimate(request: ChatRequest, schema_tokens: int, limiter: RateLimiter) -> int:
     """The tokens a call is counted for before its answer says: its messages, the schema
     the extraction sends beside them, and its output (at most `max_output_tokens`; without
-    it, as much as the largest answer so far)."""
+    it, as much as the last answers on average)."""
     output = request.max_output_tokens or limiter.output_guess()
     return guessed_input_tokens(request) + schema_tokens + output
 

@@ -614,23 +614,21 @@ def _part(out: Path) -> Path:
 
 
 def _an_output(path: Path) -> bool:
-    """Whether a file is missing, empty, or an output of `batch run`, whose first line is a
-    row of it: a file of the input folder the run's `--out` names is left out of its
-    documents, and written over."""
+    """Whether a file is missing, empty, or an output of `batch run`, whose rows begin with
+    their label (`_value_row`): a file of the input folder the run's `--out` names is left
+    out of its documents, and written over."""
     try:
         with path.open("rb") as file:
-            first = file.readline(1 << 20)
+            start = file.read(len(_ROW_START))
     except FileNotFoundError:
         return True
     except OSError:
         return False
-    if not first:
-        return True  # empty: an output with no values yet
-    try:
-        row = json.loads(first)
-    except ValueError:
-        return False
-    return isinstance(row, dict) and {"label", "key", "value", "record"} <= row.keys()
+    return not start or start == _ROW_START  # empty: an output with no values yet
+
+
+_ROW_START = b'{"label": '
+"""How every row of the command's output begins (`_jsonl_line` of `_value_row`)."""
 
 
 def _in_folder(path: Path, folder: Path) -> bool:
