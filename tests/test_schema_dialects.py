@@ -6,7 +6,7 @@ from enum import Enum, IntEnum
 from typing import Annotated, Any, Literal
 
 import pytest
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, Json, create_model
 
 from _schema_support import DIALECTS
 from allama.schema._dialects import (
@@ -140,6 +140,29 @@ OUTCOMES: dict[str, tuple[str, ...]] = {
 def test_the_ordinary_pydantic_cases(name: str) -> None:
     got = {case: outcome(DIALECTS[name](schema)) for case, schema in CASES.items()}
     assert got == dict(zip(CASES, OUTCOMES[name], strict=True))
+
+
+@pytest.mark.parametrize("name", sorted(OUTCOMES))
+def test_the_json_a_string_holds_is_enforced_by_no_dialect(name: str) -> None:
+    # `Json[list[int]]`: a string to JSON Schema, with the JSON it holds in `contentSchema`,
+    # which the type checks and no provider does.
+    rewrite = DIALECTS[name](wrapped(Json[list[int]]))
+    assert outcome(rewrite) == "approximate"
+    assert [message for _, _, message in notes(rewrite) if "contentSchema" in message] == [
+        f"`contentSchema` was removed at `/properties/value`: {rewrite_provider(name)} does "
+        "not enforce the JSON in a string"
+    ]
+
+
+def rewrite_provider(name: str) -> str:
+    return {
+        "openai_strict": "OpenAI strict mode",
+        "openai_strict_azure_legacy": "Azure OpenAI strict mode",
+        "anthropic": "Anthropic strict mode",
+        "gemini_json_schema": "Gemini responseJsonSchema",
+        "gemini_response_schema": "Gemini responseSchema",
+        "grammar_engine": "the grammar",
+    }[name]
 
 
 # ----- exact rewrites of a few

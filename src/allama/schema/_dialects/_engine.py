@@ -771,7 +771,11 @@ class Engine:
     def keyword(
         self, key: str, value: Any, node: dict[str, Any], out: dict[str, Any], pointer: str
     ) -> None:
-        if key == "properties":
+        if key == "contentSchema":
+            # An annotation to JSON Schema, but the type checks it (`Json[list[int]]`: the
+            # JSON a string holds), and no provider does: the string is any string to it.
+            self.removed(pointer, key, f"{self.provider} does not enforce the JSON in a string")
+        elif key == "properties":
             out[key] = {
                 name: self.schema(sub, child(pointer, key, name)) for name, sub in value.items()
             }
