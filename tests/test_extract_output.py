@@ -17,7 +17,8 @@ from typing import Annotated, Any, Literal
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel, WithJsonSchema, field_validator
+from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
 from allama.extract import _output
@@ -51,6 +52,14 @@ class Flat(BaseModel):
 
 class Table(BaseModel):
     rows: list[Flat]
+
+
+class Limited(BaseModel):
+    """A `null` the type reads and its schema does not show: a stand-in, to the schema."""
+
+    name: str
+    limit: int | SkipJsonSchema[None] = 3
+    cap: Annotated[int | None, WithJsonSchema({"type": "integer"})] = 4
 
 
 class Line(BaseModel):
@@ -124,6 +133,7 @@ class Anything(BaseModel):
 
 
 TYPES: list[tuple[Any, list[Any]]] = [
+    (Limited, [{"name": "a", "limit": None, "cap": None}, {"name": "b", "limit": 7, "cap": 9}]),
     (
         Catalog,
         [
@@ -283,6 +293,7 @@ def test_a_plain_answer_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
         (Labels, False, False),
         (Anything, True, True),
         (list[int], True, True),
+        (Limited, False, False),
     ],
 )
 def test_the_plan_of_a_type(tp: Any, counted: bool, forbid: bool) -> None:

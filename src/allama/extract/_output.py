@@ -17,7 +17,9 @@ cheaply, from the type and from the text:
   with wherever validation succeeds); any failure goes to the careful reading, which words
   the answer.
 - A stand-in `null` that normalisation would remove is one the type rejects, so validation
-  fails on it and the careful reading normalises.
+  fails on it and the careful reading normalises; where the type may read a `null` its
+  schema does not show (a JSON Schema of the caller's own: `SkipJsonSchema[None]`), the
+  careful reading always decides.
 """
 
 from __future__ import annotations
@@ -118,12 +120,19 @@ def output_plan(adapter: TypeAdapter[Any], schema: dict[str, Any]) -> OutputPlan
 
 def _make(adapter: TypeAdapter[Any], schema: dict[str, Any]) -> OutputPlan:
     kinds = _core_kinds(adapter.core_schema)
-    counted = not (kinds.kinds & _NOT_PLAIN) and not kinds.special_models
+    nulls = may_hold_stand_in_nulls(schema)
+    # Read at once only where a stand-in `null` is sure to be rejected (the module's last
+    # point): not where the type may read a `null` its schema does not show.
+    counted = (
+        not (kinds.kinds & _NOT_PLAIN)
+        and not kinds.special_models
+        and not (nulls and kinds.hidden_nulls)
+    )
     return OutputPlan(
         counted=counted,
         forbid=_RUNTIME_EXTRA and counted and not kinds.open_models and not kinds.object_unions,
         undeclared=may_ignore_undeclared_keys(schema),
-        nulls=may_hold_stand_in_nulls(schema),
+        nulls=nulls,
     )
 
 
@@ -150,6 +159,9 @@ class _Kinds:
     object_unions: bool = False
     """A union (not a tagged one) with an object among its choices: forbidding extra keys
     could change which choice validation picks, so the walk decides instead."""
+    hidden_nulls: bool = False
+    """A `null` the type reads that its JSON Schema may not show (`SkipJsonSchema[None]`,
+    `WithJsonSchema`): a stand-in `null` there is read as itself, not rejected."""
 
 
 def _schema_nodes(core: Any) -> Iterator[dict[str, Any]]:
@@ -199,6 +211,8 @@ def _core_kinds(core: Any) -> _Kinds:
             for choice in _choices(node)
         ):
             found.object_unions = True
+        if "pydantic_js_annotation_functions" in (node.get("metadata") or {}):
+            found.hidden_nulls = True  # a schema of the caller's own making
     return found
 
 
