@@ -684,12 +684,13 @@ def _without_credentials(url: str) -> str:
 def _past_quota(error: Error, request: ChatRequest) -> Error:
     """A rate limit on input tokens per minute that the request alone is over, by the
     guess of its tokens from its text (which errs low): no wait lets it through, so it is
-    not worth retrying (a batch run fails the input at once, and slows nothing)."""
+    not worth retrying, and the wait the answer gives is none to make (a batch run fails
+    the input at once, and slows nothing)."""
     quota = error.context.metadata.get(QUOTA_TOKENS_PER_MINUTE_KEY)
     if (
         isinstance(error, RateLimitedError)
         and isinstance(quota, int)
         and guessed_input_tokens(request) >= quota
     ):
-        error.with_retryable(False)
+        error.with_retryable(False).with_retry_after(None)
     return error
