@@ -476,9 +476,15 @@ def test_a_folders_documents_are_not_the_runs_own_output_prompt_or_ledger(
         )
         assert (docs / "doc-04.txt").read_text() == text
     assert sum(server.sent.values()) == 2
-    # The run's own output is one however long its first row (a value of megabytes).
+    # The run's own output is one however long its first row (a value of megabytes); a
+    # document that begins as a row does but is none is not.
+    (docs / "doc-04.txt").write_text('{"label": "urgent", "text": "doc 4"}\n')
+    assert run(server, row_type, docs, docs / "doc-04.txt", *extra) == 2
+    assert "is a document of the input folder" in capsys.readouterr().err
     (docs / "doc-04.txt").unlink()
-    out.write_text(out.read_text().replace('"label": ', f'"label": "{"x" * (1 << 21)}", "_": ', 1))
+    out.write_text(
+        out.read_text().replace('"value": {', f'"value": {{"_": "{"x" * (1 << 21)}", ', 1)
+    )
     assert run(server, row_type, docs, out, *extra) == 0
     assert sorted(row["label"] for row in rows_of(out)) == ["doc-01.txt", "doc-02.txt"]
 

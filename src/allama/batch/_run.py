@@ -795,10 +795,8 @@ def _unsendable(provider: object, check: Literal["missing_url", "missing_key"]) 
         said: str | None = getattr(provider, check)()
         return said
     if isinstance(provider, FailoverProvider):
-        if check == "missing_key":
-            # The first is sent every call; a later one only after a failure it may follow
-            # (a refused key fails over to no other: the run stops then, and says why).
-            return _unsendable(provider.providers[0], check)
+        # Each of them: a later one without a key would turn a passing error of the first
+        # (a 503 it fails over on) into a refusal that stops the run.
         return next(filter(None, (_unsendable(p, check) for p in provider.providers)), None)
     if isinstance(provider, RetryingProvider | CapabilityOverrideProvider):
         return _unsendable(provider.inner, check)

@@ -15,6 +15,7 @@ import io
 import json
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -615,19 +616,20 @@ def _part(out: Path) -> Path:
 
 def _an_output(path: Path) -> bool:
     """Whether a file is missing, empty, or an output of `batch run`, whose rows begin with
-    their label (`_value_row`): a file of the input folder the run's `--out` names is left
-    out of its documents, and written over."""
+    their label, key and value (`_value_row`): a file of the input folder the run's `--out`
+    names is left out of its documents, and written over. A label too long to be read in
+    the first 64 KiB takes it for a document: refused, never written over."""
     try:
         with path.open("rb") as file:
-            start = file.read(len(_ROW_START))
+            start = file.read(1 << 16)
     except FileNotFoundError:
         return True
     except OSError:
         return False
-    return not start or start == _ROW_START  # empty: an output with no values yet
+    return not start or _ROW_START.match(start) is not None  # empty: no values yet
 
 
-_ROW_START = b'{"label": '
+_ROW_START = re.compile(rb'\{"label": "(?:[^"\\]|\\.)*", "key": "[0-9a-f]{64}", "value": ')
 """How every row of the command's output begins (`_jsonl_line` of `_value_row`)."""
 
 
