@@ -54,12 +54,30 @@ class Table(BaseModel):
     rows: list[Flat]
 
 
+def _integer_only(schema: dict[str, Any]) -> None:
+    schema.pop("anyOf", None)
+    schema["type"] = "integer"
+
+
+def _shown_integer(schema: dict[str, Any]) -> None:
+    schema["properties"]["v"] = {"type": "integer", "default": 3}
+
+
 class Limited(BaseModel):
     """A `null` the type reads and its schema does not show: a stand-in, to the schema."""
 
     name: str
     limit: int | SkipJsonSchema[None] = 3
     cap: Annotated[int | None, WithJsonSchema({"type": "integer"})] = 4
+    v: int | None = Field(default=3, json_schema_extra=_integer_only)
+
+
+class LimitedByItsModel(BaseModel):
+    """The same, by a model's own `json_schema_extra`."""
+
+    model_config = ConfigDict(json_schema_extra=_shown_integer)
+    name: str
+    v: int | None = 3
 
 
 class Line(BaseModel):
@@ -133,7 +151,14 @@ class Anything(BaseModel):
 
 
 TYPES: list[tuple[Any, list[Any]]] = [
-    (Limited, [{"name": "a", "limit": None, "cap": None}, {"name": "b", "limit": 7, "cap": 9}]),
+    (
+        Limited,
+        [
+            {"name": "a", "limit": None, "cap": None, "v": None},
+            {"name": "b", "limit": 7, "cap": 9, "v": 1},
+        ],
+    ),
+    (LimitedByItsModel, [{"name": "a", "v": None}, {"name": "b", "v": 1}]),
     (
         Catalog,
         [
@@ -294,6 +319,7 @@ def test_a_plain_answer_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
         (Anything, True, True),
         (list[int], True, True),
         (Limited, False, False),
+        (LimitedByItsModel, False, False),
     ],
 )
 def test_the_plan_of_a_type(tp: Any, counted: bool, forbid: bool) -> None:

@@ -18,8 +18,9 @@ cheaply, from the type and from the text:
   the answer.
 - A stand-in `null` that normalisation would remove is one the type rejects, so validation
   fails on it and the careful reading normalises; where the type may read a `null` its
-  schema does not show (a JSON Schema of the caller's own: `SkipJsonSchema[None]`), the
-  careful reading always decides.
+  schema does not show (a JSON Schema of the caller's own: `SkipJsonSchema[None]`,
+  `json_schema_extra`, a class's `__get_pydantic_json_schema__`), the careful reading
+  always decides.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from allama.extract._json import keys_all_kept
 from allama.extract._kept import kept_keys
@@ -159,6 +160,8 @@ class _Kinds:
     object_unions: bool = False
     """A union (not a tagged one) with an object among its choices: forbidding extra keys
     could change which choice validation picks, so the walk decides instead."""
+    own_schemas: bool = False
+    """A JSON Schema of the caller's own making somewhere (`_own_json_schema`)."""
     hidden_nulls: bool = False
     """A `null` the type reads that its JSON Schema may not show (`SkipJsonSchema[None]`,
     `WithJsonSchema`): a stand-in `null` there is read as itself, not rejected."""
@@ -211,9 +214,33 @@ def _core_kinds(core: Any) -> _Kinds:
             for choice in _choices(node)
         ):
             found.object_unions = True
-        if "pydantic_js_annotation_functions" in (node.get("metadata") or {}):
-            found.hidden_nulls = True  # a schema of the caller's own making
+        if _own_json_schema(node):
+            found.own_schemas = True
+    # A `null` the type reads where a schema of the caller's own making may not show it.
+    found.hidden_nulls = found.own_schemas and bool(found.kinds & {"none", "nullable"})
     return found
+
+
+def _own_json_schema(node: dict[str, Any]) -> bool:
+    """Whether a core schema node's JSON Schema is one the caller made or changed: a marker
+    (`SkipJsonSchema`, `WithJsonSchema`), `json_schema_extra` (a field's or a model's), or a
+    class's own `__get_pydantic_json_schema__`, any of which may leave out a `null` it reads.
+    (A field's description, title or examples, pydantic's own types, change no type.)"""
+    metadata = node.get("metadata") or {}
+    if "pydantic_js_annotation_functions" in metadata or "pydantic_js_extra" in metadata:
+        return True
+    for made in metadata.get("pydantic_js_functions", ()):
+        function = getattr(made, "__func__", made)
+        if function is not _MODEL_JSON_SCHEMA and not getattr(
+            function, "__module__", ""
+        ).startswith("pydantic."):
+            return True
+    cls = node.get("cls")
+    config = getattr(cls, "model_config", None) if node.get("type") == "model" else None
+    return isinstance(config, dict) and config.get("json_schema_extra") is not None
+
+
+_MODEL_JSON_SCHEMA = BaseModel.__get_pydantic_json_schema__.__func__  # type: ignore[attr-defined]
 
 
 _READ_BACK_KINDS = frozenset(
