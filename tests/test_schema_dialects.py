@@ -152,6 +152,9 @@ def test_the_json_a_string_holds_is_enforced_by_no_dialect(name: str) -> None:
         f"`contentSchema` was removed at `/properties/value`: {rewrite_provider(name)} does "
         "not enforce the JSON in a string"
     ]
+    # Beside no string it holds nothing, an annotation like any other.
+    number = {"type": "object", "properties": {"n": {"type": "integer", "contentSchema": {}}}}
+    assert outcome(DIALECTS[name]({**number, "required": ["n"]})) == "exact"
 
 
 def rewrite_provider(name: str) -> str:

@@ -774,7 +774,10 @@ class Engine:
         if key == "contentSchema":
             # An annotation to JSON Schema, but the type checks it (`Json[list[int]]`: the
             # JSON a string holds), and no provider does: the string is any string to it.
-            self.removed(pointer, key, f"{self.provider} does not enforce the JSON in a string")
+            # (Beside no string, it holds nothing: dropped as the annotation it is.)
+            kinds = node.get("type", "string")
+            if "string" in (kinds if isinstance(kinds, list) else [kinds]):
+                self.removed(pointer, key, f"{self.provider} does not enforce the JSON in a string")
         elif key == "properties":
             out[key] = {
                 name: self.schema(sub, child(pointer, key, name)) for name, sub in value.items()
