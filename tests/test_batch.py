@@ -2679,7 +2679,17 @@ def test_calls_of_extractions_in_flight_when_the_run_stops_keep_the_rate(
         concurrency=4,
         rpm=240,
     )
-    threading.Timer(0.6, run.stop).start()
+
+    def stop_after_the_first_send() -> None:
+        # Timed from the run's first request, not from the test's start: a busy machine
+        # may take longer to start the run than the turns the test counts on.
+        deadline = time.monotonic() + 30
+        while not server.times and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(0.6)
+        run.stop()
+
+    threading.Thread(target=stop_after_the_first_send, daemon=True).start()
     results = list(run)
     started = [r for r in results if outcome(r) != "not_started"]
     assert len(results) == 4 and len(started) >= 2
