@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import httpx2
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 import allama
 from allama import (
@@ -397,6 +397,46 @@ def test_output_that_is_not_strict_json_is_a_parse_error(text: str, detail: str,
     assert (raised.value.detail, raised.value.path) == (detail, path)
     with pytest.raises(ParseError):
         Extractor(repair=True).extract(MockProvider.with_text(f"Sure: {text}"), Order, native())
+
+
+class _Priced(BaseModel):
+    price: int
+
+
+class _Cat(BaseModel):
+    kind: Literal["cat"]
+    lives: int
+
+
+class _Dog(BaseModel):
+    kind: Literal["dog"]
+    barks: float
+
+
+class _Places(BaseModel):
+    either: int | _Priced = 0
+    pet: Annotated[_Cat | _Dog, Field(discriminator="kind")] | None = None
+    by_name: dict[str, _Priced] = {}
+
+
+@pytest.mark.parametrize(
+    ("output", "path"),
+    [
+        # pydantic's location holds the union's member and the tagged branch: no places in
+        # the output, left out; keys of the output's own are kept whatever they hold.
+        ({"either": {"price": "3"}}, "either"),  # pydantic's first: not an integer
+        ({"pet": {"kind": "dog", "barks": "x"}}, "pet.barks"),
+        ({"by_name": {"a[0]": {"price": "x"}}}, "by_name.a[0].price"),
+        ({"by_name": {"function-x": {"price": "x"}}}, "by_name.function-x.price"),
+        ({"by_name": {"k": {}}}, "by_name.k"),  # a missing field: the object that lacks it
+    ],
+)
+def test_an_error_is_placed_by_the_outputs_own_keys(output: Any, path: str) -> None:
+    from allama import ParseError
+
+    with pytest.raises(ParseError) as raised:
+        allama.extract(MockProvider.with_text(json.dumps(output)), _Places, native())
+    assert raised.value.path == path
 
 
 def test_an_infinite_value_the_type_makes_itself_is_no_number_of_the_output() -> None:

@@ -111,22 +111,31 @@ def _describe_variant(value: Any) -> str:
     return f"`{value}`" if isinstance(value, str) else _describe(value)
 
 
-def _path(error: ErrorDetails) -> str | None:
-    loc = tuple(part for part in error["loc"] if isinstance(part, str | int))
-    if error["type"] == "missing":
-        loc = loc[:-1]
-    # Pydantic names union members and tagged branches in the location; they are not keys.
-    cleaned = tuple(
-        part
-        for part in loc
-        if not (isinstance(part, str) and ("[" in part or part.startswith("function-")))
-    )
-    return format_path(cleaned) or None
+def _path(error: ErrorDetails, output: Any) -> str | None:
+    """Where in the output an error is: the parts of pydantic's location that are keys and
+    indices of the output, walked through it. The others are no place in it: a union's
+    member (`int`, a model's name), a tagged branch, a validator, a key that is missing
+    (the path names the object that lacks it), and they are left out, whatever a real key
+    holds (`a[0]`, `function-x`)."""
+    node, kept = output, []
+    for part in error["loc"]:
+        key = isinstance(node, dict) and isinstance(part, str) and part in node
+        index = (
+            isinstance(node, list)
+            and isinstance(part, int)
+            and not isinstance(part, bool)
+            and 0 <= part < len(node)
+        )
+        if key or index:
+            node = node[part]
+            kept.append(part)
+    return format_path(tuple(kept)) or None
 
 
-def from_validation_error(error: ValidationError) -> Failure:
+def from_validation_error(error: ValidationError, output: Any) -> Failure:
+    """The first error of validating `output` (the JSON value read), as a `Failure`."""
     first = error.errors(include_url=False)[0]
-    return Failure(message=_message(first), path=_path(first), kind=first["type"])
+    return Failure(message=_message(first), path=_path(first, output), kind=first["type"])
 
 
 def _overflows(value: Any) -> bool:
@@ -200,7 +209,7 @@ def check(
     try:
         validated = adapter.validate_json(text, strict=True)
     except ValidationError as error:
-        return from_validation_error(error)
+        return from_validation_error(error, normalized if schema is not None else value)
     if kept_keys(validated) == NOT_FINITE and _overflows(value):
         # A number too large for a float (`1e400`, a long integer), in a float field, reads
         # as infinity. One the output does not hold is the type's own: a default of
