@@ -67,12 +67,12 @@ from allama.batch._run import (
     _cancelling,
     _check_retries,
     _estimate,
+    _retry_pause,
     _retry_step,
+    _slow_down_unretried,
     _stops,
     _stored_or_spent,
-    _too_long,
     _Tries,
-    _wait_to_retry,
     missing_key,
     missing_url,
     schema_tokens,
@@ -408,19 +408,15 @@ class ExtractBatch:
             step = _retry_step(error, tries, self._max_attempts)
             if step is True:
                 last = (error, metadata)
-                await _wait_to_retry(
-                    limiter, error, tries.tried, sent_at, self._backoff, self._random
+                await limiter.sleep(
+                    _retry_pause(limiter, error, tries.tried, sent_at, self._backoff, self._random)
                 )
                 if metadata is not None and (metadata.passes or metadata.usage is not None):
                     tries.spent.append(metadata)  # paid for: a pass, or reported usage
                     last = (error, None)
                 continue
             if step is False and isinstance(error, RateLimitedError) and error.retry_after:
-                # Not tried again, but the provider asked for a wait: the actor slows down,
-                # or, asked to wait longer than a run does, stops.
-                step = _too_long(error.retry_after) or False
-                if step is False:
-                    limiter.slow_down(error.retry_after, sent_at)
+                step = _slow_down_unretried(limiter, error.retry_after, sent_at) or False
             if isinstance(step, str):  # a wait longer than a run makes (a limit per day)
                 self._stopped = step
                 limiter.halt()  # rows waiting for their turn come back at once

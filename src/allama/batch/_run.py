@@ -1808,15 +1808,9 @@ class _Runner:
             record = ExtractionMetadata.from_error(outcome)
             step = _retry_step(outcome, tries, self.spec.max_attempts)
             if step is False and isinstance(outcome, RateLimitedError) and outcome.retry_after:
-                # Not tried again (the provider said not to, `x-should-retry: false`, or its
-                # tries are spent), but the provider asked for a wait: the run slows down,
-                # or, asked to wait longer than a run does, stops.
-                too_long = _too_long(outcome.retry_after)
+                too_long = _slow_down_unretried(self.limiter, outcome.retry_after, sent_at)
                 if too_long is not None:
-                    self.limiter.rate_limited += 1
                     self.stop(too_long)
-                else:
-                    self.limiter.slow_down(outcome.retry_after, sent_at)
             elif step is not True and isinstance(outcome, RateLimitedError):
                 self.limiter.rate_limited += 1  # met, though not waited for: counted too
             if isinstance(step, str):
@@ -2349,16 +2343,17 @@ def _too_long(asked: float | None) -> str | None:
     return None
 
 
-async def _wait_to_retry(
-    limiter: RateLimiter,
-    error: Error,
-    tried: int,
-    sent_at: float,
-    backoff: float,
-    rng: random.Random,
-) -> None:
-    """Wait before sending again after `error` (`_retry_pause`)."""
-    await limiter.sleep(_retry_pause(limiter, error, tried, sent_at, backoff, rng))
+def _slow_down_unretried(limiter: RateLimiter, asked: float, sent_at: float) -> str | None:
+    """A rate limit not tried again (the provider said not to, `x-should-retry: false`, or
+    the input's tries are spent) that asked for a wait: the run slows down by it, as for
+    any 429; a wait longer than a run makes is not made, and why the run stops instead is
+    returned."""
+    too_long = _too_long(asked)
+    if too_long is None:
+        limiter.slow_down(asked, sent_at)
+    else:
+        limiter.rate_limited += 1  # met, though not waited for
+    return too_long
 
 
 def _retry_pause(
