@@ -655,18 +655,22 @@ def test_inputs_a_label_or_a_ledger_that_cannot_work_are_refused_before_anything
     assert provider.requests == []
 
 
+def _wrapped(bare: allama.ChatProvider, how: str) -> allama.ChatProvider:
+    """`bare` alone, inside a `RetryingProvider`, or a failover's second provider."""
+    return {
+        "alone": bare,
+        "retrying": allama.wrappers.RetryingProvider(bare),
+        "failover": allama.wrappers.FailoverProvider([TestProvider(), bare]),
+    }[how]
+
+
 @pytest.mark.parametrize("wrapped", ["alone", "retrying", "failover"])
 def test_a_provider_without_its_base_url_is_refused_before_anything_is_recorded(
     wrapped: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every input would fail with it, and with a ledger that failure would be final."""
     monkeypatch.delenv("AZURE_OPENAI_ENDPOINT", raising=False)
-    bare: allama.ChatProvider = allama.provider("azure-openai", api_key="k")
-    provider = {
-        "alone": bare,
-        "retrying": allama.wrappers.RetryingProvider(bare),
-        "failover": allama.wrappers.FailoverProvider([TestProvider(), bare]),
-    }[wrapped]
+    provider = _wrapped(allama.provider("azure-openai", api_key="k"), wrapped)
     ledger = tmp_path / "run.sqlite"
     with pytest.raises(ValueError) as raised:
         allama.batch(provider, Row, ["doc 1"], request=TEMPLATE, ledger=ledger)
@@ -681,12 +685,7 @@ def test_a_provider_without_its_key_is_refused_before_anything_is_recorded(
     wrapped: str, server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    bare: allama.ChatProvider = allama.provider("openai", base_url=server.url)
-    provider = {
-        "alone": bare,
-        "retrying": allama.wrappers.RetryingProvider(bare),
-        "failover": allama.wrappers.FailoverProvider([TestProvider(), bare]),
-    }[wrapped]
+    provider = _wrapped(allama.provider("openai", base_url=server.url), wrapped)
     ledger = tmp_path / "run.sqlite"
     with pytest.raises(ValueError) as raised:
         allama.batch(provider, Row, ["doc 1"], request=TEMPLATE, ledger=ledger)

@@ -1500,12 +1500,8 @@ def test_on_an_80_column_terminal_the_bar_is_drawn_and_the_least_needed_parts_gi
     assert "paused" not in progress_text(summary, paused=0.4)
 
 
-def test_ctrl_c_stops_starting_inputs_and_lets_the_run_end(
-    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    server.delay = 0.1
-    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8, 9, 10, 11, 12])
-    out = tmp_path / "out.jsonl"
+def interrupt_after_two_sends(server: BatchServer) -> None:
+    """Ctrl-C to this process once the server has received two requests."""
 
     def interrupt() -> None:
         deadline = time.monotonic() + 30
@@ -1514,6 +1510,15 @@ def test_ctrl_c_stops_starting_inputs_and_lets_the_run_end(
         os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=interrupt, daemon=True).start()
+
+
+def test_ctrl_c_stops_starting_inputs_and_lets_the_run_end(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.delay = 0.1
+    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8, 9, 10, 11, 12])
+    out = tmp_path / "out.jsonl"
+    interrupt_after_two_sends(server)
     assert run(server, row_type, docs, out, "--concurrency", "2") == 130
     summary = summary_of(capsys.readouterr().err)
     assert "stopped starting new inputs: interrupted (Ctrl-C)" in summary
@@ -1539,14 +1544,7 @@ def test_a_copy_of_an_input_a_stopped_run_finished_is_no_earlier_runs(
     texts = ["doc 1", "doc 2", "doc 4", "doc 5", "doc 6", "doc 8", "doc 1"]
     source.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
     out = tmp_path / "out.jsonl"
-
-    def interrupt() -> None:
-        deadline = time.monotonic() + 30
-        while sum(server.sent.values()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.005)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    threading.Thread(target=interrupt, daemon=True).start()
+    interrupt_after_two_sends(server)
     assert run(server, row_type, source, out, "--concurrency", "1") == 130
     summary = summary_of(capsys.readouterr().err)
     sent = sum(server.sent.values())
