@@ -4,11 +4,15 @@ for streamed calls, arguments checked at the call, and the record's and messages
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
+import re
 from typing import Annotated, Any, Literal
 
 import httpx2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 import allama
@@ -31,6 +35,7 @@ from allama import (
 )
 from allama.mock import ChatResponseBuilder, MockProvider, MockStreamingProvider
 from allama.providers import provider as make_provider
+from allama.schema._types import NAIVE_DATETIME_PATTERN
 from allama.transport import Transport
 from allama.types import (
     ChatValidation,
@@ -466,3 +471,54 @@ def test_an_infinite_value_the_type_makes_itself_is_no_number_of_the_output() ->
     properties = type_schema(Route).schema["properties"]
     assert "default" not in properties["best"]
     assert properties["limit"]["default"] == "Infinity"  # a string: JSON holds it
+
+
+def test_a_naive_datetime_is_asked_for_without_an_offset() -> None:
+    from pydantic import NaiveDatetime
+
+    from allama.schema._types import type_schema
+
+    class Meeting(BaseModel):
+        starts: NaiveDatetime
+        ends: datetime.datetime  # any datetime: RFC 3339's, with its offset, reads as one
+
+    properties = type_schema(Meeting).schema["properties"]
+    assert properties["starts"] == {
+        "type": "string",
+        "pattern": NAIVE_DATETIME_PATTERN,
+        "title": "Starts",
+    }
+    assert properties["ends"] == {"type": "string", "format": "date-time", "title": "Ends"}
+    # Providers that enforce patterns enforce it; one that drops patterns says so.
+    for name, model, enforcement in (
+        ("openai", "gpt-4.1-mini", SchemaEnforcement.EXACT),
+        ("anthropic", "claude-sonnet-4-5", SchemaEnforcement.EXACT),
+        ("gemini", "gemini-2.5-flash", SchemaEnforcement.APPROXIMATE),
+    ):
+        provider = allama.provider(name, api_key="k")
+        plan = Extractor().plan(provider, Meeting, ChatRequest(model).user("x"))
+        assert plan.enforcement is enforcement, name
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.datetimes(min_value=datetime.datetime(1, 1, 1)))
+def test_every_naive_datetime_is_written_as_the_pattern_allows(value: datetime.datetime) -> None:
+    assert re.fullmatch(NAIVE_DATETIME_PATTERN, value.isoformat(timespec="microseconds"))
+    assert re.fullmatch(NAIVE_DATETIME_PATTERN, value.isoformat(timespec="seconds"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.from_regex(NAIVE_DATETIME_PATTERN, fullmatch=True))
+def test_what_the_pattern_allows_reads_as_a_naive_datetime(text: str) -> None:
+    from pydantic import NaiveDatetime, TypeAdapter, ValidationError
+
+    year, month, day = int(text[:4]), int(text[5:7]), int(text[8:10])
+    try:
+        datetime.date(year, month, day)
+    except ValueError:  # no such day (February 30): the type refuses it too
+        with pytest.raises(ValidationError):
+            TypeAdapter(NaiveDatetime).validate_json(json.dumps(text))
+        return
+    value = TypeAdapter(NaiveDatetime).validate_json(json.dumps(text))
+    assert value.tzinfo is None
+    assert value.isoformat().startswith(text[:19])

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, NaiveDatetime
 
 pytest.importorskip(
     "xllamacpp", reason="the llama.cpp engine is not installed: pip install 'allama[local]'"
@@ -286,6 +286,22 @@ def test_the_dialect_removes_what_the_server_cannot_compile(local: LlamaCppProvi
     assert failure.value.response.finish_reason == FinishReason.STOP
     meta = failure.value.metadata
     assert meta is not None and meta.enforcement is SchemaEnforcement.APPROXIMATE
+
+
+@pytest.mark.parametrize("bias", ["shortest", "longest"])
+def test_a_naive_datetime_is_extracted_without_an_offset(
+    local: LlamaCppProvider, bias: str
+) -> None:
+    class Meeting(BaseModel):
+        starts: NaiveDatetime
+
+    # The grammar of `format: date-time` demands an offset, which the type refuses.
+    request = _request("When is the meeting?")
+    if bias == "longest":
+        request = request.with_option_json("openai_compat", {"logit_bias": _LONG})
+    extracted = allama.extract(local, Meeting, request)
+    assert extracted.value.starts.tzinfo is None
+    assert extracted.metadata.enforcement is SchemaEnforcement.EXACT
 
 
 @pytest.mark.parametrize("mode", [None, ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL])

@@ -92,6 +92,22 @@ class _StableDefaults(GenerateJsonSchema):
             del json_schema["default"]
         return json_schema
 
+    def datetime_schema(self, schema: core_schema.DatetimeSchema) -> JsonSchemaValue:
+        """A datetime that must be naive (`NaiveDatetime`) is a pattern without an offset:
+        `format: date-time` is RFC 3339's, whose offset every provider that enforces it
+        writes, and which the type refuses."""
+        if schema.get("tz_constraint") == "naive" and self.mode == "validation":
+            return {"type": "string", "pattern": NAIVE_DATETIME_PATTERN}
+        return super().datetime_schema(schema)
+
+
+NAIVE_DATETIME_PATTERN = (
+    "^(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"
+    "-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+    "T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?$"
+)
+"""An ISO 8601 date and time with no offset, as `NaiveDatetime` reads it (from year 1)."""
+
 
 def _json_number_safe(value: Any) -> bool:
     """Whether every float in `value` is finite (JSON has no NaN or infinity)."""
