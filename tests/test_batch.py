@@ -351,7 +351,7 @@ def test_a_request_larger_than_the_limit_per_minute_fails_alone_and_slows_nothin
 
 
 def test_a_rate_limit_the_provider_says_not_to_retry_fails_its_input_and_slows_the_run(
-    server: BatchServer,
+    server: BatchServer, tmp_path: Path
 ) -> None:
     inputs = ["doc 1, not again", "doc 2", "doc 4"]
     run = allama.batch(provider_for(server), Row, inputs, request=TEMPLATE, concurrency=1)
@@ -363,17 +363,23 @@ def test_a_rate_limit_the_provider_says_not_to_retry_fails_its_input_and_slows_t
     assert second - first >= 0.9
     assert (run.summary.rate_limited, run.summary.slowdowns, run.summary.stopped) == (1, 1, None)
     # A wait longer than a run makes stops it, as a 429 tried again does: no silent pause.
+    # Its input is left pending for the next run, as one tried again is, not failed.
+    ledger = tmp_path / "run.sqlite"
     run = allama.batch(
         provider_for(server),
         Row,
         ["doc 8, not again, a day", "doc 9"],
         request=TEMPLATE,
         concurrency=1,
+        ledger=ledger,
     )
     results = sorted(run, key=lambda r: r.index)
     assert [outcome(r) for r in results] == ["rate_limited", "not_started"]
+    assert [r.pending for r in results] == [True, False]  # the second never claimed
     assert run.summary.stopped == "the provider asked to wait 86400 s before the next request"
     assert run.summary.elapsed < 30 and server.sent[9] == 0
+    rows = [(row.position, row.status, row.attempts) for row in Ledger(ledger, settings={}).rows()]
+    assert rows == [(0, "pending", 1)]
 
 
 class Described(BaseModel):

@@ -1808,9 +1808,9 @@ class _Runner:
             record = ExtractionMetadata.from_error(outcome)
             step = _retry_step(outcome, tries, self.spec.max_attempts)
             if step is False and isinstance(outcome, RateLimitedError) and outcome.retry_after:
-                too_long = _slow_down_unretried(self.limiter, outcome.retry_after, sent_at)
-                if too_long is not None:
-                    self.stop(too_long)
+                # Too long a wait stops the run: the input is left for the run that follows,
+                # as one tried again would be, not failed for the provider's limit.
+                step = _slow_down_unretried(self.limiter, outcome.retry_after, sent_at) or False
             elif step is not True and isinstance(outcome, RateLimitedError):
                 self.limiter.rate_limited += 1  # met, though not waited for: counted too
             if isinstance(step, str):
