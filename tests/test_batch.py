@@ -3426,3 +3426,20 @@ def test_a_providers_message_that_utf8_cannot_hold_fails_its_input_not_the_run(
     (again,) = allama.batch(provider, Row, ["doc 1"], request=TEMPLATE, ledger=ledger)
     assert again.resumed and again.failure is not None
     assert again.failure.provider_message == "bad \ufffd doc"
+
+
+def test_the_ledger_names_the_type_as_written(tmp_path: Path) -> None:
+    # `status` and `export --set` name a run's type by it: `list`, or a module's path, hid
+    # which of two sets was which.
+    ledger = tmp_path / "run.sqlite"
+    for tp in (list[Row], Row | None, Annotated[Row, Field(title="R")], Row):
+        answer = '{"n": 1}' if tp is not list[Row] else '[{"n": 1}]'
+        provider = allama.mock.MockProvider.with_text(answer)
+        list(allama.batch(provider, tp, ["doc 1"], request=TEMPLATE, ledger=ledger))
+    runs = Ledger(ledger, read_only=True).runs()
+    assert [entry["settings"]["type"] for entry in runs] == [
+        "list[Row]",
+        "Row | None",
+        "Row",
+        "Row",
+    ]

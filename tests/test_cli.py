@@ -168,8 +168,10 @@ def test_type_aliases_and_generic_types_are_types(
     module = tmp_path / "shapes.py"
     module.write_text(
         "from typing import Literal\nColours = list[Literal['red', 'green']]\nMaybe = int | None\n"
+        "from typing_extensions import TypeAliasType\n"  # `type Counts = ...` before 3.12
+        "Counts = TypeAliasType('Counts', list[int])\n"
     )
-    for name, label in (("Colours", "list[Literal"), ("Maybe", "")):
+    for name, label in (("Colours", "list[Literal"), ("Maybe", ""), ("Counts", "")):
         assert main(["plan", f"{module}:{name}", "--provider", "openai", "--json"]) == 0
         document = json.loads(capsys.readouterr().out)
         assert document["type"].startswith(label)

@@ -2221,3 +2221,33 @@ def test_a_full_stdout_is_said_without_a_traceback(
             1,
             f"allama batch {command}: cannot write to stdout: No space left on device\n",
         ), done.stderr
+
+
+def test_a_prompt_that_is_no_readable_text_file_and_links_in_a_loop_are_one_line(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1])
+    out = tmp_path / "o.jsonl"
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("Lis le num\xe9ro.".encode("latin-1"))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # reading it would wait for a writer that never comes
+    loop = tmp_path / "loop.txt"
+    loop.symlink_to(loop)
+    cases = [
+        (latin, f"--prompt {latin} line 1: not UTF-8 text (byte 10 cannot be decoded)"),
+        (tmp_path / "none.txt", f"no such --prompt: `{tmp_path / 'none.txt'}`"),
+        (fifo, f"--prompt `{fifo}` is not a file"),
+        (loop, f"cannot read --prompt `{loop}`: a loop of symbolic links"),
+    ]
+    for prompt, said in cases:
+        assert run(server, row_type, docs, out, "--prompt", str(prompt)) == 2
+        assert capsys.readouterr().err == f"allama batch run: {said}\n"
+    assert run(server, row_type, docs, out, "--ledger", str(loop)) == 2
+    assert capsys.readouterr().err == (
+        f"allama batch run: --ledger `{loop}`: a loop of symbolic links\n"
+    )
+    assert sum(server.sent.values()) == 0
+    # An output that is such a loop is written in its place, as any link named by --out.
+    assert run(server, row_type, docs, loop) == 0
+    assert not loop.is_symlink() and [row["value"] for row in rows_of(loop)] == [{"n": 1}]

@@ -119,7 +119,7 @@ def read_inputs(
                 f"{source}: --field and --id-field are for JSONL and CSV files; "
                 "a folder's documents are its files"
             )
-        skipped = frozenset(Path(other).resolve() for other in skip)
+        skipped = frozenset(real for real in map(_real, skip) if real is not None)
         files = _text_files(source, skipped)
         if not files:
             raise InputError(f"{source}: no *.txt or *.md files in this folder")
@@ -176,6 +176,14 @@ def _text_files(folder: Path, skipped: frozenset[Path] = frozenset()) -> list[Pa
         ),
         key=lambda entry: entry.name,
     )
+
+
+def _real(path: str | os.PathLike[str]) -> Path | None:
+    """Where `path` leads, or `None` for a loop of symbolic links, which is no document."""
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError):  # the loop: `RuntimeError` before Python 3.13
+        return None
 
 
 def _read_text(file: Path) -> str:

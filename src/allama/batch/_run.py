@@ -82,6 +82,7 @@ from allama.extract._mode import SchemaEnforcement
 from allama.extract._output import dump_consumes, dump_reads_back
 from allama.extract._parse import ReadAgainError, read_again
 from allama.provider import ChatProvider
+from allama.schema._types import type_label
 from allama.types import ChatRequest, ChatResponse
 
 __all__ = [
@@ -698,10 +699,10 @@ def _spec(
     def labelled(document: Any, index: int) -> str:
         return _text_of_label(str(named(document) or f"#{index}"))
 
-    settings = {
+    settings: dict[str, Any] = {
         "provider": provider.name,
         "endpoint": _endpoint(provider),
-        "type": getattr(tp, "__qualname__", repr(tp)),
+        "type": type_label(tp),
         "model": model,
         "concurrency": concurrency,
         "rpm": rpm,

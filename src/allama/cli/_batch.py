@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import errno
 import io
 import json
 import math
@@ -516,13 +517,7 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     _check_ledger(ledger)
     prompt = DEFAULT_PROMPT
     if args.prompt is not None:
-        try:
-            # `utf-8-sig`, as the inputs are read: an editor's byte-order mark is no prompt.
-            prompt = Path(args.prompt).read_text(encoding="utf-8-sig").strip()
-        except (OSError, UnicodeDecodeError) as error:
-            raise _Usage(f"cannot read --prompt `{args.prompt}`: {error}") from None
-        if not prompt:
-            raise _Usage(f"--prompt `{args.prompt}` is empty")
+        prompt = _read_prompt(Path(args.prompt))
     local = args.provider.strip().lower() == "local"
     model = args.model or (LOCAL_MODEL if local else None)
     if model is None:
@@ -633,16 +628,43 @@ _ROW_START = re.compile(rb'\{"label": "(?:[^"\\]|\\.)*", "key": "[0-9a-f]{64}", 
 """How every row of the command's output begins (`_jsonl_line` of `_value_row`)."""
 
 
+def _read_prompt(path: Path) -> str:
+    """The prompt's text, read as a document is (UTF-8, an editor's byte-order mark
+    dropped); a FIFO or a device, which would wait for a writer, is refused."""
+    from allama.batch._inputs import InputError, _read_text
+
+    try:
+        if not path.is_file():
+            there = _resolve(path).exists()
+            raise _Usage(
+                f"--prompt `{path}` is not a file" if there else f"no such --prompt: `{path}`"
+            )
+        return _read_text(path).strip()
+    except InputError as error:
+        raise _Usage(f"--prompt {error}") from None
+    except OSError as error:  # a loop of links
+        raise _Usage(f"cannot read --prompt `{path}`: {error.strerror or error}") from None
+
+
+def _resolve(path: Path) -> Path:
+    """`path.resolve()`, whose loop of symbolic links is an `OSError` as on Python 3.13,
+    not the `RuntimeError` of 3.11 and 3.12."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        raise OSError(errno.ELOOP, "a loop of symbolic links", str(path)) from None
+
+
 def _in_folder(path: Path, folder: Path) -> bool:
     try:
-        return path.resolve().parent == folder.resolve()
+        return _resolve(path).parent == _resolve(folder)
     except OSError:
         return False
 
 
 def _same_file(path: Path, other: Path) -> bool:
     try:
-        return path.resolve() == other.resolve()
+        return _resolve(path) == _resolve(other)
     except OSError:
         return False
 
@@ -656,7 +678,10 @@ def _check_ledger(path: Path) -> None:
     if path.is_dir():
         raise _Usage(f"--ledger names a folder: `{path}`; name the ledger's file")
     # A run writes the ledger, and its `-wal` and `-shm` files beside it.
-    place = path.resolve().parent
+    try:
+        place = _resolve(path).parent
+    except OSError as error:
+        raise _Usage(f"--ledger `{path}`: {error.strerror}") from None
     if not os.access(place, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         where = f"`{path}`" if path.exists() and os.access(place, os.W_OK) else f"`{place}`"
         raise _Failed(

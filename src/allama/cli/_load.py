@@ -121,12 +121,20 @@ def _exited(module_ref: str, exiting: SystemExit) -> str:
     )
 
 
+def _extensions_alias() -> type | None:
+    """`typing_extensions.TypeAliasType`, where the module is loaded (pydantic loads it);
+    on Python 3.12 and later it is `typing`'s own."""
+    extensions = sys.modules.get("typing_extensions")
+    return getattr(extensions, "TypeAliasType", None)
+
+
 def _not_a_type(target: Any) -> str | None:
     """What `target` is instead of a type (`a function`), or `None` when it is one."""
     if isinstance(target, type) or typing.get_origin(target) is not None:
         return None  # a class, or `list[X]`, `Literal[...]`, `Annotated[...]`, `X | Y`
-    type_alias = getattr(typing, "TypeAliasType", None)  # `type X = ...`, Python 3.12+
-    if type_alias is not None and isinstance(target, type_alias):
+    # `type X = ...` (Python 3.12+), or `typing_extensions.TypeAliasType` before it.
+    aliases = (getattr(typing, "TypeAliasType", None), _extensions_alias())
+    if any(alias is not None and isinstance(target, alias) for alias in aliases):
         return None
     if isinstance(target, typing.NewType) or target is typing.Any:
         return None

@@ -6,6 +6,7 @@ import json
 import math
 import re
 import threading
+import types
 import typing
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -26,12 +27,16 @@ _LABEL_DEPTH = 12
 
 
 def type_label(tp: Any, _depth: int = 0) -> str:
-    """How messages name a type: `Person`, `list[Item]`, `Literal['a', 'b']`."""
+    """How messages name a type: `Person`, `list[Item]`, `Literal['a', 'b']`, `Item | None`."""
     if _depth > _LABEL_DEPTH:
         return "..."
     origin = typing.get_origin(tp)
     if origin is typing.Annotated:  # constraints are in the schema, not the name
         return type_label(typing.get_args(tp)[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return " | ".join(type_label(arg, _depth + 1) for arg in typing.get_args(tp))
+    if tp is type(None):
+        return "None"
     if origin is None:
         name = getattr(tp, "__name__", None)
         return name if isinstance(name, str) else repr(tp)
