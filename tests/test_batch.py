@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import json
 import os
 import re
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -3443,3 +3445,107 @@ def test_the_ledger_names_the_type_as_written(tmp_path: Path) -> None:
         "Row",
         "Row",
     ]
+
+
+def test_an_async_generators_steps_run_in_one_task_and_context(server: BatchServer) -> None:
+    # As under `async for`: a context variable it sets (a span), and the task it runs in
+    # (a cancel scope's), stay the same from one `yield` to the next.
+    chosen: contextvars.ContextVar[str] = contextvars.ContextVar("chosen", default="unset")
+    seen = []
+
+    async def documents() -> AsyncIterator[str]:
+        chosen.set("set")
+        task = asyncio.current_task()
+        for text in docs(8):
+            seen.append((chosen.get(), asyncio.current_task() is task))
+            yield text
+
+    async def main() -> list[allama.BatchResult[Row]]:
+        run = allama.abatch(provider_for(server), Row, documents(), request=TEMPLATE, concurrency=2)
+        return [r async for r in run]
+
+    results = asyncio.run(main())
+    assert seen == [("set", True)] * 8
+    assert sorted(r.index for r in results) == list(range(8))
+
+
+def test_a_timeout_around_an_async_generators_yields_ends_its_inputs(server: BatchServer) -> None:
+    async def documents() -> AsyncIterator[str]:
+        async with asyncio.timeout(0.5):
+            for text in docs(20):
+                yield text
+                await asyncio.sleep(0.2)
+
+    results: list[allama.BatchResult[Row]] = []
+
+    async def main() -> None:
+        run = allama.abatch(provider_for(server), Row, documents(), request=TEMPLATE)
+        async for result in run:
+            results.append(result)
+
+    with pytest.raises(TimeoutError):  # what the generator raised, once the run has ended
+        asyncio.run(main())
+    read = sorted(r.index for r in results)
+    assert read in ([0, 1, 2], [0, 1])  # yielded at 0, 0.2 and 0.4 s, on a busy machine later
+    assert sum(server.sent.values()) == len(read)
+
+
+class _SlowToCancel(TestProvider):
+    """A call that takes 1 s to clean up when cancelled (a transport closing politely)."""
+
+    async def achat(self, request: ChatRequest) -> ChatResponse:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            await asyncio.sleep(1.0)
+            raise
+        return self.chat(request)
+
+
+def test_a_cancellation_of_the_task_closing_a_run_is_raised() -> None:
+    async def main() -> tuple[bool, float]:
+        run = allama.abatch(_SlowToCancel(), Row, docs(4), request=TEMPLATE, concurrency=2)
+        reader = asyncio.create_task(aiter(run).__anext__())
+        await asyncio.sleep(0.1)  # the calls are in flight
+        began = time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(0.2):  # a timeout around the close is a timeout
+                await run.aclose()
+                return False, 0.0
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+            await reader
+        return True, time.monotonic() - began
+
+    timed_out, waited = asyncio.run(main())
+    assert timed_out and waited < 0.9
+
+
+@pytest.mark.parametrize("where", ["thread", "signal handler"])
+def test_an_async_runs_stop_from_another_thread_or_a_signal_handler_wakes_it(
+    server: BatchServer, where: str
+) -> None:
+    async def waiting(queue: asyncio.Queue[str]) -> AsyncIterator[str]:
+        while True:  # a queue that is empty for now: the run waits for its next input
+            yield await queue.get()
+
+    async def main() -> tuple[list[allama.BatchResult[Row]], float]:
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        queue.put_nowait("doc 1")
+        run = allama.abatch(provider_for(server), Row, waiting(queue), request=TEMPLATE)
+        if where == "thread":
+            threading.Timer(0.3, run.stop).start()
+        else:
+            signal.signal(signal.SIGALRM, lambda *_: run.stop())
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+        began = time.monotonic()
+        async with asyncio.timeout(10):
+            results = [r async for r in run]
+        return results, time.monotonic() - began
+
+    previous = signal.getsignal(signal.SIGALRM)
+    try:
+        results, took = asyncio.run(main())
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert [outcome(r) for r in results] == ["ok"] and took < 5

@@ -2639,13 +2639,13 @@ class _Reader:
         runner: _Runner,
         ahead: int,
     ) -> None:
-        self._async: AsyncIterator[Any] | None = None
+        self._async: _AsyncReads | None = None
         self._sync: Iterator[Any] | None = None
         self._thread: _ReadAhead | None = None
         self._runner = runner
         self._reading: asyncio.Future[Any] | None = None
         if isinstance(inputs, AsyncIterable):
-            self._async = aiter(inputs)
+            self._async = _AsyncReads(aiter(inputs))
         else:
             self._sync = iter(inputs)
             if sync and not hasattr(inputs, "__len__") and not self.stopped:
@@ -2661,7 +2661,7 @@ class _Reader:
                 return _unwrapped(read)
             reading: asyncio.Future[Any] = self._thread.wait()
         elif self._async is not None:
-            reading = asyncio.ensure_future(_next_of(self._async))
+            reading = self._async.next()
         else:
             assert self._sync is not None
             return next(self._sync, _NO_MORE)
@@ -2682,6 +2682,8 @@ class _Reader:
         run's."""
         if self._reading is not None:
             self._reading.cancel()
+        if self._async is not None:
+            self._async.close()
 
     @property
     def stopped(self) -> bool:
@@ -2695,15 +2697,85 @@ class _Reader:
     def close(self) -> None:
         if self._thread is not None:
             self._thread.close()
+        if self._async is not None:
+            self._async.close()
 
 
-async def _next_of(inputs: AsyncIterator[Any]) -> Any:
-    # Not `anext(inputs, default)`: on an iterator whose `__anext__` is no coroutine, it
-    # crashes CPython 3.11 to 3.13.
-    try:
-        return await inputs.__anext__()
-    except StopAsyncIteration:
-        return _NO_MORE
+class _AsyncReads:
+    """An async iterable read by one task of its own, one input when asked: every step of
+    an async generator then runs in the same task and context, as under `async for` (a
+    context variable it sets, a timeout or a cancel scope around its `yield`s), while a
+    read that waits can still be given up without cancelling the run."""
+
+    def __init__(self, inputs: AsyncIterator[Any]) -> None:
+        self._inputs = inputs
+        self._asked: asyncio.Future[Any] | None = None
+        self._ask: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._broken: BaseException | None = None
+
+    def next(self) -> asyncio.Future[Any]:
+        """A future of the next input (`_NO_MORE` once they are over)."""
+        loop = asyncio.get_running_loop()
+        asked: asyncio.Future[Any] = loop.create_future()
+        if self._task is None:
+            self._ask = asyncio.Event()
+            self._task = loop.create_task(self._read())
+        elif self._task.done():  # over, raised, or closed
+            if self._broken is not None:
+                asked.set_exception(self._broken)
+            else:
+                asked.set_result(_NO_MORE)
+            return asked
+        assert self._ask is not None
+        self._asked = asked
+        self._ask.set()
+        return asked
+
+    async def _read(self) -> None:
+        assert self._ask is not None
+        while True:
+            try:
+                await self._ask.wait()
+            except asyncio.CancelledError:
+                if self._closed:
+                    raise
+                # Cancelled between its reads, not by `close`: a timeout or a scope of the
+                # iterable's own around a `yield`, which ends it as `async for` would.
+                self._broken = asyncio.CancelledError()
+                self._answer(self._broken)
+                return
+            self._ask.clear()
+            try:
+                # Not `anext(inputs, default)`: on an iterator whose `__anext__` is no
+                # coroutine, it crashes CPython 3.11 to 3.13.
+                read = await self._inputs.__anext__()
+            except StopAsyncIteration:
+                self._answer(_NO_MORE)
+                return
+            except BaseException as error:  # what the iterable raised, or the give-up
+                self._answer(error)
+                if not isinstance(error, Exception | asyncio.CancelledError):
+                    raise
+                return
+            self._answer(read)
+
+    def _answer(self, read: Any) -> None:
+        asked, self._asked = self._asked, None
+        if asked is None or asked.done():  # given up
+            return
+        if isinstance(read, BaseException):
+            asked.set_exception(read)
+        else:
+            asked.set_result(read)
+
+    def close(self) -> None:
+        """No more reads: one that waits is given up (the iterable is cancelled in it)."""
+        self._closed = True
+        if self._task is not None and not self._task.done():
+            self._asked = None
+            self._task.cancel()
 
 
 def _cancelling() -> bool:
@@ -2879,18 +2951,32 @@ class AsyncBatchRun(Generic[T]):
 
     def stop(self, reason: str = "stopped by the caller") -> None:
         """Start no new input and read no further; those in flight finish and are
-        recorded, and the results go on until the run ends."""
-        self._runner.caller_stopped = True
-        self._runner.stop(reason)
+        recorded, and the results go on until the run ends. Safe from any thread and from
+        a signal handler."""
+        # Said at once (the summary), then the run's loop woken, which may be waiting in
+        # its selector for a read of the inputs or for the caller.
+        runner = self._runner
+        runner.caller_stopped = True
+        runner.mark_stopped(reason)
+        task = self._task
+        if task is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: the run is over
+                task.get_loop().call_soon_threadsafe(runner.wake)
 
     async def aclose(self) -> None:
+        """End the run now: inputs in flight are abandoned (the ledger keeps them pending).
+        A cancellation of the task that awaits it (a timeout, a task group) is raised, not
+        taken for the run's own."""
         self._read = True  # a run closed before it was read is not read after
         self._closed = True
         task = self._task
         if task is not None and not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await task
+            except asyncio.CancelledError:
+                if _cancelling():
+                    raise
 
     async def __aenter__(self) -> AsyncBatchRun[T]:
         return self
