@@ -429,6 +429,9 @@ def test_a_rate_limit_is_an_attempt_with_a_ledger_or_without(
     assert [outcome(r) for r in results] == ["ok", "ok"]
     assert limited.limited >= 1 and run.summary.rate_limited == limited.limited
     assert sorted(r.attempts for r in results) == [1, 1 + limited.limited]
+    # The second waited the second the 429 asked for, before it went again: a wait on
+    # the limits, which the summary counts.
+    assert run.summary.waited >= 0.5
 
 
 REFUSED = "the provider refused the run's key or account: "

@@ -153,6 +153,42 @@ def test_a_rate_guessed_from_a_first_burst_recovers_past_it() -> None:
     assert given.rpm_in_force == 480.0  # one given is kept
 
 
+def test_a_later_429_halves_the_rate_the_run_sends_at_not_what_recovery_counted_to() -> None:
+    async def main() -> tuple[float | None, float | None]:
+        loop = asyncio.get_running_loop()
+        limiter = RateLimiter(clock=loop.time)  # no rpm given
+        for _ in range(20):  # two a second
+            await limiter.acquire()
+            await asyncio.sleep(0.5)
+        limiter.slow_down(0.5, sent_at=loop.time())
+        first = limiter.rpm_in_force  # 120 a minute measured, halved
+        # Ten minutes on at two a second, which the run's own pace holds to (the limit
+        # recovered far past it), then a second 429.
+        await asyncio.sleep(600.0)
+        for _ in range(40):
+            await limiter.acquire()
+            await asyncio.sleep(0.5)
+        limiter.slow_down(0.5, sent_at=loop.time())
+        return first, limiter.rpm_in_force
+
+    first, second = run(main())
+    assert first == pytest.approx(60.0, rel=0.05)
+    assert second == pytest.approx(60.0, rel=0.05)  # before: 53,000 a minute, no limit
+
+
+def test_the_pause_before_a_429_is_sent_again_counts_as_waited() -> None:
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        limiter = RateLimiter(clock=loop.time)
+        await limiter.acquire()
+        pause = limiter.slow_down(3.0, sent_at=loop.time())
+        await limiter.sleep(pause, counted=True)  # the input answered 429 waits to go again
+        await limiter.sleep(2.0)  # an overloaded server's backoff is no wait on the limits
+        return limiter.waited
+
+    assert run(main()) == 3.0
+
+
 def test_a_halt_ends_every_wait_at_once() -> None:
     async def main() -> tuple[list[float], float]:
         loop = asyncio.get_running_loop()

@@ -832,7 +832,9 @@ class JobRunner(_Runner):
                                 pause = self.limiter.slow_down(asked_wait(error), sent_at)
                             else:
                                 pause = self._pause(error, tried)
-                            await self.limiter.sleep(pause)
+                            await self.limiter.sleep(
+                                pause, counted=isinstance(error, RateLimitedError)
+                            )
                         if self.stopping is not None:
                             # Stopped before its try again: pending for the next run, with
                             # the error it met, as a live run's input is (not failed).

@@ -116,13 +116,19 @@ class RateLimiter:
         """The run stopped: end every wait now (what waited is not sent)."""
         self._halted.set()
 
-    async def sleep(self, seconds: float) -> None:
-        """`asyncio.sleep`, ended early by `halt`."""
+    async def sleep(self, seconds: float, *, counted: bool = False) -> None:
+        """`asyncio.sleep`, ended early by `halt`. `counted`: a wait on the limits (before
+        a request answered 429 is sent again), which `waited` counts as it lasted."""
         if seconds <= 0 or self._halted.is_set():
             await asyncio.sleep(0)
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._halted.wait(), seconds)
+        began = self._clock()
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._halted.wait(), seconds)
+        finally:
+            if counted:
+                self.waited += self._clock() - began
 
     async def acquire(self, tokens: int = 0) -> float:
         """Wait for this request's turn: after any pause, its tokens, and its slot. Returns
@@ -326,14 +332,18 @@ class RateLimiter:
         )
         self._paused_until = max(self._paused_until, now + pause)
         self._cut_at = now
-        if self._rpm is None and self._sent:
-            # The rate that was answered with a 429 is the rate to keep under, and, since
-            # it is a guess (a burst in the run's first second reads low), one the rate
-            # recovers past while no 429 comes.
+        if (self._rpm is None or self._ceiling == _GUESSED_CEILING) and self._sent:
+            # No `rpm` given: the rate that was answered with a 429 is the rate to keep
+            # under, measured again at each 429. It is a guess (a burst in the run's first
+            # second reads low), which the rate recovers past while no 429 comes; so a
+            # later 429 halves the rate the run was sending at, not what the recovery
+            # has counted up to since.
             span = max(now - self._sent[0], 1.0)
-            self._rpm = len(self._sent) / span * 60.0
-            self._scale = 1.0
-            self._ceiling = _GUESSED_CEILING
+            measured = len(self._sent) / span * 60.0
+            if self._rpm is None or measured < self._rpm * self._scale:
+                self._rpm = measured
+                self._scale = 1.0
+                self._ceiling = _GUESSED_CEILING
         self._scale = max(self._scale / 2, 1 / 64)
         self._respace()
         return pause

@@ -1841,7 +1841,10 @@ class _Runner:
                             key, _stored_or_spent(None, spent), _paid_text(None, spent)
                         )
                 if self.stopping is None:
-                    await self.limiter.sleep(pause - (time.monotonic() - paused_at))
+                    await self.limiter.sleep(
+                        pause - (time.monotonic() - paused_at),
+                        counted=isinstance(outcome, RateLimitedError),
+                    )
                 if self.stopping is not None:  # the run stopped before its next try
                     return await self._set_aside(
                         index, key, label, outcome, tries.last[1], tries.attempts, began, spent
