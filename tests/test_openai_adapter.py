@@ -607,6 +607,56 @@ def test_retry_after_headers() -> None:
     assert retry_after_seconds({"x-ratelimit-reset-requests": "1m30.5s"}) == 90.5
     assert retry_after_seconds({"x-ratelimit-reset-tokens": "soon"}) is None
     assert retry_after_seconds({}) is None
+    # No limit reads 0: a request larger than the tokens left met the tokens' limit, not
+    # Groq's requests per day (whose reset would stop a run as a wait past 15 minutes).
+    groq = {
+        "x-ratelimit-reset-requests": "2m59.56s",
+        "x-ratelimit-reset-tokens": "1.57s",
+        "x-ratelimit-remaining-requests": "14398",
+        "x-ratelimit-remaining-tokens": "120",
+    }
+    assert retry_after_seconds(groq) == pytest.approx(1.57)
+    # Azure's milliseconds, and Together's reset of its one limit, in seconds.
+    assert retry_after_seconds({"x-ms-retry-after-ms": "2500", "retry-after": "2"}) == 2.5
+    together = {"x-ratelimit-limit": "2", "x-ratelimit-remaining": "0", "x-ratelimit-reset": "2"}
+    assert retry_after_seconds(together) == 2.0
+
+
+def test_a_limit_per_day_waits_for_its_reset_or_is_a_spent_quota() -> None:
+    # OpenRouter's free models: the limit's headers are in the body, the reset a moment in
+    # milliseconds. Waiting for it (hours) stops a batch run, its inputs left pending.
+    reset = int((time.time() + 3600) * 1000)
+    body = {
+        "error": {
+            "message": "Rate limit exceeded: free-models-per-day. Add 10 credits to unlock "
+            "1000 free model requests per day",
+            "code": 429,
+            "metadata": {
+                "headers": {
+                    "X-RateLimit-Limit": "50",
+                    "X-RateLimit-Remaining": "0",
+                    "X-RateLimit-Reset": str(reset),
+                },
+                "provider_name": None,
+            },
+        }
+    }
+    error = _error(429, body)
+    assert isinstance(error, RateLimitedError) and error.retryable
+    assert error.retry_after == pytest.approx(3600, abs=5)
+    # The same reset sent as a header, in seconds since the epoch, is the same wait.
+    headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset // 1000)}
+    error = _error(429, {"error": {"message": "slow down"}}, headers)
+    assert error.retry_after == pytest.approx(3600, abs=5)  # type: ignore[attr-defined]
+    # Workers AI's daily allocation, with no word of when it ends: a spent quota, which no
+    # wait a run makes gets through.
+    body = {"errors": [], "error": {"message": "you have used up your daily free allocation"}}
+    error = _error(429, body)
+    assert isinstance(error, QuotaExceededError) and not error.retryable
+    # Groq's requests per day, with the wait it asks for: a rate limit to wait out.
+    words = "Rate limit reached on requests per day (RPD): Limit 14400, Used 14400"
+    error = _error(429, {"error": {"message": words}}, {"retry-after": "87"})
+    assert isinstance(error, RateLimitedError) and error.retry_after == 87.0
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400", "1" * 400, "-5", "+5", "1e3"])

@@ -58,6 +58,8 @@ _CONTEXT_WORDS = (
 )
 _RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "ratelimitreached", "rate_limited"})
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "quota_exceeded"})
+_PER_DAY = r"(?i)per[- ]day|\bdaily\b"
+"""A 429's words for a limit per day (`free-models-per-day`, `daily free allocation`)."""
 _TOO_LARGE = r"(?i)request too large"
 """OpenAI's 429 for a request larger than a per-minute limit (`Requested 45000`, `Limit
 30000`): a rate limit by its status and code, which no wait ends."""
@@ -103,6 +105,7 @@ class ErrorInfo:
     __slots__ = (
         "code",
         "flagged",
+        "limits",
         "message",
         "param",
         "relayed",
@@ -122,8 +125,10 @@ class ErrorInfo:
         relayed: ErrorInfo | None = None,
         relayed_by: str | None = None,
         flagged: bool = False,
+        limits: dict[str, str] | None = None,
     ) -> None:
         self.flagged = flagged
+        self.limits = limits
         self.message = message
         self.type = type
         self.code = code
@@ -159,10 +164,14 @@ class ErrorInfo:
         metadata = obj.get("metadata")
         relayed = relayed_by = None
         flagged = False
+        limits = None
         if isinstance(metadata, dict):
             relayed = _relayed(metadata.get("raw"))
             relayed_by = _text(metadata.get("provider_name"))
             flagged = "reasons" in metadata or "flagged_input" in metadata
+            held = metadata.get("headers")
+            if isinstance(held, dict):
+                limits = {str(key): str(value) for key, value in held.items()}
         if relayed is not None:
             upstream = f" ({relayed_by})" if relayed_by else ""
             text = f"{text}{upstream}: {relayed.message}"
@@ -175,6 +184,7 @@ class ErrorInfo:
             relayed=relayed,
             relayed_by=relayed_by,
             flagged=flagged,
+            limits=limits,
         )
 
 
@@ -196,6 +206,13 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+_EPOCH_SECONDS = 1e9
+"""An `x-ratelimit-reset` this large is a moment in seconds since the epoch (2001 on),
+not a wait."""
+_EPOCH_MILLISECONDS = 1e11
+"""One this large is in milliseconds (a moment in seconds reaches it in the year 5138)."""
+
+
 def _duration(value: str) -> float | None:
     """Seconds, from a number of seconds or a Go duration; `None` for anything else, or for
     a number too large to be a wait."""
@@ -210,7 +227,7 @@ def _duration(value: str) -> float | None:
     return seconds if math.isfinite(seconds) else None
 
 
-_EXPLICIT_WAITS = ("retry-after", "retry-after-ms")
+_EXPLICIT_WAITS = ("retry-after", "retry-after-ms", "x-ms-retry-after-ms")
 
 
 def waits_as_asked(error: Error, headers: Mapping[str, str], *, now: float | None = None) -> Error:
@@ -227,15 +244,19 @@ def waits_as_asked(error: Error, headers: Mapping[str, str], *, now: float | Non
 def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
     """How long the provider asked to wait, from its headers, in seconds.
 
-    `retry-after-ms` and `retry-after` (seconds or an HTTP date) are explicit; when both are
-    present the longer wait wins, since either alone may be rounded. Without them, the
-    `x-ratelimit-reset-*` durations are used: those of the exhausted limits (remaining `0`)
-    when the headers say which, else the longest.
+    `retry-after-ms` (Azure's `x-ms-retry-after-ms` too) and `retry-after` (seconds or an
+    HTTP date) are explicit; when both are present the longer wait wins, since either alone
+    may be rounded. Without them, the `x-ratelimit-reset-*` durations are used (Together's
+    `x-ratelimit-reset` too): those of the exhausted limits (remaining `0`) when the
+    headers say which; else the tokens' (a request larger than the tokens left meets that
+    limit with some left; one of requests met reads `0`, and may be per day, as Groq's
+    is), else the longest.
     """
     lower = {key.lower(): value for key, value in headers.items()}
     explicit: list[float] = []
-    if (ms := lower.get("retry-after-ms")) is not None and (millis := _duration(ms)) is not None:
-        explicit.append(millis / 1000.0)
+    for name in ("retry-after-ms", "x-ms-retry-after-ms"):
+        if (ms := lower.get(name)) is not None and (millis := _duration(ms)) is not None:
+            explicit.append(millis / 1000.0)
     if (after := lower.get("retry-after")) is not None:
         seconds = _duration(after)
         if seconds is None:
@@ -254,17 +275,23 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
     if explicit:
         return max(max(explicit), 0.0)
     resets: dict[str, float] = {}
-    for kind in ("requests", "tokens"):
-        raw = lower.get(f"x-ratelimit-reset-{kind}")
+    for kind in ("-requests", "-tokens", ""):
+        raw = lower.get(f"x-ratelimit-reset{kind}")
         if raw is not None and (seconds := _duration(raw)) is not None:
+            if not kind and seconds >= _EPOCH_SECONDS:
+                # A moment, not a wait (OpenRouter's, in milliseconds since the epoch).
+                moment = seconds / 1000.0 if seconds >= _EPOCH_MILLISECONDS else seconds
+                seconds = max(0.0, moment - (time.time() if now is None else now))
             resets[kind] = seconds
     if not resets:
         return None
     exhausted = [
         seconds
         for kind, seconds in resets.items()
-        if lower.get(f"x-ratelimit-remaining-{kind}", "").strip() == "0"
+        if lower.get(f"x-ratelimit-remaining{kind}", "").strip() == "0"
     ]
+    if not exhausted and "-tokens" in resets:
+        return resets["-tokens"]
     return max(exhausted or resets.values())
 
 
@@ -321,7 +348,15 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
     if code in _CONTEXT_CODES:
         return ContextWindowExceededError(message)
     if status == 429 or code in _RATE_LIMIT_CODES:
-        limited = RateLimitedError(message, retry_after=retry_after_seconds(headers))
+        wait = retry_after_seconds(headers)
+        if info.limits:  # the limit's headers, as a router put them in its body
+            held = retry_after_seconds(info.limits)
+            wait = held if wait is None or (held is not None and held > wait) else wait
+        if wait is None and re.search(_PER_DAY, message):
+            # A limit per day, with no word of when it ends (Workers AI's daily allocation):
+            # no wait a run makes lets a request through, as for a spent quota.
+            return QuotaExceededError(message).with_retryable(False)
+        limited = RateLimitedError(message, retry_after=wait)
         if re.search(_TOO_LARGE, message):
             # The request alone is over a per-minute limit: no wait lets it through, and
             # the wait the headers give is not one to make.
