@@ -2365,8 +2365,12 @@ def test_a_value_from_the_ledger_below_the_runs_floor_is_not_accepted(
     assert [r.metadata.enforcement.value for r in first if r.metadata] == ["approximate"] * 2
     sent = sum(server.sent.values())
     floor = Extractor(min_enforcement="exact")
+    # With the template, every call would be below the floor: the run is refused at once.
+    with pytest.raises(allama.EnforcementBelowError):
+        allama.batch(provider, Row, docs(2), request=TEMPLATE, ledger=ledger, extractor=floor)
+    # Built by a function (the same requests, the same keys), the run reads the ledger.
     again = sorted(
-        allama.batch(provider, Row, docs(2), request=TEMPLATE, ledger=ledger, extractor=floor),
+        allama.batch(provider, Row, docs(2), request=TEMPLATE.user, ledger=ledger, extractor=floor),
         key=lambda r: r.index,
     )
     assert sum(server.sent.values()) == sent  # nothing sent: the floor would refuse it too
@@ -3552,3 +3556,39 @@ def test_an_async_runs_stop_from_another_thread_or_a_signal_handler_wakes_it(
     finally:
         signal.signal(signal.SIGALRM, previous)
     assert [outcome(r) for r in results] == ["ok"] and took < 5
+
+
+class _Wide(BaseModel):
+    n: int
+    extra: dict[str, int]  # a map: OpenAI's strict mode cannot hold it
+
+
+def test_a_floor_no_inputs_call_can_meet_is_refused_before_anything_is_claimed(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    from allama import EnforcementBelowError
+
+    ledger = tmp_path / "run.sqlite"
+    with pytest.raises(EnforcementBelowError) as refused:
+        allama.batch(
+            provider_for(server),
+            _Wide,
+            docs(3),
+            request=TEMPLATE,
+            extractor=Extractor(min_enforcement="exact"),
+            ledger=ledger,
+        )
+    assert str(refused.value).startswith(
+        "schema enforcement `not_enforced` is below the required `exact`: "
+    )
+    assert refused.value.metadata is not None and refused.value.metadata.passes == 0
+    assert sum(server.sent.values()) == 0 and not ledger.exists()
+    # A floor the calls meet is no refusal.
+    run = allama.batch(
+        provider_for(server),
+        Row,
+        docs(2),
+        request=TEMPLATE,
+        extractor=Extractor(min_enforcement="exact"),
+    )
+    assert [outcome(r) for r in run] == ["ok", "ok"]

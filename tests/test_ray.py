@@ -663,3 +663,18 @@ def test_a_provider_without_its_key_fails_the_actor_at_once(
         ValueError, match=r"^openai needs an API key: pass api_key= or set OPENAI_API_KEY$"
     ):
         allama.ray.ExtractBatch(Invoice, provider="openai", text_column="text", model="m")
+
+
+def test_a_floor_no_rows_call_can_meet_fails_the_actor_at_once() -> None:
+    class Wide(BaseModel):
+        extra: dict[str, int]  # a map: OpenAI's strict mode cannot hold it
+
+    with pytest.raises(allama.EnforcementBelowError, match=r"below the required `exact`"):
+        allama.ray.ExtractBatch(
+            Wide,
+            provider="openai",
+            provider_options={"api_key": "sk-test"},
+            text_column="text",
+            model="gpt-4.1-mini",
+            min_enforcement="exact",
+        )

@@ -80,6 +80,7 @@ from allama.batch._run import (
 )
 from allama.errors import Error, NetworkError, RateLimitedError, RequestTimeoutError, text_of
 from allama.extract import ExtractionMetadata, Extractor, SchemaEnforcement
+from allama.extract._engine import check_floor_before_sending
 from allama.schema import type_schema
 from allama.types import ChatRequest
 
@@ -290,6 +291,12 @@ class ExtractBatch:
         unsendable = missing_url(self._provider) or missing_key(self._provider)
         if unsendable is not None:
             raise ValueError(unsendable)
+        if self._template is not None:
+            # A floor no row's call can meet (each is the template with its text added):
+            # said once, before any row is sent, not as every row's failure.
+            check_floor_before_sending(
+                self._extractor._settings, self._provider, tp, self._template, stream=False
+            )
 
     @property
     def provider(self) -> ChatProvider:

@@ -625,11 +625,16 @@ def _spec(
     poll_interval: float = 30.0,
     job_size: int | None = None,
 ) -> _Spec:
+    from allama.extract._engine import check_floor_before_sending
     from allama.extract._extractor import check_call
 
     build: Build
     if isinstance(request, ChatRequest):
         check_call(provider, tp, request)
+        if extractor is not None:
+            # A floor no input's call can meet is said now, before anything is claimed or
+            # sent: each input's request is the template's, with its text added.
+            check_floor_before_sending(extractor._settings, provider, tp, request, stream=False)
         template = request
 
         def from_text(document: Any) -> ChatRequest:
