@@ -19,6 +19,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
@@ -3592,3 +3593,33 @@ def test_a_floor_no_inputs_call_can_meet_is_refused_before_anything_is_claimed(
         extractor=Extractor(min_enforcement="exact"),
     )
     assert [outcome(r) for r in run] == ["ok", "ok"]
+
+
+def test_an_input_whose_label_or_request_function_raises_says_which_did() -> None:
+    def label(document: dict[str, Any]) -> str:
+        return str(document["id"])
+
+    def build(document: dict[str, Any]) -> ChatRequest:
+        return TEMPLATE.user(document["text"])
+
+    async def later(document: dict[str, Any]) -> ChatRequest:
+        return TEMPLATE.user(document["text"])
+
+    inputs = [{"id": 1, "text": "doc 1"}, {"text": "doc 2"}, {"id": 3}]
+    provider = allama.mock.MockProvider.with_text('{"n": 1}')
+    results = sorted(
+        allama.batch(provider, Row, inputs, request=build, label=label), key=lambda r: r.index
+    )
+    assert [(r.label, r.failure and r.failure.message) for r in results] == [
+        ("1", None),
+        ("#1", "the label function raised KeyError: 'id'"),
+        ("3", "the request function raised KeyError: 'text'"),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no "coroutine was never awaited"
+        (result,) = allama.batch(provider, Row, inputs[:1], request=later)  # type: ignore[arg-type]
+    assert result.failure is not None and (result.failure.kind, result.failure.message) == (
+        "TypeError",
+        "the request function returned a coroutine, not a ChatRequest: it is an async "
+        "function, which the run does not await; build the request in a plain one",
+    )

@@ -16,6 +16,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import hashlib
+import inspect
 import itertools
 import json
 import os
@@ -648,17 +649,7 @@ def _spec(
 
         build, model = from_text, template.model
     elif callable(request):
-        make = request
-
-        def checked(document: Any) -> ChatRequest:
-            made = make(document)
-            if not isinstance(made, ChatRequest):
-                raise TypeError(
-                    f"the request function returned a {type(made).__name__}, not a ChatRequest"
-                )
-            return made
-
-        build, model = checked, None
+        build, model = request, None
     else:
         raise TypeError(
             "`request` must be a ChatRequest (each input is added as the user's text) or a "
@@ -1231,17 +1222,25 @@ class _Runner:
         they raised, which is that input's failure (finished here)."""
         spec = self.spec
         label = f"#{index}"
+        whose: str | None = "the label function"  # which of the caller's functions raised
         try:
             label = spec.label(document, index)
+            whose = None if spec.template is not None else "the request function"
             request = spec.build(document)
+            whose = None
+            if not isinstance(request, ChatRequest):
+                _not_a_request(request)
             return label, request, spec.key(document, request)
         except (Exception, asyncio.CancelledError) as error:
             if isinstance(error, asyncio.CancelledError) and _cancelling():
                 raise
-            self._finish(
-                BatchResult(
-                    index, "", label, None, _failure(error), None, 0, time.monotonic() - began
+            failure = _failure(error)
+            if whose is not None:
+                failure = replace(
+                    failure, message=f"{whose} raised {failure.kind}: {failure.message}"
                 )
+            self._finish(
+                BatchResult(index, "", label, None, failure, None, 0, time.monotonic() - began)
             )
             return None
 
@@ -2588,6 +2587,18 @@ def _stored_or_spent(
     if metadata is not None:
         return _stored_record(metadata, spent)
     return _stored_record(spent[-1], spent[:-1]) if spent else None
+
+
+def _not_a_request(made: object) -> None:
+    """Raise why what the caller's request function returned is not a request."""
+    said = f"the request function returned a {type(made).__name__}, not a ChatRequest"
+    if inspect.iscoroutine(made):
+        made.close()  # never awaited: said here, rather than in a warning at exit
+        said += (
+            ": it is an async function, which the run does not await; build the request "
+            "in a plain one"
+        )
+    raise TypeError(said)
 
 
 def _failure(error: BaseException) -> BatchFailure:
