@@ -431,7 +431,8 @@ class _Places(BaseModel):
         # the output, left out; keys of the output's own are kept whatever they hold.
         ({"either": {"price": "3"}}, "either"),  # pydantic's first: not an integer
         ({"pet": {"kind": "dog", "barks": "x"}}, "pet.barks"),
-        ({"by_name": {"a[0]": {"price": "x"}}}, "by_name.a[0].price"),
+        ({"by_name": {"a[0]": {"price": "x"}}}, 'by_name["a[0]"].price'),
+        ({"by_name": {"a.b": {"price": "x"}}}, 'by_name["a.b"].price'),
         ({"by_name": {"function-x": {"price": "x"}}}, "by_name.function-x.price"),
         ({"by_name": {"k": {}}}, "by_name.k"),  # a missing field: the object that lacks it
     ],

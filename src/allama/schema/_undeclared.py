@@ -15,6 +15,7 @@ with `extra="allow"`) with their own schemas.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -42,14 +43,25 @@ class UndeclaredKey:
 
 
 def format_path(parts: tuple[str | int, ...]) -> str:
-    """`("items", 1, "price")` as `items[1].price`."""
+    """`("items", 1, "price")` as `items[1].price`; a key that would read as more than one
+    step, or as none (`a.b`, `a[0]`, `""`), in quotes: `by_name["a.b"].price`.
+
+    >>> format_path(("by_name", "a.b", "price")), format_path(("x y", 0))
+    ('by_name["a.b"].price', '["x y"][0]')
+    """
     out = ""
     for part in parts:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif not part or _UNSPELLABLE.search(part):
+            out += f"[{json.dumps(part, ensure_ascii=False)}]"
         else:
-            out += f".{part}" if out else str(part)
+            out += f".{part}" if out else part
     return out
+
+
+_UNSPELLABLE = re.compile(r'[.\[\]"\s]')
+"""What a key cannot hold and be written bare in a path: it would read as another step."""
 
 
 def expected_fields(names: list[str]) -> str:
