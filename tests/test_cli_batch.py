@@ -1202,6 +1202,22 @@ def test_a_run_stopped_by_its_budget_still_gives_what_the_ledger_holds(
     assert summary[4:6] == ["passes 6, attempts 6, tokens 600 in / 60 out", "cost $0.000126"]
 
 
+def test_the_opening_line_under_a_spent_budget_says_nothing_is_sent(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger, docs = half_finished(server, row_type, tmp_path)  # three paid: $0.000063
+    out = tmp_path / "out.jsonl"
+    capsys.readouterr()
+    extra = ("--max-cost", "0.00006", "--ledger", str(ledger))
+    assert run(server, row_type, docs, out, *extra) == 3
+    assert sum(server.sent.values()) == 3  # the earlier run's alone
+    line = summary_of(capsys.readouterr().err)[1]
+    assert line == (
+        "ledger: 3 of these 6 documents are in it (3 done, 0 failed), none sent: the budget "
+        "of $0.00006 is spent ($0.000063 paid by earlier runs)"
+    )
+
+
 def test_a_run_that_stops_still_writes_what_the_ledger_holds(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

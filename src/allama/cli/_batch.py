@@ -725,6 +725,7 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
         if mine is not None:
             book = Ledger(ledger, read_only=True)
             endpoints = book.endpoints()
+        spent = _budget_spent(spec, ledger)
         reopened = "reopened" if "reopened" in item_columns(db) else "NULL"
         for _, _, key, row in _looked_up(spec, db, f"status, run_id, {reopened}"):
             total += 1
@@ -768,15 +769,38 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
         unfinished = known - done - failed - jobs - elsewhere
         if unfinished:
             parts.append(f"{unfinished} pending or in flight")
+        to_send = total - done - jobs - elsewhere - (0 if again else failed)
         return (
             f"ledger: {known} of these {total} {noun} {'is' if known == 1 else 'are'} in it "
             f"({', '.join(parts)}), "
-            f"{total - done - jobs - elsewhere - (0 if again else failed)} to send"
+            + (f"{to_send} to send" if spent is None or not to_send else f"none sent: {spent}")
         )
     return (
         f"ledger: none of these {total} {noun} is in it; its {held} inputs were "
         "extracted with other settings (type, prompt, model or provider), and stay"
     )
+
+
+def _budget_spent(spec: Any, ledger: Path) -> str | None:
+    """Why a run under `--max-cost` will send nothing: earlier runs of these settings paid
+    the budget, or paid what cannot be priced; `None` otherwise."""
+    from allama.batch._ledger import Ledger
+
+    budget = spec.max_cost
+    if budget is None:
+        return None
+    like = {name: spec.settings.get(name) for name in ("provider", "model", "inputs")}
+    book = Ledger(ledger, read_only=True)
+    try:
+        unknown = book.unpriced(like)
+        if unknown is not None:
+            return f"the cost of what earlier runs sent is unknown ({unknown})"
+        paid, _ = book.paid(like)
+    finally:
+        book.close()
+    if paid < budget:
+        return None
+    return f"the budget of ${budget:f} is spent (${dollars(paid)} paid by earlier runs)"
 
 
 def _write_from_ledger(
