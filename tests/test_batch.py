@@ -10,6 +10,7 @@ import contextvars
 import itertools
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -725,7 +726,10 @@ def test_a_label_that_cannot_be_made_is_that_inputs_failure(server: BatchServer)
         ("third", Row(n=3)),
     ]
     failure = results[1].failure
-    assert failure is not None and (failure.kind, failure.message) == ("KeyError", "'doc 2'")
+    assert failure is not None and (failure.kind, failure.message) == (
+        "KeyError",
+        "the label function raised KeyError: 'doc 2'",
+    )
     assert server.sent[2] == 0
 
 
@@ -3623,3 +3627,155 @@ def test_an_input_whose_label_or_request_function_raises_says_which_did() -> Non
         "the request function returned a coroutine, not a ChatRequest: it is an async "
         "function, which the run does not await; build the request in a plain one",
     )
+
+
+def test_a_stop_or_a_close_waits_for_the_generators_own_cleanup() -> None:
+    log: list[str] = []
+
+    async def documents() -> AsyncIterator[str]:
+        try:
+            yield "doc 0"
+            yield "doc 1"
+            await asyncio.sleep(30)  # waiting for the next input
+            yield "doc 2"
+        finally:
+            log.append("cleanup began")
+            await asyncio.sleep(0.2)
+            log.append("cleanup ended")
+
+    async def main(close: bool) -> None:
+        run = allama.abatch(TestProvider(), Row, documents(), request=TEMPLATE, concurrency=2)
+        read = 0
+        async for _ in run:
+            read += 1
+            if read == 2:
+                await asyncio.sleep(0.05)  # the generator waits for its next input
+                if close:
+                    await run.aclose()
+                    log.append("closed")
+                    break
+                run.stop()
+        log.append("over")
+
+    for close in (True, False):
+        log.clear()
+        asyncio.run(main(close))
+        assert log == ["cleanup began", "cleanup ended"] + (["closed"] if close else []) + ["over"]
+
+
+def test_an_input_that_arrives_while_a_run_closes_is_left_in_the_callers_queue() -> None:
+    async def main() -> tuple[list[str], int, BatchSummary]:
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        queue.put_nowait("doc 0")
+        taken = []
+
+        async def documents() -> AsyncIterator[str]:
+            while True:
+                document = await queue.get()
+                taken.append(document)
+                yield document
+
+        run = allama.abatch(_SlowToCancel(), Row, documents(), request=TEMPLATE, concurrency=1)
+        reader = asyncio.create_task(aiter(run).__anext__())
+        await asyncio.sleep(0.05)  # doc 0 in flight, the generator waits on the queue
+        asyncio.get_running_loop().call_later(0.1, queue.put_nowait, "doc 1")
+        await run.aclose()  # doc 1 comes while the call in flight takes 1 s to cancel
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+            await reader
+        return taken, queue.qsize(), run.summary
+
+    taken, left, summary = asyncio.run(main())
+    assert (taken, left, summary.abandoned, summary.not_started) == (["doc 0"], 1, 1, 0)
+
+
+class _AsyncList:
+    """An async iterable of known length (the number of its inputs)."""
+
+    def __init__(self, items: list[str]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        for item in self.items:
+            await asyncio.sleep(0.002)
+            yield item
+
+
+def test_an_async_iterable_of_known_length_is_read_on_under_a_spent_budget(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    async def main() -> tuple[list[allama.BatchResult[Row]], BatchSummary]:
+        run = allama.abatch(
+            provider_for(server),
+            Row,
+            _AsyncList(docs(11)),
+            request=TEMPLATE,
+            ledger=tmp_path / "run.sqlite",
+            max_cost="0.00001",
+            concurrency=1,
+        )
+        return [r async for r in run], run.summary
+
+    results, summary = asyncio.run(main())
+    assert len(results) == 11 and sum(server.sent.values()) == 1
+    assert (summary.done, summary.not_started) == (1, 10)
+
+
+def test_an_anext_that_raises_stop_iteration_ends_the_run_with_an_error() -> None:
+    class Odd:
+        def __init__(self) -> None:
+            self.left = 2
+
+        def __aiter__(self) -> Odd:
+            return self
+
+        def __anext__(self) -> asyncio.Future[str]:
+            if not self.left:
+                raise StopIteration  # no coroutine raises it; a plain function may
+            self.left -= 1
+            done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            done.set_result(f"doc {self.left}")
+            return done
+
+    async def main() -> list[allama.BatchResult[Row]]:
+        run = allama.abatch(TestProvider(), Row, Odd(), request=TEMPLATE)  # type: ignore[arg-type]
+        results: list[allama.BatchResult[Row]] = []
+        async with asyncio.timeout(10):  # not a hang
+            async for result in run:
+                results.append(result)
+        return results
+
+    with pytest.raises(RuntimeError, match=r"^the inputs' __anext__ raised StopIteration$"):
+        asyncio.run(main())
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_every_input_a_generator_gives_is_accounted_for_when_a_timeout_closes_the_run(
+    server: BatchServer, tmp_path: Path, seed: int
+) -> None:
+    chosen = random.Random(seed)
+    given: list[str] = []
+
+    async def documents() -> AsyncIterator[str]:
+        for n in range(1000):
+            await asyncio.sleep(chosen.random() * 0.004)
+            given.append(f"doc {n}")
+            yield given[-1]
+
+    async def main() -> BatchSummary:
+        run = allama.abatch(
+            provider_for(server), Row, documents(), request=TEMPLATE, ledger=tmp_path / "l.sqlite"
+        )
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(chosen.random() * 0.3):
+                async for _ in run:
+                    pass
+        return run.summary
+
+    summary = asyncio.run(main())
+    assert summary.finished + summary.not_started + summary.abandoned == len(given)
+    rows = {row.position: row.attempts for row in Ledger(tmp_path / "l.sqlite").rows()}
+    assert all(count <= rows.get(n, 0) for n, count in server.sent.items() if n >= 0)

@@ -620,6 +620,16 @@ def test_retry_after_headers() -> None:
     assert retry_after_seconds({"x-ms-retry-after-ms": "2500", "retry-after": "2"}) == 2.5
     together = {"x-ratelimit-limit": "2", "x-ratelimit-remaining": "0", "x-ratelimit-reset": "2"}
     assert retry_after_seconds(together) == 2.0
+    # Cerebras' limits per minute and per day, each with its own reset, in seconds.
+    cerebras = {
+        "x-ratelimit-remaining-requests-day": "14000",
+        "x-ratelimit-remaining-tokens-minute": "0",
+        "x-ratelimit-reset-requests-day": "33011.4",
+        "x-ratelimit-reset-tokens-minute": "11.4",
+    }
+    assert retry_after_seconds(cerebras) == pytest.approx(11.4)
+    spent_for_the_day = {**cerebras, "x-ratelimit-remaining-requests-day": "0"}
+    assert retry_after_seconds(spent_for_the_day) == pytest.approx(33011.4)
 
 
 def test_a_limit_per_day_waits_for_its_reset_or_is_a_spent_quota() -> None:
@@ -657,6 +667,19 @@ def test_a_limit_per_day_waits_for_its_reset_or_is_a_spent_quota() -> None:
     words = "Rate limit reached on requests per day (RPD): Limit 14400, Used 14400"
     error = _error(429, {"error": {"message": words}}, {"retry-after": "87"})
     assert isinstance(error, RateLimitedError) and error.retry_after == 87.0
+    # Without headers (a proxy strips them), the wait its words give is the wait.
+    for said, wait in (("8.64s", 8.64), ("6m54.72s", 414.72), ("20ms", 0.02)):
+        words = (
+            "Rate limit reached for gpt-4o-mini in organization org-x on requests per day "
+            f"(RPD): Limit 10000, Used 10000, Requested 1. Please try again in {said}. Visit"
+        )
+        error = _error(429, {"error": {"message": words, "code": "rate_limit_exceeded"}})
+        assert isinstance(error, RateLimitedError) and error.retryable
+        assert error.retry_after == pytest.approx(wait)
+    # A request too large for a limit per day fails alone, as one too large for a minute.
+    words = "Request too large for gpt-4o on tokens per day (TPD): Limit 90000, Requested 95000."
+    error = _error(429, {"error": {"message": words}})
+    assert isinstance(error, RateLimitedError) and not error.retryable
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400", "1" * 400, "-5", "+5", "1e3"])

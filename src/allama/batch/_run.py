@@ -1159,16 +1159,23 @@ class _Runner:
                 task.add_done_callback(settled)
             self.reading = False
             self._judge_idle()
+            await inputs.closed()  # what the iterable gives on its way out is counted
             self._read_ahead_not_started(inputs)
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
         except BaseException as error:
             if isinstance(error, asyncio.CancelledError):  # the run closed before its end
                 self.closing()
+            inputs.close()  # no input is taken while those in flight are cancelled
             for task in tasks:
                 task.cancel()
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
+            await inputs.closed()
+            # Taken from the caller's source on its way out: read, and not started.
+            taken = len(inputs.taken_ahead()) if inputs.is_async else 0
+            self.read += taken
+            self.summary.not_started += taken
             raise
         finally:
             inputs.close()
@@ -2689,16 +2696,30 @@ class _Reader:
             read = await reading
         except asyncio.CancelledError:
             if self.stopped and not _cancelling():
-                return _NO_MORE  # given up by the stop, not the run cancelled
+                # Given up by the stop, not the run cancelled: the iterable has its cancel
+                # handled (its `finally` run) before the run goes on.
+                await self.closed()
+                return _NO_MORE
+            if (
+                self._async is not None
+                and reading.done()
+                and not reading.cancelled()
+                and reading.exception() is None
+                and reading.result() is not _NO_MORE
+            ):
+                # Read as the run was cancelled: taken from the caller's source all the same.
+                self._async.taken.append(reading.result())
             raise
         finally:
             self._reading = None
         return _unwrapped(read) if self._thread is not None else read
 
     def give_up(self) -> None:
-        """The run stopped: a read that waits is given up. An async one is cancelled (a
-        queue's get gives nothing up); what the thread reads from then on is not the
-        run's."""
+        """The run stopped (and reads no more: not a budget's stop that reads on): a read
+        that waits is given up. An async one is cancelled (a queue's get gives nothing
+        up); what the thread reads from then on is not the run's."""
+        if not self.stopped:
+            return
         if self._reading is not None:
             self._reading.cancel()
         if self._async is not None:
@@ -2708,9 +2729,17 @@ class _Reader:
     def stopped(self) -> bool:
         return self._runner.stopping is not None and not self._runner.draining
 
+    @property
+    def is_async(self) -> bool:
+        return self._async is not None
+
     def taken_ahead(self) -> list[Any]:
-        """What the reading thread took from the inputs and the run did not (it stopped);
-        the thread reads no more."""
+        """What the reading thread, or the async iterable's task, took from the inputs and
+        the run did not (it stopped); neither reads any more."""
+        if self._async is not None:
+            self._async.close()
+            taken, self._async.taken = self._async.taken, []
+            return taken
         return [] if self._thread is None else self._thread.take_all()
 
     def close(self) -> None:
@@ -2719,12 +2748,20 @@ class _Reader:
         if self._async is not None:
             self._async.close()
 
+    async def closed(self) -> None:
+        """`close`, and wait until an async iterable has handled its cancel."""
+        self.close()
+        if self._async is not None:
+            await self._async.closed()
+
 
 class _AsyncReads:
     """An async iterable read by one task of its own, one input when asked: every step of
     an async generator then runs in the same task and context, as under `async for` (a
     context variable it sets, a timeout or a cancel scope around its `yield`s), while a
-    read that waits can still be given up without cancelling the run."""
+    read that waits can still be given up without cancelling the run. An input the
+    iterable gives after its read was given up (one that carries on through the cancel)
+    was taken from the caller's source all the same: it is kept, `taken`."""
 
     def __init__(self, inputs: AsyncIterator[Any]) -> None:
         self._inputs = inputs
@@ -2733,6 +2770,7 @@ class _AsyncReads:
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._broken: BaseException | None = None
+        self.taken: list[Any] = []
 
     def next(self) -> asyncio.Future[Any]:
         """A future of the next input (`_NO_MORE` once they are over)."""
@@ -2754,7 +2792,7 @@ class _AsyncReads:
 
     async def _read(self) -> None:
         assert self._ask is not None
-        while True:
+        while not self._closed:
             try:
                 await self._ask.wait()
             except asyncio.CancelledError:
@@ -2773,21 +2811,27 @@ class _AsyncReads:
             except StopAsyncIteration:
                 self._answer(_NO_MORE)
                 return
+            except StopIteration:  # no future holds it, as no coroutine raises it
+                self._answer(RuntimeError("the inputs' __anext__ raised StopIteration"))
+                return
             except BaseException as error:  # what the iterable raised, or the give-up
                 self._answer(error)
-                if not isinstance(error, Exception | asyncio.CancelledError):
+                if isinstance(error, KeyboardInterrupt | SystemExit):
                     raise
                 return
-            self._answer(read)
+            if not self._answer(read):
+                self.taken.append(read)
 
-    def _answer(self, read: Any) -> None:
+    def _answer(self, read: Any) -> bool:
+        """Hand `read` to the read that asked for it; `False` when it was given up."""
         asked, self._asked = self._asked, None
         if asked is None or asked.done():  # given up
-            return
+            return False
         if isinstance(read, BaseException):
             asked.set_exception(read)
         else:
             asked.set_result(read)
+        return True
 
     def close(self) -> None:
         """No more reads: one that waits is given up (the iterable is cancelled in it)."""
@@ -2795,6 +2839,12 @@ class _AsyncReads:
         if self._task is not None and not self._task.done():
             self._asked = None
             self._task.cancel()
+
+    async def closed(self) -> None:
+        """`close`, and wait until the iterable has handled its cancel (its `finally`)."""
+        self.close()
+        if self._task is not None and not self._task.done():
+            await asyncio.wait([self._task])
 
 
 def _cancelling() -> bool:

@@ -58,6 +58,8 @@ _CONTEXT_WORDS = (
 )
 _RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "ratelimitreached", "rate_limited"})
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "quota_exceeded"})
+_TRY_AGAIN_IN = r"(?i)try again in ((?:\d+(?:\.\d+)?(?:ms|us|µs|μs|ns|h|m|s))+)"
+"""The wait a 429's words give (`Please try again in 1m26.4s.`), where no header does."""
 _PER_DAY = r"(?i)per[- ]day|\bdaily\b"
 """A 429's words for a limit per day (`free-models-per-day`, `daily free allocation`)."""
 _TOO_LARGE = r"(?i)request too large"
@@ -247,10 +249,10 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
     `retry-after-ms` (Azure's `x-ms-retry-after-ms` too) and `retry-after` (seconds or an
     HTTP date) are explicit; when both are present the longer wait wins, since either alone
     may be rounded. Without them, the `x-ratelimit-reset-*` durations are used (Together's
-    `x-ratelimit-reset` too): those of the exhausted limits (remaining `0`) when the
-    headers say which; else the tokens' (a request larger than the tokens left meets that
-    limit with some left; one of requests met reads `0`, and may be per day, as Groq's
-    is), else the longest.
+    `x-ratelimit-reset`, Cerebras' `-tokens-minute` and `-requests-day` too): those of the
+    exhausted limits (remaining `0`) when the headers say which; else the tokens' per
+    minute (a request larger than the tokens left meets that limit with some left; one of
+    requests met reads `0`, and may be per day, as Groq's is), else the longest.
     """
     lower = {key.lower(): value for key, value in headers.items()}
     explicit: list[float] = []
@@ -275,9 +277,11 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
     if explicit:
         return max(max(explicit), 0.0)
     resets: dict[str, float] = {}
-    for kind in ("-requests", "-tokens", ""):
-        raw = lower.get(f"x-ratelimit-reset{kind}")
-        if raw is not None and (seconds := _duration(raw)) is not None:
+    for name, raw in lower.items():
+        kind = name.removeprefix("x-ratelimit-reset")
+        if kind == name or (kind and not kind.startswith("-")):
+            continue  # not a reset (whose name ends there, or goes on `-tokens-minute`...)
+        if (seconds := _duration(raw)) is not None:
             if not kind and seconds >= _EPOCH_SECONDS:
                 # A moment, not a wait (OpenRouter's, in milliseconds since the epoch).
                 moment = seconds / 1000.0 if seconds >= _EPOCH_MILLISECONDS else seconds
@@ -290,8 +294,11 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
         for kind, seconds in resets.items()
         if lower.get(f"x-ratelimit-remaining{kind}", "").strip() == "0"
     ]
-    if not exhausted and "-tokens" in resets:
-        return resets["-tokens"]
+    per_minute = [
+        seconds for kind, seconds in resets.items() if "tokens" in kind and "day" not in kind
+    ]
+    if not exhausted and per_minute:
+        return min(per_minute)
     return max(exhausted or resets.values())
 
 
@@ -348,20 +355,22 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
     if code in _CONTEXT_CODES:
         return ContextWindowExceededError(message)
     if status == 429 or code in _RATE_LIMIT_CODES:
+        if re.search(_TOO_LARGE, message):
+            # The request alone is over a limit: no wait lets it through, and the wait the
+            # headers give is not one to make.
+            return RateLimitedError(message).with_retryable(False)
         wait = retry_after_seconds(headers)
         if info.limits:  # the limit's headers, as a router put them in its body
             held = retry_after_seconds(info.limits)
             wait = held if wait is None or (held is not None and held > wait) else wait
+        if wait is None:  # OpenAI's and Groq's words: "Please try again in 8.64s."
+            said = re.search(_TRY_AGAIN_IN, message)
+            wait = None if said is None else _duration(said.group(1))
         if wait is None and re.search(_PER_DAY, message):
             # A limit per day, with no word of when it ends (Workers AI's daily allocation):
             # no wait a run makes lets a request through, as for a spent quota.
             return QuotaExceededError(message).with_retryable(False)
-        limited = RateLimitedError(message, retry_after=wait)
-        if re.search(_TOO_LARGE, message):
-            # The request alone is over a per-minute limit: no wait lets it through, and
-            # the wait the headers give is not one to make.
-            limited.with_retryable(False).with_retry_after(None)
-        return limited
+        return RateLimitedError(message, retry_after=wait)
     if status in (400, 413, 422, None) and re.search(_CONTEXT_WORDS, message):
         return ContextWindowExceededError(message)
     field = _rejected_schema(info)
