@@ -1514,6 +1514,9 @@ def test_on_an_80_column_terminal_the_bar_is_drawn_and_the_least_needed_parts_gi
         "3/?: 3 done, 0 failed, 1 in flight, paused 1 min 12 s (rate limit), ETA ?"
     )
     assert "paused" not in progress_text(summary, paused=0.4)
+    # Inputs priced at $0 beside one of unknown price: a cost, as the summary says, not none.
+    summary.priced, summary.cost_unknown = 2, 1
+    assert "509 tokens, $0.000000+?, " in progress_text(summary)
 
 
 def interrupt_after_two_sends(server: BatchServer) -> None:

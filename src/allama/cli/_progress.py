@@ -49,7 +49,7 @@ def _parts(summary: BatchSummary, paused: float = 0.0) -> list[tuple[str, str]]:
         more = f" (+{len(waiting) - 1} more jobs)" if len(waiting) > 1 else ""
         parts.append(("job", f"job {waiting[-1]}{more}"))
     parts.append(("tokens", f"{summary.input_tokens + summary.output_tokens} tokens"))
-    if summary.cost_unknown and not summary.cost:
+    if summary.cost_unknown and not summary.priced:
         parts.append(("cost", "cost unknown"))
     else:
         parts.append(("cost", f"${dollars(summary.cost)}" + ("+?" if summary.cost_unknown else "")))
