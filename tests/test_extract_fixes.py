@@ -523,3 +523,41 @@ def test_what_the_pattern_allows_reads_as_a_naive_datetime(text: str) -> None:
     value = TypeAdapter(NaiveDatetime).validate_json(json.dumps(text))
     assert value.tzinfo is None
     assert value.isoformat().startswith(text[:19])
+
+
+def test_a_map_keyed_by_naive_datetimes_keeps_its_values_schema() -> None:
+    from pydantic import NaiveDatetime
+
+    from allama.schema._types import type_schema
+
+    class Log(BaseModel):
+        by_time: dict[NaiveDatetime, int]
+
+    assert type_schema(Log).schema["properties"]["by_time"] == {
+        "type": "object",
+        "additionalProperties": {"type": "integer"},
+        "propertyNames": {"pattern": NAIVE_DATETIME_PATTERN},
+        "title": "By Time",
+    }
+    # Sent where maps are: the values' type with them, not dropped with a patternProperties.
+    plan = Extractor().plan(allama.provider("ollama"), Log, ChatRequest("llama3.1").user("x"))
+    assert not any("patternProperties" in d.message for d in plan.degradations)
+
+
+def test_a_note_places_a_step_after_a_union_and_quotes_a_key_with_a_dot() -> None:
+    from pydantic import NaiveDatetime
+
+    class Dotted(BaseModel):
+        a: str = Field(alias="a.b", pattern="^x+$")
+
+    notes = []
+    for tp in (list[NaiveDatetime] | None, Dotted):
+        plan = Extractor().plan(
+            allama.provider("gemini", api_key="k"), tp, ChatRequest("gemini-2.5-flash").user("x")
+        )
+        notes += [warning.message for warning in plan.degradations]
+    assert notes == [
+        "the schema of `list[NaiveDatetime] | None` was approximated: `pattern` was removed "
+        "at `(list[NaiveDatetime] | None)[]`",
+        'the schema of `Dotted` was approximated: `pattern` was removed at `Dotted["a.b"]`',
+    ]

@@ -23,6 +23,7 @@ from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.extract._root import ROOT_KEY, ROOT_OPTION, unwrap, wrapped_schema
 from allama.schema._types import TypeSchema, type_schema
+from allama.schema._undeclared import key_step
 from allama.types import (
     ChatRequest,
     RequestField,
@@ -178,7 +179,9 @@ class Target:  # hashable: type schemas compare by identity
         if self.wrapped and (pointer == _WRAPPED_ROOT or pointer.startswith(_WRAPPED_ROOT + "/")):
             pointer = pointer[len(_WRAPPED_ROOT) :]
         parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
-        label = self.label
+        root = self.label
+        # A union's name is bracketed before a step: `(list[Item] | None)[]`.
+        label = f"({root})" if " | " in root else root
         index = 0
         while index < len(parts):
             part = parts[index]
@@ -187,7 +190,7 @@ class Target:  # hashable: type schemas compare by identity
                 label = following
                 index += 2
             elif part == "properties" and following is not None:
-                label += f".{following}"
+                label += key_step(following)
                 index += 2
             elif part in ("items", "additionalProperties"):
                 label += "[]" if part == "items" else "[*]"
@@ -197,9 +200,9 @@ class Target:  # hashable: type schemas compare by identity
             elif part == "":
                 index += 1
             else:
-                label += f".{part}"
+                label += key_step(part)
                 index += 1
-        return label
+        return root if label == f"({root})" else label
 
     def in_caller_terms(self, text: str) -> str:
         return _in_caller_terms(self, text)

@@ -105,6 +105,23 @@ class _StableDefaults(GenerateJsonSchema):
             return {"type": "string", "pattern": NAIVE_DATETIME_PATTERN}
         return super().datetime_schema(schema)
 
+    def dict_schema(self, schema: core_schema.DictSchema) -> JsonSchemaValue:
+        """A map keyed by naive datetimes keeps its values' schema under
+        `additionalProperties`, its keys' pattern in `propertyNames`: pydantic would make
+        the pattern a `patternProperties`, which most dialects drop, values and all."""
+        keys = schema.get("keys_schema")
+        if (
+            keys is None
+            or keys.get("type") != "datetime"
+            or keys.get("tz_constraint") != "naive"
+            or self.mode != "validation"
+        ):
+            return super().dict_schema(schema)
+        aware: core_schema.CoreSchema = {**keys, "tz_constraint": None}
+        json_schema = super().dict_schema({**schema, "keys_schema": aware})
+        json_schema["propertyNames"] = {"pattern": NAIVE_DATETIME_PATTERN}
+        return json_schema
+
 
 NAIVE_DATETIME_PATTERN = (
     "^(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"

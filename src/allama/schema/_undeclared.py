@@ -29,6 +29,7 @@ __all__ = [
     "UndeclaredKeys",
     "find_undeclared_key",
     "format_path",
+    "key_step",
     "may_ignore_undeclared_keys",
     "undeclared_keys",
 ]
@@ -53,15 +54,26 @@ def format_path(parts: tuple[str | int, ...]) -> str:
     for part in parts:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif not part or _UNSPELLABLE.search(part):
-            out += f"[{json.dumps(part, ensure_ascii=False)}]"
         else:
-            out += f".{part}" if out else part
+            step = key_step(part)
+            out += step if out or step.startswith("[") else part
     return out
 
 
-_UNSPELLABLE = re.compile(r'[.\[\]"\s]')
-"""What a key cannot hold and be written bare in a path: it would read as another step."""
+def key_step(key: str) -> str:
+    """A key as a step of a path: `.price`, or in quotes where bare it would read as more
+    than one step, as none, or hide what it holds (`["a.b"]`, `[""]`, a control or
+    direction character escaped)."""
+    if key and not _UNSPELLABLE.search(key):
+        return f".{key}"
+    return f"[{json.dumps(key, ensure_ascii=_HIDDEN.search(key) is not None)}]"
+
+
+_UNSPELLABLE = re.compile(r'[.\[\]"\s\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]')
+"""What a key cannot hold and be written bare in a path: it would read as another step, or
+hide itself in the text."""
+_HIDDEN = re.compile(r"[\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+"""Characters that change how text shows without showing themselves: written escaped."""
 
 
 def expected_fields(names: list[str]) -> str:
