@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import os
 import re
@@ -2270,3 +2271,38 @@ def test_a_prompt_that_is_no_readable_text_file_and_links_in_a_loop_are_one_line
     # An output that is such a loop is written in its place, as any link named by --out.
     assert run(server, row_type, docs, loop) == 0
     assert not loop.is_symlink() and [row["value"] for row in rows_of(loop)] == [{"n": 1}]
+
+
+def test_status_and_export_read_the_ledger_at_one_moment_while_runs_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Runs of one set of settings keep starting, each finishing one input: a status or an
+    # export read at two moments saw inputs of a run it did not know, as a second set.
+    path = tmp_path / "one set.sqlite"
+    settings = {"provider": "openai", "model": "gpt-4o-mini", "type": "Row", "inputs": "abc"}
+    Ledger(path, settings=settings).close()
+    stop = threading.Event()
+
+    def runs() -> None:
+        for position in itertools.count():
+            if stop.is_set():
+                return
+            ledger = Ledger(path, settings=settings)
+            key = f"{position:064x}"
+            ledger.claim(key, position, f"doc {position}")
+            ledger.finish(key, status="done", seconds=0.1, value='{"n": 1}')
+            ledger.end(None)
+            ledger.close()
+
+    writer = threading.Thread(target=runs, daemon=True)
+    writer.start()
+    try:
+        began = time.monotonic()
+        while time.monotonic() - began < 3.0:
+            assert main(["batch", "export", str(path), "--out", str(tmp_path / "v.jsonl")]) == 0
+            assert main(["batch", "status", str(path), "--json", "--no-poll"]) == 0
+            report = json.loads(capsys.readouterr().out)
+            assert report["sets"] == [] and "dead" not in str(report["in_flight"])
+    finally:
+        stop.set()
+        writer.join()

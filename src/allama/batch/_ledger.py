@@ -892,6 +892,23 @@ class Ledger:
                     return why
         return None
 
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read inside sees the ledger at one moment (one read transaction), while
+        runs go on writing it: a run that starts, claims or finishes between two reads is
+        in both or in neither."""
+        db = self._connection
+        if db.in_transaction:  # already one moment: the writer's own transaction
+            yield
+            return
+        with self._lock:
+            db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            with self._lock, contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")  # nothing written: the reads' transaction ends
+
     def counts(self) -> dict[str, int]:
         with self._lock:
             found = self._connection.execute(

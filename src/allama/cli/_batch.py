@@ -1319,7 +1319,7 @@ def _open_ledger(path: str) -> Any:
 def _status(args: argparse.Namespace) -> int:
     ledger = _open_ledger(args.ledger)
     try:
-        with _reading(args.ledger):
+        with _reading(args.ledger), ledger.snapshot():
             report = ledger_status(ledger)
         if not args.no_poll:
             _poll_jobs(ledger, report)
@@ -1667,7 +1667,7 @@ def _export(args: argparse.Namespace) -> int:
             raise _Usage(f"--out `{args.out}` is {written_over}: the export would write over it")
     ledger = _open_ledger(args.ledger)
     try:
-        with _reading(args.ledger):
+        with _reading(args.ledger), ledger.snapshot():
             runs = ledger.runs()
             if args.failed:  # with those a run trying failures again left unfinished
                 state_of = {run["run_id"]: run["state"] for run in runs}
