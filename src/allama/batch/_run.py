@@ -1327,6 +1327,16 @@ class _Runner:
         self.mark_stopped(reason)
         self.wake()
 
+    def caller_stop(self, reason: str, loop: asyncio.AbstractEventLoop | None) -> None:
+        """The caller's `stop`, from any thread or a signal handler: said at once (the
+        summary), then the run's loop (`None` before it started) woken, which may wait in
+        its selector for a read of the inputs or for the caller to read."""
+        self.caller_stopped = True
+        self.mark_stopped(reason)
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: the run is over
+                loop.call_soon_threadsafe(self.wake)
+
     def closing(self) -> None:
         """The run was cancelled before its end: said, and `_wrap_up` counts what it left."""
         self.closed = True
@@ -3022,15 +3032,8 @@ class AsyncBatchRun(Generic[T]):
         """Start no new input and read no further; those in flight finish and are
         recorded, and the results go on until the run ends. Safe from any thread and from
         a signal handler."""
-        # Said at once (the summary), then the run's loop woken, which may be waiting in
-        # its selector for a read of the inputs or for the caller.
-        runner = self._runner
-        runner.caller_stopped = True
-        runner.mark_stopped(reason)
         task = self._task
-        if task is not None:
-            with contextlib.suppress(RuntimeError):  # the loop closed: the run is over
-                task.get_loop().call_soon_threadsafe(runner.wake)
+        self._runner.caller_stop(reason, None if task is None else task.get_loop())
 
     async def aclose(self) -> None:
         """End the run now: inputs in flight are abandoned (the ledger keeps them pending).
@@ -3158,15 +3161,7 @@ class BatchRun(Generic[T]):
         """Start no new input and read no further; those in flight finish and are
         recorded, and the results go on until the run ends. Safe from any thread and from
         a signal handler."""
-        # Said at once (the summary), then the run's loop woken: a read of the inputs, or a
-        # wait for the caller to read, may hold it.
-        runner = self._runner
-        runner.caller_stopped = True
-        runner.mark_stopped(reason)
-        loop = self._loop
-        if loop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop closed: the run is over
-                loop.call_soon_threadsafe(runner.wake)
+        self._runner.caller_stop(reason, self._loop)
 
     def close(self) -> None:
         """End the run now: inputs in flight are abandoned (the ledger keeps them pending,
