@@ -359,10 +359,9 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
             # The request alone is over a limit: no wait lets it through, and the wait the
             # headers give is not one to make.
             return RateLimitedError(message).with_retryable(False)
-        wait = retry_after_seconds(headers)
-        if info.limits:  # the limit's headers, as a router put them in its body
-            held = retry_after_seconds(info.limits)
-            wait = held if wait is None or (held is not None and held > wait) else wait
+        # The headers', and the limit's as a router put them in its body: the longer.
+        waits = (retry_after_seconds(headers), retry_after_seconds(info.limits or {}))
+        wait = max((seconds for seconds in waits if seconds is not None), default=None)
         if wait is None:  # OpenAI's and Groq's words: "Please try again in 8.64s."
             said = re.search(_TRY_AGAIN_IN, message)
             wait = None if said is None else _duration(said.group(1))
