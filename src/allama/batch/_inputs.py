@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import errno
 import itertools
 import json
 import math
@@ -119,7 +120,7 @@ def read_inputs(
                 f"{source}: --field and --id-field are for JSONL and CSV files; "
                 "a folder's documents are its files"
             )
-        skipped = frozenset(real for real in map(_real, skip) if real is not None)
+        skipped = frozenset(real for real in map(_leads_to, skip) if real is not None)
         files = _text_files(source, skipped)
         if not files:
             raise InputError(f"{source}: no *.txt or *.md files in this folder")
@@ -178,11 +179,20 @@ def _text_files(folder: Path, skipped: frozenset[Path] = frozenset()) -> list[Pa
     )
 
 
-def _real(path: str | os.PathLike[str]) -> Path | None:
+def resolved(path: Path) -> Path:
+    """`path.resolve()`, whose loop of symbolic links is an `OSError` as on Python 3.13,
+    not the `RuntimeError` of 3.11 and 3.12."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        raise OSError(errno.ELOOP, "a loop of symbolic links", str(path)) from None
+
+
+def _leads_to(path: str | os.PathLike[str]) -> Path | None:
     """Where `path` leads, or `None` for a loop of symbolic links, which is no document."""
     try:
-        return Path(path).resolve()
-    except (RuntimeError, OSError):  # the loop: `RuntimeError` before Python 3.13
+        return resolved(Path(path))
+    except OSError:
         return None
 
 

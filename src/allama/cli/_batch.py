@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import errno
 import io
 import json
 import math
@@ -30,6 +29,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from allama._prices import dollars
 from allama._printable import printable
+from allama.batch._inputs import resolved
 from allama.cli._progress import Progress
 from allama.schema._types import type_label
 
@@ -635,7 +635,7 @@ def _read_prompt(path: Path) -> str:
 
     try:
         if not path.is_file():
-            there = _resolve(path).exists()
+            there = resolved(path).exists()
             raise _Usage(
                 f"--prompt `{path}` is not a file" if there else f"no such --prompt: `{path}`"
             )
@@ -646,25 +646,16 @@ def _read_prompt(path: Path) -> str:
         raise _Usage(f"cannot read --prompt `{path}`: {error.strerror or error}") from None
 
 
-def _resolve(path: Path) -> Path:
-    """`path.resolve()`, whose loop of symbolic links is an `OSError` as on Python 3.13,
-    not the `RuntimeError` of 3.11 and 3.12."""
-    try:
-        return path.resolve()
-    except RuntimeError:
-        raise OSError(errno.ELOOP, "a loop of symbolic links", str(path)) from None
-
-
 def _in_folder(path: Path, folder: Path) -> bool:
     try:
-        return _resolve(path).parent == _resolve(folder)
+        return resolved(path).parent == resolved(folder)
     except OSError:
         return False
 
 
 def _same_file(path: Path, other: Path) -> bool:
     try:
-        return _resolve(path) == _resolve(other)
+        return resolved(path) == resolved(other)
     except OSError:
         return False
 
@@ -679,7 +670,7 @@ def _check_ledger(path: Path) -> None:
         raise _Usage(f"--ledger names a folder: `{path}`; name the ledger's file")
     # A run writes the ledger, and its `-wal` and `-shm` files beside it.
     try:
-        place = _resolve(path).parent
+        place = resolved(path).parent
     except OSError as error:
         raise _Usage(f"--ledger `{path}`: {error.strerror}") from None
     if not os.access(place, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
