@@ -314,9 +314,7 @@ class ExtractBatch:
             rpm, tpm, backoff = self._limiter_settings
             self._limiter = RateLimiter(rpm, tpm, backoff=max(backoff, 0.001))
             # Each call of an extraction (a retry, a repair) takes a turn of the limits.
-            self._turns = Turns(
-                self.provider, self._limiter, schema_tokens(self._schema.adapter) if tpm else 0
-            )
+            self._turns = Turns(self.provider, self._limiter, schema_tokens(self._tp) if tpm else 0)
         if self._text_column is not None:
             # A block without the column (rows built from dicts that lack it) holds none.
             rows: list[Any] = (

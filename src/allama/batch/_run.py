@@ -83,7 +83,7 @@ from allama.extract._mode import SchemaEnforcement
 from allama.extract._output import dump_consumes, dump_reads_back
 from allama.extract._parse import ReadAgainError, read_again
 from allama.provider import ChatProvider
-from allama.schema._types import type_label
+from allama.schema._types import type_label, type_schema
 from allama.types import ChatRequest, ChatResponse
 
 __all__ = [
@@ -1042,7 +1042,7 @@ class _Runner:
         self.closed = False
         """The run was cancelled before its end (`close()`, the results left early)."""
         self.provider = Turns(
-            spec.provider, self.limiter, schema_tokens(spec.adapter) if spec.tpm else 0
+            spec.provider, self.limiter, schema_tokens(spec.tp) if spec.tpm else 0
         )
         """The provider the extractions call: each call takes a turn of the rate limits."""
         self.provider.answered = self._answered
@@ -2408,16 +2408,15 @@ def _estimate(request: ChatRequest, schema_tokens: int, limiter: RateLimiter) ->
     return guessed_input_tokens(request) + schema_tokens + output
 
 
-def schema_tokens(adapter: TypeAdapter[Any]) -> int:
-    """A type's JSON Schema in tokens, guessed as a request's text is: what an extraction
-    adds to each call (a response format, a tool), which its messages do not hold."""
+def schema_tokens(tp: Any) -> int:
+    """A type's JSON Schema (the one its extractions send, as `type_schema` made and kept
+    it) in tokens, guessed as a request's text is: what an extraction adds to each call (a
+    response format, a tool), which its messages do not hold."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            schema = json.dumps(adapter.json_schema(), separators=(",", ":"))
+        schema = type_schema(tp).schema
     except Exception:  # no JSON Schema: no extraction either, which says why
         return 0
-    return len(schema) // CHARS_PER_TOKEN
+    return len(json.dumps(schema, separators=(",", ":"))) // CHARS_PER_TOKEN
 
 
 def _duplicate(index: int, label: str, first: BatchResult[Any]) -> BatchResult[Any]:
