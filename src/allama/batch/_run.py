@@ -1387,16 +1387,14 @@ class _Runner:
         budget sends nothing more."""
         if self.spec.max_cost is None:
             return
-        settings = self.spec.settings
-        like = {name: settings.get(name) for name in ("provider", "model", "inputs")}
-        unknown = book.unpriced(like)
-        if unknown is not None:  # what earlier runs paid cannot be counted: nor can the budget
+        earlier = paid_before(self.spec, book)
+        if isinstance(earlier, str):  # what earlier runs paid cannot be counted: nor the budget
             self._stop_for_budget(
-                f"the cost of inputs earlier runs sent is unknown ({unknown}): the budget of "
+                f"the cost of inputs earlier runs sent is unknown ({earlier}): the budget of "
                 f"${self.spec.max_cost:f} cannot be kept"
             )
             return
-        self.job_paid, unfinished = book.paid(like)
+        self.job_paid, unfinished = earlier
         for key, cost in unfinished.items():
             with contextlib.suppress(ArithmeticError):
                 self.carried[key] = Decimal(cost)
@@ -2406,6 +2404,14 @@ def _estimate(request: ChatRequest, schema_tokens: int, limiter: RateLimiter) ->
     it, as much as the last answers on average)."""
     output = request.max_output_tokens or limiter.output_guess()
     return guessed_input_tokens(request) + schema_tokens + output
+
+
+def paid_before(spec: _Spec, book: Ledger) -> tuple[Decimal, dict[str, str]] | str:
+    """What earlier runs of the same job (provider, model and inputs' settings) paid, in
+    all and by each unfinished input; or why it cannot be counted (a cost unknown)."""
+    like = {name: spec.settings.get(name) for name in ("provider", "model", "inputs")}
+    unknown = book.unpriced(like)
+    return unknown if unknown is not None else book.paid(like)
 
 
 def schema_tokens(tp: Any) -> int:

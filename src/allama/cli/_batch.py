@@ -716,7 +716,10 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
         if mine is not None:
             book = Ledger(ledger, read_only=True)
             endpoints = book.endpoints()
-        spent = _budget_spent(spec, ledger)
+        spent = None
+        if spec.max_cost is not None:
+            book = book or Ledger(ledger, read_only=True)
+            spent = _budget_spent(spec, book)
         reopened = "reopened" if "reopened" in item_columns(db) else "NULL"
         for _, _, key, row in _looked_up(spec, db, f"status, run_id, {reopened}"):
             total += 1
@@ -772,26 +775,18 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
     )
 
 
-def _budget_spent(spec: Any, ledger: Path) -> str | None:
+def _budget_spent(spec: Any, book: Any) -> str | None:
     """Why a run under `--max-cost` will send nothing: earlier runs of these settings paid
     the budget, or paid what cannot be priced; `None` otherwise."""
-    from allama.batch._ledger import Ledger
+    from allama.batch._run import paid_before
 
-    budget = spec.max_cost
-    if budget is None:
+    earlier = paid_before(spec, book)
+    if isinstance(earlier, str):
+        return f"the cost of what earlier runs sent is unknown ({earlier})"
+    paid, _ = earlier
+    if paid < spec.max_cost:
         return None
-    like = {name: spec.settings.get(name) for name in ("provider", "model", "inputs")}
-    book = Ledger(ledger, read_only=True)
-    try:
-        unknown = book.unpriced(like)
-        if unknown is not None:
-            return f"the cost of what earlier runs sent is unknown ({unknown})"
-        paid, _ = book.paid(like)
-    finally:
-        book.close()
-    if paid < budget:
-        return None
-    return f"the budget of ${budget:f} is spent (${dollars(paid)} paid by earlier runs)"
+    return f"the budget of ${spec.max_cost:f} is spent (${dollars(paid)} paid by earlier runs)"
 
 
 def _write_from_ledger(
