@@ -1506,6 +1506,46 @@ def test_inputs_read_ahead_of_a_stop_come_back_not_started() -> None:
     assert run.summary.not_started == sum(outcome(r) == "not_started" for r in results)
 
 
+def test_inputs_read_ahead_of_a_close_are_counted_not_started_in_a_sync_run_as_in_async() -> None:
+    counts: dict[str, bool] = {}
+    for driver in ("sync", "async"):
+        taken: list[int] = []
+
+        def documents(taken: list[int] = taken) -> Iterator[str]:
+            for n in range(1000):
+                taken.append(n)
+                yield f"doc {n}"
+
+        if driver == "sync":
+            run = allama.batch(SlowSync(), Row, documents(), request=TEMPLATE, concurrency=4)
+            for _ in run:
+                time.sleep(0.05)  # the reading thread fills its read-ahead meanwhile
+                run.close()
+            summary = run.summary
+        else:
+
+            async def main(documents: Any = documents) -> BatchSummary:
+                async def given() -> AsyncIterator[str]:
+                    for document in documents():
+                        await asyncio.sleep(0)
+                        yield document
+
+                arun = allama.abatch(SlowSync(), Row, given(), request=TEMPLATE, concurrency=4)
+                async for _ in arun:
+                    await asyncio.sleep(0.05)
+                    await arun.aclose()
+                return arun.summary
+
+            summary = asyncio.run(main())
+        counted = summary.done + summary.failed + summary.not_started + summary.abandoned
+        # Every input taken from the caller's iterable is counted (but one the reading
+        # thread may have been taking as the run ended).
+        assert len(taken) - 1 <= counted <= len(taken) < 1000, driver
+        counts[driver] = summary.not_started > 0
+    # The thread reads ahead of the run; the async iterable is read as the run needs it.
+    assert counts == {"sync": True, "async": False}
+
+
 class Slow(allama.mock.TestProvider):
     async def achat(self, request: ChatRequest) -> allama.ChatResponse:
         await asyncio.sleep(0.01)

@@ -1172,8 +1172,9 @@ class _Runner:
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
             await inputs.closed()
-            # Taken from the caller's source on its way out: read, and not started.
-            taken = len(inputs.taken_ahead()) if inputs.is_async else 0
+            # Taken from the caller's source (by the reading thread, or on the async
+            # iterable's way out) and not by the run: read, and not started.
+            taken = len(inputs.taken_ahead())
             self.read += taken
             self.summary.not_started += taken
             raise
