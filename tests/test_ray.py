@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import doctest
+import functools
 import json
 import os
 import subprocess
@@ -419,11 +420,15 @@ def test_a_batch_without_the_text_column_and_values_that_cannot_be_written() -> 
     async def run(batch: pa.Table) -> list[Any]:
         return [out async for out in extract(batch)]
 
-    # A block of rows that lack the column (Ray makes one from such dicts): each row's error.
-    (out,) = asyncio.run(run(pa.table({"id": [1, 2]})))
+    # A block of rows that lack the column (Ray makes one from such dicts, and a name no
+    # row has, when the schema is not known before the job): each row's error, which names
+    # the columns the row has.
+    (out,) = asyncio.run(run(pa.table({"id": [1, 2], "txt": ["a", "b"]})))
     assert (
-        out.column("error").to_pylist() == ["invalid_row: column 'text' holds null, not text"] * 2
+        out.column("error").to_pylist()
+        == ["invalid_row: no column 'text' (the row's: 'id', 'txt')"] * 2
     )
+    assert out.column("record").to_pylist() == [None, None]
     # An empty text is not sent: a call would pay to read nothing.
     (out,) = asyncio.run(run(pa.table({"text": ["", " \n\t"]})))
     assert out.column("error").to_pylist() == ["invalid_row: column 'text' is empty"] * 2
@@ -678,3 +683,64 @@ def test_a_floor_no_rows_call_can_meet_fails_the_actor_at_once() -> None:
             model="gpt-4.1-mini",
             min_enforcement="exact",
         )
+
+
+def test_a_batch_that_is_not_a_pyarrow_table_is_refused_by_name() -> None:
+    extract = allama.ray.ExtractBatch(
+        Invoice, provider=lambda: MockProvider([]), text_column="text", model="m"
+    )
+
+    async def run(batch: Any) -> list[Any]:
+        return [out async for out in extract(batch)]
+
+    for batch, kind in (({"text": ["a"]}, "dict"), ([{"text": "a"}], "list")):
+        with pytest.raises(TypeError) as refused:
+            asyncio.run(run(batch))
+        assert str(refused.value) == (
+            f"ExtractBatch takes each batch as a pyarrow table, not {kind}: "
+            'map_batches(ExtractBatch, batch_format="pyarrow", ...)'
+        )
+
+
+def crashing_provider(base_url: str, mark: str) -> allama.ChatProvider:
+    """An OpenAI provider whose process dies once, right after `INVOICE 2` was answered
+    (paid for): as an actor lost to memory or to its node dies."""
+    provider = allama.provider("openai", api_key="sk-test", base_url=base_url)
+    answer = provider.achat
+
+    async def achat(request: ChatRequest) -> allama.ChatResponse:
+        response = await answer(request)
+        if "invoice 2:" in request.messages[-1].text() and not os.path.exists(mark):
+            Path(mark).touch()
+            os._exit(1)
+        return response
+
+    provider.achat = achat  # type: ignore[method-assign]
+    return provider
+
+
+def test_an_actor_that_dies_has_its_batch_run_again_and_its_rows_paid_again(
+    local_ray: None, server: _Server, base_url: str, tmp_path: Path
+) -> None:
+    mark = str(tmp_path / "died")
+    ds = ray.data.from_items([{"id": i, "text": document(i)} for i in range(4)])
+    out = allama.ray.extract_dataset(
+        ds,
+        Invoice,
+        provider=functools.partial(crashing_provider, base_url, mark),
+        text_column="text",
+        model="gpt-4o-mini",
+        batch_size=4,
+        row_concurrency=1,
+    )
+    with server.lock:
+        server.seen.clear()
+    rows = _by_id(out.take_all())
+    assert os.path.exists(mark)
+    with server.lock:
+        sent = [str(body["messages"][-1]["content"]) for _, _, body in server.seen]
+    # Ray Data ran the batch again on a new actor: its rows answered before the death were
+    # sent, and paid for, twice; their records count only the run that finished.
+    assert [sent.count(document(i)) for i in range(4)] == [2, 2, 2, 1]
+    assert [json.loads(rows[i]["value"]) for i in range(4)] == [expected(i) for i in range(4)]
+    assert all(json.loads(rows[i]["record"])["passes"] == 1 for i in range(4))

@@ -25,6 +25,10 @@ and halves its rate, recovering after, and `rpm` / `tpm` limit each actor's requ
 tokens per minute from the start. A refused key or account ends the actor's sending: its
 later rows come back `not_started`, since the provider would refuse each of them too.
 
+An actor whose process dies (out of memory, its node lost) has its batch run again on a
+new actor by Ray Data: the rows it had sent are sent, and paid for, again, and their records
+count only the run that finished.
+
 Batches travel as pyarrow tables (part of `ray[data]`). The work is waiting on HTTP, so
 actors ask for a quarter of a CPU by default: at a whole CPU each, a small machine has none
 left to read the data and the job stalls.
@@ -305,6 +309,11 @@ class ExtractBatch:
 
     async def __call__(self, batch: pa.Table) -> AsyncIterator[pa.Table]:
         """The batch with `value`, `error` and `record` appended; never raises for a row."""
+        if not isinstance(batch, pa.Table):
+            raise TypeError(
+                "ExtractBatch takes each batch as a pyarrow table, not "
+                f'{type(batch).__name__}: map_batches(ExtractBatch, batch_format="pyarrow", ...)'
+            )
         taken = [name for name in COLUMNS if name in batch.column_names]
         if taken:
             raise ValueError(_taken(taken))
@@ -315,16 +324,21 @@ class ExtractBatch:
             self._limiter = RateLimiter(rpm, tpm, backoff=max(backoff, 0.001))
             # Each call of an extraction (a retry, a repair) takes a turn of the limits.
             self._turns = Turns(self.provider, self._limiter, schema_tokens(self._tp) if tpm else 0)
-        if self._text_column is not None:
-            # A block without the column (rows built from dicts that lack it) holds none.
-            rows: list[Any] = (
-                batch.column(self._text_column).to_pylist()
-                if self._text_column in batch.column_names
-                else [None] * batch.num_rows
-            )
+        if self._text_column is not None and self._text_column not in batch.column_names:
+            # A block without the column: rows built from dicts that lack it, or a name
+            # that no row has (a typo, when the schema was not known before the job).
+            names = ", ".join(repr(name) for name in batch.column_names)
+            missing = f"invalid_row: no column {self._text_column!r} (the row's: {names})"
+            results: list[tuple[str | None, str | None, str | None]] = [
+                (None, missing, None)
+            ] * batch.num_rows
         else:
-            rows = batch.to_pylist()
-        results = await asyncio.gather(*(self._row(row, self._limit) for row in rows))
+            rows: list[Any] = (
+                batch.to_pylist()
+                if self._text_column is None
+                else batch.column(self._text_column).to_pylist()
+            )
+            results = await asyncio.gather(*(self._row(row, self._limit) for row in rows))
         for index, name in enumerate(COLUMNS):
             column = pa.array([result[index] for result in results], type=pa.string())
             batch = batch.append_column(name, column)
