@@ -1546,6 +1546,70 @@ def test_inputs_read_ahead_of_a_close_are_counted_not_started_in_a_sync_run_as_i
     assert counts == {"sync": True, "async": False}
 
 
+TENANT: contextvars.ContextVar[str] = contextvars.ContextVar("tenant", default="<unset>")
+
+
+class Tenanted(allama.mock.TestProvider):
+    """Notes the context variable each call sees, sync or async."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def chat(self, request: ChatRequest) -> allama.ChatResponse:
+        self.seen.append(TENANT.get())
+        return super().chat(request)
+
+    async def achat(self, request: ChatRequest) -> allama.ChatResponse:
+        self.seen.append(TENANT.get())
+        return await super().achat(request)
+
+
+@pytest.mark.parametrize("given", ["list", "generator"])
+def test_the_callers_context_variables_reach_every_function_of_a_sync_run_as_of_an_async(
+    given: str,
+) -> None:
+    seen: dict[str, set[str]] = {}
+
+    def note(where: str) -> None:
+        seen.setdefault(where, set()).add(TENANT.get())
+
+    def documents() -> Iterator[str]:
+        for n in range(4):
+            note("inputs")
+            yield f"doc {n}"
+
+    def request(document: str) -> ChatRequest:
+        note("request")
+        return TEMPLATE.user(document)
+
+    def label(document: str) -> str:
+        note("label")
+        return document
+
+    def inputs() -> Any:
+        return documents() if given == "generator" else list(documents())
+
+    for driver in ("sync", "async"):
+        seen.clear()
+        provider = Tenanted()
+        TENANT.set(driver)
+        if driver == "sync":
+            results = list(
+                allama.batch(provider, Row, inputs(), request=request, label=label, concurrency=2)
+            )
+        else:
+
+            async def main(provider: Tenanted = provider) -> list[allama.BatchResult[Row]]:
+                run = allama.abatch(provider, Row, inputs(), request=request, label=label)
+                return [result async for result in run]
+
+            results = asyncio.run(main())
+        assert [r.ok for r in results] == [True] * 4
+        seen["provider"] = set(provider.seen)
+        assert seen == {where: {driver} for where in ("inputs", "request", "label", "provider")}
+
+
 class Slow(allama.mock.TestProvider):
     async def achat(self, request: ChatRequest) -> allama.ChatResponse:
         await asyncio.sleep(0.01)

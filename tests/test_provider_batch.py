@@ -717,6 +717,28 @@ def test_a_cancel_asked_for_while_a_run_polls_fails_the_rows_it_cancelled(
     assert len(server.jobs) == 1  # nothing sent again
 
 
+@pytest.mark.parametrize("family", ["openai-chat", "anthropic", "gemini"])
+def test_rows_of_a_job_cancelled_at_the_provider_fail_and_are_not_sent_again(
+    server: ProviderBatchServer, tmp_path: Path, family: str
+) -> None:
+    provider, model = _provider(server, family)
+    server.hold = True
+    run = _batch_run(provider, model, _docs(4), tmp_path / "console.sqlite", poll_interval=0.02)
+
+    def cancel_at_the_console() -> None:
+        while not any(job.polls for job in server.jobs):
+            time.sleep(0.005)
+        server.jobs[0].cancel_requested = True  # not through allama: the ledger knows nothing
+        server.hold = False
+
+    thread = threading.Thread(target=cancel_at_the_console)
+    thread.start()
+    results = list(run)
+    thread.join()
+    assert [r.failure.kind for r in results if r.failure] == ["job_canceled"] * 4
+    assert len(server.jobs) == 1  # nothing sent again: the cancel meant to spend no more
+
+
 def test_the_cancel_command_goes_on_past_a_job_that_ended(
     server: ProviderBatchServer,
     tmp_path: Path,

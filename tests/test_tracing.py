@@ -882,6 +882,27 @@ def test_a_batch_run_is_a_span_with_one_span_per_input(traced: Traced, flavour: 
     assert batch.status.status_code is StatusCode.UNSET
 
 
+@FLAVOURS
+def test_a_batch_runs_span_is_a_child_of_the_callers_span(traced: Traced, flavour: str) -> None:
+    provider = openai(Script(completion(), completion()))
+    extractor = Extractor(tracer_provider=traced.provider)
+    options: dict[str, Any] = {"request": _batch_request, "extractor": extractor}
+    tracer = traced.provider.get_tracer("the caller's")
+
+    def sync() -> list[Any]:
+        with tracer.start_as_current_span("job"):
+            return list(allama.batch(provider, Program, ["one", "two"], **options))
+
+    async def async_() -> list[Any]:
+        with tracer.start_as_current_span("job"):
+            run = allama.abatch(provider, Program, ["one", "two"], **options)
+            return [result async for result in run]
+
+    assert [result.ok for result in run(flavour, sync, async_)] == [True, True]
+    job, batch = traced.one("job"), traced.one("batch Program")
+    assert child_of(batch, job)  # one trace, the caller's, in both drivers
+
+
 def test_a_batch_runs_span_has_no_cost_it_does_not_know(traced: Traced) -> None:
     from allama.mock import ChatResponseBuilder, MockProvider
 

@@ -724,7 +724,9 @@ class JobRunner(_Runner):
         if row.kind in (RowKind.EXPIRED, RowKind.CANCELED, RowKind.MISSING, RowKind.JOB_FAILED):
             unanswered = RowUnanswered(row)
             if (
-                (row.kind == RowKind.CANCELED and job.cancel_requested)
+                # Cancelled by someone (`allama batch cancel`, or at the provider's console):
+                # not sent again, as that would spend what the cancel meant to save.
+                row.kind == RowKind.CANCELED
                 or row.kind == RowKind.JOB_FAILED
                 or state.outcome == "failed"
                 or not await self._again(item, unanswered)

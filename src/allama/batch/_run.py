@@ -2899,7 +2899,13 @@ class _ReadAhead:
         self._lock = threading.Lock()
         self._waiting: tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]] | None = None
         self._closed = False
-        threading.Thread(target=self._work, name="allama-batch-inputs", daemon=True).start()
+        # In the run's context (the caller's): the generator sees its context variables.
+        threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(self._work,),
+            name="allama-batch-inputs",
+            daemon=True,
+        ).start()
 
     def _work(self) -> None:
         while True:
@@ -3087,8 +3093,9 @@ class BatchRun(Generic[T]):
         return self._runner.summary
 
     async def _send(self, request: ChatRequest) -> Any:
+        run = contextvars.copy_context().run  # the input's context, as `_call`'s
         return await asyncio.get_running_loop().run_in_executor(
-            self._pool, self._spec.provider.chat, request
+            self._pool, run, self._spec.provider.chat, request
         )
 
     async def _call(self, request: ChatRequest) -> Extracted[Any]:
@@ -3127,7 +3134,15 @@ class BatchRun(Generic[T]):
                 loop.close()
                 self._results.put(_END)
 
-        self._thread = threading.Thread(target=work, name="allama-batch-run", daemon=True)
+        # The loop works in the caller's context (a copy), as `abatch` does on the
+        # caller's loop: its context variables and its trace's span reach the inputs'
+        # functions, the provider's calls and the run's spans.
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(work,),
+            name="allama-batch-run",
+            daemon=True,
+        )
         self._thread.start()
         started.wait()
 
