@@ -726,10 +726,12 @@ def test_a_label_that_cannot_be_made_is_that_inputs_failure(server: BatchServer)
         ("third", Row(n=3)),
     ]
     failure = results[1].failure
+    # The caller's own words may quote the document: withheld, kept as a provider's are.
     assert failure is not None and (failure.kind, failure.message) == (
         "KeyError",
-        "the label function raised KeyError: 'doc 2'",
+        "the label function raised KeyError: message withheld (7 chars)",
     )
+    assert failure.provider_message == "'doc 2'"
     assert server.sent[2] == 0
 
 
@@ -3703,6 +3705,34 @@ def test_a_floor_no_inputs_call_can_meet_is_refused_before_anything_is_claimed(
     assert [outcome(r) for r in run] == ["ok", "ok"]
 
 
+class Vendor(BaseModel):
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def known(cls, name: str) -> str:
+        raise LookupError(f"no vendor named {name}")  # not a ValueError: pydantic passes it
+
+
+def test_an_exception_of_the_callers_code_keeps_its_words_out_of_the_failures_message(
+    tmp_path: Path,
+) -> None:
+    provider = allama.mock.MockProvider.with_text('{"name": "Secret Corp"}')
+    ledger = tmp_path / "run.sqlite"
+    (result,) = allama.batch(provider, Vendor, ["doc"], request=TEMPLATE, ledger=ledger)
+    failure = result.failure
+    assert failure is not None
+    assert (failure.kind, failure.message) == ("LookupError", "message withheld (27 chars)")
+    assert failure.provider_message == "no vendor named Secret Corp"  # kept, shown when asked
+    assert "Secret" not in repr(result) and isinstance(failure.error, LookupError)
+    (row,) = Ledger(ledger, read_only=True).rows()
+    assert row.error == {
+        "kind": "LookupError",
+        "message": "message withheld (27 chars)",
+        "provider_message": "no vendor named Secret Corp",
+    }
+
+
 def test_an_input_whose_label_or_request_function_raises_says_which_did() -> None:
     def label(document: dict[str, Any]) -> str:
         return str(document["id"])
@@ -3720,9 +3750,10 @@ def test_an_input_whose_label_or_request_function_raises_says_which_did() -> Non
     )
     assert [(r.label, r.failure and r.failure.message) for r in results] == [
         ("1", None),
-        ("#1", "the label function raised KeyError: 'id'"),
-        ("3", "the request function raised KeyError: 'text'"),
+        ("#1", "the label function raised KeyError: message withheld (4 chars)"),
+        ("3", "the request function raised KeyError: message withheld (6 chars)"),
     ]
+    assert [r.failure and r.failure.provider_message for r in results] == [None, "'id'", "'text'"]
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # no "coroutine was never awaited"
         (result,) = allama.batch(provider, Row, inputs[:1], request=later)  # type: ignore[arg-type]

@@ -199,6 +199,37 @@ def test_the_providers_words_for_a_failure_are_shown_only_when_asked(
     )
 
 
+def test_the_words_of_an_exception_of_the_types_own_code_are_shown_only_when_asked(
+    server: BatchServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = tmp_path / "picky.py"
+    module.write_text(
+        "from pydantic import BaseModel, field_validator\n\n"
+        "class Row(BaseModel):\n"
+        "    n: int\n\n"
+        "    @field_validator('n')\n"
+        "    @classmethod\n"
+        "    def known(cls, n: int) -> int:\n"
+        "        if n == 2:\n"
+        "            raise LookupError(f'no record numbered {n}')  # not a ValueError\n"
+        "        return n\n",
+        encoding="utf-8",
+    )
+    docs = folder(tmp_path, [1, 2])
+    assert run(server, f"{module}:Row", docs, tmp_path / "out.jsonl") == 0
+    err = capsys.readouterr().err
+    (line,) = [line for line in err.splitlines() if line.startswith("failed: doc-02")]
+    assert line == "failed: doc-02.txt: LookupError: message withheld (20 chars)"
+    again = tmp_path / "again.jsonl"
+    assert run(server, f"{module}:Row", docs, again, "--provider-messages") == 0
+    err = capsys.readouterr().err
+    (line,) = [line for line in err.splitlines() if line.startswith("failed: doc-02")]
+    assert line == (
+        "failed: doc-02.txt: LookupError: message withheld (20 chars); its message was: "
+        "no record numbered 2"
+    )
+
+
 def test_the_providers_words_for_a_refusal_that_stopped_the_run_are_shown_when_asked(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

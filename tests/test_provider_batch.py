@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import os
 import re
@@ -32,6 +33,7 @@ from _provider_batch_server import Outcome, ProviderBatchServer
 from allama._prices import cost_of
 from allama.adapters._http import HttpRequest, HttpResponse
 from allama.batch import AsyncBatchRun, BatchResult, BatchRun
+from allama.batch import _jobs
 from allama.batch._jobs import cancel_jobs
 from allama.batch._ledger import Ledger
 from allama.errors import InvalidRequestError
@@ -54,6 +56,13 @@ JOB_PROVIDER = {
     "anthropic": "anthropic",
     "gemini": "gemini",
 }
+
+
+@pytest.fixture(autouse=True)
+def quick_looks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The looks for a job whose making's answer was lost, as many, over milliseconds
+    rather than half a minute."""
+    monkeypatch.setattr(_jobs, "_LOOKS_AFTER_LOST", (0.001, 0.002, 0.004, 0.008, 0.016))
 
 
 @pytest.fixture
@@ -918,6 +927,38 @@ def test_a_last_try_whose_answer_was_lost_is_looked_for_and_its_job_collected(
     results = _run(provider, model, _docs(3), tmp_path / "lost.sqlite", max_attempts=1)
     assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
     assert len(server.jobs) == 1  # found and collected, not orphaned nor made again
+
+
+@pytest.mark.parametrize("family", ["openai-chat", "anthropic", "gemini"])
+def test_a_job_made_after_its_lost_answer_is_found_by_a_later_look_not_made_again(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, family: str
+) -> None:
+    import _provider_batch_server
+
+    name = {"openai-chat": "openai", "anthropic": "anthropic", "gemini": "gemini"}[family]
+    create = getattr(_provider_batch_server._Handler, f"{name}_create")
+    lagged: list[threading.Timer] = []
+
+    def made_later(handler: Any, data: Any, *groups: Any) -> Any:
+        if lagged:
+            return create(handler, data, *groups)
+
+        def make() -> None:  # the provider behind the gateway goes on, and makes it
+            unanswered = copy.copy(handler)  # the connection's handler serves on meanwhile
+            unanswered.send_json = lambda status, body: None
+            create(unanswered, data, *groups)
+
+        lagged.append(threading.Timer(0.3, make))
+        lagged[0].start()
+        raise handler._fail(502, "Bad gateway.")  # the gateway's answer, at once
+
+    monkeypatch.setattr(_provider_batch_server._Handler, f"{name}_create", made_later)
+    monkeypatch.setattr(_jobs, "_LOOKS_AFTER_LOST", (0.2, 0.4, 0.8))
+    provider, model = _provider(server, family)
+    results = _run(provider, model, _docs(3), tmp_path / "lagged.sqlite")
+    lagged[0].join()
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+    assert len(server.jobs) == 1  # found at the second or third look, and collected
 
 
 def test_a_lost_answer_the_provider_cannot_be_asked_about_is_left_to_the_next_run(

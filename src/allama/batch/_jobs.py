@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
-from allama.adapters._jobs import Entry, JobAmbiguity, JobState, Row, RowKind
+from allama.adapters._jobs import CREATE_ASKED, Entry, JobAmbiguity, JobState, Row, RowKind
 from allama.batch._ledger import JobPhase, JobRow, Ledger, Status
 from allama.batch._run import (
     _LONGEST_WAIT,
@@ -81,6 +81,14 @@ _MAX_POLL_ERRORS = 20
 stays in the ledger, and a later run reads it again)."""
 _LOOK_TRIES = 5
 """Tries of a look for a job whose submission's answer was lost, before it is said."""
+_LOOKS_AFTER_LOST = (1.0, 2.0, 4.0, 8.0, 16.0)
+"""The waits between looks for a job whose making's answer was lost, while it does not
+show: a provider behind a gateway that answered 502, or a client's timeout, may go on
+making it, and list it only once made. Six looks over half a minute, then it was not."""
+
+
+class _NotSeenYet(Exception):
+    """The run stopped while a job whose making's answer was lost had not shown."""
 
 
 @dataclass(slots=True)
@@ -411,11 +419,19 @@ class JobRunner(_Runner):
         while True:
             if maybe_made:  # its answer lost: a job made is collected, not made again
                 try:
-                    job.job_id = await self._look_for_tag(
+                    job.job_id = await self._look_for_made(
                         target, tag, since, len(items), [entry.key for entry in entries]
                     )
                 except Error as error:
                     unknown = _not_ruled_out(tag, failed, error)
+                    break
+                except _NotSeenYet:
+                    assert failed is not None
+                    unknown = (
+                        f"provider batch job {tag} may have been made, its answer lost "
+                        f"({failed.kind}), and the run stopped before it showed: the same "
+                        "command looks for it again"
+                    )
                     break
                 if job.job_id is not None:
                     break
@@ -430,7 +446,7 @@ class JobRunner(_Runner):
                 break
             except Error as error:
                 failed = error
-                maybe_made = _may_have_made(error)
+                maybe_made = CREATE_ASKED in uploaded and _may_have_made(error)
                 if isinstance(error, RateLimitedError):
                     # No try, as for a live call: the job was not made (a queue's limit).
                     tried -= 1
@@ -579,6 +595,21 @@ class JobRunner(_Runner):
         assert self.book is not None
         keys = self.book.job_keys(row.tag)
         return await self._look_for_tag(target, row.tag, row.created_at, row.requests, keys)
+
+    async def _look_for_made(
+        self, target: Any, tag: str, since: float, count: int, keys: Collection[str]
+    ) -> str | None:
+        """The job a try whose answer was lost made, or `None` when it has not shown after
+        the looks `_LOOKS_AFTER_LOST` spaces; `_NotSeenYet` when the run stops first."""
+        waits = iter(_LOOKS_AFTER_LOST)
+        while True:
+            found = await self._look_for_tag(target, tag, since, count, keys)
+            wait = next(waits, None)
+            if found is not None or wait is None:
+                return found
+            if self.stopping is not None:
+                raise _NotSeenYet
+            await self.limiter.sleep(wait)
 
     async def _look_for_tag(
         self, target: Any, tag: str, since: float, count: int, keys: Collection[str]

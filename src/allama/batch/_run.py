@@ -109,8 +109,10 @@ class BatchFailure:
     the provider's status and ids): never the model's text. `error` is the exception
     itself, in the run that met it (`None` for a failure read from the ledger).
     `provider_message` is the provider's own words for an error it wrote (why it refused
-    the request), kept in the ledger beside the values; it may quote the input, so it is
-    in no log view and no `repr`, and the command shows it only when asked. `value_kept`:
+    the request), or the message of an exception allama did not raise (a validator's, a
+    request function's: `message` then says it is withheld), kept in the ledger beside the
+    values; it may quote the input, so it is in no log view and no `repr`, and the command
+    shows it only when asked. `value_kept`:
     the ledger holds a value for the input, finished by an earlier run, that this run does
     not give (another endpoint's, one its type no longer reads, one below its floor):
     `allama batch export` writes it, and `export --failed` does not list it."""
@@ -2646,7 +2648,25 @@ def _failure(error: BaseException) -> BatchFailure:
             error,
             None if error.authored else _words(error.message),
         )
-    return BatchFailure(type(error).__name__, text_of(error), False, error)
+    text = text_of(error)
+    if _raised_by_allama(error):
+        return BatchFailure(type(error).__name__, text, False, error)
+    # The caller's code (a validator, a request function) or a library's: its words may
+    # quote the value or the document, so they are kept as a provider's are.
+    withheld = f"message withheld ({len(text)} chars)"
+    return BatchFailure(type(error).__name__, withheld, False, error, _words(text))
+
+
+def _raised_by_allama(error: BaseException) -> bool:
+    """Whether allama's own code made or raised `error` (its words are allama's)."""
+    if type(error).__module__.startswith("allama."):
+        return True
+    frame = error.__traceback__
+    if frame is None:
+        return False
+    while frame.tb_next is not None:
+        frame = frame.tb_next
+    return str(frame.tb_frame.f_globals.get("__name__", "")).startswith("allama.")
 
 
 def _words(text: str | None) -> str | None:

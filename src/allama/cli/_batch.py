@@ -1145,7 +1145,10 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     for _, label, kind, message, words in sorted(failures)[:FAILURES_SHOWN]:
         said = ""
         if words and args.provider_messages:
-            said = f"; the provider said: {printable(_shorten(words))}"
+            # An exception's class (a validator's, a request function's) names the kind
+            # of one allama did not raise: its words are its message, not the provider's.
+            whose = "its message was" if kind[:1].isupper() else "the provider said"
+            said = f"; {whose}: {printable(_shorten(words))}"
         print(
             f"failed: {printable(label)}: {kind}: {printable(_shorten(message))}{said}",
             file=sys.stderr,

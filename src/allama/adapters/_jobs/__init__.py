@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from allama.adapters._http import HttpRequest, HttpResponse
 
 __all__ = [
+    "CREATE_ASKED",
     "Entry",
     "JobAmbiguity",
     "JobDialect",
@@ -150,6 +151,10 @@ class JobAmbiguity(Exception):
     lists more jobs than a look goes through: none can be ruled out."""
 
 
+CREATE_ASKED = "create"
+"""Set in a submission's `uploaded` once the job's making was asked: a failure after it may
+have made the job (its answer lost), one before it (an upload's) did not."""
+
 MOST_PAGES = 200
 """The pages of a provider's jobs a look for one goes through (of 100 jobs each) before it
 says it can rule none out, rather than take the job for one never made."""
@@ -203,7 +208,8 @@ class JobDialect(Protocol):
     ) -> Steps:
         """Submit a job of `entries` tagged `tag`; returns the provider's job id.
         `uploaded`: where the file of a job sent as one is kept by name, so that trying the
-        submission again (a rate limit on making the job) does not upload it again."""
+        submission again (a rate limit on making the job) does not upload it again, and
+        `CREATE_ASKED` once the job's making is asked (a failure before it made no job)."""
         ...
 
     def state(self, target: JobTarget, job_id: str) -> Steps:

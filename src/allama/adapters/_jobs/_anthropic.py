@@ -14,6 +14,7 @@ from typing import Any
 
 from allama.adapters._http import rfc3339_seconds
 from allama.adapters._jobs import (
+    CREATE_ASKED,
     MOST_PAGES,
     Entry,
     JobAmbiguity,
@@ -79,6 +80,8 @@ class AnthropicJobs:
                 {"custom_id": entry.key, "params": entry.request.body} for entry in entries
             ]
         }
+        if uploaded is not None:
+            uploaded[CREATE_ASKED] = tag
         created = json_of((yield post(target, f"{target.base_url}/messages/batches", body)))
         return str(created["id"])
 

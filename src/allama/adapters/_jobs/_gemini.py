@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from allama.adapters._http import HttpRequest, rfc3339_seconds
 from allama.adapters._jobs import (
+    CREATE_ASKED,
     MOST_PAGES,
     Entry,
     JobState,
@@ -93,6 +94,8 @@ class GeminiJobs:
                 uploaded["file"] = name
             source = {"fileName": name}
         body = {"batch": {"displayName": tag, "inputConfig": source}}
+        if uploaded is not None:
+            uploaded[CREATE_ASKED] = tag
         created = json_of(
             (
                 yield post(

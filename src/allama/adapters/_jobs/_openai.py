@@ -15,6 +15,7 @@ from typing import Any
 
 from allama.adapters._http import HttpRequest
 from allama.adapters._jobs import (
+    CREATE_ASKED,
     MOST_PAGES,
     Entry,
     JobState,
@@ -75,6 +76,7 @@ class OpenAIJobs:
         if file_id is None:
             file_id = yield from self._upload(target, entries, tag)
             kept["file"] = file_id
+        kept[CREATE_ASKED] = tag
         created = json_of(
             (
                 yield post(
