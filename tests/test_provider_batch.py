@@ -32,8 +32,7 @@ from _kill import kill_after
 from _provider_batch_server import Outcome, ProviderBatchServer
 from allama._prices import cost_of
 from allama.adapters._http import HttpRequest, HttpResponse
-from allama.batch import AsyncBatchRun, BatchResult, BatchRun
-from allama.batch import _jobs
+from allama.batch import AsyncBatchRun, BatchResult, BatchRun, _jobs
 from allama.batch._jobs import cancel_jobs
 from allama.batch._ledger import Ledger
 from allama.errors import InvalidRequestError
