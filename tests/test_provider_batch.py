@@ -731,7 +731,8 @@ def test_rows_of_a_job_cancelled_at_the_provider_fail_and_are_not_sent_again(
 ) -> None:
     provider, model = _provider(server, family)
     server.hold = True
-    run = _batch_run(provider, model, _docs(4), tmp_path / "console.sqlite", poll_interval=0.02)
+    ledger = tmp_path / "console.sqlite"
+    run = _batch_run(provider, model, _docs(4), ledger, poll_interval=0.02)
 
     def cancel_at_the_console() -> None:
         while not any(job.polls for job in server.jobs):
@@ -745,6 +746,9 @@ def test_rows_of_a_job_cancelled_at_the_provider_fail_and_are_not_sent_again(
     thread.join()
     assert [r.failure.kind for r in results if r.failure] == ["job_canceled"] * 4
     assert len(server.jobs) == 1  # nothing sent again: the cancel meant to spend no more
+    again = _run(provider, model, _docs(4), ledger, retry_failed=True)  # asked: sent
+    assert [r.value for r in again] == [Doc(n=n) for n in range(4)]
+    assert len(server.jobs) == 2
 
 
 def test_the_cancel_command_goes_on_past_a_job_that_ended(
