@@ -751,6 +751,106 @@ def test_rows_of_a_job_cancelled_at_the_provider_fail_and_are_not_sent_again(
     assert len(server.jobs) == 2
 
 
+def test_a_cancel_while_a_job_is_being_submitted_cancels_it_as_it_is_made(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _provider_batch_server
+
+    upload = _provider_batch_server._Handler.openai_upload
+    uploading = threading.Event()
+
+    def slow(handler: Any, data: Any) -> Any:
+        uploading.set()
+        time.sleep(0.3)  # a large file: the cancel comes meanwhile
+        return upload(handler, data)
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_upload", slow)
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "cancel.sqlite"
+    run = _batch_run(provider, model, _docs(4), ledger, poll_interval=0.02)
+    unmade: list[str] = []
+
+    def cancel_from_another_terminal() -> None:
+        uploading.wait()
+        assert asyncio.run(cancel_jobs(str(ledger), provider, unmade=unmade)) == []
+
+    thread = threading.Thread(target=cancel_from_another_terminal)
+    thread.start()
+    results = list(run)
+    thread.join()
+    (job,) = server.jobs
+    assert job.cancel_requested  # cancelled by the run as soon as it was made
+    assert [r.failure.kind for r in results if r.failure] == ["job_canceled"] * 4
+    assert [row.tag for row in Ledger(ledger, read_only=True).jobs()] == unmade
+
+
+def test_a_cancel_between_tries_of_a_submission_makes_no_job(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _provider_batch_server
+
+    failed = threading.Event()
+
+    def busy(handler: Any, data: Any) -> Any:
+        failed.set()
+        raise handler._fail(500, "The server had an error.")
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_upload", busy)
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "cancel.sqlite"
+    run = _batch_run(provider, model, _docs(3), ledger, backoff=0.5)
+    unmade: list[str] = []
+
+    def cancel_from_another_terminal() -> None:
+        failed.wait()  # the run waits before it tries again
+        assert asyncio.run(cancel_jobs(str(ledger), provider, unmade=unmade)) == []
+
+    thread = threading.Thread(target=cancel_from_another_terminal)
+    thread.start()
+    results = list(run)
+    thread.join()
+    assert not server.jobs and len(unmade) == 1
+    assert [r.failure.kind for r in results if r.failure] == ["job_canceled"] * 3
+    (job,) = Ledger(ledger, read_only=True).jobs()
+    assert (job.state, job.error) == (
+        "not_submitted",
+        "cancelled (`allama batch cancel`) before the job was made",
+    )
+
+
+def test_a_cancel_of_a_job_a_killed_run_was_submitting_fails_its_inputs_sending_nothing(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from allama.cli import main
+    from allama.providers._jobs import ProviderJobs
+
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "cut.sqlite"
+
+    def killed(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the process died here")  # recorded as submitting, never sent
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ProviderJobs, "submit", killed)
+        with pytest.raises(RuntimeError, match="the process died here"):
+            list(_batch_run(provider, model, _docs(3), ledger))
+    (tag,) = [row.tag for row in Ledger(ledger, read_only=True).jobs()]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    assert main(["batch", "cancel", str(ledger)]) == 0
+    assert capsys.readouterr().out == (
+        f"cancel requested: {tag}, being submitted: it is not made (or is cancelled as it "
+        "is), and its inputs fail as cancelled\n"
+    )
+    results = _run(provider, model, _docs(3), ledger)
+    assert [r.failure.kind for r in results if r.failure] == ["job_canceled"] * 3
+    assert not server.jobs  # nothing sent
+    again = _run(provider, model, _docs(3), ledger, retry_failed=True)  # asked: sent
+    assert [r.value for r in again] == [Doc(n=n) for n in range(3)]
+
+
 def test_the_cancel_command_goes_on_past_a_job_that_ended(
     server: ProviderBatchServer,
     tmp_path: Path,

@@ -87,6 +87,13 @@ show: a provider behind a gateway that answered 502, or a client's timeout, may 
 making it, and list it only once made. Six looks over half a minute, then it was not."""
 
 
+_CANCELLED_BEFORE_MADE = "cancelled (`allama batch cancel`) before the job was made"
+
+
+def _unmade(item: _Item) -> RowUnanswered:
+    return RowUnanswered(Row(item.key, RowKind.CANCELED, note=_CANCELLED_BEFORE_MADE))
+
+
 class _NotSeenYet(Exception):
     """The run stopped while a job whose making's answer was lost had not shown."""
 
@@ -106,6 +113,8 @@ class _Item:
     warnings: list[Warning] = field(default_factory=list)
     entry: Entry | None = None
     duplicates: list[tuple[int, str]] = field(default_factory=list)
+    cancelled: bool = False
+    """In a job cancelled before it was made: claimed, it fails as cancelled, unsent."""
     result: BatchResult[Any] | None = None
     """How it ended, once it has: a copy that comes later is given it."""
     spent: list[ExtractionMetadata] = field(default_factory=list)
@@ -299,6 +308,9 @@ class JobRunner(_Runner):
         item.log = list(row.log or []) if row is not None else []
         if not item.log:  # answers kept are taken in again, and count themselves
             item.spent = _paid_before(row)
+        if item.cancelled:
+            await self._failed(item, _unmade(item))
+            return
         if self.stopping is not None:
             await self._leave(item)
             return
@@ -438,6 +450,9 @@ class JobRunner(_Runner):
                 maybe_made = False
             if last or (failed is not None and self.stopping is not None):
                 break  # stopped before the try again: not sent
+            if self.book.cancel_requested(tag):  # `allama batch cancel` came first: not made
+                await self._cancelled_before_made(tag, items)
+                return
             tried += 1
             try:
                 job.job_id = await self.jobs.run(
@@ -505,10 +520,34 @@ class JobRunner(_Runner):
             return
         self.book.job_submitted(tag, job.job_id)
         self.summary.jobs[tag] = f"{job.job_id}: submitted, {len(items)} requests"
+        if self.book.cancel_requested(tag):  # asked while it was being made
+            job.cancel_requested = True
+            await self._cancel_at_once(job)
         self.summary.in_flight += len(items)
         job.wait = self.spec.poll_interval
         job.due = time.monotonic() + job.wait
         self.open[tag] = job
+
+    async def _cancelled_before_made(self, tag: str, items: list[_Item]) -> None:
+        """A cancel (`allama batch cancel`) recorded while the job was being submitted,
+        before it was made: it is not, and its inputs fail as a cancelled job's rows do."""
+        assert self.book is not None
+        self.book.job_not_submitted(tag, _CANCELLED_BEFORE_MADE)
+        self.summary.jobs[tag] = f"not submitted: {_CANCELLED_BEFORE_MADE}"
+        for item in items:
+            await self._failed(item, _unmade(item))
+
+    async def _cancel_at_once(self, job: _Job) -> None:
+        """Cancel a job made while a cancel was asked for: polled as any, it ends
+        cancelled, and its cancelled rows fail. One the provider will not cancel runs."""
+        assert job.job_id is not None
+        target = self.jobs.target(job.model)
+        try:
+            await self.jobs.run(
+                self.jobs.dialect.cancel(target, job.job_id), job.model, sync=self.sync
+            )
+        except Error as error:
+            self.summary.jobs[job.tag] = f"{job.job_id}: not cancelled: {_failure(error).message}"
 
     async def _find(
         self, target: Any, tag: str, since: float, count: int, keys: Collection[str]
@@ -553,12 +592,18 @@ class JobRunner(_Runner):
                     self._made_or_not(tag, items, said, _failure(error).kind)
                     continue
                 if job_id is None:
-                    # Never reached the provider: its inputs are sent as new.
+                    # Never reached the provider: its inputs are sent as new, or, when a
+                    # cancel was asked for it, fail as cancelled.
                     self.book.job_not_submitted(
-                        tag, "the submission did not reach the provider", never_sent=True
+                        tag,
+                        _CANCELLED_BEFORE_MADE
+                        if row.cancel_requested
+                        else "the submission did not reach the provider",
+                        never_sent=True,
                     )
                     meanwhile: dict[str, list[_Item]] = {}  # in a job another run sent since
                     for item in items:
+                        item.cancelled = row.cancel_requested
                         await self._claim(item, meanwhile)
                     rows = {job.tag: job for job in self.book.jobs()}
                     found.extend(meanwhile.items())
@@ -573,6 +618,9 @@ class JobRunner(_Runner):
                     job.items.append(item)
             if not job.items:
                 continue
+            if row.job_id is None and row.cancel_requested:
+                # Found only now, made after the cancel looked for it: cancelled now.
+                await self._cancel_at_once(job)
             self.summary.jobs[tag] = f"{job_id}: {row.state}"
             self.summary.in_flight += len(job.items)
             job.wait = self.spec.poll_interval
@@ -1095,7 +1143,11 @@ async def poll_job(row: JobRow, provider: Any = None) -> JobState:
 
 
 async def cancel_jobs(
-    ledger: str, provider: Any = None, *, refused: list[str] | None = None
+    ledger: str,
+    provider: Any = None,
+    *,
+    refused: list[str] | None = None,
+    unmade: list[str] | None = None,
 ) -> list[str]:
     """Ask the provider to cancel every job of `ledger` that has not ended, and record it,
     so that a run fails their cancelled rows instead of sending them again (the record
@@ -1104,7 +1156,9 @@ async def cancel_jobs(
     does. Returns the provider ids of the jobs asked; the results of rows that ran before
     the cancel are collected by the next run as usual. A job the provider will not cancel
     (it ended meanwhile), or cannot be told apart, does not stop the others: `refused`
-    gets a line for it."""
+    gets a line for it. A job being submitted, not made yet, is not made: the run
+    submitting it stops there (or cancels it once made, if its making was under way), and
+    a later run fails its inputs as cancelled; `unmade` gets its tag."""
     book = Ledger(ledger)
     asked = []
     try:
@@ -1117,6 +1171,8 @@ async def cancel_jobs(
             try:
                 job_id = row.job_id
                 if job_id is None:
+                    # Recorded first: a run making it cancels it once made, or makes none.
+                    book.request_cancel(row.tag)
                     steps = jobs.dialect.find(
                         target,
                         row.tag,
@@ -1126,7 +1182,9 @@ async def cancel_jobs(
                         book.job_keys(row.tag),
                     )
                     job_id = await jobs.run(steps, row.model, sync=True)
-                    if job_id is None:  # it never reached the provider
+                    if job_id is None:  # not made (yet): no run makes it now
+                        if unmade is not None:
+                            unmade.append(row.tag)
                         continue
                 book.request_cancel(row.tag)
                 await jobs.run(jobs.dialect.cancel(target, job_id), row.model, sync=True)

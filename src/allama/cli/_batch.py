@@ -1351,15 +1351,21 @@ def _cancel(args: argparse.Namespace) -> int:
 
     _open_ledger(args.ledger).close()  # a ledger, or the usage error that says it is not
     refused: list[str] = []
+    unmade: list[str] = []
     try:
-        asked = asyncio.run(cancel_jobs(args.ledger, refused=refused))
+        asked = asyncio.run(cancel_jobs(args.ledger, refused=refused, unmade=unmade))
     except Exception as error:
         _say("cancel", f"{type(error).__name__}: {error}")
         return EXIT_FAILED
-    if not asked and not refused:
+    if not asked and not refused and not unmade:
         print("no provider batch job of this ledger is still running")
     for job_id in asked:
         print(f"cancel requested: {job_id} (the next `allama batch run` collects what it ran)")
+    for tag in unmade:
+        print(
+            f"cancel requested: {tag}, being submitted: it is not made (or is cancelled as "
+            "it is), and its inputs fail as cancelled"
+        )
     for line in refused:
         print(f"not cancelled: {printable(line)} (the next `allama batch run` collects it)")
     return EXIT_OK
