@@ -1692,7 +1692,7 @@ def test_a_jobs_state_is_printed_with_its_control_characters_escaped(
     )
 
 
-def test_a_job_the_provider_no_longer_knows_has_its_rows_sent_again(
+def test_a_job_the_provider_does_not_know_fails_its_rows_which_only_retry_failed_sends(
     server: ProviderBatchServer, tmp_path: Path
 ) -> None:
     provider, model = _provider(server, "openai-chat")
@@ -1702,12 +1702,43 @@ def test_a_job_the_provider_no_longer_knows_has_its_rows_sent_again(
     server.hold = True
     _run_until(provider, model, docs, ledger, lambda: any(job.polls for job in server.jobs))
     with server.lock:
-        lost = server.jobs.pop()  # deleted at the provider: reading it answers 404
+        lost = server.jobs.pop()  # deleted, or another key's: reading it answers 404
     server.hold = False
     results = _run(provider, model, docs, ledger)
-    assert [r.value for r in results] == [Doc(n=n) for n in numbers]
-    assert [r.attempts for r in results] == [2] * 4
-    assert [job.id for job in server.jobs] != [lost.id] and len(server.jobs) == 1
+    assert [r.failure.kind for r in results if r.failure] == ["job_missing"] * 4
+    failure = results[0].failure
+    assert failure is not None and failure.message == (
+        f"job {lost.id}: the provider does not know job {lost.id} (3 reads answered 404): "
+        "deleted, or made with another key or project, where it may run; retry_failed "
+        "(--retry-failed) sends its inputs again"
+    )
+    assert not server.jobs  # not sent again: that job may still run, and be paid for
+    assert all(r.failure for r in _run(provider, model, docs, ledger))  # a plain run: not
+    again = _run(provider, model, docs, ledger, retry_failed=True)
+    assert [r.value for r in again] == [Doc(n=n) for n in numbers]
+    assert len(server.jobs) == 1
+
+
+def test_a_job_the_provider_answers_404_once_is_read_again_and_collected(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _provider_batch_server
+
+    read = _provider_batch_server._Handler.openai_get
+    answered: list[str] = []
+
+    def not_yet(handler: Any, data: Any, *groups: Any) -> Any:
+        if not answered:
+            answered.append("404")
+            raise handler._fail(404, "No batch found with id.")
+        return read(handler, data, *groups)
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_get", not_yet)
+    provider, model = _provider(server, "openai-chat")
+    results = _run(provider, model, _docs(3), tmp_path / "once.sqlite")
+    assert answered == ["404"]
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+    assert len(server.jobs) == 1 and [r.attempts for r in results] == [1, 1, 1]
 
 
 def test_a_large_gemini_job_goes_in_an_uploaded_file(

@@ -79,6 +79,10 @@ _CLAIMS_AT_ONCE = 1000
 _MAX_POLL_ERRORS = 20
 """Retryable errors in a row while reading a job before the run gives up on it (the job
 stays in the ledger, and a later run reads it again)."""
+_NOT_FOUND_READS = 3
+"""Reads of a job the provider says it does not know (404), spaced as polls are, before
+its rows fail: one 404 may be the provider's own delay, and a job made with another key or
+project answers 404 to this one while it runs and is paid for."""
 _LOOK_TRIES = 5
 """Tries of a look for a job whose submission's answer was lost, before it is said."""
 _LOOKS_AFTER_LOST = (1.0, 2.0, 4.0, 8.0, 16.0)
@@ -140,6 +144,8 @@ class _Job:
     wait: float = 0.0
     due: float = 0.0
     errors: int = 0
+    not_found: int = 0
+    """Reads in a row the provider answered 404."""
     state: JobState | None = None
 
 
@@ -711,17 +717,28 @@ class JobRunner(_Runner):
                 self.jobs.dialect.state(target, job.job_id), model, sync=self.sync
             )
         except NotFoundError:
-            # Deleted at the provider, or its results expired: its rows are sent again.
+            job.not_found += 1
+            if job.not_found < _NOT_FOUND_READS:
+                job.wait = next_wait(job.wait, self.spec.max_poll_interval)
+                job.due = time.monotonic() + job.wait
+                return
+            # Deleted, or made with another key or project (which may run and pay for it):
+            # its rows fail, and only `retry_failed` sends them again.
             state = JobState(
                 job.job_id,
                 "not_found",
                 ended=True,
                 outcome="lost",
-                error=f"the provider no longer knows job {job.job_id}",
+                error=(
+                    f"the provider does not know job {job.job_id} ({job.not_found} reads "
+                    "answered 404): deleted, or made with another key or project, where it "
+                    "may run; retry_failed (--retry-failed) sends its inputs again"
+                ),
             )
         except Error as error:
             self._unreadable(job, error)
             return
+        job.not_found = 0
         job.state = state
         self.book.job_state(
             job.tag,
@@ -807,6 +824,7 @@ class JobRunner(_Runner):
                 # not sent again, as that would spend what the cancel meant to save.
                 row.kind == RowKind.CANCELED
                 or row.kind == RowKind.JOB_FAILED
+                or state.outcome == "lost"  # a job the provider does not know: it may run
                 or state.outcome == "failed"
                 or not await self._again(item, unanswered)
             ):
