@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -849,6 +850,48 @@ def test_a_cancel_of_a_job_a_killed_run_was_submitting_fails_its_inputs_sending_
     assert not server.jobs  # nothing sent
     again = _run(provider, model, _docs(3), ledger, retry_failed=True)  # asked: sent
     assert [r.value for r in again] == [Doc(n=n) for n in range(3)]
+
+
+def test_a_job_whose_collection_was_cut_off_after_its_rows_is_marked_collected_later(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "cut.sqlite"
+
+    def killed(self: Ledger, tag: str) -> None:
+        raise RuntimeError("the process died here")  # its rows written, not marked
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Ledger, "job_collected", killed)
+        with pytest.raises(RuntimeError, match="the process died here"):
+            list(_batch_run(provider, model, _docs(3), ledger))
+    ((state, outcome),) = [(job.state, job.outcome) for job in Ledger(ledger, read_only=True).jobs()]
+    assert (state, outcome) == ("ended", "completed")
+    results = _run(provider, model, _docs(3), ledger)
+    assert [(r.value, r.resumed) for r in results] == [(Doc(n=n), True) for n in range(3)]
+    assert [job.state for job in Ledger(ledger, read_only=True).jobs()] == ["collected"]
+    assert len(server.jobs) == 1
+
+
+def test_a_job_whose_record_is_deleted_from_the_ledger_has_its_inputs_sent_again(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "cut.sqlite"
+
+    def killed(self: Ledger, tag: str, job_id: str) -> None:
+        raise RuntimeError("the process died here")  # as a SIGKILL after the job was made
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Ledger, "job_submitted", killed)
+        with pytest.raises(RuntimeError, match="the process died here"):
+            list(_batch_run(provider, model, _docs(3), ledger))
+    # What a look that cannot tell the job apart says to do, to send its inputs again.
+    with contextlib.closing(sqlite3.connect(ledger)) as db, db:
+        db.execute("DELETE FROM jobs")
+    results = _run(provider, model, _docs(3), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+    assert len(server.jobs) == 2  # sent again, as asked: the first job was made too
 
 
 def test_the_cancel_command_goes_on_past_a_job_that_ended(

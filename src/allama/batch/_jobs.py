@@ -191,6 +191,8 @@ class JobRunner(_Runner):
         try:
             waiting = await self._intake()
             await self._recover(waiting)
+            assert self.book is not None
+            self.book.collect_ended()  # one a run cut off before it said so
             while self.queue or self.open or self.live:
                 if self.queue and self.stopping is None:
                     await self._submit_queue()
@@ -582,10 +584,20 @@ class JobRunner(_Runner):
         while found:
             tag, items = found.pop(0)
             row = rows.get(tag)
-            if row is None or self.book.job_alive(row):
+            if row is None:
+                rows = {job.tag: job for job in self.book.jobs()}  # one recorded since
+                row = rows.get(tag)
+            if row is not None and self.book.job_alive(row):
                 self._elsewhere(items, tag)
                 continue
-            job_id = row.job_id
+            job_id = None if row is None else row.job_id
+            if row is None:
+                # Its record deleted from the ledger (the way to send a job's inputs again,
+                # when it cannot be found or told apart): they are sent as new.
+                self.book.job_not_submitted(tag, "its record was deleted from the ledger")
+                found.extend(await self._claim_again(items, cancelled=False))
+                rows = {job.tag: job for job in self.book.jobs()}
+                continue
             if job_id is None:
                 try:
                     job_id = await self._look_for(row)
@@ -607,12 +619,8 @@ class JobRunner(_Runner):
                         else "the submission did not reach the provider",
                         never_sent=True,
                     )
-                    meanwhile: dict[str, list[_Item]] = {}  # in a job another run sent since
-                    for item in items:
-                        item.cancelled = row.cancel_requested
-                        await self._claim(item, meanwhile)
+                    found.extend(await self._claim_again(items, row.cancel_requested))
                     rows = {job.tag: job for job in self.book.jobs()}
-                    found.extend(meanwhile.items())
                     continue
                 self.book.job_submitted(tag, job_id)
             if not self.book.take_job(tag):
@@ -632,6 +640,17 @@ class JobRunner(_Runner):
             job.wait = self.spec.poll_interval
             job.due = time.monotonic()
             self.open[tag] = job
+
+    async def _claim_again(
+        self, items: list[_Item], cancelled: bool
+    ) -> list[tuple[str, list[_Item]]]:
+        """Claim the inputs of a job that was never made (or whose record is gone) as new:
+        sent, or failed as cancelled; returns those found in a job another run sent since."""
+        meanwhile: dict[str, list[_Item]] = {}
+        for item in items:
+            item.cancelled = cancelled
+            await self._claim(item, meanwhile)
+        return list(meanwhile.items())
 
     def _made_or_not(self, tag: str, items: list[_Item], said: str, kind: str) -> None:
         """A job that may have been made, its id unknown, that the provider could not be

@@ -718,6 +718,25 @@ class Ledger:
                 (JobPhase.COLLECTED, time.time(), tag, self.run_id),
             )
 
+    def collect_ended(self) -> None:
+        """Mark collected the jobs that ended and hold no input still waiting on them: a run
+        killed between writing a job's rows and marking it left it so, and no run takes it
+        up again (its inputs are finished)."""
+        with self._transaction():
+            self._connection.execute(
+                "UPDATE jobs SET state = ?, updated_at = ? WHERE outcome IS NOT NULL AND "
+                "state NOT IN (?, ?, ?) AND NOT EXISTS (SELECT 1 FROM items WHERE "
+                "items.job = jobs.tag AND items.status = ?)",
+                (
+                    JobPhase.COLLECTED,
+                    time.time(),
+                    JobPhase.COLLECTED,
+                    JobPhase.SUBMITTING,
+                    JobPhase.NOT_SUBMITTED,
+                    Status.SUBMITTED,
+                ),
+            )
+
     def jobs(self) -> list[JobRow]:
         with self._lock:
             if not self._has_jobs:
