@@ -865,8 +865,8 @@ def test_a_job_whose_collection_was_cut_off_after_its_rows_is_marked_collected_l
         patched.setattr(Ledger, "job_collected", killed)
         with pytest.raises(RuntimeError, match="the process died here"):
             list(_batch_run(provider, model, _docs(3), ledger))
-    ((state, outcome),) = [(job.state, job.outcome) for job in Ledger(ledger, read_only=True).jobs()]
-    assert (state, outcome) == ("ended", "completed")
+    (job,) = Ledger(ledger, read_only=True).jobs()
+    assert (job.state, job.outcome) == ("ended", "completed")
     results = _run(provider, model, _docs(3), ledger)
     assert [(r.value, r.resumed) for r in results] == [(Doc(n=n), True) for n in range(3)]
     assert [job.state for job in Ledger(ledger, read_only=True).jobs()] == ["collected"]
