@@ -1548,6 +1548,37 @@ def test_inputs_read_ahead_of_a_close_are_counted_not_started_in_a_sync_run_as_i
     assert counts == {"sync": True, "async": False}
 
 
+class Jittery(allama.mock.TestProvider):
+    def chat(self, request: ChatRequest) -> allama.ChatResponse:
+        time.sleep(random.random() * 0.01)
+        return super().chat(request)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_input_a_sync_run_took_is_counted_whenever_it_is_closed(seed: int) -> None:
+    chosen = random.Random(seed)
+    for _ in range(20):
+        taken: list[int] = []
+
+        def documents(taken: list[int] = taken) -> Iterator[str]:
+            for n in range(1000):
+                time.sleep(chosen.choice([0, 0, 0, 0.001]))
+                taken.append(n)
+                yield f"doc {n}"
+
+        run = allama.batch(Jittery(), Row, documents(), request=TEMPLATE, concurrency=16)
+        close_at = chosen.randint(1, 30)
+        for count, _ in enumerate(run, 1):
+            if count >= close_at:
+                time.sleep(chosen.random() * 0.02)
+                run.close()
+        s = run.summary
+        counted = s.done + s.failed + s.not_started + s.abandoned
+        # Each input taken is counted once (but one the reading thread was taking as the
+        # run ended): one handed over as the run gave up its wait for it is not lost.
+        assert len(taken) - 1 <= counted <= len(taken)
+
+
 TENANT: contextvars.ContextVar[str] = contextvars.ContextVar("tenant", default="<unset>")
 
 

@@ -2737,14 +2737,16 @@ class _Reader:
                 await self.closed()
                 return _NO_MORE
             if (
-                self._async is not None
-                and reading.done()
+                reading.done()
                 and not reading.cancelled()
                 and reading.exception() is None
                 and reading.result() is not _NO_MORE
             ):
                 # Read as the run was cancelled: taken from the caller's source all the same.
-                self._async.taken.append(reading.result())
+                if self._async is not None:
+                    self._async.taken.append(reading.result())
+                elif self._thread is not None:
+                    self._thread.give_back(reading.result())
             raise
         finally:
             self._reading = None
@@ -2785,10 +2787,13 @@ class _Reader:
             self._async.close()
 
     async def closed(self) -> None:
-        """`close`, and wait until an async iterable has handled its cancel."""
+        """`close`, and wait until an async iterable has handled its cancel, or an input
+        the reading thread handed over as the run gave up its wait is kept (`give_back`)."""
         self.close()
         if self._async is not None:
             await self._async.closed()
+        elif self._thread is not None:
+            await asyncio.sleep(0)  # the hand-over's callback, already on the loop, runs
 
 
 class _AsyncReads:
@@ -2942,8 +2947,10 @@ class _ReadAhead:
                     self._read.append(read)
             if waiting is not None:  # handed over at once: it takes no room
                 loop, future = waiting
-                with contextlib.suppress(RuntimeError):  # the loop closed: the run is over
-                    loop.call_soon_threadsafe(_settle_read, future, read)
+                try:
+                    loop.call_soon_threadsafe(self._settle, future, read)
+                except RuntimeError:  # the loop closed: the run is over, and did not take it
+                    self.give_back(read)
                 self._room.release()
             if read is _NO_MORE or isinstance(read, _Raised):
                 return
@@ -2970,6 +2977,19 @@ class _ReadAhead:
         self._room.release()
         return future
 
+    def _settle(self, future: asyncio.Future[Any], read: Any) -> None:
+        """Hand `read` to the run's wait for it, or, that wait given up (the run closed or
+        stopped as the input came), keep it with those read and not taken."""
+        if future.cancelled():
+            self.give_back(read)
+        else:
+            future.set_result(read)
+
+    def give_back(self, read: Any) -> None:
+        """Keep `read` with those read and not taken (first, as it was read first)."""
+        with self._lock:
+            self._read.appendleft(read)
+
     def take_all(self) -> list[Any]:
         """Every input read and not taken; the thread reads no more."""
         self._closed = True
@@ -2981,11 +3001,6 @@ class _ReadAhead:
     def close(self) -> None:
         self._closed = True
         self._room.release()  # a thread waiting for room ends
-
-
-def _settle_read(future: asyncio.Future[Any], read: Any) -> None:
-    if not future.cancelled():
-        future.set_result(read)
 
 
 _READ_ONCE = (
