@@ -1107,6 +1107,44 @@ def test_a_job_made_after_its_lost_answer_is_found_by_a_later_look_not_made_agai
     assert len(server.jobs) == 1  # found at the second or third look, and collected
 
 
+def test_a_run_stopped_while_it_looks_for_a_lost_answers_job_leaves_the_look_to_the_next(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _provider_batch_server
+
+    create = _provider_batch_server._Handler.openai_create
+    lagged: list[threading.Timer] = []
+    first: BatchRun[Doc] | None = None
+
+    def made_later(handler: Any, data: Any) -> Any:
+        if lagged:
+            return create(handler, data)
+
+        def make() -> None:  # the provider behind the gateway makes it later
+            unanswered = copy.copy(handler)
+            unanswered.send_json = lambda status, body: None
+            create(unanswered, data)
+
+        lagged.append(threading.Timer(0.6, make))
+        lagged[0].start()
+        assert first is not None
+        threading.Timer(0.05, first.stop).start()  # during the looks
+        raise handler._fail(502, "Bad gateway.")
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_create", made_later)
+    monkeypatch.setattr(_jobs, "_LOOKS_AFTER_LOST", (0.2, 0.4, 0.8))
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "lagged.sqlite"
+    first = _batch_run(provider, model, _docs(3), ledger)
+    stopped = list(first)
+    assert [r.failure.kind for r in stopped if r.failure] == ["in_provider_job"] * 3
+    assert not server.jobs  # not made yet: the next run, at once, looks as long
+    results = _run(provider, model, _docs(3), ledger)
+    lagged[0].join()
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+    assert len(server.jobs) == 1
+
+
 def test_a_lost_answer_the_provider_cannot_be_asked_about_is_left_to_the_next_run(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -98,6 +98,12 @@ def _unmade(item: _Item) -> RowUnanswered:
     return RowUnanswered(Row(item.key, RowKind.CANCELED, note=_CANCELLED_BEFORE_MADE))
 
 
+_STILL_IN_THE_MAKING = 3600.0
+"""Seconds since a cut-off submission was recorded within which its job may still be in the
+making (its file's upload, then the provider making it), so that a next run's look for it
+is repeated as after a lost answer (`_LOOKS_AFTER_LOST`) rather than made once."""
+
+
 class _NotSeenYet(Exception):
     """The run stopped while a job whose making's answer was lost had not shown."""
 
@@ -601,6 +607,14 @@ class JobRunner(_Runner):
             if job_id is None:
                 try:
                     job_id = await self._look_for(row)
+                except _NotSeenYet:
+                    said = (
+                        f"provider batch job {tag} may have been made (its id never reached "
+                        "the ledger), and the run stopped before it showed: the same command "
+                        "looks for it again"
+                    )
+                    self._made_or_not(tag, items, said, "stopped")
+                    continue
                 except Error as error:
                     said = (
                         f"provider batch job {tag} may have been made (its id never reached "
@@ -664,9 +678,14 @@ class JobRunner(_Runner):
             self.stop(said)
 
     async def _look_for(self, row: JobRow) -> str | None:
+        """The job of a submission cut off before its id was recorded. One recorded within
+        the hour may still be in the making (a run killed, or stopped, as it asked for it,
+        or while it looked after a lost answer): looked for as a lost answer's job is."""
         target = self.jobs.target(row.model)
         assert self.book is not None
         keys = self.book.job_keys(row.tag)
+        if time.time() - row.created_at < _STILL_IN_THE_MAKING:
+            return await self._look_for_made(target, row.tag, row.created_at, row.requests, keys)
         return await self._look_for_tag(target, row.tag, row.created_at, row.requests, keys)
 
     async def _look_for_made(
