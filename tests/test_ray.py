@@ -302,9 +302,9 @@ def test_the_callable_on_one_batch_without_ray() -> None:
     assert third["value"] is None and third["error"].startswith("extraction_parse: ")
     assert "Sorry" not in third["error"]
     assert json.loads(third["record"])["passes"] == 1
-    # Not an allama error (the script ran out): named by its class, no record, no raise.
+    # Not an allama.Error (the script ran out), but allama's words: no record, no raise.
     assert fourth["value"] is None and fourth["record"] is None
-    assert fourth["error"].startswith("MockScriptExhausted: message withheld (")
+    assert fourth["error"] == "MockScriptExhausted: mock: call 3 has no scripted answer"
 
 
 def _run_batches(extract: allama.ray.ExtractBatch, *batches: pa.Table) -> list[dict[str, Any]]:
@@ -744,3 +744,17 @@ def test_an_actor_that_dies_has_its_batch_run_again_and_its_rows_paid_again(
     assert [sent.count(document(i)) for i in range(4)] == [2, 2, 2, 1]
     assert [json.loads(rows[i]["value"]) for i in range(4)] == [expected(i) for i in range(4)]
     assert all(json.loads(rows[i]["record"])["passes"] == 1 for i in range(4))
+
+
+def test_the_error_column_keeps_allamas_own_words_and_withholds_the_callers() -> None:
+    from allama.batch._run import CallCancelled
+
+    def lookup(name: str) -> None:
+        raise LookupError(f"no vendor named {name}")  # the caller's code, quoting a value
+
+    with pytest.raises(LookupError) as raised:
+        lookup("Secret Corp")
+    assert allama.ray.error_text(raised.value) == "LookupError: message withheld (27 chars)"
+    assert allama.ray.error_text(CallCancelled()) == (
+        "CallCancelled: the call raised CancelledError, though the run was not cancelled"
+    )

@@ -79,6 +79,7 @@ from allama.batch._run import (
     _Tries,
     missing_key,
     missing_url,
+    raised_by_allama,
     schema_tokens,
     stored_value,
 )
@@ -104,13 +105,16 @@ def error_text(error: BaseException) -> str:
     """A short, log-safe line for a failed row: the error's kind and allama's own words.
 
     A provider's message may quote the input, so it is withheld (its length is given), as
-    in `Error.as_log()`. An exception that is not an `allama.Error` is named by its class.
+    in `Error.as_log()`. An exception that is not an `allama.Error` is named by its class,
+    its message withheld unless allama raised it (as a batch run's failures are).
 
     >>> from allama import ServerError
     >>> error_text(ServerError("upstream said: <the document>").with_status(500))
     'server: status=500; message withheld (29 chars)'
     """
     if not isinstance(error, Error):
+        if raised_by_allama(error):
+            return f"{type(error).__name__}: {text_of(error)}"
         return f"{type(error).__name__}: message withheld ({len(text_of(error))} chars)"
     log = error.as_log().to_dict()
     message = log.get("message")

@@ -2649,7 +2649,7 @@ def _failure(error: BaseException) -> BatchFailure:
             None if error.authored else _words(error.message),
         )
     text = text_of(error)
-    if _raised_by_allama(error):
+    if raised_by_allama(error):
         return BatchFailure(type(error).__name__, text, False, error)
     # The caller's code (a validator, a request function) or a library's: its words may
     # quote the value or the document, so they are kept as a provider's are.
@@ -2657,7 +2657,7 @@ def _failure(error: BaseException) -> BatchFailure:
     return BatchFailure(type(error).__name__, withheld, False, error, _words(text))
 
 
-def _raised_by_allama(error: BaseException) -> bool:
+def raised_by_allama(error: BaseException) -> bool:
     """Whether allama's own code made or raised `error` (its words are allama's)."""
     if type(error).__module__.startswith("allama."):
         return True
