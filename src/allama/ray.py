@@ -77,6 +77,7 @@ from allama.batch._run import (
     _stops,
     _stored_or_spent,
     _Tries,
+    _unprintable,
     missing_key,
     missing_url,
     raised_by_allama,
@@ -113,7 +114,7 @@ def error_text(error: BaseException) -> str:
     'server: status=500; message withheld (29 chars)'
     """
     if not isinstance(error, Error):
-        if raised_by_allama(error):
+        if raised_by_allama(error) or text_of(error) == _unprintable(error):
             return f"{type(error).__name__}: {text_of(error)}"
         return f"{type(error).__name__}: message withheld ({len(text_of(error))} chars)"
     log = error.as_log().to_dict()

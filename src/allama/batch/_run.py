@@ -2649,12 +2649,17 @@ def _failure(error: BaseException) -> BatchFailure:
             None if error.authored else _words(error.message),
         )
     text = text_of(error)
-    if raised_by_allama(error):
+    if raised_by_allama(error) or text == _unprintable(error):
         return BatchFailure(type(error).__name__, text, False, error)
     # The caller's code (a validator, a request function) or a library's: its words may
     # quote the value or the document, so they are kept as a provider's are.
     withheld = f"message withheld ({len(text)} chars)"
     return BatchFailure(type(error).__name__, withheld, False, error, _words(text))
+
+
+def _unprintable(error: BaseException) -> str:
+    """What `text_of` says of an exception whose `str` raises: allama's words, no one's."""
+    return f"<{type(error).__name__}>"
 
 
 def raised_by_allama(error: BaseException) -> bool:
