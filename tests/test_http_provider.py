@@ -205,6 +205,36 @@ def test_a_repr_masks_credentials_written_into_the_base_url() -> None:
         provider.close()
 
 
+def test_a_query_in_the_base_url_goes_with_each_calls_own_parameters() -> None:
+    import allama
+
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(400, json={"error": {"message": "no"}})
+
+    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+    provider = allama.provider(
+        "azure",
+        api_key="sk-test",
+        base_url="https://gateway.example?key=abc123&team=a",
+        transport=transport,
+    )
+    with pytest.raises(allama.Error):
+        provider.chat(ChatRequest("gpt-4o").user("Hi"))
+    (request,) = seen
+    assert request.url.path == "/openai/deployments/gpt-4o/chat/completions"
+    assert dict(request.url.params) == {
+        "key": "abc123",
+        "team": "a",
+        "api-version": provider._query["api-version"],
+    }
+    assert provider.base_url == "https://gateway.example"
+    assert "abc123" not in repr(provider) and "?***" in repr(provider)
+    provider.close()
+
+
 def _answering_mislabelled(status: int, body: bytes) -> HttpProvider:
     """OpenAI's preset over a transport answering `status` with `body` labelled gzip, as a
     stream the client decodes as it reads it (content given whole is decoded at once)."""

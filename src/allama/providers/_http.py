@@ -200,7 +200,7 @@ class HttpProvider:
             "project": project or _first_env(preset.project_envs),
             "location": location or _first_env(preset.location_envs) or preset.default_location,
         }
-        self._base_url, self._deployments = self._resolve_base_url(
+        self._base_url, self._deployments, url_query = self._resolve_base_url(
             preset, base_url, endpoint, place
         )
         self._profile = preset.profile
@@ -215,11 +215,16 @@ class HttpProvider:
         self._capabilities: dict[tuple[str, ChatCapability], CapabilitySupport] = {}
         env_version = os.environ.get(preset.api_version_env) if preset.api_version_env else None
         version = api_version or env_version or preset.api_version
-        self._query = (
-            {"api-version": version}
-            if version and (self._deployments or not preset.version_on_deployments_only)
-            else {}
-        )
+        # A query written into the base URL (a gateway's `?key=`) goes with every call's
+        # own parameters, not before the path each call adds.
+        self._query = {
+            **url_query,
+            **(
+                {"api-version": version}
+                if version and (self._deployments or not preset.version_on_deployments_only)
+                else {}
+            ),
+        }
         self._extra_headers = {**preset.headers, **(headers or {})}
         # Credentials in the caller's own headers (an Entra ID bearer token for Azure, a
         # gateway's key) stand in for the API key.
@@ -238,7 +243,7 @@ class HttpProvider:
         base_url: str | None,
         endpoint: str | None,
         place: Mapping[str, str | None],
-    ) -> tuple[str | None, bool]:
+    ) -> tuple[str | None, bool, dict[str, str]]:
         url = base_url or endpoint
         if url is None and preset.base_url_env:
             url = os.environ.get(preset.base_url_env) or None
@@ -248,7 +253,8 @@ class HttpProvider:
             url = _fill(preset.account_url, place)
         url = url or preset.base_url
         if url is None:
-            return None, False
+            return None, False, {}
+        url, query = _split_query(url)
         url = url.rstrip("/")
         for suffix, instead in preset.refused_suffixes:
             if url.endswith(suffix):
@@ -262,7 +268,7 @@ class HttpProvider:
         deployments = preset.deployment_path is not None and not (
             preset.direct_suffix and url.endswith(preset.direct_suffix)
         )
-        return url, deployments
+        return url, deployments, query
 
     # Identity
 
@@ -294,7 +300,11 @@ class HttpProvider:
         key = "<set>" if self._api_key or self._access_token else "<missing>"
         if key == "<missing>" and self._tokens is not None:
             key = "<application default credentials>"
-        shown = None if self._base_url is None else _without_credentials(self._base_url)
+        shown = None
+        if self._base_url is not None:
+            # Its own query (`?key=`) is shown as there, masked.
+            given = set(self._query) - {"api-version"}
+            shown = _without_credentials(self._base_url + ("?query" if given else ""))
         return f"{type(self).__name__}(name={self.name!r}, base_url={shown!r}, api_key={key})"
 
     # Capabilities and validation
@@ -662,6 +672,20 @@ class HttpProvider:
 
 OpenAICompatibleProvider = HttpProvider
 """The former name of `HttpProvider`, from when it spoke Chat Completions alone."""
+
+
+def _split_query(url: str) -> tuple[str, dict[str, str]]:
+    """`url` without its query, and the query's parameters (the last of a repeated one)."""
+    from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url, {}
+    if not parts.query:
+        return url, {}
+    bare = urlunsplit((parts.scheme, parts.netloc, parts.path, "", parts.fragment))
+    return bare, dict(parse_qsl(parts.query, keep_blank_values=True))
 
 
 def _without_credentials(url: str) -> str:
