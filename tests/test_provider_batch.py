@@ -842,8 +842,8 @@ def test_a_cancel_of_a_job_a_killed_run_was_submitting_fails_its_inputs_sending_
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     assert main(["batch", "cancel", str(ledger)]) == 0
     assert capsys.readouterr().out == (
-        f"cancel requested: {tag}, being submitted: it is not made (or is cancelled as it "
-        "is), and its inputs fail as cancelled\n"
+        f"cancel requested: {tag}, being submitted or cut off: no run makes its job, and one "
+        "that finds it made cancels it; its inputs fail as cancelled\n"
     )
     results = _run(provider, model, _docs(3), ledger)
     assert [r.failure.kind for r in results if r.failure] == ["job_canceled"] * 3
@@ -892,6 +892,57 @@ def test_a_job_whose_record_is_deleted_from_the_ledger_has_its_inputs_sent_again
     results = _run(provider, model, _docs(3), ledger)
     assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
     assert len(server.jobs) == 2  # sent again, as asked: the first job was made too
+
+
+def test_a_jobs_record_keeps_the_query_of_its_base_url_for_status_and_cancel(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.batch._jobs import job_provider
+
+    name, options, model = FAMILIES["anthropic"]
+    provider = allama.provider(
+        name, base_url=f"{_base(server, name)}?key=gw", api_key="test-key", **options
+    )
+    ledger = tmp_path / "gateway.sqlite"
+    assert all(r.ok for r in _run(provider, model, _docs(2), ledger))
+    (job,) = Ledger(ledger, read_only=True).jobs()
+    assert job.base_url == f"{provider.base_url}?key=gw"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    rebuilt = job_provider(job)  # as `allama batch status` and `cancel` make it
+    assert rebuilt.target(model).params == {"key": "gw"}
+    assert rebuilt.provider.base_url == provider.base_url
+
+
+def test_a_cancel_whose_look_for_a_job_being_submitted_fails_is_recorded_and_said(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _provider_batch_server
+
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "cut.sqlite"
+
+    def killed(self: Ledger, tag: str, job_id: str) -> None:
+        raise RuntimeError("the process died here")  # as a SIGKILL after the job was made
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Ledger, "job_submitted", killed)
+        with pytest.raises(RuntimeError, match="the process died here"):
+            list(_batch_run(provider, model, _docs(3), ledger))
+
+    def down(handler: Any, data: Any) -> Any:
+        raise handler._fail(503, "Overloaded.")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(_provider_batch_server._Handler, "anthropic_list", down)
+        unmade: list[str] = []
+        refused: list[str] = []
+        asked = asyncio.run(cancel_jobs(str(ledger), provider, refused=refused, unmade=unmade))
+    (job,) = Ledger(ledger, read_only=True).jobs()
+    assert (asked, refused, unmade, job.cancel_requested) == ([], [], [job.tag], True)
+    results = _run(provider, model, _docs(3), ledger)  # finds it made, and cancels it
+    (made,) = server.jobs
+    assert made.cancel_requested
+    assert [r.failure.kind for r in results if r.failure] == ["job_canceled"] * 3
 
 
 def test_the_cancel_command_goes_on_past_a_job_that_ended(

@@ -425,7 +425,7 @@ class JobRunner(_Runner):
         self.book.record_job(
             tag,
             provider=provider.name,
-            base_url=provider.base_url,
+            base_url=provider.base_url_as_given,  # the same provider, for status and cancel
             api=provider.preset.api,
             model=model,
             items=[(item.key, item.log) for item in items],
@@ -1212,9 +1212,9 @@ async def cancel_jobs(
     does. Returns the provider ids of the jobs asked; the results of rows that ran before
     the cancel are collected by the next run as usual. A job the provider will not cancel
     (it ended meanwhile), or cannot be told apart, does not stop the others: `refused`
-    gets a line for it. A job being submitted, not made yet, is not made: the run
-    submitting it stops there (or cancels it once made, if its making was under way), and
-    a later run fails its inputs as cancelled; `unmade` gets its tag."""
+    gets a line for it. A job being submitted (or cut off) and not found, its cancel
+    recorded all the same, is made by no run, and a run that finds it made cancels it; its
+    inputs fail as cancelled; `unmade` gets its tag."""
     book = Ledger(ledger)
     asked = []
     try:
@@ -1245,6 +1245,11 @@ async def cancel_jobs(
                 book.request_cancel(row.tag)
                 await jobs.run(jobs.dialect.cancel(target, job_id), row.model, sync=True)
             except (Error, JobAmbiguity) as error:
+                if job_id is None and unmade is not None:
+                    # Not found for the look's failure, its cancel recorded all the same: no
+                    # run makes it, and one that finds it made cancels it.
+                    unmade.append(row.tag)
+                    continue
                 if refused is None:
                     raise
                 # The provider's words may quote the requests: withheld, as a failure's are.

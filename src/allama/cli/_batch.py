@@ -1363,8 +1363,8 @@ def _cancel(args: argparse.Namespace) -> int:
         print(f"cancel requested: {job_id} (the next `allama batch run` collects what it ran)")
     for tag in unmade:
         print(
-            f"cancel requested: {tag}, being submitted: it is not made (or is cancelled as "
-            "it is), and its inputs fail as cancelled"
+            f"cancel requested: {tag}, being submitted or cut off: no run makes its job, and "
+            "one that finds it made cancels it; its inputs fail as cancelled"
         )
     for line in refused:
         print(f"not cancelled: {printable(line)} (the next `allama batch run` collects it)")

@@ -203,6 +203,7 @@ class HttpProvider:
         self._base_url, self._deployments, url_query = self._resolve_base_url(
             preset, base_url, endpoint, place
         )
+        self._url_query = url_query
         self._profile = preset.profile
         for suffix, changes in preset.url_profiles:
             if (self._base_url or "").endswith(suffix):
@@ -284,6 +285,17 @@ class HttpProvider:
     def base_url(self) -> str | None:
         return self._base_url
 
+    @property
+    def base_url_as_given(self) -> str | None:
+        """The base URL with the query written into it (a gateway's `?key=`), which
+        `base_url` leaves out: what makes the same provider again (a ledger's job record,
+        read by `allama batch status` and `cancel`). It may hold a credential."""
+        if self._base_url is None or not self._url_query:
+            return self._base_url
+        from urllib.parse import urlencode
+
+        return f"{self._base_url}?{urlencode(self._url_query)}"
+
     def missing_url(self) -> str | None:
         """Why no call can be sent (no base URL, and how to give one), or `None`: said once
         by a run of many calls, rather than as each call's failure."""
@@ -303,8 +315,7 @@ class HttpProvider:
         shown = None
         if self._base_url is not None:
             # Its own query (`?key=`) is shown as there, masked.
-            given = set(self._query) - {"api-version"}
-            shown = _without_credentials(self._base_url + ("?query" if given else ""))
+            shown = _without_credentials(self._base_url + ("?query" if self._url_query else ""))
         return f"{type(self).__name__}(name={self.name!r}, base_url={shown!r}, api_key={key})"
 
     # Capabilities and validation
