@@ -115,21 +115,6 @@ def _run(
     return sorted(_batch_run(provider, model, docs, ledger, **options), key=lambda r: r.index)
 
 
-def _cut_off_once_made(
-    provider: Any, model: str, docs: list[str], ledger: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A run that dies (as a SIGKILL would end it) once its job is made, before its id is
-    recorded."""
-
-    def killed(self: Ledger, tag: str, job_id: str) -> None:
-        raise RuntimeError("the process died here")
-
-    with monkeypatch.context() as patched:
-        patched.setattr(Ledger, "job_submitted", killed)
-        with pytest.raises(RuntimeError, match="the process died here"):
-            list(_batch_run(provider, model, docs, ledger))
-
-
 def _docs(count: int) -> list[str]:
     return [f"doc {n}" for n in range(count)]
 
@@ -893,7 +878,7 @@ def test_a_job_whose_record_is_deleted_from_the_ledger_has_its_inputs_sent_again
 ) -> None:
     provider, model = _provider(server, "openai-chat")
     ledger = tmp_path / "cut.sqlite"
-    _cut_off_once_made(provider, model, _docs(3), ledger, monkeypatch)
+    _cut_off(provider, model, _docs(3), ledger)
     # What a look that cannot tell the job apart says to do, to send its inputs again.
     with contextlib.closing(sqlite3.connect(ledger)) as db, db:
         db.execute("DELETE FROM jobs")
@@ -928,7 +913,7 @@ def test_a_cancel_whose_look_for_a_job_being_submitted_fails_is_recorded_and_sai
 
     provider, model = _provider(server, "anthropic")
     ledger = tmp_path / "cut.sqlite"
-    _cut_off_once_made(provider, model, _docs(3), ledger, monkeypatch)
+    _cut_off(provider, model, _docs(3), ledger)
 
     def down(handler: Any, data: Any) -> Any:
         raise handler._fail(503, "Overloaded.")
@@ -980,7 +965,7 @@ def test_the_cancel_finds_a_job_whose_id_never_reached_the_ledger(
     provider, model = _provider(server, "openai-chat")
     ledger = tmp_path / "cut.sqlite"
     server.hold = True
-    _cut_off_once_made(provider, model, _docs(3), ledger, monkeypatch)
+    _cut_off(provider, model, _docs(3), ledger)
     (job,) = server.jobs
     assert asyncio.run(cancel_jobs(str(ledger), provider)) == [job.id]
     assert job.cancel_requested
