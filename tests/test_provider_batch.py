@@ -874,7 +874,7 @@ def test_a_job_whose_collection_was_cut_off_after_its_rows_is_marked_collected_l
 
 
 def test_a_job_whose_record_is_deleted_from_the_ledger_has_its_inputs_sent_again(
-    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ProviderBatchServer, tmp_path: Path
 ) -> None:
     provider, model = _provider(server, "openai-chat")
     ledger = tmp_path / "cut.sqlite"
@@ -960,7 +960,7 @@ def test_the_cancel_command_goes_on_past_a_job_that_ended(
 
 
 def test_the_cancel_finds_a_job_whose_id_never_reached_the_ledger(
-    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ProviderBatchServer, tmp_path: Path
 ) -> None:
     provider, model = _provider(server, "openai-chat")
     ledger = tmp_path / "cut.sqlite"
