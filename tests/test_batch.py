@@ -27,6 +27,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
+import genai_prices
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -54,6 +55,7 @@ from allama.mock import ChatResponseBuilder, TestProvider
 from allama.wrappers import FailoverProvider, RetryingProvider
 
 HERE = Path(__file__).resolve().parent
+PRICES = genai_prices.__version__
 
 
 class Row(BaseModel):
@@ -1405,7 +1407,7 @@ def test_an_input_never_sent_is_neither_priced_nor_timed_in_the_summary() -> Non
     run = allama.batch(allama.mock.TestProvider(), Row, ["doc a", 42, "doc b"], request=TEMPLATE)
     assert sorted(outcome(r) for r in run) == ["TypeError", "ok", "ok"]
     lines = run.summary.lines()
-    assert lines[4] == "cost unknown (genai-prices 0.2.3 has no prices for the provider 'test')"
+    assert lines[4] == f"cost unknown (genai-prices {PRICES} has no prices for the provider 'test')"
     assert lines[5].startswith("slowest: ") and "#1" not in lines[5]
     assert len(lines) == 6  # no "most expensive" line: nothing was priced
 
@@ -1878,7 +1880,7 @@ def test_a_budget_with_an_unknown_price_stops_at_the_first_cost_it_cannot_count(
     assert [outcome(r) for r in results] == ["ok"] + ["not_started"] * (len(results) - 1)
     assert run.summary.done == 1 and run.summary.not_started == 19
     assert run.summary.stopped == (
-        "the cost of #0 is unknown (genai-prices 0.2.3 has no price for "
+        f"the cost of #0 is unknown (genai-prices {PRICES} has no price for "
         "'a-model-of-our-own' at openai): the budget of $1 cannot be kept"
     )
 
@@ -1903,7 +1905,7 @@ def test_a_budget_whose_earlier_costs_are_unknown_sends_nothing_when_run_again(
     assert sorted(r.index for r in again if r.failure is None) == sorted(done)
     assert sum(unpriced.sent.values()) == sent
     assert again.summary.stopped == (
-        "the cost of inputs earlier runs sent is unknown (genai-prices 0.2.3 has no price "
+        f"the cost of inputs earlier runs sent is unknown (genai-prices {PRICES} has no price "
         "for 'a-model-of-our-own' at openai): the budget of $1 cannot be kept"
     )
 
@@ -2241,7 +2243,7 @@ def test_a_summary_whose_only_costs_are_unknown_says_so(unpriced: BatchServer) -
     summary = run.summary
     assert (summary.done, summary.failed, summary.priced, summary.cost_unknown) == (1, 1, 0, 1)
     assert summary.lines()[4] == (
-        "cost unknown (genai-prices 0.2.3 has no price for 'a-model-of-our-own' at openai)"
+        f"cost unknown (genai-prices {PRICES} has no price for 'a-model-of-our-own' at openai)"
     )
 
 

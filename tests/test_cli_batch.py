@@ -22,6 +22,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import genai_prices
 import pytest
 
 from _batch_server import BatchServer
@@ -29,6 +30,7 @@ from allama.batch import Ledger
 from allama.cli import main
 
 PIPES: dict[str, Any] = {"capture_output": True, "text": True, "check": True}
+PRICES = genai_prices.__version__
 ROW_TYPE = "from pydantic import BaseModel\n\n\nclass Row(BaseModel):\n    n: int\n"
 
 USAGE = {"input_tokens": 100, "output_tokens": 10}
@@ -1971,7 +1973,7 @@ def test_status_says_a_cost_no_price_is_known_for_is_unknown(
     assert json.loads(capsys.readouterr().out)["cost"] is None  # not $0
     assert main(["batch", "status", ledger]) == 0
     assert (
-        "cost unknown (genai-prices 0.2.3 has no price for 'a-model-of-our-own' at openai)"
+        f"cost unknown (genai-prices {PRICES} has no price for 'a-model-of-our-own' at openai)"
         in capsys.readouterr().out.splitlines()
     )
 

@@ -710,13 +710,15 @@ def test_a_connection_the_server_closed_while_idle_is_seen_closed_and_not_reused
             [connection] = pool.connections
             stream = connection._connection._network_stream
             assert isinstance(stream, _Stream)
-            assert not stream.get_extra_info("is_readable") and not connection.has_expired()
+            assert not stream.get_extra_info("is_readable")
             hang_up.set()
             for _ in range(100):  # the server's close reaches the client socket
                 if stream.get_extra_info("is_readable"):
                     break
                 await asyncio.sleep(0.01)
-            assert connection.has_expired()
+            # Readable while idle: the pool takes it for closed (httpcore2 asks in
+            # `has_expired` up to 2.16, as the request is handed to it from 2.17).
+            assert stream.get_extra_info("is_readable")
             second = await transport.asend(request)  # on a new connection, not the dead one
             assert (second.status, second.content) == (200, body)
             assert served["connections"] == 2
