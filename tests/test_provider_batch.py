@@ -845,9 +845,13 @@ def test_a_cancel_of_a_job_a_killed_run_was_submitting_fails_its_inputs_sending_
         f"cancel requested: {tag}, being submitted or cut off: no run makes its job, and one "
         "that finds it made cancels it; its inputs fail as cancelled\n"
     )
-    results = _run(provider, model, _docs(3), ledger)
+    run = _batch_run(provider, model, _docs(3), ledger)
+    results = list(run)
     assert [r.failure.kind for r in results if r.failure] == ["job_canceled"] * 3
     assert not server.jobs  # nothing sent
+    assert run.summary.jobs == {
+        tag: "not submitted: cancelled (`allama batch cancel`) before the job was made"
+    }
     again = _run(provider, model, _docs(3), ledger, retry_failed=True)  # asked: sent
     assert [r.value for r in again] == [Doc(n=n) for n in range(3)]
 

@@ -633,6 +633,8 @@ class JobRunner(_Runner):
                         else "the submission did not reach the provider",
                         never_sent=True,
                     )
+                    if row.cancel_requested:
+                        self.summary.jobs[tag] = f"not submitted: {_CANCELLED_BEFORE_MADE}"
                     found.extend(await self._claim_again(items, row.cancel_requested))
                     rows = {job.tag: job for job in self.book.jobs()}
                     continue
