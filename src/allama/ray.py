@@ -77,10 +77,9 @@ from allama.batch._run import (
     _stops,
     _stored_or_spent,
     _Tries,
-    _unprintable,
+    allamas_words,
     missing_key,
     missing_url,
-    raised_by_allama,
     schema_tokens,
     stored_value,
 )
@@ -114,9 +113,10 @@ def error_text(error: BaseException) -> str:
     'server: status=500; message withheld (29 chars)'
     """
     if not isinstance(error, Error):
-        if raised_by_allama(error) or text_of(error) == _unprintable(error):
-            return f"{type(error).__name__}: {text_of(error)}"
-        return f"{type(error).__name__}: message withheld ({len(text_of(error))} chars)"
+        text = text_of(error)
+        if allamas_words(error, text):
+            return f"{type(error).__name__}: {text}"
+        return f"{type(error).__name__}: message withheld ({len(text)} chars)"
     log = error.as_log().to_dict()
     message = log.get("message")
     parts = [f"status={log['status']}"] if "status" in log else []

@@ -2649,7 +2649,7 @@ def _failure(error: BaseException) -> BatchFailure:
             None if error.authored else _words(error.message),
         )
     text = text_of(error)
-    if raised_by_allama(error) or text == _unprintable(error):
+    if allamas_words(error, text):
         return BatchFailure(type(error).__name__, text, False, error)
     # The caller's code (a validator, a request function) or a library's: its words may
     # quote the value or the document, so they are kept as a provider's are.
@@ -2657,14 +2657,11 @@ def _failure(error: BaseException) -> BatchFailure:
     return BatchFailure(type(error).__name__, withheld, False, error, _words(text))
 
 
-def _unprintable(error: BaseException) -> str:
-    """What `text_of` says of an exception whose `str` raises: allama's words, no one's."""
-    return f"<{type(error).__name__}>"
-
-
-def raised_by_allama(error: BaseException) -> bool:
-    """Whether allama's own code made or raised `error` (its words are allama's)."""
-    if type(error).__module__.startswith("allama."):
+def allamas_words(error: BaseException, text: str) -> bool:
+    """Whether `text`, `error`'s as `text_of` gives it, is allama's words, which a log may
+    show: `error` is allama's own (made or raised by its code), or its `str` raised and
+    `text` is what `text_of` says instead. Else it may quote the document or the value."""
+    if text == f"<{type(error).__name__}>" or type(error).__module__.startswith("allama."):
         return True
     frame = error.__traceback__
     if frame is None:
