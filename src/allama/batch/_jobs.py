@@ -593,10 +593,6 @@ class JobRunner(_Runner):
             if row is None:
                 rows = {job.tag: job for job in self.book.jobs()}  # one recorded since
                 row = rows.get(tag)
-            if row is not None and self.book.job_alive(row):
-                self._elsewhere(items, tag)
-                continue
-            job_id = None if row is None else row.job_id
             if row is None:
                 # Its record deleted from the ledger (the way to send a job's inputs again,
                 # when it cannot be found or told apart): they are sent as new.
@@ -604,6 +600,10 @@ class JobRunner(_Runner):
                 found.extend(await self._claim_again(items, cancelled=False))
                 rows = {job.tag: job for job in self.book.jobs()}
                 continue
+            if self.book.job_alive(row):
+                self._elsewhere(items, tag)
+                continue
+            job_id = row.job_id
             if job_id is None:
                 try:
                     job_id = await self._look_for(row)
@@ -1228,9 +1228,10 @@ async def cancel_jobs(
             target = jobs.target(row.model)
             try:
                 job_id = row.job_id
+                # Recorded first: a run polling it sees it; a run making it cancels it once
+                # made, or makes none.
+                book.request_cancel(row.tag)
                 if job_id is None:
-                    # Recorded first: a run making it cancels it once made, or makes none.
-                    book.request_cancel(row.tag)
                     steps = jobs.dialect.find(
                         target,
                         row.tag,
@@ -1244,7 +1245,6 @@ async def cancel_jobs(
                         if unmade is not None:
                             unmade.append(row.tag)
                         continue
-                book.request_cancel(row.tag)
                 await jobs.run(jobs.dialect.cancel(target, job_id), row.model, sync=True)
             except (Error, JobAmbiguity) as error:
                 if job_id is None and unmade is not None:
