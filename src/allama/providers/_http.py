@@ -312,10 +312,8 @@ class HttpProvider:
         key = "<set>" if self._api_key or self._access_token else "<missing>"
         if key == "<missing>" and self._tokens is not None:
             key = "<application default credentials>"
-        shown = None
-        if self._base_url is not None:
-            # Its own query (`?key=`) is shown as there, masked.
-            shown = _without_credentials(self._base_url + ("?query" if self._url_query else ""))
+        given = self.base_url_as_given  # its own query (`?key=`) shown as there, masked
+        shown = None if given is None else _without_credentials(given)
         return f"{type(self).__name__}(name={self.name!r}, base_url={shown!r}, api_key={key})"
 
     # Capabilities and validation
