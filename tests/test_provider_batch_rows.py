@@ -510,3 +510,89 @@ def test_a_lone_surrogate_in_a_jobs_state_is_stored(tmp_path: Any) -> None:
         )
     finally:
         ledger.close()
+
+
+def _gemini_inline(entries: list[dict[str, Any]], keys: list[str]) -> dict[str, Row]:
+    state = JobState(
+        "batches/1",
+        "BATCH_STATE_SUCCEEDED",
+        True,
+        "completed",
+        results={"inlinedResponses": {"inlinedResponses": entries}},
+    )
+    steps = GEMINI.results(TARGET, state, keys)
+    try:
+        next(steps)
+    except StopIteration as done:
+        rows: dict[str, Row] = done.value
+        return rows
+    raise AssertionError("inlined responses need no request")
+
+
+def _answer_of(key: str, keyed: bool) -> dict[str, Any]:
+    """A response whose text names the request it answers, with or without its key."""
+    entry: dict[str, Any] = {"response": {"candidates": [{"content": {"parts": [{"text": key}]}}]}}
+    if keyed:
+        entry["metadata"] = {"key": key}
+    return entry
+
+
+def _answered(row: Row) -> str | None:
+    if row.kind != RowKind.RESPONSE or row.body is None:
+        return None
+    text: str = json.loads(row.body)["candidates"][0]["content"]["parts"][0]["text"]
+    return text
+
+
+def test_gemini_responses_without_keys_one_missing_are_matched_to_no_input() -> None:
+    # The third response is missing: every place after it would name the wrong request.
+    keys = ["a", "b", "c", "d"]
+    rows = _gemini_inline([_answer_of(key, False) for key in "abd"], keys)
+    assert [rows[key].kind for key in keys] == [RowKind.MISSING] * 4
+    assert rows["a"].note == (
+        "the job ended completed without a response for this request (3 responses came "
+        "without the key of a request, and could not be matched by place)"
+    )
+
+
+def test_a_gemini_response_without_a_key_among_keyed_ones_is_matched_to_no_input() -> None:
+    # Out of order, and the first without its key: its place names "a", its answer is "d's".
+    keys = ["a", "b", "c", "d"]
+    entries = [_answer_of("d", False), *(_answer_of(key, True) for key in "cba")]
+    rows = _gemini_inline(entries, keys)
+    assert {key: _answered(row) for key, row in rows.items()} == {
+        "a": "a",
+        "b": "b",
+        "c": "c",
+        "d": None,
+    }
+    assert rows["d"].kind == RowKind.MISSING
+    assert rows["d"].note is not None and "1 response came without the key" in rows["d"].note
+
+
+def test_gemini_responses_without_keys_one_for_each_request_are_read_by_place() -> None:
+    keys = ["a", "b", "c"]
+    rows = _gemini_inline([_answer_of(key, False) for key in keys], keys)
+    assert {key: _answered(row) for key, row in rows.items()} == {"a": "a", "b": "b", "c": "c"}
+
+
+@given(
+    count=st.integers(1, 8),
+    data=st.data(),
+)
+def test_no_gemini_response_is_given_to_another_request(count: int, data: st.DataObject) -> None:
+    # Responses in any order, some missing, some without their keys: a request gets its own
+    # answer or none, except where nothing can tell (no keys, one for each, out of order).
+    keys = [f"k{n}" for n in range(count)]
+    kept = data.draw(st.lists(st.sampled_from(keys), unique=True), label="kept")
+    order = data.draw(st.permutations(kept), label="order")
+    keyed = data.draw(st.lists(st.booleans(), min_size=len(order), max_size=len(order)))
+    rows = _gemini_inline([_answer_of(key, k) for key, k in zip(order, keyed, strict=True)], keys)
+    assert set(rows) == set(keys)
+    untold = not any(keyed) and len(order) == count and list(order) != keys
+    for key, row in rows.items():
+        answered = _answered(row)
+        if not untold:
+            assert answered in (key, None)
+        if key in order and keyed[order.index(key)]:
+            assert answered == key  # its key always finds it

@@ -178,14 +178,20 @@ class GeminiJobs:
             response = yield get(target, url, {"alt": "media"})
             entries = json_lines(response.content)
         rows: dict[str, Row] = {}
-        for position, entry in enumerate(entries):
-            if entry is None:  # unreadable: it still holds its place
+        said = [None if entry is None else _key(entry) for entry in entries]
+        # The API writes the responses in the order of the requests, and each with its key;
+        # responses have come back without keys, and out of order. A response is matched by
+        # its place only when none has a key and there is one for each request (an
+        # unreadable one holds its place): never by a place a key contradicts.
+        by_place = len(entries) == len(keys) and all(key is None for key in said)
+        unmatched = 0
+        for position, (entry, key) in enumerate(zip(entries, said, strict=True)):
+            if entry is None:
                 continue
-            key = entry.get("key") or (entry.get("metadata") or {}).get("key")
-            if not isinstance(key, str):
-                # Without keys the responses follow the order of the requests.
-                key = keys[position] if position < len(keys) else None
+            if key is None and by_place:
+                key = keys[position]
             if key is None:
+                unmatched += 1
                 continue
             keep(rows, _row(key, entry))
         note = (
@@ -193,6 +199,7 @@ class GeminiJobs:
             if state.outcome == "failed"
             else f"the job ended {state.outcome} without a response for this request"
             + unread(entries)
+            + _unmatched(unmatched)
         )
         kind = RowKind.EXPIRED if state.outcome == "expired" else RowKind.MISSING
         if state.outcome == "cancelled":
@@ -250,6 +257,24 @@ def _message(error: object) -> str | None:
     error given as text alone is such words)."""
     message = error.get("message") if isinstance(error, dict) else error
     return str(message) if message else None
+
+
+def _key(entry: dict[str, Any]) -> str | None:
+    """The key a response carries: a file's line has its own, an inlined one its request's
+    metadata."""
+    key = entry.get("key")
+    metadata = entry.get("metadata")
+    if not isinstance(key, str) and isinstance(metadata, dict):
+        key = metadata.get("key")
+    return key if isinstance(key, str) and key else None
+
+
+def _unmatched(count: int) -> str:
+    """What a note on a missing row adds when responses came that no key or place matched."""
+    if not count:
+        return ""
+    some = f"{count} response{'s' if count > 1 else ''}"
+    return f" ({some} came without the key of a request, and could not be matched by place)"
 
 
 def _row(key: str, entry: dict[str, Any]) -> Row:
