@@ -35,6 +35,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 import allama
 import allama.mock
@@ -156,6 +157,36 @@ class Remembering(BaseModel):
         return made
 
 
+@pydantic_dataclass
+class Weighed:
+    """A dataclass that keeps an attribute beyond its fields, set from a key it does not
+    read."""
+
+    n: int
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def keep(cls, data: Any, handler: Any) -> Any:
+        made = handler(data)
+        made.unit = data.get("unit") if isinstance(data, dict) else None
+        return made
+
+
+class LevelPairs(BaseModel):
+    """The enum-or-number union inside a set: a set's elements are equal either way."""
+
+    s: frozenset[tuple[One | int, ...]]
+
+
+class FrozenLevel(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    level: One | int
+
+
+class LevelSet(BaseModel):
+    s: frozenset[FrozenLevel]
+
+
 class Encoded(BaseModel):
     model_config = ConfigDict(ser_json_bytes="base64")
     data: bytes
@@ -266,6 +297,9 @@ CASES: list[tuple[str, Any, Any, Any]] = [
     ("a field its model's == leaves out", Uncompared, {"number": "A1", "cents": 12.34}, None),
     ("a dataclass field left out of == and repr", Bill, {"number": "A1", "cents": 12.34}, None),
     ("a private attribute made from the input", Remembering, {"n": 1, "unit": "kg"}, None),
+    ("a dataclass attribute made from the input", Weighed, {"n": 1, "unit": "kg"}, None),
+    ("that union in a set's tuples", LevelPairs, {"s": [[1.0]]}, None),
+    ("that union in a set's models", LevelSet, {"s": [{"level": 1.0}]}, None),
     ("bytes written as base64", Encoded, {"data": "hello"}, None),
     ("a serializer that rounds", Rounded, {"score": 1.26}, None),
     ("a serializer of another format", Dated, {"day": "2026-12-03"}, None),
@@ -294,6 +328,7 @@ def test_a_resumed_value_is_the_value_the_run_gave(
     private = getattr(first, "__pydantic_private__", None)
     assert private == getattr(resumed, "__pydantic_private__", None)
     assert [type(v) for v in vars(resumed).values()] == [type(v) for v in vars(first).values()]
+    assert repr(resumed) == repr(first)  # of the same types within its containers too
 
 
 def test_the_values_of_those_types_are_what_a_user_expects(tmp_path: Path) -> None:
@@ -407,6 +442,26 @@ def test_a_secret_beside_a_value_that_does_not_read_back_is_told_not_changed(
     row = _row(ledger)
     assert row.source == "" and "s3cret" not in (row.value or "")
     assert json.loads(row.value or "") == {"token": "**********", "cents": 1234}
+
+
+class Guarded(BaseModel):
+    password: SecretStr
+    level: One | int
+
+
+def test_a_secret_beside_a_union_that_reads_back_another_choice_is_told_not_changed(
+    tmp_path: Path,
+) -> None:
+    # Its JSON reads back as the same JSON, and yet the level as a number, not the enum.
+    ledger = tmp_path / "run.sqlite"
+    (first,) = _runs(Guarded, {"password": "s3cret", "level": 1.0}, ledger, count=1)
+    assert first.value.level is One.ONE
+    provider = allama.mock.MockProvider.with_text("{}")
+    (resumed,) = allama.batch(provider, Guarded, ["doc"], request=TEMPLATE, ledger=ledger)
+    assert provider.requests == []
+    assert resumed.resumed and resumed.value is None
+    assert resumed.failure is not None and resumed.failure.kind == "stored_value_invalid"
+    assert _row(ledger).source == ""
 
 
 class Account(BaseModel):

@@ -505,13 +505,13 @@ class _Spec:
 def _reads_back(spec: _Spec, text: str, value: Any, secrets: bool = False) -> bool:
     """Whether `text`, a value's JSON, reads back as that value: equal, and of the same
     types throughout (`1` equals an `IntEnum`'s 1, and `repr` tells them apart). With
-    `secrets`, whether it reads back as a value whose JSON is `text` again: what the JSON
-    leaves out (a secret, masked; a field with `exclude=True`) is lost, as the README
-    says, but nothing the JSON holds is changed (a validator run on its own output)."""
+    `secrets`, what the JSON leaves out (a secret, masked; a field with `exclude=True`) is
+    lost, as the README says, but nothing it holds may change: it must read back as a value
+    whose JSON is `text` again (a validator run on its own output), the same elsewhere."""
     try:
         back = read_stored_value(spec.adapter, text)
         if secrets:
-            return stored_value(spec.adapter, back) == text
+            return stored_value(spec.adapter, back) == text and _identical(back, value, True)
         return _identical(back, value)
     except Exception:  # it does not validate, or its values do not compare
         return False
@@ -520,35 +520,68 @@ def _reads_back(spec: _Spec, text: str, value: Any, secrets: bool = False) -> bo
 _PLAIN = (str, int, bool, type(None))
 """Values that are equal exactly when they are the same (a float's -0.0 is not)."""
 
+_ABSENT = object()
 
-def _identical(a: Any, b: Any) -> bool:
+
+def _identical(a: Any, b: Any, masked: bool = False) -> bool:
     """Whether two values are the same throughout: of the same type at every level, and
     equal field by field, whatever the type's `==` and `repr` leave out (`1` equals an
-    `IntEnum`'s 1; a dataclass field with `compare=False`). Any doubt is `False`: the ledger
-    then keeps the output the value was read from, which costs room, not truth."""
+    `IntEnum`'s 1; a dataclass field with `compare=False`). `masked`: secrets and fields
+    with `exclude=True` are not compared (their JSON does not hold them). Any doubt is
+    `False`: the ledger then keeps the output the value was read from, which costs room,
+    not truth."""
     if type(a) is not type(b):
         return False
     if type(a) in _PLAIN:
         return bool(a == b)
+    if masked and isinstance(a, Secret | SecretStr | SecretBytes):
+        return True
     if isinstance(a, BaseModel):
         return (
-            _identical(a.__dict__, b.__dict__)
-            and _identical(a.__pydantic_extra__, b.__pydantic_extra__)
-            and _identical(a.__pydantic_private__, b.__pydantic_private__)
+            _same_attributes(a, b, a.__dict__, b.__dict__, masked)
+            and _identical(a.__pydantic_extra__, b.__pydantic_extra__, masked)
+            and _identical(a.__pydantic_private__, b.__pydantic_private__, masked)
         )
     if is_dataclass(a):
-        return all(_identical(getattr(a, f.name), getattr(b, f.name)) for f in fields(a))
+        # Its fields, and what else a validator set on it (`__dict__`, where it has one).
+        mine = {f.name: getattr(a, f.name) for f in fields(a)}
+        theirs = {f.name: getattr(b, f.name) for f in fields(b)}
+        return _same_attributes(
+            a,
+            b,
+            mine | getattr(a, "__dict__", {}),
+            theirs | getattr(b, "__dict__", {}),
+            masked,
+        )
     if isinstance(a, dict):
         # In order: a dict's keys come back in the order its JSON writes them.
         return len(a) == len(b) and all(
-            _identical(ka, kb) and _identical(va, vb)
+            _identical(ka, kb, masked) and _identical(va, vb, masked)
             for (ka, va), (kb, vb) in zip(a.items(), b.items(), strict=True)
         )
     if isinstance(a, list | tuple | collections.deque):
-        return len(a) == len(b) and all(map(_identical, a, b))
+        return len(a) == len(b) and all(_identical(x, y, masked) for x, y in zip(a, b, strict=True))
     if isinstance(a, set | frozenset):
-        return {(type(x), x) for x in a} == {(type(x), x) for x in b}
+        # Each element with the one the other holds equal to it: of the same type throughout
+        # (`(One.ONE,)` and `(1,)` are equal, and of one type).
+        theirs = {x: x for x in b}
+        return len(a) == len(b) and all(_identical(x, theirs.get(x, _ABSENT), masked) for x in a)
     return bool(a == b) and repr(a) == repr(b)
+
+
+def _same_attributes(
+    a: Any, b: Any, mine: dict[str, Any], theirs: dict[str, Any], masked: bool
+) -> bool:
+    """Whether two objects' attributes are the same, in any order; `masked` leaves out the
+    fields their JSON leaves out (`exclude=True`)."""
+    if masked:
+        shown = getattr(type(a), "__pydantic_fields__", None) or {}
+        left_out = {name for name, info in shown.items() if info.exclude}
+        mine = {k: v for k, v in mine.items() if k not in left_out}
+        theirs = {k: v for k, v in theirs.items() if k not in left_out}
+    return mine.keys() == theirs.keys() and all(
+        _identical(value, theirs[name], masked) for name, value in mine.items()
+    )
 
 
 WITHHELD = ""
