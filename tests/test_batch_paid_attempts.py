@@ -93,3 +93,45 @@ def test_a_paid_attempt_counts_toward_the_budget_before_its_input_is_tried_again
     assert run.summary.stopped == "the budget of $0.00001 is reached ($0.000018)"
     assert run.summary.cost == CALL
     assert [r.pending for r in results if r.index == 0] == [True]
+
+
+def test_an_input_a_budget_left_pending_counts_what_it_paid_when_run_again(
+    tmp_path: Path,
+) -> None:
+    # The first input pays for a failed attempt and is left pending by the budget's stop;
+    # the same run again, under the same budget, starts none, and says what the job paid.
+    scripts: dict[str, list[object]] = {f"doc {n}": [paid_failure(), answer(n)] for n in range(4)}
+    ledger = tmp_path / "run.sqlite"
+
+    def run(provider: Scripted) -> allama.BatchRun[Row]:
+        return allama.batch(
+            provider,
+            Row,
+            list(scripts),
+            request=TEMPLATE,
+            ledger=ledger,
+            max_cost="0.00001",
+            concurrency=1,
+            backoff=0,
+        )
+
+    first = run(Scripted(scripts))
+    assert [r.pending for r in first if r.index == 0] == [True]
+    assert first.summary.cost == CALL
+    provider = Scripted({})
+    again = run(provider)
+    results = sorted(again, key=lambda r: r.index)
+    assert provider.call_count == 0
+    assert [r.failure.kind if r.failure else "ok" for r in results] == ["not_started"] * 4
+    assert [[m.cost.total if m.cost else None for m in r.spent] for r in results] == [
+        [CALL],
+        [],
+        [],
+        [],
+    ]
+    summary = again.summary
+    assert (summary.not_started, summary.cost, summary.input_tokens) == (4, CALL, 100)
+    assert summary.slowest == []  # nothing ran here
+    assert summary.stopped == (
+        "the budget of $0.00001 is reached ($0.000018, $0.000018 of it paid before this run)"
+    )

@@ -839,11 +839,9 @@ class Ledger:
         ).fetchone()
         return int(found[0]) if found is not None else 0
 
-    def _finished(self, key: str) -> LedgerRow | None:
-        """The input's row when it is done or failed, else `None`."""
-        found = self._connection.execute(
-            self._select + " WHERE key = ? AND status IN (?, ?)", (key, Status.DONE, Status.FAILED)
-        ).fetchone()
+    def _kept(self, key: str) -> LedgerRow | None:
+        """The input's row, whatever its status (`None` for a key the ledger does not hold)."""
+        found = self._connection.execute(self._select + " WHERE key = ?", (key,)).fetchone()
         return None if found is None else _row(found)
 
     def endpoints(self) -> dict[str, str | None]:
@@ -1222,9 +1220,9 @@ class LedgerWriter:
         )
         return claimed
 
-    async def finished(self, key: str) -> LedgerRow | None:
+    async def kept(self, key: str) -> LedgerRow | None:
         """Read in the turn's transaction, after the writes before it."""
-        row: LedgerRow | None = await self._submit(lambda: self._ledger._finished(key))
+        row: LedgerRow | None = await self._submit(lambda: self._ledger._kept(key))
         return row
 
     async def unsent_attempt(self, key: str) -> int:

@@ -152,7 +152,8 @@ class BatchResult(Generic[T]):
     `label` what the run calls it (a file name, a row id). `resumed`: finished by an
     earlier run and read from the ledger, not sent again. `spent` holds the records of
     attempts that failed with a provider error after paying for passes (a retry then
-    started over): their usage and cost count in the summary too. `duplicate`: the same
+    started over; on an input not started after a budget's stop, those an earlier run's
+    attempts paid for): their usage and cost count in the summary too. `duplicate`: the same
     input as an earlier one of this run, given that one's outcome and record, not sent
     (the summary counts its passes, tokens and cost once, with the first). `pending`: a
     failure of this run that the ledger keeps pending for the next run, which sends it
@@ -316,7 +317,8 @@ class BatchSummary:
             self.done += 1
         elif result.failure.kind == NOT_STARTED:
             self.not_started += 1
-            return
+            if not result.spent:
+                return  # (one an earlier run paid for counts what it paid, below)
         elif result.failure.kind == IN_FLIGHT_ELSEWHERE:
             self.elsewhere += 1
             if result.metadata is None and not result.spent:
@@ -353,7 +355,8 @@ class BatchSummary:
         elif missing is not None and _paid_any(records):
             self.cost_unknown += 1
             self.cost_missing = self.cost_missing or missing
-        _keep_top(self.slowest, (result.seconds, result.label))
+        if result.failure is None or result.failure.kind != NOT_STARTED:
+            _keep_top(self.slowest, (result.seconds, result.label))
 
     def lines(self) -> list[str]:
         """The summary as a person reads it."""
@@ -1405,6 +1408,8 @@ class _Runner:
         earlier runs had paid for it (counted in `job_paid`). An input given from the
         ledger, a copy, one not sent paid nothing here."""
         failure = result.failure
+        if failure is not None and failure.kind == NOT_STARTED:
+            return  # what an earlier run paid for it is in `job_paid`
         sent_here = result.metadata is not None or result.spent  # (one taken over was)
         if failure is not None and failure.kind in _NOT_ENDED_HERE and not sent_here:
             return
@@ -1604,13 +1609,17 @@ class _Runner:
 
     async def _unsent(self, index: int, key: str, label: str) -> BatchResult[Any]:
         """An input read after the run stopped: not started, unless the ledger holds it
-        finished (while the budget's stop reads on)."""
+        finished (while the budget's stop reads on). One an earlier run left pending after
+        paying for passes carries their records, as its next attempt would."""
         if self.draining and self.ledger is not None:
-            row = await self.ledger.finished(key)
-            if row is not None:
+            row = await self.ledger.kept(key)
+            if row is not None and row.status in (Status.DONE, Status.FAILED):
                 if row.status == Status.FAILED and self.spec.retry_failed:
                     self.held_back += row.run_id != self.ledger.run_id
                 return self._given(index, label, row)
+            paid = _paid_before(row)
+            if paid and self.first_read(key):
+                return replace(self._not_started(index, key, label), spent=tuple(paid))
         return self._not_started(index, key, label)
 
     def first_read(self, key: str) -> bool:
