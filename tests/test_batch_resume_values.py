@@ -4,9 +4,11 @@ that are other fields' names, unions, serializers of its own, iterables."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sqlite3
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -357,14 +359,64 @@ def test_a_validator_that_counts_on_its_input_is_not_run_on_its_own_output(
 
 
 def test_an_iterable_field_reaches_the_caller_whole_and_resumes_whole(tmp_path: Path) -> None:
-    class Numbers(BaseModel):
-        items: Iterable[int]
-
     ledger = tmp_path / "run.sqlite"
     first, resumed = _runs(Numbers, {"items": [1, 2, 3]}, ledger)
     assert list(first.value.items) == [1, 2, 3]  # not emptied by the ledger's write
     assert list(resumed.value.items) == [1, 2, 3]
     assert json.loads(_row(ledger).value) == {"items": [1, 2, 3]}
+
+
+class Numbers(BaseModel):
+    items: Iterable[int]
+
+
+class Unhurried(allama.mock.MockProvider):
+    """Answers after a while, so that a copy read meanwhile waits for the first's answer."""
+
+    async def achat(self, request: ChatRequest) -> Any:
+        await asyncio.sleep(0.05)
+        return await super().achat(request)
+
+    def chat(self, request: ChatRequest) -> Any:
+        time.sleep(0.05)
+        return super().chat(request)
+
+
+def _copies(ledger: Path | None, run_async: bool) -> list[Any]:
+    """Two copies of one input in flight together, in order; the first sent once."""
+    provider = Unhurried([json.dumps({"items": [1, 2, 3]})])
+    docs = ["doc", "doc"]
+    if run_async:
+
+        async def read() -> list[Any]:
+            run = allama.abatch(
+                provider, Numbers, docs, request=TEMPLATE, ledger=ledger, concurrency=2
+            )
+            return [result async for result in run]
+
+        results = asyncio.run(read())
+    else:
+        run = allama.batch(provider, Numbers, docs, request=TEMPLATE, ledger=ledger, concurrency=2)
+        results = list(run)
+    assert provider.call_count <= 1
+    return sorted(results, key=lambda r: r.index)
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["batch", "abatch"])
+@pytest.mark.parametrize("with_ledger", [False, True], ids=["no ledger", "ledger"])
+def test_each_copy_of_an_input_gets_its_iterable_whole(
+    tmp_path: Path, with_ledger: bool, run_async: bool
+) -> None:
+    ledger = tmp_path / "run.sqlite" if with_ledger else None
+    first, copy = _copies(ledger, run_async)
+    assert (first.duplicate, copy.duplicate) == (False, True)
+    assert first.value is not copy.value
+    assert list(first.value.items) == [1, 2, 3]  # read first: the copy's is its own
+    assert list(copy.value.items) == [1, 2, 3]
+    if ledger is not None:  # copies of an input an earlier run finished, given together
+        first, copy = _copies(ledger, run_async)
+        assert first.resumed and first.value is not copy.value
+        assert list(first.value.items) == list(copy.value.items) == [1, 2, 3]
 
 
 class Stamped(BaseModel):

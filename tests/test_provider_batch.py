@@ -26,7 +26,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, field_validator, model_validator
 
 import allama
 from _kill import kill_after
@@ -2562,3 +2562,47 @@ def test_a_job_another_run_took_over_is_sent_again_by_that_run_alone(
         (state, collector) = db.execute("SELECT state, collector FROM jobs").fetchone()
     assert rows == [("submitted", 1, other.run_id)] * 3
     assert state != "collected" and collector == other.run_id  # the other run collects it
+
+
+class Repeated(BaseModel):
+    """A value whose reading empties it: `seen` is an `Iterable` filled from `n`."""
+
+    n: int
+    seen: Iterable[int] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def fill(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "n" in data:
+            return {**data, "seen": [data["n"], data["n"]]}
+        return data
+
+
+def test_each_copy_of_an_input_in_a_job_gets_its_iterable_whole(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    docs = ["doc 1", "doc 1", "doc 2"]
+
+    def run() -> list[BatchResult[Repeated]]:
+        results = allama.batch(
+            provider,
+            Repeated,
+            docs,
+            request=allama.ChatRequest(model).system("Read the number."),
+            ledger=tmp_path / "run.sqlite",
+            provider_batch=True,
+            poll_interval=0.001,
+            backoff=0.001,
+        )
+        return sorted(results, key=lambda r: r.index)
+
+    for results in (run(), run()):  # sent in a job; then given from the ledger
+        assert [r.duplicate for r in results] == [False, True, False]
+        assert results[0].value is not results[1].value
+        assert [list(r.value.seen) for r in results if r.value is not None] == [
+            [1, 1],
+            [1, 1],
+            [2, 2],
+        ]
+    assert server.submitted[("openai-chat", 1)] == 1

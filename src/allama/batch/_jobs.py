@@ -264,7 +264,7 @@ class JobRunner(_Runner):
                 label, request, key = prepared
                 first = self.items.get(key)
                 if first is not None and first.result is not None:  # ended while read
-                    self._finish(_duplicate(index, label, first.result))
+                    self._finish(_duplicate(index, label, first.result, self.again.get(key)))
                     continue
                 if first is not None:
                     first.duplicates.append((index, label))
@@ -316,6 +316,7 @@ class JobRunner(_Runner):
                 )
             else:
                 result = self._from_ledger(index, label, row)
+                self._copies_read_from(row)
             self._finish(result)
             self._duplicates(item, result)
             return
@@ -1120,8 +1121,12 @@ class JobRunner(_Runner):
     def _duplicates(self, item: _Item, result: BatchResult[Any]) -> None:
         item.result = result
         for index, label in item.duplicates:
-            self._finish(_duplicate(index, label, result))
+            self._finish(_duplicate(index, label, result, self.again.get(item.key)))
         item.duplicates.clear()
+
+    def _copies_to_come(self, key: str) -> bool:
+        # A copy may come until the inputs are all read: the run keeps every item's result.
+        return self.spec.dump_consumes
 
 
 POLL_GROWTH = 1.5

@@ -15,6 +15,7 @@ import collections
 import concurrent.futures
 import contextlib
 import contextvars
+import functools
 import hashlib
 import inspect
 import itertools
@@ -1101,6 +1102,9 @@ class _Runner:
         """Inputs may still come: the run has not read its last."""
         self.copy_tasks: dict[str, set[asyncio.Task[Any]]] = {}
         """The tasks of copies of an input in flight, waiting for its outcome, by key."""
+        self.again: dict[str, Callable[[], Any]] = {}
+        """How to make another value for each copy of an input whose value reading empties
+        (an `Iterable` field), by key: read again from the output it was read from."""
         self.ahead: asyncio.Semaphore | None = None
         """The inputs taken ahead of a free slot (`_run`)."""
         self.holding: set[asyncio.Task[Any]] = set()
@@ -1538,7 +1542,8 @@ class _Runner:
                 copies.discard(me)
                 if not copies:
                     del self.copy_tasks[key]
-            self._finish(_duplicate(index, label, same))
+            made = self.again.get(key) if key in self.copy_tasks else self.again.pop(key, None)
+            self._finish(_duplicate(index, label, same, made))
             return
         if self.stopping is not None:
             self._finish(await self._unsent(index, key, label))
@@ -1591,6 +1596,7 @@ class _Runner:
                     result = BatchResult(index, key, label, None, failure, None, 0, 0.0)
                 else:
                     result = self._given(index, label, claim.row)
+                    self._copies_read_from(claim.row)
                 self._finish(result)
                 return result
             attempts = claim.attempts
@@ -2004,8 +2010,26 @@ class _Runner:
             False,
             tuple(spent),
         )
+        if self._copies_to_come(key) and extracted.source is not None:
+            root_wrapped = metadata.root_wrapped
+            self.again[key] = functools.partial(
+                read_again, self.spec.tp, extracted.source, root_wrapped
+            )
         self._finish(result)
         return result
+
+    def _copies_read_from(self, row: LedgerRow) -> None:
+        """Copies waiting for an input the ledger gave each read its value from the row."""
+        if self._copies_to_come(row.key) and row.value is not None:
+            spec = self.spec
+            self.again[row.key] = functools.partial(
+                read_done, spec, row.value, row.source, row.record
+            )
+
+    def _copies_to_come(self, key: str) -> bool:
+        """Whether copies of an input whose value reading empties wait for its outcome:
+        each is given a value of its own (`again`), not the one the first copy empties."""
+        return self.spec.dump_consumes and key in self.copy_tasks
 
     async def _record_failure(
         self,
@@ -2470,14 +2494,21 @@ def schema_tokens(tp: Any) -> int:
     return len(json.dumps(schema, separators=(",", ":"))) // CHARS_PER_TOKEN
 
 
-def _duplicate(index: int, label: str, first: BatchResult[Any]) -> BatchResult[Any]:
+def _duplicate(
+    index: int, label: str, first: BatchResult[Any], again: Callable[[], Any] | None = None
+) -> BatchResult[Any]:
     """The result of an input that came again in the run: the first copy's outcome and
-    record (finished by an earlier run only if the first was)."""
+    record (finished by an earlier run only if the first was). `again` makes the copy a
+    value of its own, where reading the first's empties it (an `Iterable` field)."""
+    value = first.value
+    if again is not None and value is not None:
+        with contextlib.suppress(Exception):  # (read once already: it reads again)
+            value = again()
     return BatchResult(
         index,
         first.key,
         label,
-        first.value,
+        value,
         first.failure,
         first.metadata,
         0,
