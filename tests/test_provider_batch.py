@@ -2606,3 +2606,44 @@ def test_each_copy_of_an_input_in_a_job_gets_its_iterable_whole(
             [2, 2],
         ]
     assert server.submitted[("openai-chat", 1)] == 1
+
+
+def _keyless_gemini_responses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gemini's inlined responses without their requests' keys, as they have come back."""
+    answered = ProviderBatchServer._gemini_output
+
+    def keyless(self: ProviderBatchServer, job: Any) -> Any:
+        output = answered(self, job)
+        for entry in (output or {}).get("inlinedResponses", {}).get("inlinedResponses", []):
+            entry.pop("metadata", None)
+        return output
+
+    monkeypatch.setattr(ProviderBatchServer, "_gemini_output", keyless)
+
+
+def test_keyless_gemini_responses_are_read_by_place_by_the_run_that_submitted_them(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _keyless_gemini_responses(monkeypatch)
+    provider, model = _provider(server, "gemini")
+    docs = [f"doc {n}" for n in (0, 1, 2, 4, 5)]
+    results = _run(provider, model, docs, tmp_path / "run.sqlite")
+    assert [r.value for r in results] == [Doc(n=n) for n in (0, 1, 2, 4, 5)]
+    assert len(server.jobs) == 1
+
+
+def test_keyless_gemini_responses_of_a_job_another_run_submitted_go_to_no_input(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run that collects the job reads its inputs in another order than the requests'.
+    _keyless_gemini_responses(monkeypatch)
+    provider, model = _provider(server, "gemini")
+    ledger = tmp_path / "run.sqlite"
+    docs = [f"doc {n}" for n in (0, 1, 2, 4, 5)]
+    server.hold = True
+    _run_until(provider, model, docs, ledger, lambda: any(job.polls for job in server.jobs))
+    server.hold = False
+    results = _run(provider, model, docs[::-1], ledger)
+    # Not one input given another's answer: sent again, in a job of this run's own.
+    assert [r.value for r in results] == [Doc(n=n) for n in (5, 4, 2, 1, 0)]
+    assert all(server.submitted[("gemini", n)] == 2 for n in (0, 1, 2, 4, 5))

@@ -43,7 +43,7 @@ def test_a_gemini_responses_file_of_bare_responses_is_read_by_place() -> None:
         results={"responsesFile": "files/out"},
     )
     data = b"\n".join(json.dumps(line).encode() for line in lines)
-    rows = _drive(GEMINI.results(TARGET, state, ["a", "b"]), [data])
+    rows = _drive(GEMINI.results(TARGET, state, ["a", "b"], in_order=True), [data])
     assert rows["a"].kind == RowKind.RESPONSE
     assert json.loads(rows["a"].body) == lines[0]
     assert (rows["b"].kind, rows["b"].status) == (RowKind.ERROR, 400)
@@ -264,7 +264,7 @@ def test_a_gemini_line_that_cannot_be_read_keeps_its_place() -> None:
         "batches/1", "BATCH_STATE_SUCCEEDED", True, "completed", results={"responsesFile": "f"}
     )
     data = b"\n".join([json.dumps(answer).encode(), b"{cut short", json.dumps(answer).encode()])
-    rows = _drive(GEMINI.results(TARGET, state, ["a", "b", "c"]), [data])
+    rows = _drive(GEMINI.results(TARGET, state, ["a", "b", "c"], in_order=True), [data])
     assert [rows[key].kind for key in "abc"] == [
         RowKind.RESPONSE,
         RowKind.MISSING,
@@ -512,7 +512,9 @@ def test_a_lone_surrogate_in_a_jobs_state_is_stored(tmp_path: Any) -> None:
         ledger.close()
 
 
-def _gemini_inline(entries: list[dict[str, Any]], keys: list[str]) -> dict[str, Row]:
+def _gemini_inline(
+    entries: list[dict[str, Any]], keys: list[str], in_order: bool = True
+) -> dict[str, Row]:
     state = JobState(
         "batches/1",
         "BATCH_STATE_SUCCEEDED",
@@ -520,7 +522,7 @@ def _gemini_inline(entries: list[dict[str, Any]], keys: list[str]) -> dict[str, 
         "completed",
         results={"inlinedResponses": {"inlinedResponses": entries}},
     )
-    steps = GEMINI.results(TARGET, state, keys)
+    steps = GEMINI.results(TARGET, state, keys, in_order)
     try:
         next(steps)
     except StopIteration as done:
@@ -576,6 +578,13 @@ def test_gemini_responses_without_keys_one_for_each_request_are_read_by_place() 
     assert {key: _answered(row) for key, row in rows.items()} == {"a": "a", "b": "b", "c": "c"}
 
 
+def test_gemini_responses_without_keys_are_not_read_by_a_place_the_run_does_not_know() -> None:
+    # A job another run submitted: its inputs come in this run's order, not the requests'.
+    keys = ["a", "b", "c"]
+    rows = _gemini_inline([_answer_of(key, False) for key in keys], keys, in_order=False)
+    assert [rows[key].kind for key in keys] == [RowKind.MISSING] * 3
+
+
 @given(
     count=st.integers(1, 8),
     data=st.data(),
@@ -587,9 +596,11 @@ def test_no_gemini_response_is_given_to_another_request(count: int, data: st.Dat
     kept = data.draw(st.lists(st.sampled_from(keys), unique=True), label="kept")
     order = data.draw(st.permutations(kept), label="order")
     keyed = data.draw(st.lists(st.booleans(), min_size=len(order), max_size=len(order)))
-    rows = _gemini_inline([_answer_of(key, k) for key, k in zip(order, keyed, strict=True)], keys)
+    in_order = data.draw(st.booleans(), label="in_order")
+    entries = [_answer_of(key, k) for key, k in zip(order, keyed, strict=True)]
+    rows = _gemini_inline(entries, keys, in_order)
     assert set(rows) == set(keys)
-    untold = not any(keyed) and len(order) == count and list(order) != keys
+    untold = in_order and not any(keyed) and len(order) == count and list(order) != keys
     for key, row in rows.items():
         answered = _answered(row)
         if not untold:

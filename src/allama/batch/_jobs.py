@@ -153,6 +153,8 @@ class _Job:
     not_found: int = 0
     """Reads in a row the provider answered 404."""
     state: JobState | None = None
+    in_order: bool = False
+    """`items` are in the order of the job's requests: this run submitted it."""
 
 
 FOLLOW_UP_NOT_SENT = "follow_up_not_sent"
@@ -431,7 +433,7 @@ class JobRunner(_Runner):
             model=model,
             items=[(item.key, item.log) for item in items],
         )
-        job = _Job(tag, None, items, model)
+        job = _Job(tag, None, items, model, in_order=True)
         self.summary.jobs[tag] = f"submitting {len(items)} requests"
         target = self.jobs.target(model)
         entries = [item.entry for item in items if item.entry is not None]
@@ -799,7 +801,9 @@ class JobRunner(_Runner):
             if state.outcome == "lost":
                 raise NotFoundError(state.error or "")
             rows: dict[str, Row] = await self.jobs.run(
-                self.jobs.dialect.results(target, state, keys), model, sync=self.sync
+                self.jobs.dialect.results(target, state, keys, job.in_order),
+                model,
+                sync=self.sync,
             )
         except NotFoundError:
             note = f"job {job.job_id}: {state.error or 'its results are no longer kept'}"

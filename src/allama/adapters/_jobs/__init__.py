@@ -232,9 +232,13 @@ class JobDialect(Protocol):
         jobs keep no tag (a job that ended holds them in its results)."""
         ...
 
-    def results(self, target: JobTarget, state: JobState, keys: Sequence[str]) -> Steps:
+    def results(
+        self, target: JobTarget, state: JobState, keys: Sequence[str], in_order: bool = False
+    ) -> Steps:
         """The rows of an ended job, one per key in `keys` (missing ones as such);
-        returns a `dict[str, Row]`."""
+        returns a `dict[str, Row]`. `in_order`: `keys` are in the order of the job's
+        requests (a run that submitted it knows it; a later one does not), where a
+        provider's responses without their keys may be matched by place."""
         ...
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:

@@ -140,7 +140,9 @@ class AnthropicJobs:
             )
         return found[0].id if found else None
 
-    def results(self, target: JobTarget, state: JobState, keys: Sequence[str]) -> Steps:
+    def results(
+        self, target: JobTarget, state: JobState, keys: Sequence[str], in_order: bool = False
+    ) -> Steps:
         url = state.results or f"{target.base_url}/messages/batches/{state.id}/results"
         response = yield get(target, url)
         rows: dict[str, Row] = {}

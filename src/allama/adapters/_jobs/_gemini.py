@@ -165,7 +165,9 @@ class GeminiJobs:
                 return None
         raise too_many_jobs(MOST_PAGES)
 
-    def results(self, target: JobTarget, state: JobState, keys: Sequence[str]) -> Steps:
+    def results(
+        self, target: JobTarget, state: JobState, keys: Sequence[str], in_order: bool = False
+    ) -> Steps:
         output = state.results or {}
         entries: list[dict[str, Any] | None] = []
         inline = output.get("inlinedResponses")
@@ -181,9 +183,10 @@ class GeminiJobs:
         said = [None if entry is None else _key(entry) for entry in entries]
         # The API writes the responses in the order of the requests, and each with its key;
         # responses have come back without keys, and out of order. A response is matched by
-        # its place only when none has a key and there is one for each request (an
-        # unreadable one holds its place): never by a place a key contradicts.
-        by_place = len(entries) == len(keys) and all(key is None for key in said)
+        # its place only when none has a key, there is one for each request (an unreadable
+        # one holds its place), and the requests' order is known: never by a place a key
+        # contradicts, nor by another run's order of the inputs.
+        by_place = in_order and len(entries) == len(keys) and all(key is None for key in said)
         unmatched = 0
         for position, (entry, key) in enumerate(zip(entries, said, strict=True)):
             if entry is None:

@@ -146,7 +146,9 @@ class OpenAIJobs:
             after = str(jobs[-1].get("id"))
         raise too_many_jobs(MOST_PAGES)
 
-    def results(self, target: JobTarget, state: JobState, keys: Sequence[str]) -> Steps:
+    def results(
+        self, target: JobTarget, state: JobState, keys: Sequence[str], in_order: bool = False
+    ) -> Steps:
         rows: dict[str, Row] = {}
         lines: list[dict[str, Any] | None] = []
         for file_id in state.results or ():
