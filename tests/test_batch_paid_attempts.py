@@ -135,3 +135,27 @@ def test_an_input_a_budget_left_pending_counts_what_it_paid_when_run_again(
     assert summary.stopped == (
         "the budget of $0.00001 is reached ($0.000018, $0.000018 of it paid before this run)"
     )
+
+
+def test_a_copy_of_an_input_this_run_left_pending_adds_nothing_it_paid(tmp_path: Path) -> None:
+    # The first copy pays for a failed attempt, and the budget's stop leaves it pending; the
+    # second, not started, is the same input: what it paid is counted once.
+    scripts: dict[str, list[object]] = {"doc 0": [paid_failure(), answer(0)], "doc 1": [answer(1)]}
+    run = allama.batch(
+        Scripted(scripts),
+        Row,
+        ["doc 0", "doc 1", "doc 0"],
+        request=TEMPLATE,
+        ledger=tmp_path / "run.sqlite",
+        max_cost="0.00001",
+        concurrency=1,
+        backoff=0,
+    )
+    results = sorted(run, key=lambda r: r.index)
+    assert [(r.failure.kind if r.failure else "ok", r.pending) for r in results] == [
+        ("server", True),
+        ("not_started", False),
+        ("not_started", False),
+    ]
+    assert [len(r.spent) for r in results] == [1, 0, 0]
+    assert (run.summary.cost, run.summary.input_tokens) == (CALL, 100)

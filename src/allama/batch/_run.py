@@ -1623,7 +1623,9 @@ class _Runner:
                 if row.status == Status.FAILED and self.spec.retry_failed:
                     self.held_back += row.run_id != self.ledger.run_id
                 return self._given(index, label, row)
-            paid = _paid_before(row)
+            # Left by an earlier run (what this run's own copy paid, its result counted).
+            earlier = row is not None and row.run_id != self.ledger.run_id
+            paid = _paid_before(row) if earlier else []
             if paid and self.first_read(key):
                 return replace(self._not_started(index, key, label), spent=tuple(paid))
         return self._not_started(index, key, label)
