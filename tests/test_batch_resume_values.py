@@ -9,6 +9,7 @@ import json
 import re
 import sqlite3
 import time
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -189,6 +190,13 @@ class LevelSet(BaseModel):
     s: frozenset[FrozenLevel]
 
 
+class Recent(BaseModel):
+    """A deque its factory limits: a JSON array reads back as a deque of no limit."""
+
+    n: int
+    last: deque[int] = Field(default_factory=lambda: deque(maxlen=2))
+
+
 class Encoded(BaseModel):
     model_config = ConfigDict(ser_json_bytes="base64")
     data: bytes
@@ -302,6 +310,7 @@ CASES: list[tuple[str, Any, Any, Any]] = [
     ("a dataclass attribute made from the input", Weighed, {"n": 1, "unit": "kg"}, None),
     ("that union in a set's tuples", LevelPairs, {"s": [[1.0]]}, None),
     ("that union in a set's models", LevelSet, {"s": [{"level": 1.0}]}, None),
+    ("a deque's length limit", Recent, {"n": 1}, None),
     ("bytes written as base64", Encoded, {"data": "hello"}, None),
     ("a serializer that rounds", Rounded, {"score": 1.26}, None),
     ("a serializer of another format", Dated, {"day": "2026-12-03"}, None),
@@ -514,6 +523,69 @@ def test_a_secret_beside_a_union_that_reads_back_another_choice_is_told_not_chan
     assert resumed.resumed and resumed.value is None
     assert resumed.failure is not None and resumed.failure.kind == "stored_value_invalid"
     assert _row(ledger).source == ""
+
+
+class Minted(BaseModel):
+    token: SecretStr
+    n: int
+    _made: UUID = PrivateAttr(default_factory=uuid4)
+
+
+class SecretSet(BaseModel):
+    tokens: frozenset[SecretStr]
+
+
+class Badge(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    token: SecretStr
+
+
+class Badges(BaseModel):
+    s: frozenset[Badge]
+
+
+@dataclass
+class Visit:
+    token: SecretStr
+    n: int
+
+    def __post_init__(self) -> None:
+        self.seen_at = time.monotonic()
+
+
+@dataclass
+class Note:
+    token: SecretStr
+    n: int
+    extra: Annotated[int, Field(exclude=True)] = 0
+
+
+class Noted(BaseModel):
+    note: Note
+
+
+SECRET_CASES: list[tuple[str, Any, Any]] = [
+    ("a private attribute of its own", Minted, {"token": "s3cret", "n": 1}),
+    ("a set of secrets", SecretSet, {"tokens": ["s3cret"]}),
+    ("a set of models holding a secret", Badges, {"s": [{"token": "s3cret"}]}),
+    ("a dataclass's attribute beyond its fields", Visit, {"token": "s3cret", "n": 1}),
+    ("a dataclass field left out of the JSON", Note, {"token": "s3cret", "n": 1, "extra": 4}),
+    ("that dataclass in a model", Noted, {"note": {"token": "s3cret", "n": 1, "extra": 4}}),
+]
+
+
+@pytest.mark.parametrize(
+    ("tp", "answer"), [case[1:] for case in SECRET_CASES], ids=[case[0] for case in SECRET_CASES]
+)
+def test_a_type_with_a_secret_resumes_where_its_json_holds_the_same(
+    tp: Any, answer: Any, tmp_path: Path
+) -> None:
+    # What its JSON leaves out comes back as the type makes it; what it holds, the same.
+    first, resumed = (r.value for r in _runs(tp, answer, tmp_path / "run.sqlite"))
+    adapter = TypeAdapter(tp)
+    assert type(resumed) is type(first)
+    assert stored_value(adapter, resumed) == stored_value(adapter, first)
+    assert "s3cret" not in (_row(tmp_path / "run.sqlite").value or "")
 
 
 class Account(BaseModel):

@@ -27,6 +27,7 @@ import sqlite3
 import sys
 import threading
 import time
+import typing
 import warnings
 from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
@@ -45,6 +46,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
 )
+from pydantic.fields import FieldInfo
 from pydantic_core import to_json
 
 from allama import _tracing
@@ -509,13 +511,14 @@ class _Spec:
 def _reads_back(spec: _Spec, text: str, value: Any, secrets: bool = False) -> bool:
     """Whether `text`, a value's JSON, reads back as that value: equal, and of the same
     types throughout (`1` equals an `IntEnum`'s 1, and `repr` tells them apart). With
-    `secrets`, what the JSON leaves out (a secret, masked; a field with `exclude=True`) is
-    lost, as the README says, but nothing it holds may change: it must read back as a value
-    whose JSON is `text` again (a validator run on its own output), the same elsewhere."""
+    `secrets`, what the JSON leaves out (a secret, masked; a field with `exclude=True`; a
+    private attribute) is lost, as the README says, but nothing it holds may change: it
+    must read back as a value whose JSON is `text` again (a validator run on its own
+    output), of the same types where the JSON holds them."""
     try:
         back = read_stored_value(spec.adapter, text)
         if secrets:
-            return stored_value(spec.adapter, back) == text and _identical(back, value, True)
+            return stored_value(spec.adapter, back) == text and _shape(back) == _shape(value)
         return _identical(back, value)
     except Exception:  # it does not validate, or its values do not compare
         return False
@@ -527,65 +530,92 @@ _PLAIN = (str, int, bool, type(None))
 _ABSENT = object()
 
 
-def _identical(a: Any, b: Any, masked: bool = False) -> bool:
+def _identical(a: Any, b: Any) -> bool:
     """Whether two values are the same throughout: of the same type at every level, and
     equal field by field, whatever the type's `==` and `repr` leave out (`1` equals an
-    `IntEnum`'s 1; a dataclass field with `compare=False`). `masked`: secrets and fields
-    with `exclude=True` are not compared (their JSON does not hold them). Any doubt is
-    `False`: the ledger then keeps the output the value was read from, which costs room,
-    not truth."""
+    `IntEnum`'s 1; a dataclass field with `compare=False`). Any doubt is `False`: the ledger
+    then keeps the output the value was read from, which costs room, not truth."""
     if type(a) is not type(b):
         return False
     if type(a) in _PLAIN:
         return bool(a == b)
-    if masked and isinstance(a, Secret | SecretStr | SecretBytes):
-        return True
     if isinstance(a, BaseModel):
         return (
-            _same_attributes(a, b, a.__dict__, b.__dict__, masked)
-            and _identical(a.__pydantic_extra__, b.__pydantic_extra__, masked)
-            and _identical(a.__pydantic_private__, b.__pydantic_private__, masked)
+            _same_attributes(a.__dict__, b.__dict__)
+            and _identical(a.__pydantic_extra__, b.__pydantic_extra__)
+            and _identical(a.__pydantic_private__, b.__pydantic_private__)
         )
     if is_dataclass(a):
         # Its fields, and what else a validator set on it (`__dict__`, where it has one).
-        mine = {f.name: getattr(a, f.name) for f in fields(a)}
-        theirs = {f.name: getattr(b, f.name) for f in fields(b)}
         return _same_attributes(
-            a,
-            b,
-            mine | getattr(a, "__dict__", {}),
-            theirs | getattr(b, "__dict__", {}),
-            masked,
+            {f.name: getattr(a, f.name) for f in fields(a)} | getattr(a, "__dict__", {}),
+            {f.name: getattr(b, f.name) for f in fields(b)} | getattr(b, "__dict__", {}),
         )
     if isinstance(a, dict):
         # In order: a dict's keys come back in the order its JSON writes them.
         return len(a) == len(b) and all(
-            _identical(ka, kb, masked) and _identical(va, vb, masked)
+            _identical(ka, kb) and _identical(va, vb)
             for (ka, va), (kb, vb) in zip(a.items(), b.items(), strict=True)
         )
+    if isinstance(a, collections.deque) and a.maxlen != b.maxlen:
+        return False
     if isinstance(a, list | tuple | collections.deque):
-        return len(a) == len(b) and all(_identical(x, y, masked) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(map(_identical, a, b))
     if isinstance(a, set | frozenset):
         # Each element with the one the other holds equal to it: of the same type throughout
         # (`(One.ONE,)` and `(1,)` are equal, and of one type).
         theirs = {x: x for x in b}
-        return len(a) == len(b) and all(_identical(x, theirs.get(x, _ABSENT), masked) for x in a)
+        return len(a) == len(b) and all(_identical(x, theirs.get(x, _ABSENT)) for x in a)
     return bool(a == b) and repr(a) == repr(b)
 
 
-def _same_attributes(
-    a: Any, b: Any, mine: dict[str, Any], theirs: dict[str, Any], masked: bool
-) -> bool:
-    """Whether two objects' attributes are the same, in any order; `masked` leaves out the
-    fields their JSON leaves out (`exclude=True`)."""
-    if masked:
-        shown = getattr(type(a), "__pydantic_fields__", None) or {}
-        left_out = {name for name, info in shown.items() if info.exclude}
-        mine = {k: v for k, v in mine.items() if k not in left_out}
-        theirs = {k: v for k, v in theirs.items() if k not in left_out}
+def _same_attributes(mine: dict[str, Any], theirs: dict[str, Any]) -> bool:
     return mine.keys() == theirs.keys() and all(
-        _identical(value, theirs[name], masked) for name, value in mine.items()
+        _identical(value, theirs[name]) for name, value in mine.items()
     )
+
+
+def _shape(value: Any) -> Any:
+    """The types a value holds where its JSON holds them, its secrets left as their types:
+    two values whose JSON is the same text are the same there when their shapes are."""
+    if type(value) in _PLAIN or isinstance(value, Secret | SecretStr | SecretBytes):
+        return type(value)
+    if isinstance(value, BaseModel):
+        left_out = _left_out(type(value))
+        shown = [(name, _shape(v)) for name, v in value.__dict__.items() if name not in left_out]
+        return type(value), tuple(shown), _shape(value.__pydantic_extra__)
+    if is_dataclass(value) and not isinstance(value, type):
+        left_out = _left_out(type(value))
+        names = [f.name for f in fields(value) if f.name not in left_out]
+        return type(value), tuple((name, _shape(getattr(value, name))) for name in names)
+    if isinstance(value, dict):
+        return type(value), tuple((_shape(k), _shape(v)) for k, v in value.items())
+    if isinstance(value, collections.deque):
+        return type(value), value.maxlen, tuple(map(_shape, value))
+    if isinstance(value, list | tuple):
+        return type(value), tuple(map(_shape, value))
+    if isinstance(value, set | frozenset):
+        return type(value), tuple(sorted(repr(_shape(x)) for x in value))
+    return type(value)
+
+
+@functools.cache
+def _left_out(cls: type) -> frozenset[str]:
+    """The fields of a model or dataclass its JSON leaves out (`exclude=True`)."""
+    known = getattr(cls, "__pydantic_fields__", None)
+    if isinstance(known, dict):
+        return frozenset(name for name, info in known.items() if info.exclude)
+    # A standard dataclass: `Field(exclude=True)` as a field's default, or in `Annotated`.
+    try:
+        hints = typing.get_type_hints(cls, include_extras=True)
+    except Exception:  # a name its annotations cannot resolve: every field is compared
+        hints = {}
+    left_out = set()
+    for f in fields(cls):
+        said = [f.default, *getattr(hints.get(f.name), "__metadata__", ())]
+        if any(isinstance(info, FieldInfo) and info.exclude for info in said):
+            left_out.add(f.name)
+    return frozenset(left_out)
 
 
 WITHHELD = ""
