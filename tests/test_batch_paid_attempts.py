@@ -5,10 +5,14 @@ when its input ends, so that inputs trying again do not pass the budget unseen."
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sqlite3
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 import allama
@@ -159,3 +163,54 @@ def test_a_copy_of_an_input_this_run_left_pending_adds_nothing_it_paid(tmp_path:
     ]
     assert [len(r.spent) for r in results] == [1, 0, 0]
     assert (run.summary.cost, run.summary.input_tokens) == (CALL, 100)
+
+
+class Watching(MockProvider):
+    """Answers not JSON, then JSON; reads the ledger's row as the repair's call goes out."""
+
+    def __init__(self, ledger: Path) -> None:
+        super().__init__([], name="openai")
+        self.ledger = ledger
+        self.seen: list[tuple[object, object]] = []
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        self._record(request)
+        if len(self.requests) == 1:
+            builder = ChatResponseBuilder().text("not JSON").usage(100, 5)
+            return builder.model("gpt-4o-mini").provider("openai").build()
+        with sqlite3.connect(self.ledger) as db:
+            self.seen.append(db.execute("SELECT record, cost FROM items").fetchone())
+        return answer(1)
+
+    async def achat(self, request: ChatRequest) -> ChatResponse:
+        return self.chat(request)
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["batch", "abatch"])
+def test_a_pass_paid_for_is_in_the_ledger_before_the_repair_is_sent(
+    tmp_path: Path, run_async: bool
+) -> None:
+    # A run killed during the repair's call loses no record of the pass before it.
+    ledger = tmp_path / "run.sqlite"
+    provider = Watching(ledger)
+    options: dict[str, Any] = {
+        "request": TEMPLATE,
+        "ledger": ledger,
+        "extractor": allama.Extractor(retries=1),
+    }
+    if run_async:
+
+        async def read() -> list[Any]:
+            return [r async for r in allama.abatch(provider, Row, ["doc 1"], **options)]
+
+        (result,) = asyncio.run(read())
+    else:
+        (result,) = allama.batch(provider, Row, ["doc 1"], **options)
+    assert result.value == Row(n=1) and result.metadata.passes == 2
+    ((record, cost),) = provider.seen
+    kept = json.loads(record)
+    assert (kept["passes"], kept["usage"]) == (1, {"input_tokens": 100, "output_tokens": 5})
+    assert Decimal(cost) == CALL
+    with sqlite3.connect(ledger) as db:  # then the whole record, in its place
+        (final,) = db.execute("SELECT record FROM items").fetchone()
+    assert json.loads(final)["passes"] == 2 and "earlier_attempts" not in json.loads(final)

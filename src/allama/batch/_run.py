@@ -30,7 +30,15 @@ import time
 import typing
 import warnings
 from collections import Counter
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from decimal import Decimal
 from os import PathLike
@@ -82,12 +90,12 @@ from allama.extract._engine import Extracted
 from allama.extract._errors import EnforcementBelowError, ParseError
 from allama.extract._extractor import Extractor
 from allama.extract._metadata import ExtractionMetadata
-from allama.extract._mode import SchemaEnforcement
+from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.extract._output import dump_consumes, dump_reads_back
 from allama.extract._parse import ReadAgainError, read_again
 from allama.provider import ChatProvider
 from allama.schema._types import type_label, type_schema
-from allama.types import ChatRequest, ChatResponse
+from allama.types import ChatRequest, ChatResponse, Warning
 
 __all__ = [
     "AsyncBatchRun",
@@ -1771,6 +1779,8 @@ class _Runner:
                 # The extraction's first call goes on this turn; each further call it makes
                 # (a retry, a repair) takes a turn of its own (`Turns`).
                 turn = Turn(sent_at, tries.estimate)
+                if self.ledger is not None:
+                    turn.keep = functools.partial(self._keep_passes, key, tries.spent)
                 entered = TURN.set(turn)
                 try:
                     outcome = await self.call(request)
@@ -1782,6 +1792,7 @@ class _Runner:
                     outcome = CallCancelled()  # the call's own, not the run's: its failure
                 finally:
                     TURN.reset(entered)
+                    turn.answered.clear()  # kept for a call that would follow: none does
                     self.summary.in_flight -= 1
                 sent_at = turn.sent_at
                 # Its own passes answered before its last call are no news of the provider.
@@ -1798,6 +1809,14 @@ class _Runner:
                 return await self._judged(index, key, label, concluded, tries, began)
             if concluded is not None:
                 return concluded
+
+    async def _keep_passes(
+        self, key: str, spent: list[ExtractionMetadata], paid: ExtractionMetadata
+    ) -> None:
+        """What a send's calls were answered so far, kept with what its input's earlier
+        attempts paid: the final record (or the failure's) takes its place."""
+        assert self.ledger is not None
+        await self.ledger.keep_paid(key, _stored_record(paid, spent), _paid_text(paid, spent))
 
     def _taken_over(
         self,
@@ -2333,6 +2352,29 @@ class Turn:
     """Its first call goes on the turn the run took for it."""
     called: float = float("-inf")
     """When its last call began (`time.monotonic`): an answer after it is news."""
+    keep: Callable[[ExtractionMetadata], Awaitable[None]] | None = None
+    """Keeps in the ledger what the send's calls were answered so far, before its next
+    call (a repair, a retry), so that a run killed during that call loses no record of
+    what was paid: the run that sends the input again carries it."""
+    answered: list[ChatResponse] = field(default_factory=list)
+    """The send's answers so far, where `keep` is set."""
+    native: bool = True
+    """Its calls ask for the provider's response format (else a forced tool)."""
+
+    def paid(self) -> ExtractionMetadata | None:
+        """The record of the answers so far: their passes, usage and cost."""
+        if not self.answered:
+            return None
+        record = ExtractionMetadata.new(
+            ExtractionMode.NATIVE if self.native else ExtractionMode.FORCED_TOOL
+        )
+        for response in self.answered:
+            record.record_pass(response, _as_said)
+        return record
+
+
+def _as_said(warning: Warning) -> Warning:
+    return warning
 
 
 TURN: contextvars.ContextVar[Turn | None] = contextvars.ContextVar(
@@ -2367,6 +2409,9 @@ class Turns:
         return getattr(self._provider, name)
 
     async def _take(self, turn: Turn, request: ChatRequest) -> None:
+        paid = turn.paid() if turn.keep is not None else None
+        if paid is not None and turn.keep is not None:
+            await turn.keep(paid)
         limiter = self.limiter
         tokens = _estimate(request, self.schema_tokens, limiter) if limiter.counts_tokens else 0
         turn.estimate = tokens
@@ -2384,6 +2429,9 @@ class Turns:
             await self._take(turn, request)
         turn.called = time.monotonic()
         response = await self._provider.achat(request)
+        if turn.keep is not None:
+            turn.native = request.response_format is not None
+            turn.answered.append(response)
         usage = response.usage
         if self.limiter.counts_tokens and usage is not None:
             self.limiter.spent(turn.estimate, usage.total_tokens, turn.sent_at, usage.output_tokens)
@@ -2401,6 +2449,9 @@ class Turns:
             self._wait_for(turn, request)
         turn.called = time.monotonic()
         response = self._provider.chat(request)
+        if turn.keep is not None:
+            turn.native = request.response_format is not None
+            turn.answered.append(response)
         if self.limiter.counts_tokens and response.usage is not None and self.loop is not None:
             with contextlib.suppress(RuntimeError):  # the run's loop closed: it is over
                 usage = response.usage
