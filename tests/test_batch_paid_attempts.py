@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -214,3 +215,72 @@ def test_a_pass_paid_for_is_in_the_ledger_before_the_repair_is_sent(
     with sqlite3.connect(ledger) as db:  # then the whole record, in its place
         (final,) = db.execute("SELECT record FROM items").fetchone()
     assert json.loads(final)["passes"] == 2 and "earlier_attempts" not in json.loads(final)
+
+
+def _left_pending(ledger: Path) -> None:
+    """doc 0 pays for a failed attempt, and a budget's stop leaves it pending."""
+    scripts: dict[str, list[object]] = {"doc 0": [paid_failure(), answer(0)]}
+    first = allama.batch(
+        Scripted(scripts),
+        Row,
+        ["doc 0"],
+        request=TEMPLATE,
+        ledger=ledger,
+        max_cost="0.00001",
+        backoff=0,
+    )
+    assert [r.pending for r in first] == [True]
+
+
+def test_an_input_claimed_and_given_back_unsent_carries_what_an_earlier_run_paid(
+    tmp_path: Path,
+) -> None:
+    # doc 0, claimed ahead, waits while doc 9's answer reaches the budget: never sent.
+    ledger = tmp_path / "run.sqlite"
+    _left_pending(ledger)
+    scripts: dict[str, list[object]] = {"doc 9": [answer(9)], "doc 0": [answer(0)]}
+    run = allama.batch(
+        Scripted(scripts),
+        Row,
+        ["doc 9", "doc 0"],
+        request=TEMPLATE,
+        ledger=ledger,
+        max_cost="0.00003",
+        concurrency=1,
+        backoff=0,
+    )
+    results = sorted(run, key=lambda r: r.index)
+    assert [r.failure.kind if r.failure else "ok" for r in results] == ["ok", "not_started"]
+    assert [m.cost.total if m.cost else None for m in results[1].spent] == [CALL]
+    assert run.summary.cost == 2 * CALL
+    assert run.summary.stopped == (
+        "the budget of $0.00003 is reached ($0.000036, $0.000018 of it paid before this run)"
+    )
+
+
+def test_what_another_run_paid_for_an_input_since_this_one_started_counts_before_it_is_sent(
+    tmp_path: Path,
+) -> None:
+    # When this run starts, doc 0 has paid for one attempt; before it is claimed, another
+    # run that was sending it keeps a second, and dies. That second attempt spends the budget.
+    ledger = tmp_path / "run.sqlite"
+    _left_pending(ledger)
+
+    def inputs() -> Iterator[str]:
+        with sqlite3.connect(ledger) as db:
+            (record,) = db.execute("SELECT record FROM items").fetchone()
+            kept = json.loads(record)
+            twice = {**kept, "earlier_attempts": [kept]}
+            db.execute("UPDATE items SET record = ?, cost = ?", (json.dumps(twice), str(2 * CALL)))
+        yield "doc 0"
+
+    provider = Scripted({"doc 0": [answer(0)]})
+    run = allama.batch(
+        provider, Row, inputs(), request=TEMPLATE, ledger=ledger, max_cost="0.00003", backoff=0
+    )
+    (result,) = list(run)
+    assert provider.call_count == 0
+    assert result.failure is not None and result.failure.kind == "not_started"
+    assert run.summary.stopped == (
+        "the budget of $0.00003 is reached ($0.000036, $0.000036 of it paid before this run)"
+    )

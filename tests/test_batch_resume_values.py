@@ -918,3 +918,33 @@ def test_a_literal_of_a_plain_enums_members_resumes_from_its_output(tmp_path: Pa
     assert not dump_reads_back(TypeAdapter(Painted))
     first, resumed = (r.value for r in _runs(Painted, {"name": "a"}, tmp_path / "run.sqlite"))
     assert resumed == first == Painted(name="a", hue=Hue.RED)
+
+
+class Priced(BaseModel):
+    """A secret beside serializers that write less than the value holds."""
+
+    token: SecretStr
+    price: float
+    name: str
+
+    @field_serializer("price")
+    def cents(self, price: float) -> float:
+        return round(price, 2)
+
+    @field_serializer("name")
+    def lower(self, name: str) -> str:
+        return name.lower()
+
+
+def test_a_secret_beside_a_serializer_that_loses_part_of_a_value_is_told_not_changed(
+    tmp_path: Path,
+) -> None:
+    # Its JSON reads back as the same JSON, and yet as another price and another name.
+    ledger = tmp_path / "run.sqlite"
+    answer = {"token": "s3cret", "price": 19.987, "name": "ACME Widget"}
+    (first,) = _runs(Priced, answer, ledger, count=1)
+    assert (first.value.price, first.value.name) == (19.987, "ACME Widget")
+    provider = allama.mock.MockProvider.with_text("{}")
+    (resumed,) = allama.batch(provider, Priced, ["doc"], request=TEMPLATE, ledger=ledger)
+    assert resumed.resumed and resumed.value is None and provider.requests == []
+    assert resumed.failure is not None and resumed.failure.kind == "stored_value_invalid"

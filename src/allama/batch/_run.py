@@ -584,10 +584,13 @@ def _same_attributes(mine: dict[str, Any], theirs: dict[str, Any]) -> bool:
 
 
 def _shape(value: Any) -> Any:
-    """The types a value holds where its JSON holds them, its secrets left as their types:
-    two values whose JSON is the same text are the same there when their shapes are."""
-    if type(value) in _PLAIN or isinstance(value, Secret | SecretStr | SecretBytes):
+    """What a value holds where its JSON holds it, of what types, its secrets as their
+    types alone: two values are the same there (a serializer of the type's own may write
+    one as the other) when their shapes are."""
+    if isinstance(value, Secret | SecretStr | SecretBytes):
         return type(value)
+    if type(value) in _PLAIN:
+        return type(value), value
     if isinstance(value, BaseModel):
         left_out = _left_out(type(value))
         shown = [(name, _shape(v)) for name, v in value.__dict__.items() if name not in left_out]
@@ -604,7 +607,7 @@ def _shape(value: Any) -> Any:
         return type(value), tuple(map(_shape, value))
     if isinstance(value, set | frozenset):
         return type(value), tuple(sorted(repr(_shape(x)) for x in value))
-    return type(value)
+    return type(value), repr(value)
 
 
 @functools.cache
@@ -1439,6 +1442,9 @@ class _Runner:
 
     def _finish(self, result: BatchResult[Any]) -> None:
         _tracing.input_result(result)
+        if result.pending and self.draining:
+            # What it paid is in its result: a copy read on after the stop carries none.
+            self.first_read(result.key)
         if self.spec.max_cost is not None:
             self._count_paid(result)
         self.summary.add(result)
@@ -1515,8 +1521,12 @@ class _Runner:
         cost, _ = _cost_of(paid)
         if cost is None:
             return
-        if key not in self.carried:  # left by another run after this one started
-            self.job_paid = MONEY.add(self.job_paid, cost)
+        # What another run paid for it since this one started (all of it, for an input left
+        # after; what its passes since added, for one it was sending then) counts now.
+        before = self.carried.get(key)
+        grown = cost if before is None else MONEY.subtract(cost, before)
+        if grown > 0:
+            self.job_paid = MONEY.add(self.job_paid, grown)
         self.carried[key] = cost
         self._check_known()
 
@@ -1661,9 +1671,8 @@ class _Runner:
                 if row.status == Status.FAILED and self.spec.retry_failed:
                     self.held_back += row.run_id != self.ledger.run_id
                 return self._given(index, label, row)
-            # Left by an earlier run (what this run's own copy paid, its result counted).
-            earlier = row is not None and row.run_id != self.ledger.run_id
-            paid = _paid_before(row) if earlier else []
+            # (A copy of one this run left pending has it counted with that copy's result.)
+            paid = _paid_before(row)
             if paid and self.first_read(key):
                 return replace(self._not_started(index, key, label), spent=tuple(paid))
         return self._not_started(index, key, label)
