@@ -189,6 +189,8 @@ class JobRunner(_Runner):
         self.open: dict[str, _Job] = {}
         self.live: set[asyncio.Task[None]] = set()
         self.items: dict[str, _Item] = {}
+        self.read_all = False
+        """The inputs are read (to their end, or as far as a stop let them be)."""
 
     # The run
 
@@ -281,6 +283,7 @@ class JobRunner(_Runner):
             self._read_ahead_not_started(inputs)
         finally:
             inputs.close()
+            self.read_all = True
         return waiting
 
     async def _claim(self, item: _Item, waiting: dict[str, list[_Item]]) -> None:
@@ -1129,8 +1132,12 @@ class JobRunner(_Runner):
         item.duplicates.clear()
 
     def _copies_to_come(self, key: str) -> bool:
-        # A copy may come until the inputs are all read: the run keeps every item's result.
-        return self.spec.dump_consumes
+        # A copy may come while the inputs are read (the run keeps every item's result);
+        # after, those that came are the item's.
+        if not self.spec.dump_consumes:
+            return False
+        item = self.items.get(key)
+        return not self.read_all or (item is not None and bool(item.duplicates))
 
 
 POLL_GROWTH = 1.5
