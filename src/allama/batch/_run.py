@@ -522,7 +522,8 @@ def _reads_back(spec: _Spec, text: str, value: Any, secrets: bool = False) -> bo
     `secrets`, what the JSON leaves out (a secret, masked; a field with `exclude=True`; a
     private attribute) is lost, as the README says, but nothing it holds may change: it
     must read back as a value whose JSON is `text` again (a validator run on its own
-    output), of the same types where the JSON holds them."""
+    output), holding the same values, of the same types, where the JSON holds them (a
+    serializer of the type's own may write two values alike)."""
     try:
         back = read_stored_value(spec.adapter, text)
         if secrets:
@@ -2418,9 +2419,10 @@ class Turns:
         return getattr(self._provider, name)
 
     async def _take(self, turn: Turn, request: ChatRequest) -> None:
-        paid = turn.paid() if turn.keep is not None else None
-        if paid is not None and turn.keep is not None:
-            await turn.keep(paid)
+        keep = turn.keep
+        paid = None if keep is None else turn.paid()
+        if keep is not None and paid is not None:
+            await keep(paid)
         limiter = self.limiter
         tokens = _estimate(request, self.schema_tokens, limiter) if limiter.counts_tokens else 0
         turn.estimate = tokens
