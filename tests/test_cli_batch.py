@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import stat
@@ -2339,3 +2340,136 @@ def test_status_and_export_read_the_ledger_at_one_moment_while_runs_start(
     finally:
         stop.set()
         writer.join()
+
+
+def test_an_export_whose_reader_goes_away_ends_as_sigpipe_would(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `allama batch export LEDGER | head -3`: more than a pipe holds, read a little of.
+    out = tmp_path / "out.jsonl"
+    numbers = [n for n in range(300) if n % 10 != 7 and n not in (13, 23)]
+    assert run(server, row_type, folder(tmp_path, numbers), out, "--concurrency", "16") == 0
+    capsys.readouterr()
+    read, write = os.pipe()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "allama.cli", "batch", "export", f"{out}.ledger.sqlite"],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(write)
+    with os.fdopen(read, "rb") as reader:
+        assert reader.read(100)
+    _, said = process.communicate(timeout=120)
+    # Not "N values written to stdout", status 0: the reader took three lines, not all.
+    assert (process.returncode, said) == (128 + signal.SIGPIPE, "")
+
+
+def test_a_closed_stderr_writes_nothing_into_the_output(tmp_path: Path) -> None:
+    # `allama batch export LEDGER 2>&-`: what it says is lost, not added to the rows.
+    done = subprocess.run(
+        [sys.executable, "-m", "allama.cli", "batch", "export", str(tmp_path / "none.sqlite")],
+        stdout=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: os.close(2),
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+
+
+def signal_after_two_sends(server: BatchServer, signum: int) -> None:
+    """`signum` to this process once the server has received two requests."""
+
+    def send() -> None:
+        deadline = time.monotonic() + 30
+        while sum(server.sent.values()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.kill(os.getpid(), signum)
+
+    threading.Thread(target=send, daemon=True).start()
+
+
+def test_sigterm_stops_starting_inputs_as_ctrl_c_does(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A service manager's or a container runtime's stop, or `timeout`: the run ends, said.
+    server.delay = 0.1
+    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8, 9, 10, 11, 12])
+    out = tmp_path / "out.jsonl"
+    signal_after_two_sends(server, signal.SIGTERM)
+    assert run(server, row_type, docs, out, "--concurrency", "2") == 128 + signal.SIGTERM
+    summary = summary_of(capsys.readouterr().err)
+    assert "stopped starting new inputs: terminated (SIGTERM)" in summary
+    sent = sum(server.sent.values())
+    assert 2 <= sent < 10 and len(rows_of(out)) == sent
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # given back
+
+
+def test_a_hangup_the_process_was_started_ignoring_stays_ignored(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `nohup allama batch run ...`: the terminal closing does not stop the run.
+    server.delay = 0.05
+    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8])
+    out = tmp_path / "out.jsonl"
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        signal_after_two_sends(server, signal.SIGHUP)
+        assert run(server, row_type, docs, out, "--concurrency", "2") == 0
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    assert sorted(server.sent.values()) == [1] * 6 and len(rows_of(out)) == 6
+
+
+def test_an_output_folder_removed_during_the_run_is_said_in_one_line(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.delay = 0.05
+    docs = folder(tmp_path, [1, 2, 4, 5])
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    ledger = tmp_path / "run.sqlite"
+
+    def remove() -> None:
+        deadline = time.monotonic() + 30
+        while sum(server.sent.values()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        shutil.rmtree(gone)
+
+    threading.Thread(target=remove, daemon=True).start()
+    code = run(server, row_type, docs, gone / "out.jsonl", "--ledger", str(ledger))
+    said = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in said
+    assert f"allama batch run: cannot write `{gone / 'out.jsonl'}`: No such file" in said
+    assert f"allama batch run: its values are in the ledger: `allama batch export {ledger}`" in said
+    reader = Ledger(ledger)
+    assert reader.counts() == {"done": 4}
+    reader.close()
+
+
+def test_a_part_file_renamed_by_a_run_ending_as_this_one_opens_it_is_made_anew(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Another run on the same --out ends between this one's opening its `.part` and locking
+    # it: it renames that file to the output. This run writes a `.part` of its own.
+    from allama.cli import _batch
+
+    out = tmp_path / "out.jsonl"
+    part = tmp_path / "out.jsonl.part"
+    part.write_text('{"the other run": 1}\n')
+    lock = _batch._lock
+    ended = []
+
+    def other_run_ends_first(output: Any) -> bool:
+        if not ended:
+            ended.append(part.rename(out))
+        return lock(output)
+
+    monkeypatch.setattr(_batch, "_lock", other_run_ends_first)
+    assert run(server, row_type, folder(tmp_path, [1, 2]), out) == 0
+    assert sorted(row["value"]["n"] for row in rows_of(out)) == [1, 2]
+    assert not part.exists()

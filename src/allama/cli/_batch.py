@@ -66,12 +66,14 @@ command again and what the ledger holds is not sent again: it is written from th
 
 Progress and the summary go to stderr: a bar redrawn in place on a terminal, otherwise a
 line every --progress-every seconds. Ctrl-C stops starting new inputs and lets those in
-flight finish (a second Ctrl-C abandons them; the ledger keeps them pending).
+flight finish (a second Ctrl-C abandons them; the ledger keeps them pending); so do SIGTERM
+and SIGHUP, unless the process was started ignoring them (nohup).
 
 exit status: 0 the run ended (some inputs may have failed: see the summary), 1 nothing
 could be done (an input file that cannot be read, the provider could not start, or refused
 the key or the account: the run stops starting inputs then), 2 a bad argument, 3 stopped
-by --max-cost (or a cost that is not known under --max-cost), 130 interrupted."""
+by --max-cost (or a cost that is not known under --max-cost), 130 interrupted (Ctrl-C),
+143 terminated (SIGTERM), 129 hung up (SIGHUP)."""
 
 
 def add_batch_parser(commands: Any) -> None:
@@ -604,6 +606,18 @@ def _lock(output: Any) -> bool:
     return True
 
 
+_PART_TRIES = 5
+
+
+def _still_at(output: Any, part: Path) -> bool:
+    """Whether the file opened (and locked) is still the one at `part`."""
+    try:
+        mine, there = os.fstat(output.fileno()), os.stat(part)
+    except OSError:
+        return False
+    return (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino)
+
+
 def _part(out: Path) -> Path:
     """Where the run writes its output, renamed to `out` when it ends."""
     return out.with_name(out.name + ".part")
@@ -948,19 +962,27 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
     # The output's `.part` file is taken first: a second run writing the same output is
     # refused before it starts a model or reads the ledger.
     part = _part(prepared.out)
-    made = not part.exists()
-    try:
-        output = part.open("a", encoding="utf-8")
-    except OSError as error:
-        _say("run", f"cannot write `{part}`: {error.strerror or error}")
-        return EXIT_FAILED
-    if not _lock(output):
+    for _ in range(_PART_TRIES):
+        made = not part.exists()
+        try:
+            output = part.open("a", encoding="utf-8")
+        except OSError as error:
+            _say("run", f"cannot write `{part}`: {error.strerror or error}")
+            return EXIT_FAILED
+        if not _lock(output):
+            output.close()
+            _say(
+                "run",
+                f"another run is writing `{prepared.out}` (its `{part.name}` is locked); "
+                "give this one another --out (both may share the ledger)",
+            )
+            return EXIT_USAGE
+        if _still_at(output, part):
+            break
+        # A run that just ended renamed it to the output, holding its lock: written anew.
         output.close()
-        _say(
-            "run",
-            f"another run is writing `{prepared.out}` (its `{part.name}` is locked); "
-            "give this one another --out (both may share the ledger)",
-        )
+    else:
+        _say("run", f"`{part}` keeps being renamed by other runs ending: try again")
         return EXIT_USAGE
 
     def give_up(code: int) -> int:
@@ -1131,9 +1153,15 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             except Exception as error:
                 broken = error
             written += filled
-    if broken is None:
-        os.replace(part, prepared.out)
-    elif written == 0:
+        unmoved: OSError | None = None
+        if broken is None:
+            try:
+                output.flush()
+                # Under the lock: no run starting meanwhile takes the finished `.part`.
+                os.replace(part, prepared.out)
+            except OSError as error:  # its folder removed, the disk full
+                unmoved = error
+    if broken is not None and written == 0:
         part.unlink(missing_ok=True)
     summary = run.summary
     for line in summary.lines():
@@ -1184,6 +1212,11 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             file=sys.stderr,
         )
     values = "value" if written == 1 else "values"
+    if unmoved is not None:
+        _say("run", f"cannot write `{prepared.out}`: {unmoved.strerror or unmoved}")
+        ledger_shown = printable(str(prepared.ledger))
+        _say("run", f"its values are in the ledger: `allama batch export {ledger_shown}`")
+        return EXIT_FAILED
     if broken is None:
         earlier = f", {filled} of them from the ledger for documents not reached" if filled else ""
         shown = printable(str(prepared.out))
@@ -1193,9 +1226,9 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         _say("run", f"the run stopped: {type(broken).__name__}: {broken}")
         kept = f"; this run's {written} {values} are in `{part}`" if written else ""
         _say("run", f"`{prepared.out}` is left as it was{kept}")
-        return EXIT_INTERRUPTED if isinstance(broken, KeyboardInterrupt) else EXIT_FAILED
+        return interrupts.status if isinstance(broken, KeyboardInterrupt) else EXIT_FAILED
     if interrupts.count:
-        return EXIT_INTERRUPTED
+        return interrupts.status
     if summary.refused is not None:
         return EXIT_FAILED
     held = summary.not_started or summary.pending or summary.in_jobs or held_back
@@ -1226,33 +1259,70 @@ def _isatty(stream: IO[str]) -> bool:
         return False
 
 
+_STOPPING = {
+    "SIGINT": INTERRUPTED,
+    "SIGTERM": "terminated (SIGTERM)",
+    "SIGHUP": "hung up (SIGHUP)",
+}
+"""The signals that stop a run as Ctrl-C does, and what the summary says of each: SIGTERM
+is how a service manager, a container's runtime or `timeout` asks a process to end (a
+container's first process gets no default action for it), SIGHUP a terminal closed."""
+
+
 class _Interrupts:
-    """Ctrl-C during a run: the first stops starting new inputs (those in flight finish and
-    are recorded); the second abandons them (the ledger keeps them pending)."""
+    """Ctrl-C (or SIGTERM, SIGHUP) during a run: the first stops starting new inputs (those
+    in flight finish and are recorded); the second abandons them (the ledger keeps them
+    pending). A signal the process was started ignoring (`nohup`) stays ignored."""
 
     def __init__(self, run: Any) -> None:
         self.run = run
         self.count = 0
+        self.signum = signal.SIGINT
+        """The first signal received: the exit status is 128 and its number."""
         self.finished = False
-        """The results are all in: a Ctrl-C now only sets the exit status."""
+        """The results are all in: a signal now only sets the exit status."""
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
+        if self.count == 1:
+            self.signum = signal.Signals(signum)
+            if self.signum.name == "SIGHUP" and _isatty(sys.stderr):
+                _hang_up_stderr()
         if self.count > 1 and not self.finished:
             raise KeyboardInterrupt
-        _stop_starting(self.run, INTERRUPTED)
+        _stop_starting(self.run, _STOPPING.get(signal.Signals(signum).name, INTERRUPTED))
+
+    @property
+    def status(self) -> int:
+        return 128 + int(self.signum)
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
+        previous: dict[signal.Signals, Any] = {}
         try:
-            previous = signal.signal(signal.SIGINT, self)
-        except ValueError:  # not the main thread: Ctrl-C is not this run's to handle
-            yield
-            return
+            for name in _STOPPING:
+                number = getattr(signal, name, None)  # (no SIGHUP on Windows)
+                if number is None or (
+                    name != "SIGINT" and signal.getsignal(number) is signal.SIG_IGN
+                ):
+                    continue
+                previous[number] = signal.signal(number, self)
+        except ValueError:  # not the main thread: signals are not this run's to handle
+            pass
         try:
             yield
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+
+def _hang_up_stderr() -> None:
+    """The terminal is gone: what the run would print there is dropped, rather than
+    failing the writes of the summary."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stderr.fileno())
+        os.close(devnull)
 
 
 def _stop_starting(run: Any, reason: str) -> None:

@@ -71,6 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     real = sys.stdout
     sys.stdout = _Output(real)
+    lost = sys.stderr is None  # started with stderr closed: Python gives None
+    if lost:
+        # What it would say is dropped, not written into stdout's data (`print(...,
+        # file=None)` writes to stdout).
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
     command = "allama"
     try:
         try:
@@ -91,6 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()
         finally:
             sys.stdout = real
+            if lost:
+                sys.stderr.close()
+                sys.stderr = None
     except BrokenPipeError:
         return _reader_gone()
     except _OutputLost as lost:
@@ -106,6 +114,10 @@ class _OutputLost(Exception):
     the message says why."""
 
 
+_PIECE = 4096
+"""The most written to standard output at once (`_Output.write`)."""
+
+
 class _Output(io.TextIOBase):
     """Standard output for a command: a failure to write it is raised as `_OutputLost`, which
     `main` says on one line (exit status 1), for every command in one place; a reader that
@@ -119,6 +131,12 @@ class _Output(io.TextIOBase):
             if text:
                 raise _OutputLost("it is closed")
             return 0
+        if len(text) > _PIECE:
+            # In pieces: a large write that a reader going away cuts short is reported by
+            # the buffered layer as a short write, which the text layer does not check.
+            for start in range(0, len(text), _PIECE):
+                self.write(text[start : start + _PIECE])
+            return len(text)
         try:
             return self._stream.write(text)
         except BrokenPipeError:
