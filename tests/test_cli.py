@@ -322,3 +322,18 @@ def test_a_full_stdout_ends_the_output_in_one_line_without_a_traceback() -> None
             1,
             f"{name}: cannot write to stdout: No space left on device\n",
         )
+
+
+def test_ctrl_c_while_the_command_loads_ends_it_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The command's modules take about half a second to import: a Ctrl-C then is no traceback.
+    class Interrupted:
+        def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+            if name == "allama.cli._main":
+                raise KeyboardInterrupt
+            return None
+
+    monkeypatch.delitem(sys.modules, "allama.cli._main")
+    monkeypatch.setattr(sys, "meta_path", [Interrupted(), *sys.meta_path])
+    from allama import cli
+
+    assert cli.main(["--version"]) == 130
