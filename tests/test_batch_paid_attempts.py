@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,22 @@ class Scripted(MockProvider):
         return self.chat(request)
 
 
+def budgeted(
+    provider: MockProvider, docs: Iterable[str], ledger: Path, budget: str
+) -> allama.BatchRun[Row]:
+    """A run of `docs` under `budget`, one input at a time, tried again at once."""
+    return allama.batch(
+        provider,
+        Row,
+        docs,
+        request=TEMPLATE,
+        ledger=ledger,
+        max_cost=budget,
+        concurrency=1,
+        backoff=0,
+    )
+
+
 def test_an_attempt_that_paid_counts_beside_a_last_one_that_paid_nothing(
     tmp_path: Path,
 ) -> None:
@@ -83,16 +99,7 @@ def test_a_paid_attempt_counts_toward_the_budget_before_its_input_is_tried_again
     # attempt's cost is past the budget, and nothing more is sent.
     scripts: dict[str, list[object]] = {f"doc {n}": [paid_failure(), answer(n)] for n in range(4)}
     provider = Scripted(scripts)
-    run = allama.batch(
-        provider,
-        Row,
-        list(scripts),
-        request=TEMPLATE,
-        ledger=tmp_path / "run.sqlite",
-        max_cost="0.00001",
-        concurrency=1,
-        backoff=0,
-    )
+    run = budgeted(provider, list(scripts), tmp_path / "run.sqlite", "0.00001")
     results = list(run)
     assert provider.call_count == 1
     assert run.summary.stopped == "the budget of $0.00001 is reached ($0.000018)"
@@ -109,16 +116,7 @@ def test_an_input_a_budget_left_pending_counts_what_it_paid_when_run_again(
     ledger = tmp_path / "run.sqlite"
 
     def run(provider: Scripted) -> allama.BatchRun[Row]:
-        return allama.batch(
-            provider,
-            Row,
-            list(scripts),
-            request=TEMPLATE,
-            ledger=ledger,
-            max_cost="0.00001",
-            concurrency=1,
-            backoff=0,
-        )
+        return budgeted(provider, list(scripts), ledger, "0.00001")
 
     first = run(Scripted(scripts))
     assert [r.pending for r in first if r.index == 0] == [True]
@@ -146,15 +144,8 @@ def test_a_copy_of_an_input_this_run_left_pending_adds_nothing_it_paid(tmp_path:
     # The first copy pays for a failed attempt, and the budget's stop leaves it pending; the
     # second, not started, is the same input: what it paid is counted once.
     scripts: dict[str, list[object]] = {"doc 0": [paid_failure(), answer(0)], "doc 1": [answer(1)]}
-    run = allama.batch(
-        Scripted(scripts),
-        Row,
-        ["doc 0", "doc 1", "doc 0"],
-        request=TEMPLATE,
-        ledger=tmp_path / "run.sqlite",
-        max_cost="0.00001",
-        concurrency=1,
-        backoff=0,
+    run = budgeted(
+        Scripted(scripts), ["doc 0", "doc 1", "doc 0"], tmp_path / "run.sqlite", "0.00001"
     )
     results = sorted(run, key=lambda r: r.index)
     assert [(r.failure.kind if r.failure else "ok", r.pending) for r in results] == [
@@ -220,15 +211,7 @@ def test_a_pass_paid_for_is_in_the_ledger_before_the_repair_is_sent(
 def _left_pending(ledger: Path) -> None:
     """doc 0 pays for a failed attempt, and a budget's stop leaves it pending."""
     scripts: dict[str, list[object]] = {"doc 0": [paid_failure(), answer(0)]}
-    first = allama.batch(
-        Scripted(scripts),
-        Row,
-        ["doc 0"],
-        request=TEMPLATE,
-        ledger=ledger,
-        max_cost="0.00001",
-        backoff=0,
-    )
+    first = budgeted(Scripted(scripts), ["doc 0"], ledger, "0.00001")
     assert [r.pending for r in first] == [True]
 
 
@@ -239,16 +222,7 @@ def test_an_input_claimed_and_given_back_unsent_carries_what_an_earlier_run_paid
     ledger = tmp_path / "run.sqlite"
     _left_pending(ledger)
     scripts: dict[str, list[object]] = {"doc 9": [answer(9)], "doc 0": [answer(0)]}
-    run = allama.batch(
-        Scripted(scripts),
-        Row,
-        ["doc 9", "doc 0"],
-        request=TEMPLATE,
-        ledger=ledger,
-        max_cost="0.00003",
-        concurrency=1,
-        backoff=0,
-    )
+    run = budgeted(Scripted(scripts), ["doc 9", "doc 0"], ledger, "0.00003")
     results = sorted(run, key=lambda r: r.index)
     assert [r.failure.kind if r.failure else "ok" for r in results] == ["ok", "not_started"]
     assert [m.cost.total if m.cost else None for m in results[1].spent] == [CALL]
@@ -275,9 +249,7 @@ def test_what_another_run_paid_for_an_input_since_this_one_started_counts_before
         yield "doc 0"
 
     provider = Scripted({"doc 0": [answer(0)]})
-    run = allama.batch(
-        provider, Row, inputs(), request=TEMPLATE, ledger=ledger, max_cost="0.00003", backoff=0
-    )
+    run = budgeted(provider, inputs(), ledger, "0.00003")
     (result,) = list(run)
     assert provider.call_count == 0
     assert result.failure is not None and result.failure.kind == "not_started"

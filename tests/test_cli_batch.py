@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -1554,28 +1554,50 @@ def test_on_an_80_column_terminal_the_bar_is_drawn_and_the_least_needed_parts_gi
     assert "509 tokens, $0.000000+?, " in progress_text(summary)
 
 
-def interrupt_after_two_sends(server: BatchServer) -> None:
-    """Ctrl-C to this process once the server has received two requests."""
+def after_two_sends(server: BatchServer, act: Callable[[], None]) -> None:
+    """`act`, in a thread of its own, once the server has received two requests."""
 
-    def interrupt() -> None:
+    def wait_and_act() -> None:
         deadline = time.monotonic() + 30
         while sum(server.sent.values()) < 2 and time.monotonic() < deadline:
             time.sleep(0.005)
-        os.kill(os.getpid(), signal.SIGINT)
+        act()
 
-    threading.Thread(target=interrupt, daemon=True).start()
+    threading.Thread(target=wait_and_act, daemon=True).start()
 
 
+def interrupt_after_two_sends(server: BatchServer, signum: int = signal.SIGINT) -> None:
+    """Ctrl-C (or another signal) to this process once the server has received two
+    requests."""
+    after_two_sends(server, lambda: os.kill(os.getpid(), signum))
+
+
+@pytest.mark.parametrize(
+    ("signum", "said"),
+    [
+        (signal.SIGINT, "interrupted (Ctrl-C)"),
+        # A service manager's or a container runtime's stop, or `timeout`'s.
+        (signal.SIGTERM, "terminated (SIGTERM)"),
+    ],
+    ids=["ctrl-c", "sigterm"],
+)
 def test_ctrl_c_stops_starting_inputs_and_lets_the_run_end(
-    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    signum: int,
+    said: str,
 ) -> None:
     server.delay = 0.1
     docs = folder(tmp_path, [1, 2, 4, 5, 6, 8, 9, 10, 11, 12])
     out = tmp_path / "out.jsonl"
-    interrupt_after_two_sends(server)
-    assert run(server, row_type, docs, out, "--concurrency", "2") == 130
+    before = signal.getsignal(signum)
+    interrupt_after_two_sends(server, signum)
+    assert run(server, row_type, docs, out, "--concurrency", "2") == 128 + signum
+    assert signal.getsignal(signum) is before  # given back
     summary = summary_of(capsys.readouterr().err)
-    assert "stopped starting new inputs: interrupted (Ctrl-C)" in summary
+    assert f"stopped starting new inputs: {said}" in summary
     sent = sum(server.sent.values())
     assert 2 <= sent < 10
     # What was in flight finished and is in the output and the ledger; the rest is not.
@@ -2377,34 +2399,6 @@ def test_a_closed_stderr_writes_nothing_into_the_output(tmp_path: Path) -> None:
     assert (done.returncode, done.stdout) == (2, "")
 
 
-def signal_after_two_sends(server: BatchServer, signum: int) -> None:
-    """`signum` to this process once the server has received two requests."""
-
-    def send() -> None:
-        deadline = time.monotonic() + 30
-        while sum(server.sent.values()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.005)
-        os.kill(os.getpid(), signum)
-
-    threading.Thread(target=send, daemon=True).start()
-
-
-def test_sigterm_stops_starting_inputs_as_ctrl_c_does(
-    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # A service manager's or a container runtime's stop, or `timeout`: the run ends, said.
-    server.delay = 0.1
-    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8, 9, 10, 11, 12])
-    out = tmp_path / "out.jsonl"
-    signal_after_two_sends(server, signal.SIGTERM)
-    assert run(server, row_type, docs, out, "--concurrency", "2") == 128 + signal.SIGTERM
-    summary = summary_of(capsys.readouterr().err)
-    assert "stopped starting new inputs: terminated (SIGTERM)" in summary
-    sent = sum(server.sent.values())
-    assert 2 <= sent < 10 and len(rows_of(out)) == sent
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # given back
-
-
 def test_a_hangup_the_process_was_started_ignoring_stays_ignored(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -2414,7 +2408,7 @@ def test_a_hangup_the_process_was_started_ignoring_stays_ignored(
     out = tmp_path / "out.jsonl"
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
-        signal_after_two_sends(server, signal.SIGHUP)
+        interrupt_after_two_sends(server, signal.SIGHUP)
         assert run(server, row_type, docs, out, "--concurrency", "2") == 0
     finally:
         signal.signal(signal.SIGHUP, previous)
@@ -2430,13 +2424,7 @@ def test_an_output_folder_removed_during_the_run_is_said_in_one_line(
     gone.mkdir()
     ledger = tmp_path / "run.sqlite"
 
-    def remove() -> None:
-        deadline = time.monotonic() + 30
-        while sum(server.sent.values()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.005)
-        shutil.rmtree(gone)
-
-    threading.Thread(target=remove, daemon=True).start()
+    after_two_sends(server, lambda: shutil.rmtree(gone))
     code = run(server, row_type, docs, gone / "out.jsonl", "--ledger", str(ledger))
     said = capsys.readouterr().err
     assert code == 1 and "Traceback" not in said
