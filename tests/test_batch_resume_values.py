@@ -28,6 +28,7 @@ from pydantic import (
     Discriminator,
     Field,
     PlainSerializer,
+    PlainValidator,
     PrivateAttr,
     Secret,
     SecretStr,
@@ -564,6 +565,28 @@ class Noted(BaseModel):
     note: Note
 
 
+class Money:
+    """A type of the caller's own: equal by value, with no `repr` of its own."""
+
+    def __init__(self, cents: int) -> None:
+        self.cents = cents
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Money) and other.cents == self.cents
+
+    def __hash__(self) -> int:
+        return hash(self.cents)
+
+
+class Charge(BaseModel):
+    token: SecretStr
+    amount: Annotated[
+        Money,
+        PlainValidator(lambda v: v if isinstance(v, Money) else Money(int(v))),
+        PlainSerializer(lambda money: money.cents, return_type=int),
+    ]
+
+
 SECRET_CASES: list[tuple[str, Any, Any]] = [
     ("a private attribute of its own", Minted, {"token": "s3cret", "n": 1}),
     ("a set of secrets", SecretSet, {"tokens": ["s3cret"]}),
@@ -571,6 +594,7 @@ SECRET_CASES: list[tuple[str, Any, Any]] = [
     ("a dataclass's attribute beyond its fields", Visit, {"token": "s3cret", "n": 1}),
     ("a dataclass field left out of the JSON", Note, {"token": "s3cret", "n": 1, "extra": 4}),
     ("that dataclass in a model", Noted, {"note": {"token": "s3cret", "n": 1, "extra": 4}}),
+    ("a value of a class with no repr of its own", Charge, {"token": "s3cret", "amount": 150}),
 ]
 
 

@@ -2461,3 +2461,46 @@ def test_a_part_file_renamed_by_a_run_ending_as_this_one_opens_it_is_made_anew(
     assert run(server, row_type, folder(tmp_path, [1, 2]), out) == 0
     assert sorted(row["value"]["n"] for row in rows_of(out)) == [1, 2]
     assert not part.exists()
+
+
+def test_sigterm_before_the_run_begins_ends_the_command_sending_nothing(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A container's first process has no default action for SIGTERM: the command's own ends
+    # it, as Ctrl-C would, while it prepares. Its `.part` is removed while still locked, so
+    # that a run starting meanwhile on the same --out never loses a file of its own.
+    import fcntl
+
+    from allama.cli import _batch
+
+    def terminated(provider: Any) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    locked = []
+    unlink = Path.unlink
+
+    def unlink_part(self: Path, missing_ok: bool = False) -> None:
+        if self.name.endswith(".part"):
+            with self.open("a") as other:
+                try:
+                    fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    locked.append(True)
+                else:
+                    locked.append(False)
+        unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(_batch, "_start_local", terminated)
+    monkeypatch.setattr(Path, "unlink", unlink_part)
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, folder(tmp_path, [1, 2]), out) == 128 + signal.SIGTERM
+    assert capsys.readouterr().err.endswith(
+        "allama batch run: terminated (SIGTERM) before the run began: nothing was sent\n"
+    )
+    assert locked == [True] and not (tmp_path / "out.jsonl.part").exists()
+    assert sum(server.sent.values()) == 0
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL

@@ -575,7 +575,38 @@ def _identical(a: Any, b: Any) -> bool:
         # (`(One.ONE,)` and `(1,)` are equal, and of one type).
         theirs = {x: x for x in b}
         return len(a) == len(b) and all(_identical(x, theirs.get(x, _ABSENT)) for x in a)
-    return bool(a == b) and repr(a) == repr(b)
+    return _same_leaf(a, b)
+
+
+def _same_leaf(a: Any, b: Any) -> bool:
+    """Two values of one type that neither `_identical` nor `_shape` looks into: equal, and
+    alike where `repr` tells more than `==` (`Decimal("1.0")` and `Decimal("1.00")`), unless
+    their class has no `repr` of its own (the default shows where each one lives)."""
+    if not bool(a == b):
+        return False
+    own: object = type(a).__repr__
+    return own is object.__repr__ or repr(a) == repr(b)
+
+
+class _Leaf:
+    """A value in a `_shape`, compared by `_same_leaf`."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _Leaf)
+            and type(self.value) is type(other.value)
+            and _same_leaf(self.value, other.value)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self.value).__qualname__}:{self.value!r}"
 
 
 def _same_attributes(mine: dict[str, Any], theirs: dict[str, Any]) -> bool:
@@ -608,7 +639,7 @@ def _shape(value: Any) -> Any:
         return type(value), tuple(map(_shape, value))
     if isinstance(value, set | frozenset):
         return type(value), tuple(sorted(repr(_shape(x)) for x in value))
-    return type(value), repr(value)
+    return _Leaf(value)
 
 
 @functools.cache

@@ -43,7 +43,6 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_BUDGET = 3
-EXIT_INTERRUPTED = 130
 
 DEFAULT_PROMPT = "Extract the data from the document."
 LOCAL_MODEL = "smollm2"
@@ -279,22 +278,24 @@ def add_batch_parser(commands: Any) -> None:
 
 
 def batch_command(args: argparse.Namespace) -> int:
-    try:
-        if args.batch_command == "run":
-            return _run(args)
-        if args.batch_command == "status":
-            return _status(args)
-        if args.batch_command == "cancel":
-            return _cancel(args)
-        return _export(args)
-    except _Usage as error:
-        _say(args.batch_command, str(error))
-        return EXIT_USAGE
-    except _Failed as error:
-        _say(args.batch_command, str(error))
-        return EXIT_FAILED
-    except KeyboardInterrupt:  # before a run started, or while status or export read
-        return EXIT_INTERRUPTED
+    interrupts = _Interrupts()
+    with interrupts.installed():
+        try:
+            if args.batch_command == "run":
+                return _run(args, interrupts)
+            if args.batch_command == "status":
+                return _status(args)
+            if args.batch_command == "cancel":
+                return _cancel(args)
+            return _export(args)
+        except _Usage as error:
+            _say(args.batch_command, str(error))
+            return EXIT_USAGE
+        except _Failed as error:
+            _say(args.batch_command, str(error))
+            return EXIT_FAILED
+        except KeyboardInterrupt:  # before a run started, or while status or export read
+            return interrupts.status
 
 
 # Arguments
@@ -377,10 +378,10 @@ def _say(command: str, message: str) -> None:
 # allama batch run
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, interrupts: _Interrupts) -> int:
     prepared = _prepare(args)
     with contextlib.closing(prepared.provider), _stderr_that_may_close():
-        return _execute(args, prepared)
+        return _execute(args, prepared, interrupts)
 
 
 class _MayClose(io.TextIOBase):
@@ -953,7 +954,7 @@ def _start_local(provider: Any) -> str | None:
     return f"local: llama.cpp with {name}, ready in {time.perf_counter() - began:.1f} s"
 
 
-def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
+def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interrupts) -> int:
     from pydantic import TypeAdapter
 
     import allama
@@ -986,14 +987,15 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         return EXIT_USAGE
 
     def give_up(code: int) -> int:
-        output.close()
-        if made:
+        if made:  # while it is locked: a run starting meanwhile is refused, or makes its own
             part.unlink(missing_ok=True)
+        output.close()
         return code
 
     def interrupted() -> int:
-        _say("run", "interrupted (Ctrl-C) before the run began: nothing was sent")
-        return give_up(EXIT_INTERRUPTED)
+        said = _STOPPING.get(interrupts.signum.name, INTERRUPTED)
+        _say("run", f"{said} before the run began: nothing was sent")
+        return give_up(interrupts.status)
 
     try:  # until Ctrl-C is the run's: nothing is sent before, and nothing is left
         try:
@@ -1074,7 +1076,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
                 every=0.1 if tty else args.progress_every,
                 paused=lambda: 0.0 if limiter.halted else limiter.paused_for,
             )
-        interrupts = _Interrupts(run)
+        interrupts.run = run
         written = 0
         failures: list[tuple[int, str, str, str, str]] = []
         """The first failures in input order: those the summary names."""
@@ -1095,7 +1097,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
         output.truncate(0)
     except KeyboardInterrupt:
         return interrupted()
-    with output, interrupts.installed():
+    with output:
         if progress is not None:
             progress.start()
         try:
@@ -1153,16 +1155,16 @@ def _execute(args: argparse.Namespace, prepared: _Prepared) -> int:
             except Exception as error:
                 broken = error
             written += filled
+        # Under the lock: no run starting meanwhile takes the `.part`, finished or not.
         unmoved: OSError | None = None
         if broken is None:
             try:
                 output.flush()
-                # Under the lock: no run starting meanwhile takes the finished `.part`.
                 os.replace(part, prepared.out)
             except OSError as error:  # its folder removed, the disk full
                 unmoved = error
-    if broken is not None and written == 0:
-        part.unlink(missing_ok=True)
+        elif written == 0:
+            part.unlink(missing_ok=True)
     summary = run.summary
     for line in summary.lines():
         print(printable(line), file=sys.stderr)  # a job's state and codes are the provider's
@@ -1272,10 +1274,12 @@ container's first process gets no default action for it), SIGHUP a terminal clos
 class _Interrupts:
     """Ctrl-C (or SIGTERM, SIGHUP) during a run: the first stops starting new inputs (those
     in flight finish and are recorded); the second abandons them (the ledger keeps them
-    pending). A signal the process was started ignoring (`nohup`) stays ignored."""
+    pending). Before the run is made, the first ends the command, nothing sent. A signal
+    the process was started ignoring (`nohup`) stays ignored."""
 
-    def __init__(self, run: Any) -> None:
-        self.run = run
+    def __init__(self) -> None:
+        self.run: Any = None
+        """The run, once made: before, a signal ends the command as Ctrl-C does."""
         self.count = 0
         self.signum = signal.SIGINT
         """The first signal received: the exit status is 128 and its number."""
@@ -1288,7 +1292,7 @@ class _Interrupts:
             self.signum = signal.Signals(signum)
             if self.signum.name == "SIGHUP" and _isatty(sys.stderr):
                 _hang_up_stderr()
-        if self.count > 1 and not self.finished:
+        if self.run is None or (self.count > 1 and not self.finished):
             raise KeyboardInterrupt
         _stop_starting(self.run, _STOPPING.get(signal.Signals(signum).name, INTERRUPTED))
 
@@ -1302,9 +1306,7 @@ class _Interrupts:
         try:
             for name in _STOPPING:
                 number = getattr(signal, name, None)  # (no SIGHUP on Windows)
-                if number is None or (
-                    name != "SIGINT" and signal.getsignal(number) is signal.SIG_IGN
-                ):
+                if number is None or signal.getsignal(number) is signal.SIG_IGN:
                     continue
                 previous[number] = signal.signal(number, self)
         except ValueError:  # not the main thread: signals are not this run's to handle
