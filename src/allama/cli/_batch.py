@@ -279,7 +279,9 @@ def add_batch_parser(commands: Any) -> None:
 
 def batch_command(args: argparse.Namespace) -> int:
     interrupts = _Interrupts()
-    with interrupts.installed():
+    # A run's own (the others keep Python's Ctrl-C, which `asyncio.run` handles its way).
+    handled = interrupts.installed() if args.batch_command == "run" else contextlib.nullcontext()
+    with handled:
         try:
             if args.batch_command == "run":
                 return _run(args, interrupts)
