@@ -95,7 +95,7 @@ from allama.extract._output import dump_consumes, dump_reads_back
 from allama.extract._parse import ReadAgainError, read_again
 from allama.provider import ChatProvider
 from allama.schema._types import type_label, type_schema
-from allama.types import ChatRequest, ChatResponse, Warning
+from allama.types import ChatRequest, ChatResponse
 
 __all__ = [
     "AsyncBatchRun",
@@ -2402,20 +2402,23 @@ class Turn:
     native: bool = True
     """Its calls ask for the provider's response format (else a forced tool)."""
 
-    def paid(self) -> ExtractionMetadata | None:
-        """The record of the answers so far: their passes, usage and cost."""
-        if not self.answered:
-            return None
+    def answer(self, request: ChatRequest, response: ChatResponse) -> None:
+        """Keep a call's answer for `keep`, where it is set."""
+        if self.keep is not None:
+            self.native = request.response_format is not None
+            self.answered.append(response)
+
+    async def keep_answers(self) -> None:
+        """Before a further call: keep (`keep`) the record of the answers so far, their
+        passes, usage and cost."""
+        if self.keep is None or not self.answered:
+            return
         record = ExtractionMetadata.new(
             ExtractionMode.NATIVE if self.native else ExtractionMode.FORCED_TOOL
         )
         for response in self.answered:
-            record.record_pass(response, _as_said)
-        return record
-
-
-def _as_said(warning: Warning) -> Warning:
-    return warning
+            record.record_pass(response)
+        await self.keep(record)
 
 
 TURN: contextvars.ContextVar[Turn | None] = contextvars.ContextVar(
@@ -2450,10 +2453,7 @@ class Turns:
         return getattr(self._provider, name)
 
     async def _take(self, turn: Turn, request: ChatRequest) -> None:
-        keep = turn.keep
-        paid = None if keep is None else turn.paid()
-        if keep is not None and paid is not None:
-            await keep(paid)
+        await turn.keep_answers()
         limiter = self.limiter
         tokens = _estimate(request, self.schema_tokens, limiter) if limiter.counts_tokens else 0
         turn.estimate = tokens
@@ -2471,9 +2471,7 @@ class Turns:
             await self._take(turn, request)
         turn.called = time.monotonic()
         response = await self._provider.achat(request)
-        if turn.keep is not None:
-            turn.native = request.response_format is not None
-            turn.answered.append(response)
+        turn.answer(request, response)
         usage = response.usage
         if self.limiter.counts_tokens and usage is not None:
             self.limiter.spent(turn.estimate, usage.total_tokens, turn.sent_at, usage.output_tokens)
@@ -2491,9 +2489,7 @@ class Turns:
             self._wait_for(turn, request)
         turn.called = time.monotonic()
         response = self._provider.chat(request)
-        if turn.keep is not None:
-            turn.native = request.response_format is not None
-            turn.answered.append(response)
+        turn.answer(request, response)
         if self.limiter.counts_tokens and response.usage is not None and self.loop is not None:
             with contextlib.suppress(RuntimeError):  # the run's loop closed: it is over
                 usage = response.usage

@@ -353,7 +353,7 @@ def _plain_steps(
             metadata.record_paid(paid_for(outcome))
             raise metadata.attach_to(outcome)
         response = outcome
-        metadata.record_pass(response, _same)
+        metadata.record_pass(response)
         below = settings.below_floor(metadata, provider.name)
         if below is not None:
             raise below.with_response(response)
@@ -369,10 +369,6 @@ def _plain_steps(
         option, spelling = read
         metadata.repaired = isinstance(spelling, str)
         return response, metadata, option.label, spelling
-
-
-def _same(warning: Warning) -> Warning:
-    return warning
 
 
 def _check_floor(

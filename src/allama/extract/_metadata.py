@@ -279,8 +279,11 @@ class ExtractionMetadata(BaseModel):
         self.mode = ExtractionMode.FORCED_TOOL
         self.auto_fallback = fallback
 
-    def record_pass(self, response: ChatResponse, reword: Callable[[Warning], Warning]) -> None:
-        """Count one paid call: its usage and the warnings on the field the mode relies on."""
+    def record_pass(
+        self, response: ChatResponse, reword: Callable[[Warning], Warning] | None = None
+    ) -> None:
+        """Count one paid call: its usage and the warnings on the field the mode relies on
+        (`reword`ed where a wrapping of the type changes what they name; else as said)."""
         self.passes += 1
         if response.batch_job is not None:
             self.batch_passes += 1
@@ -329,7 +332,7 @@ class ExtractionMetadata(BaseModel):
         state.pop(_PRICED, None)
 
     def record_usage_and_degradations(
-        self, response: ChatResponse, reword: Callable[[Warning], Warning]
+        self, response: ChatResponse, reword: Callable[[Warning], Warning] | None = None
     ) -> None:
         usage = response.usage
         extras = tier = money = None
@@ -354,7 +357,7 @@ class ExtractionMetadata(BaseModel):
             return
         for warning in response.warnings:
             if warning.is_about(field):
-                reworded = reword(warning)
+                reworded = warning if reword is None else reword(warning)
                 if reworded not in self.degradations:
                     self.degradations.append(reworded)
 
