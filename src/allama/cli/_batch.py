@@ -995,8 +995,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         return code
 
     def interrupted() -> int:
-        said = _STOPPING.get(interrupts.signum.name, INTERRUPTED)
-        _say("run", f"{said} before the run began: nothing was sent")
+        _say("run", f"{interrupts.said} before the run began: nothing was sent")
         return give_up(interrupts.status)
 
     try:  # until Ctrl-C is the run's: nothing is sent before, and nothing is left
@@ -1293,10 +1292,17 @@ class _Interrupts:
         if self.count == 1:
             self.signum = signal.Signals(signum)
             if self.signum.name == "SIGHUP" and _isatty(sys.stderr):
-                _hang_up_stderr()
+                # The terminal is gone: what the run would print there is dropped, rather
+                # than failing the writes of the summary.
+                to_devnull(sys.stderr)
         if self.run is None or (self.count > 1 and not self.finished):
             raise KeyboardInterrupt
-        _stop_starting(self.run, _STOPPING.get(signal.Signals(signum).name, INTERRUPTED))
+        _stop_starting(self.run, self.said)
+
+    @property
+    def said(self) -> str:
+        """What the summary says of the first signal."""
+        return _STOPPING.get(self.signum.name, INTERRUPTED)
 
     @property
     def status(self) -> int:
@@ -1320,13 +1326,15 @@ class _Interrupts:
                 signal.signal(number, handler)
 
 
-def _hang_up_stderr() -> None:
-    """The terminal is gone: what the run would print there is dropped, rather than
-    failing the writes of the summary."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
+def to_devnull(stream: Any) -> None:
+    """Point `stream`'s file at /dev/null: what is written to it from now, or still
+    buffered for it, is dropped. Nothing for a stream with no file (a test's capture)."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stderr.fileno())
-        os.close(devnull)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
 
 
 def _stop_starting(run: Any, reason: str) -> None:

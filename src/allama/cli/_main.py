@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import IO
 
-from allama.cli._batch import EXIT_FAILED, add_batch_parser, batch_command
+from allama.cli._batch import EXIT_FAILED, add_batch_parser, batch_command, to_devnull
 from allama.cli._load import TypeNotFound, load_type
 from allama.cli._plan import plan_rows, render_table
 from allama.cli._providers import planning_providers
@@ -204,11 +204,5 @@ def _reader_gone() -> int:
 def _discard_output() -> None:
     """Whatever is still buffered for stdout cannot be written: point stdout at /dev/null,
     so that the interpreter's final flush finds nothing to complain about."""
-    if sys.stdout is None:  # closed: nothing is buffered, nothing is flushed
-        return
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture)
-        pass
+    if sys.stdout is not None:  # (closed: nothing is buffered, nothing is flushed)
+        to_devnull(sys.stdout)
