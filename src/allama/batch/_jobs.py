@@ -553,9 +553,12 @@ class JobRunner(_Runner):
         before it was made: it is not, and its inputs fail as a cancelled job's rows do."""
         assert self.book is not None
         self.book.job_not_submitted(tag, _CANCELLED_BEFORE_MADE)
-        self.summary.jobs[tag] = f"not submitted: {_CANCELLED_BEFORE_MADE}"
+        self._said_not_made(tag)
         for item in items:
             await self._failed(item, _unmade(item))
+
+    def _said_not_made(self, tag: str) -> None:
+        self.summary.jobs[tag] = f"not submitted: {_CANCELLED_BEFORE_MADE}"
 
     async def _cancel_at_once(self, job: _Job) -> None:
         """Cancel a job made while a cancel was asked for: polled as any, it ends
@@ -591,20 +594,25 @@ class JobRunner(_Runner):
         """Take up the jobs this run's inputs are in: poll those submitted, look for those
         whose submission was cut off, and leave those a live run is working on."""
         assert self.book is not None
-        rows = {job.tag: job for job in self.book.jobs()}
+        book = self.book
+
+        def recorded() -> dict[str, JobRow]:
+            return {job.tag: job for job in book.jobs()}
+
+        rows = recorded()
         found = list(waiting.items())
         while found:
             tag, items = found.pop(0)
             row = rows.get(tag)
             if row is None:
-                rows = {job.tag: job for job in self.book.jobs()}  # one recorded since
+                rows = recorded()  # one recorded since
                 row = rows.get(tag)
             if row is None:
                 # Its record deleted from the ledger (the way to send a job's inputs again,
                 # when it cannot be found or told apart): they are sent as new.
                 self.book.job_not_submitted(tag, "its record was deleted from the ledger")
                 found.extend(await self._claim_again(items, cancelled=False))
-                rows = {job.tag: job for job in self.book.jobs()}
+                rows = recorded()
                 continue
             if self.book.job_alive(row):
                 self._elsewhere(items, tag)
@@ -640,9 +648,9 @@ class JobRunner(_Runner):
                         never_sent=True,
                     )
                     if row.cancel_requested:
-                        self.summary.jobs[tag] = f"not submitted: {_CANCELLED_BEFORE_MADE}"
+                        self._said_not_made(tag)
                     found.extend(await self._claim_again(items, row.cancel_requested))
-                    rows = {job.tag: job for job in self.book.jobs()}
+                    rows = recorded()
                     continue
                 self.book.job_submitted(tag, job_id)
             if not self.book.take_job(tag):
