@@ -1552,6 +1552,10 @@ def test_on_an_80_column_terminal_the_bar_is_drawn_and_the_least_needed_parts_gi
     # Inputs priced at $0 beside one of unknown price: a cost, as the summary says, not none.
     summary.priced, summary.cost_unknown = 2, 1
     assert "509 tokens, $0.000000+?, " in progress_text(summary)
+    # A job's state is the provider's words: escaped, as on every line the run prints.
+    summary.jobs["t1"] = "batch_1: in_progress\x1b]0;title\x07\x1b[2J"
+    assert ", job batch_1: in_progress\\x1b]0;title\\x07\\x1b[2J, " in progress_text(summary)
+    assert "\x1b" not in fitted(summary, 200).removesuffix("\x1b[K")
 
 
 def after_two_sends(server: BatchServer, act: Callable[[], None]) -> None:

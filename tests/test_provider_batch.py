@@ -1746,6 +1746,31 @@ def test_the_cancel_command_cancels_the_jobs_that_have_not_ended(
     assert capsys.readouterr().out == "no provider batch job of this ledger is still running\n"
 
 
+def test_the_cancel_command_escapes_the_providers_job_id(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from allama.cli import main
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    made = server.new_id
+    # A direction override and a C1 control pass in a URL's path; a terminal obeys both.
+    monkeypatch.setattr(server, "new_id", lambda prefix: made(prefix) + "\u202e\x9b2J")
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "cancel.sqlite"
+    server.hold = True
+    _run_until(provider, model, _docs(2), ledger, lambda: bool(server.jobs))
+    assert main(["batch", "cancel", str(ledger)]) == 0
+    shown = server.jobs[0].id.replace("\u202e", "\\u202e").replace("\x9b", "\\x9b")
+    assert capsys.readouterr().out == (
+        f"cancel requested: {shown} (the next `allama batch run` collects what it ran)\n"
+    )
+    server.hold = False
+    _run(provider, model, _docs(2), ledger)
+
+
 def rows_of(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 

@@ -1442,11 +1442,14 @@ def _cancel(args: argparse.Namespace) -> int:
     if not asked and not refused and not unmade:
         print("no provider batch job of this ledger is still running")
     for job_id in asked:
-        print(f"cancel requested: {job_id} (the next `allama batch run` collects what it ran)")
+        print(  # the job's id is the provider's
+            f"cancel requested: {printable(job_id)} (the next `allama batch run` collects "
+            "what it ran)"
+        )
     for tag in unmade:
         print(
-            f"cancel requested: {tag}, being submitted or cut off: no run makes its job, and "
-            "one that finds it made cancels it; its inputs fail as cancelled"
+            f"cancel requested: {printable(tag)}, being submitted or cut off: no run makes its "
+            "job, and one that finds it made cancels it; its inputs fail as cancelled"
         )
     for line in refused:
         print(f"not cancelled: {printable(line)} (the next `allama batch run` collects it)")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
 from allama._prices import dollars
+from allama._printable import printable
 
 if TYPE_CHECKING:
     from allama.batch._run import BatchSummary
@@ -47,7 +48,8 @@ def _parts(summary: BatchSummary, paused: float = 0.0) -> list[tuple[str, str]]:
     waiting = [state for state in summary.jobs.values() if not state.endswith("collected")]
     if waiting:
         more = f" (+{len(waiting) - 1} more jobs)" if len(waiting) > 1 else ""
-        parts.append(("job", f"job {waiting[-1]}{more}"))
+        # A job's state is the provider's words, escaped as every line of the run's.
+        parts.append(("job", f"job {printable(waiting[-1])}{more}"))
     parts.append(("tokens", f"{summary.input_tokens + summary.output_tokens} tokens"))
     if summary.cost_unknown and not summary.priced:
         parts.append(("cost", "cost unknown"))
