@@ -1535,6 +1535,8 @@ def test_on_an_80_column_terminal_the_bar_is_drawn_and_the_least_needed_parts_gi
     # No room for a bar: the line as whole as fits, then cut.
     assert fitted(summary, 44) == "3/8: 3 done, 0 failed, 1 in flight, ETA 17 s"
     assert fitted(summary, 20) == "3/8: 3 done, 0 fail…"
+    # A stream that writes ASCII alone would write "…" as 6 columns, and the line would wrap.
+    assert fitted(summary, 20, ascii=True) == "3/8: 3 done, 0 fa..."
     assert fitted(summary, 0) == ""
     summary.total = None  # no bar without a total
     assert fitted(summary, 70) == (
@@ -1556,6 +1558,15 @@ def test_on_an_80_column_terminal_the_bar_is_drawn_and_the_least_needed_parts_gi
     summary.jobs["t1"] = "batch_1: in_progress\x1b]0;title\x07\x1b[2J"
     assert ", job batch_1: in_progress\\x1b]0;title\\x07\\x1b[2J, " in progress_text(summary)
     assert "\x1b" not in fitted(summary, 200).removesuffix("\x1b[K")
+    summary.jobs["t1"] = "batch_1: en_cours_été"
+    assert fitted(summary, 82).startswith("3/?: 3 done, 0 failed, 1 in flight, job batch_1: e")
+    # Written as escapes, the job's state would not fit: it gives way.
+    assert (
+        fitted(summary, 82, ascii=True) == "3/?: 3 done, 0 failed, 1 in flight, $0.000000+?, ETA ?"
+    )
+    assert fitted(summary, 90, ascii=True) == (
+        "3/?: 3 done, 0 failed, 1 in flight, job batch_1: en_cours_\\xe9t\\xe9, $0.000000+?, ETA ?"
+    )
 
 
 def after_two_sends(server: BatchServer, act: Callable[[], None]) -> None:
@@ -2277,6 +2288,27 @@ def test_status_and_export_to_a_stdout_that_cannot_be_written_fail_in_one_line(
         assert capsys.readouterr().err == (
             f"allama batch {command[0]}: cannot write to stdout: {why}\n"
         )
+
+
+def test_status_and_export_to_an_ascii_stdout_write_other_characters_as_escapes(
+    server: BatchServer, row_type: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "naïve.txt").write_text("doc 3\n", encoding="utf-8")
+    out, ledger = tmp_path / "out.jsonl", tmp_path / "lëdger.sqlite"
+    assert run(server, row_type, docs, out, "--ledger", str(ledger)) == 0
+    written = io.BytesIO()
+    # `PYTHONIOENCODING=ascii`, or a terminal of another encoding.
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(written, "ascii", write_through=True))
+    assert main(["batch", "export", str(ledger)]) == 0
+    # The same JSON as the output file's, its other characters as JSON's escapes.
+    assert [json.loads(line) for line in written.getvalue().splitlines()] == rows_of(out)
+    assert b'"label": "na\\u00efve.txt"' in written.getvalue()
+    written.seek(0)
+    written.truncate()
+    assert main(["batch", "status", str(ledger)]) == 0
+    assert f"ledger: {tmp_path}/l\\xebdger.sqlite\n" in written.getvalue().decode("ascii")
 
 
 def test_a_full_stdout_is_said_without_a_traceback(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable", "storable"]
+__all__ = ["printable", "storable", "writes_unicode"]
 
 _UNPRINTABLE = re.compile(
     "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
@@ -25,3 +25,15 @@ def storable(text: str) -> str:
     """`text` with each lone surrogate (which JSON may spell, `\\ud800`, and no UTF-8 text
     holds) as U+FFFD: a provider's words or codes written to the ledger or a file."""
     return _SURROGATE.sub("\ufffd", text)
+
+
+def writes_unicode(stream: object) -> bool:
+    """Whether `stream` writes every character as it is: a UTF encoding, or none said (a
+    `StringIO`). Not so for `PYTHONIOENCODING=ascii` or a Latin-1 terminal."""
+    import codecs
+
+    encoding = getattr(stream, "encoding", None)
+    try:
+        return encoding is None or codecs.lookup(encoding).name.startswith("utf")
+    except LookupError:
+        return False

@@ -28,7 +28,7 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING, Any
 
 from allama._prices import dollars
-from allama._printable import printable
+from allama._printable import printable, writes_unicode
 from allama.batch._inputs import resolved
 from allama.cli._progress import Progress
 from allama.schema._types import type_label
@@ -1763,7 +1763,12 @@ def _export(args: argparse.Namespace) -> int:
         ledger.close()
     rows = _of_input_set(rows, runs, args.set, args.ledger, failed=args.failed)
     words = args.provider_messages
-    text = "".join(_jsonl_line(_export_row(row, failed=args.failed, words=words)) for row in rows)
+    # JSON says a character as an escape where standard output cannot write it as it is.
+    escaped = args.out == "-" and not writes_unicode(sys.stdout)
+    text = "".join(
+        _jsonl_line(_export_row(row, failed=args.failed, words=words), escaped=escaped)
+        for row in rows
+    )
     if args.out == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -1824,9 +1829,13 @@ def _of_input_set(
 _LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
-def _jsonl_line(row: dict[str, Any]) -> str:
+def _jsonl_line(row: dict[str, Any], *, escaped: bool = False) -> str:
     """One line of JSONL: UTF-8 as it is, but for the characters that are line breaks to
-    readers splitting on every Unicode line end (`str.splitlines`), which are escaped."""
+    readers splitting on every Unicode line end (`str.splitlines`), which are escaped;
+    `escaped`, every character past ASCII is (the same JSON, for a stream that has no
+    other)."""
+    if escaped:
+        return json.dumps(row) + "\n"
     return json.dumps(row, ensure_ascii=False).translate(_LINE_BREAKS) + "\n"
 
 

@@ -138,15 +138,27 @@ class _Output(io.TextIOBase):
                 self.write(text[start : start + _PIECE])
             return len(text)
         try:
-            return self._stream.write(text)
+            try:
+                return self._stream.write(text)
+            except UnicodeEncodeError:
+                # A character the stream's encoding has not (`PYTHONIOENCODING=ascii`), in a
+                # label or a path: written as an escape, as Python writes it to stderr.
+                encoding = self.encoding or "ascii"
+                return self._stream.write(
+                    text.encode(encoding, "backslashreplace").decode(encoding)
+                )
         except BrokenPipeError:
             raise
         except OSError as error:
             raise _OutputLost(error.strerror or str(error)) from None
         except ValueError:
-            if not self._stream.closed:  # a character the encoding has not, say
+            if not self._stream.closed:
                 raise
             raise _OutputLost("it is closed") from None
+
+    @property
+    def encoding(self) -> str | None:  # type: ignore[override]
+        return getattr(self._stream, "encoding", None)
 
     def flush(self) -> None:
         if self._stream is None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
 from allama._prices import dollars
-from allama._printable import printable
+from allama._printable import printable, writes_unicode
 
 if TYPE_CHECKING:
     from allama.batch._run import BatchSummary
@@ -68,11 +68,14 @@ MIN_BAR = 10
 """The narrowest bar drawn: narrower, the parts least needed leave room for it."""
 
 
-def fitted(summary: BatchSummary, width: int, paused: float = 0.0) -> str:
+def fitted(summary: BatchSummary, width: int, paused: float = 0.0, *, ascii: bool = False) -> str:
     """The bar and the line in `width` columns: the bar narrower, then the parts least
     needed left out; with no room for a bar (or no total), the line alone, as whole as
-    fits, then cut. A line that wraps could not be redrawn in place."""
+    fits, then cut. A line that wraps could not be redrawn in place. `ascii`, for a stream
+    that writes ASCII alone: what it would write as an escape is counted as the escape."""
     parts = _parts(summary, paused)
+    if ascii:
+        parts = [(name, said.encode("ascii", "backslashreplace").decode()) for name, said in parts]
     texts = [
         ", ".join(said for name, said in parts if name not in _LEAST_NEEDED[:left_out])
         for left_out in range(len(_LEAST_NEEDED) + 1)
@@ -85,6 +88,8 @@ def fitted(summary: BatchSummary, width: int, paused: float = 0.0) -> str:
     for text in texts:
         if len(text) <= width:
             return text
+    if ascii:
+        return texts[-1][: width - 3] + "..." if width > 2 else "." * max(width, 0)
     return texts[-1][: width - 1] + "…" if width > 0 else ""
 
 
@@ -129,6 +134,7 @@ class Progress:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._drawn = False
+        self._ascii = not writes_unicode(stream)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._work, name="allama-progress", daemon=True)
@@ -142,7 +148,8 @@ class Progress:
         summary, paused = self._summary(), self._paused()
         with self._lock:
             if self._tty:
-                self._stream.write("\r" + fitted(summary, self._width(), paused) + "\x1b[K")
+                line = fitted(summary, self._width(), paused, ascii=self._ascii)
+                self._stream.write("\r" + line + "\x1b[K")
             else:
                 self._stream.write("progress: " + progress_text(summary, paused) + "\n")
             self._stream.flush()
