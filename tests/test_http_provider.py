@@ -202,6 +202,9 @@ def test_a_repr_masks_credentials_written_into_the_base_url() -> None:
         text = repr(provider)
         assert text == f"HttpProvider(name='openai', base_url='{masked}', api_key=<set>)"
         assert "s3cret" not in text and "abc123" not in text and "t0ken" not in text
+        # The URL calls go to holds no user (sent as Basic auth); the URL as given, which
+        # makes the same provider again (a job's record), holds it.
+        assert "@" not in (provider.base_url or "") and provider.base_url_as_given == url
         provider.close()
 
 

@@ -63,6 +63,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     routes: dict[str, Callable[[_Handler], None]]
     seen: list[tuple[str, dict[str, str], dict[str, Any], int]]
+    authorizations: list[list[str]]
     abandoned: threading.Event
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -199,8 +200,15 @@ def _routes(server: _Server) -> dict[str, Callable[[_Handler], None]]:
         }
         h.send_json(401, error)
 
+    def serve_whoami(h: _Handler) -> None:
+        said = h.headers.get_all("authorization") or []
+        server.authorizations.append(said)
+        error = {"error": {"message": f"Not you: {' | '.join(said)}", "code": "invalid_api_key"}}
+        h.send_json(401, error)
+
     return {
         "plain": serve_plain,
+        "whoami": serve_whoami,
         "stream": serve_stream,
         "slow": serve_slow,
         "cut": serve_cut,
@@ -219,6 +227,7 @@ def server() -> Iterator[_Server]:
     httpd = _Server(("127.0.0.1", 0), _Handler)
     httpd.seen = []
     httpd.abandoned = threading.Event()
+    httpd.authorizations = []
     httpd.routes = _routes(httpd)
     thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
@@ -257,6 +266,47 @@ def test_sync_call_sends_the_body_and_reuses_the_connection(server: _Server) -> 
         {"role": "user", "content": "Hello"},
     ]
     assert len({port for _, _, _, port in server.seen}) == 1
+
+
+def test_a_user_and_password_in_the_base_url_are_basic_auth_with_the_http_log_on_or_off(
+    server: _Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    import base64
+
+    host, port = server.server_address[:2]
+    base = f"http://user:pw%2F9@{host!s}:{port}/whoami?key=gw-1234"
+    basic = "Basic " + base64.b64encode(b"user:pw/9").decode()
+    server.authorizations.clear()
+    with provider("openai", api_key=SECRET, base_url=base) as target:
+        for level in (logging.WARNING, logging.INFO):  # httpx2's log of each request on
+            with (
+                caplog.at_level(level, logger="httpx2"),
+                pytest.raises(AuthenticationError) as caught,
+            ):
+                target.chat(REQUEST)
+            # Echoed by the provider, the password and its token are redacted.
+            assert str(caught.value) == "Not you: <redacted>"
+    # As httpx2's client makes them from the URL, whichever way the call goes: one header,
+    # in place of the API key's.
+    assert server.authorizations == [[basic], [basic]]
+    logged = [record.getMessage() for record in caplog.records if record.name == "httpx2"]
+    assert logged == [
+        f"HTTP Request: POST http://{host!s}:{port}/whoami/chat/completions?*** "
+        '"HTTP/1.1 401 Unauthorized"'
+    ]
+    # The caller's own header does the same: it is sent alone, not beside the key's.
+    server.authorizations.clear()
+    with (
+        provider(
+            "openai",
+            api_key=SECRET,
+            base_url=base.replace("user:pw%2F9@", ""),
+            headers={"Authorization": "Bearer gateway-token"},
+        ) as target,
+        pytest.raises(AuthenticationError),
+    ):
+        target.chat(REQUEST)
+    assert server.authorizations == [["Bearer gateway-token"]]
 
 
 def test_async_calls_share_one_client(server: _Server) -> None:

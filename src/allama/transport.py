@@ -49,6 +49,7 @@ __all__ = [
     "StreamResponse",
     "Transport",
     "check_timeout",
+    "mask_query_in_log",
 ]
 
 _DEFAULT_SECONDS = 600.0
@@ -257,6 +258,52 @@ class AsyncStreamResponse:
     async def aclose(self) -> None:
         await self._response.aclose()
 
+
+def mask_query_in_log(base_url: str) -> None:
+    """httpx2 writes each request's URL to its INFO log, query included: where the caller
+    wrote a query into a provider's base URL (a gateway's `?key=`), the log record of a
+    call under it shows the query masked (`?***`), as the provider's repr does. Records of
+    other URLs are left as httpx2 writes them."""
+    with _MASKING_LOCK:
+        global _MASKING
+        if _MASKING is None:
+            import logging
+
+            _MASKING = _QueryMask()
+            logging.getLogger("httpx2").addFilter(_MASKING)
+        _MASKING.bases.add(base_url)
+
+
+class _QueryMask:
+    """The filter `mask_query_in_log` adds to httpx2's logger."""
+
+    def __init__(self) -> None:
+        self.bases: set[str] = set()
+        self._known: dict[str, str] = {}
+        """Each base URL as httpx2 writes it (a host in lower case, a default port left
+        out), made when a record is first filtered (httpx2 is loaded by then)."""
+
+    def filter(self, record: Any) -> bool:
+        args = record.args
+        if not isinstance(args, tuple) or len(args) < 2:
+            return True
+        url = str(args[1])
+        if "?" in url and any(url.startswith(base) for base in self._written()):
+            record.args = (args[0], url.partition("?")[0] + "?***", *args[2:])
+        return True
+
+    def _written(self) -> list[str]:
+        for base in tuple(self.bases):
+            if base not in self._known:
+                try:
+                    self._known[base] = str(httpx2.URL(base)).rstrip("/")
+                except httpx2.InvalidURL:
+                    self._known[base] = base
+        return list(self._known.values())
+
+
+_MASKING: _QueryMask | None = None
+_MASKING_LOCK = threading.Lock()
 
 _TEMPLATES = 64
 """Request templates kept per transport: one per endpoint and header set in practice."""

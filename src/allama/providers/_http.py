@@ -31,7 +31,7 @@ from allama.providers._credentials import RefreshingToken
 from allama.providers._hosts import host_url
 from allama.providers._options import check_headers, check_key, check_text, check_url
 from allama.providers._presets import Preset
-from allama.transport import Transport, check_timeout
+from allama.transport import Transport, check_timeout, mask_query_in_log
 from allama.types import CapabilitySupport, ChatCapability
 
 # Building a provider loads no pydantic model: what a call needs (the vocabulary's models,
@@ -204,6 +204,9 @@ class HttpProvider:
             preset, base_url, endpoint, place
         )
         self._url_query = url_query
+        # A user and password in the URL (`https://user:pw@gateway/v1`) are Basic auth, as
+        # httpx2's client makes them: a header of the caller's, sent with every call.
+        self._base_url, self._url_user, basic = _split_user(self._base_url)
         self._profile = preset.profile
         for suffix, changes in preset.url_profiles:
             if (self._base_url or "").endswith(suffix):
@@ -227,9 +230,15 @@ class HttpProvider:
             ),
         }
         self._extra_headers = {**preset.headers, **(headers or {})}
+        if basic is not None and not any(
+            key.lower() == "authorization" for key in self._extra_headers
+        ):
+            self._extra_headers["Authorization"] = basic
         # Credentials in the caller's own headers (an Entra ID bearer token for Azure, a
         # gateway's key) stand in for the API key.
         self._brings_own_auth = any(key.lower() in SECRET_HEADERS for key in self._extra_headers)
+        if self._url_query and self._base_url is not None:
+            mask_query_in_log(self._base_url)
         self._transport = transport or Transport(timeout=timeout)
         self._owns_transport = transport is None
         self._tracing = (
@@ -290,11 +299,15 @@ class HttpProvider:
         """The base URL with the query written into it (a gateway's `?key=`), which
         `base_url` leaves out: what makes the same provider again (a ledger's job record,
         read by `allama batch status` and `cancel`). It may hold a credential."""
-        if self._base_url is None or not self._url_query:
+        if self._base_url is None or not (self._url_query or self._url_user):
             return self._base_url
         from urllib.parse import urlencode
 
-        return f"{self._base_url}?{urlencode(self._url_query)}"
+        url = self._base_url
+        if self._url_user:
+            scheme, _, rest = url.partition("://")
+            url = f"{scheme}://{self._url_user}@{rest}"
+        return f"{url}?{urlencode(self._url_query)}" if self._url_query else url
 
     def missing_url(self) -> str | None:
         """Why no call can be sent (no base URL, and how to give one), or `None`: said once
@@ -391,7 +404,11 @@ class HttpProvider:
             missing = self.missing_key()
             if missing is not None:
                 raise AuthenticationError(missing).mark_authored().with_provider(self.name)
-        headers.update(self._extra_headers)
+        for name, value in self._extra_headers.items():
+            # The caller's header replaces the one of the same name made here (HTTP's names
+            # know no case): one `Authorization` is sent, the caller's, never two.
+            headers.pop(name.lower(), None)
+            headers[name] = value
         return headers
 
     def missing_key(self) -> str | None:
@@ -433,6 +450,10 @@ class HttpProvider:
             found.add(self._access_token)
         if self._tokens is not None and (token := self._tokens.current()):
             found.add(token)
+        if password := self._url_user.partition(":")[2]:
+            from urllib.parse import unquote
+
+            found.update({password, unquote(password)})
         for name, value in self._extra_headers.items():
             if name.lower() in SECRET_HEADERS and value:
                 found.add(value)
@@ -695,6 +716,27 @@ def _split_query(url: str) -> tuple[str, dict[str, str]]:
         return url, {}
     bare = urlunsplit((parts.scheme, parts.netloc, parts.path, "", parts.fragment))
     return bare, dict(parse_qsl(parts.query, keep_blank_values=True))
+
+
+def _split_user(url: str | None) -> tuple[str | None, str, str | None]:
+    """`url` without the user and password in it, those as written, and the Basic
+    `Authorization` header they make (httpx2's: percent-escapes decoded, UTF-8)."""
+    import base64
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    if url is None:
+        return None, "", None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url, "", None
+    user, at, host = parts.netloc.rpartition("@")
+    if not at:
+        return url, "", None
+    name, _, password = user.partition(":")
+    token = base64.b64encode(f"{unquote(name)}:{unquote(password)}".encode()).decode("ascii")
+    bare = urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    return bare, user, f"Basic {token}"
 
 
 def _without_credentials(url: str) -> str:
