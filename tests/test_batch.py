@@ -2099,6 +2099,26 @@ def test_a_run_says_it_is_alive_while_its_calls_take_long(
         slow.stop()
 
 
+def test_a_run_whose_clock_is_set_back_beats_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import types
+
+    from allama.batch import _ledger
+
+    path = tmp_path / "run.sqlite"
+    ledger = Ledger(path, settings={})
+    real = time.time
+    # Set back a minute (a time server's step): its next beat, read on another host's
+    # clock, would otherwise seem a minute old until its own clock caught up.
+    monkeypatch.setattr(_ledger, "time", types.SimpleNamespace(time=lambda: real() - 58))
+    ledger._heartbeat()
+    with sqlite3.connect(path) as db:
+        (beat,) = db.execute("SELECT heartbeat FROM runs").fetchone()
+    assert abs(beat - (real() - 58)) < 1.0
+    ledger.close()
+
+
 def test_a_run_on_another_host_that_beats_again_is_alive_again(tmp_path: Path) -> None:
     from allama.batch import _ledger
 

@@ -335,6 +335,58 @@ def test_a_second_run_resumes_from_the_ledger_and_sends_nothing(
         )
 
 
+def test_sets_and_run_lengths_keep_to_the_order_runs_began_in_on_a_clock_set_back(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import types
+
+    docs = folder(tmp_path, [1, 2])
+    out, ledger = tmp_path / "out.jsonl", str(tmp_path / "out.jsonl.ledger.sqlite")
+    assert run(server, row_type, docs, out) == 0
+    first = {row["key"] for row in rows_of(out)}
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Read the number, carefully.")
+    # The second run's clock is an hour behind (a time server's step; another host).
+    real = time.time
+    behind = types.SimpleNamespace(time=lambda: real() - 3600, monotonic=time.monotonic)
+    module = sys.modules["allama.batch._ledger"]
+    monkeypatch.setattr(module, "time", behind)
+    assert (
+        run(
+            server,
+            row_type,
+            docs,
+            tmp_path / "other.jsonl",
+            "--ledger",
+            ledger,
+            "--prompt",
+            str(prompt),
+        )
+        == 0
+    )
+    monkeypatch.setattr(module, "time", time)
+    capsys.readouterr()
+    assert main(["batch", "export", ledger, "--set", "1"]) == 0
+    # Set 1 is the first run's, as status numbers sets: by their first run.
+    assert {json.loads(line)["key"] for line in capsys.readouterr().out.splitlines()} == first
+    # A run whose clock is set back while it runs is not said to end before it began.
+    back = types.SimpleNamespace(time=real, monotonic=time.monotonic)
+    steps = iter([0.0, *[-3600.0] * 10_000])
+    back.time = lambda: real() + next(steps)
+    monkeypatch.setattr(module, "time", back)
+    third = tmp_path / "third.sqlite"
+    assert run(server, row_type, docs, tmp_path / "o3.jsonl", "--ledger", str(third)) == 0
+    monkeypatch.setattr(module, "time", time)
+    capsys.readouterr()
+    assert main(["batch", "status", str(third), "--json"]) == 0
+    (seconds,) = [entry["seconds"] for entry in json.loads(capsys.readouterr().out)["runs"]]
+    assert 0 <= seconds < 60
+
+
 @pytest.mark.parametrize(
     ("reopened", "said"),
     [

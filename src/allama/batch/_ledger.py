@@ -262,6 +262,8 @@ class Ledger:
         self._host = socket.gethostname()
         self._pid = os.getpid()
         self._last_beat = 0.0
+        self._began = (0.0, 0.0)
+        """When the run was registered: the wall clock's time and the monotonic clock's."""
         self._ended_runs: set[str] = set()
         if read_only:
             return
@@ -320,13 +322,14 @@ class Ledger:
                 ),
             )
             self._last_beat = now
+            self._began = (now, time.monotonic())
 
     # Writing
 
     def _heartbeat(self) -> None:
         now = time.time()
-        if now - self._last_beat < HEARTBEAT_SECONDS:
-            return
+        if 0.0 <= now - self._last_beat < HEARTBEAT_SECONDS:
+            return  # a clock set back beats at once: another host would read it as stale
         self._last_beat = now
         self._connection.execute(
             "UPDATE runs SET heartbeat = ? WHERE run_id = ?", (now, self.run_id)
@@ -783,9 +786,13 @@ class Ledger:
                 "UPDATE items SET status = ? WHERE run_id = ? AND status = ?",
                 (Status.PENDING, self.run_id, Status.IN_FLIGHT),
             )
+            # Its end on the clock of its start: a clock set back or forward while it ran
+            # (a time server's step) changes no run's length.
+            began, monotonic = self._began
+            ended = began + time.monotonic() - monotonic if began else time.time()
             db.execute(
                 "UPDATE runs SET finished_at = ?, stopped = ? WHERE run_id = ?",
-                (time.time(), stopped, self.run_id),
+                (ended, stopped, self.run_id),
             )
 
     def close(self) -> None:
@@ -958,7 +965,7 @@ class Ledger:
         with self._lock:
             found = self._connection.execute(
                 "SELECT run_id, host, pid, started_at, heartbeat, finished_at, settings, stopped "
-                "FROM runs ORDER BY started_at"
+                "FROM runs ORDER BY rowid"  # as they began: a clock may have been set back
             ).fetchall()
         names = ("run_id", "host", "pid", "started_at", "heartbeat", "finished_at")
         out = []
