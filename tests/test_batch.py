@@ -2469,6 +2469,14 @@ def test_an_iterator_of_a_run_never_advanced_sends_nothing(server: BatchServer) 
         list(run)
 
 
+def test_a_runs_time_counts_from_the_first_result_asked_for(server: BatchServer) -> None:
+    run = allama.batch(provider_for(server), Row, docs(2), request=TEMPLATE)
+    time.sleep(0.5)  # the caller does something else before reading the results
+    began = time.monotonic()
+    assert len(list(run)) == 2
+    assert run.summary.elapsed <= time.monotonic() - began
+
+
 def test_close_in_the_loop_ends_it_and_the_summary_counts_every_input(
     server: BatchServer, tmp_path: Path
 ) -> None:

@@ -1206,6 +1206,9 @@ class _Runner:
         return self.budget_drain and not self.caller_stopped
 
     async def run(self) -> None:
+        # Its time, rate and ETA count from here: a run starts at the first result asked
+        # for, not when it was made.
+        self.summary.started = time.monotonic()
         spec = self.spec
         spans = _tracing.start_batch(
             spec.extractor._tracing, spec.provider.name, spec.tp, spec.settings.get("model")
