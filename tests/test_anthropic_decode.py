@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -573,6 +574,23 @@ def test_retry_after_seconds_and_ms() -> None:
 def test_retry_after_http_date() -> None:
     headers = {"retry-after": "Thu, 18 Dec 2025 23:20:30 GMT"}
     assert retry_after(headers, now=NOW) == 30.0
+
+
+@pytest.mark.parametrize("off", [-1200.0, 1200.0])
+def test_a_reset_moment_is_read_on_the_providers_clock(off: float) -> None:
+    from datetime import UTC, datetime
+    from email.utils import formatdate
+
+    provider_now = round(time.time() - off)  # this machine's clock `off` from Anthropic's
+    headers = {
+        "date": formatdate(provider_now, usegmt=True),
+        "anthropic-ratelimit-requests-remaining": "0",
+        "anthropic-ratelimit-requests-reset": datetime.fromtimestamp(provider_now + 3, UTC)
+        .isoformat()
+        .replace("+00:00", "Z"),
+    }
+    wait = retry_after(headers)
+    assert wait is not None and 2.0 <= wait <= 4.0
 
 
 def test_retry_after_explicit_wins_over_resets() -> None:

@@ -19,7 +19,11 @@ from pydantic import BaseModel, Field
 
 from allama import ExtractionMode, Extractor
 from allama.adapters.openai_compat._decode import decode_response
-from allama.adapters.openai_compat._errors import error_from_response, retry_after_seconds
+from allama.adapters.openai_compat._errors import (
+    error_from_response,
+    retry_after_seconds,
+    waits_as_asked,
+)
 from allama.adapters.openai_compat._sse import decode_stream
 from allama.adapters.openai_compat._wire import WireRequest
 from allama.errors import (
@@ -710,6 +714,26 @@ def test_an_http_date_is_gmt_in_every_form_and_machine_zone(
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+@pytest.mark.parametrize("off", [-1200.0, -30.0, 30.0, 1200.0])
+def test_a_moment_to_wait_until_is_read_on_the_providers_clock(off: float) -> None:
+    from email.utils import formatdate
+
+    # This machine's clock is `off` seconds from the provider's, which its `Date` gives.
+    provider_now = round(time.time() - off)
+    said = {"date": formatdate(provider_now, usegmt=True)}
+    wait = retry_after_seconds({**said, "retry-after": formatdate(provider_now + 3, usegmt=True)})
+    assert wait is not None and 2.0 <= wait <= 4.0
+    # OpenRouter's moment in milliseconds since the epoch.
+    reset = {**said, "x-ratelimit-reset": str((provider_now + 3) * 1000)}
+    wait = retry_after_seconds(reset)
+    assert wait is not None and 2.0 <= wait <= 4.0
+    # A 503's wait, read the same way.
+    error = waits_as_asked(
+        ServerError("busy"), {**said, "Retry-After": formatdate(provider_now + 3, usegmt=True)}
+    )
+    assert error.retry_after is not None and 2.0 <= error.retry_after <= 4.0
 
 
 def test_go_durations_under_a_millisecond() -> None:

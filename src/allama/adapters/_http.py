@@ -14,7 +14,15 @@ else:
     # Loaded by the first request body written, not by building a provider.
     pydantic_core = deferred_module("pydantic_core", globals(), "pydantic_core")
 
-__all__ = ["HttpRequest", "HttpResponse", "SECRET_HEADERS", "body_message", "rfc3339_seconds"]
+__all__ = [
+    "HttpRequest",
+    "HttpResponse",
+    "SECRET_HEADERS",
+    "body_message",
+    "provider_clock",
+    "provider_now",
+    "rfc3339_seconds",
+]
 
 SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
 """Header names whose values are credentials: never shown in a repr."""
@@ -113,3 +121,40 @@ def rfc3339_seconds(stamp: Any) -> float | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
+
+
+def provider_now(headers: Mapping[str, str]) -> float | None:
+    """The moment of an answer on the provider's clock, from its `Date` header (to the
+    second, seconds since the epoch); `None` without one that reads. A moment it gives to
+    wait until is read against this, not this machine's clock, which may be minutes off.
+    A date with no zone (the asctime form, `-0000`) is GMT, as HTTP says."""
+    said = next((value for key, value in headers.items() if key.lower() == "date"), None)
+    if not said:
+        return None
+    from datetime import UTC
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(said)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return when.timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+_CLOCKS_AGREE = 2.0
+"""Seconds a `Date` may differ from this machine's clock and the two be taken to agree: it
+is to the second, and read a moment after it was written."""
+
+
+def provider_clock(headers: Mapping[str, str]) -> float:
+    """Now, on the provider's clock (seconds since the epoch), to read a moment it gives to
+    wait until: this machine's clock, unless the answer's `Date` says it is off by more
+    than the `Date`'s own precision (a clock minutes off would wait minutes more, or stop
+    a run over a wait of seconds)."""
+    import time
+
+    local = time.time()
+    said = provider_now(headers)
+    return local if said is None or abs(said - local) <= _CLOCKS_AGREE else said

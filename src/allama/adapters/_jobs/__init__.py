@@ -16,7 +16,7 @@ from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from allama.adapters._http import HttpRequest, HttpResponse
+from allama.adapters._http import HttpRequest, HttpResponse, provider_now
 
 __all__ = [
     "CREATE_ASKED",
@@ -170,21 +170,11 @@ def too_many_jobs(pages: int) -> JobAmbiguity:
 def clock_ahead(response: HttpResponse) -> float | None:
     """How far the provider's clock is ahead of this machine's (seconds; negative when
     behind), by the `Date` its answer carries (to the second); `None` without one that
-    reads. A date with no zone (the asctime form, `-0000`) is GMT, as HTTP says."""
+    reads."""
     import time
-    from datetime import UTC
-    from email.utils import parsedate_to_datetime
 
-    said = response.headers.get("date")
-    if not said:
-        return None
-    try:
-        when = parsedate_to_datetime(said)
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        return when.timestamp() - time.time()
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
+    said = provider_now(response.headers)
+    return None if said is None else said - time.time()
 
 
 class JobDialect(Protocol):

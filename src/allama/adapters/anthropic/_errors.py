@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Mapping
 from typing import Any
 
-from allama.adapters._http import body_message, rfc3339_seconds
+from allama.adapters._http import body_message, provider_clock, rfc3339_seconds
 from allama.adapters.openai_compat._errors import retry_after_seconds, waits_as_asked
 from allama.errors import (
     AuthenticationError,
@@ -212,6 +211,8 @@ def retry_after(headers: Mapping[str, str], *, now: float | None = None) -> floa
     none says which limit ran out. `now` (seconds since the epoch) is for tests.
     """
     lower = {key.lower(): value for key, value in headers.items()}
+    if now is None:  # its moments are read on its clock, as its `Date` gives it
+        now = provider_clock(lower)
     explicit = {key: lower[key] for key in _EXPLICIT if key in lower}
     if explicit:
         wait = retry_after_seconds(explicit, now=now)
@@ -230,7 +231,7 @@ def retry_after(headers: Mapping[str, str], *, now: float | None = None) -> floa
         if lower.get(f"anthropic-ratelimit-{limit}-remaining", "").strip() == "0"
     ]
     latest = max(exhausted or resets.values())
-    return max(0.0, latest - (time.time() if now is None else now))
+    return max(0.0, latest - now)
 
 
 def _finish(

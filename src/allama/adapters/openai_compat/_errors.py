@@ -15,13 +15,12 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
 from collections.abc import Mapping
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from allama.adapters._http import body_message
+from allama.adapters._http import body_message, provider_clock
 from allama.errors import (
     AuthenticationError,
     ContextWindowExceededError,
@@ -239,6 +238,8 @@ def waits_as_asked(error: Error, headers: Mapping[str, str], *, now: float | Non
         lower = {key.lower(): value for key, value in headers.items()}
         explicit = {key: lower[key] for key in _EXPLICIT_WAITS if key in lower}
         if explicit:
+            if now is None:
+                now = provider_clock(lower)
             error.with_retry_after(retry_after_seconds(explicit, now=now))
     return error
 
@@ -255,6 +256,8 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
     requests met reads `0`, and may be per day, as Groq's is), else the longest.
     """
     lower = {key.lower(): value for key, value in headers.items()}
+    if now is None:  # a moment to wait until is the provider's: read on its clock
+        now = provider_clock(lower)
     explicit: list[float] = []
     for name in ("retry-after-ms", "x-ms-retry-after-ms"):
         if (ms := lower.get(name)) is not None and (millis := _duration(ms)) is not None:
@@ -271,7 +274,7 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
                 # or with `-0000`, is not the machine's local time.
                 moment = (date if date.tzinfo else date.replace(tzinfo=UTC)).timestamp()
             if moment is not None:
-                seconds = max(0.0, moment - (time.time() if now is None else now))
+                seconds = max(0.0, moment - now)
         if seconds is not None:
             explicit.append(seconds)
     if explicit:
@@ -285,7 +288,7 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
             if not kind and seconds >= _EPOCH_SECONDS:
                 # A moment, not a wait (OpenRouter's, in milliseconds since the epoch).
                 moment = seconds / 1000.0 if seconds >= _EPOCH_MILLISECONDS else seconds
-                seconds = max(0.0, moment - (time.time() if now is None else now))
+                seconds = max(0.0, moment - now)
             resets[kind] = seconds
     if not resets:
         return None
