@@ -790,9 +790,12 @@ def test_a_ledger_of_an_earlier_version_is_read_and_resumed(
             db.execute("ALTER TABLE items DROP COLUMN job")
             db.execute("ALTER TABLE items DROP COLUMN log")
             db.execute("DROP TABLE jobs")
+        else:
+            db.execute("ALTER TABLE jobs DROP COLUMN clock")
         db.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (str(version),))
     reader = Ledger(ledger, read_only=True)
     (row,) = reader.rows()
+    assert reader.jobs() == []
     reader.close()
     assert (row.status, row.source, row.job, row.log) == ("done", None, None, None)
     assert main(["batch", "export", str(ledger)]) == 0
@@ -805,7 +808,9 @@ def test_a_ledger_of_an_earlier_version_is_read_and_resumed(
     with sqlite3.connect(ledger) as db:
         columns = {found[1] for found in db.execute("PRAGMA table_info(items)")}
         (stored,) = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+        job_columns = {found[1] for found in db.execute("PRAGMA table_info(jobs)")}
     assert {"job", "log", "source", "reopened"} <= columns and stored == "4"
+    assert "clock" in job_columns
 
 
 def test_a_ledger_of_a_later_version_is_refused_and_left_as_it_is(

@@ -480,6 +480,40 @@ def test_a_cut_off_anthropic_submission_is_found_on_a_provider_whose_clock_is_be
     assert len(server.jobs) == 1 and all(server.submitted[("anthropic", n)] == 1 for n in range(4))
 
 
+@pytest.mark.parametrize("where", ["this machine", "another machine"])
+def test_a_cut_off_anthropic_submission_is_found_after_the_clock_was_set_back(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The run that looks reads the time on a clock a minute behind the one that recorded
+    the submission: the same machine's, set back (a time server's step), or another's."""
+    import email.utils
+    import types
+
+    import _provider_batch_server
+
+    from allama.batch import _ledger
+
+    real = time.time
+    # The provider keeps the true time.
+    clock = types.SimpleNamespace(time=real, monotonic=time.monotonic, sleep=time.sleep)
+    monkeypatch.setattr(_provider_batch_server, "time", clock)
+    monkeypatch.setattr(
+        _provider_batch_server._Handler,
+        "date_time_string",
+        lambda handler, timestamp=None: email.utils.formatdate(real(), usegmt=True),
+    )
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "cut.sqlite"
+    _cut_off(provider, model, _docs(4), ledger)
+    monkeypatch.setattr(time, "time", lambda: real() - 60.0)
+    if where == "another machine":
+        monkeypatch.setattr(_ledger, "_BOOT", "another-machine")
+    results = _run(provider, model, _docs(4), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(4)]
+    # Found, not made again (and paid twice).
+    assert len(server.jobs) == 1 and all(server.submitted[("anthropic", n)] == 1 for n in range(4))
+
+
 @pytest.mark.parametrize(
     ("date", "ahead"),
     [

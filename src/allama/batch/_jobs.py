@@ -441,7 +441,7 @@ class JobRunner(_Runner):
         target = self.jobs.target(model)
         entries = [item.entry for item in items if item.entry is not None]
         tried = limited = 0
-        since = time.time()
+        began = time.monotonic()  # the submission's moment, read again as each look starts
         failed: Error | None = None
         too_long: str | None = None
         uploaded: dict[str, str] = {}  # a job's file, uploaded once however often it is tried
@@ -451,6 +451,7 @@ class JobRunner(_Runner):
         while True:
             if maybe_made:  # its answer lost: a job made is collected, not made again
                 try:
+                    since = (time.time() - (time.monotonic() - began), True)
                     job.job_id = await self._look_for_made(
                         target, tag, since, len(items), [entry.key for entry in entries]
                     )
@@ -573,12 +574,15 @@ class JobRunner(_Runner):
             self.summary.jobs[job.tag] = f"{job.job_id}: not cancelled: {_failure(error).message}"
 
     async def _find(
-        self, target: Any, tag: str, since: float, count: int, keys: Collection[str]
+        self, target: Any, tag: str, since: tuple[float, bool], count: int, keys: Collection[str]
     ) -> str | None:
+        """`since`: when the job was recorded, and whether that was measured (`JobRow.
+        submitted_at`)."""
         assert self.book is not None
         known = _known_ids(self.book)
+        at, measured = since
         found: str | None = await self.jobs.run(
-            self.jobs.dialect.find(target, tag, since, count, known, keys),
+            self.jobs.dialect.find(target, tag, at, count, known, keys, measured=measured),
             target.model,
             sync=self.sync,
         )
@@ -700,12 +704,13 @@ class JobRunner(_Runner):
         target = self.jobs.target(row.model)
         assert self.book is not None
         keys = self.book.job_keys(row.tag)
-        if time.time() - row.created_at < _STILL_IN_THE_MAKING:
-            return await self._look_for_made(target, row.tag, row.created_at, row.requests, keys)
-        return await self._look_for_tag(target, row.tag, row.created_at, row.requests, keys)
+        since = row.submitted_at()
+        if time.time() - since[0] < _STILL_IN_THE_MAKING:
+            return await self._look_for_made(target, row.tag, since, row.requests, keys)
+        return await self._look_for_tag(target, row.tag, since, row.requests, keys)
 
     async def _look_for_made(
-        self, target: Any, tag: str, since: float, count: int, keys: Collection[str]
+        self, target: Any, tag: str, since: tuple[float, bool], count: int, keys: Collection[str]
     ) -> str | None:
         """The job a try whose answer was lost made, or `None` when it has not shown after
         the looks `_LOOKS_AFTER_LOST` spaces; `_NotSeenYet` when the run stops first."""
@@ -720,7 +725,7 @@ class JobRunner(_Runner):
             await self.limiter.sleep(wait)
 
     async def _look_for_tag(
-        self, target: Any, tag: str, since: float, count: int, keys: Collection[str]
+        self, target: Any, tag: str, since: tuple[float, bool], count: int, keys: Collection[str]
     ) -> str | None:
         """The job made with `tag`, looked for among the provider's; a failed look is tried
         again as a poll is (a rate limit waits as asked), and raised when tries run out."""
@@ -1256,13 +1261,15 @@ async def cancel_jobs(
                 # made, or makes none.
                 book.request_cancel(row.tag)
                 if job_id is None:
+                    at, measured = row.submitted_at()
                     steps = jobs.dialect.find(
                         target,
                         row.tag,
-                        row.created_at,
+                        at,
                         row.requests,
                         _known_ids(book),
                         book.job_keys(row.tag),
+                        measured=measured,
                     )
                     job_id = await jobs.run(steps, row.model, sync=True)
                     if job_id is None:  # not made (yet): no run makes it now

@@ -112,7 +112,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     collector TEXT,
-    cancel_requested INTEGER NOT NULL DEFAULT 0
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    clock TEXT
 );
 """
 
@@ -121,6 +122,12 @@ _ADDED_COLUMNS = (("job", "TEXT"), ("log", "TEXT"), ("source", "TEXT"), ("reopen
 schema 2 (provider batch jobs), `source` in 3 (the output a value was read from),
 `reopened` in 4 (a failure claimed again by a run that tries failures again: the id of the
 run that failed it, `""` for none, until the input ends again)."""
+
+
+_ADDED_JOB_COLUMNS = (("clock", "TEXT"),)
+"""Columns of `jobs` added since, added to older ledgers (which a version without them
+reads and writes as it did): `clock`, the machine's boot and monotonic clock when the job
+was recorded (`_clock_reading`)."""
 
 
 EARLIER_VALUE = "\x00"
@@ -157,6 +164,41 @@ class JobRow:
     updated_at: float
     collector: str | None
     cancel_requested: bool
+    clock: str | None = None
+    """Where the job was recorded on this machine's monotonic clock (`_clock_reading`)."""
+
+    def submitted_at(self) -> tuple[float, bool]:
+        """When the job was recorded, on this machine's clock as it reads now, and whether
+        that was measured: on the same boot of the same machine, by the monotonic clock (a
+        clock set back or forward since changes nothing). Else its `created_at`, written by
+        another machine's clock or before a restart, which may be off by any amount."""
+        boot, _, then = (self.clock or "").partition(" ")
+        if boot and boot == _boot():
+            with contextlib.suppress(ValueError):
+                return time.time() - (time.monotonic() - float(then)), True
+        return self.created_at, False
+
+
+def _boot() -> str | None:
+    """This boot of this machine (Linux's boot id, the same in its containers), for whose
+    length the monotonic clock counts; `None` where it cannot be told."""
+    global _BOOT
+    if _BOOT is None:
+        try:
+            with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as said:
+                _BOOT = said.read().strip() or ""
+        except OSError:
+            _BOOT = ""
+    return _BOOT or None
+
+
+_BOOT: str | None = None
+
+
+def _clock_reading() -> str | None:
+    """A moment as `JobRow.submitted_at` reads it: the boot and the monotonic clock."""
+    boot = _boot()
+    return None if boot is None else f"{boot} {time.monotonic()!r}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,15 +286,13 @@ class Ledger:
         self.path = Path(path)
         self.run_id = uuid.uuid4().hex
         self._select = _SELECT
-        self._has_jobs = True
+        self._has_jobs = self._job_clock = True
         if read_only:
             self._connection = _read_only(self.path)
             self._select = f"SELECT key, {row_columns(self._connection)} FROM items"
-            self._has_jobs = bool(
-                self._connection.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'"
-                ).fetchone()
-            )
+            job_columns = {row[1] for row in self._connection.execute("PRAGMA table_info(jobs)")}
+            self._has_jobs = bool(job_columns)
+            self._job_clock = "clock" in job_columns  # a ledger an earlier version made
         else:
             check_ledger_file(self.path)
             self._connection = sqlite3.connect(
@@ -291,6 +331,10 @@ class Ledger:
         for name, kind in _ADDED_COLUMNS:
             if name not in columns:
                 db.execute(f"ALTER TABLE items ADD COLUMN {name} {kind}")
+        job_columns = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
+        for name, kind in _ADDED_JOB_COLUMNS:
+            if job_columns and name not in job_columns:
+                db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
         if "source" not in columns:
             # Values a version before schema 3 kept: validated again as they are.
             db.execute(
@@ -599,7 +643,7 @@ class Ledger:
             now = time.time()
             self._connection.execute(
                 "INSERT INTO jobs (tag, provider, base_url, api, model, state, requests, "
-                "run_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "run_id, created_at, updated_at, clock) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     tag,
                     provider,
@@ -611,6 +655,7 @@ class Ledger:
                     self.run_id,
                     now,
                     now,
+                    _clock_reading(),
                 ),
             )
             self._connection.executemany(
@@ -746,8 +791,8 @@ class Ledger:
                 return []
             found = self._connection.execute(
                 "SELECT tag, provider, base_url, api, model, job_id, state, outcome, counts, "
-                "error, requests, run_id, created_at, updated_at, collector, cancel_requested "
-                "FROM jobs ORDER BY created_at"
+                "error, requests, run_id, created_at, updated_at, collector, cancel_requested, "
+                f"{'clock' if self._job_clock else 'NULL'} FROM jobs ORDER BY rowid"
             ).fetchall()
         return [
             JobRow(
@@ -767,6 +812,7 @@ class Ledger:
                 updated_at=float(raw[13]),
                 collector=raw[14],
                 cancel_requested=bool(raw[15]),
+                clock=raw[16],
             )
             for raw in found
         ]

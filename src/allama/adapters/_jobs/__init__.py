@@ -214,12 +214,16 @@ class JobDialect(Protocol):
         count: int,
         known: Collection[str] = (),
         keys: Collection[str] = (),
+        *,
+        measured: bool = True,
     ) -> Steps:
         """Find the job submitted with `tag` (at or after `since`, of `count` requests)
         among the provider's recent jobs, not one of `known` (the ids the ledger holds of
         its other jobs); returns its id, `None` when there is none, or raises
         `JobAmbiguity` when it cannot tell. `keys`: its requests' ids, for a provider whose
-        jobs keep no tag (a job that ended holds them in its results)."""
+        jobs keep no tag (a job that ended holds them in its results). `measured`: whether
+        `since` is this machine's clock's, measured since on its monotonic clock; else
+        another machine's, or one read before a restart, that may be off by any amount."""
         ...
 
     def results(

@@ -37,9 +37,10 @@ _LEEWAY = 5.0
 """Seconds a batch may seem made before its submission began: the provider's `Date` is
 to the second, and the two clocks are read a moment apart."""
 _UNTOLD = 900.0
-"""The same where the provider's answer gives no `Date` (a proxy dropped it): clocks of
+"""The same where the provider's answer gives no `Date` (a proxy dropped it), or where the
+submission's time was read on another machine's clock or before a restart: clocks of
 machines kept in time agree within minutes; a batch of the same size made by another in
-that window is said to be ambiguous, rather than missed and made again."""
+that window is said to be ambiguous, rather than missed and made again (and paid twice)."""
 
 _KINDS = {
     "succeeded": RowKind.RESPONSE,
@@ -97,6 +98,8 @@ class AnthropicJobs:
         count: int,
         known: Collection[str] = (),
         keys: Collection[str] = (),
+        *,
+        measured: bool = True,
     ) -> Steps:
         found: list[JobState] = []
         after: str | None = None
@@ -107,7 +110,8 @@ class AnthropicJobs:
             # Its times are the provider's: the submission's, on its clock (to the second);
             # a clock not told (no `Date`) may be minutes off.
             ahead = clock_ahead(response)
-            earliest = since - _UNTOLD if ahead is None else since + ahead - _LEEWAY
+            leeway = _LEEWAY if measured else _UNTOLD
+            earliest = since - _UNTOLD if ahead is None else since + ahead - leeway
             jobs = [job for job in page.get("data") or [] if isinstance(job, dict)]
             older = False
             for job in jobs:

@@ -152,6 +152,8 @@ class GeminiJobs:
         count: int,
         known: Collection[str] = (),
         keys: Collection[str] = (),
+        *,
+        measured: bool = True,
     ) -> Steps:
         token: str | None = None
         for _ in range(MOST_PAGES):  # in no order the API promises: every page

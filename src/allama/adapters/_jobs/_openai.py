@@ -128,6 +128,8 @@ class OpenAIJobs:
         count: int,
         known: Collection[str] = (),
         keys: Collection[str] = (),
+        *,
+        measured: bool = True,
     ) -> Steps:
         after: str | None = None
         for _ in range(MOST_PAGES):  # newest first: back to an hour before the submission
