@@ -1419,6 +1419,7 @@ def test_a_ledger_that_names_another_file_is_refused_before_it_is_changed(
 
     from allama.batch import LedgerError
 
+    assert allama.LedgerError is LedgerError  # `allama.batch` is the function: said here too
     app = tmp_path / "app.db"
     with contextlib.closing(sqlite3.connect(app)) as db:
         db.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, sku TEXT)")

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         BatchResult,
         BatchRun,
         BatchSummary,
+        LedgerError,
         abatch,
         batch,
     )
@@ -249,6 +250,7 @@ _getattr, __dir__ = _lazy_names(
             "BatchResult",
             "BatchRun",
             "BatchSummary",
+            "LedgerError",
             "abatch",
             "batch",
         ),
@@ -302,6 +304,7 @@ __all__ = [
     "BatchResult",
     "BatchRun",
     "BatchSummary",
+    "LedgerError",
     "abatch",
     "batch",
     "HttpProvider",

@@ -3481,8 +3481,11 @@ def batch(
     `"batch"` (a follow-up job) or `"live"`. `poll_interval`: seconds before a job is
     first read again (growing to ten minutes). `job_size`: the most requests per job.
 
-    The inputs are read as the run goes: after a read that took long (a queue, a cursor
-    over the network) in a thread of their own, while the inputs already read go on.
+    The inputs are read as the run goes: a collection (anything with a length) on the
+    run's loop, an iterator or generator in a thread of its own, a few ahead, so that a
+    read that waits (a queue, a cursor over the network) holds back none of the inputs
+    already read; an object bound to the thread that made it (an `sqlite3` cursor) is
+    best made in the generator.
     """
     if isinstance(inputs, AsyncIterable) and not isinstance(inputs, Iterable):
         raise TypeError(

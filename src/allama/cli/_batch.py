@@ -58,7 +58,9 @@ header row (the document in the column --field). Labels come from --id-field, el
 field or column, else `line N` / `row N`.
 
 The output has one JSON line per validated value, as the values come:
-  {"label": ..., "key": ..., "value": ..., "record": {mode, passes, enforcement, usage, cost}}
+  {"label": ..., "key": ..., "value": ..., "record": {mode, passes, repaired,
+   enforcement, usage, cost (or cost_missing, why no price is known), batch_passes (of
+   provider batch jobs)}}
 written to OUT.part and renamed to OUT when the run ends. Failures are in the ledger
 (`allama batch status`, `allama batch export --failed`) and the summary. Run the same
 command again and what the ledger holds is not sent again: it is written from the ledger.
