@@ -490,7 +490,6 @@ def test_a_cut_off_anthropic_submission_is_found_after_the_clock_was_set_back(
     import types
 
     import _provider_batch_server
-
     from allama.batch import _ledger
 
     real = time.time
