@@ -2470,6 +2470,29 @@ def test_an_iterator_of_a_run_never_advanced_sends_nothing(server: BatchServer) 
         list(run)
 
 
+def test_an_input_waiting_to_be_sent_again_after_a_server_error_is_counted_as_such(
+    server: BatchServer,
+) -> None:
+    run = allama.batch(provider_for(server), Row, ["doc 3"], request=TEMPLATE, backoff=0.6)
+    seen: list[tuple[int, int]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.02):
+            seen.append((run.summary.in_flight, run.summary.retrying))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        (result,) = list(run)  # a 503 first, then its value
+    finally:
+        done.set()
+        watcher.join()
+    assert result.value == Row(n=3) and result.attempts == 2
+    # While it waits, it is said to: neither in flight nor finished.
+    assert (0, 1) in seen and (run.summary.in_flight, run.summary.retrying) == (0, 0)
+
+
 def test_a_runs_time_counts_from_the_first_result_asked_for(server: BatchServer) -> None:
     run = allama.batch(provider_for(server), Row, docs(2), request=TEMPLATE)
     time.sleep(0.5)  # the caller does something else before reading the results

@@ -1603,6 +1603,9 @@ def test_on_an_80_column_terminal_the_bar_is_drawn_and_the_least_needed_parts_gi
         "3/?: 3 done, 0 failed, 1 in flight, paused 1 min 12 s (rate limit), ETA ?"
     )
     assert "paused" not in progress_text(summary, paused=0.4)
+    summary.retrying = 2  # a 503's wait, say
+    assert ", 1 in flight, 2 waiting to retry, 509 tokens, " in progress_text(summary)
+    summary.retrying = 0
     # Inputs priced at $0 beside one of unknown price: a cost, as the summary says, not none.
     summary.priced, summary.cost_unknown = 2, 1
     assert "509 tokens, $0.000000+?, " in progress_text(summary)

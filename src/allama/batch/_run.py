@@ -250,6 +250,10 @@ class BatchSummary:
     not_started: int = 0
     elsewhere: int = 0
     in_flight: int = 0
+    retrying: int = 0
+    """Inputs waiting to be sent again after a failure that may pass (a server error and
+    the wait its `Retry-After` asks, a timeout, the network): neither in flight nor
+    finished. A rate limit's pause is said apart (the progress line's "paused")."""
     by_enforcement: Counter[str] = field(default_factory=Counter)
     failures_by_kind: Counter[str] = field(default_factory=Counter)
     passes: int = 0
@@ -2006,10 +2010,14 @@ class _Runner:
                             key, _stored_or_spent(None, spent), _paid_text(None, spent)
                         )
                 if self.stopping is None:
-                    await self.limiter.sleep(
-                        pause - (time.monotonic() - paused_at),
-                        counted=isinstance(outcome, RateLimitedError),
-                    )
+                    limited = isinstance(outcome, RateLimitedError)
+                    self.summary.retrying += not limited
+                    try:
+                        await self.limiter.sleep(
+                            pause - (time.monotonic() - paused_at), counted=limited
+                        )
+                    finally:
+                        self.summary.retrying -= not limited
                 if self.stopping is not None:  # the run stopped before its next try
                     return await self._set_aside(
                         index, key, label, outcome, tries.last[1], tries.attempts, began, spent

@@ -41,6 +41,9 @@ def _parts(summary: BatchSummary, paused: float = 0.0) -> list[tuple[str, str]]:
     if paused >= 1.0:
         # A 429's wait: nothing is sent meanwhile, and the line says why.
         parts.append(("paused", f"paused {_duration(paused)} (rate limit)"))
+    if summary.retrying:
+        # A server error's wait (a 503's `Retry-After` may ask minutes): said, as a pause is.
+        parts.append(("retrying", f"{summary.retrying} waiting to retry"))
     if summary.not_started:
         parts.append(("not started", f"{summary.not_started} not started"))
     if summary.elsewhere:
@@ -61,7 +64,7 @@ def _parts(summary: BatchSummary, paused: float = 0.0) -> list[tuple[str, str]]:
     return parts
 
 
-_LEAST_NEEDED = ("rate", "tokens", "job", "elsewhere", "not started", "cost")
+_LEAST_NEEDED = ("rate", "tokens", "job", "elsewhere", "not started", "retrying", "cost")
 """The parts a line too long for the terminal leaves out first, in turn."""
 
 MIN_BAR = 10
