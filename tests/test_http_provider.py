@@ -208,6 +208,88 @@ def test_a_repr_masks_credentials_written_into_the_base_url() -> None:
         provider.close()
 
 
+def test_a_base_url_with_an_empty_user_and_password_sends_the_key() -> None:
+    import allama
+
+    for url in ("http://@gateway.example/v1", "http://:@gateway.example/v1"):
+        provider = allama.provider("openai", api_key="sk-secret", base_url=url)
+        # As httpx2 reads it: no user, no Basic auth; the key goes as it would.
+        assert provider._headers(stream=False)["authorization"] == "Bearer sk-secret"
+        assert provider.base_url == "http://gateway.example/v1"
+        provider.close()
+        keyless = allama.provider("openai", base_url=url)
+        assert keyless.missing_key() is not None
+        keyless.close()
+
+
+def test_a_short_password_in_the_base_url_is_redacted_as_its_basic_header_alone() -> None:
+    import base64
+
+    import allama
+
+    provider = allama.provider("openai", base_url="http://u:e@gateway.example/v1")
+    token = base64.b64encode(b"u:e").decode()
+    # `e` alone would be cut out of every word of a message: its header is looked for.
+    assert provider._secrets() == [f"Basic {token}", token]
+    provider.close()
+    longer = allama.provider("openai", base_url="http://u:s3cr%40t-pw@gateway.example/v1")
+    assert {"s3cr%40t-pw", "s3cr@t-pw"} <= set(longer._secrets())
+    longer.close()
+
+
+def test_httpx2s_log_masks_the_query_of_calls_to_a_base_urls_host() -> None:
+    import logging
+
+    import allama
+
+    provider = allama.provider(
+        "gemini", api_key="k", base_url="https://gw-log.example/v1beta?key=gw-secret"
+    )
+
+    def logged(url: str) -> str:
+        record = logging.LogRecord(
+            "httpx2",
+            logging.INFO,
+            __file__,
+            1,
+            'HTTP Request: %s %s "%s %d %s"',
+            ("POST", httpx2.URL(url), "HTTP/1.1", 200, "OK"),
+            None,
+        )
+        assert all(check.filter(record) for check in logging.getLogger("httpx2").filters)
+        return record.getMessage()
+
+    # A job's file, under the host's root rather than the base URL's path, too.
+    for path in ("/v1beta/models/m:generateContent", "/upload/v1beta/files"):
+        assert logged(f"https://GW-LOG.example:443{path}?key=gw-secret") == (
+            f'HTTP Request: POST https://gw-log.example{path}?*** "HTTP/1.1 200 OK"'
+        )
+    other = "https://elsewhere.example/v1?page=2"
+    assert logged(other) == f'HTTP Request: POST {other} "HTTP/1.1 200 OK"'
+    provider.close()
+
+
+def test_what_a_base_url_gave_goes_to_its_host_alone_in_job_calls() -> None:
+    import allama
+    from allama.adapters._jobs import get, post
+    from allama.providers._jobs import provider_jobs
+
+    provider = allama.provider(
+        "anthropic", api_key="sk-ant", base_url="https://u:pw-123456@gw.example/v1?key=gw"
+    )
+    target = provider_jobs(provider).target("claude-sonnet-4-5")
+    here = get(target, "https://gw.example/v1/messages/batches")
+    assert here.headers["Authorization"].startswith("Basic ") and here.params == {"key": "gw"}
+    # A results file at another host the answer named: the API key goes, as it must; the
+    # gateway's user, password and query do not.
+    there = get(target, "https://api.anthropic.com/v1/messages/batches/b1/results")
+    assert "Authorization" not in there.headers and there.headers["x-api-key"] == "sk-ant"
+    assert there.params == {}
+    made = post(target, "https://elsewhere.example/v1/x", {})
+    assert "Authorization" not in made.headers and made.params == {}
+    provider.close()
+
+
 def test_a_query_in_the_base_url_goes_with_each_calls_own_parameters() -> None:
     import allama
 

@@ -734,6 +734,25 @@ def test_a_moment_to_wait_until_is_read_on_the_providers_clock(off: float) -> No
         ServerError("busy"), {**said, "Retry-After": formatdate(provider_now + 3, usegmt=True)}
     )
     assert error.retry_after is not None and 2.0 <= error.retry_after <= 4.0
+    # A router's reset in its body (OpenRouter's), read on the clock its answer's `Date` gives.
+    limits = {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str((provider_now + 3) * 1000)}
+    body = {
+        "error": {"message": "Rate limit exceeded", "code": 429, "metadata": {"headers": limits}}
+    }
+    routed = _error(429, body, said)
+    assert routed.retry_after is not None and 2.0 <= routed.retry_after <= 4.0
+
+
+def test_a_date_a_day_or_more_off_is_taken_for_the_wrong_clock() -> None:
+    from email.utils import formatdate
+
+    # A proxy's `Date` of 1970 beside a wait given as a date 5 s away on this machine's clock.
+    waits = {
+        "date": formatdate(0, usegmt=True),
+        "retry-after": formatdate(time.time() + 5, usegmt=True),
+    }
+    wait = retry_after_seconds(waits)
+    assert wait is not None and 3.0 <= wait <= 6.0
 
 
 def test_go_durations_under_a_millisecond() -> None:

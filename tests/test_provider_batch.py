@@ -480,7 +480,7 @@ def test_a_cut_off_anthropic_submission_is_found_on_a_provider_whose_clock_is_be
     assert len(server.jobs) == 1 and all(server.submitted[("anthropic", n)] == 1 for n in range(4))
 
 
-@pytest.mark.parametrize("where", ["this machine", "another machine"])
+@pytest.mark.parametrize("where", ["this machine", "another machine", "asleep"])
 def test_a_cut_off_anthropic_submission_is_found_after_the_clock_was_set_back(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
@@ -504,13 +504,32 @@ def test_a_cut_off_anthropic_submission_is_found_after_the_clock_was_set_back(
     provider, model = _provider(server, "anthropic")
     ledger = tmp_path / "cut.sqlite"
     _cut_off(provider, model, _docs(4), ledger)
-    monkeypatch.setattr(time, "time", lambda: real() - 60.0)
+    if where == "asleep":
+        # Ten minutes asleep (a laptop's lid closed): every clock moves on but the monotonic
+        # one; the clock since boot counts them.
+        slept = _ledger.since_boot
+        monkeypatch.setattr(_ledger, "since_boot", lambda: slept() + 600.0)
+        later = real
+        real = lambda: later() + 600.0  # noqa: E731
+        clock.time = real
+        monkeypatch.setattr(time, "time", real)
+    else:
+        monkeypatch.setattr(time, "time", lambda: real() - 60.0)
     if where == "another machine":
         monkeypatch.setattr(_ledger, "_BOOT", "another-machine")
     results = _run(provider, model, _docs(4), ledger)
     assert [r.value for r in results] == [Doc(n=n) for n in range(4)]
     # Found, not made again (and paid twice).
     assert len(server.jobs) == 1 and all(server.submitted[("anthropic", n)] == 1 for n in range(4))
+
+
+def test_the_clock_since_boot_counts_time_asleep() -> None:
+    from allama.batch._ledger import since_boot
+
+    if not hasattr(time, "CLOCK_BOOTTIME"):
+        pytest.skip("no clock since boot here")
+    # Not the monotonic clock, which stops while the machine sleeps.
+    assert abs(since_boot() - time.clock_gettime(time.CLOCK_BOOTTIME)) < 0.5
 
 
 @pytest.mark.parametrize(

@@ -262,8 +262,9 @@ class AsyncStreamResponse:
 def mask_query_in_log(base_url: str) -> None:
     """httpx2 writes each request's URL to its INFO log, query included: where the caller
     wrote a query into a provider's base URL (a gateway's `?key=`), the log record of a
-    call under it shows the query masked (`?***`), as the provider's repr does. Records of
-    other URLs are left as httpx2 writes them."""
+    call to that host (a job's file too, under the host's root) shows the query masked
+    (`?***`), as the provider's repr does. Records of other hosts are left as httpx2
+    writes them."""
     with _MASKING_LOCK:
         global _MASKING
         if _MASKING is None:
@@ -279,27 +280,29 @@ class _QueryMask:
 
     def __init__(self) -> None:
         self.bases: set[str] = set()
-        self._known: dict[str, str] = {}
-        """Each base URL as httpx2 writes it (a host in lower case, a default port left
-        out), made when a record is first filtered (httpx2 is loaded by then)."""
+        self._hosts: dict[str, str | None] = {}
+        """Each base URL's host as httpx2 writes it (scheme, host in lower case, a default
+        port left out), made when a record is first filtered (httpx2 is loaded by then)."""
 
     def filter(self, record: Any) -> bool:
         args = record.args
-        if not isinstance(args, tuple) or len(args) < 2:
+        if not isinstance(args, tuple) or len(args) < 2 or "?" not in str(args[1]):
             return True
-        url = str(args[1])
-        if "?" in url and any(url.startswith(base) for base in self._written()):
-            record.args = (args[0], url.partition("?")[0] + "?***", *args[2:])
+        for base in tuple(self.bases):
+            if base not in self._hosts:
+                self._hosts[base] = _host_of(base)
+        if _host_of(args[1]) in self._hosts.values():
+            record.args = (args[0], str(args[1]).partition("?")[0] + "?***", *args[2:])
         return True
 
-    def _written(self) -> list[str]:
-        for base in tuple(self.bases):
-            if base not in self._known:
-                try:
-                    self._known[base] = str(httpx2.URL(base)).rstrip("/")
-                except httpx2.InvalidURL:
-                    self._known[base] = base
-        return list(self._known.values())
+
+def _host_of(url: object) -> str | None:
+    """`scheme://host[:port]` of `url` as httpx2 writes it; `None` for none that reads."""
+    try:
+        parsed = url if isinstance(url, httpx2.URL) else httpx2.URL(str(url))
+        return f"{parsed.scheme}://{parsed.netloc.decode('ascii')}"
+    except (httpx2.InvalidURL, UnicodeDecodeError, TypeError):
+        return None
 
 
 _MASKING: _QueryMask | None = None

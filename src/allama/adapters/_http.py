@@ -148,6 +148,10 @@ _CLOCKS_AGREE = 2.0
 is to the second, and read a moment after it was written."""
 
 
+_CLOCKS_APART = 86_400.0
+"""Beyond a day apart, the `Date` is taken for the wrong one (a proxy's that says 1970)."""
+
+
 def provider_clock(headers: Mapping[str, str]) -> float:
     """Now, on the provider's clock (seconds since the epoch), to read a moment it gives to
     wait until: this machine's clock, unless the answer's `Date` says it is off by more
@@ -157,4 +161,6 @@ def provider_clock(headers: Mapping[str, str]) -> float:
 
     local = time.time()
     said = provider_now(headers)
-    return local if said is None or abs(said - local) <= _CLOCKS_AGREE else said
+    if said is None or abs(said - local) <= _CLOCKS_AGREE or abs(said - local) > _CLOCKS_APART:
+        return local
+    return said

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import JsonValue
 
 from allama.adapters._jobs import CREATE_ASKED, Entry, JobAmbiguity, JobState, Row, RowKind
-from allama.batch._ledger import JobPhase, JobRow, Ledger, Status
+from allama.batch._ledger import JobPhase, JobRow, Ledger, Status, since_boot
 from allama.batch._run import (
     _LONGEST_WAIT,
     _MAX_RATE_LIMITED,
@@ -441,7 +441,7 @@ class JobRunner(_Runner):
         target = self.jobs.target(model)
         entries = [item.entry for item in items if item.entry is not None]
         tried = limited = 0
-        began = time.monotonic()  # the submission's moment, read again as each look starts
+        began = since_boot()  # the submission's moment, read again as each look starts
         failed: Error | None = None
         too_long: str | None = None
         uploaded: dict[str, str] = {}  # a job's file, uploaded once however often it is tried
@@ -451,7 +451,7 @@ class JobRunner(_Runner):
         while True:
             if maybe_made:  # its answer lost: a job made is collected, not made again
                 try:
-                    since = (time.time() - (time.monotonic() - began), True)
+                    since = (time.time() - (since_boot() - began), True)
                     job.job_id = await self._look_for_made(
                         target, tag, since, len(items), [entry.key for entry in entries]
                     )

@@ -126,8 +126,8 @@ run that failed it, `""` for none, until the input ends again)."""
 
 _ADDED_JOB_COLUMNS = (("clock", "TEXT"),)
 """Columns of `jobs` added since, added to older ledgers (which a version without them
-reads and writes as it did): `clock`, the machine's boot and monotonic clock when the job
-was recorded (`_clock_reading`)."""
+reads and writes as it did): `clock`, the machine's boot and the time since it when the
+job was recorded (`_clock_reading`)."""
 
 
 EARLIER_VALUE = "\x00"
@@ -165,17 +165,18 @@ class JobRow:
     collector: str | None
     cancel_requested: bool
     clock: str | None = None
-    """Where the job was recorded on this machine's monotonic clock (`_clock_reading`)."""
+    """When the job was recorded, on this machine's clock since its boot (`_clock_reading`)."""
 
     def submitted_at(self) -> tuple[float, bool]:
         """When the job was recorded, on this machine's clock as it reads now, and whether
-        that was measured: on the same boot of the same machine, by the monotonic clock (a
-        clock set back or forward since changes nothing). Else its `created_at`, written by
-        another machine's clock or before a restart, which may be off by any amount."""
+        that was measured: on the same boot of the same machine, by the clock since its
+        boot (a clock set back or forward since changes nothing; time asleep counts). Else
+        its `created_at`, written by another machine's clock or before a restart, which may
+        be off by any amount."""
         boot, _, then = (self.clock or "").partition(" ")
         if boot and boot == _boot():
             with contextlib.suppress(ValueError):
-                return time.time() - (time.monotonic() - float(then)), True
+                return time.time() - (since_boot() - float(then)), True
         return self.created_at, False
 
 
@@ -195,10 +196,22 @@ def _boot() -> str | None:
 _BOOT: str | None = None
 
 
+def since_boot() -> float:
+    """Seconds since this machine booted, time asleep included (Linux's `CLOCK_BOOTTIME`;
+    elsewhere the monotonic clock): never set back or forward, and a laptop's sleep counts,
+    as it does on the provider's clock."""
+    try:
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+    except (AttributeError, OSError):
+        return time.monotonic()
+
+
 def _clock_reading() -> str | None:
-    """A moment as `JobRow.submitted_at` reads it: the boot and the monotonic clock."""
+    """A moment as `JobRow.submitted_at` reads it: the boot and the time since it."""
     boot = _boot()
-    return None if boot is None else f"{boot} {time.monotonic()!r}"
+    if boot is None or not hasattr(time, "CLOCK_BOOTTIME"):
+        return None
+    return f"{boot} {since_boot()!r}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +316,7 @@ class Ledger:
         self._pid = os.getpid()
         self._last_beat = 0.0
         self._began = (0.0, 0.0)
-        """When the run was registered: the wall clock's time and the monotonic clock's."""
+        """When the run was registered: the wall clock's time and the time since boot."""
         self._ended_runs: set[str] = set()
         if read_only:
             return
@@ -366,7 +379,7 @@ class Ledger:
                 ),
             )
             self._last_beat = now
-            self._began = (now, time.monotonic())
+            self._began = (now, since_boot())
 
     # Writing
 
@@ -833,9 +846,9 @@ class Ledger:
                 (Status.PENDING, self.run_id, Status.IN_FLIGHT),
             )
             # Its end on the clock of its start: a clock set back or forward while it ran
-            # (a time server's step) changes no run's length.
-            began, monotonic = self._began
-            ended = began + time.monotonic() - monotonic if began else time.time()
+            # (a time server's step) changes no run's length; time asleep counts.
+            began, booted = self._began
+            ended = began + since_boot() - booted if began else time.time()
             db.execute(
                 "UPDATE runs SET finished_at = ?, stopped = ? WHERE run_id = ?",
                 (ended, stopped, self.run_id),

@@ -54,6 +54,10 @@ else:
 __all__ = ["HttpProvider", "OpenAICompatibleProvider"]
 
 _REDACTED = "<redacted>"
+_SHORTEST_REDACTED = 6
+"""A base URL's password shorter than this is not looked for in what a provider echoes:
+it cannot be told from ordinary words (`e` is in every message), and the Basic header it
+makes, which a provider would echo, is redacted whole."""
 _CAPABILITY_ANSWERS = 4096
 """How many (model, capability) answers a provider keeps before starting over."""
 
@@ -230,9 +234,12 @@ class HttpProvider:
             ),
         }
         self._extra_headers = {**preset.headers, **(headers or {})}
-        if basic is not None and not any(
+        self._url_auth = basic is not None and not any(
             key.lower() == "authorization" for key in self._extra_headers
-        ):
+        )
+        """Whether `Authorization` is the base URL's user and password: the gateway's, sent
+        to no other host a provider's answer names (`url_credentials`)."""
+        if basic is not None and self._url_auth:
             self._extra_headers["Authorization"] = basic
         # Credentials in the caller's own headers (an Entra ID bearer token for Azure, a
         # gateway's key) stand in for the API key.
@@ -450,7 +457,7 @@ class HttpProvider:
             found.add(self._access_token)
         if self._tokens is not None and (token := self._tokens.current()):
             found.add(token)
-        if password := self._url_user.partition(":")[2]:
+        if len(password := self._url_user.partition(":")[2]) >= _SHORTEST_REDACTED:
             from urllib.parse import unquote
 
             found.update({password, unquote(password)})
@@ -733,9 +740,11 @@ def _split_user(url: str | None) -> tuple[str | None, str, str | None]:
     user, at, host = parts.netloc.rpartition("@")
     if not at:
         return url, "", None
-    name, _, password = user.partition(":")
-    token = base64.b64encode(f"{unquote(name)}:{unquote(password)}".encode()).decode("ascii")
     bare = urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    name, _, password = user.partition(":")
+    if not name and not password:  # `http://@host`, `http://:@host`: none, as httpx2 reads it
+        return bare, "", None
+    token = base64.b64encode(f"{unquote(name)}:{unquote(password)}".encode()).decode("ascii")
     return bare, user, f"Basic {token}"
 
 

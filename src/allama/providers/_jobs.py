@@ -76,6 +76,8 @@ class ProviderJobs:
             model=model,
             endpoint=endpoint,
             params=dict(params),
+            own_host_headers=frozenset({"Authorization"} if provider._url_auth else ()),
+            own_host_params=frozenset(provider._url_query),
         )
 
     def entry(self, key: str, request: ChatRequest) -> tuple[Entry, list[Warning]]:

@@ -30,6 +30,7 @@ __all__ = [
     "RowKind",
     "Steps",
     "clock_ahead",
+    "headers_for",
     "load_job_dialect",
     "too_many_jobs",
 ]
@@ -56,6 +57,11 @@ class JobTarget:
     endpoint: str
     """The live path under the base URL (`/chat/completions`, `/responses`, `/messages`)."""
     params: Mapping[str, str] = field(default_factory=dict)
+    own_host_headers: frozenset[str] = frozenset()
+    own_host_params: frozenset[str] = frozenset()
+    """Headers and parameters sent to the base URL's host alone: what the caller wrote into
+    the base URL (a gateway's user and password, its `?key=`), not for another host an
+    answer names (a results file's URL)."""
 
 
 class RowKind:
@@ -249,13 +255,34 @@ def load_job_dialect(name: str) -> JobDialect:
 
 def get(target: JobTarget, url: str, params: Mapping[str, str] | None = None) -> HttpRequest:
     """A GET with the target's headers but no body."""
-    headers = {k: v for k, v in target.headers.items() if k.lower() != "content-type"}
-    return HttpRequest("GET", url, headers, {}, {**target.params, **(params or {})}, raw=b"")
+    headers, own = headers_for(target, url)
+    headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+    return HttpRequest("GET", url, headers, {}, {**own, **(params or {})}, raw=b"")
 
 
 def post(target: JobTarget, url: str, body: dict[str, Any]) -> HttpRequest:
-    headers = {**target.headers, "content-type": "application/json"}
-    return HttpRequest("POST", url, headers, body, dict(target.params))
+    headers, own = headers_for(target, url)
+    return HttpRequest("POST", url, {**headers, "content-type": "application/json"}, body, own)
+
+
+def headers_for(target: JobTarget, url: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The target's headers and parameters for `url`: on another host than the base
+    URL's (one an answer named), without those the base URL gave."""
+    from urllib.parse import urlsplit
+
+    headers, params = dict(target.headers), dict(target.params)
+    if not (target.own_host_headers or target.own_host_params):
+        return headers, params
+    try:
+        same = urlsplit(url).netloc.lower() == urlsplit(target.base_url).netloc.lower()
+    except ValueError:
+        same = False
+    if same:
+        return headers, params
+    return (
+        {k: v for k, v in headers.items() if k not in target.own_host_headers},
+        {k: v for k, v in params.items() if k not in target.own_host_params},
+    )
 
 
 def json_of(response: HttpResponse) -> Any:

@@ -23,6 +23,7 @@ from allama.adapters._jobs import (
     RowKind,
     Steps,
     get,
+    headers_for,
     json_lines,
     json_of,
     keep,
@@ -126,11 +127,12 @@ class GeminiJobs:
         url = started.headers.get("x-goog-upload-url")
         if not url:
             raise ValueError("the Gemini file upload answered without an upload URL")
+        there, _ = headers_for(target, url)  # the upload's URL is the provider's to name
         finished = yield HttpRequest(
             "POST",
             url,
             {
-                **headers,
+                **{k: v for k, v in there.items() if k.lower() != "content-type"},
                 "content-type": "application/jsonl",
                 "x-goog-upload-command": "upload, finalize",
                 "x-goog-upload-offset": "0",

@@ -363,7 +363,12 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
             # headers give is not one to make.
             return RateLimitedError(message).with_retryable(False)
         # The headers', and the limit's as a router put them in its body: the longer.
-        waits = (retry_after_seconds(headers), retry_after_seconds(info.limits or {}))
+        # A router's moments, as its upstream's headers, read on the clock its `Date` gives.
+        limits = info.limits or {}
+        waits = (
+            retry_after_seconds(headers),
+            retry_after_seconds(limits, now=provider_clock(headers) if limits else None),
+        )
         wait = max((seconds for seconds in waits if seconds is not None), default=None)
         if wait is None:  # OpenAI's and Groq's words: "Please try again in 8.64s."
             said = re.search(_TRY_AGAIN_IN, message)
