@@ -2493,6 +2493,19 @@ def test_an_input_waiting_to_be_sent_again_after_a_server_error_is_counted_as_su
     assert (0, 1) in seen and (run.summary.in_flight, run.summary.retrying) == (0, 0)
 
 
+def test_a_ledger_rows_repr_withholds_what_may_quote_the_input_or_the_output(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    provider = allama.mock.MockProvider.with_text('{"n": 4}')
+    list(allama.batch(provider, Row, ["doc MARK-1"], request=TEMPLATE, ledger=ledger))
+    (row,) = Ledger(ledger, settings={}).rows()
+    assert row.value == '{"n":4}'
+    shown = repr(row)
+    assert "value=" not in shown and '"n"' not in shown and "source=" not in shown
+    assert shown.startswith(f"LedgerRow(key='{row.key}', position=0, label='#0', status='done'")
+
+
 def test_a_runs_time_counts_from_the_first_result_asked_for(server: BatchServer) -> None:
     run = allama.batch(provider_for(server), Row, docs(2), request=TEMPLATE)
     time.sleep(0.5)  # the caller does something else before reading the results

@@ -119,6 +119,47 @@ def _docs(count: int) -> list[str]:
     return [f"doc {n}" for n in range(count)]
 
 
+def test_a_program_that_ends_during_a_sync_runs_job_upload_ends(tmp_path: Path) -> None:
+    """As with its live calls: a sync run's job calls are made in daemon threads, so a
+    program that ends while a job's upload is slow is not held for as long as it takes."""
+    script = tmp_path / "ends.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys, threading, time
+            sys.path.insert(0, {str(Path(__file__).parent)!r})
+            import _provider_batch_server as fake
+            from pydantic import BaseModel
+            import allama
+
+            dispatch = fake._Handler._dispatch
+
+            def slow(self, method):
+                if method == "POST" and self.path.startswith("/v1/files"):
+                    time.sleep(30)  # an upload that takes long
+                return dispatch(self, method)
+
+            fake._Handler._dispatch = slow
+
+            class Doc(BaseModel):
+                n: int
+
+            server = fake.ProviderBatchServer().start()
+            provider = allama.provider("openai", base_url=server.openai_base, api_key="k")
+            run = allama.batch(
+                provider, Doc, ["doc 1", "doc 2"], request=allama.ChatRequest("gpt-4o-mini"),
+                ledger={str(tmp_path / "jobs.sqlite")!r}, provider_batch=True,
+            )
+            threading.Thread(target=lambda: next(iter(run), None), daemon=True).start()
+            time.sleep(1.5)  # the upload is on its way
+            """
+        )
+    )
+    began = time.monotonic()
+    subprocess.run([sys.executable, str(script)], check=True, timeout=60)
+    assert time.monotonic() - began < 15  # not the upload's 30 s
+
+
 def _first_job_ends_first(server: ProviderBatchServer) -> None:
     """The server's first job ends after 2 polls, every later one after 6."""
     add_job = server.add_job

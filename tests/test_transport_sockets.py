@@ -309,6 +309,71 @@ def test_a_user_and_password_in_the_base_url_are_basic_auth_with_the_http_log_on
     assert server.authorizations == [["Bearer gateway-token"]]
 
 
+def test_a_child_process_makes_connections_of_its_own(server: _Server) -> None:
+    import warnings
+
+    server.seen.clear()
+    text, _ = _expected_plain()
+    with _provider(server, "plain") as target:
+        assert target.chat(REQUEST).text() == text
+        parent_port = server.seen[0][3]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # a process with threads
+            pid = os.fork()
+        if pid == 0:  # the child: its answer on the parent's connection would cross
+            try:
+                os._exit(0 if target.chat(REQUEST).text() == text else 3)
+            except BaseException:
+                os._exit(4)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert target.chat(REQUEST).text() == text
+    ports = [port for _, _, _, port in server.seen]
+    # The child's call on a connection of its own; the parent's still on its own.
+    assert len(ports) == 3 and ports[1] != parent_port and ports[2] == parent_port
+
+
+def test_a_loop_that_ended_lets_go_of_its_client_and_connections(server: _Server) -> None:
+    import gc
+    import weakref
+
+    loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+
+    async def call(target: OpenAICompatibleProvider) -> None:
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        await target.achat(REQUEST)
+
+    with _provider(server, "plain") as target:
+        for _ in range(5):  # a program that runs each job with `asyncio.run`
+            asyncio.run(call(target))
+        gc.collect()
+        # The last loop's client is kept until another loop calls; the others are gone.
+        assert sum(loop() is not None for loop in loops) <= 1
+        assert target._transport._async_clients is not None
+        assert len(target._transport._async_clients) == 1
+
+
+def test_aclose_closes_the_client_of_its_own_loop_alone(server: _Server) -> None:
+    text, _ = _expected_plain()
+    with _provider(server, "plain") as target:
+        first, second = asyncio.new_event_loop(), asyncio.new_event_loop()
+        try:
+            assert second.run_until_complete(target.achat(REQUEST)).text() == text
+            # The first loop called last (another thread's, say): closing on the second
+            # closes the second's client, not the one called last.
+            assert first.run_until_complete(target.achat(REQUEST)).text() == text
+            second.run_until_complete(target.aclose())
+            # The first loop's calls go on, on the client that loop made.
+            assert first.run_until_complete(target.achat(REQUEST)).text() == text
+            clients = target._transport._async_clients
+            assert clients is not None and list(clients) == [first]
+            assert not clients[first][0].is_closed
+            first.run_until_complete(target.aclose())
+        finally:
+            first.close()
+            second.close()
+
+
 def test_async_calls_share_one_client(server: _Server) -> None:
     server.seen.clear()
 

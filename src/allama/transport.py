@@ -21,7 +21,9 @@ stack when it first talks to one.
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
@@ -38,7 +40,6 @@ from allama.errors import (
 
 if TYPE_CHECKING:
     import asyncio
-    import weakref
 
     import httpx2
 else:
@@ -305,6 +306,19 @@ def _host_of(url: object) -> str | None:
         return None
 
 
+_TRANSPORTS: weakref.WeakSet[Transport] = weakref.WeakSet()
+"""Every transport, for a child process to forget the parent's connections."""
+
+
+def _after_fork_in_child() -> None:
+    for transport in list(_TRANSPORTS):
+        transport._forget_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 _MASKING: _QueryMask | None = None
 _MASKING_LOCK = threading.Lock()
 
@@ -405,6 +419,7 @@ class Transport:
         """The async clients of our own by loop, made as each loop first calls (a sync
         program loads neither asyncio nor this)."""
         self._http_log: Any = None
+        _TRANSPORTS.add(self)
 
     @property
     def timeout(self) -> httpx2.Timeout:
@@ -441,12 +456,16 @@ class Transport:
             client = self._async_client
             if client is None or self._async_loop is not loop:
                 if self._async_clients is None:
-                    import weakref
-
                     self._async_clients = weakref.WeakKeyDictionary()
                 known = self._async_clients.get(loop)
                 if known is None:
                     from allama._sockets import cheap_idle_checks
+
+                    # The clients of loops that have ended (a program that calls
+                    # `asyncio.run` per job): each holds its loop, which a weak key alone
+                    # would never let go, with the connections that loop made.
+                    for ended in [done for done in self._async_clients if done.is_closed()]:
+                        del self._async_clients[ended]
 
                     made = httpx2.AsyncClient(timeout=self.timeout, limits=self._pool_limits())
                     cheap_idle_checks(made)
@@ -596,16 +615,33 @@ class Transport:
             client.close()
 
     async def aclose(self) -> None:
-        """Close both clients (if this transport made them)."""
-        client, self._async_client = self._async_client, None
-        if client is not None and self._owns_async_client:
-            import asyncio
+        """Close the sync client and this loop's async client (those this transport made):
+        another loop's, in another thread, goes on with its calls."""
+        if not self._owns_async_client:
+            self._async_client = None
+            self.close()
+            return
+        import asyncio
 
-            self._async_loop = None
-            if self._async_clients is not None:
-                self._async_clients.pop(asyncio.get_running_loop(), None)
-            await client.aclose()
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            known = None if self._async_clients is None else self._async_clients.pop(loop, None)
+            if self._async_loop is loop:
+                self._async_client, self._async_loop, self._adirect = None, None, None
+        if known is not None:
+            await known[0].aclose()
         self.close()
+
+    def _forget_after_fork(self) -> None:
+        """In a child process: the clients of our own hold the parent's connections, on
+        which the two processes' answers would cross. They are let go, unclosed (closing
+        would end the parent's); the child makes its own as it calls."""
+        self._lock = threading.Lock()  # held by another thread of the parent, maybe
+        if self._owns_client:
+            self._client, self._direct = None, None
+        if self._owns_async_client:
+            self._async_client, self._async_loop, self._adirect = None, None, None
+            self._async_clients = None
 
     def __enter__(self) -> Self:
         return self

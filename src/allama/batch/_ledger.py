@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, localcontext
 from pathlib import Path
 from typing import Any
@@ -216,7 +216,8 @@ def _clock_reading() -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class LedgerRow:
-    """One input as the ledger holds it."""
+    """One input as the ledger holds it. Its `repr` leaves out what may quote the input or
+    the model's output: the value, the error's words, the jobs' answers, the output kept."""
 
     key: str
     position: int
@@ -225,20 +226,20 @@ class LedgerRow:
     attempts: int
     run_id: str | None
     seconds: float | None
-    value: str | None
+    value: str | None = field(repr=False)
     """The validated value as JSON text (done rows)."""
     record: dict[str, Any] | None
-    error: dict[str, Any] | None
+    error: dict[str, Any] | None = field(repr=False)
     """The error's log view (kind, provider, status, allama's own words), and the
     provider's own words for it (`provider_message`), which may quote the input."""
     cost: str | None
     tokens: int | None
     job: str | None = None
     """The provider batch job (its tag) the input is in, or was last in."""
-    log: list[dict[str, Any]] | None = None
+    log: list[dict[str, Any]] | None = field(default=None, repr=False)
     """What the provider batch jobs answered so far (status and body of each outcome the
     extraction took in), replayed to carry an extraction on where it was."""
-    source: str | None = None
+    source: str | None = field(default=None, repr=False)
     """The output text the value was read from (done rows), kept where the value's JSON
     would not read back as the value: read again, it gives the value the run gave. `None`
     where the JSON does; `""` where it does not and the output was not kept (the type

@@ -9,6 +9,8 @@ and an error status becomes the provider's error, with the key scrubbed."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,7 @@ from allama.adapters._jobs import (
     Steps,
     load_job_dialect,
 )
+from allama.batch._threads import DaemonPool
 from allama.errors import Error, InvalidRequestError, ServerError
 
 if TYPE_CHECKING:
@@ -112,7 +115,7 @@ class ProviderJobs:
         when `sync`: a provider used from a `batch` run keeps to one side)."""
         transport = self.provider._transport
         send: Callable[[HttpRequest], Any] = (
-            (lambda http: asyncio.to_thread(transport.send, http)) if sync else transport.asend
+            (lambda http: _in_daemon(transport.send, http)) if sync else transport.asend
         )
         try:
             http = next(steps)
@@ -157,6 +160,22 @@ class ProviderJobs:
         uploaded: dict[str, str] | None = None,
     ) -> Steps:
         return self.dialect.submit(target, entries, tag, uploaded)
+
+
+_DAEMONS: DaemonPool | None = None
+_DAEMONS_LOCK = threading.Lock()
+
+
+def _in_daemon(send: Callable[[HttpRequest], HttpResponse], http: HttpRequest) -> Any:
+    """`send(http)` in a daemon thread, as a sync run's live calls are made: a program that
+    ends, or a run closed, during a job's upload is not held for as long as it takes (the
+    default executor's threads are joined at exit). The ledger keeps the job to look for."""
+    global _DAEMONS
+    with _DAEMONS_LOCK:
+        if _DAEMONS is None:
+            _DAEMONS = DaemonPool(8, "allama-jobs")
+    context = contextvars.copy_context()
+    return asyncio.get_running_loop().run_in_executor(_DAEMONS, context.run, send, http)
 
 
 class RowUnanswered(Exception):
