@@ -238,7 +238,7 @@ class HttpProvider:
             key.lower() == "authorization" for key in self._extra_headers
         )
         """Whether `Authorization` is the base URL's user and password: the gateway's, sent
-        to no other host a provider's answer names (`url_credentials`)."""
+        to no other host a provider's answer names (`JobTarget.own_host_headers`)."""
         if basic is not None and self._url_auth:
             self._extra_headers["Authorization"] = basic
         # Credentials in the caller's own headers (an Entra ID bearer token for Azure, a
