@@ -235,6 +235,11 @@ def test_a_short_password_in_the_base_url_is_redacted_as_its_basic_header_alone(
     longer = allama.provider("openai", base_url="http://u:s3cr%40t-pw@gateway.example/v1")
     assert {"s3cr%40t-pw", "s3cr@t-pw"} <= set(longer._secrets())
     longer.close()
+    # Counted as the provider would echo it: `%65%65` is `ee`.
+    escaped = allama.provider("openai", base_url="http://u:%65%65@gateway.example/v1")
+    token = base64.b64encode(b"u:ee").decode()
+    assert escaped._secrets() == [f"Basic {token}", token]
+    escaped.close()
 
 
 def test_httpx2s_log_masks_the_query_of_calls_to_a_base_urls_host() -> None:
@@ -287,6 +292,12 @@ def test_what_a_base_url_gave_goes_to_its_host_alone_in_job_calls() -> None:
     assert there.params == {}
     made = post(target, "https://elsewhere.example/v1/x", {})
     assert "Authorization" not in made.headers and made.params == {}
+    # The same host however written (a default port, a trailing dot, in capitals); not in
+    # plain HTTP, where the gateway's password would go unencrypted.
+    for same in ("https://gw.example:443/v1/files/f1", "https://GW.example./v1/files/f1"):
+        assert get(target, same).headers["Authorization"].startswith("Basic ")
+    plain = get(target, "http://gw.example/v1/files/f1")
+    assert "Authorization" not in plain.headers and plain.params == {}
     provider.close()
 
 

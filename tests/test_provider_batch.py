@@ -160,6 +160,34 @@ def test_a_program_that_ends_during_a_sync_runs_job_upload_ends(tmp_path: Path) 
     assert time.monotonic() - began < 15  # not the upload's 30 s
 
 
+def test_a_child_process_runs_jobs_after_its_parent_did(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    import warnings
+
+    provider, model = _provider(server, "openai-chat")
+    assert [r.value for r in _run(provider, model, _docs(2), tmp_path / "parent.sqlite")] == [
+        Doc(n=0),
+        Doc(n=1),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # a process with threads
+        pid = os.fork()
+    if pid == 0:  # nothing of the parent's job calls is waited on here
+        try:
+            results = _run(provider, model, _docs(3), tmp_path / "child.sqlite")
+            os._exit(0 if [r.value for r in results] == [Doc(n=n) for n in range(3)] else 3)
+        except BaseException:
+            os._exit(4)
+    began = time.monotonic()
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() - began < 60:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0
+
+
 def _first_job_ends_first(server: ProviderBatchServer) -> None:
     """The server's first job ends after 2 polls, every later one after 6."""
     add_job = server.add_job

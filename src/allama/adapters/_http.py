@@ -19,9 +19,9 @@ __all__ = [
     "HttpResponse",
     "SECRET_HEADERS",
     "body_message",
-    "provider_clock",
     "provider_now",
     "rfc3339_seconds",
+    "wait_until",
 ]
 
 SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
@@ -148,19 +148,26 @@ _CLOCKS_AGREE = 2.0
 is to the second, and read a moment after it was written."""
 
 
-_CLOCKS_APART = 86_400.0
-"""Beyond a day apart, the `Date` is taken for the wrong one (a proxy's that says 1970)."""
+_A_DAY = 86_400.0
 
 
-def provider_clock(headers: Mapping[str, str]) -> float:
-    """Now, on the provider's clock (seconds since the epoch), to read a moment it gives to
-    wait until: this machine's clock, unless the answer's `Date` says it is off by more
-    than the `Date`'s own precision (a clock minutes off would wait minutes more, or stop
-    a run over a wait of seconds)."""
+def wait_until(moment: float, dated: Mapping[str, str], now: float | None = None) -> float:
+    """Seconds from now until `moment` (seconds since the epoch), a moment a provider gave
+    to wait until, never below 0. Read on the provider's clock where its answer's `Date`
+    (in `dated`) says this machine's is off by more than that `Date`'s precision: a clock
+    minutes off would wait minutes more, or stop a run over a wait of seconds. Unless the
+    `Date` is the wrong one (a proxy's that says 1970): a wait of more than a day on its
+    clock, where this machine's gives one of a day or less. `now` is for tests."""
     import time
 
+    if now is not None:
+        return max(0.0, moment - now)
     local = time.time()
-    said = provider_now(headers)
-    if said is None or abs(said - local) <= _CLOCKS_AGREE or abs(said - local) > _CLOCKS_APART:
-        return local
-    return said
+    mine = moment - local
+    said = provider_now(dated)
+    if said is None or abs(said - local) <= _CLOCKS_AGREE:
+        return max(0.0, mine)
+    theirs = moment - said
+    if theirs > _A_DAY and 0.0 <= mine <= _A_DAY:
+        return mine
+    return max(0.0, theirs)

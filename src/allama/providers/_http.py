@@ -457,10 +457,15 @@ class HttpProvider:
             found.add(self._access_token)
         if self._tokens is not None and (token := self._tokens.current()):
             found.add(token)
-        if len(password := self._url_user.partition(":")[2]) >= _SHORTEST_REDACTED:
+        if password := self._url_user.partition(":")[2]:
             from urllib.parse import unquote
 
-            found.update({password, unquote(password)})
+            # As the provider would echo it, decoded (`%65%65` is `ee`), or as written.
+            found.update(
+                shown
+                for shown in (password, unquote(password))
+                if len(unquote(shown)) >= _SHORTEST_REDACTED
+            )
         for name, value in self._extra_headers.items():
             if name.lower() in SECRET_HEADERS and value:
                 found.add(value)

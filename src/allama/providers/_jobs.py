@@ -9,6 +9,7 @@ and an error status becomes the provider's error, with the key scrubbed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import threading
 from collections.abc import Callable, Sequence
@@ -24,7 +25,6 @@ from allama.adapters._jobs import (
     Steps,
     load_job_dialect,
 )
-from allama.batch._threads import DaemonPool
 from allama.errors import Error, InvalidRequestError, ServerError
 
 if TYPE_CHECKING:
@@ -162,20 +162,35 @@ class ProviderJobs:
         return self.dialect.submit(target, entries, tag, uploaded)
 
 
-_DAEMONS: DaemonPool | None = None
-_DAEMONS_LOCK = threading.Lock()
-
-
 def _in_daemon(send: Callable[[HttpRequest], HttpResponse], http: HttpRequest) -> Any:
-    """`send(http)` in a daemon thread, as a sync run's live calls are made: a program that
-    ends, or a run closed, during a job's upload is not held for as long as it takes (the
-    default executor's threads are joined at exit). The ledger keeps the job to look for."""
-    global _DAEMONS
-    with _DAEMONS_LOCK:
-        if _DAEMONS is None:
-            _DAEMONS = DaemonPool(8, "allama-jobs")
+    """`send(http)` in a daemon thread of its own, as a sync run's live calls are made: a
+    program that ends, or a run closed, during a job's upload is not held for as long as
+    it takes (the default executor's threads are joined at exit), and a call abandoned so
+    holds up no other (job calls are few: an upload, a poll, a download). The ledger keeps
+    the job to look for."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()
-    return asyncio.get_running_loop().run_in_executor(_DAEMONS, context.run, send, http)
+
+    def call() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (context.run(send, http), None)
+        except BaseException as error:  # handed to the run, which waits on it
+            outcome = (None, error)
+        with contextlib.suppress(RuntimeError):  # the run's loop has ended: abandoned
+            loop.call_soon_threadsafe(_settle, done, *outcome)
+
+    threading.Thread(target=call, name="allama-job-call", daemon=True).start()
+    return done
+
+
+def _settle(done: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if done.cancelled():
+        return
+    if error is not None:
+        done.set_exception(error)
+    else:
+        done.set_result(result)
 
 
 class RowUnanswered(Exception):

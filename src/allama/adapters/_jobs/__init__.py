@@ -183,6 +183,19 @@ def clock_ahead(response: HttpResponse) -> float | None:
     return None if said is None else said - time.time()
 
 
+def _origin(url: str) -> tuple[str, bytes, int | None] | None:
+    """Scheme, host and port, as a browser tells one site from another: the host in
+    lower case, as IDNA writes it, without a trailing dot; a scheme's default port as none
+    (`https://gw:443` is `https://gw`). `None` for a URL that does not read."""
+    import httpx2
+
+    try:
+        parsed = httpx2.URL(url)
+    except (httpx2.InvalidURL, TypeError, ValueError):
+        return None
+    return parsed.scheme, parsed.raw_host.lower().rstrip(b"."), parsed.port
+
+
 class JobDialect(Protocol):
     """One provider's batch API."""
 
@@ -268,16 +281,11 @@ def post(target: JobTarget, url: str, body: dict[str, Any]) -> HttpRequest:
 def headers_for(target: JobTarget, url: str) -> tuple[dict[str, str], dict[str, str]]:
     """The target's headers and parameters for `url`: on another host than the base
     URL's (one an answer named), without those the base URL gave."""
-    from urllib.parse import urlsplit
-
     headers, params = dict(target.headers), dict(target.params)
     if not (target.own_host_headers or target.own_host_params):
         return headers, params
-    try:
-        same = urlsplit(url).netloc.lower() == urlsplit(target.base_url).netloc.lower()
-    except ValueError:
-        same = False
-    if same:
+    base = _origin(target.base_url)
+    if base is not None and _origin(url) == base:
         return headers, params
     return (
         {k: v for k, v in headers.items() if k not in target.own_host_headers},

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from allama.adapters._http import body_message, provider_clock, rfc3339_seconds
+from allama.adapters._http import body_message, rfc3339_seconds, wait_until
 from allama.adapters.openai_compat._errors import retry_after_seconds, waits_as_asked
 from allama.errors import (
     AuthenticationError,
@@ -211,11 +211,9 @@ def retry_after(headers: Mapping[str, str], *, now: float | None = None) -> floa
     none says which limit ran out. `now` (seconds since the epoch) is for tests.
     """
     lower = {key.lower(): value for key, value in headers.items()}
-    if now is None:  # its moments are read on its clock, as its `Date` gives it
-        now = provider_clock(lower)
     explicit = {key: lower[key] for key in _EXPLICIT if key in lower}
     if explicit:
-        wait = retry_after_seconds(explicit, now=now)
+        wait = retry_after_seconds(explicit, now=now, dated=lower)
         if wait is not None:
             return wait
     resets: dict[str, float] = {}
@@ -231,7 +229,7 @@ def retry_after(headers: Mapping[str, str], *, now: float | None = None) -> floa
         if lower.get(f"anthropic-ratelimit-{limit}-remaining", "").strip() == "0"
     ]
     latest = max(exhausted or resets.values())
-    return max(0.0, latest - now)
+    return wait_until(latest, lower, now)  # on its clock, as its `Date` gives it
 
 
 def _finish(

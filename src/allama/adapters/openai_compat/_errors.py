@@ -20,7 +20,7 @@ from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from allama.adapters._http import body_message, provider_clock
+from allama.adapters._http import body_message, wait_until
 from allama.errors import (
     AuthenticationError,
     ContextWindowExceededError,
@@ -238,13 +238,16 @@ def waits_as_asked(error: Error, headers: Mapping[str, str], *, now: float | Non
         lower = {key.lower(): value for key, value in headers.items()}
         explicit = {key: lower[key] for key in _EXPLICIT_WAITS if key in lower}
         if explicit:
-            if now is None:
-                now = provider_clock(lower)
-            error.with_retry_after(retry_after_seconds(explicit, now=now))
+            error.with_retry_after(retry_after_seconds(explicit, now=now, dated=lower))
     return error
 
 
-def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+def retry_after_seconds(
+    headers: Mapping[str, str],
+    *,
+    now: float | None = None,
+    dated: Mapping[str, str] | None = None,
+) -> float | None:
     """How long the provider asked to wait, from its headers, in seconds.
 
     `retry-after-ms` (Azure's `x-ms-retry-after-ms` too) and `retry-after` (seconds or an
@@ -256,8 +259,9 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
     requests met reads `0`, and may be per day, as Groq's is), else the longest.
     """
     lower = {key.lower(): value for key, value in headers.items()}
-    if now is None:  # a moment to wait until is the provider's: read on its clock
-        now = provider_clock(lower)
+    # A moment to wait until is the provider's, read on its clock (`wait_until`) as the
+    # answer's `Date` gives it (in `dated`, where the headers read are a router's body's).
+    dated = lower if dated is None else dated
     explicit: list[float] = []
     for name in ("retry-after-ms", "x-ms-retry-after-ms"):
         if (ms := lower.get(name)) is not None and (millis := _duration(ms)) is not None:
@@ -274,7 +278,7 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
                 # or with `-0000`, is not the machine's local time.
                 moment = (date if date.tzinfo else date.replace(tzinfo=UTC)).timestamp()
             if moment is not None:
-                seconds = max(0.0, moment - now)
+                seconds = wait_until(moment, dated, now)
         if seconds is not None:
             explicit.append(seconds)
     if explicit:
@@ -288,7 +292,7 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
             if not kind and seconds >= _EPOCH_SECONDS:
                 # A moment, not a wait (OpenRouter's, in milliseconds since the epoch).
                 moment = seconds / 1000.0 if seconds >= _EPOCH_MILLISECONDS else seconds
-                seconds = max(0.0, moment - now)
+                seconds = wait_until(moment, dated, now)
             resets[kind] = seconds
     if not resets:
         return None
@@ -367,7 +371,7 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         limits = info.limits or {}
         waits = (
             retry_after_seconds(headers),
-            retry_after_seconds(limits, now=provider_clock(headers) if limits else None),
+            retry_after_seconds(limits, dated=headers),
         )
         wait = max((seconds for seconds in waits if seconds is not None), default=None)
         if wait is None:  # OpenAI's and Groq's words: "Please try again in 8.64s."
