@@ -407,6 +407,35 @@ def test_the_tokens_per_minute_count_the_schema_and_the_output_of_each_call(
     assert sum(outcome(r) == "ok" for r in results) == sent
 
 
+def test_a_request_the_provider_refused_gives_its_tokens_back_to_the_limit(
+    server: BatchServer,
+) -> None:
+    # Docs 13 and 63 are refused (400, as a context too long is): read into no model, their
+    # guessed tokens would hold the others up for the rest of the minute.
+    run = allama.batch(
+        provider_for(server),
+        Described,
+        ["doc 13", "doc 63", "doc 1", "doc 2"],
+        request=TEMPLATE,
+        concurrency=1,
+        tpm=450,
+    )
+    threading.Timer(20.0, run.stop).start()
+    results = sorted(run, key=lambda r: r.index)
+    assert [outcome(r) for r in results] == ["invalid_request", "invalid_request", "ok", "ok"]
+    assert run.summary.waited < 5 and run.summary.elapsed < 15
+
+
+def test_the_summary_says_the_waits_for_a_turn_with_no_rate_limit_met(
+    server: BatchServer,
+) -> None:
+    run = allama.batch(provider_for(server), Row, docs(3), request=TEMPLATE, rpm=60)
+    assert all(outcome(r) == "ok" for r in run)  # a second apart: about 2 s waited in all
+    (said,) = [line for line in run.summary.lines() if line.startswith("limits: ")]
+    assert re.fullmatch(r"limits: \d+\.\d s waited by inputs in all for their turn", said)
+    assert run.summary.waited >= 1.0
+
+
 def test_a_stop_ends_the_waits_for_a_turn(server: BatchServer) -> None:
     # A minute between requests: the second and third wait for their turns when the stop
     # comes, and come back not started at once rather than after their turns.
@@ -2491,6 +2520,28 @@ def test_an_input_waiting_to_be_sent_again_after_a_server_error_is_counted_as_su
     assert result.value == Row(n=3) and result.attempts == 2
     # While it waits, it is said to: neither in flight nor finished.
     assert (0, 1) in seen and (run.summary.in_flight, run.summary.retrying) == (0, 0)
+
+
+def test_a_ledgers_rows_are_read_in_order_past_a_chunk_and_without_values_when_asked(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    list(allama.batch(provider_for(server), Row, docs(250), request=TEMPLATE, ledger=ledger))
+    book = Ledger(ledger, read_only=True)
+    with book.snapshot():
+        full = list(book.rows())
+        light = list(book.rows(values=False))
+        done = list(book.rows("done"))
+    book.close()
+    assert [row.position for row in full] == list(range(250))
+    assert [row.value for row in done] == [
+        f'{{"n":{row.position}}}' for row in full if row.status == "done"
+    ]
+    # The same rows, without what is large: for counting them.
+    assert all(row.value is None and row.source is None and row.log is None for row in light)
+    assert [(r.key, r.status, r.attempts, r.record, r.error) for r in light] == [
+        (r.key, r.status, r.attempts, r.record, r.error) for r in full
+    ]
 
 
 def test_a_ledger_rows_repr_withholds_what_may_quote_the_input_or_the_output(

@@ -419,6 +419,8 @@ class BatchSummary:
                 f"{'once' if self.slowdowns == 1 else f'{self.slowdowns} times'}, "
                 f"{self.waited:.1f} s waited by inputs in all"
             )
+        elif self.waited >= 1.0:  # for their turn under `rpm` or `tpm`, with no 429 met
+            out.append(f"limits: {self.waited:.1f} s waited by inputs in all for their turn")
         if self.slowest:
             shown = ", ".join(
                 f"{printable(label)} {seconds:.2f} s" for seconds, label in self.slowest
@@ -856,6 +858,16 @@ def _spec(
 
 _ENDPOINTS = ", "
 """Between a failover's endpoints in the run's settings."""
+
+
+def _refused_unread(error: Error) -> bool:
+    """Whether the provider refused the request without reading it into a model (a 4xx
+    other than a rate limit: a context too long, a bad request, a model it has not): its
+    guessed tokens are given back to the limit per minute, where they would hold every
+    other input up for the rest of the minute. A server error or a timeout may have been
+    read, and keeps them."""
+    status = error.status
+    return status is not None and 400 <= status < 500 and status != 429
 
 
 def _endpoint(provider: object) -> str | None:
@@ -2481,7 +2493,12 @@ class Turns:
         else:
             await self._take(turn, request)
         turn.called = time.monotonic()
-        response = await self._provider.achat(request)
+        try:
+            response = await self._provider.achat(request)
+        except Error as error:
+            if self.limiter.counts_tokens and _refused_unread(error):
+                self.limiter.spent(turn.estimate, 0, turn.sent_at)
+            raise
         turn.answer(request, response)
         usage = response.usage
         if self.limiter.counts_tokens and usage is not None:
@@ -2499,7 +2516,15 @@ class Turns:
         else:
             self._wait_for(turn, request)
         turn.called = time.monotonic()
-        response = self._provider.chat(request)
+        try:
+            response = self._provider.chat(request)
+        except Error as error:
+            if self.limiter.counts_tokens and _refused_unread(error) and self.loop is not None:
+                with contextlib.suppress(RuntimeError):  # the run's loop closed: it is over
+                    self.loop.call_soon_threadsafe(
+                        self.limiter.spent, turn.estimate, 0, turn.sent_at
+                    )
+            raise
         turn.answer(request, response)
         if self.limiter.counts_tokens and response.usage is not None and self.loop is not None:
             with contextlib.suppress(RuntimeError):  # the run's loop closed: it is over

@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -1473,7 +1473,7 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
     state_of = {run["run_id"]: run["state"] for run in runs}
     in_flight: Counter[str] = Counter()
     retried = 0  # failures a run that tries failures again left unfinished
-    for row in ledger.rows():
+    for row in ledger.rows(values=False):
         counts[row.status] += 1
         if row.status == "in_flight":
             in_flight["running" if state_of.get(row.run_id) == "running" else "dead"] += 1
@@ -1747,63 +1747,80 @@ def _export(args: argparse.Namespace) -> int:
         written_over = _ledger_file(Path(args.out), Path(args.ledger))
         if written_over is not None:
             raise _Usage(f"--out `{args.out}` is {written_over}: the export would write over it")
-    ledger = _open_ledger(args.ledger)
-    try:
-        with _reading(args.ledger), ledger.snapshot():
-            runs = ledger.runs()
-            if args.failed:  # with those a run trying failures again left unfinished
-                state_of = {run["run_id"]: run["state"] for run in runs}
-                rows = [
-                    row
-                    for row in ledger.rows()
-                    if row.status == "failed"
-                    or _left_failure(row.status, row.reopened, state_of.get(row.run_id or ""))
-                ]
-            else:
-                rows = list(ledger.rows("done"))
-    finally:
-        ledger.close()
-    rows = _of_input_set(rows, runs, args.set, args.ledger, failed=args.failed)
     words = args.provider_messages
     # JSON says a character as an escape where standard output cannot write it as it is.
     escaped = args.out == "-" and not writes_unicode(sys.stdout)
-    text = "".join(
-        _jsonl_line(_export_row(row, failed=args.failed, words=words), escaped=escaped)
-        for row in rows
-    )
-    if args.out == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        try:
-            Path(args.out).write_text(text, encoding="utf-8")
-        except OSError as error:
-            _say("export", f"cannot write `{args.out}`: {error}")
-            return EXIT_FAILED
+    status = None if args.failed else "done"
+    written = 0
+    ledger = _open_ledger(args.ledger)
+    try:
+        # Read at one moment, and a hundred rows at a time: first without the values, to
+        # know the sets the rows are of; then with them, each written as it is read.
+        with _reading(args.ledger), ledger.snapshot():
+            runs = ledger.runs()
+            state_of = {run["run_id"]: run["state"] for run in runs}
+
+            def wanted(row: Any) -> bool:  # with `--failed`, those a run trying failures
+                # again left unfinished too
+                return not args.failed or (
+                    row.status == "failed"
+                    or _left_failure(row.status, row.reopened, state_of.get(row.run_id or ""))
+                )
+
+            held = (row.run_id for row in ledger.rows(status, values=False) if wanted(row))
+            of_set = _input_set_of(held, runs, args.set, args.ledger, failed=args.failed)
+            try:
+                output = sys.stdout if args.out == "-" else open(args.out, "w", encoding="utf-8")  # noqa: SIM115
+            except OSError as error:
+                _say("export", f"cannot write `{args.out}`: {error}")
+                return EXIT_FAILED
+            try:
+                for row in ledger.rows(status):
+                    if wanted(row) and of_set(row.run_id):
+                        line = _export_row(row, failed=args.failed, words=words)
+                        output.write(_jsonl_line(line, escaped=escaped))
+                        written += 1
+                output.flush()
+            except OSError as error:
+                if output is sys.stdout:
+                    raise  # said for every command in one place (`_main`)
+                _say("export", f"cannot write `{args.out}`: {error}")
+                return EXIT_FAILED
+            finally:
+                if output is not sys.stdout:
+                    output.close()
+    finally:
+        ledger.close()
     what = (
-        ("failure" if len(rows) == 1 else "failures")
+        ("failure" if written == 1 else "failures")
         if args.failed
-        else ("value" if len(rows) == 1 else "values")
+        else ("value" if written == 1 else "values")
     )
     where = "stdout" if args.out == "-" else args.out
-    print(f"{len(rows)} {what} written to {printable(str(where))}", file=sys.stderr)
+    print(f"{written} {what} written to {printable(str(where))}", file=sys.stderr)
     return EXIT_OK
 
 
-def _of_input_set(
-    rows: list[Any], runs: list[dict[str, Any]], chosen: str | None, ledger: str, *, failed: bool
-) -> list[Any]:
-    """The rows of the set of settings `--set` names. Rows of runs of other settings (another
-    type, prompt or model) are not mixed into one file unasked: a ledger holding more than
-    one set needs `--set N` (or `--set all`)."""
+def _input_set_of(
+    run_ids: Iterable[str | None],
+    runs: list[dict[str, Any]],
+    chosen: str | None,
+    ledger: str,
+    *,
+    failed: bool,
+) -> Callable[[str | None], bool]:
+    """Whether a row (by its run, of those `run_ids` the rows are of) is of the set of
+    settings `--set` names. Rows of runs of other settings (another type, prompt or model)
+    are not mixed into one file unasked: a ledger holding more than one set needs `--set
+    N` (or `--set all`)."""
     if chosen == "all":
-        return rows
+        return lambda run_id: True
     number_of, described = _input_set_numbers(runs)
     unknown = len(described) + 1
-    held = Counter(number_of.get(row.run_id, unknown) for row in rows)
     if chosen is None:
+        held = Counter(number_of.get(run_id, unknown) for run_id in run_ids)
         if len(held) < 2:
-            return rows
+            return lambda run_id: True
         what = "failures" if failed else "values"
         named = [*described, _UNKNOWN_SET]
         sets = "; ".join(
@@ -1825,7 +1842,7 @@ def _of_input_set(
             f"set{'' if len(described) == 1 else 's'} of settings (1 to {len(described)}), "
             "or all"
         )
-    return [row for row in rows if number_of.get(row.run_id, unknown) == number]
+    return lambda run_id: number_of.get(run_id, unknown) == number
 
 
 _LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
