@@ -3518,7 +3518,8 @@ def batch(
     run's loop, an iterator or generator in a thread of its own, a few ahead, so that a
     read that waits (a queue, a cursor over the network) holds back none of the inputs
     already read; an object bound to the thread that made it (an `sqlite3` cursor) is
-    best made in the generator.
+    best made in the generator. With `provider_batch=True`, every input is read before
+    the first job is made.
     """
     if isinstance(inputs, AsyncIterable) and not isinstance(inputs, Iterable):
         raise TypeError(
