@@ -2366,6 +2366,39 @@ def test_status_and_export_to_an_ascii_stdout_write_other_characters_as_escapes(
     assert f"ledger: {tmp_path}/l\\xebdger.sqlite\n" in written.getvalue().decode("ascii")
 
 
+def test_an_export_stopped_midway_leaves_the_file_it_would_replace_whole(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import allama.cli._batch as command
+
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, folder(tmp_path, [1, 2, 4]), out) == 0
+    ledger = f"{out}.ledger.sqlite"
+    exported = tmp_path / "values.jsonl"
+    assert main(["batch", "export", ledger, "--out", str(exported)]) == 0
+    before = exported.read_bytes()
+    assert len(before.splitlines()) == 3
+    made = command._export_row
+    rows = iter(range(3))
+
+    def stopped(*args: Any, **kwargs: Any) -> Any:
+        if next(rows) == 1:
+            raise KeyboardInterrupt  # Ctrl-C, after one row was written
+        return made(*args, **kwargs)
+
+    monkeypatch.setattr(command, "_export_row", stopped)
+    assert main(["batch", "export", ledger, "--out", str(exported)]) == 130
+    # Written as it is read, the file it would have replaced is as it was, and nothing of
+    # the half written is left.
+    assert exported.read_bytes() == before
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.endswith(".part")) == []
+    capsys.readouterr()
+
+
 def test_a_full_stdout_is_said_without_a_traceback(
     server: BatchServer, row_type: str, tmp_path: Path
 ) -> None:

@@ -1769,8 +1769,15 @@ def _export(args: argparse.Namespace) -> int:
 
             held = (row.run_id for row in ledger.rows(status, values=False) if wanted(row))
             of_set = _input_set_of(held, runs, args.set, args.ledger, failed=args.failed)
+            # A file is written beside its name and renamed when whole: an export that
+            # fails or is stopped midway leaves no part of one under it, nor of the one
+            # before. A FIFO or a device is written as it is.
+            target = None if args.out == "-" else Path(args.out)
+            part = target
+            if target is not None and (not target.exists() or target.is_file()):
+                part = target.with_name(f".{target.name}.{os.getpid()}.part")
             try:
-                output = sys.stdout if args.out == "-" else open(args.out, "w", encoding="utf-8")  # noqa: SIM115
+                output = sys.stdout if part is None else open(part, "w", encoding="utf-8")  # noqa: SIM115
             except OSError as error:
                 _say("export", f"cannot write `{args.out}`: {error}")
                 return EXIT_FAILED
@@ -1781,6 +1788,11 @@ def _export(args: argparse.Namespace) -> int:
                         output.write(_jsonl_line(line, escaped=escaped))
                         written += 1
                 output.flush()
+                if output is not sys.stdout:
+                    output.close()
+                    if target is not None and part is not None and part != target:
+                        os.replace(part, target)
+                    part = target
             except OSError as error:
                 if output is sys.stdout:
                     raise  # said for every command in one place (`_main`)
@@ -1789,6 +1801,9 @@ def _export(args: argparse.Namespace) -> int:
             finally:
                 if output is not sys.stdout:
                     output.close()
+                    if part is not None and part != target:
+                        with contextlib.suppress(OSError):
+                            part.unlink()
     finally:
         ledger.close()
     what = (
