@@ -521,26 +521,28 @@ def test_a_provider_listing_more_jobs_than_a_look_reads_stops_the_run_sending_no
     assert all(server.submitted[("gemini", n)] == 1 for n in range(2))
 
 
-def test_a_cut_off_anthropic_submission_is_found_on_a_provider_whose_clock_is_behind(
-    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Anthropic keeps no tag: the batch is told by when it was made, on the provider's
-    clock, which its answers' `Date` gives."""
+def _provider_clock(monkeypatch: pytest.MonkeyPatch, now: Callable[[], float]) -> None:
+    """The fake provider's clock, and the `Date` its answers carry, read from `now`."""
     import email.utils
     import types
 
     import _provider_batch_server
 
-    def provider_time() -> float:
-        return time.time() - 40.0
-
-    clock = types.SimpleNamespace(time=provider_time, monotonic=time.monotonic, sleep=time.sleep)
+    clock = types.SimpleNamespace(time=now, monotonic=time.monotonic, sleep=time.sleep)
     monkeypatch.setattr(_provider_batch_server, "time", clock)
     monkeypatch.setattr(
         _provider_batch_server._Handler,
         "date_time_string",
-        lambda handler, timestamp=None: email.utils.formatdate(provider_time(), usegmt=True),
+        lambda handler, timestamp=None: email.utils.formatdate(now(), usegmt=True),
     )
+
+
+def test_a_cut_off_anthropic_submission_is_found_on_a_provider_whose_clock_is_behind(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anthropic keeps no tag: the batch is told by when it was made, on the provider's
+    clock, which its answers' `Date` gives."""
+    _provider_clock(monkeypatch, lambda: time.time() - 40.0)
     provider, model = _provider(server, "anthropic")
     ledger = tmp_path / "cut.sqlite"
     _cut_off(provider, model, _docs(4), ledger)
@@ -555,33 +557,21 @@ def test_a_cut_off_anthropic_submission_is_found_after_the_clock_was_set_back(
 ) -> None:
     """The run that looks reads the time on a clock a minute behind the one that recorded
     the submission: the same machine's, set back (a time server's step), or another's."""
-    import email.utils
-    import types
-
-    import _provider_batch_server
     from allama.batch import _ledger
 
     real = time.time
-    # The provider keeps the true time.
-    clock = types.SimpleNamespace(time=real, monotonic=time.monotonic, sleep=time.sleep)
-    monkeypatch.setattr(_provider_batch_server, "time", clock)
-    monkeypatch.setattr(
-        _provider_batch_server._Handler,
-        "date_time_string",
-        lambda handler, timestamp=None: email.utils.formatdate(real(), usegmt=True),
-    )
+    slept = 0.0
+    _provider_clock(monkeypatch, lambda: real() + slept)  # the provider keeps the true time
     provider, model = _provider(server, "anthropic")
     ledger = tmp_path / "cut.sqlite"
     _cut_off(provider, model, _docs(4), ledger)
     if where == "asleep":
         # Ten minutes asleep (a laptop's lid closed): every clock moves on but the monotonic
         # one; the clock since boot counts them.
-        slept = _ledger.since_boot
-        monkeypatch.setattr(_ledger, "since_boot", lambda: slept() + 600.0)
-        later = real
-        real = lambda: later() + 600.0  # noqa: E731
-        clock.time = real
-        monkeypatch.setattr(time, "time", real)
+        slept = 600.0
+        since_boot = _ledger.since_boot
+        monkeypatch.setattr(_ledger, "since_boot", lambda: since_boot() + slept)
+        monkeypatch.setattr(time, "time", lambda: real() + slept)
     else:
         monkeypatch.setattr(time, "time", lambda: real() - 60.0)
     if where == "another machine":

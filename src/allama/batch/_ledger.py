@@ -33,6 +33,7 @@ import pydantic_core
 
 from allama._prices import MONEY
 from allama._printable import storable
+from allama.batch._threads import settle
 
 __all__ = [
     "Claim",
@@ -1385,13 +1386,4 @@ class LedgerWriter:
         except BaseException as failed:  # the commit failed: so did every write in it
             outcomes = [(done, None, failed) for _, done in batch]
         for done, result, problem in outcomes:
-            _settle(done, result, problem)
-
-
-def _settle(done: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if done.cancelled():
-        return
-    if error is not None:
-        done.set_exception(error)
-    else:
-        done.set_result(result)
+            settle(done, result, problem)

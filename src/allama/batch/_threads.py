@@ -10,6 +10,7 @@ in flight, and the next run, seeing this one's process gone, sends them again.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import queue
 import threading
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any
 
-__all__ = ["DaemonPool"]
+__all__ = ["DaemonPool", "settle"]
 
 _Work = tuple["Future[Any]", Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
@@ -88,3 +89,14 @@ def _run(
         future.set_exception(error)
     else:
         future.set_result(result)
+
+
+def settle(done: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    """Hand a result (or the error instead) to the future a task waits on, unless the task
+    gave up waiting (it was cancelled): on the future's loop, after work done elsewhere."""
+    if done.cancelled():
+        return
+    if error is not None:
+        done.set_exception(error)
+    else:
+        done.set_result(result)

@@ -25,6 +25,7 @@ from allama.adapters._jobs import (
     Steps,
     load_job_dialect,
 )
+from allama.batch._threads import settle
 from allama.errors import Error, InvalidRequestError, ServerError
 
 if TYPE_CHECKING:
@@ -178,19 +179,10 @@ def _in_daemon(send: Callable[[HttpRequest], HttpResponse], http: HttpRequest) -
         except BaseException as error:  # handed to the run, which waits on it
             outcome = (None, error)
         with contextlib.suppress(RuntimeError):  # the run's loop has ended: abandoned
-            loop.call_soon_threadsafe(_settle, done, *outcome)
+            loop.call_soon_threadsafe(settle, done, *outcome)
 
     threading.Thread(target=call, name="allama-job-call", daemon=True).start()
     return done
-
-
-def _settle(done: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if done.cancelled():
-        return
-    if error is not None:
-        done.set_exception(error)
-    else:
-        done.set_result(result)
 
 
 class RowUnanswered(Exception):
