@@ -426,6 +426,36 @@ def test_a_request_the_provider_refused_gives_its_tokens_back_to_the_limit(
     assert run.summary.waited < 5 and run.summary.elapsed < 15
 
 
+def test_a_request_too_large_for_the_limit_gives_its_tokens_back_too(
+    server: BatchServer,
+) -> None:
+    # OpenAI refuses a request over its limit per minute with a 429 no wait lets through.
+    run = allama.batch(
+        provider_for(server),
+        Described,
+        ["doc 1 too large", "doc 2 too large", "doc 4", "doc 5"],
+        request=TEMPLATE,
+        concurrency=1,
+        tpm=450,
+    )
+    threading.Timer(20.0, run.stop).start()
+    results = sorted(run, key=lambda r: r.index)
+    assert [outcome(r) for r in results] == ["rate_limited", "rate_limited", "ok", "ok"]
+    assert run.summary.elapsed < 15
+
+
+def test_a_future_is_given_a_stop_iteration_as_an_error_it_can_hold() -> None:
+    from allama.batch._threads import settle
+
+    async def handed() -> None:
+        done = asyncio.get_running_loop().create_future()
+        settle(done, None, StopIteration("end"))
+        with pytest.raises(RuntimeError, match="the call raised StopIteration: end"):
+            await done
+
+    asyncio.run(handed())
+
+
 def test_the_summary_says_the_waits_for_a_turn_with_no_rate_limit_met(
     server: BatchServer,
 ) -> None:

@@ -16,6 +16,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -2397,6 +2398,62 @@ def test_an_export_stopped_midway_leaves_the_file_it_would_replace_whole(
     assert exported.read_bytes() == before
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.endswith(".part")) == []
     capsys.readouterr()
+
+
+def test_an_export_keeps_what_its_out_is_a_link_a_mode_or_a_device(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, folder(tmp_path, [1, 2]), out) == 0
+    ledger = f"{out}.ledger.sqlite"
+    # A link is written through, a private file stays private, a file's other name sees it.
+    real = tmp_path / "real.jsonl"
+    real.write_text("old\n")
+    real.chmod(0o600)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    other = tmp_path / "other-name.jsonl"
+    other.hardlink_to(real)
+    plain = tmp_path / "plain.jsonl"
+    assert main(["batch", "export", ledger, "--out", str(plain)]) == 0
+    assert main(["batch", "export", ledger, "--out", str(link)]) == 0
+    assert link.is_symlink() and stat.S_IMODE(real.stat().st_mode) == 0o600
+    assert real.read_bytes() == other.read_bytes() == plain.read_bytes()
+    capsys.readouterr()
+    # A device is written as it is: no file's name is beside it.
+    assert main(["batch", "export", ledger, "--out", os.devnull]) == 0
+    assert capsys.readouterr().err == f"2 values written to {os.devnull}\n"
+
+
+def test_an_export_ended_by_sigterm_leaves_no_part_of_a_file(
+    server: BatchServer, row_type: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, folder(tmp_path, list(range(1, 60))), out) == 0
+    script = tmp_path / "slow_export.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys, time
+            import allama.cli._batch as command
+            from allama.cli import main
+            made = command._export_row
+
+            def slow(*args, **kwargs):
+                time.sleep(0.05)
+                return made(*args, **kwargs)
+
+            command._export_row = slow
+            sys.exit(main(["batch", "export", {str(out) + ".ledger.sqlite"!r}, "--out",
+                           {str(tmp_path / "values.jsonl")!r}]))
+            """
+        )
+    )
+    exporting = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE)
+    time.sleep(1.5)  # rows are being written
+    exporting.send_signal(signal.SIGTERM)
+    assert exporting.wait(timeout=60) == 143
+    assert sorted(path.name for path in tmp_path.iterdir() if "values" in path.name) == []
 
 
 def test_a_full_stdout_is_said_without_a_traceback(

@@ -299,6 +299,13 @@ def test_what_a_base_url_gave_goes_to_its_host_alone_in_job_calls() -> None:
     plain = get(target, "http://gw.example/v1/files/f1")
     assert "Authorization" not in plain.headers and plain.params == {}
     provider.close()
+    # From plain HTTP to HTTPS on the same host, nothing is less safe: they go.
+    upgraded = allama.provider(
+        "anthropic", api_key="sk-ant", base_url="http://u:pw-123456@gw.example/v1?key=gw"
+    )
+    there = get(provider_jobs(upgraded).target("m"), "https://gw.example/v1/results")
+    assert there.headers["Authorization"].startswith("Basic ") and there.params == {"key": "gw"}
+    upgraded.close()
 
 
 def test_a_query_in_the_base_url_goes_with_each_calls_own_parameters() -> None:

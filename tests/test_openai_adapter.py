@@ -753,6 +753,9 @@ def test_a_date_a_day_or_more_off_is_taken_for_the_wrong_clock() -> None:
     }
     wait = retry_after_seconds(waits)
     assert wait is not None and 3.0 <= wait <= 6.0
+    # A moment just past (dates are to the second): no wait, not one of 56 years.
+    just_past = {**waits, "retry-after": formatdate(time.time() - 1, usegmt=True)}
+    assert retry_after_seconds(just_past) == 0.0
 
 
 def test_go_durations_under_a_millisecond() -> None:

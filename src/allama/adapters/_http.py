@@ -156,8 +156,9 @@ def wait_until(moment: float, dated: Mapping[str, str], now: float | None = None
     to wait until, never below 0. Read on the provider's clock where its answer's `Date`
     (in `dated`) says this machine's is off by more than that `Date`'s precision: a clock
     minutes off would wait minutes more, or stop a run over a wait of seconds. Unless the
-    `Date` is the wrong one (a proxy's that says 1970): a wait of more than a day on its
-    clock, where this machine's gives one of a day or less. `now` is for tests."""
+    `Date` is the wrong one (a proxy's that says 1970): a wait no provider would ask on its
+    clock (more than a day, or long past), where this machine's gives one it would. `now`
+    is for tests."""
     import time
 
     if now is not None:
@@ -168,6 +169,11 @@ def wait_until(moment: float, dated: Mapping[str, str], now: float | None = None
     if said is None or abs(said - local) <= _CLOCKS_AGREE:
         return max(0.0, mine)
     theirs = moment - said
-    if theirs > _A_DAY and 0.0 <= mine <= _A_DAY:
-        return mine
+    if not _plausible(theirs) and _plausible(mine):
+        return max(0.0, mine)
     return max(0.0, theirs)
+
+
+def _plausible(wait: float) -> bool:
+    """A wait a provider would ask: up to a day, or a moment just past (to the second)."""
+    return -60.0 <= wait <= _A_DAY

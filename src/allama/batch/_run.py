@@ -861,13 +861,14 @@ _ENDPOINTS = ", "
 
 
 def _refused_unread(error: Error) -> bool:
-    """Whether the provider refused the request without reading it into a model (a 4xx
-    other than a rate limit: a context too long, a bad request, a model it has not): its
-    guessed tokens are given back to the limit per minute, where they would hold every
-    other input up for the rest of the minute. A server error or a timeout may have been
-    read, and keeps them."""
+    """Whether the provider refused the request without reading it into a model (a 4xx: a
+    context too long, a bad request, a model it has not; a 429 that no wait lets through,
+    OpenAI's "Request too large"): its guessed tokens are given back to the limit per
+    minute, where they would hold every other input up for the rest of the minute. A rate
+    limit's 429 keeps them, as the run slows down; a server error or a timeout may have
+    been read, and keeps them."""
     status = error.status
-    return status is not None and 400 <= status < 500 and status != 429
+    return status is not None and 400 <= status < 500 and (status != 429 or not error.retryable)
 
 
 def _endpoint(provider: object) -> str | None:

@@ -96,6 +96,8 @@ def settle(done: asyncio.Future[Any], result: Any, error: BaseException | None) 
     gave up waiting (it was cancelled): on the future's loop, after work done elsewhere."""
     if done.cancelled():
         return
+    if isinstance(error, StopIteration):  # which a future cannot hold
+        error = RuntimeError(f"the call raised StopIteration: {error}")
     if error is not None:
         done.set_exception(error)
     else:

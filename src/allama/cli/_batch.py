@@ -17,6 +17,7 @@ import math
 import os
 import re
 import signal
+import stat
 import sys
 import time
 from collections import Counter
@@ -281,8 +282,13 @@ def add_batch_parser(commands: Any) -> None:
 
 def batch_command(args: argparse.Namespace) -> int:
     interrupts = _Interrupts()
-    # A run's own (the others keep Python's Ctrl-C, which `asyncio.run` handles its way).
-    handled = interrupts.installed() if args.batch_command == "run" else contextlib.nullcontext()
+    # A run's own, and export's, which SIGTERM ends as Ctrl-C does, leaving no part of a
+    # file behind (status and cancel keep Python's Ctrl-C, which `asyncio.run` handles).
+    handled = (
+        interrupts.installed()
+        if args.batch_command in ("run", "export")
+        else contextlib.nullcontext()
+    )
     with handled:
         try:
             if args.batch_command == "run":
@@ -1769,17 +1775,11 @@ def _export(args: argparse.Namespace) -> int:
 
             held = (row.run_id for row in ledger.rows(status, values=False) if wanted(row))
             of_set = _input_set_of(held, runs, args.set, args.ledger, failed=args.failed)
-            # A file is written beside its name and renamed when whole: an export that
-            # fails or is stopped midway leaves no part of one under it, nor of the one
-            # before. A FIFO or a device is written as it is.
-            target = None if args.out == "-" else Path(args.out)
-            part = target
-            if target is not None and (not target.exists() or target.is_file()):
-                part = target.with_name(f".{target.name}.{os.getpid()}.part")
+            target, part, mode = _written_beside(args.out)
             try:
-                output = sys.stdout if part is None else open(part, "w", encoding="utf-8")  # noqa: SIM115
+                output = sys.stdout if part is None else _opened(part, mode)
             except OSError as error:
-                _say("export", f"cannot write `{args.out}`: {error}")
+                _say("export", f"cannot write `{args.out}`: {error.strerror or error}")
                 return EXIT_FAILED
             try:
                 for row in ledger.rows(status):
@@ -1796,7 +1796,7 @@ def _export(args: argparse.Namespace) -> int:
             except OSError as error:
                 if output is sys.stdout:
                     raise  # said for every command in one place (`_main`)
-                _say("export", f"cannot write `{args.out}`: {error}")
+                _say("export", f"cannot write `{args.out}`: {error.strerror or error}")
                 return EXIT_FAILED
             finally:
                 if output is not sys.stdout:
@@ -1814,6 +1814,38 @@ def _export(args: argparse.Namespace) -> int:
     where = "stdout" if args.out == "-" else args.out
     print(f"{written} {what} written to {printable(str(where))}", file=sys.stderr)
     return EXIT_OK
+
+
+def _written_beside(out: str) -> tuple[Path | None, Path | None, int | None]:
+    """Where export writes `out`: the file it names (through a link), written beside it and
+    renamed when whole, so that an export that fails or is stopped midway leaves no part
+    of one under its name, nor of the one before; the mode of the one it replaces. A file
+    with other names (hard links), a FIFO or a device is written as it is. `None`s for
+    stdout."""
+    if out == "-":
+        return None, None, None
+    try:
+        held: os.stat_result | None = os.stat(out)
+    except OSError:
+        held = None
+    if held is not None and not (stat.S_ISREG(held.st_mode) and held.st_nlink == 1):
+        return Path(out), Path(out), None  # `/dev/stdout`, say, which is no file's name
+    target = Path(os.path.realpath(out))
+    part = target.with_name(f".{target.name}.{os.getpid()}.part")
+    return target, part, None if held is None else stat.S_IMODE(held.st_mode)
+
+
+def _opened(path: Path, mode: int | None) -> IO[str]:
+    """`path` opened to write, with `mode` from its first byte (a private file stays so)."""
+    if mode is None or path.exists():
+        return open(path, "w", encoding="utf-8")
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.fchmod(descriptor, mode)  # as it was, whatever the umask
+    except OSError:
+        os.close(descriptor)
+        raise
+    return open(descriptor, "w", encoding="utf-8")
 
 
 def _input_set_of(

@@ -284,8 +284,11 @@ def headers_for(target: JobTarget, url: str) -> tuple[dict[str, str], dict[str, 
     headers, params = dict(target.headers), dict(target.params)
     if not (target.own_host_headers or target.own_host_params):
         return headers, params
-    base = _origin(target.base_url)
-    if base is not None and _origin(url) == base:
+    base, there = _origin(target.base_url), _origin(url)
+    # The same origin; or the same host, from plain HTTP to HTTPS (where nothing is less safe).
+    if base is not None and (
+        there == base or (there == ("https", base[1], None) and base[0] == "http" and not base[2])
+    ):
         return headers, params
     return (
         {k: v for k, v in headers.items() if k not in target.own_host_headers},
