@@ -2425,6 +2425,35 @@ def test_an_export_keeps_what_its_out_is_a_link_a_mode_or_a_device(
     assert capsys.readouterr().err == f"2 values written to {os.devnull}\n"
 
 
+def test_an_export_into_a_folder_it_may_not_add_to_writes_the_file_in_place(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import allama.cli._batch as command
+
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, folder(tmp_path, [1, 2]), out) == 0
+    ledger = f"{out}.ledger.sqlite"
+    plain = tmp_path / "plain.jsonl"
+    assert main(["batch", "export", ledger, "--out", str(plain)]) == 0
+    opened = command._opened
+
+    def no_new_names(path: Path, mode: int | None) -> Any:
+        if path.name.endswith(".part"):  # as a folder without write permission refuses it
+            raise PermissionError(13, "Permission denied", str(path))
+        return opened(path, mode)
+
+    monkeypatch.setattr(command, "_opened", no_new_names)
+    writable = tmp_path / "writable.jsonl"
+    writable.write_text("old\n")
+    assert main(["batch", "export", ledger, "--out", str(writable)]) == 0
+    assert writable.read_bytes() == plain.read_bytes()
+    capsys.readouterr()
+
+
 def test_an_export_ended_by_sigterm_leaves_no_part_of_a_file(
     server: BatchServer, row_type: str, tmp_path: Path
 ) -> None:

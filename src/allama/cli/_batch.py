@@ -1777,7 +1777,14 @@ def _export(args: argparse.Namespace) -> int:
             of_set = _input_set_of(held, runs, args.set, args.ledger, failed=args.failed)
             target, part, mode = _written_beside(args.out)
             try:
-                output = sys.stdout if part is None else _opened(part, mode)
+                try:
+                    output = sys.stdout if part is None else _opened(part, mode)
+                except PermissionError:
+                    if target is None or part == target:
+                        raise
+                    # A folder it may not add to, a file in it it may write: written in place.
+                    part = target
+                    output = _opened(target, None)
             except OSError as error:
                 _say("export", f"cannot write `{args.out}`: {error.strerror or error}")
                 return EXIT_FAILED
