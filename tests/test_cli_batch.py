@@ -2423,6 +2423,32 @@ def test_an_export_keeps_what_its_out_is_a_link_a_mode_or_a_device(
     # A device is written as it is: no file's name is beside it.
     assert main(["batch", "export", ledger, "--out", os.devnull]) == 0
     assert capsys.readouterr().err == f"2 values written to {os.devnull}\n"
+    # A loop of links is refused as opening it is, and stays.
+    loop = tmp_path / "loop.jsonl"
+    loop.symlink_to(loop)
+    assert main(["batch", "export", ledger, "--out", str(loop)]) == 1
+    assert "cannot write" in capsys.readouterr().err and loop.is_symlink()
+
+
+def test_an_export_over_another_owners_file_writes_it_in_place(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, folder(tmp_path, [1, 2]), out) == 0
+    ledger = f"{out}.ledger.sqlite"
+    theirs = tmp_path / "theirs.jsonl"
+    theirs.write_text("old\n")
+    inode = theirs.stat().st_ino
+    # Renamed over, it would become this user's (and in a sticky folder, /tmp, the rename
+    # is refused): written in place, it stays the file it was.
+    monkeypatch.setattr(os, "geteuid", lambda: theirs.stat().st_uid + 1)
+    assert main(["batch", "export", ledger, "--out", str(theirs)]) == 0
+    assert theirs.stat().st_ino == inode and len(theirs.read_text().splitlines()) == 2
+    capsys.readouterr()
 
 
 def test_an_export_into_a_folder_it_may_not_add_to_writes_the_file_in_place(

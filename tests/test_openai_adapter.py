@@ -756,6 +756,8 @@ def test_a_date_a_day_or_more_off_is_taken_for_the_wrong_clock() -> None:
     # A moment just past (dates are to the second): no wait, not one of 56 years.
     just_past = {**waits, "retry-after": formatdate(time.time() - 1, usegmt=True)}
     assert retry_after_seconds(just_past) == 0.0
+    long_past = {**waits, "retry-after": formatdate(time.time() - 120, usegmt=True)}
+    assert retry_after_seconds(long_past) == 0.0  # never a wait read on that `Date`
 
 
 def test_go_durations_under_a_millisecond() -> None:

@@ -157,8 +157,7 @@ def wait_until(moment: float, dated: Mapping[str, str], now: float | None = None
     (in `dated`) says this machine's is off by more than that `Date`'s precision: a clock
     minutes off would wait minutes more, or stop a run over a wait of seconds. Unless the
     `Date` is the wrong one (a proxy's that says 1970): a wait no provider would ask on its
-    clock (more than a day, or long past), where this machine's gives one it would. `now`
-    is for tests."""
+    clock (more than a day, or long past) is read on this machine's. `now` is for tests."""
     import time
 
     if now is not None:
@@ -169,9 +168,7 @@ def wait_until(moment: float, dated: Mapping[str, str], now: float | None = None
     if said is None or abs(said - local) <= _CLOCKS_AGREE:
         return max(0.0, mine)
     theirs = moment - said
-    if not _plausible(theirs) and _plausible(mine):
-        return max(0.0, mine)
-    return max(0.0, theirs)
+    return max(0.0, theirs if _plausible(theirs) else mine)
 
 
 def _plausible(wait: float) -> bool:

@@ -1807,10 +1807,12 @@ def _export(args: argparse.Namespace) -> int:
                 return EXIT_FAILED
             finally:
                 if output is not sys.stdout:
-                    output.close()
-                    if part is not None and part != target:
-                        with contextlib.suppress(OSError):
-                            part.unlink()
+                    try:
+                        output.close()
+                    finally:  # a second signal during the close leaves no part either
+                        if part is not None and part != target:
+                            with contextlib.suppress(OSError):
+                                part.unlink()
     finally:
         ledger.close()
     what = (
@@ -1827,15 +1829,24 @@ def _written_beside(out: str) -> tuple[Path | None, Path | None, int | None]:
     """Where export writes `out`: the file it names (through a link), written beside it and
     renamed when whole, so that an export that fails or is stopped midway leaves no part
     of one under its name, nor of the one before; the mode of the one it replaces. A file
-    with other names (hard links), a FIFO or a device is written as it is. `None`s for
-    stdout."""
+    with other names (hard links), of another owner or read-only, a FIFO or a device is
+    written as it is. `None`s for stdout."""
     if out == "-":
         return None, None, None
     try:
         held: os.stat_result | None = os.stat(out)
-    except OSError:
+    except FileNotFoundError:
         held = None
-    if held is not None and not (stat.S_ISREG(held.st_mode) and held.st_nlink == 1):
+    except OSError:  # a loop of links, say: said as the file's own open says it
+        return Path(out), Path(out), None
+    if held is not None and not (
+        stat.S_ISREG(held.st_mode)
+        and held.st_nlink == 1
+        # Renamed over, a file would change owner (or, in a sticky folder like /tmp, be
+        # refused), and a read-only one would be replaced: such a file is written as it is.
+        and held.st_uid == os.geteuid()
+        and os.access(out, os.W_OK)
+    ):
         return Path(out), Path(out), None  # `/dev/stdout`, say, which is no file's name
     target = Path(os.path.realpath(out))
     part = target.with_name(f".{target.name}.{os.getpid()}.part")
