@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
 from allama._lazy import deferred_module
-from allama.adapters._http import HttpRequest, HttpResponse
+from allama.adapters._http import HttpRequest, HttpResponse, origin
 from allama.errors import (
     Error,
     InvalidRequestError,
@@ -281,29 +281,20 @@ class _QueryMask:
 
     def __init__(self) -> None:
         self.bases: set[str] = set()
-        self._hosts: dict[str, str | None] = {}
-        """Each base URL's host as httpx2 writes it (scheme, host in lower case, a default
-        port left out), made when a record is first filtered (httpx2 is loaded by then)."""
+        self._origins: dict[str, tuple[str, bytes, int | None] | None] = {}
+        """Each base URL's origin, made when a record is first filtered (httpx2 is loaded
+        by then)."""
 
     def filter(self, record: Any) -> bool:
         args = record.args
         if not isinstance(args, tuple) or len(args) < 2 or "?" not in str(args[1]):
             return True
         for base in tuple(self.bases):
-            if base not in self._hosts:
-                self._hosts[base] = _host_of(base)
-        if _host_of(args[1]) in self._hosts.values():
+            if base not in self._origins:
+                self._origins[base] = origin(base)
+        if origin(args[1]) in self._origins.values():
             record.args = (args[0], str(args[1]).partition("?")[0] + "?***", *args[2:])
         return True
-
-
-def _host_of(url: object) -> str | None:
-    """`scheme://host[:port]` of `url` as httpx2 writes it; `None` for none that reads."""
-    try:
-        parsed = url if isinstance(url, httpx2.URL) else httpx2.URL(str(url))
-        return f"{parsed.scheme}://{parsed.netloc.decode('ascii')}"
-    except (httpx2.InvalidURL, UnicodeDecodeError, TypeError):
-        return None
 
 
 _TRANSPORTS: weakref.WeakSet[Transport] = weakref.WeakSet()

@@ -19,6 +19,8 @@ __all__ = [
     "HttpResponse",
     "SECRET_HEADERS",
     "body_message",
+    "http_date",
+    "origin",
     "provider_now",
     "rfc3339_seconds",
     "wait_until",
@@ -123,24 +125,41 @@ def rfc3339_seconds(stamp: Any) -> float | None:
     return moment.timestamp()
 
 
-def provider_now(headers: Mapping[str, str]) -> float | None:
-    """The moment of an answer on the provider's clock, from its `Date` header (to the
-    second, seconds since the epoch); `None` without one that reads. A moment it gives to
-    wait until is read against this, not this machine's clock, which may be minutes off.
-    A date with no zone (the asctime form, `-0000`) is GMT, as HTTP says."""
-    said = next((value for key, value in headers.items() if key.lower() == "date"), None)
-    if not said:
-        return None
+def http_date(text: str) -> float | None:
+    """An HTTP date (`Date`, a `Retry-After` moment) as seconds since the epoch; `None`
+    for anything else. HTTP dates are GMT in all three forms (RFC 9110 5.6.7): one with no
+    zone (the asctime form) or with `-0000` is not this machine's local time."""
     from datetime import UTC
     from email.utils import parsedate_to_datetime
 
     try:
-        when = parsedate_to_datetime(said)
+        when = parsedate_to_datetime(text)
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
         return when.timestamp()
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
+
+
+def provider_now(headers: Mapping[str, str]) -> float | None:
+    """The moment of an answer on the provider's clock, from its `Date` header (to the
+    second, seconds since the epoch); `None` without one that reads. A moment it gives to
+    wait until is read against this, not this machine's clock, which may be minutes off."""
+    said = next((value for key, value in headers.items() if key.lower() == "date"), None)
+    return http_date(said) if said else None
+
+
+def origin(url: object) -> tuple[str, bytes, int | None] | None:
+    """Scheme, host and port of `url`, as a browser tells one site from another: the host
+    in lower case, as IDNA writes it, without a trailing dot; a scheme's default port as
+    none (`https://gw:443` is `https://gw`). `None` for a URL that does not read."""
+    import httpx2
+
+    try:
+        parsed = url if isinstance(url, httpx2.URL) else httpx2.URL(str(url))
+    except (httpx2.InvalidURL, TypeError, ValueError):
+        return None
+    return parsed.scheme, parsed.raw_host.lower().rstrip(b"."), parsed.port
 
 
 _CLOCKS_AGREE = 2.0

@@ -18,12 +18,13 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import socket
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, localcontext
 from pathlib import Path
@@ -889,10 +890,7 @@ class Ledger:
         what is large (a value, the output kept, the jobs' answers: `None` in each row), for
         counting what the ledger holds. Read inside `snapshot()`, every row is of one
         moment."""
-        select = self._select
-        if not values:
-            for name in ("value", "log", "source"):
-                select = select.replace(f", {name},", ", NULL,").replace(f", {name} ", ", NULL ")
+        select = self._select if values else _as_null(self._select, ("value", "log", "source"))
         query = select + ("" if status is None else " WHERE status = ?") + " ORDER BY position"
         with self._lock:
             found = self._connection.execute(query, () if status is None else (status,))
@@ -1106,10 +1104,14 @@ def why_unpriced(record: dict[str, Any]) -> str | None:
 def row_columns(connection: sqlite3.Connection) -> str:
     """`_COLUMNS` as a ledger holds them: those an older version did not write read as
     NULL."""
-    columns, held = _COLUMNS, item_columns(connection)
-    for name, _ in _ADDED_COLUMNS:
-        if name not in held:
-            columns = columns.replace(f", {name}", ", NULL")
+    held = item_columns(connection)
+    return _as_null(_COLUMNS, [name for name, _ in _ADDED_COLUMNS if name not in held])
+
+
+def _as_null(columns: str, names: Iterable[str]) -> str:
+    """`columns` (of `_COLUMNS`, or a select of them) with those `names` read as NULL."""
+    for name in names:
+        columns = re.sub(rf", {name}\b", ", NULL", columns)
     return columns
 
 

@@ -234,13 +234,12 @@ class HttpProvider:
             ),
         }
         self._extra_headers = {**preset.headers, **(headers or {})}
-        self._url_auth = basic is not None and not any(
-            key.lower() == "authorization" for key in self._extra_headers
-        )
+        self._url_auth = False
         """Whether `Authorization` is the base URL's user and password: the gateway's, sent
         to no other host a provider's answer names (`JobTarget.own_host_headers`)."""
-        if basic is not None and self._url_auth:
+        if basic is not None and not any(k.lower() == "authorization" for k in self._extra_headers):
             self._extra_headers["Authorization"] = basic
+            self._url_auth = True
         # Credentials in the caller's own headers (an Entra ID bearer token for Azure, a
         # gateway's key) stand in for the API key.
         self._brings_own_auth = any(key.lower() in SECRET_HEADERS for key in self._extra_headers)

@@ -16,7 +16,7 @@ from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from allama.adapters._http import HttpRequest, HttpResponse, provider_now
+from allama.adapters._http import HttpRequest, HttpResponse, origin, provider_now
 
 __all__ = [
     "CREATE_ASKED",
@@ -183,19 +183,6 @@ def clock_ahead(response: HttpResponse) -> float | None:
     return None if said is None else said - time.time()
 
 
-def _origin(url: str) -> tuple[str, bytes, int | None] | None:
-    """Scheme, host and port, as a browser tells one site from another: the host in
-    lower case, as IDNA writes it, without a trailing dot; a scheme's default port as none
-    (`https://gw:443` is `https://gw`). `None` for a URL that does not read."""
-    import httpx2
-
-    try:
-        parsed = httpx2.URL(url)
-    except (httpx2.InvalidURL, TypeError, ValueError):
-        return None
-    return parsed.scheme, parsed.raw_host.lower().rstrip(b"."), parsed.port
-
-
 class JobDialect(Protocol):
     """One provider's batch API."""
 
@@ -284,7 +271,7 @@ def headers_for(target: JobTarget, url: str) -> tuple[dict[str, str], dict[str, 
     headers, params = dict(target.headers), dict(target.params)
     if not (target.own_host_headers or target.own_host_params):
         return headers, params
-    base, there = _origin(target.base_url), _origin(url)
+    base, there = origin(target.base_url), origin(url)
     # The same origin; or the same host, from plain HTTP to HTTPS (where nothing is less safe).
     if base is not None and (
         there == base or (there == ("https", base[1], None) and base[0] == "http" and not base[2])

@@ -16,11 +16,9 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from datetime import UTC
-from email.utils import parsedate_to_datetime
 from typing import Any
 
-from allama.adapters._http import body_message, wait_until
+from allama.adapters._http import body_message, http_date, wait_until
 from allama.errors import (
     AuthenticationError,
     ContextWindowExceededError,
@@ -268,17 +266,8 @@ def retry_after_seconds(
             explicit.append(millis / 1000.0)
     if (after := lower.get("retry-after")) is not None:
         seconds = _duration(after)
-        if seconds is None:
-            try:
-                date = parsedate_to_datetime(after)
-            except (TypeError, ValueError, IndexError):
-                moment = None
-            else:
-                # HTTP dates are GMT in all three forms (RFC 9110 5.6.7): one without a zone,
-                # or with `-0000`, is not the machine's local time.
-                moment = (date if date.tzinfo else date.replace(tzinfo=UTC)).timestamp()
-            if moment is not None:
-                seconds = wait_until(moment, dated, now)
+        if seconds is None and (moment := http_date(after)) is not None:
+            seconds = wait_until(moment, dated, now)
         if seconds is not None:
             explicit.append(seconds)
     if explicit:
