@@ -407,41 +407,27 @@ def test_the_tokens_per_minute_count_the_schema_and_the_output_of_each_call(
     assert sum(outcome(r) == "ok" for r in results) == sent
 
 
+@pytest.mark.parametrize(
+    ("docs", "refused"),
+    [
+        # Docs 13 and 63 are refused (400, as a context too long is).
+        (["doc 13", "doc 63", "doc 1", "doc 2"], "invalid_request"),
+        # OpenAI refuses a request over its limit per minute with a 429 no wait lets through.
+        (["doc 1 too large", "doc 2 too large", "doc 4", "doc 5"], "rate_limited"),
+    ],
+)
 def test_a_request_the_provider_refused_gives_its_tokens_back_to_the_limit(
-    server: BatchServer,
+    server: BatchServer, docs: list[str], refused: str
 ) -> None:
-    # Docs 13 and 63 are refused (400, as a context too long is): read into no model, their
-    # guessed tokens would hold the others up for the rest of the minute.
+    # Read into no model, their guessed tokens would hold the others up for the rest of the
+    # minute.
     run = allama.batch(
-        provider_for(server),
-        Described,
-        ["doc 13", "doc 63", "doc 1", "doc 2"],
-        request=TEMPLATE,
-        concurrency=1,
-        tpm=450,
+        provider_for(server), Described, docs, request=TEMPLATE, concurrency=1, tpm=450
     )
     threading.Timer(20.0, run.stop).start()
     results = sorted(run, key=lambda r: r.index)
-    assert [outcome(r) for r in results] == ["invalid_request", "invalid_request", "ok", "ok"]
+    assert [outcome(r) for r in results] == [refused, refused, "ok", "ok"]
     assert run.summary.waited < 5 and run.summary.elapsed < 15
-
-
-def test_a_request_too_large_for_the_limit_gives_its_tokens_back_too(
-    server: BatchServer,
-) -> None:
-    # OpenAI refuses a request over its limit per minute with a 429 no wait lets through.
-    run = allama.batch(
-        provider_for(server),
-        Described,
-        ["doc 1 too large", "doc 2 too large", "doc 4", "doc 5"],
-        request=TEMPLATE,
-        concurrency=1,
-        tpm=450,
-    )
-    threading.Timer(20.0, run.stop).start()
-    results = sorted(run, key=lambda r: r.index)
-    assert [outcome(r) for r in results] == ["rate_limited", "rate_limited", "ok", "ok"]
-    assert run.summary.elapsed < 15
 
 
 def test_a_future_is_given_a_stop_iteration_as_an_error_it_can_hold() -> None:

@@ -2367,6 +2367,13 @@ def test_status_and_export_to_an_ascii_stdout_write_other_characters_as_escapes(
     assert f"ledger: {tmp_path}/l\\xebdger.sqlite\n" in written.getvalue().decode("ascii")
 
 
+def ledger_of(server: BatchServer, row_type: str, tmp_path: Path, numbers: list[int]) -> str:
+    """The ledger a run over documents `numbers` fills, as `allama batch run` leaves it."""
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, folder(tmp_path, numbers), out) == 0
+    return f"{out}.ledger.sqlite"
+
+
 def test_an_export_stopped_midway_leaves_the_file_it_would_replace_whole(
     server: BatchServer,
     row_type: str,
@@ -2376,9 +2383,7 @@ def test_an_export_stopped_midway_leaves_the_file_it_would_replace_whole(
 ) -> None:
     import allama.cli._batch as command
 
-    out = tmp_path / "out.jsonl"
-    assert run(server, row_type, folder(tmp_path, [1, 2, 4]), out) == 0
-    ledger = f"{out}.ledger.sqlite"
+    ledger = ledger_of(server, row_type, tmp_path, [1, 2, 4])
     exported = tmp_path / "values.jsonl"
     assert main(["batch", "export", ledger, "--out", str(exported)]) == 0
     before = exported.read_bytes()
@@ -2403,9 +2408,7 @@ def test_an_export_stopped_midway_leaves_the_file_it_would_replace_whole(
 def test_an_export_keeps_what_its_out_is_a_link_a_mode_or_a_device(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = tmp_path / "out.jsonl"
-    assert run(server, row_type, folder(tmp_path, [1, 2]), out) == 0
-    ledger = f"{out}.ledger.sqlite"
+    ledger = ledger_of(server, row_type, tmp_path, [1, 2])
     # A link is written through, a private file stays private, a file's other name sees it.
     real = tmp_path / "real.jsonl"
     real.write_text("old\n")
@@ -2437,9 +2440,7 @@ def test_an_export_over_another_owners_file_writes_it_in_place(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    out = tmp_path / "out.jsonl"
-    assert run(server, row_type, folder(tmp_path, [1, 2]), out) == 0
-    ledger = f"{out}.ledger.sqlite"
+    ledger = ledger_of(server, row_type, tmp_path, [1, 2])
     theirs = tmp_path / "theirs.jsonl"
     theirs.write_text("old\n")
     inode = theirs.stat().st_ino
@@ -2460,9 +2461,7 @@ def test_an_export_into_a_folder_it_may_not_add_to_writes_the_file_in_place(
 ) -> None:
     import allama.cli._batch as command
 
-    out = tmp_path / "out.jsonl"
-    assert run(server, row_type, folder(tmp_path, [1, 2]), out) == 0
-    ledger = f"{out}.ledger.sqlite"
+    ledger = ledger_of(server, row_type, tmp_path, [1, 2])
     plain = tmp_path / "plain.jsonl"
     assert main(["batch", "export", ledger, "--out", str(plain)]) == 0
     opened = command._opened
@@ -2483,8 +2482,7 @@ def test_an_export_into_a_folder_it_may_not_add_to_writes_the_file_in_place(
 def test_an_export_ended_by_sigterm_leaves_no_part_of_a_file(
     server: BatchServer, row_type: str, tmp_path: Path
 ) -> None:
-    out = tmp_path / "out.jsonl"
-    assert run(server, row_type, folder(tmp_path, list(range(1, 60))), out) == 0
+    ledger = ledger_of(server, row_type, tmp_path, list(range(1, 60)))
     script = tmp_path / "slow_export.py"
     script.write_text(
         textwrap.dedent(
@@ -2499,7 +2497,7 @@ def test_an_export_ended_by_sigterm_leaves_no_part_of_a_file(
                 return made(*args, **kwargs)
 
             command._export_row = slow
-            sys.exit(main(["batch", "export", {str(out) + ".ledger.sqlite"!r}, "--out",
+            sys.exit(main(["batch", "export", {ledger!r}, "--out",
                            {str(tmp_path / "values.jsonl")!r}]))
             """
         )
