@@ -270,13 +270,51 @@ def test_a_value_the_ledger_cannot_hold_is_that_inputs_failure(tmp_path: Path) -
     assert [outcome(r) for r in results] == ["value_unstorable", "ok"]
     failure = results[0].failure
     assert failure is not None and failure.message == (
-        "the value validated, but no JSON can be made of it for the ledger "
-        "(PydanticSerializationError): the type writes what it does not read back"
+        "the value validated, but its type cannot write it as the JSON the ledger keeps "
+        "(PydanticSerializationError); a run without a ledger gives it"
     )
     assert results[0].metadata is not None and results[0].metadata.passes == 1  # paid for
     rows = {row.position: row for row in Ledger(ledger, settings={}).rows()}
     assert (rows[0].status, rows[1].status) == ("failed", "done")
     assert rows[0].record is not None and rows[0].record["passes"] == 1
+
+
+def test_a_ledger_that_cannot_be_written_loses_no_answer_and_stops_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.batch import _ledger
+
+    finish = _ledger.Ledger._finish
+    finished = itertools.count()
+
+    def full_disk(self: Ledger, key: str, **outcome: Any) -> bool:
+        if next(finished) >= 1:
+            raise sqlite3.OperationalError("database or disk is full")
+        return finish(self, key, **outcome)
+
+    monkeypatch.setattr(_ledger.Ledger, "_finish", full_disk)
+    ledger = tmp_path / "run.sqlite"
+    provider = allama.mock.MockProvider(['{"n": 1}'] * 5)
+    run = allama.batch(provider, Row, docs(5), request=TEMPLATE, ledger=ledger, concurrency=1)
+    results = []
+    with pytest.raises(allama.LedgerError) as raised:
+        results.extend(run)
+    assert str(raised.value) == (
+        f"the ledger `{ledger}` could not be written: database or disk is full; 1 inputs "
+        "this run ended are not in it (their results were given; a run again sends them again)"
+    )
+    assert isinstance(raised.value.__cause__, sqlite3.OperationalError)
+    # The answer the ledger could not keep is given; no input starts after it.
+    assert [outcome(r) for r in sorted(results, key=lambda r: r.index)][:2] == ["ok", "ok"]
+    assert {outcome(r) for r in results[2:]} <= {"not_started"}
+    assert provider.call_count == 2 and run.summary.unkept == 1 and run.summary.done == 2
+    assert run.summary.stopped == (
+        "the ledger could not be written: OperationalError: database or disk is full"
+    )
+    assert (
+        "not in the ledger: 1 ended by this run, which the ledger could not be written with "
+        "(a run again sends them again)"
+    ) in run.summary.lines()
 
 
 class Login(BaseModel):

@@ -1108,6 +1108,59 @@ def test_a_file_that_is_not_a_ledger_is_refused_before_the_output_is_touched(
     assert out.read_text() == '{"precious": 1}\n' and not server.sent
 
 
+def test_a_device_or_a_fifo_is_no_ledger_for_a_run_status_or_export(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    docs = folder(tmp_path, [1])
+    for path in (Path(os.devnull), fifo):
+        said = f"`{path}` is not a file (a device, a FIFO)"
+        assert run(server, row_type, docs, tmp_path / "out.jsonl", "--ledger", str(path)) == 2
+        assert said + ": name the ledger's file" in capsys.readouterr().err
+        assert main(["batch", "status", str(path)]) == 2
+        assert capsys.readouterr().err == f"allama batch status: {said}, not a ledger\n"
+    assert not server.sent and not Path(os.devnull + "-journal").exists()
+
+
+def test_an_output_that_cannot_be_written_stops_the_run_and_loses_no_value(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from allama.cli import _batch
+
+    lines = _batch._jsonl_line
+    written = itertools.count()
+
+    def full_disk(row: Any, **kwargs: Any) -> str:
+        if next(written) == 2:
+            raise OSError(28, "No space left on device")
+        return lines(row, **kwargs)
+
+    monkeypatch.setattr(_batch, "_jsonl_line", full_disk)
+    docs = folder(tmp_path, [1, 2, 4, 5, 6, 8, 9])  # each answered at the first try
+    out, ledger = tmp_path / "out.jsonl", tmp_path / "run.sqlite"
+    out.write_text('{"earlier": 1}\n')
+    assert run(server, row_type, docs, out, "--ledger", str(ledger), "--concurrency", "2") == 1
+    err = capsys.readouterr().err
+    assert "stopped starting new inputs: cannot write the output: No space left on device" in err
+    assert err.endswith(
+        f"allama batch run: cannot write `{out}`: No space left on device\n"
+        f"allama batch run: its values are in the ledger: `allama batch export {ledger}`\n"
+    )
+    assert out.read_text() == '{"earlier": 1}\n'  # as it was, and no part left beside it
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+    monkeypatch.setattr(_batch, "_jsonl_line", lines)
+    assert main(["batch", "export", str(ledger), "--out", str(tmp_path / "all.jsonl")]) == 0
+    # The value whose write failed, and any in flight then, are in the ledger.
+    exported = sorted(row["label"] for row in rows_of(tmp_path / "all.jsonl"))
+    assert exported == [f"doc-{n:02d}.txt" for n in sorted(server.sent)]
+    assert len(exported) >= 3
+
+
 def test_a_damaged_ledger_is_one_line_of_status_and_export(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

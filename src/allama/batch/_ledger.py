@@ -1175,6 +1175,10 @@ def check_ledger_file(path: Path) -> None:
     database would be changed for good by a run (its journal mode, tables added)."""
     if path.is_dir():
         raise LedgerError(f"`{path}` is a folder: name the ledger's file")
+    if path.exists() and not path.is_file():
+        # A device (`/dev/null`), a FIFO, a socket: SQLite would fail at its first write,
+        # after the run began, and make a journal beside it (`/dev/null-journal`).
+        raise LedgerError(f"`{path}` is not a file (a device, a FIFO): name the ledger's file")
     if not path.is_file() or not path.stat().st_size:
         return
     try:
@@ -1193,9 +1197,21 @@ def check_ledger_file(path: Path) -> None:
         db.close()
 
 
+def no_ledger_file(path: Path) -> str | None:
+    """Why there is no ledger's file to read at `path`, if there is none."""
+    if path.is_file():
+        return None
+    if path.is_dir():
+        return f"`{path}` is a folder, not a ledger"
+    if path.exists():
+        return f"`{path}` is not a file (a device, a FIFO), not a ledger"
+    return f"no such ledger: `{path}`"
+
+
 def _read_only(path: Path) -> sqlite3.Connection:
-    if not path.is_file():
-        raise LedgerError(f"no such ledger: `{path}`")
+    missing = no_ledger_file(path)
+    if missing is not None:
+        raise LedgerError(missing)
     try:
         try:
             db = _open_read_only(path, "mode=ro")

@@ -65,6 +65,7 @@ from allama.batch import _ledger
 from allama.batch._ledger import (
     EARLIER_VALUE,
     Ledger,
+    LedgerError,
     LedgerRow,
     LedgerWriter,
     Status,
@@ -293,6 +294,10 @@ class BatchSummary:
     """Rate-limit answers (429s) met."""
     pending: int = 0
     """Failures of this run the ledger keeps pending for the next run (`BatchResult.pending`)."""
+    unkept: int = 0
+    """Inputs this run ended whose outcome the ledger could not be written with (a full
+    disk, a lock held past SQLite's wait): given all the same, and sent again by a run
+    again, since the ledger does not hold them finished."""
     abandoned: int = 0
     """Inputs read and left unfinished when the run was closed before its end (`close()`,
     leaving the loop early): in flight, or waiting for a slot. They have no result; the
@@ -431,6 +436,11 @@ class BatchSummary:
                 f"{printable(label)} ${dollars(cost)}" for cost, label in self.costliest
             )
             out.append(f"most expensive: {shown}")
+        if self.unkept:
+            out.append(
+                f"not in the ledger: {self.unkept} ended by this run, which the ledger could "
+                "not be written with (a run again sends them again)"
+            )
         if self.stopped:
             out.append(f"stopped starting new inputs: {printable(self.stopped)}")
         elif self.budget_reached:
@@ -1123,6 +1133,8 @@ class _Runner:
         self.limiter = RateLimiter(spec.rpm, spec.tpm, backoff=max(spec.backoff, 0.001))
         self.ledger: LedgerWriter | None = None
         self.book: Ledger | None = None
+        self.unwritable: sqlite3.Error | None = None
+        """The ledger's error when an input's outcome could not be written to it."""
         self.stopping: str | None = None
         self.random = random.Random()
         self.running: dict[str, asyncio.Future[BatchResult[Any]]] = {}
@@ -1274,7 +1286,11 @@ class _Runner:
                 # Not an input's failure (those are results): the ledger, or a fault of
                 # allama's own. No new input starts; the run ends with the first of them.
                 failed.append(error)
-                self.stop(f"the run's work raised {type(error).__name__}")
+                self.stop(
+                    _unwritable(error)
+                    if isinstance(error, sqlite3.Error)
+                    else f"the run's work raised {type(error).__name__}"
+                )
 
         inputs = self.reader = _Reader(spec.inputs, self.sync, self, spec.concurrency)
         try:
@@ -1316,6 +1332,17 @@ class _Runner:
         finally:
             inputs.close()
             self._wrap_up()
+        unwritable = failed[0] if failed else self.unwritable
+        if isinstance(unwritable, sqlite3.Error):
+            raise LedgerError(
+                f"the ledger `{self.spec.ledger}` could not be written: {unwritable}"
+                + (
+                    f"; {self.summary.unkept} inputs this run ended are not in it (their "
+                    "results were given; a run again sends them again)"
+                    if self.summary.unkept
+                    else ""
+                )
+            ) from unwritable
         if failed:
             raise failed[0]
         if self.broken is not None:
@@ -1440,8 +1467,13 @@ class _Runner:
                 with contextlib.suppress(sqlite3.Error), self.book._transaction():
                     for key in self.unsent:
                         self.book._release(key)
-            self.book.end(stopped)
-            self.book.close()
+            try:
+                self.book.end(stopped)
+            except sqlite3.Error as error:  # raised by the run as it ends, naming the ledger
+                self.unwritable = self.unwritable or error
+            finally:
+                with contextlib.suppress(sqlite3.Error):
+                    self.book.close()
 
     def held_nothing_back(self) -> bool:
         """Whether the budget's stop held nothing back: every input was read, and each
@@ -2093,14 +2125,14 @@ class _Runner:
             except Exception as error:  # validated and paid for, but the ledger cannot hold it
                 unstorable = BatchFailure(
                     VALUE_UNSTORABLE,
-                    "the value validated, but no JSON can be made of it for the ledger "
-                    f"({type(error).__name__}): the type writes what it does not read back",
+                    "the value validated, but its type cannot write it as the JSON the "
+                    f"ledger keeps ({type(error).__name__}); a run without a ledger gives it",
                 )
                 return await self._record_failure(
                     index, key, label, error, metadata, attempts, began, spent, unstorable
                 )
             usage = metadata.usage
-            recorded = await self.ledger.finish(
+            recorded = await self._finish_in_ledger(
                 key,
                 status=Status.DONE,
                 seconds=seconds,
@@ -2162,7 +2194,7 @@ class _Runner:
         seconds = time.monotonic() - began
         failure = failure or _failure(error)
         if self.ledger is not None:
-            recorded = await self.ledger.finish(
+            recorded = await self._finish_in_ledger(
                 key,
                 status=Status.FAILED,
                 seconds=seconds,
@@ -2175,6 +2207,22 @@ class _Runner:
                     index, key, label, record, attempts, began, spent, ANSWERED_ELSEWHERE
                 )
         return self._without_value(index, key, label, failure, record, attempts, seconds, spent)
+
+    async def _finish_in_ledger(self, key: str, **outcome: Any) -> bool:
+        """`ledger.finish`, where a ledger that cannot be written (a full disk, a lock held
+        past SQLite's wait) does not take the answer with it: the input is given as this
+        run ended it, its outcome not kept (`summary.unkept`), and the run stops starting
+        inputs; it raises the ledger's error at its end."""
+        assert self.ledger is not None
+        try:
+            recorded: bool = await self.ledger.finish(key, **outcome)
+        except sqlite3.Error as error:
+            self.summary.unkept += 1
+            if self.unwritable is None:
+                self.unwritable = error
+            self.stop(_unwritable(error))
+            return True
+        return recorded
 
     async def _set_aside(
         self,
@@ -2737,6 +2785,11 @@ def _unordered(value: Any) -> Any:
     if isinstance(value, list):
         return sorted((_unordered(item) for item in value), key=lambda item: json.dumps(item))
     return value
+
+
+def _unwritable(error: BaseException) -> str:
+    """The stop of a run whose ledger could not be written."""
+    return f"the ledger could not be written: {type(error).__name__}: {error}"
 
 
 class CallCancelled(Exception):

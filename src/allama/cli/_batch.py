@@ -602,6 +602,18 @@ def _check_type(reference: str, tp: Any) -> None:
         raise _Usage(f"`{reference}` is not a type pydantic can validate: {reason}") from None
 
 
+@contextlib.contextmanager
+def _closed_quietly(output: IO[str]) -> Iterator[IO[str]]:
+    """`output`, closed at the end; a close that fails (its last flush, on a full disk)
+    says nothing: every value written was flushed as it was written, and a write that
+    failed was said."""
+    try:
+        yield output
+    finally:
+        with contextlib.suppress(OSError):
+            output.close()
+
+
 def _lock(output: Any) -> bool:
     """Hold the run's `.part` file for the run (the lock goes with the process): two runs
     writing the same output would interleave their lines and rename it under each other.
@@ -1103,10 +1115,13 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         unstarted: set[int] = set()
         """The documents the run read and gave as not started (it stopped first)."""
         filled = 0
+        unwritten: OSError | None = None
+        """Why a value could not be written (a full disk): the run stopped, and those in
+        flight finished into the ledger, which holds every value."""
         output.truncate(0)
     except KeyboardInterrupt:
         return interrupted()
-    with output:
+    with _closed_quietly(output):
         if progress is not None:
             progress.start()
         try:
@@ -1118,6 +1133,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
                 if result.key:
                     given.add(key_bits(result.key))
                 if result.failure is None:
+                    if unwritten is not None:
+                        continue  # kept by the ledger, as every value is
                     row = _value_row(
                         result.label,
                         result.key,
@@ -1126,8 +1143,13 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
                         [earlier.to_json_dict() for earlier in result.spent],
                         result.duplicate,
                     )
-                    output.write(_jsonl_line(row))
-                    output.flush()
+                    try:
+                        output.write(_jsonl_line(row))
+                        output.flush()
+                    except OSError as error:  # the disk full: in flight still finish
+                        unwritten = error
+                        run.stop(f"cannot write the output: {error.strerror or error}")
+                        continue
                     written += 1
                 elif not result.pending and result.failure.kind not in (
                     "not_started",
@@ -1147,7 +1169,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             interrupts.finished = True
             if progress is not None:
                 progress.stop()
-        if broken is None and run.summary.stopped is not None:
+        if broken is None and unwritten is None and run.summary.stopped is not None:
             # A stopped run reads no further input; what the ledger holds of the rest (an
             # earlier run's values) is written too, so the output is not cut short.
             try:
@@ -1165,8 +1187,10 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
                 broken = error
             written += filled
         # Under the lock: no run starting meanwhile takes the `.part`, finished or not.
-        unmoved: OSError | None = None
-        if broken is None:
+        unmoved: OSError | None = unwritten
+        if unwritten is not None:
+            part.unlink(missing_ok=True)  # cut short, on a disk that may be full
+        elif broken is None:
             try:
                 output.flush()
                 os.replace(part, prepared.out)
@@ -1385,10 +1409,11 @@ def _ledger_file(path: Path, ledger: Path) -> str | None:
 
 def _open_ledger(path: str) -> Any:
     """The ledger at `path`, opened for reading (it is never created or changed here)."""
-    from allama.batch._ledger import Ledger, LedgerError
+    from allama.batch._ledger import Ledger, LedgerError, no_ledger_file
 
-    if not Path(path).is_file():
-        raise _Usage(f"no such ledger: `{path}`")
+    missing = no_ledger_file(Path(path))
+    if missing is not None:
+        raise _Usage(missing)
     try:
         return Ledger(path, read_only=True)
     except LedgerError as error:
