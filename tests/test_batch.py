@@ -610,12 +610,15 @@ def test_a_ledger_that_fails_ends_the_run_with_its_error(
     ledger = tmp_path / "run.sqlite"
     run = allama.batch(provider_for(server), Row, docs(40), request=TEMPLATE, ledger=ledger)
     results = []
-    with pytest.raises(sqlite3.DatabaseError, match="database disk image is malformed"):
+    with pytest.raises(allama.LedgerError, match="database disk image is malformed"):
         results.extend(run)
-    # No finish was recorded, so none is handed over: only inputs not started, or left
-    # pending (a 503 met after the stop).
-    assert {outcome(r) for r in results} <= {"not_started", "overloaded"}
-    assert run.summary.stopped == "the run's work raised DatabaseError"
+    # No finish was recorded, but each answer is handed over, counted as not kept; the
+    # rest are not started, or left pending (a 503 met after the stop).
+    ended = [r for r in results if outcome(r) not in ("not_started", "overloaded")]
+    assert ended and run.summary.unkept == len(ended)
+    assert run.summary.stopped == (
+        "the ledger could not be written: DatabaseError: database disk image is malformed"
+    )
     assert sum(server.sent.values()) < 40  # it stopped starting inputs
     assert "never retrieved" not in caplog.text
 
@@ -2895,6 +2898,70 @@ def test_a_value_another_endpoint_gave_is_not_taken_for_this_ones(
         assert (old.value, old.resumed, sum(other.sent.values())) == (Row(n=1), True, 0)
     finally:
         other.stop()
+
+
+def test_a_failover_whose_first_provider_is_at_its_limit_per_day_runs_on_the_other() -> None:
+    day = [allama.RateLimitedError("limit per day", retry_after=86400.0) for _ in range(5)]
+    limited = allama.mock.MockProvider(day, name="openai")
+    serving = allama.mock.MockProvider(
+        [allama.OverloadedError("busy"), *['{"n": 1}'] * 4], name="deepseek"
+    )
+    run = allama.batch(
+        FailoverProvider([limited, serving]),
+        Row,
+        docs(4),
+        request=TEMPLATE,
+        concurrency=1,
+        backoff=0.001,
+    )
+    assert [outcome(r) for r in sorted(run, key=lambda r: r.index)] == ["ok"] * 4
+    assert run.summary.stopped is None and limited.call_count == 5
+
+
+def test_a_failover_whose_first_provider_answered_an_error_is_no_outage() -> None:
+    answered = allama.mock.MockProvider([allama.ServerError("bad gateway")] * 3, name="a")
+    busy = allama.mock.MockProvider([allama.OverloadedError("busy")] * 3, name="b")
+    run = allama.batch(
+        FailoverProvider([answered, busy]),
+        Row,
+        ["doc 1"],
+        request=TEMPLATE,
+        max_attempts=3,
+        backoff=0.001,
+    )
+    (result,) = run
+    # The provider is there (the first answered each try): the input's failure, no stop.
+    assert (outcome(result), result.pending, run.summary.stopped) == ("overloaded", False, None)
+    assert busy.call_count == 3
+
+
+def test_a_failovers_providers_in_another_order_or_one_more_server_keep_its_keys(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+
+    def failover(*names: str) -> FailoverProvider:
+        return FailoverProvider([allama.mock.MockProvider(['{"n": 1}'], name=n) for n in names])
+
+    options: dict[str, Any] = {"request": TEMPLATE, "ledger": ledger}
+    (first,) = allama.batch(failover("openai", "deepseek"), Row, ["doc 1"], **options)
+    assert first.value == Row(n=1)
+    for names in [("deepseek", "openai"), ("openai", "deepseek", "openai")]:
+        again = failover(*names)
+        (same,) = allama.batch(again, Row, ["doc 1"], **options)
+        assert (same.value, same.resumed, same.key) == (Row(n=1), True, first.key)
+        assert [p.call_count for p in again.providers] == [0] * len(names)  # type: ignore[attr-defined]
+    assert input_key(failover("deepseek", "openai"), Row, TEMPLATE.user("doc 1")) == first.key
+    (other,) = allama.batch(failover("openai", "groq"), Row, ["doc 1"], **options)
+    assert (other.value, other.resumed) == (Row(n=1), False)  # other providers: sent
+    kept = Ledger(ledger, read_only=True)
+    assert [run["settings"]["provider"] for run in kept.runs()] == [
+        "failover(deepseek, openai)",
+        "failover(deepseek, openai)",
+        "failover(deepseek, openai)",
+        "failover(groq, openai)",
+    ]
+    kept.close()
 
 
 def test_a_provider_of_ones_own_with_an_inner_attribute_is_left_alone(tmp_path: Path) -> None:

@@ -208,6 +208,22 @@ def test_a_retry_after_beyond_the_cap_is_not_retried() -> None:
     assert attempts_of(caught.value) == {"attempts": 1}
 
 
+def test_a_failover_tried_again_waits_for_the_provider_that_serves_first() -> None:
+    clock = Clock()
+    daily = RateLimitedError("limit per day", retry_after=86400.0)
+    first = MockProvider([daily, RateLimitedError("limit per day", retry_after=86399.0)])
+    second = MockProvider([RateLimitedError("busy", retry_after=3.0), "ok"])
+    policy = RetryPolicy(jitter=0.0, max_retry_after=60.0)
+    response = retrying(FailoverProvider([first, second]), clock, policy).chat(REQUEST)
+    assert response.text() == "ok" and clock.sleeps == [3.0]
+    # One that asked for no wait may serve at once: the backoff alone.
+    clock = Clock()
+    first = MockProvider([RateLimitedError("limit per day", retry_after=86400.0), "ok"])
+    second = MockProvider([OverloadedError("busy")])
+    response = retrying(FailoverProvider([first, second]), clock, policy).chat(REQUEST)
+    assert response.text() == "ok" and clock.sleeps == [0.5]
+
+
 def test_the_time_budget_counts_the_calls_and_the_waits() -> None:
     clock = Clock()
 
@@ -396,6 +412,21 @@ def test_a_non_retryable_error_is_raised_without_failover() -> None:
     assert caught.value is e2
     assert errors_in_chain(e2) == [e2, e1]
     assert third.call_count == 0
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        allama.AuthenticationError("key revoked"),
+        allama.PermissionDeniedError("no access to the model"),
+        allama.QuotaExceededError("credit spent"),
+    ],
+)
+def test_a_refusal_of_the_account_fails_over_to_another_providers(refusal: Error) -> None:
+    second = MockProvider(["ok"], name="b")
+    response = FailoverProvider([MockProvider([refusal], name="a"), second]).chat(REQUEST)
+    assert response.text() == "ok" and second.call_count == 1
+    assert response.provider_data["allama"]["failover"]["providers"] == ["a", "b"]
 
 
 def test_unsupported_before_sending_fails_over_only_when_asked() -> None:
@@ -743,14 +774,6 @@ def test_a_failover_counts_what_the_providers_before_it_paid() -> None:
         allama.extract(both, Named, REQUEST)
     record = ExtractionMetadata.from_error(caught.value)
     assert record is not None and record.usage == Usage(input_tokens=140, output_tokens=10)
-
-
-def test_a_retry_over_a_failover_waits_as_long_as_any_provider_asked() -> None:
-    clock = Clock()
-    first = MockProvider([RateLimitedError("slow", retry_after=30.0), _answer("a")], name="a")
-    second = MockProvider([ServerError("busy", retry_after=1.0)], name="b")
-    response = retrying(FailoverProvider([first, second]), clock).chat(REQUEST)
-    assert response.provider == "a" and clock.sleeps == [30.0]
 
 
 def _streamed(*bodies: dict[str, Any]) -> bytes:

@@ -620,10 +620,13 @@ class ExtractionError(Error):
 
 
 def asked_wait(error: Error) -> float | None:
-    """The longest wait any error in `error`'s chain asked for: a failover retried from the
-    start goes back to a provider that may have asked for longer than the last one did."""
-    waits = [link.retry_after for link in errors_in_chain(error) if link.retry_after is not None]
-    return max(waits) if waits else None
+    """The wait `error` asks before its request is tried again: its `retry_after`, or, for
+    a failover's (its chain holds an error of each provider tried), the shortest of theirs,
+    since a failover tried again is served by the first provider that serves: one that
+    asked for no wait (`None`) may serve at once. The longest would hold a run for a day
+    over one provider's limit per day while another serves."""
+    waits = [link.retry_after for link in errors_in_chain(error)]
+    return None if None in waits else min(wait for wait in waits if wait is not None)
 
 
 def paid_for(error: Error) -> list[dict[str, JsonValue]]:

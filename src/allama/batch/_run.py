@@ -85,6 +85,7 @@ from allama.errors import (
     RateLimitedError,
     RequestTimeoutError,
     asked_wait,
+    errors_in_chain,
     text_of,
 )
 from allama.extract._engine import Extracted
@@ -526,7 +527,7 @@ class _Spec:
 
     def __post_init__(self) -> None:
         self.adapter = TypeAdapter(self.tp)
-        self.key = _keys(self.provider.name, self.tp, self.template)
+        self.key = _keys(key_name(self.provider), self.tp, self.template)
         self.dump_reads_back = dump_reads_back(self.adapter)
         self.dump_consumes = not self.dump_reads_back and dump_consumes(self.adapter)
         self.secrets = not self.dump_reads_back and _has_secrets(self.adapter)
@@ -823,8 +824,9 @@ def _spec(
     def labelled(document: Any, index: int) -> str:
         return _text_of_label(str(named(document) or f"#{index}"))
 
+    provider_key = key_name(provider)
     settings: dict[str, Any] = {
-        "provider": provider.name,
+        "provider": provider_key,
         "endpoint": _endpoint(provider),
         "type": type_label(tp),
         "model": model,
@@ -835,7 +837,7 @@ def _spec(
         "max_attempts": max_attempts,
         "extractor": repr(extractor or Extractor()),
         "inputs": _inputs_of(
-            provider.name, tp, request if isinstance(request, ChatRequest) else None
+            provider_key, tp, request if isinstance(request, ChatRequest) else None
         ),
     }
     if provider_batch:
@@ -1022,9 +1024,31 @@ def _check_provider_batch(
         raise ValueError(f"job_size must be a whole number of at least 1, not {job_size!r}")
 
 
-def input_key(provider: str, tp: Any, request: ChatRequest) -> str:
+def key_name(provider: object) -> str:
+    """A provider's name as the ledger's keys and a run's settings hold it: a failover's is
+    the names of the providers it holds, sorted and each once, so that its order, or one
+    more server of a provider it has, keeps its keys (where each sends is the endpoint's
+    check, `another_endpoint`). A wrapper that retries or overrides is its provider's."""
+    names = sorted(_leaf_names(provider))
+    return names[0] if len(names) == 1 else "failover(" + ", ".join(names) + ")"
+
+
+def _leaf_names(provider: object) -> set[str]:
+    from allama.wrappers import CapabilityOverrideProvider, FailoverProvider, RetryingProvider
+
+    if isinstance(provider, FailoverProvider):
+        return set().union(*(_leaf_names(each) for each in provider.providers))
+    if isinstance(provider, RetryingProvider | CapabilityOverrideProvider):
+        return _leaf_names(provider.inner)
+    return {str(getattr(provider, "name", ""))}
+
+
+def input_key(provider: str | ChatProvider, tp: Any, request: ChatRequest) -> str:
     """The hash an input is known by: what determines its answer (the provider, the type's
-    schema, the whole request: model, prompt, document, settings)."""
+    schema, the whole request: model, prompt, document, settings). `provider`: the provider,
+    or its name as `key_name` gives it."""
+    if not isinstance(provider, str):
+        provider = key_name(provider)
     digest = _type_digest(provider, tp).copy()
     digest.update(request.model_dump_json().encode())
     key: str = digest.hexdigest()
@@ -1890,7 +1914,7 @@ class _Runner:
                 sent_at = turn.sent_at
                 # Its own passes answered before its last call are no news of the provider.
                 tries.sent = max(tries.sent, turn.called)
-                if not isinstance(outcome, NetworkError | RequestTimeoutError | OverloadedError):
+                if _answered_by_any(outcome):
                     self._answered()
                 if hold:
                     concluded = await self._conclude(
@@ -2785,6 +2809,18 @@ def _unordered(value: Any) -> Any:
     if isinstance(value, list):
         return sorted((_unordered(item) for item in value), key=lambda item: json.dumps(item))
     return value
+
+
+_UNANSWERED = (NetworkError, RequestTimeoutError, OverloadedError)
+
+
+def _answered_by_any(outcome: object) -> bool:
+    """Whether a call's outcome shows the provider there: an answer, or an error some
+    provider wrote (a failover's chain holds one of each it tried: one that answered an
+    error it charged for, before another was overloaded, is there)."""
+    if not isinstance(outcome, Error):
+        return True
+    return any(not isinstance(link, _UNANSWERED) for link in errors_in_chain(outcome))
 
 
 def _unwritable(error: BaseException) -> str:

@@ -8,7 +8,10 @@ from typing import TypeVar
 from pydantic import JsonValue
 
 from allama.errors import (
+    AuthenticationError,
     Error,
+    PermissionDeniedError,
+    QuotaExceededError,
     UnsupportedError,
     errors_in_chain,
     paid_before_foreign,
@@ -35,6 +38,9 @@ from allama.wrappers._record import (
 __all__ = ["FailoverProvider"]
 
 _FAILOVER_DATA_KEY = "failover"
+
+_ACCOUNT_ERRORS = (AuthenticationError, PermissionDeniedError, QuotaExceededError)
+"""Refusals of the caller's account at one provider: another has an account of its own."""
 
 R = TypeVar("R")
 
@@ -86,7 +92,9 @@ class FailoverProvider:
 
     The error finally raised keeps the chain: its `fallback_from` is the error of the
     provider tried before, and so on (`allama.errors.errors_in_chain`). A non-retryable error
-    is raised at once, since another provider would refuse the same request. With
+    is raised at once, since another provider would refuse the same request, but for a
+    refusal of the account (a key refused, a permission or a quota it has not), which
+    another provider's account need not meet. With
     `failover_on_unsupported`, an `UnsupportedError` refused before sending (nothing paid)
     also moves on. A response after a failover records the providers tried in
     `provider_data["allama"]["failover"]`. A stream fails over on an error met before the
@@ -123,7 +131,7 @@ class FailoverProvider:
 
     def fails_over_on(self, error: Error) -> bool:
         """Whether `error` sends the request on to the next provider."""
-        if error.retryable:
+        if error.retryable or isinstance(error, _ACCOUNT_ERRORS):
             return True
         return (
             self.failover_on_unsupported
