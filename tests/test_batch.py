@@ -2935,6 +2935,39 @@ def test_a_failover_whose_first_provider_answered_an_error_is_no_outage() -> Non
     assert busy.call_count == 3
 
 
+@pytest.mark.parametrize("ending", ["close", "stop"])
+@pytest.mark.parametrize("wrapper", ["failover", "retry"])
+def test_a_sync_run_closed_or_stopped_makes_no_further_call_inside_its_wrappers(
+    wrapper: str, ending: str
+) -> None:
+    calls: list[str] = []
+
+    def slow_busy(request: ChatRequest) -> ChatResponse:
+        calls.append("first")
+        time.sleep(0.4)
+        raise allama.OverloadedError("busy", retry_after=0.1)
+
+    def answer(request: ChatRequest) -> ChatResponse:
+        calls.append("next")
+        return ChatResponseBuilder().text('{"n": 1}').build()
+
+    first, then = allama.mock.FunctionProvider(slow_busy), allama.mock.FunctionProvider(answer)
+    if wrapper == "failover":
+        provider: Any = FailoverProvider([first, then])
+    else:
+        answers = iter([slow_busy, answer])
+        provider = RetryingProvider(
+            allama.mock.FunctionProvider(lambda request: next(answers)(request))
+        )
+    run = allama.batch(provider, Row, ["doc 1"], request=TEMPLATE)
+    threading.Timer(0.15, getattr(run, ending)).start()
+    results = list(run)
+    time.sleep(0.6)  # a call still going in its thread would have made the next by now
+    assert calls == ["first"]
+    if ending == "stop":  # in flight, finished: not tried again after the stop
+        assert [outcome(r) for r in results] == ["overloaded"]
+
+
 def test_a_failovers_providers_in_another_order_or_one_more_server_keep_its_keys(
     tmp_path: Path,
 ) -> None:

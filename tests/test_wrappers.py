@@ -224,6 +224,57 @@ def test_a_failover_tried_again_waits_for_the_provider_that_serves_first() -> No
     assert response.text() == "ok" and clock.sleeps == [0.5]
 
 
+def test_a_caller_that_stops_ends_a_retrys_pause_and_its_attempts() -> None:
+    import threading
+    import time
+
+    from allama.wrappers._gate import GATE, Gate
+
+    for driven in ("sync", "async"):
+        gate = Gate()
+        inner = MockProvider([OverloadedError("busy", retry_after=30.0), "ok"])
+        provider = RetryingProvider(inner, RetryPolicy(max_retry_after=60.0))
+        threading.Timer(0.2, gate.shut).start()
+        began = time.monotonic()
+        entered = GATE.set(gate)
+        try:
+            with pytest.raises(OverloadedError) as caught:
+                if driven == "sync":
+                    provider.chat(REQUEST)
+                else:
+                    run(provider.achat(REQUEST))
+        finally:
+            GATE.reset(entered)
+        # Ended as the caller stopped, not 30 s later, and not tried again.
+        assert time.monotonic() - began < 10 and inner.call_count == 1
+        assert attempts_of(caught.value) == {"attempts": 1}
+    # Without a gate (outside a batch run), a wrapper waits as it always did.
+    inner = MockProvider([OverloadedError("busy", retry_after=30.0), "ok"])
+    clock = Clock()
+    assert retrying(inner, clock, RetryPolicy(max_retry_after=60.0)).chat(REQUEST).text() == "ok"
+    assert clock.sleeps == [30.0]
+
+
+def test_a_failover_whose_caller_stopped_tries_no_further_provider() -> None:
+    from allama.wrappers._gate import GATE, Gate
+
+    gate = Gate()
+    second = MockProvider(["ok"], name="b")
+
+    def failing_as_the_caller_stops(request: ChatRequest) -> ChatResponse:
+        gate.shut()
+        raise OverloadedError("busy")
+
+    failover = FailoverProvider([FunctionProvider(failing_as_the_caller_stops), second])
+    entered = GATE.set(gate)
+    try:
+        with pytest.raises(OverloadedError):
+            failover.chat(REQUEST)
+    finally:
+        GATE.reset(entered)
+    assert second.call_count == 0
+
+
 def test_the_time_budget_counts_the_calls_and_the_waits() -> None:
     clock = Clock()
 

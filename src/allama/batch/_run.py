@@ -98,6 +98,7 @@ from allama.extract._parse import ReadAgainError, read_again
 from allama.provider import ChatProvider
 from allama.schema._types import type_label, type_schema
 from allama.types import ChatRequest, ChatResponse
+from allama.wrappers._gate import GATE, Gate
 
 __all__ = [
     "AsyncBatchRun",
@@ -1158,6 +1159,9 @@ class _Runner:
         self.ledger: LedgerWriter | None = None
         self.book: Ledger | None = None
         self.unwritable: sqlite3.Error | None = None
+        self.gate = Gate()
+        """Shut when the run stops or closes: the wrappers inside its calls (a failover, a
+        retry) make no further call of their own, and end their pauses."""
         """The ledger's error when an input's outcome could not be written to it."""
         self.stopping: str | None = None
         self.random = random.Random()
@@ -1465,6 +1469,7 @@ class _Runner:
             summary.refused = summary.refused or kind
             self.mark_stopped(said or f"the provider could not be reached: {kind}")
         summary.ended = time.monotonic()
+        self.gate.shut()  # a call still going (a sync run's, in its thread) makes no more
         if self.closed:  # what was read and has no result: in flight, or waiting for a slot
             given = summary.finished + summary.not_started + summary.elsewhere + summary.in_jobs
             summary.abandoned = max(0, self.read - given)
@@ -1533,6 +1538,7 @@ class _Runner:
         """The run was cancelled before its end: said, and `_wrap_up` counts what it left."""
         self.closed = True
         self.mark_stopped(CLOSED_EARLY)
+        self.gate.shut()  # a sync run's calls go on in their threads: no further call
 
     def mark_stopped(self, reason: str) -> None:
         if self.stopping is None and self.summary.ended is None:  # an ended run stops no more
@@ -1546,6 +1552,7 @@ class _Runner:
         if self.caught_up is not None:
             self.caught_up.set()
         self.limiter.halt()  # a turn, a pause or a wait before a try again
+        self.gate.shut()  # and a wrapper's, inside a call
         self._judge(own=False)  # a suspect waiting for its verdict: pending
 
     def _finish(self, result: BatchResult[Any]) -> None:
@@ -1899,6 +1906,7 @@ class _Runner:
                 if self.ledger is not None:
                     turn.keep = functools.partial(self._keep_passes, key, tries.spent)
                 entered = TURN.set(turn)
+                gated = GATE.set(self.gate)
                 try:
                     outcome = await self.call(request)
                 except Exception as failed:  # provider errors, and the caller's own code's
@@ -1908,6 +1916,7 @@ class _Runner:
                         raise
                     outcome = CallCancelled()  # the call's own, not the run's: its failure
                 finally:
+                    GATE.reset(gated)
                     TURN.reset(entered)
                     turn.answered.clear()  # kept for a call that would follow: none does
                     self.summary.in_flight -= 1

@@ -26,6 +26,7 @@ from allama.types import (
     ChatResponse,
     ChatValidation,
 )
+from allama.wrappers._gate import GATE
 from allama.wrappers._opening import aopened, opened
 from allama.wrappers._record import PAID_BEFORE, record_async_stream, record_response, record_stream
 
@@ -127,16 +128,23 @@ class _Attempts:
         self.count += 1
 
     def after_failure(self, error: Error) -> float | None:
-        """The wait before trying again; `None` after recording the attempts on `error`."""
+        """The wait before trying again; `None` after recording the attempts on `error`
+        (`give_up`)."""
         elapsed = self._clock() - self._start
         wait = self._policy.delay(self.count, error, elapsed=elapsed, unit=self._random())
         if wait is None:
-            error.with_metadata(RETRY_METADATA_KEY, {"attempts": self.count})
-            # The attempts before this one were paid too: the record counts them.
-            paid_ahead(error, self.paid)
-            return None
-        self.paid.extend(paid_for(error))
+            self.give_up(error)
         return wait
+
+    def give_up(self, error: Error) -> None:
+        """Record the attempts on `error`, the one raised."""
+        error.with_metadata(RETRY_METADATA_KEY, {"attempts": self.count})
+        # The attempts before this one were paid too: the record counts them.
+        paid_ahead(error, self.paid)
+
+    def go_on(self, error: Error) -> None:
+        """Another attempt follows `error`: what it paid is counted with the attempts'."""
+        self.paid.extend(paid_for(error))
 
     def record(self) -> JsonValue | None:
         """What a success reports about its attempts, when there was more than one: their
@@ -198,10 +206,13 @@ class RetryingProvider:
                 wait = attempts.after_failure(error)
                 if wait is None:
                     raise
+                if not self._paused(wait):  # the caller stopped meanwhile: no more attempts
+                    attempts.give_up(error)
+                    raise
+                attempts.go_on(error)
             except Exception as raised:  # the provider's own: the attempts before it paid
                 paid_before_foreign(raised, attempts.paid)
                 raise
-            self._sleep(wait)
 
     async def _arun(self, call: Callable[[], Awaitable[R]]) -> tuple[R, _Attempts]:
         attempts = self._attempts()
@@ -213,10 +224,35 @@ class RetryingProvider:
                 wait = attempts.after_failure(error)
                 if wait is None:
                     raise
+                if not await self._apaused(wait):
+                    attempts.give_up(error)
+                    raise
+                attempts.go_on(error)
             except Exception as raised:
                 paid_before_foreign(raised, attempts.paid)
                 raise
-            await self._async_sleep(wait)
+
+    def _paused(self, seconds: float) -> bool:
+        """Wait before the next attempt; `False` when the caller (a batch run) stopped
+        first, which makes no further attempt (`allama.wrappers._gate`)."""
+        gate = GATE.get()
+        if gate is None:
+            self._sleep(seconds)
+            return True
+        if self._sleep is time.sleep:
+            return gate.pause(seconds)
+        self._sleep(seconds)  # a sleep of the caller's own: its gate is asked after it
+        return not gate.is_shut
+
+    async def _apaused(self, seconds: float) -> bool:
+        gate = GATE.get()
+        if gate is None:
+            await self._async_sleep(seconds)
+            return True
+        if self._async_sleep is asyncio.sleep:
+            return await gate.apause(seconds)
+        await self._async_sleep(seconds)
+        return not gate.is_shut
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         response, attempts = self._run(lambda: self.inner.chat(request))
