@@ -837,6 +837,8 @@ def test_a_duplicate_input_is_sent_once(server: BatchServer, tmp_path: Path) -> 
         (True, False, 0),
     ]
     assert results[2].metadata is results[0].metadata  # the first copy's record
+    # Each copy's value is its own: changing one changes no other.
+    assert len({id(results[i].value) for i in (0, 2, 3)}) == 3
     # The summary counts what was paid once: two calls, not four.
     summary = run.summary
     assert (summary.done, summary.duplicates, summary.resumed) == (4, 2, 0)
@@ -856,6 +858,19 @@ def test_a_duplicate_input_is_sent_once(server: BatchServer, tmp_path: Path) -> 
     ]
     assert (again.summary.resumed, again.summary.duplicates, again.summary.passes) == (4, 2, 2)
     assert server.sent[5] == 1 and server.sent[6] == 1
+
+
+def test_a_document_holding_half_a_character_is_its_inputs_failure_said_plainly() -> None:
+    provider = allama.mock.MockProvider(['{"n": 1}'])
+    run = allama.batch(provider, Row, ["bad \ud800 text", "doc 1"], request=TEMPLATE)
+    results = sorted(run, key=lambda r: r.index)
+    assert [outcome(r) for r in results] == ["ValueError", "ok"]
+    assert results[0].failure == BatchFailure(
+        "ValueError",
+        "the request holds half of a character (a lone surrogate, as `\\ud800`), which is no "
+        "text and no provider reads: not sent",
+    )
+    assert provider.call_count == 1
 
 
 def test_a_copy_carries_the_first_copys_earlier_attempts(server: BatchServer) -> None:
@@ -1014,6 +1029,48 @@ def test_failed_inputs_tried_again_count_what_they_paid_toward_the_budget(
     assert larger.summary.cost == Decimal("0.000021") * (6 + given)
     assert larger.summary.stopped == (
         "the budget of $0.00016 is reached ($0.000168, $0.000105 of it paid before this run)"
+    )
+
+
+def _prompt_a(document: str) -> ChatRequest:
+    return ChatRequest("gpt-4o-mini").system("Read the number.").user(document)
+
+
+def _prompt_b(document: str) -> ChatRequest:
+    return ChatRequest("gpt-4o-mini").system("Read the number, please.").user(document)
+
+
+def test_a_budget_counts_what_runs_of_the_same_request_function_paid_alone(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    first = allama.batch(provider_for(server), Row, docs(5), request=_prompt_a, ledger=ledger)
+    assert [outcome(r) for r in first] == ["ok"] * 5
+    assert first.summary.cost == Decimal("0.000105")
+    # Another function's run on the ledger counts none of it against its budget.
+    other = allama.batch(
+        provider_for(server),
+        Row,
+        docs(5),
+        request=_prompt_b,
+        ledger=ledger,
+        max_cost="0.0001",
+        concurrency=1,
+    )
+    assert [outcome(r) for r in other] == ["ok"] * 5
+    assert other.summary.stopped is None
+    # The same function's run counts what it paid: it stops before sending any input.
+    again = allama.batch(
+        provider_for(server),
+        Row,
+        [f"doc {n}" for n in range(5, 10)],
+        request=_prompt_a,
+        ledger=ledger,
+        max_cost="0.0001",
+    )
+    assert [outcome(r) for r in again] == ["not_started"] * 5
+    assert again.summary.stopped == (
+        "the budget of $0.0001 is reached ($0.000105, $0.000105 of it paid before this run)"
     )
 
 

@@ -758,9 +758,10 @@ def test_a_stored_value_a_changed_validator_reads_as_another_is_that_inputs_fail
     assert result.resumed and provider.requests == [] and result.value is None
     assert result.failure == BatchFailure(
         "stored_value_invalid",
-        "finished by an earlier run, but Lowered reads its value as another (a validator "
-        "that changes what it reads, changed since the value was stored): neither would have "
-        "made that one; `allama batch export` writes the value",
+        "finished by an earlier run, but Lowered reads and writes its value as other JSON (a "
+        "validator that changes what it reads, or a serializer, changed since the value was "
+        "stored): it may not be the value that run made; `allama batch export` writes the "
+        "value",
     )
     # The type that stored it gives it back; so does a set in another order.
     (same,) = allama.batch(provider, Stripped, ["doc"], request=TEMPLATE, ledger=ledger)

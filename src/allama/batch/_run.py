@@ -15,6 +15,7 @@ import collections
 import concurrent.futures
 import contextlib
 import contextvars
+import copy
 import functools
 import hashlib
 import inspect
@@ -55,7 +56,7 @@ from pydantic import (
     ValidationError,
 )
 from pydantic.fields import FieldInfo
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError, to_json
 
 from allama import _tracing
 from allama._prices import MONEY, dollars
@@ -838,7 +839,7 @@ def _spec(
         "max_attempts": max_attempts,
         "extractor": repr(extractor or Extractor()),
         "inputs": _inputs_of(
-            provider_key, tp, request if isinstance(request, ChatRequest) else None
+            provider_key, tp, request if isinstance(request, ChatRequest) else None, request
         ),
     }
     if provider_batch:
@@ -1051,7 +1052,16 @@ def input_key(provider: str | ChatProvider, tp: Any, request: ChatRequest) -> st
     if not isinstance(provider, str):
         provider = key_name(provider)
     digest = _type_digest(provider, tp).copy()
-    digest.update(request.model_dump_json().encode())
+    try:
+        written = request.model_dump_json()
+    except PydanticSerializationError as error:
+        if "UnicodeEncodeError" not in str(error):
+            raise
+        raise ValueError(
+            "the request holds half of a character (a lone surrogate, as `\\ud800`), which "
+            "is no text and no provider reads: not sent"
+        ) from None
+    digest.update(written.encode())
     key: str = digest.hexdigest()
     return key
 
@@ -1088,14 +1098,20 @@ def _keys(
     return of_text
 
 
-def _inputs_of(provider: str, tp: Any, template: ChatRequest | None) -> str:
+def _inputs_of(provider: str, tp: Any, template: ChatRequest | None, build: object) -> str:
     """What a run's inputs are extracted as, in short: the provider, the type's schema and
     the request each text is added to (for requests built by a function, which may each
-    differ, the first two). Runs whose inputs' keys can match share it, so that the status
-    of a ledger shared by runs of other settings tells their inputs apart."""
+    differ, the first two and the function, by its module and name). Runs whose inputs'
+    keys can match share it, so that the status of a ledger shared by runs of other
+    settings tells their inputs apart, and a budget counts what such runs paid alone."""
     digest = _type_digest(provider, tp).copy()
     if template is not None:
         digest.update(template.model_dump_json().encode())
+    else:
+        while isinstance(build, functools.partial):
+            build = build.func
+        named = getattr(build, "__qualname__", None) or type(build).__qualname__
+        digest.update(f"{getattr(build, '__module__', None)}.{named}".encode())
     return str(digest.hexdigest()[:12])
 
 
@@ -1706,6 +1722,10 @@ class _Runner:
                 if not copies:
                     del self.copy_tasks[key]
             made = self.again.get(key) if key in self.copy_tasks else self.again.pop(key, None)
+            if made is None and same.value is not None:
+                # A value of its own, as a copy read from the ledger has: one the caller
+                # changes for one copy is not changed for the other.
+                made = functools.partial(copy.deepcopy, same.value)
             self._finish(_duplicate(index, label, same, made))
             return
         if self.stopping is not None:
@@ -1996,8 +2016,8 @@ class _Runner:
             verdict.set_result(False)
         # Its place ahead, and its copies', go to the inputs after it, which may answer it.
         self._give_back(asyncio.current_task())
-        for copy in list(self.copy_tasks.get(key, ())):
-            self._give_back(copy)
+        for copy_task in list(self.copy_tasks.get(key, ())):
+            self._give_back(copy_task)
         self._judge_idle()
         try:
             own = await verdict
@@ -2851,10 +2871,10 @@ def _stored_value_invalid(error: Exception, tp: Any) -> BatchFailure:
     if isinstance(error, ValueChanged):
         return BatchFailure(
             STORED_VALUE_INVALID,
-            f"finished by an earlier run, but {_tracing.type_name(tp)} reads its value as "
-            "another (a validator that changes what it reads, changed since the value was "
-            "stored): neither would have made that one; `allama batch export` writes the "
-            "value",
+            f"finished by an earlier run, but {_tracing.type_name(tp)} reads and writes its "
+            "value as other JSON (a validator that changes what it reads, or a serializer, "
+            "changed since the value was stored): it may not be the value that run made; "
+            "`allama batch export` writes the value",
         )
     if isinstance(error, ValueNotKept):
         return BatchFailure(
