@@ -3241,7 +3241,7 @@ def test_one_input_whose_connection_breaks_at_one_in_flight_does_not_stop_the_ru
     stopped = allama.batch(down, Row, docs(10), request=TEMPLATE, concurrency=1, max_attempts=1)
     results = sorted(stopped, key=lambda r: r.index)
     assert stopped.summary.stopped is not None
-    assert stopped.summary.stopped.startswith("the provider could not be reached in 1 tries")
+    assert stopped.summary.stopped.startswith("the provider could not be reached in 1 try:")
     assert [outcome(r) for r in results[:2]] == ["network"] * 2
     assert {outcome(r) for r in results[2:]} <= {"not_started"}
     assert (stopped.summary.failed, stopped.summary.not_started) == (2, 8)

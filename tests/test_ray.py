@@ -14,6 +14,7 @@ import doctest
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -472,6 +473,46 @@ def test_settings_are_checked_before_any_actor_starts() -> None:
             allama.ray.extract_dataset(
                 ds, Invoice, provider="openai", text_column="t", model="m", **bad
             )
+
+
+def test_the_pools_settings_and_the_dataset_are_checked_by_name() -> None:
+    class Unread:
+        """Stands in for a dataset: nothing of it is read before the settings are checked."""
+
+        def map_batches(self, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("not reached")
+
+    settings: dict[str, Any] = {"provider": "openai", "text_column": "t", "model": "m"}
+    for bad, error, said in (
+        ({"concurrency": True}, TypeError, "concurrency must be a number of actors"),
+        ({"concurrency": 2.5}, TypeError, "concurrency must be a number of actors"),
+        ({"concurrency": (3, 1)}, ValueError, "has its min above its max"),
+        ({"batch_size": "16"}, TypeError, "batch_size must be a number of rows"),
+        ({"num_cpus": -1}, ValueError, "num_cpus must be a number of CPUs above 0"),
+    ):
+        with pytest.raises(error, match=re.escape(said)):
+            allama.ray.extract_dataset(Unread(), Invoice, **settings, **bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=re.escape("ds must be a ray.data.Dataset, not list")):
+        allama.ray.extract_dataset([{"t": "x"}], Invoice, **settings)  # type: ignore[arg-type]
+
+
+def test_a_key_in_the_providers_options_is_not_in_what_ray_writes_of_the_step(
+    local_ray: None,
+) -> None:
+    from ray.data._internal.metadata_exporter import sanitize_for_struct
+
+    key = "sk-never-written-1234"
+    ds = allama.ray.extract_dataset(
+        ray.data.from_items([{"text": "x"}]),
+        Invoice,
+        provider="openai",
+        provider_options={"api_key": key, "base_url": "http://user:pw-secret@127.0.0.1:9/v1"},
+        text_column="text",
+        model="gpt-4o-mini",
+    )
+    written = str(sanitize_for_struct(ds._logical_plan.dag._get_args()))
+    assert "provider_options" in written and "not shown" in written
+    assert key not in written and "pw-secret" not in written
 
 
 def test_import_allama_does_not_load_ray() -> None:

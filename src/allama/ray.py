@@ -25,9 +25,10 @@ and halves its rate, recovering after, and `rpm` / `tpm` limit each actor's requ
 tokens per minute from the start. A refused key or account ends the actor's sending: its
 later rows come back `not_started`, since the provider would refuse each of them too.
 
-An actor whose process dies (out of memory, its node lost) has its batch run again on a
-new actor by Ray Data: the rows it had sent are sent, and paid for, again, and their records
-count only the run that finished.
+An actor whose process dies (out of memory, its node lost) has its task run again on a
+new actor by Ray Data: the task is a block of the dataset, not a batch, and every row of it
+the actor had sent is sent, and paid for, again (smaller blocks bound that), and their
+records count only the run that finished.
 
 Batches travel as pyarrow tables (part of `ray[data]`). The work is waiting on HTTP, so
 actors ask for a quarter of a CPU by default: at a whole CPU each, a small machine has none
@@ -142,6 +143,53 @@ def _record_json(
     return None if stored is None else json.dumps(stored)
 
 
+def _check_pool(ds: object, concurrency: object, batch_size: object, num_cpus: object) -> None:
+    """Settings Ray would take as they are (a `True` actor, a fractional pool), or fail on
+    with its own words, said here by name."""
+
+    def count(value: object) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+    if not callable(getattr(ds, "map_batches", None)):
+        raise TypeError(f"ds must be a ray.data.Dataset, not {type(ds).__name__}")
+    sizes = concurrency if isinstance(concurrency, tuple) else (concurrency,)
+    if len(sizes) not in (1, 2) or not all(count(size) for size in sizes):
+        raise TypeError(
+            f"concurrency must be a number of actors (1 or more) or a (min, max) pair of them, "
+            f"not {concurrency!r}"
+        )
+    if len(sizes) == 2 and sizes[0] > sizes[1]:
+        raise ValueError(f"concurrency's (min, max) has its min above its max: {concurrency}")
+    if not count(batch_size):
+        raise TypeError(f"batch_size must be a number of rows (1 or more), not {batch_size!r}")
+    if (
+        isinstance(num_cpus, bool)
+        or not isinstance(num_cpus, int | float)
+        or not 0 < num_cpus < float("inf")
+    ):
+        raise ValueError(f"num_cpus must be a number of CPUs above 0, not {num_cpus!r}")
+
+
+class _Withheld:
+    """A setting handed to each actor whose text is not written anywhere: Ray writes the
+    arguments of a step as text (`str`) where it describes the dataset, and a provider's
+    options (a key, a password in a URL) or a function's arguments may hold secrets."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"<{type(self.value).__name__}, not shown>"
+
+    __str__ = __repr__
+
+
+def _shown(setting: Any) -> Any:
+    return setting.value if isinstance(setting, _Withheld) else setting
+
+
 def _check_settings(
     provider: object,
     provider_options: object,
@@ -243,6 +291,11 @@ class ExtractBatch:
         rpm: float | None = None,
         tpm: float | None = None,
     ) -> None:
+        provider, provider_options, request = (
+            _shown(provider),
+            _shown(provider_options),
+            _shown(request),
+        )
         _check_settings(provider, provider_options, text_column, request, model, row_concurrency)
         _check_template_settings(
             request,
@@ -528,16 +581,14 @@ def extract_dataset(
     type_schema(tp)  # a type pydantic cannot handle fails here, not in every row
     if isinstance(provider, str):
         allama.provider(provider, **(provider_options or {})).close()  # a bad name fails here
-    if isinstance(concurrency, tuple):
-        pool = ray.data.ActorPoolStrategy(min_size=concurrency[0], max_size=concurrency[1])
-    else:
-        pool = ray.data.ActorPoolStrategy(size=concurrency)
     settings: dict[str, Any] = {
         "tp": tp,
-        "provider": provider,
-        "provider_options": dict(provider_options or {}),
+        # Ray writes the step's arguments out as text (its export events, the plan): a key
+        # in the options, or in a function's arguments, would be written with them.
+        "provider": _Withheld(provider),
+        "provider_options": _Withheld(dict(provider_options or {})),
         "text_column": text_column,
-        "request": request,
+        "request": _Withheld(request),
         "model": model,
         "system": system,
         "prompt": prompt,
@@ -559,6 +610,7 @@ def extract_dataset(
         allow_undeclared_keys=allow_undeclared_keys,
         min_enforcement=min_enforcement,
     )
+    _check_pool(ds, concurrency, batch_size, num_cpus)
     # A column extraction adds, or a text column no row has, when the schema is known
     # without reading the data, fails here rather than at the first batch, after others
     # were paid for.
@@ -575,6 +627,10 @@ def extract_dataset(
             f"the dataset has no column `{text_column}` (its columns: "
             f"{', '.join(f'`{name}`' for name in names)}); name the text's with text_column"
         )
+    if isinstance(concurrency, tuple):
+        pool = ray.data.ActorPoolStrategy(min_size=concurrency[0], max_size=concurrency[1])
+    else:
+        pool = ray.data.ActorPoolStrategy(size=concurrency)
     return ds.map_batches(
         ExtractBatch,
         fn_constructor_kwargs=settings,

@@ -2137,7 +2137,7 @@ class _Runner:
                 # stops, its inputs pending for the next run, rather than fail each in turn.
                 outage = True
                 stops = (
-                    f"the provider answered that it is overloaded to {tries.tried} tries, and "
+                    f"the provider answered that it is overloaded to {_tries(tries.tried)}, and "
                     f"served no other call meanwhile: {_failure(outcome).message}"
                 )
             if outage and self.suspect in (None, key):
@@ -2458,7 +2458,7 @@ def _stops(
     if isinstance(error, _REFUSALS):
         return f"the provider refused the run's key or account: {_failure(error).message}"
     if isinstance(error, NetworkError) and unanswered:
-        return f"the provider could not be reached in {tried} tries: {_failure(error).message}"
+        return f"the provider could not be reached in {_tries(tried)}: {_failure(error).message}"
     if one_request and isinstance(error, NotFoundError):
         return (
             "the provider has no such endpoint or model (check the base URL and the model): "
@@ -2838,6 +2838,10 @@ def _unordered(value: Any) -> Any:
     if isinstance(value, list):
         return sorted((_unordered(item) for item in value), key=lambda item: json.dumps(item))
     return value
+
+
+def _tries(count: int) -> str:
+    return "1 try" if count == 1 else f"{count} tries"
 
 
 _UNANSWERED = (NetworkError, RequestTimeoutError, OverloadedError)
