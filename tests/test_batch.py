@@ -317,6 +317,30 @@ def test_a_ledger_that_cannot_be_written_loses_no_answer_and_stops_the_run(
     ) in run.summary.lines()
 
 
+def test_a_ledger_the_run_cannot_open_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.batch import _ledger
+
+    opened = _ledger.Ledger.__init__
+
+    def read_only_place(self: Any, path: Any, *args: Any, **kwargs: Any) -> None:
+        if not kwargs.get("read_only"):
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+        opened(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(_ledger.Ledger, "__init__", read_only_place)
+    ledger = tmp_path / "run.sqlite"
+    provider = allama.mock.MockProvider(['{"n": 1}'])
+    run = allama.batch(provider, Row, ["doc 1"], request=TEMPLATE, ledger=ledger)
+    with pytest.raises(allama.LedgerError) as raised:
+        list(run)
+    assert str(raised.value) == (
+        f"the ledger `{ledger}` cannot be opened for the run: attempt to write a readonly database"
+    )
+    assert provider.call_count == 0
+
+
 class Login(BaseModel):
     user: str
     password: SecretStr

@@ -1161,6 +1161,49 @@ def test_an_output_that_cannot_be_written_stops_the_run_and_loses_no_value(
     assert len(exported) >= 3
 
 
+def test_new_documents_on_a_ledger_of_the_same_settings_are_said_as_such(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    assert run(server, row_type, folder(tmp_path, [1, 2, 3]), tmp_path / "a.jsonl",
+               "--ledger", str(ledger)) == 0  # fmt: skip
+    capsys.readouterr()
+    later = tmp_path / "later"
+    later.mkdir()
+    for n in (4, 5):
+        (later / f"doc-{n:02d}.txt").write_text(f"doc {n}\n", encoding="utf-8")
+    assert run(server, row_type, later, tmp_path / "b.jsonl", "--ledger", str(ledger)) == 0
+    assert "ledger: none of these 2 documents is in it; it holds 3 others\n" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_ledger_that_fails_during_the_run_is_named_and_promises_nothing(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from allama.batch import _ledger
+
+    def malformed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(_ledger.Ledger, "_claim", malformed)
+    ledger = tmp_path / "run.sqlite"
+    docs = folder(tmp_path, [1, 2, 4])
+    assert run(server, row_type, docs, tmp_path / "out.jsonl", "--ledger", str(ledger)) == 1
+    err = capsys.readouterr().err
+    assert re.search(r"^not finished: \d+$", err, re.MULTILINE)  # no "the same command..."
+    assert "pending: the same command" not in err
+    assert (
+        f"allama batch run: the run stopped: LedgerError: the ledger `{ledger}` could not be "
+        "written: database disk image is malformed\n"
+    ) in err
+    assert not server.sent
+
+
 def test_a_damaged_ledger_is_one_line_of_status_and_export(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2378,7 +2378,12 @@ class _Runner:
     def open_ledger(self, path: str | os.PathLike[str]) -> None:
         """Open the run's ledger, registering the run, and read what it needs from it: what
         earlier runs paid (`carry_from`), and each run's endpoint."""
-        self.book = Ledger(path, settings=self.spec.settings)
+        try:
+            self.book = Ledger(path, settings=self.spec.settings)
+        except sqlite3.Error as error:  # a lock held, a place it cannot write: named
+            raise LedgerError(
+                f"the ledger `{path}` cannot be opened for the run: {error}"
+            ) from error
         self.ledger = LedgerWriter(self.book)
         self.carry_from(self.book)
         self.endpoints = self.book.endpoints()

@@ -806,10 +806,31 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
             f"({', '.join(parts)}), "
             + (f"{to_send} to send" if spent is None or not to_send else f"none sent: {spent}")
         )
+    if _runs_alike(ledger, spec.settings.get("inputs")):
+        return f"ledger: none of these {total} {noun} is in it; it holds {held} others"
     return (
         f"ledger: none of these {total} {noun} is in it; its {held} inputs were "
         "extracted with other settings (type, prompt, model or provider), and stay"
     )
+
+
+def _runs_alike(ledger: Path, inputs: object) -> bool:
+    """Whether a run of the ledger extracted its inputs as this run does (`inputs` in the
+    runs' settings): documents of their own, not other settings."""
+    import sqlite3
+
+    from allama.batch._ledger import Ledger, LedgerError
+
+    try:
+        book = Ledger(ledger, read_only=True)
+    except (sqlite3.Error, LedgerError):
+        return False
+    try:
+        return any(run["settings"].get("inputs") == inputs for run in book.runs())
+    except (sqlite3.Error, ValueError, AttributeError):
+        return False
+    finally:
+        book.close()
 
 
 def _budget_spent(spec: Any, book: Any) -> str | None:
@@ -1242,10 +1263,13 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             file=sys.stderr,
         )
     if summary.total is not None and summary.total > settled:
-        print(
-            f"not finished: {summary.total - settled} (pending: the same command takes them up)",
-            file=sys.stderr,
+        from allama.batch._ledger import LedgerError
+
+        # A ledger that failed is said below: the same command may fail the same way.
+        takes_up = (
+            "" if isinstance(broken, LedgerError) else " (pending: the same command takes them up)"
         )
+        print(f"not finished: {summary.total - settled}{takes_up}", file=sys.stderr)
     values = "value" if written == 1 else "values"
     if unmoved is not None:
         _say("run", f"cannot write `{prepared.out}`: {unmoved.strerror or unmoved}")
