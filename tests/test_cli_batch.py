@@ -1108,6 +1108,22 @@ def test_a_file_that_is_not_a_ledger_is_refused_before_the_output_is_touched(
     assert out.read_text() == '{"precious": 1}\n' and not server.sent
 
 
+def test_a_ledger_in_no_folder_is_said_so_through_a_link_too(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs, out = folder(tmp_path, [1]), tmp_path / "out.jsonl"
+    gone = tmp_path / "gone" / "run.sqlite"
+    assert run(server, row_type, docs, out, "--ledger", str(gone)) == 2
+    assert capsys.readouterr().err.endswith(f"no such folder for --ledger: `{gone.parent}`\n")
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(gone)
+    assert run(server, row_type, docs, out, "--ledger", str(link)) == 2
+    assert capsys.readouterr().err.endswith(
+        f"no such folder for --ledger: `{gone.parent}` (where `{link}` leads)\n"
+    )
+    assert not server.sent
+
+
 def test_a_device_or_a_fifo_is_no_ledger_for_a_run_status_or_export(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -710,6 +710,8 @@ def _check_ledger(path: Path) -> None:
         place = resolved(path).parent
     except OSError as error:
         raise _Usage(f"--ledger `{path}`: {error.strerror}") from None
+    if not place.is_dir():  # a link to a file in a folder that is not there
+        raise _Usage(f"no such folder for --ledger: `{place}` (where `{path}` leads)")
     if not os.access(place, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         where = f"`{path}`" if path.exists() and os.access(place, os.W_OK) else f"`{place}`"
         raise _Failed(
