@@ -1124,6 +1124,30 @@ def test_a_ledger_in_no_folder_is_said_so_through_a_link_too(
     assert not server.sent
 
 
+def test_an_output_it_replaces_keeps_its_mode_and_a_read_only_one_is_refused(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    docs, out = folder(tmp_path, [1]), tmp_path / "out.jsonl"
+    out.write_text("")
+    out.chmod(0o600)  # private, and still so when it is written anew
+    assert run(server, row_type, docs, out) == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600 and len(rows_of(out)) == 1
+    capsys.readouterr()
+    access = os.access
+    # As its owner sees a read-only file (the tests run as any user, root included).
+    monkeypatch.setattr(
+        os, "access", lambda p, m: m != os.W_OK and access(p, m) if Path(p) == out else access(p, m)
+    )
+    assert run(server, row_type, docs, out) == 1
+    assert capsys.readouterr().err == (
+        f"allama batch run: cannot write --out: `{out}` is read-only (the run would replace it)\n"
+    )
+
+
 def test_a_device_or_a_fifo_is_no_ledger_for_a_run_status_or_export(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -497,6 +497,8 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         )
     if not out.parent.is_dir():
         raise _Usage(f"no such folder for --out: `{out.parent}`")
+    if out.exists() and not os.access(out, os.W_OK):
+        raise _Failed(f"cannot write --out: `{out}` is read-only (the run would replace it)")
     ledger = Path(args.ledger) if args.ledger else out.with_name(out.name + ".ledger.sqlite")
     if not ledger.parent.is_dir():
         raise _Usage(f"no such folder for --ledger: `{ledger.parent}`")
@@ -1024,6 +1026,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             )
             return EXIT_USAGE
         if _still_at(output, part):
+            with contextlib.suppress(OSError):  # the output it replaces keeps its mode
+                os.fchmod(output.fileno(), stat.S_IMODE(prepared.out.stat().st_mode))
             break
         # A run that just ended renamed it to the output, holding its lock: written anew.
         output.close()
