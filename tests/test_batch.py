@@ -861,8 +861,6 @@ def test_a_duplicate_input_is_sent_once(server: BatchServer, tmp_path: Path) -> 
         (True, False, 0),
     ]
     assert results[2].metadata is results[0].metadata  # the first copy's record
-    # Each copy's value is its own: changing one changes no other.
-    assert len({id(results[i].value) for i in (0, 2, 3)}) == 3
     # The summary counts what was paid once: two calls, not four.
     summary = run.summary
     assert (summary.done, summary.duplicates, summary.resumed) == (4, 2, 0)
@@ -895,6 +893,57 @@ def test_a_document_holding_half_a_character_is_its_inputs_failure_said_plainly(
         "text and no provider reads: not sent",
     )
     assert provider.call_count == 1
+    # In the request every input is added to: the run is refused, saying why.
+    with pytest.raises(ValueError, match="holds half of a character"):
+        allama.batch(provider, Row, ["doc 1"], request=ChatRequest("m").system("bad \udc80"))
+
+
+class Tags(BaseModel):
+    tags: list[str]
+
+
+@pytest.mark.parametrize("driven", ["sync", "async"])
+@pytest.mark.parametrize("ledger", [False, True])
+def test_each_copy_of_a_duplicate_input_has_a_value_of_its_own(
+    tmp_path: Path, ledger: bool, driven: str
+) -> None:
+    class Slow(allama.mock.MockProvider):
+        def chat(self, request: ChatRequest) -> ChatResponse:
+            time.sleep(0.2)
+            return super().chat(request)
+
+        async def achat(self, request: ChatRequest) -> ChatResponse:
+            await asyncio.sleep(0.2)
+            return super().chat(request)
+
+    slow = Slow(['{"tags": []}'])
+    options: dict[str, Any] = {
+        "request": TEMPLATE,
+        "ledger": tmp_path / "run.sqlite" if ledger else None,
+    }
+    results: list[allama.BatchResult[Tags]] = []
+
+    def seen(result: allama.BatchResult[Tags]) -> None:
+        assert result.value is not None  # the caller changes each value as it comes
+        result.value.tags.append(f"seen as #{result.index}")
+        results.append(result)
+
+    if driven == "sync":
+        for result in allama.batch(slow, Tags, ["doc", "doc", "doc"], **options):
+            seen(result)
+    else:
+
+        async def read() -> None:
+            async for result in allama.abatch(slow, Tags, ["doc", "doc", "doc"], **options):
+                seen(result)
+
+        asyncio.run(read())
+    assert sorted((r.index, r.duplicate, r.value.tags) for r in results if r.value) == [
+        (0, False, ["seen as #0"]),
+        (1, True, ["seen as #1"]),
+        (2, True, ["seen as #2"]),
+    ]
+    assert slow.call_count == 1
 
 
 def test_a_copy_carries_the_first_copys_earlier_attempts(server: BatchServer) -> None:
@@ -1064,36 +1113,25 @@ def _prompt_b(document: str) -> ChatRequest:
     return ChatRequest("gpt-4o-mini").system("Read the number, please.").user(document)
 
 
-def test_a_budget_counts_what_runs_of_the_same_request_function_paid_alone(
+def test_a_budget_over_a_request_function_counts_every_functions_runs_of_its_type(
     server: BatchServer, tmp_path: Path
 ) -> None:
+    # No name or code of a function tells its prompts apart: the budget counts too much
+    # rather than too little.
     ledger = tmp_path / "run.sqlite"
     first = allama.batch(provider_for(server), Row, docs(5), request=_prompt_a, ledger=ledger)
     assert [outcome(r) for r in first] == ["ok"] * 5
     assert first.summary.cost == Decimal("0.000105")
-    # Another function's run on the ledger counts none of it against its budget.
     other = allama.batch(
         provider_for(server),
         Row,
-        docs(5),
+        [f"doc {n}" for n in range(5, 10)],
         request=_prompt_b,
         ledger=ledger,
         max_cost="0.0001",
-        concurrency=1,
     )
-    assert [outcome(r) for r in other] == ["ok"] * 5
-    assert other.summary.stopped is None
-    # The same function's run counts what it paid: it stops before sending any input.
-    again = allama.batch(
-        provider_for(server),
-        Row,
-        [f"doc {n}" for n in range(5, 10)],
-        request=_prompt_a,
-        ledger=ledger,
-        max_cost="0.0001",
-    )
-    assert [outcome(r) for r in again] == ["not_started"] * 5
-    assert again.summary.stopped == (
+    assert [outcome(r) for r in other] == ["not_started"] * 5
+    assert other.summary.stopped == (
         "the budget of $0.0001 is reached ($0.000105, $0.000105 of it paid before this run)"
     )
 
@@ -2999,6 +3037,31 @@ def test_a_failover_whose_first_provider_is_at_its_limit_per_day_runs_on_the_oth
     assert run.summary.stopped is None and limited.call_count == 5
 
 
+def test_a_failover_whose_first_provider_refuses_the_key_hides_no_outage_of_the_other() -> None:
+    refusing = allama.mock.FunctionProvider(
+        lambda request: (_ for _ in ()).throw(allama.AuthenticationError("key revoked")),
+        name="openai",
+    )
+    down = allama.mock.FunctionProvider(
+        lambda request: (_ for _ in ()).throw(allama.NetworkError("connection refused")),
+        name="deepseek",
+    )
+    run = allama.batch(
+        FailoverProvider([refusing, down]),
+        Row,
+        docs(6),
+        request=TEMPLATE,
+        concurrency=1,
+        max_attempts=2,
+        backoff=0.001,
+    )
+    results = list(run)
+    assert run.summary.stopped is not None
+    assert run.summary.stopped.startswith("the provider could not be reached in 2 tries")
+    assert {outcome(r) for r in results} <= {"network", "not_started"}
+    assert down.call_count < 6 * 2  # it stopped, rather than fail each input in turn
+
+
 def test_a_failover_whose_first_provider_answered_an_error_is_no_outage() -> None:
     answered = allama.mock.MockProvider([allama.ServerError("bad gateway")] * 3, name="a")
     busy = allama.mock.MockProvider([allama.OverloadedError("busy")] * 3, name="b")
@@ -3044,9 +3107,15 @@ def test_a_sync_run_closed_or_stopped_makes_no_further_call_inside_its_wrappers(
     threading.Timer(0.15, getattr(run, ending)).start()
     results = list(run)
     time.sleep(0.6)  # a call still going in its thread would have made the next by now
-    assert calls == ["first"]
-    if ending == "stop":  # in flight, finished: not tried again after the stop
+    if ending == "stop" and wrapper == "failover":
+        # In flight, it finishes: the failover's providers are one call of the run.
+        assert calls == ["first", "next"]
+        assert [outcome(r) for r in results] == ["ok"]
+    elif ending == "stop":  # in flight, finished: not tried again after the stop
+        assert calls == ["first"]
         assert [outcome(r) for r in results] == ["overloaded"]
+    else:  # closed: nothing more is read, so nothing more is paid for
+        assert calls == ["first"] and results == []
 
 
 def test_a_failovers_providers_in_another_order_or_one_more_server_keep_its_keys(
@@ -3075,6 +3144,29 @@ def test_a_failovers_providers_in_another_order_or_one_more_server_keep_its_keys
         "failover(deepseek, openai)",
         "failover(groq, openai)",
     ]
+    kept.close()
+
+
+def test_a_failovers_ledger_an_earlier_version_keyed_in_its_order_still_resumes(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    earlier = "failover(openai, deepseek)"  # its providers' names as given, unsorted
+    book = Ledger(ledger, settings={"provider": earlier, "model": "gpt-4o-mini"})
+    key = input_key(earlier, Row, TEMPLATE.user("doc 1"))
+    book.claim(key, 0, "#0")
+    book.finish(key, status="done", seconds=0.1, value='{"n": 1}', cost="0.000021")
+    book.close()
+    for names in [("openai", "deepseek"), ("deepseek", "openai")]:
+        providers = [allama.mock.MockProvider(['{"n": 1}'], name=n) for n in names]
+        run = allama.batch(
+            FailoverProvider(providers), Row, ["doc 1"], request=TEMPLATE, ledger=ledger
+        )
+        (result,) = run
+        assert (result.value, result.resumed) == (Row(n=1), True)
+        assert [p.call_count for p in providers] == [0, 0]
+    kept = Ledger(ledger, read_only=True)
+    assert {run["settings"]["provider"] for run in kept.runs()} == {earlier}
     kept.close()
 
 

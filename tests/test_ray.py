@@ -488,12 +488,21 @@ def test_the_pools_settings_and_the_dataset_are_checked_by_name() -> None:
         ({"concurrency": 2.5}, TypeError, "concurrency must be a number of actors"),
         ({"concurrency": (3, 1)}, ValueError, "has its min above its max"),
         ({"batch_size": "16"}, TypeError, "batch_size must be a number of rows"),
-        ({"num_cpus": -1}, ValueError, "num_cpus must be a number of CPUs above 0"),
+        ({"num_cpus": -1}, ValueError, "num_cpus must be a number of CPUs, 0 or more"),
     ):
         with pytest.raises(error, match=re.escape(said)):
             allama.ray.extract_dataset(Unread(), Invoice, **settings, **bad)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=re.escape("ds must be a ray.data.Dataset, not list")):
         allama.ray.extract_dataset([{"t": "x"}], Invoice, **settings)  # type: ignore[arg-type]
+    # What Ray takes is left to it: NumPy's integers, no upper bound, whole blocks, no CPU.
+    import numpy as np
+
+    for fine in (
+        {"concurrency": np.int64(2), "batch_size": np.int64(4)},
+        {"concurrency": (1, None), "batch_size": None, "num_cpus": 0},
+    ):
+        with pytest.raises(AssertionError, match="not reached"):
+            allama.ray.extract_dataset(Unread(), Invoice, **settings, **fine)  # type: ignore[arg-type]
 
 
 def test_a_key_in_the_providers_options_is_not_in_what_ray_writes_of_the_step(

@@ -228,23 +228,19 @@ def test_a_caller_that_stops_ends_a_retrys_pause_and_its_attempts() -> None:
     import threading
     import time
 
-    from allama.wrappers._gate import GATE, Gate
+    from allama.wrappers._gate import Gate, entered
 
     for driven in ("sync", "async"):
         gate = Gate()
         inner = MockProvider([OverloadedError("busy", retry_after=30.0), "ok"])
         provider = RetryingProvider(inner, RetryPolicy(max_retry_after=60.0))
-        threading.Timer(0.2, gate.shut).start()
+        threading.Timer(0.2, gate.stop).start()
         began = time.monotonic()
-        entered = GATE.set(gate)
-        try:
-            with pytest.raises(OverloadedError) as caught:
-                if driven == "sync":
-                    provider.chat(REQUEST)
-                else:
-                    run(provider.achat(REQUEST))
-        finally:
-            GATE.reset(entered)
+        with entered(gate), pytest.raises(OverloadedError) as caught:
+            if driven == "sync":
+                provider.chat(REQUEST)
+            else:
+                run(provider.achat(REQUEST))
         # Ended as the caller stopped, not 30 s later, and not tried again.
         assert time.monotonic() - began < 10 and inner.call_count == 1
         assert attempts_of(caught.value) == {"attempts": 1}
@@ -255,24 +251,52 @@ def test_a_caller_that_stops_ends_a_retrys_pause_and_its_attempts() -> None:
     assert clock.sleeps == [30.0]
 
 
-def test_a_failover_whose_caller_stopped_tries_no_further_provider() -> None:
-    from allama.wrappers._gate import GATE, Gate
+def test_a_failover_whose_caller_closed_tries_no_further_provider() -> None:
+    from allama.wrappers._gate import Gate, entered
+
+    for ending in ("stop", "close"):
+        gate = Gate()
+        second = MockProvider(["ok"], name="b")
+
+        def failing_as_the_caller_ends(
+            request: ChatRequest, end: str = ending, gate: Gate = gate
+        ) -> ChatResponse:
+            getattr(gate, end)()
+            raise OverloadedError("busy")
+
+        failover = FailoverProvider([FunctionProvider(failing_as_the_caller_ends), second])
+        with entered(gate):
+            if ending == "stop":  # in flight, the call finishes: its failover too
+                assert failover.chat(REQUEST).text() == "ok"
+            else:  # closed: nothing more is read
+                with pytest.raises(OverloadedError):
+                    failover.chat(REQUEST)
+        assert second.call_count == (ending == "stop")
+
+
+def test_a_gate_asks_nothing_of_a_call_that_ended_in_a_context_copied_during_it() -> None:
+    import contextvars
+
+    from allama.wrappers._gate import Gate, entered
 
     gate = Gate()
-    second = MockProvider(["ok"], name="b")
+    with entered(gate):
+        copied = contextvars.copy_context()  # as a task a provider starts would hold it
+    gate.close()
+    inner = MockProvider([OverloadedError("busy", retry_after=0.0), "ok"])
+    provider = RetryingProvider(inner, RetryPolicy(initial_backoff=0.0, jitter=0.0))
+    assert copied.run(provider.chat, REQUEST).text() == "ok"
 
-    def failing_as_the_caller_stops(request: ChatRequest) -> ChatResponse:
-        gate.shut()
-        raise OverloadedError("busy")
 
-    failover = FailoverProvider([FunctionProvider(failing_as_the_caller_stops), second])
-    entered = GATE.set(gate)
-    try:
-        with pytest.raises(OverloadedError):
-            failover.chat(REQUEST)
-    finally:
-        GATE.reset(entered)
-    assert second.call_count == 0
+def test_a_provider_that_refused_for_good_asks_no_wait_of_a_failover() -> None:
+    from allama.errors import asked_wait
+
+    limited = RateLimitedError("limit per day", retry_after=86400.0)
+    refused = allama.AuthenticationError("key revoked")
+    limited.with_fallback_from(refused)  # the chain a failover of the two raises
+    assert asked_wait(limited) == 86400.0  # not `None`: the refused one never serves
+    # A single error's own wait, retryable or not, as it always was.
+    assert asked_wait(RateLimitedError("too large", retry_after=60.0, retryable=False)) == 60.0
 
 
 def test_the_time_budget_counts_the_calls_and_the_waits() -> None:

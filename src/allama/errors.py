@@ -623,9 +623,13 @@ def asked_wait(error: Error) -> float | None:
     """The wait `error` asks before its request is tried again: its `retry_after`, or, for
     a failover's (its chain holds an error of each provider tried), the shortest of theirs,
     since a failover tried again is served by the first provider that serves: one that
-    asked for no wait (`None`) may serve at once. The longest would hold a run for a day
-    over one provider's limit per day while another serves."""
-    waits = [link.retry_after for link in errors_in_chain(error)]
+    asked for no wait (`None`) may serve at once, and one that refused for good is left out.
+    The longest would hold a run for a day over one provider's limit per day while another
+    serves."""
+    chain = errors_in_chain(error)
+    # A provider that refused for good (a key refused, a bad request) serves at no wait.
+    links = [link for link in chain if link.retryable] or chain
+    waits = [link.retry_after for link in links]
     return None if None in waits else min(wait for wait in waits if wait is not None)
 
 

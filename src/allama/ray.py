@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -144,30 +145,44 @@ def _record_json(
 
 
 def _check_pool(ds: object, concurrency: object, batch_size: object, num_cpus: object) -> None:
-    """Settings Ray would take as they are (a `True` actor, a fractional pool), or fail on
-    with its own words, said here by name."""
+    """Settings Ray would take and misread (a `True` actor, a pool of 2.5), or fail on
+    with its own words after the job was built, said here by name. Whatever Ray takes
+    (NumPy integers, `(1, None)` for no upper bound, `batch_size=None` for whole blocks,
+    actors of no CPU) is left to it."""
 
-    def count(value: object) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    def count(value: object, *, none: bool = False) -> bool:
+        if value is None:
+            return none
+        if isinstance(value, bool):
+            return False
+        try:
+            return operator.index(value) >= 1  # type: ignore[arg-type]
+        except TypeError:
+            return False
 
     if not callable(getattr(ds, "map_batches", None)):
         raise TypeError(f"ds must be a ray.data.Dataset, not {type(ds).__name__}")
     sizes = concurrency if isinstance(concurrency, tuple) else (concurrency,)
-    if len(sizes) not in (1, 2) or not all(count(size) for size in sizes):
+    if not (
+        (len(sizes) == 1 and count(sizes[0]))
+        or (len(sizes) == 2 and count(sizes[0]) and count(sizes[1], none=True))
+    ):
         raise TypeError(
-            f"concurrency must be a number of actors (1 or more) or a (min, max) pair of them, "
-            f"not {concurrency!r}"
+            "concurrency must be a number of actors (1 or more) or a (min, max) pair of them "
+            f"(max None: no bound), not {concurrency!r}"
         )
-    if len(sizes) == 2 and sizes[0] > sizes[1]:
+    if len(sizes) == 2 and sizes[1] is not None and sizes[0] > sizes[1]:
         raise ValueError(f"concurrency's (min, max) has its min above its max: {concurrency}")
-    if not count(batch_size):
-        raise TypeError(f"batch_size must be a number of rows (1 or more), not {batch_size!r}")
+    if not count(batch_size, none=True):
+        raise TypeError(
+            f"batch_size must be a number of rows (1 or more) or None, not {batch_size!r}"
+        )
     if (
         isinstance(num_cpus, bool)
         or not isinstance(num_cpus, int | float)
-        or not 0 < num_cpus < float("inf")
+        or not 0 <= num_cpus < float("inf")
     ):
-        raise ValueError(f"num_cpus must be a number of CPUs above 0, not {num_cpus!r}")
+        raise ValueError(f"num_cpus must be a number of CPUs, 0 or more, not {num_cpus!r}")
 
 
 class _Withheld:
@@ -538,13 +553,13 @@ def extract_dataset(
     retries: int = 0,
     allow_undeclared_keys: bool = False,
     min_enforcement: SchemaEnforcement | str | None = None,
-    concurrency: int | tuple[int, int] = 1,
+    concurrency: int | tuple[int, int | None] = 1,
     row_concurrency: int = 8,
     max_attempts: int = 5,
     backoff: float = 0.5,
     rpm: float | None = None,
     tpm: float | None = None,
-    batch_size: int = 16,
+    batch_size: int | None = 16,
     num_cpus: float = 0.25,
 ) -> ray.data.Dataset:
     """`ds` with `value`, `error` and `record` columns added by extracting `tp` from each row.

@@ -15,7 +15,6 @@ import collections
 import concurrent.futures
 import contextlib
 import contextvars
-import copy
 import functools
 import hashlib
 import inspect
@@ -99,7 +98,8 @@ from allama.extract._parse import ReadAgainError, read_again
 from allama.provider import ChatProvider
 from allama.schema._types import type_label, type_schema
 from allama.types import ChatRequest, ChatResponse
-from allama.wrappers._gate import GATE, Gate
+from allama.wrappers._gate import Gate
+from allama.wrappers._gate import entered as gate_entered
 
 __all__ = [
     "AsyncBatchRun",
@@ -529,7 +529,7 @@ class _Spec:
 
     def __post_init__(self) -> None:
         self.adapter = TypeAdapter(self.tp)
-        self.key = _keys(key_name(self.provider), self.tp, self.template)
+        self.key = _keys(self.settings["provider"], self.tp, self.template)
         self.dump_reads_back = dump_reads_back(self.adapter)
         self.dump_consumes = not self.dump_reads_back and dump_consumes(self.adapter)
         self.secrets = not self.dump_reads_back and _has_secrets(self.adapter)
@@ -827,6 +827,8 @@ def _spec(
         return _text_of_label(str(named(document) or f"#{index}"))
 
     provider_key = key_name(provider)
+    if ledger is not None and (provider_key != provider.name or "failover(" in provider_key):
+        provider_key = _kept_key_name(Path(ledger), provider, provider_key)
     settings: dict[str, Any] = {
         "provider": provider_key,
         "endpoint": _endpoint(provider),
@@ -839,7 +841,7 @@ def _spec(
         "max_attempts": max_attempts,
         "extractor": repr(extractor or Extractor()),
         "inputs": _inputs_of(
-            provider_key, tp, request if isinstance(request, ChatRequest) else None, request
+            provider_key, tp, request if isinstance(request, ChatRequest) else None
         ),
     }
     if provider_batch:
@@ -1035,6 +1037,35 @@ def key_name(provider: object) -> str:
     return names[0] if len(names) == 1 else "failover(" + ", ".join(names) + ")"
 
 
+def _kept_key_name(ledger: Path, provider: ChatProvider, mine: str) -> str:
+    """`mine`, or the name a ledger's earlier runs keyed the same failover by, where a
+    version before `key_name` made them (its providers' names in the order given, or its
+    own `name=`): its values keep resuming, and what it paid keeps counting."""
+    if not ledger.is_file():
+        return mine
+    try:
+        book = Ledger(ledger, read_only=True)
+    except (LedgerError, sqlite3.Error):
+        return mine  # said by the run that opens it
+    try:
+        names = [str(run["settings"].get("provider")) for run in book.runs()]
+    except (sqlite3.Error, ValueError, AttributeError):
+        return mine
+    finally:
+        book.close()
+    if mine in names:
+        return mine
+    leaves = _leaf_names(provider)
+    for name in names:
+        if name == provider.name or (
+            name.startswith("failover(")
+            and name.endswith(")")
+            and set(name[len("failover(") : -1].split(", ")) == leaves
+        ):
+            return name
+    return mine
+
+
 def _leaf_names(provider: object) -> set[str]:
     from allama.wrappers import CapabilityOverrideProvider, FailoverProvider, RetryingProvider
 
@@ -1042,7 +1073,10 @@ def _leaf_names(provider: object) -> set[str]:
         return set().union(*(_leaf_names(each) for each in provider.providers))
     if isinstance(provider, RetryingProvider | CapabilityOverrideProvider):
         return _leaf_names(provider.inner)
-    return {str(getattr(provider, "name", ""))}
+    name = getattr(provider, "name", None)
+    if not isinstance(name, str):
+        raise TypeError(f"a provider (with its name) is needed, not {type(provider).__name__}")
+    return {name}
 
 
 def input_key(provider: str | ChatProvider, tp: Any, request: ChatRequest) -> str:
@@ -1052,8 +1086,15 @@ def input_key(provider: str | ChatProvider, tp: Any, request: ChatRequest) -> st
     if not isinstance(provider, str):
         provider = key_name(provider)
     digest = _type_digest(provider, tp).copy()
+    digest.update(_request_json(request).encode())
+    key: str = digest.hexdigest()
+    return key
+
+
+def _request_json(request: ChatRequest) -> str:
+    """A request's JSON, as keys hash it; a text no provider reads said plainly."""
     try:
-        written = request.model_dump_json()
+        return request.model_dump_json()
     except PydanticSerializationError as error:
         if "UnicodeEncodeError" not in str(error):
             raise
@@ -1061,9 +1102,6 @@ def input_key(provider: str | ChatProvider, tp: Any, request: ChatRequest) -> st
             "the request holds half of a character (a lone surrogate, as `\\ud800`), which "
             "is no text and no provider reads: not sent"
         ) from None
-    digest.update(written.encode())
-    key: str = digest.hexdigest()
-    return key
 
 
 def _keys(
@@ -1098,20 +1136,16 @@ def _keys(
     return of_text
 
 
-def _inputs_of(provider: str, tp: Any, template: ChatRequest | None, build: object) -> str:
+def _inputs_of(provider: str, tp: Any, template: ChatRequest | None) -> str:
     """What a run's inputs are extracted as, in short: the provider, the type's schema and
     the request each text is added to (for requests built by a function, which may each
-    differ, the first two and the function, by its module and name). Runs whose inputs'
-    keys can match share it, so that the status of a ledger shared by runs of other
-    settings tells their inputs apart, and a budget counts what such runs paid alone."""
+    differ, the first two: no name or code of a function tells its prompts apart, and a
+    budget had better count too much than too little). Runs whose inputs' keys can match
+    share it, so that the status of a ledger shared by runs of other settings tells their
+    inputs apart, and a budget counts what such runs paid."""
     digest = _type_digest(provider, tp).copy()
     if template is not None:
-        digest.update(template.model_dump_json().encode())
-    else:
-        while isinstance(build, functools.partial):
-            build = build.func
-        named = getattr(build, "__qualname__", None) or type(build).__qualname__
-        digest.update(f"{getattr(build, '__module__', None)}.{named}".encode())
+        digest.update(_request_json(template).encode())
     return str(digest.hexdigest()[:12])
 
 
@@ -1122,7 +1156,7 @@ def _around_text(template: ChatRequest) -> tuple[bytes, bytes] | None:
     """The JSON of `template.user(text)` before and after the text's own JSON, if it is
     made that way (checked with a second text); else `None`."""
     marker = to_json(_PROBES[0])
-    whole = template.user(_PROBES[0]).model_dump_json().encode()
+    whole = _request_json(template.user(_PROBES[0])).encode()
     if whole.count(marker) != 1:
         return None
     head, tail = whole.split(marker)
@@ -1175,10 +1209,10 @@ class _Runner:
         self.ledger: LedgerWriter | None = None
         self.book: Ledger | None = None
         self.unwritable: sqlite3.Error | None = None
-        self.gate = Gate()
-        """Shut when the run stops or closes: the wrappers inside its calls (a failover, a
-        retry) make no further call of their own, and end their pauses."""
         """The ledger's error when an input's outcome could not be written to it."""
+        self.gate = Gate()
+        """Stopped with the run (a wrapper's retry inside a call is not made, its pause
+        ended), closed as it closes or ends (nor is a failover's next provider tried)."""
         self.stopping: str | None = None
         self.random = random.Random()
         self.running: dict[str, asyncio.Future[BatchResult[Any]]] = {}
@@ -1485,7 +1519,7 @@ class _Runner:
             summary.refused = summary.refused or kind
             self.mark_stopped(said or f"the provider could not be reached: {kind}")
         summary.ended = time.monotonic()
-        self.gate.shut()  # a call still going (a sync run's, in its thread) makes no more
+        self.gate.close()  # a call still going (a sync run's, in its thread) makes no more
         if self.closed:  # what was read and has no result: in flight, or waiting for a slot
             given = summary.finished + summary.not_started + summary.elsewhere + summary.in_jobs
             summary.abandoned = max(0, self.read - given)
@@ -1554,7 +1588,7 @@ class _Runner:
         """The run was cancelled before its end: said, and `_wrap_up` counts what it left."""
         self.closed = True
         self.mark_stopped(CLOSED_EARLY)
-        self.gate.shut()  # a sync run's calls go on in their threads: no further call
+        self.gate.close()  # a sync run's calls go on in their threads: no further call
 
     def mark_stopped(self, reason: str) -> None:
         if self.stopping is None and self.summary.ended is None:  # an ended run stops no more
@@ -1568,7 +1602,7 @@ class _Runner:
         if self.caught_up is not None:
             self.caught_up.set()
         self.limiter.halt()  # a turn, a pause or a wait before a try again
-        self.gate.shut()  # and a wrapper's, inside a call
+        self.gate.stop()  # and a wrapper's, inside a call: no retry after a stop
         self._judge(own=False)  # a suspect waiting for its verdict: pending
 
     def _finish(self, result: BatchResult[Any]) -> None:
@@ -1722,10 +1756,6 @@ class _Runner:
                 if not copies:
                     del self.copy_tasks[key]
             made = self.again.get(key) if key in self.copy_tasks else self.again.pop(key, None)
-            if made is None and same.value is not None:
-                # A value of its own, as a copy read from the ledger has: one the caller
-                # changes for one copy is not changed for the other.
-                made = functools.partial(copy.deepcopy, same.value)
             self._finish(_duplicate(index, label, same, made))
             return
         if self.stopping is not None:
@@ -1926,9 +1956,9 @@ class _Runner:
                 if self.ledger is not None:
                     turn.keep = functools.partial(self._keep_passes, key, tries.spent)
                 entered = TURN.set(turn)
-                gated = GATE.set(self.gate)
                 try:
-                    outcome = await self.call(request)
+                    with gate_entered(self.gate):
+                        outcome = await self.call(request)
                 except Exception as failed:  # provider errors, and the caller's own code's
                     outcome = failed
                 except asyncio.CancelledError:
@@ -1936,7 +1966,6 @@ class _Runner:
                         raise
                     outcome = CallCancelled()  # the call's own, not the run's: its failure
                 finally:
-                    GATE.reset(gated)
                     TURN.reset(entered)
                     turn.answered.clear()  # kept for a call that would follow: none does
                     self.summary.in_flight -= 1
@@ -2075,10 +2104,11 @@ class _Runner:
         if isinstance(outcome, Error):
             record = ExtractionMetadata.from_error(outcome)
             step = _retry_step(outcome, tries, self.spec.max_attempts)
-            if step is False and isinstance(outcome, RateLimitedError) and outcome.retry_after:
+            asked = asked_wait(outcome)
+            if step is False and isinstance(outcome, RateLimitedError) and asked:
                 # Too long a wait stops the run: the input is left for the run that follows,
                 # as one tried again would be, not failed for the provider's limit.
-                step = _slow_down_unretried(self.limiter, outcome.retry_after, sent_at) or False
+                step = _slow_down_unretried(self.limiter, asked, sent_at) or False
             elif step is not True and isinstance(outcome, RateLimitedError):
                 self.limiter.rate_limited += 1  # met, though not waited for: counted too
             if isinstance(step, str):
@@ -2228,9 +2258,10 @@ class _Runner:
             )
 
     def _copies_to_come(self, key: str) -> bool:
-        """Whether copies of an input whose value reading empties wait for its outcome:
-        each is given a value of its own (`again`), not the one the first copy empties."""
-        return self.spec.dump_consumes and key in self.copy_tasks
+        """Whether copies of an input wait for its outcome: each is given a value of its
+        own (`again`), read as the first's was, not the first's object, which the caller
+        may change (or reading may empty, an `Iterable` field's) before a copy's turn."""
+        return key in self.copy_tasks
 
     async def _record_failure(
         self,
@@ -2855,10 +2886,11 @@ _UNANSWERED = (NetworkError, RequestTimeoutError, OverloadedError)
 def _answered_by_any(outcome: object) -> bool:
     """Whether a call's outcome shows the provider there: an answer, or an error some
     provider wrote (a failover's chain holds one of each it tried: one that answered an
-    error it charged for, before another was overloaded, is there)."""
+    error it charged for, before another was overloaded, is there). One that refused the
+    key or the account serves nothing: an outage of the others is not hidden by it."""
     if not isinstance(outcome, Error):
         return True
-    return any(not isinstance(link, _UNANSWERED) for link in errors_in_chain(outcome))
+    return any(not isinstance(link, _UNANSWERED + _REFUSALS) for link in errors_in_chain(outcome))
 
 
 def _unwritable(error: BaseException) -> str:

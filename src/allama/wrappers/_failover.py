@@ -27,7 +27,7 @@ from allama.types import (
     ChatValidation,
     UnsupportedStage,
 )
-from allama.wrappers._gate import gate_shut
+from allama.wrappers._gate import gate_closed
 from allama.wrappers._opening import aopened, opened
 from allama.wrappers._record import (
     PAID_BEFORE,
@@ -72,10 +72,11 @@ class _Tries:
 
     def after_failure(self, error: Error, *, last: bool) -> bool:
         """Whether to try the next provider; chains `error` onto the earlier failures. Not
-        when the caller stopped meanwhile (a batch run: `allama.wrappers._gate`)."""
+        when the caller closed meanwhile (a batch run: `allama.wrappers._gate`), which
+        reads no answer."""
         chain_onto(error, self.previous)
         self.previous = error
-        return not last and self._owner.fails_over_on(error) and not gate_shut()
+        return not last and self._owner.fails_over_on(error) and not gate_closed()
 
     def record(self) -> JsonValue | None:
         """What a success reports about the providers tried, when there was more than one:

@@ -26,7 +26,7 @@ from allama.types import (
     ChatResponse,
     ChatValidation,
 )
-from allama.wrappers._gate import GATE
+from allama.wrappers._gate import apaused, paused
 from allama.wrappers._opening import aopened, opened
 from allama.wrappers._record import PAID_BEFORE, record_async_stream, record_response, record_stream
 
@@ -235,24 +235,10 @@ class RetryingProvider:
     def _paused(self, seconds: float) -> bool:
         """Wait before the next attempt; `False` when the caller (a batch run) stopped
         first, which makes no further attempt (`allama.wrappers._gate`)."""
-        gate = GATE.get()
-        if gate is None:
-            self._sleep(seconds)
-            return True
-        if self._sleep is time.sleep:
-            return gate.pause(seconds)
-        self._sleep(seconds)  # a sleep of the caller's own: its gate is asked after it
-        return not gate.is_shut
+        return paused(seconds, self._sleep)
 
     async def _apaused(self, seconds: float) -> bool:
-        gate = GATE.get()
-        if gate is None:
-            await self._async_sleep(seconds)
-            return True
-        if self._async_sleep is asyncio.sleep:
-            return await gate.apause(seconds)
-        await self._async_sleep(seconds)
-        return not gate.is_shut
+        return await apaused(seconds, self._async_sleep)
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         response, attempts = self._run(lambda: self.inner.chat(request))
