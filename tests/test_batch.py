@@ -299,22 +299,73 @@ def test_a_ledger_that_cannot_be_written_loses_no_answer_and_stops_the_run(
     results = []
     with pytest.raises(allama.LedgerError) as raised:
         results.extend(run)
+    # The answers the ledger could not keep are given (the second input's, and one sent
+    # before the stop was known); no input starts after it.
+    ordered = sorted(results, key=lambda r: r.index)
+    given = [r for r in ordered if outcome(r) == "ok"]
+    assert [(r.index, r.unkept) for r in given][:2] == [(0, False), (1, True)]
+    assert {outcome(r) for r in ordered[len(given) :]} <= {"not_started"}
+    unkept = run.summary.unkept
+    assert unkept == sum(r.unkept for r in given) == len(given) - 1
+    assert provider.call_count == len(given) == run.summary.done
     assert str(raised.value) == (
-        f"the ledger `{ledger}` could not be written: database or disk is full; 1 inputs "
-        "this run ended are not in it (their results were given; a run again sends them again)"
+        f"the ledger `{ledger}` could not be written: database or disk is full; "
+        + (
+            "1 input this run ended is not in it (given all the same; a run again sends it again)"
+            if unkept == 1
+            else f"{unkept} inputs this run ended are not in it (given all the same; a run "
+            "again sends them again)"
+        )
     )
     assert isinstance(raised.value.__cause__, sqlite3.OperationalError)
-    # The answer the ledger could not keep is given; no input starts after it.
-    assert [outcome(r) for r in sorted(results, key=lambda r: r.index)][:2] == ["ok", "ok"]
-    assert {outcome(r) for r in results[2:]} <= {"not_started"}
-    assert provider.call_count == 2 and run.summary.unkept == 1 and run.summary.done == 2
     assert run.summary.stopped == (
         "the ledger could not be written: OperationalError: database or disk is full"
     )
     assert (
-        "not in the ledger: 1 ended by this run, which the ledger could not be written with "
-        "(a run again sends them again)"
+        f"not in the ledger: {unkept} ended by this run, which the ledger could not be "
+        "written with (a run again sends them again)"
     ) in run.summary.lines()
+
+
+@pytest.mark.parametrize("driven", ["sync", "async"])
+def test_an_input_whose_claim_the_ledger_cannot_write_is_counted_not_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driven: str
+) -> None:
+    from allama.batch import _ledger
+
+    claim = _ledger.Ledger._claim
+    claims = itertools.count()
+
+    def full_disk(self: Ledger, *args: Any, **kwargs: Any) -> Any:
+        if next(claims) >= 2:
+            raise sqlite3.OperationalError("database or disk is full")
+        return claim(self, *args, **kwargs)
+
+    monkeypatch.setattr(_ledger.Ledger, "_claim", full_disk)
+    provider = allama.mock.MockProvider(['{"n": 1}'] * 10)
+    options: dict[str, Any] = {"request": TEMPLATE, "ledger": tmp_path / "run.sqlite"}
+    results: list[allama.BatchResult[Row]] = []
+    summaries: list[BatchSummary] = []
+    with pytest.raises(allama.LedgerError, match="database or disk is full"):
+        if driven == "sync":
+            run = allama.batch(provider, Row, docs(10), concurrency=2, **options)
+            summaries.append(run.summary)
+            results.extend(run)
+        else:
+
+            async def read() -> None:
+                run = allama.abatch(provider, Row, docs(10), concurrency=2, **options)
+                summaries.append(run.summary)
+                async for result in run:
+                    results.append(result)
+
+            asyncio.run(read())
+    # Every input is counted: the two claimed were sent, the rest not started (those read
+    # with a result each, those never read in the summary alone).
+    assert Counter(outcome(r) for r in results) == {"ok": 2, "not_started": len(results) - 2}
+    (summary,) = summaries
+    assert (summary.done, summary.failed, summary.not_started) == (2, 0, 8)
+    assert provider.call_count == 2
 
 
 def test_a_ledger_the_run_cannot_open_is_named(

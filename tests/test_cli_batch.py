@@ -1148,6 +1148,39 @@ def test_an_output_it_replaces_keeps_its_mode_and_a_read_only_one_is_refused(
     )
 
 
+def test_values_neither_the_output_nor_the_ledger_can_hold_are_written_to_stdout(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from allama.batch import _ledger
+    from allama.cli import _batch
+
+    def full_disk(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    def ledger_full(self: Any, key: str, **outcome: Any) -> bool:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(_batch, "_write_row", full_disk)
+    monkeypatch.setattr(_ledger.Ledger, "_finish", ledger_full)
+    docs, out = folder(tmp_path, [1, 2, 4, 5]), tmp_path / "out.jsonl"
+    ledger = tmp_path / "run.sqlite"
+    assert run(server, row_type, docs, out, "--ledger", str(ledger), "--concurrency", "2") == 1
+    captured = capsys.readouterr()
+    stdout_rows = [json.loads(line) for line in captured.out.splitlines()]
+    # Every value the server answered is on stdout: nothing else could hold it.
+    assert sorted(row["value"]["n"] for row in stdout_rows) == sorted(server.sent)
+    count = len(stdout_rows)
+    assert (
+        f"allama batch run: {count} value{'' if count == 1 else 's'} the ledger could not be "
+        "written with either: on stdout, one JSONL row each\n"
+    ) in captured.err
+    assert f"LedgerError: the ledger `{ledger}` could not be written" in captured.err
+
+
 def test_a_device_or_a_fifo_is_no_ledger_for_a_run_status_or_export(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1172,15 +1205,15 @@ def test_an_output_that_cannot_be_written_stops_the_run_and_loses_no_value(
 ) -> None:
     from allama.cli import _batch
 
-    lines = _batch._jsonl_line
+    rows = _batch._write_row
     written = itertools.count()
 
-    def full_disk(row: Any, **kwargs: Any) -> str:
-        if next(written) == 2:
+    def full_disk(output: Any, line: str) -> None:
+        if next(written) >= 2:
             raise OSError(28, "No space left on device")
-        return lines(row, **kwargs)
+        rows(output, line)
 
-    monkeypatch.setattr(_batch, "_jsonl_line", full_disk)
+    monkeypatch.setattr(_batch, "_write_row", full_disk)
     docs = folder(tmp_path, [1, 2, 4, 5, 6, 8, 9])  # each answered at the first try
     out, ledger = tmp_path / "out.jsonl", tmp_path / "run.sqlite"
     out.write_text('{"earlier": 1}\n')
@@ -1193,7 +1226,7 @@ def test_an_output_that_cannot_be_written_stops_the_run_and_loses_no_value(
     )
     assert out.read_text() == '{"earlier": 1}\n'  # as it was, and no part left beside it
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
-    monkeypatch.setattr(_batch, "_jsonl_line", lines)
+    monkeypatch.setattr(_batch, "_write_row", rows)
     assert main(["batch", "export", str(ledger), "--out", str(tmp_path / "all.jsonl")]) == 0
     # The value whose write failed, and any in flight then, are in the ledger.
     exported = sorted(row["label"] for row in rows_of(tmp_path / "all.jsonl"))
@@ -1235,8 +1268,9 @@ def test_a_ledger_that_fails_during_the_run_is_named_and_promises_nothing(
     docs = folder(tmp_path, [1, 2, 4])
     assert run(server, row_type, docs, tmp_path / "out.jsonl", "--ledger", str(ledger)) == 1
     err = capsys.readouterr().err
-    assert re.search(r"^not finished: \d+$", err, re.MULTILINE)  # no "the same command..."
-    assert "pending: the same command" not in err
+    # Each input whose claim failed is not started, and nothing promises a resume.
+    assert re.search(r"^0 done, 0 failed, 3 not started, in ", err, re.MULTILINE)
+    assert "not finished" not in err and "pending: the same command" not in err
     assert (
         f"allama batch run: the run stopped: LedgerError: the ledger `{ledger}` could not be "
         "written: database disk image is malformed\n"

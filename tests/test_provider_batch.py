@@ -286,6 +286,32 @@ def test_every_row_is_accounted_for(
         assert server.submitted[(family, n)] == (2 if retry == "batch" and n in (7, 23, 57) else 1)
 
 
+def test_a_ledger_that_cannot_be_written_is_named_and_the_jobs_answers_are_collected_later(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.batch import _ledger
+
+    collected = _ledger.Ledger.job_collected
+
+    def full_disk(self: Any, tag: str) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(_ledger.Ledger, "job_collected", full_disk)
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+    with pytest.raises(allama.LedgerError) as raised:
+        _run(provider, model, _docs(5), ledger)
+    assert str(raised.value) == (
+        f"the ledger `{ledger}` could not be written: database or disk is full; what the "
+        "provider's jobs answered stays with the provider, and a run again, with room to "
+        "write, collects it"
+    )
+    monkeypatch.setattr(_ledger.Ledger, "job_collected", collected)
+    results = _run(provider, model, _docs(5), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(5)]
+    assert sum(server.submitted.values()) == 5  # collected, not submitted again
+
+
 def test_the_async_twin_runs_the_same(server: ProviderBatchServer, tmp_path: Path) -> None:
     provider, model = _provider(server, "anthropic")
 

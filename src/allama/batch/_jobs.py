@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sqlite3
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import JsonValue
 
 from allama.adapters._jobs import CREATE_ASKED, Entry, JobAmbiguity, JobState, Row, RowKind
-from allama.batch._ledger import JobPhase, JobRow, Ledger, Status, since_boot
+from allama.batch._ledger import JobPhase, JobRow, Ledger, LedgerError, Status, since_boot
 from allama.batch._run import (
     _LONGEST_WAIT,
     _MAX_RATE_LIMITED,
@@ -230,6 +231,12 @@ class JobRunner(_Runner):
                 task.cancel()
             if self.live:
                 await asyncio.gather(*self.live, return_exceptions=True)
+            if isinstance(error, sqlite3.Error):  # a full disk, a lock held: named
+                raise LedgerError(
+                    f"the ledger `{spec.ledger}` could not be written: {error}; what the "
+                    "provider's jobs answered stays with the provider, and a run again, with "
+                    "room to write, collects it"
+                ) from error
             raise
         finally:
             self._wrap_up()

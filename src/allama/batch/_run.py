@@ -187,6 +187,9 @@ class BatchResult(Generic[T]):
     spent: tuple[ExtractionMetadata, ...] = ()
     duplicate: bool = False
     pending: bool = False
+    unkept: bool = False
+    """A value the ledger could not be written with (a full disk): given here, and not in
+    the ledger, so a run again sends its input again."""
 
     @property
     def ok(self) -> bool:
@@ -228,6 +231,8 @@ ANSWERED_ELSEWHERE = (
 """Why an input answered here has no value: the run that took it over records it."""
 _NOT_ENDED_HERE = frozenset({NOT_STARTED, IN_FLIGHT_ELSEWHERE, IN_PROVIDER_JOB})
 """Results of inputs this run did not end: nothing of theirs was paid here."""
+LEDGER_UNWRITABLE = "ledger_unwritable"
+"""An input sent, whose ledger write failed before it ended: not in the ledger."""
 VALUE_UNSTORABLE = "value_unstorable"
 """Validated and paid for, but no JSON can be made of the value (its type writes bytes it
 cannot encode, say): the ledger records the failure, with the record and its cost."""
@@ -1210,6 +1215,8 @@ class _Runner:
         self.book: Ledger | None = None
         self.unwritable: sqlite3.Error | None = None
         """The ledger's error when an input's outcome could not be written to it."""
+        self.end_unwritten = False
+        """Only the run's end could not be written to the ledger."""
         self.gate = Gate()
         """Stopped with the run (a wrapper's retry inside a call is not made, its pause
         ended), closed as it closes or ends (nor is a failover's next provider tried)."""
@@ -1412,14 +1419,24 @@ class _Runner:
             self._wrap_up()
         unwritable = failed[0] if failed else self.unwritable
         if isinstance(unwritable, sqlite3.Error):
+            unkept = self.summary.unkept
+            if self.end_unwritten:
+                said = (
+                    "as the run ended (what every input ended with is in it; the run shows "
+                    "as never finished)"
+                )
+            elif unkept:
+                one = unkept == 1
+                said = (
+                    f"{'1 input' if one else f'{unkept} inputs'} this run ended "
+                    f"{'is' if one else 'are'} not in it (given all "
+                    f"the same; a run again sends {'it' if one else 'them'} again)"
+                )
+            else:
+                said = ""
             raise LedgerError(
                 f"the ledger `{self.spec.ledger}` could not be written: {unwritable}"
-                + (
-                    f"; {self.summary.unkept} inputs this run ended are not in it (their "
-                    "results were given; a run again sends them again)"
-                    if self.summary.unkept
-                    else ""
-                )
+                + (f"; {said}" if said else "")
             ) from unwritable
         if failed:
             raise failed[0]
@@ -1549,6 +1566,7 @@ class _Runner:
             try:
                 self.book.end(stopped)
             except sqlite3.Error as error:  # raised by the run as it ends, naming the ledger
+                self.end_unwritten = self.unwritable is None
                 self.unwritable = self.unwritable or error
             finally:
                 with contextlib.suppress(sqlite3.Error):
@@ -1764,7 +1782,12 @@ class _Runner:
         outcome: asyncio.Future[BatchResult[Any]] = asyncio.get_running_loop().create_future()
         self.running[key] = outcome
         try:
-            outcome.set_result(await self._claimed(index, key, label, document, request, began))
+            try:
+                result = await self._claimed(index, key, label, document, request, began)
+            except sqlite3.Error as error:  # the ledger failed: said, and the input counted
+                result = self._ledger_failed(index, key, label, error)
+                self._finish(result)
+            outcome.set_result(result)
         except BaseException as error:
             outcome.set_exception(error)
             outcome.exception()  # retrieved: a duplicate that waits gets it, none is logged
@@ -2225,10 +2248,12 @@ class _Runner:
                 cost=_paid_text(metadata, spent),
                 tokens=None if usage is None else usage.total_tokens,
             )
-            if not recorded:  # taken over meanwhile: the ledger holds that run's outcome
+            if recorded is False:  # taken over meanwhile: the ledger holds that run's outcome
                 return self._taken_over(
                     index, key, label, metadata, attempts, began, spent, ANSWERED_ELSEWHERE
                 )
+        else:
+            recorded = True
         result = BatchResult(
             index,
             key,
@@ -2240,6 +2265,7 @@ class _Runner:
             seconds,
             False,
             tuple(spent),
+            unkept=recorded is None,
         )
         if self._copies_to_come(key) and extracted.source is not None:
             root_wrapped = metadata.root_wrapped
@@ -2286,17 +2312,38 @@ class _Runner:
                 error=failure.stored(),
                 cost=_paid_text(record, spent),
             )
-            if not recorded:  # taken over meanwhile: the ledger holds that run's outcome
+            if recorded is False:  # taken over meanwhile: the ledger holds that run's outcome
                 return self._taken_over(
                     index, key, label, record, attempts, began, spent, ANSWERED_ELSEWHERE
                 )
         return self._without_value(index, key, label, failure, record, attempts, seconds, spent)
 
-    async def _finish_in_ledger(self, key: str, **outcome: Any) -> bool:
-        """`ledger.finish`, where a ledger that cannot be written (a full disk, a lock held
-        past SQLite's wait) does not take the answer with it: the input is given as this
-        run ended it, its outcome not kept (`summary.unkept`), and the run stops starting
-        inputs; it raises the ledger's error at its end."""
+    def _ledger_failed(
+        self, index: int, key: str, label: str, error: sqlite3.Error
+    ) -> BatchResult[Any]:
+        """An input whose ledger write failed before it ended (its claim, its release, its
+        keeping for a try again): not started when it was not sent, else this run's
+        failure, which the ledger does not hold (a run again sends it again). The run stops
+        starting inputs, and raises the ledger's error at its end."""
+        self.unwritable = self.unwritable or error
+        self.stop(_unwritable(error))
+        if key in self.unsent:  # claimed (or claiming), never sent: nothing paid
+            self.unsent.discard(key)
+            return self._not_started(index, key, label)
+        self.summary.unkept += 1
+        failure = BatchFailure(
+            LEDGER_UNWRITABLE,
+            f"{_unwritable(error)}: what this input's attempts were answered is not in it, "
+            "and a run again sends it again",
+        )
+        return BatchResult(index, key, label, None, failure, None, 0, 0.0)
+
+    async def _finish_in_ledger(self, key: str, **outcome: Any) -> bool | None:
+        """`ledger.finish` (`False`: taken over), where a ledger that cannot be written (a
+        full disk, a lock held past SQLite's wait) does not take the answer with it
+        (`None`): the input is given as this run ended it, its outcome not kept
+        (`summary.unkept`, `result.unkept`), and the run stops starting inputs; it raises
+        the ledger's error at its end."""
         assert self.ledger is not None
         try:
             recorded: bool = await self.ledger.finish(key, **outcome)
@@ -2305,7 +2352,7 @@ class _Runner:
             if self.unwritable is None:
                 self.unwritable = error
             self.stop(_unwritable(error))
-            return True
+            return None
         return recorded
 
     async def _set_aside(

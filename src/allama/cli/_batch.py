@@ -604,6 +604,12 @@ def _check_type(reference: str, tp: Any) -> None:
         raise _Usage(f"`{reference}` is not a type pydantic can validate: {reason}") from None
 
 
+def _write_row(output: IO[str], line: str) -> None:
+    """A row of the output, flushed: a row written is on its way to the disk."""
+    output.write(line)
+    output.flush()
+
+
 @contextlib.contextmanager
 def _closed_quietly(output: IO[str]) -> Iterator[IO[str]]:
     """`output`, closed at the end; a close that fails (its last flush, on a full disk)
@@ -1144,7 +1150,10 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         filled = 0
         unwritten: OSError | None = None
         """Why a value could not be written (a full disk): the run stopped, and those in
-        flight finished into the ledger, which holds every value."""
+        flight finished into the ledger, which holds every value it could be written with."""
+        stranded: list[str] = []
+        """The rows of values the ledger could not be written with (`result.unkept`): kept
+        here until the output holds them, or written to stdout when it cannot."""
         output.truncate(0)
     except KeyboardInterrupt:
         return interrupted()
@@ -1160,8 +1169,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
                 if result.key:
                     given.add(key_bits(result.key))
                 if result.failure is None:
-                    if unwritten is not None:
-                        continue  # kept by the ledger, as every value is
+                    if unwritten is not None and not result.unkept:
+                        continue  # kept by the ledger
                     row = _value_row(
                         result.label,
                         result.key,
@@ -1170,9 +1179,13 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
                         [earlier.to_json_dict() for earlier in result.spent],
                         result.duplicate,
                     )
+                    line = _jsonl_line(row)
+                    if result.unkept:
+                        stranded.append(line)
+                    if unwritten is not None:
+                        continue
                     try:
-                        output.write(_jsonl_line(row))
-                        output.flush()
+                        _write_row(output, line)
                     except OSError as error:  # the disk full: in flight still finish
                         unwritten = error
                         run.stop(f"cannot write the output: {error.strerror or error}")
@@ -1210,6 +1223,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             except KeyboardInterrupt:  # cut short: the output it would replace stays
                 interrupts.count = max(interrupts.count, 1)
                 broken = KeyboardInterrupt("interrupted while writing the ledger's values")
+            except OSError as error:  # the disk full: the values are in the ledger
+                unwritten = error
             except Exception as error:
                 broken = error
             written += filled
@@ -1280,8 +1295,22 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
     if unmoved is not None:
         _say("run", f"cannot write `{prepared.out}`: {unmoved.strerror or unmoved}")
         ledger_shown = printable(str(prepared.ledger))
-        _say("run", f"its values are in the ledger: `allama batch export {ledger_shown}`")
-        return EXIT_FAILED
+        if broken is not None:
+            _say("run", f"the run stopped: {type(broken).__name__}: {broken}")
+        if stranded:
+            # Held by neither: the only copy of what was paid for, where the caller sees it.
+            count = len(stranded)
+            _say(
+                "run",
+                f"{count} {'value' if count == 1 else 'values'} the ledger could not be "
+                "written with either: on stdout, one JSONL row each",
+            )
+            with contextlib.suppress(OSError):
+                sys.stdout.write("".join(stranded))
+                sys.stdout.flush()
+        other = "other " if stranded else ""
+        _say("run", f"its {other}values are in the ledger: `allama batch export {ledger_shown}`")
+        return interrupts.status if interrupts.count else EXIT_FAILED
     if broken is None:
         earlier = f", {filled} of them from the ledger for documents not reached" if filled else ""
         shown = printable(str(prepared.out))
