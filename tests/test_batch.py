@@ -327,6 +327,62 @@ def test_a_ledger_that_cannot_be_written_loses_no_answer_and_stops_the_run(
     ) in run.summary.lines()
 
 
+def test_a_ledger_that_fails_in_one_run_is_taken_up_by_the_next_in_the_same_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.batch import _ledger
+
+    def full_disk(self: Ledger, *args: Any, **kwargs: Any) -> Any:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    ledger = tmp_path / "run.sqlite"
+    inputs = ["doc 1", "doc 1", "doc 2"]
+    with monkeypatch.context() as patched:
+        patched.setattr(_ledger.Ledger, "_finish", full_disk)
+        patched.setattr(_ledger.Ledger, "_end", full_disk)  # its end not written either
+        provider = allama.mock.MockProvider(['{"n": 1}'] * 3)
+        run = allama.batch(provider, Row, inputs, request=TEMPLATE, ledger=ledger)
+        results: list[allama.BatchResult[Row]] = []
+        with pytest.raises(allama.LedgerError):
+            results.extend(run)
+    # Each value given, the copy's too, says the ledger does not hold it.
+    assert sorted((r.index, r.ok, r.unkept, r.duplicate) for r in results) == [
+        (0, True, True, False),
+        (1, True, True, True),
+        (2, True, True, False),
+    ]
+    # A run again in this process (a notebook, a service) sends them again: the run
+    # that held them ended, though the ledger could not be told.
+    again = allama.mock.MockProvider(['{"n": 1}'] * 3)
+    resent = allama.batch(again, Row, inputs, request=TEMPLATE, ledger=ledger)
+    assert [outcome(r) for r in resent] == ["ok"] * 3
+    assert again.call_count == 2 and resent.summary.elsewhere == 0
+
+
+def test_inputs_read_after_a_budgets_stop_are_counted_when_the_ledger_fails(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.batch import _ledger
+
+    async def full_disk(self: Any, key: str) -> Any:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(_ledger.LedgerWriter, "kept", full_disk)
+    run = allama.batch(
+        provider_for(server),
+        Row,
+        docs(12),
+        request=TEMPLATE,
+        ledger=tmp_path / "run.sqlite",
+        max_cost="0.00004",
+        concurrency=1,
+    )
+    with pytest.raises(allama.LedgerError):
+        list(run)
+    summary = run.summary
+    assert summary.done + summary.failed + summary.not_started == 12
+
+
 @pytest.mark.parametrize("driven", ["sync", "async"])
 def test_an_input_whose_claim_the_ledger_cannot_write_is_counted_not_started(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driven: str

@@ -1181,6 +1181,42 @@ def test_values_neither_the_output_nor_the_ledger_can_hold_are_written_to_stdout
     assert f"LedgerError: the ledger `{ledger}` could not be written" in captured.err
 
 
+def test_values_no_file_nor_stdout_can_hold_are_said_lost(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from allama.batch import _ledger
+    from allama.cli import _batch
+
+    def full_disk(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    def ledger_full(self: Any, key: str, **outcome: Any) -> bool:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    class FullStdout(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_batch, "_write_row", full_disk)
+    monkeypatch.setattr(_ledger.Ledger, "_finish", ledger_full)
+    docs, out = folder(tmp_path, [1, 2]), tmp_path / "out.jsonl"
+    with contextlib.redirect_stdout(FullStdout()):
+        code = run(server, row_type, docs, out, "--ledger", str(tmp_path / "run.sqlite"))
+    err = capsys.readouterr().err
+    assert code == 1
+    count = len(server.sent)
+    assert (
+        f"allama batch run: {count} value{'' if count == 1 else 's'} the ledger could not be "
+        "written with either, nor stdout (No space left on device): lost, and a run "
+        "again sends their inputs again\n"
+    ) in err
+    assert "values are in the ledger" not in err  # it holds none of this run's
+
+
 def test_a_device_or_a_fifo_is_no_ledger_for_a_run_status_or_export(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

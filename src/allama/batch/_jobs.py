@@ -232,10 +232,14 @@ class JobRunner(_Runner):
             if self.live:
                 await asyncio.gather(*self.live, return_exceptions=True)
             if isinstance(error, sqlite3.Error):  # a full disk, a lock held: named
+                jobs = (
+                    "; what the provider's jobs answered stays with the provider, and a run "
+                    "again, with room to write, collects it"
+                    if self.summary.jobs
+                    else ""
+                )
                 raise LedgerError(
-                    f"the ledger `{spec.ledger}` could not be written: {error}; what the "
-                    "provider's jobs answered stays with the provider, and a run again, with "
-                    "room to write, collects it"
+                    f"the ledger `{spec.ledger}` could not be written: {error}{jobs}"
                 ) from error
             raise
         finally:

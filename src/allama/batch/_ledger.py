@@ -841,7 +841,13 @@ class Ledger:
             return job.run_id != self.run_id and self._run_alive(job.run_id)
 
     def end(self, stopped: str | None) -> None:
-        """Mark the run finished; what it still had in flight becomes pending."""
+        """Mark the run finished; what it still had in flight becomes pending. Known ended
+        in this process even when that cannot be written (a full disk): a run again in it
+        takes up what this one held, rather than take it for a live run's."""
+        _ENDED_HERE.add(self.run_id)
+        self._end(stopped)
+
+    def _end(self, stopped: str | None) -> None:
         with self._lock:
             db = self._connection
             db.execute(
@@ -866,7 +872,7 @@ class Ledger:
     def _run_alive(self, run_id: str | None) -> bool:
         if run_id is None:
             return False
-        if run_id in self._ended_runs:
+        if run_id in self._ended_runs or run_id in _ENDED_HERE:
             return False  # an ended run, a process gone: neither comes back
         found = self._connection.execute(
             "SELECT host, pid, pid_started, heartbeat, finished_at FROM runs WHERE run_id = ?",
@@ -1163,6 +1169,10 @@ def _row(raw: tuple[Any, ...]) -> LedgerRow:
         source=raw[14],
         reopened=raw[15] if len(raw) > 15 else None,
     )
+
+
+_ENDED_HERE: set[str] = set()
+"""Runs this process ended, whatever their ledger could be written with."""
 
 
 class LedgerError(Exception):

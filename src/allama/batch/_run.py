@@ -1777,7 +1777,12 @@ class _Runner:
             self._finish(_duplicate(index, label, same, made))
             return
         if self.stopping is not None:
-            self._finish(await self._unsent(index, key, label))
+            try:
+                unsent = await self._unsent(index, key, label)
+            except sqlite3.Error as error:  # (reading what the ledger holds of it)
+                self.unwritable = self.unwritable or error
+                unsent = self._not_started(index, key, label)
+            self._finish(unsent)
             return
         outcome: asyncio.Future[BatchResult[Any]] = asyncio.get_running_loop().create_future()
         self.running[key] = outcome
@@ -2859,6 +2864,7 @@ def _duplicate(
         first.spent,
         duplicate=True,
         pending=first.pending,
+        unkept=first.unkept,
     )
 
 

@@ -1151,6 +1151,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         unwritten: OSError | None = None
         """Why a value could not be written (a full disk): the run stopped, and those in
         flight finished into the ledger, which holds every value it could be written with."""
+        kept_given = 0
+        """The values of this run the ledger holds (`export` writes them)."""
         stranded: list[str] = []
         """The rows of values the ledger could not be written with (`result.unkept`): kept
         here until the output holds them, or written to stdout when it cannot."""
@@ -1169,6 +1171,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
                 if result.key:
                     given.add(key_bits(result.key))
                 if result.failure is None:
+                    kept_given += not result.unkept
                     if unwritten is not None and not result.unkept:
                         continue  # kept by the ledger
                     row = _value_row(
@@ -1300,16 +1303,23 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         if stranded:
             # Held by neither: the only copy of what was paid for, where the caller sees it.
             count = len(stranded)
-            _say(
-                "run",
-                f"{count} {'value' if count == 1 else 'values'} the ledger could not be "
-                "written with either: on stdout, one JSONL row each",
-            )
-            with contextlib.suppress(OSError):
+            these = f"{count} {'value' if count == 1 else 'values'} the ledger could not be "
+            try:
                 sys.stdout.write("".join(stranded))
                 sys.stdout.flush()
-        other = "other " if stranded else ""
-        _say("run", f"its {other}values are in the ledger: `allama batch export {ledger_shown}`")
+            except Exception as lost:  # stdout on the full disk too, or closed
+                _say(
+                    "run",
+                    f"{these}written with either, nor stdout ({lost}): lost, and a run "
+                    "again sends their inputs again",
+                )
+            else:
+                _say("run", f"{these}written with either: on stdout, one JSONL row each")
+        if kept_given or not stranded:
+            other = "other " if stranded else ""
+            _say(
+                "run", f"its {other}values are in the ledger: `allama batch export {ledger_shown}`"
+            )
         return interrupts.status if interrupts.count else EXIT_FAILED
     if broken is None:
         earlier = f", {filled} of them from the ledger for documents not reached" if filled else ""
