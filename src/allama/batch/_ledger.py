@@ -844,8 +844,11 @@ class Ledger:
         """Mark the run finished; what it still had in flight becomes pending. Known ended
         in this process even when that cannot be written (a full disk): a run again in it
         takes up what this one held, rather than take it for a live run's."""
-        _ENDED_HERE.add(self.run_id)
-        self._end(stopped)
+        try:
+            self._end(stopped)
+        except sqlite3.Error:
+            _ENDED_HERE.add(self.run_id)
+            raise
 
     def _end(self, stopped: str | None) -> None:
         with self._lock:
