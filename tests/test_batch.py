@@ -3169,6 +3169,26 @@ def test_a_failover_whose_first_provider_refuses_the_key_hides_no_outage_of_the_
     assert down.call_count < 6 * 2  # it stopped, rather than fail each input in turn
 
 
+def test_a_failover_whose_backups_key_is_refused_runs_on_when_the_first_is_busy_a_moment() -> None:
+    busy_once = allama.mock.MockProvider(
+        [allama.OverloadedError("busy"), *['{"n": 1}'] * 4], name="openai"
+    )
+    refusing = allama.mock.FunctionProvider(
+        lambda request: (_ for _ in ()).throw(allama.AuthenticationError("key revoked")),
+        name="deepseek",
+    )
+    run = allama.batch(
+        FailoverProvider([busy_once, refusing]),
+        Row,
+        docs(4),
+        request=TEMPLATE,
+        concurrency=1,
+        backoff=0.001,
+    )
+    assert [outcome(r) for r in run] == ["ok"] * 4
+    assert run.summary.stopped is None and busy_once.call_count == 5
+
+
 def test_a_failover_whose_first_provider_answered_an_error_is_no_outage() -> None:
     answered = allama.mock.MockProvider([allama.ServerError("bad gateway")] * 3, name="a")
     busy = allama.mock.MockProvider([allama.OverloadedError("busy")] * 3, name="b")

@@ -288,6 +288,37 @@ def test_a_gate_asks_nothing_of_a_call_that_ended_in_a_context_copied_during_it(
     assert copied.run(provider.chat, REQUEST).text() == "ok"
 
 
+def test_a_call_cut_short_keeps_its_gate_only_while_its_threads_work_goes_on() -> None:
+    import contextvars
+
+    from allama.wrappers._gate import Gate, entered, gate_closed, run_to_its_end
+
+    async def cut(in_thread: bool) -> contextvars.Context:
+        gate = Gate()
+        copied: list[contextvars.Context] = []
+
+        async def call() -> None:
+            with entered(gate, in_thread=in_thread):
+                copied.append(contextvars.copy_context())
+                await asyncio.sleep(10)
+
+        task = asyncio.create_task(call())
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        gate.close()
+        return copied[0]
+
+    # An async call cancelled is over: a context copied during it is asked nothing.
+    assert run(cut(in_thread=False)).run(gate_closed) is False
+    # A call whose work goes on in a thread holds its gate until that work returns.
+    going = run(cut(in_thread=True))
+    assert going.run(gate_closed) is True
+    going.run(run_to_its_end, lambda: None)
+    assert going.run(gate_closed) is False
+
+
 def test_a_provider_that_refused_for_good_asks_no_wait_of_a_failover() -> None:
     from allama.errors import asked_wait
 

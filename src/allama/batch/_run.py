@@ -98,7 +98,7 @@ from allama.extract._parse import ReadAgainError, read_again
 from allama.provider import ChatProvider
 from allama.schema._types import type_label, type_schema
 from allama.types import ChatRequest, ChatResponse
-from allama.wrappers._gate import Gate
+from allama.wrappers._gate import Gate, run_to_its_end
 from allama.wrappers._gate import entered as gate_entered
 
 __all__ = [
@@ -1044,8 +1044,9 @@ def key_name(provider: object) -> str:
 
 def _kept_key_name(ledger: Path, provider: ChatProvider, mine: str) -> str:
     """`mine`, or the name a ledger's earlier runs keyed the same failover by, where a
-    version before `key_name` made them (its providers' names in the order given, or its
-    own `name=`): its values keep resuming, and what it paid keeps counting."""
+    version before `key_name` made them (its providers' names in the order given): its
+    values keep resuming, and what it paid keeps counting. A failover's own `name=` is
+    not taken for one: another provider's runs may have it."""
     if not ledger.is_file():
         return mine
     try:
@@ -1062,7 +1063,7 @@ def _kept_key_name(ledger: Path, provider: ChatProvider, mine: str) -> str:
         return mine
     leaves = _leaf_names(provider)
     for name in names:
-        if name == provider.name or (
+        if (name == provider.name and name.startswith("failover(")) or (
             name.startswith("failover(")
             and name.endswith(")")
             and set(name[len("failover(") : -1].split(", ")) == leaves
@@ -1985,7 +1986,7 @@ class _Runner:
                     turn.keep = functools.partial(self._keep_passes, key, tries.spent)
                 entered = TURN.set(turn)
                 try:
-                    with gate_entered(self.gate):
+                    with gate_entered(self.gate, in_thread=self.sync):
                         outcome = await self.call(request)
                 except Exception as failed:  # provider errors, and the caller's own code's
                     outcome = failed
@@ -2543,7 +2544,9 @@ def _stops(
     input while others are answered is that input's), or, when every input goes to the
     same endpoint and model (`one_request`: a template), an endpoint or model that does not
     exist (a wrong base URL); `None` for an error that is the input's own."""
-    if isinstance(error, _REFUSALS):
+    if isinstance(error, _REFUSALS) and all(
+        isinstance(link, _REFUSALS) for link in errors_in_chain(error)
+    ):  # (a failover's: every provider of it refused; one that may pass does not stop it)
         return f"the provider refused the run's key or account: {_failure(error).message}"
     if isinstance(error, NetworkError) and unanswered:
         return f"the provider could not be reached in {_tries(tried)}: {_failure(error).message}"
@@ -2768,7 +2771,12 @@ def _retry_step(error: Error, tries: _Tries, max_attempts: int) -> bool | str:
         # A rate limit slows the run; it is not the input's failure.
         tries.limited += 1
         tries.tried -= 1
-    retryable = error.retryable and not isinstance(error, ExtractionError)
+    # A failover's chain: tried again, it may be served by a provider whose error may pass
+    # (one overloaded a moment), whichever provider's error came last (a backup's key
+    # refused).
+    retryable = any(link.retryable for link in errors_in_chain(error)) and not isinstance(
+        error, ExtractionError
+    )
     too_long = _too_long(asked_wait(error))
     if retryable and too_long is not None:
         return too_long
@@ -3585,7 +3593,7 @@ class BatchRun(Generic[T]):
         run = contextvars.copy_context().run
         provider: Any = self._runner.provider
         return await loop.run_in_executor(
-            self._pool, run, spec.extractor.extract, provider, spec.tp, request
+            self._pool, run, run_to_its_end, spec.extractor.extract, provider, spec.tp, request
         )
 
     def _start(self) -> None:

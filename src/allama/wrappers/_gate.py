@@ -19,6 +19,7 @@ import contextvars
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 
 class Gate:
@@ -79,8 +80,8 @@ def _release(waiter: asyncio.Future[None]) -> None:
 
 
 class _Call:
-    """One call of a gate's caller; `ended` once it returned (not when it was cancelled: a
-    sync run's call goes on in its thread, and its gate still holds it)."""
+    """One call of a gate's caller; `ended` once it returned (a call in a thread of its
+    own, cancelled, goes on there, and is ended when that work returns: `run_to_its_end`)."""
 
     __slots__ = ("ended", "gate")
 
@@ -93,8 +94,10 @@ _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("allama_gat
 
 
 @contextlib.contextmanager
-def entered(gate: Gate) -> Iterator[None]:
-    """The body is a call of `gate`'s caller: the wrappers inside it ask the gate."""
+def entered(gate: Gate, *, in_thread: bool = False) -> Iterator[None]:
+    """The body is a call of `gate`'s caller: the wrappers inside it ask the gate. With
+    `in_thread`, its work runs in a thread (`run_to_its_end`), which a cancel of the body
+    leaves going: the call ends when that work does."""
     call = _Call(gate)
     token = _CALL.set(call)
     cancelled = False
@@ -105,7 +108,19 @@ def entered(gate: Gate) -> Iterator[None]:
         raise
     finally:
         _CALL.reset(token)
-        call.ended = not cancelled
+        if not (cancelled and in_thread):
+            call.ended = True
+
+
+def run_to_its_end(work: Callable[..., Any], *args: Any) -> Any:
+    """`work(*args)`, a call's work in a thread: when it returns, the call is over, and a
+    context copied during it (a worker a provider started) no longer holds the gate."""
+    try:
+        return work(*args)
+    finally:
+        call = _CALL.get()
+        if call is not None:
+            call.ended = True
 
 
 def _gate() -> Gate | None:
