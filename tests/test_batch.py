@@ -3144,15 +3144,18 @@ def test_a_failover_whose_first_provider_is_at_its_limit_per_day_runs_on_the_oth
     assert run.summary.stopped is None and limited.call_count == 5
 
 
+def _always(error: Exception, name: str) -> allama.mock.FunctionProvider:
+    """A provider that answers every call with `error`."""
+
+    def answer(request: ChatRequest) -> ChatResponse:
+        raise error
+
+    return allama.mock.FunctionProvider(answer, name=name)
+
+
 def test_a_failover_whose_first_provider_refuses_the_key_hides_no_outage_of_the_other() -> None:
-    refusing = allama.mock.FunctionProvider(
-        lambda request: (_ for _ in ()).throw(allama.AuthenticationError("key revoked")),
-        name="openai",
-    )
-    down = allama.mock.FunctionProvider(
-        lambda request: (_ for _ in ()).throw(allama.NetworkError("connection refused")),
-        name="deepseek",
-    )
+    refusing = _always(allama.AuthenticationError("key revoked"), "openai")
+    down = _always(allama.NetworkError("connection refused"), "deepseek")
     run = allama.batch(
         FailoverProvider([refusing, down]),
         Row,
@@ -3173,10 +3176,7 @@ def test_a_failover_whose_backups_key_is_refused_runs_on_when_the_first_is_busy_
     busy_once = allama.mock.MockProvider(
         [allama.OverloadedError("busy"), *['{"n": 1}'] * 4], name="openai"
     )
-    refusing = allama.mock.FunctionProvider(
-        lambda request: (_ for _ in ()).throw(allama.AuthenticationError("key revoked")),
-        name="deepseek",
-    )
+    refusing = _always(allama.AuthenticationError("key revoked"), "deepseek")
     run = allama.batch(
         FailoverProvider([busy_once, refusing]),
         Row,

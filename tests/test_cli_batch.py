@@ -1148,45 +1148,14 @@ def test_an_output_it_replaces_keeps_its_mode_and_a_read_only_one_is_refused(
     )
 
 
-def test_values_neither_the_output_nor_the_ledger_can_hold_are_written_to_stdout(
+@pytest.mark.parametrize("stdout_full", [False, True])
+def test_values_neither_the_output_nor_the_ledger_can_hold_go_to_stdout_or_are_said_lost(
     server: BatchServer,
     row_type: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from allama.batch import _ledger
-    from allama.cli import _batch
-
-    def full_disk(*args: Any, **kwargs: Any) -> Any:
-        raise OSError(28, "No space left on device")
-
-    def ledger_full(self: Any, key: str, **outcome: Any) -> bool:
-        raise sqlite3.OperationalError("database or disk is full")
-
-    monkeypatch.setattr(_batch, "_write_row", full_disk)
-    monkeypatch.setattr(_ledger.Ledger, "_finish", ledger_full)
-    docs, out = folder(tmp_path, [1, 2, 4, 5]), tmp_path / "out.jsonl"
-    ledger = tmp_path / "run.sqlite"
-    assert run(server, row_type, docs, out, "--ledger", str(ledger), "--concurrency", "2") == 1
-    captured = capsys.readouterr()
-    stdout_rows = [json.loads(line) for line in captured.out.splitlines()]
-    # Every value the server answered is on stdout: nothing else could hold it.
-    assert sorted(row["value"]["n"] for row in stdout_rows) == sorted(server.sent)
-    count = len(stdout_rows)
-    assert (
-        f"allama batch run: {count} value{'' if count == 1 else 's'} the ledger could not be "
-        "written with either: on stdout, one JSONL row each\n"
-    ) in captured.err
-    assert f"LedgerError: the ledger `{ledger}` could not be written" in captured.err
-
-
-def test_values_no_file_nor_stdout_can_hold_are_said_lost(
-    server: BatchServer,
-    row_type: str,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    stdout_full: bool,
 ) -> None:
     from allama.batch import _ledger
     from allama.cli import _batch
@@ -1203,18 +1172,26 @@ def test_values_no_file_nor_stdout_can_hold_are_said_lost(
 
     monkeypatch.setattr(_batch, "_write_row", full_disk)
     monkeypatch.setattr(_ledger.Ledger, "_finish", ledger_full)
-    docs, out = folder(tmp_path, [1, 2]), tmp_path / "out.jsonl"
-    with contextlib.redirect_stdout(FullStdout()):
-        code = run(server, row_type, docs, out, "--ledger", str(tmp_path / "run.sqlite"))
-    err = capsys.readouterr().err
-    assert code == 1
+    docs, out = folder(tmp_path, [1, 2, 4, 5]), tmp_path / "out.jsonl"
+    ledger = tmp_path / "run.sqlite"
+    options = ("--ledger", str(ledger), "--concurrency", "2")
+    with contextlib.redirect_stdout(FullStdout()) if stdout_full else contextlib.nullcontext():
+        assert run(server, row_type, docs, out, *options) == 1
+    captured = capsys.readouterr()
     count = len(server.sent)
-    assert (
-        f"allama batch run: {count} value{'' if count == 1 else 's'} the ledger could not be "
-        "written with either, nor stdout (No space left on device): lost, and a run "
-        "again sends their inputs again\n"
-    ) in err
-    assert "values are in the ledger" not in err  # it holds none of this run's
+    these = f"allama batch run: {count} value{'' if count == 1 else 's'} the ledger could not be "
+    if stdout_full:
+        assert (
+            f"{these}written with either, nor stdout (No space left on device): lost, and a "
+            "run again sends their inputs again\n"
+        ) in captured.err
+    else:
+        # Every value the server answered is on stdout: nothing else could hold it.
+        rows = [json.loads(line) for line in captured.out.splitlines()]
+        assert sorted(row["value"]["n"] for row in rows) == sorted(server.sent)
+        assert f"{these}written with either: on stdout, one JSONL row each\n" in captured.err
+    assert f"LedgerError: the ledger `{ledger}` could not be written" in captured.err
+    assert "values are in the ledger" not in captured.err  # it holds none of this run's
 
 
 def test_a_device_or_a_fifo_is_no_ledger_for_a_run_status_or_export(
