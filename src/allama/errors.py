@@ -619,6 +619,11 @@ class ExtractionError(Error):
     metadata: ExtractionMetadata
 
 
+ACCOUNT_REFUSALS = (AuthenticationError, PermissionDeniedError, QuotaExceededError)
+"""Refusals of the caller's key or account, not of a request: every request to that
+provider meets them, and another provider, with an account of its own, need not."""
+
+
 def asked_wait(error: Error) -> float | None:
     """The wait `error` asks before its request is tried again: its `retry_after`, or, for
     a failover's (its chain holds an error of each provider tried), the shortest of theirs,

@@ -65,7 +65,6 @@ except ImportError as missing:  # pragma: no cover - depends on the install
 import allama
 from allama.batch._limits import RateLimiter
 from allama.batch._run import (
-    _REFUSALS,
     TURN,
     CallCancelled,
     Turn,
@@ -85,7 +84,14 @@ from allama.batch._run import (
     schema_tokens,
     stored_value,
 )
-from allama.errors import Error, NetworkError, RateLimitedError, RequestTimeoutError, text_of
+from allama.errors import (
+    ACCOUNT_REFUSALS,
+    Error,
+    NetworkError,
+    RateLimitedError,
+    RequestTimeoutError,
+    text_of,
+)
 from allama.extract import ExtractionMetadata, Extractor, SchemaEnforcement
 from allama.extract._engine import check_floor_before_sending
 from allama.schema import type_schema
@@ -513,7 +519,7 @@ class ExtractBatch:
                 self._stopped = step
                 limiter.halt()  # rows waiting for their turn come back at once
                 return None, f"{error_text(error)} ({step})", _record_json(metadata, tries.spent)
-            if isinstance(error, _REFUSALS):
+            if isinstance(error, ACCOUNT_REFUSALS):
                 self._stopped = "the provider refused the actor's key or account"
                 limiter.halt()
             else:

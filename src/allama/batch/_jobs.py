@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import JsonValue
 
 from allama.adapters._jobs import CREATE_ASKED, Entry, JobAmbiguity, JobState, Row, RowKind
-from allama.batch._ledger import JobPhase, JobRow, Ledger, LedgerError, Status, since_boot
+from allama.batch._ledger import JobPhase, JobRow, Ledger, Status, since_boot
 from allama.batch._run import (
     _LONGEST_WAIT,
     _MAX_RATE_LIMITED,
@@ -47,6 +47,7 @@ from allama.batch._run import (
     _Runner,
     _Spec,
     _stops,
+    ledger_unwritten,
 )
 from allama.errors import (
     PAID_BEFORE_KEY,
@@ -233,14 +234,12 @@ class JobRunner(_Runner):
                 await asyncio.gather(*self.live, return_exceptions=True)
             if isinstance(error, sqlite3.Error):  # a full disk, a lock held: named
                 jobs = (
-                    "; what the provider's jobs answered stays with the provider, and a run "
+                    "what the provider's jobs answered stays with the provider, and a run "
                     "again, with room to write, collects it"
                     if self.summary.jobs
                     else ""
                 )
-                raise LedgerError(
-                    f"the ledger `{spec.ledger}` could not be written: {error}{jobs}"
-                ) from error
+                raise ledger_unwritten(spec.ledger, error, jobs) from error
             raise
         finally:
             self._wrap_up()

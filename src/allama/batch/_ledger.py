@@ -1186,12 +1186,11 @@ class LedgerError(Exception):
 def check_ledger_file(path: Path) -> None:
     """A file at `path` must be a ledger, or empty (a new one is made there): another
     database would be changed for good by a run (its journal mode, tables added)."""
-    if path.is_dir():
-        raise LedgerError(f"`{path}` is a folder: name the ledger's file")
-    if path.exists() and not path.is_file():
-        # A device (`/dev/null`), a FIFO, a socket: SQLite would fail at its first write,
-        # after the run began, and make a journal beside it (`/dev/null-journal`).
-        raise LedgerError(f"`{path}` is not a file (a device, a FIFO): name the ledger's file")
+    # A device (`/dev/null`), a FIFO, a socket: SQLite would fail at its first write,
+    # after the run began, and make a journal beside it (`/dev/null-journal`).
+    other = _not_a_file(path)
+    if other is not None:
+        raise LedgerError(f"{other}: name the ledger's file")
     if not path.is_file() or not path.stat().st_size:
         return
     try:
@@ -1210,15 +1209,43 @@ def check_ledger_file(path: Path) -> None:
         db.close()
 
 
+def _not_a_file(path: Path) -> str | None:
+    """What is at `path` where it is there and no file: a folder, a device, a FIFO."""
+    if path.is_dir():
+        return f"`{path}` is a folder"
+    if path.exists() and not path.is_file():
+        return f"`{path}` is not a file (a device, a FIFO)"
+    return None
+
+
 def no_ledger_file(path: Path) -> str | None:
     """Why there is no ledger's file to read at `path`, if there is none."""
     if path.is_file():
         return None
-    if path.is_dir():
-        return f"`{path}` is a folder, not a ledger"
-    if path.exists():
-        return f"`{path}` is not a file (a device, a FIFO), not a ledger"
-    return f"no such ledger: `{path}`"
+    other = _not_a_file(path)
+    return f"no such ledger: `{path}`" if other is None else f"{other}, not a ledger"
+
+
+def runs_settings(path: Path) -> list[dict[str, Any]]:
+    """The settings of each run of the ledger at `path`, in the order they began; none
+    where there is no ledger to read (whatever opens it next says why)."""
+    try:
+        db = _read_only(path)
+    except (LedgerError, sqlite3.Error):
+        return []
+    try:
+        found = db.execute("SELECT settings FROM runs ORDER BY rowid").fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        db.close()
+    settings = []
+    for (text,) in found:
+        with contextlib.suppress(ValueError, TypeError):
+            loaded = json.loads(text)
+            if isinstance(loaded, dict):
+                settings.append(loaded)
+    return settings
 
 
 def _read_only(path: Path) -> sqlite3.Connection:

@@ -70,18 +70,17 @@ from allama.batch._ledger import (
     LedgerWriter,
     Status,
     check_ledger_file,
+    runs_settings,
 )
 from allama.batch._limits import RateLimiter, positive
 from allama.batch._threads import DaemonPool
 from allama.errors import (
-    AuthenticationError,
+    ACCOUNT_REFUSALS,
     Error,
     ExtractionError,
     NetworkError,
     NotFoundError,
     OverloadedError,
-    PermissionDeniedError,
-    QuotaExceededError,
     RateLimitedError,
     RequestTimeoutError,
     asked_wait,
@@ -892,24 +891,35 @@ def _refused_unread(error: Error) -> bool:
     return status is not None and 400 <= status < 500 and (status != 429 or not error.retryable)
 
 
+def _leaves(provider: object) -> list[object]:
+    """The providers `provider` sends through, in order: itself, or, through the wrappers
+    around them, a retry's or an override's provider and each of a failover's."""
+    from allama.wrappers import CapabilityOverrideProvider, FailoverProvider, RetryingProvider
+
+    if isinstance(provider, FailoverProvider):
+        return [leaf for each in provider.providers for leaf in _leaves(each)]
+    if isinstance(provider, RetryingProvider | CapabilityOverrideProvider):
+        return _leaves(provider.inner)
+    return [provider]
+
+
 def _endpoint(provider: object) -> str | None:
     """Where `provider` sends, for a provider of HTTP (through the wrappers around it; a
     failover's providers in turn), as `scheme://host[:port]/path`: no credentials and no
     query, so that the same server spelled with a key or a version reads the same; `None`
     for others (the local engine, whose port changes from run to run)."""
+    found = [_leaf_endpoint(leaf) for leaf in _leaves(provider)]
+    return None if None in found else _ENDPOINTS.join(str(each) for each in found)
+
+
+def _leaf_endpoint(provider: object) -> str | None:
     from allama.providers._http import HttpProvider
-    from allama.wrappers import CapabilityOverrideProvider, FailoverProvider, RetryingProvider
 
     local = sys.modules.get("allama.local._provider")  # loaded if the provider is one of it
     if local is not None and isinstance(provider, local.LlamaCppProvider) and provider.engine:
         return None  # llama.cpp in this process: on another port each run
     if isinstance(provider, HttpProvider):
         return None if provider.base_url is None else _server_of(provider.base_url)
-    if isinstance(provider, FailoverProvider):
-        found = [_endpoint(each) for each in provider.providers]
-        return None if None in found else _ENDPOINTS.join(str(each) for each in found)
-    if isinstance(provider, RetryingProvider | CapabilityOverrideProvider):
-        return _endpoint(provider.inner)
     return None  # a provider of the caller's own: where it sends is its own business
 
 
@@ -936,17 +946,13 @@ def missing_key(provider: object) -> str | None:
 
 def _unsendable(provider: object, check: Literal["missing_url", "missing_key"]) -> str | None:
     from allama.providers._http import HttpProvider
-    from allama.wrappers import CapabilityOverrideProvider, FailoverProvider, RetryingProvider
 
-    if isinstance(provider, HttpProvider):
-        said: str | None = getattr(provider, check)()
-        return said
-    if isinstance(provider, FailoverProvider):
-        # Each of them: a later one without a key would turn a passing error of the first
-        # (a 503 it fails over on) into a refusal that stops the run.
-        return next(filter(None, (_unsendable(p, check) for p in provider.providers)), None)
-    if isinstance(provider, RetryingProvider | CapabilityOverrideProvider):
-        return _unsendable(provider.inner, check)
+    # Each of a failover's: a later one without a key would turn a passing error of the
+    # first (a 503 it fails over on) into a refusal that stops the run.
+    for leaf in _leaves(provider):
+        said: str | None = getattr(leaf, check)() if isinstance(leaf, HttpProvider) else None
+        if said:
+            return said
     return None
 
 
@@ -1047,42 +1053,27 @@ def _kept_key_name(ledger: Path, provider: ChatProvider, mine: str) -> str:
     version before `key_name` made them (its providers' names in the order given): its
     values keep resuming, and what it paid keeps counting. A failover's own `name=` is
     not taken for one: another provider's runs may have it."""
-    if not ledger.is_file():
-        return mine
-    try:
-        book = Ledger(ledger, read_only=True)
-    except (LedgerError, sqlite3.Error):
-        return mine  # said by the run that opens it
-    try:
-        names = [str(run["settings"].get("provider")) for run in book.runs()]
-    except (sqlite3.Error, ValueError, AttributeError):
-        return mine
-    finally:
-        book.close()
+    names = [str(settings.get("provider")) for settings in runs_settings(ledger)]
     if mine in names:
         return mine
     leaves = _leaf_names(provider)
     for name in names:
-        if (name == provider.name and name.startswith("failover(")) or (
-            name.startswith("failover(")
-            and name.endswith(")")
-            and set(name[len("failover(") : -1].split(", ")) == leaves
+        if name.startswith("failover(") and (
+            name == provider.name
+            or (name.endswith(")") and set(name[len("failover(") : -1].split(", ")) == leaves)
         ):
             return name
     return mine
 
 
 def _leaf_names(provider: object) -> set[str]:
-    from allama.wrappers import CapabilityOverrideProvider, FailoverProvider, RetryingProvider
-
-    if isinstance(provider, FailoverProvider):
-        return set().union(*(_leaf_names(each) for each in provider.providers))
-    if isinstance(provider, RetryingProvider | CapabilityOverrideProvider):
-        return _leaf_names(provider.inner)
-    name = getattr(provider, "name", None)
-    if not isinstance(name, str):
-        raise TypeError(f"a provider (with its name) is needed, not {type(provider).__name__}")
-    return {name}
+    names: set[str] = set()
+    for leaf in _leaves(provider):
+        name = getattr(leaf, "name", None)
+        if not isinstance(name, str):
+            raise TypeError(f"a provider (with its name) is needed, not {type(leaf).__name__}")
+        names.add(name)
+    return names
 
 
 def input_key(provider: str | ChatProvider, tp: Any, request: ChatRequest) -> str:
@@ -1368,15 +1359,13 @@ class _Runner:
             tasks.discard(task)
             self._judge_idle()
             error = None if task.cancelled() else task.exception()
-            if error is not None:
-                # Not an input's failure (those are results): the ledger, or a fault of
-                # allama's own. No new input starts; the run ends with the first of them.
+            if isinstance(error, sqlite3.Error):
+                self._ledger_broke(error)
+            elif error is not None:
+                # Not an input's failure (those are results): a fault of allama's own. No
+                # new input starts; the run ends with the first of them.
                 failed.append(error)
-                self.stop(
-                    _unwritable(error)
-                    if isinstance(error, sqlite3.Error)
-                    else f"the run's work raised {type(error).__name__}"
-                )
+                self.stop(f"the run's work raised {type(error).__name__}")
 
         inputs = self.reader = _Reader(spec.inputs, self.sync, self, spec.concurrency)
         try:
@@ -1418,27 +1407,8 @@ class _Runner:
         finally:
             inputs.close()
             self._wrap_up()
-        unwritable = failed[0] if failed else self.unwritable
-        if isinstance(unwritable, sqlite3.Error):
-            unkept = self.summary.unkept
-            if self.end_unwritten:
-                said = (
-                    "as the run ended (what every input ended with is in it; the run shows "
-                    "as never finished)"
-                )
-            elif unkept:
-                one = unkept == 1
-                said = (
-                    f"{'1 input' if one else f'{unkept} inputs'} this run ended "
-                    f"{'is' if one else 'are'} not in it (given all "
-                    f"the same; a run again sends {'it' if one else 'them'} again)"
-                )
-            else:
-                said = ""
-            raise LedgerError(
-                f"the ledger `{self.spec.ledger}` could not be written: {unwritable}"
-                + (f"; {said}" if said else "")
-            ) from unwritable
+        if self.unwritable is not None:
+            raise self._unwritten() from self.unwritable
         if failed:
             raise failed[0]
         if self.broken is not None:
@@ -1572,6 +1542,32 @@ class _Runner:
             finally:
                 with contextlib.suppress(sqlite3.Error):
                     self.book.close()
+
+    def _ledger_broke(self, error: sqlite3.Error) -> None:
+        """The ledger could not be written (a full disk, a lock held past SQLite's wait):
+        no new input starts, and the run raises it, named, at its end (`_unwritten`)."""
+        self.unwritable = self.unwritable or error
+        self.stop(_unwritable(error))
+
+    def _unwritten(self) -> LedgerError:
+        """The run's error when its ledger could not be written: what of the run it lacks."""
+        assert self.unwritable is not None
+        unkept = self.summary.unkept
+        if self.end_unwritten:
+            said = (
+                "as the run ended (what every input ended with is in it; the run shows as "
+                "never finished)"
+            )
+        elif unkept:
+            one = unkept == 1
+            said = (
+                f"{'1 input' if one else f'{unkept} inputs'} this run ended "
+                f"{'is' if one else 'are'} not in it (given all the same; a run again sends "
+                f"{'it' if one else 'them'} again)"
+            )
+        else:
+            said = ""
+        return ledger_unwritten(self.spec.ledger, self.unwritable, said)
 
     def held_nothing_back(self) -> bool:
         """Whether the budget's stop held nothing back: every input was read, and each
@@ -1781,7 +1777,7 @@ class _Runner:
             try:
                 unsent = await self._unsent(index, key, label)
             except sqlite3.Error as error:  # (reading what the ledger holds of it)
-                self.unwritable = self.unwritable or error
+                self._ledger_broke(error)
                 unsent = self._not_started(index, key, label)
             self._finish(unsent)
             return
@@ -2331,8 +2327,7 @@ class _Runner:
         keeping for a try again): not started when it was not sent, else this run's
         failure, which the ledger does not hold (a run again sends it again). The run stops
         starting inputs, and raises the ledger's error at its end."""
-        self.unwritable = self.unwritable or error
-        self.stop(_unwritable(error))
+        self._ledger_broke(error)
         if key in self.unsent:  # claimed (or claiming), never sent: nothing paid
             self.unsent.discard(key)
             return self._not_started(index, key, label)
@@ -2355,9 +2350,7 @@ class _Runner:
             recorded: bool = await self.ledger.finish(key, **outcome)
         except sqlite3.Error as error:
             self.summary.unkept += 1
-            if self.unwritable is None:
-                self.unwritable = error
-            self.stop(_unwritable(error))
+            self._ledger_broke(error)
             return None
         return recorded
 
@@ -2531,10 +2524,6 @@ class _Runner:
         )
 
 
-_REFUSALS = (AuthenticationError, PermissionDeniedError, QuotaExceededError)
-"""Errors about the run's key or account, not its input: every input would meet them."""
-
-
 def _stops(
     error: Error, tried: int, one_request: bool = False, unanswered: bool = True
 ) -> str | None:
@@ -2544,8 +2533,8 @@ def _stops(
     input while others are answered is that input's), or, when every input goes to the
     same endpoint and model (`one_request`: a template), an endpoint or model that does not
     exist (a wrong base URL); `None` for an error that is the input's own."""
-    if isinstance(error, _REFUSALS) and all(
-        isinstance(link, _REFUSALS) for link in errors_in_chain(error)
+    if isinstance(error, ACCOUNT_REFUSALS) and all(
+        isinstance(link, ACCOUNT_REFUSALS) for link in errors_in_chain(error)
     ):  # (a failover's: every provider of it refused; one that may pass does not stop it)
         return f"the provider refused the run's key or account: {_failure(error).message}"
     if isinstance(error, NetworkError) and unanswered:
@@ -2951,12 +2940,21 @@ def _answered_by_any(outcome: object) -> bool:
     key or the account serves nothing: an outage of the others is not hidden by it."""
     if not isinstance(outcome, Error):
         return True
-    return any(not isinstance(link, _UNANSWERED + _REFUSALS) for link in errors_in_chain(outcome))
+    cannot_serve = _UNANSWERED + ACCOUNT_REFUSALS
+    return any(not isinstance(link, cannot_serve) for link in errors_in_chain(outcome))
 
 
 def _unwritable(error: BaseException) -> str:
     """The stop of a run whose ledger could not be written."""
     return f"the ledger could not be written: {type(error).__name__}: {error}"
+
+
+def ledger_unwritten(path: object, error: BaseException, said: str = "") -> LedgerError:
+    """The error a run raises when its ledger at `path` could not be written, with what
+    that leaves out (`said`)."""
+    return LedgerError(
+        f"the ledger `{path}` could not be written: {error}" + (f"; {said}" if said else "")
+    )
 
 
 class CallCancelled(Exception):

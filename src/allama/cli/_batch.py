@@ -827,20 +827,9 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
 def _runs_alike(ledger: Path, inputs: object) -> bool:
     """Whether a run of the ledger extracted its inputs as this run does (`inputs` in the
     runs' settings): documents of their own, not other settings."""
-    import sqlite3
+    from allama.batch._ledger import runs_settings
 
-    from allama.batch._ledger import Ledger, LedgerError
-
-    try:
-        book = Ledger(ledger, read_only=True)
-    except (sqlite3.Error, LedgerError):
-        return False
-    try:
-        return any(run["settings"].get("inputs") == inputs for run in book.runs())
-    except (sqlite3.Error, ValueError, AttributeError):
-        return False
-    finally:
-        book.close()
+    return any(settings.get("inputs") == inputs for settings in runs_settings(ledger))
 
 
 def _budget_spent(spec: Any, book: Any) -> str | None:

@@ -8,10 +8,8 @@ from typing import TypeVar
 from pydantic import JsonValue
 
 from allama.errors import (
-    AuthenticationError,
+    ACCOUNT_REFUSALS,
     Error,
-    PermissionDeniedError,
-    QuotaExceededError,
     UnsupportedError,
     errors_in_chain,
     paid_before_foreign,
@@ -39,9 +37,6 @@ from allama.wrappers._record import (
 __all__ = ["FailoverProvider"]
 
 _FAILOVER_DATA_KEY = "failover"
-
-_ACCOUNT_ERRORS = (AuthenticationError, PermissionDeniedError, QuotaExceededError)
-"""Refusals of the caller's account at one provider: another has an account of its own."""
 
 R = TypeVar("R")
 
@@ -134,7 +129,7 @@ class FailoverProvider:
 
     def fails_over_on(self, error: Error) -> bool:
         """Whether `error` sends the request on to the next provider."""
-        if error.retryable or isinstance(error, _ACCOUNT_ERRORS):
+        if error.retryable or isinstance(error, ACCOUNT_REFUSALS):
             return True
         return (
             self.failover_on_unsupported
