@@ -424,6 +424,132 @@ def test_an_input_whose_claim_the_ledger_cannot_write_is_counted_not_started(
     assert provider.call_count == 2
 
 
+@pytest.mark.parametrize("driven", ["sync", "async"])
+def test_a_ledger_that_cannot_keep_a_repairs_passes_lets_the_repair_end_and_stops_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driven: str
+) -> None:
+    def full_disk(self: Ledger, *args: Any, **kwargs: Any) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Ledger, "_keep_paid", full_disk)
+    provider = allama.mock.MockProvider(['{"n": "x"}', '{"n": 1}', '{"n": 2}'])
+    ledger = tmp_path / "run.sqlite"
+    options: dict[str, Any] = {
+        "request": TEMPLATE,
+        "ledger": ledger,
+        "extractor": Extractor(retries=1),
+        "concurrency": 1,
+    }
+    results: list[allama.BatchResult[Row]] = []
+    summaries: list[BatchSummary] = []
+    with pytest.raises(allama.LedgerError, match="database or disk is full"):
+        if driven == "sync":
+            run = allama.batch(provider, Row, docs(2), **options)
+            summaries.append(run.summary)
+            results.extend(run)
+        else:
+
+            async def read() -> None:
+                run = allama.abatch(provider, Row, docs(2), **options)
+                summaries.append(run.summary)
+                async for result in run:
+                    results.append(result)
+
+            asyncio.run(read())
+    # The repair's keep failed, not the input: its second pass answered, and its end was
+    # written; the run started nothing more.
+    first = results[0]
+    assert (first.value, first.unkept, first.metadata and first.metadata.passes) == (
+        Row(n=1),
+        False,
+        2,
+    )
+    assert provider.call_count == 2
+    assert [outcome(r) for r in results[1:]] == ["not_started"] * (len(results) - 1)
+    (summary,) = summaries
+    assert (summary.done, summary.failed, summary.not_started, summary.unkept) == (1, 0, 1, 0)
+    assert summary.stopped == (
+        "the ledger could not be written: OperationalError: database or disk is full"
+    )
+    rows = {row.position: row for row in Ledger(ledger, settings={}).rows()}
+    assert rows[0].status == "done"
+
+
+def test_an_input_the_ledger_cannot_set_aside_keeps_its_failure_and_what_it_paid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full_disk(self: Ledger, *args: Any, **kwargs: Any) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Ledger, "_keep_paid", full_disk)
+    monkeypatch.setattr(Ledger, "_set_aside", full_disk)
+    invalid = ChatResponseBuilder().text('{"n": "x"}').usage(10, 5).build()
+    busy = allama.OverloadedError("overloaded").with_status(503)
+    provider = allama.mock.MockProvider([invalid, busy, '{"n": 1}'])
+    run = allama.batch(
+        provider,
+        Row,
+        docs(1),
+        request=TEMPLATE,
+        ledger=tmp_path / "run.sqlite",
+        extractor=Extractor(retries=1),
+        backoff=0,
+    )
+    results: list[allama.BatchResult[Row]] = []
+    with pytest.raises(allama.LedgerError, match="database or disk is full"):
+        results.extend(run)
+    (result,) = results
+    # Not tried again (the run stopped); its own failure, the pass it paid for counted,
+    # said not to be in the ledger.
+    assert provider.call_count == 2
+    assert result.failure is not None and result.failure.kind == "overloaded"
+    assert (result.unkept, result.pending, len(result.spent)) == (True, False, 1)
+    summary = run.summary
+    assert (summary.failed, summary.unkept, summary.passes) == (1, 1, 1)
+    assert (summary.input_tokens, summary.output_tokens) == (10, 5)
+
+
+def test_an_input_whose_try_again_the_ledger_cannot_count_is_not_sent_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full_disk(self: Ledger, key: str) -> int:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Ledger, "_again", full_disk)
+    busy = allama.OverloadedError("overloaded").with_status(503)
+    provider = allama.mock.MockProvider([busy, '{"n": 1}'])
+    ledger = tmp_path / "run.sqlite"
+    run = allama.batch(provider, Row, docs(1), request=TEMPLATE, ledger=ledger, backoff=0)
+    results: list[allama.BatchResult[Row]] = []
+    with pytest.raises(allama.LedgerError, match="database or disk is full"):
+        results.extend(run)
+    # An attempt the ledger did not count is not made; the input ends with what it met,
+    # pending in the ledger for the next run.
+    (result,) = results
+    assert provider.call_count == 1
+    assert result.failure is not None
+    assert (result.failure.kind, result.pending, result.unkept) == ("overloaded", True, False)
+    (row,) = Ledger(ledger, settings={}).rows()
+    assert (row.status, row.attempts) == ("pending", 1)
+
+
+def test_a_failure_the_ledger_cannot_keep_is_said_unkept_on_its_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full_disk(self: Ledger, key: str, **outcome: Any) -> bool:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Ledger, "_finish", full_disk)
+    provider = allama.mock.MockProvider(['{"n": "x"}'])
+    run = allama.batch(provider, Row, docs(1), request=TEMPLATE, ledger=tmp_path / "l.sqlite")
+    results: list[allama.BatchResult[Row]] = []
+    with pytest.raises(allama.LedgerError, match="1 input this run ended is not in it"):
+        results.extend(run)
+    (result,) = results
+    assert result.failure is not None and result.failure.kind == "extraction_parse"
+    assert (result.unkept, run.summary.unkept) == (True, 1)
+
+
 def test_a_ledger_the_run_cannot_open_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -704,13 +704,6 @@ def test_documents_added_to_the_input_after_it_was_checked_are_not_read(tmp_path
             (),
             "{path} (the header row): the columns `text` are named twice",
         ),
-        (
-            "in.txt",
-            "doc 1",
-            (),
-            "{path}: not a folder, a .jsonl or a .csv file; give a folder of text files, "
-            "a JSONL file (one object per line) or a CSV file with a header row",
-        ),
     ],
 )
 def test_a_bad_input_file_is_reported_before_anything_is_sent(
@@ -790,6 +783,13 @@ def _refused_before_sending(
             "{path} line 1: no field `text` (its fields: `X\\x1b]0;owned\\x07`); "
             "name the document's field with --field",
         ),
+        (  # no kind of input the command reads: the argument is wrong
+            "in.txt",
+            "doc 1",
+            (),
+            "{path}: not a folder, a .jsonl or a .csv file; give a folder of text files, "
+            "a JSONL file (one object per line) or a CSV file with a header row",
+        ),
     ],
 )
 def test_a_field_the_source_does_not_have_is_a_bad_argument(
@@ -803,8 +803,8 @@ def test_a_field_the_source_does_not_have_is_a_bad_argument(
     message: str,
 ) -> None:
     """Named by --field or --id-field (or the defaults) and not in the first document or
-    the header: the argument is wrong (exit status 2), where a later line that lacks it is
-    the data's fault (1)."""
+    the header, or an INPUT of no kind the command reads: the argument is wrong (exit
+    status 2), where a later line that lacks it is the data's fault (1)."""
     _refused_before_sending(server, row_type, tmp_path, capsys, name, content, extra, message, 2)
 
 
@@ -1704,7 +1704,7 @@ def test_plain_progress_lines_when_stderr_is_not_a_terminal(
     assert len(progress) >= 3
     pattern = (
         r"progress: (\d)/8: \d done, 0 failed, [0-2] in flight, \d+ tokens, "
-        r"\$0\.\d{6}, \d+\.\d\d/s, ETA (\d+ s|\?)"
+        r"(\$0\.\d{6}|cost \?), \d+\.\d\d/s, ETA (\d+ s|\?)"
     )
     assert all(re.fullmatch(pattern, line) for line in progress), progress
     assert progress[-1].startswith("progress: 8/8: 8 done, 0 failed, 0 in flight, 880 tokens, ")
@@ -1747,6 +1747,44 @@ def test_a_bar_redrawn_in_place_on_a_terminal(
         draw.split("\n")[0].removesuffix("\x1b[K") for draw in narrow.getvalue().split("\r")[1:]
     ]
     assert drawn and all(len(line) <= 9 for line in drawn), drawn
+
+
+class _AsciiTerminal(_Terminal):
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "ascii"
+
+
+def test_a_terminal_that_writes_ascii_alone_gets_a_line_that_fits_it(
+    server: BatchServer, row_type: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.delay = 0.15
+    terminal = _AsciiTerminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    monkeypatch.setenv("COLUMNS", "30")  # too narrow for the line: it is cut
+    docs = folder(tmp_path, [1, 2, 4])
+    assert run(server, row_type, docs, tmp_path / "out.jsonl", "--concurrency", "1") == 0
+    drawn = [
+        draw.split("\n")[0].removesuffix("\x1b[K") for draw in terminal.getvalue().split("\r")[1:]
+    ]
+    # Cut with what the terminal writes as it is ("…" would be written as `\u2026`, six
+    # columns, and the line would wrap instead of being drawn again).
+    assert drawn and all(line.isascii() and len(line) <= 29 for line in drawn), drawn
+    assert drawn[-1] == "3/3: 3 done, 0 failed, 0 i..."
+
+
+def test_a_terminal_that_cannot_redraw_a_line_gets_plain_lines(
+    server: BatchServer, row_type: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    monkeypatch.setenv("TERM", "dumb")  # an editor's shell, say: no escapes, no redraws
+    docs = folder(tmp_path, [1, 2])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out, "--progress-every", "0.05") == 0
+    err = terminal.getvalue()
+    assert "\r" not in err and "\x1b" not in err
+    assert [line for line in err.splitlines() if line.startswith("progress: ")]
 
 
 def test_on_an_80_column_terminal_the_bar_is_drawn_and_the_least_needed_parts_give_way() -> None:

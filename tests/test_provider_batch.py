@@ -286,6 +286,47 @@ def test_every_row_is_accounted_for(
         assert server.submitted[(family, n)] == (2 if retry == "batch" and n in (7, 23, 57) else 1)
 
 
+@pytest.mark.parametrize("retry", ["batch", "live"])
+def test_each_input_of_a_provider_batch_run_has_a_span_of_its_own(
+    server: ProviderBatchServer, tmp_path: Path, retry: str
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import StatusCode
+
+    exporter = InMemorySpanExporter()
+    tracing = TracerProvider()
+    tracing.add_span_processor(SimpleSpanProcessor(exporter))
+    provider = allama.provider(
+        "openai", base_url=server.openai_base, api_key="test-key", tracer_provider=tracing
+    )
+    extractor = allama.Extractor(retries=1, tracer_provider=tracing)
+    docs = _docs(16)  # 7: no JSON at first, asked again; 13: refused
+    _run(
+        provider, "gpt-4o-mini", docs, tmp_path / "run.sqlite", extractor=extractor, job_retry=retry
+    )
+    spans = exporter.get_finished_spans()
+    (run,) = [span for span in spans if span.name == "batch Doc"]
+    inputs = {
+        dict(span.attributes or {})["allama.batch.index"]: span
+        for span in spans
+        if span.name == "batch.input Doc"
+    }
+    assert sorted(inputs) == list(range(16))
+    assert run.status.status_code is StatusCode.UNSET
+    assert "allama.batch.label" not in dict(run.attributes or {})
+    assert [n for n, span in inputs.items() if span.status.status_code is StatusCode.ERROR] == [13]
+    assert dict(inputs[7].attributes or {})["allama.extract.passes"] == 2
+    calls = [span for span in spans if span.name.startswith("chat ")]
+    if retry == "live":  # the live call asking again is under its input's span
+        (call,) = calls
+        assert call.parent is not None and inputs[7].context is not None
+        assert call.parent.span_id == inputs[7].context.span_id
+    else:
+        assert calls == []
+
+
 def test_a_ledger_that_cannot_be_written_is_named_and_the_jobs_answers_are_collected_later(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,12 +16,13 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx2
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -901,6 +902,83 @@ def test_a_batch_runs_span_is_a_child_of_the_callers_span(traced: Traced, flavou
     assert [result.ok for result in run(flavour, sync, async_)] == [True, True]
     job, batch = traced.one("job"), traced.one("batch Program")
     assert child_of(batch, job)  # one trace, the caller's, in both drivers
+
+
+def test_inputs_a_stopped_run_read_ahead_get_spans_of_their_own(traced: Traced) -> None:
+    from allama.mock import MockProvider
+
+    extractor = Extractor(tracer_provider=traced.provider)
+    provider = MockProvider([ANSWER] * 40)
+    documents = (f"document {n}" for n in range(40))  # read ahead by a thread of the run
+    run = allama.batch(
+        provider, Program, documents, request=_batch_request, extractor=extractor, concurrency=2
+    )
+    results = []
+    for result in run:
+        results.append(result)
+        run.stop()
+    not_started = [r for r in results if r.failure is not None and r.failure.kind == "not_started"]
+    assert not_started  # (inputs the thread read ahead of the stop)
+    # Each result is on a span of its own: none on the run's, which the stop does not fail.
+    inputs = traced.named("batch.input Program")
+    assert sorted(attrs(span)["allama.batch.index"] for span in inputs) == sorted(
+        r.index for r in results
+    )
+    assert all(child_of(span, traced.one("batch Program")) for span in inputs)
+    found = attrs(traced.one("batch Program"))
+    assert "allama.batch.label" not in found and "error.type" not in found
+    assert traced.one("batch Program").status.status_code is StatusCode.UNSET
+    assert found["allama.batch.not_started"] == run.summary.not_started > 0
+    assert found["allama.batch.stopped"] == "stopped by the caller"
+
+
+def test_a_run_left_before_its_end_is_no_error_of_its_own(traced: Traced) -> None:
+    def slow(request: httpx2.Request) -> httpx2.Response:
+        time.sleep(0.5)
+        return completion()
+
+    provider = openai(Script(completion(), *[slow] * 3))
+    extractor = Extractor(tracer_provider=traced.provider)
+    options: dict[str, Any] = {"request": _batch_request, "extractor": extractor}
+    run = allama.batch(provider, Program, ["a", "b", "c", "d"], concurrency=4, **options)
+    for _ in run:
+        break  # leaves the loop: the run is closed, the calls in flight abandoned
+    batch = traced.one("batch Program")
+    assert batch.status.status_code is StatusCode.UNSET
+    found = attrs(batch)
+    assert found["allama.batch.abandoned"] == run.summary.abandoned == 3
+    assert found["allama.batch.stopped"] == run.summary.stopped
+    left = [span for span in traced.named("batch.input Program") if span is not None]
+    assert sorted(attrs(span).get("allama.batch.abandoned", False) for span in left) == [
+        False,
+        True,
+        True,
+        True,
+    ]
+
+
+class _FailsAtTheEnd(SpanProcessor):
+    """A span processor that raises as a span ends (an exporter's bug, say)."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        raise RuntimeError("the processor's own bug")
+
+
+def test_a_span_processor_that_fails_as_spans_end_fails_no_extraction_and_no_run(
+    traced: Traced,
+) -> None:
+    traced.provider.add_span_processor(_FailsAtTheEnd())
+    provider = openai(
+        Script(completion(), completion(), completion()), tracer_provider=traced.provider
+    )
+    extractor = Extractor(tracer_provider=traced.provider)
+    extracted = extractor.extract(provider, Program, REQUEST)
+    assert extracted.value == Program.model_validate_json(ANSWER)
+    results = list(
+        allama.batch(provider, Program, ["a", "b"], request=_batch_request, extractor=extractor)
+    )
+    assert [result.ok for result in results] == [True, True]
+    assert len(traced.named("batch.input Program")) == 2  # (ended: the exporter saw them)
 
 
 def test_a_batch_runs_span_has_no_cost_it_does_not_know(traced: Traced) -> None:

@@ -21,6 +21,7 @@ messages only where allama wrote them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -415,7 +416,7 @@ class CallSpan:
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
-        self.span.end()
+        end_span(self.span)
 
     def succeed(self, response: ChatResponse) -> None:
         if self.ended:
@@ -648,7 +649,7 @@ class ExtractionSpan:
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
-        self.span.end()
+        end_span(self.span)
 
     def succeed(self, metadata: ExtractionMetadata) -> None:
         if self.ended:
@@ -733,6 +734,37 @@ def start_extraction(
 
 # Batch runs
 
+_BATCH_COUNTS = (
+    "total",
+    "done",
+    "failed",
+    "resumed",
+    "duplicates",
+    "not_started",
+    "pending",
+    "abandoned",
+    "unkept",
+    "elsewhere",
+    "in_jobs",
+)
+"""The summary's counts on the run's span: each input is in one of them (those after
+`duplicates` only when not 0)."""
+_ALWAYS_COUNTED = frozenset(("total", "done", "failed", "resumed", "duplicates"))
+
+
+def _left(error: BaseException) -> bool:
+    """How a run the caller left ends (`close()`, leaving the loop, its task cancelled): no
+    error of the run's; `allama.batch.stopped` says it was left, `abandoned` what it left."""
+    import asyncio  # (loaded: a batch run's)
+
+    return isinstance(error, (GeneratorExit, asyncio.CancelledError))
+
+
+def end_span(span: Span) -> None:
+    """End `span`; a span processor that fails at it fails neither the call nor the run."""
+    with contextlib.suppress(Exception):
+        span.end()
+
 
 class BatchSpans:
     """The run span of a batch, and one span per input under it."""
@@ -747,9 +779,9 @@ class BatchSpans:
     def end(self, summary: Any, error: BaseException | None) -> None:
         span = self.span
         try:
-            for key in ("total", "done", "failed", "resumed", "duplicates"):
+            for key in _BATCH_COUNTS:
                 value = getattr(summary, key, None)
-                if isinstance(value, int):
+                if isinstance(value, int) and (value or key in _ALWAYS_COUNTED):
                     span.set_attribute(f"allama.batch.{key}", value)
             for name, value in _batch_cost(summary).items():
                 span.set_attribute(name, value)
@@ -757,12 +789,12 @@ class BatchSpans:
                 said = getattr(summary, key, None)
                 if said:
                     span.set_attribute(f"allama.batch.{key}", str(said))
-            if error is not None:
+            if error is not None and not _left(error):
                 _set_error(span, error)
         except Exception:
             pass
         finally:
-            span.end()
+            end_span(span)
 
     def start_input(self, index: int) -> Span | None:
         try:
@@ -816,28 +848,53 @@ def start_batch(
     return BatchSpans(span, active, name)
 
 
-_INPUT: ContextVar[Span | None] = ContextVar("allama_batch_input", default=None)
+_INPUT: ContextVar[tuple[Span, int] | None] = ContextVar("allama_batch_input", default=None)
+"""The span of the input whose work goes on here, and the input's index."""
 
 
-def in_span(span: Span) -> tuple[object, Token[Span | None]]:
-    """Make `span` the current one (for the work started under it)."""
+def in_span(span: Span, index: int | None = None) -> tuple[object, Token[Any]]:
+    """Make `span` the current one (for the work started under it); an input's span
+    (`index`: the input's) is the one that input's result is recorded on."""
     from opentelemetry import context
 
-    return context.attach(_otel().set_span_in_context(span)), _INPUT.set(span)
+    return context.attach(_otel().set_span_in_context(span)), _INPUT.set(
+        None if index is None else (span, index)
+    )
 
 
-def out_of_span(tokens: tuple[object, Token[Span | None]]) -> None:
+def out_of_span(tokens: tuple[object, Token[Any]]) -> None:
     from opentelemetry import context
 
     _INPUT.reset(tokens[1])
     context.detach(tokens[0])  # type: ignore[arg-type]
 
 
-def input_result(result: Any) -> None:
-    """Record an input's outcome on its span, when there is one."""
-    span = _INPUT.get()
-    if span is None:
+def input_result(result: Any, spans: BatchSpans | None) -> None:
+    """Record an input's outcome on its span; one the run ends outside a span of its own
+    (read ahead and not started, answered by a provider batch job, a copy of one that
+    was) gets one now."""
+    current = _INPUT.get()
+    if current is None or current[1] != result.index:
+        if spans is None:
+            return
+        span = spans.start_input(result.index)
+        if span is None:
+            return
+        try:
+            _record_input(span, result)
+        finally:
+            end_span(span)
         return
+    _record_input(current[0], result)
+
+
+def abandoned(span: Span) -> None:
+    """An input left without a result by a run closed before its end."""
+    with contextlib.suppress(Exception):
+        span.set_attribute("allama.batch.abandoned", True)
+
+
+def _record_input(span: Span, result: Any) -> None:
     try:
         span.set_attribute("allama.batch.label", str(result.label))
         span.set_attribute("allama.batch.key", str(result.key))

@@ -41,8 +41,8 @@ class InputError(ValueError):
 
 class NoSuchField(InputError):
     """The field or column named for the documents (or their ids) is not in the source's
-    first object, or its header, or the source (a folder) has none: the argument is wrong
-    rather than a line of the data."""
+    first object, or its header, or the source (a folder) has none, or the source is of no
+    kind read here (a `.txt` file): the argument is wrong rather than a line of the data."""
 
 
 class Document(str):
@@ -135,7 +135,7 @@ def read_inputs(
     elif suffix == ".csv":
         kind, rows = "csv", _csv
     else:
-        raise InputError(
+        raise NoSuchField(
             f"{source}: not a folder, a .jsonl or a .csv file; give a folder of text files, "
             "a JSONL file (one object per line) or a CSV file with a header row"
         )

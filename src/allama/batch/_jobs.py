@@ -395,7 +395,7 @@ class JobRunner(_Runner):
         """Send the item's pending request: in the next job, or live for a follow-up
         under `retry="live"`."""
         if follow_up and self.spec.job_retry == "live" and self.stopping is None:
-            task = asyncio.create_task(self._live(item))
+            task = asyncio.create_task(self.in_input_span(item.index, self._live(item)))
             self.live.add(task)
             task.add_done_callback(self.live.discard)
         else:

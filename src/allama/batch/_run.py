@@ -35,6 +35,7 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Coroutine,
     Iterable,
     Iterator,
     Mapping,
@@ -1621,7 +1622,7 @@ class _Runner:
         self._judge(own=False)  # a suspect waiting for its verdict: pending
 
     def _finish(self, result: BatchResult[Any]) -> None:
-        _tracing.input_result(result)
+        _tracing.input_result(result, self.spans)
         if result.pending and self.draining:
             # What it paid is in its result: a copy read on after the stop carries none.
             self.first_read(result.key)
@@ -1739,15 +1740,23 @@ class _Runner:
         self._check_known()
 
     async def one(self, index: int, document: Any) -> None:
+        await self.in_input_span(index, self._one(index, document))
+
+    async def in_input_span(self, index: int, work: Coroutine[Any, Any, None]) -> None:
+        """`work` for one input, under its span where the run is traced (its calls'
+        spans, and its result, go on it)."""
         span = None if self.spans is None else self.spans.start_input(index)
         if span is None:
-            return await self._one(index, document)
-        tokens = _tracing.in_span(span)
+            return await work
+        tokens = _tracing.in_span(span, index)
         try:
-            await self._one(index, document)
+            await work
+        except asyncio.CancelledError:  # the run was closed before its end: left, no result
+            _tracing.abandoned(span)
+            raise
         finally:
             _tracing.out_of_span(tokens)
-            span.end()
+            _tracing.end_span(span)
 
     async def _one(self, index: int, document: Any) -> None:
         began = time.monotonic()
@@ -1774,12 +1783,7 @@ class _Runner:
             self._finish(_duplicate(index, label, same, made))
             return
         if self.stopping is not None:
-            try:
-                unsent = await self._unsent(index, key, label)
-            except sqlite3.Error as error:  # (reading what the ledger holds of it)
-                self._ledger_broke(error)
-                unsent = self._not_started(index, key, label)
-            self._finish(unsent)
+            self._finish(await self._unsent(index, key, label))
             return
         outcome: asyncio.Future[BatchResult[Any]] = asyncio.get_running_loop().create_future()
         self.running[key] = outcome
@@ -1856,7 +1860,11 @@ class _Runner:
         finished (while the budget's stop reads on). One an earlier run left pending after
         paying for passes carries their records, as its next attempt would."""
         if self.draining and self.ledger is not None:
-            row = await self.ledger.kept(key)
+            try:
+                row = await self.ledger.kept(key)
+            except sqlite3.Error as error:  # what the ledger holds of it cannot be read
+                self._ledger_broke(error)
+                return self._not_started(index, key, label)
             if row is not None and row.status in (Status.DONE, Status.FAILED):
                 if row.status == Status.FAILED and self.spec.retry_failed:
                     self.held_back += row.run_id != self.ledger.run_id
@@ -1951,11 +1959,15 @@ class _Runner:
                     # run that stops or ends while it waits for its turn made no attempt.
                     tries.owed = False
                     # Every send is an attempt, a rate limit's too, with a ledger or not.
-                    counted = (
-                        await self.ledger.again(key)
-                        if self.ledger is not None
-                        else tries.attempts + 1
-                    )
+                    try:
+                        counted = (
+                            await self.ledger.again(key)
+                            if self.ledger is not None
+                            else tries.attempts + 1
+                        )
+                    except sqlite3.Error as error:  # not counted, so not sent: the run stops
+                        self._ledger_broke(error)
+                        return await self._not_tried_again(index, key, label, tries, began)
                     if counted == 0:  # taken over by another run: not sent from here
                         record = tries.last[1] if tries.last is not None else None
                         return self._taken_over(
@@ -1965,11 +1977,14 @@ class _Runner:
                     if self.stopping is not None:
                         # Stopped as its attempt was counted (another input's outcome, in
                         # the same commit, reached the budget): not sent, given back.
-                        tries.attempts = (
-                            await self.ledger.unsent_attempt(key)
-                            if self.ledger is not None
-                            else tries.attempts - 1
-                        )
+                        try:
+                            tries.attempts = (
+                                await self.ledger.unsent_attempt(key)
+                                if self.ledger is not None
+                                else tries.attempts - 1
+                            )
+                        except sqlite3.Error as error:  # counted on disk, though never sent
+                            self._ledger_broke(error)
                         return await self._not_tried_again(index, key, label, tries, began)
                 tries.tried += 1
                 tries.sent = time.monotonic()
@@ -2016,7 +2031,10 @@ class _Runner:
         """What a send's calls were answered so far, kept with what its input's earlier
         attempts paid: the final record (or the failure's) takes its place."""
         assert self.ledger is not None
-        await self.ledger.keep_paid(key, _stored_record(paid, spent), _paid_text(paid, spent))
+        try:
+            await self.ledger.keep_paid(key, _stored_record(paid, spent), _paid_text(paid, spent))
+        except sqlite3.Error as error:  # the send goes on: its end is written, or given unkept
+            self._ledger_broke(error)
 
     def _taken_over(
         self,
@@ -2159,9 +2177,12 @@ class _Runner:
                     if self.ledger is not None:
                         # Kept before the wait: a run closed during it leaves the input
                         # pending with what it paid, for the run that sends it again.
-                        await self.ledger.keep_paid(
-                            key, _stored_or_spent(None, spent), _paid_text(None, spent)
-                        )
+                        try:
+                            await self.ledger.keep_paid(
+                                key, _stored_or_spent(None, spent), _paid_text(None, spent)
+                            )
+                        except sqlite3.Error as error:  # the run stops: not tried again
+                            self._ledger_broke(error)
                 if self.stopping is None:
                     limited = isinstance(outcome, RateLimitedError)
                     self.summary.retrying += not limited
@@ -2318,7 +2339,11 @@ class _Runner:
                 return self._taken_over(
                     index, key, label, record, attempts, began, spent, ANSWERED_ELSEWHERE
                 )
-        return self._without_value(index, key, label, failure, record, attempts, seconds, spent)
+        else:
+            recorded = True
+        return self._without_value(
+            index, key, label, failure, record, attempts, seconds, spent, unkept=recorded is None
+        )
 
     def _ledger_failed(
         self, index: int, key: str, label: str, error: sqlite3.Error
@@ -2381,14 +2406,20 @@ class _Runner:
             if self.stopping is None:
                 self.stopped_by = failure
             self.stop(stops)
+        kept = self.ledger is not None
         if self.ledger is not None:
-            await self.ledger.set_aside(
-                key,
-                failure.stored(),
-                _stored_or_spent(record, spent),
-                _paid_text(record, spent),
-                log or None,
-            )
+            try:
+                await self.ledger.set_aside(
+                    key,
+                    failure.stored(),
+                    _stored_or_spent(record, spent),
+                    _paid_text(record, spent),
+                    log or None,
+                )
+            except sqlite3.Error as error:  # its failure and what it paid, given unkept
+                self.summary.unkept += 1
+                self._ledger_broke(error)
+                kept = False
         seconds = time.monotonic() - began
         return self._without_value(
             index,
@@ -2399,7 +2430,8 @@ class _Runner:
             attempts,
             seconds,
             spent,
-            pending=self.ledger is not None,
+            pending=kept,
+            unkept=self.ledger is not None and not kept,
         )
 
     def _without_value(
@@ -2414,6 +2446,7 @@ class _Runner:
         spent: list[ExtractionMetadata],
         *,
         pending: bool = False,
+        unkept: bool = False,
     ) -> BatchResult[Any]:
         """The result of an input this run ends without a value, counted in its summary:
         what its last attempt recorded (`record`) and what those before it paid (`spent`)."""
@@ -2429,6 +2462,7 @@ class _Runner:
             False,
             tuple(spent),
             pending=pending,
+            unkept=unkept,
         )
         self._finish(result)
         return result

@@ -417,6 +417,11 @@ class _MayClose(io.TextIOBase):
             except (OSError, ValueError):
                 self._stream = None
 
+    @property
+    def encoding(self) -> str | None:  # type: ignore[override]
+        """The stream's: what it cannot write, the progress line writes as escapes."""
+        return getattr(self._stream, "encoding", None)
+
     def isatty(self) -> bool:
         return self._stream is not None and _isatty(self._stream)
 
@@ -575,7 +580,7 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         # ledger named `*.md`).
         skip = [out, ledger, *([Path(args.prompt)] if args.prompt is not None else [])]
         inputs = read_inputs(source, field=args.field, id_field=args.id_field, skip=skip)
-    except NoSuchField as error:  # --field or --id-field names what the source lacks
+    except NoSuchField as error:  # a --field or --id-field the source lacks; no kind of INPUT
         provider.close()
         raise _Usage(str(error)) from None
     except InputError as error:
@@ -1346,6 +1351,10 @@ def _shorten(text: str, limit: int = 160) -> str:
 
 
 def _isatty(stream: IO[str]) -> bool:
+    """A terminal that redraws a line in place: not one that says it cannot (`TERM=dumb`,
+    an editor's shell), which gets the plain lines a file does."""
+    if os.environ.get("TERM") == "dumb":
+        return False
     try:
         return stream.isatty()
     except (AttributeError, ValueError):

@@ -24,7 +24,8 @@ BAR_WIDTH = 20
 
 def progress_text(summary: BatchSummary, paused: float = 0.0) -> str:
     """The run so far in one line: finished of total, done, failed, in flight, the pause a
-    rate limit asked for (`paused` seconds left), tokens, cost, rate and ETA."""
+    rate limit asked for (`paused` seconds left), tokens, cost, rate and ETA (once the run
+    stopped starting inputs, that it is stopping)."""
     return ", ".join(text for _, text in _parts(summary, paused))
 
 
@@ -56,9 +57,14 @@ def _parts(summary: BatchSummary, paused: float = 0.0) -> list[tuple[str, str]]:
     parts.append(("tokens", f"{summary.input_tokens + summary.output_tokens} tokens"))
     if summary.cost_unknown and not summary.priced:
         parts.append(("cost", "cost unknown"))
+    elif not summary.priced:  # no input has ended with a cost yet: none known, not $0
+        parts.append(("cost", "cost ?"))
     else:
         parts.append(("cost", f"${dollars(summary.cost)}" + ("+?" if summary.cost_unknown else "")))
     parts.append(("rate", f"{summary.rate():.2f}/s"))
+    if summary.stopped is not None:  # (Ctrl-C, a budget): no time to the inputs' end
+        parts.append(("eta", "stopping"))
+        return parts
     eta = summary.eta()
     parts.append(("eta", "ETA ?" if eta is None else f"ETA {_duration(eta)}"))
     return parts
