@@ -4,6 +4,7 @@ stop, Ctrl-C, progress lines and the errors a bad input file gets."""
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import io
 import itertools
@@ -16,6 +17,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -26,6 +28,9 @@ from typing import Any
 
 import genai_prices
 import pytest
+from hypothesis import assume, settings
+from hypothesis import given as generated
+from hypothesis import strategies as st
 
 from _batch_server import BatchServer
 from allama.batch import Ledger
@@ -920,6 +925,84 @@ def test_a_file_that_is_not_utf8_is_reported_at_its_line(
         f"allama batch run: {source} line {line}: not UTF-8 text (byte {byte} cannot be decoded)\n"
     )
     assert not server.sent
+
+
+def test_one_id_given_three_times_is_said_as_one_label() -> None:
+    from allama.batch._inputs import read_inputs
+
+    with tempfile.TemporaryDirectory() as place:
+        source = Path(place) / "in.csv"
+        source.write_text("id,text\na,doc 1\na,doc 2\na,doc 3\n")
+        assert read_inputs(source).labels_repeated == (2, 1, ("a",))
+        source.write_text("id,text\n" + "".join(f"{n % 4},doc {n}\n" for n in range(12)))
+        assert read_inputs(source).labels_repeated == (8, 4, ("0", "1", "2"))
+
+
+def test_a_folder_is_read_as_it_was_checked(tmp_path: Path) -> None:
+    """A file added after the check (one that sorts first) is for the next run: it pushes
+    no document the run counted out."""
+    from allama.batch._inputs import read_inputs
+
+    docs = folder(tmp_path, [2, 3, 4])
+    inputs = read_inputs(docs)
+    (docs / "doc-01.txt").write_text("doc 1")
+    assert [(document.label, str(document)) for document in inputs] == [
+        ("doc-02.txt", "doc 2\n"),
+        ("doc-03.txt", "doc 3\n"),
+        ("doc-04.txt", "doc 4\n"),
+    ]
+
+
+def test_blank_lines_before_a_csv_header_are_skipped(tmp_path: Path) -> None:
+    from allama.batch._inputs import read_inputs
+
+    source = tmp_path / "in.csv"
+    source.write_text("\n\r\nid,text\n\n1,doc 1\n")
+    assert [(d.label, str(d)) for d in read_inputs(source)] == [("1", "doc 1")]
+
+
+def test_a_utf16_file_is_said_to_be_one(tmp_path: Path) -> None:
+    from allama.batch._inputs import InputError, read_inputs
+
+    source = tmp_path / "in.csv"
+    source.write_bytes("id,text\n1,café\n".encode("utf-16"))
+    with pytest.raises(InputError) as raised:
+        read_inputs(source)
+    assert str(raised.value) == (
+        f"{source}: UTF-16 text (it begins with UTF-16's byte order mark), not UTF-8: "
+        "save it as UTF-8"
+    )
+
+
+@generated(
+    before=st.lists(st.sampled_from(["a", "\n", "é", "€", "😀", "\r\n"]), max_size=60),
+    bad=st.sampled_from([b"\xe9", b"\xff", b"\xc3(", b"\xed\xa0\x80", b"\xe2\x82"]),
+    after=st.binary(max_size=8),
+    bom=st.booleans(),
+    chunk=st.integers(min_value=1, max_value=9),
+)
+@settings(max_examples=300, deadline=None)
+def test_where_a_file_stops_being_utf8_is_found_a_chunk_at_a_time(
+    before: list[str], bad: bytes, after: bytes, bom: bool, chunk: int
+) -> None:
+    """The line and the byte of the first that cannot be decoded, as decoding the whole file
+    finds them, read in chunks that may cut a character in two."""
+    from allama.batch._inputs import _undecodable
+
+    data = (codecs.BOM_UTF8 if bom else b"") + "".join(before).encode() + bad + after
+    assume(not data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)))  # (said UTF-16)
+    skip = len(codecs.BOM_UTF8) if bom else 0
+    try:
+        data[skip:].decode("utf-8")
+        assume(False)  # (what came after the bad bytes made them a character)
+    except UnicodeDecodeError as error:
+        at = skip + error.start
+        line = data.count(b"\n", 0, at) + 1
+        expected = f"line {line}: not UTF-8 text (byte {at} cannot be"
+    with tempfile.TemporaryDirectory() as place:
+        path = Path(place) / "in.jsonl"
+        path.write_bytes(data)
+        assert str(_undecodable(path, chunk)) == f"{path} {expected} decoded)"
 
 
 def test_bad_arguments(

@@ -69,11 +69,15 @@ class Inputs:
     ids_unused: tuple[int, tuple[str, ...]] = (0, ())
     """Documents whose `id` (no `id_field` given) is no text or number, named by their line
     or row instead: how many, and where the first three are."""
-    labels_repeated: tuple[int, tuple[str, ...]] = (0, ())
-    """Documents whose label an earlier document has (an id given twice): how many, and the
-    first three such labels. Their output rows share a label; their keys tell them apart."""
+    labels_repeated: tuple[int, int, tuple[str, ...]] = (0, 0, ())
+    """Documents whose label an earlier document has (an id given twice): how many, how many
+    such labels, and the first three. Their output rows share a label; their keys tell them
+    apart."""
     skipped: frozenset[Path] = frozenset()
     """A folder's files that are no documents: the run's own output and prompt."""
+    files: tuple[str, ...] = ()
+    """A folder's documents, as counted and checked: a file added to the folder since (one
+    that sorts first would have pushed the last out) is for a run that reads it again."""
 
     def __iter__(self) -> Iterator[Document]:
         # No more than were counted and checked: what is added to the file during a run
@@ -82,8 +86,8 @@ class Inputs:
 
     def _documents(self) -> Iterator[Document]:
         if self.kind == "folder":
-            for file in _text_files(self.path, self.skipped):
-                yield Document(_read_text(file), file.name)
+            for name in self.files:
+                yield Document(_read_text(self.path / name), name)
         elif self.kind == "jsonl":
             yield from _jsonl(self.path, self.field, self.id_field, None)
         else:
@@ -126,7 +130,15 @@ def read_inputs(
             raise InputError(f"{source}: no *.txt or *.md files in this folder")
         for file in files:
             _read_text(file)
-        return Inputs(source, "folder", len(files), DEFAULT_FIELD, None, skipped=skipped)
+        return Inputs(
+            source,
+            "folder",
+            len(files),
+            DEFAULT_FIELD,
+            None,
+            skipped=skipped,
+            files=tuple(file.name for file in files),
+        )
     if not source.exists():
         raise InputError(f"{source}: no such file or folder")
     suffix = source.suffix.lower()
@@ -159,7 +171,7 @@ def read_inputs(
         chosen,
         id_field,
         (len(unused), tuple(unused[:3])),
-        (len(repeated), tuple(dict.fromkeys(repeated))[:3]),
+        (len(repeated), len(set(repeated)), tuple(dict.fromkeys(repeated))[:3]),
     )
 
 
@@ -205,17 +217,39 @@ def _read_text(file: Path) -> str:
         raise InputError(f"{file}: cannot be read ({error.strerror or error})") from None
 
 
-def _undecodable(path: Path) -> InputError:
+def _undecodable(path: Path, chunk_size: int = 1 << 20) -> InputError:
     """Where a file stops being UTF-8, by its line and its byte in the file: a text reader
-    decodes ahead in chunks, so its own error comes early and counts within the chunk."""
-    data = path.read_bytes()
-    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    decodes ahead in chunks, so its own error comes early and counts within the chunk. Read
+    again a chunk at a time (the file may be larger than the memory)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    at = 0  # where the chunk read next begins
+    lines = 1
     try:
-        data[skip:].decode("utf-8")
-    except UnicodeDecodeError as error:
-        at = skip + error.start
-        line = data.count(b"\n", 0, at) + 1
-        return InputError(f"{path} line {line}: not UTF-8 text (byte {at} cannot be decoded)")
+        with path.open("rb") as file:
+            chunk = file.read(max(chunk_size, 4))  # (UTF-8's byte order mark is UTF-8)
+            if chunk.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+                return InputError(
+                    f"{path}: UTF-16 text (it begins with UTF-16's byte order mark), not "
+                    "UTF-8: save it as UTF-8"
+                )
+            while True:
+                held = len(decoder.getstate()[0])  # a character begun in the last chunk
+                try:
+                    decoder.decode(chunk, final=not chunk)
+                except UnicodeDecodeError as error:
+                    # (A character held over has no `\n` in it: lines end before it.)
+                    where = at - held + error.start
+                    lines += chunk.count(b"\n", 0, max(0, error.start - held))
+                    return InputError(
+                        f"{path} line {lines}: not UTF-8 text (byte {where} cannot be decoded)"
+                    )
+                if not chunk:
+                    break
+                lines += chunk.count(b"\n")
+                at += len(chunk)
+                chunk = file.read(chunk_size)
+    except OSError as error:
+        return InputError(f"{path}: cannot be read ({error.strerror or error})")
     return InputError(f"{path}: not UTF-8 text")
 
 
@@ -281,6 +315,8 @@ def _csv(
         reader = csv.reader(handle, strict=True)
         try:
             columns = next(reader, None)
+            while columns == []:  # blank lines before the header, skipped as those after it
+                columns = next(reader, None)
         except UnicodeDecodeError:
             raise _undecodable(path) from None
         except csv.Error as error:

@@ -1101,10 +1101,10 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
                 f"their {place} instead (with --id-field id, such an id is an error)",
                 file=sys.stderr,
             )
-        repeated, labels = inputs.labels_repeated
+        repeated, distinct, labels = inputs.labels_repeated
         if repeated:
             have = "document has" if repeated == 1 else "documents have"
-            shown = _first_of([f"`{printable(label)}`" for label in labels], repeated)
+            shown = _first_of([f"`{printable(label)}`" for label in labels], distinct)
             print(
                 f"note: {repeated} {have} the id of an earlier document ({shown}): their rows "
                 "in the output share a label (their keys tell different documents apart)",
