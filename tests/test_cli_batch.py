@@ -953,6 +953,38 @@ def test_a_folder_is_read_as_it_was_checked(tmp_path: Path) -> None:
     ]
 
 
+def test_a_file_written_over_during_the_run_is_said_to_be(tmp_path: Path) -> None:
+    from allama.batch._inputs import InputError, read_inputs
+
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(f'{{"text": "doc {n}"}}\n' for n in range(3)))
+    # Appended to (a log still written): the documents counted, and no more.
+    inputs = read_inputs(source)
+    with source.open("a") as log:
+        log.write('{"text": "doc 3"}\n')
+    assert [str(document) for document in inputs] == ["doc 0", "doc 1", "doc 2"]
+    # Cut short: fewer documents than were counted, said so.
+    inputs = read_inputs(source)
+    source.write_text('{"text": "doc 0"}\n')
+    with pytest.raises(InputError) as raised:
+        list(inputs)
+    assert str(raised.value) == (
+        f"{source}: 1 document, where 4 were counted (the file was written over during the "
+        "run: run again on the new one)"
+    )
+    # Another file in its place, whose line is read where the old one's was.
+    inputs = read_inputs(source)
+    replacement = tmp_path / "new.jsonl"
+    replacement.write_text('{"text": "doc 0"}\nnot JSON\n')
+    replacement.replace(source)
+    with pytest.raises(InputError) as raised:
+        list(inputs)
+    assert str(raised.value) == (
+        f"{source} line 2: not JSON (Expecting value at column 1) (the file was written over "
+        "during the run: run again on the new one)"
+    )
+
+
 def test_blank_lines_before_a_csv_header_are_skipped(tmp_path: Path) -> None:
     from allama.batch._inputs import read_inputs
 

@@ -78,6 +78,9 @@ class Inputs:
     files: tuple[str, ...] = ()
     """A folder's documents, as counted and checked: a file added to the folder since (one
     that sorts first would have pushed the last out) is for a run that reads it again."""
+    stamp: tuple[int, int] | None = None
+    """A file's inode and size when it was checked: written over since (another file in
+    its place, or cut short), what is read of it is no longer what was checked."""
 
     def __iter__(self) -> Iterator[Document]:
         # No more than were counted and checked: what is added to the file during a run
@@ -88,10 +91,31 @@ class Inputs:
         if self.kind == "folder":
             for name in self.files:
                 yield Document(_read_text(self.path / name), name)
-        elif self.kind == "jsonl":
-            yield from _jsonl(self.path, self.field, self.id_field, None)
         else:
-            yield from _csv(self.path, self.field, self.id_field, None)
+            rows = _jsonl if self.kind == "jsonl" else _csv
+            read = 0
+            try:
+                for document in rows(self.path, self.field, self.id_field, None):
+                    read += 1
+                    yield document
+            except InputError as error:
+                raise InputError(f"{error}{self._changed()}") from None
+            if read < self.total:
+                raise InputError(
+                    f"{self.path}: {read} document{'' if read == 1 else 's'}, where "
+                    f"{self.total} were counted"
+                    f"{self._changed() or ' (changed since)'}"
+                )
+
+    def _changed(self) -> str:
+        """Said of an error met reading a file that is no longer the one checked."""
+        try:
+            now = self.path.stat()
+        except OSError:
+            return " (the file was removed during the run)"
+        if self.stamp is not None and (now.st_ino != self.stamp[0] or now.st_size < self.stamp[1]):
+            return " (the file was written over during the run: run again on the new one)"
+        return ""
 
     def __len__(self) -> int:
         return self.total
@@ -156,6 +180,10 @@ def read_inputs(
     labels: set[str] = set()
     repeated: list[str] = []
     total = 0
+    try:
+        checked = source.stat()  # (before it is read: a file written over meanwhile is told)
+    except OSError as error:
+        raise InputError(f"{source}: cannot be read ({error.strerror or error})") from None
     for document in rows(source, chosen, id_field, unused):
         total += 1
         if document.label in labels:
@@ -172,6 +200,7 @@ def read_inputs(
         id_field,
         (len(unused), tuple(unused[:3])),
         (len(repeated), len(set(repeated)), tuple(dict.fromkeys(repeated))[:3]),
+        stamp=(checked.st_ino, checked.st_size),
     )
 
 
