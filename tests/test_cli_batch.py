@@ -975,12 +975,12 @@ def test_a_file_written_over_during_the_run_is_said_to_be(tmp_path: Path) -> Non
     # Another file in its place, whose line is read where the old one's was.
     inputs = read_inputs(source)
     replacement = tmp_path / "new.jsonl"
-    replacement.write_text('{"text": "doc 0"}\nnot JSON\n')
+    replacement.write_text('not JSON\n{"text": "doc 0"}\n')
     replacement.replace(source)
     with pytest.raises(InputError) as raised:
         list(inputs)
     assert str(raised.value) == (
-        f"{source} line 2: not JSON (Expecting value at column 1) (the file was written over "
+        f"{source} line 1: not JSON (Expecting value at column 1) (the file was written over "
         "during the run: run again on the new one)"
     )
 
