@@ -99,6 +99,36 @@ def test_the_rate_recovers_by_a_tenth_every_ten_seconds() -> None:
     assert limiter.rpm_in_force == pytest.approx(30 * 1.1**6)
 
 
+def test_429s_with_nothing_answered_between_them_cut_the_rate_once() -> None:
+    """A provider that refuses everything for a while (its minute not over, a storm): the
+    backoff grows, but the rate is cut again only once something sent at the cut rate was
+    answered, and a 429 still came."""
+    now = [0.0]
+    limiter = RateLimiter(rpm=600, clock=lambda: now[0])
+    assert limiter.slow_down(None, sent_at=0.0) == 1.0
+    assert (limiter.rpm_in_force, limiter.slowdowns) == (300.0, 1)
+    pauses = []
+    for _ in range(5):  # each request sent after the last 429 is answered 429 in turn
+        now[0] += 1.0
+        sent = now[0]
+        now[0] += 0.1
+        pauses.append(limiter.slow_down(None, sent_at=sent))
+    assert pauses == [2.0, 4.0, 8.0, 16.0, 32.0]
+    assert (limiter.rpm_in_force, limiter.slowdowns, limiter.rate_limited) == (300.0, 1, 6)
+    # Served again, at the cut rate, and then a 429: the rate is still too high.
+    now[0] += 40.0
+    limiter.served(now[0])
+    now[0] += 1.0
+    sent = now[0]
+    limiter.slow_down(0.5, sent_at=sent)
+    assert (limiter.rpm_in_force, limiter.slowdowns) == (150.0, 2)
+    # A request answered that was sent before that 429 is no news of the rate cut to.
+    limiter.served(sent - 0.5)
+    now[0] += 1.0
+    limiter.slow_down(0.5, sent_at=now[0] - 0.1)
+    assert (limiter.rpm_in_force, limiter.slowdowns) == (150.0, 2)
+
+
 def test_the_first_429_after_a_quiet_spell_backs_off_from_the_start() -> None:
     now = [0.0]
     limiter = RateLimiter(rpm=60, clock=lambda: now[0])
@@ -157,8 +187,8 @@ def test_a_later_429_halves_the_rate_the_run_sends_at_not_what_recovery_counted_
     async def main() -> tuple[float | None, float | None]:
         loop = asyncio.get_running_loop()
         limiter = RateLimiter(clock=loop.time)  # no rpm given
-        for _ in range(20):  # two a second
-            await limiter.acquire()
+        for _ in range(20):  # two a second, each answered
+            limiter.served(await limiter.acquire())
             await asyncio.sleep(0.5)
         limiter.slow_down(0.5, sent_at=loop.time())
         first = limiter.rpm_in_force  # 120 a minute measured, halved
@@ -166,7 +196,7 @@ def test_a_later_429_halves_the_rate_the_run_sends_at_not_what_recovery_counted_
         # recovered far past it), then a second 429.
         await asyncio.sleep(600.0)
         for _ in range(40):
-            await limiter.acquire()
+            limiter.served(await limiter.acquire())
             await asyncio.sleep(0.5)
         limiter.slow_down(0.5, sent_at=loop.time())
         return first, limiter.rpm_in_force

@@ -963,26 +963,60 @@ def test_a_file_written_over_during_the_run_is_said_to_be(tmp_path: Path) -> Non
     with source.open("a") as log:
         log.write('{"text": "doc 3"}\n')
     assert [str(document) for document in inputs] == ["doc 0", "doc 1", "doc 2"]
-    # Cut short: fewer documents than were counted, said so.
+    # Cut short, or another file in its place (valid, and longer): not the documents
+    # counted, said so before any is read.
+    for change in ("cut", "replaced"):
+        inputs = read_inputs(source)
+        if change == "cut":
+            source.write_text('{"text": "doc 0"}\n')
+        else:
+            replacement = tmp_path / "new.jsonl"
+            replacement.write_text("".join(f'{{"text": "new {n}"}}\n' for n in range(9)))
+            replacement.replace(source)
+        with pytest.raises(InputError) as raised:
+            next(iter(inputs))
+        assert str(raised.value) == (
+            f"{source}: the file was written over during the run: run again on the new one"
+        )
+    # Cut short as it is read (past what the reader holds): fewer documents than counted.
+    source.write_text("".join(f'{{"text": "doc {n:04d} {"x" * 80}"}}\n' for n in range(3000)))
     inputs = read_inputs(source)
-    source.write_text('{"text": "doc 0"}\n')
+    documents = iter(inputs)
+    assert next(documents).startswith("doc 0000")
+    source.write_text('{"text": "doc 0"}\n{"text": "doc 1"}\n')
     with pytest.raises(InputError) as raised:
-        list(inputs)
-    assert str(raised.value) == (
-        f"{source}: 1 document, where 4 were counted (the file was written over during the "
-        "run: run again on the new one)"
+        list(documents)
+    # (Where the reader's last chunk ends in a line cut in two, that line is no JSON.)
+    assert str(raised.value).startswith(f"{source}")
+    assert str(raised.value).endswith(
+        " (the file was written over during the run: run again on the new one)"
     )
-    # Another file in its place, whose line is read where the old one's was.
-    inputs = read_inputs(source)
-    replacement = tmp_path / "new.jsonl"
-    replacement.write_text('not JSON\n{"text": "doc 0"}\n')
-    replacement.replace(source)
-    with pytest.raises(InputError) as raised:
-        list(inputs)
-    assert str(raised.value) == (
-        f"{source} line 1: not JSON (Expecting value at column 1) (the file was written over "
-        "during the run: run again on the new one)"
-    )
+
+
+def test_a_folders_file_removed_during_the_run_is_said_and_the_others_sent(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from allama.batch import _inputs
+
+    docs = folder(tmp_path, [1, 2, 3])
+    checked = _inputs.read_inputs
+
+    def removed_after_the_check(*args: Any, **kwargs: Any) -> Any:
+        inputs = checked(*args, **kwargs)
+        (docs / "doc-02.txt").unlink()
+        return inputs
+
+    monkeypatch.setattr(_inputs, "read_inputs", removed_after_the_check)
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    err = capsys.readouterr().err
+    assert "removed from the folder during the run, not sent: `doc-02.txt`\n" in err
+    assert "not finished" not in err
+    assert sorted(row["label"] for row in rows_of(out)) == ["doc-01.txt", "doc-03.txt"]
 
 
 def test_blank_lines_before_a_csv_header_are_skipped(tmp_path: Path) -> None:
@@ -997,13 +1031,14 @@ def test_a_utf16_file_is_said_to_be_one(tmp_path: Path) -> None:
     from allama.batch._inputs import InputError, read_inputs
 
     source = tmp_path / "in.csv"
-    source.write_bytes("id,text\n1,café\n".encode("utf-16"))
-    with pytest.raises(InputError) as raised:
-        read_inputs(source)
-    assert str(raised.value) == (
-        f"{source}: UTF-16 text (it begins with UTF-16's byte order mark), not UTF-8: "
-        "save it as UTF-8"
-    )
+    for encoding, said in (("utf-16", "UTF-16"), ("utf-32", "UTF-32")):
+        source.write_bytes("id,text\n1,café\n".encode(encoding))
+        with pytest.raises(InputError) as raised:
+            read_inputs(source)
+        assert str(raised.value) == (
+            f"{source}: {said} text (it begins with {said}'s byte order mark), not UTF-8: "
+            "save it as UTF-8"
+        )
 
 
 @generated(
@@ -1946,6 +1981,14 @@ def test_on_an_80_column_terminal_the_bar_is_drawn_and_the_least_needed_parts_gi
     # Inputs priced at $0 beside one of unknown price: a cost, as the summary says, not none.
     summary.priced, summary.cost_unknown = 2, 1
     assert "509 tokens, $0.000000+?, " in progress_text(summary)
+    summary.priced = summary.cost_unknown = 0  # no input has ended with a cost yet
+    assert ", 509 tokens, cost ?, " in progress_text(summary)
+    summary.priced, summary.cost_unknown = 2, 1
+    summary.stopped = "interrupted (Ctrl-C)"  # no ETA: those in flight finish
+    assert progress_text(summary).endswith(", 0.30/s, stopped")  # (the run has ended)
+    summary.ended = None
+    assert progress_text(summary).endswith("/s, stopping")
+    summary.stopped, summary.ended = None, summary.started + 10.0
     # A job's state is the provider's words: escaped, as on every line the run prints.
     summary.jobs["t1"] = "batch_1: in_progress\x1b]0;title\x07\x1b[2J"
     assert ", job batch_1: in_progress\\x1b]0;title\\x07\\x1b[2J, " in progress_text(summary)

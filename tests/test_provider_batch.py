@@ -302,7 +302,7 @@ def test_each_input_of_a_provider_batch_run_has_a_span_of_its_own(
         "openai", base_url=server.openai_base, api_key="test-key", tracer_provider=tracing
     )
     extractor = allama.Extractor(retries=1, tracer_provider=tracing)
-    docs = _docs(16)  # 7: no JSON at first, asked again; 13: refused
+    docs = [*_docs(16), "doc 7"]  # 7: no JSON at first, asked again; 13: refused; 16: 7 again
     _run(
         provider, "gpt-4o-mini", docs, tmp_path / "run.sqlite", extractor=extractor, job_retry=retry
     )
@@ -313,7 +313,14 @@ def test_each_input_of_a_provider_batch_run_has_a_span_of_its_own(
         for span in spans
         if span.name == "batch.input Doc"
     }
-    assert sorted(inputs) == list(range(16))
+    assert sorted(inputs) == list(range(17))
+    assert run.context is not None
+    # Each the run's child: the copy too, made as the input it repeats ended.
+    assert all(
+        span.parent is not None and span.parent.span_id == run.context.span_id
+        for span in inputs.values()
+    )
+    assert dict(inputs[16].attributes or {})["allama.batch.duplicate"] is True
     assert run.status.status_code is StatusCode.UNSET
     assert "allama.batch.label" not in dict(run.attributes or {})
     assert [n for n, span in inputs.items() if span.status.status_code is StatusCode.ERROR] == [13]
@@ -351,6 +358,35 @@ def test_a_ledger_that_cannot_be_written_is_named_and_the_jobs_answers_are_colle
     results = _run(provider, model, _docs(5), ledger)
     assert [r.value for r in results] == [Doc(n=n) for n in range(5)]
     assert sum(server.submitted.values()) == 5  # collected, not submitted again
+
+
+def test_an_input_end_the_ledger_cannot_write_is_given_and_the_run_raises(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    finish = Ledger._finish
+    failures = [sqlite3.OperationalError("database or disk is full")]
+
+    def full_disk_once(self: Ledger, key: str, **outcome: Any) -> bool:
+        if failures:
+            raise failures.pop()
+        return finish(self, key, **outcome)
+
+    monkeypatch.setattr(Ledger, "_finish", full_disk_once)
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+    run = _batch_run(provider, model, _docs(3), ledger)
+    results: list[BatchResult[Doc]] = []
+    with pytest.raises(allama.LedgerError) as raised:
+        results.extend(run)
+    assert str(raised.value) == (
+        f"the ledger `{ledger}` could not be written: database or disk is full; 1 input this "
+        "run ended is not in it (given all the same; a run again sends it again); what the "
+        "provider's jobs answered stays with the provider, and a run again, with room to "
+        "write, collects it"
+    )
+    # Every value given, the one the ledger could not take said so.
+    assert sorted((r.index, r.value) for r in results) == [(n, Doc(n=n)) for n in range(3)]
+    assert sum(r.unkept for r in results) == run.summary.unkept == 1
 
 
 def test_the_async_twin_runs_the_same(server: ProviderBatchServer, tmp_path: Path) -> None:

@@ -798,9 +798,13 @@ class BatchSpans:
 
     def start_input(self, index: int) -> Span | None:
         try:
+            trace = _otel()
             return self.active.tracer.start_span(
                 f"batch.input {self.type}",
-                kind=_otel().SpanKind.INTERNAL,
+                # The run's child, wherever its result is made (a copy's, in the task of
+                # the input it repeats).
+                context=trace.set_span_in_context(self.span),
+                kind=trace.SpanKind.INTERNAL,
                 attributes={"allama.batch.index": index},
             )
         except Exception:

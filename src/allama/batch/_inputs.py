@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import dataclasses
 import errno
 import itertools
 import json
@@ -78,6 +79,8 @@ class Inputs:
     files: tuple[str, ...] = ()
     """A folder's documents, as counted and checked: a file added to the folder since (one
     that sorts first would have pushed the last out) is for a run that reads it again."""
+    removed: list[str] = dataclasses.field(default_factory=list)
+    """A folder's files removed since the check, found as the run read them: not sent."""
     stamp: tuple[int, int] | None = None
     """A file's inode and size when it was checked: written over since (another file in
     its place, or cut short), what is read of it is no longer what was checked."""
@@ -90,8 +93,20 @@ class Inputs:
     def _documents(self) -> Iterator[Document]:
         if self.kind == "folder":
             for name in self.files:
-                yield Document(_read_text(self.path / name), name)
+                file = self.path / name
+                try:
+                    text = _read_text(file)
+                except InputError:
+                    if file.exists() or file.is_symlink():
+                        raise
+                    if name not in self.removed:  # (read again: a look-up, a run again)
+                        self.removed.append(name)  # no document now: the others go on
+                    continue
+                yield Document(text, name)
         else:
+            changed = self._changed()
+            if changed:  # another file in its place, or cut short, before it is read
+                raise InputError(f"{self.path}: {changed.strip(' ()')}")
             rows = _jsonl if self.kind == "jsonl" else _csv
             read = 0
             try:
@@ -246,6 +261,14 @@ def _read_text(file: Path) -> str:
         raise InputError(f"{file}: cannot be read ({error.strerror or error})") from None
 
 
+_OTHER_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32"),  # (UTF-16's little-endian mark begins it)
+    (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"),
+    (codecs.BOM_UTF16_BE, "UTF-16"),
+)
+
+
 def _undecodable(path: Path, chunk_size: int = 1 << 20) -> InputError:
     """Where a file stops being UTF-8, by its line and its byte in the file: a text reader
     decodes ahead in chunks, so its own error comes early and counts within the chunk. Read
@@ -256,11 +279,12 @@ def _undecodable(path: Path, chunk_size: int = 1 << 20) -> InputError:
     try:
         with path.open("rb") as file:
             chunk = file.read(max(chunk_size, 4))  # (UTF-8's byte order mark is UTF-8)
-            if chunk.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-                return InputError(
-                    f"{path}: UTF-16 text (it begins with UTF-16's byte order mark), not "
-                    "UTF-8: save it as UTF-8"
-                )
+            for bom, encoding in _OTHER_BOMS:
+                if chunk.startswith(bom):
+                    return InputError(
+                        f"{path}: {encoding} text (it begins with {encoding}'s byte order "
+                        "mark), not UTF-8: save it as UTF-8"
+                    )
             while True:
                 held = len(decoder.getstate()[0])  # a character begun in the last chunk
                 try:

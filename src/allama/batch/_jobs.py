@@ -243,6 +243,8 @@ class JobRunner(_Runner):
             raise
         finally:
             self._wrap_up()
+        if self.unwritable is not None:  # a write of an input's end, the run's end
+            raise self._unwritten() from self.unwritable
         if self.broken is not None:
             raise self.broken
 
@@ -395,7 +397,7 @@ class JobRunner(_Runner):
         """Send the item's pending request: in the next job, or live for a follow-up
         under `retry="live"`."""
         if follow_up and self.spec.job_retry == "live" and self.stopping is None:
-            task = asyncio.create_task(self.in_input_span(item.index, self._live(item)))
+            task = asyncio.create_task(self._live_traced(item))
             self.live.add(task)
             task.add_done_callback(self.live.discard)
         else:
@@ -969,6 +971,11 @@ class JobRunner(_Runner):
 
     # Live follow-ups
 
+    async def _live_traced(self, item: _Item) -> None:
+        """`_live`, under its input's span (made as the task runs: one cancelled before it
+        began leaves no call unmade behind)."""
+        await self.in_input_span(item.index, self._live(item))
+
     async def _live(self, item: _Item) -> None:
         assert item.pending is not None
         self.unsent.discard(item.key)  # sent now: its attempt stands
@@ -995,6 +1002,7 @@ class JobRunner(_Runner):
                 counted = False
                 try:
                     answer: ChatResponse | Error = await self.send(item.pending)
+                    self.limiter.served(sent_at)
                 except Error as error:
                     if error.retryable and tried < self.spec.max_attempts:
                         if self.stopping is None:

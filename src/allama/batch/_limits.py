@@ -12,6 +12,8 @@ rate the run was sending at, which it may recover past); the rate recovers by a 
 itself (x1.1) every ten seconds without one, the requests waiting for their turns taking
 them again at each step. Requests already on their way when the rate was cut neither cut
 it again nor double the backoff: a burst of 429s answering requests sent together is one.
+Nor do 429s with nothing answered since the last one (a provider that refuses every request
+for a while) cut it again: their backoff grows, and the rate stays where it was cut to.
 A request waiting for its turn when a pause begins waits for the pause too. So a 429 slows
 the run instead of ending it.
 """
@@ -84,6 +86,10 @@ class RateLimiter:
         self._recovered_at = 0.0
         """Where the rate's recovery has counted to: the last 429, then ten seconds a step."""
         self._cut_at = float("-inf")
+        """The last 429 that counted (a cut, or a strike that doubled the backoff alone)."""
+        self._served = float("-inf")
+        """When the last request answered (a 429 is no answer) was sent: answered since the
+        last 429, the rate was let through, and a 429 then says it is still too high."""
         self._sent: deque[float] = deque()
         """When recent requests went out: the rate a 429 answered, when no `rpm` was given."""
         self._halted = asyncio.Event()
@@ -319,7 +325,6 @@ class RateLimiter:
             pause = asked if asked is not None else max(self._paused_until - now, 0.0)
             self._paused_until = max(self._paused_until, now + pause)
             return pause
-        self.slowdowns += 1
         # 429s in a row double the backoff: one within ten seconds of the last, or of the
         # end of the pause it made (a pause longer than ten seconds is no quiet spell).
         quiet = now - max(self._last_strike, self._paused_until)
@@ -331,7 +336,15 @@ class RateLimiter:
             else min(_MAX_BACKOFF, self._backoff * 2 ** min(self._strikes - 1, 32))
         )
         self._paused_until = max(self._paused_until, now + pause)
+        answered = self._served >= self._cut_at
         self._cut_at = now
+        if not answered:
+            # Nothing sent since the last 429 was answered: the provider still refuses (its
+            # minute is not over, or it refuses all for a while), which says nothing of the
+            # rate cut to. The backoff grows; cutting again would leave the run crawling at
+            # a sixty-fourth of its rate for minutes after the provider serves again.
+            return pause
+        self.slowdowns += 1
         if (self._rpm is None or self._ceiling == _GUESSED_CEILING) and self._sent:
             # No `rpm` given: the rate that was answered with a 429 is the rate to keep
             # under, measured again at each 429. It is a guess (a burst in the run's first
@@ -347,6 +360,12 @@ class RateLimiter:
         self._scale = max(self._scale / 2, 1 / 64)
         self._respace()
         return pause
+
+    def served(self, sent_at: float) -> None:
+        """A request sent at `sent_at` was answered (not with a 429). Safe from a worker
+        thread: one value, only ever raised."""
+        if sent_at > self._served:
+            self._served = sent_at
 
     def _recover(self, now: float) -> None:
         if self._scale < self._ceiling and now - self._recovered_at >= _RECOVERY_SECONDS:

@@ -1567,7 +1567,14 @@ class _Runner:
                 f"{'it' if one else 'them'} again)"
             )
         else:
-            said = ""
+            # (A write while an input was in flight, a lock held a while: what ended is in
+            # it, and the run stopped starting inputs.)
+            said = "every input this run ended is in it; the run started no more"
+        if self.spec.provider_batch and self.summary.jobs:
+            said += (
+                "; what the provider's jobs answered stays with the provider, and a run "
+                "again, with room to write, collects it"
+            )
         return ledger_unwritten(self.spec.ledger, self.unwritable, said)
 
     def held_nothing_back(self) -> bool:
@@ -2716,6 +2723,7 @@ class Turns:
                 self.limiter.spent(turn.estimate, 0, turn.sent_at)
             raise
         turn.answer(request, response)
+        self.limiter.served(turn.sent_at)
         usage = response.usage
         if self.limiter.counts_tokens and usage is not None:
             self.limiter.spent(turn.estimate, usage.total_tokens, turn.sent_at, usage.output_tokens)
@@ -2742,6 +2750,7 @@ class Turns:
                     )
             raise
         turn.answer(request, response)
+        self.limiter.served(turn.sent_at)
         if self.limiter.counts_tokens and response.usage is not None and self.loop is not None:
             with contextlib.suppress(RuntimeError):  # the run's loop closed: it is over
                 usage = response.usage

@@ -744,6 +744,7 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
     ledger of other settings matches nothing and every document is sent again)."""
     import sqlite3
 
+    from allama.batch._inputs import InputError
     from allama.batch._ledger import Ledger, LedgerError, _read_only, item_columns
 
     if not ledger.is_file():
@@ -792,8 +793,8 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
                 # Finished against another server: not given, nor sent (`another_endpoint`).
                 counts["another"] += another_endpoint(mine, endpoints.get(row[1]))
             counts[status] += 1
-    except (sqlite3.Error, LedgerError):
-        return None
+    except (sqlite3.Error, LedgerError, InputError):  # (an input changed since its check:
+        return None  # the run, reading it, says so)
     finally:
         db.close()
         if book is not None:
@@ -1280,6 +1281,12 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             "command collects them, `allama batch status` shows them)",
             file=sys.stderr,
         )
+    removed = prepared.inputs.removed
+    if removed:
+        # Counted, then gone before the run read them: no document to send, now or later.
+        shown = _first_of([f"`{printable(name)}`" for name in removed[:3]], len(removed))
+        print(f"removed from the folder during the run, not sent: {shown}", file=sys.stderr)
+        settled += len(removed)
     if summary.total is not None and summary.total > settled:
         from allama.batch._ledger import LedgerError
 

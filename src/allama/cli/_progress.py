@@ -63,7 +63,7 @@ def _parts(summary: BatchSummary, paused: float = 0.0) -> list[tuple[str, str]]:
         parts.append(("cost", f"${dollars(summary.cost)}" + ("+?" if summary.cost_unknown else "")))
     parts.append(("rate", f"{summary.rate():.2f}/s"))
     if summary.stopped is not None:  # (Ctrl-C, a budget): no time to the inputs' end
-        parts.append(("eta", "stopping"))
+        parts.append(("eta", "stopping" if summary.ended is None else "stopped"))
         return parts
     eta = summary.eta()
     parts.append(("eta", "ETA ?" if eta is None else f"ETA {_duration(eta)}"))
