@@ -4646,3 +4646,26 @@ def test_every_input_a_generator_gives_is_accounted_for_when_a_timeout_closes_th
     assert summary.finished + summary.not_started + summary.abandoned == len(given)
     rows = {row.position: row.attempts for row in Ledger(tmp_path / "l.sqlite").rows()}
     assert all(count <= rows.get(n, 0) for n, count in server.sent.items() if n >= 0)
+
+
+def test_a_calls_output_is_guessed_from_the_answers_come_when_its_turn_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under `tpm`, inputs claimed ahead of a free slot wait for it: their calls count the
+    output of the answers that came meanwhile, not none."""
+    from allama.batch._limits import RateLimiter
+
+    asked: list[int] = []
+    acquire = RateLimiter.acquire
+
+    async def counted(self: RateLimiter, tokens: int = 0) -> float:
+        asked.append(tokens)
+        return await acquire(self, tokens)
+
+    monkeypatch.setattr(RateLimiter, "acquire", counted)
+    answer = ChatResponseBuilder().text('{"n": 1}').usage(20, 500).build()
+    provider = allama.mock.MockProvider([answer] * 4)
+    run = allama.batch(provider, Row, docs(4), request=TEMPLATE, tpm=1_000_000, concurrency=1)
+    assert all(result.ok for result in run)
+    first, *later = asked
+    assert [tokens - first for tokens in later] == [500, 500, 500]

@@ -1929,6 +1929,10 @@ class _Runner:
         while True:
             async with self.slots:
                 if self.stopping is None:
+                    if limiter.counts_tokens and request.max_output_tokens is None:
+                        # The output as the answers so far go, when its turn comes: those
+                        # that came while it waited for a slot count.
+                        tries.estimate = _estimate(request, self.provider.schema_tokens, limiter)
                     sent_at = await self.limiter.acquire(tries.estimate)
                 if (
                     tries.last is None
