@@ -4669,3 +4669,39 @@ def test_a_calls_output_is_guessed_from_the_answers_come_when_its_turn_is_asked_
     assert all(result.ok for result in run)
     first, *later = asked
     assert [tokens - first for tokens in later] == [500, 500, 500]
+
+
+def test_inputs_another_run_held_and_left_unfinished_as_it_ended_are_said(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    provider = allama.mock.MockProvider(['{"n": 1}'] * 2)
+    held = input_key(provider, Row, TEMPLATE.user("doc 0"))
+    other = Ledger(ledger, settings={})  # another run of this process, holding doc 0
+    assert other.claim(held, 0, "#0").granted
+
+    class EndsTheOther(allama.mock.MockProvider):
+        async def achat(self, request: ChatRequest) -> ChatResponse:
+            other.end("killed")  # it ends with doc 0 unfinished
+            return await super().achat(request)
+
+    async def main() -> list[allama.BatchResult[Row]]:
+        run = allama.abatch(
+            EndsTheOther(['{"n": 1}']), Row, docs(2), request=TEMPLATE, ledger=ledger
+        )
+        results = [result async for result in run]
+        lines.extend(run.summary.lines())
+        return results
+
+    lines: list[str] = []
+    results = sorted(asyncio.run(main()), key=lambda r: r.index)
+    other.close()
+    assert [outcome(r) for r in results] == ["in_flight_elsewhere", "ok"]
+    assert lines[0].startswith(
+        "1 done, 0 failed, 1 in flight in another run (1 of them left unfinished by it, which "
+        "has ended: a run again sends them), in "
+    )
+    # And so it does.
+    again = allama.batch(provider, Row, docs(2), request=TEMPLATE, ledger=ledger)
+    assert sorted(outcome(r) for r in again) == ["ok", "ok"]
+    assert (again.summary.resumed, provider.call_count) == (1, 1)

@@ -930,6 +930,21 @@ class Ledger:
         found = self._connection.execute(self._select + " WHERE key = ?", (key,)).fetchone()
         return None if found is None else _row(found)
 
+    def left_by_ended_runs(self, keys: Iterable[str]) -> int:
+        """Of `keys`, left in flight in another run, those no run finished that ended since
+        (killed, or on another host silent past its heartbeat's minute): a run again sends
+        them."""
+        with self._lock:
+            left = 0
+            for key in keys:
+                row = self._kept(key)
+                if row is None or row.status in (Status.DONE, Status.FAILED, Status.SUBMITTED):
+                    continue
+                if row.status == Status.IN_FLIGHT and self._run_alive(row.run_id):
+                    continue
+                left += 1
+            return left
+
     def endpoints(self) -> dict[str, str | None]:
         """The endpoint each run of the ledger sent to (its settings' `endpoint`, `None`
         where it kept none: an earlier version's run, a provider with no URL), by run id."""

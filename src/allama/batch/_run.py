@@ -258,6 +258,9 @@ class BatchSummary:
     """Inputs that repeated an earlier one of the run: given its result, not sent."""
     not_started: int = 0
     elsewhere: int = 0
+    elsewhere_left: int = 0
+    """Of `elsewhere`, those the other run left unfinished, having ended before this one
+    did (killed, say): a run again sends them."""
     in_flight: int = 0
     retrying: int = 0
     """Inputs waiting to be sent again after a failure that may pass (a server error and
@@ -398,6 +401,12 @@ class BatchSummary:
             + (f" ({'; '.join(notes)})" if notes else "")
             + (f", {self.not_started} not started" if self.not_started else "")
             + (f", {self.elsewhere} in flight in another run" if self.elsewhere else "")
+            + (
+                f" ({self.elsewhere_left} of them left unfinished by it, which has ended: a "
+                "run again sends them)"
+                if self.elsewhere_left
+                else ""
+            )
             + (f", {self.in_jobs} in provider batch jobs" if self.in_jobs else "")
             + (f", {self.abandoned} left unfinished" if self.abandoned else "")
             + f", in {self.elapsed:.1f} s"
@@ -1281,6 +1290,8 @@ class _Runner:
         self.reading = True
         """Inputs may still come: the run has not read its last."""
         self.copy_tasks: dict[str, set[asyncio.Task[Any]]] = {}
+        self.elsewhere_keys: list[str] = []
+        """Inputs left to another run that held them in flight: looked at as the run ends."""
         """The tasks of copies of an input in flight, waiting for its outcome, by key."""
         self.again: dict[str, Callable[[], Any]] = {}
         """How to make another value for each copy of an input whose value reading empties
@@ -1531,6 +1542,9 @@ class _Runner:
         self.summary.rate_limited = self.limiter.rate_limited
         if self.ledger is not None and self.book is not None:
             self.ledger.close()
+            if self.elsewhere_keys:  # the run that held them may have ended, unfinished
+                with contextlib.suppress(sqlite3.Error):
+                    summary.elsewhere_left = self.book.left_by_ended_runs(self.elsewhere_keys)
             if self.unsent:  # claimed, then abandoned before their send: no attempt made
                 with contextlib.suppress(sqlite3.Error), self.book._transaction():
                     for key in self.unsent:
@@ -1630,6 +1644,8 @@ class _Runner:
 
     def _finish(self, result: BatchResult[Any]) -> None:
         _tracing.input_result(result, self.spans)
+        if result.failure is not None and result.failure.kind == IN_FLIGHT_ELSEWHERE:
+            self.elsewhere_keys.append(result.key)
         if result.pending and self.draining:
             # What it paid is in its result: a copy read on after the stop carries none.
             self.first_read(result.key)
