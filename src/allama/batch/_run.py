@@ -1580,10 +1580,12 @@ class _Runner:
                 f"{'is' if one else 'are'} not in it (given all the same; a run again sends "
                 f"{'it' if one else 'them'} again)"
             )
-        else:
+        elif self.summary.done or self.summary.failed:
             # (A write while an input was in flight, a lock held a while: what ended is in
             # it, and the run stopped starting inputs.)
             said = "every input this run ended is in it; the run started no more"
+        else:
+            said = ""
         if self.spec.provider_batch and self.summary.jobs:
             said += (
                 "; what the provider's jobs answered stays with the provider, and a run "
