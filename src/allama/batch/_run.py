@@ -1290,9 +1290,9 @@ class _Runner:
         self.reading = True
         """Inputs may still come: the run has not read its last."""
         self.copy_tasks: dict[str, set[asyncio.Task[Any]]] = {}
+        """The tasks of copies of an input in flight, waiting for its outcome, by key."""
         self.elsewhere_keys: list[str] = []
         """Inputs left to another run that held them in flight: looked at as the run ends."""
-        """The tasks of copies of an input in flight, waiting for its outcome, by key."""
         self.again: dict[str, Callable[[], Any]] = {}
         """How to make another value for each copy of an input whose value reading empties
         (an `Iterable` field), by key: read again from the output it was read from."""
