@@ -4671,8 +4671,9 @@ def test_a_calls_output_is_guessed_from_the_answers_come_when_its_turn_is_asked_
     assert [tokens - first for tokens in later] == [500, 500, 500]
 
 
+@pytest.mark.parametrize("left", ["killed", "given back"])
 def test_inputs_another_run_held_and_left_unfinished_as_it_ended_are_said(
-    tmp_path: Path,
+    tmp_path: Path, left: str
 ) -> None:
     ledger = tmp_path / "run.sqlite"
     provider = allama.mock.MockProvider(['{"n": 1}'] * 2)
@@ -4682,7 +4683,11 @@ def test_inputs_another_run_held_and_left_unfinished_as_it_ended_are_said(
 
     class EndsTheOther(allama.mock.MockProvider):
         async def achat(self, request: ChatRequest) -> ChatResponse:
-            other.end("killed")  # it ends with doc 0 unfinished
+            # It ends with doc 0 unfinished: pending, or given back unsent (a run stopped).
+            if left == "given back":
+                with other._transaction():
+                    other._release(held)
+            other.end("killed" if left == "killed" else "stopped")
             return await super().achat(request)
 
     async def main() -> list[allama.BatchResult[Row]]:

@@ -129,6 +129,21 @@ def test_429s_with_nothing_answered_between_them_cut_the_rate_once() -> None:
     assert (limiter.rpm_in_force, limiter.slowdowns) == (150.0, 2)
 
 
+def test_an_answer_slower_than_the_429s_after_it_still_lets_the_next_cut_the_rate() -> None:
+    """A provider whose answers take longer than the gap between its 429s: a request sent
+    at the cut rate, answered after a later 429 that cut nothing, is news of that rate."""
+    now = [0.0]
+    limiter = RateLimiter(rpm=600, clock=lambda: now[0])
+    limiter.slow_down(None, sent_at=0.0)  # cut to 300
+    now[0] = 1.2
+    limiter.slow_down(None, sent_at=1.2)  # nothing answered since the cut: no cut
+    now[0] = 3.0
+    limiter.served(1.0)  # sent at 1.0, at the cut rate, answered 2 s later
+    now[0] = 3.5
+    limiter.slow_down(None, sent_at=3.5)
+    assert (limiter.rpm_in_force, limiter.slowdowns) == (150.0, 2)
+
+
 def test_the_first_429_after_a_quiet_spell_backs_off_from_the_start() -> None:
     now = [0.0]
     limiter = RateLimiter(rpm=60, clock=lambda: now[0])

@@ -951,6 +951,12 @@ def test_a_folder_is_read_as_it_was_checked(tmp_path: Path) -> None:
         ("doc-03.txt", "doc 3\n"),
         ("doc-04.txt", "doc 4\n"),
     ]
+    # One gone as it is read is said; back when it is read again (a run again), it is not.
+    (docs / "doc-03.txt").rename(tmp_path / "away.txt")
+    assert [document.label for document in inputs] == ["doc-02.txt", "doc-04.txt"]
+    assert inputs.removed == ["doc-03.txt"]
+    (tmp_path / "away.txt").rename(docs / "doc-03.txt")
+    assert len(list(inputs)) == 3 and inputs.removed == []
 
 
 def test_a_file_written_over_during_the_run_is_said_to_be(tmp_path: Path) -> None:
@@ -965,10 +971,14 @@ def test_a_file_written_over_during_the_run_is_said_to_be(tmp_path: Path) -> Non
     assert [str(document) for document in inputs] == ["doc 0", "doc 1", "doc 2"]
     # Cut short, or another file in its place (valid, and longer): not the documents
     # counted, said so before any is read.
-    for change in ("cut", "replaced"):
+    for change in ("cut", "rewritten", "replaced"):
         inputs = read_inputs(source)
         if change == "cut":
             source.write_text('{"text": "doc 0"}\n')
+        elif change == "rewritten":  # in place, to the same size, a moment later
+            before = source.stat()
+            source.write_text(source.read_text().replace("doc", "DOC"))
+            os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns + 10**9))
         else:
             replacement = tmp_path / "new.jsonl"
             replacement.write_text("".join(f'{{"text": "new {n}"}}\n' for n in range(9)))
@@ -1008,15 +1018,17 @@ def test_a_folders_file_removed_during_the_run_is_said_and_the_others_sent(
     def removed_after_the_check(*args: Any, **kwargs: Any) -> Any:
         inputs = checked(*args, **kwargs)
         (docs / "doc-02.txt").unlink()
+        (docs / "doc-03.txt").unlink()
+        (docs / "doc-03.txt").mkdir()  # no file now: as a removed one
         return inputs
 
     monkeypatch.setattr(_inputs, "read_inputs", removed_after_the_check)
     out = tmp_path / "out.jsonl"
     assert run(server, row_type, docs, out) == 0
     err = capsys.readouterr().err
-    assert "removed from the folder during the run, not sent: `doc-02.txt`\n" in err
+    assert "removed from the folder during the run, not sent: `doc-02.txt`, `doc-03.txt`\n" in err
     assert "not finished" not in err
-    assert sorted(row["label"] for row in rows_of(out)) == ["doc-01.txt", "doc-03.txt"]
+    assert sorted(row["label"] for row in rows_of(out)) == ["doc-01.txt"]
 
 
 def test_blank_lines_before_a_csv_header_are_skipped(tmp_path: Path) -> None:

@@ -81,9 +81,11 @@ class Inputs:
     that sorts first would have pushed the last out) is for a run that reads it again."""
     removed: list[str] = dataclasses.field(default_factory=list)
     """A folder's files removed since the check, found as the run read them: not sent."""
-    stamp: tuple[int, int] | None = None
-    """A file's inode and size when it was checked: written over since (another file in
-    its place, or cut short), what is read of it is no longer what was checked."""
+    stamp: tuple[int, int, int] | None = None
+    """A file's inode, size and time of change when it was checked: written over since
+    (another file in its place, cut short, rewritten to its size), what is read of it is no
+    longer what was checked. (Grown, it is taken for a log appended to: a file rewritten
+    longer in place is not told from one.)"""
 
     def __iter__(self) -> Iterator[Document]:
         # No more than were counted and checked: what is added to the file during a run
@@ -92,15 +94,17 @@ class Inputs:
 
     def _documents(self) -> Iterator[Document]:
         if self.kind == "folder":
+            self.removed.clear()  # (read again: by a look-up before the run, a run again)
             for name in self.files:
                 file = self.path / name
                 try:
                     text = _read_text(file)
                 except InputError:
-                    if file.exists() or file.is_symlink():
+                    if file.is_file():  # there, and unreadable (its permissions): an error
                         raise
-                    if name not in self.removed:  # (read again: a look-up, a run again)
-                        self.removed.append(name)  # no document now: the others go on
+                    # Removed, or no file now (a folder, a dangling link), as it would not
+                    # have been counted: no document, and the others go on.
+                    self.removed.append(name)
                     continue
                 yield Document(text, name)
         else:
@@ -123,12 +127,20 @@ class Inputs:
                 )
 
     def _changed(self) -> str:
-        """Said of an error met reading a file that is no longer the one checked."""
+        """What is said of a file that is no longer the one checked, if it is not."""
         try:
             now = self.path.stat()
         except OSError:
             return " (the file was removed during the run)"
-        if self.stamp is not None and (now.st_ino != self.stamp[0] or now.st_size < self.stamp[1]):
+        if self.stamp is None:
+            return ""
+        inode, size, modified = self.stamp
+        if (
+            now.st_ino != inode
+            or now.st_size < size
+            # Rewritten to the size it had (an append would have made it longer).
+            or (now.st_size == size and now.st_mtime_ns != modified)
+        ):
             return " (the file was written over during the run: run again on the new one)"
         return ""
 
@@ -215,7 +227,7 @@ def read_inputs(
         id_field,
         (len(unused), tuple(unused[:3])),
         (len(repeated), len(set(repeated)), tuple(dict.fromkeys(repeated))[:3]),
-        stamp=(checked.st_ino, checked.st_size),
+        stamp=(checked.st_ino, checked.st_size, checked.st_mtime_ns),
     )
 
 

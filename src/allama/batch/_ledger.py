@@ -936,12 +936,19 @@ class Ledger:
         them."""
         with self._lock:
             left = 0
+            alive: dict[str | None, bool] = {}
             for key in keys:
                 row = self._kept(key)
-                if row is None or row.status in (Status.DONE, Status.FAILED, Status.SUBMITTED):
+                if row is None:  # given back unsent by a run that stopped: none holds it
+                    left += 1
                     continue
-                if row.status == Status.IN_FLIGHT and self._run_alive(row.run_id):
+                if row.status in (Status.DONE, Status.FAILED, Status.SUBMITTED):
                     continue
+                if row.status == Status.IN_FLIGHT:
+                    if row.run_id not in alive:
+                        alive[row.run_id] = self._run_alive(row.run_id)
+                    if alive[row.run_id]:
+                        continue
                 left += 1
             return left
 

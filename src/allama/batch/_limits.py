@@ -12,8 +12,9 @@ rate the run was sending at, which it may recover past); the rate recovers by a 
 itself (x1.1) every ten seconds without one, the requests waiting for their turns taking
 them again at each step. Requests already on their way when the rate was cut neither cut
 it again nor double the backoff: a burst of 429s answering requests sent together is one.
-Nor do 429s with nothing answered since the last one (a provider that refuses every request
-for a while) cut it again: their backoff grows, and the rate stays where it was cut to.
+Nor do 429s with nothing sent since the last cut answered (a provider that refuses every
+request for a while) cut it again: their backoff grows, and the rate stays where it was cut
+to.
 A request waiting for its turn when a pause begins waits for the pause too. So a 429 slows
 the run instead of ending it.
 """
@@ -86,10 +87,14 @@ class RateLimiter:
         self._recovered_at = 0.0
         """Where the rate's recovery has counted to: the last 429, then ten seconds a step."""
         self._cut_at = float("-inf")
-        """The last 429 that counted (a cut, or a strike that doubled the backoff alone)."""
+        """The last 429 that counted (a cut, or a strike that doubled the backoff alone): a
+        request sent before it and answered 429 is of its burst."""
+        self._last_cut = float("-inf")
+        """When the rate was last cut."""
         self._served = float("-inf")
-        """When the last request answered (a 429 is no answer) was sent: answered since the
-        last 429, the rate was let through, and a 429 then says it is still too high."""
+        """When the last request answered (a 429 is no answer) was sent: one sent since the
+        last cut was let through at the rate cut to, and a 429 then says it is still too
+        high."""
         self._sent: deque[float] = deque()
         """When recent requests went out: the rate a 429 answered, when no `rpm` was given."""
         self._halted = asyncio.Event()
@@ -336,15 +341,15 @@ class RateLimiter:
             else min(_MAX_BACKOFF, self._backoff * 2 ** min(self._strikes - 1, 32))
         )
         self._paused_until = max(self._paused_until, now + pause)
-        answered = self._served >= self._cut_at
         self._cut_at = now
-        if not answered:
-            # Nothing sent since the last 429 was answered: the provider still refuses (its
+        if self._served < self._last_cut:
+            # Nothing sent since the last cut was answered: the provider still refuses (its
             # minute is not over, or it refuses all for a while), which says nothing of the
             # rate cut to. The backoff grows; cutting again would leave the run crawling at
             # a sixty-fourth of its rate for minutes after the provider serves again.
             return pause
         self.slowdowns += 1
+        self._last_cut = now
         if (self._rpm is None or self._ceiling == _GUESSED_CEILING) and self._sent:
             # No `rpm` given: the rate that was answered with a 429 is the rate to keep
             # under, measured again at each 429. It is a guess (a burst in the run's first
@@ -362,8 +367,9 @@ class RateLimiter:
         return pause
 
     def served(self, sent_at: float) -> None:
-        """A request sent at `sent_at` was answered (not with a 429). Safe from a worker
-        thread: one value, only ever raised."""
+        """A request sent at `sent_at` was answered (not with a 429). From a worker thread
+        too: two threads at once may leave the earlier of their times, which can only
+        spare the rate a cut, never make one."""
         if sent_at > self._served:
             self._served = sent_at
 
