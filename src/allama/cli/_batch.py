@@ -1207,6 +1207,9 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             interrupts.finished = True
             if progress is not None:
                 progress.stop()
+        # The folder's files the run found removed (reading the ledger's values after a
+        # stop reads the folder again, and finds those it never reached too).
+        removed = list(prepared.inputs.removed)
         if broken is None and unwritten is None and run.summary.stopped is not None:
             # A stopped run reads no further input; what the ledger holds of the rest (an
             # earlier run's values) is written too, so the output is not cut short.
@@ -1281,12 +1284,12 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             "command collects them, `allama batch status` shows them)",
             file=sys.stderr,
         )
-    removed = prepared.inputs.removed
     if removed:
         # Counted, then gone before the run read them: no document to send, now or later.
         shown = _first_of([f"`{printable(name)}`" for name in removed[:3]], len(removed))
         print(f"removed from the folder during the run, not sent: {shown}", file=sys.stderr)
-        settled += len(removed)
+        if run._runner.all_read:  # (else a stop counted them with those not read)
+            settled += len(removed)
     if summary.total is not None and summary.total > settled:
         from allama.batch._ledger import LedgerError
 
