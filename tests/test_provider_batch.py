@@ -389,6 +389,26 @@ def test_an_input_end_the_ledger_cannot_write_is_given_and_the_run_raises(
     assert sum(r.unkept for r in results) == run.summary.unkept == 1
 
 
+def test_a_live_follow_ups_tokens_are_settled_by_its_usage(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    """Under `tpm`, a follow-up sent live counts toward the limit per minute what its
+    answer says it used, as a live run's calls do, not the guess made before it went."""
+    provider, model = _provider(server, "openai-chat")
+    run = _batch_run(
+        provider,
+        model,
+        _docs(60),
+        tmp_path / "run.sqlite",
+        extractor=allama.Extractor(retries=1),
+        job_retry="live",
+        tpm=1_000_000,
+    )
+    assert sum(result.ok for result in run) == 59
+    assert {n for (_, n), count in server.live.items() if count} == {7, 23, 57}
+    assert run._runner.limiter._in_window == 3 * 15  # each live answer's usage
+
+
 def test_the_async_twin_runs_the_same(server: ProviderBatchServer, tmp_path: Path) -> None:
     provider, model = _provider(server, "anthropic")
 

@@ -44,6 +44,7 @@ from allama.batch._run import (
     _failure,
     _paid_before,
     _Reader,
+    _refused_unread,
     _Runner,
     _Spec,
     _stops,
@@ -979,14 +980,21 @@ class JobRunner(_Runner):
     async def _live(self, item: _Item) -> None:
         assert item.pending is not None
         self.unsent.discard(item.key)  # sent now: its attempt stands
-        estimate = _estimate(item.pending, self.provider.schema_tokens, self.limiter)
+        limiter = self.limiter
         self.summary.in_flight += 1
         tried = 0
         counted = True  # an attempt is counted for the pass about to be sent (its route)
         last: Error | None = None
         try:
             while True:
-                sent_at = await self.limiter.acquire(estimate)
+                # Each pass's own request (a repair's holds more), settled by its usage as
+                # a live run's calls are: the limit per minute counts what was used.
+                estimate = (
+                    _estimate(item.pending, self.provider.schema_tokens, limiter)
+                    if limiter.counts_tokens
+                    else 0
+                )
+                sent_at = await limiter.acquire(estimate)
                 if self.stopping is not None:
                     # Stopped before this pass was sent (a budget reached meanwhile): the
                     # attempt counted for it is given back, and the input left pending.
@@ -1001,9 +1009,15 @@ class JobRunner(_Runner):
                 tried += 1
                 counted = False
                 try:
-                    answer: ChatResponse | Error = await self.send(item.pending)
-                    self.limiter.served(sent_at)
+                    response = await self.send(item.pending)
+                    limiter.served(sent_at)
+                    usage = response.usage
+                    if limiter.counts_tokens and usage is not None:
+                        limiter.spent(estimate, usage.total_tokens, sent_at, usage.output_tokens)
+                    answer: ChatResponse | Error = response
                 except Error as error:
+                    if limiter.counts_tokens and _refused_unread(error):
+                        limiter.spent(estimate, 0, sent_at)
                     if error.retryable and tried < self.spec.max_attempts:
                         if self.stopping is None:
                             if isinstance(error, RateLimitedError):
