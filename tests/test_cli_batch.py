@@ -457,7 +457,8 @@ def test_jsonl_input_with_fields_and_labels(
     out.unlink()
     assert run(server, row_type, source, out, "--field", "body", "--id-field", "ref") == 1
     assert capsys.readouterr().err == (
-        f"allama batch run: {source} line 2: no value in the field `ref` (--id-field)\n"
+        f"allama batch run: {source} line 2: no value in the field `ref` (--id-field); "
+        "line 4: no value in the field `ref` (--id-field) (2 to mend in all)\n"
     )
     assert not out.exists()
 
@@ -1037,6 +1038,32 @@ def test_a_folders_file_removed_during_the_run_is_said_counted_once_and_the_othe
     assert re.search(rf"^{summary}", err, re.MULTILINE), err
     sent = ["doc-01.txt"] if stopped else ["doc-01.txt", "doc-04.txt"]
     assert sorted(row["label"] for row in rows_of(out)) == sent
+
+
+def test_every_line_or_row_to_mend_is_said_at_once(tmp_path: Path) -> None:
+    """A file with many bad lines is mended in one go: the first few are said, and how
+    many there are, not one a run."""
+    from allama.batch._inputs import InputError, read_inputs
+
+    source = tmp_path / "in.jsonl"
+    lines = ['{"text": "doc 1"}', "not JSON", '{"text": ""}', "[1]", '{"text": "doc 5"}']
+    source.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError) as raised:
+        read_inputs(source)
+    assert str(raised.value) == (
+        f"{source} line 2: not JSON (Expecting value at column 1); line 3: the field `text` "
+        "is empty; line 4: a JSON array, not an object (3 to mend in all)"
+    )
+    table = tmp_path / "in.csv"
+    table.write_text("id,text\n" + "".join(f"{n},doc {n},extra\n" for n in range(8)))
+    with pytest.raises(InputError) as raised:
+        read_inputs(table)
+    extra = "1 more field than the header's 2 columns (a comma in a field that is not quoted?)"
+    assert str(raised.value) == (
+        f"{table} row 1: {extra}; "
+        + "; ".join(f"row {n}: {extra}" for n in range(2, 6))
+        + "; and 3 more (8 to mend in all)"
+    )
 
 
 def test_blank_lines_before_a_csv_header_are_skipped(tmp_path: Path) -> None:

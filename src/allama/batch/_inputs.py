@@ -211,12 +211,14 @@ def read_inputs(
         checked = source.stat()  # (before it is read: a file written over meanwhile is told)
     except OSError as error:
         raise InputError(f"{source}: cannot be read ({error.strerror or error})") from None
-    for document in rows(source, chosen, id_field, unused):
+    problems = _Problems(source)
+    for document in rows(source, chosen, id_field, unused, problems):
         total += 1
         if document.label in labels:
             repeated.append(document.label)
         else:
             labels.add(document.label)
+    problems.raise_any()
     if total == 0:
         raise InputError(f"{source}: no documents in this file")
     return Inputs(
@@ -325,8 +327,40 @@ def _open(path: Path, **options: Any) -> Any:
         raise InputError(f"{path}: cannot be read ({error.strerror or error})") from None
 
 
+class _Problems:
+    """The lines or rows of a file that are no document, found by its check: the first
+    few said (a file with many to mend is mended in one go, not one run each), and how
+    many in all."""
+
+    SHOWN = 5
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.said: list[str] = []
+        self.count = 0
+
+    def add(self, message: str) -> None:
+        self.count += 1
+        if len(self.said) < self.SHOWN:
+            self.said.append(message)
+
+    def raise_any(self) -> None:
+        if not self.count:
+            return
+        if self.count == 1:
+            raise InputError(self.said[0])
+        prefix = f"{self.path} "
+        places = [self.said[0], *(said.removeprefix(prefix) for said in self.said[1:])]
+        more = f"; and {self.count - len(self.said)} more" if self.count > len(self.said) else ""
+        raise InputError(f"{'; '.join(places)}{more} ({self.count} to mend in all)")
+
+
 def _jsonl(
-    path: Path, field: str, id_field: str | None, unused: list[str] | None
+    path: Path,
+    field: str,
+    id_field: str | None,
+    unused: list[str] | None,
+    problems: _Problems | None = None,
 ) -> Iterator[Document]:
     # Lines end at `\n` alone (a `\r\n` too): a bare `\r` is JSON's whitespace inside one.
     with _open(path, newline="\n") as lines:
@@ -345,31 +379,56 @@ def _jsonl(
                 continue
             first = number if first is None else first
             try:
-                item = json.loads(line.rstrip("\r\n"))
-            except json.JSONDecodeError as error:
-                raise InputError(
-                    f"{where}: not JSON ({error.msg} at column {error.colno})"
-                ) from None
-            except ValueError as error:  # JSON, but an integer Python will not read
-                reason = str(error).split(";")[0]
-                raise InputError(f"{where}: JSON that cannot be read ({reason})") from None
-            except RecursionError:
-                raise InputError(f"{where}: JSON that cannot be read (nested too deeply)") from None
-            if not isinstance(item, dict):
-                raise InputError(f"{where}: a JSON {_json_kind(item)}, not an object")
-            if number == first:  # a name the first document lacks is wrong, not the line
-                if field not in item:
-                    raise NoSuchField(_no_field(item, field, where))
-                if id_field is not None and id_field not in item:
-                    raise NoSuchField(_no_field(item, id_field, where, "the id's", "--id-field"))
-            yield Document(
-                _text(item, field, where, "field"),
-                _label(item, id_field, where, "field", f"line {number}", unused),
-            )
+                document = _jsonl_document(
+                    line, number, number == first, field, id_field, where, unused
+                )
+            except NoSuchField:
+                raise
+            except InputError as error:
+                if problems is None:
+                    raise
+                problems.add(str(error))  # the check reads on: every line to mend, at once
+                continue
+            yield document
+
+
+def _jsonl_document(
+    line: str,
+    number: int,
+    first: bool,
+    field: str,
+    id_field: str | None,
+    where: str,
+    unused: list[str] | None = None,
+) -> Document:
+    try:
+        item = json.loads(line.rstrip("\r\n"))
+    except json.JSONDecodeError as error:
+        raise InputError(f"{where}: not JSON ({error.msg} at column {error.colno})") from None
+    except ValueError as error:  # JSON, but an integer Python will not read
+        reason = str(error).split(";")[0]
+        raise InputError(f"{where}: JSON that cannot be read ({reason})") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON that cannot be read (nested too deeply)") from None
+    if not isinstance(item, dict):
+        raise InputError(f"{where}: a JSON {_json_kind(item)}, not an object")
+    if first:  # a name the first document lacks is wrong, not the line
+        if field not in item:
+            raise NoSuchField(_no_field(item, field, where))
+        if id_field is not None and id_field not in item:
+            raise NoSuchField(_no_field(item, id_field, where, "the id's", "--id-field"))
+    return Document(
+        _text(item, field, where, "field"),
+        _label(item, id_field, where, "field", f"line {number}", unused),
+    )
 
 
 def _csv(
-    path: Path, field: str, id_field: str | None, unused: list[str] | None
+    path: Path,
+    field: str,
+    id_field: str | None,
+    unused: list[str] | None,
+    problems: _Problems | None = None,
 ) -> Iterator[Document]:
     # The limit is the `csv` module's, for the whole process: the command's own.
     if csv.field_size_limit() < _FIELD_LIMIT:
@@ -417,22 +476,41 @@ def _csv(
             if not fields:  # a blank line
                 continue
             number += 1
-            if len(fields) > len(columns):
-                raise InputError(
-                    f"{where}: {len(fields) - len(columns)} more "
-                    f"field{'' if len(fields) - len(columns) == 1 else 's'} than the header's "
-                    f"{len(columns)} columns (a comma in a field that is not quoted?)"
-                )
-            if len(fields) < len(columns):
-                raise InputError(
-                    f"{where}: {len(fields)} field{'' if len(fields) == 1 else 's'} where the "
-                    f"header has {len(columns)} columns (a row cut short?)"
-                )
-            row = dict(zip(columns, fields, strict=True))
-            yield Document(
-                _text(row, field, where, "column"),
-                _label(row, id_field, where, "column", f"row {number}", unused),
-            )
+            try:
+                document = _csv_document(fields, columns, number, field, id_field, where, unused)
+            except InputError as error:
+                if problems is None:
+                    raise
+                problems.add(str(error))  # the check reads on: every row to mend, at once
+                continue
+            yield document
+
+
+def _csv_document(
+    fields: list[str],
+    columns: list[str],
+    number: int,
+    field: str,
+    id_field: str | None,
+    where: str,
+    unused: list[str] | None,
+) -> Document:
+    if len(fields) > len(columns):
+        raise InputError(
+            f"{where}: {len(fields) - len(columns)} more "
+            f"field{'' if len(fields) - len(columns) == 1 else 's'} than the header's "
+            f"{len(columns)} columns (a comma in a field that is not quoted?)"
+        )
+    if len(fields) < len(columns):
+        raise InputError(
+            f"{where}: {len(fields)} field{'' if len(fields) == 1 else 's'} where the "
+            f"header has {len(columns)} columns (a row cut short?)"
+        )
+    row = dict(zip(columns, fields, strict=True))
+    return Document(
+        _text(row, field, where, "column"),
+        _label(row, id_field, where, "column", f"row {number}", unused),
+    )
 
 
 def _text(item: dict[str, Any], field: str, where: str, what: str) -> str:
