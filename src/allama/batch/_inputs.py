@@ -339,10 +339,11 @@ class _Problems:
         self.said: list[str] = []
         self.count = 0
 
-    def add(self, message: str) -> None:
+    def add(self, error: InputError) -> None:
+        """One more to mend: the check reads on, to say every one at once."""
         self.count += 1
         if len(self.said) < self.SHOWN:
-            self.said.append(message)
+            self.said.append(str(error))
 
     def raise_any(self) -> None:
         if not self.count:
@@ -387,7 +388,7 @@ def _jsonl(
             except InputError as error:
                 if problems is None:
                     raise
-                problems.add(str(error))  # the check reads on: every line to mend, at once
+                problems.add(error)
                 continue
             yield document
 
@@ -481,7 +482,7 @@ def _csv(
             except InputError as error:
                 if problems is None:
                     raise
-                problems.add(str(error))  # the check reads on: every row to mend, at once
+                problems.add(error)
                 continue
             yield document
 
