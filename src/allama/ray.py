@@ -71,7 +71,6 @@ from allama.batch._run import (
     Turns,
     _cancelling,
     _check_retries,
-    _estimate,
     _retry_pause,
     _retry_step,
     _slow_down_unretried,
@@ -83,6 +82,7 @@ from allama.batch._run import (
     missing_url,
     schema_tokens,
     stored_value,
+    turn_for,
 )
 from allama.errors import (
     ACCOUNT_REFUSALS,
@@ -461,18 +461,13 @@ class ExtractBatch:
             return None, request, None
         limiter, turns = self._limiter, self._turns
         assert limiter is not None and turns is not None
-        tries = _Tries(
-            1,
-            estimate=(
-                _estimate(request, turns.schema_tokens, limiter) if limiter.counts_tokens else 0
-            ),
-        )
+        tries = _Tries(1)
         last: tuple[Error, ExtractionMetadata | None] | None = None
         first_sent: float | None = None
         while True:
             async with limit:
                 if self._stopped is None:
-                    sent_at = await limiter.acquire(tries.estimate)
+                    sent_at, tries.estimate = await turn_for(limiter, request, turns)
                 if self._stopped is not None:  # before, or while it waited for its turn
                     if last is None:
                         return None, f"not_started: {self._stopped}", None

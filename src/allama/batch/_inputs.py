@@ -330,17 +330,21 @@ def _open(path: Path, **options: Any) -> Any:
 class _Problems:
     """The lines or rows of a file that are no document, found by its check: the first
     few said (a file with many to mend is mended in one go, not one run each), and how
-    many in all."""
+    many in all. Where a run reads the file (`strict`), the first is raised as it is met."""
 
     SHOWN = 5
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, strict: bool = False) -> None:
         self.path = path
+        self.strict = strict
         self.said: list[str] = []
         self.count = 0
 
     def add(self, error: InputError) -> None:
-        """One more to mend: the check reads on, to say every one at once."""
+        """One more to mend: the check reads on, to say every one at once. A wrong argument
+        (a field the first document lacks) is no line to mend: raised, as under `strict`."""
+        if self.strict or isinstance(error, NoSuchField):
+            raise error
         self.count += 1
         if len(self.said) < self.SHOWN:
             self.said.append(str(error))
@@ -363,6 +367,7 @@ def _jsonl(
     unused: list[str] | None,
     problems: _Problems | None = None,
 ) -> Iterator[Document]:
+    problems = _Problems(path, strict=True) if problems is None else problems
     # Lines end at `\n` alone (a `\r\n` too): a bare `\r` is JSON's whitespace inside one.
     with _open(path, newline="\n") as lines:
         number = 0
@@ -383,11 +388,7 @@ def _jsonl(
                 document = _jsonl_document(
                     line, number, number == first, field, id_field, where, unused
                 )
-            except NoSuchField:
-                raise
             except InputError as error:
-                if problems is None:
-                    raise
                 problems.add(error)
                 continue
             yield document
@@ -431,6 +432,7 @@ def _csv(
     unused: list[str] | None,
     problems: _Problems | None = None,
 ) -> Iterator[Document]:
+    problems = _Problems(path, strict=True) if problems is None else problems
     # The limit is the `csv` module's, for the whole process: the command's own.
     if csv.field_size_limit() < _FIELD_LIMIT:
         csv.field_size_limit(_FIELD_LIMIT)
@@ -480,8 +482,6 @@ def _csv(
             try:
                 document = _csv_document(fields, columns, number, field, id_field, where, unused)
             except InputError as error:
-                if problems is None:
-                    raise
                 problems.add(error)
                 continue
             yield document

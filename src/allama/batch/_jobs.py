@@ -40,7 +40,6 @@ from allama.batch._run import (
     CallCancelled,
     _cancelling,
     _duplicate,
-    _estimate,
     _failure,
     _paid_before,
     _Reader,
@@ -49,6 +48,7 @@ from allama.batch._run import (
     _Spec,
     _stops,
     ledger_unwritten,
+    turn_for,
 )
 from allama.errors import (
     PAID_BEFORE_KEY,
@@ -989,12 +989,7 @@ class JobRunner(_Runner):
             while True:
                 # Each pass's own request (a repair's holds more), settled by its usage as
                 # a live run's calls are: the limit per minute counts what was used.
-                estimate = (
-                    _estimate(item.pending, self.provider.schema_tokens, limiter)
-                    if limiter.counts_tokens
-                    else 0
-                )
-                sent_at = await limiter.acquire(estimate)
+                sent_at, estimate = await turn_for(limiter, item.pending, self.provider)
                 if self.stopping is not None:
                     # Stopped before this pass was sent (a budget reached meanwhile): the
                     # attempt counted for it is given back, and the input left pending.

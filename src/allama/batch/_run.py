@@ -1930,15 +1930,7 @@ class _Runner:
         recorded before the slot is given back, so that no input starts past the budget.
         `paid`: what earlier runs' attempts of the input paid for, counted with its own
         (and, under a budget, before it is sent)."""
-        limiter = self.limiter
-        tries = _Tries(
-            attempts,
-            estimate=(
-                _estimate(request, self.provider.schema_tokens, limiter)
-                if limiter.counts_tokens
-                else 0
-            ),
-        )
+        tries = _Tries(attempts)
         hold = self.spec.max_cost is not None
         if paid:
             tries.spent.extend(paid)
@@ -1947,11 +1939,7 @@ class _Runner:
         while True:
             async with self.slots:
                 if self.stopping is None:
-                    if limiter.counts_tokens and request.max_output_tokens is None:
-                        # The output as the answers so far go, when its turn comes: those
-                        # that came while it waited for a slot count.
-                        tries.estimate = _estimate(request, self.provider.schema_tokens, limiter)
-                    sent_at = await self.limiter.acquire(tries.estimate)
+                    sent_at, tries.estimate = await turn_for(self.limiter, request, self.provider)
                 if (
                     tries.last is None
                     and self.ledger is not None
@@ -2636,7 +2624,8 @@ class _Tries:
     paying for passes."""
 
     attempts: int
-    estimate: int
+    estimate: int = 0
+    """The tokens its last turn was taken for (`turn_for`)."""
     tried: int = 0
     limited: int = 0
     spent: list[ExtractionMetadata] = field(default_factory=list)
@@ -2874,6 +2863,16 @@ def _retry_pause(
         return limiter.slow_down(asked, sent_at)
     base = backoff * 2 ** (tried - 1)
     return asked or min(60.0, base * (0.5 + rng.random() / 2))
+
+
+async def turn_for(
+    limiter: RateLimiter, request: ChatRequest, provider: Turns
+) -> tuple[float, int]:
+    """A send's turn of the limits, and the tokens it was taken for (settled by the
+    answer's usage), estimated when the turn is asked for: the output as the answers so far
+    go, those that came while it waited for a slot counted."""
+    estimate = _estimate(request, provider.schema_tokens, limiter) if limiter.counts_tokens else 0
+    return await limiter.acquire(estimate), estimate
 
 
 def _estimate(request: ChatRequest, schema_tokens: int, limiter: RateLimiter) -> int:
