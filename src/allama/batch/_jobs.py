@@ -35,6 +35,7 @@ from allama.batch._run import (
     _NO_MORE,
     IN_FLIGHT_ELSEWHERE,
     IN_PROVIDER_JOB,
+    JOBS_KEPT,
     BatchFailure,
     BatchResult,
     CallCancelled,
@@ -234,12 +235,7 @@ class JobRunner(_Runner):
             if self.live:
                 await asyncio.gather(*self.live, return_exceptions=True)
             if isinstance(error, sqlite3.Error):  # a full disk, a lock held: named
-                jobs = (
-                    "what the provider's jobs answered stays with the provider, and a run "
-                    "again, with room to write, collects it"
-                    if self.summary.jobs
-                    else ""
-                )
+                jobs = JOBS_KEPT if self.summary.jobs else ""
                 raise ledger_unwritten(spec.ledger, error, jobs) from error
             raise
         finally:

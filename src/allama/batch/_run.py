@@ -1587,10 +1587,7 @@ class _Runner:
         else:
             said = ""
         if self.spec.provider_batch and self.summary.jobs:
-            said += (
-                "; what the provider's jobs answered stays with the provider, and a run "
-                "again, with room to write, collects it"
-            )
+            said += f"; {JOBS_KEPT}"
         return ledger_unwritten(self.spec.ledger, self.unwritable, said)
 
     def held_nothing_back(self) -> bool:
@@ -3011,6 +3008,13 @@ def _answered_by_any(outcome: object) -> bool:
 def _unwritable(error: BaseException) -> str:
     """The stop of a run whose ledger could not be written."""
     return f"the ledger could not be written: {type(error).__name__}: {error}"
+
+
+JOBS_KEPT = (
+    "what the provider's jobs answered stays with the provider, and a run again, with room "
+    "to write, collects it"
+)
+"""Said of a provider-batch run whose ledger could not be written."""
 
 
 def ledger_unwritten(path: object, error: BaseException, said: str = "") -> LedgerError:
