@@ -4486,9 +4486,19 @@ def test_an_input_whose_label_or_request_function_raises_says_which_did() -> Non
         ("3", "the request function raised KeyError: message withheld (6 chars)"),
     ]
     assert [r.failure and r.failure.provider_message for r in results] == [None, "'id'", "'text'"]
+    with pytest.raises(TypeError) as refused:  # an async function is said before any input
+        allama.batch(provider, Row, inputs[:1], request=later)  # type: ignore[arg-type]
+    assert str(refused.value) == (
+        "the request function is an async function, which the run does not await: pass a plain one"
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # no "coroutine was never awaited"
-        (result,) = allama.batch(provider, Row, inputs[:1], request=later)  # type: ignore[arg-type]
+        (result,) = allama.batch(
+            provider,
+            Row,
+            inputs[:1],
+            request=lambda document: later(document),  # type: ignore[arg-type,return-value]
+        )
     assert result.failure is not None and (result.failure.kind, result.failure.message) == (
         "TypeError",
         "the request function returned a coroutine, not a ChatRequest: it is an async "

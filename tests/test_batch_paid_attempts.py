@@ -13,6 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import genai_prices
 import pytest
 from pydantic import BaseModel
 
@@ -107,6 +108,64 @@ def test_a_paid_attempt_counts_toward_the_budget_before_its_input_is_tried_again
     assert [r.pending for r in results if r.index == 0] == [True]
 
 
+def test_an_attempt_paid_at_an_unknown_price_stops_the_run_before_its_input_is_tried_again(
+    tmp_path: Path,
+) -> None:
+    """It waited for its input to end: the inputs after it were sent meanwhile, and the
+    stop then named another input."""
+    unknown = "a-model-without-prices"
+    error = paid_failure().with_model(unknown)
+    error.with_metadata(REPORTED_MODEL_KEY, unknown)
+    scripts: dict[str, list[object]] = {"doc 0": [error, answer(0)]}
+    scripts |= {f"doc {n}": [answer(n)] for n in range(1, 4)}
+    provider = Scripted(scripts)
+    run = budgeted(provider, list(scripts), tmp_path / "run.sqlite", "1")
+    results = list(run)
+    assert provider.call_count == 1
+    assert run.summary.stopped == (
+        f"the cost of an attempt of #0 is unknown (genai-prices {genai_prices.__version__} "
+        f"has no price for {unknown!r} at openai): the budget of $1 cannot be kept"
+    )
+    assert sorted((r.index, r.pending, r.failure and r.failure.kind) for r in results) == [
+        (0, True, "server"),  # pending with what it paid, for the next run
+        (1, False, "not_started"),
+        (2, False, "not_started"),
+        (3, False, "not_started"),
+    ]
+
+
+def test_what_inputs_in_flight_paid_past_the_budget_is_said(tmp_path: Path) -> None:
+    """The stop's line said what was spent when the budget was reached; what the inputs
+    then in flight paid past it showed only in the cost line."""
+
+    class Slow(Scripted):
+        async def achat(self, request: ChatRequest) -> ChatResponse:
+            await asyncio.sleep(0.05)  # every input in flight when the first is answered
+            return self.chat(request)
+
+    scripts: dict[str, list[object]] = {f"doc {n}": [answer(n)] for n in range(6)}
+    provider = Slow(scripts)
+    run = allama.batch(
+        provider,
+        Row,
+        list(scripts),
+        request=TEMPLATE,
+        ledger=tmp_path / "run.sqlite",
+        max_cost="0.00003",
+        concurrency=3,
+    )
+    results = list(run)
+    assert provider.call_count == 3
+    assert sum(r.failure is None for r in results) == 3
+    assert run.summary.cost == 3 * CALL
+    assert run.summary.past_budget == (3 * CALL, Decimal("0.00003"), 2 * CALL)
+    assert run.summary.lines()[-2:] == [
+        "stopped starting new inputs: the budget of $0.00003 is reached ($0.000036)",
+        "spent $0.000054 in all by the end, $0.000024 past the budget of $0.00003: "
+        "$0.000018 of it after the budget was reached, by inputs then in flight",
+    ]
+
+
 def test_an_input_a_budget_left_pending_counts_what_it_paid_when_run_again(
     tmp_path: Path,
 ) -> None:
@@ -132,8 +191,11 @@ def test_an_input_a_budget_left_pending_counts_what_it_paid_when_run_again(
         [],
         [],
     ]
+    # Its attempt is counted with what it paid, as the ledger's status counts it.
+    assert [r.attempts for r in results] == [1, 0, 0, 0]
     summary = again.summary
     assert (summary.not_started, summary.cost, summary.input_tokens) == (4, CALL, 100)
+    assert (summary.attempts, summary.passes) == (1, 0)
     assert summary.slowest == []  # nothing ran here
     assert summary.stopped == (
         "the budget of $0.00001 is reached ($0.000018, $0.000018 of it paid before this run)"

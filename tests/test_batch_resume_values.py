@@ -628,9 +628,16 @@ def test_a_secret_of_any_type_is_never_kept_in_the_clear(tmp_path: Path) -> None
     assert json.loads(row.value or "") == {"pin": "**********", "born": "**********"}
     provider = allama.mock.MockProvider.with_text("{}")
     (resumed,) = allama.batch(provider, Account, ["doc"], request=TEMPLATE, ledger=ledger)
-    # Masked, it reads back as no value of the type: said, not sent again.
+    # Masked, it reads back as no value of the type: said, not sent again, and not blamed
+    # on a validator or serializer of the type's own, which it has none of.
     assert resumed.resumed and resumed.value is None and provider.requests == []
     assert resumed.failure is not None and resumed.failure.kind == "stored_value_invalid"
+    assert resumed.failure.message == (
+        "finished by an earlier run, but its value cannot be read back as it was: Account "
+        "holds a secret, so the ledger keeps no output to read again, and its JSON, which "
+        "writes a secret masked (`**********`), does not validate as the type (a secret that "
+        "is not text, or one the mask does not fit); `allama batch export` writes the value"
+    )
 
 
 def test_a_root_type_sent_wrapped_reads_back_wrapped(tmp_path: Path) -> None:

@@ -786,6 +786,7 @@ def test_a_provider_genai_prices_does_not_know_has_no_price() -> None:
         (None, "no usage was reported"),
         (Usage(output_tokens=5), "the provider did not report the input tokens"),
         (Usage(input_tokens=5), "the provider did not report the output tokens"),
+        (Usage(), "no token counts came with a call that was made (its answer cut off, say)"),
     ],
 )
 def test_usage_not_reported_has_no_price(usage: Usage | None, reason: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import sys
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -373,6 +373,69 @@ def test_a_body_its_content_encoding_does_not_decode_is_a_server_error_to_try_ag
     with pytest.raises(ServerError) as raised, provider.chat_stream(request) as stream:
         list(stream)
     assert raised.value.message == message
+
+
+class _CutOff(httpx2.SyncByteStream, httpx2.AsyncByteStream):
+    """A body that ends before its length: the connection closed halfway through it."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield b'{"id": "c1", "object": "chat.completion", '
+        raise httpx2.RemoteProtocolError("peer closed connection without sending body")
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self:
+            yield chunk
+
+
+def _cut_off(status: int) -> HttpProvider:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(status, headers={"content-length": "400"}, stream=_CutOff())
+
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    return allama.provider("openai", api_key="sk-test", transport=transport)
+
+
+def test_an_answer_cut_off_after_its_status_was_made_and_its_cost_is_unknown() -> None:
+    """It was a network failure that paid nothing: a batch run said the provider "could not
+    be reached", counted it free under a budget, and a run again sent it again."""
+    import asyncio
+
+    from pydantic import BaseModel
+
+    from allama.errors import paid_for
+
+    class Row(BaseModel):
+        n: int
+
+    provider = _cut_off(200)
+    request = ChatRequest("gpt-4o-mini").user("Hi")
+    message = (
+        "the answer from api.openai.com:443 was cut off after its status (200) "
+        "(RemoteProtocolError)"
+    )
+    for call in (lambda: provider.chat(request), lambda: asyncio.run(provider.achat(request))):
+        with pytest.raises(ServerError) as raised:
+            call()
+        assert (raised.value.message, raised.value.retryable) == (message, True)
+        assert paid_for(raised.value) == [
+            {"provider": "openai", "model": "gpt-4o-mini", "usage": {}}
+        ]
+    run = allama.batch(provider, Row, ["doc"], request=request, max_attempts=2, backoff=0)
+    (result,) = list(run)
+    assert result.failure is not None and result.failure.kind == "server"
+    assert result.metadata is not None and result.metadata.cost is None
+    assert result.metadata.cost_missing == (
+        "no token counts came with a call that was made (its answer cut off, say)"
+    )
+    assert (run.summary.attempts, run.summary.cost_unknown, run.summary.refused) == (2, 1, None)
+    # An error status cut off is read by its status, as one whose body does not decode.
+    from allama.errors import AuthenticationError
+
+    with pytest.raises(AuthenticationError):
+        _cut_off(401).chat(request)
 
 
 def test_an_error_status_whose_body_does_not_decode_is_read_by_its_status() -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import genai_prices
 import pytest
 from pydantic import BaseModel, field_validator, model_validator
 
@@ -63,6 +64,13 @@ def quick_looks(monkeypatch: pytest.MonkeyPatch) -> None:
     """The looks for a job whose making's answer was lost, as many, over milliseconds
     rather than half a minute."""
     monkeypatch.setattr(_jobs, "_LOOKS_AFTER_LOST", (0.001, 0.002, 0.004, 0.008, 0.016))
+
+
+@pytest.fixture
+def guessed_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs guessed, before they are submitted, to cost nothing: a guess short of what a
+    job costs, whose budget is then reached as its rows are taken in."""
+    monkeypatch.setattr(_jobs.JobRunner, "_guessed_cost", lambda self, item: Decimal(0))
 
 
 @pytest.fixture
@@ -1584,8 +1592,74 @@ def test_a_failure_tried_again_in_a_job_counts_what_it_paid_before(
     assert (row.status, row.cost, len(row.record["earlier_attempts"])) == ("done", "0.00000450", 1)
 
 
-def test_a_follow_up_asked_for_after_a_budgets_stop_keeps_what_its_pass_paid(
+def _guess_said(stopped: str | None, budget: str) -> Decimal:
+    """The guess a budget's stop before a submission names."""
+    said = re.fullmatch(
+        rf"the budget of \${re.escape(budget)} leaves \$[0-9.]+, and the next request to "
+        r"submit is guessed at \$([0-9.]+)",
+        stopped or "",
+    )
+    assert said is not None, stopped
+    return Decimal(said.group(1))
+
+
+def test_a_budget_submits_no_job_whose_guessed_cost_it_cannot_hold(
     server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    """Every job was submitted before any was priced: a budget of a request's cost let
+    forty be paid for."""
+    provider, model = _provider(server, "openai-chat")
+    docs = [f"doc {n}" for n in _clean(40)]
+    run = _batch_run(
+        provider, model, docs, tmp_path / "run.sqlite", job_size=5, max_cost="0.000002"
+    )
+    results = list(run)
+    assert server.jobs == [] and run.summary.cost == 0
+    assert {r.failure.kind for r in results if r.failure} == {"not_started"}
+    assert run.summary.not_started == 40
+    assert _guess_said(run.summary.stopped, "0.000002") > Decimal("0.000002")
+
+
+def test_a_budget_submits_jobs_while_their_guesses_fit_and_more_as_jobs_end_for_less(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(server, "openai-chat")
+    docs = [f"doc {n}" for n in _clean(40)]
+    budget = Decimal("0.00004")
+    run = _batch_run(provider, model, docs, tmp_path / "run.sqlite", job_size=5, max_cost=budget)
+    results = list(run)
+    done = [r for r in results if r.ok]
+    # The first job holds as many requests as their guesses fit in; the guesses are more
+    # than the fake's answers cost, so each job ended leaves room for another.
+    assert len(server.jobs) > 2 and all(len(job.bodies) <= 5 for job in server.jobs)
+    assert len(done) == sum(len(job.bodies) for job in server.jobs)
+    assert {r.failure.kind for r in results if r.failure} == {"not_started"}
+    assert run.summary.cost <= budget and run.summary.past_budget is None
+    assert _guess_said(run.summary.stopped, "0.00004") > budget - run.summary.cost
+
+
+def test_a_budget_submits_no_job_of_a_model_whose_price_is_unknown(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, _ = _provider(server, "openai-chat")
+    unknown = "a-model-without-prices"
+    run = _batch_run(
+        provider, unknown, ["doc 100", "doc 101"], tmp_path / "run.sqlite", max_cost="1"
+    )
+    results = list(run)
+    assert server.jobs == [] and [r.failure.kind for r in results if r.failure] == [
+        "not_started",
+        "not_started",
+    ]
+    assert run.summary.stopped == (
+        f"what a job of {unknown} costs cannot be guessed before it is submitted "
+        f"(genai-prices {genai_prices.__version__} has no price for {unknown!r} at openai): "
+        "the budget of $1 cannot be kept"
+    )
+
+
+def test_a_follow_up_asked_for_after_a_budgets_stop_keeps_what_its_pass_paid(
+    server: ProviderBatchServer, tmp_path: Path, guessed_free: None
 ) -> None:
     provider, model = _provider(server, "openai-chat")
     ledger = tmp_path / "run.sqlite"
@@ -1618,7 +1692,7 @@ def test_a_follow_up_asked_for_after_a_budgets_stop_keeps_what_its_pass_paid(
 
 
 def test_jobs_left_out_by_a_budgets_stop_are_collected_by_the_next_run(
-    server: ProviderBatchServer, tmp_path: Path
+    server: ProviderBatchServer, tmp_path: Path, guessed_free: None
 ) -> None:
     provider, model = _provider(server, "openai-chat")
     _first_job_ends_first(server)
@@ -2665,7 +2739,7 @@ def test_a_row_sent_again_counts_this_runs_sends_not_the_ledgers_attempts(
 
 
 def test_no_live_follow_up_is_sent_after_a_budgets_stop(
-    server: ProviderBatchServer, tmp_path: Path
+    server: ProviderBatchServer, tmp_path: Path, guessed_free: None
 ) -> None:
     provider, model = _provider(server, "openai-chat")
     # Ten rows answered a server error in the job (sent again live) beside ten answered
@@ -2701,7 +2775,7 @@ def test_no_live_follow_up_is_sent_after_a_budgets_stop(
 
 
 def test_a_budget_reached_by_a_jobs_last_row_is_no_stop_whatever_the_inputs_are(
-    server: ProviderBatchServer, tmp_path: Path
+    server: ProviderBatchServer, tmp_path: Path, guessed_free: None
 ) -> None:
     provider, model = _provider(server, "openai-chat")
     docs = [f"doc {n}" for n in _clean(3)]
@@ -2720,6 +2794,7 @@ def test_a_budget_reached_by_a_jobs_last_row_is_no_stop_whatever_the_inputs_are(
 def test_the_command_exits_3_when_its_budget_leaves_jobs_open(
     server: ProviderBatchServer,
     tmp_path: Path,
+    guessed_free: None,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

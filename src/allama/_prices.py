@@ -114,7 +114,8 @@ NO_PROVIDER = "the response names no provider"
 NO_MODEL = "the response names no model"
 NO_INPUT = "the provider did not report the input tokens"
 NO_OUTPUT = "the provider did not report the output tokens"
-_UNREPORTED = frozenset({NO_USAGE, NO_INPUT, NO_OUTPUT})
+NO_COUNTS = "no token counts came with a call that was made (its answer cut off, say)"
+_UNREPORTED = frozenset({NO_USAGE, NO_INPUT, NO_OUTPUT, NO_COUNTS})
 REPORTED_ONLY = (
     "the provider reported what it billed at its own prices, not a usage to price again "
     "at batch prices"
@@ -353,6 +354,8 @@ def _reason_before_lookup(provider: str | None, model: str | None, usage: Usage 
         return f"no price list for an endpoint of your own ({provider})"
     if usage is None:
         return NO_USAGE
+    if usage.input_tokens is None and usage.output_tokens is None:
+        return NO_COUNTS  # paid, with nothing to say what for (`transport._body_lost`)
     if usage.input_tokens is None:
         return NO_INPUT
     if usage.output_tokens is None:

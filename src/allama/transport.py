@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Self
 from allama._lazy import deferred_module
 from allama.adapters._http import HttpRequest, HttpResponse, origin
 from allama.errors import (
+    REPORTED_USAGE_KEY,
     Error,
     InvalidRequestError,
     NetworkError,
@@ -126,15 +127,26 @@ def _timeout_message(
     return f"the request to {where} timed out ({type(exc).__name__}); {advice}"
 
 
-def _undecodable(
+def _body_lost(
     answer: HttpResponse, exc: Exception, request: httpx2.Request | None, own_client: bool
 ) -> HttpResponse:
-    """A response whose body its `Content-Encoding` does not decode (`answer`, emptied): an
-    error status says what went wrong (a refused key is not tried again), the body none of
-    it; an answer is a server error to try again."""
+    """A response whose body did not arrive whole, or that its `Content-Encoding` does not
+    decode (`answer`, emptied): an error status says what went wrong (a refused key is not
+    tried again), the body none of it. An answer is a server error to try again, and no
+    network failure (which a batch run takes for a provider out of reach): the call was
+    made and may be billed, with no usage to say what for, so its cost is unknown (an
+    empty usage reported beside it), not nothing."""
     if answer.status >= 400:
         return answer
-    raise _failure(exc, request, own_client=own_client) from exc
+    error = _failure(exc, request, own_client=own_client)
+    if not isinstance(exc, httpx2.DecodingError):
+        where = _where(_request_of(exc, request))
+        error = ServerError(
+            f"the answer from {where} was cut off after its status ({answer.status}) "
+            f"({type(exc).__name__})"
+        ).mark_authored()
+    error.with_metadata(REPORTED_USAGE_KEY, {})
+    raise error from exc
 
 
 def _emptied(response: httpx2.Response) -> HttpResponse:
@@ -220,7 +232,7 @@ class StreamResponse:
             return self._response.read()
         except httpx2.DecodingError as exc:
             emptied = _emptied(self._response)
-            return _undecodable(emptied, exc, self._response.request, self._own_client).content
+            return _body_lost(emptied, exc, self._response.request, self._own_client).content
         except _failures() as exc:
             raise self._failure(exc) from exc
 
@@ -252,7 +264,7 @@ class AsyncStreamResponse:
             return await self._response.aread()
         except httpx2.DecodingError as exc:
             emptied = _emptied(self._response)
-            return _undecodable(emptied, exc, self._response.request, self._own_client).content
+            return _body_lost(emptied, exc, self._response.request, self._own_client).content
         except _failures() as exc:
             raise self._failure(exc) from exc
 
@@ -535,8 +547,8 @@ class Transport:
                 response = client.send(built, stream=True)
                 try:
                     content = response.read()
-                except httpx2.DecodingError as exc:
-                    return _undecodable(_emptied(response), exc, built, own)
+                except _failures() as exc:
+                    return _body_lost(_emptied(response), exc, built, own)
                 finally:
                     response.close()
                 return HttpResponse(response.status_code, _headers(response), content)
@@ -544,9 +556,9 @@ class Transport:
             response.request = built
             try:
                 content = response.read()
-            except httpx2.DecodingError as exc:
+            except _failures() as exc:
                 kept = _received(client, response, b"")  # its cookies, as any answer's
-                return _undecodable(kept, exc, built, own)
+                return _body_lost(kept, exc, built, own)
             finally:
                 response.close()
             return _received(client, response, content)
@@ -563,8 +575,8 @@ class Transport:
                 response = await client.send(built, stream=True)
                 try:
                     content = await response.aread()
-                except httpx2.DecodingError as exc:
-                    return _undecodable(_emptied(response), exc, built, own)
+                except _failures() as exc:
+                    return _body_lost(_emptied(response), exc, built, own)
                 finally:
                     await response.aclose()
                 return HttpResponse(response.status_code, _headers(response), content)
@@ -572,9 +584,9 @@ class Transport:
             response.request = built
             try:
                 content = await response.aread()
-            except httpx2.DecodingError as exc:
+            except _failures() as exc:
                 kept = _received(client, response, b"")  # its cookies, as any answer's
-                return _undecodable(kept, exc, built, own)
+                return _body_lost(kept, exc, built, own)
             finally:
                 await response.aclose()
             return _received(client, response, content)

@@ -23,10 +23,13 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
+from allama._prices import MONEY, Cost, cost_of, dollars
+from allama._tokens import guessed_input_tokens
 from allama.adapters._jobs import CREATE_ASKED, Entry, JobAmbiguity, JobState, Row, RowKind
 from allama.batch._ledger import JobPhase, JobRow, Ledger, Status, since_boot
 from allama.batch._run import (
@@ -49,6 +52,7 @@ from allama.batch._run import (
     _Spec,
     _stops,
     ledger_unwritten,
+    schema_tokens,
     turn_for,
 )
 from allama.errors import (
@@ -67,7 +71,7 @@ from allama.errors import (
 from allama.extract._engine import Extracted, extract_steps
 from allama.extract._metadata import ExtractionMetadata
 from allama.providers._jobs import ProviderJobs, RowUnanswered, provider_jobs
-from allama.types import ALLAMA_NAMESPACE
+from allama.types import ALLAMA_NAMESPACE, Usage
 from allama.wrappers._record import PAID_BEFORE
 
 if TYPE_CHECKING:
@@ -159,6 +163,9 @@ class _Job:
     state: JobState | None = None
     in_order: bool = False
     """`items` are in the order of the job's requests: this run submitted it."""
+    estimate: Decimal = Decimal(0)
+    """What its requests are guessed to cost (under a budget): counted against it until
+    the job's rows are collected and their own costs are."""
 
 
 FOLLOW_UP_NOT_SENT = "follow_up_not_sent"
@@ -195,6 +202,9 @@ class JobRunner(_Runner):
         self.items: dict[str, _Item] = {}
         self.read_all = False
         """The inputs are read (to their end, or as far as a stop let them be)."""
+        self.schema_tokens = schema_tokens(spec.tp) if spec.max_cost is not None else 0
+        self.outputs: list[int] = []
+        """The output tokens of the answers collected, for a budget's guesses."""
 
     # The run
 
@@ -414,7 +424,62 @@ class JobRunner(_Runner):
                     for item in chunk:
                         await self._leave(item)
                     continue
-                await self._submit(model, chunk)
+                estimate = Decimal(0)
+                if self.spec.max_cost is not None:
+                    chunk, estimate = self._within_budget(model, chunk)
+                    if not chunk:
+                        continue
+                await self._submit(model, chunk, estimate)
+
+    def _within_budget(self, model: str, chunk: list[_Item]) -> tuple[list[_Item], Decimal]:
+        """The first of `chunk`'s requests whose guessed cost fits in what the budget leaves
+        (less what the jobs still out are guessed to cost), and their guess: a job's cost is
+        known only when it ends, so each is submitted only while its guess fits. Those that
+        do not fit wait in the queue for jobs out to end (at less than their guess, room is
+        freed); with none out, or a cost that cannot be guessed, the run stops."""
+        budget = self.spec.max_cost
+        assert budget is not None
+        out = MONEY.add(Decimal(0), sum((job.estimate for job in self.open.values()), Decimal(0)))
+        room = MONEY.subtract(MONEY.subtract(budget, self._known_cost()), out)
+        fits: list[_Item] = []
+        total = Decimal(0)
+        for item in chunk:
+            guess = self._guessed_cost(item)
+            if isinstance(guess, str):
+                self._stop_for_budget(
+                    f"what a job of {model} costs cannot be guessed before it is submitted "
+                    f"({guess}): the budget of ${budget:f} cannot be kept"
+                )
+                self.queue.extend(chunk)
+                return [], Decimal(0)
+            if MONEY.add(total, guess) > room:
+                if not fits and not self.open and not self.live:  # nothing out to wait for
+                    self._stop_for_budget(
+                        f"the budget of ${budget:f} leaves ${dollars(max(room, Decimal(0)))}, "
+                        f"and the next request to submit is guessed at ${dollars(guess)}"
+                    )
+                break
+            fits.append(item)
+            total = MONEY.add(total, guess)
+        self.queue.extend(chunk[len(fits) :])
+        return fits, total
+
+    def _guessed_cost(self, item: _Item) -> Decimal | str:
+        """A request's cost at batch prices, guessed before it is submitted: its text and
+        the schema sent beside it in tokens, and its output at `max_output_tokens`, else as
+        long as the answers collected so far on average, else as long as the schema."""
+        request = item.pending
+        assert request is not None
+        outputs = self.outputs
+        output = request.max_output_tokens or (
+            -(-sum(outputs) // len(outputs)) if outputs else self.schema_tokens
+        )
+        usage = Usage(
+            input_tokens=guessed_input_tokens(request) + self.schema_tokens,
+            output_tokens=output,
+        )
+        cost = cost_of(self.jobs.provider.name, request.model, usage, batch=True)
+        return cost.total if isinstance(cost, Cost) else cost
 
     def _chunks(self, items: list[_Item]) -> list[list[_Item]]:
         dialect = self.jobs.dialect
@@ -432,7 +497,7 @@ class JobRunner(_Runner):
             size += weight
         return [chunk for chunk in chunks if chunk]
 
-    async def _submit(self, model: str, items: list[_Item]) -> None:
+    async def _submit(self, model: str, items: list[_Item], estimate: Decimal) -> None:
         assert self.book is not None and self.ledger is not None
         self.ledger.commit()  # the claims before the job's record
         tag = f"allama-{uuid.uuid4().hex[:20]}"
@@ -445,7 +510,7 @@ class JobRunner(_Runner):
             model=model,
             items=[(item.key, item.log) for item in items],
         )
-        job = _Job(tag, None, items, model, in_order=True)
+        job = _Job(tag, None, items, model, in_order=True, estimate=estimate)
         self.summary.jobs[tag] = f"submitting {len(items)} requests"
         target = self.jobs.target(model)
         entries = [item.entry for item in items if item.entry is not None]
@@ -675,6 +740,9 @@ class JobRunner(_Runner):
                     job.items.append(item)
             if not job.items:
                 continue
+            if self.spec.max_cost is not None:  # an earlier run's, not yet paid for
+                guesses = [self._guessed_cost(item) for item in job.items]
+                job.estimate = sum((g for g in guesses if isinstance(g, Decimal)), Decimal(0))
             if row.job_id is None and row.cancel_requested:
                 # Found only now, made after the cancel looked for it: cancelled now.
                 await self._cancel_at_once(job)
@@ -913,6 +981,8 @@ class JobRunner(_Runner):
         item.log.append(
             {"status": row.status or 200, "body": (row.body or b"").decode(), "job": job.job_id}
         )
+        if not isinstance(answer, Error) and answer.usage is not None:
+            self.outputs.append(answer.usage.output_tokens or 0)
         await self._feed(item, answer)
 
     async def _feed(self, item: _Item, answer: ChatResponse | Error) -> None:

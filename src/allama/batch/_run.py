@@ -285,6 +285,10 @@ class BatchSummary:
     budget_reached: str | None = None
     """The budget's message when the run reached it with nothing left to send (all read and
     finished, or given from the ledger): no stop, but the budget is spent."""
+    past_budget: tuple[Decimal, Decimal, Decimal | None] | None = None
+    """What the job had spent when the run ended (earlier runs' share included), the
+    budget, and what was spent when the run found it reached, where the run ended having
+    spent more than both: inputs in flight then (or jobs out) paid past it."""
     refused: str | None = None
     """The kind of error that stopped the run from starting new inputs, since every one
     would meet it: the provider refused the run's key or account (`authentication`,
@@ -462,6 +466,18 @@ class BatchSummary:
             out.append(f"stopped starting new inputs: {printable(self.stopped)}")
         elif self.budget_reached:
             out.append(f"{printable(self.budget_reached)}, with nothing left to send")
+        if self.past_budget is not None:
+            spent, budget, reached = self.past_budget
+            out.append(
+                f"spent ${dollars(spent)} in all by the end, ${dollars(spent - budget)} past the "
+                f"budget of ${budget:f}"
+                + (
+                    f": ${dollars(spent - reached)} of it after the budget was reached, by "
+                    "inputs then in flight"
+                    if reached is not None
+                    else ""
+                )
+            )
         return out
 
 
@@ -700,7 +716,12 @@ output it does not keep (the type holds a secret)."""
 
 
 class ValueNotKept(ValueError):
-    """A finished input whose value the ledger cannot give back as it was (`WITHHELD`)."""
+    """A finished input whose value the ledger cannot give back as it was (`WITHHELD`);
+    `invalid`: its stored JSON, secrets masked, does not even validate as the type."""
+
+    def __init__(self, invalid: bool) -> None:
+        super().__init__("its JSON does not read back as the value")
+        self.invalid = invalid
 
 
 class ValueChanged(ValueError):
@@ -774,6 +795,15 @@ def _spec(
     from allama.extract._engine import check_floor_before_sending
     from allama.extract._extractor import check_call
 
+    if extractor is not None and not isinstance(extractor, Extractor):
+        raise TypeError(
+            "extractor must be an Extractor (`Extractor(retries=1)`, say), or None, not "
+            + (
+                f"the class {extractor.__name__}"
+                if isinstance(extractor, type)
+                else f"a {type(extractor).__name__}"
+            )
+        )
     build: Build
     if isinstance(request, ChatRequest):
         check_call(provider, tp, request)
@@ -821,6 +851,11 @@ def _spec(
         raise TypeError(
             f"label must be a function naming an input (or None), not {type(label).__name__}"
         )
+    if inspect.iscoroutinefunction(label) or inspect.iscoroutinefunction(request):
+        raise TypeError(
+            f"the {'label' if inspect.iscoroutinefunction(label) else 'request'} function is "
+            "an async function, which the run does not await: pass a plain one"
+        )
     if total is not None and (isinstance(total, bool) or not isinstance(total, int) or total < 0):
         raise ValueError(f"total must be a whole number of inputs, 0 or more, not {total!r}")
     if ledger is not None and not str(ledger):
@@ -838,7 +873,14 @@ def _spec(
     named = label or (lambda document: "")
 
     def labelled(document: Any, index: int) -> str:
-        return _text_of_label(str(named(document) or f"#{index}"))
+        named_it = named(document)
+        if inspect.iscoroutine(named_it):
+            named_it.close()  # never awaited: said here, rather than in a warning at exit
+            raise TypeError(
+                "the label function returned a coroutine, not a name: it is an async "
+                "function, which the run does not await; name inputs with a plain one"
+            )
+        return _text_of_label(str(named_it or f"#{index}"))
 
     provider_key = key_name(provider)
     if ledger is not None and (provider_key != provider.name or "failover(" in provider_key):
@@ -1234,6 +1276,8 @@ class _Runner:
         started, done or not (the budget is the whole job's)."""
         self.paid_here = Decimal(0)
         """Under a budget: what this run's sends paid since."""
+        self.reached: Decimal | None = None
+        """What was spent when the run found its budget reached."""
         self.endpoints: dict[str, str | None] | None = None
         """The endpoint each run of the ledger sent to, by run id: read when the run opens
         its ledger, and again for a run started since."""
@@ -1357,9 +1401,9 @@ class _Runner:
         ahead = asyncio.Semaphore(2 * spec.concurrency)
         tasks = self.tasks
 
-        async def in_slot(index: int, document: Any) -> None:
+        async def in_slot(index: int, prepared: tuple[str, ChatRequest, str]) -> None:
             try:
-                await self.one(index, document)
+                await self.one(index, prepared)
             finally:
                 self._give_back()
 
@@ -1390,8 +1434,13 @@ class _Runner:
                 if document is _NO_MORE:
                     self.all_read = self.broken is None and not inputs.stopped
                     break
+                # Made as it is read, before the next is: an iterable may give one object
+                # again, changed (a row updated in place).
+                prepared = self._prepared(index, document, time.monotonic())
+                if prepared is None:
+                    continue
                 await ahead.acquire()
-                task = asyncio.create_task(in_slot(index, document))
+                task = asyncio.create_task(in_slot(index, prepared))
                 self.holding.add(task)
                 tasks.add(task)
                 task.add_done_callback(settled)
@@ -1466,8 +1515,29 @@ class _Runner:
     def _prepared(
         self, index: int, document: Any, began: float
     ) -> tuple[str, ChatRequest, str] | None:
-        """An input's label, request and key, made by the caller's functions; `None` when
-        they raised, which is that input's failure (finished here)."""
+        """An input's label, request and key (`document` as read, or as the reading thread
+        made it), made by the caller's functions; `None` when they raised, which is that
+        input's failure (finished here)."""
+        made = document if isinstance(document, _Made) else self.made(document, index)
+        if made.error is None:
+            assert made.request is not None
+            return made.label, made.request, made.key
+        error = made.error
+        if isinstance(error, asyncio.CancelledError) and _cancelling():
+            raise error
+        failure = _failure(error)
+        if made.whose is not None:
+            failure = replace(
+                failure, message=f"{made.whose} raised {failure.kind}: {failure.message}"
+            )
+        self._finish(
+            BatchResult(index, "", made.label, None, failure, None, 0, time.monotonic() - began)
+        )
+        return None
+
+    def made(self, document: Any, index: int) -> _Made:
+        """What the caller's functions make of an input: its label, request and key, or
+        what they raised. Called in the reading thread too, as the input is read."""
         spec = self.spec
         label = f"#{index}"
         whose: str | None = "the label function"  # which of the caller's functions raised
@@ -1478,19 +1548,9 @@ class _Runner:
             whose = None
             if not isinstance(request, ChatRequest):
                 _not_a_request(request)
-            return label, request, spec.key(document, request)
+            return _Made(label, request, spec.key(document, request))
         except (Exception, asyncio.CancelledError) as error:
-            if isinstance(error, asyncio.CancelledError) and _cancelling():
-                raise
-            failure = _failure(error)
-            if whose is not None:
-                failure = replace(
-                    failure, message=f"{whose} raised {failure.kind}: {failure.message}"
-                )
-            self._finish(
-                BatchResult(index, "", label, None, failure, None, 0, time.monotonic() - began)
-            )
-            return None
+            return _Made(label, None, "", error, whose)
 
     async def _wait_for_the_caller(self) -> None:
         """Each result not yet read holds its value: past `most_unread` of them, no input
@@ -1533,6 +1593,9 @@ class _Runner:
             count = len(inputs) if sized else self.summary.total  # type: ignore[arg-type]
             if count is not None:
                 self.summary.not_started += max(0, count - self.read)
+        budget, spent, reached = self.spec.max_cost, self._known_cost(), self.reached
+        if budget is not None and spent > max(budget, reached or budget):
+            summary.past_budget = (spent, budget, reached)
         stopped = self.stopping
         if self.held_nothing_back():  # reached, with nothing left to send: no stop
             summary.budget_reached, summary.stopped = summary.stopped, None
@@ -1698,21 +1761,28 @@ class _Runner:
             return
         known = self._known_cost()
         if known >= budget:
+            self.reached = known
             before = self.job_paid
             self._stop_for_budget(
                 f"the budget of ${budget:f} is reached (${dollars(known)}"
                 + (f", ${dollars(before)} of it paid before this run)" if before else ")")
             )
 
-    def _count_attempt(self, key: str, record: ExtractionMetadata) -> None:
+    def _count_attempt(self, key: str, label: str, record: ExtractionMetadata) -> None:
         """Under a budget, an attempt paid for that is tried again counts at once, not when
         its input ends: inputs trying again would pass the budget unseen. Kept with what
-        `_count_paid` leaves out then, as what earlier runs paid is."""
-        if self.spec.max_cost is None:
+        `_count_paid` leaves out then, as what earlier runs paid is. One paid at a price
+        unknown stops the run at once, as an input's would when it ends."""
+        budget = self.spec.max_cost
+        if budget is None:
             return
-        cost, _ = _cost_of([record])
-        if cost is None:
-            return  # unknown: told when the input ends
+        cost, missing = _cost_of([record])
+        if cost is None:  # paid, at a price unknown: no input more is sent
+            self._stop_for_budget(
+                f"the cost of an attempt of {label} is unknown ({missing}): the budget of "
+                f"${budget:f} cannot be kept"
+            )
+            return
         self.carried[key] = MONEY.add(self.carried.get(key, Decimal(0)), cost)
         self.paid_here = MONEY.add(self.paid_here, cost)
         self._check_known()
@@ -1761,8 +1831,8 @@ class _Runner:
                 return
         self._check_known()
 
-    async def one(self, index: int, document: Any) -> None:
-        await self.in_input_span(index, self._one(index, document))
+    async def one(self, index: int, prepared: tuple[str, ChatRequest, str]) -> None:
+        await self.in_input_span(index, self._one(index, prepared))
 
     async def in_input_span(self, index: int, work: Coroutine[Any, Any, None]) -> None:
         """`work` for one input, under its span where the run is traced (its calls'
@@ -1780,11 +1850,8 @@ class _Runner:
             _tracing.out_of_span(tokens)
             _tracing.end_span(span)
 
-    async def _one(self, index: int, document: Any) -> None:
+    async def _one(self, index: int, prepared: tuple[str, ChatRequest, str]) -> None:
         began = time.monotonic()
-        prepared = self._prepared(index, document, began)
-        if prepared is None:
-            return
         label, request, key = prepared
         first = self.running.get(key)
         if first is not None:
@@ -1811,7 +1878,7 @@ class _Runner:
         self.running[key] = outcome
         try:
             try:
-                result = await self._claimed(index, key, label, document, request, began)
+                result = await self._claimed(index, key, label, request, began)
             except sqlite3.Error as error:  # the ledger failed: said, and the input counted
                 result = self._ledger_failed(index, key, label, error)
                 self._finish(result)
@@ -1824,7 +1891,7 @@ class _Runner:
             del self.running[key]
 
     async def _claimed(
-        self, index: int, key: str, label: str, document: Any, request: ChatRequest, began: float
+        self, index: int, key: str, label: str, request: ChatRequest, began: float
     ) -> BatchResult[Any]:
         spec = self.spec
         attempts = 1
@@ -1893,8 +1960,11 @@ class _Runner:
                 return self._given(index, label, row)
             # (A copy of one this run left pending has it counted with that copy's result.)
             paid = _paid_before(row)
-            if paid and self.first_read(key):
-                return replace(self._not_started(index, key, label), spent=tuple(paid))
+            if paid and row is not None and self.first_read(key):
+                # Its attempts with what they paid, as the ledger's status counts them.
+                return replace(
+                    self._not_started(index, key, label), spent=tuple(paid), attempts=row.attempts
+                )
         return self._not_started(index, key, label)
 
     def first_read(self, key: str) -> bool:
@@ -2095,7 +2165,7 @@ class _Runner:
         for all the run can tell: `_wrap_up` says so)."""
         error, record = suspected.error, suspected.record
         if record is not None and _paid_any([record]):
-            self._count_attempt(key, record)  # counted toward the budget while it waits
+            self._count_attempt(key, label, record)  # counted toward the budget as it waits
         verdict: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.verdict = verdict
         if self.stopping is not None:
@@ -2186,7 +2256,7 @@ class _Runner:
                 tries.last = (outcome, record)
                 if record is not None and _paid_any([record]):
                     spent.append(record)  # paid for: a pass, or a failure that reported usage
-                    self._count_attempt(key, record)
+                    self._count_attempt(key, label, record)
                     tries.last = (outcome, None)
                     if self.ledger is not None:
                         # Kept before the wait: a run closed during it leaves the input
@@ -2955,7 +3025,11 @@ def read_done(spec: _Spec, value: str, source: str | None, record: Mapping[str, 
     stored value, validated again, which this run's type must read as itself (a version
     before schema 3 kept no output: its values are validated again as they are)."""
     if source == WITHHELD:
-        raise ValueNotKept("its JSON does not read back as the value")
+        try:
+            read_stored_value(spec.adapter, value)
+        except Exception as error:
+            raise ValueNotKept(invalid=True) from error
+        raise ValueNotKept(invalid=False)
     if source == EARLIER_VALUE:
         return read_stored_value(spec.adapter, value)
     if source is not None:
@@ -3045,12 +3119,18 @@ def _stored_value_invalid(error: Exception, tp: Any) -> BatchFailure:
             "`allama batch export` writes the value",
         )
     if isinstance(error, ValueNotKept):
+        how = (
+            "its JSON, which writes a secret masked (`**********`), does not validate as "
+            "the type (a secret that is not text, or one the mask does not fit)"
+            if error.invalid
+            else "its JSON reads back as another value (a validator that changes what it "
+            "reads, a serializer of its own)"
+        )
         return BatchFailure(
             STORED_VALUE_INVALID,
             f"finished by an earlier run, but its value cannot be read back as it was: "
             f"{_tracing.type_name(tp)} holds a secret, so the ledger keeps no output to read "
-            "again, and its JSON reads back as another value (a validator that changes what "
-            "it reads, a serializer of its own); `allama batch export` writes the value",
+            f"again, and {how}; `allama batch export` writes the value",
         )
     if isinstance(error, ReadAgainError):
         problem = f"`{error.kind or 'json_invalid'}` at {error.path or 'the value itself'}"
@@ -3230,7 +3310,7 @@ class _Reader:
         else:
             self._sync = iter(inputs)
             if sync and not hasattr(inputs, "__len__") and not self.stopped:
-                self._thread = _ReadAhead(self._sync, ahead)
+                self._thread = _ReadAhead(self._sync, ahead, runner.made)
 
     async def next(self) -> Any:
         """The next input, or `_NO_MORE` (the inputs are over, or the run stopped)."""
@@ -3418,6 +3498,18 @@ _NOT_YET = object()
 
 
 @dataclass(frozen=True, slots=True)
+class _Made:
+    """An input's label, request and key, made as it was read, or what the caller's
+    functions raised (`whose` names the function)."""
+
+    label: str
+    request: ChatRequest | None
+    key: str
+    error: BaseException | None = None
+    whose: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class _Raised:
     """What the inputs' `next` raised, in the thread that read them."""
 
@@ -3436,8 +3528,11 @@ class _ReadAhead:
     threads cost more than the rest of a run's work an input), and waits, on its loop,
     only for a read that waits."""
 
-    def __init__(self, inputs: Iterator[Any], ahead: int) -> None:
+    def __init__(
+        self, inputs: Iterator[Any], ahead: int, make: Callable[[Any, int], _Made]
+    ) -> None:
         self._inputs = inputs
+        self._make = make
         self._read: collections.deque[Any] = collections.deque()
         self._room = threading.Semaphore(ahead)
         self._lock = threading.Lock()
@@ -3452,7 +3547,7 @@ class _ReadAhead:
         ).start()
 
     def _work(self) -> None:
-        while True:
+        for index in itertools.count():
             self._room.acquire()
             if self._closed:
                 return
@@ -3460,6 +3555,10 @@ class _ReadAhead:
                 read = next(self._inputs, _NO_MORE)
             except BaseException as error:  # handed to the run, which raises it
                 read = _Raised(error)
+            if read is not _NO_MORE and not isinstance(read, _Raised):
+                # Made before the next is read: an iterable may give one object again,
+                # changed (a row updated in place).
+                read = self._make(read, index)
             with self._lock:
                 waiting, self._waiting = self._waiting, None
                 if waiting is None:
