@@ -2584,6 +2584,63 @@ def test_a_run_on_another_host_that_beats_again_is_alive_again(tmp_path: Path) -
     assert other.claim("b", 1, "#1").granted
 
 
+def test_a_run_that_ends_while_a_reader_has_the_ledger_open_leaves_all_in_its_file(
+    tmp_path: Path,
+) -> None:
+    """SQLite moves the `-wal` into the file only as the last connection closes, and a
+    reader's (`status`, `export` in a loop) cannot: the file alone lacked the run's end."""
+    import shutil
+
+    path = tmp_path / "run.sqlite"
+    run = Ledger(path, settings={})
+    reader = Ledger(path, read_only=True)
+    assert run.claim("a", 0, "#0").granted
+    assert run.finish("a", status="done", seconds=0.1, value='{"n": 1}')
+    run.end(None)
+    run.close()
+    assert not path.with_name("run.sqlite-wal").stat().st_size  # emptied into the file
+    (tmp_path / "copy").mkdir()
+    shutil.copy(path, tmp_path / "copy" / "run.sqlite")  # the file alone, as users copy it
+    copied = Ledger(tmp_path / "copy" / "run.sqlite", read_only=True)
+    assert [(row.key, row.status, row.value) for row in copied.rows()] == [
+        ("a", "done", '{"n": 1}')
+    ]
+    assert [entry["finished_at"] is not None for entry in copied.runs()] == [True]
+    copied.close()
+    reader.close()
+
+
+def test_a_run_whose_process_was_killed_and_not_yet_reaped_is_ended(tmp_path: Path) -> None:
+    """A zombie answers `kill(pid, 0)` and keeps its start time: a supervisor that killed a
+    run without waiting for it left its inputs "in flight in another run" to the next."""
+    from allama.batch import _ledger
+
+    path = tmp_path / "run.sqlite"
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = _ledger._process_started(child.pid)
+        assert started is not None and _ledger._alive(child.pid, started)
+        killed, other = Ledger(path, settings={}), Ledger(path, settings={})
+        assert killed.claim("a", 0, "#0").granted
+        with sqlite3.connect(path) as db:
+            db.execute(
+                "UPDATE runs SET pid = ?, pid_started = ? WHERE run_id = ?",
+                (child.pid, started, killed.run_id),
+            )
+        assert not other.claim("a", 0, "#0").granted  # its process runs: the input is its
+        child.kill()
+        deadline = time.monotonic() + 10
+        while (_ledger._process_state(child.pid) or ("Z",))[0] != "Z":
+            assert time.monotonic() < deadline, "the child did not end"
+            time.sleep(0.01)
+        assert not _ledger._alive(child.pid, started)
+        taken = other.claim("a", 0, "#0")
+        assert (taken.granted, taken.attempts) == (True, 2)
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_an_input_claimed_ahead_and_taken_over_while_it_waited_is_not_sent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -141,3 +141,23 @@ def test_an_extractor_that_is_not_one_is_refused_when_the_run_is_made(
         assert str(refused.value) == (
             f"extractor must be an Extractor (`Extractor(retries=1)`, say), or None, not {said}"
         )
+
+
+def test_a_template_no_input_can_be_extracted_with_is_refused_before_anything_is_claimed(
+    tmp_path: Path,
+) -> None:
+    """Every input was claimed, counted an attempt and finished `failed` in the ledger,
+    nothing sent; a run again, the provider fixed as the error said, gave back the old
+    failures (the keys were the same)."""
+    from allama import CapabilitySupport, ChatCapability
+    from allama.errors import ExtractionError
+
+    provider = FunctionProvider(_answer)
+    for capability in (ChatCapability.STRUCTURED_OUTPUT, ChatCapability.TOOL_CALLS):
+        provider.with_chat_capability(capability, CapabilitySupport.UNSUPPORTED)
+    ledger = tmp_path / "ledger.sqlite"
+    with pytest.raises(ExtractionError) as refused:
+        allama.batch(provider, Row, ["doc 1"], request=ChatRequest("m"), ledger=ledger)
+    assert refused.value.kind == "extraction_unsupported"
+    assert "has no mode to pick" in refused.value.message
+    assert provider.call_count == 0 and not ledger.exists()

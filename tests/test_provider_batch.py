@@ -2616,7 +2616,7 @@ def test_a_key_refused_while_reading_a_job_stops_the_run_and_leaves_the_job(
 
 
 def test_a_follow_up_left_unsent_by_a_stop_gives_its_attempt_back(
-    server: ProviderBatchServer, tmp_path: Path
+    server: ProviderBatchServer, tmp_path: Path, guessed_free: None
 ) -> None:
     provider, model = _provider(server, "openai-chat")
     ledger = tmp_path / "run.sqlite"

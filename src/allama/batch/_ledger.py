@@ -52,6 +52,8 @@ SCHEMA_VERSION = 4
 HEARTBEAT_SECONDS = 5.0
 """How often a live run says so; a run on another host silent for `STALE_AFTER` is dead."""
 STALE_AFTER = 60.0
+CHECKPOINT_WAIT_MS = 3000
+"""How long a run that ends waits for readers and other runs to let it empty the `-wal`."""
 
 
 class Status:
@@ -267,22 +269,34 @@ class Claim:
 def _process_started(pid: int) -> str | None:
     """When process `pid` started (Linux: its start time in clock ticks), to tell a live
     process from a later one that reuses its id."""
+    state = _process_state(pid)
+    return None if state is None else state[1]
+
+
+def _process_state(pid: int) -> tuple[str, str] | None:
+    """Process `pid`'s state (`Z`: ended, not yet reaped by its parent) and start time, on
+    Linux; `None` elsewhere."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
-        return fields[19]
+        return fields[0], fields[19]
     except (OSError, IndexError):
         return None
 
 
 def _alive(pid: int, started: str | None) -> bool:
+    """Whether the process of a run is running: one killed whose parent has not reaped it
+    yet (a zombie) answers signals, but runs no more."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return started is None or _process_started(pid) == started
+    state = _process_state(pid)
+    if state is not None and state[0] in ("Z", "X"):
+        return False
+    return started is None or (state is not None and state[1] == started)
 
 
 class Ledger:
@@ -301,6 +315,7 @@ class Ledger:
         opens an existing ledger for reading (`LedgerError` when there is none)."""
         self.path = Path(path)
         self.run_id = uuid.uuid4().hex
+        self._read_only = read_only
         self._select = _SELECT
         self._has_jobs = self._job_clock = True
         if read_only:
@@ -867,7 +882,14 @@ class Ledger:
             )
 
     def close(self) -> None:
+        """Close the ledger; a run's first moves what it wrote into the file and empties the
+        `-wal`, waiting a moment for readers (`status`, `export`) and other runs: SQLite does
+        so on its own only as the last connection closes, and a reader's cannot."""
         with self._lock:
+            if not self._read_only:
+                with contextlib.suppress(sqlite3.Error):
+                    self._connection.execute(f"PRAGMA busy_timeout = {CHECKPOINT_WAIT_MS}")
+                    self._connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             self._connection.close()
 
     # Reading

@@ -792,7 +792,7 @@ def _spec(
     poll_interval: float = 30.0,
     job_size: int | None = None,
 ) -> _Spec:
-    from allama.extract._engine import check_floor_before_sending
+    from allama.extract._engine import check_floor_before_sending, plan
     from allama.extract._extractor import check_call
 
     if extractor is not None and not isinstance(extractor, Extractor):
@@ -807,6 +807,10 @@ def _spec(
     build: Build
     if isinstance(request, ChatRequest):
         check_call(provider, tp, request)
+        # An extraction no input's call can make (no mode left to pick, a request the
+        # provider refuses) is said now, before anything is claimed: each input's request
+        # is the template's with its text added.
+        plan(provider, tp, request.user("a document"))
         if extractor is not None:
             # A floor no input's call can meet is said now, before anything is claimed or
             # sent: each input's request is the template's, with its text added.
