@@ -2610,6 +2610,30 @@ def test_a_run_that_ends_while_a_reader_has_the_ledger_open_leaves_all_in_its_fi
     reader.close()
 
 
+def test_a_wal_or_shm_another_user_made_is_said_before_the_run_begins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another user's `status` makes them where there were none: the owner's run failed,
+    once begun, with "attempt to write a readonly database"."""
+    from allama.batch import LedgerError, _ledger
+
+    path = tmp_path / "run.sqlite"
+    Ledger(path, settings={}).close()
+    shm = path.with_name("run.sqlite-shm")
+    shm.touch()
+    writable = os.access
+    monkeypatch.setattr(_ledger.os, "access", lambda p, mode: p != shm and writable(p, mode))
+    provider = allama.mock.MockProvider.with_text('{"n": 1}')
+    with pytest.raises(LedgerError) as refused:
+        allama.batch(provider, Row, ["doc 1"], request=TEMPLATE, ledger=path)
+    assert str(refused.value) == (
+        f"`{shm}`, beside the ledger, cannot be written by this user (it belongs to user "
+        f"{os.getuid()}, whose `allama batch status` or `export` may have made it): remove it "
+        "while no run uses the ledger, or run as that user"
+    )
+    assert provider.requests == []
+
+
 def test_a_run_whose_process_was_killed_and_not_yet_reaped_is_ended(tmp_path: Path) -> None:
     """A zombie answers `kill(pid, 0)` and keeps its start time: a supervisor that killed a
     run without waiting for it left its inputs "in flight in another run" to the next."""

@@ -2565,7 +2565,10 @@ def test_a_rows_earlier_paid_attempts_are_in_it_so_that_its_costs_add_up(
 
 
 def test_inputs_a_run_finished_and_abandoned_before_giving_are_its_own_not_an_earlier_runs(
-    server: BatchServer, tmp_path: Path
+    server: BatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A second Ctrl-C abandons results the run finished (in the ledger) and had not given
     yet: written from the ledger, they are this run's, counted once, with what they paid;
@@ -2573,6 +2576,7 @@ def test_inputs_a_run_finished_and_abandoned_before_giving_are_its_own_not_an_ea
     import types
 
     import allama
+    import allama.cli._batch as command
     from allama.cli._batch import _count_earlier, _write_from_ledger
 
     ledger = tmp_path / "run.sqlite"
@@ -2585,7 +2589,14 @@ def test_inputs_a_run_finished_and_abandoned_before_giving_are_its_own_not_an_ea
     run = allama.batch(provider, dict, ["doc 1", "doc 2"], request=request, ledger=ledger)
     run._runner.book = types.SimpleNamespace(run_id=this_run)
     output = io.StringIO()
+    # Said before it is done, for as many inputs as take seconds (here, two): a stop
+    # otherwise seemed to hang, nothing said, for ten seconds a hundred thousand inputs.
+    monkeypatch.setattr(command, "_SAID_WHILE_WRITTEN", 2)
+    capsys.readouterr()
     results = _write_from_ledger(run, ledger, output, bytearray(2), set())
+    assert capsys.readouterr().err == (
+        "writing what the ledger holds of the 2 inputs the run did not reach\n"
+    )
     assert [(r.ok, r.resumed, r.duplicate) for r in results] == [(True, False, False)] * 2
     assert len(output.getvalue().splitlines()) == 2
     summary = run.summary

@@ -1235,6 +1235,15 @@ def check_ledger_file(path: Path) -> None:
     other = _not_a_file(path)
     if other is not None:
         raise LedgerError(f"{other}: name the ledger's file")
+    for beside in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        # Made by a reader of another user (their `status`): SQLite cannot write it, and
+        # would say only "attempt to write a readonly database", once the run began.
+        if beside.is_file() and not os.access(beside, os.W_OK):
+            raise LedgerError(
+                f"`{beside}`, beside the ledger, cannot be written by this user (it belongs to "
+                f"user {beside.stat().st_uid}, whose `allama batch status` or `export` may have "
+                "made it): remove it while no run uses the ledger, or run as that user"
+            )
     if not path.is_file() or not path.stat().st_size:
         return
     try:

@@ -852,6 +852,11 @@ def _budget_spent(spec: Any, book: Any) -> str | None:
     return f"the budget of ${spec.max_cost:f} is spent (${dollars(paid)} paid by earlier runs)"
 
 
+_SAID_WHILE_WRITTEN = 10_000
+"""Inputs a stopped run did not reach past which the command says it writes their values
+from the ledger (about a second for 10,000): a stop would otherwise seem to hang."""
+
+
 def _write_from_ledger(
     run: Any, ledger: Path, output: IO[str], seen: bytearray, given: set[int]
 ) -> list[Any]:
@@ -867,6 +872,12 @@ def _write_from_ledger(
     filled: list[Any] = []
     if 0 not in seen or not ledger.is_file():
         return filled
+    unreached = seen.count(0)
+    if unreached >= _SAID_WHILE_WRITTEN:  # seconds with nothing said, else (a stop that waits)
+        print(
+            f"writing what the ledger holds of the {unreached} inputs the run did not reach",
+            file=sys.stderr,
+        )
     try:
         db = _read_only(ledger)
     except LedgerError:
