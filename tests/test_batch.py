@@ -2634,16 +2634,24 @@ def test_a_wal_or_shm_another_user_made_is_said_before_the_run_begins(
     assert provider.requests == []
 
 
-def test_a_run_whose_process_was_killed_and_not_yet_reaped_is_ended(tmp_path: Path) -> None:
+def test_a_run_whose_process_was_killed_and_not_yet_reaped_is_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A zombie answers `kill(pid, 0)` and keeps its start time: a supervisor that killed a
     run without waiting for it left its inputs "in flight in another run" to the next."""
     from allama.batch import _ledger
+
+    def of_another_user(pid: int, signal: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
 
     path = tmp_path / "run.sqlite"
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         started = _ledger._process_started(child.pid)
         assert started is not None and _ledger._alive(child.pid, started)
+        with monkeypatch.context() as patched:  # a process of another user: alive
+            patched.setattr(_ledger.os, "kill", of_another_user)
+            assert _ledger._alive(child.pid, started)
         killed, other = Ledger(path, settings={}), Ledger(path, settings={})
         assert killed.claim("a", 0, "#0").granted
         with sqlite3.connect(path) as db:
@@ -2658,6 +2666,9 @@ def test_a_run_whose_process_was_killed_and_not_yet_reaped_is_ended(tmp_path: Pa
             assert time.monotonic() < deadline, "the child did not end"
             time.sleep(0.01)
         assert not _ledger._alive(child.pid, started)
+        with monkeypatch.context() as patched:  # another user's, killed: ended too
+            patched.setattr(_ledger.os, "kill", of_another_user)
+            assert not _ledger._alive(child.pid, started)
         taken = other.claim("a", 0, "#0")
         assert (taken.granted, taken.attempts) == (True, 2)
     finally:

@@ -161,3 +161,21 @@ def test_a_template_no_input_can_be_extracted_with_is_refused_before_anything_is
     assert refused.value.kind == "extraction_unsupported"
     assert "has no mode to pick" in refused.value.message
     assert provider.call_count == 0 and not ledger.exists()
+
+
+def test_an_exit_a_request_function_raises_in_the_reading_thread_is_raised_by_the_run() -> None:
+    """Raised in the thread that reads a sync run's generator, it ended the thread with
+    nothing handed over, and the run waited for its next input for ever."""
+
+    def rows() -> Iterator[str]:
+        yield from (f"doc {n}" for n in range(6))
+
+    def build(document: str) -> ChatRequest:
+        if document == "doc 3":
+            raise SystemExit(3)
+        return ChatRequest("m").system("Extract n.").user(document)
+
+    run = allama.batch(FunctionProvider(_answer), Row, rows(), request=build, concurrency=2)
+    with pytest.raises(SystemExit) as raised:
+        list(run)
+    assert raised.value.code == 3

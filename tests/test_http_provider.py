@@ -431,11 +431,21 @@ def test_an_answer_cut_off_after_its_status_was_made_and_its_cost_is_unknown() -
         "no token counts came with a call that was made (its answer cut off, say)"
     )
     assert (run.summary.attempts, run.summary.cost_unknown, run.summary.refused) == (2, 1, None)
+    # Streamed, a stream cut mid-way (a network failure, as it was), but made, and maybe
+    # billed; a refused key's cut-off error body was a network failure to try again.
+    from allama.errors import NetworkError
+
+    with pytest.raises(NetworkError) as cut, provider.chat_stream(request) as stream:
+        list(stream)
+    assert cut.value.retryable
+    assert [entry["usage"] for entry in paid_for(cut.value)] == [{}]
     # An error status cut off is read by its status, as one whose body does not decode.
     from allama.errors import AuthenticationError
 
     with pytest.raises(AuthenticationError):
         _cut_off(401).chat(request)
+    with pytest.raises(AuthenticationError):
+        _cut_off(401).chat_stream(request)
 
 
 def test_an_error_status_whose_body_does_not_decode_is_read_by_its_status() -> None:

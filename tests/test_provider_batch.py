@@ -1658,6 +1658,82 @@ def test_a_budget_submits_no_job_of_a_model_whose_price_is_unknown(
     )
 
 
+def test_what_a_pass_paid_counts_before_the_follow_up_it_asks_for_is_submitted(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass an input went on from counted only when the input ended: a second job of
+    follow-ups went out after the first had paid most of the budget, and a run spent 1.8
+    times it (2.4 times with the follow-ups sent live)."""
+    import _provider_batch_server as fake
+
+    # 60 tokens in and 10 out a pass: $0.0000075 at batch prices, under the guess.
+    monkeypatch.setattr(fake, "_USAGE_OPENAI", {"prompt_tokens": 60, "completion_tokens": 10})
+    provider, model = _provider(server, "openai-chat")
+    docs = [f"doc {50 * k + 7}" for k in range(20)]  # each answers no JSON the first time
+    budget = Decimal("0.000125")
+    for retry in ("batch", "live"):
+        run = _batch_run(
+            provider,
+            model,
+            docs,
+            tmp_path / f"{retry}.sqlite",
+            extractor=allama.Extractor(retries=1),
+            max_cost=budget,
+            job_retry=retry,
+            concurrency=2,
+        )
+        list(run)
+        stopped = run.summary.stopped or ""
+        assert stopped.startswith("the budget of $0.000125 is reached"), (retry, stopped)
+        # Past it by what was out when it was reached: the first job's rows, two live calls.
+        assert run.summary.cost <= budget * Decimal("1.1"), (retry, run.summary.cost)
+
+
+def test_live_follow_ups_are_sent_at_most_concurrency_at_once(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An async run sent every live follow-up at once, whatever its concurrency."""
+    import _provider_batch_server as fake
+
+    live = fake._Handler._live
+    lock = threading.Lock()
+    at_once = [0, 0]  # now, most
+
+    def counted(self: Any, family: str, data: bytes, model: str = "") -> None:
+        with lock:
+            at_once[0] += 1
+            at_once[1] = max(at_once)
+        time.sleep(0.05)
+        try:
+            live(self, family, data, model)
+        finally:
+            with lock:
+                at_once[0] -= 1
+
+    monkeypatch.setattr(fake._Handler, "_live", counted)
+    provider, model = _provider(server, "openai-chat")
+    docs = [f"doc {50 * k + 7}" for k in range(12)]
+
+    async def main() -> list[BatchResult[Doc]]:
+        run = allama.abatch(
+            provider,
+            Doc,
+            docs,
+            request=allama.ChatRequest(model).system("Read the number."),
+            ledger=tmp_path / "run.sqlite",
+            provider_batch=True,
+            poll_interval=0.001,
+            extractor=allama.Extractor(retries=1),
+            job_retry="live",
+            concurrency=2,
+        )
+        return [result async for result in run]
+
+    results = asyncio.run(main())
+    assert all(result.ok for result in results)
+    assert at_once[1] == 2
+
+
 def test_a_follow_up_asked_for_after_a_budgets_stop_keeps_what_its_pass_paid(
     server: ProviderBatchServer, tmp_path: Path, guessed_free: None
 ) -> None:

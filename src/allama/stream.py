@@ -532,8 +532,8 @@ def with_paid(error: Error, stream: ChatStream | AsyncChatStream) -> Error:
     it named, and what it was billed beyond the tokens: what was paid for, which a wrapper
     that retries or fails over counts (`allama.errors.paid_for`), as it counts a failed
     body's. The stream's collector, which holds them, is dropped with the stream."""
-    if REPORTED_USAGE_KEY in error.context.metadata:
-        return error
+    if error.context.metadata.get(REPORTED_USAGE_KEY):
+        return error  # (an empty one, an answer cut off, says less than the stream may)
     so_far = stream.collector.response_metadata()
     if so_far.usage is None:
         return error

@@ -138,15 +138,23 @@ def _body_lost(
     empty usage reported beside it), not nothing."""
     if answer.status >= 400:
         return answer
+    raise _answered_in_part(answer.status, exc, request, own_client) from exc
+
+
+def _answered_in_part(
+    status: int, exc: Exception, request: httpx2.Request | None, own_client: bool
+) -> Error:
+    """The error of an answer (a 2xx) whose body, or stream, failed after its status: made,
+    and maybe billed, with no usage to say what for (an empty one, unless a stream's own
+    says more)."""
     error = _failure(exc, request, own_client=own_client)
     if not isinstance(exc, httpx2.DecodingError):
         where = _where(_request_of(exc, request))
         error = ServerError(
-            f"the answer from {where} was cut off after its status ({answer.status}) "
+            f"the answer from {where} was cut off after its status ({status}) "
             f"({type(exc).__name__})"
         ).mark_authored()
-    error.with_metadata(REPORTED_USAGE_KEY, {})
-    raise error from exc
+    return error.with_metadata(REPORTED_USAGE_KEY, {})
 
 
 def _emptied(response: httpx2.Response) -> HttpResponse:
@@ -225,16 +233,22 @@ class StreamResponse:
         try:
             yield from self._response.iter_bytes()
         except _failures() as exc:
-            raise self._failure(exc) from exc
+            raise self._cut(exc) from exc
+
+    def _cut(self, exc: Exception) -> Error:
+        """A stream broken after its status: the failure it is (a stream cut mid-way is
+        told apart from one that ended early), made and maybe billed where it answered."""
+        error = self._failure(exc)
+        if self.status < 400:
+            error.with_metadata(REPORTED_USAGE_KEY, {})
+        return error
 
     def read(self) -> bytes:
         try:
             return self._response.read()
-        except httpx2.DecodingError as exc:
+        except _failures() as exc:
             emptied = _emptied(self._response)
             return _body_lost(emptied, exc, self._response.request, self._own_client).content
-        except _failures() as exc:
-            raise self._failure(exc) from exc
 
     def close(self) -> None:
         self._response.close()
@@ -257,16 +271,22 @@ class AsyncStreamResponse:
             async for chunk in self._response.aiter_bytes():
                 yield chunk
         except _failures() as exc:
-            raise self._failure(exc) from exc
+            raise self._cut(exc) from exc
+
+    def _cut(self, exc: Exception) -> Error:
+        """A stream broken after its status: the failure it is (a stream cut mid-way is
+        told apart from one that ended early), made and maybe billed where it answered."""
+        error = self._failure(exc)
+        if self.status < 400:
+            error.with_metadata(REPORTED_USAGE_KEY, {})
+        return error
 
     async def aread(self) -> bytes:
         try:
             return await self._response.aread()
-        except httpx2.DecodingError as exc:
+        except _failures() as exc:
             emptied = _emptied(self._response)
             return _body_lost(emptied, exc, self._response.request, self._own_client).content
-        except _failures() as exc:
-            raise self._failure(exc) from exc
 
     async def aclose(self) -> None:
         await self._response.aclose()

@@ -21,7 +21,7 @@ import itertools
 import sqlite3
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -45,6 +45,7 @@ from allama.batch._run import (
     _cancelling,
     _duplicate,
     _failure,
+    _paid_any,
     _paid_before,
     _Reader,
     _refused_unread,
@@ -70,6 +71,7 @@ from allama.errors import (
 )
 from allama.extract._engine import Extracted, extract_steps
 from allama.extract._metadata import ExtractionMetadata
+from allama.extract._mode import ExtractionMode
 from allama.providers._jobs import ProviderJobs, RowUnanswered, provider_jobs
 from allama.types import ALLAMA_NAMESPACE, Usage
 from allama.wrappers._record import PAID_BEFORE
@@ -205,6 +207,8 @@ class JobRunner(_Runner):
         self.schema_tokens = schema_tokens(spec.tp) if spec.max_cost is not None else 0
         self.outputs: list[int] = []
         """The output tokens of the answers collected, for a budget's guesses."""
+        self.live_slots = asyncio.Semaphore(spec.concurrency)
+        """Live follow-ups in flight at once, at most `concurrency`."""
 
     # The run
 
@@ -975,6 +979,7 @@ class JobRunner(_Runner):
             and not isinstance(answer, ExtractionError)
         ):
             item.paid = list(paid_for(answer))  # counted with the answer that comes next
+            self._count_pass(item, None, item.paid)
             if not await self._again(item, answer):
                 await self._failed(item, answer)
             return
@@ -996,6 +1001,7 @@ class JobRunner(_Runner):
         except Exception as error:
             await self._failed(item, error)
             return
+        self._count_pass(item, answer)
         if self.stopping is not None:
             await self._follow_up_not_sent(item)
             return
@@ -1007,6 +1013,27 @@ class JobRunner(_Runner):
         item.attempts = attempts
         item.entry, item.warnings = None, []
         self._route(item, follow_up=True)
+
+    def _count_pass(
+        self,
+        item: _Item,
+        answer: ChatResponse | Error | None,
+        paid: Sequence[JsonValue] = (),
+    ) -> None:
+        """Under a budget, what a pass an input goes on from paid (an answer its extraction
+        asks again after, a row or a live call that failed and is sent again) counts now,
+        as a live run's attempts do, not when the input ends: follow-ups and jobs would be
+        sent past the budget unseen. What earlier failed rows paid, which an answer carries
+        to the extraction, was counted as they failed."""
+        if self.spec.max_cost is None:
+            return
+        record = ExtractionMetadata.new(ExtractionMode.NATIVE)
+        if answer is not None and not isinstance(answer, Error):  # (an error ends it)
+            record.record_pass(answer.model_copy(update={"provider_data": {}}))
+        if paid:
+            record.record_paid([entry for entry in paid if isinstance(entry, dict)])
+        if _paid_any([record]):
+            self._count_attempt(item.key, item.label, record)
 
     def _taken(self, item: _Item) -> None:
         """An input another run took over (the job's rows with it), not sent again here:
@@ -1055,10 +1082,18 @@ class JobRunner(_Runner):
             while True:
                 # Each pass's own request (a repair's holds more), settled by its usage as
                 # a live run's calls are: the limit per minute counts what was used.
-                sent_at, estimate = await turn_for(limiter, item.pending, self.provider)
+                # A slot of `concurrency` for the send, taken before the stop is looked
+                # at: follow-ups waiting for one are not sent past a stop meanwhile.
+                await self.live_slots.acquire()
+                try:
+                    sent_at, estimate = await turn_for(limiter, item.pending, self.provider)
+                except BaseException:
+                    self.live_slots.release()
+                    raise
                 if self.stopping is not None:
                     # Stopped before this pass was sent (a budget reached meanwhile): the
                     # attempt counted for it is given back, and the input left pending.
+                    self.live_slots.release()
                     assert self.ledger is not None
                     if counted:
                         item.attempts = await self.ledger.unsent_attempt(item.key)
@@ -1070,7 +1105,10 @@ class JobRunner(_Runner):
                 tried += 1
                 counted = False
                 try:
-                    response = await self.send(item.pending)
+                    try:
+                        response = await self.send(item.pending)
+                    finally:
+                        self.live_slots.release()
                     limiter.served(sent_at)
                     usage = response.usage
                     if limiter.counts_tokens and usage is not None:
@@ -1080,6 +1118,8 @@ class JobRunner(_Runner):
                     if limiter.counts_tokens and _refused_unread(error):
                         limiter.spent(estimate, 0, sent_at)
                     if error.retryable and tried < self.spec.max_attempts:
+                        paid = list(paid_for(error))
+                        self._count_pass(item, None, paid)  # under a budget, counted now
                         if self.stopping is None:
                             if isinstance(error, RateLimitedError):
                                 pause = self.limiter.slow_down(asked_wait(error), sent_at)
@@ -1090,9 +1130,11 @@ class JobRunner(_Runner):
                             )
                         if self.stopping is not None:
                             # Stopped before its try again: pending for the next run, with
-                            # the error it met, as a live run's input is (not failed).
-                            await self._set_aside_item(item, error)
+                            # the error it met, as a live run's input is (not failed), and
+                            # what the tries before it paid.
+                            await self._set_aside_item(item, _with_paid(item, error))
                             return
+                        item.paid.extend(paid)  # goes with the next answer to the record
                         assert self.ledger is not None
                         attempts = await self.ledger.again(item.key)
                         if attempts == 0:  # taken over by another run: not sent from here
@@ -1122,6 +1164,7 @@ class JobRunner(_Runner):
                 except Exception as error:
                     await self._failed(item, error)
                     return
+                self._count_pass(item, answer)  # asked again: this pass counts now
         except Exception as error:  # the caller's own code
             await self._failed(item, error)
         except asyncio.CancelledError:

@@ -287,16 +287,17 @@ def _process_state(pid: int) -> tuple[str, str] | None:
 def _alive(pid: int, started: str | None) -> bool:
     """Whether the process of a run is running: one killed whose parent has not reaped it
     yet (a zombie) answers signals, but runs no more."""
+    permitted = True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # another user's: alive, unless its state says otherwise
+        permitted = False
     state = _process_state(pid)
-    if state is not None and state[0] in ("Z", "X"):
-        return False
-    return started is None or (state is not None and state[1] == started)
+    if state is None:  # no /proc to read (another system), or gone since
+        return started is None or not permitted
+    return state[0] not in ("Z", "X") and (started is None or state[1] == started)
 
 
 class Ledger:

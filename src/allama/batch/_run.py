@@ -3562,7 +3562,10 @@ class _ReadAhead:
             if read is not _NO_MORE and not isinstance(read, _Raised):
                 # Made before the next is read: an iterable may give one object again,
                 # changed (a row updated in place).
-                read = self._make(read, index)
+                try:
+                    read = self._make(read, index)
+                except BaseException as error:  # an exit or interrupt the function raised:
+                    read = _Raised(error)  # the run raises it, as a list's run would
             with self._lock:
                 waiting, self._waiting = self._waiting, None
                 if waiting is None:
@@ -3778,6 +3781,8 @@ class BatchRun(Generic[T]):
             except BaseException as error:
                 if not isinstance(error, asyncio.CancelledError):
                     self._failure = error
+                if self._main is not None and self._main.done() and not self._main.cancelled():
+                    self._main.exception()  # raised to the caller: no "never retrieved" log
             finally:
                 started.set()
                 # What is still waiting on the loop (a worker's call waiting for its turn)
