@@ -590,3 +590,41 @@ def test_the_first_async_request_starts_the_engine_and_close_stops_it(
     with pytest.raises(httpx2.TransportError):
         httpx2.get(f"{address}/health", timeout=2)
     assert provider.engine.startup_seconds is not None and provider.engine.startup_seconds > 0
+
+
+@smollm2
+def test_closing_local_with_a_request_waiting_at_the_server_ends_it_at_once() -> None:
+    """A request waiting at the server holds one of its threads, which stopping the server
+    joins: `close()`, a run's Ctrl-C, and the exit of a program that left a run waited
+    for the client's read to time out, ten minutes."""
+    import threading
+    import time
+
+    from allama.errors import NetworkError
+
+    provider = allama.provider("local")
+    assert isinstance(provider, LlamaCppProvider)
+    provider.start()
+    outcome: list[object] = []
+
+    def ask() -> None:
+        request = ChatRequest("smollm2", max_output_tokens=4000).user(
+            "Write a very long story about a lighthouse keeper, in many chapters."
+        )
+        try:
+            outcome.append(provider.chat(request))
+        except Exception as error:
+            outcome.append(error)
+
+    asking = threading.Thread(target=ask, daemon=True)
+    asking.start()
+    time.sleep(1.5)  # generating (4,000 tokens take a minute on a small machine)
+    assert not outcome
+    closing = threading.Thread(target=provider.close, daemon=True)
+    closing.start()
+    closing.join(120)  # (it was 600 s)
+    assert not closing.is_alive()
+    asking.join(120)
+    (ended,) = outcome
+    assert isinstance(ended, NetworkError)
+    assert provider.engine is not None and not provider.engine.running

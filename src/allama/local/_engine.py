@@ -10,7 +10,9 @@ and were measured slower for a 135M model.
 from __future__ import annotations
 
 import atexit
+import gc
 import os
+import socket
 import threading
 import time
 import weakref
@@ -51,6 +53,25 @@ def _load_xllamacpp() -> Any:
             f"the local engine needs the llama.cpp server from xllamacpp: {_INSTALL}"
         ) from error
     return xllamacpp
+
+
+def _hang_up(address: str) -> None:
+    """Shut this process's connections to the server at `address` down: a request still
+    waiting there (a run stopped, or left, at exit) holds one of the server's threads,
+    which its shutdown joins, and would hold it until the client's read timed out (ten
+    minutes). Shut down, the client's read ends at once, and the server's thread with it."""
+    host, _, port = address.removeprefix("http://").rpartition(":")
+    peer = (host, int(port)) if port.isdigit() else None
+    if peer is None:
+        return
+    for found in gc.get_objects():
+        if type(found) is not socket.socket or found.fileno() < 0:
+            continue
+        try:
+            if found.getpeername()[:2] == peer:
+                found.shutdown(socket.SHUT_RDWR)
+        except OSError:  # not connected (a listening socket, one already shut down)
+            continue
 
 
 class LocalEngine:
@@ -183,12 +204,21 @@ class LocalEngine:
                     )
                 time.sleep(0.02)
 
+    def hang_up(self) -> None:
+        """End the requests this process has waiting at the server (`stop` does first): a
+        client closing its connections leaves a read that waits waiting."""
+        address = self._address
+        if address is not None:
+            _hang_up(address)
+
     def stop(self) -> None:
         """Stop the server; a no-op when it is not running."""
         with self._lock:
             server, self._server = self._server, None
-            self._address = None
+            address, self._address = self._address, None
             _RUNNING.discard(self)
+            if address is not None:
+                _hang_up(address)
             # Dropping the last reference shuts the server down and joins its threads.
             del server
 

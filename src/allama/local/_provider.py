@@ -270,11 +270,15 @@ class LlamaCppProvider(HttpProvider):
     # Lifetime: closing `local` stops the engine it started.
 
     def close(self) -> None:
+        if self._owns_engine and self._engine is not None:
+            self._engine.hang_up()  # before the client closes its sockets, which ends no read
         super().close()
         if self._owns_engine and self._engine is not None:
             self._engine.stop()
 
     async def aclose(self) -> None:
+        if self._owns_engine and self._engine is not None:
+            self._engine.hang_up()
         await super().aclose()
         if self._owns_engine and self._engine is not None:
             self._engine.stop()
