@@ -179,3 +179,30 @@ def test_an_exit_a_request_function_raises_in_the_reading_thread_is_raised_by_th
     with pytest.raises(SystemExit) as raised:
         list(run)
     assert raised.value.code == 3
+
+
+def test_an_exit_a_request_function_raises_in_an_async_run_is_raised_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """asyncio raises it out of the loop, and logged it again as the run's task went,
+    "Task exception was never retrieved", with its traceback."""
+    import gc
+
+    def build(document: str) -> ChatRequest:
+        if document == "doc 2":
+            raise SystemExit(2)
+        return ChatRequest("m").system("Extract n.").user(document)
+
+    async def main() -> None:
+        run = allama.abatch(
+            FunctionProvider(_answer), Row, [f"doc {n}" for n in range(4)], request=build
+        )
+        async for _ in run:
+            pass
+
+    with pytest.raises(SystemExit) as raised:
+        asyncio.run(main())
+    assert raised.value.code == 2
+    del raised  # (its traceback holds the run, and its task)
+    gc.collect()
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]

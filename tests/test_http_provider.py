@@ -439,6 +439,15 @@ def test_an_answer_cut_off_after_its_status_was_made_and_its_cost_is_unknown() -
         list(stream)
     assert cut.value.retryable
     assert [entry["usage"] for entry in paid_for(cut.value)] == [{}]
+    # A streamed extraction's record says so too: it said "no usage was reported", the
+    # reason of a call refused unpaid, which a batch run counts free.
+    from allama.extract._metadata import ExtractionMetadata
+
+    with pytest.raises(NetworkError) as cut, allama.extract_stream(provider, Row, request) as s:
+        list(s)
+    record = ExtractionMetadata.from_error(cut.value)
+    # Paid (a usage, of no counts), at a cost unknown.
+    assert record is not None and record.usage == allama.Usage() and record.cost is None
     # An error status cut off is read by its status, as one whose body does not decode.
     from allama.errors import AuthenticationError
 

@@ -1689,6 +1689,146 @@ def test_what_a_pass_paid_counts_before_the_follow_up_it_asks_for_is_submitted(
         assert run.summary.cost <= budget * Decimal("1.1"), (retry, run.summary.cost)
 
 
+def _paid_failure_first(server: ProviderBatchServer, n: int, times: int = 1) -> None:
+    """Doc `n`'s first `times` answers are a 2xx with its usage and no choices: a failure,
+    paid for, that is sent again."""
+    answer = server.answer
+    seen: list[bool] = []
+
+    def paid_then_right(family: str, body: Any, *, batch: bool, model: str = "") -> Outcome:
+        if f"doc {n}" in json.dumps(body) and len(seen) < times:
+            seen.append(True)
+            return Outcome("ok", {"usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+        return answer(family, body, batch=batch, model=model)
+
+    server.answer = paid_then_right  # type: ignore[method-assign]
+
+
+def test_what_a_failed_row_paid_is_kept_however_its_input_ends(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    """It reached the record only with the input's next answer: a row sent again that
+    expired (or was cancelled, or left by a stop) ended the input without it, in the
+    record, the ledger and the summary."""
+    from allama._prices import cost_of
+    from allama.types import Usage
+
+    provider, model = _provider(server, "openai-chat")
+    _paid_failure_first(server, 31)
+    add_job = server.add_job
+
+    def second_expires(job: Any) -> Any:
+        if server.jobs:
+            server.expire_next = 1
+        return add_job(job)
+
+    server.add_job = second_expires  # type: ignore[method-assign]
+    ledger = tmp_path / "run.sqlite"
+    (result,) = _run(provider, model, ["doc 31"], ledger, max_attempts=2)
+    pass_cost = cost_of("openai", model, Usage(input_tokens=10, output_tokens=5), batch=True)
+    assert not isinstance(pass_cost, str)
+    assert result.failure is not None and result.failure.kind == "job_expired"
+    assert len(server.jobs) == 2
+    assert result.metadata is not None and result.metadata.cost is not None
+    assert result.metadata.cost.total == pass_cost.total
+    (row,) = Ledger(ledger, read_only=True).rows()
+    assert Decimal(row.cost or "0") == pass_cost.total
+
+
+def test_a_row_that_failed_paying_twice_counts_each_payment_once_toward_the_budget(
+    server: ProviderBatchServer, tmp_path: Path, guessed_free: None
+) -> None:
+    """Each new paid failure counted those before it again: a budget of two and a half
+    passes was "reached" at the second failure (three counted, two paid), and the input
+    left pending unanswered."""
+    from allama._prices import cost_of
+    from allama.types import Usage
+
+    provider, model = _provider(server, "openai-chat")
+    _paid_failure_first(server, 31, times=2)
+    one = cost_of("openai", model, Usage(input_tokens=10, output_tokens=5), batch=True)
+    assert not isinstance(one, str)
+    budget = one.total * Decimal("2.5")
+    run = _batch_run(provider, model, ["doc 31"], tmp_path / "run.sqlite", max_cost=budget)
+    (result,) = list(run)
+    assert result.value == Doc(n=31) and len(server.jobs) == 3
+    assert run.summary.stopped is None and run.summary.cost == 3 * one.total
+
+
+def test_an_input_taken_over_as_its_follow_up_is_sent_keeps_what_its_pass_paid(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its result, "in flight in another run", had no record: the pass its job answered
+    (paid) was in neither the result nor the summary."""
+    from allama.batch._ledger import Ledger as Book
+
+    resend = Book._resend
+
+    def taken_over_meanwhile(self: Any, key: str, log: Any) -> int:
+        # Another run takes it over as this one asks for its follow-up.
+        self._connection.execute(
+            "UPDATE items SET run_id = 'another-run' WHERE key = ? AND label = 'doc 7'", (key,)
+        )
+        count: int = resend(self, key, log)
+        return count
+
+    monkeypatch.setattr(Book, "_resend", taken_over_meanwhile)
+    provider, model = _provider(server, "openai-chat")
+    results = _run(
+        provider,
+        model,
+        ["doc 7", "doc 101"],
+        tmp_path / "run.sqlite",
+        extractor=allama.Extractor(retries=1),
+        label=lambda document: document,
+    )
+    taken, done = results
+    assert taken.failure is not None and taken.failure.kind == "in_flight_elsewhere"
+    assert taken.metadata is not None and taken.metadata.passes == 1
+    assert done.metadata is not None and done.metadata.cost is not None
+    assert taken.metadata.cost == done.metadata.cost  # one pass each, alike
+    assert len(server.jobs) == 1
+
+
+def test_a_run_closed_while_live_follow_ups_wait_for_a_slot_gives_their_attempts_back(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follow-up counted as sent as it began to wait for its slot: a close left every
+    waiting one with an attempt it never made."""
+    import _provider_batch_server as fake
+
+    live = fake._Handler._live
+    sending = threading.Event()
+    sent: list[str] = []
+
+    def slow(self: Any, family: str, data: bytes, model: str = "") -> None:
+        sent.append(family)  # sent, whether or not answered before the close
+        sending.set()
+        time.sleep(0.3)
+        live(self, family, data, model)
+
+    monkeypatch.setattr(fake._Handler, "_live", slow)
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+    run = _batch_run(
+        provider,
+        model,
+        [f"doc {50 * k + 7}" for k in range(6)],  # each asks for a follow-up
+        ledger,
+        extractor=allama.Extractor(retries=1),
+        job_retry="live",
+        concurrency=1,
+    )
+    results = iter(run)
+    next(results)  # (the run begins as its results are read)
+    sending.wait(30)
+    run.close()
+    rows = list(Ledger(ledger, read_only=True).rows())
+    assert [row.status for row in rows].count("pending") >= 4
+    # One attempt each for the job, and one more for each follow-up sent live.
+    assert sum(row.attempts for row in rows) == len(rows) + len(sent)
+
+
 def test_live_follow_ups_are_sent_at_most_concurrency_at_once(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

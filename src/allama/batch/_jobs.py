@@ -52,6 +52,7 @@ from allama.batch._run import (
     _Runner,
     _Spec,
     _stops,
+    exit_retrieved,
     ledger_unwritten,
     schema_tokens,
     turn_for,
@@ -65,6 +66,7 @@ from allama.errors import (
     RateLimitedError,
     ServerError,
     asked_wait,
+    errors_in_chain,
     paid_ahead,
     paid_for,
     text_of,
@@ -411,6 +413,7 @@ class JobRunner(_Runner):
             task = asyncio.create_task(self._live_traced(item))
             self.live.add(task)
             task.add_done_callback(self.live.discard)
+            task.add_done_callback(exit_retrieved)  # (its errors end it as the input's)
         else:
             self.queue.append(item)
 
@@ -972,14 +975,16 @@ class JobRunner(_Runner):
             ):
                 await self._failed(item, unanswered)
             return
+        earlier = list(item.paid)  # handed over with the answer, to be taken out again
         answer = self._answer(item, row, item.warnings, job.job_id or "")
         if (
             isinstance(answer, Error)
             and answer.retryable
             and not isinstance(answer, ExtractionError)
         ):
-            item.paid = list(paid_for(answer))  # counted with the answer that comes next
-            self._count_pass(item, None, item.paid)
+            # Carried by the item to the extraction (with its next answer, or its end).
+            item.paid = _paid_taken_out(answer)
+            self._count_pass(item, None, _new_entries(item.paid, earlier))
             if not await self._again(item, answer):
                 await self._failed(item, answer)
             return
@@ -1038,8 +1043,9 @@ class JobRunner(_Runner):
     def _taken(self, item: _Item) -> None:
         """An input another run took over (the job's rows with it), not sent again here:
         that run sends it, and this one's result keeps what its rows paid."""
+        _, record = self._ended(item, ServerError("taken over by another run"))
         result = self._taken_over(
-            item.index, item.key, item.label, None, item.attempts, item.began, item.spent
+            item.index, item.key, item.label, record, item.attempts, item.began, item.spent
         )
         self._duplicates(item, result)
 
@@ -1072,7 +1078,6 @@ class JobRunner(_Runner):
 
     async def _live(self, item: _Item) -> None:
         assert item.pending is not None
-        self.unsent.discard(item.key)  # sent now: its attempt stands
         limiter = self.limiter
         self.summary.in_flight += 1
         tried = 0
@@ -1080,6 +1085,8 @@ class JobRunner(_Runner):
         last: Error | None = None
         try:
             while True:
+                if counted:  # given back at the run's end (a close) unless sent first
+                    self.unsent.add(item.key)
                 # Each pass's own request (a repair's holds more), settled by its usage as
                 # a live run's calls are: the limit per minute counts what was used.
                 # A slot of `concurrency` for the send, taken before the stop is looked
@@ -1096,6 +1103,7 @@ class JobRunner(_Runner):
                     self.live_slots.release()
                     assert self.ledger is not None
                     if counted:
+                        self.unsent.discard(item.key)
                         item.attempts = await self.ledger.unsent_attempt(item.key)
                     if last is not None:
                         await self._set_aside_item(item, last)
@@ -1104,6 +1112,7 @@ class JobRunner(_Runner):
                     return
                 tried += 1
                 counted = False
+                self.unsent.discard(item.key)  # sent now: its attempt stands
                 try:
                     try:
                         response = await self.send(item.pending)
@@ -1132,9 +1141,11 @@ class JobRunner(_Runner):
                             # Stopped before its try again: pending for the next run, with
                             # the error it met, as a live run's input is (not failed), and
                             # what the tries before it paid.
-                            await self._set_aside_item(item, _with_paid(item, error))
+                            await self._set_aside_item(item, error)
                             return
-                        item.paid.extend(paid)  # goes with the next answer to the record
+                        # Carried by the item to the extraction, with its next answer or
+                        # its end.
+                        item.paid.extend(_paid_taken_out(error))
                         assert self.ledger is not None
                         attempts = await self.ledger.again(item.key)
                         if attempts == 0:  # taken over by another run: not sent from here
@@ -1190,10 +1201,16 @@ class JobRunner(_Runner):
         provider's (a row the job did not run, a stop) is sent as a server error, which no
         mode falls back on, for the record, and kept as it is."""
         steps, item.steps = item.steps, None
+        if isinstance(error, Error) and item.paid:
+            # What its failed attempts paid, in its record.
+            paid, item.paid = list(item.paid), []
+            error = paid_ahead(error, paid)
         if steps is None:
             return error, ExtractionMetadata.from_error(error)
         try:
-            steps.send(error if isinstance(error, Error) else ServerError(text_of(error)))
+            steps.send(
+                error if isinstance(error, Error) else _with_paid(item, ServerError(text_of(error)))
+            )
         except Error as raised:
             return (raised if isinstance(error, Error) else error), ExtractionMetadata.from_error(
                 raised
@@ -1238,9 +1255,9 @@ class JobRunner(_Runner):
     async def _leave(self, item: _Item) -> None:
         """An input not sent because the run stopped: given back, pending. One whose
         answers the extraction took in (a follow-up) is left pending with what it paid."""
-        if item.log and item.steps is not None:
+        if (item.log or item.paid) and item.steps is not None:
             # Its attempt was counted when it was claimed or routed to a job; not sent, it
-            # is given back.
+            # is given back. (One a failed row paid for is left with what it paid too.)
             assert self.ledger is not None
             item.attempts = await self.ledger.unsent_attempt(item.key)
             await self._follow_up_not_sent(item)
@@ -1431,6 +1448,25 @@ async def cancel_jobs(
     finally:
         book.close()
     return asked
+
+
+def _paid_taken_out(error: Error) -> list[JsonValue]:
+    """What `error` (and what it fell back from) reported paying, taken out of it: the item
+    carries it instead, so that it reaches the record once, whichever way the input ends."""
+    paid: list[JsonValue] = list(paid_for(error))
+    for link in errors_in_chain(error):
+        link.context.metadata.pop(REPORTED_USAGE_KEY, None)
+        link.context.metadata.pop(PAID_BEFORE_KEY, None)
+    return paid
+
+
+def _new_entries(paid: list[JsonValue], earlier: list[JsonValue]) -> list[JsonValue]:
+    """`paid` less the entries of `earlier` (counted before), each once."""
+    new = list(paid)
+    for entry in earlier:
+        if entry in new:
+            new.remove(entry)
+    return new
 
 
 def _with_paid(item: _Item, answer: ChatResponse | Error) -> ChatResponse | Error:

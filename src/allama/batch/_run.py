@@ -3491,6 +3491,15 @@ class _AsyncReads:
             await asyncio.wait([self._task])
 
 
+def exit_retrieved(task: asyncio.Task[Any]) -> None:
+    """Mark what a run's task raised as seen: an exit or interrupt (a caller's function
+    raised `SystemExit`) asyncio raises out of the loop itself, and would log again, as an
+    exception never retrieved, when the task goes; an error is raised to whoever awaits
+    the run's results."""
+    if not task.cancelled():
+        task.exception()
+
+
 def _cancelling() -> bool:
     """Whether this task is being cancelled (rather than code it awaits raising a
     `CancelledError` of its own)."""
@@ -3679,6 +3688,7 @@ class AsyncBatchRun(Generic[T]):
     async def _results(self) -> AsyncIterator[BatchResult[T]]:
         if self._task is None:
             self._task = asyncio.create_task(self._run())
+            self._task.add_done_callback(exit_retrieved)
         try:
             runner = self._runner
             while not self._closed:  # `aclose()` in the loop ends it

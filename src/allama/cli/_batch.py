@@ -586,6 +586,10 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     except InputError as error:
         provider.close()
         raise _Failed(str(error)) from None
+    engine = getattr(provider, "engine", None) if local else None
+    if engine is not None and not engine.running and 0 < inputs.total < engine.parallel:
+        # No more slots than documents: each holds its context's memory from the start.
+        engine.parallel, engine.context = inputs.total, 4096 * inputs.total
     return _Prepared(
         provider=provider,
         tp=tp,

@@ -6,7 +6,7 @@ from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, cast
 
-from allama.errors import Error
+from allama.errors import REPORTED_USAGE_KEY, Error
 from allama.extract._engine import END, Extracted, Opened, Settings, finish
 from allama.extract._errors import EXTRACTION_TOOL
 from allama.extract._mode import ExtractionMode
@@ -168,6 +168,10 @@ class _Observer(Generic[T]):
         opened = self._opened
         failed = opened.metadata.model_copy(deep=True)
         failed.record_usage_and_degradations(collector.response_metadata(), opened.target.reword)
+        if failed.usage is None and error.context.metadata.get(REPORTED_USAGE_KEY) == {}:
+            # Cut after its status with no usage before: made, and maybe billed, for what
+            # nothing says (its cost unknown, not nothing).
+            failed.record_paid([{"provider": error.provider, "model": error.model, "usage": {}}])
         attached = failed.attach_to(error)
         if self._span is not None:
             # The stream failed: its span ends now, with the error, rather than waiting for
