@@ -217,6 +217,16 @@ def _received(client: Any, response: httpx2.Response, content: bytes) -> HttpRes
     return HttpResponse(response.status_code, headers, content)
 
 
+def _broken_stream(response: httpx2.Response, own_client: bool, exc: Exception) -> Error:
+    """A stream broken after its status: the failure it is (a stream cut mid-way is told
+    apart from one that ended early), made and maybe billed where it answered (an empty
+    usage reported, unless the stream's own says more)."""
+    error = _failure(exc, response.request, own_client=own_client)
+    if response.status_code < 400:
+        error.with_metadata(REPORTED_USAGE_KEY, {})
+    return error
+
+
 class StreamResponse:
     """An open streamed response: status and headers now, the body as it arrives."""
 
@@ -226,22 +236,11 @@ class StreamResponse:
         self.status = response.status_code
         self.headers = _headers(response)
 
-    def _failure(self, exc: Exception) -> Error:
-        return _failure(exc, self._response.request, own_client=self._own_client)
-
     def iter_bytes(self) -> Iterator[bytes]:
         try:
             yield from self._response.iter_bytes()
         except _failures() as exc:
-            raise self._cut(exc) from exc
-
-    def _cut(self, exc: Exception) -> Error:
-        """A stream broken after its status: the failure it is (a stream cut mid-way is
-        told apart from one that ended early), made and maybe billed where it answered."""
-        error = self._failure(exc)
-        if self.status < 400:
-            error.with_metadata(REPORTED_USAGE_KEY, {})
-        return error
+            raise _broken_stream(self._response, self._own_client, exc) from exc
 
     def read(self) -> bytes:
         try:
@@ -263,23 +262,12 @@ class AsyncStreamResponse:
         self.status = response.status_code
         self.headers = _headers(response)
 
-    def _failure(self, exc: Exception) -> Error:
-        return _failure(exc, self._response.request, own_client=self._own_client)
-
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self._response.aiter_bytes():
                 yield chunk
         except _failures() as exc:
-            raise self._cut(exc) from exc
-
-    def _cut(self, exc: Exception) -> Error:
-        """A stream broken after its status: the failure it is (a stream cut mid-way is
-        told apart from one that ended early), made and maybe billed where it answered."""
-        error = self._failure(exc)
-        if self.status < 400:
-            error.with_metadata(REPORTED_USAGE_KEY, {})
-        return error
+            raise _broken_stream(self._response, self._own_client, exc) from exc
 
     async def aread(self) -> bytes:
         try:
