@@ -1871,7 +1871,7 @@ def test_live_follow_ups_are_sent_at_most_concurrency_at_once(
 
     results = asyncio.run(main())
     assert all(result.ok for result in results)
-    assert at_once[1] == 2
+    assert 1 <= at_once[1] <= 2  # (it was twelve)
 
 
 def test_a_follow_up_asked_for_after_a_budgets_stop_keeps_what_its_pass_paid(
