@@ -3791,8 +3791,8 @@ class BatchRun(Generic[T]):
             except BaseException as error:
                 if not isinstance(error, asyncio.CancelledError):
                     self._failure = error
-                if self._main is not None and self._main.done() and not self._main.cancelled():
-                    self._main.exception()  # raised to the caller: no "never retrieved" log
+                if self._main is not None and self._main.done():
+                    exit_retrieved(self._main)  # raised to the caller, and logged no more
             finally:
                 started.set()
                 # What is still waiting on the loop (a worker's call waiting for its turn)
