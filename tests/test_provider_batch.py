@@ -19,6 +19,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -1689,15 +1690,16 @@ def test_what_a_pass_paid_counts_before_the_follow_up_it_asks_for_is_submitted(
         assert run.summary.cost <= budget * Decimal("1.1"), (retry, run.summary.cost)
 
 
-def _paid_failure_first(server: ProviderBatchServer, n: int, times: int = 1) -> None:
-    """Doc `n`'s first `times` answers are a 2xx with its usage and no choices: a failure,
-    paid for, that is sent again."""
+def _paid_failure_first(server: ProviderBatchServer, *ns: int, times: int = 1) -> None:
+    """The first `times` answers to each doc `ns` names are a 2xx with its usage and no
+    choices: a failure, paid for, that is sent again."""
     answer = server.answer
-    seen: list[bool] = []
+    seen: Counter[int] = Counter()
 
     def paid_then_right(family: str, body: Any, *, batch: bool, model: str = "") -> Outcome:
-        if f"doc {n}" in json.dumps(body) and len(seen) < times:
-            seen.append(True)
+        n = next((n for n in ns if f"doc {n}" in json.dumps(body)), None)
+        if n is not None and seen[n] < times:
+            seen[n] += 1
             return Outcome("ok", {"usage": {"prompt_tokens": 10, "completion_tokens": 5}})
         return answer(family, body, batch=batch, model=model)
 
@@ -1733,6 +1735,79 @@ def test_what_a_failed_row_paid_is_kept_however_its_input_ends(
     assert result.metadata.cost.total == pass_cost.total
     (row,) = Ledger(ledger, read_only=True).rows()
     assert Decimal(row.cost or "0") == pass_cost.total
+
+
+def _one_pass(model: str) -> Decimal:
+    from allama._prices import cost_of
+    from allama.types import Usage
+
+    cost = cost_of("openai", model, Usage(input_tokens=10, output_tokens=5), batch=True)
+    assert not isinstance(cost, str)
+    return cost.total
+
+
+@pytest.mark.parametrize(("status", "kind"), [(400, "invalid_request"), (500, "server")])
+def test_inputs_a_job_that_was_not_made_ends_keep_each_what_it_paid_alone(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    status: int,
+    kind: str,
+) -> None:
+    """One error ends every input of a job the provider would not make: each input's
+    earlier payment was written into it, so that each input after the first carried the
+    others' (a 400); or, left pending (a 500 every try), none kept its own."""
+    import _provider_batch_server as fake
+
+    create = fake._Handler.openai_create
+    made: list[bool] = []
+
+    def second_refused(self: Any, data: Any) -> Any:
+        made.append(True)
+        if len(made) > 1:
+            raise self._fail(status, "refused")
+        return create(self, data)
+
+    monkeypatch.setattr(fake._Handler, "openai_create", second_refused)
+    provider, model = _provider(server, "openai-chat")
+    _paid_failure_first(server, 31, 81, 131)
+    ledger = tmp_path / "run.sqlite"
+    results = _run(provider, model, ["doc 101", "doc 31", "doc 81", "doc 131"], ledger)
+    one = _one_pass(model)
+    assert [r.failure.kind if r.failure else "ok" for r in results] == ["ok"] + [kind] * 3
+    for result in results:
+        records = [*result.spent, *([result.metadata] if result.metadata else [])]
+        assert sum(m.cost.total for m in records if m.cost is not None) == one, result.label
+    rows = list(Ledger(ledger, read_only=True).rows())
+    assert sum(Decimal(row.cost or "0") for row in rows) == 4 * one
+
+
+def test_a_payment_of_an_input_left_in_a_job_by_a_stop_is_counted_by_the_run_that_collects_it(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    """What its first row paid was held by the run alone: a stop while the job sending it
+    again was out lost it for good."""
+    provider, model = _provider(server, "openai-chat")
+    _paid_failure_first(server, 31)
+    ledger = tmp_path / "run.sqlite"
+    run = _batch_run(provider, model, ["doc 101", "doc 31"], ledger)
+
+    def stop_with_the_second_job_out() -> None:
+        deadline = time.monotonic() + 30
+        while len(server.jobs) < 2 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        server.hold = True
+        time.sleep(0.2)
+        run.stop()
+
+    threading.Thread(target=stop_with_the_second_job_out, daemon=True).start()
+    first = sorted(run, key=lambda r: r.index)
+    assert [r.failure.kind if r.failure else "ok" for r in first] == ["ok", "in_provider_job"]
+    server.hold = False
+    (_, collected) = _run(provider, model, ["doc 101", "doc 31"], ledger)
+    assert collected.value == Doc(n=31) and len(server.jobs) == 2
+    records = [*collected.spent, *([collected.metadata] if collected.metadata else [])]
+    assert sum(m.cost.total for m in records if m.cost is not None) == 2 * _one_pass(model)
 
 
 def test_a_row_that_failed_paying_twice_counts_each_payment_once_toward_the_budget(

@@ -17,6 +17,7 @@ is kept per input, so an extraction carries on where it was.
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
 import sqlite3
 import time
@@ -47,11 +48,13 @@ from allama.batch._run import (
     _failure,
     _paid_any,
     _paid_before,
+    _paid_text,
     _Reader,
     _refused_unread,
     _Runner,
     _Spec,
     _stops,
+    _stored_or_spent,
     exit_retrieved,
     ledger_unwritten,
     schema_tokens,
@@ -602,20 +605,10 @@ class JobRunner(_Runner):
                     f"the provider did not make a batch job in {said}: {_failure(failed).message}"
                 )
             if stops is not None or (failed.retryable and self.stopping is not None):
-                # Not the inputs' failure: they stay pending for the run that follows.
+                # Not the inputs' failure: they stay pending for the run that follows,
+                # with what they paid before (a row that failed, earlier runs' attempts).
                 for item in items:
-                    result = await self._set_aside(
-                        item.index,
-                        item.key,
-                        item.label,
-                        failed,
-                        None,
-                        item.attempts,
-                        item.began,
-                        [],
-                        stops,
-                    )
-                    self._duplicates(item, result)
+                    await self._set_aside_item(item, failed, stops=stops)
                 return
             for item in items:
                 await self._failed(item, failed)
@@ -1065,9 +1058,25 @@ class JobRunner(_Runner):
             self._taken(item)
             return True
         item.attempts = attempts
+        await self._keep_paid(item)
         item.entry, item.warnings = None, []
         self._route(item, follow_up=True)
         return True
+
+    async def _keep_paid(self, item: _Item) -> None:
+        """Keep what the item's failed rows paid in the ledger, with what earlier runs
+        paid, while it is sent again: a run that ends with it in a job, or is killed, leaves
+        it for the next run to count. (Its end here writes its whole record.)"""
+        if not item.paid or self.ledger is None:
+            return
+        record = ExtractionMetadata.new(ExtractionMode.NATIVE)
+        record.record_paid([entry for entry in item.paid if isinstance(entry, dict)])
+        try:
+            await self.ledger.keep_paid(
+                item.key, _stored_or_spent(record, item.spent), _paid_text(record, item.spent)
+            )
+        except sqlite3.Error as error:  # said by the run at its end, as other writes' are
+            self._ledger_broke(error)
 
     # Live follow-ups
 
@@ -1202,9 +1211,10 @@ class JobRunner(_Runner):
         mode falls back on, for the record, and kept as it is."""
         steps, item.steps = item.steps, None
         if isinstance(error, Error) and item.paid:
-            # What its failed attempts paid, in its record.
+            # What its failed attempts paid, in its record (and in no other input's: one
+            # error may end every input of a job that was not made).
             paid, item.paid = list(item.paid), []
-            error = paid_ahead(error, paid)
+            error = paid_ahead(_own_copy(error), paid)
         if steps is None:
             return error, ExtractionMetadata.from_error(error)
         try:
@@ -1222,7 +1232,12 @@ class JobRunner(_Runner):
         return error, ExtractionMetadata.from_error(error)
 
     async def _set_aside_item(
-        self, item: _Item, error: BaseException, failure: BatchFailure | None = None
+        self,
+        item: _Item,
+        error: BaseException,
+        failure: BatchFailure | None = None,
+        *,
+        stops: str | None = None,
     ) -> None:
         error, record = self._ended(item, error)
         result = await self._set_aside(
@@ -1234,6 +1249,7 @@ class JobRunner(_Runner):
             item.attempts,
             item.began,
             item.spent,
+            stops,
             failure=failure,
             log=item.log,
         )
@@ -1448,6 +1464,15 @@ async def cancel_jobs(
     finally:
         book.close()
     return asked
+
+
+def _own_copy(error: Error) -> Error:
+    """`error` for one input alone: what is written into its metadata is in no other's."""
+    mine = copy.copy(error)
+    context = copy.copy(error.context)
+    context.metadata = dict(error.context.metadata)
+    mine.context = context
+    return mine
 
 
 def _paid_taken_out(error: Error) -> list[JsonValue]:
