@@ -138,23 +138,14 @@ def _body_lost(
     empty usage reported beside it), not nothing."""
     if answer.status >= 400:
         return answer
-    raise _answered_in_part(answer.status, exc, request, own_client) from exc
-
-
-def _answered_in_part(
-    status: int, exc: Exception, request: httpx2.Request | None, own_client: bool
-) -> Error:
-    """The error of an answer (a 2xx) whose body, or stream, failed after its status: made,
-    and maybe billed, with no usage to say what for (an empty one, unless a stream's own
-    says more)."""
     error = _failure(exc, request, own_client=own_client)
     if not isinstance(exc, httpx2.DecodingError):
         where = _where(_request_of(exc, request))
         error = ServerError(
-            f"the answer from {where} was cut off after its status ({status}) "
+            f"the answer from {where} was cut off after its status ({answer.status}) "
             f"({type(exc).__name__})"
         ).mark_authored()
-    return error.with_metadata(REPORTED_USAGE_KEY, {})
+    raise error.with_metadata(REPORTED_USAGE_KEY, {}) from exc
 
 
 def _emptied(response: httpx2.Response) -> HttpResponse:

@@ -210,8 +210,8 @@ class JobRunner(_Runner):
         self.read_all = False
         """The inputs are read (to their end, or as far as a stop let them be)."""
         self.schema_tokens = schema_tokens(spec.tp) if spec.max_cost is not None else 0
-        self.outputs: list[int] = []
-        """The output tokens of the answers collected, for a budget's guesses."""
+        self.answered = self.answered_tokens = 0
+        """The answers collected, and their output tokens in all: a budget's guesses."""
         self.live_slots = asyncio.Semaphore(spec.concurrency)
         """Live follow-ups in flight at once, at most `concurrency`."""
 
@@ -449,7 +449,7 @@ class JobRunner(_Runner):
         freed); with none out, or a cost that cannot be guessed, the run stops."""
         budget = self.spec.max_cost
         assert budget is not None
-        out = MONEY.add(Decimal(0), sum((job.estimate for job in self.open.values()), Decimal(0)))
+        out = sum((job.estimate for job in self.open.values()), Decimal(0))
         room = MONEY.subtract(MONEY.subtract(budget, self._known_cost()), out)
         fits: list[_Item] = []
         total = Decimal(0)
@@ -480,9 +480,9 @@ class JobRunner(_Runner):
         long as the answers collected so far on average, else as long as the schema."""
         request = item.pending
         assert request is not None
-        outputs = self.outputs
+        answered = self.answered
         output = request.max_output_tokens or (
-            -(-sum(outputs) // len(outputs)) if outputs else self.schema_tokens
+            -(-self.answered_tokens // answered) if answered else self.schema_tokens
         )
         usage = Usage(
             input_tokens=guessed_input_tokens(request) + self.schema_tokens,
@@ -985,7 +985,8 @@ class JobRunner(_Runner):
             {"status": row.status or 200, "body": (row.body or b"").decode(), "job": job.job_id}
         )
         if not isinstance(answer, Error) and answer.usage is not None:
-            self.outputs.append(answer.usage.output_tokens or 0)
+            self.answered += 1
+            self.answered_tokens += answer.usage.output_tokens or 0
         await self._feed(item, answer)
 
     async def _feed(self, item: _Item, answer: ChatResponse | Error) -> None:
@@ -1025,11 +1026,9 @@ class JobRunner(_Runner):
         to the extraction, was counted as they failed."""
         if self.spec.max_cost is None:
             return
-        record = ExtractionMetadata.new(ExtractionMode.NATIVE)
+        record = _paid_record(paid)
         if answer is not None and not isinstance(answer, Error):  # (an error ends it)
             record.record_pass(answer.model_copy(update={"provider_data": {}}))
-        if paid:
-            record.record_paid([entry for entry in paid if isinstance(entry, dict)])
         if _paid_any([record]):
             self._count_attempt(item.key, item.label, record)
 
@@ -1069,8 +1068,7 @@ class JobRunner(_Runner):
         it for the next run to count. (Its end here writes its whole record.)"""
         if not item.paid or self.ledger is None:
             return
-        record = ExtractionMetadata.new(ExtractionMode.NATIVE)
-        record.record_paid([entry for entry in item.paid if isinstance(entry, dict)])
+        record = _paid_record(item.paid)
         try:
             await self.ledger.keep_paid(
                 item.key, _stored_or_spent(record, item.spent), _paid_text(record, item.spent)
@@ -1464,6 +1462,13 @@ async def cancel_jobs(
     finally:
         book.close()
     return asked
+
+
+def _paid_record(paid: Sequence[JsonValue]) -> ExtractionMetadata:
+    """A record of what failed attempts reported paying (`paid_for`'s entries), no pass."""
+    record = ExtractionMetadata.new(ExtractionMode.NATIVE)
+    record.record_paid([entry for entry in paid if isinstance(entry, dict)])
+    return record
 
 
 def _own_copy(error: Error) -> Error:

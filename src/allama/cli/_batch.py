@@ -550,7 +550,7 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         options["api"] = args.api
     if local and concurrency > 1:
         # One llama.cpp slot per input in flight, each with the context one slot has alone.
-        options.update(parallel=concurrency, context=4096 * concurrency)
+        options.update(parallel=concurrency, context=_SLOT_CONTEXT * concurrency)
     try:
         provider = allama.provider(args.provider, **options)
     except (ValueError, TypeError) as error:
@@ -589,7 +589,7 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     engine = getattr(provider, "engine", None) if local else None
     if engine is not None and not engine.running and 0 < inputs.total < engine.parallel:
         # No more slots than documents: each holds its context's memory from the start.
-        engine.parallel, engine.context = inputs.total, 4096 * inputs.total
+        engine.parallel, engine.context = inputs.total, _SLOT_CONTEXT * inputs.total
     return _Prepared(
         provider=provider,
         tp=tp,
@@ -855,6 +855,9 @@ def _budget_spent(spec: Any, book: Any) -> str | None:
         return None
     return f"the budget of ${spec.max_cost:f} is spent (${dollars(paid)} paid by earlier runs)"
 
+
+_SLOT_CONTEXT = 4096
+"""The tokens of context each of the local engine's slots holds (one a slot has alone)."""
 
 _SAID_WHILE_WRITTEN = 10_000
 """Inputs a stopped run did not reach past which the command says it writes their values

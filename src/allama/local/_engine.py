@@ -204,13 +204,6 @@ class LocalEngine:
                     )
                 time.sleep(0.02)
 
-    def hang_up(self) -> None:
-        """End the requests this process has waiting at the server (`stop` does first): a
-        client closing its connections leaves a read that waits waiting."""
-        address = self._address
-        if address is not None:
-            _hang_up(address)
-
     def stop(self) -> None:
         """Stop the server; a no-op when it is not running."""
         with self._lock:

@@ -270,18 +270,16 @@ class LlamaCppProvider(HttpProvider):
     # Lifetime: closing `local` stops the engine it started.
 
     def close(self) -> None:
-        if self._owns_engine and self._engine is not None:
-            self._engine.hang_up()  # before the client closes its sockets, which ends no read
-        super().close()
+        # The engine first: stopping it shuts down the connections calls wait on, which
+        # the client closing its sockets would not end.
         if self._owns_engine and self._engine is not None:
             self._engine.stop()
+        super().close()
 
     async def aclose(self) -> None:
         if self._owns_engine and self._engine is not None:
-            self._engine.hang_up()
-        await super().aclose()
-        if self._owns_engine and self._engine is not None:
             self._engine.stop()
+        await super().aclose()
 
     def __repr__(self) -> str:
         if self._engine is None:
