@@ -2497,6 +2497,23 @@ def test_a_large_gemini_job_goes_in_an_uploaded_file(
     assert server.result_downloads[first.id] == 1
 
 
+@pytest.mark.parametrize("family", ["openai-chat", "gemini"])
+def test_a_document_holding_unicode_line_ends_does_not_break_its_jobs_file(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, family: str
+) -> None:
+    """Text from PDFs and web pages holds U+2028, U+2029 and U+0085, which end a line to a
+    reader splitting on every Unicode line end: written as they are, one such document
+    failed the whole job as a file of invalid JSON, every input in it with it."""
+    from allama.adapters._jobs import _gemini
+
+    monkeypatch.setattr(_gemini, "INLINE_BYTES", 0)  # Gemini's jobs in a file too
+    provider, model = _provider(server, family)
+    docs = ["doc 0", "doc 1 \u2028 signed", "doc 2 \u2029 paid \x85 thanks"]
+    results = _run(provider, model, docs, tmp_path / "breaks.sqlite")
+    assert [(r.value, r.failure) for r in results] == [(Doc(n=n), None) for n in range(3)]
+    assert len(server.jobs) == 1
+
+
 def _anthropic_batch_of_another(server: ProviderBatchServer, bodies: list[Any], ids: str) -> None:
     """A batch of the same requests, made at the fake's Anthropic face by another program:
     its request ids (`{ids}-0`, ...) are none of the run's."""

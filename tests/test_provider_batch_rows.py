@@ -154,6 +154,8 @@ def test_an_openai_line_is_one_line_holding_the_live_body(text: str, key: str) -
     target = JobTarget("https://x/v1", {}, "m", "/chat/completions")
     line = OPENAI.line(target, entry)
     assert line.endswith(b"\n") and line.count(b"\n") == 1 and b"\r" not in line
+    # One line to a reader splitting on every Unicode line end too (U+2028 from a PDF).
+    assert len(line.decode().splitlines()) == 1
     assert json.loads(line) == {
         "custom_id": key,
         "method": "POST",
@@ -332,7 +334,7 @@ def test_a_gemini_job_file_is_no_larger_than_the_size_it_was_split_by(
     from allama.providers._jobs import provider_jobs
 
     jobs = provider_jobs(allama.provider("gemini", api_key="k", base_url=TARGET.base_url))
-    text = "請求書番号は12345です。合計金額は98,000円。" * 200 + "😀" * 500
+    text = "請求書番号は12345です。合計金額は98,000円。" * 200 + "😀" * 500 + "\u2028\u2029\x85"
     request = allama.ChatRequest("gemini-2.5-flash").system("Extract.").user(text)
     entries = [jobs.entry(f"key{n}", request)[0] for n in range(3)]
     monkeypatch.setattr(_gemini, "INLINE_BYTES", 0)  # a file, as a job past 19 MB is sent
@@ -341,7 +343,8 @@ def test_a_gemini_job_file_is_no_larger_than_the_size_it_was_split_by(
     upload = steps.send(HttpResponse(200, {"x-goog-upload-url": "https://example.test/up"}, b"{}"))
     # Non-ASCII text written as UTF-8, not escaped: the file is what `max_bytes` was held to.
     assert len(upload.content) <= sum(GEMINI.size(entry) for entry in entries)
-    lines = [json.loads(line) for line in upload.content.splitlines()]
+    # The Unicode line ends escaped: a reader splitting on them reads three lines too.
+    lines = [json.loads(line) for line in upload.content.decode().splitlines()]
     assert [line["key"] for line in lines] == ["key0", "key1", "key2"]
     assert lines[0]["request"] == entries[0].request.body
 

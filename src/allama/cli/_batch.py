@@ -30,6 +30,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from allama._prices import dollars
 from allama._printable import printable, writes_unicode
+from allama.adapters._jobs import UNICODE_LINE_ENDS
 from allama.batch._inputs import resolved
 from allama.cli._progress import Progress
 from allama.schema._types import type_label
@@ -2030,9 +2031,6 @@ def _input_set_of(
     return lambda run_id: number_of.get(run_id, unknown) == number
 
 
-_LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
-
-
 def _jsonl_line(row: dict[str, Any], *, escaped: bool = False) -> str:
     """One line of JSONL: UTF-8 as it is, but for the characters that are line breaks to
     readers splitting on every Unicode line end (`str.splitlines`), which are escaped;
@@ -2040,7 +2038,7 @@ def _jsonl_line(row: dict[str, Any], *, escaped: bool = False) -> str:
     other)."""
     if escaped:
         return json.dumps(row) + "\n"
-    return json.dumps(row, ensure_ascii=False).translate(_LINE_BREAKS) + "\n"
+    return json.dumps(row, ensure_ascii=False).translate(UNICODE_LINE_ENDS) + "\n"
 
 
 def _value_row(

@@ -29,8 +29,10 @@ __all__ = [
     "Row",
     "RowKind",
     "Steps",
+    "UNICODE_LINE_ENDS",
     "clock_ahead",
     "headers_for",
+    "job_line",
     "load_job_dialect",
     "too_many_jobs",
 ]
@@ -118,6 +120,19 @@ class JobState:
     queue_full: bool = False
     """Failed for the provider's queue of batch work being full (OpenAI's enqueued tokens
     per model): none of its rows ran, and the same job sent once others end may run."""
+
+
+UNICODE_LINE_ENDS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+"""The characters past ASCII that end a line to a reader splitting on every Unicode line
+end (`str.splitlines`), as JSON escapes: text from PDFs and web pages holds them."""
+
+
+def job_line(data: Any) -> bytes:
+    """One line of a job's JSONL file: UTF-8 as it is, but for the Unicode line ends, which
+    are escaped, so that no reader of the file splits a request in two (and fails the whole
+    job as a file of invalid JSON)."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.translate(UNICODE_LINE_ENDS).encode() + b"\n"
 
 
 def json_lines(content: bytes) -> list[dict[str, Any] | None]:

@@ -24,6 +24,7 @@ from allama.adapters._jobs import (
     Steps,
     get,
     headers_for,
+    job_line,
     json_lines,
     json_of,
     keep,
@@ -82,13 +83,7 @@ class GeminiJobs:
             source = {"fileName": uploaded["file"]}
         else:
             data = b"".join(
-                json.dumps(
-                    {"key": entry.key, "request": entry.request.body},
-                    ensure_ascii=False,
-                    separators=(",", ":"),
-                ).encode()
-                + b"\n"
-                for entry in entries
+                job_line({"key": entry.key, "request": entry.request.body}) for entry in entries
             )
             name = yield from self._upload(target, data, f"allama-{tag}")
             if uploaded is not None:

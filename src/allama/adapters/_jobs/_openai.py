@@ -25,6 +25,7 @@ from allama.adapters._jobs import (
     Steps,
     clock_ahead,
     get,
+    job_line,
     json_lines,
     json_of,
     keep,
@@ -59,7 +60,7 @@ class OpenAIJobs:
             "url": _api_path(target.endpoint),
             "body": entry.request.body,
         }
-        return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        return job_line(line)
 
     def size(self, entry: Entry) -> int:
         return len(entry.request.content) + len(entry.key) + 80
