@@ -35,6 +35,7 @@ from pydantic import (
     StringConstraints,
     Tag,
     TypeAdapter,
+    create_model,
     field_serializer,
     model_validator,
 )
@@ -985,3 +986,88 @@ def test_a_secret_beside_a_serializer_that_loses_part_of_a_value_is_told_not_cha
     (resumed,) = allama.batch(provider, Priced, ["doc"], request=TEMPLATE, ledger=ledger)
     assert resumed.resumed and resumed.value is None and provider.requests == []
     assert resumed.failure is not None and resumed.failure.kind == "stored_value_invalid"
+
+
+def _billed(first: str, second: str, validated: bool = False, default: bool = False) -> Any:
+    """A model named `Invoice` reading `total` into the field `first` and `tax` into
+    `second`: models of other names for one pair of aliases have the same JSON Schema (so
+    the same inputs' keys). `validated`: the first field's validator changes what it reads,
+    so that the output is kept with the value."""
+    kind: Any = Annotated[int, BeforeValidator(lambda v: int(v) * 100)] if validated else int
+    total = Field(0, alias="total") if default else Field(alias="total")
+    return create_model("Invoice", **{first: (kind, total), second: (int, Field(alias="tax"))})
+
+
+@pytest.mark.parametrize(
+    ("first_type", "then"),
+    [
+        (_billed("amount", "vat"), _billed("vat", "amount")),  # swapped
+        (_billed("amount", "vat", default=True), _billed("net", "vat", default=True)),
+    ],
+)
+def test_a_value_is_not_read_into_fields_renamed_since_behind_the_same_aliases(
+    tmp_path: Path, first_type: Any, then: Any
+) -> None:
+    from allama.schema._types import type_schema
+
+    assert type_schema(first_type).schema == type_schema(then).schema
+    ledger = tmp_path / "run.sqlite"
+    (first,) = _runs(first_type, {"total": 10, "tax": 2}, ledger, count=1)
+    assert (first.value.amount, first.value.vat) == (10, 2)
+    provider = allama.mock.MockProvider.with_text("{}")
+    (resumed,) = allama.batch(provider, then, ["doc"], request=TEMPLATE, ledger=ledger)
+    # Read by field name, {"amount": 10, "vat": 2} put 10 in the tax and 2 in the total (or
+    # the total in a field now named `net`, left at 0): the input's failure instead.
+    assert resumed.resumed and resumed.value is None and provider.requests == []
+    assert resumed.failure is not None and resumed.failure.kind == "stored_value_invalid"
+    assert resumed.failure.message == (
+        "finished by an earlier run whose type had the same schema but named its fields "
+        "otherwise than Invoice does (a field renamed, its alias kept): the ledger keeps the "
+        "value by field name, which would put values in other fields; `allama batch "
+        "export` writes the value as that run made it"
+    )
+    assert resumed.failure.value_kept
+    # The same type again resumes as before.
+    (again,) = allama.batch(provider, first_type, ["doc"], request=TEMPLATE, ledger=ledger)
+    assert again.resumed and again.value == first.value and provider.requests == []
+
+
+def test_a_kept_output_is_read_by_the_fields_renamed_since_as_a_call_would_read_it(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    (first,) = _runs(_billed("amount", "vat", True), {"total": 10, "tax": 2}, ledger, count=1)
+    assert (first.value.amount, first.value.vat) == (1000, 2)
+    assert _row(ledger).source is not None  # the output is kept
+    provider = allama.mock.MockProvider.with_text("{}")
+    swapped = _billed("vat", "amount", True)
+    (resumed,) = allama.batch(provider, swapped, ["doc"], request=TEMPLATE, ledger=ledger)
+    assert resumed.resumed and resumed.failure is None and provider.requests == []
+    assert (resumed.value.vat, resumed.value.amount) == (1000, 2)
+
+
+def test_a_type_named_as_before_resumes_whatever_its_aliases_are(tmp_path: Path) -> None:
+    """Aliases from a generator, in models nested in lists: the same names, a value
+    resumed by a run of a type defined again."""
+
+    def define() -> type[BaseModel]:
+        class Line(BaseModel):
+            model_config = ConfigDict(alias_generator=to_camel)
+            unit_price: int
+
+        class Sheet(BaseModel):
+            model_config = ConfigDict(alias_generator=to_camel)
+            line_items: list[Line]
+
+        return Sheet
+
+    ledger = tmp_path / "run.sqlite"
+    (first,) = _runs(define(), {"lineItems": [{"unitPrice": 3}]}, ledger, count=1)
+    provider = allama.mock.MockProvider.with_text("{}")
+    (resumed,) = allama.batch(provider, define(), ["doc"], request=TEMPLATE, ledger=ledger)
+    assert resumed.resumed and resumed.failure is None
+    assert (
+        resumed.value.model_dump()
+        == first.value.model_dump()
+        == {"line_items": [{"unit_price": 3}]}
+    )

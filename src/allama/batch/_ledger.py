@@ -978,16 +978,21 @@ class Ledger:
     def endpoints(self) -> dict[str, str | None]:
         """The endpoint each run of the ledger sent to (its settings' `endpoint`, `None`
         where it kept none: an earlier version's run, a provider with no URL), by run id."""
+        return self.setting_of_runs("endpoint")
+
+    def setting_of_runs(self, name: str) -> dict[str, str | None]:
+        """One text setting of each run of the ledger (`None` where it kept none: a run of
+        an earlier version), by run id."""
         with self._lock:
             found = self._connection.execute("SELECT run_id, settings FROM runs").fetchall()
-        endpoints: dict[str, str | None] = {}
-        for run_id, settings in found:
+        settings: dict[str, str | None] = {}
+        for run_id, text in found:
             try:
-                endpoint = json.loads(settings).get("endpoint")
+                setting = json.loads(text).get(name)
             except (ValueError, TypeError, AttributeError):
-                endpoint = None
-            endpoints[str(run_id)] = endpoint if isinstance(endpoint, str) else None
-        return endpoints
+                setting = None
+            settings[str(run_id)] = setting if isinstance(setting, str) else None
+        return settings
 
     def paid(self, like: dict[str, Any] | None = None) -> tuple[Decimal, dict[str, str]]:
         """What the ledger's inputs paid for, in all (done or not), and the cost kept for

@@ -93,7 +93,7 @@ from allama.extract._errors import EnforcementBelowError, ParseError
 from allama.extract._extractor import Extractor
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
-from allama.extract._output import dump_consumes, dump_reads_back
+from allama.extract._output import dump_consumes, dump_reads_back, stored_names
 from allama.extract._parse import ReadAgainError, read_again
 from allama.provider import ChatProvider
 from allama.schema._types import type_label, type_schema
@@ -563,6 +563,9 @@ class _Spec:
         self.dump_reads_back = dump_reads_back(self.adapter)
         self.dump_consumes = not self.dump_reads_back and dump_consumes(self.adapter)
         self.secrets = not self.dump_reads_back and _has_secrets(self.adapter)
+        # Kept with the run: a later run whose type names the fields otherwise does not
+        # read this run's values, kept by field name, into other fields.
+        self.settings["names"] = stored_names(self.adapter)
 
 
 def _reads_back(spec: _Spec, text: str, value: Any, secrets: bool = False) -> bool:
@@ -722,6 +725,11 @@ class ValueNotKept(ValueError):
     def __init__(self, invalid: bool) -> None:
         super().__init__("its JSON does not read back as the value")
         self.invalid = invalid
+
+
+class FieldsRenamed(ValueError):
+    """A finished input whose stored value, keyed by field name, a type of the same schema
+    whose fields are named otherwise would read into other fields."""
 
 
 class ValueChanged(ValueError):
@@ -1282,9 +1290,10 @@ class _Runner:
         """Under a budget: what this run's sends paid since."""
         self.reached: Decimal | None = None
         """What was spent when the run found its budget reached."""
-        self.endpoints: dict[str, str | None] | None = None
-        """The endpoint each run of the ledger sent to, by run id: read when the run opens
-        its ledger, and again for a run started since."""
+        self.writers: dict[str, dict[str, str | None]] = {}
+        """Settings of each run of the ledger (the endpoint it sent to, its type's field
+        names), by name and run id: read when first asked, and again for a run started
+        since."""
         self.given_from_ledger: set[int] = set()
         """Inputs an earlier run finished that this run has given, by their key's first 64
         bits (a tenth of the memory of the keys): a later copy is a duplicate, its record
@@ -2391,7 +2400,7 @@ class _Runner:
         if self._copies_to_come(row.key) and row.value is not None:
             spec = self.spec
             self.again[row.key] = functools.partial(
-                read_done, spec, row.value, row.source, row.record
+                read_done, spec, row.value, row.source, row.record, self._renamed(row)
             )
 
     def _copies_to_come(self, key: str) -> bool:
@@ -2585,19 +2594,32 @@ class _Runner:
             ) from error
         self.ledger = LedgerWriter(self.book)
         self.carry_from(self.book)
-        self.endpoints = self.book.endpoints()
+
+    def _writers(self, row: LedgerRow, name: str) -> str | None:
+        """The setting `name` of the run that finished `row`; `None` where it kept none."""
+        if self.book is None or row.run_id is None:
+            return None
+        known = self.writers.get(name)
+        if known is None or row.run_id not in known:
+            with contextlib.suppress(sqlite3.Error):  # a run started since, read again
+                known = self.writers[name] = self.book.setting_of_runs(name)
+        return None if known is None else known.get(row.run_id)
 
     def _other_endpoint(self, row: LedgerRow) -> str | None:
         """The endpoint of the run that finished `row`, where both runs kept theirs and
         it is not among this run's (a failover's servers, in any order); else `None`."""
         mine = self.spec.settings.get("endpoint")
-        if mine is None or self.endpoints is None or self.book is None or row.run_id is None:
-            return None  # read when the run opened its ledger
-        if row.run_id not in self.endpoints:
-            with contextlib.suppress(sqlite3.Error):  # a run started since, read again
-                self.endpoints = self.book.endpoints()
-        theirs = self.endpoints.get(row.run_id)
+        if mine is None:
+            return None
+        theirs = self._writers(row, "endpoint")
         return theirs if another_endpoint(mine, theirs) else None
+
+    def _renamed(self, row: LedgerRow) -> bool:
+        """Whether the run that finished `row` had a type of the same schema whose fields
+        are named otherwise (`stored_names`), both runs having kept theirs."""
+        mine = self.spec.settings.get("names")
+        theirs = self._writers(row, "names")
+        return mine is not None and theirs is not None and mine != theirs
 
     def _from_ledger(self, index: int, label: str, row: LedgerRow) -> BatchResult[Any]:
         metadata, earlier = _records_of(row)
@@ -2613,8 +2635,14 @@ class _Runner:
             )
         elif row.status == Status.DONE and row.value is not None:
             try:
-                value = read_done(self.spec, row.value, row.source, row.record)
-            except (ValidationError, ReadAgainError, ValueNotKept, ValueChanged) as invalid:
+                value = read_done(self.spec, row.value, row.source, row.record, self._renamed(row))
+            except (
+                ValidationError,
+                ReadAgainError,
+                ValueNotKept,
+                ValueChanged,
+                FieldsRenamed,
+            ) as invalid:
                 failure = _stored_value_invalid(invalid, self.spec.tp)
             except Exception as raised:  # a validator's own error: the input's, as when sent
                 failure = _stored_value_invalid(raised, self.spec.tp)
@@ -3023,11 +3051,19 @@ def read_stored_value(adapter: TypeAdapter[Any], text: str | bytes) -> Any:
     return adapter.validate_json(text, by_alias=False, by_name=True)
 
 
-def read_done(spec: _Spec, value: str, source: str | None, record: Mapping[str, Any] | None) -> Any:
+def read_done(
+    spec: _Spec,
+    value: str,
+    source: str | None,
+    record: Mapping[str, Any] | None,
+    renamed: bool = False,
+) -> Any:
     """The value of an input an earlier run finished, as that run gave it: the output it was
     read from, read again the same way (`read_again`), where the ledger kept it; else its
     stored value, validated again, which this run's type must read as itself (a version
-    before schema 3 kept no output: its values are validated again as they are)."""
+    before schema 3 kept no output: its values are validated again as they are).
+    `renamed`: that run's type named its fields otherwise (`_renamed`), so that its stored
+    JSON, keyed by field name, is not read (the output, keyed as the schema is, is)."""
     if source == WITHHELD:
         try:
             read_stored_value(spec.adapter, value)
@@ -3038,6 +3074,8 @@ def read_done(spec: _Spec, value: str, source: str | None, record: Mapping[str, 
         return read_stored_value(spec.adapter, value)
     if source is not None:
         return read_again(spec.tp, source, bool((record or {}).get("root_wrapped")))
+    if renamed:
+        raise FieldsRenamed("the type's fields are named otherwise than the run's that made it")
     back = read_stored_value(spec.adapter, value)
     if not spec.dump_reads_back and not _same_json(stored_value(spec.adapter, back), value):
         # A validator that changes what it reads, other than the one that made the value
@@ -3121,6 +3159,14 @@ def _stored_value_invalid(error: Exception, tp: Any) -> BatchFailure:
             "value as other JSON (a validator that changes what it reads, or a serializer, "
             "changed since the value was stored): it may not be the value that run made; "
             "`allama batch export` writes the value",
+        )
+    if isinstance(error, FieldsRenamed):
+        return BatchFailure(
+            STORED_VALUE_INVALID,
+            f"finished by an earlier run whose type had the same schema but named its fields "
+            f"otherwise than {_tracing.type_name(tp)} does (a field renamed, its alias kept): "
+            "the ledger keeps the value by field name, which would put values in other "
+            "fields; `allama batch export` writes the value as that run made it",
         )
     if isinstance(error, ValueNotKept):
         how = (

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import datetime
 import enum
+import hashlib
 import inspect
+import json
 import math
 import uuid
 from collections.abc import Iterator
@@ -409,6 +411,31 @@ _STRING_CHANGES = ("str_to_upper", "str_to_lower", "str_strip_whitespace")
 
 _STRING_LIMITS = ("str_min_length", "str_max_length")
 """A configuration's limits on its fields' strings, defaults not checked against them."""
+
+
+def stored_names(adapter: TypeAdapter[Any]) -> str | None:
+    """A digest of the type's fields' names beside the names its JSON Schema gives them
+    (their aliases), for a value's JSON kept by field name: two types of one schema whose
+    fields are named otherwise (two swapped, their aliases kept) read such JSON into other
+    fields. `None` where the type's core schema cannot be walked."""
+    try:
+        groups = []
+        for node in _schema_nodes(adapter.core_schema):
+            fields = node.get("fields") if node["type"] in _FIELD_GROUPS else None
+            if isinstance(fields, dict):
+                named = [(name, field.get("validation_alias")) for name, field in fields.items()]
+            elif isinstance(fields, list):
+                named = [(field["name"], field.get("validation_alias")) for field in fields]
+            else:
+                continue
+            groups.append(json.dumps(sorted(named, key=str)))
+    except (KeyError, TypeError, AttributeError, ValueError):
+        return None
+    return hashlib.sha256("\0".join(sorted(groups)).encode()).hexdigest()[:16]
+
+
+_FIELD_GROUPS = frozenset({"model-fields", "typed-dict", "dataclass-args"})
+"""The core schema's kinds of node holding named fields."""
 
 
 def dump_consumes(adapter: TypeAdapter[Any]) -> bool:
