@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import sqlite3
+import subprocess
+import sys
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -1071,3 +1074,50 @@ def test_a_type_named_as_before_resumes_whatever_its_aliases_are(tmp_path: Path)
         == first.value.model_dump()
         == {"line_items": [{"unit_price": 3}]}
     )
+
+
+_SET_RUN = """
+import json, sys
+from pydantic import BaseModel, Json, SecretStr
+import allama, allama.mock
+
+class Tagged(BaseModel):
+    tags: Json[set[str]]
+
+class Account(BaseModel):
+    password: SecretStr
+    tags: set[str]
+
+tags = [f"tag{n}" for n in range(40)]
+kind, ledger = sys.argv[1:3]
+tp, answer = {
+    "json": (Tagged, {"tags": json.dumps(tags)}),
+    "secret": (Account, {"password": "hunter2", "tags": tags}),
+}[kind]
+provider = allama.mock.MockProvider.with_text(json.dumps(answer))
+request = allama.ChatRequest("mock-model").system("Read the document.")
+(result,) = allama.batch(provider, tp, ["doc"], request=request, ledger=ledger)
+failure = result.failure and result.failure.kind
+tags_back = None if result.value is None else sorted(result.value.tags)
+print(json.dumps([result.resumed, failure, tags_back == sorted(tags)]))
+"""
+
+
+@pytest.mark.parametrize("kind", ["json", "secret"])
+def test_a_set_resumes_in_a_process_that_orders_it_otherwise(tmp_path: Path, kind: str) -> None:
+    """A set's order changes from one process to the next (the hash seed): a set in a
+    `Json[...]` field's text, or beside a secret, resumed by another process failed as
+    "read back as another value" though nothing had changed."""
+    ledger = str(tmp_path / "run.sqlite")
+    seen = []
+    for seed in ("7", "8"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        ran = subprocess.run(
+            [sys.executable, "-c", _SET_RUN, kind, ledger],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        seen.append(json.loads(ran.stdout))
+    assert seen == [[False, None, True], [True, None, True]]
