@@ -660,6 +660,41 @@ def test_content_with_the_argument_and_the_argument_wins(
     _texts_absent(traced)
 
 
+@pytest.mark.parametrize("capture", [False, True])
+def test_an_extractions_content_setting_holds_for_calls_of_a_provider_with_its_own_tracer(
+    traced: Traced, monkeypatch: pytest.MonkeyPatch, capture: bool
+) -> None:
+    """Both with their tracer provider (as the README shows): the extractor's
+    `capture_content` was not applied to the calls' spans, which recorded the document and
+    the answer under the environment's opt-in although the extractor said no."""
+    monkeypatch.setenv(CAPTURE_CONTENT_ENV, "false" if capture else "true")
+    provider = openai(Script(completion()), tracer_provider=traced.provider)
+    request = ChatRequest(MODEL).system("Hi.").user(PROMPT)
+    extractor = Extractor(tracer_provider=traced.provider, capture_content=capture)
+    extractor.extract(provider, Program, request)
+    assert len(traced.spans) == 2
+    if capture:
+        _check_content(traced)
+    else:
+        _texts_absent(traced)
+        for span in traced.spans:
+            assert "gen_ai.input.messages" not in attrs(span)
+
+
+def test_a_providers_own_content_setting_holds_for_its_calls_in_any_extraction(
+    traced: Traced,
+) -> None:
+    provider = openai(Script(completion()), tracer_provider=traced.provider, capture_content=False)
+    request = ChatRequest(MODEL).system("Hi.").user(PROMPT)
+    Extractor(tracer_provider=traced.provider, capture_content=True).extract(
+        provider, Program, request
+    )
+    call = attrs(traced.one(f"chat {MODEL}"))
+    extraction = attrs(traced.one("extract Program"))
+    assert "gen_ai.input.messages" not in call and "gen_ai.output.messages" not in call
+    assert "gen_ai.input.messages" in extraction
+
+
 def test_a_streamed_answer_is_recorded_as_far_as_it_came_on_opt_in(traced: Traced) -> None:
     provider = openai(Script(sse(ANSWER, finish=False)))
     extractor = Extractor(tracer_provider=traced.provider, capture_content=True)

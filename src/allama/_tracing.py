@@ -187,12 +187,14 @@ def resolve(own: Tracing | None, *, inherit: bool = True) -> _Active | None:
     the extraction it runs in, then the global one. Content: the owner's own setting, then
     the extraction's, then the environment.
     """
+    enclosing = _ENCLOSING.get() if inherit else None
     if own is not None:
         tracer = own.tracer()
         if tracer is not None:
             capture = own.capture_content
-            return _Active(tracer, _capture_from_env() if capture is None else capture)
-    enclosing = _ENCLOSING.get() if inherit else None
+            if capture is None:  # a call's spans record content as its extraction says
+                capture = _capture_from_env() if enclosing is None else enclosing.capture
+            return _Active(tracer, capture)
     if enclosing is not None:
         if own is None or own.capture_content is None:
             return enclosing
