@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import doctest
 import functools
+import gc
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -692,6 +694,86 @@ def test_settings_of_the_text_columns_request_are_refused_with_a_request_functio
             system="Extract.",
             temperature=0.0,
         )
+
+
+def test_an_async_request_function_is_refused_before_any_row() -> None:
+    async def build(row: dict[str, Any]) -> ChatRequest:
+        return ChatRequest("m").user(row["text"])
+
+    with pytest.raises(TypeError, match=r"^the request function is an async function, which"):
+        allama.ray.ExtractBatch(Invoice, provider="openai", request=build)
+    with pytest.raises(TypeError, match=r"^the request function is an async function, which"):
+        ds: Any = object()  # never reached
+        allama.ray.extract_dataset(ds, Invoice, provider="openai", request=build)
+
+
+def test_a_request_function_returning_a_coroutine_fails_its_row_by_name() -> None:
+    async def build(row: dict[str, Any]) -> ChatRequest:
+        return ChatRequest("m").user(row["text"])
+
+    extract = allama.ray.ExtractBatch(
+        Invoice, provider=lambda: MockProvider([]), request=lambda row: build(row)
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "coroutine was never awaited"
+        (row,) = _run_batches(extract, pa.table({"text": ["first"]}))
+    assert row["error"] == (
+        "invalid_row: the request function returned coroutine: it is an async function, "
+        "which the step does not await"
+    )
+
+
+def test_the_providers_connections_are_closed_as_the_actor_ends(base_url: str) -> None:
+    """Ray Data runs an actor's batches on an event loop in a thread of their own, and
+    deletes the callable as the actor ends: its provider's connections, left open, were
+    dropped unclosed ("unclosed transport" in the worker's log)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        extract = allama.ray.ExtractBatch(
+            Invoice,
+            provider="openai",
+            provider_options={"api_key": "test-key", "base_url": base_url},
+            text_column="text",
+            model="gpt-4o-mini",
+        )
+
+        async def run(step: allama.ray.ExtractBatch) -> list[Any]:
+            return [out async for out in step(pa.table({"text": [document(1)]}))]
+
+        (out,) = asyncio.run_coroutine_threadsafe(run(extract), loop).result(timeout=30)
+        assert out.column("value").to_pylist() == [json.dumps(expected(1), separators=(",", ":"))]
+        client = extract.provider._transport._async_client  # type: ignore[attr-defined]
+        assert client is not None and not client.is_closed
+        del extract
+        gc.collect()
+        assert client.is_closed
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        loop.close()
+
+
+def test_the_callable_closes_its_provider_on_the_loop_it_ran_on_without_ray(
+    base_url: str,
+) -> None:
+    extract = allama.ray.ExtractBatch(
+        Invoice,
+        provider="openai",
+        provider_options={"api_key": "test-key", "base_url": base_url},
+        text_column="text",
+        model="gpt-4o-mini",
+    )
+
+    async def run() -> Any:
+        async for _ in extract(pa.table({"text": [document(2)]})):
+            pass
+        client = extract.provider._transport._async_client  # type: ignore[attr-defined]
+        await extract.aclose()
+        return client
+
+    assert asyncio.run(run()).is_closed
 
 
 def test_a_provider_function_that_returns_no_provider_fails_the_actor_at_once() -> None:

@@ -49,6 +49,8 @@ left to read the data and the job stalls.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import json
 import operator
 import random
@@ -242,6 +244,11 @@ def _check_settings(
             "request must be a function from a row (a dict) to a ChatRequest, "
             f"not {type(request).__name__}"
         )
+    elif inspect.iscoroutinefunction(request):
+        raise TypeError(
+            "the request function is an async function, which the step does not await: "
+            "build each ChatRequest in a plain one"
+        )
     if isinstance(row_concurrency, bool) or not isinstance(row_concurrency, int):
         raise TypeError(f"row_concurrency must be a whole number, not {row_concurrency!r}")
     if row_concurrency < 1:
@@ -358,6 +365,9 @@ class ExtractBatch:
         self._prompt = prompt
         self._row_concurrency = row_concurrency
         self._limit: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The event loop the batches run on, where the provider's connections live."""
+        self._closed = False
         if isinstance(provider, str):
             self._provider: ChatProvider = allama.provider(provider, **(provider_options or {}))
         else:
@@ -398,6 +408,7 @@ class ExtractBatch:
             raise ValueError(_taken(taken))
         if self._limit is None:
             # Made on the actor's event loop, where they are used.
+            self._loop = asyncio.get_running_loop()
             self._limit = asyncio.Semaphore(self._row_concurrency)
             rpm, tpm, backoff = self._limiter_settings
             self._limiter = RateLimiter(rpm, tpm, backoff=max(backoff, 0.001))
@@ -447,10 +458,11 @@ class ExtractBatch:
         except Exception as error:
             return f"invalid_row: the request function raised {error_text(error)}"
         if not isinstance(built, ChatRequest):
-            return (
-                "invalid_row: the request function returned "
-                f"{type(built).__name__}, not a ChatRequest"
-            )
+            said = f"invalid_row: the request function returned {type(built).__name__}"
+            if inspect.iscoroutine(built):
+                built.close()  # never awaited: said here, not in a warning per row
+                return f"{said}: it is an async function, which the step does not await"
+            return f"{said}, not a ChatRequest"
         return built
 
     async def _row(
@@ -533,8 +545,61 @@ class ExtractBatch:
             return None, f"value_unstorable: {error_text(error)}", record
         return value, None, record
 
+    def close(self) -> None:
+        """Close the provider's connections: on the event loop the batches ran on, where it
+        still runs in another thread (Ray Data's actors run it so, and delete the callable
+        as the actor ends, which closes it); else those it can close from here. A provider
+        without `close` and `aclose` (one of the caller's own) is left as it is."""
+        if self._closed:
+            return
+        self._closed = True
+        loop = self._loop
+        closer = getattr(self._provider, "aclose", None)
+        if callable(closer) and loop is not None and loop.is_running():
+            if not _runs_here(loop):
+                closing = asyncio.run_coroutine_threadsafe(closer(), loop)
+                with contextlib.suppress(Exception):  # a loop that stops meanwhile
+                    closing.result(timeout=_CLOSE_SECONDS)
+                return
+            # Called on that loop, which cannot wait here: closed as it runs on.
+            task = loop.create_task(closer())
+            _CLOSING.add(task)
+            task.add_done_callback(_CLOSING.discard)
+            return
+        sync = getattr(self._provider, "close", None)
+        if callable(sync):
+            sync()
+
+    async def aclose(self) -> None:
+        """Close the provider's connections, on the running loop (the one the batches ran on,
+        when driven without Ray)."""
+        self._closed = True
+        closer = getattr(self._provider, "aclose", None)
+        if callable(closer):
+            await closer()
+
+    def __del__(self) -> None:
+        if getattr(self, "_provider", None) is not None:
+            with contextlib.suppress(Exception):  # an interpreter shutting down
+                self.close()
+
     def __repr__(self) -> str:
         return f"ExtractBatch(type={self._schema.label}, provider={self._provider!r})"
+
+
+_CLOSE_SECONDS = 10.0
+"""The longest an actor's end waits for its provider's connections to close."""
+
+_CLOSING: set[asyncio.Task[Any]] = set()
+"""Closings under way on a loop that could not wait for them, held until they end."""
+
+
+def _runs_here(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether `loop` is the one running in this thread."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def extract_dataset(
