@@ -631,6 +631,12 @@ def test_documents_added_to_the_input_after_it_was_checked_are_not_read(tmp_path
         ),
         (
             "in.jsonl",
+            '{"text": "doc 1"}\n{"text": "doc 2\n',  # a line cut short as it was written
+            (),
+            "{path} line 2: not JSON (Unterminated string starting at column 10)",
+        ),
+        (
+            "in.jsonl",
             '{"text": "doc 1"}\n{"body": "doc 2", "id": 3}\n',
             (),
             "{path} line 2: no field `text` (its fields: `body`, `id`); "
@@ -709,6 +715,22 @@ def test_documents_added_to_the_input_after_it_was_checked_are_not_read(tmp_path
             "id,text,text\n1,doc 1,doc 2\n",
             (),
             "{path} (the header row): the columns `text` are named twice",
+        ),
+        (
+            "in.csv",
+            "id;text\n1;doc 1\n",
+            (),
+            "{path}: the header is one column, `id;text`: the file is separated by "
+            "semicolons, not by commas (a spreadsheet's export in many locales); save it as "
+            "CSV with commas, or as JSONL",
+        ),
+        (
+            "in.csv",
+            "id\ttext\n1\tdoc 1\n",
+            ("--id-field", "id"),
+            "{path}: the header is one column, `id\\ttext`: the file is separated by tabs, not "
+            "by commas (a spreadsheet's export in many locales); save it as CSV with commas, "
+            "or as JSONL",
         ),
     ],
 )

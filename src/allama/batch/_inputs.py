@@ -406,7 +406,8 @@ def _jsonl_document(
     try:
         item = json.loads(line.rstrip("\r\n"))
     except json.JSONDecodeError as error:
-        raise InputError(f"{where}: not JSON ({error.msg} at column {error.colno})") from None
+        said = error.msg.removesuffix(" at")  # "Unterminated string starting at"
+        raise InputError(f"{where}: not JSON ({said} at column {error.colno})") from None
     except ValueError as error:  # JSON, but an integer Python will not read
         reason = str(error).split(";")[0]
         raise InputError(f"{where}: JSON that cannot be read ({reason})") from None
@@ -461,6 +462,13 @@ def _csv(
             if name is not None and name not in columns:
                 flag = "--field" if name == field else "--id-field"
                 shown = ", ".join(f"`{column}`" for column in columns)
+                separator = _other_separator(columns)
+                if separator is not None:  # naming the one column would send whole rows
+                    raise InputError(
+                        f"{path}: the header is one column, {shown}: the file is separated "
+                        f"by {separator}, not by commas (a spreadsheet's export in many "
+                        "locales); save it as CSV with commas, or as JSONL"
+                    )
                 raise NoSuchField(
                     f"{path}: no column `{name}` (the columns are {shown}); "
                     f"name the column with {flag}"
@@ -485,6 +493,17 @@ def _csv(
                 problems.add(error)
                 continue
             yield document
+
+
+def _other_separator(columns: list[str]) -> str | None:
+    """The separator a header of one column is split by, where it is not a comma's file:
+    a semicolon (Excel's CSV where a comma is the decimal point) or a tab."""
+    if len(columns) != 1:
+        return None
+    for mark, said in ((";", "semicolons"), ("\t", "tabs")):
+        if mark in columns[0]:
+            return said
+    return None
 
 
 def _csv_document(
