@@ -239,6 +239,24 @@ def test_the_words_of_an_exception_of_the_types_own_code_are_shown_only_when_ask
     )
 
 
+def test_the_count_to_send_before_a_run_counts_a_document_given_again_once(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.jsonl"
+    first = tmp_path / "first.jsonl"
+    first.write_text('{"text": "doc 1"}\n')
+    assert run(server, row_type, first, out) == 0
+    given = tmp_path / "given.jsonl"
+    given.write_text("".join(f'{{"text": "doc {n}"}}\n' for n in [1, 2, 2, 2, 2, 4, 4]))
+    capsys.readouterr()
+    assert run(server, row_type, given, out) == 0
+    # Two documents to send, each once, whatever their copies.
+    assert summary_of(capsys.readouterr().err)[1] == (
+        "ledger: 1 of these 7 documents is in it (1 done, 0 failed), 2 to send"
+    )
+    assert (server.sent[1], server.sent[2], server.sent[4]) == (1, 1, 1)
+
+
 def test_the_providers_words_for_a_refusal_that_stopped_the_run_are_shown_when_asked(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -763,6 +763,7 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
     spec = run._spec
     counts: Counter[str] = Counter()
     total = 0
+    sent: set[str] = set()  # the keys to send: a document given twice is sent once
     states: dict[str, str] = {}  # the state of each run holding an input in flight
     book: Ledger | None = None
     mine = spec.settings.get("endpoint")
@@ -798,6 +799,8 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
                 # Finished against another server: not given, nor sent (`another_endpoint`).
                 counts["another"] += another_endpoint(mine, endpoints.get(row[1]))
             counts[status] += 1
+            if status not in _NOT_SENT or (status == "failed" and spec.retry_failed):
+                sent.add(key)
     except (sqlite3.Error, LedgerError, InputError):  # (an input changed since its check:
         return None  # the run, reading it, says so)
     finally:
@@ -821,7 +824,7 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
         unfinished = known - done - failed - jobs - elsewhere
         if unfinished:
             parts.append(f"{unfinished} pending or in flight")
-        to_send = total - done - jobs - elsewhere - (0 if again else failed)
+        to_send = len(sent)
         return (
             f"ledger: {known} of these {total} {noun} {'is' if known == 1 else 'are'} in it "
             f"({', '.join(parts)}), "
@@ -833,6 +836,11 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
         f"ledger: none of these {total} {noun} is in it; its {held} inputs were "
         "extracted with other settings (type, prompt, model or provider), and stay"
     )
+
+
+_NOT_SENT = frozenset({"done", "failed", "submitted", "running"})
+"""What a run does not send of the inputs the ledger holds: finished, failed (unless it
+tries failures again), in a provider's job, or in flight in a run that is alive."""
 
 
 def _runs_alike(ledger: Path, inputs: object) -> bool:
