@@ -936,6 +936,15 @@ def test_a_folder_without_documents_and_a_file_that_is_not_text(
         f"allama batch run: {docs / 'latin1.txt'} line 2: not UTF-8 text (byte 8 cannot be "
         "decoded)\n"
     )
+    # Every file to mend said at once, not one a run.
+    (docs / "blank.txt").write_text(" \n\t\n")
+    (docs / "empty.txt").write_bytes(b"")
+    assert run(server, row_type, docs, tmp_path / "out.jsonl") == 1
+    assert capsys.readouterr().err == (
+        f"allama batch run: {docs / 'blank.txt'}: the file is empty; empty.txt: the file is "
+        "empty; latin1.txt line 2: not UTF-8 text (byte 8 cannot be decoded) (3 to mend in "
+        "all)\n"
+    )
 
 
 @pytest.mark.parametrize(

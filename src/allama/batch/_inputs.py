@@ -179,8 +179,13 @@ def read_inputs(
         files = _text_files(source, skipped)
         if not files:
             raise InputError(f"{source}: no *.txt or *.md files in this folder")
+        problems = _Problems(source, within=True)
         for file in files:
-            _read_text(file)
+            try:
+                _read_text(file)
+            except InputError as error:
+                problems.add(error)
+        problems.raise_any()
         return Inputs(
             source,
             "folder",
@@ -328,15 +333,19 @@ def _open(path: Path, **options: Any) -> Any:
 
 
 class _Problems:
-    """The lines or rows of a file that are no document, found by its check: the first
-    few said (a file with many to mend is mended in one go, not one run each), and how
-    many in all. Where a run reads the file (`strict`), the first is raised as it is met."""
+    """The lines or rows of a file (the files of a folder) that are no document, found by
+    its check: the first few said (a file with many to mend is mended in one go, not one
+    run each), and how many in all. Where a run reads the file (`strict`), the first is
+    raised as it is met."""
 
     SHOWN = 5
 
-    def __init__(self, path: Path, *, strict: bool = False) -> None:
+    def __init__(self, path: Path, *, strict: bool = False, within: bool = False) -> None:
         self.path = path
         self.strict = strict
+        self.prefix = f"{path}{os.sep}" if within else f"{path} "
+        """What the places after the first leave out: the file's name (its lines'), or the
+        folder's (`within`: its files')."""
         self.said: list[str] = []
         self.count = 0
 
@@ -354,7 +363,7 @@ class _Problems:
             return
         if self.count == 1:
             raise InputError(self.said[0])
-        prefix = f"{self.path} "
+        prefix = self.prefix
         places = [self.said[0], *(said.removeprefix(prefix) for said in self.said[1:])]
         more = f"; and {self.count - len(self.said)} more" if self.count > len(self.said) else ""
         raise InputError(f"{'; '.join(places)}{more} ({self.count} to mend in all)")
