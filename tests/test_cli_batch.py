@@ -542,6 +542,28 @@ def test_ids_given_twice_are_said_and_every_output_line_is_one_row(
     assert len((tmp_path / "export.jsonl").read_text(encoding="utf-8").splitlines()) == 5
 
 
+def test_a_long_id_is_shown_shortened_and_written_whole(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An id may be a whole document (`--id-field text`): a megabyte of it printed in each
+    line that names it made the summary megabytes long."""
+    source = tmp_path / "in.jsonl"
+    long = "doc 13 " + "x" * 100_000  # the fake refuses document 13: a failure's line too
+    source.write_text("".join(json.dumps({"text": text}) + "\n" for text in [long, long]))
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, source, out, "--id-field", "text") == 0
+    err = capsys.readouterr().err
+    shown = "doc 13 " + "x" * 70 + "... (100,007 characters)"
+    assert max(map(len, err.splitlines())) < 400
+    assert f"note: 1 document has the id of an earlier document (`{shown}`)" in err
+    assert f"failed: {shown}: invalid_request: " in err
+    assert f"slowest: {shown} " in err
+    ledger = str(out) + ".ledger.sqlite"
+    assert main(["batch", "export", ledger, "--failed", "--out", str(tmp_path / "f.jsonl")]) == 0
+    (row,) = rows_of(tmp_path / "f.jsonl")
+    assert row["label"] == long
+
+
 def test_a_copys_row_says_so_and_the_rows_costs_add_up_once(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -21,6 +21,17 @@ def printable(text: str) -> str:
     return _UNPRINTABLE.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
 
 
+LABEL_SHOWN = 80
+"""The most of a label a line shows: an id may be a whole document (`--id-field text`)."""
+
+
+def printable_label(label: str) -> str:
+    """A label as a line shows it: `printable`, its first `LABEL_SHOWN` characters only."""
+    if len(label) > LABEL_SHOWN:
+        label = f"{label[: LABEL_SHOWN - 3]}... ({len(label):,} characters)"
+    return printable(label)
+
+
 def storable(text: str) -> str:
     """`text` with each lone surrogate (which JSON may spell, `\\ud800`, and no UTF-8 text
     holds) as U+FFFD: a provider's words or codes written to the ledger or a file."""

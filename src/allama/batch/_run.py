@@ -60,7 +60,7 @@ from pydantic_core import PydanticSerializationError, to_json
 
 from allama import _tracing
 from allama._prices import MONEY, dollars
-from allama._printable import printable, storable
+from allama._printable import printable, printable_label, storable
 from allama._tokens import CHARS_PER_TOKEN, guessed_input_tokens
 from allama.batch import _ledger
 from allama.batch._ledger import (
@@ -449,12 +449,12 @@ class BatchSummary:
             out.append(f"limits: {self.waited:.1f} s waited by inputs in all for their turn")
         if self.slowest:
             shown = ", ".join(
-                f"{printable(label)} {seconds:.2f} s" for seconds, label in self.slowest
+                f"{printable_label(label)} {seconds:.2f} s" for seconds, label in self.slowest
             )
             out.append(f"slowest: {shown}")
         if self.costliest:
             shown = ", ".join(
-                f"{printable(label)} ${dollars(cost)}" for cost, label in self.costliest
+                f"{printable_label(label)} ${dollars(cost)}" for cost, label in self.costliest
             )
             out.append(f"most expensive: {shown}")
         if self.unkept:

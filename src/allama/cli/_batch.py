@@ -29,7 +29,7 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING, Any
 
 from allama._prices import dollars
-from allama._printable import printable, writes_unicode
+from allama._printable import printable, printable_label, writes_unicode
 from allama.adapters._jobs import UNICODE_LINE_ENDS
 from allama.batch._inputs import resolved
 from allama.cli._progress import Progress
@@ -1132,7 +1132,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         repeated, distinct, labels = inputs.labels_repeated
         if repeated:
             have = "document has" if repeated == 1 else "documents have"
-            shown = _first_of([f"`{printable(label)}`" for label in labels], distinct)
+            shown = _first_of([f"`{printable_label(label)}`" for label in labels], distinct)
             print(
                 f"note: {repeated} {have} the id of an earlier document ({shown}): their rows "
                 "in the output share a label (their keys tell different documents apart)",
@@ -1283,7 +1283,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             whose = "its message was" if kind[:1].isupper() else "the provider said"
             said = f"; {whose}: {printable(_shorten(words))}"
         print(
-            f"failed: {printable(label)}: {kind}: {printable(_shorten(message))}{said}",
+            f"failed: {printable_label(label)}: {kind}: {printable(_shorten(message))}{said}",
             file=sys.stderr,
         )
     if failed > FAILURES_SHOWN:
