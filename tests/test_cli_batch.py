@@ -1060,6 +1060,20 @@ def test_a_file_written_over_during_the_run_is_said_to_be(tmp_path: Path) -> Non
         assert str(raised.value) == (
             f"{source}: the file was written over during the run: run again on the new one"
         )
+    # Replaced once it is open (`mv new.jsonl in.jsonl`, an editor's save): the one opened
+    # is read to its end, the documents checked, and the change said when it ends.
+    source.write_text("".join(f'{{"text": "doc {n}"}}\n' for n in range(3)))
+    inputs = read_inputs(source)
+    documents = iter(inputs)
+    assert str(next(documents)) == "doc 0"
+    replacement = tmp_path / "new.jsonl"
+    replacement.write_text("".join(f'{{"text": "new {n}"}}\n' for n in range(9)))
+    replacement.replace(source)
+    assert [str(document) for document in documents] == ["doc 1", "doc 2"]
+    assert inputs.changed == ["the file was written over during the run: run again on the new one"]
+    with pytest.raises(InputError):  # read again, it is no longer the file checked
+        next(iter(inputs))
+    assert inputs.changed == []
     # Cut short as it is read (past what the reader holds): fewer documents than counted.
     source.write_text("".join(f'{{"text": "doc {n:04d} {"x" * 80}"}}\n' for n in range(3000)))
     inputs = read_inputs(source)

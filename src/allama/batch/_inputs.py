@@ -87,10 +87,19 @@ class Inputs:
     longer what was checked. (Grown, it is taken for a log appended to: a file rewritten
     longer in place is not told from one.)"""
 
+    changed: list[str] = dataclasses.field(default_factory=list)
+    """What is said of a JSONL or CSV file that changed after the run began to read it
+    (`_changed`), where the run read it to its end all the same: replaced by another (the
+    run read on the one it had opened), or rewritten in place."""
+
     def __iter__(self) -> Iterator[Document]:
         # No more than were counted and checked: what is added to the file during a run
         # (a log still written) is for a run that reads it whole.
-        return itertools.islice(self._documents(), self.total)
+        self.changed.clear()
+        yield from itertools.islice(self._documents(), self.total)
+        changed = "" if self.kind == "folder" else self._changed()
+        if changed:
+            self.changed.append(changed.strip(" ()"))
 
     def _documents(self) -> Iterator[Document]:
         if self.kind == "folder":

@@ -1311,6 +1311,13 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             "command collects them, `allama batch status` shows them)",
             file=sys.stderr,
         )
+    for changed in prepared.inputs.changed:
+        # Read to its end all the same: what the run sent is what it read, said in its rows.
+        print(
+            f"note: {printable(str(prepared.inputs.path))}: {changed} "
+            "(read to its end as it was opened: the output holds what was read)",
+            file=sys.stderr,
+        )
     if removed:
         # Counted, then gone before the run read them: no document to send, now or later.
         shown = _first_of([f"`{printable(name)}`" for name in removed[:3]], len(removed))
