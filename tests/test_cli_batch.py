@@ -571,7 +571,7 @@ def test_a_copys_row_says_so_and_the_rows_costs_add_up_once(
     texts = ["doc 1", "doc 2", "doc 1", "doc 1"]
     source.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
     out = tmp_path / "out.jsonl"
-    for _ in range(2):  # the run, then a run that reads every value from the ledger
+    for again in (False, True):  # the run, then a run that reads every value from the ledger
         assert run(server, row_type, source, out, "--concurrency", "1") == 0
         cost = [line for line in summary_of(capsys.readouterr().err) if line.startswith("cost")]
         rows = sorted(rows_of(out), key=lambda row: row["label"])
@@ -582,7 +582,8 @@ def test_a_copys_row_says_so_and_the_rows_costs_add_up_once(
             ("line 4", True),
         ]
         paid = sum(Decimal(r["record"]["cost"]["total"]) for r in rows if "duplicate" not in r)
-        assert cost == [f"cost ${paid:f}"] and paid == 2 * Decimal(COST["total"])
+        earlier = f" (${paid:f} of it paid by earlier runs)" if again else ""
+        assert cost == [f"cost ${paid:f}{earlier}"] and paid == 2 * Decimal(COST["total"])
     assert sorted(server.sent.items()) == [(1, 1), (2, 1)]
 
 
@@ -1752,7 +1753,10 @@ def test_a_run_stopped_by_its_budget_still_gives_what_the_ledger_holds(
     assert summary[2] == "6 done, 0 failed (3 finished by an earlier run), in T s"
     assert summary[3] == "enforcement: exact 6"
     # What the earlier run paid for them is the job's too, as a run that reads them says.
-    assert summary[4:6] == ["passes 6, attempts 6, tokens 600 in / 60 out", "cost $0.000126"]
+    assert summary[4:6] == [
+        "passes 6, attempts 6, tokens 600 in / 60 out",
+        "cost $0.000126 ($0.000063 of it paid by earlier runs)",
+    ]
 
 
 def test_the_opening_line_under_a_spent_budget_says_nothing_is_sent(
@@ -1795,7 +1799,7 @@ def test_a_run_that_stops_still_writes_what_the_ledger_holds(
     assert summary[4:7] == [
         "failures: authentication 1",
         "passes 3, attempts 4, tokens 300 in / 30 out",
-        "cost $0.000063",
+        "cost $0.000063 ($0.000063 of it paid by earlier runs)",
     ]
 
 
@@ -1817,7 +1821,7 @@ def test_a_run_that_stops_counts_the_failures_an_earlier_run_ended_with(
         "3 not started, in T s"
     )
     assert "passes 2, attempts 3, tokens 200 in / 20 out" in summary
-    assert "cost $0.000042" in summary
+    assert "cost $0.000042 ($0.000042 of it paid by earlier runs)" in summary
     assert any(line.startswith("failed: doc-07.txt: extraction_parse: ") for line in summary)
 
 
@@ -1843,7 +1847,10 @@ def test_a_stopped_run_counts_a_copy_of_a_document_it_gave_once(
     summary = summary_of(capsys.readouterr().err)
     assert summary[2].startswith("8 done, 0 failed (")
     # Five documents paid for, whatever number of copies each came in.
-    assert summary[4:6] == ["passes 5, attempts 5, tokens 500 in / 50 out", "cost $0.000105"]
+    assert summary[4:6] == [
+        "passes 5, attempts 5, tokens 500 in / 50 out",
+        "cost $0.000105 ($0.000042 of it paid by earlier runs)",
+    ]
 
 
 STRICT_ROW_TYPE = """from pydantic import BaseModel, field_validator
@@ -2702,7 +2709,8 @@ def test_inputs_a_run_finished_and_abandoned_before_giving_are_its_own_not_an_ea
     (this_run,) = {row.run_id for row in Ledger(ledger, read_only=True).rows()}
     # The same run, as the command holds it once it was closed: both read, neither given.
     run = allama.batch(provider, dict, ["doc 1", "doc 2"], request=request, ledger=ledger)
-    run._runner.book = types.SimpleNamespace(run_id=this_run)
+    book = Ledger(ledger, read_only=True)
+    run._runner.book = types.SimpleNamespace(run_id=this_run, setting_of_runs=book.setting_of_runs)
     output = io.StringIO()
     # Said before it is done, for as many inputs as take seconds (here, two): a stop
     # otherwise seemed to hang, nothing said, for ten seconds a hundred thousand inputs.

@@ -18,6 +18,8 @@ import sys
 import textwrap
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -944,13 +946,22 @@ def test_inputs_a_stopped_run_read_ahead_get_spans_of_their_own(traced: Traced) 
 
     extractor = Extractor(tracer_provider=traced.provider)
     provider = MockProvider([ANSWER] * 40)
-    documents = (f"document {n}" for n in range(40))  # read ahead by a thread of the run
+    read: list[int] = []
+
+    def documents() -> Iterator[str]:  # read ahead by a thread of the run
+        for n in range(40):
+            read.append(n)
+            yield f"document {n}"
+
     run = allama.batch(
-        provider, Program, documents, request=_batch_request, extractor=extractor, concurrency=2
+        provider, Program, documents(), request=_batch_request, extractor=extractor, concurrency=2
     )
     results = []
     for result in run:
         results.append(result)
+        waited = time.monotonic() + 10
+        while len(read) < 8 and time.monotonic() < waited:  # the thread reads on meanwhile
+            time.sleep(0.001)
         run.stop()
     not_started = [r for r in results if r.failure is not None and r.failure.kind == "not_started"]
     assert not_started  # (inputs the thread read ahead of the stop)
@@ -1041,3 +1052,28 @@ def test_a_batch_runs_span_has_no_cost_it_does_not_know(traced: Traced) -> None:
     found = attrs(traced.one("batch Program"))
     assert found["allama.cost.total"] == float(run.summary.cost) == 0.000021
     assert found["allama.cost.unknown_inputs"] == 1
+
+
+def test_a_resumed_runs_span_says_what_of_its_cost_earlier_runs_paid(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """The run's cost is the job's (an input an earlier run finished counts what it paid
+    then): summed across runs' spans it counted that money twice, and nothing said which."""
+    from allama.mock import ChatResponseBuilder, MockProvider
+
+    answer = ChatResponseBuilder().text(ANSWER).usage(100, 10).model("gpt-4o-mini").build()
+    extractor = Extractor(tracer_provider=traced.provider)
+    options: dict[str, Any] = {"request": _batch_request, "extractor": extractor}
+    ledger = tmp_path / "run.sqlite"
+    provider = MockProvider([answer] * 3, name="openai")
+    first = allama.batch(provider, Program, ["one"], ledger=ledger, **options)
+    assert all(result.ok for result in first)
+    found = attrs(traced.one("batch Program"))
+    assert found["allama.cost.total"] == 0.0000210 and "allama.cost.earlier_runs" not in found
+    traced.exporter.clear()
+    again = allama.batch(provider, Program, ["one", "two"], ledger=ledger, **options)
+    assert [r.resumed for r in sorted(again, key=lambda r: r.index)] == [True, False]
+    found = attrs(traced.one("batch Program"))
+    assert found["allama.cost.total"] == pytest.approx(0.000042)
+    assert found["allama.cost.earlier_runs"] == pytest.approx(0.000021)
+    assert again.summary.cost_resumed == Decimal("0.000021")

@@ -824,6 +824,9 @@ def _batch_cost(summary: Any) -> dict[str, Any]:
     if cost is not None and (priced or not unknown):
         attributes["allama.cost.total"] = float(cost)
         attributes["allama.cost.currency"] = "USD"
+        resumed = getattr(summary, "cost_resumed", None)
+        if resumed:  # (of the total: the inputs finished by an earlier run, paid then)
+            attributes["allama.cost.earlier_runs"] = float(resumed)
     if unknown:
         attributes["allama.cost.unknown_inputs"] = unknown
         missing = getattr(summary, "cost_missing", None)

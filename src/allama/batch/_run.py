@@ -277,6 +277,8 @@ class BatchSummary:
     cost: Decimal = Decimal(0)
     priced: int = 0
     """Inputs whose cost is known (and summed in `cost`)."""
+    cost_resumed: Decimal = Decimal(0)
+    """Of `cost`, what the inputs finished by an earlier run cost (`resumed`): paid then."""
     cost_unknown: int = 0
     cost_missing: str | None = None
     slowest: list[tuple[float, str]] = field(default_factory=list)
@@ -385,6 +387,8 @@ class BatchSummary:
         cost, missing = _cost_of(records)
         if cost is not None:
             self.cost = MONEY.add(self.cost, cost)
+            if result.resumed:
+                self.cost_resumed = MONEY.add(self.cost_resumed, cost)
             self.priced += 1
             _keep_top(self.costliest, (cost, result.label))
         elif missing is not None and _paid_any(records):
@@ -436,6 +440,8 @@ class BatchSummary:
             cost = f"cost unknown ({self.cost_missing})"
         else:
             cost = f"cost ${dollars(self.cost)}"
+            if self.cost_resumed:
+                cost += f" (${dollars(self.cost_resumed)} of it paid by earlier runs)"
             if self.cost_unknown:
                 cost += f" (unknown for {self.cost_unknown}: {self.cost_missing})"
         out.append(cost)
