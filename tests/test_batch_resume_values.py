@@ -40,6 +40,7 @@ from pydantic import (
     TypeAdapter,
     create_model,
     field_serializer,
+    model_serializer,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -1121,3 +1122,26 @@ def test_a_set_resumes_in_a_process_that_orders_it_otherwise(tmp_path: Path, kin
         )
         seen.append(json.loads(ran.stdout))
     assert seen == [[False, None, True], [True, None, True]]
+
+
+class WrittenAt(BaseModel):
+    """Its serializer writes when it wrote: the same value, other JSON each time."""
+
+    title: str
+
+    @model_serializer(mode="wrap")
+    def stamp(self, handler: Any) -> Any:
+        data = handler(self)
+        data["written_at"] = time.perf_counter_ns()
+        return data
+
+
+def test_a_value_whose_json_changes_each_time_it_is_written_resumes_from_its_output(
+    tmp_path: Path,
+) -> None:
+    """Its JSON, written again by a resumed run, was told apart from the stored one as a
+    validator or serializer changed since: the input failed though nothing had changed."""
+    ledger = tmp_path / "run.sqlite"
+    first, resumed = _runs(WrittenAt, {"title": "t"}, ledger)
+    assert resumed.value == first.value == WrittenAt(title="t")
+    assert _row(ledger).source == '{"title": "t"}'

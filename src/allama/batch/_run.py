@@ -576,7 +576,8 @@ class _Spec:
 
 def _reads_back(spec: _Spec, text: str, value: Any, secrets: bool = False) -> bool:
     """Whether `text`, a value's JSON, reads back as that value: equal, and of the same
-    types throughout (`1` equals an `IntEnum`'s 1, and `repr` tells them apart). With
+    types throughout (`1` equals an `IntEnum`'s 1, and `repr` tells them apart), which
+    writes the same JSON again. With
     `secrets`, what the JSON leaves out (a secret, masked; a field with `exclude=True`; a
     private attribute) is lost, as the README says, but nothing it holds may change: it
     must read back as a value whose JSON is `text` again (a validator run on its own
@@ -584,10 +585,12 @@ def _reads_back(spec: _Spec, text: str, value: Any, secrets: bool = False) -> bo
     serializer of the type's own may write two values alike)."""
     try:
         back = read_stored_value(spec.adapter, text)
+        # Written again, the same JSON: a resumed run checks its stored JSON so, and one that
+        # changes each time it is written (a serializer that stamps the time) is not kept.
+        same = _same_json(stored_value(spec.adapter, back), text)
         if secrets:
-            same = _same_json(stored_value(spec.adapter, back), text)
             return same and _shape(back) == _shape(value)
-        return _identical(back, value)
+        return same and _identical(back, value)
     except Exception:  # it does not validate, or its values do not compare
         return False
 
