@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx2
 import pytest
@@ -681,6 +681,33 @@ def test_an_extractions_content_setting_holds_for_calls_of_a_provider_with_its_o
         _texts_absent(traced)
         for span in traced.spans:
             assert "gen_ai.input.messages" not in attrs(span)
+
+
+@pytest.mark.parametrize("capture", [False, True])
+@pytest.mark.parametrize("how", ["extract", "stream", "decide"])
+def test_an_untraced_extractions_content_setting_holds_for_its_calls_spans(
+    traced: Traced, monkeypatch: pytest.MonkeyPatch, capture: bool, how: str
+) -> None:
+    """The provider traced, the extractor not (no span of its own): its content setting
+    was not the calls' spans', which followed the environment alone."""
+    monkeypatch.setenv(CAPTURE_CONTENT_ENV, "false" if capture else "true")
+    answer = '{"value": "a"}' if how == "decide" else ANSWER
+    script = Script(sse(answer)) if how == "stream" else Script(completion(answer))
+    provider = openai(script, tracer_provider=traced.provider)
+    request = ChatRequest(MODEL).system("Hi.").user(PROMPT)
+    extractor = Extractor(capture_content=capture)
+    if how == "extract":
+        asyncio.run(extractor.aextract(provider, Program, request))
+    elif how == "stream":
+        with extractor.extract_stream(provider, Program, request) as stream:
+            stream.finish()
+    else:
+        extractor.decide(provider, Literal["a", "b"], request)
+    call = attrs(traced.one(f"chat {MODEL}"))
+    assert ("gen_ai.input.messages" in call) is capture
+    assert ("gen_ai.output.messages" in call) is capture
+    if not capture:
+        _texts_absent(traced)
 
 
 def test_a_providers_own_content_setting_holds_for_its_calls_in_any_extraction(

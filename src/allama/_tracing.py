@@ -185,16 +185,14 @@ def resolve(own: Tracing | None, *, inherit: bool = True) -> _Active | None:
 
     The owner's own tracer provider first, then (for a provider call, `inherit`) the one of
     the extraction it runs in, then the global one. Content: the owner's own setting, then
-    the extraction's, then the environment.
+    (for a provider call) the extraction's, traced or not, then the environment.
     """
     enclosing = _ENCLOSING.get() if inherit else None
     if own is not None:
         tracer = own.tracer()
         if tracer is not None:
             capture = own.capture_content
-            if capture is None:  # a call's spans record content as its extraction says
-                capture = _capture_from_env() if enclosing is None else enclosing.capture
-            return _Active(tracer, capture)
+            return _Active(tracer, _inherited(enclosing, inherit) if capture is None else capture)
     if enclosing is not None:
         if own is None or own.capture_content is None:
             return enclosing
@@ -203,7 +201,50 @@ def resolve(own: Tracing | None, *, inherit: bool = True) -> _Active | None:
     if tracer is None:
         return None
     capture = None if own is None else own.capture_content
-    return _Active(tracer, _capture_from_env() if capture is None else capture)
+    return _Active(tracer, _inherited(None, inherit) if capture is None else capture)
+
+
+def _inherited(enclosing: _Active | None, inherit: bool) -> bool:
+    """Whether a span records content when its owner does not say: as the extraction it
+    runs in says (traced, or with no tracer of its own: `content_scope`), else as the
+    environment does."""
+    if enclosing is not None:
+        return enclosing.capture
+    said = _CONTENT.get() if inherit else None
+    return _capture_from_env() if said is None else said
+
+
+_CONTENT: ContextVar[bool | None] = ContextVar("allama_capture_content", default=None)
+"""The content setting of the extraction being run where it has no span (no tracer of its
+own): the spans of its calls, traced by their provider's tracer, follow it."""
+
+
+class _ContentScope:
+    """Sets `_CONTENT` while an untraced extraction runs."""
+
+    __slots__ = ("_capture", "_token")
+
+    def __init__(self, capture: bool) -> None:
+        self._capture = capture
+        self._token: Token[bool | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _CONTENT.set(self._capture)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _CONTENT.reset(self._token)
+
+
+_NO_SCOPE = contextlib.nullcontext()
+
+
+def content_scope(own: Tracing | None) -> contextlib.AbstractContextManager[Any]:
+    """What an extraction with no span of its own runs in: its content setting, where it
+    has one, for the spans of its calls."""
+    if own is None or own.capture_content is None:
+        return _NO_SCOPE
+    return _ContentScope(own.capture_content)
 
 
 # Attributes shared by spans

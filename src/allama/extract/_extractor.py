@@ -208,7 +208,8 @@ class Extractor:
         steps = extract_steps(self._settings, provider, tp, request)
         span = _tracing.start_extraction(self._tracing, "extract", provider.name, tp, request)
         if span is None:
-            return drive(steps, provider)
+            with _tracing.content_scope(self._tracing):
+                return drive(steps, provider)
         with span:
             extracted = drive(span.steps(steps), provider)
             span.succeed(extracted.metadata)
@@ -230,7 +231,8 @@ class Extractor:
         steps = extract_steps(self._settings, provider, tp, request)
         span = _tracing.start_extraction(self._tracing, "extract", provider.name, tp, request)
         if span is None:
-            return await adrive(steps, provider)
+            with _tracing.content_scope(self._tracing):
+                return await adrive(steps, provider)
         with span:
             extracted = await adrive(span.steps(steps), provider)
             span.succeed(extracted.metadata)
@@ -255,7 +257,8 @@ class Extractor:
         steps = open_steps(self._settings, provider, tp, request)
         span = _tracing.start_extraction(self._tracing, "extract", provider.name, tp, request)
         if span is None:
-            opened = drive_open(steps, provider)
+            with _tracing.content_scope(self._tracing):
+                opened = drive_open(steps, provider)
             return streaming.ExtractionStream(opened, self._settings, tp)
         with span:
             opened = drive_open(span.steps(steps), provider)
@@ -283,7 +286,8 @@ class Extractor:
         steps = open_steps(self._settings, provider, tp, request)
         span = _tracing.start_extraction(self._tracing, "extract", provider.name, tp, request)
         if span is None:
-            opened = await adrive_open(steps, provider)
+            with _tracing.content_scope(self._tracing):
+                opened = await adrive_open(steps, provider)
             return streaming.AsyncExtractionStream(opened, self._settings, tp)
         with span:
             opened = await adrive_open(span.steps(steps), provider)
@@ -348,7 +352,8 @@ class Extractor:
         )
         span = _tracing.start_extraction(self._tracing, "decide", provider.name, tp, request)
         if span is None:
-            return drive(steps, provider)
+            with _tracing.content_scope(self._tracing):
+                return drive(steps, provider)
         with span:
             decision = drive(span.steps(steps), provider)
             span.succeed(decision.metadata)
@@ -404,7 +409,8 @@ class Extractor:
         )
         span = _tracing.start_extraction(self._tracing, "decide", provider.name, tp, request)
         if span is None:
-            return await adrive(steps, provider)
+            with _tracing.content_scope(self._tracing):
+                return await adrive(steps, provider)
         with span:
             decision = await adrive(span.steps(steps), provider)
             span.succeed(decision.metadata)
