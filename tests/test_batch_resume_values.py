@@ -25,6 +25,7 @@ from uuid import UUID, uuid4
 import pytest
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -1145,3 +1146,56 @@ def test_a_value_whose_json_changes_each_time_it_is_written_resumes_from_its_out
     first, resumed = _runs(WrittenAt, {"title": "t"}, ledger)
     assert resumed.value == first.value == WrittenAt(title="t")
     assert _row(ledger).source == '{"title": "t"}'
+
+
+def _person(field: Any) -> Any:
+    """A model named `Person` whose one field, `name`, is `field`."""
+    if field is None:
+        return create_model("Person", name=(str, ...))
+    if field == "camel":
+        return create_model(
+            "Person", __config__=ConfigDict(alias_generator=to_camel), name=(str, ...)
+        )
+    return create_model("Person", name=(str, field))
+
+
+@pytest.mark.parametrize(
+    "then",
+    [
+        Field(alias="name"),  # an alias that is the field's name
+        "camel",  # a generator that leaves a one-word name as it is
+        Field(validation_alias=AliasChoices("name", "full_name")),  # another name it reads
+    ],
+)
+def test_a_type_whose_fields_read_the_same_keys_resumes_whatever_aliases_it_gained(
+    tmp_path: Path, then: Any
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    _runs(_person(None), {"name": "Ada"}, ledger, count=1)
+    provider = allama.mock.MockProvider.with_text("{}")
+    (resumed,) = allama.batch(provider, _person(then), ["doc"], request=TEMPLATE, ledger=ledger)
+    assert resumed.resumed and resumed.failure is None and provider.requests == []
+    assert resumed.value.name == "Ada"
+
+
+def _sheet(swapped: bool) -> Any:
+    """Two models each reading `a` and `b` into fields named `x` and `y`, one of them the
+    other way round: swapping both names the fields of each as the other's were."""
+    straight = {"x": (int, Field(alias="a")), "y": (int, Field(alias="b"))}
+    crossed = {"y": (int, Field(alias="a")), "x": (int, Field(alias="b"))}
+    billing = create_model("Billing", **(crossed if swapped else straight))
+    refund = create_model("Refund", **(straight if swapped else crossed))
+    return create_model("Sheet", billing=(billing, ...), refund=(refund, ...))
+
+
+def test_fields_renamed_in_two_models_each_as_the_others_were_are_told(tmp_path: Path) -> None:
+    from allama.schema._types import type_schema
+
+    assert type_schema(_sheet(False)).schema == type_schema(_sheet(True)).schema
+    ledger = tmp_path / "run.sqlite"
+    answer = {"billing": {"a": 1, "b": 2}, "refund": {"a": 3, "b": 4}}
+    _runs(_sheet(False), answer, ledger, count=1)
+    provider = allama.mock.MockProvider.with_text("{}")
+    (resumed,) = allama.batch(provider, _sheet(True), ["doc"], request=TEMPLATE, ledger=ledger)
+    assert resumed.resumed and resumed.value is None
+    assert resumed.failure is not None and resumed.failure.kind == "stored_value_invalid"

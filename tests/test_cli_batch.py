@@ -2384,6 +2384,39 @@ def test_the_summary_sends_failures_whose_values_the_ledger_holds_to_export(
     assert capsys.readouterr().out == ""  # none failed there
 
 
+def test_a_stopped_run_writes_no_value_of_another_endpoint_from_the_ledger(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stopped run writes what the ledger holds of the documents it did not reach, as it
+    would have given them: a value another endpoint made is not given, though the run's
+    ledger was closed by then (it read which endpoint made it from the closed ledger, and
+    wrote every such value)."""
+    def documents(name: str, numbers: list[int]) -> Path:
+        path = tmp_path / name
+        path.write_text("".join(json.dumps({"text": f"doc {n}"}) + "\n" for n in numbers))
+        return path
+
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, documents("first.jsonl", [1, 2, 4]), out) == 0
+    other = BatchServer().start()
+    other.refusing = "key"  # the run stops at its first document, before the ledger's
+    try:
+        capsys.readouterr()
+        code = main(
+            [
+                *("batch", "run", str(documents("in.jsonl", [5, 6, 1, 2, 4]))),
+                *("--type", row_type, "--provider", "openai", "--concurrency", "1"),
+                *("--base-url", other.url, "--model", "gpt-4o-mini", "--out", str(out)),
+            ]
+        )
+        err = capsys.readouterr().err
+    finally:
+        other.stop()
+    assert code == 1 and other.refused == 1
+    assert "(3 done (3 against another endpoint, not given), 0 failed)" in err
+    assert rows_of(out) == []
+
+
 def test_a_ledger_that_cannot_be_written_is_refused_before_the_run(
     server: BatchServer,
     row_type: str,

@@ -982,9 +982,18 @@ class Ledger:
 
     def setting_of_runs(self, name: str) -> dict[str, str | None]:
         """One text setting of each run of the ledger (`None` where it kept none: a run of
-        an earlier version), by run id."""
-        with self._lock:
-            found = self._connection.execute("SELECT run_id, settings FROM runs").fetchall()
+        an earlier version), by run id; read apart once the ledger is closed (a run that
+        ended, writing what the ledger holds of inputs it did not reach)."""
+        query = "SELECT run_id, settings FROM runs"
+        try:
+            with self._lock:
+                found = self._connection.execute(query).fetchall()
+        except sqlite3.ProgrammingError:  # closed
+            db = _read_only(self.path)
+            try:
+                found = db.execute(query).fetchall()
+            finally:
+                db.close()
         settings: dict[str, str | None] = {}
         for run_id, text in found:
             try:

@@ -571,7 +571,7 @@ class _Spec:
         self.secrets = not self.dump_reads_back and _has_secrets(self.adapter)
         # Kept with the run: a later run whose type names the fields otherwise does not
         # read this run's values, kept by field name, into other fields.
-        self.settings["names"] = stored_names(self.adapter)
+        self.settings["field_names"] = stored_names(self.adapter)
 
 
 def _reads_back(spec: _Spec, text: str, value: Any, secrets: bool = False) -> bool:
@@ -1302,8 +1302,8 @@ class _Runner:
         """What was spent when the run found its budget reached."""
         self.writers: dict[str, dict[str, str | None]] = {}
         """Settings of each run of the ledger (the endpoint it sent to, its type's field
-        names), by name and run id: read when first asked, and again for a run started
-        since."""
+        names), by name and run id: read when the run opens its ledger, and again for a run
+        started since."""
         self.given_from_ledger: set[int] = set()
         """Inputs an earlier run finished that this run has given, by their key's first 64
         bits (a tenth of the memory of the keys): a later copy is a duplicate, its record
@@ -2604,6 +2604,8 @@ class _Runner:
             ) from error
         self.ledger = LedgerWriter(self.book)
         self.carry_from(self.book)
+        for name in _WRITERS_SETTINGS:
+            self.writers[name] = self.book.setting_of_runs(name)
 
     def _writers(self, row: LedgerRow, name: str) -> str | None:
         """The setting `name` of the run that finished `row`; `None` where it kept none."""
@@ -2611,7 +2613,7 @@ class _Runner:
             return None
         known = self.writers.get(name)
         if known is None or row.run_id not in known:
-            with contextlib.suppress(sqlite3.Error):  # a run started since, read again
+            with contextlib.suppress(sqlite3.Error, LedgerError):  # a run started since
                 known = self.writers[name] = self.book.setting_of_runs(name)
         return None if known is None else known.get(row.run_id)
 
@@ -2627,8 +2629,8 @@ class _Runner:
     def _renamed(self, row: LedgerRow) -> bool:
         """Whether the run that finished `row` had a type of the same schema whose fields
         are named otherwise (`stored_names`), both runs having kept theirs."""
-        mine = self.spec.settings.get("names")
-        theirs = self._writers(row, "names")
+        mine = self.spec.settings.get("field_names")
+        theirs = self._writers(row, "field_names")
         return mine is not None and theirs is not None and mine != theirs
 
     def _from_ledger(self, index: int, label: str, row: LedgerRow) -> BatchResult[Any]:
@@ -2682,6 +2684,10 @@ class _Runner:
             True,
             tuple(earlier),
         )
+
+
+_WRITERS_SETTINGS = ("endpoint", "field_names")
+"""The settings of the run that finished an input that a run giving it checks."""
 
 
 def _stops(

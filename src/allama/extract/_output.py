@@ -32,6 +32,7 @@ import inspect
 import json
 import math
 import uuid
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -414,28 +415,43 @@ _STRING_LIMITS = ("str_min_length", "str_max_length")
 
 
 def stored_names(adapter: TypeAdapter[Any]) -> str | None:
-    """A digest of the type's fields' names beside the names its JSON Schema gives them
-    (their aliases), for a value's JSON kept by field name: two types of one schema whose
-    fields are named otherwise (two swapped, their aliases kept) read such JSON into other
-    fields. `None` where the type's core schema cannot be walked."""
+    """A digest of which field each key of the type's JSON Schema is read into, where the
+    two differ (an alias), for a value's JSON kept by field name: two types of one schema
+    whose fields are named otherwise (two swapped behind their aliases, in one model or
+    across two) read such JSON into other fields. Types whose schema and fields' names are
+    the same have one digest, aliases or not. `None` where the type has no JSON Schema."""
     try:
-        groups = []
-        for node in _schema_nodes(adapter.core_schema):
-            fields = node.get("fields") if node["type"] in _FIELD_GROUPS else None
-            if isinstance(fields, dict):
-                named = [(name, field.get("validation_alias")) for name, field in fields.items()]
-            elif isinstance(fields, list):
-                named = [(field["name"], field.get("validation_alias")) for field in fields]
-            else:
-                continue
-            groups.append(json.dumps(sorted(named, key=str)))
-    except (KeyError, TypeError, AttributeError, ValueError):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # what the schema leaves out is not asked here
+            keyed = adapter.json_schema(by_alias=True)
+            named = adapter.json_schema(by_alias=False)
+    except Exception:  # no JSON Schema, so no extraction either
         return None
-    return hashlib.sha256("\0".join(sorted(groups)).encode()).hexdigest()[:16]
-
-
-_FIELD_GROUPS = frozenset({"model-fields", "typed-dict", "dataclass-args"})
-"""The core schema's kinds of node holding named fields."""
+    renamed: list[tuple[tuple[str, ...], str, str]] = []
+    stack: list[tuple[Any, Any, tuple[str, ...]]] = [(keyed, named, ())]
+    while stack:
+        mine, theirs, where = stack.pop()
+        if isinstance(mine, dict) and isinstance(theirs, dict):
+            for key, child in mine.items():
+                if key == "properties" and isinstance(child, dict):
+                    their_fields = theirs.get(key)
+                    if not isinstance(their_fields, dict) or len(their_fields) != len(child):
+                        return None
+                    for (alias, sub), (name, their_sub) in zip(
+                        child.items(), their_fields.items(), strict=True
+                    ):
+                        if alias != name:
+                            renamed.append((where, alias, name))
+                        stack.append((sub, their_sub, (*where, "properties", alias)))
+                elif key in theirs:
+                    stack.append((child, theirs[key], (*where, key)))
+        elif isinstance(mine, list) and isinstance(theirs, list) and len(mine) == len(theirs):
+            stack.extend(
+                (sub, their_sub, (*where, str(n)))
+                for n, (sub, their_sub) in enumerate(zip(mine, theirs, strict=True))
+            )
+    text = json.dumps(sorted(renamed))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def dump_consumes(adapter: TypeAdapter[Any]) -> bool:
