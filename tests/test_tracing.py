@@ -1103,4 +1103,20 @@ def test_a_resumed_runs_span_says_what_of_its_cost_earlier_runs_paid(
     found = attrs(traced.one("batch Program"))
     assert found["allama.cost.total"] == pytest.approx(0.000042)
     assert found["allama.cost.earlier_runs"] == pytest.approx(0.000021)
-    assert again.summary.cost_resumed == Decimal("0.000021")
+    assert again.summary.cost_earlier == Decimal("0.000021")
+    traced.exporter.clear()
+    # A failure an earlier run paid for, sent again: its earlier attempt is that run's.
+    prose = ChatResponseBuilder().text("no JSON").usage(100, 10).model("gpt-4o-mini").build()
+    failing = MockProvider([prose], name="openai")
+    (failed,) = allama.batch(failing, Program, ["three"], ledger=ledger, **options)
+    assert failed.failure is not None and failed.failure.kind == "extraction_parse"
+    traced.exporter.clear()
+    retried = allama.batch(
+        provider, Program, ["three"], ledger=ledger, retry_failed=True, **options
+    )
+    (result,) = retried
+    assert result.ok and not result.resumed and len(result.spent) == 1
+    found = attrs(traced.one("batch Program"))
+    assert found["allama.cost.total"] == pytest.approx(0.000042)
+    assert found["allama.cost.earlier_runs"] == pytest.approx(0.000021)
+    assert "cost $0.000042 ($0.000021 of it paid by earlier runs)" in retried.summary.lines()

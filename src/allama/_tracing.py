@@ -865,9 +865,9 @@ def _batch_cost(summary: Any) -> dict[str, Any]:
     if cost is not None and (priced or not unknown):
         attributes["allama.cost.total"] = float(cost)
         attributes["allama.cost.currency"] = "USD"
-        resumed = getattr(summary, "cost_resumed", None)
-        if resumed:  # (of the total: the inputs finished by an earlier run, paid then)
-            attributes["allama.cost.earlier_runs"] = float(resumed)
+        earlier = getattr(summary, "cost_earlier", None)
+        if earlier:  # (of the total: what earlier runs of the ledger paid)
+            attributes["allama.cost.earlier_runs"] = float(earlier)
     if unknown:
         attributes["allama.cost.unknown_inputs"] = unknown
         missing = getattr(summary, "cost_missing", None)

@@ -47,7 +47,6 @@ from allama.batch._run import (
     _duplicate,
     _failure,
     _paid_any,
-    _paid_before,
     _paid_text,
     _Reader,
     _refused_unread,
@@ -337,7 +336,7 @@ class JobRunner(_Runner):
             if row.status == Status.SUBMITTED and row.job is not None:
                 item.log = list(row.log or [])
                 if not item.log:  # what earlier attempts paid, as for an input sent anew
-                    item.spent = _paid_before(row)
+                    item.spent = self.earlier_of(key, row)
                 waiting.setdefault(row.job, []).append(item)
                 return
             if claim.elsewhere:
@@ -355,7 +354,7 @@ class JobRunner(_Runner):
             return
         item.log = list(row.log or []) if row is not None else []
         if not item.log:  # answers kept are taken in again, and count themselves
-            item.spent = _paid_before(row)
+            item.spent = self.earlier_of(key, row)
         if item.cancelled:
             await self._failed(item, _unmade(item))
             return

@@ -277,8 +277,9 @@ class BatchSummary:
     cost: Decimal = Decimal(0)
     priced: int = 0
     """Inputs whose cost is known (and summed in `cost`)."""
-    cost_resumed: Decimal = Decimal(0)
-    """Of `cost`, what the inputs finished by an earlier run cost (`resumed`): paid then."""
+    cost_earlier: Decimal = Decimal(0)
+    """Of `cost`, what earlier runs of the ledger paid: for the inputs they finished
+    (`resumed`), and the attempts they made of inputs this run sent again or left."""
     cost_unknown: int = 0
     cost_missing: str | None = None
     slowest: list[tuple[float, str]] = field(default_factory=list)
@@ -349,7 +350,9 @@ class BatchSummary:
         rate = self.rate()
         return left / rate if rate > 0 and left > 0 else (0.0 if left <= 0 else None)
 
-    def add(self, result: BatchResult[Any]) -> None:
+    def add(self, result: BatchResult[Any], earlier: Decimal | None = None) -> None:
+        """Count an input's outcome; `earlier`: what earlier runs paid for it, where this
+        run sent it again."""
         if result.failure is None:
             self.done += 1
         elif result.failure.kind == NOT_STARTED:
@@ -387,8 +390,12 @@ class BatchSummary:
         cost, missing = _cost_of(records)
         if cost is not None:
             self.cost = MONEY.add(self.cost, cost)
-            if result.resumed:
-                self.cost_resumed = MONEY.add(self.cost_resumed, cost)
+            if result.resumed or (
+                result.failure is not None and result.failure.kind == NOT_STARTED
+            ):
+                earlier = cost  # (one not started carries earlier runs' attempts alone)
+            if earlier:
+                self.cost_earlier = MONEY.add(self.cost_earlier, min(earlier, cost))
             self.priced += 1
             _keep_top(self.costliest, (cost, result.label))
         elif missing is not None and _paid_any(records):
@@ -440,8 +447,8 @@ class BatchSummary:
             cost = f"cost unknown ({self.cost_missing})"
         else:
             cost = f"cost ${dollars(self.cost)}"
-            if self.cost_resumed:
-                cost += f" (${dollars(self.cost_resumed)} of it paid by earlier runs)"
+            if self.cost_earlier:
+                cost += f" (${dollars(self.cost_earlier)} of it paid by earlier runs)"
             if self.cost_unknown:
                 cost += f" (unknown for {self.cost_unknown}: {self.cost_missing})"
         out.append(cost)
@@ -1290,6 +1297,9 @@ class _Runner:
         self.random = random.Random()
         self.running: dict[str, asyncio.Future[BatchResult[Any]]] = {}
         """Inputs being worked on in this run, by key: a duplicate input waits for the first."""
+        self.paid_earlier: dict[str, Decimal] = {}
+        """What earlier runs paid for inputs this run sends again (the records their
+        attempts carry), until they end: the summary says it is theirs."""
         self.carried: dict[str, Decimal] = {}
         """What earlier runs paid for inputs this run may send again, until they end: part
         of `job_paid`, which the cost of their end here includes again."""
@@ -1736,7 +1746,7 @@ class _Runner:
             self.first_read(result.key)
         if self.spec.max_cost is not None:
             self._count_paid(result)
-        self.summary.add(result)
+        self.summary.add(result, self.paid_earlier.pop(result.key, None))
         self._check_budget(result)
         self.emit(result)
 
@@ -1954,7 +1964,7 @@ class _Runner:
                 self._finish(result)
                 return result
             attempts = claim.attempts
-            paid = _paid_before(claim.row)
+            paid = self.earlier_of(key, claim.row)
         return await self._attempt(index, key, label, request, attempts, began, paid)
 
     def _given(self, index: int, label: str, row: LedgerRow) -> BatchResult[Any]:
@@ -1989,6 +1999,15 @@ class _Runner:
                     self._not_started(index, key, label), spent=tuple(paid), attempts=row.attempts
                 )
         return self._not_started(index, key, label)
+
+    def earlier_of(self, key: str, row: LedgerRow | None) -> list[ExtractionMetadata]:
+        """The records of what earlier runs paid for an input this run sends again
+        (`_paid_before`), their cost kept for the summary as theirs."""
+        paid = _paid_before(row)
+        cost, _ = _cost_of(paid) if paid else (None, None)
+        if cost:
+            self.paid_earlier[key] = cost
+        return paid
 
     def first_read(self, key: str) -> bool:
         """Whether an input an earlier run finished is given for the first time in this run
