@@ -755,6 +755,36 @@ def test_the_providers_connections_are_closed_as_the_actor_ends(base_url: str) -
         loop.close()
 
 
+def test_the_providers_behind_a_failover_are_closed_and_a_step_used_again_closes_again(
+    base_url: str,
+) -> None:
+    from allama.wrappers import FailoverProvider, RetryingProvider
+
+    def made() -> Any:
+        first = allama.provider("openai", api_key="test-key", base_url=base_url)
+        second = allama.provider("openai", api_key="test-key", base_url=base_url)
+        return FailoverProvider([RetryingProvider(first), second])
+
+    extract = allama.ray.ExtractBatch(Invoice, provider=made, text_column="text", model="m")
+    inner = extract.provider.providers[0].inner  # type: ignore[attr-defined]
+
+    async def run() -> Any:
+        async for _ in extract(pa.table({"text": [document(3)]})):
+            pass
+        return inner._transport._async_client
+
+    for _ in range(2):  # used again after it was closed, its connections open again
+        client = asyncio.run(run_then_close(run, extract))
+        assert client.is_closed
+
+
+async def run_then_close(run: Any, extract: allama.ray.ExtractBatch) -> Any:
+    client = await run()
+    assert not client.is_closed
+    await extract.aclose()
+    return client
+
+
 def test_the_callable_closes_its_provider_on_the_loop_it_ran_on_without_ray(
     base_url: str,
 ) -> None:

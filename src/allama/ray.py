@@ -73,6 +73,7 @@ from allama.batch._run import (
     Turns,
     _cancelling,
     _check_retries,
+    _leaves,
     _retry_pause,
     _retry_step,
     _slow_down_unretried,
@@ -406,6 +407,7 @@ class ExtractBatch:
         taken = [name for name in COLUMNS if name in batch.column_names]
         if taken:
             raise ValueError(_taken(taken))
+        self._closed = False  # its connections open again: closed again as it ends
         if self._limit is None:
             # Made on the actor's event loop, where they are used.
             self._loop = asyncio.get_running_loop()
@@ -554,29 +556,35 @@ class ExtractBatch:
             return
         self._closed = True
         loop = self._loop
-        closer = getattr(self._provider, "aclose", None)
-        if callable(closer) and loop is not None and loop.is_running():
+        if loop is not None and loop.is_running():
             if not _runs_here(loop):
-                closing = asyncio.run_coroutine_threadsafe(closer(), loop)
+                closing = asyncio.run_coroutine_threadsafe(self._close_all(), loop)
                 with contextlib.suppress(Exception):  # a loop that stops meanwhile
                     closing.result(timeout=_CLOSE_SECONDS)
                 return
             # Called on that loop, which cannot wait here: closed as it runs on.
-            task = loop.create_task(closer())
+            task = loop.create_task(self._close_all())
             _CLOSING.add(task)
             task.add_done_callback(_CLOSING.discard)
             return
-        sync = getattr(self._provider, "close", None)
-        if callable(sync):
-            sync()
+        for provider in _leaves(self._provider):
+            sync = getattr(provider, "close", None)
+            if callable(sync):
+                sync()
 
     async def aclose(self) -> None:
         """Close the provider's connections, on the running loop (the one the batches ran on,
         when driven without Ray)."""
         self._closed = True
-        closer = getattr(self._provider, "aclose", None)
-        if callable(closer):
-            await closer()
+        await self._close_all()
+
+    async def _close_all(self) -> None:
+        """Close each provider the step's sends through (a failover's, a retry's inner)."""
+        for provider in _leaves(self._provider):
+            closer = getattr(provider, "aclose", None)
+            if callable(closer):
+                with contextlib.suppress(Exception):  # one that fails leaves the others
+                    await closer()
 
     def __del__(self) -> None:
         if getattr(self, "_provider", None) is not None:
