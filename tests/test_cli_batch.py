@@ -761,17 +761,25 @@ def test_documents_added_to_the_input_after_it_was_checked_are_not_read(tmp_path
             "in.csv",
             "id;text\n1;doc 1\n",
             (),
-            "{path}: the header is one column, `id;text`: the file is separated by "
-            "semicolons, not by commas (a spreadsheet's export in many locales); save it as "
-            "CSV with commas, or as JSONL",
+            "{path}: the header reads as `id;text`, and the file is separated by semicolons, "
+            "not by commas (a spreadsheet's export in many locales); save it as CSV with "
+            "commas, or as JSONL",
+        ),
+        (
+            "in.csv",
+            "id;Betrag, EUR;text\n1;12,50;doc 1\n",  # a comma in a column's name
+            (),
+            "{path}: the header reads as `id;Betrag`, ` EUR;text`, and the file is separated "
+            "by semicolons, not by commas (a spreadsheet's export in many locales); save it "
+            "as CSV with commas, or as JSONL",
         ),
         (
             "in.csv",
             "id\ttext\n1\tdoc 1\n",
             ("--id-field", "id"),
-            "{path}: the header is one column, `id\\ttext`: the file is separated by tabs, not "
-            "by commas (a spreadsheet's export in many locales); save it as CSV with commas, "
-            "or as JSONL",
+            "{path}: the header reads as `id\\ttext`, and the file is separated by tabs, not by "
+            "commas (a spreadsheet's export in many locales); save it as CSV with commas, or "
+            "as JSONL",
         ),
     ],
 )
@@ -811,6 +819,13 @@ def _refused_before_sending(
 @pytest.mark.parametrize(
     ("name", "content", "extra", "message"),
     [
+        (
+            "in.csv",
+            "Notes; comments\nfine\n",  # commas, one column whose name holds a semicolon
+            (),
+            "{path}: no column `text` (the columns are `Notes; comments`); name the column "
+            "with --field",
+        ),
         (
             "in.jsonl",
             '\n{"body": "doc 1", "id": 3}\n{"text": "doc 2"}\n',
@@ -2391,6 +2406,7 @@ def test_a_stopped_run_writes_no_value_of_another_endpoint_from_the_ledger(
     would have given them: a value another endpoint made is not given, though the run's
     ledger was closed by then (it read which endpoint made it from the closed ledger, and
     wrote every such value)."""
+
     def documents(name: str, numbers: list[int]) -> Path:
         path = tmp_path / name
         path.write_text("".join(json.dumps({"text": f"doc {n}"}) + "\n" for n in numbers))

@@ -480,11 +480,11 @@ def _csv(
             if name is not None and name not in columns:
                 flag = "--field" if name == field else "--id-field"
                 shown = ", ".join(f"`{column}`" for column in columns)
-                separator = _other_separator(columns)
-                if separator is not None:  # naming the one column would send whole rows
+                separator = _other_separator(columns, name)
+                if separator is not None:  # naming its column would send rows whole
                     raise InputError(
-                        f"{path}: the header is one column, {shown}: the file is separated "
-                        f"by {separator}, not by commas (a spreadsheet's export in many "
+                        f"{path}: the header reads as {shown}, and the file is separated by "
+                        f"{separator}, not by commas (a spreadsheet's export in many "
                         "locales); save it as CSV with commas, or as JSONL"
                     )
                 raise NoSuchField(
@@ -513,13 +513,13 @@ def _csv(
             yield document
 
 
-def _other_separator(columns: list[str]) -> str | None:
-    """The separator a header of one column is split by, where it is not a comma's file:
-    a semicolon (Excel's CSV where a comma is the decimal point) or a tab."""
-    if len(columns) != 1:
-        return None
+def _other_separator(columns: list[str], wanted: str) -> str | None:
+    """The separator a header is split by where the file is not a comma's, as the column
+    `wanted` is among its names split so: a semicolon (Excel's CSV where a comma is the
+    decimal point) or a tab."""
+    header = ",".join(columns)
     for mark, said in ((";", "semicolons"), ("\t", "tabs")):
-        if mark in columns[0]:
+        if mark in header and wanted in (name.strip() for name in header.split(mark)):
             return said
     return None
 
