@@ -1341,6 +1341,15 @@ def test_paths_that_would_write_over_the_input_or_each_other_are_refused(
     assert run(server, row_type, source, out, "--ledger", str(ledger)) == 0
     assert main(["batch", "export", str(ledger), "--out", str(ledger)]) == 2
     assert "is the ledger: the export would write over it" in capsys.readouterr().err
+    # Under another name (a hard link): the same file, refused as such.
+    linked = tmp_path / "linked.jsonl"
+    os.link(ledger, linked)
+    kept = ledger.read_bytes()
+    assert main(["batch", "export", str(ledger), "--out", str(linked)]) == 2
+    assert f"--out `{linked}` is the ledger" in capsys.readouterr().err
+    assert run(server, row_type, source, linked, "--ledger", str(ledger)) == 2
+    assert "--out and --ledger are the same file" in capsys.readouterr().err
+    assert ledger.read_bytes() == kept
 
 
 def test_an_output_that_would_write_over_the_prompt_or_the_types_module_is_refused(

@@ -709,9 +709,12 @@ def _in_folder(path: Path, folder: Path) -> bool:
 
 
 def _same_file(path: Path, other: Path) -> bool:
+    """Whether two paths lead to one file: by name, through links, or as hard links."""
     try:
-        return resolved(path) == resolved(other)
-    except OSError:
+        if resolved(path) == resolved(other):
+            return True
+        return os.path.samefile(path, other)
+    except OSError:  # (either is not there: no file of the other's)
         return False
 
 
