@@ -1881,6 +1881,18 @@ def test_a_ledger_that_names_another_file_is_refused_before_it_is_changed(
         assert db.execute("PRAGMA journal_mode").fetchone() == ("delete",)
         assert [name for (name,) in db.execute("SELECT name FROM sqlite_master")] == ["items"]
     assert notes.read_text() == "my notes"
+    # Names SQLite reads otherwise than as files (a URI, memory) are files of those names:
+    # `file:app.db` is not `app.db`, and a ledger in memory would resume nothing.
+    with contextlib.chdir(tmp_path):
+        for name in ("file:app.db", ":memory:", "file:x?mode=memory"):
+            results = allama.batch(provider, Row, ["doc"], request=TEMPLATE, ledger=name)
+            assert [outcome(r) for r in results] == ["ok"]
+            assert (tmp_path / name).is_file()
+            (again,) = allama.batch(provider, Row, ["doc"], request=TEMPLATE, ledger=name)
+            assert again.resumed
+    with contextlib.closing(sqlite3.connect(app)) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+        assert [name for (name,) in db.execute("SELECT name FROM sqlite_master")] == ["items"]
     # An empty file (a temporary file made for it) becomes the ledger.
     empty = tmp_path / "empty.sqlite"
     empty.touch()

@@ -327,8 +327,10 @@ class Ledger:
             self._job_clock = "clock" in job_columns  # a ledger an earlier version made
         else:
             check_ledger_file(self.path)
+            # By its absolute path: SQLite reads a name such as `file:app.db` as a URI (another
+            # file than the one checked) and `:memory:` as no file at all.
             self._connection = sqlite3.connect(
-                self.path, timeout=60.0, isolation_level=None, check_same_thread=False
+                self.path.absolute(), timeout=60.0, isolation_level=None, check_same_thread=False
             )
         self._lock = threading.Lock()
         self._host = socket.gethostname()
