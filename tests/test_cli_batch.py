@@ -1341,6 +1341,18 @@ def test_paths_that_would_write_over_the_input_or_each_other_are_refused(
     assert run(server, row_type, source, out, "--ledger", str(ledger)) == 0
     assert main(["batch", "export", str(ledger), "--out", str(ledger)]) == 2
     assert "is the ledger: the export would write over it" in capsys.readouterr().err
+    # Written as a folder's (`results/`): no file of that name is written, nor one beside.
+    for flag in ("--out", "--ledger"):
+        named = f"{tmp_path / 'results'}/"
+        assert run(server, row_type, source, out, flag, named) == 2  # (the last --out counts)
+        assert f"{flag} `{named}` names a folder (it ends with a slash)" in capsys.readouterr().err
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    assert main(["batch", "export", str(ledger), "--out", f"{notes}/"]) == 2
+    assert "names a folder (it ends with a slash); name the file to write" in (
+        capsys.readouterr().err
+    )
+    assert notes.read_text() == "mine" and not (tmp_path / "results").exists()
     # Under another name (a hard link): the same file, refused as such.
     linked = tmp_path / "linked.jsonl"
     os.link(ledger, linked)

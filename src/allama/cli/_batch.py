@@ -490,6 +490,9 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
             "--out names the JSONL file the run writes (`allama batch export LEDGER --out -` "
             "writes a ledger's values to stdout)"
         )
+    _no_folder_named("--out", args.out, "the JSONL file to write")
+    if args.ledger:
+        _no_folder_named("--ledger", args.ledger, "the ledger's file")
     out = Path(args.out)
     if out.is_dir():
         raise _Usage(f"--out names a folder: `{args.out}`; name the JSONL file to write")
@@ -706,6 +709,13 @@ def _in_folder(path: Path, folder: Path) -> bool:
         return resolved(path).parent == resolved(folder)
     except OSError:
         return False
+
+
+def _no_folder_named(flag: str, given: str, what: str) -> None:
+    """A path written as a folder's (`results/`) names no file: `Path` drops the slash, and
+    would write a file named `results` (or over the file `notes.txt` of `notes.txt/`)."""
+    if given.endswith(("/", os.sep)) or (os.altsep is not None and given.endswith(os.altsep)):
+        raise _Usage(f"{flag} `{given}` names a folder (it ends with a slash); name {what}")
 
 
 def _same_file(path: Path, other: Path) -> bool:
@@ -1889,6 +1899,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.provider_messages and not args.failed:
         raise _Usage("--provider-messages goes with --failed: values have no provider's words")
     if args.out != "-":
+        _no_folder_named("--out", args.out, "the file to write")
         written_over = _ledger_file(Path(args.out), Path(args.ledger))
         if written_over is not None:
             raise _Usage(f"--out `{args.out}` is {written_over}: the export would write over it")
