@@ -2307,6 +2307,14 @@ def test_the_command_runs_polls_cancels_and_collects(
         (job.id, 15, None)
     ]
     assert report["counts"] == {"submitted": 15}
+    # A live run of the same settings leaves them to their job, and says what collects them.
+    at = command.index("--provider-batch")
+    live = command[:at] + command[at + 3 :]  # (without --provider-batch --poll-interval 0.01)
+    assert main(live) == 0
+    assert (
+        "in provider batch jobs: 15 (they go on at the provider; the same command with "
+        "--provider-batch collects them, not a live run, `allama batch status` shows them)"
+    ) in capsys.readouterr().err
     # Run again once the job ended: collected, the follow-ups sent, nothing twice.
     server.hold = False
     assert main(command) == 0

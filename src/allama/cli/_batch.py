@@ -1320,8 +1320,13 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
     settled = summary.finished + summary.not_started + summary.elsewhere + summary.in_jobs
     if summary.in_jobs:
         print(
-            f"in provider batch jobs: {summary.in_jobs} (they go on at the provider; the same "
-            "command collects them, `allama batch status` shows them)",
+            f"in provider batch jobs: {summary.in_jobs} (they go on at the provider; "
+            + (
+                "the same command collects them"
+                if args.provider_batch
+                else "the same command with --provider-batch collects them, not a live run"
+            )
+            + ", `allama batch status` shows them)",
             file=sys.stderr,
         )
     for changed in prepared.inputs.changed:
