@@ -2388,6 +2388,15 @@ def test_the_summary_names_the_first_failures_in_input_order(
     assert named == ["line 2", "line 3", "line 4", "line 5", "line 6"]
     ledger = tmp_path / "out.jsonl.ledger.sqlite"
     assert f"... and 10 more failures: allama batch export {ledger} --failed" in lines
+    # The ledger shared by a run of another prompt: the command named is one that runs.
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Read the number, carefully.")
+    assert run(server, row_type, source, out, "--no-progress", "--prompt", str(prompt)) == 0
+    lines = summary_of(capsys.readouterr().err)
+    named = f"allama batch export {ledger} --set 2 --failed"
+    assert f"... and 10 more failures: {named}" in lines
+    assert main(named.split()[1:]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 15
 
 
 def test_the_summary_sends_failures_whose_values_the_ledger_holds_to_export(

@@ -1300,17 +1300,16 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             file=sys.stderr,
         )
     if failed > FAILURES_SHOWN:
-        ledger_shown = printable(str(prepared.ledger))
+        export = _export_command(run, prepared.ledger)
         where = []
         if failed > kept_values:
             where.append(
-                f"allama batch export {ledger_shown} --failed"
-                + (" --provider-messages" if args.provider_messages else "")
+                f"{export} --failed" + (" --provider-messages" if args.provider_messages else "")
             )
         if kept_values:
             # Values an earlier run finished that this run does not give: no failures there.
             where.append(
-                f"allama batch export {ledger_shown} writes the {kept_values} "
+                f"{export} writes the {kept_values} "
                 f"value{'' if kept_values == 1 else 's'} the ledger holds of them"
             )
         print(
@@ -1353,7 +1352,6 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
     values = "value" if written == 1 else "values"
     if unmoved is not None:
         _say("run", f"cannot write `{prepared.out}`: {unmoved.strerror or unmoved}")
-        ledger_shown = printable(str(prepared.ledger))
         if broken is not None:
             _say("run", f"the run stopped: {type(broken).__name__}: {broken}")
         if stranded:
@@ -1374,7 +1372,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         if kept_given or not stranded:
             other = "other " if stranded else ""
             _say(
-                "run", f"its {other}values are in the ledger: `allama batch export {ledger_shown}`"
+                "run",
+                f"its {other}values are in the ledger: `{_export_command(run, prepared.ledger)}`",
             )
         return interrupts.status if interrupts.count else EXIT_FAILED
     if broken is None:
@@ -1750,6 +1749,28 @@ def _input_sets(ledger: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]
 
 
 _UNKNOWN_SET: dict[str, Any] = {"provider": None, "model": None, "type": None, "inputs_of": None}
+
+
+def _export_command(run: Any, ledger: Path) -> str:
+    """The command that writes what a run kept in its ledger: with `--set N` where the
+    ledger holds runs of other settings too, where it refuses to mix them unasked."""
+    import sqlite3
+
+    from allama.batch._ledger import Ledger, LedgerError
+
+    shown = f"allama batch export {printable(str(ledger))}"
+    book = getattr(run._runner, "book", None)
+    try:
+        reading = Ledger(ledger, read_only=True)
+        try:
+            runs = reading.runs()
+        finally:
+            reading.close()
+    except (LedgerError, sqlite3.Error, OSError):
+        return shown
+    number_of, described = _input_set_numbers(runs)
+    number = None if book is None else number_of.get(book.run_id)
+    return shown if len(described) < 2 or number is None else f"{shown} --set {number}"
 
 
 def _input_set_numbers(
