@@ -2397,6 +2397,14 @@ def test_the_summary_names_the_first_failures_in_input_order(
     assert f"... and 10 more failures: {named}" in lines
     assert main(named.split()[1:]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 15
+    # `status` says which set each run is of.
+    assert main(["batch", "status", str(ledger)]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    listed = [line.split("  ", 2)[-1] for line in shown if line.startswith(("  1. ", "  2. "))]
+    assert [line.split(":")[0] for line in listed] == [
+        "set 1, openai gpt-4o-mini, Row",
+        "set 2, openai gpt-4o-mini, Row",
+    ]
 
 
 def test_the_summary_sends_failures_whose_values_the_ledger_holds_to_export(

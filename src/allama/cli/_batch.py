@@ -1629,6 +1629,10 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
     priced = 0
     cost_missing: str | None = None
     runs = _runs(ledger)
+    number_of, described = _input_set_numbers(runs)
+    if len(described) > 1:  # each run's set, as `export --set` takes it
+        for each in runs:
+            each["set"] = number_of.get(each["run_id"])
     state_of = {run["run_id"]: run["state"] for run in runs}
     in_flight: Counter[str] = Counter()
     retried = 0  # failures a run that tries failures again left unfinished
@@ -1866,6 +1870,8 @@ def status_lines(report: dict[str, Any]) -> list[str]:
     for number, run in enumerate(report["runs"], 1):
         settings = run["settings"]
         what = f"{settings.get('provider')} {settings.get('model')}, {settings.get('type')}"
+        if run.get("set") is not None:
+            what = f"set {run['set']}, {what}"
         if run["state"] == "finished":
             state = f"finished after {run['seconds']:.1f} s"
         elif run["state"] == "running":
