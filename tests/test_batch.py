@@ -898,10 +898,11 @@ def test_a_provider_that_cannot_be_reached_stops_the_run(tmp_path: Path) -> None
         backoff=0.001,
     )
     results = sorted(run, key=lambda r: r.index)
-    # The input that met it as often as it may be tried stops the run; one sent while the
-    # first waited to try again meets it too; the rest are not started.
+    # The input that met it as often as it may be tried stops the run; those sent while the
+    # first waited to try again (one or two, as the machine's timing has it) meet it too;
+    # the rest are not started.
     sent = [r.index for r in results if outcome(r) == "network"]
-    assert sent[0] == 0 and len(sent) <= 2
+    assert sent[0] == 0 and len(sent) <= 3
     assert {outcome(r) for r in results[len(sent) :]} == {"not_started"}
     summary = run.summary
     assert summary.refused == "network"

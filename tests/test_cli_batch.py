@@ -2471,6 +2471,26 @@ def test_a_stopped_run_writes_no_value_of_another_endpoint_from_the_ledger(
     assert rows_of(out) == []
 
 
+def test_export_writes_a_corpus_split_over_runs_part_after_part(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each run gives its inputs positions from 0: ordered by them, two parts of a corpus
+    on one ledger were interleaved (`d1, d8, d2, d9, ...`)."""
+    ledger = tmp_path / "corpus.sqlite"
+    parts = [[1, 2, 4, 5, 6], [8, 9, 10, 11, 12]]
+    for number, part in enumerate(parts):
+        source = tmp_path / f"part{number}.jsonl"
+        source.write_text(
+            "".join(json.dumps({"id": f"d{n}", "text": f"doc {n}"}) + "\n" for n in part)
+        )
+        out = tmp_path / f"part{number}.out.jsonl"
+        assert run(server, row_type, source, out, "--ledger", str(ledger)) == 0
+    capsys.readouterr()
+    assert main(["batch", "export", str(ledger)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row["label"] for row in rows] == [f"d{n}" for n in parts[0] + parts[1]]
+
+
 def test_a_ledger_that_cannot_be_written_is_refused_before_the_run(
     server: BatchServer,
     row_type: str,

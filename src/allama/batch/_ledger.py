@@ -923,9 +923,11 @@ class Ledger:
         ledger of gigabytes of values is not held in memory. `values=False` reads none of
         what is large (a value, the output kept, the jobs' answers: `None` in each row), for
         counting what the ledger holds. Read inside `snapshot()`, every row is of one
-        moment."""
+        moment. The order is the one the ledger first saw the inputs in (runs claim them in
+        their order): a corpus split over runs comes part after part, where the positions
+        each run gives its inputs, from 0, would interleave the parts."""
         select = self._select if values else _as_null(self._select, ("value", "log", "source"))
-        query = select + ("" if status is None else " WHERE status = ?") + " ORDER BY position"
+        query = select + ("" if status is None else " WHERE status = ?") + " ORDER BY rowid"
         with self._lock:
             found = self._connection.execute(query, () if status is None else (status,))
         while True:

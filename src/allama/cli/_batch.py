@@ -255,7 +255,8 @@ def add_batch_parser(commands: Any) -> None:
         "export",
         help="the validated values of a ledger as JSONL (or its failures)",
         description="Write the validated values a ledger holds as JSONL, in the rows "
-        "`allama batch run` writes, in input order, one for each input the ledger holds "
+        "`allama batch run` writes, in input order (the order the ledger first saw them in: a "
+        "corpus split over runs part after part), one for each input the ledger holds "
         "(a document given twice is one input: its copies' rows are not repeated); "
         "--failed writes the failures instead.",
     )
