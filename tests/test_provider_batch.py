@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -2307,6 +2308,32 @@ def test_the_command_runs_polls_cancels_and_collects(
         (job.id, 15, None)
     ]
     assert report["counts"] == {"submitted": 15}
+    # A provider that takes the connection and never answers holds `status` a while only
+    # (the transport's ten minutes a job, before), and is said to.
+    import allama.cli._batch as command_module
+
+    silent = socket.create_server(("127.0.0.1", 0))
+    kept = []
+    threading.Thread(target=lambda: kept.append(silent.accept()), daemon=True).start()
+    monkeypatch.setattr(command_module, "_POLL_SECONDS", 1.0)
+    with contextlib.closing(sqlite3.connect(ledger)) as db:
+        (before,) = db.execute("SELECT base_url FROM jobs").fetchone()
+        db.execute(
+            "UPDATE jobs SET base_url = ?", (f"http://127.0.0.1:{silent.getsockname()[1]}/v1",)
+        )
+        db.commit()
+    try:
+        began = time.monotonic()
+        assert main(["batch", "status", str(ledger)]) == 0
+        assert time.monotonic() - began < 20
+        assert "now: not asked (no answer in 1 s; --no-poll shows the last state seen)" in (
+            capsys.readouterr().out
+        )
+    finally:
+        silent.close()
+        with contextlib.closing(sqlite3.connect(ledger)) as db:
+            db.execute("UPDATE jobs SET base_url = ?", (before,))
+            db.commit()
     # A live run of the same settings leaves them to their job, and says what collects them.
     at = command.index("--provider-batch")
     live = command[:at] + command[at + 3 :]  # (without --provider-batch --poll-interval 0.01)

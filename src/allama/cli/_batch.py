@@ -1566,19 +1566,35 @@ def _status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_POLL_SECONDS = 30.0
+"""The longest `status` waits for a provider to say how a job stands (a provider that takes
+connections and never answers would hold it for the transport's ten minutes a job)."""
+
+
 def _poll_jobs(ledger: Any, report: dict[str, Any]) -> None:
-    """Ask the provider how each job that has not ended stands now (nothing is written)."""
+    """Ask the provider how each job that has not ended stands now (nothing is written):
+    all at once, each for `_POLL_SECONDS` at most."""
     import asyncio
 
     from allama.batch._jobs import open_jobs, poll_job
 
-    by_tag = {job["tag"]: job for job in report["jobs"]}
-    for row in open_jobs(ledger):
-        shown = by_tag[row.tag]
+    async def ask(row: Any) -> Any:
         try:
-            state = asyncio.run(poll_job(row))
+            return await asyncio.wait_for(poll_job(row), _POLL_SECONDS)
+        except TimeoutError:
+            return f"no answer in {_POLL_SECONDS:.0f} s; --no-poll shows the last state seen"
         except Exception as error:  # a missing key, the network: said, not raised
-            shown["polled"] = f"not asked ({_said(error)})"
+            return _said(error)
+
+    async def ask_all(rows: list[Any]) -> list[Any]:
+        return await asyncio.gather(*(ask(row) for row in rows))
+
+    by_tag = {job["tag"]: job for job in report["jobs"]}
+    rows = list(open_jobs(ledger))
+    for row, state in zip(rows, asyncio.run(ask_all(rows)) if rows else [], strict=True):
+        shown = by_tag[row.tag]
+        if isinstance(state, str):
+            shown["polled"] = f"not asked ({state})"
             continue
         counts = ", ".join(f"{k} {v}" for k, v in state.counts.items())
         shown["polled"] = (
