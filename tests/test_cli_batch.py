@@ -349,6 +349,11 @@ def test_a_second_run_resumes_from_the_ledger_and_sends_nothing(
     assert not {row["key"] for row in exported["1"]} & {row["key"] for row in exported["2"]}
     # The first set is the first run's: the default prompt.
     assert {row["key"] for row in exported["1"]} == {row["key"] for row in first}
+    # All of them: each row says its set (their labels are alike).
+    assert "set" not in exported["1"][0]
+    for number in ("1", "2"):
+        mine = {row["key"] for row in exported[number]}
+        assert {row["set"] for row in exported["all"] if row["key"] in mine} == {int(number)}
     assert main(["batch", "export", ledger, "--failed", "--set", "2"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1
     for wrong in ("3", "0", "two"):

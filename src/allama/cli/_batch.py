@@ -1974,6 +1974,10 @@ def _export(args: argparse.Namespace) -> int:
 
             held = (row.run_id for row in ledger.rows(status, values=False) if wanted(row))
             of_set = _input_set_of(held, runs, args.set, args.ledger, failed=args.failed)
+            number_of, described = _input_set_numbers(runs)
+            # `--set all` of more than one set: each row says its set, as `status` numbers it
+            # (the labels of two sets' rows are alike, and only their keys differ).
+            sets_shown = args.set == "all" and len(described) > 1
             target, part, mode = _written_beside(args.out)
             try:
                 try:
@@ -1991,6 +1995,8 @@ def _export(args: argparse.Namespace) -> int:
                 for row in ledger.rows(status):
                     if wanted(row) and of_set(row.run_id):
                         line = _export_row(row, failed=args.failed, words=words)
+                        if sets_shown:
+                            line["set"] = number_of.get(row.run_id)
                         output.write(_jsonl_line(line, escaped=escaped))
                         written += 1
                 output.flush()
