@@ -1674,6 +1674,12 @@ def test_a_ledger_another_run_is_making_is_taken_for_one(
     with contextlib.closing(sqlite3.connect(begun)) as db:
         assert db.execute("PRAGMA journal_mode = WAL").fetchone() == ("wal",)
     assert begun.stat().st_size
+    # `status` in that moment says so, rather than that it is no ledger.
+    assert main(["batch", "status", str(begun)]) == 1
+    assert capsys.readouterr().err == (
+        f"allama batch status: `{begun}` holds no ledger yet: an SQLite file with no tables, "
+        "which a run starting may be making; look again in a moment\n"
+    )
     for ledger in (empty, begun):
         assert (
             run(server, row_type, docs, tmp_path / f"{ledger.stem}.jsonl", "--ledger", str(ledger))

@@ -1344,7 +1344,13 @@ def _read_only(path: Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as error:
         raise LedgerError(f"`{path}` is not a ledger: {error}") from None
     try:
-        if not _tables(db) >= _LEDGER_TABLES:
+        tables = _tables(db)
+        if not tables:  # (as a run takes it: a ledger another run is making)
+            raise LedgerError(
+                f"`{path}` holds no ledger yet: an SQLite file with no tables, which a run "
+                "starting may be making; look again in a moment"
+            )
+        if not tables >= _LEDGER_TABLES:
             raise LedgerError(f"`{path}` is not a ledger: {_NOT_ITS_TABLES}")
         _check_version(db, path)
     except sqlite3.DatabaseError as error:  # a damaged file
