@@ -723,6 +723,17 @@ def test_a_request_function_returning_a_coroutine_fails_its_row_by_name() -> Non
     )
 
 
+def _openai_step(base_url: str) -> allama.ray.ExtractBatch:
+    """A step extracting invoices through the test server, as OpenAI."""
+    return allama.ray.ExtractBatch(
+        Invoice,
+        provider="openai",
+        provider_options={"api_key": "test-key", "base_url": base_url},
+        text_column="text",
+        model="gpt-4o-mini",
+    )
+
+
 def test_the_providers_connections_are_closed_as_the_actor_ends(base_url: str) -> None:
     """Ray Data runs an actor's batches on an event loop in a thread of their own, and
     deletes the callable as the actor ends: its provider's connections, left open, were
@@ -731,13 +742,7 @@ def test_the_providers_connections_are_closed_as_the_actor_ends(base_url: str) -
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     try:
-        extract = allama.ray.ExtractBatch(
-            Invoice,
-            provider="openai",
-            provider_options={"api_key": "test-key", "base_url": base_url},
-            text_column="text",
-            model="gpt-4o-mini",
-        )
+        extract = _openai_step(base_url)
 
         async def run(step: allama.ray.ExtractBatch) -> list[Any]:
             return [out async for out in step(pa.table({"text": [document(1)]}))]
@@ -788,13 +793,7 @@ async def run_then_close(run: Any, extract: allama.ray.ExtractBatch) -> Any:
 def test_the_callable_closes_its_provider_on_the_loop_it_ran_on_without_ray(
     base_url: str,
 ) -> None:
-    extract = allama.ray.ExtractBatch(
-        Invoice,
-        provider="openai",
-        provider_options={"api_key": "test-key", "base_url": base_url},
-        text_column="text",
-        model="gpt-4o-mini",
-    )
+    extract = _openai_step(base_url)
 
     async def run() -> Any:
         async for _ in extract(pa.table({"text": [document(2)]})):
