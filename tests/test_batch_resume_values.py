@@ -1199,3 +1199,24 @@ def test_fields_renamed_in_two_models_each_as_the_others_were_are_told(tmp_path:
     (resumed,) = allama.batch(provider, _sheet(True), ["doc"], request=TEMPLATE, ledger=ledger)
     assert resumed.resumed and resumed.value is None
     assert resumed.failure is not None and resumed.failure.kind == "stored_value_invalid"
+
+
+def test_fields_renamed_behind_a_json_schema_of_the_types_own_are_told(tmp_path: Path) -> None:
+    """A JSON Schema of the type's own (`WithJsonSchema`) is the same whatever its fields
+    are named: which field each key is read into is read from the type itself."""
+    from pydantic import WithJsonSchema
+
+    schema = {
+        "type": "object",
+        "properties": {"total": {"type": "integer"}, "tax": {"type": "integer"}},
+        "required": ["total", "tax"],
+        "additionalProperties": False,
+    }
+    before = Annotated[_billed("amount", "vat"), WithJsonSchema(schema)]
+    after = Annotated[_billed("vat", "amount"), WithJsonSchema(schema)]
+    ledger = tmp_path / "run.sqlite"
+    _runs(before, {"total": 10, "tax": 2}, ledger, count=1)
+    provider = allama.mock.MockProvider.with_text("{}")
+    (resumed,) = allama.batch(provider, after, ["doc"], request=TEMPLATE, ledger=ledger)
+    assert resumed.resumed and resumed.value is None
+    assert resumed.failure is not None and resumed.failure.kind == "stored_value_invalid"

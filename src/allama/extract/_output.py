@@ -32,7 +32,6 @@ import inspect
 import json
 import math
 import uuid
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -415,43 +414,52 @@ _STRING_LIMITS = ("str_min_length", "str_max_length")
 
 
 def stored_names(adapter: TypeAdapter[Any]) -> str | None:
-    """A digest of which field each key of the type's JSON Schema is read into, where the
-    two differ (an alias), for a value's JSON kept by field name: two types of one schema
-    whose fields are named otherwise (two swapped behind their aliases, in one model or
-    across two) read such JSON into other fields. Types whose schema and fields' names are
-    the same have one digest, aliases or not. `None` where the type has no JSON Schema."""
+    """A digest of which field each key of the type's JSON is read into, where the two
+    differ (an alias), model by model, for a value's JSON kept by field name: two types of
+    one schema whose fields are named otherwise (two swapped behind their aliases, in one
+    model or across two) read such JSON into other fields. Read from the core schema, so
+    that a JSON Schema of the type's own, alike for both, hides no field. Types whose keys
+    and fields' names are the same have one digest, aliases or not. `None` where the core
+    schema cannot be walked."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # what the schema leaves out is not asked here
-            keyed = adapter.json_schema(by_alias=True)
-            named = adapter.json_schema(by_alias=False)
-    except Exception:  # no JSON Schema, so no extraction either
+        renamed = []
+        for node in _schema_nodes(adapter.core_schema):
+            kind = node["type"]
+            if kind not in _FIELD_GROUPS:
+                continue
+            fields: Any = node["fields"]
+            if kind == "dataclass-args":
+                owner = node.get("dataclass_name")
+                named = [(field["name"], field.get("validation_alias")) for field in fields]
+            else:
+                cls = node.get("cls")
+                owner = node.get("model_name") or getattr(cls, "__qualname__", None)
+                named = [(name, field.get("validation_alias")) for name, field in fields.items()]
+            for name, alias in named:
+                key = _key_of(name, alias)
+                if key != name:
+                    renamed.append((str(owner), key, name))
+    except (KeyError, TypeError, AttributeError, ValueError):
         return None
-    renamed: list[tuple[tuple[str, ...], str, str]] = []
-    stack: list[tuple[Any, Any, tuple[str, ...]]] = [(keyed, named, ())]
-    while stack:
-        mine, theirs, where = stack.pop()
-        if isinstance(mine, dict) and isinstance(theirs, dict):
-            for key, child in mine.items():
-                if key == "properties" and isinstance(child, dict):
-                    their_fields = theirs.get(key)
-                    if not isinstance(their_fields, dict) or len(their_fields) != len(child):
-                        return None
-                    for (alias, sub), (name, their_sub) in zip(
-                        child.items(), their_fields.items(), strict=True
-                    ):
-                        if alias != name:
-                            renamed.append((where, alias, name))
-                        stack.append((sub, their_sub, (*where, "properties", alias)))
-                elif key in theirs:
-                    stack.append((child, theirs[key], (*where, key)))
-        elif isinstance(mine, list) and isinstance(theirs, list) and len(mine) == len(theirs):
-            stack.extend(
-                (sub, their_sub, (*where, str(n)))
-                for n, (sub, their_sub) in enumerate(zip(mine, theirs, strict=True))
-            )
     text = json.dumps(sorted(renamed))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _key_of(name: str, alias: Any) -> str:
+    """The key a field is read from first: its alias, the first of its choices, or a path
+    (as its JSON text); its name where it has none."""
+    if isinstance(alias, str):
+        return alias
+    if isinstance(alias, list) and alias:
+        first = alias[0] if isinstance(alias[0], list) else alias  # choices, or one path
+        if len(first) == 1 and isinstance(first[0], str):
+            return first[0]
+        return json.dumps(first)
+    return name
+
+
+_FIELD_GROUPS = frozenset({"model-fields", "typed-dict", "dataclass-args"})
+"""The core schema's kinds of node holding named fields."""
 
 
 def dump_consumes(adapter: TypeAdapter[Any]) -> bool:
