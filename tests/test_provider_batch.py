@@ -344,6 +344,42 @@ def test_each_input_of_a_provider_batch_run_has_a_span_of_its_own(
         assert calls == []
 
 
+def test_a_live_follow_ups_span_records_no_content_the_extractor_withholds(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follow-up sent live is a call of the run's provider, made outside an extraction:
+    its span recorded the document and the answer under the environment's opt-in, though
+    the run's extractor said no."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from allama._tracing import CAPTURE_CONTENT_ENV
+
+    monkeypatch.setenv(CAPTURE_CONTENT_ENV, "true")
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider = allama.provider(
+        "openai", base_url=server.openai_base, api_key="k", tracer_provider=tracer_provider
+    )
+    extractor = allama.Extractor(retries=1, capture_content=False)
+    # doc 7's first answer is no JSON: asked again, live.
+    (result,) = _run(
+        provider,
+        "gpt-4o-mini",
+        ["secret doc 7"],
+        tmp_path / "run.sqlite",
+        job_retry="live",
+        extractor=extractor,
+    )
+    assert result.value == Doc(n=7)
+    calls = [span for span in exporter.get_finished_spans() if span.name == "chat gpt-4o-mini"]
+    assert len(calls) == 1
+    recorded = json.dumps(dict(calls[0].attributes or {}))
+    assert "gen_ai.input.messages" not in recorded and "secret" not in recorded
+
+
 def test_a_ledger_that_cannot_be_written_is_named_and_the_jobs_answers_are_collected_later(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
+from allama import _tracing
 from allama._prices import MONEY, Cost, cost_of, dollars
 from allama._tokens import guessed_input_tokens
 from allama.adapters._jobs import CREATE_ASKED, Entry, JobAmbiguity, JobState, Row, RowKind
@@ -1121,7 +1122,9 @@ class JobRunner(_Runner):
                 self.unsent.discard(item.key)  # sent now: its attempt stands
                 try:
                     try:
-                        response = await self.send(item.pending)
+                        # Its call's span records content as the run's extractor says.
+                        with _tracing.content_scope(self.spec.extractor._tracing):
+                            response = await self.send(item.pending)
                     finally:
                         self.live_slots.release()
                     limiter.served(sent_at)
