@@ -1353,10 +1353,11 @@ def test_paths_that_would_write_over_the_input_or_each_other_are_refused(
         assert f"{flag} `{named}` names a folder (it ends with a slash)" in capsys.readouterr().err
     notes = tmp_path / "notes.txt"
     notes.write_text("mine")
-    assert main(["batch", "export", str(ledger), "--out", f"{notes}/"]) == 2
-    assert "names a folder (it ends with a slash); name the file to write" in (
-        capsys.readouterr().err
-    )
+    for named in (f"{notes}/", f"{notes}/."):
+        assert main(["batch", "export", str(ledger), "--out", named]) == 2
+        assert "names a folder (it ends with a slash); name the file to write" in (
+            capsys.readouterr().err
+        )
     assert notes.read_text() == "mine" and not (tmp_path / "results").exists()
     # Under another name (a hard link): the same file, refused as such.
     linked = tmp_path / "linked.jsonl"

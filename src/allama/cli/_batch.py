@@ -715,7 +715,8 @@ def _in_folder(path: Path, folder: Path) -> bool:
 def _no_folder_named(flag: str, given: str, what: str) -> None:
     """A path written as a folder's (`results/`) names no file: `Path` drops the slash, and
     would write a file named `results` (or over the file `notes.txt` of `notes.txt/`)."""
-    if given.endswith(("/", os.sep)) or (os.altsep is not None and given.endswith(os.altsep)):
+    last = given.replace(os.sep, "/").rsplit("/", 1)[-1]
+    if last in ("", ".", ".."):  # (`notes.txt/.` too, which `Path` reads as `notes.txt`)
         raise _Usage(f"{flag} `{given}` names a folder (it ends with a slash); name {what}")
 
 
