@@ -760,7 +760,7 @@ def test_the_providers_connections_are_closed_as_the_actor_ends(base_url: str) -
         loop.close()
 
 
-def test_the_providers_behind_a_failover_are_closed_and_a_step_used_again_closes_again(
+def test_providers_behind_a_failover_are_closed_and_a_step_used_on_another_loop_works_again(
     base_url: str,
 ) -> None:
     from allama.wrappers import FailoverProvider, RetryingProvider
@@ -770,12 +770,15 @@ def test_the_providers_behind_a_failover_are_closed_and_a_step_used_again_closes
         second = allama.provider("openai", api_key="test-key", base_url=base_url)
         return FailoverProvider([RetryingProvider(first), second])
 
-    extract = allama.ray.ExtractBatch(Invoice, provider=made, text_column="text", model="m")
+    extract = allama.ray.ExtractBatch(
+        Invoice, provider=made, text_column="text", model="m", row_concurrency=1
+    )
     inner = extract.provider.providers[0].inner  # type: ignore[attr-defined]
 
     async def run() -> Any:
-        async for _ in extract(pa.table({"text": [document(3)]})):
-            pass
+        # More rows than in flight at once: they wait their turn, on this run's loop.
+        async for out in extract(pa.table({"text": [document(n) for n in (3, 4, 5)]})):
+            assert out.column("error").to_pylist() == [None, None, None]
         return inner._transport._async_client
 
     for _ in range(2):  # used again after it was closed, its connections open again

@@ -408,9 +408,11 @@ class ExtractBatch:
         if taken:
             raise ValueError(_taken(taken))
         self._closed = False  # its connections open again: closed again as it ends
-        if self._limit is None:
-            # Made on the actor's event loop, where they are used.
-            self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
+        if self._limit is None or self._loop is not loop:
+            # Made on the actor's event loop, where they are used (again on another: a step
+            # driven by hand, one `asyncio.run` after another).
+            self._loop = loop
             self._limit = asyncio.Semaphore(self._row_concurrency)
             rpm, tpm, backoff = self._limiter_settings
             self._limiter = RateLimiter(rpm, tpm, backoff=max(backoff, 0.001))
