@@ -26,6 +26,7 @@ import pytest
 from pydantic import (
     AfterValidator,
     AliasChoices,
+    AliasPath,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -46,6 +47,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 from pydantic.dataclasses import dataclass as pydantic_dataclass
+from typing_extensions import TypedDict
 
 import allama
 import allama.mock
@@ -1220,3 +1222,72 @@ def test_fields_renamed_behind_a_json_schema_of_the_types_own_are_told(tmp_path:
     (resumed,) = allama.batch(provider, after, ["doc"], request=TEMPLATE, ledger=ledger)
     assert resumed.resumed and resumed.value is None
     assert resumed.failure is not None and resumed.failure.kind == "stored_value_invalid"
+
+
+def _items(swapped: bool) -> Any:
+    """Two models both named `Item` (of other modules), each reading `a` and `b` into `x`
+    and `y`, one the other way round; `swapped`, the other one is."""
+    straight = {"x": (int, Field(alias="a")), "y": (int, Field(alias="b"))}
+    crossed = {"y": (int, Field(alias="a")), "x": (int, Field(alias="b"))}
+    one = create_model("Item", __module__="first", **(crossed if swapped else straight))
+    two = create_model("Item", __module__="second", **(straight if swapped else crossed))
+    return create_model("Sheet", billing=(one, ...), refund=(two, ...))
+
+
+def _choices(swapped: bool) -> Any:
+    """Two fields read from their first one-key choice (`k1`, `k2`), after a path."""
+    k1 = AliasChoices(AliasPath("p", 0), "k1")
+    k2 = AliasChoices(AliasPath("p", 0), "k2")
+    a, b = (k2, k1) if swapped else (k1, k2)
+    return create_model(
+        "Sheet", a=(int, Field(0, validation_alias=a)), b=(int, Field(0, validation_alias=b))
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "answer"),
+    [
+        (_items, {"billing": {"a": 1, "b": 2}, "refund": {"a": 3, "b": 4}}),
+        (_choices, {"k1": 1, "k2": 2}),
+    ],
+)
+def test_fields_swapped_between_models_of_one_name_or_behind_choices_are_told(
+    tmp_path: Path, make: Any, answer: Any
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    _runs(make(False), answer, ledger, count=1)
+    provider = allama.mock.MockProvider.with_text("{}")
+    (resumed,) = allama.batch(provider, make(True), ["doc"], request=TEMPLATE, ledger=ledger)
+    assert resumed.resumed and resumed.value is None
+    assert resumed.failure is not None and resumed.failure.kind == "stored_value_invalid"
+
+
+class BillDict(TypedDict):
+    total_due: Annotated[int, Field(alias="total")]
+
+
+def _bill_dict_in_a_function() -> Any:
+    class BillDict(TypedDict):  # the same, moved: another qualified name
+        total_due: Annotated[int, Field(alias="total")]
+
+    return BillDict
+
+
+def _bill(name: str) -> Any:
+    """A model of the class name `name` whose JSON Schema is titled `Bill`."""
+    config = ConfigDict(title="Bill")
+    return create_model(name, __config__=config, total_due=(int, Field(alias="total")))
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [(BillDict, _bill_dict_in_a_function()), (_bill("Bill"), _bill("Invoice"))],
+)
+def test_a_class_renamed_or_moved_with_its_schema_as_it_was_resumes(
+    tmp_path: Path, first: Any, then: Any
+) -> None:
+    ledger = tmp_path / "run.sqlite"
+    _runs(first, {"total": 5}, ledger, count=1)
+    provider = allama.mock.MockProvider.with_text("{}")
+    (resumed,) = allama.batch(provider, then, ["doc"], request=TEMPLATE, ledger=ledger)
+    assert resumed.resumed and resumed.failure is None and provider.requests == []

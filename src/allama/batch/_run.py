@@ -584,8 +584,9 @@ class _Spec:
 def _reads_back(spec: _Spec, text: str, value: Any, secrets: bool = False) -> bool:
     """Whether `text`, a value's JSON, reads back as that value: equal, and of the same
     types throughout (`1` equals an `IntEnum`'s 1, and `repr` tells them apart), which
-    writes the same JSON again. With `secrets`, what the JSON leaves out (a secret, masked; a field with `exclude=True`; a
-    private attribute) is lost, as the README says, but nothing it holds may change: it
+    writes the same JSON again. With `secrets`, what the JSON leaves out (a secret, masked;
+    a field with `exclude=True`; a private attribute) is lost, as the README says, but
+    nothing it holds may change: it
     must read back as a value whose JSON is `text` again (a validator run on its own
     output), holding the same values, of the same types, where the JSON holds them (a
     serializer of the type's own may write two values alike)."""

@@ -415,30 +415,52 @@ _STRING_LIMITS = ("str_min_length", "str_max_length")
 
 def stored_names(adapter: TypeAdapter[Any]) -> str | None:
     """A digest of which field each key of the type's JSON is read into, where the two
-    differ (an alias), model by model, for a value's JSON kept by field name: two types of
-    one schema whose fields are named otherwise (two swapped behind their aliases, in one
-    model or across two) read such JSON into other fields. Read from the core schema, so
-    that a JSON Schema of the type's own, alike for both, hides no field. Types whose keys
-    and fields' names are the same have one digest, aliases or not. `None` where the core
-    schema cannot be walked."""
+    differ (an alias), by the key's place in the JSON, for a value's JSON kept by field
+    name: two types of one schema whose fields are named otherwise (two swapped behind
+    their aliases, in one model or across two, of one name or not) read such JSON into
+    other fields. Read from the core schema, so that a JSON Schema of the type's own, alike
+    by alias and by name, hides no field; by place, not by class, so that a class renamed
+    or moved keeps its digest. Types whose keys and fields' names are the same have one
+    digest, aliases or not. `None` where the core schema cannot be walked."""
     try:
-        renamed = []
-        for node in _schema_nodes(adapter.core_schema):
-            kind = node["type"]
-            if kind not in _FIELD_GROUPS:
+        core = adapter.core_schema
+        defined = {node["ref"]: node for node in _schema_nodes(core) if "ref" in node}
+        renamed: set[tuple[str, str, str]] = set()
+        walked: set[int] = set()
+        stack: list[tuple[Any, str]] = [(core, "")]
+        while stack:
+            node, place = stack.pop()
+            if isinstance(node, list | tuple):
+                stack.extend((child, place) for child in node)
                 continue
-            fields: Any = node["fields"]
-            if kind == "dataclass-args":
-                owner = node.get("dataclass_name")
-                named = [(field["name"], field.get("validation_alias")) for field in fields]
-            else:
-                cls = node.get("cls")
-                owner = node.get("model_name") or getattr(cls, "__qualname__", None)
-                named = [(name, field.get("validation_alias")) for name, field in fields.items()]
-            for name, alias in named:
-                key = _key_of(name, alias)
-                if key != name:
-                    renamed.append((str(owner), key, name))
+            if not isinstance(node, dict):
+                continue
+            kind = node.get("type")
+            if kind == "definitions":  # each walked where it is used
+                stack.append((node.get("schema"), place))
+                continue
+            if kind == "definition-ref":  # walked once, at the first place it is used
+                target = defined.get(node.get("schema_ref"))
+                if target is not None and id(target) not in walked:
+                    walked.add(id(target))
+                    stack.append((target, place))
+                continue
+            if kind in _FIELD_GROUPS:
+                fields: Any = node["fields"]
+                named = (
+                    [(field["name"], field) for field in fields]
+                    if kind == "dataclass-args"
+                    else list(fields.items())
+                )
+                for name, field in named:
+                    key = _key_of(name, field.get("validation_alias"))
+                    if key != name:
+                        renamed.add((place, key, name))
+                    stack.append((field.get("schema"), f"{place}/{key}"))
+                continue
+            for key, child in node.items():
+                if key not in _BESIDE_THE_SCHEMA and isinstance(child, dict | list | tuple):
+                    stack.append((child, place))
     except (KeyError, TypeError, AttributeError, ValueError):
         return None
     text = json.dumps(sorted(renamed))
@@ -446,15 +468,15 @@ def stored_names(adapter: TypeAdapter[Any]) -> str | None:
 
 
 def _key_of(name: str, alias: Any) -> str:
-    """The key a field is read from first: its alias, the first of its choices, or a path
-    (as its JSON text); its name where it has none."""
+    """The key a field's JSON Schema gives it: its alias, or the first of its choices that is
+    one key (a path is not one); its name where it has none."""
     if isinstance(alias, str):
         return alias
     if isinstance(alias, list) and alias:
-        first = alias[0] if isinstance(alias[0], list) else alias  # choices, or one path
-        if len(first) == 1 and isinstance(first[0], str):
-            return first[0]
-        return json.dumps(first)
+        paths = alias if isinstance(alias[0], list) else [alias]
+        for path in paths:
+            if len(path) == 1 and isinstance(path[0], str):
+                return path[0]
     return name
 
 
