@@ -922,3 +922,23 @@ def test_the_error_column_keeps_allamas_own_words_and_withholds_the_callers() ->
     assert allama.ray.error_text(CallCancelled()) == (
         "CallCancelled: the call raised CancelledError, though the run was not cancelled"
     )
+
+
+def test_a_step_driven_on_one_loop_after_another_keeps_its_rate_limit() -> None:
+    """Its limits were made again on each loop, forgetting what was sent: one request a
+    second (`rpm=60`) let the next loop's first go at once."""
+    from allama.mock import ChatResponseBuilder, FunctionProvider
+
+    sent: list[float] = []
+
+    def answer(request: ChatRequest) -> Any:
+        sent.append(time.monotonic())
+        return ChatResponseBuilder().text('{"number": "A-1", "total": 2}').build()
+
+    extract = allama.ray.ExtractBatch(
+        Invoice, provider=lambda: FunctionProvider(answer), text_column="text", model="m", rpm=60
+    )
+    for _ in range(2):  # a loop each, as a step driven by hand is
+        (row,) = _run_batches(extract, pa.table({"text": ["an invoice"]}))
+        assert row["error"] is None
+    assert len(sent) == 2 and sent[1] - sent[0] >= 0.9

@@ -411,13 +411,17 @@ class ExtractBatch:
         loop = asyncio.get_running_loop()
         if self._limit is None or self._loop is not loop:
             # Made on the actor's event loop, where they are used (again on another: a step
-            # driven by hand, one `asyncio.run` after another).
+            # driven by hand, one `asyncio.run` after another, whose limits go on counting).
             self._loop = loop
             self._limit = asyncio.Semaphore(self._row_concurrency)
-            rpm, tpm, backoff = self._limiter_settings
-            self._limiter = RateLimiter(rpm, tpm, backoff=max(backoff, 0.001))
-            # Each call of an extraction (a retry, a repair) takes a turn of the limits.
-            self._turns = Turns(self.provider, self._limiter, schema_tokens(self._tp) if tpm else 0)
+            if self._limiter is None:
+                rpm, tpm, backoff = self._limiter_settings
+                self._limiter = RateLimiter(rpm, tpm, backoff=max(backoff, 0.001))
+                # Each call of an extraction (a retry, a repair) takes a turn of the limits.
+                tokens = schema_tokens(self._tp) if tpm else 0
+                self._turns = Turns(self.provider, self._limiter, tokens)
+            else:
+                self._limiter.moved()
         if self._text_column is not None and self._text_column not in batch.column_names:
             # A block without the column: rows built from dicts that lack it, or a name
             # that no row has (a typo, when the schema was not known before the job).

@@ -206,6 +206,16 @@ class RateLimiter:
         self._next = slot + 60.0 / (self._rpm * self._scale)
         return slot
 
+    def moved(self) -> None:
+        """Used on another event loop from now on (a step driven by hand, one `asyncio.run`
+        after another): its events are made anew there, since one waited on is bound to
+        the loop it was waited on; what it counted (the window, the pace, a pause) stays."""
+        halted = self._halted.is_set()
+        self._halted = asyncio.Event()
+        if halted:
+            self._halted.set()
+        self._roomier = self._respaced = None  # (no waiter of the ended loop is left)
+
     async def _wait_for_slot(self, seconds: float) -> bool:
         """Sleep until a slot; `True` when the rate changed meanwhile (the slot is stale).
         A rate that was cut recovers while every request waits for its turn (none comes
