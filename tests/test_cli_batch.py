@@ -1353,9 +1353,9 @@ def test_paths_that_would_write_over_the_input_or_each_other_are_refused(
         assert f"{flag} `{named}` names a folder (it ends with a slash)" in capsys.readouterr().err
     notes = tmp_path / "notes.txt"
     notes.write_text("mine")
-    for named in (f"{notes}/", f"{notes}/."):
+    for named, ending in ((f"{notes}/", "a slash"), (f"{notes}/.", "`.`")):
         assert main(["batch", "export", str(ledger), "--out", named]) == 2
-        assert "names a folder (it ends with a slash); name the file to write" in (
+        assert f"names a folder (it ends with {ending}); name the file to write" in (
             capsys.readouterr().err
         )
     assert notes.read_text() == "mine" and not (tmp_path / "results").exists()

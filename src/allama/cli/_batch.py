@@ -717,7 +717,8 @@ def _no_folder_named(flag: str, given: str, what: str) -> None:
     would write a file named `results` (or over the file `notes.txt` of `notes.txt/`)."""
     last = given.replace(os.sep, "/").rsplit("/", 1)[-1]
     if last in ("", ".", ".."):  # (`notes.txt/.` too, which `Path` reads as `notes.txt`)
-        raise _Usage(f"{flag} `{given}` names a folder (it ends with a slash); name {what}")
+        ending = "a slash" if not last else f"`{last}`"
+        raise _Usage(f"{flag} `{given}` names a folder (it ends with {ending}); name {what}")
 
 
 def _same_file(path: Path, other: Path) -> bool:
