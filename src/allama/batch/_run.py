@@ -1820,11 +1820,11 @@ class _Runner:
         self.paid_here = MONEY.add(self.paid_here, cost)
         self._check_known()
 
-    def _carry(self, key: str, paid: list[ExtractionMetadata]) -> None:
+    def _carry(self, key: str) -> None:
         """Count what earlier runs paid for an input sent again toward the budget before
-        it is sent: the budget is the whole job's. (Unknown, it is told when the input
-        ends, as its own cost would be.)"""
-        cost, _ = _cost_of(paid)
+        it is sent (`earlier_of`): the budget is the whole job's. (Unknown, it is told when
+        the input ends, as its own cost would be.)"""
+        cost = self.paid_earlier.get(key)
         if cost is None:
             return
         # What another run paid for it since this one started (all of it, for an input left
@@ -2005,7 +2005,7 @@ class _Runner:
         (`_paid_before`), their cost kept for the summary as theirs."""
         paid = _paid_before(row)
         cost, _ = _cost_of(paid) if paid else (None, None)
-        if cost:
+        if cost is not None:
             self.paid_earlier[key] = cost
         return paid
 
@@ -2044,7 +2044,7 @@ class _Runner:
         if paid:
             tries.spent.extend(paid)
             if hold:
-                self._carry(key, paid)
+                self._carry(key)
         while True:
             async with self.slots:
                 if self.stopping is None:
