@@ -1359,6 +1359,14 @@ def test_paths_that_would_write_over_the_input_or_each_other_are_refused(
             capsys.readouterr().err
         )
     assert notes.read_text() == "mine" and not (tmp_path / "results").exists()
+    # A folder that is not there, before `..`: refused as the run refuses it, not written
+    # beside the folder it leads out of.
+    for named in (f"{tmp_path / 'nosuch'}/../e.jsonl", f"{tmp_path / 'nosuch'}/e.jsonl"):
+        assert main(["batch", "export", str(ledger), "--out", named]) == 2
+        assert f"no such folder for --out: `{Path(named).parent}`" in capsys.readouterr().err
+        assert run(server, row_type, source, Path(named), "--ledger", str(ledger)) == 2
+        assert f"no such folder for --out: `{Path(named).parent}`" in capsys.readouterr().err
+    assert not (tmp_path / "e.jsonl").exists()
     # Under another name (a hard link): the same file, refused as such.
     linked = tmp_path / "linked.jsonl"
     os.link(ledger, linked)

@@ -1951,6 +1951,10 @@ def _export(args: argparse.Namespace) -> int:
         raise _Usage("--provider-messages goes with --failed: values have no provider's words")
     if args.out != "-":
         _no_folder_named("--out", args.out, "the file to write")
+        # Checked by the system, as the run checks it: a missing folder before `..` would
+        # have the path read as text (`nosuch/../e.jsonl` written as `./e.jsonl`).
+        if not Path(args.out).parent.is_dir():
+            raise _Usage(f"no such folder for --out: `{Path(args.out).parent}`")
         written_over = _ledger_file(Path(args.out), Path(args.ledger))
         if written_over is not None:
             raise _Usage(f"--out `{args.out}` is {written_over}: the export would write over it")
