@@ -415,17 +415,98 @@ def test_the_test_provider_answers_a_decision_with_its_first_option() -> None:
     assert decision.probabilities_missing == "the provider returned no log-probabilities"
 
 
+class _Grade(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
 @pytest.mark.parametrize(
     ("tp", "message"),
     [
         (int, r"decide\(\) takes an Enum, a Literal\[...\] or bool"),
         (Literal[1, "1"], "has two options written `1`"),
         (Literal[b"x"], "takes str, int, bool and Enum members, not bytes"),
+        # Options equal in Python: one key of `probabilities` held both (the chosen option
+        # given the other's figure, confidence 1.0), and `value == 1` for either.
+        (Literal[1, True], r"two options equal in Python \(1 == True\)"),
+        (Literal[_Grade.LOW, 1], r"equal in Python \(<_Grade.LOW: 1> == 1\)"),
+        # Equal once an answer is read trimmed: `yes` was given for ` yes`, written exactly.
+        (Literal["yes", " yes"], "written `yes` and ` yes` .* read without the space at its"),
     ],
 )
 def test_types_that_are_not_choices_are_refused_at_the_call(tp: Any, message: str) -> None:
     with pytest.raises((TypeError, ValueError), match=message):
         allama.decide(prompt_only("x"), tp, ChatRequest("m").user("?"))
+
+
+class _Spaced(enum.Enum):
+    A = "A "
+    B = "B"
+
+
+def test_a_label_with_space_at_its_end_is_read_as_the_grammar_wrote_it(server: _Server) -> None:
+    # llama.cpp's grammar holds the answer to `A ` exactly; the answer was refused as no
+    # option (read trimmed, as `A`), and paid for.
+    tokens = [llama_tok("A", 0.7, ("A", 0.7), ("B", 0.2)), llama_tok(" ", 1.0), llama_tok("", 1.0)]
+    base = script(server, completion("A ", tokens))
+    provider = allama.provider("llama-cpp", base_url=base)
+    decision = allama.decide(provider, _Spaced, ChatRequest("m").user("?"))
+    assert decision.value is _Spaced.A
+    assert decision.probabilities == pytest.approx({_Spaced.A: 0.7, _Spaced.B: 0.2})
+    (body,) = sent(server, base)
+    assert body["grammar"] == 'root ::= "A " | "B"'
+    # A provider that writes it without the space (a prompt alone): read trimmed.
+    assert allama.decide(prompt_only("A"), _Spaced, ChatRequest("m").user("?")).value is _Spaced.A
+
+
+class _Perm(enum.Flag):
+    NONE = 0
+    READ = 1
+    WRITE = 2
+    ALL = READ | WRITE
+    EVERYTHING = ALL  # an alias: one option
+
+
+def test_every_named_member_of_a_flag_is_an_option(server: _Server) -> None:
+    # Iterating a Flag leaves out `0` and members that combine others: `ALL` could not be
+    # chosen, and nothing said so.
+    base = script(server, completion("ALL", None))
+    provider = allama.provider("llama-cpp", base_url=base)
+    assert allama.decide(provider, _Perm, ChatRequest("m").user("?")).value is _Perm.ALL
+    (body,) = sent(server, base)
+    assert body["grammar"] == 'root ::= "NONE" | "READ" | "WRITE" | "ALL"'
+
+
+def test_an_option_listed_at_no_probability_leaves_the_confidence_measured(
+    server: _Server,
+) -> None:
+    # OpenAI lists `No` at -9999: listed, so every option had a branch; the confidence was
+    # `None`, as for an option the list never reached.
+    listed = tok('{"', 1.0), tok("value", 1.0), tok('":"', 1.0)
+    yes = {**tok("Yes", 0.97, ("Yes", 0.97)), "top_logprobs": [alt("Yes", 0.97)]}
+    yes["top_logprobs"].append({"token": "No", "logprob": -9999.0, "bytes": list(b"No")})
+    base = script(server, completion('{"value":"Yes"}', [*listed, yes, tok('"}', 1.0)]))
+    decision = allama.decide(openai(base), bool, question())
+    assert decision.probabilities == {True: pytest.approx(0.97), False: 0.0}
+    assert decision.unlisted == frozenset() and decision.confidence == pytest.approx(1.0)
+    # Not listed at all: no measure of it, and no confidence.
+    base = script(
+        server,
+        completion(
+            '{"value":"Yes"}', [*YES_WRAPPED[:3], tok("Yes", 0.97, ("Yes", 0.97)), tok('"}', 1.0)]
+        ),
+    )
+    decision = allama.decide(openai(base), bool, question())
+    assert decision.unlisted == frozenset({False}) and decision.confidence is None
+    assert decision.confidence_bounds() == pytest.approx((0.97 / 1.0, 1.0))
+
+
+def test_a_literal_of_many_options_is_named_short_in_what_is_said(server: _Server) -> None:
+    many = Literal[tuple(f"option-{n}" for n in range(1200))]  # type: ignore[valid-type]
+    with pytest.raises(ValueError) as refused:
+        allama.decide(prompt_only("x"), many, ChatRequest("m").user("?"), descriptions={"z": "?"})
+    assert "Literal['option-0', 'option-1'," in str(refused.value)
+    assert "... 1200 options]" in str(refused.value) and len(str(refused.value)) < 200
 
 
 # The other dialects that report log-probabilities, each in its own shape.

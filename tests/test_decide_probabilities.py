@@ -145,6 +145,42 @@ def test_a_shared_alternative_is_unresolved_not_given_to_either_option() -> None
     assert measured.unresolved == pytest.approx(0.4)
 
 
+def test_tokens_that_write_the_same_bytes_are_one_branch_of_their_summed_probability() -> None:
+    # llama.cpp lists two special tokens that print nothing (the end of generation) at one
+    # place: the branch they open is theirs together, not the last one's.
+    tokens = tokens_of(
+        [
+            ("New", 0.9, [("New", 0.9), ("Boston", 0.1)]),
+            (" York", 0.5, [(" York", 0.5), ("", 0.4), ("", 0.001)]),
+        ]
+    )
+    labels = ["New", "New York", "Boston"]
+    measured = measure(tokens, "New York", labels, "New York", Spelling(0, json=False))
+    assert isinstance(measured, Measured)
+    assert measured.probabilities == pytest.approx(
+        {"New": 0.9 * 0.401, "New York": 0.45, "Boston": 0.1}
+    )
+    assert measured.unresolved == pytest.approx(0.9 * (1 - 0.5 - 0.401))
+    assert measured.unlisted == frozenset()
+
+
+def test_space_after_a_plain_answer_ends_its_option() -> None:
+    # `New` then a line break, which the reader trims: the answer is `New`, and ` York`
+    # listed at the break is `New York`'s (it was "the tokens do not spell the answer").
+    tokens = tokens_of([("New", 0.9, [("New", 0.9)]), ("\n", 0.6, [("\n", 0.6), (" York", 0.3)])])
+    measured = measure(tokens, "New\n", ["New", "New York"], "New", Spelling(0, json=False))
+    assert isinstance(measured, Measured)
+    assert measured.probabilities == pytest.approx({"New": 0.54, "New York": 0.27})
+    assert measured.unlisted == frozenset()
+    # A space that may go on into the other option is unresolved, not `New`'s.
+    tokens = tokens_of([("New", 0.9, [("New", 0.9)]), ("\n", 0.6, [("\n", 0.6), (" ", 0.3)])])
+    measured = measure(tokens, "New\n", ["New", "New York"], "New", Spelling(0, json=False))
+    assert isinstance(measured, Measured)
+    assert measured.probabilities == pytest.approx({"New": 0.54, "New York": 0.0})
+    assert measured.unresolved == pytest.approx(0.1 + 0.9 * 0.3 + 0.9 * 0.1)
+    assert measured.unlisted == frozenset({"New York"})
+
+
 def test_json_answers_count_from_the_token_that_starts_the_option() -> None:
     text = '{"value": "Blue"}'
     tokens = tokens_of(

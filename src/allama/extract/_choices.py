@@ -54,6 +54,14 @@ class Options:
                 return option
         return None
 
+    def trimmed(self, answer: str) -> Option | None:
+        """The option an answer read without the space at its ends names (labels are told
+        apart that way too: `_check_distinct`)."""
+        for option in self.options:
+            if option.label.strip() == answer:
+                return option
+        return None
+
     def is_abstain(self, option: Option) -> bool:
         return self.abstain and option is self.options[-1]
 
@@ -89,7 +97,9 @@ def _pairs(tp: Any) -> tuple[str, list[tuple[str, Any]], dict[str, str]]:
     if tp is bool:
         return "bool", [(label, value) for value, label in _BOOL_LABELS], {}
     if isinstance(tp, type) and issubclass(tp, Enum):
-        members = list(tp)
+        # Every named member, once (an alias is its member's): a `Flag`'s iteration leaves
+        # out those that combine others (`ALL = READ | WRITE`) and `0`, named options too.
+        members = list(dict.fromkeys(tp.__members__.values()))
         if not members:
             raise ValueError(f"{tp.__name__} has no members to choose from")
         documented = _member_docs(tp)
@@ -98,11 +108,29 @@ def _pairs(tp: Any) -> tuple[str, list[tuple[str, Any]], dict[str, str]]:
         return tp.__name__, pairs, docs
     if typing.get_origin(tp) is Literal:
         values = typing.get_args(tp)
-        return repr(tp).replace("typing.", ""), [(_literal_label(v), v) for v in values], {}
+        return _literal_name(tp, values), [(_literal_label(v), v) for v in values], {}
     raise TypeError(
         "decide() takes an Enum, a Literal[...] or bool as the type of its answer, "
         f"not {tp!r}; for other types use extract()"
     )
+
+
+_NAME_CHARACTERS = 120
+"""The longest a `Literal`'s name runs in messages and warnings: one of a thousand options
+is named by its first few and their count."""
+
+
+def _literal_name(tp: Any, values: tuple[Any, ...]) -> str:
+    name = repr(tp).replace("typing.", "")
+    if len(name) <= _NAME_CHARACTERS:
+        return name
+    shown = ""
+    for value in values:
+        more = f"{shown}{value!r}, "
+        if len(more) > _NAME_CHARACTERS - 30:
+            break
+        shown = more
+    return f"Literal[{shown}... {len(values)} options]"
 
 
 def _member_label(member: Enum) -> str:
@@ -122,17 +150,30 @@ def _literal_label(value: Any) -> str:
 
 
 def _check_distinct(options: list[Option], name: str) -> None:
-    seen: dict[str, Any] = {}
+    seen: dict[str, Option] = {}
+    values: dict[Any, Option] = {}
     for option in options:
-        if not option.label.strip():
+        label = option.label.strip()
+        if not label:
             raise ValueError(f"{name} has an option written as a blank string")
-        if option.label in seen:
+        other = seen.get(label)
+        if other is not None:
+            same = other.label == option.label
+            written = f"`{option.label}`" if same else f"`{other.label}` and `{option.label}`"
             raise ValueError(
-                f"{name} has two options written `{option.label}` "
-                f"({seen[option.label]!r} and {option.value!r}); the model could not tell "
-                "them apart"
+                f"{name} has two options written {written} "
+                f"({other.value!r} and {option.value!r}); the model could not tell them apart"
+                + ("" if same else " (an answer is read without the space at its ends)")
             )
-        seen[option.label] = option.value
+        seen[label] = option
+        twin = values.get(option.value)
+        if twin is not None:  # `1` and `True`, an `IntEnum` member and its value
+            raise ValueError(
+                f"{name} has two options equal in Python ({twin.value!r} == "
+                f"{option.value!r}): the value and the probabilities given back could not "
+                "tell them apart"
+            )
+        values[option.value] = option
 
 
 def _described(options: list[Option], descriptions: Mapping[Any, str], name: str) -> list[Option]:

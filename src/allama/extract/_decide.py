@@ -84,8 +84,9 @@ class Decision(Generic[C]):
     `confidence` is the chosen option's share of the options' probability: how likely the
     model was to pick it had it been held to the options (as a grammar holds it). It is
     given only when every option had a branch among the listed tokens (`None` otherwise:
-    an option below the provider's list could have had any share of what was left);
-    `confidence_bounds()` gives the least and the most it can be in every case.
+    an option below the provider's list could have had any share of what was left; those
+    are `unlisted`); `confidence_bounds()` gives the least and the most it can be in every
+    case.
     """
 
     value: C
@@ -97,6 +98,9 @@ class Decision(Generic[C]):
     probabilities: Mapping[C, float] | None = None
     unresolved: float | None = None
     probabilities_missing: str | None = None
+    unlisted: frozenset[C] | None = None
+    """The options no listed token led to alone (their figure is 0, their probability
+    unknown up to `unresolved`); `None` with `probabilities`."""
 
     @property
     def probability(self) -> float | None:
@@ -110,9 +114,10 @@ class Decision(Generic[C]):
         """The chosen option's share of the options' measured probability, when every option
         was measured."""
         probabilities = self.probabilities
-        if probabilities is None or min(probabilities.values()) <= 0.0:
+        if probabilities is None or self.unlisted:
             return None
-        return probabilities[self.value] / sum(probabilities.values())
+        total = sum(probabilities.values())
+        return probabilities[self.value] / total if total > 0.0 else None
 
     def confidence_bounds(self) -> tuple[float, float] | None:
         """The least and the most `confidence` can be, given what was left unresolved."""
@@ -419,8 +424,11 @@ def _read_plain(
             metadata=ExtractionMetadata.new(mode),
             finish_reason=response.finish_reason,
         )
+    option = options.option(text)  # a label with space at an end, written as it is
+    if option is not None:
+        return option, Spelling(0, json=False)
     answer = text.strip()
-    option = options.option(answer)
+    option = options.trimmed(answer)
     if option is not None:
         return option, Spelling(text.index(answer), json=False)
     if repair:
@@ -497,6 +505,7 @@ def _decision(
             probabilities_missing=measured,
         )
     by_value = {opt.value: measured.probabilities[opt.label] for opt in options.options}
+    unlisted = frozenset(opt.value for opt in options.options if opt.label in measured.unlisted)
     return Decision(
         value=option.value,
         abstained=abstained,
@@ -504,4 +513,5 @@ def _decision(
         metadata=metadata,
         probabilities=by_value,
         unresolved=measured.unresolved,
+        unlisted=unlisted,
     )

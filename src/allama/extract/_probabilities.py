@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from allama.types import TokenAlternative, TokenLogprob
+from allama.types import TokenLogprob
 
 __all__ = ["Measured", "Spelling", "json_string_span", "measure"]
 
@@ -53,6 +53,9 @@ class Measured:
     """Every label, with the probability of the branches that lead to it alone."""
     unresolved: float
     """Probability the walk could not attribute: unlisted, or shared by several options."""
+    unlisted: frozenset[str] = frozenset()
+    """Labels no listed branch led to alone: their figure is a least, not a measure (an
+    option listed at a probability of 0, or one that rounds to it, is listed)."""
 
 
 def measure(
@@ -85,12 +88,16 @@ def measure(
             return not spelling.json and branch == whole
         if whole.startswith(branch):
             return True
-        return spelling.json and branch.startswith(whole)
+        if spelling.json:
+            return branch.startswith(whole)
+        # Plain text: space after the whole option ends it, as the answer is read trimmed.
+        return branch.startswith(whole) and not branch[len(whole) :].strip()
 
     def fitting(branch: bytes, *, ended: bool) -> list[str]:
         return [label for label in labels if fits(branch, label, ended=ended)]
 
     masses = dict.fromkeys(labels, 0.0)
+    seen = {chosen}
     unresolved = 0.0
     path = 0.0  # log-probability of the chosen tokens from the answer's first token on
     index = next((i for i, (at, piece) in enumerate(spans) if at + len(piece) > start), None)
@@ -100,21 +107,21 @@ def measure(
         if index >= len(spans):
             # The output ended: for plain text that is the end of the option (its
             # probability, the model's choice to stop, was not reported).
-            return _ended(masses, unresolved + math.exp(path))
+            return _ended(masses, unresolved + math.exp(path), seen)
         at, piece = spans[index]
         token = tokens[index]
         so_far = written[:at]
         reach = math.exp(path)
         listed = math.exp(token.logprob)
-        for alternative in _distinct(token):
-            branch = alternative.utf8()
+        for branch, probability in _distinct(token):
             if branch == piece:
                 continue
-            weight = math.exp(path + alternative.logprob)
-            listed += math.exp(alternative.logprob)
+            weight = reach * probability
+            listed += probability
             options = fitting(so_far + branch, ended=not branch)
             if len(options) == 1:
                 masses[options[0]] += weight
+                seen.add(options[0])
             elif options:
                 unresolved += weight
         unresolved += reach * max(0.0, 1.0 - listed)
@@ -123,17 +130,24 @@ def measure(
             return "the tokens the provider reported do not spell the answer"
         if options == [chosen]:
             masses[chosen] += math.exp(path + token.logprob)
-            return Measured(masses, min(1.0, unresolved))
+            return _ended(masses, unresolved, seen)
         path += token.logprob
         index += 1
 
 
-def _ended(masses: dict[str, float], unresolved: float) -> Measured:
-    return Measured(masses, min(1.0, unresolved))
+def _ended(masses: dict[str, float], unresolved: float, seen: set[str]) -> Measured:
+    return Measured(masses, min(1.0, unresolved), frozenset(masses) - seen)
 
 
-def _distinct(token: TokenLogprob) -> list[TokenAlternative]:
-    return list({alternative.utf8(): alternative for alternative in token.top}.values())
+def _distinct(token: TokenLogprob) -> list[tuple[bytes, float]]:
+    """The listed continuations by their text, with their probability: tokens that write
+    the same bytes (two special tokens that print nothing) lead to one branch, whose
+    probability is theirs together."""
+    summed: dict[bytes, float] = {}
+    for alternative in token.top:
+        text = alternative.utf8()
+        summed[text] = summed.get(text, 0.0) + math.exp(alternative.logprob)
+    return [(text, min(1.0, probability)) for text, probability in summed.items()]
 
 
 def json_string_span(text: str, wrapped_key: str | None) -> tuple[int, str] | None:
