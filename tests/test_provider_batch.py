@@ -2445,6 +2445,45 @@ def rows_of(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+@pytest.mark.parametrize("job_retry", ["batch", "live"])
+def test_a_gemini_job_failed_on_the_providers_side_sends_its_rows_again(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, job_retry: str
+) -> None:
+    # `BATCH_STATE_FAILED` with `INTERNAL`: the provider's fault, not the input's. Its rows
+    # failed as `job_failed`, sent again only by a run told to retry failures.
+    operation = ProviderBatchServer.gemini_operation
+
+    def failed_first(self: ProviderBatchServer, job: Any) -> Any:
+        answer = operation(self, job)
+        if job.end == "completed" and job is self.jobs[0]:
+            answer["metadata"]["state"] = "BATCH_STATE_FAILED"
+            answer["metadata"].pop("output", None)
+            answer.pop("response", None)
+            answer["error"] = {"code": 13, "message": "Internal error.", "status": "INTERNAL"}
+        return answer
+
+    monkeypatch.setattr(ProviderBatchServer, "gemini_operation", failed_first)
+    provider, model = _provider(server, "gemini")
+    results = _run(provider, model, _docs(2), tmp_path / "internal.sqlite", job_retry=job_retry)
+    assert [r.value for r in results] == [Doc(n=0), Doc(n=1)]
+    assert [r.attempts for r in results] == [2, 2]
+    assert len(server.jobs) == (2 if job_retry == "batch" else 1)
+    # Refused for its input (`INVALID_ARGUMENT`): failed, not sent again.
+    refused = {"code": 3, "message": "Bad request.", "status": "INVALID_ARGUMENT"}
+
+    def refused_first(self: ProviderBatchServer, job: Any) -> Any:
+        answer = failed_first(self, job)
+        if "error" in answer:
+            answer["error"] = refused
+        return answer
+
+    monkeypatch.setattr(ProviderBatchServer, "gemini_operation", refused_first)
+    server.jobs.clear()
+    results = _run(provider, model, ["doc 5", "doc 6"], tmp_path / "refused.sqlite")
+    assert [r.failure.kind if r.failure else "ok" for r in results] == ["job_failed"] * 2
+    assert len(server.jobs) == 1
+
+
 def test_a_job_refused_as_a_whole_fails_its_rows_with_the_reason(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

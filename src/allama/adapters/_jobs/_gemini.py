@@ -208,6 +208,9 @@ class GeminiJobs:
             kind = RowKind.CANCELED
         elif state.outcome == "failed":
             kind = RowKind.JOB_FAILED
+            unrun = _server_side(state)
+            if unrun is not None:  # not the input's fault: each row is a server error's
+                return {key: rows.get(key) or Row(key, *unrun) for key in keys}
         words = state.error_words if kind == RowKind.JOB_FAILED else None
         return {key: rows.get(key) or Row(key, kind, note=note, words=words) for key in keys}
 
@@ -313,6 +316,23 @@ _GRPC_HTTP = {
 
 _GRPC_NAMES = list(_GRPC_HTTP)
 """The canonical codes' names by number, from 1 (`CANCELLED`)."""
+
+
+def _server_side(state: JobState) -> tuple[str, int, bytes] | None:
+    """The row a job that failed on the provider's side (`INTERNAL`, `UNAVAILABLE`, a
+    deadline, a limit) gives each request it did not answer: an error of that status,
+    which the run sends again as it does a row's server error. `None` for a job refused
+    for its input (`INVALID_ARGUMENT`), whose rows fail as `job_failed`."""
+    if state.error is None or state.error == "error":  # (no code to tell: as refused)
+        return None
+    name: object = state.error
+    error = {"status": name} if name in _GRPC_HTTP else {"code": name}
+    status = _http_status(error)
+    if status < 500 and status != 429:
+        return None
+    message = state.error_words or f"the batch job failed: {state.error}"
+    body = {"error": {**error, "message": message}}
+    return RowKind.ERROR, status, json.dumps(body).encode()
 
 
 def _http_status(error: dict[str, Any]) -> int:
