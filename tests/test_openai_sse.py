@@ -166,13 +166,16 @@ def test_one_byte_at_a_time_keeps_multibyte_characters() -> None:
         max_size=6,
     ),
     st.lists(st.integers(min_value=0, max_value=400), max_size=12),
+    st.sampled_from(["\n", "\r\n", "\r"]),
     st.booleans(),
 )
 def test_sse_parser_any_chunking_and_line_ending(
-    events: list[tuple[str | None, list[str]]], cuts: list[int], crlf: bool
+    events: list[tuple[str | None, list[str]]], cuts: list[int], newline: str, marked: bool
 ) -> None:
-    newline = "\r\n" if crlf else "\n"
-    text = ": keep-alive" + newline
+    # Lines end with LF, CRLF or CR (the SSE format allows each; CR alone read a whole
+    # stream as one line); a byte-order mark opening the stream is no part of its first
+    # line (it made the first field `\ufeffdata`, and the event was dropped).
+    text = ("\ufeff" if marked else "") + ": keep-alive" + newline
     for name, lines in events:
         if name is not None:
             text += f"event: {name}{newline}"
@@ -294,6 +297,25 @@ def test_groq_error_event_maps_to_its_status() -> None:
     assert type(error) is InvalidRequestError
     assert error.status == 400
     assert error.retryable
+
+
+def test_an_error_event_in_plain_words_is_the_servers_error() -> None:
+    # `event: error` with text, or a JSON string: the server's error (tried again), not a
+    # stream allama could not read.
+    for words in (b"Internal Server Error", b'"upstream timed out"'):
+        data = sse(chunk({"content": "maybe"})) + b"event: error\ndata: " + words + b"\n\n"
+        _, error = _events_until_error(data)
+        assert type(error) is ServerError and error.retryable
+        assert str(error) == words.decode().strip('"')
+
+
+def test_an_emoji_escaped_in_halves_across_chunks_is_read() -> None:
+    # `\ud83d` in one chunk, `\ude00` in the next: JSON the standard library reads, and
+    # pydantic-core refuses; the stream failed as no chunk.
+    first = b'data: {"choices":[{"index":0,"delta":{"content":"a\\ud83d"}}]}\n\n'
+    second = b'data: {"choices":[{"index":0,"delta":{"content":"\\ude00b"}}]}\n\n'
+    response = collect(decode_stream(first + second + sse(chunk({}, "stop"), "[DONE]")))
+    assert response.text() == "a\U0001f600b"
 
 
 def test_rate_limit_error_object_in_stream() -> None:

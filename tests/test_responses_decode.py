@@ -480,6 +480,15 @@ def test_error_events_in_either_shape() -> None:
     assert type(server) is ServerError and server.retryable
 
 
+def test_an_error_event_in_plain_words_is_the_servers_error() -> None:
+    # `event: error` with text, or a JSON string (a proxy's words): the server's error,
+    # tried again, not a stream allama could not read.
+    for words in (b"Internal Server Error", b'"upstream timed out"'):
+        with pytest.raises(ServerError) as caught:
+            decode_stream(b"event: error\ndata: " + words + b"\n\n")
+        assert caught.value.retryable and str(caught.value) == words.decode().strip('"')
+
+
 # Streams
 
 

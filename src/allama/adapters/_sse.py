@@ -8,6 +8,8 @@ from __future__ import annotations
 
 __all__ = ["SseEvent", "SseParser"]
 
+_BOM = b"\xef\xbb\xbf"
+
 
 class SseEvent:
     """One server-sent event: its `event:` name (if any) and its joined `data:` lines."""
@@ -23,38 +25,59 @@ class SseEvent:
 
 
 class SseParser:
-    """Bytes in any chunking to `SseEvent`s. Lines end with LF or CRLF."""
+    """Bytes in any chunking to `SseEvent`s. Lines end with LF, CRLF or CR, as the SSE
+    format allows; a byte-order mark that opens the stream is not part of its first line."""
 
     def __init__(self) -> None:
         self._buffer = bytearray()
         self._scanned = 0
         self._data: list[str] = []
         self._event: str | None = None
+        self._opened = False
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         self._buffer += chunk
         events: list[SseEvent] = []
         buffer = self._buffer
+        if not self._opened:
+            if _BOM.startswith(bytes(buffer[:3])) and len(buffer) < len(_BOM):
+                return events  # (the mark's first bytes, or none yet)
+            if buffer.startswith(_BOM):
+                del buffer[: len(_BOM)]
+            self._opened = True
         start = 0
+        # The next LF and CR from where the scan is (-1: none in the rest of the buffer),
+        # each searched for again only once passed: every byte is scanned once.
+        lf = cr = -2
         while True:
-            end = buffer.find(b"\n", max(start, self._scanned))
-            if end < 0:
+            at = max(start, self._scanned)
+            if -1 < lf < at or lf == -2:
+                lf = buffer.find(b"\n", at)
+            if -1 < cr < at or cr == -2:
+                cr = buffer.find(b"\r", at)
+            if cr < 0 or (-1 < lf < cr):
+                if lf < 0:
+                    break
+                end, after = lf, lf + 1
+            elif cr + 1 == len(buffer):  # CR, or CRLF whose LF is in the next chunk
+                self._scanned = cr
                 break
-            line = buffer[start:end]
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            self._line(line.decode("utf-8", "replace"), events)
-            start = end + 1
+            else:
+                end, after = cr, cr + (2 if buffer[cr + 1] == 0x0A else 1)
+            self._line(buffer[start:end].decode("utf-8", "replace"), events)
+            start = after
+        scanned = self._scanned if cr == len(buffer) - 1 and cr >= start else len(buffer)
         if start:
             del buffer[:start]
-        self._scanned = len(buffer)
+        self._scanned = scanned - start
         return events
 
     def close(self) -> tuple[list[SseEvent], bool]:
         """The events left at the end of input, and whether a line was cut off."""
         events: list[SseEvent] = []
-        cut = bool(self._buffer)
-        if cut:
+        ended = self._buffer.endswith(b"\r")  # a line whose end is a CR: whole
+        cut = bool(self._buffer) and not ended
+        if self._buffer:
             line = self._buffer.rstrip(b"\r").decode("utf-8", "replace")
             self._buffer.clear()
             self._scanned = 0

@@ -186,9 +186,16 @@ class MessagesStreamDecoder:
                 raise IncompleteStreamError(
                     "the stream ended in the middle of an event"
                 ).mark_authored() from None
-            raise StreamDecodeError("a stream event is not valid JSON").mark_authored() from None
+            if event.event != "error":
+                raise StreamDecodeError(
+                    "a stream event is not valid JSON"
+                ).mark_authored() from None
+            payload = event.data.strip()  # an error event in the server's own words
         if not isinstance(payload, dict):
-            raise StreamDecodeError("a stream event is not a JSON object").mark_authored()
+            if event.event != "error":
+                raise StreamDecodeError("a stream event is not a JSON object").mark_authored()
+            words = payload if isinstance(payload, str) else event.data.strip()
+            payload = {"type": "error", "error": {"type": "api_error", "message": words}}
         kind = payload.get("type", event.event)
         if kind == "error" or event.event == "error":
             raise error_from_payload(payload, provider=self._provider, model=self._model)

@@ -170,17 +170,7 @@ class ChatStreamDecoder:
             except ValidationError as invalid:
                 chunk = refit(WireChunk, data, invalid)  # a usage detail of another shape
             if chunk is not None:
-                failure = self._failure(chunk, data)
-                if failure is not None:
-                    # OpenRouter ends a failed stream with the error (beside the choices, or
-                    # on the choice), a delta with finish reason `error`, and sometimes the
-                    # usage: keep what it reports.
-                    yield from self._chunk(chunk, failed=True)
-                    yield from self._flush_details()
-                    raise error_from_payload(
-                        failure, provider=self._provider, model=self._model
-                    ).with_body(data)
-                yield from self._chunk(chunk)
+                yield from self._take(chunk, data)
                 return
         # An error event, or a payload that is not a chunk: find out which.
         try:
@@ -195,14 +185,45 @@ class ChatStreamDecoder:
                 raise IncompleteStreamError(
                     "the stream ended in the middle of an event"
                 ).mark_authored() from None
+            if event.event == "error":  # the server's own words (`Internal Server Error`)
+                yield from self._flush_details()
+                raise error_from_payload(
+                    {"error": {"message": data}}, provider=self._provider, model=self._model
+                ) from None
             raise StreamDecodeError("a stream event is not valid JSON").mark_authored() from None
+        if event.event == "error" and not isinstance(payload, dict):
+            payload = {"error": {"message": payload if isinstance(payload, str) else data}}
         if isinstance(payload, dict) and (event.event == "error" or payload.get("error")):
             yield from self._usage_of(payload)
             yield from self._flush_details()
             raise error_from_payload(payload, provider=self._provider, model=self._model)
+        if isinstance(payload, dict):
+            # JSON pydantic-core refuses and the standard library reads: an escaped lone
+            # surrogate (half an emoji, its other half in the next chunk), which the text's
+            # collector pairs again.
+            try:
+                chunk = WireChunk.model_validate(payload)
+            except ValidationError:
+                chunk = None
+            if chunk is not None:
+                yield from self._take(chunk, data)
+                return
         raise StreamDecodeError(
             "a stream event does not fit the chat completion chunk shape"
         ).mark_authored()
+
+    def _take(self, chunk: WireChunk, data: str) -> Iterator[StreamEvent]:
+        failure = self._failure(chunk, data)
+        if failure is not None:
+            # OpenRouter ends a failed stream with the error (beside the choices, or on the
+            # choice), a delta with finish reason `error`, and sometimes the usage: keep
+            # what it reports.
+            yield from self._chunk(chunk, failed=True)
+            yield from self._flush_details()
+            raise error_from_payload(failure, provider=self._provider, model=self._model).with_body(
+                data
+            )
+        yield from self._chunk(chunk)
 
     @staticmethod
     def _failure(chunk: WireChunk, data: str) -> dict[str, Any] | None:

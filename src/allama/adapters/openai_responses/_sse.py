@@ -246,9 +246,16 @@ class ResponsesStreamDecoder:
                 raise IncompleteStreamError(
                     "the stream ended in the middle of an event"
                 ).mark_authored() from None
-            raise StreamDecodeError("a stream event is not valid JSON").mark_authored() from None
+            if event.event != "error":
+                raise StreamDecodeError(
+                    "a stream event is not valid JSON"
+                ).mark_authored() from None
+            payload = data.strip()  # an error event in the server's own words
         if not isinstance(payload, dict):
-            raise StreamDecodeError("a stream event is not a JSON object").mark_authored()
+            if event.event != "error":
+                raise StreamDecodeError("a stream event is not a JSON object").mark_authored()
+            words = payload if isinstance(payload, str) else data.strip()
+            payload = {"error": {"message": words}}
         kind = payload.get("type") or event.event
         if kind == "error" or event.event == "error":
             raise error_from_payload(payload, provider=self._provider, model=self._model)
