@@ -230,6 +230,37 @@ def test_whole_tool_calls_in_one_delta() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "deltas",
+    [
+        # Only `index` need come on a call's first delta: the id, the name, or the name's
+        # second half may come on a later one. The call kept the first delta's (a made-up
+        # id, no name: a forced tool's answer was "no tool call").
+        [{"id": "call_1", "function": {"arguments": ""}}, {"function": {"name": "f"}}],
+        [{"function": {"name": "f", "arguments": ""}}, {"id": "call_1"}],
+        [
+            {"id": "call_1", "function": {"name": "sub", "arguments": ""}},
+            {"function": {"name": "mit"}},
+        ],
+        # A server that repeats the whole name (and id) on every delta: said once.
+        [{"id": "call_1", "function": {"name": "f"}}, {"id": "call_1", "function": {"name": "f"}}],
+    ],
+)
+def test_a_tool_calls_id_and_name_may_come_on_later_deltas(deltas: list[dict[str, Any]]) -> None:
+    pieces = [chunk({"tool_calls": [{"index": 0, **delta}]}) for delta in deltas]
+    arguments = chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"a":1}'}}]})
+    data = sse(*pieces, arguments, chunk({}, "tool_calls"), "[DONE]")
+    name = "submit" if any(d.get("function", {}).get("name") == "sub" for d in deltas) else "f"
+    assert collect(decode_stream(data)).tool_calls() == (
+        ToolCall(id="call_1", name=name, arguments='{"a":1}'),
+    )
+    # A call that never sends arguments still ends with its id and name.
+    bare = sse(*pieces, chunk({}, "tool_calls"), "[DONE]")
+    assert collect(decode_stream(bare)).tool_calls() == (
+        ToolCall(id="call_1", name=name, arguments=""),
+    )
+
+
 def test_groq_usage_under_x_groq() -> None:
     data = sse(
         chunk({"content": "x"}),

@@ -126,6 +126,9 @@ class ChatStreamDecoder:
         self._tool_count = 0
         self._last_tool: object | None = None
         self._has_tool_calls = False
+        self._held: dict[int, list[str | None]] = {}
+        """Tool calls whose block has not started: their id and name so far, until the
+        first piece of their arguments (only `index` need come on a call's first delta)."""
         self._started = False
         self._known_id = False
         self._tier_told = False
@@ -324,7 +327,10 @@ class ChatStreamDecoder:
         return entry
 
     def _flush_details(self) -> Iterator[StreamEvent]:
-        """The `reasoning_details` so far, if they changed since they were last emitted."""
+        """The `reasoning_details` so far, if they changed since they were last emitted (and
+        the tool calls held until their arguments, as the stream ends)."""
+        for index in list(self._held):
+            yield from self._tool_start(index)
         if not self._details_changed:
             return
         self._details_changed = False
@@ -402,16 +408,18 @@ class ChatStreamDecoder:
             self._last_tool = key
             function = call.function
             index, new = self._block(key)
+            name = function.name if function is not None else None
             if new:
                 self._has_tool_calls = True
-                yield BlockStart(
-                    index=index,
-                    block_type=StreamBlockType.TOOL_CALL,
-                    id=call.id or f"call_{self._tool_count}",
-                    name=function.name if function is not None else None,
-                )
-                self._tool_count += 1
+                self._held[index] = [call.id, name]
+            else:
+                held = self._held.get(index)
+                if held is not None:  # an id or a name on a later delta: the call's
+                    held[0] = held[0] or call.id
+                    if name and name != held[1]:  # (a server that repeats it whole)
+                        held[1] = (held[1] or "") + name  # pieces, as the SDK joins them
             if function is not None and function.arguments:
+                yield from self._tool_start(index)
                 yield ToolCallDelta(index=index, arguments=function.arguments)
         legacy = delta.function_call
         if legacy is not None:
@@ -441,6 +449,19 @@ class ChatStreamDecoder:
                     key=DECLINE_EXPLANATION_KEY,
                     value=explanation,
                 )
+
+    def _tool_start(self, index: int) -> Iterator[StreamEvent]:
+        held = self._held.pop(index, None)
+        if held is None:
+            return
+        call_id, name = held
+        yield BlockStart(
+            index=index,
+            block_type=StreamBlockType.TOOL_CALL,
+            id=call_id or f"call_{self._tool_count}",
+            name=name,
+        )
+        self._tool_count += 1
 
     def _finish(self, raw: str | None) -> Iterator[StreamEvent]:
         self.finished = True
