@@ -279,6 +279,29 @@ def test_a_long_string_grows_chunk_by_chunk() -> None:
     assert bodies == sorted(bodies, key=len)
 
 
+@pytest.mark.parametrize("mode", [NATIVE, FORCED])
+def test_an_emoji_whose_halves_come_in_two_deltas_is_one_character_in_the_partial(
+    mode: ExtractionMode,
+) -> None:
+    # A provider that escapes an emoji as `\ud83d\ude00` and splits the escape across its
+    # events sends each half as a lone surrogate: the response pairs them, the partial
+    # value kept them apart (another value than `finish()`'s, which no JSON dump takes).
+    class Named(BaseModel):
+        name: str
+        n: int
+
+    for chunks, name in (
+        (['{"name": "hi \ud83d', '\ude00 there", "n": 1}'], "hi \U0001f600 there"),
+        (['{"name": "hi \ud83d', "\ude00 there", '", "n": 1}'], "hi \U0001f600 there"),
+        (['{"name": "hi \ud83d', '\ude00", "n": 1}'], "hi \U0001f600"),
+    ):
+        streamed = stream(Named, chunks, mode)
+        assert streamed.value == Named(name=name, n=1)
+        for partial in streamed.partials:
+            assert partial is None or "\ud83d" not in partial.model_dump_json()
+        assert streamed.partials[-1] == streamed.value
+
+
 def test_prose_before_the_json_is_skipped() -> None:
     document = json.dumps(
         {

@@ -14,7 +14,8 @@ from allama.extract._parse import Checked
 from allama.extract._partial import PartialValue, root_of
 from allama.extract._root import wrapper_type
 from allama.extract._validation import Failure, check
-from allama.stream import AsyncChatStream, ChatStream, StreamCollector
+from allama.stream import _SURROGATE, AsyncChatStream, ChatStream, StreamCollector
+from allama.stream import _joined as _paired_parts
 from allama.types import (
     BlockStart,
     Finish,
@@ -68,6 +69,10 @@ class _Observer(Generic[T]):
         # Text not yet given to the partial value: it is read when `partial` is, so a
         # caller who never looks at it pays nothing for it.
         self._unread: list[str] = []
+        self._half = ""
+        """The first half of a surrogate pair that ended the last piece: held until the
+        piece with its second half, so that the two are one character (an emoji whose
+        escape a provider split across events)."""
         self._ended = False
         self._settled = False
         self._checked: Checked | None = None
@@ -93,9 +98,25 @@ class _Observer(Generic[T]):
         elif isinstance(event, ToolCallDelta) and event.index == self._tool_index:
             self._take(event.arguments)
         elif isinstance(event, Finish):
-            self._ended = True
+            self._end()
+
+    def _end(self) -> None:
+        self._ended = True
+        half, self._half = self._half, ""
+        if half:  # no second half came: kept as it came, as the response keeps it
+            self._put(half)
 
     def _take(self, text: str) -> None:
+        if self._half:
+            text, self._half = self._half + text, ""
+        if text and "\ud800" <= text[-1] <= "\udbff":
+            text, self._half = text[:-1], text[-1]
+        if _SURROGATE.search(text) is not None:
+            text = _paired_parts([text])
+        if text:
+            self._put(text)
+
+    def _put(self, text: str) -> None:
         self._pieces.append(text)
         if not self._partial.complete:
             self._unread.append(text)
@@ -203,7 +224,7 @@ class _Observer(Generic[T]):
         return extracted
 
     def _finish_with(self, collector: StreamCollector) -> Extracted[T]:
-        self._ended = True
+        self._end()
         opened = self._opened
         target = opened.target
         metadata = opened.metadata.model_copy(deep=True)
