@@ -457,6 +457,62 @@ def test_an_answer_cut_off_after_its_status_was_made_and_its_cost_is_unknown() -
         _cut_off(401).chat_stream(request)
 
 
+def _streaming(body: bytes) -> Any:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    transport = allama.Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    return allama.provider("openai", api_key="sk-test", transport=transport)
+
+
+def test_a_stream_that_fails_after_its_answer_began_was_made_and_its_cost_is_unknown() -> None:
+    """As one the network cuts: a stream whose body ended cleanly before its finish, or
+    that sent an error object, after the model began writing, was recorded as costing
+    nothing ("no usage was reported"), which a batch run's budget counted free."""
+    import asyncio
+
+    from pydantic import BaseModel
+
+    from allama.errors import IncompleteStreamError, paid_for
+    from allama.extract._metadata import ExtractionMetadata
+
+    class Row(BaseModel):
+        n: int
+
+    began = b'data: {"choices":[{"index":0,"delta":{"content":"{\\"n\\": "}}]}\n\n'
+    error = b'data: {"error":{"message":"The server had an error","type":"server_error"}}\n\n'
+    request = ChatRequest("gpt-4o-mini").user("Hi")
+    for body, kind in ((began, IncompleteStreamError), (began + error, ServerError)):
+        provider = _streaming(body)
+        with pytest.raises(kind) as failed:
+            list(allama.extract_stream(provider, Row, request))
+        record = ExtractionMetadata.from_error(failed.value)
+        assert record is not None and record.usage == allama.Usage() and record.cost is None
+        assert record.cost_missing == "no usage was reported for one of its calls"
+
+        async def read(provider: Any = provider) -> None:
+            async with await allama.aextract_stream(provider, Row, request) as stream:
+                async for _ in stream:
+                    pass
+
+        with pytest.raises(kind) as failed:
+            asyncio.run(read())
+        record = ExtractionMetadata.from_error(failed.value)
+        assert record is not None and record.usage == allama.Usage()
+        if kind is ServerError:  # read without an extraction, the error says it too
+            with pytest.raises(ServerError) as failed, provider.chat_stream(request) as stream:
+                list(stream)
+            assert [entry["usage"] for entry in paid_for(failed.value)] == [{}]
+    # Before any of the answer, nothing says it was billed: a failure paid for nothing.
+    with pytest.raises(ServerError) as failed:
+        list(allama.extract_stream(_streaming(error), Row, request))
+    record = ExtractionMetadata.from_error(failed.value)
+    assert record is not None and record.usage is None
+
+
 def test_an_error_status_whose_body_does_not_decode_is_read_by_its_status() -> None:
     import asyncio
 

@@ -287,11 +287,16 @@ class StreamCollector:
         if self._error is not None:
             raise self._error
         if self._finish is None:
-            raise (
+            ended = (
                 IncompleteStreamError("the stream ended before the response finished")
                 .mark_authored()
                 .with_retryable(True)
             )
+            if self._usage is None and any(block.parts for block in self._blocks.values()):
+                # The model had begun its answer: made, and maybe billed, for what nothing
+                # says (its cost unknown, not nothing), as a stream the network cut.
+                ended.with_metadata(REPORTED_USAGE_KEY, {})
+            raise ended
         return self.partial_response()
 
     def __repr__(self) -> str:

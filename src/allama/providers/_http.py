@@ -22,6 +22,7 @@ from allama.adapters._adapter import Adapter, StreamDecoder, load_adapter
 from allama.adapters._http import SECRET_HEADERS, HttpRequest, HttpResponse
 from allama.errors import (
     QUOTA_TOKENS_PER_MINUTE_KEY,
+    REPORTED_USAGE_KEY,
     AuthenticationError,
     Error,
     InvalidRequestError,
@@ -586,11 +587,18 @@ class HttpProvider:
         def events() -> Iterator[StreamEvent]:
             for warning in warnings:
                 yield vocabulary.WarningEvent(warning=warning)
-            for chunk in chunks:
-                yield from decoder.feed(chunk)
-                if decoder.done:
-                    return
-            yield from decoder.close()
+            answered: bool | None = False
+            try:
+                for chunk in chunks:
+                    for event in decoder.feed(chunk):
+                        answered = _answering(answered, event)
+                        yield event
+                    if decoder.done:
+                        return
+                yield from decoder.close()
+            except Error as error:
+                _made(error, answered)
+                raise
 
         return streams.ChatStream(
             self._scrubbed(events()),
@@ -667,18 +675,20 @@ class HttpProvider:
         chunks = handle.aiter_bytes() if span is None else span.atimed(handle.aiter_bytes())
 
         async def events() -> AsyncIterator[StreamEvent]:
+            answered: bool | None = False
             try:
                 for warning in warnings:
                     yield vocabulary.WarningEvent(warning=warning)
                 async for chunk in chunks:
                     for event in decoder.feed(chunk):
+                        answered = _answering(answered, event)
                         yield event
                     if decoder.done:
                         return
                 for event in decoder.close():
                     yield event
             except Error as error:
-                self._scrub(error)
+                self._scrub(_made(error, answered))
                 raise
 
         return streams.AsyncChatStream(
@@ -782,3 +792,32 @@ def _past_quota(error: Error, request: ChatRequest) -> Error:
     ):
         error.with_retryable(False).with_retry_after(None)
     return error
+
+
+_ANSWER_EVENTS = (
+    vocabulary.TextDelta,
+    vocabulary.ToolCallDelta,
+    vocabulary.ReasoningDelta,
+    vocabulary.RefusalDelta,
+)
+"""Events that say the model was writing an answer: a stream that fails after one was
+made, and maybe billed, whether or not it reported usage."""
+
+
+def _answering(answered: bool | None, event: StreamEvent) -> bool | None:
+    """Whether the stream has begun its answer (`True`), not yet (`False`), or reported its
+    usage (`None`: what it paid is said)."""
+    if answered is None or isinstance(event, vocabulary.UsageEvent):
+        return None
+    return answered or isinstance(event, _ANSWER_EVENTS)
+
+
+def _made(error: Error, answered: bool | None) -> Error:
+    """`error` (a stream that failed in its body: ended early, or an error in it) marked as
+    a call made, its cost unknown unless the stream reported usage, where the model had
+    begun its answer (as a stream cut by the network is); a failure before any of the
+    answer, as a refused request, reports nothing paid."""
+    if answered and REPORTED_USAGE_KEY not in error.context.metadata:
+        error.with_metadata(REPORTED_USAGE_KEY, {})
+    return error
+
