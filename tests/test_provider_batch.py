@@ -2445,6 +2445,54 @@ def rows_of(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+@pytest.mark.parametrize("family", ["anthropic", "gemini"])
+def test_a_row_to_send_again_live_is_sent_live_by_the_run_that_resumes_it(
+    server: ProviderBatchServer, tmp_path: Path, family: str
+) -> None:
+    # doc 23 comes back with a server error; the run is killed as it begins to send it
+    # again live. The run that resumed it put it in a new job: its server error kept no
+    # answer, and nothing said it had been sent.
+    ledger = tmp_path / "live.sqlite"
+    provider_name, options, model = FAMILIES[family]
+    script = tmp_path / "dies.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import os, signal
+            import allama
+            from allama.batch import _jobs
+            from pydantic import BaseModel
+
+            class Doc(BaseModel):
+                n: int
+
+            async def dies(self, item):
+                os.kill(os.getpid(), signal.SIGKILL)
+
+            _jobs.JobRunner._live = dies
+            provider = allama.provider(
+                {provider_name!r}, base_url={_base(server, provider_name)!r}, api_key="k",
+                **{options!r},
+            )
+            request = allama.ChatRequest({model!r}).system("Read the number.")
+            run = allama.batch(
+                provider, Doc, ["doc 23"], request=request, ledger={str(ledger)!r},
+                provider_batch=True, poll_interval=0.001, backoff=0.001, job_retry="live",
+            )
+            list(run)
+            """
+        )
+    )
+    died = subprocess.run([sys.executable, str(script)], timeout=120, capture_output=True)
+    assert died.returncode == -signal.SIGKILL, died.stderr.decode()[-2000:]
+    assert len(server.jobs) == 1 and server.live[(family, 23)] == 0
+    provider, model = _provider(server, family)
+    (result,) = _run(provider, model, ["doc 23"], ledger, job_retry="live")
+    assert result.value == Doc(n=23)
+    assert len(server.jobs) == 1 and server.live[(family, 23)] == 1
+    assert result.metadata is not None and result.metadata.batch_passes == 0
+
+
 @pytest.mark.parametrize("job_retry", ["batch", "live"])
 def test_a_gemini_job_failed_on_the_providers_side_sends_its_rows_again(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, job_retry: str

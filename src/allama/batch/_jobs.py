@@ -363,7 +363,10 @@ class JobRunner(_Runner):
             await self._leave(item)
             return
         if await self._start(item):
-            self._route(item, follow_up=bool(item.log))
+            # Taken out of a job by a run that ended before sending it again (`_resend`),
+            # even with no answer kept: a follow-up, as it was for that run.
+            resent = row is not None and row.log is not None and row.status != Status.FAILED
+            self._route(item, follow_up=bool(item.log) or resent)
 
     async def _start(self, item: _Item) -> bool:
         """Begin the item's extraction and replay what jobs answered it; `False` when that

@@ -627,11 +627,13 @@ class Ledger:
 
     def _resend(self, key: str, log: list[dict[str, Any]] | None) -> int:
         """Take an input this run holds out of its job to send it again (counting the
-        attempt), keeping what the jobs answered so far."""
+        attempt), keeping what the jobs answered so far: a list, empty where they answered
+        nothing it takes in (a server error), so that a run that resumes it knows it for a
+        follow-up (sent live under `job_retry="live"`), not an input never sent."""
         resent = self._connection.execute(
             "UPDATE items SET status = ?, job = NULL, log = ?, attempts = attempts + 1, "
             "claimed_at = ? WHERE key = ? AND run_id = ?",
-            (Status.IN_FLIGHT, json.dumps(log) if log else None, time.time(), key, self.run_id),
+            (Status.IN_FLIGHT, json.dumps(log or []), time.time(), key, self.run_id),
         )
         # 0: no longer this run's (another took it over, the job's rows with it): not sent.
         return self._attempts(key) if resent.rowcount == 1 else 0
