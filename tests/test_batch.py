@@ -1370,6 +1370,42 @@ def test_a_budget_over_a_request_function_counts_every_functions_runs_of_its_typ
     )
 
 
+@pytest.mark.parametrize("first_form", ["function", "template"])
+def test_a_budget_counts_inputs_it_reads_that_a_run_of_the_requests_other_form_paid_for(
+    server: BatchServer, tmp_path: Path, first_form: str
+) -> None:
+    # The same requests made by a function in one run and a template in the other: the same
+    # inputs (keys), of runs whose settings differ. The second run gave the first's values
+    # back, counted their cost in its summary, and not in its budget: it sent every new
+    # input, to 168 % of the job's budget.
+    ledger = tmp_path / "forms.sqlite"
+
+    def made(document: str) -> ChatRequest:
+        return TEMPLATE.user(document)
+
+    forms: dict[str, Any] = {"function": made, "template": TEMPLATE}
+    second_form = "template" if first_form == "function" else "function"
+    first = allama.batch(
+        provider_for(server), Row, docs(4), request=forms[first_form], ledger=ledger
+    )
+    assert [outcome(r) for r in first] == ["ok"] * 4
+    each = first.summary.cost / 4
+    run = allama.batch(
+        provider_for(server),
+        Row,
+        docs(8),
+        request=forms[second_form],
+        ledger=ledger,
+        max_cost=str(each * 5 - each / 2),
+        concurrency=1,  # one at a time: the budget is reached by the first input sent
+    )
+    results = sorted(run, key=lambda r: r.index)
+    assert [r.resumed for r in results[:4]] == [True] * 4
+    assert [outcome(r) for r in results[4:]] == ["ok", "not_started", "not_started", "not_started"]
+    assert run.summary.cost == each * 5 and run.summary.stopped is not None
+    assert run.summary.stopped.startswith(f"the budget of ${each * 5 - each / 2} is reached")
+
+
 def test_type_forms_that_compare_equal_but_write_other_schemas_key_apart() -> None:
     from typing import Literal
 

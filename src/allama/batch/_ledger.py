@@ -1038,6 +1038,14 @@ class Ledger:
                     unfinished[str(key)] = str(cost)
         return total, unfinished
 
+    def runs_unlike(self, like: dict[str, Any]) -> frozenset[str]:
+        """The runs whose settings do not have `like`'s values (whose inputs `paid(like)`
+        leaves out), by id."""
+        agree = _Agreement(like)
+        with self._lock:
+            found = self._connection.execute("SELECT run_id, settings FROM runs").fetchall()
+        return frozenset(str(run_id) for run_id, settings in found if not agree(settings))
+
     def unpriced(self, like: dict[str, Any] | None = None) -> str | None:
         """Why the cost of what an input paid is not known, for the first such input (of
         runs whose settings have `like`'s values); `None` when every cost is known."""
