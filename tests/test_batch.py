@@ -2302,6 +2302,11 @@ def test_a_run_closed_while_an_input_waits_to_retry_keeps_what_it_paid(
     assert list(run) == []
     [row] = Ledger(ledger, read_only=True).rows()
     assert (row.status, row.cost) == ("pending", "0.000021")
+    # The closed run's summary counts what it paid, as the ledger does (it said $0: the
+    # input has no result).
+    summary = run.summary
+    assert (summary.abandoned, summary.passes, summary.cost) == (1, 1, Decimal("0.000021"))
+    assert "cost $0.000021" in summary.lines()
     again = allama.batch(provider_for(server), Row, ["doc 1, flaky"], backoff=0.01, **options)
     [result] = list(again)
     assert result.value == Row(n=1) and server.sent[1] == 3

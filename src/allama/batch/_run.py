@@ -379,30 +379,47 @@ class BatchSummary:
             return  # its record is the first copy's, counted there
         self.attempts += result.attempts
         records = [*result.spent, *([result.metadata] if result.metadata is not None else [])]
+        if not records:  # never sent (its request could not be made): nothing to price or time
+            return
+        if result.resumed or (result.failure is not None and result.failure.kind == NOT_STARTED):
+            earlier = None  # (one not started carries earlier runs' attempts alone)
+            all_earlier = True
+        else:
+            all_earlier = False
+        cost = self.add_paid(records, earlier, all_earlier=all_earlier)
+        if cost is not None:
+            _keep_top(self.costliest, (cost, result.label))
+        if result.failure is None or result.failure.kind != NOT_STARTED:
+            _keep_top(self.slowest, (result.seconds, result.label))
+
+    def add_paid(
+        self,
+        records: list[ExtractionMetadata],
+        earlier: Decimal | None = None,
+        *,
+        all_earlier: bool = False,
+    ) -> Decimal | None:
+        """Count what an input's attempts paid (passes, tokens, money; `earlier` of it, or
+        all of it, paid by earlier runs); its cost, `None` when unknown. An input left
+        unfinished by a run closed early counts so too, with no result."""
         for metadata in records:
             self.passes += metadata.passes
             self.batch_passes += metadata.batch_passes
             if metadata.usage is not None:
                 self.input_tokens += metadata.usage.input_tokens or 0
                 self.output_tokens += metadata.usage.output_tokens or 0
-        if not records:  # never sent (its request could not be made): nothing to price or time
-            return
         cost, missing = _cost_of(records)
         if cost is not None:
             self.cost = MONEY.add(self.cost, cost)
-            if result.resumed or (
-                result.failure is not None and result.failure.kind == NOT_STARTED
-            ):
-                earlier = cost  # (one not started carries earlier runs' attempts alone)
+            if all_earlier:
+                earlier = cost
             if earlier:
                 self.cost_earlier = MONEY.add(self.cost_earlier, min(earlier, cost))
             self.priced += 1
-            _keep_top(self.costliest, (cost, result.label))
         elif missing is not None and _paid_any(records):
             self.cost_unknown += 1
             self.cost_missing = self.cost_missing or missing
-        if result.failure is None or result.failure.kind != NOT_STARTED:
-            _keep_top(self.slowest, (result.seconds, result.label))
+        return cost
 
     def lines(self) -> list[str]:
         """The summary as a person reads it."""
@@ -1300,6 +1317,10 @@ class _Runner:
         self.paid_earlier: dict[str, Decimal] = {}
         """What earlier runs paid for inputs this run sends again (the records their
         attempts carry), until they end: the summary says it is theirs."""
+        self.paid_unfinished: dict[str, list[ExtractionMetadata]] = {}
+        """What inputs in flight paid so far, as the ledger keeps it (their attempts before
+        the one going on, or its answers before a further call), by key, until they end:
+        a run closed early counts it for those it abandons."""
         self.carried: dict[str, Decimal] = {}
         """What earlier runs paid for inputs this run may send again, until they end: part
         of `job_paid`, which the cost of their end here includes again."""
@@ -1621,6 +1642,10 @@ class _Runner:
         if self.closed:  # what was read and has no result: in flight, or waiting for a slot
             given = summary.finished + summary.not_started + summary.elsewhere + summary.in_jobs
             summary.abandoned = max(0, self.read - given)
+            # What those paid is in the ledger (pending), and this run's spend.
+            for key, records in self.paid_unfinished.items():
+                summary.add_paid(records, self.paid_earlier.pop(key, None))
+            self.paid_unfinished.clear()
         inputs = self.spec.inputs
         sized = hasattr(inputs, "__len__")
         if sized and self.read >= len(inputs):  # type: ignore[arg-type]
@@ -1751,6 +1776,8 @@ class _Runner:
             self.first_read(result.key)
         if self.spec.max_cost is not None:
             self._count_paid(result)
+        if not result.duplicate:
+            self.paid_unfinished.pop(result.key, None)
         self.summary.add(result, self.paid_earlier.pop(result.key, None))
         self._check_budget(result)
         self.emit(result)
@@ -2167,6 +2194,7 @@ class _Runner:
             await self.ledger.keep_paid(key, _stored_record(paid, spent), _paid_text(paid, spent))
         except sqlite3.Error as error:  # the send goes on: its end is written, or given unkept
             self._ledger_broke(error)
+        self.paid_unfinished[key] = [*spent, paid]
 
     def _taken_over(
         self,
@@ -2315,6 +2343,7 @@ class _Runner:
                             )
                         except sqlite3.Error as error:  # the run stops: not tried again
                             self._ledger_broke(error)
+                    self.paid_unfinished[key] = list(spent)
                 if self.stopping is None:
                     limited = isinstance(outcome, RateLimitedError)
                     self.summary.retrying += not limited
