@@ -63,6 +63,9 @@ def test_abstaining_adds_the_none_of_these_option_last() -> None:
     assert options.options[-1].value is None and options.is_abstain(options.options[-1])
     with pytest.raises(ValueError, match="already has an option `none of these`"):
         options_of(Literal["none of these", "x"], allow_abstain=True)
+    # Alike once trimmed, as an answer is read: `none of these` chose it, not abstaining.
+    with pytest.raises(ValueError, match="already has an option `none of these`"):
+        options_of(Literal["x", " none of these"], allow_abstain=True)
 
 
 @pytest.mark.parametrize(
@@ -162,6 +165,30 @@ def test_tokens_that_write_the_same_bytes_are_one_branch_of_their_summed_probabi
     )
     assert measured.unresolved == pytest.approx(0.9 * (1 - 0.5 - 0.401))
     assert measured.unlisted == frozenset()
+
+
+def test_a_chosen_option_whose_end_was_not_listed_is_unmeasured_not_measured_at_zero() -> None:
+    # `no` could go on into `not sure`, and no end of generation is listed: what `no` has
+    # is unresolved. It was given a confidence of 0.0 (every option counted as seen).
+    tokens = tokens_of([("no", 0.85, [("no", 0.85), ("not", 0.1), ("yes", 0.04)])])
+    measured = measure(tokens, "no", ["yes", "no", "not sure"], "no", Spelling(0, json=False))
+    assert isinstance(measured, Measured)
+    assert measured.probabilities == pytest.approx({"yes": 0.04, "no": 0.0, "not sure": 0.1})
+    assert measured.unlisted == frozenset({"no"})
+    assert measured.unresolved == pytest.approx(0.86)
+
+
+def test_one_token_listed_twice_counts_once_and_a_place_lists_at_most_all() -> None:
+    tokens = tokens_of([("Yes", 0.5, [("Yes", 0.5), ("No", 0.3), ("No", 0.3)])])
+    measured = measure(tokens, "Yes", ["Yes", "No"], "Yes", Spelling(0, json=False))
+    assert isinstance(measured, Measured)
+    assert measured.probabilities == pytest.approx({"Yes": 0.5, "No": 0.3})
+    # Two tokens of one text whose figures add up past what is left: what is left.
+    tokens = tokens_of([("Yes", 0.5, [("Yes", 0.5), ("No", 0.4), ("No", 0.3)])])
+    measured = measure(tokens, "Yes", ["Yes", "No"], "Yes", Spelling(0, json=False))
+    assert isinstance(measured, Measured)
+    assert measured.probabilities == pytest.approx({"Yes": 0.5, "No": 0.5})
+    assert sum(measured.probabilities.values()) + measured.unresolved <= 1.0 + 1e-9
 
 
 def test_space_after_a_plain_answer_ends_its_option() -> None:

@@ -85,7 +85,7 @@ def options_of(
     if descriptions is not None:
         found = _described(found, descriptions, name)
     if allow_abstain:
-        if any(option.label == ABSTAIN_LABEL for option in found):
+        if any(option.label.strip() == ABSTAIN_LABEL for option in found):
             raise ValueError(
                 f"{name} already has an option `{ABSTAIN_LABEL}`; it cannot also abstain"
             )

@@ -97,7 +97,7 @@ def measure(
         return [label for label in labels if fits(branch, label, ended=ended)]
 
     masses = dict.fromkeys(labels, 0.0)
-    seen = {chosen}
+    seen: set[str] = set()
     unresolved = 0.0
     path = 0.0  # log-probability of the chosen tokens from the answer's first token on
     index = next((i for i, (at, piece) in enumerate(spans) if at + len(piece) > start), None)
@@ -116,6 +116,9 @@ def measure(
         for branch, probability in _distinct(token):
             if branch == piece:
                 continue
+            # What the tokens at one place list sums to at most 1 (a provider that lists one
+            # token twice).
+            probability = min(probability, max(0.0, 1.0 - listed))
             weight = reach * probability
             listed += probability
             options = fitting(so_far + branch, ended=not branch)
@@ -130,6 +133,7 @@ def measure(
             return "the tokens the provider reported do not spell the answer"
         if options == [chosen]:
             masses[chosen] += math.exp(path + token.logprob)
+            seen.add(chosen)
             return _ended(masses, unresolved, seen)
         path += token.logprob
         index += 1
@@ -144,8 +148,12 @@ def _distinct(token: TokenLogprob) -> list[tuple[bytes, float]]:
     the same bytes (two special tokens that print nothing) lead to one branch, whose
     probability is theirs together."""
     summed: dict[bytes, float] = {}
+    listed: set[tuple[bytes, float]] = set()
     for alternative in token.top:
         text = alternative.utf8()
+        if (text, alternative.logprob) in listed:
+            continue  # the same token listed again
+        listed.add((text, alternative.logprob))
         summed[text] = summed.get(text, 0.0) + math.exp(alternative.logprob)
     return [(text, min(1.0, probability)) for text, probability in summed.items()]
 
