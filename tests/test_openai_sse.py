@@ -261,6 +261,26 @@ def test_a_tool_calls_id_and_name_may_come_on_later_deltas(deltas: list[dict[str
     )
 
 
+def test_a_call_without_an_index_takes_its_id_from_a_later_delta() -> None:
+    # No index: the id on the second delta is the first's call, not a call of its own (the
+    # call was split in two, one with the name and one with the arguments).
+    first = chunk({"tool_calls": [{"function": {"name": "f", "arguments": ""}}]})
+    later = chunk({"tool_calls": [{"id": "call_X", "function": {"arguments": '{"a":1}'}}]})
+    data = sse(first, later, chunk({}, "tool_calls"), "[DONE]")
+    assert collect(decode_stream(data)).tool_calls() == (
+        ToolCall(id="call_X", name="f", arguments='{"a":1}'),
+    )
+
+
+def test_a_legacy_function_calls_name_may_come_on_a_later_delta() -> None:
+    first = chunk({"function_call": {"arguments": ""}})
+    later = chunk({"function_call": {"name": "f", "arguments": '{"a":1}'}})
+    data = sse(first, later, chunk({}, "function_call"), "[DONE]")
+    assert collect(decode_stream(data)).tool_calls() == (
+        ToolCall(id="call_0", name="f", arguments='{"a":1}'),
+    )
+
+
 def test_groq_usage_under_x_groq() -> None:
     data = sse(
         chunk({"content": "x"}),
@@ -338,6 +358,23 @@ def test_an_error_event_in_plain_words_is_the_servers_error() -> None:
         _, error = _events_until_error(data)
         assert type(error) is ServerError and error.retryable
         assert str(error) == words.decode().strip('"')
+
+
+def test_an_error_event_cut_at_the_end_is_the_servers_error() -> None:
+    data = sse(chunk({"content": "maybe"})) + b"event: error\ndata: Internal Server Error"
+    _, error = _events_until_error(data)
+    assert type(error) is ServerError and str(error) == "Internal Server Error"
+
+
+def test_half_an_emoji_beside_a_usage_of_another_shape_is_read() -> None:
+    usage = '"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,'
+    usage += '"prompt_tokens_details":{"cached_tokens":"x"}}'
+    first = 'data: {"choices":[{"index":0,"delta":{"content":"a\\ud83d"}}],' + usage + "}\n\n"
+    second = b'data: {"choices":[{"index":0,"delta":{"content":"\\ude00"}}]}\n\n'
+    data = first.encode() + second + sse(chunk({}, "stop"), "[DONE]")
+    response = collect(decode_stream(data))
+    assert response.text() == "a\U0001f600"
+    assert response.usage is not None and response.usage.output_tokens == 2
 
 
 def test_an_emoji_escaped_in_halves_across_chunks_is_read() -> None:

@@ -183,7 +183,7 @@ class ChatStreamDecoder:
                 "a stream event is JSON nested too deeply to read"
             ).mark_authored() from None
         except ValueError:
-            if at_end:
+            if at_end and event.event != "error":  # (an error event is one, cut or not)
                 yield from self._flush_details()
                 raise IncompleteStreamError(
                     "the stream ended in the middle of an event"
@@ -206,8 +206,8 @@ class ChatStreamDecoder:
             # collector pairs again.
             try:
                 chunk = WireChunk.model_validate(payload)
-            except ValidationError:
-                chunk = None
+            except ValidationError as invalid:
+                chunk = refit(WireChunk, data, invalid)  # (its usage of another shape)
             if chunk is not None:
                 yield from self._take(chunk, data)
                 return
@@ -401,9 +401,9 @@ class ChatStreamDecoder:
             key: object
             if call.index is not None:
                 key = ("tool", call.index)
-            elif call.id:
+            elif call.id and not self._unnamed_last():
                 key = ("tool_id", call.id)
-            else:
+            else:  # (no index: the call before, whose id comes now if it had none)
                 key = self._last_tool if self._last_tool is not None else ("tool", 0)
             self._last_tool = key
             function = call.function
@@ -416,25 +416,22 @@ class ChatStreamDecoder:
                 held = self._held.get(index)
                 if held is not None:  # an id or a name on a later delta: the call's
                     held[0] = held[0] or call.id
-                    if name and name != held[1]:  # (a server that repeats it whole)
-                        held[1] = (held[1] or "") + name  # pieces, as the SDK joins them
+                self._name_piece(index, name)
             if function is not None and function.arguments:
                 yield from self._tool_start(index)
                 yield ToolCallDelta(index=index, arguments=function.arguments)
         legacy = delta.function_call
         if legacy is not None:
-            # The deprecated single call: one block, its arguments in pieces like a tool's.
+            # The deprecated single call: one block, its arguments in pieces like a tool's
+            # (its name held as a tool call's is, until the arguments begin).
             index, new = self._block("function_call")
             if new:
                 self._has_tool_calls = True
-                yield BlockStart(
-                    index=index,
-                    block_type=StreamBlockType.TOOL_CALL,
-                    id=f"call_{self._tool_count}",
-                    name=legacy.name,
-                )
-                self._tool_count += 1
+                self._held[index] = [None, legacy.name]
+            else:
+                self._name_piece(index, legacy.name)
             if legacy.arguments:
+                yield from self._tool_start(index)
                 yield ToolCallDelta(index=index, arguments=legacy.arguments)
         if failed:
             return
@@ -449,6 +446,21 @@ class ChatStreamDecoder:
                     key=DECLINE_EXPLANATION_KEY,
                     value=explanation,
                 )
+
+    def _name_piece(self, index: int, name: str | None) -> None:
+        """A piece of a held call's name, on a later delta: joined, as the SDK joins them
+        (a server that repeats the whole name on every delta says it once)."""
+        held = self._held.get(index)
+        if held is not None and name and name != held[1]:
+            held[1] = (held[1] or "") + name
+
+    def _unnamed_last(self) -> bool:
+        """Whether the last tool call is held with no id yet (one without an index, whose
+        id comes on a later delta)."""
+        if self._last_tool is None:
+            return False
+        held = self._held.get(self._blocks[self._last_tool])
+        return held is not None and held[0] is None
 
     def _tool_start(self, index: int) -> Iterator[StreamEvent]:
         held = self._held.pop(index, None)

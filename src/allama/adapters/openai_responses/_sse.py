@@ -242,7 +242,7 @@ class ResponsesStreamDecoder:
         try:
             payload: Any = _parse(data)
         except ValueError:
-            if at_end:
+            if at_end and event.event != "error":  # (an error event is one, cut or not)
                 raise IncompleteStreamError(
                     "the stream ended in the middle of an event"
                 ).mark_authored() from None
