@@ -4,6 +4,7 @@ sets dialects apart is the adapter, and no provider code decides by a preset's n
 from __future__ import annotations
 
 import ast
+import json
 import sys
 import types
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -511,6 +512,59 @@ def test_a_stream_that_fails_after_its_answer_began_was_made_and_its_cost_is_unk
         list(allama.extract_stream(_streaming(error), Row, request))
     record = ExtractionMetadata.from_error(failed.value)
     assert record is not None and record.usage is None
+
+
+def test_a_stream_read_without_an_extraction_says_what_it_paid_in_its_error() -> None:
+    """An Anthropic stream's usage comes first (`message_start`): an error after its answer
+    began said nothing paid to a caller reading the stream, where an extraction's record,
+    and a retry's count, said the usage."""
+    from allama.errors import OverloadedError, paid_for
+
+    events = [
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-sonnet-4-5",
+                    "content": [],
+                    "usage": {"input_tokens": 25, "output_tokens": 1},
+                },
+            },
+        ),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "Hel"},
+            },
+        ),
+        ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "x"}}),
+    ]
+    body = "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    transport = allama.Transport(client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+    provider = allama.provider("anthropic", api_key="sk-ant-test", transport=transport)
+    request = ChatRequest("claude-sonnet-4-5").user("Hi")
+    with pytest.raises(OverloadedError) as failed, provider.chat_stream(request) as stream:
+        list(stream)
+    # (The output tokens `message_start` says are not its answer's: none are known.)
+    assert [entry["usage"] for entry in paid_for(failed.value)] == [{"input_tokens": 25}]
 
 
 def test_an_error_status_whose_body_does_not_decode_is_read_by_its_status() -> None:

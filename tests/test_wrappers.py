@@ -1089,14 +1089,16 @@ def test_a_stream_that_fails_after_its_answer_began_counts_the_attempts_before_i
     record = ExtractionMetadata.from_error(caught.value)
     assert record is not None and record.usage == expected
 
-    # Read without an extraction, the error says what the attempts before it paid.
+    # Read without an extraction, the error says what the attempts before it paid, and
+    # what its own stream reported (it said nothing of it: only an extraction read it).
     from allama.errors import paid_for
 
     with pytest.raises(ServerError) as caught:
         for _ in wrapped().chat_stream(request):
             pass
     assert [entry["usage"] for entry in paid_for(caught.value)] == [
-        {"input_tokens": 50_000, "output_tokens": 3_000}
+        {"input_tokens": 50_000, "output_tokens": 3_000},
+        {"input_tokens": 1_000, "output_tokens": 10},
     ]
 
 

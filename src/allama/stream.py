@@ -325,6 +325,7 @@ class _Rules:
         self.done = True
         if error.provider is None and self.collector.provider is not None:
             error.with_provider(self.collector.provider)
+        _with_reported(error, self.collector)
         self.collector.set_terminal_error(error)
 
     def on_end(self) -> Error | None:
@@ -537,9 +538,15 @@ def with_paid(error: Error, stream: ChatStream | AsyncChatStream) -> Error:
     it named, and what it was billed beyond the tokens: what was paid for, which a wrapper
     that retries or fails over counts (`allama.errors.paid_for`), as it counts a failed
     body's. The stream's collector, which holds them, is dropped with the stream."""
+    return _with_reported(error, stream.collector)
+
+
+def _with_reported(error: Error, collector: StreamCollector) -> Error:
+    """`with_paid`, from the stream's collector: as the stream fails, so that the error a
+    caller reading the stream gets says what was paid too."""
     if error.context.metadata.get(REPORTED_USAGE_KEY):
         return error  # (an empty one, an answer cut off, says less than the stream may)
-    so_far = stream.collector.response_metadata()
+    so_far = collector.response_metadata()
     if so_far.usage is None:
         return error
     error.with_metadata(REPORTED_USAGE_KEY, so_far.usage.model_dump(mode="json", exclude_none=True))
