@@ -2445,16 +2445,13 @@ def rows_of(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-@pytest.mark.parametrize("family", ["anthropic", "gemini"])
-def test_a_row_to_send_again_live_is_sent_live_by_the_run_that_resumes_it(
-    server: ProviderBatchServer, tmp_path: Path, family: str
+def _killed_at_a_live_send(
+    server: ProviderBatchServer, family: str, ledger: Path, document: str, **options: Any
 ) -> None:
-    # doc 23 comes back with a server error; the run is killed as it begins to send it
-    # again live. The run that resumed it put it in a new job: its server error kept no
-    # answer, and nothing said it had been sent.
-    ledger = tmp_path / "live.sqlite"
-    provider_name, options, model = FAMILIES[family]
-    script = tmp_path / "dies.py"
+    """A provider batch run under `job_retry="live"`, in a process of its own, killed with
+    SIGKILL as it begins to send a row again live."""
+    provider_name, provider_options, model = FAMILIES[family]
+    script = ledger.with_suffix(".dies.py")
     script.write_text(
         textwrap.dedent(
             f"""
@@ -2472,12 +2469,13 @@ def test_a_row_to_send_again_live_is_sent_live_by_the_run_that_resumes_it(
             _jobs.JobRunner._live = dies
             provider = allama.provider(
                 {provider_name!r}, base_url={_base(server, provider_name)!r}, api_key="k",
-                **{options!r},
+                **{provider_options!r},
             )
             request = allama.ChatRequest({model!r}).system("Read the number.")
             run = allama.batch(
-                provider, Doc, ["doc 23"], request=request, ledger={str(ledger)!r},
+                provider, Doc, [{document!r}], request=request, ledger={str(ledger)!r},
                 provider_batch=True, poll_interval=0.001, backoff=0.001, job_retry="live",
+                **{options!r},
             )
             list(run)
             """
@@ -2485,12 +2483,45 @@ def test_a_row_to_send_again_live_is_sent_live_by_the_run_that_resumes_it(
     )
     died = subprocess.run([sys.executable, str(script)], timeout=120, capture_output=True)
     assert died.returncode == -signal.SIGKILL, died.stderr.decode()[-2000:]
+
+
+@pytest.mark.parametrize("family", ["anthropic", "gemini"])
+def test_a_row_to_send_again_live_is_sent_live_by_the_run_that_resumes_it(
+    server: ProviderBatchServer, tmp_path: Path, family: str
+) -> None:
+    # doc 23 comes back with a server error; the run is killed as it begins to send it
+    # again live. The run that resumed it put it in a new job: its server error kept no
+    # answer, and nothing said it had been sent.
+    ledger = tmp_path / "live.sqlite"
+    _killed_at_a_live_send(server, family, ledger, "doc 23")
     assert len(server.jobs) == 1 and server.live[(family, 23)] == 0
     provider, model = _provider(server, family)
     (result,) = _run(provider, model, ["doc 23"], ledger, job_retry="live")
     assert result.value == Doc(n=23)
     assert len(server.jobs) == 1 and server.live[(family, 23)] == 1
     assert result.metadata is not None and result.metadata.batch_passes == 0
+
+
+def test_a_failure_given_back_after_a_killed_retry_starts_afresh_when_tried_again(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    # A failure tried again (`retry_failed`) by a run killed as it sent it again live, then
+    # given back as it was by a run that does not retry failures: it kept what the killed
+    # run had written, and the next run trying it again sent it live, as a follow-up.
+    ledger = tmp_path / "failed.sqlite"
+    provider, model = _provider(server, "gemini")
+    server.fail_all_rows = True
+    (failed,) = _run(provider, model, ["doc 5"], ledger, max_attempts=2)
+    assert failed.failure is not None and failed.failure.kind == "server"
+    _killed_at_a_live_send(server, "gemini", ledger, "doc 5", retry_failed=True)
+    (given,) = _run(provider, model, ["doc 5"], ledger)
+    assert given.failure is not None and given.resumed
+    server.fail_all_rows = False
+    jobs = len(server.jobs)
+    (again,) = _run(provider, model, ["doc 5"], ledger, retry_failed=True, job_retry="live")
+    assert again.value == Doc(n=5) and server.live[("gemini", 5)] == 0
+    assert len(server.jobs) == jobs + 1
+    assert again.metadata is not None and again.metadata.batch_passes == 1
 
 
 @pytest.mark.parametrize("job_retry", ["batch", "live"])

@@ -50,6 +50,37 @@ def test_a_gemini_responses_file_of_bare_responses_is_read_by_place() -> None:
     assert json.loads(rows["b"].body) == {"error": lines[1]}
 
 
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        ("INTERNAL", 500),
+        ("UNAVAILABLE", 503),
+        ("DEADLINE_EXCEEDED", 504),
+        ("RESOURCE_EXHAUSTED", 429),
+        ("13", 500),
+        ("INVALID_ARGUMENT", None),
+        ("CANCELLED", None),
+        ("FAILED", None),  # no code of Google's APIs: nothing says it was the provider's side
+        ("error", None),  # no code at all
+    ],
+)
+def test_a_gemini_job_failed_on_the_providers_side_gives_server_errors(
+    code: str, status: int | None
+) -> None:
+    state = JobState("batches/1", "BATCH_STATE_FAILED", True, "failed", error=code, results={})
+    rows = GEMINI.results(TARGET, state, ["a"])
+    try:
+        next(rows)
+    except StopIteration as done:
+        row = done.value["a"]
+    else:
+        raise AssertionError("no request was needed")
+    if status is None:
+        assert (row.kind, row.note) == (RowKind.JOB_FAILED, f"the job failed: {code}")
+    else:
+        assert (row.kind, row.status) == (RowKind.ERROR, status)
+
+
 def test_a_gemini_job_expired_leaves_its_unanswered_rows_expired() -> None:
     state = JobState("batches/1", "BATCH_STATE_EXPIRED", True, "expired", results={})
     rows = GEMINI.results(TARGET, state, ["a"])

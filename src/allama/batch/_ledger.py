@@ -610,9 +610,11 @@ class Ledger:
         (in flight when it died, or pending when it stopped or set it aside): failed again,
         as the run that failed it left it, with its own error; `None` for any other
         input."""
+        # With no log, as a failure is kept: what the run trying it again had sent of it
+        # is not the failure's (a row it was sending again would read as a follow-up).
         restored = self._connection.execute(
-            "UPDATE items SET status = ?, run_id = NULLIF(reopened, ''), reopened = NULL "
-            "WHERE key = ? AND status IN (?, ?) AND reopened IS NOT NULL",
+            "UPDATE items SET status = ?, run_id = NULLIF(reopened, ''), reopened = NULL, "
+            "log = NULL WHERE key = ? AND status IN (?, ?) AND reopened IS NOT NULL",
             (Status.FAILED, key, Status.IN_FLIGHT, Status.PENDING),
         )
         if restored.rowcount != 1:

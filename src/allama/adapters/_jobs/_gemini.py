@@ -323,10 +323,14 @@ def _server_side(state: JobState) -> tuple[str, int, bytes] | None:
     deadline, a limit) gives each request it did not answer: an error of that status,
     which the run sends again as it does a row's server error. `None` for a job refused
     for its input (`INVALID_ARGUMENT`), whose rows fail as `job_failed`."""
-    if state.error is None or state.error == "error":  # (no code to tell: as refused)
+    name = state.error
+    error: dict[str, Any]
+    if name in _GRPC_HTTP:
+        error = {"status": name}
+    elif name is not None and name.isascii() and name.isdigit() and len(name) < 4:
+        error = {"code": int(name)}
+    else:  # no code, or one Google's APIs do not have: nothing tells, taken as refused
         return None
-    name: object = state.error
-    error = {"status": name} if name in _GRPC_HTTP else {"code": name}
     status = _http_status(error)
     if status < 500 and status != 429:
         return None
