@@ -243,6 +243,32 @@ def test_a_short_password_in_the_base_url_is_redacted_as_its_basic_header_alone(
     escaped.close()
 
 
+def test_a_query_in_the_base_url_a_provider_echoes_is_redacted() -> None:
+    """A gateway that says the URL it was asked in its error (`Invalid URL (POST
+    /v1/chat/completions?key=...)`) wrote the key into the message, the body and the
+    request id a caller logs."""
+    body = json.dumps(
+        {"error": {"message": "Invalid URL (POST /v1/chat/completions?key=LEAKQ&v=gw-secret-9)"}}
+    )
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        headers = {"content-type": "application/json", "x-request-id": "req-gw-secret-9"}
+        return httpx2.Response(404, headers=headers, content=body)
+
+    transport = allama.Transport(client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+    url = "https://gateway.example/v1?key=LEAKQ&v=gw-secret-9"
+    provider = allama.provider("openai", api_key="k", base_url=url, transport=transport)
+    with pytest.raises(Error) as failed:
+        provider.chat(ChatRequest("gpt-4o-mini").user("Hi"))
+    error = failed.value
+    shown = [str(error), error.context.body or "", repr(error), str(error.as_log())]
+    shown.append(json.dumps(error.to_json()))
+    for text in shown:
+        assert "LEAKQ" not in text and "gw-secret-9" not in text
+    assert str(error) == "Invalid URL (POST /v1/chat/completions?<redacted>&<redacted>)"
+    assert error.context.request_id == "req-<redacted>"
+
+
 def test_httpx2s_log_masks_the_query_of_calls_to_a_base_urls_host() -> None:
     import logging
 

@@ -2590,6 +2590,27 @@ def test_a_job_refused_as_a_whole_fails_its_rows_with_the_reason(
     assert len(server.jobs) == 1  # not sent again
 
 
+def test_a_key_a_job_refused_as_a_whole_echoes_is_redacted(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The job's words went to `provider_message`, and into the ledger, as the provider
+    # wrote them: a live call's error has the key cut out, the job's did not.
+    import _provider_batch_server
+
+    def echoes(line: Any, endpoint: str, seen: set[str]) -> Any:
+        return {"code": "invalid_api_key", "message": "Incorrect API key provided: test-key."}
+
+    monkeypatch.setattr(_provider_batch_server, "_openai_line_problem", echoes)
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "echo.sqlite"
+    results = _run(provider, model, _docs(2), ledger)
+    assert [r.failure.kind if r.failure else "ok" for r in results] == ["job_failed"] * 2
+    failure = results[0].failure
+    assert failure is not None
+    assert failure.provider_message == "Incorrect API key provided: <redacted>."
+    assert b"test-key" not in ledger.read_bytes()
+
+
 def test_a_jobs_state_is_printed_with_its_control_characters_escaped(
     server: ProviderBatchServer,
     tmp_path: Path,

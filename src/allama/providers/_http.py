@@ -472,6 +472,17 @@ class HttpProvider:
                 scheme, _, token = value.partition(" ")
                 if token and scheme.lower() in ("bearer", "basic"):
                     found.add(token)
+        if self._url_query:
+            from urllib.parse import urlencode
+
+            # A gateway's `?key=...`, as a URL the provider echoes writes it, and its values.
+            for name, value in self._url_query.items():
+                found.add(urlencode({name: value}))
+                found.update(
+                    shown
+                    for shown in (value, urlencode({"": value})[1:])
+                    if len(shown) >= _SHORTEST_REDACTED
+                )
         return sorted(found, key=len, reverse=True)
 
     def _scrub(self, error: Error) -> Error:
@@ -487,7 +498,18 @@ class HttpProvider:
             body = error.context.body
             if body is not None and secret in body:
                 error.context.body = body.replace(secret, _REDACTED)
+            request_id = error.context.request_id
+            if request_id is not None and secret in request_id:
+                error.context.request_id = request_id.replace(secret, _REDACTED)
         return error
+
+    def _scrub_text(self, text: str | None) -> str | None:
+        """`text` the provider wrote (a batch job's error), its credentials removed."""
+        if text is None:
+            return None
+        for secret in self._secrets():
+            text = text.replace(secret, _REDACTED)
+        return text
 
     def _response(
         self, request: ChatRequest, response: HttpResponse, warnings: list[Warning]

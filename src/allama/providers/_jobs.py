@@ -13,12 +13,14 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from allama.adapters._http import HttpRequest, HttpResponse
 from allama.adapters._jobs import (
     Entry,
     JobDialect,
+    JobState,
     JobTarget,
     Row,
     RowKind,
@@ -133,7 +135,22 @@ class ProviderJobs:
                 except (KeyError, TypeError, IndexError, ValueError, AttributeError) as why:
                     raise self._unreadable(http, response, why) from None
         except StopIteration as done:
-            return done.value
+            return self._scrubbed(done.value)
+
+    def _scrubbed(self, found: Any) -> Any:
+        """A job's state or rows with the credentials the provider echoed in its words (a
+        job refused whole, a row's reason) removed, as from a live call's error."""
+        scrub = self.provider._scrub_text
+        if isinstance(found, JobState) and (found.error or found.error_words):
+            return replace(found, error=scrub(found.error), error_words=scrub(found.error_words))
+        if isinstance(found, dict):
+            return {
+                key: replace(row, words=scrub(row.words), note=scrub(row.note))
+                if isinstance(row, Row) and (row.words or row.note)
+                else row
+                for key, row in found.items()
+            }
+        return found
 
     def _unreadable(self, http: HttpRequest, response: HttpResponse, why: Exception) -> Error:
         """An answer of the job API in a shape allama does not read (a field missing, not
