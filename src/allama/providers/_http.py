@@ -842,4 +842,3 @@ def _made(error: Error, answered: bool | None) -> Error:
     if answered and REPORTED_USAGE_KEY not in error.context.metadata:
         error.with_metadata(REPORTED_USAGE_KEY, {})
     return error
-
