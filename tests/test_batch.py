@@ -1371,13 +1371,14 @@ def test_a_budget_over_a_request_function_counts_every_functions_runs_of_its_typ
 
 
 @pytest.mark.parametrize("first_form", ["function", "template"])
-def test_a_budget_counts_inputs_it_reads_that_a_run_of_the_requests_other_form_paid_for(
+def test_a_budget_counts_what_runs_of_the_requests_other_form_paid_from_its_start(
     server: BatchServer, tmp_path: Path, first_form: str
 ) -> None:
     # The same requests made by a function in one run and a template in the other: the same
     # inputs (keys), of runs whose settings differ. The second run gave the first's values
     # back, counted their cost in its summary, and not in its budget: it sent every new
-    # input, to 168 % of the job's budget.
+    # input, to 168 % of the job's budget (counted as they were read, it still sent the new
+    # inputs that came before them).
     ledger = tmp_path / "forms.sqlite"
 
     def made(document: str) -> ChatRequest:
@@ -1390,20 +1391,24 @@ def test_a_budget_counts_inputs_it_reads_that_a_run_of_the_requests_other_form_p
     )
     assert [outcome(r) for r in first] == ["ok"] * 4
     each = first.summary.cost / 4
+    later = [f"doc {n}" for n in (4, 5, 6, 8)]
     run = allama.batch(
         provider_for(server),
         Row,
-        docs(8),
+        later + docs(4),  # the new inputs first
         request=forms[second_form],
         ledger=ledger,
-        max_cost=str(each * 5 - each / 2),
+        max_cost=str(each * 4 + each / 2),
         concurrency=1,  # one at a time: the budget is reached by the first input sent
     )
     results = sorted(run, key=lambda r: r.index)
-    assert [r.resumed for r in results[:4]] == [True] * 4
-    assert [outcome(r) for r in results[4:]] == ["ok", "not_started", "not_started", "not_started"]
-    assert run.summary.cost == each * 5 and run.summary.stopped is not None
-    assert run.summary.stopped.startswith(f"the budget of ${each * 5 - each / 2} is reached")
+    assert [outcome(r) for r in results[:4]] == ["ok", "not_started", "not_started", "not_started"]
+    assert [r.resumed for r in results[4:]] == [True] * 4
+    assert run.summary.cost == each * 5 and run.summary.past_budget is None
+    assert run.summary.stopped == (
+        f"the budget of ${each * 4 + each / 2} is reached (${each * 5}, ${each * 4} of it paid "
+        "before this run)"
+    )
 
 
 def test_type_forms_that_compare_equal_but_write_other_schemas_key_apart() -> None:

@@ -1040,14 +1040,6 @@ class Ledger:
                     unfinished[str(key)] = str(cost)
         return total, unfinished
 
-    def runs_unlike(self, like: dict[str, Any]) -> frozenset[str]:
-        """The runs whose settings do not have `like`'s values (whose inputs `paid(like)`
-        leaves out), by id."""
-        agree = _Agreement(like)
-        with self._lock:
-            found = self._connection.execute("SELECT run_id, settings FROM runs").fetchall()
-        return frozenset(str(run_id) for run_id, settings in found if not agree(settings))
-
     def unpriced(self, like: dict[str, Any] | None = None) -> str | None:
         """Why the cost of what an input paid is not known, for the first such input (of
         runs whose settings have `like`'s values); `None` when every cost is known."""
@@ -1157,12 +1149,27 @@ class _Agreement:
                 theirs = json.loads(settings)
             except ValueError:
                 theirs = {}
-            # A setting a run did not record (a ledger of an earlier version) is no
-            # difference: its inputs count.
-            same = self._seen[settings] = all(
-                k not in theirs or theirs[k] == v for k, v in self._like.items()
-            )
+            same = self._seen[settings] = _one_job(self._like, theirs)
         return same
+
+
+def _one_job(mine: dict[str, Any], theirs: Any) -> bool:
+    """Whether a run of settings `theirs` is of the job of `mine`: the same provider, type,
+    and request, where both runs know their request (a template). A run whose requests a
+    function builds may have made any of the other's, with the same keys: of one job with
+    every run of the same provider and type, in either direction (a budget had better
+    count too much than too little). A setting a run did not record (a ledger of an
+    earlier version) is no difference: its inputs count."""
+    if not isinstance(theirs, dict):
+        theirs = {}
+    types = mine.get("types")
+    if types is not None and theirs.get("types") is not None:
+        if theirs.get("provider") != mine.get("provider") or theirs["types"] != types:
+            return False
+        built = theirs.get("inputs") == theirs["types"] or mine.get("inputs") == types
+        return bool(built or theirs.get("inputs") == mine.get("inputs"))
+    like = {name: value for name, value in mine.items() if name != "types"}
+    return all(k not in theirs or theirs[k] == v for k, v in like.items())
 
 
 def why_unpriced(record: dict[str, Any]) -> str | None:

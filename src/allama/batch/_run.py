@@ -945,6 +945,9 @@ def _spec(
         "inputs": _inputs_of(
             provider_key, tp, request if isinstance(request, ChatRequest) else None
         ),
+        # The same, with no request: runs of requests a function builds and of a template
+        # share it, and their inputs' keys may match (`_Agreement`).
+        "types": _inputs_of(provider_key, tp, None),
     }
     if provider_batch:
         settings["provider_batch"] = {"retry": job_retry}
@@ -1329,11 +1332,6 @@ class _Runner:
         started, done or not (the budget is the whole job's)."""
         self.paid_here = Decimal(0)
         """Under a budget: what this run's sends paid since."""
-        self.unlike_runs: frozenset[str] = frozenset()
-        """Under a budget: the runs of other settings when it started, whose inputs
-        `job_paid` leaves out; one of them this run reads (the same request, made by a
-        function in one run and a template in the other) counts as it is read."""
-        self.unlike_read: set[str] = set()
         self.reached: Decimal | None = None
         """What was spent when the run found its budget reached."""
         self.writers: dict[str, dict[str, str | None]] = {}
@@ -1815,7 +1813,6 @@ class _Runner:
             )
             return
         self.job_paid, unfinished = earlier
-        self.unlike_runs = book.runs_unlike(job_settings(self.spec))
         for key, cost in unfinished.items():
             with contextlib.suppress(ArithmeticError):
                 self.carried[key] = Decimal(cost)
@@ -2687,21 +2684,7 @@ class _Runner:
         theirs = self._writers(row, "field_names")
         return mine is not None and theirs is not None and mine != theirs
 
-    def _count_unlike(self, row: LedgerRow) -> None:
-        """Under a budget, what a run of other settings paid for an input this run reads
-        counts now (`unlike_runs`): the budget is the whole job's, and the input is this
-        job's (its key is); once, whatever reads it again."""
-        if row.run_id not in self.unlike_runs or row.cost is None:
-            return
-        if row.key in self.unlike_read:
-            return
-        self.unlike_read.add(row.key)
-        with contextlib.suppress(ArithmeticError):
-            self.job_paid = MONEY.add(self.job_paid, Decimal(row.cost))
-            self._check_known()
-
     def _from_ledger(self, index: int, label: str, row: LedgerRow) -> BatchResult[Any]:
-        self._count_unlike(row)
         metadata, earlier = _records_of(row)
         value: Any = None
         failure: BatchFailure | None = None
@@ -3067,8 +3050,8 @@ def _estimate(request: ChatRequest, schema_tokens: int, limiter: RateLimiter) ->
 
 
 def job_settings(spec: _Spec) -> dict[str, Any]:
-    """The settings that make runs one job, as the budget counts it."""
-    return {name: spec.settings.get(name) for name in ("provider", "model", "inputs")}
+    """The settings that make runs one job, as the budget counts it (`_Agreement`)."""
+    return {name: spec.settings.get(name) for name in ("provider", "model", "inputs", "types")}
 
 
 def paid_before(spec: _Spec, book: Ledger) -> tuple[Decimal, dict[str, str]] | str:
