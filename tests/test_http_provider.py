@@ -246,17 +246,20 @@ def test_a_short_password_in_the_base_url_is_redacted_as_its_basic_header_alone(
 def test_a_query_in_the_base_url_a_provider_echoes_is_redacted() -> None:
     """A gateway that says the URL it was asked in its error (`Invalid URL (POST
     /v1/chat/completions?key=...)`) wrote the key into the message, the body and the
-    request id a caller logs."""
-    body = json.dumps(
-        {"error": {"message": "Invalid URL (POST /v1/chat/completions?key=LEAKQ&v=gw-secret-9)"}}
+    request id a caller logs. A parameter that is no credential (`api-version`) stays: its
+    value is an ordinary word of the message."""
+    said = (
+        "Invalid URL (POST /v1/chat/completions?key=LEAKQ&sig=gw%2Fsecret-9&api-version="
+        "2024-10-21); api-version 2024-10-21 is retired"
     )
+    body = json.dumps({"error": {"message": said}})
 
     def handler(request: httpx2.Request) -> httpx2.Response:
-        headers = {"content-type": "application/json", "x-request-id": "req-gw-secret-9"}
+        headers = {"content-type": "application/json", "x-request-id": "req-gw/secret-9"}
         return httpx2.Response(404, headers=headers, content=body)
 
     transport = allama.Transport(client=httpx2.Client(transport=httpx2.MockTransport(handler)))
-    url = "https://gateway.example/v1?key=LEAKQ&v=gw-secret-9"
+    url = "https://gateway.example/v1?key=LEAKQ&sig=gw/secret-9&api-version=2024-10-21"
     provider = allama.provider("openai", api_key="k", base_url=url, transport=transport)
     with pytest.raises(Error) as failed:
         provider.chat(ChatRequest("gpt-4o-mini").user("Hi"))
@@ -264,8 +267,11 @@ def test_a_query_in_the_base_url_a_provider_echoes_is_redacted() -> None:
     shown = [str(error), error.context.body or "", repr(error), str(error.as_log())]
     shown.append(json.dumps(error.to_json()))
     for text in shown:
-        assert "LEAKQ" not in text and "gw-secret-9" not in text
-    assert str(error) == "Invalid URL (POST /v1/chat/completions?<redacted>&<redacted>)"
+        assert "LEAKQ" not in text and "secret-9" not in text
+    assert str(error) == (
+        "Invalid URL (POST /v1/chat/completions?<redacted>&<redacted>&api-version=2024-10-21); "
+        "api-version 2024-10-21 is retired"
+    )
     assert error.context.request_id == "req-<redacted>"
 
 

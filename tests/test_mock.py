@@ -285,6 +285,24 @@ def test_streaming_mock_plays_scripted_streams() -> None:
         provider.chat_stream(REQUEST)
 
 
+def test_a_scripted_stream_that_fails_after_its_answer_began_is_a_call_made() -> None:
+    # As an HTTP provider's stream: made, and maybe billed, at a cost nothing says; the
+    # mock's said nothing was paid.
+    from allama.errors import paid_for
+
+    began: list[Any] = [ResponseStart(id="r"), TextDelta(index=0, text="hel")]
+    provider = MockStreamingProvider([[*began, ServerError("died")], began])
+    for _ in range(2):  # failed by an error, then ended early
+        with pytest.raises((ServerError, IncompleteStreamError)) as failed:
+            list(provider.chat_stream(REQUEST))
+        assert [entry["usage"] for entry in paid_for(failed.value)] == [{}]
+    # Before any of its answer, nothing says it was billed.
+    provider = MockStreamingProvider([[ResponseStart(id="r"), ServerError("died")]])
+    with pytest.raises(ServerError) as failed:
+        list(provider.chat_stream(REQUEST))
+    assert paid_for(failed.value) == []
+
+
 def test_streaming_mock_errors_inside_a_stream_end_it() -> None:
     error = NetworkError("reset")
     provider = MockStreamingProvider(

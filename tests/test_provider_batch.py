@@ -2590,6 +2590,31 @@ def test_a_job_refused_as_a_whole_fails_its_rows_with_the_reason(
     assert len(server.jobs) == 1  # not sent again
 
 
+def test_a_failure_a_stopped_retry_gives_back_keeps_no_log(tmp_path: Path) -> None:
+    # Taken out of its job to be sent again (`[]`: nothing answered it takes in), then
+    # given back by a run that stopped before sending it: a failure keeps no log (the
+    # next run trying it again read it as a follow-up, sent live).
+    from allama.batch._ledger import Status
+
+    path = tmp_path / "ledger.sqlite"
+    first = Ledger(path, settings={})
+    assert first.claim("k", 0, "#0").granted
+    first.finish("k", status=Status.FAILED, seconds=0.1, error={"kind": "server", "message": "x"})
+    first.end(None)
+    first.close()
+    again = Ledger(path, settings={})
+    with again._transaction():
+        again._reopen("k")
+        assert again._claim("k", 0, "#0", retry_failed=True).granted
+        again._connection.execute("UPDATE items SET status = ?, job = 'j'", (Status.SUBMITTED,))
+        assert again._resend("k", None) == 3
+    again.release("k")
+    (row,) = again.rows()
+    assert (row.status, row.log) == (Status.FAILED, None)
+    again.end("stopped")
+    again.close()
+
+
 def test_a_key_a_job_refused_as_a_whole_echoes_is_redacted(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

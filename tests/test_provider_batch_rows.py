@@ -61,6 +61,8 @@ def test_a_gemini_responses_file_of_bare_responses_is_read_by_place() -> None:
         ("INVALID_ARGUMENT", None),
         ("CANCELLED", None),
         ("FAILED", None),  # no code of Google's APIs: nothing says it was the provider's side
+        ("17", None),
+        ("600", None),
         ("error", None),  # no code at all
     ],
 )

@@ -292,12 +292,20 @@ class StreamCollector:
                 .mark_authored()
                 .with_retryable(True)
             )
-            if self._usage is None and any(block.parts for block in self._blocks.values()):
-                # The model had begun its answer: made, and maybe billed, for what nothing
-                # says (its cost unknown, not nothing), as a stream the network cut.
-                ended.with_metadata(REPORTED_USAGE_KEY, {})
+            self.mark_made(ended)
             raise ended
         return self.partial_response()
+
+    def mark_made(self, error: Error) -> None:
+        """Where the model had begun its answer and the stream reported no usage: `error`
+        marked a call made, and maybe billed, for what nothing says (its cost unknown, not
+        nothing), as a stream the network cut is."""
+        if (
+            self._usage is None
+            and REPORTED_USAGE_KEY not in error.context.metadata
+            and any(block.parts for block in self._blocks.values())
+        ):
+            error.with_metadata(REPORTED_USAGE_KEY, {})
 
     def __repr__(self) -> str:
         return (
@@ -326,6 +334,7 @@ class _Rules:
         if error.provider is None and self.collector.provider is not None:
             error.with_provider(self.collector.provider)
         _with_reported(error, self.collector)
+        self.collector.mark_made(error)
         self.collector.set_terminal_error(error)
 
     def on_end(self) -> Error | None:

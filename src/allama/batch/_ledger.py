@@ -645,7 +645,7 @@ class Ledger:
         # and a failure claimed again failed again.
         failed_again = self._connection.execute(
             "UPDATE items SET status = ?, attempts = MAX(attempts - 1, 0), "
-            "run_id = NULLIF(reopened, ''), reopened = NULL "
+            "run_id = NULLIF(reopened, ''), reopened = NULL, log = NULL "
             "WHERE key = ? AND run_id = ? AND status = ? AND reopened IS NOT NULL",
             (Status.FAILED, key, self.run_id, Status.IN_FLIGHT),
         )

@@ -10,6 +10,7 @@ apart is its adapter (`allama.adapters._adapter.Adapter`).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,6 @@ from allama.adapters._adapter import Adapter, StreamDecoder, load_adapter
 from allama.adapters._http import SECRET_HEADERS, HttpRequest, HttpResponse
 from allama.errors import (
     QUOTA_TOKENS_PER_MINUTE_KEY,
-    REPORTED_USAGE_KEY,
     AuthenticationError,
     Error,
     InvalidRequestError,
@@ -55,6 +55,24 @@ else:
 __all__ = ["HttpProvider", "OpenAICompatibleProvider"]
 
 _REDACTED = "<redacted>"
+_SECRET_PARAM = re.compile(r"key|token|secret|sig|pass|pwd|auth|cred|session", re.IGNORECASE)
+"""A query parameter written into the base URL whose value is a credential, by its name."""
+
+
+def _written(name: str, value: str) -> set[str]:
+    """A credential of the base URL's query as a provider may echo it: in a URL (escaped
+    either way, its hex in either case), as JSON writes it, or as it is; alone where it is
+    long enough to be told from ordinary words."""
+    from urllib.parse import quote, quote_plus
+
+    forms = {value, quote_plus(value), quote(value), quote(value, safe="")}
+    forms |= {re.sub(r"%[0-9A-F]{2}", lambda hit: hit[0].lower(), form) for form in forms}
+    forms |= {form.replace("/", "\\/") for form in forms}
+    found = {f"{name}={form}" for form in forms}
+    found |= {form for form in forms if len(form) >= _SHORTEST_REDACTED}
+    return found
+
+
 _SHORTEST_REDACTED = 6
 """A base URL's password shorter than this is not looked for in what a provider echoes:
 it cannot be told from ordinary words (`e` is in every message), and the Basic header it
@@ -472,17 +490,9 @@ class HttpProvider:
                 scheme, _, token = value.partition(" ")
                 if token and scheme.lower() in ("bearer", "basic"):
                     found.add(token)
-        if self._url_query:
-            from urllib.parse import urlencode
-
-            # A gateway's `?key=...`, as a URL the provider echoes writes it, and its values.
-            for name, value in self._url_query.items():
-                found.add(urlencode({name: value}))
-                found.update(
-                    shown
-                    for shown in (value, urlencode({"": value})[1:])
-                    if len(shown) >= _SHORTEST_REDACTED
-                )
+        for name, value in self._url_query.items():
+            if _SECRET_PARAM.search(name):  # a gateway's `?key=...`, not `?api-version=`
+                found.update(_written(name, value))
         return sorted(found, key=len, reverse=True)
 
     def _scrub(self, error: Error) -> Error:
@@ -609,18 +619,11 @@ class HttpProvider:
         def events() -> Iterator[StreamEvent]:
             for warning in warnings:
                 yield vocabulary.WarningEvent(warning=warning)
-            answered: bool | None = False
-            try:
-                for chunk in chunks:
-                    for event in decoder.feed(chunk):
-                        answered = _answering(answered, event)
-                        yield event
-                    if decoder.done:
-                        return
-                yield from decoder.close()
-            except Error as error:
-                _made(error, answered)
-                raise
+            for chunk in chunks:
+                yield from decoder.feed(chunk)
+                if decoder.done:
+                    return
+            yield from decoder.close()
 
         return streams.ChatStream(
             self._scrubbed(events()),
@@ -697,20 +700,18 @@ class HttpProvider:
         chunks = handle.aiter_bytes() if span is None else span.atimed(handle.aiter_bytes())
 
         async def events() -> AsyncIterator[StreamEvent]:
-            answered: bool | None = False
             try:
                 for warning in warnings:
                     yield vocabulary.WarningEvent(warning=warning)
                 async for chunk in chunks:
                     for event in decoder.feed(chunk):
-                        answered = _answering(answered, event)
                         yield event
                     if decoder.done:
                         return
                 for event in decoder.close():
                     yield event
             except Error as error:
-                self._scrub(_made(error, answered))
+                self._scrub(error)
                 raise
 
         return streams.AsyncChatStream(
@@ -813,32 +814,4 @@ def _past_quota(error: Error, request: ChatRequest) -> Error:
         and guessed_input_tokens(request) >= quota
     ):
         error.with_retryable(False).with_retry_after(None)
-    return error
-
-
-_ANSWER_EVENTS = (
-    vocabulary.TextDelta,
-    vocabulary.ToolCallDelta,
-    vocabulary.ReasoningDelta,
-    vocabulary.RefusalDelta,
-)
-"""Events that say the model was writing an answer: a stream that fails after one was
-made, and maybe billed, whether or not it reported usage."""
-
-
-def _answering(answered: bool | None, event: StreamEvent) -> bool | None:
-    """Whether the stream has begun its answer (`True`), not yet (`False`), or reported its
-    usage (`None`: what it paid is said)."""
-    if answered is None or isinstance(event, vocabulary.UsageEvent):
-        return None
-    return answered or isinstance(event, _ANSWER_EVENTS)
-
-
-def _made(error: Error, answered: bool | None) -> Error:
-    """`error` (a stream that failed in its body: ended early, or an error in it) marked as
-    a call made, its cost unknown unless the stream reported usage, where the model had
-    begun its answer (as a stream cut by the network is); a failure before any of the
-    answer, as a refused request, reports nothing paid."""
-    if answered and REPORTED_USAGE_KEY not in error.context.metadata:
-        error.with_metadata(REPORTED_USAGE_KEY, {})
     return error

@@ -327,7 +327,7 @@ def _server_side(state: JobState) -> tuple[str, int, bytes] | None:
     error: dict[str, Any]
     if name in _GRPC_HTTP:
         error = {"status": name}
-    elif name is not None and name.isascii() and name.isdigit() and len(name) < 4:
+    elif name is not None and name.isascii() and name.isdigit() and _known_code(int(name)):
         error = {"code": int(name)}
     else:  # no code, or one Google's APIs do not have: nothing tells, taken as refused
         return None
@@ -337,6 +337,11 @@ def _server_side(state: JobState) -> tuple[str, int, bytes] | None:
     message = state.error_words or f"the batch job failed: {state.error}"
     body = {"error": {**error, "message": message}}
     return RowKind.ERROR, status, json.dumps(body).encode()
+
+
+def _known_code(code: int) -> bool:
+    """Whether a job error's number is a canonical code (1 to 16) or an HTTP status."""
+    return 1 <= code <= len(_GRPC_NAMES) or 400 <= code <= 599
 
 
 def _http_status(error: dict[str, Any]) -> int:
