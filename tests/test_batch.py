@@ -1370,9 +1370,10 @@ def test_a_budget_over_a_request_function_counts_every_functions_runs_of_its_typ
     )
 
 
+@pytest.mark.parametrize("kept_types", [True, False])
 @pytest.mark.parametrize("first_form", ["function", "template"])
 def test_a_budget_counts_what_runs_of_the_requests_other_form_paid_from_its_start(
-    server: BatchServer, tmp_path: Path, first_form: str
+    server: BatchServer, tmp_path: Path, first_form: str, kept_types: bool
 ) -> None:
     # The same requests made by a function in one run and a template in the other: the same
     # inputs (keys), of runs whose settings differ. The second run gave the first's values
@@ -1390,6 +1391,13 @@ def test_a_budget_counts_what_runs_of_the_requests_other_form_paid_from_its_star
         provider_for(server), Row, docs(4), request=forms[first_form], ledger=ledger
     )
     assert [outcome(r) for r in first] == ["ok"] * 4
+    if not kept_types:  # the first run's settings as a version before `types` kept them
+        with contextlib.closing(sqlite3.connect(ledger)) as db, db:
+            for run_id, settings in db.execute("SELECT run_id, settings FROM runs").fetchall():
+                kept = {k: v for k, v in json.loads(settings).items() if k != "types"}
+                db.execute(
+                    "UPDATE runs SET settings = ? WHERE run_id = ?", (json.dumps(kept), run_id)
+                )
     each = first.summary.cost / 4
     later = [f"doc {n}" for n in (4, 5, 6, 8)]
     run = allama.batch(

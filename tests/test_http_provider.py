@@ -249,7 +249,7 @@ def test_a_query_in_the_base_url_a_provider_echoes_is_redacted() -> None:
     request id a caller logs. A parameter that is no credential (`api-version`) stays: its
     value is an ordinary word of the message."""
     said = (
-        "Invalid URL (POST /v1/chat/completions?key=LEAKQ&sig=gw%2Fsecret-9&api-version="
+        "Invalid URL (POST /v1/chat/completions?key=LEAKQ&code=gw%2Fsecret-9&api-version="
         "2024-10-21); api-version 2024-10-21 is retired"
     )
     body = json.dumps({"error": {"message": said}})
@@ -259,7 +259,8 @@ def test_a_query_in_the_base_url_a_provider_echoes_is_redacted() -> None:
         return httpx2.Response(404, headers=headers, content=body)
 
     transport = allama.Transport(client=httpx2.Client(transport=httpx2.MockTransport(handler)))
-    url = "https://gateway.example/v1?key=LEAKQ&sig=gw/secret-9&api-version=2024-10-21"
+    # (`code`: an Azure Functions key, whose name says nothing of one)
+    url = "https://gateway.example/v1?key=LEAKQ&code=gw/secret-9&api-version=2024-10-21"
     provider = allama.provider("openai", api_key="k", base_url=url, transport=transport)
     with pytest.raises(Error) as failed:
         provider.chat(ChatRequest("gpt-4o-mini").user("Hi"))

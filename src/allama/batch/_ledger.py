@@ -1168,7 +1168,14 @@ def _one_job(mine: dict[str, Any], theirs: Any) -> bool:
             return False
         built = theirs.get("inputs") == theirs["types"] or mine.get("inputs") == types
         return bool(built or theirs.get("inputs") == mine.get("inputs"))
-    like = {name: value for name, value in mine.items() if name != "types"}
+    if types is not None and "provider" in theirs and theirs["provider"] == mine.get("provider"):
+        # A run of a version that did not keep `types`: a function's, whose inputs are
+        # them; or, for a function's run, a template's of a type of the same name.
+        if theirs.get("inputs") == types:
+            return True
+        if mine.get("inputs") == types and theirs.get("type") == mine.get("type"):
+            return True
+    like = {name: value for name, value in mine.items() if name not in ("types", "type")}
     return all(k not in theirs or theirs[k] == v for k, v in like.items())
 
 

@@ -3051,7 +3051,8 @@ def _estimate(request: ChatRequest, schema_tokens: int, limiter: RateLimiter) ->
 
 def job_settings(spec: _Spec) -> dict[str, Any]:
     """The settings that make runs one job, as the budget counts it (`_Agreement`)."""
-    return {name: spec.settings.get(name) for name in ("provider", "model", "inputs", "types")}
+    names = ("provider", "model", "inputs", "types", "type")
+    return {name: spec.settings.get(name) for name in names}
 
 
 def paid_before(spec: _Spec, book: Ledger) -> tuple[Decimal, dict[str, str]] | str:

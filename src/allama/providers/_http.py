@@ -55,8 +55,13 @@ else:
 __all__ = ["HttpProvider", "OpenAICompatibleProvider"]
 
 _REDACTED = "<redacted>"
-_SECRET_PARAM = re.compile(r"key|token|secret|sig|pass|pwd|auth|cred|session", re.IGNORECASE)
-"""A query parameter written into the base URL whose value is a credential, by its name."""
+_PLAIN_PARAMS = frozenset(
+    {"api-version", "api_version", "apiversion", "version", "v", "alt", "format", "region"}
+    | {"location", "project", "deployment", "stream", "beta"}
+)
+"""Query parameters written into a base URL whose values are no credential, and are words
+an error may well say: every other one's value is taken for one (`?key=`, `?code=`, a
+signature), and cut out of what a provider echoes."""
 
 
 def _written(name: str, value: str) -> set[str]:
@@ -66,6 +71,7 @@ def _written(name: str, value: str) -> set[str]:
     from urllib.parse import quote, quote_plus
 
     forms = {value, quote_plus(value), quote(value), quote(value, safe="")}
+    forms |= {quote(value, safe="!~*'()"), quote_plus(value).replace("~", "%7E")}  # JS, Java
     forms |= {re.sub(r"%[0-9A-F]{2}", lambda hit: hit[0].lower(), form) for form in forms}
     forms |= {form.replace("/", "\\/") for form in forms}
     found = {f"{name}={form}" for form in forms}
@@ -491,7 +497,7 @@ class HttpProvider:
                 if token and scheme.lower() in ("bearer", "basic"):
                     found.add(token)
         for name, value in self._url_query.items():
-            if _SECRET_PARAM.search(name):  # a gateway's `?key=...`, not `?api-version=`
+            if name.lower() not in _PLAIN_PARAMS:  # a gateway's `?key=...`, `?code=...`
                 found.update(_written(name, value))
         return sorted(found, key=len, reverse=True)
 
