@@ -46,6 +46,19 @@ class SseParser:
                 del buffer[: len(_BOM)]
             self._opened = True
         start = 0
+        if buffer.find(b"\r", self._scanned) < 0:
+            # No CR (the usual stream, or its CRLF lines whole in the lines read so far):
+            # lines end with LF.
+            while True:
+                end = buffer.find(b"\n", max(start, self._scanned))
+                if end < 0:
+                    break
+                self._line(buffer[start:end].decode("utf-8", "replace"), events)
+                start = end + 1
+            if start:
+                del buffer[:start]
+            self._scanned = len(buffer)
+            return events
         # The next LF and CR from where the scan is (-1: none in the rest of the buffer),
         # each searched for again only once passed: every byte is scanned once.
         lf = cr = -2

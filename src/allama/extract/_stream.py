@@ -107,14 +107,22 @@ class _Observer(Generic[T]):
             self._put(half)
 
     def _take(self, text: str) -> None:
+        if self._half or not text.isascii():  # (ASCII holds no surrogate)
+            text = self._paired(text)
+            if not text:
+                return
+        self._pieces.append(text)
+        if not self._partial.complete:
+            self._unread.append(text)
+
+    def _paired(self, text: str) -> str:
+        """`text` with a surrogate pair split across deltas made one character: a first
+        half that ends it is held for the next delta."""
         if self._half:
             text, self._half = self._half + text, ""
         if text and "\ud800" <= text[-1] <= "\udbff":
             text, self._half = text[:-1], text[-1]
-        if _SURROGATE.search(text) is not None:
-            text = _paired_parts([text])
-        if text:
-            self._put(text)
+        return _paired_parts([text]) if _SURROGATE.search(text) is not None else text
 
     def _put(self, text: str) -> None:
         self._pieces.append(text)

@@ -173,7 +173,10 @@ class ChatStreamDecoder:
             except ValidationError as invalid:
                 chunk = refit(WireChunk, data, invalid)  # a usage detail of another shape
             if chunk is not None:
-                yield from self._take(chunk, data)
+                failure = self._failure(chunk, data)
+                if failure is not None:
+                    yield from self._failed(chunk, data, failure)
+                yield from self._chunk(chunk)
                 return
         # An error event, or a payload that is not a chunk: find out which.
         try:
@@ -209,24 +212,26 @@ class ChatStreamDecoder:
             except ValidationError as invalid:
                 chunk = refit(WireChunk, data, invalid)  # (its usage of another shape)
             if chunk is not None:
-                yield from self._take(chunk, data)
+                failure = self._failure(chunk, data)
+                if failure is not None:
+                    yield from self._failed(chunk, data, failure)
+                yield from self._chunk(chunk)
                 return
         raise StreamDecodeError(
             "a stream event does not fit the chat completion chunk shape"
         ).mark_authored()
 
-    def _take(self, chunk: WireChunk, data: str) -> Iterator[StreamEvent]:
-        failure = self._failure(chunk, data)
-        if failure is not None:
-            # OpenRouter ends a failed stream with the error (beside the choices, or on the
-            # choice), a delta with finish reason `error`, and sometimes the usage: keep
-            # what it reports.
-            yield from self._chunk(chunk, failed=True)
-            yield from self._flush_details()
-            raise error_from_payload(failure, provider=self._provider, model=self._model).with_body(
-                data
-            )
-        yield from self._chunk(chunk)
+    def _failed(
+        self, chunk: WireChunk, data: str, failure: dict[str, Any]
+    ) -> Iterator[StreamEvent]:
+        """A chunk that carries an error. OpenRouter ends a failed stream with the error
+        (beside the choices, or on the choice), a delta with finish reason `error`, and
+        sometimes the usage: what it reports is kept, then the error raised."""
+        yield from self._chunk(chunk, failed=True)
+        yield from self._flush_details()
+        raise error_from_payload(failure, provider=self._provider, model=self._model).with_body(
+            data
+        )
 
     @staticmethod
     def _failure(chunk: WireChunk, data: str) -> dict[str, Any] | None:
