@@ -41,7 +41,7 @@ decoder uses, so a collected stream equals the decoded body of the same message:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -167,18 +167,24 @@ class ChatStreamDecoder:
             return
         if not data:
             return
+        chunk: WireChunk | None = None
         if event.event != "error":
             try:
-                chunk: WireChunk | None = WireChunk.model_validate_json(data)
+                chunk = WireChunk.model_validate_json(data)
             except ValidationError as invalid:
                 chunk = refit(WireChunk, data, invalid)  # a usage detail of another shape
-            if chunk is not None:
-                failure = self._failure(chunk, data)
-                if failure is not None:
-                    yield from self._failed(chunk, data, failure)
-                yield from self._chunk(chunk)
-                return
-        # An error event, or a payload that is not a chunk: find out which.
+        if chunk is None:
+            chunk = yield from self._not_a_chunk(event, data, at_end=at_end)
+        failure = self._failure(chunk, data)
+        if failure is not None:
+            yield from self._failed(chunk, data, failure)
+        yield from self._chunk(chunk)
+
+    def _not_a_chunk(
+        self, event: SseEvent, data: str, *, at_end: bool
+    ) -> Generator[StreamEvent, None, WireChunk]:
+        """An error event, or a payload pydantic-core did not read as a chunk: the error it
+        is (raised), or the chunk the standard library reads it as."""
         try:
             payload: Any = json.loads(data)
         except RecursionError:
@@ -208,15 +214,11 @@ class ChatStreamDecoder:
             # surrogate (half an emoji, its other half in the next chunk), which the text's
             # collector pairs again.
             try:
-                chunk = WireChunk.model_validate(payload)
+                return WireChunk.model_validate(payload)
             except ValidationError as invalid:
                 chunk = refit(WireChunk, data, invalid)  # (its usage of another shape)
-            if chunk is not None:
-                failure = self._failure(chunk, data)
-                if failure is not None:
-                    yield from self._failed(chunk, data, failure)
-                yield from self._chunk(chunk)
-                return
+                if chunk is not None:
+                    return chunk
         raise StreamDecodeError(
             "a stream event does not fit the chat completion chunk shape"
         ).mark_authored()
