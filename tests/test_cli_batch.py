@@ -2837,7 +2837,9 @@ def test_inputs_a_run_finished_and_abandoned_before_giving_are_its_own_not_an_ea
     # The same run, as the command holds it once it was closed: both read, neither given.
     run = allama.batch(provider, dict, ["doc 1", "doc 2"], request=request, ledger=ledger)
     book = Ledger(ledger, read_only=True)
-    run._runner.book = types.SimpleNamespace(run_id=this_run, setting_of_runs=book.setting_of_runs)
+    run._runner.book = types.SimpleNamespace(
+        run_id=this_run, settings_of_runs=book.settings_of_runs
+    )
     output = io.StringIO()
     # Said before it is done, for as many inputs as take seconds (here, two): a stop
     # otherwise seemed to hang, nothing said, for ten seconds a hundred thousand inputs.

@@ -989,9 +989,14 @@ class Ledger:
         return self.setting_of_runs("endpoint")
 
     def setting_of_runs(self, name: str) -> dict[str, str | None]:
-        """One text setting of each run of the ledger (`None` where it kept none: a run of
-        an earlier version), by run id; read apart once the ledger is closed (a run that
-        ended, writing what the ledger holds of inputs it did not reach)."""
+        """One text setting of each run of the ledger (`settings_of_runs`)."""
+        return self.settings_of_runs(name)[name]
+
+    def settings_of_runs(self, *names: str) -> dict[str, dict[str, str | None]]:
+        """Text settings of each run of the ledger (`None` where it kept none: a run of an
+        earlier version), by name and run id, read at once; read apart once the ledger
+        is closed (a run that ended, writing what the ledger holds of inputs it did not
+        reach)."""
         query = "SELECT run_id, settings FROM runs"
         try:
             with self._lock:
@@ -1002,13 +1007,15 @@ class Ledger:
                 found = db.execute(query).fetchall()
             finally:
                 db.close()
-        settings: dict[str, str | None] = {}
+        settings: dict[str, dict[str, str | None]] = {name: {} for name in names}
         for run_id, text in found:
             try:
-                setting = json.loads(text).get(name)
-            except (ValueError, TypeError, AttributeError):
-                setting = None
-            settings[str(run_id)] = setting if isinstance(setting, str) else None
+                kept = json.loads(text)
+            except (ValueError, TypeError):
+                kept = None
+            for name in names:
+                setting = kept.get(name) if isinstance(kept, dict) else None
+                settings[name][str(run_id)] = setting if isinstance(setting, str) else None
         return settings
 
     def paid(self, like: dict[str, Any] | None = None) -> tuple[Decimal, dict[str, str]]:

@@ -381,11 +381,10 @@ class BatchSummary:
         records = [*result.spent, *([result.metadata] if result.metadata is not None else [])]
         if not records:  # never sent (its request could not be made): nothing to price or time
             return
-        if result.resumed or (result.failure is not None and result.failure.kind == NOT_STARTED):
-            earlier = None  # (one not started carries earlier runs' attempts alone)
-            all_earlier = True
-        else:
-            all_earlier = False
+        # One resumed, or not started, carries earlier runs' attempts alone.
+        all_earlier = result.resumed or (
+            result.failure is not None and result.failure.kind == NOT_STARTED
+        )
         cost = self.add_paid(records, earlier, all_earlier=all_earlier)
         if cost is not None:
             _keep_top(self.costliest, (cost, result.label))
@@ -2655,8 +2654,7 @@ class _Runner:
             ) from error
         self.ledger = LedgerWriter(self.book)
         self.carry_from(self.book)
-        for name in _WRITERS_SETTINGS:
-            self.writers[name] = self.book.setting_of_runs(name)
+        self.writers.update(self.book.settings_of_runs(*_WRITERS_SETTINGS))
 
     def _writers(self, row: LedgerRow, name: str) -> str | None:
         """The setting `name` of the run that finished `row`; `None` where it kept none."""
@@ -2665,7 +2663,8 @@ class _Runner:
         known = self.writers.get(name)
         if known is None or row.run_id not in known:
             with contextlib.suppress(sqlite3.Error, LedgerError):  # a run started since
-                known = self.writers[name] = self.book.setting_of_runs(name)
+                self.writers.update(self.book.settings_of_runs(*_WRITERS_SETTINGS))
+                known = self.writers.get(name)
         return None if known is None else known.get(row.run_id)
 
     def _other_endpoint(self, row: LedgerRow) -> str | None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import allama.types as vocabulary
 from allama._degradations import Degradations
@@ -77,6 +77,23 @@ def _written(name: str, value: str) -> set[str]:
     found = {f"{name}={form}" for form in forms}
     found |= {form for form in forms if len(form) >= _SHORTEST_REDACTED}
     return found
+
+
+@overload
+def redacted(text: str, secrets: Sequence[str]) -> str: ...
+@overload
+def redacted(text: None, secrets: Sequence[str]) -> None: ...
+@overload
+def redacted(text: str | None, secrets: Sequence[str]) -> str | None: ...
+def redacted(text: str | None, secrets: Sequence[str]) -> str | None:
+    """`text` the provider wrote with each of `secrets` (`HttpProvider._secrets`, longest
+    first) replaced by `<redacted>`."""
+    if text is None:
+        return None
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, _REDACTED)
+    return text
 
 
 _SHORTEST_REDACTED = 6
@@ -507,25 +524,15 @@ class HttpProvider:
         Callers re-raise the same error (bare `raise`), so the httpx2 exception behind a
         network error or a timeout stays chained as its `__cause__`.
         """
-        for secret in self._secrets():
-            if secret in error.message:
-                error.message = error.message.replace(secret, _REDACTED)
-                error.args = (error.message,)
-            body = error.context.body
-            if body is not None and secret in body:
-                error.context.body = body.replace(secret, _REDACTED)
-            request_id = error.context.request_id
-            if request_id is not None and secret in request_id:
-                error.context.request_id = request_id.replace(secret, _REDACTED)
+        secrets = self._secrets()
+        message = redacted(error.message, secrets)
+        if message != error.message:
+            error.message = message
+            error.args = (message,)
+        context = error.context
+        context.body = redacted(context.body, secrets)
+        context.request_id = redacted(context.request_id, secrets)
         return error
-
-    def _scrub_text(self, text: str | None) -> str | None:
-        """`text` the provider wrote (a batch job's error), its credentials removed."""
-        if text is None:
-            return None
-        for secret in self._secrets():
-            text = text.replace(secret, _REDACTED)
-        return text
 
     def _response(
         self, request: ChatRequest, response: HttpResponse, warnings: list[Warning]

@@ -140,7 +140,13 @@ class ProviderJobs:
     def _scrubbed(self, found: Any) -> Any:
         """A job's state or rows with the credentials the provider echoed in its words (a
         job refused whole, a row's reason) removed, as from a live call's error."""
-        scrub = self.provider._scrub_text
+        from allama.providers._http import redacted
+
+        secrets = self.provider._secrets()  # (once for a job's rows)
+
+        def scrub(text: str | None) -> str | None:
+            return redacted(text, secrets)
+
         if isinstance(found, JobState) and (found.error or found.error_words):
             return replace(found, error=scrub(found.error), error_words=scrub(found.error_words))
         if isinstance(found, dict):
