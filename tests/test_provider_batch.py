@@ -296,18 +296,25 @@ def test_every_row_is_accounted_for(
         assert server.submitted[(family, n)] == (2 if retry == "batch" and n in (7, 23, 57) else 1)
 
 
+def _recording() -> tuple[Any, Any]:
+    """A tracer provider whose spans are kept in memory, and what keeps them."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter, tracer_provider
+
+
 @pytest.mark.parametrize("retry", ["batch", "live"])
 def test_each_input_of_a_provider_batch_run_has_a_span_of_its_own(
     server: ProviderBatchServer, tmp_path: Path, retry: str
 ) -> None:
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import StatusCode
 
-    exporter = InMemorySpanExporter()
-    tracing = TracerProvider()
-    tracing.add_span_processor(SimpleSpanProcessor(exporter))
+    exporter, tracing = _recording()
     provider = allama.provider(
         "openai", base_url=server.openai_base, api_key="test-key", tracer_provider=tracing
     )
@@ -350,16 +357,10 @@ def test_a_live_follow_ups_span_records_no_content_the_extractor_withholds(
     """A follow-up sent live is a call of the run's provider, made outside an extraction:
     its span recorded the document and the answer under the environment's opt-in, though
     the run's extractor said no."""
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
     from allama._tracing import CAPTURE_CONTENT_ENV
 
     monkeypatch.setenv(CAPTURE_CONTENT_ENV, "true")
-    exporter = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    exporter, tracer_provider = _recording()
     provider = allama.provider(
         "openai", base_url=server.openai_base, api_key="k", tracer_provider=tracer_provider
     )

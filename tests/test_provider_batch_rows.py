@@ -70,13 +70,7 @@ def test_a_gemini_job_failed_on_the_providers_side_gives_server_errors(
     code: str, status: int | None
 ) -> None:
     state = JobState("batches/1", "BATCH_STATE_FAILED", True, "failed", error=code, results={})
-    rows = GEMINI.results(TARGET, state, ["a"])
-    try:
-        next(rows)
-    except StopIteration as done:
-        row = done.value["a"]
-    else:
-        raise AssertionError("no request was needed")
+    row = _drive(GEMINI.results(TARGET, state, ["a"]), [])["a"]  # (no request needed)
     if status is None:
         assert (row.kind, row.note) == (RowKind.JOB_FAILED, f"the job failed: {code}")
     else:
@@ -85,13 +79,8 @@ def test_a_gemini_job_failed_on_the_providers_side_gives_server_errors(
 
 def test_a_gemini_job_expired_leaves_its_unanswered_rows_expired() -> None:
     state = JobState("batches/1", "BATCH_STATE_EXPIRED", True, "expired", results={})
-    rows = GEMINI.results(TARGET, state, ["a"])
-    try:
-        next(rows)
-    except StopIteration as done:
-        assert done.value == {"a": Row("a", RowKind.EXPIRED, note=done.value["a"].note)}
-    else:
-        raise AssertionError("no request was needed")
+    rows = _drive(GEMINI.results(TARGET, state, ["a"]), [])  # (no request needed)
+    assert rows == {"a": Row("a", RowKind.EXPIRED, note=rows["a"].note)}
 
 
 def test_openai_rows_refused_by_the_endpoint_are_errors_not_successes() -> None:
@@ -327,22 +316,7 @@ def test_a_gemini_line_that_cannot_be_read_keeps_its_place() -> None:
 def test_a_gemini_row_error_is_read_by_its_canonical_code(
     error: dict[str, Any], status: int
 ) -> None:
-    state = JobState(
-        "batches/1",
-        "BATCH_STATE_SUCCEEDED",
-        True,
-        "completed",
-        results={
-            "inlinedResponses": {"inlinedResponses": [{"error": error, "metadata": {"key": "a"}}]}
-        },
-    )
-    rows = GEMINI.results(TARGET, state, ["a"])
-    try:
-        next(rows)
-    except StopIteration as done:
-        row = done.value["a"]
-    else:
-        raise AssertionError("inlined responses need no request")
+    row = _gemini_inline([{"error": error, "metadata": {"key": "a"}}], ["a"], in_order=False)["a"]
     assert (row.kind, row.status) == (RowKind.ERROR, status)
     assert json.loads(row.body) == {"error": error}
 
@@ -558,13 +532,8 @@ def _gemini_inline(
         "completed",
         results={"inlinedResponses": {"inlinedResponses": entries}},
     )
-    steps = GEMINI.results(TARGET, state, keys, in_order)
-    try:
-        next(steps)
-    except StopIteration as done:
-        rows: dict[str, Row] = done.value
-        return rows
-    raise AssertionError("inlined responses need no request")
+    rows: dict[str, Row] = _drive(GEMINI.results(TARGET, state, keys, in_order), [])
+    return rows  # (inlined responses: no request)
 
 
 def _answer_of(key: str, keyed: bool) -> dict[str, Any]:
