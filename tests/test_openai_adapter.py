@@ -250,13 +250,71 @@ def test_a_map_on_an_endpoint_without_its_own_subset_goes_without_strict() -> No
         "`/properties/m` is a map, which OpenAI strict mode cannot enforce; Mistral publishes "
         "no strict subset of its own, so OpenAI's is assumed; it was sent without `strict`"
     )
-    # A schema inside the subset is still sent as given, strict.
+    # A schema inside the subset goes as OpenAI's strict rewrite: the upstreams that enforce
+    # `strict` refuse an object not closed.
     body, _ = body_of("mistral", native("mistral-small-latest", UINT))
     assert body["response_format"]["json_schema"] == {
         "name": "person",
-        "schema": UINT,
+        "schema": {**UINT, "additionalProperties": False},
         "strict": True,
     }
+
+
+OPTIONAL = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "nickname": {"type": "string", "default": "none"},
+        "pet": {"$ref": "#/$defs/Pet"},
+    },
+    "required": ["name", "pet"],
+    "$defs": {"Pet": {"type": "object", "properties": {"kind": {"type": "string"}}}},
+}
+OPTIONAL_STRICT = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "nickname": {"type": ["string", "null"]},
+        "pet": {"$ref": "#/$defs/Pet"},
+    },
+    "required": ["name", "nickname", "pet"],
+    "additionalProperties": False,
+    "$defs": {
+        "Pet": {
+            "type": "object",
+            "properties": {"kind": {"type": ["string", "null"]}},
+            "required": ["kind"],
+            "additionalProperties": False,
+        }
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "model"),
+    [
+        ("openrouter", "openai/gpt-4o"),
+        ("azure-foundry", "gpt-4o"),
+        ("mistral", "mistral-small-latest"),
+        ("openai-compatible", "some-model"),
+    ],
+)
+def test_strict_on_an_endpoint_without_its_own_subset_sends_a_schema_openai_strict_accepts(
+    name: str, model: str
+) -> None:
+    # OpenAI's strict mode, behind OpenRouter or Azure AI Foundry, refuses an object without
+    # `additionalProperties: false` or with a property missing from `required`: an optional
+    # property goes nullable, and every object closed, in both modes.
+    body, warnings = body_of(name, native(model, OPTIONAL))
+    sent = body["response_format"]["json_schema"]
+    assert sent["strict"] is True
+    assert sent["schema"] == OPTIONAL_STRICT
+    assert enforcement(warnings, RequestField.RESPONSE_FORMAT) == "approximate"
+    body, warnings = body_of(name, forced(model, OPTIONAL))
+    (tool,) = body["tools"]
+    assert tool["function"]["strict"] is True
+    assert tool["function"]["parameters"] == OPTIONAL_STRICT
+    assert enforcement(warnings, RequestField.TOOLS) == "approximate"
 
 
 def test_ollama_native_is_approximate_and_forced_tools_are_unsupported() -> None:

@@ -292,19 +292,23 @@ class _Encoder:
         return self._unchecked(schema)
 
     def _unchecked(self, schema: dict[str, Any]) -> Rewrite:
-        """An endpoint that publishes no subset of its own: the schema is sent as given.
+        """An endpoint that publishes no subset of its own: OpenAI's strict subset is assumed.
 
-        Its `strict` flag is OpenAI's, and a schema outside OpenAI's strict subset (a map,
-        which needs an open object) cannot be sent under it: OpenRouter's OpenAI and Azure
-        upstreams reject it, others need not enforce it. Such a schema goes without
-        `strict` (not enforced); any other is approximate, as the endpoint does not report
-        which keywords it enforces.
+        Its `strict` flag is OpenAI's, and the upstreams that enforce it (OpenRouter's OpenAI
+        and Azure ones, Azure AI Foundry's OpenAI deployments) reject a schema outside
+        OpenAI's strict subset: an object not closed, an optional property not required. The
+        schema goes as OpenAI's strict rewrite (optional properties nullable, their stand-in
+        `null`s removed before validation), approximate, as the endpoint does not report
+        which keywords it enforces; one the subset cannot hold (a map, which needs an open
+        object) goes as given, without `strict` (not enforced).
         """
         from allama.schema._dialects._openai_strict import openai_strict
         from allama.schema._dialects._passthrough import passthrough
 
         sent = passthrough(schema)
         strict = openai_strict(schema, profile=self.profile.strict_profile)
+        if strict.strict_representable:
+            return Rewrite(strict.schema, (*strict.notes, *sent.notes), strict.dropped)
         display = self.profile.display_name
         refused = tuple(
             SchemaNote(
@@ -316,7 +320,7 @@ class _Encoder:
             for note in strict.notes
             if note.kind is WarningKind.UNSUPPORTED
         )
-        return Rewrite(sent.schema, refused) if refused else sent
+        return Rewrite(sent.schema, refused)
 
     def response_format(self) -> dict[str, Any] | None:
         fmt = self.request.response_format
