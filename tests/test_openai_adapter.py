@@ -51,6 +51,7 @@ from allama.types import (
     ReasoningEffort,
     RequestField,
     ResponseFormat,
+    SystemMessage,
     ToolCall,
     ToolChoice,
     ToolDefinition,
@@ -408,6 +409,51 @@ def test_json_object_only_model_falls_back_with_a_warning() -> None:
                 UnsupportedPolicy.ERROR
             )
         )
+
+
+SCHEMA_IN_WORDS = (
+    "Answer with one JSON object that follows this JSON Schema:\n"
+    '{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}'
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "display", "model"),
+    [
+        ("groq", "Groq", "llama-3.3-70b-versatile"),
+        ("openai", "OpenAI", "gpt-4-turbo"),
+        ("openai", "OpenAI", "gpt-3.5-turbo-0125"),
+        ("deepseek", "DeepSeek", "deepseek-chat"),
+    ],
+)
+def test_json_object_mode_is_told_the_schema_in_words(name: str, display: str, model: str) -> None:
+    # The endpoints refuse `json_object` unless the messages say "JSON", and nothing else
+    # would carry the schema: it opens the messages, or ends the opening system message.
+    body, warnings = body_of(name, native(model, STRINGS))
+    assert body["response_format"] == {"type": "json_object"}
+    assert body["messages"] == [
+        {"role": "system", "content": SCHEMA_IN_WORDS},
+        {"role": "user", "content": "Ada, 1843"},
+    ]
+    (warning,) = [w for w in warnings if w.is_about(RequestField.RESPONSE_FORMAT)]
+    assert warning.message == (
+        f"`{model}` on {display} has no JSON Schema output; "
+        "the response format `person` was sent as `json_object`, which only constrains the "
+        "output to a JSON object, with the schema written into the instructions"
+    )
+    request = native(model, STRINGS)
+    request = request.model_copy(
+        update={"messages": [SystemMessage(content="Be brief."), *request.messages]}
+    )
+    body, _ = body_of(name, request)
+    assert body["messages"] == [
+        {"role": "system", "content": f"Be brief.\n\n{SCHEMA_IN_WORDS}"},
+        {"role": "user", "content": "Ada, 1843"},
+    ]
+    # A caller's own JSON mode is sent as asked.
+    own = ChatRequest(model).user("Ada").with_response_format(ResponseFormat.json_object())
+    body, _ = body_of(name, own)
+    assert body["messages"] == [{"role": "user", "content": "Ada"}]
 
 
 def test_best_effort_endpoint_sends_the_schema_without_strict() -> None:

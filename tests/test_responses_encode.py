@@ -29,6 +29,7 @@ from allama.types import (
     Refusal,
     RequestField,
     ResponseFormat,
+    SystemMessage,
     TextPart,
     ToolCall,
     ToolChoice,
@@ -541,6 +542,16 @@ def test_a_family_with_json_mode_only_gets_json_object_with_a_refusal() -> None:
     body, warnings = encode(_schema_request("gpt-4-turbo", PERSON, tool=False))
     assert body["text"] == {"format": {"type": "json_object"}}
     assert fields(warnings) == [("response_format", "unsupported")]
+    # Told the schema in words, which also says "JSON" as the mode requires.
+    schema = json.dumps(PERSON, separators=(",", ":"))
+    note = f"Answer with one JSON object that follows this JSON Schema:\n{schema}"
+    assert body["instructions"] == note
+    request = _schema_request("gpt-4-turbo", PERSON, tool=False)
+    request = request.model_copy(
+        update={"messages": [SystemMessage(content="Be brief."), *request.messages]}
+    )
+    body, _ = encode(request)
+    assert body["instructions"] == f"Be brief.\n\n{note}"
 
 
 def test_openrouter_requires_the_parameters_when_a_schema_is_sent() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -77,6 +78,8 @@ class _Encoder:
         self.degradations = degradations
         self.stream = stream
         self.schema_sent = False
+        self.schema_instruction: str | None = None
+        """The schema, in words, where only `json_object` can carry it (`json_object_note`)."""
 
     # Messages
 
@@ -403,8 +406,10 @@ class _Encoder:
             self.degradations.refuse(
                 field,
                 f"`{model}` on {display} has no JSON Schema output; {subject} was sent as "
-                "`json_object`, which only constrains the output to a JSON object",
+                "`json_object`, which only constrains the output to a JSON object, with the "
+                "schema written into the instructions",
             )
+            self.schema_instruction = json_object_note(rewrite.schema)
             return {"type": "json_object"}
         strict: bool | None = fmt.strict
         if fmt.strict:
@@ -544,6 +549,8 @@ class _Encoder:
             top_logprobs=top_logprobs or None,
         )
         body.update(extras)
+        if self.schema_instruction is not None:
+            body["messages"] = _instructed(body["messages"], self.schema_instruction)
         if profile.require_parameters and self.schema_sent:
             routing = body.get("provider")
             body["provider"] = {
@@ -554,6 +561,21 @@ class _Encoder:
         if isinstance(extra, dict):
             body.update(extra)
         return body
+
+
+def json_object_note(schema: dict[str, Any]) -> str:
+    """What `json_object` mode is told in words: the endpoint refuses the mode unless the
+    messages say "JSON" (OpenAI, DeepSeek, Groq), and nothing else carries the schema."""
+    text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+    return f"Answer with one JSON object that follows this JSON Schema:\n{text}"
+
+
+def _instructed(messages: list[dict[str, Any]], note: str) -> list[dict[str, Any]]:
+    """`messages` with `note` added to the opening system message, or opening them as one."""
+    first = messages[0] if messages else None
+    if first is not None and first["role"] == "system" and isinstance(first["content"], str):
+        return [{**first, "content": f"{first['content']}\n\n{note}"}, *messages[1:]]
+    return [{"role": "system", "content": note}, *messages]
 
 
 def _present(**fields: Any) -> dict[str, Any]:

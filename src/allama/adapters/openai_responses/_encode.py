@@ -392,6 +392,10 @@ class _Encoder(_ChatEncoder):
         reasoning, reasons = self.reasoning()
         top_logprobs = self.output_logprobs()
         body: dict[str, Any] = {"model": request.model}
+        text = self.text()  # before the instructions: it may add the schema to them
+        if self.schema_instruction is not None:
+            note = self.schema_instruction
+            instructions = note if instructions is None else f"{instructions}\n\n{note}"
         if instructions is not None:
             body["instructions"] = instructions
         body["input"] = items
@@ -403,7 +407,6 @@ class _Encoder(_ChatEncoder):
         parallel = self.parallel_tool_calls(tools)
         if parallel is not None:
             body["parallel_tool_calls"] = parallel
-        text = self.text()
         if text is not None:
             body["text"] = text
         if reasoning is not None:
