@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
+import allama
 from allama import ExtractionMode, Extractor
 from allama.adapters.openai_compat._decode import decode_response
 from allama.adapters.openai_compat._errors import (
@@ -32,6 +33,7 @@ from allama.errors import (
     ContextWindowExceededError,
     Error,
     InvalidRequestError,
+    NotFoundError,
     OverloadedError,
     QuotaExceededError,
     RateLimitedError,
@@ -647,6 +649,94 @@ def test_context_length_code() -> None:
         },
     )
     assert type(error) is ContextWindowExceededError
+
+
+def test_xais_maximum_prompt_length_is_a_full_context_window() -> None:
+    error = _error(
+        400,
+        {
+            "code": "invalid-argument",
+            "error": "This model's maximum prompt length is 131072 but the request contains "
+            "140000 tokens.",
+        },
+    )
+    assert type(error) is ContextWindowExceededError
+
+
+def test_openrouters_no_endpoint_for_the_parameters_is_a_refusal_not_a_missing_model() -> None:
+    routing = "To learn more about provider routing, visit: https://openrouter.ai/docs"
+    error = _error(
+        404,
+        {
+            "error": {
+                "message": "No endpoints found that can handle the requested parameters. "
+                + routing,
+                "code": 404,
+            }
+        },
+    )
+    assert type(error) is UnsupportedError
+    assert (error.field, error.stage) == (None, UnsupportedStage.PROVIDER)
+    assert not error.retryable
+    tools = f'No endpoints found that support tool use. Try disabling "question". {routing}'
+    error = _error(404, {"error": {"message": tools, "code": 404}})
+    assert type(error) is UnsupportedError
+    assert error.field is RequestField.TOOLS
+    missing = "No endpoints found for nousresearch/hermes-3-llama-3.1-405b:free."
+    assert type(_error(404, {"error": {"message": missing, "code": 404}})) is NotFoundError
+
+
+class _Named(BaseModel):
+    name: str
+
+
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_an_extraction_falls_back_when_openrouter_finds_no_endpoint_for_its_schema(
+    run: str,
+) -> None:
+    # Native output on OpenRouter is a guess (support is per endpoint); under
+    # `require_parameters` a model none of whose endpoints take a schema answers a 404 that
+    # names no field. It is the schema's: the extraction falls back to a forced tool.
+    sent: list[dict[str, Any]] = []
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        body = json.loads(http.content)
+        sent.append(body)
+        if "tools" not in body:
+            message = "No endpoints found that can handle the requested parameters."
+            return httpx2.Response(404, json={"error": {"message": message, "code": 404}})
+        call = {
+            "id": "c",
+            "type": "function",
+            "function": {
+                "name": body["tools"][0]["function"]["name"],
+                "arguments": '{"name":"Ada"}',
+            },
+        }
+        return httpx2.Response(200, json=_completion(None, tool_calls=[call]))
+
+    target = provider("openrouter", api_key="k", transport=_mock(handler))
+    request = ChatRequest("meta-llama/llama-3-8b-instruct").user("Ada")
+    if run == "sync":
+        extracted = allama.extract(target, _Named, request)
+    else:
+        extracted = asyncio.run(allama.aextract(target, _Named, request))
+    assert extracted.value == _Named(name="Ada")
+    assert extracted.metadata.mode is ExtractionMode.FORCED_TOOL
+    fallback = extracted.metadata.auto_fallback
+    assert fallback is not None
+    assert (fallback.field, fallback.stage) == (
+        RequestField.RESPONSE_FORMAT,
+        UnsupportedStage.PROVIDER,
+    )
+    assert [("response_format" in body, body["provider"]) for body in sent] == [
+        (True, {"require_parameters": True}),
+        (False, {"require_parameters": True}),
+    ]
+    # A plain chat's refusal names no field: nothing in it carries a schema.
+    with pytest.raises(UnsupportedError) as caught:
+        target.chat(ChatRequest("meta-llama/llama-3-8b-instruct").user("Hi"))
+    assert caught.value.field is None
 
 
 def test_rejected_tool_schema_is_unsupported_on_tools() -> None:

@@ -27,13 +27,14 @@ from allama.errors import (
     Error,
     InvalidRequestError,
     RateLimitedError,
+    UnsupportedError,
 )
 from allama.providers._credentials import RefreshingToken
 from allama.providers._hosts import host_url
 from allama.providers._options import check_headers, check_key, check_text, check_url
 from allama.providers._presets import Preset
 from allama.transport import Transport, check_timeout, mask_query_in_log
-from allama.types import CapabilitySupport, ChatCapability
+from allama.types import CapabilitySupport, ChatCapability, RequestField, UnsupportedStage
 
 # Building a provider loads no pydantic model: what a call needs (the vocabulary's models,
 # the dialect's encoder and decoders through `wire`, the stream classes) is loaded by the
@@ -543,14 +544,14 @@ class HttpProvider:
             )
         except Error as error:
             self._scrub(error.with_model(request.model).with_provider(self.name))
-            _past_quota(error, request)
+            _past_quota(_refused_field(error, request), request)
             raise
 
     def _stream_error(
         self, request: ChatRequest, status: int, headers: Mapping[str, str], body: bytes
     ) -> Error:
         error = self._adapter.error(status, headers, body, provider=self.name, model=request.model)
-        return _past_quota(self._scrub(error), request)
+        return _past_quota(_refused_field(self._scrub(error), request), request)
 
     def _decoder(self, request: ChatRequest) -> StreamDecoder:
         return self._adapter.stream_decoder(provider=self.name, model=request.model)
@@ -813,6 +814,24 @@ def _without_credentials(url: str) -> str:
         netloc = f"{user.partition(':')[0]}:***@{host}" if ":" in user else f"***@{host}"
     query = "***" if parts.query else ""
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _refused_field(error: Error, request: ChatRequest) -> Error:
+    """A provider's refusal of "the requested parameters" that names none (OpenRouter's
+    404 when, under `require_parameters`, no endpoint serves them all): put on the field
+    that carries the request's schema, the one thing in it that only some endpoints serve,
+    so that an extraction whose native output was a guess falls back to a forced tool."""
+    if (
+        isinstance(error, UnsupportedError)
+        and error.field is None
+        and error.stage is UnsupportedStage.PROVIDER
+    ):
+        fmt = request.response_format
+        if fmt is not None and fmt.type == "json_schema" and not request.tools:
+            error.field = RequestField.RESPONSE_FORMAT
+        elif fmt is None and any(tool.strict for tool in request.tools):
+            error.field = RequestField.TOOLS
+    return error
 
 
 def _past_quota(error: Error, request: ChatRequest) -> Error:

@@ -51,7 +51,7 @@ _CONTEXT_CODES = frozenset(
 # needs them: a call that succeeds never does.
 _CONTEXT_WORDS = (
     r"(?i)maximum context length|context length|context window|prompt too long|"
-    r"prompt is too long|too many tokens|reduce the length"
+    r"prompt is too long|too many tokens|reduce the length|maximum prompt length"
 )
 _RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "ratelimitreached", "rate_limited"})
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "quota_exceeded"})
@@ -75,6 +75,14 @@ _UPSTREAM_RESPONSE_SCHEMA = (
 )
 _UPSTREAM_TOOL_SCHEMA = r"(?i)input_schema|function_declarations\[\d+\]\.parameters"
 _BAD_KEY = r"(?i)incorrect api key|invalid api key|invalid x-api-key"
+_NO_ENDPOINT = r"(?i)no endpoints found that (?:can handle|support)"
+"""OpenRouter's 404 when no endpoint of the model serves what the request asks for (under
+`provider.require_parameters`): "... that can handle the requested parameters", "... that
+support tool use". The model exists ("No endpoints found for <model>" is a missing one)."""
+_NO_ENDPOINT_FIELD = (
+    (r"(?i)tool", RequestField.TOOLS),
+    (r"(?i)structured output|response.format|json", RequestField.RESPONSE_FORMAT),
+)
 _GO_DURATION = r"(\d+(?:\.\d+)?)(ms|us|µs|μs|ns|h|m|s)"
 """A unit of Go's durations (`6m0s`, `850µs`: Go writes what is under a millisecond in µs
 or ns)."""
@@ -384,6 +392,10 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         return InvalidRequestError(message)
     if status == 403:
         return PermissionDeniedError(message)
+    if status == 404 and re.search(_NO_ENDPOINT, message):
+        # Nothing serves the request as asked: no wait or retry changes that.
+        named = next((f for words, f in _NO_ENDPOINT_FIELD if re.search(words, message)), None)
+        return UnsupportedError(message, field=named, stage=UnsupportedStage.PROVIDER)
     if status == 404 or code in ("model_not_found", "deploymentnotfound"):
         return NotFoundError(message)
     if status == 408:
