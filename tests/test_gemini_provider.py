@@ -607,6 +607,7 @@ _FILTERS = frozenset(
         "BLOCKLIST",
         "SPII",
         "RECITATION",
+        "LANGUAGE",
         "IMAGE_SAFETY",
         "IMAGE_PROHIBITED_CONTENT",
         "IMAGE_RECITATION",

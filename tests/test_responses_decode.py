@@ -579,6 +579,11 @@ TEXT_START = (
     [
         {"type": "error", "code": "server_error", "message": "The server had an error"},
         {"type": "error", "error": {"code": "server_error", "message": "The server had an error"}},
+        # OpenRouter's, by its errors page: `response.error`.
+        {
+            "type": "response.error",
+            "error": {"code": "server_error", "message": "The server had an error"},
+        },
         {
             "type": "response.failed",
             "response": {
@@ -600,6 +605,20 @@ def test_stream_error_after_text_yields_the_text_first(error_event: dict[str, An
     assert type(error) is ServerError and error.retryable
     assert (error.provider, error.model, error.status) == ("openai", "gpt-4o", None)
     assert "The server had an error" not in str(error.as_log())
+
+
+def test_an_event_that_is_only_an_error_object_is_the_providers_error() -> None:
+    # OpenRouter sends an error mid-generation as a plain `data:` line holding `error`.
+    error = {"code": "rate_limit_exceeded", "message": "Rate limit exceeded: try again in 20s"}
+    data = sse(*TEXT_START) + b"data: " + json.dumps({"error": error}).encode() + b"\n\n"
+    seen, raised = _events_until_error(data)
+    assert seen == [
+        ResponseStart(id="resp_e", model="gpt-4o"),
+        BlockStart(index=0, block_type=StreamBlockType.TEXT),
+        TextDelta(index=0, text="Hi"),
+    ]
+    assert type(raised) is RateLimitedError
+    assert raised.retry_after == 20.0
 
 
 def test_a_completed_response_with_failed_status_is_its_error() -> None:

@@ -50,8 +50,8 @@ part with nothing but a signature reads as an empty text (or thought) part that 
 An empty text part without a signature makes no block.
 
 Finish. `STOP` is `tool_calls` when the candidate holds function calls, else `stop`;
-`MAX_TOKENS` is `length`; the safety, blocklist, recitation and image-safety reasons are
-`content_filter`, with the raw reason under `finish_reason` and `finishMessage` (when given)
+`MAX_TOKENS` is `length`; the safety, blocklist, recitation, language and image-safety
+reasons are `content_filter`, with the raw reason under `finish_reason` and `finishMessage` (when given)
 as the decline explanation; every other reason (`MALFORMED_FUNCTION_CALL`, `OTHER`, reasons
 added later) is kept as the lower-cased raw value, with `finishMessage` under
 `finish_message`. `FINISH_REASON_UNSPECIFIED` (or none) is `None`; the boilerplate
@@ -172,6 +172,7 @@ _CONTENT_FILTER = frozenset(
         "BLOCKLIST",
         "SPII",
         "RECITATION",
+        "LANGUAGE",  # the answer was withheld: a language the model may not answer in
         "IMAGE_SAFETY",
         "IMAGE_PROHIBITED_CONTENT",
         "IMAGE_RECITATION",

@@ -89,6 +89,8 @@ from allama.types._response import USAGE_COST_KEY, money_fields, service_tier_of
 __all__ = ["ResponsesStreamDecoder", "decode_stream"]
 
 _DONE = "[DONE]"
+_ERRORS = frozenset({"error", "response.error"})
+"""Events that are an error: OpenAI's, and OpenRouter's `response.error`."""
 _STARTS = frozenset({"response.created", "response.in_progress", "response.queued"})
 _ENDS = {
     "response.completed": "completed",
@@ -257,7 +259,13 @@ class ResponsesStreamDecoder:
             words = payload if isinstance(payload, str) else data.strip()
             payload = {"error": {"message": words}}
         kind = payload.get("type") or event.event
-        if kind == "error" or event.event == "error":
+        if (
+            kind in _ERRORS
+            or event.event in _ERRORS
+            or (not kind and isinstance(payload.get("error"), dict))
+        ):
+            # `error`, OpenRouter's `response.error`, or an event that is only an error
+            # object (OpenRouter's errors mid-generation): the provider's error, as it says.
             raise error_from_payload(payload, provider=self._provider, model=self._model)
         if kind == "response.failed":
             response = payload.get("response")
