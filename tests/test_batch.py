@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import gc
 import itertools
 import json
 import os
@@ -3680,6 +3681,63 @@ def test_a_sync_run_closed_while_a_retry_waits_for_its_turn_makes_no_more_calls(
     list(run)
     time.sleep(2.0)  # past a worker's look at the closed loop
     assert server.sent[7] == 1
+
+
+def test_a_sync_run_interrupted_while_it_starts_is_closed_and_sends_nothing(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C while the run's thread makes its loop: the caller gets its KeyboardInterrupt,
+    # and the run ends with it, rather than going on with every input in the background.
+    gate = threading.Event()
+    made = asyncio.new_event_loop
+
+    def slow_to_start() -> asyncio.AbstractEventLoop:
+        if threading.current_thread().name == "allama-batch-run":
+            gate.wait(10)
+        return made()
+
+    def interrupt(*_: object) -> None:
+        gate.set()  # the run's thread goes on as the interrupt reaches the caller
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(asyncio, "new_event_loop", slow_to_start)
+    before = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        run = allama.batch(
+            provider_for(server), Row, docs(20), request=TEMPLATE, ledger=tmp_path / "l.sqlite"
+        )
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(KeyboardInterrupt):
+            list(run)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+    time.sleep(0.5)  # what a run left going would send by now
+    assert sum(server.sent.values()) == 0
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("allama-batch")]
+    assert run.summary.done == 0
+
+
+def test_a_sync_run_closed_before_a_repair_takes_its_turn_leaves_no_coroutine_unawaited(
+    server: BatchServer,
+) -> None:
+    # Doc 7 answers no JSON after a moment; the run is closed before: the repair's turn is
+    # never taken, and nothing is left to warn of a coroutine never awaited.
+    slow = BatchServer(delay=0.6).start()
+    try:
+        run = allama.batch(
+            provider_for(slow), Row, ["doc 7"], request=TEMPLATE, extractor=Extractor(retries=1)
+        )
+        threading.Timer(0.3, run.close).start()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            list(run)
+            time.sleep(1.0)  # the call's answer, and the worker's look at the closed loop
+            gc.collect()
+        assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+        assert slow.sent[7] == 1
+    finally:
+        slow.stop()
 
 
 def test_calls_of_extractions_in_flight_when_the_run_stops_keep_the_rate(

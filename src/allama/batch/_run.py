@@ -2948,9 +2948,11 @@ class Turns:
         loop = self.loop
         if loop is None:
             return
+        take = self._take(turn, request)
         try:
-            waited = asyncio.run_coroutine_threadsafe(self._take(turn, request), loop)
+            waited = asyncio.run_coroutine_threadsafe(take, loop)
         except RuntimeError:  # the run's loop closed: the run is over
+            take.close()  # never to run
             raise RunClosed() from None
         while True:
             try:
@@ -3878,6 +3880,8 @@ class BatchRun(Generic[T]):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        """Set once the run's thread has its loop and main task, or has ended."""
         self._failure: BaseException | None = None
 
     @property
@@ -3901,7 +3905,7 @@ class BatchRun(Generic[T]):
         )
 
     def _start(self) -> None:
-        started = threading.Event()
+        started = self._started
 
         def work() -> None:
             loop = asyncio.new_event_loop()
@@ -3951,9 +3955,9 @@ class BatchRun(Generic[T]):
         # nothing, where a run started by `iter` would go on with nothing to end it.
         if self._closed:
             return
-        self._start()
         runner = self._runner
         try:
+            self._start()  # (interrupted while it starts, the run is closed all the same)
             while not self._closed:  # `close()` in the loop ends it
                 item = self._results.get()
                 if item is _END:
@@ -3983,8 +3987,13 @@ class BatchRun(Generic[T]):
         and a later run sends them again: if they were answered meanwhile, that is paid
         twice). `stop` first, and read the results to the end, to keep them."""
         self._closed = True
-        loop, main, thread = self._loop, self._main, self._thread
+        thread = self._thread
         try:
+            if thread is not None and thread.is_alive():
+                # A thread just started has its loop and main task in a moment: wait for
+                # them, or a run closed while it starts would go on with nothing to end it.
+                self._started.wait()
+            loop, main = self._loop, self._main
             if loop is not None and main is not None and thread is not None and thread.is_alive():
                 with contextlib.suppress(RuntimeError):  # the loop closed in between: over
                     loop.call_soon_threadsafe(main.cancel)

@@ -51,10 +51,10 @@ An empty text part without a signature makes no block.
 
 Finish. `STOP` is `tool_calls` when the candidate holds function calls, else `stop`;
 `MAX_TOKENS` is `length`; the safety, blocklist, recitation, language and image-safety
-reasons are `content_filter`, with the raw reason under `finish_reason` and `finishMessage` (when given)
-as the decline explanation; every other reason (`MALFORMED_FUNCTION_CALL`, `OTHER`, reasons
-added later) is kept as the lower-cased raw value, with `finishMessage` under
-`finish_message`. `FINISH_REASON_UNSPECIFIED` (or none) is `None`; the boilerplate
+reasons are `content_filter`, with the raw reason under `finish_reason` and `finishMessage`
+(when given) as the decline explanation; every other reason (`MALFORMED_FUNCTION_CALL`,
+`OTHER`, reasons added later) is kept as the lower-cased raw value, with `finishMessage`
+under `finish_message`. `FINISH_REASON_UNSPECIFIED` (or none) is `None`; the boilerplate
 `finishMessage` of a normal stop is not kept. A prompt Gemini blocked (no candidate,
 `promptFeedback.blockReason`) is an empty response finished by `content_filter`, the reason
 under `block_reason` and `blockReasonMessage` (Vertex), or a sentence naming the reason, as
