@@ -1672,6 +1672,42 @@ def test_an_output_that_would_write_over_the_ledgers_own_files_is_refused(
     assert main(["batch", "status", str(ledger)]) == 0
 
 
+def test_an_output_that_would_write_over_another_runs_ledger_is_refused(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `results.jsonl.ledger.sqlite` is one tab away from `results.jsonl`: a second run or an
+    # export whose --out names the first run's ledger, or a file beside it, would replace
+    # what it paid for with lines of JSON.
+    docs = folder(tmp_path, [1, 2])
+    first = tmp_path / "results.jsonl"
+    assert run(server, row_type, docs, first) == 0
+    capsys.readouterr()
+    ledger = tmp_path / "results.jsonl.ledger.sqlite"
+    kept = ledger.read_bytes()
+    sent = sum(server.sent.values())
+    assert run(server, row_type, docs, ledger) == 2
+    assert capsys.readouterr().err.endswith(
+        f"--out `{ledger}` is a SQLite database (a ledger?): the run would write over it\n"
+    )
+    wal = tmp_path / "results.jsonl.ledger.sqlite-wal"
+    wal.write_bytes(b"")
+    assert run(server, row_type, docs, wal) == 2
+    assert capsys.readouterr().err.endswith(
+        f"--out `{wal}` is the write-ahead log of the SQLite database "
+        "`results.jsonl.ledger.sqlite`: the run would write over it\n"
+    )
+    other = tmp_path / "other.jsonl"
+    assert run(server, row_type, docs, other) == 0
+    capsys.readouterr()
+    assert main(["batch", "export", f"{other}.ledger.sqlite", "--out", str(ledger)]) == 2
+    assert capsys.readouterr().err.endswith(
+        f"--out `{ledger}` is a SQLite database (a ledger?): the export would write over it\n"
+    )
+    assert ledger.read_bytes() == kept
+    assert sum(server.sent.values()) == sent + 2  # the other run's, nothing more
+    assert main(["batch", "status", str(ledger)]) == 0
+
+
 def test_a_ledger_another_run_is_making_is_taken_for_one(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

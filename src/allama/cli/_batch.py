@@ -534,7 +534,7 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         )
     if _same_file(out, ledger):
         raise _Usage(f"--out and --ledger are the same file, `{out}`: give each its own")
-    beside = _ledger_file(out, ledger)
+    beside = _ledger_file(out, ledger) or _a_database(out)
     if beside is not None:
         raise _Usage(f"--out `{args.out}` is {beside}: the run would write over it")
     if _same_file(_part(out), ledger):
@@ -1528,6 +1528,25 @@ _BESIDE_LEDGER = (
 """The files SQLite keeps beside a ledger: written over, they damage it."""
 
 
+def _a_database(path: Path) -> str | None:
+    """What `path` is where it is a SQLite database (another run's ledger, most likely) or
+    one of the files SQLite keeps beside one: an output written there would ruin it."""
+    if _sqlite(path):
+        return "a SQLite database (a ledger?)"
+    for suffix, what in _BESIDE_LEDGER:
+        if path.name.endswith(suffix) and _sqlite(path.with_name(path.name[: -len(suffix)])):
+            return f"the {what} of the SQLite database `{path.name[: -len(suffix)]}`"
+    return None
+
+
+def _sqlite(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            return file.read(16) == b"SQLite format 3\x00"
+    except OSError:  # none there, a folder, unreadable: no database to write over
+        return False
+
+
 def _ledger_file(path: Path, ledger: Path) -> str | None:
     """Which of the ledger's files `path` is; `None` for none of them."""
     if _same_file(path, ledger):
@@ -1955,7 +1974,8 @@ def _export(args: argparse.Namespace) -> int:
         # have the path read as text (`nosuch/../e.jsonl` written as `./e.jsonl`).
         if not Path(args.out).parent.is_dir():
             raise _Usage(f"no such folder for --out: `{Path(args.out).parent}`")
-        written_over = _ledger_file(Path(args.out), Path(args.ledger))
+        out = Path(args.out)
+        written_over = _ledger_file(out, Path(args.ledger)) or _a_database(out)
         if written_over is not None:
             raise _Usage(f"--out `{args.out}` is {written_over}: the export would write over it")
     words = args.provider_messages
