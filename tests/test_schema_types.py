@@ -107,3 +107,19 @@ def test_a_type_that_cannot_be_extracted_says_so_in_the_callers_terms(
         allama.extract(provider, tp, ChatRequest("m").user("x"))
     assert str(raised.value) == message + TAIL
     assert provider.requests == []
+
+
+class RefInADefault(BaseModel):
+    meta: dict[str, str] = {"$ref": "#/nowhere"}
+    x: int
+
+
+def test_a_type_whose_schema_pydantic_fails_to_write_is_refused_with_the_reason() -> None:
+    provider = TestProvider()
+    with pytest.raises(TypeError) as raised:
+        allama.extract(provider, RefInADefault, ChatRequest("m").user("x"))
+    assert str(raised.value) == (
+        "cannot extract `RefInADefault`: pydantic failed to write its JSON Schema (KeyError "
+        "'#/nowhere'; a default or `json_schema_extra` holding a `$ref` key does this)"
+    )
+    assert provider.requests == []

@@ -227,6 +227,16 @@ def type_schema(tp: Any) -> TypeSchema:
         ) from None
     except PydanticUserError as error:
         raise TypeError(_unbuildable(tp, error)) from error
+    except KeyError as error:
+        # Pydantic resolves `$ref`s it finds anywhere in what it writes, a default's or
+        # `json_schema_extra`'s keys included, and fails on one that points nowhere.
+        if not (error.args and str(error.args[0]).startswith("#")):
+            raise
+        raise TypeError(
+            f"cannot extract `{type_label(tp)}`: pydantic failed to write its JSON Schema "
+            f"(KeyError {error}; a default or `json_schema_extra` holding a `$ref` key does "
+            "this)"
+        ) from error
 
 
 def _unbuildable(tp: Any, error: PydanticUserError) -> str:
