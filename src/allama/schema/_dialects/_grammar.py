@@ -27,9 +27,9 @@ from allama.schema._walk import ANNOTATIONS
 
 __all__ = ["grammar_engine"]
 
-_FORMATS = frozenset(
-    {"date", "time", "date-time", "uuid", "uuid1", "uuid2", "uuid3", "uuid4", "uuid5"}
-)
+_FORMATS = frozenset({"date", "time", "date-time", "uuid"})
+"""Formats the grammar compiles to a rule (llama.cpp's converter): `uuid1` to `uuid5` are
+read as `uuid`, any version, which `UUID4` and the like refuse."""
 _IGNORED = frozenset(
     {
         "multipleOf",

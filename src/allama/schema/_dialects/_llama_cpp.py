@@ -86,6 +86,10 @@ def llama_cpp_pattern(pattern: str) -> tuple[str | None, str]:
                 out.append("[]")
                 i += 2
                 continue
+        elif char == ".":
+            # Compiled to any character but a line break, inside the JSON string the
+            # grammar writes: a raw quote, backslash or control character breaks it.
+            return None, "`.`, which it reads as any character but a line break"
         elif char == "(" and after == "?" and pattern[i + 2 : i + 3] != ":":
             return None, "a lookaround or named group"
         elif char in "*+?}" and after == "?":
