@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 import allama
-from allama import ExtractionMode, Extractor
+from allama import ExtractionMode, Extractor, SchemaEnforcement
 from allama.adapters.openai_compat._decode import decode_response
 from allama.adapters.openai_compat._errors import (
     error_from_response,
@@ -234,6 +234,62 @@ def test_enforcement_per_preset_and_mode_for_the_seed_types(name: str) -> None:
         assert _planned(name, mode, UnsupportedPolicy.WARN) == expected, mode
         refused = tuple("refused" if cell == N else cell for cell in expected)
         assert _planned(name, mode, UnsupportedPolicy.ERROR) == refused, mode
+
+
+class _Tree(BaseModel):
+    label: str
+    children: list[_Tree]
+
+
+class _Host(BaseModel):
+    host: str = Field(json_schema_extra={"format": "hostname"})
+    day: str = Field(json_schema_extra={"format": "date"})
+
+
+class _Coded(BaseModel):
+    code: str = Field(pattern=r"^[A-Z]{3}$")
+    n: int = Field(ge=0, le=9)
+    tags: list[str] = Field(min_length=1)
+
+
+def _plan_of(name: str, model: str, tp: Any, mode: ExtractionMode) -> Any:
+    request = ChatRequest(model).user("x").with_option(mode)
+    return Extractor().plan(provider(name, base_url="http://test"), tp, request)
+
+
+@pytest.mark.parametrize("mode", [ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL])
+def test_xai_enforces_no_recursion_and_only_its_own_formats(mode: ExtractionMode) -> None:
+    # xAI: `$ref`s that do not recur, and the formats date, time, date-time, email, uuid,
+    # ipv4, ipv6 and uri; others are accepted, not enforced (providers-openai-family.md §6).
+    tree = _plan_of("xai", "grok-4", _Tree, mode)
+    assert tree.enforcement is SchemaEnforcement.NOT_ENFORCED
+    assert "is recursive" in tree.degradations[0].message
+    host = _plan_of("xai", "grok-4", _Host, mode)
+    assert host.enforcement is SchemaEnforcement.APPROXIMATE
+    assert [w.message.split(": ", 1)[1] for w in host.degradations] == [
+        "`format` was removed at `_Host.host`: xAI strict mode does not enforce `hostname`"
+    ]
+    # OpenAI itself enforces both.
+    assert _plan_of("openai", "gpt-4o", _Tree, mode).enforcement is SchemaEnforcement.EXACT
+    assert _plan_of("openai", "gpt-4o", _Host, mode).enforcement is SchemaEnforcement.EXACT
+
+
+@pytest.mark.parametrize("mode", [ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL])
+def test_a_fine_tuned_openai_model_gets_the_keywords_fine_tunes_take(mode: ExtractionMode) -> None:
+    # `pattern`, formats, numeric and array bounds are "not for fine-tuned models".
+    for model in ("ft:gpt-4o-mini-2024-07-18:acme::AbC123", "ft:gpt-4.1-2025-04-14:acme::x1"):
+        plan = _plan_of("openai", model, _Coded, mode)
+        assert plan.enforcement is SchemaEnforcement.APPROXIMATE
+        removed = sorted(w.message.split(": ", 1)[1].split(" at ")[0] for w in plan.degradations)
+        assert removed == [
+            "`maximum` was removed",
+            "`minItems` was removed",
+            "`minimum` was removed",
+            "`pattern` was removed",
+        ]
+    assert _plan_of("openai", "gpt-4o-mini", _Coded, mode).enforcement is SchemaEnforcement.EXACT
+    body, _ = body_of("openai", forced("ft:gpt-4o-mini-2024-07-18:acme::AbC123", UINT))
+    assert body["tools"][0]["function"]["parameters"]["properties"]["n"] == {"type": "integer"}
 
 
 def test_every_http_preset_has_a_row_in_the_enforcement_table() -> None:

@@ -223,6 +223,7 @@ _PRESETS: tuple[Preset, ...] = (
         WireProfile(
             "xai",
             "xAI",
+            strict_profile="xai",
             token_field="max_tokens",
             reasoning_outside_completion=True,
             response_schema_any_root=CapabilitySupport.UNSUPPORTED,

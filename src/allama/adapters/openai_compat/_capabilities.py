@@ -60,6 +60,9 @@ class ModelFamily:
     """Whether the family takes `stop` sequences (some reasoning models answer 400)."""
     efforts: tuple[tuple[str, str], ...] | None = None
     """Reasoning efforts the family takes, as (allama's, the wire's); `None`: sent as is."""
+    strict_profile: Literal["fine_tuned"] | None = None
+    """The strict subset of the family where it is not its endpoint's (fine-tuned models
+    take fewer keywords)."""
     sampling: Literal["yes", "no", "without_reasoning"] = "yes"
     """Whether the family takes `temperature` and `top_p` other than their default (1):
     OpenAI's reasoning models answer 400 ("Only the default (1) value is supported", `no`);
@@ -217,7 +220,20 @@ _OPENAI_ROWS = (
     ModelFamily("gpt-4-turbo*", StructuredLevel.JSON_OBJECT, reasoning=N, images=S, logprobs=S),
     ModelFamily("gpt-4*", StructuredLevel.JSON_OBJECT, reasoning=N, images=N, logprobs=S),
     ModelFamily("gpt-3.5-turbo*", StructuredLevel.JSON_OBJECT, reasoning=N, images=N, logprobs=S),
-    ModelFamily("ft:gpt-4o*", StructuredLevel.STRICT, reasoning=N, logprobs=S),
+    ModelFamily(
+        "ft:gpt-4o*", StructuredLevel.STRICT, reasoning=N, logprobs=S, strict_profile="fine_tuned"
+    ),
+    # Other fine-tunes: what they take is not known, but where they take a schema it is
+    # under the fine-tuned models' subset.
+    ModelFamily(
+        "ft:*",
+        StructuredLevel.UNKNOWN,
+        tools=U,
+        forced_tool=U,
+        streaming=U,
+        parallel_tools=U,
+        strict_profile="fine_tuned",
+    ),
 )
 
 _GROQ_ROWS = (

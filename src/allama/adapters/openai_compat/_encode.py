@@ -14,7 +14,7 @@ import functools
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from allama._degradations import Degradations
 from allama.adapters._http import HttpRequest
@@ -44,6 +44,9 @@ from allama.types import (
     WarningKind,
 )
 from allama.types._openai import user_part_to_openai
+
+if TYPE_CHECKING:
+    from allama.schema._dialects._openai_strict import OpenAIProfile
 
 __all__ = ["BODY_OPTION", "encode_request", "schema_name"]
 
@@ -80,6 +83,12 @@ class _Encoder:
         self.schema_sent = False
         self.schema_instruction: str | None = None
         """The schema, in words, where only `json_object` can carry it (`json_object_note`)."""
+
+    @property
+    def strict_profile(self) -> OpenAIProfile:
+        """The strict subset sent: the model family's where it has its own, else the
+        endpoint's."""
+        return self.family.strict_profile or self.profile.strict_profile
 
     # Messages
 
@@ -261,7 +270,7 @@ class _Encoder:
         try:
             return cached_rewrite(
                 schema,
-                (dialect, profile.strict_profile, profile.display_name),
+                (dialect, self.strict_profile, profile.display_name),
                 lambda: self._rewrite(dialect, schema),
             )
         except SchemaError as error:
@@ -273,7 +282,7 @@ class _Encoder:
         if dialect is SchemaDialect.OPENAI_STRICT:
             from allama.schema._dialects._openai_strict import openai_strict
 
-            return openai_strict(schema, profile=self.profile.strict_profile)
+            return openai_strict(schema, profile=self.strict_profile)
         if dialect is SchemaDialect.LLAMA_CPP:
             from allama.schema._dialects._llama_cpp import llama_cpp
 
@@ -309,7 +318,7 @@ class _Encoder:
         from allama.schema._dialects._passthrough import passthrough
 
         sent = passthrough(schema)
-        strict = openai_strict(schema, profile=self.profile.strict_profile)
+        strict = openai_strict(schema, profile=self.strict_profile)
         if strict.strict_representable:
             return Rewrite(strict.schema, (*strict.notes, *sent.notes), strict.dropped)
         display = self.profile.display_name

@@ -22,7 +22,7 @@ from allama.schema._rewrite import Rewrite
 
 __all__ = ["OpenAIProfile", "openai_strict"]
 
-OpenAIProfile = Literal["current", "azure_legacy"]
+OpenAIProfile = Literal["current", "azure_legacy", "fine_tuned", "xai"]
 
 _BASE = frozenset({"type", "enum", "required"})
 
@@ -115,6 +115,34 @@ class _AzureLegacy(_Current):
     limits: ClassVar[_Limits] = _Limits(100, 5, 15_000, 500, 7_500)
 
 
+class _FineTuned(_Current):
+    """OpenAI's fine-tuned models: the keywords the current subset added since 2024 are
+    "not for fine-tuned models" (pattern, formats, numeric and array bounds)."""
+
+    provider: ClassVar[str] = "OpenAI strict mode for fine-tuned models"
+    keep: ClassVar[frozenset[str]] = _BASE
+    formats: ClassVar[frozenset[str] | None] = frozenset()
+
+
+class _Xai(_Current):
+    """xAI's strict outputs: `$ref`s that do not recur, and its own list of formats (others
+    are accepted and not enforced)."""
+
+    provider: ClassVar[str] = "xAI strict mode"
+    formats: ClassVar[frozenset[str] | None] = frozenset(
+        {"date", "time", "date-time", "email", "uuid", "ipv4", "ipv6", "uri"}
+    )
+    recursion: ClassVar[bool] = False
+
+
+_ENGINES: dict[str, type[_Current]] = {
+    "current": _Current,
+    "azure_legacy": _AzureLegacy,
+    "fine_tuned": _FineTuned,
+    "xai": _Xai,
+}
+
+
 def _nullable(schema: Any) -> Any:
     """`schema` widened by `null` (a stand-in for leaving an optional property out)."""
     if admits_null(schema):
@@ -133,11 +161,12 @@ def openai_strict(schema: Mapping[str, Any], *, profile: OpenAIProfile = "curren
 
     `profile="azure_legacy"` applies the older rules Azure OpenAI still documents: no
     `pattern`, `format`, numeric or array bounds, and the smaller limits (100 properties,
-    5 levels). Raises `SchemaError` for a schema that is not valid JSON Schema.
+    5 levels); `"fine_tuned"` the keywords of OpenAI's fine-tuned models (none of those,
+    the current limits); `"xai"` xAI's (no recursion, its formats). Raises `SchemaError`
+    for a schema that is not valid JSON Schema.
 
     >>> openai_strict({"type": "object", "properties": {"n": {"type": "integer"}}}).schema
     {'type': 'object', 'properties': {'n': {'type': ['integer', 'null']}}, \
 'additionalProperties': False, 'required': ['n']}
     """
-    engine = _AzureLegacy(schema) if profile == "azure_legacy" else _Current(schema)
-    return engine.run()
+    return _ENGINES[profile](schema).run()
