@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, ConfigDict, create_model
@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, create_model
 import allama
 from allama import ChatRequest
 from allama.mock import TestProvider
-from allama.schema import SchemaError, type_schema
+from allama.schema import SchemaError, gemini_json_schema, grammar_engine, type_schema
+from allama.schema._dialects._llama_cpp import llama_cpp
 
 
 def test_a_type_nested_too_deep_is_a_schema_error_naming_it() -> None:
@@ -123,3 +124,27 @@ def test_a_type_whose_schema_pydantic_fails_to_write_is_refused_with_the_reason(
         "'#/nowhere'; a default or `json_schema_extra` holding a `$ref` key does this)"
     )
     assert provider.requests == []
+
+
+class PageIndex(BaseModel):
+    pages: dict[int, str]
+    weights: dict[float, int]
+    flags: dict[bool, str]
+    votes: dict[Literal[1, "a"], str]
+
+
+def test_a_map_keyed_by_numbers_or_booleans_says_what_its_keys_are() -> None:
+    # Pydantic says nothing of such keys, so a provider would take any key for enforced:
+    # `{"pages": {"intro": "..."}}` fails the type. No dialect keeps `propertyNames`, so
+    # every one says the keys are not enforced.
+    props = type_schema(PageIndex).schema["properties"]
+    number = "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+)?$"
+    assert props["pages"]["propertyNames"] == {"pattern": "^[+-]?[0-9]+$"}
+    assert props["weights"]["propertyNames"] == {"pattern": number}
+    assert props["flags"]["propertyNames"] == {"enum": ["true", "false"]}
+    assert props["votes"]["propertyNames"] == {"enum": ["1", "a"]}
+    assert "propertyNames" not in type_schema(dict[str, int]).schema
+    schema = type_schema(PageIndex).schema
+    for rewrite in (gemini_json_schema, llama_cpp, grammar_engine):
+        notes = [note.message for note in rewrite(schema).notes]
+        assert any("propertyNames" in note for note in notes), rewrite

@@ -110,6 +110,14 @@ class _StableDefaults(GenerateJsonSchema):
         `additionalProperties`, its keys' pattern in `propertyNames`: pydantic would make
         the pattern a `patternProperties`, which most dialects drop, values and all."""
         keys = schema.get("keys_schema")
+        names = None if keys is None or self.mode != "validation" else _key_names(keys)
+        if names is not None:
+            # Keys the type reads as numbers or booleans: pydantic says nothing of them, so a
+            # provider would take any key for enforced; no dialect keeps `propertyNames`,
+            # so each says the keys are not enforced.
+            json_schema = super().dict_schema(schema)
+            json_schema.setdefault("propertyNames", names)
+            return json_schema
         if (
             keys is None
             or keys.get("type") != "datetime"
@@ -121,6 +129,35 @@ class _StableDefaults(GenerateJsonSchema):
         json_schema = super().dict_schema({**schema, "keys_schema": aware})
         json_schema["propertyNames"] = {"pattern": NAIVE_DATETIME_PATTERN}
         return json_schema
+
+
+_NUMBER_KEY = "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+)?$"
+_KEY_NAMES: dict[str, dict[str, Any]] = {
+    "int": {"pattern": "^[+-]?[0-9]+$"},
+    "float": {"pattern": _NUMBER_KEY},
+    "decimal": {"pattern": _NUMBER_KEY},
+    "bool": {"enum": ["true", "false"]},
+}
+"""The keys of a map keyed by numbers or booleans, as JSON writes them."""
+
+
+def _key_names(keys: core_schema.CoreSchema) -> dict[str, Any] | None:
+    """What the keys of a map keyed by `keys` are, where they are not text: `None` for text
+    (and for what pydantic describes itself, an enum's members)."""
+    kind = keys.get("type")
+    if kind in _KEY_NAMES:
+        return dict(_KEY_NAMES[kind])
+    if kind == "literal":
+        expected = keys.get("expected", [])
+        if any(not isinstance(value, str) for value in expected):
+            return {"enum": [_key_text(value) for value in expected]}
+    return None
+
+
+def _key_text(value: Any) -> str:
+    """A literal as the key JSON writes for it."""
+    value = getattr(value, "value", value)  # an enum member
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 NAIVE_DATETIME_PATTERN = (
