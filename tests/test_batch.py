@@ -3701,6 +3701,7 @@ def test_a_sync_run_interrupted_while_it_starts_is_closed_and_sends_nothing(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(asyncio, "new_event_loop", slow_to_start)
+    earlier = set(threading.enumerate())  # (other tests' threads that end on their own)
     before = signal.signal(signal.SIGALRM, interrupt)
     try:
         run = allama.batch(
@@ -3714,7 +3715,8 @@ def test_a_sync_run_interrupted_while_it_starts_is_closed_and_sends_nothing(
         signal.signal(signal.SIGALRM, before)
     time.sleep(0.5)  # what a run left going would send by now
     assert sum(server.sent.values()) == 0
-    assert not [t.name for t in threading.enumerate() if t.name.startswith("allama-batch")]
+    left = [t.name for t in threading.enumerate() if t not in earlier]
+    assert not [name for name in left if name.startswith("allama-batch")]
     assert run.summary.done == 0
 
 
