@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any, Literal
 
 import pytest
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, condecimal, create_model
 
 import allama
 from allama import ChatRequest
 from allama.mock import TestProvider
-from allama.schema import SchemaError, gemini_json_schema, grammar_engine, type_schema
+from allama.schema import (
+    SchemaError,
+    gemini_json_schema,
+    grammar_engine,
+    openai_strict,
+    type_schema,
+)
 from allama.schema._dialects._llama_cpp import llama_cpp
 
 
@@ -148,3 +157,54 @@ def test_a_map_keyed_by_numbers_or_booleans_says_what_its_keys_are() -> None:
     for rewrite in (gemini_json_schema, llama_cpp, grammar_engine):
         notes = [note.message for note in rewrite(schema).notes]
         assert any("propertyNames" in note for note in notes), rewrite
+
+
+class Invoice(BaseModel):
+    total: Decimal
+    amount: condecimal(max_digits=5, decimal_places=2)  # type: ignore[valid-type]
+    paid: condecimal(ge=0)  # type: ignore[valid-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "valid"),
+    [
+        ("total", "1234.50", True),
+        ("total", "-1.5e3", True),
+        ("total", "$1,234.50", False),
+        ("total", "12 EUR", False),
+        ("amount", "123.45", True),
+        ("amount", "12.340", True),
+        ("amount", "1234.5", False),
+        ("amount", "0.001", False),
+        ("amount", "1e10", False),
+    ],
+)
+def test_a_decimal_in_a_string_is_a_numeral_the_type_reads(
+    field: str, text: str, valid: bool
+) -> None:
+    # Pydantic leaves a decimal's string free: "$1,234.50" passed the schema, failed the
+    # type, and every dialect said exact. Digit limits are the string's pattern's, and such
+    # a decimal is a string alone (a JSON number cannot hold them).
+    props = type_schema(Invoice).schema["properties"]
+    schema = props[field]
+    branches = schema.get("anyOf", [schema])
+    (string,) = [branch for branch in branches if branch.get("type") == "string"]
+    assert bool(re.fullmatch(string["pattern"], text)) is valid
+    if valid:  # what the pattern lets through, the type reads
+        assert Invoice.model_validate_json(
+            json.dumps({"total": "1", "amount": "1", "paid": "1", field: text}), strict=True
+        )
+    assert [branch["type"] for branch in props["amount"].get("anyOf", [props["amount"]])] == [
+        "string"
+    ]
+
+
+def test_bounds_of_a_decimal_a_string_cannot_hold_are_said_not_enforced() -> None:
+    schema = type_schema(Invoice).schema
+    assert schema["properties"]["paid"]["anyOf"][1]["format"] == "decimal"
+    assert "format" not in schema["properties"]["total"]["anyOf"][1]
+    notes = [note.message for note in openai_strict(schema).notes]
+    assert notes == [
+        "`format` was removed at `/properties/paid/anyOf/1`: OpenAI strict mode does not "
+        "enforce `decimal`"
+    ]

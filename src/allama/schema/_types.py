@@ -105,6 +105,30 @@ class _StableDefaults(GenerateJsonSchema):
             return {"type": "string", "pattern": NAIVE_DATETIME_PATTERN}
         return super().datetime_schema(schema)
 
+    def decimal_schema(self, schema: core_schema.DecimalSchema) -> JsonSchemaValue:
+        """A decimal as a number, or as a numeral in a string: pydantic leaves the string
+        free (`"$1,234.50"` passed the schema and failed the type). With digit limits it is
+        a string alone, whose pattern holds them (a JSON number cannot); bounds a numeral
+        in a string cannot be held to are marked `format: decimal`, which no provider
+        enforces, so each says so."""
+        if self.mode != "validation":
+            return super().decimal_schema(schema)
+        digits = schema.get("max_digits") is not None or schema.get("decimal_places") is not None
+        pattern = self.build_decimal_pattern(schema)
+        if digits and pattern.endswith(_ANY_EXPONENT):
+            # An exponent's digits are not held to the limits: numerals without one.
+            pattern = pattern[: -len(_ANY_EXPONENT)] + ")$"
+        text: JsonSchemaValue = {"type": "string", "pattern": pattern}
+        if any(schema.get(bound) is not None for bound in ("le", "ge", "lt", "gt", "multiple_of")):
+            text["format"] = "decimal"
+        if digits:
+            return text
+        json_schema = super().decimal_schema(schema)
+        json_schema["anyOf"] = [
+            branch if branch.get("type") != "string" else text for branch in json_schema["anyOf"]
+        ]
+        return json_schema
+
     def dict_schema(self, schema: core_schema.DictSchema) -> JsonSchemaValue:
         """A map keyed by naive datetimes keeps its values' schema under
         `additionalProperties`, its keys' pattern in `propertyNames`: pydantic would make
@@ -131,6 +155,8 @@ class _StableDefaults(GenerateJsonSchema):
         return json_schema
 
 
+_ANY_EXPONENT = r"|(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][+-]?[0-9]+)$"
+"""The end of pydantic's decimal pattern: any numeral with an exponent."""
 _NUMBER_KEY = "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+)?$"
 _KEY_NAMES: dict[str, dict[str, Any]] = {
     "int": {"pattern": "^[+-]?[0-9]+$"},
