@@ -9,7 +9,15 @@ from decimal import Decimal
 from typing import Any, Literal
 
 import pytest
-from pydantic import BaseModel, ConfigDict, condecimal, create_model
+from pydantic import (
+    AliasChoices,
+    AliasPath,
+    BaseModel,
+    ConfigDict,
+    Field,
+    condecimal,
+    create_model,
+)
 
 import allama
 from allama import ChatRequest
@@ -208,3 +216,38 @@ def test_bounds_of_a_decimal_a_string_cannot_hold_are_said_not_enforced() -> Non
         "`format` was removed at `/properties/paid/anyOf/1`: OpenAI strict mode does not "
         "enforce `decimal`"
     ]
+
+
+class ReadFromAPath(BaseModel):
+    first: str = Field(validation_alias=AliasPath("names", 0))
+
+
+class HoldsOneReadFromAPath(BaseModel):
+    people: list[ReadFromAPath]
+
+
+class AChoiceOfOneName(BaseModel):
+    first: str = Field(validation_alias=AliasChoices(AliasPath("names", 0), "given"))
+
+
+class ReadByNameToo(BaseModel):
+    model_config = ConfigDict(validate_by_name=True)
+    first: str = Field(validation_alias=AliasPath("names", 0))
+
+
+def test_a_field_read_only_from_a_path_is_refused_before_anything_is_sent() -> None:
+    # The schema names the field `first`, validation reads `names[0]`: no answer validates.
+    for tp in (ReadFromAPath, HoldsOneReadFromAPath):
+        provider = TestProvider()
+        with pytest.raises(TypeError) as raised:
+            allama.extract(provider, tp, ChatRequest("m").user("x"))
+        assert str(raised.value) == (
+            f"cannot extract `{tp.__name__}`: the field `ReadFromAPath.first` is read from "
+            "`names[0]` (an `AliasPath`), which its JSON Schema cannot show, so no answer "
+            "would validate; give it an alias of one name among its choices, or set "
+            "`validate_by_name=True`"
+        )
+        assert provider.requests == []
+    # A choice of one name is what the schema shows; validating by name reads `first`.
+    assert allama.extract(TestProvider(), AChoiceOfOneName, ChatRequest("m").user("x")).value
+    assert allama.extract(TestProvider(), ReadByNameToo, ChatRequest("m").user("x")).value

@@ -218,10 +218,67 @@ def _holds_a_set(value: Any) -> bool:
 def _build(tp: Any) -> TypeSchema:
     adapter: TypeAdapter[Any] = TypeAdapter(tp)
     schema = adapter.json_schema(mode="validation", schema_generator=_StableDefaults)
+    unread = _read_by_path(adapter.core_schema)
+    if unread:
+        field_name, path = unread[0]
+        raise TypeError(
+            f"cannot extract `{type_label(tp)}`: the field `{field_name}` is read from "
+            f"`{path}` (an `AliasPath`), which its JSON Schema cannot show, so no answer "
+            "would validate; give it an alias of one name among its choices, or set "
+            "`validate_by_name=True`"
+        )
     label = type_label(tp)
     title = schema.get("title")
     name = schema_name(title if isinstance(title, str) and typing.get_origin(tp) is None else label)
     return TypeSchema(adapter=adapter, schema=schema, label=label, name=name)
+
+
+def _read_by_path(core: Any) -> list[tuple[str, str]]:
+    """The fields validated only from a path (`AliasPath`) a JSON Schema cannot show: the
+    schema names the field, validation reads elsewhere. A choice of one name is what the
+    schema shows; a configuration that validates by name reads the field's own name."""
+    found: list[tuple[str, str]] = []
+    stack: list[tuple[Any, Any, str]] = [(core, None, "")]
+    while stack:
+        node, config, owner = stack.pop()
+        if isinstance(node, list):
+            stack.extend((item, config, owner) for item in node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        if isinstance(node.get("config"), dict):
+            config = node["config"]
+        owner = getattr(node.get("cls"), "__name__", owner)
+        fields = node.get("fields")
+        if node.get("type") in ("model-fields", "typed-dict") and isinstance(fields, dict):
+            named = list(fields.items())
+        elif node.get("type") == "dataclass-args" and isinstance(fields, list):
+            named = [(field.get("name", "?"), field) for field in fields]
+        else:
+            named = []
+        by_name = isinstance(config, dict) and bool(
+            config.get("validate_by_name") or config.get("populate_by_name")
+        )
+        for name, spec in named:
+            alias = spec.get("validation_alias") if isinstance(spec, dict) else None
+            if alias is not None and not by_name and not _one_name(alias):
+                path = alias[0] if alias and isinstance(alias[0], list) else alias
+                steps = "".join(
+                    f"[{step}]" if isinstance(step, int) else f".{step}" for step in path
+                )
+                found.append((f"{owner}.{name}" if owner else str(name), steps.lstrip(".")))
+        stack.extend((value, config, owner) for value in node.values())
+    return found
+
+
+def _one_name(alias: Any) -> bool:
+    """Whether a validation alias (core schema's: a name, a path, or a list of paths) has a
+    choice of one name."""
+    if isinstance(alias, str):
+        return True
+    if alias and isinstance(alias[0], list):
+        return any(len(path) == 1 and isinstance(path[0], str) for path in alias)
+    return len(alias) == 1 and isinstance(alias[0], str)
 
 
 _CACHED_TYPES = 512
