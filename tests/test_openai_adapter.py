@@ -4,6 +4,7 @@ secrets, and the provider's sync and async paths (over httpx2's mock transport).
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import time
 from datetime import UTC, datetime, timedelta
@@ -29,6 +30,7 @@ from allama.adapters.openai_compat._sse import decode_stream
 from allama.adapters.openai_compat._wire import WireRequest
 from allama.errors import (
     REPORTED_USAGE_KEY,
+    UNNAMED_PARAMETERS_KEY,
     AuthenticationError,
     ContextWindowExceededError,
     Error,
@@ -740,6 +742,16 @@ def test_openrouters_no_endpoint_for_the_parameters_is_a_refusal_not_a_missing_m
     assert error.field is RequestField.TOOLS
     missing = "No endpoints found for nousresearch/hermes-3-llama-3.1-405b:free."
     assert type(_error(404, {"error": {"message": missing, "code": 404}})) is NotFoundError
+    # Refusals that name what no endpoint serves are refusals of that; only "the requested
+    # parameters" is left for the provider to put on the request's schema.
+    for words, field in (
+        ("support the provided 'tool_choice' value.", RequestField.TOOL_CHOICE),
+        ("support image input", RequestField.IMAGES),
+        ("support the requested output modalities: image, text", None),
+    ):
+        error = _error(404, {"error": {"message": f"No endpoints found that {words}"}})
+        assert type(error) is UnsupportedError and error.field is field
+        assert UNNAMED_PARAMETERS_KEY not in error.context.metadata
 
 
 class _Named(BaseModel):
@@ -793,6 +805,41 @@ def test_an_extraction_falls_back_when_openrouter_finds_no_endpoint_for_its_sche
     with pytest.raises(UnsupportedError) as caught:
         target.chat(ChatRequest("meta-llama/llama-3-8b-instruct").user("Hi"))
     assert caught.value.field is None
+
+
+class _Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_a_decision_asks_again_without_logprobs_when_openrouter_finds_no_endpoint(
+    run: str,
+) -> None:
+    # A decision asks OpenRouter for log-probabilities it may drop; under
+    # `require_parameters` a model whose endpoints have none answers the same 404 that
+    # names no parameter: asked again without them, not taken for the schema's refusal.
+    sent: list[dict[str, Any]] = []
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        body = json.loads(http.content)
+        sent.append(body)
+        if body.get("logprobs"):
+            message = "No endpoints found that can handle the requested parameters."
+            return httpx2.Response(404, json={"error": {"message": message, "code": 404}})
+        return httpx2.Response(200, json=_completion('{"value":"red"}'))
+
+    target = provider("openrouter", api_key="k", transport=_mock(handler))
+    request = ChatRequest("anthropic/claude-sonnet-4").user("Which color?")
+    if run == "sync":
+        decision = Extractor().decide(target, _Color, request)
+    else:
+        decision = asyncio.run(Extractor().adecide(target, _Color, request))
+    assert decision.value is _Color.RED
+    assert [("logprobs" in body, "response_format" in body) for body in sent] == [
+        (True, True),
+        (False, True),
+    ]
 
 
 def test_rejected_tool_schema_is_unsupported_on_tools() -> None:

@@ -75,6 +75,12 @@ QUOTA_TOKENS_PER_MINUTE_KEY = "allama.quota_tokens_per_minute"
 (Gemini's `QuotaFailure`). A request larger than it never gets through, however long it
 waits: its provider makes such an error one not worth retrying."""
 
+UNNAMED_PARAMETERS_KEY = "allama.unnamed_parameters"
+"""On an `UnsupportedError` with no field: the provider refused "the requested parameters"
+without naming one (OpenRouter's 404 when no endpoint serves them all). The provider puts
+it on the field of the request's schema; a decision first asks again without the
+log-probabilities it added itself."""
+
 PAID_BEFORE_KEY = "allama.paid_before"
 """The context metadata key of what earlier failed attempts of the same call reported paying
 (a retry that gave up): a list of `{"provider", "model", "usage"}`, beside the error's own

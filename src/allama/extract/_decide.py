@@ -20,6 +20,7 @@ from pydantic import JsonValue
 
 from allama.errors import (
     PAID_BEFORE,
+    UNNAMED_PARAMETERS_KEY,
     Error,
     InvalidRequestError,
     UnsupportedError,
@@ -312,9 +313,14 @@ def _paid_before_it(outcome: Outcome, paid: list[dict[str, JsonValue]]) -> Outco
 
 
 def _refuses_logprobs(outcome: Outcome) -> bool:
+    """Whether `outcome` refuses the log-probabilities asked for: by name, or among "the
+    requested parameters" a router refused without naming one (they are the decision's
+    own to drop; the schema, if that was it, is refused again without them)."""
     if not isinstance(outcome, InvalidRequestError | UnsupportedError):
         return False
     if isinstance(outcome, UnsupportedError) and outcome.field is RequestField.LOGPROBS:
+        return True
+    if outcome.context.metadata.get(UNNAMED_PARAMETERS_KEY) is True:
         return True
     return "logprob" in outcome.message.lower()
 

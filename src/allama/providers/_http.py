@@ -23,6 +23,7 @@ from allama.adapters._adapter import Adapter, StreamDecoder, load_adapter
 from allama.adapters._http import SECRET_HEADERS, HttpRequest, HttpResponse
 from allama.errors import (
     QUOTA_TOKENS_PER_MINUTE_KEY,
+    UNNAMED_PARAMETERS_KEY,
     AuthenticationError,
     Error,
     InvalidRequestError,
@@ -34,7 +35,7 @@ from allama.providers._hosts import host_url
 from allama.providers._options import check_headers, check_key, check_text, check_url
 from allama.providers._presets import Preset
 from allama.transport import Transport, check_timeout, mask_query_in_log
-from allama.types import CapabilitySupport, ChatCapability, RequestField, UnsupportedStage
+from allama.types import CapabilitySupport, ChatCapability, RequestField
 
 # Building a provider loads no pydantic model: what a call needs (the vocabulary's models,
 # the dialect's encoder and decoders through `wire`, the stream classes) is loaded by the
@@ -824,7 +825,7 @@ def _refused_field(error: Error, request: ChatRequest) -> Error:
     if (
         isinstance(error, UnsupportedError)
         and error.field is None
-        and error.stage is UnsupportedStage.PROVIDER
+        and error.context.metadata.get(UNNAMED_PARAMETERS_KEY) is True
     ):
         fmt = request.response_format
         if fmt is not None and fmt.type == "json_schema" and not request.tools:

@@ -20,6 +20,7 @@ from typing import Any
 
 from allama.adapters._http import body_message, http_date, wait_until
 from allama.errors import (
+    UNNAMED_PARAMETERS_KEY,
     AuthenticationError,
     ContextWindowExceededError,
     Error,
@@ -79,8 +80,11 @@ _NO_ENDPOINT = r"(?i)no endpoints found that (?:can handle|support)"
 """OpenRouter's 404 when no endpoint of the model serves what the request asks for (under
 `provider.require_parameters`): "... that can handle the requested parameters", "... that
 support tool use". The model exists ("No endpoints found for <model>" is a missing one)."""
+_NO_ENDPOINT_UNNAMED = r"(?i)can handle the requested parameters"
 _NO_ENDPOINT_FIELD = (
+    (r"(?i)tool.choice", RequestField.TOOL_CHOICE),
     (r"(?i)tool", RequestField.TOOLS),
+    (r"(?i)image input", RequestField.IMAGES),
     (r"(?i)structured output|response.format|json", RequestField.RESPONSE_FORMAT),
 )
 _GO_DURATION = r"(\d+(?:\.\d+)?)(ms|us|µs|μs|ns|h|m|s)"
@@ -395,7 +399,10 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
     if status == 404 and re.search(_NO_ENDPOINT, message):
         # Nothing serves the request as asked: no wait or retry changes that.
         named = next((f for words, f in _NO_ENDPOINT_FIELD if re.search(words, message)), None)
-        return UnsupportedError(message, field=named, stage=UnsupportedStage.PROVIDER)
+        refused = UnsupportedError(message, field=named, stage=UnsupportedStage.PROVIDER)
+        if named is None and re.search(_NO_ENDPOINT_UNNAMED, message):
+            refused.with_metadata(UNNAMED_PARAMETERS_KEY, True)
+        return refused
     if status == 404 or code in ("model_not_found", "deploymentnotfound"):
         return NotFoundError(message)
     if status == 408:
