@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired
 
 import pytest
 from pydantic import (
@@ -18,6 +18,7 @@ from pydantic import (
     condecimal,
     create_model,
 )
+from typing_extensions import TypedDict
 
 import allama
 from allama import ChatRequest
@@ -191,8 +192,7 @@ def test_a_decimal_in_a_string_is_a_numeral_the_type_reads(
     field: str, text: str, valid: bool
 ) -> None:
     # Pydantic leaves a decimal's string free: "$1,234.50" passed the schema, failed the
-    # type, and every dialect said exact. Digit limits are the string's pattern's, and such
-    # a decimal is a string alone (a JSON number cannot hold them).
+    # type, and every dialect said exact. Digit limits are the string's pattern's.
     props = type_schema(Invoice).schema["properties"]
     schema = props[field]
     branches = schema.get("anyOf", [schema])
@@ -202,20 +202,20 @@ def test_a_decimal_in_a_string_is_a_numeral_the_type_reads(
         assert Invoice.model_validate_json(
             json.dumps({"total": "1", "amount": "1", "paid": "1", field: text}), strict=True
         )
-    assert [branch["type"] for branch in props["amount"].get("anyOf", [props["amount"]])] == [
-        "string"
-    ]
 
 
-def test_bounds_of_a_decimal_a_string_cannot_hold_are_said_not_enforced() -> None:
+def test_what_a_decimals_branch_cannot_hold_is_said_not_enforced() -> None:
+    # Digit limits in a JSON number, bounds in a numeral in a string: marked, so that each
+    # dialect says so. A plain decimal is exact.
     schema = type_schema(Invoice).schema
-    assert schema["properties"]["paid"]["anyOf"][1]["format"] == "decimal"
-    assert "format" not in schema["properties"]["total"]["anyOf"][1]
-    notes = [note.message for note in openai_strict(schema).notes]
+    notes = sorted(note.message for note in openai_strict(schema).notes)
     assert notes == [
-        "`format` was removed at `/properties/paid/anyOf/1`: OpenAI strict mode does not "
+        f"`format` was removed at `/properties/{place}`: OpenAI strict mode does not "
         "enforce `decimal`"
+        for place in ("amount/anyOf/0", "amount/anyOf/1", "paid/anyOf/1")
     ]
+    # The bounds stay on the number, where providers enforce them.
+    assert schema["properties"]["paid"]["anyOf"][0] == {"type": "number", "minimum": 0.0}
 
 
 class ReadFromAPath(BaseModel):
@@ -251,3 +251,34 @@ def test_a_field_read_only_from_a_path_is_refused_before_anything_is_sent() -> N
     # A choice of one name is what the schema shows; validating by name reads `first`.
     assert allama.extract(TestProvider(), AChoiceOfOneName, ChatRequest("m").user("x")).value
     assert allama.extract(TestProvider(), ReadByNameToo, ChatRequest("m").user("x")).value
+
+
+class Priced(BaseModel):
+    price: Decimal = Field(gt=0, max_digits=10, decimal_places=2)
+    rate: Decimal | None = Field(default=None, ge=0, le=1)
+
+
+def test_the_test_provider_answers_a_money_field_with_a_value_the_type_takes() -> None:
+    value = allama.extract(TestProvider(), Priced, ChatRequest("m").user("x")).value
+    assert value.price > 0 and value.price.as_tuple().exponent >= -2
+
+
+class NoteMaybe(TypedDict):
+    a: int
+    note: NotRequired[str | None]
+
+
+def test_an_optional_property_whose_null_is_a_value_is_approximate_under_openai_strict() -> None:
+    # Sent required (strict mode requires every property) and nullable already, its `null`
+    # is kept: `{"a": 1}`, without it, is a value the model cannot write.
+    notes = [note.message for note in openai_strict(type_schema(NoteMaybe).schema).notes]
+    assert notes == [
+        "the optional property at `/properties/note` admits `null` and has no default: it is "
+        "sent required, so an object without it cannot be produced"
+    ]
+    # With a default, leaving it out is the default's value, which `null` stands in for.
+    assert openai_strict(type_schema(Priced).schema).notes == tuple(
+        note
+        for note in openai_strict(type_schema(Priced).schema).notes
+        if "decimal" in note.message
+    )

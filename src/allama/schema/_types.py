@@ -107,27 +107,31 @@ class _StableDefaults(GenerateJsonSchema):
 
     def decimal_schema(self, schema: core_schema.DecimalSchema) -> JsonSchemaValue:
         """A decimal as a number, or as a numeral in a string: pydantic leaves the string
-        free (`"$1,234.50"` passed the schema and failed the type). With digit limits it is
-        a string alone, whose pattern holds them (a JSON number cannot); bounds a numeral
-        in a string cannot be held to are marked `format: decimal`, which no provider
-        enforces, so each says so."""
+        free (`"$1,234.50"` passed the schema and failed the type). What a branch cannot
+        hold (digit limits in a JSON number, bounds in a string) is marked `format: decimal`,
+        which no provider enforces, so each says so; the numeral's pattern holds the digit
+        limits as far as a pattern can."""
+        json_schema = super().decimal_schema(schema)
         if self.mode != "validation":
-            return super().decimal_schema(schema)
+            return json_schema
         digits = schema.get("max_digits") is not None or schema.get("decimal_places") is not None
+        bounded = any(
+            schema.get(key) is not None for key in ("le", "ge", "lt", "gt", "multiple_of")
+        )
         pattern = self.build_decimal_pattern(schema)
         if digits and pattern.endswith(_ANY_EXPONENT):
             # An exponent's digits are not held to the limits: numerals without one.
             pattern = pattern[: -len(_ANY_EXPONENT)] + ")$"
-        text: JsonSchemaValue = {"type": "string", "pattern": pattern}
-        if any(schema.get(bound) is not None for bound in ("le", "ge", "lt", "gt", "multiple_of")):
-            text["format"] = "decimal"
-        if digits:
-            return text
-        json_schema = super().decimal_schema(schema)
-        json_schema["anyOf"] = [
-            branch if branch.get("type") != "string" else text for branch in json_schema["anyOf"]
-        ]
-        return json_schema
+        branches: list[JsonSchemaValue] = []
+        for branch in json_schema.get("anyOf", ()):
+            if branch.get("type") == "string":
+                branch = {**branch, "pattern": pattern}
+                if digits or bounded:
+                    branch["format"] = "decimal"
+            elif digits:
+                branch = {**branch, "format": "decimal"}
+            branches.append(branch)
+        return {**json_schema, "anyOf": branches}
 
     def dict_schema(self, schema: core_schema.DictSchema) -> JsonSchemaValue:
         """A map keyed by naive datetimes keeps its values' schema under

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 
 from allama.schema._dialects._engine import Engine, admits_null
 from allama.schema._limits import measure
-from allama.schema._pointer import quoted
+from allama.schema._pointer import child, quoted
 from allama.schema._rewrite import Rewrite
 
 __all__ = ["OpenAIProfile", "openai_strict"]
@@ -70,8 +70,18 @@ class _Current(Engine):
                 f"which {self.provider} cannot make strict",
             )
             return
+        given = node.get("properties")
         for name in props:
             if name not in required:
+                if admits_null(props[name]) and _no_default(given, name):
+                    # Its `null` is a value of its own, kept: an object that leaves it out
+                    # (a TypedDict's `NotRequired[X | None]`) is one the model cannot write.
+                    at = quoted(child(child(pointer, "properties"), name))
+                    self.approximated(
+                        pointer,
+                        f"the optional property at {at} admits `null` and has no default: "
+                        "it is sent required, so an object without it cannot be produced",
+                    )
                 props[name] = _nullable(props[name])
         undeclared = [name for name in required if name not in props]
         for name in undeclared:
@@ -141,6 +151,13 @@ _ENGINES: dict[str, type[_Current]] = {
     "fine_tuned": _FineTuned,
     "xai": _Xai,
 }
+
+
+def _no_default(properties: Any, name: str) -> bool:
+    """Whether the original property `name` has no `default` (leaving it out is a value of
+    its own, not the default's)."""
+    given = properties.get(name) if isinstance(properties, Mapping) else None
+    return isinstance(given, Mapping) and "default" not in given
 
 
 def _nullable(schema: Any) -> Any:
