@@ -3720,6 +3720,36 @@ def test_a_sync_run_interrupted_while_it_starts_is_closed_and_sends_nothing(
     assert run.summary.done == 0
 
 
+def test_a_sync_run_interrupted_inside_its_threads_start_does_nothing_when_it_begins(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The interrupt lands in `Thread.start`, before the run's thread counts as alive: the
+    # run is closed with no loop to cancel, and the thread, when it begins, finds it
+    # closed. It sends nothing and writes no failure to the ledger.
+    start = threading.Thread.start
+    late: list[threading.Timer] = []
+
+    def interrupted_start(thread: threading.Thread) -> None:
+        if thread.name != "allama-batch-run":
+            return start(thread)
+        late.append(threading.Timer(0.2, start, (thread,)))
+        late[0].start()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted_start)
+    earlier = set(threading.enumerate())
+    ledger = tmp_path / "l.sqlite"
+    run = allama.batch(provider_for(server), Row, docs(20), request=TEMPLATE, ledger=ledger)
+    with pytest.raises(KeyboardInterrupt):
+        list(run)
+    late[0].join()
+    time.sleep(0.5)  # the thread begins, and ends
+    assert sum(server.sent.values()) == 0
+    left = [t.name for t in threading.enumerate() if t not in earlier and t.is_alive()]
+    assert not [name for name in left if name.startswith("allama-batch")]
+    assert _ledger_rows(ledger) == {}
+
+
 def test_a_sync_run_closed_before_a_repair_takes_its_turn_leaves_no_coroutine_unawaited(
     server: BatchServer,
 ) -> None:

@@ -1708,6 +1708,33 @@ def test_an_output_that_would_write_over_another_runs_ledger_is_refused(
     assert main(["batch", "status", str(ledger)]) == 0
 
 
+def test_an_export_to_a_pipe_is_written_not_read_first(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Looking for a database at --out reads regular files only: a FIFO (or `/dev/stdout`
+    # into a pipe) read first would wait for a writer that is the export itself.
+    docs = folder(tmp_path, [1, 2])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    capsys.readouterr()
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    codes: list[int] = []
+    ledger = f"{out}.ledger.sqlite"
+    export = threading.Thread(
+        target=lambda: codes.append(main(["batch", "export", ledger, "--out", str(fifo)])),
+        daemon=True,
+    )
+    export.start()
+    export.join(30)
+    reader.join(30)
+    assert codes == [0]
+    assert len(got[0].splitlines()) == 2
+
+
 def test_a_ledger_another_run_is_making_is_taken_for_one(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

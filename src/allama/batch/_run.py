@@ -3882,6 +3882,8 @@ class BatchRun(Generic[T]):
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         """Set once the run's thread has its loop and main task, or has ended."""
+        self._working = False
+        """The run's thread has begun: it sets `_started` whatever happens next."""
         self._failure: BaseException | None = None
 
     @property
@@ -3908,6 +3910,11 @@ class BatchRun(Generic[T]):
         started = self._started
 
         def work() -> None:
+            self._working = True  # before `_closed` is read: `close` reads them the other way
+            if self._closed:  # closed as it started (an interrupt in `Thread.start`)
+                started.set()
+                self._results.put(_END)
+                return
             loop = asyncio.new_event_loop()
             self._loop = loop
             try:
@@ -3989,9 +3996,10 @@ class BatchRun(Generic[T]):
         self._closed = True
         thread = self._thread
         try:
-            if thread is not None and thread.is_alive():
+            if thread is not None and self._working:
                 # A thread just started has its loop and main task in a moment: wait for
                 # them, or a run closed while it starts would go on with nothing to end it.
+                # One that begins after this sees the run closed and does nothing.
                 self._started.wait()
             loop, main = self._loop, self._main
             if loop is not None and main is not None and thread is not None and thread.is_alive():

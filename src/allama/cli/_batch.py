@@ -1540,6 +1540,8 @@ def _a_database(path: Path) -> str | None:
 
 
 def _sqlite(path: Path) -> bool:
+    if not path.is_file():  # a pipe or a device (`/dev/stdout`) is written as it is: no read
+        return False
     try:
         with path.open("rb") as file:
             return file.read(16) == b"SQLite format 3\x00"
