@@ -3750,6 +3750,36 @@ def test_a_sync_run_interrupted_inside_its_threads_start_does_nothing_when_it_be
     assert _ledger_rows(ledger) == {}
 
 
+def test_a_sync_run_closed_by_a_function_of_its_own_ends_without_an_error(
+    tmp_path: Path,
+) -> None:
+    # A request builder runs on the run's own thread: its `close` cannot wait for that
+    # thread to end, and is no failure of the input it was building.
+    holder: list[Any] = []
+
+    def answer(request: ChatRequest) -> ChatResponse:
+        return ChatResponseBuilder().text('{"n": 1}').build()
+
+    def build(doc: str) -> ChatRequest:
+        if doc == "doc 3":
+            holder[0].close()
+        return ChatRequest("m").user(doc)
+
+    run = allama.batch(
+        allama.mock.FunctionProvider(answer),
+        Row,
+        [f"doc {n}" for n in range(20)],
+        request=build,
+        concurrency=2,
+        ledger=tmp_path / "l.sqlite",
+    )
+    holder.append(run)
+    results = list(run)
+    assert [r.failure.error for r in results if r.failure is not None] == []
+    time.sleep(0.3)
+    assert not [r for r in _ledger_rows(tmp_path / "l.sqlite").values() if r[0] == "failed"]
+
+
 def test_a_sync_run_closed_before_a_repair_takes_its_turn_leaves_no_coroutine_unawaited(
     server: BatchServer,
 ) -> None:

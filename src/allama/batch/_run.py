@@ -4005,7 +4005,8 @@ class BatchRun(Generic[T]):
             if loop is not None and main is not None and thread is not None and thread.is_alive():
                 with contextlib.suppress(RuntimeError):  # the loop closed in between: over
                     loop.call_soon_threadsafe(main.cancel)
-                thread.join()
+                if thread is not threading.current_thread():  # (a caller's function on the
+                    thread.join()  # run's own thread closes it: the run ends as it returns)
         finally:
             # Calls in flight are not waited for: their threads are left to end on their own.
             self._pool.shutdown(wait=False, cancel_futures=True)
