@@ -76,9 +76,10 @@ class _Current(Engine):
                 if admits_null(props[name]) and _no_default(given, name):
                     # Its `null` is a value of its own, kept: an object that leaves it out
                     # (a TypedDict's `NotRequired[X | None]`) is one the model cannot write.
-                    at = quoted(child(child(pointer, "properties"), name))
+                    place = child(child(pointer, "properties"), name)
+                    at = quoted(place)
                     self.approximated(
-                        pointer,
+                        place,
                         f"the optional property at {at} admits `null` and has no default: "
                         "it is sent required, so an object without it cannot be produced",
                     )
