@@ -60,6 +60,19 @@ class Degradations:
             .with_provider(self.provider)
         )
 
+    def choice_without_tools(self, request: ChatRequest) -> bool:
+        """Whether `request` chooses among tools it does not give: the choice is not sent
+        (providers refuse one without tools), refused where it asked for a call."""
+        choice = request.tool_choice
+        if choice is None or request.tools:
+            return False
+        if choice.mode in ("required", "tool"):
+            self.refuse(
+                RequestField.TOOL_CHOICE,
+                "the request gives no tools to call; `tool_choice` was not sent",
+            )
+        return True
+
     def refuse(self, field: RequestField, why: str, *, code: str | None = None) -> None:
         """Drop `field` with a warning, or raise under `UnsupportedPolicy.ERROR`."""
         if self.policy is UnsupportedPolicy.ERROR:

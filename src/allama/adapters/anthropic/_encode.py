@@ -437,6 +437,8 @@ class _Encoder:
             if parallel is False and self.request.tools:
                 return {"type": "auto", "disable_parallel_tool_use": True}
             return None
+        if self.degradations.choice_without_tools(self.request):
+            return None
         wire: dict[str, Any]
         if choice.mode in ("required", "tool") and self.family.forced_tool is (
             CapabilitySupport.UNSUPPORTED

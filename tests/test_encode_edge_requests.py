@@ -1,0 +1,52 @@
+"""Requests the caller may build that a provider refuses as sent: each encoder sends what
+the provider takes, and says what it left out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import allama
+from allama.errors import UnsupportedError
+from allama.types import ChatRequest, RequestField, ToolChoice, UnsupportedPolicy, WarningKind
+
+PROVIDERS = {
+    "openai": (lambda: allama.provider("openai", api_key="k"), "gpt-4o"),
+    "responses": (lambda: allama.provider("openai", api_key="k", api="responses"), "gpt-4o"),
+    "anthropic": (lambda: allama.provider("anthropic", api_key="k"), "claude-sonnet-4-5"),
+    "gemini": (lambda: allama.provider("gemini", api_key="k"), "gemini-2.5-flash"),
+}
+
+
+def _sent(name: str, request: ChatRequest) -> tuple[dict[str, Any], list[Any]]:
+    make, _ = PROVIDERS[name]
+    http, warnings = make()._prepare(request, stream=False)
+    return http.body, list(warnings)
+
+
+@pytest.mark.parametrize("name", sorted(PROVIDERS))
+@pytest.mark.parametrize("choice", [ToolChoice.required(), ToolChoice.tool("lookup")])
+def test_a_tool_choice_without_tools_is_not_sent(name: str, choice: ToolChoice) -> None:
+    # A last turn asked without tools (`with_tools([])`) keeps its choice: OpenAI, Anthropic
+    # and Gemini answer 400 to a choice with no tools ("tool_choice may only be specified
+    # while providing tools").
+    model = PROVIDERS[name][1]
+    request = ChatRequest(model).user("Sum it up.").with_tool_choice(choice).with_tools([])
+    body, warnings = _sent(name, request)
+    assert "tool_choice" not in body and "toolConfig" not in body
+    assert [(w.kind, w.message) for w in warnings if w.is_about(RequestField.TOOL_CHOICE)] == [
+        (
+            WarningKind.UNSUPPORTED,
+            "the request gives no tools to call; `tool_choice` was not sent",
+        )
+    ]
+    strict = request.with_unsupported_policy(UnsupportedPolicy.ERROR)
+    with pytest.raises(UnsupportedError) as caught:
+        _sent(name, strict)
+    assert caught.value.field is RequestField.TOOL_CHOICE
+    # A choice that asks for no call is no loss: left out without a word.
+    quiet = request.with_tool_choice(ToolChoice.none())
+    body, warnings = _sent(name, quiet)
+    assert "tool_choice" not in body and "toolConfig" not in body
+    assert not [w for w in warnings if w.is_about(RequestField.TOOL_CHOICE)]
