@@ -50,3 +50,53 @@ def test_a_tool_choice_without_tools_is_not_sent(name: str, choice: ToolChoice) 
     body, warnings = _sent(name, quiet)
     assert "tool_choice" not in body and "toolConfig" not in body
     assert not [w for w in warnings if w.is_about(RequestField.TOOL_CHOICE)]
+
+
+def test_a_tool_choice_beside_the_providers_own_tools_in_the_body_is_sent() -> None:
+    # Server tools given as body fields (Anthropic's web search) are tools all the same.
+    search = {"type": "web_search_20250305", "name": "web_search", "max_uses": 1}
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Look it up.")
+        .with_tool_choice(ToolChoice.tool("web_search"))
+        .with_option_json("anthropic", {"tools": [search]})
+    )
+    body, warnings = _sent("anthropic", request)
+    assert body["tool_choice"] == {"type": "tool", "name": "web_search"}
+    assert body["tools"] == [search]
+    assert not [w for w in warnings if w.is_about(RequestField.TOOL_CHOICE)]
+
+
+@pytest.mark.parametrize(
+    ("update", "field", "message"),
+    [
+        (
+            {"temperature": 1.5},
+            RequestField.TEMPERATURE,
+            "Anthropic takes `temperature` from 0 to 1; 1.5 was left out",
+        ),
+        (
+            {"top_p": 0.5, "reasoning_effort": "low"},
+            RequestField.TOP_P,
+            "Anthropic takes `top_p` from 0.95 to 1 with thinking on; 0.5 was left out",
+        ),
+    ],
+)
+def test_anthropic_sampling_outside_its_ranges_is_left_out(
+    update: dict[str, Any], field: RequestField, message: str
+) -> None:
+    request = ChatRequest("claude-sonnet-4-5").user("Hi").model_copy(update=update)
+    body, warnings = _sent("anthropic", request)
+    assert field.value not in body
+    assert [w.message for w in warnings if w.is_about(field)] == [message]
+    # Inside the ranges, sent as asked.
+    body, _ = _sent(
+        "anthropic",
+        ChatRequest("claude-sonnet-4-5").user("Hi").model_copy(update={"temperature": 0.7}),
+    )
+    assert body["temperature"] == 0.7
+    thinking = {"top_p": 0.97, "reasoning_effort": "low"}
+    body, _ = _sent(
+        "anthropic", ChatRequest("claude-sonnet-4-5").user("Hi").model_copy(update=thinking)
+    )
+    assert body["top_p"] == 0.97

@@ -60,11 +60,15 @@ class Degradations:
             .with_provider(self.provider)
         )
 
-    def choice_without_tools(self, request: ChatRequest) -> bool:
-        """Whether `request` chooses among tools it does not give: the choice is not sent
-        (providers refuse one without tools), refused where it asked for a call."""
+    def choice_without_tools(self, request: ChatRequest, namespace: str) -> bool:
+        """Whether `request` chooses among tools it does not give (as `tools`, or in the
+        body fields of option `namespace`: a provider's own server tools): the choice is
+        not sent (providers refuse one without tools), refused where it asked for a call."""
         choice = request.tool_choice
         if choice is None or request.tools:
+            return False
+        extra = request.option_json(namespace)
+        if isinstance(extra, dict) and extra.get("tools"):
             return False
         if choice.mode in ("required", "tool"):
             self.refuse(

@@ -437,7 +437,7 @@ class _Encoder:
             if parallel is False and self.request.tools:
                 return {"type": "auto", "disable_parallel_tool_use": True}
             return None
-        if self.degradations.choice_without_tools(self.request):
+        if self.degradations.choice_without_tools(self.request, BODY_OPTION):
             return None
         wire: dict[str, Any]
         if choice.mode in ("required", "tool") and self.family.forced_tool is (
@@ -521,12 +521,25 @@ class _Encoder:
                 if value is not None:
                     self.degradations.refuse(field, f"{self.where} takes no `{field}`")
             return None, None
+        display = self.profile.display_name
+        if temperature is not None and temperature > 1:
+            self.degradations.refuse(
+                RequestField.TEMPERATURE,
+                f"{display} takes `temperature` from 0 to 1; {temperature} was left out",
+            )
+            temperature = None
         if thinking and temperature is not None and temperature != 1:
             self.degradations.refuse(
                 RequestField.TEMPERATURE,
-                f"{self.profile.display_name} takes `temperature` only at 1 with thinking on",
+                f"{display} takes `temperature` only at 1 with thinking on",
             )
             temperature = None
+        if thinking and top_p is not None and top_p < 0.95:
+            self.degradations.refuse(
+                RequestField.TOP_P,
+                f"{display} takes `top_p` from 0.95 to 1 with thinking on; {top_p} was left out",
+            )
+            top_p = None
         if self.family.one_sampling and temperature is not None and top_p is not None:
             self.degradations.refuse(
                 RequestField.TOP_P,

@@ -388,7 +388,7 @@ class _Encoder:
                 f"{self.profile.display_name} has no setting for parallel function calls",
             )
         choice = request.tool_choice
-        if choice is None or self.degradations.choice_without_tools(request):
+        if choice is None or self.degradations.choice_without_tools(request, BODY_OPTION):
             return None
         config: dict[str, Any]
         if choice.mode == "tool":

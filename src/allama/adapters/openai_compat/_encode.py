@@ -213,7 +213,7 @@ class _Encoder:
 
     def tool_choice(self) -> str | dict[str, Any] | None:
         choice = self.request.tool_choice
-        if choice is None or self.degradations.choice_without_tools(self.request):
+        if choice is None or self.degradations.choice_without_tools(self.request, BODY_OPTION):
             return None
         display = self.profile.display_name
         if not self.profile.tool_choice:

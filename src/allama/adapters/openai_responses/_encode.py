@@ -273,7 +273,7 @@ class _Encoder(_ChatEncoder):
 
     def tool_choice(self) -> str | dict[str, Any] | None:
         choice = self.request.tool_choice
-        if choice is None or self.degradations.choice_without_tools(self.request):
+        if choice is None or self.degradations.choice_without_tools(self.request, BODY_OPTION):
             return None
         if choice.mode == "tool":
             return {"type": "function", "name": choice.name}
