@@ -100,3 +100,35 @@ def test_anthropic_sampling_outside_its_ranges_is_left_out(
         "anthropic", ChatRequest("claude-sonnet-4-5").user("Hi").model_copy(update=thinking)
     )
     assert body["top_p"] == 0.97
+
+
+def test_anthropic_leaves_out_text_of_nothing_but_whitespace() -> None:
+    # "text content blocks must contain non-whitespace text"
+    request = ChatRequest("claude-sonnet-4-5").user("Hi").user(" \n")
+    body, _ = _sent("anthropic", request)
+    assert body["messages"] == [{"role": "user", "content": "Hi"}]
+    request = ChatRequest("claude-sonnet-4-5").user("Hi").user("\t")
+    assert _sent("anthropic", request)[0]["messages"] == [{"role": "user", "content": "Hi"}]
+
+
+def test_an_anthropic_prefill_is_sent_without_the_whitespace_it_ends_with() -> None:
+    # "final assistant content cannot end with trailing whitespace"
+    request = ChatRequest("claude-sonnet-4-5").user("Name a colour.").assistant("Answer: ")
+    body, warnings = _sent("anthropic", request)
+    assert body["messages"][-1] == {"role": "assistant", "content": "Answer:"}
+    assert [w.message for w in warnings if w.is_about(RequestField.MESSAGES)] == [
+        "the last assistant message (prefill) was sent without the whitespace it ends with, "
+        "which Anthropic refuses"
+    ]
+
+
+def test_a_gemini_seed_beyond_32_bits_is_left_out() -> None:
+    # `generationConfig.seed` is an int32 ("Invalid value at 'generation_config.seed'").
+    request = ChatRequest("gemini-2.5-flash").user("Hi").with_seed(3_000_000_000)
+    body, warnings = _sent("gemini", request)
+    assert "seed" not in body.get("generationConfig", {})
+    assert [w.message for w in warnings if w.is_about(RequestField.SEED)] == [
+        "Gemini takes a seed of 32 bits; 3000000000 was left out"
+    ]
+    body, _ = _sent("gemini", ChatRequest("gemini-2.5-flash").user("Hi").with_seed(-(2**31)))
+    assert body["generationConfig"]["seed"] == -(2**31)

@@ -277,6 +277,27 @@ class _Encoder:
         if why is not None:
             self.degradations.refuse(RequestField.MESSAGES, f"{why}; it was left out")
             messages.pop()
+            return
+        content = messages[-1]["content"]
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        last = blocks[-1] if blocks else None
+        text = last.get("text") if isinstance(last, dict) and last.get("type") == "text" else None
+        if isinstance(text, str) and text != text.rstrip():
+            # "final assistant content cannot end with trailing whitespace"
+            self.degradations.approximate(
+                RequestField.MESSAGES,
+                "the last assistant message (prefill) was sent without the whitespace it "
+                "ends with, which Anthropic refuses",
+            )
+            kept = text.rstrip()
+            if isinstance(content, str):
+                messages[-1] = {**messages[-1], "content": kept}
+            elif kept:
+                content[-1] = {**content[-1], "text": kept}
+            else:
+                content.pop()
+            if not messages[-1]["content"]:
+                messages.pop()
 
     # Schemas
 
@@ -639,4 +660,6 @@ def encode_request(
 
 
 def _empty_text(part: TextPart | ImagePart | DocumentPart) -> bool:
-    return isinstance(part, TextPart) and not part.text
+    """Text of nothing but whitespace, which Anthropic refuses ("text content blocks must
+    contain non-whitespace text")."""
+    return isinstance(part, TextPart) and not part.text.strip()

@@ -240,7 +240,14 @@ class _Encoder:
                 stops = stops[:MAX_STOP_SEQUENCES]
             config["stopSequences"] = stops
         if request.seed is not None:
-            config["seed"] = request.seed
+            if -(2**31) <= request.seed < 2**31:
+                config["seed"] = request.seed
+            else:  # `generationConfig.seed` is an int32: Gemini answers 400 to any other
+                self.degradations.refuse(
+                    RequestField.SEED,
+                    f"{self.profile.display_name} takes a seed of 32 bits; {request.seed} was "
+                    "left out",
+                )
         if request.logprobs is not None:
             config.update(self.logprobs(request.logprobs))
         config.update(self.output())
