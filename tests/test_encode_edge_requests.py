@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx2
 import pytest
 
 import allama
-from allama.errors import UnsupportedError
+from allama.errors import InvalidRequestError, UnsupportedError
 from allama.types import ChatRequest, RequestField, ToolChoice, UnsupportedPolicy, WarningKind
 
 PROVIDERS = {
@@ -132,3 +133,28 @@ def test_a_gemini_seed_beyond_32_bits_is_left_out() -> None:
     ]
     body, _ = _sent("gemini", ChatRequest("gemini-2.5-flash").user("Hi").with_seed(-(2**31)))
     assert body["generationConfig"]["seed"] == -(2**31)
+
+
+@pytest.mark.parametrize("name", sorted(PROVIDERS))
+def test_text_cut_between_the_halves_of_a_character_is_an_allama_error_before_sending(
+    name: str,
+) -> None:
+    # Half of a surrogate pair is no character: UTF-8 cannot carry it. A caller catching
+    # `allama.Error` sees it, and nothing is sent.
+    sent: list[Any] = []
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        sent.append(http)
+        return httpx2.Response(500)
+
+    transport = allama.Transport(client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+    options: dict[str, Any] = {"api": "responses"} if name == "responses" else {}
+    preset = "openai" if name == "responses" else name
+    provider = allama.provider(preset, api_key="k", transport=transport, **options)
+    with pytest.raises(InvalidRequestError) as caught:
+        provider.chat(ChatRequest(PROVIDERS[name][1]).user("half an emoji: \ud83d"))
+    assert str(caught.value) == (
+        "the request cannot be written as JSON: it holds a lone surrogate that UTF-8 cannot "
+        "carry (text cut between the halves of a character?)"
+    )
+    assert not caught.value.retryable and sent == []

@@ -52,7 +52,18 @@ class HttpRequest:
             return self.raw
         # The compact UTF-8 JSON `json.dumps(body, separators=(",", ":"), ensure_ascii=False)`
         # writes (a float may be spelled differently: `1e-7` for `1e-07`), four times faster.
-        return pydantic_core.to_json(self.body)
+        try:
+            return pydantic_core.to_json(self.body)
+        except pydantic_core.PydanticSerializationError as error:
+            from allama.errors import InvalidRequestError
+
+            # Half of a surrogate pair (text cut between the halves of an emoji) is no
+            # character: UTF-8 cannot carry it, and nothing was sent.
+            reason = "a lone surrogate" if "surrogates not allowed" in str(error) else "a value"
+            raise InvalidRequestError(
+                f"the request cannot be written as JSON: it holds {reason} that UTF-8 cannot "
+                "carry (text cut between the halves of a character?)"
+            ).mark_authored() from None
 
     def __repr__(self) -> str:
         shown = {
