@@ -561,3 +561,27 @@ def test_a_note_places_a_step_after_a_union_and_quotes_a_key_with_a_dot() -> Non
         "at `(list[NaiveDatetime] | None)[]`",
         'the schema of `Dotted` was approximated: `pattern` was removed at `Dotted["a.b"]`',
     ]
+
+
+class _Named(BaseModel):
+    name: str
+
+
+@pytest.mark.parametrize("mode", [ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL])
+def test_a_paused_turn_is_no_answer_however_well_formed_what_it_holds(
+    mode: ExtractionMode,
+) -> None:
+    # Anthropic's `pause_turn`: a server tool's long run paused the turn; the answer comes
+    # when the conversation is sent back. JSON written before it is not the value.
+    paused = ChatResponseBuilder().finish_reason("pause_turn")
+    if mode is ExtractionMode.NATIVE:
+        paused = paused.text('{"name": "Ada"}')
+    else:
+        paused = paused.tool_call("c", "submit_structured_output", '{"name": "Ada"}')
+    provider = MockProvider([paused.build()])
+    request = ChatRequest("m").user("Who?").with_option(mode)
+    with pytest.raises(TruncatedError) as caught:
+        Extractor(retries=2).extract(provider, _Named, request)
+    assert caught.value.finish_reason == "pause_turn"
+    assert provider.call_count == 1  # never asked again: the caller continues the turn
+    assert "send the conversation back, with the paused turn, to continue it" in str(caught.value)

@@ -205,11 +205,13 @@ class UnexpectedToolCallCountError(_Failure):
 
 
 class TruncatedError(_Failure):
-    """The output was cut off at the output token limit or by a full context window.
+    """The output was cut off at the output token limit or by a full context window, or the
+    provider paused the turn (Anthropic's `pause_turn`).
 
     Never retried: the same limit would cut it off again. At the token limit, raise
     `max_output_tokens` (on a reasoning model, or lower the reasoning effort); at the
-    context window (`finish_reason == "context_window"`), shorten the input.
+    context window (`finish_reason == "context_window"`), shorten the input; a paused turn
+    continues when the conversation is sent back with it.
     """
 
     kind = "extraction_truncated"
@@ -221,6 +223,12 @@ class TruncatedError(_Failure):
 
     def _describe(self) -> str:
         mode = _mode(self.mode)
+        if self.finish_reason == "pause_turn":
+            return (
+                f"{self.provider_name}: the provider paused the turn (a server tool's long "
+                f"run) before the structured output (`{mode.value}` mode): send the "
+                "conversation back, with the paused turn, to continue it"
+            )
         if self.finish_reason == FinishReason.CONTEXT_WINDOW:
             return (
                 f"{self.provider_name}: the model filled its context window before finishing "

@@ -67,6 +67,12 @@ def refusal(response: ChatResponse, mode: ExtractionMode, provider: str) -> Refu
     )
 
 
+_PAUSED = FinishReason("pause_turn")
+"""Anthropic's turn paused in a long server tool's run: what it holds is not the answer,
+which comes when the conversation is sent back to continue."""
+_CUT = (FinishReason.LENGTH, FinishReason.CONTEXT_WINDOW, _PAUSED)
+
+
 def declined_or_cut(
     response: ChatResponse, mode: ExtractionMode, provider: str
 ) -> RefusedError | TruncatedError | None:
@@ -74,7 +80,7 @@ def declined_or_cut(
     refused = refusal(response, mode, provider)
     if refused is not None:
         return refused
-    if response.finish_reason in (FinishReason.LENGTH, FinishReason.CONTEXT_WINDOW):
+    if response.finish_reason in _CUT:
         usage = response.usage
         return TruncatedError(
             provider=provider,
