@@ -127,6 +127,30 @@ def test_anthropic_errors_keep_their_type_and_status() -> None:
     assert [rows[k].kind for k in "bcd"] == [RowKind.EXPIRED, RowKind.CANCELED, RowKind.MISSING]
 
 
+@pytest.mark.parametrize(("kind", "status"), [("billing_error", 402), ("timeout_error", 504)])
+def test_an_anthropic_error_row_keeps_its_request_id_and_its_status(kind: str, status: int) -> None:
+    # The result's error is a whole error response: its request id is the failed request's.
+    state = JobState("msgbatch_1", "ended", True, "completed", results="https://x/results")
+    line = {
+        "custom_id": "a",
+        "result": {
+            "type": "errored",
+            "error": {
+                "type": "error",
+                "error": {"type": kind, "message": "no"},
+                "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy",
+            },
+        },
+    }
+    rows = _drive(ANTHROPIC.results(TARGET, state, ["a"]), [json.dumps(line).encode()])
+    assert (rows["a"].kind, rows["a"].status) == (RowKind.ERROR, status)
+    assert json.loads(rows["a"].body) == {
+        "type": "error",
+        "error": {"type": kind, "message": "no"},
+        "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy",
+    }
+
+
 _ROW_KINDS = st.sampled_from(["succeeded", "errored", "expired", "canceled"])
 
 

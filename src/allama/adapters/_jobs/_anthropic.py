@@ -52,11 +52,13 @@ _KINDS = {
 _ERROR_STATUS = {
     "invalid_request_error": 400,
     "authentication_error": 401,
+    "billing_error": 402,
     "permission_error": 403,
     "not_found_error": 404,
     "request_too_large": 413,
     "rate_limit_error": 429,
     "api_error": 500,
+    "timeout_error": 504,
     "overloaded_error": 529,
 }
 
@@ -222,7 +224,9 @@ def _row(line: dict[str, Any]) -> Row | None:
         nested = envelope.get("error")
         inner: dict[str, Any] = nested if isinstance(nested, dict) else envelope
         status = _ERROR_STATUS.get(str(inner.get("type")), 500)
-        body = {"type": "error", "error": inner}
+        body: dict[str, Any] = {"type": "error", "error": inner}
+        if isinstance(envelope.get("request_id"), str):  # the failed request's, as it says
+            body["request_id"] = envelope["request_id"]
         return Row(key, kind, status, json.dumps(body).encode())
     return Row(key, kind, note=f"the batch reported the request {result.get('type')}")
 
