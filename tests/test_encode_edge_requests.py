@@ -10,7 +10,16 @@ import pytest
 
 import allama
 from allama.errors import InvalidRequestError, UnsupportedError
-from allama.types import ChatRequest, RequestField, ToolChoice, UnsupportedPolicy, WarningKind
+from allama.types import (
+    ChatRequest,
+    Reasoning,
+    RequestField,
+    ToolCall,
+    ToolChoice,
+    ToolDefinition,
+    UnsupportedPolicy,
+    WarningKind,
+)
 
 PROVIDERS = {
     "openai": (lambda: allama.provider("openai", api_key="k"), "gpt-4o"),
@@ -158,3 +167,35 @@ def test_text_cut_between_the_halves_of_a_character_is_an_allama_error_before_se
         "carry (text cut between the halves of a character?)"
     )
     assert not caught.value.retryable and sent == []
+
+
+def _tool_loop(opening: list[Any]) -> ChatRequest:
+    call = ToolCall(id="toolu_1", name="lookup", arguments='{"q": "x"}')
+    tool = ToolDefinition(name="lookup", parameters={"type": "object", "properties": {}})
+    return (
+        ChatRequest("claude-sonnet-4-5")
+        .with_tools([tool])
+        .user("Find x.")
+        .assistant([*opening, call])
+        .tool_result("toolu_1", "found")
+        .with_reasoning_effort("low")
+    )
+
+
+def test_anthropic_thinks_in_a_tool_loop_only_over_its_own_signed_thinking() -> None:
+    # "a final assistant message must start with a thinking block": tool calls made by
+    # another provider, or with thinking off, cannot be continued with thinking on.
+    body, warnings = _sent("anthropic", _tool_loop([]))
+    assert "thinking" not in body
+    assert [w.message for w in warnings if w.is_about(RequestField.REASONING_EFFORT)] == [
+        "Anthropic does not think in a tool loop whose last assistant turn has no signed "
+        "thinking to open it (tool calls made elsewhere, or with thinking off); thinking was "
+        "left off"
+    ]
+    signed = Reasoning(text="Look it up.", signature="sig")
+    body, warnings = _sent("anthropic", _tool_loop([signed]))
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert body["messages"][1]["content"][0]["type"] == "thinking"
+    # Once the model has answered after the loop, it is over: thinking is on.
+    body, _ = _sent("anthropic", _tool_loop([]).assistant("x is found.").user("And y?"))
+    assert body["thinking"]["type"] == "enabled"

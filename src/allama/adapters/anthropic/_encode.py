@@ -481,8 +481,14 @@ class _Encoder:
 
     # Thinking and sampling
 
-    def thinking(self, max_tokens: int | None) -> tuple[dict[str, Any] | None, str | None, int]:
-        """`thinking`, `output_config.effort`, and the budget `max_tokens` must exceed."""
+    def thinking(
+        self, max_tokens: int | None, unsigned: bool = False
+    ) -> tuple[dict[str, Any] | None, str | None, int]:
+        """`thinking`, `output_config.effort`, and the budget `max_tokens` must exceed.
+
+        `unsigned`: the conversation ends in a tool loop whose assistant turn opens with no
+        thinking block (tool calls made elsewhere, or with thinking off), which Anthropic
+        refuses with thinking on."""
         family = self.family
         effort = self.request.reasoning_effort
         field = RequestField.REASONING_EFFORT
@@ -491,10 +497,18 @@ class _Encoder:
         if effort is None or effort == "none":
             if effort == "none" and family.thinks_by_default and not family.can_disable:
                 self.degradations.refuse(field, f"{self.where} always thinks")
-            return (off if (effort == "none" or forced) else None), None, 0
+            return (off if (effort == "none" or forced or unsigned) else None), None, 0
         if family.thinking is Thinking.NONE:
             self.degradations.refuse(field, f"{self.where} has no extended thinking")
             return None, None, 0
+        if unsigned:
+            self.degradations.refuse(
+                field,
+                f"{self.profile.display_name} does not think in a tool loop whose last "
+                "assistant turn has no signed thinking to open it (tool calls made elsewhere, "
+                "or with thinking off); thinking was left off",
+            )
+            return off, None, 0
         if forced:
             self.degradations.refuse(
                 field,
@@ -585,7 +599,7 @@ class _Encoder:
             )
             tools = self.tools(strict=False)
         max_tokens = request.max_output_tokens
-        thinking, effort, budget = self.thinking(max_tokens)
+        thinking, effort, budget = self.thinking(max_tokens, _unsigned_tool_turn(messages))
         thinks = thinking is not None and thinking["type"] != "disabled"
         if max_tokens is None:
             max_tokens = min(family.max_output, DEFAULT_MAX_TOKENS + budget)
@@ -657,6 +671,26 @@ def encode_request(
     """
     body = _Encoder(request, profile, family, degradations, stream=stream).body()
     return HttpRequest("POST", url, headers, body, params or {})
+
+
+def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:
+    """Whether `messages` end in a tool loop (an assistant turn with tool calls, then their
+    results) whose assistant turn opens with no thinking block: "a final assistant message
+    must start with a thinking block" when thinking is on."""
+    for message in reversed(messages):
+        content = message["content"]
+        if message["role"] == "user":
+            if not isinstance(content, list) or not content:
+                return False
+            if not any(block.get("type") == "tool_result" for block in content):
+                return False  # a turn of the user's own: the loop ended before it
+            continue
+        if not isinstance(content, list) or not content:
+            return False
+        if not any(block.get("type") == "tool_use" for block in content):
+            return False
+        return content[0].get("type") not in ("thinking", "redacted_thinking")
+    return False
 
 
 def _empty_text(part: TextPart | ImagePart | DocumentPart) -> bool:
