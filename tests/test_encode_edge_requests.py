@@ -199,3 +199,36 @@ def test_anthropic_thinks_in_a_tool_loop_only_over_its_own_signed_thinking() -> 
     # Once the model has answered after the loop, it is over: thinking is on.
     body, _ = _sent("anthropic", _tool_loop([]).assistant("x is found.").user("And y?"))
     assert body["thinking"]["type"] == "enabled"
+
+
+def _gemini_loop(model: str, opening: list[Any]) -> ChatRequest:
+    call = ToolCall(id="call_abc", name="lookup", arguments='{"q": "x"}')
+    tool = ToolDefinition(name="lookup", parameters={"type": "object", "properties": {}})
+    return (
+        ChatRequest(model)
+        .with_tools([tool])
+        .user("Find x.")
+        .assistant([*opening, call])
+        .tool_result("call_abc", "found")
+    )
+
+
+def test_a_gemini_3_function_call_without_its_signature_goes_with_the_one_that_skips_it() -> None:
+    # "Function call is missing a thought_signature": a call another model made has none;
+    # Google documents `skip_thought_signature_validator` for it.
+    gemini = allama.provider("gemini", api_key="k")
+    http, warnings = gemini._prepare(_gemini_loop("gemini-3-flash-preview", []), stream=False)
+    (part,) = http.body["contents"][1]["parts"]
+    assert part["thoughtSignature"] == "skip_thought_signature_validator"
+    assert [w.message for w in warnings if w.is_about(RequestField.MESSAGES)] == [
+        "a function call without Gemini's thought signature (made by another model, or kept "
+        "without it) was sent with the signature that skips its check; the model does not see "
+        "the reasoning behind it"
+    ]
+    # Its own signature goes back as it came; Gemini 2.5 checks none.
+    own = Reasoning(signature="c2lnbmVk")
+    http, warnings = gemini._prepare(_gemini_loop("gemini-3-flash-preview", [own]), stream=False)
+    assert http.body["contents"][1]["parts"][0]["thoughtSignature"] == "c2lnbmVk"
+    assert not [w for w in warnings if w.is_about(RequestField.MESSAGES)]
+    http, _ = gemini._prepare(_gemini_loop("gemini-2.5-flash", []), stream=False)
+    assert "thoughtSignature" not in http.body["contents"][1]["parts"][0]

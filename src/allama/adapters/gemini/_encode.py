@@ -60,6 +60,9 @@ from allama.types import (
 )
 from allama.types._content import OPENAI_REASONING_ID_PREFIX
 
+SKIP_SIGNATURE_CHECK = "skip_thought_signature_validator"
+"""The thought signature Google documents for a function call that has none of its own."""
+
 __all__ = ["BODY_OPTION", "MAX_STOP_SEQUENCES", "THINKING_BUDGETS", "encode_request"]
 
 BODY_OPTION = "gemini"
@@ -179,6 +182,22 @@ class _Encoder:
                 part["thoughtSignature"] = signature
                 signature = None
             parts.append(part)
+        calls = [part for part in parts if "functionCall" in part]
+        if (
+            calls
+            and self.family.thinking is Thinking.LEVEL
+            and not any("thoughtSignature" in part for part in calls)
+        ):
+            # Gemini 3 refuses a function call of the conversation without its thought
+            # signature ("Function call is missing a thought_signature"): one made by
+            # another model, or kept without it, goes with the value Google gives for that.
+            calls[0]["thoughtSignature"] = SKIP_SIGNATURE_CHECK
+            self.degradations.approximate(
+                RequestField.MESSAGES,
+                "a function call without Gemini's thought signature (made by another model, "
+                "or kept without it) was sent with the signature that skips its check; the "
+                "model does not see the reasoning behind it",
+            )
         return parts
 
     def call(self, block: ToolCall) -> dict[str, Any]:
