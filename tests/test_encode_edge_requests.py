@@ -232,3 +232,27 @@ def test_a_gemini_3_function_call_without_its_signature_goes_with_the_one_that_s
     assert not [w for w in warnings if w.is_about(RequestField.MESSAGES)]
     http, _ = gemini._prepare(_gemini_loop("gemini-2.5-flash", []), stream=False)
     assert "thoughtSignature" not in http.body["contents"][1]["parts"][0]
+
+
+def test_gemma_on_the_gemini_api_gets_no_tools_and_its_system_words_in_the_first_turn() -> None:
+    # "Function calling is not enabled for models/gemma-3-27b-it", "Developer instruction
+    # is not enabled": the tools are left out, the system words open the first user turn.
+    tool = ToolDefinition(name="lookup", parameters={"type": "object", "properties": {}})
+    request = (
+        ChatRequest("gemma-3-27b-it")
+        .system("Be brief.")
+        .user("Hi")
+        .with_tools([tool])
+        .with_tool_choice(ToolChoice.required())
+    )
+    body, warnings = _sent("gemini", request)
+    assert "tools" not in body and "toolConfig" not in body
+    assert "systemInstruction" not in body
+    assert body["contents"] == [{"role": "user", "parts": [{"text": "Be brief."}, {"text": "Hi"}]}]
+    assert sorted(w.message for w in warnings) == [
+        "`gemma-3-27b-it` on Gemini has no function calling; the tools were left out",
+        "`gemma-3-27b-it` on Gemini takes no system instruction; it was put at the start of "
+        "the first user turn",
+    ]
+    with pytest.raises(UnsupportedError):
+        _sent("gemini", request.with_unsupported_policy(UnsupportedPolicy.ERROR))

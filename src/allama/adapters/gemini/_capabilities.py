@@ -64,6 +64,9 @@ class GeminiFamily:
     """Thinking can be turned off (`thinkingBudget: 0`)."""
     levels: tuple[str, ...] = ()
     """The `thinkingLevel`s the family takes (`LEVEL`), lowest first."""
+    system: bool = True
+    """Takes a `systemInstruction` (Gemma on the Gemini API answers 400 "Developer
+    instruction is not enabled")."""
     json_with_tools: bool = True
     """JSON output and function declarations in one request (2.5 and older answer 400)."""
     tools: CapabilitySupport = S
@@ -171,7 +174,7 @@ _GEMINI_ROWS = (
     GeminiFamily("gemini-*", _JSON, Thinking.LEVEL, levels=("minimal", "low", "medium", "high")),
     # Gemma served by the Gemini API: no structured output (so no `text/x.enum`), no function
     # calling.
-    GeminiFamily("gemma-*", SchemaSurface.NONE, tools=N, images=U),
+    GeminiFamily("gemma-*", SchemaSurface.NONE, tools=N, images=U, system=False),
 )
 
 _GEMINI_DEFAULT = GeminiFamily(

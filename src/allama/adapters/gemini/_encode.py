@@ -380,6 +380,13 @@ class _Encoder:
     def tools(self) -> list[dict[str, Any]] | None:
         if not self.request.tools:
             return None
+        if self.family.tools is CapabilitySupport.UNSUPPORTED:
+            self.degradations.refuse(
+                RequestField.TOOLS,
+                f"`{self.request.model}` on {self.profile.display_name} has no function "
+                "calling; the tools were left out",
+            )
+            return None
         return [{"functionDeclarations": [self.declaration(t) for t in self.request.tools]}]
 
     def declaration(self, tool: ToolDefinition) -> dict[str, Any]:
@@ -416,6 +423,8 @@ class _Encoder:
         choice = request.tool_choice
         if choice is None or self.degradations.choice_without_tools(request, BODY_OPTION):
             return None
+        if self.family.tools is CapabilitySupport.UNSUPPORTED:
+            return None  # the tools were left out, and said so
         config: dict[str, Any]
         if choice.mode == "tool":
             config = {"mode": "ANY", "allowedFunctionNames": [choice.name]}
@@ -427,6 +436,19 @@ class _Encoder:
 
     def body(self) -> dict[str, Any]:
         system, contents = self.conversation()
+        if system is not None and not self.family.system:
+            # No system instruction on this model: its words open the first user turn.
+            self.degradations.approximate(
+                RequestField.SYSTEM,
+                f"`{self.request.model}` on {self.profile.display_name} takes no system "
+                "instruction; it was put at the start of the first user turn",
+            )
+            words = {"text": "\n\n".join(part["text"] for part in system["parts"])}
+            if contents and contents[0]["role"] == "user":
+                contents[0] = {**contents[0], "parts": [words, *contents[0]["parts"]]}
+            else:
+                contents.insert(0, {"role": "user", "parts": [words]})
+            system = None
         body: dict[str, Any] = {"contents": contents}
         if system is not None:
             body["systemInstruction"] = system
