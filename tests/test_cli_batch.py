@@ -1713,9 +1713,8 @@ def test_an_export_to_a_pipe_is_written_not_read_first(
 ) -> None:
     # Looking for a database at --out reads regular files only: a FIFO (or `/dev/stdout`
     # into a pipe) read first would wait for a writer that is the export itself.
-    docs = folder(tmp_path, [1, 2])
     out = tmp_path / "out.jsonl"
-    assert run(server, row_type, docs, out) == 0
+    assert run(server, row_type, folder(tmp_path, [1, 2]), out) == 0
     capsys.readouterr()
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)

@@ -758,6 +758,24 @@ class _Named(BaseModel):
     name: str
 
 
+def _openrouter_without_endpoints(
+    refused: Any, answer: Any
+) -> tuple[list[dict[str, Any]], ChatProvider]:
+    """OpenRouter answering its 404 for no endpoint serving "the requested parameters" to
+    the bodies `refused` picks, and `answer(body)` to the others; the bodies it was sent."""
+    sent: list[dict[str, Any]] = []
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        body = json.loads(http.content)
+        sent.append(body)
+        if refused(body):
+            message = "No endpoints found that can handle the requested parameters."
+            return httpx2.Response(404, json={"error": {"message": message, "code": 404}})
+        return httpx2.Response(200, json=answer(body))
+
+    return sent, provider("openrouter", api_key="k", transport=_mock(handler))
+
+
 @pytest.mark.parametrize("run", ["sync", "async"])
 def test_an_extraction_falls_back_when_openrouter_finds_no_endpoint_for_its_schema(
     run: str,
@@ -765,25 +783,16 @@ def test_an_extraction_falls_back_when_openrouter_finds_no_endpoint_for_its_sche
     # Native output on OpenRouter is a guess (support is per endpoint); under
     # `require_parameters` a model none of whose endpoints take a schema answers a 404 that
     # names no field. It is the schema's: the extraction falls back to a forced tool.
-    sent: list[dict[str, Any]] = []
-
-    def handler(http: httpx2.Request) -> httpx2.Response:
-        body = json.loads(http.content)
-        sent.append(body)
-        if "tools" not in body:
-            message = "No endpoints found that can handle the requested parameters."
-            return httpx2.Response(404, json={"error": {"message": message, "code": 404}})
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        name = body["tools"][0]["function"]["name"]
         call = {
             "id": "c",
             "type": "function",
-            "function": {
-                "name": body["tools"][0]["function"]["name"],
-                "arguments": '{"name":"Ada"}',
-            },
+            "function": {"name": name, "arguments": '{"name":"Ada"}'},
         }
-        return httpx2.Response(200, json=_completion(None, tool_calls=[call]))
+        return _completion(None, tool_calls=[call])
 
-    target = provider("openrouter", api_key="k", transport=_mock(handler))
+    sent, target = _openrouter_without_endpoints(lambda body: "tools" not in body, answer)
     request = ChatRequest("meta-llama/llama-3-8b-instruct").user("Ada")
     if run == "sync":
         extracted = allama.extract(target, _Named, request)
@@ -819,17 +828,9 @@ def test_a_decision_asks_again_without_logprobs_when_openrouter_finds_no_endpoin
     # A decision asks OpenRouter for log-probabilities it may drop; under
     # `require_parameters` a model whose endpoints have none answers the same 404 that
     # names no parameter: asked again without them, not taken for the schema's refusal.
-    sent: list[dict[str, Any]] = []
-
-    def handler(http: httpx2.Request) -> httpx2.Response:
-        body = json.loads(http.content)
-        sent.append(body)
-        if body.get("logprobs"):
-            message = "No endpoints found that can handle the requested parameters."
-            return httpx2.Response(404, json={"error": {"message": message, "code": 404}})
-        return httpx2.Response(200, json=_completion('{"value":"red"}'))
-
-    target = provider("openrouter", api_key="k", transport=_mock(handler))
+    sent, target = _openrouter_without_endpoints(
+        lambda body: bool(body.get("logprobs")), lambda body: _completion('{"value":"red"}')
+    )
     request = ChatRequest("anthropic/claude-sonnet-4").user("Which color?")
     if run == "sync":
         decision = Extractor().decide(target, _Color, request)
