@@ -14,6 +14,7 @@ from allama.types import (
     ChatRequest,
     Reasoning,
     RequestField,
+    TextPart,
     ToolCall,
     ToolChoice,
     ToolDefinition,
@@ -256,3 +257,83 @@ def test_gemma_on_the_gemini_api_gets_no_tools_and_its_system_words_in_the_first
     ]
     with pytest.raises(UnsupportedError):
         _sent("gemini", request.with_unsupported_policy(UnsupportedPolicy.ERROR))
+
+
+def test_anthropic_thinks_on_through_the_steps_of_its_own_tool_loop() -> None:
+    # A tool loop is one assistant turn: its first step opens with the signed thinking,
+    # later steps need none.
+    call = ToolCall(id="toolu_2", name="lookup", arguments='{"q": "y"}')
+    loop = _tool_loop([Reasoning(text="Look it up.", signature="sig")])
+    steps = loop.assistant([call]).tool_result("toolu_2", "found too")
+    body, warnings = _sent("anthropic", steps)
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert not [w for w in warnings if w.is_about(RequestField.REASONING_EFFORT)]
+    # A prefill after a loop of another provider's is set aside to judge it: thinking is
+    # left off, so the prefill is kept rather than dropped into a loop thinking refuses.
+    body, warnings = _sent("anthropic", _tool_loop([]).assistant("So"))
+    assert "thinking" not in body
+    assert body["messages"][-1] == {"role": "assistant", "content": "So"}
+
+
+def test_a_tool_choice_that_is_not_sent_forces_nothing() -> None:
+    # Thinking is left off only while a tool call is really forced.
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Sum it up.")
+        .with_tool_choice(ToolChoice.required())
+        .with_tools([])
+        .with_reasoning_effort("low")
+    )
+    body, _ = _sent("anthropic", request)
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+def test_anthropic_leaves_out_assistant_text_of_nothing_but_whitespace() -> None:
+    call = ToolCall(id="toolu_1", name="lookup", arguments="{}")
+    tool = ToolDefinition(name="lookup", parameters={"type": "object", "properties": {}})
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .with_tools([tool])
+        .user("Find x.")
+        .assistant([TextPart(text="\n\n"), call])
+        .tool_result("toolu_1", "found")
+    )
+    body, _ = _sent("anthropic", request)
+    assert [block["type"] for block in body["messages"][1]["content"]] == ["tool_use"]
+
+
+def test_a_prefill_is_trimmed_until_it_ends_in_no_whitespace() -> None:
+    request = ChatRequest("claude-sonnet-4-5").user("Name a colour.")
+    request = request.assistant([TextPart(text="Answer: "), TextPart(text="  ")])
+    body, _ = _sent("anthropic", request)
+    assert body["messages"][-1] == {"role": "assistant", "content": "Answer:"}
+
+
+def test_a_last_user_message_of_nothing_but_whitespace_is_refused_before_sending() -> None:
+    # Left out, the assistant's reply would be last, to be continued rather than answered.
+    request = ChatRequest("claude-sonnet-4-5").user("Hi").assistant("Hello!").user("\n")
+    with pytest.raises(InvalidRequestError) as caught:
+        _sent("anthropic", request)
+    assert "the last user message holds nothing but whitespace" in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["openai", "responses"])
+def test_parallel_tool_calls_go_only_with_tools(name: str) -> None:
+    # "'parallel_tool_calls' is only allowed when 'tools' are specified"
+    request = ChatRequest("gpt-4o").user("Hi").with_parallel_tool_calls(False)
+    body, _ = _sent(name, request)
+    assert "parallel_tool_calls" not in body
+    tool = ToolDefinition(name="lookup", parameters={"type": "object", "properties": {}})
+    body, _ = _sent(name, request.with_tools([tool]))
+    assert body["parallel_tool_calls"] is False
+
+
+def test_a_temperature_above_1_goes_where_nobody_says_what_the_model_takes() -> None:
+    # An unknown model on Anthropic, or any on a host of the dialect: the provider decides.
+    request = ChatRequest("claude-next-9").user("Hi").with_temperature(1.5)
+    assert _sent("anthropic", request)[0]["temperature"] == 1.5
+    host = allama.provider("anthropic-compatible", api_key="k", base_url="http://127.0.0.1:9")
+    http, _ = host._prepare(
+        ChatRequest("deepseek-chat").user("Hi").with_temperature(1.5), stream=False
+    )
+    assert http.body["temperature"] == 1.5

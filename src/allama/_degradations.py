@@ -61,14 +61,11 @@ class Degradations:
         )
 
     def choice_without_tools(self, request: ChatRequest, namespace: str) -> bool:
-        """Whether `request` chooses among tools it does not give (as `tools`, or in the
-        body fields of option `namespace`: a provider's own server tools): the choice is
-        not sent (providers refuse one without tools), refused where it asked for a call."""
+        """Whether `request` chooses among tools it does not give (`gives_tools`): the
+        choice is not sent (providers refuse one without tools), refused where it asked for
+        a call."""
         choice = request.tool_choice
-        if choice is None or request.tools:
-            return False
-        extra = request.option_json(namespace)
-        if isinstance(extra, dict) and extra.get("tools"):
+        if choice is None or gives_tools(request, namespace):
             return False
         if choice.mode in ("required", "tool"):
             self.refuse(
@@ -82,6 +79,15 @@ class Degradations:
         if self.policy is UnsupportedPolicy.ERROR:
             raise self.unsupported(field, why)
         self.warn(_field_warning(WarningKind.UNSUPPORTED, field, why, code, self.provider))
+
+
+def gives_tools(request: ChatRequest, namespace: str) -> bool:
+    """Whether `request` gives tools: as `tools`, or in the body fields of option
+    `namespace` (a provider's own server tools)."""
+    if request.tools:
+        return True
+    extra = request.option_json(namespace)
+    return isinstance(extra, dict) and bool(extra.get("tools"))
 
 
 @lru_cache(maxsize=1024)

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from allama._degradations import Degradations
+from allama._degradations import Degradations, gives_tools
 from allama.adapters._http import HttpRequest
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters.anthropic._capabilities import ClaudeFamily, Thinking
@@ -106,7 +106,11 @@ class _Encoder:
         self.stream = stream
         self.where = f"`{request.model}` on {profile.display_name}"
         choice = request.tool_choice
-        self.forces_tool = choice is not None and choice.mode in ("required", "tool")
+        self.forces_tool = (
+            choice is not None
+            and choice.mode in ("required", "tool")
+            and gives_tools(request, BODY_OPTION)  # (a choice of no tools is not sent)
+        )
         self.optional = 0
         self.unions = 0
 
@@ -135,6 +139,19 @@ class _Encoder:
                 RequestField.SYSTEM,
                 f"{self.profile.display_name} takes system instructions only before the "
                 "conversation; those given later were moved there",
+            )
+        said = self.request.messages
+        if (
+            said
+            and isinstance(said[-1], UserMessage)
+            and (not turns or turns[-1]["role"] != "user")
+        ):
+            # Left out, the user's last words (whitespace alone) would leave the assistant's
+            # turn last, to be continued rather than answered.
+            raise self.invalid(
+                "the last user message holds nothing but whitespace, which "
+                f"{self.profile.display_name} refuses; without it the model would continue "
+                "its own last turn"
             )
         for turn in turns:
             blocks = turn["content"]
@@ -226,7 +243,7 @@ class _Encoder:
                 else:
                     unsigned = True
             elif isinstance(block, TextPart | Refusal):
-                if block.text:
+                if block.text.strip():  # "text content blocks must contain non-whitespace text"
                     blocks.append({"type": "text", "text": block.text})
             else:
                 assert isinstance(block, ToolCall)
@@ -278,26 +295,37 @@ class _Encoder:
             self.degradations.refuse(RequestField.MESSAGES, f"{why}; it was left out")
             messages.pop()
             return
-        content = messages[-1]["content"]
-        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
-        last = blocks[-1] if blocks else None
-        text = last.get("text") if isinstance(last, dict) and last.get("type") == "text" else None
-        if isinstance(text, str) and text != text.rstrip():
+        trimmed = False
+        while messages and messages[-1]["role"] == "assistant":
+            last = messages[-1]
+            content = last["content"]
+            if isinstance(content, str):
+                if content == content.rstrip():
+                    break
+                trimmed = True
+                if content.rstrip():
+                    messages[-1] = {**last, "content": content.rstrip()}
+                    break
+                messages.pop()
+                continue
+            block: dict[str, Any] = content[-1] if content else {}
+            text = block.get("text") if block.get("type") == "text" else None
+            if not isinstance(text, str) or text == text.rstrip():
+                break
             # "final assistant content cannot end with trailing whitespace"
+            trimmed = True
+            if text.rstrip():
+                content[-1] = {**block, "text": text.rstrip()}
+                break
+            content.pop()
+            if not content:
+                messages.pop()
+        if trimmed:
             self.degradations.approximate(
                 RequestField.MESSAGES,
                 "the last assistant message (prefill) was sent without the whitespace it "
                 "ends with, which Anthropic refuses",
             )
-            kept = text.rstrip()
-            if isinstance(content, str):
-                messages[-1] = {**messages[-1], "content": kept}
-            elif kept:
-                content[-1] = {**content[-1], "text": kept}
-            else:
-                content.pop()
-            if not messages[-1]["content"]:
-                messages.pop()
 
     # Schemas
 
@@ -497,6 +525,12 @@ class _Encoder:
         if effort is None or effort == "none":
             if effort == "none" and family.thinks_by_default and not family.can_disable:
                 self.degradations.refuse(field, f"{self.where} always thinks")
+            if unsigned and off is not None and effort is None and not forced:
+                self.degradations.approximate(
+                    field,
+                    f"{self.where} thinks unless told not to; thinking was turned off in a "
+                    "tool loop whose last assistant turn has no signed thinking to open it",
+                )
             return (off if (effort == "none" or forced or unsigned) else None), None, 0
         if family.thinking is Thinking.NONE:
             self.degradations.refuse(field, f"{self.where} has no extended thinking")
@@ -557,7 +591,8 @@ class _Encoder:
                     self.degradations.refuse(field, f"{self.where} takes no `{field}`")
             return None, None
         display = self.profile.display_name
-        if temperature is not None and temperature > 1:
+        known = self.profile.verified and self.family.pattern != "*"
+        if known and temperature is not None and temperature > 1:
             self.degradations.refuse(
                 RequestField.TEMPERATURE,
                 f"{display} takes `temperature` from 0 to 1; {temperature} was left out",
@@ -674,23 +709,37 @@ def encode_request(
 
 
 def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:
-    """Whether `messages` end in a tool loop (an assistant turn with tool calls, then their
-    results) whose assistant turn opens with no thinking block: "a final assistant message
-    must start with a thinking block" when thinking is on."""
-    for message in reversed(messages):
-        content = message["content"]
-        if message["role"] == "user":
-            if not isinstance(content, list) or not content:
-                return False
-            if not any(block.get("type") == "tool_result" for block in content):
-                return False  # a turn of the user's own: the loop ended before it
-            continue
-        if not isinstance(content, list) or not content:
-            return False
-        if not any(block.get("type") == "tool_use" for block in content):
-            return False
-        return content[0].get("type") not in ("thinking", "redacted_thinking")
-    return False
+    """Whether `messages` end in a tool loop whose assistant turn opens with no thinking
+    block: "a final assistant message must start with a thinking block" when thinking is on.
+
+    The loop is the assistant's one turn since the user's last words: its steps (tool calls,
+    then their results) may think only in the first. A last assistant message (a prefill,
+    which thinking leaves out) is set aside."""
+    end = len(messages)
+    if end and messages[-1]["role"] == "assistant":
+        end -= 1
+    if not end or not _results(messages[end - 1]):
+        return False
+    opening: dict[str, Any] | None = None
+    for message in reversed(messages[:end]):
+        if message["role"] == "assistant":
+            opening = message
+        elif not _results(message):
+            break  # the user's own words: the turn began after them
+    content = None if opening is None else opening["content"]
+    if not isinstance(content, list) or not content:
+        return False
+    return content[0].get("type") not in ("thinking", "redacted_thinking")
+
+
+def _results(message: dict[str, Any]) -> bool:
+    """Whether `message` is the user's turn that answers tool calls."""
+    content = message["content"]
+    return (
+        message["role"] == "user"
+        and isinstance(content, list)
+        and any(block.get("type") == "tool_result" for block in content)
+    )
 
 
 def _empty_text(part: TextPart | ImagePart | DocumentPart) -> bool:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from allama._degradations import Degradations
+from allama._degradations import Degradations, gives_tools
 from allama.adapters._http import HttpRequest
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters.openai_compat._capabilities import ModelFamily, StructuredLevel
@@ -238,6 +238,8 @@ class _Encoder:
 
     def parallel_tool_calls(self, tools: list[dict[str, Any]] | None) -> bool | None:
         parallel = self.request.parallel_tool_calls
+        if not tools and not gives_tools(self.request, BODY_OPTION):
+            return None  # "only allowed when 'tools' are specified": nothing to call at all
         if parallel is not None:
             if not self.profile.parallel_tool_calls:
                 self.degradations.refuse(

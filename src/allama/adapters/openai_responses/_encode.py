@@ -41,7 +41,7 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from allama._degradations import Degradations
+from allama._degradations import Degradations, gives_tools
 from allama.adapters._http import HttpRequest
 from allama.adapters.openai_compat._capabilities import ModelFamily
 from allama.adapters.openai_compat._encode import _Encoder as _ChatEncoder
@@ -280,6 +280,8 @@ class _Encoder(_ChatEncoder):
         return choice.mode
 
     def parallel_tool_calls(self, tools: list[dict[str, Any]] | None) -> bool | None:
+        if not tools and not gives_tools(self.request, BODY_OPTION):
+            return None  # nothing to call at all
         if self.request.parallel_tool_calls is not None:
             return self.request.parallel_tool_calls
         if self.profile.serial_strict_tools and tools and any(tool["strict"] for tool in tools):
