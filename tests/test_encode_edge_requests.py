@@ -12,6 +12,7 @@ import allama
 from allama.errors import InvalidRequestError, UnsupportedError
 from allama.types import (
     ChatRequest,
+    ImagePart,
     Reasoning,
     RequestField,
     TextPart,
@@ -337,3 +338,14 @@ def test_a_temperature_above_1_goes_where_nobody_says_what_the_model_takes() -> 
         ChatRequest("deepseek-chat").user("Hi").with_temperature(1.5), stream=False
     )
     assert http.body["temperature"] == 1.5
+
+
+def test_gemini_refuses_an_image_it_does_not_read_before_sending() -> None:
+    # "Unsupported MIME type: image/gif": PNG, JPEG, WebP, HEIC and HEIF only.
+    gif = ImagePart(data=b"GIF89a", media_type="image/gif")
+    with pytest.raises(InvalidRequestError) as caught:
+        _sent("gemini", ChatRequest("gemini-2.5-flash").user("What is it?", gif))
+    assert "takes PNG, JPEG, WebP, HEIC and HEIF images, not image/gif" in str(caught.value)
+    png = ImagePart(data=b"\x89PNG", media_type="image/png")
+    body, _ = _sent("gemini", ChatRequest("gemini-2.5-flash").user("What is it?", png))
+    assert body["contents"][0]["parts"][1]["inlineData"]["mimeType"] == "image/png"

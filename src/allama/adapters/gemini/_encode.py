@@ -60,6 +60,9 @@ from allama.types import (
 )
 from allama.types._content import OPENAI_REASONING_ID_PREFIX
 
+_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
+"""The images Gemini reads ("Unsupported MIME type: image/gif")."""
+
 SKIP_SIGNATURE_CHECK = "skip_thought_signature_validator"
 """The thought signature Google documents for a function call that has none of its own."""
 
@@ -148,9 +151,17 @@ class _Encoder:
             header, _, encoded = part.url.partition(",")
             if ";base64" not in header:
                 raise self.invalid("a data URL must be base64-encoded")
-            return {"inlineData": {"mimeType": header[5:].split(";")[0], "data": encoded}}
-        encoded = base64.b64encode(part.data or b"").decode("ascii")
-        return {"inlineData": {"mimeType": part.media_type, "data": encoded}}
+            media_type = header[5:].split(";")[0]
+        else:
+            encoded = base64.b64encode(part.data or b"").decode("ascii")
+            media_type = part.media_type or ""
+        if isinstance(part, ImagePart) and media_type not in _IMAGE_TYPES:
+            given = media_type or "an image of no media type"
+            raise self.invalid(
+                f"{self.profile.display_name} takes PNG, JPEG, WebP, HEIC and HEIF images, "
+                f"not {given}"
+            )
+        return {"inlineData": {"mimeType": media_type, "data": encoded}}
 
     def model_turn(self, message: AssistantMessage) -> list[dict[str, Any]]:
         parts: list[dict[str, Any]] = []
