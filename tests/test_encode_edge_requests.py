@@ -349,3 +349,54 @@ def test_gemini_refuses_an_image_it_does_not_read_before_sending() -> None:
     png = ImagePart(data=b"\x89PNG", media_type="image/png")
     body, _ = _sent("gemini", ChatRequest("gemini-2.5-flash").user("What is it?", png))
     assert body["contents"][0]["parts"][1]["inlineData"]["mimeType"] == "image/png"
+
+
+def test_an_anthropic_tool_result_of_nothing_is_sent_without_content() -> None:
+    # A shell tool that printed nothing: text blocks "must contain non-whitespace text".
+    call = ToolCall(id="toolu_1", name="lookup", arguments="{}")
+    tool = ToolDefinition(name="lookup", parameters={"type": "object", "properties": {}})
+    for output in ("", "\n", "   "):
+        request = (
+            ChatRequest("claude-sonnet-4-5")
+            .with_tools([tool])
+            .user("Run it.")
+            .assistant([call])
+            .tool_result("toolu_1", output)
+        )
+        body, _ = _sent("anthropic", request)
+        assert body["messages"][-1]["content"] == [
+            {"type": "tool_result", "tool_use_id": "toolu_1"}
+        ]
+
+
+def test_a_model_that_always_thinks_cannot_continue_a_loop_opened_without_its_thinking() -> None:
+    # It cannot turn thinking off, and Anthropic refuses thinking there: refused before
+    # sending, where a model that can turns it off.
+    request = _tool_loop([]).model_copy(
+        update={"model": "claude-opus-5-5", "reasoning_effort": None}
+    )
+    with pytest.raises(InvalidRequestError) as caught:
+        _sent("anthropic", request)
+    assert "always thinks" in str(caught.value)
+    body, _ = _sent("anthropic", request.model_copy(update={"model": "claude-opus-5"}))
+    assert body["thinking"] == {"type": "disabled"}
+
+
+def test_a_system_message_after_the_users_whitespace_does_not_hide_it() -> None:
+    request = (
+        ChatRequest("claude-sonnet-4-5").user("Q").assistant("A").user("\n").system("Be brief.")
+    )
+    with pytest.raises(InvalidRequestError):
+        _sent("anthropic", request)
+
+
+def test_parallel_calls_off_holds_for_server_tools_given_in_the_body() -> None:
+    search = {"type": "web_search_20250305", "name": "web_search", "max_uses": 1}
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Look it up.")
+        .with_parallel_tool_calls(False)
+        .with_option_json("anthropic", {"tools": [search]})
+    )
+    body, _ = _sent("anthropic", request)
+    assert body["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}

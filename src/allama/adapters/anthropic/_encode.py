@@ -140,7 +140,9 @@ class _Encoder:
                 f"{self.profile.display_name} takes system instructions only before the "
                 "conversation; those given later were moved there",
             )
-        said = self.request.messages
+        said = [
+            m for m in self.request.messages if not isinstance(m, SystemMessage | DeveloperMessage)
+        ]
         if (
             said
             and isinstance(said[-1], UserMessage)
@@ -168,11 +170,9 @@ class _Encoder:
         if isinstance(message, AssistantMessage):
             return "assistant", self.assistant(message)
         assert isinstance(message, ToolMessage)
-        result: dict[str, Any] = {
-            "type": "tool_result",
-            "tool_use_id": message.tool_call_id,
-            "content": message.content,
-        }
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
+        if message.content.strip():  # a result of nothing is sent with no content: text
+            result["content"] = message.content  # blocks "must contain non-whitespace text"
         if message.is_error:
             result["is_error"] = True
         return "user", [result]
@@ -483,7 +483,7 @@ class _Encoder:
         choice = self.request.tool_choice
         parallel = self.request.parallel_tool_calls
         if choice is None:
-            if parallel is False and self.request.tools:
+            if parallel is False and gives_tools(self.request, BODY_OPTION):
                 return {"type": "auto", "disable_parallel_tool_use": True}
             return None
         if self.degradations.choice_without_tools(self.request, BODY_OPTION):
@@ -522,6 +522,13 @@ class _Encoder:
         field = RequestField.REASONING_EFFORT
         forced = self.forces_tool and family.forced_tool is not CapabilitySupport.UNSUPPORTED
         off = {"type": "disabled"} if family.thinks_by_default and family.can_disable else None
+        if unsigned and family.thinks_by_default and not family.can_disable:
+            raise self.invalid(
+                f"{self.where} always thinks, and Anthropic refuses thinking in a tool loop "
+                "whose last assistant turn has no signed thinking to open it (tool calls made "
+                "elsewhere, or with thinking off): end the loop with the user's words, or send "
+                "it to a model that can turn thinking off"
+            )
         if effort is None or effort == "none":
             if effort == "none" and family.thinks_by_default and not family.can_disable:
                 self.degradations.refuse(field, f"{self.where} always thinks")
