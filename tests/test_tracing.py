@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 import allama
 from allama import ChatRequest, ExtractionMode, Extractor
@@ -515,8 +515,11 @@ def test_a_stream_closed_early_ends_its_spans_unfailed(traced: Traced) -> None:
     for span in (extraction, call):
         assert span.status.status_code is StatusCode.UNSET
         assert attrs(span)["allama.stream.closed_early"] is True
-    assert attrs(call)["gen_ai.response.finish_reasons"] == ("error",)
+    # The model did not stop, with an error or otherwise: no finish reason; and no pass
+    # measured an enforcement.
+    assert "gen_ai.response.finish_reasons" not in attrs(call)
     assert attrs(extraction)["allama.extract.passes"] == 0
+    assert "allama.extract.enforcement" not in attrs(extraction)
 
 
 @FLAVOURS
@@ -1120,3 +1123,59 @@ def test_a_resumed_runs_span_says_what_of_its_cost_earlier_runs_paid(
     assert found["allama.cost.total"] == pytest.approx(0.000042)
     assert found["allama.cost.earlier_runs"] == pytest.approx(0.000021)
     assert "cost $0.000042 ($0.000021 of it paid by earlier runs)" in retried.summary.lines()
+
+
+def test_a_call_billed_before_it_failed_keeps_its_tokens_on_its_span(traced: Traced) -> None:
+    # An error on the choice of a 200 body that reported usage (OpenRouter's): paid for,
+    # and counted on the call's span as on the extraction's.
+    body = {
+        "id": "gen-1",
+        "model": "anthropic/claude-x-served",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "error",
+                "message": {"role": "assistant", "content": ""},
+                "error": {"code": 502, "message": "upstream failed"},
+            }
+        ],
+        "usage": {"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500},
+    }
+    transport = Transport(
+        client=httpx2.Client(
+            transport=httpx2.MockTransport(Script(httpx2.Response(200, json=body)))
+        )
+    )
+    provider = allama.provider("openrouter", api_key=KEY, transport=transport)
+    with pytest.raises(allama.Error):
+        Extractor(tracer_provider=traced.provider).extract(
+            provider, Program, ChatRequest("anthropic/claude-x").user(PROMPT)
+        )
+    call = traced.one("chat anthropic/claude-x")
+    assert call.status.status_code is StatusCode.ERROR
+    assert attrs(call)["gen_ai.usage.input_tokens"] == 1000
+    assert attrs(call)["gen_ai.usage.output_tokens"] == 500
+    assert attrs(call)["gen_ai.response.model"] == "anthropic/claude-x-served"
+
+
+class Picky(BaseModel):
+    name: str
+    year: int
+
+    @field_validator("year")
+    @classmethod
+    def known(cls, year: int) -> int:
+        raise KeyError(year)  # the type's own error, not a validation error
+
+
+def test_a_streamed_extraction_failed_by_the_types_own_error_is_a_failed_span(
+    traced: Traced,
+) -> None:
+    provider = openai(Script(sse(ANSWER)))
+    extractor = Extractor(tracer_provider=traced.provider)
+    with pytest.raises(KeyError), extractor.extract_stream(provider, Picky, REQUEST) as stream:
+        stream.finish()
+    extraction = traced.one("extract Picky")
+    assert extraction.status.status_code is StatusCode.ERROR
+    assert attrs(extraction)["error.type"] == "KeyError"
+    assert "allama.stream.closed_early" not in attrs(extraction)

@@ -30,7 +30,7 @@ import time
 import types
 import typing
 import weakref
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -274,18 +274,27 @@ def _set_error(span: Span, error: BaseException) -> None:
     span.set_status(trace.Status(trace.StatusCode.ERROR, description))
 
 
-def _usage(found: dict[str, Any], usage: Usage | None, prefix: str = "gen_ai.usage.") -> None:
-    """Add the token counts reported (a count not reported stays out)."""
+_USAGE_ATTRIBUTES = (
+    ("input_tokens", "input_tokens"),
+    ("output_tokens", "output_tokens"),
+    ("cache_read.input_tokens", "cache_read_tokens"),
+    ("cache_write.input_tokens", "cache_write_tokens"),
+    ("reasoning.output_tokens", "reasoning_tokens"),
+)
+
+
+def _usage(
+    found: dict[str, Any],
+    usage: Usage | Mapping[str, Any] | None,
+    prefix: str = "gen_ai.usage.",
+) -> None:
+    """Add the token counts reported (a count not reported stays out): a `Usage`, or its
+    JSON as an error keeps what the failed call reported."""
     if usage is None:
         return
-    for key, value in (
-        ("input_tokens", usage.input_tokens),
-        ("output_tokens", usage.output_tokens),
-        ("cache_read.input_tokens", usage.cache_read_tokens),
-        ("cache_write.input_tokens", usage.cache_write_tokens),
-        ("reasoning.output_tokens", usage.reasoning_tokens),
-    ):
-        if value is not None:
+    for key, name in _USAGE_ATTRIBUTES:
+        value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name)
+        if isinstance(value, int) and not isinstance(value, bool):
             found[prefix + key] = value
 
 
@@ -475,6 +484,21 @@ class CallSpan:
         if self.ended:
             return
         try:
+            # A call that failed after it was billed (an error in a 200 body, with usage):
+            # its tokens, as its error keeps them.
+            from allama.errors import REPORTED_MODEL_KEY, REPORTED_USAGE_KEY
+
+            context = getattr(error, "context", None)
+            metadata = getattr(context, "metadata", None)
+            if isinstance(metadata, Mapping):
+                found: dict[str, Any] = {}
+                usage = metadata.get(REPORTED_USAGE_KEY)
+                if isinstance(usage, Mapping):
+                    _usage(found, usage)
+                model = metadata.get(REPORTED_MODEL_KEY)
+                if isinstance(model, str) and model:
+                    found["gen_ai.response.model"] = model
+                self.span.set_attributes(found)
             _set_error(self.span, error)
         except Exception:
             pass
@@ -512,9 +536,10 @@ class CallSpan:
             error = collector.error or failure
             found: dict[str, Any] = {}
             if not collector.finished:
-                found["gen_ai.response.finish_reasons"] = ["error"]
-                if error is None:
+                if error is None:  # closed by the caller: the model did not stop
                     found["allama.stream.closed_early"] = True
+                else:
+                    found["gen_ai.response.finish_reasons"] = ["error"]
             self._response(collector.partial_response(), found)
             if error is not None:
                 _set_error(self.span, error)
@@ -671,7 +696,8 @@ class ExtractionSpan:
         if metadata is not None:
             found["allama.extract.mode"] = metadata.mode.value
             found["allama.extract.passes"] = metadata.passes
-            found["allama.extract.enforcement"] = metadata.enforcement.value
+            if metadata.passes:  # what a pass measured; before any, nothing was
+                found["allama.extract.enforcement"] = metadata.enforcement.value
             found["allama.extract.auto_fallback"] = metadata.auto_fallback is not None
             found["allama.extract.degradations"] = len(metadata.degradations)
             found["allama.extract.repaired"] = metadata.repaired
@@ -960,6 +986,7 @@ def _record_input(span: Span, result: Any) -> None:
         metadata = result.metadata
         if metadata is not None:
             span.set_attribute("allama.extract.passes", metadata.passes)
-            span.set_attribute("allama.extract.enforcement", metadata.enforcement.value)
+            if metadata.passes:
+                span.set_attribute("allama.extract.enforcement", metadata.enforcement.value)
     except Exception:
         pass

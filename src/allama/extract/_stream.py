@@ -225,8 +225,8 @@ class _Observer(Generic[T]):
             return self._finish_with(collector)
         try:
             extracted = self._finish_with(collector)
-        except Error as error:
-            span.fail(error)
+        except Exception as error:  # allama's, or the type's own (a validator's KeyError)
+            span.fail(error, None if isinstance(error, Error) else _record_so_far(self._opened))
             raise
         span.succeed(extracted.metadata)
         return extracted
