@@ -1349,3 +1349,34 @@ def test_a_mock_streaming_providers_chat_says_what_a_failed_stream_reported() ->
         return (await allama.aextract(retrying(inner, Clock()), Named, REQUEST)).metadata.usage
 
     assert run(answer()) == Usage(input_tokens=1_010, output_tokens=3)
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_failover_is_tried_again_when_any_of_its_providers_may_pass(flavour: str) -> None:
+    # The first is overloaded a moment, the backup refuses its key: the error raised is the
+    # backup's, not worth retrying alone, but the failover tried again is served by the first.
+    clock = Clock()
+    first = MockProvider([OverloadedError("busy"), "ok"])
+    backup = MockProvider([allama.AuthenticationError("bad key")] * 2)
+    provider = retrying(FailoverProvider([first, backup]), clock)
+    response = provider.chat(REQUEST) if flavour == "sync" else run(provider.achat(REQUEST))
+    assert response.text() == "ok"
+    assert (first.call_count, backup.call_count) == (2, 1)
+    # Where none may pass, the error is raised at once.
+    refused = MockProvider([allama.AuthenticationError("bad key")])
+    other = MockProvider([allama.AuthenticationError("bad key")])
+    with pytest.raises(allama.AuthenticationError):
+        retrying(FailoverProvider([refused, other]), clock).chat(REQUEST)
+    assert (refused.call_count, other.call_count) == (1, 1)
+
+
+def test_a_retry_around_a_retry_says_both_counts_on_the_error_it_raises() -> None:
+    # "The number of attempts is never hidden": 2 outer attempts of 3 inner calls each.
+    clock = Clock()
+    inner = MockProvider([ServerError("busy") for _ in range(6)])
+    policy = RetryPolicy(max_attempts=3)
+    outer = retrying(retrying(inner, clock, policy), clock, RetryPolicy(max_attempts=2))
+    with pytest.raises(ServerError) as caught:
+        outer.chat(REQUEST)
+    assert inner.call_count == 6
+    assert attempts_of(caught.value) == {"attempts": 2, "inner": {"attempts": 3}}

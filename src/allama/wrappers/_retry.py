@@ -16,7 +16,15 @@ from typing import TypeVar
 
 from pydantic import JsonValue
 
-from allama.errors import Error, asked_wait, paid_ahead, paid_before_foreign, paid_for
+from allama.errors import (
+    INNER_RECORD,
+    Error,
+    asked_wait,
+    errors_in_chain,
+    paid_ahead,
+    paid_before_foreign,
+    paid_for,
+)
 from allama.provider import ChatProvider
 from allama.stream import AsyncChatStream, ChatStream
 from allama.types import (
@@ -28,7 +36,12 @@ from allama.types import (
 )
 from allama.wrappers._gate import apaused, paused
 from allama.wrappers._opening import aopened, opened
-from allama.wrappers._record import PAID_BEFORE, record_async_stream, record_response, record_stream
+from allama.wrappers._record import (
+    PAID_BEFORE,
+    record_async_stream,
+    record_response,
+    record_stream,
+)
 
 __all__ = ["RETRY_METADATA_KEY", "RetryPolicy", "RetryingProvider"]
 
@@ -95,7 +108,12 @@ class RetryPolicy:
         `attempts` is how many attempts were made so far, `elapsed` the seconds since the first
         began, `unit` a random number in [0, 1) for the jitter.
         """
-        if not error.retryable or attempts >= self.max_attempts:
+        # A failover's error is its last provider's, its chain the others': one of them
+        # that may pass (overloaded a moment) serves the next attempt, though the backup's
+        # refusal is what was raised.
+        if attempts >= self.max_attempts or not any(
+            link.retryable for link in errors_in_chain(error)
+        ):
             return None
         wait = self.backoff(attempts, unit)
         retry_after = asked_wait(error)
@@ -137,8 +155,13 @@ class _Attempts:
         return wait
 
     def give_up(self, error: Error) -> None:
-        """Record the attempts on `error`, the one raised."""
-        error.with_metadata(RETRY_METADATA_KEY, {"attempts": self.count})
+        """Record the attempts on `error`, the one raised: around an inner retry's, which
+        made its own for each of these."""
+        record: dict[str, JsonValue] = {"attempts": self.count}
+        inner = error.context.metadata.get(RETRY_METADATA_KEY)
+        if isinstance(inner, dict):
+            record[INNER_RECORD] = inner
+        error.with_metadata(RETRY_METADATA_KEY, record)
         # The attempts before this one were paid too: the record counts them.
         paid_ahead(error, self.paid)
 
