@@ -308,16 +308,18 @@ def _recording() -> tuple[Any, Any]:
     return exporter, tracer_provider
 
 
+@pytest.mark.parametrize("traced", ["both", "extractor"])
 @pytest.mark.parametrize("retry", ["batch", "live"])
 def test_each_input_of_a_provider_batch_run_has_a_span_of_its_own(
-    server: ProviderBatchServer, tmp_path: Path, retry: str
+    server: ProviderBatchServer, tmp_path: Path, retry: str, traced: str
 ) -> None:
     from opentelemetry.trace import StatusCode
 
     exporter, tracing = _recording()
-    provider = allama.provider(
-        "openai", base_url=server.openai_base, api_key="test-key", tracer_provider=tracing
-    )
+    # The extractor's tracer spans its calls, as in a run of live extractions, where the
+    # provider has none of its own.
+    own = {"tracer_provider": tracing} if traced == "both" else {}
+    provider = allama.provider("openai", base_url=server.openai_base, api_key="test-key", **own)
     extractor = allama.Extractor(retries=1, tracer_provider=tracing)
     docs = [*_docs(16), "doc 7"]  # 7: no JSON at first, asked again; 13: refused; 16: 7 again
     _run(

@@ -247,6 +247,32 @@ def content_scope(own: Tracing | None) -> contextlib.AbstractContextManager[Any]
     return _ContentScope(own.capture_content)
 
 
+class _EnclosingScope:
+    """Calls made in it are spanned with the tracer of the extraction they are made for."""
+
+    __slots__ = ("_active", "_token")
+
+    def __init__(self, active: _Active) -> None:
+        self._active = active
+        self._token: Token[_Active | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _ENCLOSING.set(self._active)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _ENCLOSING.reset(self._token)
+
+
+def calls_scope(own: Tracing | None) -> contextlib.AbstractContextManager[Any]:
+    """What a call made for an extraction outside its span (a batch job's follow-up, sent
+    live) runs in: the extraction's tracer, where it has one, and its content setting."""
+    active = None if own is None else resolve(own, inherit=False)
+    if active is None:
+        return content_scope(own)
+    return _EnclosingScope(active)
+
+
 # Attributes shared by spans
 
 

@@ -1125,8 +1125,8 @@ class JobRunner(_Runner):
                 self.unsent.discard(item.key)  # sent now: its attempt stands
                 try:
                     try:
-                        # Its call's span records content as the run's extractor says.
-                        with _tracing.content_scope(self.spec.extractor._tracing):
+                        # Its call is spanned as the run's extractor's calls are.
+                        with _tracing.calls_scope(self.spec.extractor._tracing):
                             response = await self.send(item.pending)
                     finally:
                         self.live_slots.release()
