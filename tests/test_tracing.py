@@ -1179,3 +1179,18 @@ def test_a_streamed_extraction_failed_by_the_types_own_error_is_a_failed_span(
     assert extraction.status.status_code is StatusCode.ERROR
     assert attrs(extraction)["error.type"] == "KeyError"
     assert "allama.stream.closed_early" not in attrs(extraction)
+
+
+def test_an_extraction_through_a_failover_names_the_provider_that_answered(
+    traced: Traced,
+) -> None:
+    from allama.wrappers import FailoverProvider
+
+    down = openai(Script(httpx2.Response(503, json={"error": {"message": "down"}})))
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(Script(completion())))
+    )
+    groq = allama.provider("groq", api_key=KEY, transport=transport)
+    extractor = Extractor(tracer_provider=traced.provider)
+    extractor.extract(FailoverProvider([down, groq]), Program, ChatRequest(MODEL).user(PROMPT))
+    assert attrs(traced.one("extract Program"))["gen_ai.provider.name"] == "groq"

@@ -705,6 +705,11 @@ class ExtractionSpan:
                 except Exception as raised:  # passed in, for the steps to keep their record on
                     step = steps.throw(raised)
                     continue
+                if isinstance(outcome, ChatResponse) and outcome.provider:
+                    # The provider that answered: a failover's, not the failover.
+                    self.span.set_attribute(
+                        "gen_ai.provider.name", genai_provider_name(outcome.provider)
+                    )
                 step = steps.send(outcome)
                 if isinstance(outcome, ChatResponse):
                     self.retries += 1
