@@ -1173,12 +1173,19 @@ def test_a_streamed_extraction_failed_by_the_types_own_error_is_a_failed_span(
 ) -> None:
     provider = openai(Script(sse(ANSWER)))
     extractor = Extractor(tracer_provider=traced.provider)
-    with pytest.raises(KeyError), extractor.extract_stream(provider, Picky, REQUEST) as stream:
+    with (
+        pytest.raises(KeyError) as caught,
+        extractor.extract_stream(provider, Picky, REQUEST) as stream,
+    ):
         stream.finish()
     extraction = traced.one("extract Picky")
     assert extraction.status.status_code is StatusCode.ERROR
     assert attrs(extraction)["error.type"] == "KeyError"
     assert "allama.stream.closed_early" not in attrs(extraction)
+    # The pass was made and paid for: on the span, and with the error, as unstreamed.
+    assert attrs(extraction)["allama.extract.passes"] == 1
+    record = allama.ExtractionMetadata.from_error(caught.value)
+    assert record is not None and record.passes == 1 and record.usage is not None
 
 
 def test_an_extraction_through_a_failover_names_the_provider_that_answered(

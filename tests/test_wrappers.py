@@ -1362,6 +1362,13 @@ def test_a_failover_is_tried_again_when_any_of_its_providers_may_pass(flavour: s
     response = provider.chat(REQUEST) if flavour == "sync" else run(provider.achat(REQUEST))
     assert response.text() == "ok"
     assert (first.call_count, backup.call_count) == (2, 1)
+    # A backup that refuses the request (too long for it, invalid) meets it again: raised.
+    for refusal in (allama.ContextWindowExceededError("long"), InvalidRequestError("bad")):
+        first = MockProvider([OverloadedError("busy"), "ok"])
+        backup = MockProvider([refusal])
+        with pytest.raises(type(refusal)):
+            retrying(FailoverProvider([first, backup]), clock).chat(REQUEST)
+        assert (first.call_count, backup.call_count) == (1, 1)
     # Where none may pass, the error is raised at once.
     refused = MockProvider([allama.AuthenticationError("bad key")])
     other = MockProvider([allama.AuthenticationError("bad key")])

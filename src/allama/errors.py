@@ -630,6 +630,19 @@ ACCOUNT_REFUSALS = (AuthenticationError, PermissionDeniedError, QuotaExceededErr
 provider meets them, and another provider, with an account of its own, need not."""
 
 
+def may_pass_again(error: Error) -> bool:
+    """Whether sending again what ended in `error` may get through: it may pass itself (a
+    provider overloaded a moment), or it is a failover's last provider refusing the account
+    (its key, its quota, a model it lacks), which says nothing of the request, after a
+    provider whose error may pass. A refusal of the request (too long, invalid) is met
+    again, and paid again where it was billed."""
+    if error.retryable:
+        return True
+    return isinstance(error, (*ACCOUNT_REFUSALS, NotFoundError)) and any(
+        link.retryable for link in errors_in_chain(error)
+    )
+
+
 def asked_wait(error: Error) -> float | None:
     """The wait `error` asks before its request is tried again: its `retry_after`, or, for
     a failover's (its chain holds an error of each provider tried), the shortest of theirs,

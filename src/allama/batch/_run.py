@@ -86,6 +86,7 @@ from allama.errors import (
     RequestTimeoutError,
     asked_wait,
     errors_in_chain,
+    may_pass_again,
     text_of,
 )
 from allama.extract._engine import Extracted
@@ -2982,11 +2983,9 @@ def _retry_step(error: Error, tries: _Tries, max_attempts: int) -> bool | str:
         tries.limited += 1
         tries.tried -= 1
     # A failover's chain: tried again, it may be served by a provider whose error may pass
-    # (one overloaded a moment), whichever provider's error came last (a backup's key
-    # refused).
-    retryable = any(link.retryable for link in errors_in_chain(error)) and not isinstance(
-        error, ExtractionError
-    )
+    # (one overloaded a moment), where the last provider's refused the account (a backup's
+    # key), not the request (`may_pass_again`).
+    retryable = may_pass_again(error) and not isinstance(error, ExtractionError)
     too_long = _too_long(asked_wait(error))
     if retryable and too_long is not None:
         return too_long

@@ -226,7 +226,7 @@ class _Observer(Generic[T]):
         try:
             extracted = self._finish_with(collector)
         except Exception as error:  # allama's, or the type's own (a validator's KeyError)
-            span.fail(error, None if isinstance(error, Error) else _record_so_far(self._opened))
+            span.fail(error)  # with the record the error holds
             raise
         span.succeed(extracted.metadata)
         return extracted
@@ -245,7 +245,13 @@ class _Observer(Generic[T]):
         below = self._settings.below_floor(metadata, target.provider)
         if below is not None:
             raise below.with_response(response)
-        extracted: Extracted[T] = finish(response, metadata, target, self._settings, self._checked)
+        try:
+            extracted: Extracted[T] = finish(
+                response, metadata, target, self._settings, self._checked
+            )
+        except Exception as raised:  # the type's own code (a validator's KeyError)
+            metadata.keep_on(raised)  # the pass it paid for goes with it
+            raise
         return extracted
 
 

@@ -20,7 +20,7 @@ from allama.errors import (
     INNER_RECORD,
     Error,
     asked_wait,
-    errors_in_chain,
+    may_pass_again,
     paid_ahead,
     paid_before_foreign,
     paid_for,
@@ -110,10 +110,8 @@ class RetryPolicy:
         """
         # A failover's error is its last provider's, its chain the others': one of them
         # that may pass (overloaded a moment) serves the next attempt, though the backup's
-        # refusal is what was raised.
-        if attempts >= self.max_attempts or not any(
-            link.retryable for link in errors_in_chain(error)
-        ):
+        # refused key is what was raised (`may_pass_again`).
+        if attempts >= self.max_attempts or not may_pass_again(error):
             return None
         wait = self.backoff(attempts, unit)
         retry_after = asked_wait(error)
