@@ -1239,6 +1239,17 @@ def test_bad_arguments(
     )
     assert main([*base, "--provider", "nope", "--model", "m"]) == 2
     assert "allama batch run: unknown provider 'nope'" in capsys.readouterr().err
+    # A name no preset has is said before a missing --model.
+    assert main([*base, "--provider", "opneai"]) == 2
+    assert "allama batch run: unknown provider 'opneai'; known presets: openai," in (
+        capsys.readouterr().err
+    )
+    # The local engine runs a model file: another name would be the default model under it.
+    assert main([*base, "--provider", "local", "--model", "/nope.gguf"]) == 2
+    assert capsys.readouterr().err == (
+        "allama batch run: --model with --provider local is a .gguf model file, or `smollm2` "
+        "(the default): no such file `/nope.gguf`\n"
+    )
     missing = tmp_path / "missing"
     assert main(["batch", "run", str(missing), "--type", row_type, "--out", out]) == 2
     assert capsys.readouterr().err == (f"allama batch run: no such file or folder: `{missing}`\n")
@@ -1288,7 +1299,7 @@ def test_a_provider_without_its_key_is_a_bad_argument_with_nothing_recorded(
     out = tmp_path / "out.jsonl"
     assert run(server, row_type, docs, out) == 2
     assert capsys.readouterr().err == (
-        "allama batch run: openai needs an API key: pass api_key= or set OPENAI_API_KEY\n"
+        "allama batch run: openai needs an API key: set OPENAI_API_KEY\n"
     )
     assert not out.exists() and not Path(f"{out}.ledger.sqlite").exists() and not server.sent
 

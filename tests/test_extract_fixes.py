@@ -585,3 +585,17 @@ def test_a_paused_turn_is_no_answer_however_well_formed_what_it_holds(
     assert caught.value.finish_reason == "pause_turn"
     assert provider.call_count == 1  # never asked again: the caller continues the turn
     assert "send the conversation back, with the paused turn, to continue it" in str(caught.value)
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_an_extractions_network_error_keeps_the_transports_as_its_cause(flavour: str) -> None:
+    # Raised through the extraction as by `chat`: the traceback shows what the transport met.
+    provider = make_provider("openai", api_key="k", base_url="http://127.0.0.1:9/v1")
+    request = ChatRequest("gpt-4o").user("x")
+    with pytest.raises(allama.NetworkError) as caught:
+        if flavour == "sync":
+            allama.extract(provider, _Named, request)
+        else:
+            asyncio.run(allama.aextract(provider, _Named, request))
+    assert caught.value.__cause__ is not None
+    assert type(caught.value.__cause__).__name__ == "ConnectError"

@@ -126,7 +126,9 @@ def add_batch_parser(commands: Any) -> None:
     asking.add_argument(
         "--model",
         metavar="M",
-        help=f"the model (required but for local, where it is `{LOCAL_MODEL}`)",
+        help=(
+            f"the model (required but for local, where it is `{LOCAL_MODEL}` or a .gguf model file)"
+        ),
     )
     asking.add_argument(
         "--base-url", metavar="URL", help="the provider's endpoint, for a gateway or a proxy"
@@ -546,9 +548,24 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     local = args.provider.strip().lower() == "local"
     model = args.model or (LOCAL_MODEL if local else None)
     if model is None:
+        from allama.providers._registry import preset_named
+
+        try:
+            preset_named(args.provider)  # a name no preset has is said first
+        except ValueError as error:
+            raise _Usage(str(error)) from None
         raise _Usage(f"--model is required with --provider {args.provider}")
     concurrency = args.concurrency or (1 if local else 8)
     options: dict[str, Any] = {}
+    if local and model != LOCAL_MODEL:
+        # The local engine runs a model file: a name it has no file for would be the
+        # default model under another name, in the output and the ledger's keys.
+        if not (model.lower().endswith(".gguf") and Path(model).is_file()):
+            raise _Usage(
+                f"--model with --provider local is a .gguf model file, or `{LOCAL_MODEL}` "
+                f"(the default): no such file `{model}`"
+            )
+        options["model"] = model
     if args.base_url is not None:
         options["base_url"] = args.base_url
     if args.api is not None:
@@ -567,7 +584,8 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     unsendable = missing_key(provider)
     if unsendable is not None:
         provider.close()
-        raise _Usage(unsendable)
+        # The command has no `api_key=`: its environment variable is the way.
+        raise _Usage(unsendable.replace("pass api_key= or set", "set"))
     try:
         request = allama.ChatRequest(model).system(prompt)
         if args.max_output_tokens is not None:

@@ -209,7 +209,10 @@ class _Start:
         """Switch to forced-tool mode after `error`, or raise it with the record attached."""
         fallback = self.fallback_for(error)
         if fallback is None:
-            raise self.target().pre_send_error(error, self.metadata) from None
+            raised = self.target().pre_send_error(error, self.metadata)
+            if raised is error:
+                raise error  # with its own cause (the transport's exception, say)
+            raise raised from None
         self.metadata.fall_back(fallback)
 
 

@@ -499,7 +499,8 @@ def extract(provider: ChatProvider, tp: type[T], request: ChatRequest) -> Extrac
 @overload
 def extract(provider: ChatProvider, tp: Any, request: ChatRequest) -> Extracted[Any]: ...
 def extract(provider: ChatProvider, tp: Any, request: ChatRequest) -> Extracted[Any]:
-    """Extract a `tp` from the answer to `request` in exactly one provider call.
+    """Extract a `tp` from the answer to `request` in one provider call (two where native
+    output, only guessed, is refused by the provider and a forced tool is asked instead).
 
     The mode comes from the request (`request.with_option(ExtractionMode.NATIVE)`), AUTO by
     default. For repair, retries or a floor, use an `Extractor`.

@@ -30,6 +30,17 @@ _ALIASES = {
 }
 
 
+def preset_named(name: str) -> Preset:
+    """The preset `name` names (hyphens or underscores, an alias); a `ValueError` that lists
+    the known ones for another."""
+    key = name.strip().lower().replace("_", "-")
+    preset = PRESETS.get(_ALIASES.get(key, key))
+    if preset is None:
+        known = ", ".join(PRESET_NAMES)
+        raise ValueError(f"unknown provider {name!r}; known presets: {known}")
+    return preset
+
+
 @overload
 def provider(name: Literal["local", "llama-cpp"], **options: Any) -> LlamaCppProvider: ...
 @overload
@@ -53,13 +64,7 @@ def provider(name: str, **options: Any) -> HttpProvider:
     >>> provider("openai", api="responses").preset.api
     'responses'
     """
-    key = name.strip().lower().replace("_", "-")
-    key = _ALIASES.get(key, key)
-    preset = PRESETS.get(key)
-    if preset is None:
-        known = ", ".join(PRESET_NAMES)
-        raise ValueError(f"unknown provider {name!r}; known presets: {known}")
-    preset = _speaking(preset, options.pop("api", None))
+    preset = _speaking(preset_named(name), options.pop("api", None))
     if preset.provider_class is not None:
         module, _, name = preset.provider_class.partition(":")
         factory: type[HttpProvider] = getattr(importlib.import_module(module), name)
