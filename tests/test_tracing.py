@@ -1193,11 +1193,14 @@ def test_an_extraction_through_a_failover_names_the_provider_that_answered(
 ) -> None:
     from allama.wrappers import FailoverProvider
 
-    down = openai(Script(httpx2.Response(503, json={"error": {"message": "down"}})))
-    transport = Transport(
-        client=httpx2.Client(transport=httpx2.MockTransport(Script(completion())))
-    )
+    down = httpx2.Response(503, json={"error": {"message": "down"}})
+    script = Script(completion(), sse(ANSWER))
+    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(script)))
     groq = allama.provider("groq", api_key=KEY, transport=transport)
+    failover = FailoverProvider([openai(Script(down, down)), groq])
     extractor = Extractor(tracer_provider=traced.provider)
-    extractor.extract(FailoverProvider([down, groq]), Program, ChatRequest(MODEL).user(PROMPT))
-    assert attrs(traced.one("extract Program"))["gen_ai.provider.name"] == "groq"
+    extractor.extract(failover, Program, ChatRequest(MODEL).user(PROMPT))
+    with extractor.extract_stream(failover, Program, ChatRequest(MODEL).user(PROMPT)) as stream:
+        stream.finish()
+    names = [attrs(span)["gen_ai.provider.name"] for span in traced.named("extract Program")]
+    assert names == ["groq", "groq"]

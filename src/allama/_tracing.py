@@ -705,11 +705,11 @@ class ExtractionSpan:
                 except Exception as raised:  # passed in, for the steps to keep their record on
                     step = steps.throw(raised)
                     continue
-                if isinstance(outcome, ChatResponse) and outcome.provider:
-                    # The provider that answered: a failover's, not the failover.
-                    self.span.set_attribute(
-                        "gen_ai.provider.name", genai_provider_name(outcome.provider)
-                    )
+                answered = _answered_by(outcome)
+                if answered:
+                    # The provider that answered (a response, or a stream opened): a
+                    # failover's, not the failover.
+                    self.span.set_attribute("gen_ai.provider.name", genai_provider_name(answered))
                 step = steps.send(outcome)
                 if isinstance(outcome, ChatResponse):
                     self.retries += 1
@@ -794,6 +794,15 @@ def _dropped_extraction(
     span: ExtractionSpan, metadata: Callable[[], ExtractionMetadata | None]
 ) -> None:
     span.closed_early(metadata())
+
+
+def _answered_by(outcome: object) -> str | None:
+    """The provider a step's outcome came from: a response's, or a stream's as it opened."""
+    if isinstance(outcome, BaseException):
+        return None
+    collector = getattr(outcome, "collector", None)
+    name = getattr(outcome if collector is None else collector, "provider", None)
+    return name if isinstance(name, str) else None
 
 
 def _record_of(error: BaseException) -> ExtractionMetadata | None:
