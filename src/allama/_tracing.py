@@ -32,7 +32,7 @@ import typing
 import weakref
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -219,21 +219,26 @@ _CONTENT: ContextVar[bool | None] = ContextVar("allama_capture_content", default
 own): the spans of its calls, traced by their provider's tracer, follow it."""
 
 
-class _ContentScope:
-    """Sets `_CONTENT` while an untraced extraction runs."""
+V = TypeVar("V")
 
-    __slots__ = ("_capture", "_token")
 
-    def __init__(self, capture: bool) -> None:
-        self._capture = capture
-        self._token: Token[bool | None] | None = None
+class _Scope(Generic[V]):
+    """Sets a context variable while what runs in it runs: the content setting of an
+    untraced extraction, or the tracer of the extraction a call is made for."""
+
+    __slots__ = ("_token", "_value", "_var")
+
+    def __init__(self, var: ContextVar[V], value: V) -> None:
+        self._var = var
+        self._value = value
+        self._token: Token[V] | None = None
 
     def __enter__(self) -> None:
-        self._token = _CONTENT.set(self._capture)
+        self._token = self._var.set(self._value)
 
     def __exit__(self, *exc: object) -> None:
         if self._token is not None:
-            _CONTENT.reset(self._token)
+            self._var.reset(self._token)
 
 
 _NO_SCOPE = contextlib.nullcontext()
@@ -244,24 +249,7 @@ def content_scope(own: Tracing | None) -> contextlib.AbstractContextManager[Any]
     has one, for the spans of its calls."""
     if own is None or own.capture_content is None:
         return _NO_SCOPE
-    return _ContentScope(own.capture_content)
-
-
-class _EnclosingScope:
-    """Calls made in it are spanned with the tracer of the extraction they are made for."""
-
-    __slots__ = ("_active", "_token")
-
-    def __init__(self, active: _Active) -> None:
-        self._active = active
-        self._token: Token[_Active | None] | None = None
-
-    def __enter__(self) -> None:
-        self._token = _ENCLOSING.set(self._active)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._token is not None:
-            _ENCLOSING.reset(self._token)
+    return _Scope(_CONTENT, own.capture_content)
 
 
 def calls_scope(own: Tracing | None) -> contextlib.AbstractContextManager[Any]:
@@ -270,7 +258,7 @@ def calls_scope(own: Tracing | None) -> contextlib.AbstractContextManager[Any]:
     active = None if own is None else resolve(own, inherit=False)
     if active is None:
         return content_scope(own)
-    return _EnclosingScope(active)
+    return _Scope(_ENCLOSING, active)
 
 
 # Attributes shared by spans
