@@ -545,14 +545,14 @@ class HttpProvider:
             )
         except Error as error:
             self._scrub(error.with_model(request.model).with_provider(self.name))
-            _past_quota(_refused_field(error, request), request)
+            _in_its_terms(error, request)
             raise
 
     def _stream_error(
         self, request: ChatRequest, status: int, headers: Mapping[str, str], body: bytes
     ) -> Error:
         error = self._adapter.error(status, headers, body, provider=self.name, model=request.model)
-        return _past_quota(_refused_field(self._scrub(error), request), request)
+        return _in_its_terms(self._scrub(error), request)
 
     def _decoder(self, request: ChatRequest) -> StreamDecoder:
         return self._adapter.stream_decoder(provider=self.name, model=request.model)
@@ -815,6 +815,12 @@ def _without_credentials(url: str) -> str:
         netloc = f"{user.partition(':')[0]}:***@{host}" if ":" in user else f"***@{host}"
     query = "***" if parts.query else ""
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _in_its_terms(error: Error, request: ChatRequest) -> Error:
+    """`error` read with what only the request it answers says (`_refused_field`,
+    `_past_quota`)."""
+    return _past_quota(_refused_field(error, request), request)
 
 
 def _refused_field(error: Error, request: ChatRequest) -> Error:

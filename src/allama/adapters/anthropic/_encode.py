@@ -155,10 +155,6 @@ class _Encoder:
                 f"{self.profile.display_name} refuses; without it the model would continue "
                 "its own last turn"
             )
-        for turn in turns:
-            blocks = turn["content"]
-            if len(blocks) == 1 and blocks[0]["type"] == "text":
-                turn["content"] = blocks[0]["text"]
         return system or None, turns
 
     def message(self, message: Message) -> tuple[str, list[dict[str, Any]]]:
@@ -297,23 +293,12 @@ class _Encoder:
             return
         trimmed = False
         while messages and messages[-1]["role"] == "assistant":
-            last = messages[-1]
-            content = last["content"]
-            if isinstance(content, str):
-                if content == content.rstrip():
-                    break
-                trimmed = True
-                if content.rstrip():
-                    messages[-1] = {**last, "content": content.rstrip()}
-                    break
-                messages.pop()
-                continue
-            block: dict[str, Any] = content[-1] if content else {}
+            content = messages[-1]["content"]
+            block: dict[str, Any] = content[-1]
             text = block.get("text") if block.get("type") == "text" else None
             if not isinstance(text, str) or text == text.rstrip():
                 break
-            # "final assistant content cannot end with trailing whitespace"
-            trimmed = True
+            trimmed = True  # "final assistant content cannot end with trailing whitespace"
             if text.rstrip():
                 content[-1] = {**block, "text": text.rstrip()}
                 break
@@ -524,10 +509,9 @@ class _Encoder:
         off = {"type": "disabled"} if family.thinks_by_default and family.can_disable else None
         if unsigned and family.thinks_by_default and not family.can_disable:
             raise self.invalid(
-                f"{self.where} always thinks, and Anthropic refuses thinking in a tool loop "
-                "whose last assistant turn has no signed thinking to open it (tool calls made "
-                "elsewhere, or with thinking off): end the loop with the user's words, or send "
-                "it to a model that can turn thinking off"
+                f"{self.where} always thinks, and Anthropic refuses thinking in "
+                f"{_UNSIGNED_LOOP}: end the loop with the user's words, or send it to a model "
+                "that can turn thinking off"
             )
         if effort is None or effort == "none":
             if effort == "none" and family.thinks_by_default and not family.can_disable:
@@ -535,8 +519,8 @@ class _Encoder:
             if unsigned and off is not None and effort is None and not forced:
                 self.degradations.approximate(
                     field,
-                    f"{self.where} thinks unless told not to; thinking was turned off in a "
-                    "tool loop whose last assistant turn has no signed thinking to open it",
+                    f"{self.where} thinks unless told not to; thinking was turned off in "
+                    f"{_UNSIGNED_LOOP}",
                 )
             return (off if (effort == "none" or forced or unsigned) else None), None, 0
         if family.thinking is Thinking.NONE:
@@ -545,9 +529,8 @@ class _Encoder:
         if unsigned:
             self.degradations.refuse(
                 field,
-                f"{self.profile.display_name} does not think in a tool loop whose last "
-                "assistant turn has no signed thinking to open it (tool calls made elsewhere, "
-                "or with thinking off); thinking was left off",
+                f"{self.profile.display_name} does not think in {_UNSIGNED_LOOP}; thinking "
+                "was left off",
             )
             return off, None, 0
         if forced:
@@ -646,6 +629,10 @@ class _Encoder:
         if max_tokens is None:
             max_tokens = min(family.max_output, DEFAULT_MAX_TOKENS + budget)
         self.prefill(messages, constrained=output is not None, thinking=thinks)
+        for turn in messages:  # a turn of one text block is its text, as Anthropic writes it
+            blocks = turn["content"]
+            if len(blocks) == 1 and blocks[0]["type"] == "text":
+                turn["content"] = blocks[0]["text"]
         temperature, top_p = self.sampling(thinks)
         if request.seed is not None:
             self.degradations.refuse(RequestField.SEED, f"{self.profile.display_name} has no seed")
@@ -715,9 +702,16 @@ def encode_request(
     return HttpRequest("POST", url, headers, body, params or {})
 
 
+_UNSIGNED_LOOP = (
+    "a tool loop whose last assistant turn has no signed thinking to open it (tool calls "
+    "made elsewhere, or with thinking off)"
+)
+
+
 def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:
-    """Whether `messages` end in a tool loop whose assistant turn opens with no thinking
-    block: "a final assistant message must start with a thinking block" when thinking is on.
+    """Whether `messages` (each turn's content a list of blocks) end in a tool loop whose
+    assistant turn opens with no thinking block: "a final assistant message must start with
+    a thinking block" when thinking is on.
 
     The loop is the assistant's one turn since the user's last words: its steps (tool calls,
     then their results) may think only in the first. A last assistant message (a prefill,
@@ -733,19 +727,15 @@ def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:
             opening = message
         elif not _results(message):
             break  # the user's own words: the turn began after them
-    content = None if opening is None else opening["content"]
-    if not isinstance(content, list) or not content:
+    if opening is None:
         return False
-    return content[0].get("type") not in ("thinking", "redacted_thinking")
+    return opening["content"][0]["type"] not in ("thinking", "redacted_thinking")
 
 
 def _results(message: dict[str, Any]) -> bool:
     """Whether `message` is the user's turn that answers tool calls."""
-    content = message["content"]
-    return (
-        message["role"] == "user"
-        and isinstance(content, list)
-        and any(block.get("type") == "tool_result" for block in content)
+    return message["role"] == "user" and any(
+        block["type"] == "tool_result" for block in message["content"]
     )
 
 
