@@ -6,7 +6,14 @@ the unfinished line and scans each byte once, so the work is linear in the strea
 
 from __future__ import annotations
 
-__all__ = ["SseEvent", "SseParser"]
+import json
+from typing import Any
+
+from pydantic_core import from_json
+
+from allama.errors import IncompleteStreamError, StreamDecodeError
+
+__all__ = ["SseEvent", "SseParser", "event_json"]
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -117,3 +124,32 @@ class SseParser:
             events.append(SseEvent(self._event, "\n".join(self._data)))
         self._data = []
         self._event = None
+
+
+def event_json(event: SseEvent, data: str, *, at_end: bool) -> dict[str, Any] | str:
+    """The JSON object of an event's `data`, or the words of an `error` event that holds no
+    JSON object (a proxy's `Internal Server Error`, a JSON string, cut or not): the server's
+    error, for the dialect to raise. Any other event that is no JSON object is an
+    `IncompleteStreamError` where the stream ended in it, else a `StreamDecodeError`.
+
+    JSON is read by pydantic-core, or by the standard library for what pydantic-core
+    refuses (an escaped lone surrogate, half an emoji whose other half comes later).
+    """
+    try:
+        try:
+            payload: Any = from_json(data)
+        except ValueError:
+            payload = json.loads(data)
+    except ValueError:
+        if event.event != "error":
+            if at_end:
+                raise IncompleteStreamError(
+                    "the stream ended in the middle of an event"
+                ).mark_authored() from None
+            raise StreamDecodeError("a stream event is not valid JSON").mark_authored() from None
+        return data.strip()
+    if isinstance(payload, dict):
+        return payload
+    if event.event != "error":
+        raise StreamDecodeError("a stream event is not a JSON object").mark_authored()
+    return payload if isinstance(payload, str) else data.strip()

@@ -24,9 +24,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from pydantic import JsonValue
-from pydantic_core import from_json
 
-from allama.adapters._sse import SseEvent, SseParser
+from allama.adapters._sse import SseEvent, SseParser, event_json
 from allama.adapters.anthropic._decode import (
     CITATIONS_KEY,
     NAMESPACE,
@@ -40,7 +39,7 @@ from allama.adapters.anthropic._decode import (
     usage_of,
 )
 from allama.adapters.anthropic._errors import error_from_payload
-from allama.errors import IncompleteStreamError, StreamDecodeError
+from allama.errors import StreamDecodeError
 from allama.types import (
     BlockStart,
     BlockStop,
@@ -136,15 +135,6 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _parse(data: str) -> Any:
-    """JSON by pydantic-core, or by the standard library for what pydantic-core refuses (an
-    escaped lone surrogate); raises `ValueError` when neither reads it."""
-    try:
-        return from_json(data)
-    except ValueError:
-        return json.loads(data)
-
-
 class MessagesStreamDecoder:
     """Messages stream bytes to `StreamEvent`s, incrementally.
 
@@ -179,23 +169,9 @@ class MessagesStreamDecoder:
     def _event(self, event: SseEvent, *, at_end: bool) -> Iterator[StreamEvent]:
         if self.done or not event.data.strip():
             return
-        try:
-            payload: Any = _parse(event.data)
-        except ValueError:
-            if at_end and event.event != "error":  # (an error event is one, cut or not)
-                raise IncompleteStreamError(
-                    "the stream ended in the middle of an event"
-                ).mark_authored() from None
-            if event.event != "error":
-                raise StreamDecodeError(
-                    "a stream event is not valid JSON"
-                ).mark_authored() from None
-            payload = event.data.strip()  # an error event in the server's own words
-        if not isinstance(payload, dict):
-            if event.event != "error":
-                raise StreamDecodeError("a stream event is not a JSON object").mark_authored()
-            words = payload if isinstance(payload, str) else event.data.strip()
-            payload = {"type": "error", "error": {"type": "api_error", "message": words}}
+        payload = event_json(event, event.data, at_end=at_end)
+        if isinstance(payload, str):  # an error event in the server's own words
+            payload = {"type": "error", "error": {"type": "api_error", "message": payload}}
         kind = payload.get("type", event.event)
         if kind == "error" or event.event == "error":
             raise error_from_payload(payload, provider=self._provider, model=self._model)

@@ -49,14 +49,12 @@ from 0, in the order they open.
 from __future__ import annotations
 
 import bisect
-import json
 from collections.abc import Iterator
 from typing import Any
 
 from pydantic import JsonValue
-from pydantic_core import from_json
 
-from allama.adapters._sse import SseEvent, SseParser
+from allama.adapters._sse import SseEvent, SseParser, event_json
 from allama.adapters.openai_responses._decode import (
     ANNOTATIONS_KEY,
     ITEMS_KEY,
@@ -68,7 +66,7 @@ from allama.adapters.openai_responses._decode import (
     usage_of,
 )
 from allama.adapters.openai_responses._errors import error_from_failed, error_from_payload
-from allama.errors import IncompleteStreamError, StreamDecodeError
+from allama.errors import StreamDecodeError
 from allama.types import (
     SERVICE_TIER_KEY,
     BlockStart,
@@ -191,15 +189,6 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _parse(data: str) -> Any:
-    """JSON by pydantic-core, or by the standard library for what pydantic-core refuses (an
-    escaped lone surrogate); raises `ValueError` when neither reads it."""
-    try:
-        return from_json(data)
-    except ValueError:
-        return json.loads(data)
-
-
 class ResponsesStreamDecoder:
     """Responses API stream bytes to `StreamEvent`s, incrementally.
 
@@ -241,23 +230,9 @@ class ResponsesStreamDecoder:
         if data == _DONE:
             self.done = True
             return
-        try:
-            payload: Any = _parse(data)
-        except ValueError:
-            if at_end and event.event != "error":  # (an error event is one, cut or not)
-                raise IncompleteStreamError(
-                    "the stream ended in the middle of an event"
-                ).mark_authored() from None
-            if event.event != "error":
-                raise StreamDecodeError(
-                    "a stream event is not valid JSON"
-                ).mark_authored() from None
-            payload = data.strip()  # an error event in the server's own words
-        if not isinstance(payload, dict):
-            if event.event != "error":
-                raise StreamDecodeError("a stream event is not a JSON object").mark_authored()
-            words = payload if isinstance(payload, str) else data.strip()
-            payload = {"error": {"message": words}}
+        payload = event_json(event, data, at_end=at_end)
+        if isinstance(payload, str):  # an error event in the server's own words
+            payload = {"error": {"message": payload}}
         kind = payload.get("type") or event.event
         if (
             kind in _ERRORS
