@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from allama.adapters._http import HttpResponse
-from allama.adapters._jobs import JobState, JobTarget, Row, RowKind, Steps
+from allama.adapters._jobs import JobState, JobTarget, Row, RowKind, Steps, job_line
 from allama.adapters._jobs._anthropic import DIALECT as ANTHROPIC
 from allama.adapters._jobs._gemini import DIALECT as GEMINI
 from allama.adapters._jobs._openai import DIALECT as OPENAI
@@ -200,6 +200,7 @@ def test_an_openai_line_is_one_line_holding_the_live_body(text: str, key: str) -
     target = JobTarget("https://x/v1", {}, "m", "/chat/completions")
     line = OPENAI.line(target, entry)
     assert line.endswith(b"\n") and line.count(b"\n") == 1 and b"\r" not in line
+    assert len(line) <= OPENAI.size(entry)  # what a job is split by holds the line
     # One line to a reader splitting on every Unicode line end too (U+2028 from a PDF).
     assert len(line.decode().splitlines()) == 1
     assert json.loads(line) == {
@@ -378,6 +379,37 @@ def test_a_gemini_job_file_is_no_larger_than_the_size_it_was_split_by(
     lines = [json.loads(line) for line in upload.content.decode().splitlines()]
     assert [line["key"] for line in lines] == ["key0", "key1", "key2"]
     assert lines[0]["request"] == entries[0].request.body
+
+
+@pytest.mark.parametrize("ends", ["\x85", "\u2028", "\u2029", "\x85\u2028\u2029"])
+def test_a_document_of_unicode_line_ends_is_counted_at_its_escaped_size(ends: str) -> None:
+    # Text decoded as Latin-1 holds U+0085 for every "…": written as a six-byte escape in the
+    # job's file, counted at its two bytes of UTF-8 a job could pass the provider's limit.
+    import allama
+    from allama.providers._jobs import provider_jobs
+
+    request = allama.ChatRequest("m").user("Total" + ends * 10_000)
+    for name, dialect in (("openai", OPENAI), ("gemini", GEMINI)):
+        jobs = provider_jobs(allama.provider(name, api_key="k", base_url=TARGET.base_url))
+        entry = jobs.entry("key0", request)[0]
+        written = (
+            OPENAI.line(jobs.target("m"), entry)
+            if dialect is OPENAI
+            else job_line({"key": entry.key, "request": entry.request.body})
+        )
+        assert len(written) > 60_000
+        assert len(written) <= dialect.size(entry)
+
+
+@pytest.mark.parametrize("model", ["gemini-2.5-flash", "models/gemini-2.5-flash"])
+def test_a_gemini_job_names_its_model_as_a_live_call_does(model: str) -> None:
+    import allama
+    from allama.providers._jobs import provider_jobs
+
+    jobs = provider_jobs(allama.provider("gemini", api_key="k", base_url=TARGET.base_url))
+    entries = [jobs.entry("key0", allama.ChatRequest(model).user("doc"))[0]]
+    create = next(GEMINI.submit(jobs.target(model), entries, "allama-x"))
+    assert create.url == f"{TARGET.base_url}/models/gemini-2.5-flash:batchGenerateContent"
 
 
 @pytest.mark.parametrize(

@@ -135,6 +135,15 @@ def job_line(data: Any) -> bytes:
     return text.translate(UNICODE_LINE_ENDS).encode() + b"\n"
 
 
+def line_size(content: bytes) -> int:
+    """The bytes a request's JSON `content` takes in a job's file: its Unicode line ends are
+    written as six-byte escapes there (`job_line`), two or three bytes each in `content`."""
+    grown = content.count(b"\xc2\x85") * 4
+    if b"\xe2\x80" in content:
+        grown += (content.count(b"\xe2\x80\xa8") + content.count(b"\xe2\x80\xa9")) * 3
+    return len(content) + grown
+
+
 def json_lines(content: bytes) -> list[dict[str, Any] | None]:
     """The lines of a results file as JSON objects, in their order; `None` for a line that
     is no JSON object (cut short, say), which neither stops the reading of the others nor

@@ -28,6 +28,7 @@ from allama.adapters._jobs import (
     json_lines,
     json_of,
     keep,
+    line_size,
     post,
     too_many_jobs,
     unread,
@@ -60,7 +61,7 @@ class GeminiJobs:
     max_bytes = 1_900_000_000  # files up to 2 GB
 
     def size(self, entry: Entry) -> int:
-        return len(entry.request.content) + len(entry.key) + 40
+        return line_size(entry.request.content) + len(entry.key) + 40
 
     def submit(
         self,
@@ -92,12 +93,10 @@ class GeminiJobs:
         body = {"batch": {"displayName": tag, "inputConfig": source}}
         if uploaded is not None:
             uploaded[CREATE_ASKED] = tag
+        # `gemini-2.5-flash` and `models/gemini-2.5-flash` name one model, as in a live call.
+        model = target.model if "/" in target.model else f"models/{target.model}"
         created = json_of(
-            (
-                yield post(
-                    target, f"{target.base_url}/models/{target.model}:batchGenerateContent", body
-                )
-            )
+            (yield post(target, f"{target.base_url}/{model}:batchGenerateContent", body))
         )
         return str(created["name"])
 

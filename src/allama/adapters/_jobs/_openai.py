@@ -29,6 +29,7 @@ from allama.adapters._jobs import (
     json_lines,
     json_of,
     keep,
+    line_size,
     post,
     too_many_jobs,
     unread,
@@ -63,7 +64,7 @@ class OpenAIJobs:
         return job_line(line)
 
     def size(self, entry: Entry) -> int:
-        return len(entry.request.content) + len(entry.key) + 80
+        return line_size(entry.request.content) + len(entry.key) + 80
 
     def submit(
         self,
