@@ -2718,6 +2718,59 @@ def test_a_job_the_provider_answers_404_once_is_read_again_and_collected(
     assert len(server.jobs) == 1 and [r.attempts for r in results] == [1, 1, 1]
 
 
+@pytest.mark.parametrize(
+    ("dialect", "reader", "gone"),
+    [
+        ("openai-chat", "openai_file_content", 1),
+        ("anthropic", "anthropic_results", 1),
+        ("openai-chat", "openai_file_content", 3),
+        ("anthropic", "anthropic_results", 3),
+    ],
+)
+def test_results_the_provider_answers_404_for_are_not_bought_again(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    dialect: str,
+    reader: str,
+    gone: int,
+) -> None:
+    # The job ran its rows, and they were paid for: a 404 on its results is read again as
+    # one on the job is, and results gone for good fail its rows rather than send them in
+    # a new job (paid twice); only retry_failed does that.
+    import _provider_batch_server
+
+    read = getattr(_provider_batch_server._Handler, reader)
+    answered: list[str] = []
+
+    def not_found(handler: Any, data: Any, *groups: Any) -> Any:
+        if len(answered) < gone:
+            answered.append("404")
+            raise handler._fail(404, "Not found.")
+        return read(handler, data, *groups)
+
+    monkeypatch.setattr(_provider_batch_server._Handler, reader, not_found)
+    provider, model = _provider(server, dialect)
+    ledger = tmp_path / "gone.sqlite"
+    results = _run(provider, model, _docs(3), ledger)
+    assert answered == ["404"] * gone and len(server.jobs) == 1
+    assert sum(server.answered.values()) == 3  # each row run once
+    if gone == 1:
+        assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+        return
+    assert [r.failure.kind for r in results if r.failure] == ["job_missing"] * 3
+    failure = results[0].failure
+    assert failure is not None and failure.message.endswith(
+        "(3 reads) after it ended completed: its requests may have run and been paid for; "
+        "retry_failed (--retry-failed) sends its inputs again"
+    )
+    assert all(r.failure for r in _run(provider, model, _docs(3), ledger))
+    assert len(server.jobs) == 1
+    again = _run(provider, model, _docs(3), ledger, retry_failed=True)
+    assert [r.value for r in again] == [Doc(n=n) for n in range(3)]
+    assert len(server.jobs) == 2
+
+
 def test_a_large_gemini_job_goes_in_an_uploaded_file(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,7 +23,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -167,6 +167,8 @@ class _Job:
     errors: int = 0
     not_found: int = 0
     """Reads in a row the provider answered 404."""
+    results_not_found: int = 0
+    """Reads of its results, once it ended, the provider answered 404."""
     state: JobState | None = None
     in_order: bool = False
     """`items` are in the order of the job's requests: this run submitted it."""
@@ -902,7 +904,33 @@ class JobRunner(_Runner):
                 sync=self.sync,
             )
         except NotFoundError:
-            note = f"job {job.job_id}: {state.error or 'its results are no longer kept'}"
+            if state.outcome != "lost":
+                # Its rows ran, and were paid for: one 404 may be the provider's own delay,
+                # as for the job, and results gone for good are not bought again unasked.
+                job.results_not_found += 1
+                if job.results_not_found < _NOT_FOUND_READS:
+                    job.wait = next_wait(job.wait, self.spec.max_poll_interval)
+                    job.due = time.monotonic() + job.wait
+                    return
+                state = replace(
+                    state,
+                    outcome="lost",
+                    error=(
+                        f"the provider answered 404 for the results of job {job.job_id} "
+                        f"({job.results_not_found} reads) after it ended {state.outcome}: "
+                        "its requests may have run and been paid for; retry_failed "
+                        "(--retry-failed) sends its inputs again"
+                    ),
+                )
+                self.book.job_state(
+                    job.tag,
+                    state=state.status,
+                    outcome=state.outcome,
+                    counts=dict(state.counts),
+                    error=state.error,
+                )
+                self.summary.jobs[job.tag] = _job_line(job.job_id, state)
+            note = f"job {job.job_id}: {state.error}"
             rows = {key: Row(key, RowKind.MISSING, note=note) for key in keys}
         except Error as error:  # its results not read this time: the job stays open
             self._unreadable(job, error)
