@@ -680,16 +680,18 @@ def test_a_cut_off_submission_is_found_behind_many_jobs_made_since(
 def test_a_provider_listing_more_jobs_than_a_look_reads_stops_the_run_sending_nothing(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from allama.batch._jobs import JobLookupError
-
     provider, model = _provider(server, "gemini")  # listed in no promised order: read whole
     ledger = tmp_path / "cut.sqlite"
     _cut_off(provider, model, _docs(2), ledger)
     server.jobs.reverse()  # the cut-off job listed last
     _other_jobs(server, "gemini", 150)
     monkeypatch.setattr("allama.adapters._jobs._gemini.MOST_PAGES", 1)  # of 200
-    with pytest.raises(JobLookupError, match="lists more than 100 jobs made since"):
-        _run(provider, model, _docs(2), ledger)
+    run = _batch_run(provider, model, _docs(2), ledger)
+    results = sorted(run, key=lambda r: r.index)
+    assert [r.failure.kind for r in results if r.failure] == ["in_provider_job"] * 2
+    assert run.summary.refused == "ambiguous_job"
+    assert run.summary.stopped is not None
+    assert "lists more than 100 jobs made since" in run.summary.stopped
     assert all(server.submitted[("gemini", n)] == 1 for n in range(2))
 
 
@@ -2822,16 +2824,18 @@ def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
 
-    from allama.batch._jobs import JobLookupError
-
     provider, model = _provider(server, "anthropic")
     ledger = tmp_path / "ambiguous.sqlite"
     _cut_off(provider, model, _docs(3), ledger)
     # Another batch of the same size, created meanwhile by someone else.
     _anthropic_batch_of_another(server, server.jobs[0].bodies, "other")
-    with pytest.raises(JobLookupError, match="2 batches of 3 requests") as raised:
-        _run(provider, model, _docs(3), ledger)
-    assert "told apart by their results' request ids once they end" in str(raised.value)
+    run = _batch_run(provider, model, _docs(3), ledger)
+    results = sorted(run, key=lambda r: r.index)
+    said = run.summary.stopped
+    assert said is not None and "2 batches of 3 requests" in said
+    assert "told apart by their results' request ids once they end" in said
+    assert [r.failure.message.endswith(said) for r in results if r.failure] == [True] * 3
+    assert run.summary.refused == "ambiguous_job"
     assert len(server.jobs) == 2  # nothing sent again
     # Once both have ended, their results tell them apart: the run's is collected.
     mine, theirs = server.jobs
@@ -2840,6 +2844,39 @@ def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
     results = _run(provider, model, _docs(3), ledger)
     assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
     assert len(server.jobs) == 2 and server.result_downloads[theirs.id] == 1
+
+
+def test_a_lost_answer_whose_job_cannot_be_told_apart_stops_the_run_keeping_its_inputs(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Anthropic makes the batch and its answer is lost, while another program makes one of
+    # the same size: which is the run's cannot be told before they end. The run stops as
+    # it does when the provider cannot be asked, its inputs kept in the job's record.
+    import _provider_batch_server
+
+    create = _provider_batch_server._Handler.anthropic_create
+
+    def lost(handler: Any, data: Any) -> Any:
+        if len(server.jobs) == 0:
+            answer = handler.send_json
+            handler.send_json = lambda status, body: None
+            create(handler, data)
+            handler.send_json = answer
+            _anthropic_batch_of_another(server, server.jobs[0].bodies, "other")
+            raise handler._fail(502, "Bad gateway.")
+        return create(handler, data)
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "anthropic_create", lost)
+    monkeypatch.setattr(_jobs, "_LOOKS_AFTER_LOST", (0.001, 0.002))
+    provider, model = _provider(server, "anthropic")
+    run = _batch_run(provider, model, _docs(4), tmp_path / "lost.sqlite", job_size=2)
+    results = sorted(run, key=lambda r: r.index)
+    assert [r.failure.kind for r in results if r.failure] == ["in_provider_job"] * 2 + [
+        "not_started"
+    ] * 2
+    assert run.summary.refused == "ambiguous_job"
+    assert run.summary.stopped is not None and "2 batches of 2 requests" in run.summary.stopped
+    assert len(server.jobs) == 2  # the run's and the other's: none sent again
 
 
 def test_a_cut_off_anthropic_submission_is_told_from_an_ended_batch_of_another(

@@ -536,6 +536,7 @@ class JobRunner(_Runner):
         uploaded: dict[str, str] = {}  # a job's file, uploaded once however often it is tried
         maybe_made = False  # a try that failed may have reached the provider, not ruled out
         unknown: str | None = None
+        ambiguous = False  # jobs found that may be it, and not told apart
         last = False  # the tries are spent: only asked whether the last reached the provider
         while True:
             if maybe_made:  # its answer lost: a job made is collected, not made again
@@ -546,6 +547,9 @@ class JobRunner(_Runner):
                     )
                 except Error as error:
                     unknown = _not_ruled_out(tag, failed, error)
+                    break
+                except JobLookupError as error:
+                    unknown, ambiguous = str(error), True
                     break
                 except _NotSeenYet:
                     assert failed is not None
@@ -592,7 +596,7 @@ class JobRunner(_Runner):
                 break
         if job.job_id is None and unknown is not None:
             assert failed is not None
-            self._made_or_not(tag, items, unknown, failed.kind)
+            self._made_or_not(tag, items, unknown, AMBIGUOUS_JOB if ambiguous else failed.kind)
             return
         if job.job_id is None:
             assert failed is not None
@@ -720,6 +724,9 @@ class JobRunner(_Runner):
                     )
                     self._made_or_not(tag, items, said, _failure(error).kind)
                     continue
+                except JobLookupError as error:
+                    self._made_or_not(tag, items, str(error), AMBIGUOUS_JOB)
+                    continue
                 if job_id is None:
                     # Never reached the provider: its inputs are sent as new, or, when a
                     # cancel was asked for it, fail as cancelled.
@@ -770,7 +777,7 @@ class JobRunner(_Runner):
 
     def _made_or_not(self, tag: str, items: list[_Item], said: str, kind: str) -> None:
         """A job that may have been made, its id unknown, that the provider could not be
-        asked about: its inputs stay in its record, as a run cut off there leaves them, and
+        asked about (or whose candidates could not be told apart): its inputs stay in its record, as a run cut off there leaves them, and
         the run stops; the next run looks for the job, and collects it or sends them."""
         self.summary.jobs[tag] = "made or not: the next run looks for it"
         for item in items:
@@ -1383,7 +1390,13 @@ def _job_line(job_id: str, state: JobState) -> str:
 
 class JobLookupError(Exception):
     """A job whose submission was cut off cannot be found, nor ruled out: sending its
-    inputs again could pay for them twice, so the run stops and says so."""
+    inputs again could pay for them twice, so the run stops and says so (its inputs left in
+    the job's record, `AMBIGUOUS_JOB` the stop's kind)."""
+
+
+AMBIGUOUS_JOB = "ambiguous_job"
+"""The kind of stop (`BatchSummary.refused`) of a run that could not tell which of the
+provider's jobs a cut-off submission made."""
 
 
 def _known_ids(book: Ledger) -> frozenset[str]:
