@@ -124,6 +124,13 @@ def test_policy_decisions() -> None:
         ({"multiplier": 0.5}, "multiplier must be at least 1, not 0.5"),
         ({"jitter": 1.5}, "jitter must be between 0 and 1, not 1.5"),
         ({"budget": -1.0}, "budget cannot be negative, not -1.0"),
+        ({"max_retry_after": -1.0}, "max_retry_after cannot be negative, not -1.0"),
+        ({"max_backoff": float("nan")}, "max_backoff must be a number, not nan"),
+        ({"initial_backoff": float("nan")}, "initial_backoff must be a number, not nan"),
+        ({"multiplier": float("nan")}, "multiplier must be a number, not nan"),
+        ({"budget": float("nan")}, "budget must be a number, not nan"),
+        ({"max_retry_after": float("nan")}, "max_retry_after must be a number, not nan"),
+        ({"initial_backoff": float("inf")}, "initial_backoff must be finite"),
     ],
 )
 def test_policy_rejects_nonsense(kwargs: dict[str, Any], message: str) -> None:
@@ -757,6 +764,12 @@ def test_overrides_limited_to_some_models() -> None:
     assert provider.chat_capability("other", ChatCapability.TOOL_CALLS) is (
         CapabilitySupport.UNSUPPORTED
     )
+    # One model's name given alone is that model, not its letters.
+    alone = CapabilityOverrideProvider(
+        inner, {ChatCapability.TOOL_CALLS: CapabilitySupport.SUPPORTED}, models="local-llama"
+    )
+    assert alone.models == frozenset({"local-llama"})
+    assert alone.chat_capability("l", ChatCapability.TOOL_CALLS) is CapabilitySupport.UNSUPPORTED
 
 
 def test_overrides_delegate_async_calls_and_streams() -> None:

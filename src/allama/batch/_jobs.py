@@ -777,8 +777,9 @@ class JobRunner(_Runner):
 
     def _made_or_not(self, tag: str, items: list[_Item], said: str, kind: str) -> None:
         """A job that may have been made, its id unknown, that the provider could not be
-        asked about (or whose candidates could not be told apart): its inputs stay in its record, as a run cut off there leaves them, and
-        the run stops; the next run looks for the job, and collects it or sends them."""
+        asked about (or whose candidates could not be told apart): its inputs stay in its
+        record, as a run cut off there leaves them, and the run stops; the next run looks
+        for the job, and collects it or sends them."""
         self.summary.jobs[tag] = "made or not: the next run looks for it"
         for item in items:
             self._in_job(item, _Job(tag, None, [], ""), f"in provider batch job {tag}: {said}")

@@ -38,13 +38,15 @@ class CapabilityOverrideProvider:
         inner: ChatProvider,
         overrides: Mapping[ChatCapability, CapabilitySupport],
         *,
-        models: Iterable[str] | None = None,
+        models: str | Iterable[str] | None = None,
     ) -> None:
         self.inner = inner
         self.overrides = {
             ChatCapability(capability): CapabilitySupport(support)
             for capability, support in overrides.items()
         }
+        if isinstance(models, str):  # one model's name, not its letters
+            models = (models,)
         self.models = None if models is None else frozenset(models)
 
     @property

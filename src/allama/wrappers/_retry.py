@@ -81,6 +81,10 @@ class RetryPolicy:
     max_retry_after: float = 60.0
 
     def __post_init__(self) -> None:
+        for name in ("initial_backoff", "max_backoff", "multiplier", "budget", "max_retry_after"):
+            value = getattr(self, name)
+            if value is not None and value != value:  # NaN passes every comparison below
+                raise ValueError(f"{name} must be a number, not {value}")
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, not {self.max_attempts}")
         if self.initial_backoff < 0 or self.max_backoff < 0:
@@ -91,6 +95,10 @@ class RetryPolicy:
             raise ValueError(f"jitter must be between 0 and 1, not {self.jitter}")
         if self.budget is not None and self.budget < 0:
             raise ValueError(f"budget cannot be negative, not {self.budget}")
+        if self.max_retry_after < 0:
+            raise ValueError(f"max_retry_after cannot be negative, not {self.max_retry_after}")
+        if self.initial_backoff == float("inf"):
+            raise ValueError("initial_backoff must be finite (max_backoff caps the waits)")
 
     def backoff(self, retry: int, unit: float) -> float:
         """The backoff before retry number `retry` (1 = first retry); `unit` is in [0, 1)."""
