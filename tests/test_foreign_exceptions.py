@@ -285,3 +285,73 @@ def test_a_decision_keeps_what_the_call_refused_for_log_probabilities_paid() -> 
         allama.decide(provider, Literal["yes", "no"], ChatRequest("gpt-4o").user("Is it?"))
     record = _paid_record(raised.value)
     assert record.usage == Usage(input_tokens=100, output_tokens=5)
+
+
+def _paid_then_waits() -> tuple[MockProvider, RetryingProvider]:
+    """A first pass answered in prose (paid), then a server error that reported usage, and
+    a retry's wait of a minute after it."""
+    from allama.errors import ServerError, with_reported_usage
+    from allama.wrappers import RetryPolicy
+
+    cut = with_reported_usage(ServerError("cut"), {"input_tokens": 100, "output_tokens": 50}, "m")
+    inner = MockProvider([prose(), cut, '{"name": "Alice", "age": 31}'])
+    return inner, RetryingProvider(inner, RetryPolicy(initial_backoff=60, jitter=0))
+
+
+PAID_BEFORE_THE_WAIT = Usage(input_tokens=1100, output_tokens=550)
+
+
+def test_an_extraction_cancelled_while_a_retry_waits_keeps_what_it_paid() -> None:
+    # `asyncio.timeout` cancels the task during the wait: the pass and the failed call
+    # were paid for, and the `TimeoutError` (from the cancellation) holds their record.
+    inner, provider = _paid_then_waits()
+
+    async def run() -> None:
+        async with asyncio.timeout(0.2):
+            await Extractor(retries=1).aextract(provider, Person, native())
+
+    with pytest.raises(TimeoutError) as caught:
+        asyncio.run(run())
+    assert inner.call_count == 2
+    for error in (caught.value, caught.value.__cause__):
+        assert isinstance(error, BaseException)
+        record = ExtractionMetadata.from_error(error)
+        assert record is not None
+        assert (record.passes, record.usage) == (1, PAID_BEFORE_THE_WAIT)
+
+
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_a_retry_wait_that_raises_keeps_what_the_attempts_paid(run: str) -> None:
+    # A sleep of the caller's own that raises (a deadline, an interrupt): the failed
+    # attempt's usage and the pass before it go with its exception, as with a provider's.
+    inner, provider = _paid_then_waits()
+
+    def sleep(seconds: float) -> None:
+        raise Broken("deadline")
+
+    async def async_sleep(seconds: float) -> None:
+        raise Broken("deadline")
+
+    provider = RetryingProvider(inner, provider.policy, sleep=sleep, async_sleep=async_sleep)
+    with pytest.raises(Broken) as caught:
+        if run == "sync":
+            Extractor(retries=1).extract(provider, Person, native())
+        else:
+            asyncio.run(Extractor(retries=1).aextract(provider, Person, native()))
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None
+    assert (record.passes, record.usage) == (1, PAID_BEFORE_THE_WAIT)
+
+
+def test_a_keyboard_interrupt_during_a_retry_wait_keeps_what_was_paid() -> None:
+    inner, provider = _paid_then_waits()
+
+    def sleep(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    provider = RetryingProvider(inner, provider.policy, sleep=sleep)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        Extractor(retries=1).extract(provider, Person, native())
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None
+    assert (record.passes, record.usage) == (1, PAID_BEFORE_THE_WAIT)

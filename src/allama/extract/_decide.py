@@ -278,7 +278,7 @@ def _relay(
                 request = request.model_copy(update={"logprobs": None})
             try:
                 outcome = yield request
-            except Exception as raised:  # passed in, for the steps to keep their record on
+            except BaseException as raised:  # passed in, for the steps to keep their record on
                 paid_before_foreign(raised, refused)  # the refused call's, counted with it
                 refused = []
                 request = inner.throw(raised)
@@ -355,7 +355,7 @@ def _plain_steps(
     while True:
         try:
             outcome = yield sent
-        except Exception as raised:  # the provider's own, none of allama's (`drive`)
+        except BaseException as raised:  # the provider's own, none of allama's (`drive`)
             metadata.keep_on(raised)
             raise
         if isinstance(outcome, Error):

@@ -328,7 +328,7 @@ def extract_steps(
     while True:
         try:
             outcome = yield derived
-        except Exception as raised:  # the provider's own, none of allama's (`drive`)
+        except BaseException as raised:  # the provider's own, none of allama's (`drive`)
             metadata.keep_on(raised)  # what the passes before it paid goes with it
             raise
         if isinstance(outcome, Error):
@@ -434,7 +434,7 @@ def open_steps(
                         metadata.fall_back(fallback)
                         continue
             return Opened(stream=stream, ahead=ahead, metadata=metadata, target=target)
-    except Exception as raised:  # the provider's own, none of allama's (`drive_open`)
+    except BaseException as raised:  # the provider's own, none of allama's (`drive_open`)
         metadata.keep_on(raised)  # what a refused stream paid goes with it
         raise
 
@@ -450,7 +450,7 @@ def drive(steps: Generator[Send, Outcome, R], provider: ChatProvider) -> R:
                 outcome: Outcome = provider.chat(request)
             except Error as error:
                 outcome = error
-            except Exception as raised:
+            except BaseException as raised:
                 # Thrown in, for the steps to keep their record on it, and raised again.
                 request = steps.throw(raised)
                 continue
@@ -468,7 +468,7 @@ async def adrive(steps: Generator[Send, Outcome, R], provider: ChatProvider) -> 
                 outcome: Outcome = await provider.achat(request)
             except Error as error:
                 outcome = error
-            except Exception as raised:
+            except BaseException as raised:
                 request = steps.throw(raised)
                 continue
             request = steps.send(outcome)
@@ -489,7 +489,7 @@ def drive_open(
                     outcome = provider.chat_stream(step.request)
                 except Error as error:
                     outcome = error
-                except Exception as raised:
+                except BaseException as raised:
                     step = steps.throw(raised)
                     continue
             else:
@@ -499,7 +499,7 @@ def drive_open(
                     outcome = END
                 except Error as error:
                     outcome = error
-                except Exception as raised:
+                except BaseException as raised:
                     step = steps.throw(raised)
                     continue
             step = steps.send(outcome)
@@ -520,7 +520,7 @@ async def adrive_open(
                     outcome = await provider.achat_stream(step.request)
                 except Error as error:
                     outcome = error
-                except Exception as raised:
+                except BaseException as raised:
                     step = steps.throw(raised)
                     continue
             else:
@@ -530,7 +530,7 @@ async def adrive_open(
                     outcome = END
                 except Error as error:
                     outcome = error
-                except Exception as raised:
+                except BaseException as raised:
                     step = steps.throw(raised)
                     continue
             step = steps.send(outcome)

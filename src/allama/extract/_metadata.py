@@ -197,6 +197,12 @@ class ExtractionMetadata(BaseModel):
         if isinstance(kept, ExtractionMetadata):
             return kept
         if not isinstance(error, Error):
+            # `asyncio.timeout` raises `TimeoutError` from the cancellation the extraction
+            # kept its record on.
+            cause = error.__cause__
+            if isinstance(cause, BaseException) and not isinstance(cause, Error):
+                kept = getattr(cause, _KEPT_ON, None)
+                return kept if isinstance(kept, ExtractionMetadata) else None
             return None
         record = error.context.metadata.get(EXTRACTION_METADATA_KEY)
         if not isinstance(record, dict):

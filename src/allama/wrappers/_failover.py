@@ -146,7 +146,7 @@ class FailoverProvider:
             except Error as error:
                 if not tries.after_failure(error, last=index == len(self.providers) - 1):
                     raise
-            except Exception as raised:  # the provider's own: those tried before it paid
+            except BaseException as raised:  # the provider's own: those tried before it paid
                 if tries.previous is not None:
                     paid_before_foreign(raised, paid_for(tries.previous))
                 raise
@@ -161,7 +161,7 @@ class FailoverProvider:
             except Error as error:
                 if not tries.after_failure(error, last=index == len(self.providers) - 1):
                     raise
-            except Exception as raised:  # the provider's own: those tried before it paid
+            except BaseException as raised:  # the provider's own: those tried before it paid
                 if tries.previous is not None:
                     paid_before_foreign(raised, paid_for(tries.previous))
                 raise

@@ -235,11 +235,16 @@ class RetryingProvider:
                 wait = attempts.after_failure(error)
                 if wait is None:
                     raise
-                if not self._paused(wait):  # the caller stopped meanwhile: no more attempts
+                try:
+                    going_on = self._paused(wait)
+                except BaseException as raised:  # interrupted: what was paid goes with it
+                    paid_before_foreign(raised, [*attempts.paid, *paid_for(error)])
+                    raise
+                if not going_on:  # the caller stopped meanwhile: no more attempts
                     attempts.give_up(error)
                     raise
                 attempts.go_on(error)
-            except Exception as raised:  # the provider's own: the attempts before it paid
+            except BaseException as raised:  # the provider's own: the attempts before it paid
                 paid_before_foreign(raised, attempts.paid)
                 raise
 
@@ -253,11 +258,16 @@ class RetryingProvider:
                 wait = attempts.after_failure(error)
                 if wait is None:
                     raise
-                if not await self._apaused(wait):
+                try:
+                    going_on = await self._apaused(wait)
+                except BaseException as raised:  # cancelled: what was paid goes with it
+                    paid_before_foreign(raised, [*attempts.paid, *paid_for(error)])
+                    raise
+                if not going_on:
                     attempts.give_up(error)
                     raise
                 attempts.go_on(error)
-            except Exception as raised:
+            except BaseException as raised:
                 paid_before_foreign(raised, attempts.paid)
                 raise
 
