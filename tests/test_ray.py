@@ -273,6 +273,23 @@ def test_blocks_whose_column_types_differ_are_extracted(local_ray: None, base_ur
     assert rows[1]["value"] is None and rows[1]["error"].startswith("invalid_row: ")
 
 
+def test_blocks_that_cannot_be_joined_into_a_batch_are_refused_before_the_job(
+    local_ray: None, base_url: str
+) -> None:
+    # Ray joins blocks into batches before the step sees them: a text in one block and an
+    # int in another would fail the job at that batch, after earlier ones were paid for.
+    items: list[dict[str, Any]] = [{"text": document(1)}] * 20 + [{"text": 5}] * 20
+    with pytest.raises(ValueError, match="pass batch_size=1 to check each row alone"):
+        allama.ray.extract_dataset(
+            ray.data.from_items(items),
+            Invoice,
+            provider="openai",
+            provider_options={"api_key": "sk-test", "base_url": base_url},
+            text_column="text",
+            model="gpt-4o-mini",
+        )
+
+
 # Without a Ray instance: the callable itself, on a pyarrow table, with a scripted provider.
 
 
@@ -566,6 +583,29 @@ def test_after_a_refusal_rows_sent_before_end_with_their_error_and_the_rest_are_
     assert second["error"].startswith("authentication: status=401")
     assert third["error"] == "not_started: the provider refused the actor's key or account"
     assert len(mock.requests) == 2
+
+
+def test_a_failover_whose_backup_refused_the_key_goes_on_while_its_primary_may_serve() -> None:
+    # The primary overloaded a moment, the backup's key refused: the primary serves later
+    # rows, as in a batch run, rather than the actor stopping for a key only one refused.
+    from allama.wrappers import FailoverProvider
+
+    primary = MockProvider(
+        [allama.OverloadedError("busy").with_status(529), '{"number": "A-1", "total": 2}']
+    )
+    backup = MockProvider([allama.AuthenticationError("bad key").with_status(401)])
+    extract = allama.ray.ExtractBatch(
+        Invoice,
+        provider=lambda: FailoverProvider([primary, backup]),
+        text_column="text",
+        model="m",
+        row_concurrency=1,
+        max_attempts=1,
+    )
+    first, second = _run_batches(extract, pa.table({"text": ["a"]}), pa.table({"text": ["b"]}))
+    assert first["error"].startswith("authentication: status=401")
+    assert second["error"] is None
+    assert json.loads(second["value"]) == {"number": "A-1", "total": 2.0}
 
 
 def test_rows_waiting_for_their_turn_when_the_key_is_refused_are_not_sent() -> None:

@@ -534,17 +534,16 @@ class ExtractBatch:
                 self._stopped = step
                 limiter.halt()  # rows waiting for their turn come back at once
                 return None, f"{error_text(error)} ({step})", _record_json(metadata, tries.spent)
-            if isinstance(error, ACCOUNT_REFUSALS):
-                self._stopped = "the provider refused the actor's key or account"
+            # As a batch run: a refused key or account (every provider of a failover's:
+            # one that may pass does not stop it), a provider out of reach after every try,
+            # or (every row sent to one model) an endpoint or model that does not exist.
+            unanswered = first_sent is None or self._answered_at < first_sent
+            stops = _stops(error, tries.tried, self._text_column is not None, unanswered)
+            if stops is not None:
+                if isinstance(error, ACCOUNT_REFUSALS):
+                    stops = "the provider refused the actor's key or account"
+                self._stopped = stops
                 limiter.halt()
-            else:
-                # As a batch run: a provider out of reach after every try, or (every row
-                # sent to one model) an endpoint or model that does not exist.
-                unanswered = first_sent is None or self._answered_at < first_sent
-                stops = _stops(error, tries.tried, self._text_column is not None, unanswered)
-                if stops is not None:
-                    self._stopped = stops
-                    limiter.halt()
             return None, error_text(error), _record_json(metadata, tries.spent)
         record = _record_json(extracted.metadata, tries.spent)
         try:
@@ -658,7 +657,9 @@ def extract_dataset(
     settings, the type and any function given must pickle, and the modules they come from
     must be importable on the workers.
 
-    Lazy, like every Ray Data transform: nothing runs until the result is consumed.
+    Lazy, like every Ray Data transform: nothing runs until the result is consumed, and
+    each consumption runs it again (`schema()`, `count()`, `show()` then `write_parquet()`
+    send, and pay for, every row each time): `materialize()` the result to read it twice.
     """
     _check_settings(provider, provider_options, text_column, request, model, row_concurrency)
     _check_template_settings(
@@ -711,7 +712,18 @@ def extract_dataset(
     # were paid for.
     try:
         known = ds.schema(fetch_if_missing=False)
-    except Exception:  # blocks whose types differ (an `id` int in one, text in another)
+    except Exception as unmerged:  # blocks whose types differ (an `id` int in one, text in another)
+        import pyarrow
+
+        if isinstance(unmerged, pyarrow.ArrowException) and batch_size != 1:
+            # Ray joins blocks into batches before the step sees them: one of another type
+            # would fail the job at that batch, after others were paid for.
+            raise ValueError(
+                "the dataset's blocks hold a column in types that cannot be joined into one "
+                f"batch ({type(unmerged).__name__}: {unmerged}); pass batch_size=1 to check "
+                "each row alone (a row whose text is not text gets its `invalid_row` error), "
+                "or cast the column first"
+            ) from None
         known = None  # do not merge: each batch is checked as it comes, as Ray reads them
     names = [] if known is None else list(known.names)
     taken = [name for name in COLUMNS if name in names]
