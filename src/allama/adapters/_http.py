@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,8 +23,10 @@ __all__ = [
     "http_date",
     "origin",
     "provider_now",
+    "read_json",
     "rfc3339_seconds",
     "wait_until",
+    "wire_json",
 ]
 
 SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
@@ -204,3 +207,23 @@ def wait_until(moment: float, dated: Mapping[str, str], now: float | None = None
 def _plausible(wait: float) -> bool:
     """A wait a provider would ask: up to a day, or a moment just past (to the second)."""
     return -60.0 <= wait <= _A_DAY
+
+
+def wire_json(data: bytes | str) -> Any:
+    """JSON by the standard library's reader, which takes what pydantic-core refuses (an
+    escaped lone surrogate); `ValueError` for what is not JSON, and for JSON nested past
+    the interpreter's recursion limit (a gateway's page of brackets), whose
+    `RecursionError` is none of allama's errors."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None
+
+
+def read_json(data: bytes | str) -> Any:
+    """JSON by pydantic-core, or by `wire_json` for what pydantic-core refuses (an escaped
+    lone surrogate, nesting past its limit); `ValueError` when neither reads it."""
+    try:
+        return pydantic_core.from_json(data)
+    except ValueError:
+        return wire_json(data)

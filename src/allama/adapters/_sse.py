@@ -6,11 +6,9 @@ the unfinished line and scans each byte once, so the work is linear in the strea
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from pydantic_core import from_json
-
+from allama.adapters._http import read_json
 from allama.errors import IncompleteStreamError, StreamDecodeError
 
 __all__ = ["SseEvent", "SseParser", "event_json"]
@@ -136,10 +134,7 @@ def event_json(event: SseEvent, data: str, *, at_end: bool) -> dict[str, Any] | 
     refuses (an escaped lone surrogate, half an emoji whose other half comes later).
     """
     try:
-        try:
-            payload: Any = from_json(data)
-        except ValueError:
-            payload = json.loads(data)
+        payload: Any = read_json(data)
     except ValueError:
         if event.event != "error":
             if at_end:

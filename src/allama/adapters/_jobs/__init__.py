@@ -16,7 +16,7 @@ from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from allama.adapters._http import HttpRequest, HttpResponse, origin, provider_now
+from allama.adapters._http import HttpRequest, HttpResponse, origin, provider_now, wire_json
 
 __all__ = [
     "CREATE_ASKED",
@@ -153,7 +153,7 @@ def json_lines(content: bytes) -> list[dict[str, Any] | None]:
         if not line.strip():
             continue
         try:
-            parsed = json.loads(line)
+            parsed = wire_json(line)
         except ValueError:
             parsed = None
         lines.append(parsed if isinstance(parsed, dict) else None)
@@ -308,13 +308,9 @@ def headers_for(target: JobTarget, url: str) -> tuple[dict[str, str], dict[str, 
 
 
 def json_of(response: HttpResponse) -> Any:
-    import json
-
-    return json.loads(response.content) if response.content.strip() else {}
+    return wire_json(response.content) if response.content.strip() else {}
 
 
 def jsonl(data: bytes) -> list[Any]:
     """The JSON values of a JSONL file (blank lines skipped)."""
-    import json
-
-    return [json.loads(line) for line in data.splitlines() if line.strip()]
+    return [wire_json(line) for line in data.splitlines() if line.strip()]

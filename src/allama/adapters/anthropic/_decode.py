@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import JsonValue
 from pydantic_core import from_json
 
+from allama.adapters._http import wire_json
 from allama.adapters.anthropic._errors import error_from_payload, error_from_response
 from allama.errors import Error, ServerError, with_reported_usage
 from allama.types import (
@@ -246,7 +247,7 @@ def _lenient_json(body: bytes | str) -> Any:
     """The body by the standard library's reader, which takes what pydantic-core refuses
     (an escaped lone surrogate); `None` when it is not JSON for either."""
     try:
-        return json.loads(body)
+        return wire_json(body)
     except ValueError:
         return None
 

@@ -19,13 +19,12 @@ explicitly on the families that think unless told not to).
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from allama._degradations import Degradations, gives_tools
-from allama.adapters._http import HttpRequest
+from allama.adapters._http import HttpRequest, wire_json
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters.anthropic._capabilities import ClaudeFamily, Thinking
 from allama.adapters.anthropic._profile import AnthropicProfile
@@ -261,7 +260,7 @@ class _Encoder:
 
     def input(self, call: ToolCall) -> Any:
         try:
-            value = json.loads(call.arguments)
+            value = wire_json(call.arguments)
         except ValueError:
             value = None
         if not isinstance(value, dict):

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from allama.adapters._http import body_message, rfc3339_seconds, wait_until
+from allama.adapters._http import body_message, rfc3339_seconds, wait_until, wire_json
 from allama.adapters.openai_compat._errors import retry_after_seconds, waits_as_asked
 from allama.errors import (
     AuthenticationError,
@@ -260,7 +260,7 @@ def error_from_response(
     """The error for an HTTP response with status >= 400. `now` is for tests (`retry_after`)."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     try:
-        payload: Any = json.loads(text) if text.strip() else None
+        payload: Any = wire_json(text) if text.strip() else None
     except ValueError:
         payload = None
     info = _Info.parse(payload)

@@ -19,12 +19,12 @@ is raised after every event before it was yielded (those were paid for).
 from __future__ import annotations
 
 import bisect
-import json
 from collections.abc import Iterator
 from typing import Any
 
 from pydantic import JsonValue
 
+from allama.adapters._http import wire_json
 from allama.adapters._sse import SseEvent, SseParser, event_json
 from allama.adapters.anthropic._decode import (
     CITATIONS_KEY,
@@ -125,7 +125,7 @@ class _Server:
             # The input as the non-streamed message has it: parsed, or (if the pieces do not
             # make JSON) the text itself, so that nothing is lost.
             try:
-                block["input"] = json.loads(text)
+                block["input"] = wire_json(text)
             except ValueError:
                 block["input"] = text
         return block

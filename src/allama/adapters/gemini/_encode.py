@@ -25,14 +25,13 @@ empty text part); a thought with text goes back as a thought part.
 from __future__ import annotations
 
 import base64
-import json
 import mimetypes
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from allama._degradations import Degradations
-from allama.adapters._http import HttpRequest
+from allama.adapters._http import HttpRequest, wire_json
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters.gemini._capabilities import GeminiFamily, SchemaSurface, Thinking
 from allama.adapters.gemini._profile import GeminiProfile
@@ -213,7 +212,7 @@ class _Encoder:
 
     def call(self, block: ToolCall) -> dict[str, Any]:
         try:
-            args = json.loads(block.arguments)
+            args = wire_json(block.arguments)
         except ValueError:
             args = None
         if not isinstance(args, dict):

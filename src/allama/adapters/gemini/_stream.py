@@ -46,14 +46,13 @@ every event before it was yielded (those were paid for).
 from __future__ import annotations
 
 import codecs
-import json
 import re
 from collections.abc import Generator, Iterator
 from typing import Any
 
 from pydantic import JsonValue
-from pydantic_core import from_json
 
+from allama.adapters._http import read_json
 from allama.adapters._sse import SseEvent, SseParser
 from allama.adapters.gemini._decode import (
     AUDIO_TOKENS_KEY,
@@ -265,15 +264,6 @@ def _merge_citations(held: Any, metadata: Any) -> Any:
     return held
 
 
-def _parse(data: str) -> Any:
-    """JSON by pydantic-core, or by the standard library for what pydantic-core refuses (an
-    escaped lone surrogate); raises `ValueError` when neither reads it."""
-    try:
-        return from_json(data)
-    except ValueError:
-        return json.loads(data)
-
-
 class _Events:
     """A `BlockSink` that makes stream events, with allama's block indices from 0."""
 
@@ -390,7 +380,7 @@ class GenerateStreamDecoder:
 
     def _data(self, data: str, *, at_end: bool) -> Iterator[StreamEvent]:
         try:
-            payload: Any = _parse(data)
+            payload: Any = read_json(data)
         except ValueError:
             if at_end:
                 raise self._cut() from None

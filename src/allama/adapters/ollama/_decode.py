@@ -47,8 +47,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from pydantic import JsonValue
-from pydantic_core import from_json
 
+from allama.adapters._http import read_json
 from allama.adapters._logprobs import openai_logprobs
 from allama.adapters.ollama._errors import error_from_payload, error_from_response
 from allama.errors import Error, ServerError, with_reported_usage
@@ -78,7 +78,6 @@ __all__ = [
     "is_error_object",
     "json_text",
     "kept_data",
-    "parse_json",
     "text_logprobs",
     "usage_of",
 ]
@@ -157,15 +156,6 @@ def kept_data(payload: Mapping[str, Any]) -> dict[str, JsonValue]:
 def json_text(value: Any) -> str:
     """A value as compact JSON text, its key order and non-ASCII characters kept."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def parse_json(data: bytes | str) -> Any:
-    """JSON by pydantic-core, or by the standard library for what pydantic-core refuses (an
-    escaped lone surrogate); raises `ValueError` when neither reads it."""
-    try:
-        return from_json(data)
-    except ValueError:
-        return json.loads(data)
 
 
 def is_error_object(payload: Mapping[str, Any]) -> bool:
@@ -348,7 +338,7 @@ def decode_body(
 ) -> ChatResponse:
     """A successful (2xx) body as a `ChatResponse`; an error object in it raises that error."""
     try:
-        payload: Any = parse_json(body)
+        payload: Any = read_json(body)
     except ValueError:
         raise _not_a_response(body, "it is not JSON", provider=provider, model=model) from None
     if not isinstance(payload, dict):

@@ -47,13 +47,12 @@ output (`format` constrains JSON only), so a `choice` response format is refused
 from __future__ import annotations
 
 import base64
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from allama._degradations import Degradations
-from allama.adapters._http import HttpRequest
+from allama.adapters._http import HttpRequest, wire_json
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters.ollama._capabilities import OllamaFamily, Thinking
 from allama.adapters.ollama._profile import OllamaProfile
@@ -208,7 +207,7 @@ class _Encoder:
 
     def call(self, block: ToolCall) -> dict[str, Any]:
         try:
-            arguments = json.loads(block.arguments)
+            arguments = wire_json(block.arguments)
         except ValueError:
             arguments = None
         if not isinstance(arguments, dict):

@@ -32,7 +32,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from allama.adapters._http import body_message
+from allama.adapters._http import body_message, wire_json
 from allama.adapters.openai_compat._errors import retry_after_seconds, waits_as_asked
 from allama.errors import (
     AuthenticationError,
@@ -151,7 +151,7 @@ def error_from_response(
     is for tests: it reads a `retry-after` given as an HTTP date."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     try:
-        payload: Any = json.loads(text) if text.strip() else None
+        payload: Any = wire_json(text) if text.strip() else None
     except ValueError:
         payload = None
     message = message_of(payload) or body_message(text, status)

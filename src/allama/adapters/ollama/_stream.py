@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from allama.adapters._http import read_json
 from allama.adapters.ollama._decode import (
     NAMESPACE,
     Layout,
@@ -29,7 +30,6 @@ from allama.adapters.ollama._decode import (
     finish_reason_of,
     is_error_object,
     kept_data,
-    parse_json,
     usage_of,
 )
 from allama.adapters.ollama._errors import error_from_payload
@@ -143,7 +143,7 @@ class OllamaStreamDecoder:
         if not line.strip():
             return
         try:
-            payload: Any = parse_json(line)
+            payload: Any = read_json(line)
         except ValueError:
             if at_end:
                 raise IncompleteStreamError(

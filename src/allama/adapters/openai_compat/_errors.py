@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from allama.adapters._http import body_message, http_date, wait_until
+from allama.adapters._http import body_message, http_date, wait_until, wire_json
 from allama.errors import (
     UNNAMED_PARAMETERS_KEY,
     AuthenticationError,
@@ -204,7 +204,7 @@ def _relayed(raw: Any) -> ErrorInfo | None:
     plain text."""
     if isinstance(raw, str):
         try:
-            parsed: Any = json.loads(raw)
+            parsed: Any = wire_json(raw)
         except ValueError:
             return ErrorInfo(raw) if raw.strip() else None
         return ErrorInfo.parse(parsed) or ErrorInfo(raw)
@@ -455,7 +455,7 @@ def error_from_response(
     """The error for an HTTP response with status >= 400."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     try:
-        payload: Any = json.loads(text) if text.strip() else None
+        payload: Any = wire_json(text) if text.strip() else None
     except ValueError:
         payload = None
     info = ErrorInfo.parse(payload) or ErrorInfo(body_message(text, status))

@@ -49,8 +49,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import JsonValue
-from pydantic_core import from_json
 
+from allama.adapters._http import read_json
 from allama.adapters._logprobs import openai_logprobs
 from allama.adapters.openai_responses._errors import (
     error_from_failed,
@@ -335,15 +335,6 @@ def _not_a_response(
     return error
 
 
-def _parse(body: bytes | str) -> Any:
-    """JSON by pydantic-core, or by the standard library for what pydantic-core refuses (an
-    escaped lone surrogate); raises `ValueError` when neither reads it."""
-    try:
-        return from_json(body)
-    except ValueError:
-        return json.loads(body)
-
-
 def decode_body(
     body: bytes | str,
     *,
@@ -353,7 +344,7 @@ def decode_body(
 ) -> ChatResponse:
     """A successful (2xx) body as a `ChatResponse`; an error in it raises that error."""
     try:
-        payload: Any = _parse(body)
+        payload: Any = read_json(body)
     except ValueError:
         raise _not_a_response(body, "it is not JSON", provider=provider, model=model) from None
     if not isinstance(payload, dict):
