@@ -276,6 +276,30 @@ def test_xai_enforces_no_recursion_and_only_its_own_formats(mode: ExtractionMode
     assert _plan_of("openai", "gpt-4o", _Host, mode).enforcement is SchemaEnforcement.EXACT
 
 
+class _Many(BaseModel):
+    ids: list[int] = Field(min_length=300)
+    code: str = Field(pattern=r"^a.b$")
+    word: str = Field(pattern=r"^\p{Lu}\w+$")
+    plain: str = Field(pattern=r"^[A-Z]{3}\.[0-9]$")
+
+
+@pytest.mark.parametrize("mode", [ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL])
+def test_xai_limits_its_array_bounds_and_patterns(mode: ExtractionMode) -> None:
+    # xAI enforces `minItems`/`maxItems` up to 256, patterns without `\p{...}`,
+    # lookaround, backreferences or `\b`, and lets `.` match a line break (§6).
+    plan = _plan_of("xai", "grok-4", _Many, mode)
+    assert plan.enforcement is SchemaEnforcement.APPROXIMATE
+    assert sorted(w.message.split(": ", 1)[1] for w in plan.degradations) == [
+        "`minItems` of 300 at `_Many.ids` is past the 256 items xAI strict mode enforces: "
+        "sent, not enforced",
+        "`pattern` was removed at `_Many.word`: xAI strict mode takes no Unicode property "
+        "classes (`\\p{...}`) in a pattern",
+        "the `pattern` at `_Many.code` has `.`, which xAI strict mode lets match a line "
+        "break: a value holding one passes it and fails the type",
+    ]
+    assert _plan_of("openai", "gpt-4o", _Many, mode).enforcement is SchemaEnforcement.EXACT
+
+
 @pytest.mark.parametrize("mode", [ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL])
 def test_a_fine_tuned_openai_model_gets_the_keywords_fine_tunes_take(mode: ExtractionMode) -> None:
     # `pattern`, formats, numeric and array bounds are "not for fine-tuned models".
@@ -539,6 +563,16 @@ def test_openrouter_requires_parameters_only_with_a_schema() -> None:
     assert with_schema["provider"] == {"require_parameters": True}
     plain, _ = body_of("openrouter", ChatRequest("openai/gpt-4o").user("hi"))
     assert "provider" not in plain
+    # The caller's own routing is kept beside it, not put in its place.
+    routed = native("openai/gpt-4o", STRINGS).with_option_json(
+        "openai_compat", {"provider": {"order": ["openai"], "allow_fallbacks": False}}
+    )
+    body, _ = body_of("openrouter", routed)
+    assert body["provider"] == {
+        "order": ["openai"],
+        "allow_fallbacks": False,
+        "require_parameters": True,
+    }
 
 
 def test_mistral_quirks() -> None:

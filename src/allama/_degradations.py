@@ -81,6 +81,11 @@ class Degradations:
         self.warn(_field_warning(WarningKind.UNSUPPORTED, field, why, code, self.provider))
 
 
+NOT_ON_STREAMS = "not_on_streams"
+"""The code of a refusal of the response format that holds for streams alone (an endpoint
+that streams no JSON Schema output): auto extraction streams a forced tool instead."""
+
+
 def gives_tools(request: ChatRequest, namespace: str) -> bool:
     """Whether `request` gives tools: as `tools`, or in the body fields of option
     `namespace` (a provider's own server tools)."""

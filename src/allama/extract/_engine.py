@@ -8,10 +8,11 @@ sync and async extraction cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from allama._degradations import NOT_ON_STREAMS
 from allama.errors import Error, paid_for
 from allama.extract._errors import EnforcementBelowError, ModeUnsupportedError, _Failure
 from allama.extract._metadata import AutoFallback, ExtractionMetadata, counted_field
@@ -27,6 +28,7 @@ from allama.types import (
     ChatRequest,
     ChatResponse,
     ProviderDataEvent,
+    RequestField,
     ResponseStart,
     UsageEvent,
     ValidationCoverage,
@@ -236,6 +238,8 @@ def plan(
         except Error as error:
             start.fall_back_or_raise(error)
             continue
+        if stream and _falls_back_on_streams(start, validation.warnings):
+            continue
         field = counted_field(metadata.mode)
         counted: list[Warning] = []
         for warning in validation.warnings:
@@ -252,6 +256,21 @@ def plan(
             root_wrapped=target.wrapped,
             stream=stream,
         )
+
+
+def _falls_back_on_streams(start: _Start, warnings: Sequence[Warning]) -> bool:
+    """Switch auto mode to a forced tool where the provider streams no response format
+    (Groq streams no JSON Schema output): a native pass without it cannot hold the schema,
+    where a tool's arguments are its own."""
+    if not start.metadata.may_fall_back(start.requested):
+        return False
+    for warning in warnings:
+        if warning.code == NOT_ON_STREAMS and warning.is_about(RequestField.RESPONSE_FORMAT):
+            start.metadata.fall_back(
+                AutoFallback(field=RequestField.RESPONSE_FORMAT, message=warning.message)
+            )
+            return True
+    return False
 
 
 def check_floor_before_sending(
@@ -407,6 +426,15 @@ def open_steps(
     try:
         while True:
             target = start.target()
+            if metadata.may_fall_back(start.requested):
+                # Asked of the schema alone, as a plan is: not of the whole conversation.
+                shape = target.derive(_plan_request(request), metadata.mode)
+                try:
+                    warnings = provider.validate_chat_request(shape, stream=True).warnings
+                except Exception:  # (a provider of the caller's own without `stream=`)
+                    warnings = ()  # the send itself raises what matters, and falls back on it
+                if _falls_back_on_streams(start, warnings):
+                    continue
             derived = target.derive(request, metadata.mode)
             outcome = yield OpenStream(derived)
             if isinstance(outcome, Error):

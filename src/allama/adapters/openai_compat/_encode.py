@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from allama._degradations import Degradations, gives_tools
+from allama._degradations import NOT_ON_STREAMS, Degradations, gives_tools
 from allama.adapters._http import HttpRequest
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters.openai_compat._capabilities import ModelFamily, StructuredLevel
@@ -343,11 +343,17 @@ class _Encoder:
         field = RequestField.RESPONSE_FORMAT
         display = self.profile.display_name
         if fmt.type != "text" and self.stream and not self.profile.json_mode_streams:
-            self.degradations.refuse(field, f"{display} has no JSON mode on streamed responses")
+            self.degradations.refuse(
+                field,
+                f"{display} has no JSON mode on streamed responses{self._in_words(fmt)}",
+                code=NOT_ON_STREAMS,
+            )
             return None
         if fmt.type == "json_schema" and self.stream and not self.profile.schema_streams:
             self.degradations.refuse(
-                field, f"{display} has no JSON Schema output on streamed responses"
+                field,
+                f"{display} has no JSON Schema output on streamed responses{self._in_words(fmt)}",
+                code=NOT_ON_STREAMS,
             )
             return None
         if fmt.type == "text":
@@ -366,6 +372,23 @@ class _Encoder:
                 )
             return None
         return self.json_schema(fmt)
+
+    def _in_words(self, fmt: ResponseFormat) -> str:
+        """A schema no field of a stream can carry is written into the instructions, as for
+        `json_object` alone: nothing else tells the model its fields. Says so, for the
+        refusal's words."""
+        if fmt.type != "json_schema":
+            return ""
+        from allama.schema._dialects._passthrough import json_object_fallback
+
+        try:
+            rewrite = json_object_fallback(fmt.json_schema or {})
+        except SchemaError as error:
+            raise self.unreadable(
+                f"the response format `{schema_name(fmt.name)}`", error
+            ) from error
+        self.schema_instruction = json_object_note(rewrite.schema)
+        return "; the schema was written into the instructions, where nothing enforces it"
 
     def grammar(self) -> str | None:
         """The options of a `choice` as a GBNF grammar, for an endpoint that takes one."""
@@ -562,15 +585,17 @@ class _Encoder:
         body.update(extras)
         if self.schema_instruction is not None:
             body["messages"] = _instructed(body["messages"], self.schema_instruction)
+        extra = request.option_json(BODY_OPTION)
+        given = dict(extra) if isinstance(extra, dict) else {}
         if profile.require_parameters and self.schema_sent:
-            routing = body.get("provider")
+            # The caller's routing (`order`, `allow_fallbacks`) with ours: an upstream that
+            # would drop the schema is not chosen.
+            routing = given.pop("provider", None)
             body["provider"] = {
                 **(routing if isinstance(routing, dict) else {}),
                 "require_parameters": True,
             }
-        extra = request.option_json(BODY_OPTION)
-        if isinstance(extra, dict):
-            body.update(extra)
+        body.update(given)
         return body
 
 

@@ -136,14 +136,81 @@ class _FineTuned(_Current):
 
 
 class _Xai(_Current):
-    """xAI's strict outputs: `$ref`s that do not recur, and its own list of formats (others
-    are accepted and not enforced)."""
+    """xAI's strict outputs: `$ref`s that do not recur, its own list of formats (others
+    are accepted and not enforced), array bounds up to 256 items (larger ones are
+    best-effort), and patterns in a subset of ECMA's whose `.` matches a line break."""
 
     provider: ClassVar[str] = "xAI strict mode"
     formats: ClassVar[frozenset[str] | None] = frozenset(
         {"date", "time", "date-time", "email", "uuid", "ipv4", "ipv6", "uri"}
     )
     recursion: ClassVar[bool] = False
+
+    def keyword(
+        self, key: str, value: Any, node: dict[str, Any], out: dict[str, Any], pointer: str
+    ) -> None:
+        super().keyword(key, value, node, out, pointer)
+        at = quoted(pointer)
+        if key in ("minItems", "maxItems") and key in out and _count(value) > _XAI_MOST_ITEMS:
+            self.approximated(
+                pointer,
+                f"`{key}` of {value} at {at} is past the {_XAI_MOST_ITEMS} items {self.provider} "
+                "enforces: sent, not enforced",
+            )
+        elif key == "pattern" and isinstance(out.get(key), str):
+            outside, any_character = _xai_pattern(value)
+            if outside is not None:
+                del out[key]
+                self.removed(pointer, key, f"{self.provider} takes no {outside} in a pattern")
+            elif any_character:
+                self.approximated(
+                    pointer,
+                    f"the `pattern` at {at} has `.`, which {self.provider} lets match a line "
+                    "break: a value holding one passes it and fails the type",
+                )
+
+
+_XAI_MOST_ITEMS = 256
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _xai_pattern(pattern: str) -> tuple[str | None, bool]:
+    """What of `pattern` xAI's subset lacks (`None` when nothing), and whether it has a `.`
+    outside a class (which xAI lets match a line break, where the type's does not)."""
+    dot = in_class = False
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            after = pattern[index + 1 : index + 2]
+            if after in ("p", "P"):
+                return "Unicode property classes (`\\p{...}`)", dot
+            if after == "B" or (after == "b" and not in_class):  # (in a class, a backspace)
+                return "word boundaries (`\\b`)", dot
+            if after == "k" or (after.isdigit() and after != "0" and not in_class):
+                return "backreferences", dot
+            index += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            if pattern.startswith("^]", index + 1) or pattern.startswith("]", index + 1):
+                index += 2 if pattern[index + 1] == "]" else 3  # a `]` first is literal
+                continue
+        elif char == "(" and pattern.startswith("(?", index):
+            kind = pattern[index + 2 : index + 4]
+            if kind[:1] in ("=", "!") or kind in ("<=", "<!"):
+                return "lookaround", dot
+            if kind[:1] not in (":", "<"):
+                return "inline flags", dot
+        elif char == ".":
+            dot = True
+        index += 1
+    return None, dot
 
 
 _ENGINES: dict[str, type[_Current]] = {
