@@ -121,6 +121,12 @@ def test_anthropic_leaves_out_text_of_nothing_but_whitespace() -> None:
     assert body["messages"] == [{"role": "user", "content": "Hi"}]
     request = ChatRequest("claude-sonnet-4-5").user("Hi").user("\t")
     assert _sent("anthropic", request)[0]["messages"] == [{"role": "user", "content": "Hi"}]
+    # A system or developer message of whitespace alone too ("system: text content blocks
+    # must contain non-whitespace text").
+    request = ChatRequest("claude-sonnet-4-5").system("   \n").developer(" ").user("Hi")
+    assert "system" not in _sent("anthropic", request)[0]
+    request = ChatRequest("claude-sonnet-4-5").system(" ").system("Be brief.").user("Hi")
+    assert _sent("anthropic", request)[0]["system"] == [{"type": "text", "text": "Be brief."}]
 
 
 def test_an_anthropic_prefill_is_sent_without_the_whitespace_it_ends_with() -> None:

@@ -122,7 +122,7 @@ class _Encoder:
         moved = False
         for message in self.request.messages:
             if isinstance(message, SystemMessage | DeveloperMessage):
-                if message.content:
+                if message.content.strip():  # whitespace alone is refused, and says nothing
                     system.append({"type": "text", "text": message.content})
                 moved = moved or bool(turns)
                 continue
