@@ -123,6 +123,9 @@ def test_a_key_goes_as_a_bearer_token(monkeypatch: pytest.MonkeyPatch) -> None:
         ("https://ollama.example.com/", "https://ollama.example.com"),
         ("http://example.com:8000", "http://example.com:8000"),
         ("http://0.0.0.0:11434", "http://127.0.0.1:11434"),
+        # Ollama's cloud by its name alone, over TLS (its key goes with every request).
+        ("ollama.com", "https://ollama.com"),
+        ("ollama.com:443", "http://ollama.com:443"),
     ],
 )
 def test_ollama_host_is_read_as_ollama_reads_it(

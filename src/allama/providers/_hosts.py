@@ -40,9 +40,13 @@ def host_url(value: str, default_port: int) -> str:
     'http://127.0.0.1:8080'
     >>> host_url("https://ollama.example.com/", 11434)
     'https://ollama.example.com'
+    >>> host_url("ollama.com", 11434)  # Ollama's cloud, as its own tools read it
+    'https://ollama.com'
     """
     text = value.strip().strip("\"'").strip()
     scheme, separator, rest = text.partition("://")
+    if not separator and text == "ollama.com":
+        return "https://ollama.com"  # over TLS: the key of its cloud goes with every request
     if not separator:
         scheme, rest = "http", text
     hostport, _, path = rest.partition("/")
