@@ -665,3 +665,55 @@ def test_a_decision_asked_again_without_log_probabilities_counts_what_the_refusa
     script: list[Any] = [_paid("a", 100), refused(), yes]
     chosen = allama.decide(_retrying(MockProvider(script, name="a")), YesNo, _ASKED)
     assert chosen.metadata.usage == allama.Usage(input_tokens=110, output_tokens=2)
+
+
+def test_log_probabilities_refused_by_a_provider_a_failed_backup_hides_are_dropped() -> None:
+    # The first provider refuses them for free, the backup (tried, with
+    # `failover_on_unsupported`) is down: the decision asks again without them, and the
+    # first answers; the reason names the provider that refused.
+    from allama.wrappers import FailoverProvider
+
+    class Colour(enum.Enum):
+        RED = "red"
+        GREEN = "green"
+
+    refused = allama.UnsupportedError("no log-probabilities", field=RequestField.LOGPROBS)
+    first = MockProvider([refused.mark_authored(), '"green"'], name="a")
+    first.with_supported_chat_capabilities(
+        [ChatCapability.STRUCTURED_OUTPUT, ChatCapability.LOGPROBS]
+    )
+    backup = MockProvider([allama.ServerError("down").with_status(500)], name="b")
+    failover = FailoverProvider([first, backup], failover_on_unsupported=True)
+    chosen = allama.decide(failover, Colour, allama.ChatRequest("m").user("Grass?"))
+    assert chosen.value is Colour.GREEN
+    assert chosen.probabilities_missing == (
+        "a refused log-probabilities for this model; the decision was asked again without them"
+    )
+    assert (first.call_count, backup.call_count) == (2, 1)
+
+
+def test_log_probabilities_an_adapter_did_not_ask_for_say_why() -> None:
+    # A provider failed over to has none: its adapter left them out with a warning, which
+    # is the reason, not "returned none".
+    from allama.mock import ChatResponseBuilder
+    from allama.types import Warning as ProviderWarning
+
+    why = "`mistral-large-latest` on Mistral reports no log-probabilities"
+    answer = (
+        ChatResponseBuilder()
+        .text('"yes"')
+        .warning(ProviderWarning.unsupported(RequestField.LOGPROBS, why))
+        .build()
+    )
+    provider = MockProvider([answer], name="m")
+    provider.with_supported_chat_capabilities(
+        [ChatCapability.STRUCTURED_OUTPUT, ChatCapability.LOGPROBS]
+    )
+    chosen = allama.decide(provider, YesNo, allama.ChatRequest("m").user("Is it?"))
+    assert chosen.probabilities_missing == why
+    plain = MockProvider(['"yes"'], name="m")
+    plain.with_supported_chat_capabilities(
+        [ChatCapability.STRUCTURED_OUTPUT, ChatCapability.LOGPROBS]
+    )
+    chosen = allama.decide(plain, YesNo, allama.ChatRequest("m").user("Is it?"))
+    assert chosen.probabilities_missing == "the provider returned no log-probabilities"

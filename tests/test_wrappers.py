@@ -567,6 +567,33 @@ def test_unsupported_before_sending_fails_over_only_when_asked() -> None:
     assert third.call_count == 0
 
 
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_a_refusal_a_failed_backup_hides_still_lets_auto_mode_fall_back(run: str) -> None:
+    # The first provider refuses the schema for free (before sending); with
+    # `failover_on_unsupported` the backup is tried, and is down: the refusal is in the
+    # chain, and auto mode asks again with a forced tool, which the first serves.
+    from allama.extract import EXTRACTION_TOOL
+
+    refused = UnsupportedError(
+        "cannot send `response_format`: a map", field=RequestField.RESPONSE_FORMAT
+    ).mark_authored()
+    answer = ChatResponseBuilder().tool_call("c1", EXTRACTION_TOOL, {"name": "Ada"}).build()
+    first = MockProvider([refused, answer], name="a").with_chat_capability(
+        ChatCapability.STRUCTURED_OUTPUT, CapabilitySupport.SUPPORTED
+    )
+    backup = MockProvider([allama.OverloadedError("down").with_status(529)], name="b")
+    failover = FailoverProvider([first, backup], failover_on_unsupported=True)
+    if run == "sync":
+        extracted = allama.extract(failover, Named, REQUEST)
+    else:
+        extracted = asyncio.run(allama.aextract(failover, Named, REQUEST))
+    assert extracted.value == Named(name="Ada")
+    assert extracted.metadata.mode is allama.ExtractionMode.FORCED_TOOL
+    fallback = extracted.metadata.auto_fallback
+    assert fallback is not None and fallback.message == "cannot send `response_format`: a map"
+    assert (first.call_count, backup.call_count) == (2, 1)
+
+
 def test_a_nested_chain_is_kept_whole() -> None:
     e1, e2, e3 = ServerError("1"), ServerError("2"), ServerError("3")
     inner = FailoverProvider([MockProvider([e2], name="b"), MockProvider([e3], name="c")])

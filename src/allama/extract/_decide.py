@@ -24,6 +24,7 @@ from allama.errors import (
     Error,
     InvalidRequestError,
     UnsupportedError,
+    errors_in_chain,
     paid_ahead,
     paid_before_foreign,
     paid_for,
@@ -283,11 +284,12 @@ def _relay(
                 refused = []
                 request = inner.throw(raised)
                 continue
-            if logprobs.may_drop and not logprobs.dropped and _refuses_logprobs(outcome):
+            refuser = _refuses_logprobs(outcome) if logprobs.may_drop else None
+            if refuser is not None and not logprobs.dropped:
                 assert isinstance(outcome, Error)
                 logprobs.dropped = True
                 logprobs.missing = (
-                    f"{outcome.provider or 'the provider'} refused log-probabilities for this "
+                    f"{refuser.provider or 'the provider'} refused log-probabilities for this "
                     "model; the decision was asked again without them"
                 )
                 refused = paid_for(outcome)
@@ -312,17 +314,25 @@ def _paid_before_it(outcome: Outcome, paid: list[dict[str, JsonValue]]) -> Outco
     return outcome.with_provider_data(ALLAMA_NAMESPACE, _LOGPROBS_REFUSED, {PAID_BEFORE: entries})
 
 
-def _refuses_logprobs(outcome: Outcome) -> bool:
-    """Whether `outcome` refuses the log-probabilities asked for: by name, or among "the
+def _refuses_logprobs(outcome: Outcome) -> Error | None:
+    """The error of `outcome` refusing the log-probabilities asked for (`None` when none
+    does): by name, or among "the
     requested parameters" a router refused without naming one (they are the decision's
     own to drop; the schema, if that was it, is refused again without them)."""
-    if not isinstance(outcome, InvalidRequestError | UnsupportedError):
+    if not isinstance(outcome, Error):
+        return None
+    # A failover's error is its last provider's: one tried before it may have refused them.
+    return next((link for link in errors_in_chain(outcome) if _refuses_them(link)), None)
+
+
+def _refuses_them(error: Error) -> bool:
+    if not isinstance(error, InvalidRequestError | UnsupportedError):
         return False
-    if isinstance(outcome, UnsupportedError) and outcome.field is RequestField.LOGPROBS:
+    if isinstance(error, UnsupportedError) and error.field is RequestField.LOGPROBS:
         return True
-    if outcome.context.metadata.get(UNNAMED_PARAMETERS_KEY) is True:
+    if error.context.metadata.get(UNNAMED_PARAMETERS_KEY) is True:
         return True
-    return "logprob" in outcome.message.lower()
+    return "logprob" in error.message.lower()
 
 
 def _plain_steps(
@@ -495,7 +505,10 @@ def _decision(
     if not logprobs.ask or logprobs.dropped:
         measured = logprobs.missing or "not asked for"
     elif response.logprobs is None:
-        measured = "the provider returned no log-probabilities"
+        # Not asked for by the adapter (a provider failed over to that has none), or not
+        # returned: the warning says which.
+        dropped = next((w for w in response.warnings if w.is_about(RequestField.LOGPROBS)), None)
+        measured = dropped.message if dropped else "the provider returned no log-probabilities"
     elif isinstance(spelling, str):
         measured = spelling
     else:

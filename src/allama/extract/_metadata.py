@@ -15,6 +15,7 @@ from allama.errors import (
     Error,
     MessageOrigin,
     UnsupportedError,
+    errors_in_chain,
     paid_in_record,
     take_paid_before,
 )
@@ -266,20 +267,26 @@ class ExtractionMetadata(BaseModel):
         """The fallback `error` calls for: a refused response format, while one is allowed.
 
         Refused by the adapter before sending; or by the provider itself when native output
-        was only a guess from an `UNKNOWN` answer (a 4xx refusal bills nothing).
+        was only a guess from an `UNKNOWN` answer (a 4xx refusal bills nothing). A failover's
+        error is its last provider's: a refusal by one tried before it counts as well (with
+        `failover_on_unsupported`, a backup that then failed would hide it).
         """
-        if (
-            not isinstance(error, UnsupportedError)
-            or error.field is not RequestField.RESPONSE_FORMAT
-        ):
+        if not self.may_fall_back(requested):
             return None
-        refused_here = error.stage is UnsupportedStage.BEFORE_SENDING or (
-            guessed and error.stage is UnsupportedStage.PROVIDER
-        )
-        if not refused_here or not self.may_fall_back(requested):
-            return None
-        message = error.message if error.origin is MessageOrigin.AUTHORED else ""
-        return AutoFallback(field=RequestField.RESPONSE_FORMAT, message=message, stage=error.stage)
+        for link in errors_in_chain(error):
+            if (
+                not isinstance(link, UnsupportedError)
+                or link.field is not RequestField.RESPONSE_FORMAT
+            ):
+                continue
+            if link.stage is UnsupportedStage.BEFORE_SENDING or (
+                guessed and link.stage is UnsupportedStage.PROVIDER
+            ):
+                message = link.message if link.origin is MessageOrigin.AUTHORED else ""
+                return AutoFallback(
+                    field=RequestField.RESPONSE_FORMAT, message=message, stage=link.stage
+                )
+        return None
 
     def fall_back(self, fallback: AutoFallback) -> None:
         self.mode = ExtractionMode.FORCED_TOOL
