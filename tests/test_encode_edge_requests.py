@@ -175,6 +175,12 @@ def test_text_cut_between_the_halves_of_a_character_is_an_allama_error_before_se
         "carry (text cut between the halves of a character?)"
     )
     assert not caught.value.retryable and sent == []
+    # In the model's name too, which Gemini's URL holds.
+    with pytest.raises(InvalidRequestError, match="the model's name holds a lone surrogate"):
+        provider.chat(ChatRequest(PROVIDERS[name][1] + "\ud83d").user("Hi"))
+    with pytest.raises(InvalidRequestError, match="the model's name holds a lone surrogate"):
+        provider.chat_stream(ChatRequest(PROVIDERS[name][1] + "\ud83d").user("Hi"))
+    assert sent == []
 
 
 def _tool_loop(opening: list[Any]) -> ChatRequest:

@@ -481,6 +481,8 @@ class HttpProvider:
             await asyncio.to_thread(tokens.refresh)
 
     def _prepare(self, request: ChatRequest, *, stream: bool) -> tuple[HttpRequest, list[Warning]]:
+        if not request.model.isascii():
+            _check_utf8(request.model)  # the URL names it (Gemini, Azure's deployments)
         degradations = Degradations.for_request(self.name, request)
         url, params = self._endpoint(request.model, stream=stream)
         http = self._encode(
@@ -854,3 +856,14 @@ def _past_quota(error: Error, request: ChatRequest) -> Error:
     ):
         error.with_retryable(False).with_retry_after(None)
     return error
+
+
+def _check_utf8(model: str) -> None:
+    """Refuse a model name UTF-8 cannot carry (half of a surrogate pair), before sending."""
+    try:
+        model.encode()
+    except UnicodeEncodeError:
+        raise InvalidRequestError(
+            "the model's name holds a lone surrogate, which UTF-8 cannot carry (text cut "
+            "between the halves of a character?)"
+        ).mark_authored() from None
