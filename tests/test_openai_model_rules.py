@@ -28,7 +28,11 @@ def about(warnings: list[Warning], field: RequestField) -> list[tuple[WarningKin
 
 
 @pytest.mark.parametrize("api", ["chat", "responses"])
-@pytest.mark.parametrize("model", ["gpt-5", "gpt-5-mini-2025-08-07", "o3", "o4-mini", "o1"])
+@pytest.mark.parametrize(
+    "model",
+    # A fine-tune takes what its base model takes.
+    ["gpt-5", "gpt-5-mini-2025-08-07", "o3", "o4-mini", "o1", "ft:o4-mini-2025-04-16:acme::x1"],
+)
 def test_a_reasoning_model_gets_no_sampling_other_than_the_default(api: str, model: str) -> None:
     options = {"api": "responses"} if api == "responses" else {}
     request = ChatRequest(model).user("x").with_temperature(0.2).with_top_p(1.0)
@@ -80,7 +84,9 @@ def test_the_sampling_refusal_is_an_error_under_the_error_policy() -> None:
     assert caught.value.field is RequestField.TEMPERATURE
 
 
-@pytest.mark.parametrize("model", ["gpt-5", "gpt-5.1", "gpt-5.2-2025-12-11", "o3"])
+@pytest.mark.parametrize(
+    "model", ["gpt-5", "gpt-5.1", "gpt-5.2-2025-12-11", "o3", "ft:o4-mini-2025-04-16:acme::x1"]
+)
 def test_gpt_5_and_o3_get_no_stop_sequences(model: str) -> None:
     body, warnings = prepared("openai", ChatRequest(model).user("x").with_stop("END"))
     assert "stop" not in body

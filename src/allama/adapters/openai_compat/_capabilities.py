@@ -8,7 +8,7 @@ family's native JSON Schema output goes; the other answers are `CapabilitySuppor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Literal
 
@@ -130,7 +130,7 @@ _NONE_OR_DEFAULT: tuple[tuple[str, str], ...] = (
 )
 """Qwen3 on Groq: reasoning off (`none`) or on (`default`), no levels."""
 
-_OPENAI_ROWS = (
+_OPENAI_BASE_ROWS = (
     # Structured outputs from gpt-4o-2024-08-06 and gpt-4o-mini on; reasoning models.
     # `gpt-5-chat-latest` is the chat model of ChatGPT: no reasoning effort, and the
     # Responses API answers 400 to asking for its (non-existent) encrypted reasoning.
@@ -220,8 +220,15 @@ _OPENAI_ROWS = (
     ModelFamily("gpt-4-turbo*", StructuredLevel.JSON_OBJECT, reasoning=N, images=S, logprobs=S),
     ModelFamily("gpt-4*", StructuredLevel.JSON_OBJECT, reasoning=N, images=N, logprobs=S),
     ModelFamily("gpt-3.5-turbo*", StructuredLevel.JSON_OBJECT, reasoning=N, images=N, logprobs=S),
-    ModelFamily(
-        "ft:gpt-4o*", StructuredLevel.STRICT, reasoning=N, logprobs=S, strict_profile="fine_tuned"
+)
+
+_OPENAI_ROWS = (
+    *_OPENAI_BASE_ROWS,
+    # A fine-tune (`ft:gpt-4o-mini-2024-07-18:org::id`) takes its base model's parameters
+    # (an `o4-mini` one no `temperature`), and a schema under the fine-tuned models' subset.
+    *(
+        replace(row, pattern=f"ft:{row.pattern}", strict_profile="fine_tuned")
+        for row in _OPENAI_BASE_ROWS
     ),
     # Other fine-tunes: what they take is not known, but where they take a schema it is
     # under the fine-tuned models' subset.
