@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    TypeAdapter,
     condecimal,
     create_model,
 )
@@ -160,12 +162,65 @@ def test_a_map_keyed_by_numbers_or_booleans_says_what_its_keys_are() -> None:
     assert props["pages"]["propertyNames"] == {"pattern": "^[+-]?[0-9]+$"}
     assert props["weights"]["propertyNames"] == {"pattern": number}
     assert props["flags"]["propertyNames"] == {"enum": ["true", "false"]}
-    assert props["votes"]["propertyNames"] == {"enum": ["1", "a"]}
+    # Validation reads `Literal[1]` from no key (a key is text): only "a" is one.
+    assert props["votes"]["propertyNames"] == {"enum": ["a"]}
+    assert PageIndex.model_validate_json('{"pages":{},"weights":{},"flags":{},"votes":{"a":"x"}}')
+    with pytest.raises(ValueError):
+        PageIndex.model_validate_json('{"pages":{},"weights":{},"flags":{},"votes":{"1":"x"}}')
     assert "propertyNames" not in type_schema(dict[str, int]).schema
     schema = type_schema(PageIndex).schema
     for rewrite in (gemini_json_schema, llama_cpp, grammar_engine):
         notes = [note.message for note in rewrite(schema).notes]
         assert any("propertyNames" in note for note in notes), rewrite
+
+
+class Rank(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+class Code(enum.Enum):
+    A = 1
+    B = 2
+
+
+def test_a_map_keyed_by_an_int_enum_says_its_keys_as_text() -> None:
+    # Pydantic writes them `integer`, which no key (text) is; validation reads "1".
+    schema = type_schema(dict[Rank, str]).schema
+    assert schema == {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "propertyNames": {"enum": ["1", "2"]},
+    }
+    assert TypeAdapter(dict[Rank, str]).validate_json('{"1": "x"}') == {Rank.LOW: "x"}
+
+
+@pytest.mark.parametrize("tp", [dict[Literal[1, 2], str], dict[Code, str]])
+def test_a_map_whose_keys_no_json_key_can_be_read_as_is_refused(tp: Any) -> None:
+    # Only an empty map would validate: refused before anything is sent, as a field read
+    # from a path is.
+    provider = TestProvider()
+    with pytest.raises(TypeError, match="reads no key JSON can write"):
+        allama.extract(provider, tp, ChatRequest("m").user("x"))
+    assert provider.requests == []
+    with pytest.raises(ValueError):
+        TypeAdapter(tp).validate_json('{"1": "x"}')
+
+
+class ReadFromOneStep(BaseModel):
+    n: str = Field(validation_alias=AliasPath("names"))
+
+
+class ReadFromItsOwnName(BaseModel):
+    n: str = Field(validation_alias=AliasPath("n"))
+
+
+def test_a_path_of_one_step_is_a_name_only_where_the_schema_shows_it() -> None:
+    # Pydantic's schema names the field `n`, validation reads `names`.
+    assert list(TypeAdapter(ReadFromOneStep).json_schema()["properties"]) == ["n"]
+    with pytest.raises(TypeError, match="is read from `names`"):
+        allama.extract(TestProvider(), ReadFromOneStep, ChatRequest("m").user("x"))
+    assert allama.extract(TestProvider(), ReadFromItsOwnName, ChatRequest("m").user("x")).value
 
 
 class Invoice(BaseModel):

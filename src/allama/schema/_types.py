@@ -144,7 +144,7 @@ class _StableDefaults(GenerateJsonSchema):
             # provider would take any key for enforced; no dialect keeps `propertyNames`,
             # so each says the keys are not enforced.
             json_schema = super().dict_schema(schema)
-            json_schema.setdefault("propertyNames", names)
+            json_schema["propertyNames"] = names
             return json_schema
         if (
             keys is None
@@ -173,15 +173,44 @@ _KEY_NAMES: dict[str, dict[str, Any]] = {
 
 def _key_names(keys: core_schema.CoreSchema) -> dict[str, Any] | None:
     """What the keys of a map keyed by `keys` are, where they are not text: `None` for text
-    (and for what pydantic describes itself, an enum's members)."""
+    (and for what pydantic describes itself, a text enum's members). A key is text in JSON:
+    of a `Literal`'s or a plain `Enum`'s members, validation reads only text and booleans
+    from it (an `IntEnum`'s numbers too); a map none of whose keys can be read is refused
+    (`_KeysUnread`), since only an empty one would validate."""
     kind = keys.get("type")
     if kind in _KEY_NAMES:
         return dict(_KEY_NAMES[kind])
     if kind == "literal":
         expected = keys.get("expected", [])
-        if any(not isinstance(value, str) for value in expected):
-            return {"enum": [_key_text(value) for value in expected]}
-    return None
+        if all(isinstance(value, str) for value in expected):
+            return None
+        read = [value for value in expected if isinstance(value, str | bool)]
+    elif kind == "enum":
+        values = [member.value for member in keys.get("members", [])]
+        if keys.get("sub_type") == "str" or all(isinstance(value, str) for value in values):
+            return None
+        numbers = keys.get("sub_type") in ("int", "float")
+        read = values if numbers else [value for value in values if isinstance(value, str)]
+    else:
+        return None
+    if not read:
+        raise _KeysUnread(keys)
+    return {"enum": [_key_text(value) for value in read]}
+
+
+class _KeysUnread(TypeError):
+    """A map whose keys validation reads from no JSON key (all text): `Literal[1, 2]`."""
+
+    def __init__(self, keys: core_schema.CoreSchema) -> None:
+        if keys.get("type") == "enum":
+            shown = getattr(keys.get("cls"), "__name__", "an enum")
+        else:
+            shown = f"Literal[{', '.join(repr(value) for value in keys.get('expected', []))}]"
+        super().__init__(
+            f"its map keyed by `{shown}` reads no key JSON can write (a key is text, and "
+            "validation reads these members from none), so only an empty map would validate; "
+            "key it by `str`, `int` or an `IntEnum`"
+        )
 
 
 def _key_text(value: Any) -> str:
@@ -221,7 +250,10 @@ def _holds_a_set(value: Any) -> bool:
 
 def _build(tp: Any) -> TypeSchema:
     adapter: TypeAdapter[Any] = TypeAdapter(tp)
-    schema = adapter.json_schema(mode="validation", schema_generator=_StableDefaults)
+    try:
+        schema = adapter.json_schema(mode="validation", schema_generator=_StableDefaults)
+    except _KeysUnread as keys:
+        raise TypeError(f"cannot extract `{type_label(tp)}`: {keys}") from None
     unread = _read_by_path(adapter.core_schema)
     if unread:
         field_name, path = unread[0]
@@ -265,7 +297,7 @@ def _read_by_path(core: Any) -> list[tuple[str, str]]:
         )
         for name, spec in named:
             alias = spec.get("validation_alias") if isinstance(spec, dict) else None
-            if alias is not None and not by_name and not _one_name(alias):
+            if alias is not None and not by_name and not _one_name(alias, name):
                 path = alias[0] if alias and isinstance(alias[0], list) else alias
                 steps = "".join(
                     f"[{step}]" if isinstance(step, int) else f".{step}" for step in path
@@ -275,14 +307,15 @@ def _read_by_path(core: Any) -> list[tuple[str, str]]:
     return found
 
 
-def _one_name(alias: Any) -> bool:
+def _one_name(alias: Any, name: Any) -> bool:
     """Whether a validation alias (core schema's: a name, a path, or a list of paths) has a
-    choice of one name."""
+    choice of one name, which the JSON Schema shows. An `AliasPath` of one step alone is
+    not shown (the schema names the field): a name only where it is the field's own."""
     if isinstance(alias, str):
         return True
     if alias and isinstance(alias[0], list):
         return any(len(path) == 1 and isinstance(path[0], str) for path in alias)
-    return len(alias) == 1 and isinstance(alias[0], str)
+    return len(alias) == 1 and alias[0] == name
 
 
 _CACHED_TYPES = 512
