@@ -122,7 +122,12 @@ def test_dates_are_enforced_in_shape_only_and_a_property_named_like_a_keyword_is
         "properties": {"format": {"type": "string", "format": "date"}, "items": False},
     }
     rewrite = llama_cpp(schema)
-    assert rewrite.schema == schema
+    # The server refuses the `false` schema of property `items`; left out of the closed
+    # object, the key is rejected all the same, so nothing is noted.
+    assert rewrite.schema == {
+        "type": "object",
+        "properties": {"format": {"type": "string", "format": "date"}},
+    }
     assert [n.message for n in rewrite.notes] == [
         "`format` `date` is enforced in shape only by the grammar at `/properties/format`"
     ]

@@ -86,6 +86,17 @@ class _Grammar(Engine):
     def nothing(self, pointer: str) -> Any:
         return False
 
+    def schema(self, node: Any, pointer: str, *, root: bool = False) -> Any:
+        out = super().schema(node, pointer, root=root)
+        if root and pointer == "" and out is False:
+            # `run` sends a root that accepts nothing as `{}`, which accepts anything.
+            self.approximated(
+                pointer,
+                f"the subschema at {quoted(pointer)} accepts nothing; {self.provider} "
+                "cannot say so, so it accepts anything",
+            )
+        return out
+
     def keyword(
         self, key: str, value: Any, node: dict[str, Any], out: dict[str, Any], pointer: str
     ) -> None:
