@@ -628,3 +628,28 @@ def test_closing_local_with_a_request_waiting_at_the_server_ends_it_at_once() ->
     (ended,) = outcome
     assert isinstance(ended, NetworkError)
     assert provider.engine is not None and not provider.engine.running
+
+
+@smollm2
+def test_an_interrupt_while_the_model_loads_is_raised_once_it_has_loaded(tmp_path: Path) -> None:
+    # Ctrl-C while the server loads the model: the server's end waits for its loading
+    # thread, which no signal breaks; dropped at once it hung the process for good. In a
+    # process of its own, so that a hang fails this test rather than the run.
+    script = tmp_path / "interrupted.py"
+    script.write_text(
+        "import allama\n"
+        "from allama.local import _engine\n"
+        "def interrupted(self, address):\n"
+        "    raise KeyboardInterrupt\n"
+        "_engine.LocalEngine._wait_healthy = interrupted\n"
+        "for _ in range(3):\n"  # (the hang came in about one start in four)
+        "    provider = allama.provider('local')\n"  # SmolLM2: long enough to load
+        "    try:\n"
+        "        provider.start()\n"
+        "    except KeyboardInterrupt:\n"
+        "        print('interrupted')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60
+    )
+    assert (result.returncode, result.stdout) == (0, "interrupted\n" * 3)

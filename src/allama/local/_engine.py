@@ -175,10 +175,16 @@ class LocalEngine:
             server = xllamacpp.Server(params)
         except Exception as error:
             raise EngineStartError(f"llama.cpp could not load {path}: {error}") from error
-        address = str(server.listening_address).rstrip("/")
+        address = ""
         try:
+            address = str(server.listening_address).rstrip("/")
             self.properties = self._wait_healthy(address)
-        except BaseException:
+        except BaseException as error:
+            if not isinstance(error, EngineStartError) and address:
+                # Interrupted (Ctrl-C) while the model loads: the server's end waits for its
+                # loading thread, which only a loaded server lets go of, and a signal cannot
+                # break that wait. The model is let finish loading first.
+                _settle(address, time.monotonic() + self.start_timeout)
             del server
             raise
         self._server = server
@@ -221,3 +227,16 @@ class LocalEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _settle(address: str, deadline: float) -> None:
+    """Wait until the server at `address` answers healthy, or `deadline`: through further
+    interrupts too (the first is raised once it has settled)."""
+    with httpx2.Client(timeout=1.0) as client:
+        while time.monotonic() < deadline:
+            try:
+                if client.get(f"{address}/health").status_code == 200:
+                    return
+                time.sleep(0.02)
+            except BaseException:  # a further Ctrl-C: the model is still loading, waited out
+                continue
