@@ -96,6 +96,27 @@ def test_bad_references_get_a_clear_error(capsys: pytest.CaptureFixture[str]) ->
         load_type(f"{ROOT / 'examples' / 'invoice.py'}:Nope")
 
 
+def test_a_type_no_extraction_takes_is_said_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As `batch run` says it: no traceback, the usage status.
+    module = tmp_path / "types_here.py"
+    module.write_text(
+        "from pydantic import AliasPath, BaseModel, Field\n"
+        "class ByPath(BaseModel):\n"
+        "    name: str = Field(validation_alias=AliasPath('names', 0))\n"
+        "class Later(BaseModel):\n"
+        "    other: 'Undefined'\n"
+    )
+    assert main(["plan", f"{module}:ByPath", "--provider", "openai"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("allama plan: cannot extract `ByPath`: the field `ByPath.name` is read")
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert main(["plan", f"{module}:Later", "--provider", "openai"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("allama plan: cannot extract `Later`: pydantic cannot validate it")
+
+
 # Behaving as a Unix tool
 
 SRC = ROOT / "src"

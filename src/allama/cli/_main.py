@@ -16,10 +16,12 @@ from allama.cli._batch import EXIT_FAILED, add_batch_parser, batch_command, to_d
 from allama.cli._load import TypeNotFound, load_type
 from allama.cli._plan import plan_rows, render_table
 from allama.cli._providers import planning_providers
-from allama.schema._types import type_label
+from allama.schema._errors import SchemaError
+from allama.schema._types import type_label, type_schema
 
 EXIT_USAGE = 2
-"""A bad argument or a reference that names no type (argparse's own status for usage)."""
+"""A bad argument, a reference that names no type, or a type that cannot be extracted
+(argparse's own status for usage)."""
 
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 """Status when the reader went away (`allama plan ... | head`): what a shell reports for a
@@ -187,6 +189,11 @@ def _plan(args: argparse.Namespace) -> int:
     try:
         tp = load_type(args.type)
     except TypeNotFound as error:
+        print(f"allama plan: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        type_schema(tp)  # a type no extraction takes is said once, as `batch run` says it
+    except (TypeError, SchemaError) as error:
         print(f"allama plan: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
