@@ -554,6 +554,27 @@ def _run_until(
     return run, results
 
 
+def test_a_stop_between_polls_leaves_the_jobs_at_once(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    # A poll every minute: a stop (Ctrl-C, SIGTERM) waits for none of them, as the jobs are
+    # left to the provider either way.
+    provider, model = _provider(server, "openai-chat")
+    server.hold = True
+    began = time.monotonic()
+    run, results = _run_until(
+        provider,
+        model,
+        _docs(2),
+        tmp_path / "stopped.sqlite",
+        lambda: bool(server.jobs),
+        poll_interval=60,
+    )
+    assert time.monotonic() - began < 20
+    assert [r.failure.kind for r in results if r.failure] == ["in_provider_job"] * 2
+    assert run.summary.stopped == "stopped by the test"
+
+
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_a_run_stopped_while_its_job_runs_is_collected_by_the_next_once(
     server: ProviderBatchServer, tmp_path: Path, family: str
@@ -1246,6 +1267,28 @@ def test_the_cancel_command_goes_on_past_a_job_that_ended(
     )
     assert f"cancel requested: {second.id} (the next `allama batch run` collects" in out
     assert second.cancel_requested and not first.cancel_requested
+
+
+def test_cancel_and_status_without_the_key_name_its_environment_variable(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The commands have no `api_key=`: the way to give them the key is its variable.
+    from allama.cli import main
+
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "nokey.sqlite"
+    server.hold = True
+    _run_until(provider, model, _docs(2), ledger, lambda: bool(server.jobs))
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert main(["batch", "cancel", str(ledger)]) == 1
+    err = capsys.readouterr().err
+    assert "set ANTHROPIC_API_KEY" in err and "api_key=" not in err
+    assert main(["batch", "status", str(ledger)]) == 0
+    out = capsys.readouterr().out
+    assert "not asked (" in out and "set ANTHROPIC_API_KEY" in out and "api_key=" not in out
 
 
 def test_the_cancel_finds_a_job_whose_id_never_reached_the_ledger(

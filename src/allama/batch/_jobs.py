@@ -852,7 +852,7 @@ class JobRunner(_Runner):
             if self.live:
                 await asyncio.wait(self.live, timeout=wake, return_when=asyncio.FIRST_COMPLETED)
             else:
-                await asyncio.sleep(wake)
+                await self.limiter.sleep(wake)  # a stop ends it: the jobs are left at once
             return
         for job in due:
             await self._poll(job)

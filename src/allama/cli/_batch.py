@@ -584,8 +584,7 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     unsendable = missing_key(provider)
     if unsendable is not None:
         provider.close()
-        # The command has no `api_key=`: its environment variable is the way.
-        raise _Usage(unsendable.replace("pass api_key= or set", "set"))
+        raise _Usage(_in_command_terms(unsendable))
     try:
         request = allama.ChatRequest(model).system(prompt)
         if args.max_output_tokens is not None:
@@ -1423,8 +1422,13 @@ def _said(error: Exception) -> str:
     from allama.errors import Error, text_of
 
     if isinstance(error, Error):
-        return _shorten(str(error.as_log()))
-    return f"{type(error).__name__}: {_shorten(text_of(error))}"
+        return _shorten(_in_command_terms(str(error.as_log())))
+    return f"{type(error).__name__}: {_shorten(_in_command_terms(text_of(error)))}"
+
+
+def _in_command_terms(text: str) -> str:
+    """The command has no `api_key=`: its environment variable is the way."""
+    return text.replace("pass api_key= or set", "set")
 
 
 def _shorten(text: str, limit: int = 160) -> str:
@@ -1656,7 +1660,7 @@ def _cancel(args: argparse.Namespace) -> int:
     try:
         asked = asyncio.run(cancel_jobs(args.ledger, refused=refused, unmade=unmade))
     except Exception as error:
-        _say("cancel", f"{type(error).__name__}: {error}")
+        _say("cancel", _said(error))
         return EXIT_FAILED
     if not asked and not refused and not unmade:
         print("no provider batch job of this ledger is still running")
