@@ -355,3 +355,102 @@ def test_a_keyboard_interrupt_during_a_retry_wait_keeps_what_was_paid() -> None:
     record = ExtractionMetadata.from_error(caught.value)
     assert record is not None
     assert (record.passes, record.usage) == (1, PAID_BEFORE_THE_WAIT)
+
+
+class BreaksMidStream(MockProvider):
+    """A stream whose usage came, then whose reading raises `raised` (a provider's own
+    exception, an interrupt) before its end."""
+
+    def __init__(self, raised: BaseException) -> None:
+        super().__init__()
+        self.raised = raised
+        self.half = ChatResponseBuilder().text('{"name": "Al').usage(900, 90).build()
+
+    def _events(self, request: ChatRequest) -> list[Any]:
+        self._record(request)
+        source = MockStreamingProvider.from_responses([self.half])
+        return list(source.chat_stream(request))[:-1]  # all but its end
+
+    def chat_stream(self, request: ChatRequest) -> ChatStream:
+        events = self._events(request)
+
+        def broken() -> Any:
+            yield from events
+            raise self.raised
+
+        return ChatStream(broken(), provider="mock")
+
+    async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
+        events = self._events(request)
+
+        async def broken() -> Any:
+            for event in events:
+                yield event
+            raise self.raised
+
+        return AsyncChatStream(broken(), provider="mock")
+
+
+MID_STREAM = Usage(input_tokens=900, output_tokens=90)
+
+
+@pytest.mark.parametrize("raised", [Broken("mid-stream"), KeyboardInterrupt()])
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_an_exception_while_a_stream_is_read_keeps_what_it_paid(
+    run: str, raised: BaseException
+) -> None:
+    provider = BreaksMidStream(raised)
+    request = ChatRequest("m").user("Alice is 31")
+    with pytest.raises(type(raised)) as caught:
+        if run == "sync":
+            with Extractor().extract_stream(provider, Person, request) as stream:
+                for _ in stream:
+                    pass
+        else:
+
+            async def read() -> None:
+                async with await Extractor().aextract_stream(provider, Person, request) as stream:
+                    async for _ in stream:
+                        pass
+
+            asyncio.run(read())
+    record = _paid_record(caught.value)
+    assert (record.passes, record.usage) == (0, MID_STREAM)
+
+
+def test_a_traced_extraction_interrupted_during_a_retry_wait_keeps_what_was_paid() -> None:
+    # A tracer in the way (any app that set OpenTelemetry's global one) passes the
+    # interrupt to the steps too.
+    exporter = InMemorySpanExporter()
+    tracing = TracerProvider()
+    tracing.add_span_processor(SimpleSpanProcessor(exporter))
+    inner, provider = _paid_then_waits()
+
+    def sleep(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    provider = RetryingProvider(inner, provider.policy, sleep=sleep)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        Extractor(retries=1, tracer_provider=tracing).extract(provider, Person, native())
+    record = _paid_record(caught.value)
+    assert (record.passes, record.usage) == (1, PAID_BEFORE_THE_WAIT)
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes is not None
+    assert span.attributes["allama.extract.usage.input_tokens"] == 1100
+
+
+def test_an_anyio_deadline_during_a_retry_wait_keeps_what_was_paid() -> None:
+    # anyio's `fail_after` raises its `TimeoutError` while handling the cancellation,
+    # which holds the record (`__context__`, not `__cause__`).
+    import anyio
+
+    _, provider = _paid_then_waits()
+
+    async def run() -> None:
+        with anyio.fail_after(0.2):
+            await Extractor(retries=1).aextract(provider, Person, native())
+
+    with pytest.raises(TimeoutError) as caught:
+        asyncio.run(run())
+    record = _paid_record(caught.value)
+    assert (record.passes, record.usage) == (1, PAID_BEFORE_THE_WAIT)

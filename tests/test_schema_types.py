@@ -179,6 +179,11 @@ class Rank(enum.IntEnum):
     HIGH = 2
 
 
+class Switch(enum.Enum):
+    ON = True
+    OFF = False
+
+
 class Code(enum.Enum):
     A = 1
     B = 2
@@ -193,6 +198,10 @@ def test_a_map_keyed_by_an_int_enum_says_its_keys_as_text() -> None:
         "propertyNames": {"enum": ["1", "2"]},
     }
     assert TypeAdapter(dict[Rank, str]).validate_json('{"1": "x"}') == {Rank.LOW: "x"}
+    # An enum of booleans: read from "true" and "false".
+    switched = type_schema(dict[Switch, int]).schema
+    assert switched["propertyNames"] == {"enum": ["true", "false"]}
+    assert TypeAdapter(dict[Switch, int]).validate_json('{"true": 1}') == {Switch.ON: 1}
 
 
 @pytest.mark.parametrize("tp", [dict[Literal[1, 2], str], dict[Code, str]])

@@ -80,9 +80,7 @@ def test_a_streamed_auto_extraction_where_the_schema_does_not_stream_forces_a_to
     assert record.mode == ExtractionMode.FORCED_TOOL and record.passes == 1
     assert record.auto_fallback is not None
     assert record.auto_fallback.field is RequestField.RESPONSE_FORMAT
-    assert record.auto_fallback.message.startswith(
-        "Groq has no JSON Schema output on streamed responses"
-    )
+    assert record.auto_fallback.message == "Groq has no JSON Schema output on streamed responses"
     (body,) = sent
     assert "response_format" not in body and body["tool_choice"]["type"] == "function"
     # Not streamed, the same model gets its native output, as before.
@@ -98,11 +96,10 @@ def test_a_streamed_native_extraction_where_the_schema_does_not_stream_is_told_i
     extracted = _streamed(provider, request.with_option(ExtractionMode.NATIVE))
     assert extracted.value == Invoice(**ANSWER)
     assert extracted.metadata.enforcement is SchemaEnforcement.NOT_ENFORCED
-    (warning,) = extracted.metadata.degradations
-    assert warning.message == (
-        "Groq has no JSON Schema output on streamed responses; the schema was written into "
-        "the instructions, where nothing enforces it"
-    )
+    assert [w.message for w in extracted.metadata.degradations] == [
+        "Groq has no JSON Schema output on streamed responses",
+        "the schema was written into the instructions, where nothing enforces it",
+    ]
     (body,) = sent
     assert "response_format" not in body and "tools" not in body
     system = body["messages"][0]
@@ -111,3 +108,23 @@ def test_a_streamed_native_extraction_where_the_schema_does_not_stream_is_told_i
         "Read it.\n\nAnswer with one JSON object that follows this JSON Schema:\n"
     )
     assert '"total_cents"' in system["content"]
+
+
+def test_a_refusal_under_the_error_policy_says_nothing_was_written() -> None:
+    sent: list[dict[str, Any]] = []
+    provider = _groq(sent)
+    request = (
+        ChatRequest("openai/gpt-oss-20b")
+        .user("ACME, $12.00")
+        .with_option(ExtractionMode.NATIVE)
+        .with_unsupported_policy(allama.UnsupportedPolicy.ERROR)
+    )
+    try:
+        _streamed(provider, request)
+    except allama.UnsupportedError as error:
+        assert error.message == (
+            "cannot send `response_format`: Groq has no JSON Schema output on streamed responses"
+        )
+    else:
+        raise AssertionError("sent")
+    assert sent == []

@@ -131,6 +131,11 @@ def test_policy_decisions() -> None:
         ({"budget": float("nan")}, "budget must be a number, not nan"),
         ({"max_retry_after": float("nan")}, "max_retry_after must be a number, not nan"),
         ({"initial_backoff": float("inf")}, "initial_backoff must be finite"),
+        ({"multiplier": float("inf")}, "multiplier must be finite"),
+        (
+            {"max_backoff": float("inf"), "budget": None},
+            "max_backoff must be finite when budget is None",
+        ),
     ],
 )
 def test_policy_rejects_nonsense(kwargs: dict[str, Any], message: str) -> None:

@@ -690,7 +690,7 @@ class ExtractionSpan:
             while True:
                 try:
                     outcome = yield step
-                except Exception as raised:  # passed in, for the steps to keep their record on
+                except BaseException as raised:  # passed in, for the steps to keep their record on
                     step = steps.throw(raised)
                     continue
                 answered = _answered_by(outcome)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -199,8 +200,11 @@ class ExtractionMetadata(BaseModel):
             return kept
         if not isinstance(error, Error):
             # `asyncio.timeout` raises `TimeoutError` from the cancellation the extraction
-            # kept its record on.
+            # kept its record on (anyio's `fail_after` raises it in its handling).
             cause = error.__cause__
+            running = sys.modules.get("asyncio")  # (no cancellation without it)
+            if cause is None and running and isinstance(error.__context__, running.CancelledError):
+                cause = error.__context__
             if isinstance(cause, BaseException) and not isinstance(cause, Error):
                 kept = getattr(cause, _KEPT_ON, None)
                 return kept if isinstance(kept, ExtractionMetadata) else None

@@ -292,6 +292,11 @@ class ExtractionStream(_Observer[T]):
         except Error as error:
             self._with_record(error, self._stream.collector)
             raise
+        except (StopIteration, StopAsyncIteration):
+            raise
+        except BaseException as raised:  # a cancellation, Ctrl-C, a provider's own
+            _record_so_far(self._opened).keep_on(raised)  # what the stream paid goes with it
+            raise
         self.observe(event)
         return event
 
@@ -355,6 +360,11 @@ class AsyncExtractionStream(_Observer[T]):
             event: StreamEvent = first if first is not None else await anext(self._stream)
         except Error as error:
             self._with_record(error, self._stream.collector)
+            raise
+        except (StopIteration, StopAsyncIteration):
+            raise
+        except BaseException as raised:  # a cancellation, Ctrl-C, a provider's own
+            _record_so_far(self._opened).keep_on(raised)  # what the stream paid goes with it
             raise
         self.observe(event)
         return event

@@ -190,7 +190,7 @@ def _key_names(keys: core_schema.CoreSchema) -> dict[str, Any] | None:
         if keys.get("sub_type") == "str" or all(isinstance(value, str) for value in values):
             return None
         numbers = keys.get("sub_type") in ("int", "float")
-        read = values if numbers else [value for value in values if isinstance(value, str)]
+        read = values if numbers else [value for value in values if isinstance(value, str | bool)]
     else:
         return None
     if not read:

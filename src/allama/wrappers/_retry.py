@@ -99,6 +99,12 @@ class RetryPolicy:
             raise ValueError(f"max_retry_after cannot be negative, not {self.max_retry_after}")
         if self.initial_backoff == float("inf"):
             raise ValueError("initial_backoff must be finite (max_backoff caps the waits)")
+        if self.multiplier == float("inf"):
+            raise ValueError("multiplier must be finite (max_backoff caps the waits)")
+        if self.max_backoff == float("inf") and self.budget is None:
+            raise ValueError(
+                "max_backoff must be finite when budget is None: nothing would bound a wait"
+            )
 
     def backoff(self, retry: int, unit: float) -> float:
         """The backoff before retry number `retry` (1 = first retry); `unit` is in [0, 1)."""

@@ -344,17 +344,17 @@ class _Encoder:
         display = self.profile.display_name
         if fmt.type != "text" and self.stream and not self.profile.json_mode_streams:
             self.degradations.refuse(
-                field,
-                f"{display} has no JSON mode on streamed responses{self._in_words(fmt)}",
-                code=NOT_ON_STREAMS,
+                field, f"{display} has no JSON mode on streamed responses", code=NOT_ON_STREAMS
             )
+            self._in_words(fmt)
             return None
         if fmt.type == "json_schema" and self.stream and not self.profile.schema_streams:
             self.degradations.refuse(
                 field,
-                f"{display} has no JSON Schema output on streamed responses{self._in_words(fmt)}",
+                f"{display} has no JSON Schema output on streamed responses",
                 code=NOT_ON_STREAMS,
             )
+            self._in_words(fmt)
             return None
         if fmt.type == "text":
             return {"type": "text"}
@@ -373,12 +373,12 @@ class _Encoder:
             return None
         return self.json_schema(fmt)
 
-    def _in_words(self, fmt: ResponseFormat) -> str:
+    def _in_words(self, fmt: ResponseFormat) -> None:
         """A schema no field of a stream can carry is written into the instructions, as for
-        `json_object` alone: nothing else tells the model its fields. Says so, for the
-        refusal's words."""
+        `json_object` alone: nothing else tells the model its fields (said in a warning of
+        its own, after the refusal, which an auto extraction falls back on instead)."""
         if fmt.type != "json_schema":
-            return ""
+            return
         from allama.schema._dialects._passthrough import json_object_fallback
 
         try:
@@ -388,7 +388,10 @@ class _Encoder:
                 f"the response format `{schema_name(fmt.name)}`", error
             ) from error
         self.schema_instruction = json_object_note(rewrite.schema)
-        return "; the schema was written into the instructions, where nothing enforces it"
+        self.degradations.approximate(
+            RequestField.RESPONSE_FORMAT,
+            "the schema was written into the instructions, where nothing enforces it",
+        )
 
     def grammar(self) -> str | None:
         """The options of a `choice` as a GBNF grammar, for an endpoint that takes one."""
