@@ -3475,6 +3475,29 @@ def test_a_failover_whose_backups_key_is_refused_runs_on_when_the_first_is_busy_
     assert run.summary.stopped is None and busy_once.call_count == 5
 
 
+@pytest.mark.parametrize(
+    "backup",
+    [allama.NotFoundError("no such model").with_status(404), allama.NetworkError("refused")],
+)
+def test_a_failover_whose_backup_is_missing_or_unreachable_runs_on_when_the_first_may_serve(
+    backup: allama.Error,
+) -> None:
+    # The first was busy a moment: its error is the input's, not every input's.
+    busy_once = allama.mock.MockProvider(
+        [allama.OverloadedError("busy"), *['{"n": 1}'] * 4], name="openai"
+    )
+    run = allama.batch(
+        FailoverProvider([busy_once, _always(backup, "deepseek")]),
+        Row,
+        docs(3),
+        request=TEMPLATE,
+        concurrency=1,
+        max_attempts=1,
+    )
+    assert [outcome(r) for r in run][1:] == ["ok"] * 2
+    assert run.summary.stopped is None
+
+
 def test_a_failover_whose_first_provider_answered_an_error_is_no_outage() -> None:
     answered = allama.mock.MockProvider([allama.ServerError("bad gateway")] * 3, name="a")
     busy = allama.mock.MockProvider([allama.OverloadedError("busy")] * 3, name="b")

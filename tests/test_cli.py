@@ -115,6 +115,16 @@ def test_a_type_no_extraction_takes_is_said_in_one_line(
     assert main(["plan", f"{module}:Later", "--provider", "openai"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("allama plan: cannot extract `Later`: pydantic cannot validate it")
+    # An enum pydantic cannot write the schema of (its value serializes to nothing).
+    enums = tmp_path / "enums_here.py"
+    enums.write_text(
+        "import enum\nfrom pydantic import BaseModel\n"
+        "class E(enum.Enum):\n    A = object()\n"
+        "class ObjEnum(BaseModel):\n    e: E\n"
+    )
+    assert main(["plan", f"{enums}:ObjEnum", "--provider", "openai"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("allama plan: ") and "Traceback" not in err
 
 
 # Behaving as a Unix tool

@@ -279,15 +279,19 @@ def test_blocks_that_cannot_be_joined_into_a_batch_are_refused_before_the_job(
     # Ray joins blocks into batches before the step sees them: a text in one block and an
     # int in another would fail the job at that batch, after earlier ones were paid for.
     items: list[dict[str, Any]] = [{"text": document(1)}] * 20 + [{"text": 5}] * 20
+    options: dict[str, Any] = {
+        "provider": "openai",
+        "provider_options": {"api_key": "sk-test", "base_url": base_url},
+        "text_column": "text",
+        "model": "gpt-4o-mini",
+    }
     with pytest.raises(ValueError, match="pass batch_size=1 to check each row alone"):
-        allama.ray.extract_dataset(
-            ray.data.from_items(items),
-            Invoice,
-            provider="openai",
-            provider_options={"api_key": "sk-test", "base_url": base_url},
-            text_column="text",
-            model="gpt-4o-mini",
-        )
+        allama.ray.extract_dataset(ray.data.from_items(items), Invoice, **options)
+    # Whole blocks are never joined: taken.
+    whole = allama.ray.extract_dataset(
+        ray.data.from_items(items), Invoice, batch_size=None, **options
+    )
+    assert whole is not None
 
 
 # Without a Ray instance: the callable itself, on a pyarrow table, with a scripted provider.
@@ -585,15 +589,26 @@ def test_after_a_refusal_rows_sent_before_end_with_their_error_and_the_rest_are_
     assert len(mock.requests) == 2
 
 
-def test_a_failover_whose_backup_refused_the_key_goes_on_while_its_primary_may_serve() -> None:
-    # The primary overloaded a moment, the backup's key refused: the primary serves later
-    # rows, as in a batch run, rather than the actor stopping for a key only one refused.
+@pytest.mark.parametrize(
+    ("backup", "said"),
+    [
+        (allama.AuthenticationError("bad key").with_status(401), "authentication: status=401"),
+        (allama.NotFoundError("no such model").with_status(404), "not_found: status=404"),
+        (allama.NetworkError("refused"), "network: "),
+    ],
+)
+def test_a_failover_whose_backup_failed_for_every_row_goes_on_while_its_primary_may_serve(
+    backup: allama.Error, said: str
+) -> None:
+    # The primary overloaded a moment, the backup refused the key, or has no such model,
+    # or cannot be reached: the primary serves later rows, as in a batch run, rather than
+    # the actor stopping for what only one provider met.
     from allama.wrappers import FailoverProvider
 
     primary = MockProvider(
         [allama.OverloadedError("busy").with_status(529), '{"number": "A-1", "total": 2}']
     )
-    backup = MockProvider([allama.AuthenticationError("bad key").with_status(401)])
+    backup = MockProvider([backup])
     extract = allama.ray.ExtractBatch(
         Invoice,
         provider=lambda: FailoverProvider([primary, backup]),
@@ -603,7 +618,7 @@ def test_a_failover_whose_backup_refused_the_key_goes_on_while_its_primary_may_s
         max_attempts=1,
     )
     first, second = _run_batches(extract, pa.table({"text": ["a"]}), pa.table({"text": ["b"]}))
-    assert first["error"].startswith("authentication: status=401")
+    assert first["error"].startswith(said)
     assert second["error"] is None
     assert json.loads(second["value"]) == {"number": "A-1", "total": 2.0}
 

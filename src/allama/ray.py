@@ -715,14 +715,14 @@ def extract_dataset(
     except Exception as unmerged:  # blocks whose types differ (an `id` int in one, text in another)
         import pyarrow
 
-        if isinstance(unmerged, pyarrow.ArrowException) and batch_size != 1:
+        if isinstance(unmerged, pyarrow.ArrowException) and batch_size not in (1, None):
             # Ray joins blocks into batches before the step sees them: one of another type
             # would fail the job at that batch, after others were paid for.
             raise ValueError(
                 "the dataset's blocks hold a column in types that cannot be joined into one "
                 f"batch ({type(unmerged).__name__}: {unmerged}); pass batch_size=1 to check "
                 "each row alone (a row whose text is not text gets its `invalid_row` error), "
-                "or cast the column first"
+                "batch_size=None for whole blocks, or cast the column first"
             ) from None
         known = None  # do not merge: each batch is checked as it comes, as Ray reads them
     names = [] if known is None else list(known.names)

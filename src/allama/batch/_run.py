@@ -2749,14 +2749,24 @@ def _stops(
     tries while it answered no other call (`unanswered`: a connection that breaks on one
     input while others are answered is that input's), or, when every input goes to the
     same endpoint and model (`one_request`: a template), an endpoint or model that does not
-    exist (a wrong base URL); `None` for an error that is the input's own."""
-    if isinstance(error, ACCOUNT_REFUSALS) and all(
-        isinstance(link, ACCOUNT_REFUSALS) for link in errors_in_chain(error)
-    ):  # (a failover's: every provider of it refused; one that may pass does not stop it)
+    exist (a wrong base URL); `None` for an error that is the input's own. A failover's
+    error stops it only where every provider of it met one of those: one that may serve
+    (it was overloaded a moment) does not."""
+
+    def every_input(link: Error) -> bool:
+        return (
+            isinstance(link, ACCOUNT_REFUSALS)
+            or (unanswered and isinstance(link, NetworkError))
+            or (one_request and isinstance(link, NotFoundError))
+        )
+
+    if not all(every_input(link) for link in errors_in_chain(error)):
+        return None
+    if isinstance(error, ACCOUNT_REFUSALS):
         return f"the provider refused the run's key or account: {_failure(error).message}"
-    if isinstance(error, NetworkError) and unanswered:
+    if isinstance(error, NetworkError):
         return f"the provider could not be reached in {_tries(tried)}: {_failure(error).message}"
-    if one_request and isinstance(error, NotFoundError):
+    if isinstance(error, NotFoundError):
         return (
             "the provider has no such endpoint or model (check the base URL and the model): "
             f"{_failure(error).message}"

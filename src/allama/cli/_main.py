@@ -193,7 +193,7 @@ def _plan(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         type_schema(tp)  # a type no extraction takes is said once, as `batch run` says it
-    except (TypeError, SchemaError) as error:
+    except (TypeError, ValueError, SchemaError) as error:  # (pydantic's serializing too)
         print(f"allama plan: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
