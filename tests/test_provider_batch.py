@@ -2922,6 +2922,25 @@ def test_a_lost_answer_whose_job_cannot_be_told_apart_stops_the_run_keeping_its_
     assert len(server.jobs) == 2  # the run's and the other's: none sent again
 
 
+def test_a_cancel_of_a_cut_off_job_that_cannot_be_told_apart_says_it_was_not_cancelled(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    # Neither found nor ruled out: not said to be cancelled, which would leave it running
+    # (and paid for) while the user is told otherwise.
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "ambiguous.sqlite"
+    _cut_off(provider, model, _docs(3), ledger)
+    _anthropic_batch_of_another(server, server.jobs[0].bodies, "other")
+    refused: list[str] = []
+    unmade: list[str] = []
+    asked = asyncio.run(cancel_jobs(str(ledger), provider, refused=refused, unmade=unmade))
+    (job,) = Ledger(ledger, read_only=True).jobs()
+    assert (asked, unmade) == ([], [])
+    (line,) = refused
+    assert line.startswith(f"{job.tag}: its job cannot be told apart (")
+    assert not any(made.cancel_requested for made in server.jobs)
+
+
 def test_a_cut_off_anthropic_submission_is_told_from_an_ended_batch_of_another(
     server: ProviderBatchServer, tmp_path: Path
 ) -> None:

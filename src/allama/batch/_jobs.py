@@ -1491,7 +1491,13 @@ async def cancel_jobs(
                             unmade.append(row.tag)
                         continue
                 await jobs.run(jobs.dialect.cancel(target, job_id), row.model, sync=True)
-            except (Error, JobAmbiguity) as error:
+            except JobAmbiguity as error:
+                # Made or not, it cannot be found to be cancelled: said so, not as unmade.
+                if refused is None:
+                    raise
+                refused.append(f"{row.tag}: its job cannot be told apart ({error})")
+                continue
+            except Error as error:
                 if job_id is None and unmade is not None:
                     # Not found for the look's failure, its cancel recorded all the same: no
                     # run makes it, and one that finds it made cancels it.
@@ -1500,10 +1506,7 @@ async def cancel_jobs(
                 if refused is None:
                     raise
                 # The provider's words may quote the requests: withheld, as a failure's are.
-                said = (
-                    _failure(error).message if isinstance(error, Error) else f"ambiguous: {error}"
-                )
-                refused.append(f"{row.job_id or row.tag}: {said}")
+                refused.append(f"{row.job_id or row.tag}: {_failure(error).message}")
                 continue
             asked.append(job_id)
     finally:
