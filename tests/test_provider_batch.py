@@ -2816,6 +2816,63 @@ def test_results_the_provider_answers_404_for_are_not_bought_again(
     assert len(server.jobs) == 2
 
 
+def test_rows_of_a_results_file_gone_fail_and_those_of_the_file_read_are_kept(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The output file reads, the error file answers 404 for good: the answers in hand are
+    # taken in; the rows that file held fail as lost, paid at a cost nothing says.
+    import _provider_batch_server
+
+    read = _provider_batch_server._Handler.openai_file_content
+
+    def error_file_gone(handler: Any, data: Any, file_id: str) -> Any:
+        if any(job.error_file_id == file_id for job in server.jobs):
+            raise handler._fail(404, "No such File object.")
+        return read(handler, data, file_id)
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_file_content", error_file_gone)
+    provider, model = _provider(server, "openai-chat")
+    run = _batch_run(provider, model, _docs(15), tmp_path / "half.sqlite")
+    results = sorted(run, key=lambda r: r.index)
+    failed = {r.index: r.failure.kind for r in results if r.failure}
+    assert failed == {7: "extraction_parse", 13: "job_lost"}
+    assert [r.value for r in results if r.index not in failed] == [
+        Doc(n=n) for n in range(15) if n not in failed
+    ]
+    assert len(server.jobs) == 1  # nothing bought again
+    assert run.summary.cost_unknown == 1
+
+
+def test_results_gone_for_good_stop_a_run_under_a_budget(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its rows ran and were paid: a cost unknown, which a budget cannot be kept with.
+    import _provider_batch_server
+
+    def gone(handler: Any, data: Any, *groups: Any) -> Any:
+        raise handler._fail(404, "Not found.")
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_file_content", gone)
+    provider, model = _provider(server, "openai-chat")
+    # Room for one job of three at a time (each request guessed at its cost here, $0.00000225
+    # at batch prices): the second waits for the first's cost.
+    from decimal import Decimal
+
+    from allama.batch._jobs import JobRunner
+
+    monkeypatch.setattr(JobRunner, "_guessed_cost", lambda self, item: Decimal("0.00000225"))
+    budget = "0.000008"
+    run = _batch_run(
+        provider, model, _docs(6), tmp_path / "budget.sqlite", job_size=3, max_cost=budget
+    )
+    results = list(run)
+    assert len(server.jobs) == 1
+    assert run.summary.cost_unknown == 3
+    assert run.summary.stopped is not None and "is unknown" in run.summary.stopped
+    kinds = sorted(r.failure.kind for r in results if r.failure)
+    assert kinds == ["job_missing"] * 3 + ["not_started"] * 3
+
+
 def test_a_large_gemini_job_goes_in_an_uploaded_file(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

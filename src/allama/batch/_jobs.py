@@ -177,6 +177,15 @@ class _Job:
     the job's rows are collected and their own costs are."""
 
 
+_UNANSWERED = frozenset(
+    {RowKind.EXPIRED, RowKind.CANCELED, RowKind.MISSING, RowKind.JOB_FAILED, RowKind.LOST}
+)
+"""Rows of an ended job with no answer to take in."""
+
+LOST_JOB = "not_found"
+"""The state of a job the provider answers 404 for (its rows may run elsewhere): none of
+them is counted as paid here."""
+
 FOLLOW_UP_NOT_SENT = "follow_up_not_sent"
 _FOLLOW_UP_NOT_SENT = (
     "the run stopped before the pass its extraction asked for next was sent: the next run "
@@ -875,7 +884,7 @@ class JobRunner(_Runner):
             # its rows fail, and only `retry_failed` sends them again.
             state = JobState(
                 job.job_id,
-                "not_found",
+                LOST_JOB,
                 ended=True,
                 outcome="lost",
                 error=(
@@ -994,13 +1003,19 @@ class JobRunner(_Runner):
                 )
             await self._set_aside_item(item, unanswered)
             return
-        if row.kind in (RowKind.EXPIRED, RowKind.CANCELED, RowKind.MISSING, RowKind.JOB_FAILED):
+        if row.kind in _UNANSWERED:
             unanswered = RowUnanswered(row)
+            if row.kind == RowKind.LOST or (state.outcome == "lost" and state.status != LOST_JOB):
+                # It ran, its result gone: paid, at a cost nothing says (a budget stops on it).
+                item.paid.append(
+                    {"provider": self.jobs.provider.name, "model": job.model, "usage": {}}
+                )
             if (
                 # Cancelled by someone (`allama batch cancel`, or at the provider's console):
                 # not sent again, as that would spend what the cancel meant to save.
                 row.kind == RowKind.CANCELED
                 or row.kind == RowKind.JOB_FAILED
+                or row.kind == RowKind.LOST
                 or state.outcome == "lost"  # a job the provider does not know: it may run
                 or state.outcome == "failed"
                 or not await self._again(item, unanswered)

@@ -22,6 +22,7 @@ from allama.adapters._jobs import (
     JobDialect,
     JobState,
     JobTarget,
+    MayBeGone,
     Row,
     RowKind,
     Steps,
@@ -128,7 +129,9 @@ class ProviderJobs:
                 except Error as error:
                     self.provider._scrub(error.with_provider(self.provider.name).with_model(model))
                     raise
-                if response.status >= 400:
+                if response.status >= 400 and not (
+                    response.status == 404 and isinstance(http, MayBeGone)
+                ):
                     raise self._error(response, model)
                 try:
                     http = steps.send(response)

@@ -19,6 +19,8 @@ from typing import Any, Protocol
 from allama.adapters._http import HttpRequest, HttpResponse, origin, provider_now, wire_json
 
 __all__ = [
+    "MayBeGone",
+    "get_may_be_gone",
     "CREATE_ASKED",
     "Entry",
     "JobAmbiguity",
@@ -77,6 +79,9 @@ class RowKind:
     """The job was cancelled before the row was run."""
     MISSING = "missing"
     """The job ended without a word about the row."""
+    LOST = "lost"
+    """The row's result is in a file the provider answers 404 for (another file of the job
+    was read): it may have run, and been paid for; sent again only when asked."""
     JOB_FAILED = "failed"
     """The whole job was refused (its input, a limit): `note` says why."""
 
@@ -282,6 +287,17 @@ def get(target: JobTarget, url: str, params: Mapping[str, str] | None = None) ->
     headers, own = headers_for(target, url)
     headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
     return HttpRequest("GET", url, headers, {}, {**own, **(params or {})}, raw=b"")
+
+
+@dataclass(frozen=True, slots=True)
+class MayBeGone(HttpRequest):
+    """A GET whose 404 is given to the dialect rather than raised: one results file of
+    several, the others' rows still read."""
+
+
+def get_may_be_gone(target: JobTarget, url: str) -> MayBeGone:
+    made = get(target, url)
+    return MayBeGone(made.method, made.url, made.headers, made.body, made.params, raw=made.raw)
 
 
 def post(target: JobTarget, url: str, body: dict[str, Any]) -> HttpRequest:

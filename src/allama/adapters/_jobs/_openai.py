@@ -25,6 +25,7 @@ from allama.adapters._jobs import (
     Steps,
     clock_ahead,
     get,
+    get_may_be_gone,
     job_line,
     json_lines,
     json_of,
@@ -34,6 +35,7 @@ from allama.adapters._jobs import (
     too_many_jobs,
     unread,
 )
+from allama.errors import NotFoundError
 
 _ENDED = {
     "completed": "completed",
@@ -155,8 +157,14 @@ class OpenAIJobs:
     ) -> Steps:
         rows: dict[str, Row] = {}
         lines: list[dict[str, Any] | None] = []
-        for file_id in state.results or ():
-            response = yield get(target, f"{target.base_url}/files/{file_id}/content")
+        files = list(state.results or ())
+        gone: list[str] = []
+        for file_id in files:
+            url = f"{target.base_url}/files/{file_id}/content"
+            response = yield get_may_be_gone(target, url)
+            if response.status == 404:
+                gone.append(file_id)
+                continue
             read = json_lines(response.content)
             lines += read
             for line in read:
@@ -171,11 +179,22 @@ class OpenAIJobs:
         )
         # A row neither file holds, of a job cancelled or expired, was not run for that
         # reason (the files may leave out those in flight when it ended).
+        if gone and len(gone) == len(files):
+            # None left to read: a 404 on the job's results, read again as the runner reads
+            # one (it may be the provider's own delay).
+            raise NotFoundError(f"the results of job {state.id} answer 404")
         kind = {
             "failed": RowKind.JOB_FAILED,
             "cancelled": RowKind.CANCELED,
             "expired": RowKind.EXPIRED,
         }.get(state.outcome or "", RowKind.MISSING)
+        if gone:
+            kind = RowKind.LOST
+            note = (
+                f"the job ended {state.outcome}, and its file {', '.join(gone)} answers 404: "
+                "the row may have run and been paid for; retry_failed (--retry-failed) sends "
+                "it again"
+            )
         words = state.error_words if kind == RowKind.JOB_FAILED else None
         return {key: rows.get(key) or Row(key, kind, note=note, words=words) for key in keys}
 
