@@ -171,27 +171,47 @@ class LocalEngine:
         params.verbosity = -1
         if self.chat_template is not None:
             params.chat_template = self.chat_template
-        try:
-            server = xllamacpp.Server(params)
-        except Exception as error:
-            raise EngineStartError(f"llama.cpp could not load {path}: {error}") from error
-        address = ""
-        try:
-            address = str(server.listening_address).rstrip("/")
-            self.properties = self._wait_healthy(address)
-        except BaseException as error:
-            if not isinstance(error, EngineStartError) and address:
-                # Interrupted (Ctrl-C) while the model loads: the server's end waits for its
-                # loading thread, which only a loaded server lets go of, and a signal cannot
-                # break that wait. The model is let finish loading first.
-                _settle(address, time.monotonic() + self.start_timeout)
-            del server
-            raise
+        # Made, and waited for, in a thread of its own: an interrupt (Ctrl-C, SIGTERM) lands
+        # on this one, which waits on. A server dropped while its model loads waits for its
+        # loading thread in its end, for good, and no signal breaks that wait.
+        made: dict[str, Any] = {}
+        worker = threading.Thread(
+            target=self._make, args=(xllamacpp, params, path, made), name="allama-llama.cpp"
+        )
+        worker.start()
+        interrupted: BaseException | None = None
+        while worker.is_alive():
+            try:
+                worker.join()
+            except BaseException as error:  # waited through: the first is raised after
+                interrupted = interrupted or error
+        server, address = made.get("server"), made.get("address", "")
+        failed = interrupted or made.get("error")
+        if failed is not None:
+            del server, made
+            raise failed
         self._server = server
         self._address = address
         self.model_path = path
         self.startup_seconds = time.perf_counter() - began
         _RUNNING.add(self)
+
+    def _make(self, xllamacpp: Any, params: Any, path: Path, made: dict[str, Any]) -> None:
+        """The server and its properties into `made`, or the error that stopped them."""
+        try:
+            server = xllamacpp.Server(params)
+        except Exception as error:
+            made["error"] = EngineStartError(f"llama.cpp could not load {path}: {error}")
+            made["error"].__cause__ = error
+            return
+        made["server"] = server
+        address = made["address"] = str(server.listening_address).rstrip("/")
+        try:
+            self.properties = self._wait_healthy(address)
+        except BaseException as error:
+            made["error"] = error
+            if not isinstance(error, EngineStartError):
+                _settle(address, time.monotonic() + self.start_timeout)
 
     def _wait_healthy(self, address: str) -> dict[str, Any]:
         deadline = time.monotonic() + self.start_timeout
