@@ -200,13 +200,20 @@ def test_values_are_written_as_validation_reads_them_or_refused() -> None:
         shown: int
         note: str = Field(default="", exclude=True)
 
+    causes = {
+        "European": "reading it back fails: at `day`: Input should be a valid date or "
+        "datetime, invalid character in year",
+        "Hidden": "it reads back as another value (a field excluded from the JSON, or a "
+        "serializer of its own format)",
+    }
     for value in (European(day=date(2026, 1, 2)), Hidden(shown=1, note="kept")):
         with pytest.raises(TypeError) as refused:
             Structured(value)
+        name = type(value).__name__
         assert str(refused.value) == (
-            f"Structured: a {type(value).__name__} written as JSON does not read back as "
-            "itself (a serializer of its own format, a field excluded from the JSON): script "
-            "the model's JSON text instead, with `MockProvider.with_text`"
+            f"Structured: a {name} written as JSON does not read back as itself: "
+            f"{causes[name]}; script the model's JSON text instead, with "
+            "`MockProvider.with_text`"
         )
 
 

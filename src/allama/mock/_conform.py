@@ -4,10 +4,16 @@ jsonschema is a dev dependency only, and the generator needs a yes/no answer man
 value (for `anyOf` branches, `not`, `if`, `contains`), so this module answers it: drafts 4 to
 2020-12, local `$ref`s with `$id` and anchors, `unevaluated*`. Formats are annotations here,
 as they are in jsonschema by default.
+
+A `pattern` is read by Python's `re`, as jsonschema reads it, except where `re` cannot
+read it as meant (a syntax error, Rust's set syntax): such a pattern is not held against a
+value. Where a pattern nests repeats, Rust's `regex` (pydantic's engine, linear in time)
+matches it instead, so that no value takes exponential time to check.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import re
@@ -16,7 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 from urllib.parse import unquote, urldefrag, urljoin
 
+from pydantic_core import SchemaError as SchemaError_
+from pydantic_core import SchemaValidator, core_schema
+
 __all__ = ["SchemaContext", "SchemaError", "canonical", "json_equal", "pointer_join"]
+
+_parser: Any = importlib.import_module("re._parser")
 
 
 class SchemaError(ValueError):
@@ -140,22 +151,123 @@ def is_multiple(value: float, step: float) -> bool:
 
 
 _REGEX_CACHE: dict[str, re.Pattern[str] | None] = {}
+_RUST_CACHE: dict[str, SchemaValidator | None] = {}
+_NESTED_CACHE: dict[str, bool] = {}
+_SLOW_TEXT = 16
+"""The longest text a pattern with nested repeats is matched against by Python's `re`
+alone: its backtracking takes time exponential in the length (`^(a+)+$`)."""
 
 
 def compiled(pattern: str) -> re.Pattern[str] | None:
-    """The pattern compiled by Python's `re`, or `None` when it cannot be."""
+    """The pattern compiled by Python's `re`, or `None` when `re` cannot read it as meant:
+    a syntax error, or a class holding Rust's set syntax (`[[:upper:]]`, `[a-z&&[^x]]`,
+    which `re` reads as other characters and pydantic's engine as sets)."""
     if pattern not in _REGEX_CACHE:
-        try:
-            _REGEX_CACHE[pattern] = re.compile(pattern)
-        except (re.error, OverflowError, RecursionError):
-            _REGEX_CACHE[pattern] = None
+        regex: re.Pattern[str] | None = None
+        if not rust_set_syntax(pattern):
+            try:
+                regex = re.compile(pattern)
+            except (re.error, OverflowError, RecursionError):
+                regex = None
+        _REGEX_CACHE[pattern] = regex
     return _REGEX_CACHE[pattern]
 
 
+def rust_set_syntax(pattern: str) -> bool:
+    """Whether a class holds a nested class or `&&`, `--`, `~~` (the syntax Rust's
+    `regex` reads as set operations and Python's `re` as plain characters)."""
+    index, depth = 0, 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            index += 2
+            continue
+        if depth == 0:
+            if char == "[":
+                depth = 1
+                index += 1
+                if pattern.startswith("^", index):
+                    index += 1
+                if pattern.startswith("]", index):
+                    index += 1  # a leading `]` is a literal in both engines
+                continue
+        elif char == "[" or pattern[index : index + 2] in ("&&", "--", "~~"):
+            return True
+        elif char == "]":
+            depth = 0
+        index += 1
+    return False
+
+
+def rust_matches(pattern: str, text: str) -> bool | None:
+    """Whether pydantic's default engine (Rust's `regex`) finds the pattern in `text`;
+    `None` when it cannot compile the pattern (lookarounds and backreferences: pydantic
+    then needs `regex_engine="python-re"`, and `re` is the engine)."""
+    if pattern not in _RUST_CACHE:
+        try:
+            _RUST_CACHE[pattern] = SchemaValidator(core_schema.str_schema(pattern=pattern))
+        except (SchemaError_, RecursionError, OverflowError):
+            _RUST_CACHE[pattern] = None
+    validator = _RUST_CACHE[pattern]
+    return None if validator is None else validator.isinstance_python(text)
+
+
+def _nested_repeats(pattern: str) -> bool:
+    """Whether a repeat holds another repeat (`(a+)+`), which `re` backtracks through in
+    exponential time on a text that almost matches."""
+    if pattern not in _NESTED_CACHE:
+        try:
+            parsed = _parser.parse(pattern)
+            _NESTED_CACHE[pattern] = _repeat_in_repeat(parsed, inside=False)
+        except (re.error, OverflowError, RecursionError):
+            _NESTED_CACHE[pattern] = False
+    return _NESTED_CACHE[pattern]
+
+
+def _repeat_in_repeat(items: Any, *, inside: bool) -> bool:
+    for op, arg in items:
+        name = str(getattr(op, "name", op))
+        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            many = arg[1] > 1
+            if many and inside:
+                return True
+            if _repeat_in_repeat(arg[2], inside=inside or many):
+                return True
+        elif name == "BRANCH":
+            if any(_repeat_in_repeat(branch, inside=inside) for branch in arg[1]):
+                return True
+        elif name == "SUBPATTERN":
+            if _repeat_in_repeat(arg[-1], inside=inside):
+                return True
+        elif name == "ATOMIC_GROUP":
+            if _repeat_in_repeat(arg, inside=inside):
+                return True
+        elif name in ("ASSERT", "ASSERT_NOT"):
+            if _repeat_in_repeat(arg[1], inside=inside):
+                return True
+        elif name == "GROUPREF_EXISTS" and any(
+            _repeat_in_repeat(part or [], inside=inside) for part in arg[1:]
+        ):
+            return True
+    return False
+
+
 def pattern_matches(pattern: str, text: str) -> bool:
-    """Whether `text` contains a match; a pattern `re` cannot read is not held against it."""
+    """Whether `text` contains a match; a pattern `re` cannot read is not held against it.
+
+    A pattern with nested repeats is matched by Rust's `regex` (linear time) where it
+    compiles, and otherwise by `re` on short texts only (a longer one is not held against
+    it), so that no schema makes a check take exponential time."""
     regex = compiled(pattern)
-    return True if regex is None else regex.search(text) is not None
+    if regex is None:
+        return True
+    if _nested_repeats(pattern):
+        rust = rust_matches(pattern, text)
+        if rust is not None:
+            return rust
+        if len(text) > _SLOW_TEXT:
+            return True
+    return regex.search(text) is not None
 
 
 @dataclass

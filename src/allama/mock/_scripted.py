@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import reprlib
 import threading
+import typing
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import Any, Self
@@ -104,10 +106,27 @@ class _Recorder:
 
 MockItem = ChatResponse | Error | str | Structured
 
+_EVENTS: tuple[type, ...] = typing.get_args(typing.get_args(StreamEvent)[0])
+"""The event classes a scripted stream may hold."""
+
+
+def _named(item: object) -> str:
+    """A script item as an error names it: its type and a short repr."""
+    return f"{type(item).__name__} {reprlib.repr(item)}"
+
+
+def _not_allama(item: object) -> str:
+    """Advice for a script holding an exception none of allama's (a provider raises only
+    allama's: `RequestTimeoutError` for a timeout)."""
+    if isinstance(item, BaseException):
+        return " (a provider raises allama's errors only: script one of `allama.errors`)"
+    return ""
+
 
 class MockProvider(_Recorder):
     """Answers each call with the next item of its script: a response, text, an error, or
-    a `Structured` value (answered in the form the request asks for).
+    a `Structured` value (answered in the form the request asks for). An item of another
+    kind (an exception none of allama's, say) raises `MockScriptError` naming it.
 
     >>> provider = MockProvider(["Hello", ChatResponseBuilder().text("again").build()])
     >>> provider.chat(ChatRequest("m").user("hi")).text()
@@ -158,6 +177,13 @@ class MockProvider(_Recorder):
                     f"{self.name}: call {len(self._requests)} has no scripted answer"
                 )
             item = self._script.popleft()
+            number = len(self._requests)
+        if not isinstance(item, ChatResponse | Error | str | Structured):
+            raise MockScriptError(
+                f"{self.name}: the answer to call {number} is a {_named(item)}, which no "
+                f"script answers with: a ChatResponse, text, an allama Error or a Structured "
+                f"value{_not_allama(item)}"
+            )
         if isinstance(item, Error):
             if item.provider is None:
                 item.with_provider(self.name)
@@ -223,12 +249,40 @@ async def _aiter(events: Iterable[StreamEvent]) -> AsyncIterator[StreamEvent]:
         yield event
 
 
+def _check_stream(name: str, number: int, item: object) -> None:
+    """Refuse a scripted stream that is none of the three kinds, or that holds an item
+    that is neither an event nor an allama error, naming it (rather than failing inside
+    the stream as it is read)."""
+    if isinstance(item, SetupError):
+        if not isinstance(item.error, Error):
+            raise MockScriptError(
+                f"{name}: the setup error of stream {number} is a {_named(item.error)}, not "
+                f"an allama Error{_not_allama(item.error)}"
+            )
+        return
+    if isinstance(item, Structured):
+        return
+    if not isinstance(item, Sequence) or isinstance(item, str | bytes):
+        raise MockScriptError(
+            f"{name}: stream {number} is a {_named(item)}, which no script streams: a list "
+            "of events and errors, a SetupError or a Structured value"
+        )
+    for index, part in enumerate(item):
+        if not isinstance(part, (*_EVENTS, Error)):
+            raise MockScriptError(
+                f"{name}: item {index} of stream {number} is a {_named(part)}, neither a "
+                f"stream event nor an allama Error{_not_allama(part)}"
+            )
+
+
 class MockStreamingProvider(_Recorder):
     """Answers each call with the next scripted stream: events, errors inside, setup errors.
 
     A stream is a list of events and errors (an error ends it where it stands), a
     `SetupError` raised by `chat_stream` itself, or a `Structured` value streamed in the form
-    the request asks for. `chat` collects the next stream.
+    the request asks for. `chat` collects the next stream. A stream of another kind, or one
+    holding an item that is neither an event nor an allama error, raises `MockScriptError`
+    naming it when its call comes.
     """
 
     def __init__(self, streams: Iterable[StreamScript] = (), *, name: str = "mock") -> None:
@@ -280,6 +334,8 @@ class MockStreamingProvider(_Recorder):
                     f"{self.name}: call {len(self._requests)} has no scripted stream"
                 )
             item = self._streams.popleft()
+            number = len(self._requests)
+        _check_stream(self.name, number, item)
         if isinstance(item, SetupError):
             if item.error.provider is None:
                 item.error.with_provider(self.name)

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
+from enum import Enum
 from typing import Any
 
 import pydantic_core
-from pydantic import BaseModel, TypeAdapter
+from pydantic import AliasChoices, AliasPath, BaseModel, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
 
+from allama.extract._choices import _BOOL_LABELS, _literal_label
 from allama.extract._root import ROOT_OPTION
 from allama.mock._builder import ChatResponseBuilder
+from allama.mock._conform import json_equal
 from allama.types import ChatRequest, ChatResponse, Usage
 
 __all__ = ["MockScriptError", "Structured"]
@@ -35,6 +40,10 @@ class Structured:
     wrapped a non-object type in a one-property object, and the answer is wrapped the same
     way: `{"value": ...}`.
 
+    A decision's answer is written as the option it stands for: `True` as `Yes` (or
+    `true`, whichever the options hold), an enum member as its label, as plain text for a
+    choice format and as a JSON string where the schema is the options' `enum`.
+
     The value is anything pydantic can write as JSON (a model instance, a dataclass, a
     dict, a list, a scalar), written as the model would write it for the type's schema:
     by the names validation reads, `Json` fields as text. A model or dataclass whose JSON
@@ -52,7 +61,7 @@ class Structured:
     Person(name='Ada')
     """
 
-    __slots__ = ("json_text", "usage")
+    __slots__ = ("json_text", "labels", "usage")
 
     def __init__(self, value: Any, *, usage: Usage | None = None) -> None:
         try:
@@ -64,21 +73,34 @@ class Structured:
         if usage is not None and not isinstance(usage, Usage):
             raise TypeError(f"Structured: `usage` must be a Usage, not {type(usage).__name__}")
         self.json_text = written.decode()
+        self.labels = _labels(value)
+        """How a decision's options may write the value (`Yes` and `true` for `True`)."""
         self.usage = usage
 
     def response_for(self, request: ChatRequest, *, call_id: str = "call_mock_1") -> ChatResponse:
-        """The answer to `request`: a forced tool call, or JSON text."""
+        """The answer to `request`: a forced tool call, JSON text, or a choice's option."""
+        builder = ChatResponseBuilder()
+        tool = _forced_tool(request)
+        response_format = request.response_format
+        if tool is None and response_format is not None and response_format.options is not None:
+            builder.text(self._option(response_format.options))
+            if self.usage is not None:
+                builder.usage_value(self.usage)
+            return builder.build()
         payload = self.json_text
         key = request.option_json(ROOT_OPTION)
+        schema = _answered_schema(request, tool)
         if key is not None:
             if not isinstance(key, str) or not key:
                 raise MockScriptError(
                     f"the request option `{ROOT_OPTION}` must be the key the value is wrapped "
                     f"in (a non-empty string), not {type(key).__name__}"
                 )
-            payload = f"{{{json.dumps(key)}:{payload}}}"
-        builder = ChatResponseBuilder()
-        tool = _forced_tool(request)
+            properties = schema.get("properties") if isinstance(schema, dict) else None
+            schema = properties.get(key) if isinstance(properties, dict) else None
+            payload = f"{{{json.dumps(key)}:{self._in_enum(payload, schema)}}}"
+        else:
+            payload = self._in_enum(payload, schema)
         if tool is None:
             builder.text(payload)
         else:
@@ -87,8 +109,52 @@ class Structured:
             builder.usage_value(self.usage)
         return builder.build()
 
+    def _option(self, options: Sequence[str]) -> str:
+        """The option of a choice format the value stands for (else its first label, or
+        its JSON: an answer outside the options, as a model may give)."""
+        for label in self.labels:
+            if label in options:
+                return label
+        return self.labels[0] if self.labels else self.json_text
+
+    def _in_enum(self, payload: str, schema: Any) -> str:
+        """The value as the label its schema's `enum` lists, where the enum holds the
+        label and not the value (a decision's `Literal["Yes", "No"]` for `False`)."""
+        enum = schema.get("enum") if isinstance(schema, dict) else None
+        if not self.labels or not isinstance(enum, list):
+            return payload
+        written = json.loads(payload)
+        if any(json_equal(written, option) for option in enum):
+            return payload
+        for label in self.labels:
+            if label in enum:
+                return json.dumps(label, ensure_ascii=False)
+        return payload
+
     def __repr__(self) -> str:
         return f"Structured(json=<withheld {len(self.json_text)} chars>)"
+
+
+def _labels(value: Any) -> tuple[str, ...]:
+    """The labels a decision writes for `value`: `Yes`/`No` (`bool`) or `true`/`false`
+    (`Literal[True, False]`) for a bool, a member's label, a literal as written."""
+    if isinstance(value, bool):
+        return (dict(_BOOL_LABELS)[value], _literal_label(value))
+    if isinstance(value, Enum | str | int):
+        return (_literal_label(value),)
+    return ()
+
+
+def _answered_schema(request: ChatRequest, tool: str | None) -> Any:
+    """The schema the answer is held to: the forced tool's parameters, or the response
+    format's."""
+    if tool is not None:
+        for definition in request.tools:
+            if definition.name == tool:
+                return definition.parameters
+        return None
+    response_format = request.response_format
+    return None if response_format is None else response_format.json_schema
 
 
 def _forced_tool(request: ChatRequest) -> str | None:
@@ -108,21 +174,144 @@ def _forced_tool(request: ChatRequest) -> str | None:
 
 def _written(value: Any) -> bytes:
     """`value` as the model would write it for its type's schema: by the names validation
-    reads (aliases, or field names where a `serialization_alias` differs), `Json` fields
-    as text. A model or dataclass whose JSON does not read back as itself (a serializer
-    of its own format, a field excluded from its JSON) is refused: no answer gives it."""
-    first = pydantic_core.to_json(value, by_alias=True, round_trip=True)
-    if not (isinstance(value, BaseModel) or dataclasses.is_dataclass(value)):
-        return first
-    adapter: TypeAdapter[Any] = TypeAdapter(type(value))
-    for written in (first, pydantic_core.to_json(value, by_alias=False, round_trip=True)):
-        try:
-            if adapter.validate_json(written) == value:
-                return written
-        except ValueError:
-            continue
-    raise TypeError(
-        f"Structured: a {type(value).__name__} written as JSON does not read back as itself "
-        "(a serializer of its own format, a field excluded from the JSON): script the "
-        "model's JSON text instead, with `MockProvider.with_text`"
+    reads (aliases, validation aliases, or field names where a `serialization_alias`
+    differs), `Json` fields as text, models inside lists and dicts too. A model or
+    dataclass whose JSON does not read back as itself (a serializer of its own format, a
+    field excluded from its JSON) is refused: no answer gives it."""
+    if _is_model(value):
+        return _model_written(value)
+    if _holds_models(value):
+        return _dumps(_jsonable(value))
+    return pydantic_core.to_json(value, by_alias=True, round_trip=True)
+
+
+def _is_model(value: Any) -> bool:
+    return isinstance(value, BaseModel) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
     )
+
+
+def _holds_models(value: Any) -> bool:
+    """Whether a list, tuple, set or dict holds a model or dataclass, at any depth."""
+    if isinstance(value, dict):
+        return any(_is_model(item) or _holds_models(item) for item in value.values())
+    if isinstance(value, list | tuple | set | frozenset):
+        return any(_is_model(item) or _holds_models(item) for item in value)
+    return False
+
+
+def _jsonable(value: Any) -> Any:
+    """`value` as JSON data, each model in it written as its own type's validation reads it."""
+    if _is_model(value):
+        return json.loads(_model_written(value))
+    if isinstance(value, dict):
+        return {_key(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(item) for item in value]
+    return json.loads(pydantic_core.to_json(value, by_alias=True, round_trip=True))
+
+
+def _key(key: Any) -> str:
+    """A dict key as pydantic writes it in JSON."""
+    written = json.loads(pydantic_core.to_json(key, round_trip=True))
+    return written if isinstance(written, str) else json.dumps(written)
+
+
+def _dumps(data: Any) -> bytes:
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _model_written(value: Any) -> bytes:
+    """A model's JSON that its type reads back as itself: by alias, by field name, or by
+    the names validation reads (a `validation_alias` that serialization does not write)."""
+    adapter: TypeAdapter[Any] = TypeAdapter(type(value))
+    attempts = [
+        pydantic_core.to_json(value, by_alias=True, round_trip=True),
+        pydantic_core.to_json(value, by_alias=False, round_trip=True),
+    ]
+    by_names = _by_validation_names(value)
+    if by_names is not None:
+        attempts.append(by_names)
+    cause: str | None = None
+    for written in dict.fromkeys(attempts):
+        try:
+            read = adapter.validate_json(written)
+        except ValidationError as error:
+            cause = cause or f"reading it back fails: {_first_error(error)}"
+            continue
+        if _same(read, value):
+            return written
+        cause = cause or (
+            "it reads back as another value (a field excluded from the JSON, or a "
+            "serializer of its own format)"
+        )
+    raise TypeError(
+        f"Structured: a {type(value).__name__} written as JSON does not read back as itself: "
+        f"{cause}; script the model's JSON text instead, with `MockProvider.with_text`"
+    )
+
+
+def _first_error(error: ValidationError) -> str:
+    first = error.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in first["loc"])
+    return f"at `{where}`: {first['msg']}" if where else str(first["msg"])
+
+
+def _same(read: Any, value: Any) -> bool:
+    """Equal, or for a dataclass without `==` of its own (`eq=False`), equal field by field."""
+    if read == value:
+        return True
+    own_eq: Any = type(value).__eq__
+    if type(read) is not type(value) or not dataclasses.is_dataclass(value):
+        return False
+    if own_eq is not object.__eq__:
+        return False
+    return all(
+        _same(getattr(read, field.name), getattr(value, field.name))
+        for field in dataclasses.fields(value)
+    )
+
+
+def _by_validation_names(value: Any) -> bytes | None:
+    """The model's JSON with each field under the name validation reads; `None` where
+    that name cannot be written (a model serialized as other than an object, say)."""
+    fields = getattr(type(value), "__pydantic_fields__", None)
+    if not isinstance(fields, dict):
+        return None
+    base = json.loads(pydantic_core.to_json(value, by_alias=False, round_trip=True))
+    if not isinstance(base, dict):
+        return None
+    out: dict[str, Any] = {}
+    for name, info in fields.items():
+        if name not in base:
+            continue
+        path = _read_path(name, info)
+        if path is None:
+            return None
+        written = base.pop(name)
+        item = getattr(value, name, None)
+        data = _jsonable(item) if _is_model(item) or _holds_models(item) else written
+        target = out
+        for part in path[:-1]:
+            nested = target.setdefault(part, {})
+            if not isinstance(nested, dict):
+                return None
+            target = nested
+        target[path[-1]] = data
+    for key, item in base.items():  # computed fields and extras, as written
+        out.setdefault(key, item)
+    return _dumps(out)
+
+
+def _read_path(name: str, info: FieldInfo) -> list[str] | None:
+    """The keys validation reads a field under: its validation alias (the first of
+    several), else its alias, else its name; `None` for a path through a list."""
+    alias: Any = info.validation_alias
+    if isinstance(alias, AliasChoices):
+        alias = alias.choices[0] if alias.choices else None
+    if isinstance(alias, AliasPath):
+        path = alias.path
+        return [str(part) for part in path] if all(isinstance(p, str) for p in path) else None
+    if isinstance(alias, str):
+        return [alias]
+    return [info.alias or name]

@@ -11,19 +11,23 @@ from pydantic import JsonValue
 from allama.errors import InvalidRequestError
 from allama.mock._events import response_events
 from allama.mock._scripted import _Recorder
-from allama.mock._values import value_for_schema
+from allama.mock._values import unknown_formats, value_for_schema
+from allama.provider import capabilities_only
 from allama.stream import AsyncChatStream, ChatStream
 from allama.types import (
     AssistantMessage,
     ChatCapability,
     ChatRequest,
     ChatResponse,
+    ChatValidation,
     FinishReason,
+    RequestField,
     StreamEvent,
     TextPart,
     ToolCall,
     ToolDefinition,
     Usage,
+    Warning,
 )
 
 __all__ = ["TestProvider"]
@@ -44,7 +48,10 @@ class TestProvider(_Recorder):
     option; anything else gets `TEXT_ANSWER`. Usage is counted at one token per four
     characters, so that code reading usage sees numbers. Structured output, choice output,
     tool calls, forced tool choice and streaming are reported as supported; no
-    log-probabilities are made up.
+    log-probabilities are made up. A string `format` the provider does not know (see
+    `allama.mock._formats`) gets plain text, which the format may refuse: the request's
+    validation and the response say so in an `approximated` warning on the field holding
+    the schema, so an extraction reports its enforcement as `approximate`, not `exact`.
 
     >>> from allama.types import ResponseFormat
     >>> schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 2}},
@@ -89,9 +96,45 @@ class TestProvider(_Recorder):
             (content,),
             finish_reason=finish,
             usage=usage,
+            warnings=self._degradations(request),
             model=request.model,
             provider=self.name,
             id=f"test-{number}",
+        )
+
+    def validate_chat_request(
+        self, request: ChatRequest, *, stream: bool = False
+    ) -> ChatValidation:
+        validation = capabilities_only()
+        for warning in self._degradations(request):
+            validation = validation.with_warning(warning)
+        return validation
+
+    def _degradations(self, request: ChatRequest) -> tuple[Warning, ...]:
+        """What the answer cannot hold to: each string `format` of the answered schema
+        that the value generator writes as plain text."""
+        try:
+            tool = self._forced_tool(request)
+        except InvalidRequestError:
+            return ()  # the call itself says so
+        if tool is not None:
+            schema: object = tool.parameters
+            field = RequestField.TOOLS
+        else:
+            response_format = request.response_format
+            if response_format is None or response_format.options is not None:
+                return ()
+            schema = response_format.json_schema
+            field = RequestField.RESPONSE_FORMAT
+        if schema is None:
+            return ()
+        return tuple(
+            Warning.approximated(
+                field,
+                f"`format` `{fmt}` at `{pointer or '/'}` is not one the test provider "
+                "writes: its value is a plain string, which the format may refuse",
+            ).with_provider(self.name)
+            for pointer, fmt in unknown_formats(schema)
         )
 
     def _forced_tool(self, request: ChatRequest) -> ToolDefinition | None:

@@ -7,18 +7,24 @@ fits its length, pattern and format, only the required properties, only the item
 branch in order. Every candidate is checked against the schema before it is returned (see
 `_conform`), so an answer is valid or there is a `ValueError` naming the place that could
 not be met. Recursion ends at a fixed depth and the whole search has a step budget, so no
-schema can hang it.
+schema can hang it (nor can a pattern: see `_conform.pattern_matches`).
+
+A string with a `format` takes that format's values (`_formats`), distinct ones for sets
+and maps, and never a plain string once the format has given one; only where no value of
+the format meets the length limits is a plain string tried, as formats are annotations to
+the checker. A `format: decimal` branch (allama's constrained `Decimal`) takes its digit
+limits from the pattern of its string sibling and its bounds from its number sibling.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from itertools import count, islice, product
+from itertools import chain, count, islice
 from typing import Any
 
 from pydantic import JsonValue
@@ -32,10 +38,11 @@ from allama.mock._conform import (
     pattern_matches,
     pointer_join,
 )
-from allama.mock._pattern import sample_pattern
+from allama.mock._formats import format_values, knows_format, plain_strings
+from allama.mock._pattern import PatternSamples
 from allama.schema._walk import ARRAY_KEYWORDS, NUMBER_KEYWORDS, OBJECT_KEYWORDS, STRING_KEYWORDS
 
-__all__ = ["value_for_schema"]
+__all__ = ["unknown_formats", "value_for_schema"]
 
 MAX_DEPTH = 40
 """Nesting below which a required part is given up on: the schema recurses without end."""
@@ -53,38 +60,6 @@ REJECTS = 128
 """Candidates of one type that may fail in a row before that type is given up."""
 
 _DEFAULT_TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
-_FORMATS: dict[str, tuple[str, ...]] = {
-    "date": ("2000-01-01",),
-    "date-time": ("2000-01-01T00:00:00Z",),
-    "datetime": ("2000-01-01T00:00:00Z",),
-    "time": ("00:00:00Z",),
-    "duration": ("P1D",),
-    "email": ("a@example.com", "a@a.co"),
-    "idn-email": ("a@example.com", "a@a.co"),
-    "hostname": ("example.com", "a.co"),
-    "idn-hostname": ("example.com", "a.co"),
-    "ipv4": ("127.0.0.1",),
-    "ipv6": ("::1",),
-    "ipvanyaddress": ("127.0.0.1",),
-    "ipv4network": ("127.0.0.0/8",),
-    "ipv6network": ("::1/128",),
-    "ipvanynetwork": ("127.0.0.0/8",),
-    "ipv4interface": ("127.0.0.1/8",),
-    "ipv6interface": ("::1/128",),
-    "ipvanyinterface": ("127.0.0.1/8",),
-    "uri": ("https://example.com", "a:b"),
-    "url": ("https://example.com",),
-    "iri": ("https://example.com", "a:b"),
-    "uri-reference": ("https://example.com", ""),
-    "iri-reference": ("https://example.com", ""),
-    "uri-template": ("https://example.com/{id}",),
-    "uuid": ("00000000-0000-0000-0000-000000000000",),
-    "json-pointer": ("", "/a"),
-    "relative-json-pointer": ("0",),
-    "regex": ("a",),
-    "byte": ("",),
-    "phone": ("+10000000000",),
-}
 
 
 class _Unsat(Exception):
@@ -122,6 +97,7 @@ class _Generator:
         self.steps = 0
         self.failure: tuple[str, str] | None = None
         self._ref_free: dict[int, bool] = {}
+        self._decimal_siblings = _decimal_siblings(self.ctx.root)
 
     # Driving
 
@@ -433,51 +409,43 @@ class _Generator:
     # Numbers
 
     def _numbers(self, atoms: list[_Node], *, integer: bool) -> Iterator[Any]:
-        low: tuple[float, bool] | None = None
-        high: tuple[float, bool] | None = None
-        steps: list[float] = []
-        for atom in atoms:
-            schema = atom.schema
-            exclusive_low = schema.get("exclusiveMinimum")
-            exclusive_high = schema.get("exclusiveMaximum")
-            minimum = _number(schema, "minimum", atom.pointer)
-            maximum = _number(schema, "maximum", atom.pointer)
-            if minimum is not None:
-                low = _tighter(low, (minimum, exclusive_low is True), upper=False)
-            if maximum is not None:
-                high = _tighter(high, (maximum, exclusive_high is True), upper=True)
-            if is_number(exclusive_low):
-                low = _tighter(low, (exclusive_low, True), upper=False)
-            if is_number(exclusive_high):
-                high = _tighter(high, (exclusive_high, True), upper=True)
-            step = _number(schema, "multipleOf", atom.pointer)
-            if step is not None:
-                if step <= 0:
-                    raise SchemaError(f"`multipleOf` must be above 0 at #{atom.pointer}")
-                steps.append(step)
-        where = atoms[0].pointer if atoms else ""
-        if (
-            low is not None
-            and high is not None
-            and (low[0] > high[0] or (low[0] == high[0] and (low[1] or high[1])))
-        ):
-            raise _Unsat(where, f"no number lies between {low[0]} and {high[0]}")
+        low, high, steps = _bounds(atoms)
+        # A decimal's digit limits are held by the pattern of its string branch alone.
+        digits = [
+            sibling["pattern"]
+            for sibling in self._siblings(atoms, "decimal")
+            if isinstance(sibling.get("pattern"), str)
+        ]
 
         def fits(value: float) -> bool:
             if low is not None and (value < low[0] or (low[1] and value == low[0])):
                 return False
             if high is not None and (value > high[0] or (high[1] and value == high[0])):
                 return False
-            return all(is_multiple(value, step) for step in steps)
+            if not all(is_multiple(value, step) for step in steps):
+                return False
+            return _digits_fit(value, digits)
 
+        candidates = _number_candidates(low, high, steps, integer=integer)
+        if digits:
+            candidates = chain(_decimal_candidates(low, high), candidates)
         produced: set[float] = set()
-        for value in _number_candidates(low, high, steps, integer=integer):
+        for value in candidates:
             self._tick()
             if value not in produced and fits(value):
                 produced.add(value)
                 yield _tidy(value, integer=integer)
         if not produced:
+            where = atoms[0].pointer if atoms else ""
             raise _Unsat(where, "no number meets the bounds and `multipleOf`")
+
+    def _siblings(self, atoms: list[_Node], fmt: str) -> list[dict[str, Any]]:
+        """The other branches of the `anyOf` holding an atom of format `fmt`."""
+        found: list[dict[str, Any]] = []
+        for atom in atoms:
+            if atom.schema.get("format") == fmt:
+                found.extend(self._decimal_siblings.get(id(atom.schema), ()))
+        return found
 
     # Strings
 
@@ -518,33 +486,73 @@ class _Generator:
             return ok
 
         for fmt in formats[:1]:
-            for text in _FORMATS.get(fmt.lower(), ()):
-                if fitting(text):
+            if fmt == "decimal":
+                yield from self._decimal_strings(atoms, patterns, fitting)
+                return
+            values = format_values(fmt, shortest, longest)
+            if values is None:
+                continue
+            made = misses = 0
+            for text in values:
+                self._tick()
+                if fitting(text) and all(pattern_matches(p, text) for p in patterns):
+                    made += 1
+                    misses = 0
                     yield text
+                    continue
+                misses += 1
+                if misses > REJECTS:
+                    break
+            if made:
+                # Never a plain string after the format's values: one is not of the format.
+                return
         for text in self._embedded_json(atoms):
             if fitting(text):
                 yield text
         if patterns:
-            sampled_any = False
+            samples = PatternSamples(patterns[0], shortest=shortest, longest=longest)
             fitted = 0
-            for variant in range(VARIANTS * 8):
-                for length in dict.fromkeys((shortest, 0)):
-                    sampled = sample_pattern(patterns[0], length=length, variant=variant)
-                    if sampled is None:
-                        continue
-                    sampled_any = True
-                    if len(sampled) < shortest:
-                        sampled = _pad(patterns[0], sampled, shortest)
-                    if fitting(sampled):
-                        fitted += 1
-                        yield sampled
-            if not fitted:
+            for sampled in samples:
+                self._tick()
+                if fitting(sampled):
+                    fitted += 1
+                    yield sampled
+            if fitted:
+                return
+            if samples.readable:
                 where = pointer_join(pattern_at, "pattern")
-                why = "fits the length limits" if sampled_any else "could be made"
+                why = "fits the length limits" if samples.made else "could be made"
                 raise _Unsat(where, f"no string matching {patterns[0]!r} {why}")
-            return
-        for text in islice(_plain_strings(shortest, longest), MOST_ITEMS * 2):
+            # A pattern no engine here reads is not held against a value (`_conform`).
+        for text in islice(plain_strings(shortest, longest), MOST_ITEMS * 2):
             if fitting(text):
+                yield text
+
+    def _decimal_strings(
+        self, atoms: list[_Node], patterns: list[str], fitting: Callable[[str], bool]
+    ) -> Iterator[str]:
+        """Numerals of a decimal written as a string: within the bounds its number branch
+        holds (`format: decimal` says the string cannot), digits as its pattern says."""
+        numbers = [
+            _Node(sibling, atoms[0].base, atoms[0].pointer)
+            for sibling in self._siblings(atoms, "decimal")
+            if sibling.get("type") in ("number", "integer")
+        ]
+        low, high, steps = _bounds(numbers)
+        candidates = chain(
+            _decimal_candidates(low, high),
+            _number_candidates(low, high, steps, integer=False),
+        )
+        for value in candidates:
+            self._tick()
+            if low is not None and (value < low[0] or (low[1] and value == low[0])):
+                continue
+            if high is not None and (value > high[0] or (high[1] and value == high[0])):
+                continue
+            if not all(is_multiple(value, step) for step in steps):
+                continue
+            text = _numeral(value)
+            if _digits_fit(value, patterns) and fitting(text):
                 yield text
 
     def _embedded_json(self, atoms: list[_Node]) -> Iterator[str]:
@@ -812,31 +820,37 @@ class _Generator:
         built: dict[str, Any],
         forbidden: set[str],
     ) -> Iterator[str]:
-        """Property names to add for `minProperties`: declared ones, then made-up ones."""
+        """Property names to add for `minProperties`: declared ones, then made-up ones
+        (drawn as they are needed, so that a map of dates or UUIDs gets as many as it asks)."""
         for name in declared:
             if name not in built and name not in forbidden and self._allowed(atoms, name):
                 yield name
-        invented: list[str] = []
+        given: set[str] = set()
+
+        def fresh(names: Iterable[str]) -> Iterator[str]:
+            for name in names:
+                if name in given or name in built or name in declared:
+                    continue
+                given.add(name)
+                if self._allowed(atoms, name):
+                    yield name
+
         for atom in atoms:
             patterns = atom.schema.get("patternProperties")
             if isinstance(patterns, dict):
                 for pattern in patterns:
-                    for variant in range(VARIANTS):
-                        text = sample_pattern(pattern, variant=variant)
-                        if text is not None:
-                            invented.append(text)
+                    yield from fresh(islice(PatternSamples(pattern), VARIANTS))
+        formatted = False
+        for atom in atoms:
             names = atom.schema.get("propertyNames")
             if isinstance(names, dict):
+                fmt = names.get("format")
+                formatted = formatted or (isinstance(fmt, str) and knows_format(fmt))
                 node = _Node(names, atom.base, pointer_join(atom.pointer, "propertyNames"))
-                for drawn, value in enumerate(self._gen([node], _Trail())):
-                    if isinstance(value, str):
-                        invented.append(value)
-                    if drawn >= VARIANTS * 2:
-                        break
-        invented.extend(f"key{index}" for index in range(1, VARIANTS * 4))
-        for name in dict.fromkeys(invented):
-            if name not in built and name not in declared and self._allowed(atoms, name):
-                yield name
+                drawn = islice(self._gen([node], _Trail()), MOST_ITEMS)
+                yield from fresh(value for value in drawn if isinstance(value, str))
+        if not formatted:  # a made-up name is no date or UUID
+            yield from fresh(f"key{index}" for index in range(1, VARIANTS * 4))
 
     def _value_nodes(self, atoms: list[_Node], name: str) -> list[_Node]:
         """Every schema a property called `name` must meet."""
@@ -962,7 +976,10 @@ def _number_candidates(
     """
     step: float | None = max(steps) if steps else None
     if integer:
-        if step is None:
+        whole = _whole_step(steps)
+        if whole is not None:
+            step = whole
+        elif step is None:
             step = 1
         elif isinstance(step, float) and step.is_integer():
             step = int(step)
@@ -1005,8 +1022,158 @@ def _number_candidates(
     yield from _run(count(-1, -1), None, up=False)
 
 
+def _bounds(
+    atoms: list[_Node],
+) -> tuple[tuple[float, bool] | None, tuple[float, bool] | None, list[float]]:
+    """The tightest lower and upper bound (value, exclusive) and every `multipleOf`."""
+    low: tuple[float, bool] | None = None
+    high: tuple[float, bool] | None = None
+    steps: list[float] = []
+    for atom in atoms:
+        schema = atom.schema
+        exclusive_low = schema.get("exclusiveMinimum")
+        exclusive_high = schema.get("exclusiveMaximum")
+        minimum = _number(schema, "minimum", atom.pointer)
+        maximum = _number(schema, "maximum", atom.pointer)
+        if minimum is not None:
+            low = _tighter(low, (minimum, exclusive_low is True), upper=False)
+        if maximum is not None:
+            high = _tighter(high, (maximum, exclusive_high is True), upper=True)
+        if is_number(exclusive_low):
+            low = _tighter(low, (exclusive_low, True), upper=False)
+        if is_number(exclusive_high):
+            high = _tighter(high, (exclusive_high, True), upper=True)
+        step = _number(schema, "multipleOf", atom.pointer)
+        if step is not None:
+            if step <= 0:
+                raise SchemaError(f"`multipleOf` must be above 0 at #{atom.pointer}")
+            steps.append(step)
+    if (
+        low is not None
+        and high is not None
+        and (low[0] > high[0] or (low[0] == high[0] and (low[1] or high[1])))
+    ):
+        where = atoms[0].pointer if atoms else ""
+        raise _Unsat(where, f"no number lies between {low[0]} and {high[0]}")
+    return low, high, steps
+
+
+_PLACES = 7
+"""Decimal places the numbers tried for a decimal go to."""
+
+
+def _decimal_candidates(
+    low: tuple[float, bool] | None, high: tuple[float, bool] | None
+) -> Iterator[float]:
+    """Numbers with few digits near the lower bound (or the upper), then near 0: whole
+    ones, then with one decimal place, then two..., for a decimal's digit limits."""
+    for places in range(_PLACES):
+        unit = Fraction(1, 10**places)
+        values: list[Fraction] = []
+        if low is not None:
+            start = math.ceil(Fraction(low[0]) / unit) * unit
+            if low[1] and start == Fraction(low[0]):
+                start += unit
+            values.extend(start + unit * k for k in range(3))
+        elif high is not None and high[0] <= 0:
+            start = math.floor(Fraction(high[0]) / unit) * unit
+            if high[1] and start == Fraction(high[0]):
+                start -= unit
+            values.extend(start - unit * k for k in range(3))
+        values.extend((Fraction(0), unit, -unit))
+        for value in values:
+            yield float(value)
+
+
+def _numeral(value: float) -> str:
+    """A number as a numeral without an exponent, as a decimal's digits are counted."""
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return str(int(value))
+    return format(Decimal(repr(value)), "f")
+
+
+def _digits_fit(value: float, patterns: list[str]) -> bool:
+    """Whether a decimal's digits meet its patterns, as pydantic counts them: zero has
+    one whole digit (the patterns let `0` through where no whole digit is allowed)."""
+    if value == 0 and not all(pattern_matches(p, "1") for p in patterns):
+        return False
+    return all(pattern_matches(p, _numeral(value)) for p in patterns)
+
+
+def _decimal_siblings(root: Any) -> dict[int, list[dict[str, Any]]]:
+    """For each `format: decimal` branch of an `anyOf` or `oneOf`, the other branches
+    (by the branch's `id`: the schema is kept by the generator, so ids stay valid)."""
+    found: dict[int, list[dict[str, Any]]] = {}
+    stack: list[Any] = [root]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        for key in ("anyOf", "oneOf"):
+            branches = node.get(key)
+            if not isinstance(branches, list):
+                continue
+            for branch in branches:
+                if isinstance(branch, dict) and branch.get("format") == "decimal":
+                    found[id(branch)] = [
+                        other
+                        for other in branches
+                        if other is not branch and isinstance(other, dict)
+                    ]
+        stack.extend(node.values())
+    return found
+
+
+def unknown_formats(schema: Any) -> list[tuple[str, str]]:
+    """Each string `format` in the schema the generator does not write, with the pointer
+    of the schema naming it: its strings are plain text, which the format may refuse."""
+    found: list[tuple[str, str]] = []
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    while stack and len(found) < 100:
+        node, pointer = stack.pop()
+        if isinstance(node, list):
+            stack.extend(
+                (item, pointer_join(pointer, i)) for i, item in reversed(list(enumerate(node)))
+            )
+            continue
+        if not isinstance(node, dict):
+            continue
+        fmt = node.get("format")
+        kind = node.get("type", "string")
+        textual = kind == "string" or (isinstance(kind, list) and "string" in kind)
+        listed = "enum" in node or "const" in node  # the value is one of those
+        if isinstance(fmt, str) and textual and not listed and not knows_format(fmt):
+            found.append((pointer, fmt))
+        for key, sub in reversed(list(node.items())):
+            if key not in ("enum", "const", "default", "examples") and isinstance(
+                sub, (dict, list)
+            ):
+                stack.append((sub, pointer_join(pointer, key)))
+    return found
+
+
 _SCAN = 4096
 """Numbers one monotonic run of candidates may try."""
+
+
+def _whole_step(steps: list[float]) -> int | None:
+    """The step between whole numbers that are multiples of every step (`multipleOf` 0.001
+    for an integer is 1; 2.5 is 5); `None` when it is too large to count in."""
+    result = 1
+    for step in steps:
+        fraction = Fraction(repr(step)) if isinstance(step, float) else Fraction(step)
+        # k * p/q is whole exactly when q divides k: the least is p.
+        result = math.lcm(result, fraction.numerator)
+        if result > 2**53:
+            return None
+    return result
 
 
 def _run(values: Iterator[float], bound: float | None, *, up: bool) -> Iterator[float]:
@@ -1031,31 +1198,6 @@ def _tidy(value: float, *, integer: bool) -> float:
     if integer and isinstance(value, float) and value.is_integer():
         return int(value)
     return value
-
-
-def _plain_strings(shortest: int, longest: int | None) -> Iterator[str]:
-    """Strings of lowercase letters, shortest first, then in alphabetical order."""
-    size = shortest
-    while longest is None or size <= longest:
-        if size == 0:
-            yield ""
-        else:
-            for tail in product(_LETTERS, repeat=min(size, 4)):
-                yield "a" * (size - len(tail)) + "".join(tail)
-        size += 1
-
-
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
-
-
-def _pad(pattern: str, text: str, size: int) -> str:
-    """`text` lengthened to `size` where the pattern is open at an end."""
-    missing = size - len(text)
-    if not pattern.endswith("$") and not pattern.endswith(r"\Z"):
-        return text + "a" * missing
-    if not pattern.startswith("^"):
-        return "a" * missing + text
-    return text
 
 
 def _schema_list(schema: dict[str, Any], key: str, pointer: str) -> list[Any]:
