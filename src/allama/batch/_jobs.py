@@ -898,14 +898,7 @@ class JobRunner(_Runner):
             return
         job.not_found = 0
         job.state = state
-        self.book.job_state(
-            job.tag,
-            state=state.status,
-            outcome=state.outcome,
-            counts=dict(state.counts),
-            error=state.error,
-        )
-        self.summary.jobs[job.tag] = _job_line(job.job_id, state)
+        self._record_state(job, state)
         if not state.ended:
             job.errors = 0
             job.wait = next_wait(job.wait, self.spec.max_poll_interval)
@@ -939,14 +932,7 @@ class JobRunner(_Runner):
                         "(--retry-failed) sends its inputs again"
                     ),
                 )
-                self.book.job_state(
-                    job.tag,
-                    state=state.status,
-                    outcome=state.outcome,
-                    counts=dict(state.counts),
-                    error=state.error,
-                )
-                self.summary.jobs[job.tag] = _job_line(job.job_id, state)
+                self._record_state(job, state)
             note = f"job {job.job_id}: {state.error}"
             rows = {key: Row(key, RowKind.MISSING, note=note) for key in keys}
         except Error as error:  # its results not read this time: the job stays open
@@ -956,6 +942,18 @@ class JobRunner(_Runner):
         del self.open[job.tag]
         self.summary.in_flight -= len(job.items)
         await self._collect(job, state, rows)
+
+    def _record_state(self, job: _Job, state: JobState) -> None:
+        """What the provider says of the job, in the ledger and the summary."""
+        assert self.book is not None and job.job_id is not None
+        self.book.job_state(
+            job.tag,
+            state=state.status,
+            outcome=state.outcome,
+            counts=dict(state.counts),
+            error=state.error,
+        )
+        self.summary.jobs[job.tag] = _job_line(job.job_id, state)
 
     def _unreadable(self, job: _Job, error: Error) -> None:
         """A job's state or results not read: read again later while the error may pass,

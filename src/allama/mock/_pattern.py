@@ -329,20 +329,11 @@ class PatternSamples:
             cost, _, choices = heapq.heappop(queue)
             walks += 1
             walk = _Walk(choices, 0, classes)
-            texts: list[str] = []
-            try:
-                walk.run(parsed)
-                texts.append(walk.text())
-            except (_TooHard, RecursionError, ValueError, OverflowError, TypeError):
-                pass
+            texts = _walked(walk, parsed)
             work += walk.size
             if texts and len(texts[0]) < self.shortest:
                 longer = _Walk(choices, self.shortest - len(texts[0]), classes)
-                try:
-                    longer.run(parsed)
-                    texts.append(longer.text())
-                except (_TooHard, RecursionError, ValueError, OverflowError, TypeError):
-                    pass
+                texts += _walked(longer, parsed)
                 work += longer.size
                 texts.append(_pad(walked, texts[-1], self.shortest))
             repair: tuple[int, ...] | None = None
@@ -624,3 +615,12 @@ def _stand_in(pattern: str) -> str | None:
 
 _INLINE_FLAGS = re.compile(r"\(\?([imsxUR]+)\)")
 """Flags set inline for the rest of the pattern (`(?i)`), as Rust reads them anywhere."""
+
+
+def _walked(walk: _Walk, parsed: Any) -> list[str]:
+    """The text `walk` makes of `parsed`, or none where it cannot make one."""
+    try:
+        walk.run(parsed)
+    except (_TooHard, RecursionError, ValueError, OverflowError, TypeError):
+        return []
+    return [walk.text()]
