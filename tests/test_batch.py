@@ -3289,6 +3289,32 @@ def test_failures_set_aside_while_tried_again_stay_the_failures_they_were(
     assert [(r.resumed, outcome(r)) for r in plain] == [(True, "invalid_request")] * 2
 
 
+@pytest.mark.parametrize("overloaded_first", [True, False])
+def test_an_outage_of_a_failover_overloaded_and_out_of_reach_stops_the_run(
+    tmp_path: Path, overloaded_first: bool
+) -> None:
+    # One provider overloaded at every try, the other out of reach: every input meets it,
+    # in either order; pending for the next run, not failed each in turn.
+    overloaded = _always(allama.OverloadedError("overloaded").with_status(529), "openai")
+    down = _always(allama.NetworkError("connection refused"), "deepseek")
+    providers = [overloaded, down] if overloaded_first else [down, overloaded]
+    ledger = tmp_path / "run.sqlite"
+    run = allama.batch(
+        FailoverProvider(providers),
+        Row,
+        docs(6),
+        request=TEMPLATE,
+        ledger=ledger,
+        concurrency=2,
+        backoff=0.0,
+    )
+    results = list(run)
+    assert run.summary.stopped is not None
+    assert run.summary.stopped.startswith("the provider answered that it is overloaded to")
+    assert Ledger(ledger, read_only=True).counts().get("failed", 0) == 0
+    assert {outcome(r) for r in results} <= {"network", "overloaded", "not_started"}
+
+
 def test_an_outage_of_overloaded_answers_stops_the_run_with_its_inputs_pending(
     tmp_path: Path,
 ) -> None:

@@ -2843,6 +2843,34 @@ def test_rows_of_a_results_file_gone_fail_and_those_of_the_file_read_are_kept(
     assert run.summary.cost_unknown == 1
 
 
+def test_one_results_file_answering_404_once_is_read_again_with_the_other(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 404 may be the provider's own delay: read again, as a job's is, before any row is
+    # taken for lost.
+    import _provider_batch_server
+
+    read = _provider_batch_server._Handler.openai_file_content
+    refused: list[str] = []
+
+    def output_not_yet(handler: Any, data: Any, file_id: str) -> Any:
+        if not refused and any(job.output_file_id == file_id for job in server.jobs):
+            refused.append(file_id)
+            raise handler._fail(404, "No such File object.")
+        return read(handler, data, file_id)
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_file_content", output_not_yet)
+    provider, model = _provider(server, "openai-chat")
+    run = _batch_run(provider, model, _docs(15), tmp_path / "again.sqlite")
+    results = sorted(run, key=lambda r: r.index)
+    assert len(refused) == 1
+    assert {r.index: r.failure.kind for r in results if r.failure} == {
+        7: "extraction_parse",
+        13: "invalid_request",
+    }
+    assert run.summary.cost_unknown == 0
+
+
 def test_results_gone_for_good_stop_a_run_under_a_budget(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -2996,6 +3024,13 @@ def test_a_cancel_of_a_cut_off_job_that_cannot_be_told_apart_says_it_was_not_can
     (line,) = refused
     assert line.startswith(f"{job.tag}: its job cannot be told apart (")
     assert not any(made.cancel_requested for made in server.jobs)
+    # Not recorded either: once both end, the run tells them apart and collects its own.
+    assert not job.cancel_requested
+    mine, theirs = server.jobs
+    server.finish(theirs, "completed")
+    server.finish(mine, "completed")
+    results = _run(provider, model, _docs(3), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
 
 
 def test_a_cut_off_anthropic_submission_is_told_from_an_ended_batch_of_another(

@@ -908,33 +908,20 @@ class JobRunner(_Runner):
         try:
             if state.outcome == "lost":
                 raise NotFoundError(state.error or "")
+            # At the last read a 404 is given, a results file of several gone is taken for
+            # gone, and the others' rows read.
+            last = job.results_not_found >= _NOT_FOUND_READS - 1
+            reading = replace(state, take_what_is_left=True) if last else state
             rows: dict[str, Row] = await self.jobs.run(
-                self.jobs.dialect.results(target, state, keys, job.in_order),
+                self.jobs.dialect.results(target, reading, keys, job.in_order),
                 model,
                 sync=self.sync,
             )
         except NotFoundError:
-            if state.outcome != "lost":
-                # Its rows ran, and were paid for: one 404 may be the provider's own delay,
-                # as for the job, and results gone for good are not bought again unasked.
-                job.results_not_found += 1
-                if job.results_not_found < _NOT_FOUND_READS:
-                    job.wait = next_wait(job.wait, self.spec.max_poll_interval)
-                    job.due = time.monotonic() + job.wait
-                    return
-                state = replace(
-                    state,
-                    outcome="lost",
-                    error=(
-                        f"the provider answered 404 for the results of job {job.job_id} "
-                        f"({job.results_not_found} reads) after it ended {state.outcome}: "
-                        "its requests may have run and been paid for; retry_failed "
-                        "(--retry-failed) sends its inputs again"
-                    ),
-                )
-                self._record_state(job, state)
-            note = f"job {job.job_id}: {state.error}"
-            rows = {key: Row(key, RowKind.MISSING, note=note) for key in keys}
+            after = self._after_not_found(job, state, keys)
+            if after is None:
+                return
+            state, rows = after
         except Error as error:  # its results not read this time: the job stays open
             self._unreadable(job, error)
             return
@@ -942,6 +929,33 @@ class JobRunner(_Runner):
         del self.open[job.tag]
         self.summary.in_flight -= len(job.items)
         await self._collect(job, state, rows)
+
+    def _after_not_found(
+        self, job: _Job, state: JobState, keys: list[str]
+    ) -> tuple[JobState, dict[str, Row]] | None:
+        """An ended job's results answered 404 (or the job is one the provider does not
+        know): `None` while they are read again later; else the state and the rows to
+        collect. Its rows ran, and were paid for: one 404 may be the provider's own delay,
+        as for the job, and results gone for good are not bought again unasked."""
+        if state.outcome != "lost":
+            job.results_not_found += 1
+            if job.results_not_found < _NOT_FOUND_READS:
+                job.wait = next_wait(job.wait, self.spec.max_poll_interval)
+                job.due = time.monotonic() + job.wait
+                return None
+            state = replace(
+                state,
+                outcome="lost",
+                error=(
+                    f"the provider answered 404 for the results of job {job.job_id} "
+                    f"({job.results_not_found} reads) after it ended {state.outcome}: "
+                    "its requests may have run and been paid for; retry_failed "
+                    "(--retry-failed) sends its inputs again"
+                ),
+            )
+            self._record_state(job, state)
+        note = f"job {job.job_id}: {state.error}"
+        return state, {key: Row(key, RowKind.MISSING, note=note) for key in keys}
 
     def _record_state(self, job: _Job, state: JobState) -> None:
         """What the provider says of the job, in the ledger and the summary."""
@@ -1505,7 +1519,11 @@ async def cancel_jobs(
                         continue
                 await jobs.run(jobs.dialect.cancel(target, job_id), row.model, sync=True)
             except JobAmbiguity as error:
-                # Made or not, it cannot be found to be cancelled: said so, not as unmade.
+                # Made or not, it cannot be found to be cancelled: said so, and the cancel
+                # taken back (a run telling it apart later would fail inputs it may have
+                # answered, and paid for, as cancelled).
+                if not row.cancel_requested:
+                    book.withdraw_cancel(row.tag)
                 if refused is None:
                     raise
                 refused.append(f"{row.tag}: its job cannot be told apart ({error})")

@@ -763,6 +763,15 @@ class Ledger:
                 (time.time(), tag),
             )
 
+    def withdraw_cancel(self, tag: str) -> None:
+        """Take back a cancel that could not be made (its job not told apart from
+        another's): no run fails the job's inputs as cancelled for it."""
+        with self._transaction():
+            self._connection.execute(
+                "UPDATE jobs SET cancel_requested = 0, updated_at = ? WHERE tag = ?",
+                (time.time(), tag),
+            )
+
     def cancel_requested(self, tag: str) -> bool:
         """Whether a cancel of the job was asked for (by `allama batch cancel`, perhaps
         while this run polls it)."""

@@ -2361,18 +2361,26 @@ class _Runner:
             unanswered = self.answered_at < tries.sent
             stops = _stops(outcome, tries.tried, self.spec.template is not None, unanswered)
             outage = stops is not None and isinstance(outcome, NetworkError)
+            chain = errors_in_chain(outcome)
+            overloaded = next((e for e in chain if isinstance(e, OverloadedError)), None)
             if (
                 stops is None
                 and unanswered
                 and tries.tried >= _OUTAGE_TRIES
-                and isinstance(outcome, OverloadedError)
+                and overloaded is not None
+                and all(
+                    isinstance(link, OverloadedError)
+                    or _every_input(link, self.spec.template is not None, unanswered)
+                    for link in chain
+                )
             ):
-                # An outage, not the input's failure: every call met it meanwhile. The run
-                # stops, its inputs pending for the next run, rather than fail each in turn.
+                # An outage, not the input's failure: every call met it meanwhile (a
+                # failover's every provider, overloaded or out of reach). The run stops, its
+                # inputs pending for the next run, rather than fail each in turn.
                 outage = True
                 stops = (
                     f"the provider answered that it is overloaded to {_tries(tries.tried)}, and "
-                    f"served no other call meanwhile: {_failure(outcome).message}"
+                    f"served no other call meanwhile: {_failure(overloaded).message}"
                 )
             if outage and self.suspect in (None, key):
                 # One input alone: an outage, or its own trouble (a connection that breaks
@@ -2753,14 +2761,7 @@ def _stops(
     error stops it only where every provider of it met one of those: one that may serve
     (it was overloaded a moment) does not."""
 
-    def every_input(link: Error) -> bool:
-        return (
-            isinstance(link, ACCOUNT_REFUSALS)
-            or (unanswered and isinstance(link, NetworkError))
-            or (one_request and isinstance(link, NotFoundError))
-        )
-
-    if not all(every_input(link) for link in errors_in_chain(error)):
+    if not all(_every_input(link, one_request, unanswered) for link in errors_in_chain(error)):
         return None
     if isinstance(error, ACCOUNT_REFUSALS):
         return f"the provider refused the run's key or account: {_failure(error).message}"
@@ -2772,6 +2773,16 @@ def _stops(
             f"{_failure(error).message}"
         )
     return None
+
+
+def _every_input(link: Error, one_request: bool, unanswered: bool) -> bool:
+    """Whether every input would meet `link` (`_stops`): a refused key or account, a
+    provider out of reach, a missing endpoint or model of a template."""
+    return (
+        isinstance(link, ACCOUNT_REFUSALS)
+        or (unanswered and isinstance(link, NetworkError))
+        or (one_request and isinstance(link, NotFoundError))
+    )
 
 
 _OUTAGE_TRIES = 3

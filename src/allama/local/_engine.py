@@ -175,16 +175,25 @@ class LocalEngine:
         # on this one, which waits on. A server dropped while its model loads waits for its
         # loading thread in its end, for good, and no signal breaks that wait.
         made: dict[str, Any] = {}
-        worker = threading.Thread(
-            target=self._make, args=(xllamacpp, params, path, made), name="allama-llama.cpp"
-        )
-        worker.start()
-        interrupted: BaseException | None = None
-        while worker.is_alive():
+        done = threading.Event()  # (an interrupted join marks the thread ended on 3.11)
+
+        def make() -> None:
             try:
-                worker.join()
+                self._make(xllamacpp, params, path, made)
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=make, name="allama-llama.cpp")
+        interrupted: BaseException | None = None
+        while not done.is_set():
+            try:
+                if worker.ident is None:
+                    worker.start()
+                done.wait()
             except BaseException as error:  # waited through: the first is raised after
                 interrupted = interrupted or error
+                if worker.ident is None:
+                    break  # never started: nothing to wait for
         server, address = made.get("server"), made.get("address", "")
         failed = interrupted or made.get("error")
         if failed is not None:

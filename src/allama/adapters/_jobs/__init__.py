@@ -125,6 +125,9 @@ class JobState:
     queue_full: bool = False
     """Failed for the provider's queue of batch work being full (OpenAI's enqueued tokens
     per model): none of its rows ran, and the same job sent once others end may run."""
+    take_what_is_left: bool = False
+    """For `results` only: a results file of several that answered 404 as often as one is
+    read again is gone, its rows `LOST`, the others' read (else the 404 is raised)."""
 
 
 UNICODE_LINE_ENDS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})

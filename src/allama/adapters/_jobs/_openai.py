@@ -179,9 +179,9 @@ class OpenAIJobs:
         )
         # A row neither file holds, of a job cancelled or expired, was not run for that
         # reason (the files may leave out those in flight when it ended).
-        if gone and len(gone) == len(files):
-            # None left to read: a 404 on the job's results, read again as the runner reads
-            # one (it may be the provider's own delay).
+        if gone and (len(gone) == len(files) or not state.take_what_is_left):
+            # A 404 on the job's results, read again as the runner reads one (it may be the
+            # provider's own delay); at the last read, what is left is taken.
             raise NotFoundError(f"the results of job {state.id} answer 404")
         kind = {
             "failed": RowKind.JOB_FAILED,
