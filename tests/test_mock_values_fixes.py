@@ -28,6 +28,7 @@ from pydantic import (
     HttpUrl,
     PostgresDsn,
     TypeAdapter,
+    UrlConstraints,
     condecimal,
 )
 
@@ -40,16 +41,19 @@ from allama import (
     ParseError,
     SchemaEnforcement,
 )
+from allama.errors import InvalidRequestError
 from allama.mock import (
+    ChatResponseBuilder,
     MockProvider,
     MockScriptError,
     MockStreamingProvider,
     SetupError,
     Structured,
     TestProvider,
+    response_events,
     value_for_schema,
 )
-from allama.mock._conform import pattern_matches
+from allama.mock._conform import SchemaContext, pattern_matches
 from allama.types import ResponseStart, WarningKind
 
 REQUEST = ChatRequest("m").user("go")
@@ -279,10 +283,11 @@ def test_patterns_get_a_value_pydantic_accepts(value: BaseModel) -> None:
     assert extracted(type(value)) == value
 
 
-def test_a_pattern_re_reads_otherwise_is_not_held_against_a_value() -> None:
+def test_a_pattern_re_reads_otherwise_is_held_as_rust_reads_it() -> None:
     # `re` reads `[[:upper:]]` as the characters `[:uper` then `]`: pydantic does not.
     assert pattern_matches(r"^[[:upper:]]{2}$", "AB")
-    assert pattern_matches(r"^\p{L}+$", "1")
+    assert not pattern_matches(r"^[[:upper:]]{2}$", "ab")
+    assert not pattern_matches(r"^\p{L}+$", "1")
     assert value_for_schema({"type": "string", "pattern": r"^\p{L}+$"}) == "A"
     assert value_for_schema({"type": "string", "pattern": r"^[[:digit:]]{3}$"}) == "000"
 
@@ -319,9 +324,9 @@ def test_a_nested_repeat_only_re_reads_is_checked_on_short_texts() -> None:
         "from allama.mock._conform import pattern_matches\n"
         "pattern = r'^(?=a)(a+)+$'\n"
         "print(pattern_matches(pattern, 'a' * 16), pattern_matches(pattern, 'a' * 15 + 'b'))\n"
-        "print(pattern_matches(pattern, 'a' * 40 + 'b'))  # too slow to check: not held\n"
+        "print(pattern_matches(pattern, 'a' * 40 + 'b'))  # too slow to check: no match\n"
     )
-    assert in_a_process(script) == "True False\nTrue\n"
+    assert in_a_process(script) == "True False\nFalse\n"
 
 
 # Integers with a fractional multipleOf
@@ -492,3 +497,160 @@ def test_an_async_call_meets_the_same_script_error() -> None:
         asyncio.run(MockProvider([TimeoutError("t")]).achat(REQUEST))  # type: ignore[list-item]
     with pytest.raises(MockScriptError, match="item 0 of stream 1 is a str"):
         asyncio.run(MockStreamingProvider([["text"]]).achat(REQUEST))  # type: ignore[list-item]
+
+
+# Regressions of the rewrite: keys, patterns only Rust reads, unchecked texts, scripts as
+# generators, formats left out, walk cost, short URLs
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        (int, {0: 0, 1: 0, 2: 0}),
+        (float, {0.0: 0, 1.0: 0, 2.0: 0}),
+        (Decimal, {Decimal(0): 0, Decimal(1): 0, Decimal(2): 0}),
+    ],
+    ids=lambda x: getattr(x, "__name__", ""),
+)
+def test_a_map_keyed_by_numbers_gets_keys_naming_distinct_numbers(
+    key: type, expected: dict[Any, int]
+) -> None:
+    tp = Annotated[dict[key, int], Field(min_length=3)]  # type: ignore[valid-type]
+    result = allama.extract(TestProvider(), tp, REQUEST)
+    assert result.value == expected
+    assert result.metadata.enforcement is SchemaEnforcement.EXACT
+    assert TypeAdapter(tp).validate_json('{"0":0,"1":0,"2":0}') == expected
+
+
+def test_keys_drawn_from_a_number_key_pattern_are_plain_numerals() -> None:
+    names = {"type": "object", "propertyNames": {"pattern": "^[+-]?[0-9]+$"}, "minProperties": 3}
+    assert value_for_schema(names) == {"0": None, "1": None, "2": None}
+    number = "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+)?$"
+    patterned = {
+        "type": "object",
+        "patternProperties": {number: {"type": "integer"}},
+        "additionalProperties": False,
+        "minProperties": 3,
+    }
+    assert value_for_schema(patterned) == {"0": 0, "1": 0, "2": 0}
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"^\p{Thai}+$", r"^\p{Lt}$", r"^a\p{Mn}$", r"^\u{e9}+$", r"^[a-z&&[^aeiou]]{3}$"],
+)
+def test_a_pattern_rust_reads_and_the_sampler_cannot_walk_has_no_value(pattern: str) -> None:
+    with pytest.raises(ValueError) as error:
+        value_for_schema({"type": "string", "pattern": pattern})
+    assert str(error.value) == (
+        f"no value satisfies the schema at #/pattern: no string matching {pattern!r} could "
+        "be made (the sampler cannot walk this pattern)"
+    )
+
+    class Coded(BaseModel):
+        v: str = Field(pattern=pattern)
+
+    with pytest.raises(InvalidRequestError) as refused:
+        allama.extract(TestProvider(), Coded, REQUEST)
+    assert str(refused.value).startswith(
+        "the response format schema has no value: no value satisfies the schema at "
+        f"#/properties/v/pattern: no string matching {pattern!r} could be made"
+    )
+    assert not pattern_matches(pattern, "")
+
+
+@pytest.mark.parametrize("pattern", [r"^(?!.*aaa)(a+b)+$", r"^(?!.*(.)\1{2})(\w+\s?)+$"])
+def test_a_text_too_long_to_check_against_a_nested_repeat_is_never_given(pattern: str) -> None:
+    with pytest.raises(ValueError) as error:
+        value_for_schema({"type": "string", "pattern": pattern, "minLength": 20})
+    assert str(error.value) == (
+        f"no value satisfies the schema at #/pattern: no string matching {pattern!r} fits "
+        "the length limits (with nested repeats and syntax only Python's `re` reads, a text "
+        "over 16 characters cannot be checked in bounded time)"
+    )
+
+    class Code(BaseModel):
+        model_config = ConfigDict(regex_engine="python-re")
+        code: str = Field(pattern=pattern, min_length=20)
+
+    with pytest.raises(InvalidRequestError, match="has no value"):
+        allama.extract(TestProvider(), Code, REQUEST)
+    # Under `not` too: an unchecked text is refused, not taken as breaking the pattern.
+    assert not SchemaContext({"not": {"pattern": pattern}}).is_valid("a" * 30)
+
+
+def test_a_nested_repeat_pattern_still_gives_a_checked_short_text() -> None:
+    pattern = r"^(?!.*aaa)(a+b)+$"
+    short = value_for_schema({"type": "string", "pattern": pattern, "minLength": 10})
+    assert short == "aabaababab"
+    config = ConfigDict(regex_engine="python-re")
+    assert (
+        TypeAdapter(Annotated[str, Field(pattern=pattern)], config=config).validate_python(short)
+        == short
+    )
+
+
+def test_a_stream_scripted_as_a_generator_or_iterator_streams_its_events() -> None:
+    events = response_events(ChatResponseBuilder().text("hi").build())
+    provider = MockStreamingProvider([(event for event in events), iter(events)])
+    assert provider.chat(REQUEST).text() == "hi"
+    assert asyncio.run(provider.achat(REQUEST)).text() == "hi"
+    streaming = MockStreamingProvider([]).then_stream(event for event in events)
+    with streaming.chat_stream(REQUEST) as stream:
+        assert [type(event) for event in stream] == [type(event) for event in events]
+
+
+class Listing(BaseModel):
+    a: int
+    p: FilePath | None = None
+
+
+def test_an_unknown_format_the_answer_leaves_out_keeps_it_exact() -> None:
+    plan = Extractor().plan(TestProvider(), Listing, REQUEST)
+    assert plan.enforcement is SchemaEnforcement.EXACT
+    assert list(plan.degradations) == []
+    floor = Extractor(min_enforcement=SchemaEnforcement.EXACT)
+    result = floor.extract(TestProvider(), Listing, REQUEST)
+    assert result.value == Listing(a=0)
+    assert result.metadata.enforcement is SchemaEnforcement.EXACT
+    assert list(result.metadata.degradations) == []
+
+
+def test_pattern_walks_cost_time_linear_in_their_text() -> None:
+    script = (
+        "import time\n"
+        "from allama.mock import value_for_schema\n"
+        "start = time.monotonic()\n"
+        "try:\n"
+        "    value_for_schema({'type': 'string', 'pattern': '^(a|b)+$', 'minLength': 9999,"
+        " 'not': {'pattern': 'a$'}})\n"
+        "except ValueError as error:\n"
+        "    print(error)\n"
+        "value = value_for_schema({'type': 'string', 'pattern': '^([a-z])+$', 'minLength': 9000})\n"
+        "print(len(value), time.monotonic() - start < 2.5)\n"
+    )
+    assert in_a_process(script) == (
+        "no value satisfies the schema at #: the first value tried broke `not` at #/not\n"
+        "9000 True\n"
+    )
+
+
+def test_a_short_http_url_is_an_https_one() -> None:
+    short = Annotated[HttpUrl, UrlConstraints(max_length=15)]
+    assert extracted(short) == HttpUrl("https://a.co")
+    assert extracted(Annotated[set[short], Field(min_length=3)]) == {
+        HttpUrl("https://a.co"),
+        HttpUrl("https://b.co"),
+        HttpUrl("https://c.co"),
+    }
+    assert value_for_schema({"type": "string", "format": "uri", "maxLength": 10}) == "https://a"
+
+
+def test_a_map_of_patterned_keys_draws_every_key_from_the_pattern() -> None:
+    key = Annotated[str, Field(pattern=r"^[A-Z]{3}$", min_length=3)]
+    tp = Annotated[dict[key, int], Field(min_length=10)]
+    value = extracted(tp)
+    assert list(value) == [
+        "AAA", "BAA", "ABA", "AAB", "CAA", "BBA", "BAB", "ACA", "ABB", "AAC"
+    ]  # fmt: skip
+    assert TypeAdapter(tp).validate_python(value) == value

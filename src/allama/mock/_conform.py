@@ -6,9 +6,11 @@ value (for `anyOf` branches, `not`, `if`, `contains`), so this module answers it
 as they are in jsonschema by default.
 
 A `pattern` is read by Python's `re`, as jsonschema reads it, except where `re` cannot
-read it as meant (a syntax error, Rust's set syntax): such a pattern is not held against a
-value. Where a pattern nests repeats, Rust's `regex` (pydantic's engine, linear in time)
-matches it instead, so that no value takes exponential time to check.
+read it as meant (a syntax error, Rust's set syntax): such a pattern is matched by Rust's
+`regex` (pydantic's engine) where that reads it, and otherwise not held against a value.
+Where a pattern nests repeats, Rust's `regex` (linear in time) matches it instead, so that
+no value takes exponential time to check; where Rust cannot read it either, a text too
+long to check in bounded time is taken as not matching.
 """
 
 from __future__ import annotations
@@ -252,21 +254,46 @@ def _repeat_in_repeat(items: Any, *, inside: bool) -> bool:
     return False
 
 
+def checked_length(pattern: str) -> int | None:
+    """The longest text `pattern_matches` can check against the pattern (longer ones are
+    taken as not matching), or `None` when any text can be checked."""
+    regex = compiled(pattern)
+    if regex is None or not _nested_repeats(pattern) or rust_matches(pattern, "") is not None:
+        return None
+    return _SLOW_TEXT
+
+
+class _Unchecked(Exception):
+    """A text a pattern cannot be matched against in bounded time: the value is refused."""
+
+
+def pattern_holds(pattern: str, text: str) -> bool:
+    """`pattern_matches` for a validation: `_Unchecked` where the text cannot be checked,
+    so that the value is refused whichever way the match would count (under `not` too)."""
+    limit = checked_length(pattern)
+    if limit is not None and len(text) > limit:
+        raise _Unchecked
+    return pattern_matches(pattern, text)
+
+
 def pattern_matches(pattern: str, text: str) -> bool:
-    """Whether `text` contains a match; a pattern `re` cannot read is not held against it.
+    """Whether `text` contains a match. A pattern `re` cannot read is matched by Rust's
+    `regex` where that compiles it (`\\p{Thai}`, `[a-z&&[^aeiou]]`: pydantic's engine holds
+    a value to it), and is not held against a value where neither engine reads it.
 
     A pattern with nested repeats is matched by Rust's `regex` (linear time) where it
-    compiles, and otherwise by `re` on short texts only (a longer one is not held against
-    it), so that no schema makes a check take exponential time."""
+    compiles, and otherwise by `re` on short texts only: a longer text is taken as not
+    matching (it cannot be checked in bounded time), so that no schema makes a check take
+    exponential time and no unchecked text is taken for a match."""
     regex = compiled(pattern)
     if regex is None:
-        return True
+        return rust_matches(pattern, text) is not False
     if _nested_repeats(pattern):
         rust = rust_matches(pattern, text)
         if rust is not None:
             return rust
         if len(text) > _SLOW_TEXT:
-            return True
+            return False
     return regex.search(text) is not None
 
 
@@ -393,7 +420,7 @@ class SchemaContext:
         target = self.root if schema is None else schema
         try:
             return self._check(target, value, self.base if base is None else base, 0) is not None
-        except RecursionError:
+        except (RecursionError, _Unchecked):
             return False
 
     def _check(self, schema: Any, value: Any, base: str, depth: int) -> _Seen | None:
@@ -481,7 +508,7 @@ class SchemaContext:
             if is_number(high) and length > high:
                 return False
             pattern = schema.get("pattern")
-            if isinstance(pattern, str) and not pattern_matches(pattern, value):
+            if isinstance(pattern, str) and not pattern_holds(pattern, value):
                 return False
         return True
 
@@ -547,7 +574,7 @@ class SchemaContext:
                 if self._check(props[name], item, base, depth + 1) is None:
                     return False
             for pattern, sub in patterns.items():
-                if pattern_matches(pattern, name):
+                if pattern_holds(pattern, name):
                     matched = True
                     if self._check(sub, item, base, depth + 1) is None:
                         return False

@@ -93,8 +93,21 @@ def _https(shortest: int) -> Iterator[str]:
         yield f"{base}/{number}"
 
 
+def _short_https(shortest: int, longest: int) -> Iterator[str]:
+    """`https` URLs of at most `longest` characters, where `example.com` is too long:
+    `https://a.co` (12 characters) and longer names, then `https://a` (9) and longer up
+    to 11; `HttpUrl` reads them all."""
+    for size in range(max(shortest, 12), longest + 1):
+        for name in plain_strings(size - 11, size - 11):
+            yield f"https://{name}.co"
+    for size in range(max(shortest, 9), min(longest, 11) + 1):
+        for name in plain_strings(size - 8, size - 8):
+            yield f"https://{name}"
+
+
 def _uris(shortest: int, longest: int | None) -> Iterator[str]:
     if longest is not None and longest < len("https://example.com"):
+        yield from _short_https(shortest, longest)
         for name in plain_strings(max(1, shortest - 2), longest - 2):
             yield f"a:{name}"
         return

@@ -147,10 +147,11 @@ class _Walk:
         elif op in ("SUBPATTERN", "ATOMIC_GROUP"):
             group = arg[0] if op == "SUBPATTERN" else None
             body = arg[-1] if op == "SUBPATTERN" else arg
-            start = self.size
+            start = len(self.out)
             self.run(body)
             if group is not None:
-                self.groups[group] = self.text()[start:]
+                # Only the group's own pieces are joined: a walk stays linear in its text.
+                self.groups[group] = "".join(self.out[start:])
         elif op in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
             self.repeat(arg)
         elif op == "GROUPREF":
@@ -287,10 +288,20 @@ class PatternSamples:
     held against a value (`_conform`), so its caller may take any string.
     """
 
-    def __init__(self, pattern: str, *, shortest: int = 0, longest: int | None = None) -> None:
+    def __init__(
+        self,
+        pattern: str,
+        *,
+        shortest: int = 0,
+        longest: int | None = None,
+        spend: Callable[[int], None] | None = None,
+    ) -> None:
         self.pattern = pattern
         self.shortest = shortest
         self.longest = longest
+        self.spend = spend
+        """Told the characters each walk built and each check read, so that a caller's
+        budget counts them (it may raise to stop the search)."""
         self.made = False
         self.readable = True
 
@@ -330,16 +341,21 @@ class PatternSamples:
             walks += 1
             walk = _Walk(choices, 0, classes)
             texts = _walked(walk, parsed)
-            work += walk.size
+            built = walk.size
             if texts and len(texts[0]) < self.shortest:
                 longer = _Walk(choices, self.shortest - len(texts[0]), classes)
                 texts += _walked(longer, parsed)
-                work += longer.size
+                built += longer.size
                 texts.append(_pad(walked, texts[-1], self.shortest))
+            work += built
+            if self.spend is not None:
+                self.spend(built)
             repair: tuple[int, ...] | None = None
             for text in dict.fromkeys(texts):
                 if text in given:
                     continue
+                if self.spend is not None:
+                    self.spend(len(text))
                 if not accepts(text):
                     if repair is None:
                         repair = _repair(walk, choices, text)

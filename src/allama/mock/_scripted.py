@@ -227,7 +227,7 @@ class SetupError:
 
 
 StreamItem = StreamEvent | Error
-StreamScript = Sequence[StreamItem] | SetupError | Structured
+StreamScript = Iterable[StreamItem] | SetupError | Structured
 
 
 def _events_then_error(items: Sequence[StreamItem]) -> Iterator[StreamEvent]:
@@ -249,8 +249,11 @@ async def _aiter(events: Iterable[StreamEvent]) -> AsyncIterator[StreamEvent]:
         yield event
 
 
-def _check_stream(name: str, number: int, item: object) -> None:
-    """Refuse a scripted stream that is none of the three kinds, or that holds an item
+def _check_stream(
+    name: str, number: int, item: object
+) -> list[StreamItem] | SetupError | Structured:
+    """The scripted stream, an iterable of items read into a list (a generator streams
+    as a list does); refuse one that is none of the three kinds, or that holds an item
     that is neither an event nor an allama error, naming it (rather than failing inside
     the stream as it is read)."""
     if isinstance(item, SetupError):
@@ -259,20 +262,22 @@ def _check_stream(name: str, number: int, item: object) -> None:
                 f"{name}: the setup error of stream {number} is a {_named(item.error)}, not "
                 f"an allama Error{_not_allama(item.error)}"
             )
-        return
+        return item
     if isinstance(item, Structured):
-        return
-    if not isinstance(item, Sequence) or isinstance(item, str | bytes):
+        return item
+    if not isinstance(item, Iterable) or isinstance(item, str | bytes | bytearray | dict):
         raise MockScriptError(
             f"{name}: stream {number} is a {_named(item)}, which no script streams: a list "
             "of events and errors, a SetupError or a Structured value"
         )
-    for index, part in enumerate(item):
+    items: list[StreamItem] = list(item)
+    for index, part in enumerate(items):
         if not isinstance(part, (*_EVENTS, Error)):
             raise MockScriptError(
                 f"{name}: item {index} of stream {number} is a {_named(part)}, neither a "
                 f"stream event nor an allama Error{_not_allama(part)}"
             )
+    return items
 
 
 class MockStreamingProvider(_Recorder):
@@ -298,7 +303,7 @@ class MockStreamingProvider(_Recorder):
         return cls.from_responses([ChatResponseBuilder().text(text).build()])
 
     @classmethod
-    def with_stream(cls, items: Sequence[StreamItem]) -> MockStreamingProvider:
+    def with_stream(cls, items: Iterable[StreamItem]) -> MockStreamingProvider:
         return cls([items])
 
     @classmethod
@@ -314,7 +319,7 @@ class MockStreamingProvider(_Recorder):
         self._streams.append(Structured(value, usage=usage))
         return self
 
-    def then_stream(self, items: Sequence[StreamItem]) -> Self:
+    def then_stream(self, items: Iterable[StreamItem]) -> Self:
         self._streams.append(items)
         return self
 
@@ -335,7 +340,7 @@ class MockStreamingProvider(_Recorder):
                 )
             item = self._streams.popleft()
             number = len(self._requests)
-        _check_stream(self.name, number, item)
+        item = _check_stream(self.name, number, item)
         if isinstance(item, SetupError):
             if item.error.provider is None:
                 item.error.with_provider(self.name)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator, Iterable
+import threading
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any, cast
 
 from pydantic import JsonValue
 
 from allama.errors import InvalidRequestError
 from allama.mock._events import response_events
 from allama.mock._scripted import _Recorder
-from allama.mock._values import unknown_formats, value_for_schema
+from allama.mock._values import unknown_formats, value_and_plain_formats
 from allama.provider import capabilities_only
 from allama.stream import AsyncChatStream, ChatStream
 from allama.types import (
@@ -37,6 +39,9 @@ TEXT_ANSWER = "This is a test answer."
 
 CHARS_PER_TOKEN = 4
 """The rough rule the made-up token counts follow."""
+
+_KEPT_ANSWERS = 8
+"""Answers a provider keeps by their schema (a plan and its call ask for the same one)."""
 
 
 class TestProvider(_Recorder):
@@ -65,6 +70,8 @@ class TestProvider(_Recorder):
 
     def __init__(self, name: str = "test") -> None:
         super().__init__(name)
+        self._answers: dict[str, tuple[str | ValueError, list[tuple[str, str]]]] = {}
+        self._cache_lock = threading.Lock()
         self.with_supported_chat_capabilities(
             (
                 ChatCapability.STRUCTURED_OUTPUT,
@@ -128,14 +135,43 @@ class TestProvider(_Recorder):
             field = RequestField.RESPONSE_FORMAT
         if schema is None:
             return ()
+        if not unknown_formats(schema):
+            return ()
+        # Only the formats the answer holds as plain text: not an optional field's that
+        # the answer leaves out. With no answer, the call says so; the plan names them all.
+        generated = self._generated(schema)
+        plain = unknown_formats(schema) if isinstance(generated[0], ValueError) else generated[1]
         return tuple(
             Warning.approximated(
                 field,
                 f"`format` `{fmt}` at `{pointer or '/'}` is not one the test provider "
                 "writes: its value is a plain string, which the format may refuse",
             ).with_provider(self.name)
-            for pointer, fmt in unknown_formats(schema)
+            for pointer, fmt in plain
         )
+
+    def _generated(self, schema: object) -> tuple[str | ValueError, list[tuple[str, str]]]:
+        """The answer to `schema` as JSON text (or why there is none), with the unknown
+        formats it writes as plain text; the last few kept, as a plan and its call ask
+        for the same one."""
+        try:
+            key = json.dumps(schema, sort_keys=True, default=repr)
+        except (TypeError, ValueError, RecursionError):
+            key = None
+        if key is not None and key in self._answers:
+            return self._answers[key]
+        answer: tuple[str | ValueError, list[tuple[str, str]]]
+        try:
+            value, plain = value_and_plain_formats(cast("Mapping[str, Any]", schema))
+            answer = (json.dumps(value, separators=(",", ":"), ensure_ascii=False), plain)
+        except ValueError as error:
+            answer = (error, [])
+        if key is not None:
+            with self._cache_lock:
+                while len(self._answers) >= _KEPT_ANSWERS:
+                    del self._answers[next(iter(self._answers))]
+                self._answers[key] = answer
+        return answer
 
     def _forced_tool(self, request: ChatRequest) -> ToolDefinition | None:
         choice = request.tool_choice
@@ -165,11 +201,10 @@ class TestProvider(_Recorder):
         return self._value(response_format.json_schema, "the response format schema")
 
     def _value(self, schema: dict[str, JsonValue], what: str) -> str:
-        try:
-            value = value_for_schema(schema)
-        except ValueError as error:
-            raise self._invalid(f"{what} has no value: {error}") from None
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        text = self._generated(schema)[0]
+        if isinstance(text, ValueError):
+            raise self._invalid(f"{what} has no value: {text}") from None
+        return text
 
     def _invalid(self, message: str) -> InvalidRequestError:
         return InvalidRequestError(message).mark_authored().with_provider(self.name)

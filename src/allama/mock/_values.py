@@ -33,16 +33,19 @@ from allama.mock._conform import (
     SchemaContext,
     SchemaError,
     canonical,
+    checked_length,
     is_multiple,
     is_number,
     pattern_matches,
     pointer_join,
+    rust_matches,
 )
 from allama.mock._formats import format_values, knows_format, plain_strings
 from allama.mock._pattern import PatternSamples
+from allama.schema._types import _KEY_NAMES
 from allama.schema._walk import ARRAY_KEYWORDS, NUMBER_KEYWORDS, OBJECT_KEYWORDS, STRING_KEYWORDS
 
-__all__ = ["unknown_formats", "value_for_schema"]
+__all__ = ["unknown_formats", "value_and_plain_formats", "value_for_schema"]
 
 MAX_DEPTH = 40
 """Nesting below which a required part is given up on: the schema recurses without end."""
@@ -50,6 +53,8 @@ SOFT_DEPTH = 8
 """Nesting from which branches without `$ref` are tried first, so recursion winds down."""
 BUDGET = 40_000
 """Steps (generations and checks) one value may take before the search gives up."""
+CHARACTERS_PER_STEP = 16
+"""Characters a pattern's walk builds or a check reads for one step of the budget."""
 VARIANTS = 8
 """Candidates drawn per place when the first ones do not fit (unique items, `not`, `oneOf`)."""
 MOST_ITEMS = 10_000
@@ -79,6 +84,17 @@ class _Node:
     pointer: str
 
 
+def value_and_plain_formats(
+    schema: Mapping[str, Any] | bool,
+) -> tuple[JsonValue, list[tuple[str, str]]]:
+    """`value_for_schema`'s value, with each unknown `format` (and the pointer of the
+    schema naming it) the value may hold as plain text: only the formats a string was
+    written for, not those of parts the value leaves out (an optional property)."""
+    generator = _Generator(schema)
+    value: JsonValue = generator.value()
+    return value, list(generator.plain)
+
+
 def value_for_schema(schema: Mapping[str, Any] | bool) -> JsonValue:
     """A small, deterministic value `schema` accepts; `ValueError` when there is none.
 
@@ -98,6 +114,10 @@ class _Generator:
         self.failure: tuple[str, str] | None = None
         self._ref_free: dict[int, bool] = {}
         self._decimal_siblings = _decimal_siblings(self.ctx.root)
+        self.plain: dict[tuple[str, str], None] = {}
+        """Each unknown `format` a string was given for, written as plain text, with the
+        pointer of the schema naming it (over the whole search: a string tried and
+        refused counts too)."""
 
     # Driving
 
@@ -125,6 +145,10 @@ class _Generator:
         self.steps += weight
         if self.steps > BUDGET:
             raise _Exhausted
+
+    def _spend(self, characters: int) -> None:
+        """Characters a pattern's walks built or checked, counted against the budget."""
+        self._tick(characters // CHARACTERS_PER_STEP)
 
     def _fail(self, pointer: str, reason: str) -> None:
         if self.failure is None:
@@ -450,6 +474,18 @@ class _Generator:
     # Strings
 
     def _strings(self, atoms: list[_Node]) -> Iterator[str]:
+        """Strings every atom accepts; each one given records the formats the atoms name
+        that the generator does not write (the string is plain text to them)."""
+        unknown = [
+            (atom.pointer, fmt)
+            for atom in atoms
+            if isinstance(fmt := atom.schema.get("format"), str) and not knows_format(fmt)
+        ]
+        for text in self._strings_of(atoms):
+            self.plain.update(dict.fromkeys(unknown))
+            yield text
+
+    def _strings_of(self, atoms: list[_Node]) -> Iterator[str]:
         shortest = 0
         longest: int | None = None
         patterns: list[str] = []
@@ -510,7 +546,9 @@ class _Generator:
             if fitting(text):
                 yield text
         if patterns:
-            samples = PatternSamples(patterns[0], shortest=shortest, longest=longest)
+            samples = PatternSamples(
+                patterns[0], shortest=shortest, longest=longest, spend=self._spend
+            )
             fitted = 0
             for sampled in samples:
                 self._tick()
@@ -519,10 +557,31 @@ class _Generator:
                     yield sampled
             if fitted:
                 return
+            where = pointer_join(pattern_at, "pattern")
             if samples.readable:
-                where = pointer_join(pattern_at, "pattern")
                 why = "fits the length limits" if samples.made else "could be made"
+                limit = checked_length(patterns[0])
+                if limit is not None and shortest > limit:
+                    why += (
+                        f" (with nested repeats and syntax only Python's `re` reads, a text "
+                        f"over {limit} characters cannot be checked in bounded time)"
+                    )
                 raise _Unsat(where, f"no string matching {patterns[0]!r} {why}")
+            if rust_matches(patterns[0], "") is not None:
+                # Pydantic's engine reads what the sampler cannot walk: a plain string
+                # it matches, else none.
+                for text in islice(plain_strings(shortest, longest), REJECTS):
+                    self._tick()
+                    if pattern_matches(patterns[0], text) and fitting(text):
+                        fitted += 1
+                        yield text
+                if not fitted:
+                    raise _Unsat(
+                        where,
+                        f"no string matching {patterns[0]!r} could be made (the sampler "
+                        "cannot walk this pattern)",
+                    )
+                return
             # A pattern no engine here reads is not held against a value (`_conform`).
         for text in islice(plain_strings(shortest, longest), MOST_ITEMS * 2):
             if fitting(text):
@@ -825,21 +884,26 @@ class _Generator:
         for name in declared:
             if name not in built and name not in forbidden and self._allowed(atoms, name):
                 yield name
-        given: set[str] = set()
+        read = _key_reader(atoms)
+        given: set[object] = {read(name) for name in chain(built, declared)}
 
         def fresh(names: Iterable[str]) -> Iterator[str]:
             for name in names:
-                if name in given or name in built or name in declared:
+                mark = read(name)
+                if mark in given or name in built or name in declared:
                     continue
-                given.add(name)
+                given.add(mark)
                 if self._allowed(atoms, name):
                     yield name
 
+        if read is not _as_text:  # a map keyed by numbers: plain numerals first
+            yield from fresh(str(number) for number in range(MOST_ITEMS))
         for atom in atoms:
             patterns = atom.schema.get("patternProperties")
             if isinstance(patterns, dict):
                 for pattern in patterns:
-                    yield from fresh(islice(PatternSamples(pattern), VARIANTS))
+                    samples = PatternSamples(pattern, spend=self._spend)
+                    yield from fresh(islice(samples, MOST_ITEMS))
         formatted = False
         for atom in atoms:
             names = atom.schema.get("propertyNames")
@@ -878,6 +942,51 @@ class _Generator:
                         found.append(_Node(schema[key], atom.base, pointer))
                         break
         return found
+
+
+def _as_text(name: str) -> object:
+    return name
+
+
+def _int_key(name: str) -> object:
+    try:
+        return int(name)
+    except ValueError:
+        return name
+
+
+def _float_key(name: str) -> object:
+    try:
+        return float(name)
+    except ValueError:
+        return name
+
+
+_NUMBER_KEYS: dict[str, Callable[[str], object]] = {
+    _KEY_NAMES["int"]["pattern"]: _int_key,
+    _KEY_NAMES["float"]["pattern"]: _float_key,
+    _KEY_NAMES["decimal"]["pattern"]: _float_key,
+}
+"""How validation reads a key of a map keyed by numbers, by the pattern allama gives such
+keys: `"0"`, `"+0"` and `"00"` are one key of an `int` map. A `Decimal` key is read as a
+float here (coarser: two keys apart as floats are apart as decimals)."""
+
+
+def _key_reader(atoms: list[_Node]) -> Callable[[str], object]:
+    """How a map's keys are told apart: as the numbers they name where a key pattern says
+    the map is keyed by numbers, else as text."""
+    readers: list[Callable[[str], object]] = []
+    for atom in atoms:
+        names = atom.schema.get("propertyNames")
+        patterns = list(atom.schema.get("patternProperties") or ())
+        if isinstance(names, dict) and isinstance(names.get("pattern"), str):
+            patterns.append(names["pattern"])
+        readers.extend(
+            _NUMBER_KEYS[p] for p in patterns if isinstance(p, str) and p in _NUMBER_KEYS
+        )
+    if _float_key in readers:
+        return _float_key
+    return readers[0] if readers else _as_text
 
 
 @dataclass(frozen=True)
