@@ -24,9 +24,16 @@ import allama
 from allama import ChatRequest, ResponseFormat
 from allama.schema._dialects._grammar import grammar_engine
 from allama.schema._dialects._llama_cpp import llama_cpp, llama_cpp_pattern
+from allama.schema._errors import SchemaError
 from allama.types import FinishReason
 
 # Patterns
+
+
+def _rewritten(schema: Any) -> tuple[Any, list[str]]:
+    """What the dialect sends of `schema`, and its notes' words."""
+    rewrite = llama_cpp(schema)
+    return rewrite.schema, [note.message for note in rewrite.notes]
 
 
 def test_lengths_and_a_format_beside_a_pattern_are_noted() -> None:
@@ -380,9 +387,7 @@ def test_an_enum_no_value_of_which_holds_accepts_nothing() -> None:
 def test_boolean_subschemas_are_rewritten_or_left_out(
     schema: dict[str, Any], sent: dict[str, Any], messages: list[str]
 ) -> None:
-    rewrite = llama_cpp(schema)
-    assert rewrite.schema == sent
-    assert [n.message for n in rewrite.notes] == messages
+    assert _rewritten(schema) == (sent, messages)
 
 
 def _booleans(node: Any, pointer: str = "") -> Iterator[str]:
@@ -431,8 +436,26 @@ _SCHEMAS = st.recursive(
 @given(root=_SCHEMAS, definition=_SCHEMAS)
 def test_no_boolean_subschema_is_sent(root: Any, definition: Any) -> None:
     schema = {"$defs": {"d": definition}, "anyOf": [root, {"type": "null"}]}
-    rewrite = llama_cpp(schema)
+    try:
+        rewrite = llama_cpp(schema)
+    except SchemaError as error:
+        # Only when `d` is used and refers to itself in place (the server refuses that).
+        assert _leads_back(definition), error
+        assert str(error).endswith(
+            "refers back to itself without going into a property or an "
+            "item: checking a value against it would never end"
+        )
+        return
     assert list(_booleans(rewrite.schema)) == []
+
+
+def _leads_back(definition: Any) -> bool:
+    """Whether `d` refers to itself through its unions alone (a left-recursive grammar)."""
+    if not isinstance(definition, dict):
+        return False
+    if definition.get("$ref") == "#/$defs/d":
+        return True
+    return any(_leads_back(branch) for branch in definition.get("anyOf", ()))
 
 
 def test_a_grammar_engine_says_when_the_root_accepts_nothing() -> None:
@@ -477,6 +500,770 @@ def test_ollama_lists_what_its_converter_skips() -> None:
     ]
 
 
+# What llama.cpp's converter makes of a pattern, as a Python regex (`None` where it gives up
+# and accepts any string): it merges a run of literal characters and repeats the whole run
+# when a quantifier follows an escaped one (`ab\.?` is `(ab.)?`), reads a non-ASCII character
+# byte by byte (a quantifier after one repeats its last byte: the server refuses it), copies
+# a class as it is and knows no escape there but these (measured: `\-` too).
+
+_CONVERTER_CLASS_ESCAPES = frozenset('-[]\\"trnxuU')
+_CONVERTER_LITERAL_ESCAPES = frozenset("^$.[]()|{}*+?")
+_CONVERTER_SYNTAX = frozenset("|.()[]{}*+?")
+
+
+def _as_converter_reads(pattern: str) -> str | None:
+    body = pattern[1:-1]
+    at = 0
+
+    def rule(item: tuple[str, bool]) -> str:
+        text, literal = item
+        return f"(?:{re.escape(text)})" if literal else text
+
+    def join(seq: list[tuple[str, bool]]) -> str:
+        out, run = [], ""
+        for text, literal in seq:
+            if literal:
+                run += text
+                continue
+            if run:
+                out.append(rule((run, True)))
+                run = ""
+            out.append(text)
+        if run:
+            out.append(rule((run, True)))
+        return "".join(out)
+
+    def transform() -> str | None:
+        nonlocal at
+        seq: list[tuple[str, bool]] = []
+        while at < len(body):
+            char = body[at]
+            if char == ".":
+                seq.append(("[^\\n\\r]", False))
+                at += 1
+            elif char == "(":
+                at += 3 if body.startswith("(?:", at) else 1
+                inner = transform()
+                if inner is None:
+                    return None
+                seq.append((f"(?:{inner})", False))
+            elif char == ")":
+                at += 1
+                return join(seq)
+            elif char == "[":
+                end = at + 1
+                while body[end] != "]":
+                    if body[end] == "\\":
+                        if body[end + 1] not in _CONVERTER_CLASS_ESCAPES:
+                            return None  # "unsupported escape in character class"
+                        end += 6 if body[end + 1] == "u" else 2
+                    else:
+                        end += 1
+                seq.append((body[at : end + 1], False))
+                at = end + 1
+            elif char == "|":
+                seq.append(("|", False))
+                at += 1
+            elif char in "*+?":
+                seq[-1] = (rule(seq[-1]) + char, False)
+                at += 1
+            elif char == "{":
+                end = body.index("}", at)
+                seq[-1] = (rule(seq[-1]) + body[at : end + 1], False)
+                at = end + 1
+            else:
+                literal = ""
+                while at < len(body):
+                    char = body[at]
+                    after = body[at + 1 : at + 2]
+                    if char == "\\":
+                        if after in _CONVERTER_LITERAL_ESCAPES or after == "-":
+                            literal, at = literal + after, at + 2
+                        elif after == "u":
+                            literal += chr(int(body[at + 2 : at + 6], 16))
+                            at += 6
+                        else:
+                            return None
+                    elif char not in _CONVERTER_SYNTAX and (
+                        not after or not literal or after == "." or after not in _CONVERTER_SYNTAX
+                    ):
+                        if not char.isascii() and after and after in "*+?{":
+                            return None  # its last byte alone takes the quantifier
+                        literal, at = literal + char, at + 1
+                    else:
+                        break
+                seq.append((literal, True))
+        return join(seq)
+
+    return transform()
+
+
+def _unwritable(text: str) -> bool:
+    """Whether `text` holds what the grammar would write raw into the JSON string."""
+    return any(ord(char) < 0x20 or char in '"\\' for char in text)
+
+
+_ATOMS = st.sampled_from(
+    [
+        "a",
+        "-",
+        "é",
+        "\\.",
+        "\\-",
+        "\\^",
+        "\\$",
+        "\\/",
+        "\\}",
+        "\\u0041",
+        "\\u00e9",
+        "\\d",
+        "[a\\.c]",
+        "[\\^a]",
+        "[a\\^]",
+        "[\\(\\)]",
+        "[a\\|$]",
+        "[\\*\\+\\?]",
+        "[\\{\\}]",
+        "[a\\-c]",
+        "[ -~]",
+        "[!-$]",
+        "[\\u0000-\\u0041]",
+        "[#-\\]]",
+        "(a|\\.)",
+        "(?:a\\.)",
+    ]
+)
+_REPEATS = st.sampled_from(["", "", "?", "*", "+", "{2}", "{1,2}", "{0,}"])
+_ESCAPED_BODIES = st.lists(st.tuples(_ATOMS, _REPEATS), min_size=1, max_size=4).map(
+    lambda pieces: "".join(atom + repeat for atom, repeat in pieces)
+)
+_TEXTS = st.text(alphabet='a-é.^$/}A0c()|*+?{ !#"\\\x01]x', max_size=6)
+
+
+@settings(max_examples=400, deadline=None)
+@given(bodies=st.lists(_ESCAPED_BODIES, min_size=1, max_size=2), texts=st.lists(_TEXTS))
+def test_the_converter_reads_a_sent_pattern_as_it_was_meant(
+    bodies: list[str], texts: list[str]
+) -> None:
+    pattern = "|".join(f"^{body}$" for body in bodies)
+    spelled, why = llama_cpp_pattern(pattern)
+    assert spelled is not None, why
+    read = _as_converter_reads(spelled)
+    assert read is not None, spelled
+    for text in [*texts, "a", "é", ".", "-", "a.", "A", '"', "\\", "]", "\x01"]:
+        meant = bool(re.search(pattern, text, re.ASCII))
+        got = bool(re.fullmatch(read, text))
+        # Never a raw quote, backslash or control character; otherwise what it meant.
+        assert got == (meant and not _unwritable(text)), (spelled, text)
+        if meant and _unwritable(text):
+            assert why == "the quotes, backslashes and control characters a class range covers"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "spelled"),
+    [
+        # The converter knows no escape inside a class but `\-`, `\[`, `\]` and `\uXXXX`.
+        (r"^[a\.c]$", "^[a.c]$"),
+        (r"^[a\^]$", "^[a^]$"),
+        (r"^[\^a]$", "^[\\u005Ea]$"),  # a `^` first would negate the class
+        (r"^[\(a\|\*\+\?\{\$]$", "^[(a|*+?{$]$"),
+        (r"^[a\-c\]\[]$", r"^[a\-c\]\[]$"),
+        (r"^[\u0041-\u005a]$", r"^[\u0041-\u005a]$"),
+        # A quantified escaped or non-ASCII character is a class of its own.
+        (r"^ab\.?$", "^ab[.]?$"),
+        (r"^x\-?y$", r"^x[\-]?y$"),
+        (r"^a\.{2}$", "^a[.]{2}$"),
+        (r"^0{2} \u0041*$", "^0{2} [A]*$"),
+        (r"^\^+$", "^[\\u005E]+$"),
+        ("^é+$", "^[é]+$"),
+        # Punctuation that means itself, written as the character.
+        (r"^https?:\/\/[a-z]+$", "^https?://[a-z]+$"),
+        (r"^a\-b$", "^a-b$"),
+        ("^a}$", r"^a\}$"),
+        ("^a{x}$", r"^a\{x\}$"),
+    ],
+)
+def test_a_pattern_is_sent_as_the_converter_reads_it(pattern: str, spelled: str) -> None:
+    assert llama_cpp_pattern(pattern) == (spelled, "")
+    rewrite = llama_cpp({"type": "string", "pattern": pattern})
+    assert rewrite.schema == {"type": "string", "pattern": spelled}
+    assert rewrite.notes == ()
+
+
+@pytest.mark.parametrize(
+    ("pattern", "spelled"),
+    [
+        ("^[ -~]{2}$", r"^[ -!#-\[\]-~]{2}$"),
+        (r"^[\u0000-\u007f]+$", r"^[ -!#-\[\]-\u007F]+$"),
+        (r"^[a-z#-\]]$", r"^[a-z#-\[\]]$"),
+    ],
+)
+def test_a_class_range_leaves_out_what_the_grammar_cannot_write(pattern: str, spelled: str) -> None:
+    # A raw quote or backslash would end or break the JSON string the grammar writes.
+    why = "the quotes, backslashes and control characters a class range covers"
+    assert llama_cpp_pattern(pattern) == (spelled, why)
+    rewrite = llama_cpp({"type": "string", "pattern": pattern})
+    assert rewrite.schema == {"type": "string", "pattern": spelled}
+    assert [n.message for n in rewrite.notes] == [
+        f"`pattern` was narrowed at `/`: llama.cpp's grammar would write {why} raw into the "
+        "JSON string, so they were left out"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        # Read as written, a reversed repetition makes the grammar parser allocate without
+        # limit; over 2000 repetitions, it refuses the grammar (HTTP 400).
+        ("^[a-z]{3,1}$", "the repetition `{3,1}`, whose bounds are reversed"),
+        ("^a$|^b{5,2}$", "the repetition `{5,2}`, whose bounds are reversed"),
+        ("^[0-9]{2500}$", "a repetition count above 2000"),
+        ("^(ab){1,2001}$", "a repetition count above 2000"),
+        ("^a{2001,}$", "a repetition count above 2000"),
+        # `[]` matches nothing (ECMA-262); the converter reads something else.
+        ("^[]a]$", "an empty class `[]`, which matches nothing"),
+        ("^a[]$|^b$", "an empty class `[]`, which matches nothing"),
+        (r"^[\u0000-\u001f]$", "a class of quotes, backslashes or control characters only"),
+        ("^*a$", "a quantifier with nothing to repeat"),
+        ("^a**$", "a quantifier after a quantifier"),
+        ("^[z-a]$", "a class range out of order"),
+        (r"^[\d-z]$", "a class escape at one end of a range"),
+        ("^[ab$", "an unterminated character class"),
+    ],
+)
+def test_a_pattern_the_server_refuses_or_chokes_on_is_removed(pattern: str, why: str) -> None:
+    assert llama_cpp_pattern(pattern) == (None, why)
+    rewrite = llama_cpp({"type": "string", "pattern": pattern})
+    assert rewrite.schema == {"type": "string"}
+    assert [n.message for n in rewrite.notes] == [
+        f"`pattern` was removed at `/`: llama.cpp's grammar cannot compile {why}"
+    ]
+
+
+# Empty length and item-count ranges (the grammar parser allocates without limit on them)
+
+_NOTHING = "the subschema at `/` accepts nothing; llama.cpp cannot say so, so it accepts anything"
+
+
+@pytest.mark.parametrize(
+    ("schema", "sent", "messages"),
+    [
+        (
+            {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "code": {
+                        "anyOf": [
+                            {"type": "string", "minLength": 3, "maxLength": 1},
+                            {"type": "null"},
+                        ]
+                    },
+                },
+                "required": ["name"],
+            },
+            {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "code": {"anyOf": [{"type": "null"}]}},
+                "required": ["name"],
+            },
+            [],
+        ),
+        (
+            {"type": ["string", "null"], "minLength": 3, "maxLength": 1, "pattern": "^a+$"},
+            {"type": "null"},
+            [],
+        ),
+        (
+            {"type": ["array", "null"], "items": {"type": "integer"}, "minItems": 3, "maxItems": 2},
+            {"type": "null"},
+            [],
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"a": {"type": "string", "minLength": 30.0, "maxLength": 5}},
+            },
+            {"type": "object", "properties": {}},
+            [],
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {
+                    "a": {"allOf": [{"type": "string", "minLength": 3}, {"maxLength": 1}]}
+                },
+                "required": ["a"],
+            },
+            {},
+            [_NOTHING],
+        ),
+        (
+            {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 1},
+            {},
+            [_NOTHING],
+        ),
+        (
+            {"items": {"type": "integer"}, "minItems": 3, "maxItems": 2},
+            {"items": {"type": "integer"}},
+            [
+                "`minItems` and `maxItems` were removed at `/`: no array meets both, which "
+                "llama.cpp cannot say, so any array passes"
+            ],
+        ),
+    ],
+)
+def test_an_empty_length_or_count_range_allows_no_value_of_its_type(
+    schema: dict[str, Any], sent: dict[str, Any], messages: list[str]
+) -> None:
+    assert _rewritten(schema) == (sent, messages)
+
+
+def _nodes(schema: Any) -> Iterator[dict[str, Any]]:
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            yield node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+_COUNT = st.none() | st.integers(0, 5) | st.integers(0, 5).map(float)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kinds=st.sampled_from([["string"], ["string", "null"], ["array"], ["array", "null"], None]),
+    low=_COUNT,
+    high=_COUNT,
+    items=st.booleans(),
+)
+def test_no_empty_range_is_sent_and_no_value_it_allows_is_lost(
+    kinds: list[str] | None, low: float | None, high: float | None, items: bool
+) -> None:
+    kind = kinds[0] if kinds else ("array" if items else "string")
+    keys = ("minItems", "maxItems") if kind == "array" else ("minLength", "maxLength")
+    node: dict[str, Any] = {k: v for k, v in zip(keys, (low, high), strict=True) if v is not None}
+    if kinds is not None:
+        node["type"] = kinds[0] if len(kinds) == 1 else kinds
+    if kind == "array":
+        node["items"] = {"type": "integer"}
+    rewrite = llama_cpp({"type": "object", "properties": {"v": node}, "required": ["v"]})
+    sent = [n for n in _nodes(rewrite.schema) if any(k in n for k in keys)]
+    for n in sent:
+        assert n.get(keys[0], 0) <= n.get(keys[1], math.inf)
+        assert all(type(n[k]) is int for k in keys if k in n)  # `2.0` is refused
+    empty = low is not None and high is not None and low > high
+    value = rewrite.schema.get("properties", {}).get("v")
+    if not empty:
+        assert value == {k: int(v) if isinstance(v, float) else v for k, v in node.items()}
+    elif kinds == [kind, "null"]:
+        assert value == {"type": "null"}
+    elif kinds == [kind]:
+        assert rewrite.schema == {}  # nothing passes: noted
+        assert len(rewrite.notes) == 1
+
+
+# Required keys that `properties` does not declare (the converter drops them)
+
+
+@pytest.mark.parametrize(
+    ("schema", "sent", "messages"),
+    [
+        (
+            {
+                "type": "object",
+                "properties": {"b": {"type": "integer"}},
+                "required": ["a", "b"],
+                "additionalProperties": {"type": "integer", "minimum": 1},
+            },
+            {
+                "type": "object",
+                "properties": {
+                    "b": {"type": "integer"},
+                    "a": {"type": "integer", "minimum": 1},
+                },
+                "required": ["a", "b"],
+                "additionalProperties": {"type": "integer", "minimum": 1},
+            },
+            [],
+        ),
+        (
+            {"type": "object", "required": ["a"]},
+            {
+                "type": "object",
+                "required": ["a"],
+                "properties": {"a": {}},
+                "additionalProperties": True,
+            },
+            [],
+        ),
+        (
+            {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["a"]},
+            {},
+            [_NOTHING],
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {
+                    "x": {"type": ["object", "null"], "properties": {}, "required": ["a"]},
+                    "y": {"type": "object", "properties": {}, "required": ["a"]},
+                },
+                "required": ["x"],
+            },
+            {"type": "object", "properties": {"x": {"type": "null"}}, "required": ["x"]},
+            [],
+        ),
+        (
+            {"properties": {"b": {"type": "integer"}}, "required": ["a", "b", "c"]},
+            {"properties": {"b": {"type": "integer"}}, "required": ["a", "b", "c"]},
+            [
+                "`required` `a`, `c` is not enforced by the grammar at `/`: llama.cpp requires "
+                "only keys declared in `properties`"
+            ],
+        ),
+    ],
+)
+def test_a_required_key_missing_from_properties_is_declared_or_accepts_nothing(
+    schema: dict[str, Any], sent: dict[str, Any], messages: list[str]
+) -> None:
+    assert _rewritten(schema) == (sent, messages)
+
+
+# An enum of several types with keywords beside it
+
+
+@pytest.mark.parametrize(
+    ("schema", "sent", "messages"),
+    [
+        ({"enum": ["abc", 1], "maxLength": 1}, {"anyOf": [{"type": "integer", "enum": [1]}]}, []),
+        (
+            {"type": ["string", "null"], "enum": ["abc", None, "d"], "maxLength": 1},
+            {"anyOf": [{"type": "string", "enum": ["d"]}, {"type": "null"}]},
+            [],
+        ),
+        ({"enum": ["", None], "minLength": 1}, {"anyOf": [{"type": "null"}]}, []),
+        (
+            {"enum": [1, 5, "x"], "minimum": 3},
+            {"anyOf": [{"type": "integer", "enum": [5]}, {"type": "string", "enum": ["x"]}]},
+            ["`minimum` is not enforced by the grammar at `/` (only integers)"],
+        ),
+        (
+            {"enum": ["a", 1], "pattern": "^b$"},
+            {"anyOf": [{"type": "string", "enum": ["a"]}, {"type": "integer", "enum": [1]}]},
+            [
+                "`pattern` is not enforced by the grammar at `/`: llama.cpp compiles only the "
+                "`enum` values beside it"
+            ],
+        ),
+    ],
+)
+def test_the_branches_of_an_enum_of_several_types_keep_the_values_beside_it_allows(
+    schema: dict[str, Any], sent: dict[str, Any], messages: list[str]
+) -> None:
+    assert _rewritten(schema) == (sent, messages)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(
+        st.none() | st.booleans() | st.integers(-3, 3) | st.text("ab", max_size=3),
+        min_size=1,
+        max_size=5,
+        unique_by=lambda v: (type(v), v),
+    ),
+    keyword=st.sampled_from(["minLength", "maxLength", "minimum", "maximum", "exclusiveMaximum"]),
+    bound=st.integers(0, 3),
+)
+def test_an_enum_of_several_types_sends_exactly_the_values_beside_it_allows(
+    values: list[Any], keyword: str, bound: int
+) -> None:
+    import jsonschema
+
+    schema = {"enum": values, keyword: bound}
+    rewrite = llama_cpp(schema)
+    sent = rewrite.schema
+    listed = [v for branch in sent.get("anyOf", [sent]) for v in branch.get("enum", [])]
+    typed = {branch.get("type") for branch in sent.get("anyOf", [sent])}
+    allowed = [v for v in values if jsonschema.Draft202012Validator(schema).is_valid(v)]
+    if not allowed:
+        assert sent == {}
+        return
+    for value in allowed:
+        assert value in listed or (value is None and "null" in typed) or isinstance(value, bool)
+    assert all(jsonschema.Draft202012Validator(schema).is_valid(v) for v in listed)
+
+
+# Integer bounds the converter misreads or the server refuses
+
+
+@pytest.mark.parametrize(
+    ("node", "sent", "messages"),
+    [
+        # An upper bound below zero alone fails every generation (HTTP 500), whatever the
+        # other types: it is removed.
+        (
+            {"type": ["integer", "null"], "maximum": -1},
+            {"type": ["integer", "null"]},
+            [
+                "`maximum` is not enforced by the grammar at `/` (only integers)",
+                "`maximum` was removed at `/`: llama.cpp fails on a negative upper bound without "
+                "a lower one",
+            ],
+        ),
+        (
+            {"type": ["null", "integer"], "exclusiveMaximum": 0},
+            {"type": ["null", "integer"]},
+            [
+                "`exclusiveMaximum` is not enforced by the grammar at `/` (only integers)",
+                "`exclusiveMaximum` was removed at `/`: llama.cpp fails on a negative upper "
+                "bound without a lower one",
+            ],
+        ),
+        (
+            {"type": ["integer", "null"], "minimum": 5, "exclusiveMaximum": 5},
+            {"type": "null"},
+            [
+                "`minimum` is not enforced by the grammar at `/` (only integers)",
+                "`exclusiveMaximum` is not enforced by the grammar at `/` (only integers)",
+            ],
+        ),
+        # A minimum of 100 or more alone is misread (`minimum: 100` lets 10 through).
+        (
+            {"type": "integer", "minimum": 100},
+            {"type": "integer", "minimum": 100, "maximum": 2**63 - 2},
+            [],
+        ),
+        (
+            {"type": "integer", "exclusiveMinimum": 99.5},
+            {"type": "integer", "minimum": 100, "maximum": 2**63 - 2},
+            [],
+        ),
+        ({"type": "integer", "minimum": 99}, {"type": "integer", "minimum": 99}, []),
+        # Beyond 64 bits: brought within them where no number the grammar writes is lost...
+        (
+            {"type": "integer", "minimum": 0, "maximum": 2**64 - 1},
+            {"type": "integer", "minimum": 0, "maximum": 2**63 - 2},
+            [],
+        ),
+        ({"type": "integer", "minimum": -(10**21)}, {"type": "integer"}, []),
+        (
+            {"type": "integer", "minimum": -1e300, "maximum": 7.5},
+            {"type": "integer", "minimum": -(2**63 - 2), "maximum": 7},
+            [],
+        ),
+        # ... and removed where no number in range is one it reads.
+        (
+            {"type": "integer", "minimum": 2**63},
+            {"type": "integer"},
+            ["`minimum` was removed at `/`: llama.cpp reads integer bounds only within 64 bits"],
+        ),
+        (
+            {"type": "integer", "minimum": 1e300},
+            {"type": "integer"},
+            ["`minimum` was removed at `/`: llama.cpp reads integer bounds only within 64 bits"],
+        ),
+        (
+            {"type": "integer", "maximum": -(10**21)},
+            {"type": "integer"},
+            ["`maximum` was removed at `/`: llama.cpp reads integer bounds only within 64 bits"],
+        ),
+    ],
+)
+def test_integer_bounds_are_sent_as_the_converter_reads_them_right(
+    node: dict[str, Any], sent: dict[str, Any], messages: list[str]
+) -> None:
+    rewrite = llama_cpp(node)
+    assert rewrite.schema == sent
+    assert [n.message for n in rewrite.notes] == messages
+
+
+_LIMIT = 2**63 - 2
+_WIDE_BOUND = (
+    st.none()
+    | st.integers(-150, 150)
+    | st.sampled_from([2**63 - 1, 2**63, 2**64, -(2**63), -(2**64), 10**17, -(10**17)])
+    | st.floats(-1e20, 1e20, allow_nan=False).map(lambda f: round(f, 1))
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    minimum=_WIDE_BOUND,
+    exclusive_min=_WIDE_BOUND,
+    maximum=_WIDE_BOUND,
+    exclusive_max=_WIDE_BOUND,
+    nullable=st.booleans(),
+)
+def test_no_integer_bound_is_sent_that_the_converter_misreads(
+    minimum: float | None,
+    exclusive_min: float | None,
+    maximum: float | None,
+    exclusive_max: float | None,
+    nullable: bool,
+) -> None:
+    bounds = {
+        "minimum": minimum,
+        "exclusiveMinimum": exclusive_min,
+        "maximum": maximum,
+        "exclusiveMaximum": exclusive_max,
+    }
+    node = {
+        "type": ["integer", "null"] if nullable else "integer",
+        **{k: v for k, v in bounds.items() if v is not None},
+    }
+    rewrite = llama_cpp(node)
+    sent = rewrite.schema
+    if "integer" not in _kinds_of(sent):
+        assert not any(_schema_accepts(node, v) for v in _probes(node))
+        return
+    for key in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        if key in sent:
+            assert -_LIMIT - 1 <= sent[key] <= _LIMIT + 1, (key, sent)
+    lower = any(k in sent for k in ("minimum", "exclusiveMinimum"))
+    upper = any(k in sent for k in ("maximum", "exclusiveMaximum"))
+    if lower and not upper:
+        assert sent.get("minimum", sent.get("exclusiveMinimum", 0) + 1) < 100
+    if upper and not lower:
+        assert sent.get("maximum", sent.get("exclusiveMaximum", 0) - 1) >= 0
+    exact = not [n for n in rewrite.notes if "only integers" not in n.message]
+    for value in _probes(node):
+        meant = _schema_accepts(node, value)
+        read = _converter_accepts({**sent, "type": "integer"}, value)
+        assert read or not meant, value  # never narrower
+        if exact:
+            assert read == meant, value
+
+
+def _kinds_of(node: dict[str, Any]) -> list[str]:
+    kinds = node.get("type", [])
+    return kinds if isinstance(kinds, list) else [kinds]
+
+
+def _probes(node: dict[str, Any]) -> list[int]:
+    """Integers the grammar may write (within 64 bits) around the node's bounds."""
+    near = [0, 1, -1, 9, 10, 99, 100, 101, _LIMIT, -_LIMIT]
+    for key in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        if key in node:
+            whole = math.floor(node[key])
+            near += [whole - 1, whole, whole + 1, whole + 2]
+    return [v for v in near if -_LIMIT <= v <= _LIMIT]
+
+
+# The schemas the server refuses
+
+
+def test_a_root_refered_to_moves_into_defs() -> None:
+    # `$ref: "#"` is refused ("only references into the same document are supported").
+    schema = {
+        "title": "Node",
+        "type": "object",
+        "properties": {"kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 3.0}},
+    }
+    rewrite = llama_cpp(schema)
+    assert rewrite.schema == {
+        "$ref": "#/$defs/root",
+        "$defs": {
+            "root": {
+                "title": "Node",
+                "type": "object",
+                "properties": {
+                    "kids": {"type": "array", "items": {"$ref": "#/$defs/root"}, "maxItems": 3}
+                },
+            }
+        },
+    }
+    assert rewrite.notes == ()
+
+
+def test_the_root_moved_into_defs_keeps_its_notes_and_its_name_free() -> None:
+    schema = {
+        "$defs": {"root": {"type": "string", "format": "date"}},
+        "type": "object",
+        "properties": {
+            "day": {"$ref": "#/$defs/root"},
+            "next": {"$ref": "#"},
+            "n": {"type": "integer", "minimum": 2**63},
+        },
+    }
+    rewrite = llama_cpp(schema)
+    assert rewrite.schema == {
+        "$ref": "#/$defs/root_2",
+        "$defs": {
+            "root": {"type": "string", "format": "date"},
+            "root_2": {
+                "type": "object",
+                "properties": {
+                    "day": {"$ref": "#/$defs/root"},
+                    "next": {"$ref": "#/$defs/root_2"},
+                    "n": {"type": "integer"},
+                },
+            },
+        },
+    }
+    assert [(n.pointer, n.message) for n in rewrite.notes] == [
+        (
+            "/$defs/root",
+            "`format` `date` is enforced in shape only by the grammar at `/$defs/root`",
+        ),
+        (
+            "/properties/n",
+            "`minimum` was removed at `/properties/n`: llama.cpp reads integer bounds only "
+            "within 64 bits",
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"anyOf": [{"$ref": "#"}, {"type": "null"}]},
+        {
+            "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
+            "type": "object",
+            "properties": {"x": {"$ref": "#/$defs/a"}},
+        },
+        {
+            "$defs": {"a": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/a"}]}},
+            "type": "object",
+            "properties": {"x": {"$ref": "#/$defs/a"}},
+        },
+    ],
+)
+def test_a_schema_that_refers_back_to_itself_in_place_is_refused(schema: dict[str, Any]) -> None:
+    # The grammar would be left-recursive: the server refuses it (HTTP 400).
+    with pytest.raises(SchemaError, match="refers back to itself without going into a property"):
+        llama_cpp(schema)
+
+
+def test_whole_float_counts_are_sent_as_integers_and_capped() -> None:
+    # The server refuses `minLength: 2.0` ("must be a non-negative integer").
+    rewrite = llama_cpp(
+        {
+            "type": "object",
+            "properties": {
+                "s": {"type": "string", "minLength": 2.0, "maxLength": 3000.0},
+                "a": {"type": "array", "items": {"type": "integer"}, "maxItems": 4.0},
+                "o": {"type": "object", "minProperties": 1.0},
+            },
+        }
+    )
+    assert rewrite.schema["properties"] == {
+        "s": {"type": "string", "minLength": 2},
+        "a": {"type": "array", "items": {"type": "integer"}, "maxItems": 4},
+        "o": {"type": "object", "minProperties": 1},
+    }
+    assert [type(v) for v in rewrite.schema["properties"]["a"].values()] == [str, dict, int]
+    assert [n.message for n in rewrite.notes] == [
+        "`minProperties` is not enforced by the grammar at `/properties/o`",
+        "`maxLength` was removed at `/properties/s`: llama.cpp's grammar allows at most 2000 "
+        "repetitions",
+    ]
+
+
 # Against the real server
 
 _LONG: Any = [["<|im_end|>", -60], ['"', -60], ["}", -60], ["]", -60], ["a", 6], ["9", 7], [",", 5]]
@@ -493,7 +1280,7 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield provider.start()  # type: ignore[attr-defined]
 
 
-def _ask(local: Any, schema: dict[str, Any], bias: str) -> tuple[Any, list[str]]:
+def _ask(local: Any, schema: dict[str, Any], bias: str | list[Any]) -> tuple[Any, list[str]]:
     request = (
         ChatRequest("tiny")
         .user("Make a record.")
@@ -503,8 +1290,9 @@ def _ask(local: Any, schema: dict[str, Any], bias: str) -> tuple[Any, list[str]]
             ResponseFormat(type="json_schema", json_schema=schema, name="probe", strict=True)
         )
     )
-    if bias == "longest":
-        request = request.with_option_json("openai_compat", {"logit_bias": _LONG})
+    if bias != "shortest":
+        logit_bias = _LONG if bias == "longest" else bias
+        request = request.with_option_json("openai_compat", {"logit_bias": logit_bias})
     response = local.chat(request)
     assert response.finish_reason == FinishReason.STOP
     return json.loads(response.text() or ""), [w.message for w in response.warnings]
@@ -536,6 +1324,27 @@ ENFORCED: dict[str, dict[str, Any]] = {
         "required": ["b"],
     },
     "true property": {"type": "object", "properties": {"a": True}, "required": ["a"]},
+    "escaped punctuation in a class": {"type": "string", "pattern": r"^[a\.\(]{2}$"},
+    "a quantified escaped character": {"type": "string", "pattern": r"^ab\.?$"},
+    "a quantified non-ASCII character": {"type": "string", "pattern": "^aé{1,3}$"},
+    "a whole float count": {"type": "string", "minLength": 2.0, "maxLength": 4.0},
+    "an empty length range": {
+        "type": "object",
+        "properties": {"a": {"type": "string", "minLength": 3, "maxLength": 1}, "b": {"const": 1}},
+        "required": ["b"],
+    },
+    "an empty item-count range": {
+        "type": "object",
+        "properties": {
+            "a": {
+                "type": ["array", "null"],
+                "items": {"type": "integer"},
+                "minItems": 3,
+                "maxItems": 2,
+            }
+        },
+        "required": ["a"],
+    },
     "empty integer range": {
         "type": "object",
         "properties": {"a": {"type": "integer", "minimum": 5, "maximum": 3}, "b": {"const": 1}},
@@ -558,6 +1367,113 @@ def test_what_the_dialect_claims_enforced_holds_on_the_server(
     jsonschema.validate(value, schema)
 
 
+UNBOUNDED: dict[str, dict[str, Any]] = {
+    "a required key declared by additionalProperties": {
+        "type": "object",
+        "properties": {"b": {"type": "integer"}},
+        "required": ["a", "b"],
+        "additionalProperties": {"type": "integer"},
+    },
+    "a required key of an object without properties": {"type": "object", "required": ["a"]},
+    "a root refered to": {
+        "type": "object",
+        "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}},
+        "required": ["kids"],
+    },
+}
+"""Cases whose longest answer never ends: asked for the shortest only."""
+
+
+@pytest.mark.local
+@pytest.mark.parametrize("case", list(UNBOUNDED))
+def test_what_the_dialect_claims_enforced_holds_for_the_shortest_answer(
+    local: Any, case: str
+) -> None:
+    import jsonschema
+
+    schema = UNBOUNDED[case]
+    value, warnings = _ask(local, schema, "shortest")
+    assert warnings == []
+    jsonschema.validate(value, schema)
+
+
+BIASED: dict[str, tuple[dict[str, Any], list[Any]]] = {
+    # `minimum: 100` alone was read as "1" and one digit or more: 10 passed.
+    "a minimum alone": (
+        {"type": "integer", "minimum": 100},
+        [["<|im_end|>", 9], ["1", 3], ["0", 4]],
+    ),
+    "an enum of several types beside maxLength": (
+        {"type": ["string", "null"], "enum": ["abc", None], "maxLength": 1},
+        [['"', 9], ["a", 8], ["n", -60]],
+    ),
+    "a closed quote-free class": (
+        {"type": "string", "pattern": "^[#-~]{2}$"},
+        [["<|im_end|>", -60], ["\\", 60], ['"', 50]],
+    ),
+}
+
+
+@pytest.mark.local
+@pytest.mark.parametrize("case", list(BIASED))
+def test_what_the_dialect_claims_enforced_holds_when_pushed_off_it(local: Any, case: str) -> None:
+    import jsonschema
+
+    schema, bias = BIASED[case]
+    value, warnings = _ask(local, schema, bias)
+    assert [w for w in warnings if "narrowed" not in w] == []
+    jsonschema.validate(value, schema)
+
+
+@pytest.mark.local
+@pytest.mark.parametrize("bias", ["shortest", [["n", -60], ["-", 5], ["1", 4]]])
+def test_an_integer_or_null_under_a_negative_maximum_is_generated(local: Any, bias: Any) -> None:
+    # Sent as written, the server failed every generation (HTTP 500); widened, it answers.
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": ["integer", "null"], "maximum": -1}},
+        "required": ["n"],
+    }
+    value, warnings = _ask(local, schema, bias)
+    assert set(value) == {"n"}
+    assert value["n"] is None or isinstance(value["n"], int)
+    assert (
+        "the response format `probe` was approximated: `maximum` was removed at `/properties/n`: "
+        "llama.cpp fails on a negative upper bound without a lower one"
+    ) in warnings
+
+
+@pytest.mark.local
+@pytest.mark.parametrize("bias", ["shortest", [["\\", 60], ['"', 50]], [["\\", 60], ['"', -60]]])
+def test_a_narrowed_class_never_writes_a_quote_or_backslash(local: Any, bias: Any) -> None:
+    import jsonschema
+
+    schema = {
+        "type": "object",
+        "properties": {"code": {"type": "string", "pattern": "^[ -~]{2}$"}},
+        "required": ["code"],
+    }
+    value, warnings = _ask(local, schema, bias)
+    jsonschema.validate(value, schema)
+    assert warnings == [
+        "the response format `probe` was approximated: `pattern` was narrowed at "
+        "`/properties/code`: llama.cpp's grammar would write the quotes, backslashes and "
+        "control characters a class range covers raw into the JSON string, so they were left out"
+    ]
+
+
+@pytest.mark.local
+def test_a_reversed_repetition_is_removed_before_the_server_sees_it(local: Any) -> None:
+    # Sent as written, the grammar parser allocated until the process ran out of memory.
+    schema = {"type": "string", "pattern": "^[a-z]{3,1}$"}
+    value, warnings = _ask(local, schema, "shortest")
+    assert isinstance(value, str)
+    assert warnings == [
+        "the response format `probe` was approximated: `pattern` was removed at `/`: "
+        "llama.cpp's grammar cannot compile the repetition `{3,1}`, whose bounds are reversed"
+    ]
+
+
 REPORTED: dict[str, tuple[dict[str, Any], str]] = {
     "minLength beside a pattern": (
         {"type": "string", "pattern": "^[a-z]*$", "minLength": 3},
@@ -573,6 +1489,19 @@ REPORTED: dict[str, tuple[dict[str, Any], str]] = {
         {"type": "string", "pattern": r"^a\\b$"},
         "`pattern` was removed at `/`: llama.cpp's grammar cannot compile an escaped "
         "backslash, which it writes unescaped into the JSON string",
+    ),
+    "a minimum beyond 64 bits": (
+        {"type": "integer", "minimum": 2**63},
+        "`minimum` was removed at `/`: llama.cpp reads integer bounds only within 64 bits",
+    ),
+    "a repetition above 2000": (
+        {"type": "string", "pattern": "^[0-9]{2500}$"},
+        "`pattern` was removed at `/`: llama.cpp's grammar cannot compile a repetition count "
+        "above 2000",
+    ),
+    "a closed object requiring an undeclared key": (
+        {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["a"]},
+        "the subschema at `/` accepts nothing; llama.cpp cannot say so, so it accepts anything",
     ),
     "required false property": (
         {"type": "object", "properties": {"a": False}, "required": ["a"]},

@@ -28,6 +28,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from allama.schema._errors import SchemaError
 from allama.schema._pointer import child, display, lookup, quoted
 from allama.schema._rewrite import Rewrite, SchemaNote
 from allama.schema._walk import (
@@ -128,6 +129,8 @@ _MERGED_REFS = 256
 past it they stay `$ref`s, so that a large schema is not inlined into a tree."""
 _PAIRWISE = 24
 """Up to this many branches, disjointness is checked pair by pair; above, by hashing."""
+_IN_PLACE = frozenset({"allOf", "anyOf", "oneOf", "not", "if", "then", "else"})
+"""Keywords whose subschemas apply to the value itself, not to a property or an item."""
 
 
 def json_kind(value: Any) -> str:
@@ -312,6 +315,7 @@ class Engine:
         self._inlining: list[str] = []
         self._inlining_set: set[str] = set()
         self._resolving: set[str] = set()
+        self._loops = _loops(index)
         self._budget = _BUDGET
         self._depth = 0
         self._merged_refs = 0
@@ -504,7 +508,7 @@ class Engine:
         while isinstance(part, dict) and "$ref" in part and hops < 64:
             if self.index.draft > 7 and any(k != "$ref" and k in ASSERTIONS for k in part):
                 break
-            target_pointer, target = self.index.target(part["$ref"])
+            target_pointer, target = self.loop_free(part["$ref"])
             if target_pointer in self._resolving:
                 return part, pointer
             part, pointer, hops = target, target_pointer, hops + 1
@@ -694,6 +698,20 @@ class Engine:
         return out
 
     # ----- references
+
+    def loop_free(self, ref: str) -> tuple[str, Any]:
+        """Where `ref` points and what is there, to be merged in; `SchemaError` when that
+        leads back to itself without going into a property or an item: merging it (and
+        checking a value against it) would never end. (Kept as a `$ref` or inlined, such a
+        target is cut where it comes round again.)"""
+        target_pointer, target = self.index.target(ref)
+        if target_pointer in self._loops:
+            raise SchemaError(
+                target_pointer,
+                f"the subschema at {quoted(target_pointer)} refers back to itself without going "
+                "into a property or an item: checking a value against it would never end",
+            )
+        return target_pointer, target
 
     def reference(self, ref: str, pointer: str, *, root: bool = False) -> Any:
         target_pointer, target = self.index.target(ref)
@@ -968,6 +986,43 @@ class Engine:
                 f"the array at {quoted(pointer)} does not constrain its items, "
                 f"which {self.provider} cannot express",
             )
+
+
+def _loops(index: SchemaIndex) -> frozenset[str]:
+    """The `$ref` targets that lead back to themselves at the same place of the value:
+    through `$ref`s and the keywords that apply to the value itself (`allOf`, `anyOf`,
+    `not`...), never through a property or an item. Only targets that recurse at all can."""
+    leads: dict[str, set[str]] = {}
+    for target in index.recursive:
+        found = leads[target] = set()
+        stack = [_lookup(index, target)]
+        while stack:
+            node = stack.pop()
+            if not isinstance(node, Mapping):
+                continue
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref in index.targets:
+                found.add(index.targets[ref])
+            for key in _IN_PLACE & node.keys():
+                sub = node[key]
+                stack.extend(sub if isinstance(sub, list | tuple) else [sub])
+            for key in ("dependentSchemas", "dependencies"):
+                subs = node.get(key)
+                if isinstance(subs, Mapping):
+                    stack.extend(v for v in subs.values() if not isinstance(v, list | tuple))
+    loops = set()
+    for start, first in leads.items():
+        seen: set[str] = set()
+        stack = list(first)
+        while stack:
+            target = stack.pop()
+            if target == start:
+                loops.add(start)
+                break
+            if target not in seen:
+                seen.add(target)
+                stack.extend(leads.get(target, ()))
+    return frozenset(loops)
 
 
 def _lookup(index: SchemaIndex, pointer: str) -> Any:
