@@ -217,10 +217,8 @@ class LocalEngine:
         address = made["address"] = str(server.listening_address).rstrip("/")
         try:
             self.properties = self._wait_healthy(address)
-        except BaseException as error:
+        except Exception as error:  # (no signal reaches this thread)
             made["error"] = error
-            if not isinstance(error, EngineStartError):
-                _settle(address, time.monotonic() + self.start_timeout)
 
     def _wait_healthy(self, address: str) -> dict[str, Any]:
         deadline = time.monotonic() + self.start_timeout
@@ -256,16 +254,3 @@ class LocalEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _settle(address: str, deadline: float) -> None:
-    """Wait until the server at `address` answers healthy, or `deadline`: through further
-    interrupts too (the first is raised once it has settled)."""
-    with httpx2.Client(timeout=1.0) as client:
-        while time.monotonic() < deadline:
-            try:
-                if client.get(f"{address}/health").status_code == 200:
-                    return
-                time.sleep(0.02)
-            except BaseException:  # a further Ctrl-C: the model is still loading, waited out
-                continue
