@@ -2964,6 +2964,9 @@ def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
     assert "told apart by their results' request ids once they end" in said
     assert [r.failure.message.endswith(said) for r in results if r.failure] == [True] * 3
     assert run.summary.refused == "ambiguous_job"
+    assert list(run.summary.jobs.values()) == [
+        "made or not, not told apart from another job: collected once it can be"
+    ]
     assert len(server.jobs) == 2  # nothing sent again
     # Once both have ended, their results tell them apart: the run's is collected.
     mine, theirs = server.jobs
@@ -2972,6 +2975,51 @@ def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
     results = _run(provider, model, _docs(3), ledger)
     assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
     assert len(server.jobs) == 2 and server.result_downloads[theirs.id] == 1
+
+
+def test_the_command_says_a_job_not_told_apart_is_collected_only_once_it_can_be(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from allama.cli import main
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    (tmp_path / "doc.py").write_text(
+        "from pydantic import BaseModel\n\n\nclass Doc(BaseModel):\n    n: int\n"
+    )
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps({"text": f"doc {n}"}) + "\n" for n in range(3)))
+    command = [
+        "batch",
+        "run",
+        str(source),
+        "--type",
+        f"{tmp_path / 'doc.py'}:Doc",
+        "--provider",
+        "anthropic",
+        "--base-url",
+        server.anthropic_base,
+        "--model",
+        "claude-sonnet-4-5",
+        "--out",
+        str(tmp_path / "out.jsonl"),
+        "--provider-batch",
+        "--poll-interval",
+        "0.01",
+    ]
+    with mock.patch.object(Ledger, "job_submitted", _dies_before_the_id_is_recorded):
+        assert main(command) != 0  # the job reached the provider, its id not the ledger
+    _anthropic_batch_of_another(server, server.jobs[0].bodies, "other")
+    capsys.readouterr()
+    assert main(command) != 0
+    err = capsys.readouterr().err
+    assert (
+        "in provider batch jobs: 3 (they go on at the provider; the same command collects "
+        "them once the job can be told apart from another, `allama batch status` shows them)"
+    ) in err
+    assert len(server.jobs) == 2  # nothing sent again
 
 
 def test_a_lost_answer_whose_job_cannot_be_told_apart_stops_the_run_keeping_its_inputs(

@@ -804,6 +804,49 @@ def test_overrides_limited_to_some_models() -> None:
     assert alone.chat_capability("l", ChatCapability.TOOL_CALLS) is CapabilitySupport.UNSUPPORTED
 
 
+def test_an_override_the_adapter_cannot_send_is_reported_as_what_was_sent() -> None:
+    # Groq's Llama has no JSON Schema output: overridden, the engine asks for it, the
+    # adapter sends `json_object`, and the record says what that enforced.
+    import json
+
+    import httpx2
+
+    sent: list[dict[str, Any]] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        sent.append(json.loads(request.content))
+        message = {"role": "assistant", "content": '{"name": "Ada"}'}
+        return httpx2.Response(
+            200,
+            json={
+                "id": "c",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "llama-3.1-8b-instant",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
+            },
+        )
+
+    transport = allama.Transport(client=httpx2.Client(transport=httpx2.MockTransport(answer)))
+    groq = allama.provider("groq", api_key="k", transport=transport)
+    provider = CapabilityOverrideProvider(
+        groq, {ChatCapability.STRUCTURED_OUTPUT: CapabilitySupport.SUPPORTED}
+    )
+
+    class Person(BaseModel):
+        name: str
+
+    result = allama.extract(
+        provider, Person, allama.ChatRequest("llama-3.1-8b-instant").user("Ada")
+    )
+    assert sent[0]["response_format"] == {"type": "json_object"}
+    assert result.value == Person(name="Ada")
+    assert result.metadata.mode is allama.ExtractionMode.NATIVE
+    assert result.metadata.enforcement is allama.SchemaEnforcement.NOT_ENFORCED
+    assert [d.kind for d in result.metadata.degradations] == [allama.WarningKind.UNSUPPORTED]
+
+
 def test_overrides_delegate_async_calls_and_streams() -> None:
     inner = MockStreamingProvider.from_responses(
         [ChatResponseBuilder().text(text).build() for text in ("one", "two", "three", "four")]

@@ -789,7 +789,11 @@ class JobRunner(_Runner):
         asked about (or whose candidates could not be told apart): its inputs stay in its
         record, as a run cut off there leaves them, and the run stops; the next run looks
         for the job, and collects it or sends them."""
-        self.summary.jobs[tag] = "made or not: the next run looks for it"
+        self.summary.jobs[tag] = (
+            "made or not, not told apart from another job: collected once it can be"
+            if kind == AMBIGUOUS_JOB
+            else "made or not: the next run looks for it"
+        )
         for item in items:
             self._in_job(item, _Job(tag, None, [], ""), f"in provider batch job {tag}: {said}")
         if self.stopping is None:

@@ -32,6 +32,7 @@ from allama._prices import dollars
 from allama._printable import printable, printable_label, writes_unicode
 from allama.adapters._jobs import UNICODE_LINE_ENDS
 from allama.batch._inputs import resolved
+from allama.batch._jobs import AMBIGUOUS_JOB
 from allama.cli._progress import Progress
 from allama.schema._types import type_label
 
@@ -1341,7 +1342,10 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         print(
             f"in provider batch jobs: {summary.in_jobs} (they go on at the provider; "
             + (
-                "the same command collects them"
+                # A job not told apart from another is collected only once it can be.
+                "the same command collects them once the job can be told apart from another"
+                if summary.refused == AMBIGUOUS_JOB
+                else "the same command collects them"
                 if args.provider_batch
                 else "the same command with --provider-batch collects them, not a live run"
             )

@@ -25,6 +25,11 @@ class CapabilityOverrideProvider:
     `models=None` overrides for every model; otherwise only for the models named. Every
     other call goes to the wrapped provider unchanged.
 
+    It changes what the engine asks for, not what the provider's adapter can send: where
+    the adapter knows the model lacks a feature (JSON Schema output on a Groq model that
+    has none, say), it still sends what it can, and the record says so (its enforcement
+    and degradations), not what was overridden.
+
     >>> from allama.mock import MockProvider
     >>> provider = CapabilityOverrideProvider(
     ...     MockProvider(), {ChatCapability.STRUCTURED_OUTPUT: CapabilitySupport.SUPPORTED}
