@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import httpx2
 import pytest
@@ -1006,6 +1006,17 @@ def test_inputs_a_stopped_run_read_ahead_get_spans_of_their_own(traced: Traced) 
     assert traced.one("batch Program").status.status_code is StatusCode.UNSET
     assert found["allama.batch.not_started"] == run.summary.not_started > 0
     assert found["allama.batch.stopped"] == "stopped by the caller"
+    # Not failures: the run counts them apart (`failed` 0), and so do their spans.
+    assert run.summary.failed == 0
+    left = [s for s in inputs if attrs(s).get("allama.batch.outcome") == "not_started"]
+    assert len(left) == len(not_started)
+    assert [(s.status.status_code, "error.type" in attrs(s)) for s in left] == [
+        (StatusCode.UNSET, False)
+    ] * len(left)
+    from allama._tracing import _NOT_ENDED_HERE as untraced
+    from allama.batch._run import _NOT_ENDED_HERE
+
+    assert untraced == _NOT_ENDED_HERE  # (the tracing module's copy of the run's kinds)
 
 
 def test_a_run_left_before_its_end_is_no_error_of_its_own(traced: Traced) -> None:
@@ -1186,6 +1197,162 @@ def test_a_streamed_extraction_failed_by_the_types_own_error_is_a_failed_span(
     assert attrs(extraction)["allama.extract.passes"] == 1
     record = allama.ExtractionMetadata.from_error(caught.value)
     assert record is not None and record.passes == 1 and record.usage is not None
+
+
+def _broken_midway(request: httpx2.Request) -> httpx2.Response:
+    """A stream whose transport raises an exception none of allama's after a chunk."""
+    first = b'data: {"id": "c", "model": "m", "choices": [{"index": 0, "delta": '
+    first += b'{"content": "{\\"name\\""}}]}\n\n'
+
+    class Broken(httpx2.SyncByteStream):
+        def __iter__(self) -> Iterator[bytes]:
+            yield first
+            raise RuntimeError("the transport's own bug")
+
+    headers = {"content-type": "text/event-stream"}
+    return httpx2.Response(200, stream=Broken(), headers=headers)
+
+
+def test_a_stream_ended_by_an_exception_not_allamas_is_a_failed_span(traced: Traced) -> None:
+    # Not a close by the caller: the extraction span fails as a non-streamed one's does.
+    provider = openai(Script(_broken_midway))
+    extractor = Extractor(tracer_provider=traced.provider)
+    with (
+        pytest.raises(RuntimeError, match="own bug"),
+        extractor.extract_stream(provider, Program, REQUEST) as stream,
+    ):
+        stream.finish()
+    extraction = traced.one("extract Program")
+    assert extraction.status.status_code is StatusCode.ERROR
+    assert attrs(extraction)["error.type"] == "RuntimeError"
+    assert "allama.stream.closed_early" not in attrs(extraction)
+
+
+def test_a_cancelled_stream_is_a_failed_span_as_a_cancelled_extraction_is(
+    traced: Traced,
+) -> None:
+    first = b'data: {"id": "c", "model": "m", "choices": [{"index": 0, "delta": '
+    first += b'{"content": "{\\"name\\""}}]}\n\n'
+
+    class Held(httpx2.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield first
+            await asyncio.sleep(30)  # the rest never comes: cancelled while it waits
+
+    def held(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, stream=Held(), headers={"content-type": "text/event-stream"})
+
+    async def slow(request: httpx2.Request) -> httpx2.Response:
+        await asyncio.sleep(30)  # cancelled while it waits
+        raise AssertionError("cancelled before it is answered")
+
+    provider = openai(Script(held, cast(Reply, slow)))
+    extractor = Extractor(tracer_provider=traced.provider)
+
+    async def read(started: asyncio.Event) -> None:
+        stream = await extractor.aextract_stream(provider, Program, REQUEST)
+        async for _ in stream:
+            started.set()
+
+    async def cancelled(work: Callable[[asyncio.Event], Any]) -> None:
+        started = asyncio.Event()
+        task = asyncio.ensure_future(work(started))
+        await asyncio.wait_for(started.wait(), 10)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    async def call(started: asyncio.Event) -> None:
+        started.set()
+        await extractor.aextract(provider, Program, REQUEST)
+
+    asyncio.run(cancelled(read))
+    asyncio.run(cancelled(call))
+    streamed, unstreamed = traced.named("extract Program")
+    assert [
+        (span.status.status_code, attrs(span).get("error.type")) for span in (streamed, unstreamed)
+    ] == [(StatusCode.ERROR, "CancelledError")] * 2
+    assert "allama.stream.closed_early" not in attrs(streamed)
+
+
+class _NoTracer:
+    """A tracer provider that raises as its tracer is asked for."""
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the tracer provider's own bug")
+
+
+class _RaisingSpan:
+    """A span whose attributes cannot be set (outside the API's contract, but met)."""
+
+    def __getattr__(self, name: str) -> Any:
+        def broken(*args: Any, **kwargs: Any) -> None:
+            raise RuntimeError(f"{name}: the span's own bug")
+
+        return broken
+
+    def is_recording(self) -> bool:
+        return True
+
+
+class _RaisingTracer:
+    def start_span(self, *args: Any, **kwargs: Any) -> Any:
+        return _RaisingSpan()
+
+
+class _RaisingSpans:
+    def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
+        return _RaisingTracer()
+
+
+@pytest.mark.parametrize("tracer_provider", [_NoTracer(), _RaisingSpans()])
+def test_a_tracer_provider_or_span_that_raises_fails_no_extraction(tracer_provider: Any) -> None:
+    expected = Program.model_validate_json(ANSWER)
+    extractor = Extractor(tracer_provider=tracer_provider)
+    assert extractor.extract(openai(Script(completion())), Program, REQUEST).value == expected
+    traced_calls = openai(Script(completion()), tracer_provider=tracer_provider)
+    assert allama.extract(traced_calls, Program, REQUEST).value == expected
+    with extractor.extract_stream(openai(Script(sse(ANSWER))), Program, REQUEST) as stream:
+        assert stream.finish().value == expected
+    results = list(
+        allama.batch(
+            openai(Script(completion())),
+            Program,
+            ["a"],
+            request=_batch_request,
+            extractor=extractor,
+        )
+    )
+    assert [result.value for result in results] == [expected]
+
+
+def test_a_tracer_provider_the_environment_names_and_cannot_be_loaded_fails_no_call() -> None:
+    code = textwrap.dedent(
+        f"""
+        import httpx2, pydantic, allama
+        from allama.transport import Transport
+
+        class Program(pydantic.BaseModel):
+            name: str
+            year: int
+
+        def reply(request):
+            return httpx2.Response(200, json={{
+                "id": "c", "model": "m",
+                "choices": [{{"index": 0, "finish_reason": "stop",
+                    "message": {{"role": "assistant", "content": {ANSWER!r}}}}}]}})
+
+        transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(reply)))
+        provider = allama.provider("xai", api_key="k", transport=transport)
+        print(allama.extract(provider, Program, allama.ChatRequest("grok-4").user("Ada")).value)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_PYTHON_TRACER_PROVIDER"] = "no_such_provider"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "name='Ada Lovelace' year=1843"
 
 
 def test_an_extraction_through_a_failover_names_the_provider_that_answered(

@@ -185,8 +185,17 @@ def resolve(own: Tracing | None, *, inherit: bool = True) -> _Active | None:
 
     The owner's own tracer provider first, then (for a provider call, `inherit`) the one of
     the extraction it runs in, then the global one. Content: the owner's own setting, then
-    (for a provider call) the extraction's, traced or not, then the environment.
+    (for a provider call) the extraction's, traced or not, then the environment. A tracer
+    provider that raises as its tracer is asked for (or a name in the environment
+    OpenTelemetry cannot load) means no span: tracing never fails a call.
     """
+    try:
+        return _resolve(own, inherit)
+    except Exception:
+        return None
+
+
+def _resolve(own: Tracing | None, inherit: bool) -> _Active | None:
     enclosing = _ENCLOSING.get() if inherit else None
     if own is not None:
         tracer = own.tracer()
@@ -522,9 +531,10 @@ class CallSpan:
     # Streams
 
     def first_chunk(self) -> None:
-        self.span.set_attribute(
-            "gen_ai.response.time_to_first_chunk", time.monotonic() - self.started
-        )
+        with contextlib.suppress(Exception):  # a span that raises fails no stream
+            self.span.set_attribute(
+                "gen_ai.response.time_to_first_chunk", time.monotonic() - self.started
+            )
 
     def timed(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
         """The chunks, noting when the first one came."""
@@ -696,8 +706,11 @@ class ExtractionSpan:
                 answered = _answered_by(outcome)
                 if answered:
                     # The provider that answered (a response, or a stream opened): a
-                    # failover's, not the failover.
-                    self.span.set_attribute("gen_ai.provider.name", genai_provider_name(answered))
+                    # failover's, not the failover. (A span that raises loses its
+                    # attribute, not the paid response.)
+                    with contextlib.suppress(Exception):
+                        name = genai_provider_name(answered)
+                        self.span.set_attribute("gen_ai.provider.name", name)
                 step = steps.send(outcome)
                 if isinstance(outcome, ChatResponse):
                     self.retries += 1
@@ -998,6 +1011,10 @@ def abandoned(span: Span) -> None:
         span.set_attribute("allama.batch.abandoned", True)
 
 
+_NOT_ENDED_HERE = frozenset({"not_started", "in_flight_elsewhere", "in_provider_job"})
+"""The outcomes of inputs a batch run left for later (its `_NOT_ENDED_HERE`): no failure."""
+
+
 def _record_input(span: Span, result: Any) -> None:
     try:
         span.set_attribute("allama.batch.label", str(result.label))
@@ -1007,7 +1024,11 @@ def _record_input(span: Span, result: Any) -> None:
         if result.duplicate:
             span.set_attribute("allama.batch.duplicate", True)
         failure = result.failure
-        if failure is not None:
+        if failure is not None and failure.kind in _NOT_ENDED_HERE:
+            # Not ended by this run (left for a later one, or to its provider's job): the
+            # run counts it apart from its failures, and so does its span.
+            span.set_attribute("allama.batch.outcome", str(failure.kind))
+        elif failure is not None:
             trace = _otel()
             span.set_attribute("error.type", str(failure.kind))
             span.set_status(trace.Status(trace.StatusCode.ERROR, str(failure.kind)))

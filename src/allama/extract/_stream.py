@@ -209,6 +209,15 @@ class _Observer(Generic[T]):
             self._span.fail(attached, failed)
         return attached
 
+    def _interrupted(self, raised: BaseException) -> None:
+        """A cancellation, Ctrl-C or an exception not allama's ended the stream: what it
+        paid goes with the exception, and its span ends failed, as a non-streamed
+        extraction's does (not as one the caller closed)."""
+        record = _record_so_far(self._opened)
+        record.keep_on(raised)
+        if self._span is not None:
+            self._span.fail(raised, record)
+
     def _closing(self) -> None:
         """The stream is closed: its span ends, failed or closed before its value."""
         span = self._span
@@ -295,7 +304,7 @@ class ExtractionStream(_Observer[T]):
         except (StopIteration, StopAsyncIteration):
             raise
         except BaseException as raised:  # a cancellation, Ctrl-C, a provider's own
-            _record_so_far(self._opened).keep_on(raised)  # what the stream paid goes with it
+            self._interrupted(raised)
             raise
         self.observe(event)
         return event
@@ -364,7 +373,7 @@ class AsyncExtractionStream(_Observer[T]):
         except (StopIteration, StopAsyncIteration):
             raise
         except BaseException as raised:  # a cancellation, Ctrl-C, a provider's own
-            _record_so_far(self._opened).keep_on(raised)  # what the stream paid goes with it
+            self._interrupted(raised)
             raise
         self.observe(event)
         return event
