@@ -87,6 +87,9 @@ class OutputPlan:
     """Some object of the schema is closed by convention only (`may_ignore_undeclared_keys`)."""
     nulls: bool
     """Normalisation could remove a stand-in `null` (`may_hold_stand_in_nulls`)."""
+    decimals: bool = False
+    """The type holds a `Decimal`, which pydantic reads from a JSON number through a float
+    (`_decimals`)."""
 
     def validate_once(self, raw: str, adapter: TypeAdapter[Any], reject_undeclared: bool) -> Any:
         """The value, read with one parse; `CAREFUL` when the careful reading must decide."""
@@ -136,6 +139,7 @@ def _make(adapter: TypeAdapter[Any], schema: dict[str, Any]) -> OutputPlan:
         forbid=_RUNTIME_EXTRA and counted and not kinds.open_models and not kinds.object_unions,
         undeclared=may_ignore_undeclared_keys(schema),
         nulls=nulls,
+        decimals="decimal" in kinds.kinds,
     )
 
 

@@ -15,9 +15,10 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
+from allama.extract._decimals import MOST_TRIED, lossy_numbers, only_decimals_differ, quoted
 from allama.extract._json import NotJsonError, loads
 from allama.extract._kept import NOT_FINITE, kept_keys, non_finite_path
-from allama.extract._output import CAREFUL, output_plan
+from allama.extract._output import CAREFUL, OutputPlan, output_plan
 from allama.schema._nulls import normalize_strict_nulls
 from allama.schema._undeclared import find_undeclared_key, format_path
 
@@ -179,9 +180,49 @@ def check(
     Stand-in `null`s are removed first (against `schema`), then undeclared keys are looked
     for (when asked), then the value is validated strictly, as JSON: `"31"` is not an int.
     Where the type's plan can tell that none of that changes anything, the text is
-    validated once, directly (`OutputPlan.validate_once`).
+    validated once, directly (`OutputPlan.validate_once`). A `Decimal` gets the number
+    written, not the float nearest it (`_decimals`).
     """
     plan = None if schema is None else output_plan(adapter, schema)
+    value = _check(raw, adapter, schema, reject_undeclared, plan)
+    if plan is None or not plan.decimals or isinstance(value, Failure):
+        return value
+    lossy = lossy_numbers(raw)
+    if not lossy:
+        return value
+    try:
+        first = adapter.dump_python(value)
+    except Exception:  # a serializer of the type's own: the first reading stands
+        return value
+
+    def read_as_numerals(spans: list[tuple[int, int]]) -> Any:
+        again = _check(quoted(raw, spans), adapter, schema, reject_undeclared, plan)
+        if isinstance(again, Failure):
+            return None  # one goes to a float, a union's string, ...: not a `Decimal`
+        try:
+            return again if only_decimals_differ(first, adapter.dump_python(again)) else None
+        except Exception:
+            return None
+
+    exact = read_as_numerals(lossy)
+    if exact is not None or len(lossy) > MOST_TRIED:
+        return value if exact is None else exact
+    kept: list[tuple[int, int]] = []
+    for span in lossy:  # some go to floats: each of the others on its own
+        again = read_as_numerals(sorted([*kept, span]))
+        if again is not None:
+            kept.append(span)
+            value = again
+    return value
+
+
+def _check(
+    raw: str,
+    adapter: TypeAdapter[Any],
+    schema: dict[str, Any] | None,
+    reject_undeclared: bool,
+    plan: OutputPlan | None,
+) -> Any | Failure:
     if plan is not None:
         once = plan.validate_once(raw, adapter, reject_undeclared)
         if once is not CAREFUL:
