@@ -54,6 +54,8 @@ class _Anthropic(Engine):
         self, key: str, value: Any, node: dict[str, Any], out: dict[str, Any], pointer: str
     ) -> None:
         if key == "pattern":
+            if self.pattern_read_otherwise(value, pointer):
+                return
             if _UNSAFE_PATTERN.search(value):
                 self.removed(pointer, key, "it uses regex features the grammar does not support")
             else:

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from allama.schema._errors import SchemaError
+from allama.schema._patterns import read_otherwise
 from allama.schema._pointer import child, display, lookup, quoted
 from allama.schema._rewrite import Rewrite, SchemaNote
 from allama.schema._walk import (
@@ -832,6 +833,8 @@ class Engine:
                 out[key] = value
             else:
                 self.removed(pointer, key, f"{self.provider} does not enforce `{value}`")
+        elif key == "pattern" and key in self.keep and self.pattern_read_otherwise(value, pointer):
+            return
         elif key in self.keep or key in self.annotations:
             out[key] = value if type(value) is str else copy_json(value)
         elif key in ASSERTIONS:
@@ -839,6 +842,16 @@ class Engine:
         elif key in NOTED_ANNOTATIONS:
             self.dropped_annotation(pointer, key)
         # other annotations and unknown keywords never reject anything: removing them is exact
+
+    def pattern_read_otherwise(self, pattern: Any, pointer: str) -> bool:
+        """Whether `pattern` is one the provider would read as another language than the
+        type's validation does (`read_otherwise`): removed, with a note."""
+        foreign = read_otherwise(pattern) if isinstance(pattern, str) else None
+        if foreign is not None:
+            self.removed(
+                pointer, "pattern", f"it has {foreign}, which {self.provider} would read otherwise"
+            )
+        return foreign is not None
 
     def one_of(
         self, value: list[Any], node: dict[str, Any], out: dict[str, Any], pointer: str

@@ -102,6 +102,8 @@ class _Grammar(Engine):
     ) -> None:
         at = quoted(pointer)
         if key == "pattern":
+            if self.pattern_read_otherwise(value, pointer):
+                return
             if isinstance(value, str) and value.startswith("^") and value.endswith("$"):
                 out[key] = value
             else:
