@@ -6,6 +6,10 @@ are kept verbatim, in order, under `provider_data["openai_responses"]["items"]`,
 the text. The items allama reads:
 
 - `message`: each `output_text` part a text block, each `refusal` part a refusal block.
+  A message whose `phase` is `commentary` (gpt-5.3-codex and later: what the model says on
+  the way, before its `final_answer`) is not the answer: it is kept verbatim, its `phase`
+  with it, with the items allama has no type for, and its text is in no block, so
+  `ChatResponse.text()` and extraction read the final answer alone.
 - `function_call`: a tool call whose id is the item's `call_id` (what a
   `function_call_output` answers; the item's own `fc_...` id is not kept) and whose
   arguments are the string as sent.
@@ -75,6 +79,7 @@ from allama.types._response import USAGE_COST_KEY, money_fields, service_tier_of
 
 __all__ = [
     "ANNOTATIONS_KEY",
+    "COMMENTARY",
     "ITEMS_KEY",
     "NAMESPACE",
     "SURFACED_ITEMS",
@@ -83,7 +88,9 @@ __all__ = [
     "decode_object",
     "decode_response",
     "finish_reason_of",
+    "is_commentary",
     "kept_annotations",
+    "reasoning_parts",
     "reasoning_text",
     "usage_of",
 ]
@@ -91,12 +98,15 @@ __all__ = [
 NAMESPACE = "openai_responses"
 """The `provider_data` namespace of what only the Responses API has."""
 ITEMS_KEY = "items"
-"""Output items allama has no type for (web search, file search, MCP...), verbatim, in order."""
+"""Output items allama has no type for (web search, file search, MCP...), and messages in the
+`commentary` phase, verbatim, in order."""
 ANNOTATIONS_KEY = "annotations"
 """The annotations of text parts, verbatim: `{"index": i, "annotations": [...]}` for each text
 block `content[i]` whose part had any, in order."""
 SURFACED_ITEMS = frozenset({"message", "function_call", "reasoning"})
-"""The output item types allama reads into content blocks."""
+"""The output item types allama reads into content blocks (a commentary message aside)."""
+COMMENTARY = "commentary"
+"""The `phase` of a message that is the model's words on the way, not its answer."""
 
 _INCOMPLETE: dict[str, FinishReason] = {
     "max_output_tokens": FinishReason.LENGTH,
@@ -166,13 +176,23 @@ def _texts(parts: Any, kind: str) -> list[str]:
     ]
 
 
+def is_commentary(item: Mapping[str, Any]) -> bool:
+    """Whether an output item is a message in the `commentary` phase (kept, not surfaced)."""
+    return item.get("type") == "message" and item.get("phase") == COMMENTARY
+
+
+def reasoning_parts(item: Mapping[str, Any]) -> tuple[str, str]:
+    """A reasoning item's summaries and its reasoning text, each joined by a blank line
+    (empty parts left out)."""
+    summary = _texts(item.get("summary"), "summary_text")
+    content = _texts(item.get("content"), "reasoning_text")
+    return "\n\n".join(summary), "\n\n".join(content)
+
+
 def reasoning_text(item: Mapping[str, Any]) -> str:
-    """A reasoning item's text: its summaries, or else its reasoning text, joined by a
-    blank line (empty parts left out)."""
-    texts = _texts(item.get("summary"), "summary_text") or _texts(
-        item.get("content"), "reasoning_text"
-    )
-    return "\n\n".join(texts)
+    """A reasoning item's text: its summaries, or else its reasoning text."""
+    summary, content = reasoning_parts(item)
+    return summary or content
 
 
 def kept_annotations(part: Mapping[str, Any]) -> list[JsonValue] | None:
@@ -244,7 +264,7 @@ def _blocks(output: list[Any]) -> _Blocks:
         if not isinstance(item, dict):
             raise _Unreadable("an output item is not an object")
         kind = item.get("type")
-        if kind == "message":
+        if kind == "message" and not is_commentary(item):
             content = item.get("content")
             for part in content if isinstance(content, list) else ():
                 if not isinstance(part, dict):

@@ -9,10 +9,11 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
 
 - `strict` is always sent, on tools and on `text.format`: a tool without it is made strict
   by the server when it can be, and silently left loose when it cannot.
-- The instructions: system messages before the conversation are `instructions`; a later
-  one is a `system` input item, in its place. A developer message is a `developer` input
-  item in its place where the endpoint has the role (the profile's `developer_role`), else
-  it is read as a system message.
+- The instructions: the system messages that open the request, before any other message,
+  are `instructions`; a later one is a `system` input item, in its place, so that no
+  message moves. A developer message is a `developer` input item in its place where the
+  endpoint has the role (the profile's `developer_role`), and ends the opening run as any
+  other message does; elsewhere it is read as a system message.
 - `store` is `false` unless the caller sets it: extraction needs no state kept on the
   server, and a conversation is sent whole each turn. So that reasoning can go back on the
   next turn, `include: ["reasoning.encrypted_content"]` is asked for when the model reasons
@@ -121,7 +122,11 @@ class _Encoder(_ChatEncoder):
     # Input
 
     def conversation(self) -> tuple[str | None, list[dict[str, Any]]]:
-        """`instructions` (the system messages before the conversation) and the input items."""
+        """`instructions` (the system messages that open the request) and the input items.
+
+        The opening run ends at the first message sent as anything but `system` (a
+        `developer` one included): a system message after it is an input item in its place,
+        since `instructions` come before every item."""
         instructions: list[str] = []
         items: list[dict[str, Any]] = []
         started = False
@@ -132,6 +137,7 @@ class _Encoder(_ChatEncoder):
                 if role == "system" and not started:
                     instructions.append(message.content)
                 else:
+                    started = True
                     items.append({"role": role, "content": message.content})
                 continue
             started = True
@@ -167,7 +173,9 @@ class _Encoder(_ChatEncoder):
                     content.append({"type": "input_image", "image_url": url, "detail": "auto"})
             elif (document := self.input_document(part)) is not None:
                 content.append(document)
-        return {"role": "user", "content": content}
+        # Every part left out (an image to a model without vision): empty text, as Chat
+        # Completions sends it, rather than a content list with nothing in it.
+        return {"role": "user", "content": content or ""}
 
     def input_document(self, part: DocumentPart) -> dict[str, Any] | None:
         """An `input_file` (PDF bytes as a data URL, or a URL), or text as `input_text`."""

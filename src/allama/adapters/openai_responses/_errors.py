@@ -9,8 +9,12 @@ or a tool, keys, `x-should-retry`. What is the Responses API's own:
   successful (2xx) body or in `response.failed`; a stream's `error` event has `code`,
   `message` and `param` at its top (older servers nest them under `error`). Neither has an
   HTTP status, so the code decides.
-- The codes of a failed response that blame the request (`invalid_prompt`, the image codes)
-  are invalid requests, not server errors: asking again would fail again.
+- The codes of a failed response that blame the request are invalid requests, not server
+  errors: asking again would fail again. They are the prompt refused (`invalid_prompt`) or
+  refused by a content policy (`bio_policy`, `misalignment_policy_violation`, as
+  `image_content_policy_violation` is), the image codes, and `data_residency_mismatch`
+  (the project's data residency does not allow the request). The same code is the same
+  error in a failed response's body, in `response.failed` and in a stream's `error` event.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ __all__ = [
 REQUEST_CODES = frozenset(
     {
         "invalid_prompt",
+        "bio_policy",
+        "misalignment_policy_violation",
+        "data_residency_mismatch",
         "invalid_image",
         "invalid_image_format",
         "invalid_base64_image",

@@ -8,11 +8,18 @@ the same name on the `event:` line) and the stream ends at a terminal event, wit
 - `response.created`, `response.in_progress`, `response.queued`: the response's id and model.
 - `response.output_item.added`: a function call or a reasoning item opens its block; a
   message opens one block per content part (`response.content_part.added`, or its first
-  delta), an `output_text` part a text block and a `refusal` part a refusal block.
+  delta), an `output_text` part a text block and a `refusal` part a refusal block. A
+  message announced in the `commentary` phase opens none: its deltas are passed over, and
+  the finished item is kept whole with the items allama has no type for, as
+  `decode_object` keeps it (the phase is read from the item as announced).
 - `response.output_text.delta`, `response.refusal.delta`,
   `response.function_call_arguments.delta`, `response.reasoning_summary_text.delta` (and
   `response.reasoning_text.delta`, for an item with no summary): the block's pieces. A
   reasoning item's summaries are joined by a blank line, as `decode_object` joins them.
+  Its summary is its text, as `decode_object` reads it, so reasoning text that streams
+  while a summary may still come (the response asked for one, or did not say: its
+  `reasoning.summary` at `response.created`) is held back, and given when the item
+  finishes without a summary.
 - `response.output_text.annotation.added`: an annotation of a text part, kept verbatim at
   its `annotation_index`, and reported as provider data (below).
 - `response.content_part.done`: the part's text beyond what its deltas brought, and its
@@ -61,8 +68,9 @@ from allama.adapters.openai_responses._decode import (
     NAMESPACE,
     arguments_of,
     finish_reason_of,
+    is_commentary,
     kept_annotations,
-    reasoning_text,
+    reasoning_parts,
     usage_of,
 )
 from allama.adapters.openai_responses._errors import error_from_failed, error_from_payload
@@ -97,6 +105,9 @@ _ENDS = {
 }
 _PART_BLOCKS = {"output_text": StreamBlockType.TEXT, "refusal": StreamBlockType.REFUSAL}
 _SEPARATOR = "\n\n"
+_COMMENTARY = "message:commentary"
+"""The kind of a message announced in the `commentary` phase: no type's name, so no other
+item is read as one."""
 
 
 class _Block:
@@ -107,6 +118,8 @@ class _Block:
         "block_type",
         "encrypted",
         "final",
+        "held",
+        "held_part",
         "index",
         "last",
         "open",
@@ -133,9 +146,26 @@ class _Block:
         """The `annotation_index` of each of them, ascending."""
         self.final = False
         """Whether a finished part gave the annotations (events no longer change them)."""
+        self.held: list[str] = []
+        """A reasoning block's reasoning text held back while a summary may still come."""
+        self.held_part: int | None = None
+        """The content part the last held piece belonged to."""
 
     def streamed(self) -> str:
         return "".join(self.pieces)
+
+    def hold(self, part: int, text: str) -> None:
+        """A piece of reasoning text, kept back; a new part begins with the blank line."""
+        if self.held and part != self.held_part:
+            self.held.append(_SEPARATOR)
+        self.held.append(text)
+        self.held_part = part
+
+    def release(self) -> str:
+        """The reasoning text held back, no longer held."""
+        text = "".join(self.held)
+        self.held = []
+        return text
 
     def annotate(self, position: int | None, annotation: JsonValue) -> bool:
         """An annotation at its `annotation_index` (after the others without one); whether
@@ -207,6 +237,8 @@ class ResponsesStreamDecoder:
         self._entries: dict[int, JsonValue] = {}
         """The entries of the reported annotations list, by the index of their text block."""
         self._started: tuple[str | None, str | None] | None = None
+        self._summaries: bool | None = None
+        """Whether the response asked for reasoning summaries (`None`: it did not say)."""
         self._has_calls = False
         self.finished = False
         self.done = False
@@ -276,6 +308,8 @@ class ResponsesStreamDecoder:
     def _start(self, response: Any) -> Iterator[StreamEvent]:
         if not isinstance(response, dict):
             return
+        if self._summaries is None and "reasoning" in response:
+            self._summaries = _asks_summaries(response["reasoning"])
         start = (_str(response.get("id")) or None, _str(response.get("model")) or self._model)
         if self._started is None or (start != self._started and not self.finished):
             self._started = start
@@ -302,7 +336,7 @@ class ResponsesStreamDecoder:
 
     def _announce(self, index: int, item: dict[str, Any]) -> tuple[_Item, list[StreamEvent]]:
         """The item at `index`, announced now (with the events that open its block)."""
-        kind = _str(item.get("type"))
+        kind = _COMMENTARY if is_commentary(item) else _str(item.get("type"))
         item_id = _str(item.get("id")) or None
         known = _Item(kind, item_id)
         self._items[index] = known
@@ -461,6 +495,8 @@ class ResponsesStreamDecoder:
         self, payload: dict[str, Any], block_type: StreamBlockType
     ) -> Iterator[StreamEvent]:
         known = self._item(payload)
+        if known.kind == _COMMENTARY:
+            return  # not the answer: the finished item is kept whole
         content_index = _int(payload.get("content_index")) or 0
         new = content_index not in known.parts
         block = self._part(known, payload, block_type)
@@ -504,9 +540,15 @@ class ResponsesStreamDecoder:
         self, block: _Block, source: str, part: int, text: str
     ) -> Iterator[StreamEvent]:
         """A piece of a summary, or of the reasoning text while no summary came: a new part
-        after text of another begins with the blank line that joins them."""
+        after text of another begins with the blank line that joins them. Reasoning text is
+        held back while a summary may still come, which would replace it."""
         if not text or (source == "content" and block.source == "summary"):
             return
+        if source == "content" and self._summaries is not False and block.source is None:
+            block.hold(part, text)
+            return
+        if source == "summary":
+            block.held = []  # the summary is the text
         if block.pieces and (source, part) != (block.source, block.last):
             text = _SEPARATOR + text
         block.source, block.last = source, part
@@ -553,14 +595,32 @@ class ResponsesStreamDecoder:
         if known.kind == "function_call":
             yield from self._rest(block, arguments_of(item))
         else:
-            final = reasoning_text(item)
-            streamed = block.streamed()
-            if final.startswith(streamed) and final != streamed:
-                block.source = block.source or "summary"
-                yield from self._piece(block, final[len(streamed) :])
+            yield from self._reasoning_rest(block, item, stop=stop)
             yield from self._seal(block, item)
         if stop:
             yield from self._stop(block)
+
+    def _reasoning_rest(
+        self, block: _Block, item: dict[str, Any], *, stop: bool
+    ) -> Iterator[StreamEvent]:
+        """What a reasoning item holds beyond what streamed: its summary, or else (once no
+        summary can come) its reasoning text, or the text held back if it has none."""
+        summary, content = reasoning_parts(item)
+        if summary:
+            block.held = []
+            yield from self._reasoning_final(block, summary, "summary")
+        elif block.source != "summary":
+            if stop or self._summaries is False or block.source == "content":
+                held = block.release()
+                yield from self._reasoning_final(block, content or held, "content")
+            elif content:
+                block.held = [content]  # the item's own words for it, still held back
+
+    def _reasoning_final(self, block: _Block, final: str, source: str) -> Iterator[StreamEvent]:
+        streamed = block.streamed()
+        if final.startswith(streamed) and final != streamed:
+            block.source = block.source or source
+            yield from self._piece(block, final[len(streamed) :])
 
     def _rest(self, block: _Block, final: str) -> Iterator[StreamEvent]:
         """The end of `final` the deltas did not bring, when they brought its beginning."""
@@ -653,6 +713,9 @@ class ResponsesStreamDecoder:
                 yield from self._finish_item(index, item)
         blocks = [block for known in self._items.values() for block in _blocks_of(known)]
         for block in sorted(blocks, key=lambda b: b.index):
+            if block.open and block.held and not block.pieces:
+                # Reasoning text of an item that never finished: no summary came.
+                yield from self._piece(block, block.release())
             yield from self._stop(block)
         yield from self._start(response)
         usage = response.get("usage")
@@ -663,6 +726,13 @@ class ResponsesStreamDecoder:
         self.finished = self.done = True
         terminal = response if response.get("status") else {**response, "status": status}
         yield Finish(finish_reason=finish_reason_of(terminal, has_tool_calls=self._has_calls))
+
+
+def _asks_summaries(reasoning: Any) -> bool:
+    """Whether a response's `reasoning` object asks for summaries."""
+    if not isinstance(reasoning, dict):
+        return False
+    return any(_str(reasoning.get(key)) for key in ("summary", "generate_summary"))
 
 
 def _blocks_of(known: _Item) -> list[_Block]:
