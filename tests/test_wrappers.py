@@ -136,11 +136,30 @@ def test_policy_decisions() -> None:
             {"max_backoff": float("inf"), "budget": None},
             "max_backoff must be finite when budget is None",
         ),
+        (
+            {"max_backoff": float("inf"), "budget": float("inf")},
+            "max_backoff must be finite when budget is None or infinite",
+        ),
     ],
 )
 def test_policy_rejects_nonsense(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         RetryPolicy(**kwargs)
+
+
+def test_a_wait_no_sleep_can_take_gives_up_rather_than_sleeping_for_ages() -> None:
+    # A finite budget of ages and a huge multiplier: the third wait is past what a sleep
+    # takes (sync raised OverflowError, async slept for good).
+    policy = RetryPolicy(
+        max_backoff=float("inf"), budget=1e308, multiplier=1e300, jitter=0.0, max_attempts=4
+    )
+    assert policy.delay(1, ServerError("x"), elapsed=0.0, unit=0.5) == 0.5
+    assert policy.delay(2, ServerError("x"), elapsed=0.0, unit=0.5) is None
+    inner = MockProvider([ServerError("a"), ServerError("b"), "ok"])
+    clock = Clock()
+    with pytest.raises(ServerError):
+        retrying(inner, clock, policy).chat(REQUEST)
+    assert inner.call_count == 2 and clock.sleeps == [0.5]
 
 
 # RetryingProvider

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -51,6 +52,11 @@ RETRY_METADATA_KEY = "allama.retry"
 _RETRY_DATA_KEY = "retry"
 
 R = TypeVar("R")
+
+
+_FOREVER = float("inf")
+_LONGEST_SLEEP = threading.TIMEOUT_MAX
+"""The longest wait a sleep takes on this platform (`time.sleep` refuses longer ones)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +107,10 @@ class RetryPolicy:
             raise ValueError("initial_backoff must be finite (max_backoff caps the waits)")
         if self.multiplier == float("inf"):
             raise ValueError("multiplier must be finite (max_backoff caps the waits)")
-        if self.max_backoff == float("inf") and self.budget is None:
+        if self.max_backoff == float("inf") and (self.budget is None or self.budget == _FOREVER):
             raise ValueError(
-                "max_backoff must be finite when budget is None: nothing would bound a wait"
+                "max_backoff must be finite when budget is None or infinite: nothing would "
+                "bound a wait"
             )
 
     def backoff(self, retry: int, unit: float) -> float:
@@ -134,6 +141,8 @@ class RetryPolicy:
                 return None
             wait = max(wait, retry_after)
         if self.budget is not None and elapsed + wait > self.budget:
+            return None
+        if wait > _LONGEST_SLEEP:  # (a finite budget of ages): no sleep takes it, given up
             return None
         return wait
 
