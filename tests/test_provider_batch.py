@@ -2820,7 +2820,8 @@ def test_rows_of_a_results_file_gone_fail_and_those_of_the_file_read_are_kept(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The output file reads, the error file answers 404 for good: the answers in hand are
-    # taken in; the rows that file held fail as lost, paid at a cost nothing says.
+    # taken in; the rows that file held were not billed (failed, or never run), so they are
+    # sent again as missing rows are, never counted paid.
     import _provider_batch_server
 
     read = _provider_batch_server._Handler.openai_file_content
@@ -2835,12 +2836,15 @@ def test_rows_of_a_results_file_gone_fail_and_those_of_the_file_read_are_kept(
     run = _batch_run(provider, model, _docs(15), tmp_path / "half.sqlite")
     results = sorted(run, key=lambda r: r.index)
     failed = {r.index: r.failure.kind for r in results if r.failure}
-    assert failed == {7: "extraction_parse", 13: "job_lost"}
+    assert failed == {7: "extraction_parse", 13: "job_missing"}
     assert [r.value for r in results if r.index not in failed] == [
         Doc(n=n) for n in range(15) if n not in failed
     ]
-    assert len(server.jobs) == 1  # nothing bought again
-    assert run.summary.cost_unknown == 1
+    # Only the unbilled row is sent again (its error file gone each time), up to
+    # max_attempts; nothing paid for is bought again.
+    assert server.submitted[("openai-chat", 13)] == 5 and len(server.jobs) == 5
+    assert all(server.submitted[("openai-chat", n)] == 1 for n in range(15) if n != 13)
+    assert run.summary.cost_unknown == 0
 
 
 def test_one_results_file_answering_404_once_is_read_again_with_the_other(

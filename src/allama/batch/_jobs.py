@@ -32,7 +32,15 @@ from pydantic import JsonValue
 from allama import _tracing
 from allama._prices import MONEY, Cost, cost_of, dollars
 from allama._tokens import guessed_input_tokens
-from allama.adapters._jobs import CREATE_ASKED, Entry, JobAmbiguity, JobState, Row, RowKind
+from allama.adapters._jobs import (
+    CREATE_ASKED,
+    Entry,
+    JobAmbiguity,
+    JobState,
+    Row,
+    RowKind,
+    unrun_kind,
+)
 from allama.batch._ledger import JobPhase, JobRow, Ledger, Status, since_boot
 from allama.batch._run import (
     _LONGEST_WAIT,
@@ -65,6 +73,7 @@ from allama.errors import (
     REPORTED_USAGE_KEY,
     Error,
     ExtractionError,
+    MessageOrigin,
     NotFoundError,
     RateLimitedError,
     ServerError,
@@ -86,7 +95,7 @@ if TYPE_CHECKING:
 
     from allama.types import ChatRequest, ChatResponse, Warning
 
-__all__ = ["JobRunner", "cancel_jobs", "open_jobs", "poll_job"]
+__all__ = ["JobRunner", "JobsNotCancelledError", "cancel_jobs", "open_jobs", "poll_job"]
 
 _CLAIMS_AT_ONCE = 1000
 """Inputs claimed together (their claims share the ledger's commits)."""
@@ -939,14 +948,27 @@ class JobRunner(_Runner):
     ) -> tuple[JobState, dict[str, Row]] | None:
         """An ended job's results answered 404 (or the job is one the provider does not
         know): `None` while they are read again later; else the state and the rows to
-        collect. Its rows ran, and were paid for: one 404 may be the provider's own delay,
-        as for the job, and results gone for good are not bought again unasked."""
+        collect. Its rows may have run, and been paid for: one 404 may be the provider's own
+        delay, as for the job, and results gone for good are not bought again unasked (no
+        more of them counted paid than the job counts answered: `_paid_unknown`)."""
         if state.outcome != "lost":
             job.results_not_found += 1
             if job.results_not_found < _NOT_FOUND_READS:
                 job.wait = next_wait(job.wait, self.spec.max_poll_interval)
                 job.due = time.monotonic() + job.wait
                 return None
+            if state.billed == 0:
+                # The provider counts none of its requests answered (a batch cancelled
+                # before any ran): none was paid for, and its rows are taken as the job's
+                # unanswered ones are (cancelled, expired, missing), not as lost.
+                kind = unrun_kind(state.outcome)
+                note = (
+                    f"job {job.job_id}: the provider answered 404 for its results "
+                    f"({job.results_not_found} reads) after it ended {state.outcome}, "
+                    "counting none of its requests answered: this one was not run, nor paid"
+                )
+                words = state.error_words if kind == RowKind.JOB_FAILED else None
+                return state, {key: Row(key, kind, note=note, words=words) for key in keys}
             state = replace(
                 state,
                 outcome="lost",
@@ -995,13 +1017,23 @@ class JobRunner(_Runner):
         # A cancel asked for while this run polled (`allama batch cancel` in another
         # terminal): its cancelled rows fail, rather than being sent again.
         job.cancel_requested = job.cancel_requested or self.book.cancel_requested(job.tag)
+        rows, unknown = _paid_unknown(state, rows, [item.key for item in job.items])
         # Together, so that the ledger writes of the rows share their commits.
-        await asyncio.gather(*(self._take(item, rows[item.key], job, state) for item in job.items))
+        await asyncio.gather(
+            *(
+                self._take(item, rows[item.key], job, state, item.key in unknown)
+                for item in job.items
+            )
+        )
         self.book.job_collected(job.tag)
         self.summary.jobs[job.tag] = _job_line(job.job_id or "", state) + ", collected"
 
-    async def _take(self, item: _Item, row: Row, job: _Job, state: JobState) -> None:
-        """One row of an ended job: the extraction takes in its answer, or it is sent again."""
+    async def _take(
+        self, item: _Item, row: Row, job: _Job, state: JobState, paid_unknown: bool
+    ) -> None:
+        """One row of an ended job: the extraction takes in its answer, or it is sent again.
+        `paid_unknown`: a row with no answer that may have run, and been paid for, at a cost
+        nothing says (`_paid_unknown`)."""
         if item.pending is None or item.steps is None:
             return
         if item.entry is None:
@@ -1021,7 +1053,7 @@ class JobRunner(_Runner):
             return
         if row.kind in _UNANSWERED:
             unanswered = RowUnanswered(row)
-            if row.kind == RowKind.LOST or (state.outcome == "lost" and state.status != LOST_JOB):
+            if paid_unknown:
                 # It ran, its result gone: paid, at a cost nothing says (a budget stops on it).
                 item.paid.append(
                     {"provider": self.jobs.provider.name, "model": job.model, "usage": {}}
@@ -1488,11 +1520,15 @@ async def cancel_jobs(
     does. Returns the provider ids of the jobs asked; the results of rows that ran before
     the cancel are collected by the next run as usual. A job the provider will not cancel
     (it ended meanwhile), or cannot be told apart, does not stop the others: `refused`
-    gets a line for it. A job being submitted (or cut off) and not found, its cancel
-    recorded all the same, is made by no run, and a run that finds it made cancels it; its
-    inputs fail as cancelled; `unmade` gets its tag."""
+    gets a line for it; without `refused`, once the others are asked, one
+    `JobsNotCancelledError` names every such job (its `asked` the ids asked, as returned
+    otherwise). A job being submitted (or cut off) and not found, its cancel recorded all
+    the same, is made by no run, and a run that finds it made cancels it; its inputs fail
+    as cancelled; `unmade` gets its tag."""
     book = Ledger(ledger)
-    asked = []
+    asked: list[str] = []
+    lines: list[str] = []
+    errors: list[Error] = []
     try:
         for row in book.jobs():
             submitting = row.state == JobPhase.SUBMITTING and row.job_id is None
@@ -1500,8 +1536,8 @@ async def cancel_jobs(
                 continue
             jobs = job_provider(row, provider)
             target = jobs.target(row.model)
+            job_id = row.job_id
             try:
-                job_id = row.job_id
                 # Recorded first: a run polling it sees it; a run making it cancels it once
                 # made, or makes none.
                 book.request_cancel(row.tag)
@@ -1528,9 +1564,8 @@ async def cancel_jobs(
                 # answered, and paid for, as cancelled).
                 if not row.cancel_requested:
                     book.withdraw_cancel(row.tag)
-                if refused is None:
-                    raise
-                refused.append(f"{row.tag}: its job cannot be told apart ({error})")
+                lines.append(f"{row.tag}: its job cannot be told apart ({error})")
+                errors.append(error)
                 continue
             except Error as error:
                 if job_id is None and unmade is not None:
@@ -1538,15 +1573,104 @@ async def cancel_jobs(
                     # run makes it, and one that finds it made cancels it.
                     unmade.append(row.tag)
                     continue
-                if refused is None:
-                    raise
                 # The provider's words may quote the requests: withheld, as a failure's are.
-                refused.append(f"{row.job_id or row.tag}: {_failure(error).message}")
+                said = _failure(error).message
+                if job_id is None:
+                    said = (
+                        f"its job could not be looked for ({said}); its cancel is recorded: "
+                        "no run makes it, and one that finds it made cancels it"
+                    )
+                lines.append(f"{job_id or row.tag}: {said}")
+                errors.append(error)
                 continue
             asked.append(job_id)
     finally:
         book.close()
+    if refused is not None:
+        refused.extend(lines)
+    elif errors:
+        raise _not_cancelled(ledger, asked, lines, errors) from errors[0]
     return asked
+
+
+class JobsNotCancelledError(Error):
+    """Jobs of a ledger `cancel_jobs` could not cancel (one that ended meanwhile, one not
+    told apart from another's, a provider that failed), raised once the others were asked:
+    `refused` names each with why, `asked` holds the ids of those asked (what it returns
+    otherwise), `errors` what each met. Retryable when one of those is."""
+
+    kind = "not_cancelled"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        asked: Sequence[str] = (),
+        refused: Sequence[str] = (),
+        errors: Sequence[Error] = (),
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("origin", MessageOrigin.AUTHORED)
+        super().__init__(message, **kwargs)
+        self.asked = list(asked)
+        self.refused = list(refused)
+        self.errors = list(errors)
+
+
+def _not_cancelled(
+    ledger: str, asked: list[str], refused: list[str], errors: list[Error]
+) -> JobsNotCancelledError:
+    """The one error naming every job `cancel_jobs` could not cancel."""
+    count = len(refused)
+    said = f"{count} provider batch job{'s' if count != 1 else ''} of {ledger} not cancelled: "
+    said += "; ".join(refused)
+    if asked:
+        said += f"; cancel requested for the others: {', '.join(asked)}"
+    error = JobsNotCancelledError(
+        said,
+        asked=asked,
+        refused=refused,
+        errors=errors,
+        retryable=any(error.retryable for error in errors),
+    )
+    providers = {error.provider for error in errors if error.provider}
+    return error.with_provider(providers.pop()) if len(providers) == 1 else error
+
+
+def _paid_unknown(
+    state: JobState, rows: dict[str, Row], keys: Sequence[str]
+) -> tuple[dict[str, Row], frozenset[str]]:
+    """The rows of an ended job to take, and the keys of those counted paid at a cost
+    unknown: rows whose results are gone (`LOST`, or every row of a job whose results
+    answer 404), which may have run. No more of them than the job counts answered
+    (`JobState.billed`, less the answers in hand) are: the others were not run, or failed
+    unbilled, though none can be told from those paid, so they fail alike. Where it counts
+    none answered, none was paid: such rows are taken as its unanswered ones are
+    (cancelled, expired, missing), not as lost."""
+    gone = [
+        key
+        for key in keys
+        if rows[key].kind == RowKind.LOST
+        or (state.outcome == "lost" and state.status != LOST_JOB and rows[key].kind in _UNANSWERED)
+    ]
+    if state.billed is None or not gone:
+        return rows, frozenset(gone)
+    answered = sum(row.kind == RowKind.RESPONSE for row in rows.values())
+    room = max(0, state.billed - answered)
+    if room == 0 and state.outcome != "lost":
+        kind = unrun_kind(state.outcome)
+        rows = dict(rows)
+        for key in gone:
+            lost = rows[key]
+            note = (
+                f"the job ended {state.outcome}, and the file of its results that held this "
+                "row answers 404; it counts no request answered but those read: this one "
+                "failed, or was not run, unbilled"
+            )
+            words = state.error_words if kind == RowKind.JOB_FAILED else lost.words
+            rows[key] = replace(lost, kind=kind, note=note, words=words)
+        return rows, frozenset()
+    return rows, frozenset(gone[:room])
 
 
 def _paid_record(paid: Sequence[JsonValue]) -> ExtractionMetadata:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from allama.adapters._http import HttpRequest, HttpResponse, origin, provider_now, wire_json
+from allama.errors import Error, MessageOrigin
 
 __all__ = [
     "MayBeGone",
@@ -37,6 +38,7 @@ __all__ = [
     "job_line",
     "load_job_dialect",
     "too_many_jobs",
+    "unrun_kind",
 ]
 
 Steps = Generator[HttpRequest, HttpResponse, Any]
@@ -80,8 +82,9 @@ class RowKind:
     MISSING = "missing"
     """The job ended without a word about the row."""
     LOST = "lost"
-    """The row's result is in a file the provider answers 404 for (another file of the job
-    was read): it may have run, and been paid for; sent again only when asked."""
+    """The row's result may be in a file of billed answers the provider answers 404 for
+    (OpenAI's output file; another file of the job was read): it may have run, and been
+    paid for; sent again only when asked."""
     JOB_FAILED = "failed"
     """The whole job was refused (its input, a limit): `note` says why."""
 
@@ -128,6 +131,14 @@ class JobState:
     take_what_is_left: bool = False
     """For `results` only: a results file of several that answered 404 as often as one is
     read again is gone, its rows `LOST`, the others' read (else the 404 is raised)."""
+    billed: int | None = None
+    """Once it ended, how many of its requests the provider counts answered (OpenAI's
+    `completed`, Anthropic's `succeeded`, Gemini's `successfulRequestCount`): no more of
+    its rows than this were paid for, which bounds those counted paid at a cost unknown
+    when its results are gone. `None` where it does not say."""
+    unbilled: frozenset[str] = frozenset()
+    """Of `results`, the files that hold only rows the provider did not bill (OpenAI's
+    error file: failed requests, and those the job never ran)."""
 
 
 UNICODE_LINE_ENDS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
@@ -184,9 +195,27 @@ def unread(lines: Sequence[dict[str, Any] | None]) -> str:
     return f" ({count} line{'s' if count > 1 else ''} of its results could not be read)"
 
 
-class JobAmbiguity(Exception):
+class JobAmbiguity(Error):
     """More than one job at the provider could be the one looked for, or the provider
-    lists more jobs than a look goes through: none can be ruled out."""
+    lists more jobs than a look goes through: none can be ruled out. An allama error, so
+    that a caller of `cancel_jobs` catching `allama.Error` catches it; its words are
+    allama's (the provider's job ids, no request's text)."""
+
+    kind = "ambiguous_job"
+
+    def __init__(self, message: str, **kwargs: Any) -> None:
+        kwargs.setdefault("origin", MessageOrigin.AUTHORED)
+        super().__init__(message, **kwargs)
+
+
+def unrun_kind(outcome: str | None) -> str:
+    """The kind of a row an ended job did not answer, by how the job ended: expired,
+    cancelled, the job refused whole, else missing."""
+    return {
+        "failed": RowKind.JOB_FAILED,
+        "cancelled": RowKind.CANCELED,
+        "expired": RowKind.EXPIRED,
+    }.get(outcome or "", RowKind.MISSING)
 
 
 CREATE_ASKED = "create"

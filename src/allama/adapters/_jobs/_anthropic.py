@@ -204,6 +204,8 @@ def _state(job: dict[str, Any]) -> JobState:
         results=job.get("results_url"),
         created_at=rfc3339_seconds(job.get("created_at")),
         total=sum(counts.values()) if counts else None,
+        # Errored, cancelled and expired requests are not billed.
+        billed=counts.get("succeeded") if ended else None,
     )
 
 

@@ -239,7 +239,17 @@ def _state(job: dict[str, Any]) -> JobState:
         tag=metadata.get("displayName"),
         created_at=rfc3339_seconds(metadata.get("createTime")),
         total=counts.get("requestCount"),
+        billed=_succeeded(counts) if outcome is not None else None,
     )
+
+
+def _succeeded(counts: dict[str, int]) -> int | None:
+    """The requests an ended job answered, by its stats: proto3 JSON leaves a count of
+    zero out, so stats that count the requests and not these say none; `None` for a job
+    that gives no stats."""
+    if "requestCount" not in counts:
+        return None
+    return counts.get("successfulRequestCount", 0)
 
 
 def _count(value: object) -> bool:

@@ -34,6 +34,7 @@ from allama.adapters._jobs import (
     post,
     too_many_jobs,
     unread,
+    unrun_kind,
 )
 from allama.errors import NotFoundError
 
@@ -177,23 +178,29 @@ class OpenAIJobs:
             else f"the job ended {state.outcome} without this row in its output or error file"
             + unread(lines)
         )
-        # A row neither file holds, of a job cancelled or expired, was not run for that
-        # reason (the files may leave out those in flight when it ended).
-        if gone and (len(gone) == len(files) or not state.take_what_is_left):
+        billed_gone = [file_id for file_id in gone if file_id not in state.unbilled]
+        if gone and (not state.take_what_is_left or (billed_gone and len(gone) == len(files))):
             # A 404 on the job's results, read again as the runner reads one (it may be the
             # provider's own delay); at the last read, what is left is taken.
             raise NotFoundError(f"the results of job {state.id} answer 404")
-        kind = {
-            "failed": RowKind.JOB_FAILED,
-            "cancelled": RowKind.CANCELED,
-            "expired": RowKind.EXPIRED,
-        }.get(state.outcome or "", RowKind.MISSING)
-        if gone:
+        # A row neither file holds, of a job cancelled or expired, was not run for that
+        # reason (the files may leave out those in flight when it ended).
+        kind = unrun_kind(state.outcome)
+        if billed_gone:
             kind = RowKind.LOST
             note = (
-                f"the job ended {state.outcome}, and its file {', '.join(gone)} answers 404: "
-                "the row may have run and been paid for; retry_failed (--retry-failed) sends "
-                "it again"
+                f"the job ended {state.outcome}, and its file {', '.join(billed_gone)} answers "
+                "404: the row may have run and been paid for; retry_failed (--retry-failed) "
+                "sends it again"
+            )
+        elif gone:
+            # Only the error file is gone: every row billed is in the output file, read (or
+            # never made, none having succeeded), so a row it lacks was not billed: failed,
+            # or never run, and taken as the job's unanswered rows are.
+            note = (
+                f"the job ended {state.outcome} without this row in its output file, and its "
+                f"error file {', '.join(gone)} answers 404: the row failed or was not run, "
+                "unbilled" + unread(lines)
             )
         words = state.error_words if kind == RowKind.JOB_FAILED else None
         return {key: rows.get(key) or Row(key, kind, note=note, words=words) for key in keys}
@@ -214,6 +221,7 @@ def _state(job: dict[str, Any]) -> JobState:
     more = len(said) - _SHOWN
     words = "; ".join(said[:_SHOWN]) + (f"; and {more:,} more" if more > 0 else "")
     files = [f for f in (job.get("output_file_id"), job.get("error_file_id")) if f]
+    error_file = job.get("error_file_id")
     return JobState(
         id=str(job["id"]),
         status=status,
@@ -226,6 +234,11 @@ def _state(job: dict[str, Any]) -> JobState:
         tag=(job.get("metadata") or {}).get("allama_job"),
         created_at=job.get("created_at"),
         total=counts.get("total"),
+        # The output file holds the requests that succeeded, the error file those that
+        # failed or never ran, which are not billed (`request_counts.completed` counts the
+        # former).
+        billed=counts.get("completed") if outcome is not None else None,
+        unbilled=frozenset({str(error_file)} if error_file else ()),
         queue_full=outcome == "failed"
         and bool(errors)
         and all(entry.get("code") == _QUEUE_FULL for entry in errors),

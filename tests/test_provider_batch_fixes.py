@@ -1,0 +1,373 @@
+"""Provider batch jobs: rows the provider never ran or billed are not counted paid (an
+OpenAI error file gone, results gone of a job that counts fewer rows answered than it
+held, a batch cancelled before any ran), and `cancel_jobs` goes on past each job it cannot
+cancel, naming them all in one allama error."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import allama
+from _provider_batch_server import ProviderBatchServer
+from allama.adapters._http import HttpResponse
+from allama.adapters._jobs import JobAmbiguity, JobState, JobTarget, RowKind
+from allama.adapters._jobs._openai import OpenAIJobs
+from allama.batch import _jobs
+from allama.batch._jobs import cancel_jobs
+from allama.batch._ledger import Ledger
+from test_provider_batch import (
+    Doc,
+    _anthropic_batch_of_another,
+    _batch_run,
+    _cut_off,
+    _docs,
+    _provider,
+    _run_until,
+)
+
+
+@pytest.fixture(autouse=True)
+def quick_looks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_jobs, "_LOOKS_AFTER_LOST", (0.001, 0.002))
+
+
+@pytest.fixture
+def fake() -> Iterator[ProviderBatchServer]:
+    running = ProviderBatchServer().start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _error_file_gone(monkeypatch: pytest.MonkeyPatch, fake: ProviderBatchServer) -> None:
+    """Every OpenAI job's error file answers 404, for good; its output file reads."""
+    import _provider_batch_server
+
+    read = _provider_batch_server._Handler.openai_file_content
+
+    def gone(handler: Any, data: Any, file_id: str) -> Any:
+        if any(job.error_file_id == file_id for job in fake.jobs):
+            raise handler._fail(404, "No such File object.")
+        return read(handler, data, file_id)
+
+    monkeypatch.setattr(_provider_batch_server._Handler, "openai_file_content", gone)
+
+
+def _results_gone(monkeypatch: pytest.MonkeyPatch, reader: str) -> None:
+    """A job's results answer 404, for good (`reader`: the fake's handler of them)."""
+    import _provider_batch_server
+
+    def gone(handler: Any, data: Any, *groups: Any) -> Any:
+        raise handler._fail(404, "Not found.")
+
+    monkeypatch.setattr(_provider_batch_server._Handler, reader, gone)
+
+
+# 1. Rows never run or billed are not counted paid.
+
+
+@pytest.mark.parametrize("budget", [None, "1"])
+def test_rows_of_an_openai_error_file_gone_are_unbilled_and_sent_again(
+    fake: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: str | None
+) -> None:
+    # The job expires with half its rows run: those are in the output file, read; the
+    # others, in the error file (never billed), which answers 404. Every row billed is in
+    # hand, so those missing were not run: expired rows, sent again, not paid-unknown.
+    _error_file_gone(monkeypatch, fake)
+    fake.expire_next = 1
+    provider, model = _provider(fake, "openai-chat")
+    run = _batch_run(provider, model, _docs(4), tmp_path / "err.sqlite", max_cost=budget)
+    results = sorted(run, key=lambda r: r.index)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(4)]
+    assert run.summary.cost_unknown == 0 and run.summary.stopped is None
+    assert len(fake.jobs) == 2  # the expired rows, in a follow-up job
+    assert sum(fake.answered.values()) == 4  # each row run once
+
+
+def test_a_refused_row_in_a_gone_error_file_does_not_stop_a_budgeted_run(
+    fake: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Doc 13 is an invalid request (400): OpenAI puts it in the error file, unbilled. That
+    # file answering 404 leaves no cost unknown, so a budget is kept, not stopped on it.
+    _error_file_gone(monkeypatch, fake)
+    monkeypatch.setattr(_jobs.JobRunner, "_guessed_cost", lambda self, item: Decimal("0.000001"))
+    provider, model = _provider(fake, "openai-chat")
+    docs = [f"doc {n}" for n in (1, 13, 2)]
+    run = _batch_run(provider, model, docs, tmp_path / "refused.sqlite", max_cost="1")
+    results = sorted(run, key=lambda r: r.index)
+    assert run.summary.cost_unknown == 0 and run.summary.stopped is None
+    assert [r.value for r in results] == [Doc(n=1), None, Doc(n=2)]
+    failure = results[1].failure
+    # Sent again as a missing row is, up to max_attempts, and failed as one: not as lost.
+    assert failure is not None and failure.kind == "job_missing"
+    assert "error file" in failure.message and "unbilled" in failure.message
+
+
+@pytest.mark.parametrize(
+    ("family", "reader"),
+    [
+        ("openai-chat", "openai_file_content"),
+        ("anthropic", "anthropic_results"),
+        ("gemini", "gemini_download"),
+    ],
+)
+def test_results_gone_count_no_more_rows_paid_than_the_job_answered(
+    fake: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    family: str,
+    reader: str,
+) -> None:
+    # The job expires having run two of its four rows (its counts say so); its results
+    # then answer 404 for good. Its rows fail (any may be one of those paid), but no more
+    # than two are counted paid at a cost unknown.
+    if family == "gemini":
+        from allama.adapters._jobs import _gemini
+
+        monkeypatch.setattr(_gemini, "INLINE_BYTES", 0)  # results in a file, to download
+    _results_gone(monkeypatch, reader)
+    fake.expire_next = 1
+    provider, model = _provider(fake, family)
+    run = _batch_run(provider, model, _docs(4), tmp_path / "gone.sqlite")
+    results = sorted(run, key=lambda r: r.index)
+    assert [r.failure.kind for r in results if r.failure] == ["job_missing"] * 4
+    assert sum(fake.answered.values()) == 2
+    assert run.summary.cost_unknown == 2
+    assert len(fake.jobs) == 1  # none bought again unasked
+
+
+@pytest.mark.parametrize(
+    ("family", "reader"),
+    [("anthropic", "anthropic_results"), ("openai-chat", "openai_file_content")],
+)
+def test_a_job_cancelled_before_any_row_ran_whose_results_are_gone_is_not_paid(
+    fake: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    family: str,
+    reader: str,
+) -> None:
+    # Cancelled before anything ran (Anthropic: succeeded 0, canceled 3; OpenAI: no output
+    # file, the rows in the error file), its results then answering 404: its rows fail as
+    # cancelled rows do, unpaid, and a budget is not stopped on them.
+    provider, model = _provider(fake, family)
+    ledger = tmp_path / "cancelled.sqlite"
+    fake.hold = True
+    _run_until(provider, model, _docs(3), ledger, lambda: any(job.polls for job in fake.jobs))
+    assert asyncio.run(cancel_jobs(str(ledger), provider)) == [fake.jobs[0].id]
+    fake.hold = False
+    _results_gone(monkeypatch, reader)
+    run = _batch_run(provider, model, _docs(3), ledger, max_cost="1")
+    results = sorted(run, key=lambda r: r.index)
+    assert [r.failure.kind for r in results if r.failure] == ["job_canceled"] * 3
+    assert sum(fake.answered.values()) == 0
+    assert run.summary.cost_unknown == 0 and run.summary.stopped is None
+    assert len(fake.jobs) == 1  # cancelled rows are not sent again
+
+
+def test_results_gone_of_a_job_whose_counts_are_unknown_are_still_counted_paid(
+    fake: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A gateway that drops `request_counts`: nothing bounds the rows that may have been
+    # paid, so every one is counted so, as before.
+    import _provider_batch_server
+
+    view = _provider_batch_server.ProviderBatchServer.openai_batch
+
+    def no_counts(server: Any, job: Any) -> Any:
+        shown = view(server, job)
+        shown.pop("request_counts", None)
+        return shown
+
+    monkeypatch.setattr(_provider_batch_server.ProviderBatchServer, "openai_batch", no_counts)
+    _results_gone(monkeypatch, "openai_file_content")
+    fake.expire_next = 1
+    provider, model = _provider(fake, "openai-chat")
+    run = _batch_run(provider, model, _docs(4), tmp_path / "nocounts.sqlite")
+    results = list(run)
+    assert [r.failure.kind for r in results if r.failure] == ["job_missing"] * 4
+    assert run.summary.cost_unknown == 4
+
+
+def _drive(steps: Any, bodies: list[bytes | None]) -> Any:
+    """Drive a dialect's steps with answers (`None`: a 404)."""
+    answers = iter(bodies)
+    try:
+        next(steps)
+        while True:
+            body = next(answers)
+            steps.send(HttpResponse(404, {}, b"") if body is None else HttpResponse(200, {}, body))
+    except StopIteration as done:
+        return done.value
+
+
+def _target() -> JobTarget:
+    return JobTarget("https://api.example/v1", {}, "gpt-4o-mini", "/chat/completions")
+
+
+def test_an_openai_output_file_gone_makes_its_rows_lost_bounded_by_the_jobs_count() -> None:
+    # The output file gone, the error file read: the rows neither holds may be paid, but no
+    # more than `request_counts.completed` of them; with none completed, none was paid.
+    error_line = {
+        "custom_id": "c",
+        "response": None,
+        "error": {"code": "batch_expired", "message": "expired"},
+    }
+    for completed, paid in ((2, {"a", "b"}), (1, {"a"}), (0, set())):
+        state = JobState(
+            "batch_1",
+            "expired",
+            True,
+            "expired",
+            counts={"completed": completed},
+            results=("file-out", "file-err"),
+            take_what_is_left=True,
+            billed=completed,
+            unbilled=frozenset({"file-err"}),
+        )
+        rows = _drive(
+            OpenAIJobs().results(_target(), state, ["a", "b", "c"]),
+            [None, json.dumps(error_line).encode()],
+        )
+        assert [rows[k].kind for k in "abc"] == [RowKind.LOST] * 2 + [RowKind.EXPIRED]
+        taken, unknown = _jobs._paid_unknown(state, rows, ["a", "b", "c"])
+        assert unknown == paid
+        kinds = [taken[k].kind for k in "ab"]
+        assert kinds == ([RowKind.EXPIRED] * 2 if completed == 0 else [RowKind.LOST] * 2)
+
+
+def test_an_openai_error_file_gone_at_the_last_read_leaves_unbilled_rows() -> None:
+    answered = {
+        "custom_id": "a",
+        "response": {"status_code": 200, "body": {"choices": []}},
+        "error": None,
+    }
+    state = JobState(
+        "batch_1",
+        "completed",
+        True,
+        "completed",
+        results=("file-out", "file-err"),
+        billed=1,
+        unbilled=frozenset({"file-err"}),
+    )
+    with pytest.raises(allama.errors.NotFoundError):  # read again first: it may be a delay
+        _drive(OpenAIJobs().results(_target(), state, ["a", "b"]), [b"", None])
+    last = replace(state, take_what_is_left=True)
+    rows = _drive(
+        OpenAIJobs().results(_target(), last, ["a", "b"]), [json.dumps(answered).encode(), None]
+    )
+    assert rows["a"].kind == RowKind.RESPONSE
+    assert rows["b"].kind == RowKind.MISSING  # sent again, as a missing row is: not lost
+
+
+def test_the_job_states_say_how_many_rows_were_answered() -> None:
+    from allama.adapters._jobs import _anthropic, _gemini, _openai
+
+    openai = _openai._state(
+        {
+            "id": "batch_1",
+            "status": "expired",
+            "request_counts": {"total": 4, "completed": 2, "failed": 2},
+            "output_file_id": "file-out",
+            "error_file_id": "file-err",
+        }
+    )
+    assert (openai.billed, openai.unbilled) == (2, frozenset({"file-err"}))
+    anthropic = _anthropic._state(
+        {
+            "id": "msgbatch_1",
+            "processing_status": "ended",
+            "cancel_initiated_at": "2025-01-01T00:00:00Z",
+            "request_counts": {"succeeded": 0, "canceled": 3},
+        }
+    )
+    assert anthropic.billed == 0
+    ended = {"name": "batches/1", "done": True}
+    stats = {"state": "BATCH_STATE_CANCELLED", "batchStats": {"requestCount": "3"}}
+    assert _gemini._state({**ended, "metadata": stats}).billed == 0  # zeros are left out
+    assert _gemini._state({**ended, "metadata": {"state": "BATCH_STATE_CANCELLED"}}).billed is None
+    running = _openai._state({"id": "b", "status": "in_progress", "request_counts": {}})
+    assert running.billed is None
+
+
+# 2. cancel_jobs goes on past each job it cannot cancel, and says them all as an allama error.
+
+
+def test_cancel_jobs_goes_on_past_a_job_that_ended_and_names_it_in_one_allama_error(
+    fake: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(fake, "openai-chat")
+    ledger = tmp_path / "cancel.sqlite"
+    fake.hold = True
+    _run_until(
+        provider,
+        model,
+        _docs(4),
+        ledger,
+        lambda: len(fake.jobs) == 2 and all(job.polls for job in fake.jobs),
+        job_size=2,
+    )
+    first, second = fake.jobs
+    with fake.lock:
+        fake.finish(first, "completed")  # it ended meanwhile
+    with pytest.raises(allama.Error) as raised:
+        asyncio.run(cancel_jobs(str(ledger), provider))
+    error = raised.value
+    assert second.cancel_requested and not first.cancel_requested  # the other, still cancelled
+    assert isinstance(error, _jobs.JobsNotCancelledError) and error.kind == "not_cancelled"
+    assert error.asked == [second.id]
+    (line,) = error.refused
+    assert line.startswith(f"{first.id}: invalid_request (")  # the provider's words withheld
+    assert first.id in str(error) and f"cancel requested for the others: {second.id}" in str(error)
+    assert "Cannot cancel" not in str(error)
+    assert not error.retryable
+
+
+def test_cancel_jobs_with_a_refused_list_still_returns_what_it_asked(
+    fake: ProviderBatchServer, tmp_path: Path
+) -> None:
+    provider, model = _provider(fake, "anthropic")
+    ledger = tmp_path / "cancel.sqlite"
+    fake.hold = True
+    _run_until(provider, model, _docs(4), ledger, lambda: len(fake.jobs) == 2, job_size=2)
+    first, second = fake.jobs
+    first.end = "completed"
+    refused: list[str] = []
+    assert asyncio.run(cancel_jobs(str(ledger), provider, refused=refused)) == [second.id]
+    assert len(refused) == 1 and refused[0].startswith(f"{first.id}: ")
+
+
+def test_an_ambiguous_cut_off_job_reaches_a_caller_of_cancel_jobs_as_an_allama_error(
+    fake: ProviderBatchServer, tmp_path: Path
+) -> None:
+    assert issubclass(JobAmbiguity, allama.Error)
+    provider, model = _provider(fake, "anthropic")
+    ledger = tmp_path / "ambiguous.sqlite"
+    _cut_off(provider, model, _docs(2), ledger)
+    _anthropic_batch_of_another(fake, fake.jobs[0].bodies, "other")
+    with pytest.raises(allama.Error) as raised:
+        asyncio.run(cancel_jobs(str(ledger), provider))
+    error = raised.value
+    assert isinstance(error, _jobs.JobsNotCancelledError) and error.asked == []
+    (met,) = error.errors
+    assert isinstance(met, JobAmbiguity) and met.kind == "ambiguous_job" and met.authored
+    (job,) = Ledger(ledger, read_only=True).jobs()
+    assert "cannot be told apart" in str(error) and job.tag in str(error)
+    assert not job.cancel_requested  # taken back, as with a refused list
+    assert not any(made.cancel_requested for made in fake.jobs)
+
+
+def test_a_job_ambiguity_survives_a_round_trip_as_its_kind() -> None:
+    error = JobAmbiguity("2 batches could be it")
+    back = allama.Error.from_dict(error.to_dict())
+    assert isinstance(back, JobAmbiguity) and back.message == error.message
