@@ -20,8 +20,7 @@ from _provider_batch_server import ProviderBatchServer
 from allama.adapters._http import HttpResponse
 from allama.adapters._jobs import JobAmbiguity, JobState, JobTarget, RowKind
 from allama.adapters._jobs._openai import OpenAIJobs
-from allama.batch import _jobs
-from allama.batch._jobs import cancel_jobs
+from allama.batch import JobsNotCancelledError, _jobs, cancel_jobs
 from allama.batch._ledger import Ledger
 from test_provider_batch import (
     Doc,
@@ -324,7 +323,7 @@ def test_cancel_jobs_goes_on_past_a_job_that_ended_and_names_it_in_one_allama_er
         asyncio.run(cancel_jobs(str(ledger), provider))
     error = raised.value
     assert second.cancel_requested and not first.cancel_requested  # the other, still cancelled
-    assert isinstance(error, _jobs.JobsNotCancelledError) and error.kind == "not_cancelled"
+    assert isinstance(error, JobsNotCancelledError) and error.kind == "not_cancelled"
     assert error.asked == [second.id]
     (line,) = error.refused
     assert line.startswith(f"{first.id}: invalid_request (")  # the provider's words withheld
@@ -358,7 +357,7 @@ def test_an_ambiguous_cut_off_job_reaches_a_caller_of_cancel_jobs_as_an_allama_e
     with pytest.raises(allama.Error) as raised:
         asyncio.run(cancel_jobs(str(ledger), provider))
     error = raised.value
-    assert isinstance(error, _jobs.JobsNotCancelledError) and error.asked == []
+    assert isinstance(error, JobsNotCancelledError) and error.asked == []
     (met,) = error.errors
     assert isinstance(met, JobAmbiguity) and met.kind == "ambiguous_job" and met.authored
     (job,) = Ledger(ledger, read_only=True).jobs()
