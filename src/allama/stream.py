@@ -2,8 +2,12 @@
 
 The rules: a stream ends after its first error; a stream that stops before its `Finish`
 event is an incomplete stream (`IncompleteStreamError`); what it reported before failing
-(usage, warnings) stays readable. `ChatStream` and `AsyncChatStream` keep these rules for
-every provider, so an adapter's decoder only has to turn bytes into events.
+(usage, warnings) stays readable. A connection that breaks after the `Finish` event (before
+Anthropic's `message_stop`, OpenAI's usage chunk or `[DONE]`) ends the stream: the answer
+came whole and was paid for, so it is used; where no usage had come, its usage is unknown
+(empty counts: made, and maybe billed, for what nothing says), not none. `ChatStream` and
+`AsyncChatStream` keep these rules for every provider, so an adapter's decoder only has to
+turn bytes into events.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from allama.errors import (
     REPORTED_USAGE_KEY,
     Error,
     IncompleteStreamError,
+    NetworkError,
+    RequestTimeoutError,
     StreamDecodeError,
     reported_billing,
 )
@@ -216,6 +222,13 @@ class StreamCollector:
             f"stream event `{event}` for block {index}, which is a `{block_type}` block"
         ).mark_authored()
 
+    def cut_after_finish(self) -> None:
+        """The connection broke after the `Finish` event: the stream ends there, its answer
+        whole. Usage that had not come is unknown (empty counts, priced as a call made with
+        nothing to say what for), not none: it would have come after the finish."""
+        if self._usage is None:
+            self._usage = Usage()
+
     def set_terminal_error(self, error: Error) -> None:
         """Record the error that ended the stream; `finish` raises it."""
         if self._error is None:
@@ -329,6 +342,18 @@ class _Rules:
             self.on_error(error)
             raise
 
+    def ends(self, error: Error) -> bool:
+        """Whether `error` is the connection breaking after the `Finish` event: the end of
+        a stream whose answer came whole (used, not thrown away as a network failure)."""
+        if not isinstance(error, NetworkError | RequestTimeoutError):
+            return False
+        collector = self.collector
+        if not collector.finished or collector.error is not None:
+            return False
+        self.done = True
+        collector.cut_after_finish()
+        return True
+
     def on_error(self, error: Error) -> None:
         self.done = True
         if error.provider is None and self.collector.provider is not None:
@@ -399,6 +424,9 @@ class ChatStream:
                 raise error from None
             raise
         except Error as error:
+            if self._rules.ends(error):
+                self.close()
+                raise StopIteration from None
             self._rules.on_error(error)
             self.close()
             raise
@@ -490,6 +518,9 @@ class AsyncChatStream:
                 raise error from None
             raise
         except Error as error:
+            if self._rules.ends(error):
+                await self.aclose()
+                raise StopAsyncIteration from None
             self._rules.on_error(error)
             await self.aclose()
             raise

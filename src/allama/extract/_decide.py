@@ -4,19 +4,24 @@ and the probability of each option where the provider reports token log-probabil
 The constraint, best first: a plain-text choice (`ResponseFormat.choice`: Gemini's
 `text/x.enum`, llama.cpp's grammar); else the extraction engine with the options as a JSON
 Schema enum (native or forced tool, wrapped where the dialect needs an object root); else
-the options in the prompt alone, recorded as not enforced. In every case the answer is
-checked against the options: a value outside them is never returned.
+the options in the prompt alone, recorded as not enforced. A forced tool's arguments have no
+log-probabilities: where the caller insists on them (`probabilities=True`) and chose no
+mode, the options go in the prompt instead, answered as plain text with them (recorded as
+not enforced, and only where no floor forbids that). In every case the answer is checked
+against the options: a value outside them is never returned.
 
 Written once as a generator, like extraction, and driven by the same sync and async loops.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from functools import lru_cache
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import JsonValue
+from pydantic import BeforeValidator, JsonValue
 
 from allama.errors import (
     PAID_BEFORE,
@@ -176,19 +181,34 @@ def decide_steps(
     """One decision with its retries: yields each request, receives each outcome."""
     requested = requested_mode(request, provider.name)
     strategy, mode = _strategy(provider, request, requested)
+    prompted = None
+    if probabilities:
+        prompted = _prompted_for_logprobs(
+            settings, provider, request, options, requested, strategy, mode
+        )
+        if prompted is not None:
+            strategy, mode = _Strategy.PROMPT, ExtractionMode.NATIVE
     logprobs = _logprobs_plan(provider, request, mode, strategy, probabilities)
     asked = _instructed(request, options, plain=strategy != _Strategy.EXTRACT)
     if logprobs.ask:
         asked = asked.model_copy(update={"logprobs": max(request.logprobs or 0, TOP_LOGPROBS)})
     if strategy == _Strategy.EXTRACT:
-        target_type: Any = Literal[options.labels]
+        # Under repair, a label written loosely (`yes` for `Yes`) is read as its option,
+        # as a plain answer is; the record says so (below).
+        labels = options.labels
+        target_type: Any = _loose_labels(labels) if settings.repair else Literal[labels]
         inner = extract_steps(settings, provider, target_type, asked)
         extracted = yield from _relay(inner, logprobs)
         label = extracted.value
         response, metadata = extracted.response, extracted.metadata
-        spelling: Spelling | str = _json_spelling(response, label, metadata)
+        spelling: Spelling | str
+        if settings.repair and _written(extracted.source, metadata) not in (None, label):
+            metadata.repaired = True
+            spelling = _REPAIRED
+        else:
+            spelling = _json_spelling(response, label, metadata)
     else:
-        plain = _plain_steps(settings, provider, options, asked, strategy)
+        plain = _plain_steps(settings, provider, options, asked, strategy, prompted)
         response, metadata, label, spelling = yield from _relay(plain, logprobs)
     option = options.option(label)
     assert option is not None  # checked against the options by both paths
@@ -206,6 +226,39 @@ def _strategy(
     if mode is ExtractionMode.AUTO:
         return _Strategy.PROMPT, ExtractionMode.NATIVE
     return _Strategy.EXTRACT, mode
+
+
+def _prompted_for_logprobs(
+    settings: Settings,
+    provider: ChatProvider,
+    request: ChatRequest,
+    options: Options,
+    requested: ExtractionMode,
+    strategy: str,
+    mode: ExtractionMode,
+) -> str | None:
+    """Why the options would go in the prompt for `probabilities=True`, or `None` where
+    they stay where they are: only in place of a forced tool the mode chosen for the caller
+    falls to (a model without JSON Schema output, such as `gpt-4` or `gpt-3.5-turbo`),
+    whose arguments have no log-probabilities, on a model that reports them, and where no
+    floor asks more than the prompt holds (not enforced). A forced tool the caller asked
+    for stays, and the probabilities are refused, as before."""
+    if strategy != _Strategy.EXTRACT or mode is not ExtractionMode.FORCED_TOOL:
+        return None
+    if requested is ExtractionMode.FORCED_TOOL:
+        return None
+    if provider.chat_capability(request.model, ChatCapability.LOGPROBS) is not (
+        CapabilitySupport.SUPPORTED
+    ):
+        return None
+    floor = settings.min_enforcement
+    if floor is not None and not SchemaEnforcement.NOT_ENFORCED.satisfies(floor):
+        return None
+    return (
+        f"a decision on `{request.model}` at {provider.name} goes through a forced tool, "
+        "whose arguments have no log-probabilities: for probabilities=True, the options of "
+        f"{options.name} were given in the prompt only"
+    )
 
 
 def _logprobs_plan(
@@ -341,9 +394,10 @@ def _plain_steps(
     options: Options,
     request: ChatRequest,
     strategy: str,
+    prompted: str | None = None,
 ) -> Generator[Send, Outcome, tuple[ChatResponse, ExtractionMetadata, str, Spelling | str]]:
     """A decision answered as plain text: held to the options by the provider (a choice
-    format) or by the prompt alone."""
+    format) or by the prompt alone (`prompted` says why, where the provider had more)."""
     mode = ExtractionMode.NATIVE
     metadata = ExtractionMetadata.new(mode)
     if strategy == _Strategy.CHOICE:
@@ -351,14 +405,12 @@ def _plain_steps(
         _check_floor(settings, provider, sent, metadata)
     else:
         sent = request
-        metadata.degradations.append(
-            Warning.unsupported(
-                RequestField.RESPONSE_FORMAT,
-                f"{provider.name} has neither structured output nor a forced tool for "
-                f"`{request.model}`: the options of {options.name} were given in the "
-                "prompt only",
-            )
+        why = prompted or (
+            f"{provider.name} has neither structured output nor a forced tool for "
+            f"`{request.model}`: the options of {options.name} were given in the "
+            "prompt only"
         )
+        metadata.degradations.append(Warning.unsupported(RequestField.RESPONSE_FORMAT, why))
         metadata.enforcement = SchemaEnforcement.NOT_ENFORCED
         _check_floor(settings, provider, None, metadata)
     retries_left = settings.retries
@@ -450,7 +502,7 @@ def _read_plain(
     if repair:
         loose = _loosely(answer, options)
         if loose is not None:
-            return loose, "the answer matched its option only after repair"
+            return loose, _REPAIRED
     return ParseError(
         provider=provider,
         metadata=ExtractionMetadata.new(mode),
@@ -461,12 +513,49 @@ def _read_plain(
     )
 
 
+_REPAIRED = "the answer matched its option only after repair"
+
+
 def _loosely(answer: str, options: Options) -> Option | None:
     """The one option the answer names once quotes, emphasis, a trailing full stop and
     case are set aside."""
+    label = _loose_label(answer, options.labels)
+    return None if label is None else options.option(label)
+
+
+def _loose_label(answer: str, labels: tuple[str, ...]) -> str | None:
+    """`_loosely`, over the labels alone."""
     trimmed = answer.strip().strip("`*\"'").rstrip(".").strip().casefold()
-    found = [option for option in options.options if option.label.casefold() == trimmed]
+    found = [label for label in labels if label.casefold() == trimmed]
     return found[0] if len(found) == 1 else None
+
+
+@lru_cache(maxsize=256)
+def _loose_labels(labels: tuple[str, ...]) -> Any:
+    """The labels as the JSON answer's type under repair: the same enum sent (a validator
+    before it changes no schema), and a string that names one label loosely read as it.
+    One type per set of labels, so that what the engine keeps per type is kept once."""
+
+    def loose(value: Any) -> Any:
+        if isinstance(value, str) and value not in labels:
+            return _loose_label(value, labels) or value
+        return value
+
+    return Annotated[Literal[labels], BeforeValidator(loose)]
+
+
+def _written(source: str | None, metadata: ExtractionMetadata) -> str | None:
+    """The string the JSON answer wrote for its option (`None` where it cannot be read):
+    another than the label, it was matched only after repair."""
+    if source is None:
+        return None
+    try:
+        data = json.loads(source)
+    except (ValueError, RecursionError):
+        return None
+    if metadata.root_wrapped:
+        data = data.get(ROOT_KEY) if isinstance(data, dict) else None
+    return data if isinstance(data, str) else None
 
 
 def _ask_again(request: ChatRequest, response: ChatResponse, options: Options) -> ChatRequest:

@@ -18,8 +18,12 @@ The preview follows the rules `finish()` applies: a `null` sent for a field whos
 not admit it (a strict-mode stand-in) is left out so the default applies. Only text is shown
 while it is being written; any other value (a date, a union member) appears when complete.
 Open objects are built without validation (their model validators run when they complete);
-`model_fields_set` lists the fields that have arrived. Values are validated laxly, so the
-preview may show `31` for a `"31"` that `finish()`, which validates the JSON strictly,
+`model_fields_set` lists the fields that have arrived. A completed part that does not
+validate (a row with a price below its bound, an object its model validator rejects or
+raises on) is left out, as a scalar that does not validate is, so that every completed part
+shown is a validated value; the value itself (an object or a list at the root), ended but
+invalid, stays shown as it was built, and `finish()` raises. Values are validated laxly, so
+the preview may show `31` for a `"31"` that `finish()`, which validates the JSON strictly,
 rejects: the preview is not the verdict.
 """
 
@@ -125,10 +129,15 @@ class _Leaf:
 
 
 def _attempt(check: Callable[[Any], Any], raw: Any) -> Any:
-    """`check(raw)`, or `_MISSING` where it does not validate."""
+    """`check(raw)`, or `_MISSING` where it does not validate: a `ValidationError`, or an
+    exception the type's own validators raise (a lookup's `KeyError`). In a preview either
+    means "not valid yet"; `finish()` validates the whole value again and raises it there,
+    with the extraction's record on it, as a call that is not streamed does."""
     try:
         return check(raw)
     except ValidationError:
+        return _MISSING
+    except Exception:  # the type's own code: not valid, not a failure of the preview
         return _MISSING
 
 
@@ -235,10 +244,15 @@ class _Object:
         """The object from its whole JSON text, read and validated in one call."""
         return _attempt(self.checks[1], text)
 
-    def complete(self, values: dict[str, Any]) -> Any:
-        """The completed object, validated once over its fields; as far as it goes if not."""
+    def complete(self, values: dict[str, Any], root: bool = False) -> Any:
+        """The completed object, validated once over its fields; `_MISSING` where it does not
+        validate, so that a completed part shown is always a validated one. The value itself
+        (`root`) is shown as far as it goes instead: there is nothing to leave it out of, and
+        `finish()` says why it fails."""
         checked = self.validate(values)
-        return self.construct(values) if checked is _MISSING else checked
+        if checked is _MISSING and root:
+            return self.construct(values)
+        return checked
 
 
 class _List:
@@ -249,11 +263,13 @@ class _List:
         self.whole = whole
         self.nullable = nullable
 
-    def complete(self, values: list[Any]) -> Any:
+    def complete(self, values: list[Any], root: bool = False) -> Any:
+        """The completed list, validated whole where its type says (`Annotated`); as
+        `_Object.complete`, `_MISSING` where that fails, unless it is the value itself."""
         if self.whole is None:
             return values
         checked = self.whole.validate(values)
-        return values if checked is _MISSING else checked
+        return values if checked is _MISSING and root else checked
 
 
 class _Map:
@@ -264,11 +280,12 @@ class _Map:
         self.whole = whole
         self.nullable = nullable
 
-    def complete(self, values: dict[str, Any]) -> Any:
+    def complete(self, values: dict[str, Any], root: bool = False) -> Any:
+        """As `_List.complete`."""
         if self.whole is None:
             return values
         checked = self.whole.validate(values)
-        return values if checked is _MISSING else checked
+        return values if checked is _MISSING and root else checked
 
 
 _Shape = _Leaf | _Object | _List | _Map
@@ -465,8 +482,10 @@ def _finish_child(shape: _Shape | None, raw: Any) -> Any:
     return _MISSING
 
 
-def _from_raw(shape: _Shape | None, raw: Any) -> Any:
-    """A whole JSON value, validated as the scanner would have validated it piece by piece."""
+def _from_raw(shape: _Shape | None, raw: Any, root: bool = False) -> Any:
+    """A whole JSON value, validated as the scanner would have validated it piece by piece:
+    `_MISSING` where it does not validate, unless it is the value itself (`root`), shown as
+    far as it goes (see `_Object.complete`)."""
     if isinstance(shape, _Leaf):
         return raw if type(raw) is shape.plain else shape.validate(raw)
     if shape is None or raw is None:
@@ -483,16 +502,16 @@ def _from_raw(shape: _Shape | None, raw: Any) -> Any:
             value = _from_raw(found[1], item) if found is not None else item
             if value is not _MISSING:
                 values[key] = value
-        return shape.complete(values)
+        return shape.complete(values, root)
     if isinstance(shape, _List):
         if not isinstance(raw, list):
             return _MISSING
         items = [_from_raw(shape.item, item) for item in raw]
-        return shape.complete([item for item in items if item is not _MISSING])
+        return shape.complete([item for item in items if item is not _MISSING], root)
     if not isinstance(raw, dict):
         return _MISSING
     entries = {key: _from_raw(shape.value, item) for key, item in raw.items()}
-    return shape.complete({k: v for k, v in entries.items() if v is not _MISSING})
+    return shape.complete({k: v for k, v in entries.items() if v is not _MISSING}, root)
 
 
 def _brackets(text: str, pos: int, opened: list[str]) -> tuple[int, list[str], bool]:
@@ -713,11 +732,11 @@ class _Frame:
         else:
             self.values.append(value)
 
-    def complete(self) -> Any:
-        """The closed container, validated as its shape says."""
+    def complete(self, root: bool) -> Any:
+        """The closed container, validated as its shape says (`root`: it is the value)."""
         shape = self.shape
         if self.typed():
-            return shape.complete(self.values)  # type: ignore[union-attr]
+            return shape.complete(self.values, root)  # type: ignore[union-attr]
         return _finish_child(shape, self.values)
 
     def with_tail(self, tail: Any) -> Any:
@@ -1099,7 +1118,7 @@ class PartialValue(Generic[T]):
     def _whole_value(self, raw: Any) -> Any:
         """A container read whole, validated as its shape says."""
         shape = self._root_shape if not self._stack else self._stack[-1].child_shape()
-        return _from_raw(shape, raw)
+        return _from_raw(shape, raw, root=not self._stack)
 
     def _whole(self, value: Any) -> None:
         """A container read whole and validated, put in place."""
@@ -1147,7 +1166,7 @@ class PartialValue(Generic[T]):
         if not self._stack or self._stack[-1].is_object != is_object:
             return False
         frame = self._stack.pop()
-        value = frame.complete()
+        value = frame.complete(root=not self._stack)
         if self._stack:
             self._stack[-1].put(value)
             if not self._completed_inside:

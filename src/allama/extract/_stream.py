@@ -153,7 +153,12 @@ class _Observer(Generic[T]):
         # them or not (that depends on the enforcement the response reports); with one
         # there, the preview shows the value without it, and `finish()` decides.
         for reject in (True, False):
-            value = check(raw, target.type.adapter, target.schema, reject)
+            try:
+                value = check(raw, target.type.adapter, target.schema, reject)
+            except Exception:  # the type's own code (a validator's `KeyError`)
+                # Not settled: `finish()` validates again, and raises it with its record,
+                # rather than a read of the preview raising it with none.
+                return
             if not isinstance(value, Failure):
                 self._checked = Checked(raw, reject, value)
                 self._partial.settle(value)
@@ -174,8 +179,11 @@ class _Observer(Generic[T]):
     def partial(self) -> T | None:
         """The value so far: completed parts validated once, the open tail as far as it goes.
 
-        A completed list item, field or object is a validated value and never changes; the
-        object being written is built without validation, with the fields that have arrived
+        A completed list item, field or object is a validated value and never changes (one
+        that does not validate, or whose type's own validator raises, is left out as not
+        valid yet; `finish()` raises why, with the record; the value itself, ended but
+        invalid, stays as it was built); the object being written is built without
+        validation, with the fields that have arrived
         (`model_fields_set`) and defaults for the rest (a dataclass holds `None` in a
         required field not yet arrived); text being written grows. Each read
         is a new snapshot that later chunks leave alone. `None` before anything usable
