@@ -6,7 +6,13 @@ cancel, naming them all in one allama error."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.server
 import json
+import socket
+import sqlite3
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Decimal
@@ -370,3 +376,108 @@ def test_a_job_ambiguity_survives_a_round_trip_as_its_kind() -> None:
     error = JobAmbiguity("2 batches could be it")
     back = allama.Error.from_dict(error.to_dict())
     assert isinstance(back, JobAmbiguity) and back.message == error.message
+
+
+# The cancel command: its exit code, what it records, and how long it waits
+
+
+def _open_job_ledger(server: ProviderBatchServer, tmp_path: Path) -> Path:
+    provider, model = _provider(server, "anthropic")
+    ledger = tmp_path / "cancel.sqlite"
+    server.hold = True
+    _run_until(provider, model, _docs(2), ledger, lambda: bool(server.jobs))
+    return ledger
+
+
+def _pointed_at(ledger: Path, url: str) -> None:
+    with contextlib.closing(sqlite3.connect(ledger)) as db:
+        db.execute("UPDATE jobs SET base_url = ?", (url,))
+        db.commit()
+
+
+def _cancels_recorded(ledger: Path) -> list[bool]:
+    return [row.cancel_requested for row in Ledger(ledger, read_only=True).jobs()]
+
+
+class _Refuses(http.server.BaseHTTPRequestHandler):
+    """A provider that answers every request 401."""
+
+    def do_POST(self) -> None:
+        body = b'{"type": "error", "error": {"type": "authentication_error", "message": "no"}}'
+        self.send_response(401)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_cancel_the_provider_refused_fails_the_command_and_is_not_recorded(
+    fake: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from allama.cli import main
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    ledger = _open_job_ledger(fake, tmp_path)
+    refusing = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refuses)
+    threading.Thread(target=refusing.serve_forever, daemon=True).start()
+    try:
+        _pointed_at(ledger, f"http://127.0.0.1:{refusing.server_address[1]}")
+        assert main(["batch", "cancel", str(ledger)]) == 1  # the job runs on: no success
+    finally:
+        refusing.shutdown()
+        refusing.server_close()
+    out = capsys.readouterr().out
+    assert out.startswith("not cancelled: msgbatch_") and "status=401" in out
+    assert _cancels_recorded(ledger) == [False]  # `status` does not say it was asked
+
+
+def test_a_cancel_that_reached_no_provider_fails_the_command(
+    fake: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from allama.cli import main
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    ledger = _open_job_ledger(fake, tmp_path)
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    _pointed_at(ledger, f"http://127.0.0.1:{port}")
+    assert main(["batch", "cancel", str(ledger)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("not cancelled: msgbatch_") and "could not connect" in out
+
+
+def test_a_cancel_waits_for_a_silent_provider_as_long_as_status_does(
+    fake: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import allama.cli._batch as command_module
+    from allama.cli import main
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    ledger = _open_job_ledger(fake, tmp_path)
+    silent = socket.create_server(("127.0.0.1", 0))
+    kept: list[Any] = []
+    threading.Thread(target=lambda: kept.append(silent.accept()), daemon=True).start()
+    monkeypatch.setattr(command_module, "_POLL_SECONDS", 1.0)
+    try:
+        _pointed_at(ledger, f"http://127.0.0.1:{silent.getsockname()[1]}")
+        began = time.monotonic()
+        assert main(["batch", "cancel", str(ledger)]) == 1
+        assert time.monotonic() - began < 20  # (the transport's own: ten minutes)
+    finally:
+        silent.close()
+    assert "no answer in 1 s" in capsys.readouterr().out

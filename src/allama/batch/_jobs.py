@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import JsonValue
 
@@ -76,6 +76,7 @@ from allama.errors import (
     MessageOrigin,
     NotFoundError,
     RateLimitedError,
+    RequestTimeoutError,
     ServerError,
     asked_wait,
     errors_in_chain,
@@ -1512,6 +1513,7 @@ async def cancel_jobs(
     *,
     refused: list[str] | None = None,
     unmade: list[str] | None = None,
+    timeout: float | None = None,
 ) -> list[str]:
     """Ask the provider to cancel every job of `ledger` that has not ended, and record it,
     so that a run fails their cancelled rows instead of sending them again (the record
@@ -1524,7 +1526,9 @@ async def cancel_jobs(
     `JobsNotCancelledError` names every such job (its `asked` the ids asked, as returned
     otherwise). A job being submitted (or cut off) and not found, its cancel recorded all
     the same, is made by no run, and a run that finds it made cancels it; its inputs fail
-    as cancelled; `unmade` gets its tag."""
+    as cancelled; `unmade` gets its tag. A cancel the provider surely did not make (it
+    refused, or answered that the job ended) is taken back from the ledger. `timeout`: the
+    longest each job's look and cancel take (`None`: the transport's own timeouts)."""
     book = Ledger(ledger)
     asked: list[str] = []
     lines: list[str] = []
@@ -1552,12 +1556,13 @@ async def cancel_jobs(
                         book.job_keys(row.tag),
                         measured=measured,
                     )
-                    job_id = await jobs.run(steps, row.model, sync=True)
+                    job_id = await _within(jobs.run(steps, row.model, sync=True), timeout)
                     if job_id is None:  # not made (yet): no run makes it now
                         if unmade is not None:
                             unmade.append(row.tag)
                         continue
-                await jobs.run(jobs.dialect.cancel(target, job_id), row.model, sync=True)
+                cancel = jobs.run(jobs.dialect.cancel(target, job_id), row.model, sync=True)
+                await _within(cancel, timeout)
             except JobAmbiguity as error:
                 # Made or not, it cannot be found to be cancelled: said so, and the cancel
                 # taken back (a run telling it apart later would fail inputs it may have
@@ -1573,6 +1578,9 @@ async def cancel_jobs(
                     # run makes it, and one that finds it made cancels it.
                     unmade.append(row.tag)
                     continue
+                if job_id is not None and not _may_have_made(error) and not row.cancel_requested:
+                    # Refused, or the job ended: no cancel was made, none is recorded.
+                    book.withdraw_cancel(row.tag)
                 # The provider's words may quote the requests: withheld, as a failure's are.
                 said = _failure(error).message
                 if job_id is None:
@@ -1591,6 +1599,20 @@ async def cancel_jobs(
     elif errors:
         raise _not_cancelled(ledger, asked, lines, errors) from errors[0]
     return asked
+
+
+_T = TypeVar("_T")
+
+
+async def _within(work: Awaitable[_T], timeout: float | None) -> _T:
+    """`work`, given up after `timeout` seconds (a provider that takes the connection and
+    never answers) as a timeout of allama's."""
+    if timeout is None:
+        return await work
+    try:
+        return await asyncio.wait_for(work, timeout)
+    except TimeoutError:
+        raise RequestTimeoutError(f"no answer in {timeout:g} s").mark_authored() from None
 
 
 class JobsNotCancelledError(Error):

@@ -1616,8 +1616,9 @@ def _status(args: argparse.Namespace) -> int:
 
 
 _POLL_SECONDS = 30.0
-"""The longest `status` waits for a provider to say how a job stands (a provider that takes
-connections and never answers would hold it for the transport's ten minutes a job)."""
+"""The longest `status` waits for a provider to say how a job stands, and `cancel` for it to
+cancel one (a provider that takes connections and never answers would hold either for the
+transport's ten minutes a job)."""
 
 
 def _poll_jobs(ledger: Any, report: dict[str, Any]) -> None:
@@ -1656,13 +1657,20 @@ def _poll_jobs(ledger: Any, report: dict[str, Any]) -> None:
 def _cancel(args: argparse.Namespace) -> int:
     import asyncio
 
-    from allama.batch._jobs import cancel_jobs
+    from allama.batch._jobs import JobsNotCancelledError, cancel_jobs
+    from allama.errors import InvalidRequestError
 
     _open_ledger(args.ledger).close()  # a ledger, or the usage error that says it is not
     refused: list[str] = []
     unmade: list[str] = []
+    failed = False  # a job not cancelled for a failure, not for having ended
     try:
-        asked = asyncio.run(cancel_jobs(args.ledger, refused=refused, unmade=unmade))
+        asked = asyncio.run(cancel_jobs(args.ledger, unmade=unmade, timeout=_POLL_SECONDS))
+    except JobsNotCancelledError as error:
+        asked, refused = error.asked, error.refused
+        # The provider refusing (the job ended meanwhile) is an answer; anything else (the
+        # network, a key, no answer, a job not told apart) leaves a job running.
+        failed = any(not isinstance(each, InvalidRequestError) for each in error.errors)
     except Exception as error:
         _say("cancel", _said(error))
         return EXIT_FAILED
@@ -1680,7 +1688,7 @@ def _cancel(args: argparse.Namespace) -> int:
         )
     for line in refused:
         print(f"not cancelled: {printable(line)} (the next `allama batch run` collects it)")
-    return EXIT_OK
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def ledger_status(ledger: Any) -> dict[str, Any]:
