@@ -24,9 +24,9 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from allama._lazy import deferred_module
 from allama.adapters._http import HttpRequest, HttpResponse, origin
@@ -178,6 +178,62 @@ def _failure(exc: Exception, request: httpx2.Request | None, *, own_client: bool
     else:
         message = f"the connection to {where} failed ({name})"
     return NetworkError(message).mark_authored()
+
+
+_Client = TypeVar("_Client")
+
+_PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
+"""The proxy URLs httpx2 takes (SOCKS with the `socksio` package)."""
+
+
+def _proxy_problem(exc: Exception) -> str | None:
+    """What is wrong with the proxy the environment sets (`HTTPS_PROXY`, `ALL_PROXY`...),
+    which httpx2 reads when it makes a client and fails on (an `ImportError` for SOCKS
+    without `socksio`, a `ValueError` for another scheme): the variable and the scheme
+    only, never the proxy's URL (it may hold a password). `None` when no proxy setting
+    explains `exc`."""
+    from urllib.request import getproxies
+
+    proxies = getproxies()
+    for scheme in ("all", "https", "http"):
+        value = proxies.get(scheme)
+        if not value:
+            continue
+        name = next(
+            (name for name in (f"{scheme}_proxy", f"{scheme.upper()}_PROXY") if os.getenv(name)),
+            f"{scheme.upper()}_PROXY",
+        )
+        try:
+            kind = httpx2.URL(value if "://" in value else f"http://{value}").scheme
+        except httpx2.InvalidURL:
+            return f"the proxy {name} names is not a valid URL"
+        if kind in ("socks5", "socks5h") and isinstance(exc, ImportError):
+            return (
+                f"{name} names a SOCKS proxy, which needs the socksio package "
+                "(pip install 'httpx2[socks]')"
+            )
+        if kind not in _PROXY_SCHEMES:
+            return (
+                f"{name} names a proxy of the scheme {kind!r}; httpx2 takes http://, "
+                "https:// and socks5:// proxies"
+            )
+    return None
+
+
+def _made(make: Callable[[], _Client]) -> _Client:
+    """A client `make()` returns: one a proxy setting of the environment keeps httpx2 from
+    making is an `InvalidRequestError` that says which setting and why, not an
+    `ImportError` or a `ValueError` from inside httpx2 on every call."""
+    try:
+        return make()
+    except (ImportError, ValueError, httpx2.InvalidURL) as exc:
+        problem = _proxy_problem(exc)
+        if problem is None:
+            raise
+        raise InvalidRequestError(
+            f"no HTTP client can be made: {problem}. Fix or unset it, or give the "
+            "Transport a client of your own (Transport(client=httpx2.Client(...)))"
+        ).mark_authored() from None
 
 
 def _headers(response: httpx2.Response) -> dict[str, str]:
@@ -439,7 +495,9 @@ class Transport:
             with self._lock:
                 client = self._client
                 if client is None:
-                    client = httpx2.Client(timeout=self.timeout, limits=self._pool_limits())
+                    client = _made(
+                        lambda: httpx2.Client(timeout=self.timeout, limits=self._pool_limits())
+                    )
                     direct = _direct(client, httpx2.HTTPTransport)
                     self._direct = None if direct is None else (client, direct)
                     self._client = client
@@ -469,7 +527,9 @@ class Transport:
                     for ended in [done for done in self._async_clients if done.is_closed()]:
                         del self._async_clients[ended]
 
-                    made = httpx2.AsyncClient(timeout=self.timeout, limits=self._pool_limits())
+                    made = _made(
+                        lambda: httpx2.AsyncClient(timeout=self.timeout, limits=self._pool_limits())
+                    )
                     cheap_idle_checks(made)
                     direct = _direct(made, httpx2.AsyncHTTPTransport)
                     known = (made, None if direct is None else (made, direct))

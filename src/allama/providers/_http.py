@@ -115,22 +115,59 @@ def _bare_host(url: str, host_suffix: str) -> bool:
     return parsed.host.endswith(host_suffix) and parsed.path in ("", "/")
 
 
-def _first_env(names: tuple[str | None, ...]) -> str | None:
-    """The first of these environment variables that is set and not empty."""
+def _env(name: str | None) -> str | None:
+    """The environment variable `name` without the whitespace around it (a value pasted or
+    read from a file often ends with a newline, which would go out in a header or a URL
+    and fail there, as a network error), `None` when it is unset or blank. google-genai
+    strips its key the same way."""
+    value = os.environ.get(name) if name else None
+    return (value.strip() or None) if value else None
+
+
+def _first_env_named(names: tuple[str | None, ...]) -> tuple[str, str] | None:
+    """The first of these environment variables that is set and not blank, with its name."""
     for name in names:
-        if name and (value := os.environ.get(name)):
-            return value
+        if name and (value := _env(name)):
+            return name, value
     return None
+
+
+def _first_env(names: tuple[str | None, ...]) -> str | None:
+    """The first of these environment variables that is set and not blank, stripped."""
+    found = _first_env_named(names)
+    return None if found is None else found[1]
+
+
+def _env_key(names: tuple[str | None, ...]) -> str | None:
+    """The key from the first of these environment variables that holds one: one a header
+    cannot carry (a line break inside, a character outside ASCII) is refused here, naming
+    the variable, rather than failing every call as a network error."""
+    found = _first_env_named(names)
+    if found is None:
+        return None
+    name, value = found
+    check_key(value, name=f"the {name} environment variable")
+    return value
+
+
+_TOO_OLD = re.compile(r"enabled only for api versions? (\S+?),? and later", re.IGNORECASE)
+"""Azure's words for a model the `api-version` sent is too old for, and the version it
+names."""
+
+_VERSION_SEGMENT = re.compile(r"v\d+(?:(?:alpha|beta)\d*)?")
+"""The last segment of a path that names an API version (`v1`, `v1beta`, `v1beta1`)."""
+
+
+def _url_path(url: str) -> str:
+    """The path of `url` (without its query), `""` for a bare host."""
+    rest = url.partition("://")[2]
+    return f"/{rest.partition('/')[2]}" if "/" in rest else ""
 
 
 def _fill(template: str, place: Mapping[str, str | None]) -> str | None:
     """`template` with its `{account}`, `{project}` and `{location}` filled in; `None` when
     one it names is unknown."""
-    location = place.get("location")
-    values = {
-        **{key: value or None for key, value in place.items()},
-        "location_prefix": None if not location else "" if location == "global" else f"{location}-",
-    }
+    values = {key: value or None for key, value in place.items()}
     try:
         filled = template.format_map(_Strict(values))
     except KeyError:
@@ -234,22 +271,32 @@ class HttpProvider:
             access_token=access_token,
         )
         self._preset = preset
-        self._api_key = api_key if api_key is not None else _first_env(preset.key_envs)
+        if preset.key_url is not None and api_key is not None:
+            # One key for the whole service (Vertex AI's express mode), as google-genai
+            # refuses the two together.
+            given = [
+                name
+                for name, value in (
+                    ("project", project),
+                    ("location", location),
+                    ("access_token", access_token),
+                    ("credentials", credentials),
+                )
+                if value is not None
+            ]
+            if given:
+                raise ValueError(
+                    f"{preset.name} takes api_key= (an express mode key, which names no "
+                    f"project or location) or {'= and '.join(given)}=, not both"
+                )
         self._access_token = access_token
-        self._tokens: RefreshingToken | None = None
-        if credentials is not None or (
-            preset.application_credentials and not self._api_key and not access_token
-        ):
-            if not preset.application_credentials:
-                raise TypeError(f"{preset.name} takes no credentials=; pass api_key=")
-            self._tokens = RefreshingToken(preset.name, credentials)
         place = {
             "account": account_id or _first_env((preset.account_env,)),
             "project": project or _first_env(preset.project_envs),
             "location": location or _first_env(preset.location_envs) or preset.default_location,
         }
         self._base_url, self._deployments, url_query = self._resolve_base_url(
-            preset, base_url, endpoint, place
+            preset, base_url, endpoint, place, keyed=api_key is not None
         )
         self._url_query = url_query
         # A user and password in the URL (`https://user:pw@gateway/v1`) are Basic auth, as
@@ -265,8 +312,14 @@ class HttpProvider:
         # The adapter's answers depend on the model and the question alone; every extraction
         # asks several, so each is worked out once.
         self._capabilities: dict[tuple[str, ChatCapability], CapabilitySupport] = {}
-        env_version = os.environ.get(preset.api_version_env) if preset.api_version_env else None
-        version = api_version or env_version or preset.api_version
+        # The caller's `api_version=`, then one written into the base URL's query (which
+        # goes with every call, as the rest of it does), the environment's, the preset's.
+        version = (
+            api_version
+            or url_query.get("api-version")
+            or _env(preset.api_version_env)
+            or preset.api_version
+        )
         # A query written into the base URL (a gateway's `?key=`) goes with every call's
         # own parameters, not before the path each call adds.
         self._query = {
@@ -285,8 +338,24 @@ class HttpProvider:
             self._extra_headers["Authorization"] = basic
             self._url_auth = True
         # Credentials in the caller's own headers (an Entra ID bearer token for Azure, a
-        # gateway's key) stand in for the API key.
+        # gateway's key) stand in for the API key: a key from the environment is not sent
+        # beside them (Azure refuses both; a gateway would get the provider's own key).
+        # A key given as `api_key=` is the caller's word, and goes.
         self._brings_own_auth = any(key.lower() in SECRET_HEADERS for key in self._extra_headers)
+        self._api_key = (
+            api_key
+            if api_key is not None
+            else None
+            if self._brings_own_auth or access_token
+            else _env_key(preset.key_envs)
+        )
+        self._tokens: RefreshingToken | None = None
+        if credentials is not None or (
+            preset.application_credentials and not self._api_key and not access_token
+        ):
+            if not preset.application_credentials:
+                raise TypeError(f"{preset.name} takes no credentials=; pass api_key=")
+            self._tokens = RefreshingToken(preset.name, credentials)
         if self._url_query and self._base_url is not None:
             mask_query_in_log(self._base_url)
         self._transport = transport or Transport(timeout=timeout)
@@ -303,22 +372,38 @@ class HttpProvider:
         base_url: str | None,
         endpoint: str | None,
         place: Mapping[str, str | None],
+        *,
+        keyed: bool = False,
     ) -> tuple[str | None, bool, dict[str, str]]:
         url = base_url or endpoint
-        if url is None and preset.base_url_env:
-            url = os.environ.get(preset.base_url_env) or None
-            if url is not None and preset.host_env_port is not None:
+        from_env = False
+        if url is None and preset.base_url_env and (url := _env(preset.base_url_env)):
+            from_env = True
+            if preset.host_env_port is not None:
                 url = host_url(url, preset.host_env_port)
-        if url is None and preset.account_url is not None:
-            url = _fill(preset.account_url, place)
+            check_url(f"the {preset.base_url_env} environment variable", url)
+        if not url and keyed and preset.key_url is not None:
+            url = preset.key_url
+        if not url and preset.account_url is not None:
+            location = place.get("location") or ""
+            url = _fill(preset.location_urls.get(location, preset.account_url), place)
         url = url or preset.base_url
         if url is None:
             return None, False, {}
         url, query = _split_query(url)
         url = url.rstrip("/")
+        version = _url_path(url).rpartition("/")[2]
+        if from_env and preset.env_url_version and not _VERSION_SEGMENT.fullmatch(version):
+            url = f"{url}{preset.env_url_version}"
+        for part, instead in preset.refused_paths:
+            if part in f"{_url_path(url)}/":
+                raise ValueError(instead)
         for suffix, instead in preset.refused_suffixes:
             if url.endswith(suffix):
                 raise ValueError(instead)
+        for suffix in preset.cut_suffixes:
+            if _url_path(url).endswith(suffix):
+                url = url[: -len(suffix)]
         if preset.resource_host is not None and _bare_host(url, preset.resource_host):
             url = f"{url}{preset.resource_path}"
         if preset.path_prefix and not url.endswith(preset.path_prefix):
@@ -547,14 +632,32 @@ class HttpProvider:
             )
         except Error as error:
             self._scrub(error.with_model(request.model).with_provider(self.name))
-            _in_its_terms(error, request)
+            self._version_advice(_in_its_terms(error, request))
             raise
 
     def _stream_error(
         self, request: ChatRequest, status: int, headers: Mapping[str, str], body: bytes
     ) -> Error:
         error = self._adapter.error(status, headers, body, provider=self.name, model=request.model)
-        return _in_its_terms(self._scrub(error), request)
+        return self._version_advice(_in_its_terms(self._scrub(error), request))
+
+    def _version_advice(self, error: Error) -> Error:
+        """Azure's refusal of a model the `api-version` sent is too old for ("enabled only
+        for api versions 2024-12-01-preview and later": reasoning models under the GA
+        default) names the first version that serves it: say how to send that one."""
+        sent = self._query.get("api-version")
+        found = _TOO_OLD.search(error.message or "") if sent is not None else None
+        if found is None or not isinstance(error, InvalidRequestError):
+            return error
+        env = self._preset.api_version_env
+        where = f", or set {env}" if env else ""
+        message = (
+            f"{error.message} (allama sent api-version {sent}: pass "
+            f"api_version={found[1]!r} or a later one to allama.provider(...){where})"
+        )
+        error.message = message
+        error.args = (message,)
+        return error
 
     def _decoder(self, request: ChatRequest) -> StreamDecoder:
         return self._adapter.stream_decoder(provider=self.name, model=request.model)

@@ -27,14 +27,34 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
+def _around(name: str) -> ValueError:
+    """The error for a value with whitespace or a line break around it, which would go
+    out as written (in a URL, a query or a header) and fail there, or at the server."""
+    return ValueError(
+        f"{name} has a line break or whitespace around it; pass the value alone "
+        "(a value read from a file often ends with a newline)"
+    )
+
+
+def _not_ascii(name: str) -> ValueError:
+    """The error for a header value HTTP cannot carry: httpx2 sends header values as ASCII,
+    and would fail at every call, outside allama's errors."""
+    return ValueError(
+        f"{name} has a character outside ASCII (a quote or dash pasted from a document?), "
+        "which an HTTP header cannot carry"
+    )
+
+
 def check_text(name: str, value: Any) -> None:
-    """`value` is `None` or a non-empty string."""
+    """`value` is `None` or a non-empty string, without whitespace around it."""
     if value is None:
         return
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a string, got {_kind(value)}")
     if not value.strip():
         raise ValueError(f"{name} is empty; leave it out to use the default")
+    if value != value.strip():
+        raise _around(name)
 
 
 def check_key(value: Any, *, name: str = "api_key") -> None:
@@ -43,11 +63,15 @@ def check_key(value: Any, *, name: str = "api_key") -> None:
         return
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a string (the key itself), got {_kind(value)}")
-    if any(char in value for char in _UNSAFE) or value != value.strip():
+    if value != value.strip():
         raise ValueError(
             f"{name} has a line break or whitespace around it; pass the key alone "
             "(a key read from a file often ends with a newline)"
         )
+    if any(char in value for char in _UNSAFE):
+        raise ValueError(f"{name} has a line break in it; pass the key alone")
+    if not value.isascii():
+        raise _not_ascii(name)
 
 
 def check_url(name: str, value: Any) -> None:
@@ -56,8 +80,10 @@ def check_url(name: str, value: Any) -> None:
         return
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a string, an http:// or https:// URL, got {_kind(value)}")
+    if value != value.strip():
+        raise _around(name)
     try:
-        url = httpx2.URL(value.strip())
+        url = httpx2.URL(value)
     except httpx2.InvalidURL:
         raise ValueError(f"{name} is not a valid URL") from None
     if url.scheme not in ("http", "https"):
@@ -77,9 +103,16 @@ def check_headers(value: Any) -> None:
     if not isinstance(value, Mapping):
         raise TypeError(f"headers must be a mapping of header names to strings, got {_kind(value)}")
     for key, item in value.items():
-        if not isinstance(key, str) or not key or any(char in key for char in (*_UNSAFE, ":")):
+        if (
+            not isinstance(key, str)
+            or not key
+            or not key.isascii()
+            or any(char in key for char in (*_UNSAFE, ":"))
+        ):
             raise TypeError(f"headers must have header names as keys, got {_kind(key)} {key!r}")
         if not isinstance(item, str):
             raise TypeError(f"headers[{key!r}] must be a string, got {_kind(item)}")
         if any(char in item for char in _UNSAFE):
             raise ValueError(f"headers[{key!r}] has a line break in its value")
+        if not item.isascii():
+            raise _not_ascii(f"headers[{key!r}]")

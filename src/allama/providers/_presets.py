@@ -68,8 +68,13 @@ class Preset:
     """Send `api-version` only on deployment URLs (Azure's v1 API takes none)."""
     account_url: str | None = None
     """The base URL built from an account id (`{account}`, from `account_id=` or
-    `account_env`), or from a project and location (`{project}`, `{location}`, and
-    `{location_prefix}`: `<location>-`, empty for `global`)."""
+    `account_env`), or from a project and location (`{project}`, `{location}`)."""
+    location_urls: Mapping[str, str] = field(default_factory=dict)
+    """`account_url` for the locations served from a host of their own (Vertex AI's
+    `global`, and its multi-regions `us` and `eu`), by location."""
+    key_url: str | None = None
+    """The base URL when `api_key=` is given instead of a bearer token (Vertex AI's express
+    mode: one global host, no project or location, which are then refused)."""
     account_env: str | None = None
     project_envs: tuple[str, ...] = ()
     """Environment variables for `project=`, read in order."""
@@ -85,6 +90,17 @@ class Preset:
     """...whose API lives under this path."""
     refused_suffixes: tuple[tuple[str, str], ...] = ()
     """Base URLs ending with these belong to another preset: (suffix, what to do instead)."""
+    refused_paths: tuple[tuple[str, str], ...] = ()
+    """Base URLs whose path holds one of these name more than the resource (Azure's
+    `/openai/deployments/<name>`, the portal's target URI), which the path each call adds
+    would double: (path, what to give instead)."""
+    cut_suffixes: tuple[str, ...] = ()
+    """Ends of a base URL that are the start of the path each call adds (Azure's
+    `/openai`), written in by the caller: cut off rather than sent twice."""
+    env_url_version: str | None = None
+    """Added to a base URL from `base_url_env` whose path does not end with an API version
+    (`/v1`, `/v1beta`): google-genai adds its version to `GOOGLE_GEMINI_BASE_URL`, so the
+    variable names a host or a gateway's path without one."""
     url_profiles: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     """Profile changes for a base URL ending with a suffix (DeepSeek's `/beta`)."""
     missing_url_hint: str = "pass base_url="
@@ -159,6 +175,8 @@ _PRESETS: tuple[Preset, ...] = (
         auth="api-key",
         base_url_env="AZURE_OPENAI_ENDPOINT",
         description="Azure OpenAI deployments",
+        # The GA version with structured outputs; reasoning models (o-series, GPT-5) need a
+        # later one, which Azure's 400 names (the error says to pass it), or the v1 API.
         api_version="2024-10-21",
         api_version_env="OPENAI_API_VERSION",
         deployment_path="/openai/deployments/{model}/chat/completions",
@@ -172,6 +190,17 @@ _PRESETS: tuple[Preset, ...] = (
                 "endpoint=...)",
             ),
         ),
+        refused_paths=(
+            (
+                "/openai/deployments/",
+                "an Azure OpenAI endpoint that names a deployment (.../openai/deployments/"
+                "<name>, as the portal's target URI does) would have each call's path added "
+                "to it twice: give the resource URL alone (https://<resource>.openai.azure.com) "
+                "and the deployment's name as the request's model (an api-version written in "
+                "it goes as api_version=)",
+            ),
+        ),
+        cut_suffixes=("/openai",),
         missing_url_hint="pass endpoint= or set AZURE_OPENAI_ENDPOINT",
         apis={"responses": _AZURE_RESPONSES},
     ),
@@ -473,6 +502,9 @@ _ANTHROPIC_PRESETS: tuple[Preset, ...] = (
 )
 
 
+_VERTEX_PATH = "/v1/projects/{project}/locations/{location}/publishers/google"
+"""The path of Vertex AI's Gemini models in a project and location."""
+
 # The Gemini dialect, on the Gemini API and on Vertex AI.
 _GEMINI_PRESETS: tuple[Preset, ...] = (
     Preset(
@@ -483,27 +515,38 @@ _GEMINI_PRESETS: tuple[Preset, ...] = (
         more_key_envs=("GOOGLE_API_KEY",),
         auth="x-goog-api-key",
         base_url_env="GOOGLE_GEMINI_BASE_URL",
+        env_url_version="/v1beta",
         description="the Gemini API (generateContent)",
         dialect="gemini",
         batch_jobs="gemini",
     ),
     Preset(
         # https://{location}-aiplatform.googleapis.com/v1/projects/{project}/locations/
-        # {location}/publishers/google (`aiplatform.googleapis.com` for `global`); a bearer
-        # token from `access_token=` or Application Default Credentials.
+        # {location}/publishers/google (`aiplatform.googleapis.com` for `global`, and
+        # `aiplatform.{location}.rep.googleapis.com` for the multi-regions `us` and `eu`); a
+        # bearer token from `access_token=` or Application Default Credentials. An express
+        # mode key (`api_key=`) goes as `x-goog-api-key` to the global host, naming no
+        # project or location, as google-genai sends it.
         "vertex-gemini",
         GeminiProfile("vertex-gemini", "Gemini on Vertex AI"),
         None,
         None,
+        auth="x-goog-api-key",
         description="Gemini on Vertex AI (project and location, OAuth bearer token)",
         dialect="gemini",
-        account_url="https://{location_prefix}aiplatform.googleapis.com/v1/projects/{project}"
-        "/locations/{location}/publishers/google",
+        account_url=f"https://{{location}}-aiplatform.googleapis.com{_VERTEX_PATH}",
+        location_urls={
+            "global": f"https://aiplatform.googleapis.com{_VERTEX_PATH}",
+            "us": f"https://aiplatform.us.rep.googleapis.com{_VERTEX_PATH}",
+            "eu": f"https://aiplatform.eu.rep.googleapis.com{_VERTEX_PATH}",
+        },
+        key_url="https://aiplatform.googleapis.com/v1/publishers/google",
         project_envs=("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"),
         location_envs=("GOOGLE_CLOUD_LOCATION", "GOOGLE_CLOUD_REGION", "CLOUD_ML_REGION"),
         default_location="global",
         application_credentials=True,
-        missing_url_hint="pass project= (and location=), or set GOOGLE_CLOUD_PROJECT",
+        missing_url_hint="pass project= (and location=), or set GOOGLE_CLOUD_PROJECT; or "
+        "api_key= with an express mode key",
     ),
 )
 

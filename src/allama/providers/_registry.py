@@ -32,7 +32,11 @@ _ALIASES = {
 
 def preset_named(name: str) -> Preset:
     """The preset `name` names (hyphens or underscores, an alias); a `ValueError` that lists
-    the known ones for another."""
+    the known ones for another, and a `TypeError` for a name that is no string."""
+    if not isinstance(name, str):
+        raise TypeError(
+            f"name must be a preset name such as 'openai' (a str), got {type(name).__name__}"
+        )
     key = name.strip().lower().replace("_", "-")
     preset = PRESETS.get(_ALIASES.get(key, key))
     if preset is None:

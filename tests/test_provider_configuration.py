@@ -1,0 +1,571 @@
+"""How a provider is configured: which credentials go out beside the caller's own headers,
+values from the environment and from arguments, Azure's endpoint forms and api-version,
+Vertex AI's hosts and express mode, values a header cannot carry, proxies the environment
+sets, and `GOOGLE_GEMINI_BASE_URL` as google-genai reads it. Every test checks what is
+sent, through a mock transport."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+import pytest
+
+import allama
+from allama import ChatRequest
+from allama.errors import InvalidRequestError
+from allama.providers import PRESETS
+from allama.transport import Transport
+
+SECRET = "sk-live-SECRET-123456"
+
+_PROXY_VARS = ("ALL_PROXY", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "REQUEST_METHOD")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No preset's variable (key, base URL, api-version, account, project, location) nor a
+    proxy leaks in from the machine running the tests."""
+    names: set[str] = set()
+    for preset in PRESETS.values():
+        names.update(name for name in preset.key_envs if name)
+        names.update(name for name in (preset.base_url_env, preset.api_version_env) if name)
+        names.update(name for name in (preset.account_env,) if name)
+        names.update((*preset.project_envs, *preset.location_envs))
+    for name in (*names, *_PROXY_VARS):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+_BODIES: dict[str, dict[str, Any]] = {
+    "chat": {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    },
+    "messages": {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": [{"type": "text", "text": "hi"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    },
+    "gemini": {
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": "hi"}]}, "finishReason": "STOP"}
+        ]
+    },
+    "responses": {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "model": "m",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "hi", "annotations": []}],
+            }
+        ],
+        "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2},
+    },
+}
+
+
+def _body(url: str) -> dict[str, Any]:
+    path = httpx2.URL(url).path
+    if path.endswith("/messages"):
+        return _BODIES["messages"]
+    if path.endswith(":generateContent"):
+        return _BODIES["gemini"]
+    if path.endswith("/responses"):
+        return _BODIES["responses"]
+    return _BODIES["chat"]
+
+
+class _Wire:
+    """A transport that answers every call with a well-formed body of its dialect, and
+    keeps what was sent."""
+
+    def __init__(self) -> None:
+        self.seen: list[httpx2.Request] = []
+
+        def handler(request: httpx2.Request) -> httpx2.Response:
+            self.seen.append(request)
+            return httpx2.Response(200, json=_body(str(request.url)))
+
+        self.transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+
+    def send(self, name: str, model: str = "m", **options: Any) -> httpx2.Request:
+        """The one request a chat of `model` on `provider(name, **options)` sends."""
+        target = allama.provider(name, transport=self.transport, **options)
+        target.chat(ChatRequest(model).user("Hi"))
+        assert len(self.seen) == 1
+        return self.seen.pop()
+
+
+def _credentials(request: httpx2.Request) -> dict[str, str]:
+    """The credential headers sent, by lower-cased name."""
+    wanted = ("authorization", "api-key", "x-api-key", "x-goog-api-key")
+    return {name: request.headers[name] for name in wanted if name in request.headers}
+
+
+@pytest.fixture
+def wire() -> Iterator[_Wire]:
+    yield _Wire()
+
+
+# 1. Credentials in the caller's headers stand in for a key from the environment
+
+
+@pytest.mark.parametrize(
+    ("name", "env", "options", "model"),
+    [
+        # Azure answers 400 to `api-key` and `Authorization` together.
+        ("azure-openai", "AZURE_OPENAI_API_KEY", {"endpoint": "https://res.openai.azure.com"}, "d"),
+        (
+            "azure-foundry",
+            "AZURE_INFERENCE_CREDENTIAL",
+            {"endpoint": "https://res.services.ai.azure.com/models"},
+            "d",
+        ),
+        # A gateway in front of Anthropic must not be handed Anthropic's own key.
+        ("anthropic", "ANTHROPIC_API_KEY", {"base_url": "https://gateway.example.net"}, "claude"),
+        ("gemini", "GEMINI_API_KEY", {}, "gemini-2.5-flash"),
+        ("openai", "OPENAI_API_KEY", {}, "gpt-4o"),
+    ],
+)
+def test_an_environment_key_is_not_sent_beside_credentials_in_headers(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch, name: str, env: str, options: Any, model: str
+) -> None:
+    monkeypatch.setenv(env, "ENV-KEY-987654")
+    sent = wire.send(name, model, headers={"Authorization": "Bearer OWN-TOKEN"}, **options)
+    assert _credentials(sent) == {"authorization": "Bearer OWN-TOKEN"}
+
+
+def test_an_environment_key_is_not_sent_beside_a_key_header_of_the_callers(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "ENV-KEY-987654")
+    sent = wire.send("openai", headers={"api-key": "GATEWAY-KEY"})
+    assert _credentials(sent) == {"api-key": "GATEWAY-KEY"}
+
+
+def test_an_environment_key_is_not_sent_beside_a_password_in_the_base_url(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "ENV-KEY-987654")
+    sent = wire.send("anthropic", "claude", base_url="https://user:pw@gateway.example.net")
+    assert _credentials(sent) == {"authorization": "Basic dXNlcjpwdw=="}
+
+
+def test_a_key_given_as_an_argument_still_goes_beside_the_callers_headers(wire: _Wire) -> None:
+    sent = wire.send(
+        "anthropic",
+        "claude",
+        api_key=SECRET,
+        base_url="https://gateway.example.net",
+        headers={"Authorization": "Bearer GATEWAY"},
+    )
+    assert _credentials(sent) == {"authorization": "Bearer GATEWAY", "x-api-key": SECRET}
+
+
+# 2. Whitespace around values from the environment and from arguments
+
+
+def test_values_from_the_environment_are_sent_without_the_whitespace_around_them(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", " azure-key\n")
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://res.openai.azure.com/\n")
+    monkeypatch.setenv("OPENAI_API_VERSION", "2025-01-01-preview\r\n")
+    sent = wire.send("azure-openai", "dep1")
+    assert str(sent.url) == (
+        "https://res.openai.azure.com/openai/deployments/dep1/chat/completions"
+        "?api-version=2025-01-01-preview"
+    )
+    assert _credentials(sent) == {"api-key": "azure-key"}
+
+    monkeypatch.setenv("CLOUDFLARE_API_TOKEN", "cf-token\n")
+    monkeypatch.setenv("CLOUDFLARE_ACCOUNT_ID", "acc123\n")
+    sent = wire.send("workers-ai", "@cf/meta/llama-3.1-8b-instruct")
+    assert str(sent.url) == (
+        "https://api.cloudflare.com/client/v4/accounts/acc123/ai/v1/chat/completions"
+    )
+    assert _credentials(sent) == {"authorization": "Bearer cf-token"}
+
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", " proj\n")
+    monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", "europe-west4\n")
+    sent = wire.send("vertex-gemini", "gemini-2.5-flash", access_token="ya29.token")
+    assert str(sent.url) == (
+        "https://europe-west4-aiplatform.googleapis.com/v1/projects/proj/locations/europe-west4"
+        "/publishers/google/models/gemini-2.5-flash:generateContent"
+    )
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-abc\n")
+    monkeypatch.setenv("OPENAI_BASE_URL", " https://gw.example.com/v1/\n")
+    sent = wire.send("openai")
+    assert str(sent.url) == "https://gw.example.com/v1/chat/completions"
+    assert _credentials(sent) == {"authorization": "Bearer sk-abc"}
+
+
+def test_a_blank_environment_key_is_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "  \n")
+    assert allama.provider("openai").missing_key() == (
+        "openai needs an API key: pass api_key= or set OPENAI_API_KEY"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("sk-abc\ndef", "the OPENAI_API_KEY environment variable has a line break in it"),
+        ("sk-abc\u2019", "the OPENAI_API_KEY environment variable has a character outside ASCII"),
+    ],
+)
+def test_an_environment_key_a_header_cannot_carry_is_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, value: str, message: str
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", value)
+    with pytest.raises(ValueError) as caught:
+        allama.provider("openai")
+    assert str(caught.value).startswith(message)
+    assert "sk-abc" not in str(caught.value)
+
+
+def test_an_environment_base_url_that_is_no_url_is_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "api.example.com/v1")
+    with pytest.raises(ValueError) as caught:
+        allama.provider("openai", api_key=SECRET)
+    assert str(caught.value).startswith(
+        "the OPENAI_BASE_URL environment variable must start with http:// or https://"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "argument", "value"),
+    [
+        ("openai", "base_url", " https://gw.example.com/v1"),
+        ("openai", "base_url", "https://gw.example.com/v1\n"),
+        ("azure-openai", "endpoint", "https://res.openai.azure.com/\n"),
+        ("azure-openai", "api_version", " 2025-01-01-preview "),
+        ("workers-ai", "account_id", " acc123 "),
+        ("vertex-gemini", "project", "proj\n"),
+        ("vertex-gemini", "location", "us-central1 "),
+    ],
+)
+def test_an_argument_with_whitespace_around_it_is_refused_naming_it(
+    name: str, argument: str, value: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        allama.provider(name, api_key="k", **{argument: value})
+    assert str(caught.value) == (
+        f"{argument} has a line break or whitespace around it; pass the value alone "
+        "(a value read from a file often ends with a newline)"
+    )
+
+
+# 3. Azure's endpoint forms and api-version
+
+
+def test_an_api_version_in_the_endpoints_query_beats_the_environment_and_the_default(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resource = "https://res.openai.azure.com"
+    deployment = f"{resource}/openai/deployments/dep1/chat/completions"
+    query = f"{resource}?api-version=2025-01-01-preview"
+    sent = wire.send("azure-openai", "dep1", api_key="k", endpoint=query)
+    assert str(sent.url) == f"{deployment}?api-version=2025-01-01-preview"
+    monkeypatch.setenv("OPENAI_API_VERSION", "2024-08-01-preview")
+    sent = wire.send("azure-openai", "dep1", api_key="k", endpoint=query)
+    assert str(sent.url) == f"{deployment}?api-version=2025-01-01-preview"
+    # The argument beats the URL's query; the environment beats the default.
+    sent = wire.send("azure-openai", "dep1", api_key="k", endpoint=query, api_version="2024-10-21")
+    assert str(sent.url) == f"{deployment}?api-version=2024-10-21"
+    sent = wire.send("azure-openai", "dep1", api_key="k", endpoint=resource)
+    assert str(sent.url) == f"{deployment}?api-version=2024-08-01-preview"
+
+    models = "https://res.services.ai.azure.com/models"
+    sent = wire.send("azure-foundry", "d", api_key="k", endpoint=f"{models}?api-version=2025-05-01")
+    assert str(sent.url) == f"{models}/chat/completions?api-version=2025-05-01"
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "api", "url"),
+    [
+        (
+            "https://res.openai.azure.com/openai",
+            "chat",
+            "https://res.openai.azure.com/openai/deployments/dep1/chat/completions"
+            "?api-version=2024-10-21",
+        ),
+        (
+            "https://res.cognitiveservices.azure.com/openai/",
+            "chat",
+            "https://res.cognitiveservices.azure.com/openai/deployments/dep1/chat/completions"
+            "?api-version=2024-10-21",
+        ),
+        (
+            "https://res.openai.azure.com/openai",
+            "responses",
+            "https://res.openai.azure.com/openai/v1/responses",
+        ),
+    ],
+)
+def test_an_azure_endpoint_ending_in_openai_is_the_resource(
+    wire: _Wire, endpoint: str, api: str, url: str
+) -> None:
+    sent = wire.send("azure-openai", "dep1", api_key="k", endpoint=endpoint, api=api)
+    assert str(sent.url) == url
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "https://res.openai.azure.com/openai/deployments/dep1",
+        "https://res.openai.azure.com/openai/deployments/dep1/",
+        "https://res.openai.azure.com/openai/deployments/dep1/chat/completions"
+        "?api-version=2025-01-01-preview",
+    ],
+)
+def test_an_azure_endpoint_naming_a_deployment_is_refused_saying_what_to_give(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch, endpoint: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        allama.provider("azure-openai", api_key="k", endpoint=endpoint)
+    message = str(caught.value)
+    assert message.startswith("an Azure OpenAI endpoint that names a deployment")
+    assert "give the resource URL alone (https://<resource>.openai.azure.com)" in message
+    assert "the deployment's name as the request's model" in message
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", endpoint)
+    with pytest.raises(ValueError, match="names a deployment"):
+        allama.provider("azure-openai", api_key="k")
+    assert wire.seen == []
+
+
+def _azure_refusal(request: httpx2.Request) -> httpx2.Response:
+    message = "Model {modelName} is enabled only for api versions 2024-12-01-preview and later"
+    return httpx2.Response(400, json={"error": {"code": "BadRequest", "message": message}})
+
+
+def test_azures_refusal_of_an_old_api_version_says_which_to_pass() -> None:
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return _azure_refusal(request)
+
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    target = allama.provider(
+        "azure-openai", api_key="k", endpoint="https://res.openai.azure.com", transport=transport
+    )
+    expected = (
+        "Model {modelName} is enabled only for api versions 2024-12-01-preview and later "
+        "(allama sent api-version 2024-10-21: pass api_version='2024-12-01-preview' or a "
+        "later one to allama.provider(...), or set OPENAI_API_VERSION)"
+    )
+    request = ChatRequest("o3-mini").user("Hi")
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(request)
+    assert str(caught.value) == expected and caught.value.retryable is False
+    with pytest.raises(InvalidRequestError) as caught, target.chat_stream(request):
+        pass
+    assert str(caught.value) == expected
+
+    async def run() -> None:
+        with pytest.raises(InvalidRequestError) as caught:
+            await target.achat(request)
+        assert str(caught.value) == expected
+
+    asyncio.run(run())
+    assert [str(sent.url).rpartition("?")[2] for sent in seen] == ["api-version=2024-10-21"] * 3
+
+
+# 4. Vertex AI: multi-region hosts, and express mode keys
+
+
+@pytest.mark.parametrize(
+    ("location", "host"),
+    [
+        ("us", "aiplatform.us.rep.googleapis.com"),
+        ("eu", "aiplatform.eu.rep.googleapis.com"),
+        ("global", "aiplatform.googleapis.com"),
+        ("us-central1", "us-central1-aiplatform.googleapis.com"),
+    ],
+)
+def test_vertex_multi_regions_have_hosts_of_their_own(
+    wire: _Wire, location: str, host: str
+) -> None:
+    sent = wire.send(
+        "vertex-gemini", "gemini-2.5-flash", project="proj", location=location, access_token="t"
+    )
+    assert str(sent.url) == (
+        f"https://{host}/v1/projects/proj/locations/{location}/publishers/google/models"
+        "/gemini-2.5-flash:generateContent"
+    )
+    assert _credentials(sent) == {"authorization": "Bearer t"}
+
+
+def test_a_vertex_key_is_an_express_mode_key(wire: _Wire, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Express mode names no project or location (a project from the environment is not
+    # used), and the key goes as `x-goog-api-key`, as google-genai sends it.
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "env-proj")
+    sent = wire.send("vertex-gemini", "gemini-2.5-flash", api_key=SECRET)
+    assert str(sent.url) == (
+        "https://aiplatform.googleapis.com/v1/publishers/google/models"
+        "/gemini-2.5-flash:generateContent"
+    )
+    assert _credentials(sent) == {"x-goog-api-key": SECRET}
+
+
+@pytest.mark.parametrize(
+    ("options", "given"),
+    [
+        ({"project": "p"}, "project="),
+        ({"project": "p", "location": "us"}, "project= and location="),
+        ({"access_token": "t"}, "access_token="),
+    ],
+)
+def test_a_vertex_key_beside_a_project_or_token_is_refused(
+    options: dict[str, str], given: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        allama.provider("vertex-gemini", api_key=SECRET, **options)
+    assert str(caught.value) == (
+        "vertex-gemini takes api_key= (an express mode key, which names no project or "
+        f"location) or {given}, not both"
+    )
+
+
+# 5. Values a header cannot carry, and proxies httpx2 cannot use
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"api_key": "sk-abc\u2019"}, "api_key has a character outside ASCII"),
+        ({"access_token": "tok\u00e9n"}, "access_token has a character outside ASCII"),
+        ({"headers": {"X-Title": "Caf\u00e9 app"}}, "headers['X-Title'] has a character outside"),
+        ({"api_key": "sk-abc\ndef"}, "api_key has a line break in it"),
+    ],
+)
+def test_a_value_a_header_cannot_carry_is_refused_when_the_provider_is_built(
+    options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        allama.provider("openai", **options)
+    assert str(caught.value).startswith(message)
+    assert "abc" not in str(caught.value) and "Caf" not in str(caught.value)
+
+
+def _calls(target: Any) -> list[Exception]:
+    """What a sync call and an async call on `target` raise."""
+    raised: list[Exception] = []
+    request = ChatRequest("m").user("Hi")
+    try:
+        target.chat(request)
+    except Exception as error:
+        raised.append(error)
+
+    async def run() -> None:
+        try:
+            await target.achat(request)
+        except Exception as error:
+            raised.append(error)
+
+    asyncio.run(run())
+    return raised
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("socksio") is not None, reason="SOCKS proxies work with socksio"
+)
+def test_a_socks_proxy_without_socksio_is_an_allama_error_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ALL_PROXY", "socks5://user:PROXY-PASSWORD@127.0.0.1:1")
+    target = allama.provider("openai", api_key=SECRET, base_url="http://127.0.0.1:9/v1")
+    raised = _calls(target)
+    assert [type(error) for error in raised] == [InvalidRequestError] * 2
+    for error in raised:
+        assert str(error) == (
+            "no HTTP client can be made: ALL_PROXY names a SOCKS proxy, which needs the "
+            "socksio package (pip install 'httpx2[socks]'). Fix or unset it, or give the "
+            "Transport a client of your own (Transport(client=httpx2.Client(...)))"
+        )
+        assert isinstance(error, InvalidRequestError) and error.context.provider == "openai"
+        assert error.__cause__ is None
+
+
+def test_a_proxy_of_another_scheme_is_an_allama_error_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("https_proxy", "ftp://user:PROXY-PASSWORD@127.0.0.1:1")
+    target = allama.provider("openai", api_key=SECRET, base_url="https://api.example.com/v1")
+    raised = _calls(target)
+    assert [type(error) for error in raised] == [InvalidRequestError] * 2
+    for error in raised:
+        assert str(error).startswith(
+            "no HTTP client can be made: https_proxy names a proxy of the scheme 'ftp'; "
+            "httpx2 takes http://, https:// and socks5:// proxies."
+        )
+        assert "PROXY-PASSWORD" not in str(error) and "PROXY-PASSWORD" not in repr(error)
+
+
+# 7. GOOGLE_GEMINI_BASE_URL, as google-genai reads it
+
+
+@pytest.mark.parametrize(
+    ("value", "base"),
+    [
+        ("http://localhost:1337", "http://localhost:1337/v1beta"),
+        ("http://localhost:1337/", "http://localhost:1337/v1beta"),
+        (
+            "https://gateway.ai.cloudflare.com/v1/acc/gw/google-ai-studio",
+            "https://gateway.ai.cloudflare.com/v1/acc/gw/google-ai-studio/v1beta",
+        ),
+        # A URL that already names a version is taken as it is.
+        ("https://gw.example.com/v1beta", "https://gw.example.com/v1beta"),
+        ("https://gw.example.com/v1/", "https://gw.example.com/v1"),
+    ],
+)
+def test_the_gemini_base_url_variable_gets_the_api_version_google_genai_adds(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch, value: str, base: str
+) -> None:
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", value)
+    sent = wire.send("gemini", "gemini-2.5-flash", api_key="k")
+    assert str(sent.url) == f"{base}/models/gemini-2.5-flash:generateContent"
+
+
+def test_a_gemini_base_url_argument_is_taken_as_it_is(wire: _Wire) -> None:
+    sent = wire.send("gemini", "gemini-2.5-flash", api_key="k", base_url="http://localhost:1337")
+    assert str(sent.url) == "http://localhost:1337/models/gemini-2.5-flash:generateContent"
+
+
+# 8. The preset's name
+
+
+@pytest.mark.parametrize("name", [None, 3, b"openai"])
+def test_a_name_that_is_no_string_is_a_type_error_naming_it(name: Any) -> None:
+    with pytest.raises(TypeError) as caught:
+        allama.provider(name)
+    assert str(caught.value) == (
+        f"name must be a preset name such as 'openai' (a str), got {type(name).__name__}"
+    )
