@@ -49,8 +49,8 @@ class ChatRequest(Data):
     tool_choice: ToolChoice | None = None
     response_format: ResponseFormat | None = None
     # Finite: `NaN` is no JSON a provider reads (and would key a batch input as none given).
-    temperature: float | None = Field(default=None, allow_inf_nan=False)
-    top_p: float | None = Field(default=None, allow_inf_nan=False)
+    temperature: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    top_p: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
     max_output_tokens: int | None = Field(default=None, ge=1)
     stop: tuple[str, ...] = ()
     seed: int | None = None

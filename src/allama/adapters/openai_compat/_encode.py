@@ -520,7 +520,7 @@ class _Encoder:
         request = self.request
         takes = self.family.sampling
         if takes == "yes" or (takes == "without_reasoning" and effort in (None, "none")):
-            return request.temperature, request.top_p
+            return self.temperature_in_range(request.temperature), request.top_p
         unless = " unless it reasons at effort `none`" if takes == "without_reasoning" else ""
         kept: list[float | None] = []
         for field, value in (
@@ -537,6 +537,19 @@ class _Encoder:
             )
             kept.append(None)
         return kept[0], kept[1]
+
+    def temperature_in_range(self, temperature: float | None) -> float | None:
+        """`temperature`, or `None` (with a warning) above what the endpoint takes: sent,
+        the whole request would be refused."""
+        most = self.profile.max_temperature
+        if temperature is None or most is None or temperature <= most:
+            return temperature
+        self.degradations.refuse(
+            RequestField.TEMPERATURE,
+            f"{self.profile.display_name} takes `temperature` from 0 to {most:g}; "
+            f"{temperature:g} was left out",
+        )
+        return None
 
     # Everything
 

@@ -57,6 +57,9 @@ class WireProfile:
     max_stop_sequences: int | None = None
     """The most stop sequences the endpoint takes (OpenAI's and Groq's 4), `None`: no limit
     known; more are cut to the first ones, with a warning."""
+    max_temperature: float | None = None
+    """The highest `temperature` the endpoint takes (OpenAI's and Groq's 2: their APIs
+    refuse a higher one), `None`: no limit known; a higher one is left out, with a warning."""
     reasoning_outside_completion: bool = False
     require_parameters: bool = False
     file_parts: bool = False
