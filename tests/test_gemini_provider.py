@@ -710,7 +710,11 @@ def read_chunks(chunks: list[dict[str, Any]], asked: str, *, first_listed: bool)
                 blocked = feedback["blockReason"]
                 block_message = _text(feedback.get("blockReasonMessage"))
         if "usageMetadata" in chunk:
-            usage = _merge(usage, _counts(chunk["usageMetadata"]))
+            counts = _counts(chunk["usageMetadata"])
+            if not first_listed and finish is None and blocked is None:
+                # A stream's chunks before the finishing one: running output counts.
+                counts = (counts[0], None, None, counts[3])
+            usage = _merge(usage, counts)
     texts = [p["text"] for p in parts if isinstance(p.get("text"), str) and not p.get("thought")]
     thoughts = [p["text"] for p in parts if isinstance(p.get("text"), str) and p.get("thought")]
     calls = [p["functionCall"] for p in parts if isinstance(p.get("functionCall"), dict)]
@@ -1009,7 +1013,7 @@ def test_the_harness_reads_the_shapes_the_wire_allows() -> None:
     assert (partial.text, partial.finish, partial.usage) == (
         "Half an answer",
         None,
-        (7, 0, None, None),
+        (7, None, None, None),
     )
     assert error == {
         "error": {

@@ -69,8 +69,8 @@ __all__ = ["BODY_OPTION", "MAX_STOP_SEQUENCES", "THINKING_BUDGETS", "encode_requ
 
 BODY_OPTION = "gemini"
 """Request option namespace whose JSON object is merged into the body; a `generationConfig`
-in it is merged into allama's (`request.with_option_json("gemini", {"generationConfig":
-{"topK": 40}})`)."""
+in it is merged into allama's, its `thinkingConfig` into allama's one level deeper
+(`request.with_option_json("gemini", {"generationConfig": {"topK": 40}})`)."""
 
 THINKING_BUDGETS = {"minimal": 512, "low": 2048, "medium": 8192, "high": 24_576}
 """`thinkingBudget` per reasoning effort, within the family's range (Gemini 2.5)."""
@@ -142,7 +142,15 @@ class _Encoder:
             return {"text": part.text}
         if part.url is not None and not part.url.startswith("data:"):
             data: dict[str, Any] = {"fileUri": part.url}
-            media_type = part.media_type or mimetypes.guess_type(part.url)[0]
+            guessed = mimetypes.guess_type(part.url)[0]
+            media_type = part.media_type or guessed
+            if isinstance(part, ImagePart) and (
+                part.media_type is not None or (guessed or "").startswith("image/")
+            ):
+                # Gemini refuses an image it does not read whether sent inline or by URL.
+                # A URL whose name says no image type (a script, no extension) is the
+                # server's to answer for, and is sent as it is.
+                self.check_image(media_type)
             if media_type:
                 data["mimeType"] = media_type
             return {"fileData": data}
@@ -154,13 +162,19 @@ class _Encoder:
         else:
             encoded = base64.b64encode(part.data or b"").decode("ascii")
             media_type = part.media_type or ""
-        if isinstance(part, ImagePart) and media_type not in _IMAGE_TYPES:
+        if isinstance(part, ImagePart):
+            self.check_image(media_type)
+        return {"inlineData": {"mimeType": media_type, "data": encoded}}
+
+    def check_image(self, media_type: str | None) -> None:
+        """Refuse, before sending, an image of a type Gemini does not read (it answers 400,
+        "Unsupported MIME type")."""
+        if media_type not in _IMAGE_TYPES:
             given = media_type or "an image of no media type"
             raise self.invalid(
                 f"{self.profile.display_name} takes PNG, JPEG, WebP, HEIC and HEIF images, "
                 f"not {given}"
             )
-        return {"inlineData": {"mimeType": media_type, "data": encoded}}
 
     def model_turn(self, message: AssistantMessage) -> list[dict[str, Any]]:
         parts: list[dict[str, Any]] = []
@@ -473,11 +487,28 @@ class _Encoder:
         if isinstance(extra, dict):
             more = extra.get("generationConfig")
             if isinstance(more, dict):
-                generation = {**generation, **more}
+                generation = _merge_generation(generation, more)
             body.update({key: value for key, value in extra.items() if key != "generationConfig"})
         if generation:
             body["generationConfig"] = generation
         return body
+
+
+_THINKING_AMOUNT = ("thinkingBudget", "thinkingLevel")
+"""How much to think: Gemini takes one of the two, not both."""
+
+
+def _merge_generation(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
+    """The caller's `generationConfig` merged into allama's, the caller's keys winning, and
+    `thinkingConfig` one level deeper: `{"includeThoughts": true}` there keeps the budget or
+    level `reasoning_effort` gave, unless the caller names a budget or level of its own."""
+    merged = {**ours, **theirs}
+    our_thinking, their_thinking = ours.get("thinkingConfig"), theirs.get("thinkingConfig")
+    if isinstance(our_thinking, dict) and isinstance(their_thinking, dict):
+        if any(key in their_thinking for key in _THINKING_AMOUNT):
+            our_thinking = {k: v for k, v in our_thinking.items() if k not in _THINKING_AMOUNT}
+        merged["thinkingConfig"] = {**our_thinking, **their_thinking}
+    return merged
 
 
 def _rewrite(schema: dict[str, Any], surface: SchemaSurface) -> Rewrite:

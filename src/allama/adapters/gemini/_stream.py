@@ -39,7 +39,12 @@ false. `close()` (at the end of the bytes) stops the open block, reports the par
 verbatim, the candidate metadata and the finish's provider data, and then `Finish` if a
 chunk carried a finish reason; a stream that ends without one is left unfinished, so that
 collecting it raises `IncompleteStreamError`. Usage comes from each chunk's `usageMetadata`
-(running totals: a count reported replaces the one before). An error object is raised after
+(running totals: a count reported replaces the one before). Chunks before the one with the
+finish reason carry the input counts and running (or no) output counts, which omitted read
+as 0: their output and reasoning counts (and output audio tokens) are not reported, so a
+stream that fails, is cut or is cancelled before its finishing chunk keeps its input count
+and an unknown output, as the Anthropic decoder does. The finishing chunk's usage (or a
+later chunk's) is the whole call's, read as a body's is. An error object is raised after
 every event before it was yielded (those were paid for).
 """
 
@@ -90,6 +95,7 @@ __all__ = ["GenerateStreamDecoder", "decode_stream"]
 _IN_STRING = re.compile(r'["\\]')
 _OUTSIDE_STRING = re.compile(r'[\[\]{}"]')
 _WHITESPACE = " \t\r\n"
+_OUTPUT_AUDIO = "output_audio_tokens"
 
 
 class _Depth:
@@ -264,6 +270,15 @@ def _merge_citations(held: Any, metadata: Any) -> Any:
     return held
 
 
+def _input_audio(audio: dict[str, JsonValue] | None) -> dict[str, JsonValue] | None:
+    """The input side of a chunk's audio tokens: the output's are not final before the
+    finishing chunk."""
+    if audio is None:
+        return None
+    kept = {key: value for key, value in audio.items() if key != _OUTPUT_AUDIO}
+    return kept or None
+
+
 class _Events:
     """A `BlockSink` that makes stream events, with allama's block indices from 0."""
 
@@ -430,10 +445,17 @@ class GenerateStreamDecoder:
             self._blocked = chunk.blocked
             self.finished = True
         if chunk.usage is not None:
-            yield UsageEvent(usage=chunk.usage)  # the last usage reported is the whole call's
+            usage, audio = chunk.usage, chunk.audio
+            if not self.finished:
+                # Before the finishing chunk the output is still being written: its counts
+                # are running, or omitted (which `usage_of` reads as 0). A stream cut here
+                # has an output of unknown size; the input is known from the first chunk.
+                usage = usage.model_copy(update={"output_tokens": None, "reasoning_tokens": None})
+                audio = _input_audio(audio)
+            yield UsageEvent(usage=usage)  # the last usage reported is the whole call's
             # What the usage says it is billed at, said at once: a stream that fails later
             # was still billed at its audio price and its tier's.
-            for key, value in ((AUDIO_TOKENS_KEY, chunk.audio), (SERVICE_TIER_KEY, chunk.tier)):
+            for key, value in ((AUDIO_TOKENS_KEY, audio), (SERVICE_TIER_KEY, chunk.tier)):
                 if value is not None and value != self._billed.get(key):
                     self._billed[key] = value
                     yield ProviderDataEvent(namespace=NAMESPACE, key=key, value=value)
