@@ -442,7 +442,9 @@ def test_body_keeps_usage_details_verbatim_and_the_counts_unchanged() -> None:
         **DETAILS,
     }
     response = decode(message([{"type": "text", "text": "hi"}], usage=usage))
-    assert response.provider_data == {"anthropic": {"usage_details": DETAILS}}
+    # US-only inference is billed above the standard price: kept, as fast mode is.
+    kept = {**DETAILS, "inference_geo": "us"}
+    assert response.provider_data == {"anthropic": {"usage_details": kept}}
     assert response.usage == Usage(
         input_tokens=127, output_tokens=9, cache_read_tokens=20, cache_write_tokens=100
     )

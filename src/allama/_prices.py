@@ -21,9 +21,17 @@ How allama's names meet genai-prices' (`PROVIDER_IDS` below):
   deep-research model's reasoning costs less than its answer), not added again;
 - a negative count (which no provider should send) has no price, as genai-prices says;
 - what a response is billed for beyond those counts (`BILLED_EXTRAS`: Anthropic's web
-  searches and one-hour cache writes, audio tokens) goes to genai-prices' general
-  calculation; a model it has no price for them has no cost, rather than one that counts
-  them free;
+  searches and one-hour cache writes, the Responses API's web and file searches, audio
+  tokens) goes to genai-prices' general calculation; a model it has no price for them has
+  no cost, rather than one that counts them free;
+- Anthropic's fast mode (`usage.speed: "fast"`) is priced with genai-prices'
+  `{"speed": "fast"}` prices, and has no cost where it has none; its US-only inference
+  (`usage.inference_geo: "us"`, 1.1 times the standard price on Opus 4.6, Sonnet 4.6 and
+  later models) has no cost on those models, since genai-prices has no price for it;
+- what no price data allama has can price has no cost, with the reason (`_UNPRICEABLE`):
+  Gemini's grounding with Google Search or Maps (billed past a free quota a response does
+  not report), the Responses API's `web_search_preview` searches (billed by the model's
+  kind) and code interpreter calls (billed by container session);
 - audio tokens (Gemini's, and those of OpenAI's audio models in the Chat Completions
   dialect, at OpenAI, Azure or OpenRouter) are priced at the model's audio prices. Google's
   price data leaves out an audio price where audio costs what text costs, so there audio
@@ -43,7 +51,11 @@ What a provider says a call cost is its cost where it says it in full: OpenRoute
 upstream key, the upstream's charge beside OpenRouter's fee), is what the router billed,
 whichever upstream served the call, so it is taken rather than genai-prices' list price
 (`source` reads `as openrouter reported, <model>`). Given without its parts, or as xAI's
-total alone, the usage is priced by genai-prices as any other's.
+total alone, the usage is priced by genai-prices as any other's, unless xAI says it
+ran server-side tools (`num_server_side_tools_used`: searches, code execution), which
+genai-prices has no price for: then the total xAI reported is the cost's total, beside
+genai-prices' price of the tokens as its input and output (no cost without that total, or
+with one below the tokens' price).
 
 Batch prices (a provider's batch API, about half price) are the same usage priced with
 genai-prices' `{"processing": "batch"}` context; a model without a batch price answers
@@ -52,6 +64,7 @@ with the reason rather than the standard price.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -59,7 +72,15 @@ from decimal import Context, Decimal, InvalidOperation, localcontext
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from allama.types import Usage
-from allama.types._response import PROVISIONED_THROUGHPUT
+from allama.types._response import (
+    CODE_INTERPRETER_CALLS,
+    FAST_MODE,
+    GROUNDED_SEARCHES,
+    INFERENCE_GEO_PREFIX,
+    PREVIEW_WEB_SEARCHES,
+    PROVISIONED_THROUGHPUT,
+    SERVER_TOOLS_FIELD,
+)
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -107,6 +128,7 @@ OWN_ENDPOINTS = frozenset({"openai-compatible", "anthropic-compatible"})
 """Presets of an endpoint the caller names: its model names say nothing of its prices."""
 
 _BATCH: Mapping[str, str] = {"processing": "batch"}
+_FAST: Mapping[str, str] = {"speed": "fast"}
 
 # What the reasons say.
 NO_USAGE = "no usage was reported"
@@ -251,6 +273,7 @@ extraction's record keeps per response, a plain tuple so that keeping it costs n
 
 BILLED_EXTRAS: Mapping[str, str | None] = {
     "web_searches": "web_searches_kcount",
+    "storage_searches": "storage_searches_kcount",
     "cache_write_1h_tokens": "cache_write_1h_mtok",
     "cache_write_5m_tokens": "cache_write_mtok",
     "input_audio_tokens": "input_audio_mtok",
@@ -258,7 +281,8 @@ BILLED_EXTRAS: Mapping[str, str | None] = {
     "output_audio_tokens": "output_audio_mtok",
 }
 """What a response may be billed for beyond its `Usage` counts, by genai-prices' usage
-key, and the price that key needs: server-side web searches (per thousand), cache writes
+key, and the price that key needs: server-side web searches and file searches (per
+thousand: Anthropic's, the Responses API's), cache writes
 split by how long they are kept (Anthropic's one-hour writes cost more than its five-minute
 ones, which are the plain cache-write price), and audio tokens, part of the counts of their
 direction, at the model's audio prices (at the text's in price data that leaves out an
@@ -273,6 +297,9 @@ Elsewhere (OpenAI's audio models, and those OpenAI, Azure and OpenRouter serve) 
 without an audio price prices none of its audio, so such a call has no cost."""
 
 _AUDIO_PRICES = frozenset({"input_audio_mtok", "cache_audio_read_mtok", "output_audio_mtok"})
+
+_NAMES: Mapping[str, str] = {"storage_searches": "file searches"}
+"""What a reason calls a billed extra whose genai-prices name says it less plainly."""
 
 
 def price(entries: Iterable[Charge | Cost | str], *, batch: bool = False) -> Cost | str:
@@ -377,20 +404,31 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
     """The cost of one charge, the `provider/model` it matched, and the price data's name."""
     provider, model, usage, at = entry[:4]
     in_job = len(entry) > 4 and entry[4] is True
-    if len(entry) > 7:
-        reported = _reported(entry[7], provider, model, in_job)
+    money: Mapping[str, Any] = (entry[7] if len(entry) > 7 else None) or {}
+    if money:
+        reported = _reported(money, provider, model, in_job)
         if reported is not None:
             if batch and not in_job:
                 return REPORTED_ONLY
             return reported
+        tools = money.get(SERVER_TOOLS_FIELD)
+        if type(tools) is int and tools > 0:
+            return _with_total_reported(entry, money, tools, batch)
     batch = batch or in_job
-    extras: Mapping[str, int] = entry[5] if len(entry) > 5 else {}
+    extras = dict(entry[5]) if len(entry) > 5 else {}
     tier: str | None = entry[6] if len(entry) > 6 else None
     reason = _reason_before_lookup(provider, model, usage)
     if reason:
         return reason
     if tier == PROVISIONED_THROUGHPUT:
         return "served by provisioned throughput, billed by its reservation rather than by token"
+    reason = _unpriceable(extras)
+    if reason:
+        return reason
+    fast = extras.pop(FAST_MODE, 0) > 0
+    geos = [key for key in extras if key.startswith(INFERENCE_GEO_PREFIX)]
+    for key in geos:
+        del extras[key]
     assert provider is not None and model is not None and usage is not None
     genai_prices = _genai_prices()
     if genai_prices is None:
@@ -402,6 +440,13 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
     gp_provider, gp_model = found
     when = datetime.fromtimestamp(at, tz=UTC)
     ref = f"{gp_provider.id}/{gp_model.id}"
+    if geos and not _GEO_AT_STANDARD_PRICE.match(gp_model.id):
+        geo = geos[0].removeprefix(INFERENCE_GEO_PREFIX)
+        return (
+            f"served by inference kept in one geography (inference_geo {geo!r}), billed "
+            f"above the standard price on Claude Opus 4.6, Sonnet 4.6 and later models (1.1 "
+            f"times it in the US), which genai-prices {version} has no price for ({ref})"
+        )
     if batch and not _has_variant(gp_provider, gp_model, when, _BATCH):
         return f"genai-prices {version} has no batch price for {ref}"
     context: Mapping[str, str] | None = _BATCH if batch else None
@@ -411,6 +456,12 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
             return f"genai-prices {version} has no price for the {tier!r} service tier of {ref}"
         context = {"service_tier": tier}
         ref = f"{ref} ({tier} tier)"
+    if fast:
+        # Served in fast mode: at its prices, or no cost (never the standard price).
+        if batch or tier is not None or not _has_variant(gp_provider, gp_model, when, _FAST):
+            return f"genai-prices {version} has no fast-mode price for {ref}"
+        context = _FAST
+        ref = f"{ref} (fast mode)"
     label = f"genai-prices {version}"
     snapshot = genai_prices.data_snapshot.get_snapshot()
     if snapshot.from_auto_update:  # `UpdatePrices` fetched newer prices than the package's
@@ -421,7 +472,8 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
         usage.cache_read_tokens or 0,
         usage.cache_write_tokens or 0,
     )
-    if tier is None and not extras and tokens[2] + tokens[3] <= tokens[0] and min(tokens) >= 0:
+    flat_ok = tier is None and not fast and not extras
+    if flat_ok and tokens[2] + tokens[3] <= tokens[0] and min(tokens) >= 0:
         # Flat prices: the same arithmetic as genai-prices', on the prices it holds,
         # without its general machinery (about 120 µs a call).
         flat = (
@@ -465,6 +517,91 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
         batch=batch,
     )
     return cost, ref, label
+
+
+_UNPRICEABLE: Mapping[str, str] = {
+    GROUNDED_SEARCHES: (
+        "grounding with Google Search or Maps ({count} queries), billed past a free quota "
+        "whose use the response does not say"
+    ),
+    PREVIEW_WEB_SEARCHES: (
+        "{count} searches of the web_search_preview tool, billed by the model's kind (more "
+        "on one that does not reason) at prices genai-prices does not hold"
+    ),
+    CODE_INTERPRETER_CALLS: (
+        "the container sessions of {count} code interpreter calls, billed apart at prices "
+        "genai-prices does not hold"
+    ),
+}
+"""What a response may be billed for that no price data allama has can price, and why:
+such a response has no cost, rather than one that counts them free."""
+
+
+def _unpriceable(extras: Mapping[str, int]) -> str:
+    """Why `extras` cannot be priced (`_UNPRICEABLE`), else ``""``."""
+    for key, why in _UNPRICEABLE.items():
+        count = extras.get(key, 0)
+        if count > 0:
+            return why.format(count=count)
+    return ""
+
+
+_GEO_AT_STANDARD_PRICE = re.compile(
+    r"claude-(?:instant|v?[123](?:\D|$)|(?:opus|sonnet|haiku)-4(?:$|-(?:[015]|20\d{6})(?:\D|$)))"
+)
+"""genai-prices' ids of the Claude models older than Opus 4.6, which Anthropic bills at the
+standard price whatever geography ran them (its premium for `inference_geo: "us"` is on
+Opus 4.6, Sonnet 4.6 and later models)."""
+
+_TICKS = Decimal(10_000_000_000)
+"""xAI's `cost_in_usd_ticks` to the dollar."""
+
+
+def _with_total_reported(
+    entry: Charge, money: Mapping[str, Any], tools: int, batch: bool
+) -> tuple[Cost, str, str] | str:
+    """The cost of a call that ran `tools` server-side tools (xAI's web and X searches, code
+    execution), which genai-prices has no price for: its tokens priced by genai-prices, and
+    its total the one the provider reported (`cost_in_usd_ticks`), with the tools in it; no
+    cost without that total, or with one below its tokens' price alone."""
+    provider, model, usage, at = entry[:4]
+    in_job = len(entry) > 4 and entry[4] is True
+    ticks = money.get("cost_in_usd_ticks")
+    total = None
+    if type(ticks) is int and ticks >= 0:
+        total = _reported_amount(str(Decimal(ticks) / _TICKS))
+    who = provider or "the provider"
+    if total is None:
+        return (
+            f"{who} billed {tools} server-side tool calls, which genai-prices has no price "
+            f"for, and did not say what the call cost"
+        )
+    if batch and not in_job:
+        return REPORTED_ONLY
+    # The tokens alone, priced as any others' (the tools' own searches left to the total).
+    extras = {
+        key: count
+        for key, count in (entry[5] if len(entry) > 5 else {}).items()
+        if key not in _TOOL_FEES
+    }
+    tier = entry[6] if len(entry) > 6 else None
+    priced = _price_charge((provider, model, usage, at, in_job, extras, tier, {}), batch)
+    if isinstance(priced, str):
+        return priced
+    tokens, ref, label = priced
+    if MONEY.add(tokens.input, tokens.output) > MONEY.multiply(total, _SLACK):
+        return (
+            f"{who} reported a total of {dollars(total)} for {ref}, less than genai-prices' "
+            f"price of its tokens alone: not a cost to take with its tool calls"
+        )
+    ref = f"{ref} (total as {who} reported, with {tools} server-side tool calls)"
+    return replace(tokens, total=total, source=f"{label}, {ref}"), ref, label
+
+
+_TOOL_FEES = frozenset(
+    {"web_searches", "storage_searches", PREVIEW_WEB_SEARCHES, CODE_INTERPRETER_CALLS}
+)
+"""The tool calls a provider's own total covers where it reports its server-side tools."""
 
 
 def _reported(
@@ -547,7 +684,7 @@ def _unpriced(model_price: Any, extras: Mapping[str, int], *, audio_as_text: boo
     `audio_as_text`: the price data prices audio as text where it gives no audio price
     (`AUDIO_AS_TEXT`)."""
     missing = [
-        key.replace("_", " ").removesuffix(" tokens").replace("1h", "one-hour")
+        _NAMES.get(key) or key.replace("_", " ").removesuffix(" tokens").replace("1h", "one-hour")
         for key, count in extras.items()
         if count
         and (needed := BILLED_EXTRAS.get(key, key)) is not None

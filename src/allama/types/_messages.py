@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, JsonValue
 
 from allama.types._base import Data
 from allama.types._content import (
@@ -70,6 +70,12 @@ class AssistantMessage(Data):
 
     role: Literal["assistant"] = "assistant"
     content: tuple[ContentBlock, ...]
+    provider_data: dict[str, dict[str, JsonValue]] = Field(
+        default_factory=dict, exclude_if=lambda data: not data
+    )
+    """What the provider that took the turn needs back, verbatim, to continue it (a turn
+    Anthropic paused in a server tool's run), by namespace: `ChatResponse.to_assistant_message()`
+    fills it, only that provider reads it, and it is left out of the JSON form when empty."""
 
     def text(self) -> str | None:
         return text_of(self.content)

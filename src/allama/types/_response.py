@@ -21,6 +21,10 @@ ALLAMA_NAMESPACE = "allama"
 DECLINE_EXPLANATION_KEY = "decline_explanation"
 """Where an adapter stores the provider's own explanation of a refusal, in its namespace."""
 
+RESUME_KEY = "resume"
+"""Where an adapter stores, in its namespace, what it needs back to continue a turn the
+provider paused (Anthropic's `pause_turn`): `to_assistant_message()` carries it over."""
+
 SERVICE_TIER_KEY = "service_tier"
 """Where an adapter stores the service tier a response says served it, in its namespace,
 when that is not the standard one (OpenAI's `priority` or `flex`): such a call is billed at
@@ -41,10 +45,40 @@ USAGE_COST_KEY = "usage_cost"
 dict of whichever of the usage's `cost` (OpenRouter: credits, which are US dollars),
 `cost_details` (OpenRouter: the upstream's `upstream_inference_cost` and its input and
 output parts), `is_byok` (OpenRouter: billed to the caller's own upstream key) and
-`cost_in_usd_ticks` (xAI: an integer, 10^10 ticks to the dollar) it reports. OpenRouter's,
-given in full, is the cost its record is priced at (`allama._prices`)."""
+`cost_in_usd_ticks` (xAI: an integer, 10^10 ticks to the dollar) it reports, and xAI's
+`num_server_side_tools_used` where it is more than none (the tool calls billed in that total
+beyond the tokens). OpenRouter's, given in full, is the cost its record is priced at, and so
+is xAI's total where server-side tools were used (`allama._prices`)."""
 
 _COST_FIELDS = ("cost", "cost_details", "is_byok", "cost_in_usd_ticks")
+
+SERVER_TOOLS_FIELD = "num_server_side_tools_used"
+"""xAI's count of the server-side tool calls (web and X searches, code execution...) a call
+was billed for beyond its tokens, kept with its money fields (`USAGE_COST_KEY`)."""
+
+WEB_SEARCH_PREVIEW_KEY = "web_search_preview"
+"""Where the Responses adapter notes, in its namespace, that the response's tools include
+OpenAI's `web_search_preview` (`True`): its searches cost by the model's kind (more on a
+model that does not reason), not the `web_search` tool's price genai-prices has."""
+
+# What a response may be billed for that genai-prices has no usage key for (the keys of
+# `billed_extras` beside genai-prices' own): `allama._prices` prices them another way, or
+# answers why it cannot.
+FAST_MODE = "fast_mode_requests"
+"""A call Anthropic served in fast mode (`usage.speed == "fast"`), at its fast-mode prices."""
+INFERENCE_GEO_PREFIX = "inference_geo_"
+"""A call Anthropic ran in one geography (`usage.inference_geo`, such as `us`: the key is
+`inference_geo_us`), billed above the standard price on its newer models."""
+PREVIEW_WEB_SEARCHES = "preview_web_searches"
+"""OpenAI's searches by the `web_search_preview` tool (`WEB_SEARCH_PREVIEW_KEY`)."""
+CODE_INTERPRETER_CALLS = "code_interpreter_calls"
+"""OpenAI's code interpreter calls, whose container sessions are billed apart."""
+GROUNDED_SEARCHES = "grounded_searches"
+"""Gemini's grounding with Google Search or Maps (its queries, at least one), billed past
+a free quota."""
+
+_STANDARD_GEOS = frozenset({"global", "not_available"})
+"""The `inference_geo` values billed at the standard price."""
 
 STANDARD_SERVICE_TIERS = frozenset(
     {"default", "standard", "on_demand", "auto", "batch", "unspecified"}
@@ -80,6 +114,9 @@ def money_fields(usage: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not usage:
         return None
     cost = {name: usage[name] for name in _COST_FIELDS if name in usage}
+    tools = usage.get(SERVER_TOOLS_FIELD)
+    if type(tools) is int and tools > 0:
+        cost[SERVER_TOOLS_FIELD] = tools
     return cost or None
 
 
@@ -104,10 +141,12 @@ _AUDIO_TOKENS = frozenset({"input_audio_tokens", "cache_audio_read_tokens", "out
 
 def billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, int] | None:
     """What a response was billed for beyond its `Usage` (an `allama._prices.BILLED_EXTRAS`
-    key and its count): audio tokens (`AUDIO_TOKENS_KEY`, as Gemini's and the OpenAI
-    dialect's adapters keep them), Anthropic's web searches, and its one-hour cache writes
-    (five-minute ones are the plain cache-write price, so they matter only beside one-hour
-    ones)."""
+    key, or one of those above, and its count): audio tokens (`AUDIO_TOKENS_KEY`, as
+    Gemini's and the OpenAI dialect's adapters keep them), Anthropic's web searches, its
+    one-hour cache writes (five-minute ones are the plain cache-write price, so they matter
+    only beside one-hour ones), its fast mode and its inference geography, the Responses
+    API's web searches, file searches and code interpreter calls, and Gemini's grounding:
+    each a charge its cost prices, or has no cost for, never one it counts free."""
     extras: dict[str, int] = {}
     for kept in provider_data.values():
         audio = kept.get(AUDIO_TOKENS_KEY)
@@ -117,10 +156,22 @@ def billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, i
                 for name, count in audio.items()
                 if name in _AUDIO_TOKENS and type(count) is int and count > 0
             )
+    responses = provider_data.get("openai_responses")
+    if responses:
+        extras.update(_tool_calls(responses.get("items"), responses.get(WEB_SEARCH_PREVIEW_KEY)))
+    gemini = provider_data.get("gemini")
+    grounded = _grounded(gemini.get("grounding_metadata")) if gemini else 0
+    if grounded:
+        extras[GROUNDED_SEARCHES] = grounded
     anthropic = provider_data.get("anthropic")
     details = anthropic.get("usage_details") if anthropic else None
     if not isinstance(details, dict):
         return extras or None
+    if details.get("speed") == "fast":
+        extras[FAST_MODE] = 1
+    geo = details.get("inference_geo")
+    if isinstance(geo, str) and geo and geo not in _STANDARD_GEOS:
+        extras[INFERENCE_GEO_PREFIX + geo] = 1
     server = details.get("server_tool_use")
     searches = server.get("web_search_requests") if isinstance(server, dict) else None
     if type(searches) is int and searches > 0:
@@ -134,6 +185,54 @@ def billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, i
         if "cache_write_1h_tokens" not in extras:
             extras.pop("cache_write_5m_tokens", None)
     return extras or None
+
+
+def _tool_calls(items: Any, preview: Any) -> dict[str, int]:
+    """The Responses API's billed tool calls among its output items (`provider_data[...]
+    ["items"]`): web searches (a `web_search_call` whose action is a search, or that has
+    none; opening a page or finding in it is not billed), as `web_searches`, or
+    `PREVIEW_WEB_SEARCHES` beside the `web_search_preview` tool; file searches
+    (`storage_searches`, genai-prices' name); code interpreter calls."""
+    searches = files = code = 0
+    for item in items if isinstance(items, list) else ():
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "web_search_call":
+            action = item.get("action")
+            if not isinstance(action, dict) or action.get("type") in (None, "search"):
+                searches += 1
+        elif kind == "file_search_call":
+            files += 1
+        elif kind == "code_interpreter_call":
+            code += 1
+    counts = {
+        PREVIEW_WEB_SEARCHES if preview is True else "web_searches": searches,
+        "storage_searches": files,
+        CODE_INTERPRETER_CALLS: code,
+    }
+    return {name: count for name, count in counts.items() if count}
+
+
+def _grounded(grounding: Any) -> int:
+    """How many Google Search queries Gemini's grounding metadata says it ran (web and
+    image), at least one where it says it grounded on the web or on Maps without them;
+    none for other grounding (retrieval from a store of the caller's)."""
+    if not isinstance(grounding, dict):
+        return 0
+    queries = sum(
+        len(found)
+        for found in (grounding.get("webSearchQueries"), grounding.get("imageSearchQueries"))
+        if isinstance(found, list)
+    )
+    if queries:
+        return queries
+    chunks = grounding.get("groundingChunks")
+    grounded = any(
+        isinstance(chunk, dict) and ("web" in chunk or "maps" in chunk or "image" in chunk)
+        for chunk in (chunks if isinstance(chunks, list) else ())
+    )
+    return 1 if grounded else 0
 
 
 class ChatResponse(Data):
@@ -189,8 +288,14 @@ class ChatResponse(Data):
         return "".join(texts) if texts else None
 
     def to_assistant_message(self) -> AssistantMessage:
-        """This response as the assistant turn of a follow-up request."""
-        return AssistantMessage(content=self.content)
+        """This response as the assistant turn of a follow-up request, with what its
+        provider needs back to continue a paused turn (`RESUME_KEY`)."""
+        resume = {
+            namespace: {RESUME_KEY: entries[RESUME_KEY]}
+            for namespace, entries in self.provider_data.items()
+            if RESUME_KEY in entries
+        }
+        return AssistantMessage(content=self.content, provider_data=resume)
 
     def provider_value(self, namespace: str, key: str) -> JsonValue | None:
         return self.provider_data.get(namespace, {}).get(key)

@@ -3,6 +3,8 @@
 The body is read once by pydantic-core's JSON parser into plain data, so that blocks allama
 has no type for (server tools and their results, types added later) can be kept verbatim:
 they go, in order, under `provider_data["anthropic"]["server_blocks"]`, never into the text.
+A paused turn (`pause_turn`) also keeps the order of all its blocks under `resume`, so that
+`to_assistant_message()` sends it back whole, as Anthropic needs to continue it.
 `thinking` and `redacted_thinking` become reasoning blocks with their signature or data kept
 byte for byte (Anthropic checks them on the next turn). The citations of a text block are
 kept verbatim under `provider_data["anthropic"]["citations"]`: a list, in block order, of
@@ -10,7 +12,8 @@ kept verbatim under `provider_data["anthropic"]["citations"]`: a list, in block 
 block's position in `ChatResponse.content`. Token counts follow allama's meaning:
 `input_tokens` is all the input, cached or not, which Anthropic splits in three. What usage
 says beyond the counts that changes the bill (`server_tool_use`, `cache_creation` by cache
-lifetime, `service_tier`) is kept verbatim under `provider_data["anthropic"]["usage_details"]`.
+lifetime, `service_tier`, `speed`, `inference_geo`) is kept verbatim under
+`provider_data["anthropic"]["usage_details"]`.
 Other unknown fields are ignored everywhere.
 """
 
@@ -37,12 +40,14 @@ from allama.types import (
     Usage,
     Warning,
 )
-from allama.types._response import billed_extras
+from allama.types._response import RESUME_KEY, billed_extras
 
 __all__ = [
     "CITATIONS_KEY",
     "NAMESPACE",
+    "PAUSED",
     "REFUSAL_CATEGORY_KEY",
+    "RESUME_KEY",
     "SERVER_BLOCKS_KEY",
     "STOP_SEQUENCE_KEY",
     "USAGE_DETAILS_KEY",
@@ -70,9 +75,19 @@ CITATIONS_KEY = "citations"
 "citations": [...]}` for each text block that has any; `content[i]` is the text they support."""
 USAGE_DETAILS_KEY = "usage_details"
 """What usage reports besides token counts that changes the bill, verbatim: whichever of
-`server_tool_use`, `cache_creation` and `service_tier` it carries."""
+`server_tool_use`, `cache_creation`, `service_tier`, `speed` and `inference_geo` it carries
+(a speed or a geography only where it is not the standard-priced one)."""
 
-_USAGE_DETAILS = ("server_tool_use", "cache_creation", "service_tier")
+_USAGE_DETAILS = ("server_tool_use", "cache_creation", "service_tier", "speed", "inference_geo")
+"""The usage fields that change the bill: web searches, cache writes by how long they are
+kept, the tier, fast mode (`speed`) and the geography inference ran in (`inference_geo`:
+`us` costs more on newer models)."""
+
+_STANDARD: Mapping[str, frozenset[str]] = {
+    "speed": frozenset({"standard"}),
+    "inference_geo": frozenset({"global", "not_available"}),
+}
+"""The values of those fields billed at the standard price, which are not kept."""
 
 _FINISH: dict[str, FinishReason] = {
     "end_turn": FinishReason.STOP,
@@ -114,8 +129,14 @@ def usage_of(usage: Mapping[str, Any]) -> Usage:
 
 def usage_details_of(usage: Mapping[str, Any]) -> dict[str, JsonValue]:
     """The usage fields beyond token counts that change the bill, as sent; those that are
-    missing or null left out."""
-    return {key: usage[key] for key in _USAGE_DETAILS if usage.get(key) is not None}
+    missing or null left out, and a speed or a geography billed at the standard price (every
+    message says one)."""
+    return {
+        key: usage[key]
+        for key in _USAGE_DETAILS
+        if usage.get(key) is not None
+        and not (isinstance(usage[key], str) and usage[key] in _STANDARD.get(key, ()))
+    }
 
 
 def citations_of(block: Mapping[str, Any]) -> list[JsonValue]:
@@ -147,6 +168,14 @@ def stop_data(message: Mapping[str, Any]) -> dict[str, JsonValue]:
     return out
 
 
+PAUSED = "pause_turn"
+"""The stop reason of a turn paused in a server tool's run, continued by sending it back
+as it is (`to_assistant_message()`): its blocks are kept in order under `RESUME_KEY`, each
+block allama has a type for as its index in `content`, each other one verbatim."""
+
+_TYPED = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
+
+
 class _Unreadable(ValueError):
     """A part of the body does not fit the message shape; says which."""
 
@@ -160,16 +189,20 @@ def _string(block: Mapping[str, Any], key: str, *, optional: bool = False) -> st
     raise _Unreadable(f"a `{block.get('type')}` block has no string `{key}`")
 
 
-def _blocks(content: list[Any]) -> tuple[list[ContentBlock], list[JsonValue], list[JsonValue]]:
-    """The content blocks allama has types for, the others verbatim, and the citations of the
-    text blocks by their position among the first."""
+def _blocks(
+    content: list[Any],
+) -> tuple[list[ContentBlock], list[JsonValue], list[JsonValue], list[JsonValue]]:
+    """The content blocks allama has types for, the others verbatim, the citations of the
+    text blocks by their position among the first, and the order of them all (`layout`)."""
     blocks: list[ContentBlock] = []
     server: list[JsonValue] = []
     cited: list[JsonValue] = []
+    layout: list[JsonValue] = []
     for block in content:
         if not isinstance(block, dict):
             raise _Unreadable("a content block is not an object")
         kind = block.get("type")
+        layout.append(len(blocks) if kind in _TYPED else block)
         if kind == "text":
             citations = citations_of(block)
             if citations:
@@ -188,7 +221,7 @@ def _blocks(content: list[Any]) -> tuple[list[ContentBlock], list[JsonValue], li
             blocks.append(Reasoning(text="", encrypted_content=_string(block, "data")))
         else:
             server.append(block)
-    return blocks, server, cited
+    return blocks, server, cited, layout
 
 
 def _not_a_message(
@@ -219,10 +252,12 @@ def decode_message(
     content = message.get("content")
     if not isinstance(content, list):
         raise _Unreadable("it has no `content` list")
-    blocks, server, cited = _blocks(content)
+    blocks, server, cited, layout = _blocks(content)
     provider_data = stop_data(message)
     if server:
         provider_data[SERVER_BLOCKS_KEY] = server
+    if message.get("stop_reason") == PAUSED:
+        provider_data[RESUME_KEY] = layout
     if cited:
         provider_data[CITATIONS_KEY] = cited
     usage = message.get("usage")

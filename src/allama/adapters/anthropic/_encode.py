@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from allama._degradations import Degradations, gives_tools
 from allama.adapters._http import HttpRequest, wire_json
@@ -52,6 +52,7 @@ from allama.types import (
     WarningKind,
 )
 from allama.types._content import OPENAI_REASONING_ID_PREFIX
+from allama.types._response import RESUME_KEY
 
 __all__ = [
     "BODY_OPTION",
@@ -75,6 +76,9 @@ THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24_576
 MAX_STRICT_TOOLS = 20
 MAX_OPTIONAL = 24
 MAX_UNIONS = 16
+
+_NAMESPACE = "anthropic"
+"""The `provider_data` namespace the decoder writes a paused turn's `RESUME_KEY` to."""
 
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
@@ -112,6 +116,8 @@ class _Encoder:
         )
         self.optional = 0
         self.unions = 0
+        self.resuming: AssistantMessage | None = None  # the last paused turn sent back whole
+        self.paused_last = False  # the conversation ends in that turn
 
     # Messages
 
@@ -127,6 +133,7 @@ class _Encoder:
                 moved = moved or bool(turns)
                 continue
             role, blocks = self.message(message)
+            self.paused_last = message is self.resuming
             if not blocks:
                 continue
             if turns and turns[-1]["role"] == role:
@@ -223,42 +230,74 @@ class _Encoder:
         return {"type": "base64", "media_type": media_type, "data": data}
 
     def assistant(self, message: AssistantMessage) -> list[dict[str, Any]]:
-        blocks: list[dict[str, Any]] = []
+        encoded: list[dict[str, Any] | None] = []  # one for each block, `None` left out
         unsigned = False
         for block in message.content:
+            wire: dict[str, Any] | None = None
             if isinstance(block, Reasoning):
                 if block.signature and block.signature.startswith(OPENAI_REASONING_ID_PREFIX):
                     unsigned = True  # a Responses item's id and content, not Anthropic's
                 elif block.signature:
-                    blocks.append(
-                        {"type": "thinking", "thinking": block.text, "signature": block.signature}
-                    )
+                    wire = {
+                        "type": "thinking",
+                        "thinking": block.text,
+                        "signature": block.signature,
+                    }
                 elif block.encrypted_content and not block.text:
-                    blocks.append({"type": "redacted_thinking", "data": block.encrypted_content})
+                    wire = {"type": "redacted_thinking", "data": block.encrypted_content}
                 else:
                     unsigned = True
             elif isinstance(block, TextPart | Refusal):
                 if block.text.strip():  # "text content blocks must contain non-whitespace text"
-                    blocks.append({"type": "text", "text": block.text})
+                    wire = {"type": "text", "text": block.text}
             else:
                 assert isinstance(block, ToolCall)
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": block.id,
-                        "name": block.name,
-                        "input": self.input(block),
-                    }
-                )
+                wire = {
+                    "type": "tool_use",
+                    "id": block.id,
+                    "name": block.name,
+                    "input": self.input(block),
+                }
+            encoded.append(wire)
         if unsigned:
             self.degradations.approximate(
                 RequestField.REASONING,
                 f"{self.profile.display_name} takes back only the reasoning it signed; "
                 "reasoning without a signature was left out of the conversation",
             )
+        layout = self.resumed(message)
+        if layout is None:
+            return [wire for wire in encoded if wire is not None]
+        self.resuming = message
+        # A paused turn goes back whole, in its order, its server blocks verbatim: that is
+        # how Anthropic continues it.
+        blocks = []
+        for item in layout:
+            wire = encoded[item] if isinstance(item, int) else item
+            if wire is not None:
+                blocks.append(wire)
         return blocks
 
+    def resumed(self, message: AssistantMessage) -> list[int | dict[str, Any]] | None:
+        """The order of a paused turn's blocks (each of `content` by its index, each server
+        block verbatim), when `message` is one and still holds the content it paused with."""
+        layout = message.provider_data.get(_NAMESPACE, {}).get(RESUME_KEY)
+        if layout is None:
+            return None
+        if _fits(layout, len(message.content)):
+            return layout
+        self.degradations.approximate(
+            RequestField.MESSAGES,
+            "a paused turn no longer holds the content it paused with; it was sent without "
+            "its server tool blocks, so the model cannot continue it",
+        )
+        return None
+
     def input(self, call: ToolCall) -> Any:
+        if not call.arguments.strip():
+            # No arguments at all: how other providers (OpenAI's `""`) write a call of a
+            # tool that takes none, and how allama reads a `tool_use` streamed with none.
+            return {}
         try:
             value = wire_json(call.arguments)
         except ValueError:
@@ -286,7 +325,7 @@ class _Encoder:
         elif thinking:
             why = f"{self.profile.display_name} does not continue a last assistant message "
             why += "with thinking on"
-        if why is not None:
+        if why is not None and not self.paused_last:  # (a paused turn is continued as sent)
             self.degradations.refuse(RequestField.MESSAGES, f"{why}; it was left out")
             messages.pop()
             return
@@ -500,28 +539,19 @@ class _Encoder:
 
         `unsigned`: the conversation ends in a tool loop whose assistant turn opens with no
         thinking block (tool calls made elsewhere, or with thinking off), which Anthropic
-        refuses with thinking on."""
+        refuses with budget thinking (`enabled`). Adaptive thinking is left as asked: there
+        the model may skip thinking, so a turn without it is its own normal output, and a
+        tool loop keeps one thinking configuration throughout."""
         family = self.family
         effort = self.request.reasoning_effort
         field = RequestField.REASONING_EFFORT
         forced = self.forces_tool and family.forced_tool is not CapabilitySupport.UNSUPPORTED
         off = {"type": "disabled"} if family.thinks_by_default and family.can_disable else None
-        if unsigned and family.thinks_by_default and not family.can_disable:
-            raise self.invalid(
-                f"{self.where} always thinks, and Anthropic refuses thinking in "
-                f"{_UNSIGNED_LOOP}: end the loop with the user's words, or send it to a model "
-                "that can turn thinking off"
-            )
+        unsigned = unsigned and family.thinking is Thinking.BUDGET
         if effort is None or effort == "none":
             if effort == "none" and family.thinks_by_default and not family.can_disable:
                 self.degradations.refuse(field, f"{self.where} always thinks")
-            if unsigned and off is not None and effort is None and not forced:
-                self.degradations.approximate(
-                    field,
-                    f"{self.where} thinks unless told not to; thinking was turned off in "
-                    f"{_UNSIGNED_LOOP}",
-                )
-            return (off if (effort == "none" or forced or unsigned) else None), None, 0
+            return (off if (effort == "none" or forced) else None), None, 0
         if family.thinking is Thinking.NONE:
             self.degradations.refuse(field, f"{self.where} has no extended thinking")
             return None, None, 0
@@ -607,6 +637,20 @@ class _Encoder:
             top_p = None
         return temperature, top_p
 
+    def stop_sequences(self) -> list[str]:
+        """The stop sequences Anthropic takes: one of nothing but whitespace is answered 400
+        ("each stop sequence must contain non-whitespace"), so it is left out."""
+        stop = list(self.request.stop)
+        kept = [sequence for sequence in stop if sequence.strip()]
+        left_out = len(stop) - len(kept)
+        if left_out:
+            self.degradations.refuse(
+                RequestField.STOP,
+                f"{self.profile.display_name} takes no stop sequence of nothing but "
+                f"whitespace; {'it was' if left_out == 1 else f'{left_out} were'} left out",
+            )
+        return kept
+
     # Everything
 
     def body(self) -> dict[str, Any]:
@@ -628,6 +672,13 @@ class _Encoder:
         if max_tokens is None:
             max_tokens = min(family.max_output, DEFAULT_MAX_TOKENS + budget)
         self.prefill(messages, constrained=output is not None, thinking=thinks)
+        if not messages:
+            # Anthropic answers 400 ("at least one message is required"): system
+            # instructions alone, or only turns left out above, are nothing to answer.
+            raise self.invalid(
+                f"{self.profile.display_name} needs at least one user or assistant message "
+                "besides the system instructions, and the request has none left to send"
+            )
         for turn in messages:  # a turn of one text block is its text, as Anthropic writes it
             blocks = turn["content"]
             if len(blocks) == 1 and blocks[0]["type"] == "text":
@@ -662,8 +713,8 @@ class _Encoder:
             body["temperature"] = temperature
         if top_p is not None:
             body["top_p"] = top_p
-        if request.stop:
-            body["stop_sequences"] = list(request.stop)
+        if stop := self.stop_sequences():
+            body["stop_sequences"] = stop
         if self.stream:
             body["stream"] = True
         extra = request.option_json(BODY_OPTION)
@@ -695,7 +746,7 @@ def encode_request(
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Anthropic cannot honour
     under `UnsupportedPolicy.ERROR`, and for a response format it cannot enforce under any
     policy; `InvalidRequestError` for a conversation it cannot take (tool call arguments
-    that are not an object, an image of another type).
+    that are not an object, an image of another type, no message but system ones).
     """
     body = _Encoder(request, profile, family, degradations, stream=stream).body()
     return HttpRequest("POST", url, headers, body, params or {})
@@ -710,7 +761,7 @@ _UNSIGNED_LOOP = (
 def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:
     """Whether `messages` (each turn's content a list of blocks) end in a tool loop whose
     assistant turn opens with no thinking block: "a final assistant message must start with
-    a thinking block" when thinking is on.
+    a thinking block" when budget thinking (`enabled`) is on.
 
     The loop is the assistant's one turn since the user's last words: its steps (tool calls,
     then their results) may think only in the first. A last assistant message (a prefill,
@@ -729,6 +780,20 @@ def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:
     if opening is None:
         return False
     return opening["content"][0]["type"] not in ("thinking", "redacted_thinking")
+
+
+def _fits(layout: object, count: int) -> TypeGuard[list[int | dict[str, Any]]]:
+    """Whether `layout` orders `count` content blocks, each once and in order, among
+    server blocks (objects with a `type`)."""
+    if not isinstance(layout, list):
+        return False
+    indices = []
+    for item in layout:
+        if isinstance(item, int) and not isinstance(item, bool):
+            indices.append(item)
+        elif not (isinstance(item, dict) and isinstance(item.get("type"), str)):
+            return False
+    return indices == list(range(count))
 
 
 def _results(message: dict[str, Any]) -> bool:

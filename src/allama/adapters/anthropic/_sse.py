@@ -12,8 +12,9 @@ gives for the same message. The citations of a text block (a list on its start, 
 in the collected content; each event holds the list as it stood then. The usage fields
 beyond the token counts that change the bill (`server_tool_use`, `cache_creation`,
 `service_tier`) are running totals like the counts, a later report of one replacing the
-earlier; they are reported under `usage_details` whenever they change. An `event: error`
-is raised after every event before it was yielded (those were paid for).
+earlier; they are reported under `usage_details` whenever they change. A paused turn
+(`pause_turn`) reports the order of all its blocks under `resume` before its finish. An
+`event: error` is raised after every event before it was yielded (those were paid for).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from allama.adapters._sse import SseEvent, SseParser, event_json
 from allama.adapters.anthropic._decode import (
     CITATIONS_KEY,
     NAMESPACE,
+    PAUSED,
+    RESUME_KEY,
     SERVER_BLOCKS_KEY,
     USAGE_DETAILS_KEY,
     citations_of,
@@ -390,7 +393,20 @@ class MessagesStreamDecoder:
         for ours in self._open.values():
             yield from self._stop(ours)
         self._open.clear()
+        if raw == PAUSED:
+            yield ProviderDataEvent.model_construct(
+                namespace=NAMESPACE, key=RESUME_KEY, value=self._layout()
+            )
         yield Finish(finish_reason=finish_reason_of(raw))
+
+    def _layout(self) -> list[JsonValue]:
+        """Every block in Anthropic's order: allama's index for each it surfaced, each
+        other one verbatim (what `decode_response` keeps of a paused turn)."""
+        blocks: list[tuple[int, JsonValue]] = [
+            (index, ours.index) for index, ours in self._surfaced.items()
+        ]
+        blocks.extend(self._server_done)
+        return [block for _, block in sorted(blocks, key=lambda pair: pair[0])]
 
 
 def decode_stream(

@@ -75,7 +75,13 @@ from allama.types import (
     Usage,
     Warning,
 )
-from allama.types._response import USAGE_COST_KEY, money_fields, service_tier_of
+from allama.types._response import (
+    USAGE_COST_KEY,
+    WEB_SEARCH_PREVIEW_KEY,
+    billed_extras,
+    money_fields,
+    service_tier_of,
+)
 
 __all__ = [
     "ANNOTATIONS_KEY",
@@ -93,6 +99,7 @@ __all__ = [
     "reasoning_parts",
     "reasoning_text",
     "usage_of",
+    "uses_search_preview",
 ]
 
 NAMESPACE = "openai_responses"
@@ -131,6 +138,18 @@ def usage_of(usage: Mapping[str, Any]) -> Usage:
         reasoning_tokens=_count(outputs.get("reasoning_tokens")),
         cache_read_tokens=_count(inputs.get("cached_tokens")),
         cache_write_tokens=_count(inputs.get("cache_write_tokens")),
+    )
+
+
+def uses_search_preview(response: Mapping[str, Any]) -> bool:
+    """Whether a response's tools (as it gives them back) include `web_search_preview`,
+    whose searches cost by the model's kind, not at the `web_search` tool's price."""
+    tools = response.get("tools")
+    return any(
+        isinstance(tool, dict)
+        and isinstance(tool.get("type"), str)
+        and tool["type"].startswith("web_search_preview")
+        for tool in (tools if isinstance(tools, list) else ())
     )
 
 
@@ -326,6 +345,8 @@ def decode_object(
     money = money_fields(usage) if isinstance(usage, dict) else None
     if money is not None:  # what the provider says it cost (OpenRouter, xAI)
         provider_data.setdefault(NAMESPACE, {})[USAGE_COST_KEY] = money
+    if uses_search_preview(response):  # its searches are not at the `web_search` price
+        provider_data.setdefault(NAMESPACE, {})[WEB_SEARCH_PREVIEW_KEY] = True
     return ChatResponse(
         tuple(read.blocks),
         finish_reason=finish_reason_of(response, has_tool_calls=has_calls),
@@ -381,13 +402,21 @@ def decode_body(
 
 def _with_usage(error: Error, response: Mapping[str, Any]) -> Error:
     """`error` with the usage the response beside it reported (tokens billed, whatever else
-    is wrong with it), at the model and tier it names, and what it said they cost."""
+    is wrong with it), at the model and tier it names, what it said they cost, and the tool
+    calls among its output billed beyond the tokens (web and file searches)."""
     usage = response.get("usage")
     if not isinstance(usage, dict):
         return error
     counted = usage_of(usage).model_dump(mode="json", exclude_none=True)
     model, tier = response.get("model"), response.get("service_tier")
-    return with_reported_usage(error, counted, model, tier, money=money_fields(usage))
+    kept = {
+        ITEMS_KEY: response.get("output"),
+        WEB_SEARCH_PREVIEW_KEY: uses_search_preview(response),
+    }
+    extras = billed_extras({NAMESPACE: kept})
+    return with_reported_usage(
+        error, counted, model, tier, money=money_fields(usage), extras=extras
+    )
 
 
 def decode_response(

@@ -72,6 +72,7 @@ from allama.adapters.openai_responses._decode import (
     kept_annotations,
     reasoning_parts,
     usage_of,
+    uses_search_preview,
 )
 from allama.adapters.openai_responses._errors import error_from_failed, error_from_payload
 from allama.errors import StreamDecodeError
@@ -90,7 +91,12 @@ from allama.types import (
     ToolCallDelta,
     UsageEvent,
 )
-from allama.types._response import USAGE_COST_KEY, money_fields, service_tier_of
+from allama.types._response import (
+    USAGE_COST_KEY,
+    WEB_SEARCH_PREVIEW_KEY,
+    money_fields,
+    service_tier_of,
+)
 
 __all__ = ["ResponsesStreamDecoder", "decode_stream"]
 
@@ -240,6 +246,8 @@ class ResponsesStreamDecoder:
         self._summaries: bool | None = None
         """Whether the response asked for reasoning summaries (`None`: it did not say)."""
         self._has_calls = False
+        self._preview = False
+        """Whether the response's tools include `web_search_preview` (said once)."""
         self.finished = False
         self.done = False
 
@@ -314,6 +322,10 @@ class ResponsesStreamDecoder:
         if self._started is None or (start != self._started and not self.finished):
             self._started = start
             yield ResponseStart(id=start[0], model=start[1])
+        if not self._preview and uses_search_preview(response):
+            # Its searches are not at the `web_search` tool's price.
+            self._preview = True
+            yield ProviderDataEvent(namespace=NAMESPACE, key=WEB_SEARCH_PREVIEW_KEY, value=True)
 
     # Items and their blocks
 
