@@ -281,7 +281,9 @@ def test_assistant_turns_from_text_or_from_a_response() -> None:
 
 
 def test_invalid_settings_are_refused() -> None:
-    with pytest.raises(ValueError, match="at least 1, not 0"):
+    with pytest.raises(
+        ValueError, match=r"invalid `max_output_tokens`: .* greater than or equal to 1"
+    ):
         ChatRequest("m").with_max_output_tokens(0)
     with pytest.raises(ValueError, match="needs text or at least one image or document"):
         ChatRequest("m").user()
@@ -304,6 +306,10 @@ def test_settings_are_checked_as_the_constructor_checks_them() -> None:
     assert fluent == ChatRequest("m", top_p="0.9", stop=("END",))
     with pytest.raises(ValueError, match="invalid `seed`: Input should be a valid integer"):
         request.with_seed("soon")  # type: ignore[arg-type]
+    assert request.with_max_output_tokens("5").max_output_tokens == 5  # type: ignore[arg-type]
+    for wrong in ("many", [1]):
+        with pytest.raises(ValueError, match="invalid `max_output_tokens`: Input should be"):
+            request.with_max_output_tokens(wrong)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="invalid `stop`"):
         request.with_stop(1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="invalid `tool_choice`"):

@@ -235,7 +235,7 @@ def _model_written(value: Any) -> bytes:
     cause: str | None = None
     for written in dict.fromkeys(attempts):
         try:
-            read = adapter.validate_json(written)
+            read = adapter.validate_json(written, strict=True)  # as extraction reads it
         except ValidationError as error:
             cause = cause or f"reading it back fails: {_first_error(error)}"
             continue

@@ -254,8 +254,7 @@ class ChatRequest(Data):
         return self._with(top_p=top_p)
 
     def with_max_output_tokens(self, tokens: int | None) -> ChatRequest:
-        if tokens is not None and tokens < 1:
-            raise ValueError(f"max_output_tokens must be at least 1, not {tokens}")
+        # As the constructor reads it (`"5"` is 5; its floor of 1 included).
         return self._with(max_output_tokens=tokens)
 
     def with_stop(self, *stop: str) -> ChatRequest:
