@@ -25,6 +25,7 @@ from allama import ChatRequest, ResponseFormat
 from allama.schema._dialects._grammar import grammar_engine
 from allama.schema._dialects._llama_cpp import llama_cpp, llama_cpp_pattern
 from allama.schema._errors import SchemaError
+from allama.schema._patterns import read_otherwise
 from allama.types import FinishReason
 
 # Patterns
@@ -103,6 +104,16 @@ def test_alternatives_anchored_apart_become_one_anchored_group(pattern: str, spe
     assert llama_cpp_pattern(pattern) == (spelled, "")
 
 
+def _removed(pattern: str, why: str) -> str:
+    """The note of a pattern llama.cpp's grammar cannot compile for `why`; one the type's
+    validation (Rust's syntax) reads otherwise is removed for that first."""
+    foreign = read_otherwise(pattern)
+    if foreign is not None:
+        said = f"it has {foreign}, which the grammar would read otherwise"
+        return f"`pattern` was removed at `/`: {said}"
+    return f"`pattern` was removed at `/`: llama.cpp's grammar cannot compile {why}"
+
+
 @pytest.mark.parametrize(
     ("pattern", "why"),
     [
@@ -125,9 +136,7 @@ def test_a_pattern_the_converter_misreads_is_removed_and_noted(pattern: str, why
     assert llama_cpp_pattern(pattern) == (None, why)
     rewrite = llama_cpp({"type": "string", "pattern": pattern})
     assert rewrite.schema == {"type": "string"}
-    assert [n.message for n in rewrite.notes] == [
-        f"`pattern` was removed at `/`: llama.cpp's grammar cannot compile {why}"
-    ]
+    assert [n.message for n in rewrite.notes] == [_removed(pattern, why)]
 
 
 _PIECES = st.sampled_from(["a", "b", "Z", "-", "\\d", "\\w", "\\.", "[a-c]", "(ab|c)", "(?:x)"])
@@ -735,9 +744,7 @@ def test_a_pattern_the_server_refuses_or_chokes_on_is_removed(pattern: str, why:
     assert llama_cpp_pattern(pattern) == (None, why)
     rewrite = llama_cpp({"type": "string", "pattern": pattern})
     assert rewrite.schema == {"type": "string"}
-    assert [n.message for n in rewrite.notes] == [
-        f"`pattern` was removed at `/`: llama.cpp's grammar cannot compile {why}"
-    ]
+    assert [n.message for n in rewrite.notes] == [_removed(pattern, why)]
 
 
 # Empty length and item-count ranges (the grammar parser allocates without limit on them)
