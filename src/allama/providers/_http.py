@@ -931,8 +931,9 @@ def _in_its_terms(error: Error, request: ChatRequest) -> Error:
 def _refused_field(error: Error, request: ChatRequest) -> Error:
     """A provider's refusal of "the requested parameters" that names none (OpenRouter's
     404 when, under `require_parameters`, no endpoint serves them all): put on the field
-    that carries the request's schema, the one thing in it that only some endpoints serve,
-    so that an extraction whose native output was a guess falls back to a forced tool."""
+    that carries the request's schema, which only some endpoints serve, so that an
+    extraction whose native output was a guess falls back to a forced tool; the message
+    names the other optional parameters sent, since any of them may be the one refused."""
     if (
         isinstance(error, UnsupportedError)
         and error.field is None
@@ -943,7 +944,40 @@ def _refused_field(error: Error, request: ChatRequest) -> Error:
             error.field = RequestField.RESPONSE_FORMAT
         elif fmt is None and any(tool.strict for tool in request.tools):
             error.field = RequestField.TOOLS
+        others = _optional_parameters(request, forced=error.field is RequestField.TOOLS)
+        if error.field is not None and others:
+            # The routing requires every parameter sent, not the schema alone: any of them
+            # may be the one no endpoint takes.
+            besides = ", ".join(f"`{name}`" for name in others)
+            error.message = (
+                f"{error.message} (under the `require_parameters` sent with the schema, no "
+                f"endpoint takes all of the parameters sent: the schema's `{error.field}`, "
+                f"and besides it {besides}; any of them may be the one none takes)"
+            )
+            error.args = (error.message,)
     return error
+
+
+def _optional_parameters(request: ChatRequest, *, forced: bool) -> list[str]:
+    """The optional parameters a request sets besides its schema (by allama's names, and
+    the names of what it adds to the body itself), which a router's `require_parameters`
+    requires of an endpoint as well; `forced`: its `tool_choice` carries the schema."""
+    named = [
+        (RequestField.TEMPERATURE, request.temperature is not None),
+        (RequestField.TOP_P, request.top_p is not None),
+        (RequestField.MAX_OUTPUT_TOKENS, request.max_output_tokens is not None),
+        (RequestField.STOP, bool(request.stop)),
+        (RequestField.SEED, request.seed is not None),
+        (RequestField.REASONING_EFFORT, request.reasoning_effort is not None),
+        (RequestField.LOGPROBS, request.logprobs is not None),
+        (RequestField.PARALLEL_TOOL_CALLS, request.parallel_tool_calls is not None),
+        (RequestField.TOOL_CHOICE, request.tool_choice is not None and not forced),
+    ]
+    found = [str(field) for field, sent in named if sent]
+    extra = request.options.get("openai_compat")
+    if isinstance(extra, dict):
+        found.extend(str(key) for key in extra if key != "provider")
+    return found
 
 
 def _past_quota(error: Error, request: ChatRequest) -> Error:

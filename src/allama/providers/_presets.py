@@ -303,7 +303,8 @@ _PRESETS: tuple[Preset, ...] = (
         apis={"responses": _RESPONSES},
     ),
     Preset(
-        # Chat has json_object only; strict tools need the beta base URL.
+        # Chat has json_object only; strict tools need the beta base URL. In thinking mode
+        # a tool-calling turn goes back with its `reasoning_content`, or is refused.
         "deepseek",
         WireProfile(
             "deepseek",
@@ -311,6 +312,7 @@ _PRESETS: tuple[Preset, ...] = (
             tool_dialect=SchemaDialect.NOT_HONOURED,
             token_field="max_tokens",
             developer_role=False,
+            reasoning_back="reasoning_content",
             response_schema_any_root=CapabilitySupport.UNSUPPORTED,
         ),
         "https://api.deepseek.com",
@@ -334,6 +336,7 @@ _PRESETS: tuple[Preset, ...] = (
             tool_dialect=SchemaDialect.NOT_HONOURED,
             token_field="max_tokens",
             developer_role=False,
+            think_tags=True,
         ),
         "https://api.together.xyz/v1",
         "TOGETHER_API_KEY",
@@ -348,6 +351,7 @@ _PRESETS: tuple[Preset, ...] = (
             tool_dialect=SchemaDialect.NOT_HONOURED,
             token_field="max_tokens",
             developer_role=False,
+            think_tags=True,
         ),
         "https://api.fireworks.ai/inference/v1",
         "FIREWORKS_API_KEY",
@@ -370,13 +374,16 @@ _PRESETS: tuple[Preset, ...] = (
     ),
     Preset(
         # `strict` is accepted and ignored; constrained decoding compiles the schema to a
-        # grammar, as far as the backend's keyword support goes.
+        # grammar, as far as the backend's keyword support goes. vLLM hands roles to the
+        # model's chat template, and common ones (Qwen's) refuse `developer` with a 400.
         "vllm",
         WireProfile(
             "vllm",
             "vLLM",
             response_dialect=SchemaDialect.GRAMMAR,
             tool_dialect=SchemaDialect.GRAMMAR,
+            developer_role=False,
+            think_tags=True,
             response_schema_any_root=CapabilitySupport.SUPPORTED,
         ),
         "http://localhost:8000/v1",

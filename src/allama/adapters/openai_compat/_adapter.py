@@ -100,6 +100,7 @@ class ChatCompletionsAdapter:
             model=model,
             reasoning_outside_completion=self.profile.reasoning_outside_completion,
             warnings=warnings,
+            think_tags=self.profile.think_tags,
         )
 
     def error(
@@ -118,6 +119,7 @@ class ChatCompletionsAdapter:
             provider=provider,
             model=model,
             reasoning_outside_completion=self.profile.reasoning_outside_completion,
+            think_tags=self.profile.think_tags,
         )
 
 

@@ -63,6 +63,10 @@ class ModelFamily:
     strict_profile: Literal["fine_tuned"] | None = None
     """The strict subset of the family where it is not its endpoint's (fine-tuned models
     take fewer keywords)."""
+    strict_tools: bool = True
+    """Whether the endpoint enforces a strict tool's schema for the family where its dialect
+    is strict; `False` (Groq beyond GPT-OSS, which documents constrained decoding for
+    GPT-OSS alone): `strict` is sent, and the tool reported approximate."""
     sampling: Literal["yes", "no", "without_reasoning"] = "yes"
     """Whether the family takes `temperature` and `top_p` other than their default (1):
     OpenAI's reasoning models answer 400 ("Only the default (1) value is supported", `no`);
@@ -253,18 +257,30 @@ _GROQ_ROWS = (
     ModelFamily(
         "openai/gpt-oss-120b", StructuredLevel.STRICT, reasoning=S, logprobs=N, efforts=_LOW_TO_HIGH
     ),
+    # Strict tools: Groq documents constrained decoding for GPT-OSS 20B and 120B alone;
+    # which other models enforce `function.strict` it does not say.
     ModelFamily(
         "openai/gpt-oss-safeguard-*",
         StructuredLevel.BEST_EFFORT,
         reasoning=S,
         logprobs=N,
         efforts=_LOW_TO_HIGH,
+        strict_tools=False,
     ),
     ModelFamily(
-        "moonshotai/kimi-k2-instruct-0905", StructuredLevel.BEST_EFFORT, reasoning=N, logprobs=N
+        "moonshotai/kimi-k2-instruct-0905",
+        StructuredLevel.BEST_EFFORT,
+        reasoning=N,
+        logprobs=N,
+        strict_tools=False,
     ),
     ModelFamily(
-        "meta-llama/llama-4-scout-*", StructuredLevel.BEST_EFFORT, reasoning=N, images=S, logprobs=N
+        "meta-llama/llama-4-scout-*",
+        StructuredLevel.BEST_EFFORT,
+        reasoning=N,
+        images=S,
+        logprobs=N,
+        strict_tools=False,
     ),
     ModelFamily(
         "qwen/qwen3-*",
@@ -272,8 +288,9 @@ _GROQ_ROWS = (
         reasoning=S,
         logprobs=N,
         efforts=_NONE_OR_DEFAULT,
+        strict_tools=False,
     ),
-    ModelFamily("*", StructuredLevel.JSON_OBJECT, reasoning=U, logprobs=N),
+    ModelFamily("*", StructuredLevel.JSON_OBJECT, reasoning=U, logprobs=N, strict_tools=False),
 )
 
 _XAI_ROWS = (

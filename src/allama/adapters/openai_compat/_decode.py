@@ -6,7 +6,9 @@ named `tool_choice` with `stop`); the deprecated `function_call` counts as one. 
 `reasoning_content`) a reasoning block; reasoning and cached token counts go into `Usage`.
 A choice that Azure's content filter stopped may have no message at all: it is a response
 with no content and finish reason `content_filter`, its usage kept. A choice that carries an
-`error` (OpenRouter's upstream failing after the answer began) raises that error.
+`error` (OpenRouter's upstream failing after the answer began) raises that error, and so
+does an `error` beside the choices. Where the profile says so (`think_tags`), a
+`<think>…</think>` block opening the content is reasoning, not answer.
 
 What allama has no type for is kept verbatim in `provider_data[provider or "openai"]`:
 `message.annotations` (web-search citations) under `ANNOTATIONS_KEY`, OpenRouter's
@@ -77,6 +79,7 @@ __all__ = [
     "decode_response",
     "finish_reason_of",
     "kept_list",
+    "leading_think",
     "reasoning_text",
     "usage_cost",
     "usage_of",
@@ -222,9 +225,30 @@ def choice_error(choice: WireChoice | WireChunkChoice | None) -> dict[str, Any] 
     return {"error": error} if error else None
 
 
-def _blocks(message: WireMessage) -> list[ContentBlock]:
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+
+
+def leading_think(text: str) -> tuple[str, str] | None:
+    """The reasoning in a `<think>…</think>` block that opens `text` (after whitespace) and
+    the answer after it (its leading whitespace left out); `None` when `text` opens with no
+    such block. An unclosed block is reasoning to the end: the answer never began."""
+    opened = text.lstrip()
+    if not opened.startswith(THINK_OPEN):
+        return None
+    inner = opened[len(THINK_OPEN) :]
+    thought, closed, rest = inner.partition(THINK_CLOSE)
+    return thought, rest.lstrip() if closed else ""
+
+
+def _blocks(message: WireMessage, *, think_tags: bool = False) -> list[ContentBlock]:
     text, thinking = content_parts(message.content)
     reasoning = reasoning_text(message.reasoning, message.reasoning_content) + thinking
+    split = leading_think(text) if think_tags else None
+    if split is not None:
+        # The model's reasoning written into the answer (no reasoning parser on the server).
+        thought, text = split
+        reasoning += thought
     blocks: list[ContentBlock] = []
     if reasoning:
         blocks.append(Reasoning(text=reasoning))
@@ -381,8 +405,10 @@ def decode_body(
     model: str | None = None,
     reasoning_outside_completion: bool = False,
     warnings: Sequence[Warning] = (),
+    think_tags: bool = False,
 ) -> ChatResponse:
-    """A successful (2xx) body as a `ChatResponse`; an error object in it raises that error."""
+    """A successful (2xx) body as a `ChatResponse`; an error object in it raises that error.
+    `think_tags`: a `<think>…</think>` opening the content is reasoning (`leading_think`)."""
     try:
         wire = WireResponse.model_validate_json(body)
     except ValidationError as invalid:
@@ -395,11 +421,14 @@ def decode_body(
                 reasoning_outside_completion=reasoning_outside_completion,
             ) from None
         wire = refitted
-    if not wire.choices and wire.model_extra:
-        extra = wire.model_extra
-        if extra.get("error") or extra.get("success") is False:
-            error = error_from_payload(dict(extra), provider=provider, model=model)
-            raise _with_usage(error, wire, reasoning_outside_completion)
+    extra = wire.model_extra
+    if extra and (extra.get("error") or (not wire.choices and extra.get("success") is False)):
+        # An error beside the choices too (OpenRouter's upstream failing after the answer
+        # began, its choice finished with `error`): raised, as the same stream's is.
+        error = error_from_payload(dict(extra), provider=provider, model=model)
+        if wire.choices:
+            error.with_body(body.decode("utf-8", "replace") if isinstance(body, bytes) else body)
+        raise _with_usage(error, wire, reasoning_outside_completion)
     if "choices" not in wire.model_fields_set:
         # No completion at all (a gateway's `{"detail": ...}`, a server's error object of a
         # shape of its own, `{}`): one to try again, not an answer with no output.
@@ -419,7 +448,7 @@ def decode_body(
         # Only a filtered choice may come without its message.
         error = _not_a_completion(body, "its choice has no message")
         raise _with_usage(error, wire, reasoning_outside_completion)
-    blocks = _blocks(message) if message is not None else []
+    blocks = _blocks(message, think_tags=think_tags) if message is not None else []
     has_calls = any(isinstance(block, ToolCall) for block in blocks)
     usage = (
         usage_of(wire.usage, reasoning_outside_completion=reasoning_outside_completion)
@@ -481,6 +510,7 @@ def decode_response(
     model: str | None = None,
     reasoning_outside_completion: bool = False,
     warnings: Sequence[Warning] = (),
+    think_tags: bool = False,
 ) -> ChatResponse:
     """An HTTP response as a `ChatResponse`; raises the `allama.Error` of an error response."""
     if status >= 400:
@@ -491,4 +521,5 @@ def decode_response(
         model=model,
         reasoning_outside_completion=reasoning_outside_completion,
         warnings=warnings,
+        think_tags=think_tags,
     )

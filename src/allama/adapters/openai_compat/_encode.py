@@ -32,6 +32,7 @@ from allama.types import (
     DocumentPart,
     ImagePart,
     Message,
+    Reasoning,
     Refusal,
     RequestField,
     ResponseFormat,
@@ -164,6 +165,14 @@ class _Encoder:
         wire: dict[str, Any] = {"role": "assistant"}
         if texts or not calls:
             wire["content"] = "".join(texts)
+        field = self.profile.reasoning_back
+        if field is not None:
+            # The endpoint checks a tool-calling turn's reasoning on the next request.
+            reasoning = "".join(
+                block.text for block in message.content if isinstance(block, Reasoning)
+            )
+            if reasoning:
+                wire[field] = reasoning
         if calls:
             wire["tool_calls"] = calls
         return wire
@@ -205,6 +214,13 @@ class _Encoder:
                     degradations=self.degradations,
                 )
                 parameters = rewrite.schema
+                if strict and not self.family.strict_tools:
+                    self.degradations.approximate(
+                        RequestField.TOOLS,
+                        f"{self.profile.display_name} does not say that it enforces `strict` "
+                        f"on tools for `{self.request.model}`; {subject} was sent with it, "
+                        "and its arguments follow the schema as far as the model does",
+                    )
             self.schema_sent = True
         function = _present(
             name=tool.name, description=tool.description, parameters=parameters, strict=strict

@@ -46,13 +46,19 @@ __all__ = [
 ]
 
 _CONTEXT_CODES = frozenset(
-    {"context_length_exceeded", "context_window_exceeded", "string_above_max_length"}
+    {
+        "context_length_exceeded",
+        "context_window_exceeded",
+        "string_above_max_length",
+        "exceed_context_size_error",  # llama.cpp's `type` (on `local`, `llama-cpp`)
+    }
 )
 # Patterns for error messages, compiled by `re` (and kept in its cache) when an error first
 # needs them: a call that succeeds never does.
 _CONTEXT_WORDS = (
     r"(?i)maximum context length|context length|context window|prompt too long|"
-    r"prompt is too long|too many tokens|reduce the length|maximum prompt length"
+    r"prompt is too long|too many tokens|reduce the length|maximum prompt length|"
+    r"exceeds the available context"
 )
 _RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "ratelimitreached", "rate_limited"})
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "quota_exceeded"})
@@ -360,7 +366,7 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         return relayed
     if code in _QUOTA_CODES or kind in _QUOTA_CODES or status == 402:
         return QuotaExceededError(message).with_retryable(False)
-    if code in _CONTEXT_CODES:
+    if code in _CONTEXT_CODES or kind in _CONTEXT_CODES:
         return ContextWindowExceededError(message)
     if status == 429 or code in _RATE_LIMIT_CODES:
         if re.search(_TOO_LARGE, message):

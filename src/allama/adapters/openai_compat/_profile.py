@@ -61,6 +61,14 @@ class WireProfile:
     """The highest `temperature` the endpoint takes (OpenAI's and Groq's 2: their APIs
     refuse a higher one), `None`: no limit known; a higher one is left out, with a warning."""
     reasoning_outside_completion: bool = False
+    reasoning_back: str | None = None
+    """The assistant-message field a turn's reasoning goes back in, `None`: not sent back.
+    DeepSeek's thinking mode answers 400 to a tool-calling turn sent without its
+    `reasoning_content` (and ignores it on other turns)."""
+    think_tags: bool = False
+    """Whether a reasoning model's `<think>…</think>` may open `content` (Fireworks'
+    reasoning JSON mode, Together, vLLM without a reasoning parser): read as reasoning, so
+    that the answer after it parses."""
     require_parameters: bool = False
     file_parts: bool = False
     """Whether PDF documents go as `file` content parts (OpenAI, Azure OpenAI, OpenRouter)."""

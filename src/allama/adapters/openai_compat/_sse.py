@@ -7,7 +7,9 @@ at `data: [DONE]`, folds tool-call deltas by their `index` (by `id`, or onto the
 when a server leaves the index out), reads the deprecated `delta.function_call` as one tool
 call, takes usage from any chunk (the usage-only chunk with empty `choices`, Groq's
 `x_groq.usage`), and raises the error an error object in the stream stands for, after the
-content and usage that arrived with it (those were paid for).
+content and usage that arrived with it (those were paid for). Where the profile says so
+(`think_tags`), a `<think>…</think>` block that opens the content is reasoning, as in a body,
+however its tags are split across chunks (`_ThinkSplitter`).
 
 What allama has no type for goes to `provider_data[provider or "openai"]` as
 `ProviderDataEvent`s (the collector keeps the last value per key), under the keys the body
@@ -42,7 +44,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -51,6 +53,8 @@ from allama.adapters.openai_compat._decode import (
     ANNOTATIONS_KEY,
     AUDIO_TOKENS_KEY,
     REASONING_DETAILS_KEY,
+    THINK_CLOSE,
+    THINK_OPEN,
     USAGE_COST_KEY,
     audio_tokens_of,
     choice_error,
@@ -102,6 +106,63 @@ def _continues(entry: dict[str, Any], piece: dict[str, Any]) -> bool:
     return ours is None or theirs is None or ours == theirs
 
 
+def _partial_tag(text: str, tag: str) -> int:
+    """How many characters at the end of `text` may begin `tag` (a tag split across deltas)."""
+    for size in range(min(len(text), len(tag) - 1), 0, -1):
+        if text.endswith(tag[:size]):
+            return size
+    return 0
+
+
+class _ThinkSplitter:
+    """A `<think>…</think>` that opens a stream's content, moved into reasoning as the body
+    decoder moves it (`leading_think`), its tags possibly split across deltas: only what may
+    still be a tag, or the whitespace before the answer, is held back."""
+
+    __slots__ = ("held", "state")
+
+    def __init__(self) -> None:
+        self.state: Literal["start", "inside", "after", "done"] = "start"
+        self.held = ""
+
+    def feed(self, text: str) -> tuple[str, str]:
+        """The reasoning and the answer text in the next piece of content."""
+        if self.state == "done":
+            return "", text
+        self.held += text
+        if self.state == "start":
+            opened = self.held.lstrip()
+            if opened.startswith(THINK_OPEN):
+                self.held = opened[len(THINK_OPEN) :]
+                self.state = "inside"
+            elif THINK_OPEN.startswith(opened):
+                return "", ""  # (whitespace, or the opening tag's first characters)
+            else:
+                self.state = "done"
+                answer, self.held = self.held, ""
+                return "", answer
+        reasoning = ""
+        if self.state == "inside":
+            at = self.held.find(THINK_CLOSE)
+            if at < 0:
+                cut = len(self.held) - _partial_tag(self.held, THINK_CLOSE)
+                reasoning, self.held = self.held[:cut], self.held[cut:]
+                return reasoning, ""
+            reasoning, self.held = self.held[:at], self.held[at + len(THINK_CLOSE) :]
+            self.state = "after"
+        answer, self.held = self.held.lstrip(), ""
+        if answer:
+            self.state = "done"
+        return reasoning, answer
+
+    def end(self) -> tuple[str, str]:
+        """What was held back, at the end: reasoning inside an unclosed block, else text."""
+        held, self.held = self.held, ""
+        if self.state == "inside":
+            return held, ""
+        return "", held if self.state == "start" else ""
+
+
 class ChatStreamDecoder:
     """Chat Completions stream bytes to `StreamEvent`s, incrementally.
 
@@ -116,8 +177,11 @@ class ChatStreamDecoder:
         provider: str | None = None,
         model: str | None = None,
         reasoning_outside_completion: bool = False,
+        think_tags: bool = False,
     ) -> None:
         self._parser = SseParser()
+        self._think = _ThinkSplitter() if think_tags else None
+        """Where a `<think>` block opening the content is split off (`think_tags`)."""
         self._provider = provider
         self._model = model
         self._reasoning_outside = reasoning_outside_completion
@@ -152,6 +216,8 @@ class ChatStreamDecoder:
         events, cut = self._parser.close()
         for event in events:
             yield from self._event(event, at_end=cut)
+        if not self.finished:
+            yield from self._held_text()
         yield from self._flush_details()
 
     def _event(self, event: SseEvent, *, at_end: bool) -> Iterator[StreamEvent]:
@@ -389,16 +455,10 @@ class ChatStreamDecoder:
             return
         text, thinking = content_parts(delta.content)
         reasoning = reasoning_text(delta.reasoning, delta.reasoning_content) + thinking
-        if reasoning:
-            index, new = self._block("reasoning")
-            if new:
-                yield BlockStart(index=index, block_type=StreamBlockType.REASONING)
-            yield ReasoningDelta(index=index, text=reasoning)
-        if text:
-            index, new = self._block("text")
-            if new:
-                yield BlockStart(index=index, block_type=StreamBlockType.TEXT)
-            yield TextDelta(index=index, text=text)
+        if self._think is not None and text:
+            thought, text = self._think.feed(text)
+            reasoning += thought
+        yield from self._reasoning_and_text(reasoning, text)
         if delta.refusal:
             index, new = self._block("refusal")
             if new:
@@ -454,6 +514,23 @@ class ChatStreamDecoder:
                     value=explanation,
                 )
 
+    def _reasoning_and_text(self, reasoning: str, text: str) -> Iterator[StreamEvent]:
+        if reasoning:
+            index, new = self._block("reasoning")
+            if new:
+                yield BlockStart(index=index, block_type=StreamBlockType.REASONING)
+            yield ReasoningDelta(index=index, text=reasoning)
+        if text:
+            index, new = self._block("text")
+            if new:
+                yield BlockStart(index=index, block_type=StreamBlockType.TEXT)
+            yield TextDelta(index=index, text=text)
+
+    def _held_text(self) -> Iterator[StreamEvent]:
+        """What the `<think>` splitter still holds, as the content ends."""
+        if self._think is not None:
+            yield from self._reasoning_and_text(*self._think.end())
+
     def _name_piece(self, index: int, name: str | None) -> None:
         """A piece of a held call's name, on a later delta: joined, as the SDK joins them
         (a server that repeats the whole name on every delta says it once)."""
@@ -483,6 +560,7 @@ class ChatStreamDecoder:
         self._tool_count += 1
 
     def _finish(self, raw: str | None) -> Iterator[StreamEvent]:
+        yield from self._held_text()
         self.finished = True
         yield from self._flush_details()
         for index in self._open:
@@ -497,12 +575,14 @@ def decode_stream(
     provider: str | None = None,
     model: str | None = None,
     reasoning_outside_completion: bool = False,
+    think_tags: bool = False,
 ) -> list[StreamEvent]:
     """Every event of a whole recorded stream (raises the stream's error, if it has one)."""
     decoder = ChatStreamDecoder(
         provider=provider,
         model=model,
         reasoning_outside_completion=reasoning_outside_completion,
+        think_tags=think_tags,
     )
     events = list(decoder.feed(data))
     events.extend(decoder.close())

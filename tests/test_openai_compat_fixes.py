@@ -1,0 +1,418 @@
+"""Fixes to the Chat Completions presets, each through `allama.provider(...)` or the
+dialect's decoders: DeepSeek's reasoning sent back, a leading `<think>` block read as
+reasoning, llama.cpp's full context, vLLM's roles, OpenRouter's error beside its choices,
+Groq's strict tools per model family, and OpenRouter's unnamed "requested parameters"."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import httpx2
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+import allama
+from allama import ChatRequest, ExtractionMode, Extractor, ToolDefinition
+from allama.adapters.openai_compat._decode import decode_body
+from allama.adapters.openai_compat._sse import ChatStreamDecoder, decode_stream
+from allama.errors import ContextWindowExceededError, Error, ServerError, UnsupportedError
+from allama.stream import StreamCollector
+from allama.transport import Transport
+from allama.types import (
+    ChatResponse,
+    FieldSubject,
+    Reasoning,
+    RequestField,
+    StreamEvent,
+    TextPart,
+    ToolCall,
+    WarningKind,
+)
+
+
+class Person(BaseModel):
+    name: str
+    age: int
+
+
+class Recorder:
+    """A mock endpoint answering each request with the next answer (the last one again)."""
+
+    def __init__(self, *answers: tuple[int, Any]) -> None:
+        self.answers = list(answers)
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, http: httpx2.Request) -> httpx2.Response:
+        self.bodies.append(json.loads(http.read()))
+        status, body = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        kind = "text/event-stream" if isinstance(body, bytes) else "application/json"
+        return httpx2.Response(status, content=content, headers={"content-type": kind})
+
+    def transport(self) -> Transport:
+        return Transport(
+            client=httpx2.Client(transport=httpx2.MockTransport(self)),
+            async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self)),
+        )
+
+
+def provider(preset: str, *answers: tuple[int, Any]) -> tuple[Any, Recorder]:
+    recorder = Recorder(*answers)
+    return allama.provider(preset, api_key="k", transport=recorder.transport()), recorder
+
+
+def completion(message: dict[str, Any], finish: str = "stop", **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "c-1",
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+        **extra,
+    }
+
+
+def sse(*payloads: dict[str, Any]) -> bytes:
+    return "".join(f"data: {json.dumps(p)}\n\n" for p in payloads).encode() + b"data: [DONE]\n\n"
+
+
+def delta(content: str | None = None, finish: str | None = None) -> dict[str, Any]:
+    piece = {} if content is None else {"content": content}
+    return {
+        "id": "c-1",
+        "model": "m",
+        "choices": [{"index": 0, "delta": piece, "finish_reason": finish}],
+    }
+
+
+def collect(events: Iterable[StreamEvent]) -> ChatResponse:
+    collector = StreamCollector()
+    for event in events:
+        collector.push(event)
+    return collector.finish()
+
+
+WEATHER = ToolDefinition(
+    name="weather",
+    description="The weather in a city.",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+)
+
+
+# 1. DeepSeek's thinking mode: a turn's reasoning goes back in `reasoning_content`
+
+
+def _tool_turn(preset: str) -> dict[str, Any]:
+    call = {"id": "call_0", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    first = completion(
+        {"content": "", "reasoning_content": "Call the tool.", "tool_calls": [call]},
+        "tool_calls",
+    )
+    target, recorder = provider(preset, (200, first), (200, completion({"content": "Sunny"})))
+    request = ChatRequest("deepseek-reasoner").user("Weather?").with_tools([WEATHER])
+    response = target.chat(request)
+    target.chat(request.assistant(response.content).tool_result(response.tool_calls()[0], "{}"))
+    sent: dict[str, Any] = recorder.bodies[1]["messages"][1]
+    return sent
+
+
+def test_deepseek_sends_a_tool_turns_reasoning_back() -> None:
+    sent = _tool_turn("deepseek")
+    assert sent["role"] == "assistant"
+    assert sent["reasoning_content"] == "Call the tool."
+    assert sent["tool_calls"][0]["id"] == "call_0"
+
+
+def test_other_endpoints_send_no_reasoning_back() -> None:
+    assert "reasoning_content" not in _tool_turn("openai")
+
+
+def test_deepseek_extraction_repair_keeps_the_forced_calls_reasoning() -> None:
+    call = {
+        "id": "call_0",
+        "type": "function",
+        "function": {"name": "submit_structured_output", "arguments": '{"name": "Bob"}'},
+    }
+    wrong = completion(
+        {"content": "", "reasoning_content": "Bob is three.", "tool_calls": [call]}, "tool_calls"
+    )
+    fixed = {**call, "function": {**call["function"], "arguments": '{"name":"Bob","age":3}'}}
+    right = completion({"content": "", "tool_calls": [fixed]}, "tool_calls")
+    target, recorder = provider("deepseek", (200, wrong), (200, right))
+    result = Extractor(retries=1).extract(
+        target, Person, ChatRequest("deepseek-reasoner").user("Bob is 3")
+    )
+    assert result.value == Person(name="Bob", age=3)
+    turn = next(m for m in recorder.bodies[1]["messages"] if m["role"] == "assistant")
+    assert turn["reasoning_content"] == "Bob is three."
+
+
+# 5. A leading `<think>` block in the content is reasoning (Fireworks, Together, vLLM)
+
+
+THOUGHT = '\nThe user wants {"name": "X"} maybe.\n'
+ANSWER = '{"name": "Bob", "age": 3}'
+THINKING = f"<think>{THOUGHT}</think>\n\n{ANSWER}"
+
+
+@pytest.mark.parametrize(
+    ("preset", "model"),
+    [
+        ("vllm", "Qwen/Qwen3-0.6B"),
+        ("together", "deepseek-ai/DeepSeek-R1"),
+        ("fireworks", "accounts/fireworks/models/deepseek-r1"),
+    ],
+)
+def test_native_extraction_reads_past_a_leading_think_block(preset: str, model: str) -> None:
+    target, _ = provider(preset, (200, completion({"content": THINKING})))
+    request = ChatRequest(model).user("Bob is 3").with_option(ExtractionMode.NATIVE)
+    result = allama.extract(target, Person, request)
+    assert result.value == Person(name="Bob", age=3)
+
+
+@pytest.mark.parametrize("preset", ["vllm", "together", "fireworks"])
+def test_a_leading_think_block_is_a_reasoning_block(preset: str) -> None:
+    target, _ = provider(preset, (200, completion({"content": THINKING})))
+    response = target.chat(ChatRequest("m").user("x"))
+    assert response.content == (Reasoning(text=THOUGHT), TextPart(text=ANSWER))
+
+
+def test_think_tags_are_left_alone_where_the_profile_does_not_say() -> None:
+    target, _ = provider("openai", (200, completion({"content": THINKING})))
+    response = target.chat(ChatRequest("gpt-4o").user("x"))
+    assert response.content == (TextPart(text=THINKING),)
+
+
+def test_a_think_block_not_at_the_start_is_answer() -> None:
+    text = "The tag <think>x</think> is literal."
+    response = decode_body(json.dumps(completion({"content": text})), think_tags=True)
+    assert response.content == (TextPart(text=text),)
+
+
+def test_an_unclosed_think_block_is_all_reasoning() -> None:
+    response = decode_body(json.dumps(completion({"content": "<think>cut"})), think_tags=True)
+    assert response.content == (Reasoning(text="cut"),)
+
+
+def _streamed(pieces: list[str], **flags: bool) -> ChatResponse:
+    data = sse(*(delta(piece) for piece in pieces), delta(None, "stop"))
+    return collect(decode_stream(data, **flags))
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        [THINKING],
+        ["<thi", "nk>", THOUGHT, "</th", "ink>", "\n", "\n", ANSWER[:5], ANSWER[5:]],
+        ["\n<", "think>", THOUGHT[:4], THOUGHT[4:] + "<", "/think>\n\n" + ANSWER],
+    ],
+)
+def test_a_streams_think_block_split_anywhere_is_reasoning(pieces: list[str]) -> None:
+    response = _streamed(pieces, think_tags=True)
+    assert response.content == (Reasoning(text=THOUGHT), TextPart(text=ANSWER))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    text=st.sampled_from(
+        [THINKING, "plain answer", "<think>only", "<th", "  \n", " <think></think> x", "<thinker>"]
+    ),
+    cuts=st.lists(st.integers(min_value=0, max_value=40), max_size=6),
+)
+def test_a_collected_stream_equals_the_decoded_body(text: str, cuts: list[int]) -> None:
+    points = sorted({min(cut, len(text)) for cut in cuts})
+    pieces = [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+    streamed = _streamed([piece for piece in pieces if piece], think_tags=True)
+    body = decode_body(json.dumps(completion({"content": text})), think_tags=True)
+    assert streamed.content == body.content
+
+
+def test_a_stream_decoder_from_the_vllm_preset_splits_think_tags() -> None:
+    data = sse(delta("<think>a</think>b"), delta(None, "stop"))
+    target, _ = provider("vllm", (200, data))
+    stream = target.chat_stream(ChatRequest("Qwen/Qwen3-0.6B").user("x"))
+    for _ in stream:
+        pass
+    assert stream.collector.finish().content == (Reasoning(text="a"), TextPart(text="b"))
+
+
+def test_a_stream_decoder_without_think_tags_keeps_them() -> None:
+    decoder = ChatStreamDecoder()
+    events = [*decoder.feed(sse(delta("<think>a</think>b"), delta(None, "stop")))]
+    assert collect(events).content == (TextPart(text="<think>a</think>b"),)
+
+
+# 3. llama.cpp's full context
+
+
+@pytest.mark.parametrize("preset", ["llama-cpp", "local"])
+@pytest.mark.parametrize(
+    "error",
+    [
+        {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 5000,
+            "n_ctx": 4096,
+        },
+        {
+            "code": 400,
+            "message": "the request exceeds the available context size. try increasing it",
+            "type": "invalid_request_error",
+        },
+    ],
+)
+def test_llama_cpp_context_overflow_is_a_context_window_error(
+    preset: str, error: dict[str, Any]
+) -> None:
+    from allama.adapters.openai_compat import error_from_response
+
+    found = error_from_response(400, {}, json.dumps({"error": error}), provider=preset)
+    assert isinstance(found, ContextWindowExceededError)
+    if preset == "llama-cpp":
+        target, _ = provider(preset, (400, {"error": error}))
+        with pytest.raises(ContextWindowExceededError):
+            target.chat(ChatRequest("m").user("x"))
+
+
+# 4. vLLM: no `developer` role (common chat templates refuse it)
+
+
+def test_vllm_sends_a_developer_message_as_system() -> None:
+    target, recorder = provider("vllm", (200, completion({"content": "hi"})))
+    target.chat(ChatRequest("Qwen/Qwen3-0.6B").developer("Be brief.").user("x"))
+    assert [m["role"] for m in recorder.bodies[0]["messages"]] == ["system", "user"]
+
+
+# 7. OpenRouter: an error beside non-empty choices raises, sync and streamed alike
+
+FAILED = {
+    "id": "gen-1",
+    "model": "anthropic/claude",
+    "error": {"code": "server_error", "message": "Provider disconnected unexpectedly"},
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "Partial ans"},
+            "finish_reason": "error",
+        }
+    ],
+    "usage": {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 14},
+}
+
+
+def test_openrouter_error_beside_the_choices_raises_in_a_body() -> None:
+    target, _ = provider("openrouter", (200, FAILED))
+    with pytest.raises(ServerError) as raised:
+        target.chat(ChatRequest("anthropic/claude").user("x"))
+    assert raised.value.context.body is not None and "Partial" in raised.value.context.body
+
+
+def test_openrouter_error_beside_the_choices_raises_alike_streamed() -> None:
+    chunk = {**FAILED, "choices": [{"index": 0, "delta": {"content": "Partial ans"}}]}
+    chunk["choices"][0]["finish_reason"] = "error"
+    with pytest.raises(ServerError) as streamed:
+        decode_stream(sse(chunk), provider="openrouter")
+    with pytest.raises(ServerError) as body:
+        decode_body(json.dumps(FAILED), provider="openrouter")
+    assert type(streamed.value) is type(body.value)
+    assert streamed.value.message == body.value.message
+
+
+def test_a_body_with_choices_and_no_error_is_an_answer() -> None:
+    response = decode_body(json.dumps(completion({"content": "ok"}, error=None)))
+    assert response.text() == "ok"
+
+
+# 6. Groq: strict tools exact only where Groq documents constrained decoding (GPT-OSS)
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        ("openai/gpt-oss-120b", "exact"),
+        ("openai/gpt-oss-20b", "exact"),
+        ("llama-3.3-70b-versatile", "approximate"),
+        ("moonshotai/kimi-k2-instruct-0905", "approximate"),
+        ("qwen/qwen3-32b", "approximate"),
+        ("openai/gpt-oss-safeguard-20b", "approximate"),
+    ],
+)
+def test_groq_forced_tool_enforcement_is_per_model_family(model: str, expected: str) -> None:
+    target = allama.provider("groq", api_key="k")
+    request = ChatRequest(model).user("x").with_option(ExtractionMode.FORCED_TOOL)
+    plan = Extractor().plan(target, Person, request)
+    assert plan.enforcement.value == expected
+    if expected == "approximate":
+        (warning,) = plan.degradations
+        assert warning.kind is WarningKind.APPROXIMATED
+        assert warning.subject == FieldSubject(field=RequestField.TOOLS)
+        assert "does not say that it enforces `strict`" in warning.message
+
+
+def test_groq_still_sends_strict_on_a_tool_it_reports_approximate() -> None:
+    call = {"id": "c", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    target, recorder = provider("groq", (200, completion({"tool_calls": [call]})))
+    strict = WEATHER.model_copy(update={"strict": True})
+    response = target.chat(ChatRequest("llama-3.3-70b-versatile").user("x").with_tools([strict]))
+    assert recorder.bodies[0]["tools"][0]["function"]["strict"] is True
+    assert [w.kind for w in response.warnings] == [WarningKind.APPROXIMATED]
+
+
+# 2. OpenRouter's unnamed "requested parameters": the other optional parameters are named
+
+NO_ENDPOINT = {
+    "error": {
+        "code": 404,
+        "message": "No endpoints found that can handle the requested parameters.",
+    }
+}
+
+
+def _refused(change: Callable[[ChatRequest], ChatRequest]) -> Error:
+    target, _ = provider("openrouter", (404, NO_ENDPOINT))
+    request = change(ChatRequest("anthropic/claude-sonnet-4.5").user("Bob is 3"))
+    with pytest.raises(UnsupportedError) as raised:
+        allama.extract(target, Person, request)
+    return raised.value
+
+
+def test_an_unnamed_refusal_names_the_optional_parameters_sent_besides_the_schema() -> None:
+    error = _refused(lambda r: r.with_seed(42).with_temperature(0.2))
+    assert isinstance(error, UnsupportedError) and error.field is not None
+    assert "`seed`" in str(error) and "`temperature`" in str(error)
+    assert "no endpoint takes all of the parameters sent" in str(error)
+
+
+def test_an_unnamed_refusal_of_the_schema_alone_is_put_on_its_field_as_before() -> None:
+    error = _refused(lambda r: r)
+    assert isinstance(error, UnsupportedError) and error.field is RequestField.TOOLS
+    assert "besides it" not in str(error)
+
+
+def test_tool_calls_in_the_probe_shape_keep_their_ids() -> None:
+    # (a guard: the reasoning sent back does not disturb the tool calls beside it)
+    response = decode_body(
+        json.dumps(
+            completion(
+                {
+                    "reasoning_content": "r",
+                    "tool_calls": [
+                        {
+                            "id": "x",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                        }
+                    ],
+                },
+                "tool_calls",
+            )
+        )
+    )
+    assert response.content == (Reasoning(text="r"), ToolCall(id="x", name="f", arguments="{}"))
