@@ -160,6 +160,13 @@ def test_a_wait_no_sleep_can_take_gives_up_rather_than_sleeping_for_ages() -> No
     with pytest.raises(ServerError):
         retrying(inner, clock, policy).chat(REQUEST)
     assert inner.call_count == 2 and clock.sleeps == [0.5]
+    # A provider asking for a wait just short of the platform's longest (a sleep refuses
+    # it once the clock has run a while): given up too, not a bare OSError.
+    import threading
+
+    asking = RetryPolicy(max_retry_after=float("inf"), budget=None)
+    ask = RateLimitedError("slow", retry_after=threading.TIMEOUT_MAX - 10)
+    assert asking.delay(1, ask, elapsed=0.0, unit=0.5) is None
 
 
 # RetryingProvider

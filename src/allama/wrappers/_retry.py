@@ -55,8 +55,9 @@ R = TypeVar("R")
 
 
 _FOREVER = float("inf")
-_LONGEST_SLEEP = threading.TIMEOUT_MAX
-"""The longest wait a sleep takes on this platform (`time.sleep` refuses longer ones)."""
+_LONGEST_SLEEP = threading.TIMEOUT_MAX / 2
+"""Well inside the longest wait a sleep takes on this platform (`time.sleep` refuses one
+past `TIMEOUT_MAX` less the monotonic clock's reading)."""
 
 
 @dataclass(frozen=True, slots=True)
