@@ -29,6 +29,24 @@ READ_OTHERWISE = {
     r"^\pL+$": "`\\p` with a one-letter class (Rust's syntax only)",
     r"^\W+$": "`\\W` (all but Unicode's word characters in Rust's syntax, ASCII's in ECMA's)",
     r"^\D$": "`\\D` (all but Unicode's digits in Rust's syntax, ASCII's in ECMA's)",
+    r"^[^\d]+$": (
+        "`\\d` in a negated class (all but Unicode's digits in Rust's syntax, ASCII's in ECMA's)"
+    ),
+    r"^.*\bcat\b.*$": ("`\\b` (Unicode's word boundaries in Rust's syntax, ASCII's in ECMA-262's)"),
+    r"^\p{Greek}+$": (
+        "`\\p{Greek}` (a property name Rust's syntax takes and ECMA-262's does not, "
+        "or not so spelled)"
+    ),
+    r"^\p{lu}+$": (
+        "`\\p{lu}` (a property name Rust's syntax takes and ECMA-262's does not, or not so spelled)"
+    ),
+    r"^[\U0001F600-\U0001F64F]+$": "`\\U` (Rust's syntax only)",
+    r"^\a$": "`\\a` (Rust's syntax only)",
+    r"^\<\w+\>$": "`\\<` (a word boundary in Rust's syntax only)",
+    r"^x{2}{3}$": "a quantifier after a quantifier (Rust's syntax only)",
+    r"^a**$": "a quantifier after a quantifier (Rust's syntax only)",
+    r"^[a-z]+\Z": "`\\Z` (an anchor in Python's syntax, a letter in ECMA-262's)",
+    r"^\u{e9}$": "`\\u{...}` (a code point in Rust's syntax; text outside ECMA-262's `u` mode)",
 }
 
 THE_SAME = [
@@ -43,6 +61,12 @@ THE_SAME = [
     r"^[\[]$",
     r"^a{2,3}$",
     r"^\w+\s\d$",
+    r"^a*?b+?c??d{2}?$",  # lazy quantifiers
+    r"^\*+$",
+    r"^[*+]{2}$",
+    r"^\p{Lu}\p{Script=Greek}\p{sc=Latn}\p{White_Space}$",
+    r"^[^a-z]$",
+    r"^[\d\w]$",
 ]
 
 
