@@ -178,10 +178,10 @@ class _Start:
         base = Target.of(tp, provider.name, request.model)
         requested = requested_mode(request, provider.name)
         mode, guessed = select_mode(provider, request, requested)
+        if mode is ExtractionMode.AUTO:  # no mode to pick: clearing the tools would not help
+            raise _unsupported(base, mode)
         if request.tools:
             base.derive(request, mode)  # raises the tool conflict in every mode
-        if mode is ExtractionMode.AUTO:
-            raise _unsupported(base, mode)
         return cls(tp, base, provider, requested, guessed, ExtractionMetadata.new(mode))
 
     def target(self) -> Target:

@@ -15,7 +15,9 @@ cheaply, from the type and from the text:
   dataclasses, root models or JSON-in-a-string fields.
 - Undeclared keys are rejected by validating with `extra="forbid"` (which the walk agrees
   with wherever validation succeeds); any failure goes to the careful reading, which words
-  the answer.
+  the answer. Where validation reads a key the schema does not show (a second validation
+  alias, an alias path, a field's own name beside its alias under `validate_by_name`), the
+  walk rejects it as undeclared and `extra="forbid"` does not: the careful reading decides.
 - A stand-in `null` that normalisation would remove is one the type rejects, so validation
   fails on it and the careful reading normalises; where the type may read a `null` its
   schema does not show (a JSON Schema of the caller's own: `SkipJsonSchema[None]`,
@@ -90,10 +92,14 @@ class OutputPlan:
     decimals: bool = False
     """The type holds a `Decimal`, which pydantic reads from a JSON number through a float
     (`_decimals`)."""
+    renamed: bool = False
+    """Validation reads some key the schema does not show (`_Kinds.unshown_keys`)."""
 
     def validate_once(self, raw: str, adapter: TypeAdapter[Any], reject_undeclared: bool) -> Any:
         """The value, read with one parse; `CAREFUL` when the careful reading must decide."""
         extra: Any = None
+        if reject_undeclared and self.renamed:
+            return CAREFUL  # a key only validation knows: the walk says it is undeclared
         if reject_undeclared and self.undeclared:
             if not self.forbid:
                 return CAREFUL
@@ -137,9 +143,10 @@ def _make(adapter: TypeAdapter[Any], schema: dict[str, Any]) -> OutputPlan:
     return OutputPlan(
         counted=counted,
         forbid=_RUNTIME_EXTRA and counted and not kinds.open_models and not kinds.object_unions,
-        undeclared=may_ignore_undeclared_keys(schema),
+        undeclared=may_ignore_undeclared_keys(schema) or kinds.closed_by_own_schema,
         nulls=nulls,
         decimals="decimal" in kinds.kinds,
+        renamed=kinds.unshown_keys,
     )
 
 
@@ -171,6 +178,14 @@ class _Kinds:
     hidden_nulls: bool = False
     """A `null` the type reads that its JSON Schema may not show (`SkipJsonSchema[None]`,
     `WithJsonSchema`): a stand-in `null` there is read as itself, not rejected."""
+    closed_by_own_schema: bool = False
+    """A model (or `TypedDict`) that ignores extra keys, with a JSON Schema of its own making,
+    which may close it (`additionalProperties: false`, as the root wrapper's does): the walk
+    rejects a key there that validation ignores."""
+    unshown_keys: bool = False
+    """A key validation reads that the JSON Schema does not show: a validation alias's
+    second choice or a path (`AliasChoices`, `AliasPath`), or a field's name beside its
+    alias where a configuration validates by name (or not by alias)."""
 
 
 def _schema_nodes(core: Any) -> Iterator[dict[str, Any]]:
@@ -202,9 +217,26 @@ _BESIDE_THE_SCHEMA = frozenset({"cls", "ref", "metadata", "serialization", "conf
 def _core_kinds(core: Any) -> _Kinds:
     """Every kind of node in a core schema, and the models that make counting unsure."""
     found = _Kinds(set())
+    aliased = by_name = False
     for node in _schema_nodes(core):
         kind = node["type"]
         found.kinds.add(kind)
+        config = node.get("config")
+        if isinstance(config, dict) and (
+            config.get("validate_by_name")
+            or config.get("populate_by_name")
+            or config.get("validate_by_alias") is False
+        ):
+            by_name = True
+        if kind in _FIELD_GROUPS:
+            for name, field in _named_fields(node):
+                alias = field.get("validation_alias")
+                if alias is None:
+                    continue
+                if not isinstance(alias, str) and _alias_choices(alias) != 1:
+                    found.unshown_keys = True
+                elif _key_of(name, alias) != name:
+                    aliased = True
         if kind == "model" and (
             node.get("root_model") or node.get("post_init") or node.get("custom_init")
         ):
@@ -222,9 +254,46 @@ def _core_kinds(core: Any) -> _Kinds:
             found.object_unions = True
         if _own_json_schema(node):
             found.own_schemas = True
+            if kind in ("model", "typed-dict") and _extra_behavior(node) != "forbid":
+                found.closed_by_own_schema = True
     # A `null` the type reads where a schema of the caller's own making may not show it.
     found.hidden_nulls = found.own_schemas and bool(found.kinds & {"none", "nullable"})
+    found.unshown_keys = found.unshown_keys or (aliased and by_name)
     return found
+
+
+def _extra_behavior(node: dict[str, Any]) -> Any:
+    """What a model or `TypedDict` node does with extra keys (`None`: pydantic's default,
+    ignore them)."""
+    config = node.get("config") or {}
+    inner = node.get("schema") if node["type"] == "model" else node
+    own = inner.get("extra_behavior") if isinstance(inner, dict) else None
+    return own if own is not None else config.get("extra_fields_behavior")
+
+
+def _named_fields(node: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The fields of a node of named fields (`_FIELD_GROUPS`), with their names."""
+    fields: Any = node.get("fields")
+    if isinstance(fields, dict):
+        return [(name, field) for name, field in fields.items() if isinstance(field, dict)]
+    if isinstance(fields, list):
+        return [
+            (field["name"], field)
+            for field in fields
+            if isinstance(field, dict) and isinstance(field.get("name"), str)
+        ]
+    return []
+
+
+def _alias_choices(alias: Any) -> int:
+    """How many keys a validation alias chooses among; `0` where a choice is a path into
+    another key (`AliasPath("a", "b")`), or the alias cannot be read."""
+    if not isinstance(alias, list) or not alias:
+        return 0
+    paths = alias if isinstance(alias[0], list) else [alias]
+    if any(not (len(path) == 1 and isinstance(path[0], str)) for path in paths):
+        return 0
+    return len(paths)
 
 
 def _own_json_schema(node: dict[str, Any]) -> bool:

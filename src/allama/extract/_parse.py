@@ -18,6 +18,7 @@ from allama.extract._errors import (
 )
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode
+from allama.extract._root import ROOT_KEY
 from allama.extract._target import Target
 from allama.extract._validation import Failure, check
 from allama.types import ChatRequest, ChatResponse, FinishReason, ToolMessage, UserMessage
@@ -202,7 +203,10 @@ def parse_value(
                 return target.unwrap(repaired), True, candidate
             if not repaired.invalid_json:
                 failure = repaired
-    detail = failure.message
+    detail, path = failure.message, target.caller_path(failure.path)
+    if _beside_the_value(target, failure):
+        # A key beside the wrapped value is in no place of the caller's type.
+        detail, path = f"{detail} (the key the value is wrapped in)", None
     reason = response.finish_reason
     if reason is not None and not reason.finished_normally():
         detail += f" (finish reason `{reason}`)"
@@ -213,12 +217,20 @@ def parse_value(
             mode=mode,
             raw=raw,
             detail=detail,
-            path=target.caller_path(failure.path),
+            path=path,
         ),
         invalid_json=failure.invalid_json,
         undeclared=failure.undeclared,
         output_path=failure.path,
     )
+
+
+def _beside_the_value(target: Target, failure: Failure) -> bool:
+    """Whether `failure` is an undeclared key of the object the type was sent wrapped in."""
+    path = failure.path
+    if not (target.wrapped and failure.undeclared) or path is None:
+        return False
+    return path != ROOT_KEY and not path.startswith((f"{ROOT_KEY}.", f"{ROOT_KEY}["))
 
 
 def read_again(tp: Any, source: str, root_wrapped: bool = False) -> Any:

@@ -6,6 +6,11 @@ enum, a `Literal`, a union or a scalar is then sent as `{"value": <its schema>}`
 the answer is unwrapped before it reaches the caller. The wrapping object adds nothing the
 model may choose (one required key, no other), so it keeps whatever enforcement the type's
 own schema gets.
+
+Its schema is closed (`additionalProperties: false`, what strict modes take), but its
+validation ignores other keys, as a model of the caller's does: a key beside `value` is an
+undeclared key like any other, rejected by the undeclared-key walk (and counted) unless the
+extraction allows undeclared keys.
 """
 
 from __future__ import annotations
@@ -30,14 +35,15 @@ shape the request asks for; nothing sends it."""
 T = TypeVar("T")
 
 
-def _untitled(schema: dict[str, Any]) -> None:
+def _closed(schema: dict[str, Any]) -> None:
     schema.pop("title", None)
+    schema["additionalProperties"] = False
 
 
 class _Wrapped(BaseModel, Generic[T]):
-    """The wrapping object: `{"value": ...}` and no other key."""
+    """The wrapping object: `{"value": ...}`, and no other key in its schema."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_untitled)
+    model_config = ConfigDict(extra="ignore", json_schema_extra=_closed)
 
     value: T
 

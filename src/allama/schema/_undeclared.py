@@ -5,7 +5,9 @@ Pydantic ignores unknown keys by default, so a model that misnames a key (`e_mai
 extraction therefore rejects such keys. An object schema without `additionalProperties`
 counts as closed; maps (`additionalProperties`), `patternProperties` and open schemas
 (`{}`, `true`, an object without `properties`) take any key. Under a union, a key is
-undeclared only when no branch that may apply declares it.
+undeclared only when no branch that may apply declares it: one of the object's JSON type
+that its tag does not rule out (`branches`); where the tag rules out every branch, or there
+is none, every branch of its type.
 
 An open object is exempt at its own level only: the values of a map are walked with the
 map's value schema (`dict[str, Contact]`), those of `patternProperties` with the schemas
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from allama.schema._nulls import _properties
-from allama.schema._resolve import branches, resolve
+from allama.schema._resolve import branches, json_type, resolve, union_tags
 from allama.schema._types import derived
 
 __all__ = [
@@ -104,7 +106,9 @@ def may_ignore_undeclared_keys(schema: dict[str, Any]) -> bool:
     accept: some reachable object is closed by the library's convention (no
     `additionalProperties`) rather than by its schema (`additionalProperties: false`, which
     a model with `extra="forbid"` writes, and which pydantic enforces itself). When not,
-    `find_undeclared_key` finds nothing that validation would not reject anyway.
+    `find_undeclared_key` finds nothing that validation would not reject anyway, but for a
+    key only validation knows (an alias the schema does not show: `OutputPlan.renamed`) or
+    an object whose schema the type wrote itself closed (`OutputPlan.undeclared`).
 
     Kept with a type's schema, so asking again costs a look-up.
 
@@ -130,9 +134,29 @@ _UNSET: Any = object()
 class _Fields:
     """What an object's candidate schemas declare: the plan of each declared key, whether
     other keys are allowed, and the plans of their values (a map's value schema, or the
-    schemas of the `patternProperties` their key matches)."""
+    schemas of the `patternProperties` their key matches).
 
-    __slots__ = ("_by_key", "extra", "ignoring", "names", "open", "patterns", "plans", "walk")
+    Where a union's tag may rule out some of its branches (`tags` not empty), these are the
+    fields of every branch, which only the questions about the schema as a whole read
+    (`_quiet`, `any_ignored`); an object is walked with the fields of the branches its tag
+    leaves (`_Plan.fields`). Those questions then ask of each candidate on its own too:
+    `some_closed`, `some_ignoring`, and the plans of each declared key's schemas one by one
+    (`singles`), since the tag may leave a closed branch among open ones."""
+
+    __slots__ = (
+        "_by_key",
+        "extra",
+        "ignoring",
+        "names",
+        "open",
+        "patterns",
+        "plans",
+        "singles",
+        "some_closed",
+        "some_ignoring",
+        "tags",
+        "walk",
+    )
 
     def __init__(
         self,
@@ -143,6 +167,10 @@ class _Fields:
         ignoring: bool,
         extra: tuple[Any, ...],
         patterns: tuple[tuple[re.Pattern[str], Any], ...],
+        tags: tuple[str, ...] = (),
+        some_closed: bool = False,
+        some_ignoring: bool = False,
+        singles: tuple[_Plan, ...] = (),
     ) -> None:
         self.walk = walk
         self.plans = plans
@@ -151,6 +179,10 @@ class _Fields:
         self.ignoring = ignoring
         self.extra = walk._plan(extra) if extra else None
         self.patterns = patterns
+        self.tags = tags
+        self.some_closed = some_closed
+        self.some_ignoring = some_ignoring
+        self.singles = singles
         self._by_key: dict[str, _Plan | None] = {}
 
     def value_plan(self, key: str) -> _Plan | None:
@@ -171,24 +203,36 @@ class _Plan:
 
     For an object: its `_Fields`, or `_SKIP`. For an array: the plan of each item position,
     or `_SKIP`. Which `anyOf`/`oneOf` branches apply depends only on the node being an
-    object or an array, so a plan never depends on the value beyond that.
+    object or an array, and for an object on the values of its tags (`union_tags`), so the
+    fields of an object are kept by those values.
     """
 
-    __slots__ = ("_fields", "_items", "quiet", "schemas", "walk")
+    __slots__ = ("_by_tags", "_fields", "_items", "quiet", "schemas", "walk")
 
     def __init__(self, walk: UndeclaredKeys, schemas: tuple[Any, ...]) -> None:
         self.walk = walk
         self.schemas = schemas
         self._fields: Any = _UNSET
         self._items: Any = _UNSET
+        self._by_tags: dict[tuple[Any, ...], Any] = {}
         self.quiet: bool | None = None
         """Whether no key at or below can be undeclared (`None`: not worked out yet)."""
 
-    def fields(self) -> _Fields | Any:
+    def fields(self, node: dict[str, Any] | None = None) -> _Fields | Any:
+        """The fields of `node`: of the branches its tags leave. Without a node, the fields
+        of every branch (which questions about the schema as a whole read)."""
         fields = self._fields
         if fields is _UNSET:
-            fields = self._fields = self.walk._fields_of(self.schemas)
-        return fields
+            fields = self._fields = self.walk._fields_of(self.schemas, None)
+        if node is None or fields is _SKIP or not fields.tags:
+            return fields
+        key = tuple(_tag_key(node.get(name, _UNSET)) for name in fields.tags)
+        found = self._by_tags.get(key)
+        if found is None:
+            found = self.walk._fields_of(self.schemas, node)
+            if len(self._by_tags) < _MEMO_SIZE:
+                self._by_tags[key] = found
+        return found
 
     def items(self) -> _Items | Any:
         items = self._items
@@ -242,7 +286,7 @@ class UndeclaredKeys:
             node, plan, path = pop()
             mark = len(stack)
             if isinstance(node, dict):
-                fields = plan.fields()
+                fields = plan.fields(node)
                 if fields is _SKIP:
                     continue
                 plans = fields.plans
@@ -301,10 +345,11 @@ class UndeclaredKeys:
             visited.append(plan)
             fields = plan.fields()
             if fields is not _SKIP:
-                if not fields.open:
+                if not fields.open or fields.some_closed:
                     start.quiet = False
                     return False
                 pending.extend(fields.plans.values())
+                pending.extend(fields.singles)
                 if fields.extra is not None:
                     pending.append(fields.extra)
                 pending.extend(self._plan((sub,)) for _, sub in fields.patterns)
@@ -330,9 +375,10 @@ class UndeclaredKeys:
             seen.add(key)
             fields = plan.fields()
             if fields is not _SKIP:
-                if not fields.open and fields.ignoring:
+                if (not fields.open and fields.ignoring) or fields.some_ignoring:
                     return True
                 pending.extend(fields.plans.values())
+                pending.extend(fields.singles)
                 if fields.extra is not None:
                     pending.append(fields.extra)
                 pending.extend(self._plan((sub,)) for _, sub in fields.patterns)
@@ -353,8 +399,11 @@ class UndeclaredKeys:
                 self._plans[key] = plan
         return plan
 
-    def _fields_of(self, schemas: tuple[Any, ...]) -> _Fields | Any:
-        candidates = _candidates({}, list(schemas), self.root)
+    def _fields_of(self, schemas: tuple[Any, ...], node: dict[str, Any] | None) -> _Fields | Any:
+        """The fields of the branches `node` may be of; without a node, of every branch,
+        with the tags that choose among them."""
+        tags: set[str] | None = set() if node is None else None
+        candidates = _candidates({} if node is None else node, list(schemas), self.root, tags)
         if candidates is None:
             return _SKIP
         declared: dict[str, list[Any]] = {}
@@ -378,6 +427,7 @@ class UndeclaredKeys:
         if open_ and not declared and not extra and not patterns:
             return _SKIP
         plans = {name: self._plan(tuple(subs)) for name, subs in declared.items()}
+        closed = [candidate for candidate in candidates if not _is_open(candidate)]
         return _Fields(
             self,
             plans,
@@ -385,6 +435,11 @@ class UndeclaredKeys:
             ignoring=ignoring,
             extra=tuple(extra),
             patterns=tuple(patterns),
+            tags=tuple(sorted(tags or ())),
+            some_closed=bool(tags and closed),
+            some_ignoring=bool(tags)
+            and any(c.get("additionalProperties") is not False for c in closed),
+            singles=_singles(self, [*declared.values(), extra]) if tags else (),
         )
 
     def _items_of(self, schemas: tuple[Any, ...]) -> _Items | Any:
@@ -421,8 +476,27 @@ def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
-def _candidates(node: Any, schemas: list[Any], root: dict[str, Any]) -> list[Any] | None:
-    """The resolved object/array schemas that apply to `node`; `None` when any is open."""
+def _singles(walk: UndeclaredKeys, merged: list[list[Any]]) -> tuple[_Plan, ...]:
+    """The plans of the schemas merged into one plan (a key's, the maps' values), each on its
+    own: a tag may leave any few of them."""
+    return tuple(walk._plan((sub,)) for subs in merged if len(subs) > 1 for sub in subs)
+
+
+def _tag_key(value: Any) -> Any:
+    """A tag's value as a key: of its JSON type (`1` is `1.0`, not `true`)."""
+    kind = json_type(value) if value is not _UNSET else "absent"
+    if kind == "integer":
+        kind = "number"
+    if kind in ("array", "object"):
+        return kind, json.dumps(value, sort_keys=True, default=str)
+    return kind, value
+
+
+def _candidates(
+    node: Any, schemas: list[Any], root: dict[str, Any], tags: set[str] | None = None
+) -> list[Any] | None:
+    """The resolved object/array schemas that apply to `node`; `None` when any is open.
+    `tags` collects the properties of an object whose values chose among branches."""
     if not isinstance(node, dict | list):
         return None
     found: list[Any] = []
@@ -439,6 +513,8 @@ def _candidates(node: Any, schemas: list[Any], root: dict[str, Any]) -> list[Any
             continue
         options = branches(schema, root, node)
         if options is not None:
+            if tags is not None:
+                tags.update(union_tags(schema, root))
             rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
             if not options:
                 continue
