@@ -406,3 +406,16 @@ def test_no_mode_to_pick_is_reported_before_the_requests_tools() -> None:
     with pytest.raises(ModeUnsupportedError):
         Extractor().plan(provider, Item, request)
     assert provider.call_count == 0
+
+
+def test_a_path_in_a_wrapped_output_is_said_in_the_callers_terms() -> None:
+    from allama.extract._target import Target
+
+    target = Target(type_schema(list[int]), "mock", "m", wrapped=True)
+    assert [target.caller_path(p) for p in ("value", "value[1]", "value.a", "values", "note")] == [
+        None,
+        "[1]",
+        "a",
+        "values",  # a key beside the value keeps its own name
+        "note",
+    ]

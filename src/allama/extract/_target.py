@@ -138,8 +138,9 @@ class Target:  # hashable: type schemas compare by identity
             return path
         if path == ROOT_KEY:
             return None
-        rest = path.removeprefix(ROOT_KEY)
-        return rest.removeprefix(".") if rest != path else path
+        if path.startswith((f"{ROOT_KEY}.", f"{ROOT_KEY}[")):
+            return path[len(ROOT_KEY) :].removeprefix(".")
+        return path  # a key beside the value (`values`, `note`): not the value's
 
     @property
     def label(self) -> str:
