@@ -481,3 +481,25 @@ def test_a_cancel_waits_for_a_silent_provider_as_long_as_status_does(
     finally:
         silent.close()
     assert "no answer in 1 s" in capsys.readouterr().out
+
+
+def test_a_job_whose_provider_has_no_key_does_not_keep_the_others_from_being_cancelled(
+    fake: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger = tmp_path / "two.sqlite"
+    fake.hold = True
+    for family in ("anthropic", "openai-chat"):
+        provider, model = _provider(fake, family)
+        before = len(fake.jobs)
+        _run_until(provider, model, _docs(2), ledger, lambda n=before: len(fake.jobs) > n)
+    first, second = fake.jobs
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    refused: list[str] = []
+    assert asyncio.run(cancel_jobs(str(ledger), refused=refused)) == [second.id]
+    assert second.cancel_requested and not first.cancel_requested
+    [line] = refused
+    assert line.startswith(f"{first.id}: ") and "ANTHROPIC_API_KEY" in line
+    with pytest.raises(JobsNotCancelledError) as caught:  # without `refused`: one error
+        asyncio.run(cancel_jobs(str(ledger)))
+    assert caught.value.asked == [second.id]

@@ -73,6 +73,7 @@ from allama.errors import (
     REPORTED_USAGE_KEY,
     Error,
     ExtractionError,
+    InvalidRequestError,
     MessageOrigin,
     NotFoundError,
     RateLimitedError,
@@ -1538,9 +1539,19 @@ async def cancel_jobs(
             submitting = row.state == JobPhase.SUBMITTING and row.job_id is None
             if not (submitting or _is_open(row)):
                 continue
-            jobs = job_provider(row, provider)
-            target = jobs.target(row.model)
             job_id = row.job_id
+            try:
+                jobs = job_provider(row, provider)
+                target = jobs.target(row.model)
+            except Error as error:  # no key for this job's provider, say: the others go on
+                lines.append(f"{job_id or row.tag}: {_failure(error).message}")
+                errors.append(error)
+                continue
+            except (ValueError, TypeError) as error:  # a setting its provider refuses
+                made = InvalidRequestError(f"its provider cannot be made: {error}")
+                lines.append(f"{job_id or row.tag}: {made}")
+                errors.append(made.mark_authored())
+                continue
             try:
                 # Recorded first: a run polling it sees it; a run making it cancels it once
                 # made, or makes none.
@@ -1573,11 +1584,8 @@ async def cancel_jobs(
                 errors.append(error)
                 continue
             except Error as error:
-                if job_id is None and unmade is not None:
-                    # Not found for the look's failure, its cancel recorded all the same: no
-                    # run makes it, and one that finds it made cancels it.
-                    unmade.append(row.tag)
-                    continue
+                # (A look that failed is no job found: it may run on at the provider, said
+                # below, its cancel recorded all the same.)
                 if job_id is not None and not _may_have_made(error) and not row.cancel_requested:
                     # Refused, or the job ended: no cancel was made, none is recorded.
                     book.withdraw_cancel(row.tag)

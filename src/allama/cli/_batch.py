@@ -1687,7 +1687,8 @@ def _cancel(args: argparse.Namespace) -> int:
             "job, and one that finds it made cancels it; its inputs fail as cancelled"
         )
     for line in refused:
-        print(f"not cancelled: {printable(line)} (the next `allama batch run` collects it)")
+        said = printable(_in_command_terms(line))
+        print(f"not cancelled: {said} (the next `allama batch run` collects it)")
     return EXIT_FAILED if failed else EXIT_OK
 
 
