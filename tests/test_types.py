@@ -759,3 +759,12 @@ def test_response_repr_withholds_text() -> None:
         "finish_reason=FinishReason('stop'), usage=Usage(input_tokens=1, output_tokens=None, "
         "reasoning_tokens=None, cache_read_tokens=None, cache_write_tokens=None), warnings=0)"
     )
+
+
+def test_every_message_is_hashable_an_assistant_turn_with_provider_data_too() -> None:
+    from allama.types import AssistantMessage, TextPart
+
+    plain = AssistantMessage(content=(TextPart(text="x"),))
+    paused = AssistantMessage(content=(TextPart(text="x"),), provider_data={"anthropic": {}})
+    assert hash(plain) == hash(AssistantMessage(content=(TextPart(text="x"),)))
+    assert len({plain, paused, plain}) == 2  # equal ones hash alike; unequal ones stay apart

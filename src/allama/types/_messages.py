@@ -84,6 +84,11 @@ class AssistantMessage(Data):
     def tool_calls(self) -> tuple[ToolCall, ...]:
         return tuple(block for block in self.content if isinstance(block, ToolCall))
 
+    def __hash__(self) -> int:
+        # Hashable as the other messages are: `provider_data` (a dict) is left out, so
+        # messages equal in it hash alike, and ones that differ only there collide.
+        return hash((self.role, self.content))
+
     def __repr__(self) -> str:
         kinds = ", ".join(block.type for block in self.content)
         return f"AssistantMessage(blocks=[{kinds}])"
