@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter
 
 import allama
 from allama.extract._decimals import MOST_TRIED, lossy_numbers, only_decimals_differ, quoted
@@ -126,3 +126,47 @@ def test_a_streamed_extraction_gets_the_same_decimal(flavour: str) -> None:
 
         value = asyncio.run(main())
     assert value.wei == Decimal("1.234567890123456789")
+
+
+class Probability(BaseModel):
+    p: Decimal = Field(le=1)
+
+
+class Tiny(BaseModel):
+    x: Decimal = Field(gt=0)
+
+
+class Money(BaseModel):
+    amount: Decimal = Field(max_digits=5, decimal_places=2)
+
+
+def test_a_decimals_bounds_are_checked_on_the_number_written() -> None:
+    # The float nearest it keeps the bound the number breaks, or breaks one it keeps.
+    with pytest.raises(allama.ParseError) as caught:
+        _extract(Probability, '{"p": 1.00000000000000001}')
+    assert caught.value.detail == (
+        "invalid value: number `1.00000000000000001`, expected less than or equal to 1"
+    )
+    with pytest.raises(allama.ParseError, match="no more than 5 digits in total"):
+        _extract(Money, '{"amount": 1.2300000000000000001}')
+    assert _extract(Tiny, '{"x": 1E-400}') == Tiny(x=Decimal("1E-400"))
+    with pytest.raises(allama.ParseError, match="expected greater than 0"):
+        _extract(Tiny, '{"x": 0}')  # (a number that breaks it as written still does)
+
+
+def test_a_decimal_with_a_serializer_of_its_own_or_in_a_set_gets_every_digit() -> None:
+    from typing import Annotated
+
+    from pydantic import PlainSerializer
+
+    class Invoice(BaseModel):
+        total: Annotated[Decimal, PlainSerializer(str)]
+
+    class Rates(BaseModel):
+        rates: frozenset[Decimal]
+
+    long = "1.234567890123456789"
+    assert _extract(Invoice, f'{{"total": {long}}}').total == Decimal(long)
+    assert _extract(Rates, f'{{"rates": [{long}, 2.5]}}').rates == frozenset(
+        {Decimal(long), Decimal("2.5")}
+    )

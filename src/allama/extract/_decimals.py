@@ -13,11 +13,12 @@ string), each is tried on its own.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 __all__ = ["MOST_TRIED", "lossy_numbers", "only_decimals_differ", "quoted"]
 
@@ -66,12 +67,23 @@ def quoted(raw: str, spans: list[tuple[int, int]]) -> str:
 
 
 def only_decimals_differ(first: Any, second: Any) -> bool:
-    """Whether two dumps of a type's values (`dump_python`) differ in `Decimal`s alone, each
-    pair the same number as a float: the second reading changed only what floats lose."""
+    """Whether two readings of an output differ in `Decimal`s alone, each pair the same
+    number as a float: the second changed only what floats lose. The values themselves
+    are walked (a model's fields, a dataclass's, containers, sets by their order), not
+    their dumps, which a serializer of the type's own may write as anything."""
     if type(first) is not type(second):
         return False
     if isinstance(first, Decimal):
-        return first == second or float(first) == float(second)
+        return bool(first == second) or float(first) == float(second)
+    if isinstance(first, BaseModel):
+        return only_decimals_differ(vars(first), vars(second)) and only_decimals_differ(
+            first.__pydantic_extra__, second.__pydantic_extra__
+        )
+    if dataclasses.is_dataclass(first) and not isinstance(first, type):
+        return all(
+            only_decimals_differ(getattr(first, f.name), getattr(second, f.name))
+            for f in dataclasses.fields(first)
+        )
     if isinstance(first, dict):
         return first.keys() == second.keys() and all(
             only_decimals_differ(value, second[key]) for key, value in first.items()
@@ -79,5 +91,11 @@ def only_decimals_differ(first: Any, second: Any) -> bool:
     if isinstance(first, list | tuple):
         return len(first) == len(second) and all(
             only_decimals_differ(a, b) for a, b in zip(first, second, strict=True)
+        )
+    if isinstance(first, set | frozenset) and first != second:
+        if len(first) != len(second) or not all(isinstance(x, Decimal) for x in (*first, *second)):
+            return False
+        return all(
+            only_decimals_differ(a, b) for a, b in zip(sorted(first), sorted(second), strict=True)
         )
     return bool(first == second)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -185,35 +185,84 @@ def check(
     """
     plan = None if schema is None else output_plan(adapter, schema)
     value = _check(raw, adapter, schema, reject_undeclared, plan)
-    if plan is None or not plan.decimals or isinstance(value, Failure):
+    if plan is None or not plan.decimals:
         return value
     lossy = lossy_numbers(raw)
     if not lossy:
         return value
-    try:
-        first = adapter.dump_python(value)
-    except Exception:  # a serializer of the type's own: the first reading stands
-        return value
+    if isinstance(value, Failure):
+        # A bound the float nearest a number breaks (`gt=0` read from `1E-400`) may not be
+        # one the number written breaks: read as written where bounds alone failed.
+        if value.invalid_json or value.kind not in _BOUNDS or not _bounds_alone(raw, adapter):
+            return value
+        exact = _check(quoted(raw, lossy), adapter, schema, reject_undeclared, plan)
+        if isinstance(exact, Failure):
+            # A number that goes to a float: its own failure stands; else the bound the
+            # written number breaks.
+            return value if exact.kind not in _BOUNDS else _as_written(exact, raw, lossy)
+        return exact
 
     def read_as_numerals(spans: list[tuple[int, int]]) -> Any:
+        """The reading with the numbers at `spans` as written; a `Failure` where one of
+        them breaks a bound (the written number's, which its float may not break); `None`
+        where one goes elsewhere than a `Decimal` (a float, a union's string)."""
         again = _check(quoted(raw, spans), adapter, schema, reject_undeclared, plan)
         if isinstance(again, Failure):
-            return None  # one goes to a float, a union's string, ...: not a `Decimal`
+            return _as_written(again, raw, spans) if again.kind in _BOUNDS else None
         try:
-            return again if only_decimals_differ(first, adapter.dump_python(again)) else None
-        except Exception:
+            return again if only_decimals_differ(value, again) else None
+        except Exception:  # a type's own `__eq__`: the first reading stands
             return None
 
     exact = read_as_numerals(lossy)
     if exact is not None or len(lossy) > MOST_TRIED:
         return value if exact is None else exact
     kept: list[tuple[int, int]] = []
+    best = value
     for span in lossy:  # some go to floats: each of the others on its own
         again = read_as_numerals(sorted([*kept, span]))
+        if isinstance(again, Failure):
+            return again
         if again is not None:
             kept.append(span)
-            value = again
-    return value
+            best = again
+    return best
+
+
+_BOUNDS = frozenset(
+    {
+        "greater_than",
+        "greater_than_equal",
+        "less_than",
+        "less_than_equal",
+        "multiple_of",
+        "finite_number",
+        "decimal_max_digits",
+        "decimal_max_places",
+        "decimal_whole_digits",
+    }
+)
+"""Kinds of failure a number's value decides, not its type: where a `Decimal` is read from
+the float nearest the number written, the written number decides them."""
+
+
+def _as_written(failure: Failure, raw: str, spans: list[tuple[int, int]]) -> Failure:
+    """`failure` of a reading with numbers written as strings, saying them as the numbers
+    the output wrote (the model reads it on a retry)."""
+    message = failure.message
+    for start, end in spans:
+        number = raw[start:end]
+        message = message.replace(f'string "{number}"', f"number `{number}`")
+    return replace(failure, message=message)
+
+
+def _bounds_alone(raw: str, adapter: TypeAdapter[Any]) -> bool:
+    """Whether every failure of `raw`'s strict reading is a bound's (none a type's)."""
+    try:
+        adapter.validate_json(raw, strict=True)
+    except ValidationError as error:
+        return all(each["type"] in _BOUNDS for each in error.errors(include_url=False))
+    return False
 
 
 def _check(
