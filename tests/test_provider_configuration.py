@@ -569,3 +569,153 @@ def test_a_name_that_is_no_string_is_a_type_error_naming_it(name: Any) -> None:
     assert str(caught.value) == (
         f"name must be a preset name such as 'openai' (a str), got {type(name).__name__}"
     )
+
+
+# 9. Credentials in the base URL's query stand in for a key from the environment
+
+
+@pytest.mark.parametrize(
+    ("name", "env", "options", "model"),
+    [
+        # Google's own `?key=`, or a gateway's in front of Gemini.
+        (
+            "gemini",
+            "GEMINI_API_KEY",
+            {"base_url": "https://gw.example.com/v1beta?key=GW-KEY-1"},
+            "g",
+        ),
+        (
+            "openai",
+            "OPENAI_API_KEY",
+            {"base_url": "https://gw.example.com/v1?api-key=GW-KEY-1"},
+            "m",
+        ),
+        (
+            "azure-openai",
+            "AZURE_OPENAI_API_KEY",
+            {"endpoint": "https://res.openai.azure.com?api-key=GW-KEY-1&api-version=2024-10-21"},
+            "d",
+        ),
+    ],
+)
+def test_an_environment_key_is_not_sent_beside_a_credential_in_the_base_urls_query(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch, name: str, env: str, options: Any, model: str
+) -> None:
+    # Without a key in the environment, the call goes: no key is missing.
+    sent = wire.send(name, model, **options)
+    assert _credentials(sent) == {} and "GW-KEY-1" in str(sent.url)
+    assert allama.provider(name, **options).missing_key() is None
+    # With one, it is not read: the gateway does not get the provider's own key.
+    monkeypatch.setenv(env, "ENV-KEY-987654")
+    sent = wire.send(name, model, **options)
+    assert _credentials(sent) == {} and "ENV-KEY-987654" not in str(sent)
+    assert "GW-KEY-1" in str(sent.url)
+
+
+def test_a_plain_query_parameter_is_no_credential_and_an_explicit_key_still_goes(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "ENV-KEY-987654")
+    plain = "https://res.openai.azure.com?api-version=2025-01-01-preview"
+    sent = wire.send("azure-openai", "d", endpoint=plain)
+    assert _credentials(sent) == {"api-key": "ENV-KEY-987654"}
+    monkeypatch.delenv("AZURE_OPENAI_API_KEY")
+    with pytest.raises(allama.errors.AuthenticationError, match="needs an API key"):
+        wire.send("azure-openai", "d", endpoint=plain)
+    keyed = "https://gw.example.com/v1?key=GW-KEY-1"
+    sent = wire.send("openai", api_key=SECRET, base_url=keyed)
+    assert _credentials(sent) == {"authorization": f"Bearer {SECRET}"}
+
+
+# 10. Header names and values httpx2 would refuse at every call
+
+
+@pytest.mark.parametrize("name", ["X Bad", "X(A)", "X/A", " X-A", "X-A "])
+def test_a_header_name_that_is_no_http_token_is_refused_naming_it(name: str) -> None:
+    with pytest.raises(TypeError) as caught:
+        allama.provider("openai", api_key="k", headers={name: "value-SECRET"})
+    message = str(caught.value)
+    assert message.startswith("headers must have header names as keys") and repr(name) in message
+    assert "value-SECRET" not in message
+
+
+@pytest.mark.parametrize("value", ["Bearer tok-SECRET ", " tok-SECRET", "tok-SECRET\t"])
+def test_a_header_value_with_whitespace_around_it_is_refused_naming_the_header(
+    value: str,
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        allama.provider("openai", api_key="k", headers={"X-Title": value})
+    message = str(caught.value)
+    assert message.startswith("headers['X-Title'] has a line break or whitespace around it")
+    assert "SECRET" not in message
+
+
+def test_a_header_value_with_a_tab_inside_is_sent(wire: _Wire) -> None:
+    sent = wire.send("openai", api_key="k", headers={"X-Title": "a\tb", "X.Team_1": "t"})
+    assert sent.headers["X-Title"] == "a\tb" and sent.headers["X.Team_1"] == "t"
+
+
+# 11. Azure endpoints past `/openai` other than the v1 API's
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "https://res.openai.azure.com/openai/responses?api-version=2025-04-01-preview",
+        "https://res.openai.azure.com/openai/v1/chat/completions",
+        "https://res.cognitiveservices.azure.com/openai/v1/responses/",
+        "https://res.openai.azure.com/OpenAI/Deployments/dep1",
+        "https://res.openai.azure.com/openai/v2",
+    ],
+)
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_an_azure_endpoint_naming_an_operation_is_refused_saying_what_to_give(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch, endpoint: str, api: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        allama.provider("azure-openai", api=api, api_key="k", endpoint=endpoint)
+    message = str(caught.value)
+    assert message.startswith("an Azure OpenAI endpoint that names a deployment or an operation")
+    assert "give the resource URL alone (https://<resource>.openai.azure.com)" in message
+    assert "res." not in message
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", endpoint)
+    with pytest.raises(ValueError, match="names a deployment or an operation"):
+        allama.provider("azure-openai", api=api, api_key="k")
+    assert wire.seen == []
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "chat", "responses"),
+    [
+        (
+            "https://res.openai.azure.com/",
+            "https://res.openai.azure.com/openai/deployments/d/chat/completions"
+            "?api-version=2024-10-21",
+            "https://res.openai.azure.com/openai/v1/responses",
+        ),
+        (
+            "https://res.openai.azure.com/openai/",
+            "https://res.openai.azure.com/openai/deployments/d/chat/completions"
+            "?api-version=2024-10-21",
+            "https://res.openai.azure.com/openai/v1/responses",
+        ),
+        (
+            "https://res.openai.azure.com/openai/v1/",
+            "https://res.openai.azure.com/openai/v1/chat/completions",
+            "https://res.openai.azure.com/openai/v1/responses",
+        ),
+        (
+            # A gateway's own path in front of the resource's.
+            "https://gw.example.com/azure/openai/v1",
+            "https://gw.example.com/azure/openai/v1/chat/completions",
+            "https://gw.example.com/azure/openai/v1/responses",
+        ),
+    ],
+)
+def test_an_azure_resource_or_v1_endpoint_is_still_taken(
+    wire: _Wire, endpoint: str, chat: str, responses: str
+) -> None:
+    sent = wire.send("azure-openai", "d", api_key="k", endpoint=endpoint)
+    assert str(sent.url) == chat
+    sent = wire.send("azure-openai", "d", api_key="k", endpoint=endpoint, api="responses")
+    assert str(sent.url) == responses

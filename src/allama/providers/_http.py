@@ -338,10 +338,13 @@ class HttpProvider:
             self._extra_headers["Authorization"] = basic
             self._url_auth = True
         # Credentials in the caller's own headers (an Entra ID bearer token for Azure, a
-        # gateway's key) stand in for the API key: a key from the environment is not sent
-        # beside them (Azure refuses both; a gateway would get the provider's own key).
-        # A key given as `api_key=` is the caller's word, and goes.
-        self._brings_own_auth = any(key.lower() in SECRET_HEADERS for key in self._extra_headers)
+        # gateway's key) or in the base URL's query (`?key=`, any parameter but a plain one,
+        # as `_secrets` takes them) stand in for the API key: a key from the environment is
+        # not sent beside them (Azure refuses both; a gateway would get the provider's own
+        # key), nor said to be missing. A key given as `api_key=` is the caller's word, and goes.
+        self._brings_own_auth = any(
+            key.lower() in SECRET_HEADERS for key in self._extra_headers
+        ) or any(name.lower() not in _PLAIN_PARAMS for name in url_query)
         self._api_key = (
             api_key
             if api_key is not None
@@ -396,7 +399,7 @@ class HttpProvider:
         if from_env and preset.env_url_version and not _VERSION_SEGMENT.fullmatch(version):
             url = f"{url}{preset.env_url_version}"
         for part, instead in preset.refused_paths:
-            if part in f"{_url_path(url)}/":
+            if re.search(part, f"{_url_path(url)}/"):
                 raise ValueError(instead)
         for suffix, instead in preset.refused_suffixes:
             if url.endswith(suffix):

@@ -91,9 +91,9 @@ class Preset:
     refused_suffixes: tuple[tuple[str, str], ...] = ()
     """Base URLs ending with these belong to another preset: (suffix, what to do instead)."""
     refused_paths: tuple[tuple[str, str], ...] = ()
-    """Base URLs whose path holds one of these name more than the resource (Azure's
-    `/openai/deployments/<name>`, the portal's target URI), which the path each call adds
-    would double: (path, what to give instead)."""
+    """Base URLs whose path (with a `/` after it) matches one of these regular expressions
+    name more than the resource (Azure's `/openai/deployments/<name>`, the portal's target
+    URIs), which the path each call adds would double: (pattern, what to give instead)."""
     cut_suffixes: tuple[str, ...] = ()
     """Ends of a base URL that are the start of the path each call adds (Azure's
     `/openai`), written in by the caller: cut off rather than sent twice."""
@@ -194,12 +194,15 @@ _PRESETS: tuple[Preset, ...] = (
         ),
         refused_paths=(
             (
-                "/openai/deployments/",
-                "an Azure OpenAI endpoint that names a deployment (.../openai/deployments/"
-                "<name>, as the portal's target URI does) would have each call's path added "
-                "to it twice: give the resource URL alone (https://<resource>.openai.azure.com) "
-                "and the deployment's name as the request's model (an api-version written in "
-                "it goes as api_version=)",
+                # Past `/openai`, only the v1 API's `/v1`: the portal's target URIs name a
+                # deployment or an operation (`/openai/responses`, `/openai/v1/chat/...`).
+                r"(?i)/openai/(?!(?:v1/)?$)",
+                "an Azure OpenAI endpoint that names a deployment or an operation (.../openai/"
+                "deployments/<name>, .../openai/responses, .../openai/v1/chat/completions, as "
+                "the portal's target URIs do) would have each call's path added to it twice: "
+                "give the resource URL alone (https://<resource>.openai.azure.com), or it with "
+                "/openai/v1 for the v1 API, and the deployment's name as the request's model "
+                "(an api-version written in it goes as api_version=)",
             ),
         ),
         cut_suffixes=("/openai",),
