@@ -770,26 +770,34 @@ def test_a_provider_s_own_tracer_provider_traces_its_calls_alone(traced: Traced)
     assert [span.name for span in traced.spans] == [f"chat {MODEL}"]
 
 
+_IN_A_PROCESS = textwrap.dedent(
+    f"""
+    import httpx2, pydantic, allama
+    from allama.transport import Transport
+
+    class Program(pydantic.BaseModel):
+        name: str
+        year: int
+
+    def reply(request):
+        return httpx2.Response(200, json={{
+            "id": "c", "model": "m",
+            "choices": [{{"index": 0, "finish_reason": "stop",
+                "message": {{"role": "assistant", "content": {ANSWER!r}}}}}]}})
+
+    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(reply)))
+    provider = allama.provider("xai", api_key="k", transport=transport)
+    """
+)
+"""The start of a program run in a process of its own: xAI answering `ANSWER` at once."""
+
+
 def test_nothing_is_traced_or_imported_without_a_tracer_provider() -> None:
     """No tracer provider anywhere: no `opentelemetry` import, and no spans. A global one set
     later is used from then on, and the GenAI provider name follows the conventions."""
-    code = textwrap.dedent(
+    code = _IN_A_PROCESS + textwrap.dedent(
         f"""
-        import sys, httpx2, pydantic, allama, allama.mock
-        from allama.transport import Transport
-
-        class Program(pydantic.BaseModel):
-            name: str
-            year: int
-
-        def reply(request):
-            return httpx2.Response(200, json={{
-                "id": "c", "model": "m",
-                "choices": [{{"index": 0, "finish_reason": "stop",
-                    "message": {{"role": "assistant", "content": {ANSWER!r}}}}}]}})
-
-        transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(reply)))
-        provider = allama.provider("xai", api_key="k", transport=transport)
+        import sys, allama.mock
         request = allama.ChatRequest("grok-4").user("Ada")
         allama.extract(provider, Program, request)
         with allama.extract_stream(allama.mock.MockStreamingProvider.with_text({ANSWER!r}),
@@ -1326,23 +1334,8 @@ def test_a_tracer_provider_or_span_that_raises_fails_no_extraction(tracer_provid
 
 
 def test_a_tracer_provider_the_environment_names_and_cannot_be_loaded_fails_no_call() -> None:
-    code = textwrap.dedent(
-        f"""
-        import httpx2, pydantic, allama
-        from allama.transport import Transport
-
-        class Program(pydantic.BaseModel):
-            name: str
-            year: int
-
-        def reply(request):
-            return httpx2.Response(200, json={{
-                "id": "c", "model": "m",
-                "choices": [{{"index": 0, "finish_reason": "stop",
-                    "message": {{"role": "assistant", "content": {ANSWER!r}}}}}]}})
-
-        transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(reply)))
-        provider = allama.provider("xai", api_key="k", transport=transport)
+    code = _IN_A_PROCESS + textwrap.dedent(
+        """
         print(allama.extract(provider, Program, allama.ChatRequest("grok-4").user("Ada")).value)
         """
     )
