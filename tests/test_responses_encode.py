@@ -111,8 +111,10 @@ def test_api_responses_on_each_preset_that_has_it(name: str, url: str) -> None:
     )
     http, _ = target._prepare(ChatRequest("gpt-5-mini").user("Hi"), stream=False)
     assert http.url == url and dict(http.params) == {}
-    # The chat API is the default, and can be named.
-    for default in (chat(name), allama.provider(name, api="chat", api_key=KEY, base_url=url)):
+    # The chat API is the default, and can be named (on the base URL, not the operation's:
+    # Azure refuses an endpoint naming one).
+    base = url.removesuffix("/responses")
+    for default in (chat(name), allama.provider(name, api="chat", api_key=KEY, base_url=base)):
         assert isinstance(default.adapter, ChatCompletionsAdapter)
         assert default.preset.api == "chat"
 
