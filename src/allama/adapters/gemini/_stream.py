@@ -35,17 +35,10 @@ stream collects to what the same response's body keeps, and reported once, by `c
   grounding in pieces, this rule would keep only the last piece.
 
 Gemini sends no end marker: the last chunk carries the `finishReason`, and `done` stays
-false. The stream ends (the open block stopped, the parts kept verbatim, the candidate
-metadata and the finish's provider data reported, then `Finish`) as soon as both the finish
-reason (or a blocked prompt) and the final usage came, usually on the same chunk: a
-connection that breaks after that ends the stream with its answer, as it does after
-OpenAI's or Anthropic's finish (see `allama.stream`). Chunks after it are read as before
-for their usage and metadata (which `close()` reports again if one of them said some); their
-parts and finish reason are kept out of the answer (Gemini reports its finish once, last; a
-chunk that resends the answer adds nothing, as the body has it once). Without the usage,
-`close()` (at the end of the bytes) ends the stream so, with `Finish` if a finish reason
-came; a stream that ends without one is left unfinished, so that collecting it raises
-`IncompleteStreamError`. Usage comes from each chunk's `usageMetadata`
+false. `close()` (at the end of the bytes) stops the open block, reports the parts kept
+verbatim, the candidate metadata and the finish's provider data, and then `Finish` if a
+chunk carried a finish reason; a stream that ends without one is left unfinished, so that
+collecting it raises `IncompleteStreamError`. Usage comes from each chunk's `usageMetadata`
 (running totals: a count reported replaces the one before). Chunks before the one with the
 finish reason carry the input counts and running (or no) output counts, which omitted read
 as 0: their output and reasoning counts (and output audio tokens) are not reported, so a
@@ -330,8 +323,8 @@ class GenerateStreamDecoder:
 
     `feed` and `close` are generators: an error is raised after the events before it were
     yielded. `done` stays false (Gemini sends no end marker); `finished` turns true when a
-    chunk carries a finish reason or a blocked prompt; the stream ends with `Finish` once the
-    final usage came too, or else at `close()`.
+    chunk carries a finish reason or a blocked prompt, and `close()` then ends the stream
+    with `Finish`.
     """
 
     def __init__(self, *, provider: str | None = None, model: str | None = None) -> None:
@@ -351,11 +344,6 @@ class GenerateStreamDecoder:
         self._billed: dict[str, Any] = {}
         """What the usage said it is billed at (audio tokens, a tier), as last said."""
         self._closed = False
-        self._ended = False
-        """Whether `Finish` went out (the finish and the final usage came): a chunk after it
-        may only add usage and metadata."""
-        self._metadata_after = False
-        """Whether a chunk after the end said some candidate metadata, for `close()` to report."""
         self.finished = False
         self.done = False
 
@@ -438,13 +426,6 @@ class GenerateStreamDecoder:
         if not self._started:
             self._started = True
             yield ResponseStart(id=chunk.id, model=chunk.model or self._model)
-        if self._ended:
-            # The answer ended with its finishing chunk (Gemini reports its finish once,
-            # last): a later chunk's parts and finish are kept out of it, as another
-            # candidate's are; its usage and metadata are read as before.
-            chunk.parts, chunk.finish, chunk.blocked = [], None, None
-            metadata = (chunk.citations, chunk.grounding, chunk.url_context)
-            self._metadata_after |= any(says_something(value) for value in metadata)
         for part in chunk.parts:
             self._layout.place(part)
             yield from self._sink.drain()
@@ -482,20 +463,8 @@ class GenerateStreamDecoder:
                 # A later usage says the standard tier: the last one reported is the call's.
                 self._billed[SERVICE_TIER_KEY] = None
                 yield ProviderDataEvent(namespace=NAMESPACE, key=SERVICE_TIER_KEY, value=None)
-            if self.finished and not self._ended:
-                # The answer, its finish and what it cost all came: end the stream now, so
-                # that a connection that breaks from here on leaves the answer whole.
-                yield from self._end()
 
     def _end(self) -> Iterator[StreamEvent]:
-        if self._ended:
-            # Ended with the finishing chunk: only metadata a later chunk said is left.
-            if self._metadata_after:
-                metadata = metadata_data(self._citations, self._grounding, self._url_context)
-                for key, value in metadata.items():
-                    yield ProviderDataEvent(namespace=NAMESPACE, key=key, value=value)
-            return
-        self._ended = self.finished
         self._layout.stop()
         yield from self._sink.drain()
         if self._layout.others:
