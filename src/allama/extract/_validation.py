@@ -17,6 +17,7 @@ from pydantic_core import ErrorDetails
 
 from allama.extract._decimals import MOST_TRIED, lossy_numbers, only_decimals_differ, quoted
 from allama.extract._json import NotJsonError, loads
+from allama.extract._json_strict import validate_strict_json
 from allama.extract._kept import NOT_FINITE, kept_keys, non_finite_path
 from allama.extract._output import CAREFUL, OutputPlan, output_plan
 from allama.schema._nulls import normalize_strict_nulls
@@ -259,7 +260,7 @@ def _as_written(failure: Failure, raw: str, spans: list[tuple[int, int]]) -> Fai
 def _bounds_alone(raw: str, adapter: TypeAdapter[Any]) -> bool:
     """Whether every failure of `raw`'s strict reading is a bound's (none a type's)."""
     try:
-        adapter.validate_json(raw, strict=True)
+        validate_strict_json(adapter, raw)
     except ValidationError as error:
         return all(each["type"] in _BOUNDS for each in error.errors(include_url=False))
     return False
@@ -297,7 +298,7 @@ def _check(
         if normalized is not value:
             text = json.dumps(normalized)
     try:
-        validated = adapter.validate_json(text, strict=True)
+        validated = validate_strict_json(adapter, text)
     except ValidationError as error:
         return from_validation_error(error, normalized if schema is not None else value)
     if kept_keys(validated) == NOT_FINITE and _overflows(value):
