@@ -225,10 +225,16 @@ class _Encoder:
         return parts
 
     def call(self, block: ToolCall) -> dict[str, Any]:
-        try:
-            args = wire_json(block.arguments)
-        except ValueError:
-            args = None
+        args: Any
+        if not block.arguments.strip():
+            # No arguments at all: how other providers (OpenAI's `""`) write a call of a
+            # tool that takes none.
+            args = {}
+        else:
+            try:
+                args = wire_json(block.arguments)
+            except ValueError:
+                args = None
         if not isinstance(args, dict):
             raise self.invalid(
                 f"the arguments of tool call `{block.id}` are not a JSON object, which "

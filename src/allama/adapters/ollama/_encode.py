@@ -5,8 +5,9 @@ What Ollama cannot honour goes through `Degradations` (dropped with a warning un
 
 - Ollama has no `tool_choice`: a forced tool (`required` or a named one) cannot be
   expressed, so it is refused and the tools are offered for the model to choose; `none` is
-  honoured by not offering the tools. There is no strict mode for tools either (Ollama even
-  narrows tool schemas on input), nor a setting for parallel calls.
+  honoured by not offering the tools (a choice without tools is not sent, and refused only
+  where it asked for a call, as on every provider). There is no strict mode for tools
+  either (Ollama even narrows tool schemas on input), nor a setting for parallel calls.
 - Images go as base64 in the message's `images`; an image URL cannot be sent. Documents go
   as text when they are plain text; any other document cannot be sent.
 - A tool result has no error flag; its text goes as the `tool` message's content.
@@ -14,10 +15,12 @@ What Ollama cannot honour goes through `Degradations` (dropped with a warning un
 Messages. A message holds one `content` string: the text parts of a user turn (and its
 plain-text documents) are joined with a blank line, its images go in `images`. An assistant
 turn sends its text, its reasoning as `thinking` (Ollama passes it to the model's template),
-and its calls as `tool_calls` with `function.arguments` as a JSON object. A call's `id`, and
-a tool result's `tool_call_id`, are sent unless they are the `call_<n>` ids the decoder gives
-calls Ollama sent without one; a tool result names its function in `tool_name` when the call
-it answers is in the conversation.
+and its calls as `tool_calls` with `function.arguments` as a JSON object (blank arguments,
+another provider's call of a tool that takes none, as `{}`). A call's `id`, and a tool
+result's `tool_call_id`, are sent unless they are the `call_<n>` ids the decoder gives calls
+Ollama sent without one (fewer than 8 digits: Ollama's own ids have 8 characters after
+`call_`, and may all be digits); a tool result names its function in `tool_name` when the
+call it answers is in the conversation.
 
 Structured output. `format` takes the JSON Schema itself (or `"json"` for JSON mode). Ollama
 compiles it with llama.cpp's JSON-Schema-to-grammar converter (in process up to v0.29, in
@@ -90,8 +93,10 @@ allama's (`request.with_option_json("ollama", {"options": {"num_ctx": 8192},
 PART_SEPARATOR = "\n\n"
 """Between the text parts of a user turn, which Ollama takes as one string."""
 
-_SYNTHETIC_ID = re.compile(r"call_\d+")
-"""The ids the decoder gives calls Ollama sent without one: not Ollama's, so not sent back."""
+_SYNTHETIC_ID = re.compile(r"call_\d{1,7}")
+"""The ids the decoder gives calls Ollama sent without one (`call_<n>`, `n` counting a
+response's calls): not Ollama's, so not sent back. Ollama's own are `call_` and 8 random
+letters or digits, which may all be digits."""
 
 
 def _present(**fields: Any) -> dict[str, Any]:
@@ -206,10 +211,16 @@ class _Encoder:
         return wire
 
     def call(self, block: ToolCall) -> dict[str, Any]:
-        try:
-            arguments = wire_json(block.arguments)
-        except ValueError:
-            arguments = None
+        arguments: Any
+        if not block.arguments.strip():
+            # No arguments at all: how other providers (OpenAI's `""`) write a call of a
+            # tool that takes none.
+            arguments = {}
+        else:
+            try:
+                arguments = wire_json(block.arguments)
+            except ValueError:
+                arguments = None
         if not isinstance(arguments, dict):
             raise self.invalid(
                 f"the arguments of tool call `{block.id}` are not a JSON object, which "
@@ -247,6 +258,8 @@ class _Encoder:
                 RequestField.PARALLEL_TOOL_CALLS,
                 f"{display} has no setting for parallel tool calls",
             )
+        if choice is not None and self.degradations.choice_without_tools(request, BODY_OPTION):
+            choice = None
         if choice is not None and choice.mode in ("required", "tool"):
             self.degradations.refuse(
                 RequestField.TOOL_CHOICE,
