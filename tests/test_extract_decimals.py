@@ -154,6 +154,30 @@ def test_a_decimals_bounds_are_checked_on_the_number_written() -> None:
         _extract(Tiny, '{"x": 0}')  # (a number that breaks it as written still does)
 
 
+class Labelled(BaseModel):
+    p: Decimal = Field(ge=0, lt=1)
+    label: str = "none"
+    rate: float = 0.0
+
+
+def test_a_bound_kept_as_written_beside_a_stand_in_null_or_a_long_float() -> None:
+    # A strict mode's stand-in `null` (removed so the default applies) and a long number
+    # that goes to a float do not hide that the `Decimal` as written keeps its bound.
+    assert _extract(Labelled, '{"p": 0.99999999999999999999, "label": null}') == Labelled(
+        p=Decimal("0.99999999999999999999")
+    )
+    long = "0.1234567890123456789"
+    assert _extract(Tiny, '{"x": 1E-400}') == Tiny(x=Decimal("1E-400"))
+    assert _extract(Labelled, f'{{"p": 0.99999999999999999999, "rate": {long}}}') == Labelled(
+        p=Decimal("0.99999999999999999999"), rate=float(long)
+    )
+    with pytest.raises(allama.ParseError) as caught:
+        _extract(Labelled, f'{{"p": 1.00000000000000000001, "label": null, "rate": {long}}}')
+    assert caught.value.detail == (
+        "invalid value: number `1.00000000000000000001`, expected less than 1"
+    )
+
+
 def test_a_decimal_with_a_serializer_of_its_own_or_in_a_set_gets_every_digit() -> None:
     from typing import Annotated
 

@@ -34,6 +34,9 @@ class Failure:
     undeclared: bool = False
     kind: str | None = None
     """pydantic's kind of error (`int_parsing`), where validation said it."""
+    bounds: bool = False
+    """Every error validation said is a bound's (`_BOUNDS`): a value broke a limit, none
+    was of the wrong type."""
 
 
 def _describe(value: Any) -> str:
@@ -136,8 +139,10 @@ def _path(error: ErrorDetails, output: Any) -> str | None:
 
 def from_validation_error(error: ValidationError, output: Any) -> Failure:
     """The first error of validating `output` (the JSON value read), as a `Failure`."""
-    first = error.errors(include_url=False)[0]
-    return Failure(message=_message(first), path=_path(first, output), kind=first["type"])
+    errors = error.errors(include_url=False)
+    first = errors[0]
+    bounds = all(each["type"] in _BOUNDS for each in errors)
+    return Failure(_message(first), _path(first, output), kind=first["type"], bounds=bounds)
 
 
 def _overflows(value: Any) -> bool:
@@ -191,25 +196,20 @@ def check(
     lossy = lossy_numbers(raw)
     if not lossy:
         return value
-    if isinstance(value, Failure):
-        # A bound the float nearest a number breaks (`gt=0` read from `1E-400`) may not be
-        # one the number written breaks: read as written where bounds alone failed.
-        if value.invalid_json or value.kind not in _BOUNDS or not _bounds_alone(raw, adapter):
-            return value
-        exact = _check(quoted(raw, lossy), adapter, schema, reject_undeclared, plan)
-        if isinstance(exact, Failure):
-            # A number that goes to a float: its own failure stands; else the bound the
-            # written number breaks.
-            return value if exact.kind not in _BOUNDS else _as_written(exact, raw, lossy)
-        return exact
+    failed = isinstance(value, Failure)
+    if failed and not value.bounds:
+        return value
 
     def read_as_numerals(spans: list[tuple[int, int]]) -> Any:
-        """The reading with the numbers at `spans` as written; a `Failure` where one of
-        them breaks a bound (the written number's, which its float may not break); `None`
-        where one goes elsewhere than a `Decimal` (a float, a union's string)."""
+        """The reading with the numbers at `spans` as written: a value, a `Failure` where
+        one of them breaks a bound (the written number's, which its float may not break),
+        or `None` where one goes elsewhere than a `Decimal` (a float, a union's string).
+        After a first reading that failed on a bound, any value read is the one."""
         again = _check(quoted(raw, spans), adapter, schema, reject_undeclared, plan)
         if isinstance(again, Failure):
-            return _as_written(again, raw, spans) if again.kind in _BOUNDS else None
+            return _as_written(again, raw, spans) if again.bounds else None
+        if failed:
+            return again
         try:
             return again if only_decimals_differ(value, again) else None
         except Exception:  # a type's own `__eq__`: the first reading stands
@@ -218,16 +218,12 @@ def check(
     exact = read_as_numerals(lossy)
     if exact is not None or len(lossy) > MOST_TRIED:
         return value if exact is None else exact
-    kept: list[tuple[int, int]] = []
-    best = value
-    for span in lossy:  # some go to floats: each of the others on its own
-        again = read_as_numerals(sorted([*kept, span]))
-        if isinstance(again, Failure):
-            return again
-        if again is not None:
-            kept.append(span)
-            best = again
-    return best
+    # Some go to floats: each of the others on its own. One that reads, or breaks a bound
+    # alone (its own, or, after a failed first reading, another's float still unread),
+    # goes to a `Decimal`; the numbers so found are read as written together.
+    kept = [span for span in lossy if read_as_numerals([span]) is not None]
+    exact = read_as_numerals(kept) if kept else None
+    return value if exact is None else exact
 
 
 _BOUNDS = frozenset(
@@ -255,15 +251,6 @@ def _as_written(failure: Failure, raw: str, spans: list[tuple[int, int]]) -> Fai
         number = raw[start:end]
         message = message.replace(f'string "{number}"', f"number `{number}`")
     return replace(failure, message=message)
-
-
-def _bounds_alone(raw: str, adapter: TypeAdapter[Any]) -> bool:
-    """Whether every failure of `raw`'s strict reading is a bound's (none a type's)."""
-    try:
-        validate_strict_json(adapter, raw)
-    except ValidationError as error:
-        return all(each["type"] in _BOUNDS for each in error.errors(include_url=False))
-    return False
 
 
 def _check(
