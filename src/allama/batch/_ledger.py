@@ -1288,9 +1288,25 @@ class LedgerError(Exception):
     ledger of a run."""
 
 
+class _NoFolder(LedgerError, FileNotFoundError):
+    """The folder a run's ledger is named in is not there."""
+
+
 def check_ledger_file(path: Path) -> None:
     """A file at `path` must be a ledger, or empty (a new one is made there): another
-    database would be changed for good by a run (its journal mode, tables added)."""
+    database would be changed for good by a run (its journal mode, tables added). A run
+    writes it, and its `-wal` and `-shm` files beside it."""
+    place = path.absolute().parent
+    if not place.is_dir():
+        # Said now, with the path: SQLite says only "unable to open database file", later.
+        raise _NoFolder(f"the ledger's folder does not exist: `{place}`")
+    if not os.access(place, os.W_OK) or (path.is_file() and not os.access(path, os.W_OK)):
+        # SQLite would say "attempt to write a readonly database", or call it no ledger.
+        where = path if os.access(place, os.W_OK) else place
+        raise LedgerError(
+            f"cannot write the ledger: `{where}` is read-only (a run records every input "
+            "there); `allama batch status` and `export` read it where it is"
+        )
     # A device (`/dev/null`), a FIFO, a socket: SQLite would fail at its first write,
     # after the run began, and make a journal beside it (`/dev/null-journal`).
     other = _not_a_file(path)

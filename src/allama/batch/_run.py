@@ -906,9 +906,6 @@ def _spec(
         raise ValueError(f"total must be a whole number of inputs, 0 or more, not {total!r}")
     if ledger is not None and not str(ledger):
         raise ValueError("ledger must be a file's path (or None for no ledger), not ''")
-    if ledger is not None and not Path(ledger).parent.is_dir():
-        # Said now, with the path: SQLite says only "unable to open database file", later.
-        raise FileNotFoundError(f"the ledger's folder does not exist: `{Path(ledger).parent}`")
     if ledger is not None:
         check_ledger_file(Path(ledger))  # another database is refused before it is changed
     if provider_batch:
