@@ -122,3 +122,17 @@ def test_a_validator_that_refuses_still_refuses() -> None:
     assert _extract(Positive, '{"issued": "2021-05-01", "amount": 1.5}').value.amount == Decimal(
         "1.5"
     )
+
+
+class Dollars(BaseModel):
+    cents: Annotated[int, BeforeValidator(lambda v: round(float(v) * 100))]
+    issued: datetime.date
+
+
+def test_a_validator_that_reads_what_its_schema_does_not_show_still_works() -> None:
+    # The model writes dollars (a float for an int the validator makes of it) beside a
+    # date: the strict reading's only failure is the date's Python rule.
+    value = _extract(Dollars, '{"cents": 12.34, "issued": "2024-01-02"}').value
+    assert (value.cents, value.issued) == (1234, datetime.date(2024, 1, 2))
+    with pytest.raises(allama.ParseError, match="at `issued`"):
+        _extract(Dollars, '{"cents": 12.34, "issued": 20240102}')

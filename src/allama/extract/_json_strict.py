@@ -6,14 +6,14 @@ validator returns, as Python objects, and checks them by the strict rules for Py
 a `Decimal`, a date, a tuple, a set, bytes or an int key must then be that Python object,
 so JSON that pydantic itself reads (`model_validate_json`) fails on every pass.
 
-Where that strict reading fails, the text is checked again, strictly as JSON, by a
-validator of the same type without its functions (the caller's validators, a model's own
-`__init__` and `model_post_init`, and its class); where that holds, the text is strict JSON of the type,
-and the type's own reading (laxly, so its validators' Python output is read as pydantic
-reads it without allama) gives the value. Where it does not hold, its failure is the one
-said: it names what the output got wrong, not what the validators' Python objects did.
-Output the type reads only through its validators' changes (a key a validator renames) is
-not strict JSON of the type, and fails as before.
+Where that strict reading fails, the type's own reading (lax, as pydantic reads JSON
+without allama) gives the value when the text is strict JSON of the type all the same:
+every failure was of that kind alone (a date written as a string, a decimal as a number,
+an array for a tuple, a key of a map: `python_only`), or the text validates, strictly as
+JSON, by a validator of the same type without its functions (the caller's validators, a
+model's own `__init__` and `model_post_init`, and its class). Otherwise the first
+reading's failure stands, and what is said of it is a failure of another kind, where there
+is one (`said_first`): what the output got wrong, not what the validators' objects did.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import weakref
 from typing import Any
 
 from pydantic import TypeAdapter
-from pydantic_core import SchemaError, SchemaValidator, ValidationError, core_schema
+from pydantic_core import ErrorDetails, SchemaError, SchemaValidator, ValidationError, core_schema
 
-__all__ = ["validate_strict_json"]
+__all__ = ["python_only", "said_first", "validate_strict_json"]
 
 _FIRST = frozenset({"function-before", "function-wrap"})
 _FUNCTIONS = _FIRST | {"function-after"}
@@ -39,15 +39,40 @@ def validate_strict_json(adapter: TypeAdapter[Any], text: str) -> Any:
     `adapter.validate_json(text, strict=True)` does (see the module's docstring)."""
     try:
         return adapter.validate_json(text, strict=True)
-    except ValidationError:
+    except ValidationError as error:
         unwrapped = _unwrapped_validator(adapter)
         if unwrapped is None:
             raise
-    try:
-        unwrapped.validate_json(text, strict=True)
-    except ValidationError as reason:
-        raise reason from None
+        if not all(python_only(each) for each in error.errors(include_url=False)):
+            try:
+                unwrapped.validate_json(text, strict=True)
+            except ValidationError:
+                raise error from None
     return adapter.validate_json(text, strict=False)
+
+
+_STRINGS = frozenset({"date_type", "datetime_type", "time_type", "time_delta_type", "bytes_type"})
+_ARRAYS = frozenset({"tuple_type", "set_type", "frozen_set_type", "deque_type"})
+
+
+def python_only(error: ErrorDetails) -> bool:
+    """Whether `error`, of a strict reading, is one the JSON value would not fail as JSON:
+    only the strict rules for Python objects (after a validator) refuse it."""
+    kind, given = error["type"], error["input"]
+    if error["loc"] and error["loc"][-1] == "[key]":
+        return isinstance(given, str)  # a JSON key is text, whatever the map's keys are
+    if kind in _STRINGS:
+        return isinstance(given, str)
+    if kind in _ARRAYS:
+        return isinstance(given, list)
+    if kind == "is_instance_of" and (error.get("ctx") or {}).get("class") == "Decimal":
+        return isinstance(given, int | float | str) and not isinstance(given, bool)
+    return False
+
+
+def said_first(errors: list[ErrorDetails]) -> ErrorDetails:
+    """The error to say of a failed reading: the first not `python_only`, where one is."""
+    return next((each for each in errors if not python_only(each)), errors[0])
 
 
 def _unwrapped_validator(adapter: TypeAdapter[Any]) -> SchemaValidator | None:

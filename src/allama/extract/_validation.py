@@ -17,7 +17,7 @@ from pydantic_core import ErrorDetails
 
 from allama.extract._decimals import MOST_TRIED, lossy_numbers, only_decimals_differ, quoted
 from allama.extract._json import NotJsonError, loads
-from allama.extract._json_strict import validate_strict_json
+from allama.extract._json_strict import said_first, validate_strict_json
 from allama.extract._kept import NOT_FINITE, kept_keys, non_finite_path
 from allama.extract._output import CAREFUL, OutputPlan, output_plan
 from allama.schema._nulls import normalize_strict_nulls
@@ -138,9 +138,10 @@ def _path(error: ErrorDetails, output: Any) -> str | None:
 
 
 def from_validation_error(error: ValidationError, output: Any) -> Failure:
-    """The first error of validating `output` (the JSON value read), as a `Failure`."""
+    """The first error of validating `output` (the JSON value read), as a `Failure` (of
+    those a validator's Python objects did not cause, where there are some: `said_first`)."""
     errors = error.errors(include_url=False)
-    first = errors[0]
+    first = said_first(errors)
     bounds = all(each["type"] in _BOUNDS for each in errors)
     return Failure(_message(first), _path(first, output), kind=first["type"], bounds=bounds)
 
