@@ -74,6 +74,10 @@ class _StableDefaults(GenerateJsonSchema):
     process to the next, and the schema is hashed into a batch ledger's keys (and sent,
     where a provider's prompt cache compares it)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._core_definitions: dict[str, core_schema.CoreSchema] = {}
+
     def encode_default(self, dft: Any) -> Any:
         if isinstance(dft, set | frozenset):
             items = [self.encode_default(item) for item in dft]
@@ -133,30 +137,103 @@ class _StableDefaults(GenerateJsonSchema):
             branches.append(branch)
         return {**json_schema, "anyOf": branches}
 
-    def dict_schema(self, schema: core_schema.DictSchema) -> JsonSchemaValue:
-        """A map keyed by naive datetimes keeps its values' schema under
-        `additionalProperties`, its keys' pattern in `propertyNames`: pydantic would make
-        the pattern a `patternProperties`, which most dialects drop, values and all."""
-        keys = schema.get("keys_schema")
-        names = None if keys is None or self.mode != "validation" else _key_names(keys)
-        if names is not None:
-            # Keys the type reads as numbers or booleans: pydantic says nothing of them, so a
-            # provider would take any key for enforced; no dialect keeps `propertyNames`,
-            # so each says the keys are not enforced.
-            json_schema = super().dict_schema(schema)
-            json_schema["propertyNames"] = names
-            return json_schema
-        if (
-            keys is None
-            or keys.get("type") != "datetime"
-            or keys.get("tz_constraint") != "naive"
-            or self.mode != "validation"
-        ):
-            return super().dict_schema(schema)
-        aware: core_schema.CoreSchema = {**keys, "tz_constraint": None}
-        json_schema = super().dict_schema({**schema, "keys_schema": aware})
-        json_schema["propertyNames"] = {"pattern": NAIVE_DATETIME_PATTERN}
+    def str_schema(self, schema: core_schema.StringSchema) -> JsonSchemaValue:
+        """A compiled pattern is validated by Python's `re` with its flags, which pydantic
+        leaves out of the schema (under `re.VERBOSE` its spaces are not text, yet a provider
+        would write them). They go inline, `(?x)`, as Python reads them: ECMA-262 (the
+        providers' syntax) has none, so a dialect that keeps patterns removes this one with a
+        note, as it does any in a syntax of the type's own."""
+        json_schema = super().str_schema(schema)
+        pattern = schema.get("pattern")
+        if isinstance(pattern, re.Pattern) and isinstance(json_schema.get("pattern"), str):
+            flags = "".join(letter for flag, letter in _INLINE_FLAGS if pattern.flags & flag)
+            if flags:
+                json_schema["pattern"] = f"(?{flags}){json_schema['pattern']}"
         return json_schema
+
+    def definitions_schema(self, schema: core_schema.DefinitionsSchema) -> JsonSchemaValue:
+        """Keeps the definitions, which a map's keys may refer to (`_key_reader`)."""
+        self._core_definitions.update(
+            (definition["ref"], definition)
+            for definition in schema["definitions"]
+            if "ref" in definition
+        )
+        return super().definitions_schema(schema)
+
+    def dict_schema(self, schema: core_schema.DictSchema) -> JsonSchemaValue:
+        """A map's keys as JSON writes them (text) where pydantic's schema would leave them
+        unsaid (`_key_names`): pydantic says nothing of keys read as numbers, booleans or
+        through `Optional`, so a provider would take any key for enforced. No dialect keeps
+        `propertyNames`, so each says the keys are not enforced. A map keyed by a type no
+        key is read as (a tuple, a model) is refused (`_KeysUnread`). A map keyed by naive
+        datetimes keeps its values' schema under `additionalProperties`, its keys' pattern
+        in `propertyNames`: pydantic would make the pattern a `patternProperties`, which
+        most dialects drop, values and all."""
+        keys = schema.get("keys_schema")
+        if keys is None or self.mode != "validation":
+            return super().dict_schema(schema)
+        reader, by_code = self._key_reader(keys)
+        names = _key_names(reader, by_code, self._key_reader)
+        if reader.get("type") == "datetime" and reader.get("tz_constraint") == "naive":
+            aware: core_schema.CoreSchema = {**reader, "tz_constraint": None}
+            json_schema = super().dict_schema({**schema, "keys_schema": aware})
+            json_schema["propertyNames"] = {"pattern": NAIVE_DATETIME_PATTERN}
+            return json_schema
+        json_schema = super().dict_schema({**schema, "keys_schema": reader})
+        if names is not None:
+            json_schema["propertyNames"] = names
+        elif not (
+            "propertyNames" in json_schema
+            or "patternProperties" in json_schema
+            or _any_text(reader)
+            or reader.get("type") == "union"  # `None`: one of its choices reads any text
+        ):
+            # Keys read otherwise than as text, in a way no schema of text can say.
+            json_schema["propertyNames"] = dict(_UNSAID_KEYS)
+        return json_schema
+
+    def _key_reader(self, keys: core_schema.CoreSchema) -> tuple[core_schema.CoreSchema, bool]:
+        """The schema that reads a map's keys, and whether a validator reads them first.
+
+        JSON writes no key `null` (the key "null" is text), so an `Optional` key reads what
+        its type does; a root model reads its root; a validator after it or a default does
+        not change which keys are read. One before it (or around it) does: it may read a
+        key the type alone cannot."""
+        by_code = False
+        followed: set[str] = set()  # a root model may hold itself
+        while True:
+            kind = keys.get("type")
+            ref = keys.get("schema_ref")
+            if kind == "definition-ref" and ref in self._core_definitions and ref not in followed:
+                followed.add(ref)
+                keys = self._core_definitions[ref]
+            elif kind in _SEE_THROUGH or (kind == "model" and keys.get("root_model")):
+                keys = keys["schema"]
+            elif kind in _READ_BY_CODE and "schema" in keys:
+                by_code = True
+                keys = keys["schema"]
+            else:
+                return keys, by_code
+
+
+_INLINE_FLAGS = (
+    (re.IGNORECASE, "i"),
+    (re.MULTILINE, "m"),
+    (re.DOTALL, "s"),
+    (re.VERBOSE, "x"),
+    (re.ASCII, "a"),
+)
+"""The flags of a compiled pattern that change what it matches, as Python writes them inline
+(`re.UNICODE` is a text pattern's own; `re.DEBUG` matches as without it)."""
+_SEE_THROUGH = frozenset({"nullable", "default", "function-after", "custom-error"})
+_READ_BY_CODE = frozenset({"function-before", "function-wrap"})
+_UNREAD = frozenset(
+    {"tuple", "list", "set", "frozenset", "dict", "typed-dict", "model", "dataclass", "none"}
+)
+"""Key types validation reads from no text: a tuple from an array, a model from an object."""
+_UNSAID_KEYS: dict[str, Any] = {"type": "string"}
+"""The names of keys read in a way a schema cannot say (by a validator, say): any text, and
+noted as not enforced like every `propertyNames`."""
 
 
 _ANY_EXPONENT = r"|(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][+-]?[0-9]+)$"
@@ -171,15 +248,27 @@ _KEY_NAMES: dict[str, dict[str, Any]] = {
 """The keys of a map keyed by numbers or booleans, as JSON writes them."""
 
 
-def _key_names(keys: core_schema.CoreSchema) -> dict[str, Any] | None:
-    """What the keys of a map keyed by `keys` are, where they are not text: `None` for text
-    (and for what pydantic describes itself, a text enum's members). A key is text in JSON:
-    of a `Literal`'s or a plain `Enum`'s members, validation reads only text and booleans
-    from it (an `IntEnum`'s numbers too); a map none of whose keys can be read is refused
-    (`_KeysUnread`), since only an empty one would validate."""
+def _key_names(
+    keys: core_schema.CoreSchema,
+    by_code: bool,
+    reader: Callable[[core_schema.CoreSchema], tuple[core_schema.CoreSchema, bool]],
+) -> dict[str, Any] | None:
+    """What the keys of a map keyed by `keys` (as `_key_reader` gives it) are, where they are
+    not text: `None` for text (and for what pydantic describes itself, a text enum's
+    members). A key is text in JSON: of a `Literal`'s or a plain `Enum`'s members,
+    validation reads only text and booleans from it (an `IntEnum`'s numbers too); a map none
+    of whose keys can be read is refused (`_KeysUnread`), since only an empty one would
+    validate, unless a validator reads the keys first (it may read any)."""
     kind = keys.get("type")
     if kind in _KEY_NAMES:
         return dict(_KEY_NAMES[kind])
+    if kind == "union":
+        return _union_key_names(keys, by_code, reader)
+    if kind in _UNREAD:
+        inner = keys.get("schema")
+        if by_code or (isinstance(inner, dict) and inner.get("type") in _READ_BY_CODE):
+            return dict(_UNSAID_KEYS)
+        raise _KeysUnread(keys)
     if kind == "literal":
         expected = keys.get("expected", [])
         if all(isinstance(value, str) for value in expected):
@@ -194,23 +283,88 @@ def _key_names(keys: core_schema.CoreSchema) -> dict[str, Any] | None:
     else:
         return None
     if not read:
+        if by_code:
+            return dict(_UNSAID_KEYS)
         raise _KeysUnread(keys)
     return {"enum": [_key_text(value) for value in read]}
 
 
+def _union_key_names(
+    keys: core_schema.CoreSchema,
+    by_code: bool,
+    reader: Callable[[core_schema.CoreSchema], tuple[core_schema.CoreSchema, bool]],
+) -> dict[str, Any] | None:
+    """The keys a union reads: any text where one of its choices does, else those of its
+    choices that read any (pydantic says nothing of a union's keys)."""
+    found: list[dict[str, Any]] = []
+    for choice in core_schema.iter_union_choices(keys):  # type: ignore[arg-type]
+        branch, branch_by_code = reader(choice)
+        if _any_text(branch):
+            return None
+        try:
+            names = _key_names(branch, by_code or branch_by_code, reader)
+        except _KeysUnread:
+            continue
+        if names is None:
+            names = _text_names(branch)
+        if names not in found:
+            found.append(names)
+    if not found:
+        raise _KeysUnread(keys)
+    return found[0] if len(found) == 1 else {"anyOf": found}
+
+
+def _any_text(keys: core_schema.CoreSchema) -> bool:
+    """Whether `keys` reads every text as a key (a `str` with no constraint, or `Any`)."""
+    kind = keys.get("type")
+    if kind == "any":
+        return True
+    return kind == "str" and not any(
+        keys.get(limit) is not None for limit in ("pattern", "min_length", "max_length")
+    )
+
+
+def _text_names(keys: core_schema.CoreSchema) -> dict[str, Any]:
+    """The keys a text `Literal` or enum reads, for a union's choice (which pydantic does not
+    describe); any text for other text, which a union's schema cannot say."""
+    if keys.get("type") == "literal":
+        return {"enum": list(keys.get("expected", []))}
+    if keys.get("type") == "enum":
+        return {"enum": [member.value for member in keys.get("members", [])]}
+    return dict(_UNSAID_KEYS)
+
+
 class _KeysUnread(TypeError):
-    """A map whose keys validation reads from no JSON key (all text): `Literal[1, 2]`."""
+    """A map whose keys validation reads from no JSON key (all text): `Literal[1, 2]`,
+    `tuple[str, str]`, a model."""
 
     def __init__(self, keys: core_schema.CoreSchema) -> None:
-        if keys.get("type") == "enum":
-            shown = getattr(keys.get("cls"), "__name__", "an enum")
-        else:
-            shown = f"Literal[{', '.join(repr(value) for value in keys.get('expected', []))}]"
         super().__init__(
-            f"its map keyed by `{shown}` reads no key JSON can write (a key is text, and "
-            "validation reads these members from none), so only an empty map would validate; "
-            "key it by `str`, `int` or an `IntEnum`"
+            f"its map keyed by `{_key_label(keys)}` reads no key JSON can write (a key is "
+            "text, and validation reads none of these from text), so only an empty map would "
+            "validate; key it by `str`, `int` or an `IntEnum`"
         )
+
+
+def _key_label(keys: core_schema.CoreSchema) -> str:
+    """How a message names a key type from its schema."""
+    kind = keys.get("type")
+    if kind == "literal":
+        return f"Literal[{', '.join(repr(value) for value in keys.get('expected', []))}]"
+    if kind == "union":
+        choices = core_schema.iter_union_choices(keys)  # type: ignore[arg-type]
+        return " | ".join(_key_label(choice) for choice in choices)
+    if kind == "none":
+        return "None"
+    name = getattr(keys.get("cls"), "__name__", None)
+    if isinstance(name, str):
+        return name
+    items = keys.get("items_schema")
+    if isinstance(items, dict):
+        items = [items]
+    if isinstance(items, list):
+        return f"{kind}[{', '.join(_key_label(item) for item in items)}]"
+    return str(kind)
 
 
 def _key_text(value: Any) -> str:
