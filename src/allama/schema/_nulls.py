@@ -18,8 +18,12 @@ A type's schema keeps its compiled walk (`derived`).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from functools import lru_cache
 from itertools import islice, product
 from typing import Any
+
+from pydantic_core import SchemaError, SchemaValidator, core_schema
 
 from allama.schema._resolve import admits_null, resolve
 from allama.schema._types import derived
@@ -28,10 +32,31 @@ __all__ = ["NullWalk", "may_hold_stand_in_nulls", "normalize_strict_nulls"]
 
 _MEMO_SIZE = 4096
 """Plans kept per walk."""
+
 _VIEWS = 64
 """Readings of one object kept (union branches times union branches...)."""
 _MAX_DEPTH = 256
 _MISSING: Any = object()
+
+KeySearch = Callable[[str], object]
+"""Whether a pattern is found in a key (truthy: found)."""
+
+
+@lru_cache(maxsize=1024)
+def key_search(pattern: str) -> KeySearch | None:
+    """How pydantic looks for a `patternProperties` pattern in a key: with Rust's `regex`,
+    its default engine, which reads patterns Python's `re` cannot (`\\p{L}`, `\\z`) and some
+    it reads otherwise (`$` before a final line break); with `re` where Rust's cannot read
+    the pattern (a lookaround: the type then validates with `regex_engine="python-re"`).
+    `None` when neither reads it."""
+    try:
+        return SchemaValidator(core_schema.str_schema(pattern=pattern)).isinstance_python
+    except (SchemaError, RecursionError, OverflowError):
+        pass
+    try:
+        return re.compile(pattern).search
+    except (re.error, RecursionError, OverflowError):
+        return None
 
 
 def normalize_strict_nulls(value: Any, schema: dict[str, Any]) -> Any:
@@ -107,7 +132,7 @@ class _View:
         required: set[str] = set()
         kinds: frozenset[str] | None = None
         extra: list[Any] = []
-        patterns: list[tuple[re.Pattern[str], Any]] = []
+        patterns: list[tuple[KeySearch, Any]] = []
         items: list[Any] = []
         prefix: list[list[Any]] = []
         for node in nodes:
@@ -126,10 +151,9 @@ class _View:
             pattern_props = node.get("patternProperties")
             if isinstance(pattern_props, dict):
                 for pattern, sub in pattern_props.items():
-                    try:
-                        patterns.append((re.compile(pattern), sub))
-                    except re.error:
-                        continue
+                    search = key_search(pattern)
+                    if search is not None:
+                        patterns.append((search, sub))
             leading = node.get("prefixItems")
             rest = node.get("items")
             if isinstance(rest, list):
@@ -327,7 +351,7 @@ class NullWalk:
         return value if out is None else out
 
     def _map_value(self, view: _View, key: str) -> _Plan | None:
-        matched = tuple(sub for pattern, sub in view.patterns if pattern.search(key))
+        matched = tuple(sub for search, sub in view.patterns if search(key))
         schemas = matched or view.extra
         return self._plan(schemas) if schemas else None
 

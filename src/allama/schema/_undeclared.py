@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from allama.schema._nulls import _properties
+from allama.schema._nulls import KeySearch, _properties, key_search
 from allama.schema._resolve import branches, json_type, resolve, union_tags
 from allama.schema._types import derived
 
@@ -166,7 +166,7 @@ class _Fields:
         open_: bool,
         ignoring: bool,
         extra: tuple[Any, ...],
-        patterns: tuple[tuple[re.Pattern[str], Any], ...],
+        patterns: tuple[tuple[KeySearch, Any], ...],
         tags: tuple[str, ...] = (),
         some_closed: bool = False,
         some_ignoring: bool = False,
@@ -191,7 +191,7 @@ class _Fields:
             return self.extra
         if key in self._by_key:
             return self._by_key[key]
-        matched = tuple(sub for pattern, sub in self.patterns if pattern.search(key))
+        matched = tuple(sub for search, sub in self.patterns if search(key))
         plan = self.walk._plan(matched) if matched else self.extra
         if len(self._by_key) < _MEMO_SIZE:
             self._by_key[key] = plan
@@ -409,7 +409,7 @@ class UndeclaredKeys:
         declared: dict[str, list[Any]] = {}
         open_ = ignoring = False
         extra: list[Any] = []
-        patterns: list[tuple[re.Pattern[str], Any]] = []
+        patterns: list[tuple[KeySearch, Any]] = []
         for candidate in candidates:
             for name, sub in _properties(candidate, self.root).items():
                 declared.setdefault(name, []).append(sub)
@@ -420,10 +420,9 @@ class UndeclaredKeys:
             pattern_props = candidate.get("patternProperties")
             if isinstance(pattern_props, dict):
                 for pattern, sub in pattern_props.items():
-                    try:
-                        patterns.append((re.compile(pattern), sub))
-                    except re.error:
-                        continue
+                    search = key_search(pattern)
+                    if search is not None:
+                        patterns.append((search, sub))
         if open_ and not declared and not extra and not patterns:
             return _SKIP
         plans = {name: self._plan(tuple(subs)) for name, subs in declared.items()}

@@ -130,6 +130,15 @@ _MERGED_REFS = 256
 past it they stay `$ref`s, so that a large schema is not inlined into a tree."""
 _PAIRWISE = 24
 """Up to this many branches, disjointness is checked pair by pair; above, by hashing."""
+_NARROWED_FORMATS = {
+    "email": "addresses pydantic's email check refuses (`ops@localhost`, `jane@corp.local`): "
+    "such a value passes it and fails an `EmailStr`",
+}
+"""Formats whose type's own check is narrower than the format a provider enforces (RFC
+5321's addresses, where `EmailStr`'s email-validator refuses special-use domains, quoted
+local parts, IP literals). Nothing in the schema tells such a type from a `str` that only
+names the format (which any value passes), so either is approximate. (`AnyUrl`'s `uri` is
+narrowed too, but its `minLength` is removed wherever `uri` is kept: approximate already.)"""
 _IN_PLACE = frozenset({"allOf", "anyOf", "oneOf", "not", "if", "then", "else"})
 """Keywords whose subschemas apply to the value itself, not to a property or an item."""
 
@@ -831,6 +840,12 @@ class Engine:
         elif key == "format":
             if self.formats is None or value in self.formats:
                 out[key] = value
+                # (A dialect that keeps every format, a grammar's, says which it ignores.)
+                narrowed = _NARROWED_FORMATS.get(value) if self.formats is not None else None
+                if narrowed is not None:
+                    self.approximated(
+                        pointer, f"`format` `{value}` at {quoted(pointer)} allows {narrowed}"
+                    )
             else:
                 self.removed(pointer, key, f"{self.provider} does not enforce `{value}`")
         elif key == "pattern" and key in self.keep and self.pattern_read_otherwise(value, pointer):

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 from allama.schema._dialects._engine import Engine, admits_null
 from allama.schema._limits import measure
 from allama.schema._pointer import child, quoted
+from allama.schema._resolve import admits_null as may_be_null
 from allama.schema._rewrite import Rewrite
 
 __all__ = ["OpenAIProfile", "openai_strict"]
@@ -71,9 +72,13 @@ class _Current(Engine):
             )
             return
         given = node.get("properties")
+        given = given if isinstance(given, Mapping) else {}
+        root = cast(dict[str, Any], self.index.root)  # a plain copy (`Engine.__init__`)
         for name in props:
             if name not in required:
-                if admits_null(props[name]) and _no_default(given, name):
+                original = given.get(name)
+                # Whether `null` is valid is asked of the original, `$ref`s followed.
+                if _no_default(original) and may_be_null(original, root):
                     # Its `null` is a value of its own, kept: an object that leaves it out
                     # (a TypedDict's `NotRequired[X | None]`) is one the model cannot write.
                     place = child(child(pointer, "properties"), name)
@@ -221,10 +226,9 @@ _ENGINES: dict[str, type[_Current]] = {
 }
 
 
-def _no_default(properties: Any, name: str) -> bool:
-    """Whether the original property `name` has no `default` (leaving it out is a value of
-    its own, not the default's)."""
-    given = properties.get(name) if isinstance(properties, Mapping) else None
+def _no_default(given: Any) -> bool:
+    """Whether an original property has no `default` (leaving it out is a value of its own,
+    not the default's)."""
     return isinstance(given, Mapping) and "default" not in given
 
 
