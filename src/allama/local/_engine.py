@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx2
 
+from allama.errors import NotFoundError, ServerError
 from allama.local._models import resolve_model
 
 __all__ = ["EngineNotInstalledError", "EngineStartError", "LocalEngine"]
@@ -28,12 +29,32 @@ __all__ = ["EngineNotInstalledError", "EngineStartError", "LocalEngine"]
 _INSTALL = "pip install 'allama[local]'"
 
 
-class EngineNotInstalledError(ImportError):
-    """The llama.cpp engine (`xllamacpp`) is not installed."""
+class EngineNotInstalledError(ImportError, NotFoundError):
+    """The llama.cpp engine (`xllamacpp`) is not installed.
+
+    An `allama.NotFoundError` too (the provider's endpoint is missing), never retryable.
+    """
+
+    def __init__(self, message: str) -> None:
+        ImportError.__init__(self, message)
+        NotFoundError.__init__(self, message)  # ImportError's own does not pass it on
+        self.mark_authored()
 
 
-class EngineStartError(RuntimeError):
-    """The server did not start or did not become healthy in time."""
+class EngineStartError(RuntimeError, ServerError):
+    """The server did not start or did not become healthy in time.
+
+    An `allama.ServerError` too, but not retryable: a model llama.cpp cannot load fails
+    the same way again, and a retry would load it again first.
+    """
+
+    def __init__(self, message: str) -> None:
+        ServerError.__init__(self, message, retryable=False)
+        self.mark_authored()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # As itself, not as the plain `ServerError` that `Error.__reduce__` makes.
+        return (type(self), self.args, self.__dict__)
 
 
 _RUNNING: weakref.WeakSet[LocalEngine] = weakref.WeakSet()

@@ -11,6 +11,8 @@ import importlib.metadata
 import os
 from pathlib import Path
 
+from allama.errors import NotFoundError
+
 __all__ = ["MODEL_ENV", "ModelNotFoundError", "packaged_model", "resolve_model"]
 
 MODEL_ENV = "ALLAMA_LOCAL_MODEL"
@@ -24,8 +26,17 @@ _HOW_TO_GET_ONE = (
 )
 
 
-class ModelNotFoundError(FileNotFoundError):
-    """No GGUF model to load; the message says how to get one."""
+class ModelNotFoundError(FileNotFoundError, NotFoundError):
+    """No GGUF model to load; the message says how to get one.
+
+    An `allama.NotFoundError` too, so that `except allama.Error` meets it from a call;
+    never retryable: the file does not appear by waiting.
+    """
+
+    def __init__(self, message: str) -> None:
+        FileNotFoundError.__init__(self, message)
+        NotFoundError.__init__(self, message)  # OSError's own does not pass it on
+        self.mark_authored()
 
 
 def packaged_model() -> Path | None:

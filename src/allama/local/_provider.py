@@ -9,8 +9,14 @@ What differs from the rest of the family, as measured against the real server:
   engine then raises `TruncatedError`) instead of a server error to retry.
 - An object-form `tool_choice` is ignored (read as `auto`). A named tool is forced by
   sending that tool alone with `required`, which the server enforces with a grammar.
-- What a model can do with tools depends on its chat template; the running server says,
-  so `local` answers tool capabilities from it once started.
+- What a model can do with tools depends on its chat template, and whether it reads images
+  on its vision projector (`mmproj`); the running server says, so `local` answers those
+  capabilities from it once started, and encodes by the same answers: tools for a template
+  without them, or images for a model without vision, are left out with a warning (refused
+  under `UnsupportedPolicy.ERROR`), rather than dropped without a word (tools) or answered
+  500 (images; that 500 from a server you run is an `UnsupportedError`, not retried).
+- A generation that fills its slot's context before its token limit ends `length` as one
+  cut at the limit does; `local` knows the slot's size and reports `context_window`.
 """
 
 from __future__ import annotations
@@ -19,12 +25,16 @@ import asyncio
 import os
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from allama._degradations import Degradations
+from allama.adapters import openai_compat as wire
 from allama.adapters._http import HttpRequest, HttpResponse
+from allama.adapters.openai_compat._adapter import ChatCompletionsAdapter
+from allama.adapters.openai_compat._capabilities import ModelFamily
 from allama.adapters.openai_compat._sse import ChatStreamDecoder, SseEvent
-from allama.errors import ServerError
+from allama.errors import Error, InvalidRequestError, ServerError, UnsupportedError
 from allama.local._engine import LocalEngine
 from allama.providers._http import HttpProvider
 from allama.providers._presets import Preset
@@ -37,8 +47,12 @@ from allama.types import (
     Finish,
     FinishReason,
     ProviderDataEvent,
+    RequestField,
     StreamEvent,
     ToolChoice,
+    UnsupportedStage,
+    Usage,
+    UsageEvent,
     Warning,
 )
 
@@ -48,11 +62,21 @@ _CUT_OFF = re.compile(r"does not match the expected [\w-]+ format", re.IGNORECAS
 CUT_OFF_KEY = "output_discarded"
 """`provider_data[<provider>][CUT_OFF_KEY]` is true when the server discarded cut-off output."""
 
-_TEMPLATE_CAPABILITIES = {
-    ChatCapability.TOOL_CALLS: "supports_tool_calls",
-    ChatCapability.FORCED_TOOL_CHOICE: "supports_tool_calls",
-    ChatCapability.PARALLEL_TOOL_CALLS: "supports_parallel_tool_calls",
-}
+_NO_VISION = re.compile(r"image input is not supported", re.IGNORECASE)
+"""llama.cpp's 500 for an image sent to a model loaded without a vision projector."""
+
+_TOOL_CALLS = "supports_tool_calls"
+_PARALLEL_TOOL_CALLS = "supports_parallel_tool_calls"
+"""Keys of the running server's `chat_template_caps`."""
+
+_ENGINE_ANSWERS = frozenset(
+    {
+        ChatCapability.IMAGE_INPUT,
+        ChatCapability.TOOL_CALLS,
+        ChatCapability.FORCED_TOOL_CHOICE,
+        ChatCapability.PARALLEL_TOOL_CALLS,
+    }
+)
 
 
 def is_cut_off_message(message: str) -> bool:
@@ -65,17 +89,55 @@ def _constrained(request: ChatRequest) -> bool:
     return bool(request.tools) or (fmt is not None and fmt.type in ("json_schema", "choice"))
 
 
-class _CutOffDecoder(ChatStreamDecoder):
-    """A stream decoder that ends a constrained stream cut off by the server as `length`."""
+def _filled_context(usage: Usage | None, limit: int | None, slot: int | None) -> bool:
+    """Whether an answer cut off (`length`) below its token limit filled its slot's context:
+    prompt and answer take all of it, so a higher limit would not have helped."""
+    if usage is None or slot is None:
+        return False
+    given, written = usage.input_tokens, usage.output_tokens
+    if given is None or written is None or (limit is not None and written >= limit):
+        return False
+    return given + written >= slot
 
-    def __init__(self, *, constrained: bool, **options: Any) -> None:
+
+def _refused_images(error: Error) -> Error:
+    """llama.cpp's 500 for an image to a model without vision: a refusal of the images,
+    which no retry changes, not a server failure."""
+    if not isinstance(error, ServerError) or _NO_VISION.search(error.message) is None:
+        return error
+    return UnsupportedError(
+        error.message,
+        field=RequestField.IMAGES,
+        stage=UnsupportedStage.PROVIDER,
+        context=error.context,
+        origin=error.origin,
+    )
+
+
+class _CutOffDecoder(ChatStreamDecoder):
+    """A stream decoder that ends a constrained stream cut off by the server as `length`,
+    and a stream that filled its slot's context (`slot` tokens, when known) below
+    `max_output_tokens` as `context_window`: its `Finish` waits for the usage after it."""
+
+    def __init__(
+        self,
+        *,
+        constrained: bool,
+        slot: int | None = None,
+        max_output_tokens: int | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__(**options)
         self._constrained = constrained
         self._namespace = options.get("provider") or "llama-cpp"
+        self._slot = slot
+        self._limit = max_output_tokens
+        self._held_finish: Finish | None = None
 
     def _event(self, event: SseEvent, *, at_end: bool) -> Iterator[StreamEvent]:
         try:
-            yield from super()._event(event, at_end=at_end)
+            for item in super()._event(event, at_end=at_end):
+                yield from self._settled(item)
         except ServerError as error:
             if not (self._constrained and is_cut_off_message(error.message)):
                 raise
@@ -83,6 +145,32 @@ class _CutOffDecoder(ChatStreamDecoder):
             self.finished = True
             yield ProviderDataEvent(namespace=self._namespace, key=CUT_OFF_KEY, value=True)
             yield Finish(finish_reason=FinishReason.LENGTH)
+        if self.done:
+            yield from self._release(None)
+
+    def close(self) -> Iterator[StreamEvent]:
+        yield from super().close()
+        yield from self._release(None)
+
+    def _settled(self, item: StreamEvent) -> Iterator[StreamEvent]:
+        if (
+            isinstance(item, Finish)
+            and item.finish_reason == FinishReason.LENGTH
+            and self._slot is not None
+        ):
+            self._held_finish = item  # until the usage says whether the context was full
+            return
+        if isinstance(item, UsageEvent):
+            yield from self._release(item.usage)
+        yield item
+
+    def _release(self, usage: Usage | None) -> Iterator[StreamEvent]:
+        held, self._held_finish = self._held_finish, None
+        if held is None:
+            return
+        if _filled_context(usage, self._limit, self._slot):
+            held = Finish(finish_reason=FinishReason.CONTEXT_WINDOW)
+        yield held
 
 
 def _check_engine_options(
@@ -95,9 +183,19 @@ def _check_engine_options(
     engine: object,
 ) -> None:
     """Fail at `allama.provider("local", ...)`, naming the argument, not when the engine starts."""
-    for name, value in (("threads", threads), ("context", context), ("parallel", parallel)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+    for name, value, least in (
+        ("threads", threads, 1),
+        ("context", context, 64),
+        ("parallel", parallel, 1),
+    ):
+        if value is None:
+            continue  # the default
+        if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{name} must be a whole number, got {type(value).__name__}")
+        if value < least:
+            # 0 too: not "the default", nor llama.cpp's "the model's own context" (which
+            # may be far larger than memory holds).
+            raise ValueError(f"{name} must be at least {least}, got {value}")
     if model is not None and not isinstance(model, str | os.PathLike):
         raise TypeError(f"model must be a path to a GGUF file, got {type(model).__name__}")
     if chat_template is not None and not isinstance(chat_template, str):
@@ -116,7 +214,8 @@ class LlamaCppProvider(HttpProvider):
     async request loads the model in a worker thread, off the event loop), on
     127.0.0.1 with a port the OS picks, and stops it on `close()` or at exit. Options:
     `model` (a GGUF path; else `ALLAMA_LOCAL_MODEL`, else the packaged SmolLM2),
-    `threads` (1), `context` (4096 tokens, shared by `parallel` slots), `parallel` (1),
+    `threads` (1), `context` (4096 tokens, at least 64, shared by `parallel` slots),
+    `parallel` (1),
     `chat_template` (a Jinja template replacing the model's own), or `engine` (a
     `LocalEngine` to share). The model name in a request is not used to pick a model.
 
@@ -164,9 +263,9 @@ class LlamaCppProvider(HttpProvider):
             if engine is None:
                 engine = LocalEngine(
                     model,
-                    threads=threads or 1,
-                    context=context or 4096,
-                    parallel=parallel or 1,
+                    threads=1 if threads is None else threads,
+                    context=4096 if context is None else context,
+                    parallel=1 if parallel is None else parallel,
                     chat_template=chat_template,
                 )
                 self._owns_engine = True
@@ -182,25 +281,61 @@ class LlamaCppProvider(HttpProvider):
     def start(self) -> LlamaCppProvider:
         """Start the local engine now rather than on the first request (a no-op if running)."""
         if self._engine is not None:
-            self._base_url = self._engine.start()
+            try:
+                self._base_url = self._engine.start()
+            except Error as error:
+                error.with_provider(self.name)
+                raise
         return self
 
     # Capabilities: the running server knows what the model's template can do.
 
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
-        engine = self._engine
-        if engine is not None and engine.running:
-            if capability is ChatCapability.IMAGE_INPUT:
-                modalities = engine.properties.get("modalities")
-                vision = isinstance(modalities, dict) and modalities.get("vision") is True
-                return CapabilitySupport.SUPPORTED if vision else CapabilitySupport.UNSUPPORTED
-            key = _TEMPLATE_CAPABILITIES.get(capability)
-            caps = engine.template_capabilities
-            if key is not None and key in caps:
-                return CapabilitySupport.SUPPORTED if caps[key] else CapabilitySupport.UNSUPPORTED
+        if capability in _ENGINE_ANSWERS:
+            family = self._engine_family(model)
+            if family is not None:
+                return family.support(capability)
         return super().chat_capability(model, capability)
 
-    # Encoding: a named tool is forced as `required` with that tool alone.
+    def _engine_family(self, model: str) -> ModelFamily | None:
+        """`model`'s capability row with the running engine's word on the model it loaded:
+        images (its vision projector) and tools (its chat template); `None` before it runs,
+        and on `llama-cpp`, whose server is not asked."""
+        engine, adapter = self._engine, self._adapter
+        if engine is None or not engine.running or not isinstance(adapter, ChatCompletionsAdapter):
+            return None
+        family = adapter.table.family(model)
+        modalities = engine.properties.get("modalities")
+        vision = isinstance(modalities, dict) and modalities.get("vision") is True
+        caps = engine.template_capabilities
+
+        def said(key: str, otherwise: CapabilitySupport) -> CapabilitySupport:
+            if key not in caps:
+                return otherwise
+            return CapabilitySupport.SUPPORTED if caps[key] else CapabilitySupport.UNSUPPORTED
+
+        return replace(
+            family,
+            images=CapabilitySupport.SUPPORTED if vision else CapabilitySupport.UNSUPPORTED,
+            tools=said(_TOOL_CALLS, family.tools),
+            forced_tool=said(_TOOL_CALLS, family.forced_tool),
+            parallel_tools=said(_PARALLEL_TOOL_CALLS, family.parallel_tools),
+        )
+
+    def _slot_context(self) -> int | None:
+        """The tokens one request may hold, prompt and answer, on the running engine (its
+        context shared by its slots); `None` when not known."""
+        engine = self._engine
+        if engine is None or not engine.running:
+            return None
+        settings = engine.properties.get("default_generation_settings")
+        size = settings.get("n_ctx") if isinstance(settings, dict) else None
+        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+            return size
+        return engine.context // engine.parallel
+
+    # Encoding: a named tool is forced as `required` with that tool alone; what the running
+    # engine says the model cannot take is left out, as the table's answers would be.
 
     def _encode(
         self,
@@ -213,13 +348,49 @@ class LlamaCppProvider(HttpProvider):
         params: Mapping[str, str],
     ) -> HttpRequest:
         choice = request.tool_choice
-        if choice is not None and choice.mode == "tool":
+        if choice is not None and choice.mode == "tool" and request.tools:
             named = [tool for tool in request.tools if tool.name == choice.name]
-            if named:
-                request = request.with_tools(named).with_tool_choice(ToolChoice.required())
-        return super()._encode(
-            request, degradations, stream=stream, url=url, headers=headers, params=params
+            if not named:
+                # The server reads the object form as `auto`: the choice would be lost.
+                raise (
+                    InvalidRequestError(
+                        f"tool_choice names `{choice.name}`, which is not among the tools"
+                    )
+                    .mark_authored()
+                    .with_provider(self.name)
+                    .with_model(request.model)
+                )
+            request = request.with_tools(named).with_tool_choice(ToolChoice.required())
+        family = self._engine_family(request.model)
+        if family is None:
+            return super()._encode(
+                request, degradations, stream=stream, url=url, headers=headers, params=params
+            )
+        if request.tools and family.tools is CapabilitySupport.UNSUPPORTED:
+            request = self._without_tools(request, degradations)
+        return wire.encode_request(
+            request,
+            self._profile,
+            family,
+            url=url,
+            headers=headers,
+            params=params,
+            stream=stream,
+            degradations=degradations,
         )
+
+    def _without_tools(self, request: ChatRequest, degradations: Degradations) -> ChatRequest:
+        """`request` without the tools the model's chat template has no calls for (the
+        server would drop them without a word), each refusal said."""
+        where = f"the model's chat template on {self._profile.display_name} has no tool calls"
+        degradations.refuse(RequestField.TOOLS, f"{where}; the tools were left out")
+        choice = request.tool_choice
+        if choice is not None and choice.mode in ("required", "tool"):
+            degradations.refuse(
+                RequestField.TOOL_CHOICE,
+                f"{where}, so no call can be forced; `tool_choice` was left out",
+            )
+        return request.without_tools()
 
     async def achat(self, request: ChatRequest) -> ChatResponse:
         await self._astart()
@@ -257,11 +428,29 @@ class LlamaCppProvider(HttpProvider):
                     model=request.model,
                     provider=self.name,
                 )
-        return super()._response(request, response, warnings)
+        try:
+            decoded = super()._response(request, response, warnings)
+        except ServerError as error:
+            refused = _refused_images(error)
+            if refused is error:
+                raise
+            raise refused from None
+        if decoded.finish_reason == FinishReason.LENGTH and _filled_context(
+            decoded.usage, request.max_output_tokens, self._slot_context()
+        ):
+            return decoded.model_copy(update={"finish_reason": FinishReason.CONTEXT_WINDOW})
+        return decoded
+
+    def _stream_error(
+        self, request: ChatRequest, status: int, headers: Mapping[str, str], body: bytes
+    ) -> Error:
+        return _refused_images(super()._stream_error(request, status, headers, body))
 
     def _decoder(self, request: ChatRequest) -> ChatStreamDecoder:
         return _CutOffDecoder(
             constrained=_constrained(request),
+            slot=self._slot_context(),
+            max_output_tokens=request.max_output_tokens,
             provider=self.name,
             model=request.model,
             reasoning_outside_completion=self._profile.reasoning_outside_completion,

@@ -1,0 +1,469 @@
+"""`local` says what the running engine cannot do, instead of sending it to be lost or to
+fail: images for a model without vision, tools for a chat template without tool calls, a
+named tool the request does not give; a generation that filled its slot's context is not
+a token limit reached; engine failures are allama errors; engine options of 0 are refused.
+
+The engine is faked: a `LocalEngine` marked running with the properties llama.cpp's
+`/props` answered (`xllamacpp` 2026.10.11549, SmolLM2), its HTTP calls answered by a mock
+transport with the bodies that server sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import pickle
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from pydantic import BaseModel
+
+import allama
+from allama import (
+    ChatRequest,
+    EnforcementBelowError,
+    ExtractionMode,
+    Extractor,
+    RetryingProvider,
+    SchemaEnforcement,
+    ToolChoice,
+    ToolDefinition,
+)
+from allama.errors import (
+    Error,
+    InvalidRequestError,
+    NotFoundError,
+    ServerError,
+    UnsupportedError,
+)
+from allama.local import (
+    EngineNotInstalledError,
+    EngineStartError,
+    LlamaCppProvider,
+    LocalEngine,
+    ModelNotFoundError,
+)
+from allama.transport import Transport
+from allama.types import (
+    CapabilitySupport,
+    ChatCapability,
+    Finish,
+    FinishReason,
+    ImagePart,
+    RequestField,
+    UnsupportedPolicy,
+    UnsupportedStage,
+    UsageEvent,
+    WarningKind,
+)
+
+ADDRESS = "http://127.0.0.1:9"
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+# SmolLM2's template, as the server reports it: no tools, no vision.
+NO_TOOLS = {"supports_tool_calls": False, "supports_parallel_tool_calls": False}
+WITH_TOOLS = {"supports_tool_calls": True, "supports_parallel_tool_calls": True}
+NO_VISION_BODY = (
+    b'{"error":{"code":500,"message":"image input is not supported - hint: if this is '
+    b'unexpected, you may need to provide the mmproj","type":"server_error"}}'
+)
+TOOL = ToolDefinition(
+    name="get_time",
+    description="time",
+    parameters={"type": "object", "properties": {"tz": {"type": "string"}}, "required": ["tz"]},
+)
+
+
+class City(BaseModel):
+    city: str
+
+
+class _Server:
+    """The fake server's answers, and the bodies it was sent."""
+
+    def __init__(self, answer: Any = None) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.answer = answer or _answer("ok")
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        self.sent.append(json.loads(request.content))
+        answer = self.answer
+        return answer(request) if callable(answer) else answer
+
+
+def _answer(
+    content: str, finish: str = "stop", prompt: int = 10, completion: int = 2
+) -> httpx2.Response:
+    message = {"role": "assistant", "content": content}
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion}
+    choice = {"index": 0, "finish_reason": finish, "message": message}
+    return httpx2.Response(200, json={"id": "c", "model": "m", "choices": [choice], "usage": usage})
+
+
+def _transport(server: _Server) -> Transport:
+    return Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(server)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(server)),
+    )
+
+
+def _engine(
+    *,
+    caps: dict[str, bool] | None = None,
+    vision: bool = False,
+    slot: int | None = 4096,
+    context: int = 4096,
+    parallel: int = 1,
+) -> LocalEngine:
+    """An engine taken for running, with the properties its server would report."""
+    engine = LocalEngine("model.gguf", context=context, parallel=parallel)
+    engine._server = object()
+    engine._address = ADDRESS
+    engine.properties = {
+        "chat_template_caps": NO_TOOLS if caps is None else caps,
+        "modalities": {"vision": vision, "video": False, "audio": False},
+    }
+    if slot is not None:
+        engine.properties["default_generation_settings"] = {"n_ctx": slot}
+    return engine
+
+
+def _local(server: _Server, engine: LocalEngine | None = None) -> LlamaCppProvider:
+    provider = allama.provider("local", engine=engine or _engine(), transport=_transport(server))
+    assert isinstance(provider, LlamaCppProvider)
+    return provider
+
+
+def _image_request() -> ChatRequest:
+    return ChatRequest("m").user("Describe.", ImagePart(data=PNG, media_type="image/png"))
+
+
+# 1. Images
+
+
+def test_an_image_for_a_model_without_vision_is_left_out_with_a_warning() -> None:
+    server = _Server()
+    local = _local(server)
+    assert local.chat_capability("m", ChatCapability.IMAGE_INPUT) is CapabilitySupport.UNSUPPORTED
+    response = local.chat(_image_request())
+    assert server.sent[0]["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Describe."}]}
+    ]
+    assert [(w.kind, w.message) for w in response.warnings] == [
+        (
+            WarningKind.UNSUPPORTED,
+            "`m` on the local llama.cpp engine takes no images; the image was left out",
+        )
+    ]
+    assert response.warnings[0].is_about(RequestField.IMAGES)
+
+
+def test_an_image_for_a_model_without_vision_is_refused_under_the_error_policy() -> None:
+    server = _Server()
+    local = _local(server)
+    request = _image_request().with_unsupported_policy(UnsupportedPolicy.ERROR)
+    with pytest.raises(UnsupportedError) as refused:
+        local.validate_chat_request(request)
+    assert refused.value.field is RequestField.IMAGES
+    with pytest.raises(UnsupportedError) as raised:
+        local.chat(request)
+    assert raised.value.stage is UnsupportedStage.BEFORE_SENDING
+    assert str(raised.value) == (
+        "cannot send `images`: `m` on the local llama.cpp engine takes no images; "
+        "the image was left out"
+    )
+    assert server.sent == []
+
+
+def test_an_image_for_a_model_with_vision_is_sent() -> None:
+    server = _Server()
+    local = _local(server, _engine(vision=True))
+    response = local.chat(_image_request())
+    content = server.sent[0]["messages"][0]["content"]
+    assert [part["type"] for part in content] == ["text", "image_url"]
+    assert response.warnings == ()
+
+
+def test_the_servers_500_for_an_image_is_a_refusal_that_is_not_retried() -> None:
+    server = _Server(httpx2.Response(500, content=NO_VISION_BODY))
+    transport = _transport(server)
+    provider = allama.provider("llama-cpp", base_url="http://llama.test/v1", transport=transport)
+    sleeps: list[float] = []
+    with pytest.raises(UnsupportedError) as refused:
+        RetryingProvider(provider, sleep=sleeps.append).chat(_image_request())
+    error = refused.value
+    assert (error.field, error.stage, error.status, error.retryable) == (
+        RequestField.IMAGES,
+        UnsupportedStage.PROVIDER,
+        500,
+        False,
+    )
+    assert error.message.startswith("image input is not supported")
+    assert len(server.sent) == 1 and sleeps == []
+    with pytest.raises(UnsupportedError) as streamed:
+        provider.chat_stream(_image_request())
+    assert streamed.value.field is RequestField.IMAGES
+    assert not isinstance(streamed.value, ServerError)
+
+
+# 2. Tools on a template without tool calls
+
+
+def test_tools_for_a_template_without_tool_calls_are_left_out_with_warnings() -> None:
+    server = _Server()
+    local = _local(server)
+    request = ChatRequest("m").user("Time in Paris?").with_tools([TOOL])
+    response = local.chat(request.with_tool_choice(ToolChoice.tool("get_time")))
+    sent = server.sent[0]
+    assert "tools" not in sent and "tool_choice" not in sent
+    where = "the model's chat template on the local llama.cpp engine has no tool calls"
+    assert [(w.kind, w.message) for w in response.warnings] == [
+        (WarningKind.UNSUPPORTED, f"{where}; the tools were left out"),
+        (WarningKind.UNSUPPORTED, f"{where}, so no call can be forced; `tool_choice` was left out"),
+    ]
+    assert response.warnings[0].is_about(RequestField.TOOLS)
+    assert response.warnings[1].is_about(RequestField.TOOL_CHOICE)
+    # Offered, not forced: one warning, for the tools.
+    offered = local.chat(request)
+    assert [w.message for w in offered.warnings] == [f"{where}; the tools were left out"]
+
+
+def test_tools_for_a_template_without_tool_calls_are_refused_under_the_error_policy() -> None:
+    server = _Server()
+    local = _local(server)
+    request = (
+        ChatRequest("m")
+        .user("Time in Paris?")
+        .with_tools([TOOL])
+        .with_tool_choice(ToolChoice.required())
+        .with_unsupported_policy(UnsupportedPolicy.ERROR)
+    )
+    with pytest.raises(UnsupportedError) as refused:
+        asyncio.run(local.achat(request))
+    assert refused.value.field is RequestField.TOOLS
+    assert refused.value.stage is UnsupportedStage.BEFORE_SENDING
+    assert server.sent == []
+
+
+def test_tools_for_a_template_with_tool_calls_are_sent() -> None:
+    server = _Server()
+    local = _local(server, _engine(caps=WITH_TOOLS))
+    request = ChatRequest("m").user("Time in Paris?").with_tools([TOOL])
+    response = local.chat(request.with_tool_choice(ToolChoice.tool("get_time")))
+    assert [tool["function"]["name"] for tool in server.sent[0]["tools"]] == ["get_time"]
+    assert server.sent[0]["tool_choice"] == "required"
+    assert response.warnings == ()
+
+
+def test_a_forced_tool_extraction_on_a_template_without_tools_is_reported_not_enforced() -> None:
+    server = _Server()
+    local = _local(server)
+    request = ChatRequest("m").user("City: Paris")
+    forced = request.with_option(ExtractionMode.FORCED_TOOL)
+    plan = Extractor().plan(local, City, forced)
+    assert plan.mode is ExtractionMode.FORCED_TOOL
+    assert plan.enforcement is SchemaEnforcement.NOT_ENFORCED
+    assert [w.message for w in plan.degradations] == [
+        "the model's chat template on the local llama.cpp engine has no tool calls; "
+        "the tools were left out"
+    ]
+    # A floor of exact fails before anything is sent; auto mode picks the native format.
+    with pytest.raises(EnforcementBelowError):
+        Extractor(min_enforcement=SchemaEnforcement.EXACT).extract(local, City, forced)
+    assert server.sent == []
+    auto = Extractor().plan(local, City, request)
+    assert (auto.mode, auto.enforcement) == (ExtractionMode.NATIVE, SchemaEnforcement.EXACT)
+
+
+# 3. Engine failures
+
+
+def test_a_missing_model_is_an_allama_not_found_error_not_retried(tmp_path: Path) -> None:
+    local = allama.provider("local", model=tmp_path / "missing.gguf")
+    sleeps: list[float] = []
+    with pytest.raises(Error) as caught:
+        RetryingProvider(local, sleep=sleeps.append).chat(ChatRequest("m").user("hi"))
+    error = caught.value
+    assert isinstance(error, ModelNotFoundError)
+    assert isinstance(error, NotFoundError) and isinstance(error, FileNotFoundError)
+    assert (error.retryable, error.provider, sleeps) == (False, "local", [])
+    assert str(error) == (
+        f"the model file named by model= does not exist: {tmp_path / 'missing.gguf'}"
+    )
+    with pytest.raises(ModelNotFoundError):
+        allama.extract(local, City, ChatRequest("m").user("hi"))
+
+
+def test_a_missing_engine_is_an_allama_not_found_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)
+    local = allama.provider("local", model=model)
+    with pytest.raises(Error) as caught:
+        asyncio.run(local.achat(ChatRequest("m").user("hi")))
+    error = caught.value
+    assert isinstance(error, EngineNotInstalledError) and isinstance(error, ImportError)
+    assert isinstance(error, NotFoundError)
+    assert (error.retryable, error.provider) == (False, "local")
+    assert "pip install 'allama[local]'" in str(error)
+
+
+class _Params:
+    """`xllamacpp.CommonParams`: nested settings, any of them set."""
+
+    def __getattr__(self, name: str) -> _Params:
+        value = _Params()
+        object.__setattr__(self, name, value)
+        return value
+
+
+def _unloadable(params: object) -> object:
+    raise RuntimeError("Failed to init server, please check the input params.")
+
+
+def test_a_model_llama_cpp_cannot_load_is_an_allama_server_error_not_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = tmp_path / "bad.gguf"
+    model.write_bytes(b"not a gguf file")
+    fake = types.SimpleNamespace(CommonParams=_Params, Server=_unloadable)
+    monkeypatch.setitem(sys.modules, "xllamacpp", fake)
+    local = allama.provider("local", model=model)
+    sleeps: list[float] = []
+    with pytest.raises(Error) as caught:
+        RetryingProvider(local, sleep=sleeps.append).chat(ChatRequest("m").user("hi"))
+    error = caught.value
+    assert isinstance(error, EngineStartError) and isinstance(error, RuntimeError)
+    assert isinstance(error, ServerError)
+    assert (error.retryable, error.provider, sleeps) == (False, "local", [])
+    assert str(error) == (
+        f"llama.cpp could not load {model}: Failed to init server, please check the input params."
+    )
+    # Sent to another process (a Ray worker's error), it stays itself and not retryable.
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is EngineStartError and not again.retryable
+    assert again.provider == "local"
+
+
+# 4. A full context
+
+
+def _filled(finish: str = "length", completion: int = 101) -> httpx2.Response:
+    return _answer("apple, banana,", finish=finish, prompt=155, completion=completion)
+
+
+def test_a_generation_that_fills_the_slot_is_reported_as_the_context_window() -> None:
+    local = _local(_Server(_filled()), _engine(slot=256))
+    request = ChatRequest("m").user("List fifty fruits.").with_max_output_tokens(1000)
+    assert local.chat(request).finish_reason == FinishReason.CONTEXT_WINDOW
+    with pytest.raises(allama.TruncatedError) as cut:
+        Extractor().extract(local, City, request)
+    assert cut.value.finish_reason == FinishReason.CONTEXT_WINDOW
+    assert "shorten the input, a higher output token limit does not help" in str(cut.value)
+
+
+def test_a_generation_cut_at_its_token_limit_stays_length() -> None:
+    request = ChatRequest("m").user("List fifty fruits.")
+    # The limit reached, though the context is full too.
+    at_limit = _local(_Server(_filled()), _engine(slot=256))
+    assert at_limit.chat(request.with_max_output_tokens(101)).finish_reason == "length"
+    # Room left in the slot: the limit cut it.
+    roomy = _local(_Server(_filled(completion=20)), _engine(slot=256))
+    assert roomy.chat(request.with_max_output_tokens(20)).finish_reason == "length"
+
+
+def test_the_slot_is_the_context_shared_by_the_slots_when_the_server_does_not_say() -> None:
+    engine = _engine(slot=None, context=512, parallel=2)
+    local = _local(_Server(_filled()), engine)
+    assert local.chat(ChatRequest("m").user("x")).finish_reason == FinishReason.CONTEXT_WINDOW
+
+
+def _chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+    body = {"id": "c", "model": "-", "object": "chat.completion.chunk", "choices": choices}
+    return b"data: " + json.dumps({**body, **extra}).encode() + b"\n\n"
+
+
+def _filled_stream(completion: int = 101) -> httpx2.Response:
+    # As llama.cpp streams it: the finish, then the usage in a chunk of no choices.
+    body = (
+        _chunk([{"index": 0, "finish_reason": None, "delta": {"content": "apple,"}}])
+        + _chunk([{"index": 0, "finish_reason": "length", "delta": {}}])
+        + _chunk([], usage={"prompt_tokens": 155, "completion_tokens": completion})
+        + b"data: [DONE]\n\n"
+    )
+    return httpx2.Response(200, content=body, headers={"content-type": "text/event-stream"})
+
+
+def test_a_stream_that_fills_the_slot_is_reported_as_the_context_window() -> None:
+    local = _local(_Server(lambda request: _filled_stream()), _engine(slot=256))
+    request = ChatRequest("m").user("List fifty fruits.").with_max_output_tokens(1000)
+    events = list(local.chat_stream(request))
+    ends = [e for e in events if isinstance(e, Finish | UsageEvent)]
+    assert [type(e) for e in ends] == [Finish, UsageEvent]
+    assert ends[0] == Finish(finish_reason=FinishReason.CONTEXT_WINDOW)
+    assert local.chat_stream(request).response().finish_reason == FinishReason.CONTEXT_WINDOW
+    at_limit = request.with_max_output_tokens(101)
+    assert local.chat_stream(at_limit).response().finish_reason == FinishReason.LENGTH
+
+
+def test_an_async_stream_that_fills_the_slot_is_reported_as_the_context_window() -> None:
+    local = _local(_Server(lambda request: _filled_stream()), _engine(slot=256))
+    request = ChatRequest("m").user("List fifty fruits.")
+
+    async def run() -> FinishReason | None:
+        stream = await local.achat_stream(request)
+        return (await stream.response()).finish_reason
+
+    assert asyncio.run(run()) == FinishReason.CONTEXT_WINDOW
+
+
+# 5. Engine options of 0
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("threads", 0, "threads must be at least 1, got 0"),
+        ("context", 0, "context must be at least 64, got 0"),
+        ("parallel", 0, "parallel must be at least 1, got 0"),
+        ("threads", -1, "threads must be at least 1, got -1"),
+        ("context", 10, "context must be at least 64, got 10"),
+    ],
+)
+def test_engine_options_below_their_least_are_refused(
+    option: str, value: int, message: str
+) -> None:
+    with pytest.raises(ValueError) as refused:
+        allama.provider("local", model="/nonexistent.gguf", **{option: value})
+    assert str(refused.value) == message
+
+
+# 6. A named tool not among the tools
+
+
+@pytest.mark.parametrize("policy", [UnsupportedPolicy.WARN, UnsupportedPolicy.ERROR])
+def test_a_named_tool_not_among_the_tools_is_refused(policy: UnsupportedPolicy) -> None:
+    server = _Server()
+    transport = _transport(server)
+    provider = allama.provider("llama-cpp", base_url="http://llama.test/v1", transport=transport)
+    request = (
+        ChatRequest("m")
+        .user("x")
+        .with_tools([TOOL])
+        .with_tool_choice(ToolChoice.tool("zzz"))
+        .with_unsupported_policy(policy)
+    )
+    for call in (provider.validate_chat_request, provider.chat, _local(server).chat):
+        with pytest.raises(InvalidRequestError) as refused:
+            call(request)
+        assert str(refused.value) == "tool_choice names `zzz`, which is not among the tools"
+        assert not refused.value.retryable
+    assert server.sent == []
