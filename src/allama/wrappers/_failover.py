@@ -10,6 +10,8 @@ from pydantic import JsonValue
 from allama.errors import (
     ACCOUNT_REFUSALS,
     Error,
+    NotFoundError,
+    ServerError,
     UnsupportedError,
     errors_in_chain,
     paid_before_foreign,
@@ -37,6 +39,9 @@ from allama.wrappers._record import (
 __all__ = ["FailoverProvider"]
 
 _FAILOVER_DATA_KEY = "failover"
+
+_PROVIDER_FAILURES = (NotFoundError, ServerError)
+"""Failures of the provider, not of the request: another provider need not meet them."""
 
 R = TypeVar("R")
 
@@ -92,7 +97,10 @@ class FailoverProvider:
     provider tried before, and so on (`allama.errors.errors_in_chain`). A non-retryable error
     is raised at once, since another provider would refuse the same request, but for a
     refusal of the account (a key refused, a permission or a quota it has not), which
-    another provider's account need not meet. With
+    another provider's account need not meet, and a failure of the provider itself: a model
+    or endpoint it does not have (`NotFoundError`: a retired model, a local model file that
+    is not there), a server that failed for good (`ServerError`: a local engine that cannot
+    load its model). With
     `failover_on_unsupported`, an `UnsupportedError` refused before sending (nothing paid)
     also moves on. A response after a failover records the providers tried in
     `provider_data["allama"]["failover"]`. A stream fails over on an error met before the
@@ -129,7 +137,7 @@ class FailoverProvider:
 
     def fails_over_on(self, error: Error) -> bool:
         """Whether `error` sends the request on to the next provider."""
-        if error.retryable or isinstance(error, ACCOUNT_REFUSALS):
+        if error.retryable or isinstance(error, ACCOUNT_REFUSALS + _PROVIDER_FAILURES):
             return True
         return (
             self.failover_on_unsupported
