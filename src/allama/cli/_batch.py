@@ -914,9 +914,13 @@ def _write_from_ledger(
     (finished by an earlier run, or by this one and abandoned before it gave them: a
     second Ctrl-C), validated again; their results, and those of the failures an earlier
     run ended with, as the run would have given them (a copy of an input the run gave
-    already marked so). `given`: the inputs the run gave, by their key's first 64 bits."""
+    already marked so). `given`: the inputs the run gave, by their key's first 64 bits.
+
+    The input is read again for them: one that can no longer be read as the run read it
+    (written over since) raises its `InputError`, with nothing of the ledger's written."""
     import sqlite3
 
+    from allama.batch._inputs import InputError
     from allama.batch._ledger import LedgerError, _read_only, _row, row_columns
 
     filled: list[Any] = []
@@ -941,6 +945,7 @@ def _write_from_ledger(
     def reached(index: int) -> bool:
         return index < len(seen) and bool(seen[index])
 
+    start = output.seek(0, os.SEEK_END)  # (an append's position, after a truncation, is not)
     try:
         for index, document, key, found in _looked_up(spec, db, row_columns(db), reached):
             if found is None or key is None:
@@ -976,6 +981,9 @@ def _write_from_ledger(
             filled.append(result)
     except sqlite3.Error:
         return filled
+    except InputError:  # the documents read now are not those the run read: none written
+        output.truncate(start)
+        raise
     finally:
         output.flush()
         db.close()
@@ -1067,6 +1075,7 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
     from pydantic import TypeAdapter
 
     import allama
+    from allama.batch._inputs import InputError
     from allama.batch._run import key_bits, stored_python
 
     # The output's `.part` file is taken first: a second run writing the same output is
@@ -1268,9 +1277,14 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             interrupts.finished = True
             if progress is not None:
                 progress.stop()
-        # The folder's files the run found removed (reading the ledger's values after a
-        # stop reads the folder again, and finds those it never reached too).
+        # The folder's files the run found removed, and what it found of a file changed
+        # (reading the ledger's values after a stop reads the input again, and finds those
+        # it never reached too).
         removed = list(prepared.inputs.removed)
+        changes = list(prepared.inputs.changed)
+        unfilled: InputError | None = None
+        """Why the ledger's values for the documents a stopped run did not reach are not
+        written: the input, read again for them, is no longer the one the run read."""
         if broken is None and unwritten is None and run.summary.stopped is not None:
             # A stopped run reads no further input; what the ledger holds of the rest (an
             # earlier run's values) is written too, so the output is not cut short.
@@ -1287,6 +1301,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
                 broken = KeyboardInterrupt("interrupted while writing the ledger's values")
             except OSError as error:  # the disk full: the values are in the ledger
                 unwritten = error
+            except InputError as error:  # written over since the run read it: its output is
+                unfilled = error  # whole all the same, and the stop's
             except Exception as error:
                 broken = error
             written += filled
@@ -1352,11 +1368,17 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             + ", `allama batch status` shows them)",
             file=sys.stderr,
         )
-    for changed in prepared.inputs.changed:
+    for changed in changes:
         # Read to its end all the same: what the run sent is what it read, said in its rows.
         print(
             f"note: {printable(str(prepared.inputs.path))}: {changed} "
             "(read to its end as it was opened: the output holds what was read)",
+            file=sys.stderr,
+        )
+    if unfilled is not None:
+        print(
+            f"note: {printable(str(unfilled))}; the values the ledger holds for the documents "
+            "the run did not reach are not written: they are no longer those the run read",
             file=sys.stderr,
         )
     if removed:

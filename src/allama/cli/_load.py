@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
@@ -10,6 +11,7 @@ import sys
 import sysconfig
 import traceback
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +59,45 @@ def _load_file(module_ref: str) -> Any:
     path = Path(module_ref)
     if not path.is_file():
         raise TypeNotFound(f"no such file: `{module_ref}`")
+    file = path.resolve()
+    dotted, root = _package_module(file)
+    if dotted is None or root is None:
+        with _on_path(str(file.parent)):  # as `python path/to/file.py` runs it
+            return _exec_file(module_ref, path)
+    # A file of a package is imported by its name, as `python -m` from the folder the package
+    # is in would (its relative imports need its package); its own folder stays on the path,
+    # as the file's imports of its siblings by their names need.
+    taken = _taken(dotted, root)
+    if taken is None:
+        with _on_path(str(root), str(file.parent)):
+            module = _import_as(module_ref, dotted)
+        if Path(getattr(module, "__file__", None) or "").resolve() == file:
+            return module
+        taken = f"`{getattr(module, '__file__', None) or dotted}`'s"
+    # The package's name is another module's: the file is loaded alone, as it was before.
+    try:
+        with _on_path(str(file.parent)):
+            return _exec_file(module_ref, path)
+    except TypeNotFound as error:
+        cause = error.__cause__
+        top = dotted.partition(".")[0]
+        # A relative import (no name), or an absolute one of the package.
+        if not isinstance(cause, ImportError) or (cause.name or top).partition(".")[0] != top:
+            raise
+        raise TypeNotFound(
+            f"{error}; the file is in the package `{top}`, a name that is {taken} here: "
+            "it was loaded alone, without its package"
+        ) from error.__cause__
+
+
+def _exec_file(module_ref: str, path: Path) -> Any:
+    # Under a name of its own: a file named like another module (`json.py`) takes its place
+    # in no one's imports, and loaded again it is run again.
     module_name = f"_allama_plan_{path.stem}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise TypeNotFound(f"`{module_ref}` cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.resolve().parent))
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
@@ -70,29 +105,84 @@ def _load_file(module_ref: str) -> Any:
         raise TypeNotFound(_import_failed(module_ref, error)) from error
     except SystemExit as exiting:  # a script's `sys.exit()` or `parse_args()` on import
         raise TypeNotFound(_exited(module_ref, exiting)) from None
-    finally:
-        sys.path.pop(0)
     return module
 
 
-def _import(module_ref: str) -> Any:
-    # A console script's path starts with its own directory, not the current one as under
-    # `python -m`; the current directory is put first for the import, then taken away.
+def _package_module(file: Path) -> tuple[str | None, Path | None]:
+    """The name `file` is imported by as part of its package (`shop.models`), and the folder
+    the package is in, the nearest above it that is no package; `None`s for a file whose
+    folder is no package (or is named as no module can be)."""
+    parts = [] if file.stem == "__init__" else [file.stem]
+    folder = file.parent
+    while (folder / "__init__.py").is_file() and folder.name.isidentifier():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    if folder == file.parent or not all(part.isidentifier() for part in parts):
+        return None, None
+    return ".".join(parts), folder
+
+
+def _taken(dotted: str, root: Path) -> str | None:
+    """Whose the package's name is here, when it is not the package in `root`'s (a standard
+    library module's, an installed package's, another project's package loaded before):
+    imported by its name, the file would be that one's, or would hide it."""
+    top = dotted.partition(".")[0]
+    if top in sys.stdlib_module_names:
+        return "the standard library's"
+    module = sys.modules.get(top)
+    if module is not None:
+        places: list[str | None] = list(
+            getattr(module, "__path__", None) or [getattr(module, "__file__", None)]
+        )
+    else:
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return None
+        if spec is None:
+            return None
+        folders = spec.submodule_search_locations
+        places = [spec.origin] if folders is None else list(folders)
+    found = [place for place in places if place]
+    if any(Path(place).resolve() == root / top for place in found):
+        return None
+    return f"`{found[0]}`'s" if found else "a module's without a file"
+
+
+@contextlib.contextmanager
+def _on_path(*folders: str) -> Iterator[None]:
+    """`folders` first on the import path, then the current directory where it is not on it
+    (a console script's path starts with its own directory, not the current one as under
+    `python -m`), for an import; taken away after."""
     here = os.getcwd()
-    added = not any(entry in ("", here) for entry in sys.path)
-    if added:
-        sys.path.insert(0, here)
+    added = [*folders, *([] if any(entry in ("", here) for entry in sys.path) else [here])]
+    sys.path[:0] = added
     try:
-        return importlib.import_module(module_ref)
+        yield
+    finally:
+        for entry in added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(entry)
+
+
+def _import(module_ref: str) -> Any:
+    with _on_path():
+        return _import_as(module_ref, module_ref)
+
+
+def _import_as(module_ref: str, name: str) -> Any:
+    """The module `name`, imported for the reference `module_ref`, its errors said in the
+    reference's terms."""
+    try:
+        return importlib.import_module(name)
     except ImportError as error:
+        if name != module_ref:  # a file's own import that failed
+            raise TypeNotFound(_import_failed(module_ref, error)) from error
         raise TypeNotFound(f"cannot import `{module_ref}`: {error}") from error
     except Exception as error:
         raise TypeNotFound(_import_failed(module_ref, error)) from error
     except SystemExit as exiting:
         raise TypeNotFound(_exited(module_ref, exiting)) from None
-    finally:
-        if added:
-            sys.path.remove(here)
 
 
 def _import_failed(module_ref: str, error: Exception) -> str:
