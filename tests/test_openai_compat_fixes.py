@@ -13,7 +13,7 @@ import httpx2
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 import allama
 from allama import ChatRequest, ExtractionMode, Extractor, ToolDefinition
@@ -416,3 +416,31 @@ def test_tool_calls_in_the_probe_shape_keep_their_ids() -> None:
         )
     )
     assert response.content == (Reasoning(text="r"), ToolCall(id="x", name="f", arguments="{}"))
+
+
+class Note(BaseModel):
+    body: str = Field(max_length=5000)
+    debt: int = Field(lt=0)
+    code: str = Field(pattern=r"^\d{3}$")
+
+
+def test_ollamas_openai_endpoint_gets_the_schema_its_converter_compiles() -> None:
+    # Ollama's /v1 compiles the schema with the llama.cpp converter its native API uses: a
+    # length past 2,000 fails the grammar (400), a lone negative bound every generation
+    # (500), `\d` matches anything. Sent as the native `ollama` preset sends it.
+    answer = completion({"content": '{"body": "x", "debt": -1, "code": "123"}'})
+    compat, recorder = provider("ollama-openai", (200, answer))
+    request = allama.ChatRequest("llama3.2").user("x")
+    result = allama.extract(compat, Note, request)
+    sent = recorder.bodies[0]["response_format"]["json_schema"]["schema"]["properties"]
+    assert {name: {k: v for k, v in p.items() if k != "title"} for name, p in sent.items()} == {
+        "body": {"type": "string"},
+        "debt": {"type": "integer"},
+        "code": {"pattern": "^[0-9]{3}$", "type": "string"},
+    }
+    assert result.metadata.enforcement is allama.SchemaEnforcement.APPROXIMATE
+    assert result.metadata.degradations[-1].message == (
+        "the schema of `Note` was approximated: the schema at `Note` is compiled by Ollama's "
+        "OpenAI-compatible endpoint's llama.cpp grammar converter, which does not report "
+        "which keywords it enforces"
+    )

@@ -418,12 +418,15 @@ _PRESETS: tuple[Preset, ...] = (
     ),
     Preset(
         # Ollama's /v1 drops tool_choice, parallel_tool_calls and max_completion_tokens
-        # without a word; the schema becomes a grammar (`name` and `strict` ignored).
+        # without a word; the schema becomes its native `format`, compiled by the build of
+        # llama.cpp's converter Ollama carries, as on its own API (`name` and `strict`
+        # ignored).
         "ollama-openai",
         WireProfile(
             "ollama-openai",
             "Ollama's OpenAI-compatible endpoint",
-            response_dialect=SchemaDialect.GRAMMAR,
+            response_dialect=SchemaDialect.LLAMA_CPP,
+            converter_measured=False,
             tool_dialect=SchemaDialect.NOT_HONOURED,
             token_field="max_tokens",
             tool_choice=False,

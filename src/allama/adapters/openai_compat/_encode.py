@@ -304,8 +304,17 @@ class _Encoder:
         if dialect is SchemaDialect.LLAMA_CPP:
             from allama.schema._dialects._llama_cpp import llama_cpp
 
-            # Measured against the real server: its notes are the whole story.
-            return llama_cpp(schema)
+            # Measured against the real server: its notes are the whole story there.
+            rewrite = llama_cpp(schema)
+            if self.profile.converter_measured:
+                return rewrite
+            unreported = SchemaNote(
+                WarningKind.APPROXIMATED,
+                "/",
+                f"the schema at `/` is compiled by {self.profile.display_name}'s llama.cpp "
+                "grammar converter, which does not report which keywords it enforces",
+            )
+            return Rewrite(rewrite.schema, (*rewrite.notes, unreported), rewrite.dropped)
         if dialect is SchemaDialect.GRAMMAR:
             from allama.schema._dialects._grammar import grammar_engine
 

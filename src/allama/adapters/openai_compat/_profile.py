@@ -75,6 +75,10 @@ class WireProfile:
     choice_grammar: bool = False
     """Whether a `choice` response format goes as a grammar of its options (llama.cpp's
     `grammar` field); elsewhere Chat Completions has no plain-text choice output."""
+    converter_measured: bool = True
+    """Under the `LLAMA_CPP` dialect: whether the server's converter is llama.cpp's own, as
+    measured (`local`, a llama.cpp server), so that its notes are the whole story; not where
+    another server carries a build of it (Ollama), which says nothing of what it enforces."""
     response_schema_any_root: CapabilitySupport = CapabilitySupport.UNKNOWN
     """Whether a response format's schema may have a root that is not an object (grammar
     engines: yes; OpenAI's strict mode and JSON mode: no)."""
