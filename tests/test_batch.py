@@ -3981,10 +3981,22 @@ def test_a_suspect_under_a_budget_waits_out_of_its_slot(
     server: BatchServer, tmp_path: Path
 ) -> None:
     # Under a budget an outcome is recorded before the slot is given back; the suspect's
-    # waits for the inputs after it, which need the one slot.
+    # waits for the inputs after it, which need the one slot. Its connection cannot be
+    # made, which costs nothing: one cut off after the request went out whole may be
+    # billed, at a cost unknown, where a budget stops the run.
+    from allama.adapters._http import HttpRequest, HttpResponse
+    from allama.errors import NetworkError
+    from allama.transport import Transport
+
+    class NoConnection(Transport):
+        def send(self, request: HttpRequest) -> HttpResponse:
+            if b"cut off" in request.content:
+                raise NetworkError("could not connect to the server (ConnectError)")
+            return super().send(request)
+
     ledger = tmp_path / "run.sqlite"
     run = allama.batch(
-        provider_for(server),
+        allama.provider("openai", api_key="sk-test", base_url=server.url, transport=NoConnection()),
         Row,
         ["doc 3, cut off", "doc 4", "doc 5"],
         request=TEMPLATE,

@@ -11,8 +11,10 @@ cookies, goes through `build_request` and `send` on every call. Timeouts become
 `RequestTimeoutError`, connection failures `NetworkError` (both retryable), whether they
 happen while sending or in the middle of a stream; their messages name the host and port,
 and for a timeout the limit that ran out, its value and how to change it, and the httpx2
-exception stays chained as the cause. Closing a stream closes its HTTP response, so an
-abandoned stream gives its connection back.
+exception stays chained as the cause. One met waiting for the answer to a request sent
+whole reached the provider, and may be billed: it says so (an empty usage beside it).
+Closing a stream closes its HTTP response, so an abandoned stream gives its connection
+back.
 
 `httpx2` itself is imported by the first request (or by a setting made of its types), not
 by building a transport: a program that builds providers at start-up pays for the HTTP
@@ -146,6 +148,51 @@ def _body_lost(
             f"({type(exc).__name__})"
         ).mark_authored()
     raise error.with_metadata(REPORTED_USAGE_KEY, {}) from exc
+
+
+def _unanswered(exc: Exception, request: httpx2.Request | None, *, own_client: bool) -> Error:
+    """The error for a request that got no status. One whose body went out whole, and that
+    then waited for its answer in vain (the read timed out, the connection broke), reached
+    the provider, which may be making the answer: made and maybe billed, its cost unknown
+    (an empty usage reported beside it), as an answer cut off after its status is. One that
+    failed connecting, waiting for a connection or sending is not: httpx2 reads on after a
+    failed write (for an early answer), so what it raises then is told by the body's
+    sending, not by its type."""
+    error = _failure(exc, request, own_client=own_client)
+    request = _request_of(exc, request)
+    if (
+        isinstance(exc, httpx2.ReadTimeout | httpx2.ReadError | httpx2.RemoteProtocolError)
+        and request is not None
+        and getattr(request.stream, "sent", False) is True
+    ):
+        error.with_metadata(REPORTED_USAGE_KEY, {})
+    return error
+
+
+_SENT_BODY: type[httpx2.ByteStream] | None = None
+
+
+def _body(content: bytes) -> httpx2.ByteStream:
+    """A request's body that says (`sent`) once httpx2 has taken all of it: written to the
+    connection, for a transport of httpx2's (`_unanswered`)."""
+    global _SENT_BODY
+    kind = _SENT_BODY
+    if kind is None:
+
+        class SentBody(httpx2.ByteStream):
+            sent = False
+
+            def __iter__(self) -> Iterator[bytes]:
+                yield from super().__iter__()
+                self.sent = True
+
+            async def __aiter__(self) -> AsyncIterator[bytes]:
+                async for chunk in super().__aiter__():
+                    yield chunk
+                self.sent = True
+
+        kind = _SENT_BODY = SentBody
+    return kind(content)
 
 
 def _emptied(response: httpx2.Response) -> HttpResponse:
@@ -553,13 +600,15 @@ class Transport:
         content = request.content
         if not owned or client.cookies:
             # A client of the caller's (or one holding cookies) merges its own settings.
-            return client.build_request(
+            built = client.build_request(
                 request.method,
                 request.url,
                 content=content,
                 headers=dict(request.headers),
                 params=dict(request.params) if request.params else None,
             )
+            built.stream = _body(content)
+            return built
         # A client of our own never changes its settings, so what `build_request` merges
         # (URL, default headers, timeout) is merged once per endpoint and reused.
         template = self._templates.get(_template_key(request)) or self._template(client, request)
@@ -568,7 +617,7 @@ class Transport:
             request.method,
             template.url,
             headers=headers,
-            stream=httpx2.ByteStream(content),
+            stream=_body(content),
             extensions=template.extensions,
         )
 
@@ -622,7 +671,7 @@ class Transport:
                 response.close()
             return _received(client, response, content)
         except _failures() as exc:
-            raise _failure(exc, built, own_client=own) from exc
+            raise _unanswered(exc, built, own_client=own) from exc
 
     async def asend(self, request: HttpRequest) -> HttpResponse:
         client, own = self._async(), self._owns_async_client
@@ -650,7 +699,7 @@ class Transport:
                 await response.aclose()
             return _received(client, response, content)
         except _failures() as exc:
-            raise _failure(exc, built, own_client=own) from exc
+            raise _unanswered(exc, built, own_client=own) from exc
 
     def open_stream(self, request: HttpRequest) -> StreamResponse:
         client, own = self._sync(), self._owns_client
@@ -659,7 +708,7 @@ class Transport:
             built = self._build(client, own, request)
             return StreamResponse(client.send(built, stream=True), own_client=own)
         except _failures() as exc:
-            raise _failure(exc, built, own_client=own) from exc
+            raise _unanswered(exc, built, own_client=own) from exc
 
     async def aopen_stream(self, request: HttpRequest) -> AsyncStreamResponse:
         client, own = self._async(), self._owns_async_client
@@ -668,7 +717,7 @@ class Transport:
             built = self._build(client, own, request)
             return AsyncStreamResponse(await client.send(built, stream=True), own_client=own)
         except _failures() as exc:
-            raise _failure(exc, built, own_client=own) from exc
+            raise _unanswered(exc, built, own_client=own) from exc
 
     def close(self) -> None:
         """Close the sync client (if this transport made it)."""

@@ -289,11 +289,14 @@ class JobRunner(_Runner):
     def _leave_open_jobs(self) -> None:
         """The jobs still running go on at the provider, and a later run collects them:
         their inputs are in jobs, so said."""
-        for job in self.open.values():
-            self.summary.in_flight -= len(job.items)
-            for item in job.items:
-                self._in_job(item, job)
-        self.open.clear()
+        for job in list(self.open.values()):
+            self._leave_job(job)
+
+    def _leave_job(self, job: _Job) -> None:
+        del self.open[job.tag]
+        self.summary.in_flight -= len(job.items)
+        for item in job.items:
+            self._in_job(item, job)
 
     async def _intake(self) -> dict[str, list[_Item]]:
         """Every input built, keyed and claimed; those in a job of an earlier run are
@@ -600,13 +603,10 @@ class JobRunner(_Runner):
                     # No try, as for a live call: the job was not made (a queue's limit).
                     tried -= 1
                     limited += 1
-                    asked = asked_wait(error)
-                    if asked is not None and asked > _LONGEST_WAIT:
-                        too_long = f"the provider asked to wait {asked:.0f} s before the next job"
-                        break
                     if limited > _MAX_RATE_LIMITED:
                         break
-                if error.retryable and tried < self.spec.max_attempts:
+                too_long = _waits_too_long(error, "the next job")
+                if error.retryable and tried < self.spec.max_attempts and too_long is None:
                     if self.stopping is None:  # a stop ends the wait
                         await self.limiter.sleep(self._pause(error, tried + limited))
                     continue  # stopped: only asked whether that try reached the provider
@@ -740,7 +740,8 @@ class JobRunner(_Runner):
                     said = (
                         f"provider batch job {tag} may have been made (its id never reached "
                         "the ledger), and the provider's jobs could not be listed to tell "
-                        f"({error.kind}): the same command looks for it again"
+                        f"({_waits_too_long(error) or error.kind}): the same command looks "
+                        "for it again"
                     )
                     self._made_or_not(tag, items, said, _failure(error).kind)
                     continue
@@ -859,10 +860,14 @@ class JobRunner(_Runner):
                 if isinstance(error, RateLimitedError):
                     tried -= 1  # not counted, as for a live call
                     limited += 1
-                    asked = asked_wait(error)
-                    if limited > _MAX_RATE_LIMITED or (asked or 0) > _LONGEST_WAIT:
+                    if limited > _MAX_RATE_LIMITED:
                         raise
-                if not error.retryable or tried >= _LOOK_TRIES or self.stopping is not None:
+                if (
+                    not error.retryable
+                    or tried >= _LOOK_TRIES
+                    or self.stopping is not None
+                    or _waits_too_long(error) is not None
+                ):
                     raise
                 await self.limiter.sleep(self._pause(error, tried + limited))
 
@@ -1002,7 +1007,8 @@ class JobRunner(_Runner):
         up to `_MAX_POLL_ERRORS` in a row; then (or at once, for a refused key) the run
         stops, the job left at the provider and in the ledger for the next run."""
         job.errors += 1
-        if error.retryable and job.errors < _MAX_POLL_ERRORS:
+        too_long = _waits_too_long(error)
+        if error.retryable and job.errors < _MAX_POLL_ERRORS and too_long is None:
             job.due = time.monotonic() + self._pause(error, job.errors)
             return
         failure = _failure(error)
@@ -1010,9 +1016,12 @@ class JobRunner(_Runner):
         if self.stopping is None:
             self.summary.refused = failure.kind
             self.stop(
-                _stops(error, job.errors)
+                too_long
+                or _stops(error, job.errors)
                 or f"job {job.job_id} could not be read: {failure.message}"
             )
+        if too_long is not None:  # not read again at the stop, as others are
+            self._leave_job(job)
 
     async def _collect(self, job: _Job, state: JobState, rows: dict[str, Row]) -> None:
         assert self.book is not None
@@ -1239,6 +1248,14 @@ class JobRunner(_Runner):
                 except Error as error:
                     if limiter.counts_tokens and _refused_unread(error):
                         limiter.spent(estimate, 0, sent_at)
+                    too_long = _waits_too_long(error)
+                    if too_long is not None:
+                        # Not waited for: pending for the next run, which this one stops, as
+                        # a live run's input is.
+                        if isinstance(error, RateLimitedError):
+                            limiter.rate_limited += 1  # met, though not waited for
+                        await self._set_aside_item(item, error, stops=too_long)
+                        return
                     if error.retryable and tried < self.spec.max_attempts:
                         paid = list(paid_for(error))
                         self._count_pass(item, None, paid)  # under a budget, counted now
@@ -1751,6 +1768,18 @@ def _with_paid(item: _Item, answer: ChatResponse | Error) -> ChatResponse | Erro
     return answer.with_provider_data(ALLAMA_NAMESPACE, "batch_jobs", {PAID_BEFORE: paid})
 
 
+def _waits_too_long(error: Error, before: str = "the next request") -> str | None:
+    """Why the wait `error` asks for is not made, the run stopping instead (what waits for
+    it left for the next run), as in a live run (`_too_long`): longer than a run waits.
+    `None` for a wait a run makes, or an error that is not waited on (refused for good)."""
+    asked = asked_wait(error)
+    if asked is None or asked <= _LONGEST_WAIT:
+        return None
+    if not error.retryable and not isinstance(error, RateLimitedError):
+        return None
+    return f"the provider asked to wait {asked:.0f} s before {before}"
+
+
 def _may_have_made(error: Error) -> bool:
     """Whether a failed try at making a job may have made it: an answer lost (a timeout, a
     broken connection) or a server's failure, not a refusal or a rate limit."""
@@ -1761,6 +1790,6 @@ def _not_ruled_out(tag: str, failed: Error | None, error: Error) -> str:
     lost = f" ({failed.kind})" if failed is not None else ""
     return (
         f"provider batch job {tag} may have been made, its answer lost{lost}, and the "
-        f"provider's jobs could not be listed to tell ({error.kind}): the same command "
-        "looks for it, and collects it or sends its inputs"
+        f"provider's jobs could not be listed to tell ({_waits_too_long(error) or error.kind}): "
+        "the same command looks for it, and collects it or sends its inputs"
     )

@@ -26,6 +26,7 @@ from allama.errors import (
     UNNAMED_PARAMETERS_KEY,
     AuthenticationError,
     Error,
+    ErrorContext,
     InvalidRequestError,
     RateLimitedError,
     UnsupportedError,
@@ -630,6 +631,8 @@ class HttpProvider:
         self, request: ChatRequest, response: HttpResponse, warnings: list[Warning]
     ) -> ChatResponse:
         try:
+            if not 200 <= response.status < 300:
+                _check_answered(response.status, response.headers)
             return self._adapter.decode(
                 response, provider=self.name, model=request.model, warnings=warnings
             )
@@ -733,6 +736,9 @@ class HttpProvider:
                 finally:
                     handle.close()
                 raise self._stream_error(request, handle.status, handle.headers, body)
+            if not 200 <= handle.status < 300:
+                handle.close()
+                _check_answered(handle.status, handle.headers)
         except Error as error:
             self._scrub(error.with_provider(self.name).with_model(request.model))
             raise
@@ -816,6 +822,9 @@ class HttpProvider:
                 finally:
                     await handle.aclose()
                 raise self._stream_error(request, handle.status, handle.headers, body)
+            if not 200 <= handle.status < 300:
+                await handle.aclose()
+                _check_answered(handle.status, handle.headers)
         except Error as error:
             self._scrub(error.with_provider(self.name).with_model(request.model))
             raise
@@ -923,6 +932,40 @@ def _without_credentials(url: str) -> str:
         netloc = f"{user.partition(':')[0]}:***@{host}" if ":" in user else f"***@{host}"
     query = "***" if parts.query else ""
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _check_answered(status: int, headers: Mapping[str, str]) -> None:
+    """Refuse a status below 400 that is no answer: a redirect (3xx), which the transport
+    does not follow (the request and its key would go on to another address). It answers
+    every try alike, so it is not tried again; it names where it points, by scheme and host
+    only (a `Location`'s path or query may hold a key)."""
+    if 200 <= status < 300 or status >= 400:
+        return
+    if status < 300:
+        raise InvalidRequestError(
+            f"the provider answered {status}, which is no answer to a request: check the base URL",
+            context=ErrorContext(status=status),
+        ).mark_authored()
+    location = headers.get("location", "").strip()
+    where = ""
+    if location:
+        try:
+            target = httpx2.URL(location)
+        except httpx2.InvalidURL:
+            target = None
+        if target is not None and target.host:
+            host = f"[{target.host}]" if ":" in target.host else target.host
+            port = f":{target.port}" if target.port is not None else ""
+            scheme = f"{target.scheme}://" if target.scheme else ""
+            where = f" to {scheme}{host}{port}"
+        elif target is not None:
+            where = " to another path of the same host"
+    raise InvalidRequestError(
+        f"the provider answered {status}, a redirect{where}, which allama does not follow "
+        "(the request and its key would go on to another address): check the base URL, "
+        "and pass the address the API answers at as base_url= to allama.provider(...)",
+        context=ErrorContext(status=status),
+    ).mark_authored()
 
 
 def _in_its_terms(error: Error, request: ChatRequest) -> Error:
