@@ -796,14 +796,27 @@ def test_usage_not_reported_has_no_price(usage: Usage | None, reason: str) -> No
 
 def test_one_pass_without_usage_leaves_the_whole_cost_unknown() -> None:
     metadata = record(response(usage=Usage(input_tokens=5, output_tokens=5)), response())
-    assert metadata.usage == Usage(input_tokens=5, output_tokens=5)
-    # Said of the call: the record's usage is the other's.
+    # Its counts are unknown too: the other call's would read as the whole.
+    assert metadata.usage == Usage()
     assert (metadata.cost, metadata.cost_missing) == (
         None,
         "no usage was reported for one of its calls",
     )
     only = record(response(usage=Usage(input_tokens=5)), response(usage=Usage(output_tokens=1)))
     assert only.cost_missing == "the provider did not report the output tokens for one of its calls"
+
+
+def test_a_count_one_call_did_not_report_is_unknown_for_the_record() -> None:
+    # One call counted reasoning (0), the next (Anthropic's thinking) only its whole output:
+    # the record does not say none of the 974 output tokens went to reasoning.
+    first = Usage(input_tokens=100, output_tokens=10, reasoning_tokens=0, cache_read_tokens=0)
+    second = Usage(input_tokens=67, output_tokens=964)
+    metadata = record(response(usage=first), response(usage=second))
+    assert metadata.usage == Usage(input_tokens=167, output_tokens=974)
+    assert metadata.usage.reasoning_share() is None
+    assert first.of_calls(second) == metadata.usage
+    # `+` adds what was reported, as before.
+    assert (first + second).reasoning_tokens == 0
 
 
 def test_a_response_naming_no_model_or_provider_has_no_price() -> None:

@@ -76,7 +76,8 @@ class ExtractionMetadata(BaseModel):
 
     `passes` counts provider calls that returned a response (each one billed); `usage` sums
     the usage of every pass, including failed ones and a stream that failed mid-way (which
-    is not a pass, so `passes` can be 0 while `usage` is not). `enforcement` is the least
+    is not a pass, so `passes` can be 0 while `usage` is not); a count some paid call did
+    not report is `None` for the sum (`Usage.of_calls`). `enforcement` is the least
     enforced pass; `degradations` are the warnings that decided it, in the caller's terms.
     `root_wrapped` says the type's schema was sent wrapped in a one-property object
     (`{"value": ...}`), because the provider takes only an object at the root; the value
@@ -339,12 +340,14 @@ class ExtractionMetadata(BaseModel):
             self._count(counted, charge)
 
     def _count(self, usage: Usage | None, charge: Charge) -> None:
-        """Add `usage` to the record and keep its charge (an `allama._prices.Charge`), priced
-        only when the cost is read."""
-        if usage is not None:
-            self.usage = usage if self.usage is None else self.usage + usage
+        """Add `usage` (a paid call's, `None` where it reported none) to the record and keep
+        its charge (an `allama._prices.Charge`), priced only when the cost is read."""
         state = self.__dict__
         charges: tuple[Charge | Cost | str, ...] | None = state.get(_CHARGES)
+        if charges is None:
+            self.usage = usage
+        else:  # a count some paid call did not report is unknown for them all
+            self.usage = (self.usage or Usage()).of_calls(usage or Usage())
         state[_CHARGES] = (charge,) if charges is None else (*charges, charge)
         state.pop(_PRICED, None)
 

@@ -13,6 +13,10 @@ def _add(a: int | None, b: int | None) -> int | None:
     return a + b
 
 
+def _both(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else a + b
+
+
 class Usage(Data):
     """Tokens a response reported. `None` means not reported, which is not the same as 0.
 
@@ -40,6 +44,23 @@ class Usage(Data):
             reasoning_tokens=_add(self.reasoning_tokens, other.reasoning_tokens),
             cache_read_tokens=_add(self.cache_read_tokens, other.cache_read_tokens),
             cache_write_tokens=_add(self.cache_write_tokens, other.cache_write_tokens),
+        )
+
+    def of_calls(self, other: Usage) -> Usage:
+        """The usage of this call and `other` together, each a call paid for: a count is
+        known only where both reported it. (`+` adds what was reported, which reads as the
+        whole where one of them did not report a count; a reasoning count of one call beside
+        a total alone of the other would even exceed the output it is part of.)
+
+        >>> Usage(input_tokens=10).of_calls(Usage(input_tokens=5, output_tokens=2))
+        Usage(input_tokens=15, output_tokens=None, ...)
+        """
+        return Usage(
+            input_tokens=_both(self.input_tokens, other.input_tokens),
+            output_tokens=_both(self.output_tokens, other.output_tokens),
+            reasoning_tokens=_both(self.reasoning_tokens, other.reasoning_tokens),
+            cache_read_tokens=_both(self.cache_read_tokens, other.cache_read_tokens),
+            cache_write_tokens=_both(self.cache_write_tokens, other.cache_write_tokens),
         )
 
     def __radd__(self, other: int) -> Usage:
