@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from allama.schema._inline import inline_root_ref
 from allama.schema._types import TypeSchema, derived, type_schema
 
 __all__ = ["ROOT_KEY", "ROOT_OPTION", "object_rooted", "unwrap", "wrapped_schema", "wrapper_type"]
@@ -52,24 +53,14 @@ _UNIONS = ("anyOf", "oneOf", "allOf")
 
 
 def object_rooted(schema: dict[str, Any]) -> bool:
-    """Whether the root of `schema` (through a root `$ref`) is a plain object: `"type":
-    "object"` and no union beside it, which is what object-root dialects take. Answered
-    once per cached type's schema."""
-    return derived(schema, _is_object_rooted, lambda: _is_object_rooted(schema))
+    """Whether the root of `schema`, a root `$ref` resolved into it as the tool adapters
+    send it, is a plain object: `"type": "object"` and no union or `$ref` beside it, which
+    is what object-root dialects take. Answered once per cached type's schema."""
+    return derived(schema, _is_object_rooted, lambda: _is_object_rooted(inline_root_ref(schema)))
 
 
 def _is_object_rooted(schema: Mapping[str, Any]) -> bool:
-    if any(key in schema for key in _UNIONS):
-        return False
-    node: Any = schema
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        defs = schema.get("$defs")
-        name = ref.removeprefix("#/$defs/").replace("~1", "/").replace("~0", "~")
-        node = defs.get(name) if isinstance(defs, Mapping) and ref != name else None
-        if not isinstance(node, Mapping):
-            return False
-    return node.get("type") == "object" and not any(key in node for key in (*_UNIONS, "$ref"))
+    return schema.get("type") == "object" and not any(key in schema for key in (*_UNIONS, "$ref"))
 
 
 def wrapper_type(tp: Any) -> Any:

@@ -30,6 +30,7 @@ from allama.adapters.anthropic._capabilities import ClaudeFamily, Thinking
 from allama.adapters.anthropic._profile import AnthropicProfile
 from allama.errors import InvalidRequestError
 from allama.schema._errors import SchemaError
+from allama.schema._inline import inline_root_ref
 from allama.schema._limits import measure
 from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
 from allama.types import (
@@ -464,12 +465,13 @@ class _Encoder:
         wire: dict[str, Any] = {"name": tool.name}
         if tool.description:
             wire["description"] = tool.description
-        wire["input_schema"] = tool.parameters
+        # The root must be `type: "object"`: a root `$ref` (a recursive model's) is refused.
+        wire["input_schema"] = inline_root_ref(tool.parameters)
         return wire
 
     def tool(self, tool: ToolDefinition, *, room: bool) -> tuple[dict[str, Any], bool]:
         wire = self.plain(tool)
-        schema = tool.parameters
+        schema = wire["input_schema"]
         strict = False
         if tool.strict:
             subject = f"tool `{tool.name}`"
@@ -485,7 +487,7 @@ class _Encoder:
                     f"per request; {subject} was sent without `strict`",
                 )
             else:
-                rewrite = self.rewrite(schema, subject)
+                rewrite = self.rewrite(tool.parameters, subject)
                 # Without `strict` the tool's own schema is sent, not the rewrite.
                 strict = apply_strict_policy(
                     rewrite,

@@ -37,6 +37,7 @@ from allama.adapters.gemini._capabilities import GeminiFamily, SchemaSurface, Th
 from allama.adapters.gemini._profile import GeminiProfile
 from allama.errors import InvalidRequestError
 from allama.schema._errors import SchemaError
+from allama.schema._inline import inline_root_ref
 from allama.schema._rewrite import Rewrite, apply_strict_policy
 from allama.types import (
     AssistantMessage,
@@ -440,7 +441,8 @@ class _Encoder:
                     RequestField.TOOLS, f"{subject} was approximated: {note.message}"
                 )
         else:
-            declaration["parametersJsonSchema"] = tool.parameters
+            # An object root, as the field takes: a root `$ref` is resolved into it.
+            declaration["parametersJsonSchema"] = inline_root_ref(tool.parameters)
         return declaration
 
     def tool_config(self) -> dict[str, Any] | None:

@@ -61,6 +61,7 @@ from allama.adapters.ollama._capabilities import OllamaFamily, Thinking
 from allama.adapters.ollama._profile import OllamaProfile
 from allama.errors import InvalidRequestError
 from allama.schema._errors import SchemaError
+from allama.schema._inline import inline_root_ref
 from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
 from allama.types import (
     AssistantMessage,
@@ -280,8 +281,11 @@ class _Encoder:
                 f"{self.profile.display_name} has no strict tools; tool `{tool.name}` was "
                 "sent without `strict`",
             )
+        # Ollama's decoder drops `$ref` (it keeps the root's `$defs`): a root `$ref` would
+        # leave no parameters, so it is resolved into the root.
+        parameters = inline_root_ref(tool.parameters)
         function = _present(
-            name=tool.name, description=tool.description or None, parameters=tool.parameters
+            name=tool.name, description=tool.description or None, parameters=parameters
         )
         return {"type": "function", "function": function}
 

@@ -1,0 +1,331 @@
+"""A tool schema whose root is a `$ref` (pydantic's for a recursive model, or a `RootModel`
+of a model) is sent with the reference resolved into the root, where the tool API takes an
+object root: Anthropic's `input_schema` (400 "input_schema.type: Field required" without
+it), Gemini's `parametersJsonSchema`, Ollama's tool `parameters` (whose decoder drops
+`$ref`). The caller's own tools as well as extraction's forced tool."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from enum import Enum
+from typing import Any
+
+import httpx2
+import pytest
+from pydantic import BaseModel, RootModel
+
+import allama
+from allama import ChatRequest, ExtractionMode, SchemaEnforcement, ToolChoice, ToolDefinition
+from allama.extract._root import object_rooted
+from allama.schema._inline import inline_root_ref
+from allama.transport import Transport
+
+
+class Node(BaseModel):
+    name: str
+    children: list[Node]
+
+
+class Person(BaseModel):
+    name: str
+
+
+class People(RootModel[Person]):
+    pass
+
+
+class Colour(Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+class Shade(RootModel[Colour]):
+    pass
+
+
+NODE_PROPERTIES = {
+    "name": {"title": "Name", "type": "string"},
+    "children": {"items": {"$ref": "#/$defs/Node"}, "title": "Children", "type": "array"},
+}
+NODE_DEF = {
+    "properties": NODE_PROPERTIES,
+    "required": ["name", "children"],
+    "title": "Node",
+    "type": "object",
+}
+NODE_SENT = {
+    "$defs": {"Node": NODE_DEF},
+    "properties": NODE_PROPERTIES,
+    "required": ["name", "children"],
+    "title": "Node",
+    "type": "object",
+}
+PERSON_DEF = {
+    "properties": {"name": {"title": "Name", "type": "string"}},
+    "required": ["name"],
+    "title": "Person",
+    "type": "object",
+}
+PEOPLE_SENT = {  # the root's own title over the target's
+    "$defs": {"Person": PERSON_DEF},
+    "properties": {"name": {"title": "Name", "type": "string"}},
+    "required": ["name"],
+    "title": "People",
+    "type": "object",
+}
+
+ANSWER = {"name": "a", "children": [{"name": "b", "children": []}]}
+VALUE = Node(name="a", children=[Node(name="b", children=[])])
+
+
+class Recorder:
+    """An endpoint of `dialect` that calls the first tool offered with `args`."""
+
+    def __init__(self, dialect: str, args: dict[str, Any]) -> None:
+        self.dialect = dialect
+        self.args = args
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, http: httpx2.Request) -> httpx2.Response:
+        body = json.loads(http.read())
+        self.bodies.append(body)
+        return httpx2.Response(200, json=getattr(self, self.dialect)(body))
+
+    def anthropic(self, body: dict[str, Any]) -> dict[str, Any]:
+        call = {"type": "tool_use", "id": "toolu_1", "name": body["tools"][0]["name"]}
+        return {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": [{**call, "input": self.args}],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        }
+
+    def gemini(self, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["tools"][0]["functionDeclarations"][0]["name"]
+        parts = [{"functionCall": {"name": name, "args": self.args}}]
+        return {
+            "candidates": [
+                {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5},
+            "modelVersion": "gemini-2.0-flash",
+        }
+
+    def ollama(self, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["tools"][0]["function"]["name"]
+        call = {"function": {"name": name, "arguments": self.args}}
+        return {
+            "model": body["model"],
+            "created_at": "2025-01-01T00:00:00Z",
+            "message": {"role": "assistant", "content": "", "tool_calls": [call]},
+            "done": True,
+            "done_reason": "stop",
+            "prompt_eval_count": 10,
+            "eval_count": 5,
+        }
+
+    def transport(self) -> Transport:
+        return Transport(
+            client=httpx2.Client(transport=httpx2.MockTransport(self)),
+            async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self)),
+        )
+
+
+PRESETS = {
+    "anthropic": ("claude-3-5-haiku-20241022", "anthropic"),
+    "gemini": ("gemini-2.0-flash", "gemini"),
+    "ollama": ("llama3.1", "ollama"),
+}
+
+
+def _provider(preset: str, args: dict[str, Any]) -> tuple[Any, Recorder, str]:
+    model, dialect = PRESETS[preset]
+    recorder = Recorder(dialect, args)
+    key = {} if preset == "ollama" else {"api_key": "k"}
+    return allama.provider(preset, transport=recorder.transport(), **key), recorder, model
+
+
+def _sent_schema(preset: str, body: dict[str, Any]) -> Any:
+    tool = body["tools"][0]
+    if preset == "anthropic":
+        return tool["input_schema"]
+    if preset == "gemini":
+        return tool["functionDeclarations"][0]["parametersJsonSchema"]
+    return tool["function"]["parameters"]
+
+
+def _extract(provider: Any, tp: Any, request: ChatRequest, mode: str) -> Any:
+    if mode == "async":
+        return asyncio.run(allama.aextract(provider, tp, request))
+    return allama.extract(provider, tp, request)
+
+
+# Extraction's forced tool
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "claude-3-5-haiku-20241022"])
+def test_recursive_model_goes_to_claude_as_an_object_rooted_tool(model: str, mode: str) -> None:
+    """Recursion is beyond Anthropic's strict grammar (and Claude 3.5 has none): auto mode
+    falls back to a forced tool without `strict`, whose `input_schema` has an object root."""
+    recorder = Recorder("anthropic", ANSWER)
+    provider = allama.provider("anthropic", api_key="k", transport=recorder.transport())
+    extraction = _extract(provider, Node, ChatRequest(model).user("q"), mode)
+    assert extraction.value == VALUE
+    assert extraction.metadata.mode is ExtractionMode.FORCED_TOOL
+    assert extraction.metadata.enforcement is SchemaEnforcement.NOT_ENFORCED
+    assert extraction.metadata.root_wrapped is False
+    [body] = recorder.bodies
+    [tool] = body["tools"]
+    assert tool["input_schema"] == NODE_SENT
+    assert "strict" not in tool
+    assert body["tool_choice"] == {"type": "tool", "name": tool["name"]}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("preset", ["anthropic", "gemini", "ollama"])
+def test_root_model_of_a_model_goes_as_an_object_rooted_tool(preset: str, mode: str) -> None:
+    provider, recorder, model = _provider(preset, {"name": "Ada"})
+    request = ChatRequest(model).user("q").with_option(ExtractionMode.FORCED_TOOL)
+    extraction = _extract(provider, People, request, mode)
+    assert extraction.value == People(Person(name="Ada"))
+    assert extraction.metadata.root_wrapped is False
+    assert extraction.metadata.enforcement is SchemaEnforcement.NOT_ENFORCED
+    assert _sent_schema(preset, recorder.bodies[0]) == PEOPLE_SENT
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_root_ref_to_an_enum_is_wrapped(mode: str) -> None:
+    """A root `$ref` to what is no object is no object root: the type goes wrapped."""
+    recorder = Recorder("anthropic", {"value": "green"})
+    provider = allama.provider("anthropic", api_key="k", transport=recorder.transport())
+    extraction = _extract(provider, Shade, ChatRequest("claude-3-5-haiku-20241022").user("q"), mode)
+    assert extraction.value == Shade(Colour.GREEN)
+    assert extraction.metadata.root_wrapped is True
+    schema = recorder.bodies[0]["tools"][0]["input_schema"]
+    assert schema["type"] == "object"
+    assert schema["properties"] == {"value": {"$ref": "#/$defs/Shade"}}
+
+
+# The caller's own tools
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("preset", ["anthropic", "gemini", "ollama"])
+def test_callers_tool_with_a_root_ref_is_sent_object_rooted(preset: str, mode: str) -> None:
+    provider, recorder, model = _provider(preset, ANSWER)
+    tool = ToolDefinition(name="tree", parameters=Node.model_json_schema())
+    request = ChatRequest(model).user("q").with_tools([tool]).with_tool_choice(ToolChoice.auto())
+    response = asyncio.run(provider.achat(request)) if mode == "async" else provider.chat(request)
+    assert json.loads(response.tool_calls()[0].arguments) == ANSWER
+    assert _sent_schema(preset, recorder.bodies[0]) == NODE_SENT
+    assert tool.parameters == Node.model_json_schema()  # the caller's schema is left as it was
+
+
+def test_anthropic_strict_tool_falls_back_object_rooted() -> None:
+    """A strict tool whose schema recurses is sent without `strict`, as its own schema."""
+    recorder = Recorder("anthropic", ANSWER)
+    provider = allama.provider("anthropic", api_key="k", transport=recorder.transport())
+    tool = ToolDefinition(name="tree", parameters=Node.model_json_schema(), strict=True)
+    request = ChatRequest("claude-sonnet-4-5").user("q").with_tools([tool])
+    response = provider.chat(request)
+    assert [w.message for w in response.warnings] == [
+        "tool `tree` is not strict-representable: the subschema at "
+        "`/$defs/Node/properties/children/items` is recursive, which Anthropic strict mode "
+        "cannot enforce; it was sent without `strict`"
+    ]
+    [sent] = recorder.bodies[0]["tools"]
+    assert sent == {"name": "tree", "input_schema": NODE_SENT}
+
+
+# What the root becomes
+
+
+def test_annotations_beside_the_ref_stay_over_the_targets() -> None:
+    schema = {
+        "$defs": {"A": {"type": "object", "title": "A", "description": "an A"}},
+        "$ref": "#/$defs/A",
+        "description": "the root",
+    }
+    assert inline_root_ref(schema) == {
+        "$defs": {"A": {"type": "object", "title": "A", "description": "an A"}},
+        "type": "object",
+        "title": "A",
+        "description": "the root",
+    }
+    assert object_rooted(schema) is True
+
+
+def test_assertions_beside_the_ref_leave_the_schema_as_it_is() -> None:
+    """Merged, an `additionalProperties` at the root would read the target's `properties`."""
+    schema = {
+        "$defs": {"A": {"type": "object", "properties": {"x": {"type": "string"}}}},
+        "$ref": "#/$defs/A",
+        "additionalProperties": False,
+    }
+    assert inline_root_ref(schema) is schema
+    assert object_rooted(schema) is False  # so extraction would wrap it
+
+
+def test_draft_07_definitions_and_ignored_siblings() -> None:
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "definitions": {"A": {"type": "object", "properties": {"x": {"$ref": "#/definitions/A"}}}},
+        "$ref": "#/definitions/A",
+        "additionalProperties": False,  # ignored beside `$ref` before 2019-09
+        "title": "ignored too",
+    }
+    assert inline_root_ref(schema) == {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "definitions": {"A": {"type": "object", "properties": {"x": {"$ref": "#/definitions/A"}}}},
+        "type": "object",
+        "properties": {"x": {"$ref": "#/definitions/A"}},
+    }
+    assert object_rooted(schema) is True
+
+
+def test_a_chain_of_refs_is_followed_to_its_end() -> None:
+    b = {"type": "object", "properties": {"n": {"type": "integer"}}, "title": "B"}
+    schema = {
+        "$defs": {"A": {"$ref": "#/$defs/B", "description": "an A"}, "B": b},
+        "$ref": "#/$defs/A",
+    }
+    assert inline_root_ref(schema) == {
+        "$defs": {"A": {"$ref": "#/$defs/B", "description": "an A"}, "B": b},
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "title": "B",
+        "description": "an A",
+    }
+    assert object_rooted(schema) is True
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}, "$ref": "#/$defs/A"},
+        {"$defs": {"A": {"$ref": "#"}}, "$ref": "#/$defs/A"},
+        {"$defs": {"A": True}, "$ref": "#/$defs/A"},
+        {"$defs": {"A": {"$id": "urn:a", "type": "object"}}, "$ref": "#/$defs/A"},
+        {"$ref": "#/$defs/missing"},
+    ],
+    ids=["loop", "loop-through-root", "boolean", "own-resource", "unresolved"],
+)
+def test_what_cannot_be_merged_exactly_is_left_as_it_is(schema: dict[str, Any]) -> None:
+    assert inline_root_ref(schema) is schema
+    assert object_rooted(schema) is False
+
+
+def test_a_root_ref_to_no_object_is_no_object_root() -> None:
+    schema = Shade.model_json_schema()
+    assert inline_root_ref(schema) == {
+        "$defs": {"Colour": {"enum": ["red", "green"], "title": "Colour", "type": "string"}},
+        "enum": ["red", "green"],
+        "type": "string",
+        "title": "Shade",
+    }
+    assert object_rooted(schema) is False
