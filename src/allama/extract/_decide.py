@@ -43,7 +43,12 @@ from allama.extract._engine import (
     extract_steps,
     select_mode,
 )
-from allama.extract._errors import MissingStructuredTextError, ParseError, _Failure
+from allama.extract._errors import (
+    MissingStructuredTextError,
+    ParseError,
+    ToolConflictError,
+    _Failure,
+)
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.extract._parse import declined_or_cut
@@ -181,6 +186,8 @@ def decide_steps(
     """One decision with its retries: yields each request, receives each outcome."""
     requested = requested_mode(request, provider.name)
     strategy, mode = _strategy(provider, request, requested)
+    if request.tools:  # refused before sending, as extraction refuses them, in every strategy
+        raise ToolConflictError(provider=provider.name, metadata=ExtractionMetadata.new(mode))
     prompted = None
     if probabilities:
         prompted = _prompted_for_logprobs(
@@ -400,11 +407,13 @@ def _plain_steps(
     format) or by the prompt alone (`prompted` says why, where the provider had more)."""
     mode = ExtractionMode.NATIVE
     metadata = ExtractionMetadata.new(mode)
+    # The caller's response format is replaced, as extraction's mode replaces it: the
+    # answer is read as plain text.
     if strategy == _Strategy.CHOICE:
         sent = request.with_response_format(ResponseFormat.choice(options.labels))
         _check_floor(settings, provider, sent, metadata)
     else:
-        sent = request
+        sent = request.model_copy(update={"response_format": None})
         why = prompted or (
             f"{provider.name} has neither structured output nor a forced tool for "
             f"`{request.model}`: the options of {options.name} were given in the "
@@ -441,6 +450,9 @@ def _plain_steps(
             raise read.with_response(response)
         option, spelling = read
         metadata.repaired = isinstance(spelling, str)
+        if strategy != _Strategy.CHOICE and not metadata.repaired:
+            # Held by the prompt alone, any answer is read trimmed: so are the alternatives.
+            spelling = _TRIMMED
         return response, metadata, option.label, spelling
 
 
@@ -514,6 +526,7 @@ def _read_plain(
 
 
 _REPAIRED = "the answer matched its option only after repair"
+_TRIMMED = Spelling(0, json=False, trimmed=True)
 
 
 def _loosely(answer: str, options: Options) -> Option | None:

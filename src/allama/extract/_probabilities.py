@@ -9,6 +9,10 @@ branch several options share, or the probability the provider did not list at al
 be followed and is counted as `unresolved`. The walk ends at the token after which only the
 chosen option can follow: under a grammar the rest is forced.
 
+A plain answer the prompt alone holds to the options is read trimmed, so its walk starts
+at the output's first token and a branch is read as the answer would be: space before and
+after an option is that option's, and space alone may yet become any option.
+
 So each option's probability is measured from numbers the provider gave, never guessed: it
 is exact when nothing was left unresolved, and any option's true probability is higher by
 at most `unresolved`. Probabilities are conditional on the text before the answer (a JSON
@@ -17,9 +21,10 @@ wrapper, an opening quote), which is the same for every option.
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from allama.types import TokenLogprob
@@ -36,6 +41,10 @@ class Spelling:
     start: int
     """Character offset of the label's first character in the output text."""
     json: bool
+    trimmed: bool = False
+    """A plain answer read trimmed, as one held to the options by the prompt alone is: the
+    whole output is read, from its first token (`start` aside). Otherwise the option is
+    written as it is at `start` (a JSON string, a grammar's or an enum's plain answer)."""
 
     def written(self, label: str) -> bytes:
         if self.json:
@@ -75,27 +84,18 @@ def measure(
         offset += len(piece)
     if offset != len(written) or b"".join(piece for _, piece in spans) != written:
         return "the tokens the provider reported do not spell the output"
-    start = len(text[: spelling.start].encode("utf-8"))
-    before = written[:start]
-    full = {label: before + spelling.written(label) + spelling.closing for label in labels}
-    if not written.startswith(full[chosen]) and not (not spelling.json and written == full[chosen]):
-        return "the answer is not written in the output as its option is"
-
-    def fits(branch: bytes, label: str, *, ended: bool) -> bool:
-        """Whether the option `label` can still be what a text starting with `branch` says."""
-        whole = full[label]
-        if ended:
-            return not spelling.json and branch == whole
-        if whole.startswith(branch):
-            return True
-        if spelling.json:
-            return branch.startswith(whole)
-        # Plain text: space after the whole option ends it, as the answer is read trimmed.
-        return branch.startswith(whole) and not branch[len(whole) :].strip()
-
-    def fitting(branch: bytes, *, ended: bool) -> list[str]:
-        return [label for label in labels if fits(branch, label, ended=ended)]
-
+    if spelling.trimmed:
+        if text.strip() != chosen.strip():
+            return "the answer is not written in the output as its option is"
+        start = 0
+        fitting = _trimmed_reader(labels)
+    else:
+        start = len(text[: spelling.start].encode("utf-8"))
+        before = written[:start]
+        whole = before + spelling.written(chosen) + spelling.closing
+        if not written.startswith(whole) and not (not spelling.json and written == whole):
+            return "the answer is not written in the output as its option is"
+        fitting = _written_reader(before, labels, spelling)
     masses = dict.fromkeys(labels, 0.0)
     seen: set[str] = set()
     unresolved = 0.0
@@ -121,14 +121,14 @@ def measure(
             probability = min(probability, max(0.0, 1.0 - listed))
             weight = reach * probability
             listed += probability
-            options = fitting(so_far + branch, ended=not branch)
+            options = fitting(so_far + branch, not branch)
             if len(options) == 1:
                 masses[options[0]] += weight
                 seen.add(options[0])
             elif options:
                 unresolved += weight
         unresolved += reach * max(0.0, 1.0 - listed)
-        options = fitting(so_far + piece, ended=not piece)
+        options = fitting(so_far + piece, not piece)
         if chosen not in options:
             return "the tokens the provider reported do not spell the answer"
         if options == [chosen]:
@@ -137,6 +137,78 @@ def measure(
             return _ended(masses, unresolved, seen)
         path += token.logprob
         index += 1
+
+
+_Reader = Callable[[bytes, bool], list[str]]
+"""The options a text starting with these bytes can still be read as (with `True`: a text
+that ends there)."""
+
+
+def _written_reader(before: bytes, labels: Sequence[str], spelling: Spelling) -> _Reader:
+    """Options written as they are, after `before`."""
+    full = {label: before + spelling.written(label) + spelling.closing for label in labels}
+
+    def fits(branch: bytes, label: str, ended: bool) -> bool:
+        whole = full[label]
+        if ended:
+            return not spelling.json and branch == whole
+        if whole.startswith(branch):
+            return True
+        if spelling.json:
+            return branch.startswith(whole)
+        # Plain text: space after the whole option ends it, as the answer is read trimmed.
+        return branch.startswith(whole) and not branch[len(whole) :].strip()
+
+    return lambda branch, ended: [label for label in labels if fits(branch, label, ended)]
+
+
+def _trimmed_reader(labels: Sequence[str]) -> _Reader:
+    """Options read from the whole text trimmed, as `_decide._read_plain` reads an answer:
+    the text names the option whose label it is once the space at both ends is set aside."""
+    trimmed = {label: label.strip() for label in labels}
+    encoded = {label: text.encode("utf-8") for label, text in trimmed.items()}
+
+    def reader(branch: bytes, ended: bool) -> list[str]:
+        text, tail = _decoded(branch)
+        if ended:
+            return [] if tail else [label for label in labels if trimmed[label] == text.strip()]
+        rest = text.lstrip()
+        if not rest and (not tail or tail in _SPACE_STARTS):
+            return list(labels)  # space alone: any option may follow
+        head = rest.encode("utf-8", "surrogateescape") + tail
+        return [
+            label
+            for label in labels
+            if encoded[label].startswith(head)
+            or (head.startswith(encoded[label]) and _may_be_space(head[len(encoded[label]) :]))
+        ]
+
+    return reader
+
+
+_SPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+"""What `str.strip()` sets aside (`str.isspace`)."""
+_SPACE_STARTS = frozenset(
+    char.encode("utf-8")[:size] for char in _SPACE for size in range(1, len(char.encode("utf-8")))
+)
+"""The bytes that begin a space of several bytes: a token may hold part of a character."""
+
+
+def _may_be_space(data: bytes) -> bool:
+    """Whether `data` is space, or the start of it (a character cut off at its end)."""
+    text, tail = _decoded(data)
+    return not text.strip() and (not tail or tail in _SPACE_STARTS)
+
+
+def _decoded(data: bytes) -> tuple[str, bytes]:
+    """`data` as text (bytes that are no UTF-8 kept as no space), and the bytes at its end
+    that only begin a character."""
+    decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+    text = decoder.decode(data)
+    return text, decoder.getstate()[0]
 
 
 def _ended(masses: dict[str, float], unresolved: float, seen: set[str]) -> Measured:
