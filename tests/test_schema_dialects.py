@@ -566,18 +566,22 @@ def test_openai_limits() -> None:
         )
     ]
     assert openai_strict(_nested(10)).exact
+    deepest = "/properties/in" * 10
     assert notes(openai_strict(_nested(11))) == [
         (
             "unsupported",
-            "/",
-            "the schema at `/` has 11 levels of object nesting, "
-            "more than the 10 OpenAI strict mode allows",
+            deepest,
+            f"the object at `{deepest}` is 11 levels deep, more than the 10 OpenAI strict "
+            "mode allows: nest fewer objects along that path",
         )
     ]
     big_enum = {"type": "object", "properties": {"e": {"enum": list(range(1001))}}}
     assert "1001 enum values" in notes(openai_strict(big_enum))[0][2]
     words = {"type": "object", "properties": {"e": {"enum": [f"{i:060d}" for i in range(251)]}}}
-    assert "15060 characters in one large enum" in notes(openai_strict(words))[0][2]
+    assert notes(openai_strict(words))[0][2] == (
+        "the enum at `/properties/e/anyOf/0` has 15060 characters, more than the 15000 OpenAI "
+        "strict mode allows in an enum of more than 250 values: shorten its values or split it"
+    )
 
 
 def test_azure_legacy_limits() -> None:

@@ -26,6 +26,15 @@ __all__ = ["OpenAIProfile", "openai_strict"]
 OpenAIProfile = Literal["current", "azure_legacy", "fine_tuned", "xai"]
 
 _BASE = frozenset({"type", "enum", "required"})
+_XAI_BOUNDS = {
+    "minLength": (2048, "characters"),
+    "maxLength": (2048, "characters"),
+    "minItems": (256, "items"),
+    "maxItems": (256, "items"),
+    "minProperties": (64, "properties"),
+    "maxProperties": (64, "properties"),
+}
+"""The bounds xAI enforces, up to a value; above it they are accepted, not enforced."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +66,8 @@ class _Current(Engine):
     )
     strict_shapes: ClassVar[bool] = True
     limits: ClassVar[_Limits] = _Limits(5000, 10, 120_000, 1000, 15_000)
+    limits_of: ClassVar[str | None] = None
+    """Whose documented `limits` these are, when not the provider's own (assumed for it)."""
 
     def shape(self, out: dict[str, Any], node: dict[str, Any], pointer: str) -> None:
         super().shape(out, node, pointer)
@@ -108,20 +119,45 @@ class _Current(Engine):
                 f"the root at {quoted('')} is not an object, which {self.provider} requires",
             )
         size, cap = measure(out), self.limits
-        checks = (
-            (size.properties, cap.properties, "object properties"),
-            (size.depth, cap.depth, "levels of object nesting"),
-            (size.string_length, cap.string_length, "characters of names and enum values"),
-            (size.enum_values, cap.enum_values, "enum values"),
-            (size.largest_string_enum, cap.big_enum_length, "characters in one large enum"),
-        )
-        for have, limit, what in checks:
-            if have > limit:
-                self.unsupported(
-                    "",
-                    f"the schema at {quoted('')} has {have} {what}, "
-                    f"more than the {limit} {self.provider} allows",
-                )
+        allows = f"{self.limits_of or self.provider} allows"
+        if self.limits_of:
+            allows += f", a limit assumed for {self.provider}, which documents none"
+        whole = f"the schema at {quoted('')} has"
+        if size.properties > cap.properties:
+            self.unsupported(
+                "",
+                f"{whole} {size.properties} object properties, more than the {cap.properties} "
+                f"{allows}",
+            )
+        if size.depth > cap.depth:
+            *through, deepest = size.deepest
+            via = f" (through {', '.join(map(quoted, through))})" if through else ""
+            self.unsupported(
+                deepest,
+                f"the object at {quoted(deepest)} is {size.depth} levels deep{via}, more than "
+                f"the {cap.depth} {allows}: nest fewer objects along that path",
+            )
+        if size.string_length > cap.string_length:
+            self.unsupported(
+                "",
+                f"{whole} {size.string_length} characters of names and enum values, more than "
+                f"the {cap.string_length} {allows}",
+            )
+        if size.enum_values > cap.enum_values and size.most_enum_values is not None:
+            at, count = size.most_enum_values
+            self.unsupported(
+                "",
+                f"{whole} {size.enum_values} enum values, more than the {cap.enum_values} "
+                f"{allows}: the largest enum, of {count}, is at {quoted(at)}",
+            )
+        place = size.largest_string_enum_at
+        if size.largest_string_enum > cap.big_enum_length and place is not None:
+            self.unsupported(
+                place,
+                f"the enum at {quoted(place)} has {size.largest_string_enum} characters, more than "
+                f"the {cap.big_enum_length} {allows} in an enum of more than 250 values: "
+                "shorten its values or split it",
+            )
 
 
 class _AzureLegacy(_Current):
@@ -142,25 +178,44 @@ class _FineTuned(_Current):
 
 class _Xai(_Current):
     """xAI's strict outputs: `$ref`s that do not recur, its own list of formats (others
-    are accepted and not enforced), array bounds up to 256 items (larger ones are
-    best-effort), and patterns in a subset of ECMA's whose `.` matches a line break."""
+    are accepted and not enforced), string, array and object bounds up to 2,048 characters,
+    256 items and 64 properties (larger ones are best-effort), and patterns in a subset of
+    ECMA's whose `.` matches a line break. It documents no size limits: OpenAI's are kept."""
 
     provider: ClassVar[str] = "xAI strict mode"
+    keep: ClassVar[frozenset[str]] = _Current.keep | _XAI_BOUNDS.keys()
     formats: ClassVar[frozenset[str] | None] = frozenset(
         {"date", "time", "date-time", "email", "uuid", "ipv4", "ipv6", "uri"}
     )
     recursion: ClassVar[bool] = False
+    limits_of: ClassVar[str | None] = _Current.provider
 
     def keyword(
         self, key: str, value: Any, node: dict[str, Any], out: dict[str, Any], pointer: str
     ) -> None:
         super().keyword(key, value, node, out, pointer)
         at = quoted(pointer)
-        if key in ("minItems", "maxItems") and key in out and _count(value) > _XAI_MOST_ITEMS:
+        if key in ("minProperties", "maxProperties") and key in out and _optional(node):
+            del out[key]
+            self.removed(
+                pointer,
+                key,
+                f"{self.provider} would count the `null` sent for an optional property left out",
+            )
+        elif key in _XAI_BOUNDS and key in out and _count(value) > _XAI_BOUNDS[key][0]:
+            most, unit = _XAI_BOUNDS[key]
             self.approximated(
                 pointer,
-                f"`{key}` of {value} at {at} is past the {_XAI_MOST_ITEMS} items {self.provider} "
+                f"`{key}` of {value} at {at} is past the {most} {unit} {self.provider} "
                 "enforces: sent, not enforced",
+            )
+        elif key == "format" and out.get(key) == "uri":
+            # The type's own check is narrower (`HttpUrl`'s schemes). Other dialects that keep
+            # `uri` remove the `minLength` pydantic sends beside it; this one keeps that.
+            self.approximated(
+                pointer,
+                f"`format` `uri` at {at} allows URLs pydantic's URL types refuse (`HttpUrl` "
+                "takes http and https only): such a value passes it and fails the type",
             )
         elif key == "pattern" and isinstance(out.get(key), str):
             outside, any_character = _xai_pattern(value)
@@ -175,7 +230,11 @@ class _Xai(_Current):
                 )
 
 
-_XAI_MOST_ITEMS = 256
+def _optional(node: Mapping[str, Any]) -> bool:
+    """Whether an object has properties it does not require (sent required, with `null`)."""
+    props = node.get("properties")
+    required = node.get("required", ())
+    return isinstance(props, Mapping) and any(name not in required for name in props)
 
 
 def _count(value: Any) -> int:
@@ -251,8 +310,8 @@ def openai_strict(schema: Mapping[str, Any], *, profile: OpenAIProfile = "curren
     `profile="azure_legacy"` applies the older rules Azure OpenAI still documents: no
     `pattern`, `format`, numeric or array bounds, and the smaller limits (100 properties,
     5 levels); `"fine_tuned"` the keywords of OpenAI's fine-tuned models (none of those,
-    the current limits); `"xai"` xAI's (no recursion, its formats). Raises `SchemaError`
-    for a schema that is not valid JSON Schema.
+    the current limits); `"xai"` xAI's (no recursion, its formats and bounds). Raises
+    `SchemaError` for a schema that is not valid JSON Schema.
 
     >>> openai_strict({"type": "object", "properties": {"n": {"type": "integer"}}}).schema
     {'type': 'object', 'properties': {'n': {'type': ['integer', 'null']}}, \
