@@ -22,8 +22,8 @@ How allama's names meet genai-prices' (`PROVIDER_IDS` below):
 - a negative count (which no provider should send) has no price, as genai-prices says;
 - what a response is billed for beyond those counts (`BILLED_EXTRAS`: Anthropic's web
   searches and one-hour cache writes, the Responses API's web and file searches, audio
-  tokens) goes to genai-prices' general calculation; a model it has no price for them has
-  no cost, rather than one that counts them free;
+  tokens, Gemini's image and video tokens) goes to genai-prices' general calculation; a
+  model it has no price for them has no cost, rather than one that counts them free;
 - Anthropic's fast mode (`usage.speed: "fast"`) is priced with genai-prices'
   `{"speed": "fast"}` prices, and has no cost where it has none; its US-only inference
   (`usage.inference_geo: "us"`, 1.1 times the standard price on Opus 4.6, Sonnet 4.6 and
@@ -31,14 +31,22 @@ How allama's names meet genai-prices' (`PROVIDER_IDS` below):
 - what no price data allama has can price has no cost, with the reason (`_UNPRICEABLE`):
   Gemini's grounding with Google Search or Maps (billed past a free quota a response does
   not report), the Responses API's `web_search_preview` searches (billed by the model's
-  kind) and code interpreter calls (billed by container session);
+  kind), code interpreter calls (billed by container session) and image generation calls
+  (billed by image);
 - audio tokens (Gemini's, and those of OpenAI's audio models in the Chat Completions
   dialect, at OpenAI, Azure or OpenRouter) are priced at the model's audio prices. Google's
   price data leaves out an audio price where audio costs what text costs, so there audio
   without one is priced as text; elsewhere a model without an audio price has no cost
   (`gpt-4o-audio-preview`'s audio input costs 16 times its text input). Nor has a call whose
   usage does not say how many of its cached tokens are audio (the Chat Completions usage
-  does not) at a model that prices cache reads apart.
+  does not) at a model that prices cache reads apart;
+- Gemini's image and video tokens (`promptTokensDetails`, `toolUsePromptTokensDetails`,
+  `cacheTokensDetails` and `candidatesTokensDetails` by modality, a document's as an
+  image's, as genai-prices' own Gemini usage extractor reads them) are priced at the
+  model's image and video prices: input ones as text where it has none (Google's input
+  price is the same for text, image and video); where it has no price for its output
+  images or video, the call has no cost (`gemini-2.5-flash-image`'s images cost $30 a
+  million tokens, its text $2.50).
 
 The model is the one the response names (adapters fall back to the request's). Looking a
 (provider, model) pair up is cached, misses included, so a repeated question costs only
@@ -76,6 +84,7 @@ from allama.types._response import (
     CODE_INTERPRETER_CALLS,
     FAST_MODE,
     GROUNDED_SEARCHES,
+    IMAGE_GENERATION_CALLS,
     INFERENCE_GEO_PREFIX,
     PREVIEW_WEB_SEARCHES,
     PROVISIONED_THROUGHPUT,
@@ -279,24 +288,43 @@ BILLED_EXTRAS: Mapping[str, str | None] = {
     "input_audio_tokens": "input_audio_mtok",
     "cache_audio_read_tokens": "cache_audio_read_mtok",
     "output_audio_tokens": "output_audio_mtok",
+    "input_image_tokens": "input_image_mtok",
+    "cache_image_read_tokens": "cache_image_read_mtok",
+    "output_image_tokens": "output_image_mtok",
+    "input_video_tokens": "input_video_mtok",
+    "cache_video_read_tokens": "cache_video_read_mtok",
+    "output_video_tokens": "output_video_mtok",
 }
 """What a response may be billed for beyond its `Usage` counts, by genai-prices' usage
 key, and the price that key needs: server-side web searches and file searches (per
 thousand: Anthropic's, the Responses API's), cache writes
 split by how long they are kept (Anthropic's one-hour writes cost more than its five-minute
-ones, which are the plain cache-write price), and audio tokens, part of the counts of their
-direction, at the model's audio prices (at the text's in price data that leaves out an
-audio price that is the text's: `AUDIO_AS_TEXT`)."""
+ones, which are the plain cache-write price), and audio, image and video tokens (Gemini's
+images and video), part of the counts of their direction, at the model's prices for them
+(at the text's in price data that leaves out a price that is the text's: `AUDIO_AS_TEXT`)."""
 
 AUDIO_AS_TEXT = frozenset({"google"})
 """genai-prices' providers whose price data gives a model an audio price only where audio
 costs more than text (Google's: "input rate is unified across text/image/video/audio"),
 and whose usage says how many of its cached tokens are audio (Gemini's
-`cacheTokensDetails`): there audio tokens without a price of their own are priced as text.
-Elsewhere (OpenAI's audio models, and those OpenAI, Azure and OpenRouter serve) a model
-without an audio price prices none of its audio, so such a call has no cost."""
+`cacheTokensDetails`): there audio tokens without a price of their own are priced as text,
+and so are input images and video. Elsewhere (OpenAI's audio models, and those OpenAI,
+Azure and OpenRouter serve) a model without an audio price prices none of its audio, so
+such a call has no cost; nor has one whose output images or video have no price of their
+own anywhere (Gemini's drawn images cost many times its text)."""
 
-_AUDIO_PRICES = frozenset({"input_audio_mtok", "cache_audio_read_mtok", "output_audio_mtok"})
+_AS_TEXT_PRICES = frozenset(
+    {
+        "input_audio_mtok",
+        "cache_audio_read_mtok",
+        "output_audio_mtok",
+        "input_image_mtok",
+        "cache_image_read_mtok",
+        "input_video_mtok",
+        "cache_video_read_mtok",
+    }
+)
+"""The prices that `AUDIO_AS_TEXT` price data leaves out where they are the text's."""
 
 _NAMES: Mapping[str, str] = {"storage_searches": "file searches"}
 """What a reason calls a billed extra whose genai-prices name says it less plainly."""
@@ -532,6 +560,10 @@ _UNPRICEABLE: Mapping[str, str] = {
         "the container sessions of {count} code interpreter calls, billed apart at prices "
         "genai-prices does not hold"
     ),
+    IMAGE_GENERATION_CALLS: (
+        "the images of {count} image generation calls, billed apart by their size and "
+        "quality at the image model's prices, which genai-prices does not hold"
+    ),
 }
 """What a response may be billed for that no price data allama has can price, and why:
 such a response has no cost, rather than one that counts them free."""
@@ -599,7 +631,13 @@ def _with_total_reported(
 
 
 _TOOL_FEES = frozenset(
-    {"web_searches", "storage_searches", PREVIEW_WEB_SEARCHES, CODE_INTERPRETER_CALLS}
+    {
+        "web_searches",
+        "storage_searches",
+        PREVIEW_WEB_SEARCHES,
+        CODE_INTERPRETER_CALLS,
+        IMAGE_GENERATION_CALLS,
+    }
 )
 """The tool calls a provider's own total covers where it reports its server-side tools."""
 
@@ -688,7 +726,7 @@ def _unpriced(model_price: Any, extras: Mapping[str, int], *, audio_as_text: boo
         for key, count in extras.items()
         if count
         and (needed := BILLED_EXTRAS.get(key, key)) is not None
-        and not (audio_as_text and needed in _AUDIO_PRICES)
+        and not (audio_as_text and needed in _AS_TEXT_PRICES)
         and getattr(model_price, needed, None) is None
     ]
     return " and ".join(missing)

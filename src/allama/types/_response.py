@@ -40,6 +40,13 @@ usage names (`input_audio_tokens`, `cache_audio_read_tokens`, `output_audio_toke
 counts, each a part of the count `Usage` has for its direction. Audio is billed at prices of
 its own (OpenAI's audio models: several times the text's), which its cost is priced at."""
 
+MEDIA_TOKENS_KEY = "media_tokens"
+"""Where an adapter keeps a usage's image and video tokens, in its namespace, as it keeps
+audio ones (`AUDIO_TOKENS_KEY`): genai-prices' usage names (`input_image_tokens`,
+`cache_image_read_tokens`, `output_image_tokens`, and the same of video) to counts. Gemini
+bills the images it draws at many times the text's price (`gemini-2.5-flash-image`: $30 a
+million against $2.50), which its cost is priced at."""
+
 USAGE_COST_KEY = "usage_cost"
 """Where an adapter keeps what the provider says a call cost, verbatim, in its namespace: a
 dict of whichever of the usage's `cost` (OpenRouter: credits, which are US dollars),
@@ -73,6 +80,8 @@ PREVIEW_WEB_SEARCHES = "preview_web_searches"
 """OpenAI's searches by the `web_search_preview` tool (`WEB_SEARCH_PREVIEW_KEY`)."""
 CODE_INTERPRETER_CALLS = "code_interpreter_calls"
 """OpenAI's code interpreter calls, whose container sessions are billed apart."""
+IMAGE_GENERATION_CALLS = "image_generation_calls"
+"""OpenAI's image generation tool calls, whose images are billed apart."""
 GROUNDED_SEARCHES = "grounded_searches"
 """Gemini's grounding with Google Search or Maps (its queries, at least one), billed past
 a free quota."""
@@ -136,26 +145,43 @@ _ANTHROPIC_CACHE_WRITES = (
     ("ephemeral_5m_input_tokens", "cache_write_5m_tokens"),
 )
 
-_AUDIO_TOKENS = frozenset({"input_audio_tokens", "cache_audio_read_tokens", "output_audio_tokens"})
+_MODALITY_TOKENS: Mapping[str, frozenset[str]] = {
+    AUDIO_TOKENS_KEY: frozenset(
+        {"input_audio_tokens", "cache_audio_read_tokens", "output_audio_tokens"}
+    ),
+    MEDIA_TOKENS_KEY: frozenset(
+        {
+            "input_image_tokens",
+            "cache_image_read_tokens",
+            "output_image_tokens",
+            "input_video_tokens",
+            "cache_video_read_tokens",
+            "output_video_tokens",
+        }
+    ),
+}
+"""The genai-prices usage names each key of a usage's modality tokens may hold."""
 
 
 def billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, int] | None:
     """What a response was billed for beyond its `Usage` (an `allama._prices.BILLED_EXTRAS`
     key, or one of those above, and its count): audio tokens (`AUDIO_TOKENS_KEY`, as
-    Gemini's and the OpenAI dialect's adapters keep them), Anthropic's web searches, its
-    one-hour cache writes (five-minute ones are the plain cache-write price, so they matter
-    only beside one-hour ones), its fast mode and its inference geography, the Responses
-    API's web searches, file searches and code interpreter calls, and Gemini's grounding:
-    each a charge its cost prices, or has no cost for, never one it counts free."""
+    Gemini's and the OpenAI dialect's adapters keep them), Gemini's image and video tokens
+    (`MEDIA_TOKENS_KEY`), Anthropic's web searches, its one-hour cache writes (five-minute
+    ones are the plain cache-write price, so they matter only beside one-hour ones), its
+    fast mode and its inference geography, the Responses API's web searches, file
+    searches, code interpreter and image generation calls, and Gemini's grounding: each a
+    charge its cost prices, or has no cost for, never one it counts free."""
     extras: dict[str, int] = {}
     for kept in provider_data.values():
-        audio = kept.get(AUDIO_TOKENS_KEY)
-        if isinstance(audio, dict):  # audio tokens, billed above text
-            extras.update(
-                (name, count)
-                for name, count in audio.items()
-                if name in _AUDIO_TOKENS and type(count) is int and count > 0
-            )
+        for key, names in _MODALITY_TOKENS.items():
+            tokens = kept.get(key)
+            if isinstance(tokens, dict):  # audio, image or video tokens, billed above text
+                extras.update(
+                    (name, count)
+                    for name, count in tokens.items()
+                    if name in names and type(count) is int and count > 0
+                )
     responses = provider_data.get("openai_responses")
     if responses:
         extras.update(_tool_calls(responses.get("items"), responses.get(WEB_SEARCH_PREVIEW_KEY)))
@@ -192,8 +218,9 @@ def _tool_calls(items: Any, preview: Any) -> dict[str, int]:
     ["items"]`): web searches (a `web_search_call` whose action is a search, or that has
     none; opening a page or finding in it is not billed), as `web_searches`, or
     `PREVIEW_WEB_SEARCHES` beside the `web_search_preview` tool; file searches
-    (`storage_searches`, genai-prices' name); code interpreter calls."""
-    searches = files = code = 0
+    (`storage_searches`, genai-prices' name); code interpreter calls; image generation
+    calls (each an image billed at the image model's prices, which the usage leaves out)."""
+    searches = files = code = images = 0
     for item in items if isinstance(items, list) else ():
         if not isinstance(item, dict):
             continue
@@ -206,10 +233,13 @@ def _tool_calls(items: Any, preview: Any) -> dict[str, int]:
             files += 1
         elif kind == "code_interpreter_call":
             code += 1
+        elif kind == "image_generation_call":
+            images += 1
     counts = {
         PREVIEW_WEB_SEARCHES if preview is True else "web_searches": searches,
         "storage_searches": files,
         CODE_INTERPRETER_CALLS: code,
+        IMAGE_GENERATION_CALLS: images,
     }
     return {name: count for name, count in counts.items() if count}
 

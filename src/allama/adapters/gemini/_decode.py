@@ -3,11 +3,16 @@
 The body is read once by pydantic-core's JSON parser into plain data, so that what allama
 has no type for can be kept verbatim. What is neither read nor kept below (`safetyRatings`,
 `avgLogprobs`, `tokenCount`, `promptFeedback.safetyRatings`, fields added later) is
-ignored. Of the per-modality usage details, the audio tokens are kept (billed at their own
-price): under `provider_data["gemini"]["audio_tokens"]`, by genai-prices' names
-(`input_audio_tokens`, `cache_audio_read_tokens`, `output_audio_tokens`), each a part of
-the count `Usage` has for its direction. A `serviceTier` other than the standard one
-(`flex`, `priority`: billed at other prices) is kept under `SERVICE_TIER_KEY`.
+ignored. Of the per-modality usage details (`promptTokensDetails` and
+`toolUsePromptTokensDetails` summed, `cacheTokensDetails`, `candidatesTokensDetails`), the
+audio, image and video tokens are kept (billed at their own prices), by genai-prices'
+names, as its own Gemini usage extractor reads them (a document's tokens as an image's):
+audio under `provider_data["gemini"]["audio_tokens"]` (`input_audio_tokens`,
+`cache_audio_read_tokens`, `output_audio_tokens`), images and video under
+`provider_data["gemini"]["media_tokens"]` (`input_image_tokens`, `cache_image_read_tokens`,
+`output_image_tokens`, and the same of video), each a part of the count `Usage` has for its
+direction. A `serviceTier` other than the standard one (`flex`, `priority`: billed at other
+prices) is kept under `SERVICE_TIER_KEY`.
 
 Candidates. The candidate with `index` 0 (an absent index is 0) is the response; a body
 without one takes the first listed. Further candidates are kept verbatim, in order, under
@@ -106,7 +111,12 @@ from allama.types import (
     Usage,
     Warning,
 )
-from allama.types._response import PROVISIONED_THROUGHPUT, billed_extras, service_tier_of
+from allama.types._response import (
+    MEDIA_TOKENS_KEY,
+    PROVISIONED_THROUGHPUT,
+    billed_extras,
+    service_tier_of,
+)
 
 __all__ = [
     "BLOCK_REASON_KEY",
@@ -135,7 +145,7 @@ __all__ = [
     "read_chunk",
     "says_something",
     "usage_of",
-    "audio_tokens_of",
+    "modality_tokens_of",
 ]
 
 NAMESPACE = "gemini"
@@ -160,11 +170,36 @@ AUDIO_TOKENS_KEY = "audio_tokens"
 """The usage's audio tokens, by genai-prices' usage names (audio input is billed above
 text)."""
 
-_AUDIO_DETAILS = (
-    ("promptTokensDetails", "input_audio_tokens"),
-    ("cacheTokensDetails", "cache_audio_read_tokens"),
-    ("candidatesTokensDetails", "output_audio_tokens"),
+_INPUT = {
+    "AUDIO": (AUDIO_TOKENS_KEY, "input_audio_tokens"),
+    "IMAGE": (MEDIA_TOKENS_KEY, "input_image_tokens"),
+    "DOCUMENT": (MEDIA_TOKENS_KEY, "input_image_tokens"),
+    "VIDEO": (MEDIA_TOKENS_KEY, "input_video_tokens"),
+}
+_MODALITY_DETAILS: tuple[tuple[str, Mapping[str, tuple[str, str]]], ...] = (
+    ("promptTokensDetails", _INPUT),
+    ("toolUsePromptTokensDetails", _INPUT),  # a tool's own prompt, beside the request's
+    (
+        "cacheTokensDetails",
+        {
+            "AUDIO": (AUDIO_TOKENS_KEY, "cache_audio_read_tokens"),
+            "IMAGE": (MEDIA_TOKENS_KEY, "cache_image_read_tokens"),
+            "DOCUMENT": (MEDIA_TOKENS_KEY, "cache_image_read_tokens"),
+            "VIDEO": (MEDIA_TOKENS_KEY, "cache_video_read_tokens"),
+        },
+    ),
+    (
+        "candidatesTokensDetails",
+        {
+            "AUDIO": (AUDIO_TOKENS_KEY, "output_audio_tokens"),
+            "IMAGE": (MEDIA_TOKENS_KEY, "output_image_tokens"),
+            "DOCUMENT": (MEDIA_TOKENS_KEY, "output_image_tokens"),
+            "VIDEO": (MEDIA_TOKENS_KEY, "output_video_tokens"),
+        },
+    ),
 )
+"""Where each modality's tokens of each per-modality field go: the provider-data key and
+genai-prices' usage name, as genai-prices' own Gemini usage extractor maps them."""
 
 _CONTENT_FILTER = frozenset(
     {
@@ -291,21 +326,24 @@ def usage_of(usage: Mapping[str, Any]) -> Usage:
     )
 
 
-def audio_tokens_of(usage: Mapping[str, Any]) -> dict[str, JsonValue] | None:
-    """The usage's audio tokens by genai-prices' names (`AUDIO_TOKENS_KEY`), from its
-    per-modality details; `None` when it reports none."""
-    found: dict[str, JsonValue] | None = None
-    for field, name in _AUDIO_DETAILS:
+def modality_tokens_of(usage: Mapping[str, Any]) -> dict[str, dict[str, JsonValue]]:
+    """The usage's audio (`AUDIO_TOKENS_KEY`), image and video (`MEDIA_TOKENS_KEY`) tokens by
+    genai-prices' names, from its per-modality details, by the key each is kept under; a
+    key only where it reports some."""
+    counts: dict[tuple[str, str], int] = {}
+    for field, names in _MODALITY_DETAILS:
         details = usage.get(field)
-        if not isinstance(details, list):
-            continue
-        count = 0
-        for entry in details:
-            if isinstance(entry, dict) and entry.get("modality") == "AUDIO":
-                count += _count(entry.get("tokenCount")) or 0
-        if count > 0:
-            found = found or {}
-            found[name] = count
+        for entry in details if isinstance(details, list) else ():
+            if not isinstance(entry, dict):
+                continue
+            modality = entry.get("modality")
+            where = names.get(modality) if isinstance(modality, str) else None
+            count = _count(entry.get("tokenCount"))
+            if where is not None and count is not None and count > 0:
+                counts[where] = counts.get(where, 0) + count
+    found: dict[str, dict[str, JsonValue]] = {}
+    for (key, name), count in counts.items():
+        found.setdefault(key, {})[name] = count
     return found
 
 
@@ -388,7 +426,6 @@ class Chunk:
     the usage, a blocked prompt."""
 
     __slots__ = (
-        "audio",
         "blocked",
         "citations",
         "finish",
@@ -402,6 +439,7 @@ class Chunk:
         "parts",
         "tier",
         "tier_said",
+        "tokens",
         "url_context",
         "usage",
     )
@@ -415,8 +453,9 @@ class Chunk:
         self.finish_message: Any = None
         self.others: list[JsonValue] = []
         self.usage: Usage | None = None
-        self.audio: dict[str, JsonValue] | None = None
-        """The usage's audio tokens (`AUDIO_TOKENS_KEY`), when it reports some."""
+        self.tokens: dict[str, dict[str, JsonValue]] = {}
+        """The usage's audio, image and video tokens, by their provider-data keys
+        (`modality_tokens_of`)."""
         self.tier: str | None = None
         """The service tier the usage says served the call, when not the standard one
         (`flex`, `priority`: billed at other prices)."""
@@ -483,7 +522,7 @@ def read_chunk(payload: Mapping[str, Any], *, first_listed: bool = True) -> Chun
     usage = payload.get("usageMetadata")
     if isinstance(usage, dict):
         chunk.usage = usage_of(usage)
-        chunk.audio = audio_tokens_of(usage)
+        chunk.tokens = modality_tokens_of(usage)
         chunk.tier = served_tier(usage)
         chunk.tier_said = says_tier(usage)
     return chunk
@@ -695,8 +734,7 @@ def decode_payload(
     if layout.others:
         provider_data[PARTS_KEY] = layout.others
     provider_data.update(metadata_data(chunk.citations, chunk.grounding, chunk.url_context))
-    if chunk.audio is not None:
-        provider_data[AUDIO_TOKENS_KEY] = chunk.audio
+    provider_data.update(chunk.tokens)
     if chunk.tier is not None:
         provider_data[SERVICE_TIER_KEY] = chunk.tier
     if chunk.blocked is not None:
@@ -786,17 +824,17 @@ def decode_body(
 
 def _with_usage(error: Error, payload: Mapping[str, Any]) -> Error:
     """`error` with the usage the response it could not read reported (its tokens were
-    billed), at the tier it names, with its audio tokens."""
+    billed), at the tier it names, with its audio, image and video tokens."""
     usage = payload.get("usageMetadata")
     if not isinstance(usage, dict):
         return error
-    audio = audio_tokens_of(usage)
+    tokens: dict[str, JsonValue] = dict(modality_tokens_of(usage))
     return with_reported_usage(
         error,
         usage_of(usage).model_dump(mode="json", exclude_none=True),
         payload.get("modelVersion"),
         served_tier(usage),
-        extras=billed_extras({NAMESPACE: {AUDIO_TOKENS_KEY: audio}}) if audio else None,
+        extras=billed_extras({NAMESPACE: tokens}) if tokens else None,
     )
 
 

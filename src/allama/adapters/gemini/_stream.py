@@ -41,9 +41,9 @@ chunk carried a finish reason; a stream that ends without one is left unfinished
 collecting it raises `IncompleteStreamError`. Usage comes from each chunk's `usageMetadata`
 (running totals: a count reported replaces the one before). Chunks before the one with the
 finish reason carry the input counts and running (or no) output counts, which omitted read
-as 0: their output and reasoning counts (and output audio tokens) are not reported, so a
-stream that fails, is cut or is cancelled before its finishing chunk keeps its input count
-and an unknown output, as the Anthropic decoder does. The finishing chunk's usage (or a
+as 0: their output and reasoning counts (and output audio, image and video tokens) are not
+reported, so a stream that fails, is cut or is cancelled before its finishing chunk keeps its
+input count and an unknown output, as the Anthropic decoder does. The finishing chunk's usage (or a
 later chunk's) is the whole call's, read as a body's is. An error object is raised after
 every event before it was yielded (those were paid for).
 """
@@ -89,13 +89,13 @@ from allama.types import (
     ToolCallDelta,
     UsageEvent,
 )
+from allama.types._response import MEDIA_TOKENS_KEY
 
 __all__ = ["GenerateStreamDecoder", "decode_stream"]
 
 _IN_STRING = re.compile(r'["\\]')
 _OUTSIDE_STRING = re.compile(r'[\[\]{}"]')
 _WHITESPACE = " \t\r\n"
-_OUTPUT_AUDIO = "output_audio_tokens"
 
 
 class _Depth:
@@ -270,12 +270,12 @@ def _merge_citations(held: Any, metadata: Any) -> Any:
     return held
 
 
-def _input_audio(audio: dict[str, JsonValue] | None) -> dict[str, JsonValue] | None:
-    """The input side of a chunk's audio tokens: the output's are not final before the
-    finishing chunk."""
-    if audio is None:
+def _input_side(tokens: dict[str, JsonValue] | None) -> dict[str, JsonValue] | None:
+    """The input side of a chunk's audio, image or video tokens: the output's are not final
+    before the finishing chunk."""
+    if tokens is None:
         return None
-    kept = {key: value for key, value in audio.items() if key != _OUTPUT_AUDIO}
+    kept = {key: value for key, value in tokens.items() if not key.startswith("output_")}
     return kept or None
 
 
@@ -342,7 +342,8 @@ class GenerateStreamDecoder:
         self._grounding: Any = None
         self._url_context: Any = None
         self._billed: dict[str, Any] = {}
-        """What the usage said it is billed at (audio tokens, a tier), as last said."""
+        """What the usage said it is billed at (audio, image and video tokens, a tier), as
+        last said."""
         self._closed = False
         self.finished = False
         self.done = False
@@ -445,17 +446,23 @@ class GenerateStreamDecoder:
             self._blocked = chunk.blocked
             self.finished = True
         if chunk.usage is not None:
-            usage, audio = chunk.usage, chunk.audio
+            usage = chunk.usage
+            audio = chunk.tokens.get(AUDIO_TOKENS_KEY)
+            media = chunk.tokens.get(MEDIA_TOKENS_KEY)
             if not self.finished:
                 # Before the finishing chunk the output is still being written: its counts
                 # are running, or omitted (which `usage_of` reads as 0). A stream cut here
                 # has an output of unknown size; the input is known from the first chunk.
                 usage = usage.model_copy(update={"output_tokens": None, "reasoning_tokens": None})
-                audio = _input_audio(audio)
+                audio, media = _input_side(audio), _input_side(media)
             yield UsageEvent(usage=usage)  # the last usage reported is the whole call's
             # What the usage says it is billed at, said at once: a stream that fails later
-            # was still billed at its audio price and its tier's.
-            for key, value in ((AUDIO_TOKENS_KEY, audio), (SERVICE_TIER_KEY, chunk.tier)):
+            # was still billed at its audio and image prices and its tier's.
+            for key, value in (
+                (AUDIO_TOKENS_KEY, audio),
+                (MEDIA_TOKENS_KEY, media),
+                (SERVICE_TIER_KEY, chunk.tier),
+            ):
                 if value is not None and value != self._billed.get(key):
                     self._billed[key] = value
                     yield ProviderDataEvent(namespace=NAMESPACE, key=key, value=value)

@@ -1,9 +1,10 @@
 """A Responses API response object to a `ChatResponse`, or to the `allama.Error` it stands for.
 
 The body is read once by pydantic-core's JSON parser into plain data, so that output items
-allama has no type for (web search, file search, MCP, code interpreter, items added later)
-are kept verbatim, in order, under `provider_data["openai_responses"]["items"]`, never in
-the text. The items allama reads:
+allama has no type for (web search, file search, MCP, code interpreter, image generation,
+items added later) are kept verbatim, in order, under `provider_data["openai_responses"]
+["items"]`, never in the text (the billed tool calls among them count in its cost:
+`allama.types._response.billed_extras`). The items allama reads:
 
 - `message`: each `output_text` part a text block, each `refusal` part a refusal block.
   A message whose `phase` is `commentary` (gpt-5.3-codex and later: what the model says on
