@@ -1497,7 +1497,7 @@ def not_constrained_tool() -> Warning:
         subject=FieldSubject(field=RequestField.TOOLS),
         message=(
             "tool `submit_structured_output` is not strict-representable: the subschema at "
-            "`/properties/contact` is a map; it was sent without `strict`"
+            "`/properties/contact` is a map; it goes without `strict`"
         ),
     )
 
@@ -1512,7 +1512,7 @@ def test_degradations_name_the_callers_type(run: Run) -> None:
     extracted = run.extract(provider, Customer, forced_request())
     assert extracted.metadata.degradations[0].message == (
         "the schema of `Customer` is not strict-representable: the subschema at "
-        "`Customer.contact` is a map; it was sent without `strict`"
+        "`Customer.contact` is a map; it goes without `strict`"
     )
     # The response keeps the adapter's own words.
     assert extracted.response.warnings[0] == not_constrained_tool()

@@ -333,7 +333,7 @@ def test_a_map_on_an_endpoint_without_its_own_subset_goes_without_strict() -> No
     assert warning.message == (
         "the response format `person` is not strict-representable: the subschema at "
         "`/properties/m` is a map, which OpenAI strict mode cannot enforce; Mistral publishes "
-        "no strict subset of its own, so OpenAI's is assumed; it was sent without `strict`"
+        "no strict subset of its own, so OpenAI's is assumed; it goes without `strict`"
     )
     # A schema inside the subset goes as OpenAI's strict rewrite: the upstreams that enforce
     # `strict` refuse an object not closed.

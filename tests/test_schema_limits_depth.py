@@ -166,7 +166,7 @@ def test_a_type_past_openais_nesting_is_not_sent_strict_in_either_field_order() 
             f"is 12 levels deep (through `{tp.__name__}.c`, `C1.n`, `C2.n`, `C3.n`, `C4.n`, "
             "`C5.b`, `B.back`, `A1.n`, `A2.n`, `A3.n`, `A4.n`), more than the 10 OpenAI "
             "strict mode allows: nest fewer objects along that path; "
-            "it was sent without `strict`"
+            "it goes without `strict`"
         ]
 
 
@@ -352,7 +352,7 @@ def test_a_large_enum_is_named_where_it_is() -> None:
     assert [warning.message for warning in plan.degradations] == [
         "the schema of `Order` is not strict-representable: the enum at `Item.sku` has 15060 "
         "characters, more than the 15000 OpenAI strict mode allows in an enum of more than "
-        "250 values: shorten its values or split it; it was sent without `strict`"
+        "250 values: shorten its values or split it; it goes without `strict`"
     ]
 
 

@@ -236,7 +236,7 @@ def test_anthropic_strict_tool_falls_back_object_rooted() -> None:
     assert [w.message for w in response.warnings] == [
         "tool `tree` is not strict-representable: the subschema at "
         "`/$defs/Node/properties/children/items` is recursive, which Anthropic strict mode "
-        "cannot enforce; it was sent without `strict`"
+        "cannot enforce; it goes without `strict`"
     ]
     [sent] = recorder.bodies[0]["tools"]
     assert sent == {"name": "tree", "input_schema": NODE_SENT}

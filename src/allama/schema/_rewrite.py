@@ -88,5 +88,5 @@ def apply_strict_policy(
     why = f"{subject} is not strict-representable: {reasons}"
     if degradations.policy is UnsupportedPolicy.ERROR:
         raise degradations.unsupported(field, why)
-    degradations.refuse(field, f"{why}; it was sent without `strict`")
+    degradations.refuse(field, f"{why}; it goes without `strict`")
     return False
