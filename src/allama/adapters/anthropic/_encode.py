@@ -26,6 +26,7 @@ from typing import Any, TypeGuard
 from allama._degradations import Degradations, gives_tools
 from allama.adapters._http import HttpRequest, wire_json
 from allama.adapters._rewrites import cached_rewrite
+from allama.adapters._tool_ids import ANTHROPIC_IDS, with_tool_ids
 from allama.adapters.anthropic._capabilities import ClaudeFamily, Thinking
 from allama.adapters.anthropic._profile import AnthropicProfile
 from allama.errors import InvalidRequestError
@@ -127,7 +128,7 @@ class _Encoder:
         system: list[dict[str, Any]] = []
         turns: list[dict[str, Any]] = []
         moved = False
-        for message in self.request.messages:
+        for message in with_tool_ids(self.request.messages, ANTHROPIC_IDS):
             if isinstance(message, SystemMessage | DeveloperMessage):
                 if message.content.strip():  # whitespace alone is refused, and says nothing
                     system.append({"type": "text", "text": message.content})

@@ -13,12 +13,13 @@ import base64
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from allama._degradations import NOT_ON_STREAMS, Degradations, gives_tools
 from allama.adapters._http import HttpRequest
 from allama.adapters._rewrites import cached_rewrite
+from allama.adapters._tool_ids import MISTRAL_IDS, mistral_model, with_tool_ids
 from allama.adapters.openai_compat._capabilities import ModelFamily, StructuredLevel
 from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
 from allama.errors import InvalidRequestError
@@ -94,7 +95,11 @@ class _Encoder:
     # Messages
 
     def messages(self) -> list[dict[str, Any]]:
-        return [self.message(message) for message in self.request.messages]
+        messages: Sequence[Message] = self.request.messages
+        if self.profile.name == "mistral" or mistral_model(self.request.model):
+            # Their template refuses other providers' ids, and repeated ones.
+            messages = with_tool_ids(messages, MISTRAL_IDS)
+        return [self.message(message) for message in messages]
 
     def message(self, message: Message) -> dict[str, Any]:
         if isinstance(message, SystemMessage):
@@ -167,11 +172,12 @@ class _Encoder:
             wire["content"] = "".join(texts)
         field = self.profile.reasoning_back
         if field is not None:
-            # The endpoint checks a tool-calling turn's reasoning on the next request.
+            # The endpoint checks that a tool-calling turn has its reasoning on the next
+            # request, even none (a turn from elsewhere, or one that reasoned nothing).
             reasoning = "".join(
                 block.text for block in message.content if isinstance(block, Reasoning)
             )
-            if reasoning:
+            if reasoning or calls:
                 wire[field] = reasoning
         if calls:
             wire["tool_calls"] = calls

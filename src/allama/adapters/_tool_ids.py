@@ -1,0 +1,122 @@
+"""Tool-call ids a target takes, whichever provider made the calls.
+
+A conversation carries the ids of every provider it went through, and some repeat: allama's
+stand-ins where a provider gives none (Gemini, Ollama) are `call_0`, `call_1`, ... in every
+response. Anthropic refuses an id outside `[a-zA-Z0-9_-]` and one id for two calls; Mistral's
+models take 9 letters and digits ("Tool call id was ... but must be a-z, A-Z, 0-9, with a
+length of 9"). So a request's ids are mapped once, in conversation order, calls and results
+alike: an id the target takes that no earlier call used goes as it is, any other gets one
+the target takes, unique in the request and made from it deterministically, so that the same
+conversation always encodes the same way (prompt caching). A result answers the latest call
+of its id before it; one that answers none keeps its id (the provider's own error).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import string
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from allama.types import AssistantMessage, Message, ToolCall, ToolMessage
+
+__all__ = ["ANTHROPIC_IDS", "MISTRAL_IDS", "IdRule", "mistral_model", "with_tool_ids"]
+
+
+@dataclass(frozen=True, slots=True)
+class IdRule:
+    """The ids a target takes, and how one is made for an id it refuses or has seen."""
+
+    accepts: Callable[[str], bool]
+    make: Callable[[str, int], str]
+    """An id the target takes, from the original and a number (its occurrence, then higher
+    until the id is unused in the request)."""
+
+
+_ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]+")
+_ANTHROPIC_OUTSIDE = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def _anthropic_id(original: str, number: int) -> str:
+    base = _ANTHROPIC_OUTSIDE.sub("_", original) or "call"
+    return f"{base}_{number}" if number else base
+
+
+ANTHROPIC_IDS = IdRule(lambda given: _ANTHROPIC_ID.fullmatch(given) is not None, _anthropic_id)
+"""Anthropic's `tool_use.id`: `^[a-zA-Z0-9_-]+$`; refused characters become `_`, a repeat
+gets a suffix."""
+
+_MISTRAL_ID = re.compile(r"[a-zA-Z0-9]{9}")
+_BASE62 = string.digits + string.ascii_letters
+
+
+def _mistral_id(original: str, number: int) -> str:
+    digest = hashlib.sha256(f"{original}\x00{number}".encode()).digest()
+    value = int.from_bytes(digest[:8], "big")
+    letters = []
+    for _ in range(9):
+        value, digit = divmod(value, 62)
+        letters.append(_BASE62[digit])
+    return "".join(letters)
+
+
+MISTRAL_IDS = IdRule(lambda given: _MISTRAL_ID.fullmatch(given) is not None, _mistral_id)
+"""Mistral's models (mistral_common's check, on La Plateforme and wherever their chat
+template runs): 9 letters and digits, here from a hash of the id and its occurrence."""
+
+_MISTRAL_MODEL = re.compile(
+    r"mistral|mixtral|ministral|magistral|codestral|devstral|pixtral|voxtral", re.IGNORECASE
+)
+
+
+def mistral_model(model: str) -> bool:
+    """Whether `model` names one of Mistral's models, whose template checks tool-call ids
+    on any endpoint that serves it (vLLM, OpenRouter, Azure AI Foundry)."""
+    return _MISTRAL_MODEL.search(model) is not None
+
+
+def with_tool_ids(messages: Sequence[Message], rule: IdRule) -> Sequence[Message]:
+    """`messages` with each call's id and its results' as `rule` takes them (`messages`
+    itself when every id goes as it is)."""
+    sent: set[str] = set()  # the ids of the calls so far, as sent
+    latest: dict[str, str] = {}  # an original id to the id its latest call was sent as
+    seen: Counter[str] = Counter()  # calls so far per original id
+    out: list[Message] = []
+    changed = False
+    for message in messages:
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            blocks = []
+            renamed = False
+            for block in message.content:
+                if isinstance(block, ToolCall):
+                    new = _assign(block.id, rule, sent, seen)
+                    latest[block.id] = new
+                    if new != block.id:
+                        block = block.model_copy(update={"id": new})
+                        renamed = True
+                blocks.append(block)
+            if renamed:
+                message = message.model_copy(update={"content": tuple(blocks)})
+                changed = True
+        elif isinstance(message, ToolMessage):
+            new = latest.get(message.tool_call_id, message.tool_call_id)
+            if new != message.tool_call_id:
+                message = message.model_copy(update={"tool_call_id": new})
+                changed = True
+        out.append(message)
+    return tuple(out) if changed else messages
+
+
+def _assign(original: str, rule: IdRule, sent: set[str], seen: Counter[str]) -> str:
+    number = seen[original]
+    seen[original] += 1
+    given = original
+    if not rule.accepts(original) or original in sent:
+        given = rule.make(original, number)
+        while given in sent:
+            number += 1
+            given = rule.make(original, number)
+    sent.add(given)
+    return given
