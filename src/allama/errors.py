@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -383,8 +383,9 @@ class Error(Exception):
         return self.message
 
 
-class ErrorLog:
-    """The redacted log view of an error: a dict (`to_dict`) or one `key=value` line (`str`)."""
+class ErrorLog(Mapping[str, "JsonValue"]):
+    """The redacted log view of an error: a read-only mapping (`to_dict` for a dict, to
+    serialise) or one `key=value` line (`str`)."""
 
     __slots__ = ("_entries",)
 
@@ -397,8 +398,11 @@ class ErrorLog:
     def __getitem__(self, key: str) -> JsonValue:
         return self._entries[key]
 
-    def get(self, key: str) -> JsonValue | None:
-        return self._entries.get(key)
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def __str__(self) -> str:
         parts: list[str] = []
