@@ -534,10 +534,10 @@ def test_json_object_mode_is_told_the_schema_in_words(name: str, display: str, m
         {"role": "system", "content": f"Be brief.\n\n{SCHEMA_IN_WORDS}"},
         {"role": "user", "content": "Ada, 1843"},
     ]
-    # A caller's own JSON mode is sent as asked.
-    own = ChatRequest(model).user("Ada").with_response_format(ResponseFormat.json_object())
-    body, _ = body_of(name, own)
-    assert body["messages"] == [{"role": "user", "content": "Ada"}]
+    # A caller's own JSON mode that says JSON is sent as asked.
+    own = ChatRequest(model).user("Ada, as JSON")
+    body, _ = body_of(name, own.with_response_format(ResponseFormat.json_object()))
+    assert body["messages"] == [{"role": "user", "content": "Ada, as JSON"}]
 
 
 def test_best_effort_endpoint_sends_the_schema_without_strict() -> None:

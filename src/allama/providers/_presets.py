@@ -147,6 +147,7 @@ _PRESETS: tuple[Preset, ...] = (
             "OpenAI",
             max_stop_sequences=4,
             max_temperature=2.0,
+            json_mode_word=True,
             serial_strict_tools=True,
             file_parts=True,
             response_schema_any_root=CapabilitySupport.UNSUPPORTED,
@@ -167,6 +168,7 @@ _PRESETS: tuple[Preset, ...] = (
             "Azure OpenAI",
             max_stop_sequences=4,
             max_temperature=2.0,
+            json_mode_word=True,
             strict_profile="azure_legacy",
             file_parts=True,
             response_schema_any_root=CapabilitySupport.UNSUPPORTED,
@@ -224,6 +226,7 @@ _PRESETS: tuple[Preset, ...] = (
             response_dialect=SchemaDialect.PASSTHROUGH,
             tool_dialect=SchemaDialect.PASSTHROUGH,
             token_field="max_tokens",
+            json_mode_word=True,
             developer_role=False,
             stream_usage=False,
         ),
@@ -245,6 +248,7 @@ _PRESETS: tuple[Preset, ...] = (
             "Groq",
             max_stop_sequences=4,
             max_temperature=2.0,
+            json_mode_word=True,
             schema_streams=False,
             response_schema_any_root=CapabilitySupport.UNSUPPORTED,
         ),
@@ -269,7 +273,8 @@ _PRESETS: tuple[Preset, ...] = (
         apis={"responses": _RESPONSES},
     ),
     Preset(
-        # `random_seed`, `any` for a required tool, no developer role, 422 on unknown fields.
+        # `random_seed`, `any` for a required tool, no developer role, 422 on unknown fields;
+        # the conversation is checked as mistral_common checks it.
         "mistral",
         WireProfile(
             "mistral",
@@ -277,6 +282,8 @@ _PRESETS: tuple[Preset, ...] = (
             response_dialect=SchemaDialect.PASSTHROUGH,
             tool_dialect=SchemaDialect.PASSTHROUGH,
             token_field="max_tokens",
+            json_mode_word=True,
+            mistral_turns=True,
             developer_role=False,
             seed_field="random_seed",
             required_tool_choice="any",
@@ -296,6 +303,7 @@ _PRESETS: tuple[Preset, ...] = (
             response_dialect=SchemaDialect.PASSTHROUGH,
             tool_dialect=SchemaDialect.PASSTHROUGH,
             token_field="max_tokens",
+            json_mode_word=True,
             stream_usage=False,
             require_parameters=True,
             file_parts=True,
@@ -314,6 +322,7 @@ _PRESETS: tuple[Preset, ...] = (
             "DeepSeek",
             tool_dialect=SchemaDialect.NOT_HONOURED,
             token_field="max_tokens",
+            json_mode_word=True,
             developer_role=False,
             reasoning_back="reasoning_content",
             response_schema_any_root=CapabilitySupport.UNSUPPORTED,

@@ -60,6 +60,9 @@ class ModelFamily:
     """Whether the family takes `stop` sequences (some reasoning models answer 400)."""
     efforts: tuple[tuple[str, str], ...] | None = None
     """Reasoning efforts the family takes, as (allama's, the wire's); `None`: sent as is."""
+    json_with_tools: bool = True
+    """Whether JSON Schema output may go beside tools (Groq: "Streaming and tool use are not
+    supported together with Structured Outputs"; xAI: only on Grok 4 models)."""
     strict_profile: Literal["fine_tuned"] | None = None
     """The strict subset of the family where it is not its endpoint's (fine-tuned models
     take fewer keywords)."""
@@ -107,7 +110,8 @@ _UNKNOWN = ModelFamily(
 _LOW_HIGH = (("minimal", "low"), ("low", "low"), ("medium", "high"), ("high", "high"))
 """Families that take only `low` and `high` (DeepSeek maps the others the same way)."""
 _LOW_TO_HIGH = (("minimal", "low"), ("low", "low"), ("medium", "medium"), ("high", "high"))
-"""Families that always reason and take `low`, `medium` and `high` (o-series, gpt-oss)."""
+"""Families that always reason and take `low`, `medium` and `high` (o-series, gpt-oss), and
+endpoints that take only those (Together)."""
 _GPT_5: tuple[tuple[str, str], ...] = (
     ("none", "minimal"),
     ("minimal", "minimal"),
@@ -133,6 +137,15 @@ _NONE_OR_DEFAULT: tuple[tuple[str, str], ...] = (
     ("high", "default"),
 )
 """Qwen3 on Groq: reasoning off (`none`) or on (`default`), no levels."""
+_GROQ_EFFORTS: tuple[tuple[str, str], ...] = (
+    ("none", "none"),
+    ("minimal", "low"),
+    ("low", "low"),
+    ("medium", "medium"),
+    ("high", "high"),
+)
+"""Groq's models no row names: its `reasoning_effort` takes `none`, `default`, `low`,
+`medium` and `high` (no `minimal`)."""
 
 _OPENAI_BASE_ROWS = (
     # Structured outputs from gpt-4o-2024-08-06 and gpt-4o-mini on; reasoning models.
@@ -248,14 +261,25 @@ _OPENAI_ROWS = (
 )
 
 _GROQ_ROWS = (
-    # Groq documents `logprobs` and `top_logprobs` as supported by no model yet.
+    # Groq documents `logprobs` and `top_logprobs` as supported by no model yet, and no
+    # Structured Outputs beside tools.
     # Reasoning efforts (Groq's reasoning page): `low`, `medium`, `high` on GPT-OSS;
     # `none` or `default` on Qwen3.
     ModelFamily(
-        "openai/gpt-oss-20b", StructuredLevel.STRICT, reasoning=S, logprobs=N, efforts=_LOW_TO_HIGH
+        "openai/gpt-oss-20b",
+        StructuredLevel.STRICT,
+        reasoning=S,
+        logprobs=N,
+        efforts=_LOW_TO_HIGH,
+        json_with_tools=False,
     ),
     ModelFamily(
-        "openai/gpt-oss-120b", StructuredLevel.STRICT, reasoning=S, logprobs=N, efforts=_LOW_TO_HIGH
+        "openai/gpt-oss-120b",
+        StructuredLevel.STRICT,
+        reasoning=S,
+        logprobs=N,
+        efforts=_LOW_TO_HIGH,
+        json_with_tools=False,
     ),
     # Strict tools: Groq documents constrained decoding for GPT-OSS 20B and 120B alone;
     # which other models enforce `function.strict` it does not say.
@@ -266,6 +290,7 @@ _GROQ_ROWS = (
         logprobs=N,
         efforts=_LOW_TO_HIGH,
         strict_tools=False,
+        json_with_tools=False,
     ),
     ModelFamily(
         "moonshotai/kimi-k2-instruct-0905",
@@ -273,6 +298,7 @@ _GROQ_ROWS = (
         reasoning=N,
         logprobs=N,
         strict_tools=False,
+        json_with_tools=False,
     ),
     ModelFamily(
         "meta-llama/llama-4-scout-*",
@@ -281,6 +307,7 @@ _GROQ_ROWS = (
         images=S,
         logprobs=N,
         strict_tools=False,
+        json_with_tools=False,
     ),
     ModelFamily(
         "qwen/qwen3-*",
@@ -289,17 +316,37 @@ _GROQ_ROWS = (
         logprobs=N,
         efforts=_NONE_OR_DEFAULT,
         strict_tools=False,
+        json_with_tools=False,
     ),
-    ModelFamily("*", StructuredLevel.JSON_OBJECT, reasoning=U, logprobs=N, strict_tools=False),
+    ModelFamily(
+        "*",
+        StructuredLevel.JSON_OBJECT,
+        reasoning=U,
+        logprobs=N,
+        efforts=_GROQ_EFFORTS,
+        strict_tools=False,
+        json_with_tools=False,
+    ),
 )
 
 _XAI_ROWS = (
-    # Grok's reasoning models reject `stop`; few of them take a reasoning effort.
-    ModelFamily("grok-3-mini*", StructuredLevel.STRICT, reasoning=S, stop=False, efforts=_LOW_HIGH),
+    # Grok's reasoning models reject `stop`; few of them take a reasoning effort. Structured
+    # outputs beside tools: "only for supported Grok 4 family models".
+    ModelFamily(
+        "grok-3-mini*",
+        StructuredLevel.STRICT,
+        reasoning=S,
+        stop=False,
+        efforts=_LOW_HIGH,
+        json_with_tools=False,
+    ),
     ModelFamily("grok-4.20-multi-agent*", StructuredLevel.STRICT, reasoning=S, stop=False),
     ModelFamily("grok-4.3*", StructuredLevel.STRICT, reasoning=S, stop=False),
     ModelFamily("grok-4*", StructuredLevel.STRICT, reasoning=N, stop=False),
-    ModelFamily("grok-code-fast*", StructuredLevel.STRICT, reasoning=N, stop=False),
+    ModelFamily(
+        "grok-code-fast*", StructuredLevel.STRICT, reasoning=N, stop=False, json_with_tools=False
+    ),
+    ModelFamily("grok-[23]*", StructuredLevel.STRICT, reasoning=N, json_with_tools=False),
     ModelFamily("grok-*", StructuredLevel.STRICT, reasoning=N),
 )
 
@@ -359,9 +406,17 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
     ),
     # Together answers `logprobs` in a shape of its own (token and logprob lists), which
     # allama does not read: asking for them is refused rather than silently lost.
+    # Its `reasoning_effort` takes `low`, `medium` and `high`.
     "together": CapabilityTable(
         (),
-        ModelFamily("*", StructuredLevel.BEST_EFFORT, forced_tool=U, parallel_tools=U, logprobs=N),
+        ModelFamily(
+            "*",
+            StructuredLevel.BEST_EFFORT,
+            forced_tool=U,
+            parallel_tools=U,
+            logprobs=N,
+            efforts=_LOW_TO_HIGH,
+        ),
     ),
     "fireworks": CapabilityTable(
         (), ModelFamily("*", StructuredLevel.BEST_EFFORT, forced_tool=U, parallel_tools=U)

@@ -99,7 +99,36 @@ class _Encoder:
         if self.profile.name == "mistral" or mistral_model(self.request.model):
             # Their template refuses other providers' ids, and repeated ones.
             messages = with_tool_ids(messages, MISTRAL_IDS)
-        return [self.message(message) for message in messages]
+        wire = [self.message(message) for message in messages]
+        return self.mistral_turns(wire) if self.profile.mistral_turns else wire
+
+    def mistral_turns(self, wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The conversation as Mistral's check takes it, rather than answered 400: an
+        assistant turn with nothing to send (one that only reasoned) left out, an assistant
+        turn put between a tool result and a user or system turn, and a last assistant
+        turn (prefill) marked `prefix`."""
+        display = self.profile.display_name
+        turns: list[dict[str, Any]] = []
+        for turn in wire:
+            role = turn["role"]
+            if role == "assistant" and not turn.get("content") and not turn.get("tool_calls"):
+                self.degradations.approximate(
+                    RequestField.MESSAGES,
+                    f"{display} refuses an assistant turn with neither text nor tool calls; "
+                    "one (that only reasoned, or said nothing) was left out",
+                )
+                continue
+            if turns and turns[-1]["role"] == "tool" and role not in ("tool", "assistant"):
+                self.degradations.approximate(
+                    RequestField.MESSAGES,
+                    f"{display} refuses a {role} turn straight after a tool result; an "
+                    f'assistant turn saying "{AFTER_TOOL_RESULTS}" was put between them',
+                )
+                turns.append({"role": "assistant", "content": AFTER_TOOL_RESULTS})
+            turns.append(turn)
+        if turns and turns[-1]["role"] == "assistant":
+            turns[-1] = {**turns[-1], "prefix": True}
+        return turns
 
     def message(self, message: Message) -> dict[str, Any]:
         if isinstance(message, SystemMessage):
@@ -390,6 +419,13 @@ class _Encoder:
         if fmt.type == "text":
             return {"type": "text"}
         if fmt.type == "json":
+            if self.profile.json_mode_word and not _says_json(self.request.messages):
+                self.schema_instruction = JSON_OBJECT_NOTE
+                self.degradations.approximate(
+                    field,
+                    f"{display} takes JSON mode only when the messages ask for JSON; "
+                    f'"{JSON_OBJECT_NOTE}" was added to the system instructions',
+                )
             return {"type": "json_object"}
         if fmt.type == "choice":
             # A grammar (llama.cpp's own field), or nothing: Chat Completions has no such
@@ -479,6 +515,13 @@ class _Encoder:
             )
             self.schema_instruction = json_object_note(rewrite.schema)
             return {"type": "json_object"}
+        if not self.family.json_with_tools and gives_tools(self.request, BODY_OPTION):
+            # Neither dropped: without the format the answer is prose, without the tools
+            # the model cannot call them; the caller chooses.
+            raise self.degradations.unsupported(
+                field,
+                f"`{model}` on {display} answers 400 to JSON Schema output beside tools",
+            )
         strict: bool | None = fmt.strict
         if fmt.strict:
             self.schema_sent = True
@@ -593,7 +636,13 @@ class _Encoder:
         if max_tokens is not None:
             extras[profile.token_field] = max_tokens
         if request.seed is not None:
-            extras[profile.seed_field] = request.seed
+            if -(2**63) <= request.seed < 2**63:
+                extras[profile.seed_field] = request.seed
+            else:  # the wire's `seed` is an int64: a larger one is answered 400
+                self.degradations.refuse(
+                    RequestField.SEED,
+                    f"{profile.display_name} takes a seed of 64 bits; {request.seed} was left out",
+                )
         effort: str | None = None
         if request.reasoning_effort is not None:
             if (
@@ -646,11 +695,24 @@ class _Encoder:
         return body
 
 
+AFTER_TOOL_RESULTS = "I have the tool results."
+"""The assistant turn put between a tool result and a user or system turn where the
+endpoint refuses one straight after the other (Mistral)."""
+
+JSON_OBJECT_NOTE = "Answer with one JSON object."
+"""What JSON mode is told where the caller's messages do not ask for JSON."""
+
+
 def json_object_note(schema: dict[str, Any]) -> str:
     """What `json_object` mode is told in words: the endpoint refuses the mode unless the
     messages say "JSON" (OpenAI, DeepSeek, Groq), and nothing else carries the schema."""
     text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
     return f"Answer with one JSON object that follows this JSON Schema:\n{text}"
+
+
+def _says_json(messages: Sequence[Message]) -> bool:
+    """Whether a message's text says "json", in any case (what the endpoints look for)."""
+    return any("json" in (message.text() or "").lower() for message in messages)
 
 
 def _instructed(messages: list[dict[str, Any]], note: str) -> list[dict[str, Any]]:

@@ -52,6 +52,12 @@ class WireProfile:
     stream_usage: bool = True
     json_schema_shape: Literal["openai", "raw"] = "openai"
     json_mode_streams: bool = True
+    json_mode_word: bool = False
+    """Whether the endpoint takes JSON mode only when the messages ask for JSON (OpenAI,
+    Azure OpenAI, Groq and DeepSeek answer 400 to `json_object` without the word "JSON"
+    in a message, and OpenRouter and Azure AI Foundry pass their models' refusal on;
+    Mistral asks for it): a request whose messages do not gets a note that does, with a
+    warning."""
     schema_streams: bool = True
     reasoning_effort: bool = True
     max_stop_sequences: int | None = None
@@ -60,6 +66,11 @@ class WireProfile:
     max_temperature: float | None = None
     """The highest `temperature` the endpoint takes (OpenAI's and Groq's 2: their APIs
     refuse a higher one), `None`: no limit known; a higher one is left out, with a warning."""
+    mistral_turns: bool = False
+    """Whether the endpoint checks the conversation as Mistral's does (mistral_common's
+    validator): an assistant turn has text or tool calls, a tool result is followed by
+    another or by an assistant turn, and a last assistant turn is continued only with
+    `prefix: true`; each is answered 400 otherwise."""
     reasoning_outside_completion: bool = False
     reasoning_back: str | None = None
     """The assistant-message field a turn's reasoning goes back in, `None`: not sent back.
