@@ -58,7 +58,7 @@ __all__ = ["AsyncChatStream", "ChatStream", "StreamCollector"]
 
 
 class _Block:
-    __slots__ = ("block_type", "encrypted", "id", "name", "parts", "signature")
+    __slots__ = ("block_type", "encrypted", "id", "issuer", "name", "parts", "signature")
 
     def __init__(self, block_type: StreamBlockType, id: str | None, name: str | None) -> None:
         self.block_type = block_type
@@ -67,13 +67,19 @@ class _Block:
         self.parts: list[str] = []
         self.signature: str | None = None
         self.encrypted: str | None = None
+        self.issuer: str | None = None
 
     def build(self, index: int) -> ContentBlock:
         text = _joined(self.parts)
         if self.block_type is StreamBlockType.TOOL_CALL:
             return ToolCall(id=self.id or f"call_{index}", name=self.name or "", arguments=text)
         if self.block_type is StreamBlockType.REASONING:
-            return Reasoning(text=text, signature=self.signature, encrypted_content=self.encrypted)
+            return Reasoning(
+                text=text,
+                signature=self.signature,
+                encrypted_content=self.encrypted,
+                issuer=self.issuer,
+            )
         if self.block_type is StreamBlockType.REFUSAL:
             return Refusal(text=text)
         return TextPart(text=text)
@@ -213,6 +219,7 @@ class StreamCollector:
                 block.parts.append(event.text)
                 block.signature = event.signature or block.signature
                 block.encrypted = event.encrypted_content or block.encrypted
+                block.issuer = event.issuer or block.issuer
             else:
                 block.parts.append(event.text)
 

@@ -633,13 +633,14 @@ class HttpProvider:
         try:
             if not 200 <= response.status < 300:
                 _check_answered(response.status, response.headers)
-            return self._adapter.decode(
+            decoded = self._adapter.decode(
                 response, provider=self.name, model=request.model, warnings=warnings
             )
         except Error as error:
             self._scrub(error.with_model(request.model).with_provider(self.name))
             self._version_advice(_in_its_terms(error, request))
             raise
+        return _issued_response(decoded, self.name)
 
     def _stream_error(
         self, request: ChatRequest, status: int, headers: Mapping[str, str], body: bytes
@@ -749,10 +750,12 @@ class HttpProvider:
             for warning in warnings:
                 yield vocabulary.WarningEvent(warning=warning)
             for chunk in chunks:
-                yield from decoder.feed(chunk)
+                for event in decoder.feed(chunk):
+                    yield _issued(event, self.name)
                 if decoder.done:
                     return
-            yield from decoder.close()
+            for event in decoder.close():
+                yield _issued(event, self.name)
 
         return streams.ChatStream(
             self._scrubbed(events()),
@@ -837,11 +840,11 @@ class HttpProvider:
                     yield vocabulary.WarningEvent(warning=warning)
                 async for chunk in chunks:
                     for event in decoder.feed(chunk):
-                        yield event
+                        yield _issued(event, self.name)
                     if decoder.done:
                         return
                 for event in decoder.close():
-                    yield event
+                    yield _issued(event, self.name)
             except Error as error:
                 self._scrub(error)
                 raise
@@ -1039,6 +1042,38 @@ def _past_quota(error: Error, request: ChatRequest) -> Error:
     ):
         error.with_retryable(False).with_retry_after(None)
     return error
+
+
+def _issued_response(response: ChatResponse, provider: str) -> ChatResponse:
+    """`response` with its signed or encrypted reasoning marked as `provider`'s
+    (`Reasoning.issuer`), so that it goes back to `provider` alone."""
+    if not any(_unmarked(block) for block in response.content):
+        return response
+    content = tuple(
+        block.model_copy(update={"issuer": provider}) if _unmarked(block) else block
+        for block in response.content
+    )
+    return response.model_copy(update={"content": content})
+
+
+def _unmarked(block: object) -> bool:
+    return (
+        isinstance(block, vocabulary.Reasoning)
+        and block.issuer is None
+        and bool(block.signature or block.encrypted_content)
+    )
+
+
+def _issued(event: StreamEvent, provider: str) -> StreamEvent:
+    """`event` with the signature or encrypted content it seals reasoning with marked as
+    `provider`'s, as `_issued_response` marks a whole response's."""
+    if (
+        isinstance(event, vocabulary.ReasoningDelta)
+        and event.issuer is None
+        and (event.signature or event.encrypted_content)
+    ):
+        return event.model_copy(update={"issuer": provider})
+    return event
 
 
 def _check_utf8(model: str) -> None:

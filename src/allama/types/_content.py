@@ -113,17 +113,30 @@ class Reasoning(Data):
 
     Providers that check reasoning on the next turn (Anthropic's `signature`, OpenAI's
     `encrypted_content`) need it sent back byte for byte, so it is never rewritten.
+
+    `issuer` names the provider that issued the signature or encrypted content (the
+    `ChatResponse.provider` of the response it came in): they are sent back to that provider
+    alone, since another one refuses what it did not issue (OpenAI's 400
+    `invalid_encrypted_content`, Gemini's "Corrupted thought signature"). `None` (a block
+    made by hand, or by an older version) sends them to any provider that takes them.
     """
 
     type: Literal["reasoning"] = "reasoning"
     text: str = ""
     signature: str | None = None
     encrypted_content: str | None = None
+    issuer: str | None = None
+
+    def goes_back_to(self, provider: str) -> bool:
+        """Whether `provider` may be sent this block's signature and encrypted content:
+        it issued them, or nobody is named."""
+        return self.issuer is None or self.issuer == provider
 
     def __repr__(self) -> str:
         signed = ", signed" if self.signature else ""
         encrypted = ", encrypted" if self.encrypted_content else ""
-        return f"Reasoning(text={withheld(self.text)}{signed}{encrypted})"
+        issuer = f", issuer={self.issuer!r}" if self.issuer is not None else ""
+        return f"Reasoning(text={withheld(self.text)}{signed}{encrypted}{issuer})"
 
 
 UserPart = Annotated[TextPart | ImagePart | DocumentPart, Field(discriminator="type")]

@@ -63,13 +63,15 @@ class ToolCallDelta(Data):
 
 
 class ReasoningDelta(Data):
-    """A piece of reasoning text, or the signature / encrypted content that seals it."""
+    """A piece of reasoning text, or the signature / encrypted content that seals it, with
+    the provider that issued them (`Reasoning.issuer`)."""
 
     type: Literal["reasoning_delta"] = "reasoning_delta"
     index: int
     text: str = ""
     signature: str | None = None
     encrypted_content: str | None = None
+    issuer: str | None = None
 
     def __repr__(self) -> str:
         return f"ReasoningDelta(index={self.index}, text={withheld(self.text)})"

@@ -237,7 +237,9 @@ class _Encoder:
         for block in message.content:
             wire: dict[str, Any] | None = None
             if isinstance(block, Reasoning):
-                if block.signature and block.signature.startswith(OPENAI_REASONING_ID_PREFIX):
+                if not block.goes_back_to(self.degradations.provider):
+                    unsigned = True  # signed by another provider (a Gemini thought signature)
+                elif block.signature and block.signature.startswith(OPENAI_REASONING_ID_PREFIX):
                     unsigned = True  # a Responses item's id and content, not Anthropic's
                 elif block.signature:
                     wire = {
@@ -265,7 +267,8 @@ class _Encoder:
             self.degradations.approximate(
                 RequestField.REASONING,
                 f"{self.profile.display_name} takes back only the reasoning it signed; "
-                "reasoning without a signature was left out of the conversation",
+                "reasoning without its signature (unsigned, or another provider's) was left "
+                "out of the conversation",
             )
         layout = self.resumed(message)
         if layout is None:

@@ -19,7 +19,8 @@ stream chunks), go through `Degradations`.
 Thought signatures come back verbatim: a `Reasoning` block with a signature and no text
 (as the decoder writes it, just before the part that carried the signature) puts the
 signature on the next part, an empty text included (a turn may end with a signature on an
-empty text part); a thought with text goes back as a thought part.
+empty text part); a thought with text goes back as a thought part. A signature another
+provider issued (`Reasoning.issuer`) is left out: Gemini would refuse it.
 """
 
 from __future__ import annotations
@@ -182,8 +183,9 @@ class _Encoder:
         signature: str | None = None
         for block in message.content:
             if isinstance(block, Reasoning):
-                # A Responses item's id is no thought signature: Gemini would refuse it.
-                own = block.signature
+                # Another provider's signature (Claude's, a Responses item's id) is no
+                # thought signature: Gemini would refuse it ("Corrupted thought signature").
+                own = block.signature if block.goes_back_to(self.degradations.provider) else None
                 if own and own.startswith(OPENAI_REASONING_ID_PREFIX):
                     own = None
                 if block.text:

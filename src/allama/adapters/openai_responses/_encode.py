@@ -19,9 +19,11 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   next turn, `include: ["reasoning.encrypted_content"]` is asked for when the model reasons
   (its family does, or an effort was asked of a family nobody knows); a model that does
   not reason answers 400 to it. Reasoning goes back as a `reasoning` item only when it is
-  this API's own (its id, `rs_...`, is kept in the block's `signature`) and can be read
-  back: with its encrypted content, or by id under `store: true`. Other reasoning is left
-  out of the conversation with a warning on `reasoning`.
+  this API's own (its id, `rs_...`, is kept in the block's `signature`), issued by this
+  provider (`Reasoning.issuer`: OpenAI, xAI, OpenRouter and Azure all give `rs_` ids, and
+  OpenAI answers 400 to content it did not issue), and can be read back: with its
+  encrypted content, or by id under `store: true`. Other reasoning is left out of the
+  conversation with a warning on `reasoning`.
 - There are no stop sequences and no seed in this API: both are refused. An output limit
   below the API's minimum (16 tokens) is raised to it, with a warning.
 - Log-probabilities (`request.logprobs`) are asked for with
@@ -243,7 +245,10 @@ class _Encoder(_ChatEncoder):
     def reasoning_item(self, block: Reasoning) -> dict[str, Any] | None:
         item_id = block.signature
         readable = bool(block.encrypted_content) or self.store
-        if not item_id or not item_id.startswith(REASONING_ID_PREFIX) or not readable:
+        # Every endpoint of this API gives `rs_` ids: the issuer tells whose item it is
+        # (the provider's name, which its warnings carry).
+        own = block.goes_back_to(self.degradations.provider)
+        if not own or not item_id or not item_id.startswith(REASONING_ID_PREFIX) or not readable:
             self.degradations.approximate(
                 RequestField.REASONING,
                 f"{self.profile.display_name} takes back only the reasoning items it gave, "
