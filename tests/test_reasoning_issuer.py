@@ -550,3 +550,15 @@ def test_a_block_made_by_hand_is_sent_as_before() -> None:
     openai, sent = provider("openai", (200, RESPONSES_TEXT), api="responses")
     assert openai.chat(request).warnings == ()
     assert sent.bodies[0]["input"][1] == SENT_REASONING_ITEM
+
+
+def test_a_mock_stream_keeps_the_issuer_of_a_scripted_block() -> None:
+    from allama.mock import MockStreamingProvider
+    from allama.types import ChatResponse, TextPart
+
+    block = Reasoning(text="t", signature="sig", issuer="anthropic")
+    scripted = ChatResponse(content=(block, TextPart(text="x")), provider="anthropic", model="m")
+    stream = MockStreamingProvider.from_responses([scripted]).chat_stream(
+        ChatRequest("m").user("hi")
+    )
+    assert stream.response().content[0] == block

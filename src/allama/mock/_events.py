@@ -61,6 +61,7 @@ def response_events(response: ChatResponse, *, chunk: int = CHUNK) -> list[Strea
                         index=index,
                         signature=block.signature,
                         encrypted_content=block.encrypted_content,
+                        issuer=block.issuer,
                     )
                 )
         events.append(BlockStop(index=index))
