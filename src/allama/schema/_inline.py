@@ -1,11 +1,17 @@
-"""A root `$ref` resolved into the root, for tool APIs that read what the root is.
+"""A tool's parameters with an object root, for tool APIs that read what the root is.
 
 Anthropic's `input_schema`, Gemini's `parametersJsonSchema` and Ollama's tool `parameters`
-take an object root (`"type": "object"`). Pydantic writes a recursive model, or a
-`RootModel` of a model, as `{"$defs": {...}, "$ref": "#/$defs/Node"}`: Anthropic answers
-400 to it ("input_schema.type: Field required"), and Ollama's tool decoder drops the `$ref`,
-leaving no parameters. The target's keywords move to the root beside its `$defs`, which stay
-(the target may refer to itself from inside), so the schema accepts exactly what it did.
+take an object root (`"type": "object"`), and each passes the arguments as a JSON object.
+
+Pydantic writes a recursive model, or a `RootModel` of a model, as
+`{"$defs": {...}, "$ref": "#/$defs/Node"}`: Anthropic answers 400 to it ("input_schema.type:
+Field required"), and Ollama's tool decoder drops the `$ref`, leaving no parameters. The
+target's keywords move to the root beside its `$defs`, which stay (the target may refer to
+itself from inside), so the schema accepts exactly what it did.
+
+`{}`, the plain way to write a tool of no arguments, is refused as `input_schema` for its
+missing `type`; a root union is refused by Anthropic ("input_schema does not support oneOf,
+allOf, or anyOf at the top level").
 """
 
 from __future__ import annotations
@@ -14,9 +20,9 @@ from typing import Any
 
 from allama.schema._errors import SchemaError
 from allama.schema._types import derived
-from allama.schema._walk import ANNOTATIONS, preflight
+from allama.schema._walk import ANNOTATIONS, OBJECT_KEYWORDS, preflight
 
-__all__ = ["inline_root_ref"]
+__all__ = ["inline_root_ref", "no_object_parameters", "object_parameters"]
 
 _DEFINITIONS = frozenset({"$defs", "definitions"})
 _NOT_MOVED = _DEFINITIONS | {"$schema", "$anchor", "$dynamicAnchor"}
@@ -24,6 +30,40 @@ _NOT_MOVED = _DEFINITIONS | {"$schema", "$anchor", "$dynamicAnchor"}
 anchor named twice would be ambiguous."""
 _KEPT_BEFORE_2019 = _DEFINITIONS | {"$schema", "$id", "id"}
 """Siblings of a root `$ref` kept before draft 2019-09, which ignores the others."""
+_OF_AN_OBJECT = OBJECT_KEYWORDS | ANNOTATIONS | _DEFINITIONS
+"""A root of nothing else says what an object's arguments are, whatever its `type`."""
+
+
+def object_parameters(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """`schema` as a tool's parameters: its root `$ref` resolved (`inline_root_ref`), and
+    `"type": "object"` (with `"properties": {}` where it declares none) given to a root
+    that says nothing but an object's keywords and annotations, since the arguments are an
+    object whatever else the schema would accept: `{}` is a tool of no arguments,
+    `{"type": "object", "properties": {}}`. `None` for a root that is no object (a union,
+    a scalar, a `$ref` left as it is): the arguments could not be what it describes, and
+    wrapping it would change the value the caller's code receives."""
+    made: dict[str, Any] | None = derived(
+        schema, "allama.schema.object_parameters", lambda: _object_parameters(schema)
+    )
+    return made
+
+
+def no_object_parameters(tool: str, provider: str) -> str:
+    """Why tool `tool`, whose parameters `object_parameters` finds no object, is refused."""
+    return (
+        f"the parameters of tool `{tool}` are not an object schema: {provider} passes a "
+        "tool's arguments as a JSON object, so its parameters must be an object schema "
+        '(`"type": "object"`), of which a union or a single value can be a property'
+    )
+
+
+def _object_parameters(schema: dict[str, Any]) -> dict[str, Any] | None:
+    root = inline_root_ref(schema)
+    if root.get("type") == "object":
+        return root
+    if "type" in root or any(key not in _OF_AN_OBJECT for key in root):
+        return None
+    return {"type": "object", **root, **({} if "properties" in root else {"properties": {}})}
 
 
 def inline_root_ref(schema: dict[str, Any]) -> dict[str, Any]:

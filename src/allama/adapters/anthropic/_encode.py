@@ -31,7 +31,7 @@ from allama.adapters.anthropic._capabilities import ClaudeFamily, Thinking
 from allama.adapters.anthropic._profile import AnthropicProfile
 from allama.errors import InvalidRequestError
 from allama.schema._errors import SchemaError
-from allama.schema._inline import inline_root_ref
+from allama.schema._inline import no_object_parameters, object_parameters
 from allama.schema._limits import measure
 from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
 from allama.types import (
@@ -469,8 +469,12 @@ class _Encoder:
         wire: dict[str, Any] = {"name": tool.name}
         if tool.description:
             wire["description"] = tool.description
-        # The root must be `type: "object"`: a root `$ref` (a recursive model's) is refused.
-        wire["input_schema"] = inline_root_ref(tool.parameters)
+        # The root must be `type: "object"`: Anthropic refuses `{}` and a root `$ref` (a
+        # recursive model's), sent as object roots, and a root union, refused here.
+        schema = object_parameters(tool.parameters)
+        if schema is None:
+            raise self.invalid(no_object_parameters(tool.name, self.profile.display_name))
+        wire["input_schema"] = schema
         return wire
 
     def tool(self, tool: ToolDefinition, *, room: bool) -> tuple[dict[str, Any], bool]:
@@ -752,7 +756,8 @@ def encode_request(
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Anthropic cannot honour
     under `UnsupportedPolicy.ERROR`, and for a response format it cannot enforce under any
     policy; `InvalidRequestError` for a conversation it cannot take (tool call arguments
-    that are not an object, an image of another type, no message but system ones).
+    that are not an object, an image of another type, no message but system ones) and for
+    a tool whose parameters are not an object.
     """
     body = _Encoder(request, profile, family, degradations, stream=stream).body()
     return HttpRequest("POST", url, headers, body, params or {})

@@ -38,7 +38,7 @@ from allama.adapters.gemini._capabilities import GeminiFamily, SchemaSurface, Th
 from allama.adapters.gemini._profile import GeminiProfile
 from allama.errors import InvalidRequestError
 from allama.schema._errors import SchemaError
-from allama.schema._inline import inline_root_ref
+from allama.schema._inline import no_object_parameters, object_parameters
 from allama.schema._rewrite import Rewrite, apply_strict_policy
 from allama.types import (
     AssistantMessage,
@@ -423,6 +423,11 @@ class _Encoder:
         return [{"functionDeclarations": [self.declaration(t) for t in self.request.tools]}]
 
     def declaration(self, tool: ToolDefinition) -> dict[str, Any]:
+        # An object root, as the fields take: `{}` gets its `type`, a root `$ref` is
+        # resolved into it, a union or a scalar is refused (`args` is always an object).
+        parameters = object_parameters(tool.parameters)
+        if parameters is None:
+            raise self.invalid(no_object_parameters(tool.name, self.profile.display_name))
         declaration: dict[str, Any] = {"name": tool.name}
         if tool.description:
             declaration["description"] = tool.description
@@ -434,7 +439,7 @@ class _Encoder:
             )
         if self.family.schema is SchemaSurface.RESPONSE_SCHEMA:
             subject = f"tool `{tool.name}`"
-            rewrite = self.rewrite(tool.parameters, subject, SchemaSurface.RESPONSE_SCHEMA)
+            rewrite = self.rewrite(parameters, subject, SchemaSurface.RESPONSE_SCHEMA)
             declaration["parameters"] = rewrite.schema
             # The OpenAPI subset drops or widens what it cannot say: the schema sent is not
             # the tool's, and each place is named.
@@ -443,8 +448,7 @@ class _Encoder:
                     RequestField.TOOLS, f"{subject} was approximated: {note.message}"
                 )
         else:
-            # An object root, as the field takes: a root `$ref` is resolved into it.
-            declaration["parametersJsonSchema"] = inline_root_ref(tool.parameters)
+            declaration["parametersJsonSchema"] = parameters
         return declaration
 
     def tool_config(self) -> dict[str, Any] | None:
@@ -483,6 +487,21 @@ class _Encoder:
             else:
                 contents.insert(0, {"role": "user", "parts": [words]})
             system = None
+        for content in contents:
+            # An empty text part among others is refused ("it has an empty text parameter",
+            # "required oneof field 'data'"); like text of whitespace alone, it says nothing,
+            # so it is left out. A turn of nothing else goes as it is: Gemini answered one
+            # (a lone empty part, recorded), and without it there would be no turn.
+            if content["role"] == "user":
+                said = [part for part in content["parts"] if not _blank(part)]
+                content["parts"] = said or content["parts"][:1]
+        if not contents:
+            # Gemini answers 400 ("contents is not specified"): system instructions alone,
+            # or only turns left out above, are nothing to answer.
+            raise self.invalid(
+                f"{self.profile.display_name} needs at least one user or assistant message "
+                "besides the system instructions, and the request has none left to send"
+            )
         body: dict[str, Any] = {"contents": contents}
         if system is not None:
             body["systemInstruction"] = system
@@ -547,7 +566,14 @@ def encode_request(
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Gemini cannot honour under
     `UnsupportedPolicy.ERROR`, and for a response schema it cannot enforce under any
     policy; `InvalidRequestError` for a conversation it cannot take (tool call arguments
-    that are not an object, a tool result answering no call).
+    that are not an object, a tool result answering no call, no message but system ones)
+    and for a tool whose parameters are not an object.
     """
     body = _Encoder(request, profile, family, degradations, stream).body()
     return HttpRequest("POST", url, headers, body, params or {})
+
+
+def _blank(part: dict[str, Any]) -> bool:
+    """A text part of nothing but whitespace (and nothing else, such as a signature)."""
+    text = part.get("text")
+    return len(part) == 1 and isinstance(text, str) and not text.strip()

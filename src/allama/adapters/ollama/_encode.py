@@ -61,7 +61,7 @@ from allama.adapters.ollama._capabilities import OllamaFamily, Thinking
 from allama.adapters.ollama._profile import OllamaProfile
 from allama.errors import InvalidRequestError
 from allama.schema._errors import SchemaError
-from allama.schema._inline import inline_root_ref
+from allama.schema._inline import no_object_parameters, object_parameters
 from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
 from allama.types import (
     AssistantMessage,
@@ -275,15 +275,17 @@ class _Encoder:
         return [self.tool(tool) for tool in request.tools]
 
     def tool(self, tool: ToolDefinition) -> dict[str, Any]:
+        # Ollama's decoder drops `$ref` and root unions (it keeps the root's `$defs`): a root
+        # `$ref` would leave no parameters, so it is resolved into the root.
+        parameters = object_parameters(tool.parameters)
+        if parameters is None:
+            raise self.invalid(no_object_parameters(tool.name, self.profile.display_name))
         if tool.strict:
             self.degradations.refuse(
                 RequestField.TOOLS,
                 f"{self.profile.display_name} has no strict tools; tool `{tool.name}` was "
                 "sent without `strict`",
             )
-        # Ollama's decoder drops `$ref` (it keeps the root's `$defs`): a root `$ref` would
-        # leave no parameters, so it is resolved into the root.
-        parameters = inline_root_ref(tool.parameters)
         function = _present(
             name=tool.name, description=tool.description or None, parameters=parameters
         )
@@ -457,7 +459,8 @@ def encode_request(
 
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Ollama cannot honour under
     `UnsupportedPolicy.ERROR`; `InvalidRequestError` for a conversation it cannot take (tool
-    call arguments that are not an object, an image data URL that is not base64).
+    call arguments that are not an object, an image data URL that is not base64) and for a
+    tool whose parameters are not an object.
     """
     body = _Encoder(request, profile, family, degradations, stream=stream).body()
     return HttpRequest("POST", url, headers, body, params or {})
