@@ -22,13 +22,17 @@ Open objects are built without validation (their model validators run when they 
 validate (a row with a price below its bound, an object its model validator rejects or
 raises on) is left out, as a scalar that does not validate is, so that every completed part
 shown is a validated value; the value itself (an object or a list at the root), ended but
-invalid, stays shown as it was built, and `finish()` raises. Values are validated laxly, so
-the preview may show `31` for a `"31"` that `finish()`, which validates the JSON strictly,
-rejects: the preview is not the verdict.
+invalid, stays shown as it was built, and `finish()` raises. A completed value is validated
+as `finish()` validates it: strictly, as JSON (a `date` in a union with `str` is a date,
+`"31"` is no int), with the config of the model that holds it (`str_to_upper`,
+`use_enum_values`). Text `finish()` does not read as JSON (`NaN`, `Infinity`, a number too
+large for a float, a key written twice), which Python's readers and pydantic-core take,
+ends the preview there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import decimal
@@ -41,11 +45,23 @@ import typing
 import uuid
 from collections.abc import Callable
 from functools import lru_cache
+from json.encoder import encode_basestring_ascii
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, RootModel, TypeAdapter, ValidationError
-from pydantic_core import SchemaValidator, from_json
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PydanticUserError,
+    RootModel,
+    TypeAdapter,
+    ValidationError,
+)
+from pydantic_core import SchemaValidator, from_json, to_json
 from typing_extensions import is_typeddict
+
+from allama.extract._json import keys_all_kept, loads
+from allama.extract._json_strict import validate_strict_json
+from allama.extract._kept import NOT_FINITE, kept_keys
 
 T = TypeVar("T")
 
@@ -97,25 +113,49 @@ _DECODER = json.JSONDecoder()
 
 
 class _Leaf:
-    """A value validated whole, by its own validator."""
+    """A value validated whole, by its own validator (with the config of the object that
+    holds it, as pydantic validates a field: `str_to_upper`, `use_enum_values`...)."""
 
-    __slots__ = ("check", "plain", "scalar", "text")
+    __slots__ = ("anything", "check", "check_json", "plain", "scalar", "text")
 
-    def __init__(self, tp: Any) -> None:
-        self.check = _checks(TypeAdapter(tp))[0]
-        self.plain: type | None = tp if tp in (str, int, float, bool) else None
+    def __init__(self, tp: Any, config: ConfigDict | None = None) -> None:
+        adapter = _adapter(tp, config)
+        self.check = _python_check(adapter)
+        self.check_json = _strict_json(adapter)
+        # A JSON scalar of the field's own plain type is its value (unless the config
+        # changes text: `str_to_upper`, `str_max_length`...).
+        plain = tp in (str, int, float, bool) and not (
+            tp is str and config is not None and any(key.startswith("str_") for key in config)
+        )
+        self.plain: type | None = tp if plain else None
+        self.anything = tp is Any  # a JSON value is its own value
         self.text = _is_text(tp)
         self.scalar = _is_scalar(tp)
 
-    def validate(self, raw: Any) -> Any:
+    def validate(self, raw: Any, text: str | bytes | None = None) -> Any:
+        """A completed JSON value (`text`, where the caller has it), validated as `finish()`
+        validates it: strictly, as JSON (a date in a union with `str` is a date, `"31"` is
+        not an int); a number no float holds is left out."""
         plain = self.plain
         # The common case without a call into the validator: a JSON scalar of the field's
         # own plain type (an int for a float field is a float, as validation makes it).
-        if plain is not None and type(raw) is plain:
-            return raw
+        if (plain is not None and type(raw) is plain) or self.anything:
+            # (a float read as infinite: a number too large for one, not JSON to `finish()`)
+            return raw if plain is not float or not raw - raw else _MISSING
         if plain is float and type(raw) is int:
-            return float(raw)
-        return _attempt(self.check, raw)
+            return float(raw) if -_LARGEST <= raw <= _LARGEST else _MISSING
+        if text is None:
+            if self.text and type(raw) is str:
+                return _attempt(self.check, raw)  # text reads the same in either mode
+            try:
+                text = _dumps(raw)
+            except (ValueError, TypeError, RecursionError):  # not JSON; nested too deep
+                return _MISSING
+        return _finite(_attempt(self.check_json, text), text)
+
+    def validate_whole(self, values: Any) -> Any:
+        """A container of values validated already, validated as a whole (`Annotated`)."""
+        return _attempt(self.check, values)
 
     def partial(self, raw: Any) -> Any:
         """An open value as far as it goes: only text, whose every prefix is a prefix of the
@@ -126,6 +166,52 @@ class _Leaf:
         if self.plain is str:
             return raw
         return _attempt(self.check, raw)
+
+
+_LARGEST = int(sys.float_info.max)
+
+
+def _finite(value: Any, text: str | bytes) -> Any:
+    """`value`, validated from the JSON `text`, or `_MISSING` where it holds an infinite
+    float: an integer too large for one, which `finish()` refuses (only a text that long
+    can hold one)."""
+    if type(value) is float:
+        return _MISSING if value - value else value
+    if len(text) > _FLOAT_DIGITS and value is not _MISSING and kept_keys(value) == NOT_FINITE:
+        return _MISSING
+    return value
+
+
+_FLOAT_DIGITS = len(str(int(sys.float_info.max)))
+
+
+def _dumps(raw: Any) -> str | bytes:
+    """A decoded JSON value as JSON text again, for validation as JSON; `ValueError` where
+    it holds `NaN` or an infinite float (a number too large for one), which is not JSON."""
+    kind = type(raw)
+    if kind is str:
+        return encode_basestring_ascii(raw)
+    if kind is float and raw - raw:
+        raise ValueError("not a finite number")
+    text = to_json(raw, inf_nan_mode="constants")
+    if (b"NaN" in text or b"Infinity" in text) and _NOT_FINITE.search(text) is not None:
+        raise ValueError("not a finite number")
+    return text
+
+
+_NOT_FINITE = re.compile(rb"(?:^|[:,\[])-?(?:NaN|Infinity)")
+"""`NaN` or an infinite float, as `to_json` writes it (compact: after a colon, a comma or
+a bracket); a string that holds the same is taken for one, and waits (`_MISSING`)."""
+
+
+def _adapter(tp: Any, config: ConfigDict | None) -> TypeAdapter[Any]:
+    """`tp`'s adapter, with `config` where `tp` takes one (a model has its own)."""
+    if config is not None:
+        try:
+            return TypeAdapter(tp, config=config)
+        except PydanticUserError:
+            pass
+    return TypeAdapter(tp)
 
 
 def _attempt(check: Callable[[Any], Any], raw: Any) -> Any:
@@ -141,13 +227,111 @@ def _attempt(check: Callable[[Any], Any], raw: Any) -> Any:
         return _MISSING
 
 
-def _checks(adapter: TypeAdapter[Any]) -> tuple[Callable[[Any], Any], Callable[[str], Any]]:
-    """The validator's own entry points (Python values, JSON text), without the adapter's
-    per-call wrapping where the validator is built; the adapter's otherwise."""
+def _python_check(adapter: TypeAdapter[Any]) -> Callable[[Any], Any]:
+    """The validator's own entry point for Python values, without the adapter's per-call
+    wrapping where the validator is built; the adapter's otherwise."""
     validator = adapter.validator
     if isinstance(validator, SchemaValidator):
-        return validator.validate_python, validator.validate_json
-    return adapter.validate_python, adapter.validate_json
+        return validator.validate_python
+    return adapter.validate_python
+
+
+def _strict_json(adapter: TypeAdapter[Any]) -> Callable[[str | bytes], Any]:
+    """JSON text's value, validated strictly, as `finish()` validates it (where a validator
+    that runs first hands on Python objects the strict reading refuses, its fallbacks:
+    `validate_strict_json`); raises `ValidationError`."""
+    validator = adapter.validator
+    direct = validator if isinstance(validator, SchemaValidator) else adapter
+
+    def check(text: str | bytes) -> Any:
+        try:
+            return direct.validate_json(text, strict=True)
+        except ValidationError:
+            return validate_strict_json(adapter, text if isinstance(text, str) else text.decode())
+
+    return check
+
+
+def _read_as_written(text: str, value: Any, decimals: bool) -> bool:
+    """Whether `value`, read and validated from the JSON `text` by pydantic-core, is what
+    `finish()` reads there: pydantic-core reads `NaN`, `Infinity` and numbers too large for
+    a float, and keeps a key written twice once; `finish()` refuses all four. A count of
+    the keys (`keys_all_kept`) clears it at once (and, with no `Decimal` in the type
+    (`decimals`), the search for a large exponent); otherwise the strict reader decides."""
+    kept = kept_keys(value)
+    if kept == NOT_FINITE:
+        return False  # (an integer too large for a float, in a float: `finish()` says so)
+    if keys_all_kept(text, kept) and not (decimals and _HUGE.search(text)):
+        return True
+    try:
+        loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+_HUGE = re.compile(r"[eE]\+?[0-9]{3}")
+"""What may be a number too large for a float though the value validated from it is finite
+(a `Decimal` of `1e400`); `NaN` and the others are not finite, which `kept_keys` sees."""
+
+
+def _holds_decimal(schema: Any) -> bool:
+    """Whether a pydantic-core schema validates a `Decimal` anywhere in it."""
+    stack, seen = [schema], set()
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if node.get("type") == "decimal":
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return False
+
+
+def _value_pending(text: str) -> bool:
+    """Whether the text cut off ends with a key whose value pydantic-core does not read yet
+    (none, `-`, `1.`, `tr`...): one key more written than read."""
+    tail = text[text.rfind('":') + 2 :].strip()
+    return not tail or _PENDING.fullmatch(tail) is not None
+
+
+_PENDING = re.compile(
+    r"-|-?[0-9]+\.|-?[0-9]+(?:\.[0-9]+)?[eE][-+]?|t|tr|tru|f|fa|fal|fals|n|nu|nul"
+)
+"""A value cut off that pydantic-core's reading leaves out (with its key)."""
+
+
+def _repeats_key(text: str) -> bool:
+    """Whether an object in the JSON text `text` (from its start, maybe cut off) writes a
+    key twice."""
+    keys: list[set[str] | None] = []
+    for body, colon, bracket in _KEYS.findall(text):
+        if bracket:
+            if bracket == "{":
+                keys.append(set())
+            elif bracket == "[":
+                keys.append(None)
+            elif keys:
+                keys.pop()
+        elif colon and keys:
+            seen = keys[-1]
+            if seen is not None:
+                key = body
+                if "\\" in body:
+                    with contextlib.suppress(ValueError):
+                        key = _decode(body)
+                if key in seen:
+                    return True
+                seen.add(key)
+    return False
+
+
+_KEYS = re.compile(r'"([^"\\]*+(?:\\.[^"\\]*+)*+)"[ \t\r\n]*(:)?|([{}\[\]])', re.DOTALL)
+"""A string (a key where a colon follows it), or a bracket."""
 
 
 _SCALARS: tuple[type, ...] = (str, int, float, bool, enum.Enum, decimal.Decimal, uuid.UUID)
@@ -180,16 +364,26 @@ def _is_text(tp: Any) -> bool:
 class _Object:
     """A model, dataclass or TypedDict: fields validated one by one, then the whole once."""
 
-    __slots__ = ("_builder", "_checks", "_fields", "_flat", "_rows", "nullable", "tp")
+    __slots__ = (
+        "_builder",
+        "_checks",
+        "_decimals",
+        "_fields",
+        "_flat",
+        "_rows",
+        "nullable",
+        "tp",
+    )
 
     def __init__(self, tp: Any, nullable: bool = False) -> None:
         self.tp = tp
         self.nullable = nullable
         self._fields: dict[str, tuple[str, Any]] | None = None
-        self._checks: tuple[Callable[[Any], Any], Callable[[str], Any]] | None = None
-        self._rows: Callable[[str], Any] | None = None
+        self._checks: tuple[Callable[[Any], Any], Callable[[str | bytes], Any]] | None = None
+        self._rows: Callable[[str | bytes], Any] | None = None
         self._builder: Callable[[dict[str, Any]], Any] | None = None
         self._flat: bool | None = None
+        self._decimals: bool | None = None
 
     @property
     def flat(self) -> bool:
@@ -224,25 +418,52 @@ class _Object:
         return build(values)
 
     @property
-    def checks(self) -> tuple[Callable[[Any], Any], Callable[[str], Any]]:
-        """The type's validator: of Python values, of JSON text."""
+    def checks(self) -> tuple[Callable[[Any], Any], Callable[[str | bytes], Any]]:
+        """The type's validator: of Python values (its fields validated already), of JSON
+        text (strictly, as `finish()` validates it)."""
         if self._checks is None:
-            self._checks = _checks(TypeAdapter(self.tp))
+            adapter = TypeAdapter(self.tp)
+            self._checks = (_python_check(adapter), _strict_json(adapter))
         return self._checks
 
     def validate(self, values: dict[str, Any]) -> Any:
+        """The object from its fields, each validated already."""
         return _attempt(self.checks[0], values)
+
+    def validate_json(self, raw: dict[str, Any], text: str | bytes | None = None) -> Any:
+        """The object from its JSON value `raw` (its text, where the caller has it), read
+        as `finish()` reads it."""
+        if text is None:
+            try:
+                text = _dumps(raw)
+            except (ValueError, TypeError, RecursionError):  # not JSON; nested too deep
+                return _MISSING
+        return _finite(_attempt(self.checks[1], text), text)
 
     def validate_rows(self, text: str) -> Any:
         """Rows of this type, `{...}, {...}` as JSON text, validated as a list in one call."""
         if self._rows is None:
             rows: Any = types.GenericAlias(list, (self.tp,))  # `list[tp]`, `tp` known at run time
-            self._rows = _checks(TypeAdapter(rows))[1]
-        return _attempt(self._rows, f"[{text}]")
+            self._rows = _strict_json(TypeAdapter(rows))
+        text = f"[{text}]"
+        value = _attempt(self._rows, text)
+        if value is _MISSING or _read_as_written(text, value, self.decimals):
+            return value
+        return _MISSING
 
     def validate_text(self, text: str) -> Any:
         """The object from its whole JSON text, read and validated in one call."""
-        return _attempt(self.checks[1], text)
+        value = _attempt(self.checks[1], text)
+        if value is _MISSING or _read_as_written(text, value, self.decimals):
+            return value
+        return _MISSING
+
+    @property
+    def decimals(self) -> bool:
+        """Whether a `Decimal` may be in the object (`_read_as_written`)."""
+        if self._decimals is None:
+            self._decimals = _holds_decimal(TypeAdapter(self.tp).core_schema)
+        return self._decimals
 
     def complete(self, values: dict[str, Any], root: bool = False) -> Any:
         """The completed object, validated once over its fields; `_MISSING` where it does not
@@ -268,7 +489,7 @@ class _List:
         `_Object.complete`, `_MISSING` where that fails, unless it is the value itself."""
         if self.whole is None:
             return values
-        checked = self.whole.validate(values)
+        checked = self.whole.validate_whole(values)
         return values if checked is _MISSING and root else checked
 
 
@@ -284,7 +505,7 @@ class _Map:
         """As `_List.complete`."""
         if self.whole is None:
             return values
-        checked = self.whole.validate(values)
+        checked = self.whole.validate_whole(values)
         return values if checked is _MISSING and root else checked
 
 
@@ -401,21 +622,29 @@ def _strip(tp: Any) -> tuple[Any, tuple[Any, ...]]:
 
 
 @lru_cache(maxsize=1024)
-def _shape(tp: Any) -> _Shape:
+def _shape(tp: Any, owner: Any = None) -> _Shape:
+    """How a value of `tp` is read; `owner`, the object type whose config its values are
+    validated with, where that type sets one (a model's config reaches its fields, and the
+    items of their lists, not the objects inside them, which have their own)."""
     base, metadata = _strip(tp)
     origin = typing.get_origin(base)
+    config = None if owner is None else _config_of(owner)
     if origin in (typing.Union, types.UnionType) and not metadata:
         options = [arg for arg in typing.get_args(base) if arg is not type(None)]
         if len(options) == 1:
-            inner = _shape(options[0])
+            inner = _shape(options[0], owner)
             if isinstance(inner, _Object):
                 return _Object(inner.tp, nullable=True)
             if isinstance(inner, _List):
                 return _List(inner.item, inner.whole, nullable=True)
             if isinstance(inner, _Map):
                 return _Map(inner.value, inner.whole, nullable=True)
-        return _Leaf(tp)
+        return _Leaf(tp, config)
     if not metadata and isinstance(base, type):
+        if owner is not None and (
+            issubclass(base, BaseModel) or dataclasses.is_dataclass(base) or is_typeddict(base)
+        ):
+            return _shape(tp)  # validated with its own config
         if issubclass(base, RootModel):
             # Its JSON is its root's, not an object of its fields: validated whole (the
             # stream previews the root of one at the top, see `root_of`).
@@ -424,15 +653,55 @@ def _shape(tp: Any) -> _Shape:
             return _Object(base)
         if is_typeddict(base):
             return _Object(base)
-    whole = _Leaf(tp) if metadata else None
+    whole = _Leaf(tp, config) if metadata else None
     if origin is list:
         (item,) = typing.get_args(base) or (Any,)
-        return _List(_shape(item), whole)
+        return _List(_shape(item, owner), whole)
     if origin is dict:
         key, value = typing.get_args(base) or (str, Any)
         if key is str:
-            return _Map(_shape(value), whole)
-    return _Leaf(tp)
+            return _Map(_shape(value, owner), whole)
+    return _Leaf(tp, config)
+
+
+_NOT_VALIDATION = frozenset(
+    {
+        "title",
+        "defer_build",
+        "frozen",
+        "validate_assignment",
+        "protected_namespaces",
+        "use_attribute_docstrings",
+        "model_title_generator",
+        "field_title_generator",
+        "plugin_settings",
+        "serialize_by_alias",
+        "json_encoders",
+        "hide_input_in_errors",
+        "validation_error_cause",
+        "loc_by_alias",
+        "cache_strings",
+        "validate_return",
+    }
+)
+"""Config keys that change nothing a field's value validates to: naming, serialization,
+messages."""
+
+
+def _config_of(tp: Any) -> ConfigDict | None:
+    """The config `tp` (a model, a pydantic dataclass, a `TypedDict`) gives its fields'
+    validation, where it sets one."""
+    config = (
+        tp.model_config if issubclass(tp, BaseModel) else getattr(tp, "__pydantic_config__", None)
+    )
+    kept = {
+        key: value
+        for key, value in (config or {}).items()
+        if key not in _NOT_VALIDATION
+        and not key.startswith(("ser_json_", "json_schema"))
+        and not (key == "extra" and value == "ignore")
+    }
+    return ConfigDict(**kept) if kept else None  # type: ignore[typeddict-item]
 
 
 def root_of(tp: Any) -> tuple[Any, type[RootModel[Any]] | None]:
@@ -448,24 +717,25 @@ def root_of(tp: Any) -> tuple[Any, type[RootModel[Any]] | None]:
 def _fields_of(tp: Any) -> dict[str, tuple[str, Any]]:
     """JSON key → (attribute name, shape)."""
     out: dict[str, tuple[str, Any]] = {}
+    owner = tp if isinstance(tp, type) and _config_of(tp) is not None else None
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         for name, info in tp.model_fields.items():
             key = info.validation_alias if isinstance(info.validation_alias, str) else info.alias
             annotation: Any = info.annotation
             if info.metadata:
                 annotation = typing.Annotated[(annotation, *info.metadata)]
-            out[key or name] = (name, _shape(annotation))
+            out[key or name] = (name, _shape(annotation, owner))
         return out
     hints = typing.get_type_hints(tp, include_extras=True)
     if dataclasses.is_dataclass(tp):
         for field in dataclasses.fields(tp):
-            out[field.name] = (field.name, _shape(hints.get(field.name, Any)))
+            out[field.name] = (field.name, _shape(hints.get(field.name, Any), owner))
         return out
     for name, hint in hints.items():
         base, _ = _strip(hint)
         if typing.get_origin(base) in (typing.Required, typing.NotRequired):
             hint = typing.get_args(base)[0]
-        out[name] = (name, _shape(hint))
+        out[name] = (name, _shape(hint, owner))
     return out
 
 
@@ -482,18 +752,19 @@ def _finish_child(shape: _Shape | None, raw: Any) -> Any:
     return _MISSING
 
 
-def _from_raw(shape: _Shape | None, raw: Any, root: bool = False) -> Any:
-    """A whole JSON value, validated as the scanner would have validated it piece by piece:
-    `_MISSING` where it does not validate, unless it is the value itself (`root`), shown as
-    far as it goes (see `_Object.complete`)."""
+def _from_raw(shape: _Shape | None, raw: Any, root: bool = False, text: str | None = None) -> Any:
+    """A whole JSON value (`text`, where the caller has it), validated as the scanner would
+    have validated it piece by piece: `_MISSING` where it does not validate, unless it is
+    the value itself (`root`), shown as far as it goes (see `_Object.complete`). `raw` holds
+    no `NaN` nor infinite float (the callers see to it)."""
     if isinstance(shape, _Leaf):
-        return raw if type(raw) is shape.plain else shape.validate(raw)
+        return shape.validate(raw, text)
     if shape is None or raw is None:
         return _finish_child(shape, raw)
     if isinstance(shape, _Object):
         if not isinstance(raw, dict):
             return _MISSING
-        checked = shape.validate(raw)
+        checked = shape.validate_json(raw, text)
         if checked is not _MISSING:
             return checked
         values: dict[str, Any] = {}
@@ -538,16 +809,14 @@ def _brackets(text: str, pos: int, opened: list[str]) -> tuple[int, list[str], b
         pos += 1
 
 
-def _record_so_far(shape: _Object, text: str, stop: int, opened: list[str], in_string: bool) -> Any:
+def _record_so_far(
+    shape: _Object, data: Any, text: str, stop: int, opened: list[str], in_string: bool
+) -> Any:
     """An object with containers inside it, held as text while it is written (see
-    `PartialValue._row_so_far`), as far as it goes, its brackets still `opened`: pydantic-core
-    reads the text with the string being written (`trailing-strings`); along the path of
-    brackets still open, the last entry of each is the open one, every other entry completed
-    and is validated."""
-    try:
-        data = from_json(text, allow_partial="trailing-strings")
-    except ValueError:
-        return _MISSING
+    `PartialValue._row_so_far`), as far as it goes, its brackets still `opened`: `data`, as
+    pydantic-core reads the text with the string being written (`trailing-strings`); along
+    the path of brackets still open, the last entry of each is the open one, every other
+    entry completed and is validated."""
     if in_string:
         # A string value is being written (after a colon, or as an item of an array);
         # otherwise a key is, which pydantic-core leaves out.
@@ -619,11 +888,15 @@ def _open_entry(shape: _Shape | None, raw: Any, below: int, tail: str) -> Any:
 
 
 def _scalar(text: str) -> Any:
-    """A JSON number or literal, as `json.loads` reads it."""
+    """A JSON number or literal, as `json.loads` reads it; `ValueError` for a number too
+    large for a float (`1e400`), which `finish()` does not read as JSON."""
     if text in _LITERALS:
         return _LITERALS[text]
     if "." in text or "e" in text or "E" in text:
-        return float(text)
+        number = float(text)
+        if number - number:
+            raise ValueError(f"the number `{text}` is too large for a floating point value")
+        return number
     try:
         return int(text)
     except ValueError:  # more digits than Python converts: left out, `finish()` says why
@@ -680,6 +953,7 @@ class _Frame:
         "expect",
         "is_object",
         "key",
+        "keys",
         "row",
         "shape",
         "shown",
@@ -692,6 +966,8 @@ class _Frame:
         self.is_object = is_object
         self.values: Any = {} if is_object else []
         self.key: str | None = None
+        # The keys written here (a value left out as invalid is not in `values`).
+        self.keys: set[str] = set()
         self.expect = "key" if is_object else "value"
         # The list last shown for this array, and how many completed items it holds.
         self.shown: list[Any] | None = None
@@ -706,12 +982,19 @@ class _Frame:
         item = self.child
         self.row = item if not is_object and isinstance(item, _Object) else None
 
-    def set_key(self, key: str) -> None:
+    def set_key(self, key: str) -> bool:
+        """Take the key of the next entry; `False` for a key written twice, which `finish()`
+        does not read as JSON (Python's readers keep its last value)."""
+        keys = self.keys
+        if key in keys:
+            return False
+        keys.add(key)
         self.key = key
         self.expect = "colon"
         if isinstance(self.shape, _Object):
             found = self.shape.field(key)
             self.child = None if found is None else found[1]
+        return True
 
     def typed(self) -> bool:
         """Whether the shape describes this container (an object for an object, ...)."""
@@ -816,6 +1099,10 @@ class PartialValue(Generic[T]):
         self._row: _Object | None = None
         # Where the scan of the held row's brackets stopped, and the brackets open there.
         self._row_scan: tuple[int, list[str]] = (0, [])
+        # How many keys (`":`) the held row's text had when it was last read.
+        self._row_keys = 0
+        # Whether the text being scanned starts with the row held before it came.
+        self._rehold = False
 
     @property
     def complete(self) -> bool:
@@ -836,6 +1123,7 @@ class PartialValue(Generic[T]):
             return
         buf = self._rest + text if self._rest else text
         self._rest = ""
+        self._rehold = self._row is not None
         self._row = None
         pos = self._scan(buf, 0)
         if pos is not None:
@@ -849,7 +1137,10 @@ class PartialValue(Generic[T]):
         self._rest = ""
         if rest and _SCALAR.fullmatch(rest) and not self._stack:
             self._dirty = True
-            self._token(_scalar(rest), is_string=False)
+            try:
+                self._token(_scalar(rest), is_string=False)
+            except ValueError:
+                self._broken = True
 
     def _scan(self, buf: str, pos: int) -> int | None:
         """Consume tokens from `pos`; the position of an incomplete token left, if any."""
@@ -879,7 +1170,8 @@ class PartialValue(Generic[T]):
                 if pair is not None:
                     holder = stack[-1]
                     try:
-                        holder.set_key(_decode(pair.group(1)))
+                        if not holder.set_key(_decode(pair.group(1))):
+                            raise ValueError("a key written twice")
                         text = pair.group(2)
                         value = _decode(text) if text is not None else _scalar(pair.group(3))
                     except ValueError:
@@ -901,7 +1193,8 @@ class PartialValue(Generic[T]):
                 frame = self._stack[-1] if self._stack else None
                 if frame is not None and frame.is_object and frame.expect == "key":
                     try:
-                        frame.set_key(_decode(match.group(1)))
+                        if not frame.set_key(_decode(match.group(1))):
+                            raise ValueError("a key written twice")
                     except ValueError:
                         self._broken = True
                         return None
@@ -937,7 +1230,12 @@ class PartialValue(Generic[T]):
                     # decoder and validated in one call; only an open one is scanned.
                     try:
                         raw, stop = _DECODER.raw_decode(buf, pos - 1)
-                        value = self._whole_value(raw)
+                        text = buf[pos - 1 : stop]
+                        # Python's reader takes `NaN`, `Infinity`, `1e400` and a key
+                        # written twice; `finish()` does not: the scanner says where.
+                        if not keys_all_kept(text, kept_keys(raw)):
+                            raise ValueError("not strict JSON")
+                        value = self._whole_value(raw, text)
                     except (ValueError, RecursionError):
                         pass  # not JSON, or nested too deep to read whole: scanned instead
                     else:
@@ -953,7 +1251,12 @@ class PartialValue(Generic[T]):
                     pos = at
                     continue
             else:
-                self._token(_scalar(match.group(4)), is_string=False)
+                try:
+                    number = _scalar(match.group(4))
+                except ValueError:
+                    self._broken = True
+                    return None
+                self._token(number, is_string=False)
             if self._done is not _MISSING or self._broken:
                 return None
         return None
@@ -1032,6 +1335,9 @@ class PartialValue(Generic[T]):
                     return start, False  # too long to read again on every read: scanned
                 self._row = row
                 self._row_scan = (stop - start, opened)
+                if start or not self._rehold:  # a new row (not the one held, read on)
+                    self._row_keys = 0
+                self._rehold = False
                 return start, True
             if stop < 0:
                 return start, False
@@ -1064,11 +1370,11 @@ class PartialValue(Generic[T]):
             if not opened:
                 return _MISSING
             self._row_scan = (stop, opened)
-            return _record_so_far(shape, text, stop, opened, in_string)
-        try:
-            data = from_json(text, allow_partial="trailing-strings")
-        except ValueError:
-            return _MISSING
+            data = self._read_row(text, False)
+            if data is _MISSING:
+                return _MISSING
+            return _record_so_far(shape, data, text, stop, opened, in_string)
+        data = self._read_row(text, True)
         if not isinstance(data, dict):
             return _MISSING
         open_key: str | None = None
@@ -1091,13 +1397,36 @@ class PartialValue(Generic[T]):
             leaf = found[1]
             if key == open_key:
                 value = leaf.partial(raw)
-            elif type(raw) is leaf.plain:
+            elif type(raw) is leaf.plain and type(raw) is not float:
                 value = raw  # a plain scalar of its field's type: nothing to validate
             else:
                 value = _finish_child(leaf, raw)
             if value is not _MISSING:
                 values[key] = value
         return shape.construct(values)
+
+    def _read_row(self, text: str, flat: bool) -> Any:
+        """The held row's JSON value so far (`flat`: its fields all scalars), as pydantic-core
+        reads it cut off (`trailing-strings`); `_MISSING` where `finish()` will not read it:
+        `NaN`, `Infinity`, a key written twice (pydantic-core keeps its last value). A number
+        too large for a float, read as infinite, is left out by its field's validation."""
+        try:
+            data = from_json(text, allow_partial="trailing-strings", allow_inf_nan=False)
+        except ValueError:
+            return _MISSING
+        written = text.count('":')
+        if written > self._row_keys:
+            # Keys came since the row was last read: counted (`":` in the text, against
+            # the keys read, written out again, strings and all), and looked at where the
+            # count does not clear them (a key whose value has not come, one written twice).
+            kept = len(data) if flat else to_json(data).count(b'":')
+            if written > kept:
+                if written == kept + 1 and _value_pending(text):
+                    return data  # counted again once the value comes (a key twice, then?)
+                if _repeats_key(text):
+                    return _MISSING
+            self._row_keys = written
+        return data
 
     def _string_token(self, body: str) -> bool:
         try:
@@ -1115,10 +1444,10 @@ class PartialValue(Generic[T]):
         frame = self._stack[-1]
         return frame.expect == "value"
 
-    def _whole_value(self, raw: Any) -> Any:
-        """A container read whole, validated as its shape says."""
+    def _whole_value(self, raw: Any, text: str) -> Any:
+        """A container read whole (from `text`), validated as its shape says."""
         shape = self._root_shape if not self._stack else self._stack[-1].child_shape()
-        return _from_raw(shape, raw, root=not self._stack)
+        return _from_raw(shape, raw, root=not self._stack, text=text)
 
     def _whole(self, value: Any) -> None:
         """A container read whole and validated, put in place."""
@@ -1201,7 +1530,8 @@ class PartialValue(Generic[T]):
         else:
             frame = self._stack[-1]
             if frame.is_object and frame.expect == "key" and is_string:
-                frame.set_key(value)
+                if not frame.set_key(value):
+                    self._broken = True
                 return
         shape = frame.child
         if type(shape) is _Leaf and type(value) is shape.plain:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, cast
@@ -18,11 +19,15 @@ from allama.stream import _SURROGATE, AsyncChatStream, ChatStream, StreamCollect
 from allama.stream import _joined as _paired_parts
 from allama.types import (
     BlockStart,
+    ContentBlock,
     Finish,
+    Reasoning,
     StreamBlockType,
     StreamEvent,
     TextDelta,
+    ToolCall,
     ToolCallDelta,
+    Usage,
 )
 
 if TYPE_CHECKING:
@@ -34,12 +39,32 @@ T = TypeVar("T")
 
 def _record_so_far(opened: Opened) -> ExtractionMetadata:
     """The record of a stream not (or not yet) finished: its usage so far (with what a
-    wrapper read ahead of it, which a stream dropped unclosed never took), not a pass."""
+    wrapper read ahead of it, which a stream dropped unclosed never took), not a pass.
+
+    Where the model had begun its answer and no usage came yet (OpenAI's comes last), the
+    call was made, and maybe billed, for what nothing says: its cost unknown, not nothing,
+    as for a stream the network cut (`StreamCollector.mark_made`)."""
     record = opened.metadata.model_copy(deep=True)
-    record.record_usage_and_degradations(
-        opened.stream.collector.reported_metadata(), opened.target.reword
-    )
+    collector = opened.stream.collector
+    so_far = collector.reported_metadata()
+    if so_far.usage is None and _answer_begun(collector):
+        so_far = so_far.model_copy(update={"usage": Usage()})
+    record.record_usage_and_degradations(so_far, opened.target.reword)
     return record
+
+
+def _answer_begun(collector: StreamCollector) -> bool:
+    """Whether the stream brought any of the model's answer (text, a tool call's arguments,
+    reasoning, a refusal): the test `StreamCollector.mark_made` makes of a failed stream."""
+    return any(_has_content(block) for block in collector.partial_response().content)
+
+
+def _has_content(block: ContentBlock) -> bool:
+    if isinstance(block, ToolCall):
+        return bool(block.arguments)
+    if isinstance(block, Reasoning):
+        return bool(block.text or block.encrypted_content or block.signature)
+    return bool(block.text)
 
 
 class _Observer(Generic[T]):
@@ -146,7 +171,9 @@ class _Observer(Generic[T]):
     def _settle(self) -> None:
         """The value has ended: validate the output once as `finish()` will, so the last
         partial value is the value `finish()` returns (when the output is that clean);
-        `finish()` takes that value rather than validating the same text again."""
+        `finish()` takes that value rather than validating the same text again. The
+        preview holds objects of its own (`_show`): a caller who edits it (a UI) leaves
+        the value `finish()` returns as it was."""
         target = self._opened.target
         raw = self.partial_output
         # Checked with undeclared keys rejected, the value stands whether `finish()` rejects
@@ -161,10 +188,22 @@ class _Observer(Generic[T]):
                 return
             if not isinstance(value, Failure):
                 self._checked = Checked(raw, reject, value)
-                self._partial.settle(value)
+                self._show(value)
                 return
             if not value.undeclared:
                 return
+
+    def _show(self, value: Any) -> None:
+        """Show `value`, the one `finish()` returns, as the last partial value: the value
+        the scanner built where it equals it (its own objects already), else a copy."""
+        built = self._partial.value()
+        try:
+            if type(built) is type(value) and built == value:
+                return
+            shown = copy.deepcopy(value)
+        except Exception:  # the type's own `__eq__` or `__deepcopy__`: shown as built
+            return
+        self._partial.settle(shown)
 
     @property
     def partial_output(self) -> str:
@@ -187,8 +226,9 @@ class _Observer(Generic[T]):
         (`model_fields_set`) and defaults for the rest (a dataclass holds `None` in a
         required field not yet arrived); text being written grows. Each read
         is a new snapshot that later chunks leave alone. `None` before anything usable
-        arrived. Once the value ends, it is the value `finish()` returns, when the output
-        is clean JSON. A preview only: `finish()` decides. The work is done when it is
+        arrived. Once the value ends, it is the value `finish()` returns (equal to it, not
+        the same object: editing one leaves the other as it was), when the output is clean
+        JSON. A preview only: `finish()` decides. The work is done when it is
         read, on the text that arrived since the last read.
         """
         self._catch_up()
