@@ -8,6 +8,7 @@ sync and async extraction cannot drift apart.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -27,6 +28,7 @@ from allama.types import (
     ChatCapability,
     ChatRequest,
     ChatResponse,
+    ChatValidation,
     ProviderDataEvent,
     RequestField,
     ResponseStart,
@@ -228,13 +230,7 @@ def plan(
         target = start.target()
         derived = target.derive(schema_only, metadata.mode)
         try:
-            # A provider of the caller's own written before `stream=` is still planned for
-            # calls that are not streamed.
-            validation = (
-                provider.validate_chat_request(derived, stream=True)
-                if stream
-                else provider.validate_chat_request(derived)
-            )
+            validation = _dry_run(provider, derived, stream=stream)
         except Error as error:
             start.fall_back_or_raise(error)
             continue
@@ -256,6 +252,28 @@ def plan(
             root_wrapped=target.wrapped,
             stream=stream,
         )
+
+
+def _dry_run(provider: ChatProvider, request: ChatRequest, *, stream: bool) -> ChatValidation:
+    """The provider's dry run of the call. One of the caller's own written before `stream=`
+    is asked of the call unstreamed, and said to have consulted its capabilities alone: it
+    did not dry-run the stream, so nothing is promised (nor a floor checked) of it."""
+    if not stream:
+        return provider.validate_chat_request(request)
+    if _takes_stream(provider.validate_chat_request):
+        return provider.validate_chat_request(request, stream=True)
+    validation = provider.validate_chat_request(request)
+    return validation.model_copy(update={"coverage": ValidationCoverage.CAPABILITIES})
+
+
+def _takes_stream(method: Any) -> bool:
+    try:
+        parameters = inspect.signature(method).parameters
+    except (TypeError, ValueError):  # no signature to read: asked as the protocol says
+        return True
+    return "stream" in parameters or any(
+        each.kind is inspect.Parameter.VAR_KEYWORD for each in parameters.values()
+    )
 
 
 def _falls_back_on_streams(start: _Start, warnings: Sequence[Warning]) -> bool:
