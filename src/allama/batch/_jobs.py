@@ -10,8 +10,8 @@ live or in a follow-up job (`retry`), each attempt counted in the ledger.
 The ledger makes it safe to stop at any moment: a job is recorded (with its inputs) before
 it is sent and its provider id as soon as it is known, so a later run polls and collects
 it instead of submitting again; a job whose submission was cut off is looked for at the
-provider (by the tag allama gave it) before anything is sent again. What the jobs answered
-is kept per input, so an extraction carries on where it was.
+provider (by the tag allama gave it) before anything is sent again. What the jobs and the
+live follow-ups answered is kept per input, so an extraction carries on where it was.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from allama.batch._run import (
     BatchFailure,
     BatchResult,
     CallCancelled,
+    _answered_by_any,
     _cancelling,
     _duplicate,
     _failure,
@@ -89,13 +90,13 @@ from allama.extract._engine import Extracted, extract_steps
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode
 from allama.providers._jobs import ProviderJobs, RowUnanswered, provider_jobs
-from allama.types import ALLAMA_NAMESPACE, Usage
+from allama.types import ALLAMA_NAMESPACE, ChatResponse, Usage
 from allama.wrappers._record import PAID_BEFORE
 
 if TYPE_CHECKING:
     from collections.abc import Generator
 
-    from allama.types import ChatRequest, ChatResponse, Warning
+    from allama.types import ChatRequest, Warning
 
 __all__ = ["JobRunner", "JobsNotCancelledError", "cancel_jobs", "open_jobs", "poll_job"]
 
@@ -414,6 +415,10 @@ class JobRunner(_Runner):
 
     def _replayed(self, item: _Item, outcome: dict[str, Any]) -> ChatResponse | Error:
         assert item.pending is not None
+        if outcome.get("live"):  # a live follow-up's answer, as the extraction took it in
+            if "error" in outcome:
+                return Error.from_dict(dict(outcome["error"]))
+            return ChatResponse.from_json(str(outcome.get("body", "")))
         _, warnings = self.jobs.entry(item.key, item.pending)
         status = int(outcome.get("status") or 200)
         row = Row(
@@ -1083,6 +1088,14 @@ class JobRunner(_Runner):
             return
         earlier = list(item.paid)  # handed over with the answer, to be taken out again
         answer = self._answer(item, row, item.warnings, job.job_id or "")
+        if isinstance(answer, Error):
+            stops = _stops(answer, 1, self.spec.template is not None)
+            if stops is not None:
+                # A row refused for the key or the account (a quota spent, a key revoked):
+                # every input meets it, so it is none's own failure; pending, and the run
+                # stops, as a live run does.
+                await self._set_aside_item(item, answer, stops=stops)
+                return
         if (
             isinstance(answer, Error)
             and answer.retryable
@@ -1102,29 +1115,33 @@ class JobRunner(_Runner):
             self.answered_tokens += answer.usage.output_tokens or 0
         await self._feed(item, answer)
 
-    async def _feed(self, item: _Item, answer: ChatResponse | Error) -> None:
-        """Hand an answer to the extraction: it ends, or asks again (a follow-up)."""
+    async def _feed(self, item: _Item, answer: ChatResponse | Error, *, route: bool = True) -> bool:
+        """Hand an answer to the extraction: it ends, or asks again (a follow-up), counted
+        as an attempt with the answers so far kept. `True` when the follow-up is to be sent:
+        routed, or, without `route`, by the caller (a live follow-up's next pass)."""
         assert item.steps is not None
         try:
             item.pending = item.steps.send(answer)
         except StopIteration as done:
             await self._done(item, done.value)
-            return
+            return False
         except Exception as error:
             await self._failed(item, error)
-            return
+            return False
         self._count_pass(item, answer)
         if self.stopping is not None:
             await self._follow_up_not_sent(item)
-            return
+            return False
         assert self.ledger is not None
         attempts = await self.ledger.resend(item.key, item.log)
         if attempts == 0:
             self._taken(item)
-            return
+            return False
         item.attempts = attempts
         item.entry, item.warnings = None, []
-        self._route(item, follow_up=True)
+        if route:
+            self._route(item, follow_up=True)
+        return True
 
     def _count_pass(
         self,
@@ -1197,6 +1214,9 @@ class JobRunner(_Runner):
         await self.in_input_span(item.index, self._live(item))
 
     async def _live(self, item: _Item) -> None:
+        """Send the item's pending passes live, each tried again on errors that may pass,
+        and hand what each met to the extraction as a job's row is (`_feed`): logged, so
+        that a run that resumes the input takes it in again rather than pay for it again."""
         assert item.pending is not None
         limiter = self.limiter
         self.summary.in_flight += 1
@@ -1233,6 +1253,7 @@ class JobRunner(_Runner):
                 tried += 1
                 counted = False
                 self.unsent.discard(item.key)  # sent now: its attempt stands
+                sent = time.monotonic()
                 try:
                     try:
                         # Its call is spanned as the run's extractor's calls are.
@@ -1240,12 +1261,15 @@ class JobRunner(_Runner):
                             response = await self.send(item.pending)
                     finally:
                         self.live_slots.release()
+                    self._answered()
                     limiter.served(sent_at)
                     usage = response.usage
                     if limiter.counts_tokens and usage is not None:
                         limiter.spent(estimate, usage.total_tokens, sent_at, usage.output_tokens)
                     answer: ChatResponse | Error = response
                 except Error as error:
+                    if _answered_by_any(error):
+                        self._answered()
                     if limiter.counts_tokens and _refused_unread(error):
                         limiter.spent(estimate, 0, sent_at)
                     too_long = _waits_too_long(error)
@@ -1294,18 +1318,21 @@ class JobRunner(_Runner):
                         item.attempts = attempts
                         counted, last = True, error
                         continue
+                    # Nothing answered since it was sent: the provider out of reach, not
+                    # this input's trouble alone.
+                    unanswered = self.answered_at < sent
+                    stops = _stops(error, tried, self.spec.template is not None, unanswered)
+                    if stops is not None:
+                        # Every input would meet it (a refused key or account, an outage):
+                        # none's own failure; pending, and the run stops, as a live run does.
+                        await self._set_aside_item(item, error, stops=stops)
+                        return
                     answer = error
-                last = None
-                try:
-                    assert item.steps is not None
-                    item.pending = item.steps.send(_with_paid(item, answer))
-                except StopIteration as done:
-                    await self._done(item, done.value)
+                answer = _with_paid(item, answer)
+                item.log.append(_live_entry(answer))
+                if not await self._feed(item, answer, route=False):
                     return
-                except Exception as error:
-                    await self._failed(item, error)
-                    return
-                self._count_pass(item, answer)  # asked again: this pass counts now
+                tried, counted, last = 0, True, None  # its next pass, an attempt of its own
         except Exception as error:  # the caller's own code
             await self._failed(item, error)
         except asyncio.CancelledError:
@@ -1766,6 +1793,14 @@ def _with_paid(item: _Item, answer: ChatResponse | Error) -> ChatResponse | Erro
         return paid_ahead(answer, paid)
     # Where the extraction reads what a wrapper's failed attempts paid.
     return answer.with_provider_data(ALLAMA_NAMESPACE, "batch_jobs", {PAID_BEFORE: paid})
+
+
+def _live_entry(answer: ChatResponse | Error) -> dict[str, Any]:
+    """A live pass's answer as an item's log keeps it, with what the tries before it paid:
+    replayed as it was taken in, a live pass priced at the standard rate (`_replayed`)."""
+    if isinstance(answer, Error):
+        return {"live": True, "error": answer.to_dict()}
+    return {"live": True, "body": answer.to_json()}
 
 
 def _waits_too_long(error: Error, before: str = "the next request") -> str | None:
