@@ -796,8 +796,8 @@ def test_usage_not_reported_has_no_price(usage: Usage | None, reason: str) -> No
 
 def test_one_pass_without_usage_leaves_the_whole_cost_unknown() -> None:
     metadata = record(response(usage=Usage(input_tokens=5, output_tokens=5)), response())
-    # Its counts are unknown too: the other call's would read as the whole.
-    assert metadata.usage == Usage()
+    # The totals are what the calls reported; the cost says one reported none.
+    assert metadata.usage == Usage(input_tokens=5, output_tokens=5)
     assert (metadata.cost, metadata.cost_missing) == (
         None,
         "no usage was reported for one of its calls",

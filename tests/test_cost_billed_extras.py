@@ -231,7 +231,9 @@ def test_the_kept_tokens_name_genai_prices_usage() -> None:
         "candidatesTokensDetails": [{"modality": "IMAGE", "tokenCount": 20}],
     }
     body = _gemini_body("gemini-2.5-flash-image", usage)
-    answer = _provider("gemini", _gemini_reply(body)).chat(ChatRequest("gemini-2.5-flash-image"))
+    answer = _provider("gemini", _gemini_reply(body)).chat(
+        ChatRequest("gemini-2.5-flash-image").user("draw")
+    )
     assert answer.provider_data["gemini"]["audio_tokens"] == {"input_audio_tokens": 4_007}
     assert answer.provider_data["gemini"]["media_tokens"] == {
         "input_image_tokens": 2_005,
@@ -251,7 +253,9 @@ def test_a_stream_cut_before_its_end_keeps_its_input_images_alone() -> None:
     def reply(request: httpx2.Request) -> bytes:
         return cut(request).split(b"\r\n\r\n")[0] + b"\r\n\r\n"
 
-    stream = _provider("gemini", reply).chat_stream(ChatRequest("gemini-2.5-flash-image"))
+    stream = _provider("gemini", reply).chat_stream(
+        ChatRequest("gemini-2.5-flash-image").user("draw")
+    )
     with pytest.raises(allama.IncompleteStreamError):
         stream.response()
     kept = stream.collector.response_metadata().provider_data

@@ -76,9 +76,10 @@ class ExtractionMetadata(BaseModel):
 
     `passes` counts provider calls that returned a response (each one billed); `usage` sums
     the usage of every pass, including failed ones and a stream that failed mid-way (which
-    is not a pass, so `passes` can be 0 while `usage` is not); a count some paid call did
-    not report is `None` for the sum (`Usage.of_calls`). `enforcement` is the least
-    enforced pass; `degradations` are the warnings that decided it, in the caller's terms.
+    is not a pass, so `passes` can be 0 while `usage` is not); a part of a total (reasoning,
+    cache) some paid call did not report is `None` for the sum (`Usage.of_calls`).
+    `enforcement` is the least enforced pass; `degradations` are the warnings that decided
+    it, in the caller's terms.
     `root_wrapped` says the type's schema was sent wrapped in a one-property object
     (`{"value": ...}`), because the provider takes only an object at the root; the value
     returned is the unwrapped one.
@@ -346,7 +347,7 @@ class ExtractionMetadata(BaseModel):
         charges: tuple[Charge | Cost | str, ...] | None = state.get(_CHARGES)
         if charges is None:
             self.usage = usage
-        else:  # a count some paid call did not report is unknown for them all
+        else:  # a part of a total some paid call did not report is unknown for them all
             self.usage = (self.usage or Usage()).of_calls(usage or Usage())
         state[_CHARGES] = (charge,) if charges is None else (*charges, charge)
         state.pop(_PRICED, None)

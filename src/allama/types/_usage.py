@@ -47,17 +47,18 @@ class Usage(Data):
         )
 
     def of_calls(self, other: Usage) -> Usage:
-        """The usage of this call and `other` together, each a call paid for: a count is
-        known only where both reported it. (`+` adds what was reported, which reads as the
-        whole where one of them did not report a count; a reasoning count of one call beside
-        a total alone of the other would even exceed the output it is part of.)
+        """The usage of this call and `other` together, each a call paid for: the totals add
+        what was reported, as `+` does, and a part of a total (reasoning, cache reads and
+        writes) is known only where both reported it. (`+` would add one call's reasoning
+        count alone, beside another's output that holds reasoning it did not count: "0 of
+        974 output tokens went to reasoning".)
 
-        >>> Usage(input_tokens=10).of_calls(Usage(input_tokens=5, output_tokens=2))
-        Usage(input_tokens=15, output_tokens=None, ...)
+        >>> Usage(output_tokens=10, reasoning_tokens=0).of_calls(Usage(output_tokens=964))
+        Usage(input_tokens=None, output_tokens=974, reasoning_tokens=None, ...)
         """
         return Usage(
-            input_tokens=_both(self.input_tokens, other.input_tokens),
-            output_tokens=_both(self.output_tokens, other.output_tokens),
+            input_tokens=_add(self.input_tokens, other.input_tokens),
+            output_tokens=_add(self.output_tokens, other.output_tokens),
             reasoning_tokens=_both(self.reasoning_tokens, other.reasoning_tokens),
             cache_read_tokens=_both(self.cache_read_tokens, other.cache_read_tokens),
             cache_write_tokens=_both(self.cache_write_tokens, other.cache_write_tokens),
