@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import re
 from decimal import Decimal
 from typing import Annotated, Any
 
@@ -136,3 +137,31 @@ def test_a_validator_that_reads_what_its_schema_does_not_show_still_works() -> N
     assert (value.cents, value.issued) == (1234, datetime.date(2024, 1, 2))
     with pytest.raises(allama.ParseError, match="at `issued`"):
         _extract(Dollars, '{"cents": 12.34, "issued": 20240102}')
+
+
+class Pairs(BaseModel):
+    pair: tuple[int, int]
+    flags: set[bool]
+    day: datetime.date
+
+    @model_validator(mode="before")
+    @classmethod
+    def untouched(cls, data: Any) -> Any:
+        return data
+
+
+@pytest.mark.parametrize(
+    ("output", "where"),
+    [
+        ('{"pair": ["31", 2], "flags": [true], "day": "2024-01-02"}', "at `pair[0]`"),
+        ('{"pair": [1, 2], "flags": ["yes"], "day": "2024-01-02"}', "at `flags[0]`"),
+        ('{"pair": [1, 2], "flags": [true], "day": "2024-01-02T00:00:00"}', "at `day`"),
+    ],
+)
+def test_what_pythons_rules_hide_is_still_read_strictly(output: str, where: str) -> None:
+    # A tuple's or a set's items, a date's text: pydantic's rules for Python objects fail
+    # the container whole, so the items are read as JSON by the type without its validator.
+    with pytest.raises(allama.ParseError, match=re.escape(where)):
+        _extract(Pairs, output)
+    good = '{"pair": [1, 2], "flags": [true], "day": "2024-01-02"}'
+    assert _extract(Pairs, good).value.pair == (1, 2)

@@ -7,11 +7,13 @@ a `Decimal`, a date, a tuple, a set, bytes or an int key must then be that Pytho
 so JSON that pydantic itself reads (`model_validate_json`) fails on every pass.
 
 Where that strict reading fails, the type's own reading (lax, as pydantic reads JSON
-without allama) gives the value when the text is strict JSON of the type all the same:
-every failure was of that kind alone (a date written as a string, a decimal as a number,
-an array for a tuple, a key of a map: `python_only`), or the text validates, strictly as
-JSON, by a validator of the same type without its functions (the caller's validators, a
-model's own `__init__` and `model_post_init`, and its class). Otherwise the first
+without allama) gives the value when the text is strict JSON of the type all the same: it
+validates, strictly as JSON, by a validator of the same type without its functions (the
+caller's validators, a model's own `__init__` and `model_post_init`, and its class); or
+every failure was of Python's rules alone (a date written as a string, a decimal as a
+number, an array for a tuple, a key of a map: `python_only`) and that validator finds
+nothing wrong where they were (a tuple's items, a date's text), only where a validator
+makes a value of what the model wrote. Otherwise the first
 reading's failure stands, and what is said of it is a failure of another kind, where there
 is one (`said_first`): what the output got wrong, not what the validators' objects did.
 """
@@ -43,12 +45,24 @@ def validate_strict_json(adapter: TypeAdapter[Any], text: str) -> Any:
         unwrapped = _unwrapped_validator(adapter)
         if unwrapped is None:
             raise
-        if not all(python_only(each) for each in error.errors(include_url=False)):
-            try:
-                unwrapped.validate_json(text, strict=True)
-            except ValidationError:
+        failed = error.errors(include_url=False)
+        try:
+            unwrapped.validate_json(text, strict=True)
+        except ValidationError as reason:
+            if not all(python_only(each) for each in failed):
                 raise error from None
+            # Only Python's rules failed the first reading: what the output wrote there (a
+            # tuple's items, a date's text) is read as JSON by the type without its
+            # functions, whose failures elsewhere are the validators' to mend (a field a
+            # validator makes an int of what the model wrote).
+            places = [tuple(each["loc"]) for each in failed]
+            if any(_within(tuple(each["loc"]), places) for each in reason.errors()):
+                raise reason from None
     return adapter.validate_json(text, strict=False)
+
+
+def _within(place: tuple[Any, ...], places: list[tuple[Any, ...]]) -> bool:
+    return any(place[: len(outer)] == outer for outer in places)
 
 
 _STRINGS = frozenset({"date_type", "datetime_type", "time_type", "time_delta_type", "bytes_type"})
