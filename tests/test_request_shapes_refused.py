@@ -320,3 +320,11 @@ def test_extractions_forced_tool_of_a_union_goes_wrapped(preset: str) -> None:
     assert extraction.value == Dog(kind="dog", good=True)
     assert extraction.metadata.root_wrapped is True
     assert _sent_schema(preset, recorder.bodies[0])["type"] == "object"
+
+
+def test_an_object_type_written_as_a_list_of_one_is_an_object() -> None:
+    from allama.schema._inline import object_parameters
+
+    schema = {"type": ["object"], "properties": {"x": {"type": "integer"}}}
+    assert object_parameters(schema) == {"type": "object", "properties": {"x": {"type": "integer"}}}
+    assert object_parameters({"type": ["object", "null"]}) is None  # arguments are no null

@@ -61,6 +61,8 @@ def _object_parameters(schema: dict[str, Any]) -> dict[str, Any] | None:
     root = inline_root_ref(schema)
     if root.get("type") == "object":
         return root
+    if root.get("type") == ["object"]:  # the same type, as a list of one
+        return {**root, "type": "object"}
     if "type" in root or any(key not in _OF_AN_OBJECT for key in root):
         return None
     return {"type": "object", **root, **({} if "properties" in root else {"properties": {}})}
