@@ -15,6 +15,9 @@ What differs from the rest of the family, as measured against the real server:
   without them, or images for a model without vision, are left out with a warning (refused
   under `UnsupportedPolicy.ERROR`), rather than dropped without a word (tools) or answered
   500 (images; that 500 from a server you run is an `UnsupportedError`, not retried).
+  Before it starts, those answers are unknown, and a dry run of a request with tools or
+  images covers the capability table alone: a plan promises no figures, and a floor is
+  checked after the call (`start()` first for one checked before).
 - A generation that fills its slot's context before its token limit ends `length` as one
   cut at the limit does; `local` knows the slot's size and reports `context_window`.
 """
@@ -44,6 +47,7 @@ from allama.types import (
     ChatCapability,
     ChatRequest,
     ChatResponse,
+    ChatValidation,
     Finish,
     FinishReason,
     ProviderDataEvent,
@@ -53,6 +57,8 @@ from allama.types import (
     UnsupportedStage,
     Usage,
     UsageEvent,
+    UserMessage,
+    ValidationCoverage,
     Warning,
 )
 
@@ -82,6 +88,14 @@ _ENGINE_ANSWERS = frozenset(
 def is_cut_off_message(message: str) -> bool:
     """Whether llama.cpp's error says the output did not parse: cut off under a grammar."""
     return _CUT_OFF.search(message) is not None
+
+
+def _asks_the_engine(request: ChatRequest) -> bool:
+    """Whether `request` holds what `local` encodes by the running engine's answers: tools
+    (its model's chat template) or images (its vision projector)."""
+    if request.tools:
+        return True
+    return any(isinstance(message, UserMessage) and message.images for message in request.messages)
 
 
 def _constrained(request: ChatRequest) -> bool:
@@ -291,11 +305,25 @@ class LlamaCppProvider(HttpProvider):
     # Capabilities: the running server knows what the model's template can do.
 
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
-        if capability in _ENGINE_ANSWERS:
+        if capability in _ENGINE_ANSWERS and self._engine is not None:
             family = self._engine_family(model)
-            if family is not None:
-                return family.support(capability)
+            if family is None:
+                # Not known before the engine runs: no table says what its model can do.
+                return CapabilitySupport.UNKNOWN
+            return family.support(capability)
         return super().chat_capability(model, capability)
+
+    def validate_chat_request(
+        self, request: ChatRequest, *, stream: bool = False
+    ) -> ChatValidation:
+        """The dry run of the encoding; before `local`'s engine runs, one of tools or images
+        covers the capability table alone: the call encodes them by the engine's answers,
+        which a dry run does not start it to get."""
+        cold = self._engine is not None and not self._engine.running
+        validation = super().validate_chat_request(request, stream=stream)
+        if cold and _asks_the_engine(request):
+            return validation.model_copy(update={"coverage": ValidationCoverage.CAPABILITIES})
+        return validation
 
     def _engine_family(self, model: str) -> ModelFamily | None:
         """`model`'s capability row with the running engine's word on the model it loaded:

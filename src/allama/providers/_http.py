@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import allama.types as vocabulary
 from allama._degradations import Degradations
@@ -303,16 +303,6 @@ class HttpProvider:
         # A user and password in the URL (`https://user:pw@gateway/v1`) are Basic auth, as
         # httpx2's client makes them: a header of the caller's, sent with every call.
         self._base_url, self._url_user, basic = _split_user(self._base_url)
-        self._profile = preset.profile
-        for suffix, changes in preset.url_profiles:
-            if (self._base_url or "").endswith(suffix):
-                self._profile = replace(self._profile, **changes)
-        self._adapter: Adapter = load_adapter(preset.dialect)(
-            preset.name, self._profile, capabilities
-        )
-        # The adapter's answers depend on the model and the question alone; every extraction
-        # asks several, so each is worked out once.
-        self._capabilities: dict[tuple[str, ChatCapability], CapabilitySupport] = {}
         # The caller's `api_version=`, then one written into the base URL's query (which
         # goes with every call, as the rest of it does), the environment's, the preset's.
         version = (
@@ -321,16 +311,32 @@ class HttpProvider:
             or _env(preset.api_version_env)
             or preset.api_version
         )
+        if preset.version_on_deployments_only and not self._deployments:
+            version = None  # (Azure's v1 API takes none)
+        self._profile = preset.profile
+        for suffix, changes in preset.url_profiles:
+            if (self._base_url or "").endswith(suffix):
+                self._profile = replace(self._profile, **changes)
+        families: dict[str, Any] = {}
+        for first, changes, limits in preset.before_versions:
+            if version is not None and _earlier(version, first):
+                self._profile = replace(self._profile, **changes)
+                families.update(limits)
+        make = load_adapter(preset.dialect)
+        self._adapter: Adapter = make(preset.name, self._profile, capabilities)
+        if families:
+            # What the version cannot do, whatever the model: the table (the caller's, else
+            # the preset's) answers and encodes by it.
+            table: Any = capabilities
+            if table is None:
+                table = cast(Any, self._adapter).table
+            self._adapter = make(preset.name, self._profile, table.limited(**families))
+        # The adapter's answers depend on the model and the question alone; every extraction
+        # asks several, so each is worked out once.
+        self._capabilities: dict[tuple[str, ChatCapability], CapabilitySupport] = {}
         # A query written into the base URL (a gateway's `?key=`) goes with every call's
         # own parameters, not before the path each call adds.
-        self._query = {
-            **url_query,
-            **(
-                {"api-version": version}
-                if version and (self._deployments or not preset.version_on_deployments_only)
-                else {}
-            ),
-        }
+        self._query = {**url_query, **({"api-version": version} if version else {})}
         self._extra_headers = {**preset.headers, **(headers or {})}
         self._url_auth = False
         """Whether `Authorization` is the base URL's user and password: the gateway's, sent
@@ -881,6 +887,18 @@ class HttpProvider:
 
 OpenAICompatibleProvider = HttpProvider
 """The former name of `HttpProvider`, from when it spoke Chat Completions alone."""
+
+
+_DATED = re.compile(r"(\d{4}-\d{2}-\d{2})(-preview)?")
+
+
+def _earlier(version: str, than: str) -> bool:
+    """Whether the dated `api-version` `version` comes before `than` (a date's preview before
+    its release); an undated one (`preview`, `v1`) is not known to."""
+    ours, theirs = _DATED.fullmatch(version), _DATED.fullmatch(than)
+    if ours is None or theirs is None:
+        return False
+    return (ours[1], ours[2] is None) < (theirs[1], theirs[2] is None)
 
 
 def _split_query(url: str) -> tuple[str, dict[str, str]]:

@@ -66,6 +66,10 @@ class Preset:
     """A base URL ending with this is the dialect's own API, not a resource endpoint."""
     version_on_deployments_only: bool = False
     """Send `api-version` only on deployment URLs (Azure's v1 API takes none)."""
+    before_versions: tuple[tuple[str, Mapping[str, Any], Mapping[str, Any]], ...] = ()
+    """What the endpoint cannot do on a dated `api-version` (`YYYY-MM-DD[-preview]`) sent
+    before a given one: (the first version that can, changes to the profile, changes to
+    every model family of the capability table, whatever the model)."""
     account_url: str | None = None
     """The base URL built from an account id (`{account}`, from `account_id=` or
     `account_env`), or from a project and location (`{project}`, `{location}`)."""
@@ -186,6 +190,20 @@ _PRESETS: tuple[Preset, ...] = (
         deployment_path="/openai/deployments/{model}/chat/completions",
         direct_suffix="/openai/v1",
         version_on_deployments_only=True,
+        # JSON Schema output and strict tools came with 2024-08-01-preview: an earlier
+        # version answers 400 to `json_schema` ("enabled only for api versions
+        # 2024-08-01-preview and later") whatever the model, so only `json_object` goes, and
+        # nothing says it enforces `strict` on tools, so tools go without it.
+        before_versions=(
+            (
+                "2024-08-01-preview",
+                {
+                    "display_name": "Azure OpenAI before api-version 2024-08-01-preview",
+                    "tool_dialect": SchemaDialect.NOT_HONOURED,
+                },
+                {"structured": "json_object"},
+            ),
+        ),
         refused_suffixes=(
             (
                 "/models",

@@ -9,8 +9,8 @@ family's native JSON Schema output goes; the other answers are `CapabilitySuppor
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import StrEnum
-from typing import Literal
+from enum import Enum, StrEnum
+from typing import Any, Literal
 
 from allama.adapters._families import FamilyTable
 from allama.types import CapabilitySupport, ChatCapability
@@ -101,6 +101,23 @@ class CapabilityTable(FamilyTable[ModelFamily]):
     """Chat Completions model families, per preset."""
 
     __slots__ = ()
+
+    def limited(self, **changes: Any) -> CapabilityTable:
+        """This table with `changes` made to every family: what the endpoint cannot do,
+        whatever the model (Azure OpenAI's JSON Schema output on an older `api-version`).
+        An answer may be given by its value (`structured="json_object"`), as a preset's
+        data gives it without loading the tables."""
+        fields: dict[str, Any] = {
+            name: type(now)(value)
+            if isinstance(now := getattr(self.default, name), Enum)
+            else value
+            for name, value in changes.items()
+        }
+        return CapabilityTable(
+            tuple(replace(row, **fields) for row in self.families),
+            replace(self.default, **fields),
+            self.strip_prefix,
+        )
 
 
 _UNKNOWN = ModelFamily(
