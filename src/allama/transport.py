@@ -14,7 +14,8 @@ and for a timeout the limit that ran out, its value and how to change it, and th
 exception stays chained as the cause. One met waiting for the answer to a request sent
 whole reached the provider, and may be billed: it says so (an empty usage beside it).
 Closing a stream closes its HTTP response, so an abandoned stream gives its connection
-back.
+back. A call in flight when the transport is closed under it fails at once, not tried
+again (see `Transport.close`).
 
 `httpx2` itself is imported by the first request (or by a setting made of its types), not
 by building a transport: a program that builds providers at start-up pays for the HTTP
@@ -130,7 +131,11 @@ def _timeout_message(
 
 
 def _body_lost(
-    answer: HttpResponse, exc: Exception, request: httpx2.Request | None, own_client: bool
+    answer: HttpResponse,
+    exc: Exception,
+    request: httpx2.Request | None,
+    own_client: bool,
+    closed: bool = False,
 ) -> HttpResponse:
     """A response whose body did not arrive whole, or that its `Content-Encoding` does not
     decode (`answer`, emptied): an error status says what went wrong (a refused key is not
@@ -140,8 +145,8 @@ def _body_lost(
     empty usage reported beside it), not nothing."""
     if answer.status >= 400:
         return answer
-    error = _failure(exc, request, own_client=own_client)
-    if not isinstance(exc, httpx2.DecodingError):
+    error = _failure(exc, request, own_client=own_client, closed=closed)
+    if not closed and not isinstance(exc, httpx2.DecodingError):
         where = _where(_request_of(exc, request))
         error = ServerError(
             f"the answer from {where} was cut off after its status ({answer.status}) "
@@ -150,7 +155,9 @@ def _body_lost(
     raise error.with_metadata(REPORTED_USAGE_KEY, {}) from exc
 
 
-def _unanswered(exc: Exception, request: httpx2.Request | None, *, own_client: bool) -> Error:
+def _unanswered(
+    exc: Exception, request: httpx2.Request | None, *, own_client: bool, closed: bool = False
+) -> Error:
     """The error for a request that got no status. One whose body went out whole, and that
     then waited for its answer in vain (the read timed out, the connection broke), reached
     the provider, which may be making the answer: made and maybe billed, its cost unknown
@@ -158,7 +165,7 @@ def _unanswered(exc: Exception, request: httpx2.Request | None, *, own_client: b
     failed connecting, waiting for a connection or sending is not: httpx2 reads on after a
     failed write (for an early answer), so what it raises then is told by the body's
     sending, not by its type."""
-    error = _failure(exc, request, own_client=own_client)
+    error = _failure(exc, request, own_client=own_client, closed=closed)
     request = _request_of(exc, request)
     if (
         isinstance(exc, httpx2.ReadTimeout | httpx2.ReadError | httpx2.RemoteProtocolError)
@@ -199,10 +206,23 @@ def _emptied(response: httpx2.Response) -> HttpResponse:
     return HttpResponse(response.status_code, _headers(response), b"")
 
 
-def _failure(exc: Exception, request: httpx2.Request | None, *, own_client: bool) -> Error:
+def _failure(
+    exc: Exception, request: httpx2.Request | None, *, own_client: bool, closed: bool = False
+) -> Error:
     """The allama error for an httpx2 failure. Its message names what failed and where
-    (host and port only), never the key or the rest of the URL."""
+    (host and port only), never the key or the rest of the URL. One of a call whose client
+    was `closed` under it is that, not tried again: a retry would reopen what was closed
+    (a program shutting down pays for every call twice), and no network failed."""
     request = _request_of(exc, request)
+    if closed:
+        whose = (
+            "the provider's connections were closed (close() or aclose())"
+            if own_client
+            else "the httpx2 client given to the Transport was closed"
+        )
+        return Error(
+            f"{whose} while the call to {_where(request)} was in flight ({type(exc).__name__})"
+        ).mark_authored()
     if isinstance(exc, httpx2.TimeoutException):
         return RequestTimeoutError(_timeout_message(exc, request, own_client)).mark_authored()
     if isinstance(exc, httpx2.InvalidURL | httpx2.UnsupportedProtocol):
@@ -225,6 +245,12 @@ def _failure(exc: Exception, request: httpx2.Request | None, *, own_client: bool
     else:
         message = f"the connection to {where} failed ({name})"
     return NetworkError(message).mark_authored()
+
+
+def _sending_failures() -> tuple[type[Exception], ...]:
+    """`_failures()`, and the `RuntimeError` httpx2 raises for a request given to a client
+    closed (by another thread) since the call took it."""
+    return (*_failures(), RuntimeError)
 
 
 _Client = TypeVar("_Client")
@@ -303,6 +329,58 @@ def _direct(client: Any, kind: type[Any]) -> Any:
     return transport
 
 
+def _sockets(client: Any, *, idle_only: bool = False) -> list[Any]:
+    """The sockets of the connections in the pools of `client` (a client the transport
+    made), of its idle ones alone with `idle_only`: none where httpcore2 does not keep them
+    as expected (another version)."""
+    mounts = getattr(client, "_mounts", None)
+    transports = [getattr(client, "_transport", None)]
+    if isinstance(mounts, dict):
+        transports.extend(mounts.values())
+    found = []
+    for transport in transports:
+        pool = getattr(transport, "_pool", None)
+        for connection in getattr(pool, "connections", ()):  # a copy, taken under its lock
+            if idle_only and not connection.is_idle():
+                continue
+            stream = getattr(getattr(connection, "_connection", None), "_network_stream", None)
+            info = getattr(stream, "get_extra_info", None)
+            sock = None if info is None else info("socket")
+            if sock is not None:
+                found.append(sock)
+    return found
+
+
+def _end(sockets: list[Any], *, close: bool) -> None:
+    """Shut `sockets` down (a thread blocked reading one wakes, its peer sees it closed),
+    or with `close`, close them: only those of a loop that has ended, which no longer
+    watches them (closing one a loop still watches would leave its number there, for the
+    next socket given that number to meet)."""
+    import socket
+
+    for sock in sockets:
+        # asyncio's transports give a view of their socket, holding the socket itself.
+        real = sock if isinstance(sock, socket.socket) else getattr(sock, "_sock", None)
+        if not isinstance(real, socket.socket):
+            continue
+        try:
+            if close:
+                real.close()
+            else:  # past `ssl.SSLSocket.shutdown`, which drops its TLS state a reader uses
+                socket.socket.shutdown(real, socket.SHUT_RDWR)
+        except OSError:
+            pass  # closed already
+
+
+def _let_go(stopped: list[tuple[bool, httpx2.AsyncClient]]) -> None:
+    """End the connections of async clients whose loops are not running, without their
+    loops (`AsyncClient.aclose` needs its own): every one of a loop that has ended, closed;
+    the idle ones of a loop that stands stopped, shut down (a call it left in flight may go
+    on if it runs again, and the loop closes them as it runs or is collected)."""
+    for ended, client in stopped:
+        _end(_sockets(client, idle_only=not ended), close=ended)
+
+
 def _received(client: Any, response: httpx2.Response, content: bytes) -> HttpResponse:
     """A response read past the client's layer: its cookies kept as the client keeps them."""
     headers = _headers(response)
@@ -311,22 +389,36 @@ def _received(client: Any, response: httpx2.Response, content: bytes) -> HttpRes
     return HttpResponse(response.status_code, headers, content)
 
 
-def _broken_stream(response: httpx2.Response, own_client: bool, exc: Exception) -> Error:
+def _broken_stream(
+    response: httpx2.Response, own_client: bool, exc: Exception, closed: bool
+) -> Error:
     """A stream broken after its status: the failure it is (a stream cut mid-way is told
     apart from one that ended early), made and maybe billed where it answered (an empty
     usage reported, unless the stream's own says more)."""
-    error = _failure(exc, response.request, own_client=own_client)
+    error = _failure(exc, response.request, own_client=own_client, closed=closed)
     if response.status_code < 400:
         error.with_metadata(REPORTED_USAGE_KEY, {})
     return error
 
 
+def _open() -> bool:
+    return False
+
+
 class StreamResponse:
     """An open streamed response: status and headers now, the body as it arrives."""
 
-    def __init__(self, response: httpx2.Response, *, own_client: bool = True) -> None:
+    def __init__(
+        self,
+        response: httpx2.Response,
+        *,
+        own_client: bool = True,
+        closed: Callable[[], bool] | None = None,
+    ) -> None:
         self._response = response
         self._own_client = own_client
+        self._closed = closed or _open
+        """Whether the client the stream came from was closed under it."""
         self.status = response.status_code
         self.headers = _headers(response)
 
@@ -334,14 +426,14 @@ class StreamResponse:
         try:
             yield from self._response.iter_bytes()
         except _failures() as exc:
-            raise _broken_stream(self._response, self._own_client, exc) from exc
+            raise _broken_stream(self._response, self._own_client, exc, self._closed()) from exc
 
     def read(self) -> bytes:
         try:
             return self._response.read()
         except _failures() as exc:
-            emptied = _emptied(self._response)
-            return _body_lost(emptied, exc, self._response.request, self._own_client).content
+            emptied, request = _emptied(self._response), self._response.request
+            return _body_lost(emptied, exc, request, self._own_client, self._closed()).content
 
     def close(self) -> None:
         self._response.close()
@@ -350,9 +442,17 @@ class StreamResponse:
 class AsyncStreamResponse:
     """The async twin of `StreamResponse`."""
 
-    def __init__(self, response: httpx2.Response, *, own_client: bool = True) -> None:
+    def __init__(
+        self,
+        response: httpx2.Response,
+        *,
+        own_client: bool = True,
+        closed: Callable[[], bool] | None = None,
+    ) -> None:
         self._response = response
         self._own_client = own_client
+        self._closed = closed or _open
+        """Whether the client the stream came from was closed under it."""
         self.status = response.status_code
         self.headers = _headers(response)
 
@@ -361,14 +461,14 @@ class AsyncStreamResponse:
             async for chunk in self._response.aiter_bytes():
                 yield chunk
         except _failures() as exc:
-            raise _broken_stream(self._response, self._own_client, exc) from exc
+            raise _broken_stream(self._response, self._own_client, exc, self._closed()) from exc
 
     async def aread(self) -> bytes:
         try:
             return await self._response.aread()
         except _failures() as exc:
-            emptied = _emptied(self._response)
-            return _body_lost(emptied, exc, self._response.request, self._own_client).content
+            emptied, request = _emptied(self._response), self._response.request
+            return _body_lost(emptied, exc, request, self._own_client, self._closed()).content
 
     async def aclose(self) -> None:
         await self._response.aclose()
@@ -502,7 +602,9 @@ class Transport:
         self._async_client = async_client
         self._owns_client = client is None
         self._owns_async_client = async_client is None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        """Re-entered where a finalizer, run by a collection while it is held, closes the
+        transport (a Ray step's `__del__`)."""
         self._templates: dict[tuple[object, ...], _Template] = {}
         # The transports inside clients of our own that calls skip the client's layer for
         # (see `_direct`), each with the client it belongs to: a closed client's is unused.
@@ -559,6 +661,7 @@ class Transport:
         loop = asyncio.get_running_loop()
         if client is not None and self._async_loop is loop:
             return client
+        stopped: list[tuple[bool, httpx2.AsyncClient]] = []
         with self._lock:
             client = self._async_client
             if client is None or self._async_loop is not loop:
@@ -568,12 +671,9 @@ class Transport:
                 if known is None:
                     from allama._sockets import cheap_idle_checks
 
-                    # The clients of loops that have ended (a program that calls
-                    # `asyncio.run` per job): each holds its loop, which a weak key alone
-                    # would never let go, with the connections that loop made.
-                    for ended in [done for done in self._async_clients if done.is_closed()]:
-                        del self._async_clients[ended]
-
+                    # A program that runs each job on a loop of its own (`asyncio.run`, or
+                    # a loop it never closes) leaves the clients of the others behind.
+                    stopped = self._stopped(loop)
                     made = _made(
                         lambda: httpx2.AsyncClient(timeout=self.timeout, limits=self._pool_limits())
                     )
@@ -583,6 +683,8 @@ class Transport:
                     self._async_clients[loop] = known
                 client, self._adirect = known
                 self._async_client, self._async_loop = client, loop
+        if stopped:
+            _let_go(stopped)
         return client
 
     def _logged(self) -> bool:
@@ -656,7 +758,9 @@ class Transport:
                 try:
                     content = response.read()
                 except _failures() as exc:
-                    return _body_lost(_emptied(response), exc, built, own)
+                    return _body_lost(
+                        _emptied(response), exc, built, own, self._closed_under(client)
+                    )
                 finally:
                     response.close()
                 return HttpResponse(response.status_code, _headers(response), content)
@@ -666,12 +770,15 @@ class Transport:
                 content = response.read()
             except _failures() as exc:
                 kept = _received(client, response, b"")  # its cookies, as any answer's
-                return _body_lost(kept, exc, built, own)
+                return _body_lost(kept, exc, built, own, self._closed_under(client))
             finally:
                 response.close()
             return _received(client, response, content)
-        except _failures() as exc:
-            raise _unanswered(exc, built, own_client=own) from exc
+        except _sending_failures() as exc:
+            closed = self._closed_under(client)
+            if isinstance(exc, RuntimeError) and not closed:
+                raise
+            raise _unanswered(exc, built, own_client=own, closed=closed) from exc
 
     async def asend(self, request: HttpRequest) -> HttpResponse:
         client, own = self._async(), self._owns_async_client
@@ -684,7 +791,7 @@ class Transport:
                 try:
                     content = await response.aread()
                 except _failures() as exc:
-                    return _body_lost(_emptied(response), exc, built, own)
+                    return _body_lost(_emptied(response), exc, built, own, client.is_closed)
                 finally:
                     await response.aclose()
                 return HttpResponse(response.status_code, _headers(response), content)
@@ -694,60 +801,103 @@ class Transport:
                 content = await response.aread()
             except _failures() as exc:
                 kept = _received(client, response, b"")  # its cookies, as any answer's
-                return _body_lost(kept, exc, built, own)
+                return _body_lost(kept, exc, built, own, client.is_closed)
             finally:
                 await response.aclose()
             return _received(client, response, content)
-        except _failures() as exc:
-            raise _unanswered(exc, built, own_client=own) from exc
+        except _sending_failures() as exc:
+            if isinstance(exc, RuntimeError) and not client.is_closed:
+                raise
+            raise _unanswered(exc, built, own_client=own, closed=client.is_closed) from exc
 
     def open_stream(self, request: HttpRequest) -> StreamResponse:
         client, own = self._sync(), self._owns_client
         built = None
         try:
             built = self._build(client, own, request)
-            return StreamResponse(client.send(built, stream=True), own_client=own)
-        except _failures() as exc:
-            raise _unanswered(exc, built, own_client=own) from exc
+            response = client.send(built, stream=True)
+            return StreamResponse(
+                response, own_client=own, closed=lambda: self._closed_under(client)
+            )
+        except _sending_failures() as exc:
+            closed = self._closed_under(client)
+            if isinstance(exc, RuntimeError) and not closed:
+                raise
+            raise _unanswered(exc, built, own_client=own, closed=closed) from exc
 
     async def aopen_stream(self, request: HttpRequest) -> AsyncStreamResponse:
         client, own = self._async(), self._owns_async_client
         built = None
         try:
             built = self._build(client, own, request)
-            return AsyncStreamResponse(await client.send(built, stream=True), own_client=own)
-        except _failures() as exc:
-            raise _unanswered(exc, built, own_client=own) from exc
+            response = await client.send(built, stream=True)
+            return AsyncStreamResponse(response, own_client=own, closed=lambda: client.is_closed)
+        except _sending_failures() as exc:
+            if isinstance(exc, RuntimeError) and not client.is_closed:
+                raise
+            raise _unanswered(exc, built, own_client=own, closed=client.is_closed) from exc
+
+    def _closed_under(self, client: httpx2.Client) -> bool:
+        """Whether the sync `client` a call took was closed since: `close()` lets go of a
+        client of its own before it wakes the calls on it, and closes it after."""
+        return client is not self._client or client.is_closed
 
     def close(self) -> None:
-        """Close the sync client (if this transport made it)."""
-        client, self._client = self._client, None
-        if client is not None and self._owns_client:
-            client.close()
+        """Close the sync client, and the connections of the async clients of loops that
+        are not running (`aclose()` closes the running loop's too): those this transport
+        made. It does not wait for the calls in flight on them: each fails at once with an
+        `Error` that says the provider was closed under it (not tried again: a retry would
+        pay twice), and a call made after opens new connections. Clients of the caller's
+        are left open, and used still."""
+        if self._owns_client:
+            client, self._client = self._client, None
+            if client is not None:
+                # Calls blocked reading wake now: a socket closed under one alone leaves
+                # some waiting for their read timeout.
+                _end(_sockets(client), close=False)
+                client.close()
+        if self._async_clients is not None:
+            with self._lock:
+                stopped = self._stopped(None)
+            _let_go(stopped)
+
+    def _stopped(
+        self, calling: asyncio.AbstractEventLoop | None
+    ) -> list[tuple[bool, httpx2.AsyncClient]]:
+        """Take (the lock held) the async clients of loops that are not running, but for
+        `calling`'s, each with whether its loop has ended: a loop's client holds the loop,
+        which a weak key alone would never let go, and the connections it made. A loop
+        running in another thread keeps its client; one that runs again makes another."""
+        clients = self._async_clients
+        if clients is None:
+            return []
+        stopped = [loop for loop in clients if loop is not calling and not loop.is_running()]
+        if self._async_loop in stopped:
+            self._async_client, self._async_loop, self._adirect = None, None, None
+        taken = [(loop.is_closed(), clients.pop(loop, None)) for loop in stopped]
+        return [(ended, known[0]) for ended, known in taken if known is not None]
 
     async def aclose(self) -> None:
-        """Close the sync client and this loop's async client (those this transport made):
-        another loop's, in another thread, goes on with its calls."""
-        if not self._owns_async_client:
-            self._async_client = None
-            self.close()
-            return
-        import asyncio
+        """Close what `close()` closes, and this loop's async client (if this transport
+        made it): another loop's, running in another thread, goes on with its calls."""
+        if self._owns_async_client:
+            import asyncio
 
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            known = None if self._async_clients is None else self._async_clients.pop(loop, None)
-            if self._async_loop is loop:
-                self._async_client, self._async_loop, self._adirect = None, None, None
-        if known is not None:
-            await known[0].aclose()
+            loop = asyncio.get_running_loop()
+            with self._lock:
+                clients = self._async_clients
+                known = None if clients is None else clients.pop(loop, None)
+                if self._async_loop is loop:
+                    self._async_client, self._async_loop, self._adirect = None, None, None
+            if known is not None:
+                await known[0].aclose()
         self.close()
 
     def _forget_after_fork(self) -> None:
         """In a child process: the clients of our own hold the parent's connections, on
         which the two processes' answers would cross. They are let go, unclosed (closing
         would end the parent's); the child makes its own as it calls."""
-        self._lock = threading.Lock()  # held by another thread of the parent, maybe
+        self._lock = threading.RLock()  # held by another thread of the parent, maybe
         if self._owns_client:
             self._client, self._direct = None, None
         if self._owns_async_client:
