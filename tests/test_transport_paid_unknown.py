@@ -60,10 +60,22 @@ def _stalls(conn: socket.socket) -> None:
 
 def _closes(conn: socket.socket) -> None:
     _read_request(conn)
+    time.sleep(1.2)  # working on it, then gone
     conn.close()
 
 
 def _resets(conn: socket.socket) -> None:
+    _read_request(conn)
+    time.sleep(1.2)
+    _reset(conn)
+
+
+def _closes_at_once(conn: socket.socket) -> None:
+    _read_request(conn)
+    conn.close()
+
+
+def _resets_at_once(conn: socket.socket) -> None:
     _read_request(conn)
     _reset(conn)
 
@@ -156,11 +168,25 @@ def test_a_request_sent_whole_that_got_no_status_may_be_billed(
     cause: type[Exception],
 ) -> None:
     url = serve(behaviour)
-    error = _failed(way, Transport(timeout=0.5), _request(url))
+    timeout = 0.5 if behaviour is _stalls else 5.0
+    error = _failed(way, Transport(timeout=timeout), _request(url))
     assert type(error) is kind and error.retryable
     assert type(error.__cause__) is cause
     # Made, and maybe billed with no usage to say what for: an empty usage beside it.
     assert error.context.metadata == {REPORTED_USAGE_KEY: {}}
+
+
+@pytest.mark.parametrize("way", WAYS)
+@pytest.mark.parametrize("behaviour", [_closes_at_once, _resets_at_once], ids=["closed", "reset"])
+def test_a_connection_that_broke_as_the_request_arrived_costs_nothing(
+    serve: Callable[[_Behaviour], str], way: str, behaviour: _Behaviour
+) -> None:
+    """As a server closing a kept-alive connection just as the next request reaches it
+    does: a network failure tried again, not a call that may be billed (which would stop a
+    budgeted run)."""
+    error = _failed(way, Transport(timeout=5.0), _request(serve(behaviour)))
+    assert type(error) is NetworkError and error.retryable
+    assert error.context.metadata == {}
 
 
 @pytest.mark.parametrize("way", WAYS)

@@ -12,7 +12,9 @@ cookies, goes through `build_request` and `send` on every call. Timeouts become
 happen while sending or in the middle of a stream; their messages name the host and port,
 and for a timeout the limit that ran out, its value and how to change it, and the httpx2
 exception stays chained as the cause. One met waiting for the answer to a request sent
-whole reached the provider, and may be billed: it says so (an empty usage beside it).
+whole reached the provider, and may be billed: it says so (an empty usage beside it),
+but for a connection that broke at once (`_AT_ONCE`), as a kept-alive one a server closed as
+the request arrived does.
 Closing a stream closes its HTTP response, so an abandoned stream gives its connection
 back. A call in flight when the transport is closed under it fails at once, not tried
 again (see `Transport.close`).
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -167,36 +170,45 @@ def _unanswered(
     sending, not by its type."""
     error = _failure(exc, request, own_client=own_client, closed=closed)
     request = _request_of(exc, request)
-    if (
-        isinstance(exc, httpx2.ReadTimeout | httpx2.ReadError | httpx2.RemoteProtocolError)
-        and request is not None
-        and getattr(request.stream, "sent", False) is True
+    sent_at = getattr(request.stream, "sent_at", None) if request is not None else None
+    if sent_at is None:
+        return error
+    if isinstance(exc, httpx2.ReadTimeout) or (
+        isinstance(exc, httpx2.ReadError | httpx2.RemoteProtocolError)
+        and (closed or time.monotonic() - sent_at >= _AT_ONCE)  # (closed: cut by a close of ours)
     ):
         error.with_metadata(REPORTED_USAGE_KEY, {})
     return error
+
+
+_AT_ONCE = 1.0
+"""Seconds: a connection that broke sooner after the request went out whole broke as it
+arrived, the request not read (a server closing a kept-alive connection as the request
+reached it, which happens under load and costs nothing), not while the provider made the
+answer."""
 
 
 _SENT_BODY: type[httpx2.ByteStream] | None = None
 
 
 def _body(content: bytes) -> httpx2.ByteStream:
-    """A request's body that says (`sent`) once httpx2 has taken all of it: written to the
+    """A request's body that says when (`sent_at`) httpx2 had taken all of it: written to the
     connection, for a transport of httpx2's (`_unanswered`)."""
     global _SENT_BODY
     kind = _SENT_BODY
     if kind is None:
 
         class SentBody(httpx2.ByteStream):
-            sent = False
+            sent_at: float | None = None
 
             def __iter__(self) -> Iterator[bytes]:
                 yield from super().__iter__()
-                self.sent = True
+                self.sent_at = time.monotonic()
 
             async def __aiter__(self) -> AsyncIterator[bytes]:
                 async for chunk in super().__aiter__():
                     yield chunk
-                self.sent = True
+                self.sent_at = time.monotonic()
 
         kind = _SENT_BODY = SentBody
     return kind(content)
