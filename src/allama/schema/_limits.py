@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from allama.schema._pointer import child
+from allama.schema._walk import strong_components
 
 __all__ = ["Measure", "measure"]
 
@@ -283,38 +284,8 @@ def _longest(
 
 def _components(refs: dict[str, list[_Edge]], local: Mapping[str, object]) -> list[list[str]]:
     """The strongly connected components reachable from the root, each after every one
-    it reaches (Tarjan's, without recursion)."""
-    if not refs["#"]:
-        return [["#"]]
-    index: dict[str, int] = {"#": 0}
-    low: dict[str, int] = {"#": 0}
-    stack, on_stack = ["#"], {"#"}
-    work: list[tuple[str, Iterator[_Edge]]] = [("#", iter(refs["#"]))]
-    components: list[list[str]] = []
-    while work:
-        name, edges = work[-1]
-        for target, _, _ in edges:
-            if target not in local:
-                continue
-            if target not in index:
-                index[target] = low[target] = len(index)
-                stack.append(target)
-                on_stack.add(target)
-                work.append((target, iter(refs[target])))
-                break
-            if target in on_stack and index[target] < low[name]:
-                low[name] = index[target]
-        else:
-            work.pop()
-            if work and low[name] < low[work[-1][0]]:
-                low[work[-1][0]] = low[name]
-            if low[name] == index[name]:
-                component: list[str] = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == name:
-                        break
-                components.append(component)
-    return components
+    it reaches."""
+    successors = {
+        name: [target for target, _, _ in edges if target in local] for name, edges in refs.items()
+    }
+    return strong_components(["#"], successors)

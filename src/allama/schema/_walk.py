@@ -9,7 +9,7 @@ the (recursive) dialect rewrites safe.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -405,35 +405,24 @@ def _resolve(ref: str, pointer: str, base: str | None, anchors: Mapping[str, str
     return parse_fragment(fragment)
 
 
-def _recursive(refs: list[tuple[str, str]]) -> frozenset[str]:
-    """The targets that can reach themselves: a `$ref` inside a target (at it or below it)
-    is an edge to the target it names; a target recurses when it sits on a cycle.
-
-    Strongly connected components (Tarjan, iterative), so the cost is linear in the
-    references times the depth of their places, however many targets there are.
-    """
-    edges: dict[str, set[str]] = {target: set() for _, target in refs}
-    for origin, dest in refs:
-        place = origin
-        while True:
-            out = edges.get(place)
-            if out is not None:
-                out.add(dest)
-            if not place:
-                break
-            place = place.rpartition("/")[0]
+def strong_components(
+    starts: Iterable[str], successors: Mapping[str, Iterable[str]]
+) -> list[list[str]]:
+    """The strongly connected components of the graph `successors` reachable from `starts`,
+    each listed after every one it reaches (Tarjan's, without recursion: linear in the
+    edges, at any depth)."""
     order: dict[str, int] = {}
     low: dict[str, int] = {}
     on_stack: set[str] = set()
     stack: list[str] = []
-    recursive: set[str] = set()
-    for start in edges:
+    components: list[list[str]] = []
+    for start in starts:
         if start in order:
             continue
         order[start] = low[start] = len(order)
         stack.append(start)
         on_stack.add(start)
-        work: list[tuple[str, Iterator[str]]] = [(start, iter(edges[start]))]
+        work: list[tuple[str, Iterator[str]]] = [(start, iter(successors[start]))]
         while work:
             node, pending = work[-1]
             for dest in pending:
@@ -441,7 +430,7 @@ def _recursive(refs: list[tuple[str, str]]) -> frozenset[str]:
                     order[dest] = low[dest] = len(order)
                     stack.append(dest)
                     on_stack.add(dest)
-                    work.append((dest, iter(edges[dest])))
+                    work.append((dest, iter(successors[dest])))
                     break
                 if dest in on_stack:
                     low[node] = min(low[node], order[dest])
@@ -458,8 +447,31 @@ def _recursive(refs: list[tuple[str, str]]) -> frozenset[str]:
                         component.append(member)
                         if member == node:
                             break
-                    if len(component) > 1 or node in edges[node]:
-                        recursive.update(component)
+                    components.append(component)
+    return components
+
+
+def _recursive(refs: list[tuple[str, str]]) -> frozenset[str]:
+    """The targets that can reach themselves: a `$ref` inside a target (at it or below it)
+    is an edge to the target it names; a target recurses when it sits on a cycle.
+
+    Strongly connected components (`strong_components`), so the cost is linear in the
+    references times the depth of their places, however many targets there are.
+    """
+    edges: dict[str, set[str]] = {target: set() for _, target in refs}
+    for origin, dest in refs:
+        place = origin
+        while True:
+            out = edges.get(place)
+            if out is not None:
+                out.add(dest)
+            if not place:
+                break
+            place = place.rpartition("/")[0]
+    recursive: set[str] = set()
+    for component in strong_components(edges, edges):
+        if len(component) > 1 or component[0] in edges[component[0]]:
+            recursive.update(component)
     return frozenset(recursive)
 
 
