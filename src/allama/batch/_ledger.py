@@ -241,8 +241,9 @@ class LedgerRow:
     job: str | None = None
     """The provider batch job (its tag) the input is in, or was last in."""
     log: list[dict[str, Any]] | None = field(default=None, repr=False)
-    """What the provider batch jobs answered so far (status and body of each outcome the
-    extraction took in), replayed to carry an extraction on where it was."""
+    """What the provider batch jobs and the live follow-ups answered so far (status and
+    body of each outcome the extraction took in, a live one marked so: priced at the
+    standard rate), replayed to carry an extraction on where it was."""
     source: str | None = field(default=None, repr=False)
     """The output text the value was read from (done rows), kept where the value's JSON
     would not read back as the value: read again, it gives the value the run gave. `None`
@@ -557,9 +558,10 @@ class Ledger:
         """Make an input this run sent pending again, its attempts counted and the error it
         met kept: an error that was not the input's (a refused key, a provider out of
         reach), or one the run stopped before trying again (a live call, or a row of a
-        collected provider batch job: out of the job, what the jobs answered kept). The
-        record and cost of what its attempts paid are kept too, for the run that sends it
-        again to count (`record`'s `earlier_attempts` hold those before the last)."""
+        collected provider batch job: out of the job, what the jobs and live follow-ups
+        answered kept). The record and cost of what its attempts paid are kept too, for the
+        run that sends it again to count (`record`'s `earlier_attempts` hold those before
+        the last)."""
         self._connection.execute(
             # A failure being tried again keeps its own error: the one met here was not
             # the input's, and a run that does not try failures again gives it as it was.
@@ -629,9 +631,10 @@ class Ledger:
 
     def _resend(self, key: str, log: list[dict[str, Any]] | None) -> int:
         """Take an input this run holds out of its job to send it again (counting the
-        attempt), keeping what the jobs answered so far: a list, empty where they answered
-        nothing it takes in (a server error), so that a run that resumes it knows it for a
-        follow-up (sent live under `job_retry="live"`), not an input never sent."""
+        attempt), keeping what the jobs (and live follow-ups) answered so far: a list, empty
+        where they answered nothing it takes in (a server error), so that a run that resumes
+        it knows it for a follow-up (sent live under `job_retry="live"`), not an input never
+        sent."""
         resent = self._connection.execute(
             "UPDATE items SET status = ?, job = NULL, log = ?, attempts = attempts + 1, "
             "claimed_at = ? WHERE key = ? AND run_id = ?",
