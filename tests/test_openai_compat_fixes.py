@@ -9,19 +9,18 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import httpx2
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 import allama
+from _recording import provider
 from allama import ChatRequest, ExtractionMode, Extractor, ToolDefinition
 from allama.adapters.openai_compat._decode import decode_body
 from allama.adapters.openai_compat._sse import ChatStreamDecoder, decode_stream
 from allama.errors import ContextWindowExceededError, Error, ServerError, UnsupportedError
 from allama.stream import StreamCollector
-from allama.transport import Transport
 from allama.types import (
     ChatResponse,
     FieldSubject,
@@ -37,32 +36,6 @@ from allama.types import (
 class Person(BaseModel):
     name: str
     age: int
-
-
-class Recorder:
-    """A mock endpoint answering each request with the next answer (the last one again)."""
-
-    def __init__(self, *answers: tuple[int, Any]) -> None:
-        self.answers = list(answers)
-        self.bodies: list[dict[str, Any]] = []
-
-    def __call__(self, http: httpx2.Request) -> httpx2.Response:
-        self.bodies.append(json.loads(http.read()))
-        status, body = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        content = body if isinstance(body, bytes) else json.dumps(body).encode()
-        kind = "text/event-stream" if isinstance(body, bytes) else "application/json"
-        return httpx2.Response(status, content=content, headers={"content-type": kind})
-
-    def transport(self) -> Transport:
-        return Transport(
-            client=httpx2.Client(transport=httpx2.MockTransport(self)),
-            async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self)),
-        )
-
-
-def provider(preset: str, *answers: tuple[int, Any]) -> tuple[Any, Recorder]:
-    recorder = Recorder(*answers)
-    return allama.provider(preset, api_key="k", transport=recorder.transport()), recorder
 
 
 def completion(message: dict[str, Any], finish: str = "stop", **extra: Any) -> dict[str, Any]:

@@ -16,14 +16,12 @@ import asyncio
 import json
 from typing import Any
 
-import httpx2
 import pytest
 
-import allama
+from _recording import provider
 from _responses_support import stream_of
 from allama import ChatRequest, ChatResponse
 from allama.errors import OverloadedError
-from allama.transport import Transport
 from allama.types import (
     AssistantMessage,
     Reasoning,
@@ -34,33 +32,6 @@ from allama.types import (
     WarningKind,
 )
 from allama.wrappers import FailoverProvider
-
-
-class Recorder:
-    """A mock endpoint answering each request with the next answer (the last one again)."""
-
-    def __init__(self, *answers: tuple[int, Any]) -> None:
-        self.answers = list(answers)
-        self.bodies: list[dict[str, Any]] = []
-
-    def __call__(self, http: httpx2.Request) -> httpx2.Response:
-        self.bodies.append(json.loads(http.read()))
-        status, body = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        content = body if isinstance(body, bytes) else json.dumps(body).encode()
-        kind = "text/event-stream" if isinstance(body, bytes) else "application/json"
-        return httpx2.Response(status, content=content, headers={"content-type": kind})
-
-    def transport(self) -> Transport:
-        return Transport(
-            client=httpx2.Client(transport=httpx2.MockTransport(self)),
-            async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self)),
-        )
-
-
-def provider(preset: str, *answers: tuple[int, Any], **options: Any) -> tuple[Any, Recorder]:
-    recorder = Recorder(*answers)
-    made = allama.provider(preset, api_key="k", transport=recorder.transport(), **options)
-    return made, recorder
 
 
 def ask(chosen: Any, request: ChatRequest, *, stream: bool, run_async: bool) -> ChatResponse:

@@ -10,79 +10,15 @@ import base64
 import json
 from typing import Any, Literal
 
-import httpx2
 import pytest
 from pydantic import BaseModel
 
 import allama
+from _tool_endpoint import ToolEndpoint as Recorder
+from _tool_endpoint import sent_schema as _sent_schema
 from allama import ChatRequest, ExtractionMode, ToolDefinition
 from allama.errors import InvalidRequestError
-from allama.transport import Transport
 from allama.types import ImagePart
-
-
-class Recorder:
-    """An endpoint of `dialect` answering with a call of the first tool offered (with
-    `args`), or with `text` when no tool is offered."""
-
-    def __init__(self, dialect: str, args: dict[str, Any] | None = None, text: str = "ok"):
-        self.dialect = dialect
-        self.args = args or {}
-        self.text = text
-        self.bodies: list[dict[str, Any]] = []
-
-    def __call__(self, http: httpx2.Request) -> httpx2.Response:
-        body = json.loads(http.read())
-        self.bodies.append(body)
-        return httpx2.Response(200, json=getattr(self, self.dialect)(body))
-
-    def anthropic(self, body: dict[str, Any]) -> dict[str, Any]:
-        content: dict[str, Any] = {"type": "text", "text": self.text}
-        if body.get("tools"):
-            name = body["tools"][0]["name"]
-            content = {"type": "tool_use", "id": "toolu_1", "name": name, "input": self.args}
-        return {
-            "id": "msg_1",
-            "type": "message",
-            "role": "assistant",
-            "model": body["model"],
-            "content": [content],
-            "stop_reason": "tool_use" if body.get("tools") else "end_turn",
-            "usage": {"input_tokens": 10, "output_tokens": 5},
-        }
-
-    def gemini(self, body: dict[str, Any]) -> dict[str, Any]:
-        part: dict[str, Any] = {"text": self.text}
-        if body.get("tools"):
-            name = body["tools"][0]["functionDeclarations"][0]["name"]
-            part = {"functionCall": {"name": name, "args": self.args}}
-        return {
-            "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP"}],
-            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5},
-        }
-
-    def ollama(self, body: dict[str, Any]) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": self.text}
-        if body.get("tools"):
-            name = body["tools"][0]["function"]["name"]
-            call = {"function": {"name": name, "arguments": self.args}}
-            message = {"role": "assistant", "content": "", "tool_calls": [call]}
-        return {
-            "model": body["model"],
-            "created_at": "2025-01-01T00:00:00Z",
-            "message": message,
-            "done": True,
-            "done_reason": "stop",
-            "prompt_eval_count": 10,
-            "eval_count": 5,
-        }
-
-    def transport(self) -> Transport:
-        return Transport(
-            client=httpx2.Client(transport=httpx2.MockTransport(self)),
-            async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self)),
-        )
-
 
 MODELS = {"anthropic": "claude-sonnet-4-5", "gemini": "gemini-2.5-flash", "ollama": "llama3.1"}
 DISPLAY = {"anthropic": "Anthropic", "gemini": "Gemini", "ollama": "Ollama"}
@@ -97,15 +33,6 @@ def _chat(provider: Any, request: ChatRequest, mode: str) -> Any:
     if mode == "async":
         return asyncio.run(provider.achat(request))
     return provider.chat(request)
-
-
-def _sent_schema(preset: str, body: dict[str, Any]) -> Any:
-    tool = body["tools"][0]
-    if preset == "anthropic":
-        return tool["input_schema"]
-    if preset == "gemini":
-        return tool["functionDeclarations"][0]["parametersJsonSchema"]
-    return tool["function"]["parameters"]
 
 
 # Gemini: empty text, and no contents

@@ -11,15 +11,15 @@ import json
 from enum import Enum
 from typing import Any
 
-import httpx2
 import pytest
 from pydantic import BaseModel, RootModel
 
 import allama
+from _tool_endpoint import ToolEndpoint as Recorder
+from _tool_endpoint import sent_schema as _sent_schema
 from allama import ChatRequest, ExtractionMode, SchemaEnforcement, ToolChoice, ToolDefinition
 from allama.extract._root import object_rooted
 from allama.schema._inline import inline_root_ref
-from allama.transport import Transport
 
 
 class Node(BaseModel):
@@ -79,62 +79,6 @@ ANSWER = {"name": "a", "children": [{"name": "b", "children": []}]}
 VALUE = Node(name="a", children=[Node(name="b", children=[])])
 
 
-class Recorder:
-    """An endpoint of `dialect` that calls the first tool offered with `args`."""
-
-    def __init__(self, dialect: str, args: dict[str, Any]) -> None:
-        self.dialect = dialect
-        self.args = args
-        self.bodies: list[dict[str, Any]] = []
-
-    def __call__(self, http: httpx2.Request) -> httpx2.Response:
-        body = json.loads(http.read())
-        self.bodies.append(body)
-        return httpx2.Response(200, json=getattr(self, self.dialect)(body))
-
-    def anthropic(self, body: dict[str, Any]) -> dict[str, Any]:
-        call = {"type": "tool_use", "id": "toolu_1", "name": body["tools"][0]["name"]}
-        return {
-            "id": "msg_1",
-            "type": "message",
-            "role": "assistant",
-            "model": body["model"],
-            "content": [{**call, "input": self.args}],
-            "stop_reason": "tool_use",
-            "usage": {"input_tokens": 10, "output_tokens": 5},
-        }
-
-    def gemini(self, body: dict[str, Any]) -> dict[str, Any]:
-        name = body["tools"][0]["functionDeclarations"][0]["name"]
-        parts = [{"functionCall": {"name": name, "args": self.args}}]
-        return {
-            "candidates": [
-                {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
-            ],
-            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5},
-            "modelVersion": "gemini-2.0-flash",
-        }
-
-    def ollama(self, body: dict[str, Any]) -> dict[str, Any]:
-        name = body["tools"][0]["function"]["name"]
-        call = {"function": {"name": name, "arguments": self.args}}
-        return {
-            "model": body["model"],
-            "created_at": "2025-01-01T00:00:00Z",
-            "message": {"role": "assistant", "content": "", "tool_calls": [call]},
-            "done": True,
-            "done_reason": "stop",
-            "prompt_eval_count": 10,
-            "eval_count": 5,
-        }
-
-    def transport(self) -> Transport:
-        return Transport(
-            client=httpx2.Client(transport=httpx2.MockTransport(self)),
-            async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self)),
-        )
-
-
 PRESETS = {
     "anthropic": ("claude-3-5-haiku-20241022", "anthropic"),
     "gemini": ("gemini-2.0-flash", "gemini"),
@@ -147,15 +91,6 @@ def _provider(preset: str, args: dict[str, Any]) -> tuple[Any, Recorder, str]:
     recorder = Recorder(dialect, args)
     key = {} if preset == "ollama" else {"api_key": "k"}
     return allama.provider(preset, transport=recorder.transport(), **key), recorder, model
-
-
-def _sent_schema(preset: str, body: dict[str, Any]) -> Any:
-    tool = body["tools"][0]
-    if preset == "anthropic":
-        return tool["input_schema"]
-    if preset == "gemini":
-        return tool["functionDeclarations"][0]["parametersJsonSchema"]
-    return tool["function"]["parameters"]
 
 
 def _extract(provider: Any, tp: Any, request: ChatRequest, mode: str) -> Any:
