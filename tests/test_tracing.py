@@ -152,9 +152,12 @@ class Traced:
         return span
 
     def values(self) -> Iterator[str]:
-        """Every attribute value and status description, as text."""
+        """Every attribute value and status description, as text; but for floats (timings,
+        costs), whose digits hold any text by chance (`0.00016527000116184354`)."""
         for span in self.spans:
             for value in (span.attributes or {}).values():
+                if isinstance(value, float):
+                    continue
                 yield json.dumps(value) if not isinstance(value, str) else value
             if span.status.description:
                 yield span.status.description
