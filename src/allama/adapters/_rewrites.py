@@ -11,10 +11,11 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from allama.schema._rewrite import Rewrite
+from allama.schema._rewrite import Rewrite, SchemaNote
 from allama.schema._types import derived
+from allama.types import WarningKind
 
-__all__ = ["cached_rewrite"]
+__all__ = ["cached_rewrite", "unreported"]
 
 _CACHE_SIZE = 256
 _BY_TEXT: dict[tuple[Hashable, str], Rewrite] = {}
@@ -39,3 +40,16 @@ def _by_text(schema: dict[str, Any], kind: Hashable, make: Callable[[], Rewrite]
                 _BY_TEXT.pop(next(iter(_BY_TEXT)), None)
             _BY_TEXT[key] = cached
     return cached
+
+
+def unreported(rewrite: Rewrite, compiler: str) -> Rewrite:
+    """`rewrite` with the note that `compiler` (a server's grammar converter or backend)
+    does not report which keywords it enforces: even a rewrite with no notes of its own is
+    only approximate there."""
+    note = SchemaNote(
+        WarningKind.APPROXIMATED,
+        "/",
+        f"the schema at `/` is compiled by {compiler}, which does not report which keywords "
+        "it enforces",
+    )
+    return Rewrite(rewrite.schema, (*rewrite.notes, note), rewrite.dropped)

@@ -56,13 +56,13 @@ from typing import Any
 
 from allama._degradations import Degradations
 from allama.adapters._http import HttpRequest, wire_json
-from allama.adapters._rewrites import cached_rewrite
+from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters.ollama._capabilities import OllamaFamily, Thinking
 from allama.adapters.ollama._profile import OllamaProfile
 from allama.errors import InvalidRequestError
 from allama.schema._errors import SchemaError
 from allama.schema._inline import no_object_parameters, object_parameters
-from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
+from allama.schema._rewrite import Rewrite, apply_strict_policy
 from allama.types import (
     AssistantMessage,
     CapabilitySupport,
@@ -434,14 +434,7 @@ def _rewrite(schema: dict[str, Any], display: str) -> Rewrite:
     # The dialect is loaded when a schema is first rewritten (rewrites are cached).
     from allama.schema._dialects._llama_cpp import llama_cpp
 
-    rewrite = llama_cpp(schema)
-    unreported = SchemaNote(
-        WarningKind.APPROXIMATED,
-        "/",
-        f"the schema at `/` is compiled by {display}'s llama.cpp grammar converter, which "
-        "does not report which keywords it enforces",
-    )
-    return Rewrite(rewrite.schema, (*rewrite.notes, unreported), rewrite.dropped)
+    return unreported(llama_cpp(schema), f"{display}'s llama.cpp grammar converter")
 
 
 def encode_request(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from allama._degradations import NOT_ON_STREAMS, Degradations, gives_tools
 from allama.adapters._http import HttpRequest
-from allama.adapters._rewrites import cached_rewrite
+from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters._tool_ids import MISTRAL_IDS, mistral_model, with_tool_ids
 from allama.adapters.openai_compat._capabilities import ModelFamily, StructuredLevel
 from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
@@ -343,26 +343,15 @@ class _Encoder:
             rewrite = llama_cpp(schema)
             if self.profile.converter_measured:
                 return rewrite
-            unreported = SchemaNote(
-                WarningKind.APPROXIMATED,
-                "/",
-                f"the schema at `/` is compiled by {self.profile.display_name}'s llama.cpp "
-                "grammar converter, which does not report which keywords it enforces",
-            )
-            return Rewrite(rewrite.schema, (*rewrite.notes, unreported), rewrite.dropped)
+            return unreported(rewrite, f"{self.profile.display_name}'s llama.cpp grammar converter")
         if dialect is SchemaDialect.GRAMMAR:
             from allama.schema._dialects._grammar import grammar_engine
 
             # The server picks its grammar backend and does not say which keywords it
-            # enforces, so even a rewrite with no notes is only approximate there.
-            rewrite = grammar_engine(schema)
-            unreported = SchemaNote(
-                WarningKind.APPROXIMATED,
-                "/",
-                f"the schema at `/` is compiled by {self.profile.display_name}'s grammar "
-                "backend, which does not report which keywords it enforces",
+            # enforces.
+            return unreported(
+                grammar_engine(schema), f"{self.profile.display_name}'s grammar backend"
             )
-            return Rewrite(rewrite.schema, (*rewrite.notes, unreported), rewrite.dropped)
         return self._unchecked(schema)
 
     def _unchecked(self, schema: dict[str, Any]) -> Rewrite:
