@@ -17,7 +17,8 @@ Jobs advance one state per GET of the job and end after `polls_to_finish` GETs; 
 are answered when they end. Knobs: `fail_all_rows` (every batch row a 500 while the job
 still succeeds), `expire_next` (the next k jobs end expired, the first half of their rows
 answered), `hold` (jobs never end, except by cancelling). Run as a script, it serves until
-killed and prints its URL.
+killed and prints its URL. Loaded as a plugin by `conftest.py`, it gives each test that
+asks for `server` (and defines no `server` of its own) a fresh one.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import Message
@@ -38,6 +39,8 @@ from email.parser import HeaderParser
 from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+import pytest
 
 from _replay_server import ReplyHandler
 
@@ -1369,6 +1372,15 @@ def _openai_file(stored: StoredFile) -> Json:
         "status": "processed",
         "status_details": None,
     }
+
+
+@pytest.fixture
+def server() -> Iterator[ProviderBatchServer]:
+    running = ProviderBatchServer().start()
+    try:
+        yield running
+    finally:
+        running.stop()
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-pytest_plugins = ["_seed_support"]
-"""The seed ports' `run` fixture (sync and async forms of each test)."""
+pytest_plugins = ["_seed_support", "_provider_batch_server"]
+"""The seed ports' `run` fixture (sync and async forms of each test), and the fake batch
+APIs' `server`."""
 
 settings.register_profile(
     "deterministic",

@@ -75,15 +75,6 @@ def guessed_free(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_jobs.JobRunner, "_guessed_cost", lambda self, item: Decimal(0))
 
 
-@pytest.fixture
-def server() -> Iterator[ProviderBatchServer]:
-    running = ProviderBatchServer().start()
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
 def _base(server: ProviderBatchServer, name: str) -> str:
     return {
         "openai": server.openai_base,

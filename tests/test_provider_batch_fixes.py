@@ -13,7 +13,6 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
@@ -44,23 +43,14 @@ def quick_looks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_jobs, "_LOOKS_AFTER_LOST", (0.001, 0.002))
 
 
-@pytest.fixture
-def fake() -> Iterator[ProviderBatchServer]:
-    running = ProviderBatchServer().start()
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
-def _error_file_gone(monkeypatch: pytest.MonkeyPatch, fake: ProviderBatchServer) -> None:
+def _error_file_gone(monkeypatch: pytest.MonkeyPatch, server: ProviderBatchServer) -> None:
     """Every OpenAI job's error file answers 404, for good; its output file reads."""
     import _provider_batch_server
 
     read = _provider_batch_server._Handler.openai_file_content
 
     def gone(handler: Any, data: Any, file_id: str) -> Any:
-        if any(job.error_file_id == file_id for job in fake.jobs):
+        if any(job.error_file_id == file_id for job in server.jobs):
             raise handler._fail(404, "No such File object.")
         return read(handler, data, file_id)
 
@@ -68,7 +58,7 @@ def _error_file_gone(monkeypatch: pytest.MonkeyPatch, fake: ProviderBatchServer)
 
 
 def _results_gone(monkeypatch: pytest.MonkeyPatch, reader: str) -> None:
-    """A job's results answer 404, for good (`reader`: the fake's handler of them)."""
+    """A job's results answer 404, for good (`reader`: the server's handler of them)."""
     import _provider_batch_server
 
     def gone(handler: Any, data: Any, *groups: Any) -> Any:
@@ -82,30 +72,30 @@ def _results_gone(monkeypatch: pytest.MonkeyPatch, reader: str) -> None:
 
 @pytest.mark.parametrize("budget", [None, "1"])
 def test_rows_of_an_openai_error_file_gone_are_unbilled_and_sent_again(
-    fake: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: str | None
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: str | None
 ) -> None:
     # The job expires with half its rows run: those are in the output file, read; the
     # others, in the error file (never billed), which answers 404. Every row billed is in
     # hand, so those missing were not run: expired rows, sent again, not paid-unknown.
-    _error_file_gone(monkeypatch, fake)
-    fake.expire_next = 1
-    provider, model = _provider(fake, "openai-chat")
+    _error_file_gone(monkeypatch, server)
+    server.expire_next = 1
+    provider, model = _provider(server, "openai-chat")
     run = _batch_run(provider, model, _docs(4), tmp_path / "err.sqlite", max_cost=budget)
     results = sorted(run, key=lambda r: r.index)
     assert [r.value for r in results] == [Doc(n=n) for n in range(4)]
     assert run.summary.cost_unknown == 0 and run.summary.stopped is None
-    assert len(fake.jobs) == 2  # the expired rows, in a follow-up job
-    assert sum(fake.answered.values()) == 4  # each row run once
+    assert len(server.jobs) == 2  # the expired rows, in a follow-up job
+    assert sum(server.answered.values()) == 4  # each row run once
 
 
 def test_a_refused_row_in_a_gone_error_file_does_not_stop_a_budgeted_run(
-    fake: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Doc 13 is an invalid request (400): OpenAI puts it in the error file, unbilled. That
     # file answering 404 leaves no cost unknown, so a budget is kept, not stopped on it.
-    _error_file_gone(monkeypatch, fake)
+    _error_file_gone(monkeypatch, server)
     monkeypatch.setattr(_jobs.JobRunner, "_guessed_cost", lambda self, item: Decimal("0.000001"))
-    provider, model = _provider(fake, "openai-chat")
+    provider, model = _provider(server, "openai-chat")
     docs = [f"doc {n}" for n in (1, 13, 2)]
     run = _batch_run(provider, model, docs, tmp_path / "refused.sqlite", max_cost="1")
     results = sorted(run, key=lambda r: r.index)
@@ -126,7 +116,7 @@ def test_a_refused_row_in_a_gone_error_file_does_not_stop_a_budgeted_run(
     ],
 )
 def test_results_gone_count_no_more_rows_paid_than_the_job_answered(
-    fake: ProviderBatchServer,
+    server: ProviderBatchServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     family: str,
@@ -140,14 +130,14 @@ def test_results_gone_count_no_more_rows_paid_than_the_job_answered(
 
         monkeypatch.setattr(_gemini, "INLINE_BYTES", 0)  # results in a file, to download
     _results_gone(monkeypatch, reader)
-    fake.expire_next = 1
-    provider, model = _provider(fake, family)
+    server.expire_next = 1
+    provider, model = _provider(server, family)
     run = _batch_run(provider, model, _docs(4), tmp_path / "gone.sqlite")
     results = sorted(run, key=lambda r: r.index)
     assert [r.failure.kind for r in results if r.failure] == ["job_missing"] * 4
-    assert sum(fake.answered.values()) == 2
+    assert sum(server.answered.values()) == 2
     assert run.summary.cost_unknown == 2
-    assert len(fake.jobs) == 1  # none bought again unasked
+    assert len(server.jobs) == 1  # none bought again unasked
 
 
 @pytest.mark.parametrize(
@@ -155,7 +145,7 @@ def test_results_gone_count_no_more_rows_paid_than_the_job_answered(
     [("anthropic", "anthropic_results"), ("openai-chat", "openai_file_content")],
 )
 def test_a_job_cancelled_before_any_row_ran_whose_results_are_gone_is_not_paid(
-    fake: ProviderBatchServer,
+    server: ProviderBatchServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     family: str,
@@ -164,23 +154,23 @@ def test_a_job_cancelled_before_any_row_ran_whose_results_are_gone_is_not_paid(
     # Cancelled before anything ran (Anthropic: succeeded 0, canceled 3; OpenAI: no output
     # file, the rows in the error file), its results then answering 404: its rows fail as
     # cancelled rows do, unpaid, and a budget is not stopped on them.
-    provider, model = _provider(fake, family)
+    provider, model = _provider(server, family)
     ledger = tmp_path / "cancelled.sqlite"
-    fake.hold = True
-    _run_until(provider, model, _docs(3), ledger, lambda: any(job.polls for job in fake.jobs))
-    assert asyncio.run(cancel_jobs(str(ledger), provider)) == [fake.jobs[0].id]
-    fake.hold = False
+    server.hold = True
+    _run_until(provider, model, _docs(3), ledger, lambda: any(job.polls for job in server.jobs))
+    assert asyncio.run(cancel_jobs(str(ledger), provider)) == [server.jobs[0].id]
+    server.hold = False
     _results_gone(monkeypatch, reader)
     run = _batch_run(provider, model, _docs(3), ledger, max_cost="1")
     results = sorted(run, key=lambda r: r.index)
     assert [r.failure.kind for r in results if r.failure] == ["job_canceled"] * 3
-    assert sum(fake.answered.values()) == 0
+    assert sum(server.answered.values()) == 0
     assert run.summary.cost_unknown == 0 and run.summary.stopped is None
-    assert len(fake.jobs) == 1  # cancelled rows are not sent again
+    assert len(server.jobs) == 1  # cancelled rows are not sent again
 
 
 def test_results_gone_of_a_job_whose_counts_are_unknown_are_still_counted_paid(
-    fake: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A gateway that drops `request_counts`: nothing bounds the rows that may have been
     # paid, so every one is counted so, as before.
@@ -195,8 +185,8 @@ def test_results_gone_of_a_job_whose_counts_are_unknown_are_still_counted_paid(
 
     monkeypatch.setattr(_provider_batch_server.ProviderBatchServer, "openai_batch", no_counts)
     _results_gone(monkeypatch, "openai_file_content")
-    fake.expire_next = 1
-    provider, model = _provider(fake, "openai-chat")
+    server.expire_next = 1
+    provider, model = _provider(server, "openai-chat")
     run = _batch_run(provider, model, _docs(4), tmp_path / "nocounts.sqlite")
     results = list(run)
     assert [r.failure.kind for r in results if r.failure] == ["job_missing"] * 4
@@ -309,22 +299,22 @@ def test_the_job_states_say_how_many_rows_were_answered() -> None:
 
 
 def test_cancel_jobs_goes_on_past_a_job_that_ended_and_names_it_in_one_allama_error(
-    fake: ProviderBatchServer, tmp_path: Path
+    server: ProviderBatchServer, tmp_path: Path
 ) -> None:
-    provider, model = _provider(fake, "openai-chat")
+    provider, model = _provider(server, "openai-chat")
     ledger = tmp_path / "cancel.sqlite"
-    fake.hold = True
+    server.hold = True
     _run_until(
         provider,
         model,
         _docs(4),
         ledger,
-        lambda: len(fake.jobs) == 2 and all(job.polls for job in fake.jobs),
+        lambda: len(server.jobs) == 2 and all(job.polls for job in server.jobs),
         job_size=2,
     )
-    first, second = fake.jobs
-    with fake.lock:
-        fake.finish(first, "completed")  # it ended meanwhile
+    first, second = server.jobs
+    with server.lock:
+        server.finish(first, "completed")  # it ended meanwhile
     with pytest.raises(allama.Error) as raised:
         asyncio.run(cancel_jobs(str(ledger), provider))
     error = raised.value
@@ -339,13 +329,13 @@ def test_cancel_jobs_goes_on_past_a_job_that_ended_and_names_it_in_one_allama_er
 
 
 def test_cancel_jobs_with_a_refused_list_still_returns_what_it_asked(
-    fake: ProviderBatchServer, tmp_path: Path
+    server: ProviderBatchServer, tmp_path: Path
 ) -> None:
-    provider, model = _provider(fake, "anthropic")
+    provider, model = _provider(server, "anthropic")
     ledger = tmp_path / "cancel.sqlite"
-    fake.hold = True
-    _run_until(provider, model, _docs(4), ledger, lambda: len(fake.jobs) == 2, job_size=2)
-    first, second = fake.jobs
+    server.hold = True
+    _run_until(provider, model, _docs(4), ledger, lambda: len(server.jobs) == 2, job_size=2)
+    first, second = server.jobs
     first.end = "completed"
     refused: list[str] = []
     assert asyncio.run(cancel_jobs(str(ledger), provider, refused=refused)) == [second.id]
@@ -353,13 +343,13 @@ def test_cancel_jobs_with_a_refused_list_still_returns_what_it_asked(
 
 
 def test_an_ambiguous_cut_off_job_reaches_a_caller_of_cancel_jobs_as_an_allama_error(
-    fake: ProviderBatchServer, tmp_path: Path
+    server: ProviderBatchServer, tmp_path: Path
 ) -> None:
     assert issubclass(JobAmbiguity, allama.Error)
-    provider, model = _provider(fake, "anthropic")
+    provider, model = _provider(server, "anthropic")
     ledger = tmp_path / "ambiguous.sqlite"
     _cut_off(provider, model, _docs(2), ledger)
-    _anthropic_batch_of_another(fake, fake.jobs[0].bodies, "other")
+    _anthropic_batch_of_another(server, server.jobs[0].bodies, "other")
     with pytest.raises(allama.Error) as raised:
         asyncio.run(cancel_jobs(str(ledger), provider))
     error = raised.value
@@ -369,7 +359,7 @@ def test_an_ambiguous_cut_off_job_reaches_a_caller_of_cancel_jobs_as_an_allama_e
     (job,) = Ledger(ledger, read_only=True).jobs()
     assert "cannot be told apart" in str(error) and job.tag in str(error)
     assert not job.cancel_requested  # taken back, as with a refused list
-    assert not any(made.cancel_requested for made in fake.jobs)
+    assert not any(made.cancel_requested for made in server.jobs)
 
 
 def test_a_job_ambiguity_survives_a_round_trip_as_its_kind() -> None:
@@ -417,7 +407,7 @@ class _Refuses(http.server.BaseHTTPRequestHandler):
 
 
 def test_a_cancel_the_provider_refused_fails_the_command_and_is_not_recorded(
-    fake: ProviderBatchServer,
+    server: ProviderBatchServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -425,7 +415,7 @@ def test_a_cancel_the_provider_refused_fails_the_command_and_is_not_recorded(
     from allama.cli import main
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-    ledger = _open_job_ledger(fake, tmp_path)
+    ledger = _open_job_ledger(server, tmp_path)
     refusing = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refuses)
     threading.Thread(target=refusing.serve_forever, daemon=True).start()
     try:
@@ -440,7 +430,7 @@ def test_a_cancel_the_provider_refused_fails_the_command_and_is_not_recorded(
 
 
 def test_a_cancel_that_reached_no_provider_fails_the_command(
-    fake: ProviderBatchServer,
+    server: ProviderBatchServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -448,7 +438,7 @@ def test_a_cancel_that_reached_no_provider_fails_the_command(
     from allama.cli import main
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-    ledger = _open_job_ledger(fake, tmp_path)
+    ledger = _open_job_ledger(server, tmp_path)
     closed = socket.create_server(("127.0.0.1", 0))
     port = closed.getsockname()[1]
     closed.close()
@@ -459,7 +449,7 @@ def test_a_cancel_that_reached_no_provider_fails_the_command(
 
 
 def test_a_cancel_waits_for_a_silent_provider_as_long_as_status_does(
-    fake: ProviderBatchServer,
+    server: ProviderBatchServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -468,7 +458,7 @@ def test_a_cancel_waits_for_a_silent_provider_as_long_as_status_does(
     from allama.cli import main
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-    ledger = _open_job_ledger(fake, tmp_path)
+    ledger = _open_job_ledger(server, tmp_path)
     silent = socket.create_server(("127.0.0.1", 0))
     kept: list[Any] = []
     threading.Thread(target=lambda: kept.append(silent.accept()), daemon=True).start()
@@ -484,15 +474,15 @@ def test_a_cancel_waits_for_a_silent_provider_as_long_as_status_does(
 
 
 def test_a_job_whose_provider_has_no_key_does_not_keep_the_others_from_being_cancelled(
-    fake: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ledger = tmp_path / "two.sqlite"
-    fake.hold = True
+    server.hold = True
     for family in ("anthropic", "openai-chat"):
-        provider, model = _provider(fake, family)
-        before = len(fake.jobs)
-        _run_until(provider, model, _docs(2), ledger, lambda n=before: len(fake.jobs) > n)
-    first, second = fake.jobs
+        provider, model = _provider(server, family)
+        before = len(server.jobs)
+        _run_until(provider, model, _docs(2), ledger, lambda n=before: len(server.jobs) > n)
+    first, second = server.jobs
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     refused: list[str] = []

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -34,15 +34,6 @@ BATCH_PASS = Decimal("0.00000225")  # half, at batch prices
 @pytest.fixture(autouse=True)
 def quick_looks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_jobs, "_LOOKS_AFTER_LOST", (0.001, 0.002))
-
-
-@pytest.fixture
-def server() -> Iterator[ProviderBatchServer]:
-    running = ProviderBatchServer().start()
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 Live = Callable[[HttpRequest, Callable[[], HttpResponse]], HttpResponse]

@@ -6,22 +6,13 @@ expiry, cancelling, listing and the validation a real provider does)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx2
-import pytest
 
 from _provider_batch_server import ProviderBatchServer
 
 CHAT = "/v1/chat/completions"
-
-
-@pytest.fixture
-def server() -> Iterator[ProviderBatchServer]:
-    served = ProviderBatchServer().start()
-    yield served
-    served.stop()
 
 
 # Plain HTTP to 127.0.0.1: `verify=False` spares each client loading the CA bundle (45 ms).

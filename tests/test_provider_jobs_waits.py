@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +34,6 @@ class Doc(BaseModel):
 def quick_looks(monkeypatch: pytest.MonkeyPatch) -> None:
     """The looks for a job whose making's answer was lost, over milliseconds."""
     monkeypatch.setattr(_jobs, "_LOOKS_AFTER_LOST", (0.001, 0.002, 0.004, 0.008, 0.016))
-
-
-@pytest.fixture
-def server() -> Iterator[ProviderBatchServer]:
-    running = ProviderBatchServer().start()
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 Rule = tuple[Callable[[HttpRequest], bool], HttpResponse]
