@@ -401,24 +401,13 @@ def _received(client: Any, response: httpx2.Response, content: bytes) -> HttpRes
     return HttpResponse(response.status_code, headers, content)
 
 
-def _broken_stream(
-    response: httpx2.Response, own_client: bool, exc: Exception, closed: bool
-) -> Error:
-    """A stream broken after its status: the failure it is (a stream cut mid-way is told
-    apart from one that ended early), made and maybe billed where it answered (an empty
-    usage reported, unless the stream's own says more)."""
-    error = _failure(exc, response.request, own_client=own_client, closed=closed)
-    if response.status_code < 400:
-        error.with_metadata(REPORTED_USAGE_KEY, {})
-    return error
-
-
 def _open() -> bool:
     return False
 
 
-class StreamResponse:
-    """An open streamed response: status and headers now, the body as it arrives."""
+class _OpenStream:
+    """What an open streamed response holds, sync or async, and what a failure of its body
+    becomes: the status and headers are known before the body arrives."""
 
     def __init__(
         self,
@@ -433,54 +422,58 @@ class StreamResponse:
         """Whether the client the stream came from was closed under it."""
         self.status = response.status_code
         self.headers = _headers(response)
+
+    def _broken(self, exc: Exception) -> Error:
+        """A stream broken after its status: the failure it is (a stream cut mid-way is told
+        apart from one that ended early), made and maybe billed where it answered (an empty
+        usage reported, unless the stream's own says more)."""
+        response = self._response
+        error = _failure(exc, response.request, own_client=self._own_client, closed=self._closed())
+        if response.status_code < 400:
+            error.with_metadata(REPORTED_USAGE_KEY, {})
+        return error
+
+    def _lost(self, exc: Exception) -> bytes:
+        """A whole read broken off: an error status's answer is read empty, any other one
+        raised as `_body_lost` says."""
+        emptied, request = _emptied(self._response), self._response.request
+        return _body_lost(emptied, exc, request, self._own_client, self._closed()).content
+
+
+class StreamResponse(_OpenStream):
+    """An open streamed response: status and headers now, the body as it arrives."""
 
     def iter_bytes(self) -> Iterator[bytes]:
         try:
             yield from self._response.iter_bytes()
         except _failures() as exc:
-            raise _broken_stream(self._response, self._own_client, exc, self._closed()) from exc
+            raise self._broken(exc) from exc
 
     def read(self) -> bytes:
         try:
             return self._response.read()
         except _failures() as exc:
-            emptied, request = _emptied(self._response), self._response.request
-            return _body_lost(emptied, exc, request, self._own_client, self._closed()).content
+            return self._lost(exc)
 
     def close(self) -> None:
         self._response.close()
 
 
-class AsyncStreamResponse:
+class AsyncStreamResponse(_OpenStream):
     """The async twin of `StreamResponse`."""
-
-    def __init__(
-        self,
-        response: httpx2.Response,
-        *,
-        own_client: bool = True,
-        closed: Callable[[], bool] | None = None,
-    ) -> None:
-        self._response = response
-        self._own_client = own_client
-        self._closed = closed or _open
-        """Whether the client the stream came from was closed under it."""
-        self.status = response.status_code
-        self.headers = _headers(response)
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self._response.aiter_bytes():
                 yield chunk
         except _failures() as exc:
-            raise _broken_stream(self._response, self._own_client, exc, self._closed()) from exc
+            raise self._broken(exc) from exc
 
     async def aread(self) -> bytes:
         try:
             return await self._response.aread()
         except _failures() as exc:
-            emptied, request = _emptied(self._response), self._response.request
-            return _body_lost(emptied, exc, request, self._own_client, self._closed()).content
+            return self._lost(exc)
 
     async def aclose(self) -> None:
         await self._response.aclose()
