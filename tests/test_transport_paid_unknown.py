@@ -384,3 +384,60 @@ def test_a_batch_run_sends_an_input_met_by_a_redirect_once(
     assert results[0].failure.message.startswith(
         "the provider answered 301, a redirect to https://api.example.com:8443, "
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "model", "host"),
+    [
+        ("anthropic", "claude-sonnet-4-5", "api.anthropic.com"),
+        ("gemini", "gemini-2.5-flash", "generativelanguage.googleapis.com"),
+        ("openai", "gpt-4o", "api.openai.com"),
+        ("azure", "gpt-4o", "res.openai.azure.com"),
+    ],
+)
+@pytest.mark.parametrize("way", ["chat", "achat", "chat_stream", "achat_stream"])
+def test_a_callers_client_that_follows_redirects_does_not_take_the_key_elsewhere(
+    name: str, model: str, host: str, way: str
+) -> None:
+    # httpx2 drops `Authorization` on a redirect to another origin, not a key in a header of
+    # a provider's own (Anthropic's `x-api-key`, Gemini's `x-goog-api-key`, Azure's
+    # `api-key`): a client of the caller's that follows redirects must not follow one here.
+    hosts: list[str] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        hosts.append(request.url.host)
+        return httpx2.Response(307, headers={"location": "https://other.example/x"})
+
+    mock = httpx2.MockTransport(handler)
+    options: dict[str, Any] = {"api_key": "k-123456789"}
+    if name == "azure":
+        options.update(base_url=f"https://{host}", api_version="2024-10-21")
+    if way in ("chat", "chat_stream"):
+        transport = Transport(client=httpx2.Client(transport=mock, follow_redirects=True))
+    else:
+        transport = Transport(
+            async_client=httpx2.AsyncClient(transport=mock, follow_redirects=True)
+        )
+    provider = allama.provider(name, transport=transport, **options)
+    request = allama.ChatRequest(model).user("x")
+
+    async def in_async() -> None:
+        if way == "achat":
+            await provider.achat(request)
+        else:
+            async with await provider.achat_stream(request) as stream:
+                await stream.response()
+
+    with pytest.raises(allama.InvalidRequestError) as caught:
+        if way == "chat":
+            provider.chat(request)
+        elif way == "chat_stream":
+            with provider.chat_stream(request) as stream:
+                stream.response()
+        else:
+            asyncio.run(in_async())
+    assert hosts == [host]
+    assert caught.value.status == 307
+    assert caught.value.message == (
+        f"the provider answered 307, a redirect to https://other.example, {REDIRECT_ADVICE}"
+    )

@@ -579,7 +579,9 @@ class Transport:
     """Sends `HttpRequest`s, sync or async, over pooled connections.
 
     Pass `client` / `async_client` to bring your own (proxies, custom TLS); the transport
-    then leaves closing them to you, and merges their settings into every request. A
+    then leaves closing them to you, and merges their settings into every request but
+    `follow_redirects`: a redirect is never followed (a provider's key in a header of its
+    own would go on to the other host), and comes back as a refusal that names it. A
     subclass may read the requests it is given but must not change them: their bodies hold
     cached schemas.
     """
@@ -759,7 +761,7 @@ class Transport:
         try:
             built = self._build(client, own, request)
             if direct is None or direct[0] is not client or self._logged():
-                response = client.send(built, stream=True)
+                response = client.send(built, stream=True, follow_redirects=False)
                 try:
                     content = response.read()
                 except _failures() as exc:
@@ -792,7 +794,7 @@ class Transport:
         try:
             built = self._build(client, own, request)
             if direct is None or direct[0] is not client or self._logged():
-                response = await client.send(built, stream=True)
+                response = await client.send(built, stream=True, follow_redirects=False)
                 try:
                     content = await response.aread()
                 except _failures() as exc:
@@ -820,7 +822,7 @@ class Transport:
         built = None
         try:
             built = self._build(client, own, request)
-            response = client.send(built, stream=True)
+            response = client.send(built, stream=True, follow_redirects=False)
             return StreamResponse(
                 response, own_client=own, closed=lambda: self._closed_under(client)
             )
@@ -835,7 +837,7 @@ class Transport:
         built = None
         try:
             built = self._build(client, own, request)
-            response = await client.send(built, stream=True)
+            response = await client.send(built, stream=True, follow_redirects=False)
             return AsyncStreamResponse(response, own_client=own, closed=lambda: client.is_closed)
         except _sending_failures() as exc:
             if isinstance(exc, RuntimeError) and not client.is_closed:
