@@ -383,3 +383,51 @@ def test_deepseek_text_turn_without_reasoning_goes_without_the_field() -> None:
         "role": "assistant",
         "content": "It is sunny.",
     }
+
+
+def parallel_calls_with_one_id(model: str) -> ChatRequest:
+    """One turn of two parallel calls that share an id (a server that gives every call the
+    same one), each answered, then the same id again in a later turn."""
+    return (
+        ChatRequest(model)
+        .user("Paris and Rome?")
+        .assistant(
+            [
+                ToolCall.of("call_0", "weather", {"city": "Paris"}),
+                ToolCall.of("call_0", "weather", {"city": "Rome"}),
+            ]
+        )
+        .tool_result("call_0", "sunny")
+        .tool_result("call_0", "rainy")
+        .assistant([ToolCall.of("call_0", "weather", {"city": "Oslo"})])
+        .tool_result("call_0", "snowy")
+        .with_tools([WEATHER])
+    )
+
+
+def test_parallel_calls_sharing_an_id_each_get_their_own_result_on_anthropic() -> None:
+    claude, recorder = provider("anthropic", CLAUDE_OK)
+    claude.chat(parallel_calls_with_one_id("claude-sonnet-4-5"))
+    assert anthropic_ids(recorder.bodies[0]) == [
+        ("tool_use", "call_0"),
+        ("tool_use", "call_0_1"),
+        ("tool_result", "call_0"),
+        ("tool_result", "call_0_1"),
+        ("tool_use", "call_0_2"),
+        ("tool_result", "call_0_2"),
+    ]
+
+
+def test_parallel_calls_sharing_an_id_each_get_their_own_result_on_mistral() -> None:
+    mistral, recorder = provider("mistral", completion({"content": "Done."}))
+    mistral.chat(parallel_calls_with_one_id("mistral-large-latest"))
+    calls = [i for kind, i in chat_ids(recorder.bodies[0]) if kind == "call"]
+    assert len(set(calls)) == 3
+    assert chat_ids(recorder.bodies[0]) == [
+        ("call", calls[0]),
+        ("call", calls[1]),
+        ("result", calls[0]),
+        ("result", calls[1]),
+        ("call", calls[2]),
+        ("result", calls[2]),
+    ]

@@ -7,8 +7,10 @@ models take 9 letters and digits ("Tool call id was ... but must be a-z, A-Z, 0-
 length of 9"). So a request's ids are mapped once, in conversation order, calls and results
 alike: an id the target takes that no earlier call used goes as it is, any other gets one
 the target takes, unique in the request and made from it deterministically, so that the same
-conversation always encodes the same way (prompt caching). A result answers the latest call
-of its id before it; one that answers none keeps its id (the provider's own error).
+conversation always encodes the same way (prompt caching). A result answers the first call
+of its id in the latest turn of calls that no result answered yet (a server that gives two
+parallel calls one id), else the latest call of its id before it; one that answers none
+keeps its id (the provider's own error).
 """
 
 from __future__ import annotations
@@ -83,16 +85,19 @@ def with_tool_ids(messages: Sequence[Message], rule: IdRule) -> Sequence[Message
     sent: set[str] = set()  # the ids of the calls so far, as sent
     latest: dict[str, str] = {}  # an original id to the id its latest call was sent as
     seen: Counter[str] = Counter()  # calls so far per original id
+    unanswered: dict[str, list[str]] = {}  # the latest turn's calls no result answered yet
     out: list[Message] = []
     changed = False
     for message in messages:
         if isinstance(message, AssistantMessage) and message.tool_calls:
             blocks = []
             renamed = False
+            unanswered = {}
             for block in message.content:
                 if isinstance(block, ToolCall):
                     new = _assign(block.id, rule, sent, seen)
                     latest[block.id] = new
+                    unanswered.setdefault(block.id, []).append(new)
                     if new != block.id:
                         block = block.model_copy(update={"id": new})
                         renamed = True
@@ -101,7 +106,11 @@ def with_tool_ids(messages: Sequence[Message], rule: IdRule) -> Sequence[Message
                 message = message.model_copy(update={"content": tuple(blocks)})
                 changed = True
         elif isinstance(message, ToolMessage):
-            new = latest.get(message.tool_call_id, message.tool_call_id)
+            waiting = unanswered.get(message.tool_call_id)
+            if waiting:
+                new = waiting.pop(0)
+            else:
+                new = latest.get(message.tool_call_id, message.tool_call_id)
             if new != message.tool_call_id:
                 message = message.model_copy(update={"tool_call_id": new})
                 changed = True
