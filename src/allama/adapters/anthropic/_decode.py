@@ -4,7 +4,12 @@ The body is read once by pydantic-core's JSON parser into plain data, so that bl
 has no type for (server tools and their results, types added later) can be kept verbatim:
 they go, in order, under `provider_data["anthropic"]["server_blocks"]`, never into the text.
 A paused turn (`pause_turn`) also keeps the order of all its blocks under `resume`, so that
-`to_assistant_message()` sends it back whole, as Anthropic needs to continue it.
+`to_assistant_message()` sends it back whole, as Anthropic needs to continue it; so does a
+turn with a tool call made from code execution (a `tool_use` with a `caller`: the code waits
+on its result), the caller kept beside the call's index. The code execution container a
+message names is kept verbatim under `container`, and under `resume` (then
+`{"container": ..., "blocks": [...]}`, `blocks` only for a turn that goes back whole): the
+next request names it where the turn's code waits on tool calls, continued only there.
 `thinking` and `redacted_thinking` become reasoning blocks with their signature or data kept
 byte for byte (Anthropic checks them on the next turn). The citations of a text block are
 kept verbatim under `provider_data["anthropic"]["citations"]`: a list, in block order, of
@@ -44,6 +49,7 @@ from allama.types._response import RESUME_KEY, billed_extras
 
 __all__ = [
     "CITATIONS_KEY",
+    "CONTAINER_KEY",
     "NAMESPACE",
     "PAUSED",
     "REFUSAL_CATEGORY_KEY",
@@ -51,12 +57,15 @@ __all__ = [
     "SERVER_BLOCKS_KEY",
     "STOP_SEQUENCE_KEY",
     "USAGE_DETAILS_KEY",
+    "caller_of",
     "citations_of",
+    "container_of",
     "decode_body",
     "decode_message",
     "decode_response",
     "finish_reason_of",
     "json_text",
+    "resume_of",
     "stop_data",
     "usage_details_of",
     "usage_of",
@@ -73,6 +82,8 @@ REFUSAL_CATEGORY_KEY = "refusal_category"
 CITATIONS_KEY = "citations"
 """The citations of text blocks, verbatim: a list, in block order, of `{"index": i,
 "citations": [...]}` for each text block that has any; `content[i]` is the text they support."""
+CONTAINER_KEY = "container"
+"""The code execution container the message ran in, verbatim (`{"id", "expires_at"}`)."""
 USAGE_DETAILS_KEY = "usage_details"
 """What usage reports besides token counts that changes the bill, verbatim: whichever of
 `server_tool_use`, `cache_creation`, `service_tier`, `speed` and `inference_geo` it carries
@@ -171,7 +182,39 @@ def stop_data(message: Mapping[str, Any]) -> dict[str, JsonValue]:
 PAUSED = "pause_turn"
 """The stop reason of a turn paused in a server tool's run, continued by sending it back
 as it is (`to_assistant_message()`): its blocks are kept in order under `RESUME_KEY`, each
-block allama has a type for as its index in `content`, each other one verbatim."""
+block allama has a type for as its index in `content` (a tool call with a `caller` as
+`{"index": i, "caller": ...}`), each other one verbatim."""
+
+
+def caller_of(block: Mapping[str, Any]) -> JsonValue | None:
+    """The `caller` of a `tool_use` block made from code execution (programmatic tool
+    calling), verbatim; `None` for a call the model made itself."""
+    caller = block.get("caller")
+    return caller if isinstance(caller, dict) and caller.get("type") != "direct" else None
+
+
+def container_of(message: Mapping[str, Any]) -> JsonValue | None:
+    """The container a message (or a stream's `message_delta.delta`) names, verbatim."""
+    container = message.get("container")
+    if isinstance(container, dict) and isinstance(container.get("id"), str):
+        return container
+    return None
+
+
+def resume_of(
+    layout: list[JsonValue], *, paused: bool, container: JsonValue | None
+) -> JsonValue | None:
+    """What `to_assistant_message()` carries for Anthropic to continue the turn: its blocks'
+    order when it goes back whole (paused, or its code execution waits on a tool call),
+    and the container it ran in, which the next request names."""
+    whole = paused or any(isinstance(item, dict) and "index" in item for item in layout)
+    if container is None:
+        return layout if whole else None
+    resume: dict[str, JsonValue] = {"container": container}
+    if whole:
+        resume["blocks"] = layout
+    return resume
+
 
 _TYPED = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
 
@@ -202,7 +245,11 @@ def _blocks(
         if not isinstance(block, dict):
             raise _Unreadable("a content block is not an object")
         kind = block.get("type")
-        layout.append(len(blocks) if kind in _TYPED else block)
+        caller = caller_of(block) if kind == "tool_use" else None
+        if caller is not None:
+            layout.append({"index": len(blocks), "caller": caller})
+        else:
+            layout.append(len(blocks) if kind in _TYPED else block)
         if kind == "text":
             citations = citations_of(block)
             if citations:
@@ -256,8 +303,12 @@ def decode_message(
     provider_data = stop_data(message)
     if server:
         provider_data[SERVER_BLOCKS_KEY] = server
-    if message.get("stop_reason") == PAUSED:
-        provider_data[RESUME_KEY] = layout
+    container = container_of(message)
+    if container is not None:
+        provider_data[CONTAINER_KEY] = container
+    resume = resume_of(layout, paused=message.get("stop_reason") == PAUSED, container=container)
+    if resume is not None:
+        provider_data[RESUME_KEY] = resume
     if cited:
         provider_data[CITATIONS_KEY] = cited
     usage = message.get("usage")

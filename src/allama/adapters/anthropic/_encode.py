@@ -19,12 +19,15 @@ explicitly on the families that think unless told not to).
 from __future__ import annotations
 
 import base64
+import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, TypeGuard
 
 from allama._degradations import Degradations, gives_tools
-from allama.adapters._http import HttpRequest, wire_json
+from allama.adapters._http import HttpRequest
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters._tool_ids import ANTHROPIC_IDS, with_tool_ids
 from allama.adapters.anthropic._capabilities import ClaudeFamily, Thinking
@@ -80,7 +83,9 @@ MAX_OPTIONAL = 24
 MAX_UNIONS = 16
 
 _NAMESPACE = "anthropic"
-"""The `provider_data` namespace the decoder writes a paused turn's `RESUME_KEY` to."""
+"""The `provider_data` namespace the decoder writes a turn's `RESUME_KEY` to: a paused
+turn's blocks in order (a list), or `{"container": ..., "blocks": [...]}` for a turn that
+ran in a code execution container (`blocks` when it goes back whole)."""
 
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
@@ -120,6 +125,7 @@ class _Encoder:
         self.unions = 0
         self.resuming: AssistantMessage | None = None  # the last paused turn sent back whole
         self.paused_last = False  # the conversation ends in that turn
+        self.container: str | None = None  # the container the last turn's code waits in
 
     # Messages
 
@@ -274,43 +280,95 @@ class _Encoder:
         if layout is None:
             return [wire for wire in encoded if wire is not None]
         self.resuming = message
-        # A paused turn goes back whole, in its order, its server blocks verbatim: that is
-        # how Anthropic continues it.
+        # A paused turn, or one whose code execution waits on tool calls, goes back whole,
+        # in its order, its server blocks and a call's `caller` verbatim: that is how
+        # Anthropic continues it.
         blocks = []
         for item in layout:
-            wire = encoded[item] if isinstance(item, int) else item
+            if isinstance(item, int):
+                wire = encoded[item]
+            elif "type" in item:
+                wire = item
+            else:
+                wire = encoded[item["index"]]
+                if wire is not None:
+                    wire = {**wire, **{k: v for k, v in item.items() if k != "index"}}
             if wire is not None:
                 blocks.append(wire)
         return blocks
 
     def resumed(self, message: AssistantMessage) -> list[int | dict[str, Any]] | None:
-        """The order of a paused turn's blocks (each of `content` by its index, each server
-        block verbatim), when `message` is one and still holds the content it paused with."""
-        layout = message.provider_data.get(_NAMESPACE, {}).get(RESUME_KEY)
+        """The order of the blocks of a turn that goes back whole (each of `content` by its
+        index, with the `caller` of a call made from code execution, each server block
+        verbatim), when `message` is one and still holds the content it was given with.
+
+        Notes the container of the latest turn whose code waits on its tool calls: the
+        request names it (Anthropic continues that code only there), unless the `anthropic`
+        option names its own. A finished turn's container is not named: it expires, and a
+        request naming an expired one is refused (name one to keep its files, by the option).
+        """
+        resume = message.provider_data.get(_NAMESPACE, {}).get(RESUME_KEY)
+        layout = resume
+        self.container = None
+        if isinstance(resume, dict):
+            container, layout = resume.get("container"), resume.get("blocks")
+            waits = isinstance(layout, list) and any(
+                isinstance(item, dict) and "index" in item for item in layout
+            )
+            if waits and isinstance(container, dict):
+                named = container.get("id")
+                self.container = named if isinstance(named, str) else None
         if layout is None:
             return None
         if _fits(layout, len(message.content)):
             return layout
         self.degradations.approximate(
             RequestField.MESSAGES,
-            "a paused turn no longer holds the content it paused with; it was sent without "
-            "its server tool blocks, so the model cannot continue it",
+            "a turn sent back whole (paused, or waiting on tool calls from code execution) "
+            "no longer holds the content it came with; it was sent without its server tool "
+            "blocks, so the model cannot continue it",
         )
         return None
 
     def input(self, call: ToolCall) -> Any:
+        """The arguments of `call` as an object. The body is written from Python values, so
+        a number goes as a float (an integer as written): one that is no number JSON holds
+        (`NaN`, `Infinity`, `1e400`) is refused, and one whose digits a float does not keep
+        is sent as the nearest float, with a warning."""
         if not call.arguments.strip():
             # No arguments at all: how other providers (OpenAI's `""`) write a call of a
             # tool that takes none, and how allama reads a `tool_use` streamed with none.
             return {}
+        rounded = False
+
+        def number(text: str) -> float:
+            nonlocal rounded
+            value = float(text)
+            if not math.isfinite(value):
+                raise _NotFinite
+            rounded = rounded or Decimal(repr(value)) != Decimal(text)
+            return value
+
         try:
-            value = wire_json(call.arguments)
-        except ValueError:
+            value = json.loads(call.arguments, parse_float=number, parse_constant=_not_finite)
+        except _NotFinite:
+            raise self.invalid(
+                f"the arguments of tool call `{call.id}` hold a number that is not finite "
+                f"(NaN, an infinity, or too large for a float), which {self.profile.display_name} "
+                "cannot take in JSON"
+            ) from None
+        except (ValueError, RecursionError):
             value = None
         if not isinstance(value, dict):
             raise self.invalid(
                 f"the arguments of tool call `{call.id}` are not a JSON object, which "
                 f"{self.profile.display_name} needs for `tool_use.input`"
+            )
+        if rounded:
+            self.degradations.approximate(
+                RequestField.MESSAGES,
+                f"the arguments of tool call `{call.id}` hold a number with more digits than a "
+                "float keeps; it was sent as the nearest float",
             )
         return value
 
@@ -725,6 +783,8 @@ class _Encoder:
             body["top_p"] = top_p
         if stop := self.stop_sequences():
             body["stop_sequences"] = stop
+        if self.container is not None:
+            body["container"] = self.container
         if self.stream:
             body["stream"] = True
         extra = request.option_json(BODY_OPTION)
@@ -793,13 +853,24 @@ def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:
     return opening["content"][0]["type"] not in ("thinking", "redacted_thinking")
 
 
+class _NotFinite(Exception):
+    """A number in tool call arguments that JSON does not hold."""
+
+
+def _not_finite(constant: str) -> Any:
+    raise _NotFinite
+
+
 def _fits(layout: object, count: int) -> TypeGuard[list[int | dict[str, Any]]]:
-    """Whether `layout` orders `count` content blocks, each once and in order, among
-    server blocks (objects with a `type`)."""
+    """Whether `layout` orders `count` content blocks, each once and in order (by its
+    index, or as `{"index": i, ...}` with fields to add to it), among server blocks
+    (objects with a `type`)."""
     if not isinstance(layout, list):
         return False
     indices = []
     for item in layout:
+        if isinstance(item, dict) and "type" not in item:
+            item = item.get("index")
         if isinstance(item, int) and not isinstance(item, bool):
             indices.append(item)
         elif not (isinstance(item, dict) and isinstance(item.get("type"), str)):

@@ -12,9 +12,12 @@ gives for the same message. The citations of a text block (a list on its start, 
 in the collected content; each event holds the list as it stood then. The usage fields
 beyond the token counts that change the bill (`server_tool_use`, `cache_creation`,
 `service_tier`) are running totals like the counts, a later report of one replacing the
-earlier; they are reported under `usage_details` whenever they change. A paused turn
-(`pause_turn`) reports the order of all its blocks under `resume` before its finish. An
-`event: error` is raised after every event before it was yielded (those were paid for).
+earlier; they are reported under `usage_details` whenever they change. The container a
+message names (on `message_start`'s message or in `message_delta`'s delta) is reported under
+`container` when it arrives. What `decode_response` keeps under `resume` (a paused turn's
+blocks in order, a turn's with a tool call from code execution, the container) is reported
+before the finish. An `event: error` is raised after every event before it was yielded
+(those were paid for).
 """
 
 from __future__ import annotations
@@ -29,14 +32,18 @@ from allama.adapters._http import wire_json
 from allama.adapters._sse import SseEvent, SseParser, event_json
 from allama.adapters.anthropic._decode import (
     CITATIONS_KEY,
+    CONTAINER_KEY,
     NAMESPACE,
     PAUSED,
     RESUME_KEY,
     SERVER_BLOCKS_KEY,
     USAGE_DETAILS_KEY,
+    caller_of,
     citations_of,
+    container_of,
     finish_reason_of,
     json_text,
+    resume_of,
     stop_data,
     usage_details_of,
     usage_of,
@@ -71,16 +78,18 @@ _DELTA_BLOCK: dict[str, StreamBlockType] = {
 
 
 class _Surfaced:
-    """A block allama surfaces: its own index, its type, whether arguments arrived, and (a
-    text block) the citations that arrived for it, verbatim."""
+    """A block allama surfaces: its own index, its type, whether arguments arrived, (a
+    text block) the citations that arrived for it, verbatim, and (a tool call made from
+    code execution) its caller."""
 
-    __slots__ = ("block_type", "citations", "has_arguments", "index")
+    __slots__ = ("block_type", "caller", "citations", "has_arguments", "index")
 
     def __init__(self, index: int, block_type: StreamBlockType) -> None:
         self.index = index
         self.block_type = block_type
         self.has_arguments = False
         self.citations: list[JsonValue] = []
+        self.caller: JsonValue | None = None
 
 
 class _Server:
@@ -156,6 +165,7 @@ class MessagesStreamDecoder:
         self._cited: list[dict[str, Any]] = []
         self._usage: dict[str, Any] = {}
         self._usage_details: dict[str, JsonValue] = {}
+        self._container: JsonValue | None = None
         self.finished = False
         self.done = False
 
@@ -210,6 +220,14 @@ class MessagesStreamDecoder:
             self._usage = {k: v for k, v in usage.items() if k not in _OUTPUT_COUNTS}
             yield UsageEvent(usage=usage_of(self._usage))
             yield from self._details()
+        yield from self._container_in(message)
+
+    def _container_in(self, message: dict[str, Any]) -> Iterator[StreamEvent]:
+        """The container `message` names, when it names one it did not before."""
+        container = container_of(message)
+        if container is not None and container != self._container:
+            self._container = container
+            yield ProviderDataEvent(namespace=NAMESPACE, key=CONTAINER_KEY, value=container)
 
     def _index(self, payload: dict[str, Any]) -> int:
         index = payload.get("index")
@@ -245,6 +263,7 @@ class MessagesStreamDecoder:
                 yield TextDelta(index=ours.index, text=text)
         elif kind == "tool_use":
             ours = self._surface(index, StreamBlockType.TOOL_CALL)
+            ours.caller = caller_of(block)
             name = block.get("name")
             call_id = block.get("id")
             yield BlockStart(
@@ -381,6 +400,7 @@ class MessagesStreamDecoder:
         delta = payload.get("delta")
         if not isinstance(delta, dict) or self.finished:
             return
+        yield from self._container_in(delta)
         reason = delta.get("stop_reason")
         if not reason:
             return
@@ -393,17 +413,23 @@ class MessagesStreamDecoder:
         for ours in self._open.values():
             yield from self._stop(ours)
         self._open.clear()
-        if raw == PAUSED:
+        resume = resume_of(self._layout(), paused=raw == PAUSED, container=self._container)
+        if resume is not None:
             yield ProviderDataEvent.model_construct(
-                namespace=NAMESPACE, key=RESUME_KEY, value=self._layout()
+                namespace=NAMESPACE, key=RESUME_KEY, value=resume
             )
         yield Finish(finish_reason=finish_reason_of(raw))
 
     def _layout(self) -> list[JsonValue]:
-        """Every block in Anthropic's order: allama's index for each it surfaced, each
-        other one verbatim (what `decode_response` keeps of a paused turn)."""
+        """Every block in Anthropic's order: allama's index for each it surfaced (with the
+        caller of a tool call made from code execution), each other one verbatim (what
+        `decode_response` keeps of a turn that goes back whole)."""
         blocks: list[tuple[int, JsonValue]] = [
-            (index, ours.index) for index, ours in self._surfaced.items()
+            (
+                index,
+                ours.index if ours.caller is None else {"index": ours.index, "caller": ours.caller},
+            )
+            for index, ours in self._surfaced.items()
         ]
         blocks.extend(self._server_done)
         return [block for _, block in sorted(blocks, key=lambda pair: pair[0])]
