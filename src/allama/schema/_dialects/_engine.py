@@ -139,6 +139,10 @@ _NARROWED_FORMATS = {
 local parts, IP literals). Nothing in the schema tells such a type from a `str` that only
 names the format (which any value passes), so either is approximate. (`AnyUrl`'s `uri` is
 narrowed too, but its `minLength` is removed wherever `uri` is kept: approximate already.)"""
+_TYPED_KEYWORDS = (OBJECT_KEYWORDS | ARRAY_KEYWORDS | STRING_KEYWORDS | NUMBER_KEYWORDS) - {
+    "format"  # it names number formats too: left beside the union
+}
+"""Keywords that apply to one kind of value only (`items` to arrays, say)."""
 _IN_PLACE = frozenset({"allOf", "anyOf", "oneOf", "not", "if", "then", "else"})
 """Keywords whose subschemas apply to the value itself, not to a property or an item."""
 
@@ -944,7 +948,7 @@ class Engine:
             kind = json_kind(v)
             groups.setdefault("number" if kind == "integer" else kind, []).append(v)
         branches: list[dict[str, Any]] = []
-        widened = False
+        wide: list[dict[str, Any]] = []
         for kind, members in groups.items():
             if kind == "number":
                 kind = "integer" if all(json_kind(v) == "integer" for v in members) else "number"
@@ -955,12 +959,12 @@ class Engine:
             elif kind == "boolean" and len(members) == 2:
                 branches.append({"type": "boolean"})
             else:
-                branches.append({"type": kind})
-                widened = True
+                wide.append({"type": kind})
+                branches.append(wide[-1])
         if len(branches) > 1 and ("anyOf" in out or "anyOf" in node or "oneOf" in node):
             self.removed(pointer, "enum", f"{self.provider} cannot list these values")
             return
-        if widened:
+        if wide:
             at = child(pointer, "enum")
             self.approximated(
                 at,
@@ -971,7 +975,21 @@ class Engine:
             out.update(branches[0])
         else:
             out.pop("type", None)
+            self.widened_branches(wide, node, out, pointer)
             out["anyOf"] = branches
+
+    def widened_branches(
+        self, wide: list[dict[str, Any]], node: dict[str, Any], out: dict[str, Any], pointer: str
+    ) -> None:
+        """Each branch a split `enum` widened to a whole type takes the keywords beside it
+        that apply to that type (exact: they constrain no other) and is shaped as the type
+        alone would be: a widened `{"type": "array"}` is no more sendable in a union."""
+        typed = [key for key in out if key in _TYPED_KEYWORDS]
+        for branch in wide:
+            vacuous = vacuous_keywords(frozenset(_type_set(branch["type"])))
+            moved = [key for key in typed if key not in vacuous]
+            branch.update((key, out.pop(key)) for key in moved)
+            self.shape(branch, node, pointer)
 
     # ----- after the keywords
 
