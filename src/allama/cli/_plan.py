@@ -52,7 +52,7 @@ def plan_rows(
                 message = error.message if error.authored else error.kind
                 rows.append(PlanRow(name, model, mode.value, "refused", (message,)))
                 continue
-            notes = tuple(warning.message for warning in plan.degradations)
+            notes = tuple(warning.message for warning in (*plan.degradations, *plan.notes))
             if plan.root_wrapped:
                 notes = (WRAPPED_NOTE, *notes)
             if plan.coverage.value != "encoding":

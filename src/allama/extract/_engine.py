@@ -16,7 +16,12 @@ from typing import Any, Generic, TypeVar
 from allama._degradations import NOT_ON_STREAMS
 from allama.errors import Error, paid_for
 from allama.extract._errors import EnforcementBelowError, ModeUnsupportedError, _Failure
-from allama.extract._metadata import AutoFallback, ExtractionMetadata, counted_field
+from allama.extract._metadata import (
+    AutoFallback,
+    ExtractionMetadata,
+    counted_field,
+    noted_field,
+)
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.extract._parse import Checked, Rejection, ask_again, parse_value
 from allama.extract._root import object_rooted
@@ -77,6 +82,9 @@ class ExtractionPlan:
     takes only an object at the root, and the answer is unwrapped before validation."""
     stream: bool = False
     """Whether this is the plan of a streamed call (some endpoints drop the schema there)."""
+    notes: tuple[Warning, ...] = ()
+    """What the record's `notes` would say: the warnings on the other field the mode relies
+    on, which leave the enforcement alone (a tool offered where it cannot be forced)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,13 +244,19 @@ def plan(
             continue
         if stream and _falls_back_on_streams(start, validation.warnings):
             continue
-        field = counted_field(metadata.mode)
+        field, other = counted_field(metadata.mode), noted_field(metadata.mode)
         counted: list[Warning] = []
+        noted: list[Warning] = []
         for warning in validation.warnings:
             if field is not None and warning.is_about(field):
-                reworded = target.reword(warning)
-                if reworded not in counted:
-                    counted.append(reworded)
+                kept = counted
+            elif other is not None and warning.is_about(other):
+                kept = noted
+            else:
+                continue
+            reworded = target.reword(warning)
+            if reworded not in kept:
+                kept.append(reworded)
         return ExtractionPlan(
             mode=metadata.mode,
             enforcement=SchemaEnforcement.from_degradations(counted),
@@ -251,6 +265,7 @@ def plan(
             auto_fallback=metadata.auto_fallback,
             root_wrapped=target.wrapped,
             stream=stream,
+            notes=tuple(noted),
         )
 
 

@@ -71,6 +71,13 @@ def counted_field(mode: ExtractionMode) -> RequestField | None:
     return None
 
 
+def noted_field(mode: ExtractionMode) -> RequestField | None:
+    """The other request field `mode` relies on, whose warnings are noted but do not count:
+    the tool choice that forces the call. A model offered the tool, not forced, may answer
+    without calling it; the arguments of a strict tool it calls are constrained all the same."""
+    return RequestField.TOOL_CHOICE if mode is ExtractionMode.FORCED_TOOL else None
+
+
 class ExtractionMetadata(BaseModel):
     """How an extraction ran. Returned on success and carried by every failure.
 
@@ -80,6 +87,9 @@ class ExtractionMetadata(BaseModel):
     cache) some paid call did not report is `None` for the sum (`Usage.of_calls`).
     `enforcement` is the least enforced pass; `degradations` are the warnings that decided
     it, in the caller's terms.
+    `notes` are the warnings on the other field the mode relies on, which leave the
+    enforcement alone: in forced-tool mode, `tool_choice` (a model that cannot be forced to
+    call a tool is offered it, and may answer without calling it: `MissingToolCallError`).
     `root_wrapped` says the type's schema was sent wrapped in a one-property object
     (`{"value": ...}`), because the provider takes only an object at the root; the value
     returned is the unwrapped one.
@@ -107,6 +117,7 @@ class ExtractionMetadata(BaseModel):
     repaired: bool = False
     enforcement: SchemaEnforcement = SchemaEnforcement.NOT_ENFORCED
     degradations: list[Warning] = Field(default_factory=list)
+    notes: list[Warning] = Field(default_factory=list)
     usage: Usage | None = None
     auto_fallback: AutoFallback | None = None
     undeclared_key_rejections: int = 0
@@ -168,6 +179,7 @@ class ExtractionMetadata(BaseModel):
             data["usage"] = self.usage.model_dump(mode="json", exclude_none=True)
         for key, empty in (
             ("degradations", []),
+            ("notes", []),
             ("usage", None),
             ("auto_fallback", None),
             ("undeclared_key_rejections", 0),
@@ -228,11 +240,10 @@ class ExtractionMetadata(BaseModel):
         usage = known.get("usage")
         if isinstance(usage, dict):
             known["usage"] = _only(usage, Usage)
-        warnings = known.get("degradations")
-        if isinstance(warnings, list):
-            known["degradations"] = [
-                _only(w, Warning) if isinstance(w, dict) else w for w in warnings
-            ]
+        for key in ("degradations", "notes"):
+            warnings = known.get(key)
+            if isinstance(warnings, list):
+                known[key] = [_only(w, Warning) if isinstance(w, dict) else w for w in warnings]
         record = cls.model_validate(known)
         if priced is None and record.usage is not None:
             priced = UNRECORDED_COST
@@ -301,7 +312,7 @@ class ExtractionMetadata(BaseModel):
     def record_pass(
         self, response: ChatResponse, reword: Callable[[Warning], Warning] | None = None
     ) -> None:
-        """Count one paid call: its usage and the warnings on the field the mode relies on
+        """Count one paid call: its usage and the warnings on the fields the mode relies on
         (`reword`ed where a wrapping of the type changes what they name; else as said)."""
         self.passes += 1
         if response.batch_job is not None:
@@ -373,14 +384,17 @@ class ExtractionMetadata(BaseModel):
             money=money,
         )
         self._count(usage, charge)
-        field = counted_field(self.mode)
-        if field is None:
-            return
+        counted, noted = counted_field(self.mode), noted_field(self.mode)
         for warning in response.warnings:
-            if warning.is_about(field):
-                reworded = warning if reword is None else reword(warning)
-                if reworded not in self.degradations:
-                    self.degradations.append(reworded)
+            if counted is not None and warning.is_about(counted):
+                kept = self.degradations
+            elif noted is not None and warning.is_about(noted):
+                kept = self.notes
+            else:
+                continue
+            reworded = warning if reword is None else reword(warning)
+            if reworded not in kept:
+                kept.append(reworded)
 
     def __repr__(self) -> str:
         shown = [f"mode={self.mode.value!r}", f"passes={self.passes}"]
@@ -389,6 +403,8 @@ class ExtractionMetadata(BaseModel):
             shown.append("repaired=True")
         if self.degradations:
             shown.append(f"degradations={len(self.degradations)}")
+        if self.notes:
+            shown.append(f"notes={len(self.notes)}")
         if self.usage is not None:
             shown.append(f"usage={self.usage!r}")
         if self.auto_fallback is not None:
