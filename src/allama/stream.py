@@ -580,6 +580,52 @@ class AsyncChatStream:
         return f"AsyncChatStream({self._rules.collector!r})"
 
 
+def response_events(response: ChatResponse, *, chunk: int | None = None) -> Iterator[StreamEvent]:
+    """The events a stream of `response` would give, which collect to the same response
+    (its warnings, provider data and usage with it): each block's text in deltas of `chunk`
+    characters, or in one. For an answer a host sent whole to a streamed call, and for the
+    mock providers' streams."""
+
+    def pieces(text: str) -> list[str]:
+        if chunk is None or not text:
+            return [text]
+        return [text[i : i + chunk] for i in range(0, len(text), chunk)]
+
+    yield ResponseStart(id=response.id, model=response.model)
+    for warning in response.warnings:
+        yield WarningEvent(warning=warning)
+    for index, block in enumerate(response.content):
+        if isinstance(block, TextPart):
+            yield BlockStart(index=index, block_type=StreamBlockType.TEXT)
+            yield from (TextDelta(index=index, text=piece) for piece in pieces(block.text))
+        elif isinstance(block, ToolCall):
+            yield BlockStart(
+                index=index, block_type=StreamBlockType.TOOL_CALL, id=block.id, name=block.name
+            )
+            for piece in pieces(block.arguments):
+                yield ToolCallDelta(index=index, arguments=piece)
+        elif isinstance(block, Refusal):
+            yield BlockStart(index=index, block_type=StreamBlockType.REFUSAL)
+            yield from (RefusalDelta(index=index, text=piece) for piece in pieces(block.text))
+        else:
+            yield BlockStart(index=index, block_type=StreamBlockType.REASONING)
+            yield from (ReasoningDelta(index=index, text=piece) for piece in pieces(block.text))
+            if block.signature or block.encrypted_content:
+                yield ReasoningDelta(
+                    index=index,
+                    signature=block.signature,
+                    encrypted_content=block.encrypted_content,
+                    issuer=block.issuer,
+                )
+        yield BlockStop(index=index)
+    for namespace, entries in response.provider_data.items():
+        for key, value in entries.items():
+            yield ProviderDataEvent(namespace=namespace, key=key, value=value)
+    if response.usage is not None:
+        yield UsageEvent(usage=response.usage)
+    yield Finish(finish_reason=response.finish_reason)
+
+
 def with_paid(error: Error, stream: ChatStream | AsyncChatStream) -> Error:
     """`error` with the usage the stream reported before it, the model and the service tier
     it named, and what it was billed beyond the tokens: what was paid for, which a wrapper

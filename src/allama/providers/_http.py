@@ -9,6 +9,7 @@ apart is its adapter (`allama.adapters._adapter.Adapter`).
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -20,7 +21,7 @@ from allama._degradations import Degradations
 from allama._lazy import deferred_module
 from allama._tokens import guessed_input_tokens
 from allama.adapters._adapter import Adapter, StreamDecoder, load_adapter
-from allama.adapters._http import SECRET_HEADERS, HttpRequest, HttpResponse
+from allama.adapters._http import SECRET_HEADERS, HttpRequest, HttpResponse, read_json
 from allama.errors import (
     QUOTA_TOKENS_PER_MINUTE_KEY,
     UNNAMED_PARAMETERS_KEY,
@@ -672,6 +673,34 @@ class HttpProvider:
         error.args = (message,)
         return error
 
+    def _json_answer(self, headers: Mapping[str, str]) -> bool:
+        """Whether a streamed call was answered with JSON where the dialect streams another
+        type: a gateway or a compatible host that ignores `stream: true` may send the whole
+        response, or an error object under a 200, as to a plain call."""
+        media = headers.get("content-type", "").partition(";")[0].strip().lower()
+        is_json = media == "application/json" or media.endswith("+json")
+        return is_json and media != self._adapter.stream_accept
+
+    def _whole(
+        self,
+        request: ChatRequest,
+        status: int,
+        headers: Mapping[str, str],
+        body: bytes,
+        warnings: list[Warning],
+    ) -> ChatResponse | None:
+        """A streamed call's JSON answer (`_json_answer`) read as a plain call's: the whole
+        response (paid for, so given as the stream's events rather than retried), or the
+        error it holds raised, as `chat` would; `None` for a body that is not one JSON
+        object (a stream labelled JSON, left to the stream decoder)."""
+        try:
+            one = isinstance(read_json(body), dict)
+        except ValueError:
+            one = False
+        if not one:
+            return None
+        return self._response(request, HttpResponse(status, headers, body), warnings)
+
     def _decoder(self, request: ChatRequest) -> StreamDecoder:
         return self._adapter.stream_decoder(provider=self.name, model=request.model)
 
@@ -749,8 +778,27 @@ class HttpProvider:
         except Error as error:
             self._scrub(error.with_provider(self.name).with_model(request.model))
             raise
-        decoder = self._decoder(request)
         chunks = handle.iter_bytes() if span is None else span.timed(handle.iter_bytes())
+        if self._json_answer(handle.headers):
+            try:
+                read = _head(chunks)
+                if _object_start(read):
+                    read += b"".join(chunks)
+                    handle.close()
+                    whole = self._whole(request, handle.status, handle.headers, read, warnings)
+                    if whole is not None:
+                        return streams.ChatStream(
+                            streams.response_events(whole),
+                            provider=self.name,
+                            on_close=None if span is None else span.stream_ended,
+                        )
+            except BaseException as failure:
+                handle.close()
+                if isinstance(failure, Error):
+                    self._scrub(failure.with_provider(self.name).with_model(request.model))
+                raise
+            chunks = itertools.chain((read,), chunks)
+        decoder = self._decoder(request)
 
         def events() -> Iterator[StreamEvent]:
             for warning in warnings:
@@ -837,8 +885,27 @@ class HttpProvider:
         except Error as error:
             self._scrub(error.with_provider(self.name).with_model(request.model))
             raise
-        decoder = self._decoder(request)
         chunks = handle.aiter_bytes() if span is None else span.atimed(handle.aiter_bytes())
+        if self._json_answer(handle.headers):
+            try:
+                read = await _ahead(chunks)
+                if _object_start(read):
+                    read += b"".join([chunk async for chunk in chunks])
+                    await handle.aclose()
+                    whole = self._whole(request, handle.status, handle.headers, read, warnings)
+                    if whole is not None:
+                        return streams.AsyncChatStream(
+                            _aiter(streams.response_events(whole)),
+                            provider=self.name,
+                            on_close=None if span is None else span.stream_ended,
+                        )
+            except BaseException as failure:
+                await handle.aclose()
+                if isinstance(failure, Error):
+                    self._scrub(failure.with_provider(self.name).with_model(request.model))
+                raise
+            chunks = _aprefixed(read, chunks)
+        decoder = self._decoder(request)
 
         async def events() -> AsyncIterator[StreamEvent]:
             try:
@@ -953,6 +1020,42 @@ def _without_credentials(url: str) -> str:
         netloc = f"{user.partition(':')[0]}:***@{host}" if ":" in user else f"***@{host}"
     query = "***" if parts.query else ""
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _object_start(head: bytes) -> bool:
+    """Whether a body begins as a JSON object (a stream of JSON, such as Gemini's array
+    without `alt=sse`, begins otherwise, and is decoded as it arrives)."""
+    return head.lstrip()[:1] == b"{"
+
+
+def _head(chunks: Iterator[bytes]) -> bytes:
+    """The chunks up to the first that is not blank: enough to tell what the body is."""
+    head = b""
+    for chunk in chunks:
+        head += chunk
+        if chunk.strip():
+            break
+    return head
+
+
+async def _ahead(chunks: AsyncIterator[bytes]) -> bytes:
+    head = b""
+    async for chunk in chunks:
+        head += chunk
+        if chunk.strip():
+            break
+    return head
+
+
+async def _aprefixed(head: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield head
+    async for chunk in rest:
+        yield chunk
+
+
+async def _aiter(events: Iterator[StreamEvent]) -> AsyncIterator[StreamEvent]:
+    for event in events:
+        yield event
 
 
 def _check_answered(status: int, headers: Mapping[str, str]) -> None:
