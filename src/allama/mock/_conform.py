@@ -19,13 +19,15 @@ import importlib
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any, TypeGuard
 from urllib.parse import unquote, urldefrag, urljoin
 
 from pydantic_core import SchemaError as SchemaError_
-from pydantic_core import SchemaValidator, core_schema
+from pydantic_core import SchemaValidator, ValidationError, core_schema
 
 __all__ = ["SchemaContext", "SchemaError", "canonical", "json_equal", "pointer_join"]
 
@@ -139,8 +141,9 @@ def has_type(value: Any, name: str) -> bool:
     return name == "any"
 
 
-def is_multiple(value: float, step: float) -> bool:
-    """`value` is a multiple of `step`, judged the way jsonschema judges it for floats."""
+def jsonschema_multiple(value: float, step: float) -> bool:
+    """`value` is a multiple of `step`, judged the way jsonschema judges it for floats
+    (`0.3 / 0.1` is not whole there)."""
     if isinstance(step, float) or isinstance(value, float):
         try:
             quotient = value / step
@@ -150,6 +153,86 @@ def is_multiple(value: float, step: float) -> bool:
             return False
         return quotient == int(quotient)
     return value % step == 0
+
+
+def exact_multiple(value: float, step: float) -> bool:
+    """`value` is a multiple of `step` in exact arithmetic on the numerals JSON writes
+    (`0.3` of `0.1`): what a schema's `multipleOf` means, and how an integer is read."""
+    exact_value, exact_step = numeral_value(value), numeral_value(step)
+    if exact_value is None or exact_step is None or exact_step == 0:
+        return False
+    return exact_value % exact_step == 0
+
+
+def numeral_value(number: float | str) -> Fraction | None:
+    """The exact value of a number's JSON numeral (a float's shortest one, as `json`
+    writes it), or of a numeral text; `None` for what is no finite number."""
+    if isinstance(number, int):
+        return Fraction(number)
+    try:
+        decimal = Decimal(repr(number) if isinstance(number, float) else number)
+    except ArithmeticError:
+        return None
+    return Fraction(decimal) if decimal.is_finite() else None
+
+
+_FLOAT_READERS: dict[float, SchemaValidator | None] = {}
+_DECIMAL_READERS: dict[float, SchemaValidator | None] = {}
+
+
+def float_multiple(value: float, step: float) -> bool:
+    """`value`, written as JSON, is a multiple of `step` to pydantic's `float`: its own
+    check, whose tolerance takes `0.3` for a multiple of `0.1` and refuses some exact
+    multiples (`15987644.7`)."""
+    if step not in _FLOAT_READERS:
+        try:
+            _FLOAT_READERS[step] = SchemaValidator(core_schema.float_schema(multiple_of=step))
+        except (SchemaError_, OverflowError, TypeError):
+            _FLOAT_READERS[step] = None
+    return _reads(_FLOAT_READERS[step], value)
+
+
+def decimal_multiple(value: float | str, step: float) -> bool:
+    """`value`, written as JSON (a number, or a numeral in a string), is a multiple of
+    `step` to pydantic's `Decimal`: decimal arithmetic on the numeral, which a number
+    reaches through a float (`1000000000000000.02` is read as `1000000000000000.0`)."""
+    if step not in _DECIMAL_READERS:
+        reader: SchemaValidator | None = None
+        if numeral_value(step) is not None:
+            decimal = Decimal(repr(step) if isinstance(step, float) else step)
+            try:
+                reader = SchemaValidator(core_schema.decimal_schema(multiple_of=decimal))
+            except SchemaError_:
+                reader = None
+        _DECIMAL_READERS[step] = reader
+    return _reads(_DECIMAL_READERS[step], value)
+
+
+def _reads(reader: SchemaValidator | None, value: float | str) -> bool:
+    if reader is None:
+        return False
+    try:
+        reader.validate_json(json.dumps(value))
+    except (ValidationError, ValueError, OverflowError):
+        return False
+    return True
+
+
+MULTIPLE_READERS: tuple[Callable[[Any, float], bool], ...] = (
+    jsonschema_multiple,
+    exact_multiple,
+    float_multiple,
+    decimal_multiple,
+)
+"""The ways a number is judged a multiple by what reads it: jsonschema's binary floats,
+the exact numerals, pydantic's `float` and `Decimal` (which disagree at the edges)."""
+
+
+def is_multiple(value: float, step: float) -> bool:
+    """`value` is a multiple of `step` to some reader of it: the generator's check, so
+    that a value is kept wherever the reader its type names takes it, and a `not` keeps
+    only values no reader takes for a multiple (the generator picks among the rest)."""
+    return any(reader(value, step) for reader in MULTIPLE_READERS)
 
 
 _REGEX_CACHE: dict[str, re.Pattern[str] | None] = {}
@@ -312,10 +395,14 @@ class _Seen:
 class SchemaContext:
     """A root schema with its draft and every `$id` and anchor it holds, ready to resolve refs."""
 
-    def __init__(self, root: Any) -> None:
+    def __init__(
+        self, root: Any, *, multiple: Callable[[Any, float], bool] = jsonschema_multiple
+    ) -> None:
         if not isinstance(root, (dict, bool)):
             raise SchemaError(f"a schema is an object or a boolean, not {type(root).__name__}")
         self.root = root
+        self.multiple = multiple
+        """How `multipleOf` is judged: as jsonschema judges it unless told otherwise."""
         self.draft = draft_of(root)
         self._resources: dict[str, tuple[Any, str]] = {}
         self._anchors: dict[str, tuple[Any, str, str]] = {}
@@ -524,7 +611,7 @@ class SchemaContext:
         if is_number(xhigh) and value >= xhigh:
             return False
         step = schema.get("multipleOf")
-        return not (is_number(step) and step > 0 and not is_multiple(value, step))
+        return not (is_number(step) and step > 0 and not self.multiple(value, step))
 
     def _check_object(
         self, schema: dict[str, Any], value: dict[str, Any], base: str, depth: int, seen: _Seen

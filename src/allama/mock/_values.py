@@ -9,6 +9,12 @@ branch in order. Every candidate is checked against the schema before it is retu
 not be met. Recursion ends at a fixed depth and the whole search has a step budget, so no
 schema can hang it (nor can a pattern: see `_conform.pattern_matches`).
 
+A `multipleOf` is met as the number's reader judges it (readers disagree: `0.6` is a
+multiple of `0.1` to pydantic and in exact arithmetic, not to jsonschema's binary floats):
+pydantic's `float` for a number, its `Decimal` beside a decimal's numeral, exact arithmetic
+for an integer; values jsonschema and exact arithmetic take too come first. Candidates are
+the multiples counted exactly in the numerals of the bounds and steps.
+
 A string with a `format` takes that format's values (`_formats`), distinct ones for sets
 and maps, and never a plain string once the format has given one; only where no value of
 the format meets the length limits is a plain string tried, as formats are annotations to
@@ -34,8 +40,13 @@ from allama.mock._conform import (
     SchemaError,
     canonical,
     checked_length,
+    decimal_multiple,
+    exact_multiple,
+    float_multiple,
     is_multiple,
     is_number,
+    jsonschema_multiple,
+    numeral_value,
     pattern_matches,
     pointer_join,
     rust_matches,
@@ -109,11 +120,18 @@ def value_for_schema(schema: Mapping[str, Any] | bool) -> JsonValue:
 
 class _Generator:
     def __init__(self, schema: Any) -> None:
-        self.ctx = SchemaContext(schema)
+        # A value is kept where the reader its type names takes it for a multiple; which
+        # of those to offer is decided in `_numbers`.
+        self.ctx = SchemaContext(schema, multiple=is_multiple)
         self.steps = 0
         self.failure: tuple[str, str] | None = None
         self._ref_free: dict[int, bool] = {}
         self._decimal_siblings = _decimal_siblings(self.ctx.root)
+        self._decimal_branches = set(self._decimal_siblings) | {
+            id(branch) for others in self._decimal_siblings.values() for branch in others
+        }
+        """Every branch of a union holding a `format: decimal` branch (by `id`): a number
+        there is read by pydantic's `Decimal`."""
         self.plain: dict[tuple[str, str], None] = {}
         """Each unknown `format` a string was given for, written as plain text, with the
         pointer of the schema naming it (over the whole search: a string tried and
@@ -441,25 +459,43 @@ class _Generator:
             if isinstance(sibling.get("pattern"), str)
         ]
 
-        def fits(value: float) -> bool:
+        # The reader of the number: an integer's is exact, a decimal's pydantic's
+        # `Decimal`, any other number's pydantic's `float`.
+        decimal = any(id(atom.schema) in self._decimal_branches for atom in atoms)
+        reader = exact_multiple if integer else decimal_multiple if decimal else float_multiple
+        agreed = (reader, jsonschema_multiple, exact_multiple)
+
+        def within(value: float) -> bool:
             if low is not None and (value < low[0] or (low[1] and value == low[0])):
                 return False
             if high is not None and (value > high[0] or (high[1] and value == high[0])):
                 return False
-            if not all(is_multiple(value, step) for step in steps):
-                return False
-            return _digits_fit(value, digits)
+            return _digits_fit(_numeral(value), digits)
 
         candidates = _number_candidates(low, high, steps, integer=integer)
         if digits:
             candidates = chain(_decimal_candidates(low, high), candidates)
-        produced: set[float] = set()
-        for value in candidates:
+        seen: set[float] = set()
+        later: list[float] = []
+        offered = False
+        for exact in candidates:
             self._tick()
-            if value not in produced and fits(value):
-                produced.add(value)
-                yield _tidy(value, integer=integer)
-        if not produced:
+            value = _written(exact, integer=integer)
+            if value is None or value in seen or not within(value):
+                continue
+            seen.add(value)
+            if all(judge(value, step) for step in steps for judge in agreed):
+                offered = True
+                yield value
+            elif all(reader(value, step) for step in steps):
+                later.append(value)
+        # Multiples jsonschema and exact arithmetic take too come first (a raw schema's
+        # reader is not known), then those only the type's reader takes (0.6 of 0.1 is
+        # none to jsonschema).
+        for value in later:
+            offered = True
+            yield value
+        if not offered:
             where = atoms[0].pointer if atoms else ""
             raise _Unsat(where, "no number meets the bounds and `multipleOf`")
 
@@ -602,16 +638,14 @@ class _Generator:
             _decimal_candidates(low, high),
             _number_candidates(low, high, steps, integer=False),
         )
-        for value in candidates:
+        for exact in candidates:
             self._tick()
-            if low is not None and (value < low[0] or (low[1] and value == low[0])):
+            if not _inside(exact, low, high):
                 continue
-            if high is not None and (value > high[0] or (high[1] and value == high[0])):
+            text = _decimal_text(exact)
+            if text is None or not all(decimal_multiple(text, step) for step in steps):
                 continue
-            if not all(is_multiple(value, step) for step in steps):
-                continue
-            text = _numeral(value)
-            if _digits_fit(value, patterns) and fitting(text):
+            if _digits_fit(text, patterns) and fitting(text):
                 yield text
 
     def _embedded_json(self, atoms: list[_Node]) -> Iterator[str]:
@@ -1064,11 +1098,31 @@ def _tighter(
     return new if better else current
 
 
-def _times(multiple: int, step: float) -> float:
-    """`multiple * step` without the drift of binary floats (0.1 * 3 is 0.3)."""
-    if isinstance(step, int):
-        return multiple * step
-    return float(Decimal(repr(step)) * multiple)
+def _exact(number: float) -> Fraction:
+    """A schema's number as its numeral reads (`0.1` is 1/10, not the float nearest it):
+    what a decimal compares, and what multiples are counted in."""
+    value = numeral_value(number)
+    if value is None:
+        raise SchemaError(f"{number!r} is not a finite number")
+    return value
+
+
+def _unit(steps: list[float], *, integer: bool) -> Fraction | None:
+    """The step candidates are counted in: the least common multiple of every step, read
+    exactly (of 0.2 and 0.3, 0.6), whole for an integer (`multipleOf` 0.001 gives 1, 2.5
+    gives 5); the largest step where that grows too large to count in."""
+    result = Fraction(1) if integer else None
+    for step in steps:
+        exact = _exact(step)
+        if result is None:
+            result = exact
+            continue
+        # The multiples of p/q are k * p/q: those of both steps, of lcm(p1, p2) / gcd(q1, q2).
+        numerator = math.lcm(result.numerator, exact.numerator)
+        if numerator > 2**53:
+            return max(_exact(step) for step in steps)
+        result = Fraction(numerator, math.gcd(result.denominator, exact.denominator))
+    return result
 
 
 def _number_candidates(
@@ -1077,58 +1131,111 @@ def _number_candidates(
     steps: list[float],
     *,
     integer: bool,
-) -> Iterator[float]:
-    """Numbers to try, lowest acceptable first (0 when nothing bounds it from below).
+) -> Iterator[Fraction]:
+    """Numbers to try, lowest acceptable first (0 when nothing bounds it from below), as
+    the exact values of numerals: bounds and steps read as their numerals say, multiples
+    counted in them (0.1 * 3 is 0.3). With a step the bounds come last, as a float's
+    reader may take a bound for a multiple that no exact multiple rounds to.
 
     Each run is monotonic and stops at the far bound or after `_SCAN` numbers, so the
     sequence is finite even when nothing in it fits.
     """
-    step: float | None = max(steps) if steps else None
-    if integer:
-        whole = _whole_step(steps)
-        if whole is not None:
-            step = whole
-        elif step is None:
-            step = 1
-        elif isinstance(step, float) and step.is_integer():
-            step = int(step)
-    floor = None if low is None else low[0]
-    top = None if high is None else high[0]
-    if step is not None:
-        unit = Fraction(repr(step)) if isinstance(step, float) else Fraction(step)
+    unit = _unit(steps, integer=integer)
+    floor = None if low is None else _exact(low[0])
+    top = None if high is None else _exact(high[0])
+    if unit is not None:
+        binary = not integer
         if floor is not None:
-            first = math.ceil(Fraction(floor) / unit)
-            yield from _run((_times(k, step) for k in count(first - 1)), top, up=True)
+            first = math.ceil(floor / unit)
+            yield from _multiples(unit, count(first - 1), top, up=True, binary=binary)
         elif top is not None and top < 0:
-            last = math.floor(Fraction(top) / unit)
-            yield from _run((_times(k, step) for k in count(last + 1, -1)), None, up=False)
+            last = math.floor(top / unit)
+            yield from _multiples(unit, count(last + 1, -1), None, up=False, binary=binary)
         else:
-            yield from _run((_times(k, step) for k in count(0)), top, up=True)
-            yield from _run((_times(k, step) for k in count(-1, -1)), None, up=False)
+            yield from _multiples(unit, count(0), top, up=True, binary=binary)
+            yield from _multiples(unit, count(-1, -1), None, up=False, binary=binary)
+        if binary:
+            yield from (bound for bound in (floor, top) if bound is not None)
         return
-    if floor is not None:
-        whole = math.floor(floor) + 1 if float(floor).is_integer() else math.ceil(floor)
+    if low is not None and floor is not None:
+        whole = math.floor(floor) + 1 if floor.denominator == 1 else math.ceil(floor)
         yield floor
-        yield whole
+        yield Fraction(whole)
         if top is not None:
             yield (floor + top) / 2
-        yield floor + 0.5
-        yield math.nextafter(float(floor), math.inf)
-        yield from _run(count(whole + 1), top, up=True)
+        yield floor + Fraction(1, 2)
+        yield from _next_float(low[0], math.inf)
+        yield from _run(map(Fraction, count(whole + 1)), top, up=True)
         if top is not None:
             yield from _halves(floor, top)
         return
-    if top is not None and top <= 0:
-        below = top - 1 if float(top).is_integer() else math.floor(top)
+    if high is not None and top is not None and top <= 0:
+        below = math.floor(top) - 1 if top.denominator == 1 else math.floor(top)
         yield top
-        yield below
-        yield math.nextafter(float(top), -math.inf)
-        yield from _run(count(below - 1, -1), None, up=False)
+        yield Fraction(below)
+        yield from _next_float(high[0], -math.inf)
+        yield from _run(map(Fraction, count(below - 1, -1)), None, up=False)
         return
-    yield from _run(count(0), top, up=True)
+    yield from _run(map(Fraction, count(0)), top, up=True)
     if top is not None:
-        yield from _halves(0, top)
-    yield from _run(count(-1, -1), None, up=False)
+        yield from _halves(Fraction(0), top)
+    yield from _run(map(Fraction, count(-1, -1)), None, up=False)
+
+
+def _multiples(
+    unit: Fraction, counts: Iterator[int], bound: Fraction | None, *, up: bool, binary: bool
+) -> Iterator[Fraction]:
+    """A run of the multiples k * unit, each followed, with `binary`, by the product as
+    binary floats make it: pydantic's `float` measures a number against that product, so
+    of 0.00001 it takes 65612655.68000001 and refuses 65612655.68."""
+    for exact in _run((unit * k for k in counts), bound, up=up):
+        yield exact
+        if binary:
+            try:
+                product = float(exact / unit) * float(unit)
+            except OverflowError:
+                continue
+            if math.isfinite(product):
+                yield _exact(product)
+
+
+def _next_float(number: float, toward: float) -> Iterator[Fraction]:
+    """The float next to a bound, toward `toward` (none past the floats)."""
+    try:
+        after = math.nextafter(float(number), toward)
+    except OverflowError:
+        return
+    if math.isfinite(after):
+        yield _exact(after)
+
+
+def _written(value: Fraction, *, integer: bool) -> float | None:
+    """The JSON number written for an exact value: a whole one as an int where a float
+    holds it exactly (any whole one for an integer), else the nearest float, which is the
+    number judged (`None` past the floats)."""
+    if value.denominator == 1 and (integer or abs(value) <= 2**53):
+        return int(value)
+    try:
+        written = float(value)
+    except OverflowError:
+        return None
+    return _tidy(written, integer=integer)
+
+
+def _inside(
+    value: Fraction, low: tuple[float, bool] | None, high: tuple[float, bool] | None
+) -> bool:
+    """Whether an exact value lies within the bounds read as their numerals say, as a
+    decimal compares them."""
+    if low is not None:
+        floor = _exact(low[0])
+        if value < floor or (low[1] and value == floor):
+            return False
+    if high is not None:
+        top = _exact(high[0])
+        if value > top or (high[1] and value == top):
+            return False
+    return True
 
 
 def _bounds(
@@ -1173,25 +1280,26 @@ _PLACES = 7
 
 def _decimal_candidates(
     low: tuple[float, bool] | None, high: tuple[float, bool] | None
-) -> Iterator[float]:
+) -> Iterator[Fraction]:
     """Numbers with few digits near the lower bound (or the upper), then near 0: whole
     ones, then with one decimal place, then two..., for a decimal's digit limits."""
     for places in range(_PLACES):
         unit = Fraction(1, 10**places)
         values: list[Fraction] = []
         if low is not None:
-            start = math.ceil(Fraction(low[0]) / unit) * unit
-            if low[1] and start == Fraction(low[0]):
+            floor = _exact(low[0])
+            start = math.ceil(floor / unit) * unit
+            if low[1] and start == floor:
                 start += unit
             values.extend(start + unit * k for k in range(3))
         elif high is not None and high[0] <= 0:
-            start = math.floor(Fraction(high[0]) / unit) * unit
-            if high[1] and start == Fraction(high[0]):
+            top = _exact(high[0])
+            start = math.floor(top / unit) * unit
+            if high[1] and start == top:
                 start -= unit
             values.extend(start - unit * k for k in range(3))
         values.extend((Fraction(0), unit, -unit))
-        for value in values:
-            yield float(value)
+        yield from values
 
 
 def _numeral(value: float) -> str:
@@ -1201,12 +1309,30 @@ def _numeral(value: float) -> str:
     return format(Decimal(repr(value)), "f")
 
 
-def _digits_fit(value: float, patterns: list[str]) -> bool:
+def _decimal_text(value: Fraction) -> str | None:
+    """The exact numeral of a value without an exponent (`None` for one no decimal
+    numeral ends, 1/3): a decimal written as a string is read as written."""
+    rest, places = value.denominator, 0
+    for prime in (2, 5):
+        power = 0
+        while rest % prime == 0:
+            rest //= prime
+            power += 1
+        places = max(places, power)
+    if rest != 1:
+        return None
+    scaled = value.numerator * 10**places // value.denominator
+    return format(Decimal(f"{scaled}e-{places}"), "f")
+
+
+def _digits_fit(text: str, patterns: list[str]) -> bool:
     """Whether a decimal's digits meet its patterns, as pydantic counts them: zero has
     one whole digit (the patterns let `0` through where no whole digit is allowed)."""
-    if value == 0 and not all(pattern_matches(p, "1") for p in patterns):
+    if not patterns:
+        return True
+    if Decimal(text) == 0 and not all(pattern_matches(p, "1") for p in patterns):
         return False
-    return all(pattern_matches(p, _numeral(value)) for p in patterns)
+    return all(pattern_matches(p, text) for p in patterns)
 
 
 def _decimal_siblings(root: Any) -> dict[int, list[dict[str, Any]]]:
@@ -1272,27 +1398,14 @@ _SCAN = 4096
 """Numbers one monotonic run of candidates may try."""
 
 
-def _whole_step(steps: list[float]) -> int | None:
-    """The step between whole numbers that are multiples of every step (`multipleOf` 0.001
-    for an integer is 1; 2.5 is 5); `None` when it is too large to count in."""
-    result = 1
-    for step in steps:
-        fraction = Fraction(repr(step)) if isinstance(step, float) else Fraction(step)
-        # k * p/q is whole exactly when q divides k: the least is p.
-        result = math.lcm(result, fraction.numerator)
-        if result > 2**53:
-            return None
-    return result
-
-
-def _run(values: Iterator[float], bound: float | None, *, up: bool) -> Iterator[float]:
+def _run(values: Iterator[Fraction], bound: Fraction | None, *, up: bool) -> Iterator[Fraction]:
     for value in islice(values, _SCAN):
         if bound is not None and (value > bound if up else value < bound):
             return
         yield value
 
 
-def _halves(low: float, high: float) -> Iterator[float]:
+def _halves(low: Fraction, high: Fraction) -> Iterator[Fraction]:
     """Points inside (low, high) at ever finer halves: the middle, the quarters, ..."""
     for depth in range(1, 12):
         parts = 2**depth
