@@ -27,6 +27,7 @@ __all__ = [
     "rfc3339_seconds",
     "wait_until",
     "wire_json",
+    "with_option_tools",
 ]
 
 SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
@@ -227,3 +228,15 @@ def read_json(data: bytes | str) -> Any:
         return pydantic_core.from_json(data)
     except ValueError:
         return wire_json(data)
+
+
+def with_option_tools(body: dict[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """An option's body fields (`given`) to write over `body`, but its `tools`, which are
+    added after allama's own: a provider's server tools (web search, code execution) go
+    beside the request's functions and an extraction's tool, which a replacement would drop
+    without a word."""
+    tools, ours = given.get("tools"), body.get("tools")
+    if not (isinstance(tools, list) and isinstance(ours, list)):
+        return dict(given)
+    body["tools"] = [*ours, *tools]
+    return {key: value for key, value in given.items() if key != "tools"}

@@ -27,7 +27,7 @@ from decimal import Decimal
 from typing import Any, TypeGuard
 
 from allama._degradations import Degradations, gives_tools
-from allama.adapters._http import HttpRequest
+from allama.adapters._http import HttpRequest, with_option_tools
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters._tool_ids import ANTHROPIC_IDS, with_tool_ids
 from allama.adapters.anthropic._capabilities import ClaudeFamily, Thinking
@@ -789,7 +789,7 @@ class _Encoder:
             body["stream"] = True
         extra = request.option_json(BODY_OPTION)
         if isinstance(extra, dict):
-            for key, value in extra.items():
+            for key, value in with_option_tools(body, extra).items():
                 ours = body.get(key)
                 if key == "output_config" and isinstance(ours, dict) and isinstance(value, dict):
                     # Independent settings (`format`, `effort`, ...): the option's are added

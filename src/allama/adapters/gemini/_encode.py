@@ -31,8 +31,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from allama._degradations import Degradations
-from allama.adapters._http import HttpRequest, wire_json
+from allama._degradations import Degradations, gives_tools
+from allama.adapters._http import HttpRequest, wire_json, with_option_tools
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters.gemini._capabilities import GeminiFamily, SchemaSurface, Thinking
 from allama.adapters.gemini._profile import GeminiProfile
@@ -345,10 +345,11 @@ class _Encoder:
                 "responseMimeType": "text/x.enum",
                 "responseSchema": {"type": "STRING", "enum": options},
             }
-        if self.request.tools and not self.family.json_with_tools:
+        if gives_tools(self.request, BODY_OPTION) and not self.family.json_with_tools:
             raise self.degradations.unsupported(
                 field,
-                f"{self.where} answers 400 to JSON output beside function declarations",
+                f"{self.where} answers 400 to JSON output beside "
+                + ("function declarations" if self.request.tools else "its built-in tools"),
             )
         if fmt.type == "json":
             return {"responseMimeType": "application/json"}
@@ -514,10 +515,11 @@ class _Encoder:
         generation = self.generation()
         extra = self.request.option_json(BODY_OPTION)
         if isinstance(extra, dict):
-            more = extra.get("generationConfig")
+            given = with_option_tools(body, extra)
+            more = given.pop("generationConfig", None)
             if isinstance(more, dict):
                 generation = _merge_generation(generation, more)
-            body.update({key: value for key, value in extra.items() if key != "generationConfig"})
+            body.update(given)
         if generation:
             body["generationConfig"] = generation
         return body

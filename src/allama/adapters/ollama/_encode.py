@@ -55,7 +55,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from allama._degradations import Degradations
-from allama.adapters._http import HttpRequest, wire_json
+from allama.adapters._http import HttpRequest, wire_json, with_option_tools
 from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters.ollama._capabilities import OllamaFamily, Thinking
 from allama.adapters.ollama._profile import OllamaProfile
@@ -421,10 +421,11 @@ class _Encoder:
         body["stream"] = self.stream
         extra = request.option_json(BODY_OPTION)
         if isinstance(extra, dict):
-            more = extra.get("options")
+            given = with_option_tools(body, extra)
+            more = given.pop("options", None)
             if isinstance(more, dict):
                 options = {**options, **more}
-            body.update({key: value for key, value in extra.items() if key != "options"})
+            body.update(given)
         if options:
             body["options"] = options
         return body

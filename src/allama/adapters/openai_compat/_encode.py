@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from allama._degradations import NOT_ON_STREAMS, Degradations, gives_tools
-from allama.adapters._http import HttpRequest
+from allama.adapters._http import HttpRequest, with_option_tools
 from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters._tool_ids import MISTRAL_IDS, mistral_model, with_tool_ids
 from allama.adapters.openai_compat._capabilities import ModelFamily, StructuredLevel
@@ -671,7 +671,7 @@ class _Encoder:
         if self.schema_instruction is not None:
             body["messages"] = _instructed(body["messages"], self.schema_instruction)
         extra = request.option_json(BODY_OPTION)
-        given = dict(extra) if isinstance(extra, dict) else {}
+        given = with_option_tools(body, extra) if isinstance(extra, dict) else {}
         if profile.require_parameters and self.schema_sent:
             # The caller's routing (`order`, `allow_fallbacks`) with ours: an upstream that
             # would drop the schema is not chosen.

@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from allama._degradations import Degradations, gives_tools
-from allama.adapters._http import HttpRequest
+from allama.adapters._http import HttpRequest, with_option_tools
 from allama.adapters.openai_compat._capabilities import ModelFamily
 from allama.adapters.openai_compat._encode import _Encoder as _ChatEncoder
 from allama.adapters.openai_compat._encode import _image_url
@@ -452,7 +452,7 @@ class _Encoder(_ChatEncoder):
                 **(routing if isinstance(routing, dict) else {}),
                 "require_parameters": True,
             }
-        for key, value in self.extra.items():
+        for key, value in with_option_tools(body, self.extra).items():
             if key == "provider" and "provider" in body:
                 continue
             ours = body.get(key)
