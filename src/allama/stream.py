@@ -13,6 +13,7 @@ turn bytes into events.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from types import TracebackType
 from typing import Self
@@ -386,8 +387,10 @@ class ChatStream:
     """A streamed response: iterate for events; `response()` collects it at the end.
 
     Close it (or use it as a context manager) to stop early: that closes the connection.
-    `on_close` is told once when the stream ends (finished, failed or closed early), with
-    the collector and any exception that was not an allama error.
+    It may be closed from another thread while one reads it (a watchdog, a cancel button):
+    that read wakes at once and raises an `Error` that says the stream was closed (not
+    retryable). `on_close` is told once when the stream ends (finished, failed or closed
+    early), with the collector and any exception that was not an allama error.
 
     >>> from allama.types import ResponseStart, Finish
     >>> stream = ChatStream(iter([ResponseStart(), Finish(finish_reason="stop")]))
@@ -411,6 +414,10 @@ class ChatStream:
         self._rules = _Rules(provider)
         self._on_close = on_close
         self._failure: BaseException | None = None
+        self._reading = False
+        self._lock = threading.RLock()
+        """Held to decide who ends the source: a `close()` made while a read is in flight
+        (in another thread) leaves it to that read."""
 
     @property
     def collector(self) -> StreamCollector:
@@ -420,10 +427,12 @@ class ChatStream:
         return self
 
     def __next__(self) -> StreamEvent:
-        if self._rules.done:
-            raise StopIteration
+        with self._lock:
+            if self._rules.done:
+                raise StopIteration
+            self._reading = True
         try:
-            event = next(self._events)
+            event = self._read()
         except StopIteration:
             error = self._rules.on_end()
             self.close()
@@ -449,6 +458,23 @@ class ChatStream:
             raise
         return event
 
+    def _read(self) -> StreamEvent:
+        """The source's next event. Where the stream was closed meanwhile (by another
+        thread), this read ends the source: a generator running elsewhere cannot be."""
+        try:
+            return next(self._events)
+        finally:
+            with self._lock:
+                self._reading = False
+                closed = self._closed
+            if closed:
+                self._close_source()
+
+    def _close_source(self) -> None:
+        source_close = getattr(self._events, "close", None)
+        if callable(source_close):
+            source_close()
+
     def response(self) -> ChatResponse:
         """Read what is left, then return the collected response (or raise its error)."""
         for _ in self:
@@ -456,19 +482,21 @@ class ChatStream:
         return self._rules.collector.finish()
 
     def close(self) -> None:
-        """Stop the stream: close the connection (the `close` callback) and the event source."""
-        if self._closed:
-            return
-        self._closed = True
-        self._rules.done = True
+        """Stop the stream: close the connection (the `close` callback) and the event source
+        (that a read in flight elsewhere ends itself)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._rules.done = True
+            read_elsewhere = self._reading
         try:
             if self._close is not None:
                 self._close()
         finally:
             try:
-                source_close = getattr(self._events, "close", None)
-                if callable(source_close):
-                    source_close()
+                if not read_elsewhere:
+                    self._close_source()
             finally:
                 if self._on_close is not None:
                     self._on_close(self._rules.collector, self._failure)
@@ -489,7 +517,10 @@ class ChatStream:
 
 
 class AsyncChatStream:
-    """The async twin of `ChatStream`: `async for` for events, `await response()` at the end."""
+    """The async twin of `ChatStream`: `async for` for events, `await response()` at the end.
+
+    Closed by another task while one reads it, that read wakes and raises an `Error` that
+    says the stream was closed (not retryable)."""
 
     def __init__(
         self,
@@ -505,6 +536,7 @@ class AsyncChatStream:
         self._rules = _Rules(provider)
         self._on_close = on_close
         self._failure: BaseException | None = None
+        self._reading = False
 
     @property
     def collector(self) -> StreamCollector:
@@ -517,7 +549,7 @@ class AsyncChatStream:
         if self._rules.done:
             raise StopAsyncIteration
         try:
-            event = await anext(self._events)
+            event = await self._read()
         except StopAsyncIteration:
             error = self._rules.on_end()
             await self.aclose()
@@ -542,25 +574,42 @@ class AsyncChatStream:
             raise
         return event
 
+    async def _read(self) -> StreamEvent:
+        """`ChatStream._read`: where another task closed the stream meanwhile, this read
+        ends the source (an async generator running cannot be closed)."""
+        self._reading = True
+        try:
+            return await anext(self._events)
+        finally:
+            self._reading = False
+            if self._closed:
+                await self._close_source()
+
+    async def _close_source(self) -> None:
+        source_close = getattr(self._events, "aclose", None)
+        if callable(source_close):
+            await source_close()
+
     async def response(self) -> ChatResponse:
         async for _ in self:
             pass
         return self._rules.collector.finish()
 
     async def aclose(self) -> None:
-        """Stop the stream: close the connection (the `close` callback) and the event source."""
+        """Stop the stream: close the connection (the `close` callback) and the event source
+        (that a read in flight in another task ends itself)."""
         if self._closed:
             return
         self._closed = True
         self._rules.done = True
+        read_elsewhere = self._reading
         try:
             if self._close is not None:
                 await self._close()
         finally:
             try:
-                source_close = getattr(self._events, "aclose", None)
-                if callable(source_close):
-                    await source_close()
+                if not read_elsewhere:
+                    await self._close_source()
             finally:
                 if self._on_close is not None:
                     self._on_close(self._rules.collector, self._failure)

@@ -16,8 +16,9 @@ whole reached the provider, and may be billed: it says so (an empty usage beside
 but for a connection that broke at once (`_AT_ONCE`), as a kept-alive one a server closed as
 the request arrived does.
 Closing a stream closes its HTTP response, so an abandoned stream gives its connection
-back. A call in flight when the transport is closed under it fails at once, not tried
-again (see `Transport.close`).
+back; a read of it in flight in another thread or task wakes at once and fails as closed
+(`StreamResponse.close`). A call in flight when the transport is closed under it fails at
+once, not tried again (see `Transport.close`).
 
 `httpx2` itself is imported by the first request (or by a setting made of its types), not
 by building a transport: a program that builds providers at start-up pays for the HTTP
@@ -232,9 +233,7 @@ def _failure(
             if own_client
             else "the httpx2 client given to the Transport was closed"
         )
-        return Error(
-            f"{whose} while the call to {_where(request)} was in flight ({type(exc).__name__})"
-        ).mark_authored()
+        return _closed_error(whose, exc, request)
     if isinstance(exc, httpx2.TimeoutException):
         return RequestTimeoutError(_timeout_message(exc, request, own_client)).mark_authored()
     if isinstance(exc, httpx2.InvalidURL | httpx2.UnsupportedProtocol):
@@ -257,6 +256,14 @@ def _failure(
     else:
         message = f"the connection to {where} failed ({name})"
     return NetworkError(message).mark_authored()
+
+
+def _closed_error(whose: str, exc: Exception, request: httpx2.Request | None) -> Error:
+    """The error of a call whose connection was closed under it (`whose` says by what):
+    no network failed, and it is not tried again."""
+    return Error(
+        f"{whose} while the call to {_where(request)} was in flight ({type(exc).__name__})"
+    ).mark_authored()
 
 
 def _sending_failures() -> tuple[type[Exception], ...]:
@@ -393,6 +400,17 @@ def _let_go(stopped: list[tuple[bool, httpx2.AsyncClient]]) -> None:
         _end(_sockets(client, idle_only=not ended), close=ended)
 
 
+def _own_socket(response: httpx2.Response) -> list[Any]:
+    """The socket `response` is read from, where the connection is its alone (HTTP/1: an
+    HTTP/2 one carries other calls too); none where httpcore2 does not say it."""
+    extensions = response.extensions
+    if extensions.get("http_version") not in (b"HTTP/1.1", b"HTTP/1.0"):
+        return []
+    info = getattr(extensions.get("network_stream"), "get_extra_info", None)
+    sock = None if info is None else info("socket")
+    return [] if sock is None else [sock]
+
+
 def _received(client: Any, response: httpx2.Response, content: bytes) -> HttpResponse:
     """A response read past the client's layer: its cookies kept as the client keeps them."""
     headers = _headers(response)
@@ -420,14 +438,22 @@ class _OpenStream:
         self._own_client = own_client
         self._closed = closed or _open
         """Whether the client the stream came from was closed under it."""
+        self._shut = False
+        """Whether the stream was closed: a read in flight then (another thread's or
+        task's) fails as closed."""
         self.status = response.status_code
         self.headers = _headers(response)
 
     def _broken(self, exc: Exception) -> Error:
         """A stream broken after its status: the failure it is (a stream cut mid-way is told
         apart from one that ended early), made and maybe billed where it answered (an empty
-        usage reported, unless the stream's own says more)."""
+        usage reported, unless the stream's own says more). One closed while it was read
+        is that, not tried again; what it paid is what the stream reported, as for one
+        closed between reads (`StreamCollector.mark_made`)."""
         response = self._response
+        if self._shut:
+            whose = "the stream was closed (close() or aclose())"
+            return _closed_error(whose, exc, response.request)
         error = _failure(exc, response.request, own_client=self._own_client, closed=self._closed())
         if response.status_code < 400:
             error.with_metadata(REPORTED_USAGE_KEY, {})
@@ -443,7 +469,15 @@ class _OpenStream:
 class StreamResponse(_OpenStream):
     """An open streamed response: status and headers now, the body as it arrives."""
 
+    _body: weakref.ref[Iterator[bytes]] | None = None
+    """The body being read (weakly: it holds this response)."""
+
     def iter_bytes(self) -> Iterator[bytes]:
+        body = self._chunks()
+        self._body = weakref.ref(body)
+        return body
+
+    def _chunks(self) -> Iterator[bytes]:
         try:
             yield from self._response.iter_bytes()
         except _failures() as exc:
@@ -456,6 +490,13 @@ class StreamResponse(_OpenStream):
             return self._lost(exc)
 
     def close(self) -> None:
+        """Close the response. A read of its body in flight (another thread's) wakes at
+        once and fails as closed: its connection is shut down first, as `Transport.close`
+        does (a socket closed under a read alone leaves it waiting for its timeout)."""
+        self._shut = True
+        body = None if self._body is None else self._body()
+        if getattr(body, "gi_running", False):
+            _end(_own_socket(self._response), close=False)
         self._response.close()
 
 
@@ -476,6 +517,9 @@ class AsyncStreamResponse(_OpenStream):
             return self._lost(exc)
 
     async def aclose(self) -> None:
+        """Close the response: a read of its body in flight (another task's) fails as
+        closed."""
+        self._shut = True
         await self._response.aclose()
 
 

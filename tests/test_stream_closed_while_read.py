@@ -1,0 +1,226 @@
+"""A stream closed while another thread (sync) or task (async) reads it: the close returns
+at once and raises nothing, and the read wakes at once (not when the server ends the
+connection or the read timeout runs out) with an `Error` that says the stream was closed,
+not retried, with what was paid as for a stream stopped early.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+import allama
+from allama.errors import REPORTED_USAGE_KEY, Error, NetworkError, paid_for
+from allama.extract import ExtractionMetadata
+from allama.types import ChatRequest, TextDelta
+
+STALL = 30.0
+"""Seconds the server holds the stream open after its one event: far past every bound."""
+BOUND = 5.0
+"""Seconds within which the close and the woken read must be done."""
+
+
+class _Server:
+    """Answers each streamed call with one event (the text its request names), then stalls
+    until the test ends."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.release = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            match = re.search(rb"content-length: *(\d+)", head, re.I)
+            while match and len(body) < int(match.group(1)):
+                body += conn.recv(65536)
+            text = json.loads(body)["messages"][-1]["content"]
+            chunk = {
+                "id": "c1",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": "m",
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}],
+            }
+            event = b"data: %s\n\n" % json.dumps(chunk).encode()
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"transfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n" % (len(event), event)
+            )
+            self.release.wait(STALL)
+
+    def close(self) -> None:
+        self.release.set()
+        self.sock.close()
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    served = _Server()
+    try:
+        yield served
+    finally:
+        served.close()
+
+
+def _provider(server: _Server) -> Any:
+    return allama.provider(
+        "openai-compatible", base_url=f"http://127.0.0.1:{server.port}/v1", api_key="k", timeout=60
+    )
+
+
+def _check_closed(error: BaseException | None, server: _Server) -> None:
+    assert type(error) is Error  # not a NetworkError a retry would send again
+    assert not isinstance(error, NetworkError)
+    assert re.fullmatch(
+        rf"the stream was closed \(close\(\) or aclose\(\)\) while the call to "
+        rf"127\.0\.0\.1:{server.port} was in flight \((ReadError|RemoteProtocolError)\)",
+        str(error),
+    ), str(error)
+    assert error.retryable is False
+    assert error.provider == "openai-compatible"
+    # The answer had begun and no usage came: made, and maybe billed, for what nothing
+    # says (its cost unknown), as for a stream the caller stopped early.
+    assert error.context.metadata[REPORTED_USAGE_KEY] == {}
+    assert paid_for(error) == [{"provider": "openai-compatible", "model": None, "usage": {}}]
+
+
+def _read_in_thread(stream: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    seen: dict[str, Any] = {"events": []}
+    first = threading.Event()
+
+    def read() -> None:
+        try:
+            for event in stream:
+                seen["events"].append(event)
+                first.set()
+        except BaseException as raised:
+            seen["error"] = raised
+        finally:
+            seen["at"] = time.monotonic()
+            first.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert first.wait(BOUND)
+    time.sleep(0.3)  # the reader is blocked on the stalled connection now
+    return reader, seen
+
+
+def test_closing_a_stream_another_thread_reads_wakes_it_as_closed(server: _Server) -> None:
+    provider = _provider(server)
+    try:
+        stream = provider.chat_stream(ChatRequest("m").user("hel"))
+        reader, seen = _read_in_thread(stream)
+        started = time.monotonic()
+        stream.close()  # raised `ValueError: generator already executing`
+        assert time.monotonic() - started < BOUND
+        reader.join(BOUND)
+        assert not reader.is_alive()  # it waited for the server before
+        assert seen["at"] - started < BOUND
+        assert [e.text for e in seen["events"] if isinstance(e, TextDelta)] == ["hel"]
+        _check_closed(seen.get("error"), server)
+        assert stream.collector.error is seen["error"]
+        stream.close()  # twice: nothing
+        assert list(stream) == []
+    finally:
+        provider.close()
+
+
+def test_closing_an_extraction_stream_another_thread_reads_wakes_it_as_closed(
+    server: _Server,
+) -> None:
+    class Person(BaseModel):
+        name: str
+
+    provider = _provider(server)
+    try:
+        stream = allama.extract_stream(provider, Person, ChatRequest("m").user('{"name": "Ad'))
+        reader, seen = _read_in_thread(stream)
+        started = time.monotonic()
+        stream.close()
+        assert time.monotonic() - started < BOUND
+        reader.join(BOUND)
+        assert not reader.is_alive()
+        assert stream.partial_output == '{"name": "Ad'
+        error = seen["error"]
+        _check_closed(error, server)
+        record = ExtractionMetadata.from_error(error)
+        assert record is not None
+        assert record.usage is not None
+        assert record.usage.input_tokens is None and record.usage.output_tokens is None
+    finally:
+        provider.close()
+
+
+def test_closing_a_stream_from_its_own_thread_still_ends_it_quietly(server: _Server) -> None:
+    provider = _provider(server)
+    try:
+        stream = provider.chat_stream(ChatRequest("m").user("hel"))
+        first = next(stream)
+        while not isinstance(first, TextDelta):
+            first = next(stream)
+        stream.close()
+        stream.close()
+        assert list(stream) == []
+        assert stream.collector.error is None
+    finally:
+        provider.close()
+
+
+def test_closing_an_async_stream_another_task_reads_wakes_it_as_closed(server: _Server) -> None:
+    async def main() -> None:
+        provider = _provider(server)
+        try:
+            stream = await provider.achat_stream(ChatRequest("m").user("hel"))
+            seen: dict[str, Any] = {"events": []}
+            first = asyncio.Event()
+
+            async def read() -> None:
+                try:
+                    async for event in stream:
+                        seen["events"].append(event)
+                        first.set()
+                except BaseException as raised:
+                    seen["error"] = raised
+                finally:
+                    first.set()
+
+            task = asyncio.create_task(read())
+            await asyncio.wait_for(first.wait(), BOUND)
+            await asyncio.sleep(0.3)
+            started = time.monotonic()
+            # raised `RuntimeError: aclose(): asynchronous generator is already running`
+            await stream.aclose()
+            assert time.monotonic() - started < BOUND
+            await asyncio.wait_for(task, BOUND)
+            assert [e.text for e in seen["events"] if isinstance(e, TextDelta)] == ["hel"]
+            _check_closed(seen.get("error"), server)
+            await stream.aclose()
+            assert [event async for event in stream] == []
+        finally:
+            await provider.aclose()
+
+    asyncio.run(main())
