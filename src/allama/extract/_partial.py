@@ -2,8 +2,9 @@
 
 An incremental JSON scanner keeps a stack of open containers. A value is validated once,
 when it completes: a scalar by its field's validator, an object (a model, a dataclass, a
-`TypedDict`) by its type's validator over its already validated fields, so its validators
-run and its defaults apply. A container that ends within the text at hand is read by the C
+`TypedDict`) by its type's validator from its JSON text, so its validators run once (not
+again over fields validated already, to be shown while it was open) and its defaults apply.
+A container that ends within the text at hand is read by the C
 JSON decoder and validated in one call; only containers still open are scanned token by
 token. An object in a list (a row) is not scanned at all: it is held as text while it is
 written, read by pydantic-core when the value is asked for, and read and validated by
@@ -49,6 +50,8 @@ from json.encoder import encode_basestring_ascii
 from typing import Any, Generic, TypeVar
 
 from pydantic import (
+    AliasChoices,
+    AliasPath,
     BaseModel,
     ConfigDict,
     PydanticUserError,
@@ -152,10 +155,6 @@ class _Leaf:
             except (ValueError, TypeError, RecursionError):  # not JSON; nested too deep
                 return _MISSING
         return _finite(_attempt(self.check_json, text), text)
-
-    def validate_whole(self, values: Any) -> Any:
-        """A container of values validated already, validated as a whole (`Annotated`)."""
-        return _attempt(self.check, values)
 
     def partial(self, raw: Any) -> Any:
         """An open value as far as it goes: only text, whose every prefix is a prefix of the
@@ -362,11 +361,12 @@ def _is_text(tp: Any) -> bool:
 
 
 class _Object:
-    """A model, dataclass or TypedDict: fields validated one by one, then the whole once."""
+    """A model, dataclass or TypedDict: fields validated one by one to be shown while it is
+    open, the whole once from its text when it completes."""
 
     __slots__ = (
         "_builder",
-        "_checks",
+        "_check",
         "_decimals",
         "_fields",
         "_flat",
@@ -379,7 +379,7 @@ class _Object:
         self.tp = tp
         self.nullable = nullable
         self._fields: dict[str, tuple[str, Any]] | None = None
-        self._checks: tuple[Callable[[Any], Any], Callable[[str | bytes], Any]] | None = None
+        self._check: Callable[[str | bytes], Any] | None = None
         self._rows: Callable[[str | bytes], Any] | None = None
         self._builder: Callable[[dict[str, Any]], Any] | None = None
         self._flat: bool | None = None
@@ -418,17 +418,13 @@ class _Object:
         return build(values)
 
     @property
-    def checks(self) -> tuple[Callable[[Any], Any], Callable[[str | bytes], Any]]:
-        """The type's validator: of Python values (its fields validated already), of JSON
-        text (strictly, as `finish()` validates it)."""
-        if self._checks is None:
-            adapter = TypeAdapter(self.tp)
-            self._checks = (_python_check(adapter), _strict_json(adapter))
-        return self._checks
-
-    def validate(self, values: dict[str, Any]) -> Any:
-        """The object from its fields, each validated already."""
-        return _attempt(self.checks[0], values)
+    def check(self) -> Callable[[str | bytes], Any]:
+        """The type's validator of JSON text (strictly, as `finish()` validates it). Never
+        one of Python values: those would be its fields validated already, and their
+        validators (`Annotated`, a nested model's) would run on them again."""
+        if self._check is None:
+            self._check = _strict_json(TypeAdapter(self.tp))
+        return self._check
 
     def validate_json(self, raw: dict[str, Any], text: str | bytes | None = None) -> Any:
         """The object from its JSON value `raw` (its text, where the caller has it), read
@@ -438,7 +434,7 @@ class _Object:
                 text = _dumps(raw)
             except (ValueError, TypeError, RecursionError):  # not JSON; nested too deep
                 return _MISSING
-        return _finite(_attempt(self.checks[1], text), text)
+        return _finite(_attempt(self.check, text), text)
 
     def validate_rows(self, text: str) -> Any:
         """Rows of this type, `{...}, {...}` as JSON text, validated as a list in one call."""
@@ -453,7 +449,7 @@ class _Object:
 
     def validate_text(self, text: str) -> Any:
         """The object from its whole JSON text, read and validated in one call."""
-        value = _attempt(self.checks[1], text)
+        value = _attempt(self.check, text)
         if value is _MISSING or _read_as_written(text, value, self.decimals):
             return value
         return _MISSING
@@ -465,12 +461,14 @@ class _Object:
             self._decimals = _holds_decimal(TypeAdapter(self.tp).core_schema)
         return self._decimals
 
-    def complete(self, values: dict[str, Any], root: bool = False) -> Any:
-        """The completed object, validated once over its fields; `_MISSING` where it does not
-        validate, so that a completed part shown is always a validated one. The value itself
-        (`root`) is shown as far as it goes instead: there is nothing to leave it out of, and
-        `finish()` says why it fails."""
-        checked = self.validate(values)
+    def complete(self, values: dict[str, Any], text: str, root: bool = False) -> Any:
+        """The completed object, validated once from its JSON `text`; `_MISSING` where it
+        does not validate, so that a completed part shown is always a validated one. The
+        value itself (`root`) is shown as far as it goes instead, from its fields (`values`):
+        there is nothing to leave it out of, and `finish()` says why it fails."""
+        # (Read as `finish()` reads it by the scanner: no key twice, no `NaN`, no exponent
+        # past a float's; an integer too long for a float field is what is left to see.)
+        checked = _finite(_attempt(self.check, text), text)
         if checked is _MISSING and root:
             return self.construct(values)
         return checked
@@ -484,12 +482,13 @@ class _List:
         self.whole = whole
         self.nullable = nullable
 
-    def complete(self, values: list[Any], root: bool = False) -> Any:
-        """The completed list, validated whole where its type says (`Annotated`); as
-        `_Object.complete`, `_MISSING` where that fails, unless it is the value itself."""
+    def complete(self, values: list[Any], text: str | bytes, root: bool = False) -> Any:
+        """The completed list, its items each validated (`values`), or validated whole from
+        its JSON `text` where its type says (`Annotated`); as `_Object.complete`, `_MISSING`
+        where that fails, unless it is the value itself."""
         if self.whole is None:
             return values
-        checked = self.whole.validate_whole(values)
+        checked = self.whole.validate(values, text)
         return values if checked is _MISSING and root else checked
 
 
@@ -501,11 +500,11 @@ class _Map:
         self.whole = whole
         self.nullable = nullable
 
-    def complete(self, values: dict[str, Any], root: bool = False) -> Any:
+    def complete(self, values: dict[str, Any], text: str | bytes, root: bool = False) -> Any:
         """As `_List.complete`."""
         if self.whole is None:
             return values
-        checked = self.whole.validate_whole(values)
+        checked = self.whole.validate(values, text)
         return values if checked is _MISSING and root else checked
 
 
@@ -715,16 +714,23 @@ def root_of(tp: Any) -> tuple[Any, type[RootModel[Any]] | None]:
 
 
 def _fields_of(tp: Any) -> dict[str, tuple[str, Any]]:
-    """JSON key → (attribute name, shape)."""
+    """JSON key → (attribute name, shape): every key validation reads a field from."""
     out: dict[str, tuple[str, Any]] = {}
     owner = tp if isinstance(tp, type) and _config_of(tp) is not None else None
     if isinstance(tp, type) and issubclass(tp, BaseModel):
+        config = tp.model_config
+        by_alias = config.get("validate_by_alias", True) is not False
+        by_name = bool(config.get("validate_by_name") or config.get("populate_by_name"))
         for name, info in tp.model_fields.items():
-            key = info.validation_alias if isinstance(info.validation_alias, str) else info.alias
             annotation: Any = info.annotation
             if info.metadata:
                 annotation = typing.Annotated[(annotation, *info.metadata)]
-            out[key or name] = (name, _shape(annotation, owner))
+            shape = _shape(annotation, owner)
+            keys = _alias_keys(info.validation_alias or info.alias) if by_alias else []
+            if by_name or not keys:
+                keys.append(name)
+            for key in keys:
+                out[key] = (name, shape)
         return out
     hints = typing.get_type_hints(tp, include_extras=True)
     if dataclasses.is_dataclass(tp):
@@ -737,6 +743,21 @@ def _fields_of(tp: Any) -> dict[str, tuple[str, Any]]:
             hint = typing.get_args(base)[0]
         out[name] = (name, _shape(hint, owner))
     return out
+
+
+def _alias_keys(alias: Any) -> list[str]:
+    """The keys a field's alias reads it from: the alias, or each of its choices that is one
+    key (`AliasChoices("x", AliasPath("y"))`); a path into another key is none."""
+    if isinstance(alias, str):
+        return [alias]
+    choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
+    keys = []
+    for choice in choices:
+        if isinstance(choice, AliasPath):
+            choice = choice.path[0] if len(choice.path) == 1 else None
+        if isinstance(choice, str):
+            keys.append(choice)
+    return keys
 
 
 def _finish_child(shape: _Shape | None, raw: Any) -> Any:
@@ -753,10 +774,10 @@ def _finish_child(shape: _Shape | None, raw: Any) -> Any:
 
 
 def _from_raw(shape: _Shape | None, raw: Any, root: bool = False, text: str | None = None) -> Any:
-    """A whole JSON value (`text`, where the caller has it), validated as the scanner would
-    have validated it piece by piece: `_MISSING` where it does not validate, unless it is
-    the value itself (`root`), shown as far as it goes (see `_Object.complete`). `raw` holds
-    no `NaN` nor infinite float (the callers see to it)."""
+    """A whole JSON value (`text`, where the caller has it), validated as the scanner
+    validates a container it read piece by piece when it closes: `_MISSING` where it does
+    not validate, unless it is the value itself (`root`), shown as far as it goes (see
+    `_Object.complete`). `raw` holds no `NaN` nor infinite float (the callers see to it)."""
     if isinstance(shape, _Leaf):
         return shape.validate(raw, text)
     if shape is None or raw is None:
@@ -765,7 +786,7 @@ def _from_raw(shape: _Shape | None, raw: Any, root: bool = False, text: str | No
         if not isinstance(raw, dict):
             return _MISSING
         checked = shape.validate_json(raw, text)
-        if checked is not _MISSING:
+        if checked is not _MISSING or not root:
             return checked
         values: dict[str, Any] = {}
         for key, item in raw.items():
@@ -773,16 +794,21 @@ def _from_raw(shape: _Shape | None, raw: Any, root: bool = False, text: str | No
             value = _from_raw(found[1], item) if found is not None else item
             if value is not _MISSING:
                 values[key] = value
-        return shape.complete(values, root)
-    if isinstance(shape, _List):
-        if not isinstance(raw, list):
-            return _MISSING
-        items = [_from_raw(shape.item, item) for item in raw]
-        return shape.complete([item for item in items if item is not _MISSING], root)
-    if not isinstance(raw, dict):
+        return shape.construct(values)
+    if not isinstance(raw, list if isinstance(shape, _List) else dict):
         return _MISSING
-    entries = {key: _from_raw(shape.value, item) for key, item in raw.items()}
-    return shape.complete({k: v for k, v in entries.items() if v is not _MISSING}, root)
+    if shape.whole is not None:
+        # Validated whole from its text, not over its entries validated one by one (their
+        # validators would run twice); those are shown only where it is the value itself.
+        checked = shape.whole.validate(raw, text)
+        if checked is not _MISSING or not root:
+            return checked
+    if isinstance(shape, _List):
+        items = [_from_raw(shape.item, item) for item in raw]
+        return [item for item in items if item is not _MISSING]
+    entries = typing.cast("dict[str, Any]", raw)
+    values = {key: _from_raw(shape.value, item) for key, item in entries.items()}
+    return {key: value for key, value in values.items() if value is not _MISSING}
 
 
 def _brackets(text: str, pos: int, opened: list[str]) -> tuple[int, list[str], bool]:
@@ -954,16 +980,20 @@ class _Frame:
         "is_object",
         "key",
         "keys",
+        "reads_text",
         "row",
         "shape",
         "shown",
         "shown_count",
+        "start",
         "values",
     )
 
-    def __init__(self, shape: _Shape | None, is_object: bool) -> None:
+    def __init__(self, shape: _Shape | None, is_object: bool, start: int = 0) -> None:
         self.shape = shape
         self.is_object = is_object
+        # Where its opening bracket is in the text fed (`PartialValue._text`).
+        self.start = start
         self.values: Any = {} if is_object else []
         self.key: str | None = None
         # The keys written here (a value left out as invalid is not in `values`).
@@ -981,6 +1011,12 @@ class _Frame:
         # The shape of this array's items where they are objects: held as text while open.
         item = self.child
         self.row = item if not is_object and isinstance(item, _Object) else None
+        # Whether it is validated from its text when it closes (an object; a list or a map
+        # its type validates whole), not from its entries: those were validated already.
+        self.reads_text = self.typed() and (
+            isinstance(shape, _Object)
+            or (isinstance(shape, _List | _Map) and shape.whole is not None)
+        )
 
     def set_key(self, key: str) -> bool:
         """Take the key of the next entry; `False` for a key written twice, which `finish()`
@@ -1015,11 +1051,14 @@ class _Frame:
         else:
             self.values.append(value)
 
-    def complete(self, root: bool) -> Any:
-        """The closed container, validated as its shape says (`root`: it is the value)."""
+    def complete(self, root: bool, text: str | None) -> Any:
+        """The closed container, validated as its shape says (`root`: it is the value), from
+        its JSON `text` where it `reads_text`."""
         shape = self.shape
+        if text is not None:
+            return shape.complete(self.values, text, root)  # type: ignore[union-attr]
         if self.typed():
-            return shape.complete(self.values, root)  # type: ignore[union-attr]
+            return self.values  # a list or a map of entries validated one by one
         return _finish_child(shape, self.values)
 
     def with_tail(self, tail: Any) -> Any:
@@ -1103,6 +1142,13 @@ class PartialValue(Generic[T]):
         self._row_keys = 0
         # Whether the text being scanned starts with the row held before it came.
         self._rehold = False
+        # The text fed, in the pieces it came in, from the first open container validated
+        # from its text when it closes (`_reading` of them open); `_fed` characters so far,
+        # the text being scanned starting at `_base`.
+        self._log: list[str] = []
+        self._reading = 0
+        self._fed = 0
+        self._base = 0
 
     @property
     def complete(self) -> bool:
@@ -1113,6 +1159,14 @@ class PartialValue(Generic[T]):
         if self._broken or self._done is not _MISSING or not text:
             return
         self._dirty = True
+        log = self._log
+        if not self._reading and log:
+            # No open container will read its text: only the text not yet scanned is kept.
+            log.clear()
+            if self._rest:
+                log.append(self._rest)
+        log.append(text)
+        self._fed += len(text)
         if (
             self._row is not None
             and len(self._rest) < _LONGEST_ROW
@@ -1123,6 +1177,7 @@ class PartialValue(Generic[T]):
             return
         buf = self._rest + text if self._rest else text
         self._rest = ""
+        self._base = self._fed - len(buf)
         self._rehold = self._row is not None
         self._row = None
         pos = self._scan(buf, 0)
@@ -1202,7 +1257,7 @@ class PartialValue(Generic[T]):
                     continue
                 if not self._string_token(match.group(1)):
                     return None
-                if not self._punctuation(":"):
+                if not self._punctuation(":", self._base + pos):
                     resume, at = self._restart(buf, pos)
                     if at is None or not resume:
                         return at
@@ -1244,7 +1299,7 @@ class PartialValue(Generic[T]):
                         if self._done is not _MISSING or self._broken:
                             return None
                         continue
-                if not self._punctuation(char):
+                if not self._punctuation(char, self._base + pos):
                     resume, at = self._restart(buf, pos)
                     if at is None or not resume:
                         return at
@@ -1291,6 +1346,7 @@ class PartialValue(Generic[T]):
         if self._started:
             # A bracket in the prose (`see [1]: {...}`) opened a false start: drop it.
             self._stack.clear()
+            self._reading = 0
             self._started = False
         if not starts:
             return False, None
@@ -1464,12 +1520,13 @@ class PartialValue(Generic[T]):
         if not self._completed_inside:
             self._mark_inside()
 
-    def _punctuation(self, char: str) -> bool:
+    def _punctuation(self, char: str, after: int) -> bool:
+        """`char`, which ends at `after` in the text fed."""
         if char in "{[":
-            self._open(char == "{")
+            self._open(char == "{", after - 1)
             return True
         if char in "}]":
-            return self._close(char == "}")
+            return self._close(char == "}", after)
         if not self._stack:
             return False
         frame = self._stack[-1]
@@ -1484,18 +1541,24 @@ class PartialValue(Generic[T]):
             return False
         return True
 
-    def _open(self, is_object: bool) -> None:
+    def _open(self, is_object: bool, start: int) -> None:
         shape = self._root_shape if not self._stack else self._stack[-1].child_shape()
         self._started = True
         if self._stack:
             self._stack[-1].expect = "comma_or_end"
-        self._stack.append(_Frame(shape, is_object))
+        frame = _Frame(shape, is_object, start)
+        self._reading += frame.reads_text
+        self._stack.append(frame)
 
-    def _close(self, is_object: bool) -> bool:
+    def _close(self, is_object: bool, stop: int) -> bool:
         if not self._stack or self._stack[-1].is_object != is_object:
             return False
         frame = self._stack.pop()
-        value = frame.complete(root=not self._stack)
+        text = None
+        if frame.reads_text:
+            self._reading -= 1
+            text = self._text(frame.start, stop)
+        value = frame.complete(not self._stack, text)
         if self._stack:
             self._stack[-1].put(value)
             if not self._completed_inside:
@@ -1505,7 +1568,22 @@ class PartialValue(Generic[T]):
             self._started = self._completed_inside = False
         else:
             self._done = value
+            self._log.clear()
         return True
+
+    def _text(self, start: int, stop: int) -> str:
+        """The text fed from `start` to `stop` (a container that closed, validated from its
+        text; the log holds it): the pieces from the one it starts in to the last, joined
+        once and kept joined, since the containers around it read it again when they close."""
+        log = self._log
+        first = len(log) - 1
+        at = self._fed - len(log[first])  # where `log[first]` starts
+        while at > start:
+            first -= 1
+            at -= len(log[first])
+        if first < len(log) - 1:
+            log[first:] = ["".join(log[first:])]
+        return log[first][start - at : stop - at]
 
     def _mark_inside(self) -> None:
         """Something completed inside the value: from now on, text that is not JSON breaks
