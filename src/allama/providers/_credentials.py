@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from allama.errors import AuthenticationError
+from allama.errors import AuthenticationError, Error, NetworkError, ServerError
 
 __all__ = ["CLOUD_PLATFORM_SCOPE", "RefreshingToken"]
 
@@ -52,7 +52,13 @@ class RefreshingToken:
                 if self._credentials is None:
                     self._credentials, _ = default(scopes=[CLOUD_PLATFORM_SCOPE])
                 self._credentials.refresh(Request())
+            except (exceptions.TransportError, exceptions.TimeoutError) as error:
+                # Google's token endpoint out of reach: a network failure that may pass
+                # (nothing was sent to the provider), not a refused credential.
+                raise self._passing(NetworkError, "could not reach", error) from error
             except exceptions.GoogleAuthError as error:
+                if getattr(error, "retryable", False):  # the endpoint's 5xx, marked so
+                    raise self._passing(ServerError, "was failed by", error) from error
                 raise self._failure(
                     f"could not get a token from Application Default Credentials "
                     f"({type(error).__name__}); run `gcloud auth application-default login` "
@@ -62,6 +68,16 @@ class RefreshingToken:
             if token is None:
                 raise self._failure("got no token from Application Default Credentials")
             return token
+
+    def _passing(self, kind: type[Error], what: str, error: Exception) -> Error:
+        return (
+            kind(
+                f"{self._provider} {what} Google's token endpoint refreshing Application "
+                f"Default Credentials ({type(error).__name__}); nothing was sent"
+            )
+            .mark_authored()
+            .with_provider(self._provider)
+        )
 
     def _failure(self, why: str) -> AuthenticationError:
         return (
