@@ -276,6 +276,36 @@ def test_a_query_in_the_base_url_a_provider_echoes_is_redacted() -> None:
     assert error.context.request_id == "req-<redacted>"
 
 
+@pytest.mark.parametrize(
+    ("options", "echoed"),
+    [
+        ({"api_key": "sk-LEAK/KEY+9/x"}, "sk-LEAK\\/KEY+9\\/x"),
+        ({"headers": {"Authorization": "Bearer sk-LEAK/KEY+9/x"}}, "sk-LEAK\\/KEY+9\\/x"),
+        ({"base_url": "https://u:LEAK%2FPASS-99@gw.example/v1"}, "LEAK\\/PASS-99"),
+        ({"base_url": "https://u:LEAK-%C3%A9t%C3%A9-pw@gw.example/v1"}, "LEAK-\\u00e9t\\u00e9-pw"),
+    ],
+)
+def test_a_credential_echoed_as_json_escapes_it_is_redacted(
+    options: dict[str, Any], echoed: str
+) -> None:
+    """A gateway writing JSON with `/` escaped (PHP's `json_encode`, Lua's cjson) or
+    non-ASCII as `\\u` escapes echoes a key, a token or a URL's password so."""
+    body = '{"error": {"message": "bad credential ' + echoed + '"}}'
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(401, headers={"content-type": "application/json"}, content=body)
+
+    transport = allama.Transport(client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+    settings = {"base_url": "https://gw.example/v1", **options}
+    provider = allama.provider("openai-compatible", transport=transport, **settings)
+    with pytest.raises(Error) as failed:
+        provider.chat(ChatRequest("m").user("Hi"))
+    error = failed.value
+    for text in (str(error), error.context.body or "", json.dumps(error.to_json())):
+        assert "LEAK" not in text
+    assert str(error) == "bad credential <redacted>"
+
+
 def test_httpx2s_log_masks_the_query_of_calls_to_a_base_urls_host() -> None:
     import logging
 

@@ -10,6 +10,7 @@ apart is its adapter (`allama.adapters._adapter.Adapter`).
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -81,6 +82,11 @@ def _written(name: str, value: str) -> set[str]:
     found = {f"{name}={form}" for form in forms}
     found |= {form for form in forms if len(form) >= _SHORTEST_REDACTED}
     return found
+
+
+def _json_written(secret: str) -> str:
+    """`secret` as a JSON string escaping `/` and non-ASCII writes it (quotes left out)."""
+    return json.dumps(secret)[1:-1].replace("/", "\\/")
 
 
 @overload
@@ -613,6 +619,9 @@ class HttpProvider:
                 scheme, _, token = value.partition(" ")
                 if token and scheme.lower() in ("bearer", "basic"):
                     found.add(token)
+        # As JSON may write them too: a gateway echoing one escapes each `/` (PHP, Lua's
+        # cjson) or its non-ASCII characters.
+        found |= {_json_written(secret) for secret in found} - {""}
         for name, value in self._url_query.items():
             if name.lower() not in _PLAIN_PARAMS:  # a gateway's `?key=...`, `?code=...`
                 found.update(_written(name, value))
