@@ -525,6 +525,21 @@ def test_a_stream_closed_early_ends_its_spans_unfailed(traced: Traced) -> None:
     assert "allama.extract.enforcement" not in attrs(extraction)
 
 
+def test_a_stream_closed_early_captures_its_output_without_a_finish_reason(
+    traced: Traced,
+) -> None:
+    provider = openai(Script(sse(ANSWER)), tracer_provider=traced.provider, capture_content=True)
+    with provider.chat_stream(REQUEST) as stream:
+        for _, _event in zip(range(4), stream, strict=False):
+            pass
+    call = traced.one(f"chat {MODEL}")
+    assert attrs(call)["allama.stream.closed_early"] is True
+    (output,) = json.loads(attrs(call)["gen_ai.output.messages"])
+    # Not an error: the caller stopped reading, and the model neither stopped nor failed.
+    assert set(output) == {"role", "parts"}
+    assert output["role"] == "assistant"
+
+
 @FLAVOURS
 def test_a_stream_dropped_without_closing_still_ends_its_spans(
     traced: Traced, flavour: str

@@ -419,13 +419,15 @@ def input_messages(request: ChatRequest) -> str:
     return json.dumps(messages, ensure_ascii=False)
 
 
-def output_messages(response: ChatResponse) -> str:
-    """`gen_ai.output.messages`: the one answer, as far as it came."""
-    message = {
+def output_messages(response: ChatResponse, *, closed_early: bool = False) -> str:
+    """`gen_ai.output.messages`: the one answer, as far as it came. One whose stream the
+    caller closed before its end has no finish reason (the model did not stop, nor fail)."""
+    message: dict[str, Any] = {
         "role": "assistant",
         "parts": [_block_part(block) for block in response.content],
-        "finish_reason": _finish_reason(response.finish_reason),
     }
+    if not closed_early:
+        message["finish_reason"] = _finish_reason(response.finish_reason)
     return json.dumps([message], ensure_ascii=False)
 
 
@@ -473,7 +475,13 @@ class CallSpan:
 
         context.detach(token)  # type: ignore[arg-type]
 
-    def _response(self, response: ChatResponse, found: dict[str, Any] | None = None) -> None:
+    def _response(
+        self,
+        response: ChatResponse,
+        found: dict[str, Any] | None = None,
+        *,
+        closed_early: bool = False,
+    ) -> None:
         found = {} if found is None else found
         if response.model:
             found["gen_ai.response.model"] = response.model
@@ -483,7 +491,7 @@ class CallSpan:
             found["gen_ai.response.finish_reasons"] = [_finish_reason(response.finish_reason)]
         _usage(found, response.usage)
         if self.capture:
-            found["gen_ai.output.messages"] = output_messages(response)
+            found["gen_ai.output.messages"] = output_messages(response, closed_early=closed_early)
         self.span.set_attributes(found)
 
     def _end(self) -> None:
@@ -559,12 +567,12 @@ class CallSpan:
         try:
             error = collector.error or failure
             found: dict[str, Any] = {}
-            if not collector.finished:
-                if error is None:  # closed by the caller: the model did not stop
-                    found["allama.stream.closed_early"] = True
-                else:
-                    found["gen_ai.response.finish_reasons"] = ["error"]
-            self._response(collector.partial_response(), found)
+            closed_early = not collector.finished and error is None
+            if closed_early:  # closed by the caller: the model did not stop
+                found["allama.stream.closed_early"] = True
+            elif not collector.finished:
+                found["gen_ai.response.finish_reasons"] = ["error"]
+            self._response(collector.partial_response(), found, closed_early=closed_early)
             if error is not None:
                 _set_error(self.span, error)
         except Exception:
