@@ -300,6 +300,26 @@ REDIRECT_ADVICE = (
 )
 
 
+def _call(provider: Any, request: allama.ChatRequest, way: str) -> None:
+    """Call `provider` one `way`: `chat`, `achat`, `chat_stream` or `achat_stream` (read to
+    its end)."""
+
+    async def in_async() -> None:
+        if way == "achat":
+            await provider.achat(request)
+        else:
+            async with await provider.achat_stream(request) as stream:
+                await stream.response()
+
+    if way == "chat":
+        provider.chat(request)
+    elif way == "chat_stream":
+        with provider.chat_stream(request) as stream:
+            stream.response()
+    else:
+        asyncio.run(in_async())
+
+
 @pytest.mark.parametrize("name", ["openai", "anthropic", "gemini", "ollama"])
 @pytest.mark.parametrize("status", [301, 307, 308])
 @pytest.mark.parametrize("way", ["chat", "achat", "chat_stream", "achat_stream"])
@@ -311,21 +331,8 @@ def test_a_redirect_is_a_refusal_that_names_where_it_points_and_no_key(
     provider = allama.provider(name, base_url=base, api_key="k-123456789", timeout=5)
     request = allama.ChatRequest("m").user("x")
 
-    async def in_async() -> None:
-        if way == "achat":
-            await provider.achat(request)
-        else:
-            async with await provider.achat_stream(request) as stream:
-                await stream.response()
-
     with pytest.raises(allama.InvalidRequestError) as caught:
-        if way == "chat":
-            provider.chat(request)
-        elif way == "chat_stream":
-            with provider.chat_stream(request) as stream:
-                stream.response()
-        else:
-            asyncio.run(in_async())
+        _call(provider, request, way)
     error = caught.value
     assert error.message == (
         f"the provider answered {status}, a redirect to https://api.example.com:8443, "
@@ -421,21 +428,8 @@ def test_a_callers_client_that_follows_redirects_does_not_take_the_key_elsewhere
     provider = allama.provider(name, transport=transport, **options)
     request = allama.ChatRequest(model).user("x")
 
-    async def in_async() -> None:
-        if way == "achat":
-            await provider.achat(request)
-        else:
-            async with await provider.achat_stream(request) as stream:
-                await stream.response()
-
     with pytest.raises(allama.InvalidRequestError) as caught:
-        if way == "chat":
-            provider.chat(request)
-        elif way == "chat_stream":
-            with provider.chat_stream(request) as stream:
-                stream.response()
-        else:
-            asyncio.run(in_async())
+        _call(provider, request, way)
     assert hosts == [host]
     assert caught.value.status == 307
     assert caught.value.message == (
