@@ -198,7 +198,9 @@ class StreamCollector:
             elif block.block_type is not event.block_type:
                 raise self._mismatch(event.type, event.index, block.block_type)
             else:
-                block.id = block.id or event.id
+                # An id told again is the server's own, come after a stand-in the block
+                # started with (a Chat Completions call whose id came on a later delta).
+                block.id = event.id or block.id
                 block.name = block.name or event.name
         elif isinstance(event, BlockStop):
             if event.index not in self._blocks:

@@ -1,7 +1,9 @@
 """An HTTP response to a `ChatResponse`, or to the `allama.Error` it stands for.
 
 Tool calls are read from the message, never inferred from `finish_reason` (OpenAI answers a
-named `tool_choice` with `stop`); the deprecated `function_call` counts as one. A refusal
+named `tool_choice` with `stop`); the deprecated `function_call` counts as one, and so does a
+call of a tool of another type (OpenAI's `custom` tools, given through the body option), its
+`input` the arguments, free text as given. A refusal
 (`message.refusal`) becomes a refusal block; reasoning text (`reasoning` or
 `reasoning_content`) a reasoning block; reasoning and cached token counts go into `Usage`.
 A choice that Azure's content filter stopped may have no message at all: it is a response
@@ -258,13 +260,8 @@ def _blocks(message: WireMessage, *, think_tags: bool = False) -> list[ContentBl
         blocks.append(Refusal(text=message.refusal))
     calls = message.tool_calls or ()
     for position, call in enumerate(calls):
-        blocks.append(
-            ToolCall(
-                id=call.id or f"call_{position}",
-                name=call.function.name,
-                arguments=call.function.arguments,
-            )
-        )
+        name, arguments = call.named()
+        blocks.append(ToolCall(id=call.id or f"call_{position}", name=name, arguments=arguments))
     legacy = message.function_call
     if legacy is not None:
         # The deprecated single call has no id; it takes the place after any tool calls.

@@ -187,15 +187,7 @@ class _Encoder:
         texts = [block.text for block in message.content if isinstance(block, TextPart)]
         if not texts:
             texts = [block.text for block in message.content if isinstance(block, Refusal)]
-        calls = [
-            {
-                "id": block.id,
-                "type": "function",
-                "function": {"name": block.name, "arguments": block.arguments},
-            }
-            for block in message.content
-            if isinstance(block, ToolCall)
-        ]
+        calls = [self.tool_call(block) for block in message.content if isinstance(block, ToolCall)]
         wire: dict[str, Any] = {"role": "assistant"}
         if texts or not calls:
             wire["content"] = "".join(texts)
@@ -211,6 +203,34 @@ class _Encoder:
         if calls:
             wire["tool_calls"] = calls
         return wire
+
+    def tool_call(self, call: ToolCall) -> dict[str, Any]:
+        """A call as the wire takes it back: a function's, or a call of a tool of another
+        type the body option gives (a `custom` tool), its arguments the free-text `input`."""
+        kind = self.other_tools.get(call.name)
+        if kind is not None:
+            return {"id": call.id, "type": kind, kind: {"name": call.name, "input": call.arguments}}
+        return {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments},
+        }
+
+    @functools.cached_property
+    def other_tools(self) -> dict[str, str]:
+        """The type of each tool of another type than `function` in the body option's
+        `tools` (`{"type": "custom", "custom": {"name": ...}}`), by name."""
+        extra = self.request.option_json(BODY_OPTION)
+        tools = extra.get("tools") if isinstance(extra, dict) else None
+        kinds: dict[str, str] = {}
+        for tool in tools if isinstance(tools, list) else ():
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            if isinstance(tool, dict) and isinstance(kind, str) and kind != "function":
+                spec = tool.get(kind)
+                name = spec.get("name") if isinstance(spec, dict) else None
+                if isinstance(name, str):
+                    kinds[name] = kind
+        return kinds
 
     def tool_result(self, message: ToolMessage) -> dict[str, Any]:
         if message.is_error:

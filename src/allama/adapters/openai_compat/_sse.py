@@ -4,10 +4,17 @@ Bytes may arrive split anywhere (inside a line, inside a UTF-8 character); the d
 keeps the unfinished line and scans each byte once, so the work is linear in the stream.
 It reads `data:` and `event:` lines, skips comment lines (`: OPENROUTER PROCESSING`), stops
 at `data: [DONE]`, folds tool-call deltas by their `index` (by `id`, or onto the call before,
-when a server leaves the index out), reads the deprecated `delta.function_call` as one tool
-call, takes usage from any chunk (the usage-only chunk with empty `choices`, Groq's
-`x_groq.usage`), and raises the error an error object in the stream stands for, after the
-content and usage that arrived with it (those were paid for). Where the profile says so
+when a server leaves the index out; a delta whose `id` differs from the one its index's call
+has is a call of its own, as Ollama sends every call with index 0), reads the deprecated
+`delta.function_call` as one tool call, and a call of a tool of another type (`custom`) as
+a tool call whose arguments are its `input`. A call's id that comes after its arguments began
+(the start gave a stand-in) comes as a second `BlockStart` of the block with that id. A
+finish reason `""` (xAI's, with tool calls) is read from the content, as in a body, at
+`[DONE]`, or at the end of input where it came on a last delta with nothing in it (servers
+that send `""` on every chunk send it with content: a stream of theirs cut short still
+ends incomplete). It takes usage from any chunk (the usage-only chunk with empty `choices`,
+Groq's `x_groq.usage`), and raises the error an error object in the stream stands for, after
+the content and usage that arrived with it (those were paid for). Where the profile says so
 (`think_tags`), a `<think>…</think>` block that opens the content is reasoning, as in a body,
 however its tags are split across chunks (`_ThinkSplitter`).
 
@@ -69,7 +76,12 @@ from allama.adapters.openai_compat._decode import (
     usage_of,
 )
 from allama.adapters.openai_compat._errors import error_from_payload
-from allama.adapters.openai_compat._wire import WireChunk, WireChunkChoice, WireUsage
+from allama.adapters.openai_compat._wire import (
+    WireChunk,
+    WireChunkChoice,
+    WireToolCallDelta,
+    WireUsage,
+)
 from allama.errors import IncompleteStreamError, StreamDecodeError
 from allama.types import (
     DECLINE_EXPLANATION_KEY,
@@ -193,6 +205,16 @@ class ChatStreamDecoder:
         self._held: dict[int, list[str | None]] = {}
         """Tool calls whose block has not started: their id and name so far, until the
         first piece of their arguments (only `index` need come on a call's first delta)."""
+        self._tool_keys: dict[int, object] = {}
+        """The block key of the call each wire `index` stands for now."""
+        self._ids: dict[int, str | None] = {}
+        """Each tool call's id from the server (`None` while it gave none), by block."""
+        self._kinds: dict[int, str] = {}
+        """The type of each call of a tool of another type than `function`, by block."""
+        self._blank_finish = False
+        """A finish reason `""` came: the one `[DONE]` gives is read from the content."""
+        self._blank_last = False
+        """The last delta had nothing in it and the finish reason `""`."""
         self._started = False
         self._known_id = False
         self._tier_told = False
@@ -216,6 +238,9 @@ class ChatStreamDecoder:
         events, cut = self._parser.close()
         for event in events:
             yield from self._event(event, at_end=cut)
+        if not self.finished and not self.done and self._blank_last and self._has_tool_calls:
+            # xAI's finish reason for tool calls, with no `[DONE]` after it: the answer whole.
+            yield from self._finish("")
         if not self.finished:
             yield from self._held_text()
         yield from self._flush_details()
@@ -227,7 +252,7 @@ class ChatStreamDecoder:
         if data == _DONE:
             self.done = True
             if not self.finished:
-                yield from self._finish(None)
+                yield from self._finish("" if self._blank_finish else None)
             else:
                 yield from self._flush_details()
             return
@@ -455,6 +480,7 @@ class ChatStreamDecoder:
             return
         text, thinking = content_parts(delta.content)
         reasoning = reasoning_text(delta.reasoning, delta.reasoning_content) + thinking
+        said = bool(text or reasoning or delta.refusal or delta.tool_calls)
         if self._think is not None and text:
             thought, text = self._think.feed(text)
             reasoning += thought
@@ -465,28 +491,31 @@ class ChatStreamDecoder:
                 yield BlockStart(index=index, block_type=StreamBlockType.REFUSAL)
             yield RefusalDelta(index=index, text=delta.refusal)
         for call in delta.tool_calls or ():
-            key: object
-            if call.index is not None:
-                key = ("tool", call.index)
-            elif call.id and not self._unnamed_last():
-                key = ("tool_id", call.id)
-            else:  # (no index: the call before, whose id comes now if it had none)
-                key = self._last_tool if self._last_tool is not None else ("tool", 0)
+            key = self._tool_key(call)
             self._last_tool = key
-            function = call.function
             index, new = self._block(key)
-            name = function.name if function is not None else None
+            kind = call.type if call.type and call.type != "function" else None
+            name, arguments = call.piece(kind or self._kinds.get(index))
             if new:
                 self._has_tool_calls = True
                 self._held[index] = [call.id, name]
+                self._ids[index] = call.id
+                if kind is not None:
+                    self._kinds[index] = kind
             else:
-                held = self._held.get(index)
-                if held is not None:  # an id or a name on a later delta: the call's
-                    held[0] = held[0] or call.id
+                if call.id and self._ids.get(index) is None:  # the call's id, come late
+                    self._ids[index] = call.id
+                    held = self._held.get(index)
+                    if held is not None:
+                        held[0] = call.id
+                    else:  # (its start gave a stand-in)
+                        yield BlockStart(
+                            index=index, block_type=StreamBlockType.TOOL_CALL, id=call.id
+                        )
                 self._name_piece(index, name)
-            if function is not None and function.arguments:
+            if arguments:
                 yield from self._tool_start(index)
-                yield ToolCallDelta(index=index, arguments=function.arguments)
+                yield ToolCallDelta(index=index, arguments=arguments)
         legacy = delta.function_call
         if legacy is not None:
             # The deprecated single call: one block, its arguments in pieces like a tool's
@@ -502,7 +531,10 @@ class ChatStreamDecoder:
                 yield ToolCallDelta(index=index, arguments=legacy.arguments)
         if failed:
             return
-        if choice.finish_reason is not None and choice.finish_reason != "":
+        blank = choice.finish_reason == ""
+        self._blank_finish = self._blank_finish or blank
+        self._blank_last = blank and not said and legacy is None
+        if choice.finish_reason is not None and not blank:
             yield from self._finish(choice.finish_reason)
             explanation = filter_explanation(
                 (choice.model_extra or {}).get("content_filter_results")
@@ -538,13 +570,27 @@ class ChatStreamDecoder:
         if held is not None and name and name != held[1]:
             held[1] = (held[1] or "") + name
 
+    def _tool_key(self, call: WireToolCallDelta) -> object:
+        """The block a tool-call delta belongs to. A delta whose id differs from the id of
+        the call on its index is a call of its own, as in a body (Ollama gives each call
+        whole, every one with index 0)."""
+        if call.index is None:
+            if call.id and not self._unnamed_last():
+                return ("tool_id", call.id)
+            if self._last_tool is not None:
+                return self._last_tool  # (the call before, whose id comes now if it had none)
+        at = call.index or 0
+        key = self._tool_keys.get(at)
+        if key is None or (call.id and self._ids.get(self._blocks[key]) not in (None, call.id)):
+            key = self._tool_keys[at] = ("tool", at, len(self._blocks))
+        return key
+
     def _unnamed_last(self) -> bool:
-        """Whether the last tool call is held with no id yet (one without an index, whose
-        id comes on a later delta)."""
+        """Whether the last tool call has no id yet (one without an index, whose id comes on
+        a later delta)."""
         if self._last_tool is None:
             return False
-        held = self._held.get(self._blocks[self._last_tool])
-        return held is not None and held[0] is None
+        return self._ids.get(self._blocks[self._last_tool], "") is None
 
     def _tool_start(self, index: int) -> Iterator[StreamEvent]:
         held = self._held.pop(index, None)

@@ -16,7 +16,7 @@ import json
 from enum import StrEnum
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from allama.types._base import DEFER_BUILD
 
@@ -76,10 +76,43 @@ class WireFunctionCall(_Wire):
     _raw = field_validator("arguments", mode="before")(_raw_arguments)
 
 
+def _input_text(value: Any) -> str | None:
+    text = _raw_arguments(value)
+    return text if isinstance(text, str) else None
+
+
+def _other_tool(call: _Wire, kind: str | None) -> dict[str, Any] | None:
+    """What a call of a tool of another type than `function` holds under its type's name:
+    OpenAI's `custom` tools give `{"name", "input"}`, the input free text, not JSON."""
+    if not kind or kind == "function" or not call.model_extra:
+        return None
+    value = call.model_extra.get(kind)
+    return value if isinstance(value, dict) else None
+
+
 class WireToolCall(_Wire):
+    """A call of a function, or of a tool of another type (`{"type": "custom", "custom":
+    {"name", "input"}}`), which `named` reads alike."""
+
     id: str | None = None
     type: str = "function"
-    function: WireFunctionCall
+    function: WireFunctionCall | None = None
+
+    @model_validator(mode="after")
+    def _names_a_tool(self) -> Self:
+        if self.function is None and not isinstance(
+            (_other_tool(self, self.type) or {}).get("name"), str
+        ):
+            raise ValueError("a tool call names no function and no tool of its type")
+        return self
+
+    def named(self) -> tuple[str, str]:
+        """The tool's name and the call's arguments: a function's JSON text, or the input
+        of a tool of another type, as given."""
+        if self.function is not None:
+            return self.function.name, self.function.arguments
+        other = _other_tool(self, self.type) or {}
+        return str(other.get("name")), _input_text(other.get("input")) or ""
 
 
 class WireMessage(_Wire):
@@ -225,6 +258,18 @@ class WireToolCallDelta(_Wire):
     id: str | None = None
     type: str | None = None
     function: WireFunctionCallDelta | None = None
+
+    def piece(self, kind: str | None) -> tuple[str | None, str | None]:
+        """The piece of the tool's name and of the arguments this delta carries: its
+        function's, or the input of a tool of another type (`kind`, as the call's first
+        delta gave it, where this one does not say)."""
+        if self.function is not None:
+            return self.function.name, self.function.arguments
+        other = _other_tool(self, self.type or kind)
+        if other is None:
+            return None, None
+        name = other.get("name")
+        return (name if isinstance(name, str) else None), _input_text(other.get("input"))
 
 
 class WireDelta(_Wire):

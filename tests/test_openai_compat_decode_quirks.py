@@ -1,0 +1,284 @@
+"""Chat Completions answers of unusual shape, read alike in a body and in a stream: Ollama's
+parallel calls all on index 0, a call's id that comes late, xAI's finish reason `""`, and a
+call of a `custom` tool (OpenAI's free-text tools, given through the body option)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+
+from _recording import provider
+from allama import ChatRequest
+from allama.adapters.openai_compat._decode import decode_body
+from allama.adapters.openai_compat._sse import decode_stream
+from allama.errors import IncompleteStreamError, ServerError
+from allama.stream import StreamCollector
+from allama.types import (
+    BlockStart,
+    ChatResponse,
+    FinishReason,
+    StreamBlockType,
+    StreamEvent,
+    TextPart,
+    ToolCall,
+    Usage,
+)
+
+USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+
+
+def sse(*payloads: dict[str, Any], done: bool = True) -> bytes:
+    text = "".join(f"data: {json.dumps(p)}\n\n" for p in payloads)
+    return (text + ("data: [DONE]\n\n" if done else "")).encode()
+
+
+def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+    return {"id": "chatcmpl-1", "model": "m", "choices": choices, **extra}
+
+
+def body(message: dict[str, Any], finish: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}
+        ],
+        "usage": USAGE,
+    }
+
+
+def collect(events: Iterable[StreamEvent]) -> ChatResponse:
+    collector = StreamCollector()
+    for event in events:
+        collector.push(event)
+    return collector.finish()
+
+
+def streamed(preset: str, data: bytes, **options: Any) -> ChatResponse:
+    target, _ = provider(preset, (200, data), **options)
+    response: ChatResponse = target.chat_stream(ChatRequest("m").user("x")).response()
+    return response
+
+
+# 1. Ollama's /v1 sends each of several calls whole, every one with index 0 (ollama#15457)
+
+OLLAMA_CALLS = [
+    ("call_a", '{"filePath":"hello.py","content":"print(1)"}'),
+    ("call_b", '{"filePath":"world.py","content":"print(2)"}'),
+]
+OLLAMA_STREAM = sse(
+    chunk({"role": "assistant", "content": ""}),
+    *[
+        chunk(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "index": 0,
+                        "type": "function",
+                        "function": {"name": "file_write", "arguments": arguments},
+                    }
+                ],
+            }
+        )
+        for call_id, arguments in OLLAMA_CALLS
+    ],
+    chunk({"role": "assistant", "content": ""}, "tool_calls"),
+    chunk(None, usage=USAGE),
+)
+
+
+def test_ollama_calls_on_one_index_stream_as_calls_of_their_own() -> None:
+    expected = (
+        ToolCall(id="call_a", name="file_write", arguments=OLLAMA_CALLS[0][1]),
+        ToolCall(id="call_b", name="file_write", arguments=OLLAMA_CALLS[1][1]),
+    )
+    response = streamed("ollama-openai", OLLAMA_STREAM)
+    assert response.content == expected
+    assert response.finish_reason == FinishReason.TOOL_CALLS
+    whole = body(
+        {
+            "content": "",
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": "file_write", "arguments": a}}
+                for i, a in OLLAMA_CALLS
+            ],
+        },
+        "tool_calls",
+    )
+    assert decode_body(json.dumps(whole)).content == expected
+
+
+def test_a_call_whose_id_repeats_on_each_delta_stays_one_call() -> None:
+    pieces = ['{"a"', ":1}"]
+    data = sse(
+        *[
+            chunk({"tool_calls": [{"index": 0, "id": "call_1", "function": {"arguments": p}}]})
+            for p in pieces
+        ],
+        chunk({}, "tool_calls"),
+    )
+    assert collect(decode_stream(data)).content == (
+        ToolCall(id="call_1", name="", arguments='{"a":1}'),
+    )
+
+
+# 1b. A call's id that comes after its arguments began: the server's id, not a stand-in
+
+
+def test_a_calls_id_after_its_arguments_began_is_the_one_kept() -> None:
+    data = sse(
+        chunk({"role": "assistant", "content": None}),
+        chunk({"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": '{"x"'}}]}),
+        chunk({"tool_calls": [{"index": 0, "id": "call_abc", "function": {"arguments": ":1}"}}]}),
+        chunk({}, "tool_calls"),
+        chunk(None, usage=USAGE),
+    )
+    events = decode_stream(data)
+    starts = [event for event in events if isinstance(event, BlockStart)]
+    assert starts == [
+        BlockStart(index=0, block_type=StreamBlockType.TOOL_CALL, id="call_0", name="f"),
+        BlockStart(index=0, block_type=StreamBlockType.TOOL_CALL, id="call_abc"),
+    ]
+    expected = (ToolCall(id="call_abc", name="f", arguments='{"x":1}'),)
+    assert collect(events).content == expected
+    assert streamed("openai-compatible", data, base_url="http://h/v1").content == expected
+
+
+def test_a_call_without_an_index_takes_its_late_id_after_its_arguments_began() -> None:
+    data = sse(
+        chunk({"tool_calls": [{"function": {"name": "f", "arguments": '{"x"'}}]}),
+        chunk({"tool_calls": [{"id": "call_X", "function": {"arguments": ":1}"}}]}),
+        chunk({}, "tool_calls"),
+    )
+    assert collect(decode_stream(data)).content == (
+        ToolCall(id="call_X", name="f", arguments='{"x":1}'),
+    )
+
+
+# 2. xAI's finish reason "" with tool calls: read from the content, in a stream as in a body
+
+XAI_CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+}
+XAI_EXPECTED = (ToolCall(id="call_1", name="get_weather", arguments='{"city":"Paris"}'),)
+
+
+def xai_stream(*, done: bool) -> bytes:
+    return sse(
+        chunk({"role": "assistant", "content": None}),
+        chunk({"tool_calls": [{"index": 0, **XAI_CALL}]}),
+        chunk({}, ""),
+        chunk(None, usage=USAGE),
+        done=done,
+    )
+
+
+@pytest.mark.parametrize("done", [True, False])
+def test_xai_blank_finish_with_tool_calls_is_tool_calls_in_a_stream(done: bool) -> None:
+    response = streamed("xai", xai_stream(done=done))
+    assert response.content == XAI_EXPECTED
+    assert response.finish_reason == FinishReason.TOOL_CALLS
+    assert response.usage == Usage(input_tokens=10, output_tokens=5)
+    whole = decode_body(json.dumps(body({"content": None, "tool_calls": [XAI_CALL]}, "")))
+    assert whole.finish_reason == FinishReason.TOOL_CALLS
+    assert whole.content == XAI_EXPECTED
+
+
+def test_a_stream_with_blank_finishes_on_its_content_cut_short_is_incomplete() -> None:
+    # Servers that send "" on every chunk (sglang, Sensenova) send it with the content: a
+    # stream of theirs cut inside a call's arguments did not end.
+    data = sse(
+        chunk({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "f"}}]}, ""),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"a"'}}]}, ""),
+        done=False,
+    )
+    target, _ = provider("xai", (200, data))
+    with pytest.raises(IncompleteStreamError):
+        target.chat_stream(ChatRequest("m").user("x")).response()
+
+
+# 3. A call of a custom tool (free-text input), given through the body option
+
+CUSTOM_TOOLS = {"tools": [{"type": "custom", "custom": {"name": "code_exec"}}]}
+CUSTOM_CALL = {
+    "id": "call_1",
+    "type": "custom",
+    "custom": {"name": "code_exec", "input": "print('hello world')"},
+}
+CUSTOM_EXPECTED = (
+    TextPart(text="Running it."),
+    ToolCall(id="call_1", name="code_exec", arguments="print('hello world')"),
+)
+
+
+def test_a_custom_tool_call_in_a_body_is_a_tool_call_with_its_input() -> None:
+    answer = body({"content": "Running it.", "tool_calls": [CUSTOM_CALL]}, "tool_calls")
+    done = body({"content": "Done"}, "stop")
+    target, recorder = provider("openai", (200, answer), (200, answer), (200, done))
+    request = (
+        ChatRequest("gpt-5").user("run hello world").with_option_json("openai_compat", CUSTOM_TOOLS)
+    )
+    response = target.chat(request)
+    assert response.content == CUSTOM_EXPECTED
+    assert response.finish_reason == FinishReason.TOOL_CALLS
+    assert asyncio.run(target.achat(request)).content == CUSTOM_EXPECTED
+    assert len(recorder.bodies) == 2  # (no retry of a paid answer)
+    # Sent back in the next turn in the shape the API takes for a custom tool's call.
+    follow = request.assistant(response.content).tool_result(response.tool_calls()[0], "hi")
+    target.chat(follow)
+    sent = recorder.bodies[2]["messages"]
+    assert sent[1] == {"role": "assistant", "content": "Running it.", "tool_calls": [CUSTOM_CALL]}
+    assert sent[2] == {"role": "tool", "tool_call_id": "call_1", "content": "hi"}
+
+
+def test_a_function_call_goes_back_as_a_function_beside_custom_tools() -> None:
+    call = ToolCall(id="c", name="weather", arguments="{}")
+    target, recorder = provider("openai", (200, body({"content": "ok"}, "stop")))
+    target.chat(
+        ChatRequest("gpt-5")
+        .user("x")
+        .assistant([call])
+        .with_option_json("openai_compat", CUSTOM_TOOLS)
+    )
+    assert recorder.bodies[0]["messages"][1]["tool_calls"] == [
+        {"id": "c", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    ]
+
+
+def test_a_custom_tool_call_in_a_stream_is_read_as_in_a_body() -> None:
+    data = sse(
+        chunk({"role": "assistant", "content": "Running it."}),
+        chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_1",
+                        "type": "custom",
+                        "custom": {"name": "code_exec", "input": "print('hello"},
+                    }
+                ]
+            }
+        ),
+        chunk({"tool_calls": [{"index": 0, "custom": {"input": " world')"}}]}),
+        chunk({}, "tool_calls"),
+    )
+    response = streamed("openai", data)
+    assert response.content == CUSTOM_EXPECTED
+    assert response.finish_reason == FinishReason.TOOL_CALLS
+
+
+def test_a_tool_call_naming_no_tool_still_does_not_fit() -> None:
+    answer = body({"tool_calls": [{"id": "c", "type": "custom", "custom": {}}]}, "tool_calls")
+    with pytest.raises(ServerError, match="do not fit the chat completion shape"):
+        decode_body(json.dumps(answer))
