@@ -12,13 +12,20 @@ items added later) are kept verbatim, in order, under `provider_data["openai_res
   with it, with the items allama has no type for, and its text is in no block, so
   `ChatResponse.text()` and extraction read the final answer alone.
 - `function_call`: a tool call whose id is the item's `call_id` (what a
-  `function_call_output` answers; the item's own `fc_...` id is not kept) and whose
-  arguments are the string as sent.
+  `function_call_output` answers) and whose arguments are the string as sent.
 - `reasoning`: one reasoning block. Its text is the item's summaries, joined by a blank
   line; an item without a summary but with reasoning text (`content`, which open-weight
   models behind some servers return) gives that text instead. Its `encrypted_content` is
   kept verbatim, and the item's id (`rs_...`) is kept as the block's `signature`: with
   `store: false` the next turn sends the item back by id and encrypted content.
+
+Item ids: a response that says it was stored (`store: true`) and has a reasoning item
+keeps the id of the output item each content block came from (`msg_...`, `fc_...`, the
+reasoning item's own; `None` for a block of an item without one) under
+`provider_data["openai_responses"]["resume"]["item_ids"]`, one per block, in order.
+`to_assistant_message()` carries it, so that a turn sent back under `store: true` names
+the items after its reasoning by their ids, as the API requires of the items a reasoning
+item sent by its id alone precedes (only a stored item can be named).
 
 Annotations: an `output_text` part may carry `annotations` (`url_citation` with its
 `start_index`, `end_index`, `url` and `title`; `file_citation`, `container_file_citation`,
@@ -77,6 +84,7 @@ from allama.types import (
     Warning,
 )
 from allama.types._response import (
+    RESUME_KEY,
     USAGE_COST_KEY,
     WEB_SEARCH_PREVIEW_KEY,
     billed_extras,
@@ -88,6 +96,7 @@ __all__ = [
     "ANNOTATIONS_KEY",
     "COMMENTARY",
     "ITEMS_KEY",
+    "ITEM_IDS_KEY",
     "NAMESPACE",
     "SURFACED_ITEMS",
     "arguments_of",
@@ -96,6 +105,7 @@ __all__ = [
     "decode_response",
     "finish_reason_of",
     "is_commentary",
+    "item_ids_resume",
     "kept_annotations",
     "reasoning_parts",
     "reasoning_text",
@@ -111,6 +121,8 @@ ITEMS_KEY = "items"
 ANNOTATIONS_KEY = "annotations"
 """The annotations of text parts, verbatim: `{"index": i, "annotations": [...]}` for each text
 block `content[i]` whose part had any, in order."""
+ITEM_IDS_KEY = "item_ids"
+"""Under `resume`: the id of the output item each content block came from, in block order."""
 SURFACED_ITEMS = frozenset({"message", "function_call", "reasoning"})
 """The output item types allama reads into content blocks (a commentary message aside)."""
 COMMENTARY = "commentary"
@@ -226,6 +238,21 @@ def _string(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def item_ids_resume(blocks: Sequence[tuple[bool, str | None]], *, stored: bool) -> JsonValue | None:
+    """What `to_assistant_message()` carries of a response's item ids: each block's (as
+    `(is_reasoning, item_id)`, in block order), where they can be named on the next turn (a
+    response the server `stored`) and are needed there (a reasoning item, which goes back
+    by id, and another item with an id)."""
+    if not stored:
+        return None
+    if not any(reasoning and item_id for reasoning, item_id in blocks):
+        return None
+    if not any(item_id and not reasoning for reasoning, item_id in blocks):
+        return None
+    ids: list[JsonValue] = [item_id for _, item_id in blocks]
+    return {ITEM_IDS_KEY: ids}
+
+
 class _Unreadable(ValueError):
     """A part of the body does not fit the response shape; says which."""
 
@@ -257,10 +284,12 @@ class _Blocks:
     """What the output items become: the content blocks allama has types for, the other
     items verbatim, the text parts' annotations (by block position), the log-probabilities."""
 
-    __slots__ = ("annotations", "blocks", "logprobs", "others")
+    __slots__ = ("annotations", "blocks", "ids", "logprobs", "others")
 
     def __init__(self) -> None:
         self.blocks: list[ContentBlock] = []
+        self.ids: list[str | None] = []
+        """The id of the output item each block came from."""
         self.others: list[JsonValue] = []
         self.annotations: list[JsonValue] = []
         self.logprobs: tuple[TokenLogprob, ...] | None = None
@@ -300,12 +329,16 @@ def _blocks(output: list[Any]) -> _Blocks:
                 elif part.get("type") == "refusal":
                     refusal = part.get("refusal")
                     blocks.append(Refusal(text=refusal if isinstance(refusal, str) else ""))
+                else:
+                    continue
+                read.ids.append(_string(item.get("id")))
         elif kind == "function_call":
             call_id = _string(item.get("call_id")) or _string(item.get("id"))
             name = item.get("name")
             if call_id is None or not isinstance(name, str):
                 raise _Unreadable("a `function_call` item has no `call_id` or no `name`")
             blocks.append(ToolCall(id=call_id, name=name, arguments=arguments_of(item)))
+            read.ids.append(_string(item.get("id")))
         elif kind == "reasoning":
             blocks.append(
                 Reasoning(
@@ -314,6 +347,7 @@ def _blocks(output: list[Any]) -> _Blocks:
                     encrypted_content=_string(item.get("encrypted_content")),
                 )
             )
+            read.ids.append(_string(item.get("id")))
         else:
             others.append(item)
     read.logprobs = logprobs.result()
@@ -348,6 +382,11 @@ def decode_object(
         provider_data.setdefault(NAMESPACE, {})[USAGE_COST_KEY] = money
     if uses_search_preview(response):  # its searches are not at the `web_search` price
         provider_data.setdefault(NAMESPACE, {})[WEB_SEARCH_PREVIEW_KEY] = True
+    kinds = [isinstance(block, Reasoning) for block in read.blocks]
+    stored = response.get("store") is True  # only a stored item can be named by its id
+    resume = item_ids_resume(list(zip(kinds, read.ids, strict=True)), stored=stored)
+    if resume is not None:  # the items a stored turn's reasoning goes back with, by id
+        provider_data.setdefault(NAMESPACE, {})[RESUME_KEY] = resume
     return ChatResponse(
         tuple(read.blocks),
         finish_reason=finish_reason_of(response, has_tool_calls=has_calls),

@@ -23,7 +23,13 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   provider (`Reasoning.issuer`: OpenAI, xAI, OpenRouter and Azure all give `rs_` ids, and
   OpenAI answers 400 to content it did not issue), and can be read back: with its
   encrypted content, or by id under `store: true`. Other reasoning is left out of the
-  conversation with a warning on `reasoning`.
+  conversation with a warning on `reasoning`, and so is a reasoning item not directly
+  followed, in its turn, by the message or function call it preceded (the API refuses one
+  without its following item: a turn cut short while reasoning, or one that only
+  reasoned). Under `store: true` a reasoning item without encrypted content goes by its id
+  alone, and the API requires the items after it named by their own ids (`msg_...`,
+  `fc_...`, kept with the response under `resume`): they are sent with them, and one
+  whose following item's id is not known is left out too.
 - There are no stop sequences and no seed in this API: both are refused. An output limit
   below the API's minimum (16 tokens) is raised to it, with a warning.
 - Log-probabilities (`request.logprobs`) are asked for with
@@ -42,6 +48,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
+from itertools import islice
 from typing import Any
 
 from allama._degradations import Degradations, gives_tools
@@ -50,6 +57,7 @@ from allama.adapters.openai_compat._capabilities import ModelFamily
 from allama.adapters.openai_compat._encode import _Encoder as _ChatEncoder
 from allama.adapters.openai_compat._encode import _image_url
 from allama.adapters.openai_compat._profile import WireProfile
+from allama.adapters.openai_responses._decode import ITEM_IDS_KEY, NAMESPACE
 from allama.types import (
     AssistantMessage,
     CapabilitySupport,
@@ -71,6 +79,7 @@ from allama.types import (
     UserMessage,
 )
 from allama.types._content import OPENAI_REASONING_ID_PREFIX
+from allama.types._response import RESUME_KEY
 
 __all__ = [
     "BODY_OPTION",
@@ -213,34 +222,94 @@ class _Encoder(_ChatEncoder):
         }
 
     def assistant_items(self, message: AssistantMessage) -> list[dict[str, Any]]:
-        """The turn's blocks in order: runs of text and refusals as one `message` item,
-        tool calls as `function_call` items, reasoning as `reasoning` items."""
-        items: list[dict[str, Any]] = []
+        """The turn's blocks in order: runs of text and refusals as one `message` item (one
+        per output item it came from), tool calls as `function_call` items, reasoning as
+        `reasoning` items, each directly before the item it preceded (`paired`)."""
+        items: list[tuple[dict[str, Any] | None, str | None]] = []
         written: list[dict[str, Any]] = []
-        for block in message.content:
+        written_id: str | None = None
+        for block, item_id in zip(message.content, self.item_ids(message), strict=True):
             if isinstance(block, TextPart | Refusal):
+                if written and item_id != written_id:
+                    items.append((_output_message(written), written_id))
+                    written = []
                 if isinstance(block, TextPart):
                     written.append({"type": "output_text", "text": block.text})
                 else:
                     written.append({"type": "refusal", "refusal": block.text})
+                written_id = item_id
                 continue
             if written:
-                items.append(_output_message(written))
+                items.append((_output_message(written), written_id))
                 written = []
             if isinstance(block, ToolCall):
-                items.append(
-                    {
-                        "type": "function_call",
-                        "call_id": block.id,
-                        "name": block.name,
-                        "arguments": block.arguments,
-                    }
-                )
-            elif (reasoning := self.reasoning_item(block)) is not None:
-                items.append(reasoning)
+                call = {
+                    "type": "function_call",
+                    "call_id": block.id,
+                    "name": block.name,
+                    "arguments": block.arguments,
+                }
+                items.append((call, item_id))
+            elif isinstance(block, Reasoning):
+                items.append((self.reasoning_item(block), item_id))  # `None`: left out
         if written:
-            items.append(_output_message(written))
-        return items
+            items.append((_output_message(written), written_id))
+        return self.paired(items)
+
+    def item_ids(self, message: AssistantMessage) -> list[str | None]:
+        """The id of the output item each block came from, under `store: true` (elsewhere
+        no item is named by id), when the turn keeps them (`resume`) and they still fit its
+        content (a reasoning block's is its `signature`); `None` each otherwise."""
+        none: list[str | None] = [None] * len(message.content)
+        if not self.store:
+            return none
+        resume = message.provider_data.get(NAMESPACE, {}).get(RESUME_KEY)
+        ids = resume.get(ITEM_IDS_KEY) if isinstance(resume, dict) else None
+        if not isinstance(ids, list) or len(ids) != len(message.content):
+            return none
+        kept: list[str | None] = []
+        for block, item_id in zip(message.content, ids, strict=True):
+            if item_id is not None and not isinstance(item_id, str):
+                return none
+            if isinstance(block, Reasoning) and item_id != block.signature:
+                return none
+            kept.append(item_id)
+        return kept
+
+    def paired(self, items: list[tuple[dict[str, Any] | None, str | None]]) -> list[dict[str, Any]]:
+        """The turn's items (`None` for reasoning left out), each reasoning item kept only
+        directly before a message or a function call it can precede: the API refuses one
+        without its following item. A reasoning item that goes by its id alone (stored,
+        `store: true`) can precede only an item sent with its own id: the items after it, up
+        to the next reasoning, are sent with theirs."""
+        sent: list[dict[str, Any]] = []
+        by_id = False
+        for position, (item, item_id) in enumerate(items):
+            if item is None:
+                by_id = False
+                continue
+            if item["type"] == "reasoning":
+                by_id = self.store and "encrypted_content" not in item
+                later = islice(items, position + 1, None)
+                after, after_id = next(((i, n) for i, n in later if i is not None), (None, None))
+                if (
+                    after is None
+                    or after["type"] not in ("message", "function_call")
+                    or (by_id and after_id is None)
+                ):
+                    by_id = False
+                    self.degradations.approximate(
+                        RequestField.REASONING,
+                        f"{self.profile.display_name} takes back a reasoning item only "
+                        "directly before the message or function call that followed it in "
+                        "its turn (named by its id, for one that goes by id with `store: "
+                        "true`); reasoning without one was left out of the conversation",
+                    )
+                    continue
+            elif by_id and item_id is not None:
+                item = {**item, "id": item_id}
+            sent.append(item)
+        return sent
 
     def reasoning_item(self, block: Reasoning) -> dict[str, Any] | None:
         item_id = block.signature

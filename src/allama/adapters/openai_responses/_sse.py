@@ -16,10 +16,12 @@ the same name on the `event:` line) and the stream ends at a terminal event, wit
   `response.function_call_arguments.delta`, `response.reasoning_summary_text.delta` (and
   `response.reasoning_text.delta`, for an item with no summary): the block's pieces. A
   reasoning item's summaries are joined by a blank line, as `decode_object` joins them.
-  Its summary is its text, as `decode_object` reads it, so reasoning text that streams
-  while a summary may still come (the response asked for one, or did not say: its
-  `reasoning.summary` at `response.created`) is held back, and given when the item
-  finishes without a summary.
+  Its summary is its text, as `decode_object` reads it, so reasoning text is held back
+  while a summary may still come, and given when the item finishes without one. One may
+  come whatever the response's `reasoning.summary` says (xAI's is `null`, and it streams
+  summaries): only for a response with no reasoning configuration at all (`reasoning:
+  null` at `response.created`, OpenRouter's for the models whose raw reasoning it streams)
+  does reasoning text stream as it comes.
 - `response.output_text.annotation.added`: an annotation of a text part, kept verbatim at
   its `annotation_index`, and reported as provider data (below).
 - `response.content_part.done`: the part's text beyond what its deltas brought, and its
@@ -30,8 +32,8 @@ the same name on the `event:` line) and the stream ends at a terminal event, wit
   the list of every such item so far, so that the collected response holds what
   `decode_object` gives for the same response.
 - `response.completed`, `response.incomplete` (and `response.done`): items the stream never
-  announced, the annotations of the finished ones, the usage, and the finish reason, read
-  as `decode_object` reads them.
+  announced, the annotations of the finished ones, the ids of the items the blocks came
+  from (`resume`), the usage, and the finish reason, read as `decode_object` reads them.
 - `response.failed` (or a terminal response whose `status` is `failed`): its usage, when it
   has one, then its error; `error`: the error. Either is raised after every event before it
   was yielded (those were paid for, as may be the tokens the usage counts).
@@ -69,6 +71,7 @@ from allama.adapters.openai_responses._decode import (
     arguments_of,
     finish_reason_of,
     is_commentary,
+    item_ids_resume,
     kept_annotations,
     reasoning_parts,
     usage_of,
@@ -92,6 +95,7 @@ from allama.types import (
     UsageEvent,
 )
 from allama.types._response import (
+    RESUME_KEY,
     USAGE_COST_KEY,
     WEB_SEARCH_PREVIEW_KEY,
     money_fields,
@@ -244,8 +248,12 @@ class ResponsesStreamDecoder:
         """The entries of the reported annotations list, by the index of their text block."""
         self._started: tuple[str | None, str | None] | None = None
         self._summaries: bool | None = None
-        """Whether the response asked for reasoning summaries (`None`: it did not say)."""
+        """Whether a reasoning summary may come (`None`: the response did not say): it may,
+        unless the response has no reasoning configuration at all."""
         self._has_calls = False
+        self._stored = False
+        """Whether the response says the server stored it (the latest of its copies that
+        says)."""
         self._preview = False
         """Whether the response's tools include `web_search_preview` (said once)."""
         self.finished = False
@@ -317,7 +325,9 @@ class ResponsesStreamDecoder:
         if not isinstance(response, dict):
             return
         if self._summaries is None and "reasoning" in response:
-            self._summaries = _asks_summaries(response["reasoning"])
+            self._summaries = _may_summarize(response["reasoning"])
+        if "store" in response:
+            self._stored = response["store"] is True
         start = (_str(response.get("id")) or None, _str(response.get("model")) or self._model)
         if self._started is None or (start != self._started and not self.finished):
             self._started = start
@@ -665,6 +675,7 @@ class ResponsesStreamDecoder:
                 yield from self._final_annotations(known, item)
             return
         known.done = True
+        known.item_id = known.item_id or _str(item.get("id")) or None
         if known.kind in ("message", "function_call", "reasoning"):
             yield from self._complete(known, item, stop=True)
             return
@@ -716,6 +727,21 @@ class ResponsesStreamDecoder:
                 namespace=NAMESPACE, key=SERVICE_TIER_KEY, value=tier
             )
 
+    def _item_ids(self) -> Iterator[StreamEvent]:
+        """The ids of the items each block came from, as `decode_object` keeps them."""
+        owners = [
+            (block.index, block.block_type is StreamBlockType.REASONING, known.item_id)
+            for known in self._items.values()
+            for block in _blocks_of(known)
+        ]
+        owners.sort()
+        entries = [(reasoning, item_id) for _, reasoning, item_id in owners]
+        resume = item_ids_resume(entries, stored=self._stored)
+        if resume is not None:
+            yield ProviderDataEvent.model_construct(
+                namespace=NAMESPACE, key=RESUME_KEY, value=resume
+            )
+
     def _end(self, response: dict[str, Any], status: str) -> Iterator[StreamEvent]:
         if response.get("status") == "failed":
             yield from self._fail(response)
@@ -730,6 +756,7 @@ class ResponsesStreamDecoder:
                 yield from self._piece(block, block.release())
             yield from self._stop(block)
         yield from self._start(response)
+        yield from self._item_ids()
         usage = response.get("usage")
         if isinstance(usage, dict):
             yield UsageEvent(usage=usage_of(usage))
@@ -740,11 +767,11 @@ class ResponsesStreamDecoder:
         yield Finish(finish_reason=finish_reason_of(terminal, has_tool_calls=self._has_calls))
 
 
-def _asks_summaries(reasoning: Any) -> bool:
-    """Whether a response's `reasoning` object asks for summaries."""
-    if not isinstance(reasoning, dict):
-        return False
-    return any(_str(reasoning.get(key)) for key in ("summary", "generate_summary"))
+def _may_summarize(reasoning: Any) -> bool:
+    """Whether summaries may come for a response whose `reasoning` is this: unless it has
+    no reasoning configuration at all (`null`, OpenRouter's for the models it gives raw
+    reasoning text of). A `summary` of `null` is no promise: xAI says so, and summarizes."""
+    return reasoning is not None
 
 
 def _blocks_of(known: _Item) -> list[_Block]:
