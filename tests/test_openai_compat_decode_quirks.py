@@ -130,6 +130,20 @@ def test_a_call_whose_id_repeats_on_each_delta_stays_one_call() -> None:
     )
 
 
+def test_a_call_whose_deltas_each_carry_another_id_stays_one_call() -> None:
+    # Poolside, vLLM's Harmony parser before PR #33520: the first delta's id, then a new
+    # id on each delta of the arguments. OpenAI's SDK merges them by index.
+    data = sse(
+        chunk({"tool_calls": [{"index": 0, "id": "call_A", "function": {"name": "f"}}]}),
+        chunk({"tool_calls": [{"index": 0, "id": "call_B", "function": {"arguments": '{"a"'}}]}),
+        chunk({"tool_calls": [{"index": 0, "id": "call_C", "function": {"arguments": ":1}"}}]}),
+        chunk({}, "tool_calls"),
+    )
+    assert collect(decode_stream(data)).content == (
+        ToolCall(id="call_A", name="f", arguments='{"a":1}'),
+    )
+
+
 # 1b. A call's id that comes after its arguments began: the server's id, not a stand-in
 
 

@@ -571,9 +571,11 @@ class ChatStreamDecoder:
             held[1] = (held[1] or "") + name
 
     def _tool_key(self, call: WireToolCallDelta) -> object:
-        """The block a tool-call delta belongs to. A delta whose id differs from the id of
-        the call on its index is a call of its own, as in a body (Ollama gives each call
-        whole, every one with index 0)."""
+        """The block a tool-call delta belongs to. A delta that names a tool under an id
+        other than the call's on its index is a call of its own, as in a body (Ollama gives
+        each call whole, every one with index 0); one that goes on with the arguments under
+        another id is the same call (some servers give each delta an id of its own, Poolside
+        and older vLLM among them), as OpenAI's SDK reads it."""
         if call.index is None:
             if call.id and not self._unnamed_last():
                 return ("tool_id", call.id)
@@ -581,7 +583,11 @@ class ChatStreamDecoder:
                 return self._last_tool  # (the call before, whose id comes now if it had none)
         at = call.index or 0
         key = self._tool_keys.get(at)
-        if key is None or (call.id and self._ids.get(self._blocks[key]) not in (None, call.id)):
+        if key is None or (
+            call.id
+            and call.piece(None)[0]
+            and self._ids.get(self._blocks[key]) not in (None, call.id)
+        ):
             key = self._tool_keys[at] = ("tool", at, len(self._blocks))
         return key
 
