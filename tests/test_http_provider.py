@@ -283,6 +283,9 @@ def test_a_query_in_the_base_url_a_provider_echoes_is_redacted() -> None:
         ({"headers": {"Authorization": "Bearer sk-LEAK/KEY+9/x"}}, "sk-LEAK\\/KEY+9\\/x"),
         ({"base_url": "https://u:LEAK%2FPASS-99@gw.example/v1"}, "LEAK\\/PASS-99"),
         ({"base_url": "https://u:LEAK-%C3%A9t%C3%A9-pw@gw.example/v1"}, "LEAK-\\u00e9t\\u00e9-pw"),
+        # `/` and non-ASCII: escaped one way and not the other, as cjson and Python write.
+        ({"base_url": "https://u:LEAK-%C3%A9%2Fpw-9@gw.example/v1"}, "LEAK-\u00e9\\/pw-9"),
+        ({"base_url": "https://u:LEAK-%C3%A9%2Fpw-9@gw.example/v1"}, "LEAK-\\u00e9/pw-9"),
     ],
 )
 def test_a_credential_echoed_as_json_escapes_it_is_redacted(

@@ -84,9 +84,13 @@ def _written(name: str, value: str) -> set[str]:
     return found
 
 
-def _json_written(secret: str) -> str:
-    """`secret` as a JSON string escaping `/` and non-ASCII writes it (quotes left out)."""
-    return json.dumps(secret)[1:-1].replace("/", "\\/")
+def _json_written(secret: str) -> set[str]:
+    """`secret` as a JSON string may write it (quotes left out): with `/` escaped or not,
+    non-ASCII escaped or not (Python's `json.dumps` escapes the one, Lua's cjson the
+    other)."""
+    ascii_ = json.dumps(secret)[1:-1]
+    raw = json.dumps(secret, ensure_ascii=False)[1:-1]
+    return {form for text in (ascii_, raw) for form in (text, text.replace("/", "\\/"))}
 
 
 @overload
@@ -621,7 +625,7 @@ class HttpProvider:
                     found.add(token)
         # As JSON may write them too: a gateway echoing one escapes each `/` (PHP, Lua's
         # cjson) or its non-ASCII characters.
-        found |= {_json_written(secret) for secret in found} - {""}
+        found |= {form for secret in found for form in _json_written(secret)} - {""}
         for name, value in self._url_query.items():
             if name.lower() not in _PLAIN_PARAMS:  # a gateway's `?key=...`, `?code=...`
                 found.update(_written(name, value))
