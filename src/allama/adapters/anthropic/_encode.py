@@ -19,14 +19,12 @@ explicitly on the families that think unless told not to).
 from __future__ import annotations
 
 import base64
-import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any, TypeGuard
 
 from allama._degradations import Degradations, gives_tools
+from allama.adapters._arguments import call_arguments
 from allama.adapters._http import HttpRequest, with_option_tools
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters._tool_ids import ANTHROPIC_IDS, with_tool_ids
@@ -331,46 +329,13 @@ class _Encoder:
         return None
 
     def input(self, call: ToolCall) -> Any:
-        """The arguments of `call` as an object. The body is written from Python values, so
-        a number goes as a float (an integer as written): one that is no number JSON holds
-        (`NaN`, `Infinity`, `1e400`) is refused, and one whose digits a float does not keep
-        is sent as the nearest float, with a warning."""
-        if not call.arguments.strip():
-            # No arguments at all: how other providers (OpenAI's `""`) write a call of a
-            # tool that takes none, and how allama reads a `tool_use` streamed with none.
-            return {}
-        rounded = False
-
-        def number(text: str) -> float:
-            nonlocal rounded
-            value = float(text)
-            if not math.isfinite(value):
-                raise _NotFinite
-            rounded = rounded or Decimal(repr(value)) != Decimal(text)
-            return value
-
-        try:
-            value = json.loads(call.arguments, parse_float=number, parse_constant=_not_finite)
-        except _NotFinite:
-            raise self.invalid(
-                f"the arguments of tool call `{call.id}` hold a number that is not finite "
-                f"(NaN, an infinity, or too large for a float), which {self.profile.display_name} "
-                "cannot take in JSON"
-            ) from None
-        except (ValueError, RecursionError):
-            value = None
-        if not isinstance(value, dict):
-            raise self.invalid(
-                f"the arguments of tool call `{call.id}` are not a JSON object, which "
-                f"{self.profile.display_name} needs for `tool_use.input`"
-            )
-        if rounded:
-            self.degradations.approximate(
-                RequestField.MESSAGES,
-                f"the arguments of tool call `{call.id}` hold a number with more digits than a "
-                "float keeps; it was sent as the nearest float",
-            )
-        return value
+        return call_arguments(
+            call,
+            provider=self.profile.name,
+            display=self.profile.display_name,
+            field="tool_use.input",
+            degradations=self.degradations,
+        )
 
     def invalid(self, why: str) -> InvalidRequestError:
         return InvalidRequestError(why).mark_authored().with_provider(self.profile.name)
@@ -851,14 +816,6 @@ def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:
     if opening is None:
         return False
     return opening["content"][0]["type"] not in ("thinking", "redacted_thinking")
-
-
-class _NotFinite(Exception):
-    """A number in tool call arguments that JSON does not hold."""
-
-
-def _not_finite(constant: str) -> Any:
-    raise _NotFinite
 
 
 def _fits(layout: object, count: int) -> TypeGuard[list[int | dict[str, Any]]]:

@@ -32,7 +32,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from allama._degradations import Degradations, gives_tools
-from allama.adapters._http import HttpRequest, wire_json, with_option_tools
+from allama.adapters._arguments import call_arguments
+from allama.adapters._http import HttpRequest, with_option_tools
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters.gemini._capabilities import GeminiFamily, SchemaSurface, Thinking
 from allama.adapters.gemini._profile import GeminiProfile
@@ -228,21 +229,13 @@ class _Encoder:
         return parts
 
     def call(self, block: ToolCall) -> dict[str, Any]:
-        args: Any
-        if not block.arguments.strip():
-            # No arguments at all: how other providers (OpenAI's `""`) write a call of a
-            # tool that takes none.
-            args = {}
-        else:
-            try:
-                args = wire_json(block.arguments)
-            except ValueError:
-                args = None
-        if not isinstance(args, dict):
-            raise self.invalid(
-                f"the arguments of tool call `{block.id}` are not a JSON object, which "
-                f"{self.profile.display_name} needs for `functionCall.args`"
-            )
+        args = call_arguments(
+            block,
+            provider=self.profile.name,
+            display=self.profile.display_name,
+            field="functionCall.args",
+            degradations=self.degradations,
+        )
         self.call_names[block.id] = block.name
         call: dict[str, Any] = {"name": block.name, "args": args}
         if not _SYNTHETIC_ID.fullmatch(block.id):

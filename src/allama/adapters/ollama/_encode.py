@@ -55,7 +55,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from allama._degradations import Degradations
-from allama.adapters._http import HttpRequest, wire_json, with_option_tools
+from allama.adapters._arguments import call_arguments
+from allama.adapters._http import HttpRequest, with_option_tools
 from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters.ollama._capabilities import OllamaFamily, Thinking
 from allama.adapters.ollama._profile import OllamaProfile
@@ -212,21 +213,13 @@ class _Encoder:
         return wire
 
     def call(self, block: ToolCall) -> dict[str, Any]:
-        arguments: Any
-        if not block.arguments.strip():
-            # No arguments at all: how other providers (OpenAI's `""`) write a call of a
-            # tool that takes none.
-            arguments = {}
-        else:
-            try:
-                arguments = wire_json(block.arguments)
-            except ValueError:
-                arguments = None
-        if not isinstance(arguments, dict):
-            raise self.invalid(
-                f"the arguments of tool call `{block.id}` are not a JSON object, which "
-                f"{self.profile.display_name} needs for `function.arguments`"
-            )
+        arguments = call_arguments(
+            block,
+            provider=self.profile.name,
+            display=self.profile.display_name,
+            field="function.arguments",
+            degradations=self.degradations,
+        )
         self.call_names[block.id] = block.name
         wire: dict[str, Any] = {"function": {"name": block.name, "arguments": arguments}}
         if not _SYNTHETIC_ID.fullmatch(block.id):
