@@ -13,6 +13,8 @@ items added later) are kept verbatim, in order, under `provider_data["openai_res
   `ChatResponse.text()` and extraction read the final answer alone.
 - `function_call`: a tool call whose id is the item's `call_id` (what a
   `function_call_output` answers) and whose arguments are the string as sent.
+- `custom_tool_call` (the call of a `custom` tool given through the body option): a tool
+  call as a function's is, its arguments the item's `input`, free text as given.
 - `reasoning`: one reasoning block. Its text is the item's summaries, joined by a blank
   line; an item without a summary but with reasoning text (`content`, which open-weight
   models behind some servers return) gives that text instead. Its `encrypted_content` is
@@ -94,6 +96,7 @@ from allama.types._response import (
 
 __all__ = [
     "ANNOTATIONS_KEY",
+    "CALL_ITEMS",
     "COMMENTARY",
     "ITEMS_KEY",
     "ITEM_IDS_KEY",
@@ -123,7 +126,9 @@ ANNOTATIONS_KEY = "annotations"
 block `content[i]` whose part had any, in order."""
 ITEM_IDS_KEY = "item_ids"
 """Under `resume`: the id of the output item each content block came from, in block order."""
-SURFACED_ITEMS = frozenset({"message", "function_call", "reasoning"})
+CALL_ITEMS = frozenset({"function_call", "custom_tool_call"})
+"""The output item types that are tool calls: a function's, and a `custom` tool's."""
+SURFACED_ITEMS = frozenset({"message", "reasoning", *CALL_ITEMS})
 """The output item types allama reads into content blocks (a commentary message aside)."""
 COMMENTARY = "commentary"
 """The `phase` of a message that is the model's words on the way, not its answer."""
@@ -188,8 +193,9 @@ def json_text(value: Any) -> str:
 
 
 def arguments_of(item: Mapping[str, Any]) -> str:
-    """A function call's arguments as sent: a string (or a server's object, as JSON text)."""
-    raw = item.get("arguments")
+    """A call's arguments as sent: a function's string (or a server's object, as JSON
+    text), or a custom tool's `input`, free text."""
+    raw = item.get("input" if item.get("type") == "custom_tool_call" else "arguments")
     if isinstance(raw, str):
         return raw
     return "" if raw is None else json_text(raw)
@@ -332,11 +338,11 @@ def _blocks(output: list[Any]) -> _Blocks:
                 else:
                     continue
                 read.ids.append(_string(item.get("id")))
-        elif kind == "function_call":
+        elif kind in CALL_ITEMS:
             call_id = _string(item.get("call_id")) or _string(item.get("id"))
             name = item.get("name")
             if call_id is None or not isinstance(name, str):
-                raise _Unreadable("a `function_call` item has no `call_id` or no `name`")
+                raise _Unreadable(f"a `{kind}` item has no `call_id` or no `name`")
             blocks.append(ToolCall(id=call_id, name=name, arguments=arguments_of(item)))
             read.ids.append(_string(item.get("id")))
         elif kind == "reasoning":

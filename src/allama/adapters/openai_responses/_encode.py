@@ -38,6 +38,9 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   so is a streamed call: allama reads them from whole responses.
 - There is no plain-text choice output: a `choice` response format is refused (never sent
   as a JSON Schema).
+- A call of a `custom` tool the body option's `tools` give (by its name) goes back as a
+  `custom_tool_call` item, its arguments the free-text `input`, and its result as a
+  `custom_tool_call_output`; every other call as a `function_call`.
 - The request option `openai_responses` is merged into the body last (for
   `previous_response_id`, `store`, `truncation`, `metadata`...); its `text` and
   `reasoning` objects are added to allama's, and its `include` list to allama's, rather
@@ -47,6 +50,7 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Mapping
 from itertools import islice
 from typing import Any
@@ -223,8 +227,9 @@ class _Encoder(_ChatEncoder):
 
     def assistant_items(self, message: AssistantMessage) -> list[dict[str, Any]]:
         """The turn's blocks in order: runs of text and refusals as one `message` item (one
-        per output item it came from), tool calls as `function_call` items, reasoning as
-        `reasoning` items, each directly before the item it preceded (`paired`)."""
+        per output item it came from), tool calls as `function_call` items (a custom tool's
+        as `custom_tool_call`), reasoning as `reasoning` items, each directly before the item
+        it preceded (`paired`)."""
         items: list[tuple[dict[str, Any] | None, str | None]] = []
         written: list[dict[str, Any]] = []
         written_id: str | None = None
@@ -243,18 +248,54 @@ class _Encoder(_ChatEncoder):
                 items.append((_output_message(written), written_id))
                 written = []
             if isinstance(block, ToolCall):
-                call = {
-                    "type": "function_call",
-                    "call_id": block.id,
-                    "name": block.name,
-                    "arguments": block.arguments,
-                }
-                items.append((call, item_id))
+                items.append((self.call_item(block), item_id))
             elif isinstance(block, Reasoning):
                 items.append((self.reasoning_item(block), item_id))  # `None`: left out
         if written:
             items.append((_output_message(written), written_id))
         return self.paired(items)
+
+    def call_item(self, call: ToolCall) -> dict[str, Any]:
+        """A call as the API takes it back: a custom tool's with its free-text `input`, or a
+        function's."""
+        if self.other_tools.get(call.name) == "custom":
+            return {
+                "type": "custom_tool_call",
+                "call_id": call.id,
+                "name": call.name,
+                "input": call.arguments,
+            }
+        return {
+            "type": "function_call",
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": call.arguments,
+        }
+
+    @functools.cached_property
+    def other_tools(self) -> dict[str, str]:
+        """The type of each tool of another type than `function` in the body option's
+        `tools`, by name (flat, as this API takes tools: `{"type": "custom", "name": ...}`)."""
+        tools = self.extra.get("tools")
+        kinds: dict[str, str] = {}
+        for tool in tools if isinstance(tools, list) else ():
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            name = tool.get("name") if isinstance(tool, dict) else None
+            if isinstance(kind, str) and kind != "function" and isinstance(name, str):
+                kinds[name] = kind
+        return kinds
+
+    @functools.cached_property
+    def custom_calls(self) -> frozenset[str]:
+        """The ids of the conversation's calls that go back as custom tools' calls, whose
+        results go back as theirs."""
+        return frozenset(
+            block.id
+            for message in self.request.messages
+            if isinstance(message, AssistantMessage)
+            for block in message.content
+            if isinstance(block, ToolCall) and self.other_tools.get(block.name) == "custom"
+        )
 
     def item_ids(self, message: AssistantMessage) -> list[str | None]:
         """The id of the output item each block came from, under `store: true` (elsewhere
@@ -294,7 +335,7 @@ class _Encoder(_ChatEncoder):
                 after, after_id = next(((i, n) for i, n in later if i is not None), (None, None))
                 if (
                     after is None
-                    or after["type"] not in ("message", "function_call")
+                    or after["type"] not in ("message", "function_call", "custom_tool_call")
                     or (by_id and after_id is None)
                 ):
                     by_id = False
@@ -338,8 +379,9 @@ class _Encoder(_ChatEncoder):
                 f"{self.profile.display_name} has no error flag for tool results; "
                 "the result was sent as plain content",
             )
+        custom = message.tool_call_id in self.custom_calls
         return {
-            "type": "function_call_output",
+            "type": "custom_tool_call_output" if custom else "function_call_output",
             "call_id": message.tool_call_id,
             "output": message.content,
         }

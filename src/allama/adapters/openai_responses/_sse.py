@@ -6,14 +6,17 @@ the same name on the `event:` line) and the stream ends at a terminal event, wit
 `[DONE]` (a server that sends one anyway, OpenRouter, is read to the end the same way):
 
 - `response.created`, `response.in_progress`, `response.queued`: the response's id and model.
-- `response.output_item.added`: a function call or a reasoning item opens its block; a
-  message opens one block per content part (`response.content_part.added`, or its first
-  delta), an `output_text` part a text block and a `refusal` part a refusal block. A
+- `response.output_item.added`: a function call, a custom tool's call (`custom_tool_call`)
+  or a reasoning item opens its block; a message opens one block per content part
+  (`response.content_part.added`, or its first delta), an `output_text` part a text block
+  and a `refusal` part a refusal block. A
   message announced in the `commentary` phase opens none: its deltas are passed over, and
   the finished item is kept whole with the items allama has no type for, as
   `decode_object` keeps it (the phase is read from the item as announced).
 - `response.output_text.delta`, `response.refusal.delta`,
-  `response.function_call_arguments.delta`, `response.reasoning_summary_text.delta` (and
+  `response.function_call_arguments.delta`, `response.custom_tool_call_input.delta` (a
+  custom tool's free-text input, the call's arguments; its `.done` brings the end the
+  deltas did not), `response.reasoning_summary_text.delta` (and
   `response.reasoning_text.delta`, for an item with no summary): the block's pieces. A
   reasoning item's summaries are joined by a blank line, as `decode_object` joins them.
   Its summary is its text, as `decode_object` reads it, so reasoning text is held back
@@ -66,8 +69,10 @@ from pydantic import JsonValue
 from allama.adapters._sse import SseEvent, SseParser, event_json
 from allama.adapters.openai_responses._decode import (
     ANNOTATIONS_KEY,
+    CALL_ITEMS,
     ITEMS_KEY,
     NAMESPACE,
+    SURFACED_ITEMS,
     arguments_of,
     finish_reason_of,
     is_commentary,
@@ -113,6 +118,12 @@ _ENDS = {
     "response.incomplete": "incomplete",
     "response.done": "completed",
 }
+_INPUTS = {
+    "response.function_call_arguments.delta": "function_call",
+    "response.custom_tool_call_input.delta": "custom_tool_call",
+    "response.custom_tool_call_input.done": "custom_tool_call",
+}
+"""The events that bring a call's arguments, and the type of the item each is for."""
 _PART_BLOCKS = {"output_text": StreamBlockType.TEXT, "refusal": StreamBlockType.REFUSAL}
 _SEPARATOR = "\n\n"
 _COMMENTARY = "message:commentary"
@@ -303,8 +314,8 @@ class ResponsesStreamDecoder:
             yield from self._part_delta(payload, StreamBlockType.TEXT)
         elif kind == "response.refusal.delta":
             yield from self._part_delta(payload, StreamBlockType.REFUSAL)
-        elif kind == "response.function_call_arguments.delta":
-            yield from self._arguments_delta(payload)
+        elif kind in _INPUTS:
+            yield from self._arguments(payload, _INPUTS[kind], done=kind.endswith(".done"))
         elif kind == "response.reasoning_summary_text.delta":
             yield from self._reasoning_delta(payload, "summary", "summary_index")
         elif kind == "response.reasoning_text.delta":
@@ -365,7 +376,7 @@ class ResponsesStreamDecoder:
         if item_id is not None:
             self._by_id[item_id] = index
         events: list[StreamEvent] = []
-        if kind == "function_call":
+        if kind in CALL_ITEMS:
             block = known.block = self._surface(StreamBlockType.TOOL_CALL)
             self._has_calls = True
             events.append(
@@ -539,13 +550,17 @@ class ResponsesStreamDecoder:
         else:
             yield ReasoningDelta(index=block.index, text=text)
 
-    def _arguments_delta(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
+    def _arguments(
+        self, payload: dict[str, Any], kind: str, *, done: bool
+    ) -> Iterator[StreamEvent]:
+        """A piece of a call's arguments (`delta`), or the whole of them (`input`, `done`)."""
         known = self._item(payload)
-        if known.kind != "function_call" or known.block is None:
-            raise StreamDecodeError(
-                f"function call arguments for a `{known.kind}` item"
-            ).mark_authored()
-        yield from self._piece(known.block, _str(payload.get("delta")))
+        if known.kind != kind or known.block is None:
+            raise StreamDecodeError(f"`{kind}` arguments for a `{known.kind}` item").mark_authored()
+        if done:
+            yield from self._rest(known.block, _str(payload.get("input")))
+        else:
+            yield from self._piece(known.block, _str(payload.get("delta")))
 
     def _reasoning_delta(
         self, payload: dict[str, Any], source: str, part_key: str
@@ -614,7 +629,7 @@ class ResponsesStreamDecoder:
         block = known.block
         if block is None:
             return
-        if known.kind == "function_call":
+        if known.kind in CALL_ITEMS:
             yield from self._rest(block, arguments_of(item))
         else:
             yield from self._reasoning_rest(block, item, stop=stop)
@@ -676,7 +691,7 @@ class ResponsesStreamDecoder:
             return
         known.done = True
         known.item_id = known.item_id or _str(item.get("id")) or None
-        if known.kind in ("message", "function_call", "reasoning"):
+        if known.kind in SURFACED_ITEMS:
             yield from self._complete(known, item, stop=True)
             return
         bisect.insort(self._others, (index, item), key=lambda pair: pair[0])
