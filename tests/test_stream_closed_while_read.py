@@ -57,19 +57,24 @@ class _Server:
             while match and len(body) < int(match.group(1)):
                 body += conn.recv(65536)
             text = json.loads(body)["messages"][-1]["content"]
-            chunk = {
+            sent = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            sent += b"transfer-encoding: chunked\r\n\r\n"
+            for chunk in self.chunks(text):
+                event = b"data: %s\n\n" % json.dumps(chunk).encode()
+                sent += b"%x\r\n%s\r\n" % (len(event), event)
+            conn.sendall(sent)
+            self.release.wait(STALL)
+
+    def chunks(self, text: str) -> list[dict[str, Any]]:
+        return [
+            {
                 "id": "c1",
                 "object": "chat.completion.chunk",
                 "created": 1,
                 "model": "m",
                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}],
             }
-            event = b"data: %s\n\n" % json.dumps(chunk).encode()
-            conn.sendall(
-                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                b"transfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n" % (len(event), event)
-            )
-            self.release.wait(STALL)
+        ]
 
     def close(self) -> None:
         self.release.set()
@@ -220,6 +225,187 @@ def test_closing_an_async_stream_another_task_reads_wakes_it_as_closed(server: _
             _check_closed(seen.get("error"), server)
             await stream.aclose()
             assert [event async for event in stream] == []
+        finally:
+            await provider.aclose()
+
+    asyncio.run(main())
+
+
+class _FinishedServer(_Server):
+    """Answers with the text, then a chunk that finishes the answer and says its usage, then
+    stalls before `[DONE]` (as a server that sends the usage chunk late does)."""
+
+    def chunks(self, text: str) -> list[dict[str, Any]]:
+        finished = {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+        }
+        return [*super().chunks(text), finished]
+
+
+@pytest.fixture
+def finished_server() -> Iterator[_Server]:
+    served = _FinishedServer()
+    try:
+        yield served
+    finally:
+        served.close()
+
+
+def _read_to_finish_in_thread(stream: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    """`_read_in_thread`, blocked once the reader has the `Finish` event (waiting for what
+    follows it)."""
+    seen: dict[str, Any] = {"events": []}
+    finished = threading.Event()
+
+    def read() -> None:
+        try:
+            for event in stream:
+                seen["events"].append(event.type)
+                if event.type == "finish":
+                    finished.set()
+        except BaseException as raised:
+            seen["error"] = raised
+        finally:
+            seen["at"] = time.monotonic()
+            finished.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert finished.wait(BOUND)
+    time.sleep(0.3)
+    return reader, seen
+
+
+def test_closing_a_finished_stream_another_thread_reads_keeps_its_answer(
+    finished_server: _Server,
+) -> None:
+    provider = _provider(finished_server)
+    try:
+        stream = provider.chat_stream(ChatRequest("m").user("hello"))
+        reader, seen = _read_to_finish_in_thread(stream)
+        started = time.monotonic()
+        stream.close()
+        reader.join(BOUND)
+        assert not reader.is_alive()
+        assert seen["at"] - started < BOUND
+        # It raised "the stream was closed ... (ReadError)": a whole, paid answer lost.
+        assert "error" not in seen
+        assert "finish" in seen["events"]
+        assert stream.collector.error is None
+        response = stream.response()
+        assert response.text() == "hello"
+        assert response.finish_reason == "stop"
+        assert response.usage is not None
+        assert (response.usage.input_tokens, response.usage.output_tokens) == (3, 2)
+    finally:
+        provider.close()
+
+
+def test_closing_a_finished_extraction_stream_another_thread_reads_keeps_its_value(
+    finished_server: _Server,
+) -> None:
+    class Person(BaseModel):
+        name: str
+
+    provider = _provider(finished_server)
+    try:
+        stream = allama.extract_stream(provider, Person, ChatRequest("m").user('{"name": "Ada"}'))
+        reader, seen = _read_to_finish_in_thread(stream)
+        stream.close()
+        reader.join(BOUND)
+        assert not reader.is_alive()
+        assert "error" not in seen
+        extracted = stream.finish()
+        assert extracted.value == Person(name="Ada")
+        assert extracted.metadata.passes == 1
+        assert extracted.metadata.usage is not None
+        usage = extracted.metadata.usage
+        assert (usage.input_tokens, usage.output_tokens) == (3, 2)
+    finally:
+        provider.close()
+
+
+def test_closing_a_finished_async_stream_another_task_reads_keeps_its_answer(
+    finished_server: _Server,
+) -> None:
+    async def main() -> None:
+        provider = _provider(finished_server)
+        try:
+            stream = await provider.achat_stream(ChatRequest("m").user("hello"))
+            seen: dict[str, Any] = {"events": []}
+            finished = asyncio.Event()
+
+            async def read() -> None:
+                try:
+                    async for event in stream:
+                        seen["events"].append(event.type)
+                        if event.type == "finish":
+                            finished.set()
+                except BaseException as raised:
+                    seen["error"] = raised
+                finally:
+                    finished.set()
+
+            task = asyncio.create_task(read())
+            await asyncio.wait_for(finished.wait(), BOUND)
+            await asyncio.sleep(0.3)
+            await stream.aclose()
+            await asyncio.wait_for(task, BOUND)
+            assert "error" not in seen
+            assert "finish" in seen["events"]
+            assert stream.collector.error is None
+            response = await stream.response()
+            assert response.text() == "hello"
+            assert response.finish_reason == "stop"
+            assert response.usage is not None
+            assert (response.usage.input_tokens, response.usage.output_tokens) == (3, 2)
+        finally:
+            await provider.aclose()
+
+    asyncio.run(main())
+
+
+def test_closing_a_finished_async_extraction_stream_another_task_reads_keeps_its_value(
+    finished_server: _Server,
+) -> None:
+    class Person(BaseModel):
+        name: str
+
+    async def main() -> None:
+        provider = _provider(finished_server)
+        try:
+            request = ChatRequest("m").user('{"name": "Ada"}')
+            stream = await allama.aextract_stream(provider, Person, request)
+            seen: dict[str, Any] = {}
+            finished = asyncio.Event()
+
+            async def read() -> None:
+                try:
+                    async for event in stream:
+                        if event.type == "finish":
+                            finished.set()
+                except BaseException as raised:
+                    seen["error"] = raised
+                finally:
+                    finished.set()
+
+            task = asyncio.create_task(read())
+            await asyncio.wait_for(finished.wait(), BOUND)
+            await asyncio.sleep(0.3)
+            await stream.aclose()
+            await asyncio.wait_for(task, BOUND)
+            assert "error" not in seen
+            extracted = await stream.finish()
+            assert extracted.value == Person(name="Ada")
+            assert extracted.metadata.passes == 1
+            assert extracted.metadata.usage is not None
+            usage = extracted.metadata.usage
+            assert (usage.input_tokens, usage.output_tokens) == (3, 2)
         finally:
             await provider.aclose()
 

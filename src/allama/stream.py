@@ -352,13 +352,18 @@ class _Rules:
             self.on_error(error)
             raise
 
-    def ends(self, error: Error) -> bool:
-        """Whether `error` is the connection breaking after the `Finish` event: the end of
-        a stream whose answer came whole (used, not thrown away as a network failure)."""
-        if not isinstance(error, NetworkError | RequestTimeoutError):
-            return False
+    def ends(self, error: Error, *, closed: bool = False) -> bool:
+        """Whether `error` ends a stream whose answer came whole (used, not thrown away as a
+        failure): the connection breaking after the `Finish` event, or the caller closing
+        the stream (`closed`) after it, which woke a read waiting for what follows it. A
+        close keeps the usage the stream reported, as a close between reads does."""
         collector = self.collector
         if not collector.finished or collector.error is not None:
+            return False
+        if closed:
+            self.done = True
+            return True
+        if not isinstance(error, NetworkError | RequestTimeoutError):
             return False
         self.done = True
         collector.cut_after_finish()
@@ -391,8 +396,10 @@ class ChatStream:
     Close it (or use it as a context manager) to stop early: that closes the connection.
     It may be closed from another thread while one reads it (a watchdog, a cancel button):
     that read wakes at once and raises an `Error` that says the stream was closed (not
-    retryable). `on_close` is told once when the stream ends (finished, failed or closed
-    early), with the collector and any exception that was not an allama error.
+    retryable), or, after the `Finish` event, ends the stream with its answer whole, as a
+    close between reads leaves it. `on_close` is told once when the stream ends (finished,
+    failed or closed early), with the collector and any exception that was not an allama
+    error.
 
     >>> from allama.types import ResponseStart, Finish
     >>> stream = ChatStream(iter([ResponseStart(), Finish(finish_reason="stop")]))
@@ -442,7 +449,7 @@ class ChatStream:
                 raise error from None
             raise
         except Error as error:
-            if self._rules.ends(error):
+            if self._rules.ends(error, closed=self._closed):
                 self.close()
                 raise StopIteration from None
             self._rules.on_error(error)
@@ -522,7 +529,8 @@ class AsyncChatStream:
     """The async twin of `ChatStream`: `async for` for events, `await response()` at the end.
 
     Closed by another task while one reads it, that read wakes and raises an `Error` that
-    says the stream was closed (not retryable)."""
+    says the stream was closed (not retryable), or ends the stream, its answer whole, after
+    the `Finish` event."""
 
     def __init__(
         self,
@@ -559,7 +567,7 @@ class AsyncChatStream:
                 raise error from None
             raise
         except Error as error:
-            if self._rules.ends(error):
+            if self._rules.ends(error, closed=self._closed):
                 await self.aclose()
                 raise StopAsyncIteration from None
             self._rules.on_error(error)
