@@ -54,6 +54,7 @@ from allama.batch._run import (
     CallCancelled,
     _answered_by_any,
     _cancelling,
+    _cost_of,
     _duplicate,
     _failure,
     _paid_any,
@@ -63,7 +64,7 @@ from allama.batch._run import (
     _Runner,
     _Spec,
     _stops,
-    _stored_or_spent,
+    _stored_record,
     exit_retrieved,
     ledger_unwritten,
     schema_tokens,
@@ -165,6 +166,9 @@ class _Item:
     paid: list[JsonValue] = field(default_factory=list)
     """What rows that failed and were sent again reported paying (`paid_for`, at batch
     prices): handed to the extraction with the next answer, which counts it."""
+    taken: ExtractionMetadata | None = None
+    """What the answers its extraction took in paid, as its record counts them (`_take_in`):
+    kept in the ledger while it is sent again (`_paid_so_far`)."""
 
 
 @dataclass(slots=True)
@@ -397,21 +401,43 @@ class JobRunner(_Runner):
     async def _start(self, item: _Item) -> bool:
         """Begin the item's extraction and replay what jobs answered it; `False` when that
         already ended it (a failure before sending, or an answer it had taken in)."""
+        ended: StopIteration | Exception | None = None
+        item.taken = None
         try:
             item.steps = extract_steps(
                 self.spec.extractor._settings, self.spec.provider, self.spec.tp, item.request
             )
             item.pending = next(item.steps)
             for outcome in item.log:
-                answer = self._replayed(item, outcome)
-                item.pending = item.steps.send(answer)
+                item.pending = self._take_in(item, self._replayed(item, outcome))
         except StopIteration as done:
-            await self._done(item, done.value)
-            return False
+            ended = done
         except Exception as error:
-            await self._failed(item, error)
+            ended = error
+        if item.log and item.taken is not None:
+            # The answers taken in again were paid for by earlier runs: the summary says so.
+            cost, _ = _cost_of([*item.spent, item.taken])
+            if cost is not None:
+                self.paid_earlier[item.key] = cost
+        if isinstance(ended, StopIteration):
+            await self._done(item, ended.value)
+            return False
+        if ended is not None:
+            await self._failed(item, ended)
             return False
         return True
+
+    def _take_in(self, item: _Item, answer: ChatResponse | Error) -> ChatRequest:
+        """Hand `answer` to the item's extraction, counting what it paid in `item.taken` as
+        the extraction's record counts it; the request it asks next (or its end, raised)."""
+        assert item.steps is not None
+        taken = item.taken or ExtractionMetadata.new(ExtractionMode.NATIVE)
+        if isinstance(answer, Error):
+            taken.record_paid(paid_for(answer))
+        else:
+            taken.record_pass(answer)
+        item.taken = taken
+        return item.steps.send(answer)
 
     def _replayed(self, item: _Item, outcome: dict[str, Any]) -> ChatResponse | Error:
         assert item.pending is not None
@@ -459,6 +485,8 @@ class JobRunner(_Runner):
         items, self.queue = self.queue, []
         by_model: dict[str, list[_Item]] = {}
         for item in items:
+            if not await self._encode(item):
+                continue
             assert item.pending is not None
             by_model.setdefault(item.pending.model, []).append(item)
         for model, group in by_model.items():
@@ -524,14 +552,38 @@ class JobRunner(_Runner):
         cost = cost_of(self.jobs.provider.name, request.model, usage, batch=True)
         return cost.total if isinstance(cost, Cost) else cost
 
+    async def _encode(self, item: _Item) -> bool:
+        """Encode the item's pending request as its job's entry, as its live call would be.
+        One the adapter refuses (a blank last user message to Anthropic, a field refused
+        under `unsupported_policy=ERROR`, an image it cannot read) is that call's outcome,
+        as in a live run: handed to the extraction, which falls back (its next request
+        encoded in turn) or fails the input alone, nothing sent; kept in its log, so that a
+        run that resumes it takes it in again. `False` when the input ended."""
+        while True:
+            assert item.pending is not None and item.steps is not None
+            try:
+                item.entry, item.warnings = self.jobs.entry(item.key, item.pending)
+                return True
+            except Error as error:
+                refused = _with_paid(item, error)
+            item.entry, item.warnings = None, []
+            item.log.append(_live_entry(refused))
+            try:
+                item.pending = self._take_in(item, refused)
+            except StopIteration as done:
+                await self._done(item, done.value)
+                return False
+            except Exception as raised:
+                await self._failed(item, raised)
+                return False
+
     def _chunks(self, items: list[_Item]) -> list[list[_Item]]:
         dialect = self.jobs.dialect
         limit = min(dialect.max_requests, self.spec.job_size or dialect.max_requests)
         chunks: list[list[_Item]] = [[]]
         size = 0
         for item in items:
-            assert item.pending is not None
-            item.entry, item.warnings = self.jobs.entry(item.key, item.pending)
+            assert item.entry is not None
             weight = dialect.size(item.entry)
             if chunks[-1] and (len(chunks[-1]) >= limit or size + weight > dialect.max_bytes):
                 chunks.append([])
@@ -1069,11 +1121,11 @@ class JobRunner(_Runner):
             return
         if row.kind in _UNANSWERED:
             unanswered = RowUnanswered(row)
+            unknown: list[JsonValue] = []
             if paid_unknown:
                 # It ran, its result gone: paid, at a cost nothing says (a budget stops on it).
-                item.paid.append(
-                    {"provider": self.jobs.provider.name, "model": job.model, "usage": {}}
-                )
+                unknown = [{"provider": self.jobs.provider.name, "model": job.model, "usage": {}}]
+                item.paid.extend(unknown)
             if (
                 # Cancelled by someone (`allama batch cancel`, or at the provider's console):
                 # not sent again, as that would spend what the cancel meant to save.
@@ -1082,8 +1134,12 @@ class JobRunner(_Runner):
                 or row.kind == RowKind.LOST
                 or state.outcome == "lost"  # a job the provider does not know: it may run
                 or state.outcome == "failed"
-                or not await self._again(item, unanswered)
             ):
+                await self._failed(item, unanswered)
+                return
+            # Sent again, what it paid counts now (unknown, a budget stops the run).
+            self._count_pass(item, None, unknown)
+            if not await self._again(item, unanswered):
                 await self._failed(item, unanswered)
             return
         earlier = list(item.paid)  # handed over with the answer, to be taken out again
@@ -1119,9 +1175,8 @@ class JobRunner(_Runner):
         """Hand an answer to the extraction: it ends, or asks again (a follow-up), counted
         as an attempt with the answers so far kept. `True` when the follow-up is to be sent:
         routed, or, without `route`, by the caller (a live follow-up's next pass)."""
-        assert item.steps is not None
         try:
-            item.pending = item.steps.send(answer)
+            item.pending = self._take_in(item, answer)
         except StopIteration as done:
             await self._done(item, done.value)
             return False
@@ -1133,7 +1188,7 @@ class JobRunner(_Runner):
             await self._follow_up_not_sent(item)
             return False
         assert self.ledger is not None
-        attempts = await self.ledger.resend(item.key, item.log)
+        attempts = await self.ledger.resend(item.key, item.log, _paid_so_far(item))
         if attempts == 0:
             self._taken(item)
             return False
@@ -1182,29 +1237,14 @@ class JobRunner(_Runner):
             return True
         item.resent += 1
         assert self.ledger is not None
-        attempts = await self.ledger.resend(item.key, item.log)
+        attempts = await self.ledger.resend(item.key, item.log, _paid_so_far(item))
         if attempts == 0:
             self._taken(item)
             return True
         item.attempts = attempts
-        await self._keep_paid(item)
         item.entry, item.warnings = None, []
         self._route(item, follow_up=True)
         return True
-
-    async def _keep_paid(self, item: _Item) -> None:
-        """Keep what the item's failed rows paid in the ledger, with what earlier runs
-        paid, while it is sent again: a run that ends with it in a job, or is killed, leaves
-        it for the next run to count. (Its end here writes its whole record.)"""
-        if not item.paid or self.ledger is None:
-            return
-        record = _paid_record(item.paid)
-        try:
-            await self.ledger.keep_paid(
-                item.key, _stored_or_spent(record, item.spent), _paid_text(record, item.spent)
-            )
-        except sqlite3.Error as error:  # said by the run at its end, as other writes' are
-            self._ledger_broke(error)
 
     # Live follow-ups
 
@@ -1716,21 +1756,30 @@ def _paid_unknown(
 ) -> tuple[dict[str, Row], frozenset[str]]:
     """The rows of an ended job to take, and the keys of those counted paid at a cost
     unknown: rows whose results are gone (`LOST`, or every row of a job whose results
-    answer 404), which may have run. No more of them than the job counts answered
-    (`JobState.billed`, less the answers in hand) are: the others were not run, or failed
-    unbilled, though none can be told from those paid, so they fail alike. Where it counts
-    none answered, none was paid: such rows are taken as its unanswered ones are
-    (cancelled, expired, missing), not as lost."""
+    answer 404), which may have run; then rows no line of its results named (one cut
+    short, an answer without its key), which are sent again. No more of them than the job
+    counts answered (`JobState.billed`) and unread (less the answers in hand) are: the
+    others were not run, or failed unbilled, though none can be told from those paid, so
+    they fail alike. Where it counts none answered, none was paid: rows gone are taken as
+    its unanswered ones are (cancelled, expired, missing), not as lost."""
     gone = [
         key
         for key in keys
         if rows[key].kind == RowKind.LOST
         or (state.outcome == "lost" and state.status != LOST_JOB and rows[key].kind in _UNANSWERED)
     ]
-    if state.billed is None or not gone:
+    if state.billed is None:
         return rows, frozenset(gone)
     answered = sum(row.kind == RowKind.RESPONSE for row in rows.values())
     room = max(0, state.billed - answered)
+    gone_keys = frozenset(gone)
+    unread = [
+        key
+        for key in keys
+        if rows[key].absent and rows[key].kind in _UNANSWERED and key not in gone_keys
+    ]
+    if not gone:
+        return rows, frozenset(unread[:room])
     if room == 0 and state.outcome != "lost":
         kind = unrun_kind(state.outcome)
         rows = dict(rows)
@@ -1744,7 +1793,8 @@ def _paid_unknown(
             words = state.error_words if kind == RowKind.JOB_FAILED else lost.words
             rows[key] = replace(lost, kind=kind, note=note, words=words)
         return rows, frozenset()
-    return rows, frozenset(gone[:room])
+    counted = gone[:room]
+    return rows, frozenset(counted + unread[: room - len(counted)])
 
 
 def _paid_record(paid: Sequence[JsonValue]) -> ExtractionMetadata:
@@ -1752,6 +1802,23 @@ def _paid_record(paid: Sequence[JsonValue]) -> ExtractionMetadata:
     record = ExtractionMetadata.new(ExtractionMode.NATIVE)
     record.record_paid([entry for entry in paid if isinstance(entry, dict)])
     return record
+
+
+def _paid_so_far(item: _Item) -> tuple[dict[str, Any], str | None] | None:
+    """What the item paid so far, as the ledger keeps it while it is sent again (a record,
+    with earlier runs' attempts, and their cost): the answers its extraction took in, what
+    its failed rows paid, what earlier runs paid. A run that ends with it in a job, or is
+    killed, leaves it for the next run to count (`Ledger.paid`), as that run counts the
+    answers it takes in again; its end writes its whole record. `None`: nothing was paid."""
+    record = item.taken.model_copy() if item.taken is not None else None
+    if item.paid:
+        record = record or ExtractionMetadata.new(ExtractionMode.NATIVE)
+        record.record_paid([entry for entry in item.paid if isinstance(entry, dict)])
+    if record is None or not _paid_any([record]):
+        if not item.spent:
+            return None
+        record = ExtractionMetadata.new(ExtractionMode.NATIVE)
+    return _stored_record(record, item.spent), _paid_text(record, item.spent)
 
 
 def _own_copy(error: Error) -> Error:

@@ -1547,8 +1547,23 @@ class LedgerWriter:
     async def release(self, key: str) -> None:
         await self._submit(lambda: self._ledger._release(key))
 
-    async def resend(self, key: str, log: list[dict[str, Any]] | None) -> int:
-        attempts: int = await self._submit(lambda: self._ledger._resend(key, log))
+    async def resend(
+        self,
+        key: str,
+        log: list[dict[str, Any]] | None,
+        paid: tuple[dict[str, Any], str | None] | None = None,
+    ) -> int:
+        """`Ledger._resend`; `paid`: the record and cost of what the input paid so far (the
+        answers kept, failed rows, earlier runs' attempts), kept in the same transaction,
+        where `Ledger.paid` counts them while it is sent again."""
+
+        def resend() -> int:
+            attempts = self._ledger._resend(key, log)
+            if attempts and paid is not None:
+                self._ledger._keep_paid(key, *paid)
+            return attempts
+
+        attempts: int = await self._submit(resend)
         return attempts
 
     def _submit(self, write: Callable[[], Any]) -> asyncio.Future[Any]:

@@ -100,6 +100,10 @@ class Row:
     words: str | None = None
     """The provider's own words on such a row (its error's message), which may quote the
     request: kept for the caller who asks, in no log view."""
+    absent: bool = field(default=False, compare=False)
+    """No line of the job's results named it (its line cut short, say, or an answer without
+    its key): it may be one of the answers the job counts billed (`JobState.billed`) that
+    could not be read. (How the row was read, not what it says: left out of equality.)"""
 
 
 @dataclass(frozen=True, slots=True)

@@ -160,7 +160,9 @@ class AnthropicJobs:
         note = f"the batch ended ({state.outcome}) without a result for this request" + unread(
             lines
         )
-        return {key: rows.get(key) or Row(key, RowKind.MISSING, note=note) for key in keys}
+        return {
+            key: rows.get(key) or Row(key, RowKind.MISSING, note=note, absent=True) for key in keys
+        }
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:
         yield post(target, f"{target.base_url}/messages/batches/{job_id}/cancel", {})

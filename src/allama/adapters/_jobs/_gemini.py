@@ -209,9 +209,12 @@ class GeminiJobs:
             kind = RowKind.JOB_FAILED
             unrun = _server_side(state)
             if unrun is not None:  # not the input's fault: each row is a server error's
-                return {key: rows.get(key) or Row(key, *unrun) for key in keys}
+                return {key: rows.get(key) or Row(key, *unrun, absent=True) for key in keys}
         words = state.error_words if kind == RowKind.JOB_FAILED else None
-        return {key: rows.get(key) or Row(key, kind, note=note, words=words) for key in keys}
+        return {
+            key: rows.get(key) or Row(key, kind, note=note, words=words, absent=True)
+            for key in keys
+        }
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:
         yield post(target, f"{target.base_url}/{job_id}:cancel", {})

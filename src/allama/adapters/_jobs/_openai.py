@@ -203,7 +203,10 @@ class OpenAIJobs:
                 "unbilled" + unread(lines)
             )
         words = state.error_words if kind == RowKind.JOB_FAILED else None
-        return {key: rows.get(key) or Row(key, kind, note=note, words=words) for key in keys}
+        return {
+            key: rows.get(key) or Row(key, kind, note=note, words=words, absent=True)
+            for key in keys
+        }
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:
         yield post(target, f"{target.base_url}/batches/{job_id}/cancel", {})
