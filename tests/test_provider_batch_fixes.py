@@ -493,3 +493,20 @@ def test_a_job_whose_provider_has_no_key_does_not_keep_the_others_from_being_can
     with pytest.raises(JobsNotCancelledError) as caught:  # without `refused`: one error
         asyncio.run(cancel_jobs(str(ledger)))
     assert caught.value.asked == [second.id]
+
+
+@pytest.mark.parametrize("preset", ["openai", "anthropic", "gemini"])
+def test_a_job_targets_repr_shows_no_credential(preset: str) -> None:
+    # A job's runner holds its target in its frames: a traceback shown with its locals
+    # (an error tracker's) showed the key, the URL's password and its `?key=`.
+    from allama.providers._jobs import provider_jobs
+
+    made = allama.provider(
+        preset,
+        api_key="sk-LEAK-KEY-1",
+        base_url="https://u:LEAK-PASSWORD@gw.example.com/v1?key=LEAK-QUERY&api-version=1",
+    )
+    target = provider_jobs(made).target("m")
+    shown = repr(target)
+    assert "LEAK" not in shown
+    assert "base_url='https://gw.example.com/v1'" in shown and "'key': '<redacted>'" in shown

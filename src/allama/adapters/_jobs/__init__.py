@@ -16,7 +16,14 @@ from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from allama.adapters._http import HttpRequest, HttpResponse, origin, provider_now, wire_json
+from allama.adapters._http import (
+    SECRET_HEADERS,
+    HttpRequest,
+    HttpResponse,
+    origin,
+    provider_now,
+    wire_json,
+)
 from allama.errors import Error, MessageOrigin
 
 __all__ = [
@@ -68,6 +75,24 @@ class JobTarget:
     """Headers and parameters sent to the base URL's host alone: what the caller wrote into
     the base URL (a gateway's user and password, its `?key=`), not for another host an
     answer names (a results file's URL)."""
+
+    def __repr__(self) -> str:
+        # A job's runner holds one in its frames: a traceback shown with its locals (an
+        # error tracker's) must not show the key.
+        headers = {
+            name: "<redacted>"
+            if name.lower() in SECRET_HEADERS or name in self.own_host_headers
+            else value
+            for name, value in self.headers.items()
+        }
+        params = {
+            name: "<redacted>" if name in self.own_host_params else value
+            for name, value in self.params.items()
+        }
+        return (
+            f"JobTarget(base_url={self.base_url!r}, model={self.model!r}, "
+            f"endpoint={self.endpoint!r}, headers={headers!r}, params={params!r})"
+        )
 
 
 class RowKind:
