@@ -1657,6 +1657,40 @@ def test_a_damaged_ledger_is_one_line_of_status_and_export(
         assert err == f"allama batch {command[0]}: {said}"
 
 
+@pytest.mark.parametrize(
+    ("update", "said"),
+    [
+        (
+            "UPDATE items SET record = '{bad' WHERE key = 'k1'",
+            "the `record` of the input keyed `k1`",
+        ),
+        (
+            "UPDATE items SET record = '[1]' WHERE key = 'k1'",
+            "the `record` of the input keyed `k1`",
+        ),
+        ("UPDATE items SET error = '7' WHERE key = 'k1'", "the `error` of the input keyed `k1`"),
+        ("UPDATE runs SET settings = '[1, 2]'", "the `settings` of the input keyed `run "),
+    ],
+)
+def test_a_ledger_with_a_damaged_column_is_one_line_of_status_and_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], update: str, said: str
+) -> None:
+    path = tmp_path / "run.sqlite"
+    ledger = Ledger(path, settings={})
+    for n in range(3):
+        ledger.claim(f"k{n}", n, f"#{n}")
+        ledger.finish(f"k{n}", status="done", seconds=0.1, value=f'{{"n": {n}}}')
+    ledger.close()
+    with sqlite3.connect(path) as db:
+        db.execute(update)
+    for command in (["status", "--no-poll"], ["export"]):
+        assert main(["batch", *command, str(path)]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"allama batch {command[0]}: `{path}` cannot be read as a ledger: ")
+        assert said in err and err.endswith("is not what a ledger writes there (a damaged file?)\n")
+        assert "Traceback" not in err
+
+
 def test_an_output_that_would_write_over_the_ledgers_own_files_is_refused(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

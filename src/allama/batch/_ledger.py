@@ -1136,7 +1136,7 @@ class Ledger:
         out = []
         for raw in found:
             entry = dict(zip(names, raw[:6], strict=True))
-            entry["settings"] = json.loads(raw[6])
+            entry["settings"] = _cell(raw[6], dict, f"run {raw[0]}", "settings")
             entry["stopped"] = raw[7]
             entry["state"] = self.run_state(entry["run_id"])
             out.append(entry)
@@ -1271,15 +1271,32 @@ def _row(raw: tuple[Any, ...]) -> LedgerRow:
         run_id=run_id,
         seconds=seconds,
         value=value,
-        record=None if record is None else json.loads(record),
-        error=None if error is None else json.loads(error),
+        record=_cell(record, dict, key, "record"),
+        error=_cell(error, dict, key, "error"),
         cost=raw[10],
         tokens=raw[11],
         job=raw[12],
-        log=json.loads(raw[13]) if raw[13] else None,
+        log=_cell(raw[13] or None, list, key, "log"),
         source=raw[14],
         reopened=raw[15] if len(raw) > 15 else None,
     )
+
+
+def _cell(text: str | None, kind: type, key: str, column: str) -> Any:
+    """A JSON column of a row read back, or a `LedgerError` naming the row where it is not
+    what the ledger writes there (a file damaged, or written by another program)."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError, RecursionError):
+        value = None
+    if not isinstance(value, kind):
+        raise LedgerError(
+            f"the `{column}` of the input keyed `{key}` is not what a ledger writes there "
+            "(a damaged file?)"
+        )
+    return value
 
 
 _ENDED_HERE: set[str] = set()

@@ -1558,13 +1558,15 @@ def _stop_starting(run: Any, reason: str) -> None:
 
 @contextlib.contextmanager
 def _reading(path: str) -> Iterator[None]:
-    """A ledger SQLite cannot read (a damaged file) is one line of the command's, not a
-    traceback."""
+    """A ledger SQLite cannot read (a damaged file), or one holding a column the ledger
+    does not write, is one line of the command's, not a traceback."""
     import sqlite3
+
+    from allama.batch._ledger import LedgerError
 
     try:
         yield
-    except sqlite3.DatabaseError as error:
+    except (sqlite3.DatabaseError, LedgerError) as error:
         raise _Failed(f"`{path}` cannot be read as a ledger: {error}") from None
 
 
