@@ -132,10 +132,13 @@ def _kept(schema: dict[str, Any]) -> bool:
 
 
 def test_the_walk_of_a_types_schema_is_kept_and_others_are_not() -> None:
-    assert _kept(ORDER)
-    assert not _kept(dict(ORDER))
+    # Asked for now: the list of cached types is bounded, and the tests run before this one
+    # in the same process may have built more than it holds since `ORDER` was made.
+    order = type_schema(Order).schema
+    assert _kept(order)
+    assert not _kept(dict(order))
     assert not _kept(HANDWRITTEN)
-    assert derived(ORDER, "probe", object) is derived(ORDER, "probe", object)
+    assert derived(order, "probe", object) is derived(order, "probe", object)
     assert derived(HANDWRITTEN, "probe", object) is not derived(HANDWRITTEN, "probe", object)
 
 
