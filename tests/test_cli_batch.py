@@ -1635,15 +1635,20 @@ def test_a_ledger_that_fails_during_the_run_is_named_and_promises_nothing(
     assert not server.sent
 
 
-def test_a_damaged_ledger_is_one_line_of_status_and_export(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = tmp_path / "run.sqlite"
+def _three_done(path: Path) -> Path:
+    """A ledger at `path` with three inputs done, `k0` to `k2`."""
     ledger = Ledger(path, settings={})
     for n in range(3):
         ledger.claim(f"k{n}", n, f"#{n}")
         ledger.finish(f"k{n}", status="done", seconds=0.1, value=f'{{"n": {n}}}')
     ledger.close()
+    return path
+
+
+def test_a_damaged_ledger_is_one_line_of_status_and_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _three_done(tmp_path / "run.sqlite")
     with sqlite3.connect(path) as db:
         (page,) = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'items'").fetchone()
         (size,) = db.execute("PRAGMA page_size").fetchone()
@@ -1675,12 +1680,7 @@ def test_a_damaged_ledger_is_one_line_of_status_and_export(
 def test_a_ledger_with_a_damaged_column_is_one_line_of_status_and_export(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], update: str, said: str
 ) -> None:
-    path = tmp_path / "run.sqlite"
-    ledger = Ledger(path, settings={})
-    for n in range(3):
-        ledger.claim(f"k{n}", n, f"#{n}")
-        ledger.finish(f"k{n}", status="done", seconds=0.1, value=f'{{"n": {n}}}')
-    ledger.close()
+    path = _three_done(tmp_path / "run.sqlite")
     with sqlite3.connect(path) as db:
         db.execute(update)
     for command in (["status", "--no-poll"], ["export"]):

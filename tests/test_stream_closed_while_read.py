@@ -330,6 +330,32 @@ def test_closing_a_finished_extraction_stream_another_thread_reads_keeps_its_val
         provider.close()
 
 
+async def _read_to_finish_and_close(stream: Any) -> dict[str, Any]:
+    """Read `stream` in a task of its own until its finish event, then close it from here
+    while that task waits for what follows: what the read saw (its events' types, and the
+    exception it ended with, if any)."""
+    seen: dict[str, Any] = {"events": []}
+    finished = asyncio.Event()
+
+    async def read() -> None:
+        try:
+            async for event in stream:
+                seen["events"].append(event.type)
+                if event.type == "finish":
+                    finished.set()
+        except BaseException as raised:
+            seen["error"] = raised
+        finally:
+            finished.set()
+
+    task = asyncio.create_task(read())
+    await asyncio.wait_for(finished.wait(), BOUND)
+    await asyncio.sleep(0.3)
+    await stream.aclose()
+    await asyncio.wait_for(task, BOUND)
+    return seen
+
+
 def test_closing_a_finished_async_stream_another_task_reads_keeps_its_answer(
     finished_server: _Server,
 ) -> None:
@@ -337,25 +363,7 @@ def test_closing_a_finished_async_stream_another_task_reads_keeps_its_answer(
         provider = _provider(finished_server)
         try:
             stream = await provider.achat_stream(ChatRequest("m").user("hello"))
-            seen: dict[str, Any] = {"events": []}
-            finished = asyncio.Event()
-
-            async def read() -> None:
-                try:
-                    async for event in stream:
-                        seen["events"].append(event.type)
-                        if event.type == "finish":
-                            finished.set()
-                except BaseException as raised:
-                    seen["error"] = raised
-                finally:
-                    finished.set()
-
-            task = asyncio.create_task(read())
-            await asyncio.wait_for(finished.wait(), BOUND)
-            await asyncio.sleep(0.3)
-            await stream.aclose()
-            await asyncio.wait_for(task, BOUND)
+            seen = await _read_to_finish_and_close(stream)
             assert "error" not in seen
             assert "finish" in seen["events"]
             assert stream.collector.error is None
@@ -381,24 +389,7 @@ def test_closing_a_finished_async_extraction_stream_another_task_reads_keeps_its
         try:
             request = ChatRequest("m").user('{"name": "Ada"}')
             stream = await allama.aextract_stream(provider, Person, request)
-            seen: dict[str, Any] = {}
-            finished = asyncio.Event()
-
-            async def read() -> None:
-                try:
-                    async for event in stream:
-                        if event.type == "finish":
-                            finished.set()
-                except BaseException as raised:
-                    seen["error"] = raised
-                finally:
-                    finished.set()
-
-            task = asyncio.create_task(read())
-            await asyncio.wait_for(finished.wait(), BOUND)
-            await asyncio.sleep(0.3)
-            await stream.aclose()
-            await asyncio.wait_for(task, BOUND)
+            seen = await _read_to_finish_and_close(stream)
             assert "error" not in seen
             extracted = await stream.finish()
             assert extracted.value == Person(name="Ada")
