@@ -568,13 +568,7 @@ class JobRunner(_Runner):
                 refused = _with_paid(item, error)
             item.entry, item.warnings = None, []
             item.log.append(_live_entry(refused))
-            try:
-                item.pending = self._take_in(item, refused)
-            except StopIteration as done:
-                await self._done(item, done.value)
-                return False
-            except Exception as raised:
-                await self._failed(item, raised)
+            if not await self._go_on(item, refused):
                 return False
 
     def _chunks(self, items: list[_Item]) -> list[list[_Item]]:
@@ -1171,10 +1165,9 @@ class JobRunner(_Runner):
             self.answered_tokens += answer.usage.output_tokens or 0
         await self._feed(item, answer)
 
-    async def _feed(self, item: _Item, answer: ChatResponse | Error, *, route: bool = True) -> bool:
-        """Hand an answer to the extraction: it ends, or asks again (a follow-up), counted
-        as an attempt with the answers so far kept. `True` when the follow-up is to be sent:
-        routed, or, without `route`, by the caller (a live follow-up's next pass)."""
+    async def _go_on(self, item: _Item, answer: ChatResponse | Error) -> bool:
+        """Hand `answer` to the extraction, its next request the item's pending one; `False`
+        when the extraction ended instead (done, or failed), its end recorded."""
         try:
             item.pending = self._take_in(item, answer)
         except StopIteration as done:
@@ -1182,6 +1175,14 @@ class JobRunner(_Runner):
             return False
         except Exception as error:
             await self._failed(item, error)
+            return False
+        return True
+
+    async def _feed(self, item: _Item, answer: ChatResponse | Error, *, route: bool = True) -> bool:
+        """Hand an answer to the extraction: it ends, or asks again (a follow-up), counted
+        as an attempt with the answers so far kept. `True` when the follow-up is to be sent:
+        routed, or, without `route`, by the caller (a live follow-up's next pass)."""
+        if not await self._go_on(item, answer):
             return False
         self._count_pass(item, answer)
         if self.stopping is not None:
