@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Self
 
@@ -683,6 +683,13 @@ def response_events(response: ChatResponse, *, chunk: int | None = None) -> Iter
     if response.usage is not None:
         yield UsageEvent(usage=response.usage)
     yield Finish(finish_reason=response.finish_reason)
+
+
+async def aiter_events(events: Iterable[StreamEvent]) -> AsyncIterator[StreamEvent]:
+    """Events already in hand (a whole response's, a script's) as the source an
+    `AsyncChatStream` reads."""
+    for event in events:
+        yield event
 
 
 def with_paid(error: Error, stream: ChatStream | AsyncChatStream) -> Error:

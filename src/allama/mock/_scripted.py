@@ -16,7 +16,7 @@ from allama.mock._builder import ChatResponseBuilder
 from allama.mock._events import response_events
 from allama.mock._structured import MockScriptError, Structured
 from allama.provider import capabilities_only
-from allama.stream import AsyncChatStream, ChatStream, with_paid
+from allama.stream import AsyncChatStream, ChatStream, aiter_events, with_paid
 from allama.types import (
     CapabilitySupport,
     ChatCapability,
@@ -211,7 +211,7 @@ class MockProvider(_Recorder):
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
         events = response_events(self._next(request))
-        return AsyncChatStream(_aiter(events), provider=self.name)
+        return AsyncChatStream(aiter_events(events), provider=self.name)
 
     def __repr__(self) -> str:
         return f"MockProvider(name={self.name!r}, remaining={len(self._script)})"
@@ -242,11 +242,6 @@ async def _aiter_items(items: Sequence[StreamItem]) -> AsyncIterator[StreamEvent
         if isinstance(item, Error):
             raise item
         yield item
-
-
-async def _aiter(events: Iterable[StreamEvent]) -> AsyncIterator[StreamEvent]:
-    for event in events:
-        yield event
 
 
 def _check_stream(
@@ -402,4 +397,6 @@ class FunctionProvider(_Recorder):
         return ChatStream(iter(response_events(self.chat(request))), provider=self.name)
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
-        return AsyncChatStream(_aiter(response_events(self.chat(request))), provider=self.name)
+        return AsyncChatStream(
+            aiter_events(response_events(self.chat(request))), provider=self.name
+        )

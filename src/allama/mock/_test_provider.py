@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, cast
 
 from pydantic import JsonValue
@@ -15,7 +15,7 @@ from allama.mock._events import response_events
 from allama.mock._scripted import _Recorder
 from allama.mock._values import unknown_formats, value_and_plain_formats
 from allama.provider import capabilities_only
-from allama.stream import AsyncChatStream, ChatStream
+from allama.stream import AsyncChatStream, ChatStream, aiter_events
 from allama.types import (
     AssistantMessage,
     ChatCapability,
@@ -24,7 +24,6 @@ from allama.types import (
     ChatValidation,
     FinishReason,
     RequestField,
-    StreamEvent,
     TextPart,
     ToolCall,
     ToolDefinition,
@@ -222,15 +221,10 @@ class TestProvider(_Recorder):
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
         events = response_events(self._answer(request))
-        return AsyncChatStream(_aiter(events), provider=self.name)
+        return AsyncChatStream(aiter_events(events), provider=self.name)
 
     def __repr__(self) -> str:
         return f"TestProvider(name={self.name!r}, calls={self.call_count})"
-
-
-async def _aiter(events: Iterable[StreamEvent]) -> AsyncIterator[StreamEvent]:
-    for event in events:
-        yield event
 
 
 def _tokens(chars: int) -> int:

@@ -908,7 +908,7 @@ class HttpProvider:
                     whole = self._whole(request, handle.status, handle.headers, read, warnings)
                     if whole is not None:
                         return streams.AsyncChatStream(
-                            _aiter(streams.response_events(whole)),
+                            streams.aiter_events(streams.response_events(whole)),
                             provider=self.name,
                             on_close=None if span is None else span.stream_ended,
                         )
@@ -1064,11 +1064,6 @@ async def _aprefixed(head: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[b
     yield head
     async for chunk in rest:
         yield chunk
-
-
-async def _aiter(events: Iterator[StreamEvent]) -> AsyncIterator[StreamEvent]:
-    for event in events:
-        yield event
 
 
 def _check_answered(status: int, headers: Mapping[str, str]) -> None:
