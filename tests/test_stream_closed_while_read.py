@@ -112,24 +112,30 @@ def _check_closed(error: BaseException | None, server: _Server) -> None:
     assert paid_for(error) == [{"provider": "openai-compatible", "model": None, "usage": {}}]
 
 
-def _read_in_thread(stream: Any) -> tuple[threading.Thread, dict[str, Any]]:
+def _read_in_thread(
+    stream: Any, until: str | None = None
+) -> tuple[threading.Thread, dict[str, Any]]:
+    """Read `stream` in a thread of its own; back once the reader has its first event (or,
+    with `until`, an event of that type) and is blocked waiting for the next one: the
+    thread, and what it saw (its events, the exception it ended with, when it ended)."""
     seen: dict[str, Any] = {"events": []}
-    first = threading.Event()
+    reached = threading.Event()
 
     def read() -> None:
         try:
             for event in stream:
                 seen["events"].append(event)
-                first.set()
+                if until is None or event.type == until:
+                    reached.set()
         except BaseException as raised:
             seen["error"] = raised
         finally:
             seen["at"] = time.monotonic()
-            first.set()
+            reached.set()
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    assert first.wait(BOUND)
+    assert reached.wait(BOUND)
     time.sleep(0.3)  # the reader is blocked on the stalled connection now
     return reader, seen
 
@@ -256,38 +262,13 @@ def finished_server() -> Iterator[_Server]:
         served.close()
 
 
-def _read_to_finish_in_thread(stream: Any) -> tuple[threading.Thread, dict[str, Any]]:
-    """`_read_in_thread`, blocked once the reader has the `Finish` event (waiting for what
-    follows it)."""
-    seen: dict[str, Any] = {"events": []}
-    finished = threading.Event()
-
-    def read() -> None:
-        try:
-            for event in stream:
-                seen["events"].append(event.type)
-                if event.type == "finish":
-                    finished.set()
-        except BaseException as raised:
-            seen["error"] = raised
-        finally:
-            seen["at"] = time.monotonic()
-            finished.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    assert finished.wait(BOUND)
-    time.sleep(0.3)
-    return reader, seen
-
-
 def test_closing_a_finished_stream_another_thread_reads_keeps_its_answer(
     finished_server: _Server,
 ) -> None:
     provider = _provider(finished_server)
     try:
         stream = provider.chat_stream(ChatRequest("m").user("hello"))
-        reader, seen = _read_to_finish_in_thread(stream)
+        reader, seen = _read_in_thread(stream, until="finish")
         started = time.monotonic()
         stream.close()
         reader.join(BOUND)
@@ -295,7 +276,7 @@ def test_closing_a_finished_stream_another_thread_reads_keeps_its_answer(
         assert seen["at"] - started < BOUND
         # It raised "the stream was closed ... (ReadError)": a whole, paid answer lost.
         assert "error" not in seen
-        assert "finish" in seen["events"]
+        assert "finish" in [event.type for event in seen["events"]]
         assert stream.collector.error is None
         response = stream.response()
         assert response.text() == "hello"
@@ -315,7 +296,7 @@ def test_closing_a_finished_extraction_stream_another_thread_reads_keeps_its_val
     provider = _provider(finished_server)
     try:
         stream = allama.extract_stream(provider, Person, ChatRequest("m").user('{"name": "Ada"}'))
-        reader, seen = _read_to_finish_in_thread(stream)
+        reader, seen = _read_in_thread(stream, until="finish")
         stream.close()
         reader.join(BOUND)
         assert not reader.is_alive()
@@ -332,7 +313,7 @@ def test_closing_a_finished_extraction_stream_another_thread_reads_keeps_its_val
 
 async def _read_to_finish_and_close(stream: Any) -> dict[str, Any]:
     """Read `stream` in a task of its own until its finish event, then close it from here
-    while that task waits for what follows: what the read saw (its events' types, and the
+    while that task waits for what follows: what the read saw (its events, and the
     exception it ended with, if any)."""
     seen: dict[str, Any] = {"events": []}
     finished = asyncio.Event()
@@ -340,7 +321,7 @@ async def _read_to_finish_and_close(stream: Any) -> dict[str, Any]:
     async def read() -> None:
         try:
             async for event in stream:
-                seen["events"].append(event.type)
+                seen["events"].append(event)
                 if event.type == "finish":
                     finished.set()
         except BaseException as raised:
@@ -365,7 +346,7 @@ def test_closing_a_finished_async_stream_another_task_reads_keeps_its_answer(
             stream = await provider.achat_stream(ChatRequest("m").user("hello"))
             seen = await _read_to_finish_and_close(stream)
             assert "error" not in seen
-            assert "finish" in seen["events"]
+            assert "finish" in [event.type for event in seen["events"]]
             assert stream.collector.error is None
             response = await stream.response()
             assert response.text() == "hello"
