@@ -19,8 +19,7 @@ from allama.extract._errors import EnforcementBelowError, ModeUnsupportedError, 
 from allama.extract._metadata import (
     AutoFallback,
     ExtractionMetadata,
-    counted_field,
-    noted_field,
+    file_warnings,
 )
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.extract._parse import Checked, Rejection, ask_again, parse_value
@@ -244,19 +243,9 @@ def plan(
             continue
         if stream and _falls_back_on_streams(start, validation.warnings):
             continue
-        field, other = counted_field(metadata.mode), noted_field(metadata.mode)
         counted: list[Warning] = []
         noted: list[Warning] = []
-        for warning in validation.warnings:
-            if field is not None and warning.is_about(field):
-                kept = counted
-            elif other is not None and warning.is_about(other):
-                kept = noted
-            else:
-                continue
-            reworded = target.reword(warning)
-            if reworded not in kept:
-                kept.append(reworded)
+        file_warnings(metadata.mode, validation.warnings, target.reword, counted, noted)
         return ExtractionPlan(
             mode=metadata.mode,
             enforcement=SchemaEnforcement.from_degradations(counted),

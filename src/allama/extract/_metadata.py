@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -76,6 +76,29 @@ def noted_field(mode: ExtractionMode) -> RequestField | None:
     the tool choice that forces the call. A model offered the tool, not forced, may answer
     without calling it; the arguments of a strict tool it calls are constrained all the same."""
     return RequestField.TOOL_CHOICE if mode is ExtractionMode.FORCED_TOOL else None
+
+
+def file_warnings(
+    mode: ExtractionMode,
+    warnings: Iterable[Warning],
+    reword: Callable[[Warning], Warning] | None,
+    counted: list[Warning],
+    noted: list[Warning],
+) -> None:
+    """File each warning on a field `mode` relies on, `reword`ed, once: on the counted field
+    into `counted` (which decide the enforcement), on the noted one into `noted`; the others
+    are not the extraction's."""
+    field, other = counted_field(mode), noted_field(mode)
+    for warning in warnings:
+        if field is not None and warning.is_about(field):
+            kept = counted
+        elif other is not None and warning.is_about(other):
+            kept = noted
+        else:
+            continue
+        reworded = warning if reword is None else reword(warning)
+        if reworded not in kept:
+            kept.append(reworded)
 
 
 class ExtractionMetadata(BaseModel):
@@ -384,17 +407,7 @@ class ExtractionMetadata(BaseModel):
             money=money,
         )
         self._count(usage, charge)
-        counted, noted = counted_field(self.mode), noted_field(self.mode)
-        for warning in response.warnings:
-            if counted is not None and warning.is_about(counted):
-                kept = self.degradations
-            elif noted is not None and warning.is_about(noted):
-                kept = self.notes
-            else:
-                continue
-            reworded = warning if reword is None else reword(warning)
-            if reworded not in kept:
-                kept.append(reworded)
+        file_warnings(self.mode, response.warnings, reword, self.degradations, self.notes)
 
     def __repr__(self) -> str:
         shown = [f"mode={self.mode.value!r}", f"passes={self.passes}"]
