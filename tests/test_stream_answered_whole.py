@@ -291,3 +291,153 @@ def test_the_warnings_of_a_streamed_call_answered_whole_are_given_once() -> None
     warnings = [event.warning for event in events if isinstance(event, WarningEvent)]
     assert [warning.message for warning in warnings] == ["Anthropic has no seed"]
     assert response.warnings == tuple(warnings)
+
+
+# A whole answer labelled as events (or not labelled): a body that begins as a JSON object
+# cannot be server-sent events, so it is read as the whole answer once it has all come,
+# where the stream ended with no event and was retried as incomplete, paid for twice.
+
+
+class ChunkedHost(Host):
+    """A `Host` whose body comes in the given chunks, under the given label (none: `None`)."""
+
+    def __init__(self, chunks: list[bytes], content_type: str | None) -> None:
+        super().__init__(b"".join(chunks))
+        self.chunks = chunks
+        self.label = content_type
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        request.read()
+        self.calls.append(request)
+        return httpx2.Response(200, content=iter(self.chunks), headers=self._headers())
+
+    async def answer(self, request: httpx2.Request) -> httpx2.Response:
+        await request.aread()
+        self.calls.append(request)
+        return httpx2.Response(200, content=_achunks(self.chunks), headers=self._headers())
+
+    def _headers(self) -> dict[str, str]:
+        return {} if self.label is None else {"content-type": self.label}
+
+    def provider(self, preset: str) -> Any:
+        transport = Transport(
+            client=httpx2.Client(transport=httpx2.MockTransport(self)),
+            async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self.answer)),
+        )
+        return allama.provider(preset, api_key="k", transport=transport)
+
+
+async def _achunks(chunks: list[bytes]) -> Any:
+    for chunk in chunks:
+        yield chunk
+
+
+def _pieces(body: dict[str, Any]) -> list[bytes]:
+    """The body in pieces, after blank ones, as a slow proxy sends it."""
+    data = json.dumps(body, indent=1).encode()
+    return [b"", b"\n", b"  \r\n", data[:7], data[7:40], data[40:]]
+
+
+@pytest.mark.parametrize("read", READERS)
+@pytest.mark.parametrize("label", [SSE, "text/plain; charset=utf-8", None])
+@pytest.mark.parametrize("preset", ["openai", "anthropic", "gemini"])
+def test_a_whole_answer_labelled_as_events_collects_to_what_chat_gives(
+    preset: str, label: str | None, read: Any
+) -> None:
+    host = ChunkedHost(_pieces(WHOLE[preset]), label)
+    provider = host.provider(preset)
+    events, streamed = read(provider, _request(preset))
+    assert len(host.calls) == 1
+    assert streamed == provider.chat(_request(preset))
+    assert streamed.text() == "hello"
+    assert isinstance(events[0], ResponseStart)
+    assert isinstance(events[-1], Finish)
+    assert sum(isinstance(event, UsageEvent) for event in events) == 1
+
+
+@pytest.mark.parametrize("read", READERS)
+@pytest.mark.parametrize(("preset", "body"), ERRORS)
+def test_an_error_object_labelled_as_events_is_the_error_it_holds(
+    preset: str, body: dict[str, Any], read: Any
+) -> None:
+    provider = ChunkedHost(_pieces(body), SSE).provider(preset)
+    with pytest.raises(OverloadedError) as plain:
+        provider.chat(_request(preset))
+    with pytest.raises(OverloadedError) as streamed:
+        read(provider, _request(preset))
+    error = streamed.value
+    assert str(error) == str(plain.value) == "Overloaded"
+    assert error.retryable is True
+    assert (error.provider, error.context.model) == (preset, MODELS[preset])
+
+
+def test_an_extraction_over_a_whole_answer_labelled_as_events_pays_once() -> None:
+    answer = json.loads(json.dumps(OPENAI))
+    answer["choices"][0]["message"]["content"] = '{"name": "Ada", "age": 36}'
+    answer["usage"] = {"prompt_tokens": 40, "completion_tokens": 12, "total_tokens": 52}
+    host = ChunkedHost(_pieces(answer), SSE)
+    with Extractor().extract_stream(host.provider("openai"), Person, _request("openai")) as stream:
+        for _ in stream:
+            pass
+        extracted = stream.finish()
+    assert extracted.value == Person(name="Ada", age=36)
+    assert len(host.calls) == 1
+    assert extracted.metadata.passes == 1
+    assert extracted.metadata.usage == Usage(input_tokens=40, output_tokens=12)
+
+
+@pytest.mark.parametrize("read", READERS)
+def test_events_after_blank_chunks_and_a_comment_still_stream(read: Any) -> None:
+    chunk = {
+        "id": "c",
+        "object": "chat.completion.chunk",
+        "model": "gpt-4o",
+        "choices": [{"index": 0, "delta": {"content": "hel"}, "finish_reason": None}],
+    }
+    end = {**chunk, "choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": "stop"}]}
+    body = _sse(chunk, end) + b"data: [DONE]\n\n"
+    chunks = [b"", b"\n", b": keep-alive\n\n", body[:9], body[9:]]
+    events, response = read(ChunkedHost(chunks, SSE).provider("openai"), _request("openai"))
+    assert (response.text(), response.finish_reason) == ("hello", "stop")
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["hel", "lo"]
+
+
+@pytest.mark.parametrize("read", READERS)
+def test_a_stream_of_only_blank_bytes_is_still_incomplete(read: Any) -> None:
+    provider = ChunkedHost([b"\n", b"  "], SSE).provider("openai")
+    with pytest.raises(allama.IncompleteStreamError):
+        read(provider, _request("openai"))
+
+
+# A byte-order mark before a JSON body (which JSON's readers may ignore) is read past.
+
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize("read", READERS)
+@pytest.mark.parametrize("label", [JSON, SSE])
+@pytest.mark.parametrize("preset", ["openai", "anthropic", "gemini", "ollama"])
+def test_a_whole_answer_after_a_byte_order_mark_is_read_plain_and_streamed(
+    preset: str, label: str, read: Any
+) -> None:
+    body = json.dumps(WHOLE[preset]).encode()
+    host = ChunkedHost([BOM, body[:5], body[5:]], label)
+    provider = host.provider(preset)
+    plain = provider.chat(_request(preset))
+    assert plain.text() == "hello"
+    _, streamed = read(provider, _request(preset))
+    assert streamed == plain
+    assert len(host.calls) == 2
+
+
+def test_an_error_body_after_a_byte_order_mark_is_read_for_its_message() -> None:
+    body = BOM + json.dumps(ERRORS[0].values[1]).encode()
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(529, content=body, headers={"content-type": JSON})
+
+    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(answer)))
+    provider = allama.provider("anthropic", api_key="k", transport=transport)
+    with pytest.raises(OverloadedError) as caught:
+        provider.chat(_request("anthropic"))
+    assert str(caught.value) == "Overloaded"

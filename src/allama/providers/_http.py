@@ -650,6 +650,8 @@ class HttpProvider:
     def _response(
         self, request: ChatRequest, response: HttpResponse, warnings: list[Warning]
     ) -> ChatResponse:
+        if response.content.startswith(_BOM):
+            response = HttpResponse(response.status, response.headers, response.content[3:])
         try:
             if not 200 <= response.status < 300:
                 _check_answered(response.status, response.headers)
@@ -665,6 +667,7 @@ class HttpProvider:
     def _stream_error(
         self, request: ChatRequest, status: int, headers: Mapping[str, str], body: bytes
     ) -> Error:
+        body = body.removeprefix(_BOM)
         error = self._adapter.error(status, headers, body, provider=self.name, model=request.model)
         return self._version_advice(_in_its_terms(self._scrub(error), request))
 
@@ -694,6 +697,14 @@ class HttpProvider:
         is_json = media == "application/json" or media.endswith("+json")
         return is_json and media != self._adapter.stream_accept
 
+    def _sniffs(self, headers: Mapping[str, str]) -> bool:
+        """Whether a streamed call's body is looked at before it is decoded as server-sent
+        events: one that begins as a JSON object cannot be events (such a line is a field
+        nobody knows, and the stream would end with nothing), so it is a whole answer or an
+        error object labelled `text/event-stream` (or not labelled), read as
+        `_json_answer`'s are, once it has all come."""
+        return self._adapter.stream_accept == "text/event-stream" and not self._json_answer(headers)
+
     def _whole(
         self,
         request: ChatRequest,
@@ -706,6 +717,7 @@ class HttpProvider:
         response (paid for, so given as the stream's events rather than retried), or the
         error it holds raised, as `chat` would; `None` for a body that is not one JSON
         object (a stream labelled JSON, left to the stream decoder)."""
+        body = body.removeprefix(_BOM)
         try:
             one = isinstance(read_json(body), dict)
         except ValueError:
@@ -812,15 +824,30 @@ class HttpProvider:
                 raise
             chunks = itertools.chain((read,), chunks)
         decoder = self._decoder(request)
+        sniff = self._sniffs(handle.headers)
 
         def events() -> Iterator[StreamEvent]:
             for warning in warnings:
                 yield vocabulary.WarningEvent(warning=warning)
+            head: bytes | None = b"" if sniff else None
             for chunk in chunks:
+                if head is not None:
+                    head += chunk
+                    if not _begun(head):
+                        continue
+                    chunk, head = head, None
+                    if _object_start(chunk):
+                        chunk += b"".join(chunks)
+                        whole = self._whole(request, handle.status, handle.headers, chunk, [])
+                        if whole is not None:
+                            yield from streams.response_events(whole)
+                            return
                 for event in decoder.feed(chunk):
                     yield _issued(event, self.name)
                 if decoder.done:
                     return
+            for event in decoder.feed(head) if head else ():  # (blank bytes alone)
+                yield _issued(event, self.name)
             for event in decoder.close():
                 yield _issued(event, self.name)
 
@@ -919,16 +946,32 @@ class HttpProvider:
                 raise
             chunks = _aprefixed(read, chunks)
         decoder = self._decoder(request)
+        sniff = self._sniffs(handle.headers)
 
         async def events() -> AsyncIterator[StreamEvent]:
             try:
                 for warning in warnings:
                     yield vocabulary.WarningEvent(warning=warning)
+                head: bytes | None = b"" if sniff else None
                 async for chunk in chunks:
+                    if head is not None:
+                        head += chunk
+                        if not _begun(head):
+                            continue
+                        chunk, head = head, None
+                        if _object_start(chunk):
+                            chunk += b"".join([rest async for rest in chunks])
+                            whole = self._whole(request, handle.status, handle.headers, chunk, [])
+                            if whole is not None:
+                                for event in streams.response_events(whole):
+                                    yield event
+                                return
                     for event in decoder.feed(chunk):
                         yield _issued(event, self.name)
                     if decoder.done:
                         return
+                for event in decoder.feed(head) if head else ():  # (blank bytes alone)
+                    yield _issued(event, self.name)
                 for event in decoder.close():
                     yield _issued(event, self.name)
             except Error as error:
@@ -1035,10 +1078,20 @@ def _without_credentials(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+_BOM = b"\xef\xbb\xbf"
+"""UTF-8's byte-order mark, which a gateway may put before a JSON body and which JSON's
+readers may ignore (RFC 8259), as `chat` and the stream decoders do."""
+
+
+def _begun(head: bytes) -> bool:
+    """Whether a body's first bytes hold more than blanks and a byte-order mark."""
+    return bool(head.removeprefix(_BOM).strip())
+
+
 def _object_start(head: bytes) -> bool:
     """Whether a body begins as a JSON object (a stream of JSON, such as Gemini's array
     without `alt=sse`, begins otherwise, and is decoded as it arrives)."""
-    return head.lstrip()[:1] == b"{"
+    return head.removeprefix(_BOM).lstrip()[:1] == b"{"
 
 
 def _head(chunks: Iterator[bytes]) -> bytes:
@@ -1046,7 +1099,7 @@ def _head(chunks: Iterator[bytes]) -> bytes:
     head = b""
     for chunk in chunks:
         head += chunk
-        if chunk.strip():
+        if _begun(head):
             break
     return head
 
@@ -1055,7 +1108,7 @@ async def _ahead(chunks: AsyncIterator[bytes]) -> bytes:
     head = b""
     async for chunk in chunks:
         head += chunk
-        if chunk.strip():
+        if _begun(head):
             break
     return head
 
