@@ -12,11 +12,15 @@ a tool call whose arguments are its `input`. A call's id that comes after its ar
 finish reason `""` (xAI's, with tool calls) is read from the content, as in a body, at
 `[DONE]`, or at the end of input where it came on a last delta with nothing in it (servers
 that send `""` on every chunk send it with content: a stream of theirs cut short still
-ends incomplete). It takes usage from any chunk (the usage-only chunk with empty `choices`,
-Groq's `x_groq.usage`), and raises the error an error object in the stream stands for, after
-the content and usage that arrived with it (those were paid for). Where the profile says so
-(`think_tags`), a `<think>…</think>` block that opens the content is reasoning, as in a body,
-however its tags are split across chunks (`_ThinkSplitter`).
+ends incomplete). A call's block starts at its first arguments piece that comes once it has
+a name: pieces before its name (or with the name `""`) are held and given after the start,
+so a name that comes after the arguments began is kept (as OpenAI's SDK joins a name
+whenever its pieces come); a call that ends (the stream finishes or fails) still held
+starts with what it has. It takes usage from any chunk (the usage-only chunk with empty
+`choices`, Groq's `x_groq.usage`), and raises the error an error object in the stream stands
+for, after the content and usage that arrived with it (those were paid for). Where the
+profile says so (`think_tags`), a `<think>…</think>` block that opens the content is
+reasoning, as in a body, however its tags are split across chunks (`_ThinkSplitter`).
 
 What allama has no type for goes to `provider_data[provider or "openai"]` as
 `ProviderDataEvent`s (the collector keeps the last value per key), under the keys the body
@@ -204,7 +208,10 @@ class ChatStreamDecoder:
         self._has_tool_calls = False
         self._held: dict[int, list[str | None]] = {}
         """Tool calls whose block has not started: their id and name so far, until the
-        first piece of their arguments (only `index` need come on a call's first delta)."""
+        first piece of their arguments that comes once they have a name (only `index` need
+        come on a call's first delta)."""
+        self._held_arguments: dict[int, list[str]] = {}
+        """The arguments pieces of held calls that came before their name, by block."""
         self._tool_keys: dict[int, object] = {}
         """The block key of the call each wire `index` stands for now."""
         self._ids: dict[int, str | None] = {}
@@ -514,8 +521,7 @@ class ChatStreamDecoder:
                         )
                 self._name_piece(index, name)
             if arguments:
-                yield from self._tool_start(index)
-                yield ToolCallDelta(index=index, arguments=arguments)
+                yield from self._arguments(index, arguments)
         legacy = delta.function_call
         if legacy is not None:
             # The deprecated single call: one block, its arguments in pieces like a tool's
@@ -527,8 +533,7 @@ class ChatStreamDecoder:
             else:
                 self._name_piece(index, legacy.name)
             if legacy.arguments:
-                yield from self._tool_start(index)
-                yield ToolCallDelta(index=index, arguments=legacy.arguments)
+                yield from self._arguments(index, legacy.arguments)
         if failed:
             return
         blank = choice.finish_reason == ""
@@ -570,6 +575,16 @@ class ChatStreamDecoder:
         if held is not None and name and name != held[1]:
             held[1] = (held[1] or "") + name
 
+    def _arguments(self, index: int, arguments: str) -> Iterator[StreamEvent]:
+        """A piece of a call's arguments: it starts the call's block, unless the call has no
+        name yet (its name comes later): then it is held for the start."""
+        held = self._held.get(index)
+        if held is not None and not held[1]:
+            self._held_arguments.setdefault(index, []).append(arguments)
+            return
+        yield from self._tool_start(index)
+        yield ToolCallDelta(index=index, arguments=arguments)
+
     def _tool_key(self, call: WireToolCallDelta) -> object:
         """The block a tool-call delta belongs to. A delta that names a tool under an id
         other than the call's on its index is a call of its own, as in a body (Ollama gives
@@ -610,6 +625,9 @@ class ChatStreamDecoder:
             name=name,
         )
         self._tool_count += 1
+        before = self._held_arguments.pop(index, None)
+        if before:
+            yield ToolCallDelta(index=index, arguments="".join(before))
 
     def _finish(self, raw: str | None) -> Iterator[StreamEvent]:
         yield from self._held_text()
