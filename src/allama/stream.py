@@ -185,6 +185,11 @@ class StreamCollector:
             self._provider_data.setdefault(event.namespace, {})[event.key] = event.value
             return
         if self._finish is not None:
+            if isinstance(event, Finish) and event.finish_reason == "content_filter":
+                # A content filter's verdict that came after the answer's end (Azure's
+                # Asynchronous Filter): the answer was filtered all the same.
+                self._finish = event
+                return
             raise StreamDecodeError(
                 f"stream event `{event.type}` after the response finished"
             ).mark_authored()

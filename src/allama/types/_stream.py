@@ -112,7 +112,9 @@ class ProviderDataEvent(Data):
 
 
 class Finish(Data):
-    """The response finished. Nothing but usage, warnings and provider data may follow."""
+    """The response finished. Nothing but usage, warnings and provider data may follow, and
+    a content filter's verdict that came after the answer's end: a second `Finish` that
+    says `content_filter`, which stands (Azure's Asynchronous Filter)."""
 
     type: Literal["finish"] = "finish"
     finish_reason: FinishReason | None = None

@@ -93,6 +93,7 @@ from allama.types import (
     BlockStart,
     BlockStop,
     Finish,
+    FinishReason,
     ProviderDataEvent,
     ReasoningDelta,
     RefusalDelta,
@@ -234,6 +235,8 @@ class ChatStreamDecoder:
         self._detail_text: dict[str, list[str]] = {}
         self._details_changed = False
         self.finished = False
+        self._filtered = False
+        """Whether the stream's finish says a content filter filtered it."""
         self.done = False
 
     def feed(self, chunk: bytes) -> Iterator[StreamEvent]:
@@ -484,6 +487,8 @@ class ChatStreamDecoder:
                 raise StreamDecodeError(
                     "the stream sent content after its finish reason"
                 ).mark_authored()
+            if not failed:
+                yield from self._late_verdict(choice)
             return
         text, thinking = content_parts(delta.content)
         reasoning = reasoning_text(delta.reasoning, delta.reasoning_content) + thinking
@@ -541,15 +546,33 @@ class ChatStreamDecoder:
         self._blank_last = blank and not said and legacy is None
         if choice.finish_reason is not None and not blank:
             yield from self._finish(choice.finish_reason)
-            explanation = filter_explanation(
-                (choice.model_extra or {}).get("content_filter_results")
+            if choice.finish_reason == "content_filter":
+                self._filtered = True
+                yield from self._explained(choice)
+
+    def _late_verdict(self, choice: WireChunkChoice) -> Iterator[StreamEvent]:
+        """Azure's Asynchronous Filter gives its verdict on content after the content, up
+        to about 1,000 characters later: after the finish where the answer is short. One
+        that filtered (`content_filter` as the reason, or a category `filtered`) becomes
+        the stream's finish, as it is where it comes before the end (the collector takes a
+        content-filter finish after another); one that filtered nothing changes nothing."""
+        if self._filtered:
+            return
+        results = (choice.model_extra or {}).get("content_filter_results")
+        if choice.finish_reason != "content_filter" and filter_explanation(results) is None:
+            return
+        self._filtered = True
+        yield Finish(finish_reason=FinishReason.CONTENT_FILTER)
+        yield from self._explained(choice)
+
+    def _explained(self, choice: WireChunkChoice) -> Iterator[StreamEvent]:
+        explanation = filter_explanation((choice.model_extra or {}).get("content_filter_results"))
+        if explanation:
+            yield ProviderDataEvent(
+                namespace=self._provider or "openai",
+                key=DECLINE_EXPLANATION_KEY,
+                value=explanation,
             )
-            if choice.finish_reason == "content_filter" and explanation:
-                yield ProviderDataEvent(
-                    namespace=self._provider or "openai",
-                    key=DECLINE_EXPLANATION_KEY,
-                    value=explanation,
-                )
 
     def _reasoning_and_text(self, reasoning: str, text: str) -> Iterator[StreamEvent]:
         if reasoning:

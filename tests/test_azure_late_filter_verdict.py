@@ -1,0 +1,169 @@
+"""Azure's Asynchronous Filter gives its verdict on content after the content, up to about
+1,000 characters later, so a short answer's verdict may come after its finish. A verdict
+that filtered is the stream's finish (`content_filter`), as it is where it comes before the
+end and as the same answer unstreamed is: an extraction over it is refused, not given the
+filtered value. A verdict that filtered nothing changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+import allama
+from _recording import provider
+from allama import ChatRequest, ExtractionMode, RefusedError, Usage
+from allama.adapters.openai_compat import decode_stream
+from allama.errors import StreamDecodeError
+from allama.stream import StreamCollector
+from allama.types import DECLINE_EXPLANATION_KEY, Finish, ProviderDataEvent, TextDelta
+
+ENDPOINT = "https://r.openai.azure.com"
+
+
+def _chunk(content: str | None = None, finish: str | None = None) -> dict[str, Any]:
+    delta = {} if content is None else {"content": content}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-4o",
+        "choices": [{"index": 0, "finish_reason": finish, "delta": delta}],
+    }
+
+
+def _verdict(*, filtered: bool, finish: str | None = "content_filter") -> dict[str, Any]:
+    """An annotation chunk as the Asynchronous Filter sends it: no id, model or delta."""
+    results = {
+        "hate": {"filtered": False, "severity": "safe"},
+        "protected_material_text": {"detected": filtered, "filtered": filtered},
+    }
+    choice = {
+        "index": 0,
+        "finish_reason": finish,
+        "content_filter_results": results,
+        "content_filter_offsets": {"check_offset": 35, "start_offset": 35, "end_offset": 70},
+    }
+    return {"id": "", "object": "", "created": 0, "model": "", "choices": [choice]}
+
+
+USAGE = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion.chunk",
+    "created": 1,
+    "model": "gpt-4o",
+    "choices": [],
+    "usage": {"prompt_tokens": 20, "completion_tokens": 9, "total_tokens": 29},
+}
+
+
+def _sse(*chunks: dict[str, Any]) -> bytes:
+    body = b"".join(b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks)
+    return body + b"data: [DONE]\n\n"
+
+
+ANSWER = (_chunk(""), _chunk('{"name":"Ada",'), _chunk('"year":1843}'))
+LATE = _sse(*ANSWER, _chunk(finish="stop"), _verdict(filtered=True), USAGE)
+EXPLANATION = "the content filter flagged: protected_material_text (flagged)"
+
+
+def _collected(body: bytes) -> allama.ChatResponse:
+    collector = StreamCollector()
+    for event in decode_stream(body, provider="azure-openai"):
+        collector.push(event)
+    return collector.finish()
+
+
+def test_a_verdict_that_filtered_after_the_finish_is_the_streams_finish() -> None:
+    events = decode_stream(LATE, provider="azure-openai")
+    finishes = [event.finish_reason for event in events if isinstance(event, Finish)]
+    assert finishes == ["stop", "content_filter"]
+    told = [event for event in events if isinstance(event, ProviderDataEvent)]
+    assert [(event.key, event.value) for event in told] == [(DECLINE_EXPLANATION_KEY, EXPLANATION)]
+    response = _collected(LATE)
+    assert response.finish_reason == "content_filter"
+    assert response.text() == '{"name":"Ada","year":1843}'
+    assert response.usage == Usage(input_tokens=20, output_tokens=9)
+
+
+def test_a_filtered_category_without_a_finish_reason_after_the_finish_filters_too() -> None:
+    body = _sse(*ANSWER, _chunk(finish="stop"), _verdict(filtered=True, finish=None))
+    assert _collected(body).finish_reason == "content_filter"
+
+
+@pytest.mark.parametrize("finish", [None, "stop"])
+def test_a_verdict_that_filtered_nothing_after_the_finish_changes_nothing(
+    finish: str | None,
+) -> None:
+    body = _sse(*ANSWER, _chunk(finish="stop"), _verdict(filtered=False, finish=finish), USAGE)
+    events = decode_stream(body, provider="azure-openai")
+    assert [e.finish_reason for e in events if isinstance(e, Finish)] == ["stop"]
+    assert _collected(body).finish_reason == "stop"
+
+
+def test_a_stream_filtered_before_its_end_finishes_once_whatever_verdicts_follow() -> None:
+    body = _sse(*ANSWER, _verdict(filtered=True), _verdict(filtered=True), USAGE)
+    events = decode_stream(body, provider="azure-openai")
+    assert [e.finish_reason for e in events if isinstance(e, Finish)] == ["content_filter"]
+    assert sum(isinstance(event, ProviderDataEvent) for event in events) == 1
+
+
+def test_the_collector_takes_a_content_filter_finish_after_another_and_nothing_else() -> None:
+    collector = StreamCollector()
+    collector.push(TextDelta(index=0, text="hi"))
+    collector.push(Finish(finish_reason="stop"))
+    collector.push(Finish(finish_reason="content_filter"))
+    assert collector.finish().finish_reason == "content_filter"
+    again = StreamCollector()
+    again.push(Finish(finish_reason="stop"))
+    with pytest.raises(StreamDecodeError, match="after the response finished"):
+        again.push(Finish(finish_reason="stop"))
+
+
+class Person(BaseModel):
+    name: str
+    year: int
+
+
+REQUEST = ChatRequest("dep").user("who?").with_option(ExtractionMode.NATIVE)
+
+
+def _extract(made: Any) -> allama.Extracted[Person]:
+    with allama.extract_stream(made, Person, REQUEST) as stream:
+        for _ in stream:
+            pass
+        return stream.finish()
+
+
+def _aextract(made: Any) -> allama.Extracted[Person]:
+    async def run() -> allama.Extracted[Person]:
+        async with allama.aextract_stream(made, Person, REQUEST) as stream:
+            async for _ in stream:
+                pass
+            return await stream.finish()
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("read", [_extract, _aextract], ids=["sync", "async"])
+def test_a_streamed_extraction_filtered_after_its_finish_is_refused(read: Any) -> None:
+    made, recorder = provider("azure-openai", (200, LATE), endpoint=ENDPOINT)
+    with pytest.raises(RefusedError) as caught:
+        read(made)
+    assert caught.value.text == EXPLANATION
+    assert caught.value.metadata.usage == Usage(input_tokens=20, output_tokens=9)
+    assert len(recorder.bodies) == 1
+
+
+def test_a_chat_stream_filtered_after_its_finish_ends_as_filtered() -> None:
+    made, _ = provider("azure-openai", (200, LATE), endpoint=ENDPOINT)
+    with made.chat_stream(ChatRequest("dep").user("who?")) as stream:
+        for _ in stream:
+            pass
+        response = stream.response()
+    assert response.finish_reason == "content_filter"
+    assert response.provider_data["azure-openai"][DECLINE_EXPLANATION_KEY] == EXPLANATION
