@@ -415,9 +415,9 @@ def test_ollama_native_is_approximate_and_forced_tools_are_unsupported() -> None
     )
 
 
-def test_workers_ai_has_no_forced_tool() -> None:
+def test_workers_ai_forced_tool_is_unconfirmed() -> None:
     support = provider("workers-ai").chat_capability("@cf/x", ChatCapability.FORCED_TOOL_CHOICE)
-    assert support is CapabilitySupport.UNSUPPORTED
+    assert support is CapabilitySupport.UNKNOWN
 
 
 # OpenAI native structured output and forced tools

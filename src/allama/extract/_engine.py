@@ -141,9 +141,18 @@ def select_mode(
         return ExtractionMode.FORCED_TOOL, False
     if native is unknown:
         return ExtractionMode.NATIVE, True
-    if tools in (supported, unknown) and forced in (supported, unknown):
+    if _may_force_a_tool(provider, request.model):
         return ExtractionMode.FORCED_TOOL, False
     return ExtractionMode.AUTO, False
+
+
+def _may_force_a_tool(provider: ChatProvider, model: str) -> bool:
+    """Whether auto mode may use a forced tool: neither tool answer is `UNSUPPORTED` (a
+    model that calls no tools, or cannot be forced to, would only be offered it)."""
+    return all(
+        provider.chat_capability(model, capability) is not CapabilitySupport.UNSUPPORTED
+        for capability in (ChatCapability.TOOL_CALLS, ChatCapability.FORCED_TOOL_CHOICE)
+    )
 
 
 def _unsupported(target: Target, mode: ExtractionMode) -> ModeUnsupportedError:
@@ -283,8 +292,11 @@ def _takes_stream(method: Any) -> bool:
 def _falls_back_on_streams(start: _Start, warnings: Sequence[Warning]) -> bool:
     """Switch auto mode to a forced tool where the provider streams no response format
     (Groq streams no JSON Schema output): a native pass without it cannot hold the schema,
-    where a tool's arguments are its own."""
+    where a tool's arguments are its own. Not where the capability answers rule a forced
+    tool out, as they do for `select_mode`: the native pass goes on, the schema in words."""
     if not start.metadata.may_fall_back(start.requested):
+        return False
+    if not _may_force_a_tool(start.provider, start.base.model):
         return False
     for warning in warnings:
         if warning.code == NOT_ON_STREAMS and warning.is_about(RequestField.RESPONSE_FORMAT):

@@ -349,11 +349,11 @@ _PRESETS: tuple[Preset, ...] = (
         "DEEPSEEK_API_KEY",
         description="DeepSeek",
         # Strict tools are enforced only on the beta base URL, over a subset without string
-        # formats, patterns or bounds (Azure's 2024 subset drops the same).
+        # formats, patterns or bounds (the one Azure's 2024 subset keeps, under its own name).
         url_profiles=(
             (
                 "/beta",
-                {"tool_dialect": SchemaDialect.OPENAI_STRICT, "strict_profile": "azure_legacy"},
+                {"tool_dialect": SchemaDialect.OPENAI_STRICT, "strict_profile": "deepseek"},
             ),
         ),
     ),
@@ -423,7 +423,9 @@ _PRESETS: tuple[Preset, ...] = (
         description="a vLLM server",
     ),
     Preset(
-        # The schema sits directly under `json_schema`; JSON mode does not stream.
+        # The schema sits directly under `json_schema`; JSON mode does not stream. Tools and
+        # a named `tool_choice` go as OpenAI's: unconfirmed on this endpoint, so its table
+        # answers them unknown, not unsupported.
         "workers-ai",
         WireProfile(
             "workers-ai",

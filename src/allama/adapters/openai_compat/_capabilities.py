@@ -445,9 +445,12 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
     "vllm": CapabilityTable(
         (), ModelFamily("*", StructuredLevel.STRICT, parallel_tools=U, logprobs=S)
     ),
+    # Workers AI's tools on its OpenAI-compatible endpoint, a named `tool_choice` among
+    # them, are unconfirmed (one client found they "do not appear to work"): unknown, so
+    # they are sent and the endpoint decides, as its profile sends them.
     "workers-ai": CapabilityTable(
         (),
-        ModelFamily("*", StructuredLevel.BEST_EFFORT, tools=U, forced_tool=N, parallel_tools=U),
+        ModelFamily("*", StructuredLevel.BEST_EFFORT, tools=U, forced_tool=U, parallel_tools=U),
     ),
     "ollama-openai": CapabilityTable((), _OLLAMA_DEFAULT),
     "openai-compatible": CapabilityTable((), _UNKNOWN),

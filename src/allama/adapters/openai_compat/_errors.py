@@ -2,12 +2,13 @@
 
 Bodies come in several shapes across the family: `{"error": {message, type, param, code}}`
 (OpenAI and most), a numeric `code` (OpenRouter, vLLM), `{"error": "text", "code": ...}`
-(xAI), `{"detail": ...}` (Mistral), `{"object": "error", "message": ...}` (older vLLM), or
-plain text. A router relays its upstream's error inside its own: OpenRouter answers
-"Provider returned error" with the upstream body (JSON text or plain text) in
-`error.metadata.raw` and its name in `metadata.provider_name`; a schema rejection or a full
-context window found there is classified as the upstream's. The provider's words are kept as
-an upstream message and never logged.
+(xAI), `{"detail": ...}` (Mistral), `{"object": "error", "message": ...}` (older vLLM),
+Cloudflare's envelope `{"success": false, "errors": [{code, message}]}` (Workers AI, with
+HTTP 200 too), or plain text. A router relays its upstream's error inside its own:
+OpenRouter answers "Provider returned error" with the upstream body (JSON text or plain
+text) in `error.metadata.raw` and its name in `metadata.provider_name`; a schema rejection or
+a full context window found there is classified as the upstream's. The provider's words are
+kept as an upstream message and never logged.
 """
 
 from __future__ import annotations
@@ -106,6 +107,31 @@ _UNIT_SECONDS = {
     "μs": 1e-6,
     "ns": 1e-9,
 }
+_CLOUDFLARE_STATUS = {
+    "3003": 400,
+    "3039": 400,
+    "5004": 400,
+    "5007": 400,
+    "3023": 403,
+    "3041": 403,
+    "5016": 403,
+    "5018": 403,
+    "3042": 404,
+    "5005": 405,
+    "5019": 405,
+    "3007": 408,
+    "3008": 408,
+    "3006": 413,
+    "3036": 429,
+}
+"""The HTTP status Workers AI's errors page gives each of its codes, for an envelope that
+came with HTTP 200 (3036: the daily free allocation used up). Not 3040, documented "Out of
+capacity" but seen for JSON mode not met as well: its status says nothing sure."""
+_CLOUDFLARE_ALLOCATION = "3036"
+"""Workers AI's "Account limited": the daily free allocation used up, a spent quota."""
+_DAILY_ALLOCATION = r"(?i)daily free allocation"
+"""Workers AI's words for its daily allocation used up, under a code of another number
+(4006 in some clients): the 429 its code 3036 documents."""
 _SECONDS = re.compile(r"\d+(?:\.\d+)?")
 """A number of seconds as a header gives it (RFC 9110's `delay-seconds` is digits; some
 servers send a fraction): not `nan`, `inf`, `1e400` or a sign, which `float` would read."""
@@ -117,11 +143,15 @@ class ErrorInfo:
     `relayed` is the upstream's error a router wrapped in its own, and `relayed_by` the
     upstream's name as the router gave it. `flagged`: a router's moderation refused the
     input (OpenRouter's 403 whose `metadata` has the `reasons` and the `flagged_input`).
+    `implied_status`: the HTTP status the provider documents for its error's code, which
+    classifies an error that came without one (Cloudflare's envelope under HTTP 200); not
+    the response's status, so never reported as it.
     """
 
     __slots__ = (
         "code",
         "flagged",
+        "implied_status",
         "limits",
         "message",
         "param",
@@ -143,8 +173,10 @@ class ErrorInfo:
         relayed_by: str | None = None,
         flagged: bool = False,
         limits: dict[str, str] | None = None,
+        implied_status: int | None = None,
     ) -> None:
         self.flagged = flagged
+        self.implied_status = implied_status
         self.limits = limits
         self.message = message
         self.type = type
@@ -168,7 +200,27 @@ class ErrorInfo:
             return cls(detail if isinstance(detail, str) else json.dumps(detail))
         if "message" in payload:
             return cls._from_object(payload)
+        errors = payload.get("errors")
+        if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+            return cls._from_envelope(errors[0], enveloped=payload.get("success") is False)
         return None
+
+    @classmethod
+    def _from_envelope(cls, first: dict[str, Any], *, enveloped: bool) -> ErrorInfo:
+        """The first of an `errors` list. Its numeric `code` is the provider's own, not an
+        HTTP status; in Cloudflare's envelope (`success: false`) it implies the status."""
+        message = first.get("message")
+        text = message if isinstance(message, str) and message else json.dumps(first)
+        raw = first.get("code")
+        code = str(raw) if isinstance(raw, int) and not isinstance(raw, bool) else _text(raw)
+        implied = kind = None
+        if enveloped:
+            implied = _CLOUDFLARE_STATUS.get(code or "")
+            if implied is None and re.search(_DAILY_ALLOCATION, text):
+                implied = 429
+            if code == _CLOUDFLARE_ALLOCATION:  # whatever its words: no wait ends it
+                kind = "quota_exceeded"
+        return cls(text, code=code, type=kind, implied_status=implied)
 
     @classmethod
     def _from_object(cls, obj: dict[str, Any]) -> ErrorInfo:
@@ -358,6 +410,8 @@ def _relayed_error(status: int | None, info: ErrorInfo) -> Error | None:
 
 
 def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -> Error:
+    if status is None:  # (an error with HTTP 200: classified as its documented status)
+        status = info.implied_status
     message = info.message
     code = (info.code or "").lower()
     kind = (info.type or "").lower()

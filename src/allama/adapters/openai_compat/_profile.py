@@ -40,7 +40,7 @@ class WireProfile:
     display_name: str
     response_dialect: SchemaDialect = SchemaDialect.OPENAI_STRICT
     tool_dialect: SchemaDialect = SchemaDialect.OPENAI_STRICT
-    strict_profile: Literal["current", "azure_legacy", "fine_tuned", "xai"] = "current"
+    strict_profile: Literal["current", "azure_legacy", "fine_tuned", "xai", "deepseek"] = "current"
     token_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
     developer_role: bool = True
     seed_field: str = "seed"

@@ -23,7 +23,7 @@ from allama.schema._rewrite import Rewrite
 
 __all__ = ["OpenAIProfile", "openai_strict"]
 
-OpenAIProfile = Literal["current", "azure_legacy", "fine_tuned", "xai"]
+OpenAIProfile = Literal["current", "azure_legacy", "fine_tuned", "xai", "deepseek"]
 
 _BASE = frozenset({"type", "enum", "required"})
 _XAI_BOUNDS = {
@@ -167,6 +167,15 @@ class _AzureLegacy(_Current):
     limits: ClassVar[_Limits] = _Limits(100, 5, 15_000, 500, 7_500)
 
 
+class _DeepSeek(_AzureLegacy):
+    """DeepSeek's strict tools (its beta base URL): the same keywords as Azure's older
+    subset (no string formats, patterns, numeric or array bounds). It documents no size
+    limits: Azure's, the smaller, are kept, and said to be assumed."""
+
+    provider: ClassVar[str] = "DeepSeek strict mode"
+    limits_of: ClassVar[str | None] = _AzureLegacy.provider
+
+
 class _FineTuned(_Current):
     """OpenAI's fine-tuned models: the keywords the current subset added since 2024 are
     "not for fine-tuned models" (pattern, formats, numeric and array bounds)."""
@@ -282,6 +291,7 @@ _ENGINES: dict[str, type[_Current]] = {
     "azure_legacy": _AzureLegacy,
     "fine_tuned": _FineTuned,
     "xai": _Xai,
+    "deepseek": _DeepSeek,
 }
 
 
@@ -310,7 +320,8 @@ def openai_strict(schema: Mapping[str, Any], *, profile: OpenAIProfile = "curren
     `profile="azure_legacy"` applies the older rules Azure OpenAI still documents: no
     `pattern`, `format`, numeric or array bounds, and the smaller limits (100 properties,
     5 levels); `"fine_tuned"` the keywords of OpenAI's fine-tuned models (none of those,
-    the current limits); `"xai"` xAI's (no recursion, its formats and bounds). Raises
+    the current limits); `"xai"` xAI's (no recursion, its formats and bounds);
+    `"deepseek"` DeepSeek's strict tools (Azure's older keywords and limits). Raises
     `SchemaError` for a schema that is not valid JSON Schema.
 
     >>> openai_strict({"type": "object", "properties": {"n": {"type": "integer"}}}).schema
