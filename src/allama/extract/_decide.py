@@ -15,6 +15,7 @@ Written once as a generator, like extraction, and driven by the same sync and as
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from allama.errors import (
 )
 from allama.extract._choices import Option, Options, options_of
 from allama.extract._engine import (
+    Extracted,
     Outcome,
     Send,
     Settings,
@@ -89,16 +91,18 @@ class Decision(Generic[C]):
     the token log-probabilities the provider reported (the sum over the branches that lead
     to that option alone); `None` when the provider reported none, with the reason in
     `probabilities_missing`. They sum to at most 1: the rest went to text that is no
-    option, or is `unresolved` (not listed by the provider, or shared by several options),
-    which is the most any option's true probability can exceed its figure by.
-    Probabilities are conditional on the text written before the answer.
+    option, or is `unresolved` (not listed by the provider, shared by several options, or
+    a token whose text cannot be told), which is the most any option's true probability
+    can exceed its figure by. Probabilities are conditional on the text written before the answer.
 
-    `confidence` is the chosen option's share of the options' probability: how likely the
-    model was to pick it had it been held to the options (as a grammar holds it). It is
-    given only when every option had a branch among the listed tokens (`None` otherwise:
-    an option below the provider's list could have had any share of what was left; those
-    are `unlisted`); `confidence_bounds()` gives the least and the most it can be in every
-    case.
+    `confidence` is the chosen option's share of the options' probability: its figure over
+    the sum of every option's, each the probability of the whole option as the model wrote
+    its tokens. That is not what a grammar holding the model to the options samples from:
+    a grammar renormalises at every token, so options that share a first token (`New
+    York`, `New Jersey`) are sampled in other shares. It is given only when every option
+    had a branch among the listed tokens (`None` otherwise: an option below the provider's
+    list could have had any share of what was left; those are `unlisted`);
+    `confidence_bounds()` gives the least and the most it can be in every case.
     """
 
     value: C
@@ -200,26 +204,107 @@ def decide_steps(
     if logprobs.ask:
         asked = asked.model_copy(update={"logprobs": max(request.logprobs or 0, TOP_LOGPROBS)})
     if strategy == _Strategy.EXTRACT:
-        # Under repair, a label written loosely (`yes` for `Yes`) is read as its option,
-        # as a plain answer is; the record says so (below).
-        labels = options.labels
-        target_type: Any = _loose_labels(labels) if settings.repair else Literal[labels]
-        inner = extract_steps(settings, provider, target_type, asked)
-        extracted = yield from _relay(inner, logprobs)
-        label = extracted.value
-        response, metadata = extracted.response, extracted.metadata
-        spelling: Spelling | str
-        if settings.repair and _written(extracted.source, metadata) not in (None, label):
-            metadata.repaired = True
-            spelling = _REPAIRED
-        else:
-            spelling = _json_spelling(response, label, metadata)
+        steps = _json_steps(settings, provider, options, asked)
     else:
-        plain = _plain_steps(settings, provider, options, asked, strategy, prompted)
-        response, metadata, label, spelling = yield from _relay(plain, logprobs)
+        steps = _plain_steps(settings, provider, options, asked, strategy, prompted)
+    response, metadata, label, spelling = yield from _relay(steps, logprobs)
     option = options.option(label)
     assert option is not None  # checked against the options by both paths
     return _decision(options, option, response, metadata, spelling, logprobs)
+
+
+_Read = tuple[ChatResponse, ExtractionMetadata, str, Spelling | str]
+"""The response a decision was read from, its record, the option's label, and where the
+label is written (or why its probabilities cannot be measured)."""
+
+
+def _json_steps(
+    settings: Settings, provider: ChatProvider, options: Options, request: ChatRequest
+) -> Generator[Send, Outcome, _Read]:
+    """A decision answered through the extraction engine, the options a JSON Schema enum.
+
+    Under repair, a label written loosely in the JSON (`yes` for `Yes`) is read as its
+    option, and so is an answer the JSON read refuses that names one as a plain answer
+    would (`Yes`, or `"Yes"` where an object was asked for): both recorded as repaired."""
+    labels = options.labels
+    target_type: Any = _loose_labels(labels) if settings.repair else Literal[labels]
+    inner = extract_steps(settings, provider, target_type, request)
+    if settings.repair:
+        read = yield from _plain_where_json_fails(inner, options, provider.name)
+        if not isinstance(read, Extracted):
+            return read
+        extracted = read
+    else:
+        extracted = yield from inner
+    label = extracted.value
+    response, metadata = extracted.response, extracted.metadata
+    if settings.repair and _written(extracted.source, metadata) not in (None, label):
+        metadata.repaired = True
+        return response, metadata, label, _REPAIRED
+    return response, metadata, label, _json_spelling(response, label, metadata)
+
+
+class _ReadAsPlain(Exception):
+    """Thrown into the extraction's steps where they would ask again, to end them there:
+    they keep their record on it, as on any exception none of allama's."""
+
+
+def _plain_where_json_fails(
+    inner: Generator[Send, Outcome, Extracted[Any]], options: Options, provider: str
+) -> Generator[Send, Outcome, Extracted[Any] | _Read]:
+    """Drive the extraction's steps; an answer in text the engine could not read (it asks
+    again, or fails with a `ParseError`) that names an option as a plain answer is read
+    (exactly, trimmed or loosely) is taken as that option, matched after repair: the
+    answer was paid for."""
+    try:
+        request = next(inner)
+        while True:
+            try:
+                outcome = yield request
+            except BaseException as raised:  # passed in, for the steps to keep their record
+                request = inner.throw(raised)
+                continue
+            try:
+                following = inner.send(outcome)
+            except ParseError as failed:
+                option = _named_plainly(request, outcome, options, provider)
+                if option is None or not isinstance(outcome, ChatResponse):
+                    raise
+                failed.metadata.repaired = True
+                return outcome, failed.metadata, option.label, _REPAIRED
+            option = _named_plainly(request, outcome, options, provider)
+            if option is not None and isinstance(outcome, ChatResponse):
+                # The engine asks again after a response only when it could not read it.
+                metadata = _record_of(inner)
+                metadata.repaired = True
+                return outcome, metadata, option.label, _REPAIRED
+            request = following
+    except StopIteration as done:
+        extracted: Extracted[Any] = done.value
+        return extracted
+
+
+def _named_plainly(
+    request: ChatRequest, outcome: Outcome, options: Options, provider: str
+) -> Option | None:
+    """The option a text answer names read as a plain answer under repair; `None` for an
+    error, a tool call's answer (`request.tools` are the engine's forced tool: a decision
+    refuses the caller's own), and text that names none."""
+    if not isinstance(outcome, ChatResponse) or request.tools:
+        return None
+    read = _read_plain(outcome, options, ExtractionMode.NATIVE, provider, repair=True)
+    return None if isinstance(read, _Failure) else read[0]
+
+
+def _record_of(inner: Generator[Send, Outcome, Extracted[Any]]) -> ExtractionMetadata:
+    """The record of extraction steps that would ask again, which this ends."""
+    ended = _ReadAsPlain()
+    with contextlib.suppress(_ReadAsPlain):
+        inner.throw(ended)
+    inner.close()
+    record = ExtractionMetadata.from_error(ended)
+    assert record is not None  # a pass was recorded: the steps keep their record on it
+    return record
 
 
 def _strategy(
@@ -402,7 +487,7 @@ def _plain_steps(
     request: ChatRequest,
     strategy: str,
     prompted: str | None = None,
-) -> Generator[Send, Outcome, tuple[ChatResponse, ExtractionMetadata, str, Spelling | str]]:
+) -> Generator[Send, Outcome, _Read]:
     """A decision answered as plain text: held to the options by the provider (a choice
     format) or by the prompt alone (`prompted` says why, where the provider had more)."""
     mode = ExtractionMode.NATIVE

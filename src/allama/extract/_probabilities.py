@@ -5,9 +5,12 @@ alternatives. Walking the answer's tokens from where the option starts, every li
 alternative opens a branch: the text written so far plus that token. A branch only one
 option can still complete is that option's (its probability is the product of the
 probabilities along the way); a branch no option can complete is outside the options; a
-branch several options share, or the probability the provider did not list at all, cannot
-be followed and is counted as `unresolved`. The walk ends at the token after which only the
-chosen option can follow: under a grammar the rest is forced.
+branch several options share, one whose text cannot be told (a token given without its
+bytes whose text does not show them), or the probability the provider did not list at all,
+cannot be followed and is counted as `unresolved`. A token that writes nothing (llama.cpp's
+end of generation, a special token such as `<|end|>` given without bytes) ends the output.
+The walk ends at the token after which only the chosen option can follow: under a grammar
+the rest is forced.
 
 A plain answer the prompt alone holds to the options is read trimmed, so its walk starts
 at the output's first token and a branch is read as the answer would be: space before and
@@ -24,10 +27,11 @@ from __future__ import annotations
 import codecs
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from allama.types import TokenLogprob
+from allama.types import TokenAlternative, TokenLogprob
 
 __all__ = ["Measured", "Spelling", "json_string_span", "measure"]
 
@@ -121,6 +125,9 @@ def measure(
             probability = min(probability, max(0.0, 1.0 - listed))
             weight = reach * probability
             listed += probability
+            if branch is None:  # what it writes cannot be told: it may be any option's
+                unresolved += weight
+                continue
             options = fitting(so_far + branch, not branch)
             if len(options) == 1:
                 masses[options[0]] += weight
@@ -215,19 +222,37 @@ def _ended(masses: dict[str, float], unresolved: float, seen: set[str]) -> Measu
     return Measured(masses, min(1.0, unresolved), frozenset(masses) - seen)
 
 
-def _distinct(token: TokenLogprob) -> list[tuple[bytes, float]]:
+def _distinct(token: TokenLogprob) -> list[tuple[bytes | None, float]]:
     """The listed continuations by their text, with their probability: tokens that write
     the same bytes (two special tokens that print nothing) lead to one branch, whose
-    probability is theirs together."""
-    summed: dict[bytes, float] = {}
-    listed: set[tuple[bytes, float]] = set()
+    probability is theirs together. Tokens whose bytes cannot be told (`_unreadable`) are
+    one branch of no known text (`None`)."""
+    piece = token.utf8()
+    summed: dict[bytes | None, float] = {}
+    listed: set[tuple[bytes | None, float]] = set()
     for alternative in token.top:
-        text = alternative.utf8()
+        text: bytes | None = alternative.utf8()
+        if text != piece and _unreadable(alternative):
+            text = None
         if (text, alternative.logprob) in listed:
             continue  # the same token listed again
         listed.add((text, alternative.logprob))
         summed[text] = summed.get(text, 0.0) + math.exp(alternative.logprob)
     return [(text, min(1.0, probability)) for text, probability in summed.items()]
+
+
+_TAG = re.compile(r"</?[^\s<>]+>")
+"""A special token's name of another form than `<|...|>` (`</s>`, `<eos>`, `<end_of_turn>`),
+or a tag of text: which one a token given without bytes is cannot be told."""
+
+
+def _unreadable(alternative: TokenAlternative) -> bool:
+    """Whether a listed token's text may not be what it writes: given without bytes, it
+    holds part of a character (shown as U+FFFD) or names a special token whose text is not
+    known (`<|end|>` is read as writing nothing, `TokenAlternative.utf8`)."""
+    if alternative.token_bytes is not None or not alternative.utf8():
+        return False
+    return "\ufffd" in alternative.token or _TAG.fullmatch(alternative.token) is not None
 
 
 def json_string_span(text: str, wrapped_key: str | None) -> tuple[int, str] | None:

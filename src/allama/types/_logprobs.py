@@ -7,11 +7,17 @@ gave, without any made up. The reprs withhold the tokens: they are the model's t
 
 from __future__ import annotations
 
+import re
+
 from pydantic import Field
 
 from allama.types._base import Data
 
 __all__ = ["TokenAlternative", "TokenLogprob"]
+
+_SPECIAL = re.compile(r"<[|\uff5c][^\s<>|\uff5c]+[|\uff5c]>")
+"""A special token's name (`<|end|>`, `<|eot_id|>`; DeepSeek's bars are full-width): what
+a provider shows for a token that writes no text, such as the end of the output."""
 
 
 class TokenAlternative(Data):
@@ -29,9 +35,13 @@ class TokenAlternative(Data):
         return f"{type(self).__name__}(logprob={self.logprob!r})"
 
     def utf8(self) -> bytes:
-        """The token's bytes: the provider's where given, else its text encoded."""
+        """The token's bytes: the provider's where given; none for a special token given
+        without them (OpenAI lists the end of the output as `<|end|>`, bytes `null`), which
+        writes no text; else its text encoded."""
         if self.token_bytes is not None:
             return bytes(self.token_bytes)
+        if _SPECIAL.fullmatch(self.token):
+            return b""
         return self.token.encode("utf-8")
 
 

@@ -56,6 +56,7 @@ from allama.types import (
     FinishReason,
     Reasoning,
     Refusal,
+    RequestField,
     TextPart,
     ToolCall,
     Usage,
@@ -480,11 +481,12 @@ def decode_body(
         if tier is not None:
             kept[SERVICE_TIER_KEY] = tier
     provider_data = {provider or "openai": kept} if kept else {}
-    logprobs = (
-        openai_logprobs(choice.logprobs.get("content"))
-        if choice is not None and choice.logprobs
-        else None
-    )
+    logprobs = None
+    if choice is not None and choice.logprobs:
+        logprobs = openai_logprobs(choice.logprobs.get("content"))
+        unread = _unread_logprobs(choice.logprobs) if logprobs is None else None
+        if unread is not None:
+            warnings = (*warnings, unread)
     return ChatResponse(
         tuple(blocks),
         finish_reason=finish,
@@ -495,6 +497,31 @@ def decode_body(
         provider=provider,
         id=wire.id or None,
         logprobs=logprobs,
+    )
+
+
+_LEGACY_LOGPROBS = ("tokens", "token_logprobs", "top_logprobs")
+"""The legacy completions shape of `logprobs` (Fireworks, Together): lists by position,
+the alternatives a map from text to log-probability, no token's bytes."""
+
+
+def _unread_logprobs(sent: Mapping[str, Any]) -> Warning | None:
+    """Why log-probabilities that were sent were left out, or `None` where none were (a
+    `content` of `null` or `[]`): a decision names it, where it would say none came."""
+    content = sent.get("content")
+    if content is not None and content != []:
+        shape = "a `content` that is no list of tokens with their log-probabilities"
+    elif any(sent.get(key) for key in _LEGACY_LOGPROBS):
+        shape = (
+            "lists of `tokens` and `token_logprobs`, the legacy completions shape, "
+            "with no token's bytes"
+        )
+    else:
+        return None
+    return Warning.unsupported(
+        RequestField.LOGPROBS,
+        f"the provider sent log-probabilities in a shape allama does not read ({shape}): "
+        "they were left out",
     )
 
 

@@ -1,0 +1,383 @@
+"""Decisions: an end-of-text token listed without bytes, an answer asked for in JSON that
+comes as the option alone under repair, and log-probabilities in a shape allama does not
+read, named as such."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any, Literal
+
+import pytest
+
+import allama
+from _recording import provider
+from allama import ChatRequest, ExtractionMode, Extractor, MissingToolCallError, ParseError
+from allama.extract._probabilities import Measured, Spelling, measure
+from allama.types import RequestField, TokenAlternative, TokenLogprob
+
+CITY = Literal["New", "New York", "Boston"]
+YES_NO = Literal["Yes", "No"]
+REPAIRED = "the answer matched its option only after repair"
+NONE_SENT = "the provider returned no log-probabilities"
+
+
+def alternative(token: str, p: float, *, with_bytes: bool = True) -> dict[str, Any]:
+    data = list(token.encode()) if with_bytes else None
+    return {"token": token, "logprob": math.log(p), "bytes": data}
+
+
+def tok(token: str, p: float, *top: tuple[str, float] | tuple[str, float, bool]) -> dict[str, Any]:
+    listed = [alternative(t[0], t[1], with_bytes=len(t) < 3 or bool(t[2])) for t in top]
+    return {**alternative(token, p), "top_logprobs": listed}
+
+
+def completion(content: str, logprobs: Any = None, *, completion_tokens: int = 3) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": content},
+                "logprobs": logprobs,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": 50,
+            "completion_tokens": completion_tokens,
+            "total_tokens": 50 + completion_tokens,
+        },
+    }
+
+
+def decided(
+    is_async: bool, extractor: Extractor, target: Any, tp: Any, request: ChatRequest, **options: Any
+) -> Any:
+    if is_async:
+        return asyncio.run(extractor.adecide(target, tp, request, **options))
+    return extractor.decide(target, tp, request, **options)
+
+
+def failed(
+    is_async: bool,
+    extractor: Extractor,
+    target: Any,
+    tp: Any,
+    request: ChatRequest,
+    error: type[Exception],
+) -> Any:
+    with pytest.raises(error) as caught:
+        decided(is_async, extractor, target, tp, request)
+    return caught.value
+
+
+SIDES = pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+
+
+# 1. OpenAI lists the end of the output as `<|end|>` with `bytes: null`: it writes no
+# text. It was read as the text `<|end|>`, a branch of no option, dropped: `New`, the
+# model's stop after `New`, got 0.0 and the bounds left out its 0.27.
+
+END_AFTER_NEW = [
+    tok("New", 0.9, ("New", 0.9), ("Boston", 0.1)),
+    tok(" York", 0.6, (" York", 0.6), ("<|end|>", 0.3, False), (" Jersey", 0.05)),
+]
+
+
+@SIDES
+def test_an_end_token_listed_without_bytes_ends_the_answer_there(is_async: bool) -> None:
+    body = completion("New York", {"content": END_AFTER_NEW, "refusal": None})
+    target, recorder = provider("openai", (200, body))
+    request = ChatRequest("gpt-4").user("Which city?")
+    decision = decided(is_async, Extractor(), target, CITY, request, probabilities=True)
+    assert recorder.bodies[0]["logprobs"] is True
+    assert decision.value == "New York"
+    assert decision.probabilities == pytest.approx({"New": 0.27, "New York": 0.54, "Boston": 0.1})
+    assert decision.unresolved == pytest.approx(0.9 * 0.05)
+    assert decision.unlisted == frozenset()
+    assert decision.confidence == pytest.approx(0.54 / 0.91)
+    low, high = decision.confidence_bounds()
+    assert (low, high) == pytest.approx((0.54 / 0.955, 0.585 / 0.955))
+
+
+def test_a_special_token_without_bytes_writes_nothing_and_with_bytes_its_text() -> None:
+    assert TokenAlternative(token="<|end|>", logprob=-1.0).utf8() == b""
+    assert TokenAlternative(token="<|eot_id|>", logprob=-1.0).utf8() == b""
+    assert (
+        TokenAlternative(token="<\uff5cend\u2581of\u2581sentence\uff5c>", logprob=-1.0).utf8()
+        == b""
+    )
+    # Bytes given are the token's, whatever its text; text of no special token is itself.
+    given = TokenAlternative(token="<|end|>", logprob=-1.0, token_bytes=tuple(b"<|end|>"))
+    assert given.utf8() == b"<|end|>"
+    assert TokenAlternative(token="a|b", logprob=-1.0).utf8() == b"a|b"
+    assert TokenAlternative(token="<| |>", logprob=-1.0).utf8() == b"<| |>"
+
+
+def city_tokens(end: TokenAlternative) -> list[TokenLogprob]:
+    def alt(text: str, p: float) -> TokenAlternative:
+        return TokenAlternative(token=text, logprob=math.log(p), token_bytes=tuple(text.encode()))
+
+    new = TokenLogprob(
+        token="New",
+        logprob=math.log(0.9),
+        token_bytes=tuple(b"New"),
+        top=(alt("New", 0.9), alt("Boston", 0.1)),
+    )
+    york = TokenLogprob(
+        token=" York",
+        logprob=math.log(0.6),
+        token_bytes=tuple(b" York"),
+        top=(alt(" York", 0.6), end, alt(" Jersey", 0.05)),
+    )
+    return [new, york]
+
+
+LABELS = ["New", "New York", "Boston"]
+
+
+@pytest.mark.parametrize(
+    "end",
+    [
+        # llama.cpp's end of generation: a token of no text, bytes given (kept as it was).
+        TokenAlternative(token="", logprob=math.log(0.3), token_bytes=()),
+        TokenAlternative(token="<|end|>", logprob=math.log(0.3)),
+        TokenAlternative(token="<|endoftext|>", logprob=math.log(0.3)),
+    ],
+    ids=["llama.cpp", "openai", "endoftext"],
+)
+@pytest.mark.parametrize("trimmed", [False, True], ids=["as-written", "trimmed"])
+def test_every_token_that_writes_nothing_is_the_end_of_the_answer(
+    end: TokenAlternative, trimmed: bool
+) -> None:
+    spelling = Spelling(0, json=False, trimmed=trimmed)
+    measured = measure(city_tokens(end), "New York", LABELS, "New York", spelling)
+    assert isinstance(measured, Measured)
+    assert measured.probabilities == pytest.approx({"New": 0.27, "New York": 0.54, "Boston": 0.1})
+    assert measured.unresolved == pytest.approx(0.045)
+    assert measured.unlisted == frozenset()
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "</s>",  # a special token of another form, or the text `</s>`: which, cannot be told
+        "<eos>",
+        "<end_of_turn>",
+        "\ufffd",  # part of a character: its bytes are not its text
+        "\ufffd York",
+    ],
+)
+def test_a_token_without_bytes_whose_text_cannot_be_told_is_unresolved(token: str) -> None:
+    # It was read as its text, a branch of no option, and dropped: `New`'s 0.27 (if it was
+    # the end) was then neither measured nor unresolved.
+    end = TokenAlternative(token=token, logprob=math.log(0.3))
+    measured = measure(city_tokens(end), "New York", LABELS, "New York", Spelling(0, json=False))
+    assert isinstance(measured, Measured)
+    assert measured.probabilities == pytest.approx({"New": 0.0, "New York": 0.54, "Boston": 0.1})
+    assert measured.unresolved == pytest.approx(0.9 * 0.3 + 0.045)
+    assert measured.unlisted == frozenset({"New"})
+    # The truth, were it the end (`New`'s 0.27), is within the bounds.
+    assert measured.probabilities["New"] + measured.unresolved >= 0.27 - 1e-9
+
+
+def test_a_token_without_bytes_whose_text_shows_them_is_read_as_its_text() -> None:
+    # Gemini gives no bytes: text that is no special token is read as written.
+    end = TokenAlternative(token=" Jersey City", logprob=math.log(0.3))
+    measured = measure(city_tokens(end), "New York", LABELS, "New York", Spelling(0, json=False))
+    assert isinstance(measured, Measured)
+    assert measured.probabilities == pytest.approx({"New": 0.0, "New York": 0.54, "Boston": 0.1})
+    assert measured.unresolved == pytest.approx(0.045)
+    # The chosen token listed without bytes among its alternatives is the chosen one.
+    chosen = TokenLogprob(
+        token="\ufffd",
+        logprob=math.log(0.5),
+        top=(
+            TokenAlternative(token="\ufffd", logprob=math.log(0.5)),
+            TokenAlternative(token="No", logprob=math.log(0.4)),
+        ),
+    )
+    measured = measure([chosen], "\ufffd", ["\ufffd", "No"], "\ufffd", Spelling(0, json=False))
+    assert isinstance(measured, Measured)
+    assert measured.probabilities == pytest.approx({"\ufffd": 0.5, "No": 0.4})
+    assert measured.unresolved == pytest.approx(0.1)
+
+
+# 2. Under repair, an answer asked for in JSON that comes as the option alone (a provider
+# that does not enforce the schema) is read as a plain answer is. It was a ParseError: the
+# answer, paid for, was lost.
+
+BARE = ["Yes", "Yes\n", '"Yes"', "yes", " **Yes.** "]
+
+
+@SIDES
+@pytest.mark.parametrize("text", BARE)
+@pytest.mark.parametrize("preset", ["deepinfra", "openai-compatible"])
+def test_under_repair_the_option_alone_is_read_where_json_was_asked_for(
+    is_async: bool, text: str, preset: str
+) -> None:
+    options: dict[str, Any] = {"base_url": "http://127.0.0.1:9/v1"} if preset != "deepinfra" else {}
+    target, recorder = provider(preset, (200, completion(text)), **options)
+    request = ChatRequest("meta-llama/Llama-3.3-70B-Instruct").user("Is water wet?")
+    decision = decided(is_async, Extractor(repair=True), target, YES_NO, request)
+    assert decision.value == "Yes"
+    assert decision.metadata.repaired is True
+    assert decision.metadata.passes == 1
+    assert decision.metadata.mode is ExtractionMode.NATIVE
+    assert decision.metadata.root_wrapped is True
+    assert decision.metadata.usage.output_tokens == 3
+    assert decision.probabilities is None
+    assert decision.probabilities_missing == NONE_SENT
+    assert len(recorder.bodies) == 1
+    assert recorder.bodies[0]["response_format"]["type"] == "json_schema"
+    # Without repair, it is the ParseError it was.
+    target, _ = provider(preset, (200, completion(text)), **options)
+    error = failed(is_async, Extractor(), target, YES_NO, request, ParseError)
+    assert error.metadata.passes == 1
+
+
+@SIDES
+def test_an_answer_repaired_as_plain_text_has_no_probabilities_measured(is_async: bool) -> None:
+    tokens = [tok("Yes", 0.6, ("Yes", 0.6), ("No", 0.3))]
+    body = completion("Yes", {"content": tokens, "refusal": None})
+    target, _ = provider("openai-compatible", (200, body), base_url="http://127.0.0.1:9/v1")
+    decision = decided(is_async, Extractor(repair=True), target, YES_NO, ChatRequest("m").user("q"))
+    assert decision.value == "Yes"
+    assert decision.metadata.repaired is True
+    assert decision.probabilities is None
+    assert decision.probabilities_missing == REPAIRED
+
+
+@SIDES
+def test_under_repair_a_bare_option_is_taken_on_its_pass_not_asked_again(is_async: bool) -> None:
+    # With retries left, the engine would have asked again, paying a second time.
+    answers = [(200, completion("No", completion_tokens=1)), (200, completion('{"value":"Yes"}'))]
+    target, recorder = provider("deepinfra", *answers)
+    extractor = Extractor(repair=True, retries=2)
+    decision = decided(is_async, extractor, target, YES_NO, ChatRequest("m").user("q"))
+    assert decision.value == "No"
+    assert decision.metadata.repaired is True
+    assert decision.metadata.passes == 1
+    assert decision.metadata.usage.output_tokens == 1
+    assert len(recorder.bodies) == 1
+
+
+@SIDES
+def test_under_repair_an_answer_that_names_no_option_is_asked_again(is_async: bool) -> None:
+    answers = [
+        (200, completion("Maybe", completion_tokens=1)),
+        (200, completion("No", completion_tokens=2)),
+    ]
+    target, recorder = provider("deepinfra", *answers)
+    extractor = Extractor(repair=True, retries=1)
+    decision = decided(is_async, extractor, target, YES_NO, ChatRequest("m").user("q"))
+    assert decision.value == "No"
+    assert decision.metadata.repaired is True
+    assert decision.metadata.passes == 2
+    assert decision.metadata.usage.output_tokens == 3
+    assert len(recorder.bodies) == 2
+    # Neither names an option: the ParseError, both passes on its record.
+    target, recorder = provider("deepinfra", (200, completion("Maybe")))
+    error = failed(is_async, extractor, target, YES_NO, ChatRequest("m").user("q"), ParseError)
+    assert error.metadata.passes == 2
+    assert len(recorder.bodies) == 2
+
+
+@SIDES
+def test_under_repair_a_json_answer_is_read_as_before(is_async: bool) -> None:
+    target, _ = provider("deepinfra", (200, completion('{"value": "Yes"}')))
+    decision = decided(is_async, Extractor(repair=True), target, YES_NO, ChatRequest("m").user("q"))
+    assert decision.value == "Yes"
+    assert decision.metadata.repaired is False
+    target, _ = provider("deepinfra", (200, completion('{"value": "yes"}')))
+    decision = decided(is_async, Extractor(repair=True), target, YES_NO, ChatRequest("m").user("q"))
+    assert decision.value == "Yes"
+    assert decision.metadata.repaired is True
+
+
+@SIDES
+def test_under_repair_text_beside_a_forced_tool_is_no_answer(is_async: bool) -> None:
+    # `gpt-4` answers through a forced tool: text instead of its call is not the answer.
+    target, _ = provider("openai", (200, completion("Yes")))
+    request = ChatRequest("gpt-4").user("q")
+    error = failed(is_async, Extractor(repair=True), target, YES_NO, request, MissingToolCallError)
+    assert error.metadata.mode is ExtractionMode.FORCED_TOOL
+
+
+# 3. `confidence` is the chosen option's share of the options' measured probability: the
+# figure stands (a grammar, renormalising at each token, would sample New York at 0.25).
+
+
+def test_confidence_is_the_share_of_the_options_probability() -> None:
+    tokens = [
+        tok("New", 0.5, ("New", 0.5), ("Boston", 0.5)),
+        tok(" York", 0.1, (" is", 0.8), (" York", 0.1), (" Jersey", 0.1)),
+        tok("", 0.9, ("", 0.9)),
+    ]
+    body = completion("New York", {"content": tokens, "refusal": None})
+    target, _ = provider("llama-cpp", (200, body), base_url="http://127.0.0.1:9/v1")
+    tp = Literal["New York", "New Jersey", "Boston"]
+    decision = allama.decide(target, tp, ChatRequest("m").user("q"))
+    assert decision.probabilities == pytest.approx(
+        {"New York": 0.05, "New Jersey": 0.05, "Boston": 0.5}
+    )
+    assert decision.confidence == pytest.approx(0.05 / 0.6)
+    doc = type(decision).__doc__ or ""
+    assert "grammar renormalises at every token" in doc
+
+
+# 4. Log-probabilities in the legacy list shape (Fireworks', Together's) were reported as
+# none returned: the decision now says they came in a shape allama does not read.
+
+LEGACY = {
+    "tokens": ['{"', "value", '":"', "Yes", '"}'],
+    "token_logprobs": [-0.01, -0.01, -0.01, -0.3, -0.01],
+    "top_logprobs": [{'{"': -0.01}, {"value": -0.01}, {'":"': -0.01}, {"Yes": -0.3}, {'"}': -0.01}],
+    "text_offset": [0, 2, 7, 10, 13],
+}
+LEGACY_MESSAGE = (
+    "the provider sent log-probabilities in a shape allama does not read (lists of `tokens` "
+    "and `token_logprobs`, the legacy completions shape, with no token's bytes): they were "
+    "left out"
+)
+CONTENT_MESSAGE = (
+    "the provider sent log-probabilities in a shape allama does not read (a `content` that "
+    "is no list of tokens with their log-probabilities): they were left out"
+)
+
+
+@SIDES
+@pytest.mark.parametrize(
+    ("logprobs", "message"),
+    [
+        (LEGACY, LEGACY_MESSAGE),
+        ({"content": [{"token": "x"}]}, CONTENT_MESSAGE),
+        ({"content": {"tokens": []}}, CONTENT_MESSAGE),
+        ({"content": None, "refusal": None}, None),
+        ({"content": []}, None),
+        (None, None),
+    ],
+    ids=["legacy", "no-logprob", "not-a-list", "null", "empty", "none"],
+)
+@pytest.mark.parametrize("probabilities", [None, True])
+def test_log_probabilities_of_a_shape_not_read_are_named_so(
+    is_async: bool, logprobs: Any, message: str | None, probabilities: bool | None
+) -> None:
+    body = completion('{"value":"Yes"}', logprobs)
+    target, recorder = provider("fireworks", (200, body))
+    request = ChatRequest("accounts/fireworks/models/llama-v3p1-8b-instruct").user("q")
+    extractor = Extractor()
+    decision = decided(is_async, extractor, target, YES_NO, request, probabilities=probabilities)
+    assert recorder.bodies[0]["logprobs"] is True
+    assert decision.value == "Yes"
+    assert decision.response.logprobs is None
+    assert decision.probabilities is None
+    assert decision.probabilities_missing == (message or NONE_SENT)
+    noted = [w for w in decision.response.warnings if w.is_about(RequestField.LOGPROBS)]
+    assert [w.message for w in noted] == ([message] if message else [])
+    # Not the extraction's: the record's enforcement and warnings are as they were.
+    assert all(not w.is_about(RequestField.LOGPROBS) for w in decision.metadata.degradations)
