@@ -23,7 +23,7 @@ class LineItem(BaseModel):
 class Invoice(BaseModel):
     """An invoice as found in a supplier's e-mail or PDF."""
 
-    number: str = Field(pattern=r"^[A-Z]{2,4}-\d{3,6}$")
+    number: str = Field(pattern=r"^[A-Z]{2,4}-[0-9]{3,6}$")
     issued: date
     supplier: str
     currency: Currency

@@ -42,7 +42,7 @@ class InvoiceLine(BaseModel):
 class InvoiceSummary(BaseModel):
     """An invoice with at most three lines: what a 135M model can finish in a few seconds."""
 
-    number: str = Field(pattern=r"^[A-Z]{2,4}-\d{3,6}$")
+    number: str = Field(pattern=r"^[A-Z]{2,4}-[0-9]{3,6}$")
     supplier: str = Field(min_length=1, max_length=60)
     issued: date
     currency: Currency

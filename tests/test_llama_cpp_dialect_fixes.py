@@ -484,7 +484,7 @@ def test_ollama_lists_what_its_converter_skips() -> None:
         "properties": {
             "code": {"type": "string", "pattern": "^[a-z]*$", "minLength": 3},
             "qty": {"type": "integer", "minimum": 0, "exclusiveMinimum": 5},
-            "zip": {"type": "string", "pattern": r"^\d{5}$|^\d{5}-\d{4}$"},
+            "zip": {"type": "string", "pattern": r"^[0-9]{5}$|^[0-9]{5}-[0-9]{4}$"},
             "gone": False,
         },
         "required": ["code", "qty", "zip"],
@@ -1318,7 +1318,7 @@ ENFORCED: dict[str, dict[str, Any]] = {
         "maximum": 9,
         "exclusiveMaximum": 6,
     },
-    "alternatives anchored apart": {"type": "string", "pattern": r"^\d{2}$|^[b-d]{3}-\d$"},
+    "alternatives anchored apart": {"type": "string", "pattern": r"^[0-9]{2}$|^[b-d]{3}-[0-9]$"},
     "enum beside maxLength": {"type": "string", "enum": ["abcd", "b"], "maxLength": 2},
     "false property": {
         "type": "object",

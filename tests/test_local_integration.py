@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 class Record(BaseModel):
     name: str = Field(min_length=3)
     count: int = Field(ge=5, le=900)
-    code: str = Field(pattern=r"^[A-Z]{2}-\d{2}$")
+    code: str = Field(pattern=r"^[A-Z]{2}-[0-9]{2}$")
     color: Literal["red", "green"]
     tags: list[str] = Field(min_length=2, max_length=3)
 
@@ -396,7 +396,7 @@ def test_a_server_that_dies_mid_stream_raises_and_keeps_what_arrived(
 
 _LONG = [["<|im_end|>", -60], ['"', -60], ["}", -60], ["]", -60], ["a", 6], ["9", 7], [",", 5]]
 ENFORCED = {
-    "pattern": {"type": "string", "pattern": r"^[b-d]{2}-\d$"},
+    "pattern": {"type": "string", "pattern": r"^[b-d]{2}-[0-9]$"},
     "minLength": {"type": "string", "minLength": 4},
     "maxLength": {"type": "string", "maxLength": 3},
     "minimum": {"type": "integer", "minimum": 7},

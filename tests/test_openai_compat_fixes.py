@@ -394,7 +394,7 @@ def test_tool_calls_in_the_probe_shape_keep_their_ids() -> None:
 class Note(BaseModel):
     body: str = Field(max_length=5000)
     debt: int = Field(lt=0)
-    code: str = Field(pattern=r"^\d{3}$")
+    code: str = Field(pattern=r"^[0-9]{3}$")
 
 
 def test_ollamas_openai_endpoint_gets_the_schema_its_converter_compiles() -> None:

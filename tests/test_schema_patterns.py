@@ -50,23 +50,21 @@ READ_OTHERWISE = {
 }
 
 THE_SAME = [
-    r"^[A-Z]{3}-\d{4}$",
-    r"^\S+@\S+$",
+    r"^[A-Z]{3}-[0-9]{4}$",
+    r"^[^@ ]+@[^@ ]+$",
     r"^(?:ab|cd)+$",
-    r"^(?<year>\d{4})$",
+    r"^(?<year>[0-9]{4})$",
     r"^[\]a]$",
     r"^[a\-z]$",
     r"^\p{L}+$",
     r"^\\A$",  # an escaped backslash, then the letter
     r"^[\[]$",
     r"^a{2,3}$",
-    r"^\w+\s\d$",
     r"^a*?b+?c??d{2}?$",  # lazy quantifiers
     r"^\*+$",
     r"^[*+]{2}$",
     r"^\p{Lu}\p{Script=Greek}\p{sc=Latn}\p{White_Space}$",
     r"^[^a-z]$",
-    r"^[\d\w]$",
 ]
 
 
@@ -105,8 +103,8 @@ def test_every_dialect_that_keeps_patterns_removes_one_read_otherwise(dialect: s
     assert note.message.startswith(
         "`pattern` was removed at `/properties/code`: it has a POSIX class"
     )
-    kept = DIALECTS[dialect](_object(r"^[A-Z]{3}-\d{4}$"))
-    assert kept.schema["properties"]["code"]["pattern"] == r"^[A-Z]{3}-\d{4}$"
+    kept = DIALECTS[dialect](_object(r"^[A-Z]{3}-[0-9]{4}$"))
+    assert kept.schema["properties"]["code"]["pattern"] == r"^[A-Z]{3}-[0-9]{4}$"
     assert not [n for n in kept.notes if "pattern" in n.message]
 
 

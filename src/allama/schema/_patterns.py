@@ -4,8 +4,12 @@ pydantic validates a `pattern` with Rust's regex syntax; JSON Schema's `pattern`
 ECMA-262's, which the providers that enforce patterns follow. Most patterns mean the same in
 both. Some Rust syntax is plain text to ECMA-262 (`\\A` is the letter A, `[[:alpha:]]` a
 class followed by `]`) or an error there (`(?P<name>`, `(?i)`): a provider enforcing such a
-pattern produces values the type refuses, or refuses the schema. Where a dialect keeps
-patterns, it removes such a one, with a note, rather than have it read otherwise.
+pattern produces values the type refuses, or refuses the schema. The class escapes are
+Unicode's in Rust's syntax and ASCII's in ECMA-262's, with or without its `u` flag (`\\w`,
+`\\d`, `\\b`; `\\s` is ECMA-262's own list): a provider enforcing `^\\w+$` refuses `José`,
+which the type takes. Where a dialect keeps patterns, it removes such a one, with a note,
+rather than have it read otherwise. (A Rust `(?-u)` or Python `(?a)` that makes the classes
+ASCII's is an inline flag, which ECMA-262 has none of: read otherwise too.)
 """
 
 from __future__ import annotations
@@ -207,11 +211,22 @@ def _escape(pattern: str, index: int, after: str, in_class: bool, negated: bool)
     if after in ("D", "W"):
         what = "digits" if after == "D" else "word characters"
         return f"`\\{after}` (all but Unicode's {what} in Rust's syntax, ASCII's in ECMA's)"
-    if after in ("d", "w") and in_class and negated:
+    if after in ("d", "w"):
+        # ECMA-262's classes are the ASCII ones, with or without its `u` flag: a provider
+        # would refuse a value the type takes (`José`, `٣`), or, negated, allow one it refuses.
         what = "digits" if after == "d" else "word characters"
+        if in_class and negated:
+            return (
+                f"`\\{after}` in a negated class (all but Unicode's {what} in Rust's syntax, "
+                "ASCII's in ECMA's)"
+            )
+        return f"`\\{after}` (Unicode's {what} in Rust's syntax, ASCII's in ECMA's)"
+    if after in ("s", "S"):
+        # Not ASCII in ECMA-262 either, but its own list: U+FEFF in, U+0085 out.
+        but = "all but " if after == "S" else ""
         return (
-            f"`\\{after}` in a negated class (all but Unicode's {what} in Rust's syntax, "
-            "ASCII's in ECMA's)"
+            f"`\\{after}` ({but}Unicode's white space in Rust's syntax, {but}ECMA-262's own "
+            "in ECMA's, which has U+FEFF and not U+0085)"
         )
     return None
 

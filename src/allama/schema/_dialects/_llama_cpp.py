@@ -6,8 +6,10 @@ builds that carry it). Tests against the server (`tests/test_local_integration.p
 grammar engine enforces, with these differences handled here:
 
 - patterns: `\\d` and `\\w` are unknown to the converter (it then accepts any string), so
-  they are spelled out as the classes they are, and `^a$|^b$` becomes `^(a|b)$` (it takes
-  only one anchor at each end). Escaped punctuation is written as the converter reads it:
+  `llama_cpp_pattern` spells them out as their ASCII classes (a pattern of a type, where they
+  are Unicode's classes, has them removed first by the grammar dialect), and `^a$|^b$`
+  becomes `^(a|b)$` (it takes only one anchor at each end). Escaped punctuation is
+  written as the converter reads it:
   inside a class it knows only `\\-`, `\\[`, `\\]` (any other escape there makes it accept any
   string), so `[a\\.]` is sent as `[a.]`; outside, `\\/` and the like become the character. It
   merges a run of literal characters into one and repeats the whole run when an escaped or
