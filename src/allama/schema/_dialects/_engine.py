@@ -7,10 +7,11 @@ A dialect subclass sets the keyword tables and overrides a few hooks. The engine
   draft-4 boolean `exclusiveMinimum` becomes the numeric form, a `const` becomes a one-value
   `enum` and an `enum` loses the values its `type` rejects, a `$ref` with assertions beside it
   and an `allOf` are merged into one node (keyword by keyword: a keyword that cannot be merged
-  is removed, with a note), and the keywords beside a union are distributed into its branches;
-- copies kept keywords, removes the rest (an `APPROXIMATED` note for assertions; annotations
-  such as `default` are listed in `Rewrite.dropped`; unknown keywords go silently, since they
-  never change what a schema accepts);
+  is removed, with a note), and the keywords beside a union are distributed into its branches
+  (each side's `additionalProperties` then applies to the names only the other declares);
+- copies kept keywords, removes the rest (an `APPROXIMATED` note for assertions, dynamic
+  references among them; annotations such as `default` are listed in `Rewrite.dropped`;
+  unknown keywords go silently, since they never change what a schema accepts);
 - gives every `enum` the `type` of its values;
 - either keeps `$ref`s, moving every target under `$defs`, or inlines them.
 
@@ -90,6 +91,8 @@ ASSERTIONS = frozenset(
         "dependencies",
         "items",
         "$ref",
+        "$dynamicRef",
+        "$recursiveRef",
     }
     | SCHEMA_LISTS
     | (SCHEMA_SINGLE - {"contentSchema"})
@@ -115,10 +118,16 @@ _SCHEMA_VALUED = frozenset(
         "unevaluatedItems",
     }
 )
+_DYNAMIC_REFS = frozenset({"$dynamicRef", "$recursiveRef"})
+"""References resolved against where the schema is used (2020-12, 2019-09): not followed."""
 _UNIONS = ("anyOf", "oneOf")
 _MISSING: Any = object()
 _INLINE_DEPTH = 32
 _BUDGET = 20_000
+_PART_BUDGET = 20_000
+"""`allOf` parts and union branches normalized to be merged, per rewrite (a `$ref` target
+once): past it a part is left unconstrained (noted), so that merging stays bounded where
+paths through the schema multiply (each definition naming the next twice)."""
 _MAX_NESTING = 100
 _PRODUCT_LIMIT = 32
 """Branches two unions in one node may multiply into before one of them is removed."""
@@ -329,8 +338,13 @@ class Engine:
         self._inlining: list[str] = []
         self._inlining_set: set[str] = set()
         self._resolving: set[str] = set()
+        self._normalized: dict[str, Any] = {}
+        """`$ref` targets normalized once, by pointer: a part named twice is not redone."""
+        self._cuts = 0
+        """Times normalizing depended on where it was reached (a loop cut, a `$ref` kept)."""
         self._loops = _loops(index)
         self._budget = _BUDGET
+        self._part_budget = _PART_BUDGET
         self._depth = 0
         self._merged_refs = 0
 
@@ -389,11 +403,7 @@ class Engine:
     def schema(self, node: Any, pointer: str, *, root: bool = False) -> Any:
         self._budget -= 1
         if self._budget < 0:
-            self.approximated(
-                pointer,
-                f"the subschema at {quoted(pointer)} was left unconstrained: "
-                "the schema is too large to rewrite whole",
-            )
+            self.too_large(pointer)
             return {}
         if node is True or (isinstance(node, dict) and not node):
             return self.any_value(pointer)
@@ -429,6 +439,13 @@ class Engine:
         finally:
             self._depth -= 1
 
+    def too_large(self, pointer: str) -> None:
+        self.approximated(
+            pointer,
+            f"the subschema at {quoted(pointer)} was left unconstrained: "
+            "the schema is too large to rewrite whole",
+        )
+
     def any_value(self, pointer: str) -> Any:
         if self.strict_shapes:
             self.unsupported(
@@ -455,7 +472,7 @@ class Engine:
 
     # ----- normalization (exact, or widened with a note)
 
-    def normalize(self, node: dict[str, Any], pointer: str) -> Any:
+    def normalize(self, node: dict[str, Any], pointer: str, *, distribute: bool = True) -> Any:
         """`node` as one equivalent node without `allOf`, `const` or `$ref` siblings, its
         union's branches holding the keywords beside it; `False` when it accepts nothing."""
         node.pop("$defs", None)
@@ -489,7 +506,7 @@ class Engine:
                 return False
             if "type" in node and not _enum_within_type(node):
                 return False
-        if ("anyOf" in node) != ("oneOf" in node):
+        if distribute and ("anyOf" in node) != ("oneOf" in node):
             return self._distribute(node, pointer)
         return node
 
@@ -511,29 +528,49 @@ class Engine:
             or target_pointer in self._inlining_set
             or self._merged_refs >= _MERGED_REFS
         ):
+            self._cuts += 1
             return {"$ref": ref, **{k: v for k, v in node.items() if k in ANNOTATIONS}}
         self._merged_refs += 1
         return {**node, "allOf": [{"$ref": ref}]}
 
     def _resolve_part(self, part: Any, pointer: str) -> tuple[Any, str]:
         """`part` with `$ref` chains followed and normalized, and where it is; a `$ref` that
-        leads back to a node being normalized stays as it is."""
+        leads back to a node being normalized stays as it is.
+
+        A `$ref` target is the same node wherever it is named: it is normalized once per
+        rewrite (unless that depended on the chain that reached it: then each time). A part
+        written in place keeps its own union undistributed: merged, the union sits beside
+        the merged keywords and is distributed when that node is rewritten, where doing it
+        here would redo every union below for each union above."""
         hops = 0
         while isinstance(part, dict) and "$ref" in part and hops < 64:
             if self.index.draft > 7 and any(k != "$ref" and k in ASSERTIONS for k in part):
                 break
             target_pointer, target = self.loop_free(part["$ref"])
             if target_pointer in self._resolving:
+                self._cuts += 1
                 return part, pointer
             part, pointer, hops = target, target_pointer, hops + 1
         if isinstance(part, dict) and part:
             if pointer in self._resolving:
+                self._cuts += 1
                 return part, pointer
+            known = self._normalized.get(pointer, _MISSING) if hops else _MISSING
+            if known is not _MISSING:
+                return (dict(known) if isinstance(known, dict) else known), pointer
+            self._part_budget -= 1
+            if self._part_budget < 0:
+                self.too_large(pointer)
+                return {}, pointer
+            cuts = self._cuts
             self._resolving.add(pointer)
             try:
-                return self.normalize(dict(part), pointer), pointer
+                found = self.normalize(dict(part), pointer, distribute=bool(hops))
             finally:
                 self._resolving.discard(pointer)
+            if hops and cuts == self._cuts:
+                self._normalized[pointer] = found
+            return (dict(found) if isinstance(found, dict) and hops else found), pointer
         return part, pointer
 
     def _merge_all_of(self, node: dict[str, Any], pointer: str) -> Any:
@@ -678,12 +715,57 @@ class Engine:
             if part is False:
                 continue  # a branch that accepts nothing: leaving it out changes nothing
             merged = dict(asserting)
-            if isinstance(part, dict) and not self.combine(merged, part, part_at):
+            if isinstance(part, dict) and not (
+                self.combine(merged, part, part_at)
+                and self._close_over(merged, (asserting, part), at)
+            ):
                 continue
             branches.append(merged)
         if not branches:
             return False
         return {**keep, key: branches}
+
+    def _close_over(
+        self, merged: dict[str, Any], sides: tuple[Mapping[str, Any], ...], at: str
+    ) -> bool:
+        """`merged` (a union's branch and the node beside it) with each side's closure over
+        the properties only the other side declares: JSON Schema's `additionalProperties`
+        sees the `properties` beside it alone, and once merged those would hide the names
+        from it. `false` forbids such a name (a required one leaves the branch no object),
+        a schema joins the name's own. False when the branch accepts nothing."""
+        props = _declared(merged)
+        changed: dict[str, Any] | None = None
+        for side in sides:
+            extra = side.get("additionalProperties")
+            if extra is None or extra is True:
+                continue
+            own = _declared(side)
+            outside = [name for name in props if name not in own]
+            if not outside:
+                continue
+            if "patternProperties" in merged:  # a pattern may take the name: not followed
+                self.approximated(
+                    at,
+                    f"the branches of the union at {quoted(at)} were merged with the object "
+                    "beside it into objects that accept keys some of them reject",
+                )
+                continue
+            if changed is None:
+                changed = dict(props)
+            for name in outside:
+                if name not in changed:
+                    continue
+                if extra is not False:
+                    changed[name] = {"allOf": [changed[name], extra]}
+                elif name not in merged.get("required", ()):
+                    del changed[name]  # the merged `additionalProperties` is `false` too
+                elif _objects_only(merged):
+                    return False
+                else:
+                    changed[name] = False  # objects fail; other values pass as they did
+        if changed is not None:
+            merged["properties"] = changed
+        return True
 
     def _flatten_union(
         self,
@@ -852,6 +934,8 @@ class Engine:
                     )
             else:
                 self.removed(pointer, key, f"{self.provider} does not enforce `{value}`")
+        elif key in _DYNAMIC_REFS:  # before `keep`: a grammar keeps what it does not name
+            self.removed(pointer, key, f"{self.provider} does not follow dynamic references")
         elif key == "pattern" and key in self.keep and self.pattern_read_otherwise(value, pointer):
             return
         elif key in self.keep or key in self.annotations:
