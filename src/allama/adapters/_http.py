@@ -21,6 +21,7 @@ __all__ = [
     "SECRET_HEADERS",
     "body_message",
     "http_date",
+    "is_secret_header",
     "origin",
     "provider_now",
     "read_json",
@@ -31,7 +32,30 @@ __all__ = [
 ]
 
 SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
-"""Header names whose values are credentials: never shown in a repr."""
+"""The header names a provider's own key goes in: a caller's header of one of these names
+stands in for the key (`HttpProvider._brings_own_auth`)."""
+
+_SECRET_WORDS = (
+    "auth",
+    "key",
+    "token",
+    "secret",
+    "password",
+    "cookie",
+    "credential",
+    "signature",
+    "session",
+)
+"""Words in a header's name that make its value a credential: a gateway's own header
+(`cf-aig-authorization`, `Ocp-Apim-Subscription-Key`, `x-portkey-api-key`,
+`Proxy-Authorization`, `Helicone-Auth`) is named by none of `SECRET_HEADERS`."""
+
+
+def is_secret_header(name: str) -> bool:
+    """Whether the value of a header named `name` is taken for a credential: never shown in
+    a repr, and cut out of what a provider echoes."""
+    lowered = name.lower()
+    return lowered in SECRET_HEADERS or any(word in lowered for word in _SECRET_WORDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +95,7 @@ class HttpRequest:
 
     def __repr__(self) -> str:
         shown = {
-            key: ("<redacted>" if key.lower() in SECRET_HEADERS else value)
+            key: ("<redacted>" if is_secret_header(key) else value)
             for key, value in self.headers.items()
         }
         return (

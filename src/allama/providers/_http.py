@@ -22,7 +22,13 @@ from allama._degradations import Degradations
 from allama._lazy import deferred_module
 from allama._tokens import guessed_input_tokens
 from allama.adapters._adapter import Adapter, StreamDecoder, load_adapter
-from allama.adapters._http import SECRET_HEADERS, HttpRequest, HttpResponse, read_json
+from allama.adapters._http import (
+    SECRET_HEADERS,
+    HttpRequest,
+    HttpResponse,
+    is_secret_header,
+    read_json,
+)
 from allama.errors import (
     QUOTA_TOKENS_PER_MINUTE_KEY,
     UNNAMED_PARAMETERS_KEY,
@@ -69,16 +75,23 @@ an error may well say: every other one's value is taken for one (`?key=`, `?code
 signature), and cut out of what a provider echoes."""
 
 
-def _written(name: str, value: str) -> set[str]:
-    """A credential of the base URL's query as a provider may echo it: in a URL (escaped
-    either way, its hex in either case), as JSON writes it, or as it is; alone where it is
-    long enough to be told from ordinary words."""
+def _url_forms(value: str) -> set[str]:
+    """`value` as it is and as a URL may write it (escaped either way, its hex in either
+    case), each also with its `/` escaped as JSON may: a provider or a gateway echoing the
+    URL it was asked for, or a key it took from one."""
     from urllib.parse import quote, quote_plus
 
     forms = {value, quote_plus(value), quote(value), quote(value, safe="")}
     forms |= {quote(value, safe="!~*'()"), quote_plus(value).replace("~", "%7E")}  # JS, Java
     forms |= {re.sub(r"%[0-9A-F]{2}", lambda hit: hit[0].lower(), form) for form in forms}
-    forms |= {form.replace("/", "\\/") for form in forms}
+    return forms | {form.replace("/", "\\/") for form in forms}
+
+
+def _written(name: str, value: str) -> set[str]:
+    """A credential of the base URL's query as a provider may echo it: in a URL (escaped
+    either way, its hex in either case), as JSON writes it, or as it is; alone where it is
+    long enough to be told from ordinary words."""
+    forms = _url_forms(value)
     found = {f"{name}={form}" for form in forms}
     found |= {form for form in forms if len(form) >= _SHORTEST_REDACTED}
     return found
@@ -111,9 +124,10 @@ def redacted(text: str | None, secrets: Sequence[str]) -> str | None:
 
 
 _SHORTEST_REDACTED = 6
-"""A base URL's password shorter than this is not looked for in what a provider echoes:
-it cannot be told from ordinary words (`e` is in every message), and the Basic header it
-makes, which a provider would echo, is redacted whole."""
+"""A base URL's password (or the value of a header taken for a credential by a word of its
+name alone) shorter than this is not looked for in what a provider echoes: it cannot be
+told from ordinary words (`e` is in every message), and the Basic header a password makes,
+which a provider would echo, is redacted whole."""
 _CAPABILITY_ANSWERS = 4096
 """How many (model, capability) answers a provider keeps before starting over."""
 
@@ -174,6 +188,15 @@ def _url_path(url: str) -> str:
     """The path of `url` (without its query), `""` for a bare host."""
     rest = url.partition("://")[2]
     return f"/{rest.partition('/')[2]}" if "/" in rest else ""
+
+
+def _without_suffix(url: str, suffix: str) -> str | None:
+    """`url` without `suffix` at the end of its path, matched in any case (Azure's resource
+    paths know none: `/OpenAI/V1` is `/openai/v1`), or `None` where its path does not end
+    with it. The caller puts the suffix back as the preset writes it, if at all."""
+    if _url_path(url).lower().endswith(suffix.lower()):
+        return url[: -len(suffix)]
+    return None
 
 
 def _fill(template: str, place: Mapping[str, str | None]) -> str | None:
@@ -423,17 +446,17 @@ class HttpProvider:
             if url.endswith(suffix):
                 raise ValueError(instead)
         for suffix in preset.cut_suffixes:
-            if _url_path(url).endswith(suffix):
-                url = url[: -len(suffix)]
+            url = _without_suffix(url, suffix) or url
         if preset.resource_host is not None and _bare_host(url, preset.resource_host):
             url = f"{url}{preset.resource_path}"
-        if preset.path_prefix and not url.endswith(preset.path_prefix):
-            url = f"{url}{preset.path_prefix}"
+        if preset.path_prefix:
+            url = f"{_without_suffix(url, preset.path_prefix) or url}{preset.path_prefix}"
         # A resource endpoint gets deployment URLs; a base URL ending with the direct suffix
         # (Azure's `/openai/v1`) is the dialect's own API.
-        deployments = preset.deployment_path is not None and not (
-            preset.direct_suffix and url.endswith(preset.direct_suffix)
-        )
+        direct = preset.direct_suffix and _without_suffix(url, preset.direct_suffix)
+        if direct and preset.direct_suffix:
+            url = f"{direct}{preset.direct_suffix}"
+        deployments = preset.deployment_path is not None and not direct
         return url, deployments, query
 
     # Identity
@@ -617,14 +640,28 @@ class HttpProvider:
                 for shown in (password, unquote(password))
                 if len(unquote(shown)) >= _SHORTEST_REDACTED
             )
+        as_sent: set[str] = set()
         for name, value in self._extra_headers.items():
-            if name.lower() in SECRET_HEADERS and value:
-                found.add(value)
-                scheme, _, token = value.partition(" ")
-                if token and scheme.lower() in ("bearer", "basic"):
-                    found.add(token)
-        # As JSON may write them too: a gateway echoing one escapes each `/` (PHP, Lua's
-        # cjson) or its non-ASCII characters.
+            if not value or not is_secret_header(name):
+                continue
+            scheme, _, credential = value.partition(" ")
+            credential = credential if scheme.lower() in ("bearer", "basic") else ""
+            # A header named only by a word of its name (`x-session-id`, `Idempotency-Key`)
+            # may hold a short value, which cannot be told from ordinary words.
+            fixed = name.lower() in SECRET_HEADERS
+            shown = {
+                text
+                for text in (value, credential)
+                if text and (fixed or len(text) >= _SHORTEST_REDACTED)
+            }
+            # The Basic header made of the base URL's user is looked for as sent: its
+            # password, as a URL writes it, is looked for above.
+            url_auth = self._url_auth and name == "Authorization"
+            (as_sent if url_auth else found).update(shown)
+        # As a URL may write them (a key echoed in the URL it was taken from), and as JSON
+        # may: a gateway echoing one escapes each `/` (PHP, Lua's cjson) or its non-ASCII
+        # characters.
+        found = {form for secret in found for form in _url_forms(secret)} | as_sent
         found |= {form for secret in found for form in _json_written(secret)} - {""}
         for name, value in self._url_query.items():
             if name.lower() not in _PLAIN_PARAMS:  # a gateway's `?key=...`, `?code=...`

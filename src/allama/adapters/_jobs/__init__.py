@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from allama.adapters._http import (
-    SECRET_HEADERS,
     HttpRequest,
     HttpResponse,
+    is_secret_header,
     origin,
     provider_now,
     wire_json,
@@ -80,9 +80,7 @@ class JobTarget:
         # A job's runner holds one in its frames: a traceback shown with its locals (an
         # error tracker's) must not show the key.
         headers = {
-            name: "<redacted>"
-            if name.lower() in SECRET_HEADERS or name in self.own_host_headers
-            else value
+            name: "<redacted>" if is_secret_header(name) or name in self.own_host_headers else value
             for name, value in self.headers.items()
         }
         params = {
