@@ -3299,7 +3299,12 @@ def test_an_export_ended_by_sigterm_leaves_no_part_of_a_file(
         )
     )
     exporting = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE)
-    time.sleep(1.5)  # rows are being written
+    # Signalled once rows are being written (its part file is there), however long the
+    # interpreter took to start on a loaded machine.
+    deadline = time.monotonic() + 60
+    while not any("values" in path.name for path in tmp_path.iterdir()):
+        assert exporting.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
     exporting.send_signal(signal.SIGTERM)
     assert exporting.wait(timeout=60) == 143
     assert sorted(path.name for path in tmp_path.iterdir() if "values" in path.name) == []
