@@ -15,6 +15,7 @@ long to check in bounded time is taken as not matching.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import math
@@ -176,36 +177,40 @@ def numeral_value(number: float | str) -> Fraction | None:
     return Fraction(decimal) if decimal.is_finite() else None
 
 
-_FLOAT_READERS: dict[float, SchemaValidator | None] = {}
-_DECIMAL_READERS: dict[float, SchemaValidator | None] = {}
+@functools.lru_cache(maxsize=256)
+def _float_reader(step: float) -> SchemaValidator | None:
+    """Pydantic's `float` reader of multiples of `step` (kept for the steps used most: a
+    process that mocks many distinct steps does not keep them all)."""
+    try:
+        return SchemaValidator(core_schema.float_schema(multiple_of=step))
+    except (SchemaError_, OverflowError, TypeError):
+        return None
+
+
+@functools.lru_cache(maxsize=256)
+def _decimal_reader(step: float) -> SchemaValidator | None:
+    """Pydantic's `Decimal` reader of multiples of `step`, kept as `_float_reader` is."""
+    if numeral_value(step) is None:
+        return None
+    decimal = Decimal(repr(step) if isinstance(step, float) else step)
+    try:
+        return SchemaValidator(core_schema.decimal_schema(multiple_of=decimal))
+    except SchemaError_:
+        return None
 
 
 def float_multiple(value: float, step: float) -> bool:
     """`value`, written as JSON, is a multiple of `step` to pydantic's `float`: its own
     check, whose tolerance takes `0.3` for a multiple of `0.1` and refuses some exact
     multiples (`15987644.7`)."""
-    if step not in _FLOAT_READERS:
-        try:
-            _FLOAT_READERS[step] = SchemaValidator(core_schema.float_schema(multiple_of=step))
-        except (SchemaError_, OverflowError, TypeError):
-            _FLOAT_READERS[step] = None
-    return _reads(_FLOAT_READERS[step], value)
+    return _reads(_float_reader(step), value)
 
 
 def decimal_multiple(value: float | str, step: float) -> bool:
     """`value`, written as JSON (a number, or a numeral in a string), is a multiple of
     `step` to pydantic's `Decimal`: decimal arithmetic on the numeral, which a number
     reaches through a float (`1000000000000000.02` is read as `1000000000000000.0`)."""
-    if step not in _DECIMAL_READERS:
-        reader: SchemaValidator | None = None
-        if numeral_value(step) is not None:
-            decimal = Decimal(repr(step) if isinstance(step, float) else step)
-            try:
-                reader = SchemaValidator(core_schema.decimal_schema(multiple_of=decimal))
-            except SchemaError_:
-                reader = None
-        _DECIMAL_READERS[step] = reader
-    return _reads(_DECIMAL_READERS[step], value)
+    return _reads(_decimal_reader(step), value)
 
 
 def _reads(reader: SchemaValidator | None, value: float | str) -> bool:
