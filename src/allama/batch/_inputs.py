@@ -421,9 +421,18 @@ def _jsonl_document(
     where: str,
     unused: list[str] | None = None,
 ) -> Document:
+    text = line.rstrip("\r\n")
+    if text.startswith("\ufeff"):  # (the file's own is read past as it is opened)
+        raise InputError(
+            f"{where}: a byte-order mark at the start of the line (files joined?): remove it"
+        )
     try:
-        item = json.loads(line.rstrip("\r\n"))
+        item = json.loads(text)
     except json.JSONDecodeError as error:
+        if error.msg == "Extra data" and "\r" in text[: error.pos]:  # one line: lines end at \n
+            raise InputError(
+                f"{where}: its lines end in a bare CR (classic Mac): save it with LF line endings"
+            ) from None
         said = error.msg.removesuffix(" at")  # "Unterminated string starting at"
         raise InputError(f"{where}: not JSON ({said} at column {error.colno})") from None
     except ValueError as error:  # JSON, but an integer Python will not read

@@ -3888,8 +3888,11 @@ class BatchRun(Generic[T]):
     def __init__(self, spec: _Spec) -> None:
         self._spec = spec
         self._results: queue.Queue[Any] = queue.Queue()
+        self._unread: collections.deque[BatchResult[Any]] = collections.deque()
+        """The results put for the caller (the summary counts them) that it has not read
+        past: those queued, and the one it was given last until it asks for the next."""
         self._pool = DaemonPool(spec.concurrency, "allama-batch")
-        self._runner = _runner(spec, self._call, self._results.put, self._send, True)
+        self._runner = _runner(spec, self._call, self._give, self._send, True)
         self._runner.unread = self._results.qsize
         self._runner.sync = True
         self._closed = False
@@ -3906,6 +3909,20 @@ class BatchRun(Generic[T]):
     @property
     def summary(self) -> BatchSummary:
         return self._runner.summary
+
+    def _give(self, result: BatchResult[Any]) -> None:
+        self._unread.append(result)  # before the caller can take it
+        self._results.put(result)
+
+    def _left_unread(self) -> list[BatchResult[T]] | None:
+        """The results the run counted that its caller did not read past (queued when an
+        interrupt ended its loop, and the one it was given last): the caller's to take
+        still, not to count again. `None` while the run's thread works on (its close was
+        interrupted): more may come."""
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            return None
+        return list(self._unread)
 
     async def _send(self, request: ChatRequest) -> Any:
         run = contextvars.copy_context().run  # the input's context, as `_call`'s
@@ -3997,6 +4014,7 @@ class BatchRun(Generic[T]):
                     with contextlib.suppress(RuntimeError):  # the loop closed: it is over
                         loop.call_soon_threadsafe(caught_up.set)
                 yield item
+                self._unread.popleft()  # read past: the caller asks for the next
         finally:
             self.close()
 

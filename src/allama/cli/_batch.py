@@ -859,16 +859,21 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
         if unfinished:
             parts.append(f"{unfinished} pending or in flight")
         to_send = len(sent)
-        return (
-            f"ledger: {known} of these {total} {noun} {'is' if known == 1 else 'are'} in it "
-            f"({', '.join(parts)}), "
-            + (f"{to_send} to send" if spent is None or not to_send else f"none sent: {spent}")
+        these = (
+            "the document is"
+            if total == 1
+            else f"{known} of these {total} {noun} {'is' if known == 1 else 'are'}"
         )
+        return f"ledger: {these} in it ({', '.join(parts)}), " + (
+            f"{to_send} to send" if spent is None or not to_send else f"none sent: {spent}"
+        )
+    none = "the document is not" if total == 1 else f"none of these {total} {noun} is"
     if _runs_alike(ledger, spec.settings.get("inputs")):
-        return f"ledger: none of these {total} {noun} is in it; it holds {held} others"
+        return f"ledger: {none} in it; it holds {held} other{'' if held == 1 else 's'}"
+    inputs = "input was" if held == 1 else "inputs were"
     return (
-        f"ledger: none of these {total} {noun} is in it; its {held} inputs were "
-        "extracted with other settings (type, prompt, model or provider), and stay"
+        f"ledger: {none} in it; its {held} {inputs} extracted with other settings (type, "
+        f"prompt, model or provider), and stay{'s' if held == 1 else ''}"
     )
 
 
@@ -912,9 +917,11 @@ def _write_from_ledger(
 ) -> list[Any]:
     """Write the values the ledger holds for the documents a stopped run did not reach
     (finished by an earlier run, or by this one and abandoned before it gave them: a
-    second Ctrl-C), validated again; their results, and those of the failures an earlier
-    run ended with, as the run would have given them (a copy of an input the run gave
-    already marked so). `given`: the inputs the run gave, by their key's first 64 bits.
+    second Ctrl-C that came as one was written to the ledger, not yet counted; those it
+    counted the command took, `_left_unread`), validated again; their results, and those
+    of the failures an earlier run ended with, as the run would have given them (a copy
+    of an input the run gave already marked so). `given`: the inputs the run gave, by
+    their key's first 64 bits.
 
     The input is read again for them: one that can no longer be read as the run read it
     (written over since) raises its `InputError`, with nothing of the ledger's written."""
@@ -988,6 +995,15 @@ def _write_from_ledger(
         output.flush()
         db.close()
     return filled
+
+
+def _left_unread(run: Any) -> list[Any]:
+    """The results `run` counted that its loop, ended by an interrupt, did not take; none
+    while its thread works on (a further interrupt cut its close short: more may come)."""
+    if not run._closed:  # (the loop's end closed it, as a generator left early does)
+        run.close()
+    left: list[Any] | None = run._left_unread()
+    return left or []
 
 
 def _first_of(shown: Sequence[str], count: int) -> str:
@@ -1224,59 +1240,87 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         output.truncate(0)
     except KeyboardInterrupt:
         return interrupted()
+
+    def take(result: Any) -> None:
+        """One result the run gave: its row written (or its failure counted)."""
+        nonlocal kept_given, unwritten, written, failed, kept_values, held_back
+        if result.failure is not None and result.failure.kind == "not_started":
+            unstarted.add(result.index)
+        elif result.index < len(seen):
+            seen[result.index] = 1  # reached: what the ledger holds is not written
+        if result.key:
+            given.add(key_bits(result.key))
+        if result.failure is None:
+            kept_given += not result.unkept
+            if unwritten is not None and not result.unkept:
+                return  # kept by the ledger
+            row = _value_row(
+                result.label,
+                result.key,
+                stored_python(adapter, result.value),
+                None if result.metadata is None else result.metadata.to_json_dict(),
+                [earlier.to_json_dict() for earlier in result.spent],
+                result.duplicate,
+            )
+            line = _jsonl_line(row)
+            if result.unkept:
+                stranded.append(line)
+            if unwritten is not None:
+                return
+            try:
+                _write_row(output, line)
+            except OSError as error:  # the disk full: in flight still finish
+                unwritten = error
+                run.stop(f"cannot write the output: {error.strerror or error}")
+                return
+            written += 1
+        elif not result.pending and result.failure.kind not in (
+            "not_started",
+            "in_flight_elsewhere",
+            "in_provider_job",
+        ):  # pending: no failure (`export --failed` has none), the run after sends it
+            failed += 1
+            kept_values += result.failure.value_kept
+            if result.resumed and args.retry_failed is not None:
+                held_back += 1
+            _keep_failure(failures, result)
+
     with _closed_quietly(output):
         if progress is not None:
             progress.start()
+        taken: Any = None
+        """The result the loop took last, whole."""
+        cut_short = False
         try:
             for result in run:
-                if result.failure is not None and result.failure.kind == "not_started":
-                    unstarted.add(result.index)
-                elif result.index < len(seen):
-                    seen[result.index] = 1  # reached: what the ledger holds is not written
-                if result.key:
-                    given.add(key_bits(result.key))
-                if result.failure is None:
-                    kept_given += not result.unkept
-                    if unwritten is not None and not result.unkept:
-                        continue  # kept by the ledger
-                    row = _value_row(
-                        result.label,
-                        result.key,
-                        stored_python(adapter, result.value),
-                        None if result.metadata is None else result.metadata.to_json_dict(),
-                        [earlier.to_json_dict() for earlier in result.spent],
-                        result.duplicate,
-                    )
-                    line = _jsonl_line(row)
-                    if result.unkept:
-                        stranded.append(line)
-                    if unwritten is not None:
-                        continue
-                    try:
-                        _write_row(output, line)
-                    except OSError as error:  # the disk full: in flight still finish
-                        unwritten = error
-                        run.stop(f"cannot write the output: {error.strerror or error}")
-                        continue
-                    written += 1
-                elif not result.pending and result.failure.kind not in (
-                    "not_started",
-                    "in_flight_elsewhere",
-                    "in_provider_job",
-                ):  # pending: no failure (`export --failed` has none), the run after sends it
-                    failed += 1
-                    kept_values += result.failure.value_kept
-                    if result.resumed and args.retry_failed is not None:
-                        held_back += 1
-                    _keep_failure(failures, result)
+                # Taken whole or not at all: a second Ctrl-C meanwhile waits for its end.
+                interrupts.taking = True
+                try:
+                    take(result)
+                    taken = result
+                finally:
+                    interrupts.taking = False
+                if interrupts.held:
+                    raise KeyboardInterrupt
         except KeyboardInterrupt:
             interrupts.count = max(interrupts.count, 1)
+            cut_short = True
         except Exception as error:  # the run itself failed (an input file changed, a ledger)
             broken = error
         finally:
             interrupts.finished = True
             if progress is not None:
                 progress.stop()
+        if cut_short:
+            # The results the run finished, and counted, that waited for the loop when the
+            # second Ctrl-C ended it: taken as the loop takes them (their rows written,
+            # counted once), not left for the ledger's values of documents not reached.
+            try:
+                for result in _left_unread(run):
+                    if result is not taken:
+                        take(result)
+            except Exception as error:
+                broken = error
         # The folder's files the run found removed, and what it found of a file changed
         # (reading the ledger's values after a stop reads the input again, and finds those
         # it never reached too).
@@ -1486,8 +1530,9 @@ container's first process gets no default action for it), SIGHUP a terminal clos
 class _Interrupts:
     """Ctrl-C (or SIGTERM, SIGHUP) during a run: the first stops starting new inputs (those
     in flight finish and are recorded); the second abandons them (the ledger keeps them
-    pending). Before the run is made, the first ends the command, nothing sent. A signal
-    the process was started ignoring (`nohup`) stays ignored."""
+    pending), once the result being written is whole. Before the run is made, the first
+    ends the command, nothing sent. A signal the process was started ignoring (`nohup`)
+    stays ignored."""
 
     def __init__(self) -> None:
         self.run: Any = None
@@ -1497,6 +1542,11 @@ class _Interrupts:
         """The first signal received: the exit status is 128 and its number."""
         self.finished = False
         """The results are all in: a signal now only sets the exit status."""
+        self.taking = False
+        """The command is taking a result (writing its row, counting it): a second signal
+        waits for it to be whole (`held`), so that none is written or counted in part."""
+        self.held = False
+        """A second signal came while a result was taken: the loop ends after it."""
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
@@ -1507,6 +1557,9 @@ class _Interrupts:
                 # than failing the writes of the summary.
                 to_devnull(sys.stderr)
         if self.run is None or (self.count > 1 and not self.finished):
+            if self.taking:
+                self.held = True
+                return
             raise KeyboardInterrupt
         _stop_starting(self.run, self.said)
 
@@ -1902,7 +1955,15 @@ def _input_set_numbers(
 
 def _input_set_line(entry: dict[str, Any]) -> str:
     prompt = f" [inputs {entry['inputs_of']}]" if entry["inputs_of"] else ""
-    return f"{entry['provider']} {entry['model']}, {entry['type']}{prompt}"
+    return f"{_ran_with(entry['provider'], entry['model'])}, {entry['type']}{prompt}"
+
+
+def _ran_with(provider: str | None, model: str | None) -> str:
+    """The provider and model of a run: one whose requests a function built has no model
+    in its settings (each request names its own)."""
+    if model is None and provider is not None:
+        return f"{provider} (model set by the request function)"
+    return f"{provider} {model}"
 
 
 def _counts_line(counts: dict[str, int], in_flight: dict[str, int] | None = None) -> str:
@@ -1968,7 +2029,9 @@ def status_lines(report: dict[str, Any]) -> list[str]:
     lines.append(f"runs: {len(report['runs'])}")
     for number, run in enumerate(report["runs"], 1):
         settings = run["settings"]
-        what = f"{settings.get('provider')} {settings.get('model')}, {settings.get('type')}"
+        what = (
+            f"{_ran_with(settings.get('provider'), settings.get('model'))}, {settings.get('type')}"
+        )
         if run.get("set") is not None:
             what = f"set {run['set']}, {what}"
         if run["state"] == "finished":
