@@ -49,6 +49,7 @@ from functools import lru_cache
 from json.encoder import encode_basestring_ascii
 from typing import Any, Generic, TypeVar
 
+import typing_extensions
 from pydantic import (
     AliasChoices,
     AliasPath,
@@ -738,11 +739,29 @@ def _fields_of(tp: Any) -> dict[str, tuple[str, Any]]:
             out[field.name] = (field.name, _shape(hints.get(field.name, Any), owner))
         return out
     for name, hint in hints.items():
-        base, _ = _strip(hint)
-        if typing.get_origin(base) in (typing.Required, typing.NotRequired):
-            hint = typing.get_args(base)[0]
-        out[name] = (name, _shape(hint, owner))
+        out[name] = (name, _shape(_item_type(hint), owner))
     return out
+
+
+_QUALIFIERS = (
+    typing.Required,
+    typing.NotRequired,
+    typing_extensions.ReadOnly,
+    getattr(typing, "ReadOnly", typing_extensions.ReadOnly),
+)
+"""The qualifiers of a `TypedDict` item, which say how the key is held, not what its value
+is: pydantic has no schema for them."""
+
+
+def _item_type(hint: Any) -> Any:
+    """The type of a `TypedDict` item's value: `hint` without its qualifiers, in any order
+    and nesting (`Required[ReadOnly[int]]`, `Annotated[ReadOnly[int], ...]`), its
+    `Annotated` metadata kept (its constraints hold in the preview too)."""
+    base, metadata = _strip(hint)
+    if typing.get_origin(base) not in _QUALIFIERS:
+        return hint
+    inner = _item_type(typing.get_args(base)[0])
+    return typing.Annotated[(inner, *metadata)] if metadata else inner
 
 
 def _alias_keys(alias: Any) -> list[str]:

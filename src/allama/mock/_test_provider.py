@@ -57,6 +57,11 @@ class TestProvider(_Recorder):
     validation and the response say so in an `approximated` warning on the field holding
     the schema, so an extraction reports its enforcement as `approximate`, not `exact`.
 
+    The value is the schema's: checks a type makes beyond its JSON Schema are not known
+    here. Dates count up from 2000-01-01, so `FutureDate` and `FutureDatetime` (whose
+    schema is any date) refuse them; `PastDate`, `PastDatetime`, `AwareDatetime` and
+    `NaiveDatetime` take its values. Script such a value with `MockProvider.with_structured`.
+
     >>> from allama.types import ResponseFormat
     >>> schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 2}},
     ...           "required": ["n"]}
