@@ -73,7 +73,6 @@ from allama.batch._run import (
     Turns,
     _cancelling,
     _check_retries,
-    _leaves,
     _retry_pause,
     _retry_step,
     _slow_down_unretried,
@@ -572,10 +571,9 @@ class ExtractBatch:
             _CLOSING.add(task)
             task.add_done_callback(_CLOSING.discard)
             return
-        for provider in _leaves(self._provider):
-            sync = getattr(provider, "close", None)
-            if callable(sync):
-                sync()
+        sync = getattr(self._provider, "close", None)
+        if callable(sync):  # a wrapper's closes each provider inside it
+            sync()
 
     async def aclose(self) -> None:
         """Close the provider's connections, on the running loop (the one the batches ran on,
@@ -584,12 +582,12 @@ class ExtractBatch:
         await self._close_all()
 
     async def _close_all(self) -> None:
-        """Close each provider the step's sends through (a failover's, a retry's inner)."""
-        for provider in _leaves(self._provider):
-            closer = getattr(provider, "aclose", None)
-            if callable(closer):
-                with contextlib.suppress(Exception):  # one that fails leaves the others
-                    await closer()
+        """Close each provider the step's sends through (a failover's, a retry's inner:
+        the wrapper's `aclose` closes each, one that fails leaving the others)."""
+        closer = getattr(self._provider, "aclose", None)
+        if callable(closer):
+            with contextlib.suppress(Exception):  # the first that failed, the rest closed
+                await closer()
 
     def __del__(self) -> None:
         if getattr(self, "_provider", None) is not None:

@@ -1,6 +1,7 @@
 """Wrappers: providers made of other providers (retry, failover, capability overrides).
 
 Each is itself a `ChatProvider`, so they compose: `RetryingProvider(FailoverProvider([...]))`.
+Closing one (`close`, `aclose`, `with`, `async with`) closes the providers inside it, each once.
 Nothing they do is hidden: attempts and failovers are recorded on the error raised
 (`allama.retry` metadata, the `fallback_from` chain) and on the response
 (`provider_data["allama"]`).

@@ -13,17 +13,19 @@ from allama.types import (
     ChatResponse,
     ChatValidation,
 )
+from allama.wrappers._lifetime import Wrapper
 
 __all__ = ["CapabilityOverrideProvider"]
 
 
-class CapabilityOverrideProvider:
+class CapabilityOverrideProvider(Wrapper):
     """A provider whose capability answers are overridden for some capabilities (and models).
 
     Useful when a table is behind (a new model, a self-hosted endpoint): the extraction
     engine plans from `chat_capability`, so overriding it changes the mode it picks.
     `models=None` overrides for every model; otherwise only for the models named. Every
-    other call goes to the wrapped provider unchanged.
+    other call goes to the wrapped provider unchanged, `close()`, `aclose()`, `with` and
+    `async with` too.
 
     It changes what the engine asks for, not what the provider's adapter can send: where
     the adapter knows the model lacks a feature (JSON Schema output on a Groq model that
@@ -57,6 +59,9 @@ class CapabilityOverrideProvider:
     @property
     def name(self) -> str:
         return self.inner.name
+
+    def _wrapped(self) -> tuple[ChatProvider, ...]:
+        return (self.inner,)
 
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
         if self.models is None or model in self.models:

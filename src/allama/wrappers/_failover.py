@@ -28,6 +28,7 @@ from allama.types import (
     UnsupportedStage,
 )
 from allama.wrappers._gate import gate_closed
+from allama.wrappers._lifetime import Wrapper
 from allama.wrappers._opening import aopened, opened
 from allama.wrappers._record import (
     PAID_BEFORE,
@@ -90,7 +91,7 @@ class _Tries:
         return record
 
 
-class FailoverProvider:
+class FailoverProvider(Wrapper):
     """Tries providers in order, moving on when one fails with a retryable error.
 
     The error finally raised keeps the chain: its `fallback_from` is the error of the
@@ -108,7 +109,8 @@ class FailoverProvider:
     server's); once the answer has begun, an error comes out of the iteration as it is.
 
     Capability questions and dry runs are answered by the first provider, the one a request
-    goes to first.
+    goes to first. `close()`, `aclose()`, `with` and `async with` close each of its
+    providers, once however often it is listed.
 
     >>> from allama.mock import MockProvider
     >>> from allama.errors import OverloadedError
@@ -134,6 +136,9 @@ class FailoverProvider:
     @property
     def name(self) -> str:
         return self._name
+
+    def _wrapped(self) -> tuple[ChatProvider, ...]:
+        return self.providers
 
     def fails_over_on(self, error: Error) -> bool:
         """Whether `error` sends the request on to the next provider."""

@@ -36,6 +36,7 @@ from allama.types import (
     ChatValidation,
 )
 from allama.wrappers._gate import apaused, paused
+from allama.wrappers._lifetime import Wrapper
 from allama.wrappers._opening import aopened, opened
 from allama.wrappers._record import (
     PAID_BEFORE,
@@ -202,13 +203,14 @@ class _Attempts:
         return record
 
 
-class RetryingProvider:
+class RetryingProvider(Wrapper):
     """A provider that retries the retryable errors of another, with backoff.
 
     `chat_stream` retries errors met before the first piece of the answer (raised while
     opening the stream, or sent as its first event); once the answer has begun, an error
     comes out of the iteration as it is. The sleep functions, the
     random source and the clock can be replaced, so tests run instantly and repeatably.
+    `close()`, `aclose()`, `with` and `async with` close the provider it wraps.
 
     >>> from allama.mock import MockProvider
     >>> from allama.errors import ServerError
@@ -237,6 +239,9 @@ class RetryingProvider:
     @property
     def name(self) -> str:
         return self.inner.name
+
+    def _wrapped(self) -> tuple[ChatProvider, ...]:
+        return (self.inner,)
 
     def _attempts(self) -> _Attempts:
         return _Attempts(self.policy, self._clock, self._random)

@@ -1,0 +1,104 @@
+"""A wrapper's lifetime: closing it closes the providers it sends through.
+
+A wrapper holds no connection of its own; those of the providers it wraps are what a
+caller holding only the wrapper needs to close. They are found through the wrappers
+inside it, so that a provider met twice (twice in a failover's list, or behind two
+wrappers) is closed once, and a provider without `close` (a caller's own, a mock) is
+left as it is: the `ChatProvider` protocol asks none of it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Self
+
+if TYPE_CHECKING:
+    from allama.provider import ChatProvider
+
+__all__ = ["Wrapper", "aclose_each", "close_each", "sent_through"]
+
+
+class Wrapper:
+    """`close`, `aclose`, `with` and `async with` for a provider made of others."""
+
+    def _wrapped(self) -> tuple[ChatProvider, ...]:
+        """The providers this one sends requests to."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close the connections of the providers wrapped (each once, through the wrappers
+        inside): those it can close from a sync call (`aclose` closes an event loop's)."""
+        close_each(sent_through(self))
+
+    async def aclose(self) -> None:
+        """Close the connections of the providers wrapped, the running loop's too: with
+        each one's `aclose`, or its `close` where it has no `aclose`."""
+        await aclose_each(sent_through(self))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def sent_through(provider: object) -> list[object]:
+    """The distinct providers `provider` sends through, in order: itself, or, through the
+    wrappers around them, each provider a wrapper holds (met twice, given once)."""
+    seen: set[int] = set()
+    found: list[object] = []
+
+    def walk(each: object) -> None:
+        if id(each) in seen:  # (a wrapper met again sends through what it did before)
+            return
+        seen.add(id(each))
+        if isinstance(each, Wrapper):
+            for inner in each._wrapped():
+                walk(inner)
+        else:
+            found.append(each)
+
+    walk(provider)
+    return found
+
+
+def close_each(providers: list[object]) -> None:
+    """`close()` each provider that has one. One that fails leaves the others to be
+    closed all the same; the first error is raised after."""
+    failed: Exception | None = None
+    for provider in providers:
+        closer = getattr(provider, "close", None)
+        if not callable(closer):
+            continue
+        try:
+            closer()
+        except Exception as error:
+            failed = failed or error
+    if failed is not None:
+        raise failed
+
+
+async def aclose_each(providers: list[object]) -> None:
+    """`aclose()` each provider, or `close()` where it has no `aclose`; as `close_each`,
+    one that fails leaves the others, and the first error is raised after."""
+    failed: Exception | None = None
+    for provider in providers:
+        closer = getattr(provider, "aclose", None)
+        if not callable(closer):
+            closer = getattr(provider, "close", None)
+        if not callable(closer):
+            continue
+        try:
+            closing = closer()
+            if inspect.isawaitable(closing):
+                await closing
+        except Exception as error:
+            failed = failed or error
+    if failed is not None:
+        raise failed
