@@ -5,13 +5,14 @@ seconds stay within `tpm` (a request larger than `tpm` goes alone, once the minu
 it is clear), the estimate of each settled against its usage when the answer says (a
 request waiting for room looks again then). A request waiting for its turn when the rate
 changes (a cut, a recovery) takes its turn again at the new rate. A rate-limit answer
-(429) pauses every new request until the moment the provider gave (`retry_after`, which
-the adapters read from `retry-after` and the rate-limit reset headers) or a backoff that
-doubles while 429s keep coming, and halves the request rate (with no `rpm` given, from the
-rate the run was sending at, which it may recover past); the rate recovers by a tenth of
-itself (x1.1) every ten seconds without one, the requests waiting for their turns taking
-them again at each step. Requests already on their way when the rate was cut neither cut
-it again nor double the backoff: a burst of 429s answering requests sent together is one.
+(429) pauses every new request for the longer of the wait the provider gave
+(`retry_after`, which the adapters read from `retry-after` and the rate-limit reset
+headers) and a backoff that doubles while 429s keep coming, and halves the request rate
+(with no `rpm` given, from the rate the run was sending at, which it may recover past);
+the rate recovers by a tenth of itself (x1.1) every ten seconds without one, the requests
+waiting for their turns taking them again at each step. Requests already on their way
+when the rate was cut neither cut it again nor double the backoff: a burst of 429s
+answering requests sent together is one.
 Nor do 429s with nothing sent since the last cut answered (a provider that refuses every
 request for a while) cut it again: their backoff grows, and the rate stays where it was cut
 to.
@@ -336,8 +337,8 @@ class RateLimiter:
         asked = retry_after if retry_after is not None and retry_after > 0 else None
         if sent_at < self._cut_at:
             # On its way before the last cut: part of the burst that cut it. It waits as
-            # the provider asked, or for the pause in force; the backoff stays.
-            pause = asked if asked is not None else max(self._paused_until - now, 0.0)
+            # the provider asked, and for the pause in force; the backoff stays.
+            pause = max(asked or 0.0, self._paused_until - now, 0.0)
             self._paused_until = max(self._paused_until, now + pause)
             return pause
         # 429s in a row double the backoff: one within ten seconds of the last, or of the
@@ -345,11 +346,12 @@ class RateLimiter:
         quiet = now - max(self._last_strike, self._paused_until)
         self._strikes = self._strikes + 1 if quiet < _RECOVERY_SECONDS else 1
         self._last_strike = now
-        pause = (
-            asked
-            if asked is not None
-            else min(_MAX_BACKOFF, self._backoff * 2 ** min(self._strikes - 1, 32))
-        )
+        # The wait asked is the least to pause, not the pause: a provider asking a few
+        # milliseconds at every 429 (its reset of the requests per minute, say) would have
+        # the run refused as fast as it sends, each input's tries spent, where the backoff
+        # grows while 429s keep coming (as `RetryPolicy.delay` waits the longer of both).
+        backoff = min(_MAX_BACKOFF, self._backoff * 2.0 ** min(self._strikes - 1, 32))
+        pause = max(asked or 0.0, backoff)
         self._paused_until = max(self._paused_until, now + pause)
         self._cut_at = now
         if self._served < self._last_cut:

@@ -3040,13 +3040,14 @@ def _retry_pause(
 ) -> float:
     """How long to wait before sending again after `error`: a rate limit pauses every
     request of the run, from now (`RateLimiter.slow_down`); an overloaded or failing server
-    makes this input alone wait, as the provider asked or for a backoff doubling with each
-    try, jittered."""
+    makes this input alone wait, at least as the provider asked and for a backoff doubling
+    with each try, jittered (a few milliseconds asked at every try would spend its tries at
+    once)."""
     asked = asked_wait(error)
     if isinstance(error, RateLimitedError):
         return limiter.slow_down(asked, sent_at)
-    base = backoff * 2 ** (tried - 1)
-    return asked or min(60.0, base * (0.5 + rng.random() / 2))
+    base = backoff * 2.0 ** min(tried - 1, 32)
+    return max(asked or 0.0, min(60.0, base * (0.5 + rng.random() / 2)))
 
 
 async def turn_for(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from allama.adapters._http import body_message, http_date, wait_until, wire_json
@@ -296,6 +296,19 @@ def _duration(value: str) -> float | None:
     return seconds if math.isfinite(seconds) else None
 
 
+_LISTED = re.compile(r",(?!\s*\d{1,2}[ -][A-Za-z]{3}[ -]\d)")
+"""A comma between the values of a field sent twice, which the response joins ("30, 30"),
+and not the one after an HTTP date's day name ("Wed, 21 Oct 2015 ...")."""
+
+
+def _longest(value: str, wait: Callable[[str], float | None]) -> float | None:
+    """The longest wait `wait` reads from a field's values: one sent twice (a gateway adding
+    its own beside the upstream's) comes joined by commas, which read as one value is no
+    wait at all. `None` when no value reads."""
+    waits = [w for part in _LISTED.split(value) if (w := wait(part.strip())) is not None]
+    return max(waits, default=None)
+
+
 _EXPLICIT_WAITS = ("retry-after", "retry-after-ms", "x-ms-retry-after-ms")
 
 
@@ -320,8 +333,9 @@ def retry_after_seconds(
 
     `retry-after-ms` (Azure's `x-ms-retry-after-ms` too) and `retry-after` (seconds or an
     HTTP date) are explicit; when both are present the longer wait wins, since either alone
-    may be rounded. Without them, the `x-ratelimit-reset-*` durations are used (Together's
-    `x-ratelimit-reset`, Cerebras' `-tokens-minute` and `-requests-day` too): those of the
+    may be rounded, and so does the longer of a field sent twice ("30, 30"). Without them,
+    the `x-ratelimit-reset-*` durations are used (Together's `x-ratelimit-reset`,
+    Cerebras' `-tokens-minute` and `-requests-day` too): those of the
     exhausted limits (remaining `0`) when the headers say which; else the tokens' per
     minute (a request larger than the tokens left meets that limit with some left; one of
     requests met reads `0`, and may be per day, as Groq's is), else the longest.
@@ -332,12 +346,18 @@ def retry_after_seconds(
     dated = lower if dated is None else dated
     explicit: list[float] = []
     for name in ("retry-after-ms", "x-ms-retry-after-ms"):
-        if (ms := lower.get(name)) is not None and (millis := _duration(ms)) is not None:
+        millis = None if (ms := lower.get(name)) is None else _longest(ms, _duration)
+        if millis is not None:
             explicit.append(millis / 1000.0)
-    if (after := lower.get("retry-after")) is not None:
-        seconds = _duration(after)
-        if seconds is None and (moment := http_date(after)) is not None:
+
+    def seconds_or_moment(value: str) -> float | None:
+        seconds = _duration(value)
+        if seconds is None and (moment := http_date(value)) is not None:
             seconds = wait_until(moment, dated, now)
+        return seconds
+
+    if (after := lower.get("retry-after")) is not None:
+        seconds = _longest(after, seconds_or_moment)
         if seconds is not None:
             explicit.append(seconds)
     if explicit:
