@@ -52,6 +52,12 @@ def _date_times(shortest: int, longest: int | None) -> Iterator[str]:
         yield moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
 
 
+def _naive_date_times(shortest: int, longest: int | None) -> Iterator[str]:
+    """`_date_times` with no offset: allama's `naive-date-time`, a `NaiveDatetime`'s."""
+    for moment in _date_times(shortest + 1, longest):
+        yield moment.removesuffix("Z")
+
+
 def _times(shortest: int, longest: int | None) -> Iterator[str]:
     for seconds in range(24 * 3600):
         hours, rest = divmod(seconds, 3600)
@@ -212,6 +218,7 @@ _FORMATS: dict[str, Callable[[int, int | None], Iterator[str]]] = {
     "date": _dates,
     "date-time": _date_times,
     "datetime": _date_times,
+    "naive-date-time": _naive_date_times,
     "time": _times,
     "duration": _durations,
     "email": _emails,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import re
@@ -104,10 +105,29 @@ class _StableDefaults(GenerateJsonSchema):
     def datetime_schema(self, schema: core_schema.DatetimeSchema) -> JsonSchemaValue:
         """A datetime that must be naive (`NaiveDatetime`) is a pattern without an offset:
         `format: date-time` is RFC 3339's, whose offset every provider that enforces it
-        writes, and which the type refuses."""
+        writes, and which the type refuses. The pattern checks the shape only (February 31
+        passes it), so `format: naive-date-time` stands beside it, which no provider
+        enforces: each says so, as for `format: decimal`."""
         if schema.get("tz_constraint") == "naive" and self.mode == "validation":
-            return {"type": "string", "pattern": NAIVE_DATETIME_PATTERN}
+            return {
+                "type": "string",
+                "pattern": NAIVE_DATETIME_PATTERN,
+                "format": NAIVE_DATETIME_FORMAT,
+            }
         return super().datetime_schema(schema)
+
+    def enum_schema(self, schema: core_schema.EnumSchema) -> JsonSchemaValue:
+        """A flag (`enum.Flag`, `IntFlag`) as the integers it reads, its members combined:
+        pydantic lists the members alone, which leaves out `R | W`."""
+        json_schema = super().enum_schema(schema)
+        cls = schema["cls"]
+        if isinstance(cls, type) and issubclass(cls, enum.Flag):
+            values = _flag_values(cls)
+            if values is not None:
+                kept = {k: v for k, v in json_schema.items() if k not in ("enum", "type")}
+                kept.setdefault("description", _flag_description(cls))
+                json_schema = {**kept, **values}
+        return json_schema
 
     def decimal_schema(self, schema: core_schema.DecimalSchema) -> JsonSchemaValue:
         """A decimal as a number, or as a numeral in a string: pydantic leaves the string
@@ -373,6 +393,64 @@ def _key_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+_INT64_END = 2**63
+"""A flag reads 64-bit integers only (pydantic refuses a larger JSON number for it)."""
+_FLAG_LISTED = 64
+"""The most combinations a flag's schema lists (six flags); more are a range."""
+FLAG_FORMAT = "flags"
+"""Marks a flag's range that holds integers the flag refuses (bits of no member's), which
+no provider enforces: each says so, as for `format: decimal`."""
+
+
+def _flag_values(cls: type[enum.Flag]) -> dict[str, Any] | None:
+    """The integers a flag reads from JSON, as its values are written (`None`: pydantic's
+    list of members, for a flag of other values or a `_missing_` of its own).
+
+    Any 64-bit integer is read by a flag that keeps unnamed bits (`KEEP`, an `IntFlag`'s)
+    or reads them as plain integers (`EJECT`); a `STRICT` flag (a `Flag`'s) reads only
+    combinations of its members' bits, `0` included, and a `CONFORM` one drops the other
+    bits, so its values are those combinations too. A negative number is read as the
+    positive one of the same bits (`-1` as every bit), so only an `EJECT` flag, which
+    keeps it as it is, holds negative values; the others' schemas start at `0`."""
+    own = getattr(cls._missing_, "__func__", None)
+    if own is not getattr(enum.Flag._missing_, "__func__", None):
+        return None
+    members = cls.__members__.values()  # aliases and `0` too, which iterating leaves out
+    if not all(type(member.value) is int and member.value >= 0 for member in members):
+        return None
+    boundary = getattr(cls, "_boundary_", None)  # Python's own, not in the stubs
+    whole = getattr(cls, "_flag_mask_", None)
+    if not isinstance(whole, int):
+        return None
+    if boundary is enum.KEEP:
+        return {"type": "integer", "minimum": 0, "maximum": _INT64_END - 1}
+    if boundary is enum.EJECT:
+        return {"type": "integer", "minimum": -_INT64_END, "maximum": _INT64_END - 1}
+    if boundary is not enum.STRICT and boundary is not enum.CONFORM:
+        return None
+    mask = whole & (_INT64_END - 1)
+    if 2 ** mask.bit_count() <= _FLAG_LISTED:
+        combined, part = [0], mask
+        while part:  # every part of the mask, from the whole down
+            combined.append(part)
+            part = (part - 1) & mask
+        return {"type": "integer", "enum": sorted(combined)}
+    bounds: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": mask}
+    if mask & (mask + 1):  # bits missing below the highest: integers between are refused
+        bounds["format"] = FLAG_FORMAT
+    return bounds
+
+
+def _flag_description(cls: type[enum.Flag]) -> str:
+    """What a flag's numbers mean: its schema lists combinations, or a range, not which
+    member each bit is."""
+    named = ", ".join(f"{name} = {member.value}" for name, member in cls.__members__.items())
+    return f"Flags combined by adding their values: {named}"
+
+
+NAIVE_DATETIME_FORMAT = "naive-date-time"
+"""Marks `NAIVE_DATETIME_PATTERN`, which checks the shape alone (`2024-02-31T00:00:00`
+passes): no provider enforces this format, so each says the value is not fully held."""
 NAIVE_DATETIME_PATTERN = (
     "^(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"
     "-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
