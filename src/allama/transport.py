@@ -14,7 +14,8 @@ and for a timeout the limit that ran out, its value and how to change it, and th
 exception stays chained as the cause. One met waiting for the answer to a request sent
 whole reached the provider, and may be billed: it says so (an empty usage beside it),
 but for a connection that broke at once (`_AT_ONCE`), as a kept-alive one a server closed as
-the request arrived does.
+the request arrived does. A cancellation or a Ctrl-C met then (or as a stream that answered
+is read) is raised as itself, with that call kept on it, for an extraction's record (`_cut`).
 Closing a stream closes its HTTP response, so an abandoned stream gives its connection
 back; a read of it in flight in another thread or task wakes at once and fails as closed
 (`StreamResponse.close`). A call in flight when the transport is closed under it fails at
@@ -44,6 +45,8 @@ from allama.errors import (
     NetworkError,
     RequestTimeoutError,
     ServerError,
+    paid_before_foreign,
+    take_paid_before,
 )
 
 if TYPE_CHECKING:
@@ -180,6 +183,22 @@ def _unanswered(
     ):
         error.with_metadata(REPORTED_USAGE_KEY, {})
     return error
+
+
+def _cut(exc: BaseException, request: httpx2.Request | None, status: int | None = None) -> None:
+    """`exc`, none of allama's (a cancellation, a Ctrl-C, a client's own exception), ended
+    a call. One whose request had gone out whole, and that got no error `status`, reached
+    the provider, which may be making the answer: made and maybe billed, its cost unknown,
+    as a read timed out then says (`_unanswered`). Kept on `exc` as paid before it
+    (`paid_before_foreign`), by an entry that names no provider: the extraction that made
+    the call names it. What an earlier call kept on the same exception object is taken off.
+    A generator closed (`GeneratorExit`) is no call ended."""
+    if isinstance(exc, Error | GeneratorExit):
+        return
+    take_paid_before(exc)
+    sent_at = getattr(request.stream, "sent_at", None) if request is not None else None
+    if sent_at is not None and (status is None or status < 400):
+        paid_before_foreign(exc, [{"usage": {}}])
 
 
 _AT_ONCE = 1.0
@@ -459,6 +478,12 @@ class _OpenStream:
             error.with_metadata(REPORTED_USAGE_KEY, {})
         return error
 
+    def _cut(self, exc: BaseException) -> None:
+        """A stream ended by `exc`, none of allama's, as it was read: made and maybe billed
+        where it answered, as a broken one is (`_broken`); one closed is what it reported."""
+        if not self._shut:
+            _cut(exc, self._response.request, self.status)
+
     def _lost(self, exc: Exception) -> bytes:
         """A whole read broken off: an error status's answer is read empty, any other one
         raised as `_body_lost` says."""
@@ -482,6 +507,9 @@ class StreamResponse(_OpenStream):
             yield from self._response.iter_bytes()
         except _failures() as exc:
             raise self._broken(exc) from exc
+        except BaseException as exc:  # a Ctrl-C: raised as itself
+            self._cut(exc)
+            raise
 
     def read(self) -> bytes:
         try:
@@ -509,6 +537,9 @@ class AsyncStreamResponse(_OpenStream):
                 yield chunk
         except _failures() as exc:
             raise self._broken(exc) from exc
+        except BaseException as exc:  # a cancellation: raised as itself
+            self._cut(exc)
+            raise
 
     async def aread(self) -> bytes:
         try:
@@ -802,10 +833,12 @@ class Transport:
         client, own = self._sync(), self._owns_client
         direct = self._direct
         built = None
+        status = None
         try:
             built = self._build(client, own, request)
             if direct is None or direct[0] is not client or self._logged():
                 response = client.send(built, stream=True, follow_redirects=False)
+                status = response.status_code
                 try:
                     content = response.read()
                 except _failures() as exc:
@@ -817,6 +850,7 @@ class Transport:
                 return HttpResponse(response.status_code, _headers(response), content)
             response = direct[1].handle_request(built)
             response.request = built
+            status = response.status_code
             try:
                 content = response.read()
             except _failures() as exc:
@@ -830,15 +864,20 @@ class Transport:
             if isinstance(exc, RuntimeError) and not closed:
                 raise
             raise _unanswered(exc, built, own_client=own, closed=closed) from exc
+        except BaseException as exc:  # a Ctrl-C, a client's own: raised as itself
+            _cut(exc, built, status)
+            raise
 
     async def asend(self, request: HttpRequest) -> HttpResponse:
         client, own = self._async(), self._owns_async_client
         direct = self._adirect
         built = None
+        status = None
         try:
             built = self._build(client, own, request)
             if direct is None or direct[0] is not client or self._logged():
                 response = await client.send(built, stream=True, follow_redirects=False)
+                status = response.status_code
                 try:
                     content = await response.aread()
                 except _failures() as exc:
@@ -848,6 +887,7 @@ class Transport:
                 return HttpResponse(response.status_code, _headers(response), content)
             response = await direct[1].handle_async_request(built)
             response.request = built
+            status = response.status_code
             try:
                 content = await response.aread()
             except _failures() as exc:
@@ -860,6 +900,9 @@ class Transport:
             if isinstance(exc, RuntimeError) and not client.is_closed:
                 raise
             raise _unanswered(exc, built, own_client=own, closed=client.is_closed) from exc
+        except BaseException as exc:  # a cancellation, a client's own: raised as itself
+            _cut(exc, built, status)
+            raise
 
     def open_stream(self, request: HttpRequest) -> StreamResponse:
         client, own = self._sync(), self._owns_client
@@ -875,6 +918,9 @@ class Transport:
             if isinstance(exc, RuntimeError) and not closed:
                 raise
             raise _unanswered(exc, built, own_client=own, closed=closed) from exc
+        except BaseException as exc:  # a Ctrl-C, a client's own: raised as itself
+            _cut(exc, built)
+            raise
 
     async def aopen_stream(self, request: HttpRequest) -> AsyncStreamResponse:
         client, own = self._async(), self._owns_async_client
@@ -887,6 +933,9 @@ class Transport:
             if isinstance(exc, RuntimeError) and not client.is_closed:
                 raise
             raise _unanswered(exc, built, own_client=own, closed=client.is_closed) from exc
+        except BaseException as exc:  # a cancellation, a client's own: raised as itself
+            _cut(exc, built)
+            raise
 
     def _closed_under(self, client: httpx2.Client) -> bool:
         """Whether the sync `client` a call took was closed since: `close()` lets go of a

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from allama._degradations import NOT_ON_STREAMS
-from allama.errors import Error, paid_for
+from allama.errors import Error, paid_before_foreign, paid_for, take_paid_before
 from allama.extract._errors import EnforcementBelowError, ModeUnsupportedError, _Failure
 from allama.extract._metadata import (
     AutoFallback,
@@ -26,16 +26,20 @@ from allama.extract._parse import Checked, Rejection, ask_again, parse_value
 from allama.extract._root import object_rooted
 from allama.extract._target import Target, requested_mode
 from allama.provider import ChatProvider
-from allama.stream import with_paid
+from allama.stream import StreamCollector, with_paid
 from allama.types import (
     CapabilitySupport,
     ChatCapability,
     ChatRequest,
     ChatResponse,
     ChatValidation,
+    ContentBlock,
     ProviderDataEvent,
+    Reasoning,
     RequestField,
     ResponseStart,
+    ToolCall,
+    Usage,
     UsageEvent,
     ValidationCoverage,
     Warning,
@@ -450,6 +454,56 @@ class Opened:
     target: Target
 
 
+def cut_after_sending(raised: BaseException) -> bool:
+    """Whether the transport kept on `raised` a call it cut after sending its request whole
+    (`allama.transport._cut`: an entry that names no provider), taken off it; what wrappers
+    kept on it stays."""
+    paid = take_paid_before(raised)
+    paid_before_foreign(raised, [entry for entry in paid if "provider" in entry])
+    return any("provider" not in entry for entry in paid)
+
+
+def _name_cut(raised: BaseException, provider: ChatProvider, model: str) -> None:
+    """Name the call the transport kept on `raised` as cut after sending it whole: by the
+    provider and the model called, which its price is looked up by (the transport knows
+    neither)."""
+    paid = take_paid_before(raised)
+    if any("provider" not in entry for entry in paid):
+        named = {"provider": provider.name, "model": model}
+        paid = [entry if "provider" in entry else {**named, **entry} for entry in paid]
+    paid_before_foreign(raised, paid)
+
+
+def record_cut(
+    metadata: ExtractionMetadata, stream: Any, target: Target, made: bool = False
+) -> None:
+    """Count on `metadata` a stream not (or not yet) finished: its usage so far, not a pass.
+
+    Where no usage came yet (OpenAI's comes last) and the call was made (the model had
+    begun its answer, or the transport cut it after its status, `made`), it was made, and
+    maybe billed, for what nothing says: its cost unknown, not nothing, as for a stream the
+    network cut (`StreamCollector.mark_made`)."""
+    collector = stream.collector
+    so_far = collector.reported_metadata()
+    if so_far.usage is None and (made or _answer_begun(collector)):
+        so_far = so_far.model_copy(update={"usage": Usage()})
+    metadata.record_usage_and_degradations(so_far, target.reword)
+
+
+def _answer_begun(collector: StreamCollector) -> bool:
+    """Whether the stream brought any of the model's answer (text, a tool call's arguments,
+    reasoning, a refusal): the test `StreamCollector.mark_made` makes of a failed stream."""
+    return any(_has_content(block) for block in collector.partial_response().content)
+
+
+def _has_content(block: ContentBlock) -> bool:
+    if isinstance(block, ToolCall):
+        return bool(block.arguments)
+    if isinstance(block, Reasoning):
+        return bool(block.text or block.encrypted_content or block.signature)
+    return bool(block.text)
+
+
 def open_steps(
     settings: Settings, provider: ChatProvider, tp: Any, request: ChatRequest
 ) -> Generator[OpenStream | ReadFirst, Any, Opened]:
@@ -457,8 +511,11 @@ def open_steps(
     check_floor_before_sending(settings, provider, tp, request, stream=True)
     start = _Start.of(provider, tp, request)
     metadata = start.metadata
+    reading: tuple[Any, Target] | None = None
+    """The stream opened whose first items are being read, and its target."""
     try:
         while True:
+            reading = None
             target = start.target()
             if metadata.may_fall_back(start.requested):
                 # Asked of the schema alone, as a plan is: not of the whole conversation.
@@ -480,6 +537,7 @@ def open_steps(
             stream = outcome
             ahead: list[Any] = []
             if metadata.may_fall_back(start.requested):
+                reading = (stream, target)
                 # A refusal of the format comes before any content: after the provider's own
                 # warnings (what it found in the request), the response's start, and the usage
                 # an error event may report with it.
@@ -497,6 +555,8 @@ def open_steps(
                         continue
             return Opened(stream=stream, ahead=ahead, metadata=metadata, target=target)
     except BaseException as raised:  # the provider's own, none of allama's (`drive_open`)
+        if reading is not None:  # cut as its first items were read: what it cost so far
+            record_cut(metadata, reading[0], reading[1], cut_after_sending(raised))
         metadata.keep_on(raised)  # what a refused stream paid goes with it
         raise
 
@@ -514,6 +574,7 @@ def drive(steps: Generator[Send, Outcome, R], provider: ChatProvider) -> R:
                 outcome = error
             except BaseException as raised:
                 # Thrown in, for the steps to keep their record on it, and raised again.
+                _name_cut(raised, provider, request.model)
                 request = steps.throw(raised)
                 continue
             request = steps.send(outcome)
@@ -531,6 +592,7 @@ async def adrive(steps: Generator[Send, Outcome, R], provider: ChatProvider) -> 
             except Error as error:
                 outcome = error
             except BaseException as raised:
+                _name_cut(raised, provider, request.model)
                 request = steps.throw(raised)
                 continue
             request = steps.send(outcome)
@@ -552,6 +614,7 @@ def drive_open(
                 except Error as error:
                     outcome = error
                 except BaseException as raised:
+                    _name_cut(raised, provider, step.request.model)
                     step = steps.throw(raised)
                     continue
             else:
@@ -583,6 +646,7 @@ async def adrive_open(
                 except Error as error:
                     outcome = error
                 except BaseException as raised:
+                    _name_cut(raised, provider, step.request.model)
                     step = steps.throw(raised)
                     continue
             else:

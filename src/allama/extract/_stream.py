@@ -8,7 +8,15 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, cast
 
 from allama.errors import REPORTED_USAGE_KEY, Error
-from allama.extract._engine import END, Extracted, Opened, Settings, finish
+from allama.extract._engine import (
+    END,
+    Extracted,
+    Opened,
+    Settings,
+    cut_after_sending,
+    finish,
+    record_cut,
+)
 from allama.extract._errors import EXTRACTION_TOOL
 from allama.extract._mode import ExtractionMode
 from allama.extract._parse import Checked
@@ -19,15 +27,11 @@ from allama.stream import _SURROGATE, AsyncChatStream, ChatStream, StreamCollect
 from allama.stream import _joined as _paired_parts
 from allama.types import (
     BlockStart,
-    ContentBlock,
     Finish,
-    Reasoning,
     StreamBlockType,
     StreamEvent,
     TextDelta,
-    ToolCall,
     ToolCallDelta,
-    Usage,
 )
 
 if TYPE_CHECKING:
@@ -37,34 +41,13 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def _record_so_far(opened: Opened) -> ExtractionMetadata:
+def _record_so_far(opened: Opened, made: bool = False) -> ExtractionMetadata:
     """The record of a stream not (or not yet) finished: its usage so far (with what a
-    wrapper read ahead of it, which a stream dropped unclosed never took), not a pass.
-
-    Where the model had begun its answer and no usage came yet (OpenAI's comes last), the
-    call was made, and maybe billed, for what nothing says: its cost unknown, not nothing,
-    as for a stream the network cut (`StreamCollector.mark_made`)."""
+    wrapper read ahead of it, which a stream dropped unclosed never took), not a pass; a
+    call made, its cost unknown, where nothing was reported of one made (`record_cut`)."""
     record = opened.metadata.model_copy(deep=True)
-    collector = opened.stream.collector
-    so_far = collector.reported_metadata()
-    if so_far.usage is None and _answer_begun(collector):
-        so_far = so_far.model_copy(update={"usage": Usage()})
-    record.record_usage_and_degradations(so_far, opened.target.reword)
+    record_cut(record, opened.stream, opened.target, made)
     return record
-
-
-def _answer_begun(collector: StreamCollector) -> bool:
-    """Whether the stream brought any of the model's answer (text, a tool call's arguments,
-    reasoning, a refusal): the test `StreamCollector.mark_made` makes of a failed stream."""
-    return any(_has_content(block) for block in collector.partial_response().content)
-
-
-def _has_content(block: ContentBlock) -> bool:
-    if isinstance(block, ToolCall):
-        return bool(block.arguments)
-    if isinstance(block, Reasoning):
-        return bool(block.text or block.encrypted_content or block.signature)
-    return bool(block.text)
 
 
 class _Observer(Generic[T]):
@@ -261,7 +244,8 @@ class _Observer(Generic[T]):
         """A cancellation, Ctrl-C or an exception not allama's ended the stream: what it
         paid goes with the exception, and its span ends failed, as a non-streamed
         extraction's does (not as one the caller closed)."""
-        record = _record_so_far(self._opened)
+        # Cut after its status by the transport: a call made, whatever it brought.
+        record = _record_so_far(self._opened, made=cut_after_sending(raised))
         record.keep_on(raised)
         if self._span is not None:
             self._span.fail(raised, record)
