@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import selectors
 from collections.abc import Coroutine
 from typing import Any
 
@@ -13,30 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _virtual_loop import VirtualLoop
 from allama.batch._limits import RateLimiter
-
-
-class _Instant(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
-    """Polls without blocking; a wait with nothing to read moves the loop's clock on."""
-
-    def __init__(self, loop: VirtualLoop) -> None:
-        super().__init__()
-        self.loop = loop
-
-    def select(self, timeout: float | None = None) -> list[Any]:
-        ready: list[Any] = super().select(0)
-        if not ready and timeout:
-            self.loop.now += timeout
-        return ready
-
-
-class VirtualLoop(asyncio.SelectorEventLoop):
-    def __init__(self) -> None:
-        self.now = 0.0
-        super().__init__(_Instant(self))
-
-    def time(self) -> float:
-        return self.now
 
 
 def run(main: Coroutine[Any, Any, Any]) -> Any:

@@ -4,9 +4,7 @@ the longer of its values, not as no wait."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import selectors
 import time
 from collections.abc import Callable
 from email.utils import formatdate
@@ -17,6 +15,7 @@ import pydantic
 import pytest
 
 import allama
+from _virtual_loop import VirtualLoop
 from allama import AsyncBatchRun, ChatRequest, RetryingProvider
 from allama.adapters.openai_compat import retry_after_seconds
 from allama.batch import _run
@@ -75,29 +74,6 @@ def test_after_a_quiet_spell_the_backoff_starts_again_and_a_burst_shares_the_pau
 # --- a batch run in a storm of 429s, on a virtual clock ----------------------------------
 
 
-class _Instant(selectors.DefaultSelector):
-    """Polls without blocking; a wait with nothing to read moves the loop's clock on."""
-
-    def __init__(self, loop: _VirtualLoop) -> None:
-        super().__init__()
-        self.loop = loop
-
-    def select(self, timeout: float | None = None) -> list[Any]:
-        ready: list[Any] = super().select(0)
-        if not ready and timeout:
-            self.loop.now += timeout
-        return ready
-
-
-class _VirtualLoop(asyncio.SelectorEventLoop):
-    def __init__(self) -> None:
-        self.now = 1000.0
-        super().__init__(_Instant(self))
-
-    def time(self) -> float:
-        return self.now
-
-
 class _Item(pydantic.BaseModel):
     n: int
 
@@ -133,7 +109,7 @@ def _run_in_storm(
 ) -> tuple[int, list[str | None], int]:
     """Ten inputs against a provider refusing every request for 300 s with `headers`:
     the requests it refused, each input's failure kind, and the 429s the run counted."""
-    loop = _VirtualLoop()
+    loop = VirtualLoop(1000.0)
     limiters: list[RateLimiter] = []
 
     def limiter(*args: Any, **options: Any) -> RateLimiter:
