@@ -11,6 +11,8 @@ from allama._lazy import deferred_module
 
 if TYPE_CHECKING:
     import pydantic_core
+
+    from allama.types import ChatRequest, RequestField, Warning
 else:
     # Loaded by the first request body written, not by building a provider.
     pydantic_core = deferred_module("pydantic_core", globals(), "pydantic_core")
@@ -25,6 +27,7 @@ __all__ = [
     "origin",
     "provider_now",
     "read_json",
+    "replaced_by_option",
     "rfc3339_seconds",
     "wait_until",
     "wire_json",
@@ -264,3 +267,26 @@ def with_option_tools(body: dict[str, Any], given: Mapping[str, Any]) -> dict[st
         return dict(given)
     body["tools"] = [*ours, *tools]
     return {key: value for key, value in given.items() if key != "tools"}
+
+
+def replaced_by_option(
+    request: ChatRequest, field: RequestField, what: str, theirs: Any
+) -> Warning:
+    """The warning for `what` (a body option's own field) sent in place of allama's for
+    `field`: unsupported, as the request's own was not sent. An extraction's record then
+    shows its schema not sent, or its tool not forced."""
+    from allama.types import RequestField, Warning
+
+    if field is RequestField.RESPONSE_FORMAT:
+        said = f"{what} was sent in place of the request's response format, which was not sent"
+        return Warning.unsupported(field, said)
+    given = json.dumps(theirs, ensure_ascii=False, separators=(",", ":"))
+    said = f"{what} ({given}) was sent in place of the request's tool choice"
+    choice = request.tool_choice
+    if choice is not None and choice.mode in ("tool", "required"):
+        forced = f"answer with tool `{choice.name}`" if choice.mode == "tool" else "call a tool"
+        said += (
+            f", which forced the model to {forced}; the model is no longer forced to unless "
+            "the option's choice forces it"
+        )
+    return Warning.unsupported(field, said)

@@ -25,7 +25,7 @@ from typing import Any, TypeGuard
 
 from allama._degradations import Degradations, gives_tools
 from allama.adapters._arguments import call_arguments
-from allama.adapters._http import HttpRequest, with_option_tools
+from allama.adapters._http import HttpRequest, replaced_by_option, with_option_tools
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters._tool_ids import ANTHROPIC_IDS, with_tool_ids
 from allama.adapters.anthropic._capabilities import ClaudeFamily, Thinking
@@ -67,7 +67,8 @@ __all__ = [
 BODY_OPTION = "anthropic"
 """Request option namespace whose JSON object is merged into the body, for fields allama
 has no name for (`request.with_option_json("anthropic", {"top_k": 40})`). Its fields replace
-allama's, except `output_config`, whose keys are added to allama's (`format`, `effort`)."""
+allama's, except `output_config`, whose keys are added to allama's (`format`, `effort`); its
+own `output_config.format` or `tool_choice` is sent with a warning on the field."""
 
 DEFAULT_MAX_TOKENS = 16_384
 """`max_tokens` when the request sets none (Anthropic requires it): this, or the family's
@@ -762,7 +763,29 @@ class _Encoder:
                     body[key] = {**ours, **value}
                 else:
                     body[key] = value
+            self.option_replaced(body, output, choice)
         return body
+
+    def option_replaced(
+        self, body: dict[str, Any], output: dict[str, Any] | None, choice: dict[str, Any] | None
+    ) -> None:
+        """Say where the body option's own value went in place of the request's response
+        format or tool choice (the caller's wins): an extraction's record then shows its
+        schema not sent, or its tool not forced."""
+        sent = body.get("output_config")
+        if output is not None:
+            theirs = sent.get("format") if isinstance(sent, dict) else sent
+            if theirs != output:
+                where = "output_config.format" if isinstance(sent, dict) else "output_config"
+                self.warn_replaced(RequestField.RESPONSE_FORMAT, where, theirs)
+        if self.request.tool_choice is not None and choice is not None:
+            theirs = body.get("tool_choice")
+            if theirs != choice:
+                self.warn_replaced(RequestField.TOOL_CHOICE, "tool_choice", theirs)
+
+    def warn_replaced(self, field: RequestField, where: str, theirs: Any) -> None:
+        what = f"`{where}` of the body option `{BODY_OPTION}`"
+        self.degradations.warn(replaced_by_option(self.request, field, what, theirs))
 
 
 def encode_request(

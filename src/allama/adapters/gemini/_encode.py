@@ -33,7 +33,7 @@ from typing import Any
 
 from allama._degradations import Degradations, gives_tools
 from allama.adapters._arguments import call_arguments
-from allama.adapters._http import HttpRequest, with_option_tools
+from allama.adapters._http import HttpRequest, replaced_by_option, with_option_tools
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters.gemini._capabilities import GeminiFamily, SchemaSurface, Thinking
 from allama.adapters.gemini._profile import GeminiProfile
@@ -73,7 +73,9 @@ __all__ = ["BODY_OPTION", "MAX_STOP_SEQUENCES", "THINKING_BUDGETS", "encode_requ
 BODY_OPTION = "gemini"
 """Request option namespace whose JSON object is merged into the body; a `generationConfig`
 in it is merged into allama's, its `thinkingConfig` into allama's one level deeper
-(`request.with_option_json("gemini", {"generationConfig": {"topK": 40}})`)."""
+(`request.with_option_json("gemini", {"generationConfig": {"topK": 40}})`), and so is a
+`toolConfig`. Its own response format fields or `functionCallingConfig` are sent in place of
+allama's with a warning on the field."""
 
 THINKING_BUDGETS = {"minimal": 512, "low": 2048, "medium": 8192, "high": 24_576}
 """`thinkingBudget` per reasoning effort, within the family's range (Gemini 2.5)."""
@@ -511,12 +513,49 @@ class _Encoder:
             given = with_option_tools(body, extra)
             more = given.pop("generationConfig", None)
             if isinstance(more, dict):
-                generation = _merge_generation(generation, more)
+                merged = _merge_generation(generation, more)
+                self.output_replaced(generation, merged)
+                generation = merged
+            if "toolConfig" in given:
+                body["toolConfig"] = self.merged_tool_config(tool_config, given.pop("toolConfig"))
             body.update(given)
         if generation:
             body["generationConfig"] = generation
         return body
 
+    def output_replaced(self, ours: dict[str, Any], merged: dict[str, Any]) -> None:
+        """Say where the body option's `generationConfig` changed the output allama asked
+        for (the caller's wins): an extraction's record then shows its schema not sent."""
+        if not any(key in ours for key in _OUTPUT):
+            return
+        for key in _OUTPUT:
+            if merged.get(key) != ours.get(key):
+                self.warn_replaced(RequestField.RESPONSE_FORMAT, f"generationConfig.{key}", None)
+                return
+
+    def merged_tool_config(self, ours: dict[str, Any] | None, theirs: Any) -> Any:
+        """The body option's `toolConfig` merged into allama's (`retrievalConfig`, Google
+        Maps grounding's location, beside the forced call); its own `functionCallingConfig`
+        replaces allama's, with a warning that the call is no longer what the request chose."""
+        if ours is None:
+            return theirs
+        if not isinstance(theirs, dict):
+            self.warn_replaced(RequestField.TOOL_CHOICE, "toolConfig", theirs)
+            return theirs
+        merged = {**ours, **theirs}
+        calling = merged.get("functionCallingConfig")
+        if calling != ours["functionCallingConfig"]:
+            where = "toolConfig.functionCallingConfig"
+            self.warn_replaced(RequestField.TOOL_CHOICE, where, calling)
+        return merged
+
+    def warn_replaced(self, field: RequestField, where: str, theirs: Any) -> None:
+        what = f"`{where}` of the body option `{BODY_OPTION}`"
+        self.degradations.warn(replaced_by_option(self.request, field, what, theirs))
+
+
+_OUTPUT = ("responseMimeType", "responseSchema", "responseJsonSchema")
+"""The `generationConfig` fields that carry the response format."""
 
 _THINKING_AMOUNT = ("thinkingBudget", "thinkingLevel")
 """How much to think: Gemini takes one of the two, not both."""

@@ -56,7 +56,7 @@ from typing import Any
 
 from allama._degradations import Degradations
 from allama.adapters._arguments import call_arguments
-from allama.adapters._http import HttpRequest, with_option_tools
+from allama.adapters._http import HttpRequest, replaced_by_option, with_option_tools
 from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters.ollama._capabilities import OllamaFamily, Thinking
 from allama.adapters.ollama._profile import OllamaProfile
@@ -90,7 +90,7 @@ BODY_OPTION = "ollama"
 """Request option namespace whose JSON object is merged into the body, for fields allama has
 no name for (`keep_alive`, `truncate`, ...); an `options` object in it is merged into
 allama's (`request.with_option_json("ollama", {"options": {"num_ctx": 8192},
-"keep_alive": "10m"})`)."""
+"keep_alive": "10m"})`); its own `format` is sent with a warning on the response format."""
 
 PART_SEPARATOR = "\n\n"
 """Between the text parts of a user turn, which Ollama takes as one string."""
@@ -418,6 +418,14 @@ class _Encoder:
             more = given.pop("options", None)
             if isinstance(more, dict):
                 options = {**options, **more}
+            if fmt is not None and "format" in given and given["format"] != fmt:
+                # The caller's wins; an extraction's record shows its schema not sent.
+                what = f"`format` of the body option `{BODY_OPTION}`"
+                self.degradations.warn(
+                    replaced_by_option(
+                        self.request, RequestField.RESPONSE_FORMAT, what, given["format"]
+                    )
+                )
             body.update(given)
         if options:
             body["options"] = options

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from allama._degradations import NOT_ON_STREAMS, Degradations, gives_tools
-from allama.adapters._http import HttpRequest, with_option_tools
+from allama.adapters._http import HttpRequest, replaced_by_option, with_option_tools
 from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters._tool_ids import MISTRAL_IDS, mistral_model, with_tool_ids
 from allama.adapters.openai_compat._capabilities import ModelFamily, StructuredLevel
@@ -54,7 +54,9 @@ __all__ = ["BODY_OPTION", "encode_request", "schema_name"]
 
 BODY_OPTION = "openai_compat"
 """Request option namespace whose JSON object is merged into the body, for fields allama
-has no name for (`request.with_option_json("openai_compat", {"top_k": 40})`)."""
+has no name for (`request.with_option_json("openai_compat", {"top_k": 40})`). Its fields
+replace allama's; its own `response_format` or `tool_choice` is sent with a warning on the
+field."""
 
 _NAME = re.compile(r"[^a-zA-Z0-9_-]")
 
@@ -68,6 +70,9 @@ def schema_name(name: str | None) -> str:
 
 
 class _Encoder:
+    namespace = BODY_OPTION
+    """The request option merged into the body."""
+
     def __init__(
         self,
         request: ChatRequest,
@@ -449,6 +454,16 @@ class _Encoder:
             return None
         return self.json_schema(fmt)
 
+    def option_replaced(self, field: RequestField, where: str, theirs: Any) -> None:
+        """Say that the body option's `where` went in place of what `field` made allama send
+        (the caller's wins): an extraction's record then shows its schema not sent, or its
+        tool not forced."""
+        self.degradations.warn(
+            replaced_by_option(
+                self.request, field, f"`{where}` of the body option `{self.namespace}`", theirs
+            )
+        )
+
     def _in_words(self, fmt: ResponseFormat) -> None:
         """A schema no field of a stream can carry is written into the instructions, as for
         `json_object` alone: nothing else tells the model its fields (said in a warning of
@@ -692,6 +707,9 @@ class _Encoder:
             body["messages"] = _instructed(body["messages"], self.schema_instruction)
         extra = request.option_json(BODY_OPTION)
         given = with_option_tools(body, extra) if isinstance(extra, dict) else {}
+        for key, field in _CARRIERS:
+            if key in body and key in given and given[key] != body[key]:
+                self.option_replaced(field, key, given[key])
         if profile.require_parameters and self.schema_sent:
             # The caller's routing (`order`, `allow_fallbacks`) with ours: an upstream that
             # would drop the schema is not chosen.
@@ -710,6 +728,15 @@ endpoint refuses one straight after the other (Mistral)."""
 
 JSON_OBJECT_NOTE = "Answer with one JSON object."
 """What JSON mode is told where the caller's messages do not ask for JSON."""
+
+
+_CARRIERS = (
+    ("response_format", RequestField.RESPONSE_FORMAT),
+    ("grammar", RequestField.RESPONSE_FORMAT),
+    ("tool_choice", RequestField.TOOL_CHOICE),
+)
+"""The body fields that carry the request's schema or force its tool: the body option's
+own value there is sent, with a warning."""
 
 
 def json_object_note(schema: dict[str, Any]) -> str:

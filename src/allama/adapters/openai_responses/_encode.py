@@ -98,7 +98,8 @@ BODY_OPTION = "openai_responses"
 """Request option namespace whose JSON object is merged into the body, for fields allama
 has no name for (`request.with_option_json("openai_responses", {"store": True,
 "previous_response_id": "resp_..."})`). Its `text` and `reasoning` objects are added to
-allama's and its `include` list to allama's; its other fields replace allama's."""
+allama's and its `include` list to allama's; its other fields replace allama's (its own
+`text.format` or `tool_choice` with a warning on the field)."""
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 """The `include` entry that returns a reasoning item's encrypted content."""
@@ -119,6 +120,8 @@ _MERGED = ("text", "reasoning")
 
 class _Encoder(_ChatEncoder):
     """The Chat Completions encoder, with the Responses API's layout."""
+
+    namespace = BODY_OPTION
 
     def __init__(
         self,
@@ -573,6 +576,14 @@ class _Encoder(_ChatEncoder):
                 body[key] = [*ours, *(entry for entry in value if entry not in ours)]
             else:
                 body[key] = value
+        if text is not None:
+            sent = body.get("text")
+            theirs = sent.get("format") if isinstance(sent, dict) else sent
+            if theirs != text["format"]:
+                where = "text.format" if isinstance(sent, dict) else "text"
+                self.option_replaced(RequestField.RESPONSE_FORMAT, where, theirs)
+        if choice is not None and body.get("tool_choice") != choice:
+            self.option_replaced(RequestField.TOOL_CHOICE, "tool_choice", body.get("tool_choice"))
         return body
 
 
