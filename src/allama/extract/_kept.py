@@ -179,7 +179,16 @@ def kept_keys(value: Any) -> int:
             continue
         if isinstance(node, BaseModel):
             shape = models.get(kind) or _fields(kind)
-            count += len(node.__pydantic_fields_set__)
+            fields_set = node.__pydantic_fields_set__
+            extra = node.__pydantic_extra__
+            if extra:
+                # The fields set hold the extra keys too: counted once, as extras. (A field
+                # whose alias frees its name for an extra key of that name is then not
+                # counted: too few keys only sends the output to the careful reading.)
+                count += len(fields_set - extra.keys()) + len(extra)
+                push(list(extra.values()))
+            else:
+                count += len(fields_set)
             held = node.__dict__
             for name in shape.floats:
                 if not _finite(held[name]):
@@ -188,10 +197,6 @@ def kept_keys(value: Any) -> int:
                 child = held[name]
                 if type(child) not in leaves:
                     push(child)
-            extra = node.__pydantic_extra__
-            if extra:
-                count += len(extra)
-                push(list(extra.values()))
             continue
         if isinstance(node, set | frozenset):
             for child in node:

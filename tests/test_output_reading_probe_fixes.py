@@ -1,0 +1,152 @@
+"""Reading an output, as probes of a real local engine found it wrong: a key written twice
+among a model's extra keys was kept once (the count of kept keys counted the extras twice),
+and what `exact` enforcement still lets through is a parse error, never a value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ConfigDict, Field
+
+import allama
+from allama import ParseError
+from allama.extract import _validation
+from allama.extract._kept import kept_keys
+from allama.mock import MockProvider
+
+REQUEST = allama.ChatRequest("gpt-4.1-mini").user("the record")
+
+
+class Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: int
+
+
+class Outer(BaseModel):
+    name: str
+    inner: Open
+    rows: list[Open] = []
+
+
+class Closed(BaseModel):
+    id: int
+
+
+class Counts(BaseModel):
+    counts: dict[str, int]
+
+
+class Aliased(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: int = Field(0, alias="ID")
+
+
+def _extract(tp: Any, output: str) -> Any:
+    return allama.extract(MockProvider([output]), tp, REQUEST).value
+
+
+def _refusal(tp: Any, output: str) -> tuple[str, str | None]:
+    with pytest.raises(ParseError) as raised:
+        allama.extract(MockProvider([output]), tp, REQUEST)
+    return raised.value.detail, raised.value.path
+
+
+@pytest.mark.parametrize(
+    ("tp", "output", "detail", "path"),
+    [
+        (Open, '{"id": 1, "k": 2, "k": 3}', "the key `k` appears twice in the object", None),
+        (
+            Outer,
+            '{"name": "a", "inner": {"id": 1, "k": 2, "k": 3}}',
+            "the key `k` appears twice in the object at `inner`",
+            "inner",
+        ),
+        (
+            Outer,
+            '{"name": "a", "inner": {"id": 1}, "rows": [{"id": 2, "k": [1], "k": [1]}]}',
+            "the key `k` appears twice in the object at `rows[0]`",
+            "rows[0]",
+        ),
+        # As a closed model and a map refuse it.
+        (Closed, '{"id": 1, "id": 2}', "the key `id` appears twice in the object", None),
+        (
+            Counts,
+            '{"counts": {"k": 2, "k": 3}}',
+            "the key `k` appears twice in the object at `counts`",
+            "counts",
+        ),
+        # A field's name freed by its alias, written twice as an extra key.
+        (
+            Aliased,
+            '{"ID": 1, "id": 2, "id": 3}',
+            "the key `id` appears twice in the object",
+            None,
+        ),
+    ],
+)
+def test_a_key_written_twice_among_extra_keys_is_refused(
+    tp: Any, output: str, detail: str, path: str | None
+) -> None:
+    assert _refusal(tp, output) == (detail, path)
+
+
+def test_extra_keys_written_once_are_kept_and_counted_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    careful: list[str] = []
+    read = _validation._loads
+
+    def spied(raw: str) -> Any:
+        careful.append(raw)
+        return read(raw)
+
+    monkeypatch.setattr(_validation, "_loads", spied)
+    value = _extract(Outer, '{"name": "a", "inner": {"id": 1, "k": 2, "more": {"x": 1}}}')
+    assert value == Outer(name="a", inner=Open(id=1, k=2, more={"x": 1}))
+    assert value.inner.model_extra == {"k": 2, "more": {"x": 1}}
+    # Every key the text wrote, once: the count matches the colons and the one parse stands.
+    assert kept_keys(value) == 6
+    assert kept_keys(Open.model_validate_json('{"id": 1, "k": 2}')) == 2
+    assert careful == []
+    # The alias's case, counted short (the careful reading decides) and read right.
+    aliased = _extract(Aliased, '{"ID": 1, "id": 2}')
+    assert (aliased.id, aliased.model_extra) == (1, {"id": 2})
+
+
+class Reading(BaseModel):
+    x: float
+
+
+class Free(BaseModel):
+    s: str
+
+
+@pytest.mark.parametrize(
+    ("tp", "output", "detail", "path"),
+    [
+        # What a grammar held to the schema still lets a model write (README, enforcement).
+        (
+            Reading,
+            '{"x": 1e999}',
+            "the number `1e999` is too large for a floating point value at `x`",
+            "x",
+        ),
+        (
+            Counts,
+            '{"counts": {"x": 5, "x": 5}}',
+            "the key `x` appears twice in the object at `counts`",
+            "counts",
+        ),
+        (
+            Free,
+            '{"s": "a\\udc00b"}',
+            "Invalid JSON: lone leading surrogate in hex escape at line 1 column 14",
+            None,
+        ),
+    ],
+)
+def test_what_exact_enforcement_lets_through_is_a_parse_error(
+    tp: Any, output: str, detail: str, path: str | None
+) -> None:
+    assert _refusal(tp, output) == (detail, path)
