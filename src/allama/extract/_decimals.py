@@ -9,18 +9,34 @@ exactly); that reading is kept only where it differs from the first in `Decimal`
 each the same number as a float, so that a float field, a union or an `Any` never sees a
 string the model did not write. Where some of the numbers go to floats (which refuse a
 string), each is tried on its own.
+
+A number too large for a float (`1e999`) is refused as one, as strict JSON reading refuses
+it, unless a `Decimal` is where it goes: read as a numeral in a string, it is a `Decimal`
+in a value otherwise the same, but for its `Decimal`s, as the one read with the largest
+float in its place (a float, a string or anything else there says no).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
+import sys
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-__all__ = ["MOST_TRIED", "lossy_numbers", "only_decimals_differ", "quoted"]
+__all__ = [
+    "MOST_TRIED",
+    "lossy_numbers",
+    "only_decimals_differ",
+    "quoted",
+    "same_but_decimals",
+    "stood_in",
+    "too_large",
+]
 
 _TOKENS = re.compile(
     r'"[^"\\]*(?:\\.[^"\\]*)*"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?', re.DOTALL
@@ -66,36 +82,80 @@ def quoted(raw: str, spans: list[tuple[int, int]]) -> str:
     return "".join(pieces)
 
 
+def too_large(raw: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The numbers at `spans` of `raw` with a fraction or an exponent too large for a float
+    (what strict JSON reading refuses as one; a long integer it reads)."""
+    return [
+        (start, end)
+        for start, end in spans
+        if any(mark in raw[start:end] for mark in ".eE") and math.isinf(float(raw[start:end]))
+    ]
+
+
+_LARGEST = repr(sys.float_info.max)
+
+
+def stood_in(raw: str, spans: list[tuple[int, int]]) -> str:
+    """`raw` with the numbers at `spans` (in order, each too large for a float) written as
+    the largest float of their sign: a number each place reads as it reads numbers."""
+    pieces: list[str] = []
+    last = 0
+    for start, end in spans:
+        sign = "-" if raw[start] == "-" else ""
+        pieces += (raw[last:start], sign, _LARGEST)
+        last = end
+    pieces.append(raw[last:])
+    return "".join(pieces)
+
+
 def only_decimals_differ(first: Any, second: Any) -> bool:
     """Whether two readings of an output differ in `Decimal`s alone, each pair the same
     number as a float: the second changed only what floats lose. The values themselves
     are walked (a model's fields, a dataclass's, containers, sets by their order), not
     their dumps, which a serializer of the type's own may write as anything."""
+    return _alike(first, second, _same_float)
+
+
+def same_but_decimals(first: Any, second: Any) -> bool:
+    """Whether two readings of an output are the same but for the values of their
+    `Decimal`s (each a `Decimal` in both), walked as `only_decimals_differ` walks them."""
+    return _alike(first, second, _any_decimal)
+
+
+def _same_float(first: Decimal, second: Decimal) -> bool:
+    return bool(first == second) or float(first) == float(second)
+
+
+def _any_decimal(first: Decimal, second: Decimal) -> bool:
+    return True
+
+
+def _alike(first: Any, second: Any, decimals: Callable[[Decimal, Decimal], bool]) -> bool:
     if type(first) is not type(second):
         return False
     if isinstance(first, Decimal):
-        return bool(first == second) or float(first) == float(second)
+        return decimals(first, second)
     if isinstance(first, BaseModel):
-        return only_decimals_differ(vars(first), vars(second)) and only_decimals_differ(
-            first.__pydantic_extra__, second.__pydantic_extra__
+        return _alike(vars(first), vars(second), decimals) and _alike(
+            first.__pydantic_extra__, second.__pydantic_extra__, decimals
         )
     if dataclasses.is_dataclass(first) and not isinstance(first, type):
         return all(
-            only_decimals_differ(getattr(first, f.name), getattr(second, f.name))
+            _alike(getattr(first, f.name), getattr(second, f.name), decimals)
             for f in dataclasses.fields(first)
         )
     if isinstance(first, dict):
         return first.keys() == second.keys() and all(
-            only_decimals_differ(value, second[key]) for key, value in first.items()
+            _alike(value, second[key], decimals) for key, value in first.items()
         )
     if isinstance(first, list | tuple):
         return len(first) == len(second) and all(
-            only_decimals_differ(a, b) for a, b in zip(first, second, strict=True)
+            _alike(a, b, decimals) for a, b in zip(first, second, strict=True)
         )
     if isinstance(first, set | frozenset) and first != second:
         if len(first) != len(second) or not all(isinstance(x, Decimal) for x in (*first, *second)):
             return False
         return all(
-            only_decimals_differ(a, b) for a, b in zip(sorted(first), sorted(second), strict=True)
+            _alike(a, b, decimals) for a, b in zip(sorted(first), sorted(second), strict=True)
         )
     return bool(first == second)

@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
-from allama.extract._decimals import MOST_TRIED, lossy_numbers, only_decimals_differ, quoted
+from allama.extract._decimals import (
+    MOST_TRIED,
+    lossy_numbers,
+    only_decimals_differ,
+    quoted,
+    same_but_decimals,
+    stood_in,
+    too_large,
+)
 from allama.extract._json import NotJsonError, loads
 from allama.extract._json_strict import said_first, validate_strict_json
 from allama.extract._kept import NOT_FINITE, kept_keys, non_finite_path
@@ -188,7 +197,8 @@ def check(
     for (when asked), then the value is validated strictly, as JSON: `"31"` is not an int.
     Where the type's plan can tell that none of that changes anything, the text is
     validated once, directly (`OutputPlan.validate_once`). A `Decimal` gets the number
-    written, not the float nearest it (`_decimals`).
+    written, not the float nearest it, nor a refusal where it is too large for a float
+    (`_decimals`).
     """
     plan = None if schema is None else output_plan(adapter, schema)
     value = _check(raw, adapter, schema, reject_undeclared, plan)
@@ -197,8 +207,37 @@ def check(
     lossy = lossy_numbers(raw)
     if not lossy:
         return value
+
+    def read(text: str) -> Any:
+        return _check(text, adapter, schema, reject_undeclared, plan)
+
+    huge = too_large(raw, lossy) if isinstance(value, Failure) else []
+    if not huge:
+        return _exact_decimals(raw, value, lossy, read)
+    # Refused as too large for a float: read as numerals where each is a `Decimal` (a value
+    # the same but for its `Decimal`s as with the largest float there), or breaks a bound.
+    written = quoted(raw, huge)
+    numerals = read(written)
+    if isinstance(numerals, Failure):
+        if not numerals.bounds:
+            return value
+    else:
+        try:
+            if not same_but_decimals(read(stood_in(raw, huge)), numerals):
+                return value
+        except Exception:  # a type's own `__eq__`: the refusal stands
+            return value
+    exact = _exact_decimals(written, numerals, lossy_numbers(written), read)
+    return _as_written(exact, raw, huge) if isinstance(exact, Failure) else exact
+
+
+def _exact_decimals(
+    raw: str, value: Any, lossy: list[tuple[int, int]], read: Callable[[str], Any]
+) -> Any:
+    """`value`, read from `raw`, or the reading with the numbers at `lossy` (each one a
+    float does not hold) written as numerals where they go to `Decimal`s."""
     failed = isinstance(value, Failure)
-    if failed and not value.bounds:
+    if not lossy or (failed and not value.bounds):
         return value
 
     def read_as_numerals(spans: list[tuple[int, int]]) -> Any:
@@ -206,7 +245,7 @@ def check(
         one of them breaks a bound (the written number's, which its float may not break),
         or `None` where one goes elsewhere than a `Decimal` (a float, a union's string).
         After a first reading that failed on a bound, any value read is the one."""
-        again = _check(quoted(raw, spans), adapter, schema, reject_undeclared, plan)
+        again = read(quoted(raw, spans))
         if isinstance(again, Failure):
             return _as_written(again, raw, spans) if again.bounds else None
         if failed:
