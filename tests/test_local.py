@@ -43,7 +43,7 @@ CUT_OFF_BODY = (
 
 
 class Record(BaseModel):
-    name: str = Field(min_length=3)
+    name: str = Field(min_length=1)
     count: int = Field(ge=5, le=900)
     code: str = Field(pattern=r"^[A-Z]{2}-[0-9]{2}$")
     tags: list[str] = Field(min_length=2, max_length=3)

