@@ -9,7 +9,6 @@ apart is its adapter (`allama.adapters._adapter.Adapter`).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
@@ -883,7 +882,6 @@ class HttpProvider:
                 for event in decoder.feed(chunk):
                     yield _issued(event, self.name)
                 if decoder.done:
-                    _drain(chunks)
                     return
             for event in decoder.feed(head) if head else ():  # (blank bytes alone)
                 yield _issued(event, self.name)
@@ -1008,7 +1006,6 @@ class HttpProvider:
                     for event in decoder.feed(chunk):
                         yield _issued(event, self.name)
                     if decoder.done:
-                        await _adrain(chunks)
                         return
                 for event in decoder.feed(head) if head else ():  # (blank bytes alone)
                     yield _issued(event, self.name)
@@ -1151,22 +1148,6 @@ async def _ahead(chunks: AsyncIterator[bytes]) -> bytes:
         if _begun(head):
             break
     return head
-
-
-def _drain(chunks: Iterator[bytes]) -> None:
-    """Read what follows a stream's end marker to the end of its body, as the vendors' SDKs
-    do: a response read whole gives its connection back to the pool, where one closed
-    before its end is thrown away (a new connection, and handshake, for every stream). A
-    connection that breaks there leaves the answer whole."""
-    with contextlib.suppress(Error):
-        for _ in chunks:
-            pass
-
-
-async def _adrain(chunks: AsyncIterator[bytes]) -> None:
-    with contextlib.suppress(Error):
-        async for _ in chunks:
-            pass
 
 
 async def _aprefixed(head: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
