@@ -441,3 +441,16 @@ def test_an_error_body_after_a_byte_order_mark_is_read_for_its_message() -> None
     with pytest.raises(OverloadedError) as caught:
         provider.chat(_request("anthropic"))
     assert str(caught.value) == "Overloaded"
+
+
+@pytest.mark.parametrize("read", READERS)
+@pytest.mark.parametrize("end", [b"\n\ndata: [DONE]\n\n", b"\ndata:[DONE]", b"data: [DONE]"])
+def test_a_whole_answer_followed_by_the_end_marker_is_read_whole(read: Any, end: bytes) -> None:
+    # A gateway answering whole may still write the events' end marker after the object,
+    # where the answer read as an empty finished stream and was lost.
+    body = json.dumps(OPENAI).encode() + end
+    provider = ChunkedHost([body[:9], body[9:]], SSE).provider("openai")
+    events, response = read(provider, _request("openai"))
+    assert (response.text(), response.finish_reason) == ("hello", "stop")
+    assert response.usage == Usage(input_tokens=3, output_tokens=1)
+    assert isinstance(events[-1], Finish)

@@ -753,15 +753,19 @@ class HttpProvider:
         """A streamed call's JSON answer (`_json_answer`) read as a plain call's: the whole
         response (paid for, so given as the stream's events rather than retried), or the
         error it holds raised, as `chat` would; `None` for a body that is not one JSON
-        object (a stream labelled JSON, left to the stream decoder)."""
+        object (a stream labelled JSON, left to the stream decoder). The object may be
+        followed by the end marker of server-sent events (`data: [DONE]`), which a gateway
+        that answers whole may still write."""
         body = body.removeprefix(_BOM)
-        try:
-            one = isinstance(read_json(body), dict)
-        except ValueError:
-            one = False
-        if not one:
-            return None
-        return self._response(request, HttpResponse(status, headers, body), warnings)
+        for candidate in (body, _DONE_AFTER.sub(b"", body)):
+            try:
+                one = isinstance(read_json(candidate), dict)
+            except ValueError:
+                continue
+            if one:
+                answer = HttpResponse(status, headers, candidate)
+                return self._response(request, answer, warnings)
+        return None
 
     def _decoder(self, request: ChatRequest) -> StreamDecoder:
         return self._adapter.stream_decoder(provider=self.name, model=request.model)
@@ -1114,6 +1118,9 @@ def _without_credentials(url: str) -> str:
     query = "***" if parts.query else ""
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
+
+_DONE_AFTER = re.compile(rb"\s*data: ?\[DONE\]\s*\Z")
+"""The end marker of server-sent events at the end of a body."""
 
 _BOM = b"\xef\xbb\xbf"
 """UTF-8's byte-order mark, which a gateway may put before a JSON body and which JSON's
