@@ -277,3 +277,42 @@ def test_a_job_targets_repr_shows_no_gateway_credential(preset: str) -> None:
     assert "LEAK" not in shown
     assert "'cf-aig-authorization': '<redacted>'" in shown
     assert "'x-trace-id': 't-1'" in shown
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("Cf-Access-Jwt-Assertion", True),
+        ("X-JWT-Assertion", True),
+        ("x-amz-security-token", True),
+        ("x-portkey-api-key", True),
+        ("x-apikey", True),
+        # Parts of the name, not any letters: a provider, a trace or a session's name.
+        ("x-portkey-provider", False),
+        ("x-portkey-trace-id", False),
+        ("Helicone-Session-Name", False),
+        ("x-trace-id", False),
+    ],
+)
+def test_a_header_is_a_credential_by_the_parts_of_its_name(name: str, secret: bool) -> None:
+    from allama.adapters._http import is_secret_header
+
+    assert is_secret_header(name) is secret
+
+
+def test_a_routing_headers_value_is_left_in_the_providers_words() -> None:
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        message = "Model gpt-9 not found for provider openai. Check your openai settings"
+        return httpx2.Response(404, json={"error": {"message": message, "code": "not_found"}})
+
+    from allama.transport import Transport
+
+    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(answer)))
+    made = allama.provider(
+        "openai", api_key="sk-k", transport=transport, headers={"x-portkey-provider": "openai"}
+    )
+    with pytest.raises(allama.NotFoundError) as caught:
+        made.chat(ChatRequest("gpt-9").user("hi"))
+    assert str(caught.value) == (
+        "Model gpt-9 not found for provider openai. Check your openai settings"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -41,24 +42,30 @@ stands in for the key (`HttpProvider._brings_own_auth`)."""
 _SECRET_WORDS = (
     "auth",
     "key",
+    "apikey",
     "token",
     "secret",
-    "password",
+    "passw",
     "cookie",
     "credential",
     "signature",
-    "session",
+    "jwt",
+    "assertion",
 )
-"""Words in a header's name that make its value a credential: a gateway's own header
-(`cf-aig-authorization`, `Ocp-Apim-Subscription-Key`, `x-portkey-api-key`,
-`Proxy-Authorization`, `Helicone-Auth`) is named by none of `SECRET_HEADERS`."""
+"""Words that begin a part of a header's name (between `-`, `_` and `.`) and make its value a
+credential: a gateway's own header (`cf-aig-authorization`, `Ocp-Apim-Subscription-Key`,
+`x-portkey-api-key`, `Proxy-Authorization`, `Helicone-Auth`, `Cf-Access-Jwt-Assertion`) is
+named by none of `SECRET_HEADERS`. Parts, not any letters: `x-portkey-provider` names a
+provider, not a key."""
 
 
 def is_secret_header(name: str) -> bool:
     """Whether the value of a header named `name` is taken for a credential: never shown in
     a repr, and cut out of what a provider echoes."""
     lowered = name.lower()
-    return lowered in SECRET_HEADERS or any(word in lowered for word in _SECRET_WORDS)
+    if lowered in SECRET_HEADERS:
+        return True
+    return any(part.startswith(_SECRET_WORDS) for part in re.split(r"[-_.]", lowered))
 
 
 @dataclass(frozen=True, slots=True)
