@@ -162,7 +162,7 @@ def test_test_provider_answers_past_aware_and_naive_dates() -> None:
         day=datetime.date(2000, 1, 1),
         at=datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC),
         aware=datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC),
-        naive=datetime.datetime(1, 1, 1),
+        naive=datetime.datetime(2000, 1, 1),
     )
 
 

@@ -37,6 +37,7 @@ from allama.types import (
     ProviderDataEvent,
     Reasoning,
     RequestField,
+    ResponseFormat,
     ResponseStart,
     ToolCall,
     Usage,
@@ -44,6 +45,7 @@ from allama.types import (
     ValidationCoverage,
     Warning,
     WarningEvent,
+    WarningKind,
 )
 
 T = TypeVar("T")
@@ -71,8 +73,10 @@ class ExtractionPlan:
     `mode` is the mode after any automatic fallback; `enforcement` and `degradations` are
     what its first pass would report; `coverage` says how much of the call the provider's
     validation checked (`ENCODING`: a dry run of the call, so the figures are the ones the
-    call would report; `CAPABILITIES`: only the capability table). Through a
-    `FailoverProvider`, they are the first provider's: one failed over to may report less.
+    call would report; `CAPABILITIES`: only the capability table). The dry run is of the
+    request given, messages and all: what the call would refuse before sending raises from
+    the plan, the same error. Through a `FailoverProvider`, they are the first provider's:
+    one failed over to may report less.
     """
 
     mode: ExtractionMode
@@ -176,6 +180,37 @@ def _plan_request(request: ChatRequest) -> ChatRequest:
     ).user("plan")
 
 
+def _planned_request(request: ChatRequest) -> ChatRequest:
+    """The request a plan dry-runs: the caller's own, as the call sends it (a temperature,
+    a stop sequence or a prefill the model refuses is refused in the plan too). One with no
+    messages yet (a plan of the type alone) is given a placeholder, as it always was."""
+    return request if request.messages else request.user("plan")
+
+
+def _sends_no_schema(provider: ChatProvider, model: str) -> bool:
+    """Whether a native pass sends nothing of the schema: the model has no structured output
+    (its capability answer), and the provider's dry run refuses JSON mode too (Claude before
+    4.5: the format is dropped, not told in words). JSON mode (`json_object`, the schema
+    written into the instructions) takes only an object: the type is wrapped there. A
+    provider whose dry run does not encode cannot tell: wrapped, as before."""
+    if (
+        provider.chat_capability(model, ChatCapability.STRUCTURED_OUTPUT)
+        is not CapabilitySupport.UNSUPPORTED
+    ):
+        return False
+    probe = ChatRequest(model, response_format=ResponseFormat.json_object()).user("JSON")
+    try:
+        validation = provider.validate_chat_request(probe)
+    except Exception:  # a provider of the caller's own that fails to say: wrapped, as before
+        return False
+    if validation.coverage is not ValidationCoverage.ENCODING:
+        return False
+    return any(
+        warning.kind is WarningKind.UNSUPPORTED and warning.is_about(RequestField.RESPONSE_FORMAT)
+        for warning in validation.warnings
+    )
+
+
 _ROOT_QUESTION = {
     ExtractionMode.NATIVE: ChatCapability.RESPONSE_SCHEMA_ANY_ROOT,
     ExtractionMode.FORCED_TOOL: ChatCapability.TOOL_SCHEMA_ANY_ROOT,
@@ -213,13 +248,21 @@ class _Start:
         target = self._targets.get(mode)
         if target is None:
             target = self.base
-            if not object_rooted(target.schema):
-                support = self.provider.chat_capability(target.model, _ROOT_QUESTION[mode])
-                if support is not CapabilitySupport.SUPPORTED:
-                    target = target.wrapping(self.tp)
+            if not object_rooted(target.schema) and self._needs_object_root(mode):
+                target = target.wrapping(self.tp)
             self._targets[mode] = target
         self.metadata.root_wrapped = target.wrapped
         return target
+
+    def _needs_object_root(self, mode: ExtractionMode) -> bool:
+        """Whether the mode's schema goes where only an object root is taken. Not a native
+        pass that sends nothing of the schema (`_sends_no_schema`): nothing would ask the
+        model for the wrapping object, and its answer, the type itself, would be refused."""
+        model = self.base.model
+        support = self.provider.chat_capability(model, _ROOT_QUESTION[mode])
+        if support is CapabilitySupport.SUPPORTED:
+            return False
+        return mode is not ExtractionMode.NATIVE or not _sends_no_schema(self.provider, model)
 
     def fallback_for(self, error: Error) -> AutoFallback | None:
         fallback = self.metadata.auto_fallback_for(self.requested, self.guessed, error)
@@ -243,12 +286,15 @@ class _Start:
 def plan(
     provider: ChatProvider, tp: Any, request: ChatRequest, *, stream: bool = False
 ) -> ExtractionPlan:
+    """A dry run of the call `extract` would send for `request` (its messages and every
+    field): what the call would refuse before sending (a field the model does not take,
+    under `UnsupportedPolicy.ERROR`) raises here, the same error."""
     start = _Start.of(provider, tp, request)
     metadata = start.metadata
-    schema_only = _plan_request(request)
+    planned = _planned_request(request)
     while True:
         target = start.target()
-        derived = target.derive(schema_only, metadata.mode)
+        derived = target.derive(planned, metadata.mode)
         try:
             validation = _dry_run(provider, derived, stream=stream)
         except Error as error:
@@ -518,7 +564,8 @@ def open_steps(
             reading = None
             target = start.target()
             if metadata.may_fall_back(start.requested):
-                # Asked of the schema alone, as a plan is: not of the whole conversation.
+                # Asked of the schema alone: a stream's refusal of the format depends on
+                # nothing else (a plan's dry run of the whole request finds the same).
                 shape = target.derive(_plan_request(request), metadata.mode)
                 try:
                     warnings = provider.validate_chat_request(shape, stream=True).warnings
