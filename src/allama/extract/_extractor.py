@@ -437,7 +437,9 @@ class Extractor:
         self, provider: ChatProvider, tp: Any, request: ChatRequest, *, stream: bool = False
     ) -> ExtractionPlan:
         """What an extraction would do, without sending anything; with `stream=True`, what
-        a streamed extraction would (some endpoints drop the schema on streams)."""
+        a streamed extraction would (some endpoints drop the schema on streams). What the
+        call would refuse before sending (the request's own fields, its messages too) is
+        raised here, the same error."""
         check_call(provider, tp, request)
         return plan(provider, tp, request, stream=stream)
 
