@@ -10,86 +10,19 @@ import json
 import re
 from typing import Any
 
-import httpx2
 import jsonschema
 import pytest
 from pydantic import BaseModel, NaiveDatetime, TypeAdapter, ValidationError
 
-import allama
-from allama import ChatRequest, Extracted, Extractor, SchemaEnforcement
+from _native_wire import MODELS, extract_through
+from allama import SchemaEnforcement
 from allama.schema import gemini_json_schema, openai_strict, type_schema
 from allama.schema._dialects._anthropic import anthropic
 from allama.schema._dialects._llama_cpp import llama_cpp
 from allama.schema._types import NAIVE_DATETIME_PATTERN
-from allama.transport import Transport
 from allama.types import WarningKind
 
-MODELS = {
-    "openai": "gpt-4o",
-    "anthropic": "claude-sonnet-4-5",
-    "gemini": "gemini-2.5-flash",
-    "llama-cpp": "m",
-}
 INT64 = 2**63
-
-
-def _answer(name: str, reply: str) -> dict[str, Any]:
-    """`reply` as the text of a native-mode answer in `name`'s wire format."""
-    if name == "anthropic":
-        return {
-            "id": "msg_1",
-            "type": "message",
-            "role": "assistant",
-            "model": MODELS[name],
-            "content": [{"type": "text", "text": reply}],
-            "stop_reason": "end_turn",
-            "usage": {"input_tokens": 5, "output_tokens": 5},
-        }
-    if name == "gemini":
-        return {
-            "candidates": [
-                {"content": {"role": "model", "parts": [{"text": reply}]}, "finishReason": "STOP"}
-            ],
-            "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 5},
-        }
-    return {
-        "id": "c1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": MODELS[name],
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": reply},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10},
-    }
-
-
-def _sent_schema(body: dict[str, Any]) -> Any:
-    if "output_config" in body:
-        return body["output_config"]["format"]["schema"]
-    if "generationConfig" in body:
-        return body["generationConfig"]["responseJsonSchema"]
-    return body["response_format"]["json_schema"]["schema"]
-
-
-def _extract(name: str, tp: Any, reply: str) -> tuple[Extracted[Any], Any]:
-    """`tp` extracted through `name`'s preset from a mock endpoint answering `reply`, with
-    the schema the request carried."""
-    sent: list[dict[str, Any]] = []
-
-    def endpoint(request: httpx2.Request) -> httpx2.Response:
-        sent.append(json.loads(request.content))
-        return httpx2.Response(200, json=_answer(name, reply))
-
-    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(endpoint)))
-    provider = allama.provider(name, api_key="k", transport=transport)
-    extracted = Extractor().extract(provider, tp, ChatRequest(MODELS[name]).user("x"))
-    (body,) = sent
-    return extracted, _sent_schema(body)
 
 
 # ----- flags
@@ -203,7 +136,7 @@ def test_combined_flags_are_sent_and_the_record_says_what_each_provider_enforces
     reply = '{"perms": 6, "access": 9}'
     records: dict[str, tuple[SchemaEnforcement, list[str]]] = {}
     for name in MODELS:
-        extracted, sent = _extract(name, Permissions, reply)
+        extracted, sent = extract_through(name, Permissions, reply)
         assert extracted.value == Permissions(
             perms=Perm.R | Perm.W, access=Access.READ | Access.ADMIN
         )
@@ -277,7 +210,7 @@ def test_a_flag_too_large_to_list_is_a_range_every_provider_calls_approximate(
     name: str, notes: list[str]
 ) -> None:
     # 128 combinations with gaps between them: the range holds integers the type refuses.
-    extracted, sent = _extract(name, Scattering, '{"bits": 4097}')
+    extracted, sent = extract_through(name, Scattering, '{"bits": 4097}')
     assert extracted.value == Scattering(bits=Scattered.A | Scattered.G)
     assert extracted.metadata.enforcement is SchemaEnforcement.APPROXIMATE
     assert [w.message for w in extracted.metadata.degradations] == [
@@ -376,7 +309,7 @@ def test_each_dialect_notes_that_the_naive_datetime_is_not_fully_enforced() -> N
 def test_a_naive_datetime_is_recorded_approximate_by_every_provider(name: str) -> None:
     # OpenAI and llama.cpp enforce the pattern, which February 31 passes: they recorded
     # `exact` with no note, where a `datetime`'s `date-time` on llama.cpp said "shape only".
-    extracted, sent = _extract(name, Meeting, '{"starts": "2024-02-29T10:30:00"}')
+    extracted, sent = extract_through(name, Meeting, '{"starts": "2024-02-29T10:30:00"}')
     assert extracted.value == Meeting(starts=datetime.datetime(2024, 2, 29, 10, 30))
     notes = {
         "openai": [

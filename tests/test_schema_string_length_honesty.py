@@ -15,7 +15,6 @@ import json
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-import httpx2
 import jsonschema
 import pytest
 from pydantic import (
@@ -33,20 +32,14 @@ from pydantic.dataclasses import dataclass
 from typing_extensions import TypedDict
 
 import allama
-from allama import ChatRequest, Extracted, ExtractionError, Extractor, SchemaEnforcement
+from _native_wire import MODELS, extract_through
+from allama import ChatRequest, ExtractionError, Extractor, SchemaEnforcement
 from allama.local import LlamaCppProvider, packaged_model
 from allama.schema import gemini_json_schema, grammar_engine, openai_strict, type_schema
 from allama.schema._dialects._anthropic import anthropic
 from allama.schema._dialects._llama_cpp import llama_cpp
-from allama.transport import Transport
 from allama.types import WarningKind
 
-MODELS = {
-    "openai": "gpt-4o",
-    "anthropic": "claude-sonnet-4-5",
-    "gemini": "gemini-2.5-flash",
-    "llama-cpp": "m",
-}
 MARK = "strip-whitespace"
 
 
@@ -255,70 +248,11 @@ def test_openai_no_longer_sends_a_pattern_that_refuses_the_spaces_the_type_strip
     ]
 
 
-def _answer(name: str, reply: str) -> dict[str, Any]:
-    """`reply` as the text of a native-mode answer in `name`'s wire format."""
-    if name == "anthropic":
-        return {
-            "id": "msg_1",
-            "type": "message",
-            "role": "assistant",
-            "model": MODELS[name],
-            "content": [{"type": "text", "text": reply}],
-            "stop_reason": "end_turn",
-            "usage": {"input_tokens": 5, "output_tokens": 5},
-        }
-    if name == "gemini":
-        return {
-            "candidates": [
-                {"content": {"role": "model", "parts": [{"text": reply}]}, "finishReason": "STOP"}
-            ],
-            "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 5},
-        }
-    return {
-        "id": "c1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": MODELS[name],
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": reply},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10},
-    }
-
-
-def _sent_schema(body: dict[str, Any]) -> Any:
-    if "output_config" in body:
-        return body["output_config"]["format"]["schema"]
-    if "generationConfig" in body:
-        return body["generationConfig"]["responseJsonSchema"]
-    return body["response_format"]["json_schema"]["schema"]
-
-
-def _extract(name: str, tp: Any, reply: str) -> tuple[Extracted[Any], Any]:
-    """`tp` extracted through `name`'s preset from a mock endpoint answering `reply`, with
-    the schema the request carried."""
-    sent: list[dict[str, Any]] = []
-
-    def endpoint(request: httpx2.Request) -> httpx2.Response:
-        sent.append(json.loads(request.content))
-        return httpx2.Response(200, json=_answer(name, reply))
-
-    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(endpoint)))
-    provider = allama.provider(name, api_key="k", transport=transport)
-    extracted = Extractor().extract(provider, tp, ChatRequest(MODELS[name]).user("x"))
-    (body,) = sent
-    return extracted, _sent_schema(body)
-
-
 @pytest.mark.parametrize("name", list(MODELS))
 def test_a_stripped_minimum_length_is_recorded_approximate_by_every_provider(name: str) -> None:
     # llama.cpp enforced `minLength: 1` on the text written and recorded `exact`, though
     # `{"name": " "}` passed its grammar and failed the type.
-    extracted, sent = _extract(name, Name, '{"name": " Ada "}')
+    extracted, sent = extract_through(name, Name, '{"name": " Ada "}')
     assert extracted.value == Name(name="Ada")
     assert extracted.metadata.enforcement is SchemaEnforcement.APPROXIMATE
     at = "`Name.name`"
@@ -407,7 +341,7 @@ def test_a_pattern_beside_a_minimum_length_keeps_its_own_note() -> None:
 
 @pytest.mark.parametrize("name", ["llama-cpp", "openai"])
 def test_a_minimum_length_of_two_is_approximate_on_llama_cpp_only(name: str) -> None:
-    extracted, sent = _extract(name, Word, '{"s": "ab"}')
+    extracted, sent = extract_through(name, Word, '{"s": "ab"}')
     assert extracted.value == Word(s="ab")
     if name == "openai":  # it removes `minLength`, as before
         assert [w.message for w in extracted.metadata.degradations] == [
