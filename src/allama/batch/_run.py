@@ -991,13 +991,12 @@ def _refused_unread(error: Error) -> bool:
 
 def _leaves(provider: object) -> list[object]:
     """The providers `provider` sends through, in order: itself, or, through the wrappers
-    around them, a retry's or an override's provider and each of a failover's."""
-    from allama.wrappers import CapabilityOverrideProvider, FailoverProvider, RetryingProvider
+    around them, each provider a wrapper holds (`Wrapper._wrapped`), a provider met twice
+    told twice (a failover over the same endpoint twice names it twice)."""
+    from allama.wrappers._lifetime import Wrapper
 
-    if isinstance(provider, FailoverProvider):
-        return [leaf for each in provider.providers for leaf in _leaves(each)]
-    if isinstance(provider, RetryingProvider | CapabilityOverrideProvider):
-        return _leaves(provider.inner)
+    if isinstance(provider, Wrapper):
+        return [leaf for each in provider._wrapped() for leaf in _leaves(each)]
     return [provider]
 
 
