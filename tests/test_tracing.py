@@ -31,7 +31,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import BaseModel, field_validator
 
 import allama
-from allama import ChatRequest, ExtractionMode, Extractor
+from allama import ChatRequest, ExtractionMode, Extractor, ReasoningEffort
 from allama._tracing import CAPTURE_CONTENT_ENV, genai_provider_name, type_name
 from allama.extract import EXTRACTION_TOOL
 from allama.transport import Transport
@@ -220,11 +220,11 @@ def test_a_successful_extraction_is_a_span_with_its_call_as_child(
     assert extraction.status.status_code is StatusCode.UNSET
     assert call.status.status_code is StatusCode.UNSET
 
+    # No temperature: gpt-5-mini takes none, and allama did not send the 0.2 asked for.
     assert attrs(call) == {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": "openai",
         "gen_ai.request.model": MODEL,
-        "gen_ai.request.temperature": 0.2,
         "gen_ai.request.max_tokens": 200,
         "gen_ai.output.type": "json",
         "server.address": "api.openai.com",
@@ -518,14 +518,14 @@ def test_a_stream_closed_early_ends_its_spans_unfailed(traced: Traced) -> None:
     for span in (extraction, call):
         assert span.status.status_code is StatusCode.UNSET
         assert attrs(span)["allama.stream.closed_early"] is True
-    # The model did not stop, with an error or otherwise: no finish reason; and no pass
-    # measured an enforcement.
-    assert "gen_ai.response.finish_reasons" not in attrs(call)
+    # The answer did not finish: the conventions' `error`, beside `closed_early` (the
+    # status stays unset); and no pass measured an enforcement.
+    assert attrs(call)["gen_ai.response.finish_reasons"] == ("error",)
     assert attrs(extraction)["allama.extract.passes"] == 0
     assert "allama.extract.enforcement" not in attrs(extraction)
 
 
-def test_a_stream_closed_early_captures_its_output_without_a_finish_reason(
+def test_a_stream_closed_early_captures_its_output_with_the_finish_reason_error(
     traced: Traced,
 ) -> None:
     provider = openai(Script(sse(ANSWER)), tracer_provider=traced.provider, capture_content=True)
@@ -534,10 +534,13 @@ def test_a_stream_closed_early_captures_its_output_without_a_finish_reason(
             pass
     call = traced.one(f"chat {MODEL}")
     assert attrs(call)["allama.stream.closed_early"] is True
+    assert call.status.status_code is StatusCode.UNSET
     (output,) = json.loads(attrs(call)["gen_ai.output.messages"])
-    # Not an error: the caller stopped reading, and the model neither stopped nor failed.
-    assert set(output) == {"role", "parts"}
-    assert output["role"] == "assistant"
+    # The conventions' output message requires a finish reason: `error` for one that did
+    # not finish, as on the span.
+    assert set(output) == {"role", "parts", "finish_reason"}
+    assert (output["role"], output["finish_reason"]) == ("assistant", "error")
+    assert attrs(call)["gen_ai.response.finish_reasons"] == ("error",)
 
 
 @FLAVOURS
@@ -615,7 +618,210 @@ def test_a_chat_stream_never_read_and_dropped_ends_its_span(traced: Traced) -> N
     assert not traced.spans
     del stream
     gc.collect()
-    assert attrs(traced.one(f"chat {MODEL}"))["allama.stream.closed_early"] is True
+    found = attrs(traced.one(f"chat {MODEL}"))
+    assert found["allama.stream.closed_early"] is True
+    assert found["gen_ai.response.finish_reasons"] == ("error",)
+
+
+# The request's settings, as sent
+
+
+def _anthropic_reply(request: httpx2.Request) -> httpx2.Response:
+    body = json.loads(request.read())
+    return httpx2.Response(
+        200,
+        json={
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": [{"type": "text", "text": ANSWER}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 3, "output_tokens": 3},
+        },
+    )
+
+
+def _responses_reply(request: httpx2.Request) -> httpx2.Response:
+    message = {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": ANSWER, "annotations": []}],
+    }
+    body = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "model": SERVED,
+        "output": [message],
+        "usage": {"input_tokens": 5, "output_tokens": 3, "total_tokens": 8},
+    }
+    return httpx2.Response(200, json=body)
+
+
+def _completion_reply(request: httpx2.Request) -> httpx2.Response:
+    return completion()
+
+
+def _settings(span: ReadableSpan) -> dict[str, Any]:
+    return {
+        key: value
+        for key, value in attrs(span).items()
+        if (key.startswith("gen_ai.request.") and key != "gen_ai.request.model")
+        or key == "gen_ai.output.type"
+    }
+
+
+_ASKED = ChatRequest(MODEL).user(PROMPT)
+_MINI = ChatRequest("gpt-4o-mini").user(PROMPT)
+
+
+@pytest.mark.parametrize(
+    ("preset", "request_", "reply", "sent", "spanned"),
+    [
+        pytest.param(  # gpt-5-mini takes no sampling settings and no stop sequences
+            "openai",
+            _ASKED.with_temperature(0.2)
+            .with_top_p(0.5)
+            .with_seed(7)
+            .with_stop("END")
+            .with_reasoning_effort(ReasoningEffort.LOW),
+            _completion_reply,
+            {"seed": 7, "reasoning_effort": "low"},
+            {"gen_ai.request.seed": 7, "gen_ai.request.reasoning.level": "low"},
+            id="dropped-sampling-and-stop",
+        ),
+        pytest.param(  # gpt-4o-mini does not reason
+            "openai",
+            _MINI.with_stop("END").with_reasoning_effort(ReasoningEffort.LOW),
+            _completion_reply,
+            {"stop": ["END"]},
+            {"gen_ai.request.stop_sequences": ("END",)},
+            id="dropped-reasoning",
+        ),
+        pytest.param(  # Anthropic: no seed, and no top_p beside a temperature
+            "anthropic",
+            ChatRequest("claude-opus-4-1")
+            .user(PROMPT)
+            .with_temperature(0.2)
+            .with_top_p(0.5)
+            .with_seed(7),
+            _anthropic_reply,
+            {"temperature": 0.2, "max_tokens": 16384},  # (a default, not the request's)
+            {"gen_ai.request.temperature": 0.2},
+            id="anthropic-seed-and-top-p",
+        ),
+        pytest.param(  # a level sent for another: not the request's, so not shown
+            "openai",
+            ChatRequest("gpt-5.1").user(PROMPT).with_reasoning_effort(ReasoningEffort.MINIMAL),
+            _completion_reply,
+            {"reasoning_effort": "low"},
+            {},
+            id="level-approximated",
+        ),
+        pytest.param(  # a thinking budget lowered: no level says what was sent
+            "anthropic",
+            ChatRequest("claude-sonnet-4-5")
+            .user(PROMPT)
+            .with_reasoning_effort(ReasoningEffort.LOW)
+            .with_max_output_tokens(2000),
+            _anthropic_reply,
+            {"max_tokens": 2000},
+            {"gen_ai.request.max_tokens": 2000},
+            id="budget-approximated",
+        ),
+        pytest.param(  # OpenAI takes four stop sequences: not the request's five, not shown
+            "openai",
+            _MINI.with_stop("a", "b", "c", "d", "e"),
+            _completion_reply,
+            {"stop": ["a", "b", "c", "d"]},
+            {},
+            id="stop-cut",
+        ),
+        pytest.param(  # the Responses API's floor of 16 output tokens: 5 was not sent
+            "responses",
+            _ASKED.with_max_output_tokens(5),
+            _responses_reply,
+            {"max_output_tokens": 16},
+            {},
+            id="max-tokens-floor",
+        ),
+    ],
+)
+def test_a_call_span_shows_the_request_settings_as_sent(
+    traced: Traced,
+    preset: str,
+    request_: ChatRequest,
+    reply: Callable[[httpx2.Request], httpx2.Response],
+    sent: dict[str, Any],
+    spanned: dict[str, Any],
+) -> None:
+    script = Script(reply)
+    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(script)))
+    options: dict[str, Any] = {"api": "responses"} if preset == "responses" else {}
+    provider = allama.provider(
+        "openai" if preset == "responses" else preset,
+        api_key=KEY,
+        transport=transport,
+        tracer_provider=traced.provider,
+        **options,
+    )
+    provider.chat(request_)
+    body = json.loads(script.seen[0].read())
+    named = ("temperature", "top_p", "seed", "stop", "reasoning_effort", "max_output_tokens")
+    on_wire = {key: body[key] for key in (*named, "max_tokens") if key in body}
+    if "effort" in body.get("reasoning", {}):  # (the Responses API's)
+        on_wire["reasoning_effort"] = body["reasoning"]["effort"]
+    assert on_wire == sent
+    assert _settings(traced.one(f"chat {request_.model}")) == spanned
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@FLAVOURS
+def test_every_kind_of_call_leaves_out_the_settings_not_sent(
+    traced: Traced, flavour: str, stream: bool
+) -> None:
+    provider = openai(
+        Script(sse(ANSWER) if stream else completion()), tracer_provider=traced.provider
+    )
+    request = REQUEST.with_top_p(0.5).with_seed(7)  # gpt-5-mini: no temperature, no top_p
+
+    def sync() -> None:
+        if stream:
+            with provider.chat_stream(request) as streamed:
+                for _ in streamed:
+                    pass
+        else:
+            provider.chat(request)
+
+    async def async_() -> None:
+        if stream:
+            async with await provider.achat_stream(request) as streamed:
+                async for _ in streamed:
+                    pass
+        else:
+            await provider.achat(request)
+
+    run(flavour, sync, async_)
+    found = _settings(traced.one(f"chat {MODEL}"))
+    assert found.pop("gen_ai.request.stream", False) is stream
+    assert found == {"gen_ai.request.max_tokens": 200, "gen_ai.request.seed": 7}
+
+
+def test_integers_outside_int64_stay_off_spans(traced: Traced) -> None:
+    """OTLP carries integers as int64: an exporter refuses a span with a larger one."""
+    usage = {"prompt_tokens": 2**64, "completion_tokens": 17, "total_tokens": 2**64 + 17}
+    script = Script(completion(usage=usage))
+    provider = openai(script, tracer_provider=traced.provider)
+    provider.chat(_MINI.with_max_output_tokens(2**63).with_temperature(0.2))
+    assert json.loads(script.seen[0].read())["max_completion_tokens"] == 2**63  # as asked
+    found = attrs(traced.one("chat gpt-4o-mini"))
+    assert found["gen_ai.request.temperature"] == 0.2
+    assert "gen_ai.request.max_tokens" not in found
+    assert "gen_ai.usage.input_tokens" not in found
+    assert found["gen_ai.usage.output_tokens"] == 17
 
 
 # Content: only on opt-in; secrets: never
@@ -976,6 +1182,43 @@ def test_a_batch_run_is_a_span_with_one_span_per_input(traced: Traced, flavour: 
     assert batch.status.status_code is StatusCode.UNSET
 
 
+def test_an_inputs_key_is_on_its_span_only_with_content(traced: Traced, tmp_path: Path) -> None:
+    """The key is a hash of the request: without content, one who knows the template could
+    test guesses of a short input against it."""
+    from allama.mock import MockProvider
+
+    for capture in (False, True):
+        traced.exporter.clear()
+        extractor = Extractor(tracer_provider=traced.provider, capture_content=capture)
+        ledger = tmp_path / f"{capture}.sqlite"
+        provider = MockProvider([ANSWER] * 2, name="openai")
+        first: allama.BatchRun[Program] = allama.batch(
+            provider, Program, ["one"], request=_batch_request, ledger=ledger
+        )
+        assert all(result.ok for result in first)
+        # One input resumed from the ledger, one run now.
+        again: allama.BatchRun[Program] = allama.batch(
+            provider,
+            Program,
+            ["one", "two"],
+            request=_batch_request,
+            extractor=extractor,
+            ledger=ledger,
+        )
+        results = list(again)
+        assert sorted(result.resumed for result in results) == [False, True]
+        keys = {result.index: result.key for result in results}
+        inputs = traced.named("batch.input Program")
+        assert sorted(attrs(span)["allama.batch.index"] for span in inputs) == [0, 1]
+        for span in inputs:
+            found = attrs(span)
+            index = found["allama.batch.index"]
+            assert found["allama.batch.label"] == f"#{index}"
+            assert found.get("allama.batch.key") == (keys[index] if capture else None)
+        if not capture:
+            assert not any(key in value for key in keys.values() for value in traced.values())
+
+
 @FLAVOURS
 def test_a_batch_runs_span_is_a_child_of_the_callers_span(traced: Traced, flavour: str) -> None:
     provider = openai(Script(completion(), completion()))
@@ -1036,6 +1279,8 @@ def test_inputs_a_stopped_run_read_ahead_get_spans_of_their_own(traced: Traced) 
     assert run.summary.failed == 0
     left = [s for s in inputs if attrs(s).get("allama.batch.outcome") == "not_started"]
     assert len(left) == len(not_started)
+    # Without content, no input's key (a hash of its request) on its span.
+    assert not any("allama.batch.key" in attrs(span) for span in inputs)
     assert [(s.status.status_code, "error.type" in attrs(s)) for s in left] == [
         (StatusCode.UNSET, False)
     ] * len(left)

@@ -30,7 +30,7 @@ import time
 import types
 import typing
 import weakref
-from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from allama.extract._metadata import ExtractionMetadata
     from allama.providers._http import HttpProvider
     from allama.stream import StreamCollector
-    from allama.types import ChatRequest, ChatResponse, Usage
+    from allama.types import ChatRequest, ChatResponse, Usage, Warning
 
 __all__ = ["CAPTURE_CONTENT_ENV", "Tracing"]
 
@@ -317,26 +317,59 @@ def _usage(
         return
     for key, name in _USAGE_ATTRIBUTES:
         value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name)
-        if isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(value, int) and not isinstance(value, bool) and _int64(value):
             found[prefix + key] = value
 
 
-def _request_attributes(request: ChatRequest) -> dict[str, Any]:
+def _int64(value: object) -> bool:
+    """Whether a value can go on a span as it is: OTLP carries integers as int64 alone, and
+    an exporter refuses a span with one outside (a seed of 64 random bits, say)."""
+    return not isinstance(value, int) or -(2**63) <= value < 2**63
+
+
+def _as_sent(warnings: Sequence[Warning]) -> dict[str, Any]:
+    """For each request field a warning names, what the span shows in its place: nothing
+    (`None`: left out, or sent as something else), but for a response format only widened,
+    which still asked for JSON."""
+    sent: dict[str, Any] = {}
+    for warning in warnings:
+        field = getattr(warning.subject, "field", None)
+        if field is None or sent.get(str(field), "") is None:
+            continue
+        approximated = str(warning.kind) == "approximated"
+        sent[str(field)] = "json" if str(field) == "response_format" and approximated else None
+    return sent
+
+
+def _request_attributes(request: ChatRequest, warnings: Sequence[Warning] = ()) -> dict[str, Any]:
+    """The request's settings as they were sent: a field a warning names (left out, or sent
+    as another value: a level for another, a floor, the first few stop sequences) is not
+    shown, rather than read back out of the warning's words; nor is an integer OTLP cannot
+    carry."""
+    effort = request.reasoning_effort
+    sent = _as_sent(warnings) if warnings else {}
     attributes: dict[str, Any] = {}
-    for key, value in (
-        ("gen_ai.request.temperature", request.temperature),
-        ("gen_ai.request.top_p", request.top_p),
-        ("gen_ai.request.max_tokens", request.max_output_tokens),
-        ("gen_ai.request.seed", request.seed),
+    for key, field, value in (
+        ("gen_ai.request.temperature", "temperature", request.temperature),
+        ("gen_ai.request.top_p", "top_p", request.top_p),
+        ("gen_ai.request.max_tokens", "max_output_tokens", request.max_output_tokens),
+        ("gen_ai.request.seed", "seed", request.seed),
+        ("gen_ai.request.stop_sequences", "stop", list(request.stop) or None),
+        (
+            "gen_ai.request.reasoning.level",
+            "reasoning_effort",
+            None if effort is None else str(effort.value),
+        ),
+        (
+            "gen_ai.output.type",
+            "response_format",
+            None if request.response_format is None else "json",
+        ),
     ):
-        if value is not None:
+        if field in sent:
+            value = sent[field]
+        if value is not None and _int64(value):
             attributes[key] = value
-    if request.stop:
-        attributes["gen_ai.request.stop_sequences"] = list(request.stop)
-    if request.reasoning_effort is not None:
-        attributes["gen_ai.request.reasoning.level"] = str(request.reasoning_effort.value)
-    if request.response_format is not None:
-        attributes["gen_ai.output.type"] = "json"
     return attributes
 
 
@@ -419,15 +452,15 @@ def input_messages(request: ChatRequest) -> str:
     return json.dumps(messages, ensure_ascii=False)
 
 
-def output_messages(response: ChatResponse, *, closed_early: bool = False) -> str:
-    """`gen_ai.output.messages`: the one answer, as far as it came. One whose stream the
-    caller closed before its end has no finish reason (the model did not stop, nor fail)."""
+def output_messages(response: ChatResponse) -> str:
+    """`gen_ai.output.messages`: the one answer, as far as it came; with no finish reason
+    (a stream cut, or closed by the caller before its end), `error`, as the conventions
+    say for an answer that did not finish."""
     message: dict[str, Any] = {
         "role": "assistant",
         "parts": [_block_part(block) for block in response.content],
+        "finish_reason": _finish_reason(response.finish_reason),
     }
-    if not closed_early:
-        message["finish_reason"] = _finish_reason(response.finish_reason)
     return json.dumps([message], ensure_ascii=False)
 
 
@@ -475,13 +508,7 @@ class CallSpan:
 
         context.detach(token)  # type: ignore[arg-type]
 
-    def _response(
-        self,
-        response: ChatResponse,
-        found: dict[str, Any] | None = None,
-        *,
-        closed_early: bool = False,
-    ) -> None:
+    def _response(self, response: ChatResponse, found: dict[str, Any] | None = None) -> None:
         found = {} if found is None else found
         if response.model:
             found["gen_ai.response.model"] = response.model
@@ -491,7 +518,7 @@ class CallSpan:
             found["gen_ai.response.finish_reasons"] = [_finish_reason(response.finish_reason)]
         _usage(found, response.usage)
         if self.capture:
-            found["gen_ai.output.messages"] = output_messages(response, closed_early=closed_early)
+            found["gen_ai.output.messages"] = output_messages(response)
         self.span.set_attributes(found)
 
     def _end(self) -> None:
@@ -561,18 +588,19 @@ class CallSpan:
             return
 
     def stream_ended(self, collector: StreamCollector, failure: BaseException | None) -> None:
-        """The stream ended: finished, failed, or closed before its end (kept, not failed)."""
+        """The stream ended: finished, failed, or closed before its end (kept, not failed;
+        its finish reason `error`, the conventions' word for an answer that did not finish,
+        unless the model's own came first)."""
         if self.ended:
             return
         try:
             error = collector.error or failure
             found: dict[str, Any] = {}
-            closed_early = not collector.finished and error is None
-            if closed_early:  # closed by the caller: the model did not stop
-                found["allama.stream.closed_early"] = True
-            elif not collector.finished:
+            if not collector.finished:
                 found["gen_ai.response.finish_reasons"] = ["error"]
-            self._response(collector.partial_response(), found, closed_early=closed_early)
+                if error is None:  # closed by the caller
+                    found["allama.stream.closed_early"] = True
+            self._response(collector.partial_response(), found)
             if error is not None:
                 _set_error(self.span, error)
         except Exception:
@@ -590,9 +618,14 @@ def _dropped(span: CallSpan, collector: StreamCollector) -> None:
 
 
 def start_call(
-    own: Tracing | None, provider: HttpProvider, request: ChatRequest, stream: bool
+    own: Tracing | None,
+    provider: HttpProvider,
+    request: ChatRequest,
+    stream: bool,
+    warnings: Sequence[Warning] = (),
 ) -> CallSpan | None:
-    """The span of a call `provider` is about to send, started; `None` when tracing is off."""
+    """The span of a call `provider` is about to send, started; `None` when tracing is off.
+    `warnings`: the encoding's, which say what of `request` was not sent as it is."""
     if (
         own is None
         and _provider_env is False
@@ -616,7 +649,7 @@ def start_call(
             attributes["server.address"] = host
             if port is not None:
                 attributes["server.port"] = port
-        attributes.update(_request_attributes(request))
+        attributes.update(_request_attributes(request, warnings))
         if stream:
             attributes["gen_ai.request.stream"] = True
         if active.capture:
@@ -1006,11 +1039,11 @@ def input_result(result: Any, spans: BatchSpans | None) -> None:
         if span is None:
             return
         try:
-            _record_input(span, result)
+            _record_input(span, result, spans.active.capture)
         finally:
             end_span(span)
         return
-    _record_input(current[0], result)
+    _record_input(current[0], result, spans is not None and spans.active.capture)
 
 
 def abandoned(span: Span) -> None:
@@ -1023,10 +1056,11 @@ _NOT_ENDED_HERE = frozenset({"not_started", "in_flight_elsewhere", "in_provider_
 """The outcomes of inputs a batch run left for later (its `_NOT_ENDED_HERE`): no failure."""
 
 
-def _record_input(span: Span, result: Any) -> None:
+def _record_input(span: Span, result: Any, capture: bool) -> None:
     try:
         span.set_attribute("allama.batch.label", str(result.label))
-        span.set_attribute("allama.batch.key", str(result.key))
+        if capture:  # a hash of the request: whoever knows the template can test guesses
+            span.set_attribute("allama.batch.key", str(result.key))
         span.set_attribute("allama.batch.attempts", int(result.attempts))
         span.set_attribute("allama.batch.resumed", bool(result.resumed))
         if result.duplicate:
