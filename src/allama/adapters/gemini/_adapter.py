@@ -1,22 +1,67 @@
 """The Gemini dialect as an `Adapter`: a profile and a Gemini capability table joined to
-the encoder, the decoders and the error mapping of this package (loaded on first use)."""
+the encoder, the decoders and the error mapping of this package (loaded on first use).
+
+On Vertex AI (a base URL of the shape `.../v1*/projects/{p}/locations/{l}/publishers/google`,
+or the express mode's `.../v1*/publishers/google`) a model is named as google-genai names
+it there: `projects/...` is a full resource name under the versioned root (a tuned model's
+endpoint, another project's model), `publishers/...` goes under the project and location,
+and `{publisher}/{model}` (`google/gemini-2.5-flash`) is `publishers/{publisher}/models/
+{model}`; a bare id and `models/{id}` stay under the base URL's `publishers/google`.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from allama.adapters._adapter import PackageAdapter, table_for
 from allama.adapters.gemini._capabilities import CAPABILITY_TABLES, GeminiTable
 from allama.adapters.gemini._profile import GeminiProfile
 
-__all__ = ["GenerateContentAdapter", "make_adapter"]
+if TYPE_CHECKING:
+    from allama._degradations import Degradations
+    from allama.adapters._http import HttpRequest
+    from allama.types import ChatRequest
+
+__all__ = ["GenerateContentAdapter", "make_adapter", "vertex_url"]
 
 _SSE = {"alt": "sse"}
+
+_VERTEX_BASE = re.compile(
+    r"(?P<root>[a-z][a-z0-9+.-]*://[^/]+(?:/[^/]+)*?/v1[^/]*/)"
+    r"(?P<scope>projects/[^/]+/locations/[^/]+/)?publishers/google/?"
+)
+"""A Vertex AI base URL: the versioned root, then (but in express mode) the project and
+location, then Google's publisher."""
+
+
+def _method(stream: bool) -> str:
+    return ":streamGenerateContent" if stream else ":generateContent"
+
+
+def vertex_url(base: str, model: str, *, stream: bool) -> str | None:
+    """The URL of a call to `model` under a Vertex AI `base`, when the model is named by a
+    resource path of its own there; `None` when `base` is not Vertex AI's, or the model
+    goes under its `publishers/google` as on the Gemini API (a bare id, `models/{id}`)."""
+    found = _VERTEX_BASE.fullmatch(base)
+    if found is None or "/" not in model or model.startswith("models/"):
+        return None
+    root, scope = found["root"], found["scope"] or ""
+    if model.startswith("projects/"):
+        name = model
+    elif model.startswith("publishers/"):
+        name = scope + model
+    else:
+        publisher, _, model_id = model.partition("/")
+        name = f"{scope}publishers/{publisher}/models/{model_id}"
+    return f"{root}{name}{_method(stream)}"
 
 
 class GenerateContentAdapter(PackageAdapter):
     """`POST {base}/models/{model}:generateContent` (`:streamGenerateContent?alt=sse` for a
-    stream), spoken as `profile` says, answered from `table`."""
+    stream), spoken as `profile` says, answered from `table`; on Vertex AI a model named by
+    its resource path is called there (see the module docstring)."""
 
     __slots__ = ()
 
@@ -26,9 +71,25 @@ class GenerateContentAdapter(PackageAdapter):
     def path(self, model: str, *, stream: bool) -> tuple[str, Mapping[str, str]]:
         # `gemini-2.5-flash`, `models/gemini-2.5-flash` and `tunedModels/...` all name one.
         name = model if "/" in model else f"models/{model}"
-        if stream:
-            return f"/{name}:streamGenerateContent", _SSE
-        return f"/{name}:generateContent", {}
+        return f"/{name}{_method(stream)}", _SSE if stream else {}
+
+    def encode(
+        self,
+        request: ChatRequest,
+        degradations: Degradations,
+        *,
+        stream: bool,
+        url: str,
+        headers: Mapping[str, str],
+        params: Mapping[str, str],
+    ) -> HttpRequest:
+        # The URL is the base URL and `path`: the base is known only here.
+        path, _ = self.path(request.model, stream=stream)
+        if url.endswith(path):
+            url = vertex_url(url[: -len(path)], request.model, stream=stream) or url
+        return super().encode(
+            request, degradations, stream=stream, url=url, headers=headers, params=params
+        )
 
 
 def make_adapter(preset_name: str, profile: object, capabilities: object) -> GenerateContentAdapter:

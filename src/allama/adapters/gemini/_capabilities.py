@@ -119,6 +119,19 @@ class GeminiTable(FamilyTable[GeminiFamily]):
 
     logprobs: tuple[LogprobsRow, ...] = ()
 
+    def _key(self, model: str) -> str:
+        """The model id of a Vertex AI resource name too: `projects/{p}/locations/{l}/`,
+        then `publishers/{publisher}/models/` (or the short `{publisher}/`), left out; a
+        tuned model's `endpoints/{id}` keeps its name, which no row matches."""
+        parts = FamilyTable._key(self, model).split("/")
+        if len(parts) > 4 and parts[0] == "projects" and parts[2] == "locations":
+            parts = parts[4:]
+        if len(parts) == 4 and parts[0] == "publishers" and parts[2] == "models":
+            return parts[3]
+        if len(parts) == 2 and parts[0] not in _COLLECTIONS:
+            return parts[1]
+        return "/".join(parts).removeprefix(self.strip_prefix)
+
     def family(self, model: str) -> GeminiFamily:
         found = self._cache.get(model)
         if found is None:
@@ -135,6 +148,10 @@ class GeminiTable(FamilyTable[GeminiFamily]):
                     self._cache[model] = found
         return found
 
+
+_COLLECTIONS = frozenset({"models", "tunedmodels", "endpoints"})
+"""Collections a two-part name (lower-cased) may start with that are not a publisher (the
+Gemini API's `tunedModels/{id}`)."""
 
 _JSON = SchemaSurface.JSON_SCHEMA
 _OPENAPI = SchemaSurface.RESPONSE_SCHEMA

@@ -132,6 +132,7 @@ __all__ = [
     "Chunk",
     "Layout",
     "Unreadable",
+    "billed_chunk",
     "block_data",
     "decode_body",
     "decode_payload",
@@ -143,8 +144,10 @@ __all__ = [
     "logprobs_of",
     "metadata_data",
     "read_chunk",
+    "says_finish",
     "says_something",
     "usage_of",
+    "with_billed_usage",
     "modality_tokens_of",
 ]
 
@@ -519,6 +522,11 @@ def read_chunk(payload: Mapping[str, Any], *, first_listed: bool = True) -> Chun
         chunk.url_context = chosen.get("urlContextMetadata")
     else:
         chunk.blocked = block_data(payload.get("promptFeedback"))
+    return _read_usage(chunk, payload)
+
+
+def _read_usage(chunk: Chunk, payload: Mapping[str, Any]) -> Chunk:
+    """`chunk` with the `usageMetadata` of `payload` read in (counts, modality tokens, tier)."""
     usage = payload.get("usageMetadata")
     if isinstance(usage, dict):
         chunk.usage = usage_of(usage)
@@ -526,6 +534,25 @@ def read_chunk(payload: Mapping[str, Any], *, first_listed: bool = True) -> Chun
         chunk.tier = served_tier(usage)
         chunk.tier_said = says_tier(usage)
     return chunk
+
+
+def billed_chunk(payload: Mapping[str, Any]) -> Chunk:
+    """Only what a response object says was billed (its model and usage): read from one that
+    does not fit the response shape, whose tokens were paid for all the same."""
+    chunk = Chunk()
+    chunk.model = _text(payload.get("modelVersion"))
+    return _read_usage(chunk, payload)
+
+
+def says_finish(payload: Mapping[str, Any]) -> bool:
+    """Whether a response object ends the answer (its response candidate has a finish
+    reason, or its prompt was blocked), read as far as its shape allows: the usage of a
+    stream chunk that does is the whole call's."""
+    candidates = payload.get("candidates")
+    for candidate in candidates if isinstance(candidates, list) else ():
+        if isinstance(candidate, dict) and _index(candidate) == 0:
+            return _text(candidate.get("finishReason")) is not None
+    return block_data(payload.get("promptFeedback")) is not None
 
 
 def served_tier(usage: Mapping[str, Any]) -> str | None:
@@ -825,15 +852,20 @@ def decode_body(
 def _with_usage(error: Error, payload: Mapping[str, Any]) -> Error:
     """`error` with the usage the response it could not read reported (its tokens were
     billed), at the tier it names, with its audio, image and video tokens."""
-    usage = payload.get("usageMetadata")
-    if not isinstance(usage, dict):
+    return with_billed_usage(error, billed_chunk(payload))
+
+
+def with_billed_usage(error: Error, chunk: Chunk) -> Error:
+    """`error` with the usage `chunk` reports (`billed_chunk`), its model, tier and audio,
+    image and video tokens: what a wrapper that retries or fails over counts as paid."""
+    if chunk.usage is None:
         return error
-    tokens: dict[str, JsonValue] = dict(modality_tokens_of(usage))
+    tokens: dict[str, JsonValue] = dict(chunk.tokens)
     return with_reported_usage(
         error,
-        usage_of(usage).model_dump(mode="json", exclude_none=True),
-        payload.get("modelVersion"),
-        served_tier(usage),
+        chunk.usage.model_dump(mode="json", exclude_none=True),
+        chunk.model,
+        chunk.tier,
         extras=billed_extras({NAMESPACE: tokens}) if tokens else None,
     )
 

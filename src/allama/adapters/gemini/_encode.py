@@ -75,7 +75,9 @@ BODY_OPTION = "gemini"
 in it is merged into allama's, its `thinkingConfig` into allama's one level deeper
 (`request.with_option_json("gemini", {"generationConfig": {"topK": 40}})`), and so is a
 `toolConfig`. Its own response format fields or `functionCallingConfig` are sent in place of
-allama's with a warning on the field."""
+allama's with a warning on the field. Google's snake_case spelling of a field
+(`generation_config`, `response_mime_type`) is read as its camelCase one; a field given in
+both spellings is refused."""
 
 THINKING_BUDGETS = {"minimal": 512, "low": 2048, "medium": 8192, "high": 24_576}
 """`thinkingBudget` per reasoning effort, within the family's range (Gemini 2.5)."""
@@ -510,7 +512,7 @@ class _Encoder:
         generation = self.generation()
         extra = self.request.option_json(BODY_OPTION)
         if isinstance(extra, dict):
-            given = with_option_tools(body, extra)
+            given = with_option_tools(body, self.camel_option(extra))
             more = given.pop("generationConfig", None)
             if isinstance(more, dict):
                 merged = _merge_generation(generation, more)
@@ -522,6 +524,54 @@ class _Encoder:
         if generation:
             body["generationConfig"] = generation
         return body
+
+    def camel_option(self, extra: dict[str, Any]) -> dict[str, Any]:
+        """The body option with Google's snake_case field names (`generation_config`,
+        `response_mime_type`) spelled as allama's camelCase ones, so that each field is
+        merged with allama's and sent once; the message fields are renamed, never the
+        property names of a schema nor the keys of a map. Both spellings of one field are
+        refused: which one Gemini reads is not said."""
+        renamed = self.camel(extra, "")
+        for key in _CAMEL_DEEP:
+            value = renamed.get(key)
+            if isinstance(value, dict):
+                renamed[key] = self.camel_deep(value, key)
+        items = renamed.get("safetySettings")
+        if isinstance(items, list):
+            renamed["safetySettings"] = [
+                self.camel_deep(item, "safetySettings") if isinstance(item, dict) else item
+                for item in items
+            ]
+        return renamed
+
+    def camel_deep(self, message: dict[str, Any], where: str) -> dict[str, Any]:
+        """`message` and the messages in it renamed (`camel`), but for schemas and maps."""
+        renamed = self.camel(message, where)
+        for key, value in renamed.items():
+            if isinstance(value, dict) and key not in _NOT_MESSAGES:
+                renamed[key] = self.camel_deep(value, f"{where}.{key}")
+            elif isinstance(value, list) and key not in _NOT_MESSAGES:
+                renamed[key] = [
+                    self.camel_deep(item, f"{where}.{key}") if isinstance(item, dict) else item
+                    for item in value
+                ]
+        return renamed
+
+    def camel(self, message: dict[str, Any], where: str) -> dict[str, Any]:
+        """`message` with its own keys in camelCase."""
+        renamed: dict[str, Any] = {}
+        spelled: dict[str, str] = {}
+        for key, value in message.items():
+            name = _camel_case(key)
+            if name in spelled:
+                at = f" in `{where}`" if where else ""
+                raise self.invalid(
+                    f"the body option `{BODY_OPTION}` gives `{spelled[name]}` and `{key}`{at}, "
+                    "one field spelled two ways; give one of them"
+                )
+            spelled[name] = key
+            renamed[name] = value
+        return renamed
 
     def output_replaced(self, ours: dict[str, Any], merged: dict[str, Any]) -> None:
         """Say where the body option's `generationConfig` changed the output allama asked
@@ -552,6 +602,34 @@ class _Encoder:
     def warn_replaced(self, field: RequestField, where: str, theirs: Any) -> None:
         what = f"`{where}` of the body option `{BODY_OPTION}`"
         self.degradations.warn(replaced_by_option(self.request, field, what, theirs))
+
+
+_CAMEL_DEEP = ("generationConfig", "toolConfig", "systemInstruction")
+"""The body option's messages renamed all the way down (`_NOT_MESSAGES` aside), besides the
+top level and each of `safetySettings`: those merged with allama's, or sent in their place."""
+
+_NOT_MESSAGES = frozenset(
+    {
+        # Schemas: their keys are property names and keywords.
+        "responseSchema",
+        "responseJsonSchema",
+        "_responseJsonSchema",
+        "parameters",
+        "parametersJsonSchema",
+        "response",
+        # A function call's arguments: the caller's own names.
+        "args",
+    }
+)
+"""Fields (camelCase) whose keys are not field names of Gemini's messages: left as given."""
+
+_SNAKE = re.compile(r"(?<=[a-z0-9])_([a-z0-9])")
+
+
+def _camel_case(name: str) -> str:
+    """A proto field name in the lowerCamelCase of its JSON name (`response_mime_type` is
+    `responseMimeType`); a leading underscore stays (`_response_json_schema`)."""
+    return _SNAKE.sub(lambda found: found[1].upper(), name) if "_" in name else name
 
 
 _OUTPUT = ("responseMimeType", "responseSchema", "responseJsonSchema")

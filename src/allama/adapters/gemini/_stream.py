@@ -35,17 +35,20 @@ stream collects to what the same response's body keeps, and reported once, by `c
   grounding in pieces, this rule would keep only the last piece.
 
 Gemini sends no end marker: the last chunk carries the `finishReason`, and `done` stays
-false. `close()` (at the end of the bytes) stops the open block, reports the parts kept
-verbatim, the candidate metadata and the finish's provider data, and then `Finish` if a
-chunk carried a finish reason; a stream that ends without one is left unfinished, so that
-collecting it raises `IncompleteStreamError`. Usage comes from each chunk's `usageMetadata`
-(running totals: a count reported replaces the one before). Chunks before the one with the
-finish reason carry the input counts and running (or no) output counts, which omitted read
-as 0: their output and reasoning counts (and output audio, image and video tokens) are not
-reported, so a stream that fails, is cut or is cancelled before its finishing chunk keeps its
-input count and an unknown output, as the Anthropic decoder does. The finishing chunk's usage (or a
-later chunk's) is the whole call's, read as a body's is. An error object is raised after
-every event before it was yielded (those were paid for).
+false (a `data: [DONE]` line, OpenAI's end marker, which a proxy may add, is skipped).
+`close()` (at the end of the bytes) stops the open block, reports the parts kept verbatim,
+the candidate metadata and the finish's provider data, and then `Finish` if a chunk carried
+a finish reason; a stream that ends without one is left unfinished, so that collecting it
+raises `IncompleteStreamError`. Usage comes from each chunk's `usageMetadata` (running
+totals: a count reported replaces the one before). Chunks before the one with the finish
+reason carry the input counts and running (or no) output counts, which omitted read as 0:
+their output and reasoning counts (and output audio, image and video tokens) are not
+reported, so a stream that fails, is cut or is cancelled before its finishing chunk keeps
+its input count and an unknown output, as the Anthropic decoder does. The finishing chunk's
+usage (or a later chunk's) is the whole call's, read as a body's is. An error object is
+raised after every event before it was yielded (those were paid for). A chunk that does not
+fit the response shape raises `StreamDecodeError` after its usage, read by the same rule,
+was reported, and with that usage on the error, as a body's that cannot be read has it.
 """
 
 from __future__ import annotations
@@ -63,14 +66,18 @@ from allama.adapters.gemini._decode import (
     AUDIO_TOKENS_KEY,
     NAMESPACE,
     PARTS_KEY,
+    Chunk,
     Layout,
     Unreadable,
+    billed_chunk,
     finish_data,
     finish_reason_of,
     is_error_object,
     metadata_data,
     read_chunk,
+    says_finish,
     says_something,
+    with_billed_usage,
 )
 from allama.adapters.gemini._errors import error_from_payload
 from allama.errors import IncompleteStreamError, StreamDecodeError
@@ -96,6 +103,7 @@ __all__ = ["GenerateStreamDecoder", "decode_stream"]
 _IN_STRING = re.compile(r'["\\]')
 _OUTSIDE_STRING = re.compile(r'[\[\]{}"]')
 _WHITESPACE = " \t\r\n"
+_DONE = "[DONE]"
 
 
 class _Depth:
@@ -279,6 +287,18 @@ def _input_side(tokens: dict[str, JsonValue] | None) -> dict[str, JsonValue] | N
     return kept or None
 
 
+def _running(chunk: Chunk) -> None:
+    """`chunk`'s usage as a chunk before the finishing one says it: the output is still
+    being written, its counts running or omitted (which `usage_of` reads as 0), so a stream
+    that ends here has an output of unknown size; the input is known from the first chunk."""
+    if chunk.usage is not None:
+        chunk.usage = chunk.usage.model_copy(
+            update={"output_tokens": None, "reasoning_tokens": None}
+        )
+    tokens = {key: _input_side(value) for key, value in chunk.tokens.items()}
+    chunk.tokens = {key: value for key, value in tokens.items() if value is not None}
+
+
 class _Events:
     """A `BlockSink` that makes stream events, with allama's block indices from 0."""
 
@@ -330,6 +350,8 @@ class GenerateStreamDecoder:
     def __init__(self, *, provider: str | None = None, model: str | None = None) -> None:
         self._provider = provider
         self._model = model
+        self._served = model
+        """The model the stream says served it (`ResponseStart.model`)."""
         self._framing: _SseReader | _ArrayReader | None = None
         self._head = bytearray()
         self._sink = _Events()
@@ -391,7 +413,12 @@ class GenerateStreamDecoder:
         return IncompleteStreamError("the stream ended in the middle of a chunk").mark_authored()
 
     def _event(self, event: SseEvent, *, at_end: bool) -> Iterator[StreamEvent]:
-        if event.data.strip():
+        data = event.data.strip()
+        if data == _DONE and not isinstance(event, _RawJson):
+            # The end marker of OpenAI's streams, which a proxy in front of Gemini may add:
+            # it says nothing (a stream without a finish reason still ends unfinished).
+            return
+        if data:
             yield from self._data(event.data, at_end=at_end)
 
     def _data(self, data: str, *, at_end: bool) -> Iterator[StreamEvent]:
@@ -418,15 +445,22 @@ class GenerateStreamDecoder:
         try:
             yield from self._chunk(payload)
         except Unreadable as why:
-            raise StreamDecodeError(
-                f"a stream chunk does not fit the response shape: {why}"
-            ).mark_authored() from None
+            error = StreamDecodeError(f"a stream chunk does not fit the response shape: {why}")
+            # Its tokens were billed all the same: its usage is reported before the error,
+            # and kept on it, as a body's that cannot be read is (`_decode._with_usage`).
+            billed = billed_chunk(payload)
+            billed.model = billed.model or self._served
+            if not (self.finished or says_finish(payload)):
+                _running(billed)
+            yield from self._usage(billed)
+            raise with_billed_usage(error.mark_authored(), billed) from None
 
     def _chunk(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
         chunk = read_chunk(payload, first_listed=False)
         if not self._started:
             self._started = True
-            yield ResponseStart(id=chunk.id, model=chunk.model or self._model)
+            self._served = chunk.model or self._model
+            yield ResponseStart(id=chunk.id, model=self._served)
         for part in chunk.parts:
             self._layout.place(part)
             yield from self._sink.drain()
@@ -445,31 +479,29 @@ class GenerateStreamDecoder:
             # A blocked prompt (in the first chunk, which has no candidate).
             self._blocked = chunk.blocked
             self.finished = True
-        if chunk.usage is not None:
-            usage = chunk.usage
-            audio = chunk.tokens.get(AUDIO_TOKENS_KEY)
-            media = chunk.tokens.get(MEDIA_TOKENS_KEY)
-            if not self.finished:
-                # Before the finishing chunk the output is still being written: its counts
-                # are running, or omitted (which `usage_of` reads as 0). A stream cut here
-                # has an output of unknown size; the input is known from the first chunk.
-                usage = usage.model_copy(update={"output_tokens": None, "reasoning_tokens": None})
-                audio, media = _input_side(audio), _input_side(media)
-            yield UsageEvent(usage=usage)  # the last usage reported is the whole call's
-            # What the usage says it is billed at, said at once: a stream that fails later
-            # was still billed at its audio and image prices and its tier's.
-            for key, value in (
-                (AUDIO_TOKENS_KEY, audio),
-                (MEDIA_TOKENS_KEY, media),
-                (SERVICE_TIER_KEY, chunk.tier),
-            ):
-                if value is not None and value != self._billed.get(key):
-                    self._billed[key] = value
-                    yield ProviderDataEvent(namespace=NAMESPACE, key=key, value=value)
-            if chunk.tier_said and chunk.tier is None and self._billed.get(SERVICE_TIER_KEY):
-                # A later usage says the standard tier: the last one reported is the call's.
-                self._billed[SERVICE_TIER_KEY] = None
-                yield ProviderDataEvent(namespace=NAMESPACE, key=SERVICE_TIER_KEY, value=None)
+        if not self.finished:
+            _running(chunk)
+        yield from self._usage(chunk)
+
+    def _usage(self, chunk: Chunk) -> Iterator[StreamEvent]:
+        """The events of a chunk's usage, if it reports one."""
+        if chunk.usage is None:
+            return
+        yield UsageEvent(usage=chunk.usage)  # the last usage reported is the whole call's
+        # What the usage says it is billed at, said at once: a stream that fails later
+        # was still billed at its audio and image prices and its tier's.
+        for key, value in (
+            (AUDIO_TOKENS_KEY, chunk.tokens.get(AUDIO_TOKENS_KEY)),
+            (MEDIA_TOKENS_KEY, chunk.tokens.get(MEDIA_TOKENS_KEY)),
+            (SERVICE_TIER_KEY, chunk.tier),
+        ):
+            if value is not None and value != self._billed.get(key):
+                self._billed[key] = value
+                yield ProviderDataEvent(namespace=NAMESPACE, key=key, value=value)
+        if chunk.tier_said and chunk.tier is None and self._billed.get(SERVICE_TIER_KEY):
+            # A later usage says the standard tier: the last one reported is the call's.
+            self._billed[SERVICE_TIER_KEY] = None
+            yield ProviderDataEvent(namespace=NAMESPACE, key=SERVICE_TIER_KEY, value=None)
 
     def _end(self) -> Iterator[StreamEvent]:
         self._layout.stop()
