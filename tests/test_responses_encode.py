@@ -7,9 +7,12 @@ schema, the same `strict` answer and the same warnings under either API.
 
 from __future__ import annotations
 
+import functools
 import json
+from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from pydantic import BaseModel, Field
 
@@ -17,6 +20,7 @@ import allama
 from allama import ChatRequest, ExtractionMode, Extractor
 from allama.adapters.openai_compat._adapter import ChatCompletionsAdapter
 from allama.adapters.openai_responses._adapter import ResponsesAdapter
+from allama.adapters.openai_responses._decode import decode_response
 from allama.errors import UnsupportedError
 from allama.providers import PRESETS, HttpProvider
 from allama.types import (
@@ -34,8 +38,10 @@ from allama.types import (
     ToolCall,
     ToolChoice,
     ToolDefinition,
+    ToolMessage,
     UnsupportedPolicy,
     UnsupportedStage,
+    UserMessage,
     Warning,
 )
 
@@ -310,14 +316,8 @@ def test_assistant_turns_tool_calls_and_results_as_items() -> None:
     body, warnings = encode(request)
     assert body["input"] == [
         {"role": "user", "content": "Weather?"},
-        {
-            "type": "message",
-            "role": "assistant",
-            "content": [
-                {"type": "output_text", "text": "Looking."},
-                {"type": "refusal", "refusal": "Not the rest."},
-            ],
-        },
+        # Its text, as Chat Completions sends it: no input message part holds a refusal.
+        {"role": "assistant", "content": "Looking."},
         # The arguments go back as the string they were, spaces and all.
         {
             "type": "function_call",
@@ -326,16 +326,194 @@ def test_assistant_turns_tool_calls_and_results_as_items() -> None:
             "arguments": '{"city": "Paris", "n": 2}',
         },
         {"type": "function_call", "call_id": "call_2", "name": "lookup", "arguments": "{}"},
-        {
-            "type": "message",
-            "role": "assistant",
-            "content": [{"type": "output_text", "text": "Done."}],
-        },
+        {"role": "assistant", "content": "Done."},
         {"type": "function_call_output", "call_id": "call_1", "output": "18C"},
         {"type": "function_call_output", "call_id": "call_2", "output": "failed"},
         {"role": "user", "content": "Thanks"},
     ]
     assert fields(warnings) == [("tool_result_error", "unsupported")]
+
+
+SPEC = Path("/work/shared/reference/specs/openai-openapi.yaml")
+"""OpenAI's OpenAPI spec, whose `InputItem` is every item `input` takes."""
+
+
+@functools.cache
+def _spec_input_item() -> jsonschema.Draft202012Validator:
+    yaml = pytest.importorskip("yaml")
+    if not SPEC.exists():
+        pytest.skip(f"OpenAI's OpenAPI spec is not at {SPEC}")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    components = yaml.load(SPEC.read_text(encoding="utf-8"), Loader=loader)["components"]
+    # Any of its kinds: its `oneOf` is told apart by the `type` discriminator, which JSON
+    # Schema does not read, and a user message with a content list fits two of them
+    # (`EasyInputMessage` and `InputMessage`), the spec's own overlap.
+    schema = {"components": components, "anyOf": components["schemas"]["InputItem"]["oneOf"]}
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _unfit(item: dict[str, Any]) -> list[str]:
+    """Why `item` is no `InputItem` of the spec (each deepest error), or nothing."""
+    found: list[str] = []
+
+    def walk(errors: Any) -> None:
+        for error in errors:
+            if error.context:
+                walk(error.context)
+            else:
+                where = "/".join(map(str, error.absolute_path))
+                found.append(f"{where}: {error.message[:100]}")
+
+    walk(_spec_input_item().iter_errors(item))
+    return sorted(set(found))
+
+
+def _stored_turn() -> AssistantMessage:
+    """A turn of a stored response (`store: true`), its item ids kept: reasoning that goes
+    by id alone, then a message with a text and a refusal part, then a call."""
+    output = [
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [
+                {"type": "output_text", "text": "Looking.", "annotations": [], "logprobs": []},
+                {"type": "refusal", "refusal": "Not the rest."},
+            ],
+        },
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "call_1",
+            "name": "lookup",
+            "arguments": "{}",
+            "status": "completed",
+        },
+    ]
+    answer = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "model": "gpt-5-2025-08-07",
+        "store": True,
+        "output": output,
+        "usage": {"input_tokens": 10, "output_tokens": 7, "total_tokens": 17},
+    }
+    content = json.dumps(answer).encode()
+    return decode_response(200, {}, content, provider="openai").to_assistant_message()
+
+
+def test_assistant_messages_go_back_as_input_messages_of_their_text() -> None:
+    """An output message needs its `id` and `status` (and `annotations` on each text part):
+    strict Responses servers (vLLM, Azure AI Foundry, LiteLLM) answer 400 without them. A
+    message allama names no id is an input message, its text its content."""
+    turns = [
+        AssistantMessage(content=(TextPart(text="Ada"), TextPart(text=" Lovelace."))),
+        AssistantMessage(content=(Refusal(text="I can't help with that."),)),
+        AssistantMessage(content=(TextPart(text="Partly."), Refusal(text="Not the rest."))),
+    ]
+    for turn in turns:
+        request = ChatRequest("gpt-4o").user("Who?").push(turn).user("And?")
+        body, warnings = encode(request)
+        assert body["input"][0] == {"role": "user", "content": "Who?"}
+        assert body["input"][2] == {"role": "user", "content": "And?"}
+        assert warnings == []
+    sent = [encode(ChatRequest("gpt-4o").user("Who?").push(turn))[0]["input"][1] for turn in turns]
+    assert sent == [
+        {"role": "assistant", "content": "Ada Lovelace."},
+        {"role": "assistant", "content": "I can't help with that."},
+        # As Chat Completions sends it: the text, without the refusal beside it.
+        {"role": "assistant", "content": "Partly."},
+    ]
+
+
+def test_a_message_sent_by_its_id_is_a_whole_output_message() -> None:
+    """After reasoning that goes by id alone (`store: true`), the message goes by its id
+    too, as the output message the spec requires: `status`, each text part's `annotations`
+    and `logprobs`, and its refusal part kept."""
+    request = (
+        ChatRequest("gpt-5")
+        .user("Weather?")
+        .push(_stored_turn())
+        .tool_result("call_1", "18C")
+        .with_option_json("openai_responses", {"store": True})
+    )
+    body, warnings = encode(request)
+    assert body["input"][1:] == [
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [
+                {"type": "output_text", "text": "Looking.", "annotations": [], "logprobs": []},
+                {"type": "refusal", "refusal": "Not the rest."},
+            ],
+        },
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "call_1",
+            "name": "lookup",
+            "arguments": "{}",
+        },
+        {"type": "function_call_output", "call_id": "call_1", "output": "18C"},
+    ]
+    assert warnings == []
+
+
+def test_every_input_item_allama_sends_is_an_input_item_of_the_spec() -> None:
+    """Each kind of item, validated against `InputItem` in OpenAI's OpenAPI spec."""
+    image = ImagePart(data=b"\x89PNG", media_type="image/png")
+    pdf = DocumentPart(data=b"%PDF-1.7", media_type="application/pdf", title="a.pdf")
+    call = ToolCall(id="call_1", name="lookup", arguments="{}")
+    custom = ToolCall(id="call_2", name="patch", arguments="*** Begin Patch")
+    encrypted = Reasoning(text="Plan.", signature="rs_1", encrypted_content="gAAA")
+    unstored = (
+        ChatRequest("gpt-5")
+        .system("Be brief.")
+        .user("Weather?")
+        .push(
+            UserMessage(content=(TextPart(text="And this?"), image, pdf)),
+            SystemMessage(content="A later instruction."),
+            AssistantMessage(content=(TextPart(text="Looking."), Refusal(text="Not that."))),
+            AssistantMessage(content=(Refusal(text="No."),)),
+            AssistantMessage(content=(encrypted, TextPart(text="Calling."), call, custom)),
+            ToolMessage(tool_call_id="call_1", content="18C"),
+            ToolMessage(tool_call_id="call_2", content="done"),
+        )
+        .developer("Cite sources.")
+        .with_option_json("openai_responses", {"tools": [{"type": "custom", "name": "patch"}]})
+    )
+    stored = (
+        ChatRequest("gpt-5")
+        .user("Weather?")
+        .push(_stored_turn())
+        .tool_result("call_1", "18C")
+        .with_option_json("openai_responses", {"store": True})
+    )
+    items = [*encode(unstored)[0]["input"], *encode(stored)[0]["input"]]
+    assert {json.dumps(item): _unfit(item) for item in items} == {
+        json.dumps(item): [] for item in items
+    }
+    # Every kind is among them.
+    kinds = {(item.get("type"), item.get("role"), "id" in item) for item in items}
+    assert kinds == {
+        (None, "user", False),
+        (None, "system", False),
+        (None, "developer", False),
+        (None, "assistant", False),
+        ("message", "assistant", True),
+        ("reasoning", None, True),
+        ("function_call", None, False),
+        ("function_call", None, True),
+        ("function_call_output", None, False),
+        ("custom_tool_call", None, False),
+        ("custom_tool_call_output", None, False),
+    }
 
 
 def _with_reasoning(*blocks: Reasoning) -> ChatRequest:

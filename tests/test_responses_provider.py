@@ -424,11 +424,7 @@ SYNTHETIC = [
                     "summary": [{"type": "summary_text", "text": "Two images."}],
                     "encrypted_content": _ENCRYPTED,
                 },
-                {
-                    "type": "message",
-                    "role": "assistant",
-                    "content": [{"type": "output_text", "text": "Let me check the weather."}],
-                },
+                {"role": "assistant", "content": "Let me check the weather."},
                 {
                     "type": "function_call",
                     "call_id": "call_1",
@@ -443,10 +439,9 @@ SYNTHETIC = [
                 },
                 {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"},
                 {"type": "function_call_output", "call_id": "call_2", "output": "Rain"},
-                {
-                    "role": "assistant",
-                    "content": [{"type": "refusal", "refusal": "No more forecasts."}],
-                },
+                # Without an id, a refusal goes back as the message's content: no input
+                # message part holds one, and an output message needs its id.
+                {"role": "assistant", "content": "No more forecasts."},
                 {"role": "user", "content": "Thanks."},
             ],
             "tools": [

@@ -38,6 +38,13 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   so is a streamed call: allama reads them from whole responses.
 - There is no plain-text choice output: a `choice` response format is refused (never sent
   as a JSON Schema).
+- An assistant message goes back as an input message, `{"role": "assistant", "content":
+  "..."}` as a user's does, its content its text as Chat Completions sends it (its refusal
+  when it has no text): an output message must carry its `id` and `status`, and strict
+  Responses servers (vLLM, Azure AI Foundry, LiteLLM) answer 400 to one without them, or
+  without each `output_text` part's `annotations`. One sent by its id (after a reasoning
+  item that goes by id alone, above) is an output message whole: its id, `status:
+  "completed"`, and its parts with the fields the spec requires, a refusal kept one.
 - A call of a `custom` tool the body option's `tools` give (by its name) goes back as a
   `custom_tool_call` item, its arguments the free-text `input`, and its result as a
   `custom_tool_call_output`; every other call as a `function_call`.
@@ -242,7 +249,7 @@ class _Encoder(_ChatEncoder):
                     items.append((_output_message(written), written_id))
                     written = []
                 if isinstance(block, TextPart):
-                    written.append({"type": "output_text", "text": block.text})
+                    written.append(_output_text(block.text))
                 else:
                     written.append({"type": "refusal", "refusal": block.text})
                 written_id = item_id
@@ -352,6 +359,8 @@ class _Encoder(_ChatEncoder):
                     continue
             elif by_id and item_id is not None:
                 item = {**item, "id": item_id}
+            if item["type"] == "message":
+                item = _message_item(item)
             sent.append(item)
         return sent
 
@@ -587,8 +596,31 @@ class _Encoder(_ChatEncoder):
         return body
 
 
+def _output_text(text: str) -> dict[str, Any]:
+    """An `output_text` part with the fields the spec requires of one (`annotations` and
+    `logprobs`), empty, as the API gives them back."""
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
 def _output_message(content: list[dict[str, Any]]) -> dict[str, Any]:
+    """A run of an assistant turn's text and refusal parts, before `_message_item` gives it
+    the form it is sent in."""
     return {"type": "message", "role": "assistant", "content": content}
+
+
+def _message_item(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message as the spec's `InputItem` takes it: with its id, an output
+    message (whose `id` and `status` are required); without, an input message whose content
+    is its text (its refusal without any), since neither `output_text` nor `refusal` is an
+    input content part (and the API refuses `input_text` from the assistant)."""
+    parts: list[dict[str, Any]] = message["content"]
+    item_id = message.get("id")
+    if isinstance(item_id, str):
+        return {**message, "status": "completed"}
+    texts = [part["text"] for part in parts if part["type"] == "output_text"]
+    if not texts:
+        texts = [part["refusal"] for part in parts]
+    return {"role": "assistant", "content": "".join(texts)}
 
 
 def encode_request(
