@@ -48,6 +48,8 @@ The finish reason comes from `status`: `completed` is a stop, or tool calls when
 output has any; `incomplete` is a length or a content filter as `incomplete_details`
 says; `failed` raises the error the response holds (with the usage it reports in the
 error's context, `allama.errors.REPORTED_USAGE_KEY`; a stream yields it before the error);
+an `error` object beside a response is read alike in a body and a stream (`response_error`):
+one with neither a code nor a message is none, and one beside `completed` leaves the answer;
 `cancelled` and reasons nobody knows are kept as the provider's own words; a response still
 `queued` or `in_progress` (a background one) has none. Token counts follow allama's
 meaning, which is the API's: cached input inside `input_tokens`, reasoning inside
@@ -106,12 +108,14 @@ __all__ = [
     "decode_body",
     "decode_object",
     "decode_response",
+    "failed_error",
     "finish_reason_of",
     "is_commentary",
     "item_ids_resume",
     "kept_annotations",
     "reasoning_parts",
     "reasoning_text",
+    "response_error",
     "usage_of",
     "uses_search_preview",
 ]
@@ -360,6 +364,47 @@ def _blocks(output: list[Any]) -> _Blocks:
     return read
 
 
+def _says_something(error: Mapping[str, Any]) -> bool:
+    """Whether an error object has a code or a message (`{}`, or both `null`, says none)."""
+    code, message = error.get("code"), error.get("message")
+    has_code = (isinstance(code, str) and bool(code)) or (
+        isinstance(code, int) and not isinstance(code, bool)
+    )
+    return has_code or (isinstance(message, str) and bool(message))
+
+
+def response_error(
+    response: Mapping[str, Any], *, provider: str | None = None, model: str | None = None
+) -> Error | None:
+    """The error a response (a body, or a stream's terminal one) stands for; `None` when it
+    holds an answer. The body and the stream both ask here, so that they agree.
+
+    A `failed` status is an error, whatever its error object says. An error object with
+    neither a code nor a message says nothing. One beside a `completed` status leaves the
+    answer: the provider says the response completed. Any other (a gateway's error where a
+    response should be, or one beside an unfinished or incomplete response) is the error.
+    """
+    if response.get("status") == "failed":
+        return failed_error(response, provider=provider, model=model)
+    error = response.get("error")
+    if not isinstance(error, dict) or not _says_something(error):
+        return None
+    if response.get("status") == "completed":
+        return None
+    return error_from_payload(dict(response), provider=provider, model=model)
+
+
+def failed_error(
+    response: Mapping[str, Any], *, provider: str | None = None, model: str | None = None
+) -> Error:
+    """The error of a failed response: its error object's, or (when that says nothing) that
+    the provider did not say why."""
+    error = response.get("error")
+    if isinstance(error, dict) and not _says_something(error):
+        response = {**response, "error": None}
+    return error_from_failed(response, provider=provider, model=model)
+
+
 def decode_object(
     response: Mapping[str, Any],
     *,
@@ -367,11 +412,13 @@ def decode_object(
     model: str | None = None,
     warnings: Sequence[Warning] = (),
 ) -> ChatResponse:
-    """A response object, already parsed, as a `ChatResponse`; raises the error of a failed
-    one, and `ValueError` (with the reason) for one that does not fit the shape."""
-    if response.get("status") == "failed":
+    """A response object, already parsed, as a `ChatResponse`; raises the error it stands
+    for (`response_error`), and `ValueError` (with the reason) for one that does not fit the
+    shape."""
+    error = response_error(response, provider=provider, model=model)
+    if error is not None:
         # Tokens paid for: an extraction records them (a stream yields them instead).
-        raise _with_usage(error_from_failed(response, provider=provider, model=model), response)
+        raise _with_usage(error, response)
     output = response.get("output")
     if not isinstance(output, list):
         raise _Unreadable("it has no `output` list")
@@ -436,9 +483,6 @@ def decode_body(
         raise _not_a_response(body, "it is not JSON", provider=provider, model=model) from None
     if not isinstance(payload, dict):
         raise _not_a_response(body, "it is not a JSON object", provider=provider, model=model)
-    if isinstance(payload.get("error"), dict) and payload.get("status") != "failed":
-        # An error object where a response should be (a gateway's), or beside one.
-        raise _with_usage(error_from_payload(payload, provider=provider, model=model), payload)
     try:
         return decode_object(payload, provider=provider, model=model, warnings=warnings)
     except _Unreadable as why:

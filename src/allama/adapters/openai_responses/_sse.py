@@ -28,7 +28,8 @@ the same name on the `event:` line) and the stream ends at a terminal event, wit
 - `response.output_text.annotation.added`: an annotation of a text part, kept verbatim at
   its `annotation_index`, and reported as provider data (below).
 - `response.content_part.done`: the part's text beyond what its deltas brought, and its
-  annotations.
+  annotations; `response.output_text.done`, `response.refusal.done` and
+  `response.function_call_arguments.done`: the text or arguments beyond the deltas.
 - `response.output_item.done`: the item's blocks stop, after the reasoning item's
   encrypted content and whatever the finished item holds beyond the deltas (a server
   that sends an item whole); an item allama has no type for is reported as provider data,
@@ -37,9 +38,20 @@ the same name on the `event:` line) and the stream ends at a terminal event, wit
 - `response.completed`, `response.incomplete` (and `response.done`): items the stream never
   announced, the annotations of the finished ones, the ids of the items the blocks came
   from (`resume`), the usage, and the finish reason, read as `decode_object` reads them.
-- `response.failed` (or a terminal response whose `status` is `failed`): its usage, when it
-  has one, then its error; `error`: the error. Either is raised after every event before it
-  was yielded (those were paid for, as may be the tokens the usage counts).
+- `response.failed` (or a terminal response that is an error as `decode_object` reads it:
+  `response_error`): its usage, when it has one, then its error; `error`: the error. Either
+  is raised after every event before it was yielded (those were paid for, as may be the
+  tokens the usage counts).
+
+A finished text (a `.done` event's, a finished part's or item's, the terminal response's)
+is the streamed text, or the streamed text followed by the rest; one that is anything else
+(deltas repeated, lost or out of order) raises `StreamDecodeError`, naming the output item
+and part, for the text the caller was given is not the response's (a call's arguments
+alike; an empty text, or text of another kind, a reasoning summary after reasoning text,
+contradicts nothing). An event whose `sequence_number` came before with the same data is a repeat,
+read once. An item added at the output index of another item, under another id (Ollama
+adds a function call at the index of its message still open), finishes that item as its
+`done` would; events that name an item by `item_id` find it wherever its index went.
 
 Annotations are reported as `decode_object` keeps them, under `annotations`: the list, in
 block order, of `{"index": i, "annotations": [...]}` for every text block with any so far,
@@ -53,14 +65,14 @@ filled, replaces) until then; one that names no open message item, or comes afte
 finished, is left to the finished part. A part without an `annotations` list changes
 nothing.
 
-Other events (`response.output_text.done`, web search progress, events added later) say
-nothing allama reads. allama's block indices count only the blocks it surfaces, densely
-from 0, in the order they open.
+Other events (web search progress, events added later) say nothing allama reads. allama's
+block indices count only the blocks it surfaces, densely from 0, in the order they open.
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -73,17 +85,19 @@ from allama.adapters.openai_responses._decode import (
     ITEMS_KEY,
     NAMESPACE,
     SURFACED_ITEMS,
-    arguments_of,
+    failed_error,
     finish_reason_of,
     is_commentary,
     item_ids_resume,
+    json_text,
     kept_annotations,
     reasoning_parts,
+    response_error,
     usage_of,
     uses_search_preview,
 )
-from allama.adapters.openai_responses._errors import error_from_failed, error_from_payload
-from allama.errors import StreamDecodeError
+from allama.adapters.openai_responses._errors import error_from_payload
+from allama.errors import Error, StreamDecodeError
 from allama.types import (
     SERVICE_TIER_KEY,
     BlockStart,
@@ -125,6 +139,12 @@ _INPUTS = {
 }
 """The events that bring a call's arguments, and the type of the item each is for."""
 _PART_BLOCKS = {"output_text": StreamBlockType.TEXT, "refusal": StreamBlockType.REFUSAL}
+_FINISHED = {
+    "response.output_text.done": ("text", StreamBlockType.TEXT),
+    "response.refusal.done": ("refusal", StreamBlockType.REFUSAL),
+    "response.function_call_arguments.done": ("arguments", StreamBlockType.TOOL_CALL),
+}
+"""The events that finish a part's text or a call's arguments: the key of the whole of it."""
 _SEPARATOR = "\n\n"
 _COMMENTARY = "message:commentary"
 """The kind of a message announced in the `commentary` phase: no type's name, so no other
@@ -220,11 +240,13 @@ class _Block:
 class _Item:
     """An output item the stream announced: its type, its blocks, whether it is done."""
 
-    __slots__ = ("block", "done", "item_id", "kind", "parts")
+    __slots__ = ("block", "done", "item_id", "kind", "parts", "position")
 
-    def __init__(self, kind: str, item_id: str | None) -> None:
+    def __init__(self, kind: str, item_id: str | None, position: int) -> None:
         self.kind = kind
         self.item_id = item_id
+        self.position = position
+        """Its `output_index`."""
         self.block: _Block | None = None
         """The block of a function call or a reasoning item."""
         self.parts: dict[int, _Block] = {}
@@ -252,7 +274,13 @@ class ResponsesStreamDecoder:
         self._provider = provider
         self._model = model
         self._items: dict[int, _Item] = {}
-        self._by_id: dict[str, int] = {}
+        """The item at each output index."""
+        self._retired: list[_Item] = []
+        """Items whose output index the server gave another item (Ollama's function call,
+        added at the index of the message still open)."""
+        self._by_id: dict[str, _Item] = {}
+        self._numbers: dict[int, int] = {}
+        """The hash of the data of the event at each `sequence_number` seen."""
         self._count = 0
         self._others: list[tuple[int, JsonValue]] = []
         self._entries: dict[int, JsonValue] = {}
@@ -292,6 +320,8 @@ class ResponsesStreamDecoder:
         payload = event_json(event, data, at_end=at_end)
         if isinstance(payload, str):  # an error event in the server's own words
             payload = {"error": {"message": payload}}
+        if self._repeated(payload, data):
+            return
         kind = payload.get("type") or event.event
         if (
             kind in _ERRORS
@@ -324,6 +354,8 @@ class ResponsesStreamDecoder:
             yield from self._annotation_added(payload)
         elif kind == "response.content_part.done":
             yield from self._part_done(payload)
+        elif kind in _FINISHED:
+            yield from self._finished(payload, *_FINISHED[kind])
         elif kind == "response.output_item.done":
             yield from self._item_done(payload)
         elif kind in _ENDS:
@@ -331,6 +363,21 @@ class ResponsesStreamDecoder:
             if not isinstance(response, dict):
                 raise StreamDecodeError(f"`{kind}` carries no response").mark_authored()
             yield from self._end(response, _ENDS[kind])
+
+    def _repeated(self, payload: dict[str, Any], data: str) -> bool:
+        """Whether an event is one already read: its `sequence_number` and its data both seen
+        (a relay's repeat, whose delta would be text twice). An event without a number is
+        new; one whose number came with other data is kept, as a server that numbers many
+        events alike sends them, and finished texts still check what its deltas made."""
+        number = _int(payload.get("sequence_number"))
+        if number is None:
+            return False
+        digest = hash(data)
+        seen = self._numbers.get(number)
+        if seen is None:
+            self._numbers[number] = digest
+            return False
+        return seen == digest
 
     def _start(self, response: Any) -> Iterator[StreamEvent]:
         if not isinstance(response, dict):
@@ -350,10 +397,29 @@ class ResponsesStreamDecoder:
 
     # Items and their blocks
 
-    def _output_index(self, payload: dict[str, Any]) -> int:
+    def _lookup(self, payload: dict[str, Any]) -> tuple[int | None, _Item | None]:
+        """The output index an event names and the item there: the one at its
+        `output_index`, unless its `item_id` names an item whose index the server gave a
+        later one (or the event has no index, or none is there)."""
         index = _int(payload.get("output_index"))
-        if index is None:
-            index = self._by_id.get(_str(payload.get("item_id")))
+        known = self._pick(index, _str(payload.get("item_id")), moved=True)
+        return (known.position if known is not None else index), known
+
+    def _pick(self, index: int | None, item_id: str, *, moved: bool = False) -> _Item | None:
+        """The item at `index`, or the one `item_id` names when that is another: any other
+        (a finished item names itself), or with `moved` only one no longer at its index (an
+        event's `item_id`, which a server may fill loosely, where its index decided before).
+        An id several items share leaves each at its own index."""
+        known = self._items.get(index) if index is not None else None
+        named = self._by_id.get(item_id) if item_id else None
+        if named is None or named is known or (known is not None and known.item_id == item_id):
+            return known
+        if known is None or not moved or self._items.get(named.position) is not named:
+            return named
+        return known
+
+    def _output_index(self, payload: dict[str, Any]) -> int:
+        index, _ = self._lookup(payload)
         if index is None:
             raise StreamDecodeError(
                 f"a `{payload.get('type')}` event names no output item"
@@ -371,10 +437,10 @@ class ResponsesStreamDecoder:
         """The item at `index`, announced now (with the events that open its block)."""
         kind = _COMMENTARY if is_commentary(item) else _str(item.get("type"))
         item_id = _str(item.get("id")) or None
-        known = _Item(kind, item_id)
+        known = _Item(kind, item_id, index)
         self._items[index] = known
         if item_id is not None:
-            self._by_id[item_id] = index
+            self._by_id[item_id] = known
         events: list[StreamEvent] = []
         if kind in CALL_ITEMS:
             block = known.block = self._surface(StreamBlockType.TOOL_CALL)
@@ -398,16 +464,43 @@ class ResponsesStreamDecoder:
         if not isinstance(item, dict):
             raise StreamDecodeError("`response.output_item.added` carries no item").mark_authored()
         index = self._output_index(payload)
-        if index in self._items:
-            raise StreamDecodeError(f"output item {index} was added twice").mark_authored()
+        earlier = self._items.get(index)
+        if earlier is not None:
+            item_id = _str(item.get("id"))
+            if not item_id or earlier.item_id in (None, item_id):
+                raise StreamDecodeError(f"output item {index} was added twice").mark_authored()
+            # Another item at the same index (Ollama adds a function call at the index of the
+            # message still open): the earlier one is finished, its events found by its id.
+            yield from self._retire(earlier)
         known, events = self._announce(index, item)
         yield from events
         # An item added with content already in it streams the rest as deltas.
         yield from self._complete(known, item, stop=False)
 
+    def _retire(self, known: _Item) -> Iterator[StreamEvent]:
+        """An item whose index went to another: closed as its `done` would close it (an item
+        allama has no type for stays open, for its `done` to report it), kept for the end."""
+        if not known.done and known.kind in SURFACED_ITEMS:
+            known.done = True
+            yield from self._complete(known, {}, stop=True)
+        self._retired.append(known)
+
+    def _known(self) -> list[_Item]:
+        """Every item announced, those whose index went to another among them."""
+        return [*self._retired, *self._items.values()]
+
+    @staticmethod
+    def _where(known: _Item, part: int | None = None) -> str:
+        """Where a block's text is, to say in an error (never the text)."""
+        where = f"output item {known.position}"
+        return where if part is None else f"{where}, content part {part}"
+
     def _item(self, payload: dict[str, Any]) -> _Item:
-        index = self._output_index(payload)
-        known = self._items.get(index)
+        index, known = self._lookup(payload)
+        if index is None:
+            raise StreamDecodeError(
+                f"a `{payload.get('type')}` event names no output item"
+            ).mark_authored()
         if known is None or known.done:
             raise StreamDecodeError(
                 f"a `{payload.get('type')}` event for output item {index}, which is not open"
@@ -466,16 +559,36 @@ class ResponsesStreamDecoder:
         elif block.block_type is not block_type:
             return
         key = "text" if block_type is StreamBlockType.TEXT else "refusal"
-        yield from self._rest(block, _str(part.get(key)))
+        yield from self._rest(block, _str(part.get(key)), self._where(known, content_index))
         if block_type is StreamBlockType.TEXT:
             yield from self._annotations(block, part, final=True)
 
+    def _finished(
+        self, payload: dict[str, Any], key: str, block_type: StreamBlockType
+    ) -> Iterator[StreamEvent]:
+        """A part's whole text or a call's whole arguments (`output_text.done`,
+        `refusal.done`, `function_call_arguments.done`): the end its deltas did not bring.
+        One for an item not open or a block never opened is left to the finished part or
+        item; one that is not a string (arguments as an object) to the finished item."""
+        known = self._open_item(payload)
+        whole = payload.get(key)
+        if known is None or not isinstance(whole, str):
+            return
+        if block_type is StreamBlockType.TOOL_CALL:
+            block = known.block if known.kind == "function_call" else None
+            where = self._where(known)
+        elif known.kind == "message":
+            content_index = _int(payload.get("content_index")) or 0
+            block = known.parts.get(content_index)
+            where = self._where(known, content_index)
+        else:
+            return
+        if block is not None and block.block_type is block_type:
+            yield from self._rest(block, whole, where)
+
     def _open_item(self, payload: dict[str, Any]) -> _Item | None:
         """The announced, unfinished item an event names, if it names one."""
-        index = _int(payload.get("output_index"))
-        if index is None:
-            index = self._by_id.get(_str(payload.get("item_id")))
-        known = self._items.get(index) if index is not None else None
+        _, known = self._lookup(payload)
         return None if known is None or known.done else known
 
     # Annotations
@@ -558,7 +671,7 @@ class ResponsesStreamDecoder:
         if known.kind != kind or known.block is None:
             raise StreamDecodeError(f"`{kind}` arguments for a `{known.kind}` item").mark_authored()
         if done:
-            yield from self._rest(known.block, _str(payload.get("input")))
+            yield from self._rest(known.block, _str(payload.get("input")), self._where(known))
         else:
             yield from self._piece(known.block, _str(payload.get("delta")))
 
@@ -619,7 +732,8 @@ class ResponsesStreamDecoder:
                     yield BlockStart(index=block.index, block_type=block_type)
                 if block.block_type is block_type:
                     key = "text" if block_type is StreamBlockType.TEXT else "refusal"
-                    yield from self._rest(block, _str(part.get(key)))
+                    where = self._where(known, position)
+                    yield from self._rest(block, _str(part.get(key)), where)
                     if block_type is StreamBlockType.TEXT:
                         yield from self._annotations(block, part, final=stop)
             if stop:
@@ -630,40 +744,68 @@ class ResponsesStreamDecoder:
         if block is None:
             return
         if known.kind in CALL_ITEMS:
-            yield from self._rest(block, arguments_of(item))
+            yield from self._call_rest(known, block, item)
         else:
-            yield from self._reasoning_rest(block, item, stop=stop)
+            yield from self._reasoning_rest(block, item, stop=stop, where=self._where(known))
             yield from self._seal(block, item)
         if stop:
             yield from self._stop(block)
 
+    def _call_rest(
+        self, known: _Item, block: _Block, item: dict[str, Any]
+    ) -> Iterator[StreamEvent]:
+        """What a finished call's arguments hold beyond what streamed. Arguments a server
+        sends as an object agree with streamed text that is the same JSON."""
+        raw = item.get("input" if known.kind == "custom_tool_call" else "arguments")
+        if raw is None:
+            return
+        if isinstance(raw, str):
+            yield from self._rest(block, raw, self._where(known))
+        elif not _parses_to(block.streamed(), raw):
+            yield from self._rest(block, json_text(raw), self._where(known))
+
     def _reasoning_rest(
-        self, block: _Block, item: dict[str, Any], *, stop: bool
+        self, block: _Block, item: dict[str, Any], *, stop: bool, where: str
     ) -> Iterator[StreamEvent]:
         """What a reasoning item holds beyond what streamed: its summary, or else (once no
         summary can come) its reasoning text, or the text held back if it has none."""
         summary, content = reasoning_parts(item)
         if summary:
             block.held = []
-            yield from self._reasoning_final(block, summary, "summary")
+            yield from self._reasoning_final(block, summary, "summary", where)
         elif block.source != "summary":
             if stop or self._summaries is False or block.source == "content":
                 held = block.release()
-                yield from self._reasoning_final(block, content or held, "content")
+                yield from self._reasoning_final(block, content or held, "content", where)
             elif content:
                 block.held = [content]  # the item's own words for it, still held back
 
-    def _reasoning_final(self, block: _Block, final: str, source: str) -> Iterator[StreamEvent]:
+    def _reasoning_final(
+        self, block: _Block, final: str, source: str, where: str
+    ) -> Iterator[StreamEvent]:
+        """The end of a reasoning item's finished text the deltas did not bring. Text of the
+        other source (a summary after reasoning text streamed) is not what streamed, so it
+        contradicts nothing: the streamed text stays."""
         streamed = block.streamed()
-        if final.startswith(streamed) and final != streamed:
+        if not final or final == streamed:
+            return
+        if block.open and final.startswith(streamed):
             block.source = block.source or source
             yield from self._piece(block, final[len(streamed) :])
+        elif block.source in (None, source):
+            raise _disagree(where)
 
-    def _rest(self, block: _Block, final: str) -> Iterator[StreamEvent]:
-        """The end of `final` the deltas did not bring, when they brought its beginning."""
+    def _rest(self, block: _Block, final: str, where: str) -> Iterator[StreamEvent]:
+        """The end of `final` (a finished text) the deltas did not bring. One that is not
+        what streamed followed by more, or comes after the block stopped with more, says
+        the deltas were wrong (repeated, lost, out of order): raised, for the text the
+        caller was given is not the response's. An empty one says nothing."""
         streamed = block.streamed()
-        if final != streamed and final.startswith(streamed):
-            yield from self._piece(block, final[len(streamed) :])
+        if not final or final == streamed:
+            return
+        if not block.open or not final.startswith(streamed):
+            raise _disagree(where)
+        yield from self._piece(block, final[len(streamed) :])
 
     @staticmethod
     def _stop(block: _Block) -> Iterator[StreamEvent]:
@@ -679,15 +821,21 @@ class ResponsesStreamDecoder:
         yield from self._finish_item(index, item)
 
     def _finish_item(self, index: int, item: dict[str, Any]) -> Iterator[StreamEvent]:
-        known = self._items.get(index)
+        item_id = _str(item.get("id"))
+        known = self._pick(index, item_id)
         if known is None:
             # Never announced: a server that sends finished items only.
             known, events = self._announce(index, item)
             yield from events
         if known.done:
+            # Finished again (by the final response): a message's annotations are the last
+            # word, and its text, or a call's arguments, must be what streamed (unless the
+            # item found at its index is another, by its id).
+            same = not item_id or known.item_id in (None, item_id)
             if known.kind == "message":
-                # Finished again (by the final response): its annotations are the last word.
-                yield from self._final_annotations(known, item)
+                yield from self._final_annotations(known, item, check=same)
+            elif known.kind in CALL_ITEMS and known.block is not None and same:
+                yield from self._call_rest(known, known.block, item)
             return
         known.done = True
         known.item_id = known.item_id or _str(item.get("id")) or None
@@ -701,32 +849,37 @@ class ResponsesStreamDecoder:
             namespace=NAMESPACE, key=ITEMS_KEY, value=[other for _, other in self._others]
         )
 
-    def _final_annotations(self, known: _Item, item: dict[str, Any]) -> Iterator[StreamEvent]:
-        """The annotations of a finished message's text parts, given again."""
+    def _final_annotations(
+        self, known: _Item, item: dict[str, Any], *, check: bool
+    ) -> Iterator[StreamEvent]:
+        """The annotations of a finished message's parts, given again, and (with `check`)
+        their text, which must be what streamed."""
         content = item.get("content")
         for position, part in enumerate(content if isinstance(content, list) else ()):
             block = known.parts.get(position)
-            if (
-                block is not None
-                and block.block_type is StreamBlockType.TEXT
-                and isinstance(part, dict)
-                and part.get("type") == "output_text"
-            ):
+            kind = part.get("type") if isinstance(part, dict) else None
+            block_type = _PART_BLOCKS.get(kind) if isinstance(kind, str) else None
+            if block is None or block_type is not block.block_type or not isinstance(part, dict):
+                continue
+            if check:
+                key = "text" if block_type is StreamBlockType.TEXT else "refusal"
+                yield from self._rest(block, _str(part.get(key)), self._where(known, position))
+            if block_type is StreamBlockType.TEXT:
                 yield from self._annotations(block, part, final=True)
 
     # The end
 
-    def _fail(self, response: dict[str, Any]) -> Iterator[StreamEvent]:
+    def _fail(self, response: dict[str, Any], error: Error | None = None) -> Iterator[StreamEvent]:
         """A failed response's usage, when it has one (the tokens may have been paid for),
         with the model and the service tier it names (whose prices were paid), then its
-        error."""
+        error (`error`, or that of a failed response)."""
         usage = response.get("usage")
         if isinstance(usage, dict):
             yield from self._start(response)
             yield UsageEvent(usage=usage_of(usage))
             yield from self._money(usage)
             yield from self._tier(response)
-        raise error_from_failed(response, provider=self._provider, model=self._model)
+        raise error or failed_error(response, provider=self._provider, model=self._model)
 
     def _money(self, usage: dict[str, Any]) -> Iterator[StreamEvent]:
         money = money_fields(usage)
@@ -746,7 +899,7 @@ class ResponsesStreamDecoder:
         """The ids of the items each block came from, as `decode_object` keeps them."""
         owners = [
             (block.index, block.block_type is StreamBlockType.REASONING, known.item_id)
-            for known in self._items.values()
+            for known in self._known()
             for block in _blocks_of(known)
         ]
         owners.sort()
@@ -758,13 +911,15 @@ class ResponsesStreamDecoder:
             )
 
     def _end(self, response: dict[str, Any], status: str) -> Iterator[StreamEvent]:
-        if response.get("status") == "failed":
-            yield from self._fail(response)
+        terminal = response if response.get("status") else {**response, "status": status}
+        error = response_error(terminal, provider=self._provider, model=self._model)
+        if error is not None:  # as `decode_object` decides for the same response
+            yield from self._fail(response, error)
         output = response.get("output")
         for index, item in enumerate(output if isinstance(output, list) else ()):
             if isinstance(item, dict):
                 yield from self._finish_item(index, item)
-        blocks = [block for known in self._items.values() for block in _blocks_of(known)]
+        blocks = [block for known in self._known() for block in _blocks_of(known)]
         for block in sorted(blocks, key=lambda b: b.index):
             if block.open and block.held and not block.pieces:
                 # Reasoning text of an item that never finished: no summary came.
@@ -778,7 +933,6 @@ class ResponsesStreamDecoder:
             yield from self._money(usage)
         yield from self._tier(response)
         self.finished = self.done = True
-        terminal = response if response.get("status") else {**response, "status": status}
         yield Finish(finish_reason=finish_reason_of(terminal, has_tool_calls=self._has_calls))
 
 
@@ -787,6 +941,23 @@ def _may_summarize(reasoning: Any) -> bool:
     no reasoning configuration at all (`null`, OpenRouter's for the models it gives raw
     reasoning text of). A `summary` of `null` is no promise: xAI says so, and summarizes."""
     return reasoning is not None
+
+
+def _disagree(where: str) -> StreamDecodeError:
+    """The error of deltas that are not the text the stream finished with (the text is not
+    quoted: it is the model's)."""
+    return StreamDecodeError(
+        f"the streamed deltas of {where} disagree with its finished text"
+    ).mark_authored()
+
+
+def _parses_to(text: str, value: Any) -> bool:
+    """Whether `text` is JSON for `value` (a call's arguments a server sent as an object)."""
+    try:
+        parsed: Any = json.loads(text)
+    except ValueError:
+        return False
+    return bool(parsed == value)
 
 
 def _blocks_of(known: _Item) -> list[_Block]:
