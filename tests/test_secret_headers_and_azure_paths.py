@@ -26,6 +26,17 @@ GATEWAY_HEADERS = (
     "Proxy-Authorization",
     "Helicone-Auth",
 )
+ONE_WORD_HEADERS = (
+    "X-AccessToken",
+    "X-CSRFToken",
+    "X-AppKey",
+    "x-apitoken",
+    "X-ClientSecret",
+    "X-PrivateKey",
+    "AccessKey",
+)
+"""Credential headers named as one word, which a word counted only at the start of a part
+let through: their value was shown in a repr and echoed in errors."""
 SECRET = "gw/secret-0123456"
 PROVIDER_KEY = "sk-provider-0001"
 
@@ -80,7 +91,7 @@ def _failure(provider: Any, mode: str) -> Error:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize("header", GATEWAY_HEADERS)
+@pytest.mark.parametrize("header", GATEWAY_HEADERS + ONE_WORD_HEADERS)
 def test_the_request_repr_redacts_a_gateway_header(header: str, stream: bool) -> None:
     provider = allama.provider(
         "openai",
@@ -106,7 +117,7 @@ def test_the_request_repr_redacts_a_gateway_header(header: str, stream: bool) ->
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "stream", "astream"])
-@pytest.mark.parametrize("header", GATEWAY_HEADERS)
+@pytest.mark.parametrize("header", GATEWAY_HEADERS + ONE_WORD_HEADERS)
 def test_a_gateway_header_echoed_in_an_error_is_redacted(header: str, mode: str) -> None:
     """Echoed as sent and as JSON escapes it (`\\/`); a short value of a header named
     `session` stays in the message, where it cannot be told from ordinary words."""
@@ -262,6 +273,34 @@ def test_an_azure_endpoint_in_another_case_serves_the_responses_api(endpoint_url
     provider.close()
 
 
+_FOUNDRY = (
+    "an endpoint ending in /models is Azure AI Foundry's model-inference API, which serves "
+    "models of many families: use allama.provider('azure-foundry', endpoint=...)"
+)
+
+
+@pytest.mark.parametrize(
+    "endpoint_url",
+    [
+        "https://r.openai.azure.com/Models",
+        "https://r.openai.azure.com/MODELS/",
+        "https://r.services.ai.azure.com/Models?api-version=2024-05-01-preview",
+    ],
+)
+def test_an_azure_models_endpoint_in_any_case_is_refused_for_foundry(endpoint_url: str) -> None:
+    """`/Models` is `/models`, Foundry's API: not a resource whose deployment path is added
+    after it (`.../Models/openai/deployments/...`, which answers 404)."""
+    with pytest.raises(ValueError) as refused:
+        allama.provider("azure-openai", endpoint=endpoint_url, api_key="k" * 10)
+    assert str(refused.value) == _FOUNDRY
+
+
+@pytest.mark.parametrize("base_url", ["http://localhost:11434/V1", "http://localhost:11434/V1/"])
+def test_an_ollama_base_url_ending_in_v1_in_any_case_is_refused(base_url: str) -> None:
+    with pytest.raises(ValueError, match=r"ollama-openai"):
+        allama.provider("ollama", base_url=base_url)
+
+
 @pytest.mark.parametrize("preset", ["openai", "anthropic", "gemini"])
 def test_a_job_targets_repr_shows_no_gateway_credential(preset: str) -> None:
     # A provider batch job's runner holds its target in its frames, which a traceback
@@ -287,17 +326,56 @@ def test_a_job_targets_repr_shows_no_gateway_credential(preset: str) -> None:
         ("x-amz-security-token", True),
         ("x-portkey-api-key", True),
         ("x-apikey", True),
+        *((name, True) for name in GATEWAY_HEADERS),
+        # A word ending a part counts as one beginning it: names written as one word.
+        *((name, True) for name in ONE_WORD_HEADERS),
+        ("X-Access-Token", True),
+        ("x-accesstoken", True),
+        ("X-Auth-Token", True),
+        ("x-portkey-virtual-key", True),
+        ("Authorization", True),
+        ("X-Api-Key", True),
         # Parts of the name, not any letters: a provider, a trace or a session's name.
         ("x-portkey-provider", False),
+        ("X-Portkey-Provider", False),
         ("x-portkey-trace-id", False),
         ("Helicone-Session-Name", False),
         ("x-trace-id", False),
+        ("x-session-id", False),
+        ("Content-Type", False),
+        # A count of tokens, and keys that name a request or a cached answer, open nothing.
+        ("x-max-tokens", False),
+        ("Idempotency-Key", False),
+        ("x-idempotency-key", False),
+        ("cf-aig-cache-key", False),
     ],
 )
 def test_a_header_is_a_credential_by_the_parts_of_its_name(name: str, secret: bool) -> None:
     from allama.adapters._http import is_secret_header
 
     assert is_secret_header(name) is secret
+
+
+def test_the_request_repr_shows_a_header_that_only_looks_like_a_credential() -> None:
+    provider = allama.provider(
+        "openai",
+        api_key=PROVIDER_KEY,
+        base_url="https://gw.example/v1",
+        headers={
+            "Idempotency-Key": "req-7f3a",
+            "x-max-tokens": "256",
+            "x-portkey-provider": "openai",
+            "X-AppKey": SECRET,
+        },
+    )
+    http, _ = provider._prepare(ChatRequest("gpt-4o").user("Hi"), stream=False)
+    shown = repr(http)
+    assert "'Idempotency-Key': 'req-7f3a'" in shown
+    assert "'x-max-tokens': '256'" in shown
+    assert "'x-portkey-provider': 'openai'" in shown
+    assert "'X-AppKey': '<redacted>'" in shown
+    assert SECRET not in shown
+    provider.close()
 
 
 def test_a_routing_headers_value_is_left_in_the_providers_words() -> None:

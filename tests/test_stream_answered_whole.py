@@ -454,3 +454,70 @@ def test_a_whole_answer_followed_by_the_end_marker_is_read_whole(read: Any, end:
     assert (response.text(), response.finish_reason) == ("hello", "stop")
     assert response.usage == Usage(input_tokens=3, output_tokens=1)
     assert isinstance(events[-1], Finish)
+
+
+@pytest.mark.parametrize("read", READERS)
+@pytest.mark.parametrize("label", [SSE, JSON])
+@pytest.mark.parametrize("split", [1, 2], ids=["one-byte", "two-bytes"])
+def test_a_whole_answer_after_a_byte_order_mark_that_arrives_in_pieces_is_read_whole(
+    split: int, label: str, read: Any
+) -> None:
+    # The mark's first bytes alone were taken for the body's start, so the body went to the
+    # events' decoder and ended incomplete: retried, and paid for twice.
+    body = json.dumps(OPENAI).encode()
+    host = ChunkedHost([BOM[:split], BOM[split:] + b"\n", body[:5], body[5:]], label)
+    events, response = read(host.provider("openai"), _request("openai"))
+    assert (response.text(), response.finish_reason) == ("hello", "stop")
+    assert response.usage == Usage(input_tokens=3, output_tokens=1)
+    assert isinstance(events[-1], Finish)
+    assert len(host.calls) == 1
+
+
+TAILS = [
+    pytest.param(b"\n\nevent: done\ndata: [DONE]\n\n", id="event-line"),
+    pytest.param(b"\n\nid: 9\ndata: [DONE]\n\n", id="id-line"),
+    pytest.param(b"\n\nretry: 3000\n\n", id="retry-line"),
+    pytest.param(b"\n\ndata: [DONE]\n\n: bye\n\n", id="comment-after"),
+    pytest.param(b"\r\n: keep-alive\r\n\r\ndata:[DONE]\r\n", id="comment-before-crlf"),
+    pytest.param(b"\n\ndata: [DONE]\n\ndata: [DONE]\n\n", id="done-twice"),
+    pytest.param(b"\n\nevent: end\n\n", id="no-end-marker"),
+]
+
+
+@pytest.mark.parametrize("read", READERS)
+@pytest.mark.parametrize("label", [SSE, JSON])
+@pytest.mark.parametrize("tail", TAILS)
+def test_a_whole_answer_followed_by_events_framing_is_read_whole(
+    tail: bytes, label: str, read: Any
+) -> None:
+    # Any framing of server-sent events after the object, not the end marker alone: the
+    # answer read as an empty finished stream (no text, no finish reason) and was lost.
+    body = json.dumps(OPENAI).encode() + tail
+    host = ChunkedHost([body[:9], body[9:]], label)
+    events, response = read(host.provider("openai"), _request("openai"))
+    assert (response.text(), response.finish_reason) == ("hello", "stop")
+    assert response.usage == Usage(input_tokens=3, output_tokens=1)
+    assert isinstance(events[-1], Finish)
+    assert len(host.calls) == 1
+
+
+@pytest.mark.parametrize("read", READERS)
+@pytest.mark.parametrize("label", [SSE, JSON])
+@pytest.mark.parametrize(
+    "tail",
+    [
+        pytest.param(b"\n\nnote: cached\ndata: [DONE]\n\n", id="unknown-field"),
+        pytest.param(b"\n\n{}\n\ndata: [DONE]\n\n", id="second-object"),
+    ],
+)
+def test_a_json_object_with_more_than_framing_after_it_is_no_empty_finished_answer(
+    tail: bytes, label: str, read: Any
+) -> None:
+    # Neither the whole answer nor events that say anything: incomplete, to be tried again,
+    # where it read as a finished answer with no text and no finish reason.
+    body = json.dumps(OPENAI).encode() + tail
+    provider = ChunkedHost([body[:9], body[9:]], label).provider("openai")
+    with pytest.raises(allama.IncompleteStreamError) as caught:
+        read(provider, _request("openai"))
+    assert caught.value.retryable is True
+    assert caught.value.provider == "openai"

@@ -52,11 +52,19 @@ _SECRET_WORDS = (
     "jwt",
     "assertion",
 )
-"""Words that begin a part of a header's name (between `-`, `_` and `.`) and make its value a
-credential: a gateway's own header (`cf-aig-authorization`, `Ocp-Apim-Subscription-Key`,
+"""Words that begin or end a part of a header's name (between `-`, `_` and `.`) and make its
+value a credential: a gateway's own header (`cf-aig-authorization`, `Ocp-Apim-Subscription-Key`,
 `x-portkey-api-key`, `Proxy-Authorization`, `Helicone-Auth`, `Cf-Access-Jwt-Assertion`) is
-named by none of `SECRET_HEADERS`. Parts, not any letters: `x-portkey-provider` names a
-provider, not a key."""
+named by none of `SECRET_HEADERS`, and one written as one word (`X-AccessToken`, `X-AppKey`,
+`x-apitoken`) ends with one. Parts, not any letters: `x-portkey-provider` names a provider,
+not a key. Case plays no part, as in HTTP: `X-AccessToken` is `x-accesstoken`."""
+
+_NOT_SECRET = frozenset(
+    {"portkey", "tokens", "idempotency-key", "x-idempotency-key", "cf-aig-cache-key"}
+)
+"""Names, and parts of names, that `_SECRET_WORDS` would take for a credential and that are
+none: a gateway's name (`x-portkey-provider`), a count (`x-max-tokens`), and keys that name a
+request or a cached answer rather than open anything (`Idempotency-Key`)."""
 
 
 def is_secret_header(name: str) -> bool:
@@ -65,7 +73,12 @@ def is_secret_header(name: str) -> bool:
     lowered = name.lower()
     if lowered in SECRET_HEADERS:
         return True
-    return any(part.startswith(_SECRET_WORDS) for part in re.split(r"[-_.]", lowered))
+    if lowered in _NOT_SECRET:
+        return False
+    return any(
+        part not in _NOT_SECRET and (part.startswith(_SECRET_WORDS) or part.endswith(_SECRET_WORDS))
+        for part in re.split(r"[-_.]", lowered)
+    )
 
 
 @dataclass(frozen=True, slots=True)

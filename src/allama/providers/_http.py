@@ -35,6 +35,7 @@ from allama.errors import (
     AuthenticationError,
     Error,
     ErrorContext,
+    IncompleteStreamError,
     InvalidRequestError,
     RateLimitedError,
     UnsupportedError,
@@ -443,7 +444,7 @@ class HttpProvider:
             if re.search(part, f"{_url_path(url)}/"):
                 raise ValueError(instead)
         for suffix, instead in preset.refused_suffixes:
-            if url.endswith(suffix):
+            if _without_suffix(url, suffix) is not None:  # (`/Models` is `/models`)
                 raise ValueError(instead)
         for suffix in preset.cut_suffixes:
             url = _without_suffix(url, suffix) or url
@@ -742,6 +743,13 @@ class HttpProvider:
         `_json_answer`'s are, once it has all come."""
         return self._adapter.stream_accept == "text/event-stream" and not self._json_answer(headers)
 
+    def _events_after(self, read: bytes) -> bool:
+        """Whether a body labelled JSON (`_json_answer`) and read whole, which is no whole
+        answer, is a JSON object followed by server-sent events, to be decoded as
+        `_after_object` does; a stream the dialect frames in JSON (Ollama's lines) streams
+        as it is."""
+        return self._adapter.stream_accept == "text/event-stream" and _object_start(read)
+
     def _whole(
         self,
         request: ChatRequest,
@@ -754,18 +762,34 @@ class HttpProvider:
         response (paid for, so given as the stream's events rather than retried), or the
         error it holds raised, as `chat` would; `None` for a body that is not one JSON
         object (a stream labelled JSON, left to the stream decoder). The object may be
-        followed by the end marker of server-sent events (`data: [DONE]`), which a gateway
-        that answers whole may still write."""
-        body = body.removeprefix(_BOM)
-        for candidate in (body, _DONE_AFTER.sub(b"", body)):
-            try:
-                one = isinstance(read_json(candidate), dict)
-            except ValueError:
-                continue
-            if one:
-                answer = HttpResponse(status, headers, candidate)
-                return self._response(request, answer, warnings)
-        return None
+        followed by the framing of server-sent events (`_one_object`), which a gateway that
+        answers whole may still write."""
+        one = _one_object(body.removeprefix(_BOM))
+        if one is None:
+            return None
+        return self._response(request, HttpResponse(status, headers, one), warnings)
+
+    def _after_object(self, decoder: StreamDecoder, body: bytes) -> Iterator[StreamEvent]:
+        """The events of a whole body that begins as a JSON object and is no whole answer
+        (more than framing follows the object), as the dialect's decoder reads them. Where
+        they finish with nothing said (the end marker after the object: a `Finish` with no
+        reason, no content before it), the body is refused as incomplete: an empty finished
+        answer would stand for the one paid for, which no retry would then fetch."""
+
+        def decoded() -> Iterator[StreamEvent]:
+            yield from decoder.feed(body)
+            if not decoder.done:
+                yield from decoder.close()
+
+        said = False
+        for event in decoded():
+            if isinstance(event, vocabulary.Finish) and event.finish_reason is None and not said:
+                raise IncompleteStreamError(
+                    "the stream began with a JSON object that is no whole answer, and ended "
+                    "with no response"
+                ).mark_authored()
+            said = said or event.type not in _UNSAID
+            yield _issued(event, self.name)
 
     def _decoder(self, request: ChatRequest) -> StreamDecoder:
         return self._adapter.stream_decoder(provider=self.name, model=request.model)
@@ -845,6 +869,7 @@ class HttpProvider:
             self._scrub(error.with_provider(self.name).with_model(request.model))
             raise
         chunks = handle.iter_bytes() if span is None else span.timed(handle.iter_bytes())
+        after: bytes | None = None  # (a JSON object that is no whole answer, `_after_object`)
         if self._json_answer(handle.headers):
             try:
                 read = _head(chunks)
@@ -863,13 +888,19 @@ class HttpProvider:
                 if isinstance(failure, Error):
                     self._scrub(failure.with_provider(self.name).with_model(request.model))
                 raise
-            chunks = itertools.chain((read,), chunks)
+            if self._events_after(read):
+                after = read
+            else:
+                chunks = itertools.chain((read,), chunks)
         decoder = self._decoder(request)
         sniff = self._sniffs(handle.headers)
 
         def events() -> Iterator[StreamEvent]:
             for warning in warnings:
                 yield vocabulary.WarningEvent(warning=warning)
+            if after is not None:
+                yield from self._after_object(decoder, after)
+                return
             head: bytes | None = b"" if sniff else None
             for chunk in chunks:
                 if head is not None:
@@ -882,7 +913,9 @@ class HttpProvider:
                         whole = self._whole(request, handle.status, handle.headers, chunk, [])
                         if whole is not None:
                             yield from streams.response_events(whole)
-                            return
+                        else:
+                            yield from self._after_object(decoder, chunk)
+                        return
                 for event in decoder.feed(chunk):
                     yield _issued(event, self.name)
                 if decoder.done:
@@ -967,6 +1000,7 @@ class HttpProvider:
             self._scrub(error.with_provider(self.name).with_model(request.model))
             raise
         chunks = handle.aiter_bytes() if span is None else span.atimed(handle.aiter_bytes())
+        after: bytes | None = None  # (a JSON object that is no whole answer, `_after_object`)
         if self._json_answer(handle.headers):
             try:
                 read = await _ahead(chunks)
@@ -985,7 +1019,10 @@ class HttpProvider:
                 if isinstance(failure, Error):
                     self._scrub(failure.with_provider(self.name).with_model(request.model))
                 raise
-            chunks = _aprefixed(read, chunks)
+            if self._events_after(read):
+                after = read
+            else:
+                chunks = _aprefixed(read, chunks)
         decoder = self._decoder(request)
         sniff = self._sniffs(handle.headers)
 
@@ -993,6 +1030,10 @@ class HttpProvider:
             try:
                 for warning in warnings:
                     yield vocabulary.WarningEvent(warning=warning)
+                if after is not None:
+                    for event in self._after_object(decoder, after):
+                        yield event
+                    return
                 head: bytes | None = b"" if sniff else None
                 async for chunk in chunks:
                     if head is not None:
@@ -1003,10 +1044,14 @@ class HttpProvider:
                         if _object_start(chunk):
                             chunk += b"".join([rest async for rest in chunks])
                             whole = self._whole(request, handle.status, handle.headers, chunk, [])
-                            if whole is not None:
-                                for event in streams.response_events(whole):
-                                    yield event
-                                return
+                            late = (
+                                streams.response_events(whole)
+                                if whole is not None
+                                else self._after_object(decoder, chunk)
+                            )
+                            for event in late:
+                                yield event
+                            return
                     for event in decoder.feed(chunk):
                         yield _issued(event, self.name)
                     if decoder.done:
@@ -1119,8 +1164,13 @@ def _without_credentials(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-_DONE_AFTER = re.compile(rb"\s*data: ?\[DONE\]\s*\Z")
-"""The end marker of server-sent events at the end of a body."""
+_FRAMING = re.compile(r"(?::.*|(?:event|id|retry):.*|data: ?\[DONE\])?")
+"""A line of server-sent events that carries no data (stripped): blank, a comment, an event's
+name, id or retry time, or the end marker."""
+
+_UNSAID = frozenset({"response_start", "warning", "provider_data"})
+"""The types of events that say nothing of an answer: a stream of only these before its
+`Finish` has none. (Named by their tags: the event classes load only when a call is made.)"""
 
 _BOM = b"\xef\xbb\xbf"
 """UTF-8's byte-order mark, which a gateway may put before a JSON body and which JSON's
@@ -1128,8 +1178,32 @@ readers may ignore (RFC 8259), as `chat` and the stream decoders do."""
 
 
 def _begun(head: bytes) -> bool:
-    """Whether a body's first bytes hold more than blanks and a byte-order mark."""
+    """Whether a body's first bytes hold more than blanks and a byte-order mark (or the
+    first bytes of one, which may arrive alone)."""
+    if _BOM.startswith(head):
+        return False
     return bool(head.removeprefix(_BOM).strip())
+
+
+def _one_object(body: bytes) -> bytes | None:
+    """`body` as one JSON object, without the framing of server-sent events that may follow
+    it (`_FRAMING`: blank lines, comments, `event:`, `id:` and `retry:` lines, `data: [DONE]`
+    once or more); `None` for a body that is no JSON object, or has more after it."""
+    try:
+        if isinstance(read_json(body), dict):
+            return body
+    except ValueError:
+        pass
+    try:
+        text = body.decode()
+        start = len(text) - len(text.lstrip(" \t\r\n"))
+        found, end = json.JSONDecoder().raw_decode(text, start)
+    except (ValueError, RecursionError):  # (not UTF-8, not JSON, nested too deeply)
+        return None
+    lines = re.split(r"\r\n|\r|\n", text[end:])
+    if not isinstance(found, dict) or not all(_FRAMING.fullmatch(line.strip()) for line in lines):
+        return None
+    return text[start:end].encode()
 
 
 def _object_start(head: bytes) -> bool:
