@@ -1573,7 +1573,8 @@ def test_an_output_that_cannot_be_written_stops_the_run_and_loses_no_value(
     monkeypatch.setattr(_batch, "_write_row", full_disk)
     docs = folder(tmp_path, [1, 2, 4, 5, 6, 8, 9])  # each answered at the first try
     out, ledger = tmp_path / "out.jsonl", tmp_path / "run.sqlite"
-    out.write_text('{"earlier": 1}\n')
+    earlier = '{"label": "doc-00.txt", "key": "' + "0" * 64 + '", "value": {"n": 0}}\n'
+    out.write_text(earlier)  # an earlier run's output
     assert run(server, row_type, docs, out, "--ledger", str(ledger), "--concurrency", "2") == 1
     err = capsys.readouterr().err
     assert "stopped starting new inputs: cannot write the output: No space left on device" in err
@@ -1581,7 +1582,7 @@ def test_an_output_that_cannot_be_written_stops_the_run_and_loses_no_value(
         f"allama batch run: cannot write `{out}`: No space left on device\n"
         f"allama batch run: its values are in the ledger: `allama batch export {ledger}`\n"
     )
-    assert out.read_text() == '{"earlier": 1}\n'  # as it was, and no part left beside it
+    assert out.read_text() == earlier  # as it was, and no part left beside it
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
     monkeypatch.setattr(_batch, "_write_row", rows)
     assert main(["batch", "export", str(ledger), "--out", str(tmp_path / "all.jsonl")]) == 0

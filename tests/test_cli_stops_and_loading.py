@@ -96,7 +96,9 @@ def test_a_stopped_run_whose_input_was_replaced_keeps_its_output_and_its_exit_co
         encoding="utf-8",
     )
     out = tmp_path / "out.jsonl"
-    out.write_text("previous output\n", encoding="utf-8")
+    # An earlier run's output, replaced by this one's values.
+    previous = {"label": "e0", "key": "0" * 64, "value": {"n": 0}, "record": None}
+    out.write_text(json.dumps(previous) + "\n", encoding="utf-8")
     replaced_once_opened(monkeypatch, source, read)
     if stop == "budget":  # $0.000021 a call: the third reaches it
         options = ["--max-cost", "0.00005"]

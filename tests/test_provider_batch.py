@@ -578,6 +578,8 @@ def test_a_run_stopped_while_its_job_runs_is_collected_by_the_next_once(
     )
     assert {r.failure.kind for r in first if r.failure} == {"in_provider_job"}
     assert run.summary.in_jobs == 20 and run.summary.failed == 0
+    # Each sent once, in the job: the summary counts those attempts, as the ledger does.
+    assert [r.attempts for r in first] == [1] * 20 and run.summary.attempts == 20
     assert "20 in provider batch jobs" in run.summary.lines()[0]
     server.hold = False
     second = _run(provider, model, _docs(20), ledger, extractor=allama.Extractor(retries=1))

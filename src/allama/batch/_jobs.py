@@ -1479,8 +1479,8 @@ class JobRunner(_Runner):
             said
             or f"in provider batch job {job.job_id}: the same command collects it when it ends",
         )
-        result: BatchResult[Any] = BatchResult(
-            item.index, item.key, item.label, None, failure, None, 0, 0.0
+        result: BatchResult[Any] = BatchResult(  # its attempts: the job's send among them
+            item.index, item.key, item.label, None, failure, None, item.attempts, 0.0
         )
         self._finish(result)
         self._duplicates(item, result)

@@ -366,6 +366,9 @@ class BatchSummary:
                 return  # nothing sent here (a run taken over after a send counts its own)
         elif result.failure.kind == IN_PROVIDER_JOB:
             self.in_jobs += 1
+            # Its attempts as the ledger counts them, the job's send among them (what they
+            # paid is counted when a run collects the job).
+            self.attempts += result.attempts
             return
         else:
             self.failed += 1

@@ -88,7 +88,8 @@ def add_batch_parser(commands: Any) -> None:
         description="Extract a type from every document of a folder, a JSONL or a CSV "
         "file, with a resumable ledger.",
     )
-    actions = batch.add_subparsers(dest="batch_command", required=True)
+    # Named so in the message for a missing one (argparse says the dest otherwise).
+    actions = batch.add_subparsers(dest="batch_command", metavar="command", required=True)
     run = actions.add_parser(
         "run",
         help="extract a type from every document of INPUT",
@@ -497,17 +498,20 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     _no_folder_named("--out", args.out, "the JSONL file to write")
     if args.ledger:
         _no_folder_named("--ledger", args.ledger, "the ledger's file")
+    _stdout_not_closed(args.out)
     out = Path(args.out)
     if out.is_dir():
         raise _Usage(f"--out names a folder: `{args.out}`; name the JSONL file to write")
-    if out.is_symlink():
-        # Written through: the output is renamed over the link's target, the link stays.
-        out = Path(os.path.realpath(out))
+    # Looked at through its links before they are resolved: `/dev/stdout` into a pipe leads
+    # to `/proc/self/fd/1`, whose target (`pipe:[N]`) is no path to resolve to.
     if out.exists() and not out.is_file():
         raise _Usage(
             f"--out `{args.out}` is no regular file (a device, a pipe or a socket): the run "
             "writes its output beside it and renames it into place; name a JSONL file"
         )
+    if out.is_symlink():
+        # Written through: the output is renamed over the link's target, the link stays.
+        out = Path(os.path.realpath(out))
     if not out.parent.is_dir():
         raise _Usage(f"no such folder for --out: `{out.parent}`")
     if out.exists() and not os.access(out, os.W_OK):
@@ -543,6 +547,14 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     if _same_file(_part(out), ledger):
         raise _Usage(f"--ledger `{ledger}` is where the run writes its output until it ends")
     _check_ledger(ledger)
+    if out.is_file() and not _an_output(out):
+        # The run replaces its --out: only an earlier output of its own (run again, it
+        # writes the values anew), never a file of the caller's that happens to be there.
+        # (A link that leads nowhere, or to itself, holds nothing: written in its place.)
+        raise _Usage(
+            f"--out `{args.out}` is there and is no output of this command: the run would "
+            "replace it; name another file, or move this one away first"
+        )
     prompt = DEFAULT_PROMPT
     if args.prompt is not None:
         prompt = _read_prompt(Path(args.prompt))
@@ -687,10 +699,11 @@ def _part(out: Path) -> Path:
 
 
 def _an_output(path: Path) -> bool:
-    """Whether a file is missing, empty, or an output of `batch run`, whose rows begin with
-    their label, key and value (`_value_row`): a file of the input folder the run's `--out`
-    names is left out of its documents, and written over. A label too long to be read in
-    the first 64 KiB takes it for a document: refused, never written over."""
+    """Whether a file is missing, empty, or an output of `batch run` (or `batch export`),
+    whose rows begin with their label, key and value (`_value_row`): the run's `--out` is
+    written over only then (a file of the input folder it names is left out of its
+    documents). A label too long to be read in the first 64 KiB takes it for another file:
+    refused, never written over."""
     try:
         with path.open("rb") as file:
             start = file.read(1 << 16)
@@ -737,6 +750,22 @@ def _no_folder_named(flag: str, given: str, what: str) -> None:
     if last in ("", ".", ".."):  # (`notes.txt/.` too, which `Path` reads as `notes.txt`)
         ending = "a slash" if not last else f"`{last}`"
         raise _Usage(f"{flag} `{given}` names a folder (it ends with {ending}); name {what}")
+
+
+_STDOUT_NAMES = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+"""Names of the process's standard output (file descriptor 1)."""
+
+
+def _stdout_not_closed(out: str) -> None:
+    """An --out naming standard output (`/dev/stdout`) when the process was started with it
+    closed (`>&-`: Python then has no `sys.__stdout__`) is refused as `export --out -`
+    refuses it: descriptor 1 may be another file by now (SQLite's, `/dev/null`), which the
+    values would go to, or no file at all."""
+    if sys.__stdout__ is not None or os.name != "posix":
+        return
+    named = os.path.normpath(os.path.abspath(out))
+    if named in (*_STDOUT_NAMES, f"/proc/{os.getpid()}/fd/1"):
+        raise _Failed("cannot write to stdout: it is closed")
 
 
 def _same_file(path: Path, other: Path) -> bool:
@@ -2094,6 +2123,9 @@ def _export(args: argparse.Namespace) -> int:
         raise _Usage("--provider-messages goes with --failed: values have no provider's words")
     if args.out != "-":
         _no_folder_named("--out", args.out, "the file to write")
+        _stdout_not_closed(args.out)
+        if Path(args.out).is_dir():
+            raise _Usage(f"--out names a folder: `{args.out}`; name the file to write")
         # Checked by the system, as the run checks it: a missing folder before `..` would
         # have the path read as text (`nosuch/../e.jsonl` written as `./e.jsonl`).
         if not Path(args.out).parent.is_dir():
@@ -2156,8 +2188,10 @@ def _export(args: argparse.Namespace) -> int:
                         os.replace(part, target)
                     part = target
             except OSError as error:
-                if output is sys.stdout:
-                    raise  # said for every command in one place (`_main`)
+                # Said for every command in one place (`_main`); a reader gone from the pipe
+                # a name leads to (`--out /dev/stdout | head`) ends it as SIGPIPE would.
+                if output is sys.stdout or isinstance(error, BrokenPipeError):
+                    raise
                 _say("export", f"cannot write `{args.out}`: {error.strerror or error}")
                 return EXIT_FAILED
             finally:

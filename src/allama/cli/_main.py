@@ -41,7 +41,8 @@ def _parser() -> argparse.ArgumentParser:
         "with honest structured extraction.",
     )
     parser.add_argument("--version", action="version", version=_version())
-    commands = parser.add_subparsers(dest="command", required=True)
+    # (`metavar`: how a missing one is named, as `batch` names its own.)
+    commands = parser.add_subparsers(dest="command", metavar="command", required=True)
     plan = commands.add_parser(
         "plan",
         help="what each provider and mode would enforce for a type, without sending anything",

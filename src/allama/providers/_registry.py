@@ -89,7 +89,9 @@ def _speaking(preset: Preset, api: object) -> Preset:
     if not having:
         known = sorted({api for other in PRESETS.values() for api in (other.api, *other.apis)})
         raise ValueError(f"unknown api {api!r}; known APIs: {', '.join(known)}")
+    spoken = [repr(name) for name in (preset.api, *preset.apis)]  # its own, and its others
+    speaks = f"{', '.join(spoken[:-1])} and {spoken[-1]}" if len(spoken) > 1 else spoken[0]
     raise ValueError(
-        f"{preset.name} has no api={api!r} (it speaks {preset.api!r}); "
+        f"{preset.name} has no api={api!r} (it speaks {speaks}); "
         f"the presets that have it: {', '.join(having)}"
     )
