@@ -77,6 +77,17 @@ def test_a_gemini_job_failed_on_the_providers_side_gives_server_errors(
         assert (row.kind, row.status) == (RowKind.ERROR, status)
 
 
+@pytest.mark.parametrize("dialect", [OPENAI, GEMINI], ids=["openai", "gemini"])
+def test_a_job_failed_with_no_error_says_the_provider_named_no_reason(dialect: Any) -> None:
+    # OpenAI's `errors` may be absent or empty; Gemini's operation may end with no `error`.
+    state = JobState("batch_1", "failed", True, "failed", results=())
+    row = _drive(dialect.results(TARGET, state, ["a"]), [])["a"]
+    assert (row.kind, row.note) == (
+        RowKind.JOB_FAILED,
+        "the job failed: the provider named no reason",
+    )
+
+
 def test_a_gemini_job_expired_leaves_its_unanswered_rows_expired() -> None:
     state = JobState("batches/1", "BATCH_STATE_EXPIRED", True, "expired", results={})
     rows = _drive(GEMINI.results(TARGET, state, ["a"]), [])  # (no request needed)

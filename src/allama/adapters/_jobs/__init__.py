@@ -167,6 +167,12 @@ class JobState:
     """Of `results`, the files that hold only rows the provider did not bill (OpenAI's
     error file: failed requests, and those the job never ran)."""
 
+    @property
+    def reason(self) -> str:
+        """Why it failed, for a message: `error`, or that the provider named nothing (a
+        failed job may carry no error at all)."""
+        return self.error or "the provider named no reason"
+
 
 UNICODE_LINE_ENDS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 """The characters past ASCII that end a line to a reader splitting on every Unicode line

@@ -196,7 +196,7 @@ class GeminiJobs:
                 continue
             keep(rows, _row(key, entry))
         note = (
-            f"the job failed: {state.error}"
+            f"the job failed: {state.reason}"
             if state.outcome == "failed"
             else f"the job ended {state.outcome} without a response for this request"
             + unread(entries)

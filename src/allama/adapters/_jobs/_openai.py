@@ -173,7 +173,7 @@ class OpenAIJobs:
                 if row is not None:
                     keep(rows, row)
         note = (
-            f"the job failed: {state.error}"
+            f"the job failed: {state.reason}"
             if state.outcome == "failed"
             else f"the job ended {state.outcome} without this row in its output or error file"
             + unread(lines)
