@@ -80,6 +80,18 @@ by --max-cost (or a cost that is not known under --max-cost), 130 interrupted (C
 143 terminated (SIGTERM), 129 hung up (SIGHUP)."""
 
 
+def _other_apis() -> str:
+    """Each API a preset speaks beside its own, and the presets that speak it, as the
+    presets say (`responses` on openai, ...)."""
+    from allama.providers._presets import PRESETS
+
+    speakers: dict[str, list[str]] = {}
+    for preset in PRESETS.values():
+        for api in preset.apis:
+            speakers.setdefault(api, []).append(preset.name)
+    return "; ".join(f"`{api}` on {', '.join(names)}" for api, names in speakers.items())
+
+
 def add_batch_parser(commands: Any) -> None:
     """The `batch` command and its `run`, `status` and `export` subcommands."""
     batch = commands.add_parser(
@@ -136,7 +148,9 @@ def add_batch_parser(commands: Any) -> None:
         "--base-url", metavar="URL", help="the provider's endpoint, for a gateway or a proxy"
     )
     asking.add_argument(
-        "--api", metavar="NAME", help="the provider's other API (openai: `responses`)"
+        "--api",
+        metavar="NAME",
+        help=f"the provider's other API: {_other_apis()}",
     )
     asking.add_argument(
         "--prompt",
