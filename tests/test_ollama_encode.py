@@ -15,6 +15,7 @@ import allama
 from allama import ChatRequest, ExtractionMode, Extractor
 from allama.adapters.ollama import _encode
 from allama.errors import InvalidRequestError, UnsupportedError
+from allama.extract import ModeUnsupportedError
 from allama.providers import HttpProvider
 from allama.providers._hosts import host_url
 from allama.schema._rewrite import Rewrite, SchemaNote
@@ -22,6 +23,7 @@ from allama.types import (
     CapabilitySupport,
     ChatCapability,
     DocumentPart,
+    FieldSubject,
     ImagePart,
     Reasoning,
     Refusal,
@@ -155,6 +157,26 @@ def test_the_openai_compatible_path_is_another_preset() -> None:
     openai = allama.provider("ollama-openai")
     assert openai.preset.dialect == "openai_compat"
     assert openai.base_url == "http://localhost:11434/v1"
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    [
+        "http://box:11434/api",
+        "http://box:11434/api/",
+        "http://box:11434/api/chat",
+        "http://box:11434/API/Chat",
+    ],
+)
+def test_a_base_url_ending_in_the_api_path_is_cut(base_url: str) -> None:
+    """Ollama's documentation writes its cloud's base URL `https://ollama.com/api`: the path
+    each call adds (`/api/chat`) starts there, and is not sent twice."""
+    target = allama.provider("ollama", base_url=base_url)
+    assert target.base_url == "http://box:11434"
+    http, _ = target._prepare(ChatRequest(MODEL).user("Hi"), stream=False)
+    assert http.url == "http://box:11434/api/chat"
+    # A path that only ends in the same letters is the caller's.
+    assert allama.provider("ollama", base_url="http://box/myapi").base_url == "http://box/myapi"
 
 
 # Messages
@@ -329,6 +351,38 @@ def test_options_and_the_option_namespace() -> None:
     assert "options" not in body and body["x"] == 1
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_body_options_stream_is_not_sent(stream: bool) -> None:
+    """Whether the answer comes whole or streamed is the call's, which reads it one way
+    only: the option's `stream` would make `chat` read NDJSON as one JSON body."""
+    theirs = not stream
+    request = (
+        ChatRequest(MODEL)
+        .user("Hi")
+        .with_option_json("ollama", {"stream": theirs, "keep_alive": "5m"})
+    )
+    _, _, body, warnings = encode(request, stream=stream)
+    assert body["stream"] is stream and body["keep_alive"] == "5m"
+    read = "a stream" if stream else "one whole response"
+    assert [(w.subject, w.kind, w.message) for w in warnings] == [
+        (
+            FieldSubject(field=RequestField.OPTIONS),
+            WarningKind.UNSUPPORTED,
+            f"`stream` of the body option `ollama` ({json.dumps(theirs)}) was not sent: this "
+            f"call reads {read}, so `stream: {json.dumps(stream)}` was sent (`chat_stream` "
+            "streams, `chat` does not)",
+        )
+    ]
+    with pytest.raises(UnsupportedError) as caught:
+        encode(request.with_unsupported_policy(UnsupportedPolicy.ERROR), stream=stream)
+    assert caught.value.field is RequestField.OPTIONS
+    assert caught.value.stage is UnsupportedStage.BEFORE_SENDING
+    # The call's own value is no change: nothing to say.
+    same = ChatRequest(MODEL).user("Hi").with_option_json("ollama", {"stream": stream})
+    _, _, body, warnings = encode(same, stream=stream)
+    assert body["stream"] is stream and warnings == []
+
+
 @pytest.mark.parametrize(
     ("model", "effort", "think", "warned"),
     [
@@ -458,6 +512,72 @@ def test_cloud_models_do_not_apply_format(model: str) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("base_url", "host"),
+    [
+        ("https://ollama.com", None),
+        ("https://ollama.com/api", None),
+        ("https://www.ollama.com/", None),
+        ("https://ollama.com:443", None),
+        (None, "ollama.com"),
+    ],
+)
+@pytest.mark.parametrize("model", ["gpt-oss:120b", "deepseek-v3.1:671b", "gpt-oss:120b-cloud"])
+def test_ollamas_cloud_api_applies_no_format_whatever_the_models_name(
+    monkeypatch: pytest.MonkeyPatch, base_url: str | None, host: str | None, model: str
+) -> None:
+    """Ollama's cloud API (https://ollama.com/api/chat) names its models without `-cloud`
+    (`gpt-oss:120b`), and its cloud has no structured outputs: every model there is a
+    cloud model's family."""
+    if host is not None:
+        monkeypatch.setenv("OLLAMA_HOST", host)
+    options = {"base_url": base_url} if base_url is not None else {}
+    fmt = ResponseFormat.for_schema(PERSON)
+    url, _, body, warnings = encode(
+        ChatRequest(model).user("Hi").with_response_format(fmt), **options
+    )
+    assert url.endswith("ollama.com/api/chat") or url == "https://ollama.com:443/api/chat"
+    assert "format" not in body
+    assert [(str(w.kind), w.message) for w in warnings] == [
+        (
+            "unsupported",
+            f"`{model}` on Ollama does not apply `format` (it runs on Ollama's cloud, which has "
+            "no structured outputs); the output is unconstrained",
+        )
+    ]
+    target = allama.provider("ollama", **options)
+    assert target.chat_capability(model, ChatCapability.STRUCTURED_OUTPUT) is (
+        CapabilitySupport.UNSUPPORTED
+    )
+    # The rest of the family is what it is anywhere: gpt-oss thinks at a level.
+    if model.startswith("gpt-oss"):
+        assert target.chat_capability(model, ChatCapability.REASONING) is (
+            CapabilitySupport.SUPPORTED
+        )
+        request = ChatRequest(model).user("Hi").with_reasoning_effort("high")
+        assert encode(request, **options)[2]["think"] == "high"
+    with pytest.raises(ModeUnsupportedError):
+        Extractor().plan(target, _Strings, ChatRequest(model).user("x"))
+
+
+def test_only_ollama_com_and_the_hosts_under_it_are_the_cloud() -> None:
+    fmt = ResponseFormat.for_schema(PERSON)
+    request = ChatRequest("gpt-oss:120b").user("Hi").with_response_format(fmt)
+    for base_url, cloud in (
+        ("https://api.ollama.com", True),
+        ("https://notollama.com", False),
+        ("https://ollama.com.example.net", False),
+        ("https://gateway.example/ollama.com", False),
+        ("http://box:11434", False),
+    ):
+        _, _, body, _ = encode(request, base_url=base_url)
+        assert ("format" in body) is not cloud, base_url
+        target = allama.provider("ollama", base_url=base_url)
+        assert target.chat_capability("gpt-oss:120b", ChatCapability.STRUCTURED_OUTPUT) is (
+            CapabilitySupport.UNSUPPORTED if cloud else CapabilitySupport.SUPPORTED
+        )
+
+
 # Tools
 
 
@@ -515,6 +635,106 @@ def test_tool_choice_none_offers_no_tools_and_parallel_calls_have_no_setting() -
     )
     assert len(body["tools"]) == 1
     assert fields(warnings) == [("parallel_tool_calls", "unsupported"), ("tools", "unsupported")]
+
+
+class _Address(BaseModel):
+    street: str
+    city: str
+
+
+class _Tree(BaseModel):
+    name: str
+    left: _Tree | None = None
+    kids: list[_Tree] = []
+
+
+class _Save(BaseModel):
+    address: _Address = Field(description="where to send it")
+    other: _Address | None = None
+    many: list[_Address]
+    tree: _Tree
+
+
+ADDRESS_SENT: dict[str, Any] = {
+    "properties": {
+        "street": {"title": "Street", "type": "string"},
+        "city": {"title": "City", "type": "string"},
+    },
+    "required": ["street", "city"],
+    "title": "_Address",
+    "type": "object",
+}
+
+
+def test_nested_models_in_tool_parameters_are_inlined() -> None:
+    """Ollama decodes each property into a struct with no `$ref`: a property that is a
+    nested model (`$ref`, also as a branch of `anyOf`) would reach the model as any value.
+    Each goes inlined; the root's `$defs` stay for the `$ref` a recursion leaves, which is
+    said where Ollama drops it (not under `items`, which Ollama keeps as written)."""
+    schema = _Save.model_json_schema()
+    given = json.loads(json.dumps(schema))
+    tool = ToolDefinition(name="save", parameters=schema)
+    _, _, body, warnings = encode(ChatRequest(MODEL).user("Hi").with_tools([tool]))
+    parameters = body["tools"][0]["function"]["parameters"]
+    assert parameters["$defs"] == schema["$defs"]
+    properties = parameters["properties"]
+    assert properties["address"] == {**ADDRESS_SENT, "description": "where to send it"}
+    assert properties["other"] == {
+        "anyOf": [ADDRESS_SENT, {"type": "null"}],
+        "default": None,
+    }
+    assert properties["many"] == {
+        "items": ADDRESS_SENT,
+        "title": "Many",
+        "type": "array",
+    }
+    tree = properties["tree"]
+    assert tree["title"] == "_Tree" and tree["required"] == ["name"]
+    # The recursion is cut where it comes round again.
+    assert tree["properties"]["left"] == {
+        "anyOf": [{"$ref": "#/$defs/_Tree"}, {"type": "null"}],
+        "default": None,
+    }
+    assert tree["properties"]["kids"]["items"] == {"$ref": "#/$defs/_Tree"}
+    assert [(w.subject, w.kind, w.message) for w in warnings] == [
+        (
+            FieldSubject(field=RequestField.TOOLS),
+            WarningKind.APPROXIMATED,
+            "tool `save`: the recursion at `/properties/tree/properties/left/anyOf/0` was cut, "
+            "and Ollama drops the `$ref` there: the arguments below it are not described to "
+            "the model",
+        )
+    ]
+    assert schema == given  # the caller's schema is left as it was
+    # Nothing to inline: the parameters go as they are, without a word.
+    _, _, body, warnings = encode(
+        ChatRequest(MODEL).user("Hi").with_tools([ToolDefinition(name="p", parameters=PERSON)])
+    )
+    assert body["tools"][0]["function"]["parameters"] == PERSON and warnings == []
+
+
+def test_a_ref_the_inliner_leaves_is_said_where_ollama_drops_it() -> None:
+    """A `$ref` beside an assertion reads the target and the assertion together: merging
+    them could change what the schema accepts, so it stays, and the caller is told."""
+    schema: dict[str, Any] = {
+        "$defs": {"Name": {"type": "string"}},
+        "type": "object",
+        "properties": {
+            "name": {"$ref": "#/$defs/Name", "maxLength": 5},
+            "alias": {"$ref": "#/$defs/Name"},
+        },
+    }
+    tool = ToolDefinition(name="who", parameters=schema)
+    _, _, body, warnings = encode(ChatRequest(MODEL).user("Hi").with_tools([tool]))
+    assert body["tools"][0]["function"]["parameters"]["properties"] == {
+        "name": {"$ref": "#/$defs/Name", "maxLength": 5},
+        "alias": {"type": "string"},
+    }
+    assert [w.message for w in warnings] == [
+        "tool `who`: the `$ref` at `/properties/name` was not inlined: that would change what "
+        "the schema accepts, and Ollama drops the `$ref` there: the arguments below it are "
+        "not described to the model"
+    ]
 
 
 # What the capability table answers, and what extraction plans from it

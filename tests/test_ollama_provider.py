@@ -35,6 +35,7 @@ import pytest
 from pydantic import BaseModel
 
 import allama
+from _recording import Recorder
 from _replay_server import (
     CORPUS,
     CORPUS_IS_DEFAULT,
@@ -53,7 +54,12 @@ from allama.errors import (
     ServerError,
     UnsupportedError,
 )
-from allama.extract import EXTRACTION_TOOL, ExtractionMode, SchemaEnforcement
+from allama.extract import (
+    EXTRACTION_TOOL,
+    ExtractionMode,
+    ModeUnsupportedError,
+    SchemaEnforcement,
+)
 from allama.providers import HttpProvider
 from allama.types import (
     AssistantMessage,
@@ -1261,6 +1267,40 @@ def test_without_a_key_no_authorization_is_sent(
     assert "authorization" not in headers
 
 
+@pytest.mark.parametrize("how", CALLS)
+def test_the_body_options_stream_is_the_calls(server: _Server, how: str) -> None:
+    """A body option's `stream` would make `chat` read Ollama's NDJSON as one JSON body
+    (and the usage with it): the call's own is sent, and the option's dropped is said."""
+    stream = how.endswith("stream")
+    route = _use(server, "text", f"{how}/stream-option")
+    request = REQUEST.with_option_json("ollama", {"stream": not stream, "keep_alive": "5m"})
+    response = _call(_provider(server, route), request, how)
+    assert response.text() == "".join(WORDS)
+    assert response.usage is not None
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 9)
+    assert [(w.kind, w.is_about(RequestField.OPTIONS)) for w in response.warnings] == [
+        (WarningKind.UNSUPPORTED, True)
+    ]
+    assert f"`stream` of the body option `ollama` ({json.dumps(not stream)}) was not sent" in (
+        response.warnings[0].message
+    )
+    body = _check_sent(server, route, stream=stream)
+    assert body["keep_alive"] == "5m"
+
+
+@pytest.mark.parametrize("how", ["chat", "achat"])
+@pytest.mark.parametrize("suffix", ["/api", "/api/", "/api/chat"])
+def test_a_base_url_ending_in_the_api_path_reaches_the_server(
+    server: _Server, suffix: str, how: str
+) -> None:
+    """`https://ollama.com/api`, as Ollama's documentation writes it: the server's own
+    `/api/chat`, where `/api/api/chat` is its bare 404."""
+    route = _use(server, "text", f"{how}/api-suffix{suffix.replace('/', '-')}")
+    target = _provider(server, route, base_url=_base(server, route) + suffix)
+    assert _call(target, REQUEST, how).text() == "".join(WORDS)
+    _check_sent(server, route, stream=False)
+
+
 # Extraction end to end
 
 TELL = ChatRequest(MODEL).user("Tell me about London")
@@ -1391,6 +1431,57 @@ def test_a_forced_tool_is_refused_before_sending_under_the_error_policy(server: 
     # Automatic extraction never picks it: Ollama answers that a tool cannot be forced.
     auto = allama.Extractor().plan(_provider(server, route), City, TELL)
     assert auto.mode is ExtractionMode.NATIVE
+
+
+_CLOUD_ANSWER = {
+    "model": "gpt-oss:120b",
+    "created_at": "2026-08-01T10:00:00Z",
+    "message": {"role": "assistant", "content": json.dumps(LONDON)},
+    "done": True,
+    "done_reason": "stop",
+    "prompt_eval_count": 12,
+    "eval_count": 9,
+}
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_extraction_on_ollamas_cloud_api_is_not_enforced(
+    monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """Ollama's cloud API itself (`OLLAMA_HOST=ollama.com`) names its models without
+    `-cloud`, and applies no `format`: auto mode has no mode to pick, as for a `-cloud`
+    name, and a native extraction goes without `format`, recorded as not enforced."""
+    monkeypatch.setenv("OLLAMA_HOST", "ollama.com")
+    recorder = Recorder((200, _CLOUD_ANSWER))
+    target = allama.provider("ollama", api_key=KEY, transport=recorder.transport())
+    assert target.base_url == "https://ollama.com"
+    tell = ChatRequest("gpt-oss:120b").user("Tell me about London")
+
+    def extract(request: ChatRequest) -> Any:
+        if how == "async":
+            return asyncio.run(allama.aextract(target, City, request))
+        return allama.extract(target, City, request)
+
+    with pytest.raises(ModeUnsupportedError):
+        extract(tell)
+    assert recorder.bodies == []
+    native = tell.with_option(ExtractionMode.NATIVE)
+    with pytest.raises(UnsupportedError) as caught:
+        extract(native.with_unsupported_policy(UnsupportedPolicy.ERROR))
+    assert caught.value.field is RequestField.RESPONSE_FORMAT
+    assert caught.value.stage is UnsupportedStage.BEFORE_SENDING
+    assert recorder.bodies == []
+    extracted = extract(native)
+    assert extracted.value == City.model_validate(LONDON)
+    metadata = extracted.metadata
+    assert metadata.mode is ExtractionMode.NATIVE
+    assert metadata.enforcement is SchemaEnforcement.NOT_ENFORCED
+    assert [w.message for w in metadata.degradations] == [
+        "`gpt-oss:120b` on Ollama does not apply `format` (it runs on Ollama's cloud, which "
+        "has no structured outputs); the output is unconstrained"
+    ]
+    [sent] = recorder.bodies
+    assert "format" not in sent and sent["model"] == "gpt-oss:120b"
 
 
 def test_ollama_host_as_the_server_itself_writes_it(

@@ -660,6 +660,17 @@ _OLLAMA_PRESETS: tuple[Preset, ...] = (
                 "allama.provider('ollama-openai', base_url=...), or leave /v1 out",
             ),
         ),
+        # Ollama's documentation writes its cloud's base URL `https://ollama.com/api`: the
+        # path each call adds starts there.
+        cut_suffixes=("/api/chat", "/api"),
+        # Ollama's cloud API itself (the host ollama.com or one under it): its models are
+        # named without `-cloud`, and none applies `format`.
+        url_profiles=(
+            ("://ollama.com", {"cloud": True}),
+            (".ollama.com", {"cloud": True}),
+            ("://ollama.com:443", {"cloud": True}),
+            (".ollama.com:443", {"cloud": True}),
+        ),
     ),
 )
 

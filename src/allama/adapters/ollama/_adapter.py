@@ -4,6 +4,7 @@ the encoder, the decoders and the error mapping of this package (loaded on first
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import cast
 
 from allama.adapters._adapter import PackageAdapter, table_for
 from allama.adapters.ollama._capabilities import CAPABILITY_TABLES, OllamaTable
@@ -30,4 +31,7 @@ def make_adapter(preset_name: str, profile: object, capabilities: object) -> Oll
     if not isinstance(profile, OllamaProfile):
         raise TypeError(f"an Ollama preset needs an OllamaProfile, got {profile!r}")
     table = table_for(CAPABILITY_TABLES, OllamaTable, preset_name, "ollama", capabilities, "Ollama")
+    if profile.cloud:
+        # Ollama's cloud API: whatever the model's name, `format` is not applied.
+        table = cast(OllamaTable, table).in_cloud()
     return OllamaChatAdapter(profile, table)

@@ -17,7 +17,7 @@ in the provider reference (§3).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from allama.adapters._families import FamilyTable
@@ -93,12 +93,24 @@ class OllamaTable(FamilyTable[OllamaFamily]):
     def _key(self, model: str) -> str:
         return model.lower().rsplit("/", 1)[-1]
 
+    def in_cloud(self) -> OllamaTable:
+        """This table as Ollama's cloud API answers it: no model applies `format` there,
+        whatever its name (the cloud names its models without the `-cloud` a local server
+        needs), so every family is a cloud model's."""
+        return OllamaTable(
+            tuple(replace(row, structured=N) for row in self.families),
+            replace(self.default, structured=N),
+            self.strip_prefix,
+        )
+
 
 _GPT_OSS_LEVELS = ("low", "medium", "high")
 
 _OLLAMA_ROWS = (
     # Cloud models (`gpt-oss:120b-cloud`, `kimi-k2:1t-cloud`, `minimax-m2:cloud`), run by
-    # ollama.com behind the local server: no structured outputs.
+    # ollama.com behind the local server: no structured outputs. On ollama.com itself the
+    # names have no `-cloud`: the preset marks that endpoint (`OllamaProfile.cloud`), and
+    # every model is a cloud model there (`OllamaTable.in_cloud`).
     OllamaFamily(
         "gpt-oss*[-:]cloud",
         structured=N,

@@ -8,6 +8,8 @@ What Ollama cannot honour goes through `Degradations` (dropped with a warning un
   honoured by not offering the tools (a choice without tools is not sent, and refused only
   where it asked for a call, as on every provider). There is no strict mode for tools
   either (Ollama even narrows tool schemas on input), nor a setting for parallel calls.
+  Ollama drops a property's `$ref`, so tool parameters go with their local `$ref`s inlined
+  (`_parameters`); a recursion cut where Ollama drops what is left is said on `tools`.
 - Images go as base64 in the message's `images`; an image URL cannot be sent. Documents go
   as text when they are plain text; any other document cannot be sent.
 - A tool result has no error flag; its text goes as the `tool` message's content.
@@ -30,8 +32,9 @@ ignores or cannot compile is reported, on the response format. Enforcement is ap
 even when nothing is lost: Ollama does not report what it enforces, the converter is
 whichever llama.cpp build the server carries, models on its MLX runner (safetensors) show no
 `format` handling in Ollama's source, and its cloud models do not apply `format` at all
-(those are refused by the capability table; nothing in a request tells a model on the MLX
-runner apart).
+(those are refused by the capability table: a `-cloud` name, or any model on ollama.com
+itself, where names carry no `-cloud`; nothing in a request tells a model on the MLX runner
+apart).
 
 Thinking. `think` is `false` for `reasoning_effort="none"`. Otherwise it is `true`, the form
 every Ollama version and thinking model takes (the effort's level is lost, with a warning),
@@ -44,12 +47,15 @@ alternatives are wanted (Ollama v0.12.11 on; an older server ignores both). A st
 is refused them: allama reads them from whole responses. There is no plain-text choice
 output (`format` constrains JSON only), so a `choice` response format is refused.
 
-`stream` is always sent: Ollama streams unless told not to.
+`stream` is always sent: Ollama streams unless told not to. It is the call's (a whole
+response is read from `chat`, a stream from `chat_stream`): a body option's own `stream`
+that differs is not sent, with a warning on `options` (refused under `ERROR`).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -59,6 +65,7 @@ from allama.adapters._arguments import call_arguments
 from allama.adapters._http import HttpRequest, replaced_by_option, with_option_tools
 from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters.ollama._capabilities import OllamaFamily, Thinking
+from allama.adapters.ollama._parameters import inline_refs
 from allama.adapters.ollama._profile import OllamaProfile
 from allama.errors import InvalidRequestError
 from allama.schema._errors import SchemaError
@@ -90,7 +97,8 @@ BODY_OPTION = "ollama"
 """Request option namespace whose JSON object is merged into the body, for fields allama has
 no name for (`keep_alive`, `truncate`, ...); an `options` object in it is merged into
 allama's (`request.with_option_json("ollama", {"options": {"num_ctx": 8192},
-"keep_alive": "10m"})`); its own `format` is sent with a warning on the response format."""
+"keep_alive": "10m"})`); its own `format` is sent with a warning on the response format,
+its own `stream` is not sent (the call's is)."""
 
 PART_SEPARATOR = "\n\n"
 """Between the text parts of a user turn, which Ollama takes as one string."""
@@ -268,11 +276,16 @@ class _Encoder:
         return [self.tool(tool) for tool in request.tools]
 
     def tool(self, tool: ToolDefinition) -> dict[str, Any]:
-        # Ollama's decoder drops `$ref` and root unions (it keeps the root's `$defs`): a root
-        # `$ref` would leave no parameters, so it is resolved into the root.
-        parameters = object_parameters(tool.parameters)
+        # Ollama's decoder drops `$ref` (it keeps the root's `$defs`, and what is under
+        # `items`) and root unions: a root `$ref` would leave no parameters, a property's
+        # `$ref` a property of any value, so each is inlined; one left there is said.
+        display = self.profile.display_name
+        inlined = inline_refs(tool.parameters)
+        parameters = object_parameters(inlined.schema)
         if parameters is None:
-            raise self.invalid(no_object_parameters(tool.name, self.profile.display_name))
+            raise self.invalid(no_object_parameters(tool.name, display))
+        for note in inlined.notes(tool.name, display):
+            self.degradations.approximate(RequestField.TOOLS, note)
         if tool.strict:
             self.degradations.refuse(
                 RequestField.TOOLS,
@@ -309,8 +322,8 @@ class _Encoder:
         if self.family.structured is CapabilitySupport.UNSUPPORTED:
             self.degradations.refuse(
                 field,
-                f"{self.where} does not apply `format` (Ollama's cloud models have no "
-                "structured outputs); the output is unconstrained",
+                f"{self.where} does not apply `format` (it runs on Ollama's cloud, which has "
+                "no structured outputs); the output is unconstrained",
             )
             return None
         if fmt.type == "json":
@@ -415,6 +428,8 @@ class _Encoder:
         extra = request.option_json(BODY_OPTION)
         if isinstance(extra, dict):
             given = with_option_tools(body, extra)
+            if "stream" in given:
+                self.own_stream(given.pop("stream"))
             more = given.pop("options", None)
             if isinstance(more, dict):
                 options = {**options, **more}
@@ -430,6 +445,20 @@ class _Encoder:
         if options:
             body["options"] = options
         return body
+
+    def own_stream(self, theirs: Any) -> None:
+        """The body option's `stream` is not sent: whether the answer comes whole or as a
+        stream is the call's (`chat` or `chat_stream`), which reads it one way only."""
+        if theirs is self.stream:
+            return
+        given = json.dumps(theirs, ensure_ascii=False, separators=(",", ":"))
+        read = "a stream" if self.stream else "one whole response"
+        self.degradations.refuse(
+            RequestField.OPTIONS,
+            f"`stream` of the body option `{BODY_OPTION}` ({given}) was not sent: this call "
+            f"reads {read}, so `stream: {json.dumps(self.stream)}` was sent "
+            "(`chat_stream` streams, `chat` does not)",
+        )
 
 
 def _rewrite(schema: dict[str, Any], display: str) -> Rewrite:

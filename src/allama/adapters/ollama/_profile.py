@@ -13,3 +13,7 @@ class OllamaProfile:
 
     name: str
     display_name: str
+    cloud: bool = False
+    """The endpoint is Ollama's cloud itself (a base URL on ollama.com, set by the preset's
+    `url_profiles`): every model runs in the cloud, named there without `-cloud`, and none
+    applies `format` ("Ollama's Cloud currently does not support structured outputs")."""
