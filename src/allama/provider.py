@@ -60,6 +60,12 @@ class ChatProvider(Protocol):
     ) -> ChatValidation: ...
 
 
+PASSED_BEFORE_SENDING = "passed_before_sending"
+"""The code of a dry run's warning that a provider on the way refuses the call before
+sending and a wrapper goes on past it (a failover with `failover_on_unsupported`): the
+plan is then of another provider, and says so in its notes."""
+
+
 def capabilities_only() -> ChatValidation:
     """The validation of a provider that can only consult its capability table."""
     return vocabulary.ChatValidation(coverage=vocabulary.ValidationCoverage.CAPABILITIES)

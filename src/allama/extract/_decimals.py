@@ -12,8 +12,9 @@ string), each is tried on its own.
 
 A number too large for a float (`1e999`) is refused as one, as strict JSON reading refuses
 it, unless a `Decimal` is where it goes: read as a numeral in a string, it is a `Decimal`
-in a value otherwise the same, but for its `Decimal`s, as the one read with the largest
-float in its place (a float, a string or anything else there says no).
+in a value otherwise the same, but for its `Decimal`s, as the one read with a float near the
+largest in its place, one for each number (a float, a string or anything else there says
+no).
 """
 
 from __future__ import annotations
@@ -92,17 +93,25 @@ def too_large(raw: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     ]
 
 
-_LARGEST = repr(sys.float_info.max)
-
-
 def stood_in(raw: str, spans: list[tuple[int, int]]) -> str:
     """`raw` with the numbers at `spans` (in order, each too large for a float) written as
-    the largest float of their sign: a number each place reads as it reads numbers."""
+    floats near the largest of their sign: a number each place reads as it reads numbers.
+    Each number written is given a float of its own (the same number, the same float), one
+    no other number of `raw` is, so that a set holding two of them holds two stand-ins."""
+    taken = {float(token) for token in _TOKENS.findall(raw) if token[0] != '"'}
+    given: dict[Decimal, str] = {}
+    size = sys.float_info.max
     pieces: list[str] = []
     last = 0
     for start, end in spans:
-        sign = "-" if raw[start] == "-" else ""
-        pieces += (raw[last:start], sign, _LARGEST)
+        number = Decimal(raw[start:end])
+        stand_in = given.get(number)
+        if stand_in is None:
+            while size in taken or -size in taken:
+                size = math.nextafter(size, 0.0)
+            stand_in = given[number] = repr(-size if number < 0 else size)
+            size = math.nextafter(size, 0.0)
+        pieces += (raw[last:start], stand_in)
         last = end
     pieces.append(raw[last:])
     return "".join(pieces)

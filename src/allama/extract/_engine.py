@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from allama._degradations import NOT_ON_STREAMS
-from allama.errors import Error, paid_before_foreign, paid_for, take_paid_before
+from allama.errors import (
+    Error,
+    paid_before_foreign,
+    paid_for,
+    take_paid_before,
+)
 from allama.extract._errors import EnforcementBelowError, ModeUnsupportedError, _Failure
 from allama.extract._metadata import (
     AutoFallback,
@@ -25,7 +30,7 @@ from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.extract._parse import Checked, Rejection, ask_again, parse_value
 from allama.extract._root import object_rooted
 from allama.extract._target import Target, requested_mode
-from allama.provider import ChatProvider
+from allama.provider import PASSED_BEFORE_SENDING, ChatProvider
 from allama.stream import StreamCollector, with_paid
 from allama.types import (
     CapabilitySupport,
@@ -76,7 +81,9 @@ class ExtractionPlan:
     call would report; `CAPABILITIES`: only the capability table). The dry run is of the
     request given, messages and all: what the call would refuse before sending raises from
     the plan, the same error. Through a `FailoverProvider`, they are the first provider's:
-    one failed over to may report less.
+    one failed over to may report less. Where the first refuses the call before sending and
+    the failover moves on past that (`failover_on_unsupported`), they are those of the
+    provider the call would go to, and a note says so.
     """
 
     mode: ExtractionMode
@@ -91,7 +98,8 @@ class ExtractionPlan:
     """Whether this is the plan of a streamed call (some endpoints drop the schema there)."""
     notes: tuple[Warning, ...] = ()
     """What the record's `notes` would say: the warnings on the other field the mode relies
-    on, which leave the enforcement alone (a tool offered where it cannot be forced)."""
+    on, which leave the enforcement alone (a tool offered where it cannot be forced). Then
+    the plan's own: a provider a failover would move on from (see above)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +312,12 @@ def plan(
             continue
         counted: list[Warning] = []
         noted: list[Warning] = []
-        file_warnings(metadata.mode, validation.warnings, target.reword, counted, noted)
+        # A provider a wrapper went past (a failover's, before sending): a note, never a
+        # degradation of the provider the plan is of.
+        passed = [each for each in validation.warnings if each.code == PASSED_BEFORE_SENDING]
+        own = [each for each in validation.warnings if each.code != PASSED_BEFORE_SENDING]
+        file_warnings(metadata.mode, own, target.reword, counted, noted)
+        noted += passed
         return ExtractionPlan(
             mode=metadata.mode,
             enforcement=SchemaEnforcement.from_degradations(counted),

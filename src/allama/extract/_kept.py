@@ -8,6 +8,10 @@ of models of one class whose fields hold only scalars (the usual shape of a long
 counted by C loops: the sizes of their fields-set (or, when every field is required, the
 number of fields for each row), and the sum of each float field (a sum is finite only when
 every term is, or it overflowed, which is then checked item by item).
+
+Where the count comes short of the keys written, `merged_keys` looks, along the type's
+schema, for a map that kept fewer keys than its object wrote: two keys its key type reads
+as one (`"1"` and `"01"` to an `int`), whose values one of them would drop.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import typing
 import uuid
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any
+from typing import Any, TypeAlias
 
 from pydantic import BaseModel
 
@@ -224,3 +228,192 @@ def non_finite_path(value: Any, path: tuple[str | int, ...] = ()) -> str | None:
         if found is not None:
             return found
     return None
+
+
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Merged:
+    """An object of the text whose keys the type read as fewer keys: two it wrote are one
+    key to it (`"1"` and `"01"` to an `int`, `"A"` and `"a"` to a lowered string)."""
+
+    path: Path
+    """Where the object is in the JSON value."""
+    keys_schema: dict[str, Any] | None
+    """The core schema of the map's keys (`None`: any key)."""
+    written: dict[str, Any]
+    """The object as the text wrote it."""
+
+
+class _Unfit:
+    """A value not of a schema node's kind: a union's other choice made it."""
+
+
+_UNFIT = _Unfit()
+_Found: TypeAlias = Merged | _Unfit | None
+
+
+def merged_keys(core: Any, value: Any, written: Any) -> Merged | None:
+    """The first map of `value` (validated by the core schema `core` from the JSON value
+    `written`) that kept fewer keys than its object wrote; `None` where there is none.
+
+    Only for a value whose count of kept keys came short of the keys written: walked along
+    the schema, so that what else keeps fewer keys is not taken for one (a model's or a
+    `TypedDict`'s undeclared keys, left out; a validator's map, its own). What the walk
+    cannot follow (a validator function, a set) is taken to keep what it read."""
+    from allama.extract._output import _schema_nodes
+
+    refs = {node["ref"]: node for node in _schema_nodes(core) if isinstance(node.get("ref"), str)}
+    try:
+        found = _MergedWalk(refs).walk(core, value, written, ())
+    except RecursionError:
+        return None
+    return found if isinstance(found, Merged) else None
+
+
+_CONTAINERS = (dict, list, tuple, set, frozenset, BaseModel)
+
+
+@dataclass(frozen=True, slots=True)
+class _MergedWalk:
+    refs: dict[str, dict[str, Any]]
+
+    def walk(self, node: Any, value: Any, written: Any, path: Path) -> _Found:
+        """A map that merged keys, `None` (none here), or `_UNFIT` (`value` is no value
+        of `node`)."""
+        if not isinstance(node, dict):
+            return None
+        kind = node.get("type")
+        if kind == "definitions":
+            return self.walk(node.get("schema"), value, written, path)
+        if kind == "definition-ref":
+            return self.walk(self.refs.get(node.get("schema_ref", "")), value, written, path)
+        if kind in ("nullable", "default"):
+            if value is None and written is None:
+                return None
+            return self.walk(node.get("schema"), value, written, path)
+        if kind in ("union", "tagged-union"):
+            choices: Any = node.get("choices", ())
+            if isinstance(choices, dict):
+                choices = list(choices.values())
+            found: _Found = _UNFIT
+            for choice in choices:
+                each = self.walk(
+                    choice[0] if isinstance(choice, tuple) else choice, value, written, path
+                )
+                if each is None:
+                    return None  # a choice that made it without merging keys
+                if isinstance(each, Merged) and not isinstance(found, Merged):
+                    found = each
+            return found
+        if kind == "model":
+            if not isinstance(value, node.get("cls", ())) or type(written) is not dict:
+                return _UNFIT
+            fields = node.get("schema")
+            if not isinstance(fields, dict) or fields.get("type") != "model-fields":
+                return None  # a root model's, or a model read by a function
+            return self._fields(fields, value.__dict__, written, path, _reads(node))
+        if kind == "typed-dict":
+            if type(value) is not dict or type(written) is not dict:
+                return _UNFIT
+            return self._fields(node, value, written, path, _reads(node))
+        if kind == "dict":
+            if type(value) is not dict or type(written) is not dict:
+                return _UNFIT
+            if len(value) < len(written):
+                keys = node.get("keys_schema")
+                return Merged(path, keys if isinstance(keys, dict) else None, written)
+            values = node.get("values_schema")
+            for kept, (key, text) in zip(value.values(), written.items(), strict=False):
+                found = self.walk(values, kept, text, (*path, key))
+                if isinstance(found, Merged):
+                    return found
+            return None
+        if kind in ("list", "tuple"):
+            if type(value) is not (list if kind == "list" else tuple) or type(written) is not list:
+                return _UNFIT
+            items = node.get("items_schema")
+            for index, (kept, text) in enumerate(zip(value, written, strict=False)):
+                item = _item_schema(node, items, index, len(written))
+                found = self.walk(item, kept, text, (*path, index))
+                if isinstance(found, Merged):
+                    return found
+            return None
+        if kind == "any":
+            return None
+        if kind in _SCALAR_KINDS:
+            return _UNFIT if isinstance(value, _CONTAINERS) else None
+        return None  # a validator function's, a set's: what it kept is its own
+
+    def _fields(
+        self,
+        node: dict[str, Any],
+        held: dict[str, Any],
+        written: dict[str, Any],
+        path: Path,
+        reads: tuple[bool, bool],
+    ) -> _Found:
+        fields = node.get("fields")
+        if not isinstance(fields, dict):
+            return None
+        for name, field in fields.items():
+            if not isinstance(field, dict) or name not in held:
+                continue
+            key = next((key for key in _keys_of(name, field, reads) if key in written), None)
+            if key is None:
+                continue  # not written: a default, or read from a path
+            found = self.walk(field.get("schema"), held[name], written[key], (*path, key))
+            if isinstance(found, Merged):
+                return found
+        return None
+
+
+_SCALAR_KINDS = frozenset(
+    {"str", "int", "float", "bool", "none", "literal", "enum", "date", "datetime", "time"}
+    | {"timedelta", "uuid", "decimal", "bytes", "url", "multi-host-url"}
+)
+
+
+def _reads(node: dict[str, Any]) -> tuple[bool, bool]:
+    """Whether a model's or a `TypedDict`'s configuration reads a field by its alias, and
+    by its name."""
+    config = node.get("config")
+    if not isinstance(config, dict):
+        return True, False
+    by_name = config.get("validate_by_name") or config.get("populate_by_name")
+    return config.get("validate_by_alias") is not False, bool(by_name)
+
+
+def _keys_of(name: str, field: dict[str, Any], reads: tuple[bool, bool]) -> list[str]:
+    """The keys a field is read from, in the order validation looks for them: its alias
+    (or each of its one-key choices), then its name where that is read too. A path into
+    another key (`AliasPath("a", 0)`) is not followed."""
+    alias = field.get("validation_alias")
+    by_alias, by_name = reads
+    if alias is None:
+        return [name]
+    keys: list[str] = []
+    if by_alias:
+        paths = (
+            alias if isinstance(alias, list) and alias and isinstance(alias[0], list) else [alias]
+        )
+        for path in paths:
+            if isinstance(path, str):
+                keys.append(path)
+            elif isinstance(path, list) and len(path) == 1 and isinstance(path[0], str):
+                keys.append(path[0])
+    return [*keys, name] if by_name or not by_alias else keys
+
+
+def _item_schema(node: dict[str, Any], items: Any, index: int, length: int) -> Any:
+    """The schema of a list's item, or of a tuple's at `index` of `length` items."""
+    if not isinstance(items, list):
+        return items
+    variadic = node.get("variadic_item_index")
+    if variadic is None or index < variadic:
+        return items[index] if index < len(items) else None
+    after = len(items) - variadic - 1
+    if index >= length - after:
+        return items[index - (length - len(items))]
+    return items[variadic]

@@ -11,10 +11,11 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from pydantic import TypeAdapter, ValidationError
-from pydantic_core import ErrorDetails
+from pydantic_core import CoreSchema, ErrorDetails, SchemaValidator
+from pydantic_core.core_schema import dict_schema
 
 from allama.extract._decimals import (
     MOST_TRIED,
@@ -25,9 +26,9 @@ from allama.extract._decimals import (
     stood_in,
     too_large,
 )
-from allama.extract._json import NotJsonError, loads
+from allama.extract._json import NotJsonError, keys_all_kept, loads
 from allama.extract._json_strict import said_first, validate_strict_json
-from allama.extract._kept import NOT_FINITE, kept_keys, non_finite_path
+from allama.extract._kept import NOT_FINITE, Merged, kept_keys, merged_keys, non_finite_path
 from allama.extract._output import CAREFUL, OutputPlan, output_plan
 from allama.schema._nulls import normalize_strict_nulls
 from allama.schema._undeclared import find_undeclared_key, format_path
@@ -324,11 +325,19 @@ def _check(
                 return Failure(undeclared.message, undeclared.path, undeclared=True)
         if normalized is not value:
             text = json.dumps(normalized)
+    written = normalized if schema is not None else value
     try:
         validated = validate_strict_json(adapter, text)
     except ValidationError as error:
-        return from_validation_error(error, normalized if schema is not None else value)
-    if kept_keys(validated) == NOT_FINITE and _overflows(value):
+        return from_validation_error(error, written)
+    kept = kept_keys(validated)
+    if kept != NOT_FINITE and not keys_all_kept(text, kept) and kept < kept_keys(written):
+        # Fewer keys kept than written (no key was written twice: `_loads` says so): a key
+        # the type ignores, or two keys it reads as one, whose values one would drop.
+        merged = merged_keys(adapter.core_schema, validated, written)
+        if merged is not None:
+            return _keys_read_as_one(merged)
+    if kept == NOT_FINITE and _overflows(value):
         # A number too large for a float (`1e400`, a long integer), in a float field, reads
         # as infinity. One the output does not hold is the type's own: a default of
         # `float("inf")`, a validator's.
@@ -338,3 +347,34 @@ def _check(
             f"a number is too large for a floating point value{where}", path, invalid_json=True
         )
     return validated
+
+
+def _keys_read_as_one(merged: Merged) -> Failure:
+    """The failure of an object two of whose keys the type reads as one key: refused as a
+    key written twice is (the model's answer lost a value either way), naming both where
+    the map's keys can be read on their own."""
+    where = f" at `{format_path(merged.path)}`" if merged.path else ""
+    pair = _same_key(merged)
+    keys = "two keys" if pair is None else f"the keys `{pair[0]}` and `{pair[1]}`"
+    return Failure(
+        f"{keys} are the same key to the type in the object{where}",
+        format_path(merged.path) or None,
+        invalid_json=True,
+    )
+
+
+def _same_key(merged: Merged) -> tuple[str, str] | None:
+    """The first two keys of the object that the map's key schema reads as one; `None`
+    where that schema cannot be read on its own (it refers to a definition elsewhere)."""
+    keys = merged.keys_schema or {"type": "any"}
+    try:
+        validator = SchemaValidator(dict_schema(keys_schema=cast(CoreSchema, keys)))
+        seen: dict[Any, str] = {}
+        for key in merged.written:
+            read = next(iter(validator.validate_json(json.dumps({key: None}), strict=True)))
+            if read in seen:
+                return seen[read], key
+            seen[read] = key
+    except Exception:  # a schema of its own, a key it now refuses: the keys go unnamed
+        return None
+    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -17,7 +18,7 @@ from allama.errors import (
     paid_before_foreign,
     paid_for,
 )
-from allama.provider import ChatProvider
+from allama.provider import PASSED_BEFORE_SENDING, ChatProvider
 from allama.stream import AsyncChatStream, ChatStream
 from allama.types import (
     CapabilitySupport,
@@ -25,7 +26,11 @@ from allama.types import (
     ChatRequest,
     ChatResponse,
     ChatValidation,
+    FieldSubject,
+    RequestField,
     UnsupportedStage,
+    Warning,
+    WarningKind,
 )
 from allama.wrappers._gate import gate_closed
 from allama.wrappers._lifetime import Wrapper
@@ -205,7 +210,39 @@ class FailoverProvider(Wrapper):
     def validate_chat_request(
         self, request: ChatRequest, *, stream: bool = False
     ) -> ChatValidation:
-        return self.providers[0].validate_chat_request(request, stream=stream)
+        """The dry run of the provider the call goes to: the first, or, where the failover
+        goes on past a refusal before sending (`failover_on_unsupported`), the first that
+        does not refuse it, with a warning for each that does (`PASSED_BEFORE_SENDING`)."""
+        passed: list[Warning] = []
+        for each, after in itertools.pairwise(self.providers):
+            try:
+                validation = each.validate_chat_request(request, stream=stream)
+            except UnsupportedError as error:
+                if not self.fails_over_on(error):
+                    raise
+                note = (
+                    f"`{each.name}` refuses the call before sending ({error}); the failover "
+                    f"goes on to `{after.name}`, as the call would, and the dry run is of it"
+                )
+                field = error.field or RequestField.MODEL
+                passed.append(
+                    Warning(
+                        kind=WarningKind.UNSUPPORTED,
+                        subject=FieldSubject(field=field),
+                        message=note,
+                        code=PASSED_BEFORE_SENDING,
+                        provider=each.name,
+                    )
+                )
+                continue
+            return _after(passed, validation)
+        return _after(passed, self.providers[-1].validate_chat_request(request, stream=stream))
 
     def __repr__(self) -> str:
         return f"FailoverProvider({list(self.providers)!r})"
+
+
+def _after(passed: list[Warning], validation: ChatValidation) -> ChatValidation:
+    if not passed:
+        return validation
+    return validation.model_copy(update={"warnings": (*passed, *validation.warnings)})
