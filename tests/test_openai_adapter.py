@@ -176,13 +176,16 @@ def enforcement(warnings: list[Warning], field: RequestField) -> str:
 #   `tool_choice` silently and ignores `strict` [OL, section 15]: the call can go out with
 #   the tool offered, reported `not_enforced` by the seed's own WARN rule; under ERROR it is
 #   refused as in the seed, and AUTO never picks it (FORCED_TOOL_CHOICE is unsupported).
+# - groq, forced tool: approximate (seed: exact). Groq documents constrained decoding for
+#   `response_format` on GPT-OSS; which models enforce a tool's `function.strict` is
+#   unconfirmed [section 4]: `strict` is sent, the tool reported approximate.
 # - azure-foundry (not in the seed): passthrough like Mistral and OpenRouter, as Foundry
 #   serves many model families and publishes no per-model subset.
 E, A, N = "exact", "approximate", "not_enforced"
 NATIVE_AND_FORCED = {
     "openai": ((E, E, N), (E, E, N)),
     "azure-openai": ((E, A, N), (E, A, N)),
-    "groq": ((E, E, N), (E, E, N)),
+    "groq": ((E, E, N), (A, A, N)),
     "xai": ((E, E, N), (E, E, N)),
     "mistral": ((A, A, N), (A, A, N)),
     "openrouter": ((A, A, N), (A, A, N)),

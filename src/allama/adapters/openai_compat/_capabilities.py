@@ -68,8 +68,9 @@ class ModelFamily:
     take fewer keywords)."""
     strict_tools: bool = True
     """Whether the endpoint enforces a strict tool's schema for the family where its dialect
-    is strict; `False` (Groq beyond GPT-OSS, which documents constrained decoding for
-    GPT-OSS alone): `strict` is sent, and the tool reported approximate."""
+    is strict; `False` (Groq, which documents constrained decoding for GPT-OSS's
+    `response_format` alone and not which models enforce `function.strict`): `strict` is
+    sent, and the tool reported approximate."""
     sampling: Literal["yes", "no", "without_reasoning"] = "yes"
     """Whether the family takes `temperature` and `top_p` other than their default (1):
     OpenAI's reasoning models answer 400 ("Only the default (1) value is supported", `no`);
@@ -282,12 +283,16 @@ _GROQ_ROWS = (
     # Structured Outputs beside tools.
     # Reasoning efforts (Groq's reasoning page): `low`, `medium`, `high` on GPT-OSS;
     # `none` or `default` on Qwen3.
+    # Strict tools: Groq's constrained decoding is documented for `response_format` on
+    # GPT-OSS 20B and 120B alone; which models enforce a tool's `function.strict` it does
+    # not say, GPT-OSS included: `strict` is sent, the tool reported approximate.
     ModelFamily(
         "openai/gpt-oss-20b",
         StructuredLevel.STRICT,
         reasoning=S,
         logprobs=N,
         efforts=_LOW_TO_HIGH,
+        strict_tools=False,
         json_with_tools=False,
     ),
     ModelFamily(
@@ -296,10 +301,9 @@ _GROQ_ROWS = (
         reasoning=S,
         logprobs=N,
         efforts=_LOW_TO_HIGH,
+        strict_tools=False,
         json_with_tools=False,
     ),
-    # Strict tools: Groq documents constrained decoding for GPT-OSS 20B and 120B alone;
-    # which other models enforce `function.strict` it does not say.
     ModelFamily(
         "openai/gpt-oss-safeguard-*",
         StructuredLevel.BEST_EFFORT,

@@ -9,8 +9,10 @@ call of a tool of another type (OpenAI's `custom` tools, given through the body 
 A choice that Azure's content filter stopped may have no message at all: it is a response
 with no content and finish reason `content_filter`, its usage kept. A choice that carries an
 `error` (OpenRouter's upstream failing after the answer began) raises that error, and so
-does an `error` beside the choices. Where the profile says so (`think_tags`), a
-`<think>…</think>` block opening the content is reasoning, not answer.
+does an `error` beside the choices; a choice DeepSeek stopped for lack of capacity
+(`insufficient_system_resource`) raises a retryable overloaded error. Where the profile
+says so (`think_tags`), a `<think>…</think>` block opening the content is reasoning, not
+answer.
 
 What allama has no type for is kept verbatim in `provider_data[provider or "openai"]`:
 `message.annotations` (web-search citations) under `ANNOTATIONS_KEY`, OpenRouter's
@@ -72,6 +74,7 @@ from allama.types._response import (
 __all__ = [
     "ANNOTATIONS_KEY",
     "AUDIO_TOKENS_KEY",
+    "INTERRUPTED",
     "REASONING_DETAILS_KEY",
     "USAGE_COST_KEY",
     "audio_tokens_of",
@@ -218,11 +221,32 @@ def reasoning_text(reasoning: str | None, reasoning_content: str | None) -> str:
     return (reasoning or "") + (reasoning_content or "")
 
 
+INTERRUPTED = "insufficient_system_resource"
+"""DeepSeek's finish reason for an answer its servers stopped for lack of capacity: not the
+model's output ending, so not one to read (or repair) as the answer."""
+
+
 def choice_error(choice: WireChoice | WireChunkChoice | None) -> dict[str, Any] | None:
     """The error a choice reports in place of its answer (OpenRouter: `"finish_reason":
     "error"` and the upstream's `error` on the choice, in a 200 body or stream), as the
-    error payload it stands for; `None` when it reports none."""
-    if choice is None or not choice.model_extra:
+    error payload it stands for; `None` when it reports none.
+
+    A choice DeepSeek interrupted for capacity (`INTERRUPTED`) stands for an overloaded
+    server: a retryable error naming that finish reason, its usage kept as paid for."""
+    if choice is None:
+        return None
+    if choice.finish_reason == INTERRUPTED:
+        return {
+            "error": {
+                "message": (
+                    "the provider interrupted the answer for lack of capacity (finish "
+                    f"reason `{INTERRUPTED}`), not at the output token limit"
+                ),
+                "code": "overloaded",
+                "type": INTERRUPTED,
+            }
+        }
+    if not choice.model_extra:
         return None
     error = choice.model_extra.get("error")
     return {"error": error} if error else None
@@ -440,6 +464,8 @@ def decode_body(
         error = error_from_payload(failure, provider=provider, model=model).with_body(
             body.decode("utf-8", "replace") if isinstance(body, bytes) else body
         )
+        if choice is not None and choice.finish_reason == INTERRUPTED:
+            error.mark_authored()  # (allama's words, not the provider's)
         raise _with_usage(error, wire, reasoning_outside_completion)
     message = choice.message if choice is not None else None
     if choice is not None and message is None and choice.finish_reason != "content_filter":

@@ -22,10 +22,11 @@ from typing import Any, ClassVar
 
 from allama.schema._dialects._engine import ASSERTIONS, Engine
 from allama.schema._pointer import child, quoted
-from allama.schema._rewrite import Rewrite
+from allama.schema._rewrite import Rewrite, SchemaNote
 from allama.schema._walk import ANNOTATIONS
+from allama.types import WarningKind
 
-__all__ = ["grammar_engine"]
+__all__ = ["fireworks", "grammar_engine"]
 
 _FORMATS = frozenset({"date", "time", "date-time", "uuid"})
 """Formats the grammar compiles to a rule (llama.cpp's converter): `uuid1` to `uuid5` are
@@ -154,6 +155,36 @@ class _Grammar(Engine):
         return Rewrite(rewrite.schema, tuple(notes), rewrite.dropped)
 
 
+_FIREWORKS_UNSUPPORTED = frozenset({"minLength", "maxLength", "minItems", "maxItems", "pattern"})
+"""Keywords Fireworks documents as not supported (so is `oneOf`, sent as `anyOf`): removed."""
+
+
+class _Fireworks(_Grammar):
+    """Fireworks' `json_schema` output, constrained by its own grammar. Its documentation
+    lists keywords it supports and ones it does not; of the others (`enum`, `format`,
+    numeric bounds...) it says nothing, so the whole is approximate."""
+
+    provider: ClassVar[str] = "Fireworks' grammar"
+
+    def keyword(
+        self, key: str, value: Any, node: dict[str, Any], out: dict[str, Any], pointer: str
+    ) -> None:
+        if key in _FIREWORKS_UNSUPPORTED:
+            self.removed(pointer, key, "Fireworks documents it as not supported")
+            return
+        super().keyword(key, value, node, out, pointer)
+
+    def run(self) -> Rewrite:
+        rewrite = super().run()
+        note = SchemaNote(
+            WarningKind.APPROXIMATED,
+            "/",
+            "the schema at `/` is compiled by Fireworks' grammar, which documents only some "
+            "of the keywords it enforces",
+        )
+        return Rewrite(rewrite.schema, (note, *rewrite.notes), rewrite.dropped)
+
+
 def grammar_engine(schema: Mapping[str, Any]) -> Rewrite:
     """`schema` for a grammar engine, with notes on the keywords the grammar ignores.
 
@@ -163,3 +194,14 @@ def grammar_engine(schema: Mapping[str, Any]) -> Rewrite:
     ['`format` `email` is not enforced by the grammar at `/`']
     """
     return _Grammar(schema).run()
+
+
+def fireworks(schema: Mapping[str, Any]) -> Rewrite:
+    """`schema` for Fireworks' `json_schema` output, with notes on what it does not enforce.
+
+    Raises `SchemaError` for a schema that is not valid JSON Schema.
+
+    >>> [n.message for n in fireworks({"type": "string", "maxLength": 9}).notes][1]
+    '`maxLength` was removed at `/`: Fireworks documents it as not supported'
+    """
+    return _Fireworks(schema).run()

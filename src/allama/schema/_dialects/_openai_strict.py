@@ -189,7 +189,8 @@ class _Xai(_Current):
     """xAI's strict outputs: `$ref`s that do not recur, its own list of formats (others
     are accepted and not enforced), string, array and object bounds up to 2,048 characters,
     256 items and 64 properties (larger ones are best-effort), and patterns in a subset of
-    ECMA's whose `.` matches a line break. It documents no size limits: OpenAI's are kept."""
+    ECMA's whose `.` matches a line break, matched whole (implicitly anchored: an unanchored
+    end gets `.*`). It documents no size limits: OpenAI's are kept."""
 
     provider: ClassVar[str] = "xAI strict mode"
     keep: ClassVar[frozenset[str]] = _Current.keep | _XAI_BOUNDS.keys()
@@ -231,12 +232,23 @@ class _Xai(_Current):
             if outside is not None:
                 del out[key]
                 self.removed(pointer, key, f"{self.provider} takes no {outside} in a pattern")
-            elif any_character:
+                return
+            if any_character:
                 self.approximated(
                     pointer,
                     f"the `pattern` at {at} has `.`, which {self.provider} lets match a line "
                     "break: a value holding one passes it and fails the type",
                 )
+            whole = _whole_match(out[key])
+            if whole is None:
+                self.approximated(
+                    pointer,
+                    f"the `pattern` at {at} has a `^` or `$` inside it, and {self.provider} "
+                    "anchors a pattern at both ends where the type searches for it: sent as "
+                    "it is, it refuses values the type takes",
+                )
+            else:
+                out[key] = whole
 
 
 def _optional(node: Mapping[str, Any]) -> bool:
@@ -284,6 +296,51 @@ def _xai_pattern(pattern: str) -> tuple[str | None, bool]:
             dot = True
         index += 1
     return None, dot
+
+
+def _whole_match(pattern: str) -> str | None:
+    """`pattern` rewritten so that matching it whole, as xAI does (it anchors patterns
+    implicitly), means what searching for it means to the type: each top-level branch gets
+    `.*` on an end it does not anchor (xAI's `.` matches a line break, so `.*` is any text).
+    `None` when a `^` or `$` stands elsewhere than at a branch's ends."""
+    branches: list[tuple[int, int]] = []
+    anchors: set[int] = set()
+    start = depth = index = 0
+    in_class = False
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            index += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char in "^$":
+            anchors.add(index)
+        elif char == "|" and depth == 0:
+            branches.append((start, index))
+            start = index + 1
+        index += 1
+    branches.append((start, len(pattern)))
+    parts: list[str] = []
+    for start, end in branches:
+        lead = start in anchors and pattern[start] == "^"
+        trail = end - 1 in anchors and pattern[end - 1] == "$"
+        if any(start + lead <= at < end - trail for at in anchors):
+            return None
+        body = pattern[start + lead : end - trail]
+        if lead and trail:
+            parts.append(pattern[start:end])
+        elif not (lead or trail or body):
+            parts.append(".*")
+        else:
+            parts.append(f"{'^' if lead else '.*'}{body}{'$' if trail else '.*'}")
+    return "|".join(parts)
 
 
 _ENGINES: dict[str, type[_Current]] = {
