@@ -31,8 +31,9 @@ How allama's names meet genai-prices' (`PROVIDER_IDS` below):
 - what no price data allama has can price has no cost, with the reason (`_UNPRICEABLE`):
   Gemini's grounding with Google Search or Maps (billed past a free quota a response does
   not report), the Responses API's `web_search_preview` searches (billed by the model's
-  kind), code interpreter calls (billed by container session) and image generation calls
-  (billed by image);
+  kind), code interpreter calls (billed by container session), image generation calls
+  (billed by image) and Anthropic's code execution (billed by container time past a free
+  quota);
 - audio tokens (Gemini's, and those of OpenAI's audio models in the Chat Completions
   dialect, at OpenAI, Azure or OpenRouter) are priced at the model's audio prices. Google's
   price data leaves out an audio price where audio costs what text costs, so there audio
@@ -81,6 +82,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from allama.types import Usage
 from allama.types._response import (
+    CODE_EXECUTIONS,
     CODE_INTERPRETER_CALLS,
     FAST_MODE,
     GROUNDED_SEARCHES,
@@ -563,6 +565,10 @@ _UNPRICEABLE: Mapping[str, str] = {
     IMAGE_GENERATION_CALLS: (
         "the images of {count} image generation calls, billed apart by their size and "
         "quality at the image model's prices, which genai-prices does not hold"
+    ),
+    CODE_EXECUTIONS: (
+        "the container time of {count} code execution runs, billed past a free quota whose "
+        "use the response does not say, at prices genai-prices does not hold"
     ),
 }
 """What a response may be billed for that no price data allama has can price, and why:

@@ -3,7 +3,8 @@
 The rules: a stream ends after its first error; a stream that stops before its `Finish`
 event is an incomplete stream (`IncompleteStreamError`); what it reported before failing
 (usage, warnings) stays readable. A connection that breaks after the `Finish` event (before
-Anthropic's `message_stop`, OpenAI's usage chunk or `[DONE]`) ends the stream: the answer
+Anthropic's `message_stop`, OpenAI's usage chunk or `[DONE]`), or a provider's failure there
+(a server error or a rate limit it sends), ends the stream: the answer
 came whole and was paid for, so it is used; where no usage had come, its usage is unknown
 (empty counts: made, and maybe billed, for what nothing says), not none. `ChatStream` and
 `AsyncChatStream` keep these rules for every provider, so an adapter's decoder only has to
@@ -26,7 +27,9 @@ from allama.errors import (
     Error,
     IncompleteStreamError,
     NetworkError,
+    RateLimitedError,
     RequestTimeoutError,
+    ServerError,
     StreamDecodeError,
     reported_billing,
 )
@@ -238,9 +241,10 @@ class StreamCollector:
         ).mark_authored()
 
     def cut_after_finish(self) -> None:
-        """The connection broke after the `Finish` event: the stream ends there, its answer
-        whole. Usage that had not come is unknown (empty counts, priced as a call made with
-        nothing to say what for), not none: it would have come after the finish."""
+        """The connection broke, or the provider failed, after the `Finish` event: the
+        stream ends there, its answer whole. Usage that had not come is unknown (empty
+        counts, priced as a call made with nothing to say what for), not none: it would
+        have come after the finish."""
         if self._usage is None:
             self._usage = Usage()
 
@@ -342,6 +346,13 @@ class StreamCollector:
         )
 
 
+_FAILED_AFTER = (NetworkError, RequestTimeoutError, ServerError, RateLimitedError)
+"""The errors that, after the `Finish` event, end the stream with its answer whole: the
+connection's, and the provider's own failures (busy, overloaded, broken), which say nothing
+of the answer given before them. Any other (a stream that does not decode, a request the
+provider refuses) still fails the stream."""
+
+
 class _Rules:
     """The stream rules, shared by the sync and async streams."""
 
@@ -359,16 +370,18 @@ class _Rules:
 
     def ends(self, error: Error, *, closed: bool = False) -> bool:
         """Whether `error` ends a stream whose answer came whole (used, not thrown away as a
-        failure): the connection breaking after the `Finish` event, or the caller closing
-        the stream (`closed`) after it, which woke a read waiting for what follows it. A
-        close keeps the usage the stream reported, as a close between reads does."""
+        failure): the connection breaking after the `Finish` event, the provider failing
+        there (an error it sends, such as Anthropic's `overloaded_error` event before its
+        `message_stop`), or the caller closing the stream (`closed`) after it, which woke a
+        read waiting for what follows it. A close keeps the usage the stream reported, as a
+        close between reads does; so does a failure, which had come after it."""
         collector = self.collector
         if not collector.finished or collector.error is not None:
             return False
         if closed:
             self.done = True
             return True
-        if not isinstance(error, NetworkError | RequestTimeoutError):
+        if not isinstance(error, _FAILED_AFTER):
             return False
         self.done = True
         collector.cut_after_finish()

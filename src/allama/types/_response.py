@@ -82,6 +82,10 @@ CODE_INTERPRETER_CALLS = "code_interpreter_calls"
 """OpenAI's code interpreter calls, whose container sessions are billed apart."""
 IMAGE_GENERATION_CALLS = "image_generation_calls"
 """OpenAI's image generation tool calls, whose images are billed apart."""
+CODE_EXECUTIONS = "code_executions"
+"""Anthropic's runs of its code execution tool (each result block a `server_tool_use` got:
+`code_execution_tool_result`, `bash_code_execution_tool_result`,
+`text_editor_code_execution_tool_result`), billed by container time past a free quota."""
 GROUNDED_SEARCHES = "grounded_searches"
 """Gemini's grounding with Google Search or Maps (its queries, at least one), billed past
 a free quota."""
@@ -169,9 +173,10 @@ def billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, i
     Gemini's and the OpenAI dialect's adapters keep them), Gemini's image and video tokens
     (`MEDIA_TOKENS_KEY`), Anthropic's web searches, its one-hour cache writes (five-minute
     ones are the plain cache-write price, so they matter only beside one-hour ones), its
-    fast mode and its inference geography, the Responses API's web searches, file
-    searches, code interpreter and image generation calls, and Gemini's grounding: each a
-    charge its cost prices, or has no cost for, never one it counts free."""
+    fast mode, its inference geography and its code execution (`CODE_EXECUTIONS`, counted
+    from the server blocks kept), the Responses API's web searches, file searches, code
+    interpreter and image generation calls, and Gemini's grounding: each a charge its cost
+    prices, or has no cost for, never one it counts free."""
     extras: dict[str, int] = {}
     for kept in provider_data.values():
         for key, names in _MODALITY_TOKENS.items():
@@ -190,6 +195,9 @@ def billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, i
     if grounded:
         extras[GROUNDED_SEARCHES] = grounded
     anthropic = provider_data.get("anthropic")
+    runs = _code_executions(anthropic.get("server_blocks")) if anthropic else 0
+    if runs:
+        extras[CODE_EXECUTIONS] = runs
     details = anthropic.get("usage_details") if anthropic else None
     if not isinstance(details, dict):
         return extras or None
@@ -242,6 +250,20 @@ def _tool_calls(items: Any, preview: Any) -> dict[str, int]:
         IMAGE_GENERATION_CALLS: images,
     }
     return {name: count for name, count in counts.items() if count}
+
+
+def _code_executions(blocks: Any) -> int:
+    """How many code execution results Anthropic's server blocks (`provider_data[...]
+    ["server_blocks"]`) hold: every tool of the kind (`code_execution`, and its `bash_` and
+    `text_editor_` forms) names its result block `..._code_execution_tool_result`. Its usage
+    counts none of them, so the blocks are what says the container ran."""
+    return sum(
+        1
+        for block in (blocks if isinstance(blocks, list) else ())
+        if isinstance(block, dict)
+        and isinstance(kind := block.get("type"), str)
+        and kind.endswith("code_execution_tool_result")
+    )
 
 
 def _grounded(grounding: Any) -> int:

@@ -14,10 +14,12 @@ beyond the token counts that change the bill (`server_tool_use`, `cache_creation
 `service_tier`) are running totals like the counts, a later report of one replacing the
 earlier; they are reported under `usage_details` whenever they change. The container a
 message names (on `message_start`'s message or in `message_delta`'s delta) is reported under
-`container` when it arrives. What `decode_response` keeps under `resume` (a paused turn's
-blocks in order, a turn's with a tool call from code execution, the container) is reported
-before the finish. An `event: error` is raised after every event before it was yielded
-(those were paid for).
+`container` when it arrives. A tool call's input given on its start is held until its stop
+and used there only if no `input_json_delta` carried its arguments (deltas replace it).
+What `decode_response` keeps under `resume` (a paused turn's blocks in order, a turn's with
+a tool call from code execution, the container) is reported before the finish. An `event:
+error` is raised after every event before it was yielded (those were paid for); one after
+the finish ends the stream with its answer whole (the streams' own rule, `allama.stream`).
 """
 
 from __future__ import annotations
@@ -78,16 +80,18 @@ _DELTA_BLOCK: dict[str, StreamBlockType] = {
 
 
 class _Surfaced:
-    """A block allama surfaces: its own index, its type, whether arguments arrived, (a
-    text block) the citations that arrived for it, verbatim, and (a tool call made from
-    code execution) its caller."""
+    """A block allama surfaces: its own index, its type, whether arguments arrived as
+    deltas, (a tool call) the input its start gave, held until its stop, (a text block) the
+    citations that arrived for it, verbatim, and (a tool call made from code execution) its
+    caller."""
 
-    __slots__ = ("block_type", "caller", "citations", "has_arguments", "index")
+    __slots__ = ("block_type", "caller", "citations", "has_arguments", "index", "initial")
 
     def __init__(self, index: int, block_type: StreamBlockType) -> None:
         self.index = index
         self.block_type = block_type
         self.has_arguments = False
+        self.initial = ""
         self.citations: list[JsonValue] = []
         self.caller: JsonValue | None = None
 
@@ -273,12 +277,11 @@ class MessagesStreamDecoder:
                 name=name if isinstance(name, str) else None,
             )
             # The start carries `input: {}` and the arguments follow as deltas; an input
-            # given whole at the start is its arguments.
+            # given whole at the start is its arguments, unless deltas follow it too (they
+            # replace it, as in Anthropic's SDK): held until the stop, so never both.
             initial = block.get("input")
             if initial:
-                ours.has_arguments = True
-                arguments = initial if isinstance(initial, str) else json_text(initial)
-                yield ToolCallDelta(index=ours.index, arguments=arguments)
+                ours.initial = initial if isinstance(initial, str) else json_text(initial)
         elif kind == "thinking":
             ours = self._surface(index, StreamBlockType.REASONING)
             yield BlockStart(index=ours.index, block_type=StreamBlockType.REASONING)
@@ -368,9 +371,9 @@ class MessagesStreamDecoder:
 
     def _stop(self, ours: _Surfaced) -> Iterator[StreamEvent]:
         if ours.block_type is StreamBlockType.TOOL_CALL and not ours.has_arguments:
-            # A call without arguments streams none; its arguments are the empty object,
-            # as in the non-streamed message.
-            yield ToolCallDelta(index=ours.index, arguments="{}")
+            # No deltas: the input its start gave; a call without arguments streams none,
+            # and its arguments are the empty object, as in the non-streamed message.
+            yield ToolCallDelta(index=ours.index, arguments=ours.initial or "{}")
         yield BlockStop(index=ours.index)
         if ours.citations:
             # In block order (blocks stop in order, as a rule: then this appends).
