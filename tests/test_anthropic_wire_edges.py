@@ -21,7 +21,7 @@ from _recording import provider
 from allama import ChatRequest, Extracted
 from allama.adapters.anthropic._decode import decode_response
 from allama.adapters.anthropic._sse import decode_stream
-from allama.errors import InvalidRequestError, OverloadedError
+from allama.errors import InvalidRequestError, OverloadedError, ServerError
 from allama.stream import StreamCollector
 from allama.types import Usage
 
@@ -287,6 +287,23 @@ def test_a_provider_error_after_the_finish_ends_an_openai_stream_too() -> None:
     response = made.chat_stream(ChatRequest("gpt-4o-mini").user("hi")).response()
     assert (response.text(), response.finish_reason) == ("hi", "stop")
     assert response.usage == Usage(input_tokens=11, output_tokens=7)
+
+
+def test_a_provider_error_after_an_early_finish_with_nothing_answered_fails_the_stream() -> None:
+    """Some Chat Completions servers send `finish_reason` early, on a reasoning chunk: an
+    error after it, with no text or tool call come, is no end of an answer."""
+
+    def chunk(delta: dict[str, Any], reason: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": reason}
+        body = {"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [choice]}
+        return f"data: {json.dumps(body)}\n\n"
+
+    error = 'data: {"error": {"message": "upstream overloaded", "type": "server_error"}}\n\n'
+    body = chunk({"role": "assistant", "reasoning_content": "think"}, "stop") + error
+    made, _ = provider("openai-compatible", (200, body.encode()), base_url="http://h/v1")
+    with pytest.raises(ServerError, match="upstream overloaded") as raised:
+        made.chat_stream(ChatRequest("m").user("hi")).response()
+    assert raised.value.retryable
 
 
 def test_an_error_before_the_finish_or_of_another_kind_still_fails_the_stream() -> None:

@@ -353,6 +353,14 @@ of the answer given before them. Any other (a stream that does not decode, a req
 provider refuses) still fails the stream."""
 
 
+_CUT = (NetworkError, RequestTimeoutError)
+
+
+def _answered(response: ChatResponse) -> bool:
+    """Whether the answer holds more than reasoning: text, a tool call or a refusal."""
+    return any(block.type != "reasoning" for block in response.content)
+
+
 class _Rules:
     """The stream rules, shared by the sync and async streams."""
 
@@ -382,6 +390,10 @@ class _Rules:
             self.done = True
             return True
         if not isinstance(error, _FAILED_AFTER):
+            return False
+        if not isinstance(error, _CUT) and not _answered(collector.partial_response()):
+            # The provider failing after a finish with nothing answered: a Chat Completions
+            # `finish_reason` some servers send early (on a reasoning chunk), not an end.
             return False
         self.done = True
         collector.cut_after_finish()
