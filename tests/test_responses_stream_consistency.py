@@ -303,6 +303,25 @@ def test_call_arguments_done_brings_the_end_the_deltas_did_not() -> None:
         assert response.tool_calls() == (ToolCall(id="call_1", name="lookup", arguments='{"a":1}'),)
 
 
+def test_call_arguments_in_the_added_item_and_again_as_a_delta_are_read_once() -> None:
+    """vLLM adds a call with the arguments of its first delta in it, and streams them as
+    that delta too: read once. Arguments in the added item alone are the call's where
+    nothing after it brings any."""
+    again = call_stream(['{"a":1}'], '{"a":1}', '{"a":1}', '{"a":1}')
+    again[1]["item"]["arguments"] = '{"a":1}'
+    alone = call_stream([], "", None, None)
+    alone[1]["item"]["arguments"] = '{"a":1}'
+    for events in (again, alone):
+        made = provider("".join(frames(events)).encode())
+        for read in (streamed, streamed_async):
+            deltas = [e.arguments for e in read(made) if isinstance(e, ToolCallDelta)]
+            assert deltas == ['{"a":1}']
+        for response in collected(made):
+            assert response.tool_calls() == (
+                ToolCall(id="call_1", name="lookup", arguments='{"a":1}'),
+            )
+
+
 def reasoning_stream(deltas: list[str], finished: dict[str, Any], *, summary: bool) -> bytes:
     """A reasoning item streamed as summary deltas (`summary`), or as reasoning text under no
     reasoning configuration (OpenRouter's raw reasoning), then finished as `finished`."""

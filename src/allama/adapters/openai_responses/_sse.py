@@ -240,7 +240,7 @@ class _Block:
 class _Item:
     """An output item the stream announced: its type, its blocks, whether it is done."""
 
-    __slots__ = ("block", "done", "item_id", "kind", "parts", "position")
+    __slots__ = ("added", "block", "done", "item_id", "kind", "parts", "position")
 
     def __init__(self, kind: str, item_id: str | None, position: int) -> None:
         self.kind = kind
@@ -252,6 +252,8 @@ class _Item:
         self.parts: dict[int, _Block] = {}
         """The blocks of a message's content parts, by content index."""
         self.done = False
+        self.added: dict[str, Any] | None = None
+        """A call item as it was added, whose arguments are taken only where none stream."""
 
 
 def _str(value: Any) -> str:
@@ -474,6 +476,11 @@ class ResponsesStreamDecoder:
             yield from self._retire(earlier)
         known, events = self._announce(index, item)
         yield from events
+        if known.kind in CALL_ITEMS:
+            # A call's arguments in the added item are held: a server may stream them again
+            # as deltas (vLLM does), and its finished item holds them all.
+            known.added = item
+            return
         # An item added with content already in it streams the rest as deltas.
         yield from self._complete(known, item, stop=False)
 
@@ -756,7 +763,10 @@ class ResponsesStreamDecoder:
     ) -> Iterator[StreamEvent]:
         """What a finished call's arguments hold beyond what streamed. Arguments a server
         sends as an object agree with streamed text that is the same JSON."""
-        raw = item.get("input" if known.kind == "custom_tool_call" else "arguments")
+        key = "input" if known.kind == "custom_tool_call" else "arguments"
+        raw = item.get(key)
+        if raw is None and known.added is not None and not block.streamed():
+            raw = known.added.get(key)  # a finished item without them: the added one's
         if raw is None:
             return
         if isinstance(raw, str):
