@@ -38,6 +38,7 @@ __all__ = [
     "PermissionDeniedError",
     "QuotaExceededError",
     "RateLimitedError",
+    "RejectedOutputError",
     "RequestTimeoutError",
     "ServerError",
     "StreamDecodeError",
@@ -544,6 +545,37 @@ class ContextWindowExceededError(InvalidRequestError):
     kind = "context_window"
 
 
+class RejectedOutputError(InvalidRequestError):
+    """The model answered, and the provider refused the answer itself: its own check of the
+    output against the schema failed (Groq's `json_validate_failed`). Asking again may give
+    one it takes.
+
+    `failed_output` is the model's output as the provider gave it back (`None` when it gave
+    none): the model's words, kept for the caller and left out of `repr` and the log view.
+    An extraction in native mode reads it as that pass's output (asked again under
+    `retries`; else a `ParseError` whose `raw` it is).
+    """
+
+    kind = "rejected_output"
+    retryable_by_default = True
+
+    def __init__(self, message: str, *, failed_output: str | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.failed_output = failed_output
+
+    def _fields(self) -> dict[str, JsonValue]:
+        return {} if self.failed_output is None else {"failed_output": self.failed_output}
+
+    def _log_fields(self) -> dict[str, JsonValue]:
+        output = self.failed_output
+        return {} if output is None else {"failed_output_len": len(output)}
+
+    @classmethod
+    def _restore(cls, message: str, fields: dict[str, Any]) -> Self:
+        output = fields.get("failed_output")
+        return cls(message, failed_output=output if isinstance(output, str) else None)
+
+
 class UnsupportedError(Error):
     """A request field the provider cannot honour, refused before sending or by the provider."""
 
@@ -618,9 +650,12 @@ class IncompleteStreamError(StreamError):
 class ExtractionError(Error):
     """The base of every extraction failure: no usable value came of the extraction.
 
-    It carries the last provider response (`response`, `None` when nothing was sent) and
-    the record of every pass (`metadata`), so failed output and its cost stay inspectable.
-    Provider errors during an extraction are raised as themselves, not as this. Extraction
+    It carries the last provider response (`response`, `None` when nothing was sent, or
+    when the provider answered with an error) and the record of every pass (`metadata`), so
+    failed output and its cost stay inspectable. Provider errors during an extraction are
+    raised as themselves, not as this, but for an output the provider refused itself
+    (`RejectedOutputError`): in native mode, that output failed as one answered would (a
+    `ParseError` whose `raw` it is, the provider's error its `__cause__`). Extraction
     failures are never retryable: the same request would fail the same way.
     """
 

@@ -16,11 +16,17 @@ from typing import Any, Generic, TypeVar
 from allama._degradations import NOT_ON_STREAMS
 from allama.errors import (
     Error,
+    RejectedOutputError,
     paid_before_foreign,
     paid_for,
     take_paid_before,
 )
-from allama.extract._errors import EnforcementBelowError, ModeUnsupportedError, _Failure
+from allama.extract._errors import (
+    EnforcementBelowError,
+    ModeUnsupportedError,
+    ParseError,
+    _Failure,
+)
 from allama.extract._metadata import (
     AutoFallback,
     ExtractionMetadata,
@@ -44,6 +50,7 @@ from allama.types import (
     RequestField,
     ResponseFormat,
     ResponseStart,
+    TextPart,
     ToolCall,
     Usage,
     UsageEvent,
@@ -419,12 +426,56 @@ def finish(
     return Extracted(value=value, response=response, metadata=metadata, source=source)
 
 
-def _failed(rejection: Rejection, metadata: ExtractionMetadata, response: ChatResponse) -> _Failure:
+def _failed(
+    rejection: Rejection, metadata: ExtractionMetadata, response: ChatResponse | None
+) -> _Failure:
     if rejection.undeclared:
         metadata.undeclared_key_rejections += 1
     error = rejection.error
     error.metadata = metadata
-    return error.with_response(response)
+    return error if response is None else error.with_response(response)
+
+
+def _refused_output(outcome: Error, mode: ExtractionMode) -> str | None:
+    """The output the provider refused itself (`RejectedOutputError`) in native mode: the
+    pass's answer, which came back in the provider's error rather than in a response."""
+    if mode is ExtractionMode.NATIVE and isinstance(outcome, RejectedOutputError):
+        return outcome.failed_output
+    return None
+
+
+_PROVIDER_REFUSED = "the provider's check of the output against the schema refused it"
+"""Why a refused output cannot be used where the type's own check takes it: the provider
+checked the schema as it was sent, and no response holds the value."""
+
+
+def _read_refused(
+    output: str, outcome: Error, metadata: ExtractionMetadata, target: Target, settings: Settings
+) -> tuple[ChatResponse, Rejection]:
+    """An output the provider refused, read as an answer holding it would be: why it cannot
+    be used (what the type's check finds, else the provider's refusal), and that answer,
+    which the turn that asks again quotes. No response came: the answer is only that."""
+    mode = metadata.mode
+    answer = ChatResponse(
+        (TextPart(text=output),) if output else (), provider=outcome.provider, model=outcome.model
+    )
+    try:
+        parsed = parse_value(
+            answer, mode, target, settings.repair, settings.rejects_undeclared(metadata)
+        )
+    except Exception as raised:  # the type's own code (a validator's KeyError)
+        metadata.keep_on(raised)  # what the calls cost goes with it
+        raise
+    if isinstance(parsed, Rejection):
+        return answer, parsed
+    refused = ParseError(
+        provider=target.provider,
+        metadata=ExtractionMetadata.new(mode),
+        mode=mode,
+        raw=output,
+        detail=_PROVIDER_REFUSED,
+    )
+    return answer, Rejection(refused)
 
 
 Send = ChatRequest
@@ -451,6 +502,18 @@ def extract_steps(
             # A failed call that reported usage (and each the chain holds) was paid for:
             # counted, though not a pass, as in a stream that failed.
             metadata.record_paid(paid_for(outcome))
+            refused = _refused_output(outcome, metadata.mode)
+            if refused is not None:
+                # The model answered, and the provider refused the answer: it fails as an
+                # answer would, and is asked again as one would be.
+                answer, rejection = _read_refused(refused, outcome, metadata, target, settings)
+                if retries_left > 0 and rejection.worth_asking_again():
+                    retries_left -= 1
+                    if rejection.undeclared:
+                        metadata.undeclared_key_rejections += 1
+                    derived = ask_again(derived, answer, metadata.mode, rejection)
+                    continue
+                raise _failed(rejection, metadata, None) from outcome
             start.fall_back_or_raise(outcome)
             target = start.target()
             derived = target.derive(request, metadata.mode)
@@ -592,6 +655,12 @@ def open_steps(
                 # What a wrapper's failed attempts before it paid (a retry that gave up): counted
                 # with the record the error carries, as a call's are.
                 metadata.record_paid(paid_for(outcome))
+                refused = _refused_output(outcome, metadata.mode)
+                if refused is not None:
+                    # An answer the provider refused as the stream opened: it fails as a
+                    # streamed answer would at `finish()` (a stream is not asked again).
+                    _, rejection = _read_refused(refused, outcome, metadata, target, settings)
+                    raise _failed(rejection, metadata, None) from outcome
                 start.fall_back_or_raise(outcome)
                 continue
             stream = outcome

@@ -21,6 +21,7 @@ from typing import Any
 
 from allama.adapters._http import body_message, http_date, wait_until, wire_json
 from allama.errors import (
+    REPORTED_USAGE_KEY,
     UNNAMED_PARAMETERS_KEY,
     AuthenticationError,
     ContextWindowExceededError,
@@ -31,6 +32,7 @@ from allama.errors import (
     PermissionDeniedError,
     QuotaExceededError,
     RateLimitedError,
+    RejectedOutputError,
     RequestTimeoutError,
     ServerError,
     UnsupportedError,
@@ -145,11 +147,13 @@ class ErrorInfo:
     input (OpenRouter's 403 whose `metadata` has the `reasons` and the `flagged_input`).
     `implied_status`: the HTTP status the provider documents for its error's code, which
     classifies an error that came without one (Cloudflare's envelope under HTTP 200); not
-    the response's status, so never reported as it.
+    the response's status, so never reported as it. `failed_generation`: the model's output
+    the provider refused itself (Groq's), as it gave it back.
     """
 
     __slots__ = (
         "code",
+        "failed_generation",
         "flagged",
         "implied_status",
         "limits",
@@ -174,7 +178,9 @@ class ErrorInfo:
         flagged: bool = False,
         limits: dict[str, str] | None = None,
         implied_status: int | None = None,
+        failed_generation: str | None = None,
     ) -> None:
+        self.failed_generation = failed_generation
         self.flagged = flagged
         self.implied_status = implied_status
         self.limits = limits
@@ -254,6 +260,7 @@ class ErrorInfo:
             relayed_by=relayed_by,
             flagged=flagged,
             limits=limits,
+            failed_generation=_failed_generation(obj.get("failed_generation")),
         )
 
 
@@ -273,6 +280,12 @@ def _relayed(raw: Any) -> ErrorInfo | None:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _failed_generation(value: Any) -> str | None:
+    """The output a provider refused, as text: an empty one is the model's too (it wrote
+    nothing); what is no string is none."""
+    return value if isinstance(value, str) else None
 
 
 _EPOCH_SECONDS = 1e9
@@ -438,6 +451,13 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
     relayed = _relayed_error(status, info)
     if relayed is not None:
         return relayed
+    if code == "json_validate_failed":
+        # The model answered, and the provider's check of the answer against the schema
+        # refused it (Groq's, the answer in `failed_generation`): asking again may pass.
+        # Made, and maybe billed, for what its error does not say (no usage comes).
+        return RejectedOutputError(message, failed_output=info.failed_generation).with_metadata(
+            REPORTED_USAGE_KEY, {}
+        )
     if code in _QUOTA_CODES or kind in _QUOTA_CODES or status == 402:
         return QuotaExceededError(message).with_retryable(False)
     if code in _CONTEXT_CODES or kind in _CONTEXT_CODES:
@@ -495,7 +515,7 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         # An error object in a stream with no status and no known code: the server gave up.
         return ServerError(message)
     error = InvalidRequestError(message)
-    if status == 409 or code in ("tool_use_failed", "json_validate_failed"):
+    if status == 409 or code == "tool_use_failed":
         # A conflict, or a generation the server rejected: asking again may succeed.
         error.with_retryable(True)
     return error

@@ -1,0 +1,252 @@
+"""An answer the provider refused itself (Groq's 400 `json_validate_failed`, the model's text
+in `failed_generation`) is the model's output for that pass: asked again under `retries` as
+an answer that does not validate is, a `ParseError` holding it otherwise, and counted as a
+call made whose usage is unknown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from tests._recording import provider
+
+import allama
+from allama import ChatRequest, ExtractionMode, Extractor, ParseError, Usage
+from allama.errors import REPORTED_USAGE_KEY, Error, RejectedOutputError
+
+MODEL = "moonshotai/kimi-k2-instruct-0905"
+FAILED = '{"name":"Ada","year":"1843"}'
+GOOD = '{"name":"Ada","year":1843}'
+NO_COUNTS = "no token counts came with a call that was made (its answer cut off, say)"
+REFUSED = (
+    400,
+    {
+        "error": {
+            "message": "Generated JSON does not match the expected schema. Please adjust your "
+            "prompt.",
+            "type": "invalid_request_error",
+            "code": "json_validate_failed",
+            "failed_generation": FAILED,
+        }
+    },
+)
+
+
+class Person(BaseModel):
+    name: str
+    year: int
+
+
+def _answer(text: str) -> tuple[int, dict[str, Any]]:
+    return (
+        200,
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 1,
+            "model": MODEL,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        },
+    )
+
+
+def _refused(output: str) -> tuple[int, dict[str, Any]]:
+    status, body = REFUSED
+    return status, {"error": {**body["error"], "failed_generation": output}}
+
+
+def _request() -> ChatRequest:
+    return ChatRequest(MODEL).user("Ada, 1843")
+
+
+ASKED_AGAIN = [
+    {"role": "user", "content": "Ada, 1843"},
+    {"role": "assistant", "content": FAILED},
+    {
+        "role": "user",
+        "content": "The previous reply could not be used: it did not match the schema at "
+        '`year`: invalid type: string "1843", expected an integer. Reply again with only '
+        "the JSON value, matching the schema exactly.",
+    },
+]
+
+
+def test_a_refused_answer_is_asked_again_as_the_same_answer_given_as_a_200_is() -> None:
+    answered, by_answer = provider("groq", _answer(FAILED), _answer(GOOD))
+    refused, by_refusal = provider("groq", REFUSED, _answer(GOOD))
+
+    got = Extractor(retries=2).extract(refused, Person, _request())
+
+    Extractor(retries=2).extract(answered, Person, _request())
+    assert got.value == Person(name="Ada", year=1843)
+    assert len(by_refusal.bodies) == 2
+    assert by_refusal.bodies[1]["messages"] == ASKED_AGAIN
+    assert by_refusal.bodies[1]["messages"] == by_answer.bodies[1]["messages"]
+    # The refused call was made, its usage unknown: not a pass, but not free either.
+    assert got.metadata.passes == 1
+    assert got.metadata.usage == Usage(input_tokens=10, output_tokens=5)
+    assert got.metadata.cost is None
+    assert got.metadata.cost_missing == f"{NO_COUNTS} for one of its calls"
+
+
+def test_a_refused_answer_is_asked_again_async() -> None:
+    refused, recorder = provider("groq", REFUSED, _answer(GOOD))
+
+    got = asyncio.run(Extractor(retries=1).aextract(refused, Person, _request()))
+
+    assert got.value == Person(name="Ada", year=1843)
+    assert [body["messages"] for body in recorder.bodies][1] == ASKED_AGAIN
+    assert got.metadata.passes == 1
+    assert got.metadata.usage == Usage(input_tokens=10, output_tokens=5)
+    assert got.metadata.cost_missing == f"{NO_COUNTS} for one of its calls"
+
+
+def _parse_error(run: Any) -> ParseError:
+    with pytest.raises(ParseError) as caught:
+        run()
+    return caught.value
+
+
+def test_a_refused_answer_without_retries_is_a_parse_error_holding_it() -> None:
+    refused, recorder = provider("groq", REFUSED, _answer(GOOD))
+
+    error = _parse_error(lambda: Extractor().extract(refused, Person, _request()))
+
+    assert len(recorder.bodies) == 1
+    assert error.raw == FAILED
+    assert error.path == "year"
+    assert error.detail == 'invalid type: string "1843", expected an integer'
+    assert error.response is None
+    assert str(error) == (
+        "groq: failed to parse the output in `native` mode: at `year`: invalid type: string "
+        '"1843", expected an integer'
+    )
+    # The model's text stays out of what is meant for logs.
+    assert FAILED not in str(error.as_log())
+    assert "1843" not in str(error.as_log())
+    cause = error.__cause__
+    assert isinstance(cause, RejectedOutputError)
+    assert (cause.status, cause.failed_output, cause.retryable) == (400, FAILED, True)
+    assert error.metadata.passes == 0
+    assert error.metadata.usage == Usage()
+    assert error.metadata.cost_missing == NO_COUNTS
+    assert allama.ExtractionMetadata.from_error(error) is error.metadata
+
+
+def test_a_refused_answer_without_retries_async() -> None:
+    refused, recorder = provider("groq", REFUSED)
+
+    error = _parse_error(lambda: asyncio.run(Extractor().aextract(refused, Person, _request())))
+
+    assert len(recorder.bodies) == 1
+    assert (error.raw, error.path, error.response) == (FAILED, "year", None)
+    assert (error.metadata.passes, error.metadata.usage) == (0, Usage())
+    assert error.metadata.cost_missing == NO_COUNTS
+
+
+def test_retries_used_up_on_refused_answers_fail_with_the_last() -> None:
+    second = '{"name":"Ada"}'
+    refused, recorder = provider("groq", REFUSED, _refused(second))
+
+    error = _parse_error(lambda: Extractor(retries=1).extract(refused, Person, _request()))
+
+    assert len(recorder.bodies) == 2
+    assert recorder.bodies[1]["messages"] == ASKED_AGAIN
+    assert (error.raw, error.path, error.detail) == (second, None, "missing field `year`")
+    assert (error.metadata.passes, error.metadata.usage) == (0, Usage())
+    assert error.metadata.cost_missing == f"{NO_COUNTS} for one of its calls"
+
+
+def test_an_empty_refused_answer_is_asked_again_as_an_empty_one() -> None:
+    refused, recorder = provider("groq", _refused(""), _answer(GOOD))
+
+    got = Extractor(retries=1).extract(refused, Person, _request())
+
+    assert got.value == Person(name="Ada", year=1843)
+    assert recorder.bodies[1]["messages"] == [
+        {"role": "user", "content": "Ada, 1843"},
+        {
+            "role": "user",
+            "content": "The previous reply could not be used: it contained no text. Reply "
+            "again with only the JSON value, matching the schema exactly.",
+        },
+    ]
+
+
+def test_an_answer_refused_that_the_type_takes_is_still_refused() -> None:
+    # The provider checked the schema as it was sent; no response holds the value.
+    refused, _ = provider("groq", _refused(GOOD))
+
+    error = _parse_error(lambda: Extractor().extract(refused, Person, _request()))
+
+    assert (error.raw, error.path) == (GOOD, None)
+    assert error.detail == "the provider's check of the output against the schema refused it"
+
+
+def test_a_stream_refused_as_it_opens_is_a_parse_error_and_not_asked_again() -> None:
+    # Groq takes no schema on a stream (it is sent in words): the refusal comes from any
+    # provider that refuses an answer as a stream opens, which is read as the answer.
+    refused, recorder = provider("groq", REFUSED, _answer(GOOD))
+    request = _request().with_option(ExtractionMode.NATIVE)
+
+    error = _parse_error(lambda: Extractor(retries=2).extract_stream(refused, Person, request))
+
+    assert len(recorder.bodies) == 1
+    assert recorder.bodies[0]["stream"] is True
+    assert (error.raw, error.path, error.response) == (FAILED, "year", None)
+    assert (error.metadata.passes, error.metadata.usage) == (0, Usage())
+    assert error.metadata.cost_missing == NO_COUNTS
+
+
+def test_a_stream_refused_as_it_opens_async() -> None:
+    refused, recorder = provider("groq", REFUSED)
+    request = _request().with_option(ExtractionMode.NATIVE)
+
+    async def run() -> None:
+        async with Extractor().aextract_stream(refused, Person, request):
+            pass
+
+    error = _parse_error(lambda: asyncio.run(run()))
+
+    assert len(recorder.bodies) == 1
+    assert (error.raw, error.path) == (FAILED, "year")
+    assert (error.metadata.passes, error.metadata.usage) == (0, Usage())
+
+
+def test_the_adapter_keeps_the_refused_answer_out_of_the_log_view() -> None:
+    refused, _ = provider("groq", REFUSED)
+
+    with pytest.raises(RejectedOutputError) as caught:
+        refused.chat(_request())
+
+    error = caught.value
+    assert (error.kind, error.failed_output, error.retryable) == ("rejected_output", FAILED, True)
+    assert error.context.metadata[REPORTED_USAGE_KEY] == {}
+    assert "1843" not in repr(error)
+    assert error.as_log()["failed_output_len"] == len(FAILED)
+    assert "1843" not in str(error.as_log())
+    again = Error.from_json(error.to_json())
+    assert isinstance(again, RejectedOutputError)
+    assert (again.failed_output, again.retryable, again.status) == (FAILED, True, 400)
+
+
+def test_an_error_event_with_a_refused_answer_keeps_it() -> None:
+    event = {"error": {**REFUSED[1]["error"], "status_code": 400}}
+    stream = f"event: error\ndata: {json.dumps(event)}\n\n".encode()
+    refused, _ = provider("groq", (200, stream))
+
+    with pytest.raises(RejectedOutputError) as caught:
+        for _ in refused.chat_stream(ChatRequest(MODEL).user("JSON, please")):
+            pass
+
+    assert (caught.value.failed_output, caught.value.status) == (FAILED, 400)
