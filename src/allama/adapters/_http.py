@@ -13,6 +13,7 @@ from allama._lazy import deferred_module
 if TYPE_CHECKING:
     import pydantic_core
 
+    from allama._degradations import Degradations
     from allama.types import ChatRequest, RequestField, Warning
 else:
     # Loaded by the first request body written, not by building a provider.
@@ -25,6 +26,7 @@ __all__ = [
     "body_message",
     "http_date",
     "is_secret_header",
+    "option_stream",
     "origin",
     "provider_now",
     "read_json",
@@ -310,3 +312,43 @@ def replaced_by_option(
             "the option's choice forces it"
         )
     return Warning.unsupported(field, said)
+
+
+def option_stream(
+    given: dict[str, Any],
+    namespace: str,
+    *,
+    stream: bool,
+    sent: Any,
+    degradations: Degradations,
+    no_field: str | None = None,
+) -> None:
+    """Take the body option's `stream` out of `given` (the option's fields, about to be
+    written over the body): whether the answer comes whole or as a stream is the call's
+    (`chat` or `chat_stream`), which reads it one way only, so `chat` would fail on a stream
+    (the usage of a paid answer lost with it). An option's `stream` other than the call's is
+    refused on `RequestField.OPTIONS`. `sent` is the body's own `stream` (`None`: none
+    sent); `no_field` names the provider whose body has no `stream` (its URL says which)."""
+    from allama.types import RequestField
+
+    if "stream" not in given:
+        return
+    theirs = given.pop("stream")
+    if theirs is stream:
+        return
+    given_text = json.dumps(theirs, ensure_ascii=False, separators=(",", ":"))
+    read = "a stream" if stream else "one whole response"
+    if no_field is not None:
+        how = (
+            f"{no_field}'s body has no `stream` (the URL says whether the answer streams), "
+            f"and this call reads {read}"
+        )
+    elif sent is None:
+        how = f"this call reads {read}, so no `stream` was sent"
+    else:
+        how = f"this call reads {read}, so `stream: {json.dumps(sent)}` was sent"
+    degradations.refuse(
+        RequestField.OPTIONS,
+        f"`stream` of the body option `{namespace}` ({given_text}) was not sent: {how} "
+        "(`chat_stream` streams, `chat` does not)",
+    )

@@ -25,7 +25,12 @@ from typing import Any, TypeGuard
 
 from allama._degradations import Degradations, gives_tools
 from allama.adapters._arguments import call_arguments
-from allama.adapters._http import HttpRequest, replaced_by_option, with_option_tools
+from allama.adapters._http import (
+    HttpRequest,
+    option_stream,
+    replaced_by_option,
+    with_option_tools,
+)
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters._tool_ids import ANTHROPIC_IDS, with_tool_ids
 from allama.adapters.anthropic._capabilities import ClaudeFamily, Thinking
@@ -68,7 +73,9 @@ BODY_OPTION = "anthropic"
 """Request option namespace whose JSON object is merged into the body, for fields allama
 has no name for (`request.with_option_json("anthropic", {"top_k": 40})`). Its fields replace
 allama's, except `output_config`, whose keys are added to allama's (`format`, `effort`); its
-own `output_config.format` or `tool_choice` is sent with a warning on the field."""
+own `output_config.format` or `tool_choice` is sent with a warning on the field. Its `stream`
+is not sent where it differs from the call's (`chat` reads no stream), with a warning on
+`options`."""
 
 DEFAULT_MAX_TOKENS = 16_384
 """`max_tokens` when the request sets none (Anthropic requires it): this, or the family's
@@ -755,7 +762,15 @@ class _Encoder:
             body["stream"] = True
         extra = request.option_json(BODY_OPTION)
         if isinstance(extra, dict):
-            for key, value in with_option_tools(body, extra).items():
+            given = with_option_tools(body, extra)
+            option_stream(
+                given,
+                BODY_OPTION,
+                stream=self.stream,
+                sent=body.get("stream"),
+                degradations=self.degradations,
+            )
+            for key, value in given.items():
                 ours = body.get(key)
                 if key == "output_config" and isinstance(ours, dict) and isinstance(value, dict):
                     # Independent settings (`format`, `effort`, ...): the option's are added

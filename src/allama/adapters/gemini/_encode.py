@@ -33,7 +33,12 @@ from typing import Any
 
 from allama._degradations import Degradations, gives_tools
 from allama.adapters._arguments import call_arguments
-from allama.adapters._http import HttpRequest, replaced_by_option, with_option_tools
+from allama.adapters._http import (
+    HttpRequest,
+    option_stream,
+    replaced_by_option,
+    with_option_tools,
+)
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters.gemini._capabilities import GeminiFamily, SchemaSurface, Thinking
 from allama.adapters.gemini._profile import GeminiProfile
@@ -77,7 +82,9 @@ in it is merged into allama's, its `thinkingConfig` into allama's one level deep
 `toolConfig`. Its own response format fields or `functionCallingConfig` are sent in place of
 allama's with a warning on the field. Google's snake_case spelling of a field
 (`generation_config`, `response_mime_type`) is read as its camelCase one; a field given in
-both spellings is refused."""
+both spellings is refused. A `stream` is no field of Gemini's (the URL says whether the
+answer streams): it is not sent, with a warning on `options` where it differs from the
+call's."""
 
 THINKING_BUDGETS = {"minimal": 512, "low": 2048, "medium": 8192, "high": 24_576}
 """`thinkingBudget` per reasoning effort, within the family's range (Gemini 2.5)."""
@@ -513,6 +520,15 @@ class _Encoder:
         extra = self.request.option_json(BODY_OPTION)
         if isinstance(extra, dict):
             given = with_option_tools(body, self.camel_option(extra))
+            # No field of Gemini's (answered 400): the URL says whether the answer streams.
+            option_stream(
+                given,
+                BODY_OPTION,
+                stream=self.stream,
+                sent=None,
+                degradations=self.degradations,
+                no_field=self.profile.display_name,
+            )
             more = given.pop("generationConfig", None)
             if isinstance(more, dict):
                 merged = _merge_generation(generation, more)

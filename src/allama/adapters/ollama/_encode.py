@@ -55,14 +55,18 @@ that differs is not sent, with a warning on `options` (refused under `ERROR`).
 from __future__ import annotations
 
 import base64
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from allama._degradations import Degradations
 from allama.adapters._arguments import call_arguments
-from allama.adapters._http import HttpRequest, replaced_by_option, with_option_tools
+from allama.adapters._http import (
+    HttpRequest,
+    option_stream,
+    replaced_by_option,
+    with_option_tools,
+)
 from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters.ollama._capabilities import OllamaFamily, Thinking
 from allama.adapters.ollama._parameters import inline_refs
@@ -428,8 +432,13 @@ class _Encoder:
         extra = request.option_json(BODY_OPTION)
         if isinstance(extra, dict):
             given = with_option_tools(body, extra)
-            if "stream" in given:
-                self.own_stream(given.pop("stream"))
+            option_stream(
+                given,
+                BODY_OPTION,
+                stream=self.stream,
+                sent=self.stream,
+                degradations=self.degradations,
+            )
             more = given.pop("options", None)
             if isinstance(more, dict):
                 options = {**options, **more}
@@ -445,20 +454,6 @@ class _Encoder:
         if options:
             body["options"] = options
         return body
-
-    def own_stream(self, theirs: Any) -> None:
-        """The body option's `stream` is not sent: whether the answer comes whole or as a
-        stream is the call's (`chat` or `chat_stream`), which reads it one way only."""
-        if theirs is self.stream:
-            return
-        given = json.dumps(theirs, ensure_ascii=False, separators=(",", ":"))
-        read = "a stream" if self.stream else "one whole response"
-        self.degradations.refuse(
-            RequestField.OPTIONS,
-            f"`stream` of the body option `{BODY_OPTION}` ({given}) was not sent: this call "
-            f"reads {read}, so `stream: {json.dumps(self.stream)}` was sent "
-            "(`chat_stream` streams, `chat` does not)",
-        )
 
 
 def _rewrite(schema: dict[str, Any], display: str) -> Rewrite:

@@ -17,7 +17,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from allama._degradations import NOT_ON_STREAMS, Degradations, gives_tools
-from allama.adapters._http import HttpRequest, replaced_by_option, with_option_tools
+from allama.adapters._http import (
+    HttpRequest,
+    option_stream,
+    replaced_by_option,
+    with_option_tools,
+)
 from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters._tool_ids import MISTRAL_IDS, mistral_model, with_tool_ids
 from allama.adapters.openai_compat._capabilities import ModelFamily, StructuredLevel
@@ -56,7 +61,9 @@ BODY_OPTION = "openai_compat"
 """Request option namespace whose JSON object is merged into the body, for fields allama
 has no name for (`request.with_option_json("openai_compat", {"top_k": 40})`). Its fields
 replace allama's; its own `response_format` or `tool_choice` is sent with a warning on the
-field."""
+field. Its `stream` is not sent where it differs from the call's, nor its `stream_options`
+on a whole response (each with a warning on `options`); on a stream, its `stream_options`
+are added to allama's `include_usage`."""
 
 _NAME = re.compile(r"[^a-zA-Z0-9_-]")
 
@@ -707,6 +714,15 @@ class _Encoder:
             body["messages"] = _instructed(body["messages"], self.schema_instruction)
         extra = request.option_json(BODY_OPTION)
         given = with_option_tools(body, extra) if isinstance(extra, dict) else {}
+        option_stream(
+            given,
+            BODY_OPTION,
+            stream=self.stream,
+            sent=body.get("stream"),
+            degradations=self.degradations,
+        )
+        if "stream_options" in given:
+            self.option_stream_options(body, given.pop("stream_options"))
         for key, field in _CARRIERS:
             if key in body and key in given and given[key] != body[key]:
                 self.option_replaced(field, key, given[key])
@@ -720,6 +736,37 @@ class _Encoder:
             }
         body.update(given)
         return body
+
+    def option_stream_options(self, body: dict[str, Any], theirs: Any) -> None:
+        """The body option's `stream_options` in `body`: not on a whole response (the
+        endpoint refuses them without `stream`), and on a stream with allama's own
+        `include_usage` kept, which the usage of the answer comes with."""
+        given = json.dumps(theirs, ensure_ascii=False, separators=(",", ":"))
+        what = f"`stream_options` of the body option `{BODY_OPTION}`"
+        if not self.stream:
+            if theirs is not None:
+                self.degradations.refuse(
+                    RequestField.OPTIONS,
+                    f"{what} ({given}) was not sent: they are for streams, and this call "
+                    "reads one whole response (`chat_stream` streams, `chat` does not)",
+                )
+            return
+        ours = body.get("stream_options")
+        if ours is None:
+            body["stream_options"] = theirs
+            return
+        usage = "the stream's usage is read from its end, so `include_usage: true` was sent"
+        if not isinstance(theirs, dict):
+            self.degradations.refuse(
+                RequestField.OPTIONS, f"{what} ({given}) was not sent: {usage}"
+            )
+            return
+        if theirs.get("include_usage", True) is not True:
+            said = json.dumps(theirs["include_usage"], ensure_ascii=False)
+            self.degradations.refuse(
+                RequestField.OPTIONS, f"`include_usage` of {what} ({said}) was not sent: {usage}"
+            )
+        body["stream_options"] = {**theirs, **ours}
 
 
 AFTER_TOOL_RESULTS = "I have the tool results."

@@ -63,7 +63,7 @@ from itertools import islice
 from typing import Any
 
 from allama._degradations import Degradations, gives_tools
-from allama.adapters._http import HttpRequest, with_option_tools
+from allama.adapters._http import HttpRequest, option_stream, with_option_tools
 from allama.adapters.openai_compat._capabilities import ModelFamily
 from allama.adapters.openai_compat._encode import _Encoder as _ChatEncoder
 from allama.adapters.openai_compat._encode import _image_url
@@ -106,7 +106,8 @@ BODY_OPTION = "openai_responses"
 has no name for (`request.with_option_json("openai_responses", {"store": True,
 "previous_response_id": "resp_..."})`). Its `text` and `reasoning` objects are added to
 allama's and its `include` list to allama's; its other fields replace allama's (its own
-`text.format` or `tool_choice` with a warning on the field)."""
+`text.format` or `tool_choice` with a warning on the field), but for a `stream` that differs
+from the call's (`chat` reads no stream), not sent, with a warning on `options`."""
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 """The `include` entry that returns a reasoning item's encrypted content."""
@@ -575,7 +576,15 @@ class _Encoder(_ChatEncoder):
                 **(routing if isinstance(routing, dict) else {}),
                 "require_parameters": True,
             }
-        for key, value in with_option_tools(body, self.extra).items():
+        given = with_option_tools(body, self.extra)
+        option_stream(
+            given,
+            BODY_OPTION,
+            stream=self.stream,
+            sent=body.get("stream"),
+            degradations=self.degradations,
+        )
+        for key, value in given.items():
             if key == "provider" and "provider" in body:
                 continue
             ours = body.get(key)
