@@ -204,3 +204,40 @@ def test_deepseek_interrupted_stream_is_the_same_error_with_its_usage() -> None:
     record = ExtractionMetadata.from_error(raised.value)
     assert record.usage is not None
     assert (record.usage.input_tokens, record.usage.output_tokens) == (10, 5)
+
+
+# 3. DeepSeek V4 thinks by default, where `temperature` and `top_p` have no effect: left out
+# with a warning, as on `deepseek-reasoner`, unless the body option turns thinking off.
+
+
+def _no_effect(model: str, field: str) -> str:
+    return (
+        f"`{model}` on DeepSeek takes no `{field}` other than 1 in thinking mode, its default "
+        '(to use it, turn thinking off: `"thinking": {"type": "disabled"}` in the body option)'
+    )
+
+
+@pytest.mark.parametrize("model", ["deepseek-v4-pro", "deepseek-v4-flash"])
+def test_deepseek_v4_sampling_is_left_out_unless_thinking_is_off(model: str) -> None:
+    answer = {
+        "id": "c-1",
+        "model": model,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+        ],
+        "usage": USAGE,
+    }
+    target, recorder = made("deepseek", (200, answer))
+    request = ChatRequest(model, temperature=0.2, top_p=0.5).user("hello")
+    thinking = target.chat(request)
+    assert "temperature" not in recorder.bodies[0]
+    assert "top_p" not in recorder.bodies[0]
+    assert [(w.kind, w.message) for w in thinking.warnings] == [
+        (WarningKind.UNSUPPORTED, _no_effect(model, "temperature")),
+        (WarningKind.UNSUPPORTED, _no_effect(model, "top_p")),
+    ]
+    off = request.with_option_json("openai_compat", {"thinking": {"type": "disabled"}})
+    plain = target.chat(off)
+    assert (recorder.bodies[1]["temperature"], recorder.bodies[1]["top_p"]) == (0.2, 0.5)
+    assert recorder.bodies[1]["thinking"] == {"type": "disabled"}
+    assert plain.warnings == ()

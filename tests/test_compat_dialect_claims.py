@@ -250,3 +250,60 @@ def test_fireworks_is_approximate_even_for_the_keywords_it_lists() -> None:
     assert rewrite.schema == type_schema(Person).schema
     assert not rewrite.exact
     assert [(n.kind.value, n.pointer, n.message) for n in rewrite.notes] == [ROOT_NOTE]
+
+
+# ----- Fireworks end to end (needs the wiring in /tmp/wtf54-fireworks-wiring.patch)
+
+
+def test_fireworks_json_schema_is_recorded_approximate_and_passes_the_floor() -> None:
+    from tests._recording import provider
+
+    class Person(BaseModel):
+        name: str
+        year: int
+
+    message = {"role": "assistant", "content": '{"name": "Ada", "year": 1843}'}
+    answer = {
+        "id": "x",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+    target, recorder = provider("fireworks", (200, answer))
+    request = (
+        ChatRequest("accounts/fireworks/models/llama-v3p1-70b-instruct")
+        .user("x")
+        .with_option(ExtractionMode.NATIVE)
+    )
+    result = Extractor(min_enforcement=SchemaEnforcement.APPROXIMATE).extract(
+        target, Person, request
+    )
+    assert result.value == Person(name="Ada", year=1843)
+    assert result.metadata.enforcement is SchemaEnforcement.APPROXIMATE
+    assert [w.message for w in result.response.warnings] == [
+        "the response format `person` was approximated: " + ROOT_NOTE[2]
+    ]
+    sent = recorder.bodies[0]["response_format"]["json_schema"]
+    assert sent["schema"] == type_schema(Person).schema
+
+
+def test_fireworks_is_not_sent_what_it_does_not_support() -> None:
+    from tests._recording import provider
+
+    card = {"name": "A", "tags": ["t"], "pet": {"kind": "cat"}}
+    message = {"role": "assistant", "content": json.dumps(card)}
+    answer = {
+        "id": "x",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+    target, recorder = provider("fireworks", (200, answer))
+    request = (
+        ChatRequest("accounts/fireworks/models/llama-v3p1-70b-instruct")
+        .user("x")
+        .with_option(ExtractionMode.NATIVE)
+    )
+    result = Extractor().extract(target, Card, request)
+    assert result.metadata.enforcement is SchemaEnforcement.APPROXIMATE
+    sent = json.dumps(recorder.bodies[0]["response_format"])
+    for keyword in ("oneOf", "minLength", "maxLength", "minItems", "maxItems", "pattern"):
+        assert f'"{keyword}"' not in sent

@@ -196,7 +196,7 @@ NATIVE_AND_FORCED = {
     "llama-cpp": ((E, E, E), (E, E, E)),
     "deepseek": ((N, N, N), (N, N, N)),
     "together": ((N, N, N), (N, N, N)),
-    "fireworks": ((N, N, N), (N, N, N)),
+    "fireworks": ((A, A, A), (N, N, N)),  # a grammar, keywords it lacks removed
     "deepinfra": ((N, N, N), (N, N, N)),
     "workers-ai": ((N, N, N), (N, N, N)),
 }

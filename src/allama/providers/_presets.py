@@ -377,7 +377,7 @@ _PRESETS: tuple[Preset, ...] = (
         WireProfile(
             "fireworks",
             "Fireworks",
-            response_dialect=SchemaDialect.NOT_HONOURED,
+            response_dialect=SchemaDialect.FIREWORKS,
             tool_dialect=SchemaDialect.NOT_HONOURED,
             token_field="max_tokens",
             developer_role=False,

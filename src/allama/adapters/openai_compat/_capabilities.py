@@ -71,11 +71,12 @@ class ModelFamily:
     is strict; `False` (Groq, which documents constrained decoding for GPT-OSS's
     `response_format` alone and not which models enforce `function.strict`): `strict` is
     sent, and the tool reported approximate."""
-    sampling: Literal["yes", "no", "without_reasoning"] = "yes"
+    sampling: Literal["yes", "no", "without_reasoning", "without_thinking"] = "yes"
     """Whether the family takes `temperature` and `top_p` other than their default (1):
     OpenAI's reasoning models answer 400 ("Only the default (1) value is supported", `no`);
     GPT-5.1 and later take them only at reasoning effort `none`, their default
-    (`without_reasoning`)."""
+    (`without_reasoning`); DeepSeek V4 thinks by default, where they have no effect, and
+    heeds them only with thinking turned off in the body option (`without_thinking`)."""
 
     def support(self, capability: ChatCapability) -> CapabilitySupport:
         if capability is ChatCapability.STRUCTURED_OUTPUT:
@@ -385,6 +386,16 @@ _DEEPSEEK_ROWS = (
         images=N,
         sampling="no",
     ),
+    # V4 thinks by default (`thinking: {"type": "disabled"}` turns it off), and then
+    # ignores sampling as the reasoner does.
+    ModelFamily(
+        "deepseek-v4*",
+        StructuredLevel.JSON_OBJECT,
+        reasoning=S,
+        efforts=_LOW_HIGH,
+        images=N,
+        sampling="without_thinking",
+    ),
     ModelFamily(
         "deepseek-*", StructuredLevel.JSON_OBJECT, reasoning=S, efforts=_LOW_HIGH, images=N
     ),
@@ -439,8 +450,9 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
             efforts=_LOW_TO_HIGH,
         ),
     ),
+    # Fireworks constrains `json_schema` output with a grammar, whatever `strict` says.
     "fireworks": CapabilityTable(
-        (), ModelFamily("*", StructuredLevel.BEST_EFFORT, forced_tool=U, parallel_tools=U)
+        (), ModelFamily("*", StructuredLevel.STRICT, forced_tool=U, parallel_tools=U)
     ),
     "deepinfra": CapabilityTable(
         (),

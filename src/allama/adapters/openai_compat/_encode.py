@@ -384,6 +384,10 @@ class _Encoder:
             return unreported(
                 grammar_engine(schema), f"{self.profile.display_name}'s grammar backend"
             )
+        if dialect is SchemaDialect.FIREWORKS:
+            from allama.schema._dialects._grammar import fireworks
+
+            return fireworks(schema)
         return self._unchecked(schema)
 
     def _unchecked(self, schema: dict[str, Any]) -> Rewrite:
@@ -621,12 +625,23 @@ class _Encoder:
     def sampling(self, effort: str | None) -> tuple[float | None, float | None]:
         """`temperature` and `top_p` as the model takes them: where it takes only their
         default (1), another value is left out, with a warning (`effort` is the reasoning
-        effort sent: some models take them only without reasoning)."""
+        effort sent: some models take them only without reasoning, some only with thinking
+        turned off in the body option)."""
         request = self.request
         takes = self.family.sampling
-        if takes == "yes" or (takes == "without_reasoning" and effort in (None, "none")):
+        if (
+            takes == "yes"
+            or (takes == "without_reasoning" and effort in (None, "none"))
+            or (takes == "without_thinking" and not self.thinks())
+        ):
             return self.temperature_in_range(request.temperature), request.top_p
-        unless = " unless it reasons at effort `none`" if takes == "without_reasoning" else ""
+        unless = {
+            "without_reasoning": " unless it reasons at effort `none`",
+            "without_thinking": (
+                " in thinking mode, its default (to use it, turn thinking off: "
+                '`"thinking": {"type": "disabled"}` in the body option)'
+            ),
+        }.get(takes, "")
         kept: list[float | None] = []
         for field, value in (
             (RequestField.TEMPERATURE, request.temperature),
@@ -642,6 +657,13 @@ class _Encoder:
             )
             kept.append(None)
         return kept[0], kept[1]
+
+    def thinks(self) -> bool:
+        """Whether a model that thinks by default does here: unless the body option turns
+        thinking off (DeepSeek's `"thinking": {"type": "disabled"}`)."""
+        extra = self.request.option_json(self.namespace)
+        thinking = extra.get("thinking") if isinstance(extra, dict) else None
+        return not (isinstance(thinking, dict) and thinking.get("type") == "disabled")
 
     def temperature_in_range(self, temperature: float | None) -> float | None:
         """`temperature`, or `None` (with a warning) above what the endpoint takes: sent,

@@ -23,6 +23,7 @@ class SchemaDialect(StrEnum):
     `GRAMMAR`: compiled to a grammar by the server (vLLM, Ollama), approximately.
     `NOT_HONOURED`: the endpoint accepts the schema but does not enforce `strict`.
     `LLAMA_CPP`: llama.cpp's own converter, whose keyword support was measured (`local`).
+    `FIREWORKS`: Fireworks' grammar, without the keywords it documents as not supported.
     """
 
     OPENAI_STRICT = "openai_strict"
@@ -30,6 +31,7 @@ class SchemaDialect(StrEnum):
     GRAMMAR = "grammar"
     NOT_HONOURED = "not_honoured"
     LLAMA_CPP = "llama_cpp"
+    FIREWORKS = "fireworks"
 
 
 @dataclass(frozen=True, slots=True)
