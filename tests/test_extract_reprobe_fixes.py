@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel, StringConstraints
+from pydantic import AliasChoices, AliasPath, BaseModel, Field, StringConstraints
 from tests._native_wire import answer, extract_through
 from tests._recording import provider
 from typing_extensions import TypedDict
@@ -186,6 +186,19 @@ def test_keys_a_typed_dict_leaves_out_are_not_taken_for_keys_read_as_one() -> No
     with pytest.raises(ParseError) as raised:
         allowing.extract(MockProvider([merged]), Rows, REQUEST)
     assert raised.value.path == "rows[0].counts"
+
+
+class ReadByChoice(BaseModel):
+    counts: dict[str, int] = Field(validation_alias=AliasChoices(AliasPath("x", 0), "y"))
+
+
+def test_a_field_read_through_a_path_choice_is_not_taken_for_keys_read_as_one() -> None:
+    # pydantic reads `x[0]` (the first choice); `y`, with more keys, is another object.
+    output = '{"x": [{"a": 1}], "y": {"a": 1, "b": 2}}'
+    allowing = Extractor(allow_undeclared_keys=True)
+    got = allowing.extract(MockProvider([output]), ReadByChoice, REQUEST)
+    assert got.value == ReadByChoice.model_validate_json(output)
+    assert got.value.counts == {"a": 1}
 
 
 # A plan through a failover that moves on past a refusal before sending.

@@ -387,8 +387,9 @@ def _reads(node: dict[str, Any]) -> tuple[bool, bool]:
 
 def _keys_of(name: str, field: dict[str, Any], reads: tuple[bool, bool]) -> list[str]:
     """The keys a field is read from, in the order validation looks for them: its alias
-    (or each of its one-key choices), then its name where that is read too. A path into
-    another key (`AliasPath("a", 0)`) is not followed."""
+    (or each of its one-key choices), then its name where that is read too. None where a
+    choice is a path into another key (`AliasPath("a", 0)`): which choice was read is not
+    known, and the field is not followed."""
     alias = field.get("validation_alias")
     by_alias, by_name = reads
     if alias is None:
@@ -403,6 +404,8 @@ def _keys_of(name: str, field: dict[str, Any], reads: tuple[bool, bool]) -> list
                 keys.append(path)
             elif isinstance(path, list) and len(path) == 1 and isinstance(path[0], str):
                 keys.append(path[0])
+            else:
+                return []
     return [*keys, name] if by_name or not by_alias else keys
 
 
