@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import pytest
 from pydantic import AliasChoices, AliasPath, BaseModel, Field, StringConstraints
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 from tests._native_wire import answer, extract_through
 from tests._recording import provider
 from typing_extensions import TypedDict
@@ -186,6 +187,19 @@ def test_keys_a_typed_dict_leaves_out_are_not_taken_for_keys_read_as_one() -> No
     with pytest.raises(ParseError) as raised:
         allowing.extract(MockProvider([merged]), Rows, REQUEST)
     assert raised.value.path == "rows[0].counts"
+
+
+@pydantic_dataclass
+class Bin:
+    counts: dict[int, int]
+
+
+def test_keys_read_as_one_in_a_dataclass_are_refused() -> None:
+    with pytest.raises(ParseError) as raised:
+        allama.extract(MockProvider(['{"counts": {"1": 1, "01": 2}}']), Bin, REQUEST)
+    assert raised.value.path == "counts"
+    got = allama.extract(MockProvider(['{"counts": {"1": 1, "2": 2}}']), Bin, REQUEST)
+    assert got.value == Bin(counts={1: 1, 2: 2})
 
 
 class ReadByChoice(BaseModel):

@@ -308,12 +308,26 @@ class _MergedWalk:
                     found = each
             return found
         if kind == "model":
-            if not isinstance(value, node.get("cls", ())) or type(written) is not dict:
+            if not isinstance(value, node.get("cls", ())):
                 return _UNFIT
             fields = node.get("schema")
+            if node.get("root_model"):
+                return self.walk(fields, getattr(value, "root", None), written, path)
+            if type(written) is not dict:
+                return _UNFIT
             if not isinstance(fields, dict) or fields.get("type") != "model-fields":
-                return None  # a root model's, or a model read by a function
+                return None  # a model read by a function
             return self._fields(fields, value.__dict__, written, path, _reads(node))
+        if kind == "dataclass":
+            if not isinstance(value, node.get("cls", ())) or type(written) is not dict:
+                return _UNFIT
+            args = node.get("schema")
+            listed = args.get("fields") if isinstance(args, dict) else None
+            if not isinstance(listed, list):
+                return None  # a dataclass read by a function
+            named = {f["name"]: f for f in listed if isinstance(f, dict) and "name" in f}
+            held = {name: getattr(value, name) for name in named if hasattr(value, name)}
+            return self._fields({"fields": named}, held, written, path, _reads(node))
         if kind == "typed-dict":
             if type(value) is not dict or type(written) is not dict:
                 return _UNFIT
