@@ -26,7 +26,7 @@ __all__ = [
     "body_message",
     "http_date",
     "is_secret_header",
-    "option_stream",
+    "option_fields",
     "origin",
     "provider_now",
     "read_json",
@@ -34,7 +34,6 @@ __all__ = [
     "rfc3339_seconds",
     "wait_until",
     "wire_json",
-    "with_option_tools",
 ]
 
 SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
@@ -279,7 +278,31 @@ def read_json(data: bytes | str) -> Any:
         return wire_json(data)
 
 
-def with_option_tools(body: dict[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+def option_fields(
+    body: dict[str, Any],
+    given: Mapping[str, Any],
+    namespace: str,
+    *,
+    stream: bool,
+    degradations: Degradations,
+    no_field: str | None = None,
+) -> dict[str, Any]:
+    """The body option's fields (`given`) to write over `body`: its `tools` added after
+    allama's, in `body`, and its `stream` taken out (`_take_stream`; `no_field` names the
+    provider whose body has none)."""
+    fields = _with_option_tools(body, given)
+    _take_stream(
+        fields,
+        namespace,
+        stream=stream,
+        sent=body.get("stream"),
+        degradations=degradations,
+        no_field=no_field,
+    )
+    return fields
+
+
+def _with_option_tools(body: dict[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
     """An option's body fields (`given`) to write over `body`, but its `tools`, which are
     added after allama's own: a provider's server tools (web search, code execution) go
     beside the request's functions and an extraction's tool, which a replacement would drop
@@ -314,7 +337,7 @@ def replaced_by_option(
     return Warning.unsupported(field, said)
 
 
-def option_stream(
+def _take_stream(
     given: dict[str, Any],
     namespace: str,
     *,

@@ -27,9 +27,8 @@ from allama._degradations import Degradations, gives_tools
 from allama.adapters._arguments import call_arguments
 from allama.adapters._http import (
     HttpRequest,
-    option_stream,
+    option_fields,
     replaced_by_option,
-    with_option_tools,
 )
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters._tool_ids import ANTHROPIC_IDS, with_tool_ids
@@ -762,13 +761,8 @@ class _Encoder:
             body["stream"] = True
         extra = request.option_json(BODY_OPTION)
         if isinstance(extra, dict):
-            given = with_option_tools(body, extra)
-            option_stream(
-                given,
-                BODY_OPTION,
-                stream=self.stream,
-                sent=body.get("stream"),
-                degradations=self.degradations,
+            given = option_fields(
+                body, extra, BODY_OPTION, stream=self.stream, degradations=self.degradations
             )
             for key, value in given.items():
                 ours = body.get(key)

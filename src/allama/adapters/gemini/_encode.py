@@ -35,9 +35,8 @@ from allama._degradations import Degradations, gives_tools
 from allama.adapters._arguments import call_arguments
 from allama.adapters._http import (
     HttpRequest,
-    option_stream,
+    option_fields,
     replaced_by_option,
-    with_option_tools,
 )
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters.gemini._capabilities import GeminiFamily, SchemaSurface, Thinking
@@ -519,13 +518,13 @@ class _Encoder:
         generation = self.generation()
         extra = self.request.option_json(BODY_OPTION)
         if isinstance(extra, dict):
-            given = with_option_tools(body, self.camel_option(extra))
-            # No field of Gemini's (answered 400): the URL says whether the answer streams.
-            option_stream(
-                given,
+            # `stream` is no field of Gemini's (answered 400): the URL says whether the
+            # answer streams.
+            given = option_fields(
+                body,
+                self.camel_option(extra),
                 BODY_OPTION,
                 stream=self.stream,
-                sent=None,
                 degradations=self.degradations,
                 no_field=self.profile.display_name,
             )

@@ -63,9 +63,8 @@ from allama._degradations import Degradations
 from allama.adapters._arguments import call_arguments
 from allama.adapters._http import (
     HttpRequest,
-    option_stream,
+    option_fields,
     replaced_by_option,
-    with_option_tools,
 )
 from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters.ollama._capabilities import OllamaFamily, Thinking
@@ -431,13 +430,8 @@ class _Encoder:
         body["stream"] = self.stream
         extra = request.option_json(BODY_OPTION)
         if isinstance(extra, dict):
-            given = with_option_tools(body, extra)
-            option_stream(
-                given,
-                BODY_OPTION,
-                stream=self.stream,
-                sent=self.stream,
-                degradations=self.degradations,
+            given = option_fields(
+                body, extra, BODY_OPTION, stream=self.stream, degradations=self.degradations
             )
             more = given.pop("options", None)
             if isinstance(more, dict):

@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any
 from allama._degradations import NOT_ON_STREAMS, Degradations, gives_tools
 from allama.adapters._http import (
     HttpRequest,
-    option_stream,
+    option_fields,
     replaced_by_option,
-    with_option_tools,
 )
 from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters._tool_ids import MISTRAL_IDS, mistral_model, with_tool_ids
@@ -735,13 +734,12 @@ class _Encoder:
         if self.schema_instruction is not None:
             body["messages"] = _instructed(body["messages"], self.schema_instruction)
         extra = request.option_json(BODY_OPTION)
-        given = with_option_tools(body, extra) if isinstance(extra, dict) else {}
-        option_stream(
-            given,
-            BODY_OPTION,
-            stream=self.stream,
-            sent=body.get("stream"),
-            degradations=self.degradations,
+        given = (
+            option_fields(
+                body, extra, BODY_OPTION, stream=self.stream, degradations=self.degradations
+            )
+            if isinstance(extra, dict)
+            else {}
         )
         if "stream_options" in given:
             self.option_stream_options(body, given.pop("stream_options"))

@@ -63,7 +63,7 @@ from itertools import islice
 from typing import Any
 
 from allama._degradations import Degradations, gives_tools
-from allama.adapters._http import HttpRequest, option_stream, with_option_tools
+from allama.adapters._http import HttpRequest, option_fields
 from allama.adapters.openai_compat._capabilities import ModelFamily
 from allama.adapters.openai_compat._encode import _Encoder as _ChatEncoder
 from allama.adapters.openai_compat._encode import _image_url
@@ -576,13 +576,8 @@ class _Encoder(_ChatEncoder):
                 **(routing if isinstance(routing, dict) else {}),
                 "require_parameters": True,
             }
-        given = with_option_tools(body, self.extra)
-        option_stream(
-            given,
-            BODY_OPTION,
-            stream=self.stream,
-            sent=body.get("stream"),
-            degradations=self.degradations,
+        given = option_fields(
+            body, self.extra, BODY_OPTION, stream=self.stream, degradations=self.degradations
         )
         for key, value in given.items():
             if key == "provider" and "provider" in body:
