@@ -565,6 +565,9 @@ def test_only_ollama_com_and_the_hosts_under_it_are_the_cloud() -> None:
     request = ChatRequest("gpt-oss:120b").user("Hi").with_response_format(fmt)
     for base_url, cloud in (
         ("https://api.ollama.com", True),
+        ("https://Ollama.com", True),
+        ("HTTPS://OLLAMA.COM:443/api", True),
+        ("https://box.example/Ollama.com", False),
         ("https://notollama.com", False),
         ("https://ollama.com.example.net", False),
         ("https://gateway.example/ollama.com", False),

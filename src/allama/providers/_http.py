@@ -142,6 +142,16 @@ def _bare_host(url: str, host_suffix: str) -> bool:
     return parsed.host.endswith(host_suffix) and parsed.path in ("", "/")
 
 
+def _lower_origin(url: str) -> str:
+    """`url` with its scheme and host in lower case, as they are read (`https://Ollama.com`
+    is Ollama's cloud); the path keeps its case, which the server may read."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url
+    host, slash, path = rest.partition("/")
+    return f"{scheme.lower()}://{host.lower()}{slash}{path}"
+
+
 def _env(name: str | None) -> str | None:
     """The environment variable `name` without the whitespace around it (a value pasted or
     read from a file often ends with a newline, which would go out in a header or a URL
@@ -349,8 +359,9 @@ class HttpProvider:
         if preset.version_on_deployments_only and not self._deployments:
             version = None  # (Azure's v1 API takes none)
         self._profile = preset.profile
+        matched = _lower_origin(self._base_url or "")
         for suffix, changes in preset.url_profiles:
-            if (self._base_url or "").endswith(suffix):
+            if matched.endswith(suffix):
                 self._profile = replace(self._profile, **changes)
         families: dict[str, Any] = {}
         for first, changes, limits in preset.before_versions:
