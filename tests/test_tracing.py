@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import BaseModel, field_validator
+from tests._recording import provider as recorded_provider
 
 import allama
 from allama import ChatRequest, ExtractionMode, Extractor, ReasoningEffort
@@ -296,6 +297,42 @@ def test_a_retried_extraction_holds_both_calls_and_counts_the_retry(
     assert (found["allama.extract.passes"], found["allama.extract.retries"]) == (2, 1)
     assert found["allama.extract.usage.input_tokens"] == 82
     assert extraction.status.status_code is StatusCode.UNSET
+
+
+def test_an_answer_the_provider_refused_and_asked_again_counts_as_a_retry(
+    traced: Traced,
+) -> None:
+    """Groq's `json_validate_failed` holds the model's answer, which the extraction asks
+    again as it would one that came in a response: a retry, though no response came."""
+    refused = {
+        "error": {
+            "message": "Generated JSON does not match the expected schema.",
+            "type": "invalid_request_error",
+            "code": "json_validate_failed",
+            "failed_generation": '{"name": "Ada"}',
+        }
+    }
+    good = {
+        "id": "x",
+        "object": "chat.completion",
+        "model": "moonshotai/kimi-k2-instruct-0905",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": '{"name": "Ada", "year": 1843}'},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+    groq, recorder = recorded_provider("groq", (400, refused), (200, good))
+    extractor = Extractor(retries=1, tracer_provider=traced.provider)
+    request = ChatRequest("moonshotai/kimi-k2-instruct-0905").user("Ada, 1843")
+    extracted = extractor.extract(groq, Program, request)
+    assert extracted.value == Program(name="Ada", year=1843)
+    assert len(recorder.bodies) == 2
+    found = attrs(traced.one("extract Program"))
+    assert (found["allama.extract.passes"], found["allama.extract.retries"]) == (1, 1)
 
 
 def test_retries_that_run_out_end_the_extraction_span_in_error(traced: Traced) -> None:

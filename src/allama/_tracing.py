@@ -733,7 +733,10 @@ class ExtractionSpan:
             self.fail(exc)
 
     def steps(self, steps: Generator[Step, Outcome, Result]) -> Generator[Step, Outcome, Result]:
-        """The engine's steps, counting the retries: a request sent after a response."""
+        """The engine's steps, counting the retries: a request sent after a response, or
+        after an answer the provider refused itself (`RejectedOutputError`), which the
+        extraction asks again as it would a response."""
+        from allama.errors import RejectedOutputError
         from allama.types import ChatResponse
 
         try:
@@ -753,7 +756,9 @@ class ExtractionSpan:
                         name = genai_provider_name(answered)
                         self.span.set_attribute("gen_ai.provider.name", name)
                 step = steps.send(outcome)
-                if isinstance(outcome, ChatResponse):
+                if isinstance(outcome, ChatResponse) or (
+                    isinstance(outcome, RejectedOutputError) and outcome.failed_output is not None
+                ):
                     self.retries += 1
         except StopIteration as done:
             result: Result = done.value
