@@ -368,6 +368,9 @@ class HttpProvider:
             if version is not None and _earlier(version, first):
                 self._profile = replace(self._profile, **changes)
                 families.update(limits)
+        for exactly, changes in preset.version_profiles:
+            if version == exactly:
+                self._profile = replace(self._profile, **changes)
         make = load_adapter(preset.dialect)
         self._adapter: Adapter = make(preset.name, self._profile, capabilities)
         if families:

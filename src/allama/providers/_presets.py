@@ -70,6 +70,9 @@ class Preset:
     """What the endpoint cannot do on a dated `api-version` (`YYYY-MM-DD[-preview]`) sent
     before a given one: (the first version that can, changes to the profile, changes to
     every model family of the capability table, whatever the model)."""
+    version_profiles: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    """Profile changes for one `api-version` exactly, where a later-dated version lacks what
+    an earlier preview has (Azure's GA 2024-10-21 has no `max_completion_tokens`)."""
     account_url: str | None = None
     """The base URL built from an account id (`{account}`, from `account_id=` or
     `account_env`), or from a project and location (`{project}`, `{location}`)."""
@@ -203,7 +206,18 @@ _PRESETS: tuple[Preset, ...] = (
                 },
                 {"structured": "json_object"},
             ),
+            # `max_completion_tokens` and `stream_options` came with 2024-09-01-preview: an
+            # earlier version answers 400 ("Unrecognized request argument supplied"), so the
+            # limit goes as `max_tokens`, and a stream comes without its usage.
+            (
+                "2024-09-01-preview",
+                {"token_field": "max_tokens", "stream_usage": False},
+                {},
+            ),
         ),
+        # The GA version's request schema has `max_tokens` alone (its `stream_options` it
+        # has): the previews after 2024-09-01 have both.
+        version_profiles=(("2024-10-21", {"token_field": "max_tokens"}),),
         refused_suffixes=(
             (
                 "/models",

@@ -1,0 +1,81 @@
+"""Azure OpenAI takes `max_completion_tokens` and `stream_options` from api-version
+2024-09-01-preview on; an earlier version answers 400 ("Unrecognized request argument
+supplied"), and the GA 2024-10-21, allama's default, has `max_tokens` alone in its request
+schema (its `stream_options` it has)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tests._recording import provider
+
+from allama import ChatRequest
+
+ENDPOINT = "https://res.openai.azure.com"
+ANSWER = {
+    "id": "x",
+    "object": "chat.completion",
+    "model": "gpt-4o-2024-11-20",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+}
+STREAM = (
+    b'data: {"id":"x","object":"chat.completion.chunk","model":"gpt-4o","choices":[{"index":0,'
+    b'"delta":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}]}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+def _sent(stream: bool, **options: Any) -> dict[str, Any]:
+    options = {"endpoint": ENDPOINT, **options}
+    target, recorder = provider("azure-openai", (200, STREAM if stream else ANSWER), **options)
+    request = ChatRequest("dep1").user("Hi").with_max_output_tokens(300)
+    if stream:
+        with target.chat_stream(request) as events:
+            for _ in events:
+                pass
+    else:
+        target.chat(request)
+    return recorder.bodies[0]
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({}, "max_tokens"),  # the default, 2024-10-21
+        ({"api_version": "2024-10-21"}, "max_tokens"),
+        ({"api_version": "2024-06-01"}, "max_tokens"),
+        ({"api_version": "2024-08-01-preview"}, "max_tokens"),
+        ({"api_version": "2024-09-01-preview"}, "max_completion_tokens"),
+        ({"api_version": "2024-12-01-preview"}, "max_completion_tokens"),
+        ({"api_version": "2025-04-01-preview"}, "max_completion_tokens"),
+        ({"endpoint": f"{ENDPOINT}/openai/v1"}, "max_completion_tokens"),
+    ],
+)
+def test_the_output_limit_goes_in_the_field_the_api_version_takes(
+    options: dict[str, Any], field: str
+) -> None:
+    body = _sent(False, **options)
+    other = {"max_tokens", "max_completion_tokens"} - {field}
+    assert body[field] == 300
+    assert not other & body.keys()
+
+
+@pytest.mark.parametrize(
+    ("version", "options"),
+    [
+        ("2024-08-01-preview", None),
+        ("2024-06-01", None),
+        ("2024-09-01-preview", {"include_usage": True}),
+        ("2024-10-21", {"include_usage": True}),
+    ],
+)
+def test_a_stream_asks_for_its_usage_where_the_api_version_takes_stream_options(
+    version: str, options: dict[str, Any] | None
+) -> None:
+    body = _sent(True, api_version=version)
+    assert body.get("stream_options") == options
+    assert body["stream"] is True
