@@ -1015,6 +1015,19 @@ def test_a_limit_per_day_waits_for_its_reset_or_is_a_spent_quota() -> None:
         error = _error(429, {"error": {"message": words, "code": "rate_limit_exceeded"}})
         assert isinstance(error, RateLimitedError) and error.retryable
         assert error.retry_after == pytest.approx(wait)
+    # Azure OpenAI's words, and API Management's, with the unit spelled out.
+    for words, wait in (
+        (
+            "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version "
+            "2024-10-21 have exceeded token rate limit of your current OpenAI S0 pricing "
+            "tier. Please retry after 38 seconds.",
+            38.0,
+        ),
+        ("Rate limit is exceeded. Try again in 20 seconds.", 20.0),
+        ("Rate limit is exceeded. Try again in 1 second.", 1.0),
+    ):
+        error = _error(429, {"error": {"code": "429", "message": words}})
+        assert isinstance(error, RateLimitedError) and error.retry_after == wait
     # A request too large for a limit per day fails alone, as one too large for a minute.
     words = "Request too large for gpt-4o on tokens per day (TPD): Limit 90000, Requested 95000."
     error = _error(429, {"error": {"message": words}})

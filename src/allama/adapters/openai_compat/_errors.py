@@ -67,6 +67,9 @@ _RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "ratelimitreached", "rate_
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "quota_exceeded"})
 _TRY_AGAIN_IN = r"(?i)try again in ((?:\d+(?:\.\d+)?(?:ms|us|µs|μs|ns|h|m|s))+)"
 """The wait a 429's words give (`Please try again in 1m26.4s.`), where no header does."""
+_AFTER_SECONDS = r"(?i)(?:retry after|try again in) (\d+(?:\.\d+)?) seconds?\b"
+"""The wait in words (Azure OpenAI's `Please retry after 38 seconds.`, API Management's
+`Try again in 20 seconds.`)."""
 _PER_DAY = r"(?i)per[- ]day|\bdaily\b"
 """A 429's words for a limit per day (`free-models-per-day`, `daily free allocation`)."""
 _TOO_LARGE = r"(?i)request too large"
@@ -476,7 +479,7 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         )
         wait = max((seconds for seconds in waits if seconds is not None), default=None)
         if wait is None:  # OpenAI's and Groq's words: "Please try again in 8.64s."
-            said = re.search(_TRY_AGAIN_IN, message)
+            said = re.search(_TRY_AGAIN_IN, message) or re.search(_AFTER_SECONDS, message)
             wait = None if said is None else _duration(said.group(1))
         if wait is None and re.search(_PER_DAY, message):
             # A limit per day, with no word of when it ends (Workers AI's daily allocation):
