@@ -296,6 +296,28 @@ def test_a_seed_outside_int64_is_left_out(
     ]
 
 
+@pytest.mark.parametrize("seed", [-1, 2**32 - 1, 2**32 + 1234, 2**63, -(2**31)])
+def test_llama_cpp_takes_a_seed_of_32_bits_and_reads_its_largest_as_random(seed: int) -> None:
+    """llama.cpp's server reads `seed` as 32 bits without a sign: 1234 + 2**32 gave 1234's
+    sample, and -1 or 4294967295 a random one each time."""
+    body, warnings = sent("llama-cpp", ChatRequest("m").user("x").with_seed(seed))
+    assert "seed" not in body
+    assert about(warnings, RequestField.SEED) == [
+        (
+            WarningKind.UNSUPPORTED,
+            "llama.cpp's server reads a seed as 32 bits without a sign, and 4294967295 (which "
+            f"-1 becomes) as a random seed: it takes 0 to 4294967294; {seed} was left out",
+        )
+    ]
+
+
+@pytest.mark.parametrize("seed", [0, 1234, 2**32 - 2])
+def test_llama_cpp_sends_a_seed_it_reads_as_given(seed: int) -> None:
+    body, warnings = sent("llama-cpp", ChatRequest("m").user("x").with_seed(seed))
+    assert body["seed"] == seed
+    assert about(warnings, RequestField.SEED) == []
+
+
 @pytest.mark.parametrize("seed", [2**63 - 1, -(2**63), 0, 42])
 def test_a_seed_inside_int64_is_sent(seed: int) -> None:
     body, warnings = sent("openai", ChatRequest("gpt-4o").user("x").with_seed(seed))

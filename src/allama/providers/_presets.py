@@ -621,6 +621,7 @@ def _llama_cpp_profile(name: str, display_name: str) -> WireProfile:
         response_dialect=SchemaDialect.LLAMA_CPP,
         tool_dialect=SchemaDialect.LLAMA_CPP,
         token_field="max_tokens",
+        seed_32_bits=True,
         developer_role=False,
         reasoning_effort=False,
         choice_grammar=True,

@@ -688,7 +688,14 @@ class _Encoder:
         if max_tokens is not None:
             extras[profile.token_field] = max_tokens
         if request.seed is not None:
-            if -(2**63) <= request.seed < 2**63:
+            if profile.seed_32_bits and not 0 <= request.seed < 2**32 - 1:
+                self.degradations.refuse(
+                    RequestField.SEED,
+                    f"{profile.display_name} reads a seed as 32 bits without a sign, and "
+                    f"{2**32 - 1} (which -1 becomes) as a random seed: it takes 0 to "
+                    f"{2**32 - 2}; {request.seed} was left out",
+                )
+            elif -(2**63) <= request.seed < 2**63:
                 extras[profile.seed_field] = request.seed
             else:  # the wire's `seed` is an int64: a larger one is answered 400
                 self.degradations.refuse(

@@ -46,6 +46,10 @@ class WireProfile:
     token_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
     developer_role: bool = True
     seed_field: str = "seed"
+    seed_32_bits: bool = False
+    """Whether the server reads `seed` as 32 bits without a sign, its largest meaning a random
+    seed (llama.cpp's `LLAMA_DEFAULT_SEED`, which -1 becomes): a seed it would cut to 32
+    bits, or read as random, is left out with a warning rather than sent."""
     required_tool_choice: str = "required"
     tool_choice: bool = True
     named_tool_choice: bool = True
