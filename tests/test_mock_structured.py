@@ -7,6 +7,7 @@ it picks."
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
 from typing import Annotated, Any, Literal
@@ -332,3 +333,38 @@ def test_the_readme_example() -> None:
     extracted = allama.extract(provider, Program, req.with_option(ExtractionMode.FORCED_TOOL))
     assert extracted.value == Program(author="Ada", year=1843)
     assert extracted.metadata.mode is ExtractionMode.FORCED_TOOL
+
+
+# A decision that abstains, scripted by its value
+
+
+class _Route(enum.Enum):
+    BILLING = "billing"
+    TECHNICAL = "technical"
+
+
+def _abstaining() -> list[Any]:
+    choosing = MockProvider.with_structured(None).with_supported_chat_capabilities(
+        [ChatCapability.CHOICE_OUTPUT]
+    )
+    return [
+        MockProvider.with_structured(None),
+        MockStreamingProvider.with_structured(None),
+        choosing,
+    ]
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_none_scripts_a_decision_that_abstains(index: int) -> None:
+    """`None` is what an abstaining decision gives: scripted, it is written as the
+    abstention's label (`none of these`), in the options' enum or as a choice's text."""
+    request = ChatRequest("m").user("x")
+    chosen = allama.decide(_abstaining()[index], _Route, request, allow_abstain=True)
+    assert (chosen.value, chosen.abstained) == (None, True)
+    chosen = asyncio.run(allama.adecide(_abstaining()[index], _Route, request, allow_abstain=True))
+    assert (chosen.value, chosen.abstained) == (None, True)
+
+
+def test_none_where_the_options_hold_no_abstention_is_an_answer_outside_them() -> None:
+    with pytest.raises(allama.ParseError):
+        allama.decide(MockProvider.with_structured(None), _Route, ChatRequest("m").user("x"))

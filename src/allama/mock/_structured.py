@@ -12,7 +12,7 @@ import pydantic_core
 from pydantic import AliasChoices, AliasPath, BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
-from allama.extract._choices import _BOOL_LABELS, _literal_label
+from allama.extract._choices import _BOOL_LABELS, ABSTAIN_LABEL, _literal_label
 from allama.extract._root import ROOT_OPTION
 from allama.mock._builder import ChatResponseBuilder
 from allama.mock._conform import json_equal
@@ -41,8 +41,9 @@ class Structured:
     way: `{"value": ...}`.
 
     A decision's answer is written as the option it stands for: `True` as `Yes` (or
-    `true`, whichever the options hold), an enum member as its label, as plain text for a
-    choice format and as a JSON string where the schema is the options' `enum`.
+    `true`, whichever the options hold), an enum member as its label, `None` as the
+    abstention's label (`decide(..., allow_abstain=True)`), as plain text for a choice
+    format and as a JSON string where the schema is the options' `enum`.
 
     The value is anything pydantic can write as JSON (a model instance, a dataclass, a
     dict, a list, a scalar), written as the model would write it for the type's schema:
@@ -137,11 +138,14 @@ class Structured:
 
 def _labels(value: Any) -> tuple[str, ...]:
     """The labels a decision writes for `value`: `Yes`/`No` (`bool`) or `true`/`false`
-    (`Literal[True, False]`) for a bool, a member's label, a literal as written."""
+    (`Literal[True, False]`) for a bool, a member's label, a literal as written, the
+    abstention's for `None`."""
     if isinstance(value, bool):
         return (dict(_BOOL_LABELS)[value], _literal_label(value))
     if isinstance(value, Enum | str | int):
         return (_literal_label(value),)
+    if value is None:  # a decision that abstains, as its options write it
+        return (ABSTAIN_LABEL,)
     return ()
 
 
