@@ -368,3 +368,25 @@ def test_none_scripts_a_decision_that_abstains(index: int) -> None:
 def test_none_where_the_options_hold_no_abstention_is_an_answer_outside_them() -> None:
     with pytest.raises(allama.ParseError):
         allama.decide(MockProvider.with_structured(None), _Route, ChatRequest("m").user("x"))
+
+
+def test_a_streamed_script_refuses_log_probabilities_no_stream_carries() -> None:
+    from allama import TokenLogprob
+    from allama.mock import ChatResponseBuilder
+
+    response = (
+        ChatResponseBuilder()
+        .text("a")
+        .build()
+        .model_copy(update={"logprobs": (TokenLogprob(token="a", logprob=-0.1),)})
+    )
+    said = (
+        "a scripted response with log-probabilities cannot be streamed (no stream event "
+        "carries them, as no provider's stream does here): script it on MockProvider"
+    )
+    with pytest.raises(MockScriptError) as caught:
+        MockStreamingProvider.from_responses([response])
+    assert str(caught.value) == said
+    with pytest.raises(MockScriptError):
+        MockStreamingProvider().then_response(response)
+    assert MockProvider.with_response(response).chat(ChatRequest("m").user("x")).logprobs

@@ -230,6 +230,17 @@ StreamItem = StreamEvent | Error
 StreamScript = Iterable[StreamItem] | SetupError | Structured
 
 
+def _streamed(response: ChatResponse) -> list[StreamEvent]:
+    """The events of a scripted response, which must hold nothing a stream cannot carry: its
+    log-probabilities would be lost without a word (no stream event holds them)."""
+    if response.logprobs is not None:
+        raise MockScriptError(
+            "a scripted response with log-probabilities cannot be streamed (no stream event "
+            "carries them, as no provider's stream does here): script it on MockProvider"
+        )
+    return response_events(response)
+
+
 def _events_then_error(items: Sequence[StreamItem]) -> Iterator[StreamEvent]:
     for item in items:
         if isinstance(item, Error):
@@ -291,7 +302,7 @@ class MockStreamingProvider(_Recorder):
 
     @classmethod
     def from_responses(cls, responses: Iterable[ChatResponse]) -> MockStreamingProvider:
-        return cls([response_events(response) for response in responses])
+        return cls([_streamed(response) for response in responses])
 
     @classmethod
     def with_text(cls, text: str) -> MockStreamingProvider:
@@ -319,7 +330,7 @@ class MockStreamingProvider(_Recorder):
         return self
 
     def then_response(self, response: ChatResponse) -> Self:
-        self._streams.append(response_events(response))
+        self._streams.append(_streamed(response))
         return self
 
     def then_setup_error(self, error: Error) -> Self:
