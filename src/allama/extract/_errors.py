@@ -2,9 +2,10 @@
 
 `str()` of a failure says what happened and where, for the caller: never the raw output
 whole, but a parse detail may quote the value that did not fit (`invalid type: string
-"abc", expected an integer`), and a refusal is quoted. The log view (`as_log()`) leaves out
-the refusal text and the parse detail, which come from the model: log that, not `str()`.
-The full form (`to_dict`) keeps the response for the caller.
+"abc", expected an integer`; one in a field typed secret, `SecretStr` or `Secret[int]`, by
+its JSON type only: `a secret string`), and a refusal is quoted. The log view (`as_log()`)
+leaves out the refusal text and the parse detail, which come from the model: log that, not
+`str()`. The full form (`to_dict`) keeps the response for the caller.
 """
 
 from __future__ import annotations

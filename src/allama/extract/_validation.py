@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
-from pydantic import TypeAdapter, ValidationError
+import pydantic.types
+from pydantic import Secret, SecretBytes, SecretStr, TypeAdapter, ValidationError
 from pydantic_core import CoreSchema, ErrorDetails, SchemaValidator
 from pydantic_core.core_schema import dict_schema
 
@@ -49,7 +51,11 @@ class Failure:
     was of the wrong type."""
 
 
-def _describe(value: Any) -> str:
+def _describe(value: Any, secret: bool = False) -> str:
+    """The value that failed, as the message says it: quoted, or only its JSON type where it
+    is (in) a field the caller typed secret (`SecretStr`, `Secret[int]`)."""
+    if secret and value is not None:
+        return _SECRET_KINDS.get(type(value), "a secret value")
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -65,6 +71,16 @@ def _describe(value: Any) -> str:
     if isinstance(value, dict):
         return "a map"
     return type(value).__name__
+
+
+_SECRET_KINDS = {
+    bool: "a secret boolean",
+    int: "a secret integer",
+    float: "a secret floating point number",
+    str: "a secret string",
+    list: "a sequence",
+    dict: "a map",
+}
 
 
 _EXPECTED = {
@@ -84,26 +100,29 @@ _EXPECTED = {
 }
 
 
-def _message(error: ErrorDetails) -> str:
+def _message(error: ErrorDetails, secret: bool = False) -> str:
+    """What `error` says, in plain words; where `secret` (its place is, or is in, a
+    secret-typed field), without the value the model wrote there."""
     kind = error["type"]
     value = error.get("input")
     ctx = error.get("ctx") or {}
+    msg = _withheld(error["msg"], ctx) if secret and kind not in _CALLERS else error["msg"]
     if kind == "missing":
         return f"missing field `{error['loc'][-1]}`" if error["loc"] else "missing value"
     if kind in ("enum", "literal_error"):
         expected = ctx.get("expected", "")
-        return f"unknown variant {_describe_variant(value)}, expected {expected}"
+        return f"unknown variant {_describe_variant(value, secret)}, expected {expected}"
     if kind == "value_error":
         reason = ctx.get("error")
-        return str(reason) if reason is not None else error["msg"].removeprefix("Value error, ")
+        return str(reason) if reason is not None else msg.removeprefix("Value error, ")
     if kind == "assertion_error":
-        return error["msg"].removeprefix("Assertion failed, ")
+        return msg.removeprefix("Assertion failed, ")
     if kind == "extra_forbidden":
         return f"unknown field `{error['loc'][-1]}`"
     if kind.endswith(("_type", "_parsing")):
         base = kind.removesuffix("_type").removesuffix("_parsing")
-        expected = _EXPECTED.get(base, error["msg"].removeprefix("Input should be ").lower())
-        return f"invalid type: {_describe(value)}, expected {expected}"
+        expected = _EXPECTED.get(base, msg.removeprefix("Input should be ").lower())
+        return f"invalid type: {_describe(value, secret)}, expected {expected}"
     if kind in (
         "greater_than",
         "greater_than_equal",
@@ -117,13 +136,39 @@ def _message(error: ErrorDetails) -> str:
         "string_pattern_mismatch",
         "finite_number",
     ):
-        expected = error["msg"].removeprefix("Input should ").removeprefix("be ")
-        return f"invalid value: {_describe(value)}, expected {expected}"
-    return str(error["msg"])
+        return f"invalid value: {_describe(value, secret)}, expected {_bound(msg)}"
+    return str(msg)
 
 
-def _describe_variant(value: Any) -> str:
-    return f"`{value}`" if isinstance(value, str) else _describe(value)
+_CALLERS = frozenset({"value_error", "assertion_error"})
+"""Kinds whose message is the caller's own validator's: said as it is written."""
+
+
+def _withheld(msg: str, ctx: dict[str, Any]) -> str:
+    """pydantic's message without the part its parser wrote of the input (`invalid
+    character: found `z` at 0` of a UUID)."""
+    said = ctx.get("error")
+    if isinstance(said, str) and said and said in msg:
+        return msg[: msg.index(said)].rstrip(" ,:")
+    return msg
+
+
+def _bound(msg: str) -> str:
+    """What a bound expects, from pydantic's message: `Input should be greater than 3` is
+    `greater than 3`, `Value should have at most 8 items after validation, not 18` is `at
+    most 8 items after validation, not 18`, `String should match pattern 'x'` is `to match
+    pattern 'x'`."""
+    subject, should, rest = msg.partition(" should ")
+    if not should or " " in subject:
+        return msg
+    for verb in ("be ", "have "):
+        if rest.startswith(verb):
+            return rest.removeprefix(verb)
+    return f"to {rest}"
+
+
+def _describe_variant(value: Any, secret: bool = False) -> str:
+    return f"`{value}`" if isinstance(value, str) and not secret else _describe(value, secret)
 
 
 def _path(error: ErrorDetails, output: Any) -> str | None:
@@ -147,13 +192,220 @@ def _path(error: ErrorDetails, output: Any) -> str | None:
     return format_path(tuple(kept)) or None
 
 
-def from_validation_error(error: ValidationError, output: Any) -> Failure:
+def from_validation_error(
+    error: ValidationError, output: Any, adapter: TypeAdapter[Any] | None = None
+) -> Failure:
     """The first error of validating `output` (the JSON value read), as a `Failure` (of
-    those a validator's Python objects did not cause, where there are some: `said_first`)."""
+    those a validator's Python objects did not cause, where there are some: `said_first`).
+    Where `adapter`'s type places it in a secret-typed field, the value goes unquoted."""
     errors = error.errors(include_url=False)
     first = said_first(errors)
     bounds = all(each["type"] in _BOUNDS for each in errors)
-    return Failure(_message(first), _path(first, output), kind=first["type"], bounds=bounds)
+    secrets = None if adapter is None else _secrets_of(adapter)
+    secret = secrets is not None and secrets.holds(tuple(first["loc"]))
+    return Failure(_message(first, secret), _path(first, output), kind=first["type"], bounds=bounds)
+
+
+@dataclass(frozen=True, slots=True)
+class _Secrets:
+    """A type's core schema that holds a secret-typed field somewhere, with the schemas it
+    defines by `ref`: to tell whether an error's place is in one."""
+
+    core: dict[str, Any]
+    refs: dict[str, dict[str, Any]]
+
+    def holds(self, loc: tuple[Any, ...]) -> bool:
+        """Whether the place pydantic names `loc` is, or is in, a secret-typed value (some
+        reading of it is, where `loc` may be read more than one way: a union's member)."""
+        return self._holds(self.core, loc, 0, set())
+
+    def _holds(self, node: Any, loc: tuple[Any, ...], at: int, seen: set[tuple[int, int]]) -> bool:
+        if not isinstance(node, dict) or (id(node), at) in seen:
+            return False
+        seen.add((id(node), at))
+        if _is_secret(node):
+            return True
+        kind = node.get("type")
+        if kind == "definition-ref":
+            return self._holds(self.refs.get(node.get("schema_ref", "")), loc, at, seen)
+        inner = [node[key] for key in _PASSED if key in node]
+        if kind == "chain":
+            inner.extend(node.get("steps", ()))
+        if inner:  # a wrapper that adds no part to the place
+            return any(self._holds(each, loc, at, seen) for each in inner)
+        if kind == "union":
+            choices = [each[0] if isinstance(each, tuple) else each for each in node["choices"]]
+            if at == len(loc) or len(choices) == 1 or "custom_error_type" in node:
+                # The error is the union's own: the value is one a secret member could hold.
+                return any(self._holds(each, loc, at, seen) for each in choices)
+            if at + 1 == len(loc):
+                # A member refused the union's value itself, which every member was given:
+                # it is secret where one member is (`int | SecretStr` refusing `1.5`).
+                return any(self._holds(each, loc, at + 1, seen) for each in choices)
+            named = [
+                choice
+                for choice, label in zip(choices, _labels(node["choices"], self.refs), strict=True)
+                if label == loc[at]
+            ]
+            return any(self._holds(each, loc, at + 1, seen) for each in named or choices)
+        if kind == "tagged-union":
+            choices = node["choices"]
+            if at == len(loc):
+                return any(self._holds(each, loc, at, seen) for each in choices.values())
+            tagged = [each for tag, each in choices.items() if str(tag) == str(loc[at])]
+            return any(self._holds(each, loc, at + 1, seen) for each in tagged)
+        if at == len(loc):
+            return False  # the error is the container's own (a model given a string)
+        return any(self._holds(each, loc, end, seen) for each, end in _parts(node, loc, at))
+
+
+_PASSED = (
+    "schema",
+    "json_schema",
+    "python_schema",
+    "lax_schema",
+    "strict_schema",
+)
+"""Keys of a core schema node whose schema validates the same value: the error's place
+has no part for them (`function-after`, `nullable`, `json-or-python`, a model's fields)."""
+
+
+def _parts(node: dict[str, Any], loc: tuple[Any, ...], at: int) -> Iterator[tuple[Any, int]]:
+    """The schemas that `loc[at:]` may go on into from a container's `node`, each with where
+    the rest of the place starts."""
+    kind, part = node.get("type"), loc[at]
+    if kind in ("list", "set", "frozenset", "generator") and isinstance(part, int):
+        yield node.get("items_schema"), at + 1
+    elif kind == "tuple" and isinstance(part, int):
+        items, variadic = node.get("items_schema", []), node.get("variadic_item_index")
+        if variadic is None or part < variadic:
+            yield from ((each, at + 1) for each in items[part : part + 1])
+        else:  # the variadic item or one after it, as the value's length decides
+            yield from ((each, at + 1) for each in items[variadic:])
+    elif kind == "dict":
+        if loc[at + 1 : at + 2] == ("[key]",):
+            yield node.get("keys_schema"), at + 2
+        else:
+            yield node.get("values_schema"), at + 1
+    elif kind in ("model-fields", "typed-dict", "dataclass-args"):
+        fields = node.get("fields", {})
+        named = (
+            fields if isinstance(fields, list) else [{"name": k, **v} for k, v in fields.items()]
+        )
+        found = False
+        for field in named:
+            for key in _field_keys(field):
+                if loc[at : at + len(key)] == key:
+                    found = True
+                    yield field.get("schema"), at + len(key)
+        if not found and node.get("extras_schema") is not None:
+            yield node["extras_schema"], at + 1
+
+
+def _field_keys(field: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The places a field's errors are named by: its name, its validation alias, each path
+    of an alias path."""
+    keys: list[tuple[Any, ...]] = [(field.get("name"),)]
+    alias = field.get("validation_alias")
+    if isinstance(alias, str):
+        keys.append((alias,))
+    elif isinstance(alias, list):
+        for path in alias:
+            keys.append(tuple(path) if isinstance(path, list) else (path,))
+    return keys
+
+
+def _labels(choices: list[Any], refs: dict[str, dict[str, Any]]) -> list[Any]:
+    """A union's members as its errors name them, where cheaply known: a label given, a
+    model's or a dataclass's class name, a plain type's kind (`int`); `None` otherwise."""
+    labels = []
+    for choice in choices:
+        if isinstance(choice, tuple):
+            labels.append(choice[1])
+            continue
+        node = choice
+        if node.get("type") == "definition-ref":
+            node = refs.get(node.get("schema_ref", ""), {})
+        kind = node.get("type")
+        cls = node.get("cls") if kind in ("model", "dataclass") else None
+        labels.append(cls.__name__ if isinstance(cls, type) else kind)
+    return labels
+
+
+_SECRET_CLASSES = (Secret, SecretStr, SecretBytes)
+_SECRET_SERIALIZERS = tuple(
+    each
+    for each in (
+        getattr(pydantic.types, "_serialize_secret", None),
+        getattr(pydantic.types, "_serialize_secret_field", None),
+    )
+    if each is not None
+)
+"""pydantic's serializers of its secret types (private names: looked for, not relied on)."""
+
+
+def _is_secret(node: dict[str, Any]) -> bool:
+    """Whether a core schema node validates one of pydantic's secret types: it serializes
+    as one, or its function makes one (`SecretStr` itself; `Secret[int]`'s lambda, which
+    holds its class)."""
+    serialization = node.get("serialization")
+    if isinstance(serialization, dict) and any(
+        serialization.get("function") is each for each in _SECRET_SERIALIZERS
+    ):
+        return True
+    function = node.get("function")
+    made = function.get("function") if isinstance(function, dict) else None
+    if isinstance(made, type):
+        return issubclass(made, _SECRET_CLASSES)
+    cells = getattr(made, "__closure__", None) or ()
+    for cell in cells:
+        try:
+            held = cell.cell_contents
+        except ValueError:  # a cell not yet filled
+            continue
+        if isinstance(held, type) and issubclass(held, _SECRET_CLASSES):
+            return True
+    return False
+
+
+_secrets: weakref.WeakKeyDictionary[TypeAdapter[Any], _Secrets | None] = weakref.WeakKeyDictionary()
+
+
+def _secrets_of(adapter: TypeAdapter[Any]) -> _Secrets | None:
+    """Where `adapter`'s type holds secrets; `None` where it holds none. Worked out once per
+    type (the adapter is cached with it), on its first failure: a type's reading that
+    succeeds never walks its schema for this."""
+    try:
+        return _secrets[adapter]
+    except KeyError:
+        pass
+    core = cast(dict[str, Any], adapter.core_schema)
+    refs: dict[str, dict[str, Any]] = {}
+    found = False
+    stack: list[Any] = [core]
+    seen: set[int] = set()
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, dict):
+            if isinstance(item.get("type"), str):
+                found = found or _is_secret(item)
+                if isinstance(item.get("ref"), str):
+                    refs[item["ref"]] = item
+                stack.extend(value for key, value in item.items() if key not in _BESIDE)
+            else:  # a mapping of fields by name
+                stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    secrets = _Secrets(core, refs) if found else None
+    _secrets[adapter] = secrets
+    return secrets
+
+
+_BESIDE = frozenset({"cls", "metadata", "serialization", "config", "default", "function"})
+"""What a core schema node holds beside its schemas."""
 
 
 def _overflows(value: Any) -> bool:
@@ -329,7 +581,7 @@ def _check(
     try:
         validated = validate_strict_json(adapter, text)
     except ValidationError as error:
-        return from_validation_error(error, written)
+        return from_validation_error(error, written, adapter)
     kept = kept_keys(validated)
     if kept != NOT_FINITE and not keys_all_kept(text, kept) and kept < kept_keys(written):
         # Fewer keys kept than written (no key was written twice: `_loads` says so): a key
