@@ -94,53 +94,96 @@ def gemini_answer(text: str) -> dict[str, Any]:
     return {"candidates": [candidate], "usageMetadata": usage}
 
 
-# 1. An answer the prompt alone holds is read trimmed: so are the alternatives listed.
+# 1. An answer the prompt alone holds is read trimmed: so are the alternatives listed. Nothing
+# holds it to the options, so a branch is an option's only once a token that writes nothing
+# ends it; OpenAI's tokens stop before the end, so there every figure is 0.
+
+# The end of the output, as an engine that lists it sends it: a token that writes nothing.
+# `!` after it would make the answer no option.
+END = tok("", 0.8, ("", 0.8), ("!", 0.15))
 
 
 @pytest.mark.parametrize(
-    ("text", "tokens", "probabilities", "unresolved"),
+    ("text", "tokens", "chosen", "unresolved"),
     [
-        # ` No` is read as No, as `No` is: both are No's (` No` was no option).
-        ("Yes", [tok("Yes", 0.55, ("Yes", 0.55), (" No", 0.35), ("No", 0.05))], 0.40, 0.05),
-        # An answer written after a space: a plain `No` listed beside it is No's too.
-        (" Yes", [tok(" Yes", 0.5, (" Yes", 0.5), ("No", 0.4), (" No", 0.05))], 0.45, 0.05),
-        # A space of its own first: the walk starts there, where `No` was listed at 0.3.
+        # ` No` may become No, as `No` may: both are unresolved (` No` was no option). At
+        # the end (reach 0.55), `Yes!` (0.0825) is no option, 0.05 unlisted is unresolved
+        # (0.0275), and the end ends `Yes`: 0.44.
+        (
+            "Yes",
+            [tok("Yes", 0.55, ("Yes", 0.55), (" No", 0.35), ("No", 0.05)), END],
+            0.55 * 0.8,
+            0.35 + 0.05 + 0.05 + 0.55 * 0.05,
+        ),
+        # An answer written after a space is Yes's once ended: 0.5 * 0.8. `No`, ` No` and
+        # 0.05 unlisted are unresolved, and 0.5 * 0.05 unlisted at the end.
+        (
+            " Yes",
+            [tok(" Yes", 0.5, (" Yes", 0.5), ("No", 0.4), (" No", 0.05)), END],
+            0.5 * 0.8,
+            0.4 + 0.05 + 0.05 + 0.5 * 0.05,
+        ),
+        # A space of its own first: the walk starts there, where `No` (0.3), `Yes` (0.05,
+        # not ended) and 0.05 unlisted are unresolved; then ` No` (0.6 * 0.1) may become No;
+        # at the end (reach 0.54), 0.54 * 0.05 unlisted, and ` Yes` ended: 0.54 * 0.8.
         (
             " Yes",
             [
                 tok(" ", 0.6, (" ", 0.6), ("No", 0.3), ("Yes", 0.05)),
                 tok("Yes", 0.9, ("Yes", 0.9), ("No", 0.1)),
+                END,
             ],
-            0.3 + 0.6 * 0.1,
-            0.05,
+            0.54 * 0.8,
+            0.3 + 0.05 + 0.05 + 0.6 * 0.1 + 0.54 * 0.05,
         ),
     ],
 )
 def test_an_option_written_after_space_is_that_option_on_a_plain_answer(
-    text: str, tokens: list[dict[str, Any]], probabilities: float, unresolved: float
+    text: str, tokens: list[dict[str, Any]], chosen: float, unresolved: float
 ) -> None:
-    provider, sent = serving("openai", lambda _: completion(text, tokens))
+    # As OpenAI sends it, without the end: the answer may have gone on (`Yes, but`), so all
+    # of it is unresolved and nothing is measured.
+    provider, sent = serving("openai", lambda _: completion(text, tokens[:-1]))
     decision = allama.decide(provider, bool, ChatRequest("gpt-4").user("?"), probabilities=True)
     assert decision.value is True
     assert decision.metadata.enforcement is SchemaEnforcement.NOT_ENFORCED
-    assert decision.probabilities is not None and decision.unresolved is not None
-    chosen = 1.0 - probabilities - unresolved
-    assert decision.probabilities == pytest.approx({True: chosen, False: probabilities})
+    assert decision.probabilities == pytest.approx({True: 0.0, False: 0.0})
+    assert decision.unresolved == pytest.approx(1.0)
+    assert decision.unlisted == frozenset({True, False})
+    assert decision.confidence is None
+    assert decision.confidence_bounds() == pytest.approx((0.0, 1.0))
+    assert "response_format" not in sent[0] and "tools" not in sent[0]
+    # With the end listed: the answer as written, space and all, is Yes's.
+    provider, sent = serving("openai", lambda _: completion(text, tokens))
+    decision = allama.decide(provider, bool, ChatRequest("gpt-4").user("?"), probabilities=True)
+    assert decision.value is True
+    assert decision.probabilities == pytest.approx({True: chosen, False: 0.0})
     assert decision.unresolved == pytest.approx(unresolved)
-    assert decision.confidence == pytest.approx(chosen / (chosen + probabilities))
-    assert decision.confidence_bounds() == pytest.approx((chosen, chosen + unresolved))
+    assert decision.unlisted == frozenset({False})
+    assert decision.confidence is None
+    whole = chosen + unresolved
+    assert decision.confidence_bounds() == pytest.approx((chosen / whole, 1.0))
     assert "response_format" not in sent[0] and "tools" not in sent[0]
 
 
 def test_space_alone_listed_may_become_any_option_and_is_unresolved() -> None:
     # ` ` then anything: `Yes` or `No` may follow. It was counted as no option, which left
     # nothing unresolved and a confidence of 6/7 given as exact.
-    tokens = [tok("Yes", 0.6, ("Yes", 0.6), (" ", 0.3), ("No", 0.1))]
-    provider, _ = serving("openai", lambda _: completion("Yes", tokens))
+    first = tok("Yes", 0.6, ("Yes", 0.6), (" ", 0.3), ("No", 0.1))
+    # As OpenAI sends it, without the end: `Yes` may go on too, so all is unresolved.
+    provider, _ = serving("openai", lambda _: completion("Yes", [first]))
     decision = allama.decide(provider, bool, ChatRequest("gpt-4").user("?"), probabilities=True)
-    assert decision.probabilities == pytest.approx({True: 0.6, False: 0.1})
-    assert decision.unresolved == pytest.approx(0.3)
-    assert decision.confidence_bounds() == pytest.approx((0.6, 0.9))
+    assert decision.probabilities == pytest.approx({True: 0.0, False: 0.0})
+    assert decision.unresolved == pytest.approx(1.0)
+    assert decision.confidence_bounds() == pytest.approx((0.0, 1.0))
+    # With the end listed. By hand: ` ` 0.3 and `No` 0.1 (not ended) are unresolved; after
+    # `Yes` (reach 0.6) the end ends it: 0.54, and `Yes!` (0.06) is no option.
+    end = tok("", 0.9, ("", 0.9), ("!", 0.1))
+    provider, _ = serving("openai", lambda _: completion("Yes", [first, end]))
+    decision = allama.decide(provider, bool, ChatRequest("gpt-4").user("?"), probabilities=True)
+    assert decision.probabilities == pytest.approx({True: 0.54, False: 0.0})
+    assert decision.unresolved == pytest.approx(0.4)
+    assert decision.confidence_bounds() == pytest.approx((0.54 / 0.94, 1.0))
 
 
 def test_under_a_grammar_the_option_is_as_written_and_space_before_it_no_option() -> None:
@@ -341,7 +384,9 @@ def test_the_callers_response_format_is_replaced_on_the_plain_paths() -> None:
         lambda body: completion('{"answer": "a"}' if "response_format" in body else "a", tokens),
     )
     decision = allama.decide(provider, Literal["a", "b"], asked, probabilities=True)
-    assert decision.value == "a" and decision.probabilities == pytest.approx({"a": 0.9, "b": 0.1})
+    # OpenAI does not list the end of the output: `a` may have gone on, so all is unresolved.
+    assert decision.value == "a" and decision.probabilities == pytest.approx({"a": 0.0, "b": 0.0})
+    assert decision.unresolved == pytest.approx(1.0)
     assert "response_format" not in sent[0]
     mock = prompt_only("b")
     assert (

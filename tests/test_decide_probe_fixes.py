@@ -80,7 +80,9 @@ SIDES = pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"]
 
 # 1. OpenAI lists the end of the output as `<|end|>` with `bytes: null`: it writes no
 # text. It was read as the text `<|end|>`, a branch of no option, dropped: `New`, the
-# model's stop after `New`, got 0.0 and the bounds left out its 0.27.
+# model's stop after `New`, got 0.0 and the bounds left out its 0.27. (An answer the prompt
+# alone holds is an option's only once it ends: `New York`, the output's last token, with
+# no end after it, may have gone on, and is unresolved.)
 
 END_AFTER_NEW = [
     tok("New", 0.9, ("New", 0.9), ("Boston", 0.1)),
@@ -96,12 +98,15 @@ def test_an_end_token_listed_without_bytes_ends_the_answer_there(is_async: bool)
     decision = decided(is_async, Extractor(), target, CITY, request, probabilities=True)
     assert recorder.bodies[0]["logprobs"] is True
     assert decision.value == "New York"
-    assert decision.probabilities == pytest.approx({"New": 0.27, "New York": 0.54, "Boston": 0.1})
-    assert decision.unresolved == pytest.approx(0.9 * 0.05)
-    assert decision.unlisted == frozenset()
-    assert decision.confidence == pytest.approx(0.54 / 0.91)
+    # By hand: `Boston` (0.1) may go on (`Boston?`): unresolved. At ` York` (reach 0.9),
+    # the end ends `New`: 0.27; `New Jersey` is no option; 0.05 unlisted: 0.045. `New York`
+    # (0.54) is not ended: unresolved. Unresolved: 0.1 + 0.045 + 0.54 = 0.685.
+    assert decision.probabilities == pytest.approx({"New": 0.27, "New York": 0.0, "Boston": 0.0})
+    assert decision.unresolved == pytest.approx(0.1 + 0.9 * 0.05 + 0.54)
+    assert decision.unlisted == frozenset({"New York", "Boston"})
+    assert decision.confidence is None
     low, high = decision.confidence_bounds()
-    assert (low, high) == pytest.approx((0.54 / 0.955, 0.585 / 0.955))
+    assert (low, high) == pytest.approx((0.0, 0.685 / 0.955))
 
 
 def test_a_special_token_without_bytes_writes_nothing_and_with_bytes_its_text() -> None:
@@ -157,9 +162,19 @@ def test_every_token_that_writes_nothing_is_the_end_of_the_answer(
     spelling = Spelling(0, json=False, trimmed=trimmed)
     measured = measure(city_tokens(end), "New York", LABELS, "New York", spelling)
     assert isinstance(measured, Measured)
-    assert measured.probabilities == pytest.approx({"New": 0.27, "New York": 0.54, "Boston": 0.1})
-    assert measured.unresolved == pytest.approx(0.045)
-    assert measured.unlisted == frozenset()
+    if not trimmed:
+        assert measured.probabilities == pytest.approx(
+            {"New": 0.27, "New York": 0.54, "Boston": 0.1}
+        )
+        assert measured.unresolved == pytest.approx(0.045)
+        assert measured.unlisted == frozenset()
+        return
+    # Trimmed, nothing holds the answer to the options: `Boston` (0.1) and `New York`
+    # (0.54, with no end after it) may go on, and are unresolved with 0.045 unlisted; the
+    # end after `New` still ends it there: 0.27.
+    assert measured.probabilities == pytest.approx({"New": 0.27, "New York": 0.0, "Boston": 0.0})
+    assert measured.unresolved == pytest.approx(0.1 + 0.045 + 0.54)
+    assert measured.unlisted == frozenset({"New York", "Boston"})
 
 
 @pytest.mark.parametrize(

@@ -91,9 +91,11 @@ class Decision(Generic[C]):
     the token log-probabilities the provider reported (the sum over the branches that lead
     to that option alone); `None` when the provider reported none, with the reason in
     `probabilities_missing`. They sum to at most 1: the rest went to text that is no
-    option, or is `unresolved` (not listed by the provider, shared by several options, or
-    a token whose text cannot be told), which is the most any option's true probability
-    can exceed its figure by. Probabilities are conditional on the text written before the answer.
+    option, or is `unresolved` (not listed by the provider, shared by several options, a
+    token whose text cannot be told, or a branch that may yet become an option or none:
+    nothing holds an answer in the prompt alone to the options), which is the most any
+    option's true probability can exceed its figure by. Probabilities are conditional on
+    the text written before the answer.
 
     `confidence` is the chosen option's share of the options' probability: its figure over
     the sum of every option's, each the probability of the whole option as the model wrote
@@ -536,7 +538,8 @@ def _plain_steps(
         option, spelling = read
         metadata.repaired = isinstance(spelling, str)
         if strategy != _Strategy.CHOICE and not metadata.repaired:
-            # Held by the prompt alone, any answer is read trimmed: so are the alternatives.
+            # Held by the prompt alone, any answer is read trimmed: so are the alternatives,
+            # each an option's only once it has ended (any text may follow it).
             spelling = _TRIMMED
         return response, metadata, option.label, spelling
 

@@ -10,11 +10,18 @@ bytes whose text does not show them), or the probability the provider did not li
 cannot be followed and is counted as `unresolved`. A token that writes nothing (llama.cpp's
 end of generation, a special token such as `<|end|>` given without bytes) ends the output.
 The walk ends at the token after which only the chosen option can follow: under a grammar
-the rest is forced.
+the rest is forced. Where the option's first token also writes the text before it (`":"b`),
+an alternative that writes that text otherwise (`": "`) may still lead to any option: it is
+`unresolved`.
 
 A plain answer the prompt alone holds to the options is read trimmed, so its walk starts
 at the output's first token and a branch is read as the answer would be: space before and
-after an option is that option's, and space alone may yet become any option.
+after an option is that option's, and space alone may yet become any option. Nothing holds
+such an answer to the options, so any text may follow a branch (`Yes, but`): a branch is an
+option's only once it has ended (a token that writes nothing), one that has not ended and
+may still become an option is `unresolved`, and the walk follows the chosen tokens to the
+end of the output, whose end, unless a token that writes nothing shows it, is `unresolved`
+too.
 
 So each option's probability is measured from numbers the provider gave, never guessed: it
 is exact when nothing was left unresolved, and any option's true probability is higher by
@@ -47,7 +54,8 @@ class Spelling:
     json: bool
     trimmed: bool = False
     """A plain answer read trimmed, as one held to the options by the prompt alone is: the
-    whole output is read, from its first token (`start` aside). Otherwise the option is
+    whole output is read, from its first token (`start` aside), and since nothing holds it
+    to the options, a branch is an option's only once it has ended. Otherwise the option is
     written as it is at `start` (a JSON string, a grammar's or an enum's plain answer)."""
 
     def written(self, label: str) -> bytes:
@@ -65,7 +73,8 @@ class Measured:
     probabilities: dict[str, float]
     """Every label, with the probability of the branches that lead to it alone."""
     unresolved: float
-    """Probability the walk could not attribute: unlisted, or shared by several options."""
+    """Probability the walk could not attribute: unlisted, shared by several options, or on
+    a branch that may yet become an option or none."""
     unlisted: frozenset[str] = frozenset()
     """Labels no listed branch led to alone: their figure is a least, not a measure (an
     option listed at a probability of 0, or one that rounds to it, is listed)."""
@@ -91,7 +100,7 @@ def measure(
     if spelling.trimmed:
         if text.strip() != chosen.strip():
             return "the answer is not written in the output as its option is"
-        start = 0
+        start, before = 0, b""
         fitting = _trimmed_reader(labels)
     else:
         start = len(text[: spelling.start].encode("utf-8"))
@@ -100,6 +109,9 @@ def measure(
         if not written.startswith(whole) and not (not spelling.json and written == whole):
             return "the answer is not written in the output as its option is"
         fitting = _written_reader(before, labels, spelling)
+    # Under a grammar (or an enum), a branch only one option can still follow is that
+    # option's; a trimmed answer, held by the prompt alone, may go on as no option.
+    forced = not spelling.trimmed
     masses = dict.fromkeys(labels, 0.0)
     seen: set[str] = set()
     unresolved = 0.0
@@ -128,8 +140,12 @@ def measure(
             if branch is None:  # what it writes cannot be told: it may be any option's
                 unresolved += weight
                 continue
-            options = fitting(so_far + branch, not branch)
-            if len(options) == 1:
+            reached = so_far + branch
+            if _departs(reached, before):  # the wrapper written otherwise: any option may follow
+                unresolved += weight
+                continue
+            options = fitting(reached, not branch)
+            if len(options) == 1 and (forced or not branch):
                 masses[options[0]] += weight
                 seen.add(options[0])
             elif options:
@@ -138,12 +154,18 @@ def measure(
         options = fitting(so_far + piece, not piece)
         if chosen not in options:
             return "the tokens the provider reported do not spell the answer"
-        if options == [chosen]:
+        if options == [chosen] and (forced or not piece):
             masses[chosen] += math.exp(path + token.logprob)
             seen.add(chosen)
             return _ended(masses, unresolved, seen)
         path += token.logprob
         index += 1
+
+
+def _departs(branch: bytes, before: bytes) -> bool:
+    """Whether `branch` leaves the text written before the label (the option's first token
+    may also write the end of a JSON wrapper) before reaching the label."""
+    return not before.startswith(branch) and not branch.startswith(before)
 
 
 _Reader = Callable[[bytes, bool], list[str]]
