@@ -762,6 +762,89 @@ def test_an_async_request_function_is_refused_before_any_row() -> None:
         allama.ray.extract_dataset(ds, Invoice, provider="openai", request=build)
 
 
+async def async_provider() -> allama.ChatProvider:
+    return MockProvider([])
+
+
+class AsyncProviderMaker:
+    async def __call__(self) -> allama.ChatProvider:
+        return MockProvider([])
+
+
+def test_an_async_provider_function_is_refused_before_any_actor() -> None:
+    said = (
+        "the provider function is an async function, which the step does not await: "
+        "return the provider from a plain one"
+    )
+    ds: Any = object()  # never reached
+    for factory in (
+        async_provider,
+        AsyncProviderMaker(),
+        functools.partial(async_provider),
+        functools.partial(AsyncProviderMaker()),
+    ):
+        with pytest.raises(TypeError) as refused:
+            allama.ray.extract_dataset(ds, Invoice, provider=factory, text_column="t", model="m")
+        assert str(refused.value) == said
+        with pytest.raises(TypeError) as refused:
+            allama.ray.ExtractBatch(Invoice, provider=factory, text_column="t", model="m")
+        assert str(refused.value) == said
+    # A plain function around an async one is known only by what it returns, as it starts.
+    said = ""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            allama.ray.ExtractBatch(
+                Invoice, provider=lambda: async_provider(), text_column="t", model="m"
+            )
+        except TypeError as error:
+            said = str(error)
+        gc.collect()  # the coroutine, once its frame is gone
+    assert said == (
+        "provider's function returned a coroutine: it is an async function, which the step "
+        "does not await; return the provider from a plain one"
+    )
+    assert [str(warning.message) for warning in caught] == []  # not "never awaited"
+
+
+class _Unsendable:
+    """Refuses to be pickled in words that quote a secret, as a value's own code may."""
+
+    def __reduce__(self) -> Any:
+        raise ValueError("cannot send sk-secret-in-the-words")
+
+
+def test_a_function_that_cannot_be_pickled_is_refused_by_name_before_the_job() -> None:
+    key = "sk-never-in-the-message-1234"
+    held = allama.provider("openai", api_key=key, base_url="http://127.0.0.1:9/v1")
+    unsendable = _Unsendable()
+    ds: Any = object()  # never reached: refused before Ray is asked anything
+    advice = (
+        "when called, rather than one holding an object made here (a provider, a client, a lock)"
+    )
+    cases: list[tuple[dict[str, Any], str]] = [
+        (
+            {"provider": lambda: held, "text_column": "t", "model": "m"},
+            "provider= cannot be pickled to send to Ray's workers (cannot pickle "
+            "'_thread.RLock' object): give a function defined at a module's top level that "
+            f"builds the provider {advice}",
+        ),
+        (
+            {"provider": "openai", "request": lambda row: unsendable or build_request(row)},
+            "request= cannot be pickled to send to Ray's workers (ValueError: message "
+            "withheld): give a function defined at a module's top level that builds each "
+            f"ChatRequest {advice}",
+        ),
+    ]
+    for settings, said in cases:
+        with pytest.raises(TypeError) as refused:
+            allama.ray.extract_dataset(ds, Invoice, **settings)
+        assert str(refused.value) == said
+        assert refused.value.__suppress_context__  # pickling's own words are not chained
+        assert key not in str(refused.value) and "sk-secret" not in str(refused.value)
+    held.close()
+
+
 def test_a_request_function_returning_a_coroutine_fails_its_row_by_name() -> None:
     async def build(row: dict[str, Any]) -> ChatRequest:
         return ChatRequest("m").user(row["text"])

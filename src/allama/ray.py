@@ -16,7 +16,9 @@ three more columns, and a bad row never fails the job:
   provider's message, which may quote the input, is withheld, as in `Error.as_log()`);
 - `record`: the extraction record as JSON text (`ExtractionMetadata.to_json_dict()`), for a
   failure the record the error carries; null when no extraction started (a row without
-  text, a request function that raised).
+  text, a request function that raised). A row sent again after tries it paid for (a pass
+  that failed, then a server error) has their records in its `earlier_attempts`, as a
+  batch run's output does: what the row cost is its `cost` plus theirs.
 
 A call the provider may answer later (a rate limit, an overloaded or failing server, the
 network) is sent again, up to `max_attempts` tries, as in a batch run: a 429 pauses the
@@ -50,10 +52,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import json
 import operator
 import random
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -61,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 try:
     import pyarrow as pa
     import ray.data
+    from ray import cloudpickle
 except ImportError as missing:  # pragma: no cover - depends on the install
     raise ImportError("allama.ray needs Ray Data: pip install 'allama[ray]'") from missing
 
@@ -213,6 +218,25 @@ def _shown(setting: Any) -> Any:
     return setting.value if isinstance(setting, _Withheld) else setting
 
 
+_ASYNC_PROVIDER = (
+    "the provider function is an async function, which the step does not await: "
+    "return the provider from a plain one"
+)
+
+
+def _is_async(function: object) -> bool:
+    """Whether calling `function` makes a coroutine: an async function, or a callable
+    object whose `__call__` is one, or a `functools.partial` of either (a class, which
+    calling constructs, is not)."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    if not callable(function):
+        return False
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        type(function).__call__
+    )
+
+
 def _check_settings(
     provider: object,
     provider_options: object,
@@ -226,6 +250,8 @@ def _check_settings(
             "provider must be a preset name such as 'openai' or a zero-argument function "
             f"returning a provider, not {type(provider).__name__}"
         )
+    if _is_async(provider):
+        raise TypeError(_ASYNC_PROVIDER)
     if provider_options is not None and not isinstance(provider_options, Mapping):
         raise TypeError(
             f"provider_options must be a mapping, not {type(provider_options).__name__}"
@@ -244,7 +270,7 @@ def _check_settings(
             "request must be a function from a row (a dict) to a ChatRequest, "
             f"not {type(request).__name__}"
         )
-    elif inspect.iscoroutinefunction(request):
+    elif _is_async(request):
         raise TypeError(
             "the request function is an async function, which the step does not await: "
             "build each ChatRequest in a plain one"
@@ -253,6 +279,49 @@ def _check_settings(
         raise TypeError(f"row_concurrency must be a whole number, not {row_concurrency!r}")
     if row_concurrency < 1:
         raise ValueError(f"row_concurrency must be at least 1, not {row_concurrency}")
+
+
+_UNPICKLED_ONE = re.compile(r"cannot pickle '[\w.]+' object")
+"""Python's words for an object that cannot be pickled, which name only its type."""
+
+
+def _check_picklable(settings: Mapping[str, Any]) -> None:
+    """Each setting the actors are built from, pickled as Ray sends it: one that cannot
+    be (a function holding a provider, whose client holds a lock) fails here by name,
+    rather than as the job starts in Ray's account of its own step. Pickling's message
+    is kept only where it names a type alone: others may quote a value (a key)."""
+    for name, setting in settings.items():
+        try:
+            cloudpickle.dumps(_shown(setting))  # type: ignore[no-untyped-call]
+        except Exception as error:
+            text = text_of(error)
+            said = (
+                text
+                if _UNPICKLED_ONE.fullmatch(text)
+                else f"{type(error).__name__}: message withheld"
+            )
+            if name == "tp":
+                raise TypeError(
+                    f"the type cannot be pickled to send to Ray's workers ({said}): define "
+                    "it at a module's top level, importable on the workers"
+                ) from None
+            if name == "provider_options":
+                advice = (
+                    "give options Ray can send (text, numbers), or a provider= function "
+                    "that builds the provider"
+                )
+            elif name in ("provider", "request"):
+                made = "the provider" if name == "provider" else "each ChatRequest"
+                advice = (
+                    f"give a function defined at a module's top level that builds {made} "
+                    "when called, rather than one holding an object made here (a provider, "
+                    "a client, a lock)"
+                )
+            else:
+                advice = "give a value Ray can send"
+            raise TypeError(
+                f"{name}= cannot be pickled to send to Ray's workers ({said}): {advice}"
+            ) from None
 
 
 def _check_template_settings(request: object, **given: object) -> None:
@@ -374,6 +443,12 @@ class ExtractBatch:
             from allama.provider import ChatProvider
 
             made = provider()
+            if inspect.iscoroutine(made):  # a lambda around an async function
+                made.close()  # never awaited: said here, not in a warning as the actor ends
+                raise TypeError(
+                    "provider's function returned a coroutine: it is an async function, "
+                    "which the step does not await; return the provider from a plain one"
+                )
             if not isinstance(made, ChatProvider):  # said once, not as every row's failure
                 raise TypeError(
                     "provider's function must return a provider (allama.provider(...)), not "
@@ -652,8 +727,8 @@ def extract_dataset(
     times, waiting as the provider asked or `backoff` seconds doubling; `rpm` and `tpm`
     limit each actor's requests and tokens per minute (an account's limit divided by the
     actors). The
-    settings, the type and any function given must pickle, and the modules they come from
-    must be importable on the workers.
+    settings, the type and any function given must pickle (checked here, by name), and the
+    modules they come from must be importable on the workers.
 
     Lazy, like every Ray Data transform: nothing runs until the result is consumed, and
     each consumption runs it again (`schema()`, `count()`, `show()` then `write_parquet()`
@@ -704,6 +779,7 @@ def extract_dataset(
         allow_undeclared_keys=allow_undeclared_keys,
         min_enforcement=min_enforcement,
     )
+    _check_picklable(settings)
     _check_pool(ds, concurrency, batch_size, num_cpus)
     # A column extraction adds, or a text column no row has, when the schema is known
     # without reading the data, fails here rather than at the first batch, after others
