@@ -2,28 +2,37 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import enum
 import json
 import re
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
+import pydantic.dataclasses
 import pytest
 from pydantic import (
     AliasChoices,
     AliasPath,
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
+    FutureDatetime,
+    PastDate,
+    PastDatetime,
     TypeAdapter,
+    condate,
     condecimal,
     create_model,
 )
 from typing_extensions import TypedDict
 
 import allama
-from allama import ChatRequest
+from _native_wire import extract_through
+from allama import ChatRequest, SchemaEnforcement
 from allama.mock import TestProvider
 from allama.schema import (
     SchemaError,
@@ -346,3 +355,259 @@ def test_an_optional_property_whose_null_is_a_value_is_approximate_under_openai_
         for note in openai_strict(type_schema(Priced).schema).notes
         if "decimal" in note.message
     )
+
+
+# ----- types whose checks their schema cannot say: marked, approximate everywhere
+
+DATE = (
+    "^(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"
+    "-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"
+)
+CLOCK = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?"
+OFFSET = "(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+SECONDS = "[0-9]+(\\.[0-9]{1,6})?S"
+TIME_PART = f"T([0-9]+H([0-9]+M)?({SECONDS})?|[0-9]+M({SECONDS})?|{SECONDS})"
+DURATION = f"^[+-]?P(([0-9]+Y([0-9]+D)?|[0-9]+D)({TIME_PART})?|{TIME_PART})$"
+REAL = "([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+)?"
+COMPLEX = f"^[+-]?({REAL}([+-]({REAL})?[jJ])?|({REAL})?[jJ])$"
+DIALECT = {
+    "openai": "OpenAI strict mode",
+    "anthropic": "Anthropic strict mode",
+    "gemini": "Gemini responseJsonSchema",
+}
+
+
+class Signal(BaseModel):
+    c: complex
+
+
+@pytest.mark.parametrize("text", ["3", "1.5-2j", "-j", ".5e3+1.J", "1e999", "2J", "+0.j"])
+def test_what_a_complex_numbers_pattern_lets_through_the_type_reads(text: str) -> None:
+    assert re.fullmatch(COMPLEX, text)
+    assert Signal.model_validate_json(json.dumps({"c": text}), strict=True).c == complex(text)
+
+
+@pytest.mark.parametrize("text", ["about three", "", "j1", "1+2", "1+2i", "++1", "1 + 2j"])
+def test_a_complex_numbers_pattern_refuses_what_is_no_number(text: str) -> None:
+    assert re.fullmatch(COMPLEX, text) is None
+
+
+@pytest.mark.parametrize("name", list(DIALECT))
+def test_a_complex_number_is_its_pattern_marked_and_approximate_everywhere(name: str) -> None:
+    # Pydantic sent `{"type": "string"}` and every dialect said exact, yet "about three"
+    # failed the type. The mark (`format: complex`) stays: a dialect may drop the pattern.
+    assert type_schema(Signal).schema["properties"]["c"] == {
+        "title": "C",
+        "type": "string",
+        "pattern": COMPLEX,
+        "format": "complex",
+    }
+    extracted, sent = extract_through(name, Signal, '{"c": "1.5-2j"}')
+    assert extracted.value == Signal(c=complex(1.5, -2))
+    kept = {} if name == "gemini" else {"pattern": COMPLEX}
+    assert sent["properties"]["c"] == {"title": "C", "type": "string", **kept}
+    notes = [f"`format` was removed at `Signal.c`: {DIALECT[name]} does not enforce `complex`"]
+    if name == "gemini":
+        notes.append("`pattern` was removed at `Signal.c`")
+    assert extracted.metadata.enforcement is SchemaEnforcement.APPROXIMATE
+    assert [w.message for w in extracted.metadata.degradations] == [
+        f"the schema of `Signal` was approximated: {note}" for note in notes
+    ]
+
+
+class Invoice2(BaseModel):
+    issued: PastDate
+    due: Annotated[dt.date, Field(ge=dt.date(2020, 1, 1))]
+    grace: condate(lt=dt.date(2030, 1, 1))  # type: ignore[valid-type]
+    wait: Annotated[dt.timedelta, Field(gt=dt.timedelta(0))]
+    opens: Annotated[dt.time, Field(lt=dt.time(9))]
+    sent: Annotated[dt.datetime, Field(gt=dt.datetime(2020, 1, 1, tzinfo=dt.UTC))]
+    expires: FutureDatetime
+    stamped: AwareDatetime
+    day: dt.date
+
+
+INVOICE_REPLY = json.dumps(
+    {
+        "issued": "2001-02-03",
+        "due": "2024-05-06",
+        "grace": "2029-12-31",
+        "wait": "P1DT2H",
+        "opens": "08:30:00",
+        "sent": "2024-01-01T00:00:00Z",
+        "expires": "2999-01-01T00:00:00+01:00",
+        "stamped": "2024-01-01T00:00:00Z",
+        "day": "2024-01-01",
+    }
+)
+MARKED_MOMENTS = {
+    "issued": ("past-date", DATE),
+    "due": ("bounded-date", DATE),
+    "grace": ("bounded-date", DATE),
+    "wait": ("bounded-duration", DURATION),
+    "opens": ("bounded-time", f"^{CLOCK}{OFFSET}?$"),
+    "sent": ("bounded-date-time", f"{DATE[:-1]}T{CLOCK}{OFFSET}?$"),
+    "expires": ("future-date-time", f"{DATE[:-1]}T{CLOCK}{OFFSET}?$"),
+}
+
+
+def test_a_bound_pydantic_leaves_out_of_a_dates_schema_is_marked() -> None:
+    # Pydantic writes `format: date` (or `date-time`, `time`, `duration`) and drops the
+    # bound, past or future: the schema said no more than any date's.
+    props = type_schema(Invoice2).schema["properties"]
+    for field, (mark, pattern) in MARKED_MOMENTS.items():
+        assert props[field] == {
+            "title": field.title(),
+            "type": "string",
+            "pattern": pattern,
+            "format": mark,
+        }, field
+    # RFC 3339's `date-time` requires the offset an `AwareDatetime` requires: not marked.
+    assert props["stamped"] == {"title": "Stamped", "type": "string", "format": "date-time"}
+    assert props["day"] == {"title": "Day", "type": "string", "format": "date"}
+
+
+@pytest.mark.parametrize("name", list(DIALECT))
+def test_a_bounded_date_is_approximate_with_a_note_naming_the_check(name: str) -> None:
+    extracted, sent = extract_through(name, Invoice2, INVOICE_REPLY)
+    assert extracted.value == Invoice2.model_validate_json(INVOICE_REPLY)
+    props = sent["properties"]
+    for field, (_, pattern) in MARKED_MOMENTS.items():
+        kept = {} if name == "gemini" else {"pattern": pattern}
+        assert props[field] == {"title": field.title(), "type": "string", **kept}, field
+    assert props["stamped"]["format"] == "date-time"
+    assert props["day"]["format"] == "date"
+    notes: list[str] = []
+    for field, (mark, _) in MARKED_MOMENTS.items():
+        place = f"Invoice2.{field}"
+        notes.append(
+            f"`format` was removed at `{place}`: {DIALECT[name]} does not enforce `{mark}`"
+        )
+        if name == "gemini":
+            notes.append(f"`pattern` was removed at `{place}`")
+    assert extracted.metadata.enforcement is SchemaEnforcement.APPROXIMATE
+    assert [w.message for w in extracted.metadata.degradations] == [
+        f"the schema of `Invoice2` was approximated: {note}" for note in notes
+    ]
+
+
+class Stamped(BaseModel):
+    stamped: AwareDatetime
+    day: dt.date
+    wait: dt.timedelta
+
+
+def test_an_aware_datetime_and_unbounded_dates_stay_exact() -> None:
+    reply = '{"stamped": "2024-01-01T00:00:00+02:00", "day": "2024-01-01", "wait": "PT1S"}'
+    extracted, sent = extract_through("openai", Stamped, reply)
+    assert extracted.metadata.enforcement is SchemaEnforcement.EXACT
+    assert extracted.metadata.degradations == []
+    assert sent["properties"] == {
+        "stamped": {"title": "Stamped", "type": "string", "format": "date-time"},
+        "day": {"title": "Day", "type": "string", "format": "date"},
+        "wait": {"title": "Wait", "type": "string", "format": "duration"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("core", "mark", "pattern"),
+    [
+        (
+            {"type": "datetime", "tz_constraint": 3600},
+            "constrained-date-time",
+            f"{DATE[:-1]}T{CLOCK}{OFFSET}$",
+        ),
+        ({"type": "time", "tz_constraint": "naive"}, "constrained-time", f"^{CLOCK}$"),
+        (
+            {"type": "time", "tz_constraint": "aware", "ge": dt.time(1)},
+            "bounded-time",
+            f"^{CLOCK}{OFFSET}$",
+        ),
+        (
+            {"type": "timedelta", "microseconds_precision": "error"},
+            "constrained-duration",
+            DURATION,
+        ),
+        ({"type": "date", "now_op": "future", "now_utc_offset": 0}, "future-date", DATE),
+    ],
+)
+def test_other_checks_pydantic_leaves_out_of_a_dates_schema_are_marked(
+    core: dict[str, Any], mark: str, pattern: str
+) -> None:
+    # A fixed offset, a naive time, fractions past six digits refused: `format` says none.
+    class Custom:
+        @classmethod
+        def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+            return core
+
+    schema = type_schema(Custom).schema
+    assert schema == {"type": "string", "pattern": pattern, "format": mark}
+    held = {"type": "object", "properties": {"at": schema}, "required": ["at"]}
+    assert [note.message for note in openai_strict(held).notes] == [
+        f"`format` was removed at `/properties/at`: OpenAI strict mode does not enforce `{mark}`"
+    ]
+
+
+def test_a_map_keyed_by_a_marked_type_says_its_keys_in_property_names() -> None:
+    # Pydantic would make the pattern a `patternProperties`, which dialects drop, values too.
+    assert type_schema(dict[PastDate, int]).schema == {
+        "type": "object",
+        "additionalProperties": {"type": "integer"},
+        "propertyNames": {"pattern": DATE, "format": "past-date"},
+    }
+    assert type_schema(dict[complex, str]).schema == {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "propertyNames": {"pattern": COMPLEX, "format": "complex"},
+    }
+
+
+class Schedule(BaseModel):
+    c: complex
+    issued: PastDate
+    until: Annotated[dt.date, Field(le=dt.date(2030, 1, 1))]
+    wait: Annotated[dt.timedelta, Field(gt=dt.timedelta(0))]
+    opens: Annotated[dt.time, Field(lt=dt.time(9))]
+    sent: PastDatetime
+
+
+def test_the_test_provider_answers_marked_types_with_values_they_take() -> None:
+    extracted = allama.extract(TestProvider(), Schedule, ChatRequest("m").user("x"))
+    assert extracted.value == Schedule(
+        c=0j,
+        issued=dt.date(2000, 1, 1),
+        until=dt.date(2000, 1, 1),
+        wait=dt.timedelta(days=1),
+        opens=dt.time(0, 0, tzinfo=dt.UTC),
+        sent=dt.datetime(2000, 1, 1, tzinfo=dt.UTC),
+    )
+
+
+# ----- dataclass fields not in `__init__`
+
+
+@dataclasses.dataclass
+class Order:
+    qty: int
+    total: int = dataclasses.field(init=False, default=0)
+
+
+@pydantic.dataclasses.dataclass
+class PydanticOrder:
+    qty: int
+    total: int = dataclasses.field(init=False, default=0)
+
+
+@pytest.mark.parametrize("tp", [Order, PydanticOrder])
+@pytest.mark.parametrize("name", list(DIALECT))
+def test_a_dataclass_field_not_in_init_is_no_property_to_write(tp: Any, name: str) -> None:
+    # It was sent required (under strict mode) and what the model wrote there was dropped.
+    extracted, sent = extract_through(name, tp, '{"qty": 2}')
+    assert extracted.value == tp(qty=2)
+    assert extracted.value.total == 0
+    assert sent["properties"] == {"qty": {"title": "Qty", "type": "integer"}}
+    assert sent["required"] == ["qty"]
+    assert extracted.metadata.enforcement is SchemaEnforcement.EXACT
+    assert extracted.metadata.degradations == []
+    mocked = allama.extract(TestProvider(), tp, ChatRequest("m").user("x"))
+    assert mocked.value == tp(qty=0)

@@ -18,6 +18,8 @@ import ipaddress
 from collections.abc import Callable, Iterator
 from itertools import count, product
 
+from allama.schema._types import MOMENT_FORMATS
+
 __all__ = ["format_values", "knows_format", "plain_strings"]
 
 _MANY = 1_000_000
@@ -67,6 +69,12 @@ def _times(shortest: int, longest: int | None) -> Iterator[str]:
 def _durations(shortest: int, longest: int | None) -> Iterator[str]:
     for days in range(1, _MANY):
         yield f"P{days}D"
+
+
+def _complexes(shortest: int, longest: int | None) -> Iterator[str]:
+    """Whole numbers, which `complex` reads (allama's `format: complex`)."""
+    for number in range(_MANY):
+        yield str(number)
 
 
 def _emails(shortest: int, longest: int | None) -> Iterator[str]:
@@ -256,7 +264,11 @@ _FORMATS: dict[str, Callable[[int, int | None], Iterator[str]]] = {
     "path": _nonempty,
     "directory-path": _directories,
     "phone": _phones,
+    "complex": _complexes,
 }
+_FORMATS.update({mark: _FORMATS[fmt] for mark, fmt in MOMENT_FORMATS.items()})
+"""allama's marks of a date, time or duration with checks its format does not say (a
+bound, past or future): values of the format, which the checks may refuse (`TestProvider`)."""
 _OWN = frozenset({"decimal"})
 """Formats `_values` makes itself."""
 

@@ -59,8 +59,9 @@ class TestProvider(_Recorder):
 
     The value is the schema's: checks a type makes beyond its JSON Schema are not known
     here. Dates count up from 2000-01-01, so `FutureDate` and `FutureDatetime` (whose
-    schema is any date) refuse them; `PastDate`, `PastDatetime`, `AwareDatetime` and
-    `NaiveDatetime` take its values. Script such a value with `MockProvider.with_structured`.
+    schema is any date's, marked `future-...` for the check it cannot say) refuse them;
+    `PastDate`, `PastDatetime`, `AwareDatetime` and `NaiveDatetime` take its values.
+    Script such a value with `MockProvider.with_structured`.
 
     >>> from allama.types import ResponseFormat
     >>> schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 2}},

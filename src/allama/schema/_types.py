@@ -114,7 +114,41 @@ class _StableDefaults(GenerateJsonSchema):
                 "pattern": NAIVE_DATETIME_PATTERN,
                 "format": NAIVE_DATETIME_FORMAT,
             }
-        return super().datetime_schema(schema)
+        return self._marked(schema) or super().datetime_schema(schema)
+
+    def date_schema(self, schema: core_schema.DateSchema) -> JsonSchemaValue:
+        """A date with a check pydantic leaves out of its schema is marked (`_marked`)."""
+        return self._marked(schema) or super().date_schema(schema)
+
+    def time_schema(self, schema: core_schema.TimeSchema) -> JsonSchemaValue:
+        """A time with a check pydantic leaves out of its schema is marked (`_marked`)."""
+        return self._marked(schema) or super().time_schema(schema)
+
+    def timedelta_schema(self, schema: core_schema.TimedeltaSchema) -> JsonSchemaValue:
+        """A duration with a check pydantic leaves out of its schema is marked (`_marked`)."""
+        return self._marked(schema) or super().timedelta_schema(schema)
+
+    def complex_schema(self, schema: core_schema.ComplexSchema) -> JsonSchemaValue:
+        """A complex number is text pydantic leaves free (`"about three"` passed its schema
+        and failed the type): marked (`_marked`)."""
+        return self._marked(schema) or super().complex_schema(schema)
+
+    def _marked(self, schema: core_schema.CoreSchema) -> JsonSchemaValue | None:
+        """The schema of a complex number, or of a date, time or duration with a check
+        pydantic leaves out of its schema (bounds, past or future, an offset), in validation
+        mode: a pattern of the text the type reads, as far as a pattern can say it, marked
+        with a format no provider enforces (`COMPLEX_FORMAT`, `MOMENT_FORMATS`), so each
+        says the value is not fully held. `None` for any other."""
+        return _marked_text(schema) if self.mode == "validation" else None
+
+    def dataclass_args_schema(self, schema: core_schema.DataclassArgsSchema) -> JsonSchemaValue:
+        """A dataclass's fields as validation reads them: one not in `__init__`
+        (`field(init=False)`) is never read from the answer (what the model writes there is
+        dropped), so it is no property to write, as a computed field is not."""
+        if self.mode == "validation":
+            fields = [field for field in schema["fields"] if field.get("init", True)]
+            schema = {**schema, "fields": fields}
+        return super().dataclass_args_schema(schema)
 
     def enum_schema(self, schema: core_schema.EnumSchema) -> JsonSchemaValue:
         """A flag (`enum.Flag`, `IntFlag`) as the integers it reads, its members combined:
@@ -220,6 +254,12 @@ class _StableDefaults(GenerateJsonSchema):
             aware: core_schema.CoreSchema = {**reader, "tz_constraint": None}
             json_schema = super().dict_schema({**schema, "keys_schema": aware})
             json_schema["propertyNames"] = {"pattern": NAIVE_DATETIME_PATTERN}
+            return json_schema
+        marked = _marked_text(reader)
+        if marked is not None:
+            # Pydantic would make the pattern a `patternProperties`, as for naive keys.
+            json_schema = super().dict_schema({**schema, "keys_schema": core_schema.str_schema()})
+            json_schema["propertyNames"] = {k: v for k, v in marked.items() if k != "type"}
             return json_schema
         json_schema = super().dict_schema({**schema, "keys_schema": reader})
         if names is not None:
@@ -492,14 +532,84 @@ def _mark_stripped(json_schema: JsonSchemaValue) -> None:
     json_schema["format"] = STRIPPED_FORMAT
 
 
+_DATE_SHAPE = (
+    "(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+)
+_TIME_SHAPE = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?"
+_OFFSET_SHAPE = "(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+_SECONDS_SHAPE = "[0-9]+(\\.[0-9]{1,6})?S"
+_CLOCK_SHAPE = (
+    f"T([0-9]+H([0-9]+M)?({_SECONDS_SHAPE})?|[0-9]+M({_SECONDS_SHAPE})?|{_SECONDS_SHAPE})"
+)
+_DURATION_PATTERN = f"^[+-]?P(([0-9]+Y([0-9]+D)?|[0-9]+D)({_CLOCK_SHAPE})?|{_CLOCK_SHAPE})$"
+"""An ISO 8601 duration as pydantic writes one (`P1Y35DT0.5S`, `-PT23H`), at least one part."""
+_REAL_SHAPE = "([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+)?"
+COMPLEX_PATTERN = f"^[+-]?({_REAL_SHAPE}([+-]({_REAL_SHAPE})?[jJ])?|({_REAL_SHAPE})?[jJ])$"
+"""A complex number as Python's `complex()` reads one written plainly (`1.5-2j`, `3`, `-j`);
+it also reads what this leaves out (`(1+2j)`, `inf`, spaces around, `1_000`)."""
+COMPLEX_FORMAT = "complex"
+"""Marks a complex number's text, which no provider enforces: each says so, as for
+`format: decimal` (its pattern is lost where a provider drops patterns)."""
+_MOMENTS = {"date": "date", "datetime": "date-time", "time": "time", "timedelta": "duration"}
+"""The format pydantic gives each core schema of a moment or a duration."""
+_QUALIFIERS = ("bounded", "past", "future", "constrained")
+MOMENT_FORMATS = {
+    f"{qualifier}-{fmt}": fmt for qualifier in _QUALIFIERS for fmt in _MOMENTS.values()
+}
+"""Marks, by the format each stands for, a date, time or duration whose checks pydantic
+leaves out of its schema, which no provider enforces: each says so, as for `format:
+decimal`. `bounded-` for `le`, `ge`, `lt`, `gt` (`Field(ge=date(2020, 1, 1))`); `past-` and
+`future-` for `PastDate`, `FutureDatetime` and the like; `constrained-` for a fixed offset,
+a naive time, or fractions of a second past six digits refused (`microseconds_precision`)."""
+
+
+def _marked_text(schema: core_schema.CoreSchema) -> JsonSchemaValue | None:
+    """A complex number's schema, or a date's, time's or duration's with a check pydantic
+    leaves unsaid (`MOMENT_FORMATS`): the text the type reads, as a pattern, and a mark no
+    provider enforces; `None` for any other schema. An `AwareDatetime` is not marked:
+    `format: date-time` is RFC 3339's, whose offset is required, as the type requires one."""
+    kind = schema.get("type")
+    if kind == "complex":
+        return {"type": "string", "pattern": COMPLEX_PATTERN, "format": COMPLEX_FORMAT}
+    fmt = _MOMENTS.get(kind) if isinstance(kind, str) else None
+    if fmt is None:
+        return None
+    qualifier = _unsaid_check(schema)
+    if qualifier is None:
+        return None
+    tz = schema.get("tz_constraint")
+    offset = "" if tz == "naive" else _OFFSET_SHAPE if tz is not None else f"{_OFFSET_SHAPE}?"
+    pattern = {
+        "date": f"^{_DATE_SHAPE}$",
+        "date-time": f"^{_DATE_SHAPE}T{_TIME_SHAPE}{offset}$",
+        "time": f"^{_TIME_SHAPE}{offset}$",
+        "duration": _DURATION_PATTERN,
+    }[fmt]
+    return {"type": "string", "pattern": pattern, "format": f"{qualifier}-{fmt}"}
+
+
+def _unsaid_check(schema: core_schema.CoreSchema) -> str | None:
+    """Which of `_QUALIFIERS` names the checks a moment's or duration's schema makes that
+    its JSON Schema's format does not say (`None`: none). A time that must be aware is
+    RFC 3339's `time`, whose offset is required; one that must be naive is not."""
+    if any(schema.get(bound) is not None for bound in ("le", "ge", "lt", "gt")):
+        return "bounded"
+    now = schema.get("now_op")
+    if now == "past" or now == "future":
+        return str(now)
+    tz = schema.get("tz_constraint")
+    fixed = isinstance(tz, int) and not isinstance(tz, bool)
+    if fixed or (tz == "naive" and schema.get("type") == "time"):
+        return "constrained"
+    if schema.get("microseconds_precision") == "error":
+        return "constrained"
+    return None
+
+
 NAIVE_DATETIME_FORMAT = "naive-date-time"
 """Marks `NAIVE_DATETIME_PATTERN`, which checks the shape alone (`2024-02-31T00:00:00`
 passes): no provider enforces this format, so each says the value is not fully held."""
-NAIVE_DATETIME_PATTERN = (
-    "^(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"
-    "-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
-    "T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?$"
-)
+NAIVE_DATETIME_PATTERN = f"^{_DATE_SHAPE}T{_TIME_SHAPE}$"
 """An ISO 8601 date and time with no offset, as `NaiveDatetime` reads it (from year 1)."""
 
 
