@@ -278,6 +278,38 @@ def test_truncation_speaks_of_reasoning_only_when_tokens_went_to_it(
         assert "380 of 400 output tokens went to reasoning" in message
 
 
+@pytest.mark.parametrize(
+    ("usage", "advice"),
+    [
+        (
+            Usage(input_tokens=23, output_tokens=489),
+            ": its output took most of it (489 output tokens, 23 input), so the model wrote "
+            "on: bound the type (a string's `max_length`, a number's digits), or give the "
+            "model a larger window",
+        ),
+        (
+            Usage(input_tokens=3900, output_tokens=190),
+            ": shorten the input, a higher output token limit does not help",
+        ),
+        (None, ": shorten the input, a higher output token limit does not help"),
+    ],
+)
+def test_a_full_context_window_is_blamed_on_what_took_it(usage: Usage | None, advice: str) -> None:
+    """A model that wrote digits until its 512-token window was full was told to shorten
+    its 23-token input."""
+    builder = (
+        ChatResponseBuilder().text('{"name": "1111').finish_reason(FinishReason.CONTEXT_WINDOW)
+    )
+    if usage is not None:
+        builder = builder.usage_value(usage)
+    with pytest.raises(TruncatedError) as raised:
+        allama.extract(MockProvider([builder.build()]), Person, native())
+    assert str(raised.value) == (
+        "mock: the model filled its context window before finishing the structured output "
+        f"(`native` mode){advice}"
+    )
+
+
 # Arguments are checked at the call.
 
 

@@ -211,16 +211,18 @@ class TruncatedError(_Failure):
 
     Never retried: the same limit would cut it off again. At the token limit, raise
     `max_output_tokens` (on a reasoning model, or lower the reasoning effort); at the
-    context window (`finish_reason == "context_window"`), shorten the input; a paused turn
+    context window (`finish_reason == "context_window"`), shorten the input, or where the
+    output took most of the window, bound the type (the message says which); a paused turn
     continues when the conversation is sent back with it.
     """
 
     kind = "extraction_truncated"
-    _field_names = ("mode", "finish_reason", "output_tokens", "reasoning_tokens")
+    _field_names = ("mode", "finish_reason", "output_tokens", "reasoning_tokens", "input_tokens")
     mode: ExtractionMode
     finish_reason: FinishReason
     output_tokens: int | None
     reasoning_tokens: int | None
+    input_tokens: int | None
 
     def _describe(self) -> str:
         mode = _mode(self.mode)
@@ -231,11 +233,21 @@ class TruncatedError(_Failure):
                 "conversation back, with the paused turn, to continue it"
             )
         if self.finish_reason == FinishReason.CONTEXT_WINDOW:
-            return (
+            text = (
                 f"{self.provider_name}: the model filled its context window before finishing "
-                f"the structured output (`{mode.value}` mode): shorten the input, a higher "
-                "output token limit does not help"
+                f"the structured output (`{mode.value}` mode)"
             )
+            written, given = self.output_tokens, self.input_tokens
+            if written is not None and given is not None and written > given:
+                # The output took most of the window: a shorter input gains little, and the
+                # model wrote on past any value of the type's (a number or a text no bound
+                # ends).
+                return (
+                    f"{text}: its output took most of it ({written} output tokens, {given} "
+                    "input), so the model wrote on: bound the type (a string's `max_length`, "
+                    "a number's digits), or give the model a larger window"
+                )
+            return f"{text}: shorten the input, a higher output token limit does not help"
         text = (
             f"{self.provider_name}: the model stopped at the output token limit before "
             f"finishing the structured output (`{mode.value}` mode)"

@@ -90,6 +90,7 @@ def declined_or_cut(
             finish_reason=response.finish_reason,
             output_tokens=None if usage is None else usage.output_tokens,
             reasoning_tokens=None if usage is None else usage.reasoning_tokens,
+            input_tokens=None if usage is None else usage.input_tokens,
         )
     return None
 
