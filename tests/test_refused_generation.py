@@ -250,3 +250,74 @@ def test_an_error_event_with_a_refused_answer_keeps_it() -> None:
             pass
 
     assert (caught.value.failed_output, caught.value.status) == (FAILED, 400)
+
+
+def _refused_event(*before: dict[str, Any]) -> tuple[int, bytes]:
+    """Groq's refusal as the first event of a stream that opened with a 200 (after `before`,
+    chunks that carry none of the answer)."""
+    chunks = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in before)
+    event = {"error": {**REFUSED[1]["error"], "status_code": 400}}
+    return 200, f"{chunks}event: error\ndata: {json.dumps(event)}\n\n".encode()
+
+
+def test_a_stream_refused_by_its_first_event_is_the_parse_error_a_refused_open_is() -> None:
+    # Nothing of the answer was given: the refusal is the opening's, read as at open.
+    by_event, recorder = provider("groq", _refused_event(), _answer(GOOD))
+    at_open, _ = provider("groq", REFUSED)
+    request = _request().with_option(ExtractionMode.NATIVE)
+
+    error = _parse_error(lambda: Extractor(retries=2).extract_stream(by_event, Person, request))
+
+    opened = _parse_error(lambda: Extractor().extract_stream(at_open, Person, request))
+    assert len(recorder.bodies) == 1
+    assert (error.raw, error.path, error.response) == (FAILED, "year", None)
+    assert (
+        str(error)
+        == str(opened)
+        == (
+            "groq: failed to parse the output in `native` mode: at `year`: invalid type: string "
+            '"1843", expected an integer'
+        )
+    )
+    cause = error.__cause__
+    assert isinstance(cause, RejectedOutputError)
+    assert (cause.status, cause.failed_output) == (400, FAILED)
+    # The call was made, its usage unknown.
+    assert (error.metadata.passes, error.metadata.usage) == (0, Usage())
+    assert error.metadata.cost_missing == NO_COUNTS
+    assert allama.ExtractionMetadata.from_error(error) is error.metadata
+
+
+def test_a_stream_refused_by_its_first_event_async() -> None:
+    by_event, recorder = provider("groq", _refused_event())
+    request = _request().with_option(ExtractionMode.NATIVE)
+
+    async def run() -> None:
+        async with Extractor().aextract_stream(by_event, Person, request):
+            pass
+
+    error = _parse_error(lambda: asyncio.run(run()))
+
+    assert len(recorder.bodies) == 1
+    assert (error.raw, error.path, error.response) == (FAILED, "year", None)
+    assert isinstance(error.__cause__, RejectedOutputError)
+    assert (error.metadata.passes, error.metadata.usage) == (0, Usage())
+    assert error.metadata.cost_missing == NO_COUNTS
+
+
+def test_a_stream_refused_after_a_chunk_without_content_is_read_as_at_open() -> None:
+    # The chunk naming the role only gives none of the answer.
+    start = {
+        "id": "x",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": MODEL,
+        "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}],
+    }
+    by_event, _ = provider("groq", _refused_event(start))
+    request = _request().with_option(ExtractionMode.NATIVE)
+
+    error = _parse_error(lambda: Extractor().extract_stream(by_event, Person, request))
+
+    assert (error.raw, error.path) == (FAILED, "year")
+    assert (error.metadata.passes, error.metadata.usage) == (0, Usage())

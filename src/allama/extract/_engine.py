@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from allama._degradations import NOT_ON_STREAMS
@@ -61,6 +61,7 @@ from allama.types import (
 )
 
 T = TypeVar("T")
+F = TypeVar("F", bound=_Failure)
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,27 +412,49 @@ def finish(
     checked: Checked | None = None,
 ) -> Extracted[Any]:
     """Parse a response the extraction is done with (one that will not be retried)."""
+    named = _answered_by(target, response.provider, response.model)
     parsed = parse_value(
         response,
         metadata.mode,
-        target,
+        named,
         settings.repair,
         settings.rejects_undeclared(metadata),
         checked,
     )
     if isinstance(parsed, Rejection):
-        raise _failed(parsed, metadata, response)
+        raise _failed(parsed, metadata, response, named)
     value, repaired, source = parsed
     metadata.repaired = repaired
     return Extracted(value=value, response=response, metadata=metadata, source=source)
 
 
+def _answered_by(target: Target, provider: str | None, model: str | None) -> Target:
+    """`target` naming the provider that answered and the model it answered with (where
+    known): through a failover, the one of its providers that answered, not the failover.
+    The failures of that answer name them; one before any answer names the provider the
+    extraction was given (`target` as it is)."""
+    named = replace(target, provider=provider or target.provider, model=model or target.model)
+    return target if named == target else named
+
+
+def _answered(error: F, named: Target) -> F:
+    """`error`, a failure of an answer, with the model that answered (`_answered_by`) in its
+    context beside the provider it already names."""
+    error.context.model = named.model
+    return error
+
+
 def _failed(
-    rejection: Rejection, metadata: ExtractionMetadata, response: ChatResponse | None
+    rejection: Rejection,
+    metadata: ExtractionMetadata,
+    response: ChatResponse | None,
+    named: Target,
 ) -> _Failure:
+    """The failure of an answer (`response`, or an output the provider refused), with the
+    record; `named` is the target naming who answered (`_answered_by`)."""
     if rejection.undeclared:
         metadata.undeclared_key_rejections += 1
-    error = rejection.error
+    error = _answered(rejection.error, named)
     error.metadata = metadata
     return error if response is None else error.with_response(response)
 
@@ -451,31 +474,33 @@ checked the schema as it was sent, and no response holds the value."""
 
 def _read_refused(
     output: str, outcome: Error, metadata: ExtractionMetadata, target: Target, settings: Settings
-) -> tuple[ChatResponse, Rejection]:
+) -> tuple[ChatResponse, Rejection, Target]:
     """An output the provider refused, read as an answer holding it would be: why it cannot
-    be used (what the type's check finds, else the provider's refusal), and that answer,
-    which the turn that asks again quotes. No response came: the answer is only that."""
+    be used (what the type's check finds, else the provider's refusal), that answer, which
+    the turn that asks again quotes, and the target naming the provider that refused it (a
+    failover's, not the failover). No response came: the answer is only that."""
     mode = metadata.mode
     answer = ChatResponse(
         (TextPart(text=output),) if output else (), provider=outcome.provider, model=outcome.model
     )
+    named = _answered_by(target, outcome.provider, outcome.model)
     try:
         parsed = parse_value(
-            answer, mode, target, settings.repair, settings.rejects_undeclared(metadata)
+            answer, mode, named, settings.repair, settings.rejects_undeclared(metadata)
         )
     except Exception as raised:  # the type's own code (a validator's KeyError)
         metadata.keep_on(raised)  # what the calls cost goes with it
         raise
     if isinstance(parsed, Rejection):
-        return answer, parsed
+        return answer, parsed, named
     refused = ParseError(
-        provider=target.provider,
+        provider=named.provider,
         metadata=ExtractionMetadata.new(mode),
         mode=mode,
         raw=output,
         detail=_PROVIDER_REFUSED,
     )
-    return answer, Rejection(refused)
+    return answer, Rejection(refused), named
 
 
 Send = ChatRequest
@@ -506,14 +531,16 @@ def extract_steps(
             if refused is not None:
                 # The model answered, and the provider refused the answer: it fails as an
                 # answer would, and is asked again as one would be.
-                answer, rejection = _read_refused(refused, outcome, metadata, target, settings)
+                answer, rejection, named = _read_refused(
+                    refused, outcome, metadata, target, settings
+                )
                 if retries_left > 0 and rejection.worth_asking_again():
                     retries_left -= 1
                     if rejection.undeclared:
                         metadata.undeclared_key_rejections += 1
                     derived = ask_again(derived, answer, metadata.mode, rejection)
                     continue
-                raise _failed(rejection, metadata, None) from outcome
+                raise _failed(rejection, metadata, None, named) from outcome
             start.fall_back_or_raise(outcome)
             target = start.target()
             derived = target.derive(request, metadata.mode)
@@ -521,14 +548,15 @@ def extract_steps(
         response = outcome
         metadata.record_pass(response, target.reword)
         target.report_enforcement(metadata)
-        below = settings.below_floor(metadata, target.provider)
+        named = _answered_by(target, response.provider, response.model)
+        below = settings.below_floor(metadata, named.provider)
         if below is not None:
-            raise below.with_response(response)
+            raise _answered(below, named).with_response(response)
         try:
             parsed = parse_value(
                 response,
                 metadata.mode,
-                target,
+                named,
                 settings.repair,
                 settings.rejects_undeclared(metadata),
             )
@@ -545,7 +573,7 @@ def extract_steps(
                 metadata.undeclared_key_rejections += 1
             derived = ask_again(derived, response, metadata.mode, parsed)
             continue
-        raise _failed(parsed, metadata, response)
+        raise _failed(parsed, metadata, response, named)
 
 
 @dataclass(frozen=True, slots=True)
@@ -659,30 +687,51 @@ def open_steps(
                 if refused is not None:
                     # An answer the provider refused as the stream opened: it fails as a
                     # streamed answer would at `finish()` (a stream is not asked again).
-                    _, rejection = _read_refused(refused, outcome, metadata, target, settings)
-                    raise _failed(rejection, metadata, None) from outcome
+                    _, rejection, named = _read_refused(
+                        refused, outcome, metadata, target, settings
+                    )
+                    raise _failed(rejection, metadata, None, named) from outcome
                 start.fall_back_or_raise(outcome)
                 continue
             stream = outcome
             ahead: list[Any] = []
-            if metadata.may_fall_back(start.requested):
+            falls_back = metadata.may_fall_back(start.requested)
+            if falls_back or metadata.mode is ExtractionMode.NATIVE:
                 reading = (stream, target)
                 # A refusal of the format comes before any content: after the provider's own
                 # warnings (what it found in the request), the response's start, and the usage
-                # an error event may report with it.
+                # an error event may report with it. So does a native answer the provider
+                # refused whole (Groq's `json_validate_failed` as an error event): until a
+                # piece of the answer comes, nothing was given to the caller, and the error
+                # is the opening's, as the wrappers take it (`allama.wrappers._opening`). One
+                # that comes after a piece of the answer is the stream's to raise as it reads
+                # (`_stream`): the caller may hold that piece by then.
                 item = yield ReadFirst(stream)
                 ahead.append(item)
                 while isinstance(item, _FRAMING):
                     item = yield ReadFirst(stream)
                     ahead.append(item)
                 if isinstance(item, Error):
+                    refused = _refused_output(item, metadata.mode)
+                    if refused is not None:
+                        # Read as one refused as the stream opened (above). The call was
+                        # made: the usage the stream reported before it, else unknown.
+                        reading = None  # (what it paid is counted here, not as a cut)
+                        metadata.record_paid(paid_for(with_paid(item, stream)))
+                        _, rejection, named = _read_refused(
+                            refused, item, metadata, target, settings
+                        )
+                        raise _failed(rejection, metadata, None, named) from item
                     fallback = start.fallback_for(item)
                     if fallback is not None:
                         # The refused stream's tokens were paid for, as a refused call's are.
                         metadata.record_paid(paid_for(with_paid(item, stream)))
                         metadata.fall_back(fallback)
                         continue
-            return Opened(stream=stream, ahead=ahead, metadata=metadata, target=target)
+            # The provider the stream is of (a failover's, not the failover) names what
+            # fails of its answer; `finish` names the model too, from the response.
+            opened_by = _answered_by(target, stream.collector.provider, None)
+            return Opened(stream=stream, ahead=ahead, metadata=metadata, target=opened_by)
     except BaseException as raised:  # the provider's own, none of allama's (`drive_open`)
         if reading is not None:  # cut as its first items were read: what it cost so far
             record_cut(metadata, reading[0], reading[1], cut_after_sending(raised))
