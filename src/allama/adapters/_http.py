@@ -43,42 +43,130 @@ stands in for the key (`HttpProvider._brings_own_auth`)."""
 _SECRET_WORDS = (
     "auth",
     "key",
-    "apikey",
     "token",
     "secret",
-    "passw",
+    "password",
+    "passwd",
+    "passphrase",
+    "pwd",
     "cookie",
     "credential",
     "signature",
     "jwt",
     "assertion",
 )
-"""Words that begin or end a part of a header's name (between `-`, `_` and `.`) and make its
-value a credential: a gateway's own header (`cf-aig-authorization`, `Ocp-Apim-Subscription-Key`,
-`x-portkey-api-key`, `Proxy-Authorization`, `Helicone-Auth`, `Cf-Access-Jwt-Assertion`) is
-named by none of `SECRET_HEADERS`, and one written as one word (`X-AccessToken`, `X-AppKey`,
-`x-apitoken`) ends with one. Parts, not any letters: `x-portkey-provider` names a provider,
-not a key. Case plays no part, as in HTTP: `X-AccessToken` is `x-accesstoken`."""
+"""Words that make a part of a header's name (between `-`, `_` and `.`) name a credential,
+as the part, in the plural, or ending it: a gateway's own header (`cf-aig-authorization`,
+`Ocp-Apim-Subscription-Key`, `x-portkey-api-key`, `Proxy-Authorization`, `Helicone-Auth`,
+`Cf-Access-Jwt-Assertion`, `CB-ACCESS-PASSPHRASE`) is named by none of `SECRET_HEADERS`, and
+one written as one word (`X-AccessToken`, `X-AppKey`, `x-apitoken`, `X-ClientSecret`) ends
+with one. Parts, not any letters: `x-portkey-provider` names a provider, `x-tokenizer` a
+tokenizer and `x-author` an author. Case plays no part, as in HTTP."""
+
+_SECRET_STARTS = ("auth", "passw", "passphrase", "secret", "credential")
+"""Beginnings that name a credential whatever follows (`Authorization`, `x-passwordhash`),
+but `author` (`x-author`, `X-Authority`); not `token`, which begins `tokenizer`, nor `key`,
+which begins `keyboard`."""
+
+_SECRET_PARTS = frozenset({"pass", "sign"})
+"""Words that name a credential only as a whole part (`X-Pass`, `CB-ACCESS-SIGN`): `pass`
+ends `bypass` and begins `passthrough`, `sign` ends `design`."""
 
 _NOT_SECRET = frozenset(
-    {"portkey", "tokens", "idempotency-key", "x-idempotency-key", "cf-aig-cache-key"}
+    {
+        # Words that end with `key` and open nothing: a gateway's name (`x-portkey-provider`).
+        "portkey",
+        "monkey",
+        "donkey",
+        "hockey",
+        "jockey",
+        "turkey",
+        "whiskey",
+        "turnkey",
+        "hotkey",
+    }
 )
-"""Names, and parts of names, that `_SECRET_WORDS` would take for a credential and that are
-none: a gateway's name (`x-portkey-provider`), a count (`x-max-tokens`), and keys that name a
-request or a cached answer rather than open anything (`Idempotency-Key`)."""
+"""Parts that `_SECRET_WORDS` would take for a credential and that are none. A part that
+ends with `tokens` is none either: a count (`x-max-tokens`, `X-Ratelimit-Remaining-Tokens`)."""
+
+_NOT_SECRET_PAIRS = frozenset(
+    {
+        ("cache", "key"),
+        ("idempotency", "key"),
+        ("dedup", "key"),
+        ("dedupe", "key"),
+        ("deduplication", "key"),
+        ("routing", "key"),
+        ("partition", "key"),
+        ("sort", "key"),
+        ("pass", "through"),
+        ("pass", "thru"),
+    }
+)
+"""Two parts together that name no credential though one of them would: keys that name a
+request or a cached answer rather than open anything (`Idempotency-Key`, `cf-aig-cache-key`),
+and a proxy's `X-Pass-Through`."""
+
+_ABOUT_A_CREDENTIAL = frozenset(
+    {
+        "count",
+        "id",
+        "ids",
+        "version",
+        "consent",
+        "type",
+        "name",
+        "limit",
+        "remaining",
+        "reset",
+        "used",
+        "usage",
+        "expires",
+        "expiry",
+        "expiration",
+        "ttl",
+        "length",
+        "size",
+    }
+)
+"""Last parts of a name that say it holds something about a credential rather than one: its
+id (`X-API-KEY-ID`, `x-key-id`), a count (`x-token-count`), a version, or the consent to
+cookies (`x-cookie-consent`)."""
+
+
+def _names_credential(part: str) -> bool:
+    """Whether a part of a header's name (lower case) names a credential by its words, a
+    number after them aside (`Set-Cookie2`)."""
+    word = part.rstrip("0123456789")
+    if word.startswith("author") and not word.startswith(("authoriz", "authoris")):
+        return False
+    if word in _SECRET_PARTS or word.startswith(_SECRET_STARTS):
+        return True
+    if word.endswith("s") and not word.endswith("tokens"):  # `x-maxtokens` is a count
+        word = word[:-1]
+    return word not in _NOT_SECRET and word.endswith(_SECRET_WORDS)
 
 
 def is_secret_header(name: str) -> bool:
     """Whether the value of a header named `name` is taken for a credential: never shown in
-    a repr, and cut out of what a provider echoes."""
+    a repr, and cut out of what a provider echoes.
+
+    A part of the name names one (`_names_credential`) unless the part beside it makes it a
+    name of something else (`_NOT_SECRET_PAIRS`), and the name does not end with what it
+    says about one (`_ABOUT_A_CREDENTIAL`: `x-token-count`), a number aside
+    (`X-Hub-Signature-256` is a signature)."""
     lowered = name.lower()
     if lowered in SECRET_HEADERS:
         return True
-    if lowered in _NOT_SECRET:
+    parts = [part for part in re.split(r"[-_.]", lowered) if part]
+    named = [part for part in parts if not part.isdigit()]
+    if named and named[-1] in _ABOUT_A_CREDENTIAL:
         return False
     return any(
-        part not in _NOT_SECRET and (part.startswith(_SECRET_WORDS) or part.endswith(_SECRET_WORDS))
-        for part in re.split(r"[-_.]", lowered)
+        _names_credential(part)
+        and (index == 0 or (parts[index - 1], part) not in _NOT_SECRET_PAIRS)
+        and (index + 1 == len(parts) or (part, parts[index + 1]) not in _NOT_SECRET_PAIRS)
+        for index, part in enumerate(parts)
     )
 
 
@@ -288,9 +376,9 @@ def option_fields(
     no_field: str | None = None,
 ) -> dict[str, Any]:
     """The body option's fields (`given`) to write over `body`: its `tools` added after
-    allama's, in `body`, and its `stream` taken out (`_take_stream`; `no_field` names the
-    provider whose body has none)."""
-    fields = _with_option_tools(body, given)
+    allama's, in `body` (`_with_option_tools`), and its `stream` taken out (`_take_stream`;
+    `no_field` names the provider whose body has none)."""
+    fields = _with_option_tools(body, given, namespace, degradations)
     _take_stream(
         fields,
         namespace,
@@ -302,16 +390,35 @@ def option_fields(
     return fields
 
 
-def _with_option_tools(body: dict[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+def _with_option_tools(
+    body: dict[str, Any], given: Mapping[str, Any], namespace: str, degradations: Degradations
+) -> dict[str, Any]:
     """An option's body fields (`given`) to write over `body`, but its `tools`, which are
     added after allama's own: a provider's server tools (web search, code execution) go
     beside the request's functions and an extraction's tool, which a replacement would drop
-    without a word."""
-    tools, ours = given.get("tools"), body.get("tools")
-    if not (isinstance(tools, list) and isinstance(ours, list)):
+    without a word. An option's `tools` that is no list (`null`, one tool as an object)
+    cannot be added to allama's, and would drop them while a `tool_choice` still forces one
+    of them: it is refused on `RequestField.OPTIONS`, and allama's are sent. Without tools
+    of allama's in `body`, the option's `tools` go as given."""
+    if "tools" not in given or not isinstance(ours := body.get("tools"), list):
         return dict(given)
-    body["tools"] = [*ours, *tools]
-    return {key: value for key, value in given.items() if key != "tools"}
+    fields = {key: value for key, value in given.items() if key != "tools"}
+    tools = given["tools"]
+    if isinstance(tools, list):
+        body["tools"] = [*ours, *tools]
+        return fields
+    from allama.types import RequestField
+
+    given_text = json.dumps(tools, ensure_ascii=False, separators=(",", ":"), default=repr)
+    if len(given_text) > 120:
+        given_text = given_text[:117] + "..."
+    degradations.refuse(
+        RequestField.OPTIONS,
+        f"`tools` of the body option `{namespace}` ({given_text}) was not sent: it is not a "
+        "list, so it would replace the request's tools (an extraction's tool, where there is "
+        "one) rather than go after them; the request's tools were sent",
+    )
+    return fields
 
 
 def replaced_by_option(
