@@ -121,10 +121,8 @@ def _provider(url: str, transport: Transport | None = None, **options: Any) -> A
     )
 
 
-async def _read(provider: Any, request: ChatRequest, opened: asyncio.Event | None = None) -> Any:
+async def _read(provider: Any, request: ChatRequest) -> Any:
     async with allama.aextract_stream(provider, Person, request) as stream:
-        if opened is not None:
-            opened.set()
         async for _ in stream:
             pass
         return await stream.finish()
