@@ -211,20 +211,24 @@ class FailoverProvider(Wrapper):
         self, request: ChatRequest, *, stream: bool = False
     ) -> ChatValidation:
         """The dry run of the provider the call goes to: the first, or, where the failover
-        goes on past a refusal before sending (`failover_on_unsupported`), the first that
-        does not refuse it, with a warning for each that does (`PASSED_BEFORE_SENDING`)."""
+        goes on past a refusal before sending (a missing key; an unsupported field under
+        `failover_on_unsupported`), the first that does not refuse it, with a warning for
+        each that does (`PASSED_BEFORE_SENDING`)."""
         passed: list[Warning] = []
         for each, after in itertools.pairwise(self.providers):
             try:
                 validation = each.validate_chat_request(request, stream=stream)
-            except UnsupportedError as error:
+            except Error as error:
+                # A dry run sends nothing: what it raises, the call raises before sending.
                 if not self.fails_over_on(error):
                     raise
                 note = (
                     f"`{each.name}` refuses the call before sending ({error}); the failover "
                     f"goes on to `{after.name}`, as the call would, and the dry run is of it"
                 )
-                field = error.field or RequestField.MODEL
+                field = (
+                    error.field if isinstance(error, UnsupportedError) else None
+                ) or RequestField.MODEL
                 passed.append(
                     Warning(
                         kind=WarningKind.UNSUPPORTED,

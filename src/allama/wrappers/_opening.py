@@ -14,13 +14,41 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 from allama.errors import Error
 from allama.stream import AsyncChatStream, ChatStream, StreamCollector, with_paid
-from allama.types import ProviderDataEvent, ResponseStart, StreamEvent, UsageEvent, WarningEvent
+from allama.types import (
+    BlockStart,
+    ProviderDataEvent,
+    ReasoningDelta,
+    ResponseStart,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    UsageEvent,
+    WarningEvent,
+)
 from allama.wrappers._record import carry_records
 
 __all__ = ["aopened", "opened"]
 
-_BEFORE_THE_ANSWER = (ResponseStart, UsageEvent, WarningEvent, ProviderDataEvent)
-"""Events that carry no piece of the answer: read ahead while the stream opens."""
+_BEFORE_THE_ANSWER = (ResponseStart, BlockStart, UsageEvent, WarningEvent, ProviderDataEvent)
+"""Events that carry no piece of the answer: read ahead while the stream opens. A block's
+start is one (an empty text block, a tool call's id and name): providers open a block,
+then may still refuse (Anthropic's `overloaded_error` after `content_block_start`)."""
+
+
+def _carries_nothing(event: StreamEvent) -> bool:
+    """Whether `event` carries no piece of the answer, so the read-ahead goes on past it: an
+    opening event, or a delta with nothing in it (the empty text or arguments some providers
+    send with a block's start). Anything else (text, reasoning or its seal, arguments, a
+    refusal, a block's stop, the finish) is the answer begun."""
+    if isinstance(event, _BEFORE_THE_ANSWER):
+        return True
+    if isinstance(event, TextDelta):
+        return not event.text
+    if isinstance(event, ToolCallDelta):
+        return not event.arguments
+    if isinstance(event, ReasoningDelta):
+        return not (event.text or event.signature or event.encrypted_content)
+    return False
 
 
 def opened(stream: ChatStream) -> ChatStream:
@@ -30,7 +58,7 @@ def opened(stream: ChatStream) -> ChatStream:
     try:
         for event in stream:
             held.append(event)
-            if not isinstance(event, _BEFORE_THE_ANSWER):
+            if not _carries_nothing(event):
                 break
     except Error as error:
         raise with_paid(error, stream) from None
@@ -51,7 +79,7 @@ async def aopened(stream: AsyncChatStream) -> AsyncChatStream:
     try:
         async for event in stream:
             held.append(event)
-            if not isinstance(event, _BEFORE_THE_ANSWER):
+            if not _carries_nothing(event):
                 break
     except Error as error:
         raise with_paid(error, stream) from None
