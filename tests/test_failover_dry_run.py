@@ -195,3 +195,55 @@ def test_the_last_providers_missing_key_is_the_dry_runs_error() -> None:
     with pytest.raises(AuthenticationError) as caught:
         both.validate_chat_request(REQUEST)
     assert str(caught.value) == _MISSING
+
+
+# The same through real HTTP providers: the first without its key.
+
+_DEEPSEEK_ANSWER = {
+    "id": "x",
+    "object": "chat.completion",
+    "model": "deepseek-chat",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": '{"name": "Ada"}'},
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+}
+
+
+def _keyless_then_deepseek(
+    monkeypatch: pytest.MonkeyPatch, wrap: Callable[[Any], Any]
+) -> tuple[FailoverProvider, Recorder, Recorder]:
+    import allama
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    unsent = Recorder((200, _DEEPSEEK_ANSWER))
+    keyless = allama.provider("openai", transport=unsent.transport())
+    deepseek, recorder = provider("deepseek", (200, _DEEPSEEK_ANSWER))
+    return FailoverProvider([wrap(keyless), deepseek]), unsent, recorder
+
+
+@pytest.mark.parametrize("wrap", [lambda p: p, lambda p: RetryingProvider(p)])
+def test_a_first_http_provider_without_its_key_is_passed_as_the_call_passes_it(
+    monkeypatch: pytest.MonkeyPatch, wrap: Callable[[Any], Any]
+) -> None:
+    failover, unsent, recorder = _keyless_then_deepseek(monkeypatch, wrap)
+    plan = Extractor().plan(failover, Person, REQUEST)
+    assert (plan.mode, plan.enforcement) == (
+        ExtractionMode.NATIVE,
+        SchemaEnforcement.NOT_ENFORCED,
+    )
+    assert [w.code for w in plan.notes][:1] == [PASSED_BEFORE_SENDING]
+    assert plan.notes[0].message.startswith(
+        "`openai` refuses the call before sending (openai needs an API key"
+    )
+    # The floor is checked before paying, as the plan says.
+    with pytest.raises(EnforcementBelowError):
+        Extractor(min_enforcement="exact").extract(failover, Person, REQUEST)
+    assert (unsent.bodies, recorder.bodies) == ([], [])
+    got = Extractor().extract(failover, Person, REQUEST)
+    assert got.metadata.enforcement is SchemaEnforcement.NOT_ENFORCED
+    assert (len(unsent.bodies), len(recorder.bodies)) == (0, 1)

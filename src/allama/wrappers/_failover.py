@@ -10,6 +10,7 @@ from pydantic import JsonValue
 
 from allama.errors import (
     ACCOUNT_REFUSALS,
+    AuthenticationError,
     Error,
     NotFoundError,
     ServerError,
@@ -217,6 +218,9 @@ class FailoverProvider(Wrapper):
         passed: list[Warning] = []
         for each, after in itertools.pairwise(self.providers):
             try:
+                keyless = _missing_key(each)
+                if keyless is not None:
+                    raise keyless
                 validation = each.validate_chat_request(request, stream=stream)
             except Error as error:
                 # A dry run sends nothing: what it raises, the call raises before sending.
@@ -244,6 +248,25 @@ class FailoverProvider(Wrapper):
 
     def __repr__(self) -> str:
         return f"FailoverProvider({list(self.providers)!r})"
+
+
+def _missing_key(provider: ChatProvider) -> Error | None:
+    """The error an HTTP provider without its key (through wrappers of that one provider)
+    raises as the call makes its headers, before sending; its own dry run does not (a plan
+    holds without a key), but the failover's follows the call past it."""
+    from allama.providers._http import HttpProvider
+
+    while isinstance(provider, Wrapper) and not isinstance(provider, FailoverProvider):
+        inner = provider._wrapped()
+        if len(inner) != 1:
+            return None
+        provider = inner[0]
+    if not isinstance(provider, HttpProvider):
+        return None
+    missing = provider.missing_key()
+    if missing is None:
+        return None
+    return AuthenticationError(missing).mark_authored().with_provider(provider.name)
 
 
 def _after(passed: list[Warning], validation: ChatValidation) -> ChatValidation:
