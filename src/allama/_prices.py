@@ -470,6 +470,11 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
     gp_provider, gp_model = found
     when = datetime.fromtimestamp(at, tz=UTC)
     ref = f"{gp_provider.id}/{gp_model.id}"
+    if _SEARCH_MODEL.search(model):
+        return (
+            f"{model} searches the web on every call, billed per call (by the model's kind) "
+            f"at prices genai-prices {version} does not hold for {ref}"
+        )
     if geos and not _GEO_AT_STANDARD_PRICE.match(gp_model.id):
         geo = geos[0].removeprefix(INFERENCE_GEO_PREFIX)
         return (
@@ -492,6 +497,20 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
             return f"genai-prices {version} has no fast-mode price for {ref}"
         context = _FAST
         ref = f"{ref} (fast mode)"
+    if (
+        gp_model.id in _LONG_CONTEXT_TIERED
+        and (usage.input_tokens or 0) > _LONG_CONTEXT
+        and not any(
+            hasattr(price, "tiers") for price in vars(gp_model.get_prices(when, context)).values()
+        )
+    ):
+        # Anthropic bills a request over 200,000 input tokens (the 1M context window) at
+        # its long-context rates, every token of it: prices without that tier would give
+        # about half the bill.
+        return (
+            f"{usage.input_tokens} input tokens are over {_LONG_CONTEXT:,}, which Anthropic "
+            f"bills at long-context rates genai-prices {version} does not hold for {ref}"
+        )
     label = f"genai-prices {version}"
     snapshot = genai_prices.data_snapshot.get_snapshot()
     if snapshot.from_auto_update:  # `UpdatePrices` fetched newer prices than the package's
@@ -590,6 +609,19 @@ _GEO_AT_STANDARD_PRICE = re.compile(
 """genai-prices' ids of the Claude models older than Opus 4.6, which Anthropic bills at the
 standard price whatever geography ran them (its premium for `inference_geo: "us"` is on
 Opus 4.6, Sonnet 4.6 and later models)."""
+
+_SEARCH_MODEL = re.compile(r"-search-(?:preview|api)(?:\b|-|$)")
+"""OpenAI's search models in Chat Completions (`gpt-4o-mini-search-preview-2025-03-11`,
+`gpt-5-search-api`): every call searches, billed per call beside the tokens; genai-prices
+prices their tokens alone (a dated one as the model it is built on)."""
+
+_LONG_CONTEXT = 200_000
+"""Input tokens above which Anthropic bills a request at its long-context rates."""
+
+_LONG_CONTEXT_TIERED = frozenset({"claude-sonnet-4-0"})
+"""genai-prices' ids of the Claude models Anthropic bills at long-context rates above
+`_LONG_CONTEXT` input tokens (Sonnet 4's 1M context window) whose prices there hold no such
+tier (later models are priced flat across the window, or hold theirs)."""
 
 _TICKS = Decimal(10_000_000_000)
 """xAI's `cost_in_usd_ticks` to the dollar."""
