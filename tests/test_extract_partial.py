@@ -302,6 +302,41 @@ def test_an_emoji_whose_halves_come_in_two_deltas_is_one_character_in_the_partia
         assert streamed.partials[-1] == streamed.value
 
 
+@pytest.mark.parametrize("mode", [NATIVE, FORCED])
+def test_an_escape_of_half_a_surrogate_pair_alone_ends_the_preview(mode: ExtractionMode) -> None:
+    """`"caf\\ud83d"` is a string Python's JSON reader takes and `finish()`'s does not: it
+    was shown complete (and no preview of it could be dumped), as was an open string's
+    `\\ude00` before its text went on."""
+
+    class Row(BaseModel):
+        name: str
+        qty: int
+
+    class Table(BaseModel):
+        title: str
+        rows: list[Row]
+
+    for chunks, shown in (
+        (['{"rows": [], "title": "caf\\ud83d", ', '"rows": [{"name": "ok", "qty": 2}]}'], ()),
+        (['{"rows": [], "title": "a\\ude00b and on', '", "rows": []}'], ("a",)),
+    ):
+        provider = MockStreamingProvider.with_stream(events(chunks, mode))
+        request = ChatRequest("m").user("extract").with_option(mode)
+        previews: list[Any] = []
+        with Extractor().extract_stream(provider, Table, request) as opened:
+            for event in opened:
+                if isinstance(event, TextDelta | ToolCallDelta):
+                    previews.append(opened.partial)
+            with pytest.raises(ParseError):
+                opened.finish()
+        for preview in previews:
+            if preview is None:
+                continue
+            if "title" in preview.model_fields_set:
+                assert preview.title in shown
+            preview.model_dump_json()  # every preview shown can be written as JSON
+
+
 def test_prose_before_the_json_is_skipped() -> None:
     document = json.dumps(
         {

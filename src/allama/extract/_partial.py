@@ -949,11 +949,19 @@ def _scalar(text: str) -> Any:
 
 
 def _decode(body: str) -> str:
-    """A JSON string body (without quotes), escapes resolved."""
+    """A JSON string body (without quotes), escapes resolved; a `ValueError` for an escape of
+    half a surrogate pair alone (`"caf\\ud83d"`), which Python's reader takes and
+    `finish()`'s does not."""
     if "\\" not in body:
         return body
     decoded: str = json.loads(f'"{body}"')
+    if _LONE_SURROGATE.search(decoded):
+        raise ValueError("an escape of half a surrogate pair alone")
     return decoded
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""Half a surrogate pair: what escapes decode to when their other half is not beside them."""
 
 
 def _decode_open(body: str) -> str:
@@ -966,13 +974,15 @@ def _decode_open(body: str) -> str:
     if incomplete and not _escaped_backslash(body, cut):
         body = body[:cut]
     try:
-        text = _decode(body)
+        text: str = json.loads(f'"{body}"')
     except ValueError:
         return body
     # The first half of a surrogate pair (`\ud83d`) waits for its second half.
     if text and "\ud800" <= text[-1] <= "\udbff":
         text = text[:-1]
-    return text
+    # A half alone before it is no JSON `finish()` reads: the text shown stops there.
+    lone = _LONE_SURROGATE.search(text)
+    return text if lone is None else text[: lone.start()]
 
 
 def _escaped_backslash(body: str, index: int) -> bool:
