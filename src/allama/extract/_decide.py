@@ -77,6 +77,7 @@ from allama.types import (
 __all__ = ["Decision", "decide_steps", "options_of"]
 
 C = TypeVar("C")
+F = TypeVar("F", bound=_Failure)
 
 TOP_LOGPROBS = 20
 """Alternatives asked for at each token: the most every provider takes, so that little of
@@ -523,10 +524,13 @@ def _plain_steps(
             raise metadata.attach_to(outcome)
         response = outcome
         metadata.record_pass(response)
-        below = settings.below_floor(metadata, provider.name)
+        # A failure of the answer names the provider and model that answered (a failover's,
+        # not the failover), as the extraction engine's do.
+        answered_by = response.provider or provider.name
+        below = settings.below_floor(metadata, answered_by)
         if below is not None:
-            raise below.with_response(response)
-        read = _read_plain(response, options, mode, provider.name, settings.repair)
+            raise _answered(below, response, sent).with_response(response)
+        read = _read_plain(response, options, mode, answered_by, settings.repair)
         if isinstance(read, _Failure):
             retryable = isinstance(read, ParseError | MissingStructuredTextError)
             if retries_left > 0 and retryable:
@@ -534,7 +538,7 @@ def _plain_steps(
                 sent = _ask_again(sent, response, options)
                 continue
             read.metadata = metadata
-            raise read.with_response(response)
+            raise _answered(read, response, sent).with_response(response)
         option, spelling = read
         metadata.repaired = isinstance(spelling, str)
         if strategy != _Strategy.CHOICE and not metadata.repaired:
@@ -542,6 +546,13 @@ def _plain_steps(
             # each an option's only once it has ended (any text may follow it).
             spelling = _TRIMMED
         return response, metadata, option.label, spelling
+
+
+def _answered(error: F, response: ChatResponse, sent: ChatRequest) -> F:
+    """`error`, a failure of `response`, naming the model that answered (the one asked for,
+    where the response does not say) beside the provider it names."""
+    error.context.model = response.model or sent.model
+    return error
 
 
 def _check_floor(

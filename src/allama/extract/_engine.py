@@ -410,8 +410,10 @@ def finish(
     target: Target,
     settings: Settings,
     checked: Checked | None = None,
+    stop: tuple[str, ...] = (),
 ) -> Extracted[Any]:
-    """Parse a response the extraction is done with (one that will not be retried)."""
+    """Parse a response the extraction is done with (one that will not be retried); `stop`
+    is the stop sequences of the request it answered, as sent (`parse_value`)."""
     named = _answered_by(target, response.provider, response.model)
     parsed = parse_value(
         response,
@@ -420,6 +422,7 @@ def finish(
         settings.repair,
         settings.rejects_undeclared(metadata),
         checked,
+        stop,
     )
     if isinstance(parsed, Rejection):
         raise _failed(parsed, metadata, response, named)
@@ -503,6 +506,22 @@ def _read_refused(
     return answer, Rejection(refused), named
 
 
+def refused_midway(error: Error, opened: Opened, settings: Settings) -> _Failure | None:
+    """The failure of a stream whose provider refused the output after a piece of it came
+    (Groq's `json_validate_failed` as an error event after content): the `ParseError`
+    holding it, as at the stream's opening (`open_steps`), with the stream's record so far:
+    its usage, the call counted made (its usage unknown where none came), not a pass.
+    `None` for any other error. A stream is not asked again; the caller raises it from
+    `error`."""
+    refused = _refused_output(error, opened.metadata.mode)
+    if refused is None:
+        return None
+    metadata = opened.metadata.model_copy(deep=True)
+    record_cut(metadata, opened.stream, opened.target, made=True)
+    _, rejection, named = _read_refused(refused, error, metadata, opened.target, settings)
+    return _failed(rejection, metadata, None, named)
+
+
 Send = ChatRequest
 Outcome = ChatResponse | Error
 
@@ -559,6 +578,7 @@ def extract_steps(
                 named,
                 settings.repair,
                 settings.rejects_undeclared(metadata),
+                stop=derived.stop,
             )
         except Exception as raised:  # the type's own code (a validator's KeyError)
             metadata.keep_on(raised)  # the passes it paid for go with it
@@ -602,6 +622,8 @@ class Opened:
     event, an `Error` or `END`; empty when nothing was read."""
     metadata: ExtractionMetadata
     target: Target
+    stop: tuple[str, ...] = ()
+    """The stop sequences of the request the stream was opened with, as sent."""
 
 
 def cut_after_sending(raised: BaseException) -> bool:
@@ -731,7 +753,13 @@ def open_steps(
             # The provider the stream is of (a failover's, not the failover) names what
             # fails of its answer; `finish` names the model too, from the response.
             opened_by = _answered_by(target, stream.collector.provider, None)
-            return Opened(stream=stream, ahead=ahead, metadata=metadata, target=opened_by)
+            return Opened(
+                stream=stream,
+                ahead=ahead,
+                metadata=metadata,
+                target=opened_by,
+                stop=derived.stop,
+            )
     except BaseException as raised:  # the provider's own, none of allama's (`drive_open`)
         if reading is not None:  # cut as its first items were read: what it cost so far
             record_cut(metadata, reading[0], reading[1], cut_after_sending(raised))

@@ -10,6 +10,7 @@ leaves out the refusal text and the parse detail, which come from the model: log
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar, Self
 
 from pydantic import JsonValue
@@ -206,25 +207,39 @@ class UnexpectedToolCallCountError(_Failure):
 
 
 class TruncatedError(_Failure):
-    """The output was cut off at the output token limit or by a full context window, or the
-    provider paused the turn (Anthropic's `pause_turn`).
+    """The output was cut off at the output token limit, by a full context window, or at a
+    stop sequence the request sets, or the provider paused the turn (Anthropic's
+    `pause_turn`).
 
-    Never retried: the same limit would cut it off again. At the token limit, raise
-    `max_output_tokens` (on a reasoning model, or lower the reasoning effort); at the
-    context window (`finish_reason == "context_window"`), shorten the input, or where the
-    output took most of the window, bound the type (the message says which); a paused turn
-    continues when the conversation is sent back with it.
+    Never retried: the same limit (or stop sequence) would cut it off again. At the token
+    limit, raise `max_output_tokens` (on a reasoning model, or lower the reasoning effort);
+    at the context window (`finish_reason == "context_window"`), shorten the input, or where
+    the output took most of the window, bound the type (the message says which); at a stop
+    sequence (`finish_reason == "stop"`, the sequences in `stop`), leave `stop` out of the
+    extraction; a paused turn continues when the conversation is sent back with it.
     """
 
     kind = "extraction_truncated"
-    _field_names = ("mode", "finish_reason", "output_tokens", "reasoning_tokens", "input_tokens")
+    _field_names = (
+        "mode",
+        "finish_reason",
+        "output_tokens",
+        "reasoning_tokens",
+        "input_tokens",
+        "stop",
+    )
     mode: ExtractionMode
     finish_reason: FinishReason
     output_tokens: int | None
     reasoning_tokens: int | None
     input_tokens: int | None
+    stop: list[str] | None
+    """The request's stop sequences, where the output ended at one (`finish_reason` stop)."""
 
     def _describe(self) -> str:
+        if self.finish_reason == FinishReason.STOP:
+            sequences = ", ".join(json.dumps(each) for each in self.stop or ())
+            return self._at_stop(f" ({sequences})" if sequences else "")
         mode = _mode(self.mode)
         if self.finish_reason == "pause_turn":
             return (
@@ -258,6 +273,19 @@ class TruncatedError(_Failure):
                 "reasoning: raise max_output_tokens or lower the reasoning effort"
             )
         return text
+
+    def _at_stop(self, sequences: str) -> str:
+        return (
+            f"{self.provider_name}: the output ended at a stop sequence the request sets"
+            f"{sequences}, before the structured output was complete "
+            f"(`{_mode(self.mode).value}` mode): leave `stop` out of an extraction"
+        )
+
+    def _log_message(self) -> str | None:
+        # The stop sequences are the caller's text, which the log view leaves out.
+        if self.finish_reason == FinishReason.STOP:
+            return self._at_stop("")
+        return super()._log_message()
 
     @classmethod
     def _restore(cls, message: str, fields: dict[str, Any]) -> Self:

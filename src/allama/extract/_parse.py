@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic_core import from_json
+
 from allama.extract._errors import (
     EXTRACTION_TOOL,
     MissingStructuredTextError,
@@ -21,7 +23,15 @@ from allama.extract._mode import ExtractionMode
 from allama.extract._root import ROOT_KEY
 from allama.extract._target import Target
 from allama.extract._validation import Failure, check
-from allama.types import ChatRequest, ChatResponse, FinishReason, ToolMessage, UserMessage
+from allama.types import (
+    ChatRequest,
+    ChatResponse,
+    FinishReason,
+    RequestField,
+    ToolMessage,
+    UserMessage,
+    WarningKind,
+)
 from allama.types._content import TextPart
 
 
@@ -93,6 +103,55 @@ def declined_or_cut(
             input_tokens=None if usage is None else usage.input_tokens,
         )
     return None
+
+
+def _stopped_inside(
+    response: ChatResponse, mode: ExtractionMode, provider: str, stop: tuple[str, ...], raw: str
+) -> TruncatedError | None:
+    """The failure of an output that ended at one of the request's stop sequences before its
+    value did: the response stopped (`stop`, as a stop sequence ends it) with the sequences
+    sent (not dropped by the provider), and the text ended inside the JSON value, not
+    broken before its end. Asked again with the same `stop`, it would be cut again."""
+    if not stop or response.finish_reason != FinishReason.STOP or not _cut_short(raw):
+        return None
+    dropped = any(
+        warning.kind is WarningKind.UNSUPPORTED and warning.is_about(RequestField.STOP)
+        for warning in response.warnings
+    )
+    if dropped:
+        return None
+    usage = response.usage
+    return TruncatedError(
+        provider=provider,
+        metadata=ExtractionMetadata.new(mode),
+        mode=mode,
+        finish_reason=FinishReason.STOP,
+        output_tokens=None if usage is None else usage.output_tokens,
+        reasoning_tokens=None if usage is None else usage.reasoning_tokens,
+        input_tokens=None if usage is None else usage.input_tokens,
+        stop=list(stop),
+    )
+
+
+_ENDED_INSIDE = "EOF while parsing"
+"""How pydantic-core's JSON reader begins the error of a text that ended inside its value
+(`EOF while parsing a list at line 1 column 14`): an object, a list, a string or a number
+left open. Every other error names a character that breaks the text before its end."""
+
+
+def _cut_short(raw: str) -> bool:
+    """Whether `raw` is a JSON value the text ended inside: what is there reads as JSON, up
+    to an end that came too soon (`{"a": [1,`), not text that breaks before (`{"a" 1`),
+    nor a whole value with more after it."""
+    if not raw.strip():
+        return False
+    try:
+        from_json(raw, allow_inf_nan=False)
+    except ValueError as error:
+        return str(error).startswith(_ENDED_INSIDE)
+    except TypeError:  # a lone surrogate: not JSON to any reader
+        return False
+    return False
 
 
 def repair_candidate(raw: str) -> str | None:
@@ -175,12 +234,15 @@ def parse_value(
     repair: bool,
     reject_undeclared: bool,
     checked: Checked | None = None,
+    stop: tuple[str, ...] = (),
 ) -> tuple[Any, bool, str] | Rejection:
     """The value, whether repair was needed and the text it was read from, or why the
     output cannot be used.
 
     `checked` is an output already validated (a stream's, when its value ended): when the
-    output is that text, checked the same way, its value is taken as it is."""
+    output is that text, checked the same way, its value is taken as it is. `stop` is the
+    stop sequences of the request as sent: an output that ended at one inside its value is
+    a `TruncatedError`, not a `ParseError` (asking again would cut it again)."""
     provider = target.provider
     stopped = declined_or_cut(response, mode, provider)
     if stopped is not None:
@@ -196,6 +258,11 @@ def parse_value(
     if not isinstance(result, Failure):
         return target.unwrap(result), False, raw
     failure = result
+    if failure.invalid_json:
+        # (Repair takes a value out of text around it: it cannot end one cut short.)
+        cut = _stopped_inside(response, mode, provider, stop, raw)
+        if cut is not None:
+            return Rejection(cut)
     if repair:
         candidate = repair_candidate(raw)
         if candidate is not None:

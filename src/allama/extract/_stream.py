@@ -13,9 +13,12 @@ from allama.extract._engine import (
     Extracted,
     Opened,
     Settings,
+    _answered,
+    _answered_by,
     cut_after_sending,
     finish,
     record_cut,
+    refused_midway,
 )
 from allama.extract._errors import EXTRACTION_TOOL
 from allama.extract._mode import ExtractionMode
@@ -60,6 +63,9 @@ class _Observer(Generic[T]):
         self._settings = settings
         self._span = span
         self._failed: Error | None = None
+        self._refusal: tuple[Error, Error] | None = None
+        """The provider's refusal of the output that failed the stream, and the failure it
+        was read as (`_with_record`): raised again as that when `finish()` meets it."""
         if span is not None:
             span.watch(self, partial(_record_so_far, opened))
         self._pieces: list[str] = []
@@ -223,9 +229,27 @@ class _Observer(Generic[T]):
 
     def _with_record(self, error: Error, collector: StreamCollector) -> Error:
         """`error` with the extraction's record attached: the usage and degradations the
-        stream reported before it failed (a failed stream is not a pass)."""
-        self._failed = error
+        stream reported before it failed (a failed stream is not a pass). A refusal of the
+        output by the provider (after a piece of the answer came; one before any comes is
+        the opening's) is the `ParseError` holding it, as at the opening, to be raised from
+        `error`; the same one each time the stream's error is raised."""
+        refusal = self._refusal
+        if refusal is not None and refusal[0] is error:
+            return refusal[1]
         opened = self._opened
+        try:
+            refused = refused_midway(error, opened, self._settings)
+        except Exception as raised:  # the type's own code (a validator's KeyError)
+            if self._span is not None:
+                self._span.fail(raised)  # with the record kept on it
+            raise
+        if refused is not None:
+            self._refusal = (error, refused)
+            self._failed = refused
+            if self._span is not None:
+                self._span.fail(refused, refused.metadata)
+            return refused
+        self._failed = error
         failed = opened.metadata.model_copy(deep=True)
         failed.record_usage_and_degradations(collector.response_metadata(), opened.target.reword)
         if failed.usage is None and error.context.metadata.get(REPORTED_USAGE_KEY) == {}:
@@ -280,15 +304,21 @@ class _Observer(Generic[T]):
         try:
             response = collector.finish()
         except Error as error:
-            raise self._with_record(error, collector) from None
+            failed = self._with_record(error, collector)
+            if failed is error:
+                raise failed from None
+            raise failed from error
         metadata.record_pass(response, target.reword)
         target.report_enforcement(metadata)
-        below = self._settings.below_floor(metadata, target.provider)
+        # Named as the engine names a failure of an answer: the provider and model that
+        # answered (a failover's, not the failover).
+        named = _answered_by(target, response.provider, response.model)
+        below = self._settings.below_floor(metadata, named.provider)
         if below is not None:
-            raise below.with_response(response)
+            raise _answered(below, named).with_response(response)
         try:
             extracted: Extracted[T] = finish(
-                response, metadata, target, self._settings, self._checked
+                response, metadata, target, self._settings, self._checked, opened.stop
             )
         except Exception as raised:  # the type's own code (a validator's KeyError)
             metadata.keep_on(raised)  # the pass it paid for goes with it
@@ -331,8 +361,10 @@ class ExtractionStream(_Observer[T]):
                 raise first
             event: StreamEvent = first if first is not None else next(self._stream)
         except Error as error:
-            self._with_record(error, self._stream.collector)
-            raise
+            failed = self._with_record(error, self._stream.collector)
+            if failed is error:
+                raise
+            raise failed from error
         except (StopIteration, StopAsyncIteration):
             raise
         except BaseException as raised:  # a cancellation, Ctrl-C, a provider's own
@@ -400,8 +432,10 @@ class AsyncExtractionStream(_Observer[T]):
                 raise first
             event: StreamEvent = first if first is not None else await anext(self._stream)
         except Error as error:
-            self._with_record(error, self._stream.collector)
-            raise
+            failed = self._with_record(error, self._stream.collector)
+            if failed is error:
+                raise
+            raise failed from error
         except (StopIteration, StopAsyncIteration):
             raise
         except BaseException as raised:  # a cancellation, Ctrl-C, a provider's own

@@ -1,0 +1,393 @@
+"""Three failures of an answer, said as what they are.
+
+A provider's refusal of the output (Groq's `json_validate_failed`) that comes in a stream
+after a piece of the answer is the `ParseError` holding the refused output, as at the
+stream's opening, never asked again. A floor not met names the provider and the model that
+answered, streamed or decided. An output a stop sequence of the request cut inside its JSON
+value is a `TruncatedError` that says so, never asked again (the same `stop` would cut it
+again); the same output without `stop` stays a `ParseError`, asked again under `retries`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from tests._recording import provider
+
+import allama
+from allama import (
+    ChatCapability,
+    ChatRequest,
+    ChatResponse,
+    EnforcementBelowError,
+    Error,
+    ExtractionMode,
+    Extractor,
+    FailoverProvider,
+    ParseError,
+    RequestField,
+    SchemaEnforcement,
+    TruncatedError,
+    Usage,
+    Warning,
+)
+from allama.errors import RejectedOutputError, ServerError
+from allama.mock import ChatResponseBuilder, MockProvider, MockStreamingProvider
+from allama.types import (
+    BlockStart,
+    FinishReason,
+    ResponseStart,
+    StreamBlockType,
+    TextDelta,
+    UsageEvent,
+)
+
+MODEL = "moonshotai/kimi-k2-instruct-0905"
+FAILED = '{"name":"Ada","year":"1843"}'
+NO_COUNTS = "no token counts came with a call that was made (its answer cut off, say)"
+REFUSED_AT_YEAR = (
+    'groq: failed to parse the output in `native` mode: at `year`: invalid type: string "1843", '
+    "expected an integer"
+)
+
+
+class Person(BaseModel):
+    name: str
+    year: int
+
+
+def _chunk(delta: dict[str, Any]) -> str:
+    body = {
+        "id": "x",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": MODEL,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+    }
+    return f"data: {json.dumps(body)}\n\n"
+
+
+def _refused_midway() -> tuple[int, bytes]:
+    """Groq's stream: a chunk with the role and a piece of the answer, then its refusal of
+    the output as an error event."""
+    error = {
+        "error": {
+            "message": "Generated JSON does not match the expected schema.",
+            "type": "invalid_request_error",
+            "code": "json_validate_failed",
+            "failed_generation": FAILED,
+            "status_code": 400,
+        }
+    }
+    body = _chunk({"role": "assistant", "content": '{"name":'})
+    return 200, f"{body}event: error\ndata: {json.dumps(error)}\n\n".encode()
+
+
+def _native() -> ChatRequest:
+    return ChatRequest(MODEL).user("Ada, 1843").with_option(ExtractionMode.NATIVE)
+
+
+def _assert_refused(error: ParseError) -> None:
+    assert str(error) == REFUSED_AT_YEAR
+    assert (error.raw, error.path, error.response) == (FAILED, "year", None)
+    cause = error.__cause__
+    assert isinstance(cause, RejectedOutputError)
+    assert (cause.status, cause.failed_output) == (400, FAILED)
+    # The call was made, its usage unknown: not a pass, not free.
+    assert (error.metadata.passes, error.metadata.usage) == (0, Usage())
+    assert error.metadata.cost_missing == NO_COUNTS
+    assert allama.ExtractionMetadata.from_error(error) is error.metadata
+    assert (error.context.provider, error.context.model) == ("groq", MODEL)
+
+
+def test_a_refusal_after_a_piece_of_the_answer_is_the_parse_error_holding_it() -> None:
+    groq, recorder = provider("groq", _refused_midway())
+    texts: list[str] = []
+
+    with Extractor(retries=2).extract_stream(groq, Person, _native()) as stream:
+        with pytest.raises(ParseError) as caught:
+            for event in stream:
+                if isinstance(event, TextDelta):
+                    texts.append(event.text)
+        error = caught.value
+        # `finish()` raises the same failure, not the provider's error.
+        with pytest.raises(ParseError) as again:
+            stream.finish()
+
+    assert texts == ['{"name":']
+    assert len(recorder.bodies) == 1  # a stream is not asked again
+    _assert_refused(error)
+    assert again.value is error
+    assert again.value.__cause__ is error.__cause__
+
+
+def test_a_refusal_after_a_piece_of_the_answer_at_finish() -> None:
+    groq, recorder = provider("groq", _refused_midway())
+
+    with (
+        Extractor(retries=2).extract_stream(groq, Person, _native()) as stream,
+        pytest.raises(ParseError) as caught,
+    ):
+        stream.finish()
+
+    assert len(recorder.bodies) == 1
+    _assert_refused(caught.value)
+
+
+def test_a_refusal_after_a_piece_of_the_answer_async() -> None:
+    groq, recorder = provider("groq", _refused_midway())
+
+    async def run() -> tuple[ParseError, ParseError]:
+        async with Extractor(retries=2).aextract_stream(groq, Person, _native()) as stream:
+            with pytest.raises(ParseError) as caught:
+                async for _ in stream:
+                    pass
+            with pytest.raises(ParseError) as again:
+                await stream.finish()
+        return caught.value, again.value
+
+    error, again = asyncio.run(run())
+
+    assert len(recorder.bodies) == 1
+    _assert_refused(error)
+    assert again is error
+
+
+def test_a_refusal_after_a_piece_keeps_the_usage_the_stream_reported() -> None:
+    refusal = RejectedOutputError("does not match the schema", failed_output='{"name":"Ada"}')
+    events: list[Any] = [
+        ResponseStart(model="served-1"),
+        BlockStart(index=0, block_type=StreamBlockType.TEXT),
+        TextDelta(index=0, text='{"name":'),
+        UsageEvent(usage=Usage(input_tokens=12, output_tokens=4)),
+        refusal,
+    ]
+    streaming = MockStreamingProvider([events])
+
+    request = ChatRequest("m").user("Ada")
+    with (
+        Extractor(retries=1).extract_stream(streaming, Person, request) as stream,
+        pytest.raises(ParseError) as caught,
+    ):
+        stream.finish()
+
+    error = caught.value
+    assert streaming.call_count == 1
+    assert str(error) == "mock: failed to parse the output in `native` mode: missing field `year`"
+    assert (error.raw, error.__cause__) == ('{"name":"Ada"}', refusal)
+    assert (error.metadata.passes, error.metadata.usage) == (
+        0,
+        Usage(input_tokens=12, output_tokens=4),
+    )
+
+
+def _approximate(text: str) -> ChatResponse:
+    return (
+        ChatResponseBuilder()
+        .text(text)
+        .model("served-1")
+        .warning(Warning.approximated(RequestField.RESPONSE_FORMAT, "written into the prompt"))
+        .usage(10, 5)
+        .build()
+    )
+
+
+BELOW = "schema enforcement `approximate` is below the required `exact`: written into the prompt"
+
+
+def test_a_streamed_floor_error_names_the_model_that_answered() -> None:
+    streaming = MockStreamingProvider.from_responses([_approximate('{"name":"Ada","year":1843}')])
+    extractor = Extractor(min_enforcement=SchemaEnforcement.EXACT)
+
+    with (
+        extractor.extract_stream(streaming, Person, _native()) as stream,
+        pytest.raises(EnforcementBelowError) as caught,
+    ):
+        stream.finish()
+
+    error = caught.value
+    assert str(error) == BELOW
+    assert (error.context.provider, error.context.model) == ("mock", "served-1")
+    assert error.as_log()["model"] == "served-1"
+
+
+def test_a_streamed_floor_error_names_the_model_async() -> None:
+    streaming = MockStreamingProvider.from_responses([_approximate('{"name":"Ada","year":1843}')])
+    extractor = Extractor(min_enforcement=SchemaEnforcement.EXACT)
+
+    async def run() -> None:
+        async with extractor.aextract_stream(streaming, Person, _native()) as stream:
+            await stream.finish()
+
+    with pytest.raises(EnforcementBelowError) as caught:
+        asyncio.run(run())
+
+    assert (caught.value.context.provider, caught.value.context.model) == ("mock", "served-1")
+
+
+def _choice_failover(*answers: ChatResponse) -> FailoverProvider:
+    """A failover whose first provider is overloaded; its second answers with a choice
+    format (a plain-text decision)."""
+    choice = [ChatCapability.CHOICE_OUTPUT]
+    overloaded = ServerError("overloaded").with_retryable(True)
+    first = MockProvider([overloaded], name="first").with_supported_chat_capabilities(choice)
+    second = MockProvider(list(answers), name="second").with_supported_chat_capabilities(choice)
+    return FailoverProvider([first, second])
+
+
+def test_a_decision_below_the_floor_names_the_provider_and_model_that_answered() -> None:
+    failover = _choice_failover(_approximate("No"))
+    extractor = Extractor(min_enforcement=SchemaEnforcement.EXACT)
+
+    with pytest.raises(EnforcementBelowError) as caught:
+        extractor.decide(failover, bool, ChatRequest("m").user("Is fire cold?"))
+
+    error = caught.value
+    assert str(error) == BELOW
+    assert (error.context.provider, error.context.model) == ("second", "served-1")
+
+
+def test_a_decision_outside_the_options_names_the_provider_and_model_that_answered() -> None:
+    answer = ChatResponseBuilder().text("Perhaps").model("served-1").build()
+
+    with pytest.raises(ParseError) as caught:
+        Extractor().decide(_choice_failover(answer), bool, ChatRequest("m").user("Cold?"))
+
+    error = caught.value
+    assert str(error) == (
+        "second: failed to parse the output in `native` mode: the answer is not one of the "
+        "options of bool"
+    )
+    assert (error.context.provider, error.context.model) == ("second", "served-1")
+
+
+class Tagged(BaseModel):
+    name: str
+    tags: list[str]
+
+
+CUT = '{"name":"Ada","tags": ['
+"""The answer a stop sequence `]` cut inside its value."""
+AT_STOP = (
+    'mock: the output ended at a stop sequence the request sets ("]", "STOP-HERE"), before '
+    "the structured output was complete (`native` mode): leave `stop` out of an extraction"
+)
+
+
+def _stopped(text: str = CUT) -> ChatResponse:
+    return ChatResponseBuilder().text(text).finish_reason(FinishReason.STOP).usage(9, 7).build()
+
+
+def _with_stop() -> ChatRequest:
+    return (
+        ChatRequest("m").user("Ada").with_option(ExtractionMode.NATIVE).with_stop("]", "STOP-HERE")
+    )
+
+
+def _assert_cut_at_stop(error: TruncatedError) -> None:
+    assert str(error) == AT_STOP
+    assert (error.finish_reason, error.stop) == (FinishReason.STOP, ["]", "STOP-HERE"])
+    assert error.response is not None and error.response.text() == CUT
+    assert error.metadata.passes == 1
+    assert error.metadata.usage == Usage(input_tokens=9, output_tokens=7)
+
+
+def test_an_output_cut_inside_its_value_at_a_stop_sequence_is_truncated_not_asked_again() -> None:
+    mock = MockProvider([_stopped(), _stopped('{"name":"Ada","tags":["x"]}')])
+
+    with pytest.raises(TruncatedError) as caught:
+        Extractor(retries=2).extract(mock, Tagged, _with_stop())
+
+    assert mock.call_count == 1
+    error = caught.value
+    _assert_cut_at_stop(error)
+    # The stop sequences are the caller's own text: out of the log view.
+    log = error.as_log()
+    assert log["message"] == (
+        "mock: the output ended at a stop sequence the request sets, before the structured "
+        "output was complete (`native` mode): leave `stop` out of an extraction"
+    )
+    assert "STOP-HERE" not in str(log) and "STOP-HERE" not in str(log.to_dict())
+    again = Error.from_json(error.to_json())
+    assert isinstance(again, TruncatedError)
+    assert (str(again), again.stop, again.finish_reason) == (AT_STOP, ["]", "STOP-HERE"], "stop")
+
+
+def test_an_output_cut_at_a_stop_sequence_async() -> None:
+    mock = MockProvider([_stopped(), _stopped('{"name":"Ada","tags":["x"]}')])
+
+    with pytest.raises(TruncatedError) as caught:
+        asyncio.run(Extractor(retries=2).aextract(mock, Tagged, _with_stop()))
+
+    assert mock.call_count == 1
+    _assert_cut_at_stop(caught.value)
+
+
+def test_an_output_cut_at_a_stop_sequence_streamed() -> None:
+    mock = MockProvider([_stopped()])
+
+    with (
+        Extractor(retries=2).extract_stream(mock, Tagged, _with_stop()) as stream,
+        pytest.raises(TruncatedError) as caught,
+    ):
+        stream.finish()
+
+    assert mock.call_count == 1
+    _assert_cut_at_stop(caught.value)
+
+
+def test_an_output_cut_at_a_stop_sequence_streamed_async() -> None:
+    mock = MockProvider([_stopped()])
+
+    async def run() -> None:
+        async with Extractor(retries=2).aextract_stream(mock, Tagged, _with_stop()) as stream:
+            await stream.finish()
+
+    with pytest.raises(TruncatedError) as caught:
+        asyncio.run(run())
+
+    assert mock.call_count == 1
+    _assert_cut_at_stop(caught.value)
+
+
+CUT_DETAIL = "Expecting value: line 1 column 24 (char 23)"
+
+
+def test_the_same_output_without_stop_is_a_parse_error_asked_again() -> None:
+    mock = MockProvider([_stopped(), _stopped()])
+    request = ChatRequest("m").user("Ada").with_option(ExtractionMode.NATIVE)
+
+    with pytest.raises(ParseError) as caught:
+        Extractor(retries=1).extract(mock, Tagged, request)
+
+    assert mock.call_count == 2
+    assert str(caught.value) == f"mock: failed to parse the output in `native` mode: {CUT_DETAIL}"
+    assert caught.value.metadata.passes == 2
+
+
+def test_text_broken_before_its_end_is_a_parse_error_whatever_the_stop() -> None:
+    # Not cut short: a character no JSON takes there. Asked again, as before.
+    broken = '{"name" "Ada"'
+    mock = MockProvider([_stopped(broken), _stopped('{"name":"Ada","tags":["x"]}')])
+
+    got = Extractor(retries=1).extract(mock, Tagged, _with_stop())
+
+    assert got.value == Tagged(name="Ada", tags=["x"])
+    assert mock.call_count == 2
+
+
+def test_stop_sequences_the_provider_dropped_cut_nothing() -> None:
+    dropped = Warning.unsupported(RequestField.STOP, "stop sequences are not supported")
+    answer = (
+        ChatResponseBuilder().text(CUT).finish_reason(FinishReason.STOP).warning(dropped).build()
+    )
+    mock = MockProvider([answer])
+
+    with pytest.raises(ParseError) as caught:
+        Extractor().extract(mock, Tagged, _with_stop())
+
+    assert str(caught.value) == f"mock: failed to parse the output in `native` mode: {CUT_DETAIL}"
