@@ -292,6 +292,11 @@ def test_truncation_speaks_of_reasoning_only_when_tokens_went_to_it(
             ": shorten the input, a higher output token limit does not help",
         ),
         (None, ": shorten the input, a higher output token limit does not help"),
+        (
+            Usage(input_tokens=2000, output_tokens=30000, reasoning_tokens=29990),
+            ": the model's reasoning took most of it (29990 of 30000 output tokens, 2000 "
+            "input): lower the reasoning effort, or give the model a larger window",
+        ),
     ],
 )
 def test_a_full_context_window_is_blamed_on_what_took_it(usage: Usage | None, advice: str) -> None:

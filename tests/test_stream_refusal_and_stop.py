@@ -391,3 +391,48 @@ def test_stop_sequences_the_provider_dropped_cut_nothing() -> None:
         Extractor().extract(mock, Tagged, _with_stop())
 
     assert str(caught.value) == f"mock: failed to parse the output in `native` mode: {CUT_DETAIL}"
+
+
+# Anthropic says which stop sequence ended an answer: one it ended otherwise was not cut.
+
+
+def _claude(text: str, stop_reason: str, sequence: str | None) -> tuple[int, dict[str, Any]]:
+    return (
+        200,
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": stop_reason,
+            "stop_sequence": sequence,
+            "usage": {"input_tokens": 5, "output_tokens": 5},
+        },
+    )
+
+
+def test_anthropic_ending_its_turn_with_unfinished_json_is_asked_again_whatever_the_stop() -> None:
+    from tests._recording import provider as recorded
+
+    claude, recorder = recorded(
+        "anthropic",
+        _claude('{"name": "bolt", "qty": ', "end_turn", None),
+        _claude('{"name": "bolt", "qty": 3}', "end_turn", None),
+    )
+    request = ChatRequest("claude-sonnet-4-5").user("x").with_stop("END-OF-RECORD")
+
+    class Item(BaseModel):
+        name: str
+        qty: int
+
+    got = Extractor(retries=1).extract(claude, Item, request)
+    assert got.value == Item(name="bolt", qty=3)
+    assert len(recorder.bodies) == 2
+    # Ended at the sequence, Anthropic says so: cut, and not asked again.
+    claude, recorder = recorded(
+        "anthropic", _claude('{"name": "bolt", "qty": ', "stop_sequence", "END-OF-RECORD")
+    )
+    with pytest.raises(TruncatedError):
+        Extractor(retries=1).extract(claude, Item, request)
+    assert len(recorder.bodies) == 1

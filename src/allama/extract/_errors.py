@@ -253,12 +253,20 @@ class TruncatedError(_Failure):
                 f"the structured output (`{mode.value}` mode)"
             )
             written, given = self.output_tokens, self.input_tokens
-            if written is not None and given is not None and written > given:
+            thought = self.reasoning_tokens or 0
+            if written is not None and given is not None and thought > given:
+                # The reasoning took the window: its level, not the type, is what to lower.
+                return (
+                    f"{text}: the model's reasoning took most of it ({thought} of "
+                    f"{written} output tokens, {given} input): lower the reasoning effort, "
+                    "or give the model a larger window"
+                )
+            if written is not None and given is not None and written - thought > given:
                 # The output took most of the window: a shorter input gains little, and the
                 # model wrote on past any value of the type's (a number or a text no bound
                 # ends).
                 return (
-                    f"{text}: its output took most of it ({written} output tokens, {given} "
+                    f"{text}: its output took most of it ({written - thought} output tokens, {given} "
                     "input), so the model wrote on: bound the type (a string's `max_length`, "
                     "a number's digits), or give the model a larger window"
                 )

@@ -105,6 +105,20 @@ def declined_or_cut(
     return None
 
 
+def _told_no_stop_sequence(response: ChatResponse) -> bool:
+    """Whether the provider says no stop sequence ended `response`: Anthropic names the one
+    that did (`stop_sequence`), so an answer it ended otherwise (`end_turn`) was not cut by
+    one, and is unfinished JSON as any other (asked again)."""
+    from allama.adapters.anthropic._decode import NAMESPACE, STOP_SEQUENCE_KEY
+    from allama.providers._presets import PRESETS
+
+    preset = PRESETS.get(response.provider or "")
+    if preset is None or preset.dialect != "anthropic":
+        return False
+    told = response.provider_data.get(NAMESPACE)
+    return not (isinstance(told, dict) and told.get(STOP_SEQUENCE_KEY))
+
+
 def _stopped_inside(
     response: ChatResponse, mode: ExtractionMode, provider: str, stop: tuple[str, ...], raw: str
 ) -> TruncatedError | None:
@@ -118,7 +132,7 @@ def _stopped_inside(
         warning.kind is WarningKind.UNSUPPORTED and warning.is_about(RequestField.STOP)
         for warning in response.warnings
     )
-    if dropped:
+    if dropped or _told_no_stop_sequence(response):
         return None
     usage = response.usage
     return TruncatedError(

@@ -59,8 +59,10 @@ class TestProvider(_Recorder):
 
     The value is the schema's: checks a type makes beyond its JSON Schema are not known
     here. Dates count up from 2000-01-01, so `FutureDate` and `FutureDatetime` (whose
-    schema is any date's, marked `future-...` for the check it cannot say) refuse them;
-    `PastDate`, `PastDatetime`, `AwareDatetime` and `NaiveDatetime` take its values.
+    schema is any date's, marked `future-...` for the check it cannot say) refuse them, as
+    may a date, time or duration with bounds (`Field(ge=date(2020, 1, 1))`, a `timedelta`
+    over a day, marked `bounded-...`); `PastDate`, `PastDatetime`, `AwareDatetime` and
+    `NaiveDatetime` take its values.
     Script such a value with `MockProvider.with_structured`.
 
     >>> from allama.types import ResponseFormat
