@@ -265,8 +265,9 @@ class TruncatedError(_Failure):
                 # The output took most of the window: a shorter input gains little, and the
                 # model wrote on past any value of the type's (a number or a text no bound
                 # ends).
+                answer = written - thought
                 return (
-                    f"{text}: its output took most of it ({written - thought} output tokens, {given} "
+                    f"{text}: its output took most of it ({answer} output tokens, {given} "
                     "input), so the model wrote on: bound the type (a string's `max_length`, "
                     "a number's digits), or give the model a larger window"
                 )
