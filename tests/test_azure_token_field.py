@@ -79,3 +79,19 @@ def test_a_stream_asks_for_its_usage_where_the_api_version_takes_stream_options(
     body = _sent(True, api_version=version)
     assert body.get("stream_options") == options
     assert body["stream"] is True
+
+
+@pytest.mark.parametrize("version", ["2024-10-21", "2024-08-01-preview", "2025-04-01-preview"])
+@pytest.mark.parametrize("model", ["gpt-5-nano", "o4-mini"])
+def test_a_reasoning_deployment_gets_the_field_it_takes_on_any_version(
+    version: str, model: str
+) -> None:
+    """OpenAI's reasoning models answer 400 to `max_tokens` ("Use 'max_completion_tokens'
+    instead"), whatever the api-version."""
+    target, recorder = provider(
+        "azure-openai", (200, ANSWER), endpoint=ENDPOINT, api_version=version
+    )
+    target.chat(ChatRequest(model).user("Hi").with_max_output_tokens(300))
+    body = recorder.bodies[0]
+    assert body["max_completion_tokens"] == 300
+    assert "max_tokens" not in body

@@ -209,15 +209,26 @@ _PRESETS: tuple[Preset, ...] = (
             # `max_completion_tokens` and `stream_options` came with 2024-09-01-preview: an
             # earlier version answers 400 ("Unrecognized request argument supplied"), so the
             # limit goes as `max_tokens`, and a stream comes without its usage.
+            # A reasoning model refuses `max_tokens` whatever the version: it is sent the
+            # field it takes, which such a version may refuse in turn (a later one takes it).
             (
                 "2024-09-01-preview",
-                {"token_field": "max_tokens", "stream_usage": False},
+                {
+                    "token_field": "max_tokens",
+                    "reasoning_token_field": "max_completion_tokens",
+                    "stream_usage": False,
+                },
                 {},
             ),
         ),
         # The GA version's request schema has `max_tokens` alone (its `stream_options` it
         # has): the previews after 2024-09-01 have both.
-        version_profiles=(("2024-10-21", {"token_field": "max_tokens"}),),
+        version_profiles=(
+            (
+                "2024-10-21",
+                {"token_field": "max_tokens", "reasoning_token_field": "max_completion_tokens"},
+            ),
+        ),
         refused_suffixes=(
             (
                 "/models",

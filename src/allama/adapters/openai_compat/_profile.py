@@ -44,6 +44,10 @@ class WireProfile:
     tool_dialect: SchemaDialect = SchemaDialect.OPENAI_STRICT
     strict_profile: Literal["current", "azure_legacy", "fine_tuned", "xai", "deepseek"] = "current"
     token_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    reasoning_token_field: Literal["max_completion_tokens"] | None = None
+    """The output limit's field for a model that reasons, where it is not `token_field`:
+    OpenAI's reasoning models refuse `max_tokens` ("Use 'max_completion_tokens' instead")
+    on an Azure api-version whose request schema has `max_tokens` alone."""
     developer_role: bool = True
     seed_field: str = "seed"
     seed_32_bits: bool = False
