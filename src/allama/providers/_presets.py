@@ -492,6 +492,12 @@ _PRESETS: tuple[Preset, ...] = (
         "OLLAMA_API_KEY",
         key_required=False,
         description="Ollama's OpenAI-compatible endpoint",
+        # Ollama's cloud called directly: its models are named without `-cloud`, and none
+        # applies `format`, so the schema is sent and not enforced.
+        url_profiles=tuple(
+            (f"{host}/v1", {"response_dialect": SchemaDialect.NOT_HONOURED})
+            for host in ("://ollama.com", ".ollama.com", "://ollama.com:443", ".ollama.com:443")
+        ),
     ),
     Preset(
         # Any other endpoint: what its models can do is unknown, the schema goes unchecked.

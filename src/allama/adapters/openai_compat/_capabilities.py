@@ -468,7 +468,20 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
         (),
         ModelFamily("*", StructuredLevel.BEST_EFFORT, tools=U, forced_tool=U, parallel_tools=U),
     ),
-    "ollama-openai": CapabilityTable((), _OLLAMA_DEFAULT),
+    # Cloud models (`gpt-oss:120b-cloud`) run on Ollama's cloud, which applies no `format`
+    # (its documentation: no structured outputs there): the schema is sent, not enforced.
+    "ollama-openai": CapabilityTable(
+        (
+            ModelFamily(
+                "*[-:]cloud",
+                StructuredLevel.BEST_EFFORT,
+                tools=U,
+                forced_tool=N,
+                parallel_tools=N,
+            ),
+        ),
+        _OLLAMA_DEFAULT,
+    ),
     "openai-compatible": CapabilityTable((), _UNKNOWN),
     # llama.cpp: constrained decoding for any model; tools depend on the model's chat
     # template (`allama.local` answers them from the running server's template).
