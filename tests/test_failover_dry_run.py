@@ -226,7 +226,15 @@ def _keyless_then_deepseek(
     return FailoverProvider([wrap(keyless), deepseek]), unsent, recorder
 
 
-@pytest.mark.parametrize("wrap", [lambda p: p, lambda p: RetryingProvider(p)])
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda p: p,
+        lambda p: RetryingProvider(p),
+        lambda p: FailoverProvider([p, p]),
+        lambda p: RetryingProvider(FailoverProvider([p, RetryingProvider(p)])),
+    ],
+)
 def test_a_first_http_provider_without_its_key_is_passed_as_the_call_passes_it(
     monkeypatch: pytest.MonkeyPatch, wrap: Callable[[Any], Any]
 ) -> None:
@@ -237,9 +245,7 @@ def test_a_first_http_provider_without_its_key_is_passed_as_the_call_passes_it(
         SchemaEnforcement.NOT_ENFORCED,
     )
     assert [w.code for w in plan.notes][:1] == [PASSED_BEFORE_SENDING]
-    assert plan.notes[0].message.startswith(
-        "`openai` refuses the call before sending (openai needs an API key"
-    )
+    assert "` refuses the call before sending (openai needs an API key" in plan.notes[0].message
     # The floor is checked before paying, as the plan says.
     with pytest.raises(EnforcementBelowError):
         Extractor(min_enforcement="exact").extract(failover, Person, REQUEST)
