@@ -76,7 +76,7 @@ def test_sonnet_4_over_200k_input_tokens_has_no_cost_with_the_reason() -> None:
     assert response.cost is None
     assert response.cost_missing is not None
     assert response.cost_missing.startswith(
-        "210000 input tokens are over 200,000, which Anthropic bills at long-context rates"
+        "210000 input tokens are over 200,000, billed at the model's long-context rates"
     )
 
 
@@ -91,3 +91,33 @@ def test_sonnet_4_within_200k_and_sonnet_4_5_over_it_are_priced() -> None:
     # Over 200,000: every token at the long-context rates genai-prices holds for 4.5.
     assert response.cost is not None
     assert response.cost.total == Decimal("0.9585")
+
+
+@pytest.mark.parametrize(
+    ("preset", "model"),
+    [
+        ("vertex-anthropic", "claude-sonnet-4@20250514"),
+        ("bedrock", "anthropic.claude-sonnet-4-20250514-v1:0"),
+        ("bedrock", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+    ],
+)
+def test_sonnet_4_and_4_5_over_200k_have_no_cost_wherever_their_prices_hold_no_tier(
+    preset: str, model: str
+) -> None:
+    from datetime import UTC, datetime
+
+    from allama import Usage
+    from allama._prices import cost_of
+
+    usage = Usage(input_tokens=250_000, output_tokens=1_000)
+    said = cost_of(preset, model, usage, at=datetime(2025, 10, 1, tzinfo=UTC))
+    assert isinstance(said, str)
+    assert said.startswith("250000 input tokens are over 200,000, billed at the model's")
+    # Within the 200,000, the same model has its flat price.
+    within = cost_of(
+        preset,
+        model,
+        Usage(input_tokens=100_000, output_tokens=1_000),
+        at=datetime(2025, 10, 1, tzinfo=UTC),
+    )
+    assert not isinstance(within, str)

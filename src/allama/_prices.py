@@ -498,7 +498,7 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
         context = _FAST
         ref = f"{ref} (fast mode)"
     if (
-        gp_model.id in _LONG_CONTEXT_TIERED
+        _LONG_CONTEXT_TIERED.search(gp_model.id)
         and (usage.input_tokens or 0) > _LONG_CONTEXT
         and not any(
             hasattr(price, "tiers") for price in vars(gp_model.get_prices(when, context)).values()
@@ -508,8 +508,8 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
         # its long-context rates, every token of it: prices without that tier would give
         # about half the bill.
         return (
-            f"{usage.input_tokens} input tokens are over {_LONG_CONTEXT:,}, which Anthropic "
-            f"bills at long-context rates genai-prices {version} does not hold for {ref}"
+            f"{usage.input_tokens} input tokens are over {_LONG_CONTEXT:,}, billed at the "
+            f"model's long-context rates, which genai-prices {version} does not hold for {ref}"
         )
     label = f"genai-prices {version}"
     snapshot = genai_prices.data_snapshot.get_snapshot()
@@ -618,10 +618,11 @@ prices their tokens alone (a dated one as the model it is built on)."""
 _LONG_CONTEXT = 200_000
 """Input tokens above which Anthropic bills a request at its long-context rates."""
 
-_LONG_CONTEXT_TIERED = frozenset({"claude-sonnet-4-0"})
-"""genai-prices' ids of the Claude models Anthropic bills at long-context rates above
-`_LONG_CONTEXT` input tokens (Sonnet 4's 1M context window) whose prices there hold no such
-tier (later models are priced flat across the window, or hold theirs)."""
+_LONG_CONTEXT_TIERED = re.compile(r"claude-sonnet-4(?:[-.]5|-0)?(?:$|[@:]|-(?:v\d|\d{8}))")
+"""genai-prices' ids of Claude Sonnet 4 and 4.5 (Anthropic's, Bedrock's, Vertex AI's),
+billed at long-context rates above `_LONG_CONTEXT` input tokens (their 1M context window):
+where their prices hold no such tier, no cost (later models are priced flat across the
+window)."""
 
 _TICKS = Decimal(10_000_000_000)
 """xAI's `cost_in_usd_ticks` to the dollar."""
