@@ -264,8 +264,8 @@ def _missing_key(provider: ChatProvider) -> Error | None:
     if isinstance(provider, FailoverProvider):
         # A failover within: it gets past a keyless provider to the next, and fails before
         # sending only where every one of its own is keyless (with the last one's error).
-        missing = [_missing_key(each) for each in provider.providers]
-        return None if any(each is None for each in missing) else missing[-1]
+        refusals = [_missing_key(each) for each in provider.providers]
+        return None if any(each is None for each in refusals) else refusals[-1]
     if not isinstance(provider, HttpProvider):
         return None
     missing = provider.missing_key()

@@ -686,13 +686,13 @@ class _Encoder:
         extras: dict[str, Any] = {}
         max_tokens = request.max_output_tokens
         if max_tokens is not None:
-            field = profile.token_field
+            limit_field = profile.token_field
             if (
                 profile.reasoning_token_field is not None
                 and self.family.reasoning is CapabilitySupport.SUPPORTED
             ):
-                field = profile.reasoning_token_field
-            extras[field] = max_tokens
+                limit_field = profile.reasoning_token_field
+            extras[limit_field] = max_tokens
         if request.seed is not None:
             if profile.seed_32_bits and not 0 <= request.seed < 2**32 - 1:
                 self.degradations.refuse(
