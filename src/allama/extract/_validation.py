@@ -585,7 +585,10 @@ def _check(
     kept = kept_keys(validated)
     if kept != NOT_FINITE and not keys_all_kept(text, kept) and kept < kept_keys(written):
         # Fewer keys kept than written (no key was written twice: `_loads` says so): a key
-        # the type ignores, or two keys it reads as one, whose values one would drop.
+        # the type ignores, or two keys it reads as one, whose values one would drop. Only
+        # keys the text wrote are counted (a default's are not), and pydantic gives no map
+        # more keys than its object wrote: a map that lost one shows in the totals, however
+        # many the others hold. The walk then compares map by map.
         merged = merged_keys(adapter.core_schema, validated, written)
         if merged is not None:
             return _keys_read_as_one(merged)
