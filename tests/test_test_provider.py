@@ -317,3 +317,21 @@ def test_extracts_every_root_in_every_mode_whatever_the_roots_it_takes(
             for _ in stream:
                 pass
             assert stream.finish().value == value
+
+
+def test_calls_from_many_threads_each_get_their_own_ids() -> None:
+    """The call's number was read after its record, apart: two threads could take one."""
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    provider = TestProvider()
+    request = ChatRequest("m").user("x")
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            ids = list(pool.map(lambda _: provider.chat(request).id, range(1600)))
+    finally:
+        sys.setswitchinterval(before)
+    assert len(set(ids)) == 1600
+    assert provider.call_count == 1600

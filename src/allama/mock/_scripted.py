@@ -82,9 +82,12 @@ class _Recorder:
     ) -> ChatValidation:
         return capabilities_only()
 
-    def _record(self, request: ChatRequest) -> None:
+    def _record(self, request: ChatRequest) -> int:
+        """Record `request`; its number among the calls (from 1), taken under the same lock,
+        so that calls from many threads each get their own."""
         with self._lock:
             self._requests.append(request)
+            return len(self._requests)
 
     @property
     def requests(self) -> list[ChatRequest]:
@@ -170,14 +173,11 @@ class MockProvider(_Recorder):
         return self
 
     def _next(self, request: ChatRequest) -> ChatResponse:
-        self._record(request)
+        number = self._record(request)
         with self._lock:
             if not self._script:
-                raise MockScriptExhausted(
-                    f"{self.name}: call {len(self._requests)} has no scripted answer"
-                )
+                raise MockScriptExhausted(f"{self.name}: call {number} has no scripted answer")
             item = self._script.popleft()
-            number = len(self._requests)
         if not isinstance(item, ChatResponse | Error | str | Structured):
             raise MockScriptError(
                 f"{self.name}: the answer to call {number} is a {_named(item)}, which no "
@@ -189,7 +189,7 @@ class MockProvider(_Recorder):
                 item.with_provider(self.name)
             raise item
         if isinstance(item, Structured):
-            response = item.response_for(request, call_id=f"call_mock_{self.call_count}")
+            response = item.response_for(request, call_id=f"call_mock_{number}")
         elif isinstance(item, str):
             response = ChatResponseBuilder().text(item).build()
         else:
@@ -338,23 +338,18 @@ class MockStreamingProvider(_Recorder):
         return self
 
     def _next(self, request: ChatRequest) -> Sequence[StreamItem]:
-        self._record(request)
+        number = self._record(request)
         with self._lock:
             if not self._streams:
-                raise MockScriptExhausted(
-                    f"{self.name}: call {len(self._requests)} has no scripted stream"
-                )
+                raise MockScriptExhausted(f"{self.name}: call {number} has no scripted stream")
             item = self._streams.popleft()
-            number = len(self._requests)
         item = _check_stream(self.name, number, item)
         if isinstance(item, SetupError):
             if item.error.provider is None:
                 item.error.with_provider(self.name)
             raise item.error
         if isinstance(item, Structured):
-            return response_events(
-                item.response_for(request, call_id=f"call_mock_{self.call_count}")
-            )
+            return response_events(item.response_for(request, call_id=f"call_mock_{number}"))
         return item
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:

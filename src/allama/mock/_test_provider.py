@@ -90,8 +90,7 @@ class TestProvider(_Recorder):
         )
 
     def _answer(self, request: ChatRequest) -> ChatResponse:
-        self._record(request)
-        number = self.call_count
+        number = self._record(request)
         tool = self._forced_tool(request)
         content: TextPart | ToolCall
         if tool is not None:
