@@ -92,17 +92,30 @@ def declined_or_cut(
     if refused is not None:
         return refused
     if response.finish_reason in _CUT:
-        usage = response.usage
-        return TruncatedError(
-            provider=provider,
-            metadata=ExtractionMetadata.new(mode),
-            mode=mode,
-            finish_reason=response.finish_reason,
-            output_tokens=None if usage is None else usage.output_tokens,
-            reasoning_tokens=None if usage is None else usage.reasoning_tokens,
-            input_tokens=None if usage is None else usage.input_tokens,
-        )
+        return _truncated(response, mode, provider, response.finish_reason)
     return None
+
+
+def _truncated(
+    response: ChatResponse,
+    mode: ExtractionMode,
+    provider: str,
+    finish_reason: FinishReason,
+    stop: tuple[str, ...] = (),
+) -> TruncatedError:
+    """The failure of `response` cut off (at `stop`, one of the request's stop sequences,
+    where given), with the token counts its message weighs."""
+    usage = response.usage
+    return TruncatedError(
+        provider=provider,
+        metadata=ExtractionMetadata.new(mode),
+        mode=mode,
+        finish_reason=finish_reason,
+        output_tokens=None if usage is None else usage.output_tokens,
+        reasoning_tokens=None if usage is None else usage.reasoning_tokens,
+        input_tokens=None if usage is None else usage.input_tokens,
+        stop=list(stop) if stop else None,
+    )
 
 
 def _told_no_stop_sequence(response: ChatResponse) -> bool:
@@ -134,17 +147,7 @@ def _stopped_inside(
     )
     if dropped or _told_no_stop_sequence(response):
         return None
-    usage = response.usage
-    return TruncatedError(
-        provider=provider,
-        metadata=ExtractionMetadata.new(mode),
-        mode=mode,
-        finish_reason=FinishReason.STOP,
-        output_tokens=None if usage is None else usage.output_tokens,
-        reasoning_tokens=None if usage is None else usage.reasoning_tokens,
-        input_tokens=None if usage is None else usage.input_tokens,
-        stop=list(stop),
-    )
+    return _truncated(response, mode, provider, FinishReason.STOP, stop)
 
 
 _ENDED_INSIDE = "EOF while parsing"
