@@ -321,3 +321,41 @@ def test_a_stream_refused_after_a_chunk_without_content_is_read_as_at_open() -> 
 
     assert (error.raw, error.path) == (FAILED, "year")
     assert (error.metadata.passes, error.metadata.usage) == (0, Usage())
+
+
+def test_a_tool_call_the_provider_refused_was_made_and_its_usage_is_unknown() -> None:
+    """Groq's `tool_use_failed` follows a generation (the call in `failed_generation`): a
+    call made, as `json_validate_failed`'s is, never a free one a budget overlooks."""
+    from allama import ExtractionMetadata, InvalidRequestError
+
+    refused = (
+        400,
+        {
+            "error": {
+                "message": "Tool call validation failed: parameters did not match schema",
+                "type": "invalid_request_error",
+                "code": "tool_use_failed",
+                "failed_generation": '{"name": "submit", "arguments": {"x": 1}}',
+            }
+        },
+    )
+    groq, recorder = provider("groq", refused)
+    request = _request().with_option(ExtractionMode.FORCED_TOOL)
+    with pytest.raises(InvalidRequestError) as caught:
+        Extractor().extract(groq, Person, request)
+    assert caught.value.retryable
+    assert caught.value.context.metadata[REPORTED_USAGE_KEY] == {}
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None
+    assert (record.passes, record.cost, record.cost_missing) == (0, None, NO_COUNTS)
+    assert len(recorder.bodies) == 1
+
+
+def test_a_batch_keeps_the_tokens_of_a_refused_output_spent() -> None:
+    """The run's limit per minute gives back the tokens of a request the provider refused
+    unread (a 4xx); a refused output was read into the model, and keeps them."""
+    from allama.batch._run import _refused_unread
+
+    rejected = RejectedOutputError("refused", failed_output=FAILED).with_status(400)
+    assert not _refused_unread(rejected.with_metadata(REPORTED_USAGE_KEY, {}))
+    assert _refused_unread(Error("bad request").with_status(400))

@@ -317,6 +317,19 @@ def test_an_output_cut_inside_its_value_at_a_stop_sequence_is_truncated_not_aske
     assert (str(again), again.stop, again.finish_reason) == (AT_STOP, ["]", "STOP-HERE"], "stop")
 
 
+@pytest.mark.parametrize(
+    "cut", ['```json\n{"name":"Ada","tags":["x",', 'Here it is: {"name":"Ada","tags":["x",']
+)
+def test_an_output_cut_at_a_stop_sequence_after_prose_or_a_fence_is_truncated(cut: str) -> None:
+    """The value after a fence or prose, cut inside: the same stop cuts the next answer."""
+    mock = MockProvider([_stopped(cut), _stopped('{"name":"Ada","tags":["x"]}')])
+
+    with pytest.raises(TruncatedError):
+        Extractor(retries=2, repair=True).extract(mock, Tagged, _with_stop())
+
+    assert mock.call_count == 1
+
+
 def test_an_output_cut_at_a_stop_sequence_async() -> None:
     mock = MockProvider([_stopped(), _stopped('{"name":"Ada","tags":["x"]}')])
 

@@ -988,6 +988,12 @@ def _refused_unread(error: Error) -> bool:
     minute, where they would hold every other input up for the rest of the minute. A rate
     limit's 429 keeps them, as the run slows down; a server error or a timeout may have
     been read, and keeps them."""
+    from allama.errors import REPORTED_USAGE_KEY
+
+    if REPORTED_USAGE_KEY in error.context.metadata:
+        # A model answered, and the provider refused the answer (Groq's
+        # `json_validate_failed`, `tool_use_failed`): read into the model, its tokens spent.
+        return False
     status = error.status
     return status is not None and 400 <= status < 500 and (status != 429 or not error.retryable)
 

@@ -165,8 +165,22 @@ def _cut_short(raw: str) -> bool:
     try:
         from_json(raw, allow_inf_nan=False)
     except ValueError as error:
-        return str(error).startswith(_ENDED_INSIDE)
+        if str(error).startswith(_ENDED_INSIDE):
+            return True
     except TypeError:  # a lone surrogate: not JSON to any reader
+        return False
+    else:
+        return False
+    # Prose or a fence before the value (`Here it is: {"a": 1,`, a ```json fence): the
+    # value from its first bracket on, as repair would find it.
+    starts = [at for at in (raw.find("{"), raw.find("[")) if at > 0]
+    if not starts:
+        return False
+    try:
+        from_json(raw[min(starts) :], allow_inf_nan=False)
+    except ValueError as error:
+        return str(error).startswith(_ENDED_INSIDE)
+    except TypeError:
         return False
     return False
 

@@ -518,9 +518,12 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         # An error object in a stream with no status and no known code: the server gave up.
         return ServerError(message)
     error = InvalidRequestError(message)
-    if status == 409 or code == "tool_use_failed":
-        # A conflict, or a generation the server rejected: asking again may succeed.
-        error.with_retryable(True)
+    if code == "tool_use_failed":
+        # The model generated a call (or text where a call was required) the server
+        # refused: asking again may succeed, and the call was made, its usage unknown.
+        error.with_retryable(True).with_metadata(REPORTED_USAGE_KEY, {})
+    elif status == 409:
+        error.with_retryable(True)  # a conflict: asking again may succeed
     return error
 
 
