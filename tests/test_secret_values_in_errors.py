@@ -213,3 +213,162 @@ def test_a_bound_is_worded_without_pydantics_subject() -> None:
     }
     for output, detail in cases.items():
         assert str(_failure(Bounded, output)) == PREFIX + detail
+
+
+# ----- a key of a map typed secret: the path says `<secret key>`, no message quotes it
+
+
+class Usage(BaseModel):
+    by_key: dict[SecretStr, int]
+
+
+class Pins(BaseModel):
+    by_pin: dict[Secret[int], str]
+
+
+class Rates(BaseModel):
+    by_key: dict[SecretStr, float]
+
+
+class Nested(BaseModel):
+    by_key: dict[SecretStr, dict[int, str]]
+
+
+class Sealed(BaseModel):
+    inner: Secret[dict[str, int]]
+    ratio: Secret[float] | None = None
+
+
+class Plain(BaseModel):
+    by_name: dict[str, int]
+
+
+SECRET_KEYS = [
+    # A value of the map, not secret itself: quoted, its key not.
+    (
+        Usage,
+        '{"by_key": {"sk-HUNTER2": "many"}}',
+        'at `by_key.<secret key>`: invalid type: string "many", expected an integer',
+    ),
+    # A key written twice: the JSON reader's message, made again with the type known.
+    (
+        Usage,
+        '{"by_key": {"sk-HUNTER2": 1, "sk-HUNTER2": 2}}',
+        "at `by_key`: a secret key appears twice in the object at `by_key`",
+    ),
+    # A key its secret type refuses.
+    (
+        Pins,
+        '{"by_pin": {"HUNTER2": "x"}}',
+        "at `by_pin.<secret key>`: invalid type: a secret string, expected an integer",
+    ),
+    # Two keys the secret key type reads as one.
+    (
+        Pins,
+        '{"by_pin": {"1": "a", "01": "b"}}',
+        "at `by_pin`: two keys are the same key to the type in the object at `by_pin`",
+    ),
+    # Keys of a plain map below a secret key: those are quoted, the secret one is not.
+    (
+        Nested,
+        '{"by_key": {"sk-HUNTER2": {"1": "a", "01": "b"}}}',
+        "at `by_key.<secret key>`: the keys `1` and `01` are the same key to the type in "
+        "the object at `by_key.<secret key>`",
+    ),
+    (
+        Rates,
+        '{"by_key": {"sk-HUNTER2": NaN}}',
+        "at `by_key.<secret key>`: `NaN` is not a JSON number at `by_key.<secret key>`",
+    ),
+    (
+        Rates,
+        '{"by_key": {"sk-HUNTER2": 1e999}}',
+        "at `by_key.<secret key>`: the number `1e999` is too large for a floating point "
+        "value at `by_key.<secret key>`",
+    ),
+    # A long integer read as an infinite float under a `SecretStr` key (raised a
+    # `TypeError` from the path's spelling).
+    (
+        Rates,
+        '{"by_key": {"sk-HUNTER2": 1' + "0" * 400 + "}}",
+        "at `by_key.<secret key>`: a number is too large for a floating point value at "
+        "`by_key.<secret key>`",
+    ),
+    # A key inside a secret value, and a number written into one.
+    (
+        Sealed,
+        '{"inner": {"sk-HUNTER2": "x"}}',
+        "at `inner.<secret key>`: invalid type: a secret string, expected an integer",
+    ),
+    (
+        Sealed,
+        '{"inner": {"sk-HUNTER2": 1, "sk-HUNTER2": 2}}',
+        "at `inner`: a secret key appears twice in the object at `inner`",
+    ),
+    (
+        Sealed,
+        '{"inner": {}, "ratio": 1e999}',
+        "at `ratio`: a secret number is too large for a floating point value at `ratio`",
+    ),
+    # A map of plain keys: quoted as before.
+    (
+        Plain,
+        '{"by_name": {"sk-HUNTER2": "x"}}',
+        'at `by_name.sk-HUNTER2`: invalid type: string "x", expected an integer',
+    ),
+    (
+        Plain,
+        '{"by_name": {"sk-HUNTER2": 1, "sk-HUNTER2": 2}}',
+        "at `by_name`: the key `sk-HUNTER2` appears twice in the object at `by_name`",
+    ),
+]
+
+
+@pytest.mark.parametrize(("tp", "output", "detail"), SECRET_KEYS)
+def test_a_key_of_a_map_typed_secret_is_not_quoted(tp: Any, output: str, detail: str) -> None:
+    for error in (
+        _failure(tp, output),
+        asyncio.run(_afailure(tp, output)),
+        _streamed_failure(tp, output),
+    ):
+        assert str(error) == PREFIX + detail
+        assert error.detail == detail.partition(": ")[2]
+        assert error.path == detail.removeprefix("at `").partition("`")[0]
+        assert error.raw == output
+
+
+def test_a_secret_key_goes_unquoted_to_the_root_and_in_the_log_view() -> None:
+    error = _failure(dict[SecretStr, int], '{"sk-HUNTER2": "many"}')
+    assert error.path == "<secret key>"
+    assert "HUNTER2" not in str(error)
+    assert "HUNTER2" not in repr(error) and "HUNTER2" not in str(error.as_log())
+
+
+class Entry(BaseModel):
+    n: int
+
+
+class Ledger(BaseModel):
+    by_key: dict[SecretStr, Entry]
+
+
+def test_an_undeclared_key_below_a_secret_key_is_placed_without_it() -> None:
+    from allama import RequestField, Warning
+    from allama.mock import ChatResponseBuilder
+
+    warning = Warning.approximated(RequestField.RESPONSE_FORMAT, "`pattern` was removed at `/`")
+    output = '{"by_key": {"sk-HUNTER2": {"n": 1, "extra": 2}}}'
+    provider = MockProvider([ChatResponseBuilder().text(output).warning(warning).build()])
+    with pytest.raises(ParseError) as caught:
+        allama.extract(provider, Ledger, REQUEST)
+    assert caught.value.path == "by_key.<secret key>.extra"
+    assert caught.value.detail == "unknown field `extra`, expected `n`"
+    assert "HUNTER2" not in str(caught.value)
+
+
+def test_the_model_is_told_the_place_without_the_key_on_a_retry() -> None:
+    provider = MockProvider(['{"by_key": {"sk-HUNTER2": "many"}}', '{"by_key": {"k": 1}}'])
+    got = allama.Extractor(retries=1).extract(provider, Usage, REQUEST)
+    assert got.metadata.passes == 2
+    told = provider.requests[1].messages[-1].text() or ""
+    assert "it did not match the schema at `by_key.<secret key>`" in told

@@ -23,11 +23,27 @@ __all__ = ["NotJsonError", "keys_all_kept", "loads", "written_keys"]
 
 
 class NotJsonError(ValueError):
-    """The output is not strict JSON; `path` names where (`None` for the root)."""
+    """The output is not strict JSON; `path` names where (`None` for the root). `parts` is
+    that place as keys and indices, `said` the message without it, `key` the key written
+    twice and `number` the number too large, where that is what is wrong (the reader does
+    not know the type: a message that must not quote them is made again from these, the
+    type known)."""
 
-    def __init__(self, message: str, path: str | None) -> None:
+    def __init__(
+        self,
+        message: str,
+        path: str | None,
+        parts: tuple[str | int, ...] = (),
+        said: str = "",
+        key: str | None = None,
+        number: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.path = path
+        self.parts = parts
+        self.said = said or message
+        self.key = key
+        self.number = number
 
 
 def loads(raw: str) -> Any:
@@ -120,9 +136,11 @@ class _Reader:
         match = _SPACE.match(self.text, self.pos)
         self.pos = match.end() if match else self.pos
 
-    def fail(self, message: str, *, where: str = "at") -> NotJsonError:
-        place = format_path(tuple(self.path)) or None
-        return NotJsonError(f"{message} {where} `{place}`" if place else message, place)
+    def fail(self, message: str, key: str | None = None, number: str | None = None) -> NotJsonError:
+        parts = tuple(self.path)
+        place = format_path(parts) or None
+        full = f"{message} at `{place}`" if place else message
+        return NotJsonError(full, place, parts, message, key, number)
 
     def value(self) -> None:
         text, pos = self.text, self.pos
@@ -151,7 +169,10 @@ class _Reader:
                 float("inf"),
                 float("-inf"),
             ):
-                raise self.fail(f"the number `{literal}` is too large for a floating point value")
+                raise self.fail(
+                    f"the number `{literal}` is too large for a floating point value",
+                    number=literal,
+                )
             self.pos = match.end()
 
     def object(self) -> None:
@@ -168,7 +189,7 @@ class _Reader:
                 raise _Stop
             key, self.pos = scanstring(text, self.pos + 1)
             if key in seen:
-                raise self.fail(f"the key `{key}` appears twice in the object", where="at")
+                raise self.fail(f"the key `{key}` appears twice in the object", key=key)
             seen.add(key)
             self.space()
             if text[self.pos] != ":":

@@ -38,7 +38,7 @@ from pydantic import BaseModel
 from pydantic_core import SchemaValidator
 from pydantic_core.core_schema import CoreSchema, dict_schema
 
-__all__ = ["NOT_FINITE", "kept_keys", "non_finite_path"]
+__all__ = ["NOT_FINITE", "kept_keys", "non_finite_place"]
 
 NOT_FINITE = -1
 """What `kept_keys` returns for a value holding `NaN` or an infinite float."""
@@ -235,13 +235,12 @@ def kept_keys(value: Any) -> int:
     return count
 
 
-def non_finite_path(value: Any, path: tuple[str | int, ...] = ()) -> str | None:
-    """Where in `value` a float is `NaN` or infinite (`rows[3].price`), found slowly: only
-    for a value `kept_keys` found one in."""
-    from allama.schema._undeclared import format_path
-
+def non_finite_place(value: Any, path: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+    """Where in `value` a float is `NaN` or infinite (`("rows", 3, "price")`), found slowly:
+    only for a value `kept_keys` found one in. Its steps are indices, and keys as the value
+    holds them: a map's keys as validated (an `int`, a `SecretStr`), not as written."""
     if type(value) in (float, decimal.Decimal):
-        return None if _finite(value) else format_path(path)
+        return None if _finite(value) else path
     children: Any = ()
     if isinstance(value, BaseModel):
         children = [*value.__dict__.items(), *(value.__pydantic_extra__ or {}).items()]
@@ -250,7 +249,7 @@ def non_finite_path(value: Any, path: tuple[str | int, ...] = ()) -> str | None:
     elif isinstance(value, list | tuple | set | frozenset):
         children = enumerate(value)
     for key, child in children:
-        found = non_finite_path(child, (*path, key))
+        found = non_finite_place(child, (*path, key))
         if found is not None:
             return found
     return None

@@ -94,6 +94,10 @@ class OutputPlan:
     (`_decimals`)."""
     renamed: bool = False
     """Validation reads some key the schema does not show (`_Kinds.unshown_keys`)."""
+    generators: bool = False
+    """The type holds an `Iterable` (pydantic's `generator`), whose items validation leaves
+    to the caller's iteration: the careful reading checks them whole (`generator` is a
+    kind `_NOT_PLAIN`, so such a type is never read at once)."""
 
     def validate_once(self, raw: str, adapter: TypeAdapter[Any], reject_undeclared: bool) -> Any:
         """The value, read with one parse; `CAREFUL` when the careful reading must decide."""
@@ -147,6 +151,7 @@ def _make(adapter: TypeAdapter[Any], schema: dict[str, Any]) -> OutputPlan:
         nulls=nulls,
         decimals="decimal" in kinds.kinds,
         renamed=kinds.unshown_keys,
+        generators="generator" in kinds.kinds,
     )
 
 

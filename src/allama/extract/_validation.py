@@ -30,10 +30,10 @@ from allama.extract._decimals import (
 )
 from allama.extract._json import NotJsonError, keys_all_kept, loads
 from allama.extract._json_strict import said_first, validate_strict_json
-from allama.extract._kept import NOT_FINITE, Merged, kept_keys, merged_keys, non_finite_path
+from allama.extract._kept import NOT_FINITE, Merged, kept_keys, merged_keys, non_finite_place
 from allama.extract._output import CAREFUL, OutputPlan, output_plan
 from allama.schema._nulls import normalize_strict_nulls
-from allama.schema._undeclared import find_undeclared_key, format_path
+from allama.schema._undeclared import UndeclaredKey, find_undeclared_key, format_path, key_step
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,14 +171,16 @@ def _describe_variant(value: Any, secret: bool = False) -> str:
     return f"`{value}`" if isinstance(value, str) and not secret else _describe(value, secret)
 
 
-def _path(error: ErrorDetails, output: Any) -> str | None:
+def _path(error: ErrorDetails, output: Any, hidden: frozenset[int] = frozenset()) -> str | None:
     """Where in the output an error is: the parts of pydantic's location that are keys and
     indices of the output, walked through it. The others are no place in it: a union's
     member (`int`, a model's name), a tagged branch, a validator, a key that is missing
     (the path names the object that lacks it), and they are left out, whatever a real key
-    holds (`a[0]`, `function-x`)."""
-    node, kept = output, []
-    for part in error["loc"]:
+    holds (`a[0]`, `function-x`). A key at a part in `hidden` is said `<secret key>`."""
+    node = output
+    kept: list[Any] = []
+    secret: list[int] = []
+    for at, part in enumerate(error["loc"]):
         key = isinstance(node, dict) and isinstance(part, str) and part in node
         index = (
             isinstance(node, list)
@@ -188,8 +190,32 @@ def _path(error: ErrorDetails, output: Any) -> str | None:
         )
         if key or index:
             node = node[part]
+            if at in hidden:
+                secret.append(len(kept))
             kept.append(part)
+    if secret:
+        return _spelled(tuple(kept), frozenset(secret)) or None
     return format_path(tuple(kept)) or None
+
+
+SECRET_KEY = "<secret key>"
+"""How a path says a key of a map whose keys are typed secret (`dict[SecretStr, int]`), or
+a key inside a secret-typed value: `by_key.<secret key>` (no key written is spelled so:
+one with a space is quoted)."""
+
+
+def _spelled(parts: tuple[Any, ...], hidden: frozenset[int] = frozenset()) -> str:
+    """`format_path` of `parts`, a key at an index in `hidden` said as `SECRET_KEY`."""
+    if not hidden:
+        return format_path(parts)
+    out = ""
+    for at, part in enumerate(parts):
+        if isinstance(part, int) and not isinstance(part, bool):
+            out += f"[{part}]"
+            continue
+        step = f".{SECRET_KEY}" if at in hidden else key_step(str(part))
+        out += step if out or step.startswith("[") else step[1:]
+    return out
 
 
 def from_validation_error(
@@ -202,8 +228,15 @@ def from_validation_error(
     first = said_first(errors)
     bounds = all(each["type"] in _BOUNDS for each in errors)
     secrets = None if adapter is None else _secrets_of(adapter)
-    secret = secrets is not None and secrets.holds(tuple(first["loc"]))
-    return Failure(_message(first, secret), _path(first, output), kind=first["type"], bounds=bounds)
+    if secrets is None:
+        return Failure(_message(first), _path(first, output), kind=first["type"], bounds=bounds)
+    loc = tuple(first["loc"])
+    hidden = secrets.hidden(loc)
+    message = _message(first, secrets.holds(loc))
+    if first["type"] == "extra_forbidden" and len(loc) - 1 in hidden:
+        message = "an unknown field"  # a key the model wrote inside a secret value
+    path = _path(first, output, hidden)
+    return Failure(message, path, kind=first["type"], bounds=bounds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +290,90 @@ class _Secrets:
         if at == len(loc):
             return False  # the error is the container's own (a model given a string)
         return any(self._holds(each, loc, end, seen) for each, end in _parts(node, loc, at))
+
+    def hidden(self, loc: tuple[Any, ...], labels: bool = True) -> frozenset[int]:
+        """The parts of the place `loc` that a message must not quote: a key of a map whose
+        keys are typed secret, or any part inside a secret-typed value; and `len(loc)` where
+        the value at the place is itself (in) one. `loc` is pydantic's location (with a
+        union member's label, a tag, `[key]`), or where `labels` is false a place in the
+        JSON value (keys and indices alone: every member of a union is a reading of it)."""
+        found: set[int] = set()
+        self._hide(self.core, loc, 0, labels, found, set())
+        return frozenset(found)
+
+    def _hide(
+        self,
+        node: Any,
+        loc: tuple[Any, ...],
+        at: int,
+        labels: bool,
+        found: set[int],
+        seen: set[tuple[int, int]],
+    ) -> None:
+        if not isinstance(node, dict) or (id(node), at) in seen:
+            return
+        seen.add((id(node), at))
+        if _is_secret(node):
+            found.update(range(at, len(loc) + 1))
+            return
+        kind = node.get("type")
+        if kind == "definition-ref":
+            self._hide(self.refs.get(node.get("schema_ref", "")), loc, at, labels, found, seen)
+            return
+        if kind in ("union", "tagged-union"):
+            for each, end in self._members(node, loc, at, labels):
+                self._hide(each, loc, end, labels, found, seen)
+            return
+        inner = [node[key] for key in _PASSED if key in node]
+        if kind == "chain":
+            inner.extend(node.get("steps", ()))
+        for each in inner:  # a wrapper that adds no part to the place
+            self._hide(each, loc, at, labels, found, seen)
+        if inner or at == len(loc):
+            return
+        if kind == "dict":
+            if self._secret_keys(node.get("keys_schema")):
+                found.add(at)
+            if labels and loc[at + 1 : at + 2] == ("[key]",):
+                self._hide(node.get("keys_schema"), loc, at + 2, labels, found, seen)
+            else:
+                self._hide(node.get("values_schema"), loc, at + 1, labels, found, seen)
+            return
+        parts = list(_parts(node, loc, at))
+        if kind in ("model-fields", "typed-dict") and self._secret_keys(
+            node.get("extras_keys_schema")
+        ):
+            fields = [each for each, _ in parts if each is not node.get("extras_schema")]
+            if not fields:  # an extra key, of a type given its extras' keys
+                found.add(at)
+        for each, end in parts:
+            self._hide(each, loc, end, labels, found, seen)
+
+    def _members(
+        self, node: dict[str, Any], loc: tuple[Any, ...], at: int, labels: bool
+    ) -> list[tuple[Any, int]]:
+        """A union's members that `loc[at:]` may go on into, each with where the rest of the
+        place starts (past a member's label or tag, in pydantic's location), as `_holds`
+        reads them."""
+        if node.get("type") == "tagged-union":
+            choices = node["choices"]
+            if not labels or at == len(loc):
+                return [(each, at) for each in choices.values()]
+            return [(each, at + 1) for tag, each in choices.items() if str(tag) == str(loc[at])]
+        listed = node["choices"]
+        choices = [each[0] if isinstance(each, tuple) else each for each in listed]
+        if not labels or at == len(loc) or len(choices) == 1 or "custom_error_type" in node:
+            return [(each, at) for each in choices]
+        named = [
+            choice
+            for choice, label in zip(choices, _labels(listed, self.refs), strict=True)
+            if label == loc[at]
+        ]
+        return [(each, at + 1) for each in named or choices]
+
+    def _secret_keys(self, keys: Any) -> bool:
+        """Whether a map's key schema is (some reading of it is) secret-typed."""
+        return keys is not None and self._holds(keys, (), 0, set())
 
 
 _PASSED = (
@@ -560,7 +677,7 @@ def _check(
     try:
         value = _loads(raw)
     except NotJsonError as error:
-        return Failure(message=str(error), path=error.path, invalid_json=True)
+        return _not_json(error, adapter)
     except ValueError as error:  # a `JSONDecodeError`, or a number too long to convert
         return Failure(message=str(error), path=None, invalid_json=True)
     except RecursionError:
@@ -574,12 +691,14 @@ def _check(
         if reject_undeclared:
             undeclared = find_undeclared_key(normalized, schema)
             if undeclared is not None:
-                return Failure(undeclared.message, undeclared.path, undeclared=True)
+                return _undeclared(undeclared, normalized, adapter)
         if normalized is not value:
             text = json.dumps(normalized)
     written = normalized if schema is not None else value
     try:
         validated = validate_strict_json(adapter, text)
+        if plan is None or plan.generators:
+            _read_whole(adapter, text)
     except ValidationError as error:
         return from_validation_error(error, written, adapter)
     kept = kept_keys(validated)
@@ -591,12 +710,12 @@ def _check(
         # many the others hold. The walk then compares map by map.
         merged = merged_keys(adapter.core_schema, validated, written)
         if merged is not None:
-            return _keys_read_as_one(merged)
+            return _keys_read_as_one(merged, adapter)
     if kept == NOT_FINITE and _overflows(value):
         # A number too large for a float (`1e400`, a long integer), in a float field, reads
         # as infinity. One the output does not hold is the type's own: a default of
         # `float("inf")`, a validator's.
-        path = non_finite_path(validated)
+        path = _non_finite_path(validated)
         where = f" at `{path}`" if path else ""
         return Failure(
             f"a number is too large for a floating point value{where}", path, invalid_json=True
@@ -604,18 +723,239 @@ def _check(
     return validated
 
 
-def _keys_read_as_one(merged: Merged) -> Failure:
+def _read_whole(adapter: TypeAdapter[Any], text: str) -> None:
+    """Check `text` as the type reads it with every `Iterable` (pydantic's `generator`)
+    read as a list of its items: the type's own validation leaves an `Iterable`'s items to
+    the caller's iteration, where one that does not fit would raise, after the answer was
+    taken. Raises the `ValidationError` of the first that does not fit; the value returned
+    is the type's own, its iterator as lazy as ever (over items now known to fit)."""
+    reader = _whole_reader(adapter)
+    if reader is None:
+        return
+    try:
+        validate_strict_json(cast(TypeAdapter[Any], reader), text)
+    except ValidationError:
+        raise
+    except Exception:  # the caller's code raising on an item: it raises as it iterates, as before
+        return
+
+
+class _WholeReader:
+    """What `validate_strict_json` asks of an adapter, for a type's core schema with every
+    `generator` read as a `list` of its items (`_Lister`)."""
+
+    def __init__(self, core: CoreSchema) -> None:
+        self.core_schema = core
+        self.validator = SchemaValidator(core)
+
+    def validate_json(self, text: str, strict: bool | None = None) -> Any:
+        return self.validator.validate_json(text, strict=strict)
+
+
+_whole: weakref.WeakKeyDictionary[TypeAdapter[Any], _WholeReader | None] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _whole_reader(adapter: TypeAdapter[Any]) -> _WholeReader | None:
+    """The reader of `adapter`'s type with its `Iterable`s read whole; `None` where it holds
+    none (or that reader cannot be built: the type's own lazy reading then stands). Made
+    once per type (the adapter is cached with it), on its first output that validates."""
+    try:
+        return _whole[adapter]
+    except KeyError:
+        pass
+    reader: _WholeReader | None = None
+    core = adapter.core_schema
+    try:
+        lister = _Lister(core)
+        listed, lazy = lister.listed(core)
+        if lazy:
+            lister.own_inits(listed)
+            reader = _WholeReader(cast(CoreSchema, listed))
+    except Exception:  # a schema pydantic-core will not build, a class not to be subclassed
+        reader = None
+    _whole[adapter] = reader
+    return reader
+
+
+class _Lister:
+    """Copies a core schema with every `generator` node a `list` of the same items and
+    bounds. A model's class under which there is one is given as a subclass that holds no
+    validator of its own: pydantic-core takes a complete class's own validator where the
+    class is given, and that reads its `Iterable`s lazily (a pydantic dataclass's too).
+    The caller's functions are kept: they run on the items as iterating them would."""
+
+    def __init__(self, core: Any) -> None:
+        self.lazy = _lazy_refs(core)
+        self.made: dict[type, type] = {}
+        self.inits: list[tuple[type, dict[str, Any]]] = []
+
+    def listed(self, node: Any) -> tuple[Any, bool]:
+        """The copy of `node`, and whether a `generator` is under it (here, or in a
+        definition it refers to)."""
+        if isinstance(node, list | tuple):
+            pairs = [self.listed(each) for each in node]
+            items = [each for each, _ in pairs]
+            lazy = any(under for _, under in pairs)
+            return (items if isinstance(node, list) else tuple(items)), lazy
+        if not isinstance(node, dict):
+            return node, False
+        kind = node.get("type")
+        if kind == "generator":
+            bounds = {key: node[key] for key in ("min_length", "max_length", "ref") if key in node}
+            items, _ = self.listed(node.get("items_schema", {"type": "any"}))
+            return {"type": "list", "items_schema": items, **bounds}, True
+        if kind == "definition-ref":
+            return node, node.get("schema_ref") in self.lazy
+        beside = _BESIDE if isinstance(kind, str) else frozenset()  # fields by name: all kept
+        copied: dict[str, Any] = {}
+        lazy = False
+        for key, value in node.items():
+            if key in beside:
+                copied[key] = value
+            else:
+                copied[key], under = self.listed(value)
+                lazy = lazy or under
+        lazy = lazy or node.get("ref") in self.lazy
+        cls = node.get("cls")
+        if lazy and kind in ("model", "dataclass") and isinstance(cls, type):
+            copied["cls"] = self._unbuilt(cls, copied)
+        return copied, lazy
+
+    def _unbuilt(self, cls: type, node: dict[str, Any]) -> type:
+        """`cls`, or where it holds a validator of its own (`__pydantic_complete__`), a
+        subclass of it that does not (made without its metaclass's work, so that nothing is
+        built): its instances are the class's, with its methods and validators."""
+        if "__pydantic_complete__" not in cls.__dict__:
+            return cls
+        sub = self.made.get(cls)
+        if sub is None:
+            names = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+            sub = self.made[cls] = type.__new__(type(cls), cls.__name__, (cls,), names)
+            if node.get("custom_init"):
+                self.inits.append((sub, node))
+        return sub
+
+    def own_inits(self, listed: Any) -> None:
+        """Give each subclass whose `__init__` is the caller's its own validator, of the
+        copy: that `__init__` validates its fields through `__pydantic_validator__`, which
+        would be the class's, with its `Iterable`s lazy."""
+        definitions = listed.get("definitions", []) if listed.get("type") == "definitions" else []
+        for sub, node in self.inits:
+            own = {key: value for key, value in node.items() if key != "ref"}
+            own["custom_init"] = False
+            schema = {"type": "definitions", "schema": own, "definitions": definitions}
+            sub.__pydantic_validator__ = SchemaValidator(cast(CoreSchema, schema))  # type: ignore[attr-defined]
+
+
+def _lazy_refs(core: Any) -> set[str]:
+    """The definitions (by `ref`) under which a `generator` is, or under a definition they
+    refer to."""
+    from allama.extract._output import _schema_nodes
+
+    direct: dict[str, tuple[bool, set[str]]] = {}
+    for node in _schema_nodes(core):
+        ref = node.get("ref")
+        if isinstance(ref, str):
+            under = list(_schema_nodes(node))
+            refs = {
+                each["schema_ref"]
+                for each in under
+                if each["type"] == "definition-ref" and isinstance(each.get("schema_ref"), str)
+            }
+            generator = any(each["type"] == "generator" for each in under)
+            direct[ref] = (generator, refs)
+    lazy = {ref for ref, (generator, _) in direct.items() if generator}
+    grew = True
+    while grew:
+        grew = False
+        for ref, (_, refs) in direct.items():
+            if ref not in lazy and refs & lazy:
+                lazy.add(ref)
+                grew = True
+    return lazy
+
+
+def _keys_read_as_one(merged: Merged, adapter: TypeAdapter[Any]) -> Failure:
     """The failure of an object two of whose keys the type reads as one key: refused as a
     key written twice is (the model's answer lost a value either way), naming both where
-    the map's keys can be read on their own."""
-    where = f" at `{format_path(merged.path)}`" if merged.path else ""
-    pair = _same_key(merged)
+    the map's keys can be read on their own, and are not typed secret."""
+    secrets = _secrets_of(adapter)
+    first = next(iter(merged.written), "")
+    hidden = frozenset() if secrets is None else secrets.hidden((*merged.path, first), False)
+    path = _spelled(merged.path, hidden)
+    where = f" at `{path}`" if path else ""
+    pair = None if len(merged.path) in hidden else _same_key(merged)
     keys = "two keys" if pair is None else f"the keys `{pair[0]}` and `{pair[1]}`"
     return Failure(
         f"{keys} are the same key to the type in the object{where}",
-        format_path(merged.path) or None,
+        path or None,
         invalid_json=True,
     )
+
+
+def _not_json(error: NotJsonError, adapter: TypeAdapter[Any]) -> Failure:
+    """The failure of an output that is not strict JSON: the reader's message, or where the
+    type places a key it names in a map typed secret (or a key or a number in a secret
+    value), made again without them."""
+    secrets = _secrets_of(adapter)
+    if secrets is None:  # the usual type: the message stands
+        return Failure(message=str(error), path=error.path, invalid_json=True)
+    parts = error.parts if error.key is None else (*error.parts, error.key)
+    hidden = secrets.hidden(parts, labels=False)
+    said = error.said
+    if error.key is not None and len(parts) - 1 in hidden:
+        said = "a secret key appears twice in the object"
+    elif error.number is not None and len(parts) in hidden:
+        said = "a secret number is too large for a floating point value"
+    path = _spelled(error.parts, hidden) or None
+    message = f"{said} at `{path}`" if path else said
+    return Failure(message=message, path=path, invalid_json=True)
+
+
+def _undeclared(found: UndeclaredKey, written: Any, adapter: TypeAdapter[Any]) -> Failure:
+    """The failure of an undeclared key: as the walk says it, or with the keys of maps
+    typed secret on its way not quoted (nor the key, inside a secret value)."""
+    secrets = _secrets_of(adapter)
+    parts = None if secrets is None else _place_of(found.path, written)
+    if secrets is None or not parts:
+        return Failure(found.message, found.path, undeclared=True)
+    hidden = secrets.hidden(parts, labels=False)
+    message = found.message
+    if len(parts) - 1 in hidden:
+        message = message.replace(f"unknown field `{parts[-1]}`", "an unknown field", 1)
+    return Failure(message, _spelled(parts, hidden) or None, undeclared=True)
+
+
+def _place_of(path: str, value: Any) -> tuple[str | int, ...] | None:
+    """The keys and indices of the JSON `value` that `format_path` spells `path` (a place a
+    walk of it named), found by following only the steps that spell a start of it."""
+    stack: list[tuple[tuple[str | int, ...], str, Any]] = [((), "", value)]
+    while stack:
+        parts, spelled, node = stack.pop()
+        if parts and spelled == path:
+            return parts
+        steps: Any = node.items() if isinstance(node, dict) else ()
+        if isinstance(node, list):
+            steps = enumerate(node)
+        for key, child in steps:
+            step = f"[{key}]" if isinstance(key, int) else key_step(key)
+            spelling = spelled + (step if spelled or step.startswith("[") else step[1:])
+            if path.startswith(spelling):
+                stack.append(((*parts, key), spelling, child))
+    return None
+
+
+def _non_finite_path(validated: Any) -> str | None:
+    """Where in the value a float is not finite: a key of a secret type (`SecretStr`) is
+    said `SECRET_KEY`, another that is no string as `str()` says it."""
+    place = non_finite_place(validated)
+    if place is None:
+        return None
+    hidden = frozenset(at for at, part in enumerate(place) if isinstance(part, _SECRET_CLASSES))
+    parts = tuple(part if type(part) in (str, int) else str(part) for part in place)
+    return _spelled(parts, hidden)
 
 
 def _same_key(merged: Merged) -> tuple[str, str] | None:
