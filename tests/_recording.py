@@ -37,3 +37,21 @@ def provider(preset: str, *answers: tuple[int, Any], **options: Any) -> tuple[An
     recorder = Recorder(*answers)
     made = allama.provider(preset, api_key="k", transport=recorder.transport(), **options)
     return made, recorder
+
+
+def prompt_only_over(target: Any) -> Any:
+    """`target` as a model with neither structured output nor tools (the options go in the
+    prompt alone, read as plain text), its log-probabilities as the table says."""
+    from allama import CapabilitySupport, ChatCapability
+    from allama.wrappers import CapabilityOverrideProvider
+
+    unsupported = CapabilitySupport.UNSUPPORTED
+    return CapabilityOverrideProvider(
+        target,
+        {
+            ChatCapability.STRUCTURED_OUTPUT: unsupported,
+            ChatCapability.TOOL_CALLS: unsupported,
+            ChatCapability.FORCED_TOOL_CHOICE: unsupported,
+            ChatCapability.CHOICE_OUTPUT: unsupported,
+        },
+    )

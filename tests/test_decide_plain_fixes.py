@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import allama
+from _recording import prompt_only_over
 from allama import (
     ChatRequest,
     ExtractionMode,
@@ -144,6 +145,7 @@ def test_an_option_written_after_space_is_that_option_on_a_plain_answer(
     # As OpenAI sends it, without the end: the answer may have gone on (`Yes, but`), so all
     # of it is unresolved and nothing is measured.
     provider, sent = serving("openai", lambda _: completion(text, tokens[:-1]))
+    provider = prompt_only_over(provider)
     decision = allama.decide(provider, bool, ChatRequest("gpt-4").user("?"), probabilities=True)
     assert decision.value is True
     assert decision.metadata.enforcement is SchemaEnforcement.NOT_ENFORCED
@@ -155,6 +157,7 @@ def test_an_option_written_after_space_is_that_option_on_a_plain_answer(
     assert "response_format" not in sent[0] and "tools" not in sent[0]
     # With the end listed: the answer as written, space and all, is Yes's.
     provider, sent = serving("openai", lambda _: completion(text, tokens))
+    provider = prompt_only_over(provider)
     decision = allama.decide(provider, bool, ChatRequest("gpt-4").user("?"), probabilities=True)
     assert decision.value is True
     assert decision.probabilities == pytest.approx({True: chosen, False: 0.0})
@@ -172,6 +175,7 @@ def test_space_alone_listed_may_become_any_option_and_is_unresolved() -> None:
     first = tok("Yes", 0.6, ("Yes", 0.6), (" ", 0.3), ("No", 0.1))
     # As OpenAI sends it, without the end: `Yes` may go on too, so all is unresolved.
     provider, _ = serving("openai", lambda _: completion("Yes", [first]))
+    provider = prompt_only_over(provider)
     decision = allama.decide(provider, bool, ChatRequest("gpt-4").user("?"), probabilities=True)
     assert decision.probabilities == pytest.approx({True: 0.0, False: 0.0})
     assert decision.unresolved == pytest.approx(1.0)
@@ -180,6 +184,7 @@ def test_space_alone_listed_may_become_any_option_and_is_unresolved() -> None:
     # `Yes` (reach 0.6) the end ends it: 0.54, and `Yes!` (0.06) is no option.
     end = tok("", 0.9, ("", 0.9), ("!", 0.1))
     provider, _ = serving("openai", lambda _: completion("Yes", [first, end]))
+    provider = prompt_only_over(provider)
     decision = allama.decide(provider, bool, ChatRequest("gpt-4").user("?"), probabilities=True)
     assert decision.probabilities == pytest.approx({True: 0.54, False: 0.0})
     assert decision.unresolved == pytest.approx(0.4)
@@ -383,7 +388,9 @@ def test_the_callers_response_format_is_replaced_on_the_plain_paths() -> None:
         "openai",
         lambda body: completion('{"answer": "a"}' if "response_format" in body else "a", tokens),
     )
-    decision = allama.decide(provider, Literal["a", "b"], asked, probabilities=True)
+    decision = allama.decide(
+        prompt_only_over(provider), Literal["a", "b"], asked, probabilities=True
+    )
     # OpenAI does not list the end of the output: `a` may have gone on, so all is unresolved.
     assert decision.value == "a" and decision.probabilities == pytest.approx({"a": 0.0, "b": 0.0})
     assert decision.unresolved == pytest.approx(1.0)

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import pytest
 
 import allama
-from _recording import provider
+from _recording import prompt_only_over, provider
 from allama import ChatRequest, ExtractionMode, Extractor, MissingToolCallError, ParseError
 from allama.extract._probabilities import Measured, Spelling, measure
 from allama.types import RequestField, TokenAlternative, TokenLogprob
@@ -95,7 +95,9 @@ def test_an_end_token_listed_without_bytes_ends_the_answer_there(is_async: bool)
     body = completion("New York", {"content": END_AFTER_NEW, "refusal": None})
     target, recorder = provider("openai", (200, body))
     request = ChatRequest("gpt-4").user("Which city?")
-    decision = decided(is_async, Extractor(), target, CITY, request, probabilities=True)
+    decision = decided(
+        is_async, Extractor(), prompt_only_over(target), CITY, request, probabilities=True
+    )
     assert recorder.bodies[0]["logprobs"] is True
     assert decision.value == "New York"
     # By hand: `Boston` (0.1) may go on (`Boston?`): unresolved. At ` York` (reach 0.9),

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import allama
-from _recording import provider
+from _recording import prompt_only_over, provider
 from allama import ChatRequest, ExtractionMode, SchemaEnforcement
 from allama.extract._choices import options_of
 from allama.extract._decide import _TRIMMED, _read_plain
@@ -78,6 +78,7 @@ def test_a_prompt_only_answer_is_not_given_the_probability_of_text_that_goes_on_
         tok(" way", 0.6, (" way", 0.6), (",", 0.3), (".", 0.1)),
     ]
     target, recorder = provider("openai", (200, completion("No way", tokens, "gpt-3.5-turbo")))
+    target = prompt_only_over(target)
     request = ChatRequest("gpt-3.5-turbo").user("Is the earth flat?")
     decision = allama.decide(target, Literal["Yes", "No way"], request, probabilities=True)
     assert decision.value == "No way"

@@ -452,30 +452,28 @@ TOOL_MODELS = ["gpt-4", "gpt-3.5-turbo", "gpt-4-turbo", "chatgpt-4o-latest", "gp
 
 
 @pytest.mark.parametrize("model", TOOL_MODELS)
-def test_probabilities_true_where_the_mode_falls_to_a_forced_tool_asks_in_plain_text(
+def test_probabilities_true_where_the_mode_falls_to_a_forced_tool_is_refused_before_sending(
     model: str,
 ) -> None:
-    """The README gave GPT-4 and 3.5 probabilities; they answered through a forced tool,
-    whose arguments have none, and `probabilities=True` was refused. In plain text they are
-    measured: OpenAI does not list the end of the output, so `Yes` (0.7) may have gone on
-    (`Yes, but`) and `No` (0.2) too, and with 0.1 unlisted all of it is unresolved."""
+    """These models answer through a forced tool, whose arguments have no probabilities;
+    asked in plain text instead, they measured nothing either: OpenAI does not list the end
+    of the output, so `Yes` (0.7) may have gone on (`Yes, but`), and every figure read 0
+    with the enforcement given up for it. Refused before sending, saying so."""
     provider, sent = answering(completion("Yes", PLAIN_YES))
     request = ChatRequest(model).user("Sky blue?")
-    decision = allama.decide(provider, bool, request, probabilities=True)
-    assert decision.value is True
-    assert decision.probabilities == pytest.approx({True: 0.0, False: 0.0})
-    assert decision.unresolved == pytest.approx(1.0)
-    assert decision.metadata.mode is ExtractionMode.NATIVE
-    assert decision.metadata.enforcement is SchemaEnforcement.NOT_ENFORCED
-    assert [w.message for w in decision.metadata.degradations] == [
-        f"a decision on `{model}` at openai goes through a forced tool, whose arguments "
-        "have no log-probabilities: for probabilities=True, the options of bool were given "
-        "in the prompt only"
-    ]
-    (body,) = sent
-    assert "tools" not in body and "response_format" not in body
-    assert body["logprobs"] is True and body["top_logprobs"] == 20
-    assert "- Yes\n- No" in body["messages"][0]["content"]
+    with pytest.raises(UnsupportedError) as caught:
+        allama.decide(provider, bool, request, probabilities=True)
+    assert str(caught.value) == (
+        "probabilities=True, but the answer came as a tool call, whose arguments have no "
+        "log-probabilities, and in plain text its tokens, which stop before the end of the "
+        "answer, would measure no option"
+    )
+    assert sent == []
+    # Without insisting, the tool holds the answer, and no probabilities are asked for.
+    provider, sent = answering(completion(None, call='{"value":"Yes"}'))
+    decision = allama.decide(provider, bool, request)
+    assert decision.value is True and decision.metadata.mode is ExtractionMode.FORCED_TOOL
+    assert decision.probabilities is None
 
 
 def test_without_insisting_or_where_a_tool_is_held_to_the_forced_tool_stays() -> None:
@@ -495,12 +493,12 @@ def test_without_insisting_or_where_a_tool_is_held_to_the_forced_tool_stays() ->
             provider, bool, ChatRequest("gpt-4").user("?"), probabilities=True
         )
     assert sent == []
-    # A floor the prompt meets lets it go there.
-    provider, sent = answering(completion("No", None))
-    decision = Extractor(min_enforcement="not_enforced").decide(
-        provider, bool, ChatRequest("gpt-4").user("?"), probabilities=True
-    )
-    assert decision.value is False and "tools" not in sent[0]
+    # A floor the prompt meets changes nothing: no plain-text answer measures an option.
+    with pytest.raises(UnsupportedError):
+        Extractor(min_enforcement="not_enforced").decide(
+            provider, bool, ChatRequest("gpt-4").user("?"), probabilities=True
+        )
+    assert sent == []
 
 
 @pytest.mark.parametrize(

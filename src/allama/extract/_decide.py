@@ -195,13 +195,6 @@ def decide_steps(
     strategy, mode = _strategy(provider, request, requested)
     if request.tools:  # refused before sending, as extraction refuses them, in every strategy
         raise ToolConflictError(provider=provider.name, metadata=ExtractionMetadata.new(mode))
-    prompted = None
-    if probabilities:
-        prompted = _prompted_for_logprobs(
-            settings, provider, request, options, requested, strategy, mode
-        )
-        if prompted is not None:
-            strategy, mode = _Strategy.PROMPT, ExtractionMode.NATIVE
     logprobs = _logprobs_plan(provider, request, mode, strategy, probabilities)
     asked = _instructed(request, options, plain=strategy != _Strategy.EXTRACT)
     if logprobs.ask:
@@ -209,7 +202,7 @@ def decide_steps(
     if strategy == _Strategy.EXTRACT:
         steps = _json_steps(settings, provider, options, asked)
     else:
-        steps = _plain_steps(settings, provider, options, asked, strategy, prompted)
+        steps = _plain_steps(settings, provider, options, asked, strategy)
     response, metadata, label, spelling = yield from _relay(steps, logprobs)
     option = options.option(label)
     assert option is not None  # checked against the options by both paths
@@ -323,39 +316,6 @@ def _strategy(
     return _Strategy.EXTRACT, mode
 
 
-def _prompted_for_logprobs(
-    settings: Settings,
-    provider: ChatProvider,
-    request: ChatRequest,
-    options: Options,
-    requested: ExtractionMode,
-    strategy: str,
-    mode: ExtractionMode,
-) -> str | None:
-    """Why the options would go in the prompt for `probabilities=True`, or `None` where
-    they stay where they are: only in place of a forced tool the mode chosen for the caller
-    falls to (a model without JSON Schema output, such as `gpt-4` or `gpt-3.5-turbo`),
-    whose arguments have no log-probabilities, on a model that reports them, and where no
-    floor asks more than the prompt holds (not enforced). A forced tool the caller asked
-    for stays, and the probabilities are refused, as before."""
-    if strategy != _Strategy.EXTRACT or mode is not ExtractionMode.FORCED_TOOL:
-        return None
-    if requested is ExtractionMode.FORCED_TOOL:
-        return None
-    if provider.chat_capability(request.model, ChatCapability.LOGPROBS) is not (
-        CapabilitySupport.SUPPORTED
-    ):
-        return None
-    floor = settings.min_enforcement
-    if floor is not None and not SchemaEnforcement.NOT_ENFORCED.satisfies(floor):
-        return None
-    return (
-        f"a decision on `{request.model}` at {provider.name} goes through a forced tool, "
-        "whose arguments have no log-probabilities: for probabilities=True, the options of "
-        f"{options.name} were given in the prompt only"
-    )
-
-
 def _logprobs_plan(
     provider: ChatProvider,
     request: ChatRequest,
@@ -368,7 +328,15 @@ def _logprobs_plan(
     if strategy == _Strategy.EXTRACT and mode is ExtractionMode.FORCED_TOOL:
         reason = "the answer came as a tool call, whose arguments have no log-probabilities"
         if wanted:
-            raise _refused(provider, request, reason)
+            # Nor would a plain-text answer's measure anything: the models that fall to a
+            # forced tool (OpenAI's `gpt-4`, `gpt-3.5-turbo`) list no end of the output,
+            # so no branch of one is known to end in an option.
+            raise _refused(
+                provider,
+                request,
+                f"{reason}, and in plain text its tokens, which stop before the end of the "
+                "answer, would measure no option",
+            )
         return _Logprobs(False, reason)
     support = provider.chat_capability(request.model, ChatCapability.LOGPROBS)
     if support is CapabilitySupport.UNSUPPORTED:
@@ -489,10 +457,9 @@ def _plain_steps(
     options: Options,
     request: ChatRequest,
     strategy: str,
-    prompted: str | None = None,
 ) -> Generator[Send, Outcome, _Read]:
     """A decision answered as plain text: held to the options by the provider (a choice
-    format) or by the prompt alone (`prompted` says why, where the provider had more)."""
+    format) or by the prompt alone."""
     mode = ExtractionMode.NATIVE
     metadata = ExtractionMetadata.new(mode)
     # The caller's response format is replaced, as extraction's mode replaces it: the
@@ -502,7 +469,7 @@ def _plain_steps(
         _check_floor(settings, provider, sent, metadata)
     else:
         sent = request.model_copy(update={"response_format": None})
-        why = prompted or (
+        why = (
             f"{provider.name} has neither structured output nor a forced tool for "
             f"`{request.model}`: the options of {options.name} were given in the "
             "prompt only"
