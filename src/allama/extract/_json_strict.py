@@ -26,6 +26,8 @@ from typing import Any
 from pydantic import TypeAdapter
 from pydantic_core import ErrorDetails, SchemaError, SchemaValidator, ValidationError, core_schema
 
+from allama.extract._output import schema_nodes
+
 __all__ = ["python_only", "said_first", "validate_strict_json"]
 
 _FIRST = frozenset({"function-before", "function-wrap"})
@@ -108,26 +110,10 @@ def _unwrapped_validator(adapter: TypeAdapter[Any]) -> SchemaValidator | None:
 
 
 def _has_first(node: Any) -> bool:
-    stack = [node]
-    seen: set[int] = set()
-    while stack:
-        item = stack.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        if isinstance(item, dict):
-            if not isinstance(item.get("type"), str):  # a mapping of fields by name
-                stack.extend(item.values())
-            elif item["type"] in _FIRST:
-                return True
-            else:
-                stack.extend(value for key, value in item.items() if key not in _BESIDE)
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return False
+    return any(each["type"] in _FIRST for each in schema_nodes(node))
 
 
-_BESIDE = frozenset({"cls", "metadata", "serialization", "config", "default", "function"})
+BESIDE = frozenset({"cls", "metadata", "serialization", "config", "default", "function"})
 """What a core schema node holds beside its schemas: kept as it is."""
 
 
@@ -158,7 +144,7 @@ def _without_functions(node: Any) -> Any:
         ref = node.get("ref")
         return core_schema.any_schema(ref=ref) if ref else core_schema.any_schema()
     copied = {
-        key: value if key in _BESIDE else _without_functions(value) for key, value in node.items()
+        key: value if key in BESIDE else _without_functions(value) for key, value in node.items()
     }
     if kind in ("model", "dataclass"):
         # Not the class itself: pydantic-core would reuse the class's own validator.

@@ -300,9 +300,9 @@ def merged_keys(core: Any, value: Any, written: Any) -> Merged | None:
     caller's function reads the object first (`BeforeValidator`, `WrapValidator`,
     `PlainValidator`), the map validation read may be the function's own making, keys it
     merged included: nothing below is taken for merged. Nor past a set, or a JSON string."""
-    from allama.extract._output import _schema_nodes
+    from allama.extract._output import schema_nodes
 
-    refs = {node["ref"]: node for node in _schema_nodes(core) if isinstance(node.get("ref"), str)}
+    refs = {node["ref"]: node for node in schema_nodes(core) if isinstance(node.get("ref"), str)}
     try:
         found = _MergedWalk(refs).walk(core, value, written, ())
     except RecursionError:

@@ -193,7 +193,7 @@ class _Kinds:
     alias where a configuration validates by name (or not by alias)."""
 
 
-def _schema_nodes(core: Any) -> Iterator[dict[str, Any]]:
+def schema_nodes(core: Any) -> Iterator[dict[str, Any]]:
     """Every node of a core schema (a dictionary naming its `type`), each once: not what a
     node holds beside its schema (its class, metadata, serializer, config, default), but
     every field of a mapping of fields by name, whatever the field is called."""
@@ -223,7 +223,7 @@ def _core_kinds(core: Any) -> _Kinds:
     """Every kind of node in a core schema, and the models that make counting unsure."""
     found = _Kinds(set())
     aliased = by_name = False
-    for node in _schema_nodes(core):
+    for node in schema_nodes(core):
         kind = node["type"]
         found.kinds.add(kind)
         config = node.get("config")
@@ -353,7 +353,7 @@ def dump_reads_back(adapter: TypeAdapter[Any]) -> bool:
     `model_post_init` of its own, no JSON setting of a model's. Where it is not sure (a
     validator function, a union that may read another choice, `bytes`...), a value may
     still read back, which only trying tells."""
-    return all(_node_reads_back(node) for node in _schema_nodes(adapter.core_schema))
+    return all(_node_reads_back(node) for node in schema_nodes(adapter.core_schema))
 
 
 _DEFAULTS_READ_BACK: dict[str, type] = {
@@ -502,7 +502,7 @@ def stored_names(adapter: TypeAdapter[Any]) -> str | None:
     digest, aliases or not. `None` where the core schema cannot be walked."""
     try:
         core = adapter.core_schema
-        defined = {node["ref"]: node for node in _schema_nodes(core) if "ref" in node}
+        defined = {node["ref"]: node for node in schema_nodes(core) if "ref" in node}
         renamed: set[tuple[str, str, str]] = set()
         walked: set[int] = set()
         stack: list[tuple[Any, str]] = [(core, "")]

@@ -29,9 +29,9 @@ from allama.extract._decimals import (
     too_large,
 )
 from allama.extract._json import NotJsonError, keys_all_kept, loads
-from allama.extract._json_strict import said_first, validate_strict_json
+from allama.extract._json_strict import BESIDE, said_first, validate_strict_json
 from allama.extract._kept import NOT_FINITE, Merged, kept_keys, merged_keys, non_finite_place
-from allama.extract._output import CAREFUL, OutputPlan, output_plan
+from allama.extract._output import CAREFUL, OutputPlan, output_plan, schema_nodes
 from allama.schema._nulls import normalize_strict_nulls
 from allama.schema._undeclared import UndeclaredKey, find_undeclared_key, format_path, key_step
 
@@ -499,30 +499,13 @@ def _secrets_of(adapter: TypeAdapter[Any]) -> _Secrets | None:
     core = cast(dict[str, Any], adapter.core_schema)
     refs: dict[str, dict[str, Any]] = {}
     found = False
-    stack: list[Any] = [core]
-    seen: set[int] = set()
-    while stack:
-        item = stack.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        if isinstance(item, dict):
-            if isinstance(item.get("type"), str):
-                found = found or _is_secret(item)
-                if isinstance(item.get("ref"), str):
-                    refs[item["ref"]] = item
-                stack.extend(value for key, value in item.items() if key not in _BESIDE)
-            else:  # a mapping of fields by name
-                stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
+    for node in schema_nodes(core):
+        found = found or _is_secret(node)
+        if isinstance(node.get("ref"), str):
+            refs[node["ref"]] = node
     secrets = _Secrets(core, refs) if found else None
     _secrets[adapter] = secrets
     return secrets
-
-
-_BESIDE = frozenset({"cls", "metadata", "serialization", "config", "default", "function"})
-"""What a core schema node holds beside its schemas."""
 
 
 def _overflows(value: Any) -> bool:
@@ -808,7 +791,7 @@ class _Lister:
             return {"type": "list", "items_schema": items, **bounds}, True
         if kind == "definition-ref":
             return node, node.get("schema_ref") in self.lazy
-        beside = _BESIDE if isinstance(kind, str) else frozenset()  # fields by name: all kept
+        beside = BESIDE if isinstance(kind, str) else frozenset()  # fields by name: all kept
         copied: dict[str, Any] = {}
         lazy = False
         for key, value in node.items():
@@ -852,13 +835,12 @@ class _Lister:
 def _lazy_refs(core: Any) -> set[str]:
     """The definitions (by `ref`) under which a `generator` is, or under a definition they
     refer to."""
-    from allama.extract._output import _schema_nodes
 
     direct: dict[str, tuple[bool, set[str]]] = {}
-    for node in _schema_nodes(core):
+    for node in schema_nodes(core):
         ref = node.get("ref")
         if isinstance(ref, str):
-            under = list(_schema_nodes(node))
+            under = list(schema_nodes(node))
             refs = {
                 each["schema_ref"]
                 for each in under
