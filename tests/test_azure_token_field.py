@@ -95,3 +95,25 @@ def test_a_reasoning_deployment_gets_the_field_it_takes_on_any_version(
     body = recorder.bodies[0]
     assert body["max_completion_tokens"] == 300
     assert "max_tokens" not in body
+
+
+@pytest.mark.parametrize("version", ["2024-10-21", "2024-08-01-preview", "2025-04-01-preview"])
+def test_a_deployment_named_for_no_model_asked_for_an_effort_gets_the_reasoning_limit(
+    version: str,
+) -> None:
+    # "prod" serving o3: the effort says it is a reasoning model, which refuses `max_tokens`.
+    target, recorder = provider(
+        "azure-openai", (200, ANSWER), endpoint=ENDPOINT, api_version=version
+    )
+    target.chat(
+        ChatRequest("prod").user("Hi").with_reasoning_effort("high").with_max_output_tokens(300)
+    )
+    body = recorder.bodies[0]
+    assert body["max_completion_tokens"] == 300
+    assert "max_tokens" not in body
+    assert body["reasoning_effort"] == "high"
+
+
+def test_a_deployment_named_for_no_model_keeps_the_versions_field_without_an_effort() -> None:
+    body = _sent(False, api_version="2024-10-21")
+    assert body["max_tokens"] == 300

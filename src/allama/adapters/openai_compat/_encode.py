@@ -687,9 +687,15 @@ class _Encoder:
         max_tokens = request.max_output_tokens
         if max_tokens is not None:
             limit_field = profile.token_field
-            if (
-                profile.reasoning_token_field is not None
-                and self.family.reasoning is CapabilitySupport.SUPPORTED
+            reasoning = self.family.reasoning
+            if profile.reasoning_token_field is not None and (
+                reasoning is CapabilitySupport.SUPPORTED
+                # A deployment named for no model (Azure's `prod`) asked for an effort is
+                # a reasoning model's, which takes no other limit.
+                or (
+                    request.reasoning_effort is not None
+                    and reasoning is not CapabilitySupport.UNSUPPORTED
+                )
             ):
                 limit_field = profile.reasoning_token_field
             extras[limit_field] = max_tokens
