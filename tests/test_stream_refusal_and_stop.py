@@ -449,3 +449,227 @@ def test_anthropic_ending_its_turn_with_unfinished_json_is_asked_again_whatever_
     with pytest.raises(TruncatedError):
         Extractor(retries=1).extract(claude, Item, request)
     assert len(recorder.bodies) == 1
+
+
+# The stop sequences that were sent decide, not whether any was dropped; a host of
+# Anthropic's dialect that is not Anthropic's API is not taken at its `end_turn`.
+
+
+class Item(BaseModel):
+    name: str
+    qty: int
+
+
+ITEM_CUT = '{"name": "bolt", "qty": '
+
+
+def _at_stop(provider_name: str, sequences: str) -> str:
+    return (
+        f"{provider_name}: the output ended at a stop sequence the request sets ({sequences}), "
+        "before the structured output was complete (`native` mode): leave `stop` out of an "
+        "extraction"
+    )
+
+
+def _gemini(text: str) -> tuple[int, dict[str, Any]]:
+    return (
+        200,
+        {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": [{"text": text}]},
+                    "finishReason": "STOP",
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 5},
+            "modelVersion": "gemini-2.5-flash",
+        },
+    )
+
+
+def _chat(text: str) -> tuple[int, dict[str, Any]]:
+    return (
+        200,
+        {
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "llama-3.3-70b-versatile",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10},
+        },
+    )
+
+
+def test_anthropic_naming_the_sequence_cuts_though_another_was_left_out() -> None:
+    # " " is left out with a warning (Anthropic refuses a stop of only whitespace); "END",
+    # sent, ended the answer, as Anthropic says.
+    claude, recorder = provider(
+        "anthropic",
+        _claude(ITEM_CUT, "stop_sequence", "END"),
+        _claude('{"name": "bolt", "qty": 3}', "end_turn", None),
+    )
+    request = ChatRequest("claude-sonnet-4-5").user("x").with_stop("END", " ")
+
+    with pytest.raises(TruncatedError) as caught:
+        Extractor(retries=1).extract(claude, Item, request)
+
+    assert [body["stop_sequences"] for body in recorder.bodies] == [["END"]]
+    assert str(caught.value) == _at_stop("anthropic", '"END"')
+    assert caught.value.stop == ["END"]
+    assert caught.value.metadata.passes == 1
+
+
+def test_anthropic_naming_the_sequence_cuts_though_another_was_left_out_async() -> None:
+    claude, recorder = provider("anthropic", _claude(ITEM_CUT, "stop_sequence", "END"))
+    request = ChatRequest("claude-sonnet-4-5").user("x").with_stop("END", " ")
+
+    with pytest.raises(TruncatedError) as caught:
+        asyncio.run(Extractor(retries=1).aextract(claude, Item, request))
+
+    assert len(recorder.bodies) == 1
+    assert caught.value.stop == ["END"]
+
+
+def test_gemini_cut_by_one_of_the_five_stops_sent_of_six_is_truncated() -> None:
+    gemini, recorder = provider("gemini", _gemini(ITEM_CUT))
+    request = ChatRequest("gemini-2.5-flash").user("x").with_stop("A", "B", "C", "D", "E", "F")
+
+    with pytest.raises(TruncatedError) as caught:
+        Extractor(retries=1).extract(gemini, Item, request)
+
+    assert len(recorder.bodies) == 1
+    assert recorder.bodies[0]["generationConfig"]["stopSequences"] == ["A", "B", "C", "D", "E"]
+    assert str(caught.value) == _at_stop("gemini", '"A", "B", "C", "D", "E"')
+    assert caught.value.stop == ["A", "B", "C", "D", "E"]
+
+
+def test_chat_completions_cut_by_one_of_the_four_stops_sent_of_five_is_truncated() -> None:
+    groq, recorder = provider("groq", _chat(ITEM_CUT))
+    request = ChatRequest("llama-3.3-70b-versatile").user("x").with_stop("A", "B", "C", "D", "E")
+    request = request.with_option(ExtractionMode.NATIVE)
+
+    with pytest.raises(TruncatedError) as caught:
+        Extractor(retries=1).extract(groq, Item, request)
+
+    assert len(recorder.bodies) == 1
+    assert recorder.bodies[0]["stop"] == ["A", "B", "C", "D"]
+    assert caught.value.stop == ["A", "B", "C", "D"]
+
+
+def test_stops_all_left_out_cut_nothing_on_an_anthropic_compatible_host() -> None:
+    compatible, recorder = provider(
+        "anthropic-compatible",
+        _claude(ITEM_CUT, "end_turn", None),
+        _claude('{"name": "bolt", "qty": 3}', "end_turn", None),
+        base_url="http://127.0.0.1:9",
+    )
+    request = ChatRequest("qwen3").user("x").with_stop(" ", "\n")
+
+    got = Extractor(retries=1).extract(compatible, Item, request)
+
+    assert got.value == Item(name="bolt", qty=3)
+    assert ["stop_sequences" in body for body in recorder.bodies] == [False, False]
+
+
+@pytest.mark.parametrize("stop_reason", ["end_turn", "stop_sequence"])
+def test_an_anthropic_compatible_host_naming_no_sequence_is_cut_by_the_stop(
+    stop_reason: str,
+) -> None:
+    # vLLM and SGLang (older ones) answer a matched stop as `end_turn`, naming none.
+    compatible, recorder = provider(
+        "anthropic-compatible",
+        _claude(ITEM_CUT, stop_reason, None),
+        _claude('{"name": "bolt", "qty": 3}', "end_turn", None),
+        base_url="http://127.0.0.1:9",
+    )
+    request = ChatRequest("qwen3").user("x").with_stop("}")
+
+    with pytest.raises(TruncatedError) as caught:
+        Extractor(retries=2).extract(compatible, Item, request)
+
+    assert len(recorder.bodies) == 1
+    assert str(caught.value) == _at_stop("anthropic-compatible", '"}"')
+    assert caught.value.metadata.passes == 1
+
+
+@pytest.mark.parametrize(
+    ("preset", "options"),
+    [
+        ("anthropic", {}),
+        ("azure-anthropic", {"base_url": "https://r.services.ai.azure.com/anthropic"}),
+    ],
+)
+def test_anthropics_own_api_ending_its_turn_is_not_cut(preset: str, options: Any) -> None:
+    claude, recorder = provider(
+        preset,
+        _claude(ITEM_CUT, "end_turn", None),
+        _claude('{"name": "bolt", "qty": 3}', "end_turn", None),
+        **options,
+    )
+    request = ChatRequest("claude-sonnet-4-5").user("x").with_stop("}")
+
+    got = Extractor(retries=1).extract(claude, Item, request)
+
+    assert got.value == Item(name="bolt", qty=3)
+    assert len(recorder.bodies) == 2
+
+
+# Two keys a map reads as one are JSON the type does not take, not text that is no JSON.
+
+
+class Labels(BaseModel):
+    m: dict[int, str]
+
+
+@pytest.mark.parametrize("mode", [ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL])
+def test_keys_read_as_one_are_said_on_a_retry_as_a_mismatch_at_their_place(
+    mode: ExtractionMode,
+) -> None:
+    def answer(text: str) -> ChatResponse:
+        if mode is ExtractionMode.FORCED_TOOL:
+            return ChatResponseBuilder().tool_call("c1", "submit_structured_output", text).build()
+        return ChatResponseBuilder().text(text).build()
+
+    mock = MockProvider([answer('{"m": {"1": "a", "01": "b"}}'), answer('{"m": {"1": "a"}}')])
+
+    got = Extractor(retries=1).extract(mock, Labels, ChatRequest("m").user("x").with_option(mode))
+
+    assert got.value == Labels(m={1: "a"})
+    retry = mock.last_request
+    assert retry is not None
+    said = (
+        "could not be used: it did not match the schema at `m`: the keys `1` and `01` are the "
+        "same key to the type in the object at `m`. "
+    )
+    if mode is ExtractionMode.FORCED_TOOL:
+        assert retry.messages[-1].content == (
+            f"The previous call {said}Call `submit_structured_output` once with arguments "
+            "that match its schema."
+        )
+    else:
+        assert retry.messages[-1].text() == (
+            f"The previous reply {said}Reply again with only the JSON value, matching the "
+            "schema exactly."
+        )
+
+
+def test_keys_read_as_one_after_prose_are_said_as_the_mismatch_repair_found() -> None:
+    mock = MockProvider(['Here: {"m": {"1": "a", "01": "b"}}', '{"m": {"1": "a"}}'])
+
+    Extractor(retries=1, repair=True).extract(mock, Labels, ChatRequest("m").user("x"))
+
+    retry = mock.last_request
+    assert retry is not None
+    assert retry.messages[-1].text() == (
+        "The previous reply could not be used: it did not match the schema at `m`: the keys "
+        "`1` and `01` are the same key to the type in the object at `m`. Reply again with only "
+        "the JSON value, matching the schema exactly."
+    )

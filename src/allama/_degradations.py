@@ -86,6 +86,37 @@ NOT_ON_STREAMS = "not_on_streams"
 that streams no JSON Schema output): auto extraction streams a forced tool instead."""
 
 
+STOPS_BLANK = "stop_sequences_blank"
+"""The code of a refusal of the stop sequences of nothing but whitespace alone (Anthropic
+answers them 400): the others were sent."""
+
+_STOPS_FIRST = "stop_sequences_first:"
+
+
+def stops_first(count: int) -> str:
+    """The code of a refusal of the stop sequences past the first `count`, which were sent."""
+    return f"{_STOPS_FIRST}{count}"
+
+
+def sent_stops(stop: tuple[str, ...], warnings: tuple[Warning, ...]) -> tuple[str, ...]:
+    """The sequences of `stop` the provider was sent, as the adapter's refusals of the field
+    say (the warnings are the one record of the request as sent that reaches its answer):
+    past the first few it takes, or but those of nothing but whitespace; none where a
+    refusal does not say which it kept."""
+    sent = stop
+    for warning in warnings:
+        if warning.kind is not WarningKind.UNSUPPORTED or not warning.is_about(RequestField.STOP):
+            continue
+        code = warning.code or ""
+        if code.startswith(_STOPS_FIRST):
+            sent = sent[: int(code[len(_STOPS_FIRST) :])]
+        elif code == STOPS_BLANK:
+            sent = tuple(sequence for sequence in sent if sequence.strip())
+        else:
+            return ()
+    return sent
+
+
 def gives_tools(request: ChatRequest, namespace: str) -> bool:
     """Whether `request` gives tools: as `tools`, or in the body fields of option
     `namespace` (a provider's own server tools)."""

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from allama._degradations import sent_stops
 from allama.extract._errors import (
     EXTRACTION_TOOL,
     MissingStructuredTextError,
@@ -27,10 +28,8 @@ from allama.types import (
     ChatRequest,
     ChatResponse,
     FinishReason,
-    RequestField,
     ToolMessage,
     UserMessage,
-    WarningKind,
 )
 from allama.types._content import TextPart
 
@@ -118,36 +117,49 @@ def _truncated(
     )
 
 
-def _told_no_stop_sequence(response: ChatResponse) -> bool:
-    """Whether the provider says no stop sequence ended `response`: Anthropic names the one
-    that did (`stop_sequence`), so an answer it ended otherwise (`end_turn`) was not cut by
-    one, and is unfinished JSON as any other (asked again)."""
+def _named_stop_sequence(response: ChatResponse) -> str | None:
+    """The stop sequence the provider says ended `response` (Anthropic's `stop_sequence`)."""
     from allama.adapters.anthropic._decode import NAMESPACE, STOP_SEQUENCE_KEY
+
+    told = response.provider_data.get(NAMESPACE)
+    named = told.get(STOP_SEQUENCE_KEY) if isinstance(told, dict) else None
+    return named if isinstance(named, str) and named else None
+
+
+def _told_no_stop_sequence(response: ChatResponse) -> bool:
+    """Whether the provider says no stop sequence ended `response`: Anthropic's own API
+    (its verified profile: Anthropic, a gateway in front of it) names the one that did, so
+    an answer it ended otherwise (`end_turn`) was not cut by one. Other hosts of the dialect
+    (vLLM, SGLang) may answer a matched stop as `end_turn` with no sequence named: their
+    word is not taken."""
     from allama.providers._presets import PRESETS
 
     preset = PRESETS.get(response.provider or "")
     if preset is None or preset.dialect != "anthropic":
         return False
-    told = response.provider_data.get(NAMESPACE)
-    return not (isinstance(told, dict) and told.get(STOP_SEQUENCE_KEY))
+    return bool(getattr(preset.profile, "verified", False))
 
 
 def _stopped_inside(
     response: ChatResponse, mode: ExtractionMode, provider: str, stop: tuple[str, ...], raw: str
 ) -> TruncatedError | None:
     """The failure of an output that ended at one of the request's stop sequences before its
-    value did: the response stopped (`stop`, as a stop sequence ends it) with the sequences
-    sent (not dropped by the provider), and the text ended inside the JSON value, not
-    broken before its end. Asked again with the same `stop`, it would be cut again."""
+    value did: the response stopped (`stop`, as a stop sequence ends it) with at least one
+    of the sequences sent (not every one dropped by the provider), and the text ended inside
+    the JSON value, not broken before its end. Asked again with the same `stop`, it would be
+    cut again. The error names the sequences sent."""
     if not stop or response.finish_reason != FinishReason.STOP or not _cut_short(raw):
         return None
-    dropped = any(
-        warning.kind is WarningKind.UNSUPPORTED and warning.is_about(RequestField.STOP)
-        for warning in response.warnings
-    )
-    if dropped or _told_no_stop_sequence(response):
+    sent = sent_stops(stop, response.warnings)
+    named = _named_stop_sequence(response)
+    if named is not None:
+        # The provider says which sequence ended it: cut, whatever the warnings say.
+        return _truncated(
+            response, mode, provider, FinishReason.STOP, sent if named in sent else (named,)
+        )
+    if not sent or _told_no_stop_sequence(response):
         return None
-    return _truncated(response, mode, provider, FinishReason.STOP, stop)
+    return _truncated(response, mode, provider, FinishReason.STOP, sent)
 
 
 _ENDED_INSIDE = "EOF while parsing"

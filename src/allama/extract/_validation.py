@@ -870,11 +870,7 @@ def _keys_read_as_one(merged: Merged, adapter: TypeAdapter[Any]) -> Failure:
     where = f" at `{path}`" if path else ""
     pair = None if len(merged.path) in hidden else _same_key(merged)
     keys = "two keys" if pair is None else f"the keys `{pair[0]}` and `{pair[1]}`"
-    return Failure(
-        f"{keys} are the same key to the type in the object{where}",
-        path or None,
-        invalid_json=True,
-    )
+    return Failure(f"{keys} are the same key to the type in the object{where}", path or None)
 
 
 def _not_json(error: NotJsonError, adapter: TypeAdapter[Any]) -> Failure:

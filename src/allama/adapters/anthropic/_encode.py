@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from allama._degradations import Degradations, gives_tools
+from allama._degradations import STOPS_BLANK, Degradations, gives_tools
 from allama.adapters._arguments import call_arguments
 from allama.adapters._http import (
     HttpRequest,
@@ -688,6 +688,7 @@ class _Encoder:
                 RequestField.STOP,
                 f"{self.profile.display_name} takes no stop sequence of nothing but "
                 f"whitespace; {'it was' if left_out == 1 else f'{left_out} were'} left out",
+                code=STOPS_BLANK,
             )
         return kept
 

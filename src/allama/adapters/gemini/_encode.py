@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from allama._degradations import Degradations, gives_tools
+from allama._degradations import Degradations, gives_tools, stops_first
 from allama.adapters._arguments import call_arguments
 from allama.adapters._http import (
     HttpRequest,
@@ -291,6 +291,7 @@ class _Encoder:
                     RequestField.STOP,
                     f"{self.profile.display_name} takes at most {MAX_STOP_SEQUENCES} stop "
                     f"sequences; the first {MAX_STOP_SEQUENCES} were sent",
+                    code=stops_first(MAX_STOP_SEQUENCES),
                 )
                 stops = stops[:MAX_STOP_SEQUENCES]
             config["stopSequences"] = stops

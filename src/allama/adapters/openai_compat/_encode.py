@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from allama._degradations import NOT_ON_STREAMS, Degradations, gives_tools
+from allama._degradations import NOT_ON_STREAMS, Degradations, gives_tools, stops_first
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -617,6 +617,7 @@ class _Encoder:
                 RequestField.STOP,
                 f"{self.profile.display_name} takes at most {most} stop sequences; the first "
                 f"{most} were sent",
+                code=stops_first(most),
             )
             stops = stops[:most]
         return stops
