@@ -1,9 +1,12 @@
 """The typed value of a stream so far, in work linear in the output.
 
-An incremental JSON scanner keeps a stack of open containers. A value is validated once,
-when it completes: a scalar by its field's validator, an object (a model, a dataclass, a
-`TypedDict`) by its type's validator from its JSON text, so its validators run once (not
-again over fields validated already, to be shown while it was open) and its defaults apply.
+An incremental JSON scanner keeps a stack of open containers. A value is validated when it
+completes: a scalar by its field's validator, an object (a model, a dataclass, a
+`TypedDict`) by its type's validator from its JSON text (not again over fields validated
+already, to be shown while it was open), so that its defaults apply. pydantic validates an
+object's text whole, the objects inside it too: a nested object's validators run again each
+time an object around it is validated. The value itself, where the caller validates the
+output when it ends (`validate_root=False`), is not validated here as well.
 A container that ends within the text at hand is read by the C
 JSON decoder and validated in one call; only containers still open are scanned token by
 token. An object in a list (a row) is not scanned at all: it is held as text while it is
@@ -18,8 +21,11 @@ every chunk, as most libraries do, is quadratic.
 The preview follows the rules `finish()` applies: a `null` sent for a field whose type does
 not admit it (a strict-mode stand-in) is left out so the default applies. Only text is shown
 while it is being written; any other value (a date, a union member) appears when complete.
-Open objects are built without validation (their model validators run when they complete);
-`model_fields_set` lists the fields that have arrived. A completed part that does not
+Open objects are built without validation (their model validators run when they complete)
+and without the type's own code: no `model_post_init`, no default factory but a built-in
+type's (a field another fills is unset until the object completes); `model_fields_set`
+lists the fields that have arrived, a field read from several keys holding the value of the
+first choice written. A completed part that does not
 validate (a row with a price below its bound, an object its model validator rejects or
 raises on) is left out, as a scalar that does not validate is, so that every completed part
 shown is a validated value; the value itself (an object or a list at the root), ended but
@@ -34,6 +40,7 @@ ends the preview there.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import datetime
 import decimal
@@ -60,7 +67,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
 )
-from pydantic_core import SchemaValidator, from_json, to_json
+from pydantic_core import PydanticUndefined, SchemaValidator, from_json, to_json
 from typing_extensions import is_typeddict
 
 from allama.extract._json import keys_all_kept, loads
@@ -528,49 +535,169 @@ def _builder(tp: Any, fields: dict[str, tuple[str, Any]]) -> Callable[[dict[str,
 
 
 def _model_builder(tp: type[BaseModel], names: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
-    """`model_construct`, without its per-field work where defaults are plain values: the
-    fields that arrived, in the order they arrived, then the defaults of the others; unknown
-    keys are left out (kept as extras only where the model allows them)."""
-    plain = _plain_defaults(tp)
-    if plain is None:
-
-        def constructed(values: dict[str, Any]) -> Any:
-            named = {names.get(key, key): value for key, value in values.items()}
-            return tp.model_construct(**named)
-
-        return constructed
-    defaults, fresh = plain
+    """An open model without validation and without the type's own code: the fields that
+    arrived, in the order they arrived, then the defaults of the others (`_defaults`: a
+    field a default factory of the type's fills is left unset until the object completes);
+    `model_post_init` does not run (private attributes hold their defaults); unknown keys
+    are left out (kept as extras only where the model allows them). Not `model_construct`:
+    it runs every factory (one taking the data raises on a half object; a `uuid4` would
+    change on every read) and `model_post_init` (which may read a field not yet there)."""
+    defaults, made = _defaults(tp)
     count = len(tp.model_fields)
     known = names.keys()
     same = all(key == name for key, name in names.items())  # no field is aliased
+    pick = _by_priority(names)
+    allow = tp.model_config.get("extra") == "allow"
+    private = _private_defaults(tp)
     new = object.__new__
     put = object.__setattr__
 
     def built(values: dict[str, Any]) -> Any:
+        extra: dict[str, Any] | None = None
         if same and values.keys() <= known:
             named = values
-        else:
+        elif pick is None:
             named = {names[key]: value for key, value in values.items() if key in known}
+            if allow:
+                extra = {key: value for key, value in values.items() if key not in known}
+        else:
+            named, unused = pick(values)
+            if allow:
+                extra = {key: value for key, value in values.items() if key in unused}
         state = dict(named)
         if len(state) < count:
             for name, default in defaults.items():
                 if name not in state:
-                    state[name] = default.copy() if name in fresh else default
+                    make = made.get(name)
+                    state[name] = default if make is None else make(default)
         instance = new(tp)
         put(instance, "__dict__", state)
         put(instance, "__pydantic_fields_set__", set(named))
-        put(instance, "__pydantic_extra__", None)
-        put(instance, "__pydantic_private__", None)
+        put(instance, "__pydantic_extra__", {} if allow and extra is None else extra)
+        put(instance, "__pydantic_private__", None if private is None else private())
         return instance
 
     return built
+
+
+def _by_priority(
+    names: dict[str, str],
+) -> Callable[[dict[str, Any]], tuple[dict[str, Any], set[str]]] | None:
+    """Where a field is read from several keys (`AliasChoices`, an alias and the name), the
+    values by field name as validation takes them: of the keys written, the first choice
+    (the alias before the name), whatever the order they came in; and the keys not taken
+    (extras, where the model keeps them). `None` where every field has one key. `names` is
+    in the order validation tries the keys (`_fields_of`)."""
+    rank: dict[str, int] = {}
+    keys_of: dict[str, int] = {}
+    for key, name in names.items():
+        rank[key] = keys_of.get(name, 0)
+        keys_of[name] = rank[key] + 1
+    if all(count == 1 for count in keys_of.values()):
+        return None
+
+    def pick(values: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+        named: dict[str, Any] = {}
+        taken: dict[str, str] = {}  # field name -> the key its value came from
+        unused: set[str] = set()
+        for key, value in values.items():
+            name = names.get(key)
+            if name is None:
+                unused.add(key)
+                continue
+            held = taken.get(name)
+            if held is not None:
+                if rank[held] < rank[key]:
+                    unused.add(key)
+                    continue
+                unused.add(held)
+            named[name] = value
+            taken[name] = key
+        return named, unused
+
+    return pick
+
+
+_SAME_EVERY_CALL = frozenset({list, dict, set, frozenset, tuple, str, bytes, int, float, bool})
+"""Default factories that make an equal value on every call and run none of the type's
+code: called for an open object's snapshot. Any other factory (a `uuid4`, one that reads
+the data) waits until the object completes."""
+
+
+def _same_every_call(factory: Any) -> bool:
+    """Whether `factory` is one of `_SAME_EVERY_CALL` (a type: hashable, as a callable
+    object may not be)."""
+    return isinstance(factory, type) and factory in _SAME_EVERY_CALL
+
+
+def _copied(default: Any) -> Any:
+    return default.copy()
+
+
+def _called(factory: Any) -> Any:
+    return factory()
+
+
+def _deep_copied(default: Any) -> Any:
+    return copy.deepcopy(default)
+
+
+def _defaults(tp: type[BaseModel]) -> tuple[dict[str, Any], dict[str, Callable[[Any], Any]]]:
+    """The defaults of a model's fields, in field order, and how each of those that is not
+    shared is made for an instance: an empty list, dict or set copied, another mutable
+    default deep-copied (as pydantic gives each instance its own), a factory of
+    `_SAME_EVERY_CALL` called. A field filled by any other factory is not among them."""
+    defaults: dict[str, Any] = {}
+    made: dict[str, Callable[[Any], Any]] = {}
+    for name, info in tp.model_fields.items():
+        factory = info.default_factory
+        if factory is not None:
+            if _same_every_call(factory):
+                defaults[name] = factory
+                made[name] = _called
+            continue
+        if info.is_required():
+            continue
+        default = info.default
+        defaults[name] = default
+        if type(default) in (list, dict, set) and not default:
+            made[name] = _copied
+        elif not isinstance(default, str | int | float | bool | type(None) | tuple):
+            made[name] = _deep_copied
+    return defaults, made
+
+
+def _private_defaults(tp: type[BaseModel]) -> Callable[[], dict[str, Any]] | None:
+    """How an open model's private attributes are made (`None`: it has none): their
+    defaults, as `model_post_init` finds them; one a factory makes as `_defaults` says."""
+    attributes = tp.__private_attributes__
+    if not attributes:
+        return None
+    plain: dict[str, Any] = {}
+    factories: dict[str, Any] = {}
+    for name, attribute in attributes.items():
+        factory = attribute.default_factory
+        if factory is not None:
+            if _same_every_call(factory):
+                factories[name] = factory
+        elif attribute.default is not PydanticUndefined:
+            plain[name] = attribute.default
+
+    def made() -> dict[str, Any]:
+        state = {name: copy.deepcopy(default) for name, default in plain.items()}
+        for name, factory in factories.items():
+            state[name] = factory()
+        return state
+
+    return made
 
 
 def _dataclass_builder(tp: type, names: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
     """A dataclass instance without `__init__` (its checks run when it completes): the
     fields that arrived, defaults for the others, and `None` for a field with neither (a
     dataclass's own `repr`, `==` and `dataclasses.asdict` read every field; left unset,
-    printing the preview would raise)."""
+    printing the preview would raise). A field a factory fills holds `None` too until the
+    object completes, unless the factory is one of `_SAME_EVERY_CALL`."""
     fields = dataclasses.fields(tp)
 
     def built(values: dict[str, Any]) -> Any:
@@ -581,37 +708,14 @@ def _dataclass_builder(tp: type, names: dict[str, str]) -> Callable[[dict[str, A
                 value = named[field.name]
             elif field.default is not dataclasses.MISSING:
                 value = field.default
-            elif field.default_factory is not dataclasses.MISSING:
-                value = field.default_factory()
+            elif _same_every_call(field.default_factory):
+                value = typing.cast("Callable[[], Any]", field.default_factory)()
             else:
                 value = None
             object.__setattr__(instance, field.name, value)
         return instance
 
     return built
-
-
-def _plain_defaults(tp: type[BaseModel]) -> tuple[dict[str, Any], frozenset[str]] | None:
-    """The defaults of a model whose fields all have plain ones (or none), in field order,
-    and the fields whose default is an empty list, dict or set (each instance gets its own
-    copy, as pydantic gives it); `None` when `model_construct` is needed: a default factory,
-    extra keys kept, private attributes, or any other mutable default."""
-    if tp.__private_attributes__ or tp.model_config.get("extra") == "allow":
-        return None
-    defaults: dict[str, Any] = {}
-    fresh: list[str] = []
-    for name, info in tp.model_fields.items():
-        if info.default_factory is not None:
-            return None
-        if info.is_required():
-            continue
-        default = info.default
-        if type(default) in (list, dict, set) and not default:
-            fresh.append(name)
-        elif not isinstance(default, str | int | float | bool | type(None) | tuple):
-            return None
-        defaults[name] = default
-    return defaults, frozenset(fresh)
 
 
 def _strip(tp: Any) -> tuple[Any, tuple[Any, ...]]:
@@ -807,13 +911,7 @@ def _from_raw(shape: _Shape | None, raw: Any, root: bool = False, text: str | No
         checked = shape.validate_json(raw, text)
         if checked is not _MISSING or not root:
             return checked
-        values: dict[str, Any] = {}
-        for key, item in raw.items():
-            found = shape.field(key)
-            value = _from_raw(found[1], item) if found is not None else item
-            if value is not _MISSING:
-                values[key] = value
-        return shape.construct(values)
+        return _built(shape, raw)
     if not isinstance(raw, list if isinstance(shape, _List) else dict):
         return _MISSING
     if shape.whole is not None:
@@ -828,6 +926,35 @@ def _from_raw(shape: _Shape | None, raw: Any, root: bool = False, text: str | No
     entries = typing.cast("dict[str, Any]", raw)
     values = {key: _from_raw(shape.value, item) for key, item in entries.items()}
     return {key: value for key, value in values.items() if value is not _MISSING}
+
+
+def _built(shape: _Object, raw: dict[str, Any]) -> Any:
+    """An object from its JSON value, each field validated, the whole not (as the scanner
+    builds an open one)."""
+    values: dict[str, Any] = {}
+    for key, item in raw.items():
+        found = shape.field(key)
+        value = _from_raw(found[1], item) if found is not None else item
+        if value is not _MISSING:
+            values[key] = value
+    return shape.construct(values)
+
+
+def _defers(shape: _Shape | None) -> bool:
+    """Whether the value, an object of `shape`, may be left to the caller to validate
+    (`PartialValue(validate_root=False)`): a model built from its validated fields equals
+    the validated one unless its own validators change it, which `==` sees (pydantic's own,
+    with the fields set compared as well); not where `model_post_init` runs (its effects
+    may be out of `==`'s sight)."""
+    if not isinstance(shape, _Object):
+        return False
+    tp = shape.tp
+    return (
+        isinstance(tp, type)
+        and issubclass(tp, BaseModel)
+        and tp.__eq__ is BaseModel.__eq__
+        and not tp.__pydantic_post_init__
+    )
 
 
 def _brackets(text: str, pos: int, opened: list[str]) -> tuple[int, list[str], bool]:
@@ -1148,10 +1275,18 @@ class PartialValue(Generic[T]):
     """Feed it text as it arrives; `value()` is the typed value so far.
 
     Text before the value (prose, a markdown fence) is skipped; text after it is ignored.
+
+    `validate_root=False`: a caller that validates the whole output itself when the value
+    ends (the stream, as `finish()` will) has a model that is the value built from its
+    fields, validated each, not validated again as a whole (its validators would run twice);
+    it then calls `settle` with the value it found, or `validate_root` where it found none.
     """
 
-    def __init__(self, tp: Any) -> None:
+    def __init__(self, tp: Any, validate_root: bool = True) -> None:
         self._root_shape = _shape(tp)
+        # The scanner's own validation of the value, where it is left to the caller.
+        self._defer = not validate_root and _defers(self._root_shape)
+        self._pending: Callable[[], Any] | None = None
         self._stack: list[_Frame] = []
         self._rest = ""
         self._string: list[str] | None = None
@@ -1531,8 +1666,13 @@ class PartialValue(Generic[T]):
 
     def _whole_value(self, raw: Any, text: str) -> Any:
         """A container read whole (from `text`), validated as its shape says."""
-        shape = self._root_shape if not self._stack else self._stack[-1].child_shape()
-        return _from_raw(shape, raw, root=not self._stack, text=text)
+        if self._stack:
+            return _from_raw(self._stack[-1].child_shape(), raw, text=text)
+        shape = self._root_shape
+        if self._defer and isinstance(raw, dict):
+            self._pending = lambda: _from_raw(shape, raw, root=True, text=text)
+            return _built(typing.cast("_Object", shape), raw)
+        return _from_raw(shape, raw, root=True, text=text)
 
     def _whole(self, value: Any) -> None:
         """A container read whole and validated, put in place."""
@@ -1587,7 +1727,11 @@ class PartialValue(Generic[T]):
         if frame.reads_text:
             self._reading -= 1
             text = self._text(frame.start, stop)
-        value = frame.complete(not self._stack, text)
+        if not self._stack and self._defer and text is not None:
+            self._pending = lambda: frame.complete(True, text)
+            value = frame.shape.construct(frame.values)  # type: ignore[union-attr]
+        else:
+            value = frame.complete(not self._stack, text)
         if self._stack:
             self._stack[-1].put(value)
             if not self._completed_inside:
@@ -1682,6 +1826,14 @@ class PartialValue(Generic[T]):
 
     def settle(self, value: Any) -> None:
         """Replace the completed value with `value` (the one `finish()` would return)."""
+        self._pending = None
         self._done = value
         self._cache = value
         self._dirty = False
+
+    def validate_root(self) -> None:
+        """The value, left to the caller to validate (`validate_root=False`) and not settled,
+        validated as the scanner validates it."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self.settle(pending())

@@ -7,6 +7,8 @@ from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, cast
 
+from pydantic import BaseModel
+
 from allama.errors import REPORTED_USAGE_KEY, Error
 from allama.extract._engine import (
     END,
@@ -53,6 +55,15 @@ def _record_so_far(opened: Opened, made: bool = False) -> ExtractionMetadata:
     return record
 
 
+def _same_fields_set(built: Any, value: Any) -> bool:
+    """Whether a model built by the partial value lists the fields set that the validated
+    one does (`==` does not compare them; a validator that fills a field may add one)."""
+    if not isinstance(value, BaseModel):
+        return True
+    same: bool = built.model_fields_set == value.model_fields_set
+    return same
+
+
 class _Observer(Generic[T]):
     """What both stream flavours share: the partial output, the partial value, `finish`."""
 
@@ -77,8 +88,10 @@ class _Observer(Generic[T]):
         # object and is shown unwrapped. A `RootModel` is followed as its root, each
         # snapshot wrapped in it.
         shown, self._root_model = root_of(tp)
+        # The value, once it ends, is validated once, by `_settle` (as `finish()` will),
+        # not by the partial value first.
         self._partial: PartialValue[Any] = PartialValue(
-            wrapper_type(shown) if target.wrapped else shown
+            wrapper_type(shown) if target.wrapped else shown, validate_root=False
         )
         # Text not yet given to the partial value: it is read when `partial` is, so a
         # caller who never looks at it pays nothing for it.
@@ -162,7 +175,12 @@ class _Observer(Generic[T]):
         partial value is the value `finish()` returns (when the output is that clean);
         `finish()` takes that value rather than validating the same text again. The
         preview holds objects of its own (`_show`): a caller who edits it (a UI) leaves
-        the value `finish()` returns as it was."""
+        the value `finish()` returns as it was. Where it finds no value, the partial value
+        validates its own (`PartialValue.validate_root`)."""
+        self._settle_found()
+        self._partial.validate_root()  # (nothing left to do once settled)
+
+    def _settle_found(self) -> None:
         target = self._opened.target
         raw = self.partial_output
         # Checked with undeclared keys rejected, the value stands whether `finish()` rejects
@@ -187,7 +205,8 @@ class _Observer(Generic[T]):
         the scanner built where it equals it (its own objects already), else a copy."""
         built = self._partial.value()
         try:
-            if type(built) is type(value) and built == value:
+            if type(built) is type(value) and built == value and _same_fields_set(built, value):
+                self._partial.settle(built)
                 return
             shown = copy.deepcopy(value)
         except Exception:  # the type's own `__eq__` or `__deepcopy__`: shown as built
@@ -205,7 +224,7 @@ class _Observer(Generic[T]):
 
     @property
     def partial(self) -> T | None:
-        """The value so far: completed parts validated once, the open tail as far as it goes.
+        """The value so far: completed parts validated, the open tail as far as it goes.
 
         A completed list item, field or object is a validated value and never changes (one
         that does not validate, or whose type's own validator raises, is left out as not
@@ -213,7 +232,9 @@ class _Observer(Generic[T]):
         invalid, stays as it was built); the object being written is built without
         validation, with the fields that have arrived
         (`model_fields_set`) and defaults for the rest (a dataclass holds `None` in a
-        required field not yet arrived); text being written grows. Each read
+        required field not yet arrived; a field a factory other than a built-in type's
+        fills waits until the object completes, and `model_post_init` does not run);
+        text being written grows. Each read
         is a new snapshot that later chunks leave alone. `None` before anything usable
         arrived. Once the value ends, it is the value `finish()` returns (equal to it, not
         the same object: editing one leaves the other as it was), when the output is clean

@@ -1,0 +1,221 @@
+"""What `stream.partial` shows of objects whose fields a type fills in its own ways: several
+keys for one field, default factories, `model_post_init`; and how often a model's
+validators run while `partial` is read."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from allama import (
+    BlockStart,
+    BlockStop,
+    ChatRequest,
+    ExtractionMode,
+    Extractor,
+    Finish,
+    ResponseStart,
+    StreamBlockType,
+    StreamEvent,
+    TextDelta,
+)
+from allama.mock import MockProvider, MockStreamingProvider
+
+REQUEST = ChatRequest("m").user("extract").with_option(ExtractionMode.NATIVE)
+SIZES = [1, 3, 1_000]
+
+
+def provider_of(text: str, size: int) -> MockStreamingProvider:
+    """A provider streaming `text` in chunks of `size` characters."""
+    chunks = [text[i : i + size] for i in range(0, len(text), size)]
+    events: list[StreamEvent] = [
+        ResponseStart(),
+        BlockStart(index=0, block_type=StreamBlockType.TEXT),
+        *[TextDelta(index=0, text=chunk) for chunk in chunks],
+        BlockStop(index=0),
+        Finish(finish_reason="stop"),
+    ]
+    return MockStreamingProvider.with_stream(events)
+
+
+def stream(tp: Any, text: str, size: int) -> tuple[list[Any], Any]:
+    """The partial value after each chunk of `size` characters, and `finish()`'s value."""
+    partials: list[Any] = []
+    with Extractor().extract_stream(provider_of(text, size), tp, REQUEST) as opened:
+        for event in opened:
+            if isinstance(event, TextDelta):
+                partials.append(opened.partial)
+        value = opened.finish().value
+    return partials, value
+
+
+class Choice(BaseModel):
+    v: int = Field(validation_alias=AliasChoices("a", "b"))
+    w: int = 0
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_field_read_from_several_keys_shows_the_first_choice_written(size: int) -> None:
+    partials, value = stream(Choice, '{"a": 1, "b": 2, "w": 5}', size)
+    assert value.model_dump() == {"v": 1, "w": 5}
+    shown = [p.v for p in partials if p is not None and "v" in p.model_fields_set]
+    assert shown and set(shown) == {1}
+
+
+class Named(BaseModel):
+    model_config = ConfigDict(validate_by_name=True)
+    first_name: str = Field(alias="firstName")
+    n: int = 0
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_an_alias_is_shown_before_the_name_as_validation_reads_them(size: int) -> None:
+    text = '{"firstName": "Ada", "first_name": "Bob", "n": 1}'
+    partials, value = stream(Named, text, size)
+    assert value.first_name == "Ada"
+    shown = [p.first_name for p in partials if p is not None and "first_name" in p.model_fields_set]
+    assert shown and all("Ada".startswith(name) for name in shown)
+    assert shown[-1] == "Ada"
+
+
+class Extras(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    v: int = Field(validation_alias=AliasChoices("a", "b"))
+
+
+def test_the_key_not_taken_is_an_extra_as_validation_keeps_it() -> None:
+    partials, value = stream(Extras, '{"b": 2, "a": 1, "z": 3}', 1)
+    assert value.v == 1 and value.model_extra == {"b": 2, "z": 3}
+    open_ones = [p for p in partials if p is not None and "a" in (p.model_extra or {})]
+    assert open_ones == []  # `a` is the field's, never an extra
+    assert partials[-1] == value
+
+
+class FromData(BaseModel):
+    x: int
+    y: int = Field(default_factory=lambda data: data["x"] * 2)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_factory_taking_the_data_does_not_run_on_an_open_object(size: int) -> None:
+    partials, value = stream(FromData, '{"x": 3}', size)  # read after `{` raised KeyError
+    assert value == FromData(x=3, y=6)
+    open_ones = [p for p in partials if p is not None and p != value]
+    assert all("y" not in p.model_fields_set and "y" not in p.__dict__ for p in open_ones)
+    assert partials[-1] == value
+
+
+class Item(BaseModel):
+    x: int
+    y: int = Field(default_factory=lambda data: data["x"] + 1)
+
+
+class Box(BaseModel):
+    items: list[Item]
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_rows_with_a_factory_taking_the_data_are_shown_as_they_open(size: int) -> None:
+    partials, value = stream(Box, '{"items": [{"x": 1}, {"x": 2}]}', size)
+    assert value == Box(items=[Item(x=1, y=2), Item(x=2, y=3)])
+    assert partials[-1] == value
+    # Completed rows are the validated ones; an open row has no `y` yet.
+    for p in partials:
+        for row in getattr(p, "items", []):
+            assert row in value.items or "y" not in row.__dict__
+
+
+class PostInit(BaseModel):
+    a: int
+    b: str = ""
+    _doubled: int = PrivateAttr(default=0)
+
+    def model_post_init(self, context: Any) -> None:
+        self._doubled = self.a * 2
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_model_post_init_runs_when_the_object_completes_not_while_it_is_open(size: int) -> None:
+    partials, value = stream(PostInit, '{"b": "x", "a": 3}', size)
+    assert value == PostInit(a=3, b="x") and value._doubled == 6
+    open_ones = [p for p in partials if p is not None and p is not partials[-1]]
+    assert open_ones and all(p._doubled == 0 for p in open_ones)
+    assert partials[-1] == value and partials[-1]._doubled == 6
+
+
+COUNTER = itertools.count()
+
+
+class Numbered(BaseModel):
+    number: int = Field(default_factory=lambda: next(COUNTER))
+    name: str
+    tags: list[str] = Field(default_factory=list)
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_a_default_factory_is_not_run_by_reads_of_an_open_object(size: int) -> None:
+    before = next(COUNTER)
+    partials, value = stream(Numbered, '{"name": "abcdef"}', size)
+    # The reads made no numbers: `finish()`'s value holds the first made after `before`.
+    assert value.number == before + 1
+    open_ones = [p for p in partials if p is not None and p != value]
+    assert open_ones
+    assert all("number" not in p.__dict__ and p.tags == [] for p in open_ones)
+    assert partials[-1] == value
+
+
+class Row(BaseModel):
+    name: str
+
+    @model_validator(mode="after")
+    def count(self) -> Row:
+        RUNS[f"row {self.name}"] += 1
+        return self
+
+
+class Doc(BaseModel):
+    title: str
+    rows: list[Row]
+
+    @model_validator(mode="after")
+    def count(self) -> Doc:
+        RUNS["doc"] += 1
+        return self
+
+
+RUNS: Counter[str] = Counter()
+DOC = '{"title": "t", "rows": [{"name": "a"}, {"name": "b"}]}'
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_the_value_itself_is_validated_once_while_partial_is_read(size: int) -> None:
+    RUNS.clear()
+    Extractor().extract(MockProvider.with_text(DOC), Doc, REQUEST)
+    assert RUNS == {"doc": 1, "row a": 1, "row b": 1}
+    RUNS.clear()
+    partials, value = stream(Doc, DOC, size)
+    # A row: once when it completes, once more when the value is validated as a whole.
+    assert RUNS == {"doc": 1, "row a": 2, "row b": 2}
+    assert partials[-1] == value and partials[-1] is not value
+
+
+class Filled(BaseModel):
+    a: int
+    b: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def fill(cls, data: Any) -> Any:
+        return {**data, "b": 0}
+
+
+@pytest.mark.parametrize("size", [1, 1_000])
+def test_the_last_partial_value_is_the_validated_one(size: int) -> None:
+    partials, value = stream(Filled, json.dumps({"a": 1}), size)
+    assert value.model_fields_set == {"a", "b"}
+    assert partials[-1] == value and partials[-1].model_fields_set == {"a", "b"}
