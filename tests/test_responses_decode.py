@@ -13,6 +13,7 @@ unknown or new.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Iterable
@@ -555,7 +556,9 @@ def _events_until_error(data: bytes) -> tuple[list[StreamEvent], Error]:
     decoder = ResponsesStreamDecoder(provider="openai", model="gpt-4o")
     seen: list[StreamEvent] = []
     with pytest.raises(Error) as caught:
-        for event in decoder.feed(data):
+        # (An error event is raised at the terminal event or the stream's end: a
+        # `response.failed` after it may report the usage.)
+        for event in itertools.chain(decoder.feed(data), decoder.close()):
             seen.append(event)
     return seen, caught.value
 

@@ -18,6 +18,7 @@ response still reports.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -412,7 +413,7 @@ def test_annotations_that_arrived_stay_readable_after_an_error() -> None:
     error = {"type": "error", "code": "server_error", "message": "The server had an error"}
     data = sse(*OPENING, added(0, URL), error)
     decoder = ResponsesStreamDecoder(provider="openai")
-    stream = ChatStream(iter(decoder.feed(data)), provider="openai")
+    stream = ChatStream(itertools.chain(decoder.feed(data), decoder.close()), provider="openai")
     with pytest.raises(ServerError):
         stream.response()
     partial = stream.collector.partial_response()

@@ -908,6 +908,8 @@ class HttpProvider:
                 chunks = itertools.chain((read,), chunks)
         decoder = self._decoder(request)
         sniff = self._sniffs(handle.headers)
+        if hasattr(decoder, "held"):
+            chunks = _held_over(decoder, chunks)
 
         def events() -> Iterator[StreamEvent]:
             for warning in warnings:
@@ -1039,6 +1041,8 @@ class HttpProvider:
                 chunks = _aprefixed(read, chunks)
         decoder = self._decoder(request)
         sniff = self._sniffs(handle.headers)
+        if hasattr(decoder, "held"):
+            chunks = _aheld_over(decoder, chunks)
 
         async def events() -> AsyncIterator[StreamEvent]:
             try:
@@ -1376,6 +1380,32 @@ def _unmarked(block: object) -> bool:
         and block.issuer is None
         and bool(block.signature or block.encrypted_content)
     )
+
+
+def _held_over(decoder: StreamDecoder, chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """`chunks`, whose break raises the provider's error `decoder` holds while it reads on
+    for a terminal event's usage (`held`, the Responses decoder's): the answer had failed
+    already, and the break is not why (a request the provider refused is not to be tried
+    again, as a network error is)."""
+    try:
+        yield from chunks
+    except Error as broken:
+        held = getattr(decoder, "held", None)
+        if isinstance(held, Error):
+            raise held from broken
+        raise
+
+
+async def _aheld_over(decoder: StreamDecoder, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The async twin of `_held_over`."""
+    try:
+        async for chunk in chunks:
+            yield chunk
+    except Error as broken:
+        held = getattr(decoder, "held", None)
+        if isinstance(held, Error):
+            raise held from broken
+        raise
 
 
 def _issued(event: StreamEvent, provider: str) -> StreamEvent:

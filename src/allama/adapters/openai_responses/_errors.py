@@ -13,8 +13,12 @@ or a tool, keys, `x-should-retry`. What is the Responses API's own:
   errors: asking again would fail again. They are the prompt refused (`invalid_prompt`) or
   refused by a content policy (`bio_policy`, `misalignment_policy_violation`, as
   `image_content_policy_violation` is), the image codes, and `data_residency_mismatch`
-  (the project's data residency does not allow the request). The same code is the same
-  error in a failed response's body, in `response.failed` and in a stream's `error` event.
+  (the project's data residency does not allow the request), and a content filter's
+  (`content_filter`, `content_policy_violation`: Azure's, which its HTTP 400 carries too).
+  The same code is the same error in a failed response's body, in `response.failed` and in
+  a stream's `error` event, as it is over HTTP.
+- An error without a status whose `type` is `invalid_request_error` (Azure's `error`
+  frame) blames the request too, unless its code says more (a full context, a schema).
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ REQUEST_CODES = frozenset(
         "empty_image_file",
         "failed_to_download_image",
         "image_file_not_found",
+        "content_filter",
+        "content_policy_violation",
     }
 )
 """Codes of a failed response that blame what was sent."""
@@ -73,8 +79,21 @@ def error_from_payload(
     """The error for an error object without an HTTP status: a stream's `error` event, or
     `{"error": ...}` as a failed response holds it."""
     info = ErrorInfo.parse(payload)
-    if info is None or (info.code or "").lower() not in REQUEST_CODES:
+    if info is None:
         return _chat_error(payload, provider=provider, model=model)
+    code = (info.code or "").lower()
+    if code not in REQUEST_CODES:
+        error = _chat_error(payload, provider=provider, model=model)
+        # Chat Completions' mapping gives a plain `ServerError` to any error without a
+        # status it has no code for; one typed `invalid_request_error` blames the request,
+        # as its HTTP 400 would (asking again would fail again).
+        if not (
+            type(error) is ServerError
+            and info.status is None
+            and (info.type or "").lower() == "invalid_request_error"
+            and code != "server_error"
+        ):
+            return error
     error = InvalidRequestError(info.message).mark_upstream().with_body(json.dumps(payload))
     if provider is not None:
         error.with_provider(provider)

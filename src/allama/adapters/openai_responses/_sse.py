@@ -41,15 +41,24 @@ the same name on the `event:` line) and the stream ends at a terminal event, wit
 - `response.failed` (or a terminal response that is an error as `decode_object` reads it:
   `response_error`): its usage, when it has one, then its error; `error`: the error. Either
   is raised after every event before it was yielded (those were paid for, as may be the
-  tokens the usage counts).
+  tokens the usage counts). An `error` event is held while the stream is read on to its
+  terminal event or its end, for OpenAI follows it with `response.failed`, whose usage
+  counts the tokens paid for: that usage is yielded, then the error raised (the event's,
+  which carries the error's `type` and `param`, unless it only says the server failed
+  where the failed response names more). A failed response whose error says nothing is
+  held the same way, for Azure sends the reason after it in an `error` frame; only a
+  stream that ends without one raises that the provider did not say why. Events between
+  are passed over: the answer failed.
 
 A finished text (a `.done` event's, a finished part's or item's, the terminal response's)
 is the streamed text, or the streamed text followed by the rest; one that is anything else
 (deltas repeated, lost or out of order) raises `StreamDecodeError`, naming the output item
 and part, for the text the caller was given is not the response's (a call's arguments
 alike; an empty text, or text of another kind, a reasoning summary after reasoning text,
-contradicts nothing). An event whose `sequence_number` came before with the same data is a repeat,
-read once. An item added at the output index of another item, under another id (Ollama
+contradicts nothing). It is raised at the terminal event, after the usage that event
+reports (the tokens were paid for), or at the stream's end; an `error` event before then
+is raised instead. An event whose `sequence_number` came before with the same data is a
+repeat, read once. An item added at the output index of another item, under another id (Ollama
 adds a function call at the index of its message still open), finishes that item as its
 `done` would; events that name an item by `item_id` find it wherever its index went.
 
@@ -85,6 +94,7 @@ from allama.adapters.openai_responses._decode import (
     ITEMS_KEY,
     NAMESPACE,
     SURFACED_ITEMS,
+    _says_something,
     failed_error,
     finish_reason_of,
     is_commentary,
@@ -97,7 +107,7 @@ from allama.adapters.openai_responses._decode import (
     uses_search_preview,
 )
 from allama.adapters.openai_responses._errors import error_from_payload
-from allama.errors import Error, StreamDecodeError
+from allama.errors import Error, ServerError, StreamDecodeError
 from allama.types import (
     SERVICE_TIER_KEY,
     BlockStart,
@@ -268,7 +278,9 @@ class ResponsesStreamDecoder:
     """Responses API stream bytes to `StreamEvent`s, incrementally.
 
     `feed` and `close` are generators: an error is raised after the events before it were
-    yielded. `done` turns true at the terminal event; anything after it is ignored.
+    yielded. An `error` event is raised at the terminal event after it (with that event's
+    usage yielded first) or, when none comes, by `close`. `done` turns true at the terminal
+    event; anything after it is ignored.
     """
 
     def __init__(self, *, provider: str | None = None, model: str | None = None) -> None:
@@ -297,18 +309,42 @@ class ResponsesStreamDecoder:
         says)."""
         self._preview = False
         """Whether the response's tools include `web_search_preview` (said once)."""
+        self._held: Error | None = None
+        """The error to raise at the terminal event or the stream's end (an `error` event, a
+        failed response that did not say why, deltas that disagree with their finished
+        text), read on for the usage a terminal event may still report."""
+        self._unsaid = False
+        """Whether the held error is a failed response's that said nothing (its usage given):
+        an `error` frame after it is the reason."""
+        self._mismatch: StreamDecodeError | None = None
+        """The last disagreement of deltas with a finished text, known as it is raised."""
         self.finished = False
         self.done = False
+
+    @property
+    def held(self) -> Error | None:
+        """The provider's error the stream failed with, held while the decoder reads on: a
+        break of the connection then is not the failure (the provider's read loop raises
+        this instead)."""
+        return self._held
 
     def feed(self, chunk: bytes) -> Iterator[StreamEvent]:
         for event in self._parser.feed(chunk):
             yield from self._event(event, at_end=False)
 
     def close(self) -> Iterator[StreamEvent]:
-        """The events at the end of input (a last event without its blank line)."""
-        events, cut = self._parser.close()
-        for event in events:
-            yield from self._event(event, at_end=cut)
+        """The events at the end of input (a last event without its blank line); the held
+        error, if the stream ended without the terminal event it waited for."""
+        try:
+            events, cut = self._parser.close()
+            for event in events:
+                yield from self._event(event, at_end=cut)
+        except Error as error:
+            if self._held is None or error is self._held:
+                raise
+            raise self._held from error  # (the stream cut after the error: the error stands)
+        if self._held is not None and not self.done:
+            raise self._held
 
     # Events
 
@@ -316,6 +352,19 @@ class ResponsesStreamDecoder:
         data = event.data.strip()
         if self.done or not data:
             return
+        if self._held is not None:
+            yield from self._after_error(event, data, at_end=at_end)
+            return
+        try:
+            yield from self._read(event, data, at_end=at_end)
+        except StreamDecodeError as error:
+            if error is not self._mismatch or self.done:
+                raise
+            # Deltas that disagree with their finished text: raised at the terminal event,
+            # whose usage counts the tokens paid for.
+            self._held = error
+
+    def _read(self, event: SseEvent, data: str, *, at_end: bool) -> Iterator[StreamEvent]:
         if data == _DONE:
             self.done = True
             return
@@ -331,8 +380,10 @@ class ResponsesStreamDecoder:
             or (not kind and isinstance(payload.get("error"), dict))
         ):
             # `error`, OpenRouter's `response.error`, or an event that is only an error
-            # object (OpenRouter's errors mid-generation): the provider's error, as it says.
-            raise error_from_payload(payload, provider=self._provider, model=self._model)
+            # object (OpenRouter's errors mid-generation): the provider's error, as it says,
+            # held while a `response.failed` with the usage may follow (OpenAI's order).
+            self._held = error_from_payload(payload, provider=self._provider, model=self._model)
+            return
         if kind == "response.failed":
             response = payload.get("response")
             yield from self._fail(response if isinstance(response, dict) else {})
@@ -365,6 +416,51 @@ class ResponsesStreamDecoder:
             if not isinstance(response, dict):
                 raise StreamDecodeError(f"`{kind}` carries no response").mark_authored()
             yield from self._end(response, _ENDS[kind])
+
+    def _after_error(self, event: SseEvent, data: str, *, at_end: bool) -> Iterator[StreamEvent]:
+        """An event after the error the stream holds: a terminal event's usage is yielded,
+        then the error raised; an `error` frame after a failed response that said nothing is
+        its reason, raised. Anything else is passed over (the answer failed)."""
+        held = self._held
+        assert held is not None
+        if data == _DONE:
+            raise held
+        try:
+            payload = event_json(event, data, at_end=at_end)
+        except Error as garbled:
+            raise held from garbled  # (an event cut or garbled after the error: it stands)
+        if isinstance(payload, str):
+            payload = {"error": {"message": payload}}
+        if self._repeated(payload, data):
+            return
+        kind = payload.get("type") or event.event
+        if (
+            kind in _ERRORS
+            or event.event in _ERRORS
+            or (not kind and isinstance(payload.get("error"), dict))
+        ):
+            error = error_from_payload(payload, provider=self._provider, model=self._model)
+            if self._unsaid:
+                raise error  # the reason the failed response did not give (Azure's)
+            if held is self._mismatch:
+                self._held = error  # the provider's word on why the answer is not whole
+            return
+        if kind != "response.failed" and kind not in _ENDS:
+            return
+        if self._unsaid:
+            raise held  # (its usage was given with the failed response)
+        response = payload.get("response")
+        response = response if isinstance(response, dict) else {}
+        failed = response.get("error")
+        if (
+            (kind == "response.failed" or response.get("status") == "failed")
+            and isinstance(failed, dict)
+            and _says_something(failed)
+        ):
+            theirs = failed_error(response, provider=self._provider, model=self._model)
+            held = _more_specific(held, theirs, mismatch=held is self._mismatch)
+        self.done = True
+        yield from self._fail(response, held)
 
     def _repeated(self, payload: dict[str, Any], data: str) -> bool:
         """Whether an event is one already read: its `sequence_number` and its data both seen
@@ -803,7 +899,7 @@ class ResponsesStreamDecoder:
             block.source = block.source or source
             yield from self._piece(block, final[len(streamed) :])
         elif block.source in (None, source):
-            raise _disagree(where)
+            raise self._disagree(where)
 
     def _rest(self, block: _Block, final: str, where: str) -> Iterator[StreamEvent]:
         """The end of `final` (a finished text) the deltas did not bring. One that is not
@@ -814,8 +910,16 @@ class ResponsesStreamDecoder:
         if not final or final == streamed:
             return
         if not block.open or not final.startswith(streamed):
-            raise _disagree(where)
+            raise self._disagree(where)
         yield from self._piece(block, final[len(streamed) :])
+
+    def _disagree(self, where: str) -> StreamDecodeError:
+        """The error of deltas that are not the text the stream finished with (the text is
+        not quoted: it is the model's), known as it unwinds (`_event` holds it)."""
+        self._mismatch = StreamDecodeError(
+            f"the streamed deltas of {where} disagree with its finished text"
+        ).mark_authored()
+        return self._mismatch
 
     @staticmethod
     def _stop(block: _Block) -> Iterator[StreamEvent]:
@@ -882,14 +986,21 @@ class ResponsesStreamDecoder:
     def _fail(self, response: dict[str, Any], error: Error | None = None) -> Iterator[StreamEvent]:
         """A failed response's usage, when it has one (the tokens may have been paid for),
         with the model and the service tier it names (whose prices were paid), then its
-        error (`error`, or that of a failed response)."""
+        error (`error`, or that of a failed response). A failed response whose error says
+        nothing is held instead: Azure sends the reason after it, in an `error` frame."""
         usage = response.get("usage")
         if isinstance(usage, dict):
             yield from self._start(response)
             yield UsageEvent(usage=usage_of(usage))
             yield from self._money(usage)
             yield from self._tier(response)
-        raise error or failed_error(response, provider=self._provider, model=self._model)
+        if error is not None:
+            raise error
+        error = failed_error(response, provider=self._provider, model=self._model)
+        failed = response.get("error")
+        if isinstance(failed, dict) and _says_something(failed):
+            raise error
+        self._held, self._unsaid = error, True
 
     def _money(self, usage: dict[str, Any]) -> Iterator[StreamEvent]:
         money = money_fields(usage)
@@ -922,13 +1033,22 @@ class ResponsesStreamDecoder:
 
     def _end(self, response: dict[str, Any], status: str) -> Iterator[StreamEvent]:
         terminal = response if response.get("status") else {**response, "status": status}
+        if terminal.get("status") == "failed":  # as `decode_object` decides (`response_error`)
+            yield from self._fail(response)
+            return  # (held: a failed response that did not say why)
         error = response_error(terminal, provider=self._provider, model=self._model)
         if error is not None:  # as `decode_object` decides for the same response
             yield from self._fail(response, error)
         output = response.get("output")
-        for index, item in enumerate(output if isinstance(output, list) else ()):
-            if isinstance(item, dict):
-                yield from self._finish_item(index, item)
+        try:
+            for index, item in enumerate(output if isinstance(output, list) else ()):
+                if isinstance(item, dict):
+                    yield from self._finish_item(index, item)
+        except StreamDecodeError as mismatch:
+            if mismatch is not self._mismatch:
+                raise
+            self.done = True
+            yield from self._fail(response, mismatch)  # after the usage the tokens cost
         blocks = [block for known in self._known() for block in _blocks_of(known)]
         for block in sorted(blocks, key=lambda b: b.index):
             if block.open and block.held and not block.pieces:
@@ -953,12 +1073,15 @@ def _may_summarize(reasoning: Any) -> bool:
     return reasoning is not None
 
 
-def _disagree(where: str) -> StreamDecodeError:
-    """The error of deltas that are not the text the stream finished with (the text is not
-    quoted: it is the model's)."""
-    return StreamDecodeError(
-        f"the streamed deltas of {where} disagree with its finished text"
-    ).mark_authored()
+def _more_specific(held: Error, theirs: Error, *, mismatch: bool) -> Error:
+    """The error to raise of an `error` event's (`held`) and the failed response's after it
+    (`theirs`): the event's, which carries the error's `type` and `param` beside the code
+    and message the failed response repeats, unless it only says the server failed where
+    the failed response names more. A disagreement of deltas gives way to the provider's
+    failure, which says why the answer is not whole."""
+    if mismatch or (type(held) is ServerError and type(theirs) is not ServerError):
+        return theirs
+    return held
 
 
 def _parses_to(text: str, value: Any) -> bool:
