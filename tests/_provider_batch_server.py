@@ -166,6 +166,8 @@ class ProviderBatchServer(ThreadingHTTPServer):
         """Downloads of a job's results, by job id."""
         self.jobs: list[Job] = []
         self.files: dict[str, StoredFile] = {}
+        self.deleted: list[str] = []
+        """The ids of the files deleted (`DELETE` of a file), in order."""
         self.uploads: dict[str, _Upload] = {}
         self._seq = 0
 
@@ -800,6 +802,7 @@ _ROUTES: list[Route] = [
         ("POST", r"/v1/files", "openai_upload"),
         ("GET", r"/v1/files/([^/]+)", "openai_file"),
         ("GET", r"/v1/files/([^/]+)/content", "openai_file_content"),
+        ("DELETE", r"/v1/files/([^/]+)", "openai_file_delete"),
         ("POST", r"/v1/batches", "openai_create"),
         ("GET", r"/v1/batches", "openai_list"),
         ("GET", r"/v1/batches/([^/]+)", "openai_get"),
@@ -815,6 +818,7 @@ _ROUTES: list[Route] = [
         ("POST", r"/v1beta/batches/([^/:]+):cancel", "gemini_cancel"),
         ("POST", r"/upload/v1beta/files", "gemini_upload"),
         ("GET", r"/v1beta/files/([^/:]+)", "gemini_file"),
+        ("DELETE", r"/v1beta/files/([^/:]+)", "gemini_file_delete"),
         ("GET", r"/download/v1beta/files/([^/:]+):download", "gemini_download"),
     ]
 ]
@@ -987,6 +991,13 @@ class _Handler(ReplyHandler):
             if stored.job_id is not None:
                 self.server.result_downloads[stored.job_id] += 1
         self.send_body(200, {"content-type": "application/octet-stream"}, stored.data)
+
+    def openai_file_delete(self, data: bytes, file_id: str) -> None:
+        with self.server.lock:
+            stored = self._openai_stored(file_id)
+            del self.server.files[stored.id]
+            self.server.deleted.append(stored.id)
+        self.send_json(200, {"id": stored.id, "object": "file", "deleted": True})
 
     def openai_create(self, data: bytes) -> None:
         body = self._object(data)
@@ -1321,6 +1332,13 @@ class _Handler(ReplyHandler):
         with self.server.lock:
             view = self._gemini_file_view(self._gemini_stored(file_id))
         self.send_json(200, view)
+
+    def gemini_file_delete(self, data: bytes, file_id: str) -> None:
+        with self.server.lock:
+            stored = self._gemini_stored(file_id)
+            del self.server.files[stored.id]
+            self.server.deleted.append(stored.id)
+        self.send_json(200, {})
 
     def gemini_download(self, data: bytes, file_id: str) -> None:
         if self.query.get("alt") != "media":

@@ -1647,7 +1647,7 @@ def test_a_pass_paid_in_one_job_counts_when_the_follow_up_job_expires(
     (row,) = Ledger(ledger, read_only=True).rows()
     assert (row.status, row.cost) == ("failed", "0.00000225")
     # The row's code is allama's message; the provider's words are kept apart.
-    assert result.failure.message == "batch_expired"
+    assert result.failure.message == f"job {server.jobs[1].id}: batch_expired"
     assert result.failure.provider_message == (
         "This request could not be executed before the completion window expired."
     )
@@ -1828,13 +1828,22 @@ def _one_pass(model: str) -> Decimal:
     return cost.total
 
 
-@pytest.mark.parametrize(("status", "kind"), [(400, "invalid_request"), (500, "server")])
+@pytest.mark.parametrize(
+    ("status", "kind", "stopped"),
+    [
+        # Refused for good: the job's inputs fail with it, and no further job is submitted.
+        (400, "job_failed", "the provider refused to make job allama-"),
+        # Not made at any try: the inputs are left pending, for the same command.
+        (500, "server", "the provider did not make a batch job in 5 tries: server"),
+    ],
+)
 def test_inputs_a_job_that_was_not_made_ends_keep_each_what_it_paid_alone(
     server: ProviderBatchServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     status: int,
     kind: str,
+    stopped: str,
 ) -> None:
     """One error ends every input of a job the provider would not make: each input's
     earlier payment was written into it, so that each input after the first carried the
@@ -1854,9 +1863,12 @@ def test_inputs_a_job_that_was_not_made_ends_keep_each_what_it_paid_alone(
     provider, model = _provider(server, "openai-chat")
     _paid_failure_first(server, 31, 81, 131)
     ledger = tmp_path / "run.sqlite"
-    results = _run(provider, model, ["doc 101", "doc 31", "doc 81", "doc 131"], ledger)
+    run = _batch_run(provider, model, ["doc 101", "doc 31", "doc 81", "doc 131"], ledger)
+    results = sorted(run, key=lambda r: r.index)
     one = _one_pass(model)
     assert [r.failure.kind if r.failure else "ok" for r in results] == ["ok"] + [kind] * 3
+    assert run.summary.stopped is not None and run.summary.stopped.startswith(stopped)
+    assert len(server.jobs) == 1
     for result in results:
         records = [*result.spent, *([result.metadata] if result.metadata else [])]
         assert sum(m.cost.total for m in records if m.cost is not None) == one, result.label
@@ -2627,7 +2639,9 @@ def test_a_job_refused_as_a_whole_fails_its_rows_with_the_reason(
     assert failure is not None and not failure.retryable
     # The provider's codes are the message; its words (which may quote the requests) are
     # kept apart, for the caller who asks.
-    assert failure.message == "the job failed: duplicate_custom_id (lines 2, 4, 6)"
+    assert failure.message == (
+        f"job {server.jobs[0].id} failed: duplicate_custom_id (lines 2, 4, 6)"
+    )
     assert failure.provider_message is not None
     assert failure.provider_message.startswith("The custom_id for this request is a duplicate")
     shown = repr(results[0]) + repr(run.summary) + "\n".join(run.summary.lines())
@@ -3781,12 +3795,18 @@ def test_each_copy_of_an_input_in_a_job_gets_its_iterable_whole(
     assert server.submitted[("openai-chat", 1)] == 1
 
 
-def _keyless_gemini_responses(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Gemini's inlined responses without their requests' keys, as they have come back."""
+def _keyless_gemini_responses(monkeypatch: pytest.MonkeyPatch, *, first_only: bool) -> None:
+    """Gemini's inlined responses without their requests' keys, as they have come back, in
+    the requests' order; from the first job alone (`first_only`), or from every job."""
     answered = ProviderBatchServer._gemini_output
+    first: list[str] = []
 
     def keyless(self: ProviderBatchServer, job: Any) -> Any:
         output = answered(self, job)
+        if not first:
+            first.append(job.id)
+        if first_only and job.id != first[0]:
+            return output
         for entry in (output or {}).get("inlinedResponses", {}).get("inlinedResponses", []):
             entry.pop("metadata", None)
         return output
@@ -3794,22 +3814,35 @@ def _keyless_gemini_responses(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ProviderBatchServer, "_gemini_output", keyless)
 
 
-def test_keyless_gemini_responses_are_read_by_place_by_the_run_that_submitted_them(
+def test_keyless_gemini_responses_in_order_go_to_no_input_even_of_the_submitting_run(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _keyless_gemini_responses(monkeypatch)
+    """One for each request, in their order, collected by the run that knows that order:
+    still never matched by place (the order has not held), so inputs whose every job
+    answers so fail as missing, given no answer of another's."""
+    _keyless_gemini_responses(monkeypatch, first_only=False)
     provider, model = _provider(server, "gemini")
     docs = [f"doc {n}" for n in (0, 1, 2, 4, 5)]
-    results = _run(provider, model, docs, tmp_path / "run.sqlite")
-    assert [r.value for r in results] == [Doc(n=n) for n in (0, 1, 2, 4, 5)]
-    assert len(server.jobs) == 1
+    results = _run(provider, model, docs, tmp_path / "run.sqlite", max_attempts=2)
+    assert [r.value for r in results] == [None] * 5
+    assert len(server.jobs) == 2  # sent again once, in a job of its own
+    assert all(server.submitted[("gemini", n)] == 2 for n in (0, 1, 2, 4, 5))
+    for result in results:
+        assert result.failure is not None and result.failure.kind == "job_missing"
+        assert result.failure.message == (
+            f"job {server.jobs[1].id} ended completed without a response for this request "
+            "(5 responses came without the key of a request, and a response is matched by "
+            "its key alone)"
+        )
+        # The unmatched responses were paid for, at a cost unknown.
+        assert result.metadata is not None and result.metadata.cost is None
 
 
 def test_keyless_gemini_responses_of_a_job_another_run_submitted_go_to_no_input(
     server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The run that collects the job reads its inputs in another order than the requests'.
-    _keyless_gemini_responses(monkeypatch)
+    _keyless_gemini_responses(monkeypatch, first_only=True)
     provider, model = _provider(server, "gemini")
     ledger = tmp_path / "run.sqlite"
     docs = [f"doc {n}" for n in (0, 1, 2, 4, 5)]
@@ -3817,6 +3850,8 @@ def test_keyless_gemini_responses_of_a_job_another_run_submitted_go_to_no_input(
     _run_until(provider, model, docs, ledger, lambda: any(job.polls for job in server.jobs))
     server.hold = False
     results = _run(provider, model, docs[::-1], ledger)
-    # Not one input given another's answer: sent again, in a job of this run's own.
+    # Not one input given another's answer: sent again, in a job of this run's own, whose
+    # responses carry their keys and answer them.
     assert [r.value for r in results] == [Doc(n=n) for n in (5, 4, 2, 1, 0)]
+    assert len(server.jobs) == 2
     assert all(server.submitted[("gemini", n)] == 2 for n in (0, 1, 2, 4, 5))

@@ -30,7 +30,9 @@ def _drive(steps: Steps, answers: list[bytes]) -> Any:
     raise AssertionError("the steps asked for more than was answered")
 
 
-def test_a_gemini_responses_file_of_bare_responses_is_read_by_place() -> None:
+def test_a_gemini_responses_file_of_bare_responses_is_read_by_key_alone() -> None:
+    # A line may be the response (or its error) itself: beside its key it answers that
+    # request; without one it answers none, whatever its place.
     lines = [
         {"candidates": [{"content": {"parts": [{"text": "{}"}]}}]},
         {"code": 400, "message": "bad", "status": "INVALID_ARGUMENT"},
@@ -44,10 +46,19 @@ def test_a_gemini_responses_file_of_bare_responses_is_read_by_place() -> None:
     )
     data = b"\n".join(json.dumps(line).encode() for line in lines)
     rows = _drive(GEMINI.results(TARGET, state, ["a", "b"], in_order=True), [data])
+    assert [rows[key].kind for key in "ab"] == [RowKind.MISSING] * 2
+    assert rows["a"].note == (
+        "the job ended completed without a response for this request (2 responses came "
+        "without the key of a request, and a response is matched by its key alone)"
+    )
+    keyed = b"\n".join(
+        json.dumps({"key": k, **line}).encode() for k, line in zip("ab", lines, strict=True)
+    )
+    rows = _drive(GEMINI.results(TARGET, state, ["a", "b"], in_order=True), [keyed])
     assert rows["a"].kind == RowKind.RESPONSE
-    assert json.loads(rows["a"].body) == lines[0]
+    assert json.loads(rows["a"].body)["candidates"] == lines[0]["candidates"]
     assert (rows["b"].kind, rows["b"].status) == (RowKind.ERROR, 400)
-    assert json.loads(rows["b"].body) == {"error": lines[1]}
+    assert json.loads(rows["b"].body)["error"]["message"] == "bad"
 
 
 @pytest.mark.parametrize(
@@ -317,19 +328,20 @@ def test_a_key_named_twice_keeps_its_answer(dialect: str) -> None:
         assert _results(dialect, lines, ["a"])["a"].kind == RowKind.RESPONSE
 
 
-def test_a_gemini_line_that_cannot_be_read_keeps_its_place() -> None:
-    # Without keys a responses file is read by place: an unreadable line still holds one.
+def test_gemini_lines_without_keys_beside_one_that_cannot_be_read_answer_no_request() -> None:
+    # Not read by place: neither the unreadable line nor those without a key answer one.
     answer = {"candidates": [{"content": {"parts": [{"text": "{}"}]}}]}
     state = JobState(
         "batches/1", "BATCH_STATE_SUCCEEDED", True, "completed", results={"responsesFile": "f"}
     )
     data = b"\n".join([json.dumps(answer).encode(), b"{cut short", json.dumps(answer).encode()])
     rows = _drive(GEMINI.results(TARGET, state, ["a", "b", "c"], in_order=True), [data])
-    assert [rows[key].kind for key in "abc"] == [
-        RowKind.RESPONSE,
-        RowKind.MISSING,
-        RowKind.RESPONSE,
-    ]
+    assert [rows[key].kind for key in "abc"] == [RowKind.MISSING] * 3
+    assert rows["b"].note == (
+        "the job ended completed without a response for this request (1 line of its results "
+        "could not be read) (2 responses came without the key of a request, and a response is "
+        "matched by its key alone)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -625,7 +637,7 @@ def test_gemini_responses_without_keys_one_missing_are_matched_to_no_input() -> 
     assert [rows[key].kind for key in keys] == [RowKind.MISSING] * 4
     assert rows["a"].note == (
         "the job ended completed without a response for this request (3 responses came "
-        "without the key of a request, and could not be matched by place)"
+        "without the key of a request, and a response is matched by its key alone)"
     )
 
 
@@ -644,10 +656,12 @@ def test_a_gemini_response_without_a_key_among_keyed_ones_is_matched_to_no_input
     assert rows["d"].note is not None and "1 response came without the key" in rows["d"].note
 
 
-def test_gemini_responses_without_keys_one_for_each_request_are_read_by_place() -> None:
+def test_gemini_responses_without_keys_in_the_requests_order_are_matched_to_no_input() -> None:
+    # One for each request, in their order, and the order known: still not read by place.
     keys = ["a", "b", "c"]
-    rows = _gemini_inline([_answer_of(key, False) for key in keys], keys)
-    assert {key: _answered(row) for key, row in rows.items()} == {"a": "a", "b": "b", "c": "c"}
+    rows = _gemini_inline([_answer_of(key, False) for key in keys], keys, in_order=True)
+    assert {key: _answered(row) for key, row in rows.items()} == dict.fromkeys(keys)
+    assert [rows[key].kind for key in keys] == [RowKind.MISSING] * 3
 
 
 def test_gemini_responses_without_keys_are_not_read_by_a_place_the_run_does_not_know() -> None:

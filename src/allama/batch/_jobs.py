@@ -22,6 +22,7 @@ import itertools
 import sqlite3
 import time
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -609,6 +610,7 @@ class JobRunner(_Runner):
         too_long: str | None = None
         uploaded: dict[str, str] = {}  # a job's file, uploaded once however often it is tried
         maybe_made = False  # a try that failed may have reached the provider, not ruled out
+        ever_maybe = False  # one did: its job may yet be made from the file uploaded
         unknown: str | None = None
         ambiguous = False  # jobs found that may be it, and not told apart
         last = False  # the tries are spent: only asked whether the last reached the provider
@@ -640,6 +642,8 @@ class JobRunner(_Runner):
                 break  # stopped before the try again: not sent
             if self.book.cancel_requested(tag):  # `allama batch cancel` came first: not made
                 await self._cancelled_before_made(tag, items)
+                if not ever_maybe:
+                    self.summary.jobs[tag] += await self._discard(target, tag, uploaded)
                 return
             tried += 1
             try:
@@ -650,6 +654,7 @@ class JobRunner(_Runner):
             except Error as error:
                 failed = error
                 maybe_made = CREATE_ASKED in uploaded and _may_have_made(error)
+                ever_maybe = ever_maybe or maybe_made
                 if isinstance(error, RateLimitedError):
                     # No try, as for a live call: the job was not made (a queue's limit).
                     tried -= 1
@@ -672,7 +677,9 @@ class JobRunner(_Runner):
         if job.job_id is None:
             assert failed is not None
             self.book.job_not_submitted(tag, failed.kind)
-            self.summary.jobs[tag] = f"not submitted: {failed.kind}"
+            # No try may have made it: its file is read by no job.
+            kept = "" if ever_maybe else await self._discard(target, tag, uploaded)
+            self.summary.jobs[tag] = f"not submitted: {failed.kind}{kept}"
             stops = too_long or _stops(failed, tried, self.spec.template is not None)
             if stops is None and failed.retryable and self.stopping is None:
                 # The provider would not make the job (an outage of its batch API, a
@@ -690,8 +697,8 @@ class JobRunner(_Runner):
                 for item in items:
                     await self._set_aside_item(item, failed, stops=stops)
                 return
-            for item in items:
-                await self._failed(item, failed)
+            self.summary.jobs[tag] = f"not submitted: refused ({failed.kind}){kept}"
+            await self._refused(tag, items, failed, made=CREATE_ASKED in uploaded)
             return
         self.book.job_submitted(tag, job.job_id)
         self.summary.jobs[tag] = f"{job.job_id}: submitted, {len(items)} requests"
@@ -702,6 +709,46 @@ class JobRunner(_Runner):
         job.wait = self.spec.poll_interval
         job.due = time.monotonic() + job.wait
         self.open[tag] = job
+
+    async def _refused(self, tag: str, items: list[_Item], failed: Error, *, made: bool) -> None:
+        """The provider refused, for good, the making of a job (`made`: the job itself, a
+        model without batch support, an endpoint the batch API does not serve; else the
+        upload of its file): the job's failure, its inputs failed with it, kept for
+        `retry_failed`. The run submits no further job: nothing in the provider's answer
+        says whether it is about this job's requests or about what every job of the run
+        shares (its endpoint, its model, the account), and for the latter each would be
+        refused in turn; the inputs not yet submitted stay pending."""
+        failure = _failure(failed)
+        step = f"to make job {tag}" if made else f"the upload of job {tag}'s input file"
+        said = f"the provider refused {step}: {failure.message}"
+        if self.stopping is None:
+            self.summary.refused = failed.kind
+            self.stop(f"{said}; no further job is submitted")
+        for item in items:
+            row = Row(item.key, RowKind.JOB_FAILED, note=said, words=failure.provider_message)
+            await self._failed(item, RowUnanswered(row))
+
+    async def _discard(self, target: Any, tag: str, uploaded: dict[str, str]) -> str:
+        """Delete the input file uploaded for a job that was not made: it holds the
+        requests' text, and no job reads it. Best effort: a failure is a warning naming the
+        file, returned for the job's line of the summary too (else "")."""
+        if "file" not in uploaded:
+            return ""
+        try:
+            await self.jobs.run(
+                self.jobs.dialect.discard(target, uploaded), target.model, sync=self.sync
+            )
+        except NotFoundError:
+            return ""  # gone already
+        except Error as error:
+            said = (
+                f"the input file {uploaded['file']} of job {tag}, which was not made, could "
+                f"not be deleted ({_failure(error).message}): it holds the requests' text; "
+                "delete it at the provider"
+            )
+            warnings.warn(said, RuntimeWarning, stacklevel=2)
+            return f"; {said}"
+        return ""
 
     async def _cancelled_before_made(self, tag: str, items: list[_Item]) -> None:
         """A cancel (`allama batch cancel`) recorded while the job was being submitted,
@@ -1100,6 +1147,7 @@ class JobRunner(_Runner):
             return
         if item.entry is None:
             item.entry, item.warnings = self.jobs.entry(item.key, item.pending)
+        row = _of_job(row, job.job_id)
         if state.queue_full:
             # A limit on the work queued, not the inputs' failure: none ran, none is paid;
             # pending, for the same command once the jobs in progress have ended.
@@ -1796,6 +1844,20 @@ def _paid_unknown(
         return rows, frozenset()
     counted = gone[:room]
     return rows, frozenset(counted + unread[: room - len(counted)])
+
+
+def _of_job(row: Row, job_id: str | None) -> Row:
+    """`row` with a note that names its job, for the failure of a row the job did not
+    answer (cancelled, expired, missing): the provider's code alone (`batch_cancelled`)
+    does not say which of a run's jobs it was."""
+    if job_id is None or row.kind not in _UNANSWERED:
+        return row
+    note = row.note or row.kind
+    if job_id in note:
+        return row
+    if note.startswith("the job "):  # "the job ended expired ..." -> "job X ended expired ..."
+        return replace(row, note=f"job {job_id} {note.removeprefix('the job ')}")
+    return replace(row, note=f"job {job_id}: {note}")
 
 
 def _paid_record(paid: Sequence[JsonValue]) -> ExtractionMetadata:

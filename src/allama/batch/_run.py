@@ -299,7 +299,9 @@ class BatchSummary:
     `permission`, `quota_exceeded`), asked to wait longer than a run waits, 15 minutes
     (`rate_limited`, `overloaded`...), could not be reached in as many tries as an input
     gets (`network`), or has no such endpoint or model for a run of one request
-    (`not_found`)."""
+    (`not_found`); or refused, for good, to make a provider batch job (the refusal's kind:
+    `invalid_request`, `not_found`, `unsupported`...), which fails that job's inputs, since
+    nothing in it tells a fault of the job's requests from one every job would meet."""
     in_jobs: int = 0
     """Inputs left in provider batch jobs when the run stopped (a later run collects them)."""
     jobs: dict[str, str] = field(default_factory=dict)

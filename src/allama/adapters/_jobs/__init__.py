@@ -198,8 +198,7 @@ def line_size(content: bytes) -> int:
 
 def json_lines(content: bytes) -> list[dict[str, Any] | None]:
     """The lines of a results file as JSON objects, in their order; `None` for a line that
-    is no JSON object (cut short, say), which neither stops the reading of the others nor
-    moves them from their places (a file without keys is read by position)."""
+    is no JSON object (cut short, say), which does not stop the reading of the others."""
     lines: list[dict[str, Any] | None] = []
     for line in content.splitlines():
         if not line.strip():
@@ -331,12 +330,19 @@ class JobDialect(Protocol):
     ) -> Steps:
         """The rows of an ended job, one per key in `keys` (missing ones as such);
         returns a `dict[str, Row]`. `in_order`: `keys` are in the order of the job's
-        requests (a run that submitted it knows it; a later one does not), where a
-        provider's responses without their keys may be matched by place."""
+        requests (a run that submitted it knows it; a later one does not). No dialect
+        matches a response by its place (Gemini's have come back without keys and out of
+        order): one without its key is matched to no input."""
         ...
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:
         """Ask the provider to cancel a job; returns nothing."""
+        ...
+
+    def discard(self, target: JobTarget, uploaded: Mapping[str, str]) -> Steps:
+        """Delete the file a submission uploaded (`uploaded`, as `submit` filled it) whose
+        job was not made: it holds the requests' text, and no job will read it. Returns
+        the file's id, or `None` where nothing was uploaded."""
         ...
 
 
@@ -363,6 +369,12 @@ class MayBeGone(HttpRequest):
 def get_may_be_gone(target: JobTarget, url: str) -> MayBeGone:
     made = get(target, url)
     return MayBeGone(made.method, made.url, made.headers, made.body, made.params, raw=made.raw)
+
+
+def delete(target: JobTarget, url: str) -> HttpRequest:
+    """A DELETE with the target's headers but no body."""
+    made = get(target, url)
+    return HttpRequest("DELETE", made.url, made.headers, {}, made.params, raw=b"")
 
 
 def post(target: JobTarget, url: str, body: dict[str, Any]) -> HttpRequest:

@@ -9,7 +9,7 @@ could be it cannot be told apart yet, and are said so."""
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Generator, Sequence
+from collections.abc import Collection, Generator, Mapping, Sequence
 from typing import Any
 
 from allama.adapters._http import rfc3339_seconds
@@ -166,6 +166,11 @@ class AnthropicJobs:
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:
         yield post(target, f"{target.base_url}/messages/batches/{job_id}/cancel", {})
+
+    def discard(self, target: JobTarget, uploaded: Mapping[str, str]) -> Steps:
+        # The requests go inline: no file was uploaded, none is left.
+        return None
+        yield  # a generator, as every step is
 
 
 def _holding(

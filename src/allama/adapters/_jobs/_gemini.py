@@ -8,7 +8,7 @@ never from the job's state."""
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +22,7 @@ from allama.adapters._jobs import (
     Row,
     RowKind,
     Steps,
+    delete,
     get,
     headers_for,
     job_line,
@@ -178,19 +179,18 @@ class GeminiJobs:
             response = yield get(target, url, {"alt": "media"})
             entries = json_lines(response.content)
         rows: dict[str, Row] = {}
-        said = [None if entry is None else _key(entry) for entry in entries]
-        # The API writes the responses in the order of the requests, and each with its key;
-        # responses have come back without keys, and out of order. A response is matched by
-        # its place only when none has a key, there is one for each request (an unreadable
-        # one holds its place), and the requests' order is known: never by a place a key
-        # contradicts, nor by another run's order of the inputs.
-        by_place = in_order and len(entries) == len(keys) and all(key is None for key in said)
+        # A response is matched by its key alone. The API documents the responses' order as
+        # the requests', but they have come back without keys (python-genai #1886, #2008)
+        # and out of order (#1909), each complete in itself: matched by place, an input
+        # would take another's answer, as valid as its own. One without a key is matched
+        # to no input; those left without a response are sent again, and what the
+        # unmatched ones cost is counted unknown (`JobState.billed`), as for a line that
+        # cannot be read. (`in_order` no longer matters.)
         unmatched = 0
-        for position, (entry, key) in enumerate(zip(entries, said, strict=True)):
+        for entry in entries:
             if entry is None:
                 continue
-            if key is None and by_place:
-                key = keys[position]
+            key = _key(entry)
             if key is None:
                 unmatched += 1
                 continue
@@ -218,6 +218,13 @@ class GeminiJobs:
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:
         yield post(target, f"{target.base_url}/{job_id}:cancel", {})
+
+    def discard(self, target: JobTarget, uploaded: Mapping[str, str]) -> Steps:
+        # Only a job too large to send inline uploads a file (`files/...`).
+        name = uploaded.get("file")
+        if name is not None:
+            yield delete(target, f"{target.base_url}/{name}")
+        return name
 
 
 def _state(job: dict[str, Any]) -> JobState:
@@ -287,18 +294,21 @@ def _key(entry: dict[str, Any]) -> str | None:
 
 
 def _unmatched(count: int) -> str:
-    """What a note on a missing row adds when responses came that no key or place matched."""
+    """What a note on a missing row adds when responses came without a request's key (none
+    is matched by its place)."""
     if not count:
         return ""
     some = f"{count} response{'s' if count > 1 else ''}"
-    return f" ({some} came without the key of a request, and could not be matched by place)"
+    return (
+        f" ({some} came without the key of a request, and a response is matched by its key alone)"
+    )
 
 
 def _row(key: str, entry: dict[str, Any]) -> Row:
     if isinstance(entry.get("response"), dict):
         return Row(key, RowKind.RESPONSE, 200, json.dumps(entry["response"]).encode())
     if "candidates" in entry or "usageMetadata" in entry or "promptFeedback" in entry:
-        # A line of a responses file may be the response itself, keyed by its place.
+        # A line of a responses file may be the response itself, beside its key.
         return Row(key, RowKind.RESPONSE, 200, json.dumps(entry).encode())
     error = entry.get("error") or (entry if "code" in entry or "message" in entry else {})
     if not isinstance(error, dict):

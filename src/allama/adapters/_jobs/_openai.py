@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from allama.adapters._http import HttpRequest
@@ -24,6 +24,7 @@ from allama.adapters._jobs import (
     RowKind,
     Steps,
     clock_ahead,
+    delete,
     get,
     get_may_be_gone,
     job_line,
@@ -210,6 +211,12 @@ class OpenAIJobs:
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:
         yield post(target, f"{target.base_url}/batches/{job_id}/cancel", {})
+
+    def discard(self, target: JobTarget, uploaded: Mapping[str, str]) -> Steps:
+        file_id = uploaded.get("file")
+        if file_id is not None:
+            yield delete(target, f"{target.base_url}/files/{file_id}")
+        return file_id
 
 
 def _state(job: dict[str, Any]) -> JobState:
