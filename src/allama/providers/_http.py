@@ -13,7 +13,7 @@ import itertools
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast, overload
 
@@ -908,8 +908,9 @@ class HttpProvider:
                 chunks = itertools.chain((read,), chunks)
         decoder = self._decoder(request)
         sniff = self._sniffs(handle.headers)
-        if hasattr(decoder, "held"):
-            chunks = _held_over(decoder, chunks)
+        reading = _Body(chunks) if hasattr(decoder, "broken") else None
+        if reading is not None:
+            chunks = reading
 
         def events() -> Iterator[StreamEvent]:
             for warning in warnings:
@@ -918,24 +919,31 @@ class HttpProvider:
                 yield from self._after_object(decoder, after)
                 return
             head: bytes | None = b"" if sniff else None
-            for chunk in chunks:
-                if head is not None:
-                    head += chunk
-                    if not _begun(head):
-                        continue
-                    chunk, head = head, None
-                    if _object_start(chunk):
-                        chunk += b"".join(chunks)
-                        whole = self._whole(request, handle.status, handle.headers, chunk, [])
-                        if whole is not None:
-                            yield from streams.response_events(whole)
-                        else:
-                            yield from self._after_object(decoder, chunk)
+            try:
+                for chunk in chunks:
+                    if head is not None:
+                        head += chunk
+                        if not _begun(head):
+                            continue
+                        chunk, head = head, None
+                        if _object_start(chunk):
+                            chunk += b"".join(chunks)
+                            whole = self._whole(request, handle.status, handle.headers, chunk, [])
+                            if whole is not None:
+                                yield from streams.response_events(whole)
+                            else:
+                                yield from self._after_object(decoder, chunk)
+                            return
+                    for event in decoder.feed(chunk):
+                        yield _issued(event, self.name)
+                    if decoder.done:
                         return
-                for event in decoder.feed(chunk):
+            except Error as error:
+                if reading is None or error is not reading.broken:
+                    raise
+                for event in _broken(decoder, error):
                     yield _issued(event, self.name)
-                if decoder.done:
-                    return
+                raise
             for event in decoder.feed(head) if head else ():  # (blank bytes alone)
                 yield _issued(event, self.name)
             for event in decoder.close():
@@ -1041,8 +1049,9 @@ class HttpProvider:
                 chunks = _aprefixed(read, chunks)
         decoder = self._decoder(request)
         sniff = self._sniffs(handle.headers)
-        if hasattr(decoder, "held"):
-            chunks = _aheld_over(decoder, chunks)
+        abody = _AsyncBody(chunks) if hasattr(decoder, "broken") else None
+        if abody is not None:
+            chunks = abody
 
         async def events() -> AsyncIterator[StreamEvent]:
             try:
@@ -1053,27 +1062,36 @@ class HttpProvider:
                         yield event
                     return
                 head: bytes | None = b"" if sniff else None
-                async for chunk in chunks:
-                    if head is not None:
-                        head += chunk
-                        if not _begun(head):
-                            continue
-                        chunk, head = head, None
-                        if _object_start(chunk):
-                            chunk += b"".join([rest async for rest in chunks])
-                            whole = self._whole(request, handle.status, handle.headers, chunk, [])
-                            late = (
-                                streams.response_events(whole)
-                                if whole is not None
-                                else self._after_object(decoder, chunk)
-                            )
-                            for event in late:
-                                yield event
+                try:
+                    async for chunk in chunks:
+                        if head is not None:
+                            head += chunk
+                            if not _begun(head):
+                                continue
+                            chunk, head = head, None
+                            if _object_start(chunk):
+                                chunk += b"".join([rest async for rest in chunks])
+                                whole = self._whole(
+                                    request, handle.status, handle.headers, chunk, []
+                                )
+                                late = (
+                                    streams.response_events(whole)
+                                    if whole is not None
+                                    else self._after_object(decoder, chunk)
+                                )
+                                for event in late:
+                                    yield event
+                                return
+                        for event in decoder.feed(chunk):
+                            yield _issued(event, self.name)
+                        if decoder.done:
                             return
-                    for event in decoder.feed(chunk):
+                except Error as error:
+                    if abody is None or error is not abody.broken:
+                        raise
+                    for event in _broken(decoder, error):
                         yield _issued(event, self.name)
-                    if decoder.done:
-                        return
+                    raise
                 for event in decoder.feed(head) if head else ():  # (blank bytes alone)
                     yield _issued(event, self.name)
                 for event in decoder.close():
@@ -1382,30 +1400,50 @@ def _unmarked(block: object) -> bool:
     )
 
 
-def _held_over(decoder: StreamDecoder, chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """`chunks`, whose break raises the provider's error `decoder` holds while it reads on
-    for a terminal event's usage (`held`, the Responses decoder's): the answer had failed
-    already, and the break is not why (a request the provider refused is not to be tried
-    again, as a network error is)."""
-    try:
-        yield from chunks
-    except Error as broken:
-        held = getattr(decoder, "held", None)
-        if isinstance(held, Error):
-            raise held from broken
-        raise
+class _Body:
+    """A streamed body's chunks, knowing the failure that broke them (told from one the
+    decoder raised), for a decoder that says what a break is (`broken`)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self.broken: Error | None = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self._chunks)
+        except Error as error:
+            self.broken = error
+            raise
 
 
-async def _aheld_over(decoder: StreamDecoder, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The async twin of `_held_over`."""
-    try:
-        async for chunk in chunks:
-            yield chunk
-    except Error as broken:
-        held = getattr(decoder, "held", None)
-        if isinstance(held, Error):
-            raise held from broken
-        raise
+class _AsyncBody:
+    """The async twin of `_Body`."""
+
+    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+        self._chunks = chunks
+        self.broken: Error | None = None
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return await anext(self._chunks)
+        except Error as error:
+            self.broken = error
+            raise
+
+
+def _broken(decoder: StreamDecoder, error: Error) -> Iterator[StreamEvent]:
+    """The events a decoder gives for its stream broken by `error` after what it was fed
+    (`broken`: Gemini's `Finish`, held for the stream's close, once the answer came whole);
+    it raises the failure the break is where that is another (the Responses decoder's
+    provider error, held while it read on for a terminal event's usage)."""
+    said: Callable[[Error], Iterator[StreamEvent]] = getattr(decoder, "broken")  # noqa: B009
+    return said(error)
 
 
 def _issued(event: StreamEvent, provider: str) -> StreamEvent:

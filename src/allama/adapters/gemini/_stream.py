@@ -46,7 +46,9 @@ their output and reasoning counts (and output audio, image and video tokens) are
 reported, so a stream that fails, is cut or is cancelled before its finishing chunk keeps
 its input count and an unknown output, as the Anthropic decoder does. The finishing chunk's
 usage (or a later chunk's) is the whole call's, read as a body's is. An error object is
-raised after every event before it was yielded (those were paid for). A chunk that does not
+raised after every event before it was yielded (those were paid for); one after the finish
+reason, after the events `close()` would have given (`Finish` among them), so the stream
+ends there with its answer whole. A chunk that does not
 fit the response shape raises `StreamDecodeError` after its usage, read by the same rule,
 was reported, and with that usage on the error, as a body's that cannot be read has it.
 """
@@ -80,7 +82,7 @@ from allama.adapters.gemini._decode import (
     with_billed_usage,
 )
 from allama.adapters.gemini._errors import error_from_payload
-from allama.errors import IncompleteStreamError, StreamDecodeError
+from allama.errors import Error, IncompleteStreamError, StreamDecodeError
 from allama.types import (
     SERVICE_TIER_KEY,
     BlockStart,
@@ -343,8 +345,8 @@ class GenerateStreamDecoder:
 
     `feed` and `close` are generators: an error is raised after the events before it were
     yielded. `done` stays false (Gemini sends no end marker); `finished` turns true when a
-    chunk carries a finish reason or a blocked prompt, and `close()` then ends the stream
-    with `Finish`.
+    chunk carries a finish reason or a blocked prompt, and `close()` (or an error object
+    that comes after) then ends the stream with `Finish`.
     """
 
     def __init__(self, *, provider: str | None = None, model: str | None = None) -> None:
@@ -367,6 +369,7 @@ class GenerateStreamDecoder:
         """What the usage said it is billed at (audio, image and video tokens, a tier), as
         last said."""
         self._closed = False
+        self._ended = False
         self.finished = False
         self.done = False
 
@@ -441,6 +444,11 @@ class GenerateStreamDecoder:
         if not isinstance(payload, dict):
             raise StreamDecodeError("a stream chunk is not a JSON object").mark_authored()
         if is_error_object(payload):
+            if self.finished:
+                # The answer came whole: its end (`Finish` among it) goes out before the
+                # error, as Anthropic's and Chat Completions' streams, which say their finish
+                # at once, have it, so the stream ends there with its answer kept.
+                yield from self._end()
             raise error_from_payload(payload, provider=self._provider, model=self._model)
         try:
             yield from self._chunk(payload)
@@ -503,7 +511,20 @@ class GenerateStreamDecoder:
             self._billed[SERVICE_TIER_KEY] = None
             yield ProviderDataEvent(namespace=NAMESPACE, key=SERVICE_TIER_KEY, value=None)
 
+    def broken(self, error: Error) -> Iterator[StreamEvent]:
+        """The events of a stream whose body broke (`error`, raised by the caller after
+        them) once its finish reason came: the answer came whole, and its end (`Finish`
+        among it), held for `close()`, goes out, so the stream ends there. Before the finish,
+        nothing."""
+        return self._end() if self.finished else iter(())
+
     def _end(self) -> Iterator[StreamEvent]:
+        """The end events, once: the open block's stop, what was held for the end, and
+        `Finish` if a finish reason came."""
+        if self._ended:
+            return
+        self._ended = True
+        self._closed = True  # (nothing read after the end, or after an error, counts)
         self._layout.stop()
         yield from self._sink.drain()
         if self._layout.others:

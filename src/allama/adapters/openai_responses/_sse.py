@@ -321,12 +321,14 @@ class ResponsesStreamDecoder:
         self.finished = False
         self.done = False
 
-    @property
-    def held(self) -> Error | None:
-        """The provider's error the stream failed with, held while the decoder reads on: a
-        break of the connection then is not the failure (the provider's read loop raises
-        this instead)."""
-        return self._held
+    def broken(self, error: Error) -> Iterator[StreamEvent]:
+        """A break of the stream's body (`error`) after an error the provider sent, held
+        while the decoder read on for a terminal event's usage, is not the failure: the
+        provider's error is raised (a request it refused is not to be tried again, as a
+        network error is). Otherwise nothing: the break stands."""
+        if self._held is not None:
+            raise self._held from error
+        return iter(())
 
     def feed(self, chunk: bytes) -> Iterator[StreamEvent]:
         for event in self._parser.feed(chunk):
