@@ -423,6 +423,17 @@ class _MergedWalk:
                 if isinstance(found, Merged):
                     return found
             return None
+        if kind == "generator":
+            # An `Iterable`, where the answer's whole reading (each `Iterable` a list) is
+            # not at hand: its items are unread, so each map's key schema is asked.
+            items = node.get("items_schema")
+            if type(written) is not list or _holds_no_map(items):
+                return None
+            for index, text in enumerate(written):
+                found = self.walk(items, _UNSEEN, text, (*path, index))
+                if isinstance(found, Merged):
+                    return found
+            return None
         if kind == "any":
             return None
         if kind in _SCALAR_KINDS:

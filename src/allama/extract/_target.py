@@ -22,6 +22,7 @@ from allama.extract._errors import EXTRACTION_TOOL, ModeUnsupportedError, ToolCo
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.extract._root import ROOT_KEY, ROOT_OPTION, unwrap, wrapped_schema
+from allama.extract._validation import ready_to_read
 from allama.schema._types import TypeSchema, type_schema
 from allama.schema._undeclared import key_step
 from allama.types import (
@@ -118,6 +119,9 @@ class Target:  # hashable: type schemas compare by identity
     model: str
     wrapped: bool = False
     """Whether the type is sent wrapped in `{"value": ...}` (a dialect needs an object root)."""
+
+    def __post_init__(self) -> None:
+        ready_to_read(self.type.adapter, self.type.schema)
 
     @classmethod
     def of(cls, tp: Any, provider: str, model: str) -> Target:

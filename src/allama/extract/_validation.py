@@ -12,12 +12,16 @@ import sys
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import Any, TypeGuard, cast
 
 import pydantic.types
 from pydantic import Secret, SecretBytes, SecretStr, TypeAdapter, ValidationError
 from pydantic_core import CoreSchema, ErrorDetails, SchemaValidator
-from pydantic_core.core_schema import dict_schema
+from pydantic_core.core_schema import (
+    dict_schema,
+    no_info_after_validator_function,
+    no_info_wrap_validator_function,
+)
 
 from allama.extract._decimals import (
     MOST_TRIED,
@@ -560,10 +564,36 @@ def check(
     lossy = lossy_numbers(raw)
     if not lossy:
         return value
+    if not plan.generators:
+        return _as_decimals(
+            raw, value, lossy, lambda text: _check(text, adapter, schema, reject_undeclared, plan)
+        )
+    # An `Iterable`'s items are not in the type's value (its iterator reads them as it is
+    # iterated): the readings are compared whole, each `Iterable` a list (`_read_whole`),
+    # and the value is the type's own reading of the text chosen, its iterators over the
+    # numbers as written.
+    read: list[tuple[Any, str]] = []
 
-    def read(text: str) -> Any:
-        return _check(text, adapter, schema, reject_undeclared, plan)
+    def read_whole(text: str) -> Any:
+        whole = _check(text, adapter, schema, reject_undeclared, plan, whole=True)
+        read.append((whole, text))
+        return whole
 
+    first = value if isinstance(value, Failure) else read_whole(raw)
+    chosen = _as_decimals(raw, first, lossy, read_whole)
+    if chosen is first or isinstance(chosen, Failure):
+        return value if chosen is first else chosen
+    for whole, text in read:
+        if whole is chosen:
+            return _check(text, adapter, schema, reject_undeclared, plan)
+    return value  # not reached: the reading chosen is one of the texts read
+
+
+def _as_decimals(
+    raw: str, value: Any, lossy: list[tuple[int, int]], read: Callable[[str], Any]
+) -> Any:
+    """`value`, read from `raw`, or a reading of `raw` with the numbers at `lossy` written as
+    numerals where they go to `Decimal`s (`read` reads a text)."""
     huge = too_large(raw, lossy) if isinstance(value, Failure) else []
     if not huge:
         return _exact_decimals(raw, value, lossy, read)
@@ -652,7 +682,10 @@ def _check(
     schema: dict[str, Any] | None,
     reject_undeclared: bool,
     plan: OutputPlan | None,
+    whole: bool = False,
 ) -> Any | Failure:
+    """`check`'s reading of `raw`; where `whole`, the value with every `Iterable` a list of
+    its items (`_read_whole`), for a type that holds one."""
     if plan is not None:
         once = plan.validate_once(raw, adapter, reject_undeclared)
         if once is not CAREFUL:
@@ -680,59 +713,69 @@ def _check(
     written = normalized if schema is not None else value
     try:
         validated = validate_strict_json(adapter, text)
-        if plan is None or plan.generators:
-            _read_whole(adapter, text)
+        listed = _read_whole(adapter, text) if plan is None or plan.generators else None
     except ValidationError as error:
         return from_validation_error(error, written, adapter)
-    kept = kept_keys(validated)
+    # What the keys and floats are counted in: the value, or where the type holds an
+    # `Iterable`, its whole reading (the value's iterators hold their items unread).
+    seen = validated if listed is None else listed[0]
+    kept = kept_keys(seen)
     if kept != NOT_FINITE and not keys_all_kept(text, kept) and kept < kept_keys(written):
         # Fewer keys kept than written (no key was written twice: `_loads` says so): a key
         # the type ignores, or two keys it reads as one, whose values one would drop. Only
         # keys the text wrote are counted (a default's are not), and pydantic gives no map
         # more keys than its object wrote: a map that lost one shows in the totals, however
         # many the others hold. The walk then compares map by map.
-        merged = merged_keys(adapter.core_schema, validated, written)
+        core = adapter.core_schema if listed is None else listed[1]
+        merged = merged_keys(core, seen, written)
         if merged is not None:
             return _keys_read_as_one(merged, adapter)
     if kept == NOT_FINITE and _overflows(value):
         # A number too large for a float (`1e400`, a long integer), in a float field, reads
         # as infinity. One the output does not hold is the type's own: a default of
         # `float("inf")`, a validator's.
-        path = _non_finite_path(validated)
+        path = _non_finite_path(seen)
         where = f" at `{path}`" if path else ""
         return Failure(
             f"a number is too large for a floating point value{where}", path, invalid_json=True
         )
-    return validated
+    return seen if whole else validated
 
 
-def _read_whole(adapter: TypeAdapter[Any], text: str) -> None:
-    """Check `text` as the type reads it with every `Iterable` (pydantic's `generator`)
-    read as a list of its items: the type's own validation leaves an `Iterable`'s items to
-    the caller's iteration, where one that does not fit would raise, after the answer was
-    taken. Raises the `ValidationError` of the first that does not fit; the value returned
-    is the type's own, its iterator as lazy as ever (over items now known to fit)."""
+def _read_whole(adapter: TypeAdapter[Any], text: str) -> tuple[Any, Any] | None:
+    """`text` read by `adapter`'s type with every `Iterable` (pydantic's `generator`) read
+    as a list of its items, with the core schema that reads it so (`_whole_reader`); `None`
+    where the type holds no `Iterable`. The type's own validation leaves an `Iterable`'s
+    items to the caller's iteration, where one that does not fit would raise after the
+    answer was taken: raises the `ValidationError` of the first that does not fit. The
+    value the caller gets is the type's own, its iterator as lazy as ever (over items now
+    known to fit)."""
     reader = _whole_reader(adapter)
-    if reader is None:
-        return
-    try:
-        validate_strict_json(cast(TypeAdapter[Any], reader), text)
-    except ValidationError:
-        raise
-    except Exception:  # the caller's code raising on an item: it raises as it iterates, as before
-        return
+    return None if reader is None else reader.read(text)
 
 
 class _WholeReader:
-    """What `validate_strict_json` asks of an adapter, for a type's core schema with every
-    `generator` read as a `list` of its items (`_Lister`)."""
+    """A type's reader with every `Iterable` read as a list of its items. `core_schema` is
+    the type's core schema so listed (what `validate_strict_json` and the walk of merged
+    keys read); the validator is built of a copy of it whose models and dataclasses are
+    made by functions of allama's, not by their classes' own validators (`_Lister`)."""
 
-    def __init__(self, core: CoreSchema) -> None:
-        self.core_schema = core
-        self.validator = SchemaValidator(core)
+    def __init__(self, listed: CoreSchema, built: CoreSchema) -> None:
+        self.core_schema = listed
+        self.validator = SchemaValidator(built)
 
     def validate_json(self, text: str, strict: bool | None = None) -> Any:
         return self.validator.validate_json(text, strict=strict)
+
+    def read(self, text: str) -> tuple[Any, Any] | None:
+        """The whole reading of `text` and its core schema; `None` where the caller's code
+        raised on an item (it raises as the caller iterates, as before)."""
+        try:
+            return validate_strict_json(cast(TypeAdapter[Any], self), text), self.core_schema
+        except ValidationError:
+            raise
+        except Exception:
+            return None
 
 
 _whole: weakref.WeakKeyDictionary[TypeAdapter[Any], _WholeReader | None] = (
@@ -740,96 +783,239 @@ _whole: weakref.WeakKeyDictionary[TypeAdapter[Any], _WholeReader | None] = (
 )
 
 
+def ready_to_read(adapter: TypeAdapter[Any], schema: dict[str, Any]) -> None:
+    """Make, before anything is sent, the whole reader of a type that holds an `Iterable`
+    (`_whole_reader`): a type whose items cannot be checked is refused (`TypeError`) before
+    an answer is paid for, not when it is read."""
+    if output_plan(adapter, schema).generators:
+        _whole_reader(adapter)
+
+
 def _whole_reader(adapter: TypeAdapter[Any]) -> _WholeReader | None:
     """The reader of `adapter`'s type with its `Iterable`s read whole; `None` where it holds
-    none (or that reader cannot be built: the type's own lazy reading then stands). Made
-    once per type (the adapter is cached with it), on its first output that validates."""
+    none. Made once per type (the adapter is cached with it), on its first output that
+    validates. Where the reader cannot be built, a `TypeError`: the answer's items would
+    go unchecked, to fail in the caller's code (`list[...]` in place of the `Iterable` is
+    read whole by pydantic itself)."""
     try:
         return _whole[adapter]
     except KeyError:
         pass
-    reader: _WholeReader | None = None
     core = adapter.core_schema
-    try:
-        lister = _Lister(core)
-        listed, lazy = lister.listed(core)
-        if lazy:
-            lister.own_inits(listed)
-            reader = _WholeReader(cast(CoreSchema, listed))
-    except Exception:  # a schema pydantic-core will not build, a class not to be subclassed
-        reader = None
+    lister = _Lister(core)
+    listed, built, lazy = lister.copy(core)
+    reader: _WholeReader | None = None
+    if lazy:
+        try:
+            lister.own_inits(built)
+            reader = _WholeReader(cast(CoreSchema, listed), cast(CoreSchema, built))
+        except Exception as error:
+            raise TypeError(
+                f"allama cannot check the items of an `Iterable` in {_type_name(adapter)} when "
+                f"the answer is read ({type(error).__name__}: {error}); use a `list` in its "
+                "place"
+            ) from error
     _whole[adapter] = reader
     return reader
 
 
+def _type_name(adapter: TypeAdapter[Any]) -> str:
+    core = cast(dict[str, Any], adapter.core_schema)
+    cls = core.get("cls")
+    return f"`{cls.__name__}`" if isinstance(cls, type) else "the type"
+
+
 class _Lister:
     """Copies a core schema with every `generator` node a `list` of the same items and
-    bounds. A model's class under which there is one is given as a subclass that holds no
-    validator of its own: pydantic-core takes a complete class's own validator where the
-    class is given, and that reads its `Iterable`s lazily (a pydantic dataclass's too).
-    The caller's functions are kept: they run on the items as iterating them would."""
+    bounds: one copy as it is (`listed`), and one to build a validator of (`built`), where a
+    complete model or pydantic dataclass under which there is a `generator` is made by
+    allama's function (`_MadeModel`, `_MadeDataclass`) of what a stand-in class of allama's
+    holds: pydantic-core would take the caller's class's own validator, which reads its
+    `Iterable`s lazily. The caller's classes are not subclassed (a subclass would run their
+    `__init_subclass__` and show in their `__subclasses__()`), nor changed. The caller's
+    functions are kept: they run on the items as iterating would, and the caller's
+    validators and `model_post_init` run in this check as well as in the type's own reading
+    (twice for each answer, as before)."""
 
     def __init__(self, core: Any) -> None:
         self.lazy = _lazy_refs(core)
-        self.made: dict[type, type] = {}
-        self.inits: list[tuple[type, dict[str, Any]]] = []
+        self.inits: list[_Inited] = []
 
-    def listed(self, node: Any) -> tuple[Any, bool]:
-        """The copy of `node`, and whether a `generator` is under it (here, or in a
-        definition it refers to)."""
+    def copy(self, node: Any) -> tuple[Any, Any, bool]:
+        """The two copies of `node`, and whether a `generator` is under it (here, or in a
+        definition it refers to); `node` itself for both where none is."""
         if isinstance(node, list | tuple):
-            pairs = [self.listed(each) for each in node]
-            items = [each for each, _ in pairs]
-            lazy = any(under for _, under in pairs)
-            return (items if isinstance(node, list) else tuple(items)), lazy
+            copies = [self.copy(each) for each in node]
+            if not any(lazy for _, _, lazy in copies):
+                return node, node, False
+            firsts = [each for each, _, _ in copies]
+            seconds = [each for _, each, _ in copies]
+            if isinstance(node, tuple):
+                return tuple(firsts), tuple(seconds), True
+            return firsts, seconds, True
         if not isinstance(node, dict):
-            return node, False
+            return node, node, False
         kind = node.get("type")
         if kind == "generator":
             bounds = {key: node[key] for key in ("min_length", "max_length", "ref") if key in node}
-            items, _ = self.listed(node.get("items_schema", {"type": "any"}))
-            return {"type": "list", "items_schema": items, **bounds}, True
+            items, built_items, _ = self.copy(node.get("items_schema", {"type": "any"}))
+            return (
+                {"type": "list", "items_schema": items, **bounds},
+                {"type": "list", "items_schema": built_items, **bounds},
+                True,
+            )
         if kind == "definition-ref":
-            return node, node.get("schema_ref") in self.lazy
-        beside = BESIDE if isinstance(kind, str) else frozenset()  # fields by name: all kept
-        copied: dict[str, Any] = {}
-        lazy = False
+            return node, node, node.get("schema_ref") in self.lazy
+        beside = BESIDE if isinstance(kind, str) else frozenset()  # fields by name: all copied
+        listed: dict[str, Any] = {}
+        built: dict[str, Any] = {}
+        lazy = node.get("ref") in self.lazy
         for key, value in node.items():
             if key in beside:
-                copied[key] = value
+                listed[key] = built[key] = value
             else:
-                copied[key], under = self.listed(value)
+                listed[key], built[key], under = self.copy(value)
                 lazy = lazy or under
-        lazy = lazy or node.get("ref") in self.lazy
+        if not lazy:
+            return node, node, False
         cls = node.get("cls")
-        if lazy and kind in ("model", "dataclass") and isinstance(cls, type):
-            copied["cls"] = self._unbuilt(cls, copied)
-        return copied, lazy
+        # A complete class's own validator would be taken for its node.
+        if kind in ("model", "dataclass") and _complete(cls):
+            built = self._made(kind, cls, built)
+        return listed, built, True
 
-    def _unbuilt(self, cls: type, node: dict[str, Any]) -> type:
-        """`cls`, or where it holds a validator of its own (`__pydantic_complete__`), a
-        subclass of it that does not (made without its metaclass's work, so that nothing is
-        built): its instances are the class's, with its methods and validators."""
-        if "__pydantic_complete__" not in cls.__dict__:
-            return cls
-        sub = self.made.get(cls)
-        if sub is None:
-            names = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
-            sub = self.made[cls] = type.__new__(type(cls), cls.__name__, (cls,), names)
+    def _made(self, kind: str, cls: type[Any], node: dict[str, Any]) -> dict[str, Any]:
+        """In place of a model's or a dataclass's `node`: the node with allama's stand-in
+        class, whose instance a function makes the caller's class's (under the node's
+        `ref`)."""
+        ref = node.get("ref")
+        inner = {key: value for key, value in node.items() if key != "ref"}
+        made: Any
+        if kind == "dataclass":
+            inner.update(cls=_HeldDataclass, slots=False)
+            make: Any = _MadeDataclass(cls, bool(node.get("slots")), bool(node.get("post_init")))
+            made = no_info_after_validator_function(make, cast(CoreSchema, inner))
+        else:
+            post_init = inner.pop("post_init", None)
+            inner.update(cls=_HeldModel, custom_init=False)
+            make = _MadeModel(cls, post_init, bool(node.get("root_model")))
+            made = no_info_after_validator_function(make, cast(CoreSchema, inner))
             if node.get("custom_init"):
-                self.inits.append((sub, node))
-        return sub
+                # Its `__init__` is the caller's: run as pydantic runs it, on an object
+                # written, with this model's fields read as `inner` reads them.
+                own = {**inner, "post_init": post_init} if post_init else inner
+                inited = _Inited(cls, own)
+                self.inits.append(inited)
+                made = no_info_wrap_validator_function(inited, cast(CoreSchema, made))
+        if ref is not None:
+            made["ref"] = ref
+        return cast(dict[str, Any], made)
 
-    def own_inits(self, listed: Any) -> None:
-        """Give each subclass whose `__init__` is the caller's its own validator, of the
-        copy: that `__init__` validates its fields through `__pydantic_validator__`, which
-        would be the class's, with its `Iterable`s lazy."""
-        definitions = listed.get("definitions", []) if listed.get("type") == "definitions" else []
-        for sub, node in self.inits:
-            own = {key: value for key, value in node.items() if key != "ref"}
-            own["custom_init"] = False
-            schema = {"type": "definitions", "schema": own, "definitions": definitions}
-            sub.__pydantic_validator__ = SchemaValidator(cast(CoreSchema, schema))  # type: ignore[attr-defined]
+    def own_inits(self, built: Any) -> None:
+        """Build the validator each `_Inited` hands the caller's `__init__`, with the
+        definitions of the whole copy (its fields may refer to them)."""
+        definitions = built.get("definitions", []) if built.get("type") == "definitions" else []
+        for inited in self.inits:
+            schema = {"type": "definitions", "schema": inited.node, "definitions": definitions}
+            inited.validator = SchemaValidator(cast(CoreSchema, schema))
+
+
+class _HeldModel:
+    """What pydantic-core makes in place of a model's instance in the whole reading: the
+    attributes it sets on one, for `_MadeModel` to give the caller's class's."""
+
+    __slots__ = (
+        "__dict__",
+        "__pydantic_extra__",
+        "__pydantic_fields_set__",
+        "__pydantic_private__",
+    )
+    __pydantic_extra__: dict[str, Any] | None
+    __pydantic_fields_set__: set[str]
+
+
+class _HeldDataclass:
+    """What pydantic-core makes in place of a pydantic dataclass's instance: its fields, and
+    the arguments it would call `__post_init__` with."""
+
+    __slots__ = ("__dict__", "args")
+    args: tuple[Any, ...]
+
+    def __post_init__(self, *args: Any) -> None:
+        self.args = args
+
+
+@dataclass(frozen=True, slots=True)
+class _MadeModel:
+    """Makes the caller's model of a `_HeldModel`, as pydantic-core makes one: its fields,
+    extras and fields set given, then `model_post_init` where the class has one."""
+
+    cls: type[Any]
+    post_init: str | None
+    root: bool
+
+    def __call__(self, held: _HeldModel) -> Any:
+        made = _bare(self.cls)
+        object.__setattr__(made, "__dict__", held.__dict__)
+        if not self.root:  # a root model has no extras nor private slot of its own
+            object.__setattr__(made, "__pydantic_extra__", held.__pydantic_extra__)
+            object.__setattr__(made, "__pydantic_private__", None)
+        object.__setattr__(made, "__pydantic_fields_set__", held.__pydantic_fields_set__)
+        if self.post_init:
+            getattr(made, self.post_init)(None)
+        return made
+
+
+@dataclass(frozen=True, slots=True)
+class _MadeDataclass:
+    """Makes the caller's pydantic dataclass of a `_HeldDataclass`, as pydantic-core does."""
+
+    cls: type[Any]
+    slots: bool
+    post_init: bool
+
+    def __call__(self, held: _HeldDataclass) -> Any:
+        made = _bare(self.cls)
+        if self.slots:
+            for name, value in held.__dict__.items():
+                object.__setattr__(made, name, value)
+        else:
+            object.__setattr__(made, "__dict__", held.__dict__)
+        if self.post_init:
+            made.__post_init__(*getattr(held, "args", ()))
+        return made
+
+
+class _Inited:
+    """A model whose `__init__` is the caller's, read as pydantic reads it from an object:
+    `cls(**object)`. The instance's validator (which pydantic's `__init__` validates with)
+    is, on that one instance, the whole reading's of its fields (`node`, built last)."""
+
+    def __init__(self, cls: type[Any], node: dict[str, Any]) -> None:
+        self.cls = cls
+        self.node = node
+        self.validator: SchemaValidator | None = None
+
+    def __call__(self, value: Any, handler: Callable[[Any], Any]) -> Any:
+        if not isinstance(value, dict) or self.validator is None:
+            return handler(value)  # not an object: refused as the model refuses it
+        made = _bare(self.cls)
+        object.__setattr__(made, "__dict__", {"__pydantic_validator__": self.validator})
+        init: Any = self.cls.__init__
+        init(made, **value)
+        return made
+
+
+def _bare(cls: type[Any]) -> Any:
+    """An instance of `cls` made as pydantic-core makes one: by its `__new__` alone."""
+    new: Any = cls.__new__
+    return new(cls)
+
+
+def _complete(cls: Any) -> TypeGuard[type[Any]]:
+    """Whether `cls` is a class pydantic-core would take the validator of (a complete model or
+    pydantic dataclass's own, where a node names it)."""
+    return isinstance(cls, type) and bool(cls.__dict__.get("__pydantic_complete__"))
 
 
 def _lazy_refs(core: Any) -> set[str]:
@@ -862,7 +1048,9 @@ def _lazy_refs(core: Any) -> set[str]:
 def _keys_read_as_one(merged: Merged, adapter: TypeAdapter[Any]) -> Failure:
     """The failure of an object two of whose keys the type reads as one key: refused as a
     key written twice is (the model's answer lost a value either way), naming both where
-    the map's keys can be read on their own, and are not typed secret."""
+    the map's keys can be read on their own, and are not typed secret. The JSON itself is
+    valid (its keys differ): a mismatch with the type at the map's place, said so on a
+    retry."""
     secrets = _secrets_of(adapter)
     first = next(iter(merged.written), "")
     hidden = frozenset() if secrets is None else secrets.hidden((*merged.path, first), False)
