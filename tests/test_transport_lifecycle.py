@@ -11,6 +11,7 @@ import gc
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -434,3 +435,159 @@ def test_streams_cut_by_close_fail_as_closed_made_and_maybe_billed(server: _Serv
         assert isinstance(error, Error) and not error.retryable
         assert re.fullmatch(_closed_message(server), str(error))
         assert error.context.metadata[REPORTED_USAGE_KEY] == {}
+
+
+# Calls that reach the pool, or a socket, as the provider is closed
+
+
+def _refused_message(server: _Server) -> str:
+    return _closed_message(server).replace(r"(RemoteProtocolError|ReadError)", "ConnectError")
+
+
+def _one_call(target: OpenAICompatibleProvider, failures: list[BaseException]) -> threading.Thread:
+    def call() -> None:
+        try:
+            target.chat(_request("late"))
+        except BaseException as error:
+            failures.append(error)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    return thread
+
+
+def test_a_connection_being_opened_as_the_provider_closes_is_refused(
+    server: _Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call whose connection was being opened when `close()` ran went on over it (its
+    socket was in none of the pool's connections yet, and closing the connection did
+    nothing): answered after the close, or left waiting for its read timeout. It fails at
+    once as closed, and its request never goes out."""
+    target = _provider(server)
+    connected, go_on = threading.Event(), threading.Event()
+    callers: list[threading.Thread] = []
+    create = socket.create_connection
+
+    def connect(*args: Any, **kwargs: Any) -> socket.socket:
+        sock = create(*args, **kwargs)
+        if threading.current_thread() in callers:
+            connected.set()  # connected, not yet handed to the pool's connection
+            assert go_on.wait(10)
+        return sock
+
+    monkeypatch.setattr(socket, "create_connection", connect)
+    before = server.stats()["requests"]
+    failures: list[BaseException] = []
+    callers.append(_one_call(target, failures))
+    assert connected.wait(10)
+    target.close()
+    go_on.set()
+    callers[0].join(10)
+    assert [type(error) for error in failures] == [Error]
+    error = failures[0]
+    assert isinstance(error, Error) and not error.retryable
+    assert re.fullmatch(_refused_message(server), str(error))
+    assert REPORTED_USAGE_KEY not in error.context.metadata  # nothing went out: not paid
+    assert server.stats()["requests"] == before
+    monkeypatch.undo()
+    assert _said(target.chat(_request("after")))["text"] == "after delay=0.0"
+    target.close()
+
+
+class _HeldTransport(Transport):
+    """Holds each call between taking its client and sending, until told to go on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken, self.go_on = threading.Event(), threading.Event()
+
+    def _build(self, client: Any, owned: bool, request: Any) -> httpx2.Request:
+        self.taken.set()
+        assert self.go_on.wait(10)
+        return super()._build(client, owned, request)
+
+
+def test_a_call_reaching_the_pool_after_the_provider_closed_it_is_refused(
+    server: _Server,
+) -> None:
+    """A call that took the client before `close()` and reached its pool after: the closed
+    pool opened a new connection for it, which nothing would close, and the call went on."""
+    transport = _HeldTransport()
+    target = _provider(server, transport=transport)
+    before = server.stats()["requests"]
+    failures: list[BaseException] = []
+    thread = _one_call(target, failures)
+    assert transport.taken.wait(10)
+    transport.close()
+    transport.go_on.set()
+    thread.join(10)
+    assert [type(error) for error in failures] == [Error]
+    assert re.fullmatch(_refused_message(server), str(failures[0]))
+    assert server.stats()["requests"] == before
+    transport.close()
+
+
+def _socket_inode(descriptor: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/self/fd/{descriptor}")
+    except FileNotFoundError:
+        return None
+
+
+def test_a_socket_a_call_still_holds_keeps_its_descriptor_until_the_call_lets_go(
+    server: _Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`close()` shut a call's socket down and closed it: a reader that had taken the
+    socket's descriptor but not yet begun to wait on it (a thread switched out there) then
+    waited on whatever socket was next given that number, until its read timeout. The
+    descriptor stays the call's own, shut down, until nothing holds its socket."""
+    from httpcore2._backends.sync import SyncStream
+
+    target = _provider(server)
+    reading, go_on = threading.Event(), threading.Event()
+    callers: list[threading.Thread] = []
+    seen: list[tuple[int, str | None]] = []
+    read = SyncStream.read
+
+    def held_read(stream: SyncStream, max_bytes: int, timeout: float | None = None) -> bytes:
+        if threading.current_thread() in callers and not seen:
+            descriptor = stream.get_extra_info("socket").fileno()
+            seen.append((descriptor, _socket_inode(descriptor)))
+            reading.set()
+            assert go_on.wait(10)
+        return read(stream, max_bytes, timeout)
+
+    monkeypatch.setattr(SyncStream, "read", held_read)
+    failures: list[BaseException] = []
+    callers.append(_one_call(target, failures))
+    assert reading.wait(10)
+    [(descriptor, inode)] = seen
+    assert inode is not None and inode.startswith("socket:")
+    target.close()
+    opened = [socket.socket() for _ in range(4)]  # take the lowest free numbers
+    try:
+        assert descriptor not in [sock.fileno() for sock in opened]
+        assert _socket_inode(descriptor) == inode
+        go_on.set()
+        callers[0].join(10)
+    finally:
+        for sock in opened:
+            sock.close()
+    assert [type(error) for error in failures] == [Error]
+    assert re.fullmatch(_closed_message(server), str(failures[0]))
+    failures.clear()  # its traceback held the socket
+    gc.collect()
+    assert _socket_inode(descriptor) != inode
+
+
+def test_without_the_socket_guard_calls_and_close_work_as_before(
+    server: _Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where httpcore2's sync backend is laid out otherwise (the guard cannot load), calls
+    go on as ever, and `close()` takes the sockets the pools show."""
+    monkeypatch.setitem(sys.modules, "allama._socket_guard", None)  # an import that fails
+    target = _provider(server)
+    assert _said(target.chat(_request("first")))["text"] == "first delay=0.0"
+    target.close()
+    assert _said(target.chat(_request("again")))["text"] == "again delay=0.0"
+    target.close()

@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     import asyncio
 
     import httpx2
+
+    from allama._socket_guard import SocketGuard
 else:
     httpx2 = deferred_module("httpx2", globals(), "httpx2")
 
@@ -410,6 +412,27 @@ def _end(sockets: list[Any], *, close: bool) -> None:
             pass  # closed already
 
 
+def _retire(sockets: list[Any]) -> None:
+    """Shut a sync client's `sockets` down, so that a thread blocked reading one wakes at
+    once, and let go of each one's descriptor only when nothing holds its socket: closed at
+    once, the number could be given to a new socket before a reader that had taken it began
+    to wait, and that reader would wait on the new one. A socket closed already is passed
+    over."""
+    import contextlib
+    import socket
+
+    for sock in sockets:
+        if not isinstance(sock, socket.socket):
+            continue
+        # Past `ssl.SSLSocket.shutdown` and `detach`, which drop the TLS state a reader uses;
+        # one not connected is let go of all the same.
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        descriptor = socket.socket.detach(sock)  # its `close()` now closes nothing
+        if descriptor >= 0:
+            weakref.finalize(sock, os.close, descriptor)
+
+
 def _let_go(stopped: list[tuple[bool, httpx2.AsyncClient]]) -> None:
     """End the connections of async clients whose loops are not running, without their
     loops (`AsyncClient.aclose` needs its own): every one of a loop that has ended, closed;
@@ -494,13 +517,8 @@ class _OpenStream:
 class StreamResponse(_OpenStream):
     """An open streamed response: status and headers now, the body as it arrives."""
 
-    _body: weakref.ref[Iterator[bytes]] | None = None
-    """The body being read (weakly: it holds this response)."""
-
     def iter_bytes(self) -> Iterator[bytes]:
-        body = self._chunks()
-        self._body = weakref.ref(body)
-        return body
+        return self._chunks()
 
     def _chunks(self) -> Iterator[bytes]:
         try:
@@ -520,11 +538,12 @@ class StreamResponse(_OpenStream):
     def close(self) -> None:
         """Close the response. A read of its body in flight (another thread's) wakes at
         once and fails as closed: its connection is shut down first, as `Transport.close`
-        does (a socket closed under a read alone leaves it waiting for its timeout)."""
+        does (a socket closed under a read alone leaves it waiting for its timeout). Unless
+        its body was read whole (then the connection is the pool's again), whether or not a
+        read runs now: one may begin as this closes."""
         self._shut = True
-        body = None if self._body is None else self._body()
-        if getattr(body, "gi_running", False):
-            _end(_own_socket(self._response), close=False)
+        if not self._response.is_closed:
+            _retire(_own_socket(self._response))
         self._response.close()
 
 
@@ -691,6 +710,8 @@ class Transport:
         # The transports inside clients of our own that calls skip the client's layer for
         # (see `_direct`), each with the client it belongs to: a closed client's is unused.
         self._direct: tuple[httpx2.Client, httpx2.HTTPTransport] | None = None
+        self._guard: tuple[httpx2.Client, SocketGuard] | None = None
+        """The sockets of the sync client of our own, each known as it connects."""
         self._adirect: tuple[httpx2.AsyncClient, httpx2.AsyncHTTPTransport] | None = None
         self._async_loop: asyncio.AbstractEventLoop | None = None
         """The loop the async client of our own was made on: its connections are that
@@ -729,6 +750,13 @@ class Transport:
                     client = _made(
                         lambda: httpx2.Client(timeout=self.timeout, limits=self._pool_limits())
                     )
+                    try:
+                        from allama._socket_guard import guard_sockets
+                    except ImportError:  # httpcore2 laid out otherwise: `close()` takes
+                        guard = None  # the sockets its pools show
+                    else:
+                        guard = guard_sockets(client)
+                    self._guard = None if guard is None else (client, guard)
                     direct = _direct(client, httpx2.HTTPTransport)
                     self._direct = None if direct is None else (client, direct)
                     self._client = client
@@ -953,8 +981,14 @@ class Transport:
             client, self._client = self._client, None
             if client is not None:
                 # Calls blocked reading wake now: a socket closed under one alone leaves
-                # some waiting for their read timeout.
-                _end(_sockets(client), close=False)
+                # some waiting for their read timeout. The guard knows the sockets being
+                # connected too, and refuses those connected from now on (a closed pool
+                # still opens connections for the calls in it).
+                guard = self._guard
+                if guard is not None and guard[0] is client:
+                    _retire(guard[1].close())
+                else:
+                    _retire(_sockets(client))
                 client.close()
         if self._async_clients is not None:
             with self._lock:
@@ -999,7 +1033,7 @@ class Transport:
         would end the parent's); the child makes its own as it calls."""
         self._lock = threading.RLock()  # held by another thread of the parent, maybe
         if self._owns_client:
-            self._client, self._direct = None, None
+            self._client, self._direct, self._guard = None, None, None
         if self._owns_async_client:
             self._async_client, self._async_loop, self._adirect = None, None, None
             self._async_clients = None
