@@ -226,13 +226,20 @@ INTERRUPTED = "insufficient_system_resource"
 model's output ending, so not one to read (or repair) as the answer."""
 
 
+FAILED = "error"
+"""The finish reason of an answer the server's generation failed in (Mistral, vLLM: "a
+retryable request-level internal error"; OpenRouter's, which sends the error beside it):
+what came before it is no answer to trust, however well it reads."""
+
+
 def choice_error(choice: WireChoice | WireChunkChoice | None) -> dict[str, Any] | None:
     """The error a choice reports in place of its answer (OpenRouter: `"finish_reason":
     "error"` and the upstream's `error` on the choice, in a 200 body or stream), as the
     error payload it stands for; `None` when it reports none.
 
     A choice DeepSeek interrupted for capacity (`INTERRUPTED`) stands for an overloaded
-    server: a retryable error naming that finish reason, its usage kept as paid for."""
+    server, and one that ended in an error without one (`FAILED`) for a server error: each
+    a retryable error naming its finish reason, its usage kept as paid for."""
     if choice is None:
         return None
     if choice.finish_reason == INTERRUPTED:
@@ -246,10 +253,21 @@ def choice_error(choice: WireChoice | WireChunkChoice | None) -> dict[str, Any] 
                 "type": INTERRUPTED,
             }
         }
-    if not choice.model_extra:
-        return None
-    error = choice.model_extra.get("error")
-    return {"error": error} if error else None
+    error = choice.model_extra.get("error") if choice.model_extra else None
+    if error:
+        return {"error": error}
+    if choice.finish_reason == FAILED:
+        return {
+            "error": {
+                "message": (
+                    "the provider ended the answer in an error it did not describe (finish "
+                    f"reason `{FAILED}`)"
+                ),
+                "code": "server_error",
+                "type": FAILED,
+            }
+        }
+    return None
 
 
 THINK_OPEN = "<think>"
@@ -464,8 +482,8 @@ def decode_body(
         error = error_from_payload(failure, provider=provider, model=model).with_body(
             body.decode("utf-8", "replace") if isinstance(body, bytes) else body
         )
-        if choice is not None and choice.finish_reason == INTERRUPTED:
-            error.mark_authored()  # (allama's words, not the provider's)
+        if choice is not None and not (choice.model_extra or {}).get("error"):
+            error.mark_authored()  # (allama's words for its finish reason, not the provider's)
         raise _with_usage(error, wire, reasoning_outside_completion)
     message = choice.message if choice is not None else None
     if choice is not None and message is None and choice.finish_reason != "content_filter":

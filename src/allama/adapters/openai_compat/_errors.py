@@ -445,12 +445,27 @@ def _relayed_error(status: int | None, info: ErrorInfo) -> Error | None:
     return None
 
 
+_TYPED_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "rate_limit_error": 429,
+}
+"""The status OpenAI's error types stand for, which classifies an error object that came
+with neither a status nor a code that says one (in a stream, or a 200 body): the type says
+whose fault it is, and a request's fault is not to be paid for again."""
+
+
 def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -> Error:
     if status is None:  # (an error with HTTP 200: classified as its documented status)
         status = info.implied_status
     message = info.message
     code = (info.code or "").lower()
     kind = (info.type or "").lower()
+    if status is None:
+        # A content filter's refusal is the request's fault, as under its HTTP 400.
+        status = 400 if code == "content_filter" else _TYPED_STATUS.get(kind)
     relayed = _relayed_error(status, info)
     if relayed is not None:
         return relayed

@@ -83,17 +83,9 @@ def error_from_payload(
         return _chat_error(payload, provider=provider, model=model)
     code = (info.code or "").lower()
     if code not in REQUEST_CODES:
-        error = _chat_error(payload, provider=provider, model=model)
-        # Chat Completions' mapping gives a plain `ServerError` to any error without a
-        # status it has no code for; one typed `invalid_request_error` blames the request,
-        # as its HTTP 400 would (asking again would fail again).
-        if not (
-            type(error) is ServerError
-            and info.status is None
-            and (info.type or "").lower() == "invalid_request_error"
-            and code != "server_error"
-        ):
-            return error
+        # (Chat Completions' mapping: one typed `invalid_request_error` blames the request,
+        # as its HTTP 400 would.)
+        return _chat_error(payload, provider=provider, model=model)
     error = InvalidRequestError(info.message).mark_upstream().with_body(json.dumps(payload))
     if provider is not None:
         error.with_provider(provider)
