@@ -155,3 +155,28 @@ def test_a_status_less_server_error_stays_one_to_try_again() -> None:
     with pytest.raises(ServerError) as raised:
         _extract(target, streamed=True, run_async=False)
     assert raised.value.retryable
+
+
+@pytest.mark.parametrize(("streamed", "run_async"), [(True, False), (True, True)])
+def test_the_usage_chunk_after_an_error_finish_is_kept(streamed: bool, run_async: bool) -> None:
+    # vLLM's order with `include_usage`: the finish, then a chunk of usage alone.
+    usage_alone = {"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": USAGE}
+    answer = _sse(_chunk(ANSWER), _chunk(None, "error"), usage_alone)
+    target, recorder = provider("vllm", (200, answer), base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(ServerError) as raised:
+        _extract(target, streamed=streamed, run_async=run_async)
+    record = ExtractionMetadata.from_error(raised.value)
+    assert record is not None
+    assert record.usage == Usage(input_tokens=10, output_tokens=5)
+    assert len(recorder.bodies) == 1
+
+
+def test_a_stream_that_ends_after_an_error_finish_without_done_raises_its_error() -> None:
+    usage_alone = {"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": USAGE}
+    answer = _sse(_chunk(ANSWER), _chunk(None, "error"), usage_alone)
+    answer = answer.removesuffix(b"data: [DONE]\n\n")
+    target, _ = provider("vllm", (200, answer), base_url="http://127.0.0.1:9/v1")
+    with target.chat_stream(REQUEST) as events, pytest.raises(ServerError) as raised:
+        for _ in events:
+            pass
+    assert str(raised.value).startswith("the provider ended the answer in an error")

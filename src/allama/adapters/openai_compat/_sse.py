@@ -86,7 +86,7 @@ from allama.adapters.openai_compat._wire import (
     WireToolCallDelta,
     WireUsage,
 )
-from allama.errors import IncompleteStreamError, StreamDecodeError
+from allama.errors import Error, IncompleteStreamError, StreamDecodeError
 from allama.types import (
     DECLINE_EXPLANATION_KEY,
     SERVICE_TIER_KEY,
@@ -237,17 +237,30 @@ class ChatStreamDecoder:
         self.finished = False
         self._filtered = False
         """Whether the stream's finish says a content filter filtered it."""
+        self._failed_finish: Error | None = None
+        """The error a finish reason alone says the answer ended in (`error`, DeepSeek's
+        `insufficient_system_resource`), held to `[DONE]` or the stream's end: the usage
+        chunk a server sends after the finish (vLLM's, with `include_usage`) is its call's."""
         self.done = False
 
     def feed(self, chunk: bytes) -> Iterator[StreamEvent]:
         for event in self._parser.feed(chunk):
             yield from self._event(event, at_end=False)
 
+    def broken(self, error: Error) -> Iterator[StreamEvent]:
+        """A break of the body after a finish reason that said the answer failed is not
+        the failure: the finish's error is raised (as at the stream's end)."""
+        if self._failed_finish is not None:
+            raise self._failed_finish from error
+        return iter(())
+
     def close(self) -> Iterator[StreamEvent]:
         """The events at the end of input (a last event without its blank line)."""
         events, cut = self._parser.close()
         for event in events:
             yield from self._event(event, at_end=cut)
+        if self._failed_finish is not None:
+            raise self._failed_finish
         if not self.finished and not self.done and self._blank_last and self._has_tool_calls:
             # xAI's finish reason for tool calls, with no `[DONE]` after it: the answer whole.
             yield from self._finish("")
@@ -259,6 +272,9 @@ class ChatStreamDecoder:
         if self.done:
             return
         data = event.data.strip()
+        if self._failed_finish is not None:
+            yield from self._after_failed_finish(data)
+            return
         if data == _DONE:
             self.done = True
             if not self.finished:
@@ -278,8 +294,30 @@ class ChatStreamDecoder:
             chunk = yield from self._not_a_chunk(event, data, at_end=at_end)
         failure = self._failure(chunk, data)
         if failure is not None:
+            if _said_by_finish_alone(chunk):
+                yield from self._chunk(chunk, failed=True)
+                yield from self._flush_details()
+                self._failed_finish = error_from_payload(
+                    failure, provider=self._provider, model=self._model
+                ).with_body(data)
+                return
             yield from self._failed(chunk, data, failure)
         yield from self._chunk(chunk)
+
+    def _after_failed_finish(self, data: str) -> Iterator[StreamEvent]:
+        """An event after a finish that said the answer failed: its usage is yielded (the
+        call's, paid for); `[DONE]` raises the finish's error. Anything else is passed over."""
+        held = self._failed_finish
+        assert held is not None
+        if data == _DONE:
+            self.done = True
+            raise held
+        try:
+            payload = json.loads(data) if data else None
+        except ValueError:
+            return  # (cut or garbled after the failed answer: the finish's error stands)
+        if isinstance(payload, dict):
+            yield from self._usage_of(payload)
 
     def _not_a_chunk(
         self, event: SseEvent, data: str, *, at_end: bool
@@ -680,3 +718,14 @@ def decode_stream(
     events = list(decoder.feed(data))
     events.extend(decoder.close())
     return events
+
+
+def _said_by_finish_alone(chunk: WireChunk) -> bool:
+    """Whether a chunk's failure is its finish reason's alone (`choice_error` made it up):
+    no error object beside the choices, on the first choice, or Groq's."""
+    extra = chunk.model_extra or {}
+    groq = extra.get("x_groq")
+    if extra.get("error") or (isinstance(groq, dict) and groq.get("error")):
+        return False
+    first = next((c for c in chunk.choices if c.index == 0), None)
+    return first is not None and not (first.model_extra or {}).get("error")
