@@ -969,15 +969,15 @@ def test_a_folder_without_documents_and_a_file_that_is_not_text(
     (docs / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     assert run(server, row_type, docs, tmp_path / "out.jsonl") == 1
     assert capsys.readouterr().err == (
-        f"allama batch run: {docs / 'latin1.txt'} line 1: not UTF-8 text (byte 3 cannot be "
-        "decoded)\n"
+        f"allama batch run: {docs / 'latin1.txt'} line 1: not UTF-8 text (byte 3 of the file "
+        "cannot be decoded)\n"
     )
     # Counted in the file, after a byte-order mark, on its line.
     (docs / "latin1.txt").write_bytes(b"\xef\xbb\xbfab\ncd\xe9")
     assert run(server, row_type, docs, tmp_path / "out.jsonl") == 1
     assert capsys.readouterr().err == (
-        f"allama batch run: {docs / 'latin1.txt'} line 2: not UTF-8 text (byte 8 cannot be "
-        "decoded)\n"
+        f"allama batch run: {docs / 'latin1.txt'} line 2: not UTF-8 text (byte 8 of the file "
+        "cannot be decoded)\n"
     )
     # Every file to mend said at once, not one a run.
     (docs / "blank.txt").write_text(" \n\t\n")
@@ -985,8 +985,8 @@ def test_a_folder_without_documents_and_a_file_that_is_not_text(
     assert run(server, row_type, docs, tmp_path / "out.jsonl") == 1
     assert capsys.readouterr().err == (
         f"allama batch run: {docs / 'blank.txt'}: the file is empty; empty.txt: the file is "
-        "empty; latin1.txt line 2: not UTF-8 text (byte 8 cannot be decoded) (3 to mend in "
-        "all)\n"
+        "empty; latin1.txt line 2: not UTF-8 text (byte 8 of the file cannot be decoded) (3 to "
+        "mend in all)\n"
     )
 
 
@@ -1015,7 +1015,8 @@ def test_a_file_that_is_not_utf8_is_reported_at_its_line(
     assert content[byte] == 0xE9
     assert run(server, row_type, source, tmp_path / "out.jsonl") == 1
     assert capsys.readouterr().err == (
-        f"allama batch run: {source} line {line}: not UTF-8 text (byte {byte} cannot be decoded)\n"
+        f"allama batch run: {source} line {line}: not UTF-8 text (byte {byte} of the file "
+        "cannot be decoded)\n"
     )
     assert not server.sent
 
@@ -1218,7 +1219,7 @@ def test_where_a_file_stops_being_utf8_is_found_a_chunk_at_a_time(
     except UnicodeDecodeError as error:
         at = skip + error.start
         line = data.count(b"\n", 0, at) + 1
-        expected = f"line {line}: not UTF-8 text (byte {at} cannot be"
+        expected = f"line {line}: not UTF-8 text (byte {at} of the file cannot be"
     with tempfile.TemporaryDirectory() as place:
         path = Path(place) / "in.jsonl"
         path.write_bytes(data)
@@ -3206,16 +3207,17 @@ def test_an_export_keeps_what_its_out_is_a_link_a_mode_or_a_device(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ledger = ledger_of(server, row_type, tmp_path, [1, 2])
+    plain = tmp_path / "plain.jsonl"
+    assert main(["batch", "export", ledger, "--out", str(plain)]) == 0
     # A link is written through, a private file stays private, a file's other name sees it.
+    # (It holds an earlier export, of one value: a file of the caller's is not written over.)
     real = tmp_path / "real.jsonl"
-    real.write_text("old\n")
+    real.write_bytes(plain.read_bytes().splitlines(keepends=True)[0])
     real.chmod(0o600)
     link = tmp_path / "link.jsonl"
     link.symlink_to(real)
     other = tmp_path / "other-name.jsonl"
     other.hardlink_to(real)
-    plain = tmp_path / "plain.jsonl"
-    assert main(["batch", "export", ledger, "--out", str(plain)]) == 0
     assert main(["batch", "export", ledger, "--out", str(link)]) == 0
     assert link.is_symlink() and stat.S_IMODE(real.stat().st_mode) == 0o600
     assert real.read_bytes() == other.read_bytes() == plain.read_bytes()
@@ -3239,7 +3241,9 @@ def test_an_export_over_another_owners_file_writes_it_in_place(
 ) -> None:
     ledger = ledger_of(server, row_type, tmp_path, [1, 2])
     theirs = tmp_path / "theirs.jsonl"
-    theirs.write_text("old\n")
+    # An earlier export (of one value): a file of the caller's is not written over at all.
+    assert main(["batch", "export", ledger, "--out", str(theirs)]) == 0
+    theirs.write_text(theirs.read_text().splitlines(keepends=True)[0])
     inode = theirs.stat().st_ino
     # Renamed over, it would become this user's (and in a sticky folder, /tmp, the rename
     # is refused): written in place, it stays the file it was.
@@ -3270,7 +3274,7 @@ def test_an_export_into_a_folder_it_may_not_add_to_writes_the_file_in_place(
 
     monkeypatch.setattr(command, "_opened", no_new_names)
     writable = tmp_path / "writable.jsonl"
-    writable.write_text("old\n")
+    writable.write_bytes(plain.read_bytes().splitlines(keepends=True)[0])  # an earlier export
     assert main(["batch", "export", ledger, "--out", str(writable)]) == 0
     assert writable.read_bytes() == plain.read_bytes()
     capsys.readouterr()
@@ -3347,7 +3351,10 @@ def test_a_prompt_that_is_no_readable_text_file_and_links_in_a_loop_are_one_line
     loop = tmp_path / "loop.txt"
     loop.symlink_to(loop)
     cases = [
-        (latin, f"--prompt {latin} line 1: not UTF-8 text (byte 10 cannot be decoded)"),
+        (
+            latin,
+            f"--prompt {latin} line 1: not UTF-8 text (byte 10 of the file cannot be decoded)",
+        ),
         (tmp_path / "none.txt", f"no such --prompt: `{tmp_path / 'none.txt'}`"),
         (fifo, f"--prompt `{fifo}` is not a file"),
         (loop, f"cannot read --prompt `{loop}`: a loop of symbolic links"),
@@ -3540,3 +3547,139 @@ def test_sigterm_before_the_run_begins_ends_the_command_sending_nothing(
     assert locked == [True] and not (tmp_path / "out.jsonl.part").exists()
     assert sum(server.sent.values()) == 0
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_budget_whose_answers_have_no_price_sends_one_request_not_one_a_slot(
+    row_type: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A model genai-prices has no price for goes one input at a time until an answer says
+    what it cost: here, that it is unknown, after one request, not one in each of the 8
+    slots, each paid for past a budget it cannot keep."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    unpriced = BatchServer(model="a-model-of-our-own").start()  # answers as an unpriced model
+    try:
+        docs = folder(tmp_path, list(range(1, 11)))
+        command = ["batch", "run", str(docs), "--type", row_type, "--provider", "openai"]
+        command += ["--base-url", unpriced.url, "--model", "a-model-of-our-own"]
+        command += ["--out", str(tmp_path / "out.jsonl"), "--max-cost", "1", "--concurrency", "8"]
+        assert main(command) == 3
+        assert sum(unpriced.sent.values()) == 1
+    finally:
+        unpriced.stop()
+    assert (
+        "stopped starting new inputs: the cost of doc-01.txt is unknown (genai-prices "
+        f"{PRICES} has no price for 'a-model-of-our-own' at openai): the budget of $1 cannot "
+        "be kept"
+    ) in capsys.readouterr().err.splitlines()
+
+
+def test_a_budget_is_refused_with_a_local_model_before_it_starts(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model run locally has no price, whatever its answer: the budget is a bad argument,
+    said before the engine starts (the run would send one document, then stop, run after
+    run)."""
+    docs = folder(tmp_path, [1, 2])
+    base = ["batch", "run", str(docs), "--type", row_type, "--out", str(tmp_path / "o.jsonl")]
+    assert main([*base, "--provider", "local", "--max-cost", "0.01"]) == 2
+    assert capsys.readouterr().err == (
+        "allama batch run: --max-cost cannot be kept with --provider local: no price for a "
+        "model run locally (local)\n"
+    )
+    served = ["--base-url", server.url, "--model", "m", "--max-cost", "1"]
+    assert main([*base, "--provider", "vllm", *served]) == 2
+    assert capsys.readouterr().err == (
+        "allama batch run: --max-cost cannot be kept with --provider vllm: no price for a "
+        "model run locally (vllm)\n"
+    )
+    assert sum(server.sent.values()) == 0 and not (tmp_path / "o.jsonl").exists()
+
+
+def test_a_local_model_that_is_no_gguf_file_says_what_it_is(
+    row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1])
+    base = ["batch", "run", str(docs), "--type", row_type, "--out", str(tmp_path / "o.jsonl")]
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious\n")
+    models = tmp_path / "models.gguf"
+    models.mkdir()
+    said = "allama batch run: --model with --provider local is a .gguf model file, or `smollm2`"
+    for model, why in [
+        (notes, f"`{notes}` is not a .gguf file"),
+        (models, f"`{models}` is a folder"),
+        (tmp_path / "nope.gguf", f"no such file `{tmp_path / 'nope.gguf'}`"),
+    ]:
+        assert main([*base, "--provider", "local", "--model", str(model)]) == 2
+        assert capsys.readouterr().err == f"{said} (the default): {why}\n"
+    assert notes.read_text() == "precious\n"
+
+
+def test_an_export_does_not_write_over_a_file_that_is_no_output_of_the_command(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As `run` refuses such an --out: the caller's notes, the run's own input."""
+    ledger = ledger_of(server, row_type, tmp_path, [1, 2, 7])
+    capsys.readouterr()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    table = tmp_path / "in.csv"
+    table.write_text("id,text\n1,doc 1\n")
+    for theirs in (notes, table):
+        before = theirs.read_bytes()
+        assert main(["batch", "export", ledger, "--out", str(theirs)]) == 2
+        assert capsys.readouterr().err == (
+            f"allama batch export: --out `{theirs}` is there and is no output of this command: "
+            "the export would replace it; name another file, or move this one away first\n"
+        )
+        assert theirs.read_bytes() == before
+    # An empty file, an earlier export (of values, of failures) are written anew.
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    failures = tmp_path / "failures.jsonl"
+    for args in (["--out", str(empty)], ["--failed", "--out", str(failures)]):
+        assert main(["batch", "export", ledger, *args]) == 0
+        first = Path(args[-1]).read_bytes()
+        assert main(["batch", "export", ledger, *args]) == 0
+        assert Path(args[-1]).read_bytes() == first and first.count(b"\n") == 2 - (
+            "--failed" in args
+        )
+    capsys.readouterr()
+    # And a run's --out may be an earlier export of failures.
+    (tmp_path / "more").mkdir()
+    assert run(server, row_type, folder(tmp_path / "more", [3]), failures) == 0
+    assert [row["label"] for row in rows_of(failures)] == ["doc-03.txt"]
+
+
+def test_a_folder_says_which_of_its_files_it_does_not_read(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1, 2])
+    prompt = docs / "prompt.txt"
+    prompt.write_text("Read the number.\n")
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out, "--prompt", str(prompt)) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[:2] == [
+        f"2 documents from {docs} (folder) to Row with openai gpt-4o-mini, concurrency 8",
+        "note: prompt.txt is the --prompt: left out of the folder's documents",
+    ]
+    # A folder whose documents are all in its subfolders, or whose one text file is the
+    # prompt: said so, not only that it has none.
+    nested = tmp_path / "nested"
+    (nested / "2024").mkdir(parents=True)
+    (nested / "2024" / "doc-01.txt").write_text("doc 1\n")
+    assert run(server, row_type, nested, out) == 1
+    assert capsys.readouterr().err == (
+        f"allama batch run: {nested}: no *.txt or *.md files in this folder (its subfolders "
+        "are not read)\n"
+    )
+    (nested / "prompt.md").write_text("Read the number.\n")
+    assert run(server, row_type, nested, out, "--prompt", str(nested / "prompt.md")) == 1
+    assert capsys.readouterr().err == (
+        f"allama batch run: {nested}: no *.txt or *.md files in this folder (prompt.md is the "
+        "run's own output or prompt; its subfolders are not read)\n"
+    )

@@ -76,6 +76,9 @@ class Inputs:
     apart."""
     skipped: frozenset[Path] = frozenset()
     """A folder's files that are no documents: the run's own output and prompt."""
+    left_out: tuple[str, ...] = ()
+    """The names of the folder's files that would be documents but are among `skipped`:
+    said, since a prompt kept beside the documents is otherwise dropped without a word."""
     files: tuple[str, ...] = ()
     """A folder's documents, as counted and checked: a file added to the folder since (one
     that sorts first would have pushed the last out) is for a run that reads it again."""
@@ -185,9 +188,14 @@ def read_inputs(
                 "a folder's documents are its files"
             )
         skipped = frozenset(real for real in map(_leads_to, skip) if real is not None)
-        files = _text_files(source, skipped)
+        files = _text_files(source)
+        # The run's own files (its output, its prompt) among them are no documents.
+        left_out = tuple(file.name for file in files if skipped and file.resolve() in skipped)
+        files = [file for file in files if file.name not in left_out]
         if not files:
-            raise InputError(f"{source}: no *.txt or *.md files in this folder")
+            raise InputError(
+                f"{source}: no *.txt or *.md files in this folder{_why_none(source, left_out)}"
+            )
         problems = _Problems(source, within=True)
         for file in files:
             try:
@@ -202,6 +210,7 @@ def read_inputs(
             DEFAULT_FIELD,
             None,
             skipped=skipped,
+            left_out=left_out,
             files=tuple(file.name for file in files),
         )
     if not source.exists():
@@ -247,7 +256,7 @@ def read_inputs(
     )
 
 
-def _text_files(folder: Path, skipped: frozenset[Path] = frozenset()) -> list[Path]:
+def _text_files(folder: Path) -> list[Path]:
     """The documents of a folder: hidden files (an editor's lock, a copy's resource fork)
     and what is not a file (a folder named `x.txt`, a dangling link) are not."""
     return sorted(
@@ -257,10 +266,27 @@ def _text_files(folder: Path, skipped: frozenset[Path] = frozenset()) -> list[Pa
             if entry.suffix.lower() in TEXT_SUFFIXES
             and not entry.name.startswith(".")
             and entry.is_file()
-            and (not skipped or entry.resolve() not in skipped)
         ),
         key=lambda entry: entry.name,
     )
+
+
+def _why_none(folder: Path, left_out: tuple[str, ...]) -> str:
+    """What a folder without documents holds that the run does not read: the run's own
+    files, and subfolders (documents there are not read: said, rather than none found)."""
+    said: list[str] = []
+    if left_out:
+        are = "is" if len(left_out) == 1 else "are"
+        said.append(f"{', '.join(left_out)} {are} the run's own output or prompt")
+    try:
+        nested = any(
+            entry.is_dir() and not entry.name.startswith(".") for entry in folder.iterdir()
+        )
+    except OSError:
+        nested = False
+    if nested:
+        said.append("its subfolders are not read")
+    return f" ({'; '.join(said)})" if said else ""
 
 
 def resolved(path: Path) -> Path:
@@ -322,7 +348,8 @@ def _undecodable(path: Path, chunk_size: int = 1 << 20) -> InputError:
                     where = at - held + error.start
                     lines += chunk.count(b"\n", 0, max(0, error.start - held))
                     return InputError(
-                        f"{path} line {lines}: not UTF-8 text (byte {where} cannot be decoded)"
+                        f"{path} line {lines}: not UTF-8 text (byte {where} of the file cannot be "
+                        "decoded)"
                     )
                 if not chunk:
                     break

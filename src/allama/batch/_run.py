@@ -59,7 +59,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError, to_json
 
 from allama import _tracing
-from allama._prices import MONEY, dollars
+from allama._prices import LOCAL_PRESETS, MONEY, Cost, cost_of, dollars
 from allama._printable import printable, printable_label, storable
 from allama._tokens import CHARS_PER_TOKEN, guessed_input_tokens
 from allama.batch import _ledger
@@ -98,7 +98,7 @@ from allama.extract._output import dump_consumes, dump_reads_back, stored_names
 from allama.extract._parse import ReadAgainError, read_again
 from allama.provider import ChatProvider
 from allama.schema._types import type_label, type_schema
-from allama.types import ChatRequest, ChatResponse
+from allama.types import ChatRequest, ChatResponse, Usage
 from allama.wrappers._gate import Gate, run_to_its_end
 from allama.wrappers._gate import entered as gate_entered
 
@@ -916,6 +916,9 @@ def _spec(
     if provider_batch:
         _check_provider_batch(provider, ledger, job_retry, poll_interval, job_size)
     budget = None if max_cost is None else _budget(max_cost)
+    unpriced = None if budget is None else unpriced_provider(provider)
+    if unpriced is not None:
+        raise ValueError(f"max_cost cannot be kept with provider {provider.name}: {unpriced}")
     if total is None and hasattr(inputs, "__len__"):
         total = len(inputs)  # type: ignore[arg-type]
     named = label or (lambda document: "")
@@ -1114,6 +1117,19 @@ def _budget(max_cost: Decimal | float | str) -> Decimal:
     if budget is None or not budget.is_finite() or budget <= 0:
         raise ValueError(f"max_cost must be an amount of dollars more than 0, not {max_cost!r}")
     return budget
+
+
+def unpriced_provider(provider: ChatProvider) -> str | None:
+    """Why no answer of `provider` can have a cost, whatever its model (a model run
+    locally, `LOCAL_PRESETS`); `None` where one may. A budget is refused for such a provider
+    before anything is sent: each answer would cost an unknown amount. Elsewhere a model
+    genai-prices does not know is no such proof (the answer may name a priced model, an
+    Azure deployment's, or say its own cost): there the run finds out at its first answer,
+    one input of that model in flight until then (`_Runner.priced_first`)."""
+    if provider.name not in LOCAL_PRESETS:
+        return None
+    reason = cost_of(provider.name, None, None)
+    return reason if isinstance(reason, str) else None
 
 
 def _check_provider_batch(
@@ -1341,6 +1357,12 @@ class _Runner:
         """Under a budget: what this run's sends paid since."""
         self.reached: Decimal | None = None
         """What was spent when the run found its budget reached."""
+        self.priced_models: dict[str, bool] = {}
+        """Under a budget, by request model: whether its cost is known, from genai-prices
+        before it is sent, or from an answer of this run (`priced_first`)."""
+        self.pricing: dict[str, asyncio.Lock] = {}
+        """Under a budget, by request model: held by its one input in flight until a cost
+        of that model is known (`priced_first`)."""
         self.writers: dict[str, dict[str, str | None]] = {}
         """Settings of each run of the ledger (the endpoint it sent to, its type's field
         names), by name and run id: read when the run opens its ledger, and again for a run
@@ -1873,6 +1895,49 @@ class _Runner:
         self.carried[key] = cost
         self._check_known()
 
+    @contextlib.asynccontextmanager
+    async def priced_first(self, model: str) -> AsyncIterator[None]:
+        """Under a budget, where genai-prices has no price for `model` at the provider, one
+        input of it in flight until an answer of it has a known cost: an answer at a price
+        unknown stops the run, and each input sent beside it would have been paid for past
+        the budget (a slot each). Not refused before: the answer may name a priced model
+        (an Azure deployment's) or say what it cost (OpenRouter's)."""
+        if self.spec.max_cost is None or self.stopping is not None or self._priced(model):
+            yield
+            return
+        lock = self.pricing.setdefault(model, asyncio.Lock())
+        await lock.acquire()
+        if self.priced_models[model]:  # known while this one waited: no longer one at a time
+            lock.release()
+            yield
+            return
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def _priced(self, model: str) -> bool:
+        """Whether what a request of `model` costs is known: looked up once."""
+        known = self.priced_models.get(model)
+        if known is None:
+            usage = Usage(input_tokens=1, output_tokens=1)
+            known = isinstance(cost_of(self.spec.provider.name, model, usage), Cost)
+            self.priced_models[model] = known
+        return known
+
+    def _note_priced(self, model: str, outcome: Extracted[Any] | Exception) -> None:
+        """Under a budget, whether a send's answer had a known cost: its model's inputs go
+        on at the run's concurrency (`priced_first`)."""
+        if self.spec.max_cost is None or self.priced_models.get(model, True):
+            return
+        record = (
+            outcome.metadata
+            if isinstance(outcome, Extracted)
+            else ExtractionMetadata.from_error(outcome)
+        )
+        if record is not None and _paid_any([record]) and _cost_of([record])[0] is not None:
+            self.priced_models[model] = True
+
     def _stop_for_budget(self, reason: str) -> None:
         """Stop sending; with a ledger, inputs of known number are still read, so that what
         earlier runs finished is given back (a run again under a spent budget gives every
@@ -2083,7 +2148,7 @@ class _Runner:
             if hold:
                 self._carry(key)
         while True:
-            async with self.slots:
+            async with self.slots, self.priced_first(request.model):
                 if self.stopping is None:
                     sent_at, tries.estimate = await turn_for(self.limiter, request, self.provider)
                 if (
@@ -2178,6 +2243,7 @@ class _Runner:
                 if _answered_by_any(outcome):
                     self._answered()
                 if hold:
+                    self._note_priced(request.model, outcome)
                     concluded = await self._conclude(
                         index, key, label, outcome, tries, began, sent_at
                     )
@@ -4094,7 +4160,9 @@ def batch(
     per minute, tightened when the provider answers with a rate limit. `ledger`: an SQLite
     file that makes the run resumable (run again with the same arguments, only what was not
     finished is sent) and shareable with another run. `max_cost`: stop starting new inputs
-    once the known cost reaches this many dollars. `extractor`: repair, retries and a floor,
+    once the known cost reaches this many dollars (a model genai-prices has no price for
+    goes one input at a time until an answer of it has a known cost; a `ValueError` for a
+    model run locally, which has no price). `extractor`: repair, retries and a floor,
     as for one extraction. `label`: what the summary calls an input.
 
     `provider_batch=True` sends the inputs as jobs of the provider's batch API (OpenAI,

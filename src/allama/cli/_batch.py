@@ -75,8 +75,9 @@ and SIGHUP, unless the process was started ignoring them (nohup).
 
 exit status: 0 the run ended (some inputs may have failed: see the summary), 1 nothing
 could be done (an input file that cannot be read, the provider could not start, or refused
-the key or the account: the run stops starting inputs then), 2 a bad argument, 3 stopped
-by --max-cost (or a cost that is not known under --max-cost), 130 interrupted (Ctrl-C),
+the key or the account: the run stops starting inputs then), 2 a bad argument (--max-cost
+with a model run locally, which has no price, among them), 3 stopped by --max-cost (or a
+cost that is not known under --max-cost), 130 interrupted (Ctrl-C),
 143 terminated (SIGTERM), 129 hung up (SIGHUP)."""
 
 
@@ -194,7 +195,9 @@ def add_batch_parser(commands: Any) -> None:
         "--max-cost",
         type=_dollars,
         metavar="USD",
-        help="stop starting new inputs once the known cost reaches this (exit status 3)",
+        help="stop starting new inputs once the known cost reaches this (exit status 3); "
+        "a --model of no known price goes one input at a time until an answer's cost is "
+        "known; refused with a model run locally, which has no price",
     )
     running.add_argument(
         "--max-attempts",
@@ -476,7 +479,7 @@ class _Prepared:
 def _prepare(args: argparse.Namespace) -> _Prepared:
     import allama
     from allama.batch._inputs import TEXT_SUFFIXES, InputError, NoSuchField, read_inputs
-    from allama.batch._run import missing_key, missing_url
+    from allama.batch._run import missing_key, missing_url, unpriced_provider
     from allama.cli._load import TypeNotFound, load_type
 
     try:
@@ -587,10 +590,11 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     if local and model != LOCAL_MODEL:
         # The local engine runs a model file: a name it has no file for would be the
         # default model under another name, in the output and the ledger's keys.
-        if not (model.lower().endswith(".gguf") and Path(model).is_file()):
+        why = _not_a_model_file(model)
+        if why is not None:
             raise _Usage(
                 f"--model with --provider local is a .gguf model file, or `{LOCAL_MODEL}` "
-                f"(the default): no such file `{model}`"
+                f"(the default): {why}"
             )
         options["model"] = model
     if args.base_url is not None:
@@ -604,6 +608,11 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         provider = allama.provider(args.provider, **options)
     except (ValueError, TypeError) as error:
         raise _Usage(str(error)) from None
+    unpriced = None if args.max_cost is None else unpriced_provider(provider)
+    if unpriced is not None:
+        # Checked before a local model is started: no answer could say what it cost.
+        provider.close()
+        raise _Usage(f"--max-cost cannot be kept with --provider {provider.name}: {unpriced}")
     unsendable = missing_url(provider)
     if unsendable is not None:
         provider.close()
@@ -649,6 +658,39 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         ledger=ledger,
         concurrency=concurrency,
     )
+
+
+def _left_out(inputs: Inputs, prompt: str | None, prepared: _Prepared) -> str | None:
+    """The note naming the folder's files the run left out of its documents, being its own
+    (its --prompt kept beside the documents, its --out): else they would go unsaid."""
+    from allama.batch._inputs import _leads_to
+
+    if not inputs.left_out:
+        return None
+    roles = [(prepared.out, "--out"), (prepared.ledger, "ledger")]
+    if prompt is not None:
+        roles.insert(0, (Path(prompt), "--prompt"))
+    said: list[str] = []
+    for name in inputs.left_out:
+        where = _leads_to(inputs.path / name)
+        role = next((flag for path, flag in roles if _leads_to(path) == where), "run's own file")
+        said.append(f"{name} is the {role}")
+    return f"note: {'; '.join(said)}: left out of the folder's documents"
+
+
+def _not_a_model_file(model: str) -> str | None:
+    """Why `model` is no model file for `local` (missing, a folder, another kind of file:
+    each said as it is); `None` for a `.gguf` file."""
+    path = Path(model)
+    if not path.exists():
+        return f"no such file `{model}`"
+    if path.is_dir():
+        return f"`{model}` is a folder"
+    if not path.is_file():
+        return f"`{model}` is not a file"
+    if not model.lower().endswith(".gguf"):
+        return f"`{model}` is not a .gguf file"
+    return None
 
 
 def _check_type(reference: str, tp: Any) -> None:
@@ -728,8 +770,11 @@ def _an_output(path: Path) -> bool:
     return not start or _ROW_START.match(start) is not None  # empty: no values yet
 
 
-_ROW_START = re.compile(rb'\{"label": "(?:[^"\\]|\\.)*", "key": "[0-9a-f]{64}", "value": ')
-"""How every row of the command's output begins (`_jsonl_line` of `_value_row`)."""
+_ROW_START = re.compile(
+    rb'\{"label": "(?:[^"\\]|\\.)*", "key": "[0-9a-f]{64}", "(?:value|attempts)": '
+)
+"""How every row of the command's output begins (`_jsonl_line` of `_value_row`, or of a
+failure `export --failed` writes)."""
 
 
 def _read_prompt(path: Path) -> str:
@@ -1221,6 +1266,9 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             ),
             file=sys.stderr,
         )
+        left_out = _left_out(inputs, args.prompt, prepared)
+        if left_out is not None:
+            print(printable(left_out), file=sys.stderr)
         unused, places = inputs.ids_unused
         if unused:
             have = "document has" if unused == 1 else "documents have"
@@ -2148,6 +2196,13 @@ def _export(args: argparse.Namespace) -> int:
         written_over = _ledger_file(out, Path(args.ledger)) or _a_database(out)
         if written_over is not None:
             raise _Usage(f"--out `{args.out}` is {written_over}: the export would write over it")
+        if out.is_file() and not _an_output(out):
+            # As `run` checks its --out: an earlier export or output is written anew, never
+            # a file of the caller's (notes, the run's own input) that happens to be there.
+            raise _Usage(
+                f"--out `{args.out}` is there and is no output of this command: the export "
+                "would replace it; name another file, or move this one away first"
+            )
     words = args.provider_messages
     # JSON says a character as an escape where standard output cannot write it as it is.
     escaped = args.out == "-" and not writes_unicode(sys.stdout)

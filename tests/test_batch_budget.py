@@ -1,0 +1,160 @@
+"""`max_cost` where what an answer costs may be unknown: nothing is paid for past the
+budget before the run finds out (a provider with no prices is refused; elsewhere one input
+is in flight until an answer has a known cost)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import genai_prices
+import pytest
+from pydantic import BaseModel
+
+import allama
+from _batch_server import BatchServer
+from allama import ChatRequest
+
+PRICES = genai_prices.__version__
+
+
+class Row(BaseModel):
+    n: int
+
+
+def docs(count: int) -> list[str]:
+    return [f"doc {n}" for n in range(count)]
+
+
+def provider_for(server: BatchServer) -> allama.HttpProvider:
+    return allama.provider("openai", api_key="sk-test", base_url=server.url)
+
+
+@pytest.fixture
+def unpriced() -> Iterator[BatchServer]:
+    """Answering as a model genai-prices has no price for."""
+    served = BatchServer(model="a-model-of-our-own").start()
+    yield served
+    served.stop()
+
+
+@pytest.fixture
+def slow() -> Iterator[BatchServer]:
+    """Answering as gpt-4o-mini (priced), a tenth of a second a request."""
+    served = BatchServer(delay=0.1).start()
+    yield served
+    served.stop()
+
+
+def in_flight_at_each_call(run: Any) -> list[int]:
+    """How many calls were in flight as each call of `run` began (itself counted)."""
+    runner = run._runner
+    call = runner.call
+    seen: list[int] = []
+    now = [0]
+
+    async def counted(request: ChatRequest) -> Any:
+        now[0] += 1
+        seen.append(now[0])
+        try:
+            return await call(request)
+        finally:
+            now[0] -= 1
+
+    runner.call = counted
+    return seen
+
+
+def test_an_answer_of_no_price_stops_a_budget_at_one_request_not_one_a_slot(
+    unpriced: BatchServer,
+) -> None:
+    run: allama.BatchRun[Row] = allama.batch(
+        provider_for(unpriced),
+        Row,
+        docs(20),
+        request=ChatRequest("a-model-of-our-own"),
+        concurrency=8,
+        max_cost=1,
+    )
+    results = list(run)
+    assert sum(unpriced.sent.values()) == 1  # before: 8, every slot's request paid for
+    assert [r.index for r in results if r.failure is None] == [0]
+    assert run.summary.done == 1 and run.summary.not_started == 19
+    assert run.summary.stopped == (
+        f"the cost of #0 is unknown (genai-prices {PRICES} has no price for "
+        "'a-model-of-our-own' at openai): the budget of $1 cannot be kept"
+    )
+
+
+def test_a_model_named_for_no_price_is_sent_when_its_answers_name_a_priced_one(
+    slow: BatchServer,
+) -> None:
+    """A deployment's name ("prod") has no price, the model its answers name has: not
+    refused; one input in flight until the first answer is priced, then the whole
+    concurrency."""
+    run: allama.BatchRun[Row] = allama.batch(
+        provider_for(slow), Row, docs(20), request=ChatRequest("prod"), concurrency=8, max_cost=1
+    )
+    seen = in_flight_at_each_call(run)
+    results = list(run)
+    # (doc 7 is answered with no JSON, doc 13 with a 400: the server's failures.)
+    assert len(results) == 20 and run.summary.stopped is None and run.summary.done == 18
+    assert seen[:2] == [1, 1]  # the second sent only once the first was answered
+    assert max(seen) == 8
+
+
+def test_a_model_priced_before_it_is_sent_goes_at_the_whole_concurrency_at_once(
+    slow: BatchServer,
+) -> None:
+    template = ChatRequest("gpt-4o-mini")  # (genai-prices has its price at openai)
+    run: allama.BatchRun[Row] = allama.batch(
+        provider_for(slow), Row, docs(16), request=template, max_cost=1
+    )
+    seen = in_flight_at_each_call(run)
+    assert len(list(run)) == 16 and run.summary.stopped is None
+    assert seen[:8] == [1, 2, 3, 4, 5, 6, 7, 8]  # none waits for the first answer
+
+
+@pytest.mark.parametrize("preset", ["local", "llama-cpp", "ollama", "ollama-openai", "vllm"])
+def test_a_budget_with_a_model_run_locally_is_refused_before_anything_is_sent(
+    slow: BatchServer, preset: str
+) -> None:
+    """Its answers have no price, whatever the model: each would be paid at an unknown
+    cost, and a run with a ledger sent one and stopped, then none at every run after."""
+    options: dict[str, Any] = {} if preset == "local" else {"base_url": slow.url}
+    if preset == "ollama":  # (its own API, not served here: never sent to)
+        options["base_url"] = slow.url.removesuffix("/v1")
+    provider = allama.provider(preset, **options)
+    with pytest.raises(ValueError) as refused:
+        allama.batch(provider, Row, docs(3), request=ChatRequest("m"), max_cost=1)
+    assert str(refused.value) == (
+        f"max_cost cannot be kept with provider {preset}: no price for a model run locally "
+        f"({preset})"
+    )
+    assert sum(slow.sent.values()) == 0
+    # Without a budget it runs (the price unknown, said in the summary).
+    if preset not in ("local", "ollama"):
+        run: allama.BatchRun[Row] = allama.batch(
+            provider, Row, docs(2), request=ChatRequest("gpt-4o-mini")
+        )
+        assert [r.failure for r in run] == [None, None]
+
+
+def test_the_async_twin_holds_one_request_until_the_first_is_priced(
+    unpriced: BatchServer,
+) -> None:
+    async def main() -> list[allama.BatchResult[Row]]:
+        run: allama.AsyncBatchRun[Row] = allama.abatch(
+            provider_for(unpriced),
+            Row,
+            docs(20),
+            request=ChatRequest("a-model-of-our-own"),
+            concurrency=8,
+            max_cost=1,
+        )
+        return [result async for result in run]
+
+    results = asyncio.run(main())
+    assert sum(unpriced.sent.values()) == 1
+    assert [r.index for r in results if r.failure is None] == [0]
