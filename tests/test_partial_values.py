@@ -1,12 +1,14 @@
 """What `stream.partial` shows of objects whose fields a type fills in its own ways: several
 keys for one field, default factories, `model_post_init`; and how often a model's
-validators run while `partial` is read."""
+validators run while `partial` is read; what it shows of an `Iterable` field (pydantic's
+value of one is a single iterator that validates each item as it is read)."""
 
 from __future__ import annotations
 
 import itertools
 import json
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ from allama import (
     ExtractionMode,
     Extractor,
     Finish,
+    ParseError,
     ResponseStart,
     StreamBlockType,
     StreamEvent,
@@ -219,3 +222,93 @@ def test_the_last_partial_value_is_the_validated_one(size: int) -> None:
     partials, value = stream(Filled, json.dumps({"a": 1}), size)
     assert value.model_fields_set == {"a", "b"}
     assert partials[-1] == value and partials[-1].model_fields_set == {"a", "b"}
+
+
+# An `Iterable`: its items checked when it completes, each snapshot an iterator of its own.
+
+
+def previews(tp: Any, text: str, size: int) -> tuple[list[Any], Any, str | None]:
+    """The partial value after each chunk, the one read after the stream ended, and why
+    `finish()` refused the output (`None`: it took it)."""
+    partials: list[Any] = []
+    with Extractor(retries=0).extract_stream(provider_of(text, size), tp, REQUEST) as opened:
+        for event in opened:
+            if isinstance(event, TextDelta):
+                partials.append(opened.partial)
+        try:
+            opened.finish()
+        except ParseError as error:
+            return partials, opened.partial, str(error).split("mode: ")[-1]
+        return partials, opened.partial, None
+
+
+class Ids(BaseModel):
+    ids: Iterable[int]
+    note: str = ""
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_an_iterable_whose_items_do_not_fit_is_left_out_of_the_preview(size: int) -> None:
+    text = '{"ids": [1, "x"], "note": "more text after the list"}'
+    partials, last, refused = previews(Ids, text, size)
+    assert refused == 'at `ids[1]`: invalid type: string "x", expected an integer'
+    shown = [p for p in partials if p is not None]
+    assert shown and all("ids" not in p.model_fields_set for p in [*shown, last])
+    assert last.note == "more text after the list"
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_each_snapshot_of_an_iterable_is_an_iterator_of_its_own(size: int) -> None:
+    text = '{"ids": [1, 2, 3], "note": "more text after the list"}'
+    partials, last, refused = previews(Ids, text, size)
+    assert refused is None
+    shown = [p for p in partials if p is not None and "ids" in p.model_fields_set]
+    assert shown and all(iter(p.ids) is p.ids for p in shown)  # an iterator, as the type's
+    # Each written out in turn: reading one through empties none of the others.
+    assert [json.loads(p.model_dump_json())["ids"] for p in shown] == [[1, 2, 3]] * len(shown)
+    assert list(last.ids) == [1, 2, 3]
+    assert list(last.ids) == []  # the caller's own iterator, read
+    assert [list(p.ids) for p in shown] == [[]] * len(shown)
+
+
+class Tagged(BaseModel):
+    id: int
+    tags: Iterable[str]
+
+
+class Tags(BaseModel):
+    rows: list[Tagged]
+
+
+ROWS = '[{"id": 1, "tags": ["a", "b"]}, {"id": 2, "tags": ["c", 3]}, {"id": 3, "tags": []}]'
+
+
+def rows_of(rows: list[Tagged]) -> list[tuple[int, list[str]]]:
+    return [(row.id, list(row.tags)) for row in rows]
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("at_root", [False, True])
+def test_a_row_whose_iterable_does_not_fit_is_left_out(size: int, at_root: bool) -> None:
+    tp: Any = list[Tagged] if at_root else Tags
+    partials, last, refused = previews(tp, ROWS if at_root else f'{{"rows": {ROWS}}}', size)
+    where = "[1]" if at_root else "rows[1]"
+    assert refused == f"at `{where}.tags[1]`: invalid type: integer `3`, expected a string"
+    lists = [p if at_root else getattr(p, "rows", []) for p in [*partials, last] if p is not None]
+    # Every snapshot's rows read through, after the stream: completed ones hold their items.
+    read = [rows_of([row for row in rows if "tags" in row.model_fields_set]) for rows in lists]
+    assert all(rows in ([], [(1, ["a", "b"])], [(1, ["a", "b"]), (3, [])]) for rows in read)
+    assert read[-1] == [(1, ["a", "b"]), (3, [])]
+    assert [row.id for row in lists[-1]] == [1, 3]
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_an_iterable_at_the_root_is_shown_checked_once_it_completes(size: int) -> None:
+    partials, last, refused = previews(Iterable[int], "[1, 2, 3]", size)
+    assert refused is None
+    shown = [p for p in partials if p is not None]
+    assert shown and all(iter(p) is p for p in shown)
+    assert [list(p) for p in [*shown, last]] == [[1, 2, 3]] * (len(shown) + 1)
+    partials, last, refused = previews(Iterable[int], '[1, "x"]', size)
+    assert refused == 'at `[1]`: invalid type: string "x", expected an integer'
+    assert [*partials, last] == [None] * (len(partials) + 1)

@@ -29,7 +29,10 @@ first choice written. A completed part that does not
 validate (a row with a price below its bound, an object its model validator rejects or
 raises on) is left out, as a scalar that does not validate is, so that every completed part
 shown is a validated value; the value itself (an object or a list at the root), ended but
-invalid, stays shown as it was built, and `finish()` raises. A completed value is validated
+invalid, stays shown as it was built, and `finish()` raises. An `Iterable`, whose items
+pydantic validates as they are iterated, is read through when it completes (an item that
+does not fit leaves it out) and kept as its items: each read gets an iterator of its own
+over them, so that one read through empties no other. A completed value is validated
 as `finish()` validates it: strictly, as JSON (a `date` in a union with `str` is a date,
 `"31"` is no int), with the config of the model that holds it (`str_to_upper`,
 `use_enum_values`). Text `finish()` does not read as JSON (`NaN`, `Infinity`, a number too
@@ -51,7 +54,7 @@ import sys
 import types
 import typing
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from json.encoder import encode_basestring_ascii
 from typing import Any, Generic, TypeVar
@@ -73,6 +76,7 @@ from typing_extensions import is_typeddict
 from allama.extract._json import keys_all_kept, loads
 from allama.extract._json_strict import validate_strict_json
 from allama.extract._kept import NOT_FINITE, kept_keys
+from allama.extract._output import schema_nodes
 
 T = TypeVar("T")
 
@@ -127,10 +131,11 @@ class _Leaf:
     """A value validated whole, by its own validator (with the config of the object that
     holds it, as pydantic validates a field: `str_to_upper`, `use_enum_values`...)."""
 
-    __slots__ = ("anything", "check", "check_json", "plain", "scalar", "text")
+    __slots__ = ("anything", "check", "check_json", "iterables", "plain", "scalar", "text")
 
     def __init__(self, tp: Any, config: ConfigDict | None = None) -> None:
         adapter = _adapter(tp, config)
+        self.iterables = _holds_iterable(adapter.core_schema)
         self.check = _python_check(adapter)
         self.check_json = _strict_json(adapter)
         # A JSON scalar of the field's own plain type is its value (unless the config
@@ -246,7 +251,8 @@ def _python_check(adapter: TypeAdapter[Any]) -> Callable[[Any], Any]:
 def _strict_json(adapter: TypeAdapter[Any]) -> Callable[[str | bytes], Any]:
     """JSON text's value, validated strictly, as `finish()` validates it (where a validator
     that runs first hands on Python objects the strict reading refuses, its fallbacks:
-    `validate_strict_json`); raises `ValidationError`."""
+    `validate_strict_json`); raises `ValidationError`. Where the type holds an `Iterable`,
+    its items are checked too (`_held`)."""
     validator = adapter.validator
     direct = validator if isinstance(validator, SchemaValidator) else adapter
 
@@ -256,7 +262,111 @@ def _strict_json(adapter: TypeAdapter[Any]) -> Callable[[str | bytes], Any]:
         except ValidationError:
             return validate_strict_json(adapter, text if isinstance(text, str) else text.decode())
 
-    return check
+    if not _holds_iterable(adapter.core_schema):
+        return check
+
+    def check_items(text: str | bytes) -> Any:
+        return _held(check(text))
+
+    return check_items
+
+
+def _holds_iterable(core: Any) -> bool:
+    """Whether a core schema reads an `Iterable` (pydantic's `generator`) anywhere in it."""
+    return any(node.get("type") == "generator" for node in schema_nodes(core))
+
+
+_LAZY = type(TypeAdapter(Iterable[int]).validate_python(()))
+"""pydantic's value of an `Iterable`: an iterator that validates each item as it is read."""
+
+
+class _Items:
+    """A completed `Iterable`'s items, checked (`_held`): what the partial value keeps in its
+    place, each snapshot given an iterator of its own over them (`_fresh`). pydantic's own
+    value is one iterator, that validates as it is read: the caller would meet an item that
+    does not fit in their own code, and every later snapshot sharing it would find it read."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple[Any, ...]) -> None:
+        self.items = items
+
+
+def _held(value: Any) -> Any:
+    """A validated value with each `Iterable` in it read whole, its items checked as the
+    type checks them (an `_Items` in its place): raises where one does not fit, so that the
+    part is left out, as a list that does not validate is."""
+    return _swapped(value, _hold)
+
+
+def _hold(value: Any) -> Any:
+    if type(value) is _LAZY:
+        return _Items(tuple(_held(item) for item in value))
+    return _MISSING
+
+
+def _fresh(value: Any) -> Any:
+    """A snapshot of the partial value with each `_Items` in it a new iterator over its items
+    (the objects around them copied): reading one snapshot's leaves the next one's whole."""
+    return _swapped(value, _iterator)
+
+
+def _iterator(value: Any) -> Any:
+    if type(value) is _Items:
+        return iter([_fresh(item) for item in value.items])
+    return _MISSING
+
+
+def _swapped(value: Any, swap: Callable[[Any], Any]) -> Any:
+    """`value` with each part `swap` gives a replacement for (not `_MISSING`) replaced: the
+    lists, maps, tuples, models and dataclasses around one copied, the rest shared."""
+    done = swap(value)
+    if done is not _MISSING:
+        return done
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is list or isinstance(value, tuple):
+        items = [_swapped(item, swap) for item in value]
+        if all(new is old for new, old in zip(items, value, strict=True)):
+            return value
+        if kind is list or kind is tuple:
+            return items if kind is list else tuple(items)
+        make = getattr(kind, "_make", None)  # a named tuple
+        return value if make is None else make(items)
+    if kind is dict:
+        entries = {key: _swapped(item, swap) for key, item in value.items()}
+        if all(entries[key] is item for key, item in value.items()):
+            return value
+        return entries
+    model = isinstance(value, BaseModel)
+    if not model and not (dataclasses.is_dataclass(value) and not isinstance(value, type)):
+        return value
+    names = list(value.__dict__) if model else [field.name for field in dataclasses.fields(value)]
+    changed: dict[str, Any] = {}
+    for name in names:
+        old = value.__dict__[name] if model else getattr(value, name, None)
+        new = _swapped(old, swap)
+        if new is not old:
+            changed[name] = new
+    return _replaced(value, changed)
+
+
+def _replaced(value: Any, changed: dict[str, Any]) -> Any:
+    """A copy of a model or a dataclass `value` with the fields `changed` (name → value)
+    set, bypassing validation (and a frozen class's guard); `value` itself where none is."""
+    if not changed:
+        return value
+    made = copy.copy(value)
+    for name, new in changed.items():
+        if isinstance(made, BaseModel):
+            made.__dict__[name] = new
+        else:
+            object.__setattr__(made, name, new)
+    return made
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None), bytes})
 
 
 def _read_as_written(text: str, value: Any, decimals: bool) -> bool:
@@ -374,10 +484,12 @@ class _Object:
 
     __slots__ = (
         "_builder",
+        "_by_name",
         "_check",
         "_decimals",
         "_fields",
         "_flat",
+        "_iterables",
         "_rows",
         "nullable",
         "tp",
@@ -392,6 +504,22 @@ class _Object:
         self._builder: Callable[[dict[str, Any]], Any] | None = None
         self._flat: bool | None = None
         self._decimals: bool | None = None
+        self._iterables: bool | None = None
+        self._by_name: dict[str, _Shape] | None = None
+
+    @property
+    def iterables(self) -> bool:
+        """Whether an `Iterable` may be in the object (`_fresh_as`)."""
+        if self._iterables is None:
+            self._iterables = _holds_iterable(TypeAdapter(self.tp).core_schema)
+        return self._iterables
+
+    @property
+    def by_name(self) -> dict[str, _Shape]:
+        """Attribute name → the shape of its field."""
+        if self._by_name is None:
+            self._by_name = dict(self.fields.values())
+        return self._by_name
 
     @property
     def flat(self) -> bool:
@@ -490,6 +618,10 @@ class _List:
         self.whole = whole
         self.nullable = nullable
 
+    @property
+    def iterables(self) -> bool:
+        return bool(self.item.iterables or (self.whole is not None and self.whole.iterables))
+
     def complete(self, values: list[Any], text: str | bytes, root: bool = False) -> Any:
         """The completed list, its items each validated (`values`), or validated whole from
         its JSON `text` where its type says (`Annotated`); as `_Object.complete`, `_MISSING`
@@ -508,6 +640,10 @@ class _Map:
         self.whole = whole
         self.nullable = nullable
 
+    @property
+    def iterables(self) -> bool:
+        return bool(self.value.iterables or (self.whole is not None and self.whole.iterables))
+
     def complete(self, values: dict[str, Any], text: str | bytes, root: bool = False) -> Any:
         """As `_List.complete`."""
         if self.whole is None:
@@ -517,6 +653,45 @@ class _Map:
 
 
 _Shape = _Leaf | _Object | _List | _Map
+
+
+def _fresh_as(shape: _Shape | None, value: Any) -> Any:
+    """`_fresh`, led by the shape of the value: what its type says holds no `Iterable` (a
+    long list of rows without one) is not walked, on each read. An untyped value is JSON as
+    it was read; a value validated whole (a leaf's) is walked all through."""
+    if shape is None or value is None or not shape.iterables:
+        return value
+    if isinstance(shape, _Leaf) or (isinstance(shape, _List | _Map) and shape.whole is not None):
+        return _fresh(value)
+    if isinstance(shape, _List):
+        if type(value) is not list:
+            return _fresh(value)
+        items = [_fresh_as(shape.item, item) for item in value]
+        same = all(new is old for new, old in zip(items, value, strict=True))
+        return value if same else items
+    if isinstance(shape, _Map):
+        if type(value) is not dict:
+            return _fresh(value)
+        entries = {key: _fresh_as(shape.value, item) for key, item in value.items()}
+        return value if all(entries[key] is item for key, item in value.items()) else entries
+    fields = shape.by_name
+    if type(value) is dict:  # a `TypedDict`
+        typed = {key: _fresh_as(fields.get(key), item) for key, item in value.items()}
+        return value if all(typed[key] is item for key, item in value.items()) else typed
+    if isinstance(value, BaseModel):
+        state = value.__dict__
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        state = {
+            field.name: getattr(value, field.name, None) for field in dataclasses.fields(value)
+        }
+    else:
+        return _fresh(value)
+    changed = {}
+    for name, old in state.items():
+        new = _fresh_as(fields.get(name), old)
+        if new is not old:
+            changed[name] = new
+    return _replaced(value, changed)
 
 
 def _builder(tp: Any, fields: dict[str, tuple[str, Any]]) -> Callable[[dict[str, Any]], Any]:
@@ -1282,8 +1457,11 @@ class PartialValue(Generic[T]):
     it then calls `settle` with the value it found, or `validate_root` where it found none.
     """
 
-    def __init__(self, tp: Any, validate_root: bool = True) -> None:
+    def __init__(self, tp: Any, validate_root: bool = True, iterables: bool | None = None) -> None:
         self._root_shape = _shape(tp)
+        # Whether the type holds an `Iterable` (`iterables`, where the caller knows): each
+        # snapshot is then given iterators of its own (`_fresh_as`).
+        self._iterables = self._root_shape.iterables if iterables is None else iterables
         # The scanner's own validation of the value, where it is left to the caller.
         self._defer = not validate_root and _defers(self._root_shape)
         self._pending: Callable[[], Any] | None = None
@@ -1794,14 +1972,18 @@ class PartialValue(Generic[T]):
             self._mark_inside()
 
     def value(self) -> T | None:
-        if not self._dirty and self._cache is not _MISSING:
-            return typing.cast(T, self._cache)
-        self._dirty = False
-        # Let the last snapshot go before building the next, so that lists nobody else
-        # holds can be updated in place.
-        self._cache = _MISSING
-        self._cache = self._done if self._done is not _MISSING else self._build()
-        return None if self._cache is _MISSING else typing.cast(T, self._cache)
+        if self._dirty or self._cache is _MISSING:
+            self._dirty = False
+            # Let the last snapshot go before building the next, so that lists nobody else
+            # holds can be updated in place.
+            self._cache = _MISSING
+            self._cache = self._done if self._done is not _MISSING else self._build()
+        if self._cache is _MISSING:
+            return None
+        if self._iterables:
+            # Each read its own iterators: one read through leaves the others whole.
+            return typing.cast(T, _fresh_as(self._root_shape, self._cache))
+        return typing.cast(T, self._cache)
 
     def _build(self) -> Any:
         if not self._stack:

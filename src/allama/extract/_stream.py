@@ -24,6 +24,7 @@ from allama.extract._engine import (
 )
 from allama.extract._errors import EXTRACTION_TOOL
 from allama.extract._mode import ExtractionMode
+from allama.extract._output import output_plan
 from allama.extract._parse import Checked
 from allama.extract._partial import PartialValue, root_of
 from allama.extract._root import wrapper_type
@@ -88,10 +89,14 @@ class _Observer(Generic[T]):
         # object and is shown unwrapped. A `RootModel` is followed as its root, each
         # snapshot wrapped in it.
         shown, self._root_model = root_of(tp)
+        # A type that holds an `Iterable` has its preview's iterators made for each read.
+        self._iterables = output_plan(target.type.adapter, target.type.schema).generators
         # The value, once it ends, is validated once, by `_settle` (as `finish()` will),
         # not by the partial value first.
         self._partial: PartialValue[Any] = PartialValue(
-            wrapper_type(shown) if target.wrapped else shown, validate_root=False
+            wrapper_type(shown) if target.wrapped else shown,
+            validate_root=False,
+            iterables=self._iterables,
         )
         # Text not yet given to the partial value: it is read when `partial` is, so a
         # caller who never looks at it pays nothing for it.
@@ -195,7 +200,10 @@ class _Observer(Generic[T]):
                 return
             if not isinstance(value, Failure):
                 self._checked = Checked(raw, reject, value)
-                self._show(value)
+                if not self._iterables:
+                    # (An `Iterable`'s value is one iterator, `finish()`'s: the preview
+                    # keeps its own items, checked as `finish()` checks them.)
+                    self._show(value)
                 return
             if not value.undeclared:
                 return
@@ -234,7 +242,8 @@ class _Observer(Generic[T]):
         (`model_fields_set`) and defaults for the rest (a dataclass holds `None` in a
         required field not yet arrived; a field a factory other than a built-in type's
         fills waits until the object completes, and `model_post_init` does not run);
-        text being written grows. Each read
+        text being written grows. An `Iterable` shows once it completes, its items checked,
+        each read an iterator of its own over them. Each read
         is a new snapshot that later chunks leave alone. `None` before anything usable
         arrived. Once the value ends, it is the value `finish()` returns (equal to it, not
         the same object: editing one leaves the other as it was), when the output is clean
