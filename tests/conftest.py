@@ -8,7 +8,10 @@ same examples as the last one and passes or fails the same way. Set
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["_seed_support", "_provider_batch_server"]
@@ -27,3 +30,19 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("ALLAMA_HYPOTHESIS_PROFILE", "deterministic"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def ctrl_c_handled() -> Iterator[None]:
+    """Ctrl-C raising KeyboardInterrupt, for a suite started ignoring it (`nohup pytest &`
+    from a script starts it so): `allama batch run` keeps a signal it was started ignoring,
+    so the tests that Ctrl-C it in this process would find it lost, and a run whose
+    provider job is held would wait forever."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

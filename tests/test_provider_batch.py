@@ -2375,7 +2375,9 @@ def test_the_command_runs_polls_cancels_and_collects(
         "--retries",
         "1",
     ]
-    # Stopped while the job runs: it goes on at the provider, and says so.
+    # Stopped while the job runs: it goes on at the provider, and says so. (A Ctrl-C the
+    # process ignores, the command keeps ignoring: the held job would be waited for forever.)
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
     server.hold = True
 
     def interrupt() -> None:
