@@ -111,15 +111,30 @@ class _Encoder:
             # Their template refuses other providers' ids, and repeated ones.
             messages = with_tool_ids(messages, MISTRAL_IDS)
         wire = [self.message(message) for message in messages]
-        return self.mistral_turns(wire) if self.profile.mistral_turns else wire
+        if self.profile.mistral_turns:
+            wire = self.mistral_turns(wire)
+        if not wire:
+            # Answered 400 ("[] is too short - 'messages'"): nothing to answer, and a
+            # round-trip paid to hear it. System instructions alone are sent.
+            raise (
+                InvalidRequestError(
+                    f"{self.profile.display_name} needs at least one message, and the request "
+                    "has none left to send"
+                )
+                .mark_authored()
+                .with_provider(self.profile.name)
+            )
+        return wire
 
     def mistral_turns(self, wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The conversation as Mistral's check takes it, rather than answered 400: an
-        assistant turn with nothing to send (one that only reasoned) left out, an assistant
-        turn put between a tool result and a user or system turn, and a last assistant
-        turn (prefill) marked `prefix`."""
+        assistant turn with nothing to send (one that only reasoned) left out, a system turn
+        after an assistant turn or a tool result moved to the system instructions before the
+        conversation, an assistant turn put between a tool result and a user turn, and a
+        last assistant turn (prefill) marked `prefix`."""
         display = self.profile.display_name
         turns: list[dict[str, Any]] = []
+        moved: list[str] = []
         for turn in wire:
             role = turn["role"]
             if role == "assistant" and not turn.get("content") and not turn.get("tool_calls"):
@@ -129,6 +144,11 @@ class _Encoder:
                     "one (that only reasoned, or said nothing) was left out",
                 )
                 continue
+            if role == "system" and turns and turns[-1]["role"] in ("assistant", "tool"):
+                # "Unexpected role 'system' after role 'assistant'" (or 'tool'); a bridging
+                # assistant turn would only move the refusal one turn up.
+                moved.append(turn["content"])
+                continue
             if turns and turns[-1]["role"] == "tool" and role not in ("tool", "assistant"):
                 self.degradations.approximate(
                     RequestField.MESSAGES,
@@ -137,6 +157,21 @@ class _Encoder:
                 )
                 turns.append({"role": "assistant", "content": AFTER_TOOL_RESULTS})
             turns.append(turn)
+        if moved:
+            self.degradations.approximate(
+                RequestField.SYSTEM,
+                f"{display} takes system instructions only before the conversation or after a "
+                "user turn; those given after an assistant turn or a tool result were moved "
+                "before the conversation",
+            )
+            lead = 0
+            while lead < len(turns) and turns[lead]["role"] == "system":
+                lead += 1
+            if lead:  # merged into the last of the opening ones, keeping their order
+                last = turns[lead - 1]
+                turns[lead - 1] = {**last, "content": "\n\n".join([last["content"], *moved])}
+            else:
+                turns.insert(0, {"role": "system", "content": "\n\n".join(moved)})
         if turns and turns[-1]["role"] == "assistant":
             turns[-1] = {**turns[-1], "prefix": True}
         return turns
@@ -810,8 +845,8 @@ class _Encoder:
 
 
 AFTER_TOOL_RESULTS = "I have the tool results."
-"""The assistant turn put between a tool result and a user or system turn where the
-endpoint refuses one straight after the other (Mistral)."""
+"""The assistant turn put between a tool result and a user turn where the endpoint refuses
+one straight after the other (Mistral)."""
 
 JSON_OBJECT_NOTE = "Answer with one JSON object."
 """What JSON mode is told where the caller's messages do not ask for JSON."""
