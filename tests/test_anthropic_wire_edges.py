@@ -375,3 +375,86 @@ def test_deltas_after_a_start_that_gave_the_input_replace_it() -> None:
     decoded = decode_response(200, {}, json.dumps(whole).encode())
     streamed_call = json.loads(arguments(tool_stream({"a": 1}, '{"a":', "1}")))
     assert json.loads(decoded.tool_calls()[0].arguments) == streamed_call
+
+
+# A user turn after tool calls begins with their results
+
+
+_PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360606060000000050001a5f645400000000049454e44ae426082"
+)
+_OK = message([{"type": "text", "text": "ok"}], {"input_tokens": 1, "output_tokens": 1})
+_SHOT = allama.ToolDefinition(
+    name="screenshot", parameters={"type": "object", "properties": {"screen": {"type": "integer"}}}
+)
+_CALLS = [
+    allama.ToolCall(id="toolu_01", name="screenshot", arguments='{"screen":1}'),
+    allama.ToolCall(id="toolu_02", name="screenshot", arguments='{"screen":2}'),
+]
+
+
+def _sent_turns(preset: str, request: ChatRequest, **options: Any) -> tuple[Any, list[Any]]:
+    made, recorder = provider(preset, (200, _OK), **options)
+    response = made.chat(request)
+    return response, recorder.bodies[-1]["messages"]
+
+
+@pytest.mark.parametrize(
+    ("preset", "options"),
+    [
+        ("anthropic", {}),
+        ("azure-anthropic", {"endpoint": "https://r.services.ai.azure.com"}),
+        ("anthropic-compatible", {"base_url": "https://host.example/anthropic"}),
+    ],
+)
+def test_results_each_followed_by_an_image_come_first_then_the_images(
+    preset: str, options: dict[str, Any]
+) -> None:
+    image = allama.ImagePart(data=_PNG, media_type="image/png")
+    request = (
+        ChatRequest(MODEL)
+        .with_tools([_SHOT])
+        .user("Compare both screens")
+        .assistant(_CALLS)
+        .tool_result("toolu_01", "screen 1 captured")
+        .user(None, image)
+        .tool_result("toolu_02", "screen 2 captured")
+        .user(None, image)
+    )
+    response, turns = _sent_turns(preset, request, **options)
+    assert [turn["role"] for turn in turns] == ["user", "assistant", "user"]
+    content = turns[2]["content"]
+    assert [block["type"] for block in content] == ["tool_result", "tool_result", "image", "image"]
+    assert [block.get("tool_use_id") for block in content[:2]] == ["toolu_01", "toolu_02"]
+    assert [block.get("content") for block in content[:2]] == [
+        "screen 1 captured",
+        "screen 2 captured",
+    ]
+    assert response.warnings == ()  # matched by id: nothing the model reads changes meaning
+
+
+def test_a_remark_recorded_before_the_result_goes_after_it() -> None:
+    request = (
+        ChatRequest(MODEL)
+        .with_tools([_SHOT])
+        .user("Take a screenshot")
+        .assistant(_CALLS[:1])
+        .user("(it may take a second)")
+        .tool_result("toolu_01", "screen 1 captured")
+        .user("and describe it")
+    )
+    response, turns = _sent_turns("anthropic", request)
+    assert turns[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_01", "content": "screen 1 captured"},
+        {"type": "text", "text": "(it may take a second)"},
+        {"type": "text", "text": "and describe it"},
+    ]
+    assert response.warnings == ()
+
+
+def test_a_user_turn_after_no_tool_calls_keeps_its_order() -> None:
+    image = allama.ImagePart(data=_PNG, media_type="image/png")
+    request = ChatRequest(MODEL).user("First").user(None, image).user("Last")
+    _, turns = _sent_turns("anthropic", request)
+    assert [block["type"] for block in turns[0]["content"]] == ["text", "image", "text"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, TypeGuard
 
 from allama._degradations import STOPS_BLANK, Degradations, gives_tools
@@ -135,7 +136,8 @@ class _Encoder:
     # Messages
 
     def conversation(self) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]:
-        """The `system` blocks and the `messages`, consecutive turns of a role merged."""
+        """The `system` blocks and the `messages`, consecutive turns of a role merged (a
+        user turn after tool calls beginning with their results)."""
         system: list[dict[str, Any]] = []
         turns: list[dict[str, Any]] = []
         moved = False
@@ -153,6 +155,9 @@ class _Encoder:
                 turns[-1]["content"].extend(blocks)
             else:
                 turns.append({"role": role, "content": blocks})
+        for before, turn in pairwise(turns):
+            if turn["role"] == "user" and _uses_tools(before):
+                turn["content"] = _results_first(turn["content"])
         if moved:
             self.degradations.approximate(
                 RequestField.SYSTEM,
@@ -873,6 +878,23 @@ def _results(message: dict[str, Any]) -> bool:
     return message["role"] == "user" and any(
         block["type"] == "tool_result" for block in message["content"]
     )
+
+
+def _uses_tools(turn: dict[str, Any]) -> bool:
+    return turn["role"] == "assistant" and any(
+        block.get("type") == "tool_use" for block in turn["content"]
+    )
+
+
+def _results_first(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The turn's `tool_result` blocks, then its other blocks, each in their order.
+
+    A turn after `tool_use` blocks must begin with their results (Anthropic answers 400
+    otherwise), while merged user messages may have put a remark or an image before or
+    among them. Results are matched by id, so moving them ahead changes no meaning: no
+    warning."""
+    results = [block for block in blocks if block.get("type") == "tool_result"]
+    return results + [block for block in blocks if block.get("type") != "tool_result"]
 
 
 def _empty_text(part: TextPart | ImagePart | DocumentPart) -> bool:
