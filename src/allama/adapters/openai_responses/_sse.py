@@ -376,11 +376,7 @@ class ResponsesStreamDecoder:
         if self._repeated(payload, data):
             return
         kind = payload.get("type") or event.event
-        if (
-            kind in _ERRORS
-            or event.event in _ERRORS
-            or (not kind and isinstance(payload.get("error"), dict))
-        ):
+        if _is_error(kind, event, payload):
             # `error`, OpenRouter's `response.error`, or an event that is only an error
             # object (OpenRouter's errors mid-generation): the provider's error, as it says,
             # held while a `response.failed` with the usage may follow (OpenAI's order).
@@ -436,11 +432,7 @@ class ResponsesStreamDecoder:
         if self._repeated(payload, data):
             return
         kind = payload.get("type") or event.event
-        if (
-            kind in _ERRORS
-            or event.event in _ERRORS
-            or (not kind and isinstance(payload.get("error"), dict))
-        ):
+        if _is_error(kind, event, payload):
             error = error_from_payload(payload, provider=self._provider, model=self._model)
             if self._unsaid:
                 raise error  # the reason the failed response did not give (Azure's)
@@ -1107,3 +1099,13 @@ def decode_stream(
     events = list(decoder.feed(data))
     events.extend(decoder.close())
     return events
+
+
+def _is_error(kind: str | None, event: SseEvent, payload: dict[str, Any]) -> bool:
+    """Whether an event is the provider's error: `error`, OpenRouter's `response.error`, or
+    an event that is only an error object."""
+    return (
+        kind in _ERRORS
+        or event.event in _ERRORS
+        or (not kind and isinstance(payload.get("error"), dict))
+    )
