@@ -1119,6 +1119,11 @@ def _budget(max_cost: Decimal | float | str) -> Decimal:
     return budget
 
 
+_NO_HOLD = contextlib.nullcontext()
+"""What a send waits for besides its slot without a budget: nothing (`priced_first` is the
+budget's)."""
+
+
 def unpriced_provider(provider: ChatProvider) -> str | None:
     """Why no answer of `provider` can have a cost, whatever its model (a model run
     locally, `LOCAL_PRESETS`); `None` where one may. A budget is refused for such a provider
@@ -2148,7 +2153,7 @@ class _Runner:
             if hold:
                 self._carry(key)
         while True:
-            async with self.slots, self.priced_first(request.model):
+            async with self.slots, self.priced_first(request.model) if hold else _NO_HOLD:
                 if self.stopping is None:
                     sent_at, tries.estimate = await turn_for(self.limiter, request, self.provider)
                 if (
