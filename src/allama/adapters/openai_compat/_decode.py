@@ -79,6 +79,7 @@ __all__ = [
     "USAGE_COST_KEY",
     "audio_tokens_of",
     "choice_error",
+    "finish_error",
     "content_parts",
     "filter_explanation",
     "decode_body",
@@ -232,14 +233,11 @@ retryable request-level internal error"; OpenRouter's, which sends the error bes
 what came before it is no answer to trust, however well it reads."""
 
 
-def choice_error(choice: WireChoice | WireChunkChoice | None) -> dict[str, Any] | None:
-    """The error a choice reports in place of its answer (OpenRouter: `"finish_reason":
-    "error"` and the upstream's `error` on the choice, in a 200 body or stream), as the
-    error payload it stands for; `None` when it reports none.
-
-    A choice DeepSeek interrupted for capacity (`INTERRUPTED`) stands for an overloaded
-    server, and one that ended in an error without one (`FAILED`) for a server error: each
-    a retryable error naming its finish reason, its usage kept as paid for."""
+def finish_error(choice: WireChoice | WireChunkChoice | None) -> dict[str, Any] | None:
+    """The error payload, in allama's words, a choice's finish reason alone stands for: a
+    choice DeepSeek interrupted for capacity (`INTERRUPTED`) an overloaded server, one that
+    ended in an error without one beside it (`FAILED`) a server error; each a retryable
+    error naming its finish reason, its usage kept as paid for. `None` for any other."""
     if choice is None:
         return None
     if choice.finish_reason == INTERRUPTED:
@@ -253,10 +251,7 @@ def choice_error(choice: WireChoice | WireChunkChoice | None) -> dict[str, Any] 
                 "type": INTERRUPTED,
             }
         }
-    error = choice.model_extra.get("error") if choice.model_extra else None
-    if error:
-        return {"error": error}
-    if choice.finish_reason == FAILED:
+    if choice.finish_reason == FAILED and not (choice.model_extra or {}).get("error"):
         return {
             "error": {
                 "message": (
@@ -268,6 +263,18 @@ def choice_error(choice: WireChoice | WireChunkChoice | None) -> dict[str, Any] 
             }
         }
     return None
+
+
+def choice_error(choice: WireChoice | WireChunkChoice | None) -> dict[str, Any] | None:
+    """The error a choice reports in place of its answer (OpenRouter: `"finish_reason":
+    "error"` and the upstream's `error` on the choice, in a 200 body or stream), as the
+    error payload it stands for, or its finish reason alone does (`finish_error`); `None`
+    when it reports none."""
+    said = finish_error(choice)
+    if said is not None or choice is None:
+        return said
+    error = choice.model_extra.get("error") if choice.model_extra else None
+    return {"error": error} if error else None
 
 
 THINK_OPEN = "<think>"
@@ -482,7 +489,7 @@ def decode_body(
         error = error_from_payload(failure, provider=provider, model=model).with_body(
             body.decode("utf-8", "replace") if isinstance(body, bytes) else body
         )
-        if choice is not None and not (choice.model_extra or {}).get("error"):
+        if finish_error(choice) is not None:
             error.mark_authored()  # (allama's words for its finish reason, not the provider's)
         raise _with_usage(error, wire, reasoning_outside_completion)
     message = choice.message if choice is not None else None

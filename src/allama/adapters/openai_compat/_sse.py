@@ -71,6 +71,7 @@ from allama.adapters.openai_compat._decode import (
     choice_error,
     content_parts,
     filter_explanation,
+    finish_error,
     finish_reason_of,
     kept_list,
     loose_usage,
@@ -292,9 +293,9 @@ class ChatStreamDecoder:
                 chunk = refit(WireChunk, data, invalid)  # a usage detail of another shape
         if chunk is None:
             chunk = yield from self._not_a_chunk(event, data, at_end=at_end)
-        failure = self._failure(chunk, data)
+        failure, said = self._failure(chunk, data)
         if failure is not None:
-            if _said_by_finish_alone(chunk):
+            if said:
                 yield from self._chunk(chunk, failed=True)
                 yield from self._flush_details()
                 self._failed_finish = error_from_payload(
@@ -375,17 +376,20 @@ class ChatStreamDecoder:
         )
 
     @staticmethod
-    def _failure(chunk: WireChunk, data: str) -> dict[str, Any] | None:
+    def _failure(chunk: WireChunk, data: str) -> tuple[dict[str, Any] | None, bool]:
         """The error payload a chunk carries: beside its choices, on its first, or as the
-        reason Groq gives for stopping a stream early (`x_groq.error`, a string)."""
+        reason Groq gives for stopping a stream early (`x_groq.error`, a string); and
+        whether it is its first choice's finish reason's alone (`finish_error`)."""
         extra = chunk.model_extra or {}
         if extra.get("error"):
             payload: dict[str, Any] = json.loads(data)
-            return payload
+            return payload, False
         groq = extra.get("x_groq")
         if isinstance(groq, dict) and isinstance(groq.get("error"), str) and groq["error"]:
-            return {"error": {"message": groq["error"]}}
-        return choice_error(next((c for c in chunk.choices if c.index == 0), None))
+            return {"error": {"message": groq["error"]}}, False
+        first = next((c for c in chunk.choices if c.index == 0), None)
+        said = finish_error(first)
+        return (said, True) if said is not None else (choice_error(first), False)
 
     def _usage_of(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
         """The usage (and its cost) an error payload reports, if it reports one that can be
@@ -718,14 +722,3 @@ def decode_stream(
     events = list(decoder.feed(data))
     events.extend(decoder.close())
     return events
-
-
-def _said_by_finish_alone(chunk: WireChunk) -> bool:
-    """Whether a chunk's failure is its finish reason's alone (`choice_error` made it up):
-    no error object beside the choices, on the first choice, or Groq's."""
-    extra = chunk.model_extra or {}
-    groq = extra.get("x_groq")
-    if extra.get("error") or (isinstance(groq, dict) and groq.get("error")):
-        return False
-    first = next((c for c in chunk.choices if c.index == 0), None)
-    return first is not None and not (first.model_extra or {}).get("error")
