@@ -1,8 +1,9 @@
 """Which header names hold a credential: every real credential header is taken for one
 (its value never shown in a repr, and cut out of what a provider echoes), a passphrase's
-(`X-Passphrase`, `CB-ACCESS-PASSPHRASE`) and a password's short names (`X-Pwd`, `X-Pass`)
-among them; and a name that only looks like one (a count of tokens, a tokenizer's version,
-an author, a cache key, a key's id, a monkey) is not, so its value stays readable."""
+(`X-Passphrase`, `CB-ACCESS-PASSPHRASE`), a password's short names (`X-Pwd`, `X-Pass`), a
+passcode and Honeycomb's key (`X-Honeycomb-Team`) among them; and a name that only looks
+like one (a count of tokens, a tokenizer's version, an author, a cache key, a key's id, a
+monkey) is not, so its value stays readable."""
 
 from __future__ import annotations
 
@@ -58,6 +59,9 @@ CREDENTIAL_HEADERS = (
     "Helicone-Auth",
     "X-OAuth",
     "X-Pwd",
+    "X-Passcode",
+    "X-OTP",
+    "X-Honeycomb-Team",
     "X-Userpwd",
     "X-Pass",
     "X-Db-Pass",
@@ -74,6 +78,9 @@ CREDENTIAL_HEADERS = (
 )
 
 NOT_CREDENTIAL_HEADERS = (
+    "X-Honeycomb-Dataset",
+    "X-Team",
+    "X-Copter",
     "x-token-count",
     "x-tokenizer",
     "X-Tokenizer-Version",

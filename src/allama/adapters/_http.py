@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Mapping
@@ -48,6 +49,7 @@ _SECRET_WORDS = (
     "password",
     "passwd",
     "passphrase",
+    "passcode",
     "pwd",
     "cookie",
     "credential",
@@ -68,9 +70,13 @@ _SECRET_STARTS = ("auth", "passw", "passphrase", "secret", "credential")
 but `author` (`x-author`, `X-Authority`); not `token`, which begins `tokenizer`, nor `key`,
 which begins `keyboard`."""
 
-_SECRET_PARTS = frozenset({"pass", "sign"})
-"""Words that name a credential only as a whole part (`X-Pass`, `CB-ACCESS-SIGN`): `pass`
-ends `bypass` and begins `passthrough`, `sign` ends `design`."""
+_SECRET_PARTS = frozenset({"pass", "sign", "otp"})
+"""Words that name a credential only as a whole part (`X-Pass`, `CB-ACCESS-SIGN`, `X-OTP`):
+`pass` ends `bypass` and begins `passthrough`, `sign` ends `design`."""
+
+_SECRET_PAIRS = frozenset({("honeycomb", "team")})
+"""Two parts together that name a credential though neither does: Honeycomb's key goes in
+`X-Honeycomb-Team`."""
 
 _NOT_SECRET = frozenset(
     {
@@ -162,6 +168,8 @@ def is_secret_header(name: str) -> bool:
     named = [part for part in parts if not part.isdigit()]
     if named and named[-1] in _ABOUT_A_CREDENTIAL:
         return False
+    if any(pair in _SECRET_PAIRS for pair in itertools.pairwise(parts)):
+        return True
     return any(
         _names_credential(part)
         and (index == 0 or (parts[index - 1], part) not in _NOT_SECRET_PAIRS)
