@@ -574,6 +574,23 @@ def test_an_error_line_after_text_yields_the_text_first() -> None:
     assert collect_any(seen).text() == "Half an answer"
 
 
+def test_a_last_line_that_does_not_read_still_says_its_token_counts() -> None:
+    """Ollama counts tokens on its last line alone (and bills them on its cloud): a last
+    line whose message does not fit the shape still yields its usage before the error, as
+    the whole body's error carries it."""
+    data = ndjson(
+        chunk({"content": '{"age": 3}'}),
+        response({"content": "", "tool_calls": {"oops": 1}}, prompt_eval_count=100, eval_count=50),
+    )
+    seen: list[StreamEvent] = []
+    with pytest.raises(StreamDecodeError, match="does not fit"):
+        for event in iter_split(data, [7], provider="ollama", model="m"):
+            seen.append(event)
+    assert [e.usage for e in seen if isinstance(e, UsageEvent)] == [
+        Usage(input_tokens=100, output_tokens=50)
+    ]
+
+
 def test_an_error_line_before_anything() -> None:
     with pytest.raises(NotFoundError, match="ollama pull nope"):
         decode_stream(ndjson({"error": "model 'nope' not found"}), model="nope")

@@ -351,6 +351,38 @@ def test_options_and_the_option_namespace() -> None:
     assert "options" not in body and body["x"] == 1
 
 
+@pytest.mark.parametrize(
+    ("theirs", "kind"),
+    [
+        (None, "null"),
+        ("num_ctx=8192", "a string"),
+        ([["num_ctx", 8192]], "a list"),
+        (3, "a number"),
+    ],
+)
+def test_body_option_options_that_are_no_object_are_refused(theirs: Any, kind: str) -> None:
+    """Ollama reads `options` as an object of model parameters alone (a 400 otherwise): one
+    of another kind is not sent, with a warning, and the request's own parameters are."""
+    request = (
+        ChatRequest(MODEL, temperature=0.5)
+        .user("Hi")
+        .with_option_json("ollama", {"options": theirs, "keep_alive": "5m"})
+    )
+    _, _, body, warnings = encode(request)
+    assert body["options"] == {"temperature": 0.5} and body["keep_alive"] == "5m"
+    assert [(w.subject, w.kind, w.message) for w in warnings] == [
+        (
+            FieldSubject(field=RequestField.OPTIONS),
+            WarningKind.UNSUPPORTED,
+            f"`options` of the body option `ollama` was not sent: it is {kind}, where Ollama "
+            "reads an object of model parameters; the request's own were sent",
+        )
+    ]
+    with pytest.raises(UnsupportedError) as caught:
+        encode(request.with_unsupported_policy(UnsupportedPolicy.ERROR))
+    assert caught.value.field is RequestField.OPTIONS
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_body_options_stream_is_not_sent(stream: bool) -> None:
     """Whether the answer comes whole or streamed is the call's, which reads it one way

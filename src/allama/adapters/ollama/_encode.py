@@ -436,6 +436,15 @@ class _Encoder:
             more = given.pop("options", None)
             if isinstance(more, dict):
                 options = {**options, **more}
+            elif "options" in extra:
+                # Ollama reads `options` as an object alone (a 400 otherwise); allama's own
+                # (temperature, seed, the output limit) still go.
+                self.degradations.refuse(
+                    RequestField.OPTIONS,
+                    f"`options` of the body option `{BODY_OPTION}` was not sent: it is "
+                    f"{_json_kind(more)}, where Ollama reads an object of model parameters; the "
+                    "request's own were sent",
+                )
             if fmt is not None and "format" in given and given["format"] != fmt:
                 # The caller's wins; an extraction's record shows its schema not sent.
                 what = f"`format` of the body option `{BODY_OPTION}`"
@@ -477,3 +486,14 @@ def encode_request(
     """
     body = _Encoder(request, profile, family, degradations, stream=stream).body()
     return HttpRequest("POST", url, headers, body, params or {})
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, in words, for a message about a value of the wrong kind."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a string" if isinstance(value, str) else "a list"

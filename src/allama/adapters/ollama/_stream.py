@@ -166,9 +166,16 @@ class OllamaStreamDecoder:
             self._started = True
             model = payload.get("model")
             yield ResponseStart(model=model if isinstance(model, str) and model else self._model)
-        self._layout.place(payload.get("message"))
-        yield from self._sink.drain()
         usage = usage_of(payload)
+        try:
+            self._layout.place(payload.get("message"))
+        except Unreadable:
+            # Ollama counts tokens on the last line alone, and bills them on its cloud: a
+            # line that does not read still says what the call cost.
+            if usage is not None:
+                yield UsageEvent(usage=usage)
+            raise
+        yield from self._sink.drain()
         if usage is not None:
             yield UsageEvent(usage=usage)
         if payload.get("done") is True:
