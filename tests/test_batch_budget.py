@@ -128,9 +128,13 @@ def test_a_budget_with_a_model_run_locally_is_refused_before_anything_is_sent(
     provider = allama.provider(preset, **options)
     with pytest.raises(ValueError) as refused:
         allama.batch(provider, Row, docs(3), request=ChatRequest("m"), max_cost=1)
+    where = (
+        "a model Ollama serves, locally or in its cloud"
+        if preset.startswith("ollama")
+        else "a model run locally"
+    )
     assert str(refused.value) == (
-        f"max_cost cannot be kept with provider {preset}: no price for a model run locally "
-        f"({preset})"
+        f"max_cost cannot be kept with provider {preset}: no price for {where} ({preset})"
     )
     assert sum(slow.sent.values()) == 0
     # Without a budget it runs (the price unknown, said in the summary).

@@ -725,13 +725,29 @@ def test_a_provider_error_after_a_pass_carries_that_pass_cost() -> None:
 # The reasons there is no cost; never an exception.
 
 
-@pytest.mark.parametrize("preset", ["local", "llama-cpp", "ollama", "ollama-openai", "vllm"])
+@pytest.mark.parametrize("preset", ["local", "llama-cpp", "vllm"])
 def test_a_model_run_locally_has_no_price(preset: str) -> None:
     metadata = record(
         response(provider=preset, model="gpt-4o", usage=Usage(input_tokens=1, output_tokens=1))
     )
     assert metadata.cost is None
     assert metadata.cost_missing == f"no price for a model run locally ({preset})"
+
+
+@pytest.mark.parametrize("preset", ["ollama", "ollama-openai"])
+@pytest.mark.parametrize("model", ["llama3.1", "gpt-oss:120b-cloud", "gpt-oss:120b"])
+def test_a_model_ollama_serves_has_no_price_and_is_not_said_to_run_locally(
+    preset: str, model: str
+) -> None:
+    """Ollama's cloud runs `-cloud` models for a local server, and every model on
+    ollama.com (named without `-cloud`): the reason claims neither place."""
+    metadata = record(
+        response(provider=preset, model=model, usage=Usage(input_tokens=1, output_tokens=1))
+    )
+    assert metadata.cost is None
+    assert metadata.cost_missing == (
+        f"no price for a model Ollama serves, locally or in its cloud ({preset})"
+    )
 
 
 @pytest.mark.parametrize("preset", ["openai-compatible", "anthropic-compatible"])
@@ -863,7 +879,9 @@ def test_without_genai_prices_the_reason_says_how_to_install_it(
     assert metadata.to_json_dict()["cost_missing"] == "install allama[prices] for costs"
     # What needs no price data still says what it is.
     local = record(response(provider="ollama", usage=usage))
-    assert local.cost_missing == "no price for a model run locally (ollama)"
+    assert (
+        local.cost_missing == "no price for a model Ollama serves, locally or in its cloud (ollama)"
+    )
 
 
 # Work done only when read, and once.
@@ -1028,10 +1046,15 @@ def test_a_batch_cost_reads_back_as_one() -> None:
 def test_the_reason_reads_back_too() -> None:
     metadata = record(response(provider="ollama", usage=Usage(input_tokens=1, output_tokens=1)))
     data = metadata.to_json_dict()
-    assert data["cost_missing"] == "no price for a model run locally (ollama)"
+    assert (
+        data["cost_missing"]
+        == "no price for a model Ollama serves, locally or in its cloud (ollama)"
+    )
     assert "cost" not in data
     again = ExtractionMetadata.from_json_dict(data)
-    assert again.cost_missing == "no price for a model run locally (ollama)"
+    assert (
+        again.cost_missing == "no price for a model Ollama serves, locally or in its cloud (ollama)"
+    )
 
 
 def test_a_record_of_no_response_writes_no_cost() -> None:

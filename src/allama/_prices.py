@@ -135,6 +135,10 @@ back to OpenAI's, Anthropic's and others' models; DeepInfra has no prices there.
 LOCAL_PRESETS = frozenset({"local", "llama-cpp", "ollama", "ollama-openai", "vllm"})
 """Presets of a model run locally or self-hosted: no price list applies."""
 
+OLLAMA_PRESETS = frozenset({"ollama", "ollama-openai"})
+"""Ollama's presets, among `LOCAL_PRESETS`: a model may run on Ollama's cloud (a `-cloud`
+name, or any model on ollama.com), which has no per-token price list either."""
+
 OWN_ENDPOINTS = frozenset({"openai-compatible", "anthropic-compatible"})
 """Presets of an endpoint the caller names: its model names say nothing of its prices."""
 
@@ -405,6 +409,8 @@ def _reason_before_lookup(provider: str | None, model: str | None, usage: Usage 
     """The reason a charge has no price that needs no price data, else ``""``."""
     if provider is None:
         return NO_PROVIDER
+    if provider in OLLAMA_PRESETS:  # its cloud's models have no price list either
+        return f"no price for a model Ollama serves, locally or in its cloud ({provider})"
     if provider in LOCAL_PRESETS:
         return f"no price for a model run locally ({provider})"
     if provider in OWN_ENDPOINTS:

@@ -171,7 +171,7 @@ class ExtractionMetadata(BaseModel):
 
     @property
     def cost_missing(self) -> str | None:
-        """Why `cost` is `None` (such as `"no price for a model run locally (ollama)"`);
+        """Why `cost` is `None` (such as `"no price for a model run locally (llama-cpp)"`);
         `None` when there is a cost."""
         priced = self.priced()
         return None if isinstance(priced, _prices.Cost) else priced
