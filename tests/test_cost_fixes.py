@@ -504,6 +504,37 @@ def test_xai_total_below_its_tokens_price_has_no_cost() -> None:
     assert metadata.cost_missing is not None and "less than" in metadata.cost_missing
 
 
+def test_xai_total_alone_that_is_its_tokens_price_is_priced_by_genai_prices() -> None:
+    usage = {**XAI_USAGE, "cost_in_usd_ticks": xai_ticks(0)}
+    metadata = record(responses(responses_body([], model="grok-4.3", usage=usage), "xai"))
+    tokens = xai_tokens()
+    assert metadata.cost is not None
+    assert (metadata.cost.input, metadata.cost.output, metadata.cost.total) == (
+        tokens.input_price,
+        tokens.output_price,
+        tokens.total_price,
+    )
+    assert metadata.cost.source == f"genai-prices {VERSION}, x-ai/grok-4.3"
+
+
+@pytest.mark.parametrize("times", [2, Decimal("0.5")])
+def test_xai_total_alone_that_is_not_its_tokens_price_has_no_cost(times: Decimal) -> None:
+    """xAI bills a request over 128,000 tokens at higher rates, which genai-prices may not
+    hold (it priced such a call at half the bill): a total that is not the tokens' price
+    says the price data is not what was billed."""
+    ticks = int(xai_ticks(0) * times)
+    billed = f"{Decimal(ticks) / 10**10:.6f}"
+    usage = {**XAI_USAGE, "cost_in_usd_ticks": ticks}
+    metadata = record(responses(responses_body([], model="grok-4.3", usage=usage), "xai"))
+    assert metadata.cost is None
+    assert metadata.cost_missing == (
+        f"xai reported a total of {billed} for x-ai/grok-4.3, where genai-prices {VERSION} "
+        f"prices its tokens at {xai_tokens().total_price:.6f}: billed at rates the price "
+        "data does not hold (xAI's above 128,000 tokens, say)"
+    )
+    assert metadata.priced(batch=True) == metadata.cost_missing  # no batch price either
+
+
 def test_xai_web_searches_without_the_tool_count_are_not_counted_free() -> None:
     """A web search item at xAI, whose usage does not count it: genai-prices has no price
     for xAI's searches, so no cost."""

@@ -60,7 +60,8 @@ What a provider says a call cost is its cost where it says it in full: OpenRoute
 upstream key, the upstream's charge beside OpenRouter's fee), is what the router billed,
 whichever upstream served the call, so it is taken rather than genai-prices' list price
 (`source` reads `as openrouter reported, <model>`). Given without its parts, or as xAI's
-total alone, the usage is priced by genai-prices as any other's, unless xAI says it
+total alone, the usage is priced by genai-prices as any other's (xAI's total where it is
+that price: no cost where it is not, as xAI's bill above 128,000 tokens), unless xAI says it
 ran server-side tools (`num_server_side_tools_used`: searches, code execution), which
 genai-prices has no price for: then the total xAI reported is the cost's total, beside
 genai-prices' price of the tokens as its input and output (no cost without that total, or
@@ -450,6 +451,9 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
         tools = money.get(SERVER_TOOLS_FIELD)
         if type(tools) is int and tools > 0:
             return _with_total_reported(entry, money, tools, batch)
+        billed = _ticks_total(money)
+        if billed is not None:
+            return _priced_as_billed(entry, billed, batch)
     batch = batch or in_job
     extras = dict(entry[5]) if len(entry) > 5 else {}
     tier: str | None = entry[6] if len(entry) > 6 else None
@@ -643,10 +647,7 @@ def _with_total_reported(
     cost without that total, or with one below its tokens' price alone."""
     provider, model, usage, at = entry[:4]
     in_job = len(entry) > 4 and entry[4] is True
-    ticks = money.get("cost_in_usd_ticks")
-    total = None
-    if type(ticks) is int and ticks >= 0:
-        total = _reported_amount(str(Decimal(ticks) / _TICKS))
+    total = _ticks_total(money)
     who = provider or "the provider"
     if total is None:
         return (
@@ -673,6 +674,39 @@ def _with_total_reported(
         )
     ref = f"{ref} (total as {who} reported, with {tools} server-side tool calls)"
     return replace(tokens, total=total, source=f"{label}, {ref}"), ref, label
+
+
+def _ticks_total(money: Mapping[str, Any]) -> Decimal | None:
+    """The total xAI reported a call cost (`cost_in_usd_ticks`), in dollars."""
+    ticks = money.get("cost_in_usd_ticks")
+    if type(ticks) is int and ticks >= 0:
+        return _reported_amount(str(Decimal(ticks) / _TICKS))
+    return None
+
+
+def _priced_as_billed(entry: Charge, billed: Decimal, batch: bool) -> tuple[Cost, str, str] | str:
+    """The cost of a call whose total xAI reported without tools: its usage priced by
+    genai-prices where that price is the bill, else no cost. xAI bills a request over
+    128,000 tokens at higher rates, which genai-prices may not hold: its price would be
+    half the bill."""
+    provider, model, usage, at = entry[:4]
+    in_job = len(entry) > 4 and entry[4] is True
+    extras = entry[5] if len(entry) > 5 else {}
+    tier = entry[6] if len(entry) > 6 else None
+    unreported: Charge = (provider, model, usage, at, in_job, extras, tier, {})
+    as_sent = _price_charge(unreported, False)  # the price of what was billed
+    if isinstance(as_sent, str):
+        return as_sent
+    priced, ref, label = as_sent
+    if priced.total > MONEY.multiply(billed, _SLACK) or billed > MONEY.multiply(
+        priced.total, _SLACK
+    ):
+        return (
+            f"{provider or 'the provider'} reported a total of {dollars(billed)} for {ref}, "
+            f"where {label} prices its tokens at {dollars(priced.total)}: billed at rates "
+            "the price data does not hold (xAI's above 128,000 tokens, say)"
+        )
+    return as_sent if not batch or in_job else _price_charge(unreported, batch)
 
 
 _TOOL_FEES = frozenset(
