@@ -157,6 +157,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Server]:
         process.wait()
 
 
+@pytest.fixture(autouse=True)
+def _no_proxies() -> Iterator[None]:
+    """Calls go straight to the test's server, whatever proxies the machine's environment
+    names (httpx2 and urllib take them from there); a test that wants some sets them. A
+    monkeypatch of its own: a test's `monkeypatch.undo()` leaves them unset."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in list(os.environ):
+            if name.lower().endswith("_proxy"):
+                patch.delenv(name)
+        yield
+
+
 def _provider(server: _Server, **options: Any) -> OpenAICompatibleProvider:
     return provider("openai-compatible", base_url=server.base, api_key="sk-test", **options)
 
@@ -525,6 +537,52 @@ def test_a_call_reaching_the_pool_after_the_provider_closed_it_is_refused(
     assert re.fullmatch(_refused_message(server), str(failures[0]))
     assert server.stats()["requests"] == before
     transport.close()
+
+
+def test_a_connection_being_opened_as_the_provider_closes_is_refused_with_proxies_set(
+    server: _Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a proxy and NO_PROXY in the environment, httpx2 gives the client a mount that
+    is no transport (`None`, for the NO_PROXY hosts): the guard was left off all its
+    pools, and a call whose connection was being opened when `close()` ran went on, its
+    request sent (and paid for) after the close. It fails at once as closed."""
+    unused = socket.socket()  # bound, never listening: nothing answers as the proxy
+    unused.bind(("127.0.0.1", 0))
+    proxy = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    monkeypatch.setenv("HTTPS_PROXY", proxy)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    target = _provider(server)
+    connected, go_on = threading.Event(), threading.Event()
+    callers: list[threading.Thread] = []
+    create = socket.create_connection
+
+    def connect(*args: Any, **kwargs: Any) -> socket.socket:
+        sock = create(*args, **kwargs)
+        if threading.current_thread() in callers:
+            connected.set()  # connected, not yet handed to the pool's connection
+            assert go_on.wait(10)
+        return sock
+
+    monkeypatch.setattr(socket, "create_connection", connect)
+    try:
+        before = server.stats()["requests"]
+        failures: list[BaseException] = []
+        callers.append(_one_call(target, failures))
+        assert connected.wait(10)
+        target.close()
+        go_on.set()
+        callers[0].join(10)
+        assert [type(error) for error in failures] == [Error]
+        assert re.fullmatch(_refused_message(server), str(failures[0]))
+        assert server.stats()["requests"] == before  # nothing went out after the close
+        callers.clear()
+        # the next call goes straight to the server (a NO_PROXY host), not to the proxy
+        assert _said(target.chat(_request("after")))["text"] == "after delay=0.0"
+        assert server.stats()["requests"] == before + 1
+        target.close()
+    finally:
+        unused.close()
 
 
 def _socket_inode(descriptor: int) -> str | None:

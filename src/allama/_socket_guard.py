@@ -110,11 +110,14 @@ class _GuardedStream(SyncStream):
 
 def guard_sockets(client: httpx2.Client) -> SocketGuard | None:
     """One guard in front of the backend of each of `client`'s pools (its own and its
-    mounts'); `None` (nothing changed) where they are not built as expected."""
+    mounts', a proxy's among them); `None` (nothing changed) where they are not built as
+    expected."""
     transports = [getattr(client, "_transport", None)]
     mounts = getattr(client, "_mounts", None)
     if isinstance(mounts, dict):
-        transports.extend(mounts.values())
+        # A `None` mount (a NO_PROXY host, with proxies from the environment) sends
+        # through the client's own transport: it has no pool of its own.
+        transports.extend(mount for mount in mounts.values() if mount is not None)
     pools = [getattr(transport, "_pool", None) for transport in transports]
     if not all(
         isinstance(getattr(pool, "_network_backend", None), httpcore2.NetworkBackend)
