@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import jsonschema
 import pytest
 from pydantic import BaseModel, Field
@@ -23,6 +24,7 @@ from allama.adapters.openai_responses._adapter import ResponsesAdapter
 from allama.adapters.openai_responses._decode import decode_response
 from allama.errors import UnsupportedError
 from allama.providers import PRESETS, HttpProvider
+from allama.transport import Transport
 from allama.types import (
     AssistantMessage,
     CapabilitySupport,
@@ -332,6 +334,160 @@ def test_assistant_turns_tool_calls_and_results_as_items() -> None:
         {"role": "user", "content": "Thanks"},
     ]
     assert fields(warnings) == [("tool_result_error", "unsupported")]
+
+
+def _gemini_call(city: str) -> bytes:
+    """A Gemini answer calling `weather`, its `functionCall` without an id."""
+    call = {"functionCall": {"name": "weather", "args": {"city": city}}}
+    answer = {
+        "candidates": [
+            {"content": {"role": "model", "parts": [call]}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+    }
+    return json.dumps(answer).encode()
+
+
+def _call_ids(body: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Each call and result item sent, as (type, call_id, its arguments or output)."""
+    return [
+        (item["type"], item["call_id"], item.get("arguments", item.get("output", "")))
+        for item in body["input"]
+        if "call_id" in item
+    ]
+
+
+@pytest.mark.parametrize("name", RESPONSES_PRESETS)
+def test_a_gemini_tool_loop_continued_on_the_responses_api_sends_unique_call_ids(
+    name: str,
+) -> None:
+    """Gemini gives calls no id: allama's stand-in `call_0` restarts in every response, and
+    the API answers 400 to a repeated `call_id` ("Duplicate function_call_output")."""
+    answers = [_gemini_call("Paris"), _gemini_call("Rome")]
+
+    def gemini_endpoint(http: httpx2.Request) -> httpx2.Response:
+        headers = {"content-type": "application/json"}
+        return httpx2.Response(200, content=answers.pop(0), headers=headers)
+
+    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(gemini_endpoint)))
+    gemini = allama.provider("gemini", api_key=KEY, transport=transport)
+    weather = ToolDefinition(name="weather", parameters={"type": "object"})
+    request = ChatRequest("gemini-2.5-flash").user("Paris, then Rome?").with_tools([weather])
+    for result in ("sunny", "rainy"):
+        response = gemini.chat(request)
+        request = request.push(response.to_assistant_message())
+        request = request.tool_result(response.tool_calls()[0], result)
+    assert [m.tool_call_id for m in request.messages if isinstance(m, ToolMessage)] == [
+        "call_0",
+        "call_0",
+    ]
+    continued = ChatRequest("gpt-5").extend_messages(request.messages).with_tools([weather])
+    body, warnings = encode(continued, name=name)
+    assert _call_ids(body) == [
+        ("function_call", "call_0", '{"city":"Paris"}'),
+        ("function_call_output", "call_0", "sunny"),
+        ("function_call", "call_0_1", '{"city":"Rome"}'),
+        ("function_call_output", "call_0_1", "rainy"),
+    ]
+    assert warnings == []
+
+
+def test_repeated_call_ids_go_unique_and_unique_ones_as_given() -> None:
+    """A repeat gets a suffix no call in the request has (the third call's own id is what the
+    second's would be), its result follows it, and the same request encodes the same way."""
+    request = (
+        ChatRequest("gpt-5")
+        .user("Paris, then Rome, then Oslo?")
+        .assistant([ToolCall.of("call_0", "weather", {"city": "Paris"})])
+        .tool_result("call_0", "sunny")
+        .assistant([ToolCall.of("call_0", "weather", {"city": "Rome"})])
+        .tool_result("call_0", "rainy")
+        .assistant([ToolCall.of("call_0_1", "weather", {"city": "Oslo"})])
+        .tool_result("call_0_1", "snowy")
+    )
+    body, _ = encode(request)
+    assert _call_ids(body) == [
+        ("function_call", "call_0", '{"city":"Paris"}'),
+        ("function_call_output", "call_0", "sunny"),
+        ("function_call", "call_0_1", '{"city":"Rome"}'),
+        ("function_call_output", "call_0_1", "rainy"),
+        ("function_call", "call_0_1_1", '{"city":"Oslo"}'),
+        ("function_call_output", "call_0_1_1", "snowy"),
+    ]
+    assert encode(request)[0] == body
+    # Ids already unique (OpenAI's own, any characters) go as they are.
+    unique = (
+        ChatRequest("gpt-5")
+        .user("Paris and Rome?")
+        .assistant(
+            [
+                ToolCall.of("call_abc", "weather", {"city": "Paris"}),
+                ToolCall.of("toolu_01:x.y", "weather", {"city": "Rome"}),
+            ]
+        )
+        .tool_result("call_abc", "sunny")
+        .tool_result("toolu_01:x.y", "rainy")
+    )
+    assert [(kind, i) for kind, i, _ in _call_ids(encode(unique)[0])] == [
+        ("function_call", "call_abc"),
+        ("function_call", "toolu_01:x.y"),
+        ("function_call_output", "call_abc"),
+        ("function_call_output", "toolu_01:x.y"),
+    ]
+
+
+def test_parallel_calls_sharing_an_id_each_get_their_own_result() -> None:
+    """A server that gives every call of a turn one id: each result answers the next call
+    of its turn, in order."""
+    request = (
+        ChatRequest("gpt-5")
+        .user("Paris and Rome?")
+        .assistant(
+            [
+                ToolCall.of("call_0", "weather", {"city": "Paris"}),
+                ToolCall.of("call_0", "weather", {"city": "Rome"}),
+            ]
+        )
+        .tool_result("call_0", "sunny")
+        .tool_result("call_0", "rainy")
+        .assistant([ToolCall.of("call_0", "weather", {"city": "Oslo"})])
+        .tool_result("call_0", "snowy")
+    )
+    body, _ = encode(request)
+    assert _call_ids(body) == [
+        ("function_call", "call_0", '{"city":"Paris"}'),
+        ("function_call", "call_0_1", '{"city":"Rome"}'),
+        ("function_call_output", "call_0", "sunny"),
+        ("function_call_output", "call_0_1", "rainy"),
+        ("function_call", "call_0_2", '{"city":"Oslo"}'),
+        ("function_call_output", "call_0_2", "snowy"),
+    ]
+
+
+def test_a_repeated_id_of_a_custom_tool_call_keeps_its_result_a_custom_one() -> None:
+    """A function's call and a custom tool's share the stand-in id: each result goes back as
+    its own call's kind, under its own call's id."""
+    request = (
+        ChatRequest("gpt-5")
+        .user("Weather, then count?")
+        .assistant([ToolCall.of("call_0", "weather", {"city": "Paris"})])
+        .tool_result("call_0", "sunny")
+        .assistant([ToolCall(id="call_0", name="run_sql", arguments="SELECT 1")])
+        .tool_result("call_0", "1")
+        .with_option_json("openai_responses", {"tools": [{"type": "custom", "name": "run_sql"}]})
+    )
+    body, _ = encode(request)
+    assert body["input"][1:] == [
+        {
+            "type": "function_call",
+            "call_id": "call_0",
+            "name": "weather",
+            "arguments": '{"city":"Paris"}',
+        },
+        {"type": "function_call_output", "call_id": "call_0", "output": "sunny"},
+        {"type": "custom_tool_call", "call_id": "call_0_1", "name": "run_sql", "input": "SELECT 1"},
+        {"type": "custom_tool_call_output", "call_id": "call_0_1", "output": "1"},
+    ]
 
 
 SPEC = Path("/work/shared/reference/specs/openai-openapi.yaml")

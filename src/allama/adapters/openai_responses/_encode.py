@@ -45,6 +45,11 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   without each `output_text` part's `annotations`. One sent by its id (after a reasoning
   item that goes by id alone, above) is an output message whole: its id, `status:
   "completed"`, and its parts with the fields the spec requires, a refusal kept one.
+- Each call goes with a `call_id` no other call in the request has (`with_tool_ids`): the
+  API answers 400 to two calls or results of one id, which a conversation carries when it
+  went through Gemini or Ollama (allama's stand-ins `call_0`, `call_1`, ... restart in
+  every response). A repeat gets its id with a suffix (`call_0_1`) and its results with
+  it; an id no earlier call used goes as it is.
 - A call of a `custom` tool the body option's `tools` give (by its name) goes back as a
   `custom_tool_call` item, its arguments the free-text `input`, and its result as a
   `custom_tool_call_output`; every other call as a `function_call`.
@@ -58,12 +63,13 @@ from __future__ import annotations
 
 import base64
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import islice
 from typing import Any
 
 from allama._degradations import Degradations, gives_tools
 from allama.adapters._http import HttpRequest, option_fields
+from allama.adapters._tool_ids import IdRule, with_tool_ids
 from allama.adapters.openai_compat._capabilities import ModelFamily
 from allama.adapters.openai_compat._encode import _Encoder as _ChatEncoder
 from allama.adapters.openai_compat._encode import _image_url
@@ -126,6 +132,14 @@ _MERGED = ("text", "reasoning")
 """Option fields whose keys are added to allama's own object of that name."""
 
 
+def _repeat_id(original: str, number: int) -> str:
+    return f"{original}_{number}" if number else original
+
+
+_RESPONSES_IDS = IdRule(lambda given: True, _repeat_id)
+"""The API takes any `call_id` once in a request: a repeat gets a suffix (`call_0_1`)."""
+
+
 class _Encoder(_ChatEncoder):
     """The Chat Completions encoder, with the Responses API's layout."""
 
@@ -156,7 +170,7 @@ class _Encoder(_ChatEncoder):
         instructions: list[str] = []
         items: list[dict[str, Any]] = []
         started = False
-        for message in self.request.messages:
+        for message in self.sent_messages:
             role = self.instruction_role(message)
             if role is not None:
                 assert isinstance(message, SystemMessage | DeveloperMessage)
@@ -169,6 +183,12 @@ class _Encoder(_ChatEncoder):
             started = True
             items.extend(self.items(message))
         return ("\n\n".join(instructions) if instructions else None), items
+
+    @functools.cached_property
+    def sent_messages(self) -> Sequence[Message]:
+        """The request's messages, each call's id one no other call in the request has
+        (its results' with it): the API answers 400 to a repeated `call_id`."""
+        return with_tool_ids(self.request.messages, _RESPONSES_IDS)
 
     def instruction_role(self, message: Message) -> str | None:
         if isinstance(message, SystemMessage):
@@ -302,7 +322,7 @@ class _Encoder(_ChatEncoder):
         results go back as theirs."""
         return frozenset(
             block.id
-            for message in self.request.messages
+            for message in self.sent_messages
             if isinstance(message, AssistantMessage)
             for block in message.content
             if isinstance(block, ToolCall) and self.other_tools.get(block.name) == "custom"
