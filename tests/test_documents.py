@@ -120,3 +120,31 @@ def test_openai_form_round_trip_keeps_a_pdf() -> None:
         ChatRequest.from_openai(
             "m", [{"role": "user", "content": [{"type": "file", "file": {"file_id": "file-1"}}]}]
         )
+
+
+@pytest.mark.parametrize(
+    ("document", "why"),
+    [
+        (
+            DocumentPart(url="https://example.com/r.pdf", media_type="application/pdf"),
+            "Chat Completions takes no document by URL, only its bytes",
+        ),
+        (
+            DocumentPart(data=b"<p>x</p>", media_type="text/html"),
+            "Chat Completions takes PDF and plain-text documents, not text/html",
+        ),
+    ],
+)
+def test_openai_form_says_which_document_it_cannot_hold(document: DocumentPart, why: str) -> None:
+    """A conversation that went to a provider taking documents by URL (Anthropic, the
+    Responses API) cannot be written in Chat Completions' form: the error says which."""
+    request = (
+        ChatRequest("m")
+        .system("Be brief.")
+        .user("Hi")
+        .assistant("Hello")
+        .user("Read this", document)
+    )
+    with pytest.raises(ValueError) as caught:
+        request.to_openai_messages()
+    assert str(caught.value) == f"message 3 (user), part 1: {why}; the form has no place for it"

@@ -317,11 +317,25 @@ def user_part_to_openai(part: UserPart) -> dict[str, Any]:
 _PDF = "application/pdf"
 
 
+class _PartError(Exception):
+    """A user part Chat Completions cannot hold, at `part` of its message."""
+
+    def __init__(self, part: int, why: str) -> None:
+        super().__init__(why)
+        self.part, self.why = part, why
+
+
 def _user_to_openai(message: UserMessage) -> dict[str, Any]:
     parts = message.content
     if len(parts) == 1 and isinstance(parts[0], TextPart):
         return {"role": "user", "content": parts[0].text}
-    return {"role": "user", "content": [user_part_to_openai(part) for part in parts]}
+    content = []
+    for index, part in enumerate(parts):
+        try:
+            content.append(user_part_to_openai(part))
+        except ValueError as error:
+            raise _PartError(index, str(error)) from None
+    return {"role": "user", "content": content}
 
 
 def _assistant_to_openai(message: AssistantMessage) -> dict[str, Any]:
@@ -357,11 +371,17 @@ def _assistant_to_openai(message: AssistantMessage) -> dict[str, Any]:
 def messages_to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """The messages as OpenAI Chat Completions message dicts (absent fields left out)."""
     out: list[dict[str, Any]] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         if isinstance(message, SystemMessage | DeveloperMessage):
             out.append({"role": message.role, "content": message.content})
         elif isinstance(message, UserMessage):
-            out.append(_user_to_openai(message))
+            try:
+                out.append(_user_to_openai(message))
+            except _PartError as error:
+                raise ValueError(
+                    f"message {index} (user), part {error.part}: {error.why}; the form has no "
+                    "place for it"
+                ) from None
         elif isinstance(message, AssistantMessage):
             out.append(_assistant_to_openai(message))
         else:

@@ -118,7 +118,9 @@ class ChatRequest(Data):
         The inverse of `from_openai` for what that form can hold: images as URLs or base64
         data URLs; an assistant turn's text and refusals before its tool calls; reasoning
         blocks and a tool result's `is_error` flag, which the form has no place for, are
-        left out (as the OpenAI adapter leaves them out).
+        left out (as the OpenAI adapter leaves them out). A document the form cannot hold
+        (one by URL, a media type other than PDF or plain text) is a `ValueError` naming
+        its message and part, where the OpenAI adapter leaves it out with a warning.
 
         >>> ChatRequest("m").system("Be brief.").user("Hi").to_openai_messages()
         [{'role': 'system', 'content': 'Be brief.'}, {'role': 'user', 'content': 'Hi'}]
