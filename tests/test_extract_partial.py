@@ -15,12 +15,15 @@ import datetime
 import itertools
 import json
 import sys
+import warnings
 from typing import Annotated, Any, Literal, NotRequired
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic.alias_generators import to_camel
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 from typing_extensions import TypedDict
 
 from allama import (
@@ -1168,3 +1171,120 @@ def test_a_part_of_a_snapshot_that_is_kept_never_changes() -> None:
     assert partial.value() == Catalog.model_validate_json(text)
     assert all([item.model_dump() for item in kept] == dump for kept, dump in lists)
     assert all(row.model_dump() == dump for row, dump in rows)
+
+
+# Dataclasses and TypedDicts read as pydantic reads them: `Field()` defaults, aliases
+
+
+@pydantic_dataclass
+class Tally:
+    name: str
+    count: int = Field(default=5, ge=0)
+    tags: list[str] = Field(default_factory=list)
+    stamp: str = Field(default_factory=lambda: "made")  # the type's own code: waits
+
+
+@dataclasses.dataclass
+class PlainTally:
+    name: str
+    count: int = Field(default=5)
+
+
+def _previews(tp: Any, text: str) -> list[Any]:
+    """The partial value after each character of `text`."""
+    from allama.extract._partial import PartialValue
+
+    partial: PartialValue[Any] = PartialValue(tp)
+    seen = []
+    for char in text:
+        partial.feed(char)
+        seen.append(partial.value())
+    return seen
+
+
+def test_an_open_dataclass_holds_the_default_a_field_assigned_gives() -> None:
+    """`count: int = Field(default=5)` on a dataclass: the class holds the `FieldInfo`,
+    validation gives 5; the preview shows 5, and an empty list of its own from a built-in
+    factory, until the fields arrive."""
+    text = json.dumps({"name": "ab", "count": 2, "tags": []})
+    streamed = stream(Tally, list(text), NATIVE)
+    assert streamed.value == Tally(name="ab", count=2, tags=[], stamp="made")
+    opened = [p for p in streamed.partials[: text.index('"count"')] if p is not None]
+    assert opened and all(type(p) is Tally for p in opened)
+    assert [(p.count, p.tags, p.stamp) for p in opened] == [(5, [], None)] * len(opened)
+    assert opened[-1].name == "ab"
+    assert len({id(p.tags) for p in opened}) == len(opened)
+    assert repr(opened[0]) == "Tally(name=None, count=5, tags=[], stamp=None)"
+
+    streamed = stream(PlainTally, list('{"name": "ab"}'), NATIVE)
+    assert streamed.value == PlainTally(name="ab", count=5)
+    assert {p.count for p in streamed.partials if p is not None} == {5}
+
+
+def test_a_constraint_given_with_a_dataclass_field_default_holds_in_the_preview() -> None:
+    """`count: int = Field(default=5, ge=0)`: a count of -1 is left out of the preview (the
+    default shows) as `finish()` rejects it."""
+    seen = _previews(Tally, '{"name": "ab", "count": -1, "tags": []')
+    assert None not in seen and {p.count for p in seen} == {5}
+    assert seen[-1].name == "ab" and seen[-1].tags == []
+    with pytest.raises(ValidationError):
+        TypeAdapter(Tally).validate_json('{"name": "ab", "count": -1}')
+
+
+class AliasedSpan(TypedDict):
+    user_id: Annotated[int, Field(alias="userId")]
+    note: NotRequired[Annotated[str, Field(validation_alias=AliasChoices("memo", "note"))]]
+
+
+@pydantic_dataclass(config=ConfigDict(alias_generator=to_camel))
+class AliasedPoint:
+    user_id: int
+    note: str = ""
+
+
+@pydantic_dataclass(config=ConfigDict(alias_generator=to_camel, validate_by_name=True))
+class NamedPoint:
+    user_id: int
+
+
+def test_typed_dicts_and_dataclasses_are_previewed_from_the_keys_validation_reads() -> None:
+    """An alias (`Field(alias=...)`, an alias generator) is the key read, not the attribute
+    name; where several keys are read, the first choice wins, whatever the order written."""
+    text = '{"user_id": 9, "userId": 7, "note": "x", "memo": "m"}'
+    streamed = stream(AliasedSpan, list(text), NATIVE)
+    assert streamed.value == {"user_id": 7, "note": "m"}
+    shown = [p for p in streamed.partials if p]
+    assert all(p["user_id"] == 7 for p in shown)
+    assert shown[0] == {"user_id": 7}
+    assert {"user_id": 7, "note": "x"} in shown
+    assert shown[-1] == {"user_id": 7, "note": "m"}
+
+    streamed = stream(AliasedPoint, list(text), NATIVE)
+    assert (streamed.value.user_id, streamed.value.note) == (7, "x")
+    shown = [(p.user_id, p.note) for p in streamed.partials if p is not None]
+    assert list(dict.fromkeys(shown)) == [(None, ""), (7, ""), (7, "x")]
+
+    for text in ('{"user_id": 9, "userId": 7}', '{"userId": 7, "user_id": 9}'):
+        streamed = stream(NamedPoint, list(text), NATIVE)
+        assert streamed.value == NamedPoint(user_id=7)
+        shown_ids = [p.user_id for p in streamed.partials if p is not None]
+        assert shown_ids[-1] == 7 and set(shown_ids) <= {None, 7, 9}
+    assert [p.user_id for p in stream(NamedPoint, list('{"user_id": 9}'), NATIVE).partials][-1] == 9
+
+
+def test_a_typed_dict_with_an_aliased_item_streams_without_a_warning() -> None:
+    """The item's type is validated without the `Field()` attributes that are the field's
+    (an alias), which pydantic warns have no effect on a bare type; its constraints hold."""
+
+    class Bounded(TypedDict):
+        user_id: Annotated[int, Field(alias="userId", ge=0)]
+        name: Annotated[str, Field(alias="Name", max_length=3)]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        streamed = stream(Bounded, list('{"userId": 7, "Name": "abc"}'), NATIVE)
+        assert streamed.value == {"user_id": 7, "name": "abc"}
+        seen = _previews(Bounded, '{"userId": -1, "Name": "abcd"}')
+    assert {"name": "ab"} in seen and {"name": "abc"} in seen
+    assert seen[-1] == {}  # -1 and "abcd" are left out
+    assert all("user_id" not in p for p in seen if p)

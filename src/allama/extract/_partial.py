@@ -65,11 +65,13 @@ from pydantic import (
     AliasPath,
     BaseModel,
     ConfigDict,
+    Field,
     PydanticUserError,
     RootModel,
     TypeAdapter,
     ValidationError,
 )
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined, SchemaValidator, from_json, to_json
 from typing_extensions import is_typeddict
 
@@ -703,7 +705,11 @@ def _builder(tp: Any, fields: dict[str, tuple[str, Any]]) -> Callable[[dict[str,
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return _dataclass_builder(tp, names)
 
+    pick = _by_priority(names)
+
     def typed_dict(values: dict[str, Any]) -> dict[str, Any]:
+        if pick is not None:
+            return pick(values)[0]
         return {names[key]: value for key, value in values.items() if key in names}
 
     return typed_dict
@@ -825,21 +831,27 @@ def _defaults(tp: type[BaseModel]) -> tuple[dict[str, Any], dict[str, Callable[[
     defaults: dict[str, Any] = {}
     made: dict[str, Callable[[Any], Any]] = {}
     for name, info in tp.model_fields.items():
-        factory = info.default_factory
-        if factory is not None:
-            if _same_every_call(factory):
-                defaults[name] = factory
-                made[name] = _called
-            continue
-        if info.is_required():
-            continue
-        default = info.default
-        defaults[name] = default
-        if type(default) in (list, dict, set) and not default:
-            made[name] = _copied
-        elif not isinstance(default, str | int | float | bool | type(None) | tuple):
-            made[name] = _deep_copied
+        found = _default_of(info.default, info.default_factory)
+        if found is not None:
+            defaults[name], make = found
+            if make is not None:
+                made[name] = make
     return defaults, made
+
+
+def _default_of(default: Any, factory: Any) -> tuple[Any, Callable[[Any], Any] | None] | None:
+    """A field's default for an open object's snapshot and how each snapshot gets its own
+    (`None`: shared), as `_defaults` says; `None` where the field has no default, or one
+    that a factory not of `_SAME_EVERY_CALL` makes."""
+    if factory is not None:
+        return (factory, _called) if _same_every_call(factory) else None
+    if default is PydanticUndefined:
+        return None
+    if type(default) in (list, dict, set) and not default:
+        return default, _copied
+    if not isinstance(default, str | int | float | bool | type(None) | tuple):
+        return default, _deep_copied
+    return default, None
 
 
 def _private_defaults(tp: type[BaseModel]) -> Callable[[], dict[str, Any]] | None:
@@ -871,23 +883,41 @@ def _dataclass_builder(tp: type, names: dict[str, str]) -> Callable[[dict[str, A
     """A dataclass instance without `__init__` (its checks run when it completes): the
     fields that arrived, defaults for the others, and `None` for a field with neither (a
     dataclass's own `repr`, `==` and `dataclasses.asdict` read every field; left unset,
-    printing the preview would raise). A field a factory fills holds `None` too until the
-    object completes, unless the factory is one of `_SAME_EVERY_CALL`."""
-    fields = dataclasses.fields(tp)
+    printing the preview would raise). The defaults are those validation gives (`_defaults`'
+    rules): a `Field(default=...)` assigned is its default, not the `FieldInfo` the class
+    holds. A field a factory fills holds `None` too until the object completes, unless the
+    factory is one of `_SAME_EVERY_CALL`."""
+    fields = [field.name for field in dataclasses.fields(tp)]
+    read = _core_fields(tp)
+    defaults: dict[str, tuple[Any, Callable[[Any], Any] | None] | None] = {}
+    for name in fields:
+        field = read.get(name) if read is not None else None
+        schema = field.get("schema") if field is not None else None
+        if isinstance(schema, dict) and schema.get("type") == "default":
+            default = schema.get("default", PydanticUndefined)
+            defaults[name] = _default_of(default, schema.get("default_factory"))
+        else:
+            defaults[name] = None
+    pick = _by_priority(names)
 
     def built(values: dict[str, Any]) -> Any:
-        named = {names.get(key, key): value for key, value in values.items()}
+        if pick is None:
+            named = {names[key]: value for key, value in values.items() if key in names}
+        else:
+            named = pick(values)[0]
         instance: Any = object.__new__(tp)
-        for field in fields:
-            if field.name in named:
-                value = named[field.name]
-            elif field.default is not dataclasses.MISSING:
-                value = field.default
-            elif _same_every_call(field.default_factory):
-                value = typing.cast("Callable[[], Any]", field.default_factory)()
+        for name in fields:
+            if name in named:
+                value = named[name]
             else:
-                value = None
-            object.__setattr__(instance, field.name, value)
+                found = defaults[name]
+                if found is None:
+                    value = None
+                else:
+                    value, make = found
+                    if make is not None:
+                        value = make(value)
+            object.__setattr__(instance, name, value)
         return instance
 
     return built
@@ -906,6 +936,9 @@ def _shape(tp: Any, owner: Any = None) -> _Shape:
     validated with, where that type sets one (a model's config reaches its fields, and the
     items of their lists, not the objects inside them, which have their own)."""
     base, metadata = _strip(tp)
+    if any(isinstance(item, FieldInfo) for item in metadata):
+        metadata = _validating(metadata)
+        tp = typing.Annotated[(base, *metadata)] if metadata else base
     origin = typing.get_origin(base)
     config = None if owner is None else _config_of(owner)
     if origin in (typing.Union, types.UnionType) and not metadata:
@@ -941,6 +974,22 @@ def _shape(tp: Any, owner: Any = None) -> _Shape:
         if key is str:
             return _Map(_shape(value, owner), whole)
     return _Leaf(tp, config)
+
+
+def _validating(metadata: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`Annotated` metadata with each `Field()` in it replaced by what it gives the value's
+    validation: its constraints, its discriminator. The rest (an alias, a default) is the
+    field's, which `_fields_of` and the builders read; an adapter of the bare type given it
+    warns that it has no effect (`UnsupportedFieldAttributeWarning`)."""
+    kept: list[Any] = []
+    for item in metadata:
+        if not isinstance(item, FieldInfo):
+            kept.append(item)
+            continue
+        kept.extend(item.metadata)
+        if item.discriminator is not None:
+            kept.append(Field(discriminator=item.discriminator))
+    return tuple(kept)
 
 
 _NOT_VALIDATION = frozenset(
@@ -1013,13 +1062,86 @@ def _fields_of(tp: Any) -> dict[str, tuple[str, Any]]:
                 out[key] = (name, shape)
         return out
     hints = typing.get_type_hints(tp, include_extras=True)
+    annotations: list[tuple[str, Any]] = []
     if dataclasses.is_dataclass(tp):
         for field in dataclasses.fields(tp):
-            out[field.name] = (field.name, _shape(hints.get(field.name, Any), owner))
-        return out
-    for name, hint in hints.items():
-        out[name] = (name, _shape(_item_type(hint), owner))
+            annotation = hints.get(field.name, Any)
+            if isinstance(field.default, FieldInfo):  # `x: int = Field(ge=0)`: its constraints
+                annotation = typing.Annotated[annotation, field.default]
+            annotations.append((field.name, annotation))
+    else:
+        annotations = [(name, _item_type(hint)) for name, hint in hints.items()]
+    # The keys validation reads, from the type's core schema: aliases (an alias generator's
+    # too) and the name, as its config says; as in a model's, the preferred key first.
+    read = _core_fields(tp)
+    for name, annotation in annotations:
+        shape = _shape(annotation, owner)
+        core = read.get(name) if read is not None else None
+        keys = [name] if core is None else _core_keys(name, core)
+        for key in keys:
+            out[key] = (name, shape)
     return out
+
+
+def _core_node(tp: Any) -> dict[str, Any] | None:
+    """The node of `tp`'s core schema that validates it as an object: its `typed-dict`, or
+    its `dataclass-args` (inside its `dataclass`, under validators that wrap it)."""
+    for node in schema_nodes(TypeAdapter(tp).core_schema):
+        if node.get("cls") is not tp:
+            continue
+        if node["type"] == "typed-dict":
+            return node
+        if node["type"] == "dataclass":
+            inner = node.get("schema")
+            while isinstance(inner, dict) and inner.get("type") != "dataclass-args":
+                inner = inner.get("schema")
+            if isinstance(inner, dict):
+                return {**inner, "config": node.get("config")}
+        return None
+    return None
+
+
+def _core_fields(tp: Any) -> dict[str, dict[str, Any]] | None:
+    """A dataclass's or a `TypedDict`'s fields as validation reads them: name → the field's
+    core schema, each with `reads` added (`_reads`); `None` where they are not found."""
+    node = _core_node(tp)
+    fields = None if node is None else node.get("fields")
+    if isinstance(fields, dict):
+        found = [{**field, "name": name} for name, field in fields.items()]
+    elif isinstance(fields, list):
+        found = [field for field in fields if isinstance(field, dict)]
+    else:
+        return None
+    reads = _reads(typing.cast("dict[str, Any]", node).get("config"))
+    return {field["name"]: {**field, "reads": reads} for field in found}
+
+
+def _reads(config: Any) -> tuple[bool, bool]:
+    """Whether a core config has fields read by their alias, and by their name."""
+    if not isinstance(config, dict):
+        return True, False
+    by_name = config.get("validate_by_name") or config.get("populate_by_name")
+    return config.get("validate_by_alias") is not False, bool(by_name)
+
+
+def _core_keys(name: str, field: dict[str, Any]) -> list[str]:
+    """The keys a field's core schema is read from, in the order validation tries them:
+    its alias, or each of its choices that is one key, then its name where that is read
+    too; none where the field takes no input (a dataclass's `init=False`)."""
+    if field.get("init") is False:
+        return []
+    alias = field.get("validation_alias")
+    by_alias, by_name = field["reads"]
+    if alias is None or not by_alias:
+        return [name]
+    choices = alias if isinstance(alias, list) and alias and isinstance(alias[0], list) else [alias]
+    keys: list[str] = []
+    for choice in choices:
+        if isinstance(choice, list) and len(choice) == 1:
+            choice = choice[0]
+        if isinstance(choice, str):
+            keys.append(choice)
+    return [*keys, name] if by_name else keys
 
 
 _QUALIFIERS = (
