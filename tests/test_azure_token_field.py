@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from tests._recording import provider
 
-from allama import ChatRequest
+import allama
+from allama import ChatRequest, UnsupportedError, UnsupportedPolicy, WarningEvent
+from allama.types import RequestField, WarningKind
 
 ENDPOINT = "https://res.openai.azure.com"
 ANSWER = {
@@ -117,3 +119,102 @@ def test_a_deployment_named_for_no_model_asked_for_an_effort_gets_the_reasoning_
 def test_a_deployment_named_for_no_model_keeps_the_versions_field_without_an_effort() -> None:
     body = _sent(False, api_version="2024-10-21")
     assert body["max_tokens"] == 300
+
+
+GUESSED = (
+    "`prod` on Azure OpenAI takes no `{field}` other than 1 at reasoning effort `high` (a "
+    "deployment that names no model, asked for a reasoning effort, is taken for a reasoning "
+    "model)"
+)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"api_version": "2024-12-01-preview"}, {"endpoint": f"{ENDPOINT}/openai/v1"}],
+)
+def test_a_deployment_named_for_no_model_asked_for_an_effort_gets_no_sampling(
+    stream: bool, options: dict[str, Any]
+) -> None:
+    # "prod" serving o3 answers 400 to a `temperature` or `top_p` other than 1, as `o3` does.
+    options = {"endpoint": ENDPOINT, **options}
+    target, recorder = provider("azure-openai", (200, STREAM if stream else ANSWER), **options)
+    request = (
+        ChatRequest("prod")
+        .user("Hi")
+        .with_reasoning_effort("high")
+        .with_temperature(0.2)
+        .with_top_p(0.5)
+    )
+    if stream:
+        with target.chat_stream(request) as events:
+            warnings = [e.warning for e in events if isinstance(e, WarningEvent)]
+    else:
+        warnings = list(target.chat(request).warnings)
+    body = recorder.bodies[0]
+    assert "temperature" not in body
+    assert "top_p" not in body
+    assert body["reasoning_effort"] == "high"
+    assert [(w.kind, w.message) for w in warnings] == [
+        (WarningKind.UNSUPPORTED, GUESSED.format(field="temperature")),
+        (WarningKind.UNSUPPORTED, GUESSED.format(field="top_p")),
+    ]
+    assert warnings[0].is_about(RequestField.TEMPERATURE)
+    assert warnings[1].is_about(RequestField.TOP_P)
+
+
+@pytest.mark.parametrize("effort", [None, "none"])
+def test_a_deployment_named_for_no_model_keeps_its_sampling_without_reasoning(
+    effort: str | None,
+) -> None:
+    target, recorder = provider("azure-openai", (200, ANSWER), endpoint=ENDPOINT)
+    request = ChatRequest("prod").user("Hi").with_temperature(0.2).with_top_p(0.5)
+    if effort is not None:
+        request = request.with_reasoning_effort(effort)
+    response = target.chat(request)
+    body = recorder.bodies[0]
+    assert (body["temperature"], body["top_p"]) == (0.2, 0.5)
+    assert response.warnings == ()
+
+
+def test_the_default_sampling_goes_to_a_deployment_asked_for_an_effort() -> None:
+    target, recorder = provider("azure-openai", (200, ANSWER), endpoint=ENDPOINT)
+    request = ChatRequest("prod").user("Hi").with_reasoning_effort("low").with_temperature(1)
+    response = target.chat(request)
+    assert recorder.bodies[0]["temperature"] == 1
+    assert response.warnings == ()
+
+
+def test_the_guessed_sampling_refusal_is_an_error_under_the_error_policy() -> None:
+    target, recorder = provider("azure-openai", (200, ANSWER), endpoint=ENDPOINT)
+    request = (
+        ChatRequest("prod")
+        .user("Hi")
+        .with_reasoning_effort("high")
+        .with_temperature(0.2)
+        .with_unsupported_policy(UnsupportedPolicy.ERROR)
+    )
+    with pytest.raises(UnsupportedError) as raised:
+        target.chat(request)
+    assert str(raised.value) == "cannot send `temperature`: " + GUESSED.format(field="temperature")
+    assert raised.value.field is RequestField.TEMPERATURE
+    assert recorder.bodies == []
+
+
+@pytest.mark.parametrize(("preset", "model"), [("openai", "prod"), ("azure-openai", "gpt-4o")])
+def test_elsewhere_an_effort_leaves_the_sampling_as_it_was(preset: str, model: str) -> None:
+    # OpenAI's ids name their models (an unknown one may take sampling), and `gpt-4o` on Azure
+    # is named: what its row says goes.
+    options = {"endpoint": ENDPOINT} if preset == "azure-openai" else {}
+    target, recorder = provider(preset, (200, ANSWER), **options)
+    request = ChatRequest(model).user("Hi").with_reasoning_effort("high").with_temperature(0.2)
+    target.chat(request)
+    assert recorder.bodies[0]["temperature"] == 0.2
+
+
+def test_the_responses_api_gets_no_sampling_for_a_deployment_asked_for_an_effort() -> None:
+    target = allama.provider("azure-openai", api_key="k", endpoint=ENDPOINT, api="responses")
+    request = ChatRequest("prod").user("Hi").with_reasoning_effort("high").with_temperature(0.2)
+    http, warnings = target._prepare(request, stream=False)
+    assert "temperature" not in http.body
+    assert [w.message for w in warnings] == [GUESSED.format(field="temperature")]

@@ -664,6 +664,15 @@ class _Encoder:
         turned off in the body option)."""
         request = self.request
         takes = self.family.sampling
+        # A deployment named for no model asked for an effort is a reasoning model's
+        # (Azure's `prod` serving o3): it takes sampling at effort `none` alone. Only on
+        # Azure, whose model ids are its user's names: an unknown id elsewhere may reason
+        # and take sampling (Qwen3).
+        guessed = (
+            takes == "yes" and self.profile.name == "azure-openai" and self.effort_says_reasoning()
+        )
+        if guessed:
+            takes = "without_reasoning"
         if (
             takes == "yes"
             or (takes == "without_reasoning" and effort in (None, "none"))
@@ -677,6 +686,11 @@ class _Encoder:
                 '`"thinking": {"type": "disabled"}` in the body option)'
             ),
         }.get(takes, "")
+        if guessed:
+            unless = (
+                f" at reasoning effort `{effort}` (a deployment that names no model, asked "
+                "for a reasoning effort, is taken for a reasoning model)"
+            )
         kept: list[float | None] = []
         for field, value in (
             (RequestField.TEMPERATURE, request.temperature),
@@ -692,6 +706,21 @@ class _Encoder:
             )
             kept.append(None)
         return kept[0], kept[1]
+
+    def reasoning_model(self) -> bool:
+        """Whether the model is a reasoning model: as its family says, else as the request's
+        effort says (`effort_says_reasoning`)."""
+        return self.family.reasoning is CapabilitySupport.SUPPORTED or self.effort_says_reasoning()
+
+    def effort_says_reasoning(self) -> bool:
+        """Whether only the request says the model reasons: a model of a family that may
+        (a deployment named for no model, Azure's `prod` serving o3) asked for an effort,
+        `none` included, is a reasoning model's, which takes only its limit's field and, at
+        an effort other than `none`, no sampling."""
+        return (
+            self.family.reasoning is CapabilitySupport.UNKNOWN
+            and self.request.reasoning_effort is not None
+        )
 
     def thinks(self) -> bool:
         """Whether a model that thinks by default does here: unless the body option turns
@@ -723,16 +752,7 @@ class _Encoder:
         max_tokens = request.max_output_tokens
         if max_tokens is not None:
             limit_field = profile.token_field
-            reasoning = self.family.reasoning
-            if profile.reasoning_token_field is not None and (
-                reasoning is CapabilitySupport.SUPPORTED
-                # A deployment named for no model (Azure's `prod`) asked for an effort is
-                # a reasoning model's, which takes no other limit.
-                or (
-                    request.reasoning_effort is not None
-                    and reasoning is not CapabilitySupport.UNSUPPORTED
-                )
-            ):
+            if profile.reasoning_token_field is not None and self.reasoning_model():
                 limit_field = profile.reasoning_token_field
             extras[limit_field] = max_tokens
         if request.seed is not None:
