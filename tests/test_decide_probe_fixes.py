@@ -398,3 +398,220 @@ def test_log_probabilities_of_a_shape_not_read_are_named_so(
     assert [w.message for w in noted] == ([message] if message else [])
     # Not the extraction's: the record's enforcement and warnings are as they were.
     assert all(not w.is_about(RequestField.LOGPROBS) for w in decision.metadata.degradations)
+
+
+# 5. A JSON answer nothing holds exactly to the options (a schema sent without `strict`, a
+# `json_object`, or an engine that does not say what it enforces): a branch that merely
+# began an option was counted as that option's, and the chosen path was stopped there, so
+# the figures came out exact. The model wrote `{"value":"Yes"}`; at the option's first
+# token `Y` 0.5 and `N` 0.5; after `Yes`, the closing `"}` 0.4 and `terday` 0.6.
+
+NOT_HELD = [
+    tok('{"', 1.0),
+    tok("value", 1.0),
+    tok('":"', 1.0),
+    tok("Y", 0.5, ("Y", 0.5), ("N", 0.5)),
+    tok("es", 1.0),
+    tok('"}', 0.4, ("terday", 0.6), ('"}', 0.4)),
+]
+
+
+def not_held(preset: str) -> tuple[Any, ChatRequest, str]:
+    """A provider whose JSON answer nothing holds exactly, the request, and its enforcement."""
+    if preset == "deepinfra":  # auto: a schema sent with `strict: false`
+        target, _ = provider("deepinfra", (200, with_tokens('{"value":"Yes"}', NOT_HELD)))
+        return target, ChatRequest("meta-llama/Llama-3.3-70B-Instruct").user("q"), "not_enforced"
+    if preset == "openai":  # `gpt-4-turbo` native: `json_object` alone
+        target, _ = provider("openai", (200, with_tokens('{"value":"Yes"}', NOT_HELD)))
+        request = ChatRequest("gpt-4-turbo").user("q").with_option(ExtractionMode.NATIVE)
+        return target, request, "not_enforced"
+    target, _ = provider(  # strict, but the endpoint does not say what it enforces
+        "openai-compatible",
+        (200, with_tokens('{"value":"Yes"}', NOT_HELD)),
+        base_url="http://127.0.0.1:9/v1",
+    )
+    return target, ChatRequest("m").user("q"), "approximate"
+
+
+def with_tokens(content: str, tokens: list[dict[str, Any]]) -> dict[str, Any]:
+    return completion(content, {"content": tokens, "refusal": None})
+
+
+@SIDES
+@pytest.mark.parametrize("preset", ["deepinfra", "openai", "openai-compatible"])
+def test_a_json_answer_not_held_exactly_counts_a_branch_once_its_string_closes(
+    is_async: bool, preset: str
+) -> None:
+    target, request, enforcement = not_held(preset)
+    decision = decided(is_async, Extractor(), target, YES_NO, request)
+    assert decision.value == "Yes"
+    assert decision.metadata.enforcement.value == enforcement
+    # `Yes` closed its string on 0.5 * 0.4; `Yesterday` (0.3) is no option; the branch `N`
+    # (0.5) may go on as `Nope`: unresolved, `No` unlisted.
+    assert decision.probabilities == pytest.approx({"Yes": 0.2, "No": 0.0})
+    assert decision.unresolved == pytest.approx(0.5)
+    assert decision.unlisted == frozenset({"No"})
+    assert decision.confidence is None
+    assert decision.confidence_bounds() == pytest.approx((0.2 / 0.7, 1.0))
+
+
+@SIDES
+def test_a_json_answer_held_exactly_is_measured_as_before(is_async: bool) -> None:
+    # The same tokens under OpenAI's strict schema (exact): the rest after `Y` is forced.
+    target, _ = provider("openai", (200, with_tokens('{"value":"Yes"}', NOT_HELD)))
+    request = ChatRequest("gpt-4.1-mini").user("q")
+    decision = decided(is_async, Extractor(), target, YES_NO, request)
+    assert decision.metadata.enforcement.value == "exact"
+    assert decision.probabilities == pytest.approx({"Yes": 0.5, "No": 0.5})
+    assert decision.unresolved == pytest.approx(0.0)
+    # Not held, the same answer measures what its closed strings show.
+    target, _ = provider("deepinfra", (200, with_tokens('{"value":"Yes"}', NOT_HELD)))
+    decision = decided(is_async, Extractor(), target, YES_NO, ChatRequest("m").user("q"))
+    assert decision.probabilities == pytest.approx({"Yes": 0.2, "No": 0.0})
+
+
+def json_tokens() -> list[TokenLogprob]:
+    def alt(text: str, p: float) -> TokenAlternative:
+        return TokenAlternative(token=text, logprob=math.log(p), token_bytes=tuple(text.encode()))
+
+    def token(text: str, p: float, *top: tuple[str, float]) -> TokenLogprob:
+        listed = tuple(alt(t, q) for t, q in top)
+        return TokenLogprob(
+            token=text, logprob=math.log(p), token_bytes=tuple(text.encode()), top=listed
+        )
+
+    return [
+        token('{"value":"', 1.0),
+        # `No"}` closes `No` at once; `N` may go on; 0.1 is not listed.
+        token("Yes", 0.6, ("Yes", 0.6), ('No"}', 0.2), ("N", 0.1)),
+        token('"}', 0.9, ('"}', 0.9), ("terday", 0.1)),
+    ]
+
+
+def test_a_branch_not_held_counts_once_it_writes_the_whole_option_and_its_quote() -> None:
+    text = '{"value":"Yes"}'
+    loose = Spelling(len('{"value":"'), json=True, held=False)
+    measured = measure(json_tokens(), text, ["Yes", "No"], "Yes", loose)
+    assert isinstance(measured, Measured)
+    assert measured.probabilities == pytest.approx({"Yes": 0.54, "No": 0.2})
+    assert measured.unresolved == pytest.approx(0.1 + 0.1)
+    assert measured.unlisted == frozenset()
+    # Held, `N` is `No`'s and the walk stops at `Yes`.
+    held = Spelling(len('{"value":"'), json=True)
+    measured = measure(json_tokens(), text, ["Yes", "No"], "Yes", held)
+    assert isinstance(measured, Measured)
+    assert measured.probabilities == pytest.approx({"Yes": 0.6, "No": 0.3})
+    assert measured.unresolved == pytest.approx(0.1)
+
+
+# 6. A choice held by a grammar or an enum that stops at the output token limit on a whole
+# option no other option goes on from is complete: llama.cpp reports the limit before the
+# end of generation can be sampled. It was thrown away as truncated.
+
+AT_LIMIT_NOTE = (
+    "the output token limit was reached on the answer's last token: the answer, held to "
+    "the options, is a whole option that no other option goes on from, so it was taken"
+)
+
+
+def cut(content: str, logprobs: Any = None) -> dict[str, Any]:
+    body = completion(content, logprobs, completion_tokens=1)
+    body["choices"][0]["finish_reason"] = "length"
+    return body
+
+
+def gemini_cut(text: str) -> dict[str, Any]:
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "MAX_TOKENS"}
+        ],
+        "usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 1, "totalTokenCount": 41},
+        "modelVersion": "gemini-2.0-flash",
+    }
+
+
+def limited(model: str) -> ChatRequest:
+    return ChatRequest(model).user("q").model_copy(update={"max_output_tokens": 1})
+
+
+@SIDES
+def test_a_grammar_choice_cut_on_a_whole_option_is_taken_and_noted(is_async: bool) -> None:
+    tokens = [tok("Yes", 0.8, ("Yes", 0.8), ("No", 0.2))]
+    body = cut("Yes", {"content": tokens, "refusal": None})
+    target, recorder = provider("llama-cpp", (200, body), base_url="http://127.0.0.1:9/v1")
+    decision = decided(is_async, Extractor(), target, bool, limited("m"))
+    assert recorder.bodies[0]["grammar"] == 'root ::= "Yes" | "No"'
+    assert decision.value is True
+    assert decision.metadata.enforcement.value == "exact"
+    assert decision.metadata.passes == 1
+    (note,) = decision.metadata.notes
+    assert note.is_about(RequestField.MAX_OUTPUT_TOKENS)
+    assert note.message == AT_LIMIT_NOTE
+    assert decision.probabilities == pytest.approx({True: 0.8, False: 0.2})
+
+
+@SIDES
+def test_a_gemini_enum_cut_on_a_whole_option_is_taken(is_async: bool) -> None:
+    target, recorder = provider("gemini", (200, gemini_cut("Positive")))
+    tp = Literal["Positive", "Negative", "Neutral"]
+    decision = decided(is_async, Extractor(), target, tp, limited("gemini-2.0-flash"))
+    assert recorder.bodies[0]["generationConfig"]["responseMimeType"] == "text/x.enum"
+    assert decision.value == "Positive"
+    assert [w.message for w in decision.metadata.notes] == [AT_LIMIT_NOTE]
+
+
+@SIDES
+def test_a_cut_answer_another_option_goes_on_from_is_still_truncated(is_async: bool) -> None:
+    # `New` may have been `New York` cut short; a prompt-held answer may have gone on; a
+    # JSON answer keeps the engine's cut policy.
+    target, _ = provider("llama-cpp", (200, cut("New")), base_url="http://127.0.0.1:9/v1")
+    error = failed(is_async, Extractor(), target, CITY, limited("m"), allama.TruncatedError)
+    assert error.metadata.passes == 1
+    target, _ = provider("openai", (200, cut("Yes")))
+    over = prompt_only_over(target)
+    failed(is_async, Extractor(), over, YES_NO, limited("gpt-4"), allama.TruncatedError)
+    target, _ = provider("openai", (200, cut('{"value":"Yes"}')))
+    failed(is_async, Extractor(), target, YES_NO, limited("gpt-4.1-mini"), allama.TruncatedError)
+    # The whole option held by the grammar is taken (it was refused too).
+    target, _ = provider("llama-cpp", (200, cut("New York")), base_url="http://127.0.0.1:9/v1")
+    assert decided(is_async, Extractor(), target, CITY, limited("m")).value == "New York"
+
+
+# 7. Under repair, an answer that is a case variant of one option was read as another that
+# differs from it by a trailing full stop: `a.` beside `A` and `A.` was `A`.
+
+
+LOOSE = [("a.", "A."), ('"a."', "A."), ("**a.**", "A."), ("a", "A"), ("`a`", "A")]
+
+
+@SIDES
+def test_loose_matching_sets_aside_the_least_that_names_an_option(is_async: bool) -> None:
+    tp = Literal["A", "A."]
+    for text, expected in LOOSE:
+        target, _ = provider("llama-cpp", (200, completion(text)), base_url="http://127.0.0.1:9/v1")
+        request = ChatRequest("m").user("q")
+        decision = decided(is_async, Extractor(repair=True), target, tp, request)
+        assert (text, decision.value) == (text, expected)
+        assert decision.metadata.repaired is True
+
+
+@SIDES
+def test_loose_matching_refuses_where_the_least_set_aside_names_several(is_async: bool) -> None:
+    # `"x."` unquoted is `x.` or `X.` by case: which, cannot be told. Only with its full
+    # stop set aside too was it `x`.
+    body = completion('"x."')
+    target, recorder = provider("llama-cpp", (200, body), base_url="http://127.0.0.1:9/v1")
+    tp = Literal["x.", "X.", "x"]
+    request = ChatRequest("m").user("q")
+    error = failed(is_async, Extractor(repair=True), target, tp, request, ParseError)
+    assert error.metadata.passes == 1
+    assert len(recorder.bodies) == 1
+
+
+@SIDES
+def test_loose_matching_in_json_sets_aside_the_least_that_names_an_option(is_async: bool) -> None:
+    target, _ = provider("deepinfra", (200, completion('{"value":"a."}')))
+    tp = Literal["A", "A."]
+    decision = decided(is_async, Extractor(repair=True), target, tp, ChatRequest("m").user("q"))
+    assert decision.value == "A."
+    assert decision.metadata.repaired is True

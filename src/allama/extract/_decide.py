@@ -65,6 +65,7 @@ from allama.types import (
     ChatRequest,
     ChatResponse,
     DeveloperMessage,
+    FinishReason,
     RequestField,
     ResponseFormat,
     SystemMessage,
@@ -94,9 +95,9 @@ class Decision(Generic[C]):
     `probabilities_missing`. They sum to at most 1: the rest went to text that is no
     option, or is `unresolved` (not listed by the provider, shared by several options, a
     token whose text cannot be told, or a branch that may yet become an option or none:
-    nothing holds an answer in the prompt alone to the options), which is the most any
-    option's true probability can exceed its figure by. Probabilities are conditional on
-    the text written before the answer.
+    nothing holds to the options an answer in the prompt alone, or one whose constraint is
+    not exact), which is the most any option's true probability can exceed its figure by.
+    Probabilities are conditional on the text written before the answer.
 
     `confidence` is the chosen option's share of the options' probability: its figure over
     the sum of every option's, each the probability of the whole option as the model wrote
@@ -497,7 +498,8 @@ def _plain_steps(
         below = settings.below_floor(metadata, answered_by)
         if below is not None:
             raise _answered(below, response, sent).with_response(response)
-        read = _read_plain(response, options, mode, answered_by, settings.repair)
+        held = strategy == _Strategy.CHOICE and metadata.enforcement is SchemaEnforcement.EXACT
+        read = _read_plain(response, options, mode, answered_by, settings.repair, held=held)
         if isinstance(read, _Failure):
             retryable = isinstance(read, ParseError | MissingStructuredTextError)
             if retries_left > 0 and retryable:
@@ -508,9 +510,12 @@ def _plain_steps(
             raise _answered(read, response, sent).with_response(response)
         option, spelling = read
         metadata.repaired = isinstance(spelling, str)
-        if strategy != _Strategy.CHOICE and not metadata.repaired:
-            # Held by the prompt alone, any answer is read trimmed: so are the alternatives,
-            # each an option's only once it has ended (any text may follow it).
+        if response.finish_reason == FinishReason.LENGTH:
+            metadata.notes.append(_AT_LIMIT)
+        if not held and not metadata.repaired:
+            # Held by the prompt alone (or by a choice not enforced exactly), any answer is
+            # read trimmed: so are the alternatives, each an option's only once it has
+            # ended (any text may follow it).
             spelling = _TRIMMED
         return response, metadata, option.label, spelling
 
@@ -556,12 +561,23 @@ def _check_floor(
 
 
 def _read_plain(
-    response: ChatResponse, options: Options, mode: ExtractionMode, provider: str, repair: bool
+    response: ChatResponse,
+    options: Options,
+    mode: ExtractionMode,
+    provider: str,
+    repair: bool,
+    *,
+    held: bool = False,
 ) -> tuple[Option, Spelling | str] | _Failure:
     """The option a plain answer names, and where it is written (or why it was matched
-    only after repair, which leaves no spelling to measure)."""
+    only after repair, which leaves no spelling to measure).
+
+    `held`: a grammar or an enum held the answer to the options exactly. A `length`
+    finish then does not cut an answer that is a whole option no other option goes on
+    from: nothing else could have followed it (llama.cpp reports the limit before the end
+    of generation can be sampled, so a limit of the option's token count always ends so)."""
     stopped = declined_or_cut(response, mode, provider)
-    if stopped is not None:
+    if stopped is not None and not (held and _whole_at_limit(response, options)):
         return stopped
     text = response.text()
     if text is None or not text.strip():
@@ -591,22 +607,49 @@ def _read_plain(
     )
 
 
+def _whole_at_limit(response: ChatResponse, options: Options) -> bool:
+    """Whether `response`, stopped at the output token limit and refusing nothing, wrote
+    exactly one option that no other option starts with."""
+    if response.finish_reason != FinishReason.LENGTH or response.first_refusal() is not None:
+        return False
+    text = response.text()
+    option = None if text is None else options.option(text)
+    if option is None or text is None:
+        return False
+    return not any(
+        other.label != option.label and other.label.startswith(text) for other in options.options
+    )
+
+
+_AT_LIMIT = Warning.approximated(
+    RequestField.MAX_OUTPUT_TOKENS,
+    "the output token limit was reached on the answer's last token: the answer, held to "
+    "the options, is a whole option that no other option goes on from, so it was taken",
+)
+"""Noted on the record of a choice taken at the output token limit (`_whole_at_limit`)."""
+
 _REPAIRED = "the answer matched its option only after repair"
 _TRIMMED = Spelling(0, json=False, trimmed=True)
 
 
 def _loosely(answer: str, options: Options) -> Option | None:
-    """The one option the answer names once quotes, emphasis, a trailing full stop and
-    case are set aside."""
+    """The one option the answer names once case, then quotes and emphasis, then a
+    trailing full stop are set aside."""
     label = _loose_label(answer, options.labels)
     return None if label is None else options.option(label)
 
 
 def _loose_label(answer: str, labels: tuple[str, ...]) -> str | None:
-    """`_loosely`, over the labels alone."""
-    trimmed = answer.strip().strip("`*\"'").rstrip(".").strip().casefold()
-    found = [label for label in labels if label.casefold() == trimmed]
-    return found[0] if len(found) == 1 else None
+    """`_loosely`, over the labels alone. The least set aside that names any option
+    decides (`a.` is `A.` beside `A`); where that names several, none is taken."""
+    bare = answer.strip()
+    unwrapped = bare.strip("`*\"'").strip()
+    for form in (bare, unwrapped, unwrapped.rstrip(".").strip()):
+        folded = form.casefold()
+        found = [label for label in labels if label.casefold() == folded]
+        if found:
+            return found[0] if len(found) == 1 else None
+    return None
 
 
 @lru_cache(maxsize=256)
@@ -657,7 +700,9 @@ def _json_spelling(
     span = json_string_span(text, ROOT_KEY if metadata.root_wrapped else None)
     if span is None or span[1] != label:
         return "the answer's JSON string could not be found in the output"
-    return Spelling(span[0], json=True)
+    # Only an exact constraint holds the string to the enum: an approximate one was sent
+    # widened, or to an engine that does not say what it enforces.
+    return Spelling(span[0], json=True, held=metadata.enforcement is SchemaEnforcement.EXACT)
 
 
 def _decision(

@@ -10,9 +10,9 @@ bytes whose text does not show them), or the probability the provider did not li
 cannot be followed and is counted as `unresolved`. A token that writes nothing (llama.cpp's
 end of generation, a special token such as `<|end|>` given without bytes) ends the output.
 The walk ends at the token after which only the chosen option can follow: under a grammar
-the rest is forced. Where the option's first token also writes the text before it (`":"b`),
-an alternative that writes that text otherwise (`": "`) may still lead to any option: it is
-`unresolved`.
+(or an enum enforced exactly) the rest is forced. Where the option's first token also writes
+the text before it (`":"b`), an alternative that writes that text otherwise (`": "`) may
+still lead to any option: it is `unresolved`.
 
 A plain answer the prompt alone holds to the options is read trimmed, so its walk starts
 at the output's first token and a branch is read as the answer would be: space before and
@@ -21,7 +21,9 @@ such an answer to the options, so any text may follow a branch (`Yes, but`): a b
 option's only once it has ended (a token that writes nothing), one that has not ended and
 may still become an option is `unresolved`, and the walk follows the chosen tokens to the
 end of the output, whose end, unless a token that writes nothing shows it, is `unresolved`
-too.
+too. A JSON answer no exact constraint holds (its enforcement approximate or not enforced)
+may likewise be any string: a branch is an option's only once it has written the whole
+option and its closing quote, and the walk follows the chosen tokens to that quote.
 
 So each option's probability is measured from numbers the provider gave, never guessed: it
 is exact when nothing was left unresolved, and any option's true probability is higher by
@@ -57,6 +59,11 @@ class Spelling:
     whole output is read, from its first token (`start` aside), and since nothing holds it
     to the options, a branch is an option's only once it has ended. Otherwise the option is
     written as it is at `start` (a JSON string, a grammar's or an enum's plain answer)."""
+    held: bool = True
+    """Whether the answer written as it is was held to the options (a grammar, an enum
+    enforced exactly): a branch only one option can still complete is then that option's.
+    Otherwise any text may follow a branch: it is an option's only once it has ended (a
+    JSON string: its closing quote written; plain text: a token that writes nothing)."""
 
     def written(self, label: str) -> bytes:
         if self.json:
@@ -109,9 +116,7 @@ def measure(
         if not written.startswith(whole) and not (not spelling.json and written == whole):
             return "the answer is not written in the output as its option is"
         fitting = _written_reader(before, labels, spelling)
-    # Under a grammar (or an enum), a branch only one option can still follow is that
-    # option's; a trimmed answer, held by the prompt alone, may go on as no option.
-    forced = not spelling.trimmed
+    closes = _closer(before, spelling)
     masses = dict.fromkeys(labels, 0.0)
     seen: set[str] = set()
     unresolved = 0.0
@@ -145,7 +150,7 @@ def measure(
                 unresolved += weight
                 continue
             options = fitting(reached, not branch)
-            if len(options) == 1 and (forced or not branch):
+            if len(options) == 1 and closes(reached, not branch, options[0]):
                 masses[options[0]] += weight
                 seen.add(options[0])
             elif options:
@@ -154,7 +159,7 @@ def measure(
         options = fitting(so_far + piece, not piece)
         if chosen not in options:
             return "the tokens the provider reported do not spell the answer"
-        if options == [chosen] and (forced or not piece):
+        if options == [chosen] and closes(so_far + piece, not piece, chosen):
             masses[chosen] += math.exp(path + token.logprob)
             seen.add(chosen)
             return _ended(masses, unresolved, seen)
@@ -166,6 +171,25 @@ def _departs(branch: bytes, before: bytes) -> bool:
     """Whether `branch` leaves the text written before the label (the option's first token
     may also write the end of a JSON wrapper) before reaching the label."""
     return not before.startswith(branch) and not branch.startswith(before)
+
+
+_Closer = Callable[[bytes, bool, str], bool]
+"""Whether a text starting with these bytes (with `True`: one that ends there), which only
+this option can still be read as, is that option's."""
+
+
+def _closer(before: bytes, spelling: Spelling) -> _Closer:
+    """Under a grammar (or an enum enforced exactly), a branch only one option can still
+    follow is that option's: the rest is forced. Nothing holds a trimmed answer, or one
+    whose constraint is not exact, to the options: any text may follow a branch, so it is
+    an option's only once it has ended, which a JSON string does at its closing quote."""
+    if spelling.held and not spelling.trimmed:
+        return lambda branch, ended, label: True
+    if spelling.json:
+        return lambda branch, ended, label: branch.startswith(
+            before + spelling.written(label) + spelling.closing
+        )
+    return lambda branch, ended, label: ended
 
 
 _Reader = Callable[[bytes, bool], list[str]]
