@@ -112,7 +112,8 @@ class ExtractionMetadata(BaseModel):
     it, in the caller's terms.
     `notes` are the warnings on the other field the mode relies on, which leave the
     enforcement alone: in forced-tool mode, `tool_choice` (a model that cannot be forced to
-    call a tool is offered it, and may answer without calling it: `MissingToolCallError`).
+    call a tool is offered it, and may answer without calling it: `MissingToolCallError`),
+    and a decision's whole option taken though the output stopped at its token limit.
     `root_wrapped` says the type's schema was sent wrapped in a one-property object
     (`{"value": ...}`), because the provider takes only an object at the root; the value
     returned is the unwrapped one.
