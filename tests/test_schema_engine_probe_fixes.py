@@ -1,7 +1,11 @@
 """The rewriting engine on what a probe found: an object's `additionalProperties` beside a
 union, whose branches declare names of their own, merged as if it covered them (wider, said
 exact); normalizing the same definition again wherever it is reached (time growing with the
-number of paths, not the size); `$dynamicRef` and `$recursiveRef` dropped without a note."""
+number of paths, not the size); `$dynamicRef` and `$recursiveRef` dropped without a note;
+merging `allOf` parts (or a union's branches with the node beside it) put one part's `items`
+beside another's tuple, where it applies to other positions (said exact); and
+`unevaluatedProperties` beside `properties` sent as a closed object, where the library reads
+it open."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import pytest
 from _schema_support import original_reading, rewritten_reading
 from allama.schema import (
     anthropic,
+    find_undeclared_key,
     gemini_json_schema,
     gemini_response_schema,
     grammar_engine,
@@ -402,3 +407,305 @@ def test_dynamic_references_are_removed_with_a_note(
     assert removed in notes(rewrite)
     assert not rewrite.exact
     assert key not in str(rewrite.schema)
+
+
+# 4. Item keywords merge position by position: a tuple applies to its own positions, the
+# `items` beside it (`additionalItems` beside a list `items`) to the positions after them.
+
+DRAFT_2020 = "https://json-schema.org/draft/2020-12/schema"
+DRAFT_7 = "http://json-schema.org/draft-07/schema#"
+TUPLES = ["gemini_json_schema", "grammar_engine", "llama_cpp"]
+"""The dialects that send tuples (`prefixItems`); the grammar's note that it does not
+enforce them is its own, not the merge's."""
+INTEGER = {"type": "integer"}
+AT_LEAST_5 = {"type": "integer", "minimum": 5}
+
+
+def in_draft(draft: str, item: dict[str, Any]) -> dict[str, Any]:
+    return {"$schema": draft, **wrapped(item)}
+
+
+def tuple_notes(name: str, *pointers: str, key: str = "prefixItems") -> list[tuple[str, str, str]]:
+    """What a dialect says of the tuples it sends, whatever was merged."""
+    if name == "gemini_json_schema":
+        return []
+    what = "`prefixItems` is" if key == "prefixItems" else "tuple `items` are"
+    return [
+        ("approximated", at, f"{what} not enforced by the grammar at `{at}`") for at in pointers
+    ]
+
+
+def agrees(name: str, schema: dict[str, Any], rewrite: Rewrite, cases: dict[Any, bool]) -> None:
+    original = original_reading(schema)
+    for item, valid in cases.items():
+        value = {"item": list(item)}
+        assert original.is_valid(value) is valid, item
+        assert accepts(name, schema, rewrite, value) is valid, (name, item)
+
+
+@pytest.mark.parametrize("name", TUPLES)
+def test_an_all_items_part_applies_to_the_other_parts_tuple_too(name: str) -> None:
+    schema = in_draft(
+        DRAFT_2020, {"type": "array", "allOf": [{"prefixItems": [INTEGER]}, {"items": AT_LEAST_5}]}
+    )
+    rewrite = DIALECTS[name](schema)
+    assert rewrite.schema["properties"]["item"] == {
+        "type": "array",
+        "prefixItems": [AT_LEAST_5],
+        "items": AT_LEAST_5,
+    }
+    assert notes(rewrite) == tuple_notes(name, "/properties/item")
+    assert rewrite.exact is (name == "gemini_json_schema")
+    agrees(name, schema, rewrite, {(1,): False, (5,): True, (5, 6): True, (5, 1): False})
+
+
+@pytest.mark.parametrize("name", TUPLES)
+def test_items_beside_a_union_apply_to_a_branch_tuple_too(name: str) -> None:
+    schema = in_draft(
+        DRAFT_2020, {"type": "array", "items": AT_LEAST_5, "anyOf": [{"prefixItems": [INTEGER]}]}
+    )
+    rewrite = DIALECTS[name](schema)
+    assert rewrite.schema["properties"]["item"] == {
+        "anyOf": [{"type": "array", "items": AT_LEAST_5, "prefixItems": [AT_LEAST_5]}]
+    }
+    assert notes(rewrite) == tuple_notes(name, "/properties/item/anyOf/0")
+    agrees(name, schema, rewrite, {(1,): False, (5,): True, (5, 1): False})
+
+
+@pytest.mark.parametrize("name", TUPLES)
+@pytest.mark.parametrize("extra", [STRING, False], ids=["schema", "false"])
+def test_additional_items_beside_no_tuple_of_its_own_is_ignored(name: str, extra: Any) -> None:
+    """Draft 7: `additionalItems` means something only beside a list `items` in its own
+    schema; merged beside another part's tuple it would apply after it."""
+    schema = in_draft(
+        DRAFT_7, {"type": "array", "allOf": [{"items": [INTEGER]}, {"additionalItems": extra}]}
+    )
+    rewrite = DIALECTS[name](schema)
+    assert rewrite.schema["properties"]["item"] == {"type": "array", "prefixItems": [INTEGER]}
+    assert notes(rewrite) == tuple_notes(name, "/properties/item", key="items")
+    agrees(name, schema, rewrite, {(1, 2): True, (1, "a"): True, ("a",): False})
+
+
+def test_two_tuples_merge_position_by_position() -> None:
+    schema = in_draft(
+        DRAFT_2020,
+        {
+            "type": "array",
+            "allOf": [
+                {"prefixItems": [INTEGER, STRING]},
+                {"prefixItems": [{"minimum": 3}], "items": False},
+            ],
+        },
+    )
+    rewrite = grammar_engine(schema)
+    assert rewrite.schema["properties"]["item"] == {
+        "type": "array",
+        "prefixItems": [{"type": "integer", "minimum": 3}],
+        "items": False,
+    }
+    assert notes(rewrite) == tuple_notes("grammar_engine", "/properties/item")
+    agrees("grammar_engine", schema, rewrite, {(3,): True, (1,): False, (3, "a"): False})
+
+
+def test_a_draft_7_tuple_merged_with_a_longer_one_keeps_its_additional_items() -> None:
+    schema = in_draft(
+        DRAFT_7,
+        {
+            "type": "array",
+            "allOf": [
+                {"items": [INTEGER], "additionalItems": False},
+                {"items": [INTEGER, STRING]},
+            ],
+        },
+    )
+    rewrite = grammar_engine(schema)
+    assert rewrite.schema["properties"]["item"] == {
+        "type": "array",
+        "prefixItems": [INTEGER],
+        "items": False,
+    }
+    assert notes(rewrite) == tuple_notes("grammar_engine", "/properties/item", key="items")
+    agrees("grammar_engine", schema, rewrite, {(1,): True, (1, "a"): False, (1, 2): False})
+
+
+# 5. `unevaluatedProperties` beside `properties` (and nothing else that evaluates keys) is
+# the `additionalProperties` it means: open to the keys it accepts, as the library reads it.
+
+STRICT = ["openai_strict", "anthropic"]
+SENDERS = [*STRICT, "gemini_json_schema", "grammar_engine", "llama_cpp"]
+
+
+def open_to(name: str, at: str) -> list[tuple[str, str, str]]:
+    """What a strict dialect says of an object open to other keys; the others send it."""
+    if name not in STRICT:
+        return []
+    provider = PROVIDERS[name]
+    return [
+        (
+            "unsupported",
+            at,
+            f"the subschema at `{at}` is an object open to other keys, "
+            f"which {provider} cannot enforce",
+        )
+    ]
+
+
+@pytest.mark.parametrize("name", SENDERS)
+def test_unevaluated_properties_beside_properties_leaves_the_object_open(name: str) -> None:
+    item = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}},
+        "required": ["a"],
+        "unevaluatedProperties": STRING,
+    }
+    schema = wrapped(item)
+    rewrite = DIALECTS[name](schema)
+    assert rewrite.schema["properties"]["item"] == {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}},
+        "required": ["a"],
+        "additionalProperties": STRING,
+    }
+    assert notes(rewrite) == open_to(name, "/properties/item")
+    assert rewrite.exact is (name not in STRICT)
+    assert find_undeclared_key({"a": 1, "b": "x"}, item) is None
+    original = original_reading(schema)
+    for value, valid in (({"a": 1, "b": "x"}, True), ({"a": 1, "b": 2}, False)):
+        assert original.is_valid({"item": value}) is valid
+        assert accepts(name, schema, rewrite, {"item": value}) is valid
+
+
+@pytest.mark.parametrize("name", ["gemini_json_schema", "grammar_engine", "llama_cpp"])
+def test_unevaluated_properties_true_leaves_the_object_open(name: str) -> None:
+    schema = wrapped({"type": "object", "properties": {"a": STRING}, "unevaluatedProperties": True})
+    rewrite = DIALECTS[name](schema)
+    assert rewrite.schema["properties"]["item"]["additionalProperties"] in (True, {})
+    assert (rewrite.exact, notes(rewrite)) == (True, [])
+    assert accepts(name, schema, rewrite, {"item": {"a": "x", "b": [1]}})
+
+
+@pytest.mark.parametrize("name", SENDERS)
+def test_unevaluated_properties_sees_the_keys_of_the_schema_it_refers_to(name: str) -> None:
+    schema = wrapped(
+        {"$ref": "#/$defs/B", "properties": {"b": STRING}, "unevaluatedProperties": False},
+        {"B": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}},
+    )
+    rewrite = DIALECTS[name](schema)
+    item = rewrite.schema["properties"]["item"]
+    assert (item["additionalProperties"], set(item["properties"])) == (False, {"a", "b"})
+    assert (rewrite.exact, notes(rewrite)) == (True, [])
+    original = original_reading(schema)
+    for value, valid in (({"a": 1, "b": "x"}, True), ({"a": 1, "c": 1}, False)):
+        assert original.is_valid({"item": value}) is valid
+        assert accepts(name, schema, rewrite, {"item": value}) is valid
+
+
+def test_unevaluated_properties_beside_a_union_sees_the_branch_keys() -> None:
+    schema = wrapped(
+        {
+            "type": "object",
+            "properties": {"kind": STRING},
+            "required": ["kind"],
+            "unevaluatedProperties": {"type": "integer"},
+            "anyOf": [
+                {"properties": {"kind": {"const": "a"}, "x": STRING}},
+                {"properties": {"kind": {"const": "b"}}},
+            ],
+        }
+    )
+    rewrite = grammar_engine(schema)
+    assert [b["additionalProperties"] for b in rewrite.schema["properties"]["item"]["anyOf"]] == [
+        {"type": "integer"},
+        {"type": "integer"},
+    ]
+    assert (rewrite.exact, notes(rewrite)) == (True, [])
+    original = original_reading(schema)
+    for value, valid in (
+        ({"kind": "a", "x": "s"}, True),
+        ({"kind": "b", "x": "s"}, False),
+        ({"kind": "b", "x": 1}, True),
+    ):
+        assert original.is_valid({"item": value}) is valid
+        assert accepts("grammar_engine", schema, rewrite, {"item": value}) is valid
+
+
+def test_unevaluated_properties_beside_overlapping_branches_is_approximate() -> None:
+    at = "/properties/item"
+    schema = wrapped(
+        {
+            "type": "object",
+            "unevaluatedProperties": False,
+            "anyOf": [{"properties": {"x": STRING}}, {"properties": {"w": STRING}}],
+        }
+    )
+    rewrite = grammar_engine(schema)
+    assert notes(rewrite) == [
+        (
+            "approximated",
+            at,
+            f"`unevaluatedProperties` at `{at}` went into each branch of the union beside it, "
+            "where it sees that branch's keys only: a value matching several branches may be "
+            "refused",
+        )
+    ]
+
+
+def test_unevaluated_properties_in_a_part_is_approximate_once_merged() -> None:
+    """The part's `unevaluatedProperties` saw its own keys only, not the other part's `a`."""
+    schema = wrapped(
+        {
+            "type": "object",
+            "allOf": [
+                {"properties": {"a": {"type": "integer"}}},
+                {"unevaluatedProperties": STRING},
+            ],
+        }
+    )
+    wider = {"item": {"a": 1, "b": "x"}}  # `a` fails the second part's `string`
+    assert not original_reading(schema).is_valid(wider)
+    for name in SENDERS:
+        rewrite = DIALECTS[name](schema)
+        assert not rewrite.exact
+        assert accepts(name, schema, rewrite, wider)
+
+
+@pytest.mark.parametrize("name", ["grammar_engine", "anthropic"])
+def test_unevaluated_properties_beside_conditionals_is_removed_and_the_object_open(
+    name: str,
+) -> None:
+    at = "/properties/item"
+    schema = wrapped(
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}},
+            "unevaluatedProperties": STRING,
+            "if": {"required": ["a"]},
+            "then": {"properties": {"t": {"type": "integer"}}},
+        }
+    )
+    rewrite = DIALECTS[name](schema)
+    removed = (
+        "approximated",
+        at,
+        f"`unevaluatedProperties` was removed at `{at}`: `if`, `then` beside it evaluate keys "
+        "it would skip",
+    )
+    assert removed in notes(rewrite)
+    assert not rewrite.exact
+    assert original_reading(schema).is_valid({"item": {"a": 1, "t": 1}})
+    assert accepts(name, schema, rewrite, {"item": {"a": 1, "t": 1}})
+
+
+def test_unevaluated_properties_before_2019_is_no_keyword_and_leaves_the_object_open() -> None:
+    schema = in_draft(
+        DRAFT_7,
+        {"type": "object", "properties": {"a": STRING}, "unevaluatedProperties": STRING},
+    )
+    rewrite = grammar_engine(schema)
+    assert rewrite.schema["properties"]["item"] == {
+        "type": "object",
+        "properties": {"a": STRING},
+        "additionalProperties": {},
+    }
+    assert (rewrite.exact, notes(rewrite)) == (True, [])
+    assert accepts("grammar_engine", schema, rewrite, {"item": {"a": "x", "b": 1}})

@@ -7,8 +7,11 @@ A dialect subclass sets the keyword tables and overrides a few hooks. The engine
   draft-4 boolean `exclusiveMinimum` becomes the numeric form, a `const` becomes a one-value
   `enum` and an `enum` loses the values its `type` rejects, a `$ref` with assertions beside it
   and an `allOf` are merged into one node (keyword by keyword: a keyword that cannot be merged
-  is removed, with a note), and the keywords beside a union are distributed into its branches
-  (each side's `additionalProperties` then applies to the names only the other declares);
+  is removed, with a note; item keywords position by position, so that one part's `items`
+  never lands after another part's tuple), and the keywords beside a union are distributed
+  into its branches (each side's `additionalProperties` then applies to the names only the
+  other declares); an `unevaluatedProperties` then becomes the `additionalProperties` it
+  means in the merged node (it saw the keys of the parts and of the branch);
 - copies kept keywords, removes the rest (an `APPROXIMATED` note for assertions, dynamic
   references among them; annotations such as `default` are listed in `Rewrite.dropped`;
   unknown keywords go silently, since they never change what a schema accepts);
@@ -154,6 +157,23 @@ _TYPED_KEYWORDS = (OBJECT_KEYWORDS | ARRAY_KEYWORDS | STRING_KEYWORDS | NUMBER_K
 """Keywords that apply to one kind of value only (`items` to arrays, say)."""
 _IN_PLACE = frozenset({"allOf", "anyOf", "oneOf", "not", "if", "then", "else"})
 """Keywords whose subschemas apply to the value itself, not to a property or an item."""
+_ITEM_KEYWORDS = ("prefixItems", "items", "additionalItems")
+_EVALUATING = frozenset(
+    {
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "if",
+        "then",
+        "else",
+        "dependentSchemas",
+        "dependencies",
+        "$ref",
+        "$dynamicRef",
+        "$recursiveRef",
+    }
+)
+"""Keywords whose subschemas evaluate keys for the `unevaluatedProperties` beside them."""
 
 
 def json_kind(value: Any) -> str:
@@ -295,6 +315,31 @@ def _vacuous_for(kinds: frozenset[str]) -> frozenset[str]:
 def _declared(node: Mapping[str, Any]) -> Mapping[str, Any]:
     props = node.get("properties")
     return props if isinstance(props, Mapping) else {}
+
+
+def _both(left: Any, right: Any) -> Any:
+    """A schema for the values both `left` and `right` accept."""
+    if left is True or left == {}:
+        return right
+    if right is True or right == {} or _same(left, right):
+        return left
+    if left is False or right is False:
+        return False
+    return {"allOf": [left, right]}
+
+
+def _tuple_of(node: Mapping[str, Any]) -> tuple[str | None, list[Any], Any]:
+    """How the engine reads `node`'s items: the keyword of its tuple (`prefixItems`, a list
+    `items`, or None), the tuple, and the schema of the items after it (of every item when
+    there is no tuple; `True` when nothing constrains them). An `additionalItems` beside no
+    list `items` constrains nothing."""
+    items = node.get("items", True)
+    if isinstance(items, list | tuple):
+        return "items", list(items), node.get("additionalItems", True)
+    prefix = node.get("prefixItems")
+    if isinstance(prefix, list | tuple):
+        return "prefixItems", list(prefix), items
+    return None, [], items
 
 
 class Engine:
@@ -507,8 +552,46 @@ class Engine:
             if "type" in node and not _enum_within_type(node):
                 return False
         if distribute and ("anyOf" in node) != ("oneOf" in node):
-            return self._distribute(node, pointer)
-        return node
+            node = self._distribute(node, pointer)
+            if not isinstance(node, dict):
+                return node
+        return self._unevaluated(node, pointer, distribute=distribute)
+
+    def _unevaluated(self, node: dict[str, Any], pointer: str, *, distribute: bool) -> Any:
+        """`node` with its `unevaluatedProperties` as the `additionalProperties` it means once
+        nothing beside it evaluates keys: both then apply to the keys `properties` and
+        `patternProperties` leave. By now its `allOf` is merged (the parts' keys are the
+        node's, as they were to it) and each branch of its union holds it (the branch's keys,
+        as they were); a union not yet distributed keeps it. Where other keywords evaluate
+        keys (`if`, `dependentSchemas`...) it is removed (noted) and, unless it is `false`,
+        the object left open rather than closed over keys it would skip. Before 2019-09 it
+        is no keyword: dropped, the object open unless it is `false`, as the library's
+        undeclared-key walk reads it."""
+        rest = node.get("unevaluatedProperties", _MISSING)
+        if rest is _MISSING:
+            return node
+        keyword = self.index.draft >= 2019
+        if keyword and not distribute and ("anyOf" in node or "oneOf" in node):
+            return node
+        beside = [key for key in node if key in _EVALUATING] if keyword else []
+        if not keyword or beside or "additionalProperties" in node:
+            # (`additionalProperties` evaluates every key the others leave: none is left.)
+            del node["unevaluatedProperties"]
+            if "additionalProperties" not in node:
+                if beside:
+                    names = ", ".join(f"`{key}`" for key in beside)
+                    self.removed(
+                        pointer,
+                        "unevaluatedProperties",
+                        f"{names} beside it evaluate keys it would skip",
+                    )
+                if rest is not False:
+                    node["additionalProperties"] = True
+            return node
+        return {
+            ("additionalProperties" if key == "unevaluatedProperties" else key): value
+            for key, value in node.items()
+        }
 
     def _ref_siblings(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
         ref = node.pop("$ref")
@@ -605,9 +688,18 @@ class Engine:
     def combine(self, out: dict[str, Any], part: Mapping[str, Any], at: str) -> bool:
         """Adds `part`'s keywords to `out`, so that `out` requires both. A keyword that cannot
         be written as one is removed (widening, with a note). False: nothing satisfies both."""
+        if any(key in part for key in _ITEM_KEYWORDS):
+            self._combine_items(out, part)
         for key, value in part.items():
-            if key in ("$defs", "definitions"):
+            if key in ("$defs", "definitions") or key in _ITEM_KEYWORDS:
                 continue
+            if key == "unevaluatedProperties":
+                # The part's own keys were all it saw; merged, it sees the others' too.
+                self.approximated(
+                    at,
+                    f"`unevaluatedProperties` at {quoted(at)} was merged with the schemas "
+                    "beside it: it no longer checks the keys they declare",
+                )
             have = out.get(key, _MISSING)
             if have is not _MISSING and (
                 key in ANNOTATIONS or key not in ASSERTIONS or _same(have, value)
@@ -668,6 +760,40 @@ class Engine:
                 self.removed(at, key, "it differs from the same keyword it is merged with")
         return True
 
+    @staticmethod
+    def _combine_items(out: dict[str, Any], part: Mapping[str, Any]) -> None:
+        """`part`'s item keywords added to `out` position by position: a tuple applies to its
+        own positions, the schema beside it (`items` after `prefixItems`, `additionalItems`
+        after a list `items`) to the rest, so each position takes what both give it. Exact:
+        one part's `items` is never left applying where the other's tuple moved it."""
+        mine, theirs = _tuple_of(out), _tuple_of(part)
+        size = max(len(mine[1]), len(theirs[1]))
+        tuple_ = [
+            _both(
+                mine[1][i] if i < len(mine[1]) else mine[2],
+                theirs[1][i] if i < len(theirs[1]) else theirs[2],
+            )
+            for i in range(size)
+        ]
+        rest = _both(mine[2], theirs[2])
+        end = next((i for i, sub in enumerate(tuple_) if sub is False), None)
+        if end is not None:  # no array is longer than that position: nothing comes after it
+            tuple_, rest = tuple_[:end], False
+        kinds = {mine[0], theirs[0]} - {None}
+        keyword = "prefixItems" if "prefixItems" in kinds or not kinds else "items"
+        if not tuple_:
+            new = {"items": rest}
+        elif keyword == "items":
+            new = {"items": tuple_, "additionalItems": rest}
+        else:
+            new = {"prefixItems": tuple_, "items": rest}
+        for key in _ITEM_KEYWORDS:
+            value = new.get(key, True)
+            if value is True:
+                out.pop(key, None)
+            else:
+                out[key] = value
+
     def _multiply(self, out: dict[str, Any], key: str, value: list[Any], at: str) -> None:
         """Two unions in one node: every pair of branches, or the second removed (noted)."""
         have_key = "anyOf" if "anyOf" in out else "oneOf"
@@ -720,9 +846,21 @@ class Engine:
                 and self._close_over(merged, (asserting, part), at)
             ):
                 continue
-            branches.append(merged)
+            branches.append(self._unevaluated(merged, pointer, distribute=False))
         if not branches:
             return False
+        if (
+            key == "anyOf"
+            and "unevaluatedProperties" in asserting
+            and self.index.draft >= 2019
+            and not self.disjoint(branches)
+        ):  # it saw the keys of every branch a value matches; in a branch, that branch's
+            self.approximated(
+                pointer,
+                f"`unevaluatedProperties` at {quoted(pointer)} went into each branch of the "
+                "union beside it, where it sees that branch's keys only: a value matching "
+                "several branches may be refused",
+            )
         return {**keep, key: branches}
 
     def _close_over(
