@@ -7,14 +7,20 @@ from __future__ import annotations
 from typing import Annotated, Any, NotRequired
 
 import pytest
-from pydantic import BaseModel, Field, StringConstraints, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
 from typing_extensions import TypeAliasType, TypedDict
 
 import allama
 from allama import ChatRequest, ExtractionMode, Extractor, ParseError, RequestField, Warning
 from allama.mock import ChatResponseBuilder, MockProvider
 from allama.schema import normalize_strict_nulls, type_schema
-from allama.schema._dialects import anthropic, grammar_engine, openai_strict
+from allama.schema._dialects import (
+    anthropic,
+    gemini_json_schema,
+    gemini_response_schema,
+    grammar_engine,
+    openai_strict,
+)
 from allama.schema._rewrite import Rewrite
 from allama.schema._undeclared import find_undeclared_key
 
@@ -213,3 +219,152 @@ def test_a_lookaround_key_pattern_is_matched_with_re() -> None:
     found = find_undeclared_key({"bob": {"e_mail": 1}}, schema)
     assert found is not None and found.path == "bob.e_mail"
     assert find_undeclared_key({"xbob": {"e_mail": 1}}, schema) is None
+
+
+# Gemini's `responseSchema`: a closed object with no properties, which it cannot write, and
+# the keywords it takes but Google does not list as honoured.
+
+CLOSED_EMPTY = [
+    {"type": "object", "additionalProperties": False, "properties": {}},
+    {"type": "object", "additionalProperties": False},
+]
+
+
+def closed_empty_note(at: str) -> tuple[str, str, str]:
+    return (
+        "approximated",
+        at,
+        f"the object at `{at}` declares no properties, which Gemini responseSchema cannot "
+        "express, so it accepts any value",
+    )
+
+
+@pytest.mark.parametrize("closed", CLOSED_EMPTY, ids=["empty_properties", "no_properties"])
+def test_a_closed_empty_object_sent_as_any_value_is_approximate(closed: dict[str, Any]) -> None:
+    # The shape of corpus files such as Github_easy/o21393: only `{}` fits `links`, and
+    # Gemini may write any value there.
+    schema = {
+        "type": "object",
+        "properties": {"links": closed, "ok": {"type": "boolean"}},
+        "required": ["links", "ok"],
+    }
+    rewrite = gemini_response_schema(schema)
+    assert rewrite.schema["properties"] == {"links": {}, "ok": {"type": "BOOLEAN"}}
+    assert notes(rewrite) == [closed_empty_note("/properties/links")]
+    assert not rewrite.exact
+
+
+@pytest.mark.parametrize("closed", CLOSED_EMPTY, ids=["empty_properties", "no_properties"])
+def test_a_closed_empty_root_is_approximate(closed: dict[str, Any]) -> None:
+    rewrite = gemini_response_schema(closed)
+    assert rewrite.schema == {}
+    assert notes(rewrite) == [closed_empty_note("/")]
+
+
+@pytest.mark.parametrize("closed", CLOSED_EMPTY, ids=["empty_properties", "no_properties"])
+def test_response_json_schema_keeps_a_closed_empty_object_exact(closed: dict[str, Any]) -> None:
+    rewrite = gemini_json_schema(closed)
+    assert rewrite.schema == closed
+    assert notes(rewrite) == []
+
+
+class Nothing(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HoldsNothing(BaseModel):
+    links: Nothing
+
+
+def test_a_forbidding_model_without_fields_is_reported_approximate_on_gemini_1_5() -> None:
+    assert plan_of("gemini", "gemini-1.5-flash", HoldsNothing) == (
+        "approximate",
+        [
+            "the schema of `HoldsNothing` was approximated: the object at `Nothing` declares "
+            "no properties, which Gemini responseSchema cannot express, so it accepts any value"
+        ],
+    )
+    assert plan_of("gemini", "gemini-2.0-flash", HoldsNothing) == ("exact", [])
+
+
+BOUNDED = {
+    "type": "object",
+    "properties": {
+        "n": {"type": "integer", "minimum": 5, "maximum": 9},
+        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 4},
+    },
+    "required": ["n", "tags"],
+}
+
+
+def hint_note(key: str, at: str, sent: str = "") -> tuple[str, str, str]:
+    return (
+        "approximated",
+        at,
+        f"`{key}` is not enforced by Gemini responseSchema at `{at}`: Google does not list "
+        f"it as honoured (it is sent{sent}, as a hint)",
+    )
+
+
+def test_response_schema_sends_bounds_it_does_not_honour_as_hints() -> None:
+    rewrite = gemini_response_schema(BOUNDED)
+    assert rewrite.schema["properties"] == {
+        "n": {"type": "INTEGER", "minimum": 5, "maximum": 9},
+        "tags": {"type": "ARRAY", "items": {"type": "STRING"}, "minItems": 2, "maxItems": 4},
+    }
+    # `maxItems` is on Google's list of honoured fields: no note of its own.
+    assert notes(rewrite) == [
+        hint_note("minimum", "/properties/n"),
+        hint_note("maximum", "/properties/n"),
+        hint_note("minItems", "/properties/tags"),
+    ]
+    assert not rewrite.exact
+
+
+def test_response_json_schema_enforces_the_same_bounds() -> None:
+    rewrite = gemini_json_schema(BOUNDED)
+    assert rewrite.schema["properties"] == BOUNDED["properties"]
+    assert notes(rewrite) == []
+
+
+@pytest.mark.parametrize(
+    ("node", "sent", "note"),
+    [
+        ({"type": "integer", "exclusiveMinimum": 1}, {"type": "INTEGER", "minimum": 2}, "min"),
+        ({"type": "number", "exclusiveMaximum": 1.5}, {"type": "NUMBER", "maximum": 1.5}, "max"),
+        ({"type": "array", "items": {"type": "string"}, "minItems": 0}, None, ""),
+        ({"type": "array", "items": {"type": "string"}, "maxItems": 3}, None, ""),
+    ],
+    ids=["exclusive_integer", "exclusive_number", "min_items_zero", "max_items"],
+)
+def test_response_schema_notes_each_unhonoured_bound_once(
+    node: dict[str, Any], sent: dict[str, Any] | None, note: str
+) -> None:
+    rewrite = gemini_response_schema(node)
+    if note == "min":
+        assert notes(rewrite) == [hint_note("exclusiveMinimum", "/", " as `minimum`")]
+    elif note == "max":  # one note, not a second for the inclusive bound as well
+        assert notes(rewrite) == [hint_note("exclusiveMaximum", "/", " as `maximum`")]
+    else:  # honoured, or asking for nothing
+        assert notes(rewrite) == []
+    if sent is not None:
+        assert rewrite.schema == sent
+
+
+class Bounded(BaseModel):
+    n: Annotated[int, Field(ge=5, le=9)]
+    tags: Annotated[list[str], Field(min_length=2, max_length=4)]
+
+
+def test_bounds_are_reported_approximate_on_gemini_1_5_and_exact_on_2_0() -> None:
+    prefix = "the schema of `Bounded` was approximated: "
+    tail = ": Google does not list it as honoured (it is sent, as a hint)"
+    assert plan_of("gemini", "gemini-1.5-flash", Bounded) == (
+        "approximate",
+        [
+            f"{prefix}`maximum` is not enforced by Gemini responseSchema at `Bounded.n`{tail}",
+            f"{prefix}`minimum` is not enforced by Gemini responseSchema at `Bounded.n`{tail}",
+            f"{prefix}`minItems` is not enforced by Gemini responseSchema at `Bounded.tags`{tail}",
+        ],
+    )
+    assert plan_of("gemini", "gemini-2.0-flash", Bounded) == ("exact", [])

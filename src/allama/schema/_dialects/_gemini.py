@@ -10,8 +10,12 @@ narrow the schema, so recursion is `UNSUPPORTED`. `default` and `examples` go as
 strings only, `format` is `date-time` on strings only. Gemini refuses an `OBJECT` without
 `properties`, an `ARRAY` without `items`, and `properties` or `items` on a node whose type is
 not `OBJECT` or `ARRAY`: an array without `items` gets `items: {}` (any item, which is what it
-said), an object without properties becomes any value (noted), and a node without `type` that
-has object or array keywords becomes one branch per JSON type.
+said), an object without properties, closed or not, becomes any value (noted), and a node
+without `type` that has object or array keywords becomes one branch per JSON type.
+Google lists only `enum`, `items`, `maxItems`, `nullable`, `properties` and `required` as
+honoured there, other known fields "processed but ignored" (older guidance added
+`minItems`): `minimum`, `maximum` and `minItems` are still sent, as a hint, but noted as not
+enforced (the other bounds, `pattern` among them, are removed with a note).
 """
 
 from __future__ import annotations
@@ -36,10 +40,17 @@ __all__ = ["gemini_json_schema", "gemini_response_schema"]
 _TYPED_WORDS = OBJECT_KEYWORDS | ARRAY_KEYWORDS | STRING_KEYWORDS | NUMBER_KEYWORDS
 
 
+_HINTS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems"})
+"""Keywords `responseSchema` takes but Google does not list as honoured: sent, not enforced."""
+_SENT_AS = {"exclusiveMinimum": " as `minimum`", "exclusiveMaximum": " as `maximum`"}
+
+
 class _GeminiBase(Engine):
     keep: ClassVar[frozenset[str]] = frozenset(
         {"type", "enum", "required", "minimum", "maximum", "minItems", "maxItems"}
     )
+    bounds_enforced: ClassVar[bool] = True
+    """Whether the numeric bounds are enforced (else their widening needs no note of its own)."""
 
     def keyword(
         self, key: str, value: Any, node: dict[str, Any], out: dict[str, Any], pointer: str
@@ -65,9 +76,10 @@ class _GeminiBase(Engine):
             edge = math.floor(value) + 1 if lower else math.ceil(value) - 1
         else:
             edge = value
-            self.approximated(
-                pointer, f"`{key}` became an inclusive `{bound}` at {quoted(pointer)}"
-            )
+            if self.bounds_enforced:
+                self.approximated(
+                    pointer, f"`{key}` became an inclusive `{bound}` at {quoted(pointer)}"
+                )
         other = out.get(bound, node.get(bound))
         if other is not None:
             edge = max(edge, other) if lower else min(edge, other)
@@ -95,6 +107,7 @@ class _ResponseSchema(_GeminiBase):
     enum_kinds: ClassVar[frozenset[str]] = frozenset({"string"})
     inline_refs: ClassVar[bool] = True
     close_objects: ClassVar[bool] = False
+    bounds_enforced: ClassVar[bool] = False
 
     def rewrite(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
         if not any(k in node for k in ("type", "enum", "anyOf", "oneOf")) and any(
@@ -109,8 +122,15 @@ class _ResponseSchema(_GeminiBase):
         kinds = node.get("type")
         if key == "format" and "string" not in (kinds if isinstance(kinds, list) else [kinds]):
             self.removed(pointer, key, f"{self.provider} takes a `format` on strings only")
-        else:
-            super().keyword(key, value, node, out, pointer)
+            return
+        if key in _HINTS and not (key == "minItems" and value == 0):  # 0 asks for nothing
+            sent = _SENT_AS.get(key, "")
+            self.approximated(
+                pointer,
+                f"`{key}` is not enforced by {self.provider} at {quoted(pointer)}: "
+                f"Google does not list it as honoured (it is sent{sent}, as a hint)",
+            )
+        super().keyword(key, value, node, out, pointer)
 
     def additional_properties(
         self, value: Any, node: dict[str, Any], out: dict[str, Any], pointer: str
@@ -134,8 +154,10 @@ class _ResponseSchema(_GeminiBase):
         kinds = out.get("type")
         names = kinds if isinstance(kinds, list) else [kinds]
         if "object" in names and not out.get("properties"):
-            if "additionalProperties" not in node and "patternProperties" not in node:
-                if "properties" in node:
+            # an open object or a map was noted where its keyword was read
+            if extra is False and "patternProperties" not in node:
+                if "properties" in node or "additionalProperties" in node:
+                    # closed (by `additionalProperties: false` or by convention): only `{}`
                     self.approximated(
                         pointer,
                         f"the object at {quoted(pointer)} declares no properties, which "
