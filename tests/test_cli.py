@@ -50,7 +50,9 @@ def test_plan_json_covers_every_preset_and_both_modes(capsys: pytest.CaptureFixt
 def test_plan_table_names_the_type_and_sends_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", INVOICE, "--provider", "groq"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("Invoice: what each provider would enforce on calls (nothing was sent)\n")
+    assert out.startswith(
+        "Invoice: what each provider would enforce on calls (no model was asked)\n"
+    )
     lines = [line for line in out.splitlines() if line.startswith("groq ")]
     assert [line.split()[2] for line in lines] == ["native", "forced_tool"]
 
@@ -222,7 +224,7 @@ def test_a_package_in_the_current_directory_is_found(tmp_path: Path) -> None:
     assert done.stderr == ""
     assert done.returncode == 0
     assert done.stdout.startswith(
-        "Item: what each provider would enforce on calls (nothing was sent)\n"
+        "Item: what each provider would enforce on calls (no model was asked)\n"
     )
 
 

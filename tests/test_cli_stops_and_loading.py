@@ -166,7 +166,7 @@ def project(root: Path, package: str) -> Path:
     return folder
 
 
-PLANNED = "Row: what each provider would enforce on calls (nothing was sent)\n"
+PLANNED = "Row: what each provider would enforce on calls (no model was asked)\n"
 
 
 @pytest.mark.parametrize("how", ["script", "module"])

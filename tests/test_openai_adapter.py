@@ -193,7 +193,9 @@ NATIVE_AND_FORCED = {
     "azure-foundry": ((A, A, N), (A, A, N)),
     "vllm": ((A, A, A), (A, A, A)),
     "ollama-openai": ((A, A, A), (N, N, N)),
-    "llama-cpp": ((E, E, E), (E, E, E)),
+    # A forced tool: the server at the fake base URL never says whether the model's
+    # template has tool calls (`GET /props`), which one without them drops without a word.
+    "llama-cpp": ((E, E, E), (A, A, A)),
     "deepseek": ((N, N, N), (N, N, N)),
     "together": ((N, N, N), (N, N, N)),
     "fireworks": ((A, A, A), (N, N, N)),  # a grammar, keywords it lacks removed

@@ -69,7 +69,7 @@ def render_table(label: str, rows: list[PlanRow], *, stream: bool = False) -> st
         max(len(h), *(len(getattr(row, h)) for row in rows)) if rows else len(h) for h in headers
     ]
     calls = "streamed calls" if stream else "calls"
-    lines = [f"{label}: what each provider would enforce on {calls} (nothing was sent)", ""]
+    lines = [f"{label}: what each provider would enforce on {calls} (no model was asked)", ""]
     lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + "  notes")
     for row in rows:
         cells = [getattr(row, h).ljust(w) for h, w in zip(headers, widths, strict=True)]

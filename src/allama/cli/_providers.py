@@ -2,7 +2,8 @@
 
 A preset's other APIs are rows of their own, named `openai (responses)`, with the preset's
 model; `--provider openai:responses` (or `"openai (responses)"`) picks one. Planning only
-encodes requests (a dry run), so no key is needed and nothing is sent.
+encodes requests (a dry run), so no key is needed and no model is asked for an answer
+(a `llama-cpp` server that answers is asked what its chat template can do: `GET /props`).
 """
 
 from __future__ import annotations

@@ -18,6 +18,12 @@ What differs from the rest of the family, as measured against the real server:
   Before it starts, those answers are unknown, and a dry run of a request with tools or
   images covers the capability table alone: a plan promises no figures, and a floor is
   checked after the call (`start()` first for one checked before).
+- `llama-cpp` asks the server you run the same of its template (`GET /props`, once, by the
+  first dry run or call with tools; a read that failed on the way or with a 5xx, as while
+  the model loads, is tried again by the next call),
+  and encodes tools by its answer as `local` does. Where the server does not say (`/props`
+  unreadable, or without `chat_template_caps`), the tools are sent with a warning that
+  they may be dropped without a word: a forced tool is then `approximate`, never `exact`.
 - A generation that fills its slot's context before its token limit ends `length` as one
   cut at the limit does; `local` knows the slot's size and reports `context_window`.
 """
@@ -25,6 +31,7 @@ What differs from the rest of the family, as measured against the real server:
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -41,7 +48,7 @@ from allama.errors import Error, InvalidRequestError, ServerError, UnsupportedEr
 from allama.local._engine import LocalEngine
 from allama.providers._http import HttpProvider
 from allama.providers._presets import Preset
-from allama.stream import AsyncChatStream
+from allama.stream import AsyncChatStream, ChatStream
 from allama.types import (
     CapabilitySupport,
     ChatCapability,
@@ -96,6 +103,14 @@ def _asks_the_engine(request: ChatRequest) -> bool:
     if request.tools:
         return True
     return any(isinstance(message, UserMessage) and message.images for message in request.messages)
+
+
+def _template_caps(properties: Mapping[str, Any]) -> dict[str, bool]:
+    """The `chat_template_caps` of a server's `/props` answer, as `LocalEngine` reads them."""
+    caps = properties.get("chat_template_caps")
+    if not isinstance(caps, dict):
+        return {}
+    return {key: value for key, value in caps.items() if isinstance(value, bool)}
 
 
 def _constrained(request: ChatRequest) -> bool:
@@ -273,6 +288,13 @@ class LlamaCppProvider(HttpProvider):
         super().__init__(preset, **options)
         self._engine: LocalEngine | None = None
         self._owns_engine = False
+        self._served: dict[str, Any] | None = None
+        """`llama-cpp`: the server's `/props` answer, once read."""
+        self._unread: str | None = None
+        """`llama-cpp`: why the last read of `/props` failed (`None`: none failed)."""
+        self._read_again = False
+        """Whether a call reads `/props` again: it failed on the way or on the server (5xx:
+        a model still loading), not by a refusal that holds (4xx: no such path, no key)."""
         if local:
             if engine is None:
                 engine = LocalEngine(
@@ -305,12 +327,13 @@ class LlamaCppProvider(HttpProvider):
     # Capabilities: the running server knows what the model's template can do.
 
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
-        if capability in _ENGINE_ANSWERS and self._engine is not None:
+        if capability in _ENGINE_ANSWERS:
             family = self._engine_family(model)
-            if family is None:
+            if family is not None:
+                return family.support(capability)
+            if self._engine is not None:
                 # Not known before the engine runs: no table says what its model can do.
                 return CapabilitySupport.UNKNOWN
-            return family.support(capability)
         return super().chat_capability(model, capability)
 
     def validate_chat_request(
@@ -320,22 +343,33 @@ class LlamaCppProvider(HttpProvider):
         covers the capability table alone: the call encodes them by the engine's answers,
         which a dry run does not start it to get."""
         cold = self._engine is not None and not self._engine.running
+        if self._reads_properties(request, again=False):
+            self._read_properties()
         validation = super().validate_chat_request(request, stream=stream)
         if cold and _asks_the_engine(request):
             return validation.model_copy(update={"coverage": ValidationCoverage.CAPABILITIES})
         return validation
 
     def _engine_family(self, model: str) -> ModelFamily | None:
-        """`model`'s capability row with the running engine's word on the model it loaded:
-        images (its vision projector) and tools (its chat template); `None` before it runs,
-        and on `llama-cpp`, whose server is not asked."""
+        """`model`'s capability row with the server's word on the model it loaded: tools (its
+        chat template) and, on `local`, images (its vision projector); `None` before the
+        engine runs, and on `llama-cpp` before its `/props` was read."""
         engine, adapter = self._engine, self._adapter
-        if engine is None or not engine.running or not isinstance(adapter, ChatCompletionsAdapter):
+        if not isinstance(adapter, ChatCompletionsAdapter):
             return None
         family = adapter.table.family(model)
-        modalities = engine.properties.get("modalities")
-        vision = isinstance(modalities, dict) and modalities.get("vision") is True
-        caps = engine.template_capabilities
+        if engine is None:
+            if self._served is None:
+                return None
+            caps = _template_caps(self._served)
+            images = family.images  # not asked: an image refused is the server's 500
+        elif not engine.running:
+            return None
+        else:
+            caps = engine.template_capabilities
+            modalities = engine.properties.get("modalities")
+            vision = isinstance(modalities, dict) and modalities.get("vision") is True
+            images = CapabilitySupport.SUPPORTED if vision else CapabilitySupport.UNSUPPORTED
 
         def said(key: str, otherwise: CapabilitySupport) -> CapabilitySupport:
             if key not in caps:
@@ -344,11 +378,61 @@ class LlamaCppProvider(HttpProvider):
 
         return replace(
             family,
-            images=CapabilitySupport.SUPPORTED if vision else CapabilitySupport.UNSUPPORTED,
+            images=images,
             tools=said(_TOOL_CALLS, family.tools),
             forced_tool=said(_TOOL_CALLS, family.forced_tool),
             parallel_tools=said(_PARALLEL_TOOL_CALLS, family.parallel_tools),
         )
+
+    def _reads_properties(self, request: ChatRequest, *, again: bool) -> bool:
+        """Whether `llama-cpp` reads its server's `/props` before encoding `request`: tools,
+        and no answer yet; one that failed for now is read `again` (by a call, not a dry
+        run)."""
+        if self._engine is not None or not request.tools or self._served is not None:
+            return False
+        return self._unread is None or (again and self._read_again)
+
+    def _read_properties(self) -> None:
+        """Read the server's `/props` (what the model's chat template can do) through the
+        provider's own transport, headers and query; what stopped the read is kept."""
+        root = (self._base_url or "").rstrip("/").removesuffix("/v1")
+        try:
+            http = HttpRequest(
+                "GET", f"{root}/props", self._headers(stream=False), {}, self._query, raw=b""
+            )
+            response = self._transport.send(http)
+        except Error as error:
+            self._unread, self._read_again = self._scrub(error).message, True
+            return
+        except Exception as error:  # whatever stopped it, the answer is not known
+            self._unread, self._read_again = str(error) or type(error).__name__, True
+            return
+        if response.status != 200:
+            self._unread = f"it answered HTTP {response.status}"
+            self._read_again = response.status >= 500
+            return
+        try:
+            body = json.loads(response.content)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            self._unread, self._read_again = "its answer is no JSON object", False
+            return
+        self._served, self._unread = body, None
+
+    def _tools_unsaid(self, family: ModelFamily | None) -> str | None:
+        """Why `llama-cpp`'s server has not said whether the model's chat template has tool
+        calls (`None`: it said, or this is `local`)."""
+        if self._engine is not None:
+            return None
+        # (No backticks around /props: an extraction reads `/...` as a place in its schema.)
+        if family is None:
+            if self._unread is None:
+                return "GET /props was not asked"
+            return f"GET /props failed: {self._unread}"
+        if family.tools is CapabilitySupport.UNKNOWN:
+            return "GET /props has no `chat_template_caps.supports_tool_calls`"
+        return None
 
     def _slot_context(self) -> int | None:
         """The tokens one request may hold, prompt and answer, on the running engine (its
@@ -390,6 +474,14 @@ class LlamaCppProvider(HttpProvider):
                 )
             request = request.with_tools(named).with_tool_choice(ToolChoice.required())
         family = self._engine_family(request.model)
+        if request.tools and (unsaid := self._tools_unsaid(family)) is not None:
+            # A template without tool calls drops them without a word: not enforced then.
+            degradations.approximate(
+                RequestField.TOOLS,
+                f"{self._profile.display_name} did not say whether the model's chat template "
+                f"has tool calls ({unsaid}); the tools were sent, and a template without "
+                "them drops them without a word",
+            )
         if family is None:
             return super()._encode(
                 request, degradations, stream=stream, url=url, headers=headers, params=params
@@ -420,18 +512,31 @@ class LlamaCppProvider(HttpProvider):
             )
         return request.without_tools()
 
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        if self._reads_properties(request, again=True):
+            self._read_properties()
+        return super().chat(request)
+
+    def chat_stream(self, request: ChatRequest) -> ChatStream:
+        if self._reads_properties(request, again=True):
+            self._read_properties()
+        return super().chat_stream(request)
+
     async def achat(self, request: ChatRequest) -> ChatResponse:
-        await self._astart()
+        await self._astart(request)
         return await super().achat(request)
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
-        await self._astart()
+        await self._astart(request)
         return await super().achat_stream(request)
 
-    async def _astart(self) -> None:
-        """Load the model off the event loop: it takes seconds for a real model."""
+    async def _astart(self, request: ChatRequest) -> None:
+        """Load the model, or read `llama-cpp`'s `/props`, off the event loop: loading
+        takes seconds for a real model."""
         if self._engine is not None and not self._engine.running:
             await asyncio.to_thread(self.start)
+        elif self._reads_properties(request, again=True):
+            await asyncio.to_thread(self._read_properties)
 
     def _endpoint(self, model: str, *, stream: bool = False) -> tuple[str, Mapping[str, str]]:
         if self._engine is not None:
