@@ -645,6 +645,32 @@ def test_an_extraction_with_a_retry_sums_the_cost_of_both_passes() -> None:
     assert metadata.cost_missing is None
 
 
+@pytest.mark.parametrize("passes", [1, 2, 3])
+def test_passes_none_of_which_reported_usage_have_no_usage(passes: int) -> None:
+    """However many passes, none reporting usage: `usage` stays `None`, as after one, and
+    the reason is the record's, not "one of its calls"'."""
+    answers = [response('{"nam": "Ada"}', provider=None)] * (passes - 1)
+    provider = MockProvider([*answers, response(provider=None)], name="openai")
+    extracted = Extractor(retries=2).extract(provider, Person, ChatRequest("gpt-4o").user("?"))
+    metadata = extracted.metadata
+    assert metadata.passes == passes
+    assert metadata.usage is None
+    assert "usage" not in metadata.to_json_dict()
+    assert (metadata.cost, metadata.cost_missing) == (None, "no usage was reported")
+
+
+def test_a_pass_without_usage_beside_one_with_it_is_said_of_one_call() -> None:
+    provider = MockProvider(
+        [
+            response('{"nam": "Ada"}', provider=None),
+            response(usage=Usage(input_tokens=10, output_tokens=2), provider=None),
+        ],
+        name="openai",
+    )
+    metadata = Extractor(retries=1).extract(provider, Person, ChatRequest("gpt-4o").user("?"))
+    assert metadata.metadata.cost_missing == "no usage was reported for one of its calls"
+
+
 def test_an_async_extraction_records_the_cost_too() -> None:
     usage = Usage(input_tokens=100, output_tokens=10)
     provider = MockProvider([response(usage=usage)])

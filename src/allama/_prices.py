@@ -365,7 +365,11 @@ def _price(entries: Iterable[Charge | Cost | str], batch: bool) -> Cost | str:
         except Exception as why:  # Whatever genai-prices raises, a cost never does.
             priced = f"genai-prices could not price {entry[1]!r} at {entry[0]}: {why}"
         if isinstance(priced, str):
-            if priced in _UNREPORTED and len(entries) > 1:
+            if priced in _UNREPORTED and any(
+                other is not entry and (isinstance(other, Cost) or other[2] is not None)
+                for other in entries
+                if not isinstance(other, str)
+            ):
                 # Said of one call, not of the record, whose usage sums the others'.
                 return f"{priced} for one of its calls"
             return priced

@@ -380,8 +380,8 @@ class ExtractionMetadata(BaseModel):
         its charge (an `allama._prices.Charge`), priced only when the cost is read."""
         state = self.__dict__
         charges: tuple[Charge | Cost | str, ...] | None = state.get(_CHARGES)
-        if charges is None:
-            self.usage = usage
+        if charges is None or (usage is None and self.usage is None):
+            self.usage = usage  # still none reported by any call
         else:  # a part of a total some paid call did not report is unknown for them all
             self.usage = (self.usage or Usage()).of_calls(usage or Usage())
         state[_CHARGES] = (charge,) if charges is None else (*charges, charge)
