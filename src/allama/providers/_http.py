@@ -9,6 +9,7 @@ apart is its adapter (`allama.adapters._adapter.Adapter`).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -481,6 +482,15 @@ class HttpProvider:
         return self._preset.name
 
     @property
+    def issuer(self) -> str:
+        """The endpoint this provider's signed or encrypted reasoning is marked with
+        (`Reasoning.issuer`), and the only one it is sent back to: the preset's name on its
+        own host (`anthropic`), with the host on any other (`azure-openai@east.openai.azure.com`,
+        `openai-compatible@127.0.0.1:8000`), since a resource, account or host checks only
+        what it issued. The host alone: no key, path or query, which may hold a secret."""
+        return _issuer(self.name, self._base_url, self._preset.base_url)
+
+    @property
     def preset(self) -> Preset:
         return self._preset
 
@@ -544,6 +554,7 @@ class HttpProvider:
         Under `UnsupportedPolicy.ERROR` it raises the `UnsupportedError` the call would.
         """
         degradations = Degradations.for_request(self.name, request)
+        request = _named_for_encoding(request, self.name, self.issuer)
         self._encode(request, degradations, stream=stream, url="", headers={}, params={})
         return vocabulary.ChatValidation(
             coverage=vocabulary.ValidationCoverage.ENCODING, warnings=tuple(degradations.warnings)
@@ -629,6 +640,7 @@ class HttpProvider:
             _check_utf8(request.model)  # the URL names it (Gemini, Azure's deployments)
         degradations = Degradations.for_request(self.name, request)
         url, params = self._endpoint(request.model, stream=stream)
+        request = _named_for_encoding(request, self.name, self.issuer)
         http = self._encode(
             request,
             degradations,
@@ -714,7 +726,7 @@ class HttpProvider:
             self._scrub(error.with_model(request.model).with_provider(self.name))
             self._version_advice(_in_its_terms(error, request))
             raise
-        return _issued_response(decoded, self.name)
+        return _issued_response(decoded, self.issuer)
 
     def _stream_error(
         self, request: ChatRequest, status: int, headers: Mapping[str, str], body: bytes
@@ -803,7 +815,7 @@ class HttpProvider:
                     "with no response"
                 ).mark_authored()
             said = said or event.type not in _UNSAID
-            yield _issued(event, self.name)
+            yield _issued(event, self.issuer)
 
     def _decoder(self, request: ChatRequest) -> StreamDecoder:
         return self._adapter.stream_decoder(provider=self.name, model=request.model)
@@ -935,19 +947,19 @@ class HttpProvider:
                                 yield from self._after_object(decoder, chunk)
                             return
                     for event in decoder.feed(chunk):
-                        yield _issued(event, self.name)
+                        yield _issued(event, self.issuer)
                     if decoder.done:
                         return
             except Error as error:
                 if reading is None or error is not reading.broken:
                     raise
                 for event in _broken(decoder, error):
-                    yield _issued(event, self.name)
+                    yield _issued(event, self.issuer)
                 raise
             for event in decoder.feed(head) if head else ():  # (blank bytes alone)
-                yield _issued(event, self.name)
+                yield _issued(event, self.issuer)
             for event in decoder.close():
-                yield _issued(event, self.name)
+                yield _issued(event, self.issuer)
 
         return streams.ChatStream(
             self._scrubbed(events()),
@@ -1083,19 +1095,19 @@ class HttpProvider:
                                     yield event
                                 return
                         for event in decoder.feed(chunk):
-                            yield _issued(event, self.name)
+                            yield _issued(event, self.issuer)
                         if decoder.done:
                             return
                 except Error as error:
                     if abody is None or error is not abody.broken:
                         raise
                     for event in _broken(decoder, error):
-                        yield _issued(event, self.name)
+                        yield _issued(event, self.issuer)
                     raise
                 for event in decoder.feed(head) if head else ():  # (blank bytes alone)
-                    yield _issued(event, self.name)
+                    yield _issued(event, self.issuer)
                 for event in decoder.close():
-                    yield _issued(event, self.name)
+                    yield _issued(event, self.issuer)
             except Error as error:
                 self._scrub(error)
                 raise
@@ -1380,9 +1392,71 @@ def _past_quota(error: Error, request: ChatRequest) -> Error:
     return error
 
 
+def _host(url: str | None) -> str | None:
+    """The host of `url` and its port (none for the scheme's own), in lower case as they
+    are read, without the user and password a URL may carry; `None` without one."""
+    from urllib.parse import urlsplit
+
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    host = parts.netloc.rpartition("@")[2].lower()
+    own_port = {"https": ":443", "http": ":80"}.get(parts.scheme.lower())
+    if own_port and host.endswith(own_port):
+        host = host[: -len(own_port)]
+    return host or None
+
+
+@functools.lru_cache(maxsize=_CAPABILITY_ANSWERS)
+def _issuer(name: str, base_url: str | None, preset_url: str | None) -> str:
+    """`HttpProvider.issuer`: `name` on the preset's own host (the bare name every version
+    marked reasoning with before hosts were named), `name@host` on any other."""
+    host = _host(base_url)
+    if host is None or host == _host(preset_url):
+        return name
+    return f"{name}@{host}"
+
+
+def _named_for_encoding(request: ChatRequest, name: str, issuer: str) -> ChatRequest:
+    """`request` with its reasoning's issuers as the encoders compare them: with the
+    provider's name (`Degradations.provider`, which their warnings carry). On another host
+    than the preset's own, what this endpoint issued is named `name`, and a bare `name`
+    (issued on the preset's own host, or marked by an older version, wherever it was) is
+    named as another endpoint's, so that it is left out with the warning for reasoning the
+    provider did not issue, rather than refused."""
+    if issuer == name:
+        return request  # the preset's own host: the names say whose is whose as they are
+    renamed = {issuer: name, name: f"{name} (another host)"}
+
+    def named(block: object) -> object:
+        if isinstance(block, vocabulary.Reasoning) and block.issuer in renamed:
+            return block.model_copy(update={"issuer": renamed[block.issuer]})
+        return block
+
+    def concerned(message: object) -> bool:
+        return isinstance(message, vocabulary.AssistantMessage) and any(
+            isinstance(block, vocabulary.Reasoning) and block.issuer in renamed
+            for block in message.content
+        )
+
+    if not any(concerned(message) for message in request.messages):
+        return request
+    messages = tuple(
+        message.model_copy(update={"content": tuple(named(block) for block in message.content)})
+        if concerned(message)
+        else message
+        for message in request.messages
+    )
+    return request.model_copy(update={"messages": messages})
+
+
 def _issued_response(response: ChatResponse, provider: str) -> ChatResponse:
     """`response` with its signed or encrypted reasoning marked as `provider`'s
-    (`Reasoning.issuer`), so that it goes back to `provider` alone."""
+    (`Reasoning.issuer`: `HttpProvider.issuer`, its endpoint), so that it goes back there
+    alone."""
     if not any(_unmarked(block) for block in response.content):
         return response
     content = tuple(

@@ -114,11 +114,17 @@ class Reasoning(Data):
     Providers that check reasoning on the next turn (Anthropic's `signature`, OpenAI's
     `encrypted_content`) need it sent back byte for byte, so it is never rewritten.
 
-    `issuer` names the provider that issued the signature or encrypted content (the
-    `ChatResponse.provider` of the response it came in): they are sent back to that provider
-    alone, since another one refuses what it did not issue (OpenAI's 400
-    `invalid_encrypted_content`, Gemini's "Corrupted thought signature"). `None` (a block
-    made by hand, or by an older version) sends them to any provider that takes them.
+    `issuer` names the endpoint that issued the signature or encrypted content: the
+    `ChatResponse.provider` of the response it came in (`anthropic`), with the host it was
+    sent to where that is not the preset's own (`azure-openai@east.openai.azure.com`,
+    `anthropic-compatible@api.deepseek.com`; never a key, path or query). They are sent back
+    to that endpoint alone, since another one refuses what it did not issue (OpenAI's 400
+    `invalid_encrypted_content`, Gemini's "Corrupted thought signature", Azure's "could not
+    be verified" from another resource). A bare name, as every version marked blocks before
+    hosts were named, is the preset's own host: a block an older version marked from
+    another host (an Azure resource, a gateway) is left out there, with the warning, rather
+    than risk the refusal. `None` (a block made by hand, or kept by a version that named no
+    issuer) sends them to any provider that takes them.
     """
 
     type: Literal["reasoning"] = "reasoning"
@@ -128,8 +134,9 @@ class Reasoning(Data):
     issuer: str | None = None
 
     def goes_back_to(self, provider: str) -> bool:
-        """Whether `provider` may be sent this block's signature and encrypted content:
-        it issued them, or nobody is named."""
+        """Whether `provider` (an endpoint as `issuer` names it: `HttpProvider.issuer`) may
+        be sent this block's signature and encrypted content: it issued them, or nobody is
+        named."""
         return self.issuer is None or self.issuer == provider
 
     def __repr__(self) -> str:
