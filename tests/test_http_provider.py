@@ -4,6 +4,7 @@ sets dialects apart is the adapter, and no provider code decides by a preset's n
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 import sys
 import types
@@ -649,3 +650,78 @@ def test_an_error_status_whose_body_does_not_decode_is_read_by_its_status() -> N
         asyncio.run(provider.achat(request))
     with pytest.raises(AuthenticationError):
         provider.chat_stream(request)
+
+
+_ANTHROPIC_OVERLOADED_MIDWAY = [
+    {
+        "type": "message_start",
+        "message": {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 50, "output_tokens": 1},
+        },
+    },
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hel"}},
+    {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+]
+_OPENAI_FAILED_MIDWAY = [
+    {
+        "id": "c",
+        "object": "chat.completion.chunk",
+        "model": "gpt-4o",
+        "choices": [
+            {"index": 0, "delta": {"role": "assistant", "content": "Hel"}, "finish_reason": None}
+        ],
+    },
+    {"error": {"message": "The server had an error", "type": "server_error"}},
+]
+
+
+@pytest.mark.parametrize(
+    ("preset", "header", "events"),
+    [
+        ("anthropic", "request-id", _ANTHROPIC_OVERLOADED_MIDWAY),
+        ("openai", "x-request-id", _OPENAI_FAILED_MIDWAY),
+    ],
+)
+def test_an_error_inside_a_stream_names_the_request_of_its_response(
+    preset: str, header: str, events: list[dict[str, Any]]
+) -> None:
+    """The error event of a stream names no request (Anthropic's documented shape has no
+    `request_id`): the response's header does, as an HTTP error's does, and support asks
+    for it."""
+    body = "".join(
+        (f"event: {event['type']}\n" if preset == "anthropic" else "")
+        + f"data: {json.dumps(event)}\n\n"
+        for event in events
+    ).encode()
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        headers = {"content-type": "text/event-stream", header: "req_01Midway"}
+        return httpx2.Response(200, content=body, headers=headers)
+
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    provider = allama.provider(preset, api_key="k", transport=transport)
+    request = ChatRequest("claude-sonnet-4-5" if preset == "anthropic" else "gpt-4o").user("hi")
+    with pytest.raises(Error) as caught, provider.chat_stream(request) as stream:
+        for _ in stream:
+            pass
+    assert caught.value.request_id == "req_01Midway"
+
+    async def read() -> None:
+        async with await provider.achat_stream(request) as stream:
+            async for _ in stream:
+                pass
+
+    with pytest.raises(Error) as caught_async:
+        asyncio.run(read())
+    assert caught_async.value.request_id == "req_01Midway"

@@ -820,11 +820,13 @@ class HttpProvider:
     def _decoder(self, request: ChatRequest) -> StreamDecoder:
         return self._adapter.stream_decoder(provider=self.name, model=request.model)
 
-    def _scrubbed(self, events: Iterator[StreamEvent]) -> Iterator[StreamEvent]:
+    def _scrubbed(
+        self, events: Iterator[StreamEvent], headers: Mapping[str, str]
+    ) -> Iterator[StreamEvent]:
         try:
             yield from events
         except Error as error:
-            self._scrub(error)
+            self._scrub(_with_request_id(error, headers))
             raise
 
     # Sync
@@ -962,7 +964,7 @@ class HttpProvider:
                 yield _issued(event, self.issuer)
 
         return streams.ChatStream(
-            self._scrubbed(events()),
+            self._scrubbed(events(), handle.headers),
             close=handle.close,
             provider=self.name,
             on_close=None if span is None else span.stream_ended,
@@ -1109,7 +1111,7 @@ class HttpProvider:
                 for event in decoder.close():
                     yield _issued(event, self.issuer)
             except Error as error:
-                self._scrub(error)
+                self._scrub(_with_request_id(error, handle.headers))
                 raise
 
         return streams.AsyncChatStream(
@@ -1389,6 +1391,21 @@ def _past_quota(error: Error, request: ChatRequest) -> Error:
         and guessed_input_tokens(request) >= quota
     ):
         error.with_retryable(False).with_retry_after(None)
+    return error
+
+
+_REQUEST_ID_HEADERS = ("request-id", "x-request-id", "apim-request-id")
+"""Where a response names its request (Anthropic's, OpenAI's and its kin's, Azure's): an
+error a stream carries names none, and support asks for it."""
+
+
+def _with_request_id(error: Error, headers: Mapping[str, str]) -> Error:
+    """`error`, raised by a stream, with the request id of the response that carried it."""
+    if error.request_id is None:
+        lower = {name.lower(): value for name, value in headers.items()}
+        for name in _REQUEST_ID_HEADERS:
+            if lower.get(name):
+                return error.with_request_id(lower[name])
     return error
 
 
