@@ -515,6 +515,41 @@ def test_failover_moves_on_after_a_retryable_error() -> None:
     assert (first.call_count, second.call_count) == (1, 1)
 
 
+def test_the_failover_record_tells_two_endpoints_of_one_preset_apart() -> None:
+    """A failover across two Azure resources names each by its host (no key, no path)."""
+    import httpx2
+
+    answer = {
+        "id": "c",
+        "object": "chat.completion",
+        "model": "gpt-4o",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+        ],
+    }
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.host.startswith("east"):
+            return httpx2.Response(503, json={"error": {"message": "busy", "code": "503"}})
+        return httpx2.Response(200, json=answer)
+
+    transport = allama.Transport(client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+    east, west = (
+        allama.provider(
+            "azure-openai",
+            endpoint=f"https://{region}.openai.azure.com",
+            api_key="secret-key",
+            transport=transport,
+        )
+        for region in ("east", "west")
+    )
+    response = FailoverProvider([east, west]).chat(ChatRequest("gpt-4o").user("hi"))
+    assert response.provider_data["allama"]["failover"] == {
+        "attempts": 2,
+        "providers": ["azure-openai@east.openai.azure.com", "azure-openai@west.openai.azure.com"],
+    }
+
+
 def test_no_failover_when_the_first_answers() -> None:
     first = MockProvider(["from a"], name="a")
     second = MockProvider(["from b"], name="b")

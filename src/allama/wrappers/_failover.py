@@ -75,7 +75,10 @@ class _Tries:
         self.names: list[str] = []
 
     def begin(self, provider: ChatProvider) -> None:
-        self.names.append(provider.name)
+        # Its endpoint where it has one (`azure-openai@east.openai.azure.com`): two of one
+        # preset, as a failover across regions holds, are told apart.
+        issuer = getattr(provider, "issuer", None)
+        self.names.append(issuer if isinstance(issuer, str) else provider.name)
 
     def after_failure(self, error: Error, *, last: bool) -> bool:
         """Whether to try the next provider; chains `error` onto the earlier failures. Not
