@@ -1664,3 +1664,33 @@ def test_an_extraction_through_a_failover_names_the_provider_that_answered(
         stream.finish()
     names = [attrs(span)["gen_ai.provider.name"] for span in traced.named("extract Program")]
     assert names == ["groq", "groq"]
+
+
+def test_an_extraction_every_provider_of_a_failover_failed_names_the_last_one(
+    traced: Traced,
+) -> None:
+    # No provider answered: the extraction's span names the one whose error ended it, as
+    # the error and that call's span do, not the failover.
+    from allama.wrappers import FailoverProvider
+
+    down = httpx2.Response(503, json={"error": {"message": "down"}})
+    script = Script(down, down)
+    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(script)))
+    groq = allama.provider("groq", api_key=KEY, transport=transport)
+    failover = FailoverProvider([openai(Script(down, down)), groq])
+    extractor = Extractor(tracer_provider=traced.provider)
+    raised: list[allama.Error] = []
+    with pytest.raises(allama.ServerError) as caught:
+        extractor.extract(failover, Program, ChatRequest(MODEL).user(PROMPT))
+    raised.append(caught.value)
+    with (
+        pytest.raises(allama.ServerError) as caught,
+        extractor.extract_stream(failover, Program, ChatRequest(MODEL).user(PROMPT)) as stream,
+    ):
+        stream.finish()
+    raised.append(caught.value)
+    assert [error.provider for error in raised] == ["groq", "groq"]
+    names = [attrs(span)["gen_ai.provider.name"] for span in traced.named("extract Program")]
+    assert names == ["groq", "groq"]
+    calls = [attrs(span)["gen_ai.provider.name"] for span in traced.named(f"chat {MODEL}")]
+    assert calls == ["openai", "groq"] * 2

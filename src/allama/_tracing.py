@@ -815,6 +815,12 @@ class ExtractionSpan:
             if metadata is None:
                 metadata = _record_of(error)
             self._record(metadata)
+            failed_at = _failed_at(error)
+            if failed_at is not None:
+                # No provider answered: the one whose error ended it (a failover's last),
+                # as the error and its call's span say, not the failover.
+                with contextlib.suppress(Exception):
+                    self.span.set_attribute("gen_ai.provider.name", genai_provider_name(failed_at))
             _set_error(self.span, error)
         except Exception:
             pass
@@ -850,6 +856,14 @@ def _answered_by(outcome: object) -> str | None:
     collector = getattr(outcome, "collector", None)
     name = getattr(outcome if collector is None else collector, "provider", None)
     return name if isinstance(name, str) else None
+
+
+def _failed_at(error: BaseException) -> str | None:
+    """The provider an error of allama's names, where it names one."""
+    from allama.errors import Error
+
+    provider = error.provider if isinstance(error, Error) else None
+    return provider if isinstance(provider, str) and provider else None
 
 
 def _record_of(error: BaseException) -> ExtractionMetadata | None:
