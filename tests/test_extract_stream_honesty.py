@@ -18,12 +18,14 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import httpx2
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel, ConfigDict, Field
 
+import allama
 from allama import (
     BlockStart,
     BlockStop,
@@ -34,6 +36,8 @@ from allama import (
     Finish,
     ParseError,
     ResponseStart,
+    RetryingProvider,
+    RetryPolicy,
     StreamBlockType,
     StreamEvent,
     TextDelta,
@@ -42,6 +46,7 @@ from allama import (
 )
 from allama.mock import MockProvider, MockStreamingProvider
 from allama.stream import AsyncChatStream, ChatStream
+from allama.transport import Transport
 
 NATIVE = ExtractionMode.NATIVE
 UNKNOWN = "no token counts came with a call that was made (its answer cut off, say)"
@@ -439,3 +444,66 @@ def test_a_key_written_twice_in_a_row_with_objects_inside_is_never_shown(size: i
     shown = [row.b for p in seen if p is not None for row in getattr(p, "rows", [])]
     assert 1 in shown
     assert 2 not in shown
+
+
+# 6. A stream the network cut after its status, nothing read, is one call made.
+
+
+class _Reset(httpx2.SyncByteStream, httpx2.AsyncByteStream):
+    """A stream's body the connection reset before any of it came."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        raise httpx2.ReadError("connection reset")
+        yield b""  # a generator
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        raise httpx2.ReadError("connection reset")
+        yield b""  # a generator
+
+
+def _reset_after_status() -> Any:
+    """An OpenAI provider whose stream is answered with its status, then reset."""
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, stream=_Reset(), headers={"content-type": "text/event-stream"})
+
+    async def answer_async(request: httpx2.Request) -> httpx2.Response:
+        return answer(request)
+
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(answer)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(answer_async)),
+    )
+    return allama.provider("openai", api_key="k", transport=transport)
+
+
+def _record_of_reset(flavour: str, target: Any) -> dict[str, Any]:
+    request = ChatRequest("gpt-4o-mini").user("extract")
+
+    async def aread() -> None:
+        async with await Extractor().aextract_stream(target, Person, request) as stream:
+            async for _ in stream:
+                pass
+
+    with pytest.raises(allama.NetworkError) as caught:
+        if flavour == "sync":
+            with Extractor().extract_stream(target, Person, request) as stream:
+                for _ in stream:
+                    pass
+        else:
+            asyncio.run(aread())
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None
+    return record.to_json_dict()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_stream_reset_after_its_status_is_one_call_made_whose_cost_is_unknown(
+    flavour: str,
+) -> None:
+    # One call, made and maybe billed: its cost unknown, as a retry's record of it says,
+    # not "no usage was reported for one of its calls" (a second charge for it).
+    bare = _record_of_reset(flavour, _reset_after_status())
+    assert (bare["passes"], bare["usage"], bare["cost_missing"]) == (0, {}, UNKNOWN)
+    retried = RetryingProvider(_reset_after_status(), RetryPolicy(max_attempts=1))
+    assert _record_of_reset(flavour, retried) == bare

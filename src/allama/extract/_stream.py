@@ -38,6 +38,7 @@ from allama.types import (
     StreamEvent,
     TextDelta,
     ToolCallDelta,
+    Usage,
 )
 
 if TYPE_CHECKING:
@@ -281,11 +282,19 @@ class _Observer(Generic[T]):
             return refused
         self._failed = error
         failed = opened.metadata.model_copy(deep=True)
-        failed.record_usage_and_degradations(collector.response_metadata(), opened.target.reword)
-        if failed.usage is None and error.context.metadata.get(REPORTED_USAGE_KEY) == {}:
+        reported = collector.response_metadata()
+        if reported.usage is None and error.context.metadata.get(REPORTED_USAGE_KEY) == {}:
             # Cut after its status with no usage before: made, and maybe billed, for what
-            # nothing says (its cost unknown, not nothing).
-            failed.record_paid([{"provider": error.provider, "model": error.model, "usage": {}}])
+            # nothing says (its cost unknown, not nothing). Its one charge, as `record_cut`
+            # counts one: not also one with no usage reported.
+            reported = reported.model_copy(
+                update={
+                    "usage": Usage(),
+                    "provider": reported.provider or error.provider,
+                    "model": reported.model or error.model,
+                }
+            )
+        failed.record_usage_and_degradations(reported, opened.target.reword)
         attached = failed.attach_to(error)
         if self._span is not None:
             # The stream failed: its span ends now, with the error, rather than waiting for
