@@ -5,7 +5,7 @@ number of paths, not the size); `$dynamicRef` and `$recursiveRef` dropped withou
 merging `allOf` parts (or a union's branches with the node beside it) put one part's `items`
 beside another's tuple, where it applies to other positions (said exact); and
 `unevaluatedProperties` beside `properties` sent as a closed object, where the library reads
-it open."""
+it open; and an enum listing `true` twice (an alias) sent as every boolean, said exact."""
 
 from __future__ import annotations
 
@@ -709,3 +709,31 @@ def test_unevaluated_properties_before_2019_is_no_keyword_and_leaves_the_object_
     }
     assert (rewrite.exact, notes(rewrite)) == (True, [])
     assert accepts("grammar_engine", schema, rewrite, {"item": {"a": "x", "b": 1}})
+
+
+# 6. An enum of booleans counts its values, not its entries: an alias lists `true` twice.
+
+
+@pytest.mark.parametrize("name", ["gemini_json_schema", "gemini_response_schema"])
+def test_a_boolean_listed_twice_is_not_every_boolean(name: str) -> None:
+    """`class Consent(Enum): GIVEN = True; YES = True` lists `[true, true]`: sent as the
+    whole type, which lets `false` through, it is approximate with a note."""
+    at = "/properties/item/enum"
+    schema = wrapped({"type": "boolean", "enum": [True, True]})
+    rewrite = DIALECTS[name](schema)
+    provider = (
+        "Gemini responseJsonSchema" if name == "gemini_json_schema" else "Gemini responseSchema"
+    )
+    assert notes(rewrite) == [
+        (
+            "approximated",
+            at,
+            f"`enum` at `{at}` was widened to the types of values {provider} cannot list",
+        )
+    ]
+    assert not rewrite.exact
+    assert not original_reading(schema).is_valid({"item": False})
+    assert accepts(name, schema, rewrite, {"item": False})
+    # Both values, however often listed, are every boolean: exact.
+    both = DIALECTS[name](wrapped({"type": "boolean", "enum": [True, False, True]}))
+    assert (both.exact, notes(both)) == (True, [])

@@ -611,3 +611,125 @@ def test_a_dataclass_field_not_in_init_is_no_property_to_write(tp: Any, name: st
     assert extracted.metadata.degradations == []
     mocked = allama.extract(TestProvider(), tp, ChatRequest("m").user("x"))
     assert mocked.value == tp(qty=0)
+
+
+class VatRate(enum.Enum):
+    STANDARD = Decimal("0.20")
+    REDUCED = Decimal("0.05")
+
+
+class Day(enum.Enum):
+    EPOCH = dt.date(1970, 1, 1)
+
+
+class Corner(enum.Enum):
+    TOP_LEFT = (0, 0)
+    BOTTOM_RIGHT = (1, 1)
+
+
+class Line(BaseModel):
+    item: str
+    vat: VatRate
+
+
+class Rate(enum.Enum):
+    NONE = 0
+    STANDARD = Decimal("0.20")
+
+
+ENUM_ADVICE = (
+    "; give its members `str`, `int`, `float` or `bool` values, or read the JSON value in "
+    "its `_missing_`"
+)
+
+
+@pytest.mark.parametrize(
+    ("tp", "message"),
+    [
+        (
+            Line,
+            "cannot extract `Line`: the enum `VatRate` is listed by the JSON of its values "
+            "(`VatRate.STANDARD = Decimal('0.20')` as `\"0.20\"`, `VatRate.REDUCED = "
+            "Decimal('0.05')` as `\"0.05\"`), which validation compares with the Decimal "
+            "values themselves and refuses, so no value of it would validate",
+        ),
+        (
+            list[Day],
+            "cannot extract `list[Day]`: the enum `Day` is listed by the JSON of its values "
+            '(`Day.EPOCH = datetime.date(1970, 1, 1)` as `"1970-01-01"`), which validation '
+            "compares with the date values themselves and refuses, so no value of it would "
+            "validate",
+        ),
+        (
+            Corner | None,
+            "cannot extract `Corner | None`: the enum `Corner` is listed by the JSON of its "
+            "values (`Corner.TOP_LEFT = (0, 0)` as `[0, 0]`, `Corner.BOTTOM_RIGHT = (1, 1)` "
+            "as `[1, 1]`), which validation compares with the tuple values themselves and "
+            "refuses, so no value of it would validate",
+        ),
+        (
+            Rate,
+            "cannot extract `Rate`: the enum `Rate` is listed by the JSON of its values "
+            "(`Rate.STANDARD = Decimal('0.20')` as `\"0.20\"`), which validation compares "
+            "with the Decimal values themselves and refuses, so none of those would validate",
+        ),
+    ],
+)
+def test_an_enum_whose_listed_values_validation_refuses_is_refused_before_sending(
+    tp: Any, message: str
+) -> None:
+    # Pydantic lists `"0.20"` for `Decimal("0.20")`, then compares the JSON value with the
+    # Decimal: every answer the schema allows would fail, every retry paid for.
+    with pytest.raises(ValueError):
+        TypeAdapter(VatRate).validate_json('"0.20"')
+    provider = TestProvider()
+    with pytest.raises(TypeError) as raised:
+        allama.Extractor(retries=2).extract(provider, tp, ChatRequest("m").user("x"))
+    assert str(raised.value) == message + ENUM_ADVICE
+    assert provider.requests == []
+
+
+class ReadsItsText(enum.Enum):
+    STANDARD = Decimal("0.20")
+
+    @classmethod
+    def _missing_(cls, value: object) -> ReadsItsText | None:
+        return cls(Decimal(value)) if isinstance(value, str) else None
+
+
+class Letter(enum.Enum):
+    A = "a"
+    ALSO_A = "a"  # noqa: PIE796 (an alias, which pydantic lists twice)
+
+
+class Mixed(enum.Enum):
+    ONE = 1
+    HALF = 0.5
+    B = "b"
+    NOTHING = None
+    YES = True
+
+
+class Permission(enum.Flag):
+    R = 1
+    W = 2
+
+
+@pytest.mark.parametrize(
+    ("tp", "listed"),
+    [
+        (ReadsItsText, ["0.20"]),
+        (Letter, ["a", "a"]),
+        (Mixed, [1, 0.5, "b", None, True]),
+        (Rank, [1, 2]),
+        (Code, [1, 2]),
+        (Switch, [True, False]),
+        (enum.StrEnum("Colour", ["RED", "BLUE"]), ["red", "blue"]),
+        (Permission, [0, 1, 2, 3]),
+    ],
+)
+def test_enums_whose_listed_values_validate_are_still_extracted(tp: Any, listed: Any) -> None:
+    assert type_schema(tp).schema["enum"] == listed
+    for value in listed:
+        assert isinstance(TypeAdapter(tp).validate_json(json.dumps(value)), tp)
+    assert isinstance(allama.extract(TestProvider(), tp, ChatRequest("m").user("x")).value, tp)

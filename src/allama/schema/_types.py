@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from pydantic import PydanticInvalidForJsonSchema, PydanticUserError, TypeAdapter
+from pydantic import PydanticInvalidForJsonSchema, PydanticUserError, TypeAdapter, ValidationError
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
@@ -152,9 +152,19 @@ class _StableDefaults(GenerateJsonSchema):
 
     def enum_schema(self, schema: core_schema.EnumSchema) -> JsonSchemaValue:
         """A flag (`enum.Flag`, `IntFlag`) as the integers it reads, its members combined:
-        pydantic lists the members alone, which leaves out `R | W`."""
+        pydantic lists the members alone, which leaves out `R | W`. An enum whose listed
+        values validation does not read back (a `Decimal`, a date or a tuple, listed as
+        its JSON) is refused (`_EnumUnread`): no answer naming those members validates."""
         json_schema = super().enum_schema(schema)
         cls = schema["cls"]
+        listed = json_schema.get("enum")
+        if self.mode == "validation" and isinstance(listed, list):
+            texts = tuple(json.dumps(value) for value in listed)
+            unread = _unread_values(cls, texts)
+            if unread:
+                pairs = list(zip(schema["members"], texts, strict=True))
+                refused = [(member, text) for member, text in pairs if text in unread]
+                raise _EnumUnread(cls, refused, every=len(refused) == len(pairs))
         if isinstance(cls, type) and issubclass(cls, enum.Flag):
             values = _flag_values(cls)
             if values is not None:
@@ -638,8 +648,8 @@ def _build(tp: Any) -> TypeSchema:
     adapter: TypeAdapter[Any] = TypeAdapter(tp)
     try:
         schema = adapter.json_schema(mode="validation", schema_generator=_StableDefaults)
-    except _KeysUnread as keys:
-        raise TypeError(f"cannot extract `{type_label(tp)}`: {keys}") from None
+    except (_KeysUnread, _EnumUnread) as refused:
+        raise TypeError(f"cannot extract `{type_label(tp)}`: {refused}") from None
     unread = _read_by_path(adapter.core_schema)
     if unread:
         field_name, path = unread[0]
@@ -705,6 +715,44 @@ def _one_name(alias: Any, name: Any) -> bool:
 
 
 _CACHED_TYPES = 512
+
+
+@lru_cache(maxsize=_CACHED_TYPES)
+def _unread_values(cls: Any, texts: tuple[str, ...]) -> frozenset[str]:
+    """The JSON texts of an enum's listed values that its validation refuses. Pydantic
+    lists each value's JSON (`"0.20"` for `Decimal("0.20")`, `[0, 0]` for `(0, 0)`), but
+    JSON validation compares what it reads with the value itself, which only a `str`,
+    number, `bool` or `None` equals, unless the enum's `_missing_` reads the text."""
+    adapter: TypeAdapter[Any] = TypeAdapter(cls)
+    unread: set[str] = set()
+    for text in set(texts):
+        try:
+            adapter.validate_json(text)
+        except ValidationError:
+            unread.add(text)
+    return frozenset(unread)
+
+
+class _EnumUnread(TypeError):
+    """An enum some of whose listed values validation does not read back (`_unread_values`)."""
+
+    _SHOWN = 3
+
+    def __init__(self, cls: type[enum.Enum], unread: list[Any], every: bool) -> None:
+        named = list({member.name: (member, text) for member, text in unread}.values())
+        shown = ", ".join(
+            f"`{cls.__name__}.{member.name} = {member.value!r}` as `{text}`"
+            for member, text in named[: self._SHOWN]
+        )
+        more = f" and {len(named) - self._SHOWN} more" if len(named) > self._SHOWN else ""
+        kinds = "/".join(sorted({type(member.value).__name__ for member, _ in named}))
+        which = "no value of it would validate" if every else "none of those would validate"
+        super().__init__(
+            f"the enum `{cls.__name__}` is listed by the JSON of its values ({shown}{more}), "
+            f"which validation compares with the {kinds} values themselves and refuses, so "
+            f"{which}; give its members `str`, `int`, `float` or `bool` values, or read the "
+            "JSON value in its `_missing_`"
+        )
 
 
 @lru_cache(maxsize=_CACHED_TYPES)

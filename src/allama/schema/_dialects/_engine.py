@@ -1178,7 +1178,8 @@ class Engine:
                 branches.append({"type": "null"})
             elif kind in allowed:
                 branches.append({"type": kind, "enum": copy_json(members)})
-            elif kind == "boolean" and len(members) == 2:
+            elif kind == "boolean" and len(set(members)) == 2:
+                # Both values, not two entries: an alias lists `true` twice.
                 branches.append({"type": "boolean"})
             else:
                 wide.append({"type": kind})
