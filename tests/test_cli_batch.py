@@ -2566,6 +2566,40 @@ def test_the_summary_sends_failures_whose_values_the_ledger_holds_to_export(
     assert capsys.readouterr().out == ""  # none failed there
 
 
+def test_a_few_failures_whose_values_the_ledger_holds_name_the_export_in_full(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Five failures or fewer are each shown, their messages cut to a line: the command
+    that writes the values the ledger holds of them is said on a line of its own, with the
+    set of a ledger that holds two."""
+    docs = folder(tmp_path, [1, 2, 4])
+    out = tmp_path / "out.jsonl"
+    ledger = tmp_path / "shared.sqlite"
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Read the number, carefully.")
+    assert run(server, row_type, docs, out, "--ledger", str(ledger)) == 0
+    assert run(server, row_type, docs, out, "--ledger", str(ledger), "--prompt", str(prompt)) == 0
+    other = BatchServer().start()  # another endpoint: its values are not this one's
+    try:
+        capsys.readouterr()
+        code = main(
+            [
+                *("batch", "run", str(docs), "--type", row_type, "--provider", "openai"),
+                *("--base-url", other.url, "--model", "gpt-4o-mini", "--out", str(out)),
+                *("--ledger", str(ledger), "--prompt", str(prompt)),
+            ]
+        )
+        lines = summary_of(capsys.readouterr().err)
+    finally:
+        other.stop()
+    assert code == 0 and not other.sent
+    assert sum(line.startswith("failed: ") for line in lines) == 3
+    named = f"allama batch export {ledger} --set 2"
+    assert f"kept: {named} writes the 3 values the ledger holds of them" in lines
+    assert main(named.split()[1:]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3
+
+
 def test_a_stopped_run_writes_no_value_of_another_endpoint_from_the_ledger(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

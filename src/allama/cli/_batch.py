@@ -1488,6 +1488,13 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             f"... and {failed - FAILURES_SHOWN} more failures: {'; '.join(where)}",
             file=sys.stderr,
         )
+    elif kept_values:
+        # Each failure's message is cut to a line: the command that writes the values the
+        # ledger holds of them (its `--set N` where the ledger holds more than one) is said
+        # in full, as past five failures.
+        export = _export_command(run, prepared.ledger)
+        held = f"{kept_values} value{'' if kept_values == 1 else 's'}"
+        print(f"kept: {export} writes the {held} the ledger holds of them", file=sys.stderr)
     settled = summary.finished + summary.not_started + summary.elsewhere + summary.in_jobs
     if summary.in_jobs:
         print(
