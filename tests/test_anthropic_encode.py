@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 import allama
 from allama import ChatRequest, ExtractionMode, Extractor
@@ -683,4 +683,105 @@ def test_a_tool_sent_without_strict_names_no_keyword_as_removed() -> None:
     assert body["tools"][0]["input_schema"] == schema and "strict" not in body["tools"][0]
     assert [(w.kind, w.message.split(":")[0]) for w in warnings] == [
         (WarningKind.UNSUPPORTED, "tool `submit` is not strict-representable")
+    ]
+
+
+def _unions_tool(name: str, unions: int) -> ToolDefinition:
+    """A strict tool of `unions` nullable strings and a count whose `minimum` strict mode
+    drops."""
+    properties: dict[str, Any] = {
+        f"u{i}": {"anyOf": [{"type": "string"}, {"type": "null"}]} for i in range(unions)
+    }
+    properties["n"] = {"type": "integer", "minimum": 0}
+    schema = {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+    return ToolDefinition(name=name, parameters=schema, strict=True)
+
+
+_OVER_16_UNIONS = (
+    "the strict schemas of the request have 20 unions, more than the 16 Anthropic allows "
+    "per request; the tools were sent without `strict`"
+)
+
+
+def test_tools_over_the_per_request_limits_name_no_keyword_as_removed() -> None:
+    """Two strict tools of 10 unions each (20, past the 16 Anthropic takes per request) go
+    without `strict`, as their own schemas: the warnings say so, and do not say their
+    `minimum` was removed, since it was sent."""
+    tools = [_unions_tool("a", 10), _unions_tool("b", 10)]
+    request = ChatRequest("claude-sonnet-4-5").user("Hi").with_tools(tools)
+    _, _, body, warnings = encode(request)
+    assert body["tools"] == [{"name": tool.name, "input_schema": tool.parameters} for tool in tools]
+    assert [(w.kind, w.message) for w in warnings] == [(WarningKind.UNSUPPORTED, _OVER_16_UNIONS)]
+    with pytest.raises(UnsupportedError) as caught:
+        encode(request.with_unsupported_policy(UnsupportedPolicy.ERROR))
+    assert caught.value.field is RequestField.TOOLS
+    # Within the limits, the same tool goes strict and says what its rewrite removed.
+    _, _, body, warnings = encode(request.with_tools(tools[:1]))
+    assert body["tools"][0]["strict"] is True
+    assert body["tools"][0]["input_schema"]["properties"]["n"] == {"type": "integer"}
+    assert [(w.kind, w.message) for w in warnings] == [
+        (
+            WarningKind.APPROXIMATED,
+            "tool `a` was approximated: `minimum` was removed at `/properties/n`",
+        )
+    ]
+
+
+def test_over_the_limits_a_tool_that_could_not_go_strict_keeps_its_warning() -> None:
+    """Past the limits, what was already true of a tool sent without `strict` (a map strict
+    mode cannot hold) is still said, in its place before the limits' warning."""
+    tally = ToolDefinition(name="tally", parameters=MAP, strict=True)
+    tools = [_unions_tool("a", 10), tally, _unions_tool("b", 10)]
+    _, _, body, warnings = encode(ChatRequest("claude-sonnet-4-5").user("Hi").with_tools(tools))
+    assert [tool.get("strict") for tool in body["tools"]] == [None, None, None]
+    assert body["tools"][1]["input_schema"] == MAP
+    assert [(w.kind, w.message.split(":")[0]) for w in warnings] == [
+        (WarningKind.UNSUPPORTED, "tool `tally` is not strict-representable"),
+        (WarningKind.UNSUPPORTED, _OVER_16_UNIONS),
+    ]
+
+
+def test_the_strict_tool_past_the_twentieth_says_nothing_of_a_rewrite() -> None:
+    """Of 21 strict tools, the first 20 go strict and say what their rewrite removed; the
+    21st goes as its own schema, with its `minimum`, and only says it went without
+    `strict`."""
+    tools = [_unions_tool(f"t{i}", 0) for i in range(21)]
+    _, _, body, warnings = encode(ChatRequest("claude-sonnet-4-5").user("Hi").with_tools(tools))
+    assert [tool.get("strict") for tool in body["tools"]] == [True] * 20 + [None]
+    assert body["tools"][20]["input_schema"] == tools[20].parameters
+    assert [(w.kind, w.message) for w in warnings] == [
+        (
+            WarningKind.APPROXIMATED,
+            f"tool `t{i}` was approximated: `minimum` was removed at `/properties/n`",
+        )
+        for i in range(20)
+    ] + [
+        (
+            WarningKind.UNSUPPORTED,
+            "Anthropic takes at most 20 strict tools per request; tool `t20` was sent "
+            "without `strict`",
+        )
+    ]
+
+
+def test_a_forced_tool_over_the_limits_names_no_keyword_as_removed() -> None:
+    """Extraction's forced tool past the 16 unions goes without `strict`, its schema whole:
+    the record says so, and names no keyword (the `ge=0`'s `minimum`) as removed."""
+    nullable: dict[str, Any] = {f"u{i}": (str | None, ...) for i in range(17)}
+    wide = create_model("Wide", n=(int, Field(ge=0)), **nullable)
+    request = ChatRequest("claude-sonnet-4-5").user("x").with_option(ExtractionMode.FORCED_TOOL)
+    plan = Extractor().plan(anthropic(), wide, request)
+    assert plan.enforcement.value == "not_enforced"
+    assert [(w.kind, w.message) for w in plan.degradations] == [
+        (
+            WarningKind.UNSUPPORTED,
+            "the schema of `Wide` is not strict-representable: the schema at `Wide` has 17 "
+            "unions (`anyOf` or type arrays), more than the 16 Anthropic strict mode allows "
+            "per request; it goes without `strict`",
+        )
     ]

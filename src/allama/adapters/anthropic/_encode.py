@@ -57,6 +57,7 @@ from allama.types import (
     ToolDefinition,
     ToolMessage,
     UserMessage,
+    Warning,
     WarningKind,
 )
 from allama.types._content import OPENAI_REASONING_ID_PREFIX
@@ -486,19 +487,23 @@ class _Encoder:
 
     # Tools
 
-    def tools(self, *, strict: bool = True) -> list[dict[str, Any]] | None:
+    def tools(self) -> tuple[list[dict[str, Any]] | None, list[tuple[bool, list[Warning]]]]:
+        """The tools, strict where they may be, and what each one's encoding says (whether
+        it went strict, and its warnings), for `body` to record once the per-request limits
+        are known to hold: past them every tool goes as its own schema, and what a strict
+        rewrite removed was not removed after all."""
         if not self.request.tools:
-            return None
+            return None, []
         strict_sent = 0
         tools = []
+        said: list[tuple[bool, list[Warning]]] = []
         for tool in self.request.tools:
-            if not strict:
-                tools.append(self.plain(tool))
-                continue
-            wire, sent = self.tool(tool, room=strict_sent < MAX_STRICT_TOOLS)
+            scratch = Degradations(self.degradations.provider, self.degradations.policy)
+            wire, sent = self.tool(tool, room=strict_sent < MAX_STRICT_TOOLS, record=scratch)
             strict_sent += sent
             tools.append(wire)
-        return tools
+            said.append((sent, scratch.warnings))
+        return tools, said
 
     def plain(self, tool: ToolDefinition) -> dict[str, Any]:
         wire: dict[str, Any] = {"name": tool.name}
@@ -512,7 +517,10 @@ class _Encoder:
         wire["input_schema"] = schema
         return wire
 
-    def tool(self, tool: ToolDefinition, *, room: bool) -> tuple[dict[str, Any], bool]:
+    def tool(
+        self, tool: ToolDefinition, *, room: bool, record: Degradations
+    ) -> tuple[dict[str, Any], bool]:
+        """`tool` on the wire, and whether it went strict; its warnings go to `record`."""
         wire = self.plain(tool)
         schema = wire["input_schema"]
         strict = False
@@ -520,11 +528,11 @@ class _Encoder:
             subject = f"tool `{tool.name}`"
             field = RequestField.TOOLS
             if self.family.structured is CapabilitySupport.UNSUPPORTED:
-                self.degradations.refuse(
+                record.refuse(
                     field, f"{self.where} has no strict tools; {subject} was sent without `strict`"
                 )
             elif not room:
-                self.degradations.refuse(
+                record.refuse(
                     field,
                     f"{self.profile.display_name} takes at most {MAX_STRICT_TOOLS} strict tools "
                     f"per request; {subject} was sent without `strict`",
@@ -536,7 +544,7 @@ class _Encoder:
                     rewrite,
                     field=field,
                     subject=subject,
-                    degradations=self.degradations,
+                    degradations=record,
                     rewrite_sent_anyway=False,
                 )
                 if strict:
@@ -704,14 +712,21 @@ class _Encoder:
         family = self.family
         system, messages = self.conversation()
         output = self.output_format()
-        tools = self.tools()
-        if (why := self.over_limits()) is not None:
-            if output is not None:
-                raise self.degradations.unsupported(RequestField.RESPONSE_FORMAT, why)
+        tools, said = self.tools()
+        why = self.over_limits()
+        if why is not None and output is not None:
+            raise self.degradations.unsupported(RequestField.RESPONSE_FORMAT, why)
+        for strict, warnings in said:
+            # Past the limits every tool goes as its own schema: a strict tool's warnings
+            # (what its rewrite changed) are not true of what was sent.
+            if why is None or not strict:
+                for warning in warnings:
+                    self.degradations.warn(warning)
+        if why is not None:
             self.degradations.refuse(
                 RequestField.TOOLS, f"{why}; the tools were sent without `strict`"
             )
-            tools = self.tools(strict=False)
+            tools = [self.plain(tool) for tool in self.request.tools]
         max_tokens = request.max_output_tokens
         thinking, effort, budget = self.thinking(max_tokens, _unsigned_tool_turn(messages))
         thinks = thinking is not None and thinking["type"] != "disabled"
