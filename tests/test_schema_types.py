@@ -18,6 +18,7 @@ from pydantic import (
     AliasPath,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     FutureDatetime,
@@ -639,7 +640,7 @@ class Rate(enum.Enum):
 
 ENUM_ADVICE = (
     "; give its members `str`, `int`, `float` or `bool` values, or read the JSON value in "
-    "its `_missing_`"
+    "its `_missing_` or in a validator of the field (`mode='before'`)"
 )
 
 
@@ -687,6 +688,38 @@ def test_an_enum_whose_listed_values_validation_refuses_is_refused_before_sendin
         allama.Extractor(retries=2).extract(provider, tp, ChatRequest("m").user("x"))
     assert str(raised.value) == message + ENUM_ADVICE
     assert provider.requests == []
+
+
+class Cent(enum.Enum):
+    HALF = Decimal("1.5")
+    QUARTER = Decimal("0.25")
+
+
+class Coin(BaseModel):
+    coin: Cent
+
+
+def test_a_decimal_enum_a_json_number_equals_is_listed_as_that_number() -> None:
+    """Pydantic lists `Decimal("1.5")` as `"1.5"`, which its validation refuses, and reads
+    the number `1.5` as the member: the number is sent (`0.20` would be refused: no float
+    equals it)."""
+    assert TypeAdapter(Cent).validate_json("1.5") is Cent.HALF
+    extracted, sent = extract_through("openai", Coin, '{"coin": 0.25}')
+    assert sent["$defs"]["Cent"] == {"enum": [1.5, 0.25], "title": "Cent", "type": "number"}
+    assert extracted.value == Coin(coin=Cent.QUARTER)
+    assert extracted.metadata.enforcement is SchemaEnforcement.EXACT
+
+
+class ReadByTheField(BaseModel):
+    rate: Annotated[VatRate, BeforeValidator(lambda v: Decimal(v) if isinstance(v, str) else v)]
+
+
+def test_an_enum_a_validator_of_the_field_reads_is_not_refused() -> None:
+    """The field's own validator reads `"0.20"` as the member, which the enum alone does
+    not: its answers validate, and it is sent as pydantic lists it."""
+    extracted, sent = extract_through("openai", ReadByTheField, '{"rate": "0.20"}')
+    assert extracted.value == ReadByTheField(rate=VatRate.STANDARD)
+    assert sent["$defs"]["VatRate"]["enum"] == ["0.20", "0.05"]
 
 
 class ReadsItsText(enum.Enum):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import decimal
 import enum
 import json
 import math
@@ -9,7 +11,7 @@ import re
 import threading
 import types
 import typing
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -78,6 +80,35 @@ class _StableDefaults(GenerateJsonSchema):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._core_definitions: dict[str, core_schema.CoreSchema] = {}
+        self._read_by_functions = 0
+        """How many validators of the caller's (before, wrap, plain) the schema being
+        written sits under: each may read an answer its enum's own validation refuses."""
+
+    def function_before_schema(
+        self, schema: core_schema.BeforeValidatorFunctionSchema
+    ) -> JsonSchemaValue:
+        with self._under_a_function():
+            return super().function_before_schema(schema)
+
+    def function_wrap_schema(
+        self, schema: core_schema.WrapValidatorFunctionSchema
+    ) -> JsonSchemaValue:
+        with self._under_a_function():
+            return super().function_wrap_schema(schema)
+
+    def function_plain_schema(
+        self, schema: core_schema.PlainValidatorFunctionSchema
+    ) -> JsonSchemaValue:
+        with self._under_a_function():
+            return super().function_plain_schema(schema)
+
+    @contextlib.contextmanager
+    def _under_a_function(self) -> Iterator[None]:
+        self._read_by_functions += 1
+        try:
+            yield
+        finally:
+            self._read_by_functions -= 1
 
     def encode_default(self, dft: Any) -> Any:
         if isinstance(dft, set | frozenset):
@@ -158,13 +189,29 @@ class _StableDefaults(GenerateJsonSchema):
         json_schema = super().enum_schema(schema)
         cls = schema["cls"]
         listed = json_schema.get("enum")
-        if self.mode == "validation" and isinstance(listed, list):
+        if self.mode == "validation" and isinstance(listed, list) and not self._read_by_functions:
             texts = tuple(json.dumps(value) for value in listed)
             unread = _unread_values(cls, texts)
             if unread:
                 pairs = list(zip(schema["members"], texts, strict=True))
-                refused = [(member, text) for member, text in pairs if text in unread]
-                raise _EnumUnread(cls, refused, every=len(refused) == len(pairs))
+                numbers = _as_numbers(cls, tuple(member for member, _ in pairs), unread, texts)
+                refused = [
+                    (member, text)
+                    for member, text in pairs
+                    if text in unread and member.name not in numbers
+                ]
+                if refused:
+                    raise _EnumUnread(cls, refused, every=len(refused) == len(pairs))
+                # A `Decimal` a JSON number equals (`1.5`): listed as that number.
+                listed = [
+                    json.loads(numbers[member.name]) if member.name in numbers else value
+                    for member, value in zip(schema["members"], listed, strict=True)
+                ]
+                kinds = {type(value) for value in listed}
+                json_schema = {k: v for k, v in json_schema.items() if k not in ("enum", "type")}
+                if kinds <= {int, float}:
+                    json_schema["type"] = "number"
+                json_schema["enum"] = listed
         if isinstance(cls, type) and issubclass(cls, enum.Flag):
             values = _flag_values(cls)
             if values is not None:
@@ -733,6 +780,30 @@ def _unread_values(cls: Any, texts: tuple[str, ...]) -> frozenset[str]:
     return frozenset(unread)
 
 
+@lru_cache(maxsize=_CACHED_TYPES)
+def _as_numbers(
+    cls: Any, members: tuple[Any, ...], unread: frozenset[str], texts: tuple[str, ...]
+) -> dict[str, str]:
+    """The JSON number, by member name, that validation reads as each `Decimal` member
+    whose listed text it refuses: pydantic lists `Decimal("1.5")` as `"1.5"`, which its
+    validation never equals, but reads the number `1.5` as it (not `0.20`, which no
+    float equals)."""
+    adapter: TypeAdapter[Any] = TypeAdapter(cls)
+    numbers: dict[str, str] = {}
+    for member, text in zip(members, texts, strict=True):
+        value = member.value
+        if text not in unread or not isinstance(value, decimal.Decimal) or not value.is_finite():
+            continue
+        number = format(value, "f")
+        try:
+            read = adapter.validate_json(number)
+        except ValidationError:
+            continue
+        if read is member:
+            numbers[member.name] = number
+    return numbers
+
+
 class _EnumUnread(TypeError):
     """An enum some of whose listed values validation does not read back (`_unread_values`)."""
 
@@ -751,7 +822,7 @@ class _EnumUnread(TypeError):
             f"the enum `{cls.__name__}` is listed by the JSON of its values ({shown}{more}), "
             f"which validation compares with the {kinds} values themselves and refuses, so "
             f"{which}; give its members `str`, `int`, `float` or `bool` values, or read the "
-            "JSON value in its `_missing_`"
+            "JSON value in its `_missing_` or in a validator of the field (`mode='before'`)"
         )
 
 
