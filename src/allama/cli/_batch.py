@@ -1493,8 +1493,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         # ledger holds of them (its `--set N` where the ledger holds more than one) is said
         # in full, as past five failures.
         export = _export_command(run, prepared.ledger)
-        held = f"{kept_values} value{'' if kept_values == 1 else 's'}"
-        print(f"kept: {export} writes the {held} the ledger holds of them", file=sys.stderr)
+        counted = f"{kept_values} value{'' if kept_values == 1 else 's'}"
+        print(f"kept: {export} writes the {counted} the ledger holds of them", file=sys.stderr)
     settled = summary.finished + summary.not_started + summary.elsewhere + summary.in_jobs
     if summary.in_jobs:
         print(
