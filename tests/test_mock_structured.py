@@ -13,7 +13,17 @@ import enum
 from typing import Annotated, Any, Literal
 
 import pytest
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import (
+    Base64Bytes,
+    Base64UrlBytes,
+    BaseModel,
+    Field,
+    Json,
+    JsonValue,
+    Secret,
+    SecretBytes,
+    SecretStr,
+)
 from typing_extensions import TypedDict
 
 import allama
@@ -176,7 +186,7 @@ def test_values_are_written_by_alias_as_compact_json() -> None:
 def test_values_are_written_as_validation_reads_them_or_refused() -> None:
     from datetime import date
 
-    from pydantic import Json, field_serializer
+    from pydantic import field_serializer
 
     class Totalled(BaseModel):
         total: int = Field(serialization_alias="Total")  # read as `total`
@@ -233,6 +243,113 @@ def test_a_value_that_is_not_json_fails_at_once() -> None:
         Structured(object())
     with pytest.raises(TypeError, match="`usage` must be a Usage, not tuple"):
         Structured(1, usage=(1, 2))  # type: ignore[arg-type]
+
+
+# Secrets, `Json` and base64 outside a model: written as the type reads them
+
+
+class Login(BaseModel):
+    user: str
+    password: SecretStr
+    pin: Secret[int]
+
+
+SECRETS: list[tuple[Any, Any]] = [
+    (SecretStr, SecretStr("hunter2")),
+    (list[SecretStr], [SecretStr("hunter2")]),
+    (dict[str, SecretStr], {"k": SecretStr("hunter2")}),
+    (SecretBytes, SecretBytes(b"hunter2")),
+    (Login, Login(user="ada", password=SecretStr("hunter2"), pin=Secret[int](1234))),
+    (list[Login], [Login(user="ada", password=SecretStr("hunter2"), pin=Secret[int](1234))]),
+]
+
+
+def _secret(value: Any) -> Any:
+    """The scripted secret, wherever the value holds it."""
+    if isinstance(value, list):
+        return _secret(value[0])
+    if isinstance(value, dict):
+        return _secret(value["k"])
+    if isinstance(value, Login):
+        return (value.password.get_secret_value(), value.pin.get_secret_value())
+    return value.get_secret_value()
+
+
+@pytest.mark.parametrize(("tp", "value"), SECRETS, ids=lambda x: repr(x)[:30])
+@pytest.mark.parametrize("mode", [ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL])
+def test_a_secret_is_written_as_its_value(
+    run: Run, tp: Any, value: Any, mode: ExtractionMode
+) -> None:
+    """pydantic writes a secret as `**********`, which reads back as that mask: the
+    extraction would give the code under test a secret that is not the scripted one."""
+    extracted = run.extract(MockProvider.with_structured(value), tp, in_mode(mode)).value
+    assert extracted == value
+    assert _secret(extracted) in ("hunter2", b"hunter2", ("hunter2", 1234))
+    stream = run.stream(MockStreamingProvider.with_structured(value), tp, in_mode(mode))
+    stream.read_all()
+    assert _secret(stream.finish().value) == _secret(value)
+
+
+ROOTS: list[tuple[Any, Any, str]] = [
+    (Json[list[int]], [1, 2], '"[1,2]"'),
+    (Json[Aliased], Aliased.model_validate({"firstName": "Ada"}), '"{\\"firstName\\":\\"Ada\\"}"'),
+    (Json[list[int]] | None, [1], '"[1]"'),
+    (Json[list[int]] | None, None, "null"),
+    (list[Json[int]], [1, 2], '["1","2"]'),
+    (Base64Bytes, b"\x00\xff", '"AP8="'),
+    (Base64UrlBytes, b"\xfb\xff", '"-_8="'),
+    (dict[str, Base64Bytes], {"a": b"\xff"}, '{"a":"/w=="}'),
+    (tuple[Json[int], Base64Bytes, bytes], (1, b"\xff", b"ok"), '["1","/w==","ok"]'),
+]
+
+
+@pytest.mark.parametrize(("tp", "value", "written"), ROOTS, ids=lambda x: repr(x)[:30])
+@pytest.mark.parametrize("mode", [ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL])
+def test_a_value_outside_a_model_is_written_as_its_schema_reads_it(
+    run: Run, tp: Any, value: Any, written: str, mode: ExtractionMode
+) -> None:
+    """As a model writes its fields: `Json` as text, base64 bytes encoded."""
+    provider = MockProvider.with_structured(value)
+    extracted = run.extract(provider, tp, in_mode(mode))
+    assert extracted.value == value
+    block = extracted.response.content[0]
+    text = block.arguments if isinstance(block, ToolCall) else block.text  # type: ignore[union-attr]
+    sent = provider.last_request
+    assert sent is not None
+    wrapped = sent.option_json(ROOT_OPTION) is not None  # as the mode needs
+    assert text == (f'{{"{ROOT_KEY}":{written}}}' if wrapped else written)
+    stream = run.stream(MockStreamingProvider.with_structured(value), tp, in_mode(mode))
+    stream.read_all()
+    assert stream.finish().value == value
+
+
+def test_bytes_json_holds_only_as_base64_are_refused_where_the_schema_reads_text() -> None:
+    scripted = Structured(b"\xff")  # a `Base64Bytes` reads it: see above
+    assert repr(scripted) == "Structured(json=<withheld>)"
+    with pytest.raises(MockScriptError) as refused:
+        allama.extract(MockProvider([scripted]), bytes, request())
+    assert str(refused.value) == (
+        "the scripted value holds bytes that are not UTF-8 text, and the schema reads those "
+        "bytes as text (format 'binary'), not as base64: script text, or extract a type "
+        "that reads base64 (`Base64Bytes`)"
+    )
+    with pytest.raises(TypeError, match="only where the schema reads them as base64"):
+        scripted.json_text  # noqa: B018
+    assert Structured(b"ok").json_text == '"ok"'
+
+
+class _Shade(enum.Enum):
+    DARK = (0, 0, 0)  # written as `[0,0,0]`, which no strict reading takes for the tuple
+
+
+def test_a_value_outside_a_model_that_does_not_read_back_is_refused() -> None:
+    with pytest.raises(TypeError) as refused:
+        Structured({"shades": [_Shade.DARK]})
+    assert str(refused.value) == (
+        "Structured: a _Shade written as JSON does not read back as itself: reading it back "
+        "fails (at `shades[0]`): Input should be (0, 0, 0); script its JSON text instead, "
+        "with `MockProvider.with_text`"
+    )
 
 
 # The form, read from the request

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
 import pydantic_core
-from pydantic import AliasChoices, AliasPath, BaseModel, TypeAdapter, ValidationError
+from pydantic import (
+    AliasChoices,
+    AliasPath,
+    Base64Bytes,
+    Base64UrlBytes,
+    BaseModel,
+    PydanticUserError,
+    Secret,
+    SecretBytes,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+)
 from pydantic.fields import FieldInfo
 
 from allama.extract._choices import _BOOL_LABELS, ABSTAIN_LABEL, _literal_label
@@ -47,7 +60,9 @@ class Structured:
 
     The value is anything pydantic can write as JSON (a model instance, a dataclass, a
     dict, a list, a scalar), written as the model would write it for the type's schema:
-    by the names validation reads, `Json` fields as text. A model or dataclass whose JSON
+    by the names validation reads, secrets (`SecretStr`, `SecretBytes`) as their values,
+    `Json` fields as text; a value outside a model is written as the answered schema reads
+    it (as text where it is `Json`, bytes encoded where it is base64). A value whose JSON
     does not read back as itself (a serializer of its own format, an excluded field) is a
     `TypeError`: script its JSON with `MockProvider.with_text`. `usage` is reported with
     the answer, as the other scripted responses report it.
@@ -62,21 +77,39 @@ class Structured:
     Person(name='Ada')
     """
 
-    __slots__ = ("json_text", "labels", "usage")
+    __slots__ = ("_plain", "_tree", "labels", "usage")
 
     def __init__(self, value: Any, *, usage: Usage | None = None) -> None:
         try:
-            written = _written(value)
+            self._tree = _tree(value, "", {})
         except pydantic_core.PydanticSerializationError as error:
             raise TypeError(
                 f"Structured: a {type(value).__name__} cannot be written as JSON ({error})"
             ) from None
         if usage is not None and not isinstance(usage, Usage):
             raise TypeError(f"Structured: `usage` must be a Usage, not {type(usage).__name__}")
-        self.json_text = written.decode()
+        try:
+            self._plain: str | None = self._text(None, None)
+        except MockScriptError:  # bytes that only a base64 schema can take
+            self._plain = None
         self.labels = _labels(value)
         """How a decision's options may write the value (`Yes` and `true` for `True`)."""
         self.usage = usage
+
+    @property
+    def json_text(self) -> str:
+        """The value's JSON where the schema asks for no form of its own (bytes as UTF-8
+        text): a `TypeError` for bytes that are not UTF-8, written only as base64."""
+        if self._plain is None:
+            raise TypeError(
+                "Structured: the value holds bytes that are not UTF-8 text, which JSON holds "
+                "only where the schema reads them as base64"
+            )
+        return self._plain
+
+    def _text(self, schema: Any, root: Any) -> str:
+        """The value's JSON as `schema` reads it (`root` holding the `$defs` it refers to)."""
+        return _dumps(_data(self._tree, schema, root)).decode()
 
     def response_for(self, request: ChatRequest, *, call_id: str = "call_mock_1") -> ChatResponse:
         """The answer to `request`: a forced tool call, JSON text, or a choice's option."""
@@ -88,9 +121,8 @@ class Structured:
             if self.usage is not None:
                 builder.usage_value(self.usage)
             return builder.build()
-        payload = self.json_text
         key = request.option_json(ROOT_OPTION)
-        schema = _answered_schema(request, tool)
+        schema = root = _answered_schema(request, tool)
         if key is not None:
             if not isinstance(key, str) or not key:
                 raise MockScriptError(
@@ -99,9 +131,9 @@ class Structured:
                 )
             properties = schema.get("properties") if isinstance(schema, dict) else None
             schema = properties.get(key) if isinstance(properties, dict) else None
-            payload = f"{{{json.dumps(key)}:{self._in_enum(payload, schema)}}}"
+            payload = f"{{{json.dumps(key)}:{self._in_enum(self._text(schema, root), schema)}}}"
         else:
-            payload = self._in_enum(payload, schema)
+            payload = self._in_enum(self._text(schema, root), schema)
         if tool is None:
             builder.text(payload)
         else:
@@ -116,7 +148,7 @@ class Structured:
         for label in self.labels:
             if label in options:
                 return label
-        return self.labels[0] if self.labels else self.json_text
+        return self.labels[0] if self.labels else self._text(None, None)
 
     def _in_enum(self, payload: str, schema: Any) -> str:
         """The value as the label its schema's `enum` lists, where the enum holds the
@@ -133,7 +165,9 @@ class Structured:
         return payload
 
     def __repr__(self) -> str:
-        return f"Structured(json=<withheld {len(self.json_text)} chars>)"
+        if self._plain is None:
+            return "Structured(json=<withheld>)"
+        return f"Structured(json=<withheld {len(self._plain)} chars>)"
 
 
 def _labels(value: Any) -> tuple[str, ...]:
@@ -176,17 +210,166 @@ def _forced_tool(request: ChatRequest) -> str | None:
     return request.tools[0].name
 
 
-def _written(value: Any) -> bytes:
-    """`value` as the model would write it for its type's schema: by the names validation
+_SECRETS = (SecretStr, SecretBytes, Secret)
+_PLAIN = (str, int, float, bool, type(None))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Written:
+    """A part of the value written as JSON data by its own type (a model, a secret, a
+    scalar): the schema may take it as text, but does not rewrite what is in it."""
+
+    data: Any
+
+
+_Tree = _Written | bytes | dict[str, Any] | list[Any]
+"""The value as JSON data, but for the bytes outside models, kept until the schema says
+how it reads them (as UTF-8 text, or base64)."""
+
+
+def _tree(value: Any, where: str, adapters: dict[type, TypeAdapter[Any] | None]) -> _Tree:
+    """`value` as the model would write it, outside the schema: by the names validation
     reads (aliases, validation aliases, or field names where a `serialization_alias`
-    differs), `Json` fields as text, models inside lists and dicts too. A model or
-    dataclass whose JSON does not read back as itself (a serializer of its own format, a
-    field excluded from its JSON) is refused: no answer gives it."""
+    differs), `Json` fields as text, secrets as their values, models inside lists and dicts
+    too. A part whose JSON does not read back as itself (a model's serializer of its own
+    format, a field excluded from its JSON, a scalar's type that writes what it does not
+    read) is refused: no answer gives it."""
     if _is_model(value):
-        return _model_written(value)
-    if _holds_models(value):
-        return _dumps(_jsonable(value))
-    return pydantic_core.to_json(value, by_alias=True, round_trip=True)
+        return _Written(json.loads(_model_written(value)))
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    if isinstance(value, dict):
+        return {
+            _key(key): _tree(item, f"{where}.{_key(key)}", adapters) for key, item in value.items()
+        }
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_tree(item, f"{where}[{index}]", adapters) for index, item in enumerate(value)]
+    data = (
+        _secret_data(value)
+        if isinstance(value, _SECRETS)
+        else json.loads(pydantic_core.to_json(value, by_alias=True, round_trip=True))
+    )
+    if type(value) not in _PLAIN:
+        _check_read_back(value, data, where, adapters)
+    return _Written(data)
+
+
+def _check_read_back(
+    value: Any, data: Any, where: str, adapters: dict[type, TypeAdapter[Any] | None]
+) -> None:
+    """Refuses a value outside a model whose JSON its own type reads back (strictly, as
+    extraction reads it) as another value, or not at all."""
+    kind = type(value)
+    if kind not in adapters:
+        try:
+            adapters[kind] = TypeAdapter(kind)
+        except (PydanticUserError, TypeError):  # a type pydantic writes but cannot read
+            adapters[kind] = None
+    adapter = adapters[kind]
+    if adapter is None:
+        return
+    at = f" (at `{where.lstrip('.')}`)" if where else ""
+    try:
+        read = adapter.validate_json(_dumps(data), strict=True)
+    except ValidationError as error:
+        cause = f"reading it back fails{at}: {_first_error(error)}"
+    else:
+        if _same(read, value):
+            return
+        cause = f"it reads back as another value{at}"
+    raise TypeError(
+        f"Structured: a {kind.__name__} written as JSON does not read back as itself: "
+        f"{cause}; script its JSON text instead, with `MockProvider.with_text`"
+    )
+
+
+def _secret_data(secret: Any) -> Any:
+    """A secret as JSON data: its value, which validation reads (pydantic writes a mask)."""
+    return json.loads(pydantic_core.to_json(secret.get_secret_value(), round_trip=True))
+
+
+def _data(tree: _Tree, schema: Any, root: Any) -> Any:
+    """The value as JSON data that `schema` reads: text where the schema is `Json`'s (a
+    string holding JSON), bytes as base64 where its format says so, else as UTF-8 text."""
+    schema = _resolved(schema, root)
+    if isinstance(schema, dict) and _one_of(schema):
+        null = isinstance(tree, _Written) and tree.data is None
+        branches = [
+            branch
+            for branch in (_resolved(b, root) for b in _one_of(schema))
+            if not (isinstance(branch, dict) and branch.get("type") == "null")
+        ]
+        schema = branches[0] if len(branches) == 1 and not null else None
+    if not isinstance(schema, dict):
+        schema = {}
+    if schema.get("type") == "string" and schema.get("contentMediaType") == "application/json":
+        return _dumps(_data(tree, schema.get("contentSchema"), root)).decode()
+    if isinstance(tree, _Written):
+        return tree.data
+    if isinstance(tree, bytes):
+        return _bytes_data(tree, schema.get("format"))
+    if isinstance(tree, dict):
+        properties = schema.get("properties")
+        return {
+            key: _data(item, _property(properties, schema, key), root) for key, item in tree.items()
+        }
+    items = schema.get("prefixItems")
+    return [
+        _data(
+            item,
+            items[index] if isinstance(items, list) and index < len(items) else schema.get("items"),
+            root,
+        )
+        for index, item in enumerate(tree)
+    ]
+
+
+def _one_of(schema: dict[str, Any]) -> list[Any]:
+    """The branches of a union schema (`anyOf`, `oneOf`, a lone `allOf`), else none."""
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list):
+            return branches
+    branches = schema.get("allOf")
+    return branches if isinstance(branches, list) and len(branches) == 1 else []
+
+
+def _property(properties: Any, schema: dict[str, Any], key: str) -> Any:
+    if isinstance(properties, dict) and key in properties:
+        return properties[key]
+    return schema.get("additionalProperties")
+
+
+def _resolved(schema: Any, root: Any) -> Any:
+    """`schema` with a `$ref` into the root's `$defs` (or `definitions`) followed."""
+    for _ in range(32):  # a cycle of bare references reads as no schema
+        ref = schema.get("$ref") if isinstance(schema, dict) else None
+        if not isinstance(ref, str):
+            return schema
+        section, _, name = ref.removeprefix("#/").partition("/")
+        defs = root.get(section) if isinstance(root, dict) else None
+        schema = defs.get(name) if isinstance(defs, dict) and ref.startswith("#/") else None
+    return None
+
+
+@functools.cache
+def _base64(kind: str) -> TypeAdapter[bytes]:
+    return TypeAdapter(Base64UrlBytes if kind == "base64url" else Base64Bytes)
+
+
+def _bytes_data(value: bytes, written_as: Any) -> Any:
+    """Bytes as the schema's format reads them: base64 (as pydantic's `Base64Bytes` and
+    `Base64UrlBytes` write it), else UTF-8 text, as pydantic reads bytes by default."""
+    if written_as in ("base64", "base64url"):
+        return _base64(written_as).dump_python(value, mode="json")
+    try:
+        return json.loads(pydantic_core.to_json(value))
+    except pydantic_core.PydanticSerializationError:
+        raise MockScriptError(
+            f"the scripted value holds bytes that are not UTF-8 text, and the schema reads "
+            f"those bytes as text (format {written_as!r}), not as base64: script text, or "
+            f"extract a type that reads base64 (`Base64Bytes`)"
+        ) from None
 
 
 def _is_model(value: Any) -> bool:
@@ -212,6 +395,8 @@ def _jsonable(value: Any) -> Any:
         return {_key(key): _jsonable(item) for key, item in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [_jsonable(item) for item in value]
+    if isinstance(value, _SECRETS):
+        return _secret_data(value)
     return json.loads(pydantic_core.to_json(value, by_alias=True, round_trip=True))
 
 
@@ -230,10 +415,10 @@ def _model_written(value: Any) -> bytes:
     the names validation reads (a `validation_alias` that serialization does not write)."""
     adapter: TypeAdapter[Any] = TypeAdapter(type(value))
     attempts = [
-        pydantic_core.to_json(value, by_alias=True, round_trip=True),
-        pydantic_core.to_json(value, by_alias=False, round_trip=True),
+        _model_json(value, adapter, by_alias=True),
+        _model_json(value, adapter, by_alias=False),
     ]
-    by_names = _by_validation_names(value)
+    by_names = _by_validation_names(value, adapter)
     if by_names is not None:
         attempts.append(by_names)
     cause: str | None = None
@@ -253,6 +438,48 @@ def _model_written(value: Any) -> bytes:
         f"Structured: a {type(value).__name__} written as JSON does not read back as itself: "
         f"{cause}; script the model's JSON text instead, with `MockProvider.with_text`"
     )
+
+
+def _model_json(value: Any, adapter: TypeAdapter[Any], *, by_alias: bool) -> bytes:
+    """The model's JSON with its secrets written as their values: pydantic writes a mask,
+    which reads back as another secret. A secret is found where the Python dump holds one."""
+    written = pydantic_core.to_json(value, by_alias=by_alias, round_trip=True)
+    try:
+        python = adapter.dump_python(value, by_alias=by_alias, round_trip=True, warnings=False)
+    except pydantic_core.PydanticSerializationError:
+        return written
+    if not _holds_secret(python):
+        return written
+    return _dumps(_unmasked(json.loads(written), python))
+
+
+def _holds_secret(python: Any) -> bool:
+    if isinstance(python, _SECRETS):
+        return True
+    if isinstance(python, dict):
+        return any(_holds_secret(item) for item in python.values())
+    if isinstance(python, list | tuple | set | frozenset):
+        return any(_holds_secret(item) for item in python)
+    return False
+
+
+def _unmasked(data: Any, python: Any) -> Any:
+    """`data` (JSON) with each secret the Python dump holds at the same place written as
+    its value; where the two differ in shape (a serializer of its own), left as written."""
+    if isinstance(python, _SECRETS):
+        return _secret_data(python) if isinstance(data, str) else data
+    if isinstance(python, dict) and isinstance(data, dict) and len(python) == len(data):
+        return {
+            key: _unmasked(item, own)
+            for (key, item), own in zip(data.items(), python.values(), strict=True)
+        }
+    if (
+        isinstance(python, list | tuple | set | frozenset)
+        and isinstance(data, list)
+        and len(python) == len(data)
+    ):
+        return [_unmasked(item, own) for item, own in zip(data, python, strict=True)]
+    return data
 
 
 def _first_error(error: ValidationError) -> str:
@@ -276,13 +503,13 @@ def _same(read: Any, value: Any) -> bool:
     )
 
 
-def _by_validation_names(value: Any) -> bytes | None:
+def _by_validation_names(value: Any, adapter: TypeAdapter[Any]) -> bytes | None:
     """The model's JSON with each field under the name validation reads; `None` where
     that name cannot be written (a model serialized as other than an object, say)."""
     fields = getattr(type(value), "__pydantic_fields__", None)
     if not isinstance(fields, dict):
         return None
-    base = json.loads(pydantic_core.to_json(value, by_alias=False, round_trip=True))
+    base = json.loads(_model_json(value, adapter, by_alias=False))
     if not isinstance(base, dict):
         return None
     out: dict[str, Any] = {}
