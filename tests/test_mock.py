@@ -7,7 +7,9 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import pytest
+from pydantic import BaseModel
 
+import allama
 from allama import (
     BlockStart,
     BlockStop,
@@ -15,10 +17,12 @@ from allama import (
     ChatCapability,
     ChatRequest,
     ChatResponse,
+    ExtractionMetadata,
     Finish,
     FinishReason,
     IncompleteStreamError,
     NetworkError,
+    OverloadedError,
     ProviderDataEvent,
     RateLimitedError,
     Reasoning,
@@ -27,6 +31,8 @@ from allama import (
     RefusalDelta,
     RequestField,
     ResponseStart,
+    RetryingProvider,
+    RetryPolicy,
     ServerError,
     StreamBlockType,
     StreamEvent,
@@ -40,6 +46,7 @@ from allama import (
     Warning,
     WarningEvent,
 )
+from allama.errors import ErrorContext
 from allama.mock import (
     ChatResponseBuilder,
     FunctionProvider,
@@ -169,8 +176,13 @@ def test_mock_provider_answers_its_script_in_order_and_records_requests() -> Non
     assert provider.chat(OTHER) == built
     with pytest.raises(RateLimitedError) as caught:
         provider.chat(REQUEST)
-    assert caught.value is error
-    assert error.provider == "scripted"
+    # A fresh raise of the scripted error, named by the provider; the script's left as given.
+    assert (type(caught.value), caught.value.message, caught.value.retry_after) == (
+        RateLimitedError,
+        "slow down",
+        2.0,
+    )
+    assert (caught.value.provider, error.provider) == ("scripted", None)
     assert provider.requests == [REQUEST, OTHER, REQUEST]
     assert provider.last_request == REQUEST
     assert provider.call_count == 3
@@ -313,8 +325,8 @@ def test_streaming_mock_errors_inside_a_stream_end_it() -> None:
     seen: list[StreamEvent] = []
     with pytest.raises(NetworkError) as caught:
         seen.extend(stream)
-    assert caught.value is error
-    assert error.provider == "s"
+    assert (type(caught.value), caught.value.message) == (NetworkError, "reset")
+    assert (caught.value.provider, error.provider) == ("s", None)
     assert len(seen) == 2
     assert stream.collector.response_metadata().usage == Usage(input_tokens=4)
 
@@ -330,8 +342,8 @@ def test_streaming_mock_setup_errors_and_chat() -> None:
     )
     with pytest.raises(ServerError) as caught:
         provider.chat_stream(REQUEST)
-    assert caught.value is setup
-    assert setup.provider == "s"
+    assert (type(caught.value), caught.value.message) == (ServerError, "refused")
+    assert (caught.value.provider, setup.provider) == ("s", None)
     assert provider.chat(REQUEST) == response.model_copy(update={"provider": "s"})
     with pytest.raises(IncompleteStreamError):
         provider.chat(REQUEST)
@@ -396,3 +408,59 @@ def test_function_provider_answers_from_the_request() -> None:
     assert run(main()) == ["echo: second", "echo: second"]
     assert provider.chat_stream(REQUEST).response().text() == "echo: first"
     assert provider.call_count == 6
+
+
+# A scripted error raised again
+
+
+BUSY = OverloadedError("busy", context=ErrorContext(status=529, metadata={"team": "infra"}))
+"""A test module's constant, scripted by many tests."""
+
+
+def _usage(tokens: int) -> UsageEvent:
+    return UsageEvent(usage=Usage(input_tokens=tokens, output_tokens=tokens // 10))
+
+
+class Person(BaseModel):
+    name: str
+    age: int
+
+
+PERSON = ChatRequest("m").user("Ada is 36.")
+
+
+def _retrying(provider: MockProvider | MockStreamingProvider, attempts: int = 3) -> Any:
+    return RetryingProvider(provider, RetryPolicy(max_attempts=attempts), sleep=lambda _: None)
+
+
+def test_an_error_scripted_twice_in_one_extraction_counts_each_call_once() -> None:
+    provider = MockStreamingProvider([[_usage(10), BUSY], [_usage(20), BUSY]]).then_structured(
+        Person(name="Ada", age=36), usage=Usage(input_tokens=30, output_tokens=3)
+    )
+    with allama.extract_stream(_retrying(provider), Person, PERSON) as stream:
+        extracted = stream.finish()
+    assert extracted.metadata.usage == Usage(input_tokens=60, output_tokens=6)
+
+
+def test_an_error_raised_again_holds_what_was_scripted_not_what_an_earlier_raise_recorded() -> None:
+    first = MockStreamingProvider([[_usage(50), BUSY]] * 3)
+    with (
+        pytest.raises(OverloadedError) as caught,
+        allama.extract_stream(_retrying(first), Person, PERSON) as stream,
+    ):
+        stream.finish()
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None and record.usage == Usage(input_tokens=150, output_tokens=15)
+
+    # Another extraction, later, whose provider raises the same error at once: nothing paid,
+    # one attempt, and the context the script gave it.
+    with pytest.raises(OverloadedError) as caught:
+        allama.extract(_retrying(MockProvider([BUSY]), 1), Person, PERSON)
+    raised = caught.value
+    assert (raised.message, raised.status, raised.provider) == ("busy", 529, "mock")
+    assert raised.context.metadata["team"] == "infra"
+    assert raised.context.metadata["allama.retry"] == {"attempts": 1}
+    record = ExtractionMetadata.from_error(raised)
+    assert record is not None and (record.passes, record.usage) == (0, None)
+    assert BUSY.context.to_dict() == {"status": 529, "metadata": {"team": "infra"}}
+    assert raised is not BUSY

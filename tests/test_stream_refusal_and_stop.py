@@ -178,7 +178,11 @@ def test_a_refusal_after_a_piece_keeps_the_usage_the_stream_reported() -> None:
     error = caught.value
     assert streaming.call_count == 1
     assert str(error) == "mock: failed to parse the output in `native` mode: missing field `year`"
-    assert (error.raw, error.__cause__) == ('{"name":"Ada"}', refusal)
+    assert error.raw == '{"name":"Ada"}'
+    # Caused by the provider's refusal as raised: the scripted one, raised afresh.
+    cause = error.__cause__
+    assert isinstance(cause, RejectedOutputError)
+    assert (cause.message, cause.failed_output) == ("does not match the schema", '{"name":"Ada"}')
     assert (error.metadata.passes, error.metadata.usage) == (
         0,
         Usage(input_tokens=12, output_tokens=4),

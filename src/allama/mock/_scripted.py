@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import reprlib
 import threading
 import typing
@@ -11,7 +12,7 @@ from typing import Any, Self
 
 from pydantic import JsonValue
 
-from allama.errors import Error
+from allama.errors import Error, ErrorContext
 from allama.mock._builder import ChatResponseBuilder
 from allama.mock._events import response_events
 from allama.mock._structured import MockScriptError, Structured
@@ -113,6 +114,31 @@ _EVENTS: tuple[type, ...] = typing.get_args(typing.get_args(StreamEvent)[0])
 """The event classes a scripted stream may hold."""
 
 
+def _raised(error: Error, provider: str | None = None) -> Error:
+    """A fresh raise of the scripted `error`: its class, message, fields and the context the
+    script gave it, none of what allama wrote on an earlier raise (the usage paid, a retry's
+    attempts, an extraction's record), so that an error scripted twice, or kept as a test
+    module's constant, starts each call afresh. `provider` names it where it names none."""
+    fresh = type(error).__new__(type(error), *error.args)
+    fresh.__dict__.update(error.__dict__)
+    if "__notes__" in error.__dict__:
+        fresh.__notes__ = list(error.__notes__)
+    context = error.context
+    fresh.context = ErrorContext(
+        provider=context.provider if context.provider is not None else provider,
+        model=context.model,
+        request_id=context.request_id,
+        status=context.status,
+        body=context.body,
+        metadata=copy.deepcopy(context.metadata),
+    )
+    if error.fallback_from is not None:
+        fresh.fallback_from = _raised(error.fallback_from)
+    fresh.__cause__ = error.__cause__
+    fresh.__suppress_context__ = error.__suppress_context__
+    return fresh
+
+
 def _named(item: object) -> str:
     """A script item as an error names it: its type and a short repr."""
     return f"{type(item).__name__} {reprlib.repr(item)}"
@@ -128,8 +154,9 @@ def _not_allama(item: object) -> str:
 
 class MockProvider(_Recorder):
     """Answers each call with the next item of its script: a response, text, an error, or
-    a `Structured` value (answered in the form the request asks for). An item of another
-    kind (an exception none of allama's, say) raises `MockScriptError` naming it.
+    a `Structured` value (answered in the form the request asks for). An error is raised
+    as a fresh copy each call, as a provider raises a new one. An item of another kind (an
+    exception none of allama's, say) raises `MockScriptError` naming it.
 
     >>> provider = MockProvider(["Hello", ChatResponseBuilder().text("again").build()])
     >>> provider.chat(ChatRequest("m").user("hi")).text()
@@ -185,9 +212,7 @@ class MockProvider(_Recorder):
                 f"value{_not_allama(item)}"
             )
         if isinstance(item, Error):
-            if item.provider is None:
-                item.with_provider(self.name)
-            raise item
+            raise _raised(item, self.name)
         if isinstance(item, Structured):
             response = item.response_for(request, call_id=f"call_mock_{number}")
         elif isinstance(item, str):
@@ -244,14 +269,14 @@ def _streamed(response: ChatResponse) -> list[StreamEvent]:
 def _events_then_error(items: Sequence[StreamItem]) -> Iterator[StreamEvent]:
     for item in items:
         if isinstance(item, Error):
-            raise item
+            raise _raised(item)
         yield item
 
 
 async def _aiter_items(items: Sequence[StreamItem]) -> AsyncIterator[StreamEvent]:
     for item in items:
         if isinstance(item, Error):
-            raise item
+            raise _raised(item)
         yield item
 
 
@@ -291,7 +316,8 @@ class MockStreamingProvider(_Recorder):
 
     A stream is a list of events and errors (an error ends it where it stands), a
     `SetupError` raised by `chat_stream` itself, or a `Structured` value streamed in the form
-    the request asks for. `chat` collects the next stream. A stream of another kind, or one
+    the request asks for. An error is raised as a fresh copy each call, as a provider raises
+    a new one. `chat` collects the next stream. A stream of another kind, or one
     holding an item that is neither an event nor an allama error, raises `MockScriptError`
     naming it when its call comes.
     """
@@ -345,9 +371,7 @@ class MockStreamingProvider(_Recorder):
             item = self._streams.popleft()
         item = _check_stream(self.name, number, item)
         if isinstance(item, SetupError):
-            if item.error.provider is None:
-                item.error.with_provider(self.name)
-            raise item.error
+            raise _raised(item.error, self.name)
         if isinstance(item, Structured):
             return response_events(item.response_for(request, call_id=f"call_mock_{number}"))
         return item
