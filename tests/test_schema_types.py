@@ -668,12 +668,6 @@ ENUM_ADVICE = (
             "as `[1, 1]`), which validation compares with the tuple values themselves and "
             "refuses, so no value of it would validate",
         ),
-        (
-            Rate,
-            "cannot extract `Rate`: the enum `Rate` is listed by the JSON of its values "
-            "(`Rate.STANDARD = Decimal('0.20')` as `\"0.20\"`), which validation compares "
-            "with the Decimal values themselves and refuses, so none of those would validate",
-        ),
     ],
 )
 def test_an_enum_whose_listed_values_validation_refuses_is_refused_before_sending(
@@ -720,6 +714,20 @@ def test_an_enum_a_validator_of_the_field_reads_is_not_refused() -> None:
     extracted, sent = extract_through("openai", ReadByTheField, '{"rate": "0.20"}')
     assert extracted.value == ReadByTheField(rate=VatRate.STANDARD)
     assert sent["$defs"]["VatRate"]["enum"] == ["0.20", "0.05"]
+
+
+def test_an_enum_member_no_json_reads_back_is_left_out_of_the_schema() -> None:
+    """`Rate.STANDARD` is listed as `"0.20"`, which validation refuses: no answer naming it
+    validates, so it is not offered; `Rate.NONE` is, exactly."""
+    assert type_schema(Rate).schema == {"enum": [0], "title": "Rate", "type": "integer"}
+    extracted, sent = extract_through("openai", Line2, '{"rate": 0}')
+    assert sent["$defs"]["Rate"] == {"enum": [0], "title": "Rate", "type": "integer"}
+    assert extracted.value == Line2(rate=Rate.NONE)
+    assert extracted.metadata.enforcement is SchemaEnforcement.EXACT
+
+
+class Line2(BaseModel):
+    rate: Rate
 
 
 class ReadsItsText(enum.Enum):

@@ -183,9 +183,13 @@ class _StableDefaults(GenerateJsonSchema):
 
     def enum_schema(self, schema: core_schema.EnumSchema) -> JsonSchemaValue:
         """A flag (`enum.Flag`, `IntFlag`) as the integers it reads, its members combined:
-        pydantic lists the members alone, which leaves out `R | W`. An enum whose listed
-        values validation does not read back (a `Decimal`, a date or a tuple, listed as
-        its JSON) is refused (`_EnumUnread`): no answer naming those members validates."""
+        pydantic lists the members alone, which leaves out `R | W`. Pydantic lists each
+        member by its value's JSON, which validation compares with the value itself: a
+        `Decimal` a JSON number equals (`1.5`) is listed as that number; a member no JSON
+        reads back (a date, a tuple, `Decimal("0.20")`) is left out, since no answer naming
+        it validates, and an enum none of whose members reads back is refused
+        (`_EnumUnread`). Under a validator of the caller's, which may read what the enum
+        alone does not, it is listed as pydantic lists it."""
         json_schema = super().enum_schema(schema)
         cls = schema["cls"]
         listed = json_schema.get("enum")
@@ -193,25 +197,27 @@ class _StableDefaults(GenerateJsonSchema):
             texts = tuple(json.dumps(value) for value in listed)
             unread = _unread_values(cls, texts)
             if unread:
-                pairs = list(zip(schema["members"], texts, strict=True))
-                numbers = _as_numbers(cls, tuple(member for member, _ in pairs), unread, texts)
-                refused = [
-                    (member, text)
-                    for member, text in pairs
-                    if text in unread and member.name not in numbers
-                ]
-                if refused:
-                    raise _EnumUnread(cls, refused, every=len(refused) == len(pairs))
-                # A `Decimal` a JSON number equals (`1.5`): listed as that number.
-                listed = [
+                members = tuple(schema["members"])
+                numbers = _as_numbers(cls, members, unread, texts)
+                readable = [
                     json.loads(numbers[member.name]) if member.name in numbers else value
-                    for member, value in zip(schema["members"], listed, strict=True)
+                    for member, value, text in zip(members, listed, texts, strict=True)
+                    if text not in unread or member.name in numbers
                 ]
-                kinds = {type(value) for value in listed}
+                if not readable:
+                    pairs = list(zip(members, texts, strict=True))
+                    raise _EnumUnread(cls, pairs)
                 json_schema = {k: v for k, v in json_schema.items() if k not in ("enum", "type")}
-                if kinds <= {int, float}:
-                    json_schema["type"] = "number"
-                json_schema["enum"] = listed
+                kinds = {type(value) for value in readable}
+                for types_, name in (
+                    ({str}, "string"),
+                    ({int}, "integer"),
+                    ({int, float}, "number"),
+                ):
+                    if kinds <= types_:
+                        json_schema["type"] = name
+                        break
+                json_schema["enum"] = readable
         if isinstance(cls, type) and issubclass(cls, enum.Flag):
             values = _flag_values(cls)
             if values is not None:
@@ -809,7 +815,7 @@ class _EnumUnread(TypeError):
 
     _SHOWN = 3
 
-    def __init__(self, cls: type[enum.Enum], unread: list[Any], every: bool) -> None:
+    def __init__(self, cls: type[enum.Enum], unread: list[Any]) -> None:
         named = list({member.name: (member, text) for member, text in unread}.values())
         shown = ", ".join(
             f"`{cls.__name__}.{member.name} = {member.value!r}` as `{text}`"
@@ -817,12 +823,12 @@ class _EnumUnread(TypeError):
         )
         more = f" and {len(named) - self._SHOWN} more" if len(named) > self._SHOWN else ""
         kinds = "/".join(sorted({type(member.value).__name__ for member, _ in named}))
-        which = "no value of it would validate" if every else "none of those would validate"
         super().__init__(
             f"the enum `{cls.__name__}` is listed by the JSON of its values ({shown}{more}), "
             f"which validation compares with the {kinds} values themselves and refuses, so "
-            f"{which}; give its members `str`, `int`, `float` or `bool` values, or read the "
-            "JSON value in its `_missing_` or in a validator of the field (`mode='before'`)"
+            "no value of it would validate; give its members `str`, `int`, `float` or `bool` "
+            "values, or read the JSON value in its `_missing_` or in a validator of the field "
+            "(`mode='before'`)"
         )
 
 
