@@ -464,6 +464,7 @@ def test_a_vertex_key_beside_a_project_or_token_is_refused(
         ({"access_token": "tok\u00e9n"}, "access_token has a character outside ASCII"),
         ({"headers": {"X-Title": "Caf\u00e9 app"}}, "headers['X-Title'] has a character outside"),
         ({"api_key": "sk-abc\ndef"}, "api_key has a line break in it"),
+        ({"api_key": "sk-abc\x00"}, "api_key has a NUL character (U+0000) in it"),
     ],
 )
 def test_a_value_a_header_cannot_carry_is_refused_when_the_provider_is_built(

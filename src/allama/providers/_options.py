@@ -72,6 +72,8 @@ def check_key(value: Any, *, name: str = "api_key") -> None:
             f"{name} has a line break or whitespace around it; pass the key alone "
             "(a key read from a file often ends with a newline)"
         )
+    if "\x00" in value:
+        raise ValueError(f"{name} has a NUL character (U+0000) in it; pass the key alone")
     if any(char in value for char in _UNSAFE):
         raise ValueError(f"{name} has a line break in it; pass the key alone")
     if not value.isascii():
