@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,15 @@ def _hang_up(address: str) -> None:
             continue
 
 
+def template_capabilities(properties: Mapping[str, Any]) -> dict[str, bool]:
+    """The `chat_template_caps` of a llama.cpp server's `/props` answer: what the model's
+    chat template supports, its flags alone."""
+    caps = properties.get("chat_template_caps")
+    if not isinstance(caps, dict):
+        return {}
+    return {key: value for key, value in caps.items() if isinstance(value, bool)}
+
+
 class LocalEngine:
     """One llama.cpp server for one model file, started on demand.
 
@@ -153,10 +163,7 @@ class LocalEngine:
     @property
     def template_capabilities(self) -> dict[str, bool]:
         """What the model's chat template supports (tools, system role...), once running."""
-        caps = self.properties.get("chat_template_caps")
-        if not isinstance(caps, dict):
-            return {}
-        return {key: value for key, value in caps.items() if isinstance(value, bool)}
+        return template_capabilities(self.properties)
 
     def start(self) -> str:
         """Start the server (once) and wait until it is healthy; returns the base URL.

@@ -45,7 +45,7 @@ from allama.adapters.openai_compat._adapter import ChatCompletionsAdapter
 from allama.adapters.openai_compat._capabilities import ModelFamily
 from allama.adapters.openai_compat._sse import ChatStreamDecoder, SseEvent
 from allama.errors import Error, InvalidRequestError, ServerError, UnsupportedError
-from allama.local._engine import LocalEngine
+from allama.local._engine import LocalEngine, template_capabilities
 from allama.providers._http import HttpProvider
 from allama.providers._presets import Preset
 from allama.stream import AsyncChatStream, ChatStream
@@ -103,14 +103,6 @@ def _asks_the_engine(request: ChatRequest) -> bool:
     if request.tools:
         return True
     return any(isinstance(message, UserMessage) and message.images for message in request.messages)
-
-
-def _template_caps(properties: Mapping[str, Any]) -> dict[str, bool]:
-    """The `chat_template_caps` of a server's `/props` answer, as `LocalEngine` reads them."""
-    caps = properties.get("chat_template_caps")
-    if not isinstance(caps, dict):
-        return {}
-    return {key: value for key, value in caps.items() if isinstance(value, bool)}
 
 
 def _constrained(request: ChatRequest) -> bool:
@@ -361,7 +353,7 @@ class LlamaCppProvider(HttpProvider):
         if engine is None:
             if self._served is None:
                 return None
-            caps = _template_caps(self._served)
+            caps = template_capabilities(self._served)
             images = family.images  # not asked: an image refused is the server's 500
         elif not engine.running:
             return None
