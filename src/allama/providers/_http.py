@@ -808,6 +808,7 @@ class HttpProvider:
                 yield from decoder.close()
 
         said = False
+        issuer = self.issuer
         for event in decoded():
             if isinstance(event, vocabulary.Finish) and event.finish_reason is None and not said:
                 raise IncompleteStreamError(
@@ -815,7 +816,7 @@ class HttpProvider:
                     "with no response"
                 ).mark_authored()
             said = said or event.type not in _UNSAID
-            yield _issued(event, self.issuer)
+            yield _issued(event, issuer)
 
     def _decoder(self, request: ChatRequest) -> StreamDecoder:
         return self._adapter.stream_decoder(provider=self.name, model=request.model)
@@ -926,6 +927,8 @@ class HttpProvider:
         if reading is not None:
             chunks = reading
 
+        issuer = self.issuer  # the endpoint does not change while it streams
+
         def events() -> Iterator[StreamEvent]:
             for warning in warnings:
                 yield vocabulary.WarningEvent(warning=warning)
@@ -949,19 +952,19 @@ class HttpProvider:
                                 yield from self._after_object(decoder, chunk)
                             return
                     for event in decoder.feed(chunk):
-                        yield _issued(event, self.issuer)
+                        yield _issued(event, issuer)
                     if decoder.done:
                         return
             except Error as error:
                 if reading is None or error is not reading.broken:
                     raise
                 for event in _broken(decoder, error):
-                    yield _issued(event, self.issuer)
+                    yield _issued(event, issuer)
                 raise
             for event in decoder.feed(head) if head else ():  # (blank bytes alone)
-                yield _issued(event, self.issuer)
+                yield _issued(event, issuer)
             for event in decoder.close():
-                yield _issued(event, self.issuer)
+                yield _issued(event, issuer)
 
         return streams.ChatStream(
             self._scrubbed(events(), handle.headers),
@@ -1067,6 +1070,8 @@ class HttpProvider:
         if abody is not None:
             chunks = abody
 
+        issuer = self.issuer  # the endpoint does not change while it streams
+
         async def events() -> AsyncIterator[StreamEvent]:
             try:
                 for warning in warnings:
@@ -1097,19 +1102,19 @@ class HttpProvider:
                                     yield event
                                 return
                         for event in decoder.feed(chunk):
-                            yield _issued(event, self.issuer)
+                            yield _issued(event, issuer)
                         if decoder.done:
                             return
                 except Error as error:
                     if abody is None or error is not abody.broken:
                         raise
                     for event in _broken(decoder, error):
-                        yield _issued(event, self.issuer)
+                        yield _issued(event, issuer)
                     raise
                 for event in decoder.feed(head) if head else ():  # (blank bytes alone)
-                    yield _issued(event, self.issuer)
+                    yield _issued(event, issuer)
                 for event in decoder.close():
-                    yield _issued(event, self.issuer)
+                    yield _issued(event, issuer)
             except Error as error:
                 self._scrub(_with_request_id(error, handle.headers))
                 raise
