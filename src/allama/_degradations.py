@@ -74,11 +74,21 @@ class Degradations:
             )
         return True
 
-    def refuse(self, field: RequestField, why: str, *, code: str | None = None) -> None:
-        """Drop `field` with a warning, or raise under `UnsupportedPolicy.ERROR`."""
+    def refuse(
+        self,
+        field: RequestField,
+        why: str,
+        *,
+        code: str | None = None,
+        instead: str | None = None,
+    ) -> None:
+        """Drop `field` with a warning, or raise under `UnsupportedPolicy.ERROR`. `instead`
+        says what was sent in its place: the warning's words alone, since a refusal sends
+        nothing."""
         if self.policy is UnsupportedPolicy.ERROR:
             raise self.unsupported(field, why)
-        self.warn(_field_warning(WarningKind.UNSUPPORTED, field, why, code, self.provider))
+        message = why if instead is None else f"{why}; {instead}"
+        self.warn(_field_warning(WarningKind.UNSUPPORTED, field, message, code, self.provider))
 
 
 NOT_ON_STREAMS = "not_on_streams"

@@ -424,7 +424,8 @@ def _with_option_tools(
         RequestField.OPTIONS,
         f"`tools` of the body option `{namespace}` ({given_text}) was not sent: it is not a "
         "list, so it would replace the request's tools (an extraction's tool, where there is "
-        "one) rather than go after them; the request's tools were sent",
+        "one) rather than go after them",
+        instead="the request's tools were sent",
     )
     return fields
 

@@ -529,13 +529,16 @@ class _Encoder:
             field = RequestField.TOOLS
             if self.family.structured is CapabilitySupport.UNSUPPORTED:
                 record.refuse(
-                    field, f"{self.where} has no strict tools; {subject} was sent without `strict`"
+                    field,
+                    f"{self.where} has no strict tools",
+                    instead=f"{subject} was sent without `strict`",
                 )
             elif not room:
                 record.refuse(
                     field,
                     f"{self.profile.display_name} takes at most {MAX_STRICT_TOOLS} strict tools "
-                    f"per request; {subject} was sent without `strict`",
+                    "per request",
+                    instead=f"{subject} was sent without `strict`",
                 )
             else:
                 rewrite = self.rewrite(tool.parameters, subject)
@@ -570,7 +573,8 @@ class _Encoder:
         ):
             self.degradations.refuse(
                 RequestField.TOOL_CHOICE,
-                f"{self.where} cannot be forced to call a tool; `auto` was sent instead",
+                f"{self.where} cannot be forced to call a tool",
+                instead="`auto` was sent instead",
             )
             wire = {"type": "auto"}
         elif choice.mode == "required":
@@ -724,7 +728,7 @@ class _Encoder:
                     self.degradations.warn(warning)
         if why is not None:
             self.degradations.refuse(
-                RequestField.TOOLS, f"{why}; the tools were sent without `strict`"
+                RequestField.TOOLS, why, instead="the tools were sent without `strict`"
             )
             tools = [self.plain(tool) for tool in self.request.tools]
         max_tokens = request.max_output_tokens

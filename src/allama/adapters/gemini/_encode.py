@@ -290,7 +290,8 @@ class _Encoder:
                 self.degradations.refuse(
                     RequestField.STOP,
                     f"{self.profile.display_name} takes at most {MAX_STOP_SEQUENCES} stop "
-                    f"sequences; the first {MAX_STOP_SEQUENCES} were sent",
+                    "sequences",
+                    instead=f"the first {MAX_STOP_SEQUENCES} were sent",
                     code=stops_first(MAX_STOP_SEQUENCES),
                 )
                 stops = stops[:MAX_STOP_SEQUENCES]
@@ -439,8 +440,8 @@ class _Encoder:
         if tool.strict:
             self.degradations.refuse(
                 RequestField.TOOLS,
-                f"{self.profile.display_name} has no strict function calling; tool "
-                f"`{tool.name}` was sent without it",
+                f"{self.profile.display_name} has no strict function calling",
+                instead=f"tool `{tool.name}` was sent without it",
             )
         if self.family.schema is SchemaSurface.RESPONSE_SCHEMA:
             subject = f"tool `{tool.name}`"

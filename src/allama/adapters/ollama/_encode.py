@@ -241,8 +241,8 @@ class _Encoder:
         if message.is_error:
             self.degradations.refuse(
                 RequestField.TOOL_RESULT_ERROR,
-                f"{self.profile.display_name} has no error flag for tool results; "
-                "the result was sent as plain content",
+                f"{self.profile.display_name} has no error flag for tool results",
+                instead="the result was sent as plain content",
             )
         wire: dict[str, Any] = {"role": "tool", "content": message.content}
         name = self.call_names.get(message.tool_call_id)
@@ -268,8 +268,8 @@ class _Encoder:
         if choice is not None and choice.mode in ("required", "tool"):
             self.degradations.refuse(
                 RequestField.TOOL_CHOICE,
-                f"{display} has no `tool_choice` and cannot force a tool call; the tools were "
-                "offered and the model chooses whether to call one",
+                f"{display} has no `tool_choice` and cannot force a tool call",
+                instead="the tools were offered and the model chooses whether to call one",
             )
         if not request.tools:
             return None
@@ -292,8 +292,8 @@ class _Encoder:
         if tool.strict:
             self.degradations.refuse(
                 RequestField.TOOLS,
-                f"{self.profile.display_name} has no strict tools; tool `{tool.name}` was "
-                "sent without `strict`",
+                f"{self.profile.display_name} has no strict tools",
+                instead=f"tool `{tool.name}` was sent without `strict`",
             )
         function = _present(
             name=tool.name, description=tool.description or None, parameters=parameters
@@ -341,8 +341,8 @@ class _Encoder:
             )
             self.degradations.refuse(
                 field,
-                f"{self.profile.display_name} cannot enforce {subject}: {reasons}; it was "
-                'sent as `format: "json"`, which only constrains the output to JSON',
+                f"{self.profile.display_name} cannot enforce {subject}: {reasons}",
+                instead='it was sent as `format: "json"`, which only constrains the output to JSON',
             )
             return "json"
         apply_strict_policy(rewrite, field=field, subject=subject, degradations=self.degradations)
@@ -401,8 +401,8 @@ class _Encoder:
         if self.stream:
             self.degradations.refuse(
                 RequestField.LOGPROBS,
-                "log-probabilities are read from whole responses, not streams; "
-                "the stream was sent without asking for them",
+                "log-probabilities are read from whole responses, not streams",
+                instead="the stream was sent without asking for them",
             )
             return None
         return top
@@ -442,8 +442,8 @@ class _Encoder:
                 self.degradations.refuse(
                     RequestField.OPTIONS,
                     f"`options` of the body option `{BODY_OPTION}` was not sent: it is "
-                    f"{_json_kind(more)}, where Ollama reads an object of model parameters; the "
-                    "request's own were sent",
+                    f"{_json_kind(more)}, where Ollama reads an object of model parameters",
+                    instead="the request's own were sent",
                 )
             if fmt is not None and "format" in given and given["format"] != fmt:
                 # The caller's wins; an extraction's record shows its schema not sent.

@@ -282,8 +282,8 @@ class _Encoder:
         if message.is_error:
             self.degradations.refuse(
                 RequestField.TOOL_RESULT_ERROR,
-                f"{self.profile.display_name} has no error flag for tool results; "
-                "the result was sent as plain content",
+                f"{self.profile.display_name} has no error flag for tool results",
+                instead="the result was sent as plain content",
             )
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
 
@@ -302,8 +302,8 @@ class _Encoder:
             if self.profile.tool_dialect is SchemaDialect.NOT_HONOURED:
                 self.degradations.refuse(
                     RequestField.TOOLS,
-                    f"{self.profile.display_name} does not enforce `strict` on tools; "
-                    f"{subject} was sent without it",
+                    f"{self.profile.display_name} does not enforce `strict` on tools",
+                    instead=f"{subject} was sent without it",
                 )
                 strict = None
             else:
@@ -337,7 +337,8 @@ class _Encoder:
             if choice.mode != "auto":
                 self.degradations.refuse(
                     RequestField.TOOL_CHOICE,
-                    f"{display} ignores `tool_choice`; the model chooses whether to call a tool",
+                    f"{display} ignores `tool_choice`",
+                    instead="the model chooses whether to call a tool",
                 )
             return None
         if choice.mode == "required":
@@ -346,8 +347,8 @@ class _Encoder:
             if not self.profile.named_tool_choice:
                 self.degradations.refuse(
                     RequestField.TOOL_CHOICE,
-                    f"{display} cannot force a named tool; "
-                    f"`{self.profile.required_tool_choice}` was sent instead",
+                    f"{display} cannot force a named tool",
+                    instead=f"`{self.profile.required_tool_choice}` was sent instead",
                 )
                 return self.profile.required_tool_choice
             return {"type": "function", "function": {"name": choice.name}}
@@ -545,8 +546,8 @@ class _Encoder:
         if self.stream:
             self.degradations.refuse(
                 RequestField.LOGPROBS,
-                "log-probabilities are read from whole responses, not streams; "
-                "the stream was sent without asking for them",
+                "log-probabilities are read from whole responses, not streams",
+                instead="the stream was sent without asking for them",
             )
             return None
         if self.family.logprobs is CapabilitySupport.UNSUPPORTED:
@@ -578,9 +579,9 @@ class _Encoder:
                     )
             self.degradations.refuse(
                 field,
-                f"`{model}` on {display} has no JSON Schema output; {subject} was sent as "
-                "`json_object`, which only constrains the output to a JSON object, with the "
-                "schema written into the instructions",
+                f"`{model}` on {display} has no JSON Schema output",
+                instead=f"{subject} was sent as `json_object`, which only constrains the output "
+                "to a JSON object, with the schema written into the instructions",
             )
             self.schema_instruction = json_object_note(rewrite.schema)
             return {"type": "json_object"}
@@ -600,8 +601,8 @@ class _Encoder:
             ):
                 self.degradations.refuse(
                     field,
-                    f"{display} does not enforce `strict` for `{model}`; "
-                    f"{subject} was sent without it",
+                    f"{display} does not enforce `strict` for `{model}`",
+                    instead=f"{subject} was sent without it",
                 )
                 strict = False
             else:
@@ -650,8 +651,8 @@ class _Encoder:
         if most is not None and len(stops) > most:
             self.degradations.refuse(
                 RequestField.STOP,
-                f"{self.profile.display_name} takes at most {most} stop sequences; the first "
-                f"{most} were sent",
+                f"{self.profile.display_name} takes at most {most} stop sequences",
+                instead=f"the first {most} were sent",
                 code=stops_first(most),
             )
             stops = stops[:most]

@@ -409,8 +409,8 @@ class _Encoder(_ChatEncoder):
         if message.is_error:
             self.degradations.refuse(
                 RequestField.TOOL_RESULT_ERROR,
-                f"{self.profile.display_name} has no error flag for tool results; "
-                "the result was sent as plain content",
+                f"{self.profile.display_name} has no error flag for tool results",
+                instead="the result was sent as plain content",
             )
         custom = message.tool_call_id in self.custom_calls
         return {
@@ -527,8 +527,8 @@ class _Encoder(_ChatEncoder):
         if self.stream:
             self.degradations.refuse(
                 field,
-                "log-probabilities are read from whole responses, not streams; "
-                "the stream was sent without asking for them",
+                "log-probabilities are read from whole responses, not streams",
+                instead="the stream was sent without asking for them",
             )
             return None
         return top
