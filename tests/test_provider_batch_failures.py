@@ -1,7 +1,8 @@
 """Provider batch jobs: Gemini responses that come back without their keys are matched to
 no input (never by their place, which their order need not keep); a job whose making the
 provider refuses is that job's failure, said so, its uploaded file deleted and no further
-job submitted; the rows a job did not answer (cancelled, expired) name it."""
+job submitted; the rows a job did not answer (cancelled, expired) name it; a job that ended
+counting answers before naming where they are is read again, never sent again unasked."""
 
 from __future__ import annotations
 
@@ -253,3 +254,215 @@ def test_an_expired_row_names_its_job(server: ProviderBatchServer, tmp_path: Pat
     failure = results[1].failure
     assert failure is not None
     assert (failure.kind, failure.message) == ("job_expired", f"job {job.id}: batch_expired")
+
+
+# 4. A job that ended counting answers before naming where they are.
+
+
+def _unnamed_at_first(
+    monkeypatch: pytest.MonkeyPatch, family: str, reads: int, *, error_file: bool = False
+) -> list[str]:
+    """The first job, once ended, names none of its results for its first `reads` reads
+    (Gemini: SUCCEEDED, its stats counting every request answered, no output; OpenAI:
+    completed, counting them completed, `output_file_id` null, and the error file too unless
+    `error_file`); the jobs after it name theirs. Returns a mark for each ended read of it,
+    `hidden` or `named`."""
+    reads_of_first: list[str] = []
+    first: list[str] = []
+
+    def hide(job: Job) -> bool:
+        if not first:
+            first.append(job.id)
+        if job.id != first[0] or job.end is None:
+            return False
+        hidden = sum(mark == "hidden" for mark in reads_of_first) < reads
+        reads_of_first.append("hidden" if hidden else "named")
+        return hidden
+
+    if family == "gemini":
+        operation = ProviderBatchServer.gemini_operation
+
+        def gemini_view(self: ProviderBatchServer, job: Job) -> Any:
+            view = operation(self, job)
+            if hide(job):
+                view["metadata"].pop("output", None)
+                view.pop("response", None)
+            return view
+
+        monkeypatch.setattr(ProviderBatchServer, "gemini_operation", gemini_view)
+    else:
+        batch = ProviderBatchServer.openai_batch
+
+        def openai_view(self: ProviderBatchServer, job: Job) -> Any:
+            view = batch(self, job)
+            if hide(job):
+                view["output_file_id"] = None
+                if not error_file:
+                    view["error_file_id"] = None
+            return view
+
+        monkeypatch.setattr(ProviderBatchServer, "openai_batch", openai_view)
+    return reads_of_first
+
+
+def _both_ways(provider: Any, model: str, docs: list[str], ledger: Path, use_async: bool) -> Any:
+    """The run and its results, sorted, by `batch` or by `abatch`."""
+    import asyncio
+
+    import allama
+
+    if not use_async:
+        run = _batch_run(provider, model, docs, ledger)
+        return run, sorted(run, key=lambda r: r.index)
+
+    async def main() -> Any:
+        run = allama.abatch(
+            provider,
+            Doc,
+            docs,
+            request=allama.ChatRequest(model).system("Read the number."),
+            ledger=ledger,
+            provider_batch=True,
+            poll_interval=0.001,
+            backoff=0.001,
+        )
+        return run, [result async for result in run]
+
+    run, results = asyncio.run(main())
+    return run, sorted(results, key=lambda r: r.index)
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    ("family", "provider_name"), [("gemini", "gemini"), ("openai-chat", "openai")]
+)
+def test_a_job_that_names_its_results_only_on_a_later_read_is_collected_once(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    family: str,
+    provider_name: str,
+    use_async: bool,
+) -> None:
+    # The API has said SUCCEEDED (completed) before naming where the answers are: the job
+    # is read again, its state anew, and its answers taken in when named; none is sent in
+    # a new job (paid twice).
+    from allama._prices import cost_of
+    from allama.types import Usage
+
+    reads = _unnamed_at_first(monkeypatch, family, 1)
+    provider, model = _provider(server, family)
+    ledger = tmp_path / "later.sqlite"
+    run, results = _both_ways(provider, model, _docs(3), ledger, use_async)
+    assert reads == ["hidden", "named"]  # the state read again, the output named then
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+    assert [r.attempts for r in results] == [1, 1, 1]
+    (job,) = server.jobs
+    assert all(server.submitted[(family, n)] == 1 for n in range(3))
+    assert sum(server.answered.values()) == 3
+    one = cost_of(provider_name, model, Usage(input_tokens=10, output_tokens=5), batch=True)
+    assert not isinstance(one, str)
+    for result in results:
+        assert result.metadata is not None and result.metadata.cost is not None
+        assert result.metadata.cost.total == one.total
+    assert run.summary.cost == 3 * one.total and run.summary.cost_unknown == 0
+    (row,) = Ledger(ledger, read_only=True).jobs()
+    assert (row.job_id, row.outcome, row.error) == (job.id, "completed", None)
+
+
+@pytest.mark.parametrize(
+    ("family", "said"),
+    [
+        (
+            "gemini",
+            "the provider named no responses of job {id} to read (no inlinedResponses, no "
+            "responsesFile), though it ended BATCH_STATE_SUCCEEDED with its stats counting 3 "
+            "of its requests answered (3 reads)",
+        ),
+        (
+            "openai-chat",
+            "the provider named no output file of job {id} to read, though it ended "
+            "completed counting 3 of its requests completed (3 reads)",
+        ),
+    ],
+)
+def test_a_job_that_never_names_its_results_fails_its_rows_which_only_retry_failed_sends(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    family: str,
+    said: str,
+) -> None:
+    # Its rows ran and were paid for, their answers never named: taken as results gone
+    # (not sent again unasked, counted paid at a cost unknown), and said so, with no 404
+    # claimed where none was answered.
+    reads = _unnamed_at_first(monkeypatch, family, 1_000)
+    provider, model = _provider(server, family)
+    ledger = tmp_path / "never.sqlite"
+    run = _batch_run(provider, model, _docs(3), ledger)
+    results = sorted(run, key=lambda r: r.index)
+    (job,) = server.jobs
+    assert reads == ["hidden"] * 3
+    assert sum(server.answered.values()) == 3  # each row run once, none sent again
+    error = (
+        said.format(id=job.id) + ": its requests may have run and been paid for; retry_failed "
+        "(--retry-failed) sends its inputs again"
+    )
+    assert [(r.failure.kind, r.failure.message) for r in results if r.failure] == [
+        ("job_missing", f"job {job.id}: {error}")
+    ] * 3
+    assert run.summary.cost_unknown == 3
+    (row,) = Ledger(ledger, read_only=True).jobs()
+    assert (row.outcome, row.error) == ("lost", error)
+    assert run.summary.jobs[row.tag].endswith(f", lost, {error}, collected")
+    # A plain run sends none of them again; retry_failed does, in a new job.
+    assert all(r.failure for r in _run(provider, model, _docs(3), ledger))
+    assert len(server.jobs) == 1
+    again = _run(provider, model, _docs(3), ledger, retry_failed=True)
+    assert [r.value for r in again] == [Doc(n=n) for n in range(3)]
+    assert len(server.jobs) == 2
+
+
+def test_an_openai_job_naming_only_its_error_file_keeps_its_errors_and_loses_the_rest(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Completed, counting two requests completed, its output file never named: at the last
+    # read the error file is read (doc 13 refused there, its own failure), and the rows it
+    # lacks are lost, paid at a cost unknown, not sent again unasked.
+    reads = _unnamed_at_first(monkeypatch, "openai-chat", 1_000, error_file=True)
+    provider, model = _provider(server, "openai-chat")
+    docs = ["doc 12", "doc 13", "doc 14"]
+    ledger = tmp_path / "errors.sqlite"
+    run = _batch_run(provider, model, docs, ledger)
+    results = sorted(run, key=lambda r: r.index)
+    (job,) = server.jobs
+    assert reads == ["hidden"] * 3
+    lost = (
+        f"job {job.id} ended completed, counting 2 of its requests completed, but "
+        "named no output file, and this row is not in its error file: it may have run and "
+        "been paid for; retry_failed (--retry-failed) sends it again"
+    )
+    failures = [(r.failure.kind, r.failure.message) for r in results if r.failure]
+    assert failures[0] == ("job_lost", lost) and failures[2] == ("job_lost", lost)
+    assert failures[1][0] == "invalid_request"
+    assert run.summary.cost_unknown == 2
+    assert len(server.jobs) == 1 and server.submitted[("openai-chat", 12)] == 1
+    again = _run(provider, model, docs, ledger, retry_failed=True)
+    assert [again[0].value, again[2].value] == [Doc(n=12), Doc(n=14)]
+
+
+def test_a_gemini_job_without_stats_counting_answers_is_read_as_before() -> None:
+    # No answers counted (or no stats at all): nothing named is nothing paid for; its rows
+    # are missing, as they were, and sent again.
+    for billed in (None, 0):
+        state = JobState(
+            "batches/1", "BATCH_STATE_SUCCEEDED", True, "completed", results={}, billed=billed
+        )
+        steps = GEMINI.results(TARGET, state, ["a"], in_order=True)
+        with pytest.raises(StopIteration) as done:
+            next(steps)
+        (row,) = done.value.value.values()
+        assert (row.kind, row.note) == (
+            RowKind.MISSING,
+            "the job ended completed without a response for this request",
+        )

@@ -1035,8 +1035,8 @@ class JobRunner(_Runner):
                 model,
                 sync=self.sync,
             )
-        except NotFoundError:
-            after = self._after_not_found(job, state, keys)
+        except NotFoundError as error:
+            after = self._after_not_found(job, state, keys, error)
             if after is None:
                 return
             state, rows = after
@@ -1049,38 +1049,48 @@ class JobRunner(_Runner):
         await self._collect(job, state, rows)
 
     def _after_not_found(
-        self, job: _Job, state: JobState, keys: list[str]
+        self, job: _Job, state: JobState, keys: list[str], error: NotFoundError
     ) -> tuple[JobState, dict[str, Row]] | None:
-        """An ended job's results answered 404 (or the job is one the provider does not
-        know): `None` while they are read again later; else the state and the rows to
-        collect. Its rows may have run, and been paid for: one 404 may be the provider's own
-        delay, as for the job, and results gone for good are not bought again unasked (no
-        more of them counted paid than the job counts answered: `_paid_unknown`)."""
+        """An ended job's results answered 404, or were not named though it counts answers
+        (`error`, in the dialect's own words), or the job is one the provider does not
+        know: `None` while they are read again later (its state read anew); else the state
+        and the rows to collect. Its rows may have run, and been paid for: one 404, or
+        results not yet named, may be the provider's own delay, as for the job, and results
+        gone for good are not bought again unasked (no more of them counted paid than the
+        job counts answered: `_paid_unknown`)."""
         if state.outcome != "lost":
             job.results_not_found += 1
             if job.results_not_found < _NOT_FOUND_READS:
                 job.wait = next_wait(job.wait, self.spec.max_poll_interval)
                 job.due = time.monotonic() + job.wait
                 return None
+            reads = job.results_not_found
+            # A 404 answered, or, said by the dialect itself, no results named: no 404.
+            unnamed = error.authored and error.status is None
             if state.billed == 0:
                 # The provider counts none of its requests answered (a batch cancelled
                 # before any ran): none was paid for, and its rows are taken as the job's
                 # unanswered ones are (cancelled, expired, missing), not as lost.
+                # (Results not named are read again only where it counts answers.)
                 kind = unrun_kind(state.outcome)
                 note = (
-                    f"job {job.job_id}: the provider answered 404 for its results "
-                    f"({job.results_not_found} reads) after it ended {state.outcome}, "
-                    "counting none of its requests answered: this one was not run, nor paid"
+                    f"job {job.job_id}: the provider answered 404 for its results ({reads} "
+                    f"reads) after it ended {state.outcome}, counting none of its requests "
+                    "answered: this one was not run, nor paid"
                 )
                 words = state.error_words if kind == RowKind.JOB_FAILED else None
                 return state, {key: Row(key, kind, note=note, words=words) for key in keys}
+            why = (
+                f"{error.message} ({reads} reads)"
+                if unnamed
+                else f"the provider answered 404 for the results of job {job.job_id} "
+                f"({reads} reads) after it ended {state.outcome}"
+            )
             state = replace(
                 state,
                 outcome="lost",
                 error=(
-                    f"the provider answered 404 for the results of job {job.job_id} "
-                    f"({job.results_not_found} reads) after it ended {state.outcome}: "
-                    "its requests may have run and been paid for; retry_failed "
+                    f"{why}: its requests may have run and been paid for; retry_failed "
                     "(--retry-failed) sends its inputs again"
                 ),
             )

@@ -34,6 +34,7 @@ from allama.adapters._jobs import (
     too_many_jobs,
     unread,
 )
+from allama.errors import MessageOrigin, NotFoundError
 
 INLINE_BYTES = 19_000_000
 """Above this a job's requests go in an uploaded file (inline requests are limited to 20 MB)."""
@@ -170,6 +171,13 @@ class GeminiJobs:
         output = state.results or {}
         entries: list[dict[str, Any] | None] = []
         inline = output.get("inlinedResponses")
+        named = isinstance(inline, dict) or isinstance(output.get("responsesFile"), str)
+        if not named and state.billed and state.outcome != "failed":
+            # The API has reported a job SUCCEEDED, its stats counting answers, before naming
+            # where they are: read again later, as results answering 404 are, rather than
+            # its rows taken for unanswered (sent again, and paid twice). A job failed whole
+            # names its error instead, and its rows are taken as such.
+            raise NotFoundError(_unnamed(state), origin=MessageOrigin.AUTHORED)
         if isinstance(inline, dict):
             listed = inline.get("inlinedResponses") or []
             entries = [entry if isinstance(entry, dict) else None for entry in listed]
@@ -250,6 +258,15 @@ def _state(job: dict[str, Any]) -> JobState:
         created_at=rfc3339_seconds(metadata.get("createTime")),
         total=counts.get("requestCount"),
         billed=_succeeded(counts) if outcome is not None else None,
+    )
+
+
+def _unnamed(state: JobState) -> str:
+    """Why an ended job's results are not read: it named none, though it counts answers."""
+    return (
+        f"the provider named no responses of job {state.id} to read (no inlinedResponses, "
+        f"no responsesFile), though it ended {state.status} with its stats counting "
+        f"{state.billed} of its requests answered"
     )
 
 

@@ -37,7 +37,7 @@ from allama.adapters._jobs import (
     unread,
     unrun_kind,
 )
-from allama.errors import NotFoundError
+from allama.errors import MessageOrigin, NotFoundError
 
 _ENDED = {
     "completed": "completed",
@@ -160,6 +160,22 @@ class OpenAIJobs:
         rows: dict[str, Row] = {}
         lines: list[dict[str, Any] | None] = []
         files = list(state.results or ())
+        # Ended, counting answers, with no output file named (the error file holds none
+        # billed): read again later, as an output file answering 404 is, rather than its
+        # rows taken for unanswered (sent again, and paid twice). At the last read, an
+        # error file named is read, and the rows it lacks are taken for lost. (A job failed
+        # whole names its errors instead, and its rows are taken as such.)
+        unnamed = (
+            bool(state.billed)
+            and state.outcome != "failed"
+            and all(file_id in state.unbilled for file_id in files)
+        )
+        if unnamed and (not state.take_what_is_left or not files):
+            raise NotFoundError(
+                f"the provider named no output file of job {state.id} to read, though it "
+                f"ended {state.outcome} counting {state.billed} of its requests completed",
+                origin=MessageOrigin.AUTHORED,
+            )
         gone: list[str] = []
         for file_id in files:
             url = f"{target.base_url}/files/{file_id}/content"
@@ -193,6 +209,14 @@ class OpenAIJobs:
                 f"the job ended {state.outcome}, and its file {', '.join(billed_gone)} answers "
                 "404: the row may have run and been paid for; retry_failed (--retry-failed) "
                 "sends it again"
+            )
+        elif unnamed:
+            kind = RowKind.LOST
+            note = (
+                f"the job ended {state.outcome}, counting {state.billed} of its requests "
+                "completed, but named no output file, and this row is not in its error file: "
+                "it may have run and been paid for; retry_failed (--retry-failed) sends it "
+                "again" + unread(lines)
             )
         elif gone:
             # Only the error file is gone: every row billed is in the output file, read (or
