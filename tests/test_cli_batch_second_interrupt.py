@@ -169,7 +169,8 @@ def test_a_second_ctrl_c_counts_each_result_once_and_writes_each_whole(
         "output rows": [0, 1, 2],
         "ledger": {"done": 3, "pending": 4},
         "summary": [
-            "3 done, 0 failed, 4 left unfinished, in T s",
+            "3 done, 0 failed, 4 left unfinished (4 with a call under way, which may be paid "
+            "for, at a cost not counted here), in T s",
             "enforcement: exact 3",
             "passes 3, attempts 3, tokens 300 in / 30 out",
             "cost $0.000063",

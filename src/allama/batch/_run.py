@@ -324,6 +324,10 @@ class BatchSummary:
     leaving the loop early): in flight, or waiting for a slot. They have no result; the
     ledger keeps them pending, and a run again sends them (those answered meanwhile are
     paid twice)."""
+    abandoned_calls: int = 0
+    """Of `abandoned`, those with a call under way at the close: sent (an async run's cut,
+    a sync run's going on in its thread, its answer unread), and perhaps paid for, at a
+    cost `cost` does not hold."""
 
     @property
     def finished(self) -> int:
@@ -446,6 +450,12 @@ class BatchSummary:
             )
             + (f", {self.in_jobs} in provider batch jobs" if self.in_jobs else "")
             + (f", {self.abandoned} left unfinished" if self.abandoned else "")
+            + (
+                f" ({self.abandoned_calls} with a call under way, which may be paid for, at "
+                "a cost not counted here)"
+                if self.abandoned_calls
+                else ""
+            )
             + f", in {self.elapsed:.1f} s"
         ]
         for tag, state in self.jobs.items():
@@ -1674,6 +1684,10 @@ class _Runner:
         if self.closed:  # what was read and has no result: in flight, or waiting for a slot
             given = summary.finished + summary.not_started + summary.elsewhere + summary.in_jobs
             summary.abandoned = max(0, self.read - given)
+            # Their calls under way: cut (async), or going on in their threads (sync), whose
+            # answers no one reads. Either may be paid for, at a cost nothing here says.
+            turns = self.provider
+            summary.abandoned_calls = min(summary.abandoned, turns.cut + turns.under_way)
             # What those paid is in the ledger (pending), and this run's spend.
             for key, records in self.paid_unfinished.items():
                 summary.add_paid(records, self.paid_earlier.pop(key, None))
@@ -2966,6 +2980,11 @@ class Turns:
         self.answered: Callable[[], None] | None = None
         """Told on the run's loop of each call the provider answered: an extraction's pass
         too, not only its end (the provider is there, and serves)."""
+        self.under_way = 0
+        """Calls begun and not yet ended: at a close, a sync run's threads still in theirs."""
+        self.cut = 0
+        """Calls cancelled while under way (an async run closed): sent, or about to be."""
+        self._counting = threading.Lock()  # a sync run's calls count from its threads
 
     @property
     def name(self) -> str:
@@ -2992,12 +3011,18 @@ class Turns:
         else:
             await self._take(turn, request)
         turn.called = time.monotonic()
+        self.under_way += 1
         try:
             response = await self._provider.achat(request)
         except Error as error:
             if self.limiter.counts_tokens and _refused_unread(error):
                 self.limiter.spent(turn.estimate, 0, turn.sent_at)
             raise
+        except asyncio.CancelledError:
+            self.cut += 1
+            raise
+        finally:
+            self.under_way -= 1
         turn.answer(request, response)
         self.limiter.served(turn.sent_at)
         usage = response.usage
@@ -3016,6 +3041,8 @@ class Turns:
         else:
             self._wait_for(turn, request)
         turn.called = time.monotonic()
+        with self._counting:
+            self.under_way += 1
         try:
             response = self._provider.chat(request)
         except Error as error:
@@ -3025,6 +3052,9 @@ class Turns:
                         self.limiter.spent, turn.estimate, 0, turn.sent_at
                     )
             raise
+        finally:
+            with self._counting:
+                self.under_way -= 1
         turn.answer(request, response)
         self.limiter.served(turn.sent_at)
         if self.limiter.counts_tokens and response.usage is not None and self.loop is not None:
