@@ -120,13 +120,15 @@ class Tracing:
 
 
 class _Active:
-    """A tracer found for a span, and whether the span records content."""
+    """A tracer found for a span, and whether the span records content; as an extraction's
+    (`_ENCLOSING`), the provider of the last call made under it too (`called`)."""
 
-    __slots__ = ("capture", "tracer")
+    __slots__ = ("called", "capture", "tracer")
 
     def __init__(self, tracer: Tracer, capture: bool) -> None:
         self.tracer = tracer
         self.capture = capture
+        self.called: str | None = None
 
 
 _ENCLOSING: ContextVar[_Active | None] = ContextVar("allama_tracing", default=None)
@@ -327,18 +329,35 @@ def _int64(value: object) -> bool:
     return not isinstance(value, int) or -(2**63) <= value < 2**63
 
 
-def _as_sent(warnings: Sequence[Warning]) -> dict[str, Any]:
-    """For each request field a warning names, what the span shows in its place: nothing
-    (`None`: left out, or sent as something else), but for a response format only widened,
-    which still asked for JSON."""
-    sent: dict[str, Any] = {}
+def _not_as_sent(warnings: Sequence[Warning]) -> set[str]:
+    """The request fields a warning names (left out, or sent as something else), which the
+    span does not show; but not a response format only widened, which still asked for the
+    same type of output."""
+    fields: set[str] = set()
     for warning in warnings:
         field = getattr(warning.subject, "field", None)
-        if field is None or sent.get(str(field), "") is None:
+        if field is None:
             continue
-        approximated = str(warning.kind) == "approximated"
-        sent[str(field)] = "json" if str(field) == "response_format" and approximated else None
-    return sent
+        if str(field) == "response_format" and str(warning.kind) == "approximated":
+            continue
+        fields.add(str(field))
+    return fields
+
+
+_OUTPUT_TYPES = {"text": "text", "json": "json", "json_schema": "json", "choice": "text"}
+"""`gen_ai.output.type` by response format: a choice is answered as plain text."""
+
+
+def output_type(request: ChatRequest) -> str | None:
+    """`gen_ai.output.type`, the type of output `request` asks for: its response format's,
+    or JSON for a forced tool's arguments; `None` where it asks for none."""
+    fmt = request.response_format
+    if fmt is not None:
+        return _OUTPUT_TYPES.get(str(fmt.type))
+    choice = request.tool_choice
+    if request.tools and choice is not None and choice.mode in ("tool", "required"):
+        return "json"
+    return None
 
 
 def _request_attributes(request: ChatRequest, warnings: Sequence[Warning] = ()) -> dict[str, Any]:
@@ -347,7 +366,7 @@ def _request_attributes(request: ChatRequest, warnings: Sequence[Warning] = ()) 
     shown, rather than read back out of the warning's words; nor is an integer OTLP cannot
     carry."""
     effort = request.reasoning_effort
-    sent = _as_sent(warnings) if warnings else {}
+    not_sent = _not_as_sent(warnings) if warnings else set()
     attributes: dict[str, Any] = {}
     for key, field, value in (
         ("gen_ai.request.temperature", "temperature", request.temperature),
@@ -363,11 +382,11 @@ def _request_attributes(request: ChatRequest, warnings: Sequence[Warning] = ()) 
         (
             "gen_ai.output.type",
             "response_format",
-            None if request.response_format is None else "json",
+            None if request.response_format is None else output_type(request),
         ),
     ):
-        if field in sent:
-            value = sent[field]
+        if field in not_sent:
+            continue
         if value is not None and _int64(value):
             attributes[key] = value
     return attributes
@@ -633,6 +652,11 @@ def start_call(
         and _ENCLOSING.get() is None
     ):
         return None  # the common case, decided without a call
+    enclosing = _ENCLOSING.get()
+    if enclosing is not None:
+        # The provider the extraction's error ended at, where the error names none (a
+        # cancellation): a failover's, not the failover.
+        enclosing.called = provider.name
     active = resolve(own)
     if active is None:
         return None
@@ -697,16 +721,23 @@ class ExtractionSpan:
         "_enclosing",
         "_finalizer",
         "active",
+        "asked",
         "ended",
+        "reads_asked",
         "retries",
         "span",
     )
 
-    def __init__(self, span: Span, active: _Active) -> None:
+    def __init__(self, span: Span, active: _Active, reads_asked: bool = False) -> None:
         self.span = span
         self.active = active
         self.retries = 0
         self.ended = False
+        # A decision's `gen_ai.output.type` is what its last request asked for (text for a
+        # choice, JSON for an enum), read from its requests; an extraction's is JSON from
+        # its start.
+        self.reads_asked = reads_asked
+        self.asked: str | None = None
         self._context: object | None = None
         self._enclosing: Token[_Active | None] | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
@@ -742,6 +773,7 @@ class ExtractionSpan:
         try:
             step = next(steps)
             while True:
+                self._asking(step)
                 try:
                     outcome = yield step
                 except BaseException as raised:  # passed in, for the steps to keep their record on
@@ -764,6 +796,12 @@ class ExtractionSpan:
             result: Result = done.value
             return result
 
+    def _asking(self, step: object) -> None:
+        from allama.types import ChatRequest
+
+        if self.reads_asked and isinstance(step, ChatRequest):
+            self.asked = output_type(step)
+
     # Its end
 
     def _record(
@@ -771,6 +809,8 @@ class ExtractionSpan:
     ) -> None:
         found = {} if found is None else found
         found["allama.extract.retries"] = self.retries
+        if self.asked is not None:
+            found["gen_ai.output.type"] = self.asked
         if metadata is not None:
             found["allama.extract.mode"] = metadata.mode.value
             found["allama.extract.passes"] = metadata.passes
@@ -815,10 +855,11 @@ class ExtractionSpan:
             if metadata is None:
                 metadata = _record_of(error)
             self._record(metadata)
-            failed_at = _failed_at(error)
+            failed_at = _failed_at(error) or self.active.called
             if failed_at is not None:
-                # No provider answered: the one whose error ended it (a failover's last),
-                # as the error and its call's span say, not the failover.
+                # The one whose error ended it (a failover's last), as the error and its
+                # call's span say, not the failover; where the error names none (a
+                # cancellation, an exception not allama's), the one last called.
                 with contextlib.suppress(Exception):
                     self.span.set_attribute("gen_ai.provider.name", genai_provider_name(failed_at))
             _set_error(self.span, error)
@@ -889,9 +930,11 @@ def start_extraction(
             "gen_ai.operation.name": operation,
             "gen_ai.provider.name": genai_provider_name(provider),
             "gen_ai.request.model": request.model,
-            "gen_ai.output.type": "json",
             "allama.extract.type": name,
         }
+        reads_asked = operation == "decide"
+        if not reads_asked:  # an extraction asks for JSON, in whichever mode
+            attributes["gen_ai.output.type"] = "json"
         if active.capture:
             attributes["gen_ai.input.messages"] = input_messages(request)
         span = active.tracer.start_span(
@@ -899,7 +942,7 @@ def start_extraction(
         )
     except Exception:  # tracing never fails an extraction
         return None
-    return ExtractionSpan(span, active)
+    return ExtractionSpan(span, active, reads_asked)
 
 
 # Batch runs

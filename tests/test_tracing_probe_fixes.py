@@ -1,0 +1,292 @@
+"""Tracing, as probed: `gen_ai.output.type` says the type of output asked for (text for a
+plain-text format or a choice, JSON for a JSON one), on a call's span and a decision's; an
+extraction through a failover ended by no error of allama's (a cancellation, an exception
+of the caller's own) names the provider it was calling, not the failover.
+
+Spans go to an SDK `TracerProvider` passed explicitly, with an in-memory exporter; the
+providers answer through in-process httpx2 transports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from typing import Any
+
+import httpx2
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+from pydantic import BaseModel
+from tests._recording import prompt_only_over
+from tests._recording import provider as recorded
+
+import allama
+from allama import ChatRequest, ExtractionMode, Extractor, ResponseFormat
+from allama._tracing import CAPTURE_CONTENT_ENV
+from allama.extract import EXTRACTION_TOOL
+from allama.transport import Transport
+from allama.wrappers import FailoverProvider
+
+KEY = "sk-test-9f8e7d6c5b4a"
+MODEL = "gpt-4o-mini"
+
+
+class Program(BaseModel):
+    name: str
+    year: int
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+class Traced:
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+
+    def one(self, name: str) -> ReadableSpan:
+        (span,) = [span for span in self.exporter.get_finished_spans() if span.name == name]
+        return span
+
+
+@pytest.fixture
+def traced(monkeypatch: pytest.MonkeyPatch) -> Traced:
+    monkeypatch.delenv(CAPTURE_CONTENT_ENV, raising=False)
+    return Traced()
+
+
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def completion(content: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-42",
+        "object": "chat.completion",
+        "model": "gpt-4o-mini-2024-07-18",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 41, "completion_tokens": 17, "total_tokens": 58},
+    }
+
+
+def tool_call(arguments: str) -> dict[str, Any]:
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": EXTRACTION_TOOL, "arguments": arguments},
+            }
+        ],
+    }
+    body = completion("")
+    body["choices"] = [{"index": 0, "message": message, "finish_reason": "tool_calls"}]
+    return body
+
+
+GEMINI_RED = {
+    "candidates": [
+        {"content": {"role": "model", "parts": [{"text": "red"}]}, "finishReason": "STOP"}
+    ],
+    "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 1, "totalTokenCount": 6},
+    "modelVersion": "gemini-2.5-flash",
+    "responseId": "r1",
+}
+
+
+# gen_ai.output.type
+
+THING: dict[str, Any] = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}},
+    "required": ["name"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "expected"),
+    [
+        (ResponseFormat.text(), "text"),
+        (ResponseFormat.json_object(), "json"),
+        (ResponseFormat.for_schema(THING, name="thing"), "json"),
+    ],
+)
+def test_a_calls_output_type_is_its_response_formats(
+    traced: Traced, fmt: ResponseFormat, expected: str
+) -> None:
+    answer = "just words" if fmt.type == "text" else "{}"
+    provider, recorder = recorded(
+        "openai", (200, completion(answer)), tracer_provider=traced.provider
+    )
+    request = ChatRequest(MODEL).user("Say something in JSON.").with_response_format(fmt)
+    provider.chat(request)
+    assert (
+        recorder.bodies[0]["response_format"]["type"]
+        == {
+            "text": "text",
+            "json": "json_object",
+            "json_schema": "json_schema",
+        }[fmt.type]
+    )
+    assert attrs(traced.one(f"chat {MODEL}"))["gen_ai.output.type"] == expected
+
+
+def test_a_call_with_no_response_format_has_no_output_type(traced: Traced) -> None:
+    provider, _ = recorded("openai", (200, completion("hi")), tracer_provider=traced.provider)
+    provider.chat(ChatRequest(MODEL).user("hi"))
+    assert "gen_ai.output.type" not in attrs(traced.one(f"chat {MODEL}"))
+
+
+def test_a_decision_answered_as_a_gemini_enum_is_text_on_both_spans(traced: Traced) -> None:
+    gemini, recorder = recorded("gemini", (200, GEMINI_RED))
+    request = ChatRequest("gemini-2.5-flash").user("The colour of blood?")
+    extractor = Extractor(tracer_provider=traced.provider)
+    decision = extractor.decide(gemini, Colour, request, probabilities=False)
+    assert decision.value is Colour.RED
+    assert recorder.bodies[0]["generationConfig"]["responseMimeType"] == "text/x.enum"
+    call = attrs(traced.one("generate_content gemini-2.5-flash"))
+    decide = attrs(traced.one("decide Colour"))
+    assert call["gen_ai.output.type"] == "text"
+    assert decide["gen_ai.output.type"] == "text"
+
+
+def test_a_decision_answered_as_a_json_enum_is_json(traced: Traced) -> None:
+    provider, recorder = recorded("openai", (200, completion('{"value": "red"}')))
+    extractor = Extractor(tracer_provider=traced.provider)
+    decision = extractor.decide(
+        provider, Colour, ChatRequest(MODEL).user("A ruby?"), probabilities=False
+    )
+    assert decision.value is Colour.RED
+    assert recorder.bodies[0]["response_format"]["type"] == "json_schema"
+    assert attrs(traced.one(f"chat {MODEL}"))["gen_ai.output.type"] == "json"
+    assert attrs(traced.one("decide Colour"))["gen_ai.output.type"] == "json"
+
+
+def test_a_decision_answered_through_a_forced_tool_is_json(traced: Traced) -> None:
+    provider, recorder = recorded("openai", (200, tool_call('{"value": "green"}')))
+    extractor = Extractor(tracer_provider=traced.provider)
+    request = ChatRequest(MODEL).user("Grass?").with_option(ExtractionMode.FORCED_TOOL)
+    decision = extractor.decide(provider, Colour, request, probabilities=False)
+    assert decision.value is Colour.GREEN
+    assert "response_format" not in recorder.bodies[0]
+    assert attrs(traced.one("decide Colour"))["gen_ai.output.type"] == "json"
+
+
+def test_a_decision_in_the_prompt_alone_has_no_output_type(traced: Traced) -> None:
+    # Nothing in the request asks for a type of output: the span does not guess one.
+    provider, recorder = recorded("openai", (200, completion("red")))
+    extractor = Extractor(tracer_provider=traced.provider)
+    decision = extractor.decide(
+        prompt_only_over(provider), Colour, ChatRequest(MODEL).user("A ruby?"), probabilities=False
+    )
+    assert decision.value is Colour.RED
+    assert "response_format" not in recorder.bodies[0]
+    assert "gen_ai.output.type" not in attrs(traced.one("decide Colour"))
+
+
+def test_an_extraction_is_json_whatever_its_mode(traced: Traced) -> None:
+    provider, _ = recorded("openai", (200, tool_call('{"name": "Ada", "year": 1843}')))
+    request = ChatRequest(MODEL).user("Ada, 1843").with_option(ExtractionMode.FORCED_TOOL)
+    Extractor(tracer_provider=traced.provider).extract(provider, Program, request)
+    assert attrs(traced.one("extract Program"))["gen_ai.output.type"] == "json"
+
+
+# The provider an extraction through a failover ended at
+
+
+def _down() -> httpx2.Response:
+    return httpx2.Response(503, json={"error": {"message": "down", "type": "server_error"}})
+
+
+class Broken(RuntimeError):
+    """An exception none of allama's, raised as a request is sent."""
+
+
+def test_an_extraction_ended_by_a_foreign_exception_names_the_provider_called(
+    traced: Traced,
+) -> None:
+    def breaks(request: httpx2.Request) -> httpx2.Response:
+        raise Broken("the caller's transport broke")
+
+    first = allama.provider(
+        "openai",
+        api_key=KEY,
+        transport=Transport(
+            client=httpx2.Client(transport=httpx2.MockTransport(lambda r: _down()))
+        ),
+    )
+    second = allama.provider(
+        "groq",
+        api_key=KEY,
+        transport=Transport(client=httpx2.Client(transport=httpx2.MockTransport(breaks))),
+    )
+    failover = FailoverProvider([first, second])
+    with pytest.raises(Broken):
+        Extractor(tracer_provider=traced.provider).extract(
+            failover, Program, ChatRequest(MODEL).user("Ada, 1843")
+        )
+    span = traced.one("extract Program")
+    assert span.status.status_code is StatusCode.ERROR
+    assert attrs(span)["error.type"] == "Broken"
+    assert attrs(span)["gen_ai.provider.name"] == "groq"
+
+
+class Hang(httpx2.AsyncBaseTransport):
+    """Never answers; says when a request reached it."""
+
+    def __init__(self) -> None:
+        self.reached = asyncio.Event()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        self.reached.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def test_a_cancelled_extraction_through_a_failover_names_the_provider_called(
+    traced: Traced,
+) -> None:
+    async def main() -> None:
+        hang = Hang()
+        first = allama.provider(
+            "openai",
+            api_key=KEY,
+            transport=Transport(
+                async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(lambda r: _down()))
+            ),
+        )
+        second = allama.provider(
+            "groq",
+            api_key=KEY,
+            transport=Transport(async_client=httpx2.AsyncClient(transport=hang)),
+        )
+        failover = FailoverProvider([first, second])
+        extractor = Extractor(tracer_provider=traced.provider)
+        task = asyncio.create_task(
+            extractor.aextract(failover, Program, ChatRequest(MODEL).user("Ada, 1843"))
+        )
+        await hang.reached.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    span = traced.one("extract Program")
+    assert span.status.status_code is StatusCode.ERROR
+    assert attrs(span)["error.type"] == "CancelledError"
+    assert attrs(span)["gen_ai.provider.name"] == "groq"
