@@ -41,6 +41,12 @@ Parts of the response candidate, in order:
 - `functionCall {id?, name, args}` becomes a `ToolCall`: its `id`, or `call_<n>` when Gemini
   gave none (`n` counting the candidate's calls from 0); `args` as compact JSON text, key
   order and non-ASCII characters kept.
+- A `functionCall` whose arguments stream (Vertex AI's `streamFunctionCallArguments`) comes
+  as `{name, willContinue: true}` (its part carrying the signature), then parts of
+  `{partialArgs: [{jsonPath, stringValue | numberValue | boolValue | nullValue}], willContinue}`
+  without a name, each value put at its path (`$.recipe.steps[0]`; a string's pieces
+  joined), until one whose `willContinue` is not true (often a bare `functionCall: {}`), a
+  part of another kind, or the end: it becomes one `ToolCall` as a whole call does.
 - Any other part (`inlineData`, `fileData`, `executableCode`, `codeExecutionResult`, kinds
   added later) is kept verbatim, in order, under `provider_data["gemini"]["parts"]`, and
   ends the text or reasoning block before it.
@@ -87,7 +93,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from typing import Any, Protocol
 
 from pydantic import JsonValue
@@ -603,18 +611,35 @@ class BlockSink(Protocol):
     def stop(self) -> None: ...
 
 
+class _Streamed:
+    """A function call whose arguments come in pieces (`partialArgs`), put together."""
+
+    __slots__ = ("args", "id", "name", "signature")
+
+    def __init__(self, call_id: str, name: str, signature: str | None, args: Any) -> None:
+        self.id = call_id
+        self.name = name
+        self.signature = signature
+        self.args: dict[str, Any] = dict(args) if isinstance(args, dict) else {}
+
+
 class Layout:
     """Where each part of the response candidate goes, one part at a time: the rule the body
     decoder and the stream decoder share, so that both give the same blocks.
 
-    `calls` counts the function calls placed; `others` holds the parts kept verbatim.
+    `calls` counts the function calls placed; `others` holds the parts kept verbatim. A
+    function call whose arguments stream (`partialArgs`) is held until its last piece, or the
+    next part, or `stop()`, and then placed whole.
     """
 
-    __slots__ = ("_open", "_sink", "calls", "others")
+    __slots__ = ("_open", "_pending", "_sink", "_streamed", "calls", "others")
 
     def __init__(self, sink: BlockSink) -> None:
         self._sink = sink
         self._open: StreamBlockType | None = None
+        self._pending: _Streamed | None = None
+        self._streamed = False
+        """Whether a call's arguments streamed: a bare `functionCall: {}` then ends one."""
         self.calls = 0
         self.others: list[JsonValue] = []
 
@@ -628,11 +653,12 @@ class Layout:
         if call is not None:
             self._call(call, signature)
             return
+        self._end_call()
         text = part.get("text")
         if text is None and signature is not None and part.keys() <= _SIGNATURE_ONLY:
             text = ""
         if text is None:
-            self.stop()
+            self._close()
             self.others.append(part)
             return
         if not isinstance(text, str):
@@ -643,7 +669,12 @@ class Layout:
             self._text(text, signature)
 
     def stop(self) -> None:
-        """Close the open block, if one is open."""
+        """Place a call still streaming its arguments, as far as they came, and close the
+        open block, if one is open."""
+        self._end_call()
+        self._close()
+
+    def _close(self) -> None:
         if self._open is not None:
             self._sink.stop()
             self._open = None
@@ -651,7 +682,7 @@ class Layout:
     def _start(
         self, block_type: StreamBlockType, *, id: str | None = None, name: str | None = None
     ) -> None:
-        self.stop()
+        self._close()
         self._sink.start(block_type, id=id, name=name)
         self._open = block_type
 
@@ -659,23 +690,66 @@ class Layout:
         """The signature of a non-thought part, as a text-less reasoning block of its own."""
         self._start(StreamBlockType.REASONING)
         self._sink.signature(signature)
-        self.stop()
+        self._close()
 
     def _call(self, call: Any, signature: str | None) -> None:
         if not isinstance(call, dict):
             raise Unreadable("a `functionCall` is not an object")
         name = call.get("name")
+        if name is None and self._pending is not None and "args" not in call:
+            # The next pieces of a call whose arguments stream (Vertex AI's
+            # `streamFunctionCallArguments`).
+            self._more(call, signature)
+            return
+        if name is None and self._streamed and call.keys() <= {"willContinue"}:
+            # The bare `functionCall: {}` that ends a streamed call already placed (its last
+            # piece said no more was to come); a signature on it is kept as on an empty text.
+            if signature is not None:
+                self._text("", signature)
+            return
         if not isinstance(name, str):
             raise Unreadable("a `functionCall` has no string `name`")
-        raw = call.get("args")
-        arguments = raw if isinstance(raw, str) else json_text({} if raw is None else raw)
+        self._end_call()
         call_id = _text(call.get("id")) or f"call_{self.calls}"
         self.calls += 1
+        if call.get("willContinue") is True or call.get("partialArgs") is not None:
+            # Its name first (with the signature), then `partialArgs` in later parts.
+            self._pending = _Streamed(call_id, name, signature, call.get("args"))
+            self._streamed = True
+            self._more(call, None)
+            return
+        raw = call.get("args")
+        arguments = raw if isinstance(raw, str) else json_text({} if raw is None else raw)
+        self._place_call(call_id, name, signature, arguments)
+
+    def _place_call(self, call_id: str, name: str, signature: str | None, arguments: str) -> None:
         if signature is not None:
             self._signed_before(signature)
         self._start(StreamBlockType.TOOL_CALL, id=call_id, name=name)
         self._sink.arguments(arguments)
-        self.stop()
+        self._close()
+
+    def _more(self, call: dict[str, Any], signature: str | None) -> None:
+        """One more piece of the streaming call: its `partialArgs` put in, and the call
+        placed when `willContinue` no longer says more is to come."""
+        pending = self._pending
+        assert pending is not None
+        pending.signature = pending.signature or signature
+        pieces = call.get("partialArgs")
+        if pieces is not None:
+            if not isinstance(pieces, list):
+                raise Unreadable("a `functionCall`'s `partialArgs` is not a list")
+            for piece in pieces:
+                _put_partial(pending.args, piece)
+        if call.get("willContinue") is not True:
+            self._end_call()
+
+    def _end_call(self) -> None:
+        """Place the call whose arguments were streaming, if one was."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            arguments = json_text(pending.args)
+            self._place_call(pending.id, pending.name, pending.signature, arguments)
 
     def _text(self, text: str, signature: str | None) -> None:
         if signature is not None:
@@ -697,7 +771,124 @@ class Layout:
             self._sink.text(text)
         if signature is not None:
             self._sink.signature(signature)
-            self.stop()
+            self._close()
+
+
+_PATH_STEP = re.compile(
+    r"\.([^.\[\]]+)"  # .name
+    r"|\[(\d+)\]"  # [0]
+    r"|\['((?:[^'\\]|\\.)*)'\]"  # ['name']
+    r'|\["((?:[^"\\]|\\.)*)"\]'  # ["name"]
+)
+"""One step of a JSON path (RFC 9535) as `partialArgs` name them: `.name`, `[0]`,
+`['name']` or `["name"]`."""
+
+
+def _path_steps(path: str) -> list[str | int]:
+    """The member names and array indexes of a `jsonPath` (`$.recipe.steps[0]`)."""
+    steps: list[str | int] = []
+    at = 1
+    while path.startswith("$") and at < len(path):
+        found = _PATH_STEP.match(path, at)
+        if found is None:
+            break
+        name, index, single, double = found.groups()
+        if index is not None:
+            steps.append(int(index))
+        elif name is not None:
+            steps.append(name)
+        else:
+            quoted = _unquoted(single if single is not None else double, single is not None)
+            if quoted is None:
+                break
+            steps.append(quoted)
+        at = found.end()
+    if not steps or at != len(path):
+        raise Unreadable(
+            f"a partial argument's `jsonPath` is not a path allama reads: {path[:80]!r}"
+        )
+    return steps
+
+
+_QUOTED_ESCAPE = re.compile(r'\\.|"')
+
+
+def _unquoted(text: str, single: bool) -> str | None:
+    """A quoted member name of a JSON path with its escapes read (JSON's, and `\\'` in
+    single quotes); `None` when they do not read."""
+    if single:
+        # As JSON text: `\'` is a quote, and a bare `"` needs its escape.
+        text = _QUOTED_ESCAPE.sub(
+            lambda m: "'" if m[0] == "\\'" else '\\"' if m[0] == '"' else m[0], text
+        )
+    try:
+        value = json.loads(f'"{text}"')
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _put_partial(args: dict[str, Any], piece: Any) -> None:
+    """One `PartialArg` (`jsonPath` and a string, number, boolean or null value) put into
+    the arguments: a string whose path already holds one goes on after it (a long string
+    comes in several pieces, the last often empty); objects and arrays on the way are made."""
+    if not isinstance(piece, dict):
+        raise Unreadable("a partial argument is not an object")
+    path = piece.get("jsonPath")
+    if not isinstance(path, str):
+        raise Unreadable("a partial argument has no string `jsonPath`")
+    steps = _path_steps(path)
+    value: Any
+    if piece.get("stringValue") is not None:
+        value = piece["stringValue"]
+        if not isinstance(value, str):
+            raise Unreadable("a partial argument's `stringValue` is not a string")
+    elif piece.get("numberValue") is not None:
+        value = piece["numberValue"]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise Unreadable("a partial argument's `numberValue` is not a number")
+    elif piece.get("boolValue") is not None:
+        value = piece["boolValue"]
+        if not isinstance(value, bool):
+            raise Unreadable("a partial argument's `boolValue` is not a boolean")
+    elif "nullValue" in piece:
+        value = None
+    else:
+        return  # no value: nothing to put
+    node: Any = args
+    for step, after in pairwise(steps):
+        child = _member(node, step)
+        if child is None:
+            child = [] if isinstance(after, int) else {}
+            _set_member(node, step, child)
+        node = child
+    last = steps[-1]
+    held = _member(node, last)
+    if isinstance(value, str) and isinstance(held, str):
+        value = held + value
+    _set_member(node, last, value)
+
+
+def _member(node: Any, step: str | int) -> Any:
+    if isinstance(step, int) and isinstance(node, list):
+        return node[step] if step < len(node) else None
+    if isinstance(step, str) and isinstance(node, dict):
+        return node.get(step)
+    raise Unreadable("partial arguments name a member of a value that has no such member")
+
+
+def _set_member(node: Any, step: str | int, value: Any) -> None:
+    if isinstance(step, str):
+        assert isinstance(node, dict)
+        node[step] = value
+        return
+    assert isinstance(node, list)
+    if step < len(node):
+        node[step] = value
+    elif step == len(node):
+        node.append(value)
+    else:
+        raise Unreadable("partial arguments skip an index of an array")
 
 
 class _Blocks:

@@ -192,13 +192,18 @@ class _Encoder:
     def model_turn(self, message: AssistantMessage) -> list[dict[str, Any]]:
         parts: list[dict[str, Any]] = []
         signature: str | None = None
+        unsigned = False
         for block in message.content:
             if isinstance(block, Reasoning):
-                # Another provider's signature (Claude's, a Responses item's id) is no
-                # thought signature: Gemini would refuse it ("Corrupted thought signature").
-                own = block.signature if block.goes_back_to(self.degradations.provider) else None
+                # Another endpoint's signature (Claude's, another Gemini host's, a Responses
+                # item's id) is no thought signature here: Gemini would refuse it
+                # ("Corrupted thought signature").
+                issued = block.goes_back_to(self.degradations.provider)
+                own = block.signature if issued else None
                 if own and own.startswith(OPENAI_REASONING_ID_PREFIX):
                     own = None
+                if (block.signature and not own) or (block.encrypted_content and not issued):
+                    unsigned = True
                 if block.text:
                     thought: dict[str, Any] = {"text": block.text, "thought": True}
                     if own:
@@ -220,6 +225,14 @@ class _Encoder:
                 part["thoughtSignature"] = signature
                 signature = None
             parts.append(part)
+        if unsigned:
+            self.degradations.approximate(
+                RequestField.REASONING,
+                f"{self.profile.display_name} takes back only the thought signatures it "
+                "issued; reasoning another endpoint signed (another provider or host, or a "
+                "Responses item's id) was sent without its signature, as an unsigned thought "
+                "where it has text, and was left out of the conversation otherwise",
+            )
         calls = [part for part in parts if "functionCall" in part]
         if (
             calls
@@ -380,13 +393,15 @@ class _Encoder:
         field = RequestField.REASONING_EFFORT
         if effort is None:
             return None
-        if family.thinking is Thinking.NONE:
-            self.degradations.refuse(field, f"{self.where} does not think")
-            return None
         if effort == "none":
+            if family.thinking is Thinking.NONE:
+                return None  # no thinking is what this model does: nothing to send
             if family.can_disable:
                 return {"thinkingBudget": 0}
             self.degradations.refuse(field, f"{self.where} cannot turn thinking off")
+            return None
+        if family.thinking is Thinking.NONE:
+            self.degradations.refuse(field, f"{self.where} does not think")
             return None
         if family.thinking is Thinking.LEVEL:
             return {"thinkingLevel": self.level(str(effort))}
@@ -595,10 +610,12 @@ class _Encoder:
         for (the caller's wins): an extraction's record then shows its schema not sent."""
         if not any(key in ours for key in _OUTPUT):
             return
-        for key in _OUTPUT:
-            if merged.get(key) != ours.get(key):
-                self.warn_replaced(RequestField.RESPONSE_FORMAT, f"generationConfig.{key}", None)
-                return
+        changed = [key for key in _OUTPUT if merged.get(key) != ours.get(key)]
+        if changed:
+            # Named by the caller's own field (`_responseJsonSchema`), not allama's it took out.
+            given = [key for key in changed if key in merged]
+            where = f"generationConfig.{(given or changed)[0]}"
+            self.warn_replaced(RequestField.RESPONSE_FORMAT, where, None)
 
     def merged_tool_config(self, ours: dict[str, Any] | None, theirs: Any) -> Any:
         """The body option's `toolConfig` merged into allama's (`retrievalConfig`, Google
@@ -631,6 +648,7 @@ _NOT_MESSAGES = frozenset(
         "responseSchema",
         "responseJsonSchema",
         "_responseJsonSchema",
+        "schema",  # `responseFormat.text.schema`
         "parameters",
         "parametersJsonSchema",
         "response",
@@ -649,18 +667,33 @@ def _camel_case(name: str) -> str:
     return _SNAKE.sub(lambda found: found[1].upper(), name) if "_" in name else name
 
 
-_OUTPUT = ("responseMimeType", "responseSchema", "responseJsonSchema")
+_SCHEMAS = ("responseSchema", "responseJsonSchema", "_responseJsonSchema", "responseFormat")
+"""The `generationConfig` fields that carry a response schema, by each of Gemini's names:
+the OpenAPI one, the JSON Schema one (and its older underscored name), and the newer
+`responseFormat` (`{"text": {"mimeType", "schema"}}`)."""
+
+_OUTPUT = ("responseMimeType", *_SCHEMAS)
 """The `generationConfig` fields that carry the response format."""
+
+_OUR_SCHEMAS = ("responseSchema", "responseJsonSchema")
+"""The fields allama sends a response schema in."""
 
 _THINKING_AMOUNT = ("thinkingBudget", "thinkingLevel")
 """How much to think: Gemini takes one of the two, not both."""
 
 
 def _merge_generation(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
-    """The caller's `generationConfig` merged into allama's, the caller's keys winning, and
+    """The caller's `generationConfig` merged into allama's, the caller's keys winning (a
+    response schema of the caller's, under any of its names, in place of allama's), and
     `thinkingConfig` one level deeper: `{"includeThoughts": true}` there keeps the budget or
     level `reasoning_effort` gave, unless the caller names a budget or level of its own."""
     merged = {**ours, **theirs}
+    if any(key in theirs for key in _SCHEMAS):
+        # The caller's schema, under whichever of Gemini's names, replaces allama's: sent
+        # beside it, Gemini would get two schemas for one answer.
+        for key in _OUR_SCHEMAS:
+            if key not in theirs:
+                merged.pop(key, None)
     our_thinking, their_thinking = ours.get("thinkingConfig"), theirs.get("thinkingConfig")
     if isinstance(our_thinking, dict) and isinstance(their_thinking, dict):
         if any(key in their_thinking for key in _THINKING_AMOUNT):

@@ -1,0 +1,496 @@
+"""Gemini fixes found by a probe: another endpoint's thought signatures left out with a
+warning; a response schema given in the body option under Gemini's other names sent in
+place of allama's; `reasoning_effort="none"` on a model that never thinks asks nothing; and
+Vertex AI's streamed function-call arguments (`streamFunctionCallArguments`) put together
+into whole calls. The endpoints are `httpx2.MockTransport`s: nothing leaves the machine."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx2
+import pytest
+from pydantic import BaseModel
+from tests._recording import Recorder, provider
+
+import allama
+from allama import ChatRequest, SchemaEnforcement, ToolDefinition
+from allama.adapters.gemini import decode_response
+from allama.errors import StreamDecodeError
+from allama.transport import Transport
+from allama.types import (
+    BlockStart,
+    FinishReason,
+    Reasoning,
+    ReasoningEffort,
+    RequestField,
+    StreamBlockType,
+    TextPart,
+    ToolCall,
+    ToolCallDelta,
+    UnsupportedPolicy,
+    Usage,
+    Warning,
+    WarningKind,
+)
+
+TOOLS = [ToolDefinition(name="f", parameters={"type": "object", "properties": {}})]
+PROXY = "https://proxy.example.com/v1beta"
+REASONING_WARNING = (
+    "Gemini takes back only the thought signatures it issued; reasoning another endpoint "
+    "signed (another provider or host, or a Responses item's id) was sent without its "
+    "signature, as an unsigned thought where it has text, and was left out of the "
+    "conversation otherwise"
+)
+SKIP_WARNING = (
+    "a function call without Gemini's thought signature (made by another model, or kept "
+    "without it) was sent with the signature that skips its check; the model does not see "
+    "the reasoning behind it"
+)
+
+
+def answer(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5},
+        "modelVersion": "gemini-x",
+    }
+
+
+def said(warnings: tuple[Warning, ...]) -> list[tuple[WarningKind, Any, str]]:
+    return [(w.kind, getattr(w.subject, "field", None), w.message) for w in warnings]
+
+
+def model_turns(recorder: Recorder) -> list[list[dict[str, Any]]]:
+    return [c["parts"] for c in recorder.bodies[-1]["contents"] if c["role"] == "model"]
+
+
+# 1. Another endpoint's thought signatures are left out with a warning
+
+
+def test_a_gemini_3_text_turn_signed_by_the_gemini_api_continued_on_a_proxy() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])), base_url=PROXY)
+    turn = (Reasoning(signature="VEVYVA==", issuer="gemini"), TextPart(text="Paris."))
+    request = ChatRequest("gemini-3-flash-preview").user("hi").assistant(turn).user("go on")
+    response = target.chat(request)
+    assert model_turns(recorder) == [[{"text": "Paris."}]]
+    assert said(response.warnings) == [
+        (WarningKind.APPROXIMATED, RequestField.REASONING, REASONING_WARNING)
+    ]
+
+
+def test_a_signed_2_5_function_call_continued_on_another_host() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])), base_url=PROXY)
+    turn = (
+        Reasoning(signature="Q0FMTA==", issuer="gemini"),
+        ToolCall(id="c1", name="f", arguments="{}"),
+    )
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .user("hi")
+        .with_tools(TOOLS)
+        .assistant(turn)
+        .tool_result("c1", "42")
+    )
+    response = target.chat(request)
+    assert model_turns(recorder) == [[{"functionCall": {"id": "c1", "name": "f", "args": {}}}]]
+    assert said(response.warnings) == [
+        (WarningKind.APPROXIMATED, RequestField.REASONING, REASONING_WARNING)
+    ]
+
+
+def test_claudes_signed_thinking_goes_as_an_unsigned_thought_with_the_warning() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])))
+    turn = (
+        Reasoning(text="I think", signature="EqQBClaudeSig", issuer="anthropic"),
+        TextPart(text="Paris."),
+    )
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .user("hi")
+        .assistant(turn)
+        .user("go on")
+        .with_unsupported_policy(UnsupportedPolicy.ERROR)  # an approximation never fails
+    )
+    response = target.chat(request)
+    assert model_turns(recorder) == [[{"text": "I think", "thought": True}, {"text": "Paris."}]]
+    assert said(response.warnings) == [
+        (WarningKind.APPROXIMATED, RequestField.REASONING, REASONING_WARNING)
+    ]
+
+
+def test_a_responses_item_id_and_another_providers_encrypted_reasoning_are_said() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])))
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .user("hi")
+        .assistant((Reasoning(signature="rs_0123"), TextPart(text="A.")))
+        .user("and?")
+        .assistant((Reasoning(encrypted_content="b3BhcXVl", issuer="openai"), TextPart(text="B.")))
+        .user("go on")
+    )
+    response = target.chat(request)
+    assert model_turns(recorder) == [[{"text": "A."}], [{"text": "B."}]]
+    # One warning, however many turns left something out.
+    assert said(response.warnings) == [
+        (WarningKind.APPROXIMATED, RequestField.REASONING, REASONING_WARNING)
+    ]
+
+
+def test_geminis_own_signature_goes_back_without_a_warning() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])))
+    turn = (Reasoning(signature="VEVYVA==", issuer="gemini"), TextPart(text="Paris."))
+    request = ChatRequest("gemini-3-flash-preview").user("hi").assistant(turn).user("go on")
+    response = target.chat(request)
+    assert model_turns(recorder) == [[{"text": "Paris.", "thoughtSignature": "VEVYVA=="}]]
+    assert response.warnings == ()
+
+
+def test_a_gemini_3_call_signed_elsewhere_keeps_the_skip_signature_warning_too() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])), base_url=PROXY)
+    turn = (
+        Reasoning(signature="Q0FMTA==", issuer="gemini"),
+        ToolCall(id="c1", name="f", arguments="{}"),
+    )
+    request = (
+        ChatRequest("gemini-3-flash-preview")
+        .user("hi")
+        .with_tools(TOOLS)
+        .assistant(turn)
+        .tool_result("c1", "42")
+    )
+    response = target.chat(request)
+    call = {"id": "c1", "name": "f", "args": {}}
+    skip = "skip_thought_signature_validator"
+    assert model_turns(recorder) == [[{"functionCall": call, "thoughtSignature": skip}]]
+    assert said(response.warnings) == [
+        (WarningKind.APPROXIMATED, RequestField.REASONING, REASONING_WARNING),
+        (WarningKind.APPROXIMATED, RequestField.MESSAGES, SKIP_WARNING),
+    ]
+
+
+# 2. A response schema under Gemini's other names replaces allama's
+
+
+class Answer(BaseModel):
+    a: int
+
+
+THEIRS: dict[str, Any] = {"type": "object", "properties": {"first_name": {"type": "string"}}}
+
+
+@pytest.mark.parametrize(
+    ("given", "sent", "value"),
+    [
+        ("responseJsonSchema", "responseJsonSchema", THEIRS),
+        ("_responseJsonSchema", "_responseJsonSchema", THEIRS),
+        ("_response_json_schema", "_responseJsonSchema", THEIRS),
+        ("responseSchema", "responseSchema", THEIRS),
+        (
+            "responseFormat",
+            "responseFormat",
+            {"text": {"mimeType": "APPLICATION_JSON", "schema": THEIRS}},
+        ),
+    ],
+)
+def test_the_callers_schema_under_any_name_is_sent_alone_and_not_enforced(
+    given: str, sent: str, value: dict[str, Any]
+) -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": '{"a": 1}'}])))
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .user("hi")
+        .with_option_json("gemini", {"generationConfig": {given: value}})
+    )
+    result = allama.extract(target, Answer, request)
+    generation = recorder.bodies[-1]["generationConfig"]
+    # The caller's schema alone, as given (its property names not renamed), and allama's
+    # JSON output mime type beside it.
+    assert generation == {"responseMimeType": "application/json", sent: value}
+    assert result.metadata.enforcement is SchemaEnforcement.NOT_ENFORCED
+    assert said(result.response.warnings) == [
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.RESPONSE_FORMAT,
+            f"`generationConfig.{sent}` of the body option `gemini` was sent in place of the "
+            "request's response format, which was not sent",
+        )
+    ]
+
+
+def test_a_schema_under_another_name_without_a_response_format_is_just_sent() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])))
+    option: dict[str, Any] = {"generationConfig": {"_responseJsonSchema": THEIRS}}
+    request = ChatRequest("gemini-2.5-flash").user("hi").with_option_json("gemini", option)
+    response = target.chat(request)
+    assert recorder.bodies[-1]["generationConfig"] == {"_responseJsonSchema": THEIRS}
+    assert response.warnings == ()
+
+
+# 3. `reasoning_effort="none"` on a model that never thinks
+
+
+@pytest.mark.parametrize("model", ["gemini-2.0-flash", "gemma-3-27b-it"])
+@pytest.mark.parametrize("policy", [UnsupportedPolicy.WARN, UnsupportedPolicy.ERROR])
+def test_no_thinking_asked_of_a_model_that_never_thinks_sends_and_says_nothing(
+    model: str, policy: UnsupportedPolicy
+) -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "x"}])))
+    request = (
+        ChatRequest(model)
+        .user("hi")
+        .with_reasoning_effort(ReasoningEffort.NONE)
+        .with_unsupported_policy(policy)
+    )
+    response = target.chat(request)
+    assert "generationConfig" not in recorder.bodies[-1]
+    assert response.warnings == ()
+
+
+def test_an_effort_other_than_none_on_a_model_that_never_thinks_is_still_refused() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "x"}])))
+    request = ChatRequest("gemini-2.0-flash").user("hi").with_reasoning_effort(ReasoningEffort.LOW)
+    response = target.chat(request)
+    assert "generationConfig" not in recorder.bodies[-1]
+    assert said(response.warnings) == [
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.REASONING_EFFORT,
+            "`gemini-2.0-flash` on Gemini does not think",
+        )
+    ]
+
+
+# 4. Vertex AI's streamed function-call arguments
+#
+# The chunks have the shapes Vertex AI sends with `streamFunctionCallArguments` (as recorded
+# in vercel/ai's Google provider fixtures): the call's name with `willContinue: true` and
+# the signature, then `partialArgs` without a name, then a bare `functionCall: {}`.
+
+MODEL = "gemini-3-pro-preview"
+WEATHER = ToolDefinition(
+    name="get_weather",
+    parameters={"type": "object", "properties": {"location": {"type": "string"}}},
+)
+RUNNING = {"promptTokenCount": 10, "totalTokenCount": 10, "trafficType": "ON_DEMAND"}
+FINAL = {"promptTokenCount": 10, "candidatesTokenCount": 12, "totalTokenCount": 22}
+
+
+def chunk(
+    parts: list[dict[str, Any]], finish: str | None = None, usage: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}}
+    if finish is not None:
+        candidate["finishReason"] = finish
+    return {"candidates": [candidate], "usageMetadata": usage or RUNNING, "modelVersion": MODEL}
+
+
+def named(name: str, signature: str | None = None) -> dict[str, Any]:
+    part: dict[str, Any] = {"functionCall": {"name": name, "willContinue": True}}
+    if signature is not None:
+        part["thoughtSignature"] = signature
+    return part
+
+
+def partial(*pieces: dict[str, Any], more: bool = True) -> dict[str, Any]:
+    call: dict[str, Any] = {"partialArgs": list(pieces)}
+    if more:
+        call["willContinue"] = True
+    return {"functionCall": call}
+
+
+def piece(path: str, **value: Any) -> dict[str, Any]:
+    return {"jsonPath": path, **value}
+
+
+KEEP_GOING: dict[str, Any] = {"functionCall": {"willContinue": True}}
+END: dict[str, Any] = {"functionCall": {}}
+
+
+def sse(*chunks: dict[str, Any]) -> bytes:
+    return b"".join(b"data: " + json.dumps(c).encode() + b"\r\n\r\n" for c in chunks)
+
+
+def vertex(*answers: tuple[int, Any]) -> tuple[Any, Recorder]:
+    recorder = Recorder(*answers)
+    target = allama.provider(
+        "vertex-gemini",
+        transport=Transport(
+            client=httpx2.Client(transport=httpx2.MockTransport(recorder)),
+            async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(recorder)),
+        ),
+        access_token="tok",
+        project="proj",
+        location="global",
+    )
+    return target, recorder
+
+
+def streamed_request() -> ChatRequest:
+    calling: dict[str, Any] = {"mode": "AUTO", "streamFunctionCallArguments": True}
+    return (
+        ChatRequest(MODEL)
+        .user("weather in Boston?")
+        .with_tools([WEATHER])
+        .with_option_json("gemini", {"toolConfig": {"functionCallingConfig": calling}})
+    )
+
+
+def test_a_call_whose_arguments_stream_is_put_together_whole() -> None:
+    data = sse(
+        chunk([named("get_weather", "U0lH")]),
+        chunk([partial(piece("$.location", stringValue="Boston", willContinue=True))]),
+        chunk([partial(piece("$.location", stringValue=", MA", willContinue=True))]),
+        chunk([partial(piece("$.location", stringValue=""))]),
+        chunk([END], "STOP", FINAL),
+    )
+    target, recorder = vertex((200, data))
+    stream = target.chat_stream(streamed_request())
+    events = list(stream)
+    response = stream.response()
+    assert recorder.bodies[0]["toolConfig"] == {
+        "functionCallingConfig": {"mode": "AUTO", "streamFunctionCallArguments": True}
+    }
+    call = ToolCall(id="call_0", name="get_weather", arguments='{"location":"Boston, MA"}')
+    # The signature, marked as the Vertex AI endpoint's, goes before the call it came with.
+    issuer = "vertex-gemini@aiplatform.googleapis.com"
+    assert response.content == (Reasoning(signature="U0lH", issuer=issuer), call)
+    assert response.finish_reason == FinishReason.TOOL_CALLS
+    assert response.usage == Usage(input_tokens=10, output_tokens=12)
+    # The call comes as one block: its start (name and id), its whole arguments, its stop.
+    starts = [e for e in events if isinstance(e, BlockStart)]
+    deltas = [e for e in events if isinstance(e, ToolCallDelta)]
+    assert [(s.block_type, s.id, s.name) for s in starts] == [
+        (StreamBlockType.REASONING, None, None),
+        (StreamBlockType.TOOL_CALL, "call_0", "get_weather"),
+    ]
+    assert [d.arguments for d in deltas] == ['{"location":"Boston, MA"}']
+
+
+def test_the_calls_turn_goes_back_with_its_arguments_and_signature() -> None:
+    data = sse(
+        chunk([named("get_weather", "U0lH")]),
+        chunk([partial(piece("$.location", stringValue="Boston"))], "STOP", FINAL),
+    )
+    target, recorder = vertex((200, data), (200, answer([{"text": "Sunny."}])))
+    stream = target.chat_stream(streamed_request())
+    for _ in stream:
+        pass
+    turn = stream.response().to_assistant_message()
+    target.chat(streamed_request().assistant(turn.content).tool_result("call_0", "sunny"))
+    assert [c for c in recorder.bodies[-1]["contents"] if c["role"] == "model"] == [
+        {
+            "role": "model",
+            "parts": [
+                {
+                    "functionCall": {"name": "get_weather", "args": {"location": "Boston"}},
+                    "thoughtSignature": "U0lH",
+                }
+            ],
+        }
+    ]
+
+
+def test_nested_arguments_of_every_kind_with_keep_going_chunks_between() -> None:
+    data = sse(
+        chunk([named("cook", "U0lH")]),
+        chunk([partial(piece("$.recipe.ingredients[0].amount", stringValue="16 oz"))]),
+        chunk([partial(piece("$.recipe.ingredients[0].name", stringValue="Noodles"))]),
+        chunk([KEEP_GOING]),
+        chunk([partial(piece("$.recipe.ingredients[1].amount", numberValue=0.5))]),
+        chunk([partial(piece("$.recipe.ingredients[1].fresh", boolValue=False))]),
+        chunk([partial(piece("$.recipe.ingredients[1].note", nullValue="NULL_VALUE"))]),
+        chunk([partial(piece("$.recipe.name", stringValue="Lasa", willContinue=True))]),
+        chunk([partial(piece("$.recipe.name", stringValue="gna", willContinue=True))]),
+        chunk([partial(piece("$.recipe.name", stringValue=""))]),
+        chunk([partial(piece("$.recipe.steps[0]", stringValue="Boil."))]),
+        chunk([partial(piece("$['odd key']", numberValue=3))]),
+        chunk([END], "STOP", FINAL),
+    )
+    target, _ = vertex((200, data))
+    stream = target.chat_stream(streamed_request())
+    for _ in stream:
+        pass
+    (call,) = [b for b in stream.response().content if isinstance(b, ToolCall)]
+    assert json.loads(call.arguments) == {
+        "recipe": {
+            "ingredients": [
+                {"amount": "16 oz", "name": "Noodles"},
+                {"amount": 0.5, "fresh": False, "note": None},
+            ],
+            "name": "Lasagna",
+            "steps": ["Boil."],
+        },
+        "odd key": 3,
+    }
+
+
+def test_two_calls_in_a_row_and_a_call_whose_last_piece_ends_it() -> None:
+    data = sse(
+        chunk([named("get_weather", "U0lH")]),
+        chunk([partial(piece("$.location", stringValue="Boston"))]),
+        chunk([END]),
+        chunk([named("get_weather")]),
+        # No bare end: the last piece says no more is to come.
+        chunk([partial(piece("$.location", stringValue="Paris"), more=False)]),
+        chunk([{"text": ""}], "STOP", FINAL),
+    )
+    target, _ = vertex((200, data))
+    stream = target.chat_stream(streamed_request())
+    for _ in stream:
+        pass
+    calls = [b for b in stream.response().content if isinstance(b, ToolCall)]
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("call_0", "get_weather", '{"location":"Boston"}'),
+        ("call_1", "get_weather", '{"location":"Paris"}'),
+    ]
+    assert stream.response().finish_reason == FinishReason.TOOL_CALLS
+
+
+def test_a_streamed_call_in_a_whole_body_reads_the_same() -> None:
+    parts = [
+        named("get_weather", "U0lH"),
+        partial(piece("$.location", stringValue="Bos", willContinue=True)),
+        partial(piece("$.location", stringValue="ton")),
+        END,
+        {"text": "Checking."},
+    ]
+    response = decode_response(200, {}, json.dumps(answer(parts)).encode())
+    assert response.content[1:] == (
+        ToolCall(id="call_0", name="get_weather", arguments='{"location":"Boston"}'),
+        TextPart(text="Checking."),
+    )
+    assert response.content[0] == Reasoning(signature="U0lH")
+
+
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        (partial(piece("location", stringValue="x")), "`jsonPath` is not a path allama reads"),
+        (partial(piece("$.a[x]", stringValue="x")), "`jsonPath` is not a path allama reads"),
+        (partial(piece("$.a[1]", stringValue="x")), "skip an index of an array"),
+        (partial({"stringValue": "x"}), "no string `jsonPath`"),
+        ({"functionCall": {"partialArgs": {}}}, "`partialArgs` is not a list"),
+    ],
+)
+def test_pieces_that_do_not_fit_fail_the_stream_with_their_usage(
+    bad: dict[str, Any], why: str
+) -> None:
+    data = sse(chunk([named("get_weather")]), chunk([bad]), chunk([END], "STOP", FINAL))
+    target, _ = vertex((200, data))
+    stream = target.chat_stream(streamed_request())
+    with pytest.raises(StreamDecodeError) as caught:
+        for _ in stream:
+            pass
+    assert why in caught.value.message
+
+
+def test_a_nameless_call_with_no_streamed_call_before_is_still_refused() -> None:
+    data = sse(chunk([partial(piece("$.location", stringValue="x"))], "STOP", FINAL))
+    target, _ = vertex((200, data))
+    stream = target.chat_stream(streamed_request())
+    with pytest.raises(StreamDecodeError) as caught:
+        for _ in stream:
+            pass
+    assert "a `functionCall` has no string `name`" in caught.value.message
