@@ -961,10 +961,12 @@ def _shape(tp: Any, owner: Any = None) -> _Shape:
             # Its JSON is its root's, not an object of its fields: validated whole (the
             # stream previews the root of one at the top, see `root_of`).
             return _Leaf(tp)
-        if issubclass(base, BaseModel) or dataclasses.is_dataclass(base):
+        if issubclass(base, BaseModel):
             return _Object(base)
-        if is_typeddict(base):
-            return _Object(base)
+        if dataclasses.is_dataclass(base) or is_typeddict(base):
+            # One whose fields' types cannot be read (a name `_hints` cannot resolve) is
+            # shown once it completes, validated whole, as pydantic reads it.
+            return _Object(base) if _hints(tp) is not None else _Leaf(tp)  # (`tp` is `base`)
     whole = _Leaf(tp, config) if metadata else None
     if origin is list:
         (item,) = typing.get_args(base) or (Any,)
@@ -1051,7 +1053,7 @@ def _fields_of(tp: Any) -> dict[str, tuple[str, Any]]:
         by_alias = config.get("validate_by_alias", True) is not False
         by_name = bool(config.get("validate_by_name") or config.get("populate_by_name"))
         for name, info in tp.model_fields.items():
-            annotation: Any = info.annotation
+            annotation: Any = _with_owner(info.annotation, tp)
             if info.metadata:
                 annotation = typing.Annotated[(annotation, *info.metadata)]
             shape = _shape(annotation, owner)
@@ -1061,7 +1063,9 @@ def _fields_of(tp: Any) -> dict[str, tuple[str, Any]]:
             for key in keys:
                 out[key] = (name, shape)
         return out
-    hints = typing.get_type_hints(tp, include_extras=True)
+    hints = _hints(tp)
+    if hints is None:  # (not reached: `_shape` reads such a type whole)
+        return out
     annotations: list[tuple[str, Any]] = []
     if dataclasses.is_dataclass(tp):
         for field in dataclasses.fields(tp):
@@ -1075,12 +1079,61 @@ def _fields_of(tp: Any) -> dict[str, tuple[str, Any]]:
     # too) and the name, as its config says; as in a model's, the preferred key first.
     read = _core_fields(tp)
     for name, annotation in annotations:
-        shape = _shape(annotation, owner)
+        shape = _shape(_with_owner(annotation, tp), owner)
         core = read.get(name) if read is not None else None
         keys = [name] if core is None else _core_keys(name, core)
         for key in keys:
             out[key] = (name, shape)
     return out
+
+
+@lru_cache(maxsize=256)
+def _hints(tp: Any) -> dict[str, Any] | None:
+    """The field types of a dataclass or a `TypedDict` (not to be changed: shared), its
+    annotations resolved; `None` where a name in them cannot be. A type defined in a
+    function refers to itself by a name only that function sees (`kids: list["Node"]`,
+    or any annotation under `from __future__ import annotations`): it is given, as
+    pydantic gives it. A pydantic dataclass's fields pydantic resolved, where it did."""
+    with contextlib.suppress(NameError):
+        return typing.get_type_hints(tp, include_extras=True)
+    with contextlib.suppress(NameError):
+        return typing.get_type_hints(tp, localns={tp.__name__: tp}, include_extras=True)
+    fields = getattr(tp, "__pydantic_fields__", None)
+    if not isinstance(fields, dict) or not getattr(tp, "__pydantic_complete__", False):
+        return None
+    return {
+        name: typing.Annotated[(info.annotation, *info.metadata)]
+        if info.metadata
+        else info.annotation
+        for name, info in fields.items()
+    }
+
+
+_SELVES = (typing.Self, typing_extensions.Self)
+
+
+def _with_owner(tp: Any, owner: Any) -> Any:
+    """A field's type with each `Self` in it (`Optional[Self]`, `list[Self]`, under
+    `Annotated`) the type `owner` whose field it is, as pydantic reads it: an adapter of
+    `Self` alone is refused."""
+    if any(tp is self for self in _SELVES):
+        return owner
+    args = typing.get_args(tp)
+    origin = typing.get_origin(tp)
+    if not args or origin is typing.Literal:
+        return tp
+    if origin is typing.Annotated:
+        inner = _with_owner(args[0], owner)
+        return tp if inner is args[0] else typing.Annotated[(inner, *args[1:])]
+    new = tuple(_with_owner(arg, owner) for arg in args)
+    if all(after is before for after, before in zip(new, args, strict=True)):
+        return tp
+    if origin in (typing.Union, types.UnionType):
+        return typing.Union.__getitem__(new)  # (a `|` of them may not be defined)
+    if isinstance(tp, types.GenericAlias):
+        return types.GenericAlias(origin, new)
+    copy_with = getattr(tp, "copy_with", None)
+    return tp if copy_with is None else copy_with(new)
 
 
 def _core_node(tp: Any) -> dict[str, Any] | None:
