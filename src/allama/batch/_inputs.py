@@ -15,6 +15,7 @@ import codecs
 import csv
 import dataclasses
 import errno
+import io
 import itertools
 import json
 import math
@@ -22,7 +23,10 @@ import os
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 __all__ = ["TEXT_SUFFIXES", "Document", "InputError", "Inputs", "NoSuchField", "read_inputs"]
 
@@ -87,8 +91,8 @@ class Inputs:
     stamp: tuple[int, int, int] | None = None
     """A file's inode, size and time of change when it was checked: written over since
     (another file in its place, cut short, rewritten to its size), what is read of it is no
-    longer what was checked. (Grown, it is taken for a log appended to: a file rewritten
-    longer in place is not told from one.)"""
+    longer what was checked. (Grown, it is taken for a log appended to, and read no further
+    than its size then: a file rewritten longer in place is not told from one.)"""
 
     changed: list[str] = dataclasses.field(default_factory=list)
     """What is said of a JSONL or CSV file that changed after the run began to read it
@@ -97,7 +101,8 @@ class Inputs:
 
     def __iter__(self) -> Iterator[Document]:
         # No more than were counted and checked: what is added to the file during a run
-        # (a log still written) is for a run that reads it whole.
+        # (a log still written) is for a run that reads it whole. (A file is read no
+        # further than its size when checked, `_documents`; the count bounds the rest.)
         self.changed.clear()
         yield from itertools.islice(self._documents(), self.total)
         changed = "" if self.kind == "folder" else self._changed()
@@ -124,9 +129,12 @@ class Inputs:
             if changed:  # another file in its place, or cut short, before it is read
                 raise InputError(f"{self.path}: {changed.strip(' ()')}")
             rows = _jsonl if self.kind == "jsonl" else _csv
+            # The bytes checked, and no more: a line appended to a last one that had no
+            # newline yet would otherwise be read as part of it (`doc 10doc 11`).
+            limit = None if self.stamp is None else self.stamp[1]
             read = 0
             try:
-                for document in rows(self.path, self.field, self.id_field, None):
+                for document in rows(self.path, self.field, self.id_field, None, None, limit):
                     read += 1
                     yield document
             except InputError as error:
@@ -235,7 +243,9 @@ def read_inputs(
     except OSError as error:
         raise InputError(f"{source}: cannot be read ({error.strerror or error})") from None
     problems = _Problems(source)
-    for document in rows(source, chosen, id_field, unused, problems):
+    # As far as its size when stat'ed, as the run reads it: what is written meanwhile is
+    # neither checked nor sent.
+    for document in rows(source, chosen, id_field, unused, problems, checked.st_size):
         total += 1
         if document.label in labels:
             repeated.append(document.label)
@@ -323,15 +333,16 @@ _OTHER_BOMS = (
 )
 
 
-def _undecodable(path: Path, chunk_size: int = 1 << 20) -> InputError:
+def _undecodable(path: Path, chunk_size: int = 1 << 20, limit: int | None = None) -> InputError:
     """Where a file stops being UTF-8, by its line and its byte in the file: a text reader
     decodes ahead in chunks, so its own error comes early and counts within the chunk. Read
-    again a chunk at a time (the file may be larger than the memory)."""
+    again a chunk at a time (the file may be larger than the memory), as far as `limit`
+    bytes (what was read as text: a character cut there is the error)."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     at = 0  # where the chunk read next begins
     lines = 1
     try:
-        with path.open("rb") as file:
+        with _binary(path, limit) as file:
             chunk = file.read(max(chunk_size, 4))  # (UTF-8's byte order mark is UTF-8)
             for bom, encoding in _OTHER_BOMS:
                 if chunk.startswith(bom):
@@ -361,9 +372,43 @@ def _undecodable(path: Path, chunk_size: int = 1 << 20) -> InputError:
     return InputError(f"{path}: not UTF-8 text")
 
 
-def _open(path: Path, **options: Any) -> Any:
+class _Bounded(io.RawIOBase):
+    """The first `size` bytes of a file open for reading, and the end of it after them."""
+
+    def __init__(self, file: io.FileIO, size: int) -> None:
+        super().__init__()
+        self._file = file
+        self._left = size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer, /) -> int:
+        if self._left <= 0:
+            return 0
+        with memoryview(buffer) as view, view.cast("B") as cells, cells[: self._left] as part:
+            count = self._file.readinto(part) or 0
+        self._left -= count
+        return count
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def _binary(path: Path, limit: int | None) -> io.BufferedReader:
+    """`path` for reading in bytes, no further than `limit` bytes where one is given."""
+    file = io.FileIO(path, "r")
+    if limit is None:
+        return io.BufferedReader(file)
+    return io.BufferedReader(_Bounded(file, limit), buffer_size=1 << 20)
+
+
+def _open(path: Path, limit: int | None, *, newline: str) -> io.TextIOWrapper:
+    """`path` as UTF-8 text (a BOM skipped), read as far as `limit` bytes: the text
+    decoder and the `csv` module see no byte written since the file was checked."""
     try:
-        return path.open(encoding="utf-8-sig", **options)
+        return io.TextIOWrapper(_binary(path, limit), encoding="utf-8-sig", newline=newline)
     except OSError as error:
         raise InputError(f"{path}: cannot be read ({error.strerror or error})") from None
 
@@ -411,10 +456,11 @@ def _jsonl(
     id_field: str | None,
     unused: list[str] | None,
     problems: _Problems | None = None,
+    limit: int | None = None,
 ) -> Iterator[Document]:
     problems = _Problems(path, strict=True) if problems is None else problems
     # Lines end at `\n` alone (a `\r\n` too): a bare `\r` is JSON's whitespace inside one.
-    with _open(path, newline="\n") as lines:
+    with _open(path, limit, newline="\n") as lines:
         number = 0
         first: int | None = None
         while True:
@@ -422,7 +468,7 @@ def _jsonl(
             try:
                 line = lines.readline()
             except UnicodeDecodeError:
-                raise _undecodable(path) from None
+                raise _undecodable(path, limit=limit) from None
             if not line:
                 return
             number += 1
@@ -486,12 +532,13 @@ def _csv(
     id_field: str | None,
     unused: list[str] | None,
     problems: _Problems | None = None,
+    limit: int | None = None,
 ) -> Iterator[Document]:
     problems = _Problems(path, strict=True) if problems is None else problems
     # The limit is the `csv` module's, for the whole process: the command's own.
     if csv.field_size_limit() < _FIELD_LIMIT:
         csv.field_size_limit(_FIELD_LIMIT)
-    with _open(path, newline="") as handle:
+    with _open(path, limit, newline="") as handle:
         # Strict: a stray quote is an error that names its row, not a field that runs on
         # to the end of the file, swallowing the rows after it.
         reader = csv.reader(handle, strict=True)
@@ -500,7 +547,7 @@ def _csv(
             while columns == []:  # blank lines before the header, skipped as those after it
                 columns = next(reader, None)
         except UnicodeDecodeError:
-            raise _undecodable(path) from None
+            raise _undecodable(path, limit=limit) from None
         except csv.Error as error:
             raise InputError(f"{path} (the header row): {error}") from None
         if not columns:
@@ -535,7 +582,7 @@ def _csv(
             except StopIteration:
                 return
             except UnicodeDecodeError:
-                raise _undecodable(path) from None
+                raise _undecodable(path, limit=limit) from None
             except csv.Error as error:
                 raise InputError(f"{where}: {error}") from None
             if not fields:  # a blank line
@@ -569,6 +616,11 @@ def _csv_document(
     where: str,
     unused: list[str] | None,
 ) -> Document:
+    if fields[0].startswith("\ufeff"):  # (the file's own is read past as it is opened)
+        # Another export's first row, its header most likely: sent, it would be paid for.
+        raise InputError(
+            f"{where}: a byte-order mark at the start of the row (files joined?): remove it"
+        )
     if len(fields) > len(columns):
         raise InputError(
             f"{where}: {len(fields) - len(columns)} more "

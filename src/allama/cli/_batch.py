@@ -482,6 +482,12 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     from allama.batch._run import missing_key, missing_url, unpriced_provider
     from allama.cli._load import TypeNotFound, load_type
 
+    _not_empty("INPUT", args.input, "a folder of text files, a .jsonl or a .csv")
+    _not_empty("--out", args.out, "the JSONL file to write")
+    _not_empty(
+        "--ledger", args.ledger, "the ledger's file, or leave --ledger out (`<out>.ledger.sqlite`)"
+    )
+    _not_empty("--prompt", args.prompt, "the file holding the system prompt")
     try:
         tp = load_type(args.type_ref)
     except TypeNotFound as error:
@@ -513,7 +519,7 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
             "writes a ledger's values to stdout)"
         )
     _no_folder_named("--out", args.out, "the JSONL file to write")
-    if args.ledger:
+    if args.ledger is not None:
         _no_folder_named("--ledger", args.ledger, "the ledger's file")
     _stdout_not_closed(args.out)
     out = Path(args.out)
@@ -533,7 +539,9 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         raise _Usage(f"no such folder for --out: `{out.parent}`")
     if out.exists() and not os.access(out, os.W_OK):
         raise _Failed(f"cannot write --out: `{out}` is read-only (the run would replace it)")
-    ledger = Path(args.ledger) if args.ledger else out.with_name(out.name + ".ledger.sqlite")
+    ledger = (
+        Path(args.ledger) if args.ledger is not None else out.with_name(out.name + ".ledger.sqlite")
+    )
     if not ledger.parent.is_dir():
         raise _Usage(f"no such folder for --ledger: `{ledger.parent}`")
     module = getattr(sys.modules.get(getattr(tp, "__module__", "")), "__file__", None)
@@ -678,6 +686,40 @@ def _left_out(inputs: Inputs, prompt: str | None, prepared: _Prepared) -> str | 
     return f"note: {'; '.join(said)}: left out of the folder's documents"
 
 
+def _settings_not_sent(args: argparse.Namespace, prepared: _Prepared) -> list[str]:
+    """A note for each request setting of the command's (`--temperature` the model refuses,
+    say) that no input's call sends as given: the provider's dry run of the template, as
+    each input's call is it with the document added. Left out under the library's `WARN`
+    policy, the warning is each response's alone, which the command never shows. (The
+    warnings are allama's own words, the value given and the model named: no document's
+    text, nothing the provider said.)"""
+    from allama.types import RequestField, WarningKind
+
+    given = {
+        RequestField.TEMPERATURE: ("--temperature", args.temperature),
+        RequestField.MAX_OUTPUT_TOKENS: ("--max-output-tokens", args.max_output_tokens),
+    }
+    if all(value is None for _, value in given.values()):
+        return []
+    try:
+        validation = prepared.provider.validate_chat_request(prepared.request.user("a document"))
+    except Exception:  # refused before sending: the run says why as it starts
+        return []
+    notes: list[str] = []
+    for warning in validation.warnings:
+        for field, (flag, value) in given.items():
+            if value is None or not warning.is_about(field):
+                continue
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+            done = (
+                "was left out"
+                if warning.kind is WarningKind.UNSUPPORTED
+                else "is not sent as given"
+            )
+            notes.append(f"note: {flag} {shown} {done}: {warning.message}")
+    return list(dict.fromkeys(notes))
+
+
 def _not_a_model_file(model: str) -> str | None:
     """Why `model` is no model file for `local` (missing, a folder, another kind of file:
     each said as it is); `None` for a `.gguf` file."""
@@ -800,6 +842,14 @@ def _in_folder(path: Path, folder: Path) -> bool:
         return resolved(path).parent == resolved(folder)
     except OSError:
         return False
+
+
+def _not_empty(named: str, given: str | None, what: str) -> None:
+    """An empty path (`--out ""`, a shell variable not set) names no file: `Path("")` is the
+    current folder, which would be read as the input, said to be a folder no one named, or
+    (`--ledger ""`) taken for no --ledger given."""
+    if given == "":
+        raise _Usage(f"{named} is empty; name {what}")
 
 
 def _no_folder_named(flag: str, given: str, what: str) -> None:
@@ -1266,6 +1316,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             ),
             file=sys.stderr,
         )
+        for note in _settings_not_sent(args, prepared):
+            print(printable(note), file=sys.stderr)
         left_out = _left_out(inputs, args.prompt, prepared)
         if left_out is not None:
             print(printable(left_out), file=sys.stderr)
@@ -1764,6 +1816,7 @@ def _open_ledger(path: str) -> Any:
     """The ledger at `path`, opened for reading (it is never created or changed here)."""
     from allama.batch._ledger import Ledger, LedgerError, no_ledger_file
 
+    _not_empty("the ledger path", path, "the ledger's file")
     missing = no_ledger_file(Path(path))
     if missing is not None:
         raise _Usage(missing)
@@ -2188,6 +2241,8 @@ def _left_failure(status: str, reopened: str | None, state: str | None) -> bool:
 
 
 def _export(args: argparse.Namespace) -> int:
+    _not_empty("the ledger path", args.ledger, "the ledger's file")
+    _not_empty("--out", args.out, "the file to write (or `-`, stdout)")
     if args.provider_messages and not args.failed:
         raise _Usage("--provider-messages goes with --failed: values have no provider's words")
     if args.out != "-":

@@ -1,0 +1,379 @@
+"""`allama batch` and its input readers, as a probe found them: a file appended to after
+its check is read no further than it was checked, request settings the model refuses are
+said before the run, joined CSV exports are refused, and empty path arguments are bad
+arguments, not the current folder."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from allama.batch import _inputs as inputs_module
+from allama.batch._inputs import read_inputs
+from allama.cli import main
+
+
+class _Recording(ThreadingHTTPServer):
+    """A Chat Completions endpoint answering `{"n": N}` for a document `doc N` (`-1` for
+    none), keeping every body it was sent; `/responses` is answered 400."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Answer)
+        self.lock = threading.Lock()
+        self.bodies: list[dict[str, Any]] = []
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    @property
+    def texts(self) -> list[str]:
+        """The user's text of each request, in the order they came."""
+        with self.lock:
+            return [
+                message["content"]
+                for body in self.bodies
+                for message in body["messages"]
+                if message["role"] == "user"
+            ]
+
+
+class _Answer(BaseHTTPRequestHandler):
+    server: _Recording
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        if self.path.endswith("/responses"):
+            self._send(400, {"error": {"message": "no", "type": "invalid_request_error"}})
+            return
+        with self.server.lock:
+            self.server.bodies.append(body)
+        user = " ".join(m["content"] for m in body["messages"] if m["role"] == "user")
+        found = re.search(r"doc (\d+)", user)
+        answer = json.dumps({"n": int(found.group(1)) if found else -1})
+        self._send(
+            200,
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": answer},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+            },
+        )
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Recording]:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    served = _Recording()
+    threading.Thread(target=served.serve_forever, args=(0.05,), daemon=True).start()
+    yield served
+    served.shutdown()
+    served.server_close()
+
+
+@pytest.fixture
+def row_type(tmp_path: Path) -> str:
+    module = tmp_path / "row.py"
+    module.write_text("from pydantic import BaseModel\n\n\nclass Row(BaseModel):\n    n: int\n")
+    return f"{module}:Row"
+
+
+def run(server: _Recording, row_type: str, source: Path | str, *extra: str) -> int:
+    options = ["--model", "gpt-4o-mini", "--out", str(Path(source).parent / "o.jsonl")]
+    for flag in ("--model", "--out"):
+        if flag in extra:  # given by the test
+            at = options.index(flag)
+            del options[at : at + 2]
+    return main(
+        [
+            "batch",
+            "run",
+            str(source),
+            "--type",
+            row_type,
+            "--provider",
+            "openai",
+            "--base-url",
+            server.url,
+            "--no-progress",
+            *options,
+            *extra,
+        ]
+    )
+
+
+def rows_of(path: Path) -> list[tuple[str, Any]]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [(row["label"], row["value"]) for row in map(json.loads, lines)]
+
+
+# A file appended to after its check: read as far as it was checked.
+
+CSV_ROWS = "text\n" + "\n".join(f"doc {n}" for n in range(1, 11))  # no newline after row 10
+JSONL_LINES = "\n".join(json.dumps({"id": f"d{n}", "text": f"doc {n}"}) for n in range(1, 11))
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "appended", "labels"),
+    [
+        ("in.csv", CSV_ROWS, "doc 11\n", [f"row {n}" for n in range(1, 11)]),
+        (
+            "in.jsonl",
+            JSONL_LINES,
+            json.dumps({"id": "d11", "text": "doc 11"}) + "\n",
+            [f"d{n}" for n in range(1, 11)],
+        ),
+    ],
+)
+def test_a_last_line_without_a_newline_appended_to_after_the_check_is_read_as_checked(
+    tmp_path: Path, name: str, content: str, appended: str, labels: list[str]
+) -> None:
+    source = tmp_path / name
+    source.write_text(content, encoding="utf-8")
+    inputs = read_inputs(source)
+    with source.open("a", encoding="utf-8") as log:  # a log still written
+        log.write(appended)
+    documents = list(inputs)
+    assert [str(document) for document in documents] == [f"doc {n}" for n in range(1, 11)]
+    assert [document.label for document in documents] == labels
+    assert inputs.changed == []
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "appended", "labels"),
+    [
+        ("in.csv", CSV_ROWS, "doc 11\n", [f"row {n}" for n in range(1, 11)]),
+        (
+            "in.csv",
+            "id,text\n" + "\n".join(f"{n},doc {n}" for n in range(1, 11)),
+            "11,doc 11\n",
+            [str(n) for n in range(1, 11)],
+        ),
+        (
+            "in.jsonl",
+            JSONL_LINES,
+            json.dumps({"id": "d11", "text": "doc 11"}) + "\n",
+            [f"d{n}" for n in range(1, 11)],
+        ),
+    ],
+)
+def test_a_run_sends_the_documents_checked_though_the_file_grew_after_its_check(
+    server: _Recording,
+    row_type: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    content: str,
+    appended: str,
+    labels: list[str],
+) -> None:
+    source = tmp_path / name
+    source.write_text(content, encoding="utf-8")
+    checked = inputs_module.read_inputs
+
+    def checked_then_appended(*args: Any, **kwargs: Any) -> Any:
+        found = checked(*args, **kwargs)
+        with source.open("a", encoding="utf-8") as log:  # written to as the run starts
+            log.write(appended)
+        return found
+
+    monkeypatch.setattr(inputs_module, "read_inputs", checked_then_appended)
+    assert run(server, row_type, source, "--concurrency", "1") == 0
+    err = capsys.readouterr().err
+    assert "10 documents from" in err and "10 done, 0 failed" in err
+    assert server.texts == [f"doc {n}" for n in range(1, 11)]
+    assert rows_of(tmp_path / "o.jsonl") == [
+        (label, {"n": n}) for label, n in zip(labels, range(1, 11), strict=True)
+    ]
+
+
+def test_the_check_reads_as_far_as_the_size_it_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text(JSONL_LINES + "\n", encoding="utf-8")
+    stat = Path.stat
+    grown: list[bool] = []
+
+    def stat_then_grow(path: Path, **kwargs: Any) -> Any:
+        taken = stat(path, **kwargs)
+        # The size the check takes (not `is_dir`'s look), then a line written before it reads.
+        if path == source and sys._getframe(1).f_code.co_name == "read_inputs":
+            grown.append(True)
+            with source.open("a", encoding="utf-8") as log:
+                log.write(json.dumps({"id": "d11", "text": "doc 11"}) + "\n")
+        return taken
+
+    monkeypatch.setattr(Path, "stat", stat_then_grow)
+    inputs = read_inputs(source)
+    monkeypatch.undo()
+    assert grown == [True]
+    assert len(inputs) == 10
+    assert [document.label for document in inputs] == [f"d{n}" for n in range(1, 11)]
+
+
+# Request settings the model refuses: said before the run.
+
+
+@pytest.mark.parametrize(
+    ("model", "given", "note"),
+    [
+        (
+            "gpt-5-mini",
+            "0",
+            "note: --temperature 0 was left out: `gpt-5-mini` on OpenAI takes no "
+            "`temperature` other than 1",
+        ),
+        (
+            "gpt-4o-mini",
+            "5",
+            "note: --temperature 5 was left out: OpenAI takes `temperature` from 0 to 2; 5 was "
+            "left out",
+        ),
+        ("gpt-4o-mini", "0.5", None),
+    ],
+)
+def test_a_temperature_the_model_refuses_is_said_once_before_the_run(
+    server: _Recording,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    model: str,
+    given: str,
+    note: str | None,
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"text": "doc 1"}\n{"text": "doc 2"}\n', encoding="utf-8")
+    assert run(server, row_type, source, "--model", model, "--temperature", given) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith(f"2 documents from {source} (jsonl) to Row with openai {model}")
+    notes = [line for line in lines if "--temperature" in line]
+    if note is None:
+        assert notes == []
+        assert [body["temperature"] for body in server.bodies] == [0.5, 0.5]
+    else:
+        assert notes == [note]
+        assert lines[1] == note  # before anything the run does
+        assert all("temperature" not in body for body in server.bodies)
+    assert len(server.bodies) == 2
+
+
+def test_output_tokens_sent_otherwise_are_said_before_the_run(
+    server: _Recording, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"text": "doc 1"}\n', encoding="utf-8")
+    run(server, row_type, source, "--api", "responses", "--max-output-tokens", "10")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[1] == (
+        "note: --max-output-tokens 10 is not sent as given: the Responses API takes at least "
+        "16 output tokens; 16 were asked for instead of 10"
+    )
+    assert sum("--max-output-tokens" in line for line in lines) == 1
+
+
+# Two CSV exports joined: the second's header is no document.
+
+
+def test_a_csv_row_starting_with_a_byte_order_mark_is_refused_before_anything_is_sent(
+    server: _Recording, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bom = "\ufeff"
+    joined = tmp_path / "joined.csv"  # `cat a.csv b.csv`, each a spreadsheet's "CSV UTF-8"
+    joined.write_text(f"{bom}id,text\r\na,doc 1\r\n{bom}id,text\r\nb,doc 2\r\n", encoding="utf-8")
+    assert run(server, row_type, joined) == 1
+    assert capsys.readouterr().err == (
+        f"allama batch run: {joined} row 2: a byte-order mark at the start of the row (files "
+        "joined?): remove it\n"
+    )
+    assert server.bodies == []
+    # The file's own mark is read past, as before.
+    single = tmp_path / "single.csv"
+    single.write_text(f"{bom}id,text\r\na,doc 1\r\n", encoding="utf-8")
+    assert [document.label for document in read_inputs(single)] == ["a"]
+
+
+# Empty path arguments: bad arguments, said so.
+
+
+def test_empty_path_arguments_of_run_are_refused_before_anything(
+    server: _Recording, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"text": "doc 1"}\n', encoding="utf-8")
+    out = str(tmp_path / "o.jsonl")
+    cases = [
+        (("--out", ""), "--out is empty; name the JSONL file to write"),
+        (
+            ("--out", out, "--ledger", ""),
+            "--ledger is empty; name the ledger's file, or leave --ledger out "
+            "(`<out>.ledger.sqlite`)",
+        ),
+        (
+            ("--out", out, "--prompt", ""),
+            "--prompt is empty; name the file holding the system prompt",
+        ),
+    ]
+    for extra, said in cases:
+        assert run(server, row_type, source, *extra) == 2
+        assert capsys.readouterr().err == f"allama batch run: {said}\n"
+    # INPUT "" would be the current folder's text files.
+    assert run(server, row_type, "", "--out", out) == 2
+    assert capsys.readouterr().err == (
+        "allama batch run: INPUT is empty; name a folder of text files, a .jsonl or a .csv\n"
+    )
+    assert server.bodies == []
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.jsonl", "row.py"]
+
+
+def test_empty_ledger_and_out_of_status_cancel_and_export_are_refused(
+    server: _Recording, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"text": "doc 1"}\n', encoding="utf-8")
+    assert run(server, row_type, source) == 0
+    ledger = str(tmp_path / "o.jsonl.ledger.sqlite")
+    capsys.readouterr()
+    no_ledger = "the ledger path is empty; name the ledger's file"
+    for command in (["status", ""], ["cancel", ""], ["export", ""], ["export", "", "--out", ""]):
+        assert main(["batch", *command]) == 2
+        assert capsys.readouterr() == ("", f"allama batch {command[0]}: {no_ledger}\n")
+    assert main(["batch", "export", ledger, "--out", ""]) == 2
+    assert capsys.readouterr() == (
+        "",
+        "allama batch export: --out is empty; name the file to write (or `-`, stdout)\n",
+    )
+    # Given, they are read as before.
+    assert main(["batch", "export", ledger]) == 0
+    assert json.loads(capsys.readouterr().out)["value"] == {"n": 1}
