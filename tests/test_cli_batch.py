@@ -514,7 +514,7 @@ def test_a_spreadsheets_csv_with_columns_of_no_name_or_named_twice_unread(
     source.write_text("id,text,id\nx1,doc 1,y1\n")
     assert run(server, row_type, source, out) == 1
     assert capsys.readouterr().err.endswith(
-        f"allama batch run: {source} (the header row): the columns `id` are named twice\n"
+        f"allama batch run: {source} (the header row): the column `id` is named twice\n"
     )
 
 
@@ -760,7 +760,7 @@ def test_documents_added_to_the_input_after_it_was_checked_are_not_read(tmp_path
             "in.csv",
             "id,text,text\n1,doc 1,doc 2\n",
             (),
-            "{path} (the header row): the columns `text` are named twice",
+            "{path} (the header row): the column `text` is named twice",
         ),
         (
             "in.csv",

@@ -558,7 +558,8 @@ def _csv(
         twice = sorted({column for column in columns if columns.count(column) > 1} & read)
         if twice:
             shown = ", ".join(f"`{column}`" for column in twice)
-            raise InputError(f"{path} (the header row): the columns {shown} are named twice")
+            said = f"the column {shown} is" if len(twice) == 1 else f"the columns {shown} are"
+            raise InputError(f"{path} (the header row): {said} named twice")
         for name in (field, id_field):
             if name is not None and name not in columns:
                 flag = "--field" if name == field else "--id-field"
