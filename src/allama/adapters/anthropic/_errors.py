@@ -108,6 +108,9 @@ def _rejected_schema(message: str) -> RequestField | None:
 
 _NO_CREDIT = r"(?i)credit balance is too low"
 """Anthropic's 400 for an account whose credit is spent (an `invalid_request_error`)."""
+_USAGE_LIMITS = r"(?i)reached your specified API usage limits?\b"
+"""Anthropic's 400 for a workspace or organization at the usage limit set on it ("You will
+regain access on 2026-04-01 at 00:00 UTC.", an `invalid_request_error`)."""
 
 
 def _invalid_request(message: str) -> Error:
@@ -117,8 +120,10 @@ def _invalid_request(message: str) -> Error:
         return UnsupportedError(message, field=field, stage=UnsupportedStage.PROVIDER)
     if re.search(_CONTEXT_WORDS, message):
         return ContextWindowExceededError(message)
-    if re.search(_NO_CREDIT, message):
-        # The account's prepaid credit is spent: every request gets it (a batch run stops).
+    if re.search(_NO_CREDIT, message) or re.search(_USAGE_LIMITS, message):
+        # The account's prepaid credit, or the usage limit set on it, is spent: every request
+        # gets it (a batch run stops). The date it names stays in its words, as the end of
+        # a spend limit or of a quota per day does elsewhere: no run waits that long.
         return QuotaExceededError(message).with_retryable(False)
     return InvalidRequestError(message)
 

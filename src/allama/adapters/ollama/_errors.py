@@ -14,9 +14,12 @@ keeps its text. The HTTP status decides the class, refined by the message:
   support thinking") is an `UnsupportedError` on `tools` / `reasoning_effort`;
 - an input longer than the context ("exceeds the context length", llama-server's
   "exceeds the available context size") is a `ContextWindowExceededError`;
-- 401 is an `AuthenticationError`, 403 a `PermissionDeniedError`, 429 a `RateLimitedError`
-  waiting what `retry-after` says, 503 ("server busy ... maximum pending requests
-  exceeded") an `OverloadedError`, any other 5xx a `ServerError`, any other 4xx an
+- a 429 for a spent usage limit (Ollama Cloud's "reached your weekly usage limit", its
+  session or hourly one, with no `retry-after`) is a `QuotaExceededError`, not retryable,
+  as the OpenAI family's is for such words;
+- 401 is an `AuthenticationError`, 403 a `PermissionDeniedError`, any other 429 a
+  `RateLimitedError` waiting what `retry-after` says, 503 ("server busy ... maximum pending
+  requests exceeded") an `OverloadedError`, any other 5xx a `ServerError`, any other 4xx an
   `InvalidRequestError`.
 
 An error line in a stream carries no status: the message alone decides, and one that says
@@ -33,7 +36,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from allama.adapters._http import body_message, wire_json
-from allama.adapters.openai_compat._errors import retry_after_seconds, waits_as_asked
+from allama.adapters.openai_compat._errors import (
+    retry_after_seconds,
+    spent_quota,
+    waits_as_asked,
+)
 from allama.errors import (
     AuthenticationError,
     ContextWindowExceededError,
@@ -42,6 +49,7 @@ from allama.errors import (
     NotFoundError,
     OverloadedError,
     PermissionDeniedError,
+    QuotaExceededError,
     RateLimitedError,
     RequestTimeoutError,
     ServerError,
@@ -111,6 +119,9 @@ def _classify(status: int | None, message: str, model: str | None, wait: float |
             return NotFoundError(_pull_remedy(message, model))
         return NotFoundError(message)
     if status == 429:
+        if spent_quota(message, wait):
+            # Every request meets it until the period ends: a batch run stops, not retries.
+            return QuotaExceededError(message).with_retryable(False)
         return RateLimitedError(message, retry_after=wait)
     if status == 401:
         return AuthenticationError(message)

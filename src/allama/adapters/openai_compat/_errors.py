@@ -45,6 +45,7 @@ __all__ = [
     "error_from_payload",
     "error_from_response",
     "retry_after_seconds",
+    "spent_quota",
     "waits_as_asked",
 ]
 
@@ -72,6 +73,15 @@ _AFTER_SECONDS = r"(?i)(?:retry after|try again in) (\d+(?:\.\d+)?) seconds?\b"
 `Try again in 20 seconds.`)."""
 _PER_DAY = r"(?i)per[- ]day|\bdaily\b"
 """A 429's words for a limit per day (`free-models-per-day`, `daily free allocation`)."""
+_SPENT_CREDIT = (
+    r"(?i)used (?:up )?all (?:\w+ )?credits|out of credits|"
+    r"(?:reached|hit|exceeded) (?:\w+ ){0,2}spending limit"
+)
+"""A 429's words for credit spent or a spending limit met (xAI's "has either used all
+available credits or reached its monthly spending limit")."""
+_USAGE_PERIOD = r"(?i)\b(?:hourly|daily|weekly|monthly|session) usage limit"
+"""A 429's words for the usage limit of a period spent (Ollama Cloud's "reached your weekly
+usage limit", its "session usage limit" of about 5 hours, "hourly usage limit")."""
 _TOO_LARGE = r"(?i)request too large"
 """OpenAI's 429 for a request larger than a per-minute limit (`Requested 45000`, `Limit
 30000`): a rate limit by its status and code, which no wait ends."""
@@ -404,6 +414,19 @@ def retry_after_seconds(
     return max(exhausted or resets.values())
 
 
+def spent_quota(message: str, wait: float | None) -> bool:
+    """Whether a 429's words say a quota is spent rather than a rate met: every request
+    meets it until the account changes or the period ends, so a batch run stops with its
+    inputs pending rather than send each again up to 100 times. Credit used up or a
+    spending limit met is, whatever wait comes with it; a limit per day (Workers AI's daily
+    allocation) or a usage limit of a period (Ollama Cloud's hourly, session, weekly one)
+    is when the response gives no wait (`wait`), as no short one ends it. Shared by the
+    adapters that read such 429s (this family's and Ollama's)."""
+    if re.search(_SPENT_CREDIT, message):
+        return True
+    return wait is None and bool(re.search(_PER_DAY, message) or re.search(_USAGE_PERIOD, message))
+
+
 def _rejected_schema(info: ErrorInfo, *, upstream: bool = False) -> RequestField | None:
     """The field whose schema the error rejects, if it is a schema rejection.
 
@@ -496,9 +519,7 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         if wait is None:  # OpenAI's and Groq's words: "Please try again in 8.64s."
             said = re.search(_TRY_AGAIN_IN, message) or re.search(_AFTER_SECONDS, message)
             wait = None if said is None else _duration(said.group(1))
-        if wait is None and re.search(_PER_DAY, message):
-            # A limit per day, with no word of when it ends (Workers AI's daily allocation):
-            # no wait a run makes lets a request through, as for a spent quota.
+        if spent_quota(message, wait):
             return QuotaExceededError(message).with_retryable(False)
         return RateLimitedError(message, retry_after=wait)
     if status in (400, 413, 422, None) and re.search(_CONTEXT_WORDS, message):
