@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import decimal
 import enum
 import json
@@ -17,7 +18,7 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 from pydantic import PydanticInvalidForJsonSchema, PydanticUserError, TypeAdapter, ValidationError
-from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
 from pydantic_core import core_schema
 
 from allama.schema._errors import SchemaError
@@ -83,6 +84,8 @@ class _StableDefaults(GenerateJsonSchema):
         self._read_by_functions = 0
         """How many validators of the caller's (before, wrap, plain) the schema being
         written sits under: each may read an answer its enum's own validation refuses."""
+        self._tagged = False
+        """Whether a tagged union was marked (`tagged_union_schema`)."""
 
     def function_before_schema(
         self, schema: core_schema.BeforeValidatorFunctionSchema
@@ -290,6 +293,27 @@ class _StableDefaults(GenerateJsonSchema):
                 json_schema["pattern"] = f"(?{flags}){json_schema['pattern']}"
         return json_schema
 
+    def generate(
+        self, schema: core_schema.CoreSchema, mode: JsonSchemaMode = "validation"
+    ) -> JsonSchemaValue:
+        """Pydantic's schema, with each tagged union's tag required in its branches
+        (`_TagsRequired`)."""
+        json_schema = super().generate(schema, mode)
+        return _TagsRequired(json_schema).run() if self._tagged else json_schema
+
+    def tagged_union_schema(self, schema: core_schema.TaggedUnionSchema) -> JsonSchemaValue:
+        """A tagged union, marked with the property that holds its tag (`_TAG_MARK`):
+        validation reads the branch from that key and fails without it, whatever default
+        the branch gives the field, so `generate` makes it required in every branch. A
+        callable `Discriminator` names no property: its union is left as pydantic writes it."""
+        json_schema = super().tagged_union_schema(schema)
+        discriminator = json_schema.get("discriminator")
+        tag = discriminator.get("propertyName") if isinstance(discriminator, dict) else None
+        if isinstance(tag, str) and isinstance(json_schema.get("oneOf"), list):
+            json_schema[_TAG_MARK] = tag
+            self._tagged = True
+        return json_schema
+
     def definitions_schema(self, schema: core_schema.DefinitionsSchema) -> JsonSchemaValue:
         """Keeps the definitions, which a map's keys may refer to (`_key_reader`)."""
         self._core_definitions.update(
@@ -359,6 +383,222 @@ class _StableDefaults(GenerateJsonSchema):
                 keys = keys["schema"]
             else:
                 return keys, by_code
+
+
+_TAG_MARK = "x-allama-tagged-by"
+"""Marks, while pydantic writes a schema, a tagged union (`oneOf`) by its tag's property;
+`_TagsRequired` reads and removes it."""
+_DEFS = "#/$defs/"
+
+
+class _TagsRequired:
+    """A schema whose tagged unions (`_TAG_MARK`) require their tag in each branch.
+
+    Pydantic leaves a field with a default out of `required`, the tag's too, so a provider
+    is told it may leave it out (OpenAI strict: write `null`), yet a tagged union's
+    validation cannot pick a branch without it. A branch is mostly a `$ref` to a definition
+    that other places may use with the tag optional, so the branch gets a copy of the
+    definition requiring it (a variant), and the definition stays as it is; one that no
+    longer serves anything else is dropped, and its variant takes its name."""
+
+    def __init__(self, root: JsonSchemaValue) -> None:
+        self.root = root
+        defs = root.get("$defs")
+        self.defs: dict[str, Any] = dict(defs) if isinstance(defs, dict) else {}
+        self.variants: dict[tuple[str, frozenset[str]], str] = {}
+        self.origins: dict[str, tuple[str, frozenset[str]]] = {}
+        self.pending: list[str] = list(self.defs)
+        self.marked = False
+
+    def run(self) -> JsonSchemaValue:
+        body = self._fix({key: value for key, value in self.root.items() if key != "$defs"})
+        while self.pending:
+            name = self.pending.pop(0)
+            self.defs[name] = self._fix(self.defs[name])
+        if not self.marked:
+            return self.root
+        kept = self._reachable(body)
+        renames = self._names(kept)
+        body = _renamed(body, renames)
+        out: dict[str, Any] = {}
+        for key in self.root:  # in pydantic's order, `$defs` where it was
+            if key in body:
+                out[key] = body[key]
+            elif key == "$defs" and kept:
+                defs = {renames.get(name, name): self.defs[name] for name in kept}
+                out["$defs"] = {name: _renamed(defs[name], renames) for name in sorted(defs)}
+        return out
+
+    def _names(self, kept: list[str]) -> dict[str, str]:
+        """New names for the variants kept: a definition's own where it is no longer used
+        (the tagged union was its only use), else `<name>Tagged`, `<name>Tagged2`..."""
+        taken = {name for name in kept if name not in self.origins}
+        renames: dict[str, str] = {}
+        for variant in kept:
+            if variant not in self.origins:
+                continue
+            base = self.origins[variant][0]
+            fresh, count = base, 1
+            while fresh in taken:
+                fresh = f"{base}Tagged" if count == 1 else f"{base}Tagged{count}"
+                count += 1
+            taken.add(fresh)
+            renames[variant] = fresh
+        return renames
+
+    def _fix(self, node: Any) -> Any:
+        """`node` with each tagged union in it (inner ones first) requiring its tag."""
+        if isinstance(node, list):
+            return [self._fix(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        node = {key: _each_schema(key, value, self._fix) for key, value in node.items()}
+        tag = node.get(_TAG_MARK)
+        if not (isinstance(tag, str) and isinstance(node.get("oneOf"), list)):
+            return node
+        self.marked = True
+        del node[_TAG_MARK]
+        return self._in_branches(node, frozenset({tag}))
+
+    def _in_branches(self, node: dict[str, Any], tags: frozenset[str]) -> dict[str, Any]:
+        """`node` whose union branches (and its discriminator's mapping to them) require
+        `tags` (`_require`); `node` itself when nothing changes."""
+        out = node
+        for key in ("anyOf", "oneOf", "allOf"):
+            branches = out.get(key)
+            if isinstance(branches, list):
+                required = [self._require(branch, tags) for branch in branches]
+                if any(new is not old for new, old in zip(required, branches, strict=True)):
+                    out = {**out, key: required}
+        discriminator = out.get("discriminator")
+        mapping = discriminator.get("mapping") if isinstance(discriminator, dict) else None
+        if out is not node and isinstance(discriminator, dict) and isinstance(mapping, dict):
+            mapped = {
+                key: self._require({"$ref": value}, tags)["$ref"]
+                if isinstance(value, str)
+                else self._require(value, tags)
+                for key, value in mapping.items()
+            }
+            out["discriminator"] = {**discriminator, "mapping": mapped}
+        return out
+
+    def _require(self, node: Any, tags: frozenset[str]) -> Any:
+        """`node` (a union's branch) requiring those of `tags` it declares: through a
+        `$ref` (to a variant) and into the branches of a union within; `node` itself when
+        nothing changes."""
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_DEFS) and ref[len(_DEFS) :] in self.defs:
+            name = self._variant(ref[len(_DEFS) :], tags)
+            return node if _DEFS + name == ref else {**node, "$ref": _DEFS + name}
+        out = self._in_branches(node, tags)
+        properties = out.get("properties")
+        listed = out.get("required", [])
+        if isinstance(properties, dict) and isinstance(listed, list):
+            missing = [name for name in properties if name in tags and name not in listed]
+            if missing:
+                now = {*listed, *missing}
+                ordered = [name for name in properties if name in now]
+                ordered += [name for name in listed if name not in properties]
+                out = dict(sorted({**out, "required": ordered}.items()))
+        return out
+
+    def _variant(self, name: str, tags: frozenset[str]) -> str:
+        """The definition that is `name`'s requiring `tags` too: `name` where it does, else
+        a copy of its original's (made once for each set of tags)."""
+        base, had = self.origins.get(name, (name, frozenset()))
+        key = (base, had | tags)
+        found = self.variants.get(key)
+        if found is not None:
+            return found
+        fresh, count = f"{base}Tagged", 1
+        while fresh in self.defs or fresh in self.origins:
+            count += 1
+            fresh = f"{base}Tagged{count}"
+        self.variants[key] = fresh  # a definition that holds itself finds this one
+        self.origins[fresh] = key
+        content = self._require(self.defs[base], key[1])
+        if content is self.defs[base]:
+            del self.origins[fresh]
+            self.variants[key] = base
+            return base
+        self.defs[fresh] = content
+        self.pending.append(fresh)
+        return fresh
+
+    def _reachable(self, body: Any) -> list[str]:
+        """The definitions `body` refers to, directly or through others, in `$defs` order."""
+        seen: set[str] = set()
+        stack = [body]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, list):
+                stack.extend(node)
+            elif isinstance(node, dict):
+                ref = node.get("$ref")
+                if isinstance(ref, str) and ref.startswith(_DEFS):
+                    name = ref[len(_DEFS) :]
+                    if name in self.defs and name not in seen:
+                        seen.add(name)
+                        stack.append(self.defs[name])
+                for key, value in node.items():
+                    _each_schema(key, value, stack.append)
+        return [name for name in self.defs if name in seen]
+
+
+_DATA_KEYWORDS = frozenset({"default", "const", "enum", "examples"})
+"""Keywords whose values are data, not schemas: no tagged union or `$ref` is in them."""
+_NAMED_SCHEMAS = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs"})
+"""Keywords whose values map names (which may be any keyword) to schemas."""
+
+
+def _each_schema(key: str, value: Any, visit: Callable[[Any], Any]) -> Any:
+    """The value of keyword `key` with `visit` applied to the schemas in it (data as is)."""
+    if key in _DATA_KEYWORDS:
+        return value
+    if key in _NAMED_SCHEMAS and isinstance(value, dict):
+        return {name: visit(schema) for name, schema in value.items()}
+    if key == "discriminator" and isinstance(value, dict):  # its mapping's keys are tags
+        mapping = value.get("mapping")
+        if isinstance(mapping, dict):
+            return {**value, "mapping": {tag: visit(each) for tag, each in mapping.items()}}
+        return value
+    return visit(value)
+
+
+def _renamed(node: Any, renames: dict[str, str]) -> Any:
+    """A fresh copy of `node` (no part shared with another), `$ref`s to `renames`'s
+    definitions (and a discriminator's mapping to them) pointing to their new names."""
+    if isinstance(node, list):
+        return [_renamed(item, renames) for item in node]
+    if not isinstance(node, dict):
+        return node
+
+    def renamed_ref(ref: Any) -> Any:
+        if isinstance(ref, str) and ref.startswith(_DEFS):
+            return _DEFS + renames.get(ref[len(_DEFS) :], ref[len(_DEFS) :])
+        return ref
+
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DATA_KEYWORDS:
+            out[key] = copy.deepcopy(value)
+        elif key == "$ref":
+            out[key] = renamed_ref(value)
+        elif key == "discriminator" and isinstance(value, dict):
+            mapping = value.get("mapping")
+            out[key] = {**copy.deepcopy(value)}
+            if isinstance(mapping, dict):
+                out[key]["mapping"] = {
+                    tag: renamed_ref(target)
+                    if isinstance(target, str)
+                    else _renamed(target, renames)
+                    for tag, target in mapping.items()
+                }
+        else:
+            out[key] = _each_schema(key, value, lambda schema: _renamed(schema, renames))
+    return out
 
 
 _INLINE_FLAGS = (
