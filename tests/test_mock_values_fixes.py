@@ -616,22 +616,41 @@ def test_an_unknown_format_the_answer_leaves_out_keeps_it_exact() -> None:
     assert list(result.metadata.degradations) == []
 
 
-def test_pattern_walks_cost_time_linear_in_their_text() -> None:
+def test_pattern_walks_cost_work_linear_in_their_text() -> None:
+    # Counted in the walk's steps, not timed: twice the text, twice the steps (a walk that
+    # went over its text again for each character would take four times as many).
     script = (
-        "import time\n"
-        "from allama.mock import value_for_schema\n"
-        "start = time.monotonic()\n"
-        "try:\n"
-        "    value_for_schema({'type': 'string', 'pattern': '^(a|b)+$', 'minLength': 9999,"
+        "from allama.mock import _pattern, value_for_schema\n"
+        "steps = 0\n"
+        "step = _pattern._Walk.step\n"
+        "def counted(self, op, arg):\n"
+        "    global steps\n"
+        "    steps += 1\n"
+        "    return step(self, op, arg)\n"
+        "_pattern._Walk.step = counted\n"
+        "def walked(schema):\n"
+        "    global steps\n"
+        "    steps = 0\n"
+        "    try:\n"
+        "        value = value_for_schema(schema)\n"
+        "    except ValueError as error:\n"
+        "        value = str(error)\n"
+        "    return value, steps\n"
+        "def refused(n):\n"
+        "    return walked({'type': 'string', 'pattern': '^(a|b)+$', 'minLength': n,"
         " 'not': {'pattern': 'a$'}})\n"
-        "except ValueError as error:\n"
-        "    print(error)\n"
-        "value = value_for_schema({'type': 'string', 'pattern': '^([a-z])+$', 'minLength': 9000})\n"
-        "print(len(value), time.monotonic() - start < 2.5)\n"
+        "def plain(n):\n"
+        "    return walked({'type': 'string', 'pattern': '^([a-z])+$', 'minLength': n})\n"
+        "(said, small), (_, large) = refused(2500), refused(5000)\n"
+        "print(said)\n"
+        "print(1.9 < large / small < 2.1)\n"
+        "(short, small), (long, large) = plain(4500), plain(9000)\n"
+        "print(len(short), len(long), 1.9 < large / small < 2.1)\n"
     )
     assert in_a_process(script) == (
         "no value satisfies the schema at #: the first value tried broke `not` at #/not\n"
-        "9000 True\n"
+        "True\n"
+        "4500 9000 True\n"
     )
 
 
