@@ -308,15 +308,15 @@ def in_a_process(script: str) -> str:
 
 
 def test_a_nested_repeat_does_not_hang_the_generator() -> None:
+    # A backtracking walk of `(a+)+` over 40 characters would not end: the process's
+    # time limit (`in_a_process`) is the check, not a timing.
     script = (
-        "import time\n"
         "from allama.mock import value_for_schema\n"
-        "start = time.monotonic()\n"
         "value = value_for_schema("
         "{'type': 'string', 'minLength': 40, 'not': {'pattern': '^(a+)+$'}})\n"
-        "print(value, time.monotonic() - start < 1)\n"
+        "print(value)\n"
     )
-    assert in_a_process(script) == "a" * 39 + "b True\n"
+    assert in_a_process(script) == "a" * 39 + "b\n"
 
 
 def test_a_nested_repeat_only_re_reads_is_checked_on_short_texts() -> None:
