@@ -220,6 +220,22 @@ _PRESETS: tuple[Preset, ...] = (
                 },
                 {},
             ),
+            # The `developer` role came with 2024-12-01-preview: Azure's reasoning-model guide
+            # (how-to/reasoning, January 2025) gives developer messages for o1 2024-12-17 on
+            # that version, and none on 2024-09-01-preview or 2024-10-01-preview; an earlier
+            # version (the GA 2024-10-21 included, whose spec's roles are system, user,
+            # assistant, tool and function) answers 400 "Invalid value: 'developer'.
+            # Supported values are: 'system', 'assistant', 'user', 'function', and 'tool'"
+            # (run-llama/llama_index#17748), so a developer message goes as `system`. The GA
+            # spec's user content parts are `text` and `image_url` alone (a `file` part is
+            # answered 400 the same way): a PDF is left out, with a warning, on every version
+            # before that one too (when `file` parts came later is not known here; from it
+            # they go, as on OpenAI).
+            (
+                "2024-12-01-preview",
+                {"developer_role": False, "file_parts": False},
+                {},
+            ),
         ),
         # The GA version's request schema has `max_tokens` alone (its `stream_options` it
         # has): the previews after 2024-09-01 have both.

@@ -25,6 +25,17 @@ RESUME_KEY = "resume"
 """Where an adapter stores, in its namespace, what it needs back to continue a turn the
 provider paused (Anthropic's `pause_turn`): `to_assistant_message()` carries it over."""
 
+REASONING_DETAILS_KEY = "reasoning_details"
+"""OpenRouter's `message.reasoning_details`, verbatim, in the provider's namespace: a list of
+`reasoning.summary`, `reasoning.text` (with its `signature`) and `reasoning.encrypted` (with
+its `data`) entries, each with `id`, `format` and `index`, which OpenRouter asks to be sent
+back unmodified to continue a tool-calling turn with reasoning: `to_assistant_message()`
+carries it over, and the Chat Completions encoder sends it back on that assistant turn to
+the provider of that namespace alone."""
+
+_SENT_BACK = (RESUME_KEY, REASONING_DETAILS_KEY)
+"""The provider-data keys an assistant turn carries to the next request."""
+
 SERVICE_TIER_KEY = "service_tier"
 """Where an adapter stores the service tier a response says served it, in its namespace,
 when that is not the standard one (OpenAI's `priority` or `flex`): such a call is billed at
@@ -341,13 +352,14 @@ class ChatResponse(Data):
 
     def to_assistant_message(self) -> AssistantMessage:
         """This response as the assistant turn of a follow-up request, with what its
-        provider needs back to continue a paused turn (`RESUME_KEY`)."""
-        resume = {
-            namespace: {RESUME_KEY: entries[RESUME_KEY]}
-            for namespace, entries in self.provider_data.items()
-            if RESUME_KEY in entries
-        }
-        return AssistantMessage(content=self.content, provider_data=resume)
+        provider needs back, in its namespace: to continue a paused turn (`RESUME_KEY`), and
+        OpenRouter's reasoning details (`REASONING_DETAILS_KEY`)."""
+        kept: dict[str, dict[str, JsonValue]] = {}
+        for namespace, entries in self.provider_data.items():
+            back = {key: entries[key] for key in _SENT_BACK if key in entries}
+            if back:
+                kept[namespace] = back
+        return AssistantMessage(content=self.content, provider_data=kept)
 
     def provider_value(self, namespace: str, key: str) -> JsonValue | None:
         return self.provider_data.get(namespace, {}).get(key)

@@ -16,7 +16,8 @@ answer.
 
 What allama has no type for is kept verbatim in `provider_data[provider or "openai"]`:
 `message.annotations` (web-search citations) under `ANNOTATIONS_KEY`, OpenRouter's
-`message.reasoning_details` (to be sent back unmodified) under `REASONING_DETAILS_KEY`, and
+`message.reasoning_details` under `REASONING_DETAILS_KEY` (an assistant turn made from the
+response carries them, and the encoder sends them back unmodified to the same provider), and
 the cost the usage reports (OpenRouter's `cost`, `cost_details`, `is_byok`; xAI's
 `cost_in_usd_ticks`) under `USAGE_COST_KEY`, a service tier other than the standard one
 (`priority`, `flex`: billed at other prices) under `SERVICE_TIER_KEY`, and the usage's audio
@@ -66,6 +67,7 @@ from allama.types import (
 )
 from allama.types._response import (
     AUDIO_TOKENS_KEY,
+    REASONING_DETAILS_KEY,
     USAGE_COST_KEY,
     money_fields,
     service_tier_of,
@@ -96,12 +98,10 @@ ANNOTATIONS_KEY = "annotations"
 """`message.annotations`, verbatim: a list, in order. OpenAI's web search (and OpenRouter's
 web plugin) send `{"type": "url_citation", "url_citation": {"start_index", "end_index",
 "url", "title"}}`, the indexes into the response's text; a stream's are appended in order."""
-REASONING_DETAILS_KEY = "reasoning_details"
-"""OpenRouter's `message.reasoning_details`, verbatim: a list of `reasoning.summary`,
-`reasoning.text` (with its `signature`) and `reasoning.encrypted` (with its `data`) entries,
-each with `id`, `format` and `index`, which OpenRouter asks to be sent back unmodified to
-continue a tool-calling turn with reasoning. A stream's pieces are joined into entries (see
-`allama.adapters.openai_compat._sse`). The reasoning text is a `Reasoning` block as well."""
+# `REASONING_DETAILS_KEY` (`allama.types._response`, where `to_assistant_message()` carries
+# it): OpenRouter's `message.reasoning_details`, verbatim. A stream's pieces are joined into
+# entries (see `allama.adapters.openai_compat._sse`). The reasoning text is a `Reasoning`
+# block as well.
 
 _FINISH: dict[str, FinishReason] = {
     "stop": FinishReason.STOP,

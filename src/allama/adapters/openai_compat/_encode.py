@@ -50,6 +50,7 @@ from allama.types import (
     WarningKind,
 )
 from allama.types._openai import user_part_to_openai
+from allama.types._response import REASONING_DETAILS_KEY
 
 if TYPE_CHECKING:
     from allama.schema._dialects._openai_strict import OpenAIProfile
@@ -248,7 +249,19 @@ class _Encoder:
                 wire[field] = reasoning
         if calls:
             wire["tool_calls"] = calls
+        details = self.reasoning_details(message)
+        if details is not None:
+            wire["reasoning_details"] = details
         return wire
+
+    def reasoning_details(self, message: AssistantMessage) -> list[Any] | None:
+        """OpenRouter's `reasoning_details` of the turn, to go back unmodified (as OpenRouter
+        asks, to continue a tool-calling turn with reasoning): those kept in this provider's
+        own namespace alone, the one its responses are decoded into, so that they go back
+        only to the provider that gave them, never to another endpoint."""
+        namespace = self.degradations.provider or "openai"
+        details = message.provider_data.get(namespace, {}).get(REASONING_DETAILS_KEY)
+        return details if isinstance(details, list) and details else None
 
     def tool_call(self, call: ToolCall) -> dict[str, Any]:
         """A call as the wire takes it back: a function's, or a call of a tool of another
@@ -365,15 +378,35 @@ class _Encoder:
                     f"{self.profile.display_name} ignores `parallel_tool_calls`",
                 )
                 return None
+            if parallel:
+                self.strict_in_parallel(self.strict_tools(tools))
             return parallel
-        if (
-            self.profile.serial_strict_tools
-            and tools
-            and any(tool["function"].get("strict") for tool in tools)
-        ):
+        if self.strict_tools(tools):
             # Strict tool calls do not hold under parallel calls on this endpoint.
             return False
         return None
+
+    def strict_tools(self, tools: list[dict[str, Any]] | None) -> list[str]:
+        """The names of the tools sent `strict` where the endpoint enforces that only
+        without parallel calls (`serial_strict_tools`)."""
+        if not self.profile.serial_strict_tools:
+            return []
+        return [tool["function"]["name"] for tool in tools or () if tool["function"].get("strict")]
+
+    def strict_in_parallel(self, names: list[str]) -> None:
+        """Say that the strict tools `names` are not enforced under the caller's own
+        `parallel_tool_calls: true`, which is sent as asked: OpenAI documents Structured
+        Outputs as not compatible with parallel calls (a parallel call may not match the
+        schema). On `tools`, the field an extraction's enforcement reads."""
+        for name in names:
+            self.degradations.approximate(
+                RequestField.TOOLS,
+                f"{self.profile.display_name} does not enforce `strict` on tools while "
+                f"parallel tool calls are on: tool `{name}` was sent with it beside "
+                "`parallel_tool_calls: true`, as asked, and its arguments follow the schema as "
+                "far as the model does (leave `parallel_tool_calls` unset, or false, to have "
+                "it enforced)",
+            )
 
     # Response format
 
@@ -713,6 +746,15 @@ class _Encoder:
         effort says (`effort_says_reasoning`)."""
         return self.family.reasoning is CapabilitySupport.SUPPORTED or self.effort_says_reasoning()
 
+    def never_thinks_asked_none(self) -> bool:
+        """Whether the request asks a model that never reasons not to: it already does as
+        asked, so nothing goes and nothing is said (as on Anthropic), rather than refusing
+        the effort under `UnsupportedPolicy.ERROR`."""
+        return (
+            self.request.reasoning_effort == "none"
+            and self.family.reasoning is CapabilitySupport.UNSUPPORTED
+        )
+
     def effort_says_reasoning(self) -> bool:
         """Whether only the request says the model reasons: a model of a family that may
         (a deployment named for no model, Azure's `prod` serving o3) asked for an effort,
@@ -772,7 +814,9 @@ class _Encoder:
                     f"{profile.display_name} takes a seed of 64 bits; {request.seed} was left out",
                 )
         effort: str | None = None
-        if request.reasoning_effort is not None:
+        if self.never_thinks_asked_none():
+            pass  # nothing to send, and nothing lost
+        elif request.reasoning_effort is not None:
             if (
                 not profile.reasoning_effort
                 or self.family.reasoning is CapabilitySupport.UNSUPPORTED

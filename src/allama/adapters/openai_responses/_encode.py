@@ -439,12 +439,21 @@ class _Encoder(_ChatEncoder):
     def parallel_tool_calls(self, tools: list[dict[str, Any]] | None) -> bool | None:
         if not tools and not gives_tools(self.request, BODY_OPTION):
             return None  # nothing to call at all
-        if self.request.parallel_tool_calls is not None:
-            return self.request.parallel_tool_calls
-        if self.profile.serial_strict_tools and tools and any(tool["strict"] for tool in tools):
+        parallel = self.request.parallel_tool_calls
+        if parallel is not None:
+            if parallel:
+                self.strict_in_parallel(self.strict_tools(tools))
+            return parallel
+        if self.strict_tools(tools):
             # Strict tool calls do not hold under parallel calls on this endpoint.
             return False
         return None
+
+    def strict_tools(self, tools: list[dict[str, Any]] | None) -> list[str]:
+        """Chat Completions' rule, over this API's flat tools."""
+        if not self.profile.serial_strict_tools:
+            return []
+        return [tool["name"] for tool in tools or () if tool["strict"]]
 
     # Response format
 
@@ -481,7 +490,7 @@ class _Encoder(_ChatEncoder):
         request = self.request
         wanted = request.reasoning_effort
         reasons = self.family.reasoning is CapabilitySupport.SUPPORTED
-        if wanted is None:
+        if wanted is None or self.never_thinks_asked_none():
             return None, reasons
         if not self.profile.reasoning_effort or self.family.reasoning is (
             CapabilitySupport.UNSUPPORTED
