@@ -499,7 +499,8 @@ def test_a_streamed_script_refuses_log_probabilities_no_stream_carries() -> None
     )
     said = (
         "a scripted response with log-probabilities cannot be streamed (no stream event "
-        "carries them, as no provider's stream does here): script it on MockProvider"
+        "carries them, as no provider's stream does here): script it on MockProvider "
+        "and call `chat`"
     )
     with pytest.raises(MockScriptError) as caught:
         MockStreamingProvider.from_responses([response])

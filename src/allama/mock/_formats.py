@@ -18,9 +18,15 @@ import ipaddress
 from collections.abc import Callable, Iterator
 from itertools import count, product
 
-from allama.schema._types import MOMENT_FORMATS
+from allama.schema._types import (
+    COMPLEX_FORMAT,
+    FLAG_FORMAT,
+    MOMENT_FORMATS,
+    NAIVE_DATETIME_FORMAT,
+    STRIPPED_FORMAT,
+)
 
-__all__ = ["format_values", "knows_format", "plain_strings"]
+__all__ = ["UNENFORCED_MARKS", "format_values", "knows_format", "plain_strings"]
 
 _MANY = 1_000_000
 """The most values one format gives."""
@@ -271,6 +277,13 @@ _FORMATS.update({mark: _FORMATS[fmt] for mark, fmt in MOMENT_FORMATS.items()})
 bound, past or future): values of the format, which the checks may refuse (`TestProvider`)."""
 _OWN = frozenset({"decimal"})
 """Formats `_values` makes itself."""
+UNENFORCED_MARKS = frozenset(
+    {*MOMENT_FORMATS, NAIVE_DATETIME_FORMAT, STRIPPED_FORMAT, COMPLEX_FORMAT, FLAG_FORMAT}
+    | {"decimal"}  # (`allama.schema` writes a constrained decimal's mark as a literal)
+)
+"""allama's own formats, each marking a check its schema cannot say: no provider enforces
+one (every dialect removes or ignores it with an `approximated` note), so the test
+provider says so too, though it writes values of most of them."""
 
 
 def knows_format(name: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import reprlib
 import threading
 import typing
@@ -12,7 +13,7 @@ from typing import Any, Self
 
 from pydantic import JsonValue
 
-from allama.errors import Error, ErrorContext
+from allama.errors import Error, ErrorContext, InvalidRequestError
 from allama.mock._builder import ChatResponseBuilder
 from allama.mock._events import response_events
 from allama.mock._structured import MockScriptError, Structured
@@ -81,7 +82,20 @@ class _Recorder:
     def validate_chat_request(
         self, request: ChatRequest, *, stream: bool = False
     ) -> ChatValidation:
+        self._refuse_no_messages(request)
         return capabilities_only()
+
+    def _invalid(self, message: str) -> InvalidRequestError:
+        return InvalidRequestError(message).mark_authored().with_provider(self.name)
+
+    def _refuse_no_messages(self, request: ChatRequest) -> None:
+        """Refuse a request with no messages, as every provider does before sending (a bug
+        in the code that builds it, which a test should see)."""
+        if not request.messages:
+            raise self._invalid(
+                f"`{self.name}` needs at least one message, as every provider does, and the "
+                "request has none to send"
+            )
 
     def _record(self, request: ChatRequest) -> int:
         """Record `request`; its number among the calls (from 1), taken under the same lock,
@@ -201,6 +215,7 @@ class MockProvider(_Recorder):
 
     def _next(self, request: ChatRequest) -> ChatResponse:
         number = self._record(request)
+        self._refuse_no_messages(request)  # before the script: nothing was sent to answer
         with self._lock:
             if not self._script:
                 raise MockScriptExhausted(f"{self.name}: call {number} has no scripted answer")
@@ -214,7 +229,7 @@ class MockProvider(_Recorder):
         if isinstance(item, Error):
             raise _raised(item, self.name)
         if isinstance(item, Structured):
-            response = item.response_for(request, call_id=f"call_mock_{number}")
+            response = _structured_answer(item, request, number, self.name)
         elif isinstance(item, str):
             response = ChatResponseBuilder().text(item).build()
         else:
@@ -230,13 +245,15 @@ class MockProvider(_Recorder):
         return self._next(request)
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
-        """The next answer as a stream of events (an error is raised as a setup error)."""
-        events = response_events(self._next(request))
-        return ChatStream(iter(events), provider=self.name)
+        """The next answer as a stream of events (an error is raised as a setup error), as
+        `chat` answers it: of the provider the response names."""
+        response = self._next(request)
+        return ChatStream(iter(_streamed(response)), provider=response.provider or self.name)
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
-        events = response_events(self._next(request))
-        return AsyncChatStream(aiter_events(events), provider=self.name)
+        response = self._next(request)
+        events = _streamed(response)
+        return AsyncChatStream(aiter_events(events), provider=response.provider or self.name)
 
     def __repr__(self) -> str:
         return f"MockProvider(name={self.name!r}, remaining={len(self._script)})"
@@ -261,9 +278,30 @@ def _streamed(response: ChatResponse) -> list[StreamEvent]:
     if response.logprobs is not None:
         raise MockScriptError(
             "a scripted response with log-probabilities cannot be streamed (no stream event "
-            "carries them, as no provider's stream does here): script it on MockProvider"
+            "carries them, as no provider's stream does here): script it on MockProvider "
+            "and call `chat`"
         )
     return response_events(response)
+
+
+class _ResponseEvents(list[StreamItem]):
+    """A scripted response's events, with the provider it names: its stream reports that
+    provider, as `chat` does the response (a response of `openai`'s is priced as one)."""
+
+    def __init__(self, response: ChatResponse) -> None:
+        super().__init__(_streamed(response))
+        self.provider = response.provider
+
+
+def _structured_answer(
+    item: Structured, request: ChatRequest, number: int, provider: str
+) -> ChatResponse:
+    """`item` answering call `number`; a request it cannot answer (a tool choice naming no
+    tool offered) is refused as the provider `provider`."""
+    try:
+        return item.response_for(request, call_id=f"call_mock_{number}")
+    except InvalidRequestError as error:
+        raise error.with_provider(provider) from None
 
 
 def _events_then_error(items: Sequence[StreamItem]) -> Iterator[StreamEvent]:
@@ -294,7 +332,7 @@ def _check_stream(
                 f"an allama Error{_not_allama(item.error)}"
             )
         return item
-    if isinstance(item, Structured):
+    if isinstance(item, Structured | _ResponseEvents):
         return item
     if not isinstance(item, Iterable) or isinstance(item, str | bytes | bytearray | dict):
         raise MockScriptError(
@@ -328,7 +366,8 @@ class MockStreamingProvider(_Recorder):
 
     @classmethod
     def from_responses(cls, responses: Iterable[ChatResponse]) -> MockStreamingProvider:
-        return cls([_streamed(response) for response in responses])
+        """Streams each response in turn, of the provider it names (this one's if none)."""
+        return cls([_ResponseEvents(response) for response in responses])
 
     @classmethod
     def with_text(cls, text: str) -> MockStreamingProvider:
@@ -356,15 +395,17 @@ class MockStreamingProvider(_Recorder):
         return self
 
     def then_response(self, response: ChatResponse) -> Self:
-        self._streams.append(_streamed(response))
+        self._streams.append(_ResponseEvents(response))
         return self
 
     def then_setup_error(self, error: Error) -> Self:
         self._streams.append(SetupError(error))
         return self
 
-    def _next(self, request: ChatRequest) -> Sequence[StreamItem]:
+    def _next(self, request: ChatRequest) -> tuple[Sequence[StreamItem], str]:
+        """The next stream's items, and the provider it reports (a scripted response's)."""
         number = self._record(request)
+        self._refuse_no_messages(request)  # before the script: nothing was sent to answer
         with self._lock:
             if not self._streams:
                 raise MockScriptExhausted(f"{self.name}: call {number} has no scripted stream")
@@ -373,14 +414,19 @@ class MockStreamingProvider(_Recorder):
         if isinstance(item, SetupError):
             raise _raised(item.error, self.name)
         if isinstance(item, Structured):
-            return response_events(item.response_for(request, call_id=f"call_mock_{number}"))
-        return item
+            answer = _structured_answer(item, request, number, self.name)
+            return response_events(answer), self.name
+        if isinstance(item, _ResponseEvents):
+            return item, item.provider or self.name
+        return item, self.name
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
-        return ChatStream(_events_then_error(self._next(request)), provider=self.name)
+        items, provider = self._next(request)
+        return ChatStream(_events_then_error(items), provider=provider)
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
-        return AsyncChatStream(_aiter_items(self._next(request)), provider=self.name)
+        items, provider = self._next(request)
+        return AsyncChatStream(_aiter_items(items), provider=provider)
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         """The next stream, collected; a stream that fails says on its error the usage it
@@ -414,8 +460,24 @@ class FunctionProvider(_Recorder):
         self._answer = answer
 
     def chat(self, request: ChatRequest) -> ChatResponse:
-        self._record(request)
-        response = self._answer(request)
+        number = self._record(request)
+        self._refuse_no_messages(request)
+        response: object = self._answer(request)
+        if inspect.isawaitable(response):
+            close = getattr(response, "close", None)
+            if callable(close):
+                close()  # never awaited: closed, so that no warning says so later
+            raise MockScriptError(
+                f"{self.name}: the function answering call {number} returned a "
+                f"{type(response).__name__}, which FunctionProvider does not await (from "
+                "`achat` neither): give it a plain function, not an `async def`"
+            )
+        if not isinstance(response, ChatResponse):
+            raise MockScriptError(
+                f"{self.name}: the function answering call {number} returned a "
+                f"{_named(response)}, not a ChatResponse (build one with "
+                "ChatResponseBuilder; raise an allama Error to fail)"
+            )
         if response.provider is None:
             response = response.model_copy(update={"provider": self.name})
         return response
@@ -424,9 +486,11 @@ class FunctionProvider(_Recorder):
         return self.chat(request)
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
-        return ChatStream(iter(response_events(self.chat(request))), provider=self.name)
+        """The function's answer as a stream of events, of the provider it names."""
+        response = self.chat(request)
+        return ChatStream(iter(_streamed(response)), provider=response.provider or self.name)
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
-        return AsyncChatStream(
-            aiter_events(response_events(self.chat(request))), provider=self.name
-        )
+        response = self.chat(request)
+        events = _streamed(response)
+        return AsyncChatStream(aiter_events(events), provider=response.provider or self.name)

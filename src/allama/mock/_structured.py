@@ -25,13 +25,14 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
+from allama.errors import InvalidRequestError
 from allama.extract._choices import _BOOL_LABELS, ABSTAIN_LABEL, _literal_label
 from allama.extract._root import ROOT_OPTION
 from allama.mock._builder import ChatResponseBuilder
 from allama.mock._conform import json_equal
 from allama.types import ChatRequest, ChatResponse, Usage
 
-__all__ = ["MockScriptError", "Structured"]
+__all__ = ["MockScriptError", "Structured", "unoffered_tool"]
 
 
 class MockScriptError(AssertionError):
@@ -51,7 +52,8 @@ class Structured:
     otherwise the value as JSON text (a `json_schema` response format, or no format at
     all). When the request carries the option `allama.extraction.root`, the extraction
     wrapped a non-object type in a one-property object, and the answer is wrapped the same
-    way: `{"value": ...}`.
+    way: `{"value": ...}`. A `tool_choice` naming a tool the request does not offer is
+    refused (`InvalidRequestError`), as a provider refuses it.
 
     A decision's answer is written as the option it stands for: `True` as `Yes` (or
     `true`, whichever the options hold), an enum member as its label, `None` as the
@@ -177,7 +179,10 @@ def _labels(value: Any) -> tuple[str, ...]:
     if isinstance(value, bool):
         return (dict(_BOOL_LABELS)[value], _literal_label(value))
     if isinstance(value, Enum | str | int):
-        return (_literal_label(value),)
+        # A member with no label of its own (`Flag(0)`'s name is `None`) has none: it is
+        # written as its JSON, which no option is.
+        label: object = _literal_label(value)
+        return (label,) if isinstance(label, str) else ()
     if value is None:  # a decision that abstains, as its options write it
         return (ABSTAIN_LABEL,)
     return ()
@@ -195,8 +200,25 @@ def _answered_schema(request: ChatRequest, tool: str | None) -> Any:
     return None if response_format is None else response_format.json_schema
 
 
+def unoffered_tool(request: ChatRequest) -> str | None:
+    """Why `request` cannot be answered, where its `tool_choice` names a tool it does not
+    offer (a provider answers 400); `None` where it names none, or one offered."""
+    choice = request.tool_choice
+    if choice is None or choice.mode != "tool":
+        return None
+    if not request.tools:
+        return f"tool_choice names `{choice.name}` but the request has no tools"
+    if all(tool.name != choice.name for tool in request.tools):
+        return f"tool_choice names `{choice.name}`, which is not among the tools"
+    return None
+
+
 def _forced_tool(request: ChatRequest) -> str | None:
-    """The tool the request forces a call to, if it forces one."""
+    """The tool the request forces a call to, if it forces one; a tool it does not offer
+    is refused, as a provider refuses it (`InvalidRequestError`)."""
+    unoffered = unoffered_tool(request)
+    if unoffered is not None:
+        raise InvalidRequestError(unoffered).mark_authored()
     choice = request.tool_choice
     if choice is None or choice.mode in ("auto", "none"):
         return None

@@ -13,11 +13,14 @@ from pydantic import JsonValue
 from allama.errors import InvalidRequestError
 from allama.mock._events import response_events
 from allama.mock._scripted import _Recorder
-from allama.mock._values import unknown_formats, value_and_plain_formats
+from allama.mock._structured import unoffered_tool
+from allama.mock._values import unenforced_marks, unknown_formats, value_and_plain_formats
 from allama.provider import capabilities_only
+from allama.schema._inline import no_object_parameters, object_parameters
 from allama.stream import AsyncChatStream, ChatStream, aiter_events
 from allama.types import (
     AssistantMessage,
+    CapabilitySupport,
     ChatCapability,
     ChatRequest,
     ChatResponse,
@@ -47,15 +50,24 @@ class TestProvider(_Recorder):
     """Answers every request with the least value its schema accepts, deterministically.
 
     A forced tool call (`tool_choice` naming a tool, or `required`: the first tool) gets one
-    call whose arguments the tool's `parameters` accept; a `json_schema` response format
-    gets that schema's value as JSON text; a `json` format gets `{}`; a `choice` its first
-    option; anything else gets `TEXT_ANSWER`. Usage is counted at one token per four
-    characters, so that code reading usage sees numbers. Structured output, choice output,
-    tool calls, forced tool choice and streaming are reported as supported; no
-    log-probabilities are made up. A string `format` the provider does not know (see
-    `allama.mock._formats`) gets plain text, which the format may refuse: the request's
-    validation and the response say so in an `approximated` warning on the field holding
-    the schema, so an extraction reports its enforcement as `approximate`, not `exact`.
+    call whose arguments, an object, the tool's `parameters` accept (`{}` for a tool of no
+    arguments); a `json_schema` response format gets that schema's value as JSON text; a
+    `json` format gets `{}`; a `choice` its first option; anything else gets
+    `TEXT_ANSWER`. Usage is counted at one token per four characters, so that code reading
+    usage sees numbers. Structured output, choice output, tool calls, forced tool choice
+    and streaming are reported as supported, a tool schema of any root as not; no
+    log-probabilities are made up. What a provider refuses before sending is refused here
+    (`InvalidRequestError`), by the call and its validation: a request with no messages, a
+    tool whose parameters are no object schema (as Anthropic and Gemini refuse it, unless
+    `TOOL_SCHEMA_ANY_ROOT` is set supported), and a tool choice naming a tool not offered.
+
+    The request's validation and the response say in an `approximated` warning on the
+    field holding the schema what the answer is not held to, so that an extraction reports
+    its enforcement as `approximate`, not `exact`, where a provider's would: a mark of
+    allama's for a check no provider enforces (`format: bounded-date`, `strip-whitespace`,
+    `decimal` and the like, and the JSON in a string, `contentSchema`), and a string
+    `format` the provider does not know (see `allama.mock._formats`), which gets plain text
+    the format may refuse.
 
     The value is the schema's: checks a type makes beyond its JSON Schema are not known
     here. Dates count up from 2000-01-01, so `FutureDate` and `FutureDatetime` (whose
@@ -88,13 +100,19 @@ class TestProvider(_Recorder):
                 ChatCapability.CHOICE_OUTPUT,
             )
         )
+        # A tool's arguments are an object (`_parameters`): extraction wraps another root.
+        self.with_chat_capability(
+            ChatCapability.TOOL_SCHEMA_ANY_ROOT, CapabilitySupport.UNSUPPORTED
+        )
 
     def _answer(self, request: ChatRequest) -> ChatResponse:
         number = self._record(request)
+        self._refuse_unsendable(request)
         tool = self._forced_tool(request)
         content: TextPart | ToolCall
         if tool is not None:
-            arguments = self._value(tool.parameters, f"the parameters of tool `{tool.name}`")
+            parameters = self._parameters(request, tool)
+            arguments = self._value(parameters, f"the parameters of tool `{tool.name}`")
             content = ToolCall(id=f"call_test_{number}", name=tool.name, arguments=arguments)
             finish = FinishReason.TOOL_CALLS
             written = content.arguments
@@ -118,20 +136,26 @@ class TestProvider(_Recorder):
     def validate_chat_request(
         self, request: ChatRequest, *, stream: bool = False
     ) -> ChatValidation:
+        """What the call would report; what the call refuses before answering
+        (`_refuse_unsendable`) is refused here too, as a provider's dry run refuses what
+        its encoding does."""
+        self._refuse_unsendable(request)
         validation = capabilities_only()
         for warning in self._degradations(request):
             validation = validation.with_warning(warning)
         return validation
 
     def _degradations(self, request: ChatRequest) -> tuple[Warning, ...]:
-        """What the answer cannot hold to: each string `format` of the answered schema
-        that the value generator writes as plain text."""
+        """What the answer cannot hold to, as `approximated` warnings: each mark in the
+        answered schema of a check no provider enforces (reported as every provider
+        reports it), and each string `format` of it that the value generator writes as
+        plain text."""
         try:
             tool = self._forced_tool(request)
         except InvalidRequestError:
             return ()  # the call itself says so
         if tool is not None:
-            schema: object = tool.parameters
+            schema: object = self._parameters(request, tool)
             field = RequestField.TOOLS
         else:
             response_format = request.response_format
@@ -141,13 +165,21 @@ class TestProvider(_Recorder):
             field = RequestField.RESPONSE_FORMAT
         if schema is None:
             return ()
+        marked = tuple(
+            Warning.approximated(
+                field,
+                f"{what} at `{pointer or '/'}` asks for a check no provider enforces, so the "
+                "test provider does not say it holds either: its value may fail it",
+            ).with_provider(self.name)
+            for pointer, what in unenforced_marks(schema)
+        )
         if not unknown_formats(schema):
-            return ()
+            return marked
         # Only the formats the answer holds as plain text: not an optional field's that
         # the answer leaves out. With no answer, the call says so; the plan names them all.
         generated = self._generated(schema)
         plain = unknown_formats(schema) if isinstance(generated[0], ValueError) else generated[1]
-        return tuple(
+        return marked + tuple(
             Warning.approximated(
                 field,
                 f"`format` `{fmt}` at `{pointer or '/'}` is not one the test provider "
@@ -155,6 +187,26 @@ class TestProvider(_Recorder):
             ).with_provider(self.name)
             for pointer, fmt in plain
         )
+
+    def _refuse_unsendable(self, request: ChatRequest) -> None:
+        """Refuse what every provider, or the strictest, refuses before sending: a request
+        with no messages, a tool whose parameters are no object schema."""
+        self._refuse_no_messages(request)
+        for tool in request.tools:
+            self._parameters(request, tool)
+
+    def _parameters(self, request: ChatRequest, tool: ToolDefinition) -> dict[str, JsonValue]:
+        """The schema a call to `tool` answers: its parameters as an object root (`{}` is
+        a tool of no arguments, answered `{}`), as a provider passes the arguments; a root
+        that is no object is refused, as Anthropic and Gemini refuse it, unless the
+        caller says this provider takes any root (`TOOL_SCHEMA_ANY_ROOT`)."""
+        parameters = object_parameters(tool.parameters)
+        if parameters is not None:
+            return cast("dict[str, JsonValue]", parameters)
+        any_root = self.chat_capability(request.model, ChatCapability.TOOL_SCHEMA_ANY_ROOT)
+        if any_root is CapabilitySupport.SUPPORTED:
+            return tool.parameters
+        raise self._invalid(no_object_parameters(tool.name, "the test provider"))
 
     def _generated(self, schema: object) -> tuple[str | ValueError, list[tuple[str, str]]]:
         """The answer to `schema` as JSON text (or why there is none), with the unknown
@@ -180,20 +232,16 @@ class TestProvider(_Recorder):
         return answer
 
     def _forced_tool(self, request: ChatRequest) -> ToolDefinition | None:
+        unoffered = unoffered_tool(request)
+        if unoffered is not None:
+            raise self._invalid(unoffered)
         choice = request.tool_choice
         if choice is None or not request.tools:
-            if choice is not None and choice.mode == "tool":
-                raise self._invalid(
-                    f"tool_choice names `{choice.name}` but the request has no tools"
-                )
             return None
         if choice.mode == "required":
             return request.tools[0]
         if choice.mode == "tool":
-            for tool in request.tools:
-                if tool.name == choice.name:
-                    return tool
-            raise self._invalid(f"tool_choice names `{choice.name}`, which is not among the tools")
+            return next(tool for tool in request.tools if tool.name == choice.name)
         return None
 
     def _text(self, request: ChatRequest) -> str:
@@ -211,9 +259,6 @@ class TestProvider(_Recorder):
         if isinstance(text, ValueError):
             raise self._invalid(f"{what} has no value: {text}") from None
         return text
-
-    def _invalid(self, message: str) -> InvalidRequestError:
-        return InvalidRequestError(message).mark_authored().with_provider(self.name)
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         return self._answer(request)

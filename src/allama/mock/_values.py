@@ -51,12 +51,20 @@ from allama.mock._conform import (
     pointer_join,
     rust_matches,
 )
-from allama.mock._formats import format_values, knows_format, plain_strings
+from allama.mock._formats import UNENFORCED_MARKS, format_values, knows_format, plain_strings
 from allama.mock._pattern import PatternSamples
 from allama.schema._types import _KEY_NAMES
-from allama.schema._walk import ARRAY_KEYWORDS, NUMBER_KEYWORDS, OBJECT_KEYWORDS, STRING_KEYWORDS
+from allama.schema._walk import (
+    ARRAY_KEYWORDS,
+    NUMBER_KEYWORDS,
+    OBJECT_KEYWORDS,
+    SCHEMA_LISTS,
+    SCHEMA_MAPS,
+    SCHEMA_SINGLE,
+    STRING_KEYWORDS,
+)
 
-__all__ = ["unknown_formats", "value_and_plain_formats", "value_for_schema"]
+__all__ = ["unenforced_marks", "unknown_formats", "value_and_plain_formats", "value_for_schema"]
 
 MAX_DEPTH = 40
 """Nesting below which a required part is given up on: the schema recurses without end."""
@@ -1391,6 +1399,41 @@ def unknown_formats(schema: Any) -> list[tuple[str, str]]:
                 sub, (dict, list)
             ):
                 stack.append((sub, pointer_join(pointer, key)))
+    return found
+
+
+def unenforced_marks(schema: Any) -> list[tuple[str, str]]:
+    """Each place `schema` asks for what no provider enforces, with its pointer: a format
+    of allama's own marking a check the schema cannot say (`UNENFORCED_MARKS`), and the
+    JSON in a string (`contentSchema`, not looked into: the provider sees a string). Only
+    the keywords that hold subschemas are walked, so a property named `format` is none."""
+    found: list[tuple[str, str]] = []
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    walked = 0  # bounded, as a schema built in Python may hold itself
+    while stack and len(found) < 100 and walked < 100_000:
+        node, pointer = stack.pop()
+        walked += 1
+        if not isinstance(node, dict):
+            continue
+        fmt = node.get("format")
+        if isinstance(fmt, str) and fmt in UNENFORCED_MARKS:
+            found.append((pointer, f"`format` `{fmt}`"))
+        kinds = node.get("type", "string")
+        if "contentSchema" in node and "string" in (kinds if isinstance(kinds, list) else [kinds]):
+            found.append((pointer, "`contentSchema` (the JSON in a string)"))
+        subschemas: list[tuple[Any, str]] = []
+        for key, sub in node.items():
+            if key in SCHEMA_MAPS and isinstance(sub, dict):
+                subschemas.extend(
+                    (each, pointer_join(pointer, key, name)) for name, each in sub.items()
+                )
+            elif (key in SCHEMA_LISTS or key == "items") and isinstance(sub, list):
+                subschemas.extend(
+                    (each, pointer_join(pointer, key, i)) for i, each in enumerate(sub)
+                )
+            elif (key in SCHEMA_SINGLE or key == "items") and key != "contentSchema":
+                subschemas.append((sub, pointer_join(pointer, key)))
+        stack.extend(reversed(subschemas))
     return found
 
 

@@ -1,0 +1,486 @@
+"""The testing tools as a real provider behaves: TestProvider's enforcement where allama's
+own marks say no provider enforces a check, what it refuses before answering (no messages,
+a tool whose parameters are no object, a tool not offered), scripted streams that keep a
+response's provider and refuse its log-probabilities, a Flag member of no name scripted for
+a decision, and a FunctionProvider whose function returns something else."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import enum
+import gc
+import warnings
+from decimal import Decimal
+from typing import Annotated, Any
+
+import pytest
+from pydantic import BaseModel, Field, FutureDatetime, Json, NaiveDatetime, PastDate, condecimal
+from pydantic.types import StringConstraints
+
+import allama
+from allama import (
+    CapabilitySupport,
+    ChatCapability,
+    ChatRequest,
+    ChatResponse,
+    EnforcementBelowError,
+    ExtractionMetadata,
+    ExtractionMode,
+    Extractor,
+    FinishReason,
+    ParseError,
+    SchemaEnforcement,
+    TextPart,
+    TokenLogprob,
+)
+from allama.errors import InvalidRequestError
+from allama.mock import (
+    ChatResponseBuilder,
+    FunctionProvider,
+    MockProvider,
+    MockScriptError,
+    MockStreamingProvider,
+    TestProvider,
+)
+from allama.types import RequestField, ResponseFormat, ToolChoice, ToolDefinition, WarningKind
+
+REQUEST = ChatRequest("gpt-4o-mini").user("x")
+FORCED = REQUEST.with_option(ExtractionMode.FORCED_TOOL)
+
+
+def _openai() -> Any:
+    """A real provider, only ever planned against (nothing is sent)."""
+    return allama.provider("openai", api_key="sk-test")
+
+
+# 1. allama's marks of checks no provider enforces
+
+
+class Booking(BaseModel):
+    start: Annotated[dt.date, Field(ge=dt.date(2030, 1, 1))]
+
+
+class Price(BaseModel):
+    amount: condecimal(max_digits=6, decimal_places=2)  # type: ignore[valid-type]
+
+
+class Payload(BaseModel):
+    nums: Json[list[int]]
+
+
+class Stripped(BaseModel):
+    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+class Naive(BaseModel):
+    at: NaiveDatetime
+
+
+class Moments(BaseModel):
+    born: PastDate
+    due: FutureDatetime
+
+
+class Number(BaseModel):
+    z: complex
+
+
+class Bits(enum.Flag):
+    A = 1
+    B = 2
+    C = 4
+    D = 8
+    E = 16
+    F = 32
+    H = 128  # a hole below it: the schema is a range marked `flags`
+
+
+class Flags(BaseModel):
+    bits: Bits
+
+
+class Plain(BaseModel):
+    n: int
+    when: dt.date
+
+
+MARKED = [Booking, Price, Payload, Stripped, Naive, Moments, Number, Flags]
+
+
+def _mark_message(what: str, where: str) -> str:
+    return (
+        f"{what} at `{where}` asks for a check no provider enforces, so the test provider "
+        "does not say it holds either: its value may fail it"
+    )
+
+
+@pytest.mark.parametrize("tp", MARKED, ids=lambda tp: tp.__name__)
+@pytest.mark.parametrize("request_", [REQUEST, FORCED], ids=["native", "forced_tool"])
+def test_a_mark_no_provider_enforces_is_approximate_on_the_test_provider_as_on_a_real_one(
+    tp: type[BaseModel], request_: ChatRequest
+) -> None:
+    real = Extractor().plan(_openai(), tp, request_)
+    test = Extractor().plan(TestProvider(), tp, request_)
+    assert real.enforcement is SchemaEnforcement.APPROXIMATE
+    assert test.enforcement is SchemaEnforcement.APPROXIMATE
+    assert test.degradations
+    assert all(w.kind is WarningKind.APPROXIMATED for w in test.degradations)
+
+
+def test_the_degradations_name_each_mark_in_the_callers_terms() -> None:
+    plan = Extractor().plan(TestProvider(), Moments, REQUEST)
+    assert [w.message for w in plan.degradations] == [
+        _mark_message("`format` `past-date`", "Moments.born"),
+        _mark_message("`format` `future-date-time`", "Moments.due"),
+    ]
+    payload = Extractor().plan(TestProvider(), Payload, REQUEST)
+    assert [w.message for w in payload.degradations] == [
+        _mark_message("`contentSchema` (the JSON in a string)", "Payload.nums")
+    ]
+
+
+def test_a_bounded_date_the_test_provider_breaks_is_recorded_approximate() -> None:
+    with pytest.raises(ParseError) as caught:
+        allama.extract(TestProvider(), Booking, REQUEST)
+    metadata = ExtractionMetadata.from_error(caught.value)
+    assert metadata is not None
+    assert metadata.enforcement is SchemaEnforcement.APPROXIMATE
+    assert [w.message for w in metadata.degradations] == [
+        _mark_message("`format` `bounded-date`", "Booking.start")
+    ]
+
+
+@pytest.mark.parametrize("tp", [Booking, Price, Payload], ids=lambda tp: tp.__name__)
+def test_a_floor_of_exact_refuses_as_on_a_real_provider(tp: type[BaseModel]) -> None:
+    strict = Extractor(min_enforcement="exact")
+    with pytest.raises(EnforcementBelowError):
+        strict.extract(_openai(), tp, REQUEST)
+    with pytest.raises(EnforcementBelowError) as caught:
+        strict.extract(TestProvider(), tp, REQUEST)
+    metadata = ExtractionMetadata.from_error(caught.value)
+    assert metadata is not None and metadata.enforcement is SchemaEnforcement.APPROXIMATE
+
+
+def test_a_type_with_no_mark_stays_exact() -> None:
+    assert Extractor().plan(TestProvider(), Plain, REQUEST).enforcement is SchemaEnforcement.EXACT
+    result = Extractor(min_enforcement="exact").extract(TestProvider(), Plain, REQUEST)
+    assert result.value == Plain(n=0, when=dt.date(2000, 1, 1))
+    assert result.metadata.enforcement is SchemaEnforcement.EXACT
+
+
+def test_a_property_named_like_a_keyword_is_no_mark() -> None:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "format": {"type": "string"},
+            "contentSchema": {"type": "object", "properties": {"format": {"type": "string"}}},
+        },
+        "required": ["format"],
+    }
+    request = REQUEST.with_response_format(ResponseFormat.for_schema(schema))
+    assert TestProvider().validate_chat_request(request).warnings == ()
+    response = TestProvider().chat(request)
+    assert response.warnings == ()
+    assert response.text() == '{"format":""}'
+
+
+def test_a_mark_in_a_definition_is_named_where_it_stands() -> None:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"d": {"$ref": "#/$defs/D"}},
+        "required": ["d"],
+        "$defs": {"D": {"type": "string", "format": "bounded-date"}},
+    }
+    request = REQUEST.with_response_format(ResponseFormat.for_schema(schema))
+    warnings_ = TestProvider().validate_chat_request(request).warnings
+    assert [(w.kind, w.message) for w in warnings_] == [
+        (WarningKind.APPROXIMATED, _mark_message("`format` `bounded-date`", "/$defs/D"))
+    ]
+    assert warnings_[0].is_about(RequestField.RESPONSE_FORMAT)
+
+
+# 2. and 6. scripted streams: the response's provider, and no log-probabilities lost
+
+
+def _priced() -> ChatResponse:
+    return (
+        ChatResponseBuilder()
+        .text('{"a":1}')
+        .usage(1000, 100)
+        .model("gpt-4o-mini")
+        .provider("openai")
+        .build()
+    )
+
+
+class A(BaseModel):
+    a: int
+
+
+def test_a_scripted_response_streams_of_the_provider_it_names() -> None:
+    assert MockProvider([_priced()]).chat_stream(REQUEST).response().provider == "openai"
+    assert FunctionProvider(lambda r: _priced()).chat_stream(REQUEST).response().provider == (
+        "openai"
+    )
+    assert MockStreamingProvider.from_responses([_priced()]).chat(REQUEST).provider == "openai"
+    then = MockStreamingProvider().then_response(_priced())
+    assert then.chat_stream(REQUEST).response().provider == "openai"
+
+    async def streamed() -> list[str | None]:
+        made = []
+        for provider in (
+            MockProvider([_priced()]),
+            FunctionProvider(lambda r: _priced()),
+            MockStreamingProvider.from_responses([_priced()]),
+        ):
+            stream = await provider.achat_stream(REQUEST)
+            made.append((await stream.response()).provider)
+        return made
+
+    assert asyncio.run(streamed()) == ["openai", "openai", "openai"]
+
+
+def test_a_response_naming_no_provider_streams_of_the_mock() -> None:
+    response = ChatResponseBuilder().text("hi").build()
+    assert MockProvider([response], name="m1").chat_stream(REQUEST).response().provider == "m1"
+    streaming = MockStreamingProvider.from_responses([response]).with_provider_name("m2")
+    assert streaming.chat(REQUEST).provider == "m2"
+
+
+def test_a_streamed_extraction_of_a_scripted_response_is_priced_as_the_call_is() -> None:
+    called = allama.extract(MockProvider([_priced()]), A, REQUEST).metadata
+    streamed = allama.extract_stream(MockProvider([_priced()]), A, REQUEST).finish().metadata
+    assert called.cost is not None
+    assert streamed.cost == called.cost
+    assert streamed.cost_missing is None
+    collected = allama.extract(MockStreamingProvider.from_responses([_priced()]), A, REQUEST)
+    assert collected.metadata.cost == called.cost
+
+
+_LOGPROBS_REFUSED = (
+    "a scripted response with log-probabilities cannot be streamed (no stream event "
+    "carries them, as no provider's stream does here): script it on MockProvider "
+    "and call `chat`"
+)
+
+
+def _with_logprobs() -> ChatResponse:
+    return ChatResponse(
+        (TextPart(text="Yes"),),
+        finish_reason=FinishReason.STOP,
+        logprobs=(TokenLogprob(token="Yes", logprob=-0.1),),
+    )
+
+
+def test_a_scripted_response_with_log_probabilities_is_not_streamed_without_them() -> None:
+    request = REQUEST.with_logprobs(5)
+    makers: list[Any] = [
+        lambda: MockProvider([_with_logprobs()]),
+        lambda: FunctionProvider(lambda r: _with_logprobs()),
+    ]
+    for make in makers:
+        with pytest.raises(MockScriptError) as caught:
+            make().chat_stream(request)
+        assert str(caught.value) == _LOGPROBS_REFUSED
+        with pytest.raises(MockScriptError) as async_caught:
+            asyncio.run(make().achat_stream(request))
+        assert str(async_caught.value) == _LOGPROBS_REFUSED
+    kept = MockProvider([_with_logprobs()]).chat(request).logprobs
+    assert kept == (TokenLogprob(token="Yes", logprob=-0.1),)
+
+
+# 3. a tool's arguments are an object
+
+
+PING = ToolDefinition(name="ping", description="no arguments", parameters={})
+
+
+def test_a_tool_of_no_arguments_is_called_with_an_empty_object() -> None:
+    request = REQUEST.with_tools([PING]).with_tool_choice(ToolChoice.tool("ping"))
+    called = TestProvider().chat(request).tool_calls()[0]
+    assert called.arguments == "{}"
+    assert called.parsed_arguments() == {}
+    streamed = TestProvider().chat_stream(request).response().tool_calls()[0]
+    assert streamed.arguments == "{}"
+
+
+_NOT_AN_OBJECT = (
+    "the parameters of tool `numbers` are not an object schema: the test provider passes a "
+    "tool's arguments as a JSON object, so its parameters must be an object schema "
+    '(`"type": "object"`), of which a union or a single value can be a property'
+)
+NUMBERS = ToolDefinition(name="numbers", parameters={"type": "array", "items": {"type": "integer"}})
+
+
+def test_a_tool_whose_parameters_are_no_object_is_refused_by_the_call_and_its_validation() -> None:
+    request = REQUEST.with_tools([NUMBERS]).with_tool_choice(ToolChoice.tool("numbers"))
+    provider = TestProvider()
+    for attempt in (provider.chat, provider.chat_stream, provider.validate_chat_request):
+        with pytest.raises(InvalidRequestError) as caught:
+            attempt(request)
+        assert str(caught.value) == _NOT_AN_OBJECT
+        assert caught.value.provider == "test"
+    unforced = REQUEST.with_tools([PING, NUMBERS])
+    with pytest.raises(InvalidRequestError):
+        provider.chat(unforced)  # offered at all: refused, as Anthropic and Gemini refuse it
+
+
+def test_a_test_provider_said_to_take_any_root_answers_it_as_given() -> None:
+    provider = TestProvider().with_chat_capability(
+        ChatCapability.TOOL_SCHEMA_ANY_ROOT, CapabilitySupport.SUPPORTED
+    )
+    request = REQUEST.with_tools([NUMBERS]).with_tool_choice(ToolChoice.tool("numbers"))
+    assert provider.chat(request).tool_calls()[0].arguments == "[]"
+
+
+def test_a_list_extracted_through_a_forced_tool_is_wrapped_in_an_object() -> None:
+    provider = TestProvider()
+    assert provider.chat_capability("m", ChatCapability.TOOL_SCHEMA_ANY_ROOT) is (
+        CapabilitySupport.UNSUPPORTED
+    )
+    result = allama.extract(provider, list[int], FORCED)
+    assert result.value == []
+    assert result.metadata.root_wrapped is True
+    sent = provider.last_request
+    assert sent is not None and sent.tools[0].parameters["type"] == "object"
+
+
+# 4. a Flag member with no name, scripted for a decision
+
+
+class Perm(enum.Flag):
+    R = 1
+    W = 2
+
+
+@pytest.mark.parametrize("kind", [MockProvider, MockStreamingProvider])
+def test_a_flag_member_of_no_name_is_an_answer_outside_the_options(kind: Any) -> None:
+    provider = kind.with_structured(Perm(0)).with_chat_capability(
+        ChatCapability.CHOICE_OUTPUT, CapabilitySupport.SUPPORTED
+    )
+    with pytest.raises(ParseError) as caught:
+        allama.decide(provider, Perm, ChatRequest("m").user("x"))
+    assert "the answer is not one of the options of Perm" in str(caught.value)
+
+
+# 5. a request with no messages
+
+
+def _no_messages(name: str) -> str:
+    return (
+        f"`{name}` needs at least one message, as every provider does, and the request has "
+        "none to send"
+    )
+
+
+def test_the_test_provider_refuses_a_request_with_no_messages() -> None:
+    provider = TestProvider()
+    empty = ChatRequest("m")
+    for attempt in (provider.chat, provider.chat_stream, provider.validate_chat_request):
+        with pytest.raises(InvalidRequestError) as caught:
+            attempt(empty)
+        assert str(caught.value) == _no_messages("test")
+        assert caught.value.provider == "test"
+    with pytest.raises(InvalidRequestError):
+        asyncio.run(provider.achat(empty))
+    with pytest.raises(InvalidRequestError):
+        allama.extract(TestProvider(), A, empty)
+    # A plan of the type alone still plans (it is given a placeholder message).
+    assert Extractor().plan(provider, A, empty).enforcement is SchemaEnforcement.EXACT
+    # System instructions alone are a message, as OpenAI takes them.
+    assert TestProvider().chat(ChatRequest("m").system("be brief")).text() == (
+        "This is a test answer."
+    )
+
+
+def test_a_scripted_provider_refuses_a_request_with_no_messages_keeping_its_answer() -> None:
+    provider = MockProvider(["hello"])
+    with pytest.raises(InvalidRequestError) as caught:
+        provider.chat(ChatRequest("m"))
+    assert str(caught.value) == _no_messages("mock")
+    assert provider.call_count == 1
+    assert provider.chat(REQUEST).text() == "hello"  # nothing was sent: the answer is kept
+    streaming = MockStreamingProvider.with_text("hi")
+    with pytest.raises(InvalidRequestError):
+        streaming.chat_stream(ChatRequest("m"))
+    assert streaming.chat(REQUEST).text() == "hi"
+    with pytest.raises(InvalidRequestError):
+        FunctionProvider(lambda r: ChatResponseBuilder().text("x").build()).chat(ChatRequest("m"))
+    with pytest.raises(InvalidRequestError):
+        MockProvider().validate_chat_request(ChatRequest("m"))
+
+
+# 7. a function that returns no response
+
+
+@pytest.mark.parametrize(
+    ("answer", "named"),
+    [(lambda r: "hi", "str 'hi'"), (lambda r: None, "NoneType None")],
+    ids=["text", "none"],
+)
+def test_a_function_returning_no_response_is_named(answer: Any, named: str) -> None:
+    said = (
+        f"mock: the function answering call 1 returned a {named}, not a ChatResponse (build "
+        "one with ChatResponseBuilder; raise an allama Error to fail)"
+    )
+    for call in ("chat", "chat_stream"):
+        with pytest.raises(MockScriptError) as caught:
+            getattr(FunctionProvider(answer), call)(REQUEST)
+        assert str(caught.value) == said
+
+
+def test_an_async_function_is_refused_and_its_coroutine_closed() -> None:
+    async def answer(request: ChatRequest) -> ChatResponse:
+        return ChatResponseBuilder().text("x").build()
+
+    said = (
+        "mock: the function answering call 1 returned a coroutine, which FunctionProvider "
+        "does not await (from `achat` neither): give it a plain function, not an `async def`"
+    )
+    with warnings.catch_warnings(record=True) as caught_warnings:
+        warnings.simplefilter("always")
+        for call in ("chat", "achat"):
+            provider = FunctionProvider(answer)  # type: ignore[arg-type]
+            with pytest.raises(MockScriptError) as caught:
+                if call == "chat":
+                    provider.chat(REQUEST)
+                else:
+                    asyncio.run(provider.achat(REQUEST))
+            assert str(caught.value) == said
+        gc.collect()
+    assert [w for w in caught_warnings if issubclass(w.category, RuntimeWarning)] == []
+
+
+# 8. a tool choice naming a tool the request does not offer
+
+
+LOOKUP = ToolDefinition(
+    name="lookup",
+    parameters={"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+)
+
+
+@pytest.mark.parametrize("kind", [MockProvider, MockStreamingProvider])
+def test_a_structured_answer_refuses_a_tool_the_request_does_not_offer(kind: Any) -> None:
+    typo = REQUEST.with_tools([LOOKUP]).with_tool_choice(ToolChoice.tool("lookpu"))
+    with pytest.raises(InvalidRequestError) as caught:
+        kind.with_structured({"q": "a"}).chat(typo)
+    assert str(caught.value) == "tool_choice names `lookpu`, which is not among the tools"
+    assert caught.value.provider == "mock"
+    with pytest.raises(InvalidRequestError) as test_caught:
+        TestProvider().chat(typo)
+    assert str(test_caught.value) == str(caught.value)
+    no_tools = REQUEST.with_tool_choice(ToolChoice.tool("lookup"))
+    with pytest.raises(InvalidRequestError) as none_caught:
+        kind.with_structured({"q": "a"}).chat(no_tools)
+    assert str(none_caught.value) == "tool_choice names `lookup` but the request has no tools"
+    offered = REQUEST.with_tools([LOOKUP]).with_tool_choice(ToolChoice.tool("lookup"))
+    call = kind.with_structured({"q": "a"}).chat(offered).tool_calls()[0]
+    assert (call.name, call.arguments) == ("lookup", '{"q":"a"}')
+
+
+def test_a_decimal_the_test_provider_writes_keeps_its_digits() -> None:
+    result = allama.extract(TestProvider(), Price, REQUEST)
+    assert result.value == Price(amount=Decimal("0"))
+    assert result.metadata.enforcement is SchemaEnforcement.APPROXIMATE
