@@ -156,6 +156,42 @@ def test_a_plain_rate_limit_stays_a_rate_limit(preset: str, body: dict[str, Any]
     assert (error.retryable, error.retry_after) == (True, None)
 
 
+IN_PASSING = {
+    "monthly usage limit named": (
+        "together",
+        "Rate limit exceeded: 60 requests per minute. See your monthly usage limit on the "
+        "dashboard.",
+        {},
+        None,
+    ),
+    "credits named, with a wait": (
+        "together",
+        "Rate limit exceeded: 60 requests per minute. Upgrade your plan so you never run out "
+        "of credits.",
+        {"retry-after": "5"},
+        5.0,
+    ),
+    "weekly usage limit named": (
+        "ollama",
+        "Too many requests per minute; this does not count toward your weekly usage limit.",
+        {},
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IN_PASSING))
+def test_a_rate_limit_naming_a_quota_in_passing_stays_a_rate_limit(case: str) -> None:
+    # Words said of the account (credit used up, a period's limit reached) are a quota;
+    # the same words in passing are not, and a per-minute limit is waited out.
+    preset, message, headers, wait = IN_PASSING[case]
+    body = {"error": message} if preset == "ollama" else openai_body(message)
+    model = "gpt-oss:120b" if preset == "ollama" else "meta-llama/Llama-3.3-70B-Instruct-Turbo"
+    error = raised(Endpoint(429, body, headers), preset, model, run_async=False)
+    assert type(error) is allama.RateLimitedError
+    assert (error.retryable, error.retry_after) == (True, wait)
+
+
 def test_another_invalid_request_to_anthropic_stays_the_requests_own() -> None:
     body = anthropic_body("messages: at least one message is required")
     error = raised(Endpoint(400, body), "anthropic", "claude-sonnet-4-5", run_async=False)

@@ -74,14 +74,20 @@ _AFTER_SECONDS = r"(?i)(?:retry after|try again in) (\d+(?:\.\d+)?) seconds?\b"
 _PER_DAY = r"(?i)per[- ]day|\bdaily\b"
 """A 429's words for a limit per day (`free-models-per-day`, `daily free allocation`)."""
 _SPENT_CREDIT = (
-    r"(?i)used (?:up )?all (?:\w+ )?credits|out of credits|"
-    r"(?:reached|hit|exceeded) (?:\w+ ){0,2}spending limit"
+    r"(?i)\b(?:has|have)(?: either)? used (?:up )?all (?:\w+ )?credits|"
+    r"\b(?:you(?:'ve| have)|has|have) run out of credits|\b(?:you are|you're) out of credits|"
+    r"\b(?:reached|hit|exceeded) (?:its|your|the|their)(?: \w+)? spending limit"
 )
-"""A 429's words for credit spent or a spending limit met (xAI's "has either used all
-available credits or reached its monthly spending limit")."""
-_USAGE_PERIOD = r"(?i)\b(?:hourly|daily|weekly|monthly|session) usage limit"
-"""A 429's words for the usage limit of a period spent (Ollama Cloud's "reached your weekly
-usage limit", its "session usage limit" of about 5 hours, "hourly usage limit")."""
+"""A 429's words saying credit is spent or a spending limit met (xAI's "has either used all
+available credits or reached its monthly spending limit"): said of the account, not words
+in passing ("so you never run out of credits")."""
+_USAGE_PERIOD = (
+    r"(?i)\b(?:reached|hit|exceeded|used up) (?:its|your|the|their) "
+    r"(?:hourly|daily|weekly|monthly|session) usage limit"
+)
+"""A 429's words saying the usage limit of a period is reached (Ollama Cloud's "reached
+your weekly usage limit", its "session usage limit" of about 5 hours, "hourly usage
+limit"), not one named in passing ("does not count toward your weekly usage limit")."""
 _TOO_LARGE = r"(?i)request too large"
 """OpenAI's 429 for a request larger than a per-minute limit (`Requested 45000`, `Limit
 30000`): a rate limit by its status and code, which no wait ends."""
