@@ -1342,6 +1342,8 @@ def test_a_run_left_before_its_end_is_no_error_of_its_own(traced: Traced) -> Non
     assert batch.status.status_code is StatusCode.UNSET
     found = attrs(batch)
     assert found["allama.batch.abandoned"] == run.summary.abandoned == 3
+    # Their calls go on in their threads: sent, and perhaps paid for.
+    assert found["allama.batch.abandoned_calls"] == run.summary.abandoned_calls == 3
     assert found["allama.batch.stopped"] == run.summary.stopped
     left = [span for span in traced.named("batch.input Program") if span is not None]
     assert sorted(attrs(span).get("allama.batch.abandoned", False) for span in left) == [

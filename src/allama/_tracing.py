@@ -959,9 +959,10 @@ _BATCH_COUNTS = (
     "unkept",
     "elsewhere",
     "in_jobs",
+    "abandoned_calls",
 )
-"""The summary's counts on the run's span: each input is in one of them (those after
-`duplicates` only when not 0)."""
+"""The summary's counts on the run's span: each input is in one of them but the last, of
+`abandoned` those with a call under way (those after `duplicates` only when not 0)."""
 _ALWAYS_COUNTED = frozenset(("total", "done", "failed", "resumed", "duplicates"))
 
 
