@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from decimal import Decimal
 from os import PathLike
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from pydantic import (
     BaseModel,
@@ -113,6 +113,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+"""A result's type: covariant, as a result is read-only (a `BatchResult[Invoice]` is a
+`BatchResult[BaseModel]`)."""
 
 _MAX_RATE_LIMITED = 100
 """Rate-limit answers one input may get before it fails: a run slows down for them, but
@@ -161,7 +164,7 @@ class BatchFailure:
 
 
 @dataclass(frozen=True, slots=True)
-class BatchResult(Generic[T]):
+class BatchResult(Generic[T_co]):
     """One input's outcome: its value or its failure, and the record of how it was got.
 
     `key` is the hash the ledger knows the input by; `index` its place in the inputs;
@@ -179,7 +182,7 @@ class BatchResult(Generic[T]):
     index: int
     key: str
     label: str
-    value: T | None
+    value: T_co | None
     failure: BatchFailure | None
     metadata: ExtractionMetadata | None
     attempts: int
@@ -4165,9 +4168,10 @@ class BatchRun(Generic[T]):
         self.close()
 
 
+@overload
 def batch(
     provider: ChatProvider,
-    tp: type[T] | Any,
+    tp: type[T],
     inputs: Iterable[Any],
     *,
     request: ChatRequest | Build,
@@ -4186,7 +4190,52 @@ def batch(
     job_retry: Literal["batch", "live"] = "batch",
     poll_interval: float = 30.0,
     job_size: int | None = None,
-) -> BatchRun[T]:
+) -> BatchRun[T]: ...
+@overload
+def batch(
+    provider: ChatProvider,
+    tp: Any,
+    inputs: Iterable[Any],
+    *,
+    request: ChatRequest | Build,
+    extractor: Extractor | None = None,
+    concurrency: int = 8,
+    rpm: float | None = None,
+    tpm: float | None = None,
+    ledger: str | PathLike[str] | None = None,
+    max_cost: Decimal | float | str | None = None,
+    max_attempts: int = 5,
+    backoff: float = 0.5,
+    retry_failed: bool = False,
+    label: Callable[[Any], str] | None = None,
+    total: int | None = None,
+    provider_batch: bool = False,
+    job_retry: Literal["batch", "live"] = "batch",
+    poll_interval: float = 30.0,
+    job_size: int | None = None,
+) -> BatchRun[Any]: ...
+def batch(
+    provider: ChatProvider,
+    tp: Any,
+    inputs: Iterable[Any],
+    *,
+    request: ChatRequest | Build,
+    extractor: Extractor | None = None,
+    concurrency: int = 8,
+    rpm: float | None = None,
+    tpm: float | None = None,
+    ledger: str | PathLike[str] | None = None,
+    max_cost: Decimal | float | str | None = None,
+    max_attempts: int = 5,
+    backoff: float = 0.5,
+    retry_failed: bool = False,
+    label: Callable[[Any], str] | None = None,
+    total: int | None = None,
+    provider_batch: bool = False,
+    job_retry: Literal["batch", "live"] = "batch",
+    poll_interval: float = 30.0,
+    job_size: int | None = None,
+) -> BatchRun[Any]:
     """Extract a `tp` from every input, `concurrency` at a time, yielding results as they
     finish (not in input order; `result.index` says which input).
 
@@ -4244,9 +4293,10 @@ def batch(
     return BatchRun(spec)
 
 
+@overload
 def abatch(
     provider: ChatProvider,
-    tp: type[T] | Any,
+    tp: type[T],
     inputs: Iterable[Any] | AsyncIterable[Any],
     *,
     request: ChatRequest | Build,
@@ -4265,7 +4315,52 @@ def abatch(
     job_retry: Literal["batch", "live"] = "batch",
     poll_interval: float = 30.0,
     job_size: int | None = None,
-) -> AsyncBatchRun[T]:
+) -> AsyncBatchRun[T]: ...
+@overload
+def abatch(
+    provider: ChatProvider,
+    tp: Any,
+    inputs: Iterable[Any] | AsyncIterable[Any],
+    *,
+    request: ChatRequest | Build,
+    extractor: Extractor | None = None,
+    concurrency: int = 8,
+    rpm: float | None = None,
+    tpm: float | None = None,
+    ledger: str | PathLike[str] | None = None,
+    max_cost: Decimal | float | str | None = None,
+    max_attempts: int = 5,
+    backoff: float = 0.5,
+    retry_failed: bool = False,
+    label: Callable[[Any], str] | None = None,
+    total: int | None = None,
+    provider_batch: bool = False,
+    job_retry: Literal["batch", "live"] = "batch",
+    poll_interval: float = 30.0,
+    job_size: int | None = None,
+) -> AsyncBatchRun[Any]: ...
+def abatch(
+    provider: ChatProvider,
+    tp: Any,
+    inputs: Iterable[Any] | AsyncIterable[Any],
+    *,
+    request: ChatRequest | Build,
+    extractor: Extractor | None = None,
+    concurrency: int = 8,
+    rpm: float | None = None,
+    tpm: float | None = None,
+    ledger: str | PathLike[str] | None = None,
+    max_cost: Decimal | float | str | None = None,
+    max_attempts: int = 5,
+    backoff: float = 0.5,
+    retry_failed: bool = False,
+    label: Callable[[Any], str] | None = None,
+    total: int | None = None,
+    provider_batch: bool = False,
+    job_retry: Literal["batch", "live"] = "batch",
+    poll_interval: float = 30.0,
+    job_size: int | None = None,
+) -> AsyncBatchRun[Any]:
     """The async twin of `batch`: `async for result in allama.abatch(...)`. `inputs` may
     also be an async iterable (an async generator over a queue or a cursor), which the run
     awaits; a sync iterable is read on the event loop, so one whose reads block (a queue's

@@ -60,12 +60,14 @@ from allama.types import (
     WarningKind,
 )
 
-T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+"""The value's type: covariant, as an `Extracted` is read-only (an `Extracted[Invoice]` is
+an `Extracted[BaseModel]`)."""
 F = TypeVar("F", bound=_Failure)
 
 
 @dataclass(frozen=True, slots=True)
-class Extracted(Generic[T]):
+class Extracted(Generic[T_co]):
     """A typed value, the response it came from (the last one), and how it was obtained.
 
     `source` is the output text the value was read from (after repair, when it was
@@ -73,7 +75,7 @@ class Extracted(Generic[T]):
     does not always (validators that change what they read, unions, serializers of the
     type's own): a batch run's ledger keeps it for such types."""
 
-    value: T
+    value: T_co
     response: ChatResponse
     metadata: ExtractionMetadata
     source: str | None = field(default=None, repr=False, compare=False)

@@ -315,6 +315,18 @@ class Extractor:
         allow_abstain: Literal[True],
         probabilities: bool | None = None,
     ) -> Decision[C | None]: ...
+    # A flag passed on as a bool (a setting, not a literal): the value may be None.
+    @overload
+    def decide(
+        self,
+        provider: ChatProvider,
+        tp: type[C],
+        request: ChatRequest,
+        *,
+        descriptions: Mapping[Any, str] | None = None,
+        allow_abstain: bool,
+        probabilities: bool | None = None,
+    ) -> Decision[C | None]: ...
     @overload
     def decide(
         self,
@@ -379,6 +391,17 @@ class Extractor:
         *,
         descriptions: Mapping[Any, str] | None = None,
         allow_abstain: Literal[True],
+        probabilities: bool | None = None,
+    ) -> Decision[C | None]: ...
+    @overload
+    async def adecide(
+        self,
+        provider: ChatProvider,
+        tp: type[C],
+        request: ChatRequest,
+        *,
+        descriptions: Mapping[Any, str] | None = None,
+        allow_abstain: bool,
         probabilities: bool | None = None,
     ) -> Decision[C | None]: ...
     @overload
@@ -538,6 +561,17 @@ def decide(
     allow_abstain: Literal[True],
     probabilities: bool | None = None,
 ) -> Decision[C | None]: ...
+# A flag passed on as a bool (a setting, not a literal): the value may be None.
+@overload
+def decide(
+    provider: ChatProvider,
+    tp: type[C],
+    request: ChatRequest,
+    *,
+    descriptions: Mapping[Any, str] | None = None,
+    allow_abstain: bool,
+    probabilities: bool | None = None,
+) -> Decision[C | None]: ...
 @overload
 def decide(
     provider: ChatProvider,
@@ -594,6 +628,16 @@ async def adecide(
 @overload
 async def adecide(
     provider: ChatProvider,
+    tp: type[C],
+    request: ChatRequest,
+    *,
+    descriptions: Mapping[Any, str] | None = None,
+    allow_abstain: bool,
+    probabilities: bool | None = None,
+) -> Decision[C | None]: ...
+@overload
+async def adecide(
+    provider: ChatProvider,
     tp: Any,
     request: ChatRequest,
     *,
@@ -611,7 +655,8 @@ async def adecide(
     probabilities: bool | None = None,
 ) -> Decision[Any]:
     """The async twin of `decide`."""
-    return await _DEFAULT.adecide(
+    # `tp: Any` with a bool flag matches more than one overload, which mypy answers as Any.
+    decision: Decision[Any] = await _DEFAULT.adecide(
         provider,
         tp,
         request,
@@ -619,6 +664,7 @@ async def adecide(
         allow_abstain=allow_abstain,
         probabilities=probabilities,
     )
+    return decision
 
 
 @overload

@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast, overload
+from typing import TYPE_CHECKING, Any, Self, cast, overload
 
 import allama.types as vocabulary
 from allama._degradations import Degradations
@@ -1136,13 +1136,13 @@ class HttpProvider:
         if self._owns_transport:
             await self._transport.aclose()
 
-    def __enter__(self) -> HttpProvider:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    async def __aenter__(self) -> HttpProvider:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

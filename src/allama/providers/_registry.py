@@ -45,8 +45,24 @@ def preset_named(name: str) -> Preset:
     return preset
 
 
+# The names `preset_named` reads as the llama.cpp presets (it ignores case and takes
+# underscores for hyphens), in the casings one writes: any other is still a LlamaCppProvider
+# at runtime, typed as its base class.
+_LlamaCppName = Literal[
+    "local",
+    "Local",
+    "LOCAL",
+    "llama-cpp",
+    "llama_cpp",
+    "Llama-cpp",
+    "Llama_cpp",
+    "LLAMA-CPP",
+    "LLAMA_CPP",
+]
+
+
 @overload
-def provider(name: Literal["local", "llama-cpp"], **options: Any) -> LlamaCppProvider: ...
+def provider(name: _LlamaCppName, **options: Any) -> LlamaCppProvider: ...
 @overload
 def provider(name: str, **options: Any) -> HttpProvider: ...
 def provider(name: str, **options: Any) -> HttpProvider:

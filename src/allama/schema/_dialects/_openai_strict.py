@@ -379,10 +379,16 @@ def openai_strict(schema: Mapping[str, Any], *, profile: OpenAIProfile = "curren
     5 levels); `"fine_tuned"` the keywords of OpenAI's fine-tuned models (none of those,
     the current limits); `"xai"` xAI's (no recursion, its formats and bounds);
     `"deepseek"` DeepSeek's strict tools (Azure's older keywords and limits). Raises
-    `SchemaError` for a schema that is not valid JSON Schema.
+    `SchemaError` for a schema that is not valid JSON Schema, and a `ValueError` naming
+    the profiles for another profile.
 
     >>> openai_strict({"type": "object", "properties": {"n": {"type": "integer"}}}).schema
     {'type': 'object', 'properties': {'n': {'type': ['integer', 'null']}}, \
 'additionalProperties': False, 'required': ['n']}
     """
-    return _ENGINES[profile](schema).run()
+    # A profile read from settings is a plain str: the type checker does not see it.
+    engine = _ENGINES.get(profile) if isinstance(profile, str) else None
+    if engine is None:
+        known = ", ".join(_ENGINES)
+        raise ValueError(f"unknown profile {profile!r}; known profiles: {known}")
+    return engine(schema).run()

@@ -1,0 +1,231 @@
+"""The public API's types as a user's code under `mypy --strict` sees them.
+
+This file is in the project's mypy run (`[tool.mypy] files`), which checks every
+`assert_type` below; at runtime the same code runs against mock providers, so the types
+checked are those of the values the calls give."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Sequence
+from typing import assert_type
+
+import pytest
+from pydantic import BaseModel
+
+import allama
+import allama.schema
+from allama import (
+    AsyncBatchRun,
+    BatchResult,
+    BatchRun,
+    ChatRequest,
+    Decision,
+    Extracted,
+    Extractor,
+    HttpProvider,
+    LlamaCppProvider,
+)
+from allama.mock import MockProvider, TestProvider
+
+
+class Invoice(BaseModel):
+    number: str
+
+
+class Program(BaseModel):
+    author: str
+    year: int
+
+
+class Route(enum.Enum):
+    BILLING = "billing"
+    TECHNICAL = "technical"
+
+
+DOCUMENTS = ["Invoice INV-1", "Invoice INV-2"]
+REQUEST = ChatRequest("m").system("Extract the invoice.")
+
+
+def _described(result: BatchResult[BaseModel]) -> str:
+    """A helper for any model's results (a result is read-only: covariant)."""
+    return f"{result.label}: {type(result.value).__name__}"
+
+
+# --- batch / abatch: the run and its results are typed by the type asked for
+
+
+def test_a_batch_run_and_its_results_are_typed_by_the_model() -> None:
+    run = allama.batch(
+        MockProvider(['{"number": "INV-1"}'] * 2),
+        Invoice,
+        DOCUMENTS,
+        request=REQUEST,
+        extractor=Extractor(retries=1),
+        label=lambda document: document[:11],
+    )
+    assert_type(run, BatchRun[Invoice])
+    numbers: list[str] = []
+    seen: list[str] = []
+    with run:
+        for result in run:
+            assert_type(result, BatchResult[Invoice])
+            assert_type(result.value, Invoice | None)
+            assert result.value is not None
+            numbers.append(result.value.number)
+            seen.append(_described(result))
+    assert numbers == ["INV-1", "INV-1"]
+    assert sorted(seen) == ["Invoice INV: Invoice", "Invoice INV: Invoice"]
+
+
+def test_an_async_batch_run_and_its_results_are_typed_by_the_model() -> None:
+    async def main() -> list[str]:
+        run = allama.abatch(
+            MockProvider(['{"number": "INV-2"}'] * 2), Invoice, DOCUMENTS, request=REQUEST
+        )
+        assert_type(run, AsyncBatchRun[Invoice])
+        numbers: list[str] = []
+        async with run:
+            async for result in run:
+                assert_type(result, BatchResult[Invoice])
+                assert_type(result.value, Invoice | None)
+                assert result.value is not None
+                numbers.append(result.value.number)
+        return numbers
+
+    assert asyncio.run(main()) == ["INV-2", "INV-2"]
+
+
+# --- providers: `with` keeps the provider's class; every llama.cpp spelling is typed
+
+
+def test_a_provider_entered_with_with_keeps_its_class() -> None:
+    with allama.provider("local") as local:
+        assert_type(local, LlamaCppProvider)
+        assert type(local) is LlamaCppProvider
+        engine = local.engine  # the engine it starts on its first request: none is sent
+        assert engine is not None and engine.running is False
+    with allama.provider("groq", api_key="k") as groq:
+        assert_type(groq, HttpProvider)
+        assert groq.name == "groq"
+
+
+def test_a_provider_entered_with_async_with_keeps_its_class() -> None:
+    async def main() -> type:
+        async with allama.provider("llama-cpp", base_url="http://127.0.0.1:1") as server:
+            assert_type(server, LlamaCppProvider)
+            return type(server)
+
+    assert asyncio.run(main()) is LlamaCppProvider
+
+
+def test_the_spellings_of_the_llama_cpp_presets_are_typed_as_their_class() -> None:
+    made = [
+        assert_type(allama.provider("local"), LlamaCppProvider),
+        assert_type(allama.provider("Local"), LlamaCppProvider),
+        assert_type(allama.provider("LOCAL"), LlamaCppProvider),
+        assert_type(allama.provider("llama-cpp"), LlamaCppProvider),
+        assert_type(allama.provider("llama_cpp"), LlamaCppProvider),
+        assert_type(allama.provider("Llama-cpp"), LlamaCppProvider),
+        assert_type(allama.provider("Llama_cpp"), LlamaCppProvider),
+        assert_type(allama.provider("LLAMA-CPP"), LlamaCppProvider),
+        assert_type(allama.provider("LLAMA_CPP"), LlamaCppProvider),
+    ]
+    assert [type(provider) for provider in made] == [LlamaCppProvider] * 9
+    assert [provider.name for provider in made] == ["local"] * 3 + ["llama-cpp"] * 6
+    name: str = "groq"  # a name from settings: only a str to the type checker
+    other = allama.provider(name, api_key="k")
+    assert_type(other, HttpProvider)
+    for provider in [*made, other]:
+        provider.close()
+
+
+# --- Extracted and BatchResult are read-only, so covariant in their type
+
+
+def _passes(extracted: Extracted[BaseModel]) -> int:
+    return extracted.metadata.passes
+
+
+def test_an_extraction_of_a_model_is_an_extraction_of_base_model() -> None:
+    extracted = allama.extract(TestProvider(), Program, ChatRequest("m").user("x"))
+    assert_type(extracted, Extracted[Program])
+    general: Extracted[BaseModel] = extracted
+    anything: Extracted[object] = extracted
+    assert _passes(extracted) == 1
+    assert general.value is anything.value is extracted.value
+
+
+def test_a_batch_result_of_a_model_is_a_batch_result_of_base_model() -> None:
+    with allama.batch(TestProvider(), Program, ["x"], request=ChatRequest("m")) as run:
+        results: list[BatchResult[Program]] = list(run)
+    general: Sequence[BatchResult[BaseModel]] = results
+    # `#0`: the label of an input given none.
+    assert [_described(result) for result in results] == ["#0: Program"]
+    assert general[0].value is results[0].value
+
+
+# --- decide with `allow_abstain` passed on as a bool
+
+
+def _route(ticket: str, may_abstain: bool, provider: MockProvider) -> Route | None:
+    decision = allama.decide(
+        provider, Route, ChatRequest("m").user(ticket), allow_abstain=may_abstain
+    )
+    assert_type(decision, Decision[Route | None])
+    return decision.value
+
+
+def test_decide_with_a_bool_flag_is_typed_by_the_options_or_none() -> None:
+    assert (
+        _route("charged twice", False, MockProvider.with_structured(Route.BILLING)) is Route.BILLING
+    )
+    assert _route("nothing of it", True, MockProvider.with_structured(None)) is None
+
+
+def test_every_decide_with_a_bool_flag_is_typed_by_the_options_or_none() -> None:
+    flag: bool = True
+    request = ChatRequest("m").user("x")
+    extractor = Extractor(retries=1)
+    chosen = extractor.decide(
+        MockProvider.with_structured(None), Route, request, allow_abstain=flag
+    )
+    assert_type(chosen, Decision[Route | None])
+    assert chosen.abstained is True
+
+    async def main() -> tuple[Route | None, Route | None]:
+        first = await allama.adecide(
+            MockProvider.with_structured(None), Route, request, allow_abstain=flag
+        )
+        assert_type(first, Decision[Route | None])
+        second = await extractor.adecide(
+            MockProvider.with_structured(Route.TECHNICAL), Route, request, allow_abstain=flag
+        )
+        assert_type(second, Decision[Route | None])
+        return first.value, second.value
+
+    assert asyncio.run(main()) == (None, Route.TECHNICAL)
+    # The literals keep their own types.
+    plain = allama.decide(MockProvider.with_structured(Route.BILLING), Route, request)
+    assert_type(plain, Decision[Route])
+    abstaining = allama.decide(
+        MockProvider.with_structured(None), Route, request, allow_abstain=True
+    )
+    assert_type(abstaining, Decision[Route | None])
+    assert (plain.value, abstaining.value) == (Route.BILLING, None)
+
+
+# --- openai_strict: a profile it does not know
+
+
+def test_an_unknown_openai_strict_profile_is_a_value_error_naming_the_profiles() -> None:
+    profile: str = "azure"  # from a settings file; the profile is "azure_legacy"
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    with pytest.raises(ValueError) as raised:
+        allama.schema.openai_strict(schema, profile=profile)  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "unknown profile 'azure'; known profiles: current, azure_legacy, fine_tuned, xai, deepseek"
+    )
+    kept = allama.schema.openai_strict(schema, profile="azure_legacy")
+    assert kept.schema["required"] == ["n"]
