@@ -351,9 +351,15 @@ _GROQ_ROWS = (
     ),
 )
 
+_NO_EFFORT: tuple[tuple[str, str], ...] = ()
+"""Families that reason but take no reasoning effort at all: every effort is refused."""
+
 _XAI_ROWS = (
     # Grok's reasoning models reject `stop`; few of them take a reasoning effort. Structured
     # outputs beside tools: "only for supported Grok 4 family models".
+    # Grok 4 models reason (their reasoning comes back encrypted, through the Responses
+    # API's `include`), and all but 4.20 multi-agent and 4.3 answer 400 to a reasoning
+    # effort (so none is sent); a `-non-reasoning` id does not reason.
     ModelFamily(
         "grok-3-mini*",
         StructuredLevel.STRICT,
@@ -364,7 +370,8 @@ _XAI_ROWS = (
     ),
     ModelFamily("grok-4.20-multi-agent*", StructuredLevel.STRICT, reasoning=S, stop=False),
     ModelFamily("grok-4.3*", StructuredLevel.STRICT, reasoning=S, stop=False),
-    ModelFamily("grok-4*", StructuredLevel.STRICT, reasoning=N, stop=False),
+    ModelFamily("grok-4*-non-reasoning*", StructuredLevel.STRICT, reasoning=N, stop=False),
+    ModelFamily("grok-4*", StructuredLevel.STRICT, reasoning=S, stop=False, efforts=_NO_EFFORT),
     ModelFamily(
         "grok-code-fast*", StructuredLevel.STRICT, reasoning=N, stop=False, json_with_tools=False
     ),

@@ -364,6 +364,9 @@ class _Encoder:
                     instead=f"`{self.profile.required_tool_choice}` was sent instead",
                 )
                 return self.profile.required_tool_choice
+            if self.other_tools.get(choice.name or "") == "custom":
+                # A `custom` tool the body option gives is forced as one.
+                return {"type": "custom", "custom": {"name": choice.name}}
             return {"type": "function", "function": {"name": choice.name}}
         return choice.mode
 

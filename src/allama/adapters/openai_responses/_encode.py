@@ -13,7 +13,9 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   are `instructions`; a later one is a `system` input item, in its place, so that no
   message moves. A developer message is a `developer` input item in its place where the
   endpoint has the role (the profile's `developer_role`), and ends the opening run as any
-  other message does; elsewhere it is read as a system message.
+  other message does; elsewhere it is read as a system message. xAI answers 400 to
+  `instructions` beside a `previous_response_id` the body option gives: there they go as
+  a `system` input item, first.
 - `store` is `false` unless the caller sets it: extraction needs no state kept on the
   server, and a conversation is sent whole each turn. So that reasoning can go back on the
   next turn, `include: ["reasoning.encrypted_content"]` is asked for when the model reasons
@@ -52,7 +54,8 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   it; an id no earlier call used goes as it is.
 - A call of a `custom` tool the body option's `tools` give (by its name) goes back as a
   `custom_tool_call` item, its arguments the free-text `input`, and its result as a
-  `custom_tool_call_output`; every other call as a `function_call`.
+  `custom_tool_call_output`; every other call as a `function_call`. Forcing one by name
+  is the custom tool choice (`{"type": "custom", "name": ...}`).
 - The request option `openai_responses` is merged into the body last (for
   `previous_response_id`, `store`, `truncation`, `metadata`...); its `text` and
   `reasoning` objects are added to allama's, and its `include` list to allama's, rather
@@ -127,6 +130,9 @@ MIN_OUTPUT_TOKENS = 16
 REASONING_ID_PREFIX = OPENAI_REASONING_ID_PREFIX
 """How the ids of this API's reasoning items begin (OpenAI, Azure, xAI, OpenRouter): a
 `Reasoning.signature` that does not is another provider's signature, not an item id."""
+
+_XAI = "xai"
+"""The profile of xAI, which takes no `instructions` beside a `previous_response_id`."""
 
 _MERGED = ("text", "reasoning")
 """Option fields whose keys are added to allama's own object of that name."""
@@ -433,7 +439,9 @@ class _Encoder(_ChatEncoder):
         if choice is None or self.degradations.choice_without_tools(self.request, BODY_OPTION):
             return None
         if choice.mode == "tool":
-            return {"type": "function", "name": choice.name}
+            # A `custom` tool the body option gives is forced as one (`ToolChoiceCustom`).
+            kind = "custom" if self.other_tools.get(choice.name or "") == "custom" else "function"
+            return {"type": kind, "name": choice.name}
         return choice.mode
 
     def parallel_tool_calls(self, tools: list[dict[str, Any]] | None) -> bool | None:
@@ -484,6 +492,13 @@ class _Encoder(_ChatEncoder):
         return None if fmt is None else {"format": fmt}
 
     # Settings
+
+    def no_instructions(self) -> bool:
+        """Whether the instructions go as a `system` input item rather than `instructions`:
+        xAI answers 400 to `instructions` beside a `previous_response_id` ("Argument not
+        supported: instructions and previous_response_id together")."""
+        previous = self.extra.get("previous_response_id")
+        return self.profile.name == _XAI and isinstance(previous, str) and bool(previous)
 
     def reasoning(self) -> tuple[dict[str, Any] | None, bool]:
         """`reasoning`, and whether the model reasons (so its reasoning can be kept)."""
@@ -564,7 +579,10 @@ class _Encoder(_ChatEncoder):
         if self.schema_instruction is not None:
             note = self.schema_instruction
             instructions = note if instructions is None else f"{instructions}\n\n{note}"
-        if instructions is not None:
+        if instructions is not None and self.no_instructions():
+            # The same text, first, as the system message it was.
+            items = [{"role": "system", "content": instructions}, *items]
+        elif instructions is not None:
             body["instructions"] = instructions
         body["input"] = items
         if tools is not None:
