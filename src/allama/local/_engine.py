@@ -10,6 +10,7 @@ and were measured slower for a 135M model.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import gc
 import os
 import socket
@@ -59,12 +60,32 @@ class EngineStartError(RuntimeError, ServerError):
 
 
 _RUNNING: weakref.WeakSet[LocalEngine] = weakref.WeakSet()
+_ENGINES: weakref.WeakSet[LocalEngine] = weakref.WeakSet()
+"""Every engine, for a child process to make their locks anew."""
+
+_PARENTS_SERVERS: list[Any] = []
+"""In a forked child, the parent's servers, never freed: freeing one joins server threads
+the child does not have (llama.cpp aborts, or waits for good), and stopping one shuts down
+the sockets the child shares with the parent, cutting the parent's calls in flight."""
+# One reference more than any holder gives back: clearing this module at interpreter
+# exit must not free the list, and the servers with it.
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_PARENTS_SERVERS))
 
 
 @atexit.register
 def _stop_all() -> None:
     for engine in list(_RUNNING):
         engine.stop()
+
+
+def _after_fork_in_child() -> None:
+    for engine in list(_ENGINES):
+        engine._forget_after_fork()
+    _RUNNING.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _load_xllamacpp() -> Any:
@@ -139,6 +160,8 @@ class LocalEngine:
         self.model_path: Path | None = None
         self.startup_seconds: float | None = None
         self.properties: dict[str, Any] = {}
+        self._parent_pid: int | None = None
+        _ENGINES.add(self)
 
     def __repr__(self) -> str:
         state = f"running at {self._address}" if self.running else "stopped"
@@ -172,6 +195,12 @@ class LocalEngine:
         engine, `EngineStartError` when the server fails to load or to become healthy.
         """
         with self._lock:
+            if self._parent_pid is not None:
+                raise EngineStartError(
+                    f"the local engine was started by the parent process (pid "
+                    f"{self._parent_pid}) before this process forked; it serves that process "
+                    "alone: make a new provider (or LocalEngine) in this process"
+                )
             if self._server is None:
                 self._start()
             return self.base_url
@@ -275,6 +304,15 @@ class LocalEngine:
                 _hang_up(address)
             # Dropping the last reference shuts the server down and joins its threads.
             del server
+
+    def _forget_after_fork(self) -> None:
+        """In a forked child: the lock may be held by a thread of the parent's, and a
+        running server is the parent's, kept (never freed, never stopped) and let go."""
+        self._lock = threading.Lock()
+        if self._server is not None:
+            _PARENTS_SERVERS.append(self._server)
+            self._server, self._address = None, None
+            self._parent_pid = os.getppid()
 
     def __enter__(self) -> LocalEngine:
         self.start()

@@ -7,7 +7,9 @@ own. Refreshing is blocking I/O, so async calls run it in a worker thread.
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from typing import Any
 
 from allama.errors import AuthenticationError, Error, NetworkError, ServerError
@@ -15,6 +17,21 @@ from allama.errors import AuthenticationError, Error, NetworkError, ServerError
 __all__ = ["CLOUD_PLATFORM_SCOPE", "RefreshingToken"]
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+
+_TOKENS: weakref.WeakSet[RefreshingToken] = weakref.WeakSet()
+"""Every token, for a child process to make their locks anew."""
+
+
+def _after_fork_in_child() -> None:
+    # A thread of the parent's refreshing at the fork held the lock: in the child that
+    # thread does not exist, and the lock would stay held for good.
+    for token in list(_TOKENS):
+        token._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class RefreshingToken:
@@ -25,6 +42,7 @@ class RefreshingToken:
         self._provider = provider
         self._credentials = credentials
         self._lock = threading.Lock()
+        _TOKENS.add(self)
 
     def current(self) -> str | None:
         """The token, when it is still good; `None` when it needs a refresh first."""
