@@ -175,8 +175,7 @@ def test_an_image_for_a_model_without_vision_is_refused_under_the_error_policy()
         local.chat(request)
     assert raised.value.stage is UnsupportedStage.BEFORE_SENDING
     assert str(raised.value) == (
-        "cannot send `images`: `m` on the local llama.cpp engine takes no images; "
-        "the image was left out"
+        "cannot send `images`: `m` on the local llama.cpp engine takes no images"
     )
     assert server.sent == []
 

@@ -335,9 +335,7 @@ def test_a_seed_outside_int64_is_refused_under_the_error_policy() -> None:
     )
     with pytest.raises(UnsupportedError) as raised:
         target.chat(request)
-    assert str(raised.value) == (
-        f"cannot send `seed`: OpenAI takes a seed of 64 bits; {2**64 - 1} was left out"
-    )
+    assert str(raised.value) == ("cannot send `seed`: OpenAI takes a seed of 64 bits")
     assert raised.value.field is RequestField.SEED
     assert recorder.bodies == []
 

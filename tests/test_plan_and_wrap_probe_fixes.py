@@ -159,7 +159,7 @@ REFUSED: list[tuple[str, str, Callable[[ChatRequest], ChatRequest], RequestField
         lambda request: request.assistant("{"),
         RequestField.MESSAGES,
         "cannot send `messages`: Anthropic does not continue a last assistant message under "
-        "`output_config.format`; it was left out",
+        "`output_config.format`",
     ),
     (
         "xai",

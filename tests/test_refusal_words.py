@@ -1,5 +1,6 @@
 """A refusal under `UnsupportedPolicy.ERROR` sends nothing, so it says why the field cannot
-go, not what a warning says was sent in its place ("the first 4 were sent")."""
+go, not what a warning says was sent in its place ("the first 4 were sent") or left out of
+what was sent ("1.5 was left out")."""
 
 from __future__ import annotations
 
@@ -101,6 +102,22 @@ CASES: dict[str, tuple[str, dict[str, Any], ChatRequest, RequestField, str, str]
         RequestField.LOGPROBS,
         "log-probabilities are read from whole responses, not streams",
         "the stream was sent without asking for them",
+    ),
+    "anthropic temperature": (
+        "anthropic",
+        {},
+        ChatRequest("claude-sonnet-4-5").user("x").with_temperature(1.5),
+        RequestField.TEMPERATURE,
+        "Anthropic takes `temperature` from 0 to 1",
+        "1.5 was left out",
+    ),
+    "gemini seed": (
+        "gemini",
+        {},
+        ChatRequest("gemini-2.5-flash").user("x").with_seed(2**40),
+        RequestField.SEED,
+        "Gemini takes a seed of 32 bits",
+        f"{2**40} was left out",
     ),
 }
 

@@ -495,12 +495,13 @@ class LlamaCppProvider(HttpProvider):
         """`request` without the tools the model's chat template has no calls for (the
         server would drop them without a word), each refusal said."""
         where = f"the model's chat template on {self._profile.display_name} has no tool calls"
-        degradations.refuse(RequestField.TOOLS, f"{where}; the tools were left out")
+        degradations.refuse(RequestField.TOOLS, where, instead="the tools were left out")
         choice = request.tool_choice
         if choice is not None and choice.mode in ("required", "tool"):
             degradations.refuse(
                 RequestField.TOOL_CHOICE,
-                f"{where}, so no call can be forced; `tool_choice` was left out",
+                f"{where}, so no call can be forced",
+                instead="`tool_choice` was left out",
             )
         return request.without_tools()
 

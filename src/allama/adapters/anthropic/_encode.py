@@ -367,7 +367,7 @@ class _Encoder:
             why = f"{self.profile.display_name} does not continue a last assistant message "
             why += "with thinking on"
         if why is not None and not self.paused_last:  # (a paused turn is continued as sent)
-            self.degradations.refuse(RequestField.MESSAGES, f"{why}; it was left out")
+            self.degradations.refuse(RequestField.MESSAGES, why, instead="it was left out")
             messages.pop()
             return
         trimmed = False
@@ -671,7 +671,8 @@ class _Encoder:
         if known and temperature is not None and temperature > 1:
             self.degradations.refuse(
                 RequestField.TEMPERATURE,
-                f"{display} takes `temperature` from 0 to 1; {temperature} was left out",
+                f"{display} takes `temperature` from 0 to 1",
+                instead=f"{temperature} was left out",
             )
             temperature = None
         if thinking and temperature is not None and temperature != 1:
@@ -683,13 +684,15 @@ class _Encoder:
         if thinking and top_p is not None and top_p < 0.95:
             self.degradations.refuse(
                 RequestField.TOP_P,
-                f"{display} takes `top_p` from 0.95 to 1 with thinking on; {top_p} was left out",
+                f"{display} takes `top_p` from 0.95 to 1 with thinking on",
+                instead=f"{top_p} was left out",
             )
             top_p = None
         if self.family.one_sampling and temperature is not None and top_p is not None:
             self.degradations.refuse(
                 RequestField.TOP_P,
-                f"{self.where} takes `temperature` or `top_p`, not both; `top_p` was left out",
+                f"{self.where} takes `temperature` or `top_p`, not both",
+                instead="`top_p` was left out",
             )
             top_p = None
         return temperature, top_p
@@ -703,8 +706,8 @@ class _Encoder:
         if left_out:
             self.degradations.refuse(
                 RequestField.STOP,
-                f"{self.profile.display_name} takes no stop sequence of nothing but "
-                f"whitespace; {'it was' if left_out == 1 else f'{left_out} were'} left out",
+                f"{self.profile.display_name} takes no stop sequence of nothing but whitespace",
+                instead=f"{'it was' if left_out == 1 else f'{left_out} were'} left out",
                 code=STOPS_BLANK,
             )
         return kept

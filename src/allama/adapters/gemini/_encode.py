@@ -315,8 +315,8 @@ class _Encoder:
             else:  # `generationConfig.seed` is an int32: Gemini answers 400 to any other
                 self.degradations.refuse(
                     RequestField.SEED,
-                    f"{self.profile.display_name} takes a seed of 32 bits; {request.seed} was "
-                    "left out",
+                    f"{self.profile.display_name} takes a seed of 32 bits",
+                    instead=f"{request.seed} was left out",
                 )
         if request.logprobs is not None:
             config.update(self.logprobs(request.logprobs))
@@ -437,8 +437,8 @@ class _Encoder:
         if self.family.tools is CapabilitySupport.UNSUPPORTED:
             self.degradations.refuse(
                 RequestField.TOOLS,
-                f"`{self.request.model}` on {self.profile.display_name} has no function "
-                "calling; the tools were left out",
+                f"`{self.request.model}` on {self.profile.display_name} has no function calling",
+                instead="the tools were left out",
             )
             return None
         return [{"functionDeclarations": [self.declaration(t) for t in self.request.tools]}]

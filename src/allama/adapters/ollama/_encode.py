@@ -177,8 +177,8 @@ class _Encoder:
         if part.url is not None and not part.url.startswith("data:"):
             self.degradations.refuse(
                 RequestField.IMAGES,
-                f"{self.profile.display_name} takes images only as their bytes, not by URL; "
-                "the image was left out",
+                f"{self.profile.display_name} takes images only as their bytes, not by URL",
+                instead="the image was left out",
             )
             return None
         if part.url is not None:
@@ -200,7 +200,9 @@ class _Encoder:
                 return part.data.decode("utf-8")
             except UnicodeDecodeError:
                 why = "takes plain-text documents as UTF-8 text, which this one is not"
-        self.degradations.refuse(RequestField.DOCUMENTS, f"{display} {why}; it was left out")
+        self.degradations.refuse(
+            RequestField.DOCUMENTS, f"{display} {why}", instead="it was left out"
+        )
         return None
 
     def assistant(self, message: AssistantMessage) -> dict[str, Any]:

@@ -211,8 +211,8 @@ class _Encoder:
             return True
         self.degradations.refuse(
             RequestField.IMAGES,
-            f"`{self.request.model}` on {self.profile.display_name} takes no images; the "
-            "image was left out",
+            f"`{self.request.model}` on {self.profile.display_name} takes no images",
+            instead="the image was left out",
         )
         return False
 
@@ -221,13 +221,15 @@ class _Encoder:
         is_pdf = part.media_type == "application/pdf"
         if is_pdf and part.data is not None and not self.profile.file_parts:
             self.degradations.refuse(
-                RequestField.DOCUMENTS, f"{display} takes no PDF documents; it was left out"
+                RequestField.DOCUMENTS,
+                f"{display} takes no PDF documents",
+                instead="it was left out",
             )
             return None
         try:
             return user_part_to_openai(part)
         except ValueError as error:
-            self.degradations.refuse(RequestField.DOCUMENTS, f"{error}; it was left out")
+            self.degradations.refuse(RequestField.DOCUMENTS, str(error), instead="it was left out")
             return None
 
     def assistant(self, message: AssistantMessage) -> dict[str, Any]:
@@ -783,8 +785,8 @@ class _Encoder:
             return temperature
         self.degradations.refuse(
             RequestField.TEMPERATURE,
-            f"{self.profile.display_name} takes `temperature` from 0 to {most:g}; "
-            f"{temperature:g} was left out",
+            f"{self.profile.display_name} takes `temperature` from 0 to {most:g}",
+            instead=f"{temperature:g} was left out",
         )
         return None
 
@@ -807,14 +809,16 @@ class _Encoder:
                     RequestField.SEED,
                     f"{profile.display_name} reads a seed as 32 bits without a sign, and "
                     f"{2**32 - 1} (which -1 becomes) as a random seed: it takes 0 to "
-                    f"{2**32 - 2}; {request.seed} was left out",
+                    f"{2**32 - 2}",
+                    instead=f"{request.seed} was left out",
                 )
             elif -(2**63) <= request.seed < 2**63:
                 extras[profile.seed_field] = request.seed
             else:  # the wire's `seed` is an int64: a larger one is answered 400
                 self.degradations.refuse(
                     RequestField.SEED,
-                    f"{profile.display_name} takes a seed of 64 bits; {request.seed} was left out",
+                    f"{profile.display_name} takes a seed of 64 bits",
+                    instead=f"{request.seed} was left out",
                 )
         effort: str | None = None
         if self.never_thinks_asked_none():
