@@ -4,7 +4,9 @@ A wrapper holds no connection of its own; those of the providers it wraps are wh
 caller holding only the wrapper needs to close. They are found through the wrappers
 inside it, so that a provider met twice (twice in a failover's list, or behind two
 wrappers) is closed once, and a provider without `close` (a caller's own, a mock) is
-left as it is: the `ChatProvider` protocol asks none of it.
+left as it is: the `ChatProvider` protocol asks none of it. Each wrapper met on the way
+is told first (`_end_calls`): a retry waiting in a call made before the close makes no
+further attempt, which would open new connections to what was closed.
 """
 
 from __future__ import annotations
@@ -25,15 +27,23 @@ class Wrapper:
         """The providers this one sends requests to."""
         raise NotImplementedError
 
+    def _end_calls(self) -> None:
+        """The calls made through this wrapper so far try nothing further: it is being
+        closed. Wrappers that make no attempt of their own have nothing to end."""
+
     def close(self) -> None:
         """Close the connections of the providers wrapped (each once, through the wrappers
         inside): those it can close from a sync call (`aclose` closes an event loop's)."""
-        close_each(sent_through(self))
+        wrappers, providers = _walk(self)
+        _end_calls_of(wrappers)
+        close_each(providers)
 
     async def aclose(self) -> None:
         """Close the connections of the providers wrapped, the running loop's too: with
         each one's `aclose`, or its `close` where it has no `aclose`."""
-        await aclose_each(sent_through(self))
+        wrappers, providers = _walk(self)
+        _end_calls_of(wrappers)
+        await aclose_each(providers)
 
     def __enter__(self) -> Self:
         return self
@@ -51,7 +61,14 @@ class Wrapper:
 def sent_through(provider: object) -> list[object]:
     """The distinct providers `provider` sends through, in order: itself, or, through the
     wrappers around them, each provider a wrapper holds (met twice, given once)."""
+    return _walk(provider)[1]
+
+
+def _walk(provider: object) -> tuple[list[Wrapper], list[object]]:
+    """The distinct wrappers met from `provider` down (itself first, if one), and the
+    distinct providers they send through (`sent_through`)."""
     seen: set[int] = set()
+    wrappers: list[Wrapper] = []
     found: list[object] = []
 
     def walk(each: object) -> None:
@@ -59,13 +76,21 @@ def sent_through(provider: object) -> list[object]:
             return
         seen.add(id(each))
         if isinstance(each, Wrapper):
+            wrappers.append(each)
             for inner in each._wrapped():
                 walk(inner)
         else:
             found.append(each)
 
     walk(provider)
-    return found
+    return wrappers, found
+
+
+def _end_calls_of(wrappers: list[Wrapper]) -> None:
+    """Tell each wrapper its calls so far try nothing further, before any provider is
+    closed: a retry woken by the close of its provider would open new connections."""
+    for wrapper in wrappers:
+        wrapper._end_calls()
 
 
 def close_each(providers: list[object]) -> None:

@@ -8,6 +8,7 @@ that needed more than one attempt (`provider_data["allama"]["retry"]`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import threading
 import time
@@ -35,7 +36,7 @@ from allama.types import (
     ChatResponse,
     ChatValidation,
 )
-from allama.wrappers._gate import apaused, paused
+from allama.wrappers._gate import _gate, apaused, paused
 from allama.wrappers._lifetime import Wrapper
 from allama.wrappers._opening import aopened, opened
 from allama.wrappers._record import (
@@ -59,6 +60,10 @@ _FOREVER = float("inf")
 _LONGEST_SLEEP = threading.TIMEOUT_MAX / 2
 """Well inside the longest wait a sleep takes on this platform (`time.sleep` refuses one
 past `TIMEOUT_MAX` less the monotonic clock's reading)."""
+
+_CLOSE_NOTICED_WITHIN = 0.05
+"""Seconds: how soon a sync pause inside a batch call notices a close (its wait is on the
+batch's stop, which wakes it at once; a close is looked at between slices of it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +208,59 @@ class _Attempts:
         return record
 
 
+class _Lifetime:
+    """A `RetryingProvider` between two closes. A call takes the current one as it begins;
+    a close ends it, and wakes the pauses of the calls that took it: they make no further
+    attempt (each would open new connections to what was closed, and be paid for). A call
+    begun after the close takes the next one, and goes on as a call to a closed provider
+    does: over new connections."""
+
+    __slots__ = ("_ended", "_lock", "_waiters")
+
+    def __init__(self) -> None:
+        self._ended = threading.Event()
+        self._lock = threading.Lock()
+        self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
+
+    def __reduce__(self) -> tuple[type[_Lifetime], tuple[()]]:
+        return (_Lifetime, ())  # a copy (pickled, deep-copied) begins a lifetime of its own
+
+    @property
+    def ended(self) -> bool:
+        return self._ended.is_set()
+
+    def end(self) -> None:
+        """Safe from any thread, and from any loop: each waiter is woken on its own."""
+        self._ended.set()
+        with self._lock:
+            waiters = list(self._waiters)
+        for loop, waiter in waiters:
+            with contextlib.suppress(RuntimeError):  # its loop closed: nothing waits there
+                loop.call_soon_threadsafe(_release, waiter)
+
+    def wait(self, seconds: float) -> bool:
+        """Wait up to `seconds` in this thread; `True` when it ended (first, or before)."""
+        return self._ended.wait(seconds)
+
+    async def until_ended(self) -> None:
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        entry = (loop, waiter)
+        with self._lock:
+            self._waiters.add(entry)
+        try:
+            if not self.ended:  # (ended as it was added: no wake was sent to it)
+                await waiter
+        finally:
+            with self._lock:
+                self._waiters.discard(entry)
+
+
+def _release(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class RetryingProvider(Wrapper):
     """A provider that retries the retryable errors of another, with backoff.
 
@@ -210,7 +268,9 @@ class RetryingProvider(Wrapper):
     opening the stream, or sent as its first event); once the answer has begun, an error
     comes out of the iteration as it is. The sleep functions, the
     random source and the clock can be replaced, so tests run instantly and repeatably.
-    `close()`, `aclose()`, `with` and `async with` close the provider it wraps.
+    `close()`, `aclose()`, `with` and `async with` close the provider it wraps, and end
+    the calls made before: one waiting out a backoff makes no further attempt, and raises
+    the error it would have retried (with its attempts recorded), as a batch's stop does.
 
     >>> from allama.mock import MockProvider
     >>> from allama.errors import ServerError
@@ -235,6 +295,7 @@ class RetryingProvider(Wrapper):
         self._async_sleep = async_sleep
         self._random = random
         self._clock = clock
+        self._lifetime = _Lifetime()
 
     @property
     def name(self) -> str:
@@ -243,10 +304,15 @@ class RetryingProvider(Wrapper):
     def _wrapped(self) -> tuple[ChatProvider, ...]:
         return (self.inner,)
 
+    def _end_calls(self) -> None:
+        ending, self._lifetime = self._lifetime, _Lifetime()
+        ending.end()
+
     def _attempts(self) -> _Attempts:
         return _Attempts(self.policy, self._clock, self._random)
 
     def _run(self, call: Callable[[], R]) -> tuple[R, _Attempts]:
+        lifetime = self._lifetime
         attempts = self._attempts()
         while True:
             attempts.begin()
@@ -257,11 +323,11 @@ class RetryingProvider(Wrapper):
                 if wait is None:
                     raise
                 try:
-                    going_on = self._paused(wait)
+                    going_on = self._paused(wait, lifetime)
                 except BaseException as raised:  # interrupted: what was paid goes with it
                     paid_before_foreign(raised, [*attempts.paid, *paid_for(error)])
                     raise
-                if not going_on:  # the caller stopped meanwhile: no more attempts
+                if not going_on:  # the caller stopped or closed meanwhile: no more attempts
                     attempts.give_up(error)
                     raise
                 attempts.go_on(error)
@@ -270,6 +336,7 @@ class RetryingProvider(Wrapper):
                 raise
 
     async def _arun(self, call: Callable[[], Awaitable[R]]) -> tuple[R, _Attempts]:
+        lifetime = self._lifetime
         attempts = self._attempts()
         while True:
             attempts.begin()
@@ -280,7 +347,7 @@ class RetryingProvider(Wrapper):
                 if wait is None:
                     raise
                 try:
-                    going_on = await self._apaused(wait)
+                    going_on = await self._apaused(wait, lifetime)
                 except BaseException as raised:  # cancelled: what was paid goes with it
                     paid_before_foreign(raised, [*attempts.paid, *paid_for(error)])
                     raise
@@ -292,13 +359,44 @@ class RetryingProvider(Wrapper):
                 paid_before_foreign(raised, attempts.paid)
                 raise
 
-    def _paused(self, seconds: float) -> bool:
+    def _paused(self, seconds: float, lifetime: _Lifetime) -> bool:
         """Wait before the next attempt; `False` when the caller (a batch run) stopped
-        first, which makes no further attempt (`allama.wrappers._gate`)."""
-        return paused(seconds, self._sleep)
+        first (`allama.wrappers._gate`), or this wrapper was closed: no further attempt.
+        The standard sleep is woken by either; a sleep of the caller's own is not, and
+        both are asked after it."""
+        if lifetime.ended:
+            return False
+        if self._sleep is not time.sleep:
+            return paused(seconds, self._sleep) and not lifetime.ended
+        gate = _gate()
+        if gate is None:
+            return not lifetime.wait(seconds)
+        # Two things to wait on: the gate's stop wakes each slice at once, the close is
+        # asked between them.
+        deadline = time.monotonic() + seconds
+        while not lifetime.ended:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            if not gate.pause(min(left, _CLOSE_NOTICED_WITHIN)):
+                return False
+        return False
 
-    async def _apaused(self, seconds: float) -> bool:
-        return await apaused(seconds, self._async_sleep)
+    async def _apaused(self, seconds: float, lifetime: _Lifetime) -> bool:
+        """`_paused` on the running loop: a close wakes any sleep, the caller's own too
+        (it is cancelled)."""
+        if lifetime.ended:
+            return False
+        pause = asyncio.ensure_future(apaused(seconds, self._async_sleep))
+        closed = asyncio.ensure_future(lifetime.until_ended())
+        try:
+            await asyncio.wait((pause, closed), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            pause.cancel()  # (either done, or no longer waited for)
+            closed.cancel()
+        if not pause.done() or pause.cancelled():  # closed first
+            return False
+        return pause.result() and not lifetime.ended  # (a sleep's own error is raised)
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         response, attempts = self._run(lambda: self.inner.chat(request))
