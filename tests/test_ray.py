@@ -826,8 +826,8 @@ def test_a_function_that_cannot_be_pickled_is_refused_by_name_before_the_job() -
     cases: list[tuple[dict[str, Any], str]] = [
         (
             {"provider": lambda: held, "text_column": "t", "model": "m"},
-            "provider= cannot be pickled to send to Ray's workers (cannot pickle "
-            "'_thread.RLock' object): give a function defined at a module's top level that "
+            "provider= cannot be pickled to send to Ray's workers (HttpProvider 'openai' "
+            "cannot be pickled): give a function defined at a module's top level that "
             f"builds the provider {advice}",
         ),
         (

@@ -281,8 +281,9 @@ def _check_settings(
         raise ValueError(f"row_concurrency must be at least 1, not {row_concurrency}")
 
 
-_UNPICKLED_ONE = re.compile(r"cannot pickle '[\w.]+' object")
-"""Python's words for an object that cannot be pickled, which name only its type."""
+_UNPICKLED_ONE = re.compile(r"cannot pickle '[\w.]+' object|\w+ '[\w.-]+' cannot be pickled")
+"""Python's words for an object that cannot be pickled, and a provider's own (up to its
+reasons), which name only a type and a preset."""
 
 
 def _check_picklable(settings: Mapping[str, Any]) -> None:
@@ -295,9 +296,11 @@ def _check_picklable(settings: Mapping[str, Any]) -> None:
             cloudpickle.dumps(_shown(setting))  # type: ignore[no-untyped-call]
         except Exception as error:
             text = text_of(error)
+            named = _UNPICKLED_ONE.match(text)
+            whole = named is not None and text[named.end() : named.end() + 1] in ("", ":")
             said = (
-                text
-                if _UNPICKLED_ONE.fullmatch(text)
+                named.group(0)
+                if named is not None and whole
                 else f"{type(error).__name__}: message withheld"
             )
             if name == "tp":

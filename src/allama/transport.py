@@ -34,7 +34,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Self, TypeVar
 
 from allama._lazy import deferred_module
 from allama.adapters._http import HttpRequest, HttpResponse, origin
@@ -1049,6 +1049,15 @@ class Transport:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    def __reduce__(self) -> NoReturn:
+        # Pickling, `copy.copy` and `copy.deepcopy` all come here: a copy sharing the
+        # clients would close the original's connections with its own `close`.
+        raise TypeError(
+            f"{type(self).__name__} cannot be pickled or copied: it holds open connections, "
+            "and must be built in the process or copy that uses it (build it in the worker "
+            "with allama.Transport(...), or let allama.provider(...) build its own)"
+        )
 
     def __repr__(self) -> str:
         return f"Transport(timeout={self.timeout!r})"

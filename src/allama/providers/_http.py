@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Self, cast, overload
+from typing import TYPE_CHECKING, Any, NoReturn, Self, cast, overload
 
 import allama.types as vocabulary
 from allama._degradations import Degradations
@@ -1147,6 +1147,33 @@ class HttpProvider:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
+
+    # Copies: refused by name. Python's own words name only a lock deep inside, and a
+    # shallow copy would share the connections, which the copy's `close` would end.
+
+    def _not_copied(self, doing: str, advice: str) -> TypeError:
+        """Names the provider by its type and preset, never by its key or URL."""
+        return TypeError(
+            f"{type(self).__name__} {self.name!r} cannot be {doing}: a provider holds open "
+            "connections and credentials, and must be built in the process or copy that "
+            f"uses it ({advice})"
+        )
+
+    def __reduce__(self) -> NoReturn:
+        raise self._not_copied(
+            "pickled",
+            "build it in the worker with allama.provider(...), from settings that pickle",
+        )
+
+    def __copy__(self) -> NoReturn:
+        raise self._not_copied(
+            "copied",
+            "a copy would share its connections, and closing it would close them: build "
+            "another with allama.provider(...)",
+        )
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> NoReturn:
+        raise self._not_copied("deep-copied", "build another with allama.provider(...)")
 
 
 OpenAICompatibleProvider = HttpProvider
