@@ -161,6 +161,16 @@ MIXED = response(
     ]
 )
 
+MIXED_RESUME = {
+    "reasoning_parts": [
+        {"summary": MIXED["output"][0]["summary"], "content": []},
+        None,
+        None,
+        None,
+    ]
+}
+"""Its reasoning item's two summary parts, kept so that they go back as two."""
+
 
 # Responses
 
@@ -178,7 +188,9 @@ def test_every_item_type_maps_to_its_block() -> None:
         ToolCall(id="call_1", name="get_weather", arguments='{"zeta":1, "alpha":"Zürich 東京"}'),
     )
     assert decoded.finish_reason == FinishReason.TOOL_CALLS
-    assert decoded.provider_data == {"openai_responses": {"items": [WEB_SEARCH]}}
+    assert decoded.provider_data == {
+        "openai_responses": {"items": [WEB_SEARCH], "resume": MIXED_RESUME}
+    }
     assert (decoded.model, decoded.id, decoded.provider) == ("gpt-5-2025-08-07", "resp_1", "openai")
     assert decoded.usage == Usage(
         input_tokens=10, output_tokens=7, reasoning_tokens=3, cache_read_tokens=4
@@ -524,6 +536,7 @@ def test_stream_events_in_order_with_dense_indices() -> None:
         ToolCallDelta(index=3, arguments='"alpha":"Zü'),
         ToolCallDelta(index=3, arguments='rich 東京"}'),
         BlockStop(index=3),
+        ProviderDataEvent(namespace="openai_responses", key="resume", value=MIXED_RESUME),
         UsageEvent(
             usage=Usage(input_tokens=10, output_tokens=7, reasoning_tokens=3, cache_read_tokens=4)
         ),

@@ -19,7 +19,12 @@ items added later) are kept verbatim, in order, under `provider_data["openai_res
   line; an item without a summary but with reasoning text (`content`, which open-weight
   models behind some servers return) gives that text instead. Its `encrypted_content` is
   kept verbatim, and the item's id (`rs_...`) is kept as the block's `signature`: with
-  `store: false` the next turn sends the item back by id and encrypted content.
+  `store: false` the next turn sends the item back by id and encrypted content. An item the
+  encoder would not rebuild as received from the block's text alone (several summary parts,
+  reasoning text in `content`) keeps its `summary` and `content` lists verbatim under
+  `provider_data["openai_responses"]["resume"]["reasoning_parts"]`, one entry per block
+  (`None` for the others), so that it goes back in its own shape: a backend that checks
+  the item against its encrypted content (xAI) refuses one rewritten.
 
 Item ids: a response that says it was stored (`store: true`) and has a reasoning item
 keeps the id of the output item each content block came from (`msg_...`, `fc_...`, the
@@ -103,6 +108,7 @@ __all__ = [
     "ITEMS_KEY",
     "ITEM_IDS_KEY",
     "NAMESPACE",
+    "REASONING_PARTS_KEY",
     "SURFACED_ITEMS",
     "arguments_of",
     "decode_body",
@@ -113,9 +119,11 @@ __all__ = [
     "is_commentary",
     "item_ids_resume",
     "kept_annotations",
+    "kept_reasoning",
     "reasoning_parts",
     "reasoning_text",
     "response_error",
+    "turn_resume",
     "usage_of",
     "uses_search_preview",
 ]
@@ -130,6 +138,10 @@ ANNOTATIONS_KEY = "annotations"
 block `content[i]` whose part had any, in order."""
 ITEM_IDS_KEY = "item_ids"
 """Under `resume`: the id of the output item each content block came from, in block order."""
+REASONING_PARTS_KEY = "reasoning_parts"
+"""Under `resume`: for each content block in order, the `{"summary": [...], "content": [...]}`
+lists of the reasoning item it came from, as received, when the encoder would not rebuild
+them from the block's text alone (`kept_reasoning`); `None` for the other blocks."""
 CALL_ITEMS = frozenset({"function_call", "custom_tool_call"})
 """The output item types that are tool calls: a function's, and a `custom` tool's."""
 SURFACED_ITEMS = frozenset({"message", "reasoning", *CALL_ITEMS})
@@ -263,6 +275,40 @@ def item_ids_resume(blocks: Sequence[tuple[bool, str | None]], *, stored: bool) 
     return {ITEM_IDS_KEY: ids}
 
 
+def kept_reasoning(item: Mapping[str, Any]) -> JsonValue | None:
+    """A reasoning item's `summary` and `content` lists as received, when sending the block
+    back would not rebuild them (one `summary_text` part of its text, no `content`): several
+    summary parts, or reasoning text. `None` for an item that the rebuild gives back as is,
+    so the common case keeps nothing."""
+    summary = item.get("summary")
+    content = item.get("content")
+    summary = summary if isinstance(summary, list) else []
+    content = content if isinstance(content, list) else []
+    text = reasoning_text(item)
+    rebuilt: list[JsonValue] = [{"type": "summary_text", "text": text}] if text else []
+    if summary == rebuilt and not content:
+        return None
+    return {"summary": summary, "content": content}
+
+
+def turn_resume(
+    blocks: Sequence[tuple[bool, str | None]],
+    parts: Sequence[JsonValue | None],
+    *,
+    stored: bool,
+) -> JsonValue | None:
+    """What `to_assistant_message()` carries for the next turn: the item ids
+    (`item_ids_resume`), and each block's kept reasoning parts (`kept_reasoning`, aligned
+    with `blocks`) when any block has some; `None` when there is neither."""
+    resume: dict[str, JsonValue] = {}
+    ids = item_ids_resume(blocks, stored=stored)
+    if isinstance(ids, dict):
+        resume.update(ids)
+    if any(entry is not None for entry in parts):
+        resume[REASONING_PARTS_KEY] = list(parts)
+    return resume or None
+
+
 class _Unreadable(ValueError):
     """A part of the body does not fit the response shape; says which."""
 
@@ -294,12 +340,14 @@ class _Blocks:
     """What the output items become: the content blocks allama has types for, the other
     items verbatim, the text parts' annotations (by block position), the log-probabilities."""
 
-    __slots__ = ("annotations", "blocks", "ids", "logprobs", "others")
+    __slots__ = ("annotations", "blocks", "ids", "logprobs", "others", "parts")
 
     def __init__(self) -> None:
         self.blocks: list[ContentBlock] = []
         self.ids: list[str | None] = []
         """The id of the output item each block came from."""
+        self.parts: list[JsonValue | None] = []
+        """The reasoning parts kept for each block (`kept_reasoning`)."""
         self.others: list[JsonValue] = []
         self.annotations: list[JsonValue] = []
         self.logprobs: tuple[TokenLogprob, ...] | None = None
@@ -342,6 +390,7 @@ def _blocks(output: list[Any]) -> _Blocks:
                 else:
                     continue
                 read.ids.append(_string(item.get("id")))
+                read.parts.append(None)
         elif kind in CALL_ITEMS:
             call_id = _string(item.get("call_id")) or _string(item.get("id"))
             name = item.get("name")
@@ -349,6 +398,7 @@ def _blocks(output: list[Any]) -> _Blocks:
                 raise _Unreadable(f"a `{kind}` item has no `call_id` or no `name`")
             blocks.append(ToolCall(id=call_id, name=name, arguments=arguments_of(item)))
             read.ids.append(_string(item.get("id")))
+            read.parts.append(None)
         elif kind == "reasoning":
             blocks.append(
                 Reasoning(
@@ -358,6 +408,7 @@ def _blocks(output: list[Any]) -> _Blocks:
                 )
             )
             read.ids.append(_string(item.get("id")))
+            read.parts.append(kept_reasoning(item))
         else:
             others.append(item)
     read.logprobs = logprobs.result()
@@ -437,8 +488,9 @@ def decode_object(
         provider_data.setdefault(NAMESPACE, {})[WEB_SEARCH_PREVIEW_KEY] = True
     kinds = [isinstance(block, Reasoning) for block in read.blocks]
     stored = response.get("store") is True  # only a stored item can be named by its id
-    resume = item_ids_resume(list(zip(kinds, read.ids, strict=True)), stored=stored)
-    if resume is not None:  # the items a stored turn's reasoning goes back with, by id
+    owners = list(zip(kinds, read.ids, strict=True))
+    resume = turn_resume(owners, read.parts, stored=stored)
+    if resume is not None:  # what the turn's reasoning goes back with: ids, its own parts
         provider_data.setdefault(NAMESPACE, {})[RESUME_KEY] = resume
     return ChatResponse(
         tuple(read.blocks),

@@ -31,7 +31,11 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   reasoned). Under `store: true` a reasoning item without encrypted content goes by its id
   alone, and the API requires the items after it named by their own ids (`msg_...`,
   `fc_...`, kept with the response under `resume`): they are sent with them, and one
-  whose following item's id is not known is left out too.
+  whose following item's id is not known is left out too. A reasoning item goes back with
+  one `summary_text` part of its block's text, unless the turn kept the item's own
+  `summary` and `content` lists (`resume`: several summary parts, reasoning text) and the
+  text is still theirs: then with those, as received, since a backend that checks the item
+  against its encrypted content (xAI) refuses one rewritten.
 - There are no stop sequences and no seed in this API: both are refused. An output limit
   below the API's minimum (16 tokens) is raised to it, with a warning.
 - Log-probabilities (`request.logprobs`) are asked for with
@@ -77,7 +81,12 @@ from allama.adapters.openai_compat._capabilities import ModelFamily
 from allama.adapters.openai_compat._encode import _Encoder as _ChatEncoder
 from allama.adapters.openai_compat._encode import _image_url
 from allama.adapters.openai_compat._profile import WireProfile
-from allama.adapters.openai_responses._decode import ITEM_IDS_KEY, NAMESPACE
+from allama.adapters.openai_responses._decode import (
+    ITEM_IDS_KEY,
+    NAMESPACE,
+    REASONING_PARTS_KEY,
+    reasoning_text,
+)
 from allama.types import (
     AssistantMessage,
     CapabilitySupport,
@@ -270,7 +279,10 @@ class _Encoder(_ChatEncoder):
         items: list[tuple[dict[str, Any] | None, str | None]] = []
         written: list[dict[str, Any]] = []
         written_id: str | None = None
-        for block, item_id in zip(message.content, self.item_ids(message), strict=True):
+        kept = self.reasoning_parts(message)
+        for position, (block, item_id) in enumerate(
+            zip(message.content, self.item_ids(message), strict=True)
+        ):
             if isinstance(block, TextPart | Refusal):
                 if written and item_id != written_id:
                     items.append((_output_message(written), written_id))
@@ -287,7 +299,8 @@ class _Encoder(_ChatEncoder):
             if isinstance(block, ToolCall):
                 items.append((self.call_item(block), item_id))
             elif isinstance(block, Reasoning):
-                items.append((self.reasoning_item(block), item_id))  # `None`: left out
+                # `None`: left out
+                items.append((self.reasoning_item(block, kept[position]), item_id))
         if written:
             items.append((_output_message(written), written_id))
         return self.paired(items)
@@ -354,6 +367,27 @@ class _Encoder(_ChatEncoder):
             kept.append(item_id)
         return kept
 
+    def reasoning_parts(self, message: AssistantMessage) -> list[dict[str, Any] | None]:
+        """Each block's reasoning item lists as received (`summary`, `content`), when the turn
+        keeps them (`resume`) and they still fit its content; `None` each otherwise."""
+        none: list[dict[str, Any] | None] = [None] * len(message.content)
+        resume = message.provider_data.get(NAMESPACE, {}).get(RESUME_KEY)
+        parts = resume.get(REASONING_PARTS_KEY) if isinstance(resume, dict) else None
+        if not isinstance(parts, list) or len(parts) != len(message.content):
+            return none
+        kept: list[dict[str, Any] | None] = []
+        for block, entry in zip(message.content, parts, strict=True):
+            if (
+                isinstance(block, Reasoning)
+                and isinstance(entry, dict)
+                and isinstance(entry.get("summary"), list)
+                and isinstance(entry.get("content"), list)
+            ):
+                kept.append(entry)
+            else:
+                kept.append(None)
+        return kept
+
     def paired(self, items: list[tuple[dict[str, Any] | None, str | None]]) -> list[dict[str, Any]]:
         """The turn's items (`None` for reasoning left out), each reasoning item kept only
         directly before a message or a function call it can precede: the API refuses one
@@ -391,7 +425,12 @@ class _Encoder(_ChatEncoder):
             sent.append(item)
         return sent
 
-    def reasoning_item(self, block: Reasoning) -> dict[str, Any] | None:
+    def reasoning_item(
+        self, block: Reasoning, kept: dict[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        """The block as a `reasoning` item, or `None` (left out, with a warning) when this
+        endpoint cannot read it back. `kept`: the item's own lists, sent instead of a rebuilt
+        summary when the block's text is still what they say (an edited text is rebuilt)."""
         item_id = block.signature
         readable = bool(block.encrypted_content) or self.store
         # Every endpoint of this API gives `rs_` ids: the issuer tells whose item it is
@@ -405,8 +444,14 @@ class _Encoder(_ChatEncoder):
                 "reasoning was left out of the conversation",
             )
             return None
-        summary = [{"type": "summary_text", "text": block.text}] if block.text else []
-        item: dict[str, Any] = {"type": "reasoning", "id": item_id, "summary": summary}
+        if kept is not None and reasoning_text(kept) == block.text:
+            # As received: the issuer checks the item against its encrypted content.
+            item = {"type": "reasoning", "id": item_id, "summary": kept["summary"]}
+            if kept["content"]:
+                item["content"] = kept["content"]
+        else:
+            summary = [{"type": "summary_text", "text": block.text}] if block.text else []
+            item = {"type": "reasoning", "id": item_id, "summary": summary}
         if block.encrypted_content:
             item["encrypted_content"] = block.encrypted_content
         return item

@@ -37,7 +37,9 @@ the same name on the `event:` line) and the stream ends at a terminal event, wit
   `decode_object` gives for the same response.
 - `response.completed`, `response.incomplete` (and `response.done`): items the stream never
   announced, the annotations of the finished ones, the ids of the items the blocks came
-  from (`resume`), the usage, and the finish reason, read as `decode_object` reads them.
+  from and the reasoning items' own parts (`resume`, from each finished reasoning item, the
+  terminal response's copy last), the usage, and the finish reason, read as `decode_object`
+  reads them.
 - `response.failed` (or a terminal response that is an error as `decode_object` reads it:
   `response_error`): its usage, when it has one, then its error; `error`: the error. Either
   is raised after every event before it was yielded (those were paid for, as may be the
@@ -98,11 +100,12 @@ from allama.adapters.openai_responses._decode import (
     failed_error,
     finish_reason_of,
     is_commentary,
-    item_ids_resume,
     json_text,
     kept_annotations,
+    kept_reasoning,
     reasoning_parts,
     response_error,
+    turn_resume,
     usage_of,
     uses_search_preview,
 )
@@ -250,7 +253,7 @@ class _Block:
 class _Item:
     """An output item the stream announced: its type, its blocks, whether it is done."""
 
-    __slots__ = ("added", "block", "done", "item_id", "kind", "parts", "position")
+    __slots__ = ("added", "block", "done", "item_id", "kept", "kind", "parts", "position")
 
     def __init__(self, kind: str, item_id: str | None, position: int) -> None:
         self.kind = kind
@@ -264,6 +267,8 @@ class _Item:
         self.done = False
         self.added: dict[str, Any] | None = None
         """A call item as it was added, whose arguments are taken only where none stream."""
+        self.kept: JsonValue | None = None
+        """A reasoning item's own parts, from its finished copy (`kept_reasoning`)."""
 
 
 def _str(value: Any) -> str:
@@ -935,11 +940,14 @@ class ResponsesStreamDecoder:
             # Never announced: a server that sends finished items only.
             known, events = self._announce(index, item)
             yield from events
+        same = not item_id or known.item_id in (None, item_id)
+        if known.kind == "reasoning" and same and ("summary" in item or "content" in item):
+            # The last finished copy says (the terminal response's is what a body gives).
+            known.kept = kept_reasoning(item)
         if known.done:
             # Finished again (by the final response): a message's annotations are the last
             # word, and its text, or a call's arguments, must be what streamed (unless the
             # item found at its index is another, by its id).
-            same = not item_id or known.item_id in (None, item_id)
             if known.kind == "message":
                 yield from self._final_annotations(known, item, check=same)
             elif known.kind in CALL_ITEMS and known.block is not None and same:
@@ -1011,15 +1019,19 @@ class ResponsesStreamDecoder:
             )
 
     def _item_ids(self) -> Iterator[StreamEvent]:
-        """The ids of the items each block came from, as `decode_object` keeps them."""
-        owners = [
-            (block.index, block.block_type is StreamBlockType.REASONING, known.item_id)
-            for known in self._known()
-            for block in _blocks_of(known)
-        ]
-        owners.sort()
-        entries = [(reasoning, item_id) for _, reasoning, item_id in owners]
-        resume = item_ids_resume(entries, stored=self._stored)
+        """The ids of the items each block came from and the reasoning items' own parts, as
+        `decode_object` keeps them."""
+        owners = sorted(
+            (
+                (block.index, block.block_type is StreamBlockType.REASONING, known)
+                for known in self._known()
+                for block in _blocks_of(known)
+            ),
+            key=lambda owner: owner[0],
+        )
+        entries = [(reasoning, known.item_id) for _, reasoning, known in owners]
+        parts = [known.kept if reasoning else None for _, reasoning, known in owners]
+        resume = turn_resume(entries, parts, stored=self._stored)
         if resume is not None:
             yield ProviderDataEvent.model_construct(
                 namespace=NAMESPACE, key=RESUME_KEY, value=resume
