@@ -247,19 +247,22 @@ class _Encoder(_ChatEncoder):
             except UnicodeDecodeError:
                 self.degradations.refuse(
                     RequestField.DOCUMENTS,
-                    "a text/plain document must be UTF-8 text; it was left out",
+                    "a text/plain document must be UTF-8 text",
+                    instead="it was left out",
                 )
                 return None
         if part.data is not None and part.media_type != "application/pdf":
             self.degradations.refuse(
                 RequestField.DOCUMENTS,
-                f"the Responses API takes PDF and plain-text documents, not {part.media_type}; "
-                "it was left out",
+                f"the Responses API takes PDF and plain-text documents, not {part.media_type}",
+                instead="it was left out",
             )
             return None
         if not self.profile.file_parts:
             self.degradations.refuse(
-                RequestField.DOCUMENTS, f"{display} takes no PDF documents; it was left out"
+                RequestField.DOCUMENTS,
+                f"{display} takes no PDF documents",
+                instead="it was left out",
             )
             return None
         if part.url is not None:
