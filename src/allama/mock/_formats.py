@@ -20,6 +20,7 @@ from itertools import count, product
 
 from allama.schema._types import (
     COMPLEX_FORMAT,
+    DECIMAL_FORMAT,
     FLAG_FORMAT,
     MOMENT_FORMATS,
     NAIVE_DATETIME_FORMAT,
@@ -275,11 +276,17 @@ _FORMATS: dict[str, Callable[[int, int | None], Iterator[str]]] = {
 _FORMATS.update({mark: _FORMATS[fmt] for mark, fmt in MOMENT_FORMATS.items()})
 """allama's marks of a date, time or duration with checks its format does not say (a
 bound, past or future): values of the format, which the checks may refuse (`TestProvider`)."""
-_OWN = frozenset({"decimal"})
+_OWN = frozenset({DECIMAL_FORMAT})
 """Formats `_values` makes itself."""
 UNENFORCED_MARKS = frozenset(
-    {*MOMENT_FORMATS, NAIVE_DATETIME_FORMAT, STRIPPED_FORMAT, COMPLEX_FORMAT, FLAG_FORMAT}
-    | {"decimal"}  # (`allama.schema` writes a constrained decimal's mark as a literal)
+    {
+        *MOMENT_FORMATS,
+        NAIVE_DATETIME_FORMAT,
+        STRIPPED_FORMAT,
+        COMPLEX_FORMAT,
+        FLAG_FORMAT,
+        DECIMAL_FORMAT,
+    }
 )
 """allama's own formats, each marking a check its schema cannot say: no provider enforces
 one (every dialect removes or ignores it with an `approximated` note), so the test

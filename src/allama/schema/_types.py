@@ -251,9 +251,9 @@ class _StableDefaults(GenerateJsonSchema):
             if branch.get("type") == "string":
                 branch = {**branch, "pattern": pattern}
                 if digits or bounded:
-                    branch["format"] = "decimal"
+                    branch["format"] = DECIMAL_FORMAT
             elif digits:
-                branch = {**branch, "format": "decimal"}
+                branch = {**branch, "format": DECIMAL_FORMAT}
             branches.append(branch)
         return {**json_schema, "anyOf": branches}
 
@@ -853,6 +853,9 @@ it also reads what this leaves out (`(1+2j)`, `inf`, spaces around, `1_000`)."""
 COMPLEX_FORMAT = "complex"
 """Marks a complex number's text, which no provider enforces: each says so, as for
 `format: decimal` (its pattern is lost where a provider drops patterns)."""
+DECIMAL_FORMAT = "decimal"
+"""allama's mark of a constrained `Decimal` (its digits, places or bounds), which the
+number's pattern does not say."""
 _MOMENTS = {"date": "date", "datetime": "date-time", "time": "time", "timedelta": "duration"}
 """The format pydantic gives each core schema of a moment or a duration."""
 _QUALIFIERS = ("bounded", "past", "future", "constrained")
