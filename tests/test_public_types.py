@@ -229,3 +229,43 @@ def test_an_unknown_openai_strict_profile_is_a_value_error_naming_the_profiles()
     )
     kept = allama.schema.openai_strict(schema, profile="azure_legacy")
     assert kept.schema["required"] == ["n"]
+
+
+# --- keyword arguments: a misspelt name is a type error, and still an error at run time
+# (each `type: ignore` below is checked: mypy --strict fails on one it does not need)
+
+
+def test_a_request_s_fields_as_keywords_are_typed() -> None:
+    request = ChatRequest(
+        "m", temperature=0.2, stop=["END"], reasoning_effort="low", unsupported_policy="error"
+    )
+    assert (request.temperature, request.stop, request.reasoning_effort) == (0.2, ("END",), "low")
+    with pytest.raises(ValueError, match="temprature\n  Extra inputs are not permitted"):
+        ChatRequest("m", temprature=0.2)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="temperature\n  Input should be a valid number"):
+        ChatRequest("m", temperature="warm")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="unknown setting `max_tokens`"):
+        ChatRequest.from_openai("m", [], max_tokens=5)  # type: ignore[call-arg]
+
+
+def test_provider_options_are_typed_and_can_be_gathered_first() -> None:
+    options: allama.ProviderOptions = {"api_key": "k", "timeout": 5.0}
+    groq = allama.provider("groq", **options)
+    assert_type(groq, HttpProvider)
+    assert groq.name == "groq"
+    with pytest.raises(TypeError, match="unexpected keyword argument 'api_kye'"):
+        allama.provider("groq", api_kye="k")  # type: ignore[call-overload]
+    with pytest.raises(TypeError) as raised:
+        allama.provider("groq", model="llama-3.3-70b-versatile")
+    assert str(raised.value) == (
+        "provider('groq') takes no 'model': chat_template, context, engine, model, parallel, "
+        "threads are options of provider('local'); the model is named by each request: "
+        "ChatRequest(model)"
+    )
+
+
+def test_an_extractor_s_changed_settings_are_typed() -> None:
+    extractor = Extractor().with_options(retries=2, min_enforcement="approximate")
+    assert (extractor.retries, extractor.min_enforcement) == (2, "approximate")
+    with pytest.raises(TypeError, match="Extractor has no setting 'retry'"):
+        Extractor().with_options(retry=2)  # type: ignore[call-arg]

@@ -79,7 +79,13 @@ if TYPE_CHECKING:
     )
     from allama.local import LlamaCppProvider
     from allama.provider import ChatProvider, Degradations
-    from allama.providers import PRESET_NAMES, HttpProvider, OpenAICompatibleProvider, provider
+    from allama.providers import (
+        PRESET_NAMES,
+        HttpProvider,
+        OpenAICompatibleProvider,
+        ProviderOptions,
+        provider,
+    )
     from allama.stream import AsyncChatStream, ChatStream, StreamCollector
     from allama.transport import Transport
     from allama.types import (
@@ -243,6 +249,7 @@ _getattr, __dir__ = _lazy_names(
             "PRESET_NAMES",
             "HttpProvider",
             "OpenAICompatibleProvider",
+            "ProviderOptions",
             "provider",
         ),
         "allama.local": ("LlamaCppProvider",),
@@ -311,6 +318,7 @@ __all__ = [
     "batch",
     "HttpProvider",
     "OpenAICompatibleProvider",
+    "ProviderOptions",
     "LlamaCppProvider",
     "Transport",
     "RETRY_METADATA_KEY",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Coroutine, Generator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack, overload
 
 from allama._lazy import deferred_module
 from allama.extract._engine import (
@@ -100,6 +100,17 @@ def check_call(provider: Any, tp: Any, request: Any) -> None:
     )
 
 
+class _ExtractorSettings(TypedDict, total=False):
+    """`Extractor`'s settings as `with_options` takes them (a misspelt one is a type error)."""
+
+    repair: bool
+    retries: int
+    allow_undeclared_keys: bool
+    min_enforcement: SchemaEnforcement | str | None
+    tracer_provider: object | None
+    capture_content: bool | None
+
+
 class Extractor:
     """Runs extractions with explicit, opt-in recovery. The default makes one call, strictly.
 
@@ -166,7 +177,7 @@ class Extractor:
     def min_enforcement(self) -> SchemaEnforcement | None:
         return self._settings.min_enforcement
 
-    def with_options(self, **changes: Any) -> Extractor:
+    def with_options(self, **changes: Unpack[_ExtractorSettings]) -> Extractor:
         """A copy with some settings changed, checked as the constructor checks them."""
         s = self._settings
         traced = self._tracing
@@ -181,7 +192,8 @@ class Extractor:
         unknown = sorted(set(changes) - set(current))
         if unknown:
             raise TypeError(f"Extractor has no setting {', '.join(map(repr, unknown))}")
-        return Extractor(**{**current, **changes})
+        settings: dict[str, Any] = {**current, **changes}
+        return Extractor(**settings)
 
     def __repr__(self) -> str:
         s = self._settings

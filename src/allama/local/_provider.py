@@ -36,7 +36,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Unpack
 
 from allama._degradations import Degradations
 from allama.adapters import openai_compat as wire
@@ -46,7 +46,7 @@ from allama.adapters.openai_compat._capabilities import ModelFamily
 from allama.adapters.openai_compat._sse import ChatStreamDecoder, SseEvent
 from allama.errors import Error, InvalidRequestError, ServerError, UnsupportedError
 from allama.local._engine import LocalEngine, template_capabilities
-from allama.providers._http import HttpProvider
+from allama.providers._http import HttpOptions, HttpProvider
 from allama.providers._presets import Preset
 from allama.stream import AsyncChatStream, ChatStream
 from allama.types import (
@@ -254,7 +254,7 @@ class LlamaCppProvider(HttpProvider):
         parallel: int | None = None,
         chat_template: str | None = None,
         engine: LocalEngine | None = None,
-        **options: Any,
+        **options: Unpack[HttpOptions],
     ) -> None:
         local = preset.name == "local"
         _check_engine_options(

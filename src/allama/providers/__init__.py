@@ -2,7 +2,7 @@
 
 from allama.providers._http import HttpProvider, OpenAICompatibleProvider
 from allama.providers._presets import PRESETS, Preset
-from allama.providers._registry import PRESET_NAMES, provider
+from allama.providers._registry import PRESET_NAMES, ProviderOptions, provider
 
 __all__ = [
     "PRESETS",
@@ -10,5 +10,6 @@ __all__ = [
     "HttpProvider",
     "OpenAICompatibleProvider",
     "Preset",
+    "ProviderOptions",
     "provider",
 ]

@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NoReturn, Self, cast, overload
+from typing import TYPE_CHECKING, Any, NoReturn, Self, TypedDict, cast, overload
 
 import allama.types as vocabulary
 from allama._degradations import Degradations
@@ -65,7 +65,7 @@ else:
     # httpx2 loads with the first request (`allama.transport`), or to read a URL given here.
     httpx2 = deferred_module("httpx2", globals(), "httpx2")
 
-__all__ = ["HttpProvider", "OpenAICompatibleProvider"]
+__all__ = ["HttpOptions", "HttpProvider", "OpenAICompatibleProvider"]
 
 _REDACTED = "<redacted>"
 _PLAIN_PARAMS = frozenset(
@@ -265,6 +265,27 @@ def _check_options(
             )
     else:
         check_timeout(timeout)
+
+
+class HttpOptions(TypedDict, total=False):
+    """`HttpProvider`'s keyword options, for code that gathers them before building one
+    (a misspelt name is then a type error, not a failure at run time)."""
+
+    api_key: str | None
+    base_url: str | None
+    timeout: float | httpx2.Timeout | None
+    headers: Mapping[str, str] | None
+    transport: Transport | None
+    capabilities: object | None
+    endpoint: str | None
+    api_version: str | None
+    account_id: str | None
+    project: str | None
+    location: str | None
+    access_token: str | None
+    credentials: object | None
+    tracer_provider: object | None
+    capture_content: bool | None
 
 
 class HttpProvider:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 
-from allama.providers._http import HttpProvider
+from allama.providers._http import HttpOptions, HttpProvider
 from allama.providers._presets import PRESETS, Preset
 
 if TYPE_CHECKING:
+    from allama.local._engine import LocalEngine
     from allama.local._provider import LlamaCppProvider
 
-__all__ = ["PRESET_NAMES", "provider"]
+__all__ = ["PRESET_NAMES", "ProviderOptions", "provider"]
 
 PRESET_NAMES: tuple[str, ...] = tuple(PRESETS)
 """Every preset name `provider` accepts, in a stable order."""
@@ -45,6 +47,19 @@ def preset_named(name: str) -> Preset:
     return preset
 
 
+class ProviderOptions(HttpOptions, total=False):
+    """`provider()`'s keyword options: `HttpProvider`'s, the API to speak, and the options
+    of the `local` engine (refused by every other preset)."""
+
+    api: str | None
+    model: str | os.PathLike[str] | None
+    threads: int | None
+    context: int | None
+    parallel: int | None
+    chat_template: str | None
+    engine: LocalEngine | None
+
+
 # The names `preset_named` reads as the llama.cpp presets (it ignores case and takes
 # underscores for hyphens), in the casings one writes: any other is still a LlamaCppProvider
 # at runtime, typed as its base class.
@@ -62,9 +77,9 @@ _LlamaCppName = Literal[
 
 
 @overload
-def provider(name: _LlamaCppName, **options: Any) -> LlamaCppProvider: ...
+def provider(name: _LlamaCppName, **options: Unpack[ProviderOptions]) -> LlamaCppProvider: ...
 @overload
-def provider(name: str, **options: Any) -> HttpProvider: ...
+def provider(name: str, **options: Unpack[ProviderOptions]) -> HttpProvider: ...
 def provider(name: str, **options: Any) -> HttpProvider:
     """The provider for a preset: `provider("groq")`, `provider("openai-compatible", base_url=...)`.
 
@@ -89,7 +104,19 @@ def provider(name: str, **options: Any) -> HttpProvider:
         module, _, name = preset.provider_class.partition(":")
         factory: type[HttpProvider] = getattr(importlib.import_module(module), name)
         return factory(preset, **options)
+    local = sorted(options.keys() & _LOCAL_OPTIONS)
+    if local:
+        hint = "; the model is named by each request: ChatRequest(model)"
+        if "model" not in local:
+            hint = ""
+        raise TypeError(
+            f"provider({preset.name!r}) takes no {local[0]!r}: "
+            f"{', '.join(sorted(_LOCAL_OPTIONS))} are options of provider('local'){hint}"
+        )
     return HttpProvider(preset, **options)
+
+
+_LOCAL_OPTIONS = frozenset({"model", "threads", "context", "parallel", "chat_template", "engine"})
 
 
 def _speaking(preset: Preset, api: object) -> Preset:

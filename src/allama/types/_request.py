@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, Literal, NoReturn, TypedDict, TypeVar, Unpack
 
 from pydantic import BaseModel, Field, JsonValue, TypeAdapter, ValidationError
 
@@ -35,6 +35,30 @@ from allama.types._tools import ResponseFormat, ToolChoice, ToolDefinition
 T = TypeVar("T")
 
 
+class _Settings(TypedDict, total=False):
+    """`ChatRequest`'s settings as keywords, typed as its constructor takes them (a name it
+    has not is a type error, not only a failure at run time)."""
+
+    tools: Sequence[ToolDefinition]
+    tool_choice: ToolChoice | None
+    response_format: ResponseFormat | None
+    temperature: float | None
+    top_p: float | None
+    max_output_tokens: int | None
+    stop: Sequence[str]
+    seed: int | None
+    reasoning_effort: ReasoningEffort | Literal["none", "minimal", "low", "medium", "high"] | None
+    parallel_tool_calls: bool | None
+    logprobs: int | None
+    unsupported_policy: UnsupportedPolicy | Literal["warn", "error"]
+    options: Mapping[str, JsonValue]
+
+
+class _Fields(_Settings, total=False):
+    model: str
+    messages: Sequence[Message]
+
+
 class ChatRequest(Data):
     """What to ask which model. Every `with_…` and message method returns an updated copy.
 
@@ -62,7 +86,7 @@ class ChatRequest(Data):
     unsupported_policy: UnsupportedPolicy = UnsupportedPolicy.WARN
     options: dict[str, JsonValue] = Field(default_factory=dict)
 
-    def __init__(self, model: str | None = None, /, **data: Any) -> None:
+    def __init__(self, model: str | None = None, /, **data: Unpack[_Fields]) -> None:
         # Checked before pydantic's own checks, so that the error names the argument plainly.
         # Pydantic runs this `__init__` for `model_validate` and `from_json` too, where a
         # `ValueError` becomes a `ValidationError` but a `TypeError` would escape: only the
@@ -76,11 +100,12 @@ class ChatRequest(Data):
         named = data.get("model")
         if named is None or (isinstance(named, str) and not named.strip()):
             _bad_model(named)
-        super().__init__(**data)
+        fields: dict[str, Any] = dict(data)  # the checks above are pydantic's from here
+        super().__init__(**fields)
 
     @classmethod
     def from_openai(
-        cls, model: str, messages: Iterable[Mapping[str, Any]], **settings: Any
+        cls, model: str, messages: Iterable[Mapping[str, Any]], **settings: Unpack[_Settings]
     ) -> ChatRequest:
         """A request from a conversation held in OpenAI's Chat Completions form.
 
