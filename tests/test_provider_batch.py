@@ -2965,21 +2965,26 @@ def _anthropic_batch_of_another(server: ProviderBatchServer, bodies: list[Any], 
     ).raise_for_status()
 
 
+@pytest.mark.parametrize(("count", "requests"), [(3, "3 requests"), (1, "1 request")])
 def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
-    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    count: int,
+    requests: str,
 ) -> None:
 
     provider, model = _provider(server, "anthropic")
     ledger = tmp_path / "ambiguous.sqlite"
-    _cut_off(provider, model, _docs(3), ledger)
+    _cut_off(provider, model, _docs(count), ledger)
     # Another batch of the same size, created meanwhile by someone else.
     _anthropic_batch_of_another(server, server.jobs[0].bodies, "other")
-    run = _batch_run(provider, model, _docs(3), ledger)
+    run = _batch_run(provider, model, _docs(count), ledger)
     results = sorted(run, key=lambda r: r.index)
     said = run.summary.stopped
-    assert said is not None and "2 batches of 3 requests" in said
+    assert said is not None and f"2 batches of {requests} were created since" in said
     assert "told apart by their results' request ids once they end" in said
-    assert [r.failure.message.endswith(said) for r in results if r.failure] == [True] * 3
+    assert [r.failure.message.endswith(said) for r in results if r.failure] == [True] * count
     assert run.summary.refused == "ambiguous_job"
     assert list(run.summary.jobs.values()) == [
         "made or not, not told apart from another job: collected once it can be"
@@ -2989,9 +2994,23 @@ def test_a_cut_off_anthropic_submission_that_cannot_be_told_apart_stops_the_run(
     mine, theirs = server.jobs
     server.finish(theirs, "completed")
     server.finish(mine, "completed")
-    results = _run(provider, model, _docs(3), ledger)
-    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+    results = _run(provider, model, _docs(count), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(count)]
     assert len(server.jobs) == 2 and server.result_downloads[theirs.id] == 1
+
+
+def test_status_counts_a_job_of_one_request_in_the_singular(
+    server: ProviderBatchServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from allama.cli import main
+
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "one.sqlite"
+    run = _batch_run(provider, model, _docs(1), ledger)
+    assert [r.value for r in run] == [Doc(n=0)]
+    [job] = server.jobs
+    assert main(["batch", "status", str(ledger), "--no-poll"]) == 0
+    assert f"gpt-4o-mini, 1 request, {job.id}: " in capsys.readouterr().out
 
 
 def test_the_command_says_a_job_not_told_apart_is_collected_only_once_it_can_be(

@@ -601,7 +601,7 @@ class JobRunner(_Runner):
             items=[(item.key, item.log) for item in items],
         )
         job = _Job(tag, None, items, model, in_order=True, estimate=estimate)
-        self.summary.jobs[tag] = f"submitting {len(items)} requests"
+        self.summary.jobs[tag] = f"submitting {_requests(len(items))}"
         target = self.jobs.target(model)
         entries = [item.entry for item in items if item.entry is not None]
         tried = limited = 0
@@ -701,7 +701,7 @@ class JobRunner(_Runner):
             await self._refused(tag, items, failed, made=CREATE_ASKED in uploaded)
             return
         self.book.job_submitted(tag, job.job_id)
-        self.summary.jobs[tag] = f"{job.job_id}: submitted, {len(items)} requests"
+        self.summary.jobs[tag] = f"{job.job_id}: submitted, {_requests(len(items))}"
         if self.book.cancel_requested(tag):  # asked while it was being made
             job.cancel_requested = True
             await self._cancel_at_once(job)
@@ -1968,3 +1968,7 @@ def _not_ruled_out(tag: str, failed: Error | None, error: Error) -> str:
         f"provider's jobs could not be listed to tell ({_waits_too_long(error) or error.kind}): "
         "the same command looks for it, and collects it or sends its inputs"
     )
+
+
+def _requests(count: int) -> str:
+    return "1 request" if count == 1 else f"{count} requests"

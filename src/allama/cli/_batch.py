@@ -2213,7 +2213,8 @@ def status_lines(report: dict[str, Any]) -> list[str]:
             state += f"; now: {job['polled']}"
         line = (
             f"  {number}. {job['created_at']}  {job['provider']} {job['model']}, "
-            f"{job['requests']} requests, {job['job_id'] or job['tag']}: {state}"
+            f"{job['requests']} request{'' if job['requests'] == 1 else 's'}, "
+            f"{job['job_id'] or job['tag']}: {state}"
         )
         lines.append(printable(line))  # the job's id, state and error codes are the provider's
     return lines

@@ -134,7 +134,8 @@ class AnthropicJobs:
         if len(found) > 1:
             running = [state.id for state in found if not state.ended]
             raise JobAmbiguity(
-                f"{len(found)} batches of {count} requests were created since the submission "
+                f"{len(found)} batches of {count} request{'' if count == 1 else 's'} were "
+                "created since the submission "
                 f"was cut off ({', '.join(state.id for state in found)}): allama cannot tell "
                 "which is this run's"
                 + (
