@@ -417,20 +417,43 @@ def finish(
     """Parse a response the extraction is done with (one that will not be retried); `stop`
     is the stop sequences of the request it answered, as sent (`parse_value`)."""
     named = _answered_by(target, response.provider, response.model)
-    parsed = parse_value(
-        response,
-        metadata.mode,
-        named,
-        settings.repair,
-        settings.rejects_undeclared(metadata),
-        checked,
-        stop,
-    )
+    parsed = _parse(response, metadata, named, settings, checked, stop)
     if isinstance(parsed, Rejection):
         raise _failed(parsed, metadata, response, named)
     value, repaired, source = parsed
     metadata.repaired = repaired
     return Extracted(value=value, response=response, metadata=metadata, source=source)
+
+
+def _parse(
+    response: ChatResponse,
+    metadata: ExtractionMetadata,
+    named: Target,
+    settings: Settings,
+    checked: Checked | None = None,
+    stop: tuple[str, ...] = (),
+) -> tuple[Any, bool, str] | Rejection:
+    """`parse_value` of an answer; one the wrapped type does not take is read as the type
+    itself where the answering provider sent nothing of the schema (a failover's Claude
+    before 4.5, planned for another provider: the model was never asked for the wrapping
+    object). The record then says the root was not wrapped."""
+    mode, rejects = metadata.mode, settings.rejects_undeclared(metadata)
+    parsed = parse_value(response, mode, named, settings.repair, rejects, checked, stop)
+    bare = named.bare
+    if isinstance(parsed, Rejection) and bare is not None and _format_dropped(response, mode):
+        unwrapped = parse_value(response, mode, bare, settings.repair, rejects, None, stop)
+        if not isinstance(unwrapped, Rejection):
+            metadata.root_wrapped = False
+            return unwrapped
+    return parsed
+
+
+def _format_dropped(response: ChatResponse, mode: ExtractionMode) -> bool:
+    """Whether a native answer came from a request whose format was not sent at all."""
+    return mode is ExtractionMode.NATIVE and any(
+        warning.kind is WarningKind.UNSUPPORTED and warning.is_about(RequestField.RESPONSE_FORMAT)
+        for warning in response.warnings
+    )
 
 
 def _answered_by(target: Target, provider: str | None, model: str | None) -> Target:
@@ -574,14 +597,7 @@ def extract_steps(
         if below is not None:
             raise _answered(below, named).with_response(response)
         try:
-            parsed = parse_value(
-                response,
-                metadata.mode,
-                named,
-                settings.repair,
-                settings.rejects_undeclared(metadata),
-                stop=derived.stop,
-            )
+            parsed = _parse(response, metadata, named, settings, stop=derived.stop)
         except Exception as raised:  # the type's own code (a validator's KeyError)
             metadata.keep_on(raised)  # the passes it paid for go with it
             raise

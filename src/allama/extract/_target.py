@@ -119,6 +119,9 @@ class Target:  # hashable: type schemas compare by identity
     model: str
     wrapped: bool = False
     """Whether the type is sent wrapped in `{"value": ...}` (a dialect needs an object root)."""
+    bare: Target | None = None
+    """A wrapped target's type unwrapped: how an answer given without the wrapping object
+    (by a provider that sent nothing of the schema) is read."""
 
     def __post_init__(self) -> None:
         ready_to_read(self.type.adapter, self.type.schema)
@@ -129,7 +132,8 @@ class Target:  # hashable: type schemas compare by identity
 
     def wrapping(self, tp: Any) -> Target:
         """This target with `tp` sent wrapped in a one-property object."""
-        return Target(wrapped_schema(tp, self.type), self.provider, self.model, wrapped=True)
+        wrapper = wrapped_schema(tp, self.type)
+        return Target(wrapper, self.provider, self.model, wrapped=True, bare=self)
 
     def unwrap(self, value: Any) -> Any:
         """The caller's value in a validated output of this target."""
