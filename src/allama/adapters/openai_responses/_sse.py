@@ -53,7 +53,9 @@ the same name on the `event:` line) and the stream ends at a terminal event, wit
   are passed over: the answer failed.
 
 A finished text (a `.done` event's, a finished part's or item's, the terminal response's)
-is the streamed text, or the streamed text followed by the rest; one that is anything else
+is the streamed text, or the streamed text followed by the rest (the halves of an emoji
+whose escape came split across deltas are one character, as the collected response joins
+them); one that is anything else
 (deltas repeated, lost or out of order) raises `StreamDecodeError`, naming the output item
 and part, for the text the caller was given is not the response's (a call's arguments
 alike; an empty text, or text of another kind, a reasoning summary after reasoning text,
@@ -111,6 +113,7 @@ from allama.adapters.openai_responses._decode import (
 )
 from allama.adapters.openai_responses._errors import error_from_payload
 from allama.errors import Error, ServerError, StreamDecodeError
+from allama.stream import _joined
 from allama.types import (
     SERVICE_TIER_KEY,
     BlockStart,
@@ -206,7 +209,9 @@ class _Block:
         """The content part the last held piece belonged to."""
 
     def streamed(self) -> str:
-        return "".join(self.pieces)
+        """The text so far, as the collected response joins it: the halves of an emoji whose
+        escape came split across deltas are one character, as in the finished text."""
+        return _joined(self.pieces)
 
     def hold(self, part: int, text: str) -> None:
         """A piece of reasoning text, kept back; a new part begins with the blank line."""
