@@ -24,6 +24,10 @@ ANTHROPIC_LIMIT = (
     "You have reached your specified API usage limits. "
     "You will regain access on 2026-04-01 at 00:00 UTC."
 )
+ANTHROPIC_WORKSPACE_LIMIT = (
+    "You have reached your specified workspace API usage limits. "
+    "You will regain access on 2026-04-01 at 00:00 UTC."
+)
 XAI_CREDITS = (
     "Your team 16f2151a-40f4-4a80-8ad0-cae00c27e8dd has either used all available credits or "
     "reached its monthly spending limit. To continue making API requests, please purchase "
@@ -81,6 +85,13 @@ SPENT = {
         400,
         anthropic_body(ANTHROPIC_LIMIT),
         ANTHROPIC_LIMIT,
+    ),
+    "anthropic-workspace-usage-limit": (
+        "anthropic",
+        "claude-sonnet-4-5",
+        400,
+        anthropic_body(ANTHROPIC_WORKSPACE_LIMIT),
+        ANTHROPIC_WORKSPACE_LIMIT,
     ),
     "xai-credits": (
         "xai",

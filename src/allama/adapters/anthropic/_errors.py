@@ -108,7 +108,7 @@ def _rejected_schema(message: str) -> RequestField | None:
 
 _NO_CREDIT = r"(?i)credit balance is too low"
 """Anthropic's 400 for an account whose credit is spent (an `invalid_request_error`)."""
-_USAGE_LIMITS = r"(?i)reached your specified API usage limits?\b"
+_USAGE_LIMITS = r"(?i)reached your specified (?:workspace )?API usage limits?\b"
 """Anthropic's 400 for a workspace or organization at the usage limit set on it ("You will
 regain access on 2026-04-01 at 00:00 UTC.", an `invalid_request_error`)."""
 
