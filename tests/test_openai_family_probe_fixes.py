@@ -113,7 +113,19 @@ def test_a_pdf_is_left_out_with_a_warning_on_the_ga_version() -> None:
     ]
     for warnings in (planned.warnings, response.warnings):
         assert fields(warnings) == [("documents", "unsupported")]
-        assert warnings[0].message == "Azure OpenAI takes no PDF documents; it was left out"
+        assert warnings[0].message == (
+            "Azure OpenAI takes no PDF documents (they go from api-version 2024-12-01-preview "
+            "on); it was left out"
+        )
+
+
+def test_a_pdf_left_out_before_the_earliest_gates_names_the_version_that_takes_it() -> None:
+    target, _ = provider("azure-openai", (200, OK), endpoint=ENDPOINT, api_version="2024-06-01")
+    [warning] = target.chat(_pdf_request()).warnings
+    assert warning.message == (
+        "Azure OpenAI before api-version 2024-08-01-preview takes no PDF documents (they go "
+        "from api-version 2024-12-01-preview on); it was left out"
+    )
 
 
 def test_a_pdf_is_refused_before_sending_on_the_ga_version_under_the_error_policy() -> None:

@@ -233,7 +233,11 @@ _PRESETS: tuple[Preset, ...] = (
             # they go, as on OpenAI).
             (
                 "2024-12-01-preview",
-                {"developer_role": False, "file_parts": False},
+                {
+                    "developer_role": False,
+                    "file_parts": False,
+                    "file_parts_from": "2024-12-01-preview",
+                },
                 {},
             ),
         ),

@@ -25,7 +25,7 @@ from allama.adapters._http import (
 from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters._tool_ids import MISTRAL_IDS, mistral_model, with_tool_ids
 from allama.adapters.openai_compat._capabilities import ModelFamily, StructuredLevel
-from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
+from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile, pdfs_from
 from allama.errors import InvalidRequestError
 from allama.schema._errors import SchemaError
 from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
@@ -222,7 +222,7 @@ class _Encoder:
         if is_pdf and part.data is not None and not self.profile.file_parts:
             self.degradations.refuse(
                 RequestField.DOCUMENTS,
-                f"{display} takes no PDF documents",
+                f"{display} takes no PDF documents{pdfs_from(self.profile)}",
                 instead="it was left out",
             )
             return None

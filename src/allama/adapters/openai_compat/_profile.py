@@ -93,6 +93,9 @@ class WireProfile:
     require_parameters: bool = False
     file_parts: bool = False
     """Whether PDF documents go as `file` content parts (OpenAI, Azure OpenAI, OpenRouter)."""
+    file_parts_from: str | None = None
+    """The `api-version` from which they go, where an earlier one is why they do not (the
+    refusal names it, so that the caller knows how to send them)."""
     choice_grammar: bool = False
     """Whether a `choice` response format goes as a grammar of its options (llama.cpp's
     `grammar` field); elsewhere Chat Completions has no plain-text choice output."""
@@ -103,3 +106,9 @@ class WireProfile:
     response_schema_any_root: CapabilitySupport = CapabilitySupport.UNKNOWN
     """Whether a response format's schema may have a root that is not an object (grammar
     engines: yes; OpenAI's strict mode and JSON mode: no)."""
+
+
+def pdfs_from(profile: WireProfile) -> str:
+    """What a refusal of PDFs adds: the `api-version` that takes them, where one does."""
+    version = profile.file_parts_from
+    return "" if version is None else f" (they go from api-version {version} on)"

@@ -80,7 +80,7 @@ from allama.adapters._tool_ids import IdRule, with_tool_ids
 from allama.adapters.openai_compat._capabilities import ModelFamily
 from allama.adapters.openai_compat._encode import _Encoder as _ChatEncoder
 from allama.adapters.openai_compat._encode import _image_url
-from allama.adapters.openai_compat._profile import WireProfile
+from allama.adapters.openai_compat._profile import WireProfile, pdfs_from
 from allama.adapters.openai_responses._decode import (
     ITEM_IDS_KEY,
     NAMESPACE,
@@ -261,7 +261,7 @@ class _Encoder(_ChatEncoder):
         if not self.profile.file_parts:
             self.degradations.refuse(
                 RequestField.DOCUMENTS,
-                f"{display} takes no PDF documents",
+                f"{display} takes no PDF documents{pdfs_from(self.profile)}",
                 instead="it was left out",
             )
             return None
