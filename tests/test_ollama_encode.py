@@ -422,7 +422,7 @@ def test_the_body_options_stream_is_not_sent(stream: bool) -> None:
         (MODEL, "none", False, []),
         (MODEL, "low", True, [("reasoning_effort", "approximated")]),
         ("qwen3:8b", "high", True, [("reasoning_effort", "approximated")]),
-        ("gpt-oss:20b", "none", False, []),
+        ("gpt-oss:20b", "none", "low", [("reasoning_effort", "unsupported")]),
         ("gpt-oss:20b", "minimal", "low", [("reasoning_effort", "approximated")]),
         ("gpt-oss:20b", "low", "low", []),
         ("gpt-oss:20b", "medium", "medium", []),

@@ -174,6 +174,9 @@ def test_data_urls_decode_base64_and_percent_encoding() -> None:
     assert image("data:image/svg+xml;charset=utf-8,%3Csvg%2F%3E") == UserMessage(
         content=(ImagePart(data=b"<svg/>", media_type="image/svg+xml"),)
     )
+    # A scheme, a media type and the `base64` mark have no case.
+    shouted = "DATA:IMAGE/PNG;BASE64," + base64.b64encode(PNG).decode()
+    assert image(shouted) == UserMessage(content=(ImagePart(data=PNG, media_type="image/png"),))
 
 
 def test_settings_are_the_requests_own_and_openai_names_get_a_hint() -> None:

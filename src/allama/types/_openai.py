@@ -103,7 +103,7 @@ def _text_only(message: Mapping[str, Any], place: str) -> str:
     return "".join(texts)
 
 
-_DATA_URL = re.compile(r"data:([^,]*),(.*)", re.DOTALL)
+_DATA_URL = re.compile(r"data:([^,]*),(.*)", re.DOTALL | re.IGNORECASE)  # a scheme has no case
 
 
 def _image(value: Any, place: str) -> ImagePart:
@@ -120,7 +120,7 @@ def _image(value: Any, place: str) -> ImagePart:
         return ImagePart(url=url)
     header, payload = match.groups()
     params = header.split(";")
-    media_type = params[0].strip()
+    media_type = params[0].strip().lower()  # `IMAGE/PNG` is `image/png` (RFC 2045)
     if not media_type:
         _wrong_value(place, "a data URL needs its media type, as in `data:image/png;base64,...`")
     if params[-1].strip().lower() == "base64" and len(params) > 1:

@@ -34,7 +34,8 @@ class Thinking(StrEnum):
     """How a family takes `think`.
 
     `SWITCH`: `true` or `false`, the form every Ollama version takes (a model that does not
-    think answers 400 to `true`). `LEVELS`: a level by name (`"low"`, ...), or `false`.
+    think answers 400 to `true`). `LEVELS`: a level by name (`"low"`, ...) alone: gpt-oss
+    ignores `false` and reasons whatever it is told, so `none` goes as its lowest level.
     """
 
     SWITCH = "switch"

@@ -39,8 +39,11 @@ apart).
 Thinking. `think` is `false` for `reasoning_effort="none"`. Otherwise it is `true`, the form
 every Ollama version and thinking model takes (the effort's level is lost, with a warning),
 except for families that take levels by name (gpt-oss: `low`, `medium`, `high`), which get
-the level (`minimal` as the lowest, with a warning). Without `reasoning_effort`, `think` is
-left out and the model thinks by its default.
+the level (`minimal` as the lowest, with a warning). Those ignore `think: false` and cannot
+stop reasoning, so `none` is refused for them: under `WARN` their lowest level is sent. A
+body option's own `think` that differs is sent in place of allama's, with a warning on
+`reasoning_effort` (and no word on how allama would have mapped the effort). Without
+`reasoning_effort`, `think` is left out and the model thinks by its default.
 
 Log-probabilities. `request.logprobs` is `logprobs: true`, with `top_logprobs` when
 alternatives are wanted (Ollama v0.12.11 on; an older server ignores both). A streamed call
@@ -55,9 +58,10 @@ that differs is not sent, with a warning on `options` (refused under `ERROR`).
 from __future__ import annotations
 
 import base64
+import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from allama._degradations import Degradations
 from allama.adapters._arguments import call_arguments
@@ -101,7 +105,8 @@ BODY_OPTION = "ollama"
 no name for (`keep_alive`, `truncate`, ...); an `options` object in it is merged into
 allama's (`request.with_option_json("ollama", {"options": {"num_ctx": 8192},
 "keep_alive": "10m"})`); its own `format` is sent with a warning on the response format,
-its own `stream` is not sent (the call's is)."""
+its own `think` with one on the reasoning effort, its own `stream` is not sent (the call's
+is)."""
 
 PART_SEPARATOR = "\n\n"
 """Between the text parts of a user turn, which Ollama takes as one string."""
@@ -110,6 +115,15 @@ _SYNTHETIC_ID = re.compile(r"call_\d{1,7}")
 """The ids the decoder gives calls Ollama sent without one (`call_<n>`, `n` counting a
 response's calls): not Ollama's, so not sent back. Ollama's own are `call_` and 8 random
 letters or digits, which may all be digits."""
+
+
+class _Said(NamedTuple):
+    """What allama would say about the `think` it sends, held back until the body option
+    shows whether its own `think` is sent instead (which makes the words untrue)."""
+
+    refused: bool
+    message: str
+    instead: str | None = None
 
 
 def _present(**fields: Any) -> dict[str, Any]:
@@ -174,19 +188,21 @@ class _Encoder:
 
     def image(self, part: ImagePart) -> str | None:
         """The image as base64 text; `None` (with a warning) for one only a URL names."""
-        if part.url is not None and not part.url.startswith("data:"):
+        url = part.url
+        if url is None:
+            return base64.b64encode(part.data or b"").decode("ascii")
+        # RFC 2397: the scheme and the `base64` marker are case-insensitive.
+        if url[:5].lower() != "data:":
             self.degradations.refuse(
                 RequestField.IMAGES,
                 f"{self.profile.display_name} takes images only as their bytes, not by URL",
                 instead="the image was left out",
             )
             return None
-        if part.url is not None:
-            header, _, data = part.url.partition(",")
-            if ";base64" not in header:
-                raise self.invalid("an image data URL must be base64-encoded")
-            return data
-        return base64.b64encode(part.data or b"").decode("ascii")
+        header, _, data = url[5:].partition(",")
+        if not any(param.strip().lower() == "base64" for param in header.split(";")[1:]):
+            raise self.invalid("an image data URL must be base64-encoded")
+        return data
 
     def document(self, part: DocumentPart) -> str | None:
         """A plain-text document's text; `None` (with a warning) for any other document."""
@@ -362,30 +378,59 @@ class _Encoder:
             stop=list(request.stop) if request.stop else None,
         )
 
-    def think(self) -> bool | str | None:
+    def think(self) -> tuple[bool | str | None, _Said | None]:
+        """The `think` for the reasoning effort, and what to say of it (`say_think`)."""
         effort = self.request.reasoning_effort
         if effort is None:
-            return None
-        if effort == "none":
-            return False
-        field = RequestField.REASONING_EFFORT
+            return None, None
         family = self.family
         if family.thinking is Thinking.LEVELS and family.levels:
+            if effort == "none":
+                # Ollama's documentation: gpt-oss ignores `think: false`, and its reasoning
+                # "cannot be fully disabled"; the lowest level is the nearest to none.
+                lowest = family.levels[0]
+                return lowest, _Said(
+                    True,
+                    f"{self.where} cannot turn thinking off (it reasons whatever `think` says)",
+                    f"its lowest level, `{lowest}`, was sent",
+                )
             if effort in family.levels:
-                return str(effort)
+                return str(effort), None
             order = ("minimal", "low", "medium", "high")
             above = [level for level in family.levels if level in order[order.index(effort) :]]
             sent = above[0] if above else family.levels[-1]
-            self.degradations.approximate(
-                field, f"{self.where} takes no thinking level `{effort}`; `{sent}` was sent"
+            return sent, _Said(
+                False, f"{self.where} takes no thinking level `{effort}`; `{sent}` was sent"
             )
-            return sent
-        self.degradations.approximate(
-            field,
+        if effort == "none":
+            return False, None
+        return True, _Said(
+            False,
             f"{self.where} turns thinking on or off, without a level; `think: true` was sent "
             f"for `{effort}`",
         )
-        return True
+
+    def say_think(self, said: _Said) -> None:
+        field = RequestField.REASONING_EFFORT
+        if said.refused:
+            self.degradations.refuse(field, said.message, instead=said.instead)
+        else:
+            self.degradations.approximate(field, said.message)
+
+    def think_replaced(self, theirs: Any) -> None:
+        """The body option's `think` went in place of the one for the reasoning effort:
+        worded as a body option's `format` in place of the response format is."""
+        from allama.types import Warning
+
+        given = json.dumps(theirs, ensure_ascii=False, separators=(",", ":"), default=repr)
+        self.degradations.warn(
+            Warning.unsupported(
+                RequestField.REASONING_EFFORT,
+                f"`think` of the body option `{BODY_OPTION}` ({given}) was sent in place of "
+                f"the request's reasoning effort (`{self.request.reasoning_effort}`), which "
+                "was not sent",
+            )
+        )
 
     # Log-probabilities
 
@@ -421,7 +466,18 @@ class _Encoder:
         if fmt is not None:
             body["format"] = fmt
         options = self.options()
-        think = self.think()
+        extra = request.option_json(BODY_OPTION)
+        think, said = self.think()
+        # The option's `think` is written over allama's below: what allama would say of
+        # its own is then untrue, and the replacement is said instead.
+        think_replaced = (
+            think is not None
+            and isinstance(extra, dict)
+            and "think" in extra
+            and not _same(extra["think"], think)
+        )
+        if said is not None and not think_replaced:
+            self.say_think(said)
         if think is not None:
             body["think"] = think
         top_logprobs = self.logprobs()
@@ -430,7 +486,6 @@ class _Encoder:
             if top_logprobs:
                 body["top_logprobs"] = top_logprobs
         body["stream"] = self.stream
-        extra = request.option_json(BODY_OPTION)
         if isinstance(extra, dict):
             given = option_fields(
                 body, extra, BODY_OPTION, stream=self.stream, degradations=self.degradations
@@ -455,6 +510,8 @@ class _Encoder:
                         self.request, RequestField.RESPONSE_FORMAT, what, given["format"]
                     )
                 )
+            if think_replaced:
+                self.think_replaced(extra["think"])
             body.update(given)
         if options:
             body["options"] = options
@@ -488,6 +545,11 @@ def encode_request(
     """
     body = _Encoder(request, profile, family, degradations, stream=stream).body()
     return HttpRequest("POST", url, headers, body, params or {})
+
+
+def _same(theirs: object, ours: object) -> bool:
+    """Whether a body option's JSON value is the one allama sends (`1` is not `true`)."""
+    return type(theirs) is type(ours) and theirs == ours
 
 
 def _json_kind(value: object) -> str:
