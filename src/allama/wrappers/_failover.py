@@ -76,8 +76,9 @@ class _Tries:
 
     def begin(self, provider: ChatProvider) -> None:
         # Its endpoint where it has one (`azure-openai@east.openai.azure.com`): two of one
-        # preset, as a failover across regions holds, are told apart.
-        issuer = getattr(provider, "issuer", None)
+        # preset, as a failover across regions holds, are told apart. Behind a retry or an
+        # override the endpoint is still the provider's own (`HttpProvider.issuer`).
+        issuer = getattr(_sole_inner(provider), "issuer", None)
         self.names.append(issuer if isinstance(issuer, str) else provider.name)
 
     def after_failure(self, error: Error, *, last: bool) -> bool:
@@ -259,11 +260,7 @@ def _missing_key(provider: ChatProvider) -> Error | None:
     holds without a key), but the failover's follows the call past it."""
     from allama.providers._http import HttpProvider
 
-    while isinstance(provider, Wrapper) and not isinstance(provider, FailoverProvider):
-        inner = provider._wrapped()
-        if len(inner) != 1:
-            return None
-        provider = inner[0]
+    provider = _sole_inner(provider)
     if isinstance(provider, FailoverProvider):
         # A failover within: it gets past a keyless provider to the next, and fails before
         # sending only where every one of its own is keyless (with the last one's error).
@@ -275,6 +272,18 @@ def _missing_key(provider: ChatProvider) -> Error | None:
     if missing is None:
         return None
     return AuthenticationError(missing).mark_authored().with_provider(provider.name)
+
+
+def _sole_inner(provider: ChatProvider) -> ChatProvider:
+    """The provider `provider` sends through, past the wrappers of one provider each (a
+    retry, a capability override): those send where it sends. A failover, or a wrapper of
+    several, is where it stops."""
+    while isinstance(provider, Wrapper) and not isinstance(provider, FailoverProvider):
+        inner = provider._wrapped()
+        if len(inner) != 1:
+            return provider
+        provider = inner[0]
+    return provider
 
 
 def _after(passed: list[Warning], validation: ChatValidation) -> ChatValidation:
