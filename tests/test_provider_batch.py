@@ -2721,7 +2721,7 @@ def test_a_jobs_state_is_printed_with_its_control_characters_escaped(
     assert main(["batch", "status", str(ledger), "--no-poll"]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\nFORGED" not in out
-    (job,) = [row for row in out.splitlines() if "failed: " in row and "requests" in row]
+    (job,) = [row for row in out.splitlines() if "failed: " in row and " request" in row]
     assert job.endswith(
         ": collected (total 0, completed 0, failed 0), failed: \\x1b[31mred\\nFORGED line"
     )
