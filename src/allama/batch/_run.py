@@ -87,6 +87,8 @@ from allama.errors import (
     asked_wait,
     errors_in_chain,
     may_pass_again,
+    paid_before_foreign,
+    take_paid_before,
     text_of,
 )
 from allama.extract._engine import Extracted
@@ -1365,6 +1367,9 @@ class _Runner:
         """What inputs in flight paid so far, as the ledger keeps it (their attempts before
         the one going on, or its answers before a further call), by key, until they end:
         a run closed early counts it for those it abandons."""
+        self.paid_at_cut: dict[str, list[ExtractionMetadata]] = {}
+        """Of `paid_unfinished`, what calls the run's close cut had paid (`_keep_cut`),
+        written to the ledger as the run ends."""
         self.carried: dict[str, Decimal] = {}
         """What earlier runs paid for inputs this run may send again, until they end: part
         of `job_paid`, which the cost of their end here includes again."""
@@ -1717,6 +1722,13 @@ class _Runner:
         self.summary.rate_limited = self.limiter.rate_limited
         if self.ledger is not None and self.book is not None:
             self.ledger.close()
+            if self.paid_at_cut:  # pending with it, as a pass kept before a further call is
+                with contextlib.suppress(sqlite3.Error), self.book._transaction():
+                    for key, records in self.paid_at_cut.items():
+                        paid, before = records[-1], records[:-1]
+                        self.book._keep_paid(
+                            key, _stored_record(paid, before), _paid_text(paid, before)
+                        )
             if self.elsewhere_keys:  # the run that held them may have ended, unfinished
                 with contextlib.suppress(sqlite3.Error):
                     summary.elsewhere_left = self.book.left_by_ended_runs(self.elsewhere_keys)
@@ -2253,6 +2265,7 @@ class _Runner:
                     outcome = failed
                 except asyncio.CancelledError:
                     if _cancelling():
+                        self._keep_cut(key, tries.spent, turn)
                         raise
                     outcome = CallCancelled()  # the call's own, not the run's: its failure
                 finally:
@@ -2287,6 +2300,19 @@ class _Runner:
         except sqlite3.Error as error:  # the send goes on: its end is written, or given unkept
             self._ledger_broke(error)
         self.paid_unfinished[key] = [*spent, paid]
+
+    def _keep_cut(self, key: str, spent: list[ExtractionMetadata], turn: Turn) -> None:
+        """A call the run's close cut: what its send paid before the cut (its answers, and
+        what a failover's providers tried before it or a retry's attempts reported paying,
+        which only the call's return would have told the run), kept as a pass answered
+        before a further call is (`_keep_passes`): counted by `_wrap_up`, and the input's
+        record in the ledger, for the run that sends it again. A sync run's call goes on in
+        its thread, which holds what it paid until it returns, after the run's end."""
+        if self.sync:
+            return
+        paid = turn.paid_so_far()
+        if paid is not None and _paid_any([paid]):
+            self.paid_unfinished[key] = self.paid_at_cut[key] = [*spent, paid]
 
     def _taken_over(
         self,
@@ -2937,27 +2963,41 @@ class Turn:
     call (a repair, a retry), so that a run killed during that call loses no record of
     what was paid: the run that sends the input again carries it."""
     answered: list[ChatResponse] = field(default_factory=list)
-    """The send's answers so far, where `keep` is set."""
+    """The send's answers so far: for `keep`, and for the record of a call the run's close
+    cut (`paid_so_far`)."""
     native: bool = True
     """Its calls ask for the provider's response format (else a forced tool)."""
+    paid_inside: list[dict[str, JsonValue]] = field(default_factory=list)
+    """What the wrappers inside a call the run's close cut (a failover's providers tried
+    before, a retry's attempts) reported paying before it (`paid_for`'s entries): they
+    answered the run nothing, so no answer of `answered` holds it."""
 
     def answer(self, request: ChatRequest, response: ChatResponse) -> None:
-        """Keep a call's answer for `keep`, where it is set."""
-        if self.keep is not None:
-            self.native = request.response_format is not None
-            self.answered.append(response)
+        """Keep a call's answer."""
+        self.native = request.response_format is not None
+        self.answered.append(response)
 
-    async def keep_answers(self) -> None:
-        """Before a further call: keep (`keep`) the record of the answers so far, their
-        passes, usage and cost."""
-        if self.keep is None or not self.answered:
-            return
+    def paid_so_far(self) -> ExtractionMetadata | None:
+        """The record of what the send paid so far: its answers' passes, usage and cost,
+        and what the wrappers inside a cut call paid; `None` when nothing was."""
+        if not self.answered and not self.paid_inside:
+            return None
         record = ExtractionMetadata.new(
             ExtractionMode.NATIVE if self.native else ExtractionMode.FORCED_TOOL
         )
         for response in self.answered:
             record.record_pass(response)
-        await self.keep(record)
+        record.record_paid(self.paid_inside)
+        return record
+
+    async def keep_answers(self) -> None:
+        """Before a further call: keep (`keep`) the record of the answers so far, their
+        passes, usage and cost."""
+        if self.keep is None:
+            return
+        record = self.paid_so_far()
+        if record is not None:
+            await self.keep(record)
 
 
 TURN: contextvars.ContextVar[Turn | None] = contextvars.ContextVar(
@@ -3021,8 +3061,9 @@ class Turns:
             if self.limiter.counts_tokens and _refused_unread(error):
                 self.limiter.spent(turn.estimate, 0, turn.sent_at)
             raise
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as cut:
             self.cut += 1
+            turn.paid_inside = _paid_inside(cut)
             raise
         finally:
             self.under_way -= 1
@@ -3096,6 +3137,16 @@ class Turns:
                     raise RunClosed() from None
             except concurrent.futures.CancelledError:
                 raise RunClosed() from None
+
+
+def _paid_inside(cut: BaseException) -> list[dict[str, JsonValue]]:
+    """What the wrappers inside a call kept on the cancellation that cut it as paid before
+    it (`paid_before_foreign`: their attempts that reported paying), left on it for the
+    extraction. An entry naming no provider is the cut call itself, which the transport
+    marks made (`allama.transport._cut`): counted as an abandoned call, not here."""
+    paid = take_paid_before(cut)
+    paid_before_foreign(cut, paid)
+    return [entry for entry in paid if "provider" in entry]
 
 
 class RunClosed(Exception):
