@@ -1135,6 +1135,133 @@ def _write_from_ledger(
     return filled
 
 
+@dataclass(slots=True)
+class _Elsewhere:
+    """What the ledger holds, as the run ends, of the inputs it met in flight in another
+    run (`in_flight_elsewhere`), which it left to that run."""
+
+    met: int = 0
+    written: int = 0
+    """Finished by the other run since: their values written to the output."""
+    failed: int = 0
+    """Failed there: `export --failed` writes them."""
+    not_given: int = 0
+    """Finished there with a value this run does not give (another endpoint's, one that no
+    longer validates): `export` writes it."""
+    in_flight: int = 0
+    """Still in flight in a live run (or in its provider batch job)."""
+    left: int = 0
+    """Left unfinished by the run that held them, which has ended: a run again sends them."""
+
+    def line(self, export: str) -> str:
+        """The summary's line for them."""
+
+        def them(count: int, one: str, many: str) -> str:
+            return one if count == 1 else many
+
+        parts = []
+        if self.written:
+            parts.append(f"{self.written} finished by it since, written to the output")
+        if self.failed:
+            parts.append(f"{self.failed} failed there (`{export} --failed` writes them)")
+        if self.not_given:
+            value = them(self.not_given, "a value", "values")
+            parts.append(
+                f"{self.not_given} finished there with {value} this run does not give "
+                f"(`{export}` writes {them(self.not_given, 'it', 'them')})"
+            )
+        if self.in_flight:
+            value = them(self.in_flight, "its value", "their values")
+            parts.append(
+                f"{self.in_flight} still in flight there (`{export}` writes {value} once "
+                f"it finishes {them(self.in_flight, 'it', 'them')})"
+            )
+        if self.left:
+            parts.append(
+                f"{self.left} left unfinished there (a run again sends "
+                f"{them(self.left, 'it', 'them')})"
+            )
+        return f"in flight in another run when met: {self.met}; " + "; ".join(parts)
+
+
+def _write_finished_elsewhere(
+    run: Any, ledger: Path, output: IO[str], met: list[tuple[int, str, str]]
+) -> _Elsewhere:
+    """Write the values the ledger holds now for the inputs the run met in flight in
+    another run (`met`: their index, label and key), which that run finished before this
+    one ended: the output holds every value the ledger held finished by then, as a rerun's
+    would. Written as `_write_from_ledger` writes them, validated again, a copy of an input
+    given already marked so; the rest counted by where they stand."""
+    import sqlite3
+
+    from allama.batch._ledger import Ledger, _read_only, _row, row_columns
+    from allama.batch._run import stored_python
+
+    found = _Elsewhere(met=len(met))
+    if not met:
+        return found
+    db = _read_only(ledger)
+    runner = run._runner
+    this_run = runner.book.run_id if runner.book is not None else None
+    states: dict[str, str] = {}
+    book: Ledger | None = None
+    start = output.seek(0, os.SEEK_END)
+    try:
+        columns = row_columns(db)
+        for first in range(0, len(met), 500):
+            some = met[first : first + 500]
+            keys = sorted({key for _, _, key in some})
+            marks = ",".join("?" * len(keys))
+            rows = {
+                raw[0]: _row(raw)
+                for raw in db.execute(
+                    f"SELECT key, {columns} FROM items WHERE key IN ({marks})", keys
+                )
+            }
+            for index, label, key in some:
+                row = rows.get(key)
+                status = None if row is None else row.status
+                if row is None or status not in ("done", "failed", "in_flight", "submitted"):
+                    found.left += 1  # given back, or pending: no run holds it
+                    continue
+                if status == "failed":
+                    found.failed += 1
+                    continue
+                if status != "done":
+                    holder = row.run_id
+                    if holder is not None and holder != this_run and holder not in states:
+                        book = book or Ledger(ledger, read_only=True)
+                        states[holder] = book.run_state(holder)
+                    live = status == "submitted" or states.get(holder or "") == "running"
+                    found.in_flight += live
+                    found.left += not live
+                    continue
+                try:  # read again as the run reads what it resumes
+                    result = runner._from_ledger(index, label, row)
+                    if result.failure is not None:  # another endpoint's, or no longer valid
+                        found.not_given += 1
+                        continue
+                    shown = stored_python(run._spec.adapter, result.value)
+                except Exception:
+                    found.not_given += 1
+                    continue
+                # One this run finished since (a copy it sent), or gave already, is a copy.
+                copy = row.run_id == this_run or not runner.first_read(key)
+                kept = None if row.record is None else dict(row.record)
+                earlier = [] if kept is None else kept.pop("earlier_attempts", [])
+                output.write(_jsonl_line(_value_row(label, key, shown, kept, earlier, copy)))
+                found.written += 1
+    except sqlite3.Error:  # none written: the summary's count stands, and `export` writes them
+        output.truncate(start)
+        raise
+    finally:
+        output.flush()
+        db.close()
+        if book is not None:
+            book.close()
+    return found
+
+
 def _left_unread(run: Any) -> list[Any]:
     """The results `run` counted that its loop, ended by an interrupt, did not take; none
     while its thread works on (a further interrupt cut its close short: more may come)."""
@@ -1380,6 +1507,9 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         stranded: list[str] = []
         """The rows of values the ledger could not be written with (`result.unkept`): kept
         here until the output holds them, or written to stdout when it cannot."""
+        met_elsewhere: list[tuple[int, str, str]] = []
+        """The inputs the run met in flight in another run, left to it: their index, label
+        and key. Those it finishes before this run ends are written at the end."""
         output.truncate(0)
     except KeyboardInterrupt:
         return interrupted()
@@ -1393,6 +1523,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             seen[result.index] = 1  # reached: what the ledger holds is not written
         if result.key:
             given.add(key_bits(result.key))
+            if result.failure is not None and result.failure.kind == "in_flight_elsewhere":
+                met_elsewhere.append((result.index, result.label, result.key))
         if result.failure is None:
             kept_given += not result.unkept
             if unwritten is not None and not result.unkept:
@@ -1493,6 +1625,22 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             except Exception as error:
                 broken = error
             written += filled
+        since: _Elsewhere | None = None
+        """What the ledger holds now of the inputs the run met in flight in another run."""
+        unread_elsewhere: Exception | None = None
+        if broken is None and unwritten is None and met_elsewhere:
+            # Left to another run, which may have finished them since: their values are
+            # written as those of an earlier run are, so the output is not short of them.
+            try:
+                since = _write_finished_elsewhere(run, prepared.ledger, output, met_elsewhere)
+                written += since.written
+            except KeyboardInterrupt:  # cut short: the output it would replace stays
+                interrupts.count = max(interrupts.count, 1)
+                broken = KeyboardInterrupt("interrupted while writing the ledger's values")
+            except OSError as error:  # the disk full: the values are in the ledger
+                unwritten = error
+            except Exception as error:  # the ledger unreadable now: the summary's count stands
+                unread_elsewhere = error
         # Under the lock: no run starting meanwhile takes the `.part`, finished or not.
         unmoved: OSError | None = unwritten
         if unwritten is not None:
@@ -1547,6 +1695,16 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         export = _export_command(run, prepared.ledger)
         counted = f"{kept_values} value{'' if kept_values == 1 else 's'}"
         print(f"kept: {export} writes the {counted} the ledger holds of them", file=sys.stderr)
+    if since is not None:
+        print(printable(since.line(_export_command(run, prepared.ledger))), file=sys.stderr)
+    elif unread_elsewhere is not None:
+        export = _export_command(run, prepared.ledger)
+        print(
+            f"note: the ledger could not be read for the {len(met_elsewhere)} inputs in flight "
+            f"in another run ({printable(str(unread_elsewhere))}): `{export}` writes the "
+            "values it finishes",
+            file=sys.stderr,
+        )
     settled = summary.finished + summary.not_started + summary.elsewhere + summary.in_jobs
     if summary.in_jobs:
         print(
@@ -1618,6 +1776,11 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         return interrupts.status if interrupts.count else EXIT_FAILED
     if broken is None:
         earlier = f", {filled} of them from the ledger for documents not reached" if filled else ""
+        if since is not None and since.written:
+            earlier += (
+                f", {since.written} of them finished by the other run that held "
+                f"{'it' if since.written == 1 else 'them'} in flight"
+            )
         shown = printable(str(prepared.out))
         print(f"output: {shown} ({written} {values}{earlier})", file=sys.stderr)
     print(f"ledger: {printable(str(prepared.ledger))}", file=sys.stderr)
