@@ -1125,12 +1125,15 @@ def type_schema(tp: Any) -> TypeSchema:
     """
     try:
         try:
-            # Type expressions compare equal across orderings (`Literal["b", "a"] ==
-            # Literal["a", "b"]`), but their schemas list members in order: the spelling
-            # keeps them apart. A class is its own key.
-            return _cached(tp, None if isinstance(tp, type) else repr(tp))
-        except TypeError:  # an unhashable type expression
+            hash(tp)
+        except TypeError:  # an unhashable type expression: built each time, not cached
             return _build(tp)
+        # (Asked apart from the build: a `TypeError` it raises, refusing the type, is the
+        # caller's answer, not a reason to build it a second time.)
+        # Type expressions compare equal across orderings (`Literal["b", "a"] ==
+        # Literal["a", "b"]`), but their schemas list members in order: the spelling
+        # keeps them apart. A class is its own key.
+        return _cached(tp, None if isinstance(tp, type) else repr(tp))
     except RecursionError:
         label = type_label(tp)
         raise SchemaError(

@@ -69,6 +69,10 @@ class _Anthropic(Engine):
         else:
             super().keyword(key, value, node, out, pointer)
 
+    def shape(self, out: dict[str, Any], node: dict[str, Any], pointer: str) -> None:
+        super().shape(out, node, pointer)
+        self.required_undeclared(out, pointer, closed=out.get("additionalProperties") is False)
+
     def finish(self, out: dict[str, Any]) -> None:
         if out.get("type") != "object":
             self.unsupported(

@@ -1216,6 +1216,32 @@ class Engine:
 
     # ----- after the keywords
 
+    def required_undeclared(self, out: dict[str, Any], pointer: str, *, closed: bool) -> None:
+        """An object `closed` to other keys whose `required` names a property it does not
+        declare accepts no object. A strict mode cannot say so (as `nothing`): unsupported,
+        and sent as it is; elsewhere the names are removed, a wider object (noted). An
+        object open to other keys takes such a name among them: nothing to say."""
+        props = out.get("properties")
+        required = out.get("required")
+        if not closed or not isinstance(props, dict) or not isinstance(required, list):
+            return
+        undeclared = [name for name in required if name not in props]
+        if not undeclared:
+            return
+        if self.strict_shapes:
+            for name in undeclared:
+                self.unsupported(
+                    pointer,
+                    f"the object at {quoted(pointer)} requires `{name}`, which it does not declare",
+                )
+            return
+        kept = [name for name in required if name in props]
+        if kept:
+            out["required"] = kept
+        else:
+            del out["required"]
+        self.removed(pointer, "required", "it names properties the object does not declare")
+
     def shape(self, out: dict[str, Any], node: dict[str, Any], pointer: str) -> None:
         if (
             self.close_objects

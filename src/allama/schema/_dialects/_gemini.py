@@ -97,6 +97,10 @@ class _JsonSchema(_GeminiBase):
     prefix_items: ClassVar[bool] = True
     recursion: ClassVar[bool] = False
 
+    def shape(self, out: dict[str, Any], node: dict[str, Any], pointer: str) -> None:
+        super().shape(out, node, pointer)
+        self.required_undeclared(out, pointer, closed=out.get("additionalProperties") is False)
+
 
 class _ResponseSchema(_GeminiBase):
     provider: ClassVar[str] = "Gemini responseSchema"
@@ -173,13 +177,8 @@ class _ResponseSchema(_GeminiBase):
                 out.pop(key, None)  # any value: the widest thing Gemini accepts here
         elif "array" in names and "items" not in out:
             out["items"] = {}
-        props = out.get("properties")
-        required = out.get("required")
-        if isinstance(props, dict) and isinstance(required, list):
-            undeclared = [name for name in required if name not in props]
-            if undeclared:
-                out["required"] = [name for name in required if name in props]
-                self.removed(pointer, "required", "it names properties the object does not declare")
+        # `properties` are left on closed objects only (an open one lost them above)
+        self.required_undeclared(out, pointer, closed=True)
 
     def run(self) -> Rewrite:
         rewrite = super().run()
