@@ -87,8 +87,6 @@ from allama.errors import (
     asked_wait,
     errors_in_chain,
     may_pass_again,
-    paid_before_foreign,
-    take_paid_before,
     text_of,
 )
 from allama.extract._engine import Extracted
@@ -101,7 +99,7 @@ from allama.extract._parse import ReadAgainError, read_again
 from allama.provider import ChatProvider
 from allama.schema._types import type_label, type_schema
 from allama.types import ChatRequest, ChatResponse, Usage
-from allama.wrappers._gate import Gate, run_to_its_end
+from allama.wrappers._gate import Call, Gate, run_to_its_end, sending
 from allama.wrappers._gate import entered as gate_entered
 
 __all__ = [
@@ -332,7 +330,8 @@ class BatchSummary:
     abandoned_calls: int = 0
     """Of `abandoned`, those with a call under way at the close: sent (an async run's cut,
     a sync run's going on in its thread, its answer unread), and perhaps paid for, at a
-    cost `cost` does not hold."""
+    cost `cost` does not hold. Not one waiting out a retry's pause (`RetryingProvider`),
+    its attempts so far answered."""
 
     @property
     def finished(self) -> int:
@@ -1370,6 +1369,9 @@ class _Runner:
         self.paid_at_cut: dict[str, list[ExtractionMetadata]] = {}
         """Of `paid_unfinished`, what calls the run's close cut had paid (`_keep_cut`),
         written to the ledger as the run ends."""
+        self.cut_under_way = 0
+        """Calls the run's close cut with an attempt under way (`_keep_cut`): sent, and
+        perhaps paid for."""
         self.carried: dict[str, Decimal] = {}
         """What earlier runs paid for inputs this run may send again, until they end: part
         of `job_paid`, which the cost of their end here includes again."""
@@ -1694,8 +1696,7 @@ class _Runner:
             summary.abandoned = max(0, self.read - given)
             # Their calls under way: cut (async), or going on in their threads (sync), whose
             # answers no one reads. Either may be paid for, at a cost nothing here says.
-            turns = self.provider
-            summary.abandoned_calls = min(summary.abandoned, turns.cut + turns.under_way)
+            summary.abandoned_calls = min(summary.abandoned, self.cut_under_way)
             # What those paid is in the ledger (pending), and this run's spend.
             for key, records in self.paid_unfinished.items():
                 summary.add_paid(records, self.paid_earlier.pop(key, None))
@@ -2258,14 +2259,16 @@ class _Runner:
                 if self.ledger is not None:
                     turn.keep = functools.partial(self._keep_passes, key, tries.spent)
                 entered = TURN.set(turn)
+                call: Call | None = None
                 try:
-                    with gate_entered(self.gate, in_thread=self.sync):
+                    with gate_entered(self.gate, in_thread=self.sync) as call:
                         outcome = await self.call(request)
                 except Exception as failed:  # provider errors, and the caller's own code's
                     outcome = failed
                 except asyncio.CancelledError:
                     if _cancelling():
-                        self._keep_cut(key, tries.spent, turn)
+                        if call is not None:
+                            self._keep_cut(key, tries.spent, turn, call)
                         raise
                     outcome = CallCancelled()  # the call's own, not the run's: its failure
                 finally:
@@ -2301,15 +2304,18 @@ class _Runner:
             self._ledger_broke(error)
         self.paid_unfinished[key] = [*spent, paid]
 
-    def _keep_cut(self, key: str, spent: list[ExtractionMetadata], turn: Turn) -> None:
-        """A call the run's close cut: what its send paid before the cut (its answers, and
-        what a failover's providers tried before it or a retry's attempts reported paying,
-        which only the call's return would have told the run), kept as a pass answered
-        before a further call is (`_keep_passes`): counted by `_wrap_up`, and the input's
-        record in the ledger, for the run that sends it again. A sync run's call goes on in
-        its thread, which holds what it paid until it returns, after the run's end."""
-        if self.sync:
-            return
+    def _keep_cut(self, key: str, spent: list[ExtractionMetadata], turn: Turn, call: Call) -> None:
+        """A call the run's close cut: whether an attempt of it was under way (counted as
+        an abandoned call, perhaps paid for; not a retry's pause), and what its send paid
+        before the cut (its answers, and what a failover's providers tried before it or a
+        retry's attempts reported paying, which only the call's return would have told the
+        run: the wrappers tell the call as they go, `allama.wrappers._gate`), kept as a
+        pass answered before a further call is (`_keep_passes`): counted by `_wrap_up`,
+        and the input's record in the ledger, for the run that sends it again. Alike for a
+        sync run, whose call goes on in its thread: what it pays from now is unread."""
+        under_way, turn.paid_inside = call.at_cut()
+        if under_way:
+            self.cut_under_way += 1
         paid = turn.paid_so_far()
         if paid is not None and _paid_any([paid]):
             self.paid_unfinished[key] = self.paid_at_cut[key] = [*spent, paid]
@@ -2969,8 +2975,9 @@ class Turn:
     """Its calls ask for the provider's response format (else a forced tool)."""
     paid_inside: list[dict[str, JsonValue]] = field(default_factory=list)
     """What the wrappers inside a call the run's close cut (a failover's providers tried
-    before, a retry's attempts) reported paying before it (`paid_for`'s entries): they
-    answered the run nothing, so no answer of `answered` holds it."""
+    before, a retry's attempts) told its gate they paid before it (`Call.at_cut`,
+    `paid_for`'s entries): they answered the run nothing, so no answer of `answered`
+    holds it."""
 
     def answer(self, request: ChatRequest, response: ChatResponse) -> None:
         """Keep a call's answer."""
@@ -3023,11 +3030,6 @@ class Turns:
         self.answered: Callable[[], None] | None = None
         """Told on the run's loop of each call the provider answered: an extraction's pass
         too, not only its end (the provider is there, and serves)."""
-        self.under_way = 0
-        """Calls begun and not yet ended: at a close, a sync run's threads still in theirs."""
-        self.cut = 0
-        """Calls cancelled while under way (an async run closed): sent, or about to be."""
-        self._counting = threading.Lock()  # a sync run's calls count from its threads
 
     @property
     def name(self) -> str:
@@ -3054,19 +3056,13 @@ class Turns:
         else:
             await self._take(turn, request)
         turn.called = time.monotonic()
-        self.under_way += 1
         try:
-            response = await self._provider.achat(request)
+            with sending():  # told the run's gate: a close cutting it counts it
+                response = await self._provider.achat(request)
         except Error as error:
             if self.limiter.counts_tokens and _refused_unread(error):
                 self.limiter.spent(turn.estimate, 0, turn.sent_at)
             raise
-        except asyncio.CancelledError as cut:
-            self.cut += 1
-            turn.paid_inside = _paid_inside(cut)
-            raise
-        finally:
-            self.under_way -= 1
         turn.answer(request, response)
         self.limiter.served(turn.sent_at)
         usage = response.usage
@@ -3085,10 +3081,9 @@ class Turns:
         else:
             self._wait_for(turn, request)
         turn.called = time.monotonic()
-        with self._counting:
-            self.under_way += 1
         try:
-            response = self._provider.chat(request)
+            with sending():
+                response = self._provider.chat(request)
         except Error as error:
             if self.limiter.counts_tokens and _refused_unread(error) and self.loop is not None:
                 with contextlib.suppress(RuntimeError):  # the run's loop closed: it is over
@@ -3096,9 +3091,6 @@ class Turns:
                         self.limiter.spent, turn.estimate, 0, turn.sent_at
                     )
             raise
-        finally:
-            with self._counting:
-                self.under_way -= 1
         turn.answer(request, response)
         self.limiter.served(turn.sent_at)
         if self.limiter.counts_tokens and response.usage is not None and self.loop is not None:
@@ -3137,16 +3129,6 @@ class Turns:
                     raise RunClosed() from None
             except concurrent.futures.CancelledError:
                 raise RunClosed() from None
-
-
-def _paid_inside(cut: BaseException) -> list[dict[str, JsonValue]]:
-    """What the wrappers inside a call kept on the cancellation that cut it as paid before
-    it (`paid_before_foreign`: their attempts that reported paying), left on it for the
-    extraction. An entry naming no provider is the cut call itself, which the transport
-    marks made (`allama.transport._cut`): counted as an abandoned call, not here."""
-    paid = take_paid_before(cut)
-    paid_before_foreign(cut, paid)
-    return [entry for entry in paid if "provider" in entry]
 
 
 class RunClosed(Exception):

@@ -33,7 +33,7 @@ from allama.types import (
     Warning,
     WarningKind,
 )
-from allama.wrappers._gate import gate_closed
+from allama.wrappers._gate import Holding, gate_closed, holding
 from allama.wrappers._lifetime import Wrapper
 from allama.wrappers._opening import aopened, opened
 from allama.wrappers._record import (
@@ -67,10 +67,11 @@ def chain_onto(error: Error, previous: Error | None) -> Error:
 class _Tries:
     """The state of one failover call; the sync and async loops both ask it what to do."""
 
-    __slots__ = ("_owner", "names", "previous")
+    __slots__ = ("_held", "_owner", "names", "previous")
 
-    def __init__(self, owner: FailoverProvider) -> None:
+    def __init__(self, owner: FailoverProvider, held: Holding) -> None:
         self._owner = owner
+        self._held = held
         self.previous: Error | None = None
         self.names: list[str] = []
 
@@ -87,7 +88,12 @@ class _Tries:
         reads no answer."""
         chain_onto(error, self.previous)
         self.previous = error
-        return not last and self._owner.fails_over_on(error) and not gate_closed()
+        if last or not self._owner.fails_over_on(error) or gate_closed():
+            return False
+        # Told the caller (`allama.wrappers._gate`), which counts it if it cuts the call
+        # while the next provider answers.
+        self._held.holds(paid_for(error))
+        return True
 
     def record(self) -> JsonValue | None:
         """What a success reports about the providers tried, when there was more than one:
@@ -161,33 +167,35 @@ class FailoverProvider(Wrapper):
         )
 
     def _run(self, call: Callable[[ChatProvider], R]) -> tuple[R, _Tries]:
-        tries = _Tries(self)
-        for index, provider in enumerate(self.providers):
-            tries.begin(provider)
-            try:
-                return call(provider), tries
-            except Error as error:
-                if not tries.after_failure(error, last=index == len(self.providers) - 1):
+        with holding() as held:
+            tries = _Tries(self, held)
+            for index, provider in enumerate(self.providers):
+                tries.begin(provider)
+                try:
+                    return call(provider), tries
+                except Error as error:
+                    if not tries.after_failure(error, last=index == len(self.providers) - 1):
+                        raise
+                except BaseException as raised:  # the provider's own: those before it paid
+                    if tries.previous is not None:
+                        paid_before_foreign(raised, paid_for(tries.previous))
                     raise
-            except BaseException as raised:  # the provider's own: those tried before it paid
-                if tries.previous is not None:
-                    paid_before_foreign(raised, paid_for(tries.previous))
-                raise
         raise AssertionError("unreachable: the last provider's error is raised")
 
     async def _arun(self, call: Callable[[ChatProvider], Awaitable[R]]) -> tuple[R, _Tries]:
-        tries = _Tries(self)
-        for index, provider in enumerate(self.providers):
-            tries.begin(provider)
-            try:
-                return await call(provider), tries
-            except Error as error:
-                if not tries.after_failure(error, last=index == len(self.providers) - 1):
+        with holding() as held:
+            tries = _Tries(self, held)
+            for index, provider in enumerate(self.providers):
+                tries.begin(provider)
+                try:
+                    return await call(provider), tries
+                except Error as error:
+                    if not tries.after_failure(error, last=index == len(self.providers) - 1):
+                        raise
+                except BaseException as raised:  # the provider's own: those before it paid
+                    if tries.previous is not None:
+                        paid_before_foreign(raised, paid_for(tries.previous))
                     raise
-            except BaseException as raised:  # the provider's own: those tried before it paid
-                if tries.previous is not None:
-                    paid_before_foreign(raised, paid_for(tries.previous))
-                raise
         raise AssertionError("unreachable: the last provider's error is raised")
 
     def chat(self, request: ChatRequest) -> ChatResponse:

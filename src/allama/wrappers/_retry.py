@@ -36,7 +36,7 @@ from allama.types import (
     ChatResponse,
     ChatValidation,
 )
-from allama.wrappers._gate import _gate, apaused, paused
+from allama.wrappers._gate import Holding, _gate, apaused, holding, paused, pausing
 from allama.wrappers._lifetime import Wrapper
 from allama.wrappers._opening import aopened, opened
 from allama.wrappers._record import (
@@ -193,6 +193,13 @@ class _Attempts:
         # The attempts before this one were paid too: the record counts them.
         paid_ahead(error, self.paid)
 
+    def pausing_after(self, error: Error, held: Holding) -> list[dict[str, JsonValue]]:
+        """What the attempts so far paid, `error`'s too, as a pause follows it: told the
+        caller (`allama.wrappers._gate`), which counts it if it cuts the call meanwhile."""
+        paid = [*self.paid, *paid_for(error)]
+        held.holds(paid)
+        return paid
+
     def go_on(self, error: Error) -> None:
         """Another attempt follows `error`: what it paid is counted with the attempts'."""
         self.paid.extend(paid_for(error))
@@ -314,50 +321,56 @@ class RetryingProvider(Wrapper):
     def _run(self, call: Callable[[], R]) -> tuple[R, _Attempts]:
         lifetime = self._lifetime
         attempts = self._attempts()
-        while True:
-            attempts.begin()
-            try:
-                return call(), attempts
-            except Error as error:
-                wait = attempts.after_failure(error)
-                if wait is None:
-                    raise
+        with holding() as held:
+            while True:
+                attempts.begin()
                 try:
-                    going_on = self._paused(wait, lifetime)
-                except BaseException as raised:  # interrupted: what was paid goes with it
-                    paid_before_foreign(raised, [*attempts.paid, *paid_for(error)])
+                    return call(), attempts
+                except Error as error:
+                    wait = attempts.after_failure(error)
+                    if wait is None:
+                        raise
+                    paid = attempts.pausing_after(error, held)
+                    try:
+                        with pausing():
+                            going_on = self._paused(wait, lifetime)
+                    except BaseException as raised:  # interrupted: what was paid goes with it
+                        paid_before_foreign(raised, paid)
+                        raise
+                    if not going_on:  # the caller stopped or closed meanwhile: no more tries
+                        attempts.give_up(error)
+                        raise
+                    attempts.go_on(error)
+                except BaseException as raised:  # the provider's own: the attempts before paid
+                    paid_before_foreign(raised, attempts.paid)
                     raise
-                if not going_on:  # the caller stopped or closed meanwhile: no more attempts
-                    attempts.give_up(error)
-                    raise
-                attempts.go_on(error)
-            except BaseException as raised:  # the provider's own: the attempts before it paid
-                paid_before_foreign(raised, attempts.paid)
-                raise
 
     async def _arun(self, call: Callable[[], Awaitable[R]]) -> tuple[R, _Attempts]:
         lifetime = self._lifetime
         attempts = self._attempts()
-        while True:
-            attempts.begin()
-            try:
-                return await call(), attempts
-            except Error as error:
-                wait = attempts.after_failure(error)
-                if wait is None:
-                    raise
+        with holding() as held:
+            while True:
+                attempts.begin()
                 try:
-                    going_on = await self._apaused(wait, lifetime)
-                except BaseException as raised:  # cancelled: what was paid goes with it
-                    paid_before_foreign(raised, [*attempts.paid, *paid_for(error)])
+                    return await call(), attempts
+                except Error as error:
+                    wait = attempts.after_failure(error)
+                    if wait is None:
+                        raise
+                    paid = attempts.pausing_after(error, held)
+                    try:
+                        with pausing():
+                            going_on = await self._apaused(wait, lifetime)
+                    except BaseException as raised:  # cancelled: what was paid goes with it
+                        paid_before_foreign(raised, paid)
+                        raise
+                    if not going_on:
+                        attempts.give_up(error)
+                        raise
+                    attempts.go_on(error)
+                except BaseException as raised:
+                    paid_before_foreign(raised, attempts.paid)
                     raise
-                if not going_on:
-                    attempts.give_up(error)
-                    raise
-                attempts.go_on(error)
-            except BaseException as raised:
-                paid_before_foreign(raised, attempts.paid)
-                raise
 
     def _paused(self, seconds: float, lifetime: _Lifetime) -> bool:
         """Wait before the next attempt; `False` when the caller (a batch run) stopped
