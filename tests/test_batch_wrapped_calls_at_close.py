@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 import allama
 from _replay_server import ReplyHandler
-from allama import ChatRequest, FailoverProvider, RetryingProvider, RetryPolicy
+from allama import ChatRequest, Extractor, FailoverProvider, RetryingProvider, RetryPolicy
 from allama.batch import BatchSummary
 from allama.batch._ledger import Ledger
 
@@ -31,6 +31,8 @@ TEMPLATE = ChatRequest("gpt-4o-mini").system("Read the number.")
 PAID_FAILURE = "paid failure"
 """A 200 whose body is no completion, reporting 1000 tokens in and 500 out: a retryable
 error that was paid for ($0.00045 at gpt-4o-mini's prices)."""
+NO_JSON = "no json"
+"""An answer with no JSON in it (100 in, 10 out: $0.000021): a pass the extraction repairs."""
 BUSY = "busy"
 """A 500 that reports no usage: retryable, and paid nothing."""
 OK = "ok"
@@ -111,7 +113,7 @@ class _Handler(ReplyHandler):
         if answer == HELD:
             self.server.held.set()
             self.server.release.wait(10)
-        self.send_json(200, _completion('{"n": 1}'))
+        self.send_json(200, _completion("no JSON here" if answer == NO_JSON else '{"n": 1}'))
 
 
 class _Pauses:
@@ -319,3 +321,64 @@ def test_calls_all_waiting_out_a_retrys_pause_are_no_calls_under_way(
     assert server.sent == {"a": 2}
     assert (summary.abandoned, summary.abandoned_calls) == (2, 0)
     assert "under way" not in summary.lines()[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_repairs_failover_paid_before_the_close_is_counted_with_the_pass_before_it(
+    server: _Server, tmp_path: Path, mode: str
+) -> None:
+    # a answers no JSON (a pass), then fails the repair, paid; b holds the repair's call.
+    server.script("a", NO_JSON, PAID_FAILURE)
+    server.script("b", HELD)
+    ledger = tmp_path / "run.sqlite"
+    provider = FailoverProvider([_provider(server, "a"), _provider(server, "b")])
+    summary = _closed_when(
+        mode,
+        provider,
+        ["doc 1"],
+        lambda: server.held.wait(10),
+        ledger=ledger,
+        extractor=Extractor(retries=1),
+    )
+    assert _paid(summary) == (1, 1100, 510, Decimal("0.000471"))
+    assert _kept(ledger) == ("pending", "0.000471")
+    again = _run_again(server, ledger)
+    assert again.cost_earlier == Decimal("0.000471")
+    assert _paid(again) == (2, 1200, 520, Decimal("0.000492"))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_call_cut_with_nothing_paid_inside_it_adds_no_cost(
+    server: _Server, tmp_path: Path, mode: str
+) -> None:
+    server.script("b", HELD)
+    ledger = tmp_path / "run.sqlite"
+    summary = _closed_when(
+        mode, _provider(server, "b"), ["doc 1"], lambda: server.held.wait(10), ledger=ledger
+    )
+    assert (summary.abandoned, summary.abandoned_calls, summary.cost_unknown) == (1, 1, 0)
+    assert _paid(summary) == (0, 0, 0, Decimal(0))
+    [row] = Ledger(ledger, read_only=True).rows()
+    assert (row.status, row.cost, row.record) == ("pending", None, None)
+
+
+def test_the_body_that_fails_is_a_paid_retryable_error(server: _Server) -> None:
+    # (What the tests above rest on: the failure carries its usage, and fails over.)
+    server.script("a", PAID_FAILURE)
+    with pytest.raises(allama.errors.Error) as raised:
+        _provider(server, "a").chat(TEMPLATE.user("doc 1"))
+    assert raised.value.retryable
+    assert [entry["usage"] for entry in allama.errors.paid_for(raised.value)] == [
+        {"input_tokens": 1000, "output_tokens": 500}
+    ]
+    assert server.sent == {"a": 1}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_run_without_a_ledger_counts_it_all_the_same(server: _Server, mode: str) -> None:
+    server.script("a", PAID_FAILURE)
+    server.script("b", HELD)
+    provider = FailoverProvider([_provider(server, "a"), _provider(server, "b")])
+    summary = _closed_when(mode, provider, ["doc 1"], lambda: server.held.wait(10))
+    assert _paid(summary) == (0, 1000, 500, Decimal("0.00045"))
+    assert "cost $0.000450" in summary.lines()
