@@ -415,7 +415,8 @@ def test_a_forced_tool_leaves_thinking_off() -> None:
         .with_reasoning_effort("high")
     )
     _, _, body, warnings = encode(request)
-    assert "thinking" not in body and body["tool_choice"] == {"type": "tool", "name": "f"}
+    assert "thinking" not in body
+    assert body["tool_choice"] == {"type": "tool", "name": "f", "disable_parallel_tool_use": True}
     assert fields(warnings) == [("reasoning_effort", "unsupported")]
     # Where thinking runs unless told not to, forcing a tool turns it off explicitly.
     _, _, body, _ = encode(

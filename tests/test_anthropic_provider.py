@@ -932,7 +932,9 @@ def _tool_choice(raw: dict[str, Any]) -> tuple[ToolChoice, bool | None]:
     parallel = False if raw.get("disable_parallel_tool_use") else None
     kind = raw["type"]
     if kind == "tool":
-        return ToolChoice.tool(raw["name"]), parallel
+        # A named tool is asked for one call unless parallel calls are allowed: a body
+        # without the flag is what `parallel_tool_calls=True` sends, one with it the default.
+        return ToolChoice.tool(raw["name"]), (True if parallel is None else None)
     if kind == "any":
         return ToolChoice.required(), parallel
     if kind in ("auto", "none"):
@@ -1729,7 +1731,11 @@ def test_native_extraction_asks_what_the_recording_asked(server: _Server) -> Non
 
 def _check_forced_tool(sent: dict[str, Any]) -> None:
     assert "output_config" not in sent
-    assert sent["tool_choice"] == {"type": "tool", "name": EXTRACTION_TOOL}
+    assert sent["tool_choice"] == {
+        "type": "tool",
+        "name": EXTRACTION_TOOL,
+        "disable_parallel_tool_use": True,
+    }
     (tool,) = sent["tools"]
     assert tool["name"] == EXTRACTION_TOOL
     schema = tool["input_schema"]

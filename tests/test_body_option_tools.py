@@ -214,7 +214,7 @@ EXTRACTIONS: dict[str, tuple[str, str, str, dict[str, Any], Any]] = {
             "stop_sequence": None,
             "usage": {"input_tokens": 10, "output_tokens": 5},
         },
-        ("tool_choice", {"type": "tool", "name": TOOL}),
+        ("tool_choice", {"type": "tool", "name": TOOL, "disable_parallel_tool_use": True}),
     ),
     "gemini": (
         "gemini",

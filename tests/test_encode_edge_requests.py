@@ -74,7 +74,11 @@ def test_a_tool_choice_beside_the_providers_own_tools_in_the_body_is_sent() -> N
         .with_option_json("anthropic", {"tools": [search]})
     )
     body, warnings = _sent("anthropic", request)
-    assert body["tool_choice"] == {"type": "tool", "name": "web_search"}
+    assert body["tool_choice"] == {
+        "type": "tool",
+        "name": "web_search",
+        "disable_parallel_tool_use": True,
+    }
     assert body["tools"] == [search]
     assert not [w for w in warnings if w.is_about(RequestField.TOOL_CHOICE)]
 

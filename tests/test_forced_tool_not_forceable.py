@@ -187,7 +187,11 @@ def test_a_model_that_can_be_forced_has_no_notes() -> None:
     server = _Server(_called(model, {"city": "Paris", "population": 2}))
     request = ChatRequest(model).user("Paris, 2.").with_option(ExtractionMode.FORCED_TOOL)
     record = allama.extract(server.provider(), City, request).metadata
-    assert server.sent[0]["tool_choice"] == {"type": "tool", "name": EXTRACTION_TOOL}
+    assert server.sent[0]["tool_choice"] == {
+        "type": "tool",
+        "name": EXTRACTION_TOOL,
+        "disable_parallel_tool_use": True,
+    }
     assert (record.enforcement, record.degradations, record.notes) == (
         SchemaEnforcement.EXACT,
         [],

@@ -118,7 +118,11 @@ def test_recursive_model_goes_to_claude_as_an_object_rooted_tool(model: str, mod
     [tool] = body["tools"]
     assert tool["input_schema"] == NODE_SENT
     assert "strict" not in tool
-    assert body["tool_choice"] == {"type": "tool", "name": tool["name"]}
+    assert body["tool_choice"] == {
+        "type": "tool",
+        "name": tool["name"],
+        "disable_parallel_tool_use": True,
+    }
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

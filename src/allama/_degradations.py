@@ -70,7 +70,8 @@ class Degradations:
         if choice.mode in ("required", "tool"):
             self.refuse(
                 RequestField.TOOL_CHOICE,
-                "the request gives no tools to call; `tool_choice` was not sent",
+                "the request gives no tools to call",
+                instead="`tool_choice` was not sent",
             )
         return True
 

@@ -231,12 +231,13 @@ class _Encoder:
         )
 
     def image_source(self, part: ImagePart) -> dict[str, Any]:
-        if part.url is not None and not part.url.startswith("data:"):
+        inline = None if part.url is None else _data_url(part.url)
+        if part.url is not None and inline is None:
             return {"type": "url", "url": part.url}
-        if part.url is not None:
-            header, _, data = part.url.partition(",")
-            media_type = header[5:].split(";")[0] or "application/octet-stream"
-            if ";base64" not in header:
+        if inline is not None:
+            media_type, encoded, data = inline
+            media_type = media_type or "application/octet-stream"
+            if not encoded:
                 raise self.invalid("an image data URL must be base64-encoded")
         else:
             media_type = part.media_type or ""
@@ -455,13 +456,15 @@ class _Encoder:
             # Not a JSON Schema: the answer is plain text, which nothing constrains here.
             self.degradations.refuse(
                 field,
-                f"{display} has no plain-text choice output; the answer was not constrained "
-                "to the options",
+                f"{display} has no plain-text choice output",
+                instead="the answer was not constrained to the options",
             )
             return None
         if fmt.type == "json":
             self.degradations.refuse(
-                field, f"{display} has no JSON mode without a schema; the output is unconstrained"
+                field,
+                f"{display} has no JSON mode without a schema",
+                instead="the output is unconstrained",
             )
             return None
         if self.family.structured is CapabilitySupport.UNSUPPORTED:
@@ -583,7 +586,11 @@ class _Encoder:
             wire = {"type": "tool", "name": choice.name}
         else:
             wire = {"type": choice.mode}
-        if parallel is False and wire["type"] != "none":
+        # A named tool forced is asked for one call unless the caller says otherwise: left
+        # unset, Anthropic lets the model answer with several (an extraction's forced tool
+        # would be paid and unusable). `none` takes no such field.
+        single = parallel is False or (parallel is None and wire["type"] == "tool")
+        if single and wire["type"] != "none":
             wire["disable_parallel_tool_use"] = True
         return wire
 
@@ -615,15 +622,15 @@ class _Encoder:
         if unsigned:
             self.degradations.refuse(
                 field,
-                f"{self.profile.display_name} does not think in {_UNSIGNED_LOOP}; thinking "
-                "was left off",
+                f"{self.profile.display_name} does not think in {_UNSIGNED_LOOP}",
+                instead="thinking was left off",
             )
             return off, None, 0
         if forced:
             self.degradations.refuse(
                 field,
-                f"{self.profile.display_name} does not think while a tool call is forced; "
-                "thinking was left off so that the forced tool holds",
+                f"{self.profile.display_name} does not think while a tool call is forced",
+                instead="thinking was left off so that the forced tool holds",
             )
             return off, None, 0
         if family.thinking is Thinking.ADAPTIVE:
@@ -645,7 +652,8 @@ class _Encoder:
                 self.degradations.refuse(
                     field,
                     f"{self.profile.display_name} needs a thinking budget of at least 1024 "
-                    f"tokens below `max_tokens` ({max_tokens}); thinking was left off",
+                    f"tokens below `max_tokens` ({max_tokens})",
+                    instead="thinking was left off",
                 )
                 return None, None, 0
             self.degradations.approximate(
@@ -757,7 +765,8 @@ class _Encoder:
         if request.logprobs is not None:
             self.degradations.refuse(
                 RequestField.LOGPROBS,
-                f"{self.profile.display_name} reports no log-probabilities; none were asked for",
+                f"{self.profile.display_name} reports no log-probabilities",
+                instead="none were asked for",
             )
         config: dict[str, Any] = {}
         if output is not None:
@@ -852,6 +861,17 @@ _UNSIGNED_LOOP = (
     "a tool loop whose last assistant turn has no signed thinking to open it (tool calls "
     "made elsewhere, or with thinking off)"
 )
+
+
+def _data_url(url: str) -> tuple[str, bool, str] | None:
+    """`url` as a data URL: its media type (lower case), whether it is base64, and its data;
+    `None` for any other URL. The scheme (RFC 3986), the media type and the `base64` token
+    (RFC 2397) are case-insensitive: `DATA:image/png;BASE64,...` is inline data too."""
+    if url[:5].lower() != "data:":
+        return None
+    header, _, data = url[5:].partition(",")
+    params = [param.strip() for param in header.split(";")]
+    return params[0].lower(), len(params) > 1 and params[-1].lower() == "base64", data
 
 
 def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:

@@ -153,7 +153,8 @@ class _Encoder:
     def user_part(self, part: TextPart | ImagePart | DocumentPart) -> dict[str, Any]:
         if isinstance(part, TextPart):
             return {"text": part.text}
-        if part.url is not None and not part.url.startswith("data:"):
+        inline = None if part.url is None else _data_url(part.url)
+        if part.url is not None and inline is None:
             data: dict[str, Any] = {"fileUri": part.url}
             guessed = mimetypes.guess_type(part.url)[0]
             media_type = part.media_type or guessed
@@ -167,11 +168,10 @@ class _Encoder:
             if media_type:
                 data["mimeType"] = media_type
             return {"fileData": data}
-        if part.url is not None:
-            header, _, encoded = part.url.partition(",")
-            if ";base64" not in header:
+        if inline is not None:
+            media_type, base64_encoded, encoded = inline
+            if not base64_encoded:
                 raise self.invalid("a data URL must be base64-encoded")
-            media_type = header[5:].split(";")[0]
         else:
             encoded = base64.b64encode(part.data or b"").decode("ascii")
             media_type = part.media_type or ""
@@ -636,6 +636,17 @@ class _Encoder:
     def warn_replaced(self, field: RequestField, where: str, theirs: Any) -> None:
         what = f"`{where}` of the body option `{BODY_OPTION}`"
         self.degradations.warn(replaced_by_option(self.request, field, what, theirs))
+
+
+def _data_url(url: str) -> tuple[str, bool, str] | None:
+    """`url` as a data URL: its media type (lower case), whether it is base64, and its data;
+    `None` for any other URL. The scheme (RFC 3986), the media type and the `base64` token
+    (RFC 2397) are case-insensitive: `DATA:image/png;BASE64,...` is inline data too."""
+    if url[:5].lower() != "data:":
+        return None
+    header, _, data = url[5:].partition(",")
+    params = [param.strip() for param in header.split(";")]
+    return params[0].lower(), len(params) > 1 and params[-1].lower() == "base64", data
 
 
 _CAMEL_DEEP = ("generationConfig", "toolConfig", "systemInstruction")

@@ -1,0 +1,265 @@
+"""What the Anthropic (and Gemini) encoders send, and say, for three reported cases.
+
+A named tool forced on Anthropic is asked for exactly one call (`disable_parallel_tool_use`)
+unless the caller allows parallel calls: left unset, a forced extraction could be answered
+with two calls and paid for nothing. A refusal under `UnsupportedPolicy.ERROR` says why the
+field cannot be sent, never what was done instead (nothing was sent); the warning under
+`WARN` keeps both. A data URL's scheme and `base64` token are case-insensitive.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from tests._recording import provider
+
+import allama
+from allama import ChatRequest, ExtractionMode
+from allama.errors import InvalidRequestError, UnsupportedError
+from allama.types import (
+    ImagePart,
+    ReasoningEffort,
+    RequestField,
+    ResponseFormat,
+    ToolCall,
+    ToolChoice,
+    ToolDefinition,
+    UnsupportedPolicy,
+    WarningKind,
+)
+
+KEY = "sk-ant-test-1234"
+MODEL = "claude-sonnet-4-5"
+TOOL = ToolDefinition(
+    name="get",
+    parameters={"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+)
+PNG = b"\x89PNG\r\n\x1a\n"
+PNG_B64 = base64.b64encode(PNG).decode("ascii")
+
+
+NAMED: dict[str, Any] = {"type": "tool", "name": "get"}
+
+
+class Answer(BaseModel):
+    a: int
+
+
+def _anthropic(request: ChatRequest) -> tuple[dict[str, Any], list[Any]]:
+    http, warnings = allama.provider("anthropic", api_key=KEY)._prepare(request, stream=False)
+    return http.body, list(warnings)
+
+
+def _gemini(request: ChatRequest) -> tuple[dict[str, Any], list[Any]]:
+    target = allama.provider("gemini", api_key="k")
+    http, warnings = target._prepare(request, stream=False)
+    return http.body, list(warnings)
+
+
+# One call of a forced named tool
+
+
+def test_a_forced_tool_extraction_asks_anthropic_for_exactly_one_call() -> None:
+    answer = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": [
+            {
+                "type": "tool_use",
+                "id": "toolu_1",
+                "name": "submit_structured_output",
+                "input": {"a": 1},
+            }
+        ],
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+    }
+    target, server = provider("anthropic", (200, answer))
+    request = ChatRequest(MODEL).user("x").with_option(ExtractionMode.FORCED_TOOL)
+    assert allama.extract(target, Answer, request).value == Answer(a=1)
+    assert server.bodies[0]["tool_choice"] == {
+        "type": "tool",
+        "name": "submit_structured_output",
+        "disable_parallel_tool_use": True,
+    }
+
+
+@pytest.mark.parametrize(
+    ("choice", "parallel", "wire"),
+    [
+        # A named tool: one call unless the caller allows several.
+        (ToolChoice.tool("get"), None, {**NAMED, "disable_parallel_tool_use": True}),
+        (ToolChoice.tool("get"), False, {**NAMED, "disable_parallel_tool_use": True}),
+        (ToolChoice.tool("get"), True, NAMED),
+        # Some tool (`any`): a request that forces tools may want several calls.
+        (ToolChoice.required(), None, {"type": "any"}),
+        (ToolChoice.required(), False, {"type": "any", "disable_parallel_tool_use": True}),
+        (ToolChoice.auto(), None, {"type": "auto"}),
+        # `none` takes no `disable_parallel_tool_use`.
+        (ToolChoice.none(), None, {"type": "none"}),
+        (ToolChoice.none(), False, {"type": "none"}),
+    ],
+)
+def test_parallel_tool_use_per_tool_choice(
+    choice: ToolChoice, parallel: bool | None, wire: dict[str, Any]
+) -> None:
+    request = (
+        ChatRequest(MODEL)
+        .user("x")
+        .with_tools([TOOL])
+        .with_tool_choice(choice)
+        .with_parallel_tool_calls(parallel)
+    )
+    body, warnings = _anthropic(request)
+    assert body["tool_choice"] == wire
+    assert warnings == []
+
+
+# Refusals say why, not what was done
+
+
+_LOOP = (
+    "a tool loop whose last assistant turn has no signed thinking to open it (tool calls "
+    "made elsewhere, or with thinking off)"
+)
+REFUSALS: list[tuple[str, ChatRequest, RequestField, str, str]] = [
+    (
+        "forced tool and thinking",
+        ChatRequest(MODEL)
+        .user("hi")
+        .with_tools([TOOL])
+        .with_tool_choice(ToolChoice.required())
+        .with_reasoning_effort(ReasoningEffort.HIGH),
+        RequestField.REASONING_EFFORT,
+        "Anthropic does not think while a tool call is forced",
+        "thinking was left off so that the forced tool holds",
+    ),
+    (
+        "budget below 1024",
+        ChatRequest(MODEL)
+        .user("hi")
+        .with_reasoning_effort(ReasoningEffort.HIGH)
+        .with_max_output_tokens(1000),
+        RequestField.REASONING_EFFORT,
+        "Anthropic needs a thinking budget of at least 1024 tokens below `max_tokens` (1000)",
+        "thinking was left off",
+    ),
+    (
+        "unsigned tool loop",
+        ChatRequest(MODEL)
+        .user("hi")
+        .with_tools([TOOL])
+        .assistant([ToolCall(id="toolu_1", name="get", arguments='{"q":"a"}')])
+        .tool_result("toolu_1", "r")
+        .with_reasoning_effort(ReasoningEffort.LOW),
+        RequestField.REASONING_EFFORT,
+        f"Anthropic does not think in {_LOOP}",
+        "thinking was left off",
+    ),
+    (
+        "tool choice without tools",
+        ChatRequest(MODEL).user("hi").with_tool_choice(ToolChoice.required()),
+        RequestField.TOOL_CHOICE,
+        "the request gives no tools to call",
+        "`tool_choice` was not sent",
+    ),
+    (
+        "json mode",
+        ChatRequest(MODEL).user("hi").with_response_format(ResponseFormat.json_object()),
+        RequestField.RESPONSE_FORMAT,
+        "Anthropic has no JSON mode without a schema",
+        "the output is unconstrained",
+    ),
+    (
+        "choice output",
+        ChatRequest(MODEL).user("hi").with_response_format(ResponseFormat.choice(["a", "b"])),
+        RequestField.RESPONSE_FORMAT,
+        "Anthropic has no plain-text choice output",
+        "the answer was not constrained to the options",
+    ),
+    (
+        "logprobs",
+        ChatRequest(MODEL).user("hi").with_logprobs(3),
+        RequestField.LOGPROBS,
+        "Anthropic reports no log-probabilities",
+        "none were asked for",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("request_", "field", "why", "instead"),
+    [case[1:] for case in REFUSALS],
+    ids=[case[0] for case in REFUSALS],
+)
+def test_an_anthropic_refusal_says_why_and_its_warning_what_was_done(
+    request_: ChatRequest, field: RequestField, why: str, instead: str
+) -> None:
+    with pytest.raises(UnsupportedError) as caught:
+        _anthropic(request_.with_unsupported_policy(UnsupportedPolicy.ERROR))
+    assert caught.value.field is field
+    assert str(caught.value) == f"cannot send `{field}`: {why}"
+    _, warnings = _anthropic(request_)
+    assert [(w.kind, w.message) for w in warnings if w.is_about(field)] == [
+        (WarningKind.UNSUPPORTED, f"{why}; {instead}")
+    ]
+
+
+def test_a_gemini_tool_choice_without_tools_is_refused_without_saying_it_was_dropped() -> None:
+    request = ChatRequest("gemini-2.5-flash").user("hi").with_tool_choice(ToolChoice.tool("get"))
+    with pytest.raises(UnsupportedError) as caught:
+        _gemini(request.with_unsupported_policy(UnsupportedPolicy.ERROR))
+    assert str(caught.value) == "cannot send `tool_choice`: the request gives no tools to call"
+    body, warnings = _gemini(request)
+    assert "toolConfig" not in body
+    assert [w.message for w in warnings] == [
+        "the request gives no tools to call; `tool_choice` was not sent"
+    ]
+
+
+# Data URLs in any case
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"DATA:image/png;BASE64,{PNG_B64}",
+        f"Data:IMAGE/PNG;Base64,{PNG_B64}",
+        f"data:image/png;charset=binary;base64,{PNG_B64}",
+    ],
+)
+def test_a_data_url_in_any_case_is_inline_data(url: str) -> None:
+    request = ChatRequest(MODEL).user("What is this?", ImagePart(url=url))
+    body, _ = _anthropic(request)
+    assert body["messages"][0]["content"][1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64},
+    }
+    body, _ = _gemini(request.model_copy(update={"model": "gemini-2.5-flash"}))
+    assert body["contents"][0]["parts"][1] == {
+        "inlineData": {"mimeType": "image/png", "data": PNG_B64}
+    }
+
+
+def test_a_data_url_in_upper_case_not_base64_is_refused_not_sent_as_a_url() -> None:
+    request = ChatRequest(MODEL).user("x", ImagePart(url="DATA:image/png,%89PNG"))
+    with pytest.raises(InvalidRequestError, match="must be base64-encoded"):
+        _anthropic(request)
+    with pytest.raises(InvalidRequestError, match="must be base64-encoded"):
+        _gemini(request.model_copy(update={"model": "gemini-2.5-flash"}))
+
+
+def test_a_url_that_only_mentions_data_is_still_a_url() -> None:
+    url = "https://example.com/data:image/png;base64,x.png"
+    request = ChatRequest(MODEL).user("x", ImagePart(url=url))
+    body, _ = _anthropic(request)
+    assert body["messages"][0]["content"][1] == {
+        "type": "image",
+        "source": {"type": "url", "url": url},
+    }
