@@ -26,6 +26,7 @@ from typing import Any, TypeGuard
 
 from allama._degradations import STOPS_BLANK, Degradations, gives_tools
 from allama.adapters._arguments import call_arguments
+from allama.adapters._data_urls import data_url
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -231,7 +232,7 @@ class _Encoder:
         )
 
     def image_source(self, part: ImagePart) -> dict[str, Any]:
-        inline = None if part.url is None else _data_url(part.url)
+        inline = None if part.url is None else data_url(part.url)
         if part.url is not None and inline is None:
             return {"type": "url", "url": part.url}
         if inline is not None:
@@ -861,17 +862,6 @@ _UNSIGNED_LOOP = (
     "a tool loop whose last assistant turn has no signed thinking to open it (tool calls "
     "made elsewhere, or with thinking off)"
 )
-
-
-def _data_url(url: str) -> tuple[str, bool, str] | None:
-    """`url` as a data URL: its media type (lower case), whether it is base64, and its data;
-    `None` for any other URL. The scheme (RFC 3986), the media type and the `base64` token
-    (RFC 2397) are case-insensitive: `DATA:image/png;BASE64,...` is inline data too."""
-    if url[:5].lower() != "data:":
-        return None
-    header, _, data = url[5:].partition(",")
-    params = [param.strip() for param in header.split(";")]
-    return params[0].lower(), len(params) > 1 and params[-1].lower() == "base64", data
 
 
 def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:

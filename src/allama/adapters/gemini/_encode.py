@@ -33,6 +33,7 @@ from typing import Any
 
 from allama._degradations import Degradations, gives_tools, stops_first
 from allama.adapters._arguments import call_arguments
+from allama.adapters._data_urls import data_url
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -153,7 +154,7 @@ class _Encoder:
     def user_part(self, part: TextPart | ImagePart | DocumentPart) -> dict[str, Any]:
         if isinstance(part, TextPart):
             return {"text": part.text}
-        inline = None if part.url is None else _data_url(part.url)
+        inline = None if part.url is None else data_url(part.url)
         if part.url is not None and inline is None:
             data: dict[str, Any] = {"fileUri": part.url}
             guessed = mimetypes.guess_type(part.url)[0]
@@ -636,17 +637,6 @@ class _Encoder:
     def warn_replaced(self, field: RequestField, where: str, theirs: Any) -> None:
         what = f"`{where}` of the body option `{BODY_OPTION}`"
         self.degradations.warn(replaced_by_option(self.request, field, what, theirs))
-
-
-def _data_url(url: str) -> tuple[str, bool, str] | None:
-    """`url` as a data URL: its media type (lower case), whether it is base64, and its data;
-    `None` for any other URL. The scheme (RFC 3986), the media type and the `base64` token
-    (RFC 2397) are case-insensitive: `DATA:image/png;BASE64,...` is inline data too."""
-    if url[:5].lower() != "data:":
-        return None
-    header, _, data = url[5:].partition(",")
-    params = [param.strip() for param in header.split(";")]
-    return params[0].lower(), len(params) > 1 and params[-1].lower() == "base64", data
 
 
 _CAMEL_DEEP = ("generationConfig", "toolConfig", "systemInstruction")

@@ -65,6 +65,7 @@ from typing import Any, NamedTuple
 
 from allama._degradations import Degradations
 from allama.adapters._arguments import call_arguments
+from allama.adapters._data_urls import data_url
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -191,18 +192,17 @@ class _Encoder:
         url = part.url
         if url is None:
             return base64.b64encode(part.data or b"").decode("ascii")
-        # RFC 2397: the scheme and the `base64` marker are case-insensitive.
-        if url[:5].lower() != "data:":
+        inline = data_url(url)
+        if inline is None:
             self.degradations.refuse(
                 RequestField.IMAGES,
                 f"{self.profile.display_name} takes images only as their bytes, not by URL",
                 instead="the image was left out",
             )
             return None
-        header, _, data = url[5:].partition(",")
-        if not any(param.strip().lower() == "base64" for param in header.split(";")[1:]):
+        if not inline.base64:
             raise self.invalid("an image data URL must be base64-encoded")
-        return data
+        return inline.data
 
     def document(self, part: DocumentPart) -> str | None:
         """A plain-text document's text; `None` (with a warning) for any other document."""

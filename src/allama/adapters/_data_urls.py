@@ -1,0 +1,24 @@
+"""Data URLs (RFC 2397) in image and document parts, read alike by every encoder that sends
+inline bytes (Anthropic, Gemini, Ollama): the scheme (RFC 3986), the media type and the
+`base64` token have no case, so `DATA:IMAGE/PNG;BASE64,...` is inline data too."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class DataUrl(NamedTuple):
+    media_type: str
+    """Lower case; empty where the URL names none."""
+    base64: bool
+    """Whether its data is marked base64 (the last parameter before the comma)."""
+    data: str
+
+
+def data_url(url: str) -> DataUrl | None:
+    """`url` read as a data URL; `None` for any other URL."""
+    if url[:5].lower() != "data:":
+        return None
+    header, _, data = url[5:].partition(",")
+    params = [param.strip() for param in header.split(";")]
+    return DataUrl(params[0].lower(), len(params) > 1 and params[-1].lower() == "base64", data)
