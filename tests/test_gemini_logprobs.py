@@ -237,7 +237,9 @@ def test_a_choice_on_a_family_without_constrained_output_is_refused() -> None:
     assert "generationConfig" not in body
     assert warnings == [
         Warning.unsupported(
-            RequestField.RESPONSE_FORMAT, "`gemma-3-27b-it` on Gemini has no constrained output"
+            RequestField.RESPONSE_FORMAT,
+            "`gemma-3-27b-it` on Gemini has no constrained output",
+            code="format_not_sent",
         ).with_provider("gemini")
     ]
     with pytest.raises(UnsupportedError) as caught:

@@ -97,6 +97,13 @@ NOT_ON_STREAMS = "not_on_streams"
 that streams no JSON Schema output): auto extraction streams a forced tool instead."""
 
 
+FORMAT_NOT_SENT = "format_not_sent"
+"""The code of a refusal of the response format that sends nothing of it, not even in words
+(Claude before 4.5, Gemini without JSON output, Ollama's cloud): the model was asked for no
+shape, so an extraction reads its answer as the type itself, never as the object a plan
+wrapped the type in."""
+
+
 STOPS_BLANK = "stop_sequences_blank"
 """The code of a refusal of the stop sequences of nothing but whitespace alone (Anthropic
 answers them 400): the others were sent."""

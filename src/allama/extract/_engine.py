@@ -13,7 +13,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
-from allama._degradations import NOT_ON_STREAMS
+from allama._degradations import FORMAT_NOT_SENT, NOT_ON_STREAMS
 from allama.errors import (
     Error,
     RejectedOutputError,
@@ -451,8 +451,7 @@ def _parse(
 def _format_dropped(response: ChatResponse, mode: ExtractionMode) -> bool:
     """Whether a native answer came from a request whose format was not sent at all."""
     return mode is ExtractionMode.NATIVE and any(
-        warning.kind is WarningKind.UNSUPPORTED and warning.is_about(RequestField.RESPONSE_FORMAT)
-        for warning in response.warnings
+        warning.code == FORMAT_NOT_SENT for warning in response.warnings
     )
 
 

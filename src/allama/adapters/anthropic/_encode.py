@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, TypeGuard
 
-from allama._degradations import STOPS_BLANK, Degradations, gives_tools
+from allama._degradations import FORMAT_NOT_SENT, STOPS_BLANK, Degradations, gives_tools
 from allama.adapters._arguments import call_arguments
 from allama.adapters._data_urls import data_url
 from allama.adapters._http import (
@@ -458,6 +458,7 @@ class _Encoder:
             self.degradations.refuse(
                 field,
                 f"{display} has no plain-text choice output",
+                code=FORMAT_NOT_SENT,
                 instead="the answer was not constrained to the options",
             )
             return None
@@ -465,12 +466,15 @@ class _Encoder:
             self.degradations.refuse(
                 field,
                 f"{display} has no JSON mode without a schema",
+                code=FORMAT_NOT_SENT,
                 instead="the output is unconstrained",
             )
             return None
         if self.family.structured is CapabilitySupport.UNSUPPORTED:
             self.degradations.refuse(
-                field, f"{self.where} has no structured outputs (`output_config.format`)"
+                field,
+                f"{self.where} has no structured outputs (`output_config.format`)",
+                code=FORMAT_NOT_SENT,
             )
             return None
         schema: dict[str, Any] = fmt.json_schema or {}

@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from allama._degradations import Degradations, gives_tools, stops_first
+from allama._degradations import FORMAT_NOT_SENT, Degradations, gives_tools, stops_first
 from allama.adapters._arguments import call_arguments
 from allama.adapters._data_urls import data_url
 from allama.adapters._http import (
@@ -354,7 +354,7 @@ class _Encoder:
         choice = fmt.type == "choice"
         if surface is SchemaSurface.NONE:
             what = "constrained output" if choice else "JSON output"
-            self.degradations.refuse(field, f"{self.where} has no {what}")
+            self.degradations.refuse(field, f"{self.where} has no {what}", code=FORMAT_NOT_SENT)
             return {}
         if choice:
             # Whether `text/x.enum` beside function declarations is refused like JSON is

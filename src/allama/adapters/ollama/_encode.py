@@ -63,7 +63,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from allama._degradations import Degradations
+from allama._degradations import FORMAT_NOT_SENT, Degradations
 from allama.adapters._arguments import call_arguments
 from allama.adapters._data_urls import data_url
 from allama.adapters._http import (
@@ -336,15 +336,18 @@ class _Encoder:
             # Not a JSON Schema: an enum in `format` would come back as a quoted JSON string.
             self.degradations.refuse(
                 field,
-                f"{self.profile.display_name} has no plain-text choice output; the answer was "
-                "not constrained to the options",
+                f"{self.profile.display_name} has no plain-text choice output",
+                code=FORMAT_NOT_SENT,
+                instead="the answer was not constrained to the options",
             )
             return None
         if self.family.structured is CapabilitySupport.UNSUPPORTED:
             self.degradations.refuse(
                 field,
                 f"{self.where} does not apply `format` (it runs on Ollama's cloud, which has "
-                "no structured outputs); the output is unconstrained",
+                "no structured outputs)",
+                code=FORMAT_NOT_SENT,
+                instead="the output is unconstrained",
             )
             return None
         if fmt.type == "json":

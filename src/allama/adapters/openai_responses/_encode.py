@@ -519,8 +519,8 @@ class _Encoder(_ChatEncoder):
             # Not a JSON Schema: the answer is plain text, which `text.format` cannot constrain.
             self.degradations.refuse(
                 RequestField.RESPONSE_FORMAT,
-                f"{self.profile.display_name} has no plain-text choice output; the answer was "
-                "not constrained to the options",
+                f"{self.profile.display_name} has no plain-text choice output",
+                instead="the answer was not constrained to the options",
             )
             return None
         return super().response_format()
