@@ -86,6 +86,9 @@ class _StableDefaults(GenerateJsonSchema):
         written sits under: each may read an answer its enum's own validation refuses."""
         self._tagged = False
         """Whether a tagged union was marked (`tagged_union_schema`)."""
+        self._root: core_schema.CoreSchema | None = None
+        self._tagged_refs: dict[str, core_schema.TaggedUnionSchema] | None = None
+        """The root's tagged unions by ref (`_tagged_unions`), found when first asked."""
 
     def function_before_schema(
         self, schema: core_schema.BeforeValidatorFunctionSchema
@@ -298,8 +301,26 @@ class _StableDefaults(GenerateJsonSchema):
     ) -> JsonSchemaValue:
         """Pydantic's schema, with each tagged union's tag required in its branches
         (`_TagsRequired`)."""
+        self._root, self._tagged_refs = schema, None
         json_schema = super().generate(schema, mode)
         return _TagsRequired(json_schema).run() if self._tagged else json_schema
+
+    def union_schema(self, schema: core_schema.UnionSchema) -> JsonSchemaValue:
+        """A plain union whose ref a tagged union holds too is written as that tagged union.
+
+        A recursive `TypeAliasType` of a tagged union leaves pydantic's core schema with both
+        under one ref (plain within the recursion, which pydantic never tags), and pydantic
+        writes the ref's definition from whichever it meets first: the plain one's `anyOf`
+        required no tag, though validation where the type is tagged cannot pick a branch
+        without it. Every answer the tagged union's schema allows, the plain union reads."""
+        ref = schema.get("ref")
+        if isinstance(ref, str) and self._root is not None:
+            if self._tagged_refs is None:
+                self._tagged_refs = _tagged_unions(self._root)
+            tagged = self._tagged_refs.get(ref)
+            if tagged is not None:
+                return self.tagged_union_schema(tagged)
+        return super().union_schema(schema)
 
     def tagged_union_schema(self, schema: core_schema.TaggedUnionSchema) -> JsonSchemaValue:
         """A tagged union, marked with the property that holds its tag (`_TAG_MARK`):
@@ -383,6 +404,31 @@ class _StableDefaults(GenerateJsonSchema):
                 keys = keys["schema"]
             else:
                 return keys, by_code
+
+
+def _tagged_unions(core: Any) -> dict[str, core_schema.TaggedUnionSchema]:
+    """The tagged unions of a core schema that hold a ref, by ref, but those whose
+    discriminator is a callable (it names no property, so nothing is required)."""
+    found: dict[str, core_schema.TaggedUnionSchema] = {}
+    seen: set[int] = set()
+    stack: list[Any] = [core]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict | list) or id(node) in seen:
+            continue
+        seen.add(id(node))  # a node pydantic shares is walked once
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        ref = node.get("ref")
+        if (
+            node.get("type") == "tagged-union"
+            and isinstance(ref, str)
+            and not callable(node.get("discriminator"))
+        ):
+            found.setdefault(ref, typing.cast(core_schema.TaggedUnionSchema, node))
+        stack.extend(node.values())
+    return found
 
 
 _TAG_MARK = "x-allama-tagged-by"

@@ -100,12 +100,9 @@ class _Current(Engine):
                         "it is sent required, so an object without it cannot be produced",
                     )
                 props[name] = _nullable(props[name])
+        # Strict mode takes no `required` name an object does not declare, closed or not.
+        self.required_undeclared(out, pointer, closed=True)
         undeclared = [name for name in required if name not in props]
-        for name in undeclared:
-            self.unsupported(
-                pointer,
-                f"the object at {quoted(pointer)} requires `{name}`, which it does not declare",
-            )
         out["required"] = [*props, *undeclared]
 
     def finish(self, out: dict[str, Any]) -> None:
