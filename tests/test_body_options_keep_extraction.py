@@ -394,6 +394,12 @@ def test_ollama_format_of_the_caller_is_not_enforced() -> None:
     plan, record, body = _run("ollama", "llama3.1", ExtractionMode.NATIVE, {"format": "json"})
     assert body["format"] == "json"
     lost = _format_replaced("format", "ollama", "ollama")
+    narrowed = Warning.approximated(
+        RequestField.RESPONSE_FORMAT,
+        "the schema of `Person` was approximated: `integer` was narrowed at `Person.age`: "
+        "llama.cpp's grammar writes integers only from -9223372036854775806 to "
+        "9223372036854775806 (64 bits)",
+    ).with_provider("ollama")
     unreported = Warning.approximated(
         RequestField.RESPONSE_FORMAT,
         "the schema of `Person` was approximated: the schema at `Person` is compiled by "
@@ -401,7 +407,7 @@ def test_ollama_format_of_the_caller_is_not_enforced() -> None:
     ).with_provider("ollama")
     for said in (plan, record):
         assert said.enforcement is SchemaEnforcement.NOT_ENFORCED
-        assert list(said.degradations) == [unreported, lost]
+        assert list(said.degradations) == [narrowed, unreported, lost]
 
 
 def test_a_floor_refuses_before_sending_what_the_option_replaced() -> None:

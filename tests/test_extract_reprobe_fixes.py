@@ -267,7 +267,9 @@ def test_a_plan_fails_over_past_a_refusal_before_sending_as_the_call_does(wrappe
 
 def test_a_floor_is_checked_against_the_provider_a_failover_goes_to() -> None:
     both, _, sent_second = _failover(on_unsupported=True)
-    got = Extractor(min_enforcement=SchemaEnforcement.EXACT).extract(both, Person, _REFUSED)
+    # (On llama.cpp, `Person.age` is approximate: its grammar writes integers within 64 bits.)
+    floor = SchemaEnforcement.APPROXIMATE
+    got = Extractor(min_enforcement=floor).extract(both, Person, _REFUSED)
     assert got.value == Person(name="Ada", age=36)
     assert len(sent_second.bodies) == 1
     # A failover that does not move on past the refusal: the plan refuses, as the call does.

@@ -37,6 +37,18 @@ def _rewritten(schema: Any) -> tuple[Any, list[str]]:
     return rewrite.schema, [note.message for note in rewrite.notes]
 
 
+_LIMIT = 2**63 - 2
+_INT = {"type": "integer", "minimum": -_LIMIT, "maximum": _LIMIT}
+"""An integer as sent: without both bounds the converter writes at most 16 digits."""
+
+
+def _narrowed(at: str) -> str:
+    return (
+        f"`integer` was narrowed at `{at}`: llama.cpp's grammar writes integers only from "
+        f"{-_LIMIT} to {_LIMIT} (64 bits)"
+    )
+
+
 def test_lengths_and_a_format_beside_a_pattern_are_noted() -> None:
     schema = {
         "type": "object",
@@ -175,7 +187,7 @@ def test_anchored_alternatives_keep_their_meaning(bodies: list[str], text: str) 
         ),
         (
             {"type": "integer", "minimum": 7, "exclusiveMinimum": 5},
-            {"type": "integer", "minimum": 7},
+            {"type": "integer", "minimum": 7, "maximum": _LIMIT},
         ),
         (
             {"type": "integer", "maximum": 9, "exclusiveMaximum": 4, "minimum": 0},
@@ -187,11 +199,17 @@ def test_anchored_alternatives_keep_their_meaning(bodies: list[str], text: str) 
         ),
         (
             {"type": "integer", "exclusiveMinimum": -5.5},
-            {"type": "integer", "minimum": -5},
+            {"type": "integer", "minimum": -5, "maximum": _LIMIT},
         ),
-        # Whole bounds alone the converter reads right: sent as written.
-        ({"type": "integer", "exclusiveMinimum": 7}, {"type": "integer", "exclusiveMinimum": 7}),
-        ({"type": "integer", "minimum": 2.0}, {"type": "integer", "minimum": 2.0}),
+        # Whole bounds the converter reads right: sent as written, the other side its widest.
+        (
+            {"type": "integer", "exclusiveMinimum": 7},
+            {"type": "integer", "exclusiveMinimum": 7, "maximum": _LIMIT},
+        ),
+        (
+            {"type": "integer", "minimum": 2.0},
+            {"type": "integer", "minimum": 2.0, "maximum": _LIMIT},
+        ),
     ],
 )
 def test_each_side_of_an_integer_range_is_one_bound_the_converter_reads(
@@ -199,7 +217,9 @@ def test_each_side_of_an_integer_range_is_one_bound_the_converter_reads(
 ) -> None:
     rewrite = llama_cpp(node)
     assert rewrite.schema == sent
-    assert rewrite.notes == ()
+    # A side without a bound gets int64's end: integers past it are lost (noted).
+    one_sided = "maximum" not in node and "exclusiveMaximum" not in node
+    assert [n.message for n in rewrite.notes] == ([_narrowed("/")] if one_sided else [])
 
 
 def _converter_accepts(node: dict[str, Any], value: int) -> bool:
@@ -266,8 +286,8 @@ def test_an_empty_integer_range_is_a_node_that_accepts_nothing() -> None:
         },
     }
     rewrite = llama_cpp(schema)
-    assert rewrite.schema == {"type": "object", "properties": {"b": {"type": "integer"}}}
-    assert rewrite.notes == ()
+    assert rewrite.schema == {"type": "object", "properties": {"b": _INT}}
+    assert [n.message for n in rewrite.notes] == [_narrowed("/properties/b")]
 
 
 # Enums
@@ -314,8 +334,8 @@ def test_an_enum_no_value_of_which_holds_accepts_nothing() -> None:
     [
         (
             {"type": "object", "properties": {"a": False, "b": {"type": "integer"}}},
-            {"type": "object", "properties": {"b": {"type": "integer"}}},
-            [],
+            {"type": "object", "properties": {"b": _INT}},
+            [_narrowed("/properties/b")],
         ),
         (
             {"type": "object", "properties": {"a": True}, "required": ["a"]},
@@ -324,8 +344,8 @@ def test_an_enum_no_value_of_which_holds_accepts_nothing() -> None:
         ),
         (
             {"anyOf": [{"type": "integer"}, False, True]},
-            {"anyOf": [{"type": "integer"}, {}]},
-            [],
+            {"anyOf": [_INT, {}]},
+            [_narrowed("/anyOf/0")],
         ),
         (
             {
@@ -333,10 +353,11 @@ def test_an_enum_no_value_of_which_holds_accepts_nothing() -> None:
                 "properties": {"a": False},
                 "additionalProperties": {"type": "integer"},
             },
-            {"type": "object", "properties": {}, "additionalProperties": {"type": "integer"}},
+            {"type": "object", "properties": {}, "additionalProperties": _INT},
             [
+                _narrowed("/additionalProperties"),
                 "the subschema at `/properties/a` accepts nothing; llama.cpp cannot say so, "
-                "so the key is allowed like any other"
+                "so the key is allowed like any other",
             ],
         ),
         (
@@ -363,13 +384,11 @@ def test_an_enum_no_value_of_which_holds_accepts_nothing() -> None:
             [],
         ),
         (
+            # No item after the one that accepts nothing: at most one, exactly (the converter
+            # reads `prefixItems` as a tuple of exactly its length).
             {"type": "array", "prefixItems": [{"type": "integer"}, False]},
-            {"type": "array", "prefixItems": [{"type": "integer"}, {}]},
-            [
-                "`prefixItems` is not enforced by the grammar at `/`",
-                "the subschema at `/prefixItems/1` accepts nothing; llama.cpp cannot say so, "
-                "so it accepts anything",
-            ],
+            {"type": "array", "items": _INT, "maxItems": 1},
+            [_narrowed("/prefixItems/0")],
         ),
         (
             {
@@ -498,12 +517,13 @@ def test_ollama_lists_what_its_converter_skips() -> None:
     sent = http.body["format"]["properties"]
     assert sent == {
         "code": {"type": "string", "pattern": "^[a-z]*$", "minLength": 3},
-        "qty": {"type": "integer", "minimum": 6},
+        "qty": {"type": "integer", "minimum": 6, "maximum": _LIMIT},
         "zip": {"type": "string", "pattern": "^([0-9]{5}|[0-9]{5}-[0-9]{4})$"},
     }
     assert [w.message for w in warnings] == [
         "the response format `item` was approximated: `minLength` is not enforced by the "
         "grammar at `/properties/code`: llama.cpp compiles only the `pattern` beside it",
+        f"the response format `item` was approximated: {_narrowed('/properties/qty')}",
         "the response format `item` was approximated: the schema at `/` is compiled by "
         "Ollama's llama.cpp grammar converter, which does not report which keywords it enforces",
     ]
@@ -784,7 +804,7 @@ _NOTHING = "the subschema at `/` accepts nothing; llama.cpp cannot say so, so it
         (
             {"type": ["array", "null"], "items": {"type": "integer"}, "minItems": 3, "maxItems": 2},
             {"type": "null"},
-            [],
+            [_narrowed("/items")],  # (said of the items before the arrays were left out)
         ),
         (
             {
@@ -808,14 +828,15 @@ _NOTHING = "the subschema at `/` accepts nothing; llama.cpp cannot say so, so it
         (
             {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 1},
             {},
-            [_NOTHING],
+            [_NOTHING, _narrowed("/items")],
         ),
         (
             {"items": {"type": "integer"}, "minItems": 3, "maxItems": 2},
-            {"items": {"type": "integer"}},
+            {"items": _INT},
             [
                 "`minItems` and `maxItems` were removed at `/`: no array meets both, which "
-                "llama.cpp cannot say, so any array passes"
+                "llama.cpp cannot say, so any array passes",
+                _narrowed("/items"),
             ],
         ),
     ],
@@ -856,7 +877,7 @@ def test_no_empty_range_is_sent_and_no_value_it_allows_is_lost(
     if kinds is not None:
         node["type"] = kinds[0] if len(kinds) == 1 else kinds
     if kind == "array":
-        node["items"] = {"type": "integer"}
+        node["items"] = _INT
     rewrite = llama_cpp({"type": "object", "properties": {"v": node}, "required": ["v"]})
     sent = [n for n in _nodes(rewrite.schema) if any(k in n for k in keys)]
     for n in sent:
@@ -889,13 +910,13 @@ def test_no_empty_range_is_sent_and_no_value_it_allows_is_lost(
             {
                 "type": "object",
                 "properties": {
-                    "b": {"type": "integer"},
-                    "a": {"type": "integer", "minimum": 1},
+                    "b": _INT,
+                    "a": {"type": "integer", "minimum": 1, "maximum": _LIMIT},
                 },
                 "required": ["a", "b"],
-                "additionalProperties": {"type": "integer", "minimum": 1},
+                "additionalProperties": {"type": "integer", "minimum": 1, "maximum": _LIMIT},
             },
-            [],
+            [_narrowed("/additionalProperties"), _narrowed("/properties/b")],
         ),
         (
             {"type": "object", "required": ["a"]},
@@ -910,7 +931,7 @@ def test_no_empty_range_is_sent_and_no_value_it_allows_is_lost(
         (
             {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["a"]},
             {},
-            [_NOTHING],
+            [_NOTHING, _narrowed("/properties/b")],
         ),
         (
             {
@@ -926,10 +947,11 @@ def test_no_empty_range_is_sent_and_no_value_it_allows_is_lost(
         ),
         (
             {"properties": {"b": {"type": "integer"}}, "required": ["a", "b", "c"]},
-            {"properties": {"b": {"type": "integer"}}, "required": ["a", "b", "c"]},
+            {"properties": {"b": _INT}, "required": ["a", "b", "c"]},
             [
                 "`required` `a`, `c` is not enforced by the grammar at `/`: llama.cpp requires "
-                "only keys declared in `properties`"
+                "only keys declared in `properties`",
+                _narrowed("/properties/b"),
             ],
         ),
     ],
@@ -1006,61 +1028,57 @@ def test_an_enum_of_several_types_sends_exactly_the_values_beside_it_allows(
 
 # Integer bounds the converter misreads or the server refuses
 
+_ONLY_INTEGERS = "`{}` is not enforced by the grammar at `/` (only integers)"
+
 
 @pytest.mark.parametrize(
     ("node", "sent", "messages"),
     [
         # An upper bound below zero alone fails every generation (HTTP 500), whatever the
-        # other types: it is removed.
+        # other types: it gets the lower bound the converter reads widest.
         (
             {"type": ["integer", "null"], "maximum": -1},
-            {"type": ["integer", "null"]},
-            [
-                "`maximum` is not enforced by the grammar at `/` (only integers)",
-                "`maximum` was removed at `/`: llama.cpp fails on a negative upper bound without "
-                "a lower one",
-            ],
+            {"type": ["integer", "null"], "maximum": -1, "minimum": -_LIMIT},
+            [_ONLY_INTEGERS.format("maximum"), _narrowed("/")],
         ),
         (
             {"type": ["null", "integer"], "exclusiveMaximum": 0},
-            {"type": ["null", "integer"]},
-            [
-                "`exclusiveMaximum` is not enforced by the grammar at `/` (only integers)",
-                "`exclusiveMaximum` was removed at `/`: llama.cpp fails on a negative upper "
-                "bound without a lower one",
-            ],
+            {"type": ["null", "integer"], "exclusiveMaximum": 0, "minimum": -_LIMIT},
+            [_ONLY_INTEGERS.format("exclusiveMaximum"), _narrowed("/")],
         ),
         (
             {"type": ["integer", "null"], "minimum": 5, "exclusiveMaximum": 5},
             {"type": "null"},
-            [
-                "`minimum` is not enforced by the grammar at `/` (only integers)",
-                "`exclusiveMaximum` is not enforced by the grammar at `/` (only integers)",
-            ],
+            [_ONLY_INTEGERS.format("minimum"), _ONLY_INTEGERS.format("exclusiveMaximum")],
         ),
-        # A minimum of 100 or more alone is misread (`minimum: 100` lets 10 through).
+        # A minimum of 100 or more alone is misread (`minimum: 100` lets 10 through); any
+        # bound alone lets at most 16 digits through: the other side gets its widest bound.
         (
             {"type": "integer", "minimum": 100},
-            {"type": "integer", "minimum": 100, "maximum": 2**63 - 2},
-            [],
+            {"type": "integer", "minimum": 100, "maximum": _LIMIT},
+            [_narrowed("/")],
         ),
         (
             {"type": "integer", "exclusiveMinimum": 99.5},
-            {"type": "integer", "minimum": 100, "maximum": 2**63 - 2},
-            [],
+            {"type": "integer", "minimum": 100, "maximum": _LIMIT},
+            [_narrowed("/")],
         ),
-        ({"type": "integer", "minimum": 99}, {"type": "integer", "minimum": 99}, []),
-        # Beyond 64 bits: brought within them where no number the grammar writes is lost...
+        (
+            {"type": "integer", "minimum": 99},
+            {"type": "integer", "minimum": 99, "maximum": _LIMIT},
+            [_narrowed("/")],
+        ),
+        # Beyond 64 bits: brought within them, the integers past them lost (noted)...
         (
             {"type": "integer", "minimum": 0, "maximum": 2**64 - 1},
-            {"type": "integer", "minimum": 0, "maximum": 2**63 - 2},
-            [],
+            {"type": "integer", "minimum": 0, "maximum": _LIMIT},
+            [_narrowed("/")],
         ),
-        ({"type": "integer", "minimum": -(10**21)}, {"type": "integer"}, []),
+        ({"type": "integer", "minimum": -(10**21)}, _INT, [_narrowed("/")]),
         (
             {"type": "integer", "minimum": -1e300, "maximum": 7.5},
-            {"type": "integer", "minimum": -(2**63 - 2), "maximum": 7},
-            [],
+            {"type": "integer", "minimum": -_LIMIT, "maximum": 7},
+            [_narrowed("/")],
         ),
         # ... and removed where no number in range is one it reads.
         (
@@ -1088,7 +1106,6 @@ def test_integer_bounds_are_sent_as_the_converter_reads_them_right(
     assert [n.message for n in rewrite.notes] == messages
 
 
-_LIMIT = 2**63 - 2
 _WIDE_BOUND = (
     st.none()
     | st.integers(-150, 150)
@@ -1253,14 +1270,14 @@ def test_whole_float_counts_are_sent_as_integers_and_capped() -> None:
             "type": "object",
             "properties": {
                 "s": {"type": "string", "minLength": 2.0, "maxLength": 3000.0},
-                "a": {"type": "array", "items": {"type": "integer"}, "maxItems": 4.0},
+                "a": {"type": "array", "items": _INT, "maxItems": 4.0},
                 "o": {"type": "object", "minProperties": 1.0},
             },
         }
     )
     assert rewrite.schema["properties"] == {
         "s": {"type": "string", "minLength": 2},
-        "a": {"type": "array", "items": {"type": "integer"}, "maxItems": 4},
+        "a": {"type": "array", "items": _INT, "maxItems": 4},
         "o": {"type": "object", "minProperties": 1},
     }
     assert [type(v) for v in rewrite.schema["properties"]["a"].values()] == [str, dict, int]
@@ -1373,7 +1390,7 @@ def test_what_the_dialect_claims_enforced_holds_on_the_server(
 
     schema = ENFORCED[case]
     value, warnings = _ask(local, schema, bias)
-    assert warnings == []
+    assert [w for w in warnings if "narrowed" not in w] == []  # (integers kept to 64 bits)
     jsonschema.validate(value, schema)
 
 
@@ -1403,7 +1420,7 @@ def test_what_the_dialect_claims_enforced_holds_for_the_shortest_answer(
 
     schema = UNBOUNDED[case]
     value, warnings = _ask(local, schema, "shortest")
-    assert warnings == []
+    assert [w for w in warnings if "narrowed" not in w] == []  # (integers kept to 64 bits)
     jsonschema.validate(value, schema)
 
 
@@ -1438,7 +1455,8 @@ def test_what_the_dialect_claims_enforced_holds_when_pushed_off_it(local: Any, c
 @pytest.mark.local
 @pytest.mark.parametrize("bias", ["shortest", [["n", -60], ["-", 5], ["1", 4]]])
 def test_an_integer_or_null_under_a_negative_maximum_is_generated(local: Any, bias: Any) -> None:
-    # Sent as written, the server failed every generation (HTTP 500); widened, it answers.
+    # Sent as written, the server failed every generation (HTTP 500); with the lower bound
+    # the converter reads widest beside it, it answers within it.
     schema = {
         "type": "object",
         "properties": {"n": {"type": ["integer", "null"], "maximum": -1}},
@@ -1446,10 +1464,9 @@ def test_an_integer_or_null_under_a_negative_maximum_is_generated(local: Any, bi
     }
     value, warnings = _ask(local, schema, bias)
     assert set(value) == {"n"}
-    assert value["n"] is None or isinstance(value["n"], int)
+    assert value["n"] is None or (isinstance(value["n"], int) and value["n"] <= -1)
     assert (
-        "the response format `probe` was approximated: `maximum` was removed at `/properties/n`: "
-        "llama.cpp fails on a negative upper bound without a lower one"
+        f"the response format `probe` was approximated: {_narrowed('/properties/n')}"
     ) in warnings
 
 

@@ -472,10 +472,15 @@ def test_a_schema_goes_in_format_through_llama_cpps_converter() -> None:
     fmt = ResponseFormat.for_schema(schema, name="item")
     _, _, body, warnings = encode(ChatRequest(MODEL).user("Hi").with_response_format(fmt))
     sent = body["format"]
-    # What llama.cpp's converter compiles goes as written.
+    # What llama.cpp's converter compiles goes as written; an integer gets both bounds (alone,
+    # one lets at most 16 digits through).
+    int64 = 2**63 - 2
     assert sent["properties"]["code"] == {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{3}$"}
-    assert sent["properties"]["age"] == {"type": "integer", "minimum": 0}
-    assert sent["properties"]["counts"] == schema["properties"]["counts"]
+    assert sent["properties"]["age"] == {"type": "integer", "minimum": 0, "maximum": int64}
+    assert sent["properties"]["counts"] == {
+        "type": "object",
+        "additionalProperties": {"type": "integer", "minimum": -int64, "maximum": int64},
+    }
     assert sent["required"] == schema["required"]
     assert {w.kind for w in warnings} == {WarningKind.APPROXIMATED}
     assert {str(getattr(w.subject, "field", "")) for w in warnings} == {"response_format"}

@@ -181,6 +181,9 @@ def enforcement(warnings: list[Warning], field: RequestField) -> str:
 #   unconfirmed [section 4]: `strict` is sent, the tool reported approximate.
 # - azure-foundry (not in the seed): passthrough like Mistral and OpenRouter, as Foundry
 #   serves many model families and publishes no per-model subset.
+# - llama-cpp, native, unsigned integer and map: approximate (seed: exact). Its converter
+#   writes at most 16 digits of an integer without both bounds, so each side gets int64's end
+#   and integers past it cannot be written, which the record says.
 E, A, N = "exact", "approximate", "not_enforced"
 NATIVE_AND_FORCED = {
     "openai": ((E, E, N), (E, E, N)),
@@ -195,7 +198,7 @@ NATIVE_AND_FORCED = {
     "ollama-openai": ((A, A, A), (N, N, N)),
     # A forced tool: the server at the fake base URL never says whether the model's
     # template has tool calls (`GET /props`), which one without them drops without a word.
-    "llama-cpp": ((E, E, E), (A, A, A)),
+    "llama-cpp": ((E, A, A), (A, A, A)),
     "deepseek": ((N, N, N), (N, N, N)),
     "together": ((N, N, N), (N, N, N)),
     "fireworks": ((A, A, A), (N, N, N)),  # a grammar, keywords it lacks removed

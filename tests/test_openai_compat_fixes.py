@@ -402,7 +402,8 @@ class Note(BaseModel):
 def test_ollamas_openai_endpoint_gets_the_schema_its_converter_compiles() -> None:
     # Ollama's /v1 compiles the schema with the llama.cpp converter its native API uses: a
     # length past 2,000 fails the grammar (400), a lone negative bound every generation
-    # (500), `\d` matches anything. Sent as the native `ollama` preset sends it.
+    # (500: it gets the lower bound the converter reads widest), `\d` matches anything. Sent
+    # as the native `ollama` preset sends it.
     answer = completion({"content": '{"body": "x", "debt": -1, "code": "123"}'})
     compat, recorder = provider("ollama-openai", (200, answer))
     request = allama.ChatRequest("llama3.2").user("x")
@@ -410,7 +411,7 @@ def test_ollamas_openai_endpoint_gets_the_schema_its_converter_compiles() -> Non
     sent = recorder.bodies[0]["response_format"]["json_schema"]["schema"]["properties"]
     assert {name: {k: v for k, v in p.items() if k != "title"} for name, p in sent.items()} == {
         "body": {"type": "string"},
-        "debt": {"type": "integer"},
+        "debt": {"type": "integer", "exclusiveMaximum": 0, "minimum": -(2**63 - 2)},
         "code": {"pattern": "^[0-9]{3}$", "type": "string"},
     }
     assert result.metadata.enforcement is allama.SchemaEnforcement.APPROXIMATE

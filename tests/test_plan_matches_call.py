@@ -246,9 +246,10 @@ def test_local_plans_what_the_call_records_cold_and_warm(
     forced = mode is ExtractionMode.FORCED_TOOL
     expected = ValidationCoverage.CAPABILITIES if forced else ValidationCoverage.ENCODING
     assert cold.coverage is expected
-    exact = caps is WITH_TOOLS or not forced
+    # (`Person.age` is an `int`: the grammar writes integers only within 64 bits.)
+    enforced = caps is WITH_TOOLS or not forced
     assert record.enforcement is (
-        SchemaEnforcement.EXACT if exact else SchemaEnforcement.NOT_ENFORCED
+        SchemaEnforcement.APPROXIMATE if enforced else SchemaEnforcement.NOT_ENFORCED
     )
 
 

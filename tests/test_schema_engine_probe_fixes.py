@@ -416,9 +416,25 @@ DRAFT_2020 = "https://json-schema.org/draft/2020-12/schema"
 DRAFT_7 = "http://json-schema.org/draft-07/schema#"
 TUPLES = ["gemini_json_schema", "grammar_engine", "llama_cpp"]
 """The dialects that send tuples (`prefixItems`); the grammar's note that it does not
-enforce them is its own, not the merge's."""
+enforce them is its own, not the merge's. llama.cpp's converter reads a tuple as one of
+exactly its length, and not at all beside `items`: its dialect sends the merged tuple as
+`items` unless the schema allows that length alone."""
 INTEGER = {"type": "integer"}
 AT_LEAST_5 = {"type": "integer", "minimum": 5}
+INT64 = 2**63 - 2
+
+
+def narrowed(*pointers: str) -> list[tuple[str, str, str]]:
+    """llama.cpp's note on an integer without both bounds, which it sends bounded at 64 bits."""
+    return [
+        (
+            "approximated",
+            at,
+            f"`integer` was narrowed at `{at}`: llama.cpp's grammar writes integers only from "
+            f"{-INT64} to {INT64} (64 bits)",
+        )
+        for at in pointers
+    ]
 
 
 def in_draft(draft: str, item: dict[str, Any]) -> dict[str, Any]:
@@ -449,12 +465,22 @@ def test_an_all_items_part_applies_to_the_other_parts_tuple_too(name: str) -> No
         DRAFT_2020, {"type": "array", "allOf": [{"prefixItems": [INTEGER]}, {"items": AT_LEAST_5}]}
     )
     rewrite = DIALECTS[name](schema)
-    assert rewrite.schema["properties"]["item"] == {
-        "type": "array",
-        "prefixItems": [AT_LEAST_5],
-        "items": AT_LEAST_5,
-    }
-    assert notes(rewrite) == tuple_notes(name, "/properties/item")
+    if name == "llama_cpp":
+        # Every position takes the same schema: sent as `items`, which means the same.
+        assert rewrite.schema["properties"]["item"] == {
+            "type": "array",
+            "items": {**AT_LEAST_5, "maximum": INT64},
+        }
+        assert notes(rewrite) == narrowed(
+            "/properties/item/items", "/properties/item/prefixItems/0"
+        )
+    else:
+        assert rewrite.schema["properties"]["item"] == {
+            "type": "array",
+            "prefixItems": [AT_LEAST_5],
+            "items": AT_LEAST_5,
+        }
+        assert notes(rewrite) == tuple_notes(name, "/properties/item")
     assert rewrite.exact is (name == "gemini_json_schema")
     agrees(name, schema, rewrite, {(1,): False, (5,): True, (5, 6): True, (5, 1): False})
 
@@ -465,10 +491,18 @@ def test_items_beside_a_union_apply_to_a_branch_tuple_too(name: str) -> None:
         DRAFT_2020, {"type": "array", "items": AT_LEAST_5, "anyOf": [{"prefixItems": [INTEGER]}]}
     )
     rewrite = DIALECTS[name](schema)
-    assert rewrite.schema["properties"]["item"] == {
-        "anyOf": [{"type": "array", "items": AT_LEAST_5, "prefixItems": [AT_LEAST_5]}]
-    }
-    assert notes(rewrite) == tuple_notes(name, "/properties/item/anyOf/0")
+    if name == "llama_cpp":
+        assert rewrite.schema["properties"]["item"] == {
+            "anyOf": [{"type": "array", "items": {**AT_LEAST_5, "maximum": INT64}}]
+        }
+        assert notes(rewrite) == narrowed(
+            "/properties/item/anyOf/0/items", "/properties/item/anyOf/0/prefixItems/0"
+        )
+    else:
+        assert rewrite.schema["properties"]["item"] == {
+            "anyOf": [{"type": "array", "items": AT_LEAST_5, "prefixItems": [AT_LEAST_5]}]
+        }
+        assert notes(rewrite) == tuple_notes(name, "/properties/item/anyOf/0")
     agrees(name, schema, rewrite, {(1,): False, (5,): True, (5, 1): False})
 
 
@@ -481,6 +515,21 @@ def test_additional_items_beside_no_tuple_of_its_own_is_ignored(name: str, extra
         DRAFT_7, {"type": "array", "allOf": [{"items": [INTEGER]}, {"additionalItems": extra}]}
     )
     rewrite = DIALECTS[name](schema)
+    if name == "llama_cpp":
+        # Items of any length after an integer: no `items` the converter reads says so.
+        assert rewrite.schema["properties"]["item"] == {"type": "array", "items": {}}
+        at = "/properties/item"
+        assert notes(rewrite) == [
+            (
+                "approximated",
+                at,
+                f"`prefixItems` is not enforced by the grammar at `{at}`: llama.cpp reads it as "
+                "a tuple of exactly its length, so each item may match any position's schema",
+            ),
+            *narrowed("/properties/item/prefixItems/0"),
+        ]
+        agrees(name, schema, rewrite, {(1, 2): True, (1, "a"): True})
+        return
     assert rewrite.schema["properties"]["item"] == {"type": "array", "prefixItems": [INTEGER]}
     assert notes(rewrite) == tuple_notes(name, "/properties/item", key="items")
     agrees(name, schema, rewrite, {(1, 2): True, (1, "a"): True, ("a",): False})
@@ -560,14 +609,16 @@ def test_unevaluated_properties_beside_properties_leaves_the_object_open(name: s
     }
     schema = wrapped(item)
     rewrite = DIALECTS[name](schema)
+    llama = name == "llama_cpp"
     assert rewrite.schema["properties"]["item"] == {
         "type": "object",
-        "properties": {"a": {"type": "integer"}},
+        "properties": {"a": {**INTEGER, "minimum": -INT64, "maximum": INT64} if llama else INTEGER},
         "required": ["a"],
         "additionalProperties": STRING,
     }
-    assert notes(rewrite) == open_to(name, "/properties/item")
-    assert rewrite.exact is (name not in STRICT)
+    at = "/properties/item/properties/a"
+    assert notes(rewrite) == open_to(name, "/properties/item") + (narrowed(at) if llama else [])
+    assert rewrite.exact is (name not in STRICT and not llama)
     assert find_undeclared_key({"a": 1, "b": "x"}, item) is None
     original = original_reading(schema)
     for value, valid in (({"a": 1, "b": "x"}, True), ({"a": 1, "b": 2}, False)):
@@ -593,7 +644,10 @@ def test_unevaluated_properties_sees_the_keys_of_the_schema_it_refers_to(name: s
     rewrite = DIALECTS[name](schema)
     item = rewrite.schema["properties"]["item"]
     assert (item["additionalProperties"], set(item["properties"])) == (False, {"a", "b"})
-    assert (rewrite.exact, notes(rewrite)) == (True, [])
+    if name == "llama_cpp":
+        assert notes(rewrite) == narrowed("/properties/item/properties/a")
+    else:
+        assert (rewrite.exact, notes(rewrite)) == (True, [])
     original = original_reading(schema)
     for value, valid in (({"a": 1, "b": "x"}, True), ({"a": 1, "c": 1}, False)):
         assert original.is_valid({"item": value}) is valid

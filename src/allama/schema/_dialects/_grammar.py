@@ -10,6 +10,7 @@ three rewrites that change nothing it accepts, because the converters get them w
   dropping the `properties` beside it);
 - a `$ref` with assertions beside it is merged with its target (converters ignore them).
 
+`$schema` is not sent: the body is written in 2020-12's forms whatever draft it named.
 An unanchored `pattern` makes the converter fail, so it is removed; keywords the grammar
 ignores that hold schemas (`not`, `if`, `patternProperties`...) are removed too, so that no
 `$ref` inside them is left pointing at a definition that was not carried over.
@@ -78,11 +79,15 @@ _STRUCTURE = frozenset(
 class _Grammar(Engine):
     provider: ClassVar[str] = "the grammar"
     keep: ClassVar[frozenset[str]] = ASSERTIONS - _STRUCTURE - _IGNORED_SCHEMAS
-    annotations: ClassVar[frozenset[str]] = ANNOTATIONS
+    annotations: ClassVar[frozenset[str]] = ANNOTATIONS - {"$schema"}
+    """Sent as they are, but `$schema`: the body is written in 2020-12's forms
+    (`prefixItems`, numeric `exclusiveMinimum`), which an older draft it names would misread."""
     formats: ClassVar[frozenset[str] | None] = None
     maps: ClassVar[bool] = True
     prefix_items: ClassVar[bool] = True
     close_objects: ClassVar[bool] = False
+    tuples_noted: ClassVar[bool] = True
+    """Whether tuples are noted as not enforced (llama.cpp's dialect rewrites them itself)."""
 
     def nothing(self, pointer: str) -> Any:
         return False
@@ -131,9 +136,9 @@ class _Grammar(Engine):
             return
         elif key == "additionalProperties" and "patternProperties" in node:
             return
-        elif key == "items" and isinstance(value, list | tuple):
+        elif key == "items" and isinstance(value, list | tuple) and self.tuples_noted:
             self.approximated(pointer, f"tuple `items` are not enforced by the grammar at {at}")
-        elif key == "prefixItems":
+        elif key == "prefixItems" and self.tuples_noted:
             self.approximated(pointer, f"`prefixItems` is not enforced by the grammar at {at}")
         super().keyword(key, value, node, out, pointer)
 

@@ -29,13 +29,16 @@ grammar engine enforces, with these differences handled here:
 - `format` `date`, `time` and `date-time` are enforced in shape only (`0000-02-31` passes);
 - integer bounds (whenever `integer` is one of the types): the converter reads an integer's
   `minimum` and skips an `exclusiveMinimum` beside it (and likewise above), so each side is
-  sent as the one inclusive integer bound it means; it reads bounds as 64-bit integers, so one
-  beyond them is brought within them (exact: the grammar writes no such number) or, when no
-  such number is in range, removed with a note; a `minimum` of 100 or more alone is misread
-  (`minimum: 100` lets 10 through, larger ones fail), so the upper side gets the widest bound
-  the converter reads; an empty range is a node that accepts nothing (below);
-- an integer whose only bound is an upper bound below zero makes the server fail every
-  generation (HTTP 500), so that bound is removed, widening the schema;
+  sent as the one inclusive integer bound it means. Without both bounds it writes at most 16
+  digits (`tweet_id: int` cut short), misreads a `minimum` of 100 or more (`minimum: 100`
+  lets 10 through) and fails every generation on a negative `maximum` (HTTP 500), so a side
+  without a bound gets the widest one the converter reads, 64 bits' end; it writes no integer
+  beyond that, so an integer allowed past it is narrowed there (noted), and a range with no
+  64-bit integer in it has its bounds removed (noted); an empty range is a node that accepts
+  nothing (below);
+- a number (`type: number`) is written with at most 16 digits before the point and 16 after
+  it, and with an exponent beyond: every value can be written, so nothing is noted (a model
+  writing a longer one out in full is cut short);
 - a string's length is counted in the characters written, escapes counted as one each: an
   escaped surrogate pair (`\\ud83d\\ude00`, one character past U+FFFF) counts as two, so a
   `minLength` of 2 or more lets a shorter string through (noted as not fully enforced); a
@@ -51,8 +54,13 @@ grammar engine enforces, with these differences handled here:
   gets it as a property (of the `additionalProperties` schema), a closed one accepts nothing;
 - `$ref: "#"` is refused ("only references into the same document"): the root moves into
   `$defs` and the root refers to it;
-- a boolean `items` (as in `prefixItems` + `items: false`) is rejected with HTTP 400, so it
-  is removed, widening the schema;
+- `prefixItems` is read as a tuple of exactly its length, and not at all beside `items`
+  (which then holds every item): it is sent as the tuple only where the schema allows that
+  length alone (`tuple[int, str]`), else as `items` that each may match any position's
+  schema or the rest's, widening the schema (noted); `items: false` after a tuple becomes a
+  `maxItems`;
+- a boolean `items` (as in `items: false` alone) is rejected with HTTP 400, so it is removed,
+  widening the schema;
 - any other boolean subschema is rejected too ("schema must be an object"): `true` is sent
   as `{}`; a node that accepts nothing (`false`, a `$ref` to one, a union of them, an object
   that requires one) is left out where that changes nothing (a union's branch, an optional
@@ -68,7 +76,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeGuard
 
 from allama.schema._dialects._engine import vacuous_keywords
-from allama.schema._dialects._grammar import grammar_engine
+from allama.schema._dialects._grammar import _Grammar
 from allama.schema._errors import SchemaError
 from allama.schema._pointer import child, quoted
 from allama.schema._rewrite import Rewrite, SchemaNote
@@ -105,8 +113,6 @@ _INT_LIMIT = 2**63 - 2
 _PAIR = 2
 """From here up, a `minLength` lets a shorter string through: the grammar counts the two
 escapes of a surrogate pair (`\\ud83d\\ude00`, one character) as two characters."""
-_MISREAD_MINIMUM = 100
-"""From here up, a `minimum` alone is misread (its digits after a zero are lost)."""
 
 
 def _number(value: Any) -> TypeGuard[int | float]:
@@ -510,6 +516,13 @@ def _refs(node: Any) -> Iterator[dict[str, Any]]:
             stack.extend(item)
 
 
+class _Converter(_Grammar):
+    """The grammar engine's pass, leaving tuples to `_Fix.tuple_items`, which says what it
+    does with them."""
+
+    tuples_noted = False
+
+
 class _Fix:
     """One pass over the grammar engine's output, node by node, children first."""
 
@@ -550,11 +563,14 @@ class _Fix:
         if "items" in node and not isinstance(node["items"], list):
             node["items"] = self.schema(node["items"], child(pointer, "items"))
         prefix = node.get("prefixItems")
-        if isinstance(prefix, list):
+        if isinstance(prefix, list) and ("enum" in node or "anyOf" in node):
+            # Compiled alone, the `enum` or union beside it has its own note on the tuple.
             for i, sub in enumerate(prefix):
                 at = child(pointer, "prefixItems", i)
                 fixed = self.schema(sub, at)
                 prefix[i] = self.nothing(at) if fixed is False else fixed
+        elif isinstance(prefix, list):
+            self.tuple_items(prefix, node, pointer)
         union = node.get("anyOf")
         if isinstance(union, list):
             self.beside_union(node, union, pointer)
@@ -587,6 +603,53 @@ class _Fix:
                             "say so, so the key is allowed like any other",
                         )
         return self.required(node, pointer)
+
+    def tuple_items(self, prefix: list[Any], node: dict[str, Any], pointer: str) -> None:
+        """`prefixItems` as the converter reads it right. It reads them as a tuple of exactly
+        their length, and not at all beside `items` (which then holds every item): sent as
+        the tuple where that length is the only one allowed, else as `items` that may match
+        any position's schema (noted where that widens the schema). Never narrower."""
+        live: list[Any] = []
+        dead = None  # the first position that accepts nothing: no item reaches past it
+        for i, sub in enumerate(prefix):
+            fixed = self.schema(sub, child(pointer, "prefixItems", i))
+            if fixed is False:
+                dead = i
+                break
+            live.append(fixed)
+        rest = node.get("items", {})
+        if dead == 0:
+            # Only `[]` passes, which the converter cannot say safely (older ones fail on
+            # `maxItems: 0`): any item is let through.
+            del node["prefixItems"]
+            node["items"] = self.nothing(child(pointer, "prefixItems", 0))
+            return
+        high = node.get("maxItems")
+        if dead is not None or rest is False:
+            # No item can follow the positions that accept something.
+            high = min(high, len(live)) if _number(high) else len(live)
+            node["maxItems"] = high
+        low = node.get("minItems", 0)
+        if low == high == len(live):
+            node["prefixItems"] = live
+            node.pop("items", None)  # (read before the tuple; no item follows it)
+            return
+        del node["prefixItems"]
+        branches: list[Any] = []
+        for sub in (*live, *(() if dead is not None or rest is False else (rest,))):
+            if sub not in branches:
+                branches.append(sub)
+        if {} in branches:
+            node["items"] = {}
+        else:
+            node["items"] = branches[0] if len(branches) == 1 else {"anyOf": branches}
+        if len(branches) > 1:
+            self.note(
+                pointer,
+                f"`prefixItems` is not enforced by the grammar at {quoted(pointer)}: llama.cpp "
+                "reads it as a tuple of exactly its length, so each item may match any "
+                "position's schema",
+            )
 
     def beside_union(self, node: dict[str, Any], union: list[Any], pointer: str) -> None:
         """The keywords beside a union, which the converter skips (an `enum` of several types
@@ -713,8 +776,8 @@ class _Fix:
         return True
 
     def integer(self, node: dict[str, Any], pointer: str) -> bool:
-        """An integer's bounds as the converter reads them right; False when none is in range
-        (the server fails every generation on an empty range, HTTP 500)."""
+        """An integer's bounds as the converter reads them right, on both sides; False when
+        none is in range (the server fails every generation on an empty range, HTTP 500)."""
         kinds = _kinds(node)
         if kinds is None or "integer" not in kinds:
             return True
@@ -733,24 +796,20 @@ class _Fix:
                         "bounds only within 64 bits",
                     )
             return True
-        # Beyond 64 bits, a bound is read wrong; the grammar writes no such number.
-        if low is not None and low < -_INT_LIMIT:
-            low, fix_low = (-_INT_LIMIT if high is not None else None), True
-        if high is not None and high > _INT_LIMIT:
-            high, fix_high = (_INT_LIMIT if low is not None else None), True
-        if low is None and high is not None and high < 0:
-            # Alone, it makes the server fail every generation (HTTP 500).
-            for key in _UPPER:
-                if key in node:
-                    del node[key]
-                    self.note(
-                        pointer,
-                        f"`{key}` was removed at {quoted(pointer)}: llama.cpp fails on a "
-                        "negative upper bound without a lower one",
-                    )
-            return True
-        if high is None and low is not None and low >= _MISREAD_MINIMUM:
-            high, fix_high = _INT_LIMIT, True  # read alone, its digits after a zero are lost
+        # Without both bounds the converter writes at most 16 digits, misreads a `minimum`
+        # of 100 or more and fails on a negative `maximum`; beyond 64 bits it reads a bound
+        # wrong. Each side gets the widest bound it reads: it writes no integer past them.
+        wide = False
+        if low is None or low < -_INT_LIMIT:
+            low, fix_low, wide = -_INT_LIMIT, True, True
+        if high is None or high > _INT_LIMIT:
+            high, fix_high, wide = _INT_LIMIT, True, True
+        if wide:
+            self.note(
+                pointer,
+                f"`integer` was narrowed at {quoted(pointer)}: llama.cpp's grammar writes "
+                f"integers only from {-_INT_LIMIT} to {_INT_LIMIT} (64 bits)",
+            )
         if fix_low:
             _set_side(node, *_LOWER, low)
         if fix_high:
@@ -901,12 +960,12 @@ def llama_cpp(schema: Mapping[str, Any]) -> Rewrite:
 
     Raises `SchemaError` for a schema that is not valid JSON Schema.
 
-    >>> [n.message for n in llama_cpp({"type": "integer", "maximum": -1}).notes]
-    ['`maximum` was removed at `/`: llama.cpp fails on a negative upper bound without a lower one']
+    >>> llama_cpp({"type": "integer", "maximum": -1}).schema
+    {'type': 'integer', 'maximum': -1, 'minimum': -9223372036854775806}
     >>> llama_cpp({"type": ["string", "null"], "minLength": 3, "maxLength": 1}).schema
     {'type': 'null'}
     """
-    base = grammar_engine(schema)
+    base = _Converter(schema).run()
     out = copy_json(base.schema)
     places = _root_into_defs(out)
     defs = out.pop("$defs", None)
