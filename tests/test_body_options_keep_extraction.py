@@ -398,7 +398,7 @@ def test_ollama_format_of_the_caller_is_not_enforced() -> None:
         RequestField.RESPONSE_FORMAT,
         "the schema of `Person` was approximated: `integer` was narrowed at `Person.age`: "
         "llama.cpp's grammar writes integers only from -9223372036854775806 to "
-        "9223372036854775806 (64 bits)",
+        "9223372036854775806 (64 bits; bounds within them keep it exact)",
     ).with_provider("ollama")
     unreported = Warning.approximated(
         RequestField.RESPONSE_FORMAT,

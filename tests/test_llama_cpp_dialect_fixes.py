@@ -45,7 +45,7 @@ _INT = {"type": "integer", "minimum": -_LIMIT, "maximum": _LIMIT}
 def _narrowed(at: str) -> str:
     return (
         f"`integer` was narrowed at `{at}`: llama.cpp's grammar writes integers only from "
-        f"{-_LIMIT} to {_LIMIT} (64 bits)"
+        f"{-_LIMIT} to {_LIMIT} (64 bits; bounds within them keep it exact)"
     )
 
 

@@ -1332,7 +1332,7 @@ llama.cpp's converter write at most 16 digits."""
 _NARROWED = (
     "the schema of `City` was approximated: `integer` was narrowed at `City.population`: "
     "llama.cpp's grammar writes integers only from -9223372036854775806 to "
-    "9223372036854775806 (64 bits)"
+    "9223372036854775806 (64 bits; bounds within them keep it exact)"
 )
 
 

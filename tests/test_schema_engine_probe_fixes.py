@@ -431,7 +431,7 @@ def narrowed(*pointers: str) -> list[tuple[str, str, str]]:
             "approximated",
             at,
             f"`integer` was narrowed at `{at}`: llama.cpp's grammar writes integers only from "
-            f"{-INT64} to {INT64} (64 bits)",
+            f"{-INT64} to {INT64} (64 bits; bounds within them keep it exact)",
         )
         for at in pointers
     ]

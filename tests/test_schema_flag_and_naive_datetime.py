@@ -170,7 +170,7 @@ def test_combined_flags_are_sent_and_the_record_says_what_each_provider_enforces
             [
                 "the schema of `Permissions` was approximated: `integer` was narrowed at "
                 "`Perm`: llama.cpp's grammar writes integers only from -9223372036854775806 to "
-                "9223372036854775806 (64 bits)"
+                "9223372036854775806 (64 bits; bounds within them keep it exact)"
             ],
         ),
         # Any integer past the members' bits is an `IntFlag`'s value, but not past 64 bits.

@@ -30,7 +30,7 @@ INT64 = 2**63 - 2
 BOUNDED = {"type": "integer", "minimum": -INT64, "maximum": INT64}
 NARROWED = (
     "`integer` was narrowed at `{at}`: llama.cpp's grammar writes integers only from "
-    "-9223372036854775806 to 9223372036854775806 (64 bits)"
+    "-9223372036854775806 to 9223372036854775806 (64 bits; bounds within them keep it exact)"
 )
 TUPLE = (
     "`prefixItems` is not enforced by the grammar at `{at}`: llama.cpp reads it as a tuple of "

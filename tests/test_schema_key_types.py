@@ -139,7 +139,8 @@ def test_a_map_whose_keys_are_not_plain_text_is_not_reported_exact(tp: Any, fiel
     if tp in (NullableColours, Complexes):
         value = [
             f"`integer` was narrowed at {values}: llama.cpp's grammar writes integers only "
-            "from -9223372036854775806 to 9223372036854775806 (64 bits)"
+            "from -9223372036854775806 to 9223372036854775806 "
+            "(64 bits; bounds within them keep it exact)"
         ]
     assert [w.message for w in llama.degradations] == [
         f"the schema of `{tp.__name__}` was approximated: `propertyNames` is not enforced by "

@@ -808,7 +808,8 @@ class _Fix:
             self.note(
                 pointer,
                 f"`integer` was narrowed at {quoted(pointer)}: llama.cpp's grammar writes "
-                f"integers only from {-_INT_LIMIT} to {_INT_LIMIT} (64 bits)",
+                f"integers only from {-_INT_LIMIT} to {_INT_LIMIT} "
+                "(64 bits; bounds within them keep it exact)",
             )
         if fix_low:
             _set_side(node, *_LOWER, low)
