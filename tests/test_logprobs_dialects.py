@@ -58,8 +58,10 @@ def _no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def unsupported(field: RequestField, message: str, provider: str) -> Warning:
-    return Warning.unsupported(field, message).with_provider(provider)
+def unsupported(
+    field: RequestField, message: str, provider: str, code: str | None = None
+) -> Warning:
+    return Warning.unsupported(field, message, code=code).with_provider(provider)
 
 
 def alt(token: str, logprob: float, data: list[int] | None = None) -> TokenAlternative:
@@ -392,7 +394,10 @@ def test_ollama_refuses_a_choice() -> None:
     request = ChatRequest("llama3.1").user("Spam?").with_response_format(YES_NO)
     body, warnings = ollama_encode(request)
     why = NO_CHOICE.format("Ollama")
-    assert warnings == [unsupported(RequestField.RESPONSE_FORMAT, why, "ollama")]
+    # Nothing of the format was sent, which an extraction reads its answer by.
+    assert warnings == [
+        unsupported(RequestField.RESPONSE_FORMAT, why, "ollama", code="format_not_sent")
+    ]
     assert "format" not in body
     error = refused(
         lambda: allama.provider("ollama")._prepare(
@@ -527,7 +532,10 @@ def test_anthropic_refuses_a_choice() -> None:
     request = ChatRequest("claude-sonnet-4-5").user("Spam?").with_response_format(YES_NO)
     http, warnings = anthropic()._prepare(request, stream=False)
     why = NO_CHOICE.format("Anthropic")
-    assert warnings == [unsupported(RequestField.RESPONSE_FORMAT, why, "anthropic")]
+    # Nothing of the format was sent, which an extraction reads its answer by.
+    assert warnings == [
+        unsupported(RequestField.RESPONSE_FORMAT, why, "anthropic", code="format_not_sent")
+    ]
     assert "output_config" not in http.body
     error = refused(
         lambda: anthropic()._prepare(
