@@ -20,6 +20,7 @@ import allama
 from allama import ChatRequest, ExtractionMode
 from allama.errors import InvalidRequestError, UnsupportedError
 from allama.types import (
+    DocumentPart,
     ImagePart,
     ReasoningEffort,
     RequestField,
@@ -263,3 +264,36 @@ def test_a_url_that_only_mentions_data_is_still_a_url() -> None:
         "type": "image",
         "source": {"type": "url", "url": url},
     }
+
+
+PDF = b"%PDF-1.4 x"
+
+
+@pytest.mark.parametrize(
+    ("url", "source"),
+    [
+        (
+            "data:application/pdf;base64," + base64.b64encode(PDF).decode(),
+            {
+                "type": "base64",
+                "media_type": "application/pdf",
+                "data": base64.b64encode(PDF).decode(),
+            },
+        ),
+        (
+            "DATA:TEXT/PLAIN;BASE64," + base64.b64encode("café".encode()).decode(),
+            {"type": "text", "media_type": "text/plain", "data": "café"},
+        ),
+    ],
+)
+def test_a_document_given_as_a_data_url_goes_as_its_bytes_not_as_a_url(
+    url: str, source: dict[str, Any]
+) -> None:
+    body, _ = _anthropic(ChatRequest(MODEL).user("Summarise.", DocumentPart(url=url)))
+    assert body["messages"][0]["content"][1] == {"type": "document", "source": source}
+
+
+def test_a_document_data_url_that_is_not_base64_is_refused() -> None:
+    request = ChatRequest(MODEL).user("x", DocumentPart(url="data:text/plain,hello"))
+    with pytest.raises(InvalidRequestError, match="a document data URL must be base64-encoded"):
+        _anthropic(request)

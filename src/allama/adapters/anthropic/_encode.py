@@ -210,7 +210,8 @@ class _Encoder:
         return document
 
     def document_source(self, part: DocumentPart) -> dict[str, Any]:
-        if part.url is not None:
+        inline = None if part.url is None else data_url(part.url)
+        if part.url is not None and inline is None:
             if part.media_type not in (None, "application/pdf"):
                 # A URL source is read as a PDF: a text file there would be refused.
                 raise self.invalid(
@@ -218,17 +219,27 @@ class _Encoder:
                     f"{part.media_type}; send the text itself"
                 )
             return {"type": "url", "url": part.url}
-        data = part.data or b""
-        if part.media_type == "application/pdf":
+        media_type = part.media_type
+        if inline is not None:  # a data URL: its bytes, which a URL source would not take
+            if not inline.base64:
+                raise self.invalid("a document data URL must be base64-encoded")
+            try:
+                data = base64.b64decode("".join(inline.data.split()), validate=True)
+            except ValueError:
+                raise self.invalid("the document's data URL holds no valid base64") from None
+            media_type = inline.media_type or media_type
+        else:
+            data = part.data or b""
+        if media_type == "application/pdf":
             encoded = base64.b64encode(data).decode("ascii")
             return {"type": "base64", "media_type": "application/pdf", "data": encoded}
-        if part.media_type == "text/plain":
+        if media_type == "text/plain":
             try:
                 return {"type": "text", "media_type": "text/plain", "data": data.decode("utf-8")}
             except UnicodeDecodeError:
                 raise self.invalid("a text/plain document must be UTF-8 text") from None
         raise self.invalid(
-            f"{self.profile.display_name} takes PDF and plain-text documents, not {part.media_type}"
+            f"{self.profile.display_name} takes PDF and plain-text documents, not {media_type}"
         )
 
     def image_source(self, part: ImagePart) -> dict[str, Any]:
