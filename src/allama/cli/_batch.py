@@ -1119,10 +1119,7 @@ def _write_from_ledger(
             elif not runner.first_read(key):
                 result = _duplicate(index, label, result)
             if result.failure is None:  # a failure an earlier run ended with is counted only
-                kept = None if row.record is None else dict(row.record)
-                earlier = [] if kept is None else kept.pop("earlier_attempts", [])
-                written = _value_row(label, key, shown, kept, earlier, result.duplicate)
-                output.write(_jsonl_line(written))
+                output.write(_kept_value_line(label, key, shown, row.record, result.duplicate))
             filled.append(result)
     except sqlite3.Error:
         return filled
@@ -1133,6 +1130,16 @@ def _write_from_ledger(
         output.flush()
         db.close()
     return filled
+
+
+def _kept_value_line(
+    label: str, key: str, shown: Any, record: dict[str, Any] | None, copy: bool
+) -> str:
+    """The output's line of a value the ledger holds: its record, with the attempts of
+    earlier runs beside it, as the run writes its own."""
+    kept = None if record is None else dict(record)
+    earlier = [] if kept is None else kept.pop("earlier_attempts", [])
+    return _jsonl_line(_value_row(label, key, shown, kept, earlier, copy))
 
 
 @dataclass(slots=True)
@@ -1247,9 +1254,7 @@ def _write_finished_elsewhere(
                     continue
                 # One this run finished since (a copy it sent), or gave already, is a copy.
                 copy = row.run_id == this_run or not runner.first_read(key)
-                kept = None if row.record is None else dict(row.record)
-                earlier = [] if kept is None else kept.pop("earlier_attempts", [])
-                output.write(_jsonl_line(_value_row(label, key, shown, kept, earlier, copy)))
+                output.write(_kept_value_line(label, key, shown, row.record, copy))
                 found.written += 1
     except sqlite3.Error:  # none written: the summary's count stands, and `export` writes them
         output.truncate(start)
