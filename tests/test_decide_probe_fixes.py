@@ -615,3 +615,308 @@ def test_loose_matching_in_json_sets_aside_the_least_that_names_an_option(is_asy
     decision = decided(is_async, Extractor(repair=True), target, tp, ChatRequest("m").user("q"))
     assert decision.value == "A."
     assert decision.metadata.repaired is True
+
+
+# 8. vLLM (and some Ollama versions) list a token that holds part of a character as the
+# text U+FFFD with U+FFFD's bytes (EF BF BD), not its own: it was read as writing U+FFFD, a
+# branch of no option, and dropped, so `unresolved` and the bounds left it out.
+
+FFFD = "\ufffd"
+CAT_DOG = Literal["猫", "犬"]
+
+
+def vllm_answer(content: str, tokens: list[dict[str, Any]]) -> tuple[Any, Any]:
+    return provider("vllm", (200, with_tokens(content, tokens)), base_url="http://127.0.0.1:9/v1")
+
+
+@SIDES
+def test_a_token_given_the_replacement_characters_bytes_is_unresolved(is_async: bool) -> None:
+    # `猫` (0.5) is one token; the first byte of `犬` (E7), 0.45, is listed as U+FFFD.
+    tokens = [tok('"', 1.0), tok("猫", 0.5, ("猫", 0.5), (FFFD, 0.45)), tok('"', 1.0)]
+    assert tokens[1]["top_logprobs"][1]["bytes"] == [0xEF, 0xBF, 0xBD]
+    target, _ = vllm_answer('"猫"', tokens)
+    decision = decided(is_async, Extractor(), target, CAT_DOG, ChatRequest("m").user("q"))
+    assert decision.value == "猫"
+    assert decision.probabilities == pytest.approx({"猫": 0.5, "犬": 0.0})
+    # 0.45 may be `犬`'s, with the 0.05 not listed.
+    assert decision.unresolved == pytest.approx(0.5)
+    assert decision.unlisted == frozenset({"犬"})
+    assert decision.confidence is None
+    assert decision.confidence_bounds() == pytest.approx((0.5, 1.0))
+
+
+def test_u_fffd_is_read_as_written_where_an_option_writes_it_there() -> None:
+    def alt(text: str, p: float) -> TokenAlternative:
+        return TokenAlternative(token=text, logprob=math.log(p), token_bytes=tuple(text.encode()))
+
+    chosen = TokenLogprob(
+        token="No",
+        logprob=math.log(0.5),
+        token_bytes=tuple(b"No"),
+        top=(alt("No", 0.5), alt(FFFD, 0.3), alt(f"{FFFD}x", 0.2)),
+    )
+    labels = [FFFD, "No"]
+    measured = measure([chosen], "No", labels, "No", Spelling(0, json=False))
+    assert isinstance(measured, Measured)
+    # U+FFFD is an option: written there, it is that option's; `\ufffdx` is no option.
+    assert measured.probabilities == pytest.approx({FFFD: 0.3, "No": 0.5})
+    assert measured.unresolved == pytest.approx(0.0)
+    # An option that does not write it there leaves the branch unresolved.
+    measured = measure([chosen], "No", ["Yes", "No"], "No", Spelling(0, json=False))
+    assert isinstance(measured, Measured)
+    assert measured.probabilities == pytest.approx({"Yes": 0.0, "No": 0.5})
+    assert measured.unresolved == pytest.approx(0.5)
+
+
+def test_a_token_of_no_text_in_a_json_string_is_unresolved() -> None:
+    # Newer vLLM lists a token that holds part of a character as "", bytes []: inside a
+    # JSON string it cannot be told from the end of the output. Read as an end, it was no
+    # option, dropped.
+    text = '"猫"'
+    end = TokenAlternative(token="", logprob=math.log(0.45), token_bytes=())
+    tokens = [
+        TokenLogprob(token='"', logprob=0.0, token_bytes=tuple(b'"')),
+        TokenLogprob(
+            token="猫",
+            logprob=math.log(0.5),
+            token_bytes=tuple("猫".encode()),
+            top=(TokenAlternative(token="猫", logprob=math.log(0.5)), end),
+        ),
+        TokenLogprob(token='"', logprob=0.0, token_bytes=tuple(b'"')),
+    ]
+    loose = Spelling(1, json=True, held=False)
+    measured = measure(tokens, text, ["猫", "犬"], "猫", loose)
+    assert isinstance(measured, Measured)
+    assert measured.probabilities == pytest.approx({"猫": 0.5, "犬": 0.0})
+    assert measured.unresolved == pytest.approx(0.5)
+    # In a plain answer it is the end (llama.cpp's end of generation), as before.
+    plain = [
+        TokenLogprob(
+            token="New",
+            logprob=math.log(0.6),
+            token_bytes=tuple(b"New"),
+            top=(TokenAlternative(token="New", logprob=math.log(0.6)),),
+        ),
+        TokenLogprob(
+            token=" York",
+            logprob=math.log(0.5),
+            token_bytes=tuple(b" York"),
+            top=(TokenAlternative(token=" York", logprob=math.log(0.5)), end),
+        ),
+    ]
+    measured = measure(plain, "New York", LABELS, "New York", Spelling(0, json=False))
+    assert isinstance(measured, Measured)
+    assert measured.probabilities["New"] == pytest.approx(0.6 * 0.45)
+
+
+# 9. A JSON string may spell an option with escapes (`"caf\u00e9"` is `café`): under a
+# constraint that is not exact, an alternative that begins an escape inside the option's
+# string was counted as no option.
+
+
+@SIDES
+def test_a_branch_that_begins_an_escape_in_the_string_is_unresolved(is_async: bool) -> None:
+    tokens = [
+        tok('"', 1.0),
+        tok("caf", 0.9, ("caf", 0.9), ("th", 0.05)),
+        tok("é", 0.5, ("é", 0.5), ("\\", 0.45)),
+        tok('"', 1.0),
+    ]
+    target, _ = vllm_answer('"café"', tokens)
+    tp = Literal["café", "thé"]
+    decision = decided(is_async, Extractor(), target, tp, ChatRequest("m").user("q"))
+    assert decision.metadata.enforcement.value == "approximate"
+    assert decision.probabilities == pytest.approx({"café": 0.45, "thé": 0.0})
+    # `th` (0.05) and 0.05 unlisted; after `caf` (0.9), `\` (0.45) and 0.05 unlisted.
+    assert decision.unresolved == pytest.approx(0.05 + 0.05 + 0.9 * 0.45 + 0.9 * 0.05)
+    assert decision.confidence_bounds() == pytest.approx((0.45, 1.0))
+
+
+def quoted_tokens(top: list[tuple[str, float]]) -> list[TokenLogprob]:
+    def alt(text: str, p: float) -> TokenAlternative:
+        return TokenAlternative(token=text, logprob=math.log(p), token_bytes=tuple(text.encode()))
+
+    def token(text: str, p: float, *listed: tuple[str, float]) -> TokenLogprob:
+        return TokenLogprob(
+            token=text,
+            logprob=math.log(p),
+            token_bytes=tuple(text.encode()),
+            top=tuple(alt(t, q) for t, q in listed),
+        )
+
+    return [token('"a', 1.0), token('\\"b', 0.5, ('\\"b', 0.5), *top), token('"', 1.0)]
+
+
+def test_an_option_that_writes_an_escape_is_measured_through_it() -> None:
+    text = '"a\\"b"'  # the option `a"b`, its quote escaped
+    labels = ['a"b', 'a"c']
+    loose = Spelling(1, json=True, held=False)
+    # `\"c` writes the other option; `\u0022b` writes this one otherwise, `\n` no option
+    # yet maybe another, `"` closes `a`, no option.
+    top = [('\\"c"', 0.2), ("\\u0022b", 0.1), ("\\n", 0.1), ('"', 0.05)]
+    measured = measure(quoted_tokens(top), text, labels, 'a"b', loose)
+    assert isinstance(measured, Measured)
+    assert measured.probabilities == pytest.approx({'a"b': 0.5, 'a"c': 0.2})
+    assert measured.unresolved == pytest.approx(0.1 + 0.1 + 0.05)
+    # Held exactly, the enum's spelling is the only one: as before.
+    held = measure(quoted_tokens(top), text, labels, 'a"b', Spelling(1, json=True))
+    assert isinstance(held, Measured)
+    assert held.probabilities == pytest.approx({'a"b': 0.5, 'a"c': 0.2})
+    assert held.unresolved == pytest.approx(0.05)
+
+
+# 10. GPT-5.1 and 5.2 take log-probabilities at reasoning effort `none` alone (their
+# default): at another, OpenAI answers 400. `probabilities=True` was sent and refused;
+# the default paid a refused round trip.
+
+GPT_5_1_EFFORT = "`gpt-5.1` on OpenAI reports no log-probabilities at reasoning effort `low`"
+
+
+def yes_json() -> dict[str, Any]:
+    tokens = [tok('{"value":"', 1.0), tok("Yes", 0.7, ("Yes", 0.7), ("No", 0.2)), tok('"}', 1.0)]
+    return with_tokens('{"value":"Yes"}', tokens)
+
+
+@SIDES
+def test_probabilities_true_at_an_effort_that_refuses_them_fails_before_sending(
+    is_async: bool,
+) -> None:
+    target, recorder = provider("openai", (200, yes_json()))
+    request = ChatRequest("gpt-5.1").user("q").with_reasoning_effort("low")
+    with pytest.raises(allama.UnsupportedError) as caught:
+        decided(is_async, Extractor(), target, YES_NO, request, probabilities=True)
+    assert str(caught.value) == f"probabilities=True, but {GPT_5_1_EFFORT}"
+    assert caught.value.field is RequestField.LOGPROBS
+    assert caught.value.stage is allama.UnsupportedStage.BEFORE_SENDING
+    assert recorder.bodies == []
+
+
+@SIDES
+@pytest.mark.parametrize(
+    ("model", "effort", "asked"),
+    [
+        ("gpt-5.1", "low", False),
+        ("gpt-5.2", "high", False),
+        ("gpt-5.1", "none", True),
+        ("gpt-5.1", None, True),
+        ("gpt-4.1-mini", "low", True),  # no reasoning to refuse them for
+    ],
+)
+def test_by_default_an_effort_that_refuses_them_does_not_ask_for_them(
+    is_async: bool, model: str, effort: str | None, asked: bool
+) -> None:
+    target, recorder = provider("openai", (200, yes_json()))
+    request = ChatRequest(model).user("q")
+    if effort is not None:
+        request = request.with_reasoning_effort(effort)
+    decision = decided(is_async, Extractor(), target, YES_NO, request)
+    assert decision.value == "Yes"
+    (body,) = recorder.bodies
+    if asked:
+        assert body["logprobs"] is True
+        assert decision.probabilities == pytest.approx({"Yes": 0.7, "No": 0.2})
+        return
+    assert "logprobs" not in body
+    assert decision.probabilities is None
+    assert decision.probabilities_missing == (
+        f"`{model}` on OpenAI reports no log-probabilities at reasoning effort `{effort}`"
+    )
+
+
+@pytest.mark.parametrize(
+    ("effort", "sent"), [("low", False), ("high", False), ("none", True), (None, True)]
+)
+def test_a_chat_request_at_an_effort_that_refuses_them_goes_without_them(
+    effort: str | None, sent: bool
+) -> None:
+    target, recorder = provider("openai", (200, yes_json()))
+    request = ChatRequest("gpt-5.2").user("q").with_logprobs(3)
+    if effort is not None:
+        request = request.with_reasoning_effort(effort)
+    response = target.chat(request)
+    (body,) = recorder.bodies
+    assert (body.get("logprobs"), body.get("top_logprobs")) == ((True, 3) if sent else (None, None))
+    said = [w.message for w in response.warnings if w.is_about(RequestField.LOGPROBS)]
+    assert said == (
+        []
+        if sent
+        else [f"`gpt-5.2` on OpenAI reports no log-probabilities at reasoning effort `{effort}`"]
+    )
+
+
+# 11. A model that reaches a forced tool and reports no log-probabilities at all was
+# refused with the forced tool's reason; and that reason, said before sending, said the
+# answer "came" as a tool call.
+
+
+@pytest.mark.parametrize(
+    ("preset", "model"),
+    [
+        ("anthropic", "claude-3-5-haiku-latest"),
+        ("anthropic", "claude-3-haiku-20240307"),
+        ("groq", "llama-3.3-70b-versatile"),
+    ],
+)
+def test_a_model_that_reports_none_is_refused_for_that(preset: str, model: str) -> None:
+    target, recorder = provider(preset, (200, {}))
+    with pytest.raises(allama.UnsupportedError) as caught:
+        allama.decide(target, YES_NO, ChatRequest(model).user("q"), probabilities=True)
+    assert str(caught.value) == (
+        f"probabilities=True, but `{model}` on {preset} reports no log-probabilities"
+    )
+    assert recorder.bodies == []
+
+
+def test_the_forced_tool_refusal_says_what_would_happen() -> None:
+    target, recorder = provider("openai", (200, {}))
+    with pytest.raises(allama.UnsupportedError) as caught:
+        allama.decide(target, YES_NO, ChatRequest("gpt-4").user("q"), probabilities=True)
+    assert str(caught.value) == (
+        "probabilities=True, but the answer would come as a tool call, whose arguments have "
+        "no log-probabilities, and in plain text its tokens, which stop before the end of "
+        "the answer, would measure no option"
+    )
+    assert recorder.bodies == []
+
+
+# 12. Ollama log-probabilities whose tokens do not spell the text were dropped without a
+# word, and the decision said the provider returned none.
+
+UNSPELT = "the tokens the provider reported do not spell the output: they were left out"
+
+
+def ollama_answer(content: str, tokens: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "model": "qwen3:8b",
+        "created_at": "2025-01-01T00:00:00Z",
+        "message": {"role": "assistant", "content": content},
+        "done": True,
+        "done_reason": "stop",
+        "logprobs": tokens,
+        "prompt_eval_count": 5,
+        "eval_count": 3,
+    }
+
+
+@SIDES
+def test_ollama_tokens_that_do_not_spell_the_answer_are_named_so(is_async: bool) -> None:
+    # `😀` (F0 9F 98 80) as two byte tokens, each sent as U+FFFD.
+    tokens = [tok('"', 1.0), tok(FFFD, 0.6, (FFFD, 0.6), ("A", 0.3)), tok(FFFD, 1.0), tok('"', 1.0)]
+    target, recorder = provider(
+        "ollama", (200, ollama_answer('"😀"', tokens)), base_url="http://127.0.0.1:9"
+    )
+    tp = Literal["😀", "A"]
+    decision = decided(is_async, Extractor(), target, tp, ChatRequest("qwen3:8b").user("q"))
+    assert recorder.bodies[0]["logprobs"] is True
+    assert decision.value == "😀"
+    assert decision.response.logprobs is None
+    assert decision.probabilities is None
+    assert decision.probabilities_missing == UNSPELT
+    (noted,) = [w for w in decision.response.warnings if w.is_about(RequestField.LOGPROBS)]
+    assert (noted.message, noted.provider) == (UNSPELT, "ollama")
+    # Tokens that spell it, or none sent, say nothing.
+    spelled = [tok('"', 1.0), tok("A", 0.6, ("A", 0.6)), tok('"', 1.0)]
+    for answer in (ollama_answer('"A"', spelled), ollama_answer('"A"', [])):
+        target, _ = provider("ollama", (200, answer), base_url="http://127.0.0.1:9")
+        decision = decided(is_async, Extractor(), target, tp, ChatRequest("qwen3:8b").user("q"))
+        assert all(not w.is_about(RequestField.LOGPROBS) for w in decision.response.warnings)

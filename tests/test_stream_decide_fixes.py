@@ -464,9 +464,9 @@ def test_probabilities_true_where_the_mode_falls_to_a_forced_tool_is_refused_bef
     with pytest.raises(UnsupportedError) as caught:
         allama.decide(provider, bool, request, probabilities=True)
     assert str(caught.value) == (
-        "probabilities=True, but the answer came as a tool call, whose arguments have no "
-        "log-probabilities, and in plain text its tokens, which stop before the end of the "
-        "answer, would measure no option"
+        "probabilities=True, but the answer would come as a tool call, whose arguments have "
+        "no log-probabilities, and in plain text its tokens, which stop before the end of "
+        "the answer, would measure no option"
     )
     assert sent == []
     # Without insisting, the tool holds the answer, and no probabilities are asked for.

@@ -4,11 +4,11 @@ and the probability of each option where the provider reports token log-probabil
 The constraint, best first: a plain-text choice (`ResponseFormat.choice`: Gemini's
 `text/x.enum`, llama.cpp's grammar); else the extraction engine with the options as a JSON
 Schema enum (native or forced tool, wrapped where the dialect needs an object root); else
-the options in the prompt alone, recorded as not enforced. A forced tool's arguments have no
-log-probabilities: where the caller insists on them (`probabilities=True`) and chose no
-mode, the options go in the prompt instead, answered as plain text with them (recorded as
-not enforced, and only where no floor forbids that). In every case the answer is checked
-against the options: a value outside them is never returned.
+the options in the prompt alone, recorded as not enforced. Where the caller insists on
+log-probabilities (`probabilities=True`) and none can be had, the decision is refused
+before sending: the model reports none (or none at the request's reasoning effort), or the
+answer would come as a forced tool's arguments, which have none. In every case the answer is
+checked against the options: a value outside them is never returned.
 
 Written once as a generator, like extraction, and driven by the same sync and async loops.
 """
@@ -70,6 +70,7 @@ from allama.types import (
     ResponseFormat,
     SystemMessage,
     TextPart,
+    UnsupportedPolicy,
     UnsupportedStage,
     UserMessage,
     Warning,
@@ -326,26 +327,54 @@ def _logprobs_plan(
 ) -> _Logprobs:
     if wanted is False:
         return _Logprobs(False, "not asked for (probabilities=False)")
-    if strategy == _Strategy.EXTRACT and mode is ExtractionMode.FORCED_TOOL:
-        reason = "the answer came as a tool call, whose arguments have no log-probabilities"
-        if wanted:
-            # Nor would a plain-text answer's measure anything: the models that fall to a
-            # forced tool (OpenAI's `gpt-4`, `gpt-3.5-turbo`) list no end of the output,
-            # so no branch of one is known to end in an option.
-            raise _refused(
-                provider,
-                request,
-                f"{reason}, and in plain text its tokens, which stop before the end of the "
-                "answer, would measure no option",
-            )
-        return _Logprobs(False, reason)
+    # The model's own answer first: where it reports none, that is the reason, whatever
+    # the mode (Anthropic's forced tool, Groq's).
     support = provider.chat_capability(request.model, ChatCapability.LOGPROBS)
+    reason: str | None = None
     if support is CapabilitySupport.UNSUPPORTED:
         reason = f"`{request.model}` on {provider.name} reports no log-probabilities"
+    elif support is CapabilitySupport.UNKNOWN:
+        reason = _refused_as_sent(provider, request)
+    if reason is not None:
         if wanted:
             raise _refused(provider, request, reason)
         return _Logprobs(False, reason)
+    if strategy == _Strategy.EXTRACT and mode is ExtractionMode.FORCED_TOOL:
+        if wanted:
+            # Nor would a plain-text answer's measure anything: the models that fall to a
+            # forced tool (OpenAI's `gpt-4`, `gpt-3.5-turbo`) list no end of the output,
+            # so no branch of one is known to end in an option. Said before sending.
+            raise _refused(
+                provider,
+                request,
+                "the answer would come as a tool call, whose arguments have no "
+                "log-probabilities, and in plain text its tokens, which stop before the end "
+                "of the answer, would measure no option",
+            )
+        return _Logprobs(
+            False, "the answer came as a tool call, whose arguments have no log-probabilities"
+        )
     return _Logprobs(True, may_drop=wanted is None)
+
+
+def _refused_as_sent(provider: ChatProvider, request: ChatRequest) -> str | None:
+    """Why the provider would leave out log-probabilities asked of this request, where the
+    model's capability leaves them unknown: its encoder knows what the request's other
+    settings do to them (OpenAI's GPT-5.1 and 5.2 report them at reasoning effort `none`
+    alone, and answer 400 at another). A dry run, nothing sent."""
+    probe = request.model_copy(
+        update={
+            "logprobs": TOP_LOGPROBS,
+            "response_format": None,
+            "unsupported_policy": UnsupportedPolicy.WARN,
+        }
+    )
+    try:
+        checked = provider.validate_chat_request(probe)
+    except Error:  # the call itself will say what is wrong with the request
+        return None
+    said = [w.message for w in checked.warnings if w.is_about(RequestField.LOGPROBS)]
+    return said[0] if said else None
 
 
 def _refused(provider: ChatProvider, request: ChatRequest, reason: str) -> UnsupportedError:

@@ -6,8 +6,9 @@ alternative opens a branch: the text written so far plus that token. A branch on
 option can still complete is that option's (its probability is the product of the
 probabilities along the way); a branch no option can complete is outside the options; a
 branch several options share, one whose text cannot be told (a token given without its
-bytes whose text does not show them), or the probability the provider did not list at all,
-cannot be followed and is counted as `unresolved`. A token that writes nothing (llama.cpp's
+bytes whose text does not show them, or given U+FFFD's bytes for part of a character where
+no option writes U+FFFD), or the probability the provider did not list at all, cannot be
+followed and is counted as `unresolved`. A token that writes nothing (llama.cpp's
 end of generation, a special token such as `<|end|>` given without bytes) ends the output.
 The walk ends at the token after which only the chosen option can follow: under a grammar
 (or an enum enforced exactly) the rest is forced. Where the option's first token also writes
@@ -23,7 +24,10 @@ may still become an option is `unresolved`, and the walk follows the chosen toke
 end of the output, whose end, unless a token that writes nothing shows it, is `unresolved`
 too. A JSON answer no exact constraint holds (its enforcement approximate or not enforced)
 may likewise be any string: a branch is an option's only once it has written the whole
-option and its closing quote, and the walk follows the chosen tokens to that quote.
+option and its closing quote, one that leaves the option's spelling at an escape (`caf\\`,
+which may yet be `caf\\u00e9`, `café`) may still become it, and the walk follows the
+chosen tokens to that quote. There a token of no text and no bytes may be part of a
+character (newer vLLM lists one so) as well as the end: `unresolved` too.
 
 So each option's probability is measured from numbers the provider gave, never guessed: it
 is exact when nothing was left unresolved, and any option's true probability is higher by
@@ -134,7 +138,7 @@ def measure(
         so_far = written[:at]
         reach = math.exp(path)
         listed = math.exp(token.logprob)
-        for branch, probability in _distinct(token):
+        for branch, probability in _distinct(token, spelling):
             if branch == piece:
                 continue
             # What the tokens at one place list sums to at most 1 (a provider that lists one
@@ -147,6 +151,9 @@ def measure(
                 continue
             reached = so_far + branch
             if _departs(reached, before):  # the wrapper written otherwise: any option may follow
+                unresolved += weight
+                continue
+            if _replaced(reached, len(so_far), fitting):  # part of a character, shown as U+FFFD
                 unresolved += weight
                 continue
             options = fitting(reached, not branch)
@@ -198,8 +205,11 @@ that ends there)."""
 
 
 def _written_reader(before: bytes, labels: Sequence[str], spelling: Spelling) -> _Reader:
-    """Options written as they are, after `before`."""
+    """Options written as they are, after `before`. A JSON string nothing holds exactly may
+    spell an option with escapes (`caf\\u00e9` is `café`): a branch that leaves an option's
+    spelling at an escape may still be that option."""
     full = {label: before + spelling.written(label) + spelling.closing for label in labels}
+    escapes = spelling.json and not spelling.held
 
     def fits(branch: bytes, label: str, ended: bool) -> bool:
         whole = full[label]
@@ -208,11 +218,33 @@ def _written_reader(before: bytes, labels: Sequence[str], spelling: Spelling) ->
         if whole.startswith(branch):
             return True
         if spelling.json:
-            return branch.startswith(whole)
+            return branch.startswith(whole) or (escapes and _escapes(branch, whole, len(before)))
         # Plain text: space after the whole option ends it, as the answer is read trimmed.
         return branch.startswith(whole) and not branch[len(whole) :].strip()
 
     return lambda branch, ended: [label for label in labels if fits(branch, label, ended)]
+
+
+def _escapes(branch: bytes, whole: bytes, start: int) -> bool:
+    """Whether `branch` leaves `whole` (an option's JSON string from `start`, closed) inside
+    the string where either writes an escape: there the two may still be one text."""
+    at = start
+    while at < len(branch) and at < len(whole) and branch[at] == whole[at]:
+        at += 1
+    if at >= len(branch) or at >= len(whole) - 1:  # the branch goes on past the string
+        return False
+    if branch[at] == ord("\\"):
+        return True
+    escape = start
+    while escape < at:  # an escape of the option's spelling that `at` falls inside
+        if whole[escape] != ord("\\"):
+            escape += 1
+            continue
+        size = 6 if whole[escape + 1 : escape + 2] == b"u" else 2
+        if at < escape + size:
+            return True
+        escape += size
+    return False
 
 
 def _trimmed_reader(labels: Sequence[str]) -> _Reader:
@@ -268,7 +300,7 @@ def _ended(masses: dict[str, float], unresolved: float, seen: set[str]) -> Measu
     return Measured(masses, min(1.0, unresolved), frozenset(masses) - seen)
 
 
-def _distinct(token: TokenLogprob) -> list[tuple[bytes | None, float]]:
+def _distinct(token: TokenLogprob, spelling: Spelling) -> list[tuple[bytes | None, float]]:
     """The listed continuations by their text, with their probability: tokens that write
     the same bytes (two special tokens that print nothing) lead to one branch, whose
     probability is theirs together. Tokens whose bytes cannot be told (`_unreadable`) are
@@ -278,7 +310,7 @@ def _distinct(token: TokenLogprob) -> list[tuple[bytes | None, float]]:
     listed: set[tuple[bytes | None, float]] = set()
     for alternative in token.top:
         text: bytes | None = alternative.utf8()
-        if text != piece and _unreadable(alternative):
+        if text != piece and _unreadable(alternative, spelling):
             text = None
         if (text, alternative.logprob) in listed:
             continue  # the same token listed again
@@ -292,13 +324,34 @@ _TAG = re.compile(r"</?[^\s<>]+>")
 or a tag of text: which one a token given without bytes is cannot be told."""
 
 
-def _unreadable(alternative: TokenAlternative) -> bool:
+def _unreadable(alternative: TokenAlternative, spelling: Spelling) -> bool:
     """Whether a listed token's text may not be what it writes: given without bytes, it
     holds part of a character (shown as U+FFFD) or names a special token whose text is not
-    known (`<|end|>` is read as writing nothing, `TokenAlternative.utf8`)."""
+    known (`<|end|>` is read as writing nothing, `TokenAlternative.utf8`). Given U+FFFD's
+    bytes, it is told in the walk (`_replaced`).
+
+    A token of no text and no bytes is the end of the output (llama.cpp's end of
+    generation), except in a JSON answer nothing holds exactly: there it may also be part
+    of a character, which newer vLLM lists so, and which it is cannot be told. (Where
+    allama holds JSON exactly, on OpenAI, a part of a character comes with its own bytes.)"""
+    if spelling.json and not spelling.held and not alternative.token and not alternative.utf8():
+        return True
     if alternative.token_bytes is not None or not alternative.utf8():
         return False
     return "\ufffd" in alternative.token or _TAG.fullmatch(alternative.token) is not None
+
+
+_REPLACEMENT = "\ufffd".encode()
+"""U+FFFD's bytes: what vLLM and some Ollama versions give as the bytes of a token that
+holds part of a character (its text decoded with replacement, then encoded)."""
+
+
+def _replaced(reached: bytes, at: int, fitting: _Reader) -> bool:
+    """Whether the branch's bytes (`reached` from `at` on) hold U+FFFD where no option
+    writes it: a token shown so holds part of a character, whose bytes are not known, and
+    may yet become any option."""
+    last = reached.rfind(_REPLACEMENT, at)
+    return last >= 0 and not fitting(reached[: last + len(_REPLACEMENT)], False)
 
 
 def json_string_span(text: str, wrapped_key: str | None) -> tuple[int, str] | None:

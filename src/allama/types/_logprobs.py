@@ -24,7 +24,9 @@ class TokenAlternative(Data):
     """A token the model could have written at a position, and its log-probability.
 
     `token_bytes` is the token's UTF-8 bytes where the provider gives them: a token may
-    hold part of a character, which its text cannot show.
+    hold part of a character, which its text cannot show. Not every provider gives such a
+    token its own: vLLM, and some Ollama versions, give U+FFFD's (`EF BF BD`), the bytes of
+    its text decoded with replacement, which `allama.decide` reads as unknown.
     """
 
     token: str

@@ -32,8 +32,8 @@ Log-probabilities. The top-level `logprobs` list (OpenAI's shape: `token`, `logp
 includes its thinking and the tags around it (and, under `format`, the run Ollama cancelled
 when the thinking ended): only the tokens of the answer's text are kept, the last ones,
 whose bytes spell `content` exactly. A list that does not end with tokens spelling the text
-at a token boundary, or of another shape, gives none (`None`), as does a response without
-text.
+at a token boundary gives none (`None`), with a warning saying so (`UNSPELT_LOGPROBS`); so
+do a list of another shape and a response without text, without one.
 
 Ollama sends no response id. Under `provider_data["ollama"]`: `created_at`, the durations
 in nanoseconds as sent (`total_duration`, `load_duration`, `prompt_eval_duration`,
@@ -57,6 +57,7 @@ from allama.types import (
     ContentBlock,
     FinishReason,
     Reasoning,
+    RequestField,
     StreamBlockType,
     TextPart,
     TokenLogprob,
@@ -68,6 +69,7 @@ from allama.types import (
 __all__ = [
     "KEPT_FIELDS",
     "NAMESPACE",
+    "UNSPELT_LOGPROBS",
     "BlockSink",
     "Layout",
     "Unreadable",
@@ -134,6 +136,11 @@ def text_logprobs(raw: Any, text: str) -> tuple[TokenLogprob, ...] | None:
     tokens = openai_logprobs(raw)
     if tokens is None or not text:
         return None
+    return _spelling(tokens, text)
+
+
+def _spelling(tokens: tuple[TokenLogprob, ...], text: str) -> tuple[TokenLogprob, ...] | None:
+    """The last of `tokens`, from a token boundary on, whose bytes spell `text`, or `None`."""
     wanted = text.encode("utf-8")
     spelled = [token.utf8() for token in tokens]
     cut = sum(map(len, spelled)) - len(wanted)
@@ -146,6 +153,12 @@ def text_logprobs(raw: Any, text: str) -> tuple[TokenLogprob, ...] | None:
     if cut != 0 or b"".join(spelled[start:]) != wanted:
         return None
     return tokens[start:]
+
+
+UNSPELT_LOGPROBS = "the tokens the provider reported do not spell the output: they were left out"
+"""The warning on a response whose log-probabilities were read but spell no end of its text
+(a token that holds part of a character given U+FFFD's bytes, as some versions send it): a
+decision names it, where it would say none came, as it does on Chat Completions."""
 
 
 def kept_data(payload: Mapping[str, Any]) -> dict[str, JsonValue]:
@@ -298,9 +311,13 @@ def decode_payload(
     kept = kept_data(payload)
     raw_logprobs = payload.get("logprobs")
     logprobs = None
-    if raw_logprobs is not None:
-        text = "".join(block.text for block in sink.blocks if isinstance(block, TextPart))
-        logprobs = text_logprobs(raw_logprobs, text)
+    text = "".join(block.text for block in sink.blocks if isinstance(block, TextPart))
+    tokens = openai_logprobs(raw_logprobs) if raw_logprobs is not None and text else None
+    if tokens is not None:
+        logprobs = _spelling(tokens, text)
+        if logprobs is None:
+            unspelt = Warning.unsupported(RequestField.LOGPROBS, UNSPELT_LOGPROBS)
+            warnings = (*warnings, unspelt if provider is None else unspelt.with_provider(provider))
     return ChatResponse(
         tuple(sink.blocks),
         finish_reason=finish_reason_of(payload.get("done_reason"), tool_calls=layout.calls > 0),

@@ -575,8 +575,11 @@ class _Encoder:
             return None
         return choice_grammar(fmt.options)
 
-    def logprobs(self) -> int | None:
-        """How many alternatives to ask for per token, or `None` (not asked, or refused)."""
+    def logprobs(self, effort: str | None) -> int | None:
+        """How many alternatives to ask for per token, or `None` (not asked, or refused).
+        A model that takes sampling only at reasoning effort `none` (GPT-5.1 and later)
+        takes log-probabilities on the same terms: at another `effort` (the one sent),
+        OpenAI answers 400."""
         top = self.request.logprobs
         if top is None:
             return None
@@ -590,6 +593,12 @@ class _Encoder:
             return None
         if self.family.logprobs is CapabilitySupport.UNSUPPORTED:
             self.degradations.refuse(RequestField.LOGPROBS, f"{where} reports no log-probabilities")
+            return None
+        if self.family.sampling == "without_reasoning" and effort not in (None, "none"):
+            self.degradations.refuse(
+                RequestField.LOGPROBS,
+                f"{where} reports no log-probabilities at reasoning effort `{effort}`",
+            )
             return None
         return top
 
@@ -835,7 +844,7 @@ class _Encoder:
             else:
                 effort = self.effort(str(request.reasoning_effort))
         stream_options = {"include_usage": True} if self.stream and profile.stream_usage else None
-        top_logprobs = self.logprobs()
+        top_logprobs = self.logprobs(effort)
         temperature, top_p = self.sampling(effort)
         # The body is written as plain JSON data in `WireRequest`'s shape (absent fields
         # left out, never `null`); the schemas in it are the dialect rewrite's own (cached)
