@@ -11,7 +11,9 @@ from typing import Annotated, Any, Literal, Union
 
 import httpx2
 import pytest
-from pydantic import BaseModel, Discriminator, Field, Tag
+from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic.alias_generators import to_camel
+from typing_extensions import TypeAliasType
 
 import allama
 from _native_wire import extract_through
@@ -279,3 +281,197 @@ def test_a_callable_discriminator_is_left_as_pydantic_writes_it() -> None:
         "the schema of `Called` was approximated: `oneOf` at `Called.pet.oneOf` became "
         "`anyOf`: a value may match more than one branch"
     ]
+
+
+# A recursive `TypeAliasType` whose tag field has an alias: pydantic's core schema reads the
+# tag from `[["kind"], ["type"]]` and, within the recursion, writes no discriminator, so the
+# tag went optional (nullable under OpenAI strict, and an answer writing that `null` failed).
+Aliased = TypeAliasType(
+    "Aliased",
+    Annotated[Union["ALeaf", "ANode"], Field(discriminator="kind")],
+)
+
+
+class ALeaf(BaseModel):
+    kind: Literal["leaf"] = Field("leaf", alias="type")
+    name: str
+
+
+class ANode(BaseModel):
+    kind: Literal["node"] = Field("node", alias="type")
+    kids: list[Aliased] = []
+
+
+class AForest(BaseModel):
+    t: Aliased
+
+
+class Camel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+Expr = TypeAliasType(
+    "Expr",
+    Annotated[Union["Num", "Add"], Field(discriminator="node_type")],
+)
+
+
+class Num(Camel):
+    node_type: Literal["num"] = "num"
+    value: str
+
+
+class Add(Camel):
+    node_type: Literal["add"] = "add"
+    terms: list[Expr]
+
+
+class Formula(Camel):
+    expr: Expr
+
+
+# Branches that read the tag under different names: by the field's (aliases not read) and
+# by its alias. Validation finds it under either, so each branch requires its own.
+Mixed = TypeAliasType(
+    "Mixed",
+    Annotated[Union["MLeaf", "MNode"], Field(discriminator="kind")],
+)
+
+
+class MLeaf(BaseModel):
+    model_config = ConfigDict(validate_by_alias=False, validate_by_name=True)
+    kind: Literal["leaf"] = Field("leaf", alias="type")
+    name: str
+
+
+class MNode(BaseModel):
+    kind: Literal["node"] = Field("node", alias="type")
+    kids: list[Mixed] = []
+
+
+class MForest(BaseModel):
+    t: Mixed
+
+
+ALIASED_REPLY = {"t": {"type": "node", "kids": [{"type": "leaf", "name": "a"}, {"type": "node"}]}}
+CAMEL_REPLY = {"expr": {"nodeType": "add", "terms": [{"nodeType": "num", "value": "1"}]}}
+
+
+def test_a_recursive_alias_requires_its_tag_under_the_tag_fields_alias() -> None:
+    leaf_tag = {"const": "leaf", "default": "leaf", "title": "Type", "type": "string"}
+    node_tag = {"const": "node", "default": "node", "title": "Type", "type": "string"}
+    assert type_schema(AForest).schema == {
+        "$defs": {
+            "ALeaf": {
+                "properties": {"type": leaf_tag, "name": {"title": "Name", "type": "string"}},
+                "required": ["type", "name"],
+                "title": "ALeaf",
+                "type": "object",
+            },
+            "ANode": {
+                "properties": {
+                    "type": node_tag,
+                    "kids": {
+                        "default": [],
+                        "items": {"$ref": "#/$defs/Aliased"},
+                        "title": "Kids",
+                        "type": "array",
+                    },
+                },
+                "required": ["type"],
+                "title": "ANode",
+                "type": "object",
+            },
+            # Pydantic writes no discriminator here; the branches' `const` tags tell them apart.
+            "Aliased": {"oneOf": [{"$ref": "#/$defs/ALeaf"}, {"$ref": "#/$defs/ANode"}]},
+        },
+        "properties": {"t": {"$ref": "#/$defs/Aliased"}},
+        "required": ["t"],
+        "title": "AForest",
+        "type": "object",
+    }
+
+
+def test_a_recursive_alias_requires_a_tag_an_alias_generator_renamed() -> None:
+    defs = type_schema(Formula).schema["$defs"]
+    assert {name: schema.get("required") for name, schema in defs.items()} == {
+        "Add": ["nodeType", "terms"],
+        "Expr": None,
+        "Num": ["nodeType", "value"],
+    }
+
+
+def test_each_branch_requires_the_tag_under_the_name_it_is_read_by() -> None:
+    defs = type_schema(MForest).schema["$defs"]
+    assert defs["MLeaf"]["required"] == ["kind", "name"]
+    assert defs["MNode"]["required"] == ["type"]
+    assert list(defs["MLeaf"]["properties"]) == ["kind", "name"]
+    assert MForest.model_validate({"t": {"kind": "leaf", "name": "a"}}) == MForest(
+        t=MLeaf(name="a")
+    )
+
+
+@pytest.mark.parametrize("name", ["openai", "llama-cpp"])
+@pytest.mark.parametrize(
+    ("tp", "reply", "tag", "expected"),
+    [
+        (
+            AForest,
+            ALIASED_REPLY,
+            ("ALeaf", "type", "leaf"),
+            AForest(t=ANode(kids=[ALeaf(name="a"), ANode()])),
+        ),
+        (
+            Formula,
+            CAMEL_REPLY,
+            ("Num", "nodeType", "num"),
+            Formula(expr=Add(terms=[Num(value="1")])),
+        ),
+    ],
+)
+def test_a_strict_native_answer_naming_an_aliased_tag_validates_exactly(
+    name: str, tp: Any, reply: dict[str, Any], tag: tuple[str, str, str], expected: Any
+) -> None:
+    extracted, sent = extract_through(name, tp, json.dumps(reply))
+    assert extracted.value == expected
+    assert extracted.metadata.enforcement is SchemaEnforcement.EXACT
+    assert extracted.metadata.degradations == []
+    model, prop, value = tag
+    assert sent["$defs"][model]["required"][0] == prop
+    title = "Type" if prop == "type" else "Nodetype"
+    sent_tag = {"title": title, "type": "string", "enum": [value]}
+    # OpenAI strict: required, so not offered a `null` (which validation refuses).
+    assert sent["$defs"][model]["properties"][prop] == (
+        sent_tag if name == "openai" else {"default": value, **sent_tag}
+    )
+
+
+@pytest.mark.parametrize("mode", [ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL])
+@pytest.mark.parametrize(
+    ("tp", "expected"),
+    [
+        (AForest, AForest(t=ALeaf(name=""))),
+        (Formula, Formula(expr=Num(value=""))),
+        (MForest, MForest(t=MLeaf(name=""))),
+    ],
+)
+def test_the_mock_answers_a_recursive_alias_whose_tag_has_an_alias(
+    tp: Any, expected: Any, mode: ExtractionMode
+) -> None:
+    request = ChatRequest("m").user("x").with_option(mode)
+    extracted = Extractor().extract(TestProvider(), tp, request)
+    assert extracted.value == expected
+    assert extracted.metadata.enforcement is SchemaEnforcement.EXACT
+
+
+@pytest.mark.parametrize("alias", [AliasChoices("type", "t"), AliasPath("type", 0)])
+def test_a_tag_read_from_choices_or_a_path_is_refused(alias: AliasChoices | AliasPath) -> None:
+    # No single property holds such a tag; pydantic refuses it, and so the extraction.
+    class Cat2(BaseModel):
+        kind: Literal["cat"] = Field("cat", validation_alias=alias)
+
+    class Dog2(BaseModel):
+        kind: Literal["dog"] = Field("dog", validation_alias=alias)
+
+    with pytest.raises(TypeError, match="is not supported in a discriminated union"):
+        type_schema(Annotated[Union[Cat2, Dog2], Field(discriminator="kind")])  # noqa: UP007

@@ -326,11 +326,22 @@ class _StableDefaults(GenerateJsonSchema):
         """A tagged union, marked with the property that holds its tag (`_TAG_MARK`):
         validation reads the branch from that key and fails without it, whatever default
         the branch gives the field, so `generate` makes it required in every branch. A
-        callable `Discriminator` names no property: its union is left as pydantic writes it."""
+        callable `Discriminator` names no property: its union is left as pydantic writes it.
+
+        A tag field with an alias is a list of names to pydantic (`[["kind"], ["type"]]`:
+        the field's, then its alias), written as a discriminator only if one of them is a
+        property of every branch; a branch not yet written (within a recursive union) makes
+        pydantic write none, so the tag went optional. Such a union is marked with the
+        names (`_tag_names`), and each branch requires the first it declares once every
+        branch is written (`_TagsRequired._require_declared`)."""
         json_schema = super().tagged_union_schema(schema)
         discriminator = json_schema.get("discriminator")
-        tag = discriminator.get("propertyName") if isinstance(discriminator, dict) else None
-        if isinstance(tag, str) and isinstance(json_schema.get("oneOf"), list):
+        tag: str | list[str] | None = (
+            discriminator.get("propertyName")
+            if isinstance(discriminator, dict)
+            else _tag_names(schema["discriminator"])
+        )
+        if isinstance(tag, str | list) and isinstance(json_schema.get("oneOf"), list):
             json_schema[_TAG_MARK] = tag
             self._tagged = True
         return json_schema
@@ -406,6 +417,22 @@ class _StableDefaults(GenerateJsonSchema):
                 return keys, by_code
 
 
+def _tag_names(discriminator: Any) -> list[str] | None:
+    """The names a tagged union's core discriminator may read its tag from, in pydantic's
+    order: a field's name, or a list of one-name paths (the field's name, its alias).
+    `None` for a callable or a path of more than one step, which name no single property."""
+    if isinstance(discriminator, str):
+        return [discriminator]
+    if not isinstance(discriminator, list) or not discriminator:
+        return None
+    names: list[str] = []
+    for path in discriminator:
+        if not (isinstance(path, list) and len(path) == 1 and isinstance(path[0], str)):
+            return None
+        names.append(path[0])
+    return names
+
+
 def _tagged_unions(core: Any) -> dict[str, core_schema.TaggedUnionSchema]:
     """The tagged unions of a core schema that hold a ref, by ref, but those whose
     discriminator is a callable (it names no property, so nothing is required)."""
@@ -432,8 +459,8 @@ def _tagged_unions(core: Any) -> dict[str, core_schema.TaggedUnionSchema]:
 
 
 _TAG_MARK = "x-allama-tagged-by"
-"""Marks, while pydantic writes a schema, a tagged union (`oneOf`) by its tag's property;
-`_TagsRequired` reads and removes it."""
+"""Marks, while pydantic writes a schema, a tagged union (`oneOf`) by its tag's property
+(or the names it may be, `_tag_names`); `_TagsRequired` reads and removes it."""
 _DEFS = "#/$defs/"
 
 
@@ -500,11 +527,36 @@ class _TagsRequired:
             return node
         node = {key: _each_schema(key, value, self._fix) for key, value in node.items()}
         tag = node.get(_TAG_MARK)
-        if not (isinstance(tag, str) and isinstance(node.get("oneOf"), list)):
+        branches = node.get("oneOf")
+        if not (isinstance(tag, str | list) and isinstance(branches, list)):
             return node
         self.marked = True
         del node[_TAG_MARK]
-        return self._in_branches(node, frozenset({tag}))
+        if isinstance(tag, str):
+            return self._in_branches(node, frozenset({tag}))
+        required = [self._require_declared(branch, tag) for branch in branches]
+        if any(new is not old for new, old in zip(required, branches, strict=True)):
+            node = {**node, "oneOf": required}
+        return node
+
+    def _require_declared(self, branch: Any, names: list[str]) -> Any:
+        """`branch` requiring the first of `names` it declares a property (through
+        `$ref`s): the name validation finds its tag under, as the field's JSON name (its
+        alias, or its own where aliases are not read) is the property pydantic writes.
+        `branch` itself when it declares none."""
+        resolved, followed = branch, set[str]()
+        while isinstance(resolved, dict) and isinstance(resolved.get("$ref"), str):
+            ref = resolved["$ref"]
+            name = ref[len(_DEFS) :] if ref.startswith(_DEFS) else None
+            if name is None or name not in self.defs or name in followed:
+                break
+            followed.add(name)
+            resolved = self.defs[name]
+        properties = resolved.get("properties") if isinstance(resolved, dict) else None
+        if not isinstance(properties, dict):
+            return branch
+        tag = next((name for name in names if name in properties), None)
+        return branch if tag is None else self._require(branch, frozenset({tag}))
 
     def _in_branches(self, node: dict[str, Any], tags: frozenset[str]) -> dict[str, Any]:
         """`node` whose union branches (and its discriminator's mapping to them) require
