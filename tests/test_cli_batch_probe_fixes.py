@@ -258,8 +258,7 @@ def test_the_check_reads_as_far_as_the_size_it_took(
         (
             "gpt-4o-mini",
             "5",
-            "note: --temperature 5 was left out: OpenAI takes `temperature` from 0 to 2; 5 was "
-            "left out",
+            "note: --temperature 5 was left out: OpenAI takes `temperature` from 0 to 2",
         ),
         ("gpt-4o-mini", "0.5", None),
     ],

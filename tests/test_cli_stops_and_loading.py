@@ -1,5 +1,6 @@
-"""`allama batch run` stopped after its input file was replaced, and `--type` files of a
-package, loaded the same under the `allama` script as under `python -m allama.cli`."""
+"""`allama batch run` stopped after its input file was replaced, `--type` files of a
+package, loaded the same under the `allama` script as under `python -m allama.cli`, and a
+`--type` file whose import fails with a message of many lines, said by its first."""
 
 from __future__ import annotations
 
@@ -244,3 +245,35 @@ def test_a_package_whose_name_is_another_modules_does_not_take_its_place(
     assert list(load_type(f"{one}/f5_shop/models.py:Row").model_fields) == ["first"]
     assert list(load_type(f"{two}/f5_shop/models.py:Row").model_fields) == ["second"]
     assert list(load_type(f"{one}/f5_shop/models.py:Row").model_fields) == ["first"]
+
+
+def test_an_import_failing_over_many_lines_is_said_by_its_first_line_in_both_commands(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    loaded_here: None,
+) -> None:
+    from pydantic import BaseModel, PydanticSchemaGenerationError
+
+    # A field typed `callable`: pydantic's error goes on, over blank lines, with advice on
+    # `handler.generate_schema`, which `batch run` printed as `\n\n` on one long line.
+    module = tmp_path / "callable_field.py"
+    module.write_text("from pydantic import BaseModel\n\nclass E(BaseModel):\n    f: callable\n")
+    with pytest.raises(PydanticSchemaGenerationError) as raised:
+        type("E", (BaseModel,), {"__annotations__": {"f": callable}})
+    first, rest = str(raised.value).split("\n", 1)
+    assert first.startswith("Unable to generate pydantic-core schema for <built-in function")
+    assert "handler" in rest
+    said = (
+        f"importing `{module}` failed: PydanticSchemaGenerationError: {first} "
+        f"(`{module}`, line 3)\n"
+    )
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"text": "doc 1"}\n', encoding="utf-8")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert main(["plan", f"{module}:E", "--provider", "openai"]) == 2
+    assert capsys.readouterr().err == f"allama plan: {said}"
+    batch = ["batch", "run", str(source), "--type", f"{module}:E", "--out", str(tmp_path / "o")]
+    assert main([*batch, "--provider", "openai", "--model", "gpt-4o-mini"]) == 2
+    assert capsys.readouterr().err == f"allama batch run: {said}"
+    assert not (tmp_path / "o").exists()

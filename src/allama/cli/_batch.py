@@ -711,12 +711,17 @@ def _settings_not_sent(args: argparse.Namespace, prepared: _Prepared) -> list[st
             if value is None or not warning.is_about(field):
                 continue
             shown = f"{value:g}" if isinstance(value, float) else str(value)
-            done = (
-                "was left out"
-                if warning.kind is WarningKind.UNSUPPORTED
-                else "is not sent as given"
-            )
-            notes.append(f"note: {flag} {shown} {done}: {warning.message}")
+            reason = warning.message
+            if warning.kind is WarningKind.UNSUPPORTED:
+                done = "was left out"
+                # The note says so first; the warning's own closing clause of it
+                # (`...; 5 was left out`) would say it twice.
+                said, _, last = reason.rpartition("; ")
+                if said and last.endswith(" was left out"):
+                    reason = said
+            else:
+                done = "is not sent as given"
+            notes.append(f"note: {flag} {shown} {done}: {reason}")
     return list(dict.fromkeys(notes))
 
 

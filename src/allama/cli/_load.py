@@ -187,8 +187,8 @@ def _import_as(module_ref: str, name: str) -> Any:
 
 def _import_failed(module_ref: str, error: Exception) -> str:
     """What went wrong importing the caller's module, and where: a syntax error at its
-    file, line and column; another error as raised, at the last line of the caller's
-    own files it passed (not the import machinery's)."""
+    file, line and column; another error by its type and its message's first line, at the
+    last line of the caller's own files it passed (not the import machinery's)."""
     said = f"importing `{module_ref}` failed"
     if isinstance(error, SyntaxError):
         where = f"line {error.lineno}" + (f", column {error.offset}" if error.offset else "")
@@ -200,7 +200,10 @@ def _import_failed(module_ref: str, error: Exception) -> str:
         if not frame.filename.startswith(("<", *installed))
     ]
     at = f" (`{frames[-1].filename}`, line {frames[-1].lineno})" if frames else ""
-    return f"{said}: {type(error).__name__}: {error}{at}"
+    # The message's first line alone: the rest (pydantic's advice on its own hooks) runs
+    # over lines that `batch run`'s one-line error would show as `\n`.
+    reason = str(error).split("\n", 1)[0]
+    return f"{said}: {type(error).__name__}: {reason}{at}"
 
 
 def _exited(module_ref: str, exiting: SystemExit) -> str:
