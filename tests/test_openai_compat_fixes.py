@@ -1,10 +1,13 @@
 """Fixes to the Chat Completions presets, each through `allama.provider(...)` or the
 dialect's decoders: DeepSeek's reasoning sent back, a leading `<think>` block read as
 reasoning, llama.cpp's full context, vLLM's roles, OpenRouter's error beside its choices,
-Groq's strict tools per model family, and OpenRouter's unnamed "requested parameters"."""
+Groq's strict tools per model family, OpenRouter's unnamed "requested parameters", the
+choices after the first (`n`) warned of and kept, Groq's 498 `capacity_exceeded` tried
+again, and no reasoning effort sent to Groq's Llama 3.x."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -420,3 +423,245 @@ def test_ollamas_openai_endpoint_gets_the_schema_its_converter_compiles() -> Non
         "OpenAI-compatible endpoint's llama.cpp grammar converter, which does not report "
         "which keywords it enforces"
     )
+
+
+# 8. More than one choice (`n` through the body option): the first is read, the others kept
+# and warned of, whole and streamed alike
+
+TWO_CHOICES = {
+    "id": "c-2",
+    "model": "m",
+    "choices": [
+        {
+            "index": 1,
+            "message": {"role": "assistant", "content": "second"},
+            "finish_reason": "length",
+        },
+        {"index": 0, "message": {"role": "assistant", "content": "first"}, "finish_reason": "stop"},
+    ],
+    "usage": {"prompt_tokens": 5, "completion_tokens": 20, "total_tokens": 25},
+}
+
+UNREAD_SECOND = (
+    "the provider answered 2 choices: only the first is read (the others' text and finish "
+    "reasons are kept in `provider_data`, under `other_choices`)"
+)
+
+
+def _choice_delta(index: int, content: str | None, finish: str | None = None) -> dict[str, Any]:
+    piece = {} if content is None else {"content": content}
+    return {
+        "id": "c-2",
+        "model": "m",
+        "choices": [{"index": index, "delta": piece, "finish_reason": finish}],
+    }
+
+
+TWO_STREAMED = [
+    _choice_delta(0, "AAA"),
+    _choice_delta(1, "BBB"),
+    _choice_delta(0, " a2"),
+    _choice_delta(1, " b2"),
+    _choice_delta(0, None, "stop"),
+    _choice_delta(1, None, "length"),
+    {
+        "id": "c-2",
+        "model": "m",
+        "choices": [],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 8, "total_tokens": 13},
+    },
+]
+
+
+def _n_request() -> ChatRequest:
+    return ChatRequest("m").user("hi").with_option_json("openai_compat", {"n": 2})
+
+
+def _unread(count: int, preset: str) -> list[tuple[WarningKind, Any, str, str | None, str | None]]:
+    message = UNREAD_SECOND.replace("2 choices", f"{count} choices")
+    return [
+        (
+            WarningKind.UNSUPPORTED,
+            FieldSubject(field=RequestField.OPTIONS),
+            message,
+            "first_choice_only",
+            preset,
+        )
+    ]
+
+
+def _told(response: ChatResponse) -> list[tuple[WarningKind, Any, str, str | None, str | None]]:
+    return [(w.kind, w.subject, w.message, w.code, w.provider) for w in response.warnings]
+
+
+@pytest.mark.parametrize("run_async", [False, True])
+def test_a_second_choice_is_warned_of_and_kept(run_async: bool) -> None:
+    target, recorder = provider("together", (200, TWO_CHOICES))
+    request = _n_request()
+    response = asyncio.run(target.achat(request)) if run_async else target.chat(request)
+    assert recorder.bodies[0]["n"] == 2
+    assert response.text() == "first"
+    assert response.finish_reason == "stop"
+    assert _told(response) == _unread(2, "together")
+    assert response.provider_data == {
+        "together": {"other_choices": [{"index": 1, "text": "second", "finish_reason": "length"}]}
+    }
+
+
+@pytest.mark.parametrize("run_async", [False, True])
+def test_a_streams_second_choice_is_warned_of_and_kept(run_async: bool) -> None:
+    target, _ = provider("vllm", (200, sse(*TWO_STREAMED)))
+    request = _n_request()
+    if run_async:
+
+        async def read() -> ChatResponse:
+            async with await target.achat_stream(request) as stream:
+                async for _ in stream:
+                    pass
+                answer: ChatResponse = await stream.response()
+                return answer
+
+        response = asyncio.run(read())
+    else:
+        with target.chat_stream(request) as stream:
+            for _ in stream:
+                pass
+            response = stream.response()
+    assert response.text() == "AAA a2"
+    assert response.finish_reason == "stop"
+    assert _told(response) == _unread(2, "vllm")
+    assert response.provider_data == {
+        "vllm": {"other_choices": [{"index": 1, "text": "BBB b2", "finish_reason": "length"}]}
+    }
+
+
+def test_a_stream_without_its_end_marker_tells_its_other_choices_too() -> None:
+    data = "".join(f"data: {json.dumps(p)}\n\n" for p in TWO_STREAMED).encode()
+    response = collect(decode_stream(data, provider="vllm"))
+    assert _told(response) == _unread(2, "vllm")
+    assert response.provider_data["vllm"]["other_choices"] == [
+        {"index": 1, "text": "BBB b2", "finish_reason": "length"}
+    ]
+
+
+def test_a_collected_stream_of_three_choices_equals_the_decoded_body() -> None:
+    texts = {0: "zero", 1: "one", 2: "two"}
+    body = {
+        "id": "c-3",
+        "model": "m",
+        "choices": [
+            {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
+            for i, t in texts.items()
+        ],
+    }
+    chunks = [
+        {"id": "c-3", "model": "m", "choices": [{"index": i, "delta": {"content": t}}]}
+        for i, t in texts.items()
+    ]
+    chunks.append(
+        {
+            "id": "c-3",
+            "model": "m",
+            "choices": [{"index": i, "delta": {}, "finish_reason": "stop"} for i in texts],
+        }
+    )
+    decoded = decode_body(json.dumps(body), provider="p")
+    streamed = collect(decode_stream(sse(*chunks), provider="p"))
+    assert _told(decoded) == _told(streamed) == _unread(3, "p")
+    assert (
+        decoded.provider_data
+        == streamed.provider_data
+        == {
+            "p": {
+                "other_choices": [
+                    {"index": 1, "text": "one", "finish_reason": "stop"},
+                    {"index": 2, "text": "two", "finish_reason": "stop"},
+                ]
+            }
+        }
+    )
+    assert decoded.text() == streamed.text() == "zero"
+
+
+def test_one_choice_says_nothing_of_others() -> None:
+    response = decode_body(json.dumps(completion({"content": "ok"})), provider="p")
+    assert response.warnings == () and response.provider_data == {}
+    streamed = collect(decode_stream(sse(delta("ok"), delta(None, "stop")), provider="p"))
+    assert streamed.warnings == () and streamed.provider_data == {}
+
+
+# 9. Groq's 498 `capacity_exceeded` (its flex tier full): overloaded, to try again
+
+CAPACITY = {
+    "error": {
+        "message": "Flex tier capacity exceeded. This is a temporary error due to high demand. "
+        "Please try again later.",
+        "type": "invalid_request_error",
+        "code": "capacity_exceeded",
+    }
+}
+
+
+def test_groqs_capacity_exceeded_is_a_retryable_overloaded_error() -> None:
+    from allama.adapters.openai_compat import error_from_payload, error_from_response
+    from allama.errors import OverloadedError
+
+    found = error_from_response(498, {"retry-after": "3"}, json.dumps(CAPACITY), provider="groq")
+    assert type(found) is OverloadedError
+    assert found.retryable is True and found.retry_after == 3.0
+    streamed = error_from_payload(CAPACITY, provider="groq")  # (in a stream: no status)
+    assert type(streamed) is OverloadedError and streamed.retryable is True
+
+
+@pytest.mark.parametrize("run_async", [False, True])
+def test_groqs_capacity_exceeded_is_tried_again(run_async: bool) -> None:
+    from allama.wrappers import RetryingProvider
+
+    target, recorder = provider("groq", (498, CAPACITY), (200, completion({"content": "4"})))
+    request = ChatRequest("llama-3.3-70b-versatile").user("2+2?")
+
+    async def no_wait(seconds: float) -> None:
+        return None
+
+    retrying = RetryingProvider(target, sleep=lambda seconds: None, async_sleep=no_wait)
+    response = asyncio.run(retrying.achat(request)) if run_async else retrying.chat(request)
+    assert response.text() == "4"
+    assert len(recorder.bodies) == 2
+
+
+# 10. Groq's Llama 3.x takes no reasoning effort (Groq answers 400 to one)
+
+
+@pytest.mark.parametrize("model", ["llama-3.3-70b-versatile", "llama-3.1-8b-instant"])
+def test_groqs_llama_3_is_sent_no_reasoning_effort(model: str) -> None:
+    target, recorder = provider("groq", (200, completion({"content": "ok"})))
+    response = target.chat(ChatRequest(model, reasoning_effort="high").user("hi"))
+    assert "reasoning_effort" not in recorder.bodies[0]
+    assert [(w.kind, w.subject, w.message) for w in response.warnings] == [
+        (
+            WarningKind.UNSUPPORTED,
+            FieldSubject(field=RequestField.REASONING_EFFORT),
+            f"`{model}` on Groq takes no reasoning effort",
+        )
+    ]
+    strict = ChatRequest(model, reasoning_effort="high").user("hi")
+    with pytest.raises(UnsupportedError) as raised:
+        target.chat(strict.with_unsupported_policy(allama.UnsupportedPolicy.ERROR))
+    assert raised.value.field is RequestField.REASONING_EFFORT
+    assert len(recorder.bodies) == 1  # (refused before sending)
+    target.chat(ChatRequest(model, reasoning_effort="none").user("hi"))
+    assert "reasoning_effort" not in recorder.bodies[1]
+
+
+@pytest.mark.parametrize(
+    ("model", "wire"),
+    [
+        ("qwen/qwen3-32b", "default"),
+        ("openai/gpt-oss-120b", "high"),
+        ("moonshotai/kimi-k2-instruct", "high"),
+    ],
+)
+def test_groqs_other_models_still_take_theirs(model: str, wire: str) -> None:
+    target, recorder = provider("groq", (200, completion({"content": "ok"})))
+    target.chat(ChatRequest(model, reasoning_effort="high").user("hi"))
+    assert recorder.bodies[0]["reasoning_effort"] == wire

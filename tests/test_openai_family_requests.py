@@ -252,14 +252,19 @@ def test_json_mode_asked_for_in_the_system_message_is_sent_as_asked() -> None:
     assert warnings == ()
 
 
-def test_json_mode_note_goes_in_the_responses_instructions() -> None:
+def test_json_mode_note_goes_first_in_the_responses_input() -> None:
+    # Not in `instructions`: OpenAI looks for "json" in the input messages only.
     request = (
         ChatRequest("gpt-4o")
         .user("List three primary colours.")
         .with_response_format(ResponseFormat.json_object())
     )
     body, warnings = sent("openai", request, api="responses")
-    assert body["instructions"] == NOTE
+    assert "instructions" not in body
+    assert body["input"] == [
+        {"role": "developer", "content": NOTE},
+        {"role": "user", "content": "List three primary colours."},
+    ]
     assert body["text"] == {"format": {"type": "json_object"}}
     assert [kind for kind, _ in about(warnings, RequestField.RESPONSE_FORMAT)] == [
         WarningKind.APPROXIMATED
@@ -493,10 +498,10 @@ def test_other_endpoints_take_a_user_turn_after_a_tool_result() -> None:
 @pytest.mark.parametrize(
     ("preset", "model", "effort", "wire", "warning"),
     [
-        ("groq", "llama-3.3-70b-versatile", "minimal", "low", "approximated"),
+        # (Groq's models no row names; Llama 3.x takes no effort at all, as Llama 4.)
         ("groq", "moonshotai/kimi-k2-instruct", "minimal", "low", "approximated"),
-        ("groq", "llama-3.3-70b-versatile", "none", "none", None),
-        ("groq", "llama-3.3-70b-versatile", "medium", "medium", None),
+        ("groq", "moonshotai/kimi-k2-instruct", "none", "none", None),
+        ("groq", "moonshotai/kimi-k2-instruct", "medium", "medium", None),
         ("together", "Qwen/Qwen3-235B-A22B-Thinking-2507", "minimal", "low", "approximated"),
         ("together", "Qwen/Qwen3-235B-A22B-Thinking-2507", "none", None, "unsupported"),
         ("together", "Qwen/Qwen3-235B-A22B-Thinking-2507", "high", "high", None),

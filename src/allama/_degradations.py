@@ -104,6 +104,12 @@ shape, so an extraction reads its answer as the type itself, never as the object
 wrapped the type in."""
 
 
+FIRST_CHOICE_ONLY = "first_choice_only"
+"""The code of the warning on an answer of more than one choice (`n` above 1, given through
+the body option): only the first is read, the others kept in the response's provider data
+alone."""
+
+
 STOPS_BLANK = "stop_sequences_blank"
 """The code of a refusal of the stop sequences of nothing but whitespace alone (Anthropic
 answers them 400): the others were sent."""

@@ -283,7 +283,7 @@ _GROQ_ROWS = (
     # Groq documents `logprobs` and `top_logprobs` as supported by no model yet, and no
     # Structured Outputs beside tools.
     # Reasoning efforts (Groq's reasoning page): `low`, `medium`, `high` on GPT-OSS;
-    # `none` or `default` on Qwen3.
+    # `none` or `default` on Qwen3; none on Llama (3.x and 4).
     # Strict tools: Groq's constrained decoding is documented for `response_format` on
     # GPT-OSS 20B and 120B alone; which models enforce a tool's `function.strict` it does
     # not say, GPT-OSS included: `strict` is sent, the tool reported approximate.
@@ -327,6 +327,16 @@ _GROQ_ROWS = (
         StructuredLevel.BEST_EFFORT,
         reasoning=N,
         images=S,
+        logprobs=N,
+        strict_tools=False,
+        json_with_tools=False,
+    ),
+    # Llama 3.x (`llama-3.3-70b-versatile`, `llama-3.1-8b-instant`) does not reason, and
+    # Groq answers 400 to a `reasoning_effort` for it: none is sent.
+    ModelFamily(
+        "llama-3*",
+        StructuredLevel.JSON_OBJECT,
+        reasoning=N,
         logprobs=N,
         strict_tools=False,
         json_with_tools=False,

@@ -27,6 +27,11 @@ names (`input_audio_tokens`, `output_audio_tokens`), each a part of the count `U
 its direction. An empty or absent list, or a usage without those fields (or with no audio
 tokens), leaves no key; a plain answer costs a few lookups in `model_extra` (OpenAI sends
 `"annotations": []` on every message).
+
+Only the first choice is the answer. An answer of more than one (`n` above 1, which
+`ChatRequest` has no field for, given through the body option) says so in a warning
+(`FIRST_CHOICE_ONLY`), the others' text and finish reasons kept under `OTHER_CHOICES_KEY`:
+their tokens are in the usage, paid for, and are not to vanish without a word.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from allama._degradations import FIRST_CHOICE_ONLY
 from allama.adapters._logprobs import openai_logprobs
 from allama.adapters.openai_compat._errors import error_from_payload, error_from_response
 from allama.adapters.openai_compat._wire import (
@@ -77,6 +83,7 @@ __all__ = [
     "ANNOTATIONS_KEY",
     "AUDIO_TOKENS_KEY",
     "INTERRUPTED",
+    "OTHER_CHOICES_KEY",
     "REASONING_DETAILS_KEY",
     "USAGE_COST_KEY",
     "audio_tokens_of",
@@ -89,7 +96,9 @@ __all__ = [
     "finish_reason_of",
     "kept_list",
     "leading_think",
+    "other_choice",
     "reasoning_text",
+    "unread_choices",
     "usage_cost",
     "usage_of",
 ]
@@ -98,6 +107,29 @@ ANNOTATIONS_KEY = "annotations"
 """`message.annotations`, verbatim: a list, in order. OpenAI's web search (and OpenRouter's
 web plugin) send `{"type": "url_citation", "url_citation": {"start_index", "end_index",
 "url", "title"}}`, the indexes into the response's text; a stream's are appended in order."""
+
+OTHER_CHOICES_KEY = "other_choices"
+"""The choices after the first, which allama does not read: a list, by index, of
+`{"index", "text", "finish_reason"}`, the text as the content gives it (no `<think>` split
+off) and the finish reason the provider's own word (`null` where none came)."""
+
+
+def other_choice(index: int, text: str, finish_reason: str | None) -> dict[str, Any]:
+    """One entry of `OTHER_CHOICES_KEY`."""
+    return {"index": index, "text": text, "finish_reason": finish_reason}
+
+
+def unread_choices(count: int, provider: str | None) -> Warning:
+    """The warning on an answer of `count` choices, of which only the first is read."""
+    warning = Warning.unsupported(
+        RequestField.OPTIONS,
+        f"the provider answered {count} choices: only the first is read (the others' text "
+        f"and finish reasons are kept in `provider_data`, under `{OTHER_CHOICES_KEY}`)",
+        code=FIRST_CHOICE_ONLY,
+    )
+    return warning if provider is None else warning.with_provider(provider)
+
+
 # `REASONING_DETAILS_KEY` (`allama.types._response`, where `to_assistant_message()` carries
 # it): OpenRouter's `message.reasoning_details`, verbatim. A stream's pieces are joined into
 # entries (see `allama.adapters.openai_compat._sse`). The reasoning text is a `Reasoning`
@@ -531,6 +563,18 @@ def decode_body(
         tier = service_tier_of(wire.model_extra.get("service_tier"))
         if tier is not None:
             kept[SERVICE_TIER_KEY] = tier
+    if len(wire.choices) > 1:
+        # `n` above 1: the others are paid for (their tokens are in the usage), not read.
+        others = sorted((c for c in wire.choices if c is not choice), key=lambda c: c.index)
+        kept[OTHER_CHOICES_KEY] = [
+            other_choice(
+                other.index,
+                content_parts(other.message.content)[0] if other.message is not None else "",
+                other.finish_reason,
+            )
+            for other in others
+        ]
+        warnings = (*warnings, unread_choices(len(wire.choices), provider))
     provider_data = {provider or "openai": kept} if kept else {}
     logprobs = None
     if choice is not None and choice.logprobs:

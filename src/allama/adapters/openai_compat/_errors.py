@@ -65,6 +65,7 @@ _CONTEXT_WORDS = (
     r"exceeds the available context"
 )
 _RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "ratelimitreached", "rate_limited"})
+_OVERLOADED_CODES = frozenset({"overloaded", "capacity_exceeded"})
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "quota_exceeded"})
 _TRY_AGAIN_IN = r"(?i)try again in ((?:\d+(?:\.\d+)?(?:ms|us|µs|μs|ns|h|m|s))+)"
 """The wait a 429's words give (`Please try again in 1m26.4s.`), where no header does."""
@@ -552,7 +553,8 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         return NotFoundError(message)
     if status == 408:
         return RequestTimeoutError(message)
-    if status in (503, 529) or code == "overloaded" or kind == "overloaded_error":
+    if status in (498, 503, 529) or code in _OVERLOADED_CODES or kind == "overloaded_error":
+        # Groq's 498 `capacity_exceeded`: its flex tier full for now ("try again later").
         return OverloadedError(message)
     if (status is not None and status >= 500) or code == "server_error" or kind == "server_error":
         return ServerError(message)

@@ -49,6 +49,9 @@ decoder uses, so a collected stream equals the decoded body of the same message:
   stream. Where a stream numbers an entry differently from the non-streamed answer (OpenAI's
   `reasoning.encrypted` had `index` 0 in a stream and 1 in a body), the stream's own fields
   are kept as sent.
+- `OTHER_CHOICES_KEY`: the text and finish reason of each choice after the first (`n` above
+  1), whose deltas are not read as the answer, with the warning a body's gets
+  (`unread_choices`): both at the end (`[DONE]`, end of input), when the count is known.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from allama.adapters._sse import SseEvent, SseParser
 from allama.adapters.openai_compat._decode import (
     ANNOTATIONS_KEY,
     AUDIO_TOKENS_KEY,
+    OTHER_CHOICES_KEY,
     REASONING_DETAILS_KEY,
     THINK_CLOSE,
     THINK_OPEN,
@@ -75,8 +79,10 @@ from allama.adapters.openai_compat._decode import (
     finish_reason_of,
     kept_list,
     loose_usage,
+    other_choice,
     reasoning_text,
     refit,
+    unread_choices,
     usage_cost,
     usage_of,
 )
@@ -104,6 +110,7 @@ from allama.types import (
     TextDelta,
     ToolCallDelta,
     UsageEvent,
+    WarningEvent,
 )
 from allama.types._response import service_tier_of
 
@@ -186,7 +193,8 @@ class ChatStreamDecoder:
 
     `feed` and `close` are generators: an error object in the stream is raised after the
     events before it (and the content and usage in the same chunk) were yielded. Only the
-    first choice (`index` 0) is read.
+    first choice (`index` 0) is read; the others' text and finish reasons are kept, and
+    told at the end (`_told_others`).
     """
 
     def __init__(
@@ -242,6 +250,10 @@ class ChatStreamDecoder:
         """The error a finish reason alone says the answer ended in (`error`, DeepSeek's
         `insufficient_system_resource`), held to `[DONE]` or the stream's end: the usage
         chunk a server sends after the finish (vLLM's, with `include_usage`) is its call's."""
+        self._others: dict[int, list[str]] = {}
+        """The text pieces of each choice after the first (`n` above 1), by index."""
+        self._other_finish: dict[int, str] = {}
+        self._others_told = False
         self.done = False
 
     def feed(self, chunk: bytes) -> Iterator[StreamEvent]:
@@ -268,6 +280,7 @@ class ChatStreamDecoder:
         if not self.finished:
             yield from self._held_text()
         yield from self._flush_details()
+        yield from self._told_others()
 
     def _event(self, event: SseEvent, *, at_end: bool) -> Iterator[StreamEvent]:
         if self.done:
@@ -282,6 +295,7 @@ class ChatStreamDecoder:
                 yield from self._finish("" if self._blank_finish else None)
             else:
                 yield from self._flush_details()
+            yield from self._told_others()
             return
         if not data:
             return
@@ -498,6 +512,8 @@ class ChatStreamDecoder:
         for choice in chunk.choices:
             if choice.index == 0:
                 yield from self._choice(choice, failed=failed)
+            else:
+                self._other(choice)
         usage = chunk.usage
         extra = chunk.model_extra or {}
         if not self._tier_told and "service_tier" in extra:
@@ -510,6 +526,30 @@ class ChatStreamDecoder:
             usage = loose_usage(groq.get("usage"))
         if usage is not None:
             yield from self._usage(usage)
+
+    def _other(self, choice: WireChunkChoice) -> None:
+        """A delta of a choice after the first: its text and finish reason, kept."""
+        pieces = self._others.setdefault(choice.index, [])
+        text = content_parts(choice.delta.content)[0]
+        if text:
+            pieces.append(text)
+        if choice.finish_reason is not None:
+            self._other_finish[choice.index] = choice.finish_reason
+
+    def _told_others(self) -> Iterator[StreamEvent]:
+        """The choices after the first, once, at the end: kept, and warned of (the count of
+        choices taken as theirs and the first's)."""
+        if not self._others or self._others_told:
+            return
+        self._others_told = True
+        yield self._data(
+            OTHER_CHOICES_KEY,
+            [
+                other_choice(index, "".join(pieces), self._other_finish.get(index))
+                for index, pieces in sorted(self._others.items())
+            ],
+        )
+        yield WarningEvent(warning=unread_choices(len(self._others) + 1, self._provider))
 
     def _block(self, key: object) -> tuple[int, bool]:
         index = self._blocks.get(key)
