@@ -1,7 +1,9 @@
 """Tracing, as probed: `gen_ai.output.type` says the type of output asked for (text for a
 plain-text format or a choice, JSON for a JSON one), on a call's span and a decision's; an
 extraction through a failover ended by no error of allama's (a cancellation, an exception
-of the caller's own) names the provider it was calling, not the failover.
+of the caller's own) names the provider it was calling, not the failover; an extraction
+through a failover logs a degraded enforcement for the provider that answered, in every
+form.
 
 Spans go to an SDK `TracerProvider` passed explicitly, with an in-memory exporter; the
 providers answer through in-process httpx2 transports.
@@ -11,6 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import json
+import logging
+import uuid
 from typing import Any
 
 import httpx2
@@ -290,3 +295,64 @@ def test_a_cancelled_extraction_through_a_failover_names_the_provider_called(
     assert span.status.status_code is StatusCode.ERROR
     assert attrs(span)["error.type"] == "CancelledError"
     assert attrs(span)["gen_ai.provider.name"] == "groq"
+
+
+# The degraded-enforcement log record of an extraction through a failover
+
+
+def _events(text: str) -> bytes:
+    """An OpenAI-style stream answering `text`."""
+    chunks: list[dict[str, Any]] = [
+        {"id": "c7", "model": MODEL, "choices": [{"index": 0, "delta": {"content": text}}]},
+        {
+            "id": "c7",
+            "model": MODEL,
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42},
+        },
+    ]
+    lines = [f"data: {json.dumps(chunk)}\n\n" for chunk in chunks] + ["data: [DONE]\n\n"]
+    return "".join(lines).encode()
+
+
+def _extract(form: str, provider: Any, request: ChatRequest) -> Any:
+    if form == "extract":
+        return allama.extract(provider, Program, request)
+    if form == "extract_stream":
+        with allama.extract_stream(provider, Program, request) as stream:
+            return stream.finish()
+
+    async def run() -> Any:
+        if form == "aextract":
+            return await allama.aextract(provider, Program, request)
+        async with allama.aextract_stream(provider, Program, request) as stream:
+            return await stream.finish()
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("form", ["extract", "aextract", "extract_stream", "aextract_stream"])
+def test_each_provider_of_a_failover_warns_of_its_own_degraded_enforcement(
+    form: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # OpenRouter answers, then is down and Mistral answers: neither says which schema
+    # keywords it enforces (approximate). The WARNING is once per provider, model and type
+    # in the process: a model of its own keeps the test independent of others.
+    model = f"probe-{uuid.uuid4().hex}"
+    program = '{"name": "Ada", "year": 1843}'
+    answer: tuple[int, Any] = (
+        (200, _events(program)) if form.endswith("stream") else (200, completion(program))
+    )
+    first, _ = recorded("openrouter", answer, (503, _down().json()))
+    second, _ = recorded("mistral", answer)
+    failover = FailoverProvider([first, second])
+    caplog.set_level(logging.DEBUG, logger="allama.extraction")
+    request = ChatRequest(model).user("Ada, 1843")
+    answered = [_extract(form, failover, request).response.provider for _ in range(2)]
+    assert answered == ["openrouter", "mistral"]
+    logged = [
+        (record.levelname, getattr(record, "provider", None), getattr(record, "model", None))
+        for record in caplog.records
+        if record.name == "allama.extraction"
+    ]
+    assert logged == [("WARNING", "openrouter", model), ("WARNING", "mistral", model)]

@@ -590,7 +590,10 @@ def extract_steps(
             continue
         response = outcome
         metadata.record_pass(response, target.reword)
-        target.report_enforcement(metadata)
+        # Logged for the provider that answered (a failover's, not the failover), with the
+        # model asked for, as a stream's opening names it (`Opened.target`): each provider
+        # a failover falls to warns of its own degradation once.
+        _answered_by(target, response.provider, None).report_enforcement(metadata)
         named = _answered_by(target, response.provider, response.model)
         below = settings.below_floor(metadata, named.provider)
         if below is not None:
