@@ -746,8 +746,8 @@ _MINI = ChatRequest("gpt-4o-mini").user(PROMPT)
             .with_top_p(0.5)
             .with_seed(7),
             _anthropic_reply,
-            {"temperature": 0.2, "max_tokens": 16384},  # (a default, not the request's)
-            {"gen_ai.request.temperature": 0.2},
+            {"temperature": 0.2, "max_tokens": 16384},  # (a default: shown as sent)
+            {"gen_ai.request.temperature": 0.2, "gen_ai.request.max_tokens": 16384},
             id="anthropic-seed-and-top-p",
         ),
         pytest.param(  # a level sent for another: not the request's, so not shown

@@ -3,7 +3,8 @@ plain-text format or a choice, JSON for a JSON one), on a call's span and a deci
 extraction through a failover ended by no error of allama's (a cancellation, an exception
 of the caller's own) names the provider it was calling, not the failover; an extraction
 through a failover logs a degraded enforcement for the provider that answered, in every
-form.
+form; a call's span shows the output-token limit sent where the adapter filled one the
+request did not set (Anthropic's `max_tokens`).
 
 Spans go to an SDK `TracerProvider` passed explicitly, with an in-memory exporter; the
 providers answer through in-process httpx2 transports.
@@ -27,9 +28,10 @@ from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 from tests._recording import prompt_only_over
 from tests._recording import provider as recorded
+from tests._tool_endpoint import ToolEndpoint
 
 import allama
-from allama import ChatRequest, ExtractionMode, Extractor, ResponseFormat
+from allama import ChatRequest, ExtractionMode, Extractor, ReasoningEffort, ResponseFormat
 from allama._tracing import CAPTURE_CONTENT_ENV
 from allama.extract import EXTRACTION_TOOL
 from allama.transport import Transport
@@ -356,3 +358,84 @@ def test_each_provider_of_a_failover_warns_of_its_own_degraded_enforcement(
         if record.name == "allama.extraction"
     ]
     assert logged == [("WARNING", "openrouter", model), ("WARNING", "mistral", model)]
+
+
+# The output-token limit as sent
+
+
+def _call(form: str, provider: Any, request: ChatRequest) -> None:
+    if form == "chat":
+        provider.chat(request)
+    elif form == "achat":
+        asyncio.run(provider.achat(request))
+    else:
+        with provider.chat_stream(request) as stream:
+            stream.response()
+
+
+@pytest.mark.parametrize("form", ["chat", "achat", "chat_stream"])
+def test_anthropics_default_max_tokens_is_on_the_call_span(traced: Traced, form: str) -> None:
+    endpoint = ToolEndpoint("anthropic")
+    provider = allama.provider(
+        "anthropic", api_key=KEY, transport=endpoint.transport(), tracer_provider=traced.provider
+    )
+    _call(form, provider, ChatRequest("claude-sonnet-4-5").user("hi"))
+    assert endpoint.bodies[0]["max_tokens"] == 16_384
+    span = traced.one("chat claude-sonnet-4-5")
+    assert attrs(span)["gen_ai.request.max_tokens"] == 16_384
+
+
+def test_anthropics_default_max_tokens_with_a_thinking_budget_is_on_the_span(
+    traced: Traced,
+) -> None:
+    endpoint = ToolEndpoint("anthropic")
+    provider = allama.provider(
+        "anthropic", api_key=KEY, transport=endpoint.transport(), tracer_provider=traced.provider
+    )
+    request = ChatRequest("claude-sonnet-4-5").user("hi").with_reasoning_effort(ReasoningEffort.LOW)
+    provider.chat(request)
+    sent = endpoint.bodies[0]
+    assert (sent["max_tokens"], sent["thinking"]["budget_tokens"]) == (18_432, 2048)
+    assert attrs(traced.one("chat claude-sonnet-4-5"))["gen_ai.request.max_tokens"] == 18_432
+
+
+def test_max_tokens_of_anthropics_body_option_is_on_the_span(traced: Traced) -> None:
+    endpoint = ToolEndpoint("anthropic")
+    provider = allama.provider(
+        "anthropic", api_key=KEY, transport=endpoint.transport(), tracer_provider=traced.provider
+    )
+    request = (
+        ChatRequest("claude-sonnet-4-5", max_output_tokens=100)
+        .user("hi")
+        .with_option_json("anthropic", {"max_tokens": 50})
+    )
+    provider.chat(request)
+    assert endpoint.bodies[0]["max_tokens"] == 50
+    assert attrs(traced.one("chat claude-sonnet-4-5"))["gen_ai.request.max_tokens"] == 50
+
+
+def test_a_limit_the_request_sets_is_on_the_span_as_it_was(traced: Traced) -> None:
+    endpoint = ToolEndpoint("anthropic")
+    provider = allama.provider(
+        "anthropic", api_key=KEY, transport=endpoint.transport(), tracer_provider=traced.provider
+    )
+    provider.chat(ChatRequest("claude-sonnet-4-5", max_output_tokens=300).user("hi"))
+    assert endpoint.bodies[0]["max_tokens"] == 300
+    assert attrs(traced.one("chat claude-sonnet-4-5"))["gen_ai.request.max_tokens"] == 300
+
+
+@pytest.mark.parametrize("dialect", ["gemini", "ollama"])
+def test_no_limit_is_on_the_span_where_none_was_sent(traced: Traced, dialect: str) -> None:
+    # Gemini and Ollama fill no default limit: the span shows none.
+    endpoint = ToolEndpoint(dialect)
+    options: dict[str, Any] = {} if dialect == "ollama" else {"api_key": KEY}
+    provider = allama.provider(
+        dialect, transport=endpoint.transport(), tracer_provider=traced.provider, **options
+    )
+    provider.chat(ChatRequest("gemma3").user("hi"))
+    assert not {"maxOutputTokens", "num_predict"} & {
+        *endpoint.bodies[0].get("generationConfig", {}),
+        *endpoint.bodies[0].get("options", {}),
+    }
+    (span,) = traced.exporter.get_finished_spans()
+    assert "gen_ai.request.max_tokens" not in attrs(span)

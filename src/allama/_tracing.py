@@ -360,13 +360,19 @@ def output_type(request: ChatRequest) -> str | None:
     return None
 
 
-def _request_attributes(request: ChatRequest, warnings: Sequence[Warning] = ()) -> dict[str, Any]:
-    """The request's settings as they were sent: a field a warning names (left out, or sent
-    as another value: a level for another, a floor, the first few stop sequences) is not
-    shown, rather than read back out of the warning's words; nor is an integer OTLP cannot
-    carry."""
+def _request_attributes(
+    request: ChatRequest,
+    warnings: Sequence[Warning] = (),
+    as_sent: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The request's settings as they were sent: one the encoding says it sent otherwise
+    (`as_sent`, `HttpRequest.as_sent`: a default it filled in) as it was sent; a field a
+    warning names (left out, or sent as another value: a level for another, a floor, the
+    first few stop sequences) is not shown, rather than read back out of the warning's
+    words; nor is an integer OTLP cannot carry."""
     effort = request.reasoning_effort
     not_sent = _not_as_sent(warnings) if warnings else set()
+    as_sent = as_sent or {}
     attributes: dict[str, Any] = {}
     for key, field, value in (
         ("gen_ai.request.temperature", "temperature", request.temperature),
@@ -385,7 +391,9 @@ def _request_attributes(request: ChatRequest, warnings: Sequence[Warning] = ()) 
             None if request.response_format is None else output_type(request),
         ),
     ):
-        if field in not_sent:
+        if field in as_sent:
+            value = as_sent[field]
+        elif field in not_sent:
             continue
         if value is not None and _int64(value):
             attributes[key] = value
@@ -642,9 +650,12 @@ def start_call(
     request: ChatRequest,
     stream: bool,
     warnings: Sequence[Warning] = (),
+    as_sent: Mapping[str, Any] | None = None,
 ) -> CallSpan | None:
     """The span of a call `provider` is about to send, started; `None` when tracing is off.
-    `warnings`: the encoding's, which say what of `request` was not sent as it is."""
+    `warnings`: the encoding's, which say what of `request` was not sent as it is;
+    `as_sent`: the settings it sent otherwise than `request` gives them
+    (`HttpRequest.as_sent`)."""
     if (
         own is None
         and _provider_env is False
@@ -673,7 +684,7 @@ def start_call(
             attributes["server.address"] = host
             if port is not None:
                 attributes["server.port"] = port
-        attributes.update(_request_attributes(request, warnings))
+        attributes.update(_request_attributes(request, warnings, as_sent))
         if stream:
             attributes["gen_ai.request.stream"] = True
         if active.capture:

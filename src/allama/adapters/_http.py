@@ -193,6 +193,11 @@ class HttpRequest:
     params: Mapping[str, str] = field(default_factory=dict)
     raw: bytes | None = None
     """The body as bytes instead of JSON (a file upload, or `b""` for a GET)."""
+    as_sent: Mapping[str, Any] = field(default_factory=dict)
+    """Request settings the body carries otherwise than the request gives them, by
+    `ChatRequest` field name: a limit the adapter filled in where the request set none
+    (Anthropic's required `max_tokens`), or one the body option replaced. A call's span
+    shows these as sent."""
 
     @property
     def content(self) -> bytes:

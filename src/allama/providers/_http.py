@@ -857,7 +857,7 @@ class HttpProvider:
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         http, warnings = self._prepare(request, stream=False)
-        span = _tracing.start_call(self._tracing, self, request, False, warnings)
+        span = _tracing.start_call(self._tracing, self, request, False, warnings, http.as_sent)
         if span is None:
             return self._send(request, http, warnings)
         token = span.attach()
@@ -883,7 +883,7 @@ class HttpProvider:
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
         http, warnings = self._prepare(request, stream=True)
-        span = _tracing.start_call(self._tracing, self, request, True, warnings)
+        span = _tracing.start_call(self._tracing, self, request, True, warnings, http.as_sent)
         if span is None:
             return self._open(request, http, warnings, None)
         token = span.attach()
@@ -999,7 +999,7 @@ class HttpProvider:
     async def achat(self, request: ChatRequest) -> ChatResponse:
         await self._refresh_token()
         http, warnings = self._prepare(request, stream=False)
-        span = _tracing.start_call(self._tracing, self, request, False, warnings)
+        span = _tracing.start_call(self._tracing, self, request, False, warnings, http.as_sent)
         if span is None:
             return await self._asend(request, http, warnings)
         token = span.attach()
@@ -1026,7 +1026,7 @@ class HttpProvider:
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
         await self._refresh_token()
         http, warnings = self._prepare(request, stream=True)
-        span = _tracing.start_call(self._tracing, self, request, True, warnings)
+        span = _tracing.start_call(self._tracing, self, request, True, warnings, http.as_sent)
         if span is None:
             return await self._aopen(request, http, warnings, None)
         token = span.attach()

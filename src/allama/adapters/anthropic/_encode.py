@@ -870,7 +870,14 @@ def encode_request(
     a tool whose parameters are not an object.
     """
     body = _Encoder(request, profile, family, degradations, stream=stream).body()
-    return HttpRequest("POST", url, headers, body, params or {})
+    return HttpRequest("POST", url, headers, body, params or {}, as_sent=_as_sent(request, body))
+
+
+def _as_sent(request: ChatRequest, body: dict[str, Any]) -> dict[str, Any]:
+    """The `max_tokens` sent where the request does not say it (`HttpRequest.as_sent`): the
+    default filled in (Anthropic requires one), or the body option's own."""
+    sent = body.get("max_tokens")
+    return {} if sent == request.max_output_tokens else {"max_output_tokens": sent}
 
 
 _UNSIGNED_LOOP = (
