@@ -110,14 +110,22 @@ def test_a_widened_object_branch_is_as_unsendable_as_the_object_alone(
 
 
 def test_gemini_response_schema_shapes_the_widened_branches_as_their_types_alone() -> None:
-    # An array gets `items: {}` (Gemini's OpenAPI schema wants one), as `Pair` alone does;
-    # an open object is any value, not enforced, as `Bag` alone is.
+    # An array of any items (written `items: {}`, a node without `type`, which Gemini's
+    # OpenAPI schema refuses) is not enforced, as `Pair` alone is; an open object is any
+    # value, not enforced, as `Bag` alone is.
     pairs = gemini_response_schema(_wrapped(PairOrName))
     assert pairs.schema["properties"]["where"]["anyOf"] == [
         {"type": "ARRAY", "items": {}},
         {"type": "STRING", "enum": ["origin"]},
     ]
-    assert pairs.strict_representable
+    assert _notes(pairs)[1] == (
+        "unsupported",
+        "/$defs/PairOrName",
+        "the array at `/$defs/PairOrName` does not constrain its items, "
+        "which Gemini responseSchema cannot express",
+    )
+    assert not pairs.strict_representable
+    assert not gemini_response_schema(_wrapped(Pair)).strict_representable
     bags = gemini_response_schema(BAG_OR_NAME)
     assert bags.schema["properties"]["where"]["anyOf"] == [
         {},
@@ -127,7 +135,7 @@ def test_gemini_response_schema_shapes_the_widened_branches_as_their_types_alone
         "unsupported",
         "/$defs/BagOrName",
         "the subschema at `/$defs/BagOrName` is an object open to any keys, "
-        "which Gemini responseSchema cannot express",
+        "which Gemini responseSchema cannot enforce",
     )
     assert not bags.strict_representable
 

@@ -1,11 +1,15 @@
 """Gemini fixes found by a probe: another endpoint's thought signatures left out with a
 warning; a response schema given in the body option under Gemini's other names sent in
-place of allama's; `reasoning_effort="none"` on a model that never thinks asks nothing; and
+place of allama's; `reasoning_effort="none"` on a model that never thinks asks nothing;
 Vertex AI's streamed function-call arguments (`streamFunctionCallArguments`) put together
-into whole calls. The endpoints are `httpx2.MockTransport`s: nothing leaves the machine."""
+into whole calls; Gemini 3.1 Pro's MEDIUM thinking level; a data URL that names no media
+type sent with the part's own (never an empty `mimeType`); and on `responseSchema` (Gemini
+1.5), a node without `type` (any value, any items, recursion cut) not enforced and `anyOf`
+a hint. The endpoints are `httpx2.MockTransport`s: nothing leaves the machine."""
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -15,13 +19,16 @@ from pydantic import BaseModel
 from tests._recording import Recorder, provider
 
 import allama
-from allama import ChatRequest, SchemaEnforcement, ToolDefinition
+from allama import ChatRequest, ExtractionMode, SchemaEnforcement, ToolDefinition
 from allama.adapters.gemini import decode_response
-from allama.errors import StreamDecodeError
+from allama.errors import InvalidRequestError, StreamDecodeError
+from allama.schema import gemini_json_schema, gemini_response_schema
 from allama.transport import Transport
 from allama.types import (
     BlockStart,
+    DocumentPart,
     FinishReason,
+    ImagePart,
     Reasoning,
     ReasoningEffort,
     RequestField,
@@ -494,3 +501,219 @@ def test_a_nameless_call_with_no_streamed_call_before_is_still_refused() -> None
         for _ in stream:
             pass
     assert "a `functionCall` has no string `name`" in caught.value.message
+
+
+# 5. Gemini 3.1 Pro takes the MEDIUM thinking level (3 Pro does not); no Flash row changes
+
+
+@pytest.mark.parametrize(
+    ("model", "effort", "level", "warned"),
+    [
+        ("gemini-3.1-pro-preview", "medium", "MEDIUM", None),
+        ("gemini-3.1-pro-preview", "low", "LOW", None),
+        ("gemini-3.1-pro-preview", "high", "HIGH", None),
+        # No MINIMAL on 3.1 Pro: the nearest level above, as on 3 Pro.
+        ("gemini-3.1-pro-preview", "minimal", "LOW", "low"),
+        ("gemini-3-pro-preview", "medium", "HIGH", "high"),
+        ("gemini-3-flash-preview", "medium", "MEDIUM", None),
+        ("gemini-3-flash-preview", "minimal", "MINIMAL", None),
+    ],
+)
+def test_thinking_levels_of_gemini_3_1_pro(
+    model: str, effort: str, level: str, warned: str | None
+) -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])))
+    response = target.chat(
+        ChatRequest(model).user("hi").with_reasoning_effort(ReasoningEffort(effort))
+    )
+    assert recorder.bodies[-1]["generationConfig"] == {"thinkingConfig": {"thinkingLevel": level}}
+    expected = [
+        (
+            WarningKind.APPROXIMATED,
+            RequestField.REASONING_EFFORT,
+            f"`{model}` on Gemini takes no thinking level `{effort}`; `{warned}` was sent",
+        )
+    ]
+    assert said(response.warnings) == (expected if warned else [])
+
+
+# 6. A data URL that names no media type: the part's own, else text/plain for a document
+
+PDF = base64.b64encode(b"%PDF-1.4 minimal").decode()
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()
+
+
+@pytest.mark.parametrize(
+    ("part", "sent"),
+    [
+        (DocumentPart(url="data:;base64," + PDF, media_type="application/pdf"), "application/pdf"),
+        # RFC 2397: a data URL that names no type is text/plain.
+        (DocumentPart(url="data:;base64," + PDF), "text/plain"),
+        (DocumentPart(url="data:;charset=utf-8;base64," + PDF), "text/plain"),
+        (ImagePart(url="data:;base64," + PNG, media_type="image/png"), "image/png"),
+        # The URL's own type, where it names one, is what the bytes are.
+        (
+            DocumentPart(url="data:application/pdf;base64," + PDF, media_type="text/plain"),
+            "application/pdf",
+        ),
+        (ImagePart(url="data:image/png;base64," + PNG), "image/png"),
+    ],
+)
+def test_a_data_url_without_a_type_goes_with_the_parts_media_type(
+    part: DocumentPart | ImagePart, sent: str
+) -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])))
+    response = target.chat(ChatRequest("gemini-2.5-flash").user("read this", part))
+    data = part.url.partition(",")[2] if part.url else ""
+    assert recorder.bodies[-1]["contents"][0]["parts"][1] == {
+        "inlineData": {"mimeType": sent, "data": data}
+    }
+    assert response.warnings == ()
+
+
+def test_an_image_data_url_naming_no_type_without_a_media_type_is_refused_unsent() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])))
+    image = ImagePart(url="data:;base64," + PNG)
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(ChatRequest("gemini-2.5-flash").user("look", image))
+    assert "an image data URL that names no media type needs the part's `media_type`" in str(
+        caught.value
+    )
+    assert recorder.bodies == []
+
+
+# 7. `responseSchema` (Gemini 1.5, OpenAPI subset): a node without `type` is not enforced
+# (Gemini answers 400, "type: must be specified"), and `anyOf` is a hint
+
+
+def _notes(rewrite: Any) -> list[tuple[str, str, str]]:
+    return [(n.kind.value, n.pointer, n.message) for n in rewrite.notes]
+
+
+ANY_VALUE = "accepts any value, which Gemini responseSchema cannot express"
+NO_ITEMS = "does not constrain its items, which Gemini responseSchema cannot express"
+
+
+def test_any_value_and_an_array_of_any_items_are_not_enforced_on_response_schema() -> None:
+    any_field = {"type": "object", "properties": {"a": {}}, "required": ["a"]}
+    assert _notes(gemini_response_schema(any_field)) == [
+        ("unsupported", "/properties/a", f"the subschema at `/properties/a` {ANY_VALUE}")
+    ]
+    assert _notes(gemini_response_schema({"type": "array"})) == [
+        ("unsupported", "/", f"the array at `/` {NO_ITEMS}")
+    ]
+    # An annotation alone (pydantic's `Any` field) has no `type` either.
+    titled = {"type": "object", "properties": {"a": {"title": "A"}}, "required": ["a"]}
+    assert _notes(gemini_response_schema(titled)) == [
+        (
+            "unsupported",
+            "/properties/a",
+            "the subschema at `/properties/a` has no `type`, which Gemini responseSchema "
+            "cannot express",
+        )
+    ]
+    # The JSON Schema surface takes all three as they are.
+    for schema in (any_field, {"type": "array"}, titled):
+        assert gemini_json_schema(schema).exact
+
+
+class Loose(BaseModel):
+    payload: Any
+    tags: list  # type: ignore[type-arg]
+
+
+class Tree(BaseModel):
+    v: int
+    kids: list[Tree] = []
+
+
+def called(args: dict[str, Any]) -> dict[str, Any]:
+    return answer([{"functionCall": {"name": "submit_structured_output", "args": args}}])
+
+
+@pytest.mark.parametrize(
+    ("tp", "args"),
+    [(Loose, {"payload": 1, "tags": []}), (Tree, {"v": 1, "kids": []})],
+)
+def test_a_schema_response_schema_cannot_write_falls_back_to_the_forced_tool(
+    tp: type[BaseModel], args: dict[str, Any]
+) -> None:
+    target, recorder = provider("gemini", (200, called(args)))
+    result = allama.extract(target, tp, ChatRequest("gemini-1.5-pro").user("x"))
+    assert result.value == tp.model_validate(args)
+    assert result.metadata.mode is ExtractionMode.FORCED_TOOL
+    body = recorder.bodies[-1]
+    assert len(recorder.bodies) == 1
+    assert "responseSchema" not in body.get("generationConfig", {})
+    assert body["toolConfig"]["functionCallingConfig"]["mode"] == "ANY"
+
+
+def test_a_recursive_schema_is_not_enforced_on_response_schema() -> None:
+    rewrite = gemini_response_schema(Tree.model_json_schema())
+    assert _notes(rewrite)[0] == (
+        "unsupported",
+        "/$defs/Tree/properties/kids/items",
+        "the subschema at `/$defs/Tree/properties/kids/items` is recursive, which Gemini "
+        "responseSchema cannot enforce",
+    )
+    assert not rewrite.strict_representable
+
+
+def any_of_hint(at: str) -> tuple[str, str, str]:
+    return (
+        "approximated",
+        at,
+        f"`anyOf` is not enforced by Gemini responseSchema at `{at}`: Google does not list it "
+        "as honoured (it is sent, as a hint)",
+    )
+
+
+EITHER: dict[str, Any] = {
+    "type": "object",
+    "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
+    "required": ["a"],
+}
+
+
+def test_an_any_of_is_a_hint_on_response_schema_only() -> None:
+    rewrite = gemini_response_schema(EITHER)
+    assert rewrite.schema["properties"]["a"] == {"anyOf": [{"type": "STRING"}, {"type": "INTEGER"}]}
+    assert _notes(rewrite) == [any_of_hint("/properties/a")]
+    one_of = {"type": "object", "properties": {"a": {"oneOf": EITHER["properties"]["a"]["anyOf"]}}}
+    assert _notes(gemini_response_schema(one_of)) == [any_of_hint("/properties/a")]
+    types = gemini_response_schema({"type": ["string", "integer"]})
+    assert types.schema == {"anyOf": [{"type": "STRING"}, {"type": "INTEGER"}]}
+    assert _notes(types) == [
+        (
+            "approximated",
+            "/",
+            "`type` with more than one type (an `anyOf`) is not enforced by Gemini "
+            "responseSchema at `/`: Google does not list it as honoured (it is sent, as a hint)",
+        )
+    ]
+    assert gemini_json_schema(EITHER).exact
+
+
+def test_a_value_or_null_goes_as_nullable_and_stays_exact() -> None:
+    class Maybe(BaseModel):
+        a: int | None
+        b: Answer | None = None
+
+    rewrite = gemini_response_schema(Maybe.model_json_schema())
+    assert rewrite.exact
+    props = rewrite.schema["properties"]
+    assert (props["a"]["type"], props["a"]["nullable"]) == ("INTEGER", True)
+    assert (props["b"]["type"], props["b"]["nullable"]) == ("OBJECT", True)
+
+
+def test_an_extraction_of_a_union_on_gemini_1_5_is_approximate() -> None:
+    class Either(BaseModel):
+        a: int | str
+
+    target, recorder = provider("gemini", (200, answer([{"text": '{"a": 1}'}])))
+    result = allama.extract(target, Either, ChatRequest("gemini-1.5-flash").user("x"))
+    assert result.value == Either(a=1)
+    assert result.metadata.mode is ExtractionMode.NATIVE
+    assert result.metadata.enforcement is SchemaEnforcement.APPROXIMATE
+    sent = recorder.bodies[-1]["generationConfig"]["responseSchema"]["properties"]["a"]
+    assert sent == {"anyOf": [{"type": "INTEGER"}, {"type": "STRING"}], "title": "A"}

@@ -221,8 +221,9 @@ def test_a_lookaround_key_pattern_is_matched_with_re() -> None:
     assert find_undeclared_key({"xbob": {"e_mail": 1}}, schema) is None
 
 
-# Gemini's `responseSchema`: a closed object with no properties, which it cannot write, and
-# the keywords it takes but Google does not list as honoured.
+# Gemini's `responseSchema`: a closed object with no properties, which it cannot write (an
+# `OBJECT` needs properties, a node without `type` is refused), and the keywords it takes but
+# Google does not list as honoured.
 
 CLOSED_EMPTY = [
     {"type": "object", "additionalProperties": False, "properties": {}},
@@ -232,17 +233,16 @@ CLOSED_EMPTY = [
 
 def closed_empty_note(at: str) -> tuple[str, str, str]:
     return (
-        "approximated",
+        "unsupported",
         at,
-        f"the object at `{at}` declares no properties, which Gemini responseSchema cannot "
-        "express, so it accepts any value",
+        f"the object at `{at}` declares no properties, which Gemini responseSchema cannot express",
     )
 
 
 @pytest.mark.parametrize("closed", CLOSED_EMPTY, ids=["empty_properties", "no_properties"])
-def test_a_closed_empty_object_sent_as_any_value_is_approximate(closed: dict[str, Any]) -> None:
-    # The shape of corpus files such as Github_easy/o21393: only `{}` fits `links`, and
-    # Gemini may write any value there.
+def test_a_closed_empty_object_is_not_enforced(closed: dict[str, Any]) -> None:
+    # The shape of corpus files such as Github_easy/o21393: only `{}` fits `links`; written
+    # as any value (`{}`), which has no `type` and which Gemini refuses.
     schema = {
         "type": "object",
         "properties": {"links": closed, "ok": {"type": "boolean"}},
@@ -251,11 +251,11 @@ def test_a_closed_empty_object_sent_as_any_value_is_approximate(closed: dict[str
     rewrite = gemini_response_schema(schema)
     assert rewrite.schema["properties"] == {"links": {}, "ok": {"type": "BOOLEAN"}}
     assert notes(rewrite) == [closed_empty_note("/properties/links")]
-    assert not rewrite.exact
+    assert not rewrite.strict_representable
 
 
 @pytest.mark.parametrize("closed", CLOSED_EMPTY, ids=["empty_properties", "no_properties"])
-def test_a_closed_empty_root_is_approximate(closed: dict[str, Any]) -> None:
+def test_a_closed_empty_root_is_not_enforced(closed: dict[str, Any]) -> None:
     rewrite = gemini_response_schema(closed)
     assert rewrite.schema == {}
     assert notes(rewrite) == [closed_empty_note("/")]
@@ -276,12 +276,14 @@ class HoldsNothing(BaseModel):
     links: Nothing
 
 
-def test_a_forbidding_model_without_fields_is_reported_approximate_on_gemini_1_5() -> None:
+def test_a_forbidding_model_without_fields_falls_back_to_the_forced_tool_on_gemini_1_5() -> None:
     assert plan_of("gemini", "gemini-1.5-flash", HoldsNothing) == (
-        "approximate",
+        "not_enforced",
         [
+            "Gemini has no strict function calling; the schema of `HoldsNothing` was sent "
+            "without it",
             "the schema of `HoldsNothing` was approximated: the object at `Nothing` declares "
-            "no properties, which Gemini responseSchema cannot express, so it accepts any value"
+            "no properties, which Gemini responseSchema cannot express",
         ],
     )
     assert plan_of("gemini", "gemini-2.0-flash", HoldsNothing) == ("exact", [])

@@ -132,7 +132,7 @@ OUTCOMES: dict[str, tuple[str, ...]] = {
     "openai_strict_azure_legacy": (E, E, E, E, N, E, E, E, E, E, E, A, A, A),
     "anthropic": (E, E, E, E, N, E, E, E, E, E, N, A, A, E),
     "gemini_json_schema": (E, E, E, E, E, E, E, E, E, E, N, E, A, A),
-    "gemini_response_schema": (E, E, E, E, N, E, E, A, E, E, A, A, A, A),
+    "gemini_response_schema": (E, E, E, E, N, E, E, A, A, A, N, A, A, A),
     "grammar_engine": (E, E, E, E, E, E, E, E, E, E, E, E, E, E),
 }
 
@@ -378,7 +378,7 @@ def test_gemini_response_schema_speaks_openapi() -> None:
     }
 
 
-def test_gemini_response_schema_cuts_recursion_with_a_note() -> None:
+def test_gemini_response_schema_cuts_recursion_not_enforced() -> None:
     rewrite = gemini_response_schema(Node.model_json_schema())
     assert rewrite.schema["properties"]["children"] == {
         "items": {},
@@ -386,13 +386,20 @@ def test_gemini_response_schema_cuts_recursion_with_a_note() -> None:
         "type": "ARRAY",
         "default": [],
     }
+    # `items: {}` has no `type`, which Gemini's OpenAPI schema refuses: not enforced.
     assert notes(rewrite) == [
+        (
+            "unsupported",
+            "/$defs/Node/properties/children/items",
+            "the subschema at `/$defs/Node/properties/children/items` is recursive, "
+            "which Gemini responseSchema cannot enforce",
+        ),
         (
             "approximated",
             "/$defs/Node/properties/children/items",
             "the recursion at `/$defs/Node/properties/children/items` was cut: "
             "below it the value is not constrained",
-        )
+        ),
     ]
 
 
@@ -694,10 +701,8 @@ def test_a_root_that_refers_to_itself_goes_through(name: str) -> None:
     if name == "openai_strict":
         assert rewrite.exact
         assert rewrite.schema["properties"]["next"] == {"anyOf": [{"$ref": "#"}, {"type": "null"}]}
-    if name in ("anthropic", "gemini_json_schema"):
+    if name in ("anthropic", "gemini_json_schema", "gemini_response_schema"):
         assert outcome(rewrite) == "not_enforced"
-    if name == "gemini_response_schema":
-        assert outcome(rewrite) == "approximate"
 
 
 def test_a_ref_chain_that_never_ends_is_refused_or_cut() -> None:
@@ -923,18 +928,38 @@ def test_gemini_response_schema_what_it_cannot_express() -> None:
         "required": ["a"],
         "nullable": True,
     }
+    # Each is written in its widest form, but without a `type` where Gemini's OpenAPI schema
+    # wants one (400): not enforced.
     assert notes(rewrite) == [
         (
             "unsupported",
             "/properties/open",
             "the subschema at `/properties/open` is an object open to any keys, "
-            "which Gemini responseSchema cannot express",
+            "which Gemini responseSchema cannot enforce",
+        ),
+        (
+            "unsupported",
+            "/properties/empty",
+            "the object at `/properties/empty` declares no properties, which Gemini "
+            "responseSchema cannot express",
+        ),
+        (
+            "unsupported",
+            "/properties/list",
+            "the array at `/properties/list` does not constrain its items, which Gemini "
+            "responseSchema cannot express",
+        ),
+        (
+            "unsupported",
+            "/properties/loose/anyOf/1",
+            "the array at `/properties/loose/anyOf/1` does not constrain its items, which "
+            "Gemini responseSchema cannot express",
         ),
         (
             "approximated",
-            "/properties/empty",
-            "the object at `/properties/empty` declares no properties, which Gemini "
-            "responseSchema cannot express, so it accepts any value",
+            "/properties/loose",
+            "`anyOf` is not enforced by Gemini responseSchema at `/properties/loose`: Google "
+            "does not list it as honoured (it is sent, as a hint)",
         ),
         (
             "approximated",
@@ -979,7 +1004,11 @@ def test_annotations_are_kept_where_the_dialect_takes_them_and_listed_where_not(
     name: str, kept: dict[str, Any], dropped: list[str]
 ) -> None:
     rewrite = DIALECTS[name](ANNOTATED)
-    assert rewrite.exact  # an annotation never changes what is accepted
+    # an annotation never changes what is accepted (on `responseSchema` the union is sent as
+    # an `anyOf`, which Google does not list as honoured there: a hint)
+    hints = [note.pointer for note in rewrite.notes if note.message.startswith("`anyOf`")]
+    assert len(rewrite.notes) == len(hints)
+    assert hints == (["/properties/u"] if name == "gemini_response_schema" else [])
     n = rewrite.schema["properties"]["n"]
     assert {k: v for k, v in n.items() if k in ("default", "examples")} == kept
     provider = {

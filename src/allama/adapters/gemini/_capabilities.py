@@ -160,6 +160,8 @@ _GEMINI_ROWS = (
     # Every Gemini row takes `text/x.enum` (CHOICE_OUTPUT): ai.google.dev "Structured output",
     # "Generating enum values" (gemini-2.5-flash; REST body with `responseSchema`).
     # Gemini 3: thinking levels, JSON output together with function calling.
+    # 3.1 Pro added MEDIUM (still no MINIMAL); 3 Pro takes LOW and HIGH alone.
+    GeminiFamily("gemini-3.1-pro*", _JSON, Thinking.LEVEL, levels=("low", "medium", "high")),
     GeminiFamily("gemini-3*-pro*", _JSON, Thinking.LEVEL, levels=("low", "high")),
     GeminiFamily("gemini-3*", _JSON, Thinking.LEVEL, levels=("minimal", "low", "medium", "high")),
     # Gemini 2.5: thinking budgets; Pro cannot turn thinking off.

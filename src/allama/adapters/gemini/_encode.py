@@ -170,9 +170,19 @@ class _Encoder:
                 data["mimeType"] = media_type
             return {"fileData": data}
         if inline is not None:
-            media_type, base64_encoded, encoded = inline
-            if not base64_encoded:
+            if not inline.base64:
                 raise self.invalid("a data URL must be base64-encoded")
+            encoded = inline.data
+            # A data URL naming no type (`data:;base64,...`) is text/plain by RFC 2397, but
+            # the part's own media type says more; Gemini refuses an empty `mimeType`.
+            media_type = inline.media_type or part.media_type or ""
+            if not media_type and isinstance(part, DocumentPart):
+                media_type = "text/plain"
+            if not media_type:
+                raise self.invalid(
+                    "an image data URL that names no media type needs the part's "
+                    "`media_type`, such as image/png"
+                )
         else:
             encoded = base64.b64encode(part.data or b"").decode("ascii")
             media_type = part.media_type or ""

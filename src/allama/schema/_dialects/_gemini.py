@@ -5,17 +5,21 @@
 enums of strings and numbers; Gemini unrolls recursion only to a limited depth, which would
 narrow the schema, so recursion is `UNSUPPORTED`. `default` and `examples` go as they are.
 
-`responseSchema` has no references and no `additionalProperties`: `$ref`s are inlined
-(recursion cut, with a note), nullability is `nullable`, types are upper-case, enums list
-strings only, `format` is `date-time` on strings only. Gemini refuses an `OBJECT` without
-`properties`, an `ARRAY` without `items`, and `properties` or `items` on a node whose type is
-not `OBJECT` or `ARRAY`: an array without `items` gets `items: {}` (any item, which is what it
-said), an object without properties, closed or not, becomes any value (noted), and a node
+`responseSchema` has no references and no `additionalProperties`: `$ref`s are inlined,
+nullability is `nullable`, types are upper-case, enums list strings only, `format` is
+`date-time` on strings only. Gemini's OpenAPI `Schema` needs a `type` on every node outside
+an `anyOf` (400, "type: must be specified"), `properties` on an `OBJECT` and `items` on an
+`ARRAY`, and takes `properties` or `items` on no other type: so any value (`{}`, an `Any`
+field), an array whose items are any value, an object without properties (closed or not)
+and recursion (cut where it comes round again) are `UNSUPPORTED`, as on the strict modes;
+what is written for them is the widest form (`items: {}`, an object as any value). A node
 without `type` that has object or array keywords becomes one branch per JSON type.
 Google lists only `enum`, `items`, `maxItems`, `nullable`, `properties` and `required` as
-honoured there, other known fields "processed but ignored" (older guidance added
-`minItems`): `minimum`, `maximum` and `minItems` are still sent, as a hint, but noted as not
-enforced (the other bounds, `pattern` among them, are removed with a note).
+honoured there, other known fields "processed but ignored" (older guidance added `type`,
+`format`, `minItems` and `propertyOrdering`): `minimum`, `maximum`, `minItems` and `anyOf`
+are still sent, as a hint, but noted as not enforced (the other bounds, `pattern` among
+them, are removed with a note); an `anyOf` that is only `X` or `null` goes as a `nullable`
+`X`, which is honoured.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ _TYPED_WORDS = OBJECT_KEYWORDS | ARRAY_KEYWORDS | STRING_KEYWORDS | NUMBER_KEYWO
 
 
 _HINTS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems"})
-"""Keywords `responseSchema` takes but Google does not list as honoured: sent, not enforced."""
+"""Keywords `responseSchema` takes but Google does not list as honoured: sent, not enforced.
+(`anyOf` is one too, noted where its node is finished: `X` or `null` goes as a `nullable`
+`X`, no `anyOf`.)"""
 _SENT_AS = {"exclusiveMinimum": " as `minimum`", "exclusiveMaximum": " as `maximum`"}
 
 
@@ -112,6 +118,10 @@ class _ResponseSchema(_GeminiBase):
     inline_refs: ClassVar[bool] = True
     close_objects: ClassVar[bool] = False
     bounds_enforced: ClassVar[bool] = False
+    strict_shapes: ClassVar[bool] = True
+    """A node without `type` is refused by the API: any value cannot be written."""
+    recursion: ClassVar[bool] = False
+    """Inlined recursion is cut with `{}`, a node without `type`."""
 
     def rewrite(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
         if not any(k in node for k in ("type", "enum", "anyOf", "oneOf")) and any(
@@ -158,33 +168,72 @@ class _ResponseSchema(_GeminiBase):
         kinds = out.get("type")
         names = kinds if isinstance(kinds, list) else [kinds]
         if "object" in names and not out.get("properties"):
-            # an open object or a map was noted where its keyword was read
-            if extra is False and "patternProperties" not in node:
-                if "properties" in node or "additionalProperties" in node:
-                    # closed (by `additionalProperties: false` or by convention): only `{}`
-                    self.approximated(
-                        pointer,
-                        f"the object at {quoted(pointer)} declares no properties, which "
-                        f"{self.provider} cannot express, so it accepts any value",
-                    )
-                else:
-                    self.unsupported(
-                        pointer,
-                        f"the subschema at {quoted(pointer)} is an object open to any keys, "
-                        f"which {self.provider} cannot express",
-                    )
+            # an open object (by the strict shapes) or a map was noted already
+            closed = extra is False and "patternProperties" not in node
+            if closed and ("properties" in node or "additionalProperties" in node):
+                # closed (by `additionalProperties: false` or by convention): only `{}`
+                self.unsupported(
+                    pointer,
+                    f"the object at {quoted(pointer)} declares no properties, which "
+                    f"{self.provider} cannot express",
+                )
             for key in ("type", "properties", "required"):
-                out.pop(key, None)  # any value: the widest thing Gemini accepts here
+                out.pop(key, None)  # any value, the widest form (noted as not enforced)
         elif "array" in names and "items" not in out:
-            out["items"] = {}
+            out["items"] = {}  # any item, the widest form (noted as not enforced)
         # `properties` are left on closed objects only (an open one lost them above)
-        self.required_undeclared(out, pointer, closed=True)
+        self.undeclared_required(out, pointer)
+        if _sends_any_of(out):
+            what = "`anyOf`" if "anyOf" in out else "`type` with more than one type (an `anyOf`)"
+            self.approximated(
+                pointer,
+                f"{what} is not enforced by {self.provider} at {quoted(pointer)}: "
+                "Google does not list it as honoured (it is sent, as a hint)",
+            )
+
+    def undeclared_required(self, out: dict[str, Any], pointer: str) -> None:
+        """`required` names the object does not declare are removed, a wider object (noted):
+        Gemini refuses them, and unlike the strict modes the object can go without them."""
+        props = out.get("properties")
+        required = out.get("required")
+        if not isinstance(props, dict) or not isinstance(required, list):
+            return
+        kept = [name for name in required if name in props]
+        if len(kept) == len(required):
+            return
+        if kept:
+            out["required"] = kept
+        else:
+            del out["required"]
+        self.removed(pointer, "required", "it names properties the object does not declare")
 
     def run(self) -> Rewrite:
         rewrite = super().run()
         return Rewrite(
             schema=_openapi(rewrite.schema), notes=rewrite.notes, dropped=rewrite.dropped
         )
+
+
+def _sends_any_of(out: dict[str, Any]) -> bool:
+    """Whether a rewritten node goes out with an `anyOf`, as `_openapi` writes it: a union
+    that is `X` or `null` alone goes as a `nullable` `X` (where no keyword of `X` is also
+    beside the union), a `type` of two or more types other than `null` as an `anyOf`."""
+    kinds = out.get("type")
+    if isinstance(kinds, list) and len([k for k in kinds if k != "null"]) > 1:
+        return True
+    branches = out.get("anyOf")
+    if not isinstance(branches, list):
+        return False
+    rest = [b for b in branches if not _only_null(b)]
+    folds = len(rest) == 1 < len(branches) and not set(rest[0]) & (set(out) - {"anyOf"})
+    return not folds
+
+
+def _only_null(branch: Any) -> bool:
+    return isinstance(branch, Mapping) and len(branch) == 1 and branch.get("type") in _NULL
+
+
+_NULL = ("null", ["null"])
 
 
 def _by_type(node: dict[str, Any]) -> dict[str, Any]:
