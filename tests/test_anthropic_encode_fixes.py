@@ -297,3 +297,44 @@ def test_a_document_data_url_that_is_not_base64_is_refused() -> None:
     request = ChatRequest(MODEL).user("x", DocumentPart(url="data:text/plain,hello"))
     with pytest.raises(InvalidRequestError, match="a document data URL must be base64-encoded"):
         _anthropic(request)
+
+
+# A data URL that names no media type: the part's, else (a document) RFC 2397's text/plain
+
+
+def test_an_image_data_url_of_no_type_takes_the_parts() -> None:
+    part = ImagePart(url=f"data:;base64,{PNG_B64}", media_type="image/png")
+    body, _ = _anthropic(ChatRequest(MODEL).user("What is this?", part))
+    assert body["messages"][0]["content"][1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64},
+    }
+    bare = ImagePart(url=f"data:;base64,{PNG_B64}")
+    with pytest.raises(InvalidRequestError) as caught:
+        _anthropic(ChatRequest(MODEL).user("x", bare))
+    assert str(caught.value).endswith(
+        "takes JPEG, PNG, GIF and WebP images, not one of no media type"
+    )
+
+
+@pytest.mark.parametrize(
+    ("media_type", "source"),
+    [
+        (
+            "application/pdf",
+            {
+                "type": "base64",
+                "media_type": "application/pdf",
+                "data": base64.b64encode(PDF).decode(),
+            },
+        ),
+        (None, {"type": "text", "media_type": "text/plain", "data": PDF.decode()}),
+    ],
+)
+def test_a_document_data_url_of_no_type_takes_the_parts_else_text(
+    media_type: str | None, source: dict[str, Any]
+) -> None:
+    url = "data:;base64," + base64.b64encode(PDF).decode()
+    part = DocumentPart(url=url, media_type=media_type)
+    body, _ = _anthropic(ChatRequest(MODEL).user("Summarise.", part))
+    assert body["messages"][0]["content"][1] == {"type": "document", "source": source}

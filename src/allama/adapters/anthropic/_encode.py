@@ -227,7 +227,8 @@ class _Encoder:
                 data = base64.b64decode("".join(inline.data.split()), validate=True)
             except ValueError:
                 raise self.invalid("the document's data URL holds no valid base64") from None
-            media_type = inline.media_type or media_type
+            # A data URL that names no type: the part's, else RFC 2397's default.
+            media_type = inline.media_type or media_type or "text/plain"
         else:
             data = part.data or b""
         if media_type == "application/pdf":
@@ -239,7 +240,8 @@ class _Encoder:
             except UnicodeDecodeError:
                 raise self.invalid("a text/plain document must be UTF-8 text") from None
         raise self.invalid(
-            f"{self.profile.display_name} takes PDF and plain-text documents, not {media_type}"
+            f"{self.profile.display_name} takes PDF and plain-text documents, not "
+            f"{media_type or 'one of no media type'}"
         )
 
     def image_source(self, part: ImagePart) -> dict[str, Any]:
@@ -248,7 +250,7 @@ class _Encoder:
             return {"type": "url", "url": part.url}
         if inline is not None:
             media_type, encoded, data = inline
-            media_type = media_type or "application/octet-stream"
+            media_type = media_type or part.media_type or ""  # the URL's, else the part's
             if not encoded:
                 raise self.invalid("an image data URL must be base64-encoded")
         else:
@@ -257,7 +259,7 @@ class _Encoder:
         if media_type not in _IMAGE_TYPES:
             raise self.invalid(
                 f"{self.profile.display_name} takes JPEG, PNG, GIF and WebP images, "
-                f"not {media_type}"
+                f"not {media_type or 'one of no media type'}"
             )
         return {"type": "base64", "media_type": media_type, "data": data}
 
