@@ -885,16 +885,28 @@ def test_a_family_with_json_mode_only_gets_json_object_with_a_refusal() -> None:
     body, warnings = encode(_schema_request("gpt-4-turbo", PERSON, tool=False))
     assert body["text"] == {"format": {"type": "json_object"}}
     assert fields(warnings) == [("response_format", "unsupported")]
-    # Told the schema in words, which also says "JSON" as the mode requires.
+    # Told the schema in words, which also says "JSON" as the mode requires: in an input
+    # message, first, for OpenAI reads the word there and not in `instructions`.
     schema = json.dumps(PERSON, separators=(",", ":"))
     note = f"Answer with one JSON object that follows this JSON Schema:\n{schema}"
-    assert body["instructions"] == note
+    assert "instructions" not in body
+    assert body["input"] == [
+        {"role": "developer", "content": note},
+        {"role": "user", "content": "Hi"},
+    ]
     request = _schema_request("gpt-4-turbo", PERSON, tool=False)
     request = request.model_copy(
         update={"messages": [SystemMessage(content="Be brief."), *request.messages]}
     )
     body, _ = encode(request)
+    assert body["instructions"] == "Be brief."
+    assert body["input"][0] == {"role": "developer", "content": note}
+    # An input message that says JSON already: the note goes with the instructions.
+    asks = ChatRequest("gpt-4-turbo").system("Be brief.").user("Hi, in JSON")
+    asks = asks.with_response_format(request.response_format)
+    body, _ = encode(asks)
     assert body["instructions"] == f"Be brief.\n\n{note}"
+    assert body["input"] == [{"role": "user", "content": "Hi, in JSON"}]
 
 
 def test_openrouter_requires_the_parameters_when_a_schema_is_sent() -> None:

@@ -8,27 +8,61 @@
    as a `system` input item there, and as `instructions` everywhere else.
 3. Forcing a `custom` tool (given through the body option) by name uses the custom tool
    choice, in the Responses API and in Chat Completions.
+4. A streamed call announced without its `call_id` or `name` (M365-Copilot2API's), whose
+   finished item or the terminal response names it, starts with those: its block's start
+   and arguments (and what comes after them) wait till then, so the collected stream is
+   what the body gives, split anywhere, and a streamed forced-tool extraction finds it.
+5. `json_object` to OpenAI needs an input message that says "json" (`instructions` do not
+   count): allama's note for the mode goes as a `developer` message first in the input
+   where no input message says it.
+6. Reasoning items are left out, with a warning, for a model whose family does not reason
+   (OpenAI answers 400 to them); a model nobody knows (an Azure deployment) still gets them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import json
 from typing import Any
 
+import httpx2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
 
 import allama
 from _recording import provider
-from allama import ChatRequest
+from _responses_support import sse, stream_of
+from allama import ChatRequest, ExtractionMode, Extractor
+from allama._degradations import Degradations
+from allama.adapters.openai_responses._decode import decode_object
+from allama.adapters.openai_responses._encode import encode_request
+from allama.adapters.openai_responses._sse import ResponsesStreamDecoder, decode_stream
 from allama.errors import UnsupportedError
+from allama.stream import StreamCollector
+from allama.transport import Transport
 from allama.types import (
+    BlockStart,
+    BlockStop,
     CapabilitySupport,
     ChatCapability,
+    ChatResponse,
+    Finish,
+    FinishReason,
     ReasoningEffort,
     RequestField,
+    ResponseFormat,
+    ResponseStart,
+    StreamBlockType,
+    StreamEvent,
     ToolCall,
+    ToolCallDelta,
     ToolChoice,
     ToolDefinition,
     UnsupportedPolicy,
+    UsageEvent,
 )
 
 S = CapabilitySupport.SUPPORTED
@@ -257,3 +291,506 @@ def test_chat_completions_forces_a_custom_tool_with_the_custom_choice() -> None:
     body, warnings = prepared("openai", functions)
     assert body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
     assert warnings == []
+
+
+# 4. A streamed call named only when it finishes
+
+START = {"id": "resp_1", "object": "response", "status": "in_progress", "model": "m"}
+NAMED = {
+    "type": "function_call",
+    "id": "fc_1",
+    "call_id": "call_XYZ",
+    "name": "get_weather",
+    "arguments": '{"city":"Paris"}',
+    "status": "completed",
+}
+ENDED_USAGE = {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}
+
+
+def terminal(*output: dict[str, Any]) -> dict[str, Any]:
+    return {**START, "status": "completed", "output": list(output), "usage": ENDED_USAGE}
+
+
+def call_stream(
+    added: dict[str, Any], done: dict[str, Any] = NAMED, final: dict[str, Any] = NAMED
+) -> bytes:
+    """A function call announced as `added`, its arguments in two deltas, finished as
+    `done`, and the terminal response holding `final`."""
+    at = {"item_id": "fc_1", "output_index": 0}
+    return sse(
+        {"type": "response.created", "response": {**START, "output": [], "usage": None}},
+        {"type": "response.output_item.added", "output_index": 0, "item": added},
+        {"type": "response.function_call_arguments.delta", **at, "delta": '{"city":'},
+        {"type": "response.function_call_arguments.delta", **at, "delta": '"Paris"}'},
+        {"type": "response.function_call_arguments.done", **at, "arguments": NAMED["arguments"]},
+        {"type": "response.output_item.done", "output_index": 0, "item": done},
+        {"type": "response.completed", "response": terminal(final)},
+    )
+
+
+def announced(**fields: Any) -> dict[str, Any]:
+    """The call as announced: no arguments yet, and `fields` (a `None` leaves one out)."""
+    item = {**NAMED, "status": "in_progress", "arguments": "", **fields}
+    return {key: value for key, value in item.items() if value is not None}
+
+
+def collect(events: list[StreamEvent]) -> ChatResponse:
+    collector = StreamCollector()
+    for event in events:
+        collector.push(event)
+    return collector.finish()
+
+
+def feed_split(data: bytes, cuts: list[int]) -> list[StreamEvent]:
+    decoder = ResponsesStreamDecoder(provider="p", model="m")
+    events: list[StreamEvent] = []
+    last = 0
+    for cut in [*sorted(cuts), len(data)]:
+        events.extend(decoder.feed(data[last:cut]))
+        last = cut
+    events.extend(decoder.close())
+    return events
+
+
+NAMED_EVENTS = [
+    ResponseStart(id="resp_1", model="m"),
+    BlockStart(index=0, block_type=StreamBlockType.TOOL_CALL, id="call_XYZ", name="get_weather"),
+    ToolCallDelta(index=0, arguments='{"city":'),
+    ToolCallDelta(index=0, arguments='"Paris"}'),
+    BlockStop(index=0),
+    UsageEvent(usage=allama.Usage(input_tokens=3, output_tokens=2)),
+    Finish(finish_reason=FinishReason.TOOL_CALLS),
+]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"call_id": "", "name": ""},
+        {"call_id": None, "name": None},
+        {"call_id": ""},
+        {"name": None},
+    ],
+    ids=["both-empty", "both-missing", "no-call-id", "no-name"],
+)
+def test_a_call_named_when_it_finishes_streams_with_its_name(fields: dict[str, Any]) -> None:
+    """The M365-Copilot2API shape: the block starts, once, with the finished item's
+    `call_id` and `name`, before its arguments; the events are those of a call announced
+    whole, and the collected stream is the body's."""
+    data = call_stream(announced(**fields))
+    events = decode_stream(data, provider="p", model="m")
+    assert events == NAMED_EVENTS
+    assert collect(events) == decode_object(terminal(NAMED), model="m")
+    assert collect(feed_split(data, list(range(len(data))))) == collect(events)
+
+
+def test_a_call_named_only_by_the_terminal_response_waits_for_it() -> None:
+    nameless = announced(call_id="", name="")
+    data = call_stream(nameless, done={**NAMED, "call_id": "", "name": ""})
+    assert decode_stream(data, provider="p", model="m") == NAMED_EVENTS
+
+
+def test_a_call_announced_whole_starts_at_once() -> None:
+    """The fast path: the start and the arguments come as they stream; a call that waits
+    for its name gives nothing before its `done`."""
+    for added, before_done in ((announced(), NAMED_EVENTS[:4]), (announced(name=""), [])):
+        data = call_stream(added)
+        head = data[: data.index(b"event: response.function_call_arguments.done")]
+        decoder = ResponsesStreamDecoder(provider="p", model="m")
+        assert list(decoder.feed(head)) == [NAMED_EVENTS[0], *before_done[1:]]
+
+
+def test_what_comes_after_a_call_waiting_for_its_name_keeps_its_order() -> None:
+    """A message streamed while the call before it waits: its block starts after the
+    call's, with the index the body gives it."""
+    message_item = {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Done.", "annotations": []}],
+    }
+    at = {"item_id": "msg_1", "output_index": 1, "content_index": 0}
+    data = sse(
+        {"type": "response.created", "response": {**START, "output": [], "usage": None}},
+        {"type": "response.output_item.added", "output_index": 0, "item": announced(name="")},
+        {
+            "type": "response.output_item.added",
+            "output_index": 1,
+            "item": {**message_item, "status": "in_progress", "content": []},
+        },
+        {"type": "response.output_text.delta", **at, "delta": "Done."},
+        {"type": "response.output_item.done", "output_index": 1, "item": message_item},
+        {
+            "type": "response.function_call_arguments.delta",
+            "item_id": "fc_1",
+            "output_index": 0,
+            "delta": NAMED["arguments"],
+        },
+        {"type": "response.output_item.done", "output_index": 0, "item": NAMED},
+        {"type": "response.completed", "response": terminal(NAMED, message_item)},
+    )
+    events = decode_stream(data, provider="p", model="m")
+    starts = [event for event in events if isinstance(event, BlockStart)]
+    assert starts == [
+        NAMED_EVENTS[1],
+        BlockStart(index=1, block_type=StreamBlockType.TEXT),
+    ]
+    assert collect(events) == decode_object(terminal(NAMED, message_item), model="m")
+
+
+def test_a_call_never_named_starts_with_its_item_id_at_the_end() -> None:
+    nameless = {**NAMED, "call_id": "", "name": ""}
+    data = call_stream(announced(call_id="", name=""), done=nameless, final=nameless)
+    events = decode_stream(data, provider="p", model="m")
+    assert events[1] == BlockStart(index=0, block_type=StreamBlockType.TOOL_CALL, id="fc_1")
+    assert collect(events).content == (ToolCall(id="fc_1", name="", arguments=NAMED["arguments"]),)
+
+
+def test_a_call_waiting_for_its_name_is_given_before_the_streams_error() -> None:
+    """The events held back come before the error, with the usage the failure reports."""
+    at = {"item_id": "fc_1", "output_index": 0}
+    failed = {
+        **START,
+        "status": "failed",
+        "output": [],
+        "usage": ENDED_USAGE,
+        "error": {"code": "server_error", "message": "The server had an error."},
+    }
+    data = sse(
+        {"type": "response.created", "response": {**START, "output": [], "usage": None}},
+        {"type": "response.output_item.added", "output_index": 0, "item": announced(name="")},
+        {"type": "response.function_call_arguments.delta", **at, "delta": '{"city":'},
+        {"type": "response.failed", "response": failed},
+    )
+    decoder = ResponsesStreamDecoder(provider="p", model="m")
+    events: list[StreamEvent] = []
+    with pytest.raises(allama.errors.ServerError):
+        for event in decoder.feed(data):
+            events.append(event)
+    assert events == [
+        NAMED_EVENTS[0],
+        BlockStart(index=0, block_type=StreamBlockType.TOOL_CALL, id="call_XYZ"),
+        ToolCallDelta(index=0, arguments='{"city":'),
+        UsageEvent(usage=allama.Usage(input_tokens=3, output_tokens=2)),
+    ]
+
+
+class Person(BaseModel):
+    name: str
+
+
+def test_a_streamed_forced_tool_extraction_finds_a_call_named_when_it_finishes() -> None:
+    arguments = '{"name":"Ada"}'
+    done = {**NAMED, "name": "submit_structured_output", "arguments": arguments}
+    at = {"item_id": "fc_1", "output_index": 0}
+    data = sse(
+        {"type": "response.created", "response": {**START, "output": [], "usage": None}},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": announced(call_id="", name=""),
+        },
+        {"type": "response.function_call_arguments.delta", **at, "delta": arguments},
+        {"type": "response.output_item.done", "output_index": 0, "item": done},
+        {"type": "response.completed", "response": terminal(done)},
+    )
+    made, _ = provider("openai", (200, data), api="responses")
+    request = ChatRequest("gpt-4.1").user("Ada").with_option(ExtractionMode.FORCED_TOOL)
+    with Extractor().extract_stream(made, Person, request) as stream:
+        for _ in stream:
+            pass
+        assert stream.finish().value == Person(name="Ada")
+
+
+_ids = st.text("abcXYZ019_", min_size=1, max_size=8)
+_items = st.one_of(
+    st.builds(
+        lambda i, c, n, a: {
+            "id": f"fc_{i}",
+            "type": "function_call",
+            "status": "completed",
+            "call_id": c,
+            "name": n,
+            "arguments": json.dumps(a),
+        },
+        _ids,
+        _ids,
+        _ids,
+        st.dictionaries(st.text(max_size=4), st.integers() | st.text(max_size=6), max_size=3),
+    ),
+    st.builds(
+        lambda i, t: {
+            "id": f"msg_{i}",
+            "type": "message",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": t, "annotations": []}],
+        },
+        _ids,
+        st.text(max_size=12),
+    ),
+    st.builds(
+        lambda i, t: {
+            "id": f"rs_{i}",
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": t}],
+        },
+        _ids,
+        st.text(max_size=12),
+    ),
+)
+_LEFT = ("kept", "empty", "missing")
+
+
+def _unnamed(data: bytes, draw: st.DataObject) -> bytes:
+    """`data` (a stream) with each call's `call_id` and `name` kept, emptied or left out
+    as announced, and with a draw left out of its `done` too (the terminal response
+    names it)."""
+    events: list[dict[str, Any]] = []
+    for frame in data.decode().split("\n\n"):
+        if not frame:
+            continue
+        event = json.loads(frame.split("data: ", 1)[1])
+        item = event.get("item")
+        kind = event["type"]
+        if isinstance(item, dict) and item.get("type") == "function_call":
+            if kind == "response.output_item.added":
+                item = dict(item)
+                for key in ("call_id", "name"):
+                    how = draw.draw(st.sampled_from(_LEFT), label=key)
+                    if how == "empty":
+                        item[key] = ""
+                    elif how == "missing":
+                        del item[key]
+            elif draw.draw(st.booleans(), label="unnamed when done"):
+                item = {**item, "call_id": "", "name": ""}
+            event = {**event, "item": item}
+        events.append(event)
+    return sse(*events)
+
+
+@settings(max_examples=120, deadline=None)
+@given(output=st.lists(_items, max_size=4), data=st.data())
+def test_calls_named_late_streamed_and_split_anywhere_collect_to_the_body(
+    output: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    body = {**terminal(*output), "model": "m"}
+    raw = _unnamed(stream_of(body), data)
+    cuts = data.draw(st.lists(st.integers(0, len(raw)), max_size=12), label="cuts")
+    events = feed_split(raw, cuts)
+    expected = decode_object(body, model="m")
+    assert collect(events) == expected
+    starts = [event for event in events if isinstance(event, BlockStart)]
+    assert [start.index for start in starts] == list(range(len(expected.content)))
+    for start in starts:
+        block = expected.content[start.index]
+        if isinstance(block, ToolCall):  # started once, with what the body says
+            assert (start.id, start.name) == (block.id, block.name)
+
+
+# 5. `json_object` needs "json" in an input message
+
+
+def strict_openai() -> tuple[Any, list[dict[str, Any]]]:
+    """An OpenAI Responses endpoint that applies the rule for `json_object`."""
+    sent: list[dict[str, Any]] = []
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        body = json.loads(http.read())
+        sent.append(body)
+        fmt = (body.get("text") or {}).get("format") or {}
+        if fmt.get("type") == "json_object" and "json" not in json.dumps(body["input"]).lower():
+            message = (
+                "Response input messages must contain the word 'json' in some form to use "
+                "'text.format' of type 'json_object'."
+            )
+            error = {"message": message, "type": "invalid_request_error", "param": "input"}
+            return httpx2.Response(400, json={"error": error})
+        text = {"type": "output_text", "text": '{"name":"Ada"}', "annotations": []}
+        item = {"type": "message", "id": "msg_1", "role": "assistant", "content": [text]}
+        return httpx2.Response(200, json=answer("gpt-4.1", {**item, "status": "completed"})[1])
+
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    made = allama.provider("openai", api="responses", api_key="sk-x-123456", transport=transport)
+    return made, sent
+
+
+JSON_MODE = ResponseFormat(type="json")
+
+
+def test_json_mode_with_no_word_for_json_gets_the_note_as_a_developer_message() -> None:
+    made, sent = strict_openai()
+    out = made.chat(ChatRequest("gpt-4.1").user("Hi").with_response_format(JSON_MODE))
+    assert out.text() == '{"name":"Ada"}'
+    assert "instructions" not in sent[0]
+    assert sent[0]["input"] == [
+        {"role": "developer", "content": "Answer with one JSON object."},
+        {"role": "user", "content": "Hi"},
+    ]
+    assert [w.message for w in out.warnings] == [
+        'OpenAI takes JSON mode only when the messages ask for JSON; "Answer with one JSON '
+        'object." was added to the system instructions'
+    ]
+
+
+def test_json_asked_for_in_the_instructions_only_is_said_again_in_the_input() -> None:
+    made, sent = strict_openai()
+    request = ChatRequest("gpt-4.1").system("Reply with a JSON object.").user("Two colours.")
+    out = asyncio.run(made.achat(request.with_response_format(JSON_MODE)))
+    assert sent[0]["instructions"] == "Reply with a JSON object."
+    assert sent[0]["input"] == [
+        {"role": "developer", "content": "Answer with one JSON object."},
+        {"role": "user", "content": "Two colours."},
+    ]
+    assert [w.message for w in out.warnings] == [
+        "OpenAI takes JSON mode only when the input messages ask for JSON, and `instructions` "
+        'do not count; "Answer with one JSON object." was added to the input as a developer '
+        "message"
+    ]
+
+
+def test_an_input_message_that_says_json_needs_no_note() -> None:
+    made, sent = strict_openai()
+    request = ChatRequest("gpt-4.1").system("Be brief.").user("Colours, as json please.")
+    out = made.chat(request.with_response_format(JSON_MODE))
+    assert (sent[0]["instructions"], sent[0]["input"]) == (
+        "Be brief.",
+        [{"role": "user", "content": "Colours, as json please."}],
+    )
+    assert out.warnings == ()
+
+
+def test_a_native_extraction_on_a_json_mode_family_passes_the_rule() -> None:
+    """gpt-4-turbo has only `json_object`: the schema in words goes first in the input."""
+    made, sent = strict_openai()
+    request = (
+        ChatRequest("gpt-4-turbo")
+        .system("You extract people.")
+        .user("Ada Lovelace wrote the first program.")
+        .with_option(ExtractionMode.NATIVE)
+    )
+    assert allama.extract(made, Person, request).value == Person(name="Ada")
+    assert sent[0]["text"] == {"format": {"type": "json_object"}}
+    assert sent[0]["instructions"] == "You extract people."
+    first = sent[0]["input"][0]
+    assert first["role"] == "developer"
+    assert first["content"].startswith("Answer with one JSON object that follows this JSON")
+
+
+def test_json_schema_formats_and_endpoints_without_the_rule_are_unchanged() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+    request = ChatRequest("gpt-4.1").system("Be brief.").user("Hi")
+    body, warnings = prepared(
+        "openai", request.with_response_format(ResponseFormat.for_schema(schema)), api="responses"
+    )
+    assert body["input"] == [{"role": "user", "content": "Hi"}]
+    assert warnings == []
+    # xAI takes `json_object` without the word: the note stays in the instructions.
+    body, _ = prepared("xai", request.with_response_format(JSON_MODE), api="responses")
+    assert body["input"] == [{"role": "user", "content": "Hi"}]
+
+
+def test_the_note_is_a_system_message_where_the_endpoint_has_no_developer_role() -> None:
+    target = allama.provider("openai", api="responses", api_key="sk-x-123456")
+    adapter: Any = target._adapter
+    request = ChatRequest("gpt-4.1").user("Hi").with_response_format(JSON_MODE)
+    http = encode_request(
+        request,
+        dataclasses.replace(adapter.profile, developer_role=False),
+        adapter.table.family("gpt-4.1"),
+        url="https://api.openai.com/v1/responses",
+        headers={},
+        stream=False,
+        degradations=Degradations.for_request("openai", request),
+    )
+    assert http.body["input"][0] == {"role": "system", "content": "Answer with one JSON object."}
+
+
+# 6. No reasoning items for a model that does not reason
+
+
+RS_ITEM = {
+    "type": "reasoning",
+    "id": "rs_1",
+    "summary": [{"type": "summary_text", "text": "think"}],
+    "encrypted_content": "ENC",
+}
+PARIS = {
+    "type": "message",
+    "id": "msg_1",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "Paris", "annotations": []}],
+}
+DROPPED = (
+    "`gpt-4.1` on OpenAI does not reason and takes back no reasoning items; reasoning was "
+    "left out of the conversation"
+)
+
+
+def test_reasoning_items_are_left_out_for_a_model_that_does_not_reason() -> None:
+    """A conversation begun on gpt-5-mini goes on on gpt-4.1, which OpenAI would refuse
+    ("Reasoning input items can only be provided to a reasoning or computer use model")."""
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        body = json.loads(http.read())
+        if body["model"] == "gpt-4.1" and any(i.get("type") == "reasoning" for i in body["input"]):
+            error = {
+                "message": "Reasoning input items can only be provided to a reasoning "
+                "or computer use model.",
+                "type": "invalid_request_error",
+            }
+            return httpx2.Response(400, json={"error": error})
+        output = [RS_ITEM, PARIS] if body["model"] == "gpt-5-mini" else [PARIS]
+        return httpx2.Response(200, json=answer(body["model"], *output)[1])
+
+    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+    made = allama.provider("openai", api="responses", api_key="sk-x-123456", transport=transport)
+    request = ChatRequest("gpt-5-mini").user("Capital of France?")
+    first = made.chat(request)
+    follow = request.push(first.to_assistant_message()).user("And Italy?")
+    # On the reasoning model it goes back.
+    body, warnings = prepared("openai", follow, api="responses")
+    assert [item.get("type") for item in body["input"]] == [None, "reasoning", None, None]
+    assert warnings == []
+    moved = follow.model_copy(update={"model": "gpt-4.1"})
+    out = made.chat(moved)
+    assert [w.message for w in out.warnings] == [DROPPED]
+    body, _ = prepared("openai", moved, api="responses")
+    assert body["input"] == [
+        {"role": "user", "content": "Capital of France?"},
+        {"role": "assistant", "content": "Paris"},
+        {"role": "user", "content": "And Italy?"},
+    ]
+
+
+def test_reasoning_items_still_go_to_a_model_nobody_knows() -> None:
+    """An Azure deployment's name says nothing of the model: its reasoning goes back."""
+    made, sent = provider(
+        "azure-openai",
+        answer("my-deployment", RS_ITEM, PARIS),
+        api="responses",
+        endpoint="https://res.openai.azure.com",
+    )
+    assert made.chat_capability("my-deployment", ChatCapability.REASONING) is (
+        CapabilitySupport.UNKNOWN
+    )
+    request = ChatRequest("my-deployment").user("Capital of France?")
+    first = made.chat(request)
+    second = made.chat(request.push(first.to_assistant_message()).user("And Italy?"))
+    assert [item.get("type") for item in sent.bodies[1]["input"]] == [
+        None,
+        "reasoning",
+        None,
+        None,
+    ]
+    assert second.warnings == ()

@@ -16,26 +16,33 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   other message does; elsewhere it is read as a system message. xAI answers 400 to
   `instructions` beside a `previous_response_id` the body option gives: there they go as
   a `system` input item, first.
+- `json_object` is taken only when an input message says "json" (OpenAI's rule, where the
+  endpoint has Chat Completions' `json_mode_word`): `instructions` do not count. Where no
+  input message does, allama's note for the mode (the schema in words, or "Answer with one
+  JSON object.") goes as a `developer` message (`system` where the endpoint has no such
+  role) first in the input, rather than in the instructions.
 - `store` is `false` unless the caller sets it: extraction needs no state kept on the
   server, and a conversation is sent whole each turn. So that reasoning can go back on the
-  next turn, `include: ["reasoning.encrypted_content"]` is asked for when the model reasons
-  (its family does, or an effort was asked of a family nobody knows); a model that does
-  not reason answers 400 to it. Reasoning goes back as a `reasoning` item only when it is
-  this API's own (its id, `rs_...`, is kept in the block's `signature`), issued by this
-  provider (`Reasoning.issuer`: OpenAI, xAI, OpenRouter and Azure all give `rs_` ids, and
-  OpenAI answers 400 to content it did not issue), and can be read back: with its
+  next turn, `include: ["reasoning.encrypted_content"]` is asked for when the model
+  reasons (its family does, or an effort was asked of a family nobody knows); a model that
+  does not reason answers 400 to it. Reasoning goes back as a `reasoning` item only when
+  it is this API's own (its id, `rs_...`, is kept in the block's `signature`), issued by
+  this provider (`Reasoning.issuer`: OpenAI, xAI, OpenRouter and Azure all give `rs_` ids,
+  and OpenAI answers 400 to content it did not issue), and can be read back: with its
   encrypted content, or by id under `store: true`. Other reasoning is left out of the
-  conversation with a warning on `reasoning`, and so is a reasoning item not directly
-  followed, in its turn, by the message or function call it preceded (the API refuses one
-  without its following item: a turn cut short while reasoning, or one that only
-  reasoned). Under `store: true` a reasoning item without encrypted content goes by its id
-  alone, and the API requires the items after it named by their own ids (`msg_...`,
-  `fc_...`, kept with the response under `resume`): they are sent with them, and one
-  whose following item's id is not known is left out too. A reasoning item goes back with
-  one `summary_text` part of its block's text, unless the turn kept the item's own
-  `summary` and `content` lists (`resume`: several summary parts, reasoning text) and the
-  text is still theirs: then with those, as received, since a backend that checks the item
-  against its encrypted content (xAI) refuses one rewritten.
+  conversation with a warning on `reasoning`, as is every reasoning item sent to a model
+  whose family does not reason (OpenAI answers 400: a conversation moved to another model;
+  one whose family is unknown, an Azure deployment's name, is sent them), and so is a
+  reasoning item not directly followed, in its turn, by the message or function call it
+  preceded (the API refuses one without its following item: a turn cut short while
+  reasoning, or one that only reasoned). Under `store: true` a reasoning item without
+  encrypted content goes by its id alone, and the API requires the items after it named by
+  their own ids (`msg_...`, `fc_...`, kept with the response under `resume`): they are
+  sent with them, and one whose following item's id is not known is left out too. A
+  reasoning item goes back with one `summary_text` part of its block's text, unless the
+  turn kept the item's own `summary` and `content` lists (`resume`: several summary parts,
+  reasoning text) and the text is still theirs: then with those, as received, since a
+  backend that checks the item against its encrypted content (xAI) refuses one rewritten.
 - There are no stop sequences and no seed in this API: both are refused. An output limit
   below the API's minimum (16 tokens) is raised to it, with a warning.
 - Log-probabilities (`request.logprobs`) are asked for with
@@ -78,8 +85,8 @@ from allama._degradations import Degradations, gives_tools
 from allama.adapters._http import HttpRequest, option_fields
 from allama.adapters._tool_ids import IdRule, with_tool_ids
 from allama.adapters.openai_compat._capabilities import ModelFamily
+from allama.adapters.openai_compat._encode import JSON_OBJECT_NOTE, _image_url
 from allama.adapters.openai_compat._encode import _Encoder as _ChatEncoder
-from allama.adapters.openai_compat._encode import _image_url
 from allama.adapters.openai_compat._profile import WireProfile, pdfs_from
 from allama.adapters.openai_responses._decode import (
     ITEM_IDS_KEY,
@@ -434,6 +441,15 @@ class _Encoder(_ChatEncoder):
         """The block as a `reasoning` item, or `None` (left out, with a warning) when this
         endpoint cannot read it back. `kept`: the item's own lists, sent instead of a rebuilt
         summary when the block's text is still what they say (an edited text is rebuilt)."""
+        if self.family.reasoning is CapabilitySupport.UNSUPPORTED:
+            # OpenAI answers 400: "Reasoning input items can only be provided to a
+            # reasoning or computer use model" (a conversation moved to another model).
+            self.degradations.approximate(
+                RequestField.REASONING,
+                f"`{self.request.model}` on {self.profile.display_name} does not reason and "
+                "takes back no reasoning items; reasoning was left out of the conversation",
+            )
+            return None
         item_id = block.signature
         readable = bool(block.encrypted_content) or self.store
         # Every endpoint of this API gives `rs_` ids: the issuer tells whose item it is
@@ -539,6 +555,35 @@ class _Encoder(_ChatEncoder):
         fmt = self.response_format()
         return None if fmt is None else {"format": fmt}
 
+    def json_word_missing(
+        self, text: dict[str, Any] | None, instructions: str | None, items: list[dict[str, Any]]
+    ) -> bool:
+        """Whether `json_object` goes to an endpoint that takes it only when an input message
+        says "json" (OpenAI: "Response input messages must contain the word 'json'"), and
+        none does: `instructions` do not count (unless they go as an input item, xAI's)."""
+        if text is None or text["format"].get("type") != "json_object":
+            return False
+        if not self.profile.json_mode_word or _input_says_json(items):
+            return False
+        opening = "\n\n".join(part for part in (instructions, self.schema_instruction) if part)
+        return not (self.no_instructions() and "json" in opening.lower())
+
+    def json_note(self, note: str | None) -> dict[str, Any]:
+        """The input message, first, that says "json" for `json_object`: the note allama
+        writes for the mode (the schema in words, where it has one), as the instructions a
+        developer message is (a system one where the endpoint has no such role)."""
+        role = "developer" if self.profile.developer_role else "system"
+        if note is None:
+            # The caller's instructions asked for JSON; the endpoint does not read them there.
+            note = JSON_OBJECT_NOTE
+            self.degradations.approximate(
+                RequestField.RESPONSE_FORMAT,
+                f"{self.profile.display_name} takes JSON mode only when the input messages "
+                f'ask for JSON, and `instructions` do not count; "{note}" was added to the '
+                f"input as a {role} message",
+            )
+        return {"role": role, "content": note}
+
     # Settings
 
     def no_instructions(self) -> bool:
@@ -624,8 +669,10 @@ class _Encoder(_ChatEncoder):
         top_logprobs = self.output_logprobs()
         body: dict[str, Any] = {"model": request.model}
         text = self.text()  # before the instructions: it may add the schema to them
-        if self.schema_instruction is not None:
-            note = self.schema_instruction
+        note = self.schema_instruction
+        if self.json_word_missing(text, instructions, items):
+            items = [self.json_note(note), *items]
+        elif note is not None:
             instructions = note if instructions is None else f"{instructions}\n\n{note}"
         if instructions is not None and self.no_instructions():
             # The same text, first, as the system message it was.
@@ -693,6 +740,21 @@ class _Encoder(_ChatEncoder):
         if choice is not None and body.get("tool_choice") != choice:
             self.option_replaced(RequestField.TOOL_CHOICE, "tool_choice", body.get("tool_choice"))
         return body
+
+
+def _input_says_json(items: list[dict[str, Any]]) -> bool:
+    """Whether an input message's text says "json", in any case (what OpenAI looks for
+    before it takes `json_object`). Other items (calls, their results) are not counted."""
+    for item in items:
+        if "role" not in item:
+            continue
+        content = item.get("content")
+        parts = content if isinstance(content, list) else [{"text": content}]
+        for part in parts:
+            words = part.get("text", part.get("refusal")) if isinstance(part, dict) else None
+            if isinstance(words, str) and "json" in words.lower():
+                return True
+    return False
 
 
 def _output_text(text: str) -> dict[str, Any]:

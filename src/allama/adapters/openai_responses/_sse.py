@@ -12,7 +12,12 @@ the same name on the `event:` line) and the stream ends at a terminal event, wit
   and a `refusal` part a refusal block. A
   message announced in the `commentary` phase opens none: its deltas are passed over, and
   the finished item is kept whole with the items allama has no type for, as
-  `decode_object` keeps it (the phase is read from the item as announced).
+  `decode_object` keeps it (the phase is read from the item as announced). A call
+  announced without its `call_id` or `name` (M365-Copilot2API's, which names it only when
+  it finishes) opens its block once the finished item or the terminal response gives them:
+  its arguments, and every event after them, wait till then, so that the block starts
+  with the id and name `decode_object` gives (with what is known, at the stream's end or
+  its error, if none ever does).
 - `response.output_text.delta`, `response.refusal.delta`,
   `response.function_call_arguments.delta`, `response.custom_tool_call_input.delta` (a
   custom tool's free-text input, the call's arguments; its `.done` brings the end the
@@ -86,6 +91,7 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -258,7 +264,18 @@ class _Block:
 class _Item:
     """An output item the stream announced: its type, its blocks, whether it is done."""
 
-    __slots__ = ("added", "block", "done", "item_id", "kept", "kind", "parts", "position")
+    __slots__ = (
+        "added",
+        "block",
+        "call_id",
+        "done",
+        "item_id",
+        "kept",
+        "kind",
+        "name",
+        "parts",
+        "position",
+    )
 
     def __init__(self, kind: str, item_id: str | None, position: int) -> None:
         self.kind = kind
@@ -274,6 +291,19 @@ class _Item:
         """A call item as it was added, whose arguments are taken only where none stream."""
         self.kept: JsonValue | None = None
         """A reasoning item's own parts, from its finished copy (`kept_reasoning`)."""
+        self.call_id = ""
+        self.name = ""
+        """A call's `call_id` and `name` as known so far (held back while either is not)."""
+
+    def call_start(self) -> BlockStart:
+        """The start of a call's block, with its id and name as `decode_object` reads them."""
+        assert self.block is not None
+        return BlockStart(
+            index=self.block.index,
+            block_type=StreamBlockType.TOOL_CALL,
+            id=self.call_id or self.item_id,
+            name=self.name or None,
+        )
 
 
 def _str(value: Any) -> str:
@@ -314,6 +344,13 @@ class ResponsesStreamDecoder:
         """Whether a reasoning summary may come (`None`: the response did not say): it may,
         unless the response has no reasoning configuration at all."""
         self._has_calls = False
+        self._waiting: dict[int, _Item] = {}
+        """The calls announced without their `call_id` or `name`, by block index, whose
+        start is held back until the values come."""
+        self._queue: deque[StreamEvent] = deque()
+        """The events held back: from the start of a call still waiting, in order."""
+        self._settled = False
+        """Whether the terminal response was read: no call can learn its name after it."""
         self._stored = False
         """Whether the response says the server stored it (the latest of its copies that
         says)."""
@@ -332,17 +369,18 @@ class ResponsesStreamDecoder:
         self.done = False
 
     def broken(self, error: Error) -> Iterator[StreamEvent]:
-        """A break of the stream's body (`error`) after an error the provider sent, held
-        while the decoder read on for a terminal event's usage, is not the failure: the
+        """A break of the stream's body (`error`): the events held back for a call still
+        waiting for its name, as they are. After an error the provider sent, held while the
+        decoder read on for a terminal event's usage, the break is not the failure: the
         provider's error is raised (a request it refused is not to be tried again, as a
-        network error is). Otherwise nothing: the break stands."""
+        network error is). Otherwise the break stands."""
+        yield from self._release(force=True)
         if self._held is not None:
             raise self._held from error
-        return iter(())
 
     def feed(self, chunk: bytes) -> Iterator[StreamEvent]:
         for event in self._parser.feed(chunk):
-            yield from self._event(event, at_end=False)
+            yield from self._ordered(self._event(event, at_end=False))
 
     def close(self) -> Iterator[StreamEvent]:
         """The events at the end of input (a last event without its blank line); the held
@@ -350,13 +388,55 @@ class ResponsesStreamDecoder:
         try:
             events, cut = self._parser.close()
             for event in events:
-                yield from self._event(event, at_end=cut)
+                yield from self._ordered(self._event(event, at_end=cut))
         except Error as error:
             if self._held is None or error is self._held:
                 raise
             raise self._held from error  # (the stream cut after the error: the error stands)
+        yield from self._release(force=True)  # (the stream ended: no name comes now)
         if self._held is not None and not self.done:
             raise self._held
+
+    # A call's start held back until its id and name are known
+
+    def _ordered(self, events: Iterator[StreamEvent]) -> Iterator[StreamEvent]:
+        """`events`, with the start of a call that waits for its `call_id` or `name`, and
+        every event after it, held back until the call's finished copy gives them, for a
+        block's start is its only word on them. An error is raised after the events held
+        (with what is known of the call): they came before it."""
+        try:
+            for event in events:
+                if self._queue or (isinstance(event, BlockStart) and event.index in self._waiting):
+                    self._queue.append(event)
+                    yield from self._release()
+                else:
+                    yield event
+            if self._queue:
+                yield from self._release()
+        except Exception:
+            yield from self._release(force=True)
+            raise
+
+    def _release(self, *, force: bool = False) -> Iterator[StreamEvent]:
+        """The events held back, up to the start of a call still waiting (none with
+        `force`, or once the terminal response was read: its values are what is known)."""
+        queue = self._queue
+        while queue:
+            head = queue[0]
+            if isinstance(head, BlockStart) and head.index in self._waiting:
+                known = self._waiting[head.index]
+                if not (force or self._settled or (known.call_id and known.name)):
+                    return
+                del self._waiting[head.index]
+                head = known.call_start()
+            queue.popleft()
+            yield head
+
+    def _learn_call(self, known: _Item, item: dict[str, Any]) -> None:
+        """A waiting call's `call_id` and `name` from a finished copy of it (the last that
+        gives one is what a body gives)."""
+        known.call_id = _str(item.get("call_id")) or known.call_id
+        known.name = _str(item.get("name")) or known.name
 
     # Events
 
@@ -547,14 +627,10 @@ class ResponsesStreamDecoder:
         if kind in CALL_ITEMS:
             block = known.block = self._surface(StreamBlockType.TOOL_CALL)
             self._has_calls = True
-            events.append(
-                BlockStart(
-                    index=block.index,
-                    block_type=StreamBlockType.TOOL_CALL,
-                    id=_str(item.get("call_id")) or item_id,
-                    name=_str(item.get("name")) or None,
-                )
-            )
+            known.call_id, known.name = _str(item.get("call_id")), _str(item.get("name"))
+            if not (known.call_id and known.name):
+                self._waiting[block.index] = known  # its start held back (`_ordered`)
+            events.append(known.call_start())
         elif kind == "reasoning":
             block = known.block = self._surface(StreamBlockType.REASONING)
             events.append(BlockStart(index=block.index, block_type=StreamBlockType.REASONING))
@@ -946,6 +1022,8 @@ class ResponsesStreamDecoder:
             known, events = self._announce(index, item)
             yield from events
         same = not item_id or known.item_id in (None, item_id)
+        if known.block is not None and known.block.index in self._waiting and same:
+            self._learn_call(known, item)
         if known.kind == "reasoning" and same and ("summary" in item or "content" in item):
             # The last finished copy says (the terminal response's is what a body gives).
             known.kept = kept_reasoning(item)
@@ -1060,6 +1138,7 @@ class ResponsesStreamDecoder:
                 raise
             self.done = True
             yield from self._fail(response, mismatch)  # after the usage the tokens cost
+        self._settled = True  # (a call still waiting for its name starts as it is)
         blocks = [block for known in self._known() for block in _blocks_of(known)]
         for block in sorted(blocks, key=lambda b: b.index):
             if block.open and block.held and not block.pieces:
