@@ -844,6 +844,42 @@ def test_a_chat_request_at_an_effort_that_refuses_them_goes_without_them(
     )
 
 
+@pytest.mark.parametrize(("effort", "sent"), [("low", False), ("none", True), (None, True)])
+def test_a_responses_request_at_an_effort_that_refuses_them_goes_without_them(
+    effort: str | None, sent: bool
+) -> None:
+    answer = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "model": "gpt-5.2",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "Yes", "annotations": []}],
+            }
+        ],
+        "usage": {"input_tokens": 5, "output_tokens": 1, "total_tokens": 6},
+    }
+    target, recorder = provider("openai", (200, answer), api="responses")
+    request = ChatRequest("gpt-5.2").user("q").with_logprobs(3)
+    if effort is not None:
+        request = request.with_reasoning_effort(effort)
+    response = target.chat(request)
+    (body,) = recorder.bodies
+    included = "message.output_text.logprobs" in body.get("include", [])
+    assert (body.get("top_logprobs"), included) == ((3, True) if sent else (None, False))
+    said = [w.message for w in response.warnings if w.is_about(RequestField.LOGPROBS)]
+    assert said == (
+        []
+        if sent
+        else [f"`gpt-5.2` on OpenAI reports no log-probabilities at reasoning effort `{effort}`"]
+    )
+
+
 # 11. A model that reaches a forced tool and reports no log-probabilities at all was
 # refused with the forced tool's reason; and that reason, said before sending, said the
 # answer "came" as a tool call.

@@ -576,10 +576,8 @@ class _Encoder:
         return choice_grammar(fmt.options)
 
     def logprobs(self, effort: str | None) -> int | None:
-        """How many alternatives to ask for per token, or `None` (not asked, or refused).
-        A model that takes sampling only at reasoning effort `none` (GPT-5.1 and later)
-        takes log-probabilities on the same terms: at another `effort` (the one sent),
-        OpenAI answers 400."""
+        """How many alternatives to ask for per token, or `None` (not asked, or refused;
+        `effort`: the reasoning effort sent, `logprobs_refused_at`)."""
         top = self.request.logprobs
         if top is None:
             return None
@@ -594,13 +592,22 @@ class _Encoder:
         if self.family.logprobs is CapabilitySupport.UNSUPPORTED:
             self.degradations.refuse(RequestField.LOGPROBS, f"{where} reports no log-probabilities")
             return None
-        if self.family.sampling == "without_reasoning" and effort not in (None, "none"):
-            self.degradations.refuse(
-                RequestField.LOGPROBS,
-                f"{where} reports no log-probabilities at reasoning effort `{effort}`",
-            )
+        if self.logprobs_refused_at(effort):
             return None
         return top
+
+    def logprobs_refused_at(self, effort: str | None) -> bool:
+        """Whether the model refuses log-probabilities at the reasoning `effort` sent (said,
+        under the policy): one that takes sampling only at effort `none` (GPT-5.1 and
+        later) takes them on the same terms, and OpenAI answers 400 at another."""
+        if self.family.sampling != "without_reasoning" or effort in (None, "none"):
+            return False
+        self.degradations.refuse(
+            RequestField.LOGPROBS,
+            f"`{self.request.model}` on {self.profile.display_name} reports no "
+            f"log-probabilities at reasoning effort `{effort}`",
+        )
+        return True
 
     def json_schema(self, fmt: ResponseFormat) -> dict[str, Any]:
         field = RequestField.RESPONSE_FORMAT

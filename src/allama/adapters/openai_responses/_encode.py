@@ -626,9 +626,10 @@ class _Encoder(_ChatEncoder):
             return MIN_OUTPUT_TOKENS
         return tokens
 
-    def output_logprobs(self) -> int | None:
+    def output_logprobs(self, effort: str | None) -> int | None:
         """How many alternatives per token to ask for (0: the chosen token alone), or `None`
-        when no log-probabilities are asked for (or they were refused)."""
+        when no log-probabilities are asked for (or they were refused; `effort`: the
+        reasoning effort sent, `logprobs_refused_at`)."""
         top = self.request.logprobs
         if top is None:
             return None
@@ -648,6 +649,8 @@ class _Encoder(_ChatEncoder):
                 instead="the stream was sent without asking for them",
             )
             return None
+        if self.logprobs_refused_at(effort):
+            return None
         return top
 
     def refuse_missing(self) -> None:
@@ -666,7 +669,7 @@ class _Encoder(_ChatEncoder):
         instructions, items = self.conversation()
         tools = self.tools()
         reasoning, reasons = self.reasoning()
-        top_logprobs = self.output_logprobs()
+        top_logprobs = self.output_logprobs(None if reasoning is None else reasoning["effort"])
         body: dict[str, Any] = {"model": request.model}
         text = self.text()  # before the instructions: it may add the schema to them
         note = self.schema_instruction
