@@ -33,6 +33,7 @@ from hypothesis import given as generated
 from hypothesis import strategies as st
 
 from _batch_server import BatchServer
+from _provider_batch_server import ProviderBatchServer
 from allama.batch import Ledger
 from allama.cli import main
 
@@ -2105,8 +2106,9 @@ def test_status_and_export_read_the_ledger(
     assert main(["batch", "status", ledger, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["counts"] == {"done": 2, "failed": 2}
-    assert (report["passes"], report["cost"], report["failures"]) == (
+    assert (report["passes"], report["batch_passes"], report["cost"], report["failures"]) == (
         3,
+        0,
         "0.000063",
         {"extraction_parse": 1, "invalid_request": 1},
     )
@@ -2888,6 +2890,36 @@ def test_status_says_a_cost_no_price_is_known_for_is_unknown(
         f"cost unknown (genai-prices {PRICES} has no price for 'a-model-of-our-own' at openai)"
         in capsys.readouterr().out.splitlines()
     )
+
+
+def test_status_says_the_passes_provider_batch_jobs_answered_as_the_runs_summary_does(
+    row_type: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    served = ProviderBatchServer().start()
+    docs = folder(tmp_path, [1, 2, 7, 13])
+    out = tmp_path / "out.jsonl"
+    command = ["batch", "run", str(docs), "--type", row_type, "--provider", "openai"]
+    command += ["--base-url", served.openai_base, "--model", "gpt-4o-mini", "--out", str(out)]
+    try:
+        # A job answers each document (7 with no JSON, 13 refused); a live run then tries
+        # the two failures again, and 7 passes: 3 passes at batch prices, 1 live.
+        assert main([*command, "--provider-batch", "--poll-interval", "0.01"]) == 0
+        capsys.readouterr()
+        assert main([*command, "--retry-failed"]) == 0
+    finally:
+        served.stop()
+    said = "passes 4 (3 by provider batch jobs, at batch prices)"
+    assert f"{said}, attempts 6, tokens 40 in / 20 out" in summary_of(capsys.readouterr().err)
+    ledger = f"{out}.ledger.sqlite"
+    assert main(["batch", "status", ledger, "--no-poll"]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == f"attempts 6, {said}, tokens 40 in / 20 out"
+    assert main(["batch", "status", ledger, "--no-poll", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["passes"], report["batch_passes"]) == (4, 3)
 
 
 def test_ctrl_c_while_the_ledger_is_read_before_the_run_leaves_nothing_behind(

@@ -247,6 +247,13 @@ STORED_VALUE_INVALID = "stored_value_invalid"
 (its validators changed since, say): the value stays in the ledger, nothing is sent."""
 
 
+def passes_said(passes: int, batch_passes: int) -> str:
+    """The passes, and those provider batch jobs answered (priced at batch prices): said
+    alike by a run's summary and by `allama batch status`."""
+    jobs = f" ({batch_passes} by provider batch jobs, at batch prices)" if batch_passes else ""
+    return f"passes {passes}{jobs}"
+
+
 @dataclass(slots=True)
 class BatchSummary:
     """The run so far: counts by outcome and by enforcement, passes, tokens, cost, time.
@@ -470,14 +477,9 @@ class BatchSummary:
         if self.failures_by_kind:
             shown = ", ".join(f"{k} {v}" for k, v in sorted(self.failures_by_kind.items()))
             out.append(f"failures: {shown}")
-        jobs = (
-            f" ({self.batch_passes} by provider batch jobs, at batch prices)"
-            if self.batch_passes
-            else ""
-        )
         out.append(
-            f"passes {self.passes}{jobs}, attempts {self.attempts}, tokens {self.input_tokens} "
-            f"in / {self.output_tokens} out"
+            f"{passes_said(self.passes, self.batch_passes)}, attempts {self.attempts}, tokens "
+            f"{self.input_tokens} in / {self.output_tokens} out"
         )
         if self.cost_unknown and not self.priced:
             cost = f"cost unknown ({self.cost_missing})"

@@ -2099,7 +2099,7 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
 
     counts: Counter[str] = Counter()
     failures: Counter[str] = Counter()
-    attempts = passes = input_tokens = output_tokens = 0
+    attempts = passes = batch_passes = input_tokens = output_tokens = 0
     cost = Decimal(0)
     cost_unknown = 0
     priced = 0
@@ -2124,6 +2124,7 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
         records = _records(row.record)
         for record in records:
             passes += int(record.get("passes") or 0)
+            batch_passes += int(record.get("batch_passes") or 0)  # left out when none
             usage = record.get("usage") or {}
             input_tokens += int(usage.get("input_tokens") or 0)
             output_tokens += int(usage.get("output_tokens") or 0)
@@ -2142,6 +2143,7 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
         "sets": _input_sets(ledger, runs),
         "attempts": attempts,
         "passes": passes,
+        "batch_passes": batch_passes,  # of `passes`, those provider batch jobs answered
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         # `None` when nothing paid for has a known price (as the run's summary says it).
@@ -2315,6 +2317,8 @@ def _counts_line(counts: dict[str, int], in_flight: dict[str, int] | None = None
 
 def status_lines(report: dict[str, Any]) -> list[str]:
     """`allama batch status` as a person reads it."""
+    from allama.batch._run import passes_said
+
     shown = _counts_line(report["counts"], report.get("in_flight"))
     if report.get("retried"):
         shown += (
@@ -2337,8 +2341,8 @@ def status_lines(report: dict[str, Any]) -> list[str]:
             f"{entry['inputs']} ({_counts_line(entry['counts'], entry.get('in_flight'))})"
         )
     lines.append(
-        f"attempts {report['attempts']}, passes {report['passes']}, tokens "
-        f"{report['input_tokens']} in / {report['output_tokens']} out"
+        f"attempts {report['attempts']}, {passes_said(report['passes'], report['batch_passes'])}, "
+        f"tokens {report['input_tokens']} in / {report['output_tokens']} out"
     )
     if report["cost"] is None:
         cost = f"cost unknown ({report['cost_missing']})"
