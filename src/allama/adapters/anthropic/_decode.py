@@ -32,8 +32,9 @@ from pydantic import JsonValue
 from pydantic_core import from_json
 
 from allama.adapters._http import wire_json
+from allama.adapters._not_a_response import not_a_response
 from allama.adapters.anthropic._errors import error_from_payload, error_from_response
-from allama.errors import Error, ServerError, with_reported_usage
+from allama.errors import Error, with_reported_usage
 from allama.types import (
     DECLINE_EXPLANATION_KEY,
     ChatResponse,
@@ -271,22 +272,6 @@ def _blocks(
     return blocks, server, cited, layout
 
 
-def _not_a_message(
-    body: bytes | str, why: str, *, provider: str | None, model: str | None
-) -> Error:
-    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-    error = (
-        ServerError(f"the provider answered with a body that is not a message: {why}")
-        .mark_authored()
-        .with_body(text)
-    )
-    if provider is not None:
-        error.with_provider(provider)
-    if model is not None:
-        error.with_model(model)
-    return error
-
-
 def decode_message(
     message: Mapping[str, Any],
     *,
@@ -351,18 +336,24 @@ def decode_body(
     except ValueError:
         payload = _lenient_json(body)
         if payload is None:
-            raise _not_a_message(body, "it is not JSON", provider=provider, model=model) from None
+            raise not_a_response(
+                body, "it is not JSON", provider=provider, model=model, what="a message"
+            ) from None
     if not isinstance(payload, dict):
-        raise _not_a_message(body, "it is not a JSON object", provider=provider, model=model)
+        raise not_a_response(
+            body, "it is not a JSON object", provider=provider, model=model, what="a message"
+        )
     kind = payload.get("type")
     if kind == "error" or (kind is None and isinstance(payload.get("error"), dict)):
         raise error_from_payload(payload, provider=provider, model=model)
     if kind is not None and kind != "message":
-        raise _not_a_message(body, "its `type` is not `message`", provider=provider, model=model)
+        raise not_a_response(
+            body, "its `type` is not `message`", provider=provider, model=model, what="a message"
+        )
     try:
         response = decode_message(payload, provider=provider, model=model, warnings=warnings)
     except _Unreadable as why:
-        error = _not_a_message(body, str(why), provider=provider, model=model)
+        error = not_a_response(body, str(why), provider=provider, model=model, what="a message")
         raise _with_usage(error, payload) from None
     return response
 

@@ -102,8 +102,9 @@ from pydantic import JsonValue
 from pydantic_core import from_json
 
 from allama.adapters._http import wire_json
+from allama.adapters._not_a_response import not_a_response
 from allama.adapters.gemini._errors import error_from_payload, error_from_response
-from allama.errors import Error, ServerError, with_reported_usage
+from allama.errors import Error, with_reported_usage
 from allama.types import (
     DECLINE_EXPLANATION_KEY,
     SERVICE_TIER_KEY,
@@ -974,22 +975,6 @@ def decode_payload(
     )
 
 
-def _not_a_response(
-    body: bytes | str, why: str, *, provider: str | None, model: str | None
-) -> Error:
-    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-    error = (
-        ServerError(f"the provider answered with a body that is not a response: {why}")
-        .mark_authored()
-        .with_body(text)
-    )
-    if provider is not None:
-        error.with_provider(provider)
-    if model is not None:
-        error.with_model(model)
-    return error
-
-
 def _lenient_json(body: bytes | str) -> Any:
     """The body by the standard library's reader, which takes what pydantic-core refuses
     (an escaped lone surrogate); `None` when it is not JSON for either."""
@@ -1017,7 +1002,7 @@ def decode_body(
     except ValueError:
         payload = _lenient_json(body)
         if payload is None:
-            raise _not_a_response(body, "it is not JSON", provider=provider, model=model) from None
+            raise not_a_response(body, "it is not JSON", provider=provider, model=model) from None
     if (
         isinstance(payload, list)
         and len(payload) == 1
@@ -1026,17 +1011,17 @@ def decode_body(
     ):
         raise error_from_payload(payload, provider=provider, model=model)
     if not isinstance(payload, dict):
-        raise _not_a_response(body, "it is not a JSON object", provider=provider, model=model)
+        raise not_a_response(body, "it is not a JSON object", provider=provider, model=model)
     if is_error_object(payload):
         raise error_from_payload(payload, provider=provider, model=model)
     if not any(field in payload for field in _RESPONSE_FIELDS):
-        raise _not_a_response(
+        raise not_a_response(
             body, "it has none of the fields of a response", provider=provider, model=model
         )
     try:
         return decode_payload(payload, provider=provider, model=model, warnings=warnings)
     except Unreadable as why:
-        error = _not_a_response(body, str(why), provider=provider, model=model)
+        error = not_a_response(body, str(why), provider=provider, model=model)
         raise _with_usage(error, payload) from None
 
 

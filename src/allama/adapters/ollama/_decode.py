@@ -50,8 +50,9 @@ from pydantic import JsonValue
 
 from allama.adapters._http import read_json
 from allama.adapters._logprobs import openai_logprobs
+from allama.adapters._not_a_response import not_a_response
 from allama.adapters.ollama._errors import error_from_payload, error_from_response
-from allama.errors import Error, ServerError, with_reported_usage
+from allama.errors import with_reported_usage
 from allama.types import (
     ChatResponse,
     ContentBlock,
@@ -330,22 +331,6 @@ def decode_payload(
     )
 
 
-def _not_a_response(
-    body: bytes | str, why: str, *, provider: str | None, model: str | None
-) -> Error:
-    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-    error = (
-        ServerError(f"the provider answered with a body that is not a response: {why}")
-        .mark_authored()
-        .with_body(text)
-    )
-    if provider is not None:
-        error.with_provider(provider)
-    if model is not None:
-        error.with_model(model)
-    return error
-
-
 def decode_body(
     body: bytes | str,
     *,
@@ -357,19 +342,19 @@ def decode_body(
     try:
         payload: Any = read_json(body)
     except ValueError:
-        raise _not_a_response(body, "it is not JSON", provider=provider, model=model) from None
+        raise not_a_response(body, "it is not JSON", provider=provider, model=model) from None
     if not isinstance(payload, dict):
-        raise _not_a_response(body, "it is not a JSON object", provider=provider, model=model)
+        raise not_a_response(body, "it is not a JSON object", provider=provider, model=model)
     if is_error_object(payload):
         raise error_from_payload(payload, provider=provider, model=model)
     if not any(field in payload for field in _RESPONSE_FIELDS):
-        raise _not_a_response(
+        raise not_a_response(
             body, "it has none of the fields of a response", provider=provider, model=model
         )
     try:
         return decode_payload(payload, provider=provider, model=model, warnings=warnings)
     except Unreadable as why:
-        error = _not_a_response(body, str(why), provider=provider, model=model)
+        error = not_a_response(body, str(why), provider=provider, model=model)
         usage = usage_of(payload)  # the tokens it reported (Ollama Cloud bills them)
         if usage is not None:
             dumped = usage.model_dump(mode="json", exclude_none=True)

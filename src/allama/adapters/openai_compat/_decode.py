@@ -44,6 +44,7 @@ from pydantic import BaseModel, ValidationError
 
 from allama._degradations import FIRST_CHOICE_ONLY
 from allama.adapters._logprobs import openai_logprobs
+from allama.adapters._not_a_response import not_a_response
 from allama.adapters.openai_compat._errors import error_from_payload, error_from_response
 from allama.adapters.openai_compat._wire import (
     WireChoice,
@@ -54,7 +55,6 @@ from allama.adapters.openai_compat._wire import (
 )
 from allama.errors import (
     Error,
-    ServerError,
     with_reported_usage,
 )
 from allama.types import (
@@ -365,15 +365,6 @@ def filter_explanation(results: Any) -> str | None:
     return f"the content filter flagged: {', '.join(flagged)}" if flagged else None
 
 
-def _not_a_completion(body: bytes | str, why: str) -> Error:
-    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-    return (
-        ServerError(f"the provider answered with a body that is not a chat completion: {why}")
-        .mark_authored()
-        .with_body(text)
-    )
-
-
 def _invalid_body(
     body: bytes | str,
     *,
@@ -385,15 +376,35 @@ def _invalid_body(
     try:
         payload: Any = json.loads(body)
     except ValueError:
-        return _not_a_completion(body, "it is not JSON")
+        return not_a_response(
+            body, "it is not JSON", provider=provider, model=model, what="a chat completion"
+        )
     except RecursionError:
-        return _not_a_completion(body, "it is JSON nested too deeply to read")
+        return not_a_response(
+            body,
+            "it is JSON nested too deeply to read",
+            provider=provider,
+            model=model,
+            what="a chat completion",
+        )
     if not isinstance(payload, dict):
-        return _not_a_completion(body, "it is not a JSON object")
+        return not_a_response(
+            body,
+            "it is not a JSON object",
+            provider=provider,
+            model=model,
+            what="a chat completion",
+        )
     if payload.get("error") or payload.get("success") is False:
         error = error_from_payload(payload, provider=provider, model=model)
     else:
-        error = _not_a_completion(body, "its fields do not fit the chat completion shape")
+        error = not_a_response(
+            body,
+            "its fields do not fit the chat completion shape",
+            provider=provider,
+            model=model,
+            what="a chat completion",
+        )
     # An answer billed, whatever else is wrong with it: its usage, read for its counts.
     usage = loose_usage(payload.get("usage"))
     tier = payload.get("service_tier")
@@ -511,7 +522,9 @@ def decode_body(
     if "choices" not in wire.model_fields_set:
         # No completion at all (a gateway's `{"detail": ...}`, a server's error object of a
         # shape of its own, `{}`): one to try again, not an answer with no output.
-        error = _not_a_completion(body, "it has no `choices`")
+        error = not_a_response(
+            body, "it has no `choices`", provider=provider, model=model, what="a chat completion"
+        )
         raise _with_usage(error, wire, reasoning_outside_completion)
     choice = next((c for c in wire.choices if c.index == 0), None)
     if choice is None and wire.choices:
@@ -527,7 +540,13 @@ def decode_body(
     message = choice.message if choice is not None else None
     if choice is not None and message is None and choice.finish_reason != "content_filter":
         # Only a filtered choice may come without its message.
-        error = _not_a_completion(body, "its choice has no message")
+        error = not_a_response(
+            body,
+            "its choice has no message",
+            provider=provider,
+            model=model,
+            what="a chat completion",
+        )
         raise _with_usage(error, wire, reasoning_outside_completion)
     blocks = _blocks(message, think_tags=think_tags) if message is not None else []
     has_calls = any(isinstance(block, ToolCall) for block in blocks)

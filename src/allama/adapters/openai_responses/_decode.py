@@ -73,12 +73,13 @@ from pydantic import JsonValue
 
 from allama.adapters._http import read_json
 from allama.adapters._logprobs import openai_logprobs
+from allama.adapters._not_a_response import not_a_response
 from allama.adapters.openai_responses._errors import (
     error_from_failed,
     error_from_payload,
     error_from_response,
 )
-from allama.errors import Error, ServerError, with_reported_usage
+from allama.errors import Error, with_reported_usage
 from allama.types import (
     SERVICE_TIER_KEY,
     ChatResponse,
@@ -505,22 +506,6 @@ def decode_object(
     )
 
 
-def _not_a_response(
-    body: bytes | str, why: str, *, provider: str | None, model: str | None
-) -> Error:
-    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-    error = (
-        ServerError(f"the provider answered with a body that is not a response: {why}")
-        .mark_authored()
-        .with_body(text)
-    )
-    if provider is not None:
-        error.with_provider(provider)
-    if model is not None:
-        error.with_model(model)
-    return error
-
-
 def decode_body(
     body: bytes | str,
     *,
@@ -532,13 +517,13 @@ def decode_body(
     try:
         payload: Any = read_json(body)
     except ValueError:
-        raise _not_a_response(body, "it is not JSON", provider=provider, model=model) from None
+        raise not_a_response(body, "it is not JSON", provider=provider, model=model) from None
     if not isinstance(payload, dict):
-        raise _not_a_response(body, "it is not a JSON object", provider=provider, model=model)
+        raise not_a_response(body, "it is not a JSON object", provider=provider, model=model)
     try:
         return decode_object(payload, provider=provider, model=model, warnings=warnings)
     except _Unreadable as why:
-        error = _not_a_response(body, str(why), provider=provider, model=model)
+        error = not_a_response(body, str(why), provider=provider, model=model)
         raise _with_usage(error, payload) from None
 
 
