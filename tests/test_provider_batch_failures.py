@@ -207,7 +207,8 @@ def test_an_input_file_that_cannot_be_deleted_is_a_warning_naming_it(
         f"deleted (server ({len(_BROKEN)} chars withheld) [provider=openai, "
         "status=500]): it holds the requests' text; delete it at the provider"
     )
-    assert [str(w.message) for w in warned] == [said]
+    # (Sockets of earlier tests' providers, collected meanwhile, warn too: not counted.)
+    assert [str(w.message) for w in warned if w.category is RuntimeWarning] == [said]
     assert run.summary.jobs == {job.tag: f"not submitted: refused (invalid_request); {said}"}
     assert [r.failure.kind for r in results if r.failure] == ["job_failed"] * 2
 

@@ -17,6 +17,7 @@ from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -26,7 +27,7 @@ from allama.adapters._http import HttpResponse
 from allama.adapters._jobs import JobAmbiguity, JobState, JobTarget, RowKind
 from allama.adapters._jobs._openai import OpenAIJobs
 from allama.batch import JobsNotCancelledError, _jobs, cancel_jobs
-from allama.batch._ledger import Ledger
+from allama.batch._ledger import Ledger, LedgerError
 from test_provider_batch import (
     Doc,
     _anthropic_batch_of_another,
@@ -34,6 +35,7 @@ from test_provider_batch import (
     _cut_off,
     _docs,
     _provider,
+    _run,
     _run_until,
 )
 
@@ -510,3 +512,212 @@ def test_a_job_targets_repr_shows_no_credential(preset: str) -> None:
     shown = repr(target)
     assert "LEAK" not in shown
     assert "base_url='https://gw.example.com/v1'" in shown and "'key': '<redacted>'" in shown
+
+
+# A job's files (the documents' text, the answers) are deleted at the provider once the
+# ledger keeps its rows, never before.
+
+
+def _in_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gemini's jobs sent in an uploaded file, answered in a responses file (as one past
+    19 MB is); OpenAI's always are."""
+    from allama.adapters._jobs import _gemini
+
+    monkeypatch.setattr(_gemini, "INLINE_BYTES", 0)
+
+
+def _held(job: Any) -> list[str]:
+    """The files the fake keeps for `job`: its input file, then its results."""
+    if job.provider == "openai":
+        files = [job.input_file_id, job.output_file_id, job.error_file_id]
+    else:
+        files = [job.input_file, job.responses_file]
+    return [name for name in files if name]
+
+
+def _ledger_at_each_delete(
+    monkeypatch: pytest.MonkeyPatch, ledger: Path
+) -> list[tuple[str, list[str]]]:
+    """Each file the fake is asked to delete, with the statuses of the ledger's rows at
+    that moment (read as another process would)."""
+    import _provider_batch_server
+
+    handler = _provider_batch_server._Handler
+    seen: list[tuple[str, list[str]]] = []
+
+    def watched(delete: Any) -> Any:
+        def deleting(self: Any, data: bytes, file_id: str) -> Any:
+            reader = Ledger(ledger, read_only=True)
+            try:
+                seen.append((file_id, [row.status for row in reader.rows()]))
+            finally:
+                reader.close()
+            return delete(self, data, file_id)
+
+        return deleting
+
+    for name in ("openai_file_delete", "gemini_file_delete"):
+        monkeypatch.setattr(handler, name, watched(getattr(handler, name)))
+    return seen
+
+
+def _run_as(
+    mode: str, provider: Any, model: str, docs: list[str], ledger: Path
+) -> list[allama.BatchResult[Doc]]:
+    """A provider-batch run of `docs`, by `batch` (`mode` "sync") or `abatch`."""
+    if mode == "sync":
+        return sorted(_batch_run(provider, model, docs, ledger), key=lambda r: r.index)
+
+    async def main() -> list[allama.BatchResult[Doc]]:
+        run = allama.abatch(
+            provider,
+            Doc,
+            docs,
+            request=allama.ChatRequest(model).system("Read the number."),
+            ledger=ledger,
+            provider_batch=True,
+            poll_interval=0.001,
+            backoff=0.001,
+        )
+        return [result async for result in run]
+
+    return sorted(asyncio.run(main()), key=lambda r: r.index)
+
+
+def _short(name: str) -> str:
+    """A file's id as the fake's route reads it (Gemini's without `files/`)."""
+    return name.removeprefix("files/")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("family", ["openai-chat", "gemini"])
+def test_a_jobs_files_are_deleted_at_the_provider_once_its_rows_are_kept(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    family: str,
+    mode: str,
+) -> None:
+    # Doc 13 is refused (400): OpenAI answers it in an error file beside the output file.
+    _in_files(monkeypatch)
+    ledger = tmp_path / "run.sqlite"
+    seen = _ledger_at_each_delete(monkeypatch, ledger)
+    provider, model = _provider(server, family)
+    results = _run_as(mode, provider, model, ["doc 1", "doc 13", "doc 2"], ledger)
+    assert [r.value for r in results] == [Doc(n=1), None, Doc(n=2)]
+    (job,) = server.jobs
+    held = _held(job)
+    assert len(held) == (3 if family == "openai-chat" else 2)
+    # The input file (the documents' text) and the results (the answers) are gone.
+    assert server.deleted == held and server.files == {}
+    # Each deleted only once the ledger held every row's end.
+    assert seen == [(_short(name), ["done", "failed", "done"]) for name in held]
+
+
+@pytest.mark.parametrize("dies", ["disk full", "killed"])
+@pytest.mark.parametrize("family", ["openai-chat", "gemini"])
+def test_a_run_that_ends_before_its_rows_are_kept_leaves_the_jobs_files_for_the_next(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    family: str,
+    dies: str,
+) -> None:
+    # The job's results are read, and the ledger cannot keep its rows (a full disk), or
+    # the run dies as it writes them: the answers, paid for, are only in the job's files.
+    _in_files(monkeypatch)
+    provider, model = _provider(server, family)
+    ledger = tmp_path / "run.sqlite"
+
+    def unwritten(self: Ledger, key: str, **outcome: Any) -> bool:
+        if dies == "disk full":
+            raise sqlite3.OperationalError("database or disk is full")
+        raise RuntimeError("died here")
+
+    with (
+        mock.patch.object(Ledger, "_finish", unwritten),
+        pytest.raises(LedgerError if dies == "disk full" else RuntimeError),
+    ):
+        list(_batch_run(provider, model, _docs(3), ledger))
+    (job,) = server.jobs
+    assert server.result_downloads[job.id] == 1
+    assert server.deleted == [] and sorted(server.files) == sorted(_held(job))
+    # The next run reads the answers from the files (nothing sent again), then deletes them.
+    results = _run(provider, model, _docs(3), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+    assert len(server.jobs) == 1 and server.result_downloads[job.id] == 2
+    assert server.deleted == _held(job) and server.files == {}
+
+
+def test_a_jobs_file_that_cannot_be_deleted_is_a_warning_and_its_results_stand(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _provider_batch_server
+
+    handler = _provider_batch_server._Handler
+    delete = handler.openai_file_delete
+    broken = "The server had an error deleting the file."
+
+    def refusing(self: Any, data: bytes, file_id: str) -> Any:
+        if any(file_id in (job.input_file_id, job.output_file_id) for job in server.jobs):
+            raise self._fail(500, broken)
+        return delete(self, data, file_id)
+
+    monkeypatch.setattr(handler, "openai_file_delete", refusing)
+    provider, model = _provider(server, "openai-chat")
+    ledger = tmp_path / "run.sqlite"
+    with pytest.warns(RuntimeWarning) as warned:
+        run = _batch_run(provider, model, ["doc 1", "doc 13", "doc 2"], ledger)
+        results = sorted(run, key=lambda r: r.index)
+    assert [r.value for r in results] == [Doc(n=1), None, Doc(n=2)]
+    (job,) = server.jobs
+    (tag,) = run.summary.jobs
+    downloads = server.result_downloads[job.id]
+    why = f"server ({len(broken)} chars withheld) [provider=openai, status=500]"
+    said = [
+        f"the input file {job.input_file_id} of job {job.id}, whose results are kept, could "
+        f"not be deleted ({why}): it holds the requests' text; delete it at the provider",
+        f"the output file {job.output_file_id} of job {job.id}, whose results are kept, "
+        f"could not be deleted ({why}): it holds the answers; delete it at the provider",
+    ]
+    assert [str(w.message) for w in warned if w.category is RuntimeWarning] == said
+    assert run.summary.jobs[tag].endswith(", collected; " + "; ".join(said))
+    assert run.summary.failed == 1 and run.summary.done == 2
+    # The error file was deleted all the same; the others are left, named.
+    assert server.deleted == [job.error_file_id]
+    assert sorted(server.files) == sorted([job.input_file_id, job.output_file_id])
+    # The results are the ledger's: a run again gives them, reading nothing at the provider.
+    reader = Ledger(ledger, read_only=True)
+    try:
+        assert [row.status for row in reader.rows()] == ["done", "failed", "done"]
+    finally:
+        reader.close()
+    again = _run(provider, model, ["doc 1", "doc 13", "doc 2"], ledger)
+    assert [r.value for r in again] == [Doc(n=1), None, Doc(n=2)]
+    assert len(server.jobs) == 1 and server.result_downloads[job.id] == downloads
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("family", ["openai-chat", "gemini"])
+def test_a_job_collected_by_a_later_run_has_its_files_deleted_by_that_run(
+    server: ProviderBatchServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    family: str,
+    mode: str,
+) -> None:
+    # The run that made the job stops while it is out; the next one collects it, knowing
+    # its files only from the provider's view of the job.
+    _in_files(monkeypatch)
+    provider, model = _provider(server, family)
+    ledger = tmp_path / "run.sqlite"
+    server.hold = True
+    _, left = _run_until(provider, model, _docs(3), ledger, lambda: len(server.jobs) == 1)
+    assert [r.failure.kind for r in left if r.failure] == ["in_provider_job"] * 3
+    (job,) = server.jobs
+    assert server.deleted == [] and len(server.files) == 1  # its input file, uploaded
+    server.hold = False
+    results = _run_as(mode, provider, model, _docs(3), ledger)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+    assert len(server.jobs) == 1 and server.result_downloads[job.id] == 1
+    assert server.deleted == _held(job) and server.files == {}

@@ -91,7 +91,7 @@ from allama.errors import (
 from allama.extract._engine import Extracted, extract_steps
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode
-from allama.providers._jobs import ProviderJobs, RowUnanswered, provider_jobs
+from allama.providers._jobs import JobFile, ProviderJobs, RowUnanswered, provider_jobs
 from allama.types import ALLAMA_NAMESPACE, ChatResponse, Usage
 from allama.wrappers._record import PAID_BEFORE
 
@@ -192,6 +192,11 @@ class _Job:
     estimate: Decimal = Decimal(0)
     """What its requests are guessed to cost (under a budget): counted against it until
     the job's rows are collected and their own costs are."""
+    files: list[JobFile] = field(default_factory=list)
+    """The files the provider keeps for it (its input, its results), as its last read
+    named them: deleted once its rows are kept (`_delete_files`)."""
+    uploaded: str | None = None
+    """The input file this run uploaded for it, should no read name it."""
 
 
 _UNANSWERED = frozenset(
@@ -701,6 +706,7 @@ class JobRunner(_Runner):
             await self._refused(tag, items, failed, made=CREATE_ASKED in uploaded)
             return
         self.book.job_submitted(tag, job.job_id)
+        job.uploaded = uploaded.get("file")
         self.summary.jobs[tag] = f"{job.job_id}: submitted, {_requests(len(items))}"
         if self.book.cancel_requested(tag):  # asked while it was being made
             job.cancel_requested = True
@@ -990,7 +996,7 @@ class JobRunner(_Runner):
         target = self.jobs.target(model)
         try:
             state: JobState = await self.jobs.run(
-                self.jobs.dialect.state(target, job.job_id), model, sync=self.sync
+                self.jobs.state(target, job.job_id, job.files), model, sync=self.sync
             )
         except NotFoundError:
             job.not_found += 1
@@ -1137,6 +1143,7 @@ class JobRunner(_Runner):
         # terminal): its cancelled rows fail, rather than being sent again.
         job.cancel_requested = job.cancel_requested or self.book.cancel_requested(job.tag)
         rows, unknown = _paid_unknown(state, rows, [item.key for item in job.items])
+        unkept = self.summary.unkept
         # Together, so that the ledger writes of the rows share their commits.
         await asyncio.gather(
             *(
@@ -1145,7 +1152,58 @@ class JobRunner(_Runner):
             )
         )
         self.book.job_collected(job.tag)
-        self.summary.jobs[job.tag] = _job_line(job.job_id or "", state) + ", collected"
+        line = _job_line(job.job_id or "", state) + ", collected"
+        self.summary.jobs[job.tag] = line
+        # Its files are deleted only once the ledger holds what its rows answered (each
+        # row's write awaited its commit, and none failed), in this run's name: a run cut
+        # off before leaves them for the next run to read. A job the provider does not
+        # know (or whose results are gone) may run elsewhere: its files are left.
+        if (
+            state.outcome != "lost"
+            and self.summary.unkept == unkept
+            and self._collected_here(job.tag)
+        ):
+            self.summary.jobs[job.tag] = line + await self._delete_files(job)
+
+    def _collected_here(self, tag: str) -> bool:
+        """Whether the ledger holds job `tag` collected by this run (not taken over by
+        another run, which reads its results itself)."""
+        assert self.book is not None
+        run_id = self.book.run_id
+        return any(
+            row.tag == tag
+            and row.state == JobPhase.COLLECTED
+            and (row.collector or row.run_id) == run_id
+            for row in self.book.jobs()
+        )
+
+    async def _delete_files(self, job: _Job) -> str:
+        """Delete at the provider the files of a job whose rows the ledger keeps: its
+        input file holds the requests' text and its results the answers, which the
+        provider keeps until deleted (OpenAI). Best effort, as for a job not made
+        (`_discard`): a failure is a warning naming the file, returned for the job's line
+        of the summary too (else "")."""
+        files = list(job.files)
+        if job.uploaded is not None and all(file.name != job.uploaded for file in files):
+            files.insert(0, JobFile(job.uploaded, "input file"))
+        target = self.jobs.target(job.model)
+        said = ""
+        for file in files:
+            try:
+                await self.jobs.run(
+                    self.jobs.delete_file(target, file.name), job.model, sync=self.sync
+                )
+            except NotFoundError:
+                continue  # gone already
+            except Error as error:
+                words = (
+                    f"the {file.what} {file.name} of job {job.job_id}, whose results are "
+                    f"kept, could not be deleted ({_failure(error).message}): it holds "
+                    f"{file.holds}; delete it at the provider"
+                )
+                warnings.warn(words, RuntimeWarning, stacklevel=2)
+                said += f"; {words}"
+        return said
 
     async def _take(
         self, item: _Item, row: Row, job: _Job, state: JobState, paid_unknown: bool

@@ -3,8 +3,8 @@
 The requests of a job are encoded by the provider exactly as its live calls are (the same
 adapter, schema dialect and warnings), and each row's answer is decoded as the live call's
 would be, so an extraction records the same enforcement either way. The job API's own
-calls (upload, create, read, list, cancel, download) go through the provider's transport,
-and an error status becomes the provider's error, with the key scrubbed."""
+calls (upload, create, read, list, cancel, download, delete) go through the provider's
+transport, and an error status becomes the provider's error, with the key scrubbed."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from allama.adapters._http import HttpRequest, HttpResponse
+from allama.adapters._http import HttpRequest, HttpResponse, wire_json
 from allama.adapters._jobs import (
     Entry,
     JobDialect,
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from allama.providers._http import HttpProvider
     from allama.types import ChatRequest, ChatResponse, Warning
 
-__all__ = ["ProviderJobs", "provider_jobs"]
+__all__ = ["JobFile", "ProviderJobs", "job_files", "provider_jobs"]
 
 JOB_PRESETS = ("openai", "anthropic", "gemini")
 
@@ -188,6 +188,26 @@ class ProviderJobs:
     ) -> Steps:
         return self.dialect.submit(target, entries, tag, uploaded)
 
+    def state(self, target: JobTarget, job_id: str, files: list[JobFile]) -> Steps:
+        """The dialect's read of a job (its `JobState`), with the files the provider keeps
+        for it put in `files` (`job_files`): what the job reads and writes is named only
+        in the provider's own view of it, which the state leaves out."""
+        steps = self.dialect.state(target, job_id)
+        http = next(steps)
+        while True:
+            response = yield http
+            try:
+                http = steps.send(response)
+            except StopIteration as done:
+                state: JobState = done.value
+                files[:] = job_files(self.provider.preset.batch_jobs, response, state)
+                return state
+
+    def delete_file(self, target: JobTarget, name: str) -> Steps:
+        """Delete a file of a job at the provider (its id, or Gemini's `files/...` name):
+        the request the dialect makes to delete an uploaded file serves any of its files."""
+        return self.dialect.discard(target, {"file": name})
+
 
 def _in_daemon(send: Callable[[HttpRequest], HttpResponse], http: HttpRequest) -> Any:
     """`send(http)` in a daemon thread of its own, as a sync run's live calls are made: a
@@ -209,6 +229,51 @@ def _in_daemon(send: Callable[[HttpRequest], HttpResponse], http: HttpRequest) -
 
     threading.Thread(target=call, name="allama-job-call", daemon=True).start()
     return done
+
+
+@dataclass(frozen=True, slots=True)
+class JobFile:
+    """A file the provider keeps for a job: `name` its id (Gemini: `files/...`), `what`
+    it is, as a warning names it ("input file", "output file", ...)."""
+
+    name: str
+    what: str
+
+    @property
+    def holds(self) -> str:
+        """What of the run it holds, for the warning of a file not deleted."""
+        return "the requests' text" if self.what == "input file" else "the answers"
+
+
+def job_files(kind: str | None, response: HttpResponse, state: JobState) -> list[JobFile]:
+    """The files a job's read (`response`, whose parsed state is `state`) names at the
+    provider: OpenAI's input, output and error files; Gemini's input file and responses
+    file (a job sent inline, answered inline, has none); Anthropic keeps none. An answer
+    that does not read names none."""
+    try:
+        job = wire_json(response.content) if response.content.strip() else {}
+    except ValueError:
+        return []
+    if not isinstance(job, dict):
+        return []
+    named: list[tuple[object, str]] = []
+    if kind == "openai":
+        named = [
+            (job.get("input_file_id"), "input file"),
+            (job.get("output_file_id"), "output file"),
+            (job.get("error_file_id"), "error file"),
+        ]
+    elif kind == "gemini":
+        metadata = job.get("metadata")
+        source = metadata.get("inputConfig") if isinstance(metadata, dict) else None
+        output = state.results if isinstance(state.results, dict) else {}
+        named = [
+            (source.get("fileName") if isinstance(source, dict) else None, "input file"),
+            (output.get("responsesFile"), "responses file"),
+        ]
+        # Deleted by its name under the base URL: only a file's (never a batch's).
+        named = [(name, what) for name, what in named if str(name).startswith("files/")]
+    return [JobFile(name, what) for name, what in named if isinstance(name, str) and name]
 
 
 class RowUnanswered(Exception):
