@@ -1059,7 +1059,7 @@ def test_error_log_keeps_the_extraction_record(run: Run) -> None:
     assert "may quote input" not in json.dumps(log)
     line = str(err.as_log())
     assert line.startswith(
-        "kind=rate_limited provider=mock status=429 retry_after=7.0 body_len=11 "
+        "kind=rate_limited provider=mock model=m status=429 retry_after=7.0 body_len=11 "
         "allama.extraction.mode=native allama.extraction.passes=1 "
     ), line
     assert "input_tokens=500 " in line and "output_tokens=50 " in line, line
@@ -1072,7 +1072,7 @@ def test_error_log_line_keeps_the_extraction_record_and_retry_after() -> None:
     which the seed's line leaves out, because the log line is where an operator reads it."""
     err = _failed_retry_with_a_body(Run(False))
     assert str(err.as_log()) == (
-        "kind=rate_limited provider=mock status=429 retry_after=7.0 body_len=11 "
+        "kind=rate_limited provider=mock model=m status=429 retry_after=7.0 body_len=11 "
         "allama.extraction.mode=native allama.extraction.passes=1 "
         "allama.extraction.input_tokens=500 allama.extraction.output_tokens=50 "
         'message="HTTP 429"'

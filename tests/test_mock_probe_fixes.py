@@ -2,7 +2,10 @@
 own marks say no provider enforces a check, what it refuses before answering (no messages,
 a tool whose parameters are no object, a tool not offered), scripted streams that keep a
 response's provider and refuse its log-probabilities, a Flag member of no name scripted for
-a decision, and a FunctionProvider whose function returns something else."""
+a decision, and a FunctionProvider whose function returns something else; TestProvider's
+enforcement where no provider's dialect is exact, a decision in a plain prompt answered by a
+scripted value, a scripted stream given as a generator that raises, the model on a
+scripted error, and a scripted non-finite float."""
 
 from __future__ import annotations
 
@@ -15,7 +18,17 @@ from decimal import Decimal
 from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel, Field, FutureDatetime, Json, NaiveDatetime, PastDate, condecimal
+from pydantic import (
+    BaseModel,
+    Field,
+    FutureDatetime,
+    HttpUrl,
+    IPvAnyAddress,
+    Json,
+    NaiveDatetime,
+    PastDate,
+    condecimal,
+)
 from pydantic.types import StringConstraints
 
 import allama
@@ -30,11 +43,14 @@ from allama import (
     Extractor,
     FinishReason,
     ParseError,
+    RetryingProvider,
+    RetryPolicy,
     SchemaEnforcement,
     TextPart,
     TokenLogprob,
 )
-from allama.errors import InvalidRequestError
+from allama.errors import InvalidRequestError, OverloadedError, RateLimitedError
+from allama.extract._decide import PROMPT_OPTION
 from allama.mock import (
     ChatResponseBuilder,
     FunctionProvider,
@@ -42,8 +58,17 @@ from allama.mock import (
     MockScriptError,
     MockStreamingProvider,
     TestProvider,
+    response_events,
 )
-from allama.types import RequestField, ResponseFormat, ToolChoice, ToolDefinition, WarningKind
+from allama.types import (
+    RequestField,
+    ResponseFormat,
+    StreamEvent,
+    ToolChoice,
+    ToolDefinition,
+    Usage,
+    WarningKind,
+)
 
 REQUEST = ChatRequest("gpt-4o-mini").user("x")
 FORCED = REQUEST.with_option(ExtractionMode.FORCED_TOOL)
@@ -484,3 +509,277 @@ def test_a_decimal_the_test_provider_writes_keeps_its_digits() -> None:
     result = allama.extract(TestProvider(), Price, REQUEST)
     assert result.value == Price(amount=Decimal("0"))
     assert result.metadata.enforcement is SchemaEnforcement.APPROXIMATE
+
+
+# 9. what no provider's dialect enforces exactly is approximate on the test provider too
+
+
+class Tags(BaseModel):
+    tags: set[int]
+
+
+class Link(BaseModel):
+    url: HttpUrl
+
+
+class Host(BaseModel):
+    ip: IPvAnyAddress
+
+
+@pytest.mark.parametrize("tp", [Tags, Link, Host], ids=lambda tp: tp.__name__)
+@pytest.mark.parametrize("request_", [REQUEST, FORCED], ids=["native", "forced_tool"])
+def test_what_no_dialect_enforces_exactly_is_approximate_on_the_test_provider(
+    tp: type[BaseModel], request_: ChatRequest
+) -> None:
+    assert Extractor().plan(_openai(), tp, request_).enforcement is (SchemaEnforcement.APPROXIMATE)
+    plan = Extractor().plan(TestProvider(), tp, request_)
+    assert plan.enforcement is SchemaEnforcement.APPROXIMATE
+    assert [w.kind for w in plan.degradations] == [WarningKind.APPROXIMATED]
+    strict = Extractor(min_enforcement=SchemaEnforcement.EXACT)
+    with pytest.raises(EnforcementBelowError) as caught:
+        strict.extract(TestProvider(), tp, request_)
+    metadata = ExtractionMetadata.from_error(caught.value)
+    assert metadata is not None and metadata.enforcement is SchemaEnforcement.APPROXIMATE
+
+
+def test_the_approximation_names_the_place_and_the_first_dialects_note() -> None:
+    said = (
+        "`Tags.tags` is enforced exactly by no provider's dialect, so the test provider does "
+        "not say it holds either (OpenAI strict mode: `uniqueItems` was removed at `Tags.tags`)"
+    )
+    result = allama.extract(TestProvider(), Tags, REQUEST)
+    assert result.value == Tags(tags=set())
+    assert [w.message for w in result.metadata.degradations] == [said]
+    assert result.metadata.degradations[0].is_about(RequestField.RESPONSE_FORMAT)
+    # A root that is no object is read as extraction sends it to an object-root dialect.
+    rooted = Extractor().plan(TestProvider(), set[int], REQUEST)
+    assert [w.message for w in rooted.degradations] == [
+        "`set[int]` is enforced exactly by no provider's dialect, so the test provider does "
+        "not say it holds either (OpenAI strict mode: `uniqueItems` was removed at `set[int]`)"
+    ]
+    # On a forced tool, on the tool's field.
+    forced = Extractor().plan(TestProvider(), Tags, FORCED)
+    assert forced.degradations[0].is_about(RequestField.TOOLS)
+
+
+class Short(BaseModel):
+    code: Annotated[str, Field(min_length=3)]  # xAI's strict mode alone holds it
+
+
+class Pair(BaseModel):
+    pair: tuple[int, str]  # Gemini's response schema alone holds it; Gemini has no strict tools
+
+
+class Counts(BaseModel):
+    counts: dict[str, int]  # a map: Gemini's response schema alone holds it
+
+
+Unit = Annotated[float, Field(gt=0, lt=1)]  # OpenAI's strict mode holds it, wrapped
+
+
+@pytest.mark.parametrize(
+    ("tp", "native", "forced_tool"),
+    [
+        (Short, SchemaEnforcement.EXACT, SchemaEnforcement.EXACT),
+        (Pair, SchemaEnforcement.EXACT, SchemaEnforcement.APPROXIMATE),
+        (Counts, SchemaEnforcement.EXACT, SchemaEnforcement.APPROXIMATE),
+        (Unit, SchemaEnforcement.EXACT, SchemaEnforcement.EXACT),
+        (Plain, SchemaEnforcement.EXACT, SchemaEnforcement.EXACT),
+    ],
+    ids=["min_length", "tuple", "map", "wrapped_root", "plain"],
+)
+def test_exact_where_any_provider_s_dialect_is_exact(
+    tp: Any, native: SchemaEnforcement, forced_tool: SchemaEnforcement
+) -> None:
+    assert Extractor().plan(TestProvider(), tp, REQUEST).enforcement is native
+    assert Extractor().plan(TestProvider(), tp, FORCED).enforcement is forced_tool
+
+
+def test_the_dialects_verdict_is_said_by_the_validation_and_every_answer() -> None:
+    request = REQUEST.with_response_format(ResponseFormat.for_schema(Tags.model_json_schema()))
+    provider = TestProvider()
+    validated = provider.validate_chat_request(request).warnings
+    assert [w.message.split(" is enforced")[0] for w in validated] == ["`/properties/tags`"]
+    assert provider.chat(request).warnings == validated
+    assert provider.chat_stream(request).response().warnings == validated
+    assert asyncio.run(provider.achat(request)).warnings == validated
+
+
+# 10. a decision sent as a plain prompt, answered by a scripted value
+
+
+class Sentiment(enum.Enum):
+    POS = "positive"
+    NEG = "negative"
+
+
+def _prompt_only(provider: Any) -> Any:
+    for capability in (
+        ChatCapability.STRUCTURED_OUTPUT,
+        ChatCapability.TOOL_CALLS,
+        ChatCapability.FORCED_TOOL_CHOICE,
+        ChatCapability.CHOICE_OUTPUT,
+    ):
+        provider.with_chat_capability(capability, CapabilitySupport.UNSUPPORTED)
+    return provider
+
+
+@pytest.mark.parametrize("kind", [MockProvider, MockStreamingProvider])
+@pytest.mark.parametrize(
+    ("tp", "value", "label", "labels"),
+    [
+        (bool, True, "Yes", ["Yes", "No"]),
+        (Sentiment, Sentiment.NEG, "negative", ["positive", "negative"]),
+    ],
+    ids=["bool", "enum"],
+)
+def test_a_decision_in_a_plain_prompt_is_answered_with_the_label(
+    kind: Any, tp: Any, value: Any, label: str, labels: list[str]
+) -> None:
+    provider = _prompt_only(kind.with_structured(value))
+    decision = allama.decide(provider, tp, ChatRequest("m").user("great!"))
+    assert decision.value == value
+    assert decision.metadata.enforcement is SchemaEnforcement.NOT_ENFORCED
+    sent = provider.last_request
+    assert sent is not None
+    assert (sent.response_format, sent.tools) == (None, ())
+    assert sent.option_json(PROMPT_OPTION) == labels
+    assert MockProvider.with_structured(value).chat(sent).text() == label
+
+
+def test_the_decision_mark_beside_a_schema_or_a_tool_answers_as_before() -> None:
+    marked = REQUEST.with_option_json(PROMPT_OPTION, ["Yes", "No"])
+    as_json = marked.with_response_format(ResponseFormat.for_schema({"type": "boolean"}))
+    assert MockProvider.with_structured(True).chat(as_json).text() == "true"
+    tool = ToolDefinition(name="answer", parameters={"type": "object", "properties": {}})
+    called = marked.with_tools([tool]).with_tool_choice(ToolChoice.tool("answer"))
+    answer = MockProvider.with_structured({}).chat(called).tool_calls()[0]
+    assert (answer.name, answer.arguments) == ("answer", "{}")
+
+
+def test_a_malformed_decision_mark_is_a_script_error() -> None:
+    request = REQUEST.with_option_json(PROMPT_OPTION, "Yes")
+    with pytest.raises(MockScriptError) as caught:
+        MockProvider.with_structured(True).chat(request)
+    assert str(caught.value) == (
+        "the request option `allama.decision.options` must be the decision's labels (a list "
+        "of strings), not str"
+    )
+
+
+# 11. a scripted stream given as a generator that raises mid-way
+
+
+def _paid_events() -> list[StreamEvent]:
+    events = response_events(ChatResponseBuilder().text('{"a":1}').usage(100, 50).build())
+    # The usage first, as a provider reporting it early: paid before the failure.
+    first = [e for e in events if type(e).__name__ in ("ResponseStart", "UsageEvent")]
+    return first + [e for e in events if type(e).__name__ in ("BlockStart", "TextDelta")]
+
+
+def _failing() -> Any:
+    yield from _paid_events()
+    raise OverloadedError("overloaded mid-way")
+
+
+def test_an_allama_error_a_generator_raises_ends_the_stream_where_it_stood() -> None:
+    names = [type(e).__name__ for e in _paid_events()]
+    provider = MockStreamingProvider([_failing(), _failing()])
+    seen: list[str] = []
+    stream = provider.chat_stream(REQUEST)  # opens: the failure comes later
+    with pytest.raises(OverloadedError, match="overloaded mid-way"):
+        for event in stream:
+            seen.append(type(event).__name__)
+    assert seen == names
+
+    async def streamed() -> list[str]:
+        got: list[str] = []
+        astream = await provider.achat_stream(REQUEST)
+        with pytest.raises(OverloadedError):
+            async for event in astream:
+                got.append(type(event).__name__)
+        return got
+
+    assert asyncio.run(streamed()) == names
+
+
+def test_a_generator_failing_mid_way_keeps_its_usage_and_is_not_retried() -> None:
+    with pytest.raises(OverloadedError) as caught:
+        allama.extract(MockStreamingProvider([_failing()]), A, REQUEST)
+    metadata = ExtractionMetadata.from_error(caught.value)
+    assert metadata is not None and metadata.usage == Usage(input_tokens=100, output_tokens=50)
+    answer = response_events(ChatResponseBuilder().text('{"a":2}').build())
+    retrying = RetryingProvider(
+        MockStreamingProvider([_failing(), answer]), RetryPolicy(jitter=0), sleep=lambda s: None
+    )
+    with (
+        pytest.raises(OverloadedError) as retried,
+        allama.extract_stream(retrying, A, REQUEST) as stream,
+    ):
+        for _ in stream:
+            pass
+    record = ExtractionMetadata.from_error(retried.value)
+    assert record is not None and record.usage == Usage(input_tokens=100, output_tokens=50)
+
+
+def test_another_exception_a_generator_raises_is_a_script_error() -> None:
+    def broken() -> Any:
+        yield from _paid_events()[:2]
+        raise ValueError("bug in the test")
+
+    with pytest.raises(MockScriptError) as caught:
+        MockStreamingProvider([broken()]).chat_stream(REQUEST)
+    assert str(caught.value) == (
+        "mock: stream 1 raised a ValueError ValueError('bug in the test') as it was read, "
+        "after 2 items: a scripted stream raises only an allama Error, which ends it there "
+        "(a provider raises allama's errors only: script one of `allama.errors`)"
+    )
+    assert isinstance(caught.value.__cause__, ValueError)
+
+
+# 12. a scripted error names the request's model
+
+
+def test_a_scripted_error_names_the_requests_model_as_a_provider_s_does() -> None:
+    scripted = RateLimitedError("Rate limit reached", retry_after=2.0).with_status(429)
+    calls: list[Any] = [
+        lambda: MockProvider([scripted]).chat(REQUEST),
+        lambda: MockProvider([scripted]).chat_stream(REQUEST),
+        lambda: asyncio.run(MockProvider([scripted]).achat(REQUEST)),
+        lambda: MockStreamingProvider().then_setup_error(scripted).chat_stream(REQUEST),
+        lambda: asyncio.run(MockStreamingProvider().then_setup_error(scripted).achat(REQUEST)),
+    ]
+    for call in calls:
+        with pytest.raises(RateLimitedError) as caught:
+            call()
+        assert (caught.value.provider, caught.value.model) == ("mock", "gpt-4o-mini")
+        assert caught.value.as_log().to_dict()["model"] == "gpt-4o-mini"
+    assert scripted.model is None  # the script's error is left as it was
+    own = RateLimitedError("limited").with_model("gpt-4o")
+    with pytest.raises(RateLimitedError) as kept:
+        MockProvider([own]).chat(REQUEST)
+    assert kept.value.model == "gpt-4o"
+
+
+# 13. a non-finite float scripted outside a model
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (float("inf"), "JSON has no number inf"),
+        ([1.0, float("nan")], "JSON has no number nan (at `[1]`)"),
+        ({"x": float("-inf")}, "JSON has no number -inf (at `x`)"),
+    ],
+    ids=["inf", "nan_in_list", "minus_inf_in_dict"],
+)
+def test_a_non_finite_float_is_refused_when_scripted(value: Any, said: str) -> None:
+    with pytest.raises(TypeError) as caught:
+        MockProvider.with_structured(value)
+    assert str(caught.value) == (
+        f"Structured: a float written as JSON does not read back as itself: {said}; script "
+        "its JSON text instead, with `MockProvider.with_text`"
+    )
+    with pytest.raises(TypeError):
+        MockStreamingProvider.with_structured(value)
+    assert MockProvider.with_structured(1.5).chat(REQUEST).text() == "1.5"

@@ -596,10 +596,11 @@ def test_when_all_fail_the_last_error_keeps_the_chain() -> None:
         (RateLimitedError, "a", "a"),
     ]
     assert str(caught.value.as_log()) == (
-        "kind=network provider=c message_len=1 fallback_from.kind=server "
-        "fallback_from.provider=b fallback_from.message_len=1 "
+        "kind=network provider=c model=m message_len=1 fallback_from.kind=server "
+        "fallback_from.provider=b fallback_from.model=m fallback_from.message_len=1 "
         "fallback_from.fallback_from.kind=rate_limited fallback_from.fallback_from.provider=a "
-        "fallback_from.fallback_from.retry_after=1.0 fallback_from.fallback_from.message_len=1"
+        "fallback_from.fallback_from.model=m fallback_from.fallback_from.retry_after=1.0 "
+        "fallback_from.fallback_from.message_len=1"
     )
 
 

@@ -76,10 +76,15 @@ from allama.types import (
     Warning,
 )
 
-__all__ = ["Decision", "decide_steps", "options_of"]
+__all__ = ["PROMPT_OPTION", "Decision", "decide_steps", "options_of"]
 
 C = TypeVar("C")
 F = TypeVar("F", bound=_Failure)
+
+PROMPT_OPTION = "allama.decision.options"
+"""Request option set on a decision sent as a plain prompt (no format, no tool): its JSON
+value is the options' labels, the answer a plain label. Scripted providers read it to
+answer with the label their value stands for; nothing sends it."""
 
 TOP_LOGPROBS = 20
 """Alternatives asked for at each token: the most every provider takes, so that little of
@@ -498,7 +503,9 @@ def _plain_steps(
         sent = request.with_response_format(ResponseFormat.choice(options.labels))
         _check_floor(settings, provider, sent, metadata)
     else:
-        sent = request.model_copy(update={"response_format": None})
+        sent = request.model_copy(update={"response_format": None}).with_option_json(
+            PROMPT_OPTION, list(options.labels)
+        )
         why = (
             f"{provider.name} has neither structured output nor a forced tool for "
             f"`{request.model}`: the options of {options.name} were given in the "

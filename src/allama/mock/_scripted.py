@@ -128,11 +128,12 @@ _EVENTS: tuple[type, ...] = typing.get_args(typing.get_args(StreamEvent)[0])
 """The event classes a scripted stream may hold."""
 
 
-def _raised(error: Error, provider: str | None = None) -> Error:
+def _raised(error: Error, provider: str | None = None, model: str | None = None) -> Error:
     """A fresh raise of the scripted `error`: its class, message, fields and the context the
     script gave it, none of what allama wrote on an earlier raise (the usage paid, a retry's
     attempts, an extraction's record), so that an error scripted twice, or kept as a test
-    module's constant, starts each call afresh. `provider` names it where it names none."""
+    module's constant, starts each call afresh. `provider` and `model` name it where it
+    names none, as an HTTP provider's error names the request's model."""
     fresh = type(error).__new__(type(error), *error.args)
     fresh.__dict__.update(error.__dict__)
     if "__notes__" in error.__dict__:
@@ -140,7 +141,7 @@ def _raised(error: Error, provider: str | None = None) -> Error:
     context = error.context
     fresh.context = ErrorContext(
         provider=context.provider if context.provider is not None else provider,
-        model=context.model,
+        model=context.model if context.model is not None else model,
         request_id=context.request_id,
         status=context.status,
         body=context.body,
@@ -227,7 +228,7 @@ class MockProvider(_Recorder):
                 f"value{_not_allama(item)}"
             )
         if isinstance(item, Error):
-            raise _raised(item, self.name)
+            raise _raised(item, self.name, request.model)
         if isinstance(item, Structured):
             response = _structured_answer(item, request, number, self.name)
         elif isinstance(item, str):
@@ -322,9 +323,10 @@ def _check_stream(
     name: str, number: int, item: object
 ) -> list[StreamItem] | SetupError | Structured:
     """The scripted stream, an iterable of items read into a list (a generator streams
-    as a list does); refuse one that is none of the three kinds, or that holds an item
-    that is neither an event nor an allama error, naming it (rather than failing inside
-    the stream as it is read)."""
+    as a list does: an allama error it raises is an item where it stood, ending the
+    stream there); refuse one that is none of the three kinds, that raises another
+    exception, or that holds an item that is neither an event nor an allama error,
+    naming it (rather than failing inside the stream as it is read)."""
     if isinstance(item, SetupError):
         if not isinstance(item.error, Error):
             raise MockScriptError(
@@ -339,7 +341,18 @@ def _check_stream(
             f"{name}: stream {number} is a {_named(item)}, which no script streams: a list "
             "of events and errors, a SetupError or a Structured value"
         )
-    items: list[StreamItem] = list(item)
+    items: list[StreamItem] = []
+    try:
+        for part in item:
+            items.append(part)
+    except Error as error:
+        items.append(error)
+    except Exception as error:
+        raise MockScriptError(
+            f"{name}: stream {number} raised a {_named(error)} as it was read, after "
+            f"{len(items)} items: a scripted stream raises only an allama Error, which ends "
+            f"it there{_not_allama(error)}"
+        ) from error
     for index, part in enumerate(items):
         if not isinstance(part, (*_EVENTS, Error)):
             raise MockScriptError(
@@ -412,7 +425,7 @@ class MockStreamingProvider(_Recorder):
             item = self._streams.popleft()
         item = _check_stream(self.name, number, item)
         if isinstance(item, SetupError):
-            raise _raised(item.error, self.name)
+            raise _raised(item.error, self.name, request.model)
         if isinstance(item, Structured):
             answer = _structured_answer(item, request, number, self.name)
             return response_events(answer), self.name

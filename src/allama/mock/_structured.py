@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 from collections.abc import Sequence
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 import pydantic_core
 from pydantic import (
@@ -27,6 +28,7 @@ from pydantic.fields import FieldInfo
 
 from allama.errors import InvalidRequestError
 from allama.extract._choices import _BOOL_LABELS, ABSTAIN_LABEL, _literal_label
+from allama.extract._decide import PROMPT_OPTION
 from allama.extract._root import ROOT_OPTION
 from allama.mock._builder import ChatResponseBuilder
 from allama.mock._conform import json_equal
@@ -58,7 +60,9 @@ class Structured:
     A decision's answer is written as the option it stands for: `True` as `Yes` (or
     `true`, whichever the options hold), an enum member as its label, `None` as the
     abstention's label (`decide(..., allow_abstain=True)`), as plain text for a choice
-    format and as a JSON string where the schema is the options' `enum`.
+    format and for a decision sent as a plain prompt (no format, no tool: the request
+    option `allama.decision.options` lists its labels), and as a JSON string where the
+    schema is the options' `enum`.
 
     The value is anything pydantic can write as JSON (a model instance, a dataclass, a
     dict, a list, a scalar), written as the model would write it for the type's schema:
@@ -114,12 +118,13 @@ class Structured:
         return _dumps(_data(self._tree, schema, root)).decode()
 
     def response_for(self, request: ChatRequest, *, call_id: str = "call_mock_1") -> ChatResponse:
-        """The answer to `request`: a forced tool call, JSON text, or a choice's option."""
+        """The answer to `request`: a forced tool call, JSON text, or an option's label (a
+        choice format's, or a decision's in a plain prompt)."""
         builder = ChatResponseBuilder()
         tool = _forced_tool(request)
-        response_format = request.response_format
-        if tool is None and response_format is not None and response_format.options is not None:
-            builder.text(self._option(response_format.options))
+        options = self._plain_options(request, tool)
+        if options is not None:
+            builder.text(self._option(options))
             if self.usage is not None:
                 builder.usage_value(self.usage)
             return builder.build()
@@ -143,6 +148,28 @@ class Structured:
         if self.usage is not None:
             builder.usage_value(self.usage)
         return builder.build()
+
+    @staticmethod
+    def _plain_options(request: ChatRequest, tool: str | None) -> Sequence[str] | None:
+        """The options a plain-text answer is one of: a choice format's, or a decision's
+        sent as a plain prompt (marked `allama.decision.options`, with neither a format nor
+        a tool), whose options are in the prompt alone; `None` for any other request."""
+        if tool is not None:
+            return None
+        response_format = request.response_format
+        if response_format is not None and response_format.options is not None:
+            return response_format.options
+        labels = request.option_json(PROMPT_OPTION)
+        if labels is None or request.tools:
+            return None
+        if response_format is not None and response_format.type != "text":
+            return None
+        if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+            raise MockScriptError(
+                f"the request option `{PROMPT_OPTION}` must be the decision's labels (a list "
+                f"of strings), not {type(labels).__name__}"
+            )
+        return cast("list[str]", labels)
 
     def _option(self, options: Sequence[str]) -> str:
         """The option of a choice format the value stands for (else its first label, or
@@ -266,6 +293,15 @@ def _tree(value: Any, where: str, adapters: dict[type, TypeAdapter[Any] | None])
         }
     if isinstance(value, list | tuple | set | frozenset):
         return [_tree(item, f"{where}[{index}]", adapters) for index, item in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):
+        # Written `Infinity` or `NaN`, which is no JSON: no answer holds it (inside a model
+        # pydantic writes `null`, refused on reading back).
+        at = f" (at `{where.lstrip('.')}`)" if where else ""
+        raise TypeError(
+            f"Structured: a {type(value).__name__} written as JSON does not read back as "
+            f"itself: JSON has no number {value!r}{at}; script its JSON text instead, with "
+            "`MockProvider.with_text`"
+        )
     data = (
         _secret_data(value)
         if isinstance(value, _SECRETS)
