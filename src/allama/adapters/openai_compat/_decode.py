@@ -365,6 +365,12 @@ def filter_explanation(results: Any) -> str | None:
     return f"the content filter flagged: {', '.join(flagged)}" if flagged else None
 
 
+def _not_a_completion(
+    body: bytes | str, why: str, provider: str | None, model: str | None
+) -> Error:
+    return not_a_response(body, why, provider=provider, model=model, what="a chat completion")
+
+
 def _invalid_body(
     body: bytes | str,
     *,
@@ -376,34 +382,16 @@ def _invalid_body(
     try:
         payload: Any = json.loads(body)
     except ValueError:
-        return not_a_response(
-            body, "it is not JSON", provider=provider, model=model, what="a chat completion"
-        )
+        return _not_a_completion(body, "it is not JSON", provider, model)
     except RecursionError:
-        return not_a_response(
-            body,
-            "it is JSON nested too deeply to read",
-            provider=provider,
-            model=model,
-            what="a chat completion",
-        )
+        return _not_a_completion(body, "it is JSON nested too deeply to read", provider, model)
     if not isinstance(payload, dict):
-        return not_a_response(
-            body,
-            "it is not a JSON object",
-            provider=provider,
-            model=model,
-            what="a chat completion",
-        )
+        return _not_a_completion(body, "it is not a JSON object", provider, model)
     if payload.get("error") or payload.get("success") is False:
         error = error_from_payload(payload, provider=provider, model=model)
     else:
-        error = not_a_response(
-            body,
-            "its fields do not fit the chat completion shape",
-            provider=provider,
-            model=model,
-            what="a chat completion",
+        error = _not_a_completion(
+            body, "its fields do not fit the chat completion shape", provider, model
         )
     # An answer billed, whatever else is wrong with it: its usage, read for its counts.
     usage = loose_usage(payload.get("usage"))
@@ -522,9 +510,7 @@ def decode_body(
     if "choices" not in wire.model_fields_set:
         # No completion at all (a gateway's `{"detail": ...}`, a server's error object of a
         # shape of its own, `{}`): one to try again, not an answer with no output.
-        error = not_a_response(
-            body, "it has no `choices`", provider=provider, model=model, what="a chat completion"
-        )
+        error = _not_a_completion(body, "it has no `choices`", provider, model)
         raise _with_usage(error, wire, reasoning_outside_completion)
     choice = next((c for c in wire.choices if c.index == 0), None)
     if choice is None and wire.choices:
@@ -540,13 +526,7 @@ def decode_body(
     message = choice.message if choice is not None else None
     if choice is not None and message is None and choice.finish_reason != "content_filter":
         # Only a filtered choice may come without its message.
-        error = not_a_response(
-            body,
-            "its choice has no message",
-            provider=provider,
-            model=model,
-            what="a chat completion",
-        )
+        error = _not_a_completion(body, "its choice has no message", provider, model)
         raise _with_usage(error, wire, reasoning_outside_completion)
     blocks = _blocks(message, think_tags=think_tags) if message is not None else []
     has_calls = any(isinstance(block, ToolCall) for block in blocks)
