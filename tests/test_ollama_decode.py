@@ -373,24 +373,65 @@ def test_every_status(status: int, message: str, cls: type[Error], retryable: bo
 
 
 @pytest.mark.parametrize(
-    ("message", "model", "remedy"),
+    ("message", "model", "said"),
     [
-        ("model 'llama9' not found", "llama9", "ollama pull llama9"),
-        ('model "qwen3:8b" not found, try pulling it first', "qwen3:8b", "ollama pull qwen3:8b"),
+        (
+            "model 'llama9' not found",
+            "llama9",
+            "model 'llama9' not found (pull it with `ollama pull llama9`)",
+        ),
         # The error came without the request: the name the server quoted.
-        ("model 'llama3:70b' not found, try pulling it first", None, "ollama pull llama3:70b"),
-        ("model not found", None, "ollama pull <model>"),
+        (
+            'model "qwen3:8b" not found',
+            None,
+            'model "qwen3:8b" not found (pull it with `ollama pull qwen3:8b`)',
+        ),
+        # Ollama's own words already say to pull: no second remedy.
+        (
+            'model "llama3.1" not found, try pulling it first',
+            "llama3.1",
+            'model "llama3.1" not found, try pulling it first',
+        ),
+        (
+            "model 'llama3:70b' not found, try pulling it first",
+            None,
+            "model 'llama3:70b' not found, try pulling it first",
+        ),
     ],
 )
-def test_a_missing_model_says_how_to_pull_it(message: str, model: str | None, remedy: str) -> None:
+def test_a_missing_model_says_how_to_pull_it(message: str, model: str | None, said: str) -> None:
     error = error_of(404, {"error": message}, model=model)
     assert type(error) is NotFoundError and not error.retryable
-    assert error.message == f"{message} (pull it with `{remedy}`)"
+    assert error.message == said
     assert error.model == model
-    # In a stream, the message alone says it.
+    # In a stream, Ollama's own words alone say it.
     streamed = error_from_payload({"error": message}, model=model)
-    assert type(streamed) is NotFoundError and streamed.message == error.message
-    assert streamed.status is None
+    assert type(streamed) is NotFoundError and streamed.message == said
+    assert streamed.status is None and not streamed.retryable
+
+
+def test_a_404_in_other_words_still_names_the_pull() -> None:
+    error = error_of(404, {"error": "model not found"})
+    assert type(error) is NotFoundError
+    assert error.message == "model not found (pull it with `ollama pull <model>`)"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "llama runner: failed to load model vocab: file not found",
+        "model not found",
+        "error loading model: tensor 'output.weight' not found",
+    ],
+)
+def test_an_error_line_that_only_mentions_a_model_not_found_is_a_server_error(
+    message: str,
+) -> None:
+    """Without a status, only Ollama's quoted `model "x" not found` says the model is
+    missing: a runner failure that names a model and a missing file is the server's."""
+    error = error_from_payload({"error": message}, provider="ollama", model="qwen3")
+    assert type(error) is ServerError and error.retryable
+    assert error.message == message and error.status is None
 
 
 @pytest.mark.parametrize(
@@ -589,6 +630,22 @@ def test_a_last_line_that_does_not_read_still_says_its_token_counts() -> None:
     assert [e.usage for e in seen if isinstance(e, UsageEvent)] == [
         Usage(input_tokens=100, output_tokens=50)
     ]
+
+
+def test_a_runner_failure_after_text_is_retryable_not_a_missing_model() -> None:
+    data = ndjson(
+        chunk({"content": "Hello"}),
+        {"error": "llama runner: failed to load model vocab: file not found"},
+    )
+    seen: list[StreamEvent] = []
+    with pytest.raises(Error) as caught:
+        for event in iter_split(data, [], provider="ollama", model="qwen3"):
+            seen.append(event)
+    error = caught.value
+    assert type(error) is ServerError
+    assert (error.status, error.retryable) == (None, True)
+    assert error.message == "llama runner: failed to load model vocab: file not found"
+    assert collect_any(seen).text() == "Hello"
 
 
 def test_an_error_line_before_anything() -> None:

@@ -5,7 +5,8 @@ OpenAI-style object (`{"error": {"message": ...}}`) is read too, and a body that
 keeps its text. The HTTP status decides the class, refined by the message:
 
 - a model the server does not have (404, "model 'x' not found") is a `NotFoundError` whose
-  message adds the remedy, `ollama pull <model>`;
+  message adds the remedy, `ollama pull <model>`, unless it already says to pull ("try
+  pulling it first");
 - a `format` Ollama could not compile ("invalid format", "invalid JSON schema", llama.cpp's
   "failed to parse grammar" and conversion errors) is an `UnsupportedError` on the response
   format, at whatever status it comes (an invalid `format` surfaces as a 500 from the runner
@@ -22,8 +23,9 @@ keeps its text. The HTTP status decides the class, refined by the message:
   requests exceeded") an `OverloadedError`, any other 5xx a `ServerError`, any other 4xx an
   `InvalidRequestError`.
 
-An error line in a stream carries no status: the message alone decides, and one that says
-nothing known is a `ServerError` (the server gave up mid-answer).
+An error line in a stream carries no status: the message alone decides. Only Ollama's own
+wording of a missing model (`model "x" not found`, the name quoted) makes a `NotFoundError`
+there; a line that says nothing known is a `ServerError` (the server gave up mid-answer).
 
 The provider's words are kept as an upstream message and never logged.
 """
@@ -63,6 +65,11 @@ __all__ = ["error_from_payload", "error_from_response", "message_of"]
 # needs them: a call that succeeds never does.
 _MODEL_NOT_FOUND = r"(?i)\bmodel\b.*\bnot found"
 _QUOTED_MODEL = r"""\bmodel\s+['"`]([^'"`\s]+)['"`]"""
+# Without a status, only Ollama's own words for a missing model: a runner failure that merely
+# mentions a model and a missing file ("failed to load model vocab: file not found") is not one.
+_OLLAMA_MISSING_MODEL = r"""(?i)\bmodel\s+(['"])[^'"\s]+\1\s+not found"""
+# The message already tells how to fetch it (Ollama's "try pulling it first").
+_SAYS_PULL = r"(?i)\bpull(?:ing)?\s+it\b|\bollama\s+pull\b"
 _FORMAT = (
     r"(?i)invalid format|invalid json schema|json schema conversion|failed to parse grammar|"
     r"unrecognized schema|unsupported ref|unsupported pattern|format.*json schema"
@@ -90,7 +97,9 @@ def message_of(payload: Any) -> str | None:
 
 
 def _pull_remedy(message: str, model: str | None) -> str:
-    """The not-found message with the command that fetches the model."""
+    """The not-found message with the command that fetches the model, unless it says so."""
+    if re.search(_SAYS_PULL, message):
+        return message
     quoted = re.search(_QUOTED_MODEL, message)
     name = model or (quoted.group(1) if quoted else "<model>")
     return f"{message} (pull it with `ollama pull {name}`)"
@@ -114,10 +123,12 @@ def _by_message(message: str) -> Error | None:
 
 
 def _classify(status: int | None, message: str, model: str | None, wait: float | None) -> Error:
-    if status == 404 or (status is None and re.search(_MODEL_NOT_FOUND, message)):
+    if status == 404:
         if re.search(_MODEL_NOT_FOUND, message):
             return NotFoundError(_pull_remedy(message, model))
         return NotFoundError(message)
+    if status is None and re.search(_OLLAMA_MISSING_MODEL, message):
+        return NotFoundError(_pull_remedy(message, model))
     if status == 429:
         if spent_quota(message, wait):
             # Every request meets it until the period ends: a batch run stops, not retries.
