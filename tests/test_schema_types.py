@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal, NotRequired
 
 import pydantic.dataclasses
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import (
     AliasChoices,
     AliasPath,
@@ -25,6 +27,7 @@ from pydantic import (
     PastDate,
     PastDatetime,
     TypeAdapter,
+    ValidationError,
     condate,
     condecimal,
     create_model,
@@ -290,6 +293,71 @@ def test_what_a_decimals_branch_cannot_hold_is_said_not_enforced() -> None:
     ]
     # The bounds stay on the number, where providers enforce them.
     assert schema["properties"]["paid"]["anyOf"][0] == {"type": "number", "minimum": 0.0}
+
+
+def _numeral_pattern(tp: Any) -> str:
+    (string,) = [b for b in type_schema(tp).schema["anyOf"] if b.get("type") == "string"]
+    pattern: str = string["pattern"]
+    return pattern
+
+
+def _decimal_reads(tp: Any, text: str) -> bool:
+    try:
+        type_schema(tp).adapter.validate_json(json.dumps(text), strict=True)
+    except ValidationError:
+        return False
+    return True
+
+
+Fraction4 = Annotated[Decimal, Field(max_digits=4, decimal_places=4)]
+
+
+@pytest.mark.parametrize(
+    ("text", "valid"),
+    [
+        ("0", False),
+        ("-0", False),
+        ("0.", False),
+        ("00", False),
+        ("1", False),
+        ("0.12345", False),
+        (".00001", False),
+        ("0.0", True),
+        ("-0.0", True),
+        (".5", True),
+        ("+.5", True),
+        ("00.5", True),
+        ("-0.1234", True),
+        ("0.12340000", True),
+        ("0.0000000", True),
+    ],
+)
+def test_a_decimal_with_no_whole_digits_is_a_numeral_with_a_point(text: str, valid: bool) -> None:
+    # With max_digits <= decimal_places pydantic counts a bare zero ("0", "0.") as a digit
+    # before the point, and refuses it: pydantic's pattern let it by.
+    assert bool(re.fullmatch(_numeral_pattern(Fraction4), text)) is valid
+    assert _decimal_reads(Fraction4, text) is valid
+
+
+@given(
+    limits=st.tuples(st.none() | st.integers(1, 8), st.none() | st.integers(0, 8)).filter(
+        lambda limits: limits != (None, None)
+    ),
+    data=st.data(),
+)
+@settings(max_examples=300)
+def test_what_a_decimals_digit_limited_pattern_lets_through_the_type_reads(
+    limits: tuple[int | None, int | None], data: st.DataObject
+) -> None:
+    max_digits, places = limits
+    tp = Annotated[Decimal, Field(max_digits=max_digits, decimal_places=places)]
+    pattern = _numeral_pattern(tp)
+    text = data.draw(
+        st.text(st.sampled_from("0000123456789.-+"), min_size=1, max_size=12)
+        | st.from_regex(pattern, fullmatch=True)
+    )
+    if re.fullmatch(pattern, text):
+        assert _decimal_reads(tp, text), (pattern, text)
 
 
 class ReadFromAPath(BaseModel):

@@ -246,7 +246,13 @@ class _StableDefaults(GenerateJsonSchema):
             schema.get(key) is not None for key in ("le", "ge", "lt", "gt", "multiple_of")
         )
         pattern = self.build_decimal_pattern(schema)
-        if digits and pattern.endswith(_ANY_EXPONENT):
+        max_digits, places = schema.get("max_digits"), schema.get("decimal_places")
+        if max_digits is not None and places is not None and 0 < max_digits <= places:
+            # No digit before the point is allowed, and pydantic counts a bare zero ("0",
+            # "0.") as one: a point and digits, at most `max_digits` of them besides
+            # trailing zeros, which it does not count. Its own pattern lets the zero by.
+            pattern = rf"^[+-]?0*\.[0-9]{{1,{max_digits}}}0*$"
+        elif digits and pattern.endswith(_ANY_EXPONENT):
             # An exponent's digits are not held to the limits: numerals without one.
             pattern = pattern[: -len(_ANY_EXPONENT)] + ")$"
         branches: list[JsonSchemaValue] = []
