@@ -101,7 +101,11 @@ def by_label(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def summary_of(err: str) -> list[str]:
     """The summary's lines, after the progress lines, with times made `T`."""
-    lines = [line for line in err.splitlines() if not line.startswith("progress: ")]
+    lines = [
+        line
+        for line in err.splitlines()
+        if not line.startswith(("progress: ", "note: left out of the folder: "))
+    ]
     return [re.sub(r"\d+\.\d+ s\b", "T s", line) for line in lines]
 
 

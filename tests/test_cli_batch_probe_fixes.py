@@ -6,6 +6,7 @@ arguments, not the current folder."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import threading
@@ -376,3 +377,138 @@ def test_empty_ledger_and_out_of_status_cancel_and_export_are_refused(
     # Given, they are read as before.
     assert main(["batch", "export", ledger]) == 0
     assert json.loads(capsys.readouterr().out)["value"] == {"n": 1}
+
+
+# A JSONL line naming the document's field (or the id's) twice: which is meant is unknown.
+
+
+@pytest.mark.parametrize(
+    ("line", "extra", "said"),
+    [
+        (
+            '{"id": "inv-1", "text": "doc 1", "text": "doc 2"}',
+            (),
+            "the field `text` is named twice",
+        ),
+        ('{"id": "a", "id": "b", "text": "doc 1"}', (), "the field `id` is named twice"),
+        (
+            '{"id": "a", "text": "doc 1", "id": "b", "text": "doc 2"}',
+            (),
+            "the fields `id`, `text` are named twice",
+        ),
+        (  # a key spelled with an escape is the same key
+            '{"ref": "a", "body": "doc 1", "r\\u0065f": "b"}',
+            ("--field", "body", "--id-field", "ref"),
+            "the field `ref` is named twice",
+        ),
+    ],
+)
+def test_a_jsonl_line_naming_the_documents_or_the_ids_field_twice_is_refused(
+    server: _Recording,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    line: str,
+    extra: tuple[str, ...],
+    said: str,
+) -> None:
+    source = tmp_path / "in.jsonl"
+    first = {"body" if extra else "text": "doc 3", **({"ref": "c"} if extra else {})}
+    source.write_text(f"{json.dumps(first)}\n{line}\n", encoding="utf-8")
+    assert run(server, row_type, source, *extra) == 1
+    assert capsys.readouterr().err == f"allama batch run: {source} line 2: {said}\n"
+    assert server.bodies == []
+
+
+def test_other_keys_named_twice_in_a_jsonl_line_are_no_matter(
+    server: _Recording, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text(
+        '{"id": "a", "text": "doc 1", "tag": "x", "tag": "y"}\n'
+        # (a nested object's own `text`, twice, is not the document)
+        '{"id": "b", "text": "doc 2", "meta": {"text": "x", "text": "y", "id": 1, "id": 2}}\n',
+        encoding="utf-8",
+    )
+    assert run(server, row_type, source, "--concurrency", "1") == 0
+    assert "2 done, 0 failed" in capsys.readouterr().err
+    assert server.texts == ["doc 1", "doc 2"]
+    assert rows_of(tmp_path / "o.jsonl") == [("a", {"n": 1}), ("b", {"n": 2})]
+
+
+# A folder's entries that are no documents: counted in a note, not passed over unsaid.
+
+
+def test_what_a_folder_holds_besides_its_documents_is_said_in_one_note(
+    server: _Recording, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = tmp_path / "docs"
+    for year in ("2024", "2025"):
+        (docs / year).mkdir(parents=True)
+        (docs / year / "r1.txt").write_text(f"report {year}", encoding="utf-8")
+    (docs / "a.txt").write_text("doc 1", encoding="utf-8")
+    (docs / "b.md").write_text("doc 2", encoding="utf-8")
+    (docs / "notes.text").write_text("doc 8", encoding="utf-8")
+    (docs / "README").write_text("doc 9", encoding="utf-8")
+    (docs / "moved.txt").symlink_to(tmp_path / "nowhere.txt")
+    (docs / "loop.txt").symlink_to("loop.txt")
+    os.mkfifo(docs / "pipe.txt")
+    (docs / ".hidden.txt").write_text("doc 7", encoding="utf-8")  # hidden: not said
+    (docs / ".git").mkdir()
+    out = str(docs / "o.jsonl")  # the run's own files in the folder are not said
+    note = (
+        "note: left out of the folder: 2 subfolders, 2 files not *.txt or *.md, 1 link "
+        "leading nowhere, 1 link loop, 1 not a regular file"
+    )
+    for _ in range(2):  # the second with the output and the ledger in the folder
+        assert run(server, row_type, docs, "--out", out, "--concurrency", "1") == 0
+        lines = capsys.readouterr().err.splitlines()
+        assert lines[0].startswith(f"2 documents from {docs} (folder)")
+        assert lines[1] == note
+        assert sum("left out of the folder" in line for line in lines) == 1
+    assert {path.name for path in docs.iterdir()} >= {"o.jsonl", "o.jsonl.ledger.sqlite"}
+    assert server.texts == ["doc 1", "doc 2"]
+    assert read_inputs(docs, skip=[out]).not_read == (
+        (inputs_module.SUBFOLDER, 2),
+        (inputs_module.OTHER_SUFFIX, 2),  # (the ledger, beside the output, is the run's too)
+        (inputs_module.DANGLING_LINK, 1),
+        (inputs_module.LINK_LOOP, 1),
+        (inputs_module.NOT_REGULAR, 1),
+    )
+
+
+def test_a_folder_of_documents_alone_has_no_note_and_one_of_each_is_said_singly(
+    server: _Recording, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("doc 1", encoding="utf-8")
+    assert run(server, row_type, docs) == 0
+    assert "left out of the folder" not in capsys.readouterr().err
+    (docs / "sub").mkdir()
+    (docs / "x.pdf").write_text("doc 9", encoding="utf-8")
+    assert run(server, row_type, docs) == 0
+    assert capsys.readouterr().err.splitlines()[1] == (
+        "note: left out of the folder: 1 subfolder, 1 file not *.txt or *.md"
+    )
+
+
+# A CSV header that begins with a second byte-order mark: its first column is no `id`.
+
+
+@pytest.mark.parametrize("extra", [(), ("--id-field", "id")])
+def test_a_csv_header_starting_with_a_byte_order_mark_is_refused_before_anything_is_sent(
+    server: _Recording,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    extra: tuple[str, ...],
+) -> None:
+    source = tmp_path / "in.csv"
+    source.write_bytes(b"\xef\xbb\xbf\xef\xbb\xbfid,text\nINV-7,doc 7\nINV-8,doc 8\n")
+    assert run(server, row_type, source, *extra) == 1
+    assert capsys.readouterr().err == (
+        f"allama batch run: {source} (the header row): a byte-order mark at the start of the "
+        "row (files joined?): remove it\n"
+    )
+    assert server.bodies == []

@@ -20,6 +20,7 @@ import itertools
 import json
 import math
 import os
+import stat
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,12 @@ class Inputs:
     left_out: tuple[str, ...] = ()
     """The names of the folder's files that would be documents but are among `skipped`:
     said, since a prompt kept beside the documents is otherwise dropped without a word."""
+    not_read: tuple[tuple[str, int], ...] = ()
+    """What else a folder holds, by kind (`SUBFOLDER`, `OTHER_SUFFIX`, `DANGLING_LINK`,
+    `LINK_LOOP`, `NOT_REGULAR`: those it has, in that order) and how many of each: said,
+    since a run that finds some documents would otherwise pass over the rest without a
+    word (reports in subfolders, a `.text` file). Hidden entries and the run's own files
+    are not counted."""
     files: tuple[str, ...] = ()
     """A folder's documents, as counted and checked: a file added to the folder since (one
     that sorts first would have pushed the last out) is for a run that reads it again."""
@@ -196,7 +203,7 @@ def read_inputs(
                 "a folder's documents are its files"
             )
         skipped = frozenset(real for real in map(_leads_to, skip) if real is not None)
-        files = _text_files(source)
+        files, not_read = _folder_entries(source, skipped)
         # The run's own files (its output, its prompt) among them are no documents.
         left_out = tuple(file.name for file in files if skipped and file.resolve() in skipped)
         files = [file for file in files if file.name not in left_out]
@@ -219,6 +226,7 @@ def read_inputs(
             None,
             skipped=skipped,
             left_out=left_out,
+            not_read=not_read,
             files=tuple(file.name for file in files),
         )
     if not source.exists():
@@ -266,19 +274,82 @@ def read_inputs(
     )
 
 
-def _text_files(folder: Path) -> list[Path]:
-    """The documents of a folder: hidden files (an editor's lock, a copy's resource fork)
-    and what is not a file (a folder named `x.txt`, a dangling link) are not."""
-    return sorted(
-        (
-            entry
-            for entry in folder.iterdir()
-            if entry.suffix.lower() in TEXT_SUFFIXES
-            and not entry.name.startswith(".")
-            and entry.is_file()
-        ),
-        key=lambda entry: entry.name,
-    )
+SUBFOLDER = "subfolder"
+OTHER_SUFFIX = "other suffix"
+DANGLING_LINK = "dangling link"
+LINK_LOOP = "link loop"
+NOT_REGULAR = "not regular"
+_NOT_READ = (SUBFOLDER, OTHER_SUFFIX, DANGLING_LINK, LINK_LOOP, NOT_REGULAR)
+"""The kinds of a folder's entries that are no documents, in the order they are said."""
+
+
+def _folder_entries(
+    folder: Path, skipped: frozenset[Path] = frozenset()
+) -> tuple[list[Path], tuple[tuple[str, int], ...]]:
+    """The documents of a folder, sorted by name, and how many of its other entries there
+    are of each kind (`Inputs.not_read`). Hidden entries (an editor's lock, a copy's
+    resource fork) are neither; nor is what is not a regular file, whatever its name (a
+    folder named `x.txt`, a dangling link, a pipe): those are counted."""
+    documents: list[Path] = []
+    counts = dict.fromkeys(_NOT_READ, 0)
+    real = _leads_to(folder) if skipped else None
+    # The run's own files here, and those written beside them (the output's `.part`, the
+    # ledger's `-wal`): its own output is said elsewhere, not as a file passed over.
+    own = tuple(path.name for path in skipped if path.parent == real)
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            kind = _entry_kind(entry)
+            if kind is None:  # removed since it was listed
+                continue
+            path = folder / entry.name
+            if kind == OTHER_SUFFIX and path.suffix.lower() in TEXT_SUFFIXES:
+                documents.append(path)
+            elif not _run_own(entry, path, real, own, skipped):
+                counts[kind] += 1
+    documents.sort(key=lambda entry: entry.name)
+    return documents, tuple((kind, count) for kind, count in counts.items() if count)
+
+
+def _run_own(
+    entry: os.DirEntry[str],
+    path: Path,
+    real: Path | None,
+    own: tuple[str, ...],
+    skipped: frozenset[Path],
+) -> bool:
+    """Whether a folder's entry is one of the run's own files (`skipped`), or one written
+    beside one (its name begins with its name) in the folder `real`."""
+    if not skipped:
+        return False
+    if entry.name.startswith(own):
+        return True
+    # Resolved only where it is a link: else it is the folder's own, by its name.
+    where = _leads_to(path) if entry.is_symlink() else None if real is None else real / entry.name
+    return where in skipped
+
+
+def _entry_kind(entry: os.DirEntry[str]) -> str | None:
+    """What a folder's entry is, a link followed: `OTHER_SUFFIX` for any regular file (its
+    suffix is looked at by the caller); `None` for one gone since it was listed."""
+    try:
+        mode = entry.stat().st_mode
+    except FileNotFoundError:
+        if entry.is_symlink():  # (known from the listing: no look at the file)
+            return DANGLING_LINK
+        return None
+    except OSError as error:
+        if not entry.is_symlink():
+            raise  # (the folder's own permissions: as before, not passed over)
+        # A link that cannot be followed (into a folder it may not enter): it leads nowhere
+        # the run can read.
+        return LINK_LOOP if error.errno == errno.ELOOP else DANGLING_LINK
+    if stat.S_ISDIR(mode):
+        return SUBFOLDER
+    if stat.S_ISREG(mode):
+        return OTHER_SUFFIX
+    return NOT_REGULAR
 
 
 def _why_none(folder: Path, left_out: tuple[str, ...]) -> str:
@@ -459,6 +530,9 @@ def _jsonl(
     limit: int | None = None,
 ) -> Iterator[Document]:
     problems = _Problems(path, strict=True) if problems is None else problems
+    # One decoder for the file's lines (`json.loads` with a hook would make one per line).
+    keys = _Keys(field, DEFAULT_ID_FIELD if id_field is None else id_field)
+    decoder = json.JSONDecoder(object_pairs_hook=keys)
     # Lines end at `\n` alone (a `\r\n` too): a bare `\r` is JSON's whitespace inside one.
     with _open(path, limit, newline="\n") as lines:
         number = 0
@@ -477,7 +551,7 @@ def _jsonl(
             first = number if first is None else first
             try:
                 document = _jsonl_document(
-                    line, number, number == first, field, id_field, where, unused
+                    line, number, number == first, field, id_field, where, unused, decoder, keys
                 )
             except InputError as error:
                 problems.add(error)
@@ -492,7 +566,9 @@ def _jsonl_document(
     field: str,
     id_field: str | None,
     where: str,
-    unused: list[str] | None = None,
+    unused: list[str] | None,
+    decoder: json.JSONDecoder,
+    keys: _Keys,
 ) -> Document:
     text = line.rstrip("\r\n")
     if text.startswith("\ufeff"):  # (the file's own is read past as it is opened)
@@ -500,7 +576,7 @@ def _jsonl_document(
             f"{where}: a byte-order mark at the start of the line (files joined?): remove it"
         )
     try:
-        item = json.loads(text)
+        item = decoder.decode(text)
     except json.JSONDecodeError as error:
         if error.msg == "Extra data" and "\r" in text[: error.pos]:  # one line: lines end at \n
             raise InputError(
@@ -515,6 +591,8 @@ def _jsonl_document(
         raise InputError(f"{where}: JSON that cannot be read (nested too deeply)") from None
     if not isinstance(item, dict):
         raise InputError(f"{where}: a JSON {_json_kind(item)}, not an object")
+    if keys.twice:  # (the line's object is the last the decoder made: its own)
+        raise InputError(f"{where}: {_named_twice('field', keys.twice)}")
     if first:  # a name the first document lacks is wrong, not the line
         if field not in item:
             raise NoSuchField(_no_field(item, field, where))
@@ -552,14 +630,19 @@ def _csv(
             raise InputError(f"{path} (the header row): {error}") from None
         if not columns:
             raise InputError(f"{path}: no header row (a CSV file names its columns first)")
+        if columns[0].startswith("\ufeff"):  # (the file's own is read past as it is opened)
+            # A second mark (an empty export joined before another): its first column,
+            # the id's most often, would have a name no one gave it, and go unread.
+            raise InputError(
+                f"{path} (the header row): a byte-order mark at the start of the row (files "
+                "joined?): remove it"
+            )
         # A column named twice is ambiguous only where it is read: the spreadsheet's
         # columns with no name (`id,text,,`) or an unused one repeated are no matter.
         read = {field, DEFAULT_ID_FIELD if id_field is None else id_field}
         twice = sorted({column for column in columns if columns.count(column) > 1} & read)
         if twice:
-            shown = ", ".join(f"`{column}`" for column in twice)
-            said = f"the column {shown} is" if len(twice) == 1 else f"the columns {shown} are"
-            raise InputError(f"{path} (the header row): {said} named twice")
+            raise InputError(f"{path} (the header row): {_named_twice('column', twice)}")
         for name in (field, id_field):
             if name is not None and name not in columns:
                 flag = "--field" if name == field else "--id-field"
@@ -595,6 +678,37 @@ def _csv(
                 problems.add(error)
                 continue
             yield document
+
+
+def _named_twice(what: str, twice: Collection[str]) -> str:
+    """A document's field or column (or the id's) named twice: which value is meant is
+    anyone's guess, so neither is sent."""
+    shown = ", ".join(f"`{name}`" for name in twice)
+    if len(twice) == 1:
+        return f"the {what} {shown} is named twice"
+    return f"the {what}s {shown} are named twice"
+
+
+class _Keys:
+    """The `object_pairs_hook` of a JSONL file's lines: the object, and which of the
+    document's and the id's fields it names twice (`json` keeps the last value of a key
+    without a word). The hook is called for each object as it closes, a line's own last."""
+
+    __slots__ = ("read", "twice")
+
+    def __init__(self, *read: str) -> None:
+        self.read = tuple(dict.fromkeys(read))
+        self.twice: tuple[str, ...] = ()
+
+    def __call__(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        item = dict(pairs)
+        if len(item) == len(pairs):  # no key twice: the common case, checked no further
+            self.twice = ()
+        else:
+            self.twice = tuple(
+                sorted(name for name in self.read if sum(key == name for key, _ in pairs) > 1)
+            )
+        return item
 
 
 def _other_separator(columns: list[str], wanted: str) -> str | None:

@@ -28,13 +28,16 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, localcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic_core
 
 from allama._prices import MONEY
 from allama._printable import storable
 from allama.batch._threads import settle
+
+if TYPE_CHECKING:
+    from allama.types import Warning
 
 __all__ = [
     "Claim",
@@ -1216,6 +1219,47 @@ def why_unpriced(record: dict[str, Any]) -> str | None:
         None,
     )
     return str(missing or "no price known")
+
+
+WARNINGS_KEY = "request_warnings"
+"""The key of a row's `record` holding its request's warnings (a field the provider left
+out, a list cut short) that the record's own `degradations` and `notes` do not: each as
+`Warning`'s JSON. In the record's JSON rather than a column of its own, so that the schema
+is unchanged: a ledger written before reads as holding none, and a version that does not
+know the key reads the record as it did (an extraction's record ignores what it does not
+know). Left out when there are none."""
+
+
+def with_warnings(record: dict[str, Any], warnings: Iterable[Warning]) -> dict[str, Any]:
+    """`record` (a row's, as the ledger writes it) holding `warnings`,
+    when there are any: `record` itself, changed."""
+    kept = [warning.model_dump(mode="json", exclude_none=True) for warning in warnings]
+    if kept:
+        record[WARNINGS_KEY] = kept
+    return record
+
+
+def kept_warnings(record: dict[str, Any] | None) -> tuple[Warning, ...]:
+    """The request's warnings a row's `record` holds (`with_warnings`), as `allama.Warning`s:
+    none for a record of a ledger written before they were kept. One this version cannot
+    read (another version's kind of warning) is left out, not the row."""
+    kept = None if record is None else record.get(WARNINGS_KEY)
+    if not kept or not isinstance(kept, list):
+        return ()
+    from pydantic import ValidationError
+
+    from allama.types import Warning
+
+    known = Warning.model_fields
+    found: list[Warning] = []
+    for entry in kept:
+        if not isinstance(entry, dict):
+            continue
+        try:
+            found.append(Warning.model_validate({k: v for k, v in entry.items() if k in known}))
+        except ValidationError:
+            continue
+    return tuple(found)
 
 
 def row_columns(connection: sqlite3.Connection) -> str:

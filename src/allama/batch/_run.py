@@ -71,7 +71,9 @@ from allama.batch._ledger import (
     LedgerWriter,
     Status,
     check_ledger_file,
+    kept_warnings,
     runs_settings,
+    with_warnings,
 )
 from allama.batch._limits import RateLimiter, positive
 from allama.batch._threads import DaemonPool
@@ -92,13 +94,13 @@ from allama.errors import (
 from allama.extract._engine import Extracted
 from allama.extract._errors import EnforcementBelowError, ParseError
 from allama.extract._extractor import Extractor
-from allama.extract._metadata import ExtractionMetadata
+from allama.extract._metadata import ExtractionMetadata, counted_field, noted_field
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.extract._output import dump_consumes, dump_reads_back, stored_names
 from allama.extract._parse import ReadAgainError, read_again
 from allama.provider import ChatProvider
 from allama.schema._types import type_label, type_schema
-from allama.types import ChatRequest, ChatResponse, Usage
+from allama.types import ChatRequest, ChatResponse, FieldSubject, Usage, Warning
 from allama.wrappers._gate import Call, Gate, run_to_its_end, sending
 from allama.wrappers._gate import entered as gate_entered
 
@@ -177,6 +179,11 @@ class BatchResult(Generic[T_co]):
     (the summary counts its passes, tokens and cost once, with the first). `pending`: a
     failure of this run that the ledger keeps pending for the next run, which sends it
     again (an error worth trying again met when the run stopped, or one that stopped it).
+    `warnings`: what the provider did not do as the input's request asked (a setting left
+    out, a list cut short), said by the answer (or the extraction's error) of its last pass,
+    less those its record holds already (`metadata.degradations` and `notes`, on the fields
+    the extraction relies on); kept in the ledger with its record, and counted by field in
+    the summary.
     """
 
     index: int
@@ -194,6 +201,9 @@ class BatchResult(Generic[T_co]):
     unkept: bool = False
     """A value the ledger could not be written with (a full disk): given here, and not in
     the ledger, so a run again sends its input again."""
+    warnings: tuple[Warning, ...] = ()
+    """The request's warnings of its last pass that `metadata` does not hold (see above):
+    the request sent was not the one asked for."""
 
     @property
     def ok(self) -> bool:
@@ -205,7 +215,8 @@ class BatchResult(Generic[T_co]):
             f"BatchResult(index={self.index}, label={self.label!r}, {outcome}, "
             f"attempts={self.attempts}, resumed={self.resumed}"
             + (", duplicate=True" if self.duplicate else "")
-            + (", pending=True)" if self.pending else ")")
+            + (", pending=True" if self.pending else "")
+            + (f", warnings={len(self.warnings)})" if self.warnings else ")")
         )
 
 
@@ -339,6 +350,11 @@ class BatchSummary:
     a sync run's going on in its thread, its answer unread), and perhaps paid for, at a
     cost `cost` does not hold. Not one waiting out a retry's pause (`RetryingProvider`),
     its attempts so far answered."""
+    request_warnings: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Inputs whose request the provider did not take as asked (`BatchResult.warnings`),
+    by what the warning is about (a request field's name: `"temperature"`) and its kind
+    (`"unsupported"`, `"approximated"`): each input counted once per such pair, a copy of
+    an earlier input too."""
 
     @property
     def finished(self) -> int:
@@ -395,6 +411,8 @@ class BatchSummary:
             self.resumed += 1
         if result.metadata is not None and result.failure is None:
             self.by_enforcement[result.metadata.enforcement.value] += 1
+        if result.warnings:  # a copy's too: its value came of that request as well
+            self.request_warnings.update(dict.fromkeys(map(_warned, result.warnings), 1))
         if result.duplicate:
             self.duplicates += 1
             return  # its record is the first copy's, counted there
@@ -477,6 +495,15 @@ class BatchSummary:
         if self.failures_by_kind:
             shown = ", ".join(f"{k} {v}" for k, v in sorted(self.failures_by_kind.items()))
             out.append(f"failures: {shown}")
+        if self.request_warnings:
+            # The field and the kind alone: a warning's own words may quote the request.
+            shown = ", ".join(
+                f"{about} {kind} ({count} input{'' if count == 1 else 's'})"
+                for (about, kind), count in sorted(self.request_warnings.items())
+            )
+            out.append(
+                f"request warnings (each result's `warnings` says what was sent otherwise): {shown}"
+            )
         out.append(
             f"{passes_said(self.passes, self.batch_passes)}, attempts {self.attempts}, tokens "
             f"{self.input_tokens} in / {self.output_tokens} out"
@@ -530,6 +557,37 @@ class BatchSummary:
                 )
             )
         return out
+
+
+def _warned(warning: Warning) -> tuple[str, str]:
+    """A warning as the summary counts it: what it is about and its kind, never its words
+    (which may quote the request): a request field by name, else a message or a tool."""
+    subject = warning.subject
+    about = subject.field.value if isinstance(subject, FieldSubject) else f"a {subject.type}"
+    return about, warning.kind.value
+
+
+def request_warnings(
+    response: ChatResponse | None, record: ExtractionMetadata | None
+) -> tuple[Warning, ...]:
+    """The warnings of the request a response answered (`response.warnings`) that its
+    extraction's `record` does not hold: those on the fields the extraction relies on are
+    its `degradations` and `notes` already (`file_warnings`). Most answers have none, and
+    cost nothing here."""
+    if response is None or not response.warnings:
+        return ()
+    if record is None:
+        return tuple(response.warnings)
+    held = [f for f in (counted_field(record.mode), noted_field(record.mode)) if f is not None]
+    return tuple(w for w in response.warnings if not any(map(w.is_about, held)))
+
+
+def error_warnings(error: BaseException) -> tuple[Warning, ...]:
+    """`request_warnings` of an extraction that failed with `error`: those of the last
+    answer it carries (an `ExtractionError`'s `response`); none for any other error."""
+    if not isinstance(error, ExtractionError):
+        return ()
+    return request_warnings(getattr(error, "response", None), getattr(error, "metadata", None))
 
 
 def _keep_top(top: list[Any], entry: tuple[Any, str], size: int = 3) -> None:
@@ -947,7 +1005,9 @@ def _spec(
                 "the label function returned a coroutine, not a name: it is an async "
                 "function, which the run does not await; name inputs with a plain one"
             )
-        return _text_of_label(str(named_it or f"#{index}"))
+        # Only no name falls back to the index: a row id of 0 (or `False`) is a name.
+        unnamed = named_it is None or (isinstance(named_it, str) and not named_it)
+        return _text_of_label(f"#{index}" if unnamed else str(named_it))
 
     provider_key = key_name(provider)
     if ledger is not None and (provider_key != provider.name or "failover(" in provider_key):
@@ -2332,6 +2392,7 @@ class _Runner:
         began: float,
         spent: list[ExtractionMetadata],
         said: str = "",
+        warned: tuple[Warning, ...] = (),
     ) -> BatchResult[Any]:
         """An input another run of the ledger took over while this one waited to try it
         again, or before its answer here was recorded: that run sends it and records its
@@ -2339,7 +2400,9 @@ class _Runner:
         and `spent`, those before)."""
         failure = BatchFailure(IN_FLIGHT_ELSEWHERE, said or TAKEN_OVER)
         seconds = time.monotonic() - began
-        return self._without_value(index, key, label, failure, record, attempts, seconds, spent)
+        return self._without_value(
+            index, key, label, failure, record, attempts, seconds, spent, warnings=warned
+        )
 
     async def _not_tried_again(
         self, index: int, key: str, label: str, tries: _Tries, began: float
@@ -2543,6 +2606,7 @@ class _Runner:
     ) -> BatchResult[Any]:
         seconds = time.monotonic() - began
         metadata = extracted.metadata
+        warned = request_warnings(extracted.response, metadata)
         if self.ledger is not None:
             try:
                 value, source = self._stored(extracted)
@@ -2553,7 +2617,7 @@ class _Runner:
                     f"ledger keeps ({type(error).__name__}); a run without a ledger gives it",
                 )
                 return await self._record_failure(
-                    index, key, label, error, metadata, attempts, began, spent, unstorable
+                    index, key, label, error, metadata, attempts, began, spent, unstorable, warned
                 )
             usage = metadata.usage
             recorded = await self._finish_in_ledger(
@@ -2562,13 +2626,13 @@ class _Runner:
                 seconds=seconds,
                 value=value,
                 source=source,
-                record=_stored_record(metadata, spent),
+                record=_stored_record(metadata, spent, warned),
                 cost=_paid_text(metadata, spent),
                 tokens=None if usage is None else usage.total_tokens,
             )
             if recorded is False:  # taken over meanwhile: the ledger holds that run's outcome
                 return self._taken_over(
-                    index, key, label, metadata, attempts, began, spent, ANSWERED_ELSEWHERE
+                    index, key, label, metadata, attempts, began, spent, ANSWERED_ELSEWHERE, warned
                 )
         else:
             recorded = True
@@ -2584,6 +2648,7 @@ class _Runner:
             False,
             tuple(spent),
             unkept=recorded is None,
+            warnings=warned,
         )
         if self._copies_to_come(key) and extracted.source is not None:
             root_wrapped = metadata.root_wrapped
@@ -2618,26 +2683,40 @@ class _Runner:
         began: float,
         spent: list[ExtractionMetadata],
         failure: BatchFailure | None = None,
+        warned: tuple[Warning, ...] | None = None,
     ) -> BatchResult[Any]:
+        """`warned`: the request's warnings (`BatchResult.warnings`), where `error` is not
+        the extraction's (its value's JSON could not be made); else `error`'s."""
         seconds = time.monotonic() - began
         failure = failure or _failure(error)
+        if warned is None:
+            warned = error_warnings(error)
         if self.ledger is not None:
             recorded = await self._finish_in_ledger(
                 key,
                 status=Status.FAILED,
                 seconds=seconds,
-                record=_stored_or_spent(record, spent),
+                record=_stored_or_spent(record, spent, warned),
                 error=failure.stored(),
                 cost=_paid_text(record, spent),
             )
             if recorded is False:  # taken over meanwhile: the ledger holds that run's outcome
                 return self._taken_over(
-                    index, key, label, record, attempts, began, spent, ANSWERED_ELSEWHERE
+                    index, key, label, record, attempts, began, spent, ANSWERED_ELSEWHERE, warned
                 )
         else:
             recorded = True
         return self._without_value(
-            index, key, label, failure, record, attempts, seconds, spent, unkept=recorded is None
+            index,
+            key,
+            label,
+            failure,
+            record,
+            attempts,
+            seconds,
+            spent,
+            unkept=recorded is None,
+            warnings=warned,
         )
 
     def _ledger_failed(
@@ -2694,6 +2773,7 @@ class _Runner:
         is this run's failure, and left pending in the ledger (its attempts counted), for
         the run that follows. `log`: what provider batch jobs answered it so far."""
         failure = failure or _failure(error)
+        warned = error_warnings(error)
         self.held_back += 1  # not tried again: pending with a ledger, held back without one
         if stops is not None:
             if self.summary.refused is None:
@@ -2707,7 +2787,7 @@ class _Runner:
                 await self.ledger.set_aside(
                     key,
                     failure.stored(),
-                    _stored_or_spent(record, spent),
+                    _stored_or_spent(record, spent, warned),
                     _paid_text(record, spent),
                     log or None,
                 )
@@ -2727,6 +2807,7 @@ class _Runner:
             spent,
             pending=kept,
             unkept=self.ledger is not None and not kept,
+            warnings=warned,
         )
 
     def _without_value(
@@ -2742,6 +2823,7 @@ class _Runner:
         *,
         pending: bool = False,
         unkept: bool = False,
+        warnings: tuple[Warning, ...] = (),
     ) -> BatchResult[Any]:
         """The result of an input this run ends without a value, counted in its summary:
         what its last attempt recorded (`record`) and what those before it paid (`spent`)."""
@@ -2758,6 +2840,7 @@ class _Runner:
             tuple(spent),
             pending=pending,
             unkept=unkept,
+            warnings=warnings,
         )
         self._finish(result)
         return result
@@ -2871,6 +2954,7 @@ class _Runner:
             row.seconds or 0.0,
             True,
             tuple(earlier),
+            warnings=kept_warnings(row.record),
         )
 
 
@@ -3266,6 +3350,7 @@ def _duplicate(
         duplicate=True,
         pending=first.pending,
         unkept=first.unkept,
+        warnings=first.warnings,
     )
 
 
@@ -3478,15 +3563,22 @@ def _records_of(row: LedgerRow) -> tuple[ExtractionMetadata | None, list[Extract
     """The record a ledger row keeps, and those of the attempts before it."""
     records = dict(row.record or {})
     earlier = records.pop("earlier_attempts", [])
+    records.pop(_ledger.WARNINGS_KEY, None)  # the request's (`kept_warnings`), not the record's
     last = ExtractionMetadata.from_json_dict(records) if records else None
     return last, [ExtractionMetadata.from_json_dict(record) for record in earlier]
 
 
-def _stored_record(metadata: ExtractionMetadata, spent: list[ExtractionMetadata]) -> dict[str, Any]:
+def _stored_record(
+    metadata: ExtractionMetadata,
+    spent: list[ExtractionMetadata],
+    warned: tuple[Warning, ...] = (),
+) -> dict[str, Any]:
+    """An input's record as the ledger keeps it: its last attempt's, with the records of
+    those before it that paid, and its request's warnings (`BatchResult.warnings`)."""
     stored = metadata.to_json_dict()
     if spent:
         stored["earlier_attempts"] = [record.to_json_dict() for record in spent]
-    return stored
+    return with_warnings(stored, warned) if warned else stored
 
 
 def _paid_text(metadata: ExtractionMetadata | None, spent: list[ExtractionMetadata]) -> str | None:
@@ -3496,13 +3588,15 @@ def _paid_text(metadata: ExtractionMetadata | None, spent: list[ExtractionMetada
 
 
 def _stored_or_spent(
-    metadata: ExtractionMetadata | None, spent: list[ExtractionMetadata]
+    metadata: ExtractionMetadata | None,
+    spent: list[ExtractionMetadata],
+    warned: tuple[Warning, ...] = (),
 ) -> dict[str, Any] | None:
     """The record kept for an input that failed: its own, or, when the failure has none (an
     exception of the caller's code), the last attempt that was paid for, with those before
     it; `None` when nothing was paid for."""
     if metadata is not None:
-        return _stored_record(metadata, spent)
+        return _stored_record(metadata, spent, warned)
     return _stored_record(spent[-1], spent[:-1]) if spent else None
 
 

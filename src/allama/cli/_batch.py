@@ -63,7 +63,7 @@ field or column, else `line N` / `row N`.
 The output has one JSON line per validated value, as the values come:
   {"label": ..., "key": ..., "value": ..., "record": {mode, passes, repaired,
    enforcement, usage, cost (or cost_missing, why no price is known), batch_passes (of
-   provider batch jobs)}}
+   provider batch jobs), request_warnings (what was sent otherwise than asked, if any)}}
 written to OUT.part and renamed to OUT when the run ends. Failures are in the ledger
 (`allama batch status`, `allama batch export --failed`) and the summary. Run the same
 command again and what the ledger holds is not sent again: it is written from the ledger.
@@ -684,6 +684,23 @@ def _left_out(inputs: Inputs, prompt: str | None, prepared: _Prepared) -> str | 
         role = next((flag for path, flag in roles if _leads_to(path) == where), "run's own file")
         said.append(f"{name} is the {role}")
     return f"note: {'; '.join(said)}: left out of the folder's documents"
+
+
+def _not_read(counts: tuple[tuple[str, int], ...]) -> str:
+    """The note counting what a folder holds besides its documents (`Inputs.not_read`):
+    else a run that finds some passes over the rest (reports in subfolders) without a word."""
+    from allama.batch import _inputs
+
+    suffixes = " or ".join(f"*{suffix}" for suffix in _inputs.TEXT_SUFFIXES)
+    words = {  # (one, many)
+        _inputs.SUBFOLDER: ("subfolder", "subfolders"),
+        _inputs.OTHER_SUFFIX: (f"file not {suffixes}", f"files not {suffixes}"),
+        _inputs.DANGLING_LINK: ("link leading nowhere", "links leading nowhere"),
+        _inputs.LINK_LOOP: ("link loop", "link loops"),
+        _inputs.NOT_REGULAR: ("not a regular file", "not regular files"),
+    }
+    said = ", ".join(f"{count} {words[kind][count != 1]}" for kind, count in counts)
+    return f"note: left out of the folder: {said}"
 
 
 def _settings_not_sent(args: argparse.Namespace, prepared: _Prepared) -> list[str]:
@@ -1458,6 +1475,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         left_out = _left_out(inputs, args.prompt, prepared)
         if left_out is not None:
             print(printable(left_out), file=sys.stderr)
+        if inputs.not_read:
+            print(_not_read(inputs.not_read), file=sys.stderr)
         unused, places = inputs.ids_unused
         if unused:
             have = "document has" if unused == 1 else "documents have"
@@ -1539,11 +1558,16 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             kept_given += not result.unkept
             if unwritten is not None and not result.unkept:
                 return  # kept by the ledger
+            record = None if result.metadata is None else result.metadata.to_json_dict()
+            if record is not None and result.warnings:
+                from allama.batch._ledger import with_warnings
+
+                with_warnings(record, result.warnings)  # as a row written from the ledger
             row = _value_row(
                 result.label,
                 result.key,
                 stored_python(adapter, result.value),
-                None if result.metadata is None else result.metadata.to_json_dict(),
+                record,
                 [earlier.to_json_dict() for earlier in result.spent],
                 result.duplicate,
             )
