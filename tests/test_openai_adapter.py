@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
@@ -1627,6 +1627,8 @@ def test_every_encoded_body_keeps_the_wire_request_shape(
 ) -> None:
     """The encoder writes plain JSON data: it must still be what `WireRequest` describes,
     with absent fields left out rather than sent as `null`."""
+    # An Azure deployment's name is one path segment: a name with `/` is refused unsent.
+    assume(name != "azure-openai" or "/" not in request.model)
     target = provider(name, api_key="k", base_url="http://test")
     http, _ = target._prepare(request, stream=stream)
     body = json.loads(http.content)

@@ -2,7 +2,8 @@
 
 Each test goes through `allama.provider(...)` over httpx2's mock transport: usage that
 arrives with an in-stream error, a choice Azure's content filter stopped without a message,
-the deprecated `function_call`, and a router relaying its upstream's schema rejection.
+the deprecated `function_call`, a router relaying its upstream's schema rejection, an Azure
+deployment's name in the URL, JSON mode refused, and Mistral's nested validation errors.
 """
 
 from __future__ import annotations
@@ -829,3 +830,229 @@ def test_a_streamed_extraction_falls_back_past_the_providers_own_warnings() -> N
     seen, done = asyncio.run(run())
     assert [event.type for event in seen] == [event.type for event in events]
     assert (done.value, done.metadata.mode) == (Person(name="Ada"), ExtractionMode.FORCED_TOOL)
+
+
+# 8. An Azure deployment's name is one segment of the URL's path
+
+
+def _recording_azure() -> tuple[Any, list[str]]:
+    """An Azure OpenAI resource whose every request's URL is kept, answered 200."""
+    urls: list[str] = []
+    answer = {
+        "id": "chatcmpl-1",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+        ],
+        "usage": USAGE,
+    }
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        urls.append(str(http.url))
+        return httpx2.Response(200, json=answer)
+
+    target = allama.provider(
+        "azure-openai", api_key="k", endpoint="https://r.openai.azure.com", transport=_mock(handler)
+    )
+    return target, urls
+
+
+@pytest.mark.parametrize(
+    ("model", "wrong"),
+    [
+        ("dep#1", "it holds '#', which a URL path segment cannot carry"),
+        ("dep?x=1", "it holds '?', which a URL path segment cannot carry"),
+        ("a/../../../v1", "it holds '/', which a URL path segment cannot carry"),
+        ("dep%2F1", "it holds '%', which a URL path segment cannot carry"),
+        ("dep\n1", "it holds '\\n', which a URL path segment cannot carry"),
+        ("..", "`..` alone is a step to this folder or its parent, not a name"),
+        (".", "`.` alone is a step to this folder or its parent, not a name"),
+    ],
+)
+def test_a_deployment_name_that_cannot_be_one_path_segment_is_refused_before_sending(
+    model: str, wrong: str
+) -> None:
+    target, urls = _recording_azure()
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(ChatRequest(model).user("hi"))
+    error = caught.value
+    assert type(error) is InvalidRequestError
+    assert str(error) == (
+        f"the model {model!r} cannot be a deployment's name in the URL: {wrong} (a "
+        "deployment's name has letters, digits, `-`, `_` and `.`)"
+    )
+    assert (error.provider, error.model, error.status) == ("azure-openai", model, None)
+    assert urls == []
+
+
+@pytest.mark.parametrize(
+    ("model", "path"),
+    [
+        ("gpt-4o", "gpt-4o"),
+        ("my.dep_2", "my.dep_2"),
+        ("my dep", "my%20dep"),
+        ("dép", "d%C3%A9p"),
+        ("a[b]", "a%5Bb%5D"),
+    ],
+)
+def test_a_deployment_name_is_quoted_as_one_path_segment(model: str, path: str) -> None:
+    target, urls = _recording_azure()
+    target.chat(ChatRequest(model).user("hi"))
+    assert urls == [
+        f"https://r.openai.azure.com/openai/deployments/{path}/chat/completions"
+        "?api-version=2024-10-21"
+    ]
+
+
+# 9. JSON mode refused as JSON Schema output is (DeepInfra's 405, direct or relayed)
+
+
+def _json_mode_refused(model: str) -> dict[str, Any]:
+    return {"detail": f"json_object response format is not supported for model: {model}"}
+
+
+def test_a_refusal_of_json_mode_is_unsupported_by_the_provider() -> None:
+    model = "Qwen/Qwen3.5-9B"
+    refused = _json_mode_refused(model)
+    target = allama.provider("deepinfra", api_key="k", transport=answering(405, refused))
+    request = ChatRequest(model, response_format=allama.ResponseFormat.json_object())
+    with pytest.raises(UnsupportedError) as caught:
+        target.chat(request.user("answer in JSON"))
+    error = caught.value
+    assert (error.field, error.stage, error.status) == (
+        RequestField.RESPONSE_FORMAT,
+        UnsupportedStage.PROVIDER,
+        405,
+    )
+    assert error.message == f"json_object response format is not supported for model: {model}"
+
+
+def test_a_relayed_refusal_of_json_mode_is_unsupported_by_the_provider() -> None:
+    model = "nvidia/Nemotron-3-Nano-30B-A3B"
+    raw = {
+        "error": {
+            "message": f"json_object response format is not supported for model: {model}",
+            "type": "invalid_request_error",
+            "param": "response_format",
+            "code": None,
+        }
+    }
+    body = openrouter_error(raw, "DeepInfra", code=405)
+    target = allama.provider("openrouter", api_key="k", transport=answering(405, body))
+    request = ChatRequest(model, response_format=allama.ResponseFormat.json_object())
+    with pytest.raises(UnsupportedError) as caught:
+        target.chat(request.user("answer in JSON"))
+    error = caught.value
+    assert (error.field, error.stage, error.status) == (
+        RequestField.RESPONSE_FORMAT,
+        UnsupportedStage.PROVIDER,
+        405,
+    )
+    assert error.message == (
+        "Provider returned error (DeepInfra): json_object response format is not supported "
+        f"for model: {model}"
+    )
+
+
+def test_auto_falls_back_to_a_forced_tool_when_json_mode_is_refused() -> None:
+    bodies: list[dict[str, Any]] = []
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": EXTRACTION_TOOL, "arguments": '{"name": "Ada"}'},
+    }
+    answer = {
+        "id": "chatcmpl-2",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"content": None, "tool_calls": [call]},
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": USAGE,
+    }
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        body = json.loads(http.content)
+        bodies.append(body)
+        if "response_format" in body:
+            return httpx2.Response(405, json=_json_mode_refused("m"))
+        return httpx2.Response(200, json=answer)
+
+    target = allama.provider(
+        "openai-compatible", base_url="http://127.0.0.1:9/v1", api_key="k", transport=_mock(handler)
+    )
+    extracted = allama.extract(target, Person, ChatRequest("m").user("Ada"))
+    assert extracted.value == Person(name="Ada")
+    assert extracted.metadata.mode is ExtractionMode.FORCED_TOOL
+    fallback = extracted.metadata.auto_fallback
+    assert fallback is not None
+    assert (fallback.field, fallback.stage) == (
+        RequestField.RESPONSE_FORMAT,
+        UnsupportedStage.PROVIDER,
+    )
+    assert ["response_format" in body for body in bodies] == [True, False]
+
+
+# 10. Mistral's 422 of a validation, its problems under `message.detail`
+
+
+MISTRAL_PROBLEMS = [
+    {
+        "type": "extra_forbidden",
+        "loc": ["body", "store"],
+        "msg": "Extra inputs are not permitted",
+        "input": "sk-echoed-value",
+    },
+    {
+        "type": "string_type",
+        "loc": ["body", "messages", 0, "content"],
+        "msg": "Input should be a valid string",
+        "input": "the model's own words",
+    },
+]
+MISTRAL_EXTRA_FIELD = {
+    "object": "error",
+    "message": {"detail": MISTRAL_PROBLEMS},
+    "type": "invalid_request_error",
+    "param": None,
+    "code": None,
+    "raw_status_code": 422,
+}
+
+
+@pytest.mark.parametrize("body", [MISTRAL_EXTRA_FIELD, {"detail": MISTRAL_PROBLEMS}])
+def test_a_validations_problems_are_its_message(body: dict[str, Any]) -> None:
+    target = allama.provider("mistral", api_key="k", transport=answering(422, body))
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(ChatRequest("mistral-small-latest").user("hi"))
+    error = caught.value
+    assert type(error) is InvalidRequestError and error.status == 422
+    # Each problem's place and words; not the values the request sent, which `input` echoes.
+    assert str(error) == (
+        "body.store: Extra inputs are not permitted; "
+        "body.messages.0.content: Input should be a valid string"
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "said"),
+    [
+        ({"detail": "Unprocessable"}, "Unprocessable"),
+        # A problem without its words: the detail, whole, is all there is to say.
+        (
+            {"detail": [{"loc": ["body"], "type": "missing"}]},
+            '[{"loc": ["body"], "type": "missing"}]',
+        ),
+        (
+            {"other": 1},
+            '{"object": "error", "message": {"other": 1}, "type": "invalid_request_error"}',
+        ),
+    ],
+)
+def test_a_message_object_read_no_other_way_is_dumped(message: Any, said: str) -> None:
+    body = {"object": "error", "message": message, "type": "invalid_request_error"}
+    target = allama.provider("mistral", api_key="k", transport=answering(422, body))
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(ChatRequest("mistral-small-latest").user("hi"))
+    assert str(caught.value) == said

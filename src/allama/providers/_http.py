@@ -602,7 +602,8 @@ class HttpProvider:
         if missing is not None:
             raise (InvalidRequestError(missing).mark_authored().with_provider(self.name))
         if self._deployments and self._preset.deployment_path is not None:
-            return f"{self._base_url}{self._preset.deployment_path.format(model=model)}", (
+            segment = _deployment_segment(model, self.name)
+            return f"{self._base_url}{self._preset.deployment_path.format(model=segment)}", (
                 self._query
             )
         path, params = self._adapter.path(model, stream=stream)
@@ -1611,3 +1612,34 @@ def _check_utf8(model: str) -> None:
             "the model's name holds a lone surrogate, which UTF-8 cannot carry (text cut "
             "between the halves of a character?)"
         ).mark_authored() from None
+
+
+# What cannot stand in one URL path segment: a `/` starts another, `?` the query, `#` the
+# fragment, `%` an escape, and a control character breaks the request line.
+_NOT_IN_A_SEGMENT = re.compile(r"[/?#%\x00-\x1f\x7f]")
+
+
+def _deployment_segment(model: str, provider: str) -> str:
+    """`model`, a deployment's name, as the one path segment of its URL (a space as `%20`);
+    refused before sending where it would name another path (`a/../../v1`), cut the path
+    (`dep?x=1`, `dep#1`) or is a step of its own (`.`, `..`)."""
+    if not model.isascii():
+        _check_utf8(model)
+    if model in (".", ".."):
+        wrong = f"`{model}` alone is a step to this folder or its parent, not a name"
+    elif found := _NOT_IN_A_SEGMENT.search(model):
+        wrong = f"it holds {found.group()!r}, which a URL path segment cannot carry"
+    else:
+        from urllib.parse import quote  # here: only a deployment URL needs it
+
+        # A path segment's own characters stay as written; the rest is escaped.
+        return quote(model, safe="!$&'()*+,;=:@")
+    raise (
+        InvalidRequestError(
+            f"the model {model!r} cannot be a deployment's name in the URL: {wrong} (a "
+            "deployment's name has letters, digits, `-`, `_` and `.`)"
+        )
+        .mark_authored()
+        .with_provider(provider)
+        .with_model(model)
+    )

@@ -94,8 +94,10 @@ _TOO_LARGE = r"(?i)request too large"
 30000`): a rate limit by its status and code, which no wait ends."""
 _RESPONSE_FORMAT_SCHEMA = (
     r"(?i)invalid schema for response_format|response format `?json_schema`?|"
-    r"does not support response format|json_schema.*not supported"
+    r"does not support response format|json_(?:schema|object)\b.*not supported"
 )
+"""A refused schema or response format: DeepInfra's 405 "json_schema (or json_object)
+response format is not supported for model: ..." refuses JSON mode as it does a schema."""
 _TOOL_SCHEMA = r"(?i)invalid schema for function"
 # How upstreams behind a router name the schema they rejected: Anthropic's
 # `output_format.schema` / `output_config.format` and `input_schema`, Gemini's
@@ -223,7 +225,7 @@ class ErrorInfo:
             return cls(inner, code=_text(payload.get("code")), type=_text(payload.get("type")))
         detail = payload.get("detail")
         if detail is not None:
-            return cls(detail if isinstance(detail, str) else json.dumps(detail))
+            return cls(_detail_text(detail))
         if "message" in payload:
             return cls._from_object(payload)
         errors = payload.get("errors")
@@ -255,7 +257,12 @@ class ErrorInfo:
         if isinstance(code, int) and not isinstance(code, bool):
             status = status if isinstance(status, int) else code
         message = obj.get("message")
-        text = message if isinstance(message, str) else json.dumps(obj)
+        if isinstance(message, str):
+            text = message
+        elif isinstance(message, dict) and message.get("detail") is not None:
+            text = _detail_text(message["detail"])  # Mistral's 422: `{"message": {"detail"}}`
+        else:
+            text = json.dumps(obj)
         metadata = obj.get("metadata")
         relayed = relayed_by = None
         flagged = False
@@ -296,6 +303,23 @@ def _relayed(raw: Any) -> ErrorInfo | None:
     if isinstance(raw, dict):
         return ErrorInfo.parse(raw) or ErrorInfo(json.dumps(raw))
     return None
+
+
+def _detail_text(detail: Any) -> str:
+    """A `detail` in words: its text, or a validation's problems (FastAPI's and Mistral's
+    `[{"loc": ["body", "store"], "msg": ...}]`) as `body.store: msg`, each problem's
+    `input` (which echoes the request's values) left out; dumped only when unreadable."""
+    if isinstance(detail, str):
+        return detail
+    said: list[str] = []
+    for problem in detail if isinstance(detail, list) else ():
+        msg = problem.get("msg") if isinstance(problem, dict) else None
+        if not isinstance(msg, str) or not msg:
+            return json.dumps(detail)
+        loc = problem.get("loc")
+        where = ".".join(str(part) for part in loc) if isinstance(loc, list) and loc else ""
+        said.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(said) if said else json.dumps(detail)
 
 
 def _text(value: Any) -> str | None:
@@ -435,7 +459,8 @@ def spent_quota(message: str, wait: float | None) -> bool:
 
 
 def _rejected_schema(info: ErrorInfo, *, upstream: bool = False) -> RequestField | None:
-    """The field whose schema the error rejects, if it is a schema rejection.
+    """The field whose schema the error rejects, if it is a schema rejection (or a refusal
+    of the response format, JSON mode's too: extraction falls back to a forced tool alike).
 
     `upstream` also reads the words of the dialects a router translates to.
     """
