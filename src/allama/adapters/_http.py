@@ -33,6 +33,7 @@ __all__ = [
     "read_json",
     "replaced_by_option",
     "rfc3339_seconds",
+    "settings_as_sent",
     "wait_until",
     "wire_json",
 ]
@@ -433,6 +434,39 @@ def _with_option_tools(
         instead="the request's tools were sent",
     )
     return fields
+
+
+def settings_as_sent(
+    request: ChatRequest, given: Mapping[str, Any], keys: Mapping[str, str]
+) -> dict[str, Any]:
+    """The request settings a body carries otherwise than `request` gives them
+    (`HttpRequest.as_sent`), by `ChatRequest` field: of `keys` (a field of `temperature`,
+    `top_p`, `max_output_tokens`, `seed` and `stop`, to its key in `given`), each that
+    `given` holds with another value than the request's.
+
+    `given` holds what went over allama's own values, as the body carries them (a body
+    option's fields, or its object of them, such as Ollama's `options`; a limit the adapter
+    filled in): a value allama itself sent otherwise says so in a warning, and the span
+    leaves it out. A value no setting of its kind can be (a temperature given as a string,
+    `null`) is `None`: the span shows none, rather than the request's, which was not sent."""
+    found: dict[str, Any] = {}
+    for name, key in keys.items():
+        if key not in given:
+            continue
+        value = given[key]
+        if name == "stop":
+            value = [value] if isinstance(value, str) else value  # (one stop as a string)
+            if not (isinstance(value, list) and all(isinstance(one, str) for one in value)):
+                value = None
+            if (value or None) != (list(request.stop) or None):
+                found[name] = value or None
+            continue
+        kinds = (int, float) if name in ("temperature", "top_p") else int
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            value = None
+        if value != getattr(request, name):
+            found[name] = value
+    return found
 
 
 def replaced_by_option(

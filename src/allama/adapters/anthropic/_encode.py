@@ -31,6 +31,7 @@ from allama.adapters._http import (
     HttpRequest,
     option_fields,
     replaced_by_option,
+    settings_as_sent,
 )
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters._tool_ids import ANTHROPIC_IDS, with_tool_ids
@@ -134,6 +135,7 @@ class _Encoder:
         self.resuming: AssistantMessage | None = None  # the last paused turn sent back whole
         self.paused_last = False  # the conversation ends in that turn
         self.container: str | None = None  # the container the last turn's code waits in
+        self.as_sent: dict[str, Any] = {}  # settings sent otherwise than the request gives
 
     # Messages
 
@@ -815,6 +817,7 @@ class _Encoder:
         if self.stream:
             body["stream"] = True
         extra = request.option_json(BODY_OPTION)
+        given: dict[str, Any] = {}
         if isinstance(extra, dict):
             given = option_fields(
                 body, extra, BODY_OPTION, stream=self.stream, degradations=self.degradations
@@ -828,6 +831,10 @@ class _Encoder:
                 else:
                     body[key] = value
             self.option_replaced(body, output, choice)
+        if request.max_output_tokens is None:  # the limit filled in: Anthropic requires one
+            given = {**given, "max_tokens": body.get("max_tokens")}
+        if given:
+            self.as_sent = settings_as_sent(request, given, _SETTINGS)
         return body
 
     def option_replaced(
@@ -871,15 +878,19 @@ def encode_request(
     that are not an object, an image of another type, no message but system ones) and for
     a tool whose parameters are not an object.
     """
-    body = _Encoder(request, profile, family, degradations, stream=stream).body()
-    return HttpRequest("POST", url, headers, body, params or {}, as_sent=_as_sent(request, body))
+    encoder = _Encoder(request, profile, family, degradations, stream=stream)
+    body = encoder.body()
+    return HttpRequest("POST", url, headers, body, params or {}, as_sent=encoder.as_sent)
 
 
-def _as_sent(request: ChatRequest, body: dict[str, Any]) -> dict[str, Any]:
-    """The `max_tokens` sent where the request does not say it (`HttpRequest.as_sent`): the
-    default filled in (Anthropic requires one), or the body option's own."""
-    sent = body.get("max_tokens")
-    return {} if sent == request.max_output_tokens else {"max_output_tokens": sent}
+_SETTINGS = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "max_output_tokens": "max_tokens",
+    "stop": "stop_sequences",
+}
+"""The request settings the body sends, by `ChatRequest` field (`settings_as_sent`):
+Anthropic has no seed."""
 
 
 _UNSIGNED_LOOP = (

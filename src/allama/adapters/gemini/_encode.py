@@ -38,6 +38,7 @@ from allama.adapters._http import (
     HttpRequest,
     option_fields,
     replaced_by_option,
+    settings_as_sent,
 )
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters.gemini._capabilities import GeminiFamily, SchemaSurface, Thinking
@@ -111,6 +112,7 @@ class _Encoder:
         self.stream = stream
         self.where = f"`{request.model}` on {profile.display_name}"
         self.call_names: dict[str, str] = {}
+        self.as_sent: dict[str, Any] = {}  # settings the body option replaced
 
     def invalid(self, why: str) -> InvalidRequestError:
         return InvalidRequestError(why).mark_authored().with_provider(self.profile.name)
@@ -561,6 +563,7 @@ class _Encoder:
                 merged = _merge_generation(generation, more)
                 self.output_replaced(generation, merged)
                 generation = merged
+                self.as_sent = settings_as_sent(self.request, more, _SETTINGS)
             if "toolConfig" in given:
                 body["toolConfig"] = self.merged_tool_config(tool_config, given.pop("toolConfig"))
             body.update(given)
@@ -689,6 +692,15 @@ _OUTPUT = ("responseMimeType", *_SCHEMAS)
 _OUR_SCHEMAS = ("responseSchema", "responseJsonSchema")
 """The fields allama sends a response schema in."""
 
+_SETTINGS = {
+    "temperature": "temperature",
+    "top_p": "topP",
+    "max_output_tokens": "maxOutputTokens",
+    "seed": "seed",
+    "stop": "stopSequences",
+}
+"""The request settings in `generationConfig`, by `ChatRequest` field (`settings_as_sent`)."""
+
 _THINKING_AMOUNT = ("thinkingBudget", "thinkingLevel")
 """How much to think: Gemini takes one of the two, not both."""
 
@@ -742,8 +754,9 @@ def encode_request(
     that are not an object, a tool result answering no call, no message but system ones)
     and for a tool whose parameters are not an object.
     """
-    body = _Encoder(request, profile, family, degradations, stream).body()
-    return HttpRequest("POST", url, headers, body, params or {})
+    encoder = _Encoder(request, profile, family, degradations, stream)
+    body = encoder.body()
+    return HttpRequest("POST", url, headers, body, params or {}, as_sent=encoder.as_sent)
 
 
 def _blank(part: dict[str, Any]) -> bool:

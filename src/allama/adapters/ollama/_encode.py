@@ -70,6 +70,7 @@ from allama.adapters._http import (
     HttpRequest,
     option_fields,
     replaced_by_option,
+    settings_as_sent,
 )
 from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters.ollama._capabilities import OllamaFamily, Thinking
@@ -149,6 +150,7 @@ class _Encoder:
         self.stream = stream
         self.where = f"`{request.model}` on {profile.display_name}"
         self.call_names: dict[str, str] = {}
+        self.as_sent: dict[str, Any] = {}  # settings the body option replaced
 
     def invalid(self, why: str) -> InvalidRequestError:
         return InvalidRequestError(why).mark_authored().with_provider(self.profile.name)
@@ -496,6 +498,7 @@ class _Encoder:
             more = given.pop("options", None)
             if isinstance(more, dict):
                 options = {**options, **more}
+                self.as_sent = settings_as_sent(request, more, _SETTINGS)
             elif "options" in extra:
                 # Ollama reads `options` as an object alone (a 400 otherwise); allama's own
                 # (temperature, seed, the output limit) still go.
@@ -546,8 +549,19 @@ def encode_request(
     call arguments that are not an object, an image data URL that is not base64) and for a
     tool whose parameters are not an object.
     """
-    body = _Encoder(request, profile, family, degradations, stream=stream).body()
-    return HttpRequest("POST", url, headers, body, params or {})
+    encoder = _Encoder(request, profile, family, degradations, stream=stream)
+    body = encoder.body()
+    return HttpRequest("POST", url, headers, body, params or {}, as_sent=encoder.as_sent)
+
+
+_SETTINGS = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "max_output_tokens": "num_predict",
+    "seed": "seed",
+    "stop": "stop",
+}
+"""The request settings in `options`, by `ChatRequest` field (`settings_as_sent`)."""
 
 
 def _same(theirs: object, ours: object) -> bool:

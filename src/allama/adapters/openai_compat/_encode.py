@@ -21,6 +21,7 @@ from allama.adapters._http import (
     HttpRequest,
     option_fields,
     replaced_by_option,
+    settings_as_sent,
 )
 from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters._tool_ids import MISTRAL_IDS, mistral_model, with_tool_ids
@@ -97,6 +98,8 @@ class _Encoder:
         self.schema_sent = False
         self.schema_instruction: str | None = None
         """The schema, in words, where only `json_object` can carry it (`json_object_note`)."""
+        self.as_sent: dict[str, Any] = {}
+        """The request settings the body option replaced (`HttpRequest.as_sent`)."""
 
     @property
     def strict_profile(self) -> OpenAIProfile:
@@ -814,8 +817,8 @@ class _Encoder:
         tools = self.tools()
         extras: dict[str, Any] = {}
         max_tokens = request.max_output_tokens
+        limit_field: str = profile.token_field
         if max_tokens is not None:
-            limit_field = profile.token_field
             if profile.reasoning_token_field is not None and self.reasoning_model():
                 limit_field = profile.reasoning_token_field
             extras[limit_field] = max_tokens
@@ -897,8 +900,27 @@ class _Encoder:
                 **(routing if isinstance(routing, dict) else {}),
                 "require_parameters": True,
             }
+        if given:
+            self.as_sent = self.settings_replaced(given, limit_field, max_tokens is None)
         body.update(given)
         return body
+
+    def settings_replaced(
+        self, given: dict[str, Any], limit_field: str, no_limit: bool
+    ) -> dict[str, Any]:
+        """The request settings the body option's fields (`given`) replaced. The limit is
+        the option's in allama's own field (`limit_field`), or, where the request set none,
+        in whichever of the two fields the option gives."""
+        if no_limit and limit_field not in given:
+            limit_field = next((key for key in _LIMIT_FIELDS if key in given), limit_field)
+        keys = {
+            "temperature": "temperature",
+            "top_p": "top_p",
+            "max_output_tokens": limit_field,
+            "seed": self.profile.seed_field,
+            "stop": "stop",
+        }
+        return settings_as_sent(self.request, given, keys)
 
     def option_stream_options(self, body: dict[str, Any], theirs: Any) -> None:
         """The body option's `stream_options` in `body`: not on a whole response (the
@@ -939,6 +961,9 @@ one straight after the other (Mistral)."""
 JSON_OBJECT_NOTE = "Answer with one JSON object."
 """What JSON mode is told where the caller's messages do not ask for JSON."""
 
+
+_LIMIT_FIELDS = ("max_completion_tokens", "max_tokens")
+"""The fields an output limit goes in on Chat Completions."""
 
 _CARRIERS = (
     ("response_format", RequestField.RESPONSE_FORMAT),
@@ -1016,5 +1041,6 @@ def encode_request(
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what the endpoint cannot honour
     under `UnsupportedPolicy.ERROR`.
     """
-    body = _Encoder(request, profile, family, degradations, stream=stream).body()
-    return HttpRequest("POST", url, headers, body, params or {})
+    encoder = _Encoder(request, profile, family, degradations, stream=stream)
+    body = encoder.body()
+    return HttpRequest("POST", url, headers, body, params or {}, as_sent=encoder.as_sent)

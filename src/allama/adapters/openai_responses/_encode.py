@@ -82,7 +82,7 @@ from itertools import islice
 from typing import Any
 
 from allama._degradations import Degradations, gives_tools
-from allama.adapters._http import HttpRequest, option_fields
+from allama.adapters._http import HttpRequest, option_fields, settings_as_sent
 from allama.adapters._tool_ids import IdRule, with_tool_ids
 from allama.adapters.openai_compat._capabilities import ModelFamily
 from allama.adapters.openai_compat._encode import JSON_OBJECT_NOTE, _image_url
@@ -152,6 +152,14 @@ _XAI = "xai"
 
 _MERGED = ("text", "reasoning")
 """Option fields whose keys are added to allama's own object of that name."""
+
+_SETTINGS = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "max_output_tokens": "max_output_tokens",
+}
+"""The request settings the body sends, by `ChatRequest` field (`settings_as_sent`): the API
+has no stop sequences and no seed."""
 
 
 def _repeat_id(original: str, number: int) -> str:
@@ -724,6 +732,8 @@ class _Encoder(_ChatEncoder):
         given = option_fields(
             body, self.extra, BODY_OPTION, stream=self.stream, degradations=self.degradations
         )
+        if given:
+            self.as_sent = settings_as_sent(request, given, _SETTINGS)
         for key, value in given.items():
             if key == "provider" and "provider" in body:
                 continue
@@ -803,5 +813,6 @@ def encode_request(
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what the endpoint cannot honour
     under `UnsupportedPolicy.ERROR`.
     """
-    body = _Encoder(request, profile, family, degradations, stream=stream).body()
-    return HttpRequest("POST", url, headers, body, params or {})
+    encoder = _Encoder(request, profile, family, degradations, stream=stream)
+    body = encoder.body()
+    return HttpRequest("POST", url, headers, body, params or {}, as_sent=encoder.as_sent)
