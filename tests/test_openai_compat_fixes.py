@@ -658,7 +658,6 @@ def test_groqs_llama_3_is_sent_no_reasoning_effort(model: str) -> None:
     [
         ("qwen/qwen3-32b", "default"),
         ("openai/gpt-oss-120b", "high"),
-        ("moonshotai/kimi-k2-instruct", "high"),
     ],
 )
 def test_groqs_other_models_still_take_theirs(model: str, wire: str) -> None:

@@ -498,10 +498,10 @@ def test_other_endpoints_take_a_user_turn_after_a_tool_result() -> None:
 @pytest.mark.parametrize(
     ("preset", "model", "effort", "wire", "warning"),
     [
-        # (Groq's models no row names; Llama 3.x takes no effort at all, as Llama 4.)
-        ("groq", "moonshotai/kimi-k2-instruct", "minimal", "low", "approximated"),
-        ("groq", "moonshotai/kimi-k2-instruct", "none", "none", None),
-        ("groq", "moonshotai/kimi-k2-instruct", "medium", "medium", None),
+        # (Groq's models no row names; Llama, Kimi K2 Instruct take no effort at all.)
+        ("groq", "some-lab/new-model", "minimal", "low", "approximated"),
+        ("groq", "some-lab/new-model", "none", "none", None),
+        ("groq", "some-lab/new-model", "medium", "medium", None),
         ("together", "Qwen/Qwen3-235B-A22B-Thinking-2507", "minimal", "low", "approximated"),
         ("together", "Qwen/Qwen3-235B-A22B-Thinking-2507", "none", None, "unsupported"),
         ("together", "Qwen/Qwen3-235B-A22B-Thinking-2507", "high", "high", None),

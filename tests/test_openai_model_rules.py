@@ -198,3 +198,174 @@ def test_mistral_is_not_asked_for_log_probabilities() -> None:
             "`mistral-large-latest` on Mistral reports no log-probabilities",
         )
     ]
+
+
+# GPT-5.x's codex, chat and pro variants: no effort `none`, and no default of `none` either,
+# so neither sampling nor log-probabilities at any effort (GPT-5.1's rules are not theirs).
+
+_VARIANTS = [
+    "gpt-5-codex",
+    "gpt-5.1-codex",
+    "gpt-5.1-codex-mini",
+    "gpt-5.1-codex-max",
+    "gpt-5.2-codex",
+    "gpt-5.1-chat-latest",
+    "gpt-5.2-chat-latest",
+    "gpt-5.2-pro",
+    "gpt-5-pro",
+]
+
+
+def effort_sent(body: dict[str, Any], api: str) -> str | None:
+    if api == "chat":
+        found: str | None = body.get("reasoning_effort")
+        return found
+    reasoning = body.get("reasoning")
+    return None if reasoning is None else str(reasoning["effort"])
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize(
+    ("model", "asked", "sent", "kind"),
+    [
+        ("gpt-5.1-codex", "none", None, WarningKind.UNSUPPORTED),
+        ("gpt-5.1-codex", "minimal", "low", WarningKind.APPROXIMATED),
+        ("gpt-5.1-codex", "low", "low", None),
+        ("gpt-5.1-codex-mini", "none", None, WarningKind.UNSUPPORTED),
+        ("gpt-5.1-codex-mini", "medium", "medium", None),
+        ("gpt-5.1-codex-max", "none", None, WarningKind.UNSUPPORTED),
+        ("gpt-5.1-codex-max", "high", "high", None),
+        ("gpt-5.2-codex", "none", None, WarningKind.UNSUPPORTED),
+        ("gpt-5.2-codex", "minimal", "low", WarningKind.APPROXIMATED),
+        ("gpt-5-codex", "minimal", "low", WarningKind.APPROXIMATED),
+        ("gpt-5.1-chat-latest", "none", None, WarningKind.UNSUPPORTED),
+        ("gpt-5.1-chat-latest", "high", "medium", WarningKind.APPROXIMATED),
+        ("gpt-5.2-chat-latest", "none", None, WarningKind.UNSUPPORTED),
+        ("gpt-5.2-chat-latest", "low", "medium", WarningKind.APPROXIMATED),
+        ("gpt-5.2-chat-latest", "medium", "medium", None),
+        ("gpt-5.2-pro", "none", None, WarningKind.UNSUPPORTED),
+        ("gpt-5.2-pro", "low", "medium", WarningKind.APPROXIMATED),
+        ("gpt-5.2-pro", "high", "high", None),
+        ("gpt-5-pro", "none", None, WarningKind.UNSUPPORTED),
+        ("gpt-5-pro", "medium", "high", WarningKind.APPROXIMATED),
+        ("gpt-5-pro", "high", "high", None),
+    ],
+)
+def test_gpt_5_variants_get_only_the_efforts_they_take(
+    api: str, model: str, asked: str, sent: str | None, kind: WarningKind | None
+) -> None:
+    options = {"api": "responses"} if api == "responses" else {}
+    request = ChatRequest(model).user("x").with_reasoning_effort(asked)
+    body, warnings = prepared("openai", request, **options)
+    assert effort_sent(body, api) == sent
+    said = f"`{model}` on OpenAI takes no reasoning effort `{asked}`"
+    expected = {
+        None: [],
+        WarningKind.APPROXIMATED: [(kind, f"{said}; `{sent}` was sent")],
+        WarningKind.UNSUPPORTED: [(kind, said)],
+    }[kind]
+    assert about(warnings, RequestField.REASONING_EFFORT) == expected
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize("effort", [None, "none", "high"])
+@pytest.mark.parametrize("model", _VARIANTS)
+def test_gpt_5_variants_get_no_sampling_or_logprobs_at_any_effort(
+    api: str, effort: str | None, model: str
+) -> None:
+    options = {"api": "responses"} if api == "responses" else {}
+    request = ChatRequest(model).user("x").with_temperature(0.2).with_top_p(0.5).with_logprobs(3)
+    body, warnings = prepared("openai", request.with_reasoning_effort(effort), **options)
+    for key in ("temperature", "top_p", "logprobs", "top_logprobs"):
+        assert key not in body
+    assert "message.output_text.logprobs" not in body.get("include", [])
+    where = f"`{model}` on OpenAI"
+    assert about(warnings, RequestField.TEMPERATURE) == [
+        (WarningKind.UNSUPPORTED, f"{where} takes no `temperature` other than 1")
+    ]
+    assert about(warnings, RequestField.TOP_P) == [
+        (WarningKind.UNSUPPORTED, f"{where} takes no `top_p` other than 1")
+    ]
+    why = f"{where} reports no log-probabilities"
+    if api == "responses":
+        why += " (logprobs are not supported for reasoning models)"
+    assert about(warnings, RequestField.LOGPROBS) == [(WarningKind.UNSUPPORTED, why)]
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_gpt_5_1_and_5_2_themselves_keep_their_rules(api: str) -> None:
+    # The rows for the variants match none of the base models.
+    options = {"api": "responses"} if api == "responses" else {}
+    for model in ("gpt-5.1", "gpt-5.2", "gpt-5.2-2025-12-11"):
+        request = ChatRequest(model).user("x").with_temperature(0.2).with_reasoning_effort("none")
+        body, warnings = prepared("openai", request, **options)
+        assert effort_sent(body, api) == "none" and body["temperature"] == 0.2
+        assert warnings == []
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_gpt_5_1_chat_model_reasons_unlike_gpt_5_chat(api: str) -> None:
+    options = {"api": "responses"} if api == "responses" else {}
+    body, warnings = prepared("openai", ChatRequest("gpt-5.2-chat-latest").user("x"), **options)
+    if api == "responses":
+        assert body["include"] == ["reasoning.encrypted_content"]
+    assert "stop" not in body and warnings == []
+    body, warnings = prepared(
+        "openai", ChatRequest("gpt-5.2-chat-latest").user("x").with_stop("END"), **options
+    )
+    assert "stop" not in body
+    said = (
+        "the Responses API takes no stop sequences"
+        if api == "responses"
+        else "`gpt-5.2-chat-latest` on OpenAI takes no stop sequences"
+    )
+    assert about(warnings, RequestField.STOP) == [(WarningKind.UNSUPPORTED, said)]
+
+
+# Groq: only GPT-OSS and Qwen3 reason; a `reasoning_effort` for another model is a 400.
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "meta-llama/llama-4-maverick-17b-128e-instruct",
+        "meta-llama/llama-guard-4-12b",
+        "llama3-70b-8192",
+        "llama3-groq-70b-8192-tool-use-preview",
+        "moonshotai/kimi-k2-instruct-0905",
+    ],
+)
+def test_groqs_models_that_do_not_reason_are_sent_no_effort(model: str) -> None:
+    body, warnings = prepared("groq", ChatRequest(model).user("x").with_reasoning_effort("low"))
+    assert "reasoning_effort" not in body
+    assert about(warnings, RequestField.REASONING_EFFORT) == [
+        (WarningKind.UNSUPPORTED, f"`{model}` on Groq takes no reasoning effort")
+    ]
+    # Asked not to reason, the model already does as asked: nothing is said.
+    body, warnings = prepared("groq", ChatRequest(model).user("x").with_reasoning_effort("none"))
+    assert "reasoning_effort" not in body and warnings == []
+
+
+@pytest.mark.parametrize(
+    ("model", "sent"),
+    [
+        ("openai/gpt-oss-safeguard-20b", "high"),
+        ("openai/gpt-oss-20b", "high"),
+        ("qwen/qwen3-32b", "default"),
+    ],
+)
+def test_groqs_reasoning_models_keep_their_efforts(model: str, sent: str) -> None:
+    body, _ = prepared("groq", ChatRequest(model).user("x").with_reasoning_effort("high"))
+    assert body["reasoning_effort"] == sent
+
+
+def test_kimi_k2_on_groq_is_asked_for_its_schema_best_effort() -> None:
+    """Groq takes `json_schema` from Kimi K2 Instruct 0905 without `strict` (best-effort),
+    where the models no row names have JSON mode alone."""
+    from allama import ResponseFormat
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    asked = ChatRequest("moonshotai/kimi-k2-instruct-0905").user("x")
+    body, _ = prepared("groq", asked.with_response_format(ResponseFormat.for_schema(schema)))
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["strict"] is False

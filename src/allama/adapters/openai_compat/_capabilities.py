@@ -74,9 +74,10 @@ class ModelFamily:
     sampling: Literal["yes", "no", "without_reasoning", "without_thinking"] = "yes"
     """Whether the family takes `temperature` and `top_p` other than their default (1):
     OpenAI's reasoning models answer 400 ("Only the default (1) value is supported", `no`);
-    GPT-5.1 and later take them only at reasoning effort `none`, their default
-    (`without_reasoning`); DeepSeek V4 thinks by default, where they have no effect, and
-    heeds them only with thinking turned off in the body option (`without_thinking`)."""
+    GPT-5.1 and 5.2 take them only at reasoning effort `none`, their default
+    (`without_reasoning`; not their codex, chat or pro variants, which take no `none`);
+    DeepSeek V4 thinks by default, where they have no effect, and heeds them only with
+    thinking turned off in the body option (`without_thinking`)."""
 
     def support(self, capability: ChatCapability) -> CapabilitySupport:
         if capability is ChatCapability.STRUCTURED_OUTPUT:
@@ -129,8 +130,8 @@ _UNKNOWN = ModelFamily(
 _LOW_HIGH = (("minimal", "low"), ("low", "low"), ("medium", "high"), ("high", "high"))
 """Families that take only `low` and `high` (DeepSeek maps the others the same way)."""
 _LOW_TO_HIGH = (("minimal", "low"), ("low", "low"), ("medium", "medium"), ("high", "high"))
-"""Families that always reason and take `low`, `medium` and `high` (o-series, gpt-oss), and
-endpoints that take only those (Together)."""
+"""Families that always reason and take `low`, `medium` and `high` (o-series, gpt-oss, GPT-5
+codex), and endpoints that take only those (Together)."""
 _GPT_5: tuple[tuple[str, str], ...] = (
     ("none", "minimal"),
     ("minimal", "minimal"),
@@ -148,6 +149,27 @@ _GPT_5_LATER: tuple[tuple[str, str], ...] = (
 )
 """GPT-5.1 and later: `none` (their default) to `high`, no `minimal` ("Supported values are:
 'none', 'low', 'medium', and 'high'", openai-agents-python#2089)."""
+_MEDIUM_ONLY: tuple[tuple[str, str], ...] = (
+    ("minimal", "medium"),
+    ("low", "medium"),
+    ("medium", "medium"),
+    ("high", "medium"),
+)
+"""GPT-5.x chat (`gpt-5.1-chat-latest`): `medium` alone, which it reasons at by default."""
+_MEDIUM_TO_HIGH: tuple[tuple[str, str], ...] = (
+    ("minimal", "medium"),
+    ("low", "medium"),
+    ("medium", "medium"),
+    ("high", "high"),
+)
+"""GPT-5.x pro: `medium` (the default) to `high` (and `xhigh`), no `none` or `low`."""
+_HIGH_ONLY: tuple[tuple[str, str], ...] = (
+    ("minimal", "high"),
+    ("low", "high"),
+    ("medium", "high"),
+    ("high", "high"),
+)
+"""GPT-5 pro: `high` alone, its default."""
 _NONE_OR_DEFAULT: tuple[tuple[str, str], ...] = (
     ("none", "none"),
     ("minimal", "default"),
@@ -179,6 +201,64 @@ _OPENAI_BASE_ROWS = (
     # parameter: 'temperature' is not supported with this model", openai-python#2072; the
     # same for `stop` on GPT-5, smolagents#1671, litellm#15244); 5.1 and later take
     # sampling at reasoning effort `none` only (vercel/ai#10932).
+    # Their codex, chat and pro variants take no `none` and reason by default, so take no
+    # sampling and no log-probabilities at all (rows before `gpt-5.*`, which they match).
+    # Codex (`gpt-5-codex`, `gpt-5.1-codex`, -mini, -max, `gpt-5.2-codex`): `low` to `high`
+    # (400 to `none` quoting that set, openai/codex#6647; models.dev: default `medium`, no
+    # temperature); -max and 5.2 add `xhigh`, which allama does not ask for. The Codex CLI
+    # offers -mini only `medium` and `high`; models.dev and its audit of OpenAI's sets
+    # (models.dev#2472) list `low` as well, taken here.
+    ModelFamily(
+        "gpt-5*-codex*",
+        StructuredLevel.STRICT,
+        reasoning=S,
+        images=S,
+        logprobs=N,
+        stop=False,
+        efforts=_LOW_TO_HIGH,
+        sampling="no",
+    ),
+    # 5.x chat (`gpt-5.1-chat-latest`, `gpt-5.2-chat-latest`) reasons, unlike `gpt-5-chat`:
+    # `medium` alone (400 "Supported values are: 'medium'", chatwise-releases#1257; models.dev:
+    # default `medium`, no temperature). Log-probabilities and `stop` are not documented
+    # for it: refused, as on the other reasoning models, rather than risk a 400.
+    ModelFamily(
+        "gpt-5.*-chat*",
+        StructuredLevel.STRICT,
+        reasoning=S,
+        images=S,
+        logprobs=N,
+        stop=False,
+        efforts=_MEDIUM_ONLY,
+        sampling="no",
+    ),
+    # 5.x pro (`gpt-5.2-pro`): `medium` (its default) to `xhigh`, no `none` or `low`
+    # (langchain#35424 strips temperature from 5.2-pro, whose default is not `none`;
+    # models.dev#2351 gives 5.4-pro that set). For 5.2-pro's set no OpenAI source was
+    # found, only third-party notes: `low` is taken as refused, asked as `medium`, rather
+    # than risk a 400. No temperature (models.dev).
+    ModelFamily(
+        "gpt-5.*-pro*",
+        StructuredLevel.STRICT,
+        reasoning=S,
+        images=S,
+        logprobs=N,
+        stop=False,
+        efforts=_MEDIUM_TO_HIGH,
+        sampling="no",
+    ),
+    # GPT-5 pro defaults to, and takes only, `high` (OpenAI's SDKs' `reasoning_effort`
+    # notes; 400 "Supported values are: 'high'", models.dev#331).
+    ModelFamily(
+        "gpt-5-pro*",
+        StructuredLevel.STRICT,
+        reasoning=S,
+        images=S,
+        logprobs=N,
+        stop=False,
+        efforts=_HIGH_ONLY,
+        sampling="no",
+    ),
     ModelFamily("gpt-5-chat*", StructuredLevel.STRICT, reasoning=N, images=S, logprobs=N),
     ModelFamily(
         "gpt-5.*",
@@ -331,11 +411,39 @@ _GROQ_ROWS = (
         strict_tools=False,
         json_with_tools=False,
     ),
-    # Llama 3.x (`llama-3.3-70b-versatile`, `llama-3.1-8b-instant`) does not reason, and
-    # Groq answers 400 to a `reasoning_effort` for it: none is sent.
+    # Groq's reasoning models are GPT-OSS (safeguard included) and Qwen3 (its reasoning
+    # page); it answers 400 to a `reasoning_effort` for others (inspect_ai#2395, by Groq):
+    # Meta's other models (Llama 4 Maverick, Llama Guard 4, Prompt Guard) and Llama 3, by
+    # its current ids (`llama-3.3-70b-versatile`, `llama-3.1-8b-instant`) and its older
+    # ones (`llama3-70b-8192`), are sent none.
+    ModelFamily(
+        "meta-llama/*",
+        StructuredLevel.JSON_OBJECT,
+        reasoning=N,
+        logprobs=N,
+        strict_tools=False,
+        json_with_tools=False,
+    ),
     ModelFamily(
         "llama-3*",
         StructuredLevel.JSON_OBJECT,
+        reasoning=N,
+        logprobs=N,
+        strict_tools=False,
+        json_with_tools=False,
+    ),
+    ModelFamily(
+        "llama3-*",
+        StructuredLevel.JSON_OBJECT,
+        reasoning=N,
+        logprobs=N,
+        strict_tools=False,
+        json_with_tools=False,
+    ),
+    ModelFamily(
+        # Kimi K2 Instruct does not reason; its 0905 takes `json_schema` best-effort.
+        "moonshotai/kimi-k2-instruct*",
+        StructuredLevel.BEST_EFFORT,
         reasoning=N,
         logprobs=N,
         strict_tools=False,
